@@ -1,0 +1,258 @@
+"""Topology configuration: `Config`, the defaults, and how the layers merge.
+
+Keys are Storm's. `Config` is a dict with the keys as constants and setters; the defaults live
+in ``squall/defaults.yaml``. Layers are resolved once, at submit (`topology_conf` and
+`component_conf`), and the resulting dicts are passed down; nothing reads a global.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ._errors import InvalidTopologyException
+
+# Storm's whitelist (Executor.normalizedComponentConf): of the Config keys, a component may set
+# only these; the others are dropped from its configuration. Custom keys always pass.
+COMPONENT_KEYS = frozenset({
+    "topology.debug",
+    "topology.max.spout.pending",
+    "topology.max.task.parallelism",
+    "topology.transactional.id",
+    "topology.tick.tuple.freq.secs",
+    "topology.sleep.spout.wait.strategy.time.ms",
+    "topology.spout.wait.strategy",
+    "topology.spout.wait.progressive.level1.count",
+    "topology.spout.wait.progressive.level2.count",
+    "topology.spout.wait.progressive.level3.sleep.millis",
+    "topology.state.provider",
+    "topology.state.provider.config",
+    "topology.executor.own.thread",
+    "topology.kryo.register",
+})
+_COMPONENT_KEY_PREFIXES = ("topology.bolts.window.", "topology.bolts.")
+
+DAEMON_PREFIXES = ("storm.", "nimbus.", "supervisor.", "worker.", "ui.", "logviewer.", "drpc.",
+                   "pacemaker.", "dev.zookeeper.", "transactional.zookeeper.")
+
+
+class Config(dict):
+    """A topology's configuration: a dict of Storm's keys, with constants and setters.
+
+    >>> conf = Config()
+    >>> conf.set_num_workers(2)
+    >>> conf[Config.TOPOLOGY_WORKERS]
+    2
+    """
+
+    TOPOLOGY_WORKERS = "topology.workers"
+    """Number of worker processes (in-process workers on LocalCluster)."""
+    TOPOLOGY_ACKER_EXECUTORS = "topology.acker.executors"
+    """Acker executors; None means one per worker, 0 turns acking off."""
+    TOPOLOGY_MAX_SPOUT_PENDING = "topology.max.spout.pending"
+    """Most spout tuples in flight per spout task (None: unlimited)."""
+    TOPOLOGY_MESSAGE_TIMEOUT_SECS = "topology.message.timeout.secs"
+    """Seconds before an incomplete spout tuple fails (it fails between T and 2T)."""
+    TOPOLOGY_DEBUG = "topology.debug"
+    """Log every emitted tuple with its component, task and stream."""
+    TOPOLOGY_TICK_TUPLE_FREQ_SECS = "topology.tick.tuple.freq.secs"
+    """Send bolts a tick tuple every this many seconds."""
+    TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = "topology.enable.message.timeouts"
+    """False disables message timeouts (spout tuples then wait for an ack or fail forever)."""
+    TOPOLOGY_MAX_TASK_PARALLELISM = "topology.max.task.parallelism"
+    """Cap on the number of tasks of every component."""
+    TOPOLOGY_TASKS = "topology.tasks"
+    """Number of tasks of a component (set per component with ``set_num_tasks``)."""
+    TOPOLOGY_FALL_BACK_ON_PICKLE = "topology.fall.back.on.pickle"
+    """Serialize unregistered types with pickle between workers (else it is an error)."""
+    TOPOLOGY_KRYO_REGISTER = "topology.kryo.register"
+    """Registered serializations: ``{"module:Class": "module:Serializer" or None}``."""
+    TOPOLOGY_EXECUTOR_OWN_THREAD = "topology.executor.own.thread"
+    """Run a component's executors on their own thread (for blocking user code)."""
+    TOPOLOGY_NAME = "topology.name"
+    """The topology's name (set by squall at submit)."""
+
+    def set_num_workers(self, n: int) -> None:
+        """Set ``topology.workers``."""
+        self[self.TOPOLOGY_WORKERS] = n
+
+    def set_num_ackers(self, n: int) -> None:
+        """Set ``topology.acker.executors`` (0 turns acking off)."""
+        self[self.TOPOLOGY_ACKER_EXECUTORS] = n
+
+    def set_max_spout_pending(self, n: int) -> None:
+        """Set ``topology.max.spout.pending``."""
+        self[self.TOPOLOGY_MAX_SPOUT_PENDING] = n
+
+    def set_message_timeout_secs(self, n: float) -> None:
+        """Set ``topology.message.timeout.secs`` (squall accepts fractions of a second)."""
+        self[self.TOPOLOGY_MESSAGE_TIMEOUT_SECS] = n
+
+    def set_debug(self, flag: bool) -> None:
+        """Set ``topology.debug``."""
+        self[self.TOPOLOGY_DEBUG] = flag
+
+    def set_max_task_parallelism(self, n: int) -> None:
+        """Set ``topology.max.task.parallelism``."""
+        self[self.TOPOLOGY_MAX_TASK_PARALLELISM] = n
+
+    def set_num_event_loggers(self, n: int) -> None:
+        """Set ``topology.eventlogger.executors``."""
+        self["topology.eventlogger.executors"] = n
+
+    def register_serialization(self, cls: type, serializer_cls: type | None = None) -> None:
+        """Register ``cls`` for serialization between workers, optionally with a serializer class.
+
+        The serializer has ``serialize(obj) -> msgpack-able`` and ``deserialize(data) -> obj``.
+        Without one, the class's ``__dict__`` (or ``__getstate__``) is sent.
+        """
+        reg = dict(self.get(self.TOPOLOGY_KRYO_REGISTER) or {})
+        reg[_qualified(cls)] = _qualified(serializer_cls) if serializer_cls is not None else None
+        self[self.TOPOLOGY_KRYO_REGISTER] = reg
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+@cache
+def _defaults() -> dict[str, Any]:
+    text = resources.files("squall").joinpath("defaults.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def default_conf() -> dict[str, Any]:
+    """A fresh copy of the built-in defaults."""
+    return dict(_defaults())
+
+
+def read_conf_file(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a ``squall.yaml``; a clear error names the file if it is not a mapping."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise InvalidTopologyException(f"{p}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise InvalidTopologyException(f"{p}: expected a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+def find_conf_file() -> Path | None:
+    """The cluster's ``squall.yaml``: ``$SQUALL_CONF_DIR/squall.yaml``, else ``./squall.yaml``."""
+    for d in (os.environ.get("SQUALL_CONF_DIR"), "."):
+        if d:
+            p = Path(d) / "squall.yaml"
+            if p.is_file():
+                return p
+    return None
+
+
+def cluster_conf(daemon_conf: Mapping[str, Any] | None = None, conf_file: str | os.PathLike | None = None,
+                 ) -> dict[str, Any]:
+    """Defaults overlaid with the cluster's ``squall.yaml`` and then ``daemon_conf``."""
+    conf = default_conf()
+    path = Path(conf_file) if conf_file is not None else find_conf_file()
+    if path is not None:
+        conf.update(read_conf_file(path))
+    if daemon_conf:
+        conf.update(daemon_conf)
+    validate(conf, where="cluster configuration")
+    return conf
+
+
+def is_daemon_key(key: str) -> bool:
+    """True for settings that belong to the cluster, not to a topology."""
+    return key.startswith(DAEMON_PREFIXES)
+
+
+def topology_conf(cluster: Mapping[str, Any], conf: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The cluster's conf overlaid with a topology's; daemon keys there are an error.
+
+    Raises:
+        InvalidTopologyException: a key is a daemon setting, or a value has the wrong type.
+    """
+    merged = dict(cluster)
+    for key, value in (conf or {}).items():
+        if not isinstance(key, str):
+            raise InvalidTopologyException(f"topology configuration key {key!r} is not a string")
+        if is_daemon_key(key):
+            raise InvalidTopologyException(
+                f"topology configuration may not set daemon setting {key!r}; "
+                f"set it in the cluster's squall.yaml instead")
+        merged[key] = value
+    validate(merged, where="topology configuration")
+    return merged
+
+
+def component_conf(topology: Mapping[str, Any], component_own: Mapping[str, Any] | None,
+                   topology_given: Mapping[str, Any] | None, component_id: str) -> dict[str, Any]:
+    """The configuration one component's tasks see.
+
+    Precedence, lowest first: the cluster's configuration (defaults and squall.yaml), the
+    component's own configuration (only whitelisted ``topology.*`` keys and custom keys), then
+    the keys the topology's `Config` set itself.
+    """
+    conf = dict(topology)
+    for key, value in (component_own or {}).items():
+        if key.startswith("topology.") and key not in COMPONENT_KEYS and not key.startswith(_COMPONENT_KEY_PREFIXES):
+            continue  # Storm drops non-whitelisted Config keys from component configuration
+        if is_daemon_key(key):
+            continue
+        conf[key] = value
+    for key, value in (topology_given or {}).items():
+        conf[key] = value
+    validate(conf, where=f"configuration of component [{component_id}]")
+    return conf
+
+
+def _positive_int(v: Any) -> bool:
+    return type(v) is int and v >= 1
+
+
+def _non_negative_int(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _positive_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
+def _bool(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+_VALIDATORS: dict[str, tuple[Any, str, bool]] = {
+    # key: (check, what it must be, None allowed)
+    "topology.workers": (_positive_int, "a positive integer", False),
+    "topology.acker.executors": (_non_negative_int, "a non-negative integer or null", True),
+    "topology.max.spout.pending": (_positive_int, "a positive integer or null", True),
+    "topology.message.timeout.secs": (_positive_number, "a positive number of seconds", False),
+    "topology.enable.message.timeouts": (_bool, "true or false", False),
+    "topology.debug": (_bool, "true or false", False),
+    "topology.tick.tuple.freq.secs": (_positive_number, "a positive number of seconds or null", True),
+    "topology.max.task.parallelism": (_positive_int, "a positive integer or null", True),
+    "topology.tasks": (_positive_int, "a positive integer or null", True),
+    "topology.fall.back.on.pickle": (_bool, "true or false", False),
+    "topology.executor.own.thread": (_bool, "true or false", False),
+    "topology.executor.receive.buffer.size": (_positive_int, "a positive integer", False),
+    "topology.spout.wait.progressive.level3.sleep.millis": (_positive_number, "a positive number", False),
+}
+
+
+def validate(conf: Mapping[str, Any], where: str) -> None:
+    """Check the types of the keys squall reads; the error names the key, value and place."""
+    for key, (check, what, nullable) in _VALIDATORS.items():
+        if key not in conf:
+            continue
+        v = conf[key]
+        if v is None and nullable:
+            continue
+        if not check(v):
+            raise InvalidTopologyException(f"{where}: {key!r} must be {what}, got {v!r}")

@@ -1,0 +1,117 @@
+"""`TopologyContext`: what a task knows about itself and the topology it runs in."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._fields import Fields, GlobalStreamId
+from ._system import DEFAULT_STREAM
+
+if TYPE_CHECKING:
+    from ._grouping import Grouping
+    from ._topology import StormTopology
+
+
+class TopologyContext:
+    """Answers a task's questions about the topology: its ids, its neighbours, their fields.
+
+    Made by squall for each task and passed to ``open``/``prepare``; users read it.
+    """
+
+    def __init__(self, topology: StormTopology, storm_id: str, task_to_component: dict[int, str],
+                 task_id: int, worker_port: int, worker_tasks: list[int], conf: dict[str, Any]) -> None:
+        self._topology = topology
+        self._storm_id = storm_id
+        self._task_to_component = task_to_component
+        self._component_tasks: dict[str, list[int]] = {}
+        for t, c in sorted(task_to_component.items()):
+            self._component_tasks.setdefault(c, []).append(t)
+        self._task_id = task_id
+        self._worker_port = worker_port
+        self._worker_tasks = sorted(worker_tasks)
+        self._conf = conf
+
+    def get_this_task_id(self) -> int:
+        """This task's id."""
+        return self._task_id
+
+    def get_this_component_id(self) -> str:
+        """This task's component id."""
+        return self._task_to_component[self._task_id]
+
+    def get_this_task_index(self) -> int:
+        """Position of this task among its component's tasks (0-based)."""
+        return self.get_component_tasks(self.get_this_component_id()).index(self._task_id)
+
+    def get_component_tasks(self, component_id: str) -> list[int]:
+        """The task ids of ``component_id``, sorted (empty if unknown)."""
+        return list(self._component_tasks.get(component_id, []))
+
+    def get_component_id(self, task_id: int) -> str | None:
+        """The component of ``task_id`` (``__system`` for -1, None if unknown)."""
+        if task_id == -1:
+            return "__system"
+        return self._task_to_component.get(task_id)
+
+    def get_component_ids(self) -> list[str]:
+        """All component ids, system ones included, sorted."""
+        return sorted(self._component_tasks)
+
+    def get_this_sources(self) -> dict[GlobalStreamId, Grouping]:
+        """The streams this component subscribes to, with their groupings."""
+        spec = self._topology.components.get(self.get_this_component_id())
+        return dict(spec.inputs) if spec is not None else {}
+
+    def get_sources(self, component_id: str) -> dict[GlobalStreamId, Grouping]:
+        """The streams ``component_id`` subscribes to."""
+        spec = self._topology.components.get(component_id)
+        return dict(spec.inputs) if spec is not None else {}
+
+    def get_this_targets(self) -> dict[str, dict[str, Grouping]]:
+        """For each stream this component emits: ``{subscriber id: grouping}``."""
+        return self.get_targets(self.get_this_component_id())
+
+    def get_targets(self, component_id: str) -> dict[str, dict[str, Grouping]]:
+        """For each stream ``component_id`` emits: ``{subscriber id: grouping}``."""
+        out: dict[str, dict[str, Grouping]] = {}
+        for cid, spec in self._topology.components.items():
+            for (src, stream), grouping in spec.inputs.items():
+                if src == component_id:
+                    out.setdefault(stream, {})[cid] = grouping
+        return out
+
+    def get_this_streams(self) -> list[str]:
+        """The streams this component declares."""
+        spec = self._topology.components.get(self.get_this_component_id())
+        return list(spec.streams) if spec is not None else []
+
+    def get_component_output_fields(self, component_id: str, stream_id: str = DEFAULT_STREAM) -> Fields:
+        """The fields of ``component_id``'s stream ``stream_id``.
+
+        Raises:
+            ValueError: naming the component and stream when there is no such stream.
+        """
+        spec = self._topology.components.get(component_id)
+        if spec is None or stream_id not in spec.streams:
+            raise ValueError(f"component [{component_id}] declares no stream [{stream_id}]")
+        return spec.streams[stream_id].fields
+
+    def get_this_output_fields(self, stream_id: str = DEFAULT_STREAM) -> Fields:
+        """The fields of this component's stream ``stream_id``."""
+        return self.get_component_output_fields(self.get_this_component_id(), stream_id)
+
+    def get_this_worker_port(self) -> int:
+        """The port of the worker this task runs in."""
+        return self._worker_port
+
+    def get_this_worker_tasks(self) -> list[int]:
+        """All task ids in this task's worker, sorted."""
+        return list(self._worker_tasks)
+
+    def get_storm_id(self) -> str:
+        """The topology's id (``name-counter-epochsecs``)."""
+        return self._storm_id
+
+    def get_storm_conf(self) -> dict[str, Any]:
+        """The topology's configuration as this task sees it."""
+        return self._conf

@@ -1,0 +1,52 @@
+"""Every public squall exception.
+
+The hierarchy::
+
+    SquallError
+    ├── InvalidTopologyException      bad topology or topology configuration (names the culprit)
+    ├── AlreadyAliveException         submit of a name that is already running
+    ├── NotAliveException             an operation on a name that is not running
+    ├── IllegalStateTransition        e.g. activate while KILLED ("No transition for event: ...")
+    └── EmitError                     wrong use of a collector (unknown stream, direct misuse)
+    FailedException                   raised by BasicBolt.execute to fail its input
+    └── ReportedFailedException       ... and also report the error
+
+`FailedException` is not a `SquallError`: it is a signal from user code, not an error of squall.
+"""
+
+from __future__ import annotations
+
+
+class SquallError(Exception):
+    """Base class of the errors squall raises."""
+
+
+class InvalidTopologyException(SquallError):
+    """The topology or its configuration is invalid; the message names the culprit."""
+
+
+class AlreadyAliveException(SquallError):
+    """A topology of this name is already running on the cluster."""
+
+
+class NotAliveException(SquallError):
+    """No topology of this name is running on the cluster."""
+
+
+class IllegalStateTransition(SquallError):
+    """The topology's status does not allow this operation (Storm's "No transition for event")."""
+
+
+class EmitError(SquallError):
+    """A collector was used wrongly: unknown stream, direct emit on a regular stream, and so on.
+
+    Raised inside user code, so like any exception escaping a component it crashes the worker.
+    """
+
+
+class FailedException(Exception):
+    """Raise from `BasicBolt.execute` to fail the input tuple instead of acking it."""
+
+
+class ReportedFailedException(FailedException):
+    """Like `FailedException`, and the error is also reported (shown in the topology's errors)."""

@@ -1,0 +1,226 @@
+"""Stream groupings: which task(s) of a subscriber get each tuple.
+
+`Grouping` is the declaration stored in a topology (what the user asked for); at run time each
+emitting task gets its own `CustomStreamGrouping` instance from `Grouping.make()`. The built-in
+groupings implement the same `CustomStreamGrouping` users implement, plus an optional
+``chooser(task_id)`` that returns a specialised ``values -> tasks`` function: the engine calls it
+once at prepare time so the per-tuple path is one call (ENGINE-SPEED.md, lesson 4).
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+import itertools
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._fields import Fields, GlobalStreamId
+from ._stable_hash import stable_hash, stable_hash_one
+
+if TYPE_CHECKING:
+    from ._context import TopologyContext
+
+SHUFFLE = "shuffle"
+FIELDS = "fields"
+PARTIAL_KEY = "partial_key"
+ALL = "all"
+GLOBAL = "global"
+NONE = "none"
+DIRECT = "direct"
+LOCAL_OR_SHUFFLE = "local_or_shuffle"
+CUSTOM = "custom"
+
+
+class CustomStreamGrouping(abc.ABC):
+    """Implement this to route tuples yourself.
+
+    ``prepare`` is called once per emitting task with the subscriber's task ids (sorted);
+    ``choose_tasks`` is called for every tuple on that task's thread and returns the target task
+    ids, a subset of ``target_tasks``.
+    """
+
+    def prepare(self, context: TopologyContext, stream: GlobalStreamId, target_tasks: list[int]) -> None:
+        """Remember the targets; called before any ``choose_tasks``."""
+        self.target_tasks = list(target_tasks)
+
+    @abc.abstractmethod
+    def choose_tasks(self, task_id: int, values: list) -> list[int]:
+        """The tasks that get ``values`` emitted by task ``task_id``."""
+
+
+class Grouping:
+    """A subscription's grouping as declared: its kind, fields, or custom object.
+
+    ``kind`` is one of ``shuffle``, ``fields``, ``partial_key``, ``all``, ``global``, ``none``,
+    ``direct``, ``local_or_shuffle``, ``custom``.
+    """
+
+    __slots__ = ("kind", "fields", "custom")
+
+    def __init__(self, kind: str, fields: Fields | None = None, custom: CustomStreamGrouping | None = None):
+        self.kind = kind
+        self.fields = fields
+        self.custom = custom
+
+    def __repr__(self) -> str:
+        extra = f", {self.fields!r}" if self.fields is not None else ""
+        if self.custom is not None:
+            extra = f", {type(self.custom).__name__}"
+        return f"Grouping({self.kind!r}{extra})"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Grouping) and other.kind == self.kind
+                and other.fields == self.fields and other.custom is self.custom)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.fields))
+
+    def make(self, source_fields: Fields, rng: random.Random | None = None) -> CustomStreamGrouping:
+        """A fresh, unprepared grouping instance for one emitting task (None for direct)."""
+        kind = self.kind
+        if kind == SHUFFLE:
+            return ShuffleGrouping(rng)
+        if kind == FIELDS:
+            return FieldsGrouping(source_fields, self.fields)
+        if kind == PARTIAL_KEY:
+            return PartialKeyGrouping(source_fields, self.fields)
+        if kind == ALL:
+            return AllGrouping()
+        if kind == GLOBAL:
+            return GlobalGrouping()
+        if kind == NONE:
+            return NoneGrouping(rng)
+        if kind == LOCAL_OR_SHUFFLE:
+            return LocalOrShuffleGrouping(rng)
+        if kind == CUSTOM:
+            return copy.deepcopy(self.custom)
+        raise ValueError(f"grouping {kind!r} has no instance")
+
+
+def chooser_of(grouping: CustomStreamGrouping, task_id: int) -> Callable[[list], list[int]]:
+    """The fastest ``values -> tasks`` function for ``grouping`` emitting from ``task_id``."""
+    make = getattr(grouping, "chooser", None)
+    if make is not None:
+        return make(task_id)
+    choose = grouping.choose_tasks
+    return lambda values: choose(task_id, values)
+
+
+class ShuffleGrouping(CustomStreamGrouping):
+    """Round-robin over the targets in a random order (Storm's ``ShuffleGrouping``)."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng or random.Random()
+
+    def prepare(self, context, stream, target_tasks):
+        choices = [[t] for t in target_tasks]
+        self._rng.shuffle(choices)
+        self._next = itertools.cycle(choices).__next__
+
+    def choose_tasks(self, task_id, values):
+        return self._next()
+
+    def chooser(self, task_id):
+        nxt = self._next
+        return lambda values: nxt()
+
+
+class LocalOrShuffleGrouping(ShuffleGrouping):
+    """Shuffle among the targets in the emitting worker when there are any, else among all."""
+
+    def prepare(self, context, stream, target_tasks):
+        local = set(context.get_this_worker_tasks()) if context is not None else set()
+        same_worker = [t for t in target_tasks if t in local]
+        super().prepare(context, stream, same_worker or target_tasks)
+
+
+class FieldsGrouping(CustomStreamGrouping):
+    """Equal values of the grouping fields always go to the same task (a stable hash)."""
+
+    def __init__(self, source_fields: Fields, fields: Fields) -> None:
+        self._indices = [source_fields.index(f) for f in fields]
+
+    def prepare(self, context, stream, target_tasks):
+        self._choices = [[t] for t in sorted(target_tasks)]
+
+    def choose_tasks(self, task_id, values):
+        choices = self._choices
+        return choices[stable_hash([values[i] for i in self._indices]) % len(choices)]
+
+    def chooser(self, task_id):
+        choices = self._choices
+        n = len(choices)
+        if n == 1:
+            only = choices[0]
+            return lambda values: only
+        if len(self._indices) == 1:
+            i = self._indices[0]
+            return lambda values: choices[stable_hash_one(values[i]) % n]
+        idx = self._indices
+        return lambda values: choices[stable_hash([values[i] for i in idx]) % n]
+
+
+class PartialKeyGrouping(FieldsGrouping):
+    """Each key has two candidate tasks; a tuple goes to the one this emitter loaded less.
+
+    Storm's ``PartialKeyGrouping`` ("the power of both choices"): spreads hot keys over two tasks,
+    so a downstream aggregation must combine partial results.
+    """
+
+    def prepare(self, context, stream, target_tasks):
+        super().prepare(context, stream, target_tasks)
+        self._load = [0] * len(self._choices)
+
+    def choose_tasks(self, task_id, values):
+        n = len(self._choices)
+        h = stable_hash([values[i] for i in self._indices])
+        a = h % n
+        b = (h * 0x2545F491 >> 7) % n
+        pick = a if self._load[a] <= self._load[b] else b
+        self._load[pick] += 1
+        return self._choices[pick]
+
+
+class AllGrouping(CustomStreamGrouping):
+    """Every target task gets every tuple."""
+
+    def prepare(self, context, stream, target_tasks):
+        self._all = sorted(target_tasks)
+
+    def choose_tasks(self, task_id, values):
+        return self._all
+
+    def chooser(self, task_id):
+        all_ = self._all
+        return lambda values: all_
+
+
+class GlobalGrouping(CustomStreamGrouping):
+    """All tuples go to the target with the lowest task id."""
+
+    def prepare(self, context, stream, target_tasks):
+        self._one = [min(target_tasks)]
+
+    def choose_tasks(self, task_id, values):
+        return self._one
+
+    def chooser(self, task_id):
+        one = self._one
+        return lambda values: one
+
+
+class NoneGrouping(CustomStreamGrouping):
+    """Any task, chosen at random (Storm currently treats it like shuffle)."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng or random.Random()
+
+    def prepare(self, context, stream, target_tasks):
+        self._choices = [[t] for t in target_tasks]
+
+    def choose_tasks(self, task_id, values):
+        return self._rng.choice(self._choices)
+
+

@@ -1,0 +1,310 @@
+"""Building a topology: `TopologyBuilder`, its declarers, and `StormTopology`.
+
+`TopologyBuilder.create_topology()` checks the whole graph and raises
+`InvalidTopologyException` naming the culprit (component id, stream, field), so a mistake shows
+up where the topology is written, not later on a worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._collectors import OutputFieldsDeclarer, StreamInfo
+from ._components import BasicBolt, Bolt, Spout
+from ._errors import InvalidTopologyException
+from ._fields import Fields, GlobalStreamId
+from ._grouping import (
+    ALL, CUSTOM, DIRECT, FIELDS, GLOBAL, LOCAL_OR_SHUFFLE, NONE, PARTIAL_KEY, SHUFFLE,
+    CustomStreamGrouping, Grouping,
+)
+from ._system import DEFAULT_STREAM, is_system_id
+
+
+class ComponentSpec:
+    """One spout or bolt of a topology: the object, its parallelism, configuration and wiring.
+
+    ``parallelism`` is the number of executors; ``conf`` the component's own configuration
+    (its ``get_component_configuration()`` overlaid with the declarer's settings); ``inputs``
+    maps each subscribed stream to its grouping; ``streams`` are the declared outputs.
+    """
+
+    def __init__(self, component_id: str, obj: Any, kind: str, parallelism: int) -> None:
+        self.id = component_id
+        self.obj = obj
+        self.kind = kind
+        self.parallelism = parallelism
+        self.conf: dict[str, Any] = {}
+        self.inputs: dict[GlobalStreamId, Grouping] = {}
+        self.streams: dict[str, StreamInfo] = {}
+
+    def copy(self, obj: Any = None) -> ComponentSpec:
+        """A shallow copy, optionally with another object (used to mock spouts)."""
+        c = ComponentSpec(self.id, self.obj if obj is None else obj, self.kind, self.parallelism)
+        c.conf = dict(self.conf)
+        c.inputs = dict(self.inputs)
+        c.streams = dict(self.streams)
+        return c
+
+    def __repr__(self) -> str:
+        return f"ComponentSpec({self.id!r}, {self.kind}, parallelism={self.parallelism})"
+
+
+class StormTopology:
+    """A validated topology: components by id. Made by `TopologyBuilder.create_topology`."""
+
+    def __init__(self, components: dict[str, ComponentSpec]) -> None:
+        self.components = components
+
+    @property
+    def spouts(self) -> dict[str, ComponentSpec]:
+        """The spouts, by id."""
+        return {k: c for k, c in self.components.items() if c.kind == "spout"}
+
+    @property
+    def bolts(self) -> dict[str, ComponentSpec]:
+        """The bolts, by id."""
+        return {k: c for k, c in self.components.items() if c.kind == "bolt"}
+
+    def get_spouts(self) -> dict[str, ComponentSpec]:
+        """Storm's ``get_spouts``."""
+        return self.spouts
+
+    def get_bolts(self) -> dict[str, ComponentSpec]:
+        """Storm's ``get_bolts``."""
+        return self.bolts
+
+    def with_components(self, components: dict[str, ComponentSpec]) -> StormTopology:
+        """A validated copy with some components replaced or added."""
+        merged = {k: c.copy() for k, c in self.components.items()}
+        merged.update(components)
+        topo = StormTopology(merged)
+        validate_topology(topo)
+        return topo
+
+
+class _Declarer:
+    def __init__(self, spec: ComponentSpec) -> None:
+        self._spec = spec
+
+    def set_num_tasks(self, n: int) -> _Declarer:
+        """Number of tasks of this component (default: its parallelism hint)."""
+        if n is not None and (type(n) is not int or n < 1):
+            raise InvalidTopologyException(
+                f"Component [{self._spec.id}]: number of tasks must be a positive integer, got {n!r}")
+        self._spec.conf["topology.tasks"] = n
+        return self
+
+    def add_configuration(self, key: str, value: Any) -> _Declarer:
+        """Set one key of this component's configuration."""
+        self._spec.conf[key] = value
+        return self
+
+    def add_configurations(self, conf: dict[str, Any]) -> _Declarer:
+        """Set several keys of this component's configuration."""
+        self._spec.conf.update(conf)
+        return self
+
+    def set_max_spout_pending(self, n: int) -> _Declarer:
+        """``topology.max.spout.pending`` for this component."""
+        return self.add_configuration("topology.max.spout.pending", n)
+
+    def set_max_task_parallelism(self, n: int) -> _Declarer:
+        """``topology.max.task.parallelism`` for this component."""
+        return self.add_configuration("topology.max.task.parallelism", n)
+
+    def set_debug(self, flag: bool) -> _Declarer:
+        """``topology.debug`` for this component."""
+        return self.add_configuration("topology.debug", flag)
+
+    def set_own_thread(self, flag: bool = True) -> _Declarer:
+        """Run this component's executors on their own thread (for blocking user code)."""
+        return self.add_configuration("topology.executor.own.thread", flag)
+
+
+class SpoutDeclarer(_Declarer):
+    """Returned by `TopologyBuilder.set_spout`; configures the spout."""
+
+
+class BoltDeclarer(_Declarer):
+    """Returned by `TopologyBuilder.set_bolt`; configures the bolt and subscribes it to streams."""
+
+    def _subscribe(self, component_id: str, stream: str, grouping: Grouping) -> BoltDeclarer:
+        if not isinstance(component_id, str) or not isinstance(stream, str):
+            raise InvalidTopologyException(
+                f"Component [{self._spec.id}] subscribes with a non-string id: {component_id!r}, {stream!r}")
+        self._spec.inputs[GlobalStreamId(component_id, stream)] = grouping
+        return self
+
+    def shuffle_grouping(self, component_id: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        """Tuples are spread evenly over this bolt's tasks."""
+        return self._subscribe(component_id, stream, Grouping(SHUFFLE))
+
+    def fields_grouping(self, component_id: str, fields: Fields | list[str],
+                        stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        """Tuples with equal values of ``fields`` always go to the same task."""
+        return self._subscribe(component_id, stream, Grouping(FIELDS, _fields(fields)))
+
+    def partial_key_grouping(self, component_id: str, fields: Fields | list[str],
+                             stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        """Like fields grouping, but each key is split over two tasks by load."""
+        return self._subscribe(component_id, stream, Grouping(PARTIAL_KEY, _fields(fields)))
+
+    def all_grouping(self, component_id: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        """Every task gets every tuple."""
+        return self._subscribe(component_id, stream, Grouping(ALL))
+
+    def global_grouping(self, component_id: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        """All tuples go to the task with the lowest id."""
+        return self._subscribe(component_id, stream, Grouping(GLOBAL, Fields()))
+
+    def none_grouping(self, component_id: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        """Any task (random)."""
+        return self._subscribe(component_id, stream, Grouping(NONE))
+
+    def direct_grouping(self, component_id: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        """The emitter picks the task with ``emit_direct``; the stream must be declared direct."""
+        return self._subscribe(component_id, stream, Grouping(DIRECT))
+
+    def local_or_shuffle_grouping(self, component_id: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        """Shuffle among this bolt's tasks in the emitter's worker, if any, else among all."""
+        return self._subscribe(component_id, stream, Grouping(LOCAL_OR_SHUFFLE))
+
+    def custom_grouping(self, component_id: str, grouping: CustomStreamGrouping,
+                        stream: str = DEFAULT_STREAM) -> BoltDeclarer:
+        """Route with a `CustomStreamGrouping` (copied per emitting task)."""
+        if not isinstance(grouping, CustomStreamGrouping):
+            raise InvalidTopologyException(
+                f"Component [{self._spec.id}]: custom grouping on [{component_id}] must be a "
+                f"CustomStreamGrouping, got {type(grouping).__name__}")
+        return self._subscribe(component_id, stream, Grouping(CUSTOM, custom=grouping))
+
+
+def _fields(fields: Fields | list[str] | str) -> Fields:
+    if isinstance(fields, Fields):
+        return fields
+    if isinstance(fields, str):
+        return Fields(fields)
+    return Fields(list(fields))
+
+
+class TopologyBuilder:
+    """Wires spouts and bolts into a topology.
+
+    >>> from squall import TopologyBuilder, Fields
+    >>> from squall.testing import FeederSpout
+    >>> builder = TopologyBuilder()
+    >>> _ = builder.set_spout("words", FeederSpout(Fields("word")), 1)
+    >>> topology = builder.create_topology()
+    >>> sorted(topology.components)
+    ['words']
+    """
+
+    def __init__(self) -> None:
+        self._components: dict[str, ComponentSpec] = {}
+
+    def _add(self, component_id: str, obj: Any, kind: str, parallelism_hint: int | None) -> ComponentSpec:
+        if not isinstance(component_id, str) or not component_id:
+            raise InvalidTopologyException(f"component id must be a non-empty string, got {component_id!r}")
+        if is_system_id(component_id):
+            raise InvalidTopologyException(f"{component_id} is not a valid component id.")
+        if component_id in self._components:
+            what = "Bolt" if kind == "bolt" else "Spout"
+            raise InvalidTopologyException(
+                f"Duplicate component ids: {what} has already been declared for id {component_id}")
+        if parallelism_hint is None:
+            parallelism_hint = 1
+        if type(parallelism_hint) is not int or parallelism_hint < 1:
+            raise InvalidTopologyException(
+                f"Component [{component_id}]: Parallelism must be positive, got {parallelism_hint!r}")
+        spec = ComponentSpec(component_id, obj, kind, parallelism_hint)
+        self._components[component_id] = spec
+        return spec
+
+    def set_spout(self, component_id: str, spout: Spout, parallelism_hint: int | None = None) -> SpoutDeclarer:
+        """Add a spout with ``parallelism_hint`` executors (default 1)."""
+        if not isinstance(spout, Spout):
+            raise InvalidTopologyException(
+                f"Component [{component_id}]: set_spout needs a Spout, got {type(spout).__name__}")
+        return SpoutDeclarer(self._add(component_id, spout, "spout", parallelism_hint))
+
+    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt, parallelism_hint: int | None = None) -> BoltDeclarer:
+        """Add a bolt (or basic bolt) with ``parallelism_hint`` executors (default 1)."""
+        if not isinstance(bolt, (Bolt, BasicBolt)):
+            raise InvalidTopologyException(
+                f"Component [{component_id}]: set_bolt needs a Bolt or BasicBolt, got {type(bolt).__name__}")
+        return BoltDeclarer(self._add(component_id, bolt, "bolt", parallelism_hint))
+
+    def create_topology(self) -> StormTopology:
+        """Validate the wiring and return the topology.
+
+        Raises:
+            InvalidTopologyException: naming the component, stream or field at fault.
+        """
+        components: dict[str, ComponentSpec] = {}
+        for cid, spec in self._components.items():
+            built = spec.copy()
+            built.conf = _own_conf(spec) | spec.conf  # declarer settings override the component's
+            declarer = OutputFieldsDeclarer(cid)
+            try:
+                spec.obj.declare_output_fields(declarer)
+            except InvalidTopologyException:
+                raise
+            except Exception as e:
+                raise InvalidTopologyException(
+                    f"Component [{cid}]: declare_output_fields raised {type(e).__name__}: {e}") from e
+            built.streams = declarer.streams
+            components[cid] = built
+        topology = StormTopology(components)
+        validate_topology(topology)
+        return topology
+
+
+def _own_conf(spec: ComponentSpec) -> dict[str, Any]:
+    try:
+        conf = spec.obj.get_component_configuration()
+    except Exception as e:
+        raise InvalidTopologyException(
+            f"Component [{spec.id}]: get_component_configuration raised {type(e).__name__}: {e}") from e
+    if conf is None:
+        return {}
+    if not isinstance(conf, dict):
+        raise InvalidTopologyException(
+            f"Component [{spec.id}]: get_component_configuration must return a dict or None, "
+            f"got {type(conf).__name__}")
+    return dict(conf)
+
+
+def validate_topology(topology: StormTopology) -> None:
+    """Check every subscription and count; raises `InvalidTopologyException` naming the culprit."""
+    comps = topology.components
+    if not any(c.kind == "spout" for c in comps.values()):
+        raise InvalidTopologyException("a topology needs at least one spout")
+    for cid, spec in comps.items():
+        tasks = spec.conf.get("topology.tasks")
+        if tasks is not None and (type(tasks) is not int or tasks < 1):
+            raise InvalidTopologyException(
+                f"Component [{cid}]: number of tasks must be a positive integer, got {tasks!r}")
+        if spec.kind == "spout" and spec.inputs:
+            raise InvalidTopologyException(f"Component [{cid}]: May not declare inputs for a spout")
+        for (src, stream), grouping in spec.inputs.items():
+            if src not in comps:
+                raise InvalidTopologyException(
+                    f"Component: [{cid}] subscribes from non-existent component [{src}]")
+            info = comps[src].streams.get(stream)
+            if info is None:
+                raise InvalidTopologyException(
+                    f"Component: [{cid}] subscribes from non-existent stream: [{stream}] of component [{src}]")
+            if grouping.fields is not None:
+                missing = [f for f in grouping.fields if not info.fields.contains(f)]
+                if missing:
+                    raise InvalidTopologyException(
+                        f"Component: [{cid}] subscribes from stream: [{stream}] of component [{src}] "
+                        f"with non-existent fields: {missing}")
+            if grouping.kind == DIRECT and not info.direct:
+                raise InvalidTopologyException(
+                    f"Component: [{cid}] subscribes to stream [{stream}] of component [{src}] with direct "
+                    f"grouping, but that stream is not declared direct")
+            if grouping.kind != DIRECT and info.direct:
+                raise InvalidTopologyException(
+                    f"Component: [{cid}] subscribes to direct stream [{stream}] of component [{src}] "
+                    f"with {grouping.kind} grouping; direct streams need direct_grouping")

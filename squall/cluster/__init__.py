@@ -1,0 +1,1 @@
+"""The master side: the topology state machine, schedulers, and the hosts (LocalCluster first)."""

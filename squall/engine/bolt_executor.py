@@ -1,0 +1,285 @@
+"""The bolt executor and its collectors (Storm's ``BoltExecutor``, ``BoltOutputCollectorImpl``,
+``BasicBoltExecutor``).
+
+Anchoring follows Storm exactly: for each target task and each anchor in a tracked tree, a fresh
+64-bit edge id is xored into the anchor's ``outAckVal`` and into the child's value for every
+root of the anchor; ``ack`` sends ``value ^ outAckVal`` per root to the acker. The common shape,
+one anchor in one tree, keeps the root and value in two int slots of the tuple (no dict).
+
+`OutputCollector` is thread-safe: items are appended to deques (atomic under the GIL), and an
+emit or ack from a thread other than the executor's loop wakes that loop, which may be asleep.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import threading
+from typing import Any
+
+from .._collectors import BasicOutputCollector, OutputCollector
+from .._components import BasicBolt
+from .._errors import EmitError, FailedException, ReportedFailedException
+from .._system import DEFAULT_STREAM
+from .._tuple import Tuple, tick_source
+from .acker import ACK, FAIL, RESET
+from .executor import Executor, TaskStats, Wiring, debug_log, error_record
+from .plan import ExecutorSpec
+from .routing import Router, build_routers
+
+_get_ident = threading.get_ident
+
+
+class BoltExecutor(Executor):
+    """Runs the tasks of one bolt component: ``execute`` per inbox tuple, ticks on a timer."""
+
+    kind = "bolt"
+
+    def __init__(self, spec: ExecutorSpec, wiring: Wiring, objs: dict[int, Any], contexts: dict[int, Any],
+                 conf: dict[str, Any]) -> None:
+        super().__init__(spec, wiring)
+        self.objs = objs
+        self.contexts = contexts
+        self.conf = conf
+        self.collectors: dict[int, BoltCollector] = {}
+        self.execute: dict[int, Any] = {}
+        rng = random.Random(wiring.seed ^ spec.tasks[0])
+        for t in self.task_ids:
+            routers = build_routers(wiring.plan, self.component, t, contexts[t], rng)
+            self.collectors[t] = BoltCollector(self, t, routers, conf)
+
+    def open(self) -> None:
+        for t in self.task_ids:
+            self.current_task = t
+            obj = self.objs[t]
+            collector = self.collectors[t]
+            if isinstance(obj, BasicBolt):
+                obj.prepare(self.conf, self.contexts[t])
+                self.execute[t] = _basic_execute(obj, collector, BasicCollector(collector))
+            else:
+                obj.prepare(self.conf, self.contexts[t], collector)
+                self.execute[t] = obj.execute
+        self.opened = True
+
+    def drain(self, limit: int) -> int:
+        done = 0
+        for t, q in self.inboxes.items():
+            n = len(q)
+            if not n:
+                continue
+            if n > limit:
+                n = limit
+            self.current_task = t
+            execute = self.execute[t]
+            pop = q.popleft
+            for _ in range(n):
+                execute(pop())
+            self.stats[t].executed += n
+            done += n
+        return done
+
+    def timers(self):
+        freq = self.conf.get("topology.tick.tuple.freq.secs")
+        if not freq:
+            return []
+        tick = Tuple([freq], tick_source())
+        inboxes = list(self.inboxes.values())
+
+        def send_ticks() -> None:
+            for q in inboxes:
+                q.append(tick)  # through the inbox, so a tick is ordered with the data
+        return [(float(freq), send_ticks)]
+
+    def close(self) -> None:
+        for t in self.task_ids:
+            self.current_task = t
+            self.objs[t].cleanup()
+
+    def emitted_by_stream(self, task):
+        return {s: (r.emitted, r.transferred) for s, r in self.collectors[task].routers.items()}
+
+
+def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
+    """``execute`` of a BasicBolt: anchor emits to the input, then ack it (or fail it)."""
+    user_execute = bolt.execute
+    ack = out.ack
+
+    def execute(tup: Tuple) -> None:
+        basic.input = tup
+        try:
+            user_execute(tup, basic)
+        except FailedException as e:
+            if isinstance(e, ReportedFailedException):
+                out.report_error(e)
+            out.fail(tup)
+            return
+        ack(tup)
+    return execute
+
+
+class BoltCollector(OutputCollector):
+    """The collector of one bolt task; thread-safe (see the module docstring)."""
+
+    def __init__(self, executor: BoltExecutor, task: int, routers: dict[str, Router], conf: dict) -> None:
+        self._ex = executor
+        self._task = task
+        self._component = executor.component
+        self.routers = routers
+        w = executor.wiring
+        self._deliver = w.deliver
+        self._ackers = w.ackers
+        self._nackers = len(w.ackers)
+        self._stats: TaskStats = executor.stats[task]
+        self._rand = functools.partial(random.Random(w.seed ^ (task << 20)).getrandbits, 64)
+        self._loop_ident = -1  # set by the loop when it starts; emits from other threads wake it
+        if conf.get("topology.debug"):
+            self.emit = self._debug_emit  # type: ignore[method-assign]
+
+    def _wake(self) -> None:
+        loop = self._ex.wiring.loop
+        if loop is not None:
+            loop.wake()
+
+    def emit(self, values, anchors=None, stream=DEFAULT_STREAM):
+        r = self.routers.get(stream)
+        if r is None or r.direct:
+            self._bad_stream(stream, r)
+        targets = r.choose(values)
+        self._send(r, targets, values, anchors)
+        if _get_ident() != self._loop_ident:
+            self._wake()
+        return targets
+
+    def emit_direct(self, task_id, values, anchors=None, stream=DEFAULT_STREAM):
+        r = self.routers.get(stream)
+        if r is None:
+            self._bad_stream(stream, r)
+        kind = r.direct_targets.get(task_id)
+        if kind is False:
+            raise EmitError(f"Cannot emitDirect to a task expecting a regular grouping "
+                            f"(component [{self._component}], stream [{stream}], task {task_id})")
+        self._send(r, [task_id] if kind else [], values, anchors)
+        if _get_ident() != self._loop_ident:
+            self._wake()
+
+    def _bad_stream(self, stream, r):
+        if r is None:
+            raise EmitError(f"Unknown stream ID: {stream} (component [{self._component}], task {self._task})")
+        raise EmitError(f"Cannot do regular emit to direct stream [{stream}] "
+                        f"(component [{self._component}], task {self._task})")
+
+    def _send(self, r: Router, targets: list[int], values: list, anchors: Any) -> None:
+        r.emitted += 1
+        r.transferred += len(targets)
+        if not targets:
+            return
+        deliver = self._deliver
+        if anchors is None or not self._nackers:
+            t = Tuple(values, r.src)
+            for task in targets:
+                deliver[task](t)
+            return
+        if type(anchors) is Tuple:
+            root = anchors._root
+            if type(root) is int:
+                if not root:  # anchored to an untracked tuple: nothing to track
+                    t = Tuple(values, r.src)
+                    for task in targets:
+                        deliver[task](t)
+                    return
+                rand = self._rand
+                src = r.src
+                for task in targets:
+                    edge = rand()
+                    anchors._oav ^= edge
+                    deliver[task](Tuple(values, src, root, edge))
+                return
+            anchors = (anchors,)
+        self._send_multi(r, targets, values, anchors)
+
+    def _send_multi(self, r: Router, targets: list[int], values: list, anchors: Any) -> None:
+        """The general case: several anchors, or anchors in several trees."""
+        rand = self._rand
+        deliver = self._deliver
+        for task in targets:
+            roots: dict[int, int] = {}
+            for a in anchors:
+                a_roots = _roots_of(a)
+                if not a_roots:
+                    continue
+                edge = rand()
+                a._oav ^= edge
+                for root in a_roots:
+                    roots[root] = roots.get(root, 0) ^ edge
+            if not roots:
+                child = Tuple(values, r.src)
+            elif len(roots) == 1:
+                (root, val), = roots.items()
+                child = Tuple(values, r.src, root, val)
+            else:
+                child = Tuple(values, r.src, roots)
+            deliver[task](child)
+
+    def ack(self, tup):
+        root = tup._root
+        if root and self._nackers:
+            if type(root) is int:
+                self._ackers[root % self._nackers]((ACK, root, tup._val ^ tup._oav, -1))
+            else:
+                oav = tup._oav
+                for rt, val in root.items():
+                    self._ackers[rt % self._nackers]((ACK, rt, val ^ oav, -1))
+            if _get_ident() != self._loop_ident:
+                self._wake()
+        self._stats.acked += 1
+
+    def fail(self, tup):
+        self._to_acker(tup, FAIL)
+        self._stats.failed += 1
+
+    def reset_timeout(self, tup):
+        self._to_acker(tup, RESET)
+
+    def _to_acker(self, tup: Tuple, kind: int) -> None:
+        if not self._nackers:
+            return
+        for rt in _roots_of(tup):
+            self._ackers[rt % self._nackers]((kind, rt, 0, -1))
+        if _get_ident() != self._loop_ident:
+            self._wake()
+
+    def _debug_emit(self, values, anchors=None, stream=DEFAULT_STREAM):
+        debug_log.info("Emitting: %s task %s stream %s: %r", self._component, self._task, stream, values)
+        return BoltCollector.emit(self, values, anchors, stream)
+
+    def report_error(self, error):
+        w = self._ex.wiring
+        w.report_error(error_record(self._component, self._task, error, w.worker_port))
+
+
+def _roots_of(t: Tuple) -> dict[int, int]:
+    root = t._root
+    if not root:
+        return {}
+    if type(root) is int:
+        return {root: t._val}
+    return root
+
+
+class BasicCollector(BasicOutputCollector):
+    """A BasicBolt's collector: every emit is anchored to the input being executed."""
+
+    __slots__ = ("_out", "input")
+
+    def __init__(self, out: BoltCollector) -> None:
+        self._out = out
+        self.input: Tuple | None = None
+
+    def emit(self, values, stream=DEFAULT_STREAM):
+        return self._out.emit(values, self.input, stream)
+
+    def emit_direct(self, task_id, values, stream=DEFAULT_STREAM):
+        self._out.emit_direct(task_id, values, self.input, stream)
+
+    def report_error(self, error):
+        self._out.report_error(error)

@@ -1,0 +1,129 @@
+"""What spout, bolt and acker executors share: per-task statistics, error records, wiring.
+
+An executor runs one component's tasks (a contiguous range) on one `ExecutorLoop`. It is driven
+by its loop only: ``open`` once the topology is first active, ``drain`` to process its inboxes,
+``timers`` for ticks and timeouts, ``close`` on a clean shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .plan import ExecutorSpec, TopologyPlan
+
+log = logging.getLogger("squall.engine")
+debug_log = logging.getLogger("squall.debug")
+
+
+@dataclass
+class ErrorRecord:
+    """An error reported by, or escaping from, a task's user code."""
+
+    component: str
+    task: int
+    time: float
+    error: str
+    traceback: str
+    worker: int = 0
+    fatal: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-dict form, as `get_topology_info` returns it."""
+        return {"component": self.component, "task": self.task, "time": self.time, "error": self.error,
+                "traceback": self.traceback, "worker": self.worker, "fatal": self.fatal}
+
+
+def error_record(component: str, task: int, error: BaseException | str, worker: int = 0,
+                 fatal: bool = False, now: float | None = None) -> ErrorRecord:
+    """An `ErrorRecord` for ``error`` (an exception keeps its traceback)."""
+    if isinstance(error, BaseException):
+        text = f"{type(error).__name__}: {error}"
+        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    else:
+        text = str(error)
+        tb = ""
+    return ErrorRecord(component, task, time.time() if now is None else now, text, tb, worker, fatal)
+
+
+class TaskStats:
+    """Counters of one task. Per-stream emitted/transferred counts live in its routers."""
+
+    __slots__ = ("acked", "failed", "executed", "latency_sum", "latency_count")
+
+    def __init__(self) -> None:
+        self.acked = 0
+        self.failed = 0
+        self.executed = 0
+        self.latency_sum = 0.0
+        self.latency_count = 0
+
+
+@dataclass
+class Wiring:
+    """What the executors of one loop are handed by their worker.
+
+    ``deliver`` maps every task id of the topology to a function that puts an item in that
+    task's inbox: a bare ``deque.append`` for tasks on the same loop, a function that also wakes
+    the other loop, or the transport's sender for tasks in other workers.
+    """
+
+    plan: TopologyPlan
+    deliver: dict[int, Callable[[Any], None]]
+    clock: Any
+    state: Any                      # TopologyState: active flag shared by the topology's loops
+    backpressure: Any               # Backpressure: throttles spouts when inboxes overflow
+    report_error: Callable[[ErrorRecord], None]
+    worker_port: int
+    worker_tasks: list[int]
+    seed: int
+    inboxes: dict[int, deque]       # the worker's inbox of each local task
+    loop: Any = None                # the ExecutorLoop, set when executors are placed on it
+    ackers: list[Callable[[Any], None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.ackers = [self.deliver[t] for t in self.plan.acker_tasks]
+
+
+class Executor:
+    """Base of the three executors: tasks, inboxes, stats and the contract with the loop."""
+
+    kind = "?"
+
+    def __init__(self, spec: ExecutorSpec, wiring: Wiring) -> None:
+        self.spec = spec
+        self.component = spec.component
+        self.task_ids = list(spec.tasks)
+        self.wiring = wiring
+        self.inboxes: dict[int, deque] = {t: wiring.inboxes[t] for t in self.task_ids}
+        self.stats: dict[int, TaskStats] = {t: TaskStats() for t in self.task_ids}
+        self.current_task = self.task_ids[0]  # the task whose user code is running (for crashes)
+        self.opened = False
+
+    def open(self) -> None:
+        """Run the user's open/prepare for every task (called on the loop's thread)."""
+        self.opened = True
+
+    def drain(self, limit: int) -> int:
+        """Process up to ``limit`` items per task; return how many were processed."""
+        return 0
+
+    def timers(self) -> list[tuple[float, Callable[[], None]]]:
+        """``(period_secs, callback)`` pairs the loop calls periodically."""
+        return []
+
+    def backlog(self) -> int:
+        """Items waiting in this executor's inboxes."""
+        return sum(map(len, self.inboxes.values()))
+
+    def close(self) -> None:
+        """Run the user's close/cleanup (clean shutdown only)."""
+
+    def emitted_by_stream(self, task: int) -> dict[str, tuple[int, int]]:
+        """``{stream: (emitted, transferred)}`` for ``task``."""
+        return {}

@@ -1,0 +1,277 @@
+"""`ExecutorLoop`: one thread that runs several executors cooperatively.
+
+Why not a thread per executor, as Storm has? Under the GIL, measured on this model's inner loop
+(ENGINE-SPEED.md, lessons 5 and 6), one cooperative loop per worker was 15-30% faster and its
+p99 latency 5-9x lower than a thread per executor, and it idles at far less CPU. So a worker runs
+its executors on one loop, and a component declared blocking (``topology.executor.own.thread``)
+gets a loop of its own, so its blocking never stalls the others.
+
+Each round drains inboxes downstream-first (acker, then bolts from the deepest, then the spouts'
+acker replies), then lets each spout emit a burst if it may, then fires due timers (ticks,
+timeouts). A round that did nothing leads to the wait strategy: with a spout that may emit, poll
+it again after a short sleep (Storm's progressive wait); with none, sleep until an item arrives
+(``wake``), the topology changes state, or the next timer is due. Producers wake a sleeping loop
+only when its ``sleeping`` flag is set, so a busy loop pays nothing for being woken.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .executor import Executor, log
+from .spout_executor import SpoutExecutor
+
+# Items drained per task per round, and next_tuple rounds per spout burst. Small enough that
+# queues stay short (latency, memory), large enough that per-round overhead is amortised.
+DRAIN_LIMIT = 1024
+SPOUT_BURST = 64
+
+
+class TopologyState:
+    """The topology's activity as its loops see it; changes wake every registered loop."""
+
+    def __init__(self, active: bool = False) -> None:
+        self.active = active
+        self.stopping = False
+        self._loops: list[ExecutorLoop] = []
+        self._lock = threading.Lock()
+
+    def register(self, loop: ExecutorLoop) -> None:
+        with self._lock:
+            self._loops.append(loop)
+
+    def unregister(self, loop: ExecutorLoop) -> None:
+        with self._lock:
+            if loop in self._loops:
+                self._loops.remove(loop)
+
+    def set_active(self, active: bool) -> None:
+        """Activate or deactivate the topology's spouts."""
+        self.active = active
+        with self._lock:
+            loops = list(self._loops)
+        for lp in loops:
+            lp.wake()
+
+
+class Backpressure:
+    """Throttles spouts while any bolt inbox holds more than its bound (Storm 2's backpressure).
+
+    Bounding is by tuples, not batches, and only data inboxes count: acker and spout-reply
+    inboxes are never bounded, because blocking the ack cycle deadlocks (ENGINE-SPEED.md,
+    lesson 7). Bolts are never blocked either, so cycles cannot deadlock; the spouts stop
+    instead, which bounds what is in flight.
+    """
+
+    def __init__(self, high: int) -> None:
+        self.high = high
+        self.low = max(1, high // 2)
+        self.throttled = False
+        self._over: set[int] = set()
+        self._lock = threading.Lock()
+        self._waiters: list[ExecutorLoop] = []
+
+    def register(self, loop: ExecutorLoop) -> None:
+        with self._lock:
+            self._waiters.append(loop)
+
+    def unregister(self, loop: ExecutorLoop) -> None:
+        with self._lock:
+            if loop in self._waiters:
+                self._waiters.remove(loop)
+
+    def check(self, task: int, backlog: int) -> None:
+        """Record ``task``'s backlog; flips ``throttled`` at the high and low watermarks."""
+        if backlog >= self.high:
+            if task not in self._over:
+                with self._lock:
+                    self._over.add(task)
+                    self.throttled = True
+        elif task in self._over and backlog <= self.low:
+            with self._lock:
+                self._over.discard(task)
+                self.throttled = bool(self._over)
+                waiters = [] if self.throttled else list(self._waiters)
+            for lp in waiters:
+                lp.wake()
+
+    def forget(self, tasks: list[int]) -> None:
+        """Drop the records of ``tasks`` (their worker stopped)."""
+        with self._lock:
+            self._over.difference_update(tasks)
+            self.throttled = bool(self._over)
+            waiters = [] if self.throttled else list(self._waiters)
+        for lp in waiters:
+            lp.wake()
+
+
+class ExecutorLoop:
+    """Runs executors on one thread; see the module docstring."""
+
+    def __init__(self, name: str, state: TopologyState, backpressure: Backpressure, clock: Any,
+                 conf: dict[str, Any], on_crash: Callable[[ExecutorLoop, Executor, BaseException], None]) -> None:
+        self.name = name
+        self.state = state
+        self.backpressure = backpressure
+        self.clock = clock
+        self.on_crash = on_crash
+        self.executors: list[Executor] = []
+        self.sleeping = False
+        self.ident = -1
+        self.thread: threading.Thread | None = None
+        self.current: Executor | None = None
+        self.idle_sleep = float(conf.get("topology.spout.wait.progressive.level3.sleep.millis", 1)) / 1000.0
+        self._spin = int(conf.get("topology.spout.wait.progressive.level1.count") or 0)
+        self._yield = int(conf.get("topology.spout.wait.progressive.level2.count") or 0)
+        self._event = threading.Event()
+        self._stop = False
+        self._clean = True
+        self.rounds = 0
+
+    def add(self, executor: Executor) -> None:
+        """Place an executor on this loop (before `start`)."""
+        self.executors.append(executor)
+
+    def wake(self) -> None:
+        """Wake the loop if it sleeps (any thread may call this)."""
+        self._event.set()
+
+    def start(self) -> None:
+        """Start the loop's thread."""
+        self.state.register(self)
+        self.backpressure.register(self)
+        self.clock.register(self._event)
+        self.thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+        self.thread.start()
+
+    def stop(self, clean: bool = True) -> None:
+        """Ask the loop to stop after its current round; ``clean`` runs the user's close/cleanup."""
+        self._clean = clean
+        self._stop = True
+        self._event.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end; False if it is still running (stuck in user code)."""
+        if self.thread is None:
+            return True
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    # --- the thread --------------------------------------------------------------------------------
+    def _main(self) -> None:
+        self.ident = threading.get_ident()
+        for ex in self.executors:
+            for c in getattr(ex, "collectors", {}).values():
+                c._loop_ident = self.ident
+        try:
+            self._run()
+        except BaseException as e:  # user code crashed: the worker dies (Storm's fail-fast)
+            self._stop = True
+            self.on_crash(self, self.current, e)
+        finally:
+            self.state.unregister(self)
+            self.backpressure.unregister(self)
+            self.clock.unregister(self._event)
+
+    def _run(self) -> None:
+        state = self.state
+        event = self._event
+        clock = self.clock
+        while not self._stop and not state.active:  # open/prepare wait for the first activation
+            clock.wait(event, 0.1)
+            event.clear()
+        if self._stop:
+            return
+        for ex in self.executors:
+            self.current = ex
+            ex.open()
+        consumers = _downstream_first(self.executors)
+        spouts = [ex for ex in self.executors if isinstance(ex, SpoutExecutor)]
+        bolts = [ex for ex in self.executors if ex.kind == "bolt"]
+        bp = self.backpressure
+        timers = []
+        now = clock.now()
+        for ex in self.executors:
+            for period, cb in ex.timers():
+                timers.append([now + period, period, cb, ex])
+        next_due = min((t[0] for t in timers), default=float("inf"))
+        seen_active = None
+        idle = 0
+        while not self._stop:
+            self.rounds += 1
+            active = state.active
+            if active != seen_active:
+                for sp in spouts:
+                    self.current = sp
+                    sp.set_active(active)
+                seen_active = active
+            worked = 0
+            for ex in consumers:
+                self.current = ex
+                worked += ex.drain(DRAIN_LIMIT)
+            may_emit = False
+            if active:
+                for sp in spouts:
+                    if sp.can_emit():
+                        may_emit = True
+                        self.current = sp
+                        worked += sp.produce(SPOUT_BURST)
+            for ex in bolts:
+                for t, q in ex.inboxes.items():
+                    bp.check(t, len(q))
+            now = clock.now()
+            if now >= next_due:
+                for timer in timers:
+                    if now >= timer[0]:
+                        timer[0] = max(timer[0] + timer[1], now)
+                        self.current = timer[3]
+                        timer[2]()
+                        worked += 1
+                next_due = min(t[0] for t in timers)
+            if worked:
+                idle = 0
+                continue
+            idle += 1
+            if may_emit:
+                if idle <= self._spin:
+                    continue
+                if idle <= self._spin + self._yield:
+                    time.sleep(0)
+                    continue
+                timeout = min(self.idle_sleep, next_due - now)
+            else:
+                timeout = None if next_due == float("inf") else next_due - now
+            self.sleeping = True
+            if not self._has_backlog() and not self._stop and state.active == seen_active:
+                clock.wait(event, max(timeout, 0.0) if timeout is not None else None)
+            self.sleeping = False
+            event.clear()
+        if self._clean:
+            for ex in self.executors:
+                if ex.opened:
+                    self.current = ex
+                    try:
+                        ex.close()
+                    except Exception:
+                        log.exception("close/cleanup of %s raised", ex.component)
+
+    def _has_backlog(self) -> bool:
+        for ex in self.executors:
+            for q in ex.inboxes.values():
+                if q:
+                    return True
+        return False
+
+
+def _downstream_first(executors: list[Executor]) -> list[Executor]:
+    """Acker first, then bolts from the deepest component, then spouts (for their replies)."""
+    def rank(ex: Executor) -> tuple[int, int]:
+        if ex.kind == "acker":
+            return (0, 0)
+        if ex.kind == "spout":
+            return (2, 0)
+        return (1, -getattr(ex, "depth", 0))
+    return sorted(executors, key=rank)

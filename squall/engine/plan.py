@@ -1,0 +1,140 @@
+"""Tasks and executors of a topology, numbered and split as Storm does.
+
+Task ids (``StormCommon.stormTaskInfo``): all component ids of the system topology, the user's
+plus ``__acker``, sorted in Java string order (code-point order, so ``"1" < "__acker" < "bolt"``),
+get consecutive ids from 1, as many as each has tasks. A component's tasks are split over its
+executors by `partition_fixed`: contiguous ranges, larger chunks first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._config import component_conf
+from .._errors import InvalidTopologyException
+from .._system import ACKER_COMPONENT
+from .._topology import StormTopology
+
+
+def partition_fixed(num_executors: int, tasks: list[int]) -> list[list[int]]:
+    """Split sorted ``tasks`` into at most ``num_executors`` contiguous chunks, larger first.
+
+    >>> partition_fixed(3, [1, 2, 3, 4, 5])
+    [[1, 2], [3, 4], [5]]
+    """
+    if not tasks:
+        return []
+    n = min(num_executors, len(tasks))
+    base, extra = divmod(len(tasks), n)
+    out, i = [], 0
+    for k in range(n):
+        size = base + (1 if k < extra else 0)
+        out.append(tasks[i:i + size])
+        i += size
+    return out
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """One executor: a component's contiguous range of tasks, run together on one thread."""
+
+    component: str
+    tasks: tuple[int, ...]
+
+    @property
+    def id(self) -> tuple[int, int]:
+        """Storm's executor id ``[first task, last task]``."""
+        return (self.tasks[0], self.tasks[-1])
+
+
+@dataclass
+class TopologyPlan:
+    """Everything workers need to know about a submitted topology, resolved once at submit."""
+
+    name: str
+    storm_id: str
+    topology: StormTopology
+    conf: dict[str, Any]
+    given_conf: dict[str, Any]
+    component_confs: dict[str, dict[str, Any]]
+    task_to_component: dict[int, str]
+    component_tasks: dict[str, list[int]]
+    executors: list[ExecutorSpec]
+    num_workers: int
+    parallelism: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def acking(self) -> bool:
+        """True when ackers exist (Storm's ``hasAckers``)."""
+        return bool(self.component_tasks.get(ACKER_COMPONENT))
+
+    @property
+    def acker_tasks(self) -> list[int]:
+        """The acker's task ids."""
+        return self.component_tasks.get(ACKER_COMPONENT, [])
+
+    def with_parallelism(self, num_workers: int | None, executors: dict[str, int] | None) -> TopologyPlan:
+        """The plan after a rebalance: same tasks, new worker and executor counts."""
+        par = dict(self.parallelism)
+        for cid, n in (executors or {}).items():
+            if cid not in par:
+                raise InvalidTopologyException(f"rebalance: topology {self.name!r} has no component [{cid}]")
+            if type(n) is not int or n < 1:
+                raise InvalidTopologyException(
+                    f"rebalance: component [{cid}] needs a positive number of executors, got {n!r}")
+            par[cid] = n
+        workers = self.num_workers if num_workers is None else num_workers
+        if type(workers) is not int or workers < 1:
+            raise InvalidTopologyException(f"rebalance: number of workers must be positive, got {workers!r}")
+        return TopologyPlan(self.name, self.storm_id, self.topology, self.conf, self.given_conf,
+                            self.component_confs, self.task_to_component, self.component_tasks,
+                            _executors(self.component_tasks, par), workers, par)
+
+
+def _cap(n: int, cap: Any) -> int:
+    return min(n, cap) if cap else n
+
+
+def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str, Any],
+              given_conf: dict[str, Any]) -> TopologyPlan:
+    """Number the tasks and split them into executors.
+
+    ``conf`` is the topology's merged configuration, ``given_conf`` what the user's Config set.
+    """
+    confs: dict[str, dict[str, Any]] = {}
+    num_tasks: dict[str, int] = {}
+    parallelism: dict[str, int] = {}
+    for cid, spec in topology.components.items():
+        cconf = component_conf(conf, spec.conf, given_conf, cid)
+        cap = cconf.get("topology.max.task.parallelism")
+        tasks = spec.conf.get("topology.tasks") or spec.parallelism
+        num_tasks[cid] = _cap(tasks, cap)
+        parallelism[cid] = _cap(spec.parallelism, cap)
+        confs[cid] = cconf
+    workers = conf["topology.workers"]
+    ackers = conf.get("topology.acker.executors")
+    ackers = workers if ackers is None else ackers
+    if ackers:
+        num_tasks[ACKER_COMPONENT] = ackers
+        parallelism[ACKER_COMPONENT] = ackers
+        confs[ACKER_COMPONENT] = dict(conf)
+    task_to_component: dict[int, str] = {}
+    component_tasks: dict[str, list[int]] = {}
+    next_id = 1
+    for cid in sorted(num_tasks):  # Python's str order is Java's for these ids
+        ids = list(range(next_id, next_id + num_tasks[cid]))
+        next_id += num_tasks[cid]
+        component_tasks[cid] = ids
+        for t in ids:
+            task_to_component[t] = cid
+    return TopologyPlan(name, storm_id, topology, conf, dict(given_conf), confs, task_to_component,
+                        component_tasks, _executors(component_tasks, parallelism), workers, parallelism)
+
+
+def _executors(component_tasks: dict[str, list[int]], parallelism: dict[str, int]) -> list[ExecutorSpec]:
+    out = []
+    for cid in sorted(component_tasks):
+        for chunk in partition_fixed(parallelism[cid], component_tasks[cid]):
+            out.append(ExecutorSpec(cid, tuple(chunk)))
+    return sorted(out, key=lambda e: e.tasks[0])

@@ -1,0 +1,71 @@
+"""`RotatingMap`: a map whose entries expire in bulk when its owner rotates it (Storm's).
+
+It keeps ``n`` buckets (dicts), newest first. ``put`` writes to the newest bucket; ``rotate``
+drops the oldest and returns (and passes to ``expire``) what it held. Rotated every T seconds,
+an entry that is not re-put expires between T·(n−1) and T·n after it was put: with the spout's
+2 buckets, a tuple times out between T and 2T; with the acker's 3, between 2T and 3T.
+
+Costs: ``put`` and ``remove`` touch every bucket (n is 2 or 3), ``get`` scans newest first,
+``rotate`` is O(expired entries). Not thread-safe: its owner drives it from one thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+class RotatingMap:
+    """A map of ``n`` buckets that its owner rotates; see the module docstring."""
+
+    __slots__ = ("_buckets", "_expire")
+
+    def __init__(self, num_buckets: int = 3, expire: Callable[[Any, Any], None] | None = None) -> None:
+        if num_buckets < 2:
+            raise ValueError("num_buckets must be >= 2")
+        self._buckets: list[dict] = [{} for _ in range(num_buckets)]
+        self._expire = expire
+
+    def put(self, key: Any, value: Any) -> None:
+        """Store ``key`` in the newest bucket (removing it from older ones)."""
+        buckets = self._buckets
+        buckets[0][key] = value
+        for b in buckets[1:]:
+            b.pop(key, None)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        """The value of ``key``, or ``default``."""
+        for b in self._buckets:
+            if key in b:
+                return b[key]
+        return default
+
+    def __contains__(self, key: Any) -> bool:
+        return any(key in b for b in self._buckets)
+
+    def contains_key(self, key: Any) -> bool:
+        """True if ``key`` is present."""
+        return key in self
+
+    def remove(self, key: Any) -> Any:
+        """Remove ``key`` and return its value (None if absent)."""
+        for b in self._buckets:
+            if key in b:
+                return b.pop(key)
+        return None
+
+    def __len__(self) -> int:
+        return sum(map(len, self._buckets))
+
+    def size(self) -> int:
+        """Number of entries."""
+        return len(self)
+
+    def rotate(self) -> dict:
+        """Drop the oldest bucket, calling ``expire(key, value)`` for each entry; return it."""
+        dead = self._buckets.pop()
+        self._buckets.insert(0, {})
+        if self._expire is not None:
+            for k, v in dead.items():
+                self._expire(k, v)
+        return dead

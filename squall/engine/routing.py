@@ -1,0 +1,79 @@
+"""Routing: from an emitted tuple's values to the target task ids, per stream of one task.
+
+Each emitting task gets one `Router` per declared stream, compiled when the task starts: the
+subscribers' groupings become one ``choose(values) -> tasks`` function, and a stream nobody
+subscribes to routes to a shared empty list at once (ENGINE-SPEED.md, lesson 4: specialise at
+prepare time). Fields grouping uses a stable hash (see ``squall._stable_hash``) so every process
+sends a key to the same task.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from .._fields import GlobalStreamId
+from .._grouping import DIRECT, chooser_of
+from .._tuple import Source
+from .plan import TopologyPlan
+
+_NOWHERE: list[int] = []
+
+
+class Router:
+    """One stream of one emitting task: how to choose targets, and how much went out."""
+
+    __slots__ = ("stream", "src", "choose", "direct", "direct_targets", "emitted", "transferred")
+
+    def __init__(self, stream: str, src: Source, choose: Callable[[list], list[int]], direct: bool,
+                 direct_targets: dict[int, bool]) -> None:
+        self.stream = stream
+        self.src = src
+        self.choose = choose
+        self.direct = direct
+        # task -> True if its component subscribes to this stream with direct grouping, False if
+        # with another grouping; tasks of non-subscribers are absent (emits to them are dropped).
+        self.direct_targets = direct_targets
+        self.emitted = 0
+        self.transferred = 0
+
+
+def build_routers(plan: TopologyPlan, component: str, task_id: int, context, rng: random.Random
+                  ) -> dict[str, Router]:
+    """The routers of every stream ``component`` declares, for its task ``task_id``."""
+    spec = plan.topology.components[component]
+    routers: dict[str, Router] = {}
+    for stream, info in spec.streams.items():
+        src = Source(component, stream, task_id, info.fields)
+        choosers = []
+        direct_targets: dict[int, bool] = {}
+        gsid = GlobalStreamId(component, stream)
+        for sub_id in sorted(plan.topology.components):
+            grouping = plan.topology.components[sub_id].inputs.get(gsid)
+            if grouping is None:
+                continue
+            targets = sorted(plan.component_tasks[sub_id])
+            is_direct = grouping.kind == DIRECT
+            for t in targets:
+                direct_targets[t] = is_direct
+            if is_direct:
+                continue
+            g = grouping.make(info.fields, rng)
+            g.prepare(context, gsid, targets)
+            choosers.append(chooser_of(g, task_id))
+        routers[stream] = Router(stream, src, _combine(choosers), info.direct, direct_targets)
+    return routers
+
+
+def _combine(choosers: list[Callable[[list], list[int]]]) -> Callable[[list], list[int]]:
+    if not choosers:
+        return lambda values: _NOWHERE
+    if len(choosers) == 1:
+        return choosers[0]
+
+    def choose(values: list) -> list[int]:
+        out: list[int] = []
+        for c in choosers:
+            out += c(values)
+        return out
+    return choose

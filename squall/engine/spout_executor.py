@@ -1,0 +1,233 @@
+"""The spout executor and its collector (Storm's ``SpoutExecutor``, ``SpoutOutputCollectorImpl``).
+
+Each loop round, the executor first handles the acker's replies (ack, fail, reset timeout) and
+then, if the topology is active, max spout pending allows it and nothing is backpressured, calls
+``next_tuple`` on each task, repeatedly while it keeps emitting (up to a budget, so downstream
+executors run between bursts). The pending map is a 2-bucket `RotatingMap` rotated every
+message timeout, so an incomplete tuple fails between T and 2T.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from typing import Any
+
+from .._collectors import SpoutOutputCollector
+from .._errors import EmitError
+from .._system import DEFAULT_STREAM
+from .._tuple import Tuple
+from .acker import ACKED, FAILED, INIT
+from .executor import Executor, TaskStats, Wiring, debug_log, error_record
+from .plan import ExecutorSpec
+from .rotating_map import RotatingMap
+from .routing import Router, build_routers
+
+
+class SpoutExecutor(Executor):
+    """Runs the tasks of one spout component; see the module docstring."""
+
+    kind = "spout"
+
+    def __init__(self, spec: ExecutorSpec, wiring: Wiring, objs: dict[int, Any], contexts: dict[int, Any],
+                 conf: dict[str, Any]) -> None:
+        super().__init__(spec, wiring)
+        self.objs = objs
+        self.contexts = contexts
+        self.conf = conf
+        self.acking = wiring.plan.acking
+        self.emits = 0  # emits by all tasks, to tell a productive next_tuple from an idle one
+        self.pending = RotatingMap(2, self._expired)
+        self._expired_ids: list[tuple[int, Any]] = []
+        msp = conf.get("topology.max.spout.pending")
+        self.max_pending = msp * len(self.task_ids) if msp else 0
+        self.active = False
+        self.collectors: dict[int, SpoutCollector] = {}
+        rng = random.Random(wiring.seed ^ spec.tasks[0])
+        for t in self.task_ids:
+            routers = build_routers(wiring.plan, self.component, t, contexts[t], rng)
+            self.collectors[t] = SpoutCollector(self, t, routers, conf)
+
+    # --- lifecycle, on the loop thread -----------------------------------------------------------
+    def open(self) -> None:
+        for t in self.task_ids:
+            self.current_task = t
+            self.objs[t].open(self.conf, self.contexts[t], self.collectors[t])
+        self.opened = True
+
+    def set_active(self, active: bool) -> None:
+        """Call ``activate``/``deactivate`` on every task when the topology's status changes."""
+        if active == self.active:
+            return
+        self.active = active
+        for t in self.task_ids:
+            self.current_task = t
+            if active:
+                self.objs[t].activate()
+            else:
+                self.objs[t].deactivate()
+
+    def close(self) -> None:
+        for t in self.task_ids:
+            self.current_task = t
+            self.objs[t].close()
+
+    # --- the hot path --------------------------------------------------------------------------------
+    def can_emit(self) -> bool:
+        """True if ``next_tuple`` may be called now (active, under max pending, not throttled)."""
+        return (self.active and not self.wiring.backpressure.throttled
+                and not (self.max_pending and len(self.pending) >= self.max_pending))
+
+    def produce(self, budget: int) -> int:
+        """Call ``next_tuple`` while it emits, up to ``budget`` rounds; return the emits made."""
+        start = self.emits
+        max_pending = self.max_pending
+        pending = self.pending
+        bp = self.wiring.backpressure
+        calls = [(t, self.objs[t].next_tuple) for t in self.task_ids]
+        for _ in range(budget):
+            before = self.emits
+            for t, next_tuple in calls:
+                self.current_task = t
+                next_tuple()
+            if self.emits == before or bp.throttled or (max_pending and len(pending) >= max_pending):
+                break
+        return self.emits - start
+
+    def drain(self, limit: int) -> int:
+        done = 0
+        for t, q in self.inboxes.items():
+            n = len(q)
+            if not n:
+                continue
+            if n > limit:
+                n = limit
+            pop = q.popleft
+            for _ in range(n):
+                self._reply(*pop())
+            done += n
+        return done
+
+    def _reply(self, kind: int, root: int, delta: float) -> None:
+        info = self.pending.remove(root)
+        if info is None:
+            return  # late reply for a tuple that already timed out
+        msg_id, task, _stream, started = info
+        self.current_task = task
+        stats = self.stats[task]
+        if kind == ACKED:
+            stats.acked += 1
+            stats.latency_sum += self.wiring.clock.now() - started
+            stats.latency_count += 1
+            self.objs[task].ack(msg_id)
+        elif kind == FAILED:
+            stats.failed += 1
+            self.objs[task].fail(msg_id)
+        else:  # RESET_TIMEOUT: move it to the newest bucket
+            self.pending.put(root, info)
+
+    # --- timeouts --------------------------------------------------------------------------------------
+    def timers(self):
+        conf = self.conf
+        if not self.acking or not conf.get("topology.enable.message.timeouts", True):
+            return []
+        return [(float(conf["topology.message.timeout.secs"]), self.rotate)]
+
+    def _expired(self, root: int, info: tuple) -> None:
+        self._expired_ids.append((info[1], info[0]))
+
+    def rotate(self) -> None:
+        """Expire the oldest pending bucket: those tuples fail (Storm's reason "TIMEOUT")."""
+        self.pending.rotate()
+        expired, self._expired_ids = self._expired_ids, []
+        for task, msg_id in expired:
+            self.current_task = task
+            self.stats[task].failed += 1
+            self.objs[task].fail(msg_id)
+
+    def emitted_by_stream(self, task):
+        return {s: (r.emitted, r.transferred) for s, r in self.collectors[task].routers.items()}
+
+
+class SpoutCollector(SpoutOutputCollector):
+    """The collector of one spout task. Spout methods run on one thread, so no locking."""
+
+    def __init__(self, executor: SpoutExecutor, task: int, routers: dict[str, Router], conf: dict) -> None:
+        self._ex = executor
+        self._task = task
+        self._component = executor.component
+        self.routers = routers
+        w = executor.wiring
+        self._deliver = w.deliver
+        self._ackers = w.ackers
+        self._acking = bool(w.ackers)
+        self._stats: TaskStats = executor.stats[task]
+        self._now = w.clock.now
+        self._rand = functools.partial(random.Random(w.seed ^ (task << 20)).getrandbits, 64)
+        if conf.get("topology.debug"):
+            self.emit = self._debug_emit  # type: ignore[method-assign]
+
+    def _router(self, stream: str) -> Router:
+        r = self.routers.get(stream)
+        if r is None:
+            raise EmitError(f"Unknown stream ID: {stream} (component [{self._component}], task {self._task})")
+        return r
+
+    def emit(self, values, msg_id=None, stream=DEFAULT_STREAM):
+        r = self.routers.get(stream)
+        if r is None or r.direct:
+            self._bad_stream(stream, r)
+        targets = r.choose(values)
+        self._send(r, targets, values, msg_id)
+        return targets
+
+    def emit_direct(self, task_id, values, msg_id=None, stream=DEFAULT_STREAM):
+        r = self._router(stream)
+        kind = r.direct_targets.get(task_id)
+        if kind is False:
+            raise EmitError(f"Cannot emitDirect to a task expecting a regular grouping "
+                            f"(component [{self._component}], stream [{stream}], task {task_id})")
+        self._send(r, [task_id] if kind else [], values, msg_id)
+
+    def _bad_stream(self, stream, r):
+        if r is None:
+            raise EmitError(f"Unknown stream ID: {stream} (component [{self._component}], task {self._task})")
+        raise EmitError(f"Cannot do regular emit to direct stream [{stream}] "
+                        f"(component [{self._component}], task {self._task})")
+
+    def _send(self, r: Router, targets: list[int], values: list, msg_id: Any) -> None:
+        r.emitted += 1
+        r.transferred += len(targets)
+        ex = self._ex
+        ex.emits += 1
+        deliver = self._deliver
+        if msg_id is None or not self._acking:
+            if targets:
+                t = Tuple(values, r.src)
+                for task in targets:
+                    deliver[task](t)
+            if msg_id is not None:  # acking off: Storm acks inside emit
+                self._stats.acked += 1
+                ex.objs[self._task].ack(msg_id)
+            return
+        rand = self._rand
+        root = rand() or 1
+        src = r.src
+        xor = 0
+        for task in targets:
+            edge = rand()
+            xor ^= edge
+            deliver[task](Tuple(values, src, root, edge))
+        ex.pending.put(root, (msg_id, self._task, r.stream, self._now()))
+        ackers = self._ackers
+        ackers[root % len(ackers)]((INIT, root, xor, self._task))
+
+    def _debug_emit(self, values, msg_id=None, stream=DEFAULT_STREAM):
+        debug_log.info("Emitting: %s task %s stream %s: %r", self._component, self._task, stream, values)
+        return SpoutCollector.emit(self, values, msg_id, stream)
+
+    def report_error(self, error):
+        w = self._ex.wiring
+        w.report_error(error_record(self._component, self._task, error, w.worker_port))
+
+

@@ -1,0 +1,216 @@
+"""`Worker`: the executors assigned to one worker slot, on their loops, with their inboxes.
+
+A worker is built from the topology plan and its assignment (a list of executors), fresh
+component instances unpickled per task, a clock and a `Transport` for tasks elsewhere. It knows
+nothing of where it is hosted: `LocalCluster` runs several in one process, the process and Spark
+hosts one per process.
+
+Items for local tasks go straight into their inboxes (never through the transport); a task on
+another loop of this worker is woken when it sleeps; a remote task is reached through the
+transport's sender.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import cloudpickle
+
+from .._context import TopologyContext
+from .._errors import InvalidTopologyException
+from .._system import ACKER_COMPONENT
+from .acker_executor import AckerExecutor
+from .bolt_executor import BoltExecutor
+from .executor import ErrorRecord, Executor, Wiring, error_record, log
+from .loop import Backpressure, ExecutorLoop, TopologyState
+from .plan import ExecutorSpec, TopologyPlan
+from .spout_executor import SpoutExecutor
+from .transport import Transport
+
+
+def component_blobs(plan: TopologyPlan) -> dict[str, bytes]:
+    """Each component pickled once; every task (and every restart) unpickles a fresh instance.
+
+    Raises:
+        InvalidTopologyException: naming the component that cannot be pickled.
+    """
+    blobs = {}
+    for cid, spec in plan.topology.components.items():
+        try:
+            blobs[cid] = cloudpickle.dumps(spec.obj)
+        except Exception as e:
+            raise InvalidTopologyException(
+                f"Component [{cid}] cannot be serialized ({type(e).__name__}: {e}); squall copies each "
+                f"component per task, so it must be picklable by cloudpickle") from e
+    return blobs
+
+
+def component_depths(plan: TopologyPlan) -> dict[str, int]:
+    """Longest path from a spout to each component (cycles cut), for downstream-first draining."""
+    comps = plan.topology.components
+    depth = {cid: 0 for cid in comps}
+    for _ in range(len(comps)):
+        changed = False
+        for cid, spec in comps.items():
+            for (src, _stream) in spec.inputs:
+                if src in depth and depth[src] + 1 > depth[cid] and depth[src] + 1 <= len(comps):
+                    depth[cid] = depth[src] + 1
+                    changed = True
+        if not changed:
+            break
+    return depth
+
+
+class Worker:
+    """The executors of one worker slot; see the module docstring."""
+
+    def __init__(self, plan: TopologyPlan, port: int, assignment: list[ExecutorSpec], blobs: dict[str, bytes],
+                 transport: Transport, clock: Any, state: TopologyState, backpressure: Backpressure,
+                 report_error: Callable[[ErrorRecord], None],
+                 on_crash: Callable[[Worker, ErrorRecord], None], seed: int) -> None:
+        self.plan = plan
+        self.port = port
+        self.assignment = list(assignment)
+        self.state = state
+        self.backpressure = backpressure
+        self._on_crash = on_crash
+        self._report_error = report_error
+        self.crashed: ErrorRecord | None = None
+        self._crash_lock = threading.Lock()
+        self.tasks = sorted(t for e in assignment for t in e.tasks)
+        self.inboxes: dict[int, deque] = {t: deque() for t in self.tasks}
+
+        # One shared loop, plus one per executor of a component that asked for its own thread.
+        shared = ExecutorLoop(f"squall-worker-{port}", state, backpressure, clock, plan.conf, self._crash)
+        self.loops = [shared]
+        loop_of_exec: dict[ExecutorSpec, ExecutorLoop] = {}
+        for e in assignment:
+            cconf = plan.component_confs[e.component]
+            if cconf.get("topology.executor.own.thread") and e.component != ACKER_COMPONENT:
+                lp = ExecutorLoop(f"squall-worker-{port}-{e.component}-{e.tasks[0]}", state, backpressure,
+                                  clock, cconf, self._crash)
+                self.loops.append(lp)
+                loop_of_exec[e] = lp
+            else:
+                loop_of_exec[e] = shared
+        self.loop_of_task = {t: loop_of_exec[e] for e in assignment for t in e.tasks}
+
+        depths = component_depths(plan)
+        self.executors: list[Executor] = []
+        for e in assignment:
+            lp = loop_of_exec[e]
+            wiring = Wiring(plan, self._deliver_map(lp, transport), clock, state, backpressure,
+                            report_error, port, self.tasks, seed, self.inboxes, loop=lp)
+            ex = self._make_executor(e, wiring, blobs)
+            ex.depth = depths.get(e.component, 0)  # type: ignore[attr-defined]
+            lp.add(ex)
+            self.executors.append(ex)
+
+    def _deliver_map(self, loop: ExecutorLoop, transport: Transport) -> dict[int, Callable[[Any], None]]:
+        deliver: dict[int, Callable[[Any], None]] = {}
+        for t in self.plan.task_to_component:
+            q = self.inboxes.get(t)
+            if q is None:
+                deliver[t] = transport.sender(t)
+            elif self.loop_of_task[t] is loop:
+                deliver[t] = q.append
+            else:
+                deliver[t] = _waking_append(q, self.loop_of_task[t])
+        return deliver
+
+    def _make_executor(self, e: ExecutorSpec, wiring: Wiring, blobs: dict[str, bytes]) -> Executor:
+        plan = self.plan
+        conf = plan.component_confs[e.component]
+        if e.component == ACKER_COMPONENT:
+            return AckerExecutor(e, wiring, conf)
+        objs = {t: cloudpickle.loads(blobs[e.component]) for t in e.tasks}
+        contexts = {t: TopologyContext(plan.topology, plan.storm_id, plan.task_to_component, t, self.port,
+                                       self.tasks, conf) for t in e.tasks}
+        kind = plan.topology.components[e.component].kind
+        cls = SpoutExecutor if kind == "spout" else BoltExecutor
+        return cls(e, wiring, objs, contexts, conf)
+
+    # --- control ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start every loop (user code runs once the topology is active)."""
+        for lp in self.loops:
+            lp.start()
+
+    def stop(self, clean: bool = True, timeout: float = 5.0) -> bool:
+        """Stop the loops; True if all ended (a loop stuck in user code is abandoned)."""
+        for lp in self.loops:
+            lp.stop(clean)
+        ok = all(lp.join(timeout) for lp in self.loops)
+        self.backpressure.forget(self.tasks)
+        if not ok:
+            stuck = [lp.name for lp in self.loops if lp.thread is not None and lp.thread.is_alive()]
+            log.warning("worker %s: loops %s did not stop (user code blocked?); abandoned", self.port, stuck)
+        return ok
+
+    def receive(self, task: int, item: Any) -> None:
+        """Deliver an item from another worker to local ``task`` (called by the transport)."""
+        self.inboxes[task].append(item)
+        lp = self.loop_of_task[task]
+        if lp.sleeping:
+            lp.wake()
+
+    def _crash(self, loop: ExecutorLoop, executor: Executor | None, exc: BaseException) -> None:
+        component = executor.component if executor is not None else "?"
+        task = executor.current_task if executor is not None else -1
+        record = error_record(component, task, exc, self.port, fatal=True)
+        with self._crash_lock:
+            first = self.crashed is None
+            if first:
+                self.crashed = record
+        self._report_error(record)
+        log.error("worker %s crashed in component [%s] task %s:\n%s", self.port, component, task,
+                  record.traceback)
+        if first:
+            for lp in self.loops:
+                if lp is not loop:
+                    lp.stop(clean=False)
+            self._on_crash(self, record)
+
+    # --- observation --------------------------------------------------------------------------------
+    def backlog(self) -> int:
+        """Items waiting in this worker's inboxes."""
+        return sum(map(len, self.inboxes.values()))
+
+    def is_idle(self) -> bool:
+        """No backlog and every loop asleep."""
+        return not self.backlog() and all(lp.sleeping or lp._stop for lp in self.loops)
+
+    def statistics(self) -> dict[int, dict[str, Any]]:
+        """Counters per task: ``{task: {component, emitted, transferred, acked, failed, ...}}``."""
+        out: dict[int, dict[str, Any]] = {}
+        for ex in self.executors:
+            for t in ex.task_ids:
+                st = ex.stats[t]
+                by_stream = ex.emitted_by_stream(t)
+                out[t] = {
+                    "component": ex.component,
+                    "worker": self.port,
+                    "executor": list(ex.spec.id),
+                    "emitted": {s: v[0] for s, v in by_stream.items()},
+                    "transferred": {s: v[1] for s, v in by_stream.items()},
+                    "acked": st.acked,
+                    "failed": st.failed,
+                    "executed": st.executed,
+                    "complete_latency_sum": st.latency_sum,
+                    "complete_latency_count": st.latency_count,
+                    "backlog": len(ex.inboxes[t]),
+                }
+        return out
+
+
+def _waking_append(q: deque, loop: ExecutorLoop) -> Callable[[Any], None]:
+    append = q.append
+
+    def deliver(item: Any) -> None:
+        append(item)
+        if loop.sleeping:
+            loop.wake()
+    return deliver

@@ -1,0 +1,22 @@
+"""Storm's testing API (``org.apache.storm.Testing`` and ``testing/*``), for tests of topologies.
+
+`complete_topology` runs a topology on mocked data until every tuple is processed and returns
+what each component emitted; `read_tuples` reads it. `FeederSpout` emits what a test feeds it;
+`AckTracker` and `AckFailMapTracker` observe acks and fails. All of them keep working although
+squall copies components per task.
+"""
+
+from ._complete import CompleteTopologyResult as CompleteTopologyResult
+from ._complete import MockedSources as MockedSources
+from ._complete import complete_topology as complete_topology
+from ._complete import read_tuples as read_tuples
+from ._helpers import AckFailMapTracker as AckFailMapTracker
+from ._helpers import AckTracker as AckTracker
+from ._helpers import FeederSpout as FeederSpout
+from ._helpers import FixedTupleSpout as FixedTupleSpout
+from ._helpers import TupleCaptureBolt as TupleCaptureBolt
+
+__all__ = [
+    "AckFailMapTracker", "AckTracker", "CompleteTopologyResult", "FeederSpout", "FixedTupleSpout",
+    "MockedSources", "TupleCaptureBolt", "complete_topology", "read_tuples",
+]

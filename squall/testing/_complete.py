@@ -1,0 +1,147 @@
+"""`complete_topology` and `read_tuples` (Storm's ``Testing.completeTopology``).
+
+The topology is rewritten, as Storm does: mocked spouts become `FixedTupleSpout`s that keep the
+original's declared streams, and a `TupleCaptureBolt` subscribes to every declared stream
+(global grouping; direct grouping for direct streams). It then runs on an ordinary LocalCluster
+until every spout is exhausted (every tuple acked or failed) and the topology is idle, and is
+killed.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from .._errors import InvalidTopologyException
+from .._fields import GlobalStreamId
+from .._grouping import DIRECT, GLOBAL, Grouping
+from .._system import DEFAULT_STREAM
+from .._topology import ComponentSpec, StormTopology
+from ._helpers import FixedTupleSpout, TupleCaptureBolt
+
+
+class MockedSources:
+    """The tuples each mocked spout emits, per stream."""
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self.data: dict[str, list[tuple[str, list]]] = {}
+        for spout_id, values in (data or {}).items():
+            if isinstance(values, Mapping):
+                for stream, rows in values.items():
+                    self.add_mock_data(spout_id, *rows, stream=stream)
+            else:
+                self.add_mock_data(spout_id, *values)
+
+    def add_mock_data(self, spout_id: str, *values_list: list, stream: str = DEFAULT_STREAM) -> None:
+        """Add tuples (each a list of values) that spout ``spout_id`` emits on ``stream``."""
+        rows = self.data.setdefault(spout_id, [])
+        for values in values_list:
+            if not isinstance(values, (list, tuple)):
+                raise TypeError(f"mock data for spout [{spout_id}] must be lists of values, got {values!r}")
+            rows.append((stream, list(values)))
+
+
+class CompleteTopologyResult:
+    """What `complete_topology` captured: ``{component: [(stream, values), ...]}``."""
+
+    def __init__(self, captured: dict[str, list[tuple[str, list]]], topology_name: str) -> None:
+        self.captured = captured
+        self.topology_name = topology_name
+
+    def __repr__(self) -> str:
+        return f"CompleteTopologyResult({ {k: len(v) for k, v in self.captured.items()} })"
+
+
+def read_tuples(result: CompleteTopologyResult, component_id: str, stream: str = DEFAULT_STREAM) -> list[list]:
+    """Every tuple ``component_id`` emitted on ``stream``, as value lists, in emission order per task."""
+    return [values for s, values in result.captured.get(component_id, []) if s == stream]
+
+
+def complete_topology(cluster: Any, topology: StormTopology,
+                      mocked_sources: MockedSources | Mapping[str, Any] | None = None,
+                      storm_conf: Mapping[str, Any] | None = None, timeout_secs: float = 60,
+                      topology_name: str | None = None) -> CompleteTopologyResult:
+    """Run ``topology`` until every spout tuple completes, and return what each component emitted.
+
+    >>> from squall import TopologyBuilder, Fields
+    >>> from squall.testing import FeederSpout, complete_topology, read_tuples
+    >>> builder = TopologyBuilder()
+    >>> _ = builder.set_spout("words", FeederSpout(Fields("word")))
+    >>> result = complete_topology(None, builder.create_topology(), {"words": [["a"], ["b"]]})
+    >>> read_tuples(result, "words")
+    [['a'], ['b']]
+
+    Args:
+        cluster: a `LocalCluster`; None makes a fresh one for this call.
+        topology: the topology to run.
+        mocked_sources: `MockedSources`, ``{spout_id: [values, ...]}`` or
+            ``{spout_id: {stream: [values, ...]}}``; each named spout is replaced by one that
+            emits exactly those tuples, reliably.
+        storm_conf: the topology's configuration.
+        timeout_secs: how long to wait for completion.
+
+    Raises:
+        InvalidTopologyException: a mocked spout does not exist, or an unmocked spout cannot
+            tell when it is done (it needs an ``is_exhausted()`` method).
+        AssertionError: the topology did not complete in time ("Test timed out").
+    """
+    from ..cluster.local import LocalCluster  # the testing layer sits above the cluster
+
+    own = cluster is None
+    if own:
+        cluster = LocalCluster()
+    try:
+        return _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topology_name)
+    finally:
+        if own:
+            cluster.shutdown()
+
+
+def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topology_name):
+    mocks = mocked_sources if isinstance(mocked_sources, MockedSources) else MockedSources(mocked_sources)
+    comps = topology.components
+    replaced: dict[str, ComponentSpec] = {}
+    for spout_id, rows in mocks.data.items():
+        spec = comps.get(spout_id)
+        if spec is None or spec.kind != "spout":
+            raise InvalidTopologyException(f"mocked sources name [{spout_id}], which is not a spout of the topology")
+        for stream, _values in rows:
+            if stream not in spec.streams:
+                raise InvalidTopologyException(
+                    f"mocked sources for spout [{spout_id}] use stream [{stream}], which it does not declare")
+        replaced[spout_id] = spec.copy(FixedTupleSpout(rows))
+    for cid, spec in comps.items():
+        if spec.kind == "spout" and cid not in replaced and not hasattr(spec.obj, "is_exhausted"):
+            raise InvalidTopologyException(
+                f"Cannot complete topology unless every spout is a CompletableSpout (or mocked to be): "
+                f"spout [{cid}] has no is_exhausted()")
+    capture = TupleCaptureBolt()
+    capture_id = f"capture-{uuid.uuid4().hex[:8]}"
+    cap = ComponentSpec(capture_id, capture, "bolt", 1)
+    for cid, spec in comps.items():
+        for stream, info in spec.streams.items():
+            cap.inputs[GlobalStreamId(cid, stream)] = Grouping(DIRECT if info.direct else GLOBAL)
+    replaced[capture_id] = cap
+    rewritten = topology.with_components(replaced)
+    spouts = [c.obj for c in rewritten.components.values() if c.kind == "spout"]
+
+    name = topology_name or f"topologytest-{uuid.uuid4().hex[:12]}"
+    cluster.submit_topology(name, dict(storm_conf or {}), rewritten)
+    try:
+        deadline = time.monotonic() + timeout_secs
+        idle_checks = 0
+        while idle_checks < 3:
+            if time.monotonic() > deadline:
+                done = {c: (s.completed(), len(s.tuples)) for c, s in zip(rewritten.spouts, spouts)
+                        if isinstance(s, FixedTupleSpout)}
+                raise AssertionError(f"Test timed out ({timeout_secs}s); spout tuples completed/total: {done}")
+            if all(s.is_exhausted() for s in spouts) and cluster.is_idle(name):
+                idle_checks += 1
+            else:
+                idle_checks = 0
+            time.sleep(0.005)
+    finally:
+        cluster.kill_topology(name, wait_secs=0)
+    return CompleteTopologyResult(capture.results(), name)

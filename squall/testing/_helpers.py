@@ -1,0 +1,187 @@
+"""Storm's testing spouts and trackers: `FeederSpout`, `FixedTupleSpout`, the trackers and the
+capture bolt `complete_topology` adds."""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from typing import Any
+
+from .._collectors import OutputFieldsDeclarer
+from .._components import Bolt, Spout
+from .._fields import Fields
+from . import _registry
+
+
+class AckTracker:
+    """Counts acks it is told about (Storm's ``AckTracker``); shared by all copies."""
+
+    def __init__(self) -> None:
+        self._key = _registry.register([0])
+
+    def ack(self, msg_id: Any) -> None:
+        """Count one ack."""
+        with _registry.lock():
+            _registry.lookup(self._key)[0] += 1
+
+    def fail(self, msg_id: Any) -> None:
+        """Fails are not counted."""
+
+    def get_num_acks(self) -> int:
+        """Acks counted so far."""
+        return _registry.lookup(self._key)[0]
+
+    def reset_num_acks(self) -> None:
+        """Start counting from 0."""
+        with _registry.lock():
+            _registry.lookup(self._key)[0] = 0
+
+
+class AckFailMapTracker:
+    """Remembers which message ids were acked and which failed; shared by all copies."""
+
+    def __init__(self) -> None:
+        self._key = _registry.register({"acked": set(), "failed": set()})
+
+    def ack(self, msg_id: Any) -> None:
+        """Record ``msg_id`` as acked."""
+        with _registry.lock():
+            _registry.lookup(self._key)["acked"].add(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        """Record ``msg_id`` as failed."""
+        with _registry.lock():
+            _registry.lookup(self._key)["failed"].add(msg_id)
+
+    def is_acked(self, msg_id: Any) -> bool:
+        """True once ``msg_id`` was acked."""
+        return msg_id in _registry.lookup(self._key)["acked"]
+
+    def is_failed(self, msg_id: Any) -> bool:
+        """True once ``msg_id`` failed."""
+        return msg_id in _registry.lookup(self._key)["failed"]
+
+
+class FeederSpout(Spout):
+    """A spout that emits what the test feeds it (Storm's ``FeederSpout``).
+
+    ``feed`` may be called before or after submission; every task of the spout takes from the
+    same queue. Acks and fails go to the delegate set with `set_ack_fail_delegate`.
+    """
+
+    def __init__(self, fields: Fields | list[str]) -> None:
+        self._fields = fields if isinstance(fields, Fields) else Fields(list(fields))
+        self._key = _registry.register(deque())
+        self._delegate: Any = None
+
+    def set_ack_fail_delegate(self, tracker: Any) -> None:
+        """Forward ``ack``/``fail`` to ``tracker`` (an `AckTracker`, `AckFailMapTracker`, ...)."""
+        self._delegate = tracker
+
+    def feed(self, values: list, msg_id: Any = None) -> None:
+        """Queue ``values`` for emission with ``msg_id`` (default: a random UUID string)."""
+        if msg_id is None:
+            msg_id = str(uuid.uuid4())
+        _registry.lookup(self._key).append((list(values), msg_id))
+
+    def feed_no_wait(self, values: list, msg_id: Any = None) -> None:
+        """Same as `feed` (squall's feed never blocks)."""
+        self.feed(values, msg_id)
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        declarer.declare(self._fields)
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self._queue = _registry.lookup(self._key)
+
+    def next_tuple(self) -> None:
+        try:
+            values, msg_id = self._queue.popleft()
+        except IndexError:
+            return
+        self.collector.emit(values, msg_id)
+
+    def ack(self, msg_id: Any) -> None:
+        if self._delegate is not None:
+            self._delegate.ack(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        if self._delegate is not None:
+            self._delegate.fail(msg_id)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_queue", None)
+        state.pop("collector", None)
+        state.pop("context", None)
+        return state
+
+
+class FixedTupleSpout(Spout):
+    """Emits a fixed list of ``(stream, values)`` once, each with a message id.
+
+    Task k of n emits tuples k, k+n, k+2n, ... Failed tuples are not replayed. It is exhausted
+    when acks plus fails, over all its tasks, equal the number of tuples.
+    """
+
+    def __init__(self, tuples: list[tuple[str, list]]) -> None:
+        self.tuples = [(s, list(v)) for s, v in tuples]
+        self._key = _registry.register({"acked": 0, "failed": 0})
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        tasks = context.get_component_tasks(context.get_this_component_id())
+        k = context.get_this_task_index()
+        self._mine = deque(self.tuples[k::len(tasks)])
+
+    def next_tuple(self) -> None:
+        if self._mine:
+            stream, values = self._mine.popleft()
+            self.collector.emit(values, uuid.uuid4().hex, stream)
+
+    def ack(self, msg_id):
+        with _registry.lock():
+            _registry.lookup(self._key)["acked"] += 1
+
+    def fail(self, msg_id):
+        with _registry.lock():
+            _registry.lookup(self._key)["failed"] += 1
+
+    def completed(self) -> int:
+        """Tuples acked or failed so far, over all tasks."""
+        c = _registry.lookup(self._key)
+        return c["acked"] + c["failed"]
+
+    def is_exhausted(self) -> bool:
+        """True when every tuple was acked or failed."""
+        return self.completed() >= len(self.tuples)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        for k in ("_mine", "collector", "context"):
+            state.pop(k, None)
+        return state
+
+
+class TupleCaptureBolt(Bolt):
+    """Records every tuple it receives, per source component, and acks it."""
+
+    def __init__(self) -> None:
+        self._key = _registry.register({})
+
+    def execute(self, tup) -> None:
+        with _registry.lock():
+            results = _registry.lookup(self._key)
+            results.setdefault(tup.source_component, []).append((tup.source_stream, list(tup.values)))
+        self.collector.ack(tup)
+
+    def results(self) -> dict[str, list[tuple[str, list]]]:
+        """``{component: [(stream, values), ...]}`` in arrival order."""
+        with _registry.lock():
+            return {k: list(v) for k, v in _registry.lookup(self._key).items()}
+
+    def __getstate__(self) -> dict:
+        return {"_key": self._key}
+
+

@@ -46,7 +46,9 @@ class Acker:
     def update(self, kind: int, root: int, val: int, spout_task: int, now: float):
         """Apply one message; return ``(spout_task, reply_kind, root, delta_secs)`` or None."""
         pending = self.pending
-        entry = pending.get(root)
+        entry = pending.newest.get(root)  # nearly always there: skip the scan of older buckets
+        if entry is None:
+            entry = pending.get(root)
         if entry is None:
             entry = [0, -1, now, False, False]
             pending.put(root, entry)

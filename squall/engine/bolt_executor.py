@@ -100,9 +100,16 @@ class BoltExecutor(Executor):
 
 
 def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
-    """``execute`` of a BasicBolt: anchor emits to the input, then ack it (or fail it)."""
+    """``execute`` of a BasicBolt: anchor emits to the input, then ack it (or fail it).
+
+    The ack of the common one-root input is inlined: this function runs once per input, on the
+    loop's thread, so it skips `BoltCollector.ack`'s call and its foreign-thread check.
+    """
     user_execute = bolt.execute
     ack = out.ack
+    ackers = out._ackers
+    one_acker = ackers[0] if len(ackers) == 1 else None
+    stats = out._stats
 
     def execute(tup: Tuple) -> None:
         basic.input = tup
@@ -113,7 +120,13 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
                 out.report_error(e)
             out.fail(tup)
             return
-        ack(tup)
+        root = tup._root
+        if root and (one_acker is None or type(root) is not int):
+            ack(tup)
+            return
+        if root:
+            one_acker((ACK, root, tup._val ^ tup._oav, -1))
+        stats.acked += 1
     return execute
 
 
@@ -267,16 +280,47 @@ def _roots_of(t: Tuple) -> dict[int, int]:
 
 
 class BasicCollector(BasicOutputCollector):
-    """A BasicBolt's collector: every emit is anchored to the input being executed."""
+    """A BasicBolt's collector: every emit is anchored to the input being executed.
 
-    __slots__ = ("_out", "input")
+    Its ``emit`` inlines the one-anchor path of `BoltCollector` (routing, edge ids, delivery):
+    a BasicBolt always has exactly one anchor and runs on its loop's thread, and the two call
+    layers saved were about 8% of W1 with acking on (py-spy).
+    """
 
     def __init__(self, out: BoltCollector) -> None:
         self._out = out
         self.input: Tuple | None = None
+        self._routers = out.routers
+        self._deliver = out._deliver
+        self._rand = out._rand
+        self._acking = bool(out._nackers)
 
     def emit(self, values, stream=DEFAULT_STREAM):
-        return self._out.emit(values, self.input, stream)
+        r = self._routers.get(stream)
+        if r is None or r.direct:
+            return self._out.emit(values, self.input, stream)  # raises the collector's error
+        targets = r.choose(values)
+        r.emitted += 1
+        if not targets:
+            return targets
+        r.transferred += len(targets)
+        a = self.input
+        root = a._root
+        deliver = self._deliver
+        if type(root) is not int:
+            self._out._send_multi(r, targets, values, (a,))
+        elif root and self._acking:
+            rand = self._rand
+            src = r.src
+            for task in targets:
+                edge = rand()
+                a._oav ^= edge
+                deliver[task](Tuple(values, src, root, edge))
+        else:
+            t = Tuple(values, r.src)
+            for task in targets:
+                deliver[task](t)
+        return targets
 
     def emit_direct(self, task_id, values, stream=DEFAULT_STREAM):
         self._out.emit_direct(task_id, values, self.input, stream)

@@ -18,13 +18,14 @@ from typing import Any
 class RotatingMap:
     """A map of ``n`` buckets that its owner rotates; see the module docstring."""
 
-    __slots__ = ("_buckets", "_expire")
+    __slots__ = ("_buckets", "_expire", "newest")
 
     def __init__(self, num_buckets: int = 3, expire: Callable[[Any, Any], None] | None = None) -> None:
         if num_buckets < 2:
             raise ValueError("num_buckets must be >= 2")
         self._buckets: list[dict] = [{} for _ in range(num_buckets)]
         self._expire = expire
+        self.newest = self._buckets[0]  # read-only view for hot paths that look there first
 
     def put(self, key: Any, value: Any) -> None:
         """Store ``key`` in the newest bucket (removing it from older ones)."""
@@ -65,6 +66,7 @@ class RotatingMap:
         """Drop the oldest bucket, calling ``expire(key, value)`` for each entry; return it."""
         dead = self._buckets.pop()
         self._buckets.insert(0, {})
+        self.newest = self._buckets[0]
         if self._expire is not None:
             for k, v in dead.items():
                 self._expire(k, v)

@@ -12,6 +12,7 @@ transport's sender.
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -136,6 +137,9 @@ class Worker:
     # --- control ------------------------------------------------------------------------------------
     def start(self) -> None:
         """Start every loop (user code runs once the topology is active)."""
+        thresholds = self.plan.conf.get("topology.worker.gc.thresholds")
+        if thresholds:
+            gc.set_threshold(*thresholds)
         for lp in self.loops:
             lp.start()
 

@@ -31,6 +31,7 @@ COMPONENT_KEYS = frozenset({
     "topology.spout.wait.progressive.level1.count",
     "topology.spout.wait.progressive.level2.count",
     "topology.spout.wait.progressive.level3.sleep.millis",
+    "topology.spout.wait.progressive.max.sleep.millis",
     "topology.state.provider",
     "topology.state.provider.config",
     "topology.executor.own.thread",

@@ -1,0 +1,1 @@
+"""Benchmarks for squall (see BENCHMARKS.md); never run by the test suite."""

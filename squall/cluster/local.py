@@ -38,6 +38,7 @@ log = logging.getLogger("squall.cluster")
 _NAME_RE = re.compile(r"^[^/.:\\]+$")
 _MAX_ERRORS_PER_COMPONENT = 10
 _FIRST_PORT = 1024
+_STALL_CHECK_SECS = 0.5
 
 
 class _Topology:
@@ -92,6 +93,8 @@ class LocalCluster:
         self._next_port = _FIRST_PORT
         self._timers = Timers("squall-local-nimbus")
         self._closed = False
+        self._warned_stalls: set[tuple[str, str]] = set()
+        self._timers.schedule(_STALL_CHECK_SECS, self._check_stalls)
 
     # --- context manager ----------------------------------------------------------------------------
     def __enter__(self) -> LocalCluster:
@@ -311,6 +314,28 @@ class LocalCluster:
             topo.state.set_active(status == TopologyStatus.ACTIVE)
             self._start_workers(topo)
         log.info("Rebalanced topology %s: %d workers", plan.name, plan.num_workers)
+
+    def _check_stalls(self) -> None:
+        """Warn once per component whose user code blocks a shared worker loop (see
+        `Worker.find_stalls`); reschedules itself."""
+        if self._closed:
+            return
+        with self._lock:
+            topos = list(self._topologies.values())
+        now = time.monotonic()
+        for topo in topos:
+            threshold = float(topo.plan.conf.get("topology.executor.blocking.warn.millis") or 1000) / 1000.0
+            for w in list(topo.workers.values()):
+                for component in w.find_stalls(now, threshold):
+                    key = (topo.plan.name, component)
+                    if key not in self._warned_stalls:
+                        self._warned_stalls.add(key)
+                        log.warning(
+                            "topology %s: component [%s] has blocked its worker's loop for over %.1f s, "
+                            "stalling the other executors there; give it its own thread with "
+                            "add_configuration('topology.executor.own.thread', True)",
+                            topo.plan.name, component, threshold)
+        self._timers.schedule(_STALL_CHECK_SECS, self._check_stalls)
 
     def shutdown(self) -> None:
         """Stop every topology at once (no wait) and the cluster."""

@@ -80,6 +80,7 @@ class Worker:
         self._on_crash = on_crash
         self._report_error = report_error
         self.crashed: ErrorRecord | None = None
+        self._last_rounds: dict[ExecutorLoop, tuple[int, float]] = {}
         self._crash_lock = threading.Lock()
         self.tasks = sorted(t for e in assignment for t in e.tasks)
         self.inboxes: dict[int, deque] = {t: deque() for t in self.tasks}
@@ -177,6 +178,24 @@ class Worker:
                 if lp is not loop:
                     lp.stop(clean=False)
             self._on_crash(self, record)
+
+    def find_stalls(self, now: float, threshold: float) -> list[str]:
+        """Components whose user code has held a shared loop for more than ``threshold`` seconds.
+
+        Called periodically by the host. A loop that has not finished a round since the last
+        call, and is not asleep, is stuck in the user code of its current executor: that stalls
+        every other executor on the loop, so the host warns, naming the component and the
+        setting that gives it its own thread. Costs nothing on the tuple path.
+        """
+        stalled = []
+        for lp in self.loops:
+            seen = self._last_rounds.get(lp)
+            self._last_rounds[lp] = (lp.rounds, now if seen is None or seen[0] != lp.rounds else seen[1])
+            if seen is None or seen[0] != lp.rounds or lp.sleeping or lp.current is None:
+                continue
+            if now - seen[1] >= threshold and len(lp.executors) > 1:
+                stalled.append(lp.current.component)
+        return stalled
 
     # --- observation --------------------------------------------------------------------------------
     def backlog(self) -> int:

@@ -17,7 +17,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._fields import Fields, GlobalStreamId
-from ._stable_hash import stable_hash, stable_hash_one
+from zlib import crc32
+
+from ._stable_hash import _M64, _MIX, stable_hash, stable_hash_one
 
 if TYPE_CHECKING:
     from ._context import TopologyContext
@@ -157,7 +159,13 @@ class FieldsGrouping(CustomStreamGrouping):
             return lambda values: only
         if len(self._indices) == 1:
             i = self._indices[0]
-            return lambda values: choices[stable_hash_one(values[i]) % n]
+
+            def choose_one(values):
+                v = values[i]
+                if type(v) is str:  # inlined stable_hash_one for the usual key, a word or id
+                    return choices[(((crc32(v.encode("utf-8", "surrogatepass")) * _MIX) & _M64) >> 32) % n]
+                return choices[stable_hash_one(v) % n]
+            return choose_one
         idx = self._indices
         return lambda values: choices[stable_hash([values[i] for i in idx]) % n]
 

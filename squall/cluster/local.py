@@ -388,6 +388,25 @@ class LocalCluster:
         return {"host": "local", "slots_used": sum(t["num_workers"] for t in summaries),
                 "topologies": summaries}
 
+    def advance_cluster_time(self, secs: float, step: float = 1.0) -> None:
+        """Move a simulated clock forward ``secs`` seconds in steps (Storm's ``advanceClusterTime``).
+
+        Only for a cluster made with ``clock=SimulatedClock()``: message timeouts and ticks then
+        follow this clock, so a test can pass a timeout without waiting for it.
+
+        Raises:
+            TypeError: the cluster runs on real time.
+        """
+        advance = getattr(self.clock, "advance", None)
+        if advance is None:
+            raise TypeError("advance_cluster_time needs LocalCluster(clock=SimulatedClock())")
+        left = secs
+        while left > 0:
+            d = min(step, left)
+            advance(d)
+            left -= d
+            time.sleep(0.01)  # let the loops see each step, as Storm waits for idle between steps
+
     def is_idle(self, name: str) -> bool:
         """True when no tuple waits in any inbox of ``name`` and every loop sleeps."""
         topo = self._get(name)

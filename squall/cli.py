@@ -240,7 +240,10 @@ def _topology_in(module: ModuleType, path: Path) -> tuple[StormTopology, dict[st
 
 
 def _a(obj: object) -> str:
-    return "None" if obj is None else f"a {type(obj).__name__}"
+    if obj is None:
+        return "None"
+    name = type(obj).__name__
+    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
 
 
 def _builder_hint(obj: object) -> str:

@@ -186,9 +186,16 @@ class PartialKeyGrouping(FieldsGrouping):
         h = stable_hash([values[i] for i in self._indices])
         a = h % n
         b = (h * 0x2545F491 >> 7) % n
+        if b == a:  # two distinct candidates, as Storm's assignment creator ensures
+            b = (a + 1) % n
         pick = a if self._load[a] <= self._load[b] else b
         self._load[pick] += 1
         return self._choices[pick]
+
+    def chooser(self, task_id):
+        # Not FieldsGrouping's: that one would route by the first candidate only.
+        choose = self.choose_tasks
+        return lambda values: choose(task_id, values)
 
 
 class AllGrouping(CustomStreamGrouping):

@@ -147,15 +147,18 @@ class LocalCluster:
         plan = topo.plan
         ports = self._take_ports(plan.num_workers)
         assignment = even_schedule(plan.executors, ports)
-        for port, execs in assignment.items():
-            if not execs:
-                continue
-            self._launch(topo, port, execs)
+        # Build every worker and register its tasks before starting any: a spout that emits at
+        # once must not send to a worker that does not exist yet (its tuples would be dropped).
+        # Storm's workers likewise activate only once all their connections are ready.
+        built = [self._launch(topo, port, execs, start=False)
+                 for port, execs in assignment.items() if execs]
+        for w in built:
+            w.start()
         for port in ports:
             if port not in topo.workers:
                 self._release_ports([port])
 
-    def _launch(self, topo: _Topology, port: int, execs) -> None:
+    def _launch(self, topo: _Topology, port: int, execs, start: bool = True) -> Worker:
         w = Worker(topo.plan, port, execs, topo.blobs, topo.transport, self.clock, topo.state,
                    topo.backpressure, lambda rec, topo=topo: self._record_error(topo, rec),
                    lambda worker, rec, topo=topo, gen=topo.generation: self._worker_crashed(topo, gen, worker),
@@ -163,7 +166,9 @@ class LocalCluster:
         topo.workers[port] = w
         for t in w.tasks:
             topo.hosts[t] = w
-        w.start()
+        if start:
+            w.start()
+        return w
 
     def _take_ports(self, n: int) -> list[int]:
         with self._lock:

@@ -25,7 +25,7 @@ from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
 from .executor import Executor, TaskStats, Wiring, debug_log, error_record
 from .plan import ExecutorSpec
-from .routing import Router, build_routers
+from .routing import Router, build_routers, wrong_size
 
 _get_ident = threading.get_ident
 
@@ -180,6 +180,8 @@ class BoltCollector(OutputCollector):
         r = self.routers.get(stream)
         if r is None or r.direct:
             self._bad_stream(stream, r)
+        if len(values) != r.nfields:
+            raise wrong_size(r, values)
         targets = r.choose(values)
         self._send(r, targets, values, anchors)
         if _get_ident() != self._loop_ident:
@@ -190,6 +192,8 @@ class BoltCollector(OutputCollector):
         r = self.routers.get(stream)
         if r is None:
             self._bad_stream(stream, r)
+        if len(values) != r.nfields:
+            raise wrong_size(r, values)
         kind = r.direct_targets.get(task_id)
         if kind is False:
             raise EmitError(f"Cannot emitDirect to a task expecting a regular grouping "
@@ -327,7 +331,7 @@ class BasicCollector(BasicOutputCollector):
 
     def emit(self, values, stream=DEFAULT_STREAM):
         r = self._routers.get(stream)
-        if r is None or r.direct:
+        if r is None or r.direct or len(values) != r.nfields:
             return self._out.emit(values, self.input, stream)  # raises the collector's error
         targets = r.choose(values)
         r.emitted += 1

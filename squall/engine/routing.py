@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from .._errors import EmitError
 from .._fields import GlobalStreamId
 from .._grouping import DIRECT, chooser_of
 from .._tuple import Source
@@ -23,7 +24,7 @@ _NOWHERE: list[int] = []
 class Router:
     """One stream of one emitting task: how to choose targets, and how much went out."""
 
-    __slots__ = ("stream", "src", "choose", "direct", "direct_targets", "emitted", "transferred")
+    __slots__ = ("stream", "src", "choose", "direct", "direct_targets", "emitted", "transferred", "nfields")
 
     def __init__(self, stream: str, src: Source, choose: Callable[[list], list[int]], direct: bool,
                  direct_targets: dict[int, bool]) -> None:
@@ -36,6 +37,19 @@ class Router:
         self.direct_targets = direct_targets
         self.emitted = 0
         self.transferred = 0
+        self.nfields = len(src.fields)
+
+
+def wrong_size(r: Router, values) -> EmitError:
+    """The error for an emit whose values do not match the stream's fields (as Storm checks)."""
+    s = r.src
+    try:
+        got = f"{len(values)} fields"
+    except TypeError:
+        got = f"a {type(values).__name__}, not a list"
+    return EmitError(f"Tuple created with wrong number of fields. Expected {r.nfields} fields but got {got} "
+                     f"(component [{s.component}], task {s.task}, stream [{s.stream}], "
+                     f"fields {list(s.fields)}, values {values!r:.200})")
 
 
 def build_routers(plan: TopologyPlan, component: str, task_id: int, context, rng: random.Random

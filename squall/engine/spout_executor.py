@@ -21,7 +21,7 @@ from .acker import ACKED, FAILED, INIT
 from .executor import Executor, TaskStats, Wiring, debug_log, error_record
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
-from .routing import Router, build_routers
+from .routing import Router, build_routers, wrong_size
 
 
 class SpoutExecutor(Executor):
@@ -177,12 +177,16 @@ class SpoutCollector(SpoutOutputCollector):
         r = self.routers.get(stream)
         if r is None or r.direct:
             self._bad_stream(stream, r)
+        if len(values) != r.nfields:
+            raise wrong_size(r, values)
         targets = r.choose(values)
         self._send(r, targets, values, msg_id)
         return targets
 
     def emit_direct(self, task_id, values, msg_id=None, stream=DEFAULT_STREAM):
         r = self._router(stream)
+        if len(values) != r.nfields:
+            raise wrong_size(r, values)
         kind = r.direct_targets.get(task_id)
         if kind is False:
             raise EmitError(f"Cannot emitDirect to a task expecting a regular grouping "

@@ -180,8 +180,8 @@ class BoltCollector(OutputCollector):
         r = self.routers.get(stream)
         if r is None or r.direct:
             self._bad_stream(stream, r)
-        if len(values) != r.nfields:
-            raise wrong_size(r, values)
+        if len(values) != r.nfields or type(values) is Tuple:
+            raise _bad_values(r, values)
         targets = r.choose(values)
         self._send(r, targets, values, anchors)
         if _get_ident() != self._loop_ident:
@@ -192,8 +192,8 @@ class BoltCollector(OutputCollector):
         r = self.routers.get(stream)
         if r is None:
             self._bad_stream(stream, r)
-        if len(values) != r.nfields:
-            raise wrong_size(r, values)
+        if len(values) != r.nfields or type(values) is Tuple:
+            raise _bad_values(r, values)
         kind = r.direct_targets.get(task_id)
         if kind is False:
             raise EmitError(f"Cannot emitDirect to a task expecting a regular grouping "
@@ -239,6 +239,12 @@ class BoltCollector(OutputCollector):
 
     def _send_multi(self, r: Router, targets: list[int], values: list, anchors: Any) -> None:
         """The general case: several anchors, or anchors in several trees."""
+        for a in anchors:
+            if type(a) is not Tuple:
+                s = r.src
+                raise EmitError(f"anchors must be input Tuples, got {type(a).__name__} {a!r:.100} "
+                                f"(component [{s.component}], task {s.task}, stream [{s.stream}]); "
+                                f"squall's order is emit(values, anchors), not Storm's Java emit(anchor, values)")
         rand = self._rand
         deliver = self._deliver
         for task in targets:
@@ -302,6 +308,15 @@ class BoltCollector(OutputCollector):
     def report_error(self, error):
         w = self._ex.wiring
         w.report_error(error_record(self._component, self._task, error, w.worker_port))
+
+
+def _bad_values(r: Router, values: Any) -> EmitError:
+    if type(values) is Tuple:
+        s = r.src
+        return EmitError(f"emit got a Tuple as its values (component [{s.component}], task {s.task}, "
+                         f"stream [{s.stream}]); squall's order is emit(values, anchors), not Storm's "
+                         f"Java emit(anchor, values)")
+    return wrong_size(r, values)
 
 
 def _roots_of(t: Tuple) -> dict[int, int]:

@@ -2,7 +2,9 @@
 
 `complete_topology` runs a topology on mocked data until every tuple is processed and returns
 what each component emitted; `read_tuples` reads it. `FeederSpout` emits what a test feeds it;
-`AckTracker` and `AckFailMapTracker` observe acks and fails. All of them keep working although
+`AckTracker` and `AckFailMapTracker` observe acks and fails. `TupleCaptureBolt` records what it
+receives. ``LocalCluster(clock=SimulatedClock())`` with `LocalCluster.advance_cluster_time` moves
+message timeouts and ticks without waiting for them. All of them keep working although
 squall copies components per task.
 """
 
@@ -15,8 +17,9 @@ from ._helpers import AckTracker as AckTracker
 from ._helpers import FeederSpout as FeederSpout
 from ._helpers import FixedTupleSpout as FixedTupleSpout
 from ._helpers import TupleCaptureBolt as TupleCaptureBolt
+from ..engine.clock import SimulatedClock as SimulatedClock
 
 __all__ = [
     "AckFailMapTracker", "AckTracker", "CompleteTopologyResult", "FeederSpout", "FixedTupleSpout",
-    "MockedSources", "TupleCaptureBolt", "complete_topology", "read_tuples",
+    "MockedSources", "SimulatedClock", "TupleCaptureBolt", "complete_topology", "read_tuples",
 ]

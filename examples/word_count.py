@@ -22,7 +22,7 @@ import re
 import sys
 import time
 from collections import deque
-from typing import Any
+from typing import Any, TextIO
 
 from squall import (BasicBolt, Bolt, Config, Fields, LocalCluster, Spout, StormTopology,
                     TopologyBuilder, is_tick_tuple)
@@ -195,8 +195,10 @@ conf.set_max_spout_pending(500)
 conf.set_message_timeout_secs(30)
 
 
-def print_counts(info: dict[str, Any], out=sys.stdout) -> None:
-    """Print the per-component counts of a `LocalCluster.get_topology_info` dict."""
+def print_counts(info: dict[str, Any], out: TextIO | None = None) -> None:
+    """Print the per-component counts of a `LocalCluster.get_topology_info` dict to ``out``
+    (default: the current ``sys.stdout``)."""
+    out = out if out is not None else sys.stdout
     cols = ("type", "executors", "tasks", "emitted", "transferred", "acked", "failed", "executed")
     print(f"topology {info['name']} ({info['status']}, up {info['uptime_secs']:.1f}s)", file=out)
     print(f"{'component':<20}" + "".join(f"{c:>12}" for c in cols), file=out)

@@ -366,7 +366,7 @@ class _CurrentStderr(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is now (rich's Live redirects it above the display)."""
 
     @property  # type: ignore[override]
-    def stream(self):  # noqa: D102
+    def stream(self):
         return sys.stderr
 
     @stream.setter
@@ -392,7 +392,9 @@ def _squall_logging(debug: bool) -> Iterator[None]:
         yield
     finally:
         root.removeHandler(handler)
-        root.level, root.propagate, emits.level = saved
+        root.setLevel(saved[0])
+        root.propagate = saved[1]
+        emits.setLevel(saved[2])
 
 
 @contextlib.contextmanager

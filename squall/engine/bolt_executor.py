@@ -73,9 +73,13 @@ class BoltExecutor(Executor):
             self.current_task = t
             execute = self.execute[t]
             pop = q.popleft
-            for _ in range(n):
-                execute(pop())
-            self.stats[t].executed += n
+            i = 0
+            try:
+                for i in range(n):
+                    execute(pop())
+                i = n
+            finally:  # counted per batch; on a crash, the tuples executed before it
+                self.stats[t].executed += i
             done += n
         if self.acks:
             self.flush_acks()

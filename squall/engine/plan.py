@@ -108,7 +108,9 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
     for cid, spec in topology.components.items():
         cconf = component_conf(conf, spec.conf, given_conf, cid)
         cap = cconf.get("topology.max.task.parallelism")
-        tasks = spec.conf.get("topology.tasks") or spec.parallelism
+        # Storm's getComponentParallelism: the component's topology.tasks, else the topology's,
+        # else the parallelism hint.
+        tasks = spec.conf.get("topology.tasks") or conf.get("topology.tasks") or spec.parallelism
         num_tasks[cid] = _cap(tasks, cap)
         parallelism[cid] = _cap(spec.parallelism, cap)
         confs[cid] = cconf

@@ -193,6 +193,8 @@ class Worker:
             self._last_rounds[lp] = (lp.rounds, now if seen is None or seen[0] != lp.rounds else seen[1])
             if seen is None or seen[0] != lp.rounds or lp.sleeping or lp.current is None:
                 continue
+            if lp._stop or lp.thread is None or not lp.thread.is_alive():
+                continue  # a stopped or crashed loop is not blocked; its host restarts it
             if now - seen[1] >= threshold and len(lp.executors) > 1:
                 stalled.append(lp.current.component)
         return stalled

@@ -1,0 +1,174 @@
+"""The ``squall`` command (`squall.cli`): errors in-process, one real run in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from squall.cli import _parse_overrides, main
+
+TINY_TOPOLOGY = '''
+from squall import Bolt, Fields, Spout, TopologyBuilder
+
+
+class Numbers(Spout):
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.n = 0
+
+    def next_tuple(self):
+        self.n += 1
+        self.collector.emit([self.n], self.n)
+
+
+class Sink(Bolt):
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+def build():
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", Numbers())
+    builder.set_bolt("sink", Sink(), 2).shuffle_grouping("numbers")
+    return builder.create_topology()
+
+
+conf = {"topology.max.spout.pending": 500}
+'''
+
+
+def write(tmp_path: Path, name: str, source: str) -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return str(path)
+
+
+def error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err, "expected an error message on stderr"
+    return err[-1]
+
+
+def test_a_missing_file_is_a_one_line_error(capsys):
+    assert main(["local", "no/such/topology.py"]) == 1
+    assert error_line(capsys) == "squall: error: file not found: no/such/topology.py"
+
+
+def test_a_file_without_a_topology_names_the_three_ways_to_define_one(tmp_path, capsys):
+    path = write(tmp_path, "nothing.py", "x = 1\n")
+    assert main(["local", path, "--ttl", "1"]) == 1
+    line = error_line(capsys)
+    assert line.startswith("squall: error: nothing.py defines no topology")
+    assert "build()" in line and "StormSubmitter.submit_topology" in line
+
+
+def test_an_import_error_inside_the_file_shows_the_exception_without_a_traceback(tmp_path, capsys):
+    path = write(tmp_path, "broken.py", "import squall_no_such_module\n")
+    assert main(["local", path]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip() == ("squall: error: error importing broken.py: ModuleNotFoundError: "
+                           "No module named 'squall_no_such_module'")
+
+
+def test_debug_adds_the_traceback(tmp_path, capsys):
+    path = write(tmp_path, "broken2.py", "raise ValueError('bad constant')\n")
+    assert main(["local", path, "--debug"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "bad constant" in err
+    assert err.strip().splitlines()[-1] == "squall: error: error importing broken2.py: ValueError: bad constant"
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("def build():\n    return 42\n",
+     "wrongtype.py: build() returned an int, expected a StormTopology (from TopologyBuilder.create_topology())"),
+    ("from squall import TopologyBuilder\ntopology = TopologyBuilder()\n",
+     "wrongtype.py: topology is a TopologyBuilder, expected a StormTopology (call .create_topology() on the builder)"),
+    ("def build():\n    raise RuntimeError('no spouts today')\n",
+     "wrongtype.py: build() raised RuntimeError: no spouts today"),
+])
+def test_a_wrong_topology_definition_is_named(tmp_path, capsys, source, message):
+    path = write(tmp_path, "wrongtype.py", source)
+    assert main(["local", path]) == 1
+    assert error_line(capsys) == f"squall: error: {message}"
+
+
+@pytest.mark.parametrize("item", ["topology.workers", "=2", "topology workers=2"])
+def test_bad_c_syntax_is_a_usage_error(tmp_path, capsys, item):
+    path = write(tmp_path, "tiny.py", TINY_TOPOLOGY)
+    assert main(["local", path, "-c", item]) == 2
+    assert error_line(capsys) == f"squall: error: -c {item!r}: expected KEY=VALUE, e.g. -c topology.workers=2"
+
+
+def test_a_bad_config_value_is_named(tmp_path, capsys):
+    path = write(tmp_path, "tiny.py", TINY_TOPOLOGY)
+    assert main(["local", path, "-c", "topology.workers=many"]) == 1
+    assert error_line(capsys) == ("squall: error: topology configuration: 'topology.workers' must be a "
+                                  "positive integer, got 'many'")
+
+
+def test_c_values_are_yaml_and_daemon_keys_go_to_the_cluster():
+    topology, daemon = _parse_overrides(["topology.workers=2", "topology.debug=true", "my.key=[1, 2]",
+                                         "my.text=hello world", "ui.port=9090", "topology.max.spout.pending="])
+    assert topology == {"topology.workers": 2, "topology.debug": True, "my.key": [1, 2],
+                        "my.text": "hello world", "topology.max.spout.pending": None}
+    assert daemon == {"ui.port": 9090}
+
+
+def test_version(capsys):
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.startswith("squall 0.1.0 ")
+
+
+def test_storm_style_file_submits_through_storm_submitter_with_overrides(tmp_path, capsys):
+    """Case c: the file's __main__ block submits; -c reaches the topology conf, --name renames it."""
+    out = tmp_path / "seen.json"
+    path = write(tmp_path, "storm_style.py", f'''
+        import json
+        from squall import Config, Fields, Spout, StormSubmitter, TopologyBuilder
+
+        class Once(Spout):
+            def declare_output_fields(self, declarer):
+                declarer.declare(Fields("x"))
+
+            def open(self, conf, context, collector):
+                super().open(conf, context, collector)
+                with open({str(out)!r}, "w") as f:
+                    json.dump([conf["topology.workers"], conf["my.key"], conf["topology.name"]], f)
+
+        if __name__ == "__main__":
+            builder = TopologyBuilder()
+            builder.set_spout("once", Once())
+            conf = Config()
+            conf.set_num_workers(1)
+            StormSubmitter.submit_topology("from-file", conf, builder.create_topology())
+    ''')
+    assert main(["local", path, "--ttl", "1", "--name", "renamed", "-c", "topology.workers=2",
+                 "-c", "my.key=[1, 2]"]) == 0
+    assert json.loads(out.read_text()) == [2, [1, 2], "renamed"]
+    stdout = capsys.readouterr().out
+    assert "renamed ACTIVE" in stdout and "Summary of topology renamed" in stdout
+
+
+def test_squall_local_runs_a_topology_file_and_prints_a_summary(tmp_path):
+    path = write(tmp_path, "tiny_topology.py", TINY_TOPOLOGY)
+    proc = subprocess.run([sys.executable, "-m", "squall", "local", path, "--ttl", "3"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    live = [ln for ln in lines if ln.startswith("[") and "tiny_topology ACTIVE" in ln]
+    assert len(live) >= 2  # one line a second while it runs
+    assert "numbers (spout)" in live[-1] and "sink (bolt)" in live[-1]
+    assert "Summary of topology tiny_topology: ran 3" in proc.stdout
+    rows = {ln.split()[0]: ln.split() for ln in lines if ln.startswith("  ")}
+    assert rows["numbers"][1] == "spout" and int(rows["numbers"][4]) > 0  # emitted
+    assert rows["sink"][1:4] == ["bolt", "2", "2"]  # type, executors, tasks
+    assert "errors: none" in proc.stdout

@@ -23,6 +23,7 @@ import cloudpickle
 from .._context import TopologyContext
 from .._errors import InvalidTopologyException
 from .._system import ACKER_COMPONENT
+from .._tuple import Tuple
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor
 from .executor import ErrorRecord, Executor, Wiring, error_record, log
@@ -120,7 +121,9 @@ class Worker:
             elif self.loop_of_task[t] is loop:
                 deliver[t] = q.append
             else:
-                deliver[t] = _waking_append(q, self.loop_of_task[t])
+                spec = self.plan.topology.components.get(self.plan.task_to_component[t])
+                bounded = spec is not None and spec.kind == "bolt"  # acker and spout inboxes never are
+                deliver[t] = _waking_append(q, self.loop_of_task[t], t, self.backpressure if bounded else None)
         return deliver
 
     def _make_executor(self, e: ExecutorSpec, wiring: Wiring, blobs: dict[str, bytes]) -> Executor:
@@ -157,10 +160,13 @@ class Worker:
 
     def receive(self, task: int, item: Any) -> None:
         """Deliver an item from another worker to local ``task`` (called by the transport)."""
-        self.inboxes[task].append(item)
+        q = self.inboxes[task]
+        q.append(item)
         lp = self.loop_of_task[task]
         if lp.sleeping:
             lp.wake()
+        if len(q) >= self.backpressure.high and type(item) is Tuple:  # acker traffic is never bounded
+            self.backpressure.check(task, len(q))
 
     def _crash(self, loop: ExecutorLoop, executor: Executor | None, exc: BaseException) -> None:
         component = executor.component if executor is not None else "?"
@@ -231,11 +237,22 @@ class Worker:
         return out
 
 
-def _waking_append(q: deque, loop: ExecutorLoop) -> Callable[[Any], None]:
+def _waking_append(q: deque, loop: ExecutorLoop, task: int, bp: Backpressure | None) -> Callable[[Any], None]:
+    """Deliver to a task on another loop: wake that loop if it sleeps, and if it is busy (maybe
+    blocked in user code, so it cannot report its own backlog) flag backpressure from here."""
     append = q.append
+    if bp is None:
+        def deliver_unbounded(item: Any) -> None:
+            append(item)
+            if loop.sleeping:
+                loop.wake()
+        return deliver_unbounded
+    high = bp.high
 
     def deliver(item: Any) -> None:
         append(item)
         if loop.sleeping:
-            loop.wake()
+            loop.wake()  # a woken loop may take a GIL switch interval to run: check anyway
+        if len(q) >= high:
+            bp.check(task, len(q))
     return deliver

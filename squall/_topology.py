@@ -17,7 +17,7 @@ from ._grouping import (
     ALL, CUSTOM, DIRECT, FIELDS, GLOBAL, LOCAL_OR_SHUFFLE, NONE, PARTIAL_KEY, SHUFFLE,
     CustomStreamGrouping, Grouping,
 )
-from ._system import DEFAULT_STREAM, is_system_id
+from ._system import DEFAULT_STREAM, SYSTEM_STREAM, is_system_id
 
 
 class ComponentSpec:
@@ -291,6 +291,8 @@ def validate_topology(topology: StormTopology) -> None:
                 raise InvalidTopologyException(
                     f"Component: [{cid}] subscribes from non-existent component [{src}]")
             info = comps[src].streams.get(stream)
+            if info is None and stream == SYSTEM_STREAM:
+                continue  # every component has Storm's implicit __system stream (nothing is emitted on it)
             if info is None:
                 raise InvalidTopologyException(
                     f"Component: [{cid}] subscribes from non-existent stream: [{stream}] of component [{src}]")

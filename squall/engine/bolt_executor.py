@@ -86,12 +86,14 @@ class BoltExecutor(Executor):
         return done
 
     def flush_acks(self) -> None:
-        """Send the acks coalesced during this drain: one message per root.
+        """Send the coalesced acks: one message per root.
 
-        Acks made on the loop's thread are xor-combined per root and sent once per drain;
-        exact, because xor is associative and commutative, and a fan-out's children acked in
-        one batch (W1's ten words of a sentence) cost the acker one update instead of ten
-        (ENGINE-SPEED.md, lesson 9).
+        An ack made on the loop's thread is held, xor-combined per root, only while the next
+        tuple waiting in the task's inbox belongs to the same root; otherwise (and at the end of
+        every drain) the held acks go out at once. A held ack therefore never delays its tree:
+        the tree cannot complete before that next tuple of it is acked too. Exact, because xor is associative and commutative;
+        a fan-out's children processed in a row (W1's ten words of a sentence) cost the acker
+        one update instead of ten (ENGINE-SPEED.md, lesson 9).
         """
         acks, self.acks = self.acks, {}
         ackers = self.wiring.ackers
@@ -136,6 +138,8 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
     ack = out.ack
     executor = out._ex
     stats = out._stats
+    inbox = out._inbox
+    has_ackers = bool(executor.wiring.ackers)
 
     def execute(tup: Tuple) -> None:
         basic.input = tup
@@ -150,9 +154,11 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
         if type(root) is not int:
             ack(tup)
             return
-        if root and executor.wiring.ackers:
+        if root and has_ackers:
             acks = executor.acks
             acks[root] = acks.get(root, 0) ^ tup._val ^ tup._oav
+            if not inbox or inbox[0]._root != root:
+                executor.flush_acks()
         stats.acked += 1
     return execute
 
@@ -172,6 +178,7 @@ class BoltCollector(OutputCollector):
         self._stats: TaskStats = executor.stats[task]
         self._rand = functools.partial(random.Random(w.seed ^ (task << 20)).getrandbits, 64)
         self._loop_ident = -1  # set by the loop when it starts; emits from other threads wake it
+        self._inbox = executor.inboxes[task]
         if conf.get("topology.debug"):
             self.emit = self._debug_emit  # type: ignore[method-assign]
 
@@ -274,13 +281,16 @@ class BoltCollector(OutputCollector):
         root = tup._root
         if root and self._nackers:
             oav = tup._oav
-            if _get_ident() == self._loop_ident:  # coalesced until the end of the drain
+            if _get_ident() == self._loop_ident:  # coalesced while the next input shares the root
                 acks = self._ex.acks
                 if type(root) is int:
                     acks[root] = acks.get(root, 0) ^ tup._val ^ oav
                 else:
                     for rt, val in root.items():
                         acks[rt] = acks.get(rt, 0) ^ val ^ oav
+                inbox = self._inbox
+                if not inbox or inbox[0]._root != root:
+                    self._ex.flush_acks()
             else:
                 if type(root) is int:
                     self._ackers[root % self._nackers]((ACK, root, tup._val ^ oav, -1))

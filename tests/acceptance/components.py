@@ -1,0 +1,790 @@
+"""Storm's test components (storm-client ``testing/*`` and integration_test.clj's bolts), ported.
+
+squall copies every component per task (cloudpickle), so these are defined at module level and
+keep anything a test must observe in `Recorder`s and `Gate`s: small handles that pickle as an
+id and find their shared state in this module, like Storm's testing classes do with static maps.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from typing import Any
+
+from squall import BasicBolt, Bolt, CustomStreamGrouping, Fields, ReportedFailedException, Spout
+from squall import FailedException, is_tick_tuple
+
+_lock = threading.RLock()
+_shared: dict[str, Any] = {}
+
+
+class Recorder:
+    """An append-only event log shared by every copy of a component (and the test)."""
+
+    def __init__(self) -> None:
+        self.key = uuid.uuid4().hex
+        with _lock:
+            _shared[self.key] = []
+
+    def record(self, *event: Any) -> None:
+        """Append ``event`` (a tuple; its first item names the kind)."""
+        with _lock:
+            _shared[self.key].append(event)
+
+    def events(self, kind: str | None = None) -> list[tuple]:
+        """The events so far, optionally only those whose first item is ``kind``."""
+        with _lock:
+            evs = list(_shared[self.key])
+        return evs if kind is None else [e for e in evs if e[0] == kind]
+
+    def count(self, kind: str) -> int:
+        """How many events of ``kind``."""
+        return len(self.events(kind))
+
+
+class Counter:
+    """A shared integer (for events too frequent to log, such as ``next_tuple`` calls)."""
+
+    def __init__(self) -> None:
+        self.key = uuid.uuid4().hex
+        with _lock:
+            _shared[self.key] = 0
+
+    def incr(self) -> None:
+        with _lock:
+            _shared[self.key] += 1
+
+    @property
+    def value(self) -> int:
+        with _lock:
+            return _shared[self.key]
+
+
+class Gate:
+    """A shared `threading.Event` a component can block on until the test opens it."""
+
+    def __init__(self) -> None:
+        self.key = uuid.uuid4().hex
+        with _lock:
+            _shared[self.key] = threading.Event()
+
+    def open(self) -> None:
+        _shared[self.key].set()
+
+    def close(self) -> None:
+        _shared[self.key].clear()
+
+    def is_open(self) -> bool:
+        return _shared[self.key].is_set()
+
+    def wait(self, timeout: float) -> bool:
+        return _shared[self.key].wait(timeout)
+
+
+# --- Storm's testing spouts ---------------------------------------------------------------------
+
+WORDS = ["nathan", "mike", "jackson", "golda", "bertels"]
+
+
+class TestWordSpout(Spout):
+    """A random word every 100 ms on field "word"; non-distributed means one task at most."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, is_distributed: bool = True) -> None:
+        self.is_distributed = is_distributed
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self._next = 0.0
+
+    def next_tuple(self):
+        now = time.monotonic()
+        if now >= self._next:  # Storm sleeps 100 ms here; squall's next_tuple must not block
+            self._next = now + 0.1
+            self.collector.emit([random.choice(WORDS)])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word"))
+
+    def get_component_configuration(self):
+        if not self.is_distributed:
+            return {"topology.max.task.parallelism": 1}
+        return None
+
+
+class TestPlannerSpout(Spout):
+    """Emits nothing; declares ``fields`` (default field1, field2)."""
+
+    __test__ = False
+
+    def __init__(self, fields: Fields | bool | None = None, is_distributed: bool = True) -> None:
+        if isinstance(fields, bool):
+            fields, is_distributed = None, fields
+        self.fields = fields if fields is not None else Fields("field1", "field2")
+        self.is_distributed = is_distributed
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(self.fields)
+
+    def get_component_configuration(self):
+        if not self.is_distributed:
+            return {"topology.max.task.parallelism": 1}
+        return None
+
+
+class LifecycleSpout(Spout):
+    """Records open/activate/deactivate/close and counts ``next_tuple`` calls; emits nothing."""
+
+    def __init__(self, recorder: Recorder, calls: Counter) -> None:
+        self.recorder = recorder
+        self.calls = calls
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("x"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.recorder.record("open", context.get_this_task_id())
+
+    def activate(self):
+        self.recorder.record("activate")
+
+    def deactivate(self):
+        self.recorder.record("deactivate")
+
+    def close(self):
+        self.recorder.record("close")
+
+    def next_tuple(self):
+        self.calls.incr()
+
+
+# --- Storm's testing bolts ----------------------------------------------------------------------
+
+class TestWordCounter(BasicBolt):
+    """Counts words per task and emits ``[word, count]``."""
+
+    __test__ = False
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        self.counts: dict[Any, int] = {}
+
+    def execute(self, tup, collector):
+        word = tup.get_value(0)
+        if isinstance(word, bytes):  # Storm's TestWordBytesCounter
+            word = word.decode()
+        self.counts[word] = self.counts.get(word, 0) + 1
+        collector.emit([word, self.counts[word]])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word", "count"))
+
+
+class TestGlobalCount(Bolt):
+    """Emits its running count of inputs, anchored (field "global-count")."""
+
+    __test__ = False
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.count = 0
+
+    def execute(self, tup):
+        self.count += 1
+        self.collector.emit([self.count], tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("global-count"))
+
+
+class TestAggregatesCounter(Bolt):
+    """Keeps the latest count per word and emits their sum (field "agg-global")."""
+
+    __test__ = False
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.counts: dict[Any, int] = {}
+
+    def execute(self, tup):
+        self.counts[tup.get_value(0)] = tup.get_value(1)
+        self.collector.emit([sum(self.counts.values())], tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("agg-global"))
+
+
+class TestPlannerBolt(Bolt):
+    """Does nothing."""
+
+    __test__ = False
+
+
+class TestConfBolt(BasicBolt):
+    """For an input ``[name]`` emits ``[name, conf.get(name)]``; ``component_conf`` is its own
+    component configuration."""
+
+    __test__ = False
+
+    def __init__(self, component_conf: dict | None = None) -> None:
+        self.component_conf = component_conf
+
+    def get_component_configuration(self):
+        return self.component_conf
+
+    def execute(self, tup, collector):
+        name = tup.get_value(0)
+        collector.emit([name, self.conf.get(name)])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("conf", "value"))
+
+
+class NGrouping(CustomStreamGrouping):
+    """Storm's ``NGrouping``: every tuple goes to the ``n`` lowest target task ids."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def prepare(self, context, stream, target_tasks):
+        self.outs = sorted(target_tasks)[: self.n]
+
+    def choose_tasks(self, task_id, values):
+        return self.outs
+
+
+class IdentityBolt(BasicBolt):
+    """Re-emits its input's values (anchored), on the given fields (default "num")."""
+
+    def __init__(self, fields: Fields | None = None) -> None:
+        self.fields = fields if fields is not None else Fields("num")
+
+    def execute(self, tup, collector):
+        collector.emit(list(tup.values))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(self.fields)
+
+
+class AckEveryOtherBolt(Bolt):
+    """Acks the 1st, 3rd, 5th... tuple it receives; never fails any."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.state = True
+
+    def execute(self, tup):
+        if self.state:
+            self.collector.ack(tup)
+        self.state = not self.state
+
+
+class AckBolt(Bolt):
+    """Acks every input."""
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+class NeverAckBolt(Bolt):
+    """Receives tuples and neither acks nor fails them."""
+
+    def __init__(self, recorder: Recorder | None = None) -> None:
+        self.recorder = recorder
+
+    def execute(self, tup):
+        if self.recorder is not None:
+            self.recorder.record("execute", list(tup.values))
+
+
+class FailBolt(Bolt):
+    """Fails every input."""
+
+    def execute(self, tup):
+        self.collector.fail(tup)
+
+
+class BranchingBolt(Bolt):
+    """Emits ``n`` children anchored to the input, then acks it (integration_test's branching-bolt)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def execute(self, tup):
+        for i in range(self.n):
+            self.collector.emit([i], tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("num"))
+
+
+class AggBolt(Bolt):
+    """Collects ``n`` inputs, then emits one tuple anchored to all of them and acks them
+    (integration_test's agg-bolt: a fan-in with anchors from several trees)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.seen: list = []
+
+    def execute(self, tup):
+        self.seen.append(tup)
+        if len(self.seen) == self.n:
+            self.collector.emit([1], self.seen)
+            for t in self.seen:
+                self.collector.ack(t)
+            self.seen = []
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("num"))
+
+
+class DupAnchorBolt(Bolt):
+    """Emits one child anchored twice to the same input, then acks the input."""
+
+    def execute(self, tup):
+        self.collector.emit([1], [tup, tup])
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("num"))
+
+
+class TaskBolt(Bolt):
+    """Emits ``[this task id, this task index, *input values]`` anchored, then acks."""
+
+    def __init__(self, input_fields: tuple[str, ...] = ("word",)) -> None:
+        self.input_fields = input_fields
+
+    def execute(self, tup):
+        ctx = self.context
+        self.collector.emit([ctx.get_this_task_id(), ctx.get_this_task_index(), *tup.values], tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("task", "index", *self.input_fields))
+
+
+class LocalityBolt(Bolt):
+    """Emits ``[source task, this task, whether the source task runs in this worker]``."""
+
+    def execute(self, tup):
+        local = tup.get_source_task() in self.context.get_this_worker_tasks()
+        self.collector.emit([tup.get_source_task(), self.context.get_this_task_id(), local], tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("source", "task", "local"))
+
+
+class DirectEmitBolt(Bolt):
+    """For input ``[index, value]`` emits ``[value]`` directly to task ``index`` of ``target``."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def execute(self, tup):
+        tasks = self.context.get_component_tasks(self.target)
+        self.collector.emit_direct(tasks[tup.get_value(0)], [tup.get_value(1)], tup, stream="direct")
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare_stream("direct", Fields("value"), direct=True)
+
+
+class RegularEmitToDirectBolt(Bolt):
+    """Wrongly emits with ``emit`` on its direct stream (Storm raises)."""
+
+    def execute(self, tup):
+        self.collector.emit([tup.get_value(0)], tup, stream="direct")
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare_stream("direct", Fields("value"), direct=True)
+
+
+class TickRecorderBolt(Bolt):
+    """Records every tuple it gets as ``("tuple", is_tick, component, stream, task, values)``."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def execute(self, tup):
+        self.recorder.record("tuple", is_tick_tuple(tup), tup.get_source_component(),
+                             tup.get_source_stream_id(), tup.get_source_task(), list(tup.values))
+        self.collector.ack(tup)
+
+
+class ContextRecorderBolt(Bolt):
+    """Records what its TopologyContext says in ``prepare``."""
+
+    def __init__(self, recorder: Recorder, components: list[str]) -> None:
+        self.recorder = recorder
+        self.components = components
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.recorder.record(
+            "context", context.get_this_component_id(), context.get_this_task_id(),
+            context.get_this_task_index(), {c: context.get_component_tasks(c) for c in self.components},
+            context.get_storm_id(), context.get_this_worker_port())
+
+
+class CrashingBolt(Bolt):
+    """Raises on input "crash"; acks anything else. Records each prepare with an instance id."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.instance = uuid.uuid4().hex
+        self.recorder.record("prepare", self.instance)
+
+    def execute(self, tup):
+        if tup.get_value(0) == "crash":
+            raise RuntimeError("boom: deliberate crash in execute")
+        self.recorder.record("execute", self.instance, tup.get_value(0))
+        self.collector.ack(tup)
+
+
+class FailingBasicBolt(BasicBolt):
+    """Raises ``FailedException`` (or ``ReportedFailedException`` when ``reported``) on "fail"."""
+
+    def __init__(self, reported: bool = False) -> None:
+        self.reported = reported
+
+    def execute(self, tup, collector):
+        if tup.get_value(0) == "fail":
+            if self.reported:
+                raise ReportedFailedException("reported failure of the input")
+            raise FailedException("plain failure of the input")
+        collector.emit([tup.get_value(0)])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word"))
+
+
+class ReportingBolt(Bolt):
+    """Reports an error for every input, then acks it."""
+
+    def execute(self, tup):
+        self.collector.report_error(ValueError(f"odd input {tup.get_value(0)!r}"))
+        self.collector.ack(tup)
+
+
+class ResetTimeoutBolt(Bolt):
+    """Holds each input for ``times * interval`` seconds, calling ``reset_timeout`` every
+    ``interval`` (unless ``reset`` is false), then acks it. Blocks, so it needs its own thread."""
+
+    def __init__(self, interval: float, times: int, recorder: Recorder, reset: bool = True) -> None:
+        self.interval = interval
+        self.times = times
+        self.recorder = recorder
+        self.reset = reset
+
+    def execute(self, tup):
+        for _ in range(self.times):
+            time.sleep(self.interval)
+            if self.reset:
+                self.collector.reset_timeout(tup)
+        self.collector.ack(tup)
+        self.recorder.record("acked", tup.get_value(0))
+
+
+class BlockingBolt(Bolt):
+    """Blocks in ``execute`` until the test opens ``gate`` (at most 10 s), then acks."""
+
+    def __init__(self, gate: Gate, recorder: Recorder) -> None:
+        self.gate = gate
+        self.recorder = recorder
+
+    def execute(self, tup):
+        self.recorder.record("start", tup.get_value(0))
+        self.gate.wait(10)
+        self.recorder.record("end", tup.get_value(0))
+        self.collector.ack(tup)
+
+
+class UndeclaredStreamBolt(Bolt):
+    """Emits on stream "nowhere", which it never declared (Storm: "Unknown stream ID")."""
+
+    def execute(self, tup):
+        self.collector.emit([tup.get_value(0)], tup, stream="nowhere")
+        self.collector.ack(tup)
+
+
+class DirectStreamBolt(Bolt):
+    """Declares a direct stream "direct" (and emits nothing)."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare_stream("direct", Fields("value"), direct=True)
+
+
+class SystemStreamBolt(Bolt):
+    """Wrongly declares the system stream "__tick"."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare_stream("__tick", Fields("value"))
+
+
+class WiringRecorderBolt(Bolt):
+    """Records its sources, targets and a source's output fields as its context gives them."""
+
+    def __init__(self, recorder: Recorder, source: str) -> None:
+        self.recorder = recorder
+        self.source = source
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.recorder.record(
+            "wiring",
+            sorted((g.component_id, g.stream_id) for g in context.get_this_sources()),
+            {stream: sorted(subs) for stream, subs in context.get_this_targets().items()},
+            list(context.get_component_output_fields(self.source)),
+            context.get_component_id(context.get_this_task_id()))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("out"))
+        declarer.declare_stream("side", Fields("a", "b"))
+
+
+class CrashOnceSpout(Spout):
+    """Raises from ``next_tuple`` once the test opens ``trigger`` (closing it again, so the
+    restarted instance runs normally); reports an error when ``report`` is open."""
+
+    def __init__(self, trigger: Gate, report: Gate, recorder: Recorder) -> None:
+        self.trigger = trigger
+        self.report = report
+        self.recorder = recorder
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("x"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.recorder.record("open", uuid.uuid4().hex)
+
+    def next_tuple(self):
+        if self.report.is_open():
+            self.report.close()
+            self.collector.report_error("spout noticed something")
+        if self.trigger.is_open():
+            self.trigger.close()
+            raise KeyError("spout crash in next_tuple")
+
+
+class PrepareCrashBolt(Bolt):
+    """Raises from ``prepare``, every time."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def prepare(self, conf, context, collector):
+        self.recorder.record("prepare")
+        raise RuntimeError("cannot prepare")
+
+
+class WrongSizeBolt(Bolt):
+    """Emits two values on its one-field stream."""
+
+    def execute(self, tup):
+        self.collector.emit([tup.get_value(0), "extra"], tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("only"))
+
+
+class EmitReturnBolt(Bolt):
+    """Records the task ids ``emit`` says it sent each tuple to, then acks."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def execute(self, tup):
+        targets = self.collector.emit(list(tup.values), tup)
+        self.recorder.record("emit", tup.get_value(0), sorted(targets))
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word"))
+
+
+class AsyncAckBolt(Bolt):
+    """Hands every input to a thread of its own, which emits a child and acks the input
+    about ``delay`` seconds later (the collector is thread-safe)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        import queue
+        self.pending: queue.Queue = queue.Queue()
+        threading.Thread(target=self._run, daemon=True, name="test-async-acker").start()
+
+    def _run(self):
+        while True:
+            tup = self.pending.get()
+            time.sleep(self.delay)
+            self.collector.emit([tup.get_value(0)], tup)
+            self.collector.ack(tup)
+
+    def execute(self, tup):
+        self.pending.put(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("num"))
+
+
+class DirectSpout(Spout):
+    """Emits each ``(component, index, value)`` directly to that task of ``component`` on its
+    direct stream, with ``value`` as message id."""
+
+    def __init__(self, emits: list) -> None:
+        self.emits = emits
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.todo = list(self.emits)
+
+    def next_tuple(self):
+        if self.todo:
+            component, index, value = self.todo.pop(0)
+            task = self.context.get_component_tasks(component)[index]
+            self.collector.emit_direct(task, [value], value, stream="direct")
+
+    def declare_output_fields(self, declarer):
+        declarer.declare_stream("direct", Fields("value"), direct=True)
+
+
+class ReplayingSpout(Spout):
+    """Emits ``count`` tuples per task with ids ``"<task>-<i>"``, re-emits a tuple when it
+    fails, and records every ack and fail with the task that received it."""
+
+    def __init__(self, count: int, recorder: Recorder) -> None:
+        self.count = count
+        self.recorder = recorder
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.task = context.get_this_task_id()
+        self.todo = [(f"{self.task}-{i}", 0) for i in range(self.count)]
+        self.attempts: dict[str, int] = {}
+
+    def next_tuple(self):
+        if self.todo:
+            msg_id, attempt = self.todo.pop(0)
+            self.attempts[msg_id] = attempt
+            self.collector.emit([msg_id, attempt], msg_id)
+
+    def ack(self, msg_id):
+        self.recorder.record("ack", self.task, msg_id)
+
+    def fail(self, msg_id):
+        self.recorder.record("fail", self.task, msg_id)
+        self.todo.append((msg_id, self.attempts[msg_id] + 1))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "attempt"))
+
+
+class FailFirstAttemptBolt(Bolt):
+    """Fails a tuple whose "attempt" is 0 and acks it otherwise."""
+
+    def execute(self, tup):
+        if tup.get_value_by_field("attempt") == 0:
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+
+class FloodSpout(Spout):
+    """Emits ``[1]`` unanchored on every ``next_tuple``, as fast as it is allowed to."""
+
+    def next_tuple(self):
+        self.collector.emit([1])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("x"))
+
+
+class SlowBolt(Bolt):
+    """Takes ``secs`` per input (sleeping, as a bolt waiting on I/O does), and ``first_secs``
+    for its first input (a stall, say a connection being opened)."""
+
+    def __init__(self, secs: float, first_secs: float | None = None) -> None:
+        self.secs = secs
+        self.first_secs = first_secs
+
+    def execute(self, tup):
+        if self.first_secs is not None:
+            time.sleep(self.first_secs)
+            self.first_secs = None
+        else:
+            time.sleep(self.secs)
+
+
+class SlowAckBolt(Bolt):
+    """Takes ``secs`` per input, then acks it."""
+
+    def __init__(self, secs: float) -> None:
+        self.secs = secs
+
+    def execute(self, tup):
+        time.sleep(self.secs)
+        self.collector.ack(tup)
+
+
+class BrokenDeclareBolt(Bolt):
+    """``declare_output_fields`` raises."""
+
+    def declare_output_fields(self, declarer):
+        raise AttributeError("no fields here")
+
+
+class BrokenConfBolt(Bolt):
+    """``get_component_configuration`` returns a list instead of a dict."""
+
+    def get_component_configuration(self):
+        return ["not", "a", "dict"]
+
+
+class TwiceDeclaringBolt(Bolt):
+    """Declares the default stream twice."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("a"))
+        declarer.declare(Fields("b"))
+
+
+class UnpicklableBolt(Bolt):
+    """Holds a lock, which cannot be copied to tasks."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+class DirectOnRegularStreamBolt(Bolt):
+    """``emit_direct`` on its regular default stream, to task index ``index`` of ``target``."""
+
+    def __init__(self, target: str, index: int = 0) -> None:
+        self.target = target
+        self.index = index
+
+    def execute(self, tup):
+        task = self.context.get_component_tasks(self.target)[self.index]
+        self.collector.emit_direct(task, [tup.get_value(0)], tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("value"))

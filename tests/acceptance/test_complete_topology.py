@@ -1,0 +1,98 @@
+"""Storm's integration tests of whole topologies run with `complete_topology` on mocked data."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from squall import Config, Fields, InvalidTopologyException, TopologyBuilder
+from squall.testing import MockedSources, complete_topology, read_tuples
+
+from .components import (
+    IdentityBolt, TaskBolt, TestAggregatesCounter, TestGlobalCount, TestPlannerSpout, TestWordCounter,
+    TestWordSpout,
+)
+
+
+def multiset(rows):
+    return Counter(tuple(r) for r in rows)
+
+
+def word_count_topology():
+    builder = TopologyBuilder()
+    builder.set_spout("1", TestWordSpout(True), 3)
+    builder.set_bolt("2", TestWordCounter(), 4).fields_grouping("1", Fields("word"))
+    builder.set_bolt("3", TestGlobalCount()).global_grouping("1")
+    builder.set_bolt("4", TestAggregatesCounter()).global_grouping("2")
+    return builder.create_topology()
+
+
+def test_word_count_topology_emits_the_counts_storm_expects(cluster):
+    """Storm's test-basic-topology: word counts per fields-grouped task, global counts."""
+    conf = Config()
+    conf.set_num_workers(2)
+    results = complete_topology(cluster, word_count_topology(),
+                                {"1": [["nathan"], ["bob"], ["joey"], ["nathan"]]}, conf)
+
+    assert multiset(read_tuples(results, "1")) == multiset([["nathan"], ["bob"], ["joey"], ["nathan"]])
+    assert multiset(read_tuples(results, "2")) == multiset(
+        [["nathan", 1], ["nathan", 2], ["bob", 1], ["joey", 1]])
+    assert read_tuples(results, "3") == [[1], [2], [3], [4]]
+    assert read_tuples(results, "4") == [[1], [2], [3], [4]]
+
+
+def test_mocked_sources_object_and_per_stream_dict_are_equivalent(cluster):
+    mocked = MockedSources()
+    mocked.add_mock_data("1", ["a"], ["b"])
+    by_object = complete_topology(cluster, word_count_topology(), mocked)
+    by_stream = complete_topology(cluster, word_count_topology(), {"1": {"default": [["a"], ["b"]]}})
+
+    assert multiset(read_tuples(by_object, "2")) == multiset([["a", 1], ["b", 1]])
+    assert multiset(read_tuples(by_stream, "2")) == multiset([["a", 1], ["b", 1]])
+
+
+def test_complete_topology_without_a_cluster_runs_on_a_fresh_one():
+    builder = TopologyBuilder()
+    builder.set_spout("words", TestWordSpout())
+    builder.set_bolt("id", IdentityBolt(Fields("word"))).shuffle_grouping("words")
+    results = complete_topology(None, builder.create_topology(), {"words": [["x"], ["y"]]})
+
+    assert multiset(read_tuples(results, "id")) == multiset([["x"], ["y"]])
+
+
+def test_read_tuples_of_a_stream_nothing_was_emitted_on_is_empty(cluster):
+    results = complete_topology(cluster, word_count_topology(), {"1": [["a"]]})
+
+    assert read_tuples(results, "1", "other-stream") == []
+
+
+def test_every_task_of_an_executor_with_several_tasks_processes_tuples(cluster):
+    """Storm's test-multi-tasks-per-executor: 6 tasks on 3 executors, shuffled 6 tuples, each
+    task reports its own index once."""
+    builder = TopologyBuilder()
+    builder.set_spout("1", TestWordSpout(True))
+    builder.set_bolt("2", TaskBolt(), 3).set_num_tasks(6).shuffle_grouping("1")
+    results = complete_topology(cluster, builder.create_topology(), {"1": [["a"]] * 6})
+
+    assert sorted(index for _task, index, _word in read_tuples(results, "2")) == [0, 1, 2, 3, 4, 5]
+
+
+def test_tuples_are_completed_with_acking_disabled(cluster):
+    conf = Config()
+    conf.set_num_ackers(0)
+    results = complete_topology(cluster, word_count_topology(), {"1": [["a"], ["a"]]}, conf)
+
+    assert read_tuples(results, "3") == [[1], [2]]
+
+
+def test_mocking_a_spout_that_does_not_exist_is_invalid(cluster):
+    with pytest.raises(InvalidTopologyException, match=r"\[nope\]"):
+        complete_topology(cluster, word_count_topology(), {"nope": [["a"]]})
+
+
+def test_an_unmocked_spout_that_cannot_tell_when_it_is_done_is_refused(cluster):
+    builder = TopologyBuilder()
+    builder.set_spout("planner", TestPlannerSpout())
+    with pytest.raises(InvalidTopologyException, match=r"CompletableSpout.*\[planner\]"):
+        complete_topology(cluster, builder.create_topology())

@@ -1,0 +1,98 @@
+"""What a task's `TopologyContext` says, and how tasks and executors are counted
+(Storm's StormCommon.stormTaskInfo and ServerUtils.getComponentParallelism)."""
+
+from __future__ import annotations
+
+from squall import Config, Fields, TopologyBuilder
+
+from ..conftest import wait_until
+from .components import (
+    ContextRecorderBolt, Recorder, TestPlannerBolt, TestPlannerSpout, TestWordSpout, WiringRecorderBolt,
+)
+
+COMPONENTS = ["1", "2", "__acker", "bolt", "spout"]
+
+
+def test_task_ids_follow_java_string_order_of_component_ids(cluster):
+    """Digits sort before "__acker", which sorts before lowercase ids, and task ids are
+    handed out from 1 in that order; each task knows its index among its component's tasks."""
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("spout", TestPlannerSpout(), 2)
+    builder.set_bolt("1", ContextRecorderBolt(recorder, COMPONENTS)).shuffle_grouping("spout")
+    builder.set_bolt("2", ContextRecorderBolt(recorder, COMPONENTS), 3).shuffle_grouping("spout")
+    builder.set_bolt("bolt", ContextRecorderBolt(recorder, COMPONENTS), 2).set_num_tasks(4).shuffle_grouping("spout")
+    cluster.submit_topology("context", {}, builder.create_topology())
+
+    assert wait_until(lambda: recorder.count("context") == 8)
+    expected_tasks = {"1": [1], "2": [2, 3, 4], "__acker": [5], "bolt": [6, 7, 8, 9], "spout": [10, 11]}
+    info = cluster.get_topology_info("context")
+    seen = set()
+    for _kind, component, task, index, tasks, storm_id, port in recorder.events("context"):
+        assert tasks == expected_tasks
+        assert index == expected_tasks[component].index(task)
+        assert storm_id == info["id"]
+        assert storm_id.startswith("context-")
+        assert port in [w["port"] for w in info["workers"]]
+        seen.add(task)
+    assert seen == {1, 2, 3, 4, 6, 7, 8, 9}
+
+
+def test_fewer_executors_than_tasks_run_every_task(cluster):
+    builder = TopologyBuilder()
+    builder.set_spout("spout", TestPlannerSpout())
+    builder.set_bolt("bolt", TestPlannerBolt(), 2).set_num_tasks(5).shuffle_grouping("spout")
+    cluster.submit_topology("tasks", {}, builder.create_topology())
+
+    info = cluster.get_topology_info("tasks")
+    bolt = info["components"]["bolt"]
+    assert (bolt["executors"], bolt["tasks"]) == (2, 5)
+    assert sorted(bolt["task_stats"]) == [2, 3, 4, 5, 6]  # "__acker" has task 1
+    executors = sorted({tuple(s["executor"]) for s in bolt["task_stats"].values()})
+    assert executors == [(2, 4), (5, 6)]  # partition_fixed: larger chunks first
+    assert info["num_executors"] == 2 + 1 + 1  # bolt, acker, spout
+
+
+def test_topology_max_task_parallelism_caps_tasks_and_executors(cluster):
+    builder = TopologyBuilder()
+    builder.set_spout("spout", TestPlannerSpout(), 3)
+    builder.set_bolt("bolt", TestPlannerBolt(), 4).set_num_tasks(6).shuffle_grouping("spout")
+    builder.set_bolt("other", TestPlannerBolt(), 4).shuffle_grouping("spout")
+    conf = Config()
+    conf.set_max_task_parallelism(2)
+    cluster.submit_topology("capped", conf, builder.create_topology())
+
+    comps = cluster.get_topology_info("capped")["components"]
+    assert (comps["spout"]["executors"], comps["spout"]["tasks"]) == (2, 2)
+    assert (comps["bolt"]["executors"], comps["bolt"]["tasks"]) == (2, 2)
+    assert (comps["other"]["executors"], comps["other"]["tasks"]) == (2, 2)
+
+
+def test_a_non_distributed_component_runs_one_task_whatever_its_parallelism(cluster):
+    """TestWordSpout(False) caps itself with topology.max.task.parallelism = 1 in its own
+    component configuration."""
+    builder = TopologyBuilder()
+    builder.set_spout("spout", TestWordSpout(False), 3)
+    builder.set_bolt("bolt", TestPlannerBolt(), 3).set_max_task_parallelism(1).shuffle_grouping("spout")
+    cluster.submit_topology("not-distributed", {}, builder.create_topology())
+
+    comps = cluster.get_topology_info("not-distributed")["components"]
+    assert (comps["spout"]["executors"], comps["spout"]["tasks"]) == (1, 1)
+    assert (comps["bolt"]["executors"], comps["bolt"]["tasks"]) == (1, 1)
+
+
+def test_a_task_knows_its_sources_targets_and_neighbours_fields(cluster):
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("spout", TestPlannerSpout(Fields("f1", "f2")))
+    builder.set_bolt("mid", WiringRecorderBolt(recorder, "spout")).shuffle_grouping("spout")
+    builder.set_bolt("a", TestPlannerBolt()).shuffle_grouping("mid")
+    builder.set_bolt("b", TestPlannerBolt()).fields_grouping("mid", Fields("a"), "side").shuffle_grouping("mid")
+    cluster.submit_topology("wiring", {}, builder.create_topology())
+
+    assert wait_until(lambda: recorder.count("wiring") == 1)
+    [(_kind, sources, targets, fields, component)] = recorder.events("wiring")
+    assert sources == [("spout", "default")]
+    assert targets == {"default": ["a", "b"], "side": ["b"]}
+    assert fields == ["f1", "f2"]
+    assert component == "mid"

@@ -1,0 +1,129 @@
+"""Message timeouts (Storm's test-timeout, test-reset-timeout) with T = 1 s.
+
+The spout's pending map has 2 buckets rotated every T, so an incomplete tuple fails between T
+and 2T after its emission: never before T, and surely by 2T (plus scheduling slack).
+"""
+
+from __future__ import annotations
+
+import time
+
+from squall import Config, Fields, TopologyBuilder
+from squall.testing import AckFailMapTracker, FeederSpout
+
+from ..conftest import wait_until
+from .components import AckEveryOtherBolt, NeverAckBolt, Recorder, ResetTimeoutBolt, SlowAckBolt
+from .conftest import component_stat, wait_idle
+
+T = 1.0
+
+
+def feeder_with_tracker():
+    feeder = FeederSpout(Fields("field1"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    return feeder, tracker
+
+
+def conf_with_timeout(secs: float = T) -> Config:
+    conf = Config()
+    conf.set_message_timeout_secs(secs)
+    return conf
+
+
+def test_an_unacked_tuple_fails_after_the_message_timeout_and_not_before(cluster):
+    """Storm's test-timeout: a bolt acks every other tuple; 1 and 3 are acked at once, 2 is
+    neither acked nor failed before T, then fails (by 2T)."""
+    feeder, tracker = feeder_with_tracker()
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    builder.set_bolt("2", AckEveryOtherBolt()).global_grouping("1")
+    cluster.submit_topology("timeout-tester", conf_with_timeout(), builder.create_topology())
+
+    fed_at = time.monotonic()  # before the emission, so fed_at + T is a lower bound of the fail
+    feeder.feed(["a"], 1)
+    feeder.feed(["b"], 2)
+    feeder.feed(["c"], 3)
+
+    assert wait_until(lambda: tracker.is_acked(1) and tracker.is_acked(3))
+    assert not wait_until(lambda: tracker.is_failed(2), 0.9 * T - (time.monotonic() - fed_at))
+    assert wait_until(lambda: tracker.is_failed(2), 10 * T)
+    assert time.monotonic() - fed_at >= 0.9 * T
+    assert not tracker.is_acked(2)
+    assert not tracker.is_failed(1) and not tracker.is_failed(3)
+    assert component_stat(cluster, "timeout-tester", "1", "failed") == 1
+
+
+def test_reset_timeout_keeps_a_tuple_alive_past_the_message_timeout(cluster):
+    """Storm's test-reset-timeout: a bolt (on its own thread, since it blocks) holds the tuple
+    for 2.5T, calling reset_timeout every T/2, then acks: the tuple is acked, never failed."""
+    feeder, tracker = feeder_with_tracker()
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    (builder.set_bolt("2", ResetTimeoutBolt(T / 2, 5, recorder)).global_grouping("1")
+     .set_own_thread())
+    cluster.submit_topology("reset-timeout", conf_with_timeout(), builder.create_topology())
+
+    feeder.feed(["a"], 1)
+
+    assert wait_until(lambda: tracker.is_acked(1) or tracker.is_failed(1), 10 * T)
+    assert tracker.is_acked(1)
+    assert not tracker.is_failed(1)
+    assert recorder.events("acked") == [("acked", "a")]
+
+
+def test_without_reset_timeout_the_slow_bolt_lets_the_tuple_time_out_and_its_late_ack_is_ignored(cluster):
+    """The control for the reset test: the same 2.5T hold without resets fails the tuple, and
+    the ack that finally comes is ignored (the spout no longer has the tuple pending)."""
+    feeder, tracker = feeder_with_tracker()
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    (builder.set_bolt("2", ResetTimeoutBolt(T / 2, 5, recorder, reset=False)).global_grouping("1")
+     .set_own_thread())
+    cluster.submit_topology("no-reset", conf_with_timeout(), builder.create_topology())
+
+    feeder.feed(["a"], 1)
+
+    assert wait_until(lambda: tracker.is_failed(1), 10 * T)
+    assert wait_until(lambda: recorder.count("acked") == 1, 10 * T)
+    assert wait_idle(cluster, "no-reset")
+    assert not tracker.is_acked(1)
+    assert component_stat(cluster, "no-reset", "1", "acked") == 0
+
+
+def test_with_message_timeouts_disabled_an_unacked_tuple_never_fails(cluster):
+    feeder, tracker = feeder_with_tracker()
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    builder.set_bolt("2", NeverAckBolt(recorder)).global_grouping("1")
+    conf = conf_with_timeout()
+    conf[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS] = False
+    cluster.submit_topology("no-timeouts", conf, builder.create_topology())
+
+    feeder.feed(["a"], 1)
+    assert wait_until(lambda: recorder.count("execute") == 1)
+
+    # With timeouts on it would fail by 2T; wait well past that.
+    assert not wait_until(lambda: tracker.is_failed(1) or tracker.is_acked(1), 2.5 * T)
+
+
+def test_a_slow_bolts_acks_reach_the_spout_while_it_works_through_its_queue(cluster):
+    """A bolt on its own thread takes T/10 per tuple and acks each one; 25 tuples are fed at
+    once, so working through them takes 2.5T. The first five are acked by the bolt within T/2
+    of their emission, so (as Storm sends every ack at once) they must be acked, not timed out
+    while the bolt works on the rest. T is 0.5 s here to keep the test short."""
+    t = T / 2
+    feeder, tracker = feeder_with_tracker()
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    builder.set_bolt("2", SlowAckBolt(t / 10)).shuffle_grouping("1").set_own_thread()
+    cluster.submit_topology("slow-acks", conf_with_timeout(t), builder.create_topology())
+
+    for i in range(25):
+        feeder.feed([i], i)
+
+    assert wait_until(lambda: all(tracker.is_acked(i) or tracker.is_failed(i) for i in range(5)), 20 * t)
+    assert [i for i in range(5) if tracker.is_failed(i)] == []

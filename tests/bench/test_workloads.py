@@ -1,0 +1,64 @@
+"""Each benchmark workload runs once at a tiny size, to prove it still works (no timing checks)."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[2]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+from bench import harness, w1_wordcount, w2_const_null  # noqa: E402
+from bench.__main__ import main  # noqa: E402
+
+_COMMON = {"workload", "host", "workers", "acking", "wall_s", "cpu_s", "peak_rss_mb", "correct",
+           "baseline_rate", "ratio", "squall_version", "python_version", "timestamp"}
+
+
+@pytest.mark.parametrize("acking", [True, False], ids=["acking-on", "acking-off"])
+def test_w1_counts_are_correct(tmp_path, acking):
+    record = w1_wordcount.run(n=2000, acking=acking, corpus_dir=tmp_path / "corpus", timeout=30)
+    assert record["correct"] is True
+    assert record["baseline_correct"] is True
+    assert record["failed"] == 0 and record["errors"] == 0
+    assert _COMMON <= record.keys()
+    assert record["n"] == 2000 and record["acking"] == ("on" if acking else "off")
+    assert record["sentences_per_s"] > 0 and record["ratio"] > 0
+
+
+@pytest.mark.parametrize("workload", ["W2", "W3"])
+@pytest.mark.parametrize("acking", [True, False], ids=["acking-on", "acking-off"])
+def test_const_workloads_run(workload, acking):
+    record = w2_const_null.run(workload, acking=acking, secs=1, warmup=0)
+    assert record["correct"] is True
+    assert record["tuples"] > 0 and record["tuples_per_s"] > 0
+    assert _COMMON <= record.keys()
+    if acking:
+        assert record["complete_latency_mean_ms"] > 0
+        assert record["latency_samples"] > 0
+        assert record["complete_latency_p99_ms"] >= record["complete_latency_p50_ms"] > 0
+    else:
+        assert record["complete_latency_p99_ms"] is None
+
+
+def test_cli_appends_and_reports(tmp_path, capsys):
+    results = tmp_path / "results.jsonl"
+    assert main(["run", "W2", "--acking", "on", "--secs", "0.3", "--warmup", "0", "--repeat", "2", "--in-process",
+                 "--results", str(results)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3  # two runs and their median
+    assert json.loads(lines[-1])["kind"] == "median"
+    assert len(harness.load_results(results)) == 2  # the median line is not saved
+    assert main(["report", "--results", str(results)]) == 0
+    table = capsys.readouterr().out
+    assert "| W2 | local | 1 | on |" in table
+
+
+def test_percentile_is_nearest_rank():
+    values = [float(i) for i in range(1, 101)]
+    assert harness.percentile(values, 50) == 50.0
+    assert harness.percentile(values, 99) == 99.0
+    assert harness.percentile(values, 100) == 100.0
+    assert harness.percentile([], 99) is None

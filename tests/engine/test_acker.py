@@ -1,0 +1,136 @@
+"""The acker's xor bookkeeping (Storm's Acker.java, STORM.md section 1.5), without threads."""
+
+from __future__ import annotations
+
+from squall.engine.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT, Acker
+
+ROOT = 0x1234_5678_9ABC_DEF0
+SPOUT_TASK = 7
+
+
+def test_the_worked_xor_example_completes_the_tree():
+    """STORM.md 1.9: spout -> A (2 children) -> B. init [r, e1]; A acks with e1^c1^c2; B acks
+    c1 and c2; the xor returns to 0 only with the last ack."""
+    e1, c1, c2 = 0xA1, 0xB2 << 40, 0xC3 << 20
+    acker = Acker()
+
+    assert acker.update(INIT, ROOT, e1, SPOUT_TASK, now=10.0) is None
+    assert acker.update(ACK, ROOT, e1 ^ c1 ^ c2, -1, now=10.1) is None
+    assert acker.update(ACK, ROOT, c1, -1, now=10.2) is None
+    reply = acker.update(ACK, ROOT, c2, -1, now=10.5)
+
+    assert reply[:3] == (SPOUT_TASK, ACKED, ROOT)
+    assert abs(reply[3] - 0.5) < 1e-9  # time since the entry was created
+    assert len(acker) == 0
+
+
+def test_an_init_with_value_zero_is_acked_at_once():
+    """A spout tuple with no targets has init-val 0: its tree is already complete."""
+    acker = Acker()
+
+    assert acker.update(INIT, ROOT, 0, SPOUT_TASK, now=0.0) == (SPOUT_TASK, ACKED, ROOT, 0.0)
+
+
+def test_an_ack_before_the_init_is_remembered_until_the_init_arrives():
+    """Acks and inits travel different paths; the first message creates the entry, and
+    completion waits for the init to name the spout task."""
+    e1 = 0xFEED
+    acker = Acker()
+
+    assert acker.update(ACK, ROOT, e1, -1, now=1.0) is None
+    assert len(acker) == 1
+    assert acker.update(INIT, ROOT, e1, SPOUT_TASK, now=2.0) == (SPOUT_TASK, ACKED, ROOT, 1.0)
+    assert len(acker) == 0
+
+
+def test_fail_before_init_still_fails_the_root():
+    acker = Acker()
+
+    assert acker.update(FAIL, ROOT, 0, -1, now=1.0) is None
+    reply = acker.update(INIT, ROOT, 0xABC, SPOUT_TASK, now=1.5)
+
+    assert reply[:3] == (SPOUT_TASK, FAILED, ROOT)
+    assert len(acker) == 0
+
+
+def test_a_fail_wins_over_outstanding_edges():
+    acker = Acker()
+    acker.update(INIT, ROOT, 0x55, SPOUT_TASK, now=0.0)
+
+    assert acker.update(FAIL, ROOT, 0, -1, now=0.1)[:3] == (SPOUT_TASK, FAILED, ROOT)
+    assert ROOT not in acker.pending
+
+
+def test_acks_after_completion_start_a_new_entry_that_never_completes_by_itself():
+    acker = Acker()
+    acker.update(INIT, ROOT, 0x1, SPOUT_TASK, now=0.0)
+    acker.update(ACK, ROOT, 0x1, -1, now=0.0)
+
+    assert acker.update(ACK, ROOT, 0x99, -1, now=0.0) is None  # a stray late ack
+
+
+def test_reset_timeout_answers_the_spout_and_keeps_the_entry():
+    acker = Acker()
+    acker.update(INIT, ROOT, 0x5, SPOUT_TASK, now=0.0)
+
+    assert acker.update(RESET, ROOT, 0, -1, now=3.0) == (SPOUT_TASK, RESET_TIMEOUT, ROOT, 3.0)
+    assert ROOT in acker.pending
+    assert acker.update(ACK, ROOT, 0x5, -1, now=4.0)[:2] == (SPOUT_TASK, ACKED)
+
+
+def test_reset_timeout_before_init_is_answered_once_the_init_arrives():
+    acker = Acker()
+
+    assert acker.update(RESET, ROOT, 0, -1, now=0.0) is None
+    assert acker.update(INIT, ROOT, 0x5, SPOUT_TASK, now=0.0)[:2] == (SPOUT_TASK, RESET_TIMEOUT)
+    assert acker.update(ACK, ROOT, 0x4, -1, now=0.0) is None  # the reset flag was consumed
+
+
+def test_reset_timeout_moves_the_entry_to_the_newest_bucket():
+    acker = Acker()
+    acker.update(INIT, ROOT, 0x5, SPOUT_TASK, now=0.0)
+    acker.rotate()
+    acker.rotate()
+
+    acker.update(RESET, ROOT, 0, -1, now=0.0)
+    acker.rotate()
+    acker.rotate()
+
+    assert ROOT in acker.pending
+
+
+def test_an_entry_expires_silently_on_the_third_rotation():
+    """3 buckets: an entry survives two rotations and is dropped by the third, without any
+    message to the spout (which times the tuple out on its own)."""
+    acker = Acker()
+    acker.update(INIT, ROOT, 0x5, SPOUT_TASK, now=0.0)
+
+    assert acker.rotate() == 0
+    assert acker.rotate() == 0
+    assert ROOT in acker.pending
+    assert acker.rotate() == 1
+    assert ROOT not in acker.pending
+    assert acker.update(ACK, ROOT, 0x5, -1, now=0.0) is None  # too late: no spout task known
+
+
+def test_ordinary_acks_do_not_refresh_the_expiry():
+    """Storm mutates the entry in place on init/ack (no re-put), so a tree that keeps getting
+    acks still expires 2..3 rotations after its first message."""
+    acker = Acker()
+    acker.update(INIT, ROOT, 0x7, SPOUT_TASK, now=0.0)
+    acker.rotate()
+    acker.update(ACK, ROOT, 0x1, -1, now=0.0)
+    acker.rotate()
+    acker.update(ACK, ROOT, 0x2, -1, now=0.0)
+
+    assert acker.rotate() == 1
+
+
+def test_roots_are_tracked_independently():
+    acker = Acker()
+    acker.update(INIT, 1, 0x10, 3, now=0.0)
+    acker.update(INIT, 2, 0x20, 4, now=0.0)
+
+    assert acker.update(ACK, 2, 0x20, -1, now=0.0)[:3] == (4, ACKED, 2)
+    assert acker.update(ACK, 1, 0x11, -1, now=0.0) is None
+    assert acker.update(ACK, 1, 0x01, -1, now=0.0)[:3] == (3, ACKED, 1)

@@ -1,0 +1,171 @@
+"""Configuration layers and validation (`squall._config`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from squall import Config, InvalidTopologyException
+from squall._config import (
+    cluster_conf, component_conf, default_conf, find_conf_file, is_daemon_key, read_conf_file, topology_conf,
+)
+
+
+def test_defaults_are_storms():
+    d = default_conf()
+
+    assert d[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS] == 30
+    assert d[Config.TOPOLOGY_MAX_SPOUT_PENDING] is None
+    assert d[Config.TOPOLOGY_ACKER_EXECUTORS] is None
+    assert d[Config.TOPOLOGY_WORKERS] == 1
+    assert d[Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS] is True
+    assert d[Config.TOPOLOGY_DEBUG] is False
+    assert d[Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS] is None
+    assert d["nimbus.task.timeout.secs"] == 30
+
+
+def test_default_conf_is_a_fresh_copy():
+    default_conf()["topology.workers"] = 99
+
+    assert default_conf()["topology.workers"] == 1
+
+
+def test_config_setters_write_storms_keys():
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_num_ackers(0)
+    conf.set_max_spout_pending(10)
+    conf.set_message_timeout_secs(5)
+    conf.set_debug(True)
+    conf.set_max_task_parallelism(4)
+
+    assert conf == {"topology.workers": 2, "topology.acker.executors": 0, "topology.max.spout.pending": 10,
+                    "topology.message.timeout.secs": 5, "topology.debug": True,
+                    "topology.max.task.parallelism": 4}
+    assert isinstance(conf, dict)
+
+
+def test_register_serialization_records_the_class_and_serializer():
+    conf = Config()
+    conf.register_serialization(Config)
+    conf.register_serialization(InvalidTopologyException, Config)
+
+    assert conf[Config.TOPOLOGY_KRYO_REGISTER] == {
+        "squall._config:Config": None,
+        "squall._errors:InvalidTopologyException": "squall._config:Config",
+    }
+
+
+def test_cluster_conf_layers_squall_yaml_and_daemon_conf_over_the_defaults(tmp_path):
+    f = tmp_path / "squall.yaml"
+    f.write_text("topology.message.timeout.secs: 5\nnimbus.task.timeout.secs: 7\ncustom: yaml\n")
+
+    conf = cluster_conf({"custom": "daemon"}, conf_file=f)
+
+    assert conf["topology.message.timeout.secs"] == 5
+    assert conf["nimbus.task.timeout.secs"] == 7
+    assert conf["custom"] == "daemon"
+    assert conf["topology.workers"] == 1
+
+
+def test_squall_yaml_is_found_in_squall_conf_dir(tmp_path, monkeypatch):
+    (tmp_path / "squall.yaml").write_text("custom: found\n")
+    monkeypatch.setenv("SQUALL_CONF_DIR", str(tmp_path))
+
+    assert find_conf_file() == tmp_path / "squall.yaml"
+    assert cluster_conf()["custom"] == "found"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("- a\n- b\n", "expected a mapping"),
+    ("a: [unclosed\n", "not valid YAML"),
+])
+def test_a_bad_squall_yaml_is_named_in_the_error(tmp_path, text, message):
+    f = tmp_path / "squall.yaml"
+    f.write_text(text)
+
+    with pytest.raises(InvalidTopologyException, match=message) as e:
+        read_conf_file(f)
+    assert str(f) in str(e.value)
+
+
+def test_topology_conf_overlays_the_cluster_and_rejects_daemon_keys():
+    cluster = default_conf()
+
+    merged = topology_conf(cluster, {"topology.workers": 3, "custom": 1})
+    assert merged["topology.workers"] == 3 and merged["custom"] == 1
+    with pytest.raises(InvalidTopologyException, match="'nimbus.task.timeout.secs'"):
+        topology_conf(cluster, {"nimbus.task.timeout.secs": 1})
+    with pytest.raises(InvalidTopologyException, match="'supervisor.slots.ports'"):
+        topology_conf(cluster, {"supervisor.slots.ports": [1]})
+
+
+@pytest.mark.parametrize("key", ["storm.local.dir", "nimbus.seeds", "supervisor.slots.ports", "worker.heap.memory.mb",
+                                 "ui.port", "drpc.port", "logviewer.port", "pacemaker.port"])
+def test_daemon_keys_are_recognised(key):
+    assert is_daemon_key(key)
+
+
+@pytest.mark.parametrize("key", ["topology.workers", "custom", "my.nimbus.thing"])
+def test_topology_and_custom_keys_are_not_daemon_keys(key):
+    assert not is_daemon_key(key)
+
+
+def test_component_conf_precedence_cluster_then_component_then_topology():
+    cluster = dict(default_conf(), **{"custom.a": "cluster", "custom.b": "cluster", "custom.c": "cluster"})
+    own = {"custom.b": "component", "custom.c": "component"}
+    given = {"custom.c": "topology"}
+
+    conf = component_conf(cluster, own, given, "bolt")
+
+    assert (conf["custom.a"], conf["custom.b"], conf["custom.c"]) == ("cluster", "component", "topology")
+
+
+def test_component_conf_keeps_only_whitelisted_topology_keys_of_the_component():
+    own = {
+        "topology.max.spout.pending": 3, "topology.tick.tuple.freq.secs": 2, "topology.debug": True,
+        "topology.max.task.parallelism": 4, "topology.bolts.window.length.count": 10,
+        "topology.message.timeout.secs": 99, "topology.workers": 7, "topology.acker.executors": 0,
+        "nimbus.task.timeout.secs": 1, "fake.config": 123,
+    }
+
+    conf = component_conf(default_conf(), own, {}, "bolt")
+
+    for kept in ("topology.max.spout.pending", "topology.tick.tuple.freq.secs", "topology.debug",
+                 "topology.max.task.parallelism", "topology.bolts.window.length.count", "fake.config"):
+        assert conf[kept] == own[kept], kept
+    assert conf["topology.message.timeout.secs"] == 30
+    assert conf["topology.workers"] == 1
+    assert conf["topology.acker.executors"] is None
+    assert conf["nimbus.task.timeout.secs"] == 30
+
+
+@pytest.mark.parametrize("key, value, what", [
+    ("topology.workers", 0, "a positive integer"),
+    ("topology.workers", "2", "a positive integer"),
+    ("topology.acker.executors", -1, "a non-negative integer"),
+    ("topology.max.spout.pending", 0, "a positive integer or null"),
+    ("topology.message.timeout.secs", 0, "a positive number of seconds"),
+    ("topology.enable.message.timeouts", "yes", "true or false"),
+    ("topology.debug", 1, "true or false"),
+    ("topology.tick.tuple.freq.secs", -1, "a positive number"),
+    ("topology.max.task.parallelism", 1.5, "a positive integer"),
+])
+def test_a_bad_value_is_rejected_naming_key_value_and_place(key, value, what):
+    with pytest.raises(InvalidTopologyException) as e:
+        topology_conf(default_conf(), {key: value})
+    message = str(e.value)
+    assert message.startswith("topology configuration: ")
+    assert repr(key) in message and what in message and repr(value) in message
+
+
+def test_a_bad_value_in_a_component_conf_names_the_component():
+    with pytest.raises(InvalidTopologyException, match=r"component \[counter\].*topology.max.spout.pending"):
+        component_conf(default_conf(), {"topology.max.spout.pending": -3}, {}, "counter")
+
+
+@pytest.mark.parametrize("key, value", [
+    ("topology.acker.executors", None), ("topology.max.spout.pending", None),
+    ("topology.message.timeout.secs", 0.5), ("topology.tick.tuple.freq.secs", None),
+])
+def test_nullable_and_fractional_values_are_accepted(key, value):
+    assert topology_conf(default_conf(), {key: value})[key] == value

@@ -132,6 +132,7 @@ class ExecutorLoop:
         self._stop = False
         self._clean = True
         self.rounds = 0
+        self.flush: Callable[[], None] = _nothing  # the transport's flush, set by the worker
 
     def add(self, executor: Executor) -> None:
         """Place an executor on this loop (before `start`)."""
@@ -202,6 +203,7 @@ class ExecutorLoop:
         next_due = min((t[0] for t in timers), default=float("inf"))
         seen_active = None
         idle = 0
+        flush = self.flush
         while not self._stop:
             self.rounds += 1
             active = state.active
@@ -235,6 +237,7 @@ class ExecutorLoop:
                 next_due = min(t[0] for t in timers)
             if worked:
                 idle = 0
+                flush()
                 continue
             idle += 1
             if may_emit:
@@ -250,6 +253,7 @@ class ExecutorLoop:
                 timeout = min(self.idle_sleep * (1 << min(level, 16)), self.max_idle_sleep, next_due - now)
             else:
                 timeout = None if next_due == float("inf") else next_due - now
+            flush()  # emits from user threads may have been batched since the last round
             self.sleeping = True
             if not self._has_backlog() and not self._stop and state.active == seen_active:
                 clock.wait(event, max(timeout, 0.0) if timeout is not None else None)
@@ -270,6 +274,10 @@ class ExecutorLoop:
                 if q:
                     return True
         return False
+
+
+def _nothing() -> None:
+    pass
 
 
 def _downstream_first(executors: list[Executor]) -> list[Executor]:

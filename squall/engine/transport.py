@@ -19,6 +19,10 @@ class Transport(abc.ABC):
     def sender(self, task_id: int) -> Callable[[Any], None]:
         """A function that delivers one item to ``task_id``, wherever it runs now."""
 
+    def flush(self) -> None:
+        """Send what the senders have batched. Loops call it after every round that did work
+        and before they sleep, so a batch never waits longer than one round."""
+
 
 class InMemoryTransport(Transport):
     """For workers in one process: deliver by calling the hosting worker's ``receive``.

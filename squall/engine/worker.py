@@ -100,6 +100,8 @@ class Worker:
             else:
                 loop_of_exec[e] = shared
         self.loop_of_task = {t: loop_of_exec[e] for e in assignment for t in e.tasks}
+        for lp in self.loops:
+            lp.flush = transport.flush
 
         depths = component_depths(plan)
         self.executors: list[Executor] = []

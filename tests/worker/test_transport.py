@@ -1,0 +1,81 @@
+"""ZmqTransport: batches reach the worker that hosts a task, and only authenticated ones."""
+
+import threading
+import time
+
+import msgpack
+import zmq
+
+from squall.worker.transport import ZmqTransport
+
+
+class PlainSerializer:
+    """Test double: items are plain msgpack-able tuples."""
+
+    def encode_batch(self, items):
+        return msgpack.packb([[t, list(i)] for t, i in items])
+
+    def decode_batch(self, data):
+        return [(t, tuple(i)) for t, i in msgpack.unpackb(data)]
+
+
+def _free_port():
+    ctx = zmq.Context.instance()
+    s = ctx.socket(zmq.PULL)
+    port = s.bind_to_random_port("tcp://127.0.0.1")
+    s.close(0)
+    return port
+
+
+def _wait(pred, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.01)
+    return pred()
+
+
+def test_items_reach_the_peer_worker_in_order_after_a_flush():
+    pa, pb = _free_port(), _free_port()
+    got, lock = [], threading.Lock()
+
+    def receive(task, item):
+        with lock:
+            got.append((task, item))
+
+    a = ZmqTransport(f"tcp://127.0.0.1:{pa}", {7: f"tcp://127.0.0.1:{pb}"}, PlainSerializer(), b"s3cret")
+    b = ZmqTransport(f"tcp://127.0.0.1:{pb}", {}, PlainSerializer(), b"s3cret", receive)
+    try:
+        send = a.sender(7)
+        for i in range(5000):
+            send((1, i, 0, -1))
+        assert got == []  # nothing leaves before a flush
+        a.flush()
+        assert _wait(lambda: len(got) == 5000)
+        assert got == [(7, (1, i, 0, -1)) for i in range(5000)]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_batch_under_another_secret_is_dropped_unread():
+    pa, pb = _free_port(), _free_port()
+    got = []
+    decoded = []
+
+    class Watching(PlainSerializer):
+        def decode_batch(self, data):
+            decoded.append(data)
+            return super().decode_batch(data)
+
+    a = ZmqTransport(f"tcp://127.0.0.1:{pa}", {7: f"tcp://127.0.0.1:{pb}"}, PlainSerializer(), b"wrong")
+    b = ZmqTransport(f"tcp://127.0.0.1:{pb}", {}, Watching(), b"right", lambda t, i: got.append(i))
+    try:
+        a.sender(7)((1, 2, 3, 4))
+        a.flush()
+        assert _wait(lambda: b.dropped == 1)
+        assert got == [] and decoded == []  # never handed to the decoder (it may unpickle)
+    finally:
+        a.close()
+        b.close()

@@ -34,7 +34,8 @@ class ZmqTransport(Transport):
     """Batches items per peer worker and sends them over ZeroMQ; receives this worker's.
 
     Args:
-        bind: address to bind this worker's PULL socket to, e.g. ``tcp://127.0.0.1:6700``.
+        bind: address to bind this worker's PULL socket to, e.g. ``tcp://127.0.0.1:6700``
+            (port 0: any free port; `address` tells which).
         peers: the address of the worker hosting each remote task.
         serializer: encodes and decodes batches (`squall.engine.serialize.Serializer`).
         secret: the cluster's shared secret.
@@ -57,7 +58,12 @@ class ZmqTransport(Transport):
         self._send_lock = threading.Lock()
         self._pull = self._ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.LINGER, 0)
-        self._pull.bind(bind)
+        if bind.endswith(":0"):  # any free port (tests); the slot's port otherwise
+            port = self._pull.bind_to_random_port(bind[:-2])
+            bind = f"{bind[:-2]}:{port}"
+        else:
+            self._pull.bind(bind)
+        self.address = bind
         self._closed = False
         self.dropped = 0  # batches refused: bad HMAC or undecodable
         self._thread = threading.Thread(target=self._receive_loop, name=f"squall-recv-{bind}", daemon=True)

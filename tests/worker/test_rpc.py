@@ -28,19 +28,20 @@ def server():
         raise KeyError(op)
 
     async def main():
+        holder["stop"] = asyncio.Event()
         srv = await asyncio.start_server(
             lambda r, w: serve_connection(r, w, b"secret", handle, log), "127.0.0.1", 0)
         holder["port"] = srv.sockets[0].getsockname()[1]
-        holder["server"] = srv
         started.set()
         async with srv:
-            await srv.serve_forever()
+            await holder["stop"].wait()
 
     t = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
     t.start()
     started.wait(5)
     yield holder["port"]
-    loop.call_soon_threadsafe(holder["server"].close)
+    loop.call_soon_threadsafe(holder["stop"].set)
+    t.join(5)
 
 
 def test_a_client_with_the_secret_gets_answers(server):

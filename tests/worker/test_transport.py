@@ -4,8 +4,6 @@ import threading
 import time
 
 import msgpack
-import zmq
-
 from squall.worker.transport import ZmqTransport
 
 
@@ -19,14 +17,6 @@ class PlainSerializer:
         return [(t, tuple(i)) for t, i in msgpack.unpackb(data)]
 
 
-def _free_port():
-    ctx = zmq.Context.instance()
-    s = ctx.socket(zmq.PULL)
-    port = s.bind_to_random_port("tcp://127.0.0.1")
-    s.close(0)
-    return port
-
-
 def _wait(pred, timeout=5.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -37,15 +27,14 @@ def _wait(pred, timeout=5.0):
 
 
 def test_items_reach_the_peer_worker_in_order_after_a_flush():
-    pa, pb = _free_port(), _free_port()
     got, lock = [], threading.Lock()
 
     def receive(task, item):
         with lock:
             got.append((task, item))
 
-    a = ZmqTransport(f"tcp://127.0.0.1:{pa}", {7: f"tcp://127.0.0.1:{pb}"}, PlainSerializer(), b"s3cret")
-    b = ZmqTransport(f"tcp://127.0.0.1:{pb}", {}, PlainSerializer(), b"s3cret", receive)
+    b = ZmqTransport("tcp://127.0.0.1:0", {}, PlainSerializer(), b"s3cret", receive)
+    a = ZmqTransport("tcp://127.0.0.1:0", {7: b.address}, PlainSerializer(), b"s3cret")
     try:
         send = a.sender(7)
         for i in range(5000):
@@ -60,7 +49,6 @@ def test_items_reach_the_peer_worker_in_order_after_a_flush():
 
 
 def test_a_batch_under_another_secret_is_dropped_unread():
-    pa, pb = _free_port(), _free_port()
     got = []
     decoded = []
 
@@ -69,8 +57,8 @@ def test_a_batch_under_another_secret_is_dropped_unread():
             decoded.append(data)
             return super().decode_batch(data)
 
-    a = ZmqTransport(f"tcp://127.0.0.1:{pa}", {7: f"tcp://127.0.0.1:{pb}"}, PlainSerializer(), b"wrong")
-    b = ZmqTransport(f"tcp://127.0.0.1:{pb}", {}, Watching(), b"right", lambda t, i: got.append(i))
+    b = ZmqTransport("tcp://127.0.0.1:0", {}, Watching(), b"right", lambda t, i: got.append(i))
+    a = ZmqTransport("tcp://127.0.0.1:0", {7: b.address}, PlainSerializer(), b"wrong")
     try:
         a.sender(7)((1, 2, 3, 4))
         a.flush()

@@ -1,0 +1,111 @@
+"""Command line of the benchmarks.
+
+    python -m bench run W1 --acking on|off [--n 1000000] [--repeat 3] [--max-pending 1000]
+    python -m bench run W2 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
+    python -m bench run W3 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
+    python -m bench report [--results bench/results/results.jsonl]
+
+Each run prints one JSON line and appends it to the results file (``--no-save``: print only);
+with ``--repeat`` > 1 each run is a fresh interpreter (``--in-process`` to keep one), and a last
+line (``"kind": "median"``, not saved) gives the medians.
+``report`` prints a markdown table of medians (min-max) per configuration and squall commit
+(``--latest``: only each configuration's most recent commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from . import harness
+
+
+def _run_isolated(args: argparse.Namespace) -> list[dict]:
+    """Each repetition in a fresh interpreter: its own peak RSS, GC state and threads."""
+    argv = [sys.executable, "-m", "bench", "run", args.workload, "--acking", args.acking, "--n", str(args.n),
+            "--secs", str(args.secs), "--warmup", str(args.warmup), "--repeat", "1", "--results", args.results]
+    if args.max_pending is not None:
+        argv += ["--max-pending", str(args.max_pending)]
+    if args.no_save:
+        argv.append("--no-save")
+    records = []
+    for _ in range(args.repeat):
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True,  # stderr passes through
+                              cwd=Path(__file__).resolve().parent.parent)
+        sys.stdout.write(proc.stdout)
+        sys.stdout.flush()
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if not lines:
+            raise SystemExit(f"run {len(records) + 1} of {args.repeat} printed no record (exit {proc.returncode})")
+        records.append(json.loads(lines[-1]))
+    return records
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.repeat > 1 and not args.in_process:
+        records = _run_isolated(args)
+        harness.emit_record(harness.median_record(records), None)
+        return 0 if all(r.get("correct") for r in records) else 1
+    acking = args.acking == "on"
+    results = None if args.no_save else Path(args.results)
+    records = []
+    for _ in range(args.repeat):
+        if args.workload == "W1":
+            from . import w1_wordcount
+            kwargs = {} if args.max_pending is None else {"max_pending": args.max_pending}
+            record = w1_wordcount.run(n=args.n, acking=acking, **kwargs)
+        else:
+            from . import w2_const_null
+            kwargs = {} if args.max_pending is None else {"max_pending": args.max_pending}
+            record = w2_const_null.run(args.workload, acking=acking, secs=args.secs, warmup=args.warmup,
+                                       **kwargs)
+        harness.emit_record(record, results)
+        records.append(record)
+    if len(records) > 1:
+        harness.emit_record(harness.median_record(records), None)
+    return 0 if all(r.get("correct") for r in records) else 1
+
+
+def _report(args: argparse.Namespace) -> int:
+    print(harness.report(harness.load_results(Path(args.results)), latest=args.latest))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run one workload on LocalCluster (1 worker) and its baseline")
+    run.add_argument("workload", choices=["W1", "W2", "W3"], type=str.upper)
+    run.add_argument("--acking", choices=["on", "off"], required=True)
+    run.add_argument("--n", type=int, default=1_000_000, help="W1: sentences (default 1,000,000)")
+    run.add_argument("--secs", type=float, default=30.0, help="W2/W3: measured window (default 30)")
+    run.add_argument("--warmup", type=float, default=10.0, help="W2/W3: warm-up before it (default 10)")
+    run.add_argument("--repeat", type=int, default=1, help="runs; a median line follows if > 1")
+    run.add_argument("--max-pending", type=int, default=None,
+                     help="topology.max.spout.pending with acking on (default 1000)")
+    run.add_argument("--results", default=str(harness.RESULTS_FILE), help="results file to append to")
+    run.add_argument("--no-save", action="store_true", help="print only; do not append to the results file")
+    run.add_argument("--in-process", action="store_true",
+                     help="with --repeat, run the repetitions in this process (default: one fresh "
+                          "interpreter each, so each has its own peak RSS)")
+    run.set_defaults(func=_run)
+
+    rep = sub.add_parser("report", help="markdown table of medians from the results file")
+    rep.add_argument("--results", default=str(harness.RESULTS_FILE))
+    rep.add_argument("--latest", action="store_true",
+                     help="per configuration, only the squall commit of its most recent run")
+    rep.set_defaults(func=_report)
+
+    args = parser.parse_args(argv)
+    if getattr(args, "repeat", 1) < 1:
+        parser.error("--repeat must be at least 1")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

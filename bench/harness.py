@@ -1,0 +1,385 @@
+"""What every benchmark run shares: measuring, polling a topology, the sample registry, results.
+
+A run measures one interval with a `Meter` (wall clock, CPU seconds of this process, peak RSS),
+builds one flat dict (`base_record` plus the workload's figures), prints it as one JSON line and
+appends it to ``bench/results/results.jsonl`` (`emit_record`). `median_record` folds several
+runs of one configuration into one line, and `report` prints the table of medians.
+
+Caveats, written into every record where they apply:
+- ``cpu_s`` is the CPU time (user + system) of the whole process over the measured interval:
+  every squall loop thread plus the main thread's polling, and nothing else (the baseline is
+  timed apart). On a busy machine ``cpu_s`` < ``wall_s`` means the loop was waiting for a core.
+- ``peak_rss_mb`` is ``ru_maxrss`` read when the measured interval ends: the peak of the whole
+  process since it started. ``python -m bench run --repeat`` runs each repetition in a fresh
+  interpreter, so it is each run's own; with ``--in-process`` it never goes down from one run
+  to the next. W2/W3 with acking on include the latency samples, 16 bytes per sampled tuple.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as _dt
+import gc
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from array import array
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import squall
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_FILE = RESULTS_DIR / "results.jsonl"
+
+POLL_SECS = 0.25
+"""How often a run polls `get_topology_info`: rare enough to steal no measurable CPU."""
+
+FINE_POLL_SECS = 0.02
+"""Poll interval once a run is nearly done, so the end is detected within ~20 ms, not 250."""
+
+# The thresholds Python started with; baselines run under them (see `default_gc`).
+_STARTUP_GC = gc.get_threshold()
+
+
+# --- measuring ------------------------------------------------------------------------------------
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far (all threads)."""
+    t = os.times()
+    return t.user + t.system
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set of this process since it started, in MB (Linux reports ru_maxrss in KB)."""
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if sys.platform == "darwin":  # bytes there
+        kb /= 1024
+    return kb / 1024.0
+
+
+class Meter:
+    """Wall and CPU time of an interval: ``start()``, then ``stop()``; or use as a context manager.
+
+    ``stop()`` also reads the peak RSS (``rss_mb``), so what the benchmark allocates afterwards
+    to analyse the run (percentiles, count checks) does not count against this run.
+    """
+
+    def __init__(self) -> None:
+        self.wall0 = self.cpu0 = 0.0
+        self.wall = self.cpu = 0.0
+        self.rss_mb = 0.0
+
+    def start(self) -> Meter:
+        self.wall0 = time.perf_counter()
+        self.cpu0 = cpu_seconds()
+        return self
+
+    def stop(self) -> Meter:
+        self.wall = time.perf_counter() - self.wall0
+        self.cpu = cpu_seconds() - self.cpu0
+        self.rss_mb = peak_rss_mb()
+        return self
+
+    def __enter__(self) -> Meter:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class default_gc:
+    """Context manager: run under the GC thresholds Python started with, then restore.
+
+    squall's workers raise the process-wide thresholds (``topology.worker.gc.thresholds``) and
+    LocalCluster never lowers them again, so without this a baseline timed after a squall run
+    would get squall's tuning and one timed before it would not. Baselines are plain Python loops,
+    so they always run with Python's defaults.
+    """
+
+    def __enter__(self) -> None:
+        self._saved = gc.get_threshold()
+        gc.collect()
+        gc.set_threshold(*_STARTUP_GC)
+
+    def __exit__(self, *exc: object) -> None:
+        gc.set_threshold(*self._saved)
+
+
+def time_baseline(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Runs ``fn`` once under Python's default GC thresholds; returns (seconds, its result)."""
+    with default_gc():
+        t0 = time.perf_counter()
+        result = fn()
+        return time.perf_counter() - t0, result
+
+
+# --- the sample registry ------------------------------------------------------------------------------
+# squall copies each component per task (cloudpickle), so a spout cannot hand the benchmark an
+# object. It keeps its samples here instead, under a key the benchmark passes in the component's
+# configuration; the benchmark reads them from the same process. This only works where the spout
+# runs in the benchmark's process: LocalCluster, which is the only host these runs use.
+# Samples are two flat ``array('d')`` (times, values), not a list of tuples: 16 bytes a sample
+# instead of about 100, and nothing for the garbage collector to walk (a list of 500k float
+# tuples measurably lengthened full collections, and so the p99 it was measuring).
+_registry_lock = threading.Lock()
+_registry: dict[str, Samples] = {}
+
+
+class Samples:
+    """Timestamped samples: ``add(t, v)`` from the producer's thread; `snapshot` from any other."""
+
+    __slots__ = ("times", "values")
+
+    def __init__(self) -> None:
+        self.times = array("d")
+        self.values = array("d")
+
+    def add(self, t: float, v: float) -> None:
+        self.times.append(t)
+        self.values.append(v)
+
+    def between(self, start: float, end: float) -> list[float]:
+        """The values whose time lies in [start, end], sorted (times are appended in order)."""
+        n = min(len(self.times), len(self.values))  # a producer appending meanwhile is not seen
+        times = self.times[:n]
+        lo = bisect.bisect_left(times, start)
+        hi = bisect.bisect_right(times, end)
+        return sorted(self.values[lo:hi])
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def registry_open(key: str) -> Samples:
+    """Creates (or resets) the samples kept under ``key`` and returns them."""
+    with _registry_lock:
+        _registry[key] = Samples()
+        return _registry[key]
+
+
+def registry_get(key: str) -> Samples:
+    """The samples under ``key`` (made by `registry_open`); KeyError if there are none."""
+    with _registry_lock:
+        return _registry[key]
+
+
+def registry_close(key: str) -> None:
+    """Forgets ``key``."""
+    with _registry_lock:
+        _registry.pop(key, None)
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100) of an ascending list, nearest-rank; None if empty."""
+    if not sorted_values:
+        return None
+    k = max(0, min(len(sorted_values) - 1, int(-(-q * len(sorted_values) // 100)) - 1))
+    return sorted_values[k]
+
+
+# --- polling a topology ---------------------------------------------------------------------------
+def wait_until(cluster: Any, name: str, done: Callable[[dict], float], timeout: float) -> dict:
+    """Polls ``get_topology_info`` until ``done(info)`` returns a progress of 1.0 or more.
+
+    ``done`` returns the fraction of the work finished; the poll interval is `POLL_SECS` and drops
+    to `FINE_POLL_SECS` past 95%, so the end is seen soon after it happens without polling often
+    for the whole run.
+
+    Raises:
+        RuntimeError: the topology reported a fatal error (a crash) or ``timeout`` passed.
+    """
+    deadline = time.perf_counter() + timeout
+    while True:
+        info = cluster.get_topology_info(name)
+        progress = done(info)
+        if progress >= 1.0:
+            return info
+        fatal = [e for e in info["errors"] if e.get("fatal")]
+        if fatal:
+            raise RuntimeError(f"topology {name} crashed: {fatal[0]['error']}\n{fatal[0]['traceback']}")
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"topology {name} did not finish in {timeout} s (progress {progress:.3f})")
+        time.sleep(FINE_POLL_SECS if progress >= 0.95 else POLL_SECS)
+
+
+# --- records ----------------------------------------------------------------------------------------
+def base_record(workload: str, acking: bool, **extra: Any) -> dict[str, Any]:
+    """The fields every record starts with (identity of the run and of the environment)."""
+    record: dict[str, Any] = {
+        "workload": workload,
+        "host": "local",
+        "workers": 1,
+        "acking": "on" if acking else "off",
+    }
+    record.update(extra)
+    return record
+
+
+def squall_commit() -> str | None:
+    """The git commit squall was imported from, ``+dirty`` if ``squall/`` has uncommitted changes.
+
+    The engine changes often; medians must not mix versions, so `report` groups by this.
+    None when squall is not in a git checkout.
+    """
+    root = Path(squall.__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "squall"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+# Read once, at import: the code that runs is the code imported then, whatever changes later.
+_COMMIT = squall_commit()
+
+
+def finish_record(record: dict[str, Any], meter: Meter | None = None) -> dict[str, Any]:
+    """Adds peak RSS (as ``meter`` saw it at its stop, else now) and the environment fields
+    (versions, time, load) to a record and returns it."""
+    record.update({
+        "peak_rss_mb": round(meter.rss_mb if meter is not None else peak_rss_mb(), 1),
+        "squall_version": squall.__version__,
+        "squall_commit": _COMMIT,
+        "python_version": platform.python_version(),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    })
+    return record
+
+
+def emit_record(record: dict[str, Any], results_file: Path | None = RESULTS_FILE) -> None:
+    """Prints ``record`` as one JSON line and appends it to ``results_file`` (None: print only)."""
+    line = json.dumps(record, sort_keys=False)
+    print(line, flush=True)
+    if results_file is not None:
+        results_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(results_file, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def median_record(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One record of medians: numeric fields are medians, others are taken from the first run.
+
+    ``correct`` is True only if every run was correct; ``runs`` says how many were folded and
+    ``<main figure>_min`` / ``_max`` keep the spread of the main rate.
+    """
+    out: dict[str, Any] = {"kind": "median", "runs": len(records)}
+    for key in records[0]:
+        values = [r.get(key) for r in records]
+        if key == "correct":
+            out[key] = all(bool(v) for v in values)
+        elif all(v == values[0] for v in values):
+            out[key] = values[0]
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out[key] = round(statistics.median(values), 6)
+        else:
+            out[key] = values[0]
+    main = main_figure(records[0])
+    if main:
+        vals = [r[main] for r in records]
+        out[f"{main}_min"] = min(vals)
+        out[f"{main}_max"] = max(vals)
+    return out
+
+
+def main_figure(record: dict[str, Any]) -> str | None:
+    """The name of a record's headline rate."""
+    for key in ("sentences_per_s", "tuples_per_s"):
+        if key in record:
+            return key
+    return None
+
+
+# --- report -------------------------------------------------------------------------------------------
+def _fmt(v: Any, digits: int = 0) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float) and digits:
+        return f"{v:,.{digits}f}"
+    if isinstance(v, (int, float)):
+        return f"{v:,.0f}"
+    return str(v)
+
+
+def load_results(path: Path = RESULTS_FILE) -> list[dict[str, Any]]:
+    """Every record of a results file (lines that are not JSON are skipped)."""
+    if not path.exists():
+        return []
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def report(records: Iterable[dict[str, Any]], latest: bool = False) -> str:
+    """A markdown table of medians (min-max) per configuration and squall commit.
+
+    A configuration is (workload, host, workers, acking, size); runs of different squall commits
+    are never mixed in one median. With ``latest``, only the commit of each configuration's most
+    recent run is shown.
+    """
+    records = [r for r in records if r.get("kind") != "median"]
+    if latest:
+        newest: dict[tuple, dict[str, Any]] = {}
+        for r in records:
+            size = r.get("n") if r.get("n") is not None else f"{r.get('secs')}s"
+            cfg = (r["workload"], r.get("host"), r.get("workers"), r.get("acking"), size)
+            if cfg not in newest or r.get("timestamp", "") >= newest[cfg].get("timestamp", ""):
+                newest[cfg] = r
+        keep = {(c, n.get("squall_commit")) for c, n in newest.items()}
+        records = [r for r in records
+                   if ((r["workload"], r.get("host"), r.get("workers"), r.get("acking"),
+                        r.get("n") if r.get("n") is not None else f"{r.get('secs')}s"),
+                       r.get("squall_commit")) in keep]
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("kind") == "median":
+            continue
+        size = r.get("n") if r.get("n") is not None else f"{r.get('secs')}s"
+        key = (r["workload"], r.get("host"), r.get("workers"), r.get("acking"), size, r.get("squall_commit") or "?")
+        groups.setdefault(key, []).append(r)
+    lines = [
+        "| workload | host | workers | acking | size | squall commit | runs | rate (median, min-max) | unit | "
+        "mean / p99 latency ms | baseline rate | squall/baseline | CPU s | peak RSS MB | correct |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in sorted(groups, key=lambda k: tuple(str(x) for x in k)):
+        rs = groups[key]
+        main = main_figure(rs[0])
+        if main is None:
+            continue
+        rates = [r[main] for r in rs]
+
+        def med(field: str) -> Any:
+            vals = [r[field] for r in rs if isinstance(r.get(field), (int, float))]
+            return statistics.median(vals) if vals else None
+
+        unit = "sentences/s" if main == "sentences_per_s" else rs[0].get("rate_unit", "tuples/s")
+        lat = "-"
+        if med("complete_latency_mean_ms") is not None:
+            lat = f"{_fmt(med('complete_latency_mean_ms'), 2)} / {_fmt(med('complete_latency_p99_ms'), 2)}"
+        ratio = med("ratio")
+        lines.append(
+            f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | {key[5]} | {len(rs)} | "
+            f"{_fmt(statistics.median(rates))} ({_fmt(min(rates))}-{_fmt(max(rates))}) | {unit} | {lat} | "
+            f"{_fmt(med('baseline_rate'))} | {'-' if ratio is None else f'{ratio:.3f}'} | "
+            f"{_fmt(med('cpu_s'), 1)} | {_fmt(med('peak_rss_mb'), 0)} | "
+            f"{all(bool(r.get('correct')) for r in rs)} |")
+    return "\n".join(lines)

@@ -24,6 +24,7 @@ from ._errors import IllegalStateTransition as IllegalStateTransition
 from ._errors import InvalidTopologyException as InvalidTopologyException
 from ._errors import NotAliveException as NotAliveException
 from ._errors import ReportedFailedException as ReportedFailedException
+from ._errors import SerializationError as SerializationError
 from ._errors import SquallError as SquallError
 from ._fields import Fields as Fields
 from ._fields import GlobalStreamId as GlobalStreamId
@@ -49,7 +50,7 @@ __all__ = [
     "BoltDeclarer", "Config", "CustomStreamGrouping", "EmitError", "FailedException", "Fields",
     "GlobalStreamId", "Grouping", "IllegalStateTransition", "InvalidTopologyException",
     "LocalCluster", "MessageId", "NotAliveException", "OutputCollector", "OutputFieldsDeclarer",
-    "ReportedFailedException", "Spout", "SpoutDeclarer", "SpoutOutputCollector", "SquallError",
-    "StormSubmitter", "StormTopology", "TopologyBuilder", "TopologyContext", "TopologyStatus",
-    "Tuple", "Values", "is_tick_tuple",
+    "ReportedFailedException", "SerializationError", "Spout", "SpoutDeclarer",
+    "SpoutOutputCollector", "SquallError", "StormSubmitter", "StormTopology", "TopologyBuilder",
+    "TopologyContext", "TopologyStatus", "Tuple", "Values", "is_tick_tuple",
 ]

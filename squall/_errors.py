@@ -7,7 +7,8 @@ The hierarchy::
     ├── AlreadyAliveException         submit of a name that is already running
     ├── NotAliveException             an operation on a name that is not running
     ├── IllegalStateTransition        e.g. activate while KILLED ("No transition for event: ...")
-    └── EmitError                     wrong use of a collector (unknown stream, direct misuse)
+    ├── EmitError                     wrong use of a collector (unknown stream, direct misuse)
+    └── SerializationError            a value cannot cross between workers, or a batch cannot be read
     FailedException                   raised by BasicBolt.execute to fail its input
     └── ReportedFailedException       ... and also report the error
 
@@ -41,6 +42,14 @@ class EmitError(SquallError):
     """A collector was used wrongly: unknown stream, direct emit on a regular stream, and so on.
 
     Raised inside user code, so like any exception escaping a component it crashes the worker.
+    """
+
+
+class SerializationError(SquallError):
+    """A value cannot be sent to another worker, or bytes received from one cannot be decoded.
+
+    When sending, the message names the value's type, the component and stream that emitted it,
+    and the fix: ``Config.register_serialization`` or ``topology.fall.back.on.pickle: true``.
     """
 
 

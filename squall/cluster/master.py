@@ -1,0 +1,415 @@
+"""The master (Storm's Nimbus) for the process host: submissions, assignments, the topology
+state machine, heartbeats and restarts, kept durably in ``storm.local.dir``.
+
+Who talks to it, all over the authenticated RPC channel (`squall.worker.rpc`):
+
+- clients (`StormSubmitter`, the CLI): ``submit``, ``kill``, ``activate``, ``deactivate``,
+  ``rebalance``, ``list``, ``info``;
+- supervisors (`squall.cluster.supervisor`, one per machine, owning the worker processes of its
+  slots): ``supervisor_sync`` every second, which registers the slots and returns which
+  topology (and which launch) each slot must run, as Storm's supervisors read assignments;
+- workers: ``get_assignment`` once at start, then ``heartbeat`` every second with their
+  statistics and errors; the reply carries whether the topology is active.
+
+The master never holds a worker: if it dies, supervisors keep their workers and workers keep
+processing (the Storm paper's key property); when it restarts it reloads its state and picks
+the heartbeats up again. A worker that stops heartbeating for ``nimbus.task.timeout.secs``
+(``nimbus.task.launch.secs`` while it starts) gets a new launch id, which its supervisor obeys by
+restarting it; a slot that failed to start ``squall.worker.max.launch.attempts`` times in a row
+is given up and its error shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from .._config import topology_conf
+from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException
+from .._topology import StormTopology
+from ..engine.plan import TopologyPlan, make_plan
+from ..engine.worker import component_blobs
+from ..worker.rpc import load_or_create_secret, serve_connection
+from .scheduler import even_schedule
+from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
+                    transition)
+
+log = logging.getLogger("squall.master")
+
+_NAME_RE = re.compile(r"^[^/.:\\]+$")
+
+
+class _Topo:
+    """What the master keeps about one topology (persisted, except heartbeats)."""
+
+    def __init__(self, plan: TopologyPlan, status: TopologyStatus, launched: float) -> None:
+        self.plan = plan
+        self.status = status
+        self.previous: TopologyStatus | None = None
+        self.launched = launched
+        self.assignment: dict[str, list[int]] = {}   # slot "host:port" -> executor indexes in plan
+        self.launch_ids: dict[str, int] = {}         # slot -> launch id its worker must carry
+        self.launch_failures: dict[str, int] = {}    # slot -> consecutive failed starts
+        self.given_up: set[str] = set()
+        self.errors: list[dict[str, Any]] = []
+        self.pending_action: tuple[str, float, dict] | None = None  # ("remove"|"rebalance", due, args)
+        # not persisted: the last heartbeat per slot
+        self.heartbeats: dict[str, dict[str, Any]] = {}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status.value, "previous": self.previous.value if self.previous else None,
+                "launched": self.launched, "assignment": self.assignment, "launch_ids": self.launch_ids,
+                "launch_failures": self.launch_failures, "given_up": sorted(self.given_up),
+                "errors": self.errors[-50:], "pending_action": self.pending_action}
+
+
+class Master:
+    """Nimbus; see the module docstring. Run with `serve` (or ``squall nimbus``)."""
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self.conf = conf
+        self.local_dir = Path(conf.get("storm.local.dir") or "storm-local") / "nimbus"
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+        self.secret = load_or_create_secret(conf)
+        self.topologies: dict[str, _Topo] = {}
+        self.supervisors: dict[str, dict[str, Any]] = {}  # id -> {host, ports, seen}
+        self.counter = 0
+        self.started = time.time()
+        self._load()
+
+    # --- durable state -------------------------------------------------------------------------------
+    def _state_path(self) -> Path:
+        return self.local_dir / "state.json"
+
+    def _save(self) -> None:
+        data = {"counter": self.counter,
+                "topologies": {name: t.to_json() for name, t in self.topologies.items()}}
+        tmp = self._state_path().with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self._state_path())
+
+    def _save_plan(self, plan: TopologyPlan) -> None:
+        path = self.local_dir / f"{plan.storm_id}.plan"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(cloudpickle.dumps(plan))
+        os.replace(tmp, path)
+
+    def _load(self) -> None:
+        path = self._state_path()
+        if not path.exists():
+            return
+        data = json.loads(path.read_text())
+        self.counter = data.get("counter", 0)
+        plans = {}
+        for f in self.local_dir.glob("*.plan"):
+            plan = cloudpickle.loads(f.read_bytes())  # our own files, in our own directory
+            plans[plan.name] = plan
+        for name, t in data.get("topologies", {}).items():
+            plan = plans.get(name)
+            if plan is None:
+                log.error("state names topology %s but its plan is missing; dropped", name)
+                continue
+            topo = _Topo(plan, TopologyStatus(t["status"]), t["launched"])
+            topo.previous = TopologyStatus(t["previous"]) if t.get("previous") else None
+            topo.assignment = t["assignment"]
+            topo.launch_ids = t["launch_ids"]
+            topo.launch_failures = t.get("launch_failures", {})
+            topo.given_up = set(t.get("given_up", []))
+            topo.errors = t.get("errors", [])
+            pa = t.get("pending_action")
+            topo.pending_action = tuple(pa) if pa else None
+            # heartbeats are not persisted: give running workers the launch timeout to report
+            now = time.time()
+            topo.heartbeats = {slot: {"time": now, "starting": True} for slot in topo.assignment}
+            self.topologies[name] = topo
+        log.info("recovered %d topologies from %s", len(self.topologies), path)
+
+    # --- requests ---------------------------------------------------------------------------------------
+    async def handle(self, op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
+        method = getattr(self, f"op_{op}", None)
+        if method is None:
+            raise ValueError(f"unknown operation {op!r}")
+        return method(**args)
+
+    def _get(self, name: str) -> _Topo:
+        topo = self.topologies.get(name)
+        if topo is None:
+            raise NotAliveException(f"Topology {name!r} is not alive")
+        return topo
+
+    def op_submit(self, name: str, conf: dict[str, Any], topology: bytes) -> str:
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise InvalidTopologyException(f"Topology name {name!r} is invalid: it must match ^[^/.:\\\\]+$")
+        if name in self.topologies:
+            raise AlreadyAliveException(f"Topology with name `{name}` already exists on cluster")
+        topo_obj = cloudpickle.loads(topology)  # from an authenticated client only
+        if not isinstance(topo_obj, StormTopology):
+            raise InvalidTopologyException(f"submit needs a StormTopology, got {type(topo_obj).__name__}")
+        merged = topology_conf(self.conf, conf)
+        merged["topology.name"] = name
+        self.counter += 1
+        storm_id = f"{name}-{self.counter}-{int(time.time())}"
+        plan = make_plan(name, storm_id, topo_obj, merged, conf)
+        component_blobs(plan)  # names a component that cannot be pickled
+        topo = _Topo(plan, TopologyStatus.ACTIVE, time.time())
+        self._assign(topo)
+        self.topologies[name] = topo
+        self._save_plan(plan)
+        self._save()
+        log.info("Submitted topology %s (%s) on %d workers", name, storm_id, len(topo.assignment))
+        return storm_id
+
+    def _free_slots(self) -> list[str]:
+        used = {s for t in self.topologies.values() for s in t.assignment}
+        slots = []
+        for sup in sorted(self.supervisors.values(), key=lambda s: s["host"]):
+            slots += [f"{sup['host']}:{p}" for p in sup["ports"]]
+        return [s for s in slots if s not in used]
+
+    def _assign(self, topo: _Topo) -> None:
+        free = self._free_slots()
+        want = topo.plan.num_workers
+        if len(free) < want:
+            raise InvalidTopologyException(
+                f"topology {topo.plan.name} needs {want} worker slots but only {len(free)} are free "
+                f"(supervisor.slots.ports of the running supervisors)")
+        slots = free[:want]
+        index = {e: i for i, e in enumerate(topo.plan.executors)}
+        placed = even_schedule(topo.plan.executors, list(range(len(slots))))
+        topo.assignment = {slots[k]: [index[e] for e in execs] for k, execs in placed.items() if execs}
+        for slot in topo.assignment:
+            topo.launch_ids[slot] = topo.launch_ids.get(slot, 0) + 1
+            topo.heartbeats[slot] = {"time": time.time(), "starting": True}
+
+    def op_kill(self, name: str, wait_secs: float | None = None) -> None:
+        topo = self._get(name)
+        wait = float(topo.plan.conf["topology.message.timeout.secs"]) if wait_secs is None else float(wait_secs)
+        topo.status = transition(topo.status, KILL)
+        topo.pending_action = ("remove", time.time() + wait, {})
+        self._save()
+        if wait == 0:
+            self._run_due_actions()
+
+    def op_activate(self, name: str) -> None:
+        topo = self._get(name)
+        topo.status = transition(topo.status, ACTIVATE)
+        self._save()
+
+    def op_deactivate(self, name: str) -> None:
+        topo = self._get(name)
+        topo.status = transition(topo.status, INACTIVATE)
+        self._save()
+
+    def op_rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
+                     wait_secs: float | None = None) -> None:
+        topo = self._get(name)
+        topo.plan.with_parallelism(num_workers, executors)  # validate now, apply after the wait
+        wait = float(topo.plan.conf["topology.message.timeout.secs"]) if wait_secs is None else float(wait_secs)
+        previous = topo.status
+        topo.status = transition(topo.status, REBALANCE)
+        topo.previous = previous
+        topo.pending_action = ("rebalance", time.time() + wait,
+                               {"num_workers": num_workers, "executors": executors or {}})
+        self._save()
+        if wait == 0:
+            self._run_due_actions()
+
+    def _run_due_actions(self) -> None:
+        now = time.time()
+        for name, topo in list(self.topologies.items()):
+            if topo.pending_action is None or topo.pending_action[1] > now:
+                continue
+            kind, _due, args = topo.pending_action
+            topo.pending_action = None
+            if kind == "remove":
+                transition(topo.status, REMOVE)
+                del self.topologies[name]
+                (self.local_dir / f"{topo.plan.storm_id}.plan").unlink(missing_ok=True)
+                log.info("Killed topology: %s", name)
+            else:
+                status = transition(topo.status, DO_REBALANCE, topo.previous)
+                topo.plan = topo.plan.with_parallelism(args["num_workers"], args["executors"])
+                old = topo.assignment
+                topo.assignment = {}
+                try:
+                    self._assign(topo)
+                except InvalidTopologyException as e:
+                    topo.assignment = old
+                    topo.errors.append(_error("__master", -1, str(e)))
+                for slot in old:
+                    if slot in topo.assignment:
+                        topo.launch_ids[slot] += 1  # same slot, new executors: restart it
+                topo.status = status
+                self._save_plan(topo.plan)
+                log.info("Rebalanced topology %s: %d workers", name, len(topo.assignment))
+            self._save()
+
+    def op_list(self) -> list[dict[str, Any]]:
+        out = []
+        for name, topo in sorted(self.topologies.items()):
+            out.append({"name": name, "id": topo.plan.storm_id, "status": topo.status.value,
+                        "num_tasks": len(topo.plan.task_to_component), "num_workers": len(topo.assignment),
+                        "uptime_secs": int(time.time() - topo.launched),
+                        "errors": len(topo.errors) + len(topo.given_up)})
+        return out
+
+    def op_info(self, name: str) -> dict[str, Any]:
+        topo = self._get(name)
+        plan = topo.plan
+        tasks: dict[int, dict[str, Any]] = {}
+        for hb in topo.heartbeats.values():
+            for t, st in (hb.get("stats") or {}).items():
+                tasks[int(t)] = st
+        components = {}
+        for cid, spec in plan.topology.components.items():
+            stats = [tasks[t] for t in plan.component_tasks[cid] if t in tasks]
+            lat_sum = sum(s["complete_latency_sum"] for s in stats)
+            lat_n = sum(s["complete_latency_count"] for s in stats)
+            components[cid] = {
+                "type": spec.kind, "executors": sum(1 for e in plan.executors if e.component == cid),
+                "tasks": len(plan.component_tasks[cid]),
+                "emitted": sum(sum(s["emitted"].values()) for s in stats),
+                "transferred": sum(sum(s["transferred"].values()) for s in stats),
+                "acked": sum(s["acked"] for s in stats), "failed": sum(s["failed"] for s in stats),
+                "executed": sum(s["executed"] for s in stats),
+                "complete_latency_ms": (1000.0 * lat_sum / lat_n) if lat_n else 0.0,
+                "errors": [e for e in topo.errors if e["component"] == cid],
+            }
+        return {"id": plan.storm_id, "name": name, "status": topo.status.value,
+                "uptime_secs": time.time() - topo.launched, "num_workers": len(topo.assignment),
+                "num_executors": len(plan.executors), "num_tasks": len(plan.task_to_component),
+                "components": components, "errors": topo.errors[-50:],
+                "workers": [{"slot": s, "launch_id": topo.launch_ids.get(s),
+                             "alive": not topo.heartbeats.get(s, {}).get("starting", False),
+                             "given_up": s in topo.given_up} for s in sorted(topo.assignment)]}
+
+    # --- supervisors and workers -------------------------------------------------------------------------
+    def op_supervisor_sync(self, supervisor_id: str, host: str, ports: list[int],
+                           exits: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Register a supervisor's slots and tell it what each must run; it reports worker exits."""
+        self.supervisors[supervisor_id] = {"host": host, "ports": list(ports), "seen": time.time()}
+        for ex in exits or []:
+            self._worker_exited(ex)
+        desired = {}
+        for name, topo in self.topologies.items():
+            for slot in topo.assignment:
+                h, p = slot.rsplit(":", 1)
+                if h == host and int(p) in ports and slot not in topo.given_up:
+                    desired[p] = {"storm_id": topo.plan.storm_id, "name": name, "launch_id": topo.launch_ids[slot]}
+        return {"slots": desired, "master": {"host": self.conf.get("nimbus.host"),
+                                             "port": self.conf.get("nimbus.thrift.port")}}
+
+    def _find(self, storm_id: str) -> _Topo | None:
+        for topo in self.topologies.values():
+            if topo.plan.storm_id == storm_id:
+                return topo
+        return None
+
+    def _worker_exited(self, ex: dict[str, Any]) -> None:
+        topo = self._find(ex.get("storm_id", ""))
+        if topo is None:
+            return
+        slot = ex["slot"]
+        if ex.get("started"):
+            topo.launch_failures[slot] = 0
+        else:
+            topo.launch_failures[slot] = topo.launch_failures.get(slot, 0) + 1
+            limit = int(self.conf.get("squall.worker.max.launch.attempts") or 5)
+            if topo.launch_failures[slot] >= limit:
+                topo.given_up.add(slot)
+                topo.errors.append(_error("__master", -1, f"worker on {slot} failed to start {limit} times; "
+                                                          f"gave up (see the errors above)"))
+        self._save()
+
+    def op_get_assignment(self, storm_id: str, slot: str) -> dict[str, Any]:
+        topo = self._find(storm_id)
+        if topo is None or slot not in topo.assignment:
+            raise NotAliveException(f"no assignment for {storm_id} on {slot}")
+        plan = topo.plan
+        index = topo.assignment[slot]
+        peers = {}
+        for s, idx in topo.assignment.items():
+            h, p = s.rsplit(":", 1)
+            for i in idx:
+                for t in plan.executors[i].tasks:
+                    peers[t] = f"tcp://{h}:{p}"
+        return {"plan": cloudpickle.dumps(plan), "executors": index, "peers": peers,
+                "launch_id": topo.launch_ids[slot], "active": topo.status == TopologyStatus.ACTIVE}
+
+    def op_heartbeat(self, storm_id: str, slot: str, launch_id: int, stats: dict | None = None,
+                     errors: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        topo = self._find(storm_id)
+        if topo is None or slot not in topo.assignment or topo.launch_ids.get(slot) != launch_id:
+            return {"stop": True}  # killed, rebalanced away, or superseded by a newer launch
+        topo.heartbeats[slot] = {"time": time.time(), "stats": stats or {}}
+        if topo.launch_failures.get(slot):
+            topo.launch_failures[slot] = 0
+        if errors:
+            topo.errors.extend(errors)
+            del topo.errors[:-100]
+            self._save()
+        return {"stop": False, "active": topo.status == TopologyStatus.ACTIVE}
+
+    def op_report_errors(self, storm_id: str, slot: str, launch_id: int, errors: list[dict[str, Any]]) -> None:
+        """A worker that could not start says why."""
+        topo = self._find(storm_id)
+        if topo is not None:
+            topo.errors.extend(errors)
+            del topo.errors[:-100]
+            self._save()
+
+    # --- monitoring -----------------------------------------------------------------------------------------
+    def monitor(self) -> None:
+        """Restart workers that stopped heartbeating; run due kills and rebalances."""
+        self._run_due_actions()
+        now = time.time()
+        timeout = float(self.conf.get("nimbus.task.timeout.secs", 30))
+        launch = float(self.conf.get("nimbus.task.launch.secs", 120))
+        changed = False
+        for topo in self.topologies.values():
+            for slot in topo.assignment:
+                if slot in topo.given_up:
+                    continue
+                hb = topo.heartbeats.get(slot)
+                limit = launch if hb is None or hb.get("starting") else timeout
+                last = hb["time"] if hb else topo.launched
+                if now - last > limit:
+                    log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
+                                slot, topo.plan.name, now - last)
+                    topo.launch_ids[slot] += 1
+                    topo.heartbeats[slot] = {"time": now, "starting": True}
+                    changed = True
+        if changed:
+            self._save()
+
+    async def serve(self, ready: asyncio.Event | None = None) -> None:
+        """Listen on ``nimbus.host``:``nimbus.thrift.port`` until cancelled."""
+        host = self.conf.get("nimbus.host") or "127.0.0.1"
+        port = int(self.conf.get("nimbus.thrift.port") or 6627)
+        server = await asyncio.start_server(
+            lambda r, w: serve_connection(r, w, self.secret, self.handle, log), host, port)
+        self.port = server.sockets[0].getsockname()[1]
+        log.info("squall master listening on %s:%s", host, self.port)
+        if ready is not None:
+            ready.set()
+        freq = float(self.conf.get("nimbus.monitor.freq.secs") or 1)
+        async with server:
+            while True:
+                await asyncio.sleep(min(freq, 1.0))
+                try:
+                    self.monitor()
+                except Exception:
+                    log.exception("monitor failed")
+
+
+def _error(component: str, task: int, text: str) -> dict[str, Any]:
+    return {"component": component, "task": task, "time": time.time(), "error": text, "traceback": "",
+            "worker": 0, "fatal": False}

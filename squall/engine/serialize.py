@@ -1,0 +1,419 @@
+"""Serialization of what crosses a worker boundary: tuples, acker messages and spout replies.
+
+Why msgpack: its C packer and unpacker are fast and its encoding is compact (a small int is one
+byte, a short str one byte plus its text), and every Python primitive has a direct msgpack type.
+Types msgpack lacks travel as ext types, so that every value comes back with its exact type:
+
+=====  ==================  ===========================================================
+code   type                payload
+=====  ==================  ===========================================================
+1      int beyond 64 bits  two's-complement big-endian bytes
+2      tuple               the items, packed as a list
+3      set                 the items, packed as a list
+4      frozenset           the items, packed as a list
+5      registered class    ``[name, data]``: the ``"module:Qualname"`` it was registered as,
+                           and its serializer's output (or its ``__getstate__``/``__dict__``)
+6      anything else       ``cloudpickle.dumps(obj)``, only while
+                           ``topology.fall.back.on.pickle`` is true
+=====  ==================  ===========================================================
+
+Payloads are packed by the same rules, so values nest freely (a dict of tuples of registered
+objects). Registered classes match by exact type, as Kryo registrations do. The packer runs with
+``strict_types``, so subclasses of the builtins (``OrderedDict``, an ``IntEnum``, a namedtuple)
+are not flattened into their base type: they are registered or pickled like any other class.
+
+Pickle is only a fallback, because unpickling runs code chosen by whoever wrote the bytes.
+The transport must hand `Serializer.decode_batch` only bytes from authenticated peers of the
+same topology; when ``topology.fall.back.on.pickle`` is false, decoding refuses pickle payloads
+too.
+
+The batch (one ``packb`` per batch) is columnar, so the per-item cost is a few appends to encode
+and one ``Tuple`` construction to decode, and the stream name and source task travel once per
+run instead of once per tuple (ENGINE-SPEED.md, lesson 8)::
+
+    [FORMAT, runs, ack_targets, acks, reply_targets, replies]
+    runs            [[src_task, stream, targets, values, roots, vals], ...]   one per run of
+                    consecutive Tuples from one Source; roots and vals are None when the whole
+                    run is untracked; a root is an int or a {root: val} map
+    ack_targets     the target task of each acker message
+    acks            their fields one after another: kind, root, val, spout_task, kind, ...
+    reply_targets   the target task of each spout reply
+    replies         their fields one after another: kind, root, delta_secs, kind, ...
+
+Decoding returns the Tuples first, then the acker messages, then the replies. Order is kept
+within each kind; that is all the order that matters, because every task receives only one kind
+(bolt tasks Tuples, acker tasks acker messages, spout tasks replies).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pickle
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from itertools import repeat
+from typing import Any
+
+import cloudpickle
+import msgpack
+
+from .._errors import SerializationError
+from .._tuple import Source, Tuple
+
+__all__ = ["Serializer", "SerializationError"]
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+"""Version of the batch layout; a batch of another version is refused."""
+
+EXT_BIGINT = 1
+EXT_TUPLE = 2
+EXT_SET = 3
+EXT_FROZENSET = 4
+EXT_REGISTERED = 5
+EXT_PICKLE = 6
+
+_SKIP_MISSING = "topology.skip.missing.kryo.registrations"
+
+
+class _Unsupported(Exception):
+    """Raised inside the packer for a value that may not be sent; turned into SerializationError."""
+
+    def __init__(self, obj: Any, reason: str, fix: str | None = None) -> None:
+        super().__init__(reason)
+        self.obj = obj
+        self.reason = reason
+        self.fix = fix
+
+
+class _Packers(threading.local):
+    """One msgpack Packer per nesting depth, per thread (a Packer is not reentrant)."""
+
+    def __init__(self) -> None:
+        self.pool: list[msgpack.Packer] = []
+        self.depth = -1
+
+
+def type_name(obj: Any) -> str:
+    """``module.qualname`` of ``obj``'s type, as error messages name it."""
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def resolve(name: str) -> Any:
+    """The object named ``"module:Qualname"`` (or dotted ``"module.Name"``), via importlib.
+
+    Raises:
+        ImportError, AttributeError, ValueError: the name does not resolve.
+    """
+    if ":" in name:
+        module, _, qualname = name.partition(":")
+    else:
+        module, _, qualname = name.rpartition(".")
+    if not module or not qualname:
+        raise ValueError(f"{name!r} is not of the form 'module:Qualname'")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _registrations(value: Any) -> list[tuple[str, str | None]]:
+    """``topology.kryo.register`` as (class name, serializer name or None) pairs.
+
+    Accepts squall's dict and Storm's list of class names and one-entry ``{class: serializer}``.
+    """
+    if not value:
+        return []
+    if isinstance(value, Mapping):
+        return [(str(k), v) for k, v in value.items()]
+    pairs: list[tuple[str, str | None]] = []
+    for entry in value:
+        if isinstance(entry, Mapping):
+            pairs.extend((str(k), v) for k, v in entry.items())
+        else:
+            pairs.append((str(entry), None))
+    return pairs
+
+
+class _Registered:
+    """How one registered class is sent: its serializer, or its state."""
+
+    __slots__ = ("name", "cls", "serializer")
+
+    def __init__(self, name: str, cls: type, serializer: Any) -> None:
+        self.name = name
+        self.cls = cls
+        self.serializer = serializer
+
+    def state(self, obj: Any) -> Any:
+        if self.serializer is not None:
+            return self.serializer.serialize(obj)
+        getstate = getattr(obj, "__getstate__", None)
+        return getstate() if getstate is not None else obj.__dict__
+
+    def rebuild(self, data: Any) -> Any:
+        if self.serializer is not None:
+            return self.serializer.deserialize(data)
+        cls = self.cls
+        obj = cls.__new__(cls)
+        setstate = getattr(obj, "__setstate__", None)
+        if setstate is not None:
+            setstate(data)
+            return obj
+        # pickle's default for a state without __setstate__: a dict, or (dict, slots dict)
+        slots = None
+        if type(data) is tuple and len(data) == 2:
+            data, slots = data
+        if data:
+            obj.__dict__.update(data)
+        if slots:
+            for k, v in slots.items():
+                setattr(obj, k, v)
+        return obj
+
+
+class Serializer:
+    """Encodes batches of ``(target_task, item)`` for another worker, and decodes them there.
+
+    Items are `Tuple`s, acker messages ``(kind, root, val, spout_task)`` and spout replies
+    ``(kind, root, delta_secs)``. Values are sent as described in the module note; an encoded
+    batch is one msgpack document.
+
+    Thread-safe: any number of threads may encode and decode with one Serializer.
+
+    Args:
+        conf: the topology's configuration; reads ``topology.kryo.register``,
+            ``topology.fall.back.on.pickle`` and ``topology.skip.missing.kryo.registrations``.
+        source_of: ``source_of(src_task, stream)`` returns the shared `Source` of that emitting
+            task and stream (the receiving worker caches them; their fields come from its plan).
+
+    Raises:
+        SerializationError: a registration does not resolve to a class (or its serializer), unless
+            ``topology.skip.missing.kryo.registrations`` is true, when it is skipped with a warning.
+    """
+
+    def __init__(self, conf: Mapping[str, Any], source_of: Callable[[int, str], Source]) -> None:
+        self.source_of = source_of
+        self.allow_pickle = bool(conf.get("topology.fall.back.on.pickle", True))
+        self._by_type: dict[type, _Registered] = {}
+        self._by_name: dict[str, _Registered] = {}
+        skip = bool(conf.get(_SKIP_MISSING, False))
+        for name, serializer_name in _registrations(conf.get("topology.kryo.register")):
+            try:
+                reg = self._register(name, serializer_name)
+            except SerializationError as e:
+                if not skip:
+                    raise
+                log.warning("%s; skipped because %s is true", e, _SKIP_MISSING)
+                continue
+            self._by_type[reg.cls] = reg
+            self._by_name[name] = reg
+        self._packers = _Packers()
+        self._unpack_opts = {"ext_hook": self._ext_hook, "strict_map_key": False, "raw": False}
+
+    @staticmethod
+    def _register(name: str, serializer_name: str | None) -> _Registered:
+        where = f"topology.kryo.register entry {name!r}"
+        try:
+            cls = resolve(name)
+        except Exception as e:
+            raise SerializationError(
+                f"{where}: cannot find class {name!r} ({type(e).__name__}: {e}); the class must be "
+                f"importable by that name in every worker") from e
+        if not isinstance(cls, type):
+            raise SerializationError(f"{where}: {name!r} is a {type(cls).__name__}, not a class")
+        serializer = None
+        if serializer_name is not None:
+            try:
+                serializer = resolve(str(serializer_name))()
+            except Exception as e:
+                raise SerializationError(
+                    f"{where}: cannot make serializer {serializer_name!r} ({type(e).__name__}: {e})") from e
+            for method in ("serialize", "deserialize"):
+                if not callable(getattr(serializer, method, None)):
+                    raise SerializationError(
+                        f"{where}: serializer {serializer_name!r} has no {method}() method")
+        return _Registered(name, cls, serializer)
+
+    # --- encoding ----------------------------------------------------------------------------
+    def _packer(self) -> msgpack.Packer:
+        return msgpack.Packer(default=self._default, use_bin_type=True, strict_types=True, buf_size=4096)
+
+    def _pack(self, obj: Any) -> bytes:
+        """Pack ``obj`` with this thread's packer for the current nesting depth."""
+        st = self._packers
+        d = st.depth + 1
+        pool = st.pool
+        if d == len(pool):
+            pool.append(self._packer())
+        st.depth = d
+        try:
+            return pool[d].pack(obj)
+        finally:
+            st.depth = d - 1
+
+    def _default(self, obj: Any) -> Any:
+        """The packer's hook for every value msgpack does not pack itself."""
+        t = type(obj)
+        if t is tuple:
+            return msgpack.ExtType(EXT_TUPLE, self._pack(list(obj)))
+        if t is int:  # msgpack calls the hook for ints outside [-2**63, 2**64)
+            return msgpack.ExtType(EXT_BIGINT, obj.to_bytes((obj.bit_length() + 8) // 8, "big", signed=True))
+        if t is set:
+            return msgpack.ExtType(EXT_SET, self._pack(list(obj)))
+        if t is frozenset:
+            return msgpack.ExtType(EXT_FROZENSET, self._pack(list(obj)))
+        reg = self._by_type.get(t)
+        if reg is not None:
+            try:
+                state = reg.state(obj)
+            except Exception as e:
+                raise _Unsupported(obj, f"failed in its registered serialization ({type(e).__name__}: {e})",
+                                   "fix the serializer registered for it") from e
+            return msgpack.ExtType(EXT_REGISTERED, self._pack([reg.name, state]))
+        if not self.allow_pickle:
+            raise _Unsupported(obj, "is not registered and topology.fall.back.on.pickle is false")
+        try:
+            return msgpack.ExtType(EXT_PICKLE, cloudpickle.dumps(obj))
+        except Exception as e:
+            raise _Unsupported(obj, f"cannot be pickled ({type(e).__name__}: {e})") from e
+
+    def encode_batch(self, items: Iterable[tuple[int, Any]]) -> bytes:
+        """One batch of ``(target_task, item)`` as bytes for `decode_batch`.
+
+        Raises:
+            SerializationError: a value cannot be sent; the message names its type, the component
+                and stream that emitted it, and how to fix it.
+        """
+        runs: list = []
+        sources: list[Source] = []
+        cur = None
+        targets = values = roots = vals = None
+        ack_targets: list[int] = []
+        acks: list = []  # the messages' fields, flat: zip(it, it, it, it) rebuilds them in C
+        reply_targets: list[int] = []
+        replies: list = []
+        for target, item in items:
+            if type(item) is Tuple:
+                src = item._src
+                if src is not cur:
+                    cur = src
+                    targets, values, roots, vals = [], [], [], []
+                    runs.append([src.task, src.stream, targets, values, roots, vals])
+                    sources.append(src)
+                targets.append(target)
+                values.append(item.values)
+                roots.append(item._root)
+                vals.append(item._val)
+            elif type(item) is tuple and len(item) == 4:
+                ack_targets.append(target)
+                acks.extend(item)
+            elif type(item) is tuple and len(item) == 3:
+                reply_targets.append(target)
+                replies.extend(item)
+            else:
+                raise SerializationError(
+                    f"cannot send a {type_name(item)} to task {target}: a batch holds Tuples, acker "
+                    f"messages (kind, root, val, spout_task) and spout replies (kind, root, delta)")
+        for run in runs:
+            if not any(run[4]):
+                run[4] = run[5] = None  # untracked run: no ack columns
+        batch = [FORMAT, runs, ack_targets, acks, reply_targets, replies]
+        try:
+            return self._pack(batch)
+        except _Unsupported as e:
+            raise self._unsupported_error(e, runs, sources) from e.__cause__
+        except (TypeError, ValueError, OverflowError, RecursionError) as e:  # e.g. a list holding itself
+            raise SerializationError(f"cannot serialize batch: {type(e).__name__}: {e}") from e
+
+    def _unsupported_error(self, e: _Unsupported, runs: list, sources: list[Source]) -> SerializationError:
+        """The error for an unsendable value, naming the component and stream that emitted it."""
+        where = "an acker message or spout reply"
+        for run, src in zip(runs, sources):
+            try:
+                for values in run[3]:
+                    self._pack(values)
+            except _Unsupported:
+                where = f"a tuple emitted by component [{src.component}] on stream [{src.stream}]"
+                break
+        fix = e.fix or ("register the type with Config.register_serialization(cls, serializer_cls)"
+                        + (" or make it picklable" if self.allow_pickle else
+                           " or allow pickle with topology.fall.back.on.pickle: true"))
+        return SerializationError(f"cannot serialize a value of type {type_name(e.obj)} in {where}: it "
+                                  f"{e.reason}; {fix}")
+
+    # --- decoding ----------------------------------------------------------------------------
+    def _ext_hook(self, code: int, data: bytes) -> Any:
+        if code == EXT_TUPLE:
+            return tuple(msgpack.unpackb(data, **self._unpack_opts))
+        if code == EXT_BIGINT:
+            return int.from_bytes(data, "big", signed=True)
+        if code == EXT_SET:
+            return set(msgpack.unpackb(data, **self._unpack_opts))
+        if code == EXT_FROZENSET:
+            return frozenset(msgpack.unpackb(data, **self._unpack_opts))
+        if code == EXT_REGISTERED:
+            name, state = msgpack.unpackb(data, **self._unpack_opts)
+            reg = self._by_name.get(name)
+            if reg is None:
+                raise SerializationError(f"received a value of class {name!r}, which is not registered "
+                                         f"in this worker's topology.kryo.register")
+            try:
+                return reg.rebuild(state)
+            except Exception as e:
+                raise SerializationError(f"cannot rebuild a value of registered class {name!r}: "
+                                         f"{type(e).__name__}: {e}") from e
+        if code == EXT_PICKLE:
+            if not self.allow_pickle:
+                raise SerializationError("received a pickled value but topology.fall.back.on.pickle is "
+                                         "false; refusing to unpickle")
+            try:
+                return pickle.loads(data)
+            except Exception as e:
+                raise SerializationError(f"cannot unpickle a value: {type(e).__name__}: {e}") from e
+        raise SerializationError(f"unknown msgpack ext type {code} ({len(data)} bytes): the batch is "
+                                 f"corrupt or comes from another squall version")
+
+    def decode_batch(self, data: bytes) -> list[tuple[int, Any]]:
+        """The ``(target_task, item)`` pairs of a batch made by `encode_batch`.
+
+        Tuples come first, then acker messages, then spout replies (see the module note).
+
+        Raises:
+            SerializationError: the bytes are not a batch (corrupt, truncated, another format), or
+                hold a value this worker cannot rebuild.
+        """
+        try:
+            batch = msgpack.unpackb(data, **self._unpack_opts)
+            fmt, runs, ack_targets, acks, reply_targets, replies = batch
+            if fmt != FORMAT:
+                raise SerializationError(f"batch format {fmt!r} is not {FORMAT}: the sender runs another "
+                                         f"squall version")
+            out: list[tuple[int, Any]] = []
+            extend = out.extend
+            source_of = self.source_of
+            for src_task, stream, targets, values, roots, vals in runs:
+                try:
+                    src = source_of(src_task, stream)
+                except Exception as e:
+                    raise SerializationError(f"batch names an unknown source: task {src_task!r}, stream "
+                                             f"{stream!r} ({type(e).__name__}: {e})") from e
+                if roots is None:
+                    extend(zip(targets, map(Tuple, values, repeat(src)), strict=True))
+                else:
+                    extend(zip(targets, map(Tuple, values, repeat(src), roots, vals), strict=True))
+            if ack_targets:
+                it = iter(acks)
+                extend(zip(ack_targets, zip(it, it, it, it, strict=True), strict=True))
+            if reply_targets:
+                it = iter(replies)
+                extend(zip(reply_targets, zip(it, it, it, strict=True), strict=True))
+            return out
+        except SerializationError:
+            raise
+        except Exception as e:  # msgpack's errors, and a well-formed document of the wrong shape
+            raise SerializationError(
+                f"cannot decode batch of {len(data)} bytes: {type(e).__name__}: {e}") from e

@@ -1,0 +1,7 @@
+"""``python -m squall.worker``: see `squall.worker.process`."""
+
+import sys
+
+from .process import main
+
+sys.exit(main())

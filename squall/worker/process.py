@@ -1,0 +1,159 @@
+"""A worker process: runs one slot's executors of one topology (``python -m squall.worker``).
+
+Started by its supervisor, it dies with it (``PR_SET_PDEATHSIG``, set by the supervisor before
+exec). It fetches its assignment from the master, builds the engine's `Worker` with a
+`ZmqTransport`, and heartbeats its statistics and errors every ``worker.heartbeat.frequency.secs``;
+the replies say whether the topology is active or the worker must stop. While the master is
+unreachable it keeps processing and retries. A crash in user code (Storm's fail-fast) is
+reported and ends the process with status 1; the supervisor restarts it. A worker that cannot
+start (say, a user module fails to import) reports why and exits with status 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import cloudpickle
+
+from .._tuple import Source
+from ..engine.clock import Clock
+from ..engine.executor import error_record
+from ..engine.loop import Backpressure, TopologyState
+from ..engine.serialize import Serializer
+from ..engine.worker import Worker, component_blobs
+from .rpc import Client, RpcError, load_or_create_secret
+from .transport import ZmqTransport
+
+log = logging.getLogger("squall.worker")
+
+EXIT_CRASHED = 1
+EXIT_CANNOT_START = 3
+
+
+class _MasterLink:
+    """The worker's connection to the master, re-made whenever it breaks."""
+
+    def __init__(self, host: str, port: int, secret: bytes) -> None:
+        self.host, self.port, self.secret = host, port, secret
+        self._client: Client | None = None
+
+    def call(self, op: str, **args: Any) -> Any:
+        if self._client is None:
+            self._client = Client(self.host, self.port, self.secret, timeout=10)
+        try:
+            return self._client.call(op, **args)
+        except RpcError:
+            self._client.close()
+            self._client = None
+            raise
+
+
+def _source_cache(plan) -> Any:
+    cache: dict[tuple[int, str], Source] = {}
+
+    def source_of(task: int, stream: str) -> Source:
+        src = cache.get((task, stream))
+        if src is None:
+            component = plan.task_to_component[task]
+            fields = plan.topology.components[component].streams[stream].fields
+            src = cache[(task, stream)] = Source(component, stream, task, fields)
+        return src
+    return source_of
+
+
+def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any]) -> int:
+    """Run the worker until the master says stop or user code crashes; return the exit status."""
+    host, port = slot.rsplit(":", 1)
+    mhost, mport = master.rsplit(":", 1)
+    link = _MasterLink(mhost, int(mport), load_or_create_secret(conf))
+    deadline = time.monotonic() + float(conf.get("nimbus.task.launch.secs", 120))
+    while True:
+        try:
+            a = link.call("get_assignment", storm_id=storm_id, slot=slot)
+            break
+        except RpcError as e:
+            if time.monotonic() > deadline:
+                log.error("cannot reach the master at %s: %s", master, e)
+                return EXIT_CANNOT_START
+            time.sleep(0.5)
+    if a["launch_id"] != launch_id:
+        return 0  # superseded while starting
+    try:
+        plan = cloudpickle.loads(a["plan"])
+        executors = [plan.executors[i] for i in a["executors"]]
+        blobs = component_blobs(plan)
+        serializer = Serializer(plan.conf, _source_cache(plan))
+    except Exception as e:
+        rec = error_record("__worker", -1, e, int(port), fatal=True)
+        rec.error = f"worker on {slot} cannot start: {rec.error}"
+        _report(link, storm_id, slot, launch_id, [rec.as_dict()])
+        return EXIT_CANNOT_START
+    me = f"tcp://{host}:{port}"
+    peers = {int(t): addr for t, addr in a["peers"].items() if addr != me}
+    transport = ZmqTransport(f"tcp://{host}:{port}", peers, serializer, link.secret)
+    errors: list[dict[str, Any]] = []
+    crashed = threading.Event()
+    state = TopologyState(active=bool(a["active"]))
+    bp = Backpressure(plan.conf["topology.executor.receive.buffer.size"])
+    worker = Worker(plan, int(port), executors, blobs, transport, Clock(), state, bp,
+                    lambda rec: errors.append(rec.as_dict()),
+                    lambda w, rec: crashed.set(), random.SystemRandom().getrandbits(64))
+    transport.set_receiver(worker.receive)
+    worker.start()
+    freq = float(conf.get("worker.heartbeat.frequency.secs") or 1)
+    status = 0
+    try:
+        while True:
+            if crashed.wait(freq):
+                status = EXIT_CRASHED
+            pending, errors[:] = list(errors), []
+            try:
+                reply = link.call("heartbeat", storm_id=storm_id, slot=slot, launch_id=launch_id,
+                                  stats=worker.statistics(), errors=pending)
+            except RpcError:
+                errors[:0] = pending  # keep them for when the master is back; go on processing
+                reply = None
+            if status:
+                return status
+            if reply is not None:
+                if reply.get("stop"):
+                    return 0
+                state.set_active(bool(reply.get("active")))
+    finally:
+        worker.stop(clean=status == 0, timeout=2)
+        transport.close()
+
+
+def _report(link: _MasterLink, storm_id: str, slot: str, launch_id: int, errors: list) -> None:
+    try:
+        link.call("report_errors", storm_id=storm_id, slot=slot, launch_id=launch_id, errors=errors)
+    except Exception as e:
+        log.error("could not report to the master: %s", e)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m squall.worker --master HOST:PORT --storm-id ID --slot HOST:PORT --launch-id N``."""
+    p = argparse.ArgumentParser(prog="squall-worker")
+    p.add_argument("--master", required=True)
+    p.add_argument("--storm-id", required=True)
+    p.add_argument("--slot", required=True)
+    p.add_argument("--launch-id", type=int, required=True)
+    p.add_argument("--conf", help="cluster configuration as a YAML file", default=None)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {args.slot} %(levelname)s %(message)s")
+    from .._config import cluster_conf  # the cluster's settings: defaults, squall.yaml, --conf
+    conf = cluster_conf(None, args.conf)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    return run(args.master, args.storm_id, args.slot, args.launch_id, conf)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,431 @@
+"""Tests of `squall.engine.serialize`: what crosses a worker boundary comes back exactly."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+
+import msgpack
+import pytest
+
+import squall
+from squall import Config, Fields
+from squall._tuple import Source, Tuple
+from squall.engine.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET_TIMEOUT
+from squall.engine.serialize import SerializationError, Serializer
+
+SOURCES = {
+    (3, "words"): Source("split", "words", 3, Fields("word")),
+    (3, "default"): Source("split", "default", 3, Fields("word", "count")),
+    (1, "default"): Source("spout", "default", 1, Fields("value")),
+}
+
+
+def source_of(task: int, stream: str) -> Source:
+    return SOURCES[(task, stream)]
+
+
+def serializer(**conf) -> Serializer:
+    return Serializer(conf, source_of)
+
+
+def round_trip(items, ser: Serializer | None = None, receiver: Serializer | None = None):
+    ser = ser or serializer()
+    data = ser.encode_batch(items)
+    assert type(data) is bytes
+    return (receiver or ser).decode_batch(data)
+
+
+def round_trip_value(value, ser: Serializer | None = None):
+    [(_, t)] = round_trip([(9, Tuple([value], SOURCES[(1, "default")]))], ser)
+    return t.values[0]
+
+
+def same(a, b) -> bool:
+    """Equal, with the same types all the way down (so True is not 1 and a tuple is not a list)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) in (list, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if type(a) is dict:
+        return (len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+                and all(same(a[k], b[k]) for k in a))
+    return a == b
+
+
+# --- classes for registrations (module level, so "module:Qualname" resolves) -----------------
+class Point:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __eq__(self, other):
+        return type(other) is Point and (self.x, self.y) == (other.x, other.y)
+
+
+class PointSerializer:
+    def serialize(self, p):
+        return [p.x, p.y]
+
+    def deserialize(self, data):
+        return Point(*data)
+
+
+class BrokenSerializer:
+    def serialize(self, obj):
+        raise RuntimeError("boom")
+
+    deserialize = serialize
+
+
+class Plain:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+class WithState:
+    def __init__(self, n):
+        self.n = n
+        self.cache = object()  # not sent: __getstate__ leaves it out
+
+    def __getstate__(self):
+        return {"n": self.n}
+
+    def __setstate__(self, state):
+        self.n = state["n"]
+        self.cache = None
+
+
+class Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+class Unregistered:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return type(other) is Unregistered and self.v == other.v
+
+
+class Inner:
+    class Deep:
+        def __init__(self, v):
+            self.v = v
+
+
+def registered(*pairs, **conf) -> Serializer:
+    c = Config(conf)
+    for cls, ser_cls in pairs:
+        c.register_serialization(cls, ser_cls)
+    return Serializer(c, source_of)
+
+
+# --- values ---------------------------------------------------------------------------------
+VALUES = [
+    None, True, False, 0, 1, -1, 2**63 - 1, 2**63, 2**64 - 1, -(2**63), 2**64, -(2**63) - 1,
+    2**200, -(2**200), 0.0, -2.5, float("inf"), "", "héllo ✓", b"", b"\x00\xff", [], [1, [2, "x"]],
+    {}, {"a": 1, 2: "b", None: [3]}, (), (1,), (1, (2, 3), [4]), set(), {1, "a", (2, 3)},
+    frozenset(), frozenset({1, b"x"}),
+    {"k": [(1, {2}), {3: (4, frozenset({5}))}], (1, 2): {"n": 2**70}, frozenset({1}): ()},
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=repr)
+def test_values_round_trip_with_their_exact_types(value):
+    assert same(round_trip_value(value), value)
+
+
+def test_a_tuple_of_many_values_keeps_every_value_and_its_type():
+    values = [1, "a", (1, 2), {3}, None, 2**100]
+    [(_, t)] = round_trip([(4, Tuple(values, SOURCES[(1, "default")]))])
+    assert same(t.values, values)
+
+
+def test_values_given_as_a_python_tuple_come_back_as_a_tuple():
+    [(_, t)] = round_trip([(4, Tuple(("a", 1), SOURCES[(3, "default")]))])
+    assert same(t.values, ("a", 1))
+
+
+def test_builtin_subclasses_keep_their_class_through_pickle():
+    value = collections.OrderedDict([("b", 1), ("a", (2,))])
+    back = round_trip_value(value)
+    assert type(back) is collections.OrderedDict and list(back.items()) == [("b", 1), ("a", (2,))]
+
+
+# --- ack state and sources ------------------------------------------------------------------
+def test_roots_and_edge_values_round_trip_including_64_bit_ones():
+    src = SOURCES[(3, "words")]
+    items = [
+        (7, Tuple(["untracked"], src)),
+        (7, Tuple(["one root"], src, 2**64 - 1, 2**63 + 5)),
+        (8, Tuple(["several"], src, {2**64 - 1: 1, 1: 2**64 - 2, 2**63: 0})),
+    ]
+    out = round_trip(items)
+
+    assert [target for target, _ in out] == [7, 7, 8]
+    a, b, c = (t for _, t in out)
+    assert (a._root, a._val, a.message_id.get_anchors()) == (0, 0, set())
+    assert (b._root, b._val) == (2**64 - 1, 2**63 + 5)
+    assert c._root == {2**64 - 1: 1, 1: 2**64 - 2, 2**63: 0} and type(c._root) is dict
+    assert a._oav == b._oav == c._oav == 0
+
+
+def test_an_untracked_run_comes_back_untracked():
+    src = SOURCES[(3, "words")]
+    out = round_trip([(7, Tuple([w], src)) for w in "abc"])
+    assert [(t.values, t._root, t._val) for _, t in out] == [(["a"], 0, 0), (["b"], 0, 0), (["c"], 0, 0)]
+
+
+def test_a_tuple_gets_its_source_from_source_of_once_per_run():
+    calls = []
+
+    def counting_source_of(task, stream):
+        calls.append((task, stream))
+        return SOURCES[(task, stream)]
+
+    ser = Serializer({}, counting_source_of)
+    words, pairs = SOURCES[(3, "words")], SOURCES[(3, "default")]
+    items = [(7, Tuple(["a"], words, 5, 6)), (7, Tuple(["b"], words, 5, 7)), (8, Tuple(["c", 1], pairs))]
+    out = ser.decode_batch(ser.encode_batch(items))
+
+    assert calls == [(3, "words"), (3, "default")]
+    a, b, c = (t for _, t in out)
+    assert a._src is b._src is words and c._src is pairs
+    assert (c.source_component, c.source_stream, c.source_task) == ("split", "default", 3)
+    assert c.fields is pairs.fields and c["count"] == 1
+
+
+def test_tuples_keep_their_order_across_runs_of_different_sources():
+    words, pairs = SOURCES[(3, "words")], SOURCES[(3, "default")]
+    items = [(7, Tuple([str(i)], words if i % 3 else pairs)) for i in range(10)]
+    out = round_trip(items)
+    assert [t.values[0] for _, t in out] == [str(i) for i in range(10)]
+    assert [t.source_stream for _, t in out] == [t.source_stream for _, t in items]
+
+
+# --- acker messages and spout replies -------------------------------------------------------
+def test_acker_messages_and_replies_keep_their_tuple_shape_and_order():
+    acks = [(1, (INIT, 2**64 - 1, 2**63, 5)), (2, (ACK, 7, 0, -1)), (1, (FAIL, 9, 0, -1))]
+    replies = [(5, (ACKED, 2**64 - 1, 0.125)), (6, (FAILED, 3, 30.0)), (5, (RESET_TIMEOUT, 4, 0.0))]
+    out = round_trip(acks + replies)
+
+    assert out == acks + replies
+    for (_, msg), (_, want) in zip(out, acks + replies):
+        assert same(msg, want)
+
+
+def test_a_mixed_batch_gives_tuples_then_acker_messages_then_replies_each_in_order():
+    src = SOURCES[(3, "words")]
+    items = [(7, Tuple(["a"], src, 1, 2)), (1, (ACK, 1, 3, -1)), (5, (ACKED, 4, 0.5)),
+             (8, Tuple(["b"], src, 1, 4)), (1, (INIT, 6, 7, 3))]
+    out = round_trip(items)
+
+    assert [(target, t.values) for target, t in out[:2]] == [(7, ["a"]), (8, ["b"])]
+    assert out[2:] == [(1, (ACK, 1, 3, -1)), (1, (INIT, 6, 7, 3)), (5, (ACKED, 4, 0.5))]
+
+
+def test_an_empty_batch_round_trips():
+    assert round_trip([]) == []
+
+
+def test_an_item_of_another_kind_is_refused():
+    with pytest.raises(SerializationError, match="cannot send a builtins.list to task 4"):
+        serializer().encode_batch([(4, [1, 2])])
+
+
+# --- registrations --------------------------------------------------------------------------
+def test_a_registered_class_goes_through_its_serializer():
+    ser = registered((Point, PointSerializer))
+    assert round_trip_value(Point(1, (2, 3)), ser) == Point(1, (2, 3))
+
+
+def test_a_registered_class_without_serializer_sends_its_dict():
+    back = round_trip_value(Plain(1, {"x": (2,)}), registered((Plain, None)))
+    assert type(back) is Plain and back.a == 1 and same(back.b, {"x": (2,)})
+
+
+def test_a_registered_class_without_serializer_uses_getstate_and_setstate():
+    back = round_trip_value(WithState(4), registered((WithState, None)))
+    assert type(back) is WithState and back.n == 4 and back.cache is None
+
+
+def test_a_registered_class_with_slots_round_trips():
+    back = round_trip_value(Slotted(1, "b"), registered((Slotted, None)))
+    assert type(back) is Slotted and (back.a, back.b) == (1, "b")
+
+
+def test_a_registered_nested_class_resolves_by_qualname():
+    back = round_trip_value(Inner.Deep(3), registered((Inner.Deep, None)))
+    assert type(back) is Inner.Deep and back.v == 3
+
+
+def test_registered_objects_nest_inside_builtin_values_without_pickle():
+    ser = registered((Point, PointSerializer), (Plain, None), **{"topology.fall.back.on.pickle": False})
+    value = {"pts": (Point(1, 2), [Point(3, 4)]), 7: {"plain": Plain(Point(8, 9), {(1, 2)})}}
+    back = round_trip_value(value, ser)
+    assert back["pts"] == (Point(1, 2), [Point(3, 4)]) and type(back["pts"]) is tuple
+    plain = back[7]["plain"]
+    assert plain.a == Point(8, 9) and plain.b == {(1, 2)}
+
+
+def test_storms_list_form_of_registrations_is_accepted():
+    key = f"{__name__}:Point"
+    ser = Serializer({"topology.kryo.register": [{key: f"{__name__}:PointSerializer"}, f"{__name__}:Plain"]},
+                     source_of)
+    assert round_trip_value(Point(1, 2), ser) == Point(1, 2)
+    assert round_trip_value(Plain(1, 2), ser).b == 2
+
+
+@pytest.mark.parametrize("key, serializer_name", [
+    ("no_such_module_xyz:Thing", None),
+    (f"{__name__}:NoSuchClass", None),
+    (f"{__name__}:Point", f"{__name__}:NoSuchSerializer"),
+    (f"{__name__}:VALUES", None),
+])
+def test_an_unresolvable_registration_is_an_error_naming_its_key(key, serializer_name):
+    with pytest.raises(SerializationError, match="topology.kryo.register") as info:
+        Serializer({"topology.kryo.register": {key: serializer_name}}, source_of)
+    assert repr(key) in str(info.value)
+
+
+def test_an_unresolvable_registration_is_skipped_with_a_warning_when_asked(caplog):
+    conf = {"topology.kryo.register": {"no_such_module_xyz:Thing": None, f"{__name__}:Point": None},
+            "topology.skip.missing.kryo.registrations": True, "topology.fall.back.on.pickle": False}
+    with caplog.at_level(logging.WARNING, logger="squall.engine.serialize"):
+        ser = Serializer(conf, source_of)
+    assert "no_such_module_xyz:Thing" in caplog.text
+    assert round_trip_value(Point(1, 2), ser) == Point(1, 2)
+
+
+def test_a_class_the_receiver_has_not_registered_is_an_error_naming_it():
+    item = (9, Tuple([Point(1, 2)], SOURCES[(1, "default")]))
+    data = registered((Point, PointSerializer)).encode_batch([item])
+    with pytest.raises(SerializationError, match="Point.*not registered"):
+        serializer().decode_batch(data)
+
+
+# --- the pickle fallback --------------------------------------------------------------------
+def test_an_unregistered_class_is_pickled_by_default():
+    assert round_trip_value({"u": (Unregistered(2**70),)}) == {"u": (Unregistered(2**70),)}
+
+
+def test_a_class_defined_in_a_function_is_pickled_by_value():
+    class Local:
+        def __init__(self):
+            self.v = 3
+
+    assert round_trip_value(Local()).v == 3
+
+
+def test_without_pickle_an_unregistered_type_is_an_error_naming_type_component_and_stream():
+    ser = serializer(**{"topology.fall.back.on.pickle": False})
+    good = Tuple(["fine"], SOURCES[(3, "words")])
+    bad = Tuple([{"nested": (1, Unregistered(1))}, 2], SOURCES[(3, "default")])
+    with pytest.raises(SerializationError) as info:
+        ser.encode_batch([(7, good), (8, bad)])
+    msg = str(info.value)
+    assert f"{__name__}.Unregistered" in msg
+    assert "component [split]" in msg and "stream [default]" in msg
+    assert "register_serialization" in msg and "topology.fall.back.on.pickle" in msg
+
+
+def test_without_pickle_a_builtin_subclass_is_refused_too():
+    ser = serializer(**{"topology.fall.back.on.pickle": False})
+    with pytest.raises(SerializationError, match="collections.OrderedDict"):
+        round_trip_value(collections.OrderedDict(a=1), ser)
+
+
+def test_without_pickle_the_receiver_refuses_pickled_values():
+    data = serializer().encode_batch([(9, Tuple([Unregistered(1)], SOURCES[(1, "default")]))])
+    with pytest.raises(SerializationError, match="refusing to unpickle"):
+        serializer(**{"topology.fall.back.on.pickle": False}).decode_batch(data)
+
+
+def test_an_unpicklable_value_is_an_error_naming_type_and_component():
+    with pytest.raises(SerializationError, match=r"_thread.lock.*component \[spout\].*cannot be pickled"):
+        round_trip_value(threading.Lock())
+
+
+def test_a_failing_registered_serializer_is_an_error_naming_type_and_component():
+    ser = registered((Point, BrokenSerializer))
+    match = r"Point in a tuple emitted by component \[spout\].*boom"
+    with pytest.raises(SerializationError, match=match) as info:
+        round_trip_value(Point(1, 2), ser)
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_a_value_that_contains_itself_is_a_serialization_error():
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(SerializationError):
+        round_trip_value(loop)
+
+
+def test_the_serializer_still_works_after_a_failed_encode():
+    ser = serializer(**{"topology.fall.back.on.pickle": False})
+    src = SOURCES[(1, "default")]
+    with pytest.raises(SerializationError):
+        ser.encode_batch([(9, Tuple([((1, Unregistered(1)),)], src))])
+    [(_, t)] = round_trip([(9, Tuple([((1, (2,)),)], src))], ser)
+    assert same(t.values, [((1, (2,)),)])
+
+
+def test_threads_may_share_one_serializer():
+    ser = serializer()
+    src = SOURCES[(1, "default")]
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(300):
+                value = (k, (i, frozenset({k})), [{i: (k,)}])
+                [(_, t)] = ser.decode_batch(ser.encode_batch([(9, Tuple([value], src))]))
+                assert same(t.values[0], value)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+
+
+# --- bad input ------------------------------------------------------------------------------
+def test_an_unknown_ext_type_is_a_serialization_error():
+    run = [1, "default", [9], [[msgpack.ExtType(42, b"x")]], None, None]
+    data = msgpack.packb([1, [run], [], [], [], []])
+    with pytest.raises(SerializationError, match="unknown msgpack ext type 42"):
+        serializer().decode_batch(data)
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"\xc1", b"\x96\x01", b"not msgpack at all \xff\xfe", msgpack.packb(5), msgpack.packb([1, 2]),
+    msgpack.packb([1, [[3, "default", [7], [["a"]], None, None]], [], [], [], []]) + b"extra",
+    msgpack.packb([1, [], [1], [1, 2, 3], [], []]),
+], ids=["empty", "reserved-byte", "truncated", "garbage", "int", "short-list", "extra-data", "ragged-acks"])
+def test_garbage_bytes_are_a_serialization_error(data):
+    with pytest.raises(SerializationError, match="cannot decode batch") as info:
+        serializer().decode_batch(data)
+    assert info.value.__cause__ is not None
+
+
+def test_a_batch_from_an_unknown_source_is_a_serialization_error():
+    data = msgpack.packb([1, [[99, "nope", [7], [["a"]], None, None]], [], [], [], []])
+    with pytest.raises(SerializationError, match="unknown source: task 99, stream 'nope'"):
+        serializer().decode_batch(data)
+
+
+def test_a_batch_of_another_format_version_is_refused():
+    with pytest.raises(SerializationError, match="another squall version"):
+        serializer().decode_batch(msgpack.packb([99, [], [], [], [], []]))
+
+
+def test_serialization_error_is_public_and_a_squall_error():
+    assert squall.SerializationError is SerializationError
+    assert issubclass(SerializationError, squall.SquallError)

@@ -49,9 +49,8 @@ class Acker:
         entry = pending.newest.get(root)  # nearly always there: skip the scan of older buckets
         if entry is None:
             entry = pending.get(root)
-        if entry is None:
-            entry = [0, -1, now, False, False]
-            pending.put(root, entry)
+            if entry is None:  # first message of this root: it is in no bucket
+                entry = pending.newest[root] = [0, -1, now, False, False]
         if kind == ACK:
             entry[0] ^= val  # updated in place: an ack does not refresh the entry's expiry (Storm)
         elif kind == INIT:

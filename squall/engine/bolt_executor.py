@@ -25,7 +25,7 @@ from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
 from .executor import Executor, TaskStats, Wiring, debug_log, error_record
 from .plan import ExecutorSpec
-from .routing import Router, build_routers, wrong_size
+from .routing import _NOWHERE, Router, build_routers, wrong_size
 
 _get_ident = threading.get_ident
 
@@ -139,7 +139,9 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
     executor = out._ex
     stats = out._stats
     inbox = out._inbox
-    has_ackers = bool(executor.wiring.ackers)
+    ackers = executor.wiring.ackers
+    nackers = len(ackers)
+    has_ackers = bool(ackers)
 
     def execute(tup: Tuple) -> None:
         basic.input = tup
@@ -156,9 +158,13 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
             return
         if root and has_ackers:
             acks = executor.acks
-            acks[root] = acks.get(root, 0) ^ tup._val ^ tup._oav
-            if not inbox or inbox[0]._root != root:
+            if inbox and inbox[0]._root == root:  # a sibling is next: hold and combine
+                acks[root] = acks.get(root, 0) ^ tup._val ^ tup._oav
+            elif acks:
+                acks[root] = acks.get(root, 0) ^ tup._val ^ tup._oav
                 executor.flush_acks()
+            else:  # nothing held: send at once, no dict
+                ackers[root % nackers]((ACK, root, tup._val ^ tup._oav, -1))
         stats.acked += 1
     return execute
 
@@ -362,8 +368,10 @@ class BasicCollector(BasicOutputCollector):
         r = self._routers.get(stream)
         if r is None or r.direct or len(values) != r.nfields:
             return self._out.emit(values, self.input, stream)  # raises the collector's error
-        targets = r.choose(values)
         r.emitted += 1
+        if r.silent:  # nobody subscribes (W1's counts): nothing to route, make or send
+            return _NOWHERE
+        targets = r.choose(values)
         if not targets:
             return targets
         r.transferred += len(targets)

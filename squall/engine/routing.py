@@ -24,7 +24,8 @@ _NOWHERE: list[int] = []
 class Router:
     """One stream of one emitting task: how to choose targets, and how much went out."""
 
-    __slots__ = ("stream", "src", "choose", "direct", "direct_targets", "emitted", "transferred", "nfields")
+    __slots__ = ("stream", "src", "choose", "direct", "direct_targets", "emitted", "transferred", "nfields",
+                 "silent")
 
     def __init__(self, stream: str, src: Source, choose: Callable[[list], list[int]], direct: bool,
                  direct_targets: dict[int, bool]) -> None:
@@ -38,6 +39,7 @@ class Router:
         self.emitted = 0
         self.transferred = 0
         self.nfields = len(src.fields)
+        self.silent = not direct_targets  # no subscriber at all: emits go nowhere
 
 
 def wrong_size(r: Router, values) -> EmitError:

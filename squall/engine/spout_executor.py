@@ -38,6 +38,7 @@ class SpoutExecutor(Executor):
         self.acking = wiring.plan.acking
         self.emits = 0  # emits by all tasks, to tell a productive next_tuple from an idle one
         self.pending = RotatingMap(2, self._expired)
+        self.in_flight = 0  # == len(self.pending), kept as a counter: it is checked per next_tuple
         self._expired_ids: list[tuple[int, Any]] = []
         msp = conf.get("topology.max.spout.pending")
         self.max_pending = msp * len(self.task_ids) if msp else 0
@@ -76,13 +77,12 @@ class SpoutExecutor(Executor):
     def can_emit(self) -> bool:
         """True if ``next_tuple`` may be called now (active, under max pending, not throttled)."""
         return (self.active and not self.wiring.backpressure.throttled
-                and not (self.max_pending and len(self.pending) >= self.max_pending))
+                and not (self.max_pending and self.in_flight >= self.max_pending))
 
     def produce(self, budget: int) -> int:
         """Call ``next_tuple`` while it emits, up to ``budget`` rounds; return the emits made."""
         start = self.emits
         max_pending = self.max_pending
-        pending = self.pending
         bp = self.wiring.backpressure
         calls = [(t, self.objs[t].next_tuple) for t in self.task_ids]
         for _ in range(budget):
@@ -90,7 +90,7 @@ class SpoutExecutor(Executor):
             for t, next_tuple in calls:
                 self.current_task = t
                 next_tuple()
-            if self.emits == before or bp.throttled or (max_pending and len(pending) >= max_pending):
+            if self.emits == before or bp.throttled or (max_pending and self.in_flight >= max_pending):
                 break
         return self.emits - start
 
@@ -112,6 +112,7 @@ class SpoutExecutor(Executor):
         info = self.pending.remove(root)
         if info is None:
             return  # late reply for a tuple that already timed out
+        self.in_flight -= 1
         msg_id, task, _stream, started = info
         self.current_task = task
         stats = self.stats[task]
@@ -125,6 +126,7 @@ class SpoutExecutor(Executor):
             self.objs[task].fail(msg_id)
         else:  # RESET_TIMEOUT: move it to the newest bucket
             self.pending.put(root, info)
+            self.in_flight += 1
 
     # --- timeouts --------------------------------------------------------------------------------------
     def timers(self):
@@ -140,6 +142,7 @@ class SpoutExecutor(Executor):
         """Expire the oldest pending bucket: those tuples fail (Storm's reason "TIMEOUT")."""
         self.pending.rotate()
         expired, self._expired_ids = self._expired_ids, []
+        self.in_flight -= len(expired)
         for task, msg_id in expired:
             self.current_task = task
             self.stats[task].failed += 1
@@ -222,7 +225,9 @@ class SpoutCollector(SpoutOutputCollector):
             edge = rand()
             xor ^= edge
             deliver[task](Tuple(values, src, root, edge))
-        ex.pending.put(root, (msg_id, self._task, r.stream, self._now()))
+        # a fresh random 64-bit root is in no bucket: store it without RotatingMap.put's scan
+        ex.pending.newest[root] = (msg_id, self._task, r.stream, self._now())
+        ex.in_flight += 1
         ackers = self._ackers
         ackers[root % len(ackers)]((INIT, root, xor, self._task))
 

@@ -1,4 +1,5 @@
-"""`StormSubmitter`: submit a topology to the cluster the configuration names.
+"""`StormSubmitter`: submit a topology to the cluster the configuration names: the master at
+``nimbus.seeds``/``nimbus.thrift.port`` (``squall nimbus``), using the cluster's secret.
 
 As Storm's ``storm local`` does, ``squall local FILE`` points the submitter at the in-process
 `LocalCluster` it runs, so a file written for a real cluster (its main calls
@@ -16,6 +17,7 @@ from ._errors import SquallError
 
 _lock = threading.Lock()
 _target: Any = None  # the cluster submissions go to; set by `squall local`
+_daemon_conf: dict[str, Any] | None = None  # settings given to `squall jar` (--config, -c)
 
 
 class StormSubmitter:
@@ -25,16 +27,34 @@ class StormSubmitter:
     def submit_topology(name: str, conf: Mapping[str, Any] | None, topology: Any) -> None:
         """Submit ``topology`` as ``name`` to the configured cluster.
 
-        Raises the same errors as `LocalCluster.submit_topology`, and `SquallError` when no
-        cluster is configured.
+        Raises the same errors as `LocalCluster.submit_topology`, and `SquallError` when the
+        master cannot be reached or refuses the secret.
         """
         with _lock:
             target = _target
-        if target is None:
-            raise SquallError(
-                "StormSubmitter: no cluster to submit to; run this file with `squall local FILE`, "
-                "or use LocalCluster() directly")
-        target.submit_topology(name, conf, topology)
+        if target is not None:
+            target.submit_topology(name, conf, topology)
+            return
+        # The master named by the configuration (imported here: the cluster layer sits above).
+        from ._config import cluster_conf
+        from .cluster.client import MasterClient
+        from .worker.rpc import RpcError
+        try:
+            with MasterClient(cluster_conf(_daemon_conf)) as master:
+                master.submit_topology(name, conf, topology)
+        except RpcError as e:
+            raise SquallError(f"StormSubmitter: cannot submit {name!r} to the master: {e}") from e
+
+    @staticmethod
+    @contextlib.contextmanager
+    def using_conf(daemon_conf: dict[str, Any]) -> Iterator[None]:
+        """Within this block, find the master with these settings over ``squall.yaml``'s."""
+        global _daemon_conf
+        previous, _daemon_conf = _daemon_conf, dict(daemon_conf)
+        try:
+            yield
+        finally:
+            _daemon_conf = previous
 
     @staticmethod
     @contextlib.contextmanager

@@ -1,0 +1,79 @@
+"""The process host: ``squall nimbus --host process`` runs the master here and a supervisor
+process that owns the worker processes of ``supervisor.slots.ports``.
+
+The supervisor is started in its own session, so that neither a Ctrl-C in the master's terminal
+nor a SIGKILL of the master reaches it: its workers keep processing, and the next master adopts
+the running supervisor (found by the pid file in ``storm.local.dir``) instead of starting a
+second one. Stopping the master cleanly (Ctrl-C, SIGTERM) stops the supervisor it started, and
+the supervisor its workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .master import Master
+
+log = logging.getLogger("squall.master")
+
+
+def _running_supervisor(local_dir: Path) -> int | None:
+    pid_file = local_dir / "supervisor" / "pid"
+    try:
+        pid = int(pid_file.read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    return pid if b"squall.cluster.supervisor" in cmdline else None
+
+
+def start_supervisor(conf: dict[str, Any]) -> tuple[int, bool]:
+    """Start a supervisor for ``conf`` unless one runs; returns ``(pid, started_here)``."""
+    local_dir = Path(conf.get("storm.local.dir") or "storm-local")
+    pid = _running_supervisor(local_dir)
+    if pid is not None:
+        log.info("adopting the running supervisor (pid %s)", pid)
+        return pid, False
+    sup_dir = local_dir / "supervisor"
+    sup_dir.mkdir(parents=True, exist_ok=True)
+    conf_file = sup_dir / "launch.yaml"
+    conf_file.write_text(yaml.safe_dump(dict(conf)))
+    logf = open(sup_dir / "supervisor.log", "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "squall.cluster.supervisor", "--conf", str(conf_file)],
+                            stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    logf.close()
+    log.info("started a supervisor (pid %s) for slots %s", proc.pid, conf.get("supervisor.slots.ports"))
+    return proc.pid, True
+
+
+def run_nimbus(conf: dict[str, Any], supervise: bool = True) -> int:
+    """Run the master until SIGINT/SIGTERM; with ``supervise``, also a supervisor process."""
+    master = Master(conf)
+    sup_pid, started = start_supervisor(conf) if supervise else (None, False)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        server = asyncio.create_task(master.serve())
+        await stop.wait()
+        server.cancel()
+    try:
+        asyncio.run(main())
+    finally:
+        if started and sup_pid is not None:
+            try:
+                os.kill(sup_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    return 0

@@ -38,7 +38,7 @@ from .._topology import StormTopology
 from ..engine.plan import TopologyPlan, make_plan
 from ..engine.worker import component_blobs
 from ..worker.rpc import load_or_create_secret, serve_connection
-from .scheduler import even_schedule
+from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
 from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
                     transition)
 
@@ -83,6 +83,7 @@ class Master:
         self.supervisors: dict[str, dict[str, Any]] = {}  # id -> {host, ports, seen}
         self.counter = 0
         self.started = time.time()
+        self.scheduler = load_scheduler(conf)
         self._load()
 
     # --- durable state -------------------------------------------------------------------------------
@@ -160,34 +161,39 @@ class Master:
         plan = make_plan(name, storm_id, topo_obj, merged, conf)
         component_blobs(plan)  # names a component that cannot be pickled
         topo = _Topo(plan, TopologyStatus.ACTIVE, time.time())
-        self._assign(topo)
         self.topologies[name] = topo
         self._save_plan(plan)
         self._save()
+        self._schedule()
         log.info("Submitted topology %s (%s) on %d workers", name, storm_id, len(topo.assignment))
         return storm_id
 
-    def _free_slots(self) -> list[str]:
-        used = {s for t in self.topologies.values() for s in t.assignment}
-        slots = []
-        for sup in sorted(self.supervisors.values(), key=lambda s: s["host"]):
-            slots += [f"{sup['host']}:{p}" for p in sup["ports"]]
-        return [s for s in slots if s not in used]
-
-    def _assign(self, topo: _Topo) -> None:
-        free = self._free_slots()
-        want = topo.plan.num_workers
-        if len(free) < want:
-            raise InvalidTopologyException(
-                f"topology {topo.plan.name} needs {want} worker slots but only {len(free)} are free "
-                f"(supervisor.slots.ports of the running supervisors)")
-        slots = free[:want]
-        index = {e: i for i, e in enumerate(topo.plan.executors)}
-        placed = even_schedule(topo.plan.executors, list(range(len(slots))))
-        topo.assignment = {slots[k]: [index[e] for e in execs] for k, execs in placed.items() if execs}
-        for slot in topo.assignment:
-            topo.launch_ids[slot] = topo.launch_ids.get(slot, 0) + 1
-            topo.heartbeats[slot] = {"time": time.time(), "starting": True}
+    def _schedule(self) -> None:
+        """Let the scheduler place every topology that needs it (new, rebalanced, or waiting
+        for slots); a slot whose executors changed gets a new launch id, so it restarts."""
+        machines: dict[str, list[int]] = {}
+        for sup in self.supervisors.values():
+            machines.setdefault(sup["host"], []).extend(sup["ports"])
+        assignments = {t.plan.storm_id: {slot: [t.plan.executors[i] for i in idx]
+                                         for slot, idx in t.assignment.items()}
+                       for t in self.topologies.values()}
+        live = [t for t in self.topologies.values() if t.status != TopologyStatus.KILLED]
+        cluster = SchedulerCluster(machines, assignments)
+        self.scheduler.schedule([SchedulerTopology(t.plan.storm_id, t.plan.name, t.plan.num_workers,
+                                                   t.plan.executors, t.plan.conf) for t in live], cluster)
+        for t in live:
+            index = {e: i for i, e in enumerate(t.plan.executors)}
+            new = {slot: [index[e] for e in execs]
+                   for slot, execs in cluster.assignments.get(t.plan.storm_id, {}).items()}
+            if new == t.assignment:
+                continue
+            for slot, idx in new.items():
+                if t.assignment.get(slot) != idx:
+                    t.launch_ids[slot] = t.launch_ids.get(slot, 0) + 1
+                    t.heartbeats[slot] = {"time": time.time(), "starting": True}
+            t.assignment = new
+            log.info("assigned %s to %s", t.plan.name, sorted(new))
+            self._save()
 
     def op_kill(self, name: str, wait_secs: float | None = None) -> None:
         topo = self._get(name)
@@ -237,18 +243,10 @@ class Master:
             else:
                 status = transition(topo.status, DO_REBALANCE, topo.previous)
                 topo.plan = topo.plan.with_parallelism(args["num_workers"], args["executors"])
-                old = topo.assignment
-                topo.assignment = {}
-                try:
-                    self._assign(topo)
-                except InvalidTopologyException as e:
-                    topo.assignment = old
-                    topo.errors.append(_error("__master", -1, str(e)))
-                for slot in old:
-                    if slot in topo.assignment:
-                        topo.launch_ids[slot] += 1  # same slot, new executors: restart it
+                topo.assignment = {}  # placed afresh; a reused slot gets a new launch id
                 topo.status = status
                 self._save_plan(topo.plan)
+                self._schedule()
                 log.info("Rebalanced topology %s: %d workers", name, len(topo.assignment))
             self._save()
 
@@ -295,9 +293,12 @@ class Master:
     def op_supervisor_sync(self, supervisor_id: str, host: str, ports: list[int],
                            exits: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """Register a supervisor's slots and tell it what each must run; it reports worker exits."""
+        known = supervisor_id in self.supervisors
         self.supervisors[supervisor_id] = {"host": host, "ports": list(ports), "seen": time.time()}
         for ex in exits or []:
             self._worker_exited(ex)
+        if not known:
+            self._schedule()  # new slots: place topologies that were waiting for some
         desired = {}
         for name, topo in self.topologies.items():
             for slot in topo.assignment:
@@ -371,6 +372,16 @@ class Master:
         """Restart workers that stopped heartbeating; run due kills and rebalances."""
         self._run_due_actions()
         now = time.time()
+        sup_timeout = float(self.conf.get("nimbus.supervisor.timeout.secs", 60))
+        dead = [sid for sid, sup in self.supervisors.items() if now - sup["seen"] > sup_timeout]
+        for sid in dead:  # its slots are gone: move what ran there
+            sup = self.supervisors.pop(sid)
+            lost = {f"{sup['host']}:{p}" for p in sup["ports"]}
+            log.warning("supervisor %s silent for %.0f s: rescheduling its slots", sid, now - sup["seen"])
+            for topo in self.topologies.values():
+                topo.assignment = {s: i for s, i in topo.assignment.items() if s not in lost}
+        if dead:
+            self._schedule()
         timeout = float(self.conf.get("nimbus.task.timeout.secs", 30))
         launch = float(self.conf.get("nimbus.task.launch.secs", 120))
         changed = False

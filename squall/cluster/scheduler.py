@@ -1,23 +1,174 @@
-"""Schedulers: which worker slot runs which executors.
+"""Schedulers: which worker slot runs which executors (Storm's ``IScheduler``).
 
-`even_schedule` is Storm's ``EvenScheduler`` for one topology on free slots: executors sorted by
-their first task are dealt round-robin onto the slots, so every worker gets an even share.
+A scheduler is a plain object: `prepare(conf)` once, then `schedule(topologies, cluster)`
+whenever something may need placing. It reads the topologies' needs and the cluster's free
+slots and calls `SchedulerCluster.assign`; it does no I/O, so tests drive it directly.
+
+- `EvenScheduler` (the default, Storm's ``EvenScheduler``): a topology that needs scheduling
+  gets ``min(topology.workers, free slots)`` slots, interleaved across machines, and its
+  executors, sorted by first task, are dealt round-robin over them.
+- `IsolationScheduler` (``isolation.scheduler.machines: {topology name: machines}``): each listed
+  topology gets that many whole machines to itself, used by no other topology; the others are
+  placed evenly on the remaining machines.
+
+``storm.scheduler`` names the class to use (``"module:Class"``); default `EvenScheduler`.
 """
 
 from __future__ import annotations
 
+import abc
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
 from ..engine.plan import ExecutorSpec
 
 
-def even_schedule(executors: list[ExecutorSpec], slots: list[int]) -> dict[int, list[ExecutorSpec]]:
-    """Deal ``executors`` round-robin onto ``slots`` (ports); every slot gets a list.
+@dataclass
+class SchedulerTopology:
+    """What a scheduler needs to know about one topology."""
+
+    id: str
+    name: str
+    num_workers: int
+    executors: list[ExecutorSpec]
+    conf: dict[str, Any] = field(default_factory=dict)
+
+
+class SchedulerCluster:
+    """Machines, their slots, and the current assignments; schedulers change it by `assign`."""
+
+    def __init__(self, machines: dict[str, list[int]], assignments: dict[str, dict[str, list[ExecutorSpec]]]) -> None:
+        self.machines = {host: sorted(ports) for host, ports in machines.items()}
+        self.assignments = {tid: dict(a) for tid, a in assignments.items()}
+
+    def slots(self) -> list[str]:
+        """Every slot, as ``"host:port"``."""
+        return [f"{h}:{p}" for h, ports in sorted(self.machines.items()) for p in ports]
+
+    def used_slots(self) -> set[str]:
+        """Slots that run some topology."""
+        return {s for a in self.assignments.values() for s in a}
+
+    def available_slots(self, hosts: set[str] | None = None) -> list[str]:
+        """Free slots (optionally on ``hosts`` only), interleaved across machines as Storm does:
+        the first free slot of each machine, then the second of each, ..."""
+        used = self.used_slots()
+        per_host = [[f"{h}:{p}" for p in ports if f"{h}:{p}" not in used]
+                    for h, ports in sorted(self.machines.items(), key=lambda kv: kv[0])
+                    if hosts is None or h in hosts]
+        per_host.sort(key=len, reverse=True)
+        out = []
+        for i in range(max((len(x) for x in per_host), default=0)):
+            out += [x[i] for x in per_host if i < len(x)]
+        return out
+
+    def needs_scheduling(self, topology: SchedulerTopology) -> bool:
+        """True if some executor of ``topology`` has no slot."""
+        placed = {e for execs in self.assignments.get(topology.id, {}).values() for e in execs}
+        return any(e not in placed for e in topology.executors)
+
+    def assign(self, slot: str, topology_id: str, executors: list[ExecutorSpec]) -> None:
+        """Run ``executors`` of ``topology_id`` on ``slot``."""
+        if slot in self.used_slots() and slot not in self.assignments.get(topology_id, {}):
+            raise ValueError(f"slot {slot} is already used by another topology")
+        self.assignments.setdefault(topology_id, {}).setdefault(slot, []).extend(executors)
+
+    def hosts_of(self, topology_id: str) -> set[str]:
+        """Machines running part of ``topology_id``."""
+        return {s.rsplit(":", 1)[0] for s in self.assignments.get(topology_id, {})}
+
+
+class IScheduler(abc.ABC):
+    """Storm's scheduler interface."""
+
+    def prepare(self, conf: dict[str, Any]) -> None:
+        """Called once with the master's configuration."""
+        self.conf = conf
+
+    @abc.abstractmethod
+    def schedule(self, topologies: list[SchedulerTopology], cluster: SchedulerCluster) -> None:
+        """Assign the executors of every topology that needs it."""
+
+
+def even_schedule(executors: list[ExecutorSpec], slots: list) -> dict:
+    """Deal ``executors`` round-robin onto ``slots``; every slot gets a list.
 
     >>> from squall.engine.plan import ExecutorSpec
     >>> es = [ExecutorSpec("a", (1,)), ExecutorSpec("a", (2,)), ExecutorSpec("b", (3,))]
     >>> {p: [e.tasks for e in x] for p, x in even_schedule(es, [1024, 1025]).items()}
     {1024: [(1,), (3,)], 1025: [(2,)]}
     """
-    out: dict[int, list[ExecutorSpec]] = {p: [] for p in slots}
+    out: dict = {p: [] for p in slots}
     for i, e in enumerate(sorted(executors, key=lambda e: e.tasks[0])):
         out[slots[i % len(slots)]].append(e)
     return out
+
+
+class EvenScheduler(IScheduler):
+    """Spread each topology evenly over free slots; see the module docstring."""
+
+    def schedule(self, topologies: list[SchedulerTopology], cluster: SchedulerCluster) -> None:
+        for topo in topologies:
+            if cluster.needs_scheduling(topo):
+                self.schedule_one(topo, cluster, None)
+
+    @staticmethod
+    def schedule_one(topo: SchedulerTopology, cluster: SchedulerCluster, hosts: set[str] | None) -> None:
+        """Place all of ``topo`` afresh on free slots (of ``hosts`` if given)."""
+        cluster.assignments.pop(topo.id, None)
+        free = cluster.available_slots(hosts)
+        if not free:
+            return
+        slots = free[:max(1, min(topo.num_workers, len(free)))]
+        for slot, execs in even_schedule(topo.executors, slots).items():
+            if execs:
+                cluster.assign(slot, topo.id, execs)
+
+
+class IsolationScheduler(IScheduler):
+    """Whole machines for the topologies of ``isolation.scheduler.machines``."""
+
+    def schedule(self, topologies: list[SchedulerTopology], cluster: SchedulerCluster) -> None:
+        wanted: dict[str, int] = dict(self.conf.get("isolation.scheduler.machines") or {})
+        isolated_hosts: set[str] = set()
+        for topo in topologies:  # keep isolated topologies that are already placed
+            if topo.name in wanted and not cluster.needs_scheduling(topo):
+                isolated_hosts |= cluster.hosts_of(topo.id)
+        for topo in topologies:
+            if topo.name not in wanted or not cluster.needs_scheduling(topo):
+                continue
+            used = cluster.used_slots()
+            empty = [h for h, ports in sorted(cluster.machines.items())
+                     if h not in isolated_hosts and not any(f"{h}:{p}" in used for p in ports)]
+            hosts = set(empty[:wanted[topo.name]])
+            if len(hosts) < wanted[topo.name]:
+                continue  # not enough empty machines: it waits, as in Storm
+            EvenScheduler.schedule_one(topo, cluster, hosts)
+            isolated_hosts |= hosts
+        others = set(cluster.machines) - isolated_hosts
+        for topo in topologies:
+            if topo.name not in wanted and cluster.needs_scheduling(topo):
+                EvenScheduler.schedule_one(topo, cluster, others)
+
+
+def load_scheduler(conf: dict[str, Any]) -> IScheduler:
+    """The scheduler ``storm.scheduler`` names (default `EvenScheduler`), prepared.
+
+    Raises:
+        ValueError: naming the key when the class cannot be loaded or is not an `IScheduler`.
+    """
+    name = conf.get("storm.scheduler")
+    if not name:
+        cls: type = IsolationScheduler if conf.get("isolation.scheduler.machines") else EvenScheduler
+    else:
+        module, _, qual = str(name).partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), qual)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise ValueError(f"storm.scheduler: cannot load {name!r} ({e})") from e
+        if not (isinstance(cls, type) and issubclass(cls, IScheduler)):
+            raise ValueError(f"storm.scheduler: {name!r} is not an IScheduler")
+    scheduler = cls()
+    scheduler.prepare(conf)
+    return scheduler

@@ -1,0 +1,112 @@
+"""The master's bookkeeping, driven through its operations directly (no sockets, no processes)."""
+
+import time
+
+import cloudpickle
+import pytest
+
+from squall import AlreadyAliveException, Config, IllegalStateTransition, NotAliveException, TopologyBuilder
+from squall._config import cluster_conf
+from squall.cluster.master import Master
+from squall.testing import FeederSpout
+
+from ..acceptance.components import AckBolt
+
+
+def _topology():
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]), 1)
+    b.set_bolt("sink", AckBolt(), 2).shuffle_grouping("feed")
+    return cloudpickle.dumps(b.create_topology())
+
+
+@pytest.fixture
+def conf(tmp_path):
+    return cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.task.timeout.secs": 1,
+                         "nimbus.task.launch.secs": 2, "squall.worker.max.launch.attempts": 3})
+
+
+def _register(master, ports=(7000, 7001)):
+    return master.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=list(ports))
+
+
+def test_a_submitted_topology_is_assigned_once_slots_exist(conf):
+    m = Master(conf)
+    m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    assert m.op_list()[0]["num_workers"] == 0  # no supervisor yet: it waits, as in Storm
+    reply = _register(m)
+    assert sorted(reply["slots"]) == ["7000", "7001"]
+    with pytest.raises(AlreadyAliveException):
+        m.op_submit(name="t", conf={}, topology=_topology())
+
+
+def test_state_survives_a_restart_of_the_master(conf):
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    m.op_deactivate(name="t")
+    again = Master(conf)
+    assert [t["name"] for t in again.op_list()] == ["t"]
+    assert again.op_info(name="t")["status"] == "INACTIVE"
+    # a worker of the old launch keeps its slot: its heartbeat is accepted
+    slot = sorted(again.topologies["t"].assignment)[0]
+    reply = again.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=again.topologies["t"].launch_ids[slot])
+    assert reply == {"stop": False, "active": False}
+
+
+def test_a_silent_worker_gets_a_new_launch_id(conf):
+    m = Master(conf)
+    _register(m)
+    m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+    before = topo.launch_ids[slot]
+    topo.heartbeats[slot] = {"time": time.time() - 5, "stats": {}}  # it reported once, then stopped
+    m.monitor()
+    assert topo.launch_ids[slot] == before + 1
+    assert m.op_heartbeat(storm_id=topo.plan.storm_id, slot=slot, launch_id=before) == {"stop": True}
+
+
+def test_a_worker_that_keeps_failing_to_start_is_given_up_with_an_error(conf):
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    slot = next(iter(m.topologies["t"].assignment))
+    for _ in range(3):
+        m.op_supervisor_sync(
+            supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
+            exits=[{"storm_id": storm_id, "slot": slot, "status": 3, "started": False}])
+    info = m.op_info(name="t")
+    assert info["workers"][0]["given_up"]
+    assert "failed to start 3 times" in info["errors"][-1]["error"]
+    assert _register(m)["slots"] == {}  # the supervisor is no longer asked to start it
+
+
+def test_kill_and_state_machine_errors(conf):
+    m = Master(conf)
+    _register(m)
+    m.op_submit(name="t", conf={}, topology=_topology())
+    m.op_kill(name="t", wait_secs=5)
+    assert m.op_info(name="t")["status"] == "KILLED"
+    with pytest.raises(IllegalStateTransition, match="No transition for event: activate"):
+        m.op_activate(name="t")
+    m.op_kill(name="t", wait_secs=0)
+    assert m.op_list() == []
+    with pytest.raises(NotAliveException):
+        m.op_kill(name="t")
+
+
+def test_rebalance_moves_to_new_worker_and_executor_counts(conf):
+    m = Master(conf)
+    _register(m, (7000, 7001, 7002))
+    m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    m.op_rebalance(name="t", num_workers=2, executors={"sink": 1}, wait_secs=0)
+    info = m.op_info(name="t")
+    assert info["status"] == "ACTIVE" and info["num_workers"] == 2
+    assert info["components"]["sink"]["executors"] == 1 and info["components"]["sink"]["tasks"] == 2
+
+
+def test_topology_conf_may_not_set_daemon_keys(conf):
+    m = Master(conf)
+    with pytest.raises(Exception, match="nimbus.task.timeout.secs"):
+        m.op_submit(name="t", conf=Config({"nimbus.task.timeout.secs": 3}), topology=_topology())

@@ -346,12 +346,12 @@ class Master:
                 "launch_id": topo.launch_ids[slot], "active": topo.status == TopologyStatus.ACTIVE}
 
     def op_heartbeat(self, storm_id: str, slot: str, launch_id: int, stats: dict | None = None,
-                     errors: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                     errors: list[dict[str, Any]] | None = None, started: bool = True) -> dict[str, Any]:
         topo = self._find(storm_id)
         if topo is None or slot not in topo.assignment or topo.launch_ids.get(slot) != launch_id:
             return {"stop": True}  # killed, rebalanced away, or superseded by a newer launch
         topo.heartbeats[slot] = {"time": time.time(), "stats": stats or {}}
-        if topo.launch_failures.get(slot):
+        if started and topo.launch_failures.get(slot):
             topo.launch_failures[slot] = 0
         if errors:
             topo.errors.extend(errors)

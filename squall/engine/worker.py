@@ -207,6 +207,10 @@ class Worker:
                 stalled.append(lp.current.component)
         return stalled
 
+    def opened(self) -> bool:
+        """True once every executor has run its user's open/prepare."""
+        return all(ex.opened for ex in self.executors)
+
     # --- observation --------------------------------------------------------------------------------
     def backlog(self) -> int:
         """Items waiting in this worker's inboxes."""

@@ -6,7 +6,8 @@ exec). It fetches its assignment from the master, builds the engine's `Worker` w
 the replies say whether the topology is active or the worker must stop. While the master is
 unreachable it keeps processing and retries. A crash in user code (Storm's fail-fast) is
 reported and ends the process with status 1; the supervisor restarts it. A worker that cannot
-start (say, a user module fails to import) reports why and exits with status 3.
+start (its topology cannot be loaded, or user code fails before every executor has opened, say
+on a bad import in ``prepare``) reports why and exits with status 3.
 """
 
 from __future__ import annotations
@@ -117,12 +118,14 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
             pending, errors[:] = list(errors), []
             try:
                 reply = link.call("heartbeat", storm_id=storm_id, slot=slot, launch_id=launch_id,
-                                  stats=worker.statistics(), errors=pending)
+                                  stats=worker.statistics(), errors=pending, started=worker.opened())
             except RpcError:
                 errors[:0] = pending  # keep them for when the master is back; go on processing
                 reply = None
             if status:
-                return status
+                # a crash before every executor opened is a failed start (say, a bad import in
+                # prepare): the master stops retrying those after a bounded number of attempts
+                return status if worker.opened() else EXIT_CANNOT_START
             if reply is not None:
                 if reply.get("stop"):
                     return 0

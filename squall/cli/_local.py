@@ -1,0 +1,330 @@
+"""``squall local FILE``: run FILE's topology on an in-process `LocalCluster` with live
+figures (one plain line a second when stdout is not a terminal), then print a summary."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import logging
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from .._errors import NotAliveException
+from ..cluster.local import LocalCluster
+from ._options import conf_file, parse_overrides
+from ._topology_file import (FileSubmitter, check_file, import_file, on_sys_path, run_as_main, topology_in,
+                             topology_name)
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    """``squall local FILE [--ttl SECONDS] [--name NAME]``."""
+    topology_over, daemon_over = parse_overrides(args.overrides)
+    config = conf_file(args.config)
+    path = check_file(args.file)
+    with on_sys_path(path.parent), _squall_logging(args.debug), _sigterm_stops():
+        cluster = LocalCluster(daemon_over, conf_file=config)
+        try:
+            module = import_file(path)
+            found = topology_in(module, path)
+            if found is not None:
+                topology, conf = found
+                name = args.name or topology_name(path)
+                cluster.submit_topology(name, {**conf, **topology_over}, topology)
+                names = [name]
+            else:
+                names = run_as_main(path, [str(path)], FileSubmitter(cluster, topology_over, args.name))
+            view = _LiveView() if sys.stdout.isatty() else _PlainView()
+            final, reason = _watch(cluster, names, args.ttl, view)
+            for name in names:
+                with contextlib.suppress(NotAliveException):
+                    cluster.kill_topology(name, wait_secs=0)
+        finally:
+            cluster.shutdown()
+    _print_summary(final, reason, args.debug)
+    return 0
+
+
+class _OneLine(logging.Filter):
+    """Without --debug, a log record keeps its first line and the exception's last line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        lines = [ln for ln in message.splitlines() if ln.strip()]
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            lines.append(f"{type(exc).__name__}: {exc}")
+            record.exc_info = None
+            record.exc_text = None
+        if len(lines) > 1:
+            record.msg, record.args = f"{lines[0]} {lines[-1].strip()} (--debug shows the traceback)", None
+        return True
+
+
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is now (rich's Live redirects it above the display)."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+@contextlib.contextmanager
+def _squall_logging(debug: bool) -> Iterator[None]:
+    """Show squall's warnings and errors (and topology.debug's emit log) on stderr."""
+    root = logging.getLogger("squall")
+    emits = logging.getLogger("squall.debug")
+    handler = _CurrentStderr()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    if not debug:
+        handler.addFilter(_OneLine())
+    saved = (root.level, root.propagate, emits.level)
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    emits.setLevel(logging.INFO)
+    root.propagate = False
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved[0])
+        root.propagate = saved[1]
+        emits.setLevel(saved[2])
+
+
+@contextlib.contextmanager
+def _sigterm_stops() -> Iterator[None]:
+    """SIGTERM stops the run as Ctrl-C does (summary included)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# --- watching ------------------------------------------------------------------------------------------
+def _watch(cluster: LocalCluster, names: list[str], ttl: float | None, view: Any
+           ) -> tuple[dict[str, dict[str, Any]], str]:
+    """Show the figures of ``names`` once a second until ``ttl``, Ctrl-C, or they are gone.
+
+    Returns the last information of each topology and why the run stopped.
+    """
+    last: dict[str, dict[str, Any]] = {}
+    start = time.monotonic()
+    end = start + ttl if ttl else math.inf
+    sampler = _Sampler(start)
+    reason = f"--ttl {ttl:g} s reached" if ttl else ""
+    try:
+        with view:
+            for tick in itertools.count(1):
+                wake = min(start + tick, end)
+                delay = wake - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                samples = sampler.sample(cluster, names, last)
+                if not samples:
+                    reason = "the topology was removed"
+                    break
+                view.show(samples)
+                if time.monotonic() >= end:
+                    break
+    except KeyboardInterrupt:
+        reason = "interrupted"
+        with contextlib.suppress(KeyboardInterrupt):
+            sampler.sample(cluster, names, last)  # the totals up to now, for the summary
+    return last, reason
+
+
+class _Sampler:
+    """Reads `get_topology_info` and works out per-second rates since the previous reading."""
+
+    def __init__(self, start: float) -> None:
+        self._start = start
+        # (topology, component) -> (time, emitted, latency sum, latency count)
+        self._prev: dict[tuple[str, str], tuple[float, int, float, int]] = {}
+
+    def sample(self, cluster: LocalCluster, names: list[str], last: dict[str, dict[str, Any]]
+               ) -> list[tuple[dict[str, Any], dict[str, tuple[float, float | None]]]]:
+        """``[(info, {component: (emit rate /s, latency ms of the last second)})]``; updates ``last``."""
+        out = []
+        for name in names:
+            try:
+                info = cluster.get_topology_info(name)
+            except NotAliveException:
+                continue
+            now = time.monotonic()
+            last[name] = info
+            rates = {}
+            for cid, c in user_components(info):
+                lat_sum = sum(s["complete_latency_sum"] for s in c["task_stats"].values())
+                lat_n = sum(s["complete_latency_count"] for s in c["task_stats"].values())
+                t0, emitted0, sum0, n0 = self._prev.get((name, cid), (self._start, 0, 0.0, 0))
+                rate = (c["emitted"] - emitted0) / (now - t0) if now > t0 else 0.0
+                latency = 1000.0 * (lat_sum - sum0) / (lat_n - n0) if lat_n > n0 else None
+                rates[cid] = (rate, latency)
+                self._prev[(name, cid)] = (now, c["emitted"], lat_sum, lat_n)
+            out.append((info, rates))
+        return out
+
+
+def user_components(info: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Spouts first, then bolts, each sorted by id; system components (``__*``) left out."""
+    comps = [(cid, c) for cid, c in info["components"].items() if not cid.startswith("__")]
+    return sorted(comps, key=lambda kv: (kv[1]["type"] != "spout", kv[0]))
+
+
+def _last_error(info: dict[str, Any]) -> str | None:
+    if not info["errors"]:
+        return None
+    e = max(info["errors"], key=lambda e: e["time"])
+    ago = max(0.0, time.time() - e["time"])
+    return f"[{e['component']}] task {e['task']}: {e['error']} ({_duration(ago)} ago)"
+
+
+def _duration(secs: float) -> str:
+    s = int(secs)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m {s % 60:02d}s"
+
+
+class _PlainView:
+    """One line per topology per second, for logs and pipes."""
+
+    def __enter__(self) -> _PlainView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def show(self, samples) -> None:
+        for info, rates in samples:
+            parts = [f"[{_duration(info['uptime_secs'])}] {info['name']} {info['status']}"]
+            for cid, c in user_components(info):
+                rate, latency = rates.get(cid, (0.0, None))
+                fields = [f"{cid} ({c['type']}): emitted={c['emitted']} ({rate:.0f}/s)",
+                          f"acked={c['acked']}", f"failed={c['failed']}"]
+                if c["type"] == "spout":
+                    shown = c["complete_latency_ms"] if latency is None else latency
+                    fields.append(f"latency={shown:.2f}ms")
+                else:
+                    fields.append(f"executed={c['executed']}")
+                parts.append(" ".join(fields))
+            error = _last_error(info)
+            if error:
+                parts.append(f"last error: {error}")
+            print(" | ".join(parts), flush=True)
+
+
+class _LiveView:
+    """A table per topology, redrawn once a second (rich's Live)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self._live = Live(console=Console(), auto_refresh=False, transient=False)
+
+    def __enter__(self) -> _LiveView:
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.__exit__(None, None, None)
+
+    def show(self, samples) -> None:
+        from rich.console import Group
+        from rich.table import Table
+
+        tables = []
+        for info, rates in samples:
+            title = f"[b]{info['name']}[/b]  {info['status']}  up {_duration(info['uptime_secs'])}"
+            error = _last_error(info)
+            table = Table(title=title, title_justify="left",
+                          caption=f"[red]last error: {error}[/red]" if error else None,
+                          caption_justify="left")
+            for col in ("component", "type"):
+                table.add_column(col)
+            for col in ("executors", "tasks", "emitted", "acked", "failed", "executed", "emit/s",
+                        "latency ms"):
+                table.add_column(col, justify="right")
+            for cid, c in user_components(info):
+                rate, latency = rates.get(cid, (0.0, None))
+                if c["type"] == "spout":
+                    lat = f"{c['complete_latency_ms'] if latency is None else latency:.2f}"
+                else:
+                    lat = ""
+                table.add_row(cid, c["type"], str(c["executors"]), str(c["tasks"]), f"{c['emitted']:,}",
+                              f"{c['acked']:,}", f"{c['failed']:,}", f"{c['executed']:,}", f"{rate:,.0f}", lat)
+            tables.append(table)
+        self._live.update(Group(*tables), refresh=True)
+
+
+# --- the summary ---------------------------------------------------------------------------------------
+_SUMMARY_COLUMNS = ("component", "type", "executors", "tasks", "emitted", "acked", "failed", "executed",
+                    "tuples/s")
+
+
+def _summary_rows(info: dict[str, Any]) -> list[list[str]]:
+    secs = max(info["uptime_secs"], 1e-9)
+    rows = []
+    for cid, c in user_components(info):
+        done = c["emitted"] if c["type"] == "spout" else c["executed"]
+        rows.append([cid, c["type"], str(c["executors"]), str(c["tasks"]), str(c["emitted"]), str(c["acked"]),
+                     str(c["failed"]), str(c["executed"]), f"{done / secs:.1f}"])
+    return rows
+
+
+def _print_summary(final: dict[str, dict[str, Any]], reason: str, debug: bool) -> None:
+    """Totals per component, throughput and errors of each topology, as plain text."""
+    for name, info in final.items():
+        secs = max(info["uptime_secs"], 1e-9)
+        print(f"\nSummary of topology {name}: ran {secs:.1f} s, {reason}")
+        rows = [list(_SUMMARY_COLUMNS)] + _summary_rows(info)
+        widths = [max(len(r[i]) for r in rows) for i in range(len(_SUMMARY_COLUMNS))]
+        for r in rows:
+            cells = [r[0].ljust(widths[0]), r[1].ljust(widths[1])]
+            cells += [v.rjust(w) for v, w in zip(r[2:], widths[2:])]
+            print("  " + "  ".join(cells).rstrip())
+        spouts = [c for _cid, c in user_components(info) if c["type"] == "spout"]
+        emitted = sum(c["emitted"] for c in spouts)
+        acked = sum(c["acked"] for c in spouts)
+        failed = sum(c["failed"] for c in spouts)
+        stats = [s for c in spouts for s in c["task_stats"].values()]
+        lat_n = sum(s["complete_latency_count"] for s in stats)
+        latency = 1000.0 * sum(s["complete_latency_sum"] for s in stats) / lat_n if lat_n else 0.0
+        print(f"  spouts: {emitted / secs:.1f} tuples/s emitted, {acked / secs:.1f}/s acked, "
+              f"{failed} failed; mean complete latency {latency:.2f} ms")
+        errors = sorted(info["errors"], key=lambda e: e["time"])
+        if not errors:
+            print("  errors: none")
+            continue
+        shown = errors[-_ERRORS_SHOWN:]
+        print(f"  errors: {len(errors)}" + (f" (the latest {len(shown)} below)" if len(shown) < len(errors) else ""))
+        for e in shown:
+            fatal = " (worker crashed)" if e["fatal"] else ""
+            print(f"    [{e['component']}] task {e['task']}: {e['error']}{fatal}")
+            if debug and e["traceback"]:
+                print("      " + e["traceback"].rstrip().replace("\n", "\n      "))
+    sys.stdout.flush()
+
+
+_ERRORS_SHOWN = 10

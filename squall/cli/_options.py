@@ -1,0 +1,108 @@
+"""What every verb shares: the user error, ``-c KEY=VALUE`` and ``--config FILE`` turned into
+configuration, and argparse types for seconds and counts."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .._config import COMPONENT_KEYS, Config, cluster_conf, default_conf, is_daemon_key
+
+
+class UserError(Exception):
+    """A mistake of the user's: shown as one line; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def is_cluster_key(key: str) -> bool:
+    """Keys the cluster reads: Storm's daemon keys, and squall's own ``squall.*`` keys
+    (``squall.secret``, ``squall.worker.max.launch.attempts``)."""
+    return is_daemon_key(key) or key.startswith("squall.")
+
+
+def parse_overrides(items: list[str] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``-c key=value`` items as (topology conf, cluster conf); values are read as YAML."""
+    topology: dict[str, Any] = {}
+    daemon: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(ch.isspace() for ch in key):
+            raise UserError(f"-c {item!r}: expected KEY=VALUE, e.g. -c topology.workers=2", code=2)
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text  # not YAML: keep the text as it is
+        _warn_if_misspelt(key)
+        (daemon if is_cluster_key(key) else topology)[key] = value
+    return topology, daemon
+
+
+def _warn_if_misspelt(key: str) -> None:
+    known = set(default_conf()) | COMPONENT_KEYS | {
+        v for k, v in vars(Config).items() if k.isupper() and isinstance(v, str)}
+    if key in known or not (key.startswith("topology.") or is_daemon_key(key)):
+        return
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.85)
+    if close:
+        print(f"squall: warning: -c {key}: unknown key; did you mean {close[0]}?", file=sys.stderr)
+
+
+def conf_file(path: str | None) -> str | None:
+    """``--config FILE``, checked to exist."""
+    if path is not None and not Path(path).is_file():
+        raise UserError(f"config file not found: {path}")
+    return path
+
+
+def cluster_conf_of(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The cluster configuration ``args`` give (defaults, the ``squall.yaml``, ``-c`` cluster
+    keys) and the ``-c`` topology keys."""
+    topology_over, daemon_over = parse_overrides(args.overrides)
+    return cluster_conf(daemon_over, conf_file(args.config)), topology_over
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds > 0."""
+    secs = _seconds(text)
+    if not secs > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return secs
+
+
+def wait_seconds(text: str) -> float:
+    """argparse type: a number of seconds >= 0 (``-w``)."""
+    secs = _seconds(text)
+    if not secs >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text!r}")
+    return secs
+
+
+def _seconds(text: str) -> float:
+    try:
+        secs = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if math.isinf(secs) or math.isnan(secs):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, got {text!r}")
+    return secs
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n

@@ -1,0 +1,182 @@
+"""Finding the topology in the user's FILE, for ``squall local`` and ``squall jar``.
+
+In this order:
+
+a. a module-level ``build()`` that returns a `StormTopology`; a module-level ``conf`` (a dict or
+   `Config`), if present, is the topology's configuration;
+b. a module-level ``topology`` that is a `StormTopology` (``conf`` as in a);
+c. Storm's way: the file's ``if __name__ == "__main__":`` code calls
+   ``StormSubmitter.submit_topology(name, conf, topology)``.
+
+For a and b, FILE is imported under a module name of its own (so its ``__main__`` block does not
+run) and the verb submits the topology. Only if neither is defined is FILE run again as
+``__main__`` with `StormSubmitter` pointed at a `FileSubmitter`. Each way of failing has a
+message of its own (bytewax's ``_locate_dataflow``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import itertools
+import runpy
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .._errors import InvalidTopologyException, SquallError
+from .._submitter import StormSubmitter
+from .._topology import StormTopology, TopologyBuilder
+from ._options import UserError
+
+
+def check_file(arg: str) -> Path:
+    """FILE as an absolute path, or a `UserError` saying what is wrong with it."""
+    path = Path(arg)
+    if not path.exists():
+        raise UserError(f"file not found: {arg}")
+    if not path.is_file():
+        raise UserError(f"not a file: {arg}")
+    if path.suffix != ".py":
+        raise UserError(f"{arg} is not a Python file (expected FILE.py)")
+    return path.resolve()
+
+
+@contextlib.contextmanager
+def on_sys_path(directory: Path) -> Iterator[None]:
+    """FILE's directory first on ``sys.path``, as ``python FILE`` has it."""
+    saved = list(sys.path)
+    sys.path.insert(0, str(directory))
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
+def _module_name(path: Path) -> str:
+    """FILE's stem, unless another module already has that name (as ``json.py`` would)."""
+    candidates = itertools.chain([path.stem], (f"_squall_local_{path.stem}_{i}" for i in itertools.count(1)))
+    for name in candidates:
+        if not name.isidentifier():
+            continue
+        existing = sys.modules.get(name)
+        if existing is None or getattr(existing, "__file__", None) == str(path):
+            return name
+    raise AssertionError("unreachable")
+
+
+def import_file(path: Path) -> ModuleType:
+    """Import FILE as a module of its own name (its ``__main__`` block does not run)."""
+    name = _module_name(path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # so its classes pickle by reference, and dataclasses work
+    try:
+        spec.loader.exec_module(module)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
+        del sys.modules[name]
+        raise UserError(f"error importing {path.name}: {type(e).__name__}: {e}") from e
+    return module
+
+
+def topology_in(module: ModuleType, path: Path) -> tuple[StormTopology, dict[str, Any]] | None:
+    """Cases a and b of the module docstring; None if FILE defines neither."""
+    where = path.name
+    if hasattr(module, "build"):
+        build = module.build
+        if not callable(build):
+            raise UserError(f"{where}: build is {_a(build)}, expected a function returning a StormTopology")
+        try:
+            topology = build()
+        except Exception as e:
+            raise UserError(f"{where}: build() raised {type(e).__name__}: {e}") from e
+        if not isinstance(topology, StormTopology):
+            raise UserError(f"{where}: build() returned {_a(topology)}, expected a StormTopology"
+                            f"{_builder_hint(topology)}")
+    elif hasattr(module, "topology"):
+        topology = module.topology
+        if not isinstance(topology, StormTopology):
+            raise UserError(f"{where}: topology is {_a(topology)}, expected a StormTopology"
+                            f"{_builder_hint(topology)}")
+    else:
+        return None
+    conf = getattr(module, "conf", None)
+    if conf is not None and not isinstance(conf, Mapping):
+        raise UserError(f"{where}: conf is {_a(conf)}, expected a dict or Config")
+    return topology, dict(conf or {})
+
+
+def _a(obj: object) -> str:
+    if obj is None:
+        return "None"
+    name = type(obj).__name__
+    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _builder_hint(obj: object) -> str:
+    if isinstance(obj, TopologyBuilder):
+        return " (call .create_topology() on the builder)"
+    return " (from TopologyBuilder.create_topology())"
+
+
+def topology_name(path: Path) -> str:
+    """The default topology name: FILE's stem with ``/ . : \\`` made ``_``."""
+    return "".join("_" if ch in "/.:\\" else ch for ch in path.stem)
+
+
+class FileSubmitter:
+    """Where `StormSubmitter` sends FILE's submissions (case c): ``target`` (a LocalCluster, or
+    anything with its ``submit_topology``), with the ``-c`` overrides merged over the file's conf
+    and ``--name`` applied."""
+
+    def __init__(self, target: Any, overrides: dict[str, Any], rename: str | None) -> None:
+        self.target = target
+        self.overrides = overrides
+        self.rename = rename
+        self.names: list[str] = []
+        self.error: BaseException | None = None
+
+    def submit_topology(self, name: str, conf: Mapping[str, Any] | None, topology: Any) -> None:
+        try:
+            if self.rename is not None:
+                if self.names:
+                    raise UserError("--name was given, but the file submits more than one topology")
+                name = self.rename
+            if conf is not None and not isinstance(conf, Mapping):
+                raise InvalidTopologyException(f"submit_topology: conf must be a dict or Config, got {_a(conf)}")
+            self.target.submit_topology(name, {**(conf or {}), **self.overrides}, topology)
+        except BaseException as e:
+            self.error = e
+            raise
+        self.names.append(name)
+
+
+def run_as_main(path: Path, argv: list[str], submitter: FileSubmitter) -> list[str]:
+    """Case c: run FILE as ``__main__`` with ``sys.argv = argv``; return the names it submitted."""
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        with StormSubmitter.submitting_to(submitter):
+            runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise UserError(f"{path.name} exited with status {e.code!r} while running as __main__") from e
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
+        if e is submitter.error and isinstance(e, (SquallError, UserError)):
+            raise
+        raise UserError(f"{path.name}: its __main__ code raised {type(e).__name__}: {e}") from e
+    finally:
+        sys.argv = saved
+    if not submitter.names:
+        raise UserError(
+            f"{path.name} defines no topology: give it a build() function returning a StormTopology, "
+            f"a module-level topology, or call StormSubmitter.submit_topology(name, conf, topology) "
+            f"under if __name__ == '__main__' (see docs/cli.md)")
+    return submitter.names

@@ -1,0 +1,74 @@
+"""Components for the process-host recovery tests (shipped to the workers by value)."""
+
+import os
+from pathlib import Path
+
+from squall import BasicBolt, Fields, Spout
+
+
+class DurableSpout(Spout):
+    """Emits ids 0..n-1 reliably, like a replayable source: a failed id is emitted again, and an
+    acked id is recorded in ``acked-<task>.txt`` under ``test.out.dir`` and never emitted again,
+    even by a restarted instance (a source that commits its offsets)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.dir = Path(conf["test.out.dir"])
+        self.file = self.dir / f"acked-{context.get_this_task_id()}.txt"
+        done = set()
+        for f in self.dir.glob("acked-*.txt"):
+            done |= {int(x) for x in f.read_text().split()}
+        self.todo = [i for i in range(self.n) if i not in done]
+        self.out = open(self.file, "a")
+
+    def next_tuple(self):
+        if self.todo:
+            i = self.todo.pop()
+            self.collector.emit([i], i)
+
+    def ack(self, msg_id):
+        self.out.write(f"{msg_id}\n")
+        self.out.flush()
+
+    def fail(self, msg_id):
+        self.todo.append(msg_id)
+
+
+class Slowish(BasicBolt):
+    """Passes ids on, a little slowly, so a run lasts long enough to kill things under it."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id"))
+
+    def execute(self, tup, collector):
+        for _ in range(2000):
+            pass
+        collector.emit([tup[0]])
+
+
+class Sink(BasicBolt):
+    """Consumes."""
+
+    def execute(self, tup, collector):
+        pass
+
+
+class UnimportableOnWorkers(BasicBolt):
+    """Imports, in ``prepare``, a module the workers do not have."""
+
+    def prepare(self, conf, context):
+        import not_installed_anywhere  # noqa: F401
+
+
+def pid_exists(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False

@@ -1,0 +1,174 @@
+"""The process host, for real: worker processes, a master and a supervisor, SIGKILLed mid-stream.
+
+Each test starts the master (with its supervisor) as a separate process on free ports and its
+own ``storm.local.dir``, submits through `StormSubmitter`, and watches the outcome through the
+master and the spout's durable record of acked ids.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from squall import Config, StormSubmitter, TopologyBuilder
+from squall._config import cluster_conf
+from squall.cluster.client import MasterClient
+
+from ..conftest import wait_until
+from .recovery_topology import DurableSpout, Sink, Slowish, UnimportableOnWorkers
+
+N = 3000
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _squall_processes(marker: str) -> dict[int, str]:
+    """pid -> command line of processes whose command line mentions ``marker``."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmd and int(d.name) != os.getpid() and "squall" in cmd:
+            out[int(d.name)] = cmd
+    return out
+
+
+class Cluster:
+    def __init__(self, tmp_path):
+        master_port, *slots = _free_ports(3)
+        self.dir = tmp_path / "storm-local"
+        self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": master_port,
+                     "supervisor.slots.ports": slots, "nimbus.task.timeout.secs": 5,
+                     "nimbus.monitor.freq.secs": 1, "squall.worker.max.launch.attempts": 2}
+        self.file = tmp_path / "squall.yaml"
+        self.file.write_text(yaml.safe_dump(self.conf))
+        self.master = None
+        self.start_master()
+
+    def start_master(self):
+        code = ("import logging, sys; logging.basicConfig(level=logging.INFO);"
+                "from squall._config import cluster_conf; from squall.cluster.process import run_nimbus;"
+                f"sys.exit(run_nimbus(cluster_conf(None, {str(self.file)!r})))")
+        self.master = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                                       stderr=open(self.dir.parent / "master.log", "ab"))
+        assert wait_until(self._reachable, 20), "the master did not come up"
+
+    def _reachable(self):
+        try:
+            with MasterClient(cluster_conf(self.conf)) as m:
+                m.list_topologies()
+            return True
+        except Exception:
+            return False
+
+    def client(self):
+        return MasterClient(cluster_conf(self.conf))
+
+    def workers(self):
+        return {p: c for p, c in _squall_processes(str(self.dir)).items() if "squall.worker" in c}
+
+    def stop(self):
+        if self.master.poll() is None:
+            self.master.send_signal(signal.SIGTERM)
+            self.master.wait(10)
+        sup = _squall_processes(str(self.dir))
+        for pid in sup:  # a supervisor left by a SIGKILLed master
+            os.kill(pid, signal.SIGTERM)
+        assert wait_until(lambda: not _squall_processes(str(self.dir)), 15), _squall_processes(str(self.dir))
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _acked(out: Path) -> set[int]:
+    ids = set()
+    for f in out.glob("acked-*.txt"):
+        ids |= {int(x) for x in f.read_text().split()}
+    return ids
+
+
+def _submit(cluster, out, name="recover"):
+    b = TopologyBuilder()
+    b.set_spout("source", DurableSpout(N), 1)
+    b.set_bolt("work", Slowish(), 2).shuffle_grouping("source")
+    b.set_bolt("sink", Sink(), 2).fields_grouping("work", ["id"])
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_message_timeout_secs(3)
+    conf.set_max_spout_pending(100)
+    conf["test.out.dir"] = str(out)
+    with StormSubmitter.using_conf(cluster.conf):
+        StormSubmitter.submit_topology(name, conf, b.create_topology())
+
+
+def test_a_sigkilled_worker_is_restarted_and_a_reliable_topology_loses_nothing(cluster, tmp_path):
+    """Kill -9 one worker process while tuples flow: the supervisor restarts it, the tuples it
+    held time out and are replayed, and every id is finally acked."""
+    out = tmp_path / "out"
+    out.mkdir()
+    _submit(cluster, out)
+    assert wait_until(lambda: len(_acked(out)) > 200, 30), "the topology did not start processing"
+    victims = cluster.workers()
+    assert len(victims) == 2
+    pid = sorted(victims)[0]
+    os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: len(cluster.workers()) == 2 and pid not in cluster.workers(), 20), \
+        "the killed worker was not restarted"
+    assert wait_until(lambda: _acked(out) >= set(range(N)), 60), f"lost ids: {sorted(set(range(N)) - _acked(out))[:20]}"
+
+
+def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resumes(cluster, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    _submit(cluster, out)
+    assert wait_until(lambda: len(_acked(out)) > 100, 30)
+    workers = cluster.workers()
+    cluster.master.send_signal(signal.SIGKILL)
+    cluster.master.wait(5)
+    before = len(_acked(out))
+    assert wait_until(lambda: len(_acked(out)) > before + 100, 20), "processing stopped with the master"
+    assert set(cluster.workers()) == set(workers)  # untouched
+    cluster.start_master()
+    with cluster.client() as m:
+        assert wait_until(lambda: all(w["alive"] for w in m.get_topology_info("recover")["workers"]), 15)
+        assert m.list_topologies()[0]["status"] == "ACTIVE"
+    assert wait_until(lambda: _acked(out) >= set(range(N)), 60)
+    assert set(cluster.workers()) == set(workers)  # the new master adopted them, no restarts
+
+
+def test_a_worker_that_cannot_start_is_reported_and_given_up(cluster, tmp_path):
+    b = TopologyBuilder()
+    b.set_spout("source", DurableSpout(10), 1)
+    b.set_bolt("broken", UnimportableOnWorkers(), 1).shuffle_grouping("source")
+    conf = Config()
+    conf["test.out.dir"] = str(tmp_path)
+    with cluster.client() as m:
+        m.submit_topology("broken", conf, b.create_topology())
+        assert wait_until(lambda: any(w["given_up"] for w in m.get_topology_info("broken")["workers"]), 40)
+        errors = [e["error"] for e in m.get_topology_info("broken")["errors"]]
+    assert any("not_installed_anywhere" in e for e in errors), errors
+    assert m is not None and not cluster.workers()

@@ -278,6 +278,7 @@ class Master:
                 "transferred": sum(sum(s["transferred"].values()) for s in stats),
                 "acked": sum(s["acked"] for s in stats), "failed": sum(s["failed"] for s in stats),
                 "executed": sum(s["executed"] for s in stats),
+                "backlog": sum(s["backlog"] for s in stats),
                 "complete_latency_ms": (1000.0 * lat_sum / lat_n) if lat_n else 0.0,
                 "errors": [e for e in topo.errors if e["component"] == cid],
             }

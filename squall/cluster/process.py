@@ -11,11 +11,13 @@ the supervisor its workers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,8 @@ from .master import Master
 log = logging.getLogger("squall.master")
 
 
-def _running_supervisor(local_dir: Path) -> int | None:
+def running_supervisor(local_dir: Path) -> int | None:
+    """The pid of the supervisor running for ``storm.local.dir`` ``local_dir``, if any."""
     pid_file = local_dir / "supervisor" / "pid"
     try:
         pid = int(pid_file.read_text())
@@ -39,7 +42,7 @@ def _running_supervisor(local_dir: Path) -> int | None:
 def start_supervisor(conf: dict[str, Any]) -> tuple[int, bool]:
     """Start a supervisor for ``conf`` unless one runs; returns ``(pid, started_here)``."""
     local_dir = Path(conf.get("storm.local.dir") or "storm-local")
-    pid = _running_supervisor(local_dir)
+    pid = running_supervisor(local_dir)
     if pid is not None:
         log.info("adopting the running supervisor (pid %s)", pid)
         return pid, False
@@ -66,14 +69,36 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         server = asyncio.create_task(master.serve())
-        await stop.wait()
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait({server, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if server.done():
+            server.result()  # serve ended by itself: raise why (say, the port is taken)
         server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server  # closes the listening socket
     try:
         asyncio.run(main())
     finally:
         if started and sup_pid is not None:
-            try:
-                os.kill(sup_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            _stop_supervisor(sup_pid)
     return 0
+
+
+def _stop_supervisor(pid: int, timeout: float = 15.0) -> None:
+    """SIGTERM the supervisor we started and reap it: it stops its workers before it exits, so
+    once this returns (within ``timeout``) none of them is left."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            done, _status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done:
+            return
+        time.sleep(0.05)
+    log.warning("supervisor (pid %s) did not stop within %.0f s", pid, timeout)

@@ -64,6 +64,10 @@ class Backpressure:
     inboxes are never bounded, because blocking the ack cycle deadlocks (ENGINE-SPEED.md,
     lesson 7). Bolts are never blocked either, so cycles cannot deadlock; the spouts stop
     instead, which bounds what is in flight.
+
+    Across processes, each worker's `Backpressure` tells the others when its own state flips
+    (``listener``, wired by the host to its transport), and they record it with `set_remote`:
+    a spout is throttled while any worker of its topology is over its bound.
     """
 
     def __init__(self, high: int) -> None:
@@ -71,8 +75,10 @@ class Backpressure:
         self.low = max(1, high // 2)
         self.throttled = False
         self._over: set[int] = set()
+        self._remote: set[Any] = set()
         self._lock = threading.Lock()
         self._waiters: list[ExecutorLoop] = []
+        self.listener: Callable[[bool], None] | None = None  # told when this worker's state flips
 
     def register(self, loop: ExecutorLoop) -> None:
         with self._lock:
@@ -87,25 +93,29 @@ class Backpressure:
         """Record ``task``'s backlog; flips ``throttled`` at the high and low watermarks."""
         if backlog >= self.high:
             if task not in self._over:
-                with self._lock:
-                    self._over.add(task)
-                    self.throttled = True
+                self._update(lambda: self._over.add(task))
         elif task in self._over and backlog <= self.low:
-            with self._lock:
-                self._over.discard(task)
-                self.throttled = bool(self._over)
-                waiters = [] if self.throttled else list(self._waiters)
-            for lp in waiters:
-                lp.wake()
+            self._update(lambda: self._over.discard(task))
+
+    def set_remote(self, source: Any, over: bool) -> None:
+        """Another worker (``source``) reports whether it is over its bound."""
+        self._update(lambda: self._remote.add(source) if over else self._remote.discard(source))
 
     def forget(self, tasks: list[int]) -> None:
         """Drop the records of ``tasks`` (their worker stopped)."""
+        self._update(lambda: self._over.difference_update(tasks))
+
+    def _update(self, change: Callable[[], None]) -> None:
         with self._lock:
-            self._over.difference_update(tasks)
-            self.throttled = bool(self._over)
+            was_local = bool(self._over)
+            change()
+            local = bool(self._over)
+            self.throttled = local or bool(self._remote)
             waiters = [] if self.throttled else list(self._waiters)
         for lp in waiters:
             lp.wake()
+        if local != was_local and self.listener is not None:
+            self.listener(local)
 
 
 class ExecutorLoop:

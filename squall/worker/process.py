@@ -108,6 +108,10 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
                     lambda rec: errors.append(rec.as_dict()),
                     lambda w, rec: crashed.set(), random.SystemRandom().getrandbits(64))
     transport.set_receiver(worker.receive)
+    # backpressure across workers: tell the peers when this worker's inboxes flip over or under
+    # their bound, and throttle local spouts while any peer is over
+    bp.listener = lambda over: transport.broadcast({"bp": int(port), "over": over})
+    transport.set_control_handler(lambda msg: bp.set_remote(msg["bp"], bool(msg["over"])))
     worker.start()
     freq = float(conf.get("worker.heartbeat.frequency.secs") or 1)
     status = 0

@@ -21,13 +21,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import msgpack
 import zmq
 
 from ..engine.transport import Transport
 
 log = logging.getLogger("squall.worker")
 
-MAX_BATCH = 2048  # items per message: bounds a message's size and the receiver's latency
+MAX_BATCH = 2048
+_CONTROL = b"ctl"  # third frame of a control message  # items per message: bounds a message's size and the receiver's latency
 
 
 class ZmqTransport(Transport):
@@ -49,6 +51,7 @@ class ZmqTransport(Transport):
         self._serializer = serializer
         self._secret = secret
         self._receive = receive
+        self._control: Callable[[Any], None] | None = None
         self._queues: dict[str, deque] = {}
         self._task_queue: dict[int, deque] = {}
         for task, addr in peers.items():
@@ -72,6 +75,18 @@ class ZmqTransport(Transport):
     def set_receiver(self, receive: Callable[[int, Any], None]) -> None:
         """Where arriving items go (the worker's ``receive``)."""
         self._receive = receive
+
+    def set_control_handler(self, handle: Callable[[Any], None]) -> None:
+        """Where arriving control messages go (see `broadcast`)."""
+        self._control = handle
+
+    def broadcast(self, message: Any) -> None:
+        """Send a small msgpack-able control message (backpressure state) to every peer worker."""
+        data = msgpack.packb(message)
+        mac = hmac.new(self._secret, data, hashlib.sha256).digest()
+        with self._send_lock:
+            for addr in self._queues:
+                self._send(addr, [mac, data, _CONTROL])
 
     def sender(self, task_id: int) -> Callable[[Any], None]:
         q = self._task_queue.get(task_id)
@@ -137,14 +152,21 @@ class ZmqTransport(Transport):
                 if self._closed:
                     return
                 raise
-            if len(frames) != 2:
+            if len(frames) not in (2, 3) or (len(frames) == 3 and frames[2] != _CONTROL):
                 self.dropped += 1
                 log.warning("dropped a malformed batch (%d frames)", len(frames))
                 continue
-            mac, data = frames
+            mac, data = frames[0], frames[1]
             if not hmac.compare_digest(mac, hmac.new(self._secret, data, hashlib.sha256).digest()):
                 self.dropped += 1
                 log.warning("dropped a batch that failed authentication (wrong secret?)")
+                continue
+            if len(frames) == 3:
+                if self._control is not None:
+                    try:
+                        self._control(msgpack.unpackb(data))
+                    except Exception as e:
+                        log.warning("bad control message: %s", e)
                 continue
             try:
                 items = self._serializer.decode_batch(data)

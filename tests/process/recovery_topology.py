@@ -72,3 +72,21 @@ def pid_exists(pid):
         return True
     except ProcessLookupError:
         return False
+
+
+class Flood(Spout):
+    """Emits unanchored tuples as fast as it may."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("x"))
+
+    def next_tuple(self):
+        self.collector.emit([1])
+
+
+class Sleepy(BasicBolt):
+    """Takes a millisecond per tuple."""
+
+    def execute(self, tup, collector):
+        import time
+        time.sleep(0.001)

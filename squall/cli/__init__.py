@@ -1,0 +1,163 @@
+"""The ``squall`` command, after Storm's ``storm`` (``bin/storm.py``); see docs/cli.md.
+
+Layout: this module holds `main` and the argument parser; each group of verbs is a module of
+short functions over the Python API:
+
+- `squall.cli._local`: ``local`` (a topology FILE on an in-process `LocalCluster`, live figures);
+- `squall.cli._cluster`: ``nimbus``, ``supervisor``, ``jar``, ``list``, ``info``, ``kill``,
+  ``activate``, ``deactivate``, ``rebalance``, ``monitor`` (the master and its clients);
+- `squall.cli._topology_file`: finding the topology in FILE (``local`` and ``jar``);
+- `squall.cli._options`: ``-c``/``--config`` as configuration, the user error, argparse types.
+
+Every verb shares ``--config FILE`` (a ``squall.yaml`` to use as the cluster configuration),
+``-c key=value`` (repeatable; the value is read as YAML, so ``-c topology.workers=2`` is the
+integer 2) and ``--debug`` (tracebacks), declared once in a parent parser. Daemon keys
+(``storm.``, ``nimbus.``, ``supervisor.``, ``worker.``, ``ui.`` ... and squall's ``squall.``)
+configure the cluster; other keys the topology.
+
+User errors print one line, ``squall: error: ...``, and exit 1 (2 for command-line syntax);
+tracebacks only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from .. import __version__
+from .._errors import SquallError
+from . import _cluster, _local
+from ._options import UserError, parse_overrides, positive_int, positive_seconds, wait_seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``squall`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    parser = _create_arg_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error argparse has printed
+        return e.code if isinstance(e.code, int) else 1
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        return 130
+    except UserError as e:
+        return _fail(str(e), e, args.debug, e.code)
+    except SquallError as e:
+        return _fail(str(e), e, args.debug, 1)
+    except Exception as e:
+        hint = "" if args.debug else " (run with --debug for the traceback)"
+        return _fail(f"unexpected {type(e).__name__}: {e}{hint}", e, args.debug, 1)
+
+
+def _fail(message: str, error: BaseException, debug: bool, code: int) -> int:
+    if debug:
+        shown = error.__cause__ if isinstance(error, UserError) and error.__cause__ else error
+        traceback.print_exception(type(shown), shown, shown.__traceback__, file=sys.stderr)
+    print(f"squall: error: {message}", file=sys.stderr)
+    return code
+
+
+def _create_arg_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE",
+                        help="a squall.yaml to use as the cluster configuration "
+                             "(default: $SQUALL_CONF_DIR/squall.yaml, then ./squall.yaml)")
+    common.add_argument("-c", dest="overrides", action="append", metavar="KEY=VALUE",
+                        help="override a configuration key; VALUE is read as YAML (repeatable)")
+    common.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+
+    parser = argparse.ArgumentParser(
+        prog="squall", description="Apache Storm's model in Python. See docs/cli.md.")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    def verb(name: str, run, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+        p = verbs.add_parser(name, parents=[common], help=summary, description=description or summary)
+        p.set_defaults(run=run)
+        return p
+
+    local = verb("local", _local.cmd_local, "run a topology file on an in-process LocalCluster",
+                 "Run the topology that FILE defines on an in-process LocalCluster, showing live "
+                 "figures, until --ttl seconds pass or Ctrl-C. FILE defines build() (and "
+                 "optionally conf), or topology, or submits with StormSubmitter under "
+                 "if __name__ == '__main__' (see docs/cli.md).")
+    local.add_argument("file", metavar="FILE", help="a .py file that defines a topology")
+    local.add_argument("--ttl", type=positive_seconds, metavar="SECONDS",
+                       help="stop after this many seconds (default: run until Ctrl-C)")
+    local.add_argument("--name", help="the topology's name (default: FILE's stem)")
+
+    nimbus = verb("nimbus", _cluster.cmd_nimbus, "run the master (Nimbus) in the foreground",
+                  "Run the master in the foreground until Ctrl-C or SIGTERM. With --host process it "
+                  "also starts a supervisor process for supervisor.slots.ports (or adopts the one "
+                  "running for storm.local.dir), and stops it on exit.")
+    nimbus.add_argument("--host", choices=("process", "spark"), default="process",
+                        help="where workers run: OS processes started by a supervisor (default), "
+                             "or Spark executors (not available yet)")
+    nimbus.add_argument("--no-supervisor", action="store_true",
+                        help="start no supervisor (run them with `squall supervisor`)")
+
+    verb("supervisor", _cluster.cmd_supervisor,
+         "run a supervisor in the foreground",
+         "Run a supervisor in the foreground: it registers supervisor.slots.ports with the master "
+         "and starts, watches and stops their worker processes, until Ctrl-C or SIGTERM.")
+
+    jar = verb("jar", _cluster.cmd_jar, "submit a topology file to the master",
+               "Submit the topology FILE defines to the master, Storm's way: FILE's "
+               "if __name__ == '__main__' code runs with ARGS and calls StormSubmitter.submit_topology; "
+               "or FILE defines build() or topology (and optionally conf). squall's options go before FILE.")
+    jar.add_argument("--name", help="the topology's name (default: FILE's stem, or the name FILE submits)")
+    jar.add_argument("file", metavar="FILE", help="a .py file that defines or submits a topology")
+    jar.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                     help="arguments for FILE (its sys.argv[1:])")
+
+    verb("list", _cluster.cmd_list, "list the topologies on the cluster")
+
+    info = verb("info", _cluster.cmd_info, "print a topology's status and figures as JSON")
+    info.add_argument("name", metavar="NAME")
+
+    kill = verb("kill", _cluster.cmd_kill, "kill a topology",
+                "Deactivate the topology's spouts for -w seconds (default: its "
+                "topology.message.timeout.secs), then shut it down.")
+    kill.add_argument("name", metavar="NAME")
+    kill.add_argument("-w", "--wait-time-secs", dest="wait", type=wait_seconds, metavar="SECS",
+                      help="seconds between deactivation and shutdown")
+
+    for name, run, summary in (("activate", _cluster.cmd_activate, "activate a topology's spouts"),
+                            ("deactivate", _cluster.cmd_deactivate, "deactivate a topology's spouts")):
+        verb(name, run, summary).add_argument("name", metavar="NAME")
+
+    rebalance = verb("rebalance", _cluster.cmd_rebalance, "spread a topology over new worker and executor counts",
+                     "Deactivate the topology for -w seconds (default: its topology.message.timeout.secs), "
+                     "reassign it with the new counts, and restore its previous status.")
+    rebalance.add_argument("name", metavar="NAME")
+    rebalance.add_argument("-w", "--wait-time-secs", dest="wait", type=wait_seconds, metavar="SECS",
+                           help="seconds to wait before reassigning")
+    rebalance.add_argument("-n", "--num-workers", dest="workers", type=positive_int, metavar="WORKERS",
+                           help="the new number of workers")
+    rebalance.add_argument("-e", "--executor", dest="executors", action="append", metavar="COMPONENT=N",
+                           help="the new number of executors of COMPONENT (repeatable)")
+
+    monitor = verb("monitor", _cluster.cmd_monitor, "print a topology's throughput every interval",
+                   "Poll the master every -i seconds and print, per component, the tuples emitted "
+                   "(or transferred) since the last poll and the throughput, until Ctrl-C or --count.")
+    monitor.add_argument("name", metavar="NAME")
+    monitor.add_argument("-i", "--interval", type=positive_seconds, default=4.0, metavar="SECS",
+                         help="seconds between polls (default: 4)")
+    monitor.add_argument("-m", "--component", metavar="COMPONENT",
+                         help="the component to watch (default: every spout and bolt)")
+    monitor.add_argument("-s", "--stream", default="default", metavar="STREAM",
+                         help="shown in the stream column (default: default); counts cover all streams")
+    monitor.add_argument("-w", "--watch", choices=("emitted", "transferred"), default="emitted",
+                         help="what to count (default: emitted)")
+    monitor.add_argument("--count", type=positive_int, metavar="N",
+                         help="stop after N intervals (default: run until Ctrl-C)")
+
+    verb("version", _cmd_version, "print squall's version")
+    return parser
+
+
+def _cmd_version(args: argparse.Namespace) -> int:
+    parse_overrides(args.overrides)
+    print(f"squall {__version__} (Python {sys.version.split()[0]})")
+    return 0

@@ -1,0 +1,266 @@
+"""The cluster verbs: the daemons (``nimbus``, ``supervisor``) and the master's clients (``jar``,
+``list``, ``info``, ``kill``, ``activate``, ``deactivate``, ``rebalance``, ``monitor``), each a
+short function over `run_nimbus`, `Supervisor`, `StormSubmitter` and `MasterClient`.
+
+A client finds the master with the cluster configuration that ``--config`` and ``-c``'s cluster
+keys give (``nimbus.seeds``, else ``nimbus.host``, and ``nimbus.thrift.port``) and proves itself
+with the cluster's secret: ``squall.secret``, else the file ``<storm.local.dir>/secret`` that the
+master writes. A client never writes that file: without a secret it offers a random one, and a
+refusal then says that the secret is missing. Output lines are Storm's (``Killed topology: NAME``,
+``storm list``'s table, ``storm monitor``'s columns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import itertools
+import json
+import logging
+import secrets
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .._errors import SquallError
+from .._submitter import StormSubmitter
+from ..cluster.client import MasterClient, master_address
+from ..worker.rpc import AuthenticationError, RpcError
+from ._local import user_components
+from ._options import UserError, cluster_conf_of
+from ._topology_file import (FileSubmitter, check_file, import_file, on_sys_path, run_as_main, topology_in,
+                             topology_name)
+
+
+# --- daemons --------------------------------------------------------------------------------------------
+def cmd_nimbus(args: argparse.Namespace) -> int:
+    """``squall nimbus [--host process|spark] [--no-supervisor]``: the master, in the foreground."""
+    if args.host == "spark":
+        raise UserError("the Spark host is not available yet; use --host process", code=2)
+    from ..cluster.process import run_nimbus
+
+    conf, _ = cluster_conf_of(args)
+    _daemon_logging(args.debug)
+    try:
+        return run_nimbus(conf, supervise=not args.no_supervisor)
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE:
+            raise
+        host, port = conf.get("nimbus.host") or "127.0.0.1", conf.get("nimbus.thrift.port")
+        raise UserError(f"cannot listen on {host}:{port}: address already in use "
+                        f"(is a master already running?)") from e
+
+
+def cmd_supervisor(args: argparse.Namespace) -> int:
+    """``squall supervisor``: ``python -m squall.cluster.supervisor``, with the CLI's options."""
+    from ..cluster.process import running_supervisor
+    from ..cluster.supervisor import Supervisor
+
+    conf, _ = cluster_conf_of(args)
+    local_dir = Path(conf.get("storm.local.dir") or "storm-local")
+    pid = running_supervisor(local_dir)
+    if pid is not None:
+        raise UserError(f"a supervisor already runs for storm.local.dir {local_dir} (pid {pid})")
+    _daemon_logging(args.debug)
+    Supervisor(conf, host=str(conf.get("storm.local.hostname") or "127.0.0.1")).run()
+    return 0
+
+
+def _daemon_logging(debug: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+# --- reaching the master --------------------------------------------------------------------------------
+def _client_conf(conf: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """``conf`` for a client, and whether this machine lacks the cluster's secret (a random
+    stand-in is then offered, so that the client creates no secret file of its own)."""
+    if conf.get("squall.secret") or _secret_file(conf).exists():
+        return conf, False
+    return {**conf, "squall.secret": secrets.token_hex(16)}, True
+
+
+def _secret_file(conf: dict[str, Any]) -> Path:
+    return Path(conf.get("storm.local.dir") or "storm-local") / "secret"
+
+
+@contextlib.contextmanager
+def _master_errors(conf: dict[str, Any], missing_secret: bool) -> Iterator[None]:
+    """An unreachable or refusing master, directly or behind `StormSubmitter`, as one line."""
+    try:
+        yield
+    except RpcError as e:
+        raise _master_error(e, conf, missing_secret) from e
+    except SquallError as e:
+        if isinstance(e.__cause__, RpcError):
+            raise _master_error(e.__cause__, conf, missing_secret) from e
+        raise
+
+
+def _master_error(e: RpcError, conf: dict[str, Any], missing_secret: bool) -> UserError:
+    host, port = master_address(conf)
+    if isinstance(e, AuthenticationError):
+        if missing_secret:
+            return UserError(f"authentication failed: no cluster secret here (squall.secret is not set and "
+                             f"{_secret_file(conf)} does not exist); use the master's squall.yaml (--config)")
+        source = "squall.secret" if conf.get("squall.secret") else str(_secret_file(conf))
+        return UserError(f"authentication failed: the master at {host}:{port} refused our secret "
+                         f"(from {source}); it must be the master's")
+    cause = e.__cause__
+    reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(e)
+    return UserError(f"cannot reach the master at {host}:{port}: {reason}")
+
+
+@contextlib.contextmanager
+def _master(args: argparse.Namespace) -> Iterator[MasterClient]:
+    """A `MasterClient` for the master ``args`` name."""
+    conf, _ = cluster_conf_of(args)
+    client_conf, missing = _client_conf(conf)
+    with _master_errors(conf, missing), MasterClient(client_conf) as master:
+        yield master
+
+
+# --- jar --------------------------------------------------------------------------------------------------
+class _ToMaster:
+    """Submits as `StormSubmitter` does outside ``squall local``: to the master that
+    `StormSubmitter.using_conf` names."""
+
+    def submit_topology(self, name: str, conf: dict[str, Any], topology: Any) -> None:
+        with StormSubmitter.submitting_to(None):  # past the FileSubmitter, to the master
+            StormSubmitter.submit_topology(name, conf, topology)
+        print(f"Submitted topology: {name}", flush=True)
+
+
+def cmd_jar(args: argparse.Namespace) -> int:
+    """``squall jar FILE [ARGS...]``: FILE's topology, submitted to the master."""
+    conf, topology_over = cluster_conf_of(args)
+    path = check_file(args.file)
+    client_conf, missing = _client_conf(conf)
+    with on_sys_path(path.parent), StormSubmitter.using_conf(client_conf), _master_errors(conf, missing):
+        module = import_file(path)
+        found = topology_in(module, path)
+        if found is not None:
+            topology, topology_conf = found
+            _ToMaster().submit_topology(args.name or topology_name(path), {**topology_conf, **topology_over},
+                                        topology)
+        else:
+            run_as_main(path, [str(path), *args.args], FileSubmitter(_ToMaster(), topology_over, args.name))
+    return 0
+
+
+# --- the master's verbs -----------------------------------------------------------------------------------
+_LIST_FORMAT = "%-20s %-10s %-10s %-12s %-12s %-20s %-20s"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """``squall list``: Storm's table, or ``No topologies running.``."""
+    with _master(args) as master:
+        topologies = master.list_topologies()
+    if not topologies:
+        print("No topologies running.")
+        return 0
+    print((_LIST_FORMAT % ("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs",
+                           "Topology_Id", "Owner")).rstrip())
+    print("-" * 85)
+    for t in topologies:
+        print((_LIST_FORMAT % (t["name"], t["status"], t["num_tasks"], t["num_workers"], t["uptime_secs"],
+                               t["id"], t.get("owner") or "")).rstrip())
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """``squall info NAME``: `get_topology_info` as JSON."""
+    with _master(args) as master:
+        info = master.get_topology_info(args.name)
+    print(json.dumps(info, indent=2, default=str))
+    return 0
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    """``squall kill NAME [-w SECS]``."""
+    with _master(args) as master:
+        master.kill_topology(args.name, wait_secs=args.wait)
+    print(f"Killed topology: {args.name}")
+    return 0
+
+
+def cmd_activate(args: argparse.Namespace) -> int:
+    """``squall activate NAME``."""
+    with _master(args) as master:
+        master.activate(args.name)
+    print(f"Activated topology: {args.name}")
+    return 0
+
+
+def cmd_deactivate(args: argparse.Namespace) -> int:
+    """``squall deactivate NAME``."""
+    with _master(args) as master:
+        master.deactivate(args.name)
+    print(f"Deactivated topology: {args.name}")
+    return 0
+
+
+def cmd_rebalance(args: argparse.Namespace) -> int:
+    """``squall rebalance NAME [-w SECS] [-n WORKERS] [-e COMPONENT=N ...]``."""
+    executors = {}
+    for item in args.executors or ():
+        component, _sep, count = item.rpartition("=")
+        try:
+            executors[component] = int(count)
+        except ValueError:
+            component = ""
+        if not component:
+            raise UserError(f"-e {item!r}: expected COMPONENT=N with N an integer, e.g. -e split=4", code=2)
+    with _master(args) as master:
+        master.rebalance(args.name, num_workers=args.workers, executors=executors or None, wait_secs=args.wait)
+    print(f"Topology {args.name} is rebalancing")
+    return 0
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    """``squall monitor NAME [-i SECS] [-m COMPONENT] [-s STREAM] [-w emitted|transferred] [--count N]``.
+
+    Storm's columns, one line per watched component each interval: the tuples counted since the
+    last poll and the throughput in tuples per millisecond (thousands a second). The counts are
+    a component's totals over all its streams; a count that went down (a worker restarted, and
+    its counts with it) is counted from zero.
+    """
+    with _master(args) as master:
+        info = master.get_topology_info(args.name)
+        watched = _watched(info, args.component)
+        print(f"topology\tcomponent\tparallelism\tstream\ttime-diff ms\t{args.watch}\tthroughput (Kt/s)",
+              flush=True)
+        last = {cid: info["components"][cid][args.watch] for cid in watched}
+        start = then = time.monotonic()
+        try:
+            for n in itertools.count(1):
+                time.sleep(max(0.0, start + n * args.interval - time.monotonic()))
+                info = master.get_topology_info(args.name)
+                now = time.monotonic()
+                diff_ms = round(1000 * (now - then))
+                for cid in watched:
+                    c = info["components"][cid]
+                    count = c[args.watch]
+                    delta = count - last[cid] if count >= last[cid] else count
+                    last[cid] = count
+                    throughput = delta / diff_ms if diff_ms else 0.0
+                    print(f"{args.name}\t{cid}\t{c['executors']}\t{args.stream}\t{diff_ms}\t{delta}\t"
+                          f"{throughput:.3f}", flush=True)
+                then = now
+                if args.count is not None and n >= args.count:
+                    break
+        except KeyboardInterrupt:
+            pass  # Ctrl-C is how monitor ends
+    return 0
+
+
+def _watched(info: dict[str, Any], component: str | None) -> list[str]:
+    if component is None:
+        return [cid for cid, _c in user_components(info)]
+    if component not in info["components"]:
+        known = ", ".join(cid for cid, _c in user_components(info))
+        raise UserError(f"topology {info['name']!r} has no component {component!r} (its components: {known})")
+    return [component]

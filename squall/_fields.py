@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 Values = list
 """`Values` is an alias of `list`: ``collector.emit(Values(["a", 1]))`` reads as in Storm."""

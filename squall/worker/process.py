@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import random
 import signal
 import sys
@@ -70,8 +69,11 @@ def _source_cache(plan) -> Any:
     return source_of
 
 
-def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any]) -> int:
-    """Run the worker until the master says stop or user code crashes; return the exit status."""
+def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any],
+        stop: threading.Event | None = None) -> int:
+    """Run the worker until the master says stop, ``stop`` is set (SIGTERM from the supervisor)
+    or user code crashes; return the exit status."""
+    stop = stop or threading.Event()
     host, port = slot.rsplit(":", 1)
     mhost, mport = master.rsplit(":", 1)
     link = _MasterLink(mhost, int(mport), load_or_create_secret(conf))
@@ -117,8 +119,10 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     status = 0
     try:
         while True:
-            if crashed.wait(freq):
+            if _wait_any(crashed, stop, freq) and crashed.is_set():
                 status = EXIT_CRASHED
+            elif stop.is_set():
+                return 0
             pending, errors[:] = list(errors), []
             try:
                 reply = link.call("heartbeat", storm_id=storm_id, slot=slot, launch_id=launch_id,
@@ -137,6 +141,16 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     finally:
         worker.stop(clean=status == 0, timeout=2)
         transport.close()
+
+
+def _wait_any(a: threading.Event, b: threading.Event, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not (a.is_set() or b.is_set()):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        a.wait(min(left, 0.05))
+    return True
 
 
 def _report(link: _MasterLink, storm_id: str, slot: str, launch_id: int, errors: list) -> None:
@@ -158,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {args.slot} %(levelname)s %(message)s")
     from .._config import cluster_conf  # the cluster's settings: defaults, squall.yaml, --conf
     conf = cluster_conf(None, args.conf)
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    return run(args.master, args.storm_id, args.slot, args.launch_id, conf)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop: close/cleanup run
+    return run(args.master, args.storm_id, args.slot, args.launch_id, conf, stop)
 
 
 if __name__ == "__main__":

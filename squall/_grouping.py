@@ -14,10 +14,10 @@ import copy
 import itertools
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+from zlib import crc32
 
 from ._fields import Fields, GlobalStreamId
-from zlib import crc32
 
 from ._stable_hash import _M64, _MIX, stable_hash, stable_hash_one
 

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from zlib import crc32
 
 from ._fields import Fields, GlobalStreamId
-
 from ._stable_hash import _M64, _MIX, stable_hash, stable_hash_one
 
 if TYPE_CHECKING:

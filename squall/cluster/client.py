@@ -41,8 +41,9 @@ def _ship_user_modules(topology: StormTopology) -> None:
         objs += [g.custom for g in spec.inputs.values() if g.custom is not None]
     for obj in objs:
         for cls in type(obj).__mro__:
-            name = cls.__module__
-            if name in seen or name == "__main__" or name.startswith("squall") or name == "builtins":
+            # the top-level package: its other modules (helpers the component calls) go too
+            name = cls.__module__.split(".")[0]
+            if name in seen or name in ("__main__", "squall", "builtins"):
                 continue
             seen.add(name)
             module = sys.modules.get(name) or importlib.import_module(name)

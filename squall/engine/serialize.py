@@ -267,6 +267,12 @@ class Serializer:
         if t is frozenset:
             return msgpack.ExtType(EXT_FROZENSET, self._pack(list(obj)))
         reg = self._by_type.get(t)
+        if reg is None and self._by_name:
+            # The same class may exist twice in a worker: imported by name for the registration,
+            # and rebuilt from the topology's pickle (user modules travel by value). Match by name.
+            reg = self._by_name.get(f"{t.__module__}:{t.__qualname__}")
+            if reg is not None:
+                self._by_type[t] = reg
         if reg is not None:
             try:
                 state = reg.state(obj)

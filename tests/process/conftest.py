@@ -1,0 +1,108 @@
+"""A real process-host cluster for these tests: a master (with its supervisor) as a subprocess,
+on free ports, in the test's own ``storm.local.dir``."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from squall._config import cluster_conf
+from squall.cluster.client import MasterClient
+
+from ..conftest import wait_until
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _squall_processes(marker: str) -> dict[int, str]:
+    """pid -> command line of processes whose command line mentions ``marker``."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmd and int(d.name) != os.getpid() and "squall" in cmd:
+            out[int(d.name)] = cmd
+    return out
+
+
+class Cluster:
+    def __init__(self, tmp_path):
+        master_port, *slots = _free_ports(3)
+        self.dir = tmp_path / "storm-local"
+        self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": master_port,
+                     "supervisor.slots.ports": slots, "nimbus.task.timeout.secs": 5,
+                     "nimbus.monitor.freq.secs": 1, "squall.worker.max.launch.attempts": 2}
+        self.file = tmp_path / "squall.yaml"
+        self.file.write_text(yaml.safe_dump(self.conf))
+        self.master = None
+        self.start_master()
+
+    def start_master(self):
+        code = ("import logging, sys; logging.basicConfig(level=logging.INFO);"
+                "from squall._config import cluster_conf; from squall.cluster.process import run_nimbus;"
+                f"sys.exit(run_nimbus(cluster_conf(None, {str(self.file)!r})))")
+        self.master = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                                       stderr=open(self.dir.parent / "master.log", "ab"))
+        assert wait_until(self._reachable, 20), "the master did not come up"
+
+    def _reachable(self):
+        try:
+            with MasterClient(cluster_conf(self.conf)) as m:
+                m.list_topologies()
+            return True
+        except Exception:
+            return False
+
+    def client(self):
+        return MasterClient(cluster_conf(self.conf))
+
+    def workers(self):
+        return {p: c for p, c in _squall_processes(str(self.dir)).items() if "squall.worker" in c}
+
+    def stop(self):
+        if self.master.poll() is None:
+            self.master.send_signal(signal.SIGTERM)
+            self.master.wait(10)
+        sup = _squall_processes(str(self.dir))
+        for pid in sup:  # a supervisor left by a SIGKILLed master
+            os.kill(pid, signal.SIGTERM)
+        assert wait_until(lambda: not _squall_processes(str(self.dir)), 15), _squall_processes(str(self.dir))
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """A fresh cluster per test (for tests that kill parts of it)."""
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory):
+    """One cluster for a whole module (each test submits its own topology)."""
+    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield c
+    finally:
+        c.stop()
+
+

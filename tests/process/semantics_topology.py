@@ -1,0 +1,124 @@
+"""Components for the process-host semantics tests. They record what they see in files under
+``test.out.dir`` (the tests run in another process than the workers)."""
+
+import json
+import time
+from pathlib import Path
+
+from squall import BasicBolt, Bolt, Fields, Spout
+
+
+def _out(conf, name):
+    return open(Path(conf["test.out.dir"]) / name, "a")
+
+
+class ListSpout(Spout):
+    """Emits its items with message ids (its task's share); records acks and fails with times."""
+
+    def __init__(self, items, field="x"):
+        self.items = items
+        self.field = field
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(self.field))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        tasks = context.get_component_tasks(context.get_this_component_id())
+        k = context.get_this_task_index()
+        self.todo = list(enumerate(self.items))[k::len(tasks)]
+        self.sent = {}
+        self.log = _out(conf, f"spout-{context.get_this_task_id()}.jsonl")
+
+    def next_tuple(self):
+        if self.todo:
+            i, item = self.todo.pop(0)
+            self.sent[i] = time.time()
+            self.collector.emit([item], i)
+
+    def ack(self, msg_id):
+        self.log.write(json.dumps({"ack": msg_id}) + "\n")
+        self.log.flush()
+
+    def fail(self, msg_id):
+        self.log.write(json.dumps({"fail": msg_id, "after": time.time() - self.sent[msg_id]}) + "\n")
+        self.log.flush()
+
+
+class Split(BasicBolt):
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word"))
+
+    def execute(self, tup, collector):
+        for w in tup[0].split():
+            collector.emit([w])
+
+
+class Count(BasicBolt):
+    """Counts words; writes its counts and the words it saw on cleanup."""
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        self.counts = {}
+
+    def execute(self, tup, collector):
+        self.counts[tup[0]] = self.counts.get(tup[0], 0) + 1
+
+    def cleanup(self):
+        with _out(self.conf, f"counts-{self.context.get_this_task_id()}.json") as f:
+            f.write(json.dumps(self.counts))
+
+
+class NeverAcks(Bolt):
+    def execute(self, tup):
+        pass
+
+
+class FailsAll(Bolt):
+    def execute(self, tup):
+        self.collector.fail(tup)
+
+
+class Point:
+    """A user type that crosses workers through its registered serializer."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+class PointSerializer:
+    def serialize(self, p):
+        return [p.x, p.y]
+
+    def deserialize(self, data):
+        return Point(*data)
+
+
+class Opaque:
+    """A user type with no registration."""
+
+
+class EmitsPoints(Spout):
+    def __init__(self, n, kind="point"):
+        self.n = n
+        self.kind = kind
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("p"))
+
+    def next_tuple(self):
+        if self.n:
+            self.n -= 1
+            self.collector.emit([Point(self.n, -self.n) if self.kind == "point" else Opaque()])
+
+
+class RecordsTypes(BasicBolt):
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        self.log = _out(conf, f"types-{context.get_this_task_id()}.jsonl")
+
+    def execute(self, tup, collector):
+        p = tup[0]
+        self.log.write(json.dumps({"type": f"{type(p).__module__}.{type(p).__qualname__}",
+                                   "sum": p.x + p.y}) + "\n")
+        self.log.flush()

@@ -1,0 +1,84 @@
+"""The user's code travels with the topology, as Storm ships the jar: a topology defined in a
+package that only the submitting process can import runs on workers that never imported it.
+
+Only the submitting subprocess has the package's directory on its path (``PYTHONPATH``); the
+master and its workers run from the test's directory, without it."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from ..conftest import wait_until
+
+PACKAGE = {
+    "__init__.py": "",
+    "helpers.py": """
+        def shout(word):
+            return word.upper() + "!"
+    """,
+    "parts.py": """
+        import json
+        from pathlib import Path
+
+        from squall import BasicBolt, Fields, Spout
+
+        from .helpers import shout
+
+
+        class Words(Spout):
+            def declare_output_fields(self, declarer):
+                declarer.declare(Fields("w"))
+
+            def open(self, conf, context, collector):
+                super().open(conf, context, collector)
+                self.todo = ["a", "b", "c"]
+
+            def next_tuple(self):
+                if self.todo:
+                    self.collector.emit([self.todo.pop()])
+
+
+        class Shout(BasicBolt):
+            def execute(self, tup, collector):
+                with open(Path(self.conf["test.out.dir"]) / "shouted.txt", "a") as f:
+                    f.write(shout(tup[0]) + "\\n")
+    """,
+}
+
+SUBMIT = """
+import sys
+from squall import Config, StormSubmitter, TopologyBuilder
+from myshop.parts import Shout, Words
+
+b = TopologyBuilder()
+b.set_spout("words", Words())
+b.set_bolt("shout", Shout(), 2).shuffle_grouping("words")
+conf = Config()
+conf.set_num_workers(2)
+conf["test.out.dir"] = sys.argv[1]
+with StormSubmitter.using_conf(__import__("yaml").safe_load(open(sys.argv[2]))):
+    StormSubmitter.submit_topology("shipped", conf, b.create_topology())
+"""
+
+
+def test_a_topology_from_the_users_package_runs_on_workers_that_cannot_import_it(shared_cluster, tmp_path):
+    src = tmp_path / "src"
+    pkg = src / "myshop"
+    pkg.mkdir(parents=True)
+    for name, text in PACKAGE.items():
+        (pkg / name).write_text(textwrap.dedent(text))
+    (src / "submit.py").write_text(SUBMIT)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(src))
+    run = subprocess.run([sys.executable, str(src / "submit.py"), str(out), str(shared_cluster.file)],
+                         cwd=src, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    try:
+        shouted = out / "shouted.txt"
+        assert wait_until(lambda: shouted.exists() and len(shouted.read_text().split()) == 3, 30)
+        assert sorted(shouted.read_text().split()) == ["A!", "B!", "C!"]
+    finally:
+        with shared_cluster.client() as m:
+            m.kill_topology("shipped", wait_secs=0)

@@ -2,7 +2,6 @@
 across worker processes that exchange tuples over ZeroMQ (one cluster for the module)."""
 
 import json
-import time
 from collections import Counter
 from pathlib import Path
 

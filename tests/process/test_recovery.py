@@ -13,6 +13,7 @@ from pathlib import Path
 from squall import Config, StormSubmitter, TopologyBuilder
 
 from ..conftest import wait_until
+from .conftest import _squall_processes
 from .recovery_topology import DurableSpout, Flood, Sink, Sleepy, Slowish, UnimportableOnWorkers
 
 N = 3000
@@ -110,3 +111,15 @@ def test_a_slow_bolt_in_another_worker_throttles_the_spout(cluster):
     # switch interval or two in each process, at ~200k tuples/s) lands after the flip; measured
     # 1,500-4,600 here. Unthrottled, the inbox grows by about 100,000 tuples a second.
     assert worst <= 50 * 200, f"the slow bolt's inbox reached {worst}"
+
+
+def test_workers_die_with_their_supervisor_even_on_sigkill(cluster, tmp_path):
+    """No orphans: a SIGKILLed supervisor takes its workers with it (PR_SET_PDEATHSIG)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    _submit(cluster, out, name="orphans")
+    assert wait_until(lambda: len(cluster.workers()) == 2, 30)
+    supervisors = [p for p, c in _squall_processes(str(cluster.dir)).items() if "squall.cluster.supervisor" in c]
+    assert len(supervisors) == 1
+    os.kill(supervisors[0], signal.SIGKILL)
+    assert wait_until(lambda: not cluster.workers(), 10), f"orphaned workers: {cluster.workers()}"

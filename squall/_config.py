@@ -40,7 +40,7 @@ COMPONENT_KEYS = frozenset({
 _COMPONENT_KEY_PREFIXES = ("topology.bolts.window.", "topology.bolts.")
 
 DAEMON_PREFIXES = ("storm.", "nimbus.", "supervisor.", "worker.", "ui.", "logviewer.", "drpc.",
-                   "pacemaker.", "dev.zookeeper.", "transactional.zookeeper.")
+                   "pacemaker.", "dev.zookeeper.", "transactional.zookeeper.", "isolation.", "squall.")
 
 
 class Config(dict):

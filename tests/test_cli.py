@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from squall.cli import _parse_overrides, main
+from squall.cli import main
+from squall.cli._options import parse_overrides
 
 TINY_TOPOLOGY = '''
 from squall import Bolt, Fields, Spout, TopologyBuilder
@@ -116,8 +117,8 @@ def test_a_bad_config_value_is_named(tmp_path, capsys):
 
 
 def test_c_values_are_yaml_and_daemon_keys_go_to_the_cluster():
-    topology, daemon = _parse_overrides(["topology.workers=2", "topology.debug=true", "my.key=[1, 2]",
-                                         "my.text=hello world", "ui.port=9090", "topology.max.spout.pending="])
+    topology, daemon = parse_overrides(["topology.workers=2", "topology.debug=true", "my.key=[1, 2]",
+                                        "my.text=hello world", "ui.port=9090", "topology.max.spout.pending="])
     assert topology == {"topology.workers": 2, "topology.debug": True, "my.key": [1, 2],
                         "my.text": "hello world", "topology.max.spout.pending": None}
     assert daemon == {"ui.port": 9090}

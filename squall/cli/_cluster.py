@@ -28,6 +28,8 @@ from typing import Any
 from .._errors import SquallError
 from .._submitter import StormSubmitter
 from ..cluster.client import MasterClient, master_address
+from ..cluster.process import run_nimbus, running_supervisor
+from ..cluster.supervisor import Supervisor
 from ..worker.rpc import AuthenticationError, RpcError
 from ._local import user_components
 from ._options import UserError, cluster_conf_of
@@ -40,8 +42,6 @@ def cmd_nimbus(args: argparse.Namespace) -> int:
     """``squall nimbus [--host process|spark] [--no-supervisor]``: the master, in the foreground."""
     if args.host == "spark":
         raise UserError("the Spark host is not available yet; use --host process", code=2)
-    from ..cluster.process import run_nimbus
-
     conf, _ = cluster_conf_of(args)
     _daemon_logging(args.debug)
     try:
@@ -56,9 +56,6 @@ def cmd_nimbus(args: argparse.Namespace) -> int:
 
 def cmd_supervisor(args: argparse.Namespace) -> int:
     """``squall supervisor``: ``python -m squall.cluster.supervisor``, with the CLI's options."""
-    from ..cluster.process import running_supervisor
-    from ..cluster.supervisor import Supervisor
-
     conf, _ = cluster_conf_of(args)
     local_dir = Path(conf.get("storm.local.dir") or "storm-local")
     pid = running_supervisor(local_dir)
@@ -234,10 +231,15 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         print(f"topology\tcomponent\tparallelism\tstream\ttime-diff ms\t{args.watch}\tthroughput (Kt/s)",
               flush=True)
         last = {cid: info["components"][cid][args.watch] for cid in watched}
-        start = then = time.monotonic()
+        due = then = time.monotonic()
         try:
             for n in itertools.count(1):
-                time.sleep(max(0.0, start + n * args.interval - time.monotonic()))
+                due += args.interval
+                delay = due - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                else:
+                    due -= delay  # fell behind (a slow master): keep the pace from now on
                 info = master.get_topology_info(args.name)
                 now = time.monotonic()
                 diff_ms = round(1000 * (now - then))

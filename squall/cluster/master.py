@@ -192,6 +192,9 @@ class Master:
                     t.launch_ids[slot] = t.launch_ids.get(slot, 0) + 1
                     t.heartbeats[slot] = {"time": time.time(), "starting": True}
             t.assignment = new
+            # a slot the topology left (rebalanced away) must not lend its last, stale figures
+            # to op_info, where they would hide the figures of the tasks' new workers
+            t.heartbeats = {slot: hb for slot, hb in t.heartbeats.items() if slot in new}
             log.info("assigned %s to %s", t.plan.name, sorted(new))
             self._save()
 
@@ -406,8 +409,7 @@ class Master:
         """Listen on ``nimbus.host``:``nimbus.thrift.port`` until cancelled."""
         host = self.conf.get("nimbus.host") or "127.0.0.1"
         port = int(self.conf.get("nimbus.thrift.port") or 6627)
-        server = await asyncio.start_server(
-            lambda r, w: serve_connection(r, w, self.secret, self.handle, log), host, port)
+        server = await asyncio.start_server(self._connection, host, port)
         self.port = server.sockets[0].getsockname()[1]
         log.info("squall master listening on %s:%s", host, self.port)
         if ready is not None:
@@ -420,6 +422,14 @@ class Master:
                     self.monitor()
                 except Exception:
                     log.exception("monitor failed")
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await serve_connection(reader, writer, self.secret, self.handle, log)
+        except asyncio.CancelledError:
+            # the master is stopping. Ending quietly: Python 3.11's start_server calls
+            # task.exception() on a cancelled connection task, logging a traceback per client
+            pass
 
 
 def _error(component: str, task: int, text: str) -> dict[str, Any]:

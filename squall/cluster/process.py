@@ -36,7 +36,11 @@ def running_supervisor(local_dir: Path) -> int | None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError):
         return None
-    return pid if b"squall.cluster.supervisor" in cmdline else None
+    args = cmdline.split(b"\0")
+    # started by squall nimbus (python -m squall.cluster.supervisor) or by squall supervisor
+    ours = b"squall.cluster.supervisor" in args or (
+        b"supervisor" in args and any(a.rsplit(b"/", 1)[-1] == b"squall" for a in args))
+    return pid if ours else None
 
 
 def start_supervisor(conf: dict[str, Any]) -> tuple[int, bool]:

@@ -1,0 +1,325 @@
+"""The cluster verbs for real: ``squall nimbus --host process`` as a subprocess on free ports with
+its own ``storm.local.dir``, driven by ``squall jar``, ``list``, ``info``, ``monitor``,
+``deactivate``, ``activate``, ``rebalance`` and ``kill``, each a subprocess too; then the
+mistakes a user makes (a wrong or missing secret, no master, a bad ``-e``), one line each."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from squall.cli import main
+
+from .conftest import wait_until
+
+N = 2000
+
+STORM_STYLE = f'''
+import sys
+import time
+
+from squall import Bolt, Config, Fields, Spout, StormSubmitter, TopologyBuilder
+
+N, RATE = {N}, 500
+
+
+class Paced(Spout):
+    """N numbered tuples with message ids, about RATE a second (so that monitor sees them flow)."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.n = 0
+        self.t0 = time.monotonic()
+
+    def next_tuple(self):
+        due = min(N, int((time.monotonic() - self.t0) * RATE))
+        while self.n < due:
+            self.n += 1
+            self.collector.emit([self.n], self.n)
+
+
+class Sink(Bolt):
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+if __name__ == "__main__":
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", Paced(), 1)
+    builder.set_bolt("sink", Sink(), 2).shuffle_grouping("numbers")
+    conf = Config()
+    conf.set_num_workers(2)
+    StormSubmitter.submit_topology(sys.argv[1], conf, builder.create_topology())
+'''
+
+BUILD_STYLE = '''
+from squall import Bolt, Fields, Spout, TopologyBuilder
+
+
+class Endless(Spout):
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.n = 0
+
+    def next_tuple(self):
+        self.n += 1
+        self.collector.emit([self.n], self.n)
+
+
+class Sink(Bolt):
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+def build():
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", Endless())
+    builder.set_bolt("sink", Sink(), 2).shuffle_grouping("numbers")
+    return builder.create_topology()
+
+
+conf = {"topology.workers": 1, "topology.max.spout.pending": 100}
+'''
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def squall(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "squall", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def write(tmp_path: Path, name: str, source: str) -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return str(path)
+
+
+class Nimbus:
+    """``squall nimbus --host process`` in a subprocess, with the commands that talk to it."""
+
+    def __init__(self, tmp: Path) -> None:
+        port, *slots = free_ports(3)
+        self.port = port
+        self.dir = tmp / "storm-local"
+        self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": port, "supervisor.slots.ports": slots}
+        self.config = tmp / "squall.yaml"
+        self.config.write_text(yaml.safe_dump(self.conf))
+        self.log = tmp / "nimbus.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "squall", "nimbus", "--host", "process", "--config", str(self.config)],
+                stdout=log, stderr=subprocess.STDOUT)
+        up = wait_until(lambda: self.proc.poll() is not None or self.run("list").returncode == 0, 20, 0.1)
+        assert up and self.proc.poll() is None, f"squall nimbus did not come up:\n{self.log.read_text()}"
+
+    def run(self, verb: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        return squall(verb, "--config", str(self.config), *args, timeout=timeout)
+
+    def ok(self, verb: str, *args: str, timeout: float = 30) -> str:
+        """The command's stdout; it must succeed."""
+        proc = self.run(verb, *args, timeout=timeout)
+        assert proc.returncode == 0, f"squall {verb} {' '.join(args)}: {proc.stderr}"
+        return proc.stdout
+
+    def info(self, name: str) -> dict:
+        return json.loads(self.ok("info", name))
+
+    def status(self, name: str) -> str:
+        rows = [ln.split() for ln in self.ok("list").splitlines()[2:]]
+        return {row[0]: row[1] for row in rows}[name]
+
+    def processes(self) -> dict[int, str]:
+        """pid -> command line of the processes that mention our storm.local.dir (the supervisor
+        and the workers; nimbus's own command line names only the squall.yaml beside it)."""
+        out = {}
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(self.dir) in cmd:
+                out[int(d.name)] = cmd
+        return out
+
+    def workers(self) -> dict[int, str]:
+        return {pid: cmd for pid, cmd in self.processes().items() if "squall.worker" in cmd}
+
+    def stop(self) -> int:
+        """SIGTERM, as a service manager stops it; returns its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(30)
+
+    def clean_up(self) -> None:
+        """After a failed test: no process of ours outlives the module."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for pid in self.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def nimbus(tmp_path_factory):
+    n = Nimbus(tmp_path_factory.mktemp("nimbus"))
+    try:
+        yield n
+        assert n.stop() == 0
+    finally:
+        n.clean_up()
+
+
+def test_a_topology_submitted_with_jar_is_listed_monitored_rebalanced_and_killed(nimbus, tmp_path):
+    """Storm's way: FILE's __main__ code submits (its name comes from FILE's ARGS), on 2 workers.
+    Every later verb prints Storm's line; after ``rebalance -n 1`` the topology runs on one
+    worker and its (restarted) spout gets all its tuples acked."""
+    path = write(tmp_path, "paced.py", STORM_STYLE)
+    assert nimbus.ok("jar", path, "paced") == "Submitted topology: paced\n"
+
+    table = nimbus.ok("list").splitlines()
+    assert table[0].split() == ["Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs",
+                                "Topology_Id", "Owner"]
+    assert table[1] == "-" * 85
+    row = table[2].split()
+    assert row[:2] == ["paced", "ACTIVE"] and row[3] == "2" and row[5].startswith("paced-")
+
+    assert wait_until(lambda: nimbus.info("paced")["components"]["numbers"]["emitted"] > 0, 20, 0.1)
+    lines = nimbus.ok("monitor", "paced", "-i", "1", "--count", "3", timeout=20).splitlines()
+    assert lines[0] == "topology\tcomponent\tparallelism\tstream\ttime-diff ms\temitted\tthroughput (Kt/s)"
+    rows = [ln.split("\t") for ln in lines[1:]]
+    assert [r[:4] for r in rows] == [["paced", "numbers", "1", "default"], ["paced", "sink", "2", "default"]] * 3
+    assert any(int(r[5]) > 0 and float(r[6]) > 0 for r in rows if r[1] == "numbers"), lines
+
+    assert nimbus.ok("deactivate", "paced") == "Deactivated topology: paced\n"
+    assert nimbus.status("paced") == "INACTIVE"
+    assert nimbus.ok("activate", "paced") == "Activated topology: paced\n"
+    assert nimbus.status("paced") == "ACTIVE"
+
+    assert nimbus.ok("rebalance", "paced", "-w", "0", "-n", "1") == "Topology paced is rebalancing\n"
+
+    def rebalanced_and_all_acked():
+        info = nimbus.info("paced")
+        spout = info["components"]["numbers"]
+        return (info["status"] == "ACTIVE" and [w["alive"] for w in info["workers"]] == [True]
+                and spout["acked"] == N and len(nimbus.workers()) == 1)
+    assert wait_until(rebalanced_and_all_acked, 30, 0.2), nimbus.info("paced")
+    assert nimbus.info("paced")["components"]["numbers"]["failed"] == 0
+
+    assert nimbus.ok("kill", "paced", "-w", "0") == "Killed topology: paced\n"
+    assert wait_until(lambda: nimbus.ok("list") == "No topologies running.\n", 10, 0.1)
+    assert wait_until(lambda: not nimbus.workers(), 10, 0.1), nimbus.workers()
+    proc = nimbus.run("kill", "paced")
+    assert (proc.returncode, proc.stderr) == (1, "squall: error: Topology 'paced' is not alive\n")
+
+
+def test_a_wrong_secret_is_a_one_line_authentication_error(nimbus, tmp_path):
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(yaml.safe_dump({**nimbus.conf, "squall.secret": "wrong"}))
+    proc = squall("list", "--config", str(wrong))
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        f"squall: error: authentication failed: the master at 127.0.0.1:{nimbus.port} refused our secret "
+        f"(from squall.secret); it must be the master's"]
+
+
+def test_a_client_without_the_secret_says_so_and_creates_none(nimbus, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    config = tmp_path / "elsewhere.yaml"
+    config.write_text(yaml.safe_dump({**nimbus.conf, "storm.local.dir": str(elsewhere)}))
+    proc = squall("list", "--config", str(config))
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        f"squall: error: authentication failed: no cluster secret here (squall.secret is not set and "
+        f"{elsewhere / 'secret'} does not exist); use the master's squall.yaml (--config)"]
+    assert not (elsewhere / "secret").exists()
+
+
+def test_monitor_names_the_components_when_m_is_wrong(nimbus, tmp_path):
+    path = write(tmp_path, "endless.py", BUILD_STYLE)
+    assert nimbus.ok("jar", "--name", "watched", path) == "Submitted topology: watched\n"
+    try:
+        proc = nimbus.run("monitor", "watched", "-m", "nope")
+        assert proc.returncode == 1
+        assert proc.stderr == ("squall: error: topology 'watched' has no component 'nope' "
+                               "(its components: numbers, sink)\n")
+    finally:
+        assert nimbus.ok("kill", "watched", "-w", "0") == "Killed topology: watched\n"
+
+
+def test_sigterm_stops_nimbus_its_supervisor_and_every_worker(tmp_path):
+    """A build() file, renamed with --name, its conf's 1 worker overridden by -c to 2; once both
+    workers run, SIGTERM on nimbus leaves no supervisor or worker process behind."""
+    nimbus = Nimbus(tmp_path)
+    try:
+        path = write(tmp_path, "endless.py", BUILD_STYLE)
+        assert nimbus.ok("jar", "--name", "forever", "-c", "topology.workers=2", path) == \
+            "Submitted topology: forever\n"
+
+        def both_workers_process():
+            info = nimbus.info("forever")
+            return ([w["alive"] for w in info["workers"]] == [True, True]
+                    and info["components"]["sink"]["executed"] > 0)
+        assert wait_until(both_workers_process, 20, 0.2), nimbus.info("forever")
+        assert len(nimbus.workers()) == 2
+        assert nimbus.stop() == 0
+        assert nimbus.processes() == {}  # nimbus waited for its supervisor, which stopped its workers
+    finally:
+        nimbus.clean_up()
+
+
+def write_conf(tmp_path: Path, **conf) -> str:
+    path = tmp_path / "squall.yaml"
+    path.write_text(yaml.safe_dump({"storm.local.dir": str(tmp_path / "storm-local"), **conf}))
+    return str(path)
+
+
+@pytest.mark.parametrize("verb", [["list"], ["kill", "x"], ["jar"]])
+def test_an_unreachable_master_is_one_line(tmp_path, capsys, verb):
+    (port,) = free_ports(1)
+    config = write_conf(tmp_path, **{"nimbus.thrift.port": port})
+    if verb == ["jar"]:
+        verb = ["jar", write(tmp_path, "endless.py", BUILD_STYLE)]
+    assert main([verb[0], "--config", config, *verb[1:]]) == 1
+    assert capsys.readouterr().err == (f"squall: error: cannot reach the master at 127.0.0.1:{port}: "
+                                       f"Connection refused\n")
+
+
+def test_nimbus_on_spark_is_not_available_yet(capsys):
+    assert main(["nimbus", "--host", "spark"]) == 2
+    assert capsys.readouterr().err == "squall: error: the Spark host is not available yet; use --host process\n"
+
+
+@pytest.mark.parametrize("item", ["split", "split=four", "=4"])
+def test_rebalance_e_must_be_component_equals_int(capsys, item):
+    assert main(["rebalance", "x", "-e", item]) == 2
+    assert capsys.readouterr().err == (f"squall: error: -e {item!r}: expected COMPONENT=N with N an integer, "
+                                       f"e.g. -e split=4\n")

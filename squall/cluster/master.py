@@ -61,8 +61,9 @@ class _Topo:
         self.given_up: set[str] = set()
         self.errors: list[dict[str, Any]] = []
         self.pending_action: tuple[str, float, dict] | None = None  # ("remove"|"rebalance", due, args)
-        # not persisted: the last heartbeat per slot
+        # not persisted: the last heartbeat per slot, and the slots heard from since assignment
         self.heartbeats: dict[str, dict[str, Any]] = {}
+        self.ready: set[str] = set()
 
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status.value, "previous": self.previous.value if self.previous else None,
@@ -130,6 +131,7 @@ class Master:
             # heartbeats are not persisted: give running workers the launch timeout to report
             now = time.time()
             topo.heartbeats = {slot: {"time": now, "starting": True} for slot in topo.assignment}
+            topo.ready = set(topo.assignment)  # they were running: do not pause their spouts
             self.topologies[name] = topo
         log.info("recovered %d topologies from %s", len(self.topologies), path)
 
@@ -191,6 +193,7 @@ class Master:
                 if t.assignment.get(slot) != idx:
                     t.launch_ids[slot] = t.launch_ids.get(slot, 0) + 1
                     t.heartbeats[slot] = {"time": time.time(), "starting": True}
+                    t.ready.discard(slot)  # the new executors must report in before spouts run
             t.assignment = new
             # a slot the topology left (rebalanced away) must not lend its last, stale figures
             # to op_info, where they would hide the figures of the tasks' new workers
@@ -347,7 +350,7 @@ class Master:
                 for t in plan.executors[i].tasks:
                     peers[t] = f"tcp://{h}:{p}"
         return {"plan": cloudpickle.dumps(plan), "executors": index, "peers": peers,
-                "launch_id": topo.launch_ids[slot], "active": topo.status == TopologyStatus.ACTIVE}
+                "launch_id": topo.launch_ids[slot], "active": self._active(topo)}
 
     def op_heartbeat(self, storm_id: str, slot: str, launch_id: int, stats: dict | None = None,
                      errors: list[dict[str, Any]] | None = None, started: bool = True) -> dict[str, Any]:
@@ -361,7 +364,15 @@ class Master:
             topo.errors.extend(errors)
             del topo.errors[:-100]
             self._save()
-        return {"stop": False, "active": topo.status == TopologyStatus.ACTIVE}
+        topo.ready.add(slot)
+        return {"stop": False, "active": self._active(topo)}
+
+    def _active(self, topo: _Topo) -> bool:
+        """Whether a topology's spouts may run: ACTIVE, and (as Storm activates a topology only
+        once its workers are up) every slot of the assignment has reported in once. Without
+        this, the first worker up would flood peers that are still starting. A worker that
+        restarts later does not pause the others."""
+        return topo.status == TopologyStatus.ACTIVE and topo.ready >= set(topo.assignment)
 
     def op_report_errors(self, storm_id: str, slot: str, launch_id: int, errors: list[dict[str, Any]]) -> None:
         """A worker that could not start says why."""

@@ -113,7 +113,7 @@ class ZmqTransport(Transport):
         if sock is None:
             sock = self._ctx.socket(zmq.PUSH)
             sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.SNDHWM, 10000)
+            sock.setsockopt(zmq.SNDHWM, 1000)  # batches, not tuples: up to ~2M tuples queued
             sock.connect(addr)
             self._sockets[addr] = sock
         backlog = self._unsent.get(addr)

@@ -110,3 +110,31 @@ def test_topology_conf_may_not_set_daemon_keys(conf):
     m = Master(conf)
     with pytest.raises(Exception, match="nimbus.task.timeout.secs"):
         m.op_submit(name="t", conf=Config({"nimbus.task.timeout.secs": 3}), topology=_topology())
+
+
+def test_spouts_run_only_once_every_worker_has_reported_in(conf):
+    """As Storm activates a topology once its workers are up: the first worker to start must not
+    flood peers that are still starting."""
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    first, second = sorted(m.topologies["t"].assignment)
+    ids = m.topologies["t"].launch_ids
+    assert m.op_get_assignment(storm_id=storm_id, slot=first)["active"] is False
+    assert m.op_heartbeat(storm_id=storm_id, slot=first, launch_id=ids[first])["active"] is False
+    assert m.op_heartbeat(storm_id=storm_id, slot=second, launch_id=ids[second])["active"] is True
+    assert m.op_heartbeat(storm_id=storm_id, slot=first, launch_id=ids[first])["active"] is True
+
+
+def test_info_counts_only_the_slots_a_topology_holds_now(conf):
+    m = Master(conf)
+    _register(m, (7000, 7001, 7002))
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    topo = m.topologies["t"]
+    sink_task = topo.plan.component_tasks["sink"][0]
+    stats = {sink_task: {"component": "sink", "emitted": {}, "transferred": {}, "acked": 500, "failed": 0,
+                         "executed": 500, "complete_latency_sum": 0.0, "complete_latency_count": 0, "backlog": 0}}
+    for slot in list(topo.assignment):
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], stats=stats)
+    m.op_rebalance(name="t", num_workers=1, wait_secs=0)
+    assert m.op_info(name="t")["components"]["sink"]["acked"] <= 500  # no stale slot's counts added

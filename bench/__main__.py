@@ -3,7 +3,13 @@
     python -m bench run W1 --acking on|off [--n 1000000] [--repeat 3] [--max-pending 1000]
     python -m bench run W2 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
     python -m bench run W3 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
+        [--host local|process] [--workers N] [--parallelism P]
     python -m bench report [--results bench/results/results.jsonl]
+
+``--host local`` (default) runs LocalCluster (1 worker, in this process); ``--host process``
+starts a throwaway master + supervisor with ``--workers`` worker processes (`bench.hosts`) and
+runs each component with ``--parallelism`` executors (default: the number of workers; W1's
+spout always has one).
 
 Each run prints one JSON line and appends it to the results file (``--no-save``: print only);
 with ``--repeat`` > 1 each run is a fresh interpreter (``--in-process`` to keep one), and a last
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,17 +36,30 @@ def _run_isolated(args: argparse.Namespace) -> list[dict]:
             "--secs", str(args.secs), "--warmup", str(args.warmup), "--repeat", "1", "--results", args.results]
     if args.max_pending is not None:
         argv += ["--max-pending", str(args.max_pending)]
+    argv += ["--host", args.host, "--workers", str(args.workers)]
+    if args.parallelism is not None:
+        argv += ["--parallelism", str(args.parallelism)]
     if args.no_save:
         argv.append("--no-save")
     records = []
     for _ in range(args.repeat):
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True,  # stderr passes through
-                              cwd=Path(__file__).resolve().parent.parent)
-        sys.stdout.write(proc.stdout)
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True,  # stderr passes through
+                                 cwd=Path(__file__).resolve().parent.parent)
+        try:
+            out, _ = child.communicate()
+        except BaseException:
+            # stopped (SIGINT/SIGTERM): let the run stop its cluster (it handles SIGTERM), then go
+            child.terminate()
+            try:
+                child.wait(60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            raise
+        sys.stdout.write(out)
         sys.stdout.flush()
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         if not lines:
-            raise SystemExit(f"run {len(records) + 1} of {args.repeat} printed no record (exit {proc.returncode})")
+            raise SystemExit(f"run {len(records) + 1} of {args.repeat} printed no record (exit {child.returncode})")
         records.append(json.loads(lines[-1]))
     return records
 
@@ -53,13 +73,13 @@ def _run(args: argparse.Namespace) -> int:
     results = None if args.no_save else Path(args.results)
     records = []
     for _ in range(args.repeat):
+        kwargs = {} if args.max_pending is None else {"max_pending": args.max_pending}
+        kwargs.update(host=args.host, workers=args.workers, parallelism=args.parallelism)
         if args.workload == "W1":
             from . import w1_wordcount
-            kwargs = {} if args.max_pending is None else {"max_pending": args.max_pending}
             record = w1_wordcount.run(n=args.n, acking=acking, **kwargs)
         else:
             from . import w2_const_null
-            kwargs = {} if args.max_pending is None else {"max_pending": args.max_pending}
             record = w2_const_null.run(args.workload, acking=acking, secs=args.secs, warmup=args.warmup,
                                        **kwargs)
         harness.emit_record(record, results)
@@ -74,12 +94,21 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM (and SIGINT, which a shell's background job ignores) unwind like Ctrl-C, so a run
+    # on the process host stops the master, supervisor and workers it started
+    if __name__ == "__main__":
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGINT, _interrupt)
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run one workload on LocalCluster (1 worker) and its baseline")
+    run = sub.add_parser("run", help="run one workload (LocalCluster or the process host) and its baseline")
     run.add_argument("workload", choices=["W1", "W2", "W3"], type=str.upper)
     run.add_argument("--acking", choices=["on", "off"], required=True)
     run.add_argument("--n", type=int, default=1_000_000, help="W1: sentences (default 1,000,000)")
@@ -88,6 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--repeat", type=int, default=1, help="runs; a median line follows if > 1")
     run.add_argument("--max-pending", type=int, default=None,
                      help="topology.max.spout.pending with acking on (default 1000)")
+    run.add_argument("--host", choices=["local", "process"], default="local",
+                     help="local: LocalCluster, 1 worker (default); process: a throwaway master + "
+                          "supervisor with --workers worker processes")
+    run.add_argument("--workers", type=int, default=1, help="worker processes (--host process; default 1)")
+    run.add_argument("--parallelism", type=int, default=None,
+                     help="executors per component on the process host (default: --workers)")
     run.add_argument("--results", default=str(harness.RESULTS_FILE), help="results file to append to")
     run.add_argument("--no-save", action="store_true", help="print only; do not append to the results file")
     run.add_argument("--in-process", action="store_true",
@@ -104,6 +139,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "repeat", 1) < 1:
         parser.error("--repeat must be at least 1")
+    if args.command == "run":
+        if args.workers < 1:
+            parser.error("--workers must be at least 1")
+        if args.host == "local" and (args.workers != 1 or args.parallelism is not None):
+            parser.error("--host local runs LocalCluster: one worker, parallelism 1 "
+                         "(use --host process for --workers/--parallelism)")
+        if args.parallelism is not None and args.parallelism < 1:
+            parser.error("--parallelism must be at least 1")
     return args.func(args)
 
 

@@ -13,6 +13,10 @@ Caveats, written into every record where they apply:
   process since it started. ``python -m bench run --repeat`` runs each repetition in a fresh
   interpreter, so it is each run's own; with ``--in-process`` it never goes down from one run
   to the next. W2/W3 with acking on include the latency samples, 16 bytes per sampled tuple.
+- On the process host (``host: "process"``, `bench.hosts`) the work runs in worker processes:
+  ``cpu_s`` is the sum of their CPU seconds over the measured interval (``worker_cpu_s`` per
+  worker; the master's and supervisor's apart) and ``peak_rss_mb`` the largest worker's peak
+  (``VmHWM``; ``worker_peak_rss_mb`` per worker), both read from ``/proc``.
 """
 
 from __future__ import annotations
@@ -56,6 +60,21 @@ def cpu_seconds() -> float:
     return t.user + t.system
 
 
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every core of the machine has spent busy (not idle, not waiting for I/O) since
+    boot, from ``/proc/stat``; None where there is none. The delta over a run, less what the run's
+    own processes used, is what other programs took from it (``other_cpu_s``): the machines are
+    shared, and a run that other load overlapped shows it there."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
 def peak_rss_mb() -> float:
     """Peak resident set of this process since it started, in MB (Linux reports ru_maxrss in KB)."""
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -75,17 +94,27 @@ class Meter:
         self.wall0 = self.cpu0 = 0.0
         self.wall = self.cpu = 0.0
         self.rss_mb = 0.0
+        self.machine0: float | None = None
+        self.machine: float | None = None
 
     def start(self) -> Meter:
         self.wall0 = time.perf_counter()
         self.cpu0 = cpu_seconds()
+        self.machine0 = machine_busy_seconds()
         return self
 
     def stop(self) -> Meter:
         self.wall = time.perf_counter() - self.wall0
         self.cpu = cpu_seconds() - self.cpu0
         self.rss_mb = peak_rss_mb()
+        end = machine_busy_seconds()
+        self.machine = None if end is None or self.machine0 is None else end - self.machine0
         return self
+
+    @property
+    def other_cpu(self) -> float | None:
+        """CPU seconds the rest of the machine used over the interval (see `machine_busy_seconds`)."""
+        return None if self.machine is None else round(max(0.0, self.machine - self.cpu), 2)
 
     def __enter__(self) -> Meter:
         return self.start()
@@ -244,10 +273,11 @@ _COMMIT = squall_commit()
 
 
 def finish_record(record: dict[str, Any], meter: Meter | None = None) -> dict[str, Any]:
-    """Adds peak RSS (as ``meter`` saw it at its stop, else now) and the environment fields
-    (versions, time, load) to a record and returns it."""
+    """Adds peak RSS (as ``meter`` saw it at its stop, else now; unless the record has one) and
+    the environment fields (versions, time, load) to a record and returns it."""
+    if "peak_rss_mb" not in record:  # the process host measured its workers' already
+        record["peak_rss_mb"] = round(meter.rss_mb if meter is not None else peak_rss_mb(), 1)
     record.update({
-        "peak_rss_mb": round(meter.rss_mb if meter is not None else peak_rss_mb(), 1),
         "squall_version": squall.__version__,
         "squall_commit": _COMMIT,
         "python_version": platform.python_version(),
@@ -331,29 +361,33 @@ def load_results(path: Path = RESULTS_FILE) -> list[dict[str, Any]]:
 def report(records: Iterable[dict[str, Any]], latest: bool = False) -> str:
     """A markdown table of medians (min-max) per configuration and squall commit.
 
-    A configuration is (workload, host, workers, acking, size); runs of different squall commits
-    are never mixed in one median. With ``latest``, only the commit of each configuration's most
-    recent run is shown.
+    A configuration is (workload, host, workers (and parallelism, when not the default of one
+    executor per component per worker), acking, size); runs of different hosts, or of different
+    squall commits, are never mixed in one median. With ``latest``, only the commit of each
+    configuration's most recent run is shown. On the process host "CPU s" is the sum over the
+    worker processes and "peak RSS MB" the largest worker's (each record also lists them per
+    worker: ``worker_cpu_s``, ``worker_peak_rss_mb``).
     """
+    def cfg_of(r: dict[str, Any]) -> tuple:
+        size = r.get("n") if r.get("n") is not None else f"{r.get('secs')}s"
+        workers = r.get("workers")
+        par = r.get("parallelism")
+        if par is not None and par != workers:
+            workers = f"{workers} (p{par})"
+        return (r["workload"], r.get("host"), workers, r.get("acking"), size)
+
     records = [r for r in records if r.get("kind") != "median"]
     if latest:
         newest: dict[tuple, dict[str, Any]] = {}
         for r in records:
-            size = r.get("n") if r.get("n") is not None else f"{r.get('secs')}s"
-            cfg = (r["workload"], r.get("host"), r.get("workers"), r.get("acking"), size)
+            cfg = cfg_of(r)
             if cfg not in newest or r.get("timestamp", "") >= newest[cfg].get("timestamp", ""):
                 newest[cfg] = r
         keep = {(c, n.get("squall_commit")) for c, n in newest.items()}
-        records = [r for r in records
-                   if ((r["workload"], r.get("host"), r.get("workers"), r.get("acking"),
-                        r.get("n") if r.get("n") is not None else f"{r.get('secs')}s"),
-                       r.get("squall_commit")) in keep]
+        records = [r for r in records if (cfg_of(r), r.get("squall_commit")) in keep]
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in records:
-        if r.get("kind") == "median":
-            continue
-        size = r.get("n") if r.get("n") is not None else f"{r.get('secs')}s"
-        key = (r["workload"], r.get("host"), r.get("workers"), r.get("acking"), size, r.get("squall_commit") or "?")
+        key = cfg_of(r) + (r.get("squall_commit") or "?",)
         groups.setdefault(key, []).append(r)
     lines = [
         "| workload | host | workers | acking | size | squall commit | runs | rate (median, min-max) | unit | "

@@ -15,12 +15,23 @@ component key ``bench.output.dir`` (a file, not an in-process registry, so the s
 can be checked on hosts with worker processes). Correct means the merged counts equal
 ``reference_counts`` exactly and no tuple failed.
 
+On the process host (``host="process"``, `run_process`) the master's counters are heartbeated
+(~1 s late), so the components time the run themselves, on ``time.perf_counter`` (CLOCK_MONOTONIC:
+one clock for every process of the machine), and write it into ``bench.output.dir`` when they
+are stopped: the spout the moment its ``open`` ran (the start) and, with acking on, the moment
+its last ack arrived (the end); with acking off, each count task the moment its last
+``execute`` returned (the end is the latest; this costs the count bolt one ``perf_counter()``
+call per word, ~50 ns, and is only switched on there). Polling ``get_topology_info`` only
+decides when to stop the topology. CPU seconds are per worker process, from when its first
+component opened (read by the component itself) to when the end was seen (``/proc``).
+
 The baseline is `bench.corpus.baseline_wordcount` on the same files, in the same process run.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -34,6 +45,18 @@ from .corpus import WORDS_PER_SENTENCE, baseline_wordcount, ensure_corpus, iter_
 
 DEFAULT_MAX_PENDING = 1000
 OUTPUT_DIR_KEY = "bench.output.dir"
+TIME_LAST_EXECUTE_KEY = "bench.time.last.execute"
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    tmp.rename(path)  # a reader never sees half a file
+
+
+def _process_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
 
 
 class CorpusSpout(Spout):
@@ -53,15 +76,27 @@ class CorpusSpout(Spout):
 
     def open(self, conf, context, collector) -> None:
         super().open(conf, context, collector)
+        self._t_open = time.perf_counter()
+        self._cpu_open = _process_cpu()
         self._sentences = iter_sentences(self.directory)
         self._next_id = 0
         self._emit = collector.emit
         self.exhausted = False
+        self._t_exhausted = None
+        self._t_last_ack = None
+        self._acked = 0
+        self._task = context.get_this_task_id()
+        self._output_dir = conf.get(OUTPUT_DIR_KEY)
+        if self._output_dir and self.reliable:
+            self._clock = time.perf_counter
+            self.ack = self._ack_timed  # the executor looks ack up on the instance per call
 
     def next_tuple(self) -> None:
         sentence = next(self._sentences, None)
         if sentence is None:
-            self.exhausted = True
+            if not self.exhausted:
+                self.exhausted = True
+                self._t_exhausted = time.perf_counter()
             return  # nothing emitted: the executor's wait strategy backs off
         if self.reliable:
             self._emit([sentence], self._next_id)
@@ -72,11 +107,22 @@ class CorpusSpout(Spout):
     def ack(self, msg_id) -> None:
         pass
 
+    def _ack_timed(self, msg_id) -> None:
+        self._t_last_ack = self._clock()
+        self._acked += 1
+
     def fail(self, msg_id) -> None:
         # No replay: a replayed sentence would be counted twice (Storm's WordCount is
         # at-least-once too); a failure shows in the spout's "failed" count and makes the run
         # incorrect instead.
         pass
+
+    def close(self) -> None:
+        if self._output_dir:
+            _write_json(Path(self._output_dir) / f"spout-{self._task}.json", {
+                "task": self._task, "pid": os.getpid(), "t_open": self._t_open, "cpu_open": self._cpu_open,
+                "t_exhausted": self._t_exhausted, "t_last_ack": self._t_last_ack, "acked": self._acked,
+                "emitted_ids": self._next_id})
 
 
 class SplitSentence(BasicBolt):
@@ -99,9 +145,15 @@ class WordCount(BasicBolt):
 
     def prepare(self, conf, context) -> None:
         super().prepare(conf, context)
+        self.t_prepare = time.perf_counter()
+        self.cpu_prepare = _process_cpu()
         self.counts: dict[str, int] = {}
         self.task = context.get_this_task_id()
         self.output_dir = conf.get(OUTPUT_DIR_KEY)
+        self.t_last = None
+        if conf.get(TIME_LAST_EXECUTE_KEY):
+            self._clock = time.perf_counter
+            self.execute = self._execute_timed  # BasicBolt's execute is looked up after prepare
 
     def execute(self, tup, collector) -> None:
         word = tup.values[0]
@@ -109,24 +161,41 @@ class WordCount(BasicBolt):
         self.counts[word] = count
         collector.emit([word, count])
 
+    def _execute_timed(self, tup, collector) -> None:
+        word = tup.values[0]
+        count = self.counts.get(word, 0) + 1
+        self.counts[word] = count
+        collector.emit([word, count])
+        self.t_last = self._clock()
+
     def cleanup(self) -> None:
         if self.output_dir:
-            path = Path(self.output_dir) / f"count-{self.task}.json"
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.counts), encoding="utf-8")
-            tmp.rename(path)  # a reader never sees half a file
+            _write_json(Path(self.output_dir) / f"count-{self.task}.json", {
+                "task": self.task, "pid": os.getpid(), "t_prepare": self.t_prepare,
+                "cpu_prepare": self.cpu_prepare, "t_last": self.t_last, "counts": self.counts})
 
 
-def build(directory: str, acking: bool, output_dir: str, max_pending: int = DEFAULT_MAX_PENDING):
-    """The W1 topology and its configuration."""
+def build(directory: str, acking: bool, output_dir: str, max_pending: int = DEFAULT_MAX_PENDING,
+          workers: int = 1, parallelism: int = 1, time_spout: bool = False, time_last_execute: bool = False):
+    """The W1 topology and its configuration.
+
+    One spout; ``parallelism`` executors of split and of count; ``workers`` workers and, with
+    acking on, Storm's default of one acker per worker. ``time_spout``: the spout writes its
+    times into ``output_dir`` on close; ``time_last_execute``: so do the count tasks, with the
+    time of their last execute.
+    """
     builder = TopologyBuilder()
-    builder.set_spout("sentences", CorpusSpout(directory, acking))
-    builder.set_bolt("split", SplitSentence()).shuffle_grouping("sentences")
-    (builder.set_bolt("count", WordCount())
-        .fields_grouping("split", Fields("word"))
-        .add_configuration(OUTPUT_DIR_KEY, output_dir))
+    spout = builder.set_spout("sentences", CorpusSpout(directory, acking))
+    if time_spout:
+        spout.add_configuration(OUTPUT_DIR_KEY, output_dir)
+    builder.set_bolt("split", SplitSentence(), parallelism).shuffle_grouping("sentences")
+    count = (builder.set_bolt("count", WordCount(), parallelism)
+             .fields_grouping("split", Fields("word"))
+             .add_configuration(OUTPUT_DIR_KEY, output_dir))
+    if time_last_execute:
+        count.add_configuration(TIME_LAST_EXECUTE_KEY, True)
     conf = Config()
-    conf.set_num_workers(1)
+    conf.set_num_workers(workers)
     if acking:
         conf.set_max_spout_pending(max_pending)
     else:
@@ -134,37 +203,58 @@ def build(directory: str, acking: bool, output_dir: str, max_pending: int = DEFA
     return builder.create_topology(), conf
 
 
-def _read_counts(output_dir: Path, timeout: float = 10.0) -> dict[str, int] | None:
-    """Merges the count files the count tasks wrote on cleanup (None if none appeared)."""
+def _wait_files(directory: Path, pattern: str, n: int, timeout: float) -> list[Path]:
+    """The files matching ``pattern`` once there are ``n`` (or whatever is there at ``timeout``)."""
     deadline = time.perf_counter() + timeout
     while True:
-        files = sorted(output_dir.glob("count-*.json"))
-        if files or time.perf_counter() > deadline:
-            break
+        files = sorted(directory.glob(pattern))
+        if len(files) >= n or time.perf_counter() > deadline:
+            return files
         time.sleep(0.05)
+
+
+def _merge_counts(files: list[Path]) -> tuple[dict[str, int] | None, list[dict]]:
+    """Merged counts of the count tasks' files (None if there are none), and each file's other
+    fields (task, pid, times)."""
     if not files:
-        return None
+        return None, []
     merged: dict[str, int] = {}
+    metas = []
     for f in files:
-        for word, c in json.loads(f.read_text(encoding="utf-8")).items():
+        data = json.loads(f.read_text(encoding="utf-8"))
+        for word, c in data.pop("counts").items():
             merged[word] = merged.get(word, 0) + c
-    return merged
+        metas.append(data)
+    return merged, metas
+
+
+def _read_counts(output_dir: Path, timeout: float = 10.0, tasks: int = 1) -> dict[str, int] | None:
+    """Merges the count files the count tasks wrote on cleanup (None if none appeared)."""
+    return _merge_counts(_wait_files(output_dir, "count-*.json", tasks, timeout))[0]
 
 
 def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None = None,
-        max_pending: int = DEFAULT_MAX_PENDING, timeout: float = 600.0) -> dict[str, Any]:
-    """One W1 run on LocalCluster (1 worker), then the baseline on the same files.
+        max_pending: int = DEFAULT_MAX_PENDING, timeout: float = 600.0, host: str = "local",
+        workers: int = 1, parallelism: int | None = None) -> dict[str, Any]:
+    """One W1 run, then the baseline on the same files.
 
     Args:
         n: sentences (N); the corpus is generated once per N (`ensure_corpus`).
-        acking: acking on (one acker, max spout pending) or off (no acker, no message ids).
+        acking: acking on (one acker per worker, max spout pending) or off (no acker, no ids).
         corpus_dir: where the corpus lives (default bench/.data/w1-N).
         max_pending: ``topology.max.spout.pending`` when acking is on.
         timeout: give up after this many seconds.
+        host: ``"local"`` (LocalCluster, 1 worker) or ``"process"`` (`run_process`).
+        workers: worker processes on the process host.
+        parallelism: executors of split and of count on the process host (default ``workers``).
 
     Returns:
         The run's record (see `harness.finish_record`), not yet printed.
     """
+    if host == "process":
+        return run_process(n, acking, corpus_dir, max_pending, timeout, workers, parallelism or workers)
+    if host != "local" or workers != 1:
+        raise ValueError(f"host {host!r} with {workers} workers: LocalCluster runs 1 worker")
     directory = ensure_corpus(n, corpus_dir)
     reference = reference_counts(directory)
     words = n * WORDS_PER_SENTENCE
@@ -206,6 +296,7 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
         sentences_per_s=round(rate, 1),
         words_per_s=round(words / meter.wall, 1),
         cpu_s=round(meter.cpu, 2),
+        other_cpu_s=meter.other_cpu,
         complete_latency_mean_ms=round(comps["sentences"]["complete_latency_ms"], 3) if acking else None,
         failed=failed,
         errors=len(errors),
@@ -216,3 +307,90 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
         ratio=round(rate / base_rate, 4),
     )
     return harness.finish_record(record, meter)
+
+
+def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending: int, timeout: float,
+                workers: int, parallelism: int) -> dict[str, Any]:
+    """One W1 run on a throwaway process host of ``workers`` workers (see the module docstring),
+    then the baseline on the same files."""
+    from .hosts import ProcessHost, usage_between
+
+    directory = ensure_corpus(n, corpus_dir)
+    reference = reference_counts(directory)
+    words = n * WORDS_PER_SENTENCE
+    output_dir = Path(tempfile.mkdtemp(prefix="squall-bench-w1-"))
+    try:
+        topology, conf = build(str(directory), acking, str(output_dir), max_pending, workers, parallelism,
+                               time_spout=True, time_last_execute=not acking)
+        name = f"w1-{'ack' if acking else 'noack'}"
+
+        def progress(info: dict) -> float:
+            comps = info["components"]
+            done = comps["count"]["executed"] / words
+            if acking:
+                sp = comps["sentences"]
+                done = min(done, (sp["acked"] + sp["failed"]) / n)
+            return done
+
+        with ProcessHost(workers) as host:
+            start = host.samples()
+            t_submit = time.perf_counter()
+            host.submit(name, conf, topology)
+            info = harness.wait_until(host, name, progress, timeout)  # heartbeated: ~1 s late
+            t_seen = time.perf_counter()
+            end = host.samples()
+            host.kill(name, wait_secs=0)  # workers stop cleanly: close()/cleanup() write the files
+            count_files = _wait_files(output_dir, "count-*.json", parallelism, 30.0)
+            spout_files = _wait_files(output_dir, "spout-*.json", 1, 30.0)
+            stopped = host.wait_no_workers()
+        counts, metas = _merge_counts(count_files)
+        spout = json.loads(spout_files[0].read_text(encoding="utf-8")) if spout_files else None
+    finally:
+        shutil.rmtree(output_dir, ignore_errors=True)
+    if spout is None or len(metas) < parallelism:
+        raise RuntimeError(f"W1 on the process host: {len(spout_files)} spout and {len(metas)} of "
+                           f"{parallelism} count files appeared after the kill")
+
+    t_start = spout["t_open"]
+    t_end = spout["t_last_ack"] if acking else max(m["t_last"] or 0.0 for m in metas)
+    wall = t_end - t_start
+    cpu0: dict[int, float] = {}
+    for pid, cpu in [(spout["pid"], spout["cpu_open"])] + [(m["pid"], m["cpu_prepare"]) for m in metas]:
+        cpu0[pid] = min(cpu, cpu0.get(pid, cpu))
+    usage = usage_between(start, end, cpu0)
+    usage["cpu_wall_s"] = round(t_seen - t_start, 3)
+    prepared = [m["t_prepare"] for m in metas]
+
+    comps = info["components"]
+    failed = comps["sentences"]["failed"]
+    errors = info["errors"]
+    correct = (counts == reference and failed == 0 and stopped
+               and (not acking or spout["acked"] == n))
+    base_wall, base_counts = harness.time_baseline(lambda: baseline_wordcount(directory))
+
+    rate = n / wall
+    base_rate = n / base_wall
+    record = harness.base_record(
+        "W1", acking, host="process", workers=workers, parallelism=parallelism,
+        ackers=workers if acking else 0, n=n,
+        max_spout_pending=max_pending if acking else None,
+        wall_s=round(wall, 3),
+        wall_from="spout open -> " + ("spout's last ack" if acking else "count tasks' last execute"),
+        sentences_per_s=round(rate, 1),
+        words_per_s=round(words / wall, 1),
+        submit_to_open_s=round(t_start - t_submit, 3),
+        end_seen_after_s=round(t_seen - t_end, 3),
+        exhausted_at_s=round(spout["t_exhausted"] - t_start, 3) if spout["t_exhausted"] else None,
+        count_prepare_skew_s=round(max(prepared) - min(prepared), 3),
+        **usage,
+        complete_latency_mean_ms=round(comps["sentences"]["complete_latency_ms"], 3) if acking else None,
+        failed=failed,
+        errors=len(errors),
+        workers_stopped=stopped,
+        correct=correct,
+        baseline_wall_s=round(base_wall, 3),
+        baseline_rate=round(base_rate, 1),
+        baseline_correct=base_counts == reference,
+        ratio=round(rate / base_rate, 4),
+    )
+    return harness.finish_record(record, None)

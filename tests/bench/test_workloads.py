@@ -28,6 +28,19 @@ def test_w1_counts_are_correct(tmp_path, acking):
     assert record["sentences_per_s"] > 0 and record["ratio"] > 0
 
 
+def test_w1_on_the_process_host_with_two_workers_is_correct(tmp_path):
+    """A throwaway master + supervisor with 2 worker processes: the count tasks, one per worker,
+    write their counts on cleanup and the merged counts match; no worker process is left."""
+    record = w1_wordcount.run(n=2000, acking=True, corpus_dir=tmp_path / "corpus", timeout=30,
+                              host="process", workers=2)
+    assert record["correct"] is True
+    assert record["host"] == "process" and record["workers"] == 2 and record["parallelism"] == 2
+    assert record["failed"] == 0 and record["errors"] == 0 and record["workers_stopped"] is True
+    assert len(record["worker_cpu_s"]) == 2 and len(record["worker_peak_rss_mb"]) == 2
+    assert _COMMON <= record.keys()
+    assert record["sentences_per_s"] > 0 and record["wall_s"] > 0
+
+
 @pytest.mark.parametrize("workload", ["W2", "W3"])
 @pytest.mark.parametrize("acking", [True, False], ids=["acking-on", "acking-off"])
 def test_const_workloads_run(workload, acking):

@@ -1,0 +1,305 @@
+"""`ProcessHost`: a throwaway process-host cluster (master + supervisor + N worker processes)
+for one benchmark run. A context manager that yields an object with the verbs the runs need::
+
+    with ProcessHost(workers=2) as host:
+        host.submit(name, conf, topology)
+        info = host.info(name)          # get_topology_info (heartbeated: ~1 s late)
+        host.kill(name, wait_secs=0)
+
+`ProcessHost` starts ``squall.cluster.process.run_nimbus`` (the master, which starts its
+supervisor) as a subprocess, on free ports and in a fresh temporary ``storm.local.dir`` whose
+``supervisor.slots.ports`` are ``workers`` free ports, and waits until the master answers. On
+exit it stops the master with SIGTERM (the master stops the supervisor it started, and the
+supervisor its workers), then checks that no process of that ``storm.local.dir`` is left: any
+that is, is killed and reported as an error (`LeftoverProcessError`). The directory (logs of
+the master, supervisor and workers) is removed unless the run failed or ``keep_dir`` is set.
+
+Measuring processes from outside (`proc_sample`): ``/proc/<pid>/stat`` gives a process's CPU
+seconds (user + system) and ``/proc/<pid>/status`` its resident set now (``VmRSS``) and at its
+peak (``VmHWM``). Linux only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class LeftoverProcessError(RuntimeError):
+    """A process of the throwaway cluster outlived its stop."""
+
+
+# --- processes, seen from outside ------------------------------------------------------------------
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports free right now on 127.0.0.1 (a race, as every such helper)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def processes_mentioning(marker: str) -> dict[int, str]:
+    """pid -> command line of the squall processes whose command line contains ``marker``."""
+    out = {}
+    me = os.getpid()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == me:
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd and "squall" in cmd:
+            out[int(d.name)] = cmd
+    return out
+
+
+def proc_sample(pid: int) -> dict[str, float] | None:
+    """CPU seconds so far, current and peak RSS (MB) of ``pid``; None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "; field 3 is fields[0]
+    cpu = (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime
+    mem = {}
+    for line in status.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            mem[key] = int(rest.split()[0]) / 1024.0  # kB
+    return {"cpu_s": cpu, "rss_mb": mem.get("VmRSS", 0.0), "peak_rss_mb": mem.get("VmHWM", 0.0)}
+
+
+# --- the hosts -----------------------------------------------------------------------------------------
+class ProcessHost:
+    """A throwaway process-host cluster; see the module docstring.
+
+    Args:
+        workers: number of worker slots (``supervisor.slots.ports``).
+        conf: extra cluster settings (written to the cluster's ``squall.yaml``).
+        keep_dir: keep the ``storm.local.dir`` (and its logs) after a successful run.
+        start_timeout: seconds to wait for the master to answer.
+    """
+
+    name = "process"
+
+    def __init__(self, workers: int = 1, conf: dict[str, Any] | None = None, keep_dir: bool = False,
+                 start_timeout: float = 30.0) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers
+        self.extra_conf = dict(conf or {})
+        self.keep_dir = keep_dir
+        self.start_timeout = start_timeout
+        self.root: Path | None = None
+        self.local_dir: Path | None = None
+        self.conf: dict[str, Any] = {}
+        self.conf_file: Path | None = None
+        self.master: subprocess.Popen | None = None
+        self._client: Any = None
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+    def __enter__(self) -> ProcessHost:
+        self.root = Path(tempfile.mkdtemp(prefix="squall-bench-host-"))
+        self.local_dir = self.root / "storm-local"
+        master_port, *slots = free_ports(1 + self.workers)
+        self.conf = {"storm.local.dir": str(self.local_dir), "nimbus.host": "127.0.0.1",
+                     "nimbus.thrift.port": master_port, "supervisor.slots.ports": slots}
+        self.conf.update(self.extra_conf)
+        self.conf_file = self.root / "squall.yaml"
+        self.conf_file.write_text(yaml.safe_dump(self.conf))
+        try:
+            self._start_master()
+        except BaseException:
+            self._stop(failed=True)
+            raise
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        self._stop(failed=exc_type is not None)
+
+    def _start_master(self) -> None:
+        code = ("import logging, sys; logging.basicConfig(level=logging.INFO);"
+                "from squall._config import cluster_conf; from squall.cluster.process import run_nimbus;"
+                f"sys.exit(run_nimbus(cluster_conf(None, {str(self.conf_file)!r})))")
+        env = dict(os.environ)
+        # workers import the benchmark's helpers (bench.corpus) by name: make them importable
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+        env.pop("SQUALL_CONF_DIR", None)
+        with open(self.root / "master.log", "ab") as log:
+            self.master = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=log,
+                                           cwd=str(REPO_ROOT), env=env)
+        from squall._config import cluster_conf
+        from squall.cluster.client import MasterClient
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if self.master.poll() is not None:
+                raise RuntimeError(f"the master exited with status {self.master.returncode}; "
+                                   f"see {self.root / 'master.log'}:\n{self._tail('master.log')}")
+            try:
+                client = MasterClient(cluster_conf(None, self.conf_file))
+                client.list_topologies()
+                self._client = client
+                break
+            except Exception:
+                with contextlib.suppress(Exception):
+                    client.close()
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the master did not answer within {self.start_timeout} s; "
+                                       f"see {self.root / 'master.log'}") from None
+                time.sleep(0.05)
+        while self.supervisor_pid() is None:  # started by the master right before it listens
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no supervisor started within {self.start_timeout} s; "
+                                   f"see {self.local_dir / 'supervisor'}")
+            time.sleep(0.05)
+
+    def _tail(self, rel: str, lines: int = 30) -> str:
+        try:
+            return "\n".join((self.root / rel).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def _stop(self, failed: bool) -> None:
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()
+            self._client = None
+        if self.master is not None and self.master.poll() is None:
+            self.master.send_signal(signal.SIGTERM)  # stops the supervisor it started, which stops its workers
+            try:
+                self.master.wait(30)
+            except subprocess.TimeoutExpired:
+                self.master.kill()
+                self.master.wait()
+        left: dict[int, str] = {}
+        if self.local_dir is not None:
+            marker = str(self.local_dir)
+            deadline = time.monotonic() + 15
+            while processes_mentioning(marker) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            left = processes_mentioning(marker)
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        if self.root is not None and not (failed or left or self.keep_dir):
+            shutil.rmtree(self.root, ignore_errors=True)
+        elif self.root is not None:
+            print(f"[bench] process host directory kept: {self.root}", file=sys.stderr)
+        if left and not failed:
+            raise LeftoverProcessError(f"processes of the throwaway cluster outlived its stop (killed): {left}")
+
+    # --- the verbs ---------------------------------------------------------------------------------------
+    def submit(self, name: str, conf: dict[str, Any], topology: Any) -> str:
+        return self._client.submit_topology(name, conf, topology)
+
+    def info(self, name: str) -> dict[str, Any]:
+        return self._client.get_topology_info(name)
+
+    def get_topology_info(self, name: str) -> dict[str, Any]:  # what harness.wait_until calls
+        return self.info(name)
+
+    def kill(self, name: str, wait_secs: float | None = 0) -> None:
+        self._client.kill_topology(name, wait_secs=wait_secs)
+
+    # --- its processes -----------------------------------------------------------------------------------
+    def worker_pids(self) -> list[int]:
+        """Pids of the worker processes running now."""
+        return sorted(p for p, c in processes_mentioning(str(self.local_dir)).items() if " -m squall.worker " in c)
+
+    def supervisor_pid(self) -> int | None:
+        from squall.cluster.process import running_supervisor
+        return running_supervisor(self.local_dir)
+
+    def wait_workers(self, n: int, timeout: float = 30.0) -> list[int]:
+        """Waits until ``n`` worker processes run; returns their pids."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pids = self.worker_pids()
+            if len(pids) >= n:
+                return pids
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(pids)} of {n} workers started within {timeout} s; "
+                                   f"see {self.local_dir / 'supervisor'}")
+            time.sleep(0.02)
+
+    def wait_no_workers(self, timeout: float = 15.0) -> bool:
+        """True once no worker process runs (after a kill)."""
+        deadline = time.monotonic() + timeout
+        while self.worker_pids():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def samples(self) -> dict[str, Any]:
+        """`proc_sample` of every worker (by pid), of the master and of the supervisor, and the
+        ``time.perf_counter()`` they were taken at."""
+        from .harness import cpu_seconds, machine_busy_seconds
+        out: dict[str, Any] = {"t": time.perf_counter(), "machine": machine_busy_seconds(),
+                               "self": cpu_seconds(), "workers": {}}
+        for pid in self.worker_pids():
+            s = proc_sample(pid)
+            if s is not None:
+                out["workers"][pid] = s
+        out["master"] = proc_sample(self.master.pid) if self.master is not None else None
+        sup = self.supervisor_pid()
+        out["supervisor"] = proc_sample(sup) if sup is not None else None
+        return out
+
+
+def usage_between(start: dict[str, Any], end: dict[str, Any],
+                  worker_cpu0: dict[int, float] | None = None) -> dict[str, Any]:
+    """Record fields for the processes' use of CPU and memory between two `ProcessHost.samples`.
+
+    ``cpu_s`` is the CPU seconds of all worker processes together (the master and supervisor
+    are given apart), ``peak_rss_mb`` the largest worker's peak resident set (``VmHWM``, since
+    it started), and ``worker_*`` the same per worker, in pid order. ``worker_cpu0`` overrides
+    the start's CPU per worker pid (W1: read by the components themselves when they opened).
+    """
+    cpu0 = {pid: s["cpu_s"] for pid, s in start.get("workers", {}).items()}
+    cpu0.update(worker_cpu0 or {})
+    pids = sorted(end["workers"])
+    per = [round(end["workers"][p]["cpu_s"] - cpu0.get(p, 0.0), 2) for p in pids]
+
+    def delta(role: str) -> float | None:
+        a, b = start.get(role), end.get(role)
+        return round(b["cpu_s"] - a["cpu_s"], 2) if a and b else None
+
+    # what the rest of the machine used meanwhile: all busy CPU less this cluster's and ours
+    other = None
+    if start.get("machine") is not None and end.get("machine") is not None:
+        ours = sum(end["workers"][p]["cpu_s"] - start.get("workers", {}).get(p, {}).get("cpu_s", 0.0)
+                   for p in pids)  # a worker started after ``start`` counts from zero
+        ours += (delta("master") or 0.0) + (delta("supervisor") or 0.0) + end["self"] - start["self"]
+        other = round(end["machine"] - start["machine"] - ours, 2)  # tick-sampled: can dip below 0
+    return {
+        "cpu_s": round(sum(per), 2),
+        "cpu_wall_s": round(end["t"] - start["t"], 3) if "t" in start else None,
+        "worker_cpu_s": per,
+        "worker_peak_rss_mb": [round(end["workers"][p]["peak_rss_mb"], 1) for p in pids],
+        "peak_rss_mb": round(max((end["workers"][p]["peak_rss_mb"] for p in pids), default=0.0), 1),
+        "master_cpu_s": delta("master"),
+        "supervisor_cpu_s": delta("supervisor"),
+        "master_peak_rss_mb": round(end["master"]["peak_rss_mb"], 1) if end.get("master") else None,
+        "other_cpu_s": other,
+    }

@@ -252,15 +252,17 @@ def base_record(workload: str, acking: bool, **extra: Any) -> dict[str, Any]:
 
 
 def squall_commit() -> str | None:
-    """The git commit squall was imported from, ``+dirty`` if ``squall/`` has uncommitted changes.
+    """The last git commit that changed ``squall/`` (the engine this run measured), ``+dirty`` if
+    ``squall/`` has uncommitted changes.
 
-    The engine changes often; medians must not mix versions, so `report` groups by this.
+    The engine changes often; medians must not mix versions, so `report` groups by this. A
+    commit that touches only the benchmarks or the docs does not start a new group.
     None when squall is not in a git checkout.
     """
     root = Path(squall.__file__).resolve().parent.parent
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10, check=True).stdout.strip()
+        head = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h", "--", "squall"],
+                              capture_output=True, text=True, timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "squall"],
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):

@@ -15,6 +15,8 @@ __all__ = ["run", "baseline_w3"]
 
 
 def run(acking: bool = True, secs: float = 30.0, warmup: float = 10.0,
-        max_pending: int = DEFAULT_MAX_PENDING) -> dict[str, Any]:
-    """One W3 run on LocalCluster (1 worker) and its baseline; returns the record."""
-    return _run("W3", acking, secs, warmup, max_pending)
+        max_pending: int = DEFAULT_MAX_PENDING, host: str = "local", workers: int = 1,
+        parallelism: int | None = None) -> dict[str, Any]:
+    """One W3 run (LocalCluster, or the process host with ``workers`` workers) and its
+    baseline; returns the record."""
+    return _run("W3", acking, secs, warmup, max_pending, host, workers, parallelism)

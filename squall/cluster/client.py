@@ -4,6 +4,7 @@ master's errors raised as the same exceptions `LocalCluster` raises."""
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 import sysconfig
 from typing import Any
@@ -13,6 +14,8 @@ import cloudpickle
 from .. import _errors
 from .._topology import StormTopology
 from ..worker.rpc import Client, RemoteError, load_or_create_secret
+
+log = logging.getLogger("squall.client")
 
 _ERRORS = {name: getattr(_errors, name) for name in (
     "AlreadyAliveException", "NotAliveException", "InvalidTopologyException", "IllegalStateTransition",
@@ -29,12 +32,12 @@ def master_address(conf: dict[str, Any]) -> tuple[str, int]:
     return host, int(conf.get("nimbus.thrift.port") or 6627)
 
 
-def _ship_user_modules(topology: StormTopology) -> None:
-    """Pickle the user's own modules by value, so workers need not import them (as Storm ships
-    the topology's jar): every module of a component, grouping or their classes' bases that is
-    not from the standard library, site-packages or squall itself."""
+def _user_modules(topology: StormTopology) -> list[Any]:
+    """The user's own top-level modules and packages behind a topology's components and
+    groupings: those not from the standard library, site-packages or squall itself."""
     skip = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     seen: set[str] = set()
+    found = []
     objs: list[Any] = []
     for spec in topology.components.values():
         objs.append(spec.obj)
@@ -49,7 +52,39 @@ def _ship_user_modules(topology: StormTopology) -> None:
             module = sys.modules.get(name) or importlib.import_module(name)
             path = getattr(module, "__file__", None)
             if path and not any(path.startswith(p) for p in skip):
-                cloudpickle.register_pickle_by_value(module)
+                found.append(module)
+    return found
+
+
+def pickle_topology(topology: StormTopology) -> bytes:
+    """Pickle a topology with the user's own modules by value, so workers need not import them
+    (as Storm ships the jar).
+
+    The by-value registration lasts only for this call, so nothing else in the process (a
+    LocalCluster, say) is affected. If a module cannot go by value (its code refers to
+    module-level state that cannot be pickled, such as a lock), the topology is pickled by
+    reference instead, with a warning: workers must then be able to import those modules.
+
+    Raises:
+        InvalidTopologyException: the topology cannot be pickled either way.
+    """
+    modules = _user_modules(topology)
+    for m in modules:
+        cloudpickle.register_pickle_by_value(m)
+    try:
+        return cloudpickle.dumps(topology)
+    except Exception as e:
+        by_value_error = e
+    finally:
+        for m in modules:
+            cloudpickle.unregister_pickle_by_value(m)
+    try:
+        blob = cloudpickle.dumps(topology)
+    except Exception as e:
+        raise _errors.InvalidTopologyException(f"the topology cannot be serialized: {e}") from e
+    log.warning("could not ship %s by value (%s); workers must be able to import them",
+                ", ".join(m.__name__ for m in modules), by_value_error)
+    return blob
 
 
 class MasterClient:
@@ -73,12 +108,7 @@ class MasterClient:
         if not isinstance(topology, StormTopology):
             raise _errors.InvalidTopologyException(
                 f"submit_topology needs a StormTopology, got {type(topology).__name__}")
-        _ship_user_modules(topology)
-        try:
-            blob = cloudpickle.dumps(topology)
-        except Exception as e:
-            raise _errors.InvalidTopologyException(f"the topology cannot be serialized: {e}") from e
-        return self._call("submit", name=name, conf=dict(conf or {}), topology=blob)
+        return self._call("submit", name=name, conf=dict(conf or {}), topology=pickle_topology(topology))
 
     def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
         """Kill after ``wait_secs`` (default: its message timeout)."""

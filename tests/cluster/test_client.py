@@ -1,0 +1,77 @@
+"""Pickling a topology for the master: user modules by value, for that call only."""
+
+import logging
+import sys
+import textwrap
+
+import cloudpickle
+
+from squall import LocalCluster, TopologyBuilder
+from squall.cluster.client import pickle_topology
+
+LOCKED = """
+    import threading
+
+    from squall import Fields, Spout
+
+    LOCK = threading.Lock()
+
+
+    class Guarded(Spout):
+        def declare_output_fields(self, declarer):
+            declarer.declare(Fields("x"))
+
+        def next_tuple(self):
+            with LOCK:
+                pass
+"""
+
+PLAIN = """
+    from squall import Fields, Spout
+
+
+    class Plain(Spout):
+        def declare_output_fields(self, declarer):
+            declarer.declare(Fields("x"))
+"""
+
+
+def _package(tmp_path, name, text):
+    pkg = tmp_path / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "parts.py").write_text(textwrap.dedent(text))
+    sys.path.insert(0, str(tmp_path))
+    return __import__(f"{name}.parts").parts
+
+
+def test_user_modules_go_by_value_only_for_that_call(tmp_path):
+    parts = _package(tmp_path, "plainpkg", PLAIN)
+    b = TopologyBuilder()
+    b.set_spout("s", parts.Plain())
+    topo = b.create_topology()
+    try:
+        blob = pickle_topology(topo)
+        assert b"plainpkg" in blob and b"declare_output_fields" in blob  # the code is inside
+        assert "plainpkg" not in cloudpickle.list_registry_pickle_by_value()
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_a_module_whose_state_cannot_be_pickled_falls_back_to_import_by_name(tmp_path, caplog):
+    """A module-level lock cannot travel by value: the topology goes by reference, with a
+    warning, and the process is left as it was (a LocalCluster still runs the topology)."""
+    parts = _package(tmp_path, "lockpkg", LOCKED)
+    b = TopologyBuilder()
+    b.set_spout("s", parts.Guarded())
+    topo = b.create_topology()
+    try:
+        with caplog.at_level(logging.WARNING, logger="squall.client"):
+            blob = pickle_topology(topo)
+        assert any("could not ship lockpkg by value" in r.getMessage() for r in caplog.records)
+        assert cloudpickle.loads(blob).components["s"].obj.__class__ is parts.Guarded
+        with LocalCluster() as cluster:
+            cluster.submit_topology("locked", {}, topo)
+            assert cluster.get_topology_info("locked")["status"] == "ACTIVE"
+    finally:
+        sys.path.remove(str(tmp_path))

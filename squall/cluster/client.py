@@ -132,7 +132,9 @@ class MasterClient:
         return self._call("list")
 
     def get_topology_info(self, name: str) -> dict[str, Any]:
-        """Status, counts per component and errors (the shape `LocalCluster` returns)."""
+        """Status, counts per component (with ``task_stats``), the acker, errors and the
+        configuration, as `LocalCluster` returns them; ``workers`` lists slots (``host:port``,
+        launch id, alive, given up) instead of in-process ports."""
         return self._call("info", name=name)
 
     def close(self) -> None:

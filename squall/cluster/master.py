@@ -287,11 +287,15 @@ class Master:
                 "backlog": sum(s["backlog"] for s in stats),
                 "complete_latency_ms": (1000.0 * lat_sum / lat_n) if lat_n else 0.0,
                 "errors": [e for e in topo.errors if e["component"] == cid],
+                "task_stats": {t: tasks[t] for t in plan.component_tasks[cid] if t in tasks},
             }
         return {"id": plan.storm_id, "name": name, "status": topo.status.value,
                 "uptime_secs": time.time() - topo.launched, "num_workers": len(topo.assignment),
                 "num_executors": len(plan.executors), "num_tasks": len(plan.task_to_component),
                 "components": components, "errors": topo.errors[-50:],
+                "acker": {"tasks": len(plan.acker_tasks),
+                          "executed": sum(tasks[t]["executed"] for t in plan.acker_tasks if t in tasks)},
+                "configuration": {k: v for k, v in plan.conf.items() if k != "squall.secret"},
                 "workers": [{"slot": s, "launch_id": topo.launch_ids.get(s),
                              "alive": not topo.heartbeats.get(s, {}).get("starting", False),
                              "given_up": s in topo.given_up} for s in sorted(topo.assignment)]}

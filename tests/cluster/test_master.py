@@ -138,3 +138,16 @@ def test_info_counts_only_the_slots_a_topology_holds_now(conf):
         m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], stats=stats)
     m.op_rebalance(name="t", num_workers=1, wait_secs=0)
     assert m.op_info(name="t")["components"]["sink"]["acked"] <= 500  # no stale slot's counts added
+
+
+def test_info_has_the_keys_local_cluster_gives(conf):
+    from squall import LocalCluster
+    m = Master(conf)
+    _register(m)
+    m.op_submit(name="t", conf={}, topology=_topology())
+    remote = m.op_info(name="t")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", {}, cloudpickle.loads(_topology()))
+        local = cluster.get_topology_info("t")
+    assert set(local) <= set(remote) | {"workers"}
+    assert set(local["components"]["sink"]) <= set(remote["components"]["sink"]) | {"backlog"}

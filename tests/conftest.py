@@ -1,9 +1,12 @@
-"""Shared test helpers: polling with a deadline instead of fixed sleeps."""
+"""Shared test helpers: polling with a deadline instead of fixed sleeps, and finding the
+processes a test's cluster started."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def wait_until(pred: Callable[[], object], timeout: float = 10.0, interval: float = 0.01) -> bool:
@@ -20,3 +23,19 @@ def wait_until(pred: Callable[[], object], timeout: float = 10.0, interval: floa
         if time.monotonic() >= deadline:
             return bool(pred())
         time.sleep(interval)
+
+
+def processes_mentioning(marker: str) -> dict[int, str]:
+    """pid -> command line of this machine's processes (other than this one) whose command line
+    contains ``marker``, such as a test's own ``storm.local.dir``."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmd:
+            out[int(d.name)] = cmd
+    return out

@@ -19,7 +19,7 @@ import yaml
 
 from squall.cli import main
 
-from .conftest import wait_until
+from .conftest import processes_mentioning, wait_until
 
 N = 2000
 
@@ -155,17 +155,7 @@ class Nimbus:
     def processes(self) -> dict[int, str]:
         """pid -> command line of the processes that mention our storm.local.dir (the supervisor
         and the workers; nimbus's own command line names only the squall.yaml beside it)."""
-        out = {}
-        for d in Path("/proc").iterdir():
-            if not d.name.isdigit():
-                continue
-            try:
-                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if str(self.dir) in cmd:
-                out[int(d.name)] = cmd
-        return out
+        return processes_mentioning(str(self.dir))
 
     def workers(self) -> dict[int, str]:
         return {pid: cmd for pid, cmd in self.processes().items() if "squall.worker" in cmd}

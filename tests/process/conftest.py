@@ -6,7 +6,6 @@ import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,7 +13,7 @@ import yaml
 from squall._config import cluster_conf
 from squall.cluster.client import MasterClient
 
-from ..conftest import wait_until
+from ..conftest import processes_mentioning, wait_until
 
 
 def _free_ports(n):
@@ -28,18 +27,8 @@ def _free_ports(n):
 
 
 def _squall_processes(marker: str) -> dict[int, str]:
-    """pid -> command line of processes whose command line mentions ``marker``."""
-    out = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if marker in cmd and int(d.name) != os.getpid() and "squall" in cmd:
-            out[int(d.name)] = cmd
-    return out
+    """pid -> command line of squall's processes that mention ``marker``."""
+    return {pid: cmd for pid, cmd in processes_mentioning(marker).items() if "squall" in cmd}
 
 
 class Cluster:

@@ -13,7 +13,7 @@ import pytest
 from squall.cli import main
 from squall.cli._options import parse_overrides
 
-TINY_TOPOLOGY = '''
+NUMBERS_TOPOLOGY = '''
 from squall import Bolt, Fields, Spout, TopologyBuilder
 
 
@@ -41,7 +41,10 @@ def build():
     builder.set_bolt("sink", Sink(), 2).shuffle_grouping("numbers")
     return builder.create_topology()
 
+'''
+"""A file whose `build()` gives a reliable numbers spout and an acking sink."""
 
+TINY_TOPOLOGY = NUMBERS_TOPOLOGY + '''
 conf = {"topology.max.spout.pending": 500}
 '''
 

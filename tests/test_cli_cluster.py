@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import yaml
 from squall.cli import main
 
 from .conftest import processes_mentioning, wait_until
+from .test_cli import NUMBERS_TOPOLOGY, write
 
 N = 2000
 
@@ -64,35 +64,7 @@ if __name__ == "__main__":
     StormSubmitter.submit_topology(sys.argv[1], conf, builder.create_topology())
 '''
 
-BUILD_STYLE = '''
-from squall import Bolt, Fields, Spout, TopologyBuilder
-
-
-class Endless(Spout):
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("n"))
-
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        self.n = 0
-
-    def next_tuple(self):
-        self.n += 1
-        self.collector.emit([self.n], self.n)
-
-
-class Sink(Bolt):
-    def execute(self, tup):
-        self.collector.ack(tup)
-
-
-def build():
-    builder = TopologyBuilder()
-    builder.set_spout("numbers", Endless())
-    builder.set_bolt("sink", Sink(), 2).shuffle_grouping("numbers")
-    return builder.create_topology()
-
-
+BUILD_STYLE = NUMBERS_TOPOLOGY + '''
 conf = {"topology.workers": 1, "topology.max.spout.pending": 100}
 '''
 
@@ -110,12 +82,6 @@ def free_ports(n: int) -> list[int]:
 def squall(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "squall", *args], capture_output=True, text=True,
                           timeout=timeout)
-
-
-def write(tmp_path: Path, name: str, source: str) -> str:
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(source))
-    return str(path)
 
 
 class Nimbus:

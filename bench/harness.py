@@ -419,3 +419,13 @@ def report(records: Iterable[dict[str, Any]], latest: bool = False) -> str:
             f"{_fmt(med('cpu_s'), 1)} | {_fmt(med('peak_rss_mb'), 0)} | "
             f"{all(bool(r.get('correct')) for r in rs)} |")
     return "\n".join(lines)
+
+
+def wait_files(directory: Path, pattern: str, n: int, timeout: float) -> list[Path]:
+    """The files matching ``pattern`` once there are ``n`` (or whatever is there at ``timeout``)."""
+    deadline = time.perf_counter() + timeout
+    while True:
+        files = sorted(directory.glob(pattern))
+        if len(files) >= n or time.perf_counter() > deadline:
+            return files
+        time.sleep(0.05)

@@ -203,14 +203,14 @@ def build(directory: str, acking: bool, output_dir: str, max_pending: int = DEFA
     return builder.create_topology(), conf
 
 
-def _wait_files(directory: Path, pattern: str, n: int, timeout: float) -> list[Path]:
-    """The files matching ``pattern`` once there are ``n`` (or whatever is there at ``timeout``)."""
-    deadline = time.perf_counter() + timeout
-    while True:
-        files = sorted(directory.glob(pattern))
-        if len(files) >= n or time.perf_counter() > deadline:
-            return files
-        time.sleep(0.05)
+def _progress(info: dict, n: int, acking: bool) -> float:
+    """How far a W1 run is, 0 to 1: words counted and, with acking on, sentences completed."""
+    comps = info["components"]
+    done = comps["count"]["executed"] / (n * WORDS_PER_SENTENCE)
+    if acking:
+        sp = comps["sentences"]
+        done = min(done, (sp["acked"] + sp["failed"]) / n)
+    return done
 
 
 def _merge_counts(files: list[Path]) -> tuple[dict[str, int] | None, list[dict]]:
@@ -230,7 +230,7 @@ def _merge_counts(files: list[Path]) -> tuple[dict[str, int] | None, list[dict]]
 
 def _read_counts(output_dir: Path, timeout: float = 10.0, tasks: int = 1) -> dict[str, int] | None:
     """Merges the count files the count tasks wrote on cleanup (None if none appeared)."""
-    return _merge_counts(_wait_files(output_dir, "count-*.json", tasks, timeout))[0]
+    return _merge_counts(harness.wait_files(output_dir, "count-*.json", tasks, timeout))[0]
 
 
 def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None = None,
@@ -264,12 +264,7 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
         name = f"w1-{'ack' if acking else 'noack'}"
 
         def progress(info: dict) -> float:
-            comps = info["components"]
-            done = comps["count"]["executed"] / words
-            if acking:
-                sp = comps["sentences"]
-                done = min(done, (sp["acked"] + sp["failed"]) / n)
-            return done
+            return _progress(info, n, acking)
 
         with LocalCluster() as cluster:
             meter = harness.Meter().start()
@@ -325,12 +320,7 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
         name = f"w1-{'ack' if acking else 'noack'}"
 
         def progress(info: dict) -> float:
-            comps = info["components"]
-            done = comps["count"]["executed"] / words
-            if acking:
-                sp = comps["sentences"]
-                done = min(done, (sp["acked"] + sp["failed"]) / n)
-            return done
+            return _progress(info, n, acking)
 
         with ProcessHost(workers) as host:
             start = host.samples()
@@ -340,8 +330,8 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
             t_seen = time.perf_counter()
             end = host.samples()
             host.kill(name, wait_secs=0)  # workers stop cleanly: close()/cleanup() write the files
-            count_files = _wait_files(output_dir, "count-*.json", parallelism, 30.0)
-            spout_files = _wait_files(output_dir, "spout-*.json", 1, 30.0)
+            count_files = harness.wait_files(output_dir, "count-*.json", parallelism, 30.0)
+            spout_files = harness.wait_files(output_dir, "spout-*.json", 1, 30.0)
             stopped = host.wait_no_workers()
         counts, metas = _merge_counts(count_files)
         spout = json.loads(spout_files[0].read_text(encoding="utf-8")) if spout_files else None

@@ -410,15 +410,6 @@ def _heartbeat_edge(host: Any, name: str, value, span: float = 0.95, poll: float
         time.sleep(poll)
 
 
-def _wait_files(directory: Path, pattern: str, n: int, timeout: float) -> list[Path]:
-    deadline = time.perf_counter() + timeout
-    while True:
-        files = sorted(directory.glob(pattern))
-        if len(files) >= n or time.perf_counter() > deadline:
-            return files
-        time.sleep(0.05)
-
-
 def run_process(workload: str, acking: bool, secs: float, warmup: float, max_pending: int, workers: int,
                 parallelism: int) -> dict[str, Any]:
     """One W2 or W3 run on a throwaway process host of ``workers`` workers (see the module
@@ -447,7 +438,7 @@ def run_process(workload: str, acking: bool, secs: float, warmup: float, max_pen
                     break
                 ev1, info1, procs1 = _heartbeat_edge(host, name, value)
             host.kill(name, wait_secs=0)
-            files = _wait_files(output_dir, "latency-*.bin", parallelism, 20.0) if acking else []
+            files = harness.wait_files(output_dir, "latency-*.bin", parallelism, 20.0) if acking else []
             stopped = host.wait_no_workers()
         samples = read_sample_files(output_dir) if files else harness.Samples()
     finally:

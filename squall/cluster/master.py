@@ -64,6 +64,30 @@ class _Topo:
         # not persisted: the last heartbeat per slot, and the slots heard from since assignment
         self.heartbeats: dict[str, dict[str, Any]] = {}
         self.ready: set[str] = set()
+        # the data address each slot's worker bound and reported ("tcp://host:port"): on Spark
+        # it is known only once the task runs, and changes when the task restarts elsewhere;
+        # ``addresses_version`` counts the changes so that workers fetch the table only anew
+        self.addresses: dict[str, str] = {}
+        self.addresses_version = 0
+
+    def note_address(self, slot: str, address: str | None) -> None:
+        """``slot``'s worker reported its data address (None: it is restarting)."""
+        if self.addresses.get(slot) != address:
+            if address:
+                self.addresses[slot] = address
+            else:
+                self.addresses.pop(slot, None)
+            self.addresses_version += 1
+
+    def peers(self) -> dict[int, str | None]:
+        """Task -> the data address of the worker running it (None: not reported yet)."""
+        out: dict[int, str | None] = {}
+        for slot, idx in self.assignment.items():
+            addr = self.addresses.get(slot)
+            for i in idx:
+                for t in self.plan.executors[i].tasks:
+                    out[t] = addr
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status.value, "previous": self.previous.value if self.previous else None,
@@ -193,6 +217,7 @@ class Master:
                 if t.assignment.get(slot) != idx:
                     t.launch_ids[slot] = t.launch_ids.get(slot, 0) + 1
                     t.heartbeats[slot] = {"time": time.time(), "starting": True}
+                    t.note_address(slot, None)
                     t.ready.discard(slot)  # the new executors must report in before spouts run
             t.assignment = new
             # a slot the topology left (rebalanced away) must not lend its last, stale figures
@@ -341,26 +366,31 @@ class Master:
                                                           f"gave up (see the errors above)"))
         self._save()
 
-    def op_get_assignment(self, storm_id: str, slot: str) -> dict[str, Any]:
+    def op_get_assignment(self, storm_id: str, slot: str, address: str | None = None,
+                          launch_id: int | None = None, want_plan: bool = True) -> dict[str, Any]:
+        """A starting worker's assignment; it reports the data ``address`` it bound. ``peers``
+        (task -> address) holds None for workers that have not reported theirs yet: the worker
+        asks again until none is missing (``plan`` is sent only with ``want_plan``)."""
         topo = self._find(storm_id)
         if topo is None or slot not in topo.assignment:
             raise NotAliveException(f"no assignment for {storm_id} on {slot}")
-        plan = topo.plan
-        index = topo.assignment[slot]
-        peers = {}
-        for s, idx in topo.assignment.items():
-            h, p = s.rsplit(":", 1)
-            for i in idx:
-                for t in plan.executors[i].tasks:
-                    peers[t] = f"tcp://{h}:{p}"
-        return {"plan": cloudpickle.dumps(plan), "executors": index, "peers": peers,
+        if launch_id is None or launch_id == topo.launch_ids[slot]:
+            topo.note_address(slot, address)
+        return {"plan": cloudpickle.dumps(topo.plan) if want_plan else None,
+                "executors": topo.assignment[slot], "peers": topo.peers(),
+                "addresses_version": topo.addresses_version,
                 "launch_id": topo.launch_ids[slot], "active": self._active(topo)}
 
     def op_heartbeat(self, storm_id: str, slot: str, launch_id: int, stats: dict | None = None,
-                     errors: list[dict[str, Any]] | None = None, started: bool = True) -> dict[str, Any]:
+                     errors: list[dict[str, Any]] | None = None, started: bool = True,
+                     address: str | None = None, addresses_version: int | None = None) -> dict[str, Any]:
+        """A worker's beat. The reply says whether to stop, whether spouts may run, and, when
+        a peer moved since the worker's ``addresses_version``, the new ``peers`` table."""
         topo = self._find(storm_id)
         if topo is None or slot not in topo.assignment or topo.launch_ids.get(slot) != launch_id:
             return {"stop": True}  # killed, rebalanced away, or superseded by a newer launch
+        if address and slot not in topo.addresses:
+            topo.note_address(slot, address)  # a master restarted since learns them again
         topo.heartbeats[slot] = {"time": time.time(), "stats": stats or {}}
         if started and topo.launch_failures.get(slot):
             topo.launch_failures[slot] = 0
@@ -369,7 +399,11 @@ class Master:
             del topo.errors[:-100]
             self._save()
         topo.ready.add(slot)
-        return {"stop": False, "active": self._active(topo)}
+        reply: dict[str, Any] = {"stop": False, "active": self._active(topo)}
+        if addresses_version is not None and addresses_version != topo.addresses_version:
+            reply["peers"] = topo.peers()
+            reply["addresses_version"] = topo.addresses_version
+        return reply
 
     def _active(self, topo: _Topo) -> bool:
         """Whether a topology's spouts may run: ACTIVE, and (as Storm activates a topology only
@@ -416,6 +450,7 @@ class Master:
                                 slot, topo.plan.name, now - last)
                     topo.launch_ids[slot] += 1
                     topo.heartbeats[slot] = {"time": now, "starting": True}
+                    topo.note_address(slot, None)
                     changed = True
         if changed:
             self._save()

@@ -70,38 +70,72 @@ def _source_cache(plan) -> Any:
 
 
 def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any],
-        stop: threading.Event | None = None) -> int:
+        stop: threading.Event | None = None, bind: str | None = None) -> int:
     """Run the worker until the master says stop, ``stop`` is set (SIGTERM from the supervisor)
-    or user code crashes; return the exit status."""
+    or user code crashes; return the exit status. The worker receives on ``bind`` (default
+    the slot's own ``tcp://host:port``; port 0 picks a free one) and reports that address to
+    the master, which hands every worker the addresses of its peers."""
     stop = stop or threading.Event()
-    host, port = slot.rsplit(":", 1)
+    port = slot.rsplit(":", 1)[1]
     mhost, mport = master.rsplit(":", 1)
     link = _MasterLink(mhost, int(mport), load_or_create_secret(conf))
     deadline = time.monotonic() + float(conf.get("nimbus.task.launch.secs", 120))
-    while True:
+    transport: ZmqTransport | None = None
+    try:
+        a = _call_until(link, deadline, stop, "get_assignment", storm_id=storm_id, slot=slot, launch_id=launch_id)
+        if a is None:
+            log.error("cannot reach the master at %s", master)
+            return EXIT_CANNOT_START
+        if a["launch_id"] != launch_id:
+            return 0  # superseded while starting
         try:
-            a = link.call("get_assignment", storm_id=storm_id, slot=slot)
-            break
+            plan = cloudpickle.loads(a["plan"])
+            executors = [plan.executors[i] for i in a["executors"]]
+            blobs = component_blobs(plan)
+            serializer = Serializer(plan.conf, _source_cache(plan))
+            transport = ZmqTransport(bind or f"tcp://{slot}", {}, serializer, link.secret)
+        except Exception as e:
+            rec = error_record("__worker", -1, e, int(port), fatal=True)
+            rec.error = f"worker on {slot} cannot start: {rec.error}"
+            _report(link, storm_id, slot, launch_id, [rec.as_dict()])
+            return EXIT_CANNOT_START
+        # report our address, and wait for every peer's (on Spark they bind as their tasks start)
+        while True:
+            a = _call_until(link, deadline, stop, "get_assignment", storm_id=storm_id, slot=slot,
+                            launch_id=launch_id, address=transport.address, want_plan=False)
+            if a is None or a["launch_id"] != launch_id:
+                return 0 if stop.is_set() or a is not None else EXIT_CANNOT_START
+            if all(addr is not None for addr in a["peers"].values()):
+                break
+            if time.monotonic() > deadline:
+                log.error("peers of %s did not report within nimbus.task.launch.secs", slot)
+                return EXIT_CANNOT_START
+            time.sleep(0.2)
+        transport.set_peers({int(t): addr for t, addr in a["peers"].items() if addr != transport.address})
+        return _run_started(link, plan, executors, blobs, transport, a, storm_id, slot, launch_id, conf, stop)
+    finally:
+        if transport is not None:
+            transport.close()
+
+
+def _call_until(link: _MasterLink, deadline: float, stop: threading.Event, op: str, **args: Any) -> Any:
+    """``link.call`` retried while the master is unreachable; None once past ``deadline`` or stopped."""
+    while not stop.is_set():
+        try:
+            return link.call(op, **args)
         except RpcError as e:
             if time.monotonic() > deadline:
-                log.error("cannot reach the master at %s: %s", master, e)
-                return EXIT_CANNOT_START
+                log.error("%s failed: %s", op, e)
+                return None
             time.sleep(0.5)
-    if a["launch_id"] != launch_id:
-        return 0  # superseded while starting
-    try:
-        plan = cloudpickle.loads(a["plan"])
-        executors = [plan.executors[i] for i in a["executors"]]
-        blobs = component_blobs(plan)
-        serializer = Serializer(plan.conf, _source_cache(plan))
-    except Exception as e:
-        rec = error_record("__worker", -1, e, int(port), fatal=True)
-        rec.error = f"worker on {slot} cannot start: {rec.error}"
-        _report(link, storm_id, slot, launch_id, [rec.as_dict()])
-        return EXIT_CANNOT_START
-    me = f"tcp://{host}:{port}"
-    peers = {int(t): addr for t, addr in a["peers"].items() if addr != me}
-    transport = ZmqTransport(f"tcp://{host}:{port}", peers, serializer, link.secret)
+    return None
+
+
+def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, transport: ZmqTransport,
+                 a: dict[str, Any], storm_id: str, slot: str, launch_id: int, conf: dict[str, Any],
+                 stop: threading.Event) -> int:
+    port = slot.rsplit(":", 1)[1]
+    addresses_version = a["addresses_version"]
     errors: list[dict[str, Any]] = []
     crashed = threading.Event()
     state = TopologyState(active=bool(a["active"]))
@@ -134,7 +168,8 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
             pending, errors[:] = list(errors), []
             try:
                 reply = link.call("heartbeat", storm_id=storm_id, slot=slot, launch_id=launch_id,
-                                  stats=worker.statistics(), errors=pending, started=worker.opened())
+                                  stats=worker.statistics(), errors=pending, started=worker.opened(),
+                                  address=transport.address, addresses_version=addresses_version)
             except RpcError:
                 errors[:0] = pending  # keep them for when the master is back; go on processing
                 reply = None
@@ -145,10 +180,13 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
             if reply is not None:
                 if reply.get("stop"):
                     return 0
+                if "peers" in reply:  # a peer restarted elsewhere: before spouts may (re)start
+                    transport.set_peers({int(t): addr for t, addr in reply["peers"].items()
+                                         if addr is not None and addr != transport.address})
+                    addresses_version = reply["addresses_version"]
                 state.set_active(bool(reply.get("active")))
     finally:
         worker.stop(clean=status == 0, timeout=2)
-        transport.close()
 
 
 def _wait_any(a: threading.Event, b: threading.Event, timeout: float) -> bool:

@@ -28,8 +28,8 @@ from ..engine.transport import Transport
 
 log = logging.getLogger("squall.worker")
 
-MAX_BATCH = 2048
-_CONTROL = b"ctl"  # third frame of a control message  # items per message: bounds a message's size and the receiver's latency
+MAX_BATCH = 2048  # items per message: bounds a message's size and the receiver's latency
+_CONTROL = b"ctl"  # third frame of a control message
 
 
 class ZmqTransport(Transport):
@@ -38,7 +38,7 @@ class ZmqTransport(Transport):
     Args:
         bind: address to bind this worker's PULL socket to, e.g. ``tcp://127.0.0.1:6700``
             (port 0: any free port; `address` tells which).
-        peers: the address of the worker hosting each remote task.
+        peers: the address of the worker hosting each remote task (changed later by `set_peers`).
         serializer: encodes and decodes batches (`squall.engine.serialize.Serializer`).
         secret: the cluster's shared secret.
         receive: called with ``(task, item)`` for every item that arrives (the worker's
@@ -52,10 +52,17 @@ class ZmqTransport(Transport):
         self._secret = secret
         self._receive = receive
         self._control: Callable[[Any], None] | None = None
+        # queues, sockets and backlogs are keyed by the address a peer worker first had: a
+        # worker that restarts elsewhere (a Spark task on another executor) gets a new address
+        # (`set_peers`), but the senders the executors hold keep appending to the same queue
         self._queues: dict[str, deque] = {}
         self._task_queue: dict[int, deque] = {}
+        self._task_key: dict[int, str] = {}
+        self._address: dict[str, str] = {}
         for task, addr in peers.items():
             self._task_queue[task] = self._queues.setdefault(addr, deque())
+            self._task_key[task] = addr
+            self._address[addr] = addr
         self._sockets: dict[str, zmq.Socket] = {}
         self._unsent: dict[str, list[list[bytes]]] = {}
         self._send_lock = threading.Lock()
@@ -85,8 +92,30 @@ class ZmqTransport(Transport):
         data = msgpack.packb(message)
         mac = hmac.new(self._secret, data, hashlib.sha256).digest()
         with self._send_lock:
-            for addr in self._queues:
-                self._send(addr, [mac, data, _CONTROL])
+            for key in self._queues:
+                self._send(key, [mac, data, _CONTROL])
+
+    def set_peers(self, peers: dict[int, str]) -> None:
+        """Addresses of peer workers: new tasks (before `sender` is asked for them), or a new
+        address for a worker that restarted elsewhere. A moved peer's unsent batches are dropped
+        with its old socket: they were meant for a worker that is gone, and their tuples time
+        out and replay, as in Storm."""
+        with self._send_lock:
+            for task, addr in peers.items():
+                key = self._task_key.get(task)
+                if key is None:
+                    self._task_queue[task] = self._queues.setdefault(addr, deque())
+                    self._task_key[task] = addr
+                    self._address.setdefault(addr, addr)
+                    continue
+                if self._address[key] == addr:
+                    continue
+                log.info("peer worker of task %s moved from %s to %s", task, self._address[key], addr)
+                self._address[key] = addr
+                sock = self._sockets.pop(key, None)
+                if sock is not None:
+                    sock.close(0)
+                self._unsent.pop(key, None)
 
     def sender(self, task_id: int) -> Callable[[Any], None]:
         q = self._task_queue.get(task_id)
@@ -99,27 +128,27 @@ class ZmqTransport(Transport):
         if not self._send_lock.acquire(blocking=False):
             return  # another loop of this worker is flushing; it takes our items too
         try:
-            for addr, q in self._queues.items():
+            for key, q in self._queues.items():
                 while q:
                     n = min(len(q), MAX_BATCH)
                     items = [q.popleft() for _ in range(n)]
                     data = self._serializer.encode_batch(items)
-                    self._send(addr, [hmac.new(self._secret, data, hashlib.sha256).digest(), data])
+                    self._send(key, [hmac.new(self._secret, data, hashlib.sha256).digest(), data])
         finally:
             self._send_lock.release()
 
-    def _send(self, addr: str, frames: list[bytes]) -> None:
-        sock = self._sockets.get(addr)
+    def _send(self, key: str, frames: list[bytes]) -> None:
+        sock = self._sockets.get(key)
         if sock is None:
             sock = self._ctx.socket(zmq.PUSH)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, 1000)  # batches, not tuples: up to ~2M tuples queued
-            sock.connect(addr)
-            self._sockets[addr] = sock
-        backlog = self._unsent.get(addr)
+            sock.connect(self._address[key])
+            self._sockets[key] = sock
+        backlog = self._unsent.get(key)
         if backlog:
             backlog.append(frames)
-            self._retry(addr)
+            self._retry(key)
             return
         try:
             # copy=True: for frames of a few KB (a batch is ~7 KB) zero-copy sends measured slower
@@ -128,11 +157,11 @@ class ZmqTransport(Transport):
         except zmq.Again:
             # The peer is gone or slow. Keep the batch: sending must never block a loop (that
             # could deadlock the ack cycle); tuples that never arrive time out and replay.
-            self._unsent.setdefault(addr, []).append(frames)
+            self._unsent.setdefault(key, []).append(frames)
 
-    def _retry(self, addr: str) -> None:
-        backlog = self._unsent[addr]
-        sock = self._sockets[addr]
+    def _retry(self, key: str) -> None:
+        backlog = self._unsent[key]
+        sock = self._sockets[key]
         while backlog:
             try:
                 sock.send_multipart(backlog[0], flags=zmq.NOBLOCK)

@@ -99,8 +99,13 @@ class _Topo:
 class Master:
     """Nimbus; see the module docstring. Run with `serve` (or ``squall nimbus``)."""
 
-    def __init__(self, conf: dict[str, Any]) -> None:
+    def __init__(self, conf: dict[str, Any], strict_slots: Any = None) -> None:
+        """``strict_slots``: when given, a topology that needs more workers than there are free
+        slots is refused (Spark, where a worker waiting for a task slot would wait silently);
+        it is called with the number of slots and returns what to tell the user. Without it,
+        as in Storm, the topology runs on the slots there are."""
         self.conf = conf
+        self.strict_slots = strict_slots
         self.local_dir = Path(conf.get("storm.local.dir") or "storm-local") / "nimbus"
         self.local_dir.mkdir(parents=True, exist_ok=True)
         self.secret = load_or_create_secret(conf)
@@ -186,6 +191,7 @@ class Master:
         storm_id = f"{name}-{self.counter}-{int(time.time())}"
         plan = make_plan(name, storm_id, topo_obj, merged, conf)
         component_blobs(plan)  # names a component that cannot be pickled
+        self._check_slots(name, plan.num_workers)
         topo = _Topo(plan, TopologyStatus.ACTIVE, time.time())
         self.topologies[name] = topo
         self._save_plan(plan)
@@ -193,6 +199,17 @@ class Master:
         self._schedule()
         log.info("Submitted topology %s (%s) on %d workers", name, storm_id, len(topo.assignment))
         return storm_id
+
+    def _check_slots(self, name: str, workers: int, releasing: int = 0) -> None:
+        if self.strict_slots is None:
+            return
+        total = sum(len(sup["ports"]) for sup in self.supervisors.values())
+        used = sum(len(t.assignment) for t in self.topologies.values())  # a killed one's until removed
+        free = total - used + releasing
+        if workers > free:
+            raise InvalidTopologyException(
+                f"topology {name!r} needs {workers} workers (topology.workers) but only {free} of "
+                f"{total} task slots are free: {self.strict_slots(total)}")
 
     def _schedule(self) -> None:
         """Let the scheduler place every topology that needs it (new, rebalanced, or waiting
@@ -248,7 +265,8 @@ class Master:
     def op_rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
                      wait_secs: float | None = None) -> None:
         topo = self._get(name)
-        topo.plan.with_parallelism(num_workers, executors)  # validate now, apply after the wait
+        new_plan = topo.plan.with_parallelism(num_workers, executors)  # validate now, apply after the wait
+        self._check_slots(name, new_plan.num_workers, releasing=len(topo.assignment))
         wait = float(topo.plan.conf["topology.message.timeout.secs"]) if wait_secs is None else float(wait_secs)
         previous = topo.status
         topo.status = transition(topo.status, REBALANCE)
@@ -323,6 +341,8 @@ class Master:
                 "configuration": {k: v for k, v in plan.conf.items() if k != "squall.secret"},
                 "workers": [{"slot": s, "launch_id": topo.launch_ids.get(s),
                              "alive": not topo.heartbeats.get(s, {}).get("starting", False),
+                             "pid": topo.heartbeats.get(s, {}).get("pid"),
+                             "address": topo.addresses.get(s),
                              "given_up": s in topo.given_up} for s in sorted(topo.assignment)]}
 
     # --- supervisors and workers -------------------------------------------------------------------------
@@ -351,10 +371,17 @@ class Master:
         return None
 
     def _worker_exited(self, ex: dict[str, Any]) -> None:
+        """A supervisor saw a worker end. Unless a newer launch already replaced it, the slot
+        gets a fresh launch id: the supervisor starts it again, and a copy of the old launch
+        that turns up later (Spark re-running a lost task on its own) is told to stop."""
         topo = self._find(ex.get("storm_id", ""))
         if topo is None:
             return
         slot = ex["slot"]
+        if slot in topo.assignment and ex.get("launch_id") == topo.launch_ids.get(slot):
+            topo.launch_ids[slot] += 1
+            topo.heartbeats[slot] = {"time": time.time(), "starting": True}
+            topo.note_address(slot, None)
         if ex.get("started"):
             topo.launch_failures[slot] = 0
         else:
@@ -383,7 +410,8 @@ class Master:
 
     def op_heartbeat(self, storm_id: str, slot: str, launch_id: int, stats: dict | None = None,
                      errors: list[dict[str, Any]] | None = None, started: bool = True,
-                     address: str | None = None, addresses_version: int | None = None) -> dict[str, Any]:
+                     address: str | None = None, addresses_version: int | None = None,
+                     pid: int | None = None) -> dict[str, Any]:
         """A worker's beat. The reply says whether to stop, whether spouts may run, and, when
         a peer moved since the worker's ``addresses_version``, the new ``peers`` table."""
         topo = self._find(storm_id)
@@ -391,7 +419,7 @@ class Master:
             return {"stop": True}  # killed, rebalanced away, or superseded by a newer launch
         if address and slot not in topo.addresses:
             topo.note_address(slot, address)  # a master restarted since learns them again
-        topo.heartbeats[slot] = {"time": time.time(), "stats": stats or {}}
+        topo.heartbeats[slot] = {"time": time.time(), "stats": stats or {}, "pid": pid, "address": address}
         if started and topo.launch_failures.get(slot):
             topo.launch_failures[slot] = 0
         if errors:

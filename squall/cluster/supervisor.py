@@ -121,7 +121,7 @@ class Supervisor:
                 continue
             del self.procs[port]
             log.warning("worker %s:%s of %s exited with status %s", self.host, port, p["storm_id"], rc)
-            self.exits.append({"storm_id": p["storm_id"], "slot": f"{self.host}:{port}",
+            self.exits.append({"storm_id": p["storm_id"], "slot": f"{self.host}:{port}", "launch_id": p["launch_id"],
                                "status": rc, "started": rc != EXIT_CANNOT_START})
 
     def run(self) -> None:

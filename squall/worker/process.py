@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
 import signal
 import sys
@@ -169,7 +170,8 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
             try:
                 reply = link.call("heartbeat", storm_id=storm_id, slot=slot, launch_id=launch_id,
                                   stats=worker.statistics(), errors=pending, started=worker.opened(),
-                                  address=transport.address, addresses_version=addresses_version)
+                                  address=transport.address, addresses_version=addresses_version,
+                                  pid=os.getpid())
             except RpcError:
                 errors[:0] = pending  # keep them for when the master is back; go on processing
                 reply = None

@@ -1,0 +1,392 @@
+"""The Spark host: Nimbus in the Spark driver, each worker a long-running Spark task.
+
+Storm's concepts map onto Spark's as follows: Nimbus is the driver (this process), a
+supervisor's slots are the application's task slots, and a worker is one Spark task, run as its
+own single-task job (SPARK.md, section 5). The master is the process host's `Master`, with the
+same scheduling, state machine, heartbeats and restarts; only the supervisor differs:
+`SparkSupervisor` lives in the driver and starts a worker by submitting a job (from a
+`pyspark.InheritableThread`, each in its own job group ``squall-<storm id>-w<slot>-g<launch>``)
+and stops one by asking it (the master's heartbeat reply) and, if it does not end within
+``squall.spark.stop.grace.secs``, by cancelling its job group.
+
+Workers bind their data port on their executor and report it to the master, which hands every
+worker its peers' addresses and the changes when one restarts elsewhere.
+
+`SparkCluster` runs all of this inside a Python program (tests, notebooks, ``squall jar --host
+spark``); `run_spark_nimbus` is ``squall nimbus --host spark``, to which ``squall jar`` and the
+other client verbs then talk as to any master.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from .._config import cluster_conf
+from .._errors import SquallError
+from .._topology import StormTopology
+from ..worker.process import EXIT_CANNOT_START
+from .client import MasterClient, _user_modules
+from .master import Master
+from .spark_task import EXIT_LOST, worker_task
+from .supervisor import Supervisor
+
+log = logging.getLogger("squall.spark")
+
+SPARK_HOST = "spark"  # the host part of a Spark slot's name: "spark:0", "spark:1", ...
+
+# Settings SPARK.md says a long-running worker needs. Forced on a session squall creates;
+# checked, with a warning, on one it is given.
+FORCED = {
+    "spark.speculation": "false",              # a speculative copy would be a second worker
+    "spark.dynamicAllocation.enabled": "false",  # slots must stay while workers live
+    "spark.task.maxFailures": "1",             # the master decides restarts, not Spark
+    "spark.python.worker.reuse": "false",      # a worker's Python process ends with its task
+    "spark.ui.showConsoleProgress": "false",   # the progress bar garbles the console
+}
+
+
+def require_spark() -> Any:
+    """Import pyspark, or say how to get it and Java."""
+    try:
+        import pyspark
+    except ImportError:
+        raise SquallError("the Spark host needs pyspark: pip install 'squall[spark]'") from None
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        raise SquallError("the Spark host needs Java (17 or 21 for pyspark 4; 8, 11 or 17 for pyspark 3.5), "
+                          "and none was found: install a JDK (Debian/Ubuntu: apt-get install "
+                          "openjdk-17-jre-headless) or set JAVA_HOME to one")
+    return pyspark
+
+
+def spark_session(master: str | None = None, app_name: str = "squall", settings: dict[str, str] | None = None) -> Any:
+    """A SparkSession for squall: the active one (checked, see `check_session`), else a new one
+    on ``master`` (else ``spark.master`` from spark-submit, else ``local[*]``) with `FORCED`."""
+    require_spark()
+    from pyspark.sql import SparkSession
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        for warning in check_session(active.sparkContext):
+            log.warning("%s", warning)
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    # the executors must run this same Python, with squall and the user's libraries
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    for key, value in {"spark.pyspark.python": sys.executable, **FORCED, **(settings or {})}.items():
+        builder = builder.config(key, value)
+    try:
+        session = builder.getOrCreate()
+    except Exception as e:
+        if "JAVA_GATEWAY_EXITED" in str(e) or "Java gateway" in str(e):
+            raise SquallError(f"Spark could not start its JVM ({e}); check that JAVA_HOME or the java on "
+                              f"PATH is a Java that pyspark supports (17 or 21 for pyspark 4)") from e
+        raise
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def check_session(sc: Any) -> list[str]:
+    """What in a given session's settings conflicts with long-running workers."""
+    conf = sc.getConf()
+    out = []
+    for key, want in FORCED.items():
+        if key in ("spark.ui.showConsoleProgress", "spark.python.worker.reuse"):
+            continue  # cosmetic, or only tidiness
+        have = conf.get(key, None)
+        if key == "spark.task.maxFailures":
+            continue  # our tasks never fail to Spark (they catch everything); retries are harmless
+        if have is not None and have.lower() != want:
+            out.append(f"the Spark session sets {key}={have}; squall's workers need {want} "
+                       f"(a second copy of a worker, or slots taken away, would disturb the topology)")
+    python = conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON")
+    if sc.master.startswith("local") and python and os.path.realpath(python) != os.path.realpath(sys.executable):
+        out.append(f"spark.pyspark.python is {python} but the driver runs {sys.executable}: "
+                   f"executors may lack squall or run another Python")
+    return out
+
+
+def task_slots(sc: Any) -> int:
+    """How many tasks the application can run at once (each worker holds one, for its life)."""
+    jsc = sc._jsc.sc()
+    try:
+        profile = jsc.resourceProfileManager().defaultResourceProfile()
+        n = int(jsc.maxNumConcurrentTasks(profile))
+    except Exception:  # older Spark: the default parallelism is the number of cores
+        n = int(sc.defaultParallelism)
+    return n
+
+
+def _describe_slots(sc: Any, n: int) -> str:
+    return (f"the Spark application ({sc.master}) has {n} task slot{'s' if n != 1 else ''}: each worker holds "
+            f"one for its life; give Spark more (local[N], or more executors or spark.executor.cores) "
+            f"or ask for fewer workers (topology.workers)")
+
+
+class SparkSupervisor(Supervisor):
+    """The supervisor of the Spark application's task slots, in the driver: a slot's worker is
+    a Spark job (see the module docstring). It syncs with the master like the process host's
+    supervisor, over the same RPC."""
+
+    def __init__(self, conf: dict[str, Any], sc: Any, slots: int) -> None:
+        super().__init__(conf, host=SPARK_HOST)
+        self.sc = sc
+        self.ports = list(range(slots))
+        self.grace = float(conf.get("squall.spark.stop.grace.secs") or 5)
+        self._leaving: list[tuple[str, threading.Thread, float]] = []  # (job group, thread, cancel at)
+
+    def _group(self, port: int, want: dict[str, Any]) -> str:
+        return f"squall-{want['storm_id']}-w{port}-g{want['launch_id']}"
+
+    def _launch(self, port: int, want: dict[str, Any]) -> None:
+        from pyspark import InheritableThread
+        mhost, mport = self._master()
+        group = self._group(port, want)
+        slot = f"{SPARK_HOST}:{port}"
+        run = worker_task(f"{mhost}:{mport}", want["storm_id"], slot, want["launch_id"], dict(self.conf))
+        record: dict[str, Any] = {}
+
+        def job() -> None:
+            # the job group is set in the submitting thread: one set elsewhere would not reach it
+            self.sc.setJobGroup(group, f"squall worker {slot} of {want['name']}", interruptOnCancel=True)
+            try:
+                record.update(self.sc.parallelize([port], 1).mapPartitions(run).collect()[0])
+            except Exception as e:  # cancelled, or the task's Python worker or executor died
+                record.update(status=EXIT_LOST, error=str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+        thread = InheritableThread(target=job, name=f"squall-spark-{group}", daemon=True)
+        thread.start()
+        self.procs[port] = {"thread": thread, "record": record, "group": group, "storm_id": want["storm_id"],
+                            "launch_id": want["launch_id"], "started": time.time()}
+        log.info("started worker %s for %s (launch %s) as Spark job group %s", slot, want["storm_id"],
+                 want["launch_id"], group)
+
+    def _kill(self, port: int) -> None:
+        p = self.procs.pop(port)
+        if p["thread"].is_alive():
+            # the master already tells it to stop (clean: close and cleanup run); cancel the job
+            # only if it is still there after the grace period
+            self._leaving.append((p["group"], p["thread"], time.monotonic() + self.grace))
+
+    def _reap(self) -> None:
+        for port, p in list(self.procs.items()):
+            if p["thread"].is_alive():
+                continue
+            del self.procs[port]
+            rc = p["record"].get("status", EXIT_LOST)
+            log.warning("worker %s:%s of %s ended with status %s%s", SPARK_HOST, port, p["storm_id"], rc,
+                        f" ({p['record']['error']})" if p["record"].get("error") else "")
+            self.exits.append({"storm_id": p["storm_id"], "slot": f"{SPARK_HOST}:{port}", "launch_id": p["launch_id"],
+                               "status": rc, "started": rc != EXIT_CANNOT_START})
+        now = time.monotonic()
+        still = []
+        for group, thread, due in self._leaving:
+            if not thread.is_alive():
+                continue
+            if now >= due:
+                log.warning("cancelling Spark job group %s: its worker did not stop", group)
+                self.sc.cancelJobGroup(group)
+                due = float("inf")
+            still.append((group, thread, due))
+        self._leaving = still
+
+    def stop_all(self, timeout: float = 10.0) -> None:
+        """Cancel every worker's job and wait (up to ``timeout``) for the jobs to end."""
+        threads = [p["thread"] for p in self.procs.values()] + [t for _, t, _ in self._leaving]
+        for p in self.procs.values():
+            self.sc.cancelJobGroup(p["group"])
+        for group, _t, _due in self._leaving:
+            self.sc.cancelJobGroup(group)
+        self.procs.clear()
+        self._leaving = []
+        deadline = time.monotonic() + timeout
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def run(self) -> None:
+        """Sync every ``supervisor.monitor.frequency.secs`` until `stop`; then cancel every job."""
+        try:
+            while not self._stopping:
+                self.sync()
+                time.sleep(float(self.conf.get("supervisor.monitor.frequency.secs") or 1))
+        finally:
+            self.stop_all()
+
+
+class _MasterThread:
+    """The master's asyncio server in a thread of the driver."""
+
+    def __init__(self, master: Master) -> None:
+        self.master = master
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._task: asyncio.Task | None = None
+        self._thread = threading.Thread(target=self._run, name="squall-master", daemon=True)
+        self._thread.start()
+        self._ready.wait(30)
+        if self._error is not None:
+            raise self._error
+        if not self._ready.is_set():
+            raise SquallError("the master did not start within 30 s")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        ready = asyncio.Event()
+
+        async def main() -> None:
+            self._task = asyncio.create_task(self.master.serve(ready))
+            waiter = asyncio.create_task(ready.wait())
+            await asyncio.wait({self._task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            self._ready.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            # the clients' connections: end them here, not in a closed loop's finaliser
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in rest:
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+        try:
+            self._loop.run_until_complete(main())
+        except BaseException as e:  # the port is taken, say: raised in the caller's thread
+            self._error = e
+            self._ready.set()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._loop.call_soon_threadsafe(self._task.cancel)
+        self._thread.join(10)
+
+
+class SparkCluster(MasterClient):
+    """A squall cluster in this Spark driver: the master and a `SparkSupervisor` run in
+    threads of this process, workers run as Spark tasks. Its verbs are `MasterClient`'s
+    (``submit_topology``, ``kill_topology``, ``activate``, ``deactivate``, ``rebalance``,
+    ``list_topologies``, ``get_topology_info``); use it as a context manager, or call `shutdown`.
+
+    Args:
+        spark: a SparkSession to run in (checked; see `check_session`); None creates one on
+            ``master`` with the settings squall needs.
+        master: the Spark master URL for a new session (``local[2]``, ``spark://host:7077``,
+            ``yarn``, ``k8s://...``); None: spark-submit's, else ``local[*]``.
+        conf: cluster settings (``storm.local.dir``, ``nimbus.thrift.port``: 0 for any free
+            port, ``squall.secret``, ...) over ``squall.yaml`` and the defaults.
+        slots: task slots to offer workers; None: all the application's
+            (`task_slots`), waiting up to ``squall.spark.executor.wait.secs`` for executors.
+    """
+
+    def __init__(self, spark: Any = None, master: str | None = None, conf: dict[str, Any] | None = None,
+                 slots: int | None = None) -> None:
+        if spark is None:
+            require_spark()
+            from pyspark.sql import SparkSession
+            self._own_session = SparkSession.getActiveSession() is None
+            spark = spark_session(master)
+        else:
+            self._own_session = False
+            for warning in check_session(spark.sparkContext):
+                log.warning("%s", warning)
+        self.spark = spark
+        sc = self.spark.sparkContext
+        base = cluster_conf(conf)
+        local = sc.master.startswith("local")
+        if not (conf or {}).get("nimbus.host"):
+            # executors reach the driver at spark.driver.host; in local modes, over loopback
+            base["nimbus.host"] = "127.0.0.1" if local else "0.0.0.0"
+        self._master = Master(base, strict_slots=lambda n: _describe_slots(sc, n))
+        self._server = _MasterThread(self._master)
+        advertised = "127.0.0.1" if local or base["nimbus.host"] != "0.0.0.0" else sc.getConf().get("spark.driver.host")
+        # the secret travels to the tasks in their closure (Spark's own channel), not by file
+        self.conf = {**base, "nimbus.host": advertised, "nimbus.seeds": [advertised],
+                     "nimbus.thrift.port": self._master.port, "squall.secret": self._master.secret.decode()}
+        n = slots if slots is not None else self._wait_for_slots(sc, base)
+        self.supervisor = SparkSupervisor(self.conf, sc, n)
+        self.supervisor.sync()  # register the slots before the first submission
+        self._sup_thread = threading.Thread(target=self.supervisor.run, name="squall-spark-supervisor", daemon=True)
+        self._sup_thread.start()
+        self._shipped: set[str] = set()
+        self._tmp = tempfile.TemporaryDirectory(prefix="squall-ship-")
+        super().__init__(self.conf)
+        log.info("squall on Spark %s: master at %s:%s, %d task slots", sc.master, advertised, self._master.port, n)
+
+    @staticmethod
+    def _wait_for_slots(sc: Any, conf: dict[str, Any]) -> int:
+        deadline = time.monotonic() + float(conf.get("squall.spark.executor.wait.secs") or 60)
+        n = task_slots(sc)
+        while n == 0 and time.monotonic() < deadline:  # executors of a cluster still registering
+            time.sleep(0.5)
+            n = task_slots(sc)
+        if n == 0:
+            raise SquallError(f"no Spark executor registered within squall.spark.executor.wait.secs "
+                              f"({sc.master}): squall has no task slot to run workers in")
+        return n
+
+    def submit_topology(self, name: str, conf: dict[str, Any] | None, topology: StormTopology) -> str:
+        """Ship the user's modules to the executors (``addPyFile``), then submit."""
+        if isinstance(topology, StormTopology):
+            for module in _user_modules(topology):
+                self._ship(module)
+        return super().submit_topology(name, conf, topology)
+
+    def _ship(self, module: Any) -> None:
+        """``SparkContext.addPyFile`` a user's top-level module (a .py) or package (zipped), so
+        that what the pickled topology imports later on an executor is there too."""
+        path = Path(module.__file__)
+        if module.__name__ in self._shipped:
+            return
+        self._shipped.add(module.__name__)
+        sc = self.spark.sparkContext
+        if path.name != "__init__.py":
+            sc.addPyFile(str(path))
+            return
+        pkg = path.parent
+        archive = Path(self._tmp.name) / f"{module.__name__}.zip"
+        with zipfile.ZipFile(archive, "w") as z:
+            for f in pkg.rglob("*.py"):
+                z.write(f, f.relative_to(pkg.parent))
+        sc.addPyFile(str(archive))
+
+    def shutdown(self) -> None:
+        """Stop every worker (cancelling their Spark jobs), the supervisor and the master; stop
+        the SparkSession too if this cluster created it."""
+        self.supervisor.stop()
+        self._sup_thread.join(30)
+        self._server.stop()
+        self.close()
+        self._tmp.cleanup()
+        if self._own_session:
+            self.spark.stop()
+
+    def __enter__(self) -> SparkCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def run_spark_nimbus(conf: dict[str, Any], spark_master: str | None) -> int:
+    """``squall nimbus --host spark``: the master in a new Spark driver, until SIGINT/SIGTERM."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with SparkCluster(master=spark_master, conf=conf) as cluster:
+        print(f"squall master on Spark {cluster.spark.sparkContext.master}: "
+              f"{cluster.conf['nimbus.host']}:{cluster.conf['nimbus.thrift.port']}, "
+              f"{len(cluster.supervisor.ports)} task slots", flush=True)
+        stop.wait()
+    return 0
+
+

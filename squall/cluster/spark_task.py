@@ -1,0 +1,60 @@
+"""What runs inside a Spark task: one squall worker, until the master stops it.
+
+`worker_task` builds the function that the Spark host's single-task job maps over its one
+partition (``sc.parallelize([slot], 1).mapPartitions(worker_task(...))``). It runs
+`squall.worker.process.run` with the data port bound on the executor's own address, and returns
+one exit record. It catches everything, so Spark never retries the task on its own: the master,
+in the driver, owns restarts (SPARK.md, rule 2). A copy that Spark starts again anyway (say,
+after an executor was lost) carries a launch id the master has superseded, and returns at once.
+
+This module is imported on executors: it needs only squall and its dependencies there, not
+pyspark's driver side.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+EXIT_LOST = -1  # the task ended without a record: cancelled, or its Python worker or executor died
+
+
+def executor_address(master_host: str, master_port: int) -> str:
+    """The address of this machine on the route to the master: where peers (which reach the
+    master the same way) can reach this worker."""
+    if master_host in ("127.0.0.1", "localhost", "::1"):
+        return "127.0.0.1"
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect((master_host, master_port))  # UDP: no packet is sent, only a route chosen
+        return s.getsockname()[0]
+    except OSError:
+        return socket.gethostbyname(socket.gethostname())
+    finally:
+        s.close()
+
+
+def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
+                conf: dict[str, Any]) -> Callable[[Iterable[Any]], Iterator[dict[str, Any]]]:
+    """The partition function of one worker's Spark job; see the module docstring."""
+
+    def run_worker(_partition: Iterable[Any]) -> Iterator[dict[str, Any]]:
+        from ..worker.process import EXIT_CRASHED, run
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format=f"%(asctime)s worker {slot} %(levelname)s %(message)s")
+        try:
+            host = conf.get("squall.spark.worker.host")
+            if not host:
+                mhost, mport = master.rsplit(":", 1)
+                host = executor_address(mhost, int(mport))
+            status = run(master, storm_id, slot, launch_id, conf, bind=f"tcp://{host}:0")
+            yield {"status": status}
+        except BaseException:  # noqa: B036 - never let Spark retry a worker on its own
+            logging.getLogger("squall.worker").exception("worker %s failed", slot)
+            yield {"status": EXIT_CRASHED, "error": traceback.format_exc()}
+
+    return run_worker

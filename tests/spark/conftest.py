@@ -1,0 +1,99 @@
+"""Spark tests share one SparkSession per module (a cold start costs 5-10 s and ~370 MB):
+each module asks for ``spark_cluster`` with its Spark master, and each test submits its own
+topology and kills it at the end."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ..conftest import wait_until
+
+pytest.importorskip("pyspark")
+
+
+def make_cluster(spark_master, tmp_path_factory):
+    from squall.cluster.spark import SparkCluster
+    local_dir = tmp_path_factory.mktemp("spark") / "storm-local"
+    conf = {"storm.local.dir": str(local_dir), "nimbus.thrift.port": 0, "nimbus.task.timeout.secs": 5,
+            "nimbus.monitor.freq.secs": 1, "squall.spark.stop.grace.secs": 3}
+    return SparkCluster(master=spark_master, conf=conf)
+
+
+class Running:
+    """Submit, and kill at the end even if the test fails (the module shares its task slots)."""
+
+    def __init__(self, cluster, name, conf, topology):
+        self.cluster, self.name = cluster, name
+        cluster.submit_topology(name, conf, topology)
+
+    def __enter__(self):
+        return self.cluster
+
+    def __exit__(self, *exc):
+        try:
+            self.cluster.kill_topology(self.name, wait_secs=0)
+        except Exception:
+            pass
+        # the next test needs the task slots back
+        wait_until(lambda: not self.cluster.spark.sparkContext.statusTracker().getActiveJobsIds(), 20)
+
+
+def records(out: Path, prefix: str) -> list[dict]:
+    rows = []
+    for f in out.glob(f"{prefix}-*.jsonl"):
+        rows += [json.loads(line) for line in f.read_text().splitlines()]
+    return rows
+
+
+def acked(out: Path) -> set[int]:
+    ids = set()
+    for f in out.glob("acked-*.txt"):
+        ids |= {int(x) for x in f.read_text().split()}
+    return ids
+
+
+def children(pid: int) -> list[int]:
+    """The pids of ``pid``'s children (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return -1
+
+
+def python_workers() -> list[int]:
+    """Spark's Python worker processes under this test process: those forked by a
+    ``pyspark.daemon`` (the daemon itself stays for the executor's life)."""
+    daemons = {p for p in _descendants(os.getpid()) if "pyspark.daemon" in cmdline(p)}
+    return [p for p in daemons if _parent(p) in daemons]
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        out += kids
+        todo += kids
+    return out

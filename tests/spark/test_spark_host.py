@@ -1,0 +1,124 @@
+"""The Spark host on ``local[2]``: two workers as two long-running Spark tasks, in one
+SparkSession for the module (the test process is the Spark driver and runs the master)."""
+
+import os
+import signal
+from collections import Counter
+
+import pytest
+
+from squall import Config, InvalidTopologyException, TopologyBuilder
+
+from ..conftest import wait_until
+from ..process.recovery_topology import DurableSpout, Sink, Slowish
+from ..process.semantics_topology import Count, FailsAll, ListSpout, Split
+from .conftest import Running, acked, make_cluster, python_workers, records
+
+SENTENCES = [f"w{i % 7} w{i % 11} w{i % 13} shared" for i in range(600)]
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    cluster = make_cluster("local[2]", tmp_path_factory)
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+def _conf(out, workers=2, **extra):
+    conf = Config()
+    conf.set_num_workers(workers)
+    conf["test.out.dir"] = str(out)
+    conf.update(extra)
+    return conf
+
+
+def _recovery_topology(n):
+    b = TopologyBuilder()
+    b.set_spout("source", DurableSpout(n), 1)
+    b.set_bolt("work", Slowish(), 2).shuffle_grouping("source")
+    b.set_bolt("sink", Sink(), 2).fields_grouping("work", ["id"])
+    return b.create_topology()
+
+
+def test_word_count_is_exact_across_two_spark_tasks(spark_cluster, tmp_path):
+    b = TopologyBuilder()
+    b.set_spout("sentences", ListSpout(SENTENCES), 2)
+    b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
+    b.set_bolt("count", Count(), 2).fields_grouping("split", ["word"])
+    with Running(spark_cluster, "wordcount", _conf(tmp_path), b.create_topology()) as c:
+        assert wait_until(lambda: len([r for r in records(tmp_path, "spout") if "ack" in r]) == len(SENTENCES), 60)
+        workers = c.get_topology_info("wordcount")["workers"]
+        assert [w["slot"] for w in workers] == ["spark:0", "spark:1"]
+        assert len({w["pid"] for w in workers}) == 2, "both workers ran in one Python process"
+    assert wait_until(lambda: len(list(tmp_path.glob("counts-*.json"))) == 2, 20)
+    import json
+    per_task = [json.loads(f.read_text()) for f in tmp_path.glob("counts-*.json")]
+    total = Counter()
+    for counts in per_task:
+        total.update(counts)
+    assert total == Counter(w for s in SENTENCES for w in s.split())
+    assert not set(per_task[0]) & set(per_task[1]), "a word was counted by two tasks"
+
+
+def test_a_failed_tuple_reaches_its_spout_in_another_task(spark_cluster, tmp_path):
+    b = TopologyBuilder()
+    b.set_spout("items", ListSpout(list(range(20))), 1)
+    b.set_bolt("fail", FailsAll(), 2).shuffle_grouping("items")
+    with Running(spark_cluster, "fails", _conf(tmp_path), b.create_topology()):
+        assert wait_until(lambda: len(records(tmp_path, "spout")) == 20, 60)
+    assert sorted(r["fail"] for r in records(tmp_path, "spout")) == list(range(20))
+
+
+def test_a_killed_python_worker_is_restarted_and_a_reliable_topology_loses_nothing(spark_cluster, tmp_path):
+    n = 3000
+    conf = _conf(tmp_path, **{"topology.message.timeout.secs": 3, "topology.max.spout.pending": 100})
+    with Running(spark_cluster, "recover", conf, _recovery_topology(n)) as c:
+        assert wait_until(lambda: len(acked(tmp_path)) > 200, 60), "the topology did not start processing"
+        before = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}
+        victim = before["spark:1"]
+        os.kill(victim["pid"], signal.SIGKILL)
+
+        def restarted():
+            w = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}["spark:1"]
+            return w["alive"] and w["launch_id"] > victim["launch_id"] and w["pid"] != victim["pid"]
+        assert wait_until(restarted, 40), "the killed worker was not restarted"
+        assert wait_until(lambda: acked(tmp_path) >= set(range(n)), 90), \
+            f"lost ids: {sorted(set(range(n)) - acked(tmp_path))[:20]}"
+        untouched = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}["spark:0"]
+        assert untouched["pid"] == before["spark:0"]["pid"], "the other worker was restarted too"
+
+
+def test_rebalance_moves_a_running_topology_to_one_task_and_loses_nothing(spark_cluster, tmp_path):
+    n = 3000
+    conf = _conf(tmp_path, **{"topology.message.timeout.secs": 3, "topology.max.spout.pending": 100})
+    with Running(spark_cluster, "rebalanced", conf, _recovery_topology(n)) as c:
+        assert wait_until(lambda: len(acked(tmp_path)) > 200, 60)
+        c.rebalance("rebalanced", num_workers=1, wait_secs=0)
+        assert wait_until(lambda: [w["alive"] for w in c.get_topology_info("rebalanced")["workers"]] == [True], 40)
+        assert wait_until(lambda: acked(tmp_path) >= set(range(n)), 90), \
+            f"lost ids: {sorted(set(range(n)) - acked(tmp_path))[:20]}"
+        assert c.get_topology_info("rebalanced")["num_workers"] == 1
+        assert c.list_topologies()[0]["status"] == "ACTIVE"
+
+
+def test_kill_cancels_the_spark_jobs_and_leaves_no_python_worker(spark_cluster, tmp_path):
+    sc = spark_cluster.spark.sparkContext
+    conf = _conf(tmp_path, **{"topology.message.timeout.secs": 3})
+    spark_cluster.submit_topology("killed", conf, _recovery_topology(10**6))
+    assert wait_until(lambda: len(acked(tmp_path)) > 100, 60)
+    assert len(sc.statusTracker().getActiveJobsIds()) == 2
+    assert len(python_workers()) == 2
+    spark_cluster.kill_topology("killed", wait_secs=0)
+    assert wait_until(lambda: not sc.statusTracker().getActiveJobsIds(), 20), "a worker's Spark job is still running"
+    assert wait_until(lambda: not python_workers(), 20), f"Python workers left: {python_workers()}"
+    assert spark_cluster.list_topologies() == []
+
+
+def test_more_workers_than_task_slots_is_a_clear_error(spark_cluster, tmp_path):
+    b = TopologyBuilder()
+    b.set_spout("items", ListSpout([1]), 1)
+    with pytest.raises(InvalidTopologyException, match=r"needs 3 workers .* 2 of 2 task slots are free.*local\[2\]"):
+        spark_cluster.submit_topology("toobig", _conf(tmp_path, workers=3), b.create_topology())
+    assert spark_cluster.list_topologies() == []

@@ -1,0 +1,82 @@
+"""The Spark host on ``local-cluster[2,1,1024]``: a real standalone master, two executor JVMs
+with one core each, so each worker runs in its own executor process, as on a cluster."""
+
+import os
+import signal
+from collections import Counter
+
+import pytest
+
+from squall import Config, TopologyBuilder
+
+from ..conftest import wait_until
+from ..process.recovery_topology import DurableSpout, Sink, Slowish
+from ..process.semantics_topology import Count, ListSpout, Split
+from .conftest import Running, acked, cmdline, make_cluster, records
+
+SENTENCES = [f"w{i % 7} w{i % 11} shared" for i in range(300)]
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    cluster = make_cluster("local-cluster[2,1,1024]", tmp_path_factory)
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+def _executor_of(pid: int) -> int:
+    """The executor JVM that ``pid`` (a Python worker) runs under."""
+    while pid > 1:
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        if "CoarseGrainedExecutorBackend" in cmdline(pid):
+            return pid
+    raise AssertionError("no executor JVM above the worker")
+
+
+def test_word_count_is_exact_with_each_worker_in_its_own_executor(spark_cluster, tmp_path):
+    b = TopologyBuilder()
+    b.set_spout("sentences", ListSpout(SENTENCES), 2)
+    b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
+    b.set_bolt("count", Count(), 2).fields_grouping("split", ["word"])
+    conf = Config()
+    conf.set_num_workers(2)
+    conf["test.out.dir"] = str(tmp_path)
+    with Running(spark_cluster, "wordcount", conf, b.create_topology()) as c:
+        assert wait_until(lambda: len([r for r in records(tmp_path, "spout") if "ack" in r]) == len(SENTENCES), 90)
+        pids = [w["pid"] for w in c.get_topology_info("wordcount")["workers"]]
+        assert len({_executor_of(p) for p in pids}) == 2, "both workers ran in one executor"
+    assert wait_until(lambda: len(list(tmp_path.glob("counts-*.json"))) == 2, 20)
+    import json
+    total = Counter()
+    for f in tmp_path.glob("counts-*.json"):
+        total.update(json.loads(f.read_text()))
+    assert total == Counter(w for s in SENTENCES for w in s.split())
+
+
+def test_a_lost_executor_is_survived_and_a_reliable_topology_loses_nothing(spark_cluster, tmp_path):
+    """SIGKILL the executor JVM under one worker: Spark's standalone worker starts a new executor,
+    the master restarts the lost worker there, and the spout's tuples that were in the lost
+    worker time out and replay until every id is acked."""
+    n = 3000
+    b = TopologyBuilder()
+    b.set_spout("source", DurableSpout(n), 1)
+    b.set_bolt("work", Slowish(), 2).shuffle_grouping("source")
+    b.set_bolt("sink", Sink(), 2).fields_grouping("work", ["id"])
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_message_timeout_secs(3)
+    conf.set_max_spout_pending(100)
+    conf["test.out.dir"] = str(tmp_path)
+    with Running(spark_cluster, "recover", conf, b.create_topology()) as c:
+        assert wait_until(lambda: len(acked(tmp_path)) > 200, 90), "the topology did not start processing"
+        victim = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}["spark:1"]
+        os.kill(_executor_of(victim["pid"]), signal.SIGKILL)
+
+        def restarted():
+            w = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}["spark:1"]
+            return w["alive"] and w["launch_id"] > victim["launch_id"] and w["pid"] != victim["pid"]
+        assert wait_until(restarted, 90), "the lost worker was not restarted"
+        assert wait_until(lambda: acked(tmp_path) >= set(range(n)), 90), \
+            f"lost ids: {sorted(set(range(n)) - acked(tmp_path))[:20]}"

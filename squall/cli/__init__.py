@@ -93,7 +93,10 @@ def _create_arg_parser() -> argparse.ArgumentParser:
                   "running for storm.local.dir), and stops it on exit.")
     nimbus.add_argument("--host", choices=("process", "spark"), default="process",
                         help="where workers run: OS processes started by a supervisor (default), "
-                             "or Spark executors (not available yet)")
+                             "or Spark tasks, this process being the Spark driver (docs/spark.md)")
+    nimbus.add_argument("--spark-master", metavar="URL",
+                        help="with --host spark: the Spark master (local[N], spark://HOST:7077, yarn, "
+                             "k8s://...; default: spark-submit's, else local[*])")
     nimbus.add_argument("--no-supervisor", action="store_true",
                         help="start no supervisor (run them with `squall supervisor`)")
 
@@ -107,6 +110,12 @@ def _create_arg_parser() -> argparse.ArgumentParser:
                "if __name__ == '__main__' code runs with ARGS and calls StormSubmitter.submit_topology; "
                "or FILE defines build() or topology (and optionally conf). squall's options go before FILE.")
     jar.add_argument("--name", help="the topology's name (default: FILE's stem, or the name FILE submits)")
+    jar.add_argument("--host", choices=("master", "spark"), default="master",
+                     help="submit to the running master (default), or start one here in a new Spark "
+                          "driver and run FILE's topology on Spark until it is killed (docs/spark.md)")
+    jar.add_argument("--spark-master", metavar="URL",
+                     help="with --host spark: the Spark master (local[N], spark://HOST:7077, yarn, "
+                          "k8s://...; default: spark-submit's, else local[*])")
     jar.add_argument("file", metavar="FILE", help="a .py file that defines or submits a topology")
     jar.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                      help="arguments for FILE (its sys.argv[1:])")

@@ -19,7 +19,9 @@ import itertools
 import json
 import logging
 import secrets
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,12 +41,17 @@ from ._topology_file import (FileSubmitter, check_file, import_file, on_sys_path
 
 # --- daemons --------------------------------------------------------------------------------------------
 def cmd_nimbus(args: argparse.Namespace) -> int:
-    """``squall nimbus [--host process|spark] [--no-supervisor]``: the master, in the foreground."""
-    if args.host == "spark":
-        raise UserError("the Spark host is not available yet; use --host process", code=2)
+    """``squall nimbus [--host process|spark] [--spark-master URL] [--no-supervisor]``: the
+    master, in the foreground (on Spark: in a new Spark driver, its task slots the workers')."""
     conf, _ = cluster_conf_of(args)
     _daemon_logging(args.debug)
     try:
+        if args.host == "spark":
+            from ..cluster.spark import run_spark_nimbus
+            with _spark_errors():
+                return run_spark_nimbus(conf, args.spark_master)
+        if args.spark_master:
+            raise UserError("--spark-master goes with --host spark", code=2)
         return run_nimbus(conf, supervise=not args.no_supervisor)
     except OSError as e:
         if e.errno != errno.EADDRINUSE:
@@ -131,21 +138,93 @@ class _ToMaster:
         print(f"Submitted topology: {name}", flush=True)
 
 
+class _ToCluster:
+    """Submits to an in-process cluster (`SparkCluster`)."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+
+    def submit_topology(self, name: str, conf: dict[str, Any], topology: Any) -> None:
+        self.cluster.submit_topology(name, conf, topology)
+        print(f"Submitted topology: {name}", flush=True)
+
+
+def _submit_file(args: argparse.Namespace, path: Path, target: Any, topology_over: dict[str, Any]) -> list[str]:
+    """Submit what FILE defines (build()/topology) or submits (run as __main__) to ``target``;
+    return the names submitted."""
+    module = import_file(path)
+    found = topology_in(module, path)
+    if found is not None:
+        topology, topology_conf = found
+        name = args.name or topology_name(path)
+        target.submit_topology(name, {**topology_conf, **topology_over}, topology)
+        return [name]
+    return run_as_main(path, [str(path), *args.args], FileSubmitter(target, topology_over, args.name))
+
+
 def cmd_jar(args: argparse.Namespace) -> int:
-    """``squall jar FILE [ARGS...]``: FILE's topology, submitted to the master."""
+    """``squall jar FILE [ARGS...]``: FILE's topology, submitted to the master; with ``--host
+    spark``, to a master started here in a new Spark driver, which runs until the topologies
+    are killed (``squall kill``) or Ctrl-C."""
+    _spark_options_after_file(args)
     conf, topology_over = cluster_conf_of(args)
     path = check_file(args.file)
+    if args.host == "spark":
+        return _jar_on_spark(args, conf, path, topology_over)
+    if args.spark_master:
+        raise UserError("--spark-master goes with --host spark", code=2)
     client_conf, missing = _client_conf(conf)
     with on_sys_path(path.parent), StormSubmitter.using_conf(client_conf), _master_errors(conf, missing):
-        module = import_file(path)
-        found = topology_in(module, path)
-        if found is not None:
-            topology, topology_conf = found
-            _ToMaster().submit_topology(args.name or topology_name(path), {**topology_conf, **topology_over},
-                                        topology)
-        else:
-            run_as_main(path, [str(path), *args.args], FileSubmitter(_ToMaster(), topology_over, args.name))
+        _submit_file(args, path, _ToMaster(), topology_over)
     return 0
+
+
+def _spark_options_after_file(args: argparse.Namespace) -> None:
+    """``squall jar FILE --host spark --spark-master URL``: these two are squall's even after
+    FILE (FILE does not see them); every other argument after FILE is FILE's."""
+    rest, out = list(args.args), []
+    while rest:
+        arg = rest.pop(0)
+        key, eq, value = arg.partition("=")
+        if key in ("--host", "--spark-master"):
+            if not eq:
+                if not rest:
+                    raise UserError(f"{key} needs a value", code=2)
+                value = rest.pop(0)
+            if key == "--host" and value not in ("master", "spark"):
+                raise UserError(f"--host: expected master or spark, got {value!r}", code=2)
+            setattr(args, key[2:].replace("-", "_"), value)
+        else:
+            out.append(arg)
+    args.args = out
+
+
+def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, topology_over: dict[str, Any]) -> int:
+    from ..cluster.spark import SparkCluster
+    _daemon_logging(args.debug)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with _spark_errors(), SparkCluster(master=args.spark_master, conf=conf) as cluster:
+        with on_sys_path(path.parent), StormSubmitter.submitting_to(cluster):
+            names = _submit_file(args, path, _ToCluster(cluster), topology_over)
+        where = f"{cluster.conf['nimbus.host']}:{cluster.conf['nimbus.thrift.port']}"
+        print(f"squall master on Spark {cluster.spark.sparkContext.master} at {where}; running until "
+              f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} killed (squall kill NAME) or Ctrl-C",
+              flush=True)
+        while not stop.wait(1.0):
+            if not cluster.list_topologies():
+                break
+    return 0
+
+
+@contextlib.contextmanager
+def _spark_errors() -> Iterator[None]:
+    """pyspark or Java missing, or too few task slots: one line, not a traceback."""
+    try:
+        yield
+    except SquallError as e:
+        raise UserError(str(e)) from e
 
 
 # --- the master's verbs -----------------------------------------------------------------------------------

@@ -349,11 +349,11 @@ class Master:
     def op_supervisor_sync(self, supervisor_id: str, host: str, ports: list[int],
                            exits: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """Register a supervisor's slots and tell it what each must run; it reports worker exits."""
-        known = supervisor_id in self.supervisors
+        before = self.supervisors.get(supervisor_id)
         self.supervisors[supervisor_id] = {"host": host, "ports": list(ports), "seen": time.time()}
         for ex in exits or []:
             self._worker_exited(ex)
-        if not known:
+        if before is None or before["ports"] != list(ports):
             self._schedule()  # new slots: place topologies that were waiting for some
         desired = {}
         for name, topo in self.topologies.items():

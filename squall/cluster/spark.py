@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -129,6 +130,20 @@ def task_slots(sc: Any) -> int:
     return n
 
 
+def expected_slots(sc: Any) -> int | None:
+    """The task slots the application asked for, when its settings say: ``local-cluster[N,C,M]``,
+    or ``spark.executor.instances`` x ``spark.executor.cores`` / ``spark.task.cpus``."""
+    conf = sc.getConf()
+    cpus = int(conf.get("spark.task.cpus", "1") or 1)
+    m = re.fullmatch(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]", sc.master)
+    if m:
+        return int(m.group(1)) * int(m.group(2)) // cpus
+    instances = conf.get("spark.executor.instances", None)
+    if instances and not sc.master.startswith("local"):
+        return int(instances) * int(conf.get("spark.executor.cores", "1") or 1) // cpus
+    return None
+
+
 def _describe_slots(sc: Any, n: int) -> str:
     return (f"the Spark application ({sc.master}) has {n} task slot{'s' if n != 1 else ''}: each worker holds "
             f"one for its life; give Spark more (local[N], or more executors or spark.executor.cores) "
@@ -146,6 +161,14 @@ class SparkSupervisor(Supervisor):
         self.ports = list(range(slots))
         self.grace = float(conf.get("squall.spark.stop.grace.secs") or 5)
         self._leaving: list[tuple[str, threading.Thread, float]] = []  # (job group, thread, cancel at)
+
+    def sync(self) -> None:
+        """Offer the slots of executors that registered since (never fewer: an executor that is
+        lost for a while must not make the master move workers), then sync as usual."""
+        n = task_slots(self.sc)
+        if n > len(self.ports):
+            self.ports = list(range(n))
+        super().sync()
 
     def _group(self, port: int, want: dict[str, Any]) -> str:
         return f"squall-{want['storm_id']}-w{port}-g{want['launch_id']}"
@@ -302,13 +325,9 @@ class SparkCluster(MasterClient):
         self.spark = spark
         sc = self.spark.sparkContext
         base = cluster_conf(conf)
-        local = sc.master.startswith("local")
-        if not (conf or {}).get("nimbus.host"):
-            # executors reach the driver at spark.driver.host; in local modes, over loopback
-            base["nimbus.host"] = "127.0.0.1" if local else "0.0.0.0"
-        self._master = Master(base, strict_slots=lambda n: _describe_slots(sc, n))
+        listen, advertised = _master_addresses(sc, str(base.get("nimbus.host") or "127.0.0.1"))
+        self._master = Master({**base, "nimbus.host": listen}, strict_slots=lambda n: _describe_slots(sc, n))
         self._server = _MasterThread(self._master)
-        advertised = "127.0.0.1" if local or base["nimbus.host"] != "0.0.0.0" else sc.getConf().get("spark.driver.host")
         # the secret travels to the tasks in their closure (Spark's own channel), not by file
         self.conf = {**base, "nimbus.host": advertised, "nimbus.seeds": [advertised],
                      "nimbus.thrift.port": self._master.port, "squall.secret": self._master.secret.decode()}
@@ -324,14 +343,21 @@ class SparkCluster(MasterClient):
 
     @staticmethod
     def _wait_for_slots(sc: Any, conf: dict[str, Any]) -> int:
+        """The task slots, once the executors the application asked for have registered (they
+        come up one by one after the session starts), or whatever there is after
+        ``squall.spark.executor.wait.secs``."""
+        want = expected_slots(sc)
         deadline = time.monotonic() + float(conf.get("squall.spark.executor.wait.secs") or 60)
         n = task_slots(sc)
-        while n == 0 and time.monotonic() < deadline:  # executors of a cluster still registering
-            time.sleep(0.5)
+        while n < (want or 1) and time.monotonic() < deadline:
+            time.sleep(0.25)
             n = task_slots(sc)
         if n == 0:
             raise SquallError(f"no Spark executor registered within squall.spark.executor.wait.secs "
                               f"({sc.master}): squall has no task slot to run workers in")
+        if want and n < want:
+            log.warning("only %d of the %d task slots the Spark application asked for are up; more are "
+                        "offered to topologies as their executors register", n, want)
         return n
 
     def submit_topology(self, name: str, conf: dict[str, Any] | None, topology: StormTopology) -> str:
@@ -375,6 +401,18 @@ class SparkCluster(MasterClient):
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _master_addresses(sc: Any, host: str) -> tuple[str, str]:
+    """Where the master listens, and the address workers and clients are given. In the local
+    modes everything is on this machine; on a cluster the executors reach the driver at
+    ``spark.driver.host``, so a loopback ``nimbus.host`` (the default) becomes all interfaces."""
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    if sc.master.startswith("local"):
+        return host, "127.0.0.1" if loopback else host
+    if loopback or host == "0.0.0.0":
+        return "0.0.0.0", sc.getConf().get("spark.driver.host")
+    return host, host
 
 
 def run_spark_nimbus(conf: dict[str, Any], spark_master: str | None) -> int:

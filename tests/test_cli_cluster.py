@@ -269,9 +269,21 @@ def test_an_unreachable_master_is_one_line(tmp_path, capsys, verb):
                                        f"Connection refused\n")
 
 
-def test_nimbus_on_spark_is_not_available_yet(capsys):
-    assert main(["nimbus", "--host", "spark"]) == 2
-    assert capsys.readouterr().err == "squall: error: the Spark host is not available yet; use --host process\n"
+@pytest.mark.parametrize("verb", [["nimbus"], ["jar", "x.py"]])
+def test_spark_master_goes_with_host_spark(capsys, tmp_path, verb):
+    if verb[0] == "jar":
+        verb = ["jar", write(tmp_path, "x.py", BUILD_STYLE)]
+    assert main([*verb[:1], "--spark-master", "local[2]", *verb[1:]]) == 2
+    assert capsys.readouterr().err == "squall: error: --spark-master goes with --host spark\n"
+
+
+def test_the_spark_host_without_java_says_how_to_get_it(capsys, monkeypatch):
+    pytest.importorskip("pyspark")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["nimbus", "--host", "spark"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("squall: error: the Spark host needs Java") and "JAVA_HOME" in err
 
 
 @pytest.mark.parametrize("item", ["split", "split=four", "=4"])

@@ -48,8 +48,7 @@ def cmd_nimbus(args: argparse.Namespace) -> int:
     try:
         if args.host == "spark":
             from ..cluster.spark import run_spark_nimbus
-            with _spark_errors():
-                return run_spark_nimbus(conf, args.spark_master)
+            return run_spark_nimbus(conf, args.spark_master)
         if args.spark_master:
             raise UserError("--spark-master goes with --host spark", code=2)
         return run_nimbus(conf, supervise=not args.no_supervisor)
@@ -205,7 +204,7 @@ def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, to
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with _spark_errors(), SparkCluster(master=args.spark_master, conf=conf) as cluster:
+    with SparkCluster(master=args.spark_master, conf=conf) as cluster:
         with on_sys_path(path.parent), StormSubmitter.submitting_to(cluster):
             names = _submit_file(args, path, _ToCluster(cluster), topology_over)
         where = f"{cluster.conf['nimbus.host']}:{cluster.conf['nimbus.thrift.port']}"
@@ -216,15 +215,6 @@ def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, to
             if not cluster.list_topologies():
                 break
     return 0
-
-
-@contextlib.contextmanager
-def _spark_errors() -> Iterator[None]:
-    """pyspark or Java missing, or too few task slots: one line, not a traceback."""
-    try:
-        yield
-    except SquallError as e:
-        raise UserError(str(e)) from e
 
 
 # --- the master's verbs -----------------------------------------------------------------------------------

@@ -1,0 +1,95 @@
+"""Deployment on Spark from the command line: ``squall jar FILE --host spark --spark-master URL``
+and ``spark-submit`` of squall's entry file, each a subprocess that becomes the Spark driver
+and the master; ``squall list`` and ``squall kill`` reach that master like any other."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ..conftest import wait_until
+from .conftest import _descendants
+
+pytest.importorskip("pyspark")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _config(tmp_path):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    path = tmp_path / "squall.yaml"
+    path.write_text(yaml.safe_dump({"storm.local.dir": str(tmp_path / "storm-local"), "nimbus.thrift.port": port}))
+    return str(path)
+
+
+def _squall(*args):
+    return subprocess.run([sys.executable, "-m", "squall.cli", *args], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+
+
+class _Driver:
+    """A driver subprocess, its output gathered by a reader thread."""
+
+    def __init__(self, argv, env=None):
+        import threading
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     cwd=REPO, env=env)
+        self.lines = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        self._reader.start()
+
+    def saw(self, text):
+        return any(text in line for line in self.lines)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
+
+
+def _run_and_kill(driver, config, name):
+    try:
+        assert wait_until(lambda: driver.saw(f"Submitted topology: {name}") or driver.proc.poll() is not None, 90), \
+            "".join(driver.lines)
+        assert driver.proc.poll() is None, "".join(driver.lines)
+        assert wait_until(lambda: name in _squall("list", "--config", config).stdout, 30)
+
+        def emitting():
+            out = _squall("info", "--config", config, name).stdout
+            return '"emitted": 0' not in out and '"emitted"' in out
+        assert wait_until(emitting, 60), _squall("info", "--config", config, name).stdout
+        family = _descendants(driver.proc.pid)
+        assert _squall("kill", "--config", config, name, "-w", "0").returncode == 0
+        assert driver.proc.wait(60) == 0, "".join(driver.lines)
+        assert wait_until(lambda: not [p for p in family if Path(f"/proc/{p}").exists()], 20), \
+            "processes of the driver outlived it"
+    finally:
+        driver.stop()
+
+
+def test_squall_jar_host_spark_runs_a_topology_until_it_is_killed(tmp_path):
+    config = _config(tmp_path)
+    driver = _Driver([sys.executable, "-m", "squall.cli", "jar", "--config", config, "examples/word_count.py",
+                      "--host", "spark", "--spark-master", "local[2]"])
+    _run_and_kill(driver, config, "word_count")
+
+
+@pytest.mark.skipif(shutil.which("spark-submit") is None, reason="pyspark's spark-submit is not on PATH")
+def test_spark_submit_of_the_squall_entry_file_runs_a_topology(tmp_path):
+    import squall.cli.spark_submit as entry
+    config = _config(tmp_path)
+    # the driver runs PYSPARK_PYTHON (else python3 on PATH): ours, which has squall. local[3]:
+    # exclamation.py asks for 3 workers
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    driver = _Driver(["spark-submit", "--master", "local[3]", entry.__file__, "--config", config,
+                      "examples/exclamation.py"], env=env)
+    _run_and_kill(driver, config, "exclamation")

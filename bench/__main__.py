@@ -3,12 +3,14 @@
     python -m bench run W1 --acking on|off [--n 1000000] [--repeat 3] [--max-pending 1000]
     python -m bench run W2 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
     python -m bench run W3 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
-        [--host local|process] [--workers N] [--parallelism P]
+        [--host local|process|spark] [--workers N] [--parallelism P] [--spark-master URL]
     python -m bench report [--results bench/results/results.jsonl]
 
 ``--host local`` (default) runs LocalCluster (1 worker, in this process); ``--host process``
-starts a throwaway master + supervisor with ``--workers`` worker processes (`bench.hosts`) and
-runs each component with ``--parallelism`` executors (default: the number of workers; W1's
+starts a throwaway master + supervisor with ``--workers`` worker processes, and ``--host spark``
+a throwaway SparkCluster (a new SparkSession on ``--spark-master``, default ``local[N]`` with
+N = ``--workers``; the master in this process, each worker a Spark task) (`bench.hosts`). Both
+run each component with ``--parallelism`` executors (default: the number of workers; W1's
 spout always has one).
 
 Each run prints one JSON line and appends it to the results file (``--no-save``: print only);
@@ -37,6 +39,8 @@ def _run_isolated(args: argparse.Namespace) -> list[dict]:
     if args.max_pending is not None:
         argv += ["--max-pending", str(args.max_pending)]
     argv += ["--host", args.host, "--workers", str(args.workers)]
+    if args.spark_master is not None:
+        argv += ["--spark-master", args.spark_master]
     if args.parallelism is not None:
         argv += ["--parallelism", str(args.parallelism)]
     if args.no_save:
@@ -75,6 +79,8 @@ def _run(args: argparse.Namespace) -> int:
     for _ in range(args.repeat):
         kwargs = {} if args.max_pending is None else {"max_pending": args.max_pending}
         kwargs.update(host=args.host, workers=args.workers, parallelism=args.parallelism)
+        if args.spark_master is not None:
+            kwargs["spark_master"] = args.spark_master
         if args.workload == "W1":
             from . import w1_wordcount
             record = w1_wordcount.run(n=args.n, acking=acking, **kwargs)
@@ -108,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run one workload (LocalCluster or the process host) and its baseline")
+    run = sub.add_parser("run", help="run one workload (LocalCluster, the process or the Spark host) and its baseline")
     run.add_argument("workload", choices=["W1", "W2", "W3"], type=str.upper)
     run.add_argument("--acking", choices=["on", "off"], required=True)
     run.add_argument("--n", type=int, default=1_000_000, help="W1: sentences (default 1,000,000)")
@@ -117,12 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--repeat", type=int, default=1, help="runs; a median line follows if > 1")
     run.add_argument("--max-pending", type=int, default=None,
                      help="topology.max.spout.pending with acking on (default 1000)")
-    run.add_argument("--host", choices=["local", "process"], default="local",
+    run.add_argument("--host", choices=["local", "process", "spark"], default="local",
                      help="local: LocalCluster, 1 worker (default); process: a throwaway master + "
-                          "supervisor with --workers worker processes")
-    run.add_argument("--workers", type=int, default=1, help="worker processes (--host process; default 1)")
+                          "supervisor with --workers worker processes; spark: a throwaway SparkCluster "
+                          "with --workers workers as Spark tasks")
+    run.add_argument("--workers", type=int, default=1, help="worker processes (--host process|spark; default 1)")
     run.add_argument("--parallelism", type=int, default=None,
-                     help="executors per component on the process host (default: --workers)")
+                     help="executors per component on the process or Spark host (default: --workers)")
+    run.add_argument("--spark-master", default=None,
+                     help="--host spark: the Spark master URL (default: local[N], N = --workers)")
     run.add_argument("--results", default=str(harness.RESULTS_FILE), help="results file to append to")
     run.add_argument("--no-save", action="store_true", help="print only; do not append to the results file")
     run.add_argument("--in-process", action="store_true",
@@ -144,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--workers must be at least 1")
         if args.host == "local" and (args.workers != 1 or args.parallelism is not None):
             parser.error("--host local runs LocalCluster: one worker, parallelism 1 "
-                         "(use --host process for --workers/--parallelism)")
+                         "(use --host process or spark for --workers/--parallelism)")
+        if args.spark_master is not None and args.host != "spark":
+            parser.error("--spark-master is for --host spark")
         if args.parallelism is not None and args.parallelism < 1:
             parser.error("--parallelism must be at least 1")
     return args.func(args)

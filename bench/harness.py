@@ -16,7 +16,10 @@ Caveats, written into every record where they apply:
 - On the process host (``host: "process"``, `bench.hosts`) the work runs in worker processes:
   ``cpu_s`` is the sum of their CPU seconds over the measured interval (``worker_cpu_s`` per
   worker; the master's and supervisor's apart) and ``peak_rss_mb`` the largest worker's peak
-  (``VmHWM``; ``worker_peak_rss_mb`` per worker), both read from ``/proc``.
+  (``VmHWM``; ``worker_peak_rss_mb`` per worker), both read from ``/proc``. The same holds on
+  the Spark host (``host: "spark"``, with ``spark_master``), whose worker processes are Spark's
+  Python workers; its master is the benchmark's own process (the driver), and Spark's JVM is
+  given apart (``spark_jvm_cpu_s``, ``spark_jvm_peak_rss_mb``).
 """
 
 from __future__ import annotations
@@ -363,8 +366,9 @@ def load_results(path: Path = RESULTS_FILE) -> list[dict[str, Any]]:
 def report(records: Iterable[dict[str, Any]], latest: bool = False) -> str:
     """A markdown table of medians (min-max) per configuration and squall commit.
 
-    A configuration is (workload, host, workers (and parallelism, when not the default of one
-    executor per component per worker), acking, size); runs of different hosts, or of different
+    A configuration is (workload, host (with its Spark master on the Spark host), workers (and
+    parallelism, when not the default of one executor per component per worker), acking, size);
+    runs of different hosts, or of different
     squall commits, are never mixed in one median. With ``latest``, only the commit of each
     configuration's most recent run is shown. On the process host "CPU s" is the sum over the
     worker processes and "peak RSS MB" the largest worker's (each record also lists them per
@@ -376,7 +380,10 @@ def report(records: Iterable[dict[str, Any]], latest: bool = False) -> str:
         par = r.get("parallelism")
         if par is not None and par != workers:
             workers = f"{workers} (p{par})"
-        return (r["workload"], r.get("host"), workers, r.get("acking"), size)
+        host = r.get("host")
+        if r.get("spark_master"):
+            host = f"{host} {r['spark_master']}"
+        return (r["workload"], host, workers, r.get("acking"), size)
 
     records = [r for r in records if r.get("kind") != "median"]
     if latest:

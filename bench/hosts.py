@@ -1,10 +1,14 @@
-"""`ProcessHost`: a throwaway process-host cluster (master + supervisor + N worker processes)
-for one benchmark run. A context manager that yields an object with the verbs the runs need::
+"""Throwaway clusters for one benchmark run: `ProcessHost` (master + supervisor + N worker
+processes) and `SparkHost` (the master in this process, as the Spark driver, and each worker a
+Spark task). Both are context managers that yield an object with the verbs the runs need::
 
-    with ProcessHost(workers=2) as host:
+    with ProcessHost(workers=2) as host:   # or SparkHost(workers=2, master="local[2]")
         host.submit(name, conf, topology)
         info = host.info(name)          # get_topology_info (heartbeated: ~1 s late)
         host.kill(name, wait_secs=0)
+
+and the same helpers to watch their worker processes (`ProcessHost.worker_pids`,
+``wait_workers``, ``wait_no_workers``, ``samples``); `make_host` picks one by name.
 
 `ProcessHost` starts ``squall.cluster.process.run_nimbus`` (the master, which starts its
 supervisor) as a subprocess, on free ports and in a fresh temporary ``storm.local.dir`` whose
@@ -13,6 +17,14 @@ exit it stops the master with SIGTERM (the master stops the supervisor it starte
 supervisor its workers), then checks that no process of that ``storm.local.dir`` is left: any
 that is, is killed and reported as an error (`LeftoverProcessError`). The directory (logs of
 the master, supervisor and workers) is removed unless the run failed or ``keep_dir`` is set.
+
+`SparkHost` starts a `squall.cluster.spark.SparkCluster` (a new SparkSession on ``master``,
+default ``local[workers]``; ~8 s cold) with a fresh temporary ``storm.local.dir``. Its worker
+processes are the Python workers Spark forks from its ``pyspark.daemon`` for the workers' tasks,
+found from ``/proc`` under this process; the master and the supervisor are threads of this
+process, and Spark's JVM (scheduler and, in local mode, executor) is sampled apart. On exit it
+shuts the cluster down (which stops the SparkSession) and checks, as `ProcessHost` does, that
+no worker process is left.
 
 Measuring processes from outside (`proc_sample`): ``/proc/<pid>/stat`` gives a process's CPU
 seconds (user + system) and ``/proc/<pid>/status`` its resident set now (``VmRSS``) and at its
@@ -87,6 +99,37 @@ def proc_sample(pid: int) -> dict[str, float] | None:
         if key in ("VmRSS", "VmHWM"):
             mem[key] = int(rest.split()[0]) / 1024.0  # kB
     return {"cpu_s": cpu, "rss_mb": mem.get("VmRSS", 0.0), "peak_rss_mb": mem.get("VmHWM", 0.0)}
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[1])  # after "pid (comm) state "
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def descendants(pid: int) -> list[int]:
+    """Pids of every process below ``pid`` (children, their children, ...), from ``/proc``."""
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            parent = _parent(int(d.name))
+            if parent is not None:
+                kids.setdefault(parent, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        below = kids.get(todo.pop(), [])
+        out += below
+        todo += below
+    return out
 
 
 # --- the hosts -----------------------------------------------------------------------------------------
@@ -208,6 +251,10 @@ class ProcessHost:
         if left and not failed:
             raise LeftoverProcessError(f"processes of the throwaway cluster outlived its stop (killed): {left}")
 
+    def fields(self) -> dict[str, Any]:
+        """The record fields that say which host ran."""
+        return {"host": self.name}
+
     # --- the verbs ---------------------------------------------------------------------------------------
     def submit(self, name: str, conf: dict[str, Any], topology: Any) -> str:
         return self._client.submit_topology(name, conf, topology)
@@ -267,14 +314,152 @@ class ProcessHost:
         return out
 
 
+class SparkHost:
+    """A throwaway squall cluster on Spark (`squall.cluster.spark.SparkCluster`) with the verbs
+    and helpers of `ProcessHost`; see the module docstring.
+
+    Args:
+        workers: worker slots the runs need (Spark's task slots; ``local[workers]`` by default).
+        master: the Spark master URL for the new SparkSession (default ``local[workers]``).
+        conf: extra cluster settings (over the temporary ``storm.local.dir`` and a free port).
+        keep_dir: keep the ``storm.local.dir`` after a successful run.
+    """
+
+    name = "spark"
+
+    def __init__(self, workers: int = 1, master: str | None = None, conf: dict[str, Any] | None = None,
+                 keep_dir: bool = False) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers
+        self.master = master or f"local[{workers}]"
+        self.extra_conf = dict(conf or {})
+        self.keep_dir = keep_dir
+        self.root: Path | None = None
+        self.local_dir: Path | None = None
+        self.cluster: Any = None
+        self.jvm_pid: int | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+    def __enter__(self) -> SparkHost:
+        from squall.cluster.spark import SparkCluster
+        self.root = Path(tempfile.mkdtemp(prefix="squall-bench-spark-"))
+        self.local_dir = self.root / "storm-local"
+        # a free port, not 0: the master reads 0 as "the default", 6627, which may be taken
+        conf = {"storm.local.dir": str(self.local_dir), "nimbus.thrift.port": free_ports(1)[0]}
+        conf.update(self.extra_conf)
+        try:
+            self.cluster = SparkCluster(master=self.master, conf=conf)
+        except BaseException:
+            self._stop(failed=True)
+            raise
+        self.jvm_pid = next((p for p in descendants(os.getpid())
+                             if _cmdline(p).split(" ", 1)[0].endswith("java")), None)
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        self._stop(failed=exc_type is not None)
+
+    def _stop(self, failed: bool) -> None:
+        if self.cluster is not None:
+            self.cluster.shutdown()  # cancels the workers' jobs; stops the session it created
+            self.cluster = None
+        deadline = time.monotonic() + 15
+        while self.worker_pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = {pid: _cmdline(pid) for pid in self.worker_pids()}
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if self.root is not None and not (failed or left or self.keep_dir):
+            shutil.rmtree(self.root, ignore_errors=True)
+        elif self.root is not None:
+            print(f"[bench] spark host directory kept: {self.root}", file=sys.stderr)
+        if left and not failed:
+            raise LeftoverProcessError(f"Python workers of the Spark host outlived its stop (killed): {left}")
+
+    def fields(self) -> dict[str, Any]:
+        """The record fields that say which host ran."""
+        import pyspark
+        return {"host": self.name, "spark_master": self.master, "spark_version": pyspark.__version__}
+
+    # --- the verbs ---------------------------------------------------------------------------------------
+    def submit(self, name: str, conf: dict[str, Any], topology: Any) -> str:
+        return self.cluster.submit_topology(name, conf, topology)
+
+    def info(self, name: str) -> dict[str, Any]:
+        return self.cluster.get_topology_info(name)
+
+    def get_topology_info(self, name: str) -> dict[str, Any]:  # what harness.wait_until calls
+        return self.info(name)
+
+    def kill(self, name: str, wait_secs: float | None = 0) -> None:
+        self.cluster.kill_topology(name, wait_secs=wait_secs)
+
+    # --- its processes -----------------------------------------------------------------------------------
+    def worker_pids(self) -> list[int]:
+        """Pids of the worker processes running now: the Python workers that Spark's
+        ``pyspark.daemon`` forked (one per task; squall's workers are the only tasks)."""
+        # a forked worker keeps the daemon's command line: it is the one whose parent is a daemon
+        daemons = {p for p in descendants(os.getpid()) if "pyspark.daemon" in _cmdline(p)}
+        return sorted(p for p in daemons if _parent(p) in daemons)
+
+    def wait_workers(self, n: int, timeout: float = 60.0) -> list[int]:
+        """Waits until ``n`` worker processes run; returns their pids."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pids = self.worker_pids()
+            if len(pids) >= n:
+                return pids
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(pids)} of {n} Spark workers started within {timeout} s")
+            time.sleep(0.02)
+
+    def wait_no_workers(self, timeout: float = 15.0) -> bool:
+        """True once no worker process runs (after a kill)."""
+        deadline = time.monotonic() + timeout
+        while self.worker_pids():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def samples(self) -> dict[str, Any]:
+        """As `ProcessHost.samples`; the master (and supervisor) is this process, the driver,
+        which also polls for the benchmark, and Spark's JVM is ``spark_jvm``."""
+        from .harness import machine_busy_seconds
+        out: dict[str, Any] = {"t": time.perf_counter(), "machine": machine_busy_seconds(),
+                               "self": None, "workers": {}, "supervisor": None}
+        for pid in self.worker_pids():
+            s = proc_sample(pid)
+            if s is not None:
+                out["workers"][pid] = s
+        out["master"] = proc_sample(os.getpid())
+        out["spark_jvm"] = proc_sample(self.jvm_pid) if self.jvm_pid is not None else None
+        return out
+
+
+def make_host(host: str, workers: int, spark_master: str | None = None) -> ProcessHost | SparkHost:
+    """The throwaway host a run asked for by name: ``"process"`` or ``"spark"``."""
+    if host == "process":
+        return ProcessHost(workers)
+    if host == "spark":
+        return SparkHost(workers, spark_master)
+    raise ValueError(f"unknown host {host!r} (process or spark)")
+
+
 def usage_between(start: dict[str, Any], end: dict[str, Any],
                   worker_cpu0: dict[int, float] | None = None) -> dict[str, Any]:
-    """Record fields for the processes' use of CPU and memory between two `ProcessHost.samples`.
+    """Record fields for the processes' use of CPU and memory between two `ProcessHost.samples`
+    (or `SparkHost.samples`).
 
     ``cpu_s`` is the CPU seconds of all worker processes together (the master and supervisor
     are given apart), ``peak_rss_mb`` the largest worker's peak resident set (``VmHWM``, since
     it started), and ``worker_*`` the same per worker, in pid order. ``worker_cpu0`` overrides
     the start's CPU per worker pid (W1: read by the components themselves when they opened).
+    On the Spark host the master's figures are the driver's (this process: master, supervisor,
+    py4j and the benchmark's polling; ``supervisor_cpu_s`` is None) and ``spark_jvm_cpu_s`` /
+    ``spark_jvm_peak_rss_mb`` are Spark's JVM's.
     """
     cpu0 = {pid: s["cpu_s"] for pid, s in start.get("workers", {}).items()}
     cpu0.update(worker_cpu0 or {})
@@ -290,9 +475,11 @@ def usage_between(start: dict[str, Any], end: dict[str, Any],
     if start.get("machine") is not None and end.get("machine") is not None:
         ours = sum(end["workers"][p]["cpu_s"] - start.get("workers", {}).get(p, {}).get("cpu_s", 0.0)
                    for p in pids)  # a worker started after ``start`` counts from zero
-        ours += (delta("master") or 0.0) + (delta("supervisor") or 0.0) + end["self"] - start["self"]
+        ours += (delta("master") or 0.0) + (delta("supervisor") or 0.0) + (delta("spark_jvm") or 0.0)
+        if end.get("self") is not None:  # None: this process is the master (the Spark host)
+            ours += end["self"] - start["self"]
         other = round(end["machine"] - start["machine"] - ours, 2)  # tick-sampled: can dip below 0
-    return {
+    out = {
         "cpu_s": round(sum(per), 2),
         "cpu_wall_s": round(end["t"] - start["t"], 3) if "t" in start else None,
         "worker_cpu_s": per,
@@ -303,3 +490,7 @@ def usage_between(start: dict[str, Any], end: dict[str, Any],
         "master_peak_rss_mb": round(end["master"]["peak_rss_mb"], 1) if end.get("master") else None,
         "other_cpu_s": other,
     }
+    if "spark_jvm" in end:
+        out["spark_jvm_cpu_s"] = delta("spark_jvm")
+        out["spark_jvm_peak_rss_mb"] = round(end["spark_jvm"]["peak_rss_mb"], 1) if end["spark_jvm"] else None
+    return out

@@ -15,12 +15,14 @@ component key ``bench.output.dir`` (a file, not an in-process registry, so the s
 can be checked on hosts with worker processes). Correct means the merged counts equal
 ``reference_counts`` exactly and no tuple failed.
 
-On the process host (``host="process"``, `run_process`) the master's counters are heartbeated
-(~1 s late), so the components time the run themselves, on ``time.perf_counter`` (CLOCK_MONOTONIC:
-one clock for every process of the machine), and write it into ``bench.output.dir`` when they
-are stopped: the spout the moment its ``open`` ran (the start) and, with acking on, the moment
-its last ack arrived (the end); with acking off, each count task the moment its last
-``execute`` returned (the end is the latest; this costs the count bolt one ``perf_counter()``
+On the process host (``host="process"``) and the Spark host (``host="spark"``; both `run_process`,
+on a `bench.hosts` host) the master's counters are heartbeated (~1 s late), so the components
+time the run themselves, on ``time.perf_counter`` (CLOCK_MONOTONIC: one clock for every process
+of the machine), and write it into ``bench.output.dir`` when they are stopped: the spout the
+moment its ``open`` ran (the start), its first ``next_tuple`` (once the topology was activated:
+after every worker's first heartbeat; reported as ``first_emit_after_open_s``) and, with acking
+on, the moment its last ack arrived (the end); with acking off, each count task the moment its
+last ``execute`` returned (the end is the latest; this costs the count bolt one ``perf_counter()``
 call per word, ~50 ns, and is only switched on there). Polling ``get_topology_info`` only
 decides when to stop the topology. CPU seconds are per worker process, from when its first
 component opened (read by the component itself) to when the end was seen (``/proc``).
@@ -87,6 +89,9 @@ class CorpusSpout(Spout):
         self._acked = 0
         self._task = context.get_this_task_id()
         self._output_dir = conf.get(OUTPUT_DIR_KEY)
+        self._t_first_next = None
+        if self._output_dir:
+            self.next_tuple = self._next_tuple_first  # looked up on the instance per burst
         if self._output_dir and self.reliable:
             self._clock = time.perf_counter
             self.ack = self._ack_timed  # the executor looks ack up on the instance per call
@@ -103,6 +108,14 @@ class CorpusSpout(Spout):
             self._next_id += 1
         else:
             self._emit([sentence])
+
+    def _next_tuple_first(self) -> None:
+        # notes when the topology became active, then gets out of the way: deleting the
+        # instance attribute uncovers the class's next_tuple for the next burst
+        if self._t_first_next is None:
+            self._t_first_next = time.perf_counter()
+            del self.next_tuple
+        CorpusSpout.next_tuple(self)
 
     def ack(self, msg_id) -> None:
         pass
@@ -121,8 +134,8 @@ class CorpusSpout(Spout):
         if self._output_dir:
             _write_json(Path(self._output_dir) / f"spout-{self._task}.json", {
                 "task": self._task, "pid": os.getpid(), "t_open": self._t_open, "cpu_open": self._cpu_open,
-                "t_exhausted": self._t_exhausted, "t_last_ack": self._t_last_ack, "acked": self._acked,
-                "emitted_ids": self._next_id})
+                "t_first_next": self._t_first_next, "t_exhausted": self._t_exhausted,
+                "t_last_ack": self._t_last_ack, "acked": self._acked, "emitted_ids": self._next_id})
 
 
 class SplitSentence(BasicBolt):
@@ -235,7 +248,7 @@ def _read_counts(output_dir: Path, timeout: float = 10.0, tasks: int = 1) -> dic
 
 def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None = None,
         max_pending: int = DEFAULT_MAX_PENDING, timeout: float = 600.0, host: str = "local",
-        workers: int = 1, parallelism: int | None = None) -> dict[str, Any]:
+        workers: int = 1, parallelism: int | None = None, spark_master: str | None = None) -> dict[str, Any]:
     """One W1 run, then the baseline on the same files.
 
     Args:
@@ -244,15 +257,17 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
         corpus_dir: where the corpus lives (default bench/.data/w1-N).
         max_pending: ``topology.max.spout.pending`` when acking is on.
         timeout: give up after this many seconds.
-        host: ``"local"`` (LocalCluster, 1 worker) or ``"process"`` (`run_process`).
-        workers: worker processes on the process host.
-        parallelism: executors of split and of count on the process host (default ``workers``).
+        host: ``"local"`` (LocalCluster, 1 worker), ``"process"`` or ``"spark"`` (`run_process`).
+        workers: worker processes on the process or Spark host.
+        parallelism: executors of split and of count there (default ``workers``).
+        spark_master: the Spark host's master URL (default ``local[workers]``).
 
     Returns:
         The run's record (see `harness.finish_record`), not yet printed.
     """
-    if host == "process":
-        return run_process(n, acking, corpus_dir, max_pending, timeout, workers, parallelism or workers)
+    if host in ("process", "spark"):
+        return run_process(n, acking, corpus_dir, max_pending, timeout, workers, parallelism or workers,
+                           host, spark_master)
     if host != "local" or workers != 1:
         raise ValueError(f"host {host!r} with {workers} workers: LocalCluster runs 1 worker")
     directory = ensure_corpus(n, corpus_dir)
@@ -305,10 +320,12 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
 
 
 def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending: int, timeout: float,
-                workers: int, parallelism: int) -> dict[str, Any]:
-    """One W1 run on a throwaway process host of ``workers`` workers (see the module docstring),
-    then the baseline on the same files."""
-    from .hosts import ProcessHost, usage_between
+                workers: int, parallelism: int, host_name: str = "process",
+                spark_master: str | None = None) -> dict[str, Any]:
+    """One W1 run on a throwaway host of ``workers`` worker processes, ``host_name`` "process"
+    or "spark" (`bench.hosts.make_host`; see the module docstring), then the baseline on the
+    same files."""
+    from .hosts import make_host, usage_between
 
     directory = ensure_corpus(n, corpus_dir)
     reference = reference_counts(directory)
@@ -322,7 +339,8 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
         def progress(info: dict) -> float:
             return _progress(info, n, acking)
 
-        with ProcessHost(workers) as host:
+        with make_host(host_name, workers, spark_master) as host:
+            host_fields = host.fields()
             start = host.samples()
             t_submit = time.perf_counter()
             host.submit(name, conf, topology)
@@ -338,7 +356,7 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
     if spout is None or len(metas) < parallelism:
-        raise RuntimeError(f"W1 on the process host: {len(spout_files)} spout and {len(metas)} of "
+        raise RuntimeError(f"W1 on the {host_name} host: {len(spout_files)} spout and {len(metas)} of "
                            f"{parallelism} count files appeared after the kill")
 
     t_start = spout["t_open"]
@@ -361,7 +379,7 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
     rate = n / wall
     base_rate = n / base_wall
     record = harness.base_record(
-        "W1", acking, host="process", workers=workers, parallelism=parallelism,
+        "W1", acking, **host_fields, workers=workers, parallelism=parallelism,
         ackers=workers if acking else 0, n=n,
         max_spout_pending=max_pending if acking else None,
         wall_s=round(wall, 3),
@@ -369,6 +387,7 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
         sentences_per_s=round(rate, 1),
         words_per_s=round(words / wall, 1),
         submit_to_open_s=round(t_start - t_submit, 3),
+        first_emit_after_open_s=round(spout["t_first_next"] - t_start, 3) if spout["t_first_next"] else None,
         end_seen_after_s=round(t_seen - t_end, 3),
         exhausted_at_s=round(spout["t_exhausted"] - t_start, 3) if spout["t_exhausted"] else None,
         count_prepare_skew_s=round(max(prepared) - min(prepared), 3),

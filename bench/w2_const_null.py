@@ -26,16 +26,19 @@ where the spout runs in the benchmark's process (LocalCluster). Sampling costs t
 ``&`` per emit and a dict pop per ack; the sampled latency runs from just before ``emit`` to the
 start of ``ack``, the same interval squall's counters measure.
 
-On the process host (``host="process"``, `run_process`), the topology runs in worker processes,
-so neither the in-process registry nor ``task_stats`` reach the benchmark: the rate is the
-window's delta of the same counters in the master's heartbeated ``get_topology_info`` (workers
-heartbeat every ~1 s; the window's edges are aligned on heartbeat arrivals, see
-`_heartbeat_edge`), the mean latency is the window's delta of ``complete_latency_ms x acked``
-over the delta of ``acked`` (squall counts a latency for every acked tuple), and the spout keeps
-its samples itself and writes them on ``close`` as ``latency-<task>.bin`` into
-``bench.output.dir``; ``time.perf_counter`` is CLOCK_MONOTONIC, one clock for every process of
-the machine, so the benchmark picks the samples acked inside its window. CPU and peak RSS are
-read per worker process from ``/proc``.
+On the process host (``host="process"``) and the Spark host (``host="spark"``: workers as Spark
+tasks; both `run_process`, on a `bench.hosts` host), the topology runs in worker processes, so
+neither the in-process registry nor ``task_stats`` reach the benchmark: the rate is the window's
+delta of the same counters in the master's heartbeated ``get_topology_info`` (workers heartbeat
+every ~1 s; the window's edges are aligned on heartbeat arrivals, see `_heartbeat_edge`), the
+mean latency is the window's delta of ``complete_latency_ms x acked`` over the delta of
+``acked`` (squall counts a latency for every acked tuple), and the spout keeps its samples
+itself and writes them on ``close`` as ``latency-<task>.bin`` into ``bench.output.dir``;
+``time.perf_counter`` is CLOCK_MONOTONIC, one clock for every process of the machine, so the
+benchmark picks the samples acked inside its window. CPU and peak RSS are read per worker
+process from ``/proc``. The warm-up counts from the submission, as on LocalCluster, so it
+includes the workers' start (``workers_up_s``: until every worker process runs; a few seconds
+longer on Spark, where each worker is a Spark job).
 
 Baselines (`baseline_w2`, `baseline_w3`): one plain Python loop doing the equivalent work per
 tuple, for as many tuples as squall completed in the window: build the tuple, append it to a
@@ -290,19 +293,21 @@ def _window_stats(info: dict, last: str) -> dict[str, float]:
 
 def run(workload: str = "W2", acking: bool = True, secs: float = 30.0, warmup: float = 10.0,
         max_pending: int = DEFAULT_MAX_PENDING, host: str = "local", workers: int = 1,
-        parallelism: int | None = None) -> dict[str, Any]:
+        parallelism: int | None = None, spark_master: str | None = None) -> dict[str, Any]:
     """One W2 or W3 run, then the baseline for as many tuples.
 
     Args:
-        host: ``"local"`` (LocalCluster, 1 worker) or ``"process"`` (`run_process`).
-        workers: worker processes on the process host.
-        parallelism: executors per component on the process host (default: ``workers``).
+        host: ``"local"`` (LocalCluster, 1 worker), ``"process"`` or ``"spark"`` (`run_process`).
+        workers: worker processes on the process or Spark host.
+        parallelism: executors per component there (default: ``workers``).
+        spark_master: the Spark host's master URL (default ``local[workers]``).
 
     Returns:
         The run's record (see `harness.finish_record`), not yet printed.
     """
-    if host == "process":
-        return run_process(workload, acking, secs, warmup, max_pending, workers, parallelism or workers)
+    if host in ("process", "spark"):
+        return run_process(workload, acking, secs, warmup, max_pending, workers, parallelism or workers,
+                           host, spark_master)
     if host != "local" or workers != 1:
         raise ValueError(f"host {host!r} with {workers} workers: LocalCluster runs 1 worker")
     key = f"{workload}-{uuid.uuid4().hex}"
@@ -411,10 +416,11 @@ def _heartbeat_edge(host: Any, name: str, value, span: float = 0.95, poll: float
 
 
 def run_process(workload: str, acking: bool, secs: float, warmup: float, max_pending: int, workers: int,
-                parallelism: int) -> dict[str, Any]:
-    """One W2 or W3 run on a throwaway process host of ``workers`` workers (see the module
-    docstring), then the baseline for as many tuples."""
-    from .hosts import ProcessHost, usage_between
+                parallelism: int, host_name: str = "process", spark_master: str | None = None) -> dict[str, Any]:
+    """One W2 or W3 run on a throwaway host of ``workers`` worker processes, ``host_name``
+    "process" or "spark" (`bench.hosts.make_host`; see the module docstring), then the baseline
+    for as many tuples."""
+    from .hosts import make_host, usage_between
 
     output_dir = Path(tempfile.mkdtemp(prefix=f"squall-bench-{workload.lower()}-"))
     try:
@@ -425,10 +431,12 @@ def run_process(workload: str, acking: bool, secs: float, warmup: float, max_pen
             c = info["components"]
             return c["spout"]["acked"] if acking else c[last]["executed"]
 
-        with ProcessHost(workers) as host:
+        with make_host(host_name, workers, spark_master) as host:
+            host_fields = host.fields()
             t_submit = time.perf_counter()
             host.submit(name, conf, topology)
             host.wait_workers(workers)
+            t_workers = time.perf_counter()
             time.sleep(max(0.0, t_submit + warmup - time.perf_counter()))
             ev0, info0, procs0 = _heartbeat_edge(host, name, value)
             time.sleep(max(0.0, ev0[0] + secs - time.perf_counter()))
@@ -476,8 +484,9 @@ def run_process(workload: str, acking: bool, secs: float, warmup: float, max_pen
         return None if v is None else round(1000.0 * v, 4)
 
     record = harness.base_record(
-        workload, acking, host="process", workers=workers, parallelism=parallelism,
+        workload, acking, **host_fields, workers=workers, parallelism=parallelism,
         ackers=workers if acking else 0, secs=secs, warmup=warmup,
+        workers_up_s=round(t_workers - t_submit, 3),
         max_spout_pending=max_pending if acking else None,
         wall_s=round(window, 3),
         window_alignment=alignment,

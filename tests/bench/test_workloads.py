@@ -75,3 +75,8 @@ def test_percentile_is_nearest_rank():
     assert harness.percentile(values, 99) == 99.0
     assert harness.percentile(values, 100) == 100.0
     assert harness.percentile([], 99) is None
+
+
+def test_spark_master_is_only_for_the_spark_host():
+    with pytest.raises(SystemExit):
+        main(["run", "W1", "--acking", "on", "--host", "process", "--spark-master", "local[2]"])

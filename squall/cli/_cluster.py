@@ -213,7 +213,13 @@ def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, to
               flush=True)
         while not stop.wait(1.0):
             if not cluster.list_topologies():
-                break
+                return 0
+        # stopped (Ctrl-C, SIGTERM): the topologies live as long as this driver; a master
+        # started later on this storm.local.dir must not bring them back
+        for name in names:
+            with contextlib.suppress(SquallError):
+                cluster.kill_topology(name, wait_secs=0)
+        print(f"Killed topology: {', '.join(names)}", flush=True)
     return 0
 
 

@@ -5,7 +5,8 @@ import time
 import cloudpickle
 import pytest
 
-from squall import AlreadyAliveException, Config, IllegalStateTransition, NotAliveException, TopologyBuilder
+from squall import (AlreadyAliveException, Config, IllegalStateTransition, InvalidTopologyException, NotAliveException,
+                    TopologyBuilder)
 from squall._config import cluster_conf
 from squall.cluster.master import Master
 from squall.testing import FeederSpout
@@ -151,3 +152,64 @@ def test_info_has_the_keys_local_cluster_gives(conf):
         local = cluster.get_topology_info("t")
     assert set(local) <= set(remote) | {"workers"}
     assert set(local["components"]["sink"]) <= set(remote["components"]["sink"]) | {"backlog"}
+
+
+def test_workers_get_their_peers_addresses_once_every_worker_reported_one(conf):
+    """On Spark a worker's address is known only once its task runs: the table has None for
+    peers not yet reported, and a worker that restarts elsewhere reaches its peers through
+    their next heartbeat reply."""
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    topo = m.topologies["t"]
+    a, b = sorted(topo.assignment)
+    first = m.op_get_assignment(storm_id=storm_id, slot=a, address="tcp://10.0.0.1:5000",
+                                launch_id=topo.launch_ids[a])
+    assert None in first["peers"].values() and first["plan"] is not None
+    second = m.op_get_assignment(storm_id=storm_id, slot=b, address="tcp://10.0.0.2:6000",
+                                 launch_id=topo.launch_ids[b], want_plan=False)
+    assert set(second["peers"].values()) == {"tcp://10.0.0.1:5000", "tcp://10.0.0.2:6000"}
+    assert second["plan"] is None
+    version = second["addresses_version"]
+    beat = m.op_heartbeat(storm_id=storm_id, slot=a, launch_id=topo.launch_ids[a], addresses_version=version)
+    assert "peers" not in beat  # nothing moved
+    # b's task is lost and relaunched elsewhere
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
+                         exits=[{"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": -1,
+                                 "started": True}])
+    m.op_get_assignment(storm_id=storm_id, slot=b, address="tcp://10.0.0.3:7000", launch_id=topo.launch_ids[b])
+    beat = m.op_heartbeat(storm_id=storm_id, slot=a, launch_id=topo.launch_ids[a], addresses_version=version)
+    assert "tcp://10.0.0.3:7000" in beat["peers"].values() and beat["addresses_version"] > version
+
+
+def test_a_worker_that_ended_gets_a_fresh_launch_id_and_its_old_copy_is_told_to_stop(conf):
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+    old = topo.launch_ids[slot]
+    reply = m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
+                                 exits=[{"storm_id": storm_id, "slot": slot, "launch_id": old, "status": -1,
+                                         "started": True}])
+    assert reply["slots"][slot.rsplit(":", 1)[1]]["launch_id"] == old + 1
+    assert m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=old) == {"stop": True}
+    # a late report of that same exit does not restart the new launch
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
+                         exits=[{"storm_id": storm_id, "slot": slot, "launch_id": old, "status": -1, "started": True}])
+    assert topo.launch_ids[slot] == old + 1
+
+
+def test_with_strict_slots_too_many_workers_is_refused_naming_the_slots(conf):
+    m = Master(conf, strict_slots=lambda n: f"the application has {n} task slots")
+    _register(m)
+    with pytest.raises(InvalidTopologyException, match=r"needs 3 workers .* only 2 of 2 task slots are free: "
+                                                       r"the application has 2 task slots"):
+        m.op_submit(name="t", conf={"topology.workers": 3}, topology=_topology())
+    m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    with pytest.raises(InvalidTopologyException, match="only 0 of 2"):
+        m.op_submit(name="u", conf={"topology.workers": 1}, topology=_topology())
+    with pytest.raises(InvalidTopologyException, match="needs 3 workers"):
+        m.op_rebalance(name="t", num_workers=3, wait_secs=0)
+    m.op_rebalance(name="t", num_workers=1, wait_secs=0)  # its own slots count as free
+    assert len(m.topologies["t"].assignment) == 1

@@ -67,3 +67,27 @@ def test_a_batch_under_another_secret_is_dropped_unread():
     finally:
         a.close()
         b.close()
+
+
+def test_set_peers_moves_a_peer_to_its_new_address_under_the_same_sender():
+    """A peer worker restarted elsewhere (a Spark task on another executor): the sender the
+    executor holds goes on working, now to the new address."""
+    old_got, new_got = [], []
+    old = ZmqTransport("tcp://127.0.0.1:0", {}, PlainSerializer(), b"k", lambda t, i: old_got.append(i))
+    new = ZmqTransport("tcp://127.0.0.1:0", {}, PlainSerializer(), b"k", lambda t, i: new_got.append(i))
+    a = ZmqTransport("tcp://127.0.0.1:0", {}, PlainSerializer(), b"k")
+    try:
+        a.set_peers({3: old.address, 4: old.address})
+        send3, send4 = a.sender(3), a.sender(4)
+        send3((1,))
+        a.flush()
+        assert _wait(lambda: old_got == [(1,)])
+        a.set_peers({3: new.address, 4: new.address})
+        send3((2,))
+        send4((3,))
+        a.flush()
+        assert _wait(lambda: sorted(new_got) == [(2,), (3,)])
+        assert old_got == [(1,)]
+    finally:
+        for t in (a, old, new):
+            t.close()

@@ -1,0 +1,53 @@
+"""The Spark host's checks of a session's settings, without Spark: a fake SparkContext."""
+
+import sys
+
+from squall.cluster.spark import _master_addresses, check_session, expected_slots
+
+
+class FakeConf:
+    def __init__(self, values):
+        self.values = values
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+
+class FakeContext:
+    def __init__(self, master, **values):
+        self.master = master
+        self._conf = FakeConf(values)
+
+    def getConf(self):
+        return self._conf
+
+
+def test_a_session_with_speculation_or_dynamic_allocation_is_warned_about():
+    sc = FakeContext("yarn", **{"spark.speculation": "true", "spark.dynamicAllocation.enabled": "true",
+                                "spark.task.maxFailures": "4"})
+    warnings = check_session(sc)
+    assert len(warnings) == 2
+    assert "spark.speculation=true" in warnings[0] and "need false" in warnings[0]
+    assert "spark.dynamicAllocation.enabled=true" in warnings[1]
+
+
+def test_a_local_session_running_another_python_is_warned_about():
+    sc = FakeContext("local[2]", **{"spark.pyspark.python": "/usr/bin/python2"})
+    assert ["spark.pyspark.python is /usr/bin/python2" in w for w in check_session(sc)] == [True]
+    assert check_session(FakeContext("local[2]", **{"spark.pyspark.python": sys.executable})) == []
+
+
+def test_expected_slots_come_from_local_cluster_or_the_executor_settings():
+    assert expected_slots(FakeContext("local-cluster[2,1,1024]")) == 2
+    assert expected_slots(FakeContext("local-cluster[3, 2, 512]", **{"spark.task.cpus": "2"})) == 3
+    assert expected_slots(FakeContext("spark://h:7077", **{"spark.executor.instances": "4",
+                                                           "spark.executor.cores": "2"})) == 8
+    assert expected_slots(FakeContext("local[4]")) is None
+    assert expected_slots(FakeContext("yarn")) is None  # dynamic: whatever registers
+
+
+def test_on_a_cluster_the_master_listens_everywhere_and_is_reached_at_the_driver_host():
+    sc = FakeContext("spark://h:7077", **{"spark.driver.host": "10.1.2.3"})
+    assert _master_addresses(sc, "127.0.0.1") == ("0.0.0.0", "10.1.2.3")
+    assert _master_addresses(sc, "10.9.9.9") == ("10.9.9.9", "10.9.9.9")
+    assert _master_addresses(FakeContext("local[2]"), "127.0.0.1") == ("127.0.0.1", "127.0.0.1")

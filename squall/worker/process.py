@@ -30,7 +30,7 @@ from ..engine.executor import error_record
 from ..engine.loop import Backpressure, TopologyState
 from ..engine.serialize import Serializer
 from ..engine.worker import Worker, component_blobs
-from .rpc import Client, RpcError, load_or_create_secret
+from .rpc import Client, RemoteError, RpcError, load_or_create_secret
 from .transport import ZmqTransport
 
 log = logging.getLogger("squall.worker")
@@ -114,6 +114,9 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
             time.sleep(0.2)
         transport.set_peers({int(t): addr for t, addr in a["peers"].items() if addr != transport.address})
         return _run_started(link, plan, executors, blobs, transport, a, storm_id, slot, launch_id, conf, stop)
+    except RemoteError as e:  # "no assignment": killed or moved while this worker started
+        log.info("%s; exiting", e)
+        return 0
     finally:
         if transport is not None:
             transport.close()

@@ -19,9 +19,7 @@ import itertools
 import json
 import logging
 import secrets
-import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -199,12 +197,10 @@ def _spark_options_after_file(args: argparse.Namespace) -> None:
 
 
 def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, topology_over: dict[str, Any]) -> int:
-    from ..cluster.spark import SparkCluster
+    from ..cluster.spark import SparkCluster, stop_on_signals
     _daemon_logging(args.debug)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     with SparkCluster(master=args.spark_master, conf=conf) as cluster:
+        stop = stop_on_signals()
         with on_sys_path(path.parent), StormSubmitter.submitting_to(cluster):
             names = _submit_file(args, path, _ToCluster(cluster), topology_over)
         where = f"{cluster.conf['nimbus.host']}:{cluster.conf['nimbus.thrift.port']}"

@@ -49,16 +49,21 @@ def _user_modules(topology: StormTopology) -> list[Any]:
             if name in seen or name in ("__main__", "squall", "builtins"):
                 continue
             seen.add(name)
-            module = sys.modules.get(name) or importlib.import_module(name)
+            module = sys.modules.get(name)
+            if module is None:
+                try:
+                    module = importlib.import_module(name)
+                except ImportError:  # a class that came by value (in the master): it goes so again
+                    continue
             path = getattr(module, "__file__", None)
             if path and not any(path.startswith(p) for p in skip):
                 found.append(module)
     return found
 
 
-def pickle_topology(topology: StormTopology) -> bytes:
-    """Pickle a topology with the user's own modules by value, so workers need not import them
-    (as Storm ships the jar).
+def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:
+    """Pickle a topology (or ``obj``, something that holds it, such as its plan) with the user's
+    own modules by value, so workers need not import them (as Storm ships the jar).
 
     The by-value registration lasts only for this call, so nothing else in the process (a
     LocalCluster, say) is affected. If a module cannot go by value (its code refers to
@@ -68,18 +73,19 @@ def pickle_topology(topology: StormTopology) -> bytes:
     Raises:
         InvalidTopologyException: the topology cannot be pickled either way.
     """
+    target = topology if obj is None else obj
     modules = _user_modules(topology)
     for m in modules:
         cloudpickle.register_pickle_by_value(m)
     try:
-        return cloudpickle.dumps(topology)
+        return cloudpickle.dumps(target)
     except Exception as e:
         by_value_error = e
     finally:
         for m in modules:
             cloudpickle.unregister_pickle_by_value(m)
     try:
-        blob = cloudpickle.dumps(topology)
+        blob = cloudpickle.dumps(target)
     except Exception as e:
         raise _errors.InvalidTopologyException(f"the topology cannot be serialized: {e}") from e
     log.warning("could not ship %s by value (%s); workers must be able to import them",

@@ -38,6 +38,7 @@ from .._topology import StormTopology
 from ..engine.plan import TopologyPlan, make_plan
 from ..engine.worker import component_blobs
 from ..worker.rpc import load_or_create_secret, serve_connection
+from .client import pickle_topology
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
 from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
                     transition)
@@ -130,7 +131,10 @@ class Master:
     def _save_plan(self, plan: TopologyPlan) -> None:
         path = self.local_dir / f"{plan.storm_id}.plan"
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(cloudpickle.dumps(plan))
+        # by value, as the client sent it: a master in the user's own process (the Spark host's
+        # driver) has the user's modules imported, and cloudpickle would otherwise pickle their
+        # classes by reference, which a later master or a worker elsewhere cannot import
+        tmp.write_bytes(pickle_topology(plan.topology, plan))
         os.replace(tmp, path)
 
     def _load(self) -> None:
@@ -403,7 +407,7 @@ class Master:
             raise NotAliveException(f"no assignment for {storm_id} on {slot}")
         if launch_id is None or launch_id == topo.launch_ids[slot]:
             topo.note_address(slot, address)
-        return {"plan": cloudpickle.dumps(topo.plan) if want_plan else None,
+        return {"plan": pickle_topology(topo.plan.topology, topo.plan) if want_plan else None,
                 "executors": topo.assignment[slot], "peers": topo.peers(),
                 "addresses_version": topo.addresses_version,
                 "launch_id": topo.launch_ids[slot], "active": self._active(topo)}

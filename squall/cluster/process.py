@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .master import Master
+from .supervisor import write_conf
 
 log = logging.getLogger("squall.master")
 
@@ -53,7 +52,7 @@ def start_supervisor(conf: dict[str, Any]) -> tuple[int, bool]:
     sup_dir = local_dir / "supervisor"
     sup_dir.mkdir(parents=True, exist_ok=True)
     conf_file = sup_dir / "launch.yaml"
-    conf_file.write_text(yaml.safe_dump(dict(conf)))
+    write_conf(conf_file, conf)
     logf = open(sup_dir / "supervisor.log", "ab")
     proc = subprocess.Popen([sys.executable, "-m", "squall.cluster.supervisor", "--conf", str(conf_file)],
                             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)

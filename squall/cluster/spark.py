@@ -225,6 +225,11 @@ class SparkSupervisor(Supervisor):
             still.append((group, thread, due))
         self._leaving = still
 
+    def running(self) -> bool:
+        """Whether any worker's job is still running."""
+        threads = [p["thread"] for p in list(self.procs.values())] + [t for _, t, _ in list(self._leaving)]
+        return any(t.is_alive() for t in threads)
+
     def stop_all(self, timeout: float = 10.0) -> None:
         """Cancel every worker's job and wait (up to ``timeout``) for the jobs to end."""
         threads = [p["thread"] for p in self.procs.values()] + [t for _, t, _ in self._leaving]
@@ -260,6 +265,10 @@ class _MasterThread:
         self._thread = threading.Thread(target=self._run, name="squall-master", daemon=True)
         self._thread.start()
         self._ready.wait(30)
+        if isinstance(self._error, OSError):
+            host, port = master.conf.get("nimbus.host"), master.conf.get("nimbus.thrift.port")
+            raise SquallError(f"the master cannot listen on {host}:{port}: {self._error.strerror or self._error} "
+                              f"(is a master already running? nimbus.thrift.port: 0 takes any free port)")
         if self._error is not None:
             raise self._error
         if not self._ready.is_set():
@@ -274,6 +283,8 @@ class _MasterThread:
             waiter = asyncio.create_task(ready.wait())
             await asyncio.wait({self._task, waiter}, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
+            if self._task.done():
+                self._task.result()  # serve ended at once (the port is taken, say): raise why
             self._ready.set()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -284,9 +295,10 @@ class _MasterThread:
             await asyncio.gather(*rest, return_exceptions=True)
         try:
             self._loop.run_until_complete(main())
-        except BaseException as e:  # the port is taken, say: raised in the caller's thread
-            self._error = e
-            self._ready.set()
+        except BaseException as e:  # raised in the caller's thread
+            if not self._ready.is_set():
+                self._error = e
+                self._ready.set()
 
     def stop(self) -> None:
         if self._task is not None:
@@ -385,9 +397,19 @@ class SparkCluster(MasterClient):
                 z.write(f, f.relative_to(pkg.parent))
         sc.addPyFile(str(archive))
 
-    def shutdown(self) -> None:
-        """Stop every worker (cancelling their Spark jobs), the supervisor and the master; stop
-        the SparkSession too if this cluster created it."""
+    def shutdown(self, kill_topologies: bool = True) -> None:
+        """Kill every topology (as `LocalCluster.shutdown` does), letting their workers stop
+        cleanly (``close``, ``cleanup``) for up to ``squall.spark.stop.grace.secs``; then cancel
+        what still runs, stop the supervisor and the master, and stop the SparkSession too if
+        this cluster created it. With ``kill_topologies`` False (a Nimbus stopping), the
+        topologies stay in ``storm.local.dir``, and a master started there later resumes them."""
+        if kill_topologies:
+            with contextlib.suppress(Exception):  # a master that is gone already: stop the rest anyway
+                for t in self.list_topologies():
+                    self.kill_topology(t["name"], wait_secs=0)
+                deadline = time.monotonic() + self.supervisor.grace + 2  # the next sync tells them
+                while self.supervisor.running() and time.monotonic() < deadline:
+                    time.sleep(0.1)
         self.supervisor.stop()
         self._sup_thread.join(30)
         self._server.stop()
@@ -417,14 +439,25 @@ def _master_addresses(sc: Any, host: str) -> tuple[str, str]:
 
 def run_spark_nimbus(conf: dict[str, Any], spark_master: str | None) -> int:
     """``squall nimbus --host spark``: the master in a new Spark driver, until SIGINT/SIGTERM."""
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    with SparkCluster(master=spark_master, conf=conf) as cluster:
+    cluster = SparkCluster(master=spark_master, conf=conf)
+    try:
+        stop = stop_on_signals()
         print(f"squall master on Spark {cluster.spark.sparkContext.master}: "
               f"{cluster.conf['nimbus.host']}:{cluster.conf['nimbus.thrift.port']}, "
               f"{len(cluster.supervisor.ports)} task slots", flush=True)
         stop.wait()
+    finally:
+        cluster.shutdown(kill_topologies=False)
     return 0
+
+
+def stop_on_signals() -> threading.Event:
+    """An event SIGINT and SIGTERM set. Call it once the SparkContext exists: pyspark installs
+    its own SIGINT handler then (it cancels every job and raises KeyboardInterrupt), which would
+    skip a clean stop."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
 
 

@@ -45,6 +45,14 @@ def _die_with_parent() -> None:
         pass  # not Linux: workers also watch their parent, see squall.worker.process
 
 
+def write_conf(path: Path, conf: dict[str, Any]) -> None:
+    """Write ``conf`` as YAML readable by its owner only: it may hold ``squall.secret``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # a file left by an older run keeps its mode through O_CREAT
+    with os.fdopen(fd, "w") as f:
+        f.write(yaml.safe_dump(dict(conf)))
+
+
 class Supervisor:
     """Keeps this machine's slots running what the master assigned; see the module docstring."""
 
@@ -57,7 +65,7 @@ class Supervisor:
         self.dir = Path(conf.get("storm.local.dir") or "storm-local") / "supervisor"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.conf_file = self.dir / "conf.yaml"
-        self.conf_file.write_text(yaml.safe_dump(dict(conf)))
+        write_conf(self.conf_file, conf)
         self.procs: dict[int, dict[str, Any]] = {}
         self.exits: list[dict[str, Any]] = []
         self._client: Client | None = None

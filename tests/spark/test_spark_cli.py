@@ -92,3 +92,38 @@ def test_spark_submit_of_the_squall_entry_file_runs_a_topology(tmp_path):
     driver = _Driver(["spark-submit", "--master", "local[3]", entry.__file__, "--config", config,
                       "examples/exclamation.py"], env=env)
     _run_and_kill(driver, config, "exclamation")
+
+
+def test_nimbus_on_spark_serves_squall_jar_and_a_restarted_nimbus_resumes_its_topologies(tmp_path):
+    """``squall nimbus --host spark``; ``squall jar`` submits to it as to any master. Stopping
+    it stops the workers with the driver but keeps the topology: started again on the same
+    storm.local.dir, the master brings its workers back."""
+    config = _config(tmp_path)
+    nimbus = ["squall.cli", "nimbus", "--config", config, "--host", "spark", "--spark-master", "local[2]"]
+    first = _Driver([sys.executable, "-m", *nimbus])
+    try:
+        assert wait_until(lambda: first.saw("squall master on Spark local[2]"), 90), "".join(first.lines)
+        submitted = _squall("jar", "--config", config, "examples/word_count.py")
+        assert submitted.stdout == "Submitted topology: word_count\n", submitted.stderr
+        assert wait_until(lambda: _emitted(config) > 0, 60)
+        first.proc.terminate()
+        assert first.proc.wait(60) == 0, "".join(first.lines)
+    finally:
+        first.stop()
+    second = _Driver([sys.executable, "-m", *nimbus])
+    try:
+        assert wait_until(lambda: second.saw("squall master on Spark local[2]"), 90), "".join(second.lines)
+        assert wait_until(lambda: _emitted(config) > 0, 60), "the resumed topology does not run"
+        assert _squall("kill", "--config", config, "word_count", "-w", "0").returncode == 0
+    finally:
+        second.stop()
+    assert second.proc.returncode == 0
+
+
+def _emitted(config):
+    """The sentences spout's emitted count, as the master reports it now (0 if unknown)."""
+    import json
+    out = _squall("info", "--config", config, "word_count")
+    if out.returncode != 0:
+        return 0
+    return json.loads(out.stdout)["components"]["sentences"]["emitted"]

@@ -397,12 +397,15 @@ class SparkHost:
         self.cluster.kill_topology(name, wait_secs=wait_secs)
 
     # --- its processes -----------------------------------------------------------------------------------
+    def _daemon_pids(self, workers: bool = False) -> list[int]:
+        # a forked worker keeps the daemon's command line: it is the one whose parent is a daemon
+        daemons = {p for p in descendants(os.getpid()) if "pyspark.daemon" in _cmdline(p)}
+        return sorted(p for p in daemons if (_parent(p) in daemons) == workers)
+
     def worker_pids(self) -> list[int]:
         """Pids of the worker processes running now: the Python workers that Spark's
         ``pyspark.daemon`` forked (one per task; squall's workers are the only tasks)."""
-        # a forked worker keeps the daemon's command line: it is the one whose parent is a daemon
-        daemons = {p for p in descendants(os.getpid()) if "pyspark.daemon" in _cmdline(p)}
-        return sorted(p for p in daemons if _parent(p) in daemons)
+        return self._daemon_pids(workers=True)
 
     def wait_workers(self, n: int, timeout: float = 60.0) -> list[int]:
         """Waits until ``n`` worker processes run; returns their pids."""
@@ -436,6 +439,11 @@ class SparkHost:
                 out["workers"][pid] = s
         out["master"] = proc_sample(os.getpid())
         out["spark_jvm"] = proc_sample(self.jvm_pid) if self.jvm_pid is not None else None
+        # the daemon that forks the Python workers: it starts with the first task, and its start
+        # (imports) and forks cost ~1 s of CPU that would otherwise show as other programs'
+        daemons = [proc_sample(p) for p in self._daemon_pids()]
+        daemons = [d for d in daemons if d is not None]
+        out["spark_daemon"] = {"cpu_s": sum(d["cpu_s"] for d in daemons)} if daemons else None
         return out
 
 
@@ -458,8 +466,9 @@ def usage_between(start: dict[str, Any], end: dict[str, Any],
     it started), and ``worker_*`` the same per worker, in pid order. ``worker_cpu0`` overrides
     the start's CPU per worker pid (W1: read by the components themselves when they opened).
     On the Spark host the master's figures are the driver's (this process: master, supervisor,
-    py4j and the benchmark's polling; ``supervisor_cpu_s`` is None) and ``spark_jvm_cpu_s`` /
-    ``spark_jvm_peak_rss_mb`` are Spark's JVM's.
+    py4j and the benchmark's polling; ``supervisor_cpu_s`` is None), ``spark_jvm_cpu_s`` /
+    ``spark_jvm_peak_rss_mb`` are Spark's JVM's and ``spark_daemon_cpu_s`` that of the
+    ``pyspark.daemon`` that forks the workers.
     """
     cpu0 = {pid: s["cpu_s"] for pid, s in start.get("workers", {}).items()}
     cpu0.update(worker_cpu0 or {})
@@ -468,6 +477,8 @@ def usage_between(start: dict[str, Any], end: dict[str, Any],
 
     def delta(role: str) -> float | None:
         a, b = start.get(role), end.get(role)
+        if b and role in start and a is None:  # started in between (the Spark host's daemon)
+            return round(b["cpu_s"], 2)
         return round(b["cpu_s"] - a["cpu_s"], 2) if a and b else None
 
     # what the rest of the machine used meanwhile: all busy CPU less this cluster's and ours
@@ -475,7 +486,7 @@ def usage_between(start: dict[str, Any], end: dict[str, Any],
     if start.get("machine") is not None and end.get("machine") is not None:
         ours = sum(end["workers"][p]["cpu_s"] - start.get("workers", {}).get(p, {}).get("cpu_s", 0.0)
                    for p in pids)  # a worker started after ``start`` counts from zero
-        ours += (delta("master") or 0.0) + (delta("supervisor") or 0.0) + (delta("spark_jvm") or 0.0)
+        ours += sum(delta(role) or 0.0 for role in ("master", "supervisor", "spark_jvm", "spark_daemon"))
         if end.get("self") is not None:  # None: this process is the master (the Spark host)
             ours += end["self"] - start["self"]
         other = round(end["machine"] - start["machine"] - ours, 2)  # tick-sampled: can dip below 0
@@ -493,4 +504,5 @@ def usage_between(start: dict[str, Any], end: dict[str, Any],
     if "spark_jvm" in end:
         out["spark_jvm_cpu_s"] = delta("spark_jvm")
         out["spark_jvm_peak_rss_mb"] = round(end["spark_jvm"]["peak_rss_mb"], 1) if end["spark_jvm"] else None
+        out["spark_daemon_cpu_s"] = delta("spark_daemon")
     return out

@@ -25,6 +25,6 @@ def test_w1_on_the_spark_host_with_two_workers_is_correct(tmp_path):
     assert record["failed"] == 0 and record["errors"] == 0 and record["workers_stopped"] is True
     # the two workers are two Python processes, found and measured from /proc
     assert len(record["worker_cpu_s"]) == 2 and len(record["worker_peak_rss_mb"]) == 2
-    assert record["spark_jvm_peak_rss_mb"] > 0
+    assert record["spark_jvm_peak_rss_mb"] > 0 and record["spark_daemon_cpu_s"] is not None
     assert record["sentences_per_s"] > 0 and record["wall_s"] > 0
     assert not SparkHost().worker_pids()

@@ -4,7 +4,8 @@
     python -m bench run W2 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
     python -m bench run W3 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
         [--host local|process|spark] [--workers N] [--parallelism P] [--spark-master URL]
-    python -m bench report [--results bench/results/results.jsonl]
+    python -m bench report [--results bench/results/results.jsonl] [--latest]
+    python -m bench report --docs docs/benchmarks.md [--all-commits]
 
 ``--host local`` (default) runs LocalCluster (1 worker, in this process); ``--host process``
 starts a throwaway master + supervisor with ``--workers`` worker processes, and ``--host spark``
@@ -17,7 +18,9 @@ Each run prints one JSON line and appends it to the results file (``--no-save``:
 with ``--repeat`` > 1 each run is a fresh interpreter (``--in-process`` to keep one), and a last
 line (``"kind": "median"``, not saved) gives the medians.
 ``report`` prints a markdown table of medians (min-max) per configuration and squall commit
-(``--latest``: only each configuration's most recent commit).
+(``--latest``: only each configuration's most recent commit). ``report --docs FILE`` writes the
+benchmarks page instead (`bench.report`: tables per workload, peers, targets, memory, W4 and its
+chart ``benchmarks-w4-latency.png`` beside FILE, profiles from ``profiles/*.md`` beside FILE).
 """
 
 from __future__ import annotations
@@ -96,7 +99,20 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    print(harness.report(harness.load_results(Path(args.results)), latest=args.latest))
+    records = harness.load_results(Path(args.results))
+    if args.docs is None:
+        print(harness.report(records, latest=args.latest))
+        return 0
+    from . import report  # imports matplotlib only if there is a W4 chart to draw
+
+    results_name = Path(args.results)
+    try:
+        results_name = results_name.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        pass
+    for path in report.write_docs(records, Path(args.docs), all_commits=args.all_commits,
+                                  results_name=results_name.as_posix()):
+        print(f"wrote {path}")
     return 0
 
 
@@ -139,10 +155,15 @@ def main(argv: list[str] | None = None) -> int:
                           "interpreter each, so each has its own peak RSS)")
     run.set_defaults(func=_run)
 
-    rep = sub.add_parser("report", help="markdown table of medians from the results file")
+    rep = sub.add_parser("report", help="markdown table of medians from the results file, or (--docs) the "
+                                        "benchmarks page")
     rep.add_argument("--results", default=str(harness.RESULTS_FILE))
     rep.add_argument("--latest", action="store_true",
                      help="per configuration, only the squall commit of its most recent run")
+    rep.add_argument("--docs", default=None, metavar="FILE",
+                     help="write the benchmarks page (e.g. docs/benchmarks.md) and the W4 chart beside it")
+    rep.add_argument("--all-commits", action="store_true",
+                     help="--docs: a row per squall commit, not only each configuration's most recent")
     rep.set_defaults(func=_report)
 
     args = parser.parse_args(argv)

@@ -3,7 +3,11 @@
     python -m bench run W1 --acking on|off [--n 1000000] [--repeat 3] [--max-pending 1000]
     python -m bench run W2 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
     python -m bench run W3 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
+    python -m bench run W4 [--rate 1000|half-peak] [--secs 30] [--warmup 10] [--probe-secs 3]
+        [--max-pending 1000] [--repeat 1]
         [--host local|process|spark] [--workers N] [--parallelism P] [--spark-master URL]
+    python -m bench run MEM [--pending 100000] [--ks 1,20] [--idle-secs 5] [--repeat 1]
+    python -m bench run MEM --host process|spark [--workers N] [--idle-secs 5]
     python -m bench report [--results bench/results/results.jsonl] [--latest]
     python -m bench report --docs docs/benchmarks.md [--all-commits]
 
@@ -13,6 +17,19 @@ a throwaway SparkCluster (a new SparkSession on ``--spark-master``, default ``lo
 N = ``--workers``; the master in this process, each worker a Spark task) (`bench.hosts`). Both
 run each component with ``--parallelism`` executors (default: the number of workers; W1's
 spout always has one).
+
+W4 (`bench.w4_latency`) is always acking on (``--acking`` may be left out): a spout paced at
+``--rate`` tuples/s (all its tasks together; default 1,000) into W3's shape, figures over
+``--secs`` after ``--warmup`` seconds of the spout's own schedule; ``--rate half-peak`` first
+measures W3's peak acked rate on the same host (``--probe-secs`` window after a short warm-up)
+and runs at half of it. Its baseline is the same three stages as Python threads and queues at
+the same rate.
+
+MEM (`bench.memory`; acking on, no baseline): on LocalCluster, this process's RSS before and
+after an idle topology and its CPU over ``--idle-secs``, then the acker's and the spout's bytes
+per pending tuple with ``--pending`` spout tuples in flight, and the acker's by tree fan-out k
+for each k of ``--ks``. On ``--host process`` or ``spark``, an idle worker's settled RSS and the
+workers' CPU over ``--idle-secs``.
 
 Each run prints one JSON line and appends it to the results file (``--no-save``: print only);
 with ``--repeat`` > 1 each run is a fresh interpreter (``--in-process`` to keep one), and a last
@@ -37,8 +54,12 @@ from . import harness
 
 def _run_isolated(args: argparse.Namespace) -> list[dict]:
     """Each repetition in a fresh interpreter: its own peak RSS, GC state and threads."""
-    argv = [sys.executable, "-m", "bench", "run", args.workload, "--acking", args.acking, "--n", str(args.n),
-            "--secs", str(args.secs), "--warmup", str(args.warmup), "--repeat", "1", "--results", args.results]
+    argv = [sys.executable, "-m", "bench", "run", args.workload, "--n", str(args.n),
+            "--secs", str(args.secs), "--warmup", str(args.warmup), "--repeat", "1", "--results", args.results,
+            "--rate", str(args.rate), "--probe-secs", str(args.probe_secs), "--pending", str(args.pending),
+            "--ks", args.ks, "--idle-secs", str(args.idle_secs)]
+    if args.acking is not None:
+        argv += ["--acking", args.acking]
     if args.max_pending is not None:
         argv += ["--max-pending", str(args.max_pending)]
     argv += ["--host", args.host, "--workers", str(args.workers)]
@@ -76,7 +97,7 @@ def _run(args: argparse.Namespace) -> int:
         records = _run_isolated(args)
         harness.emit_record(harness.median_record(records), None)
         return 0 if all(r.get("correct") for r in records) else 1
-    acking = args.acking == "on"
+    acking = args.acking != "off"  # W4 and MEM: always on
     results = None if args.no_save else Path(args.results)
     records = []
     for _ in range(args.repeat):
@@ -87,6 +108,14 @@ def _run(args: argparse.Namespace) -> int:
         if args.workload == "W1":
             from . import w1_wordcount
             record = w1_wordcount.run(n=args.n, acking=acking, **kwargs)
+        elif args.workload == "W4":
+            from . import w4_latency
+            record = w4_latency.run(rate=args.rate, secs=args.secs, warmup=args.warmup,
+                                    probe_secs=args.probe_secs, **kwargs)
+        elif args.workload == "MEM":
+            from . import memory
+            record = memory.run(host=args.host, workers=args.workers, pending=args.pending,
+                                ks=_ks(args.ks), idle_secs=args.idle_secs, spark_master=args.spark_master)
         else:
             from . import w2_const_null
             record = w2_const_null.run(args.workload, acking=acking, secs=args.secs, warmup=args.warmup,
@@ -96,6 +125,10 @@ def _run(args: argparse.Namespace) -> int:
     if len(records) > 1:
         harness.emit_record(harness.median_record(records), None)
     return 0 if all(r.get("correct") for r in records) else 1
+
+
+def _ks(text: str) -> tuple[int, ...]:
+    return tuple(int(k) for k in text.split(",") if k.strip())
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -131,11 +164,23 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run one workload (LocalCluster, the process or the Spark host) and its baseline")
-    run.add_argument("workload", choices=["W1", "W2", "W3"], type=str.upper)
-    run.add_argument("--acking", choices=["on", "off"], required=True)
+    run.add_argument("workload", choices=["W1", "W2", "W3", "W4", "MEM"], type=str.upper)
+    run.add_argument("--acking", choices=["on", "off"], default=None,
+                     help="W1-W3: required; W4 and MEM: always on")
     run.add_argument("--n", type=int, default=1_000_000, help="W1: sentences (default 1,000,000)")
-    run.add_argument("--secs", type=float, default=30.0, help="W2/W3: measured window (default 30)")
-    run.add_argument("--warmup", type=float, default=10.0, help="W2/W3: warm-up before it (default 10)")
+    run.add_argument("--secs", type=float, default=30.0, help="W2/W3/W4: measured window (default 30)")
+    run.add_argument("--warmup", type=float, default=10.0, help="W2/W3/W4: warm-up before it (default 10)")
+    run.add_argument("--rate", default="1000",
+                     help="W4: tuples/s the spout emits (all its tasks; default 1000), or half-peak: half of "
+                          "W3's acked tuples/s, measured first on the same host")
+    run.add_argument("--probe-secs", type=float, default=3.0,
+                     help="W4 --rate half-peak: the W3 probe's measured window (default 3)")
+    run.add_argument("--pending", type=int, default=100_000,
+                     help="MEM: spout tuples in flight when the pending maps are measured (default 100000)")
+    run.add_argument("--ks", default="1,20",
+                     help="MEM: tree fan-outs k (children per spout tuple) to measure the acker with (default 1,20)")
+    run.add_argument("--idle-secs", type=float, default=5.0,
+                     help="MEM: window over which the idle topology's CPU is measured (default 5)")
     run.add_argument("--repeat", type=int, default=1, help="runs; a median line follows if > 1")
     run.add_argument("--max-pending", type=int, default=None,
                      help="topology.max.spout.pending with acking on (default 1000)")
@@ -172,6 +217,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         if args.workers < 1:
             parser.error("--workers must be at least 1")
+        if args.workload in ("W1", "W2", "W3") and args.acking is None:
+            parser.error(f"{args.workload} needs --acking on|off")
+        if args.workload in ("W4", "MEM") and args.acking == "off":
+            parser.error(f"{args.workload} runs with acking on only")
+        if args.workload == "W4":
+            from .w4_latency import parse_rate
+            try:
+                parse_rate(args.rate)
+            except ValueError as e:
+                parser.error(f"--rate: {e}")
+        if args.workload == "MEM":
+            if args.parallelism is not None:
+                parser.error("MEM takes no --parallelism (one executor per component per worker)")
+            try:
+                ks = _ks(args.ks)
+            except ValueError:
+                parser.error(f"--ks: a comma-separated list of integers, got {args.ks!r}")
+            if not ks or min(ks) < 1 or args.pending < 1:
+                parser.error("--ks needs at least one k >= 1, and --pending at least 1")
         if args.host == "local" and (args.workers != 1 or args.parallelism is not None):
             parser.error("--host local runs LocalCluster: one worker, parallelism 1 "
                          "(use --host process or spark for --workers/--parallelism)")

@@ -104,17 +104,23 @@ class _FileSamples:
         os.replace(tmp, self.path)  # a reader never sees half a file
 
 
+def read_sample_file(path: Path) -> harness.Samples:
+    """One file written by `_FileSamples`, in the order it was written."""
+    out = harness.Samples()
+    with open(path, "rb") as fh:
+        n = array("q")
+        n.fromfile(fh, 1)
+        out.times.fromfile(fh, n[0])
+        out.values.fromfile(fh, n[0])
+    return out
+
+
 def read_sample_files(directory: Path) -> harness.Samples:
     """Every ``latency-*.bin`` of ``directory`` merged into one time-ordered `harness.Samples`."""
     pairs: list[tuple[float, float]] = []
     for f in sorted(directory.glob("latency-*.bin")):
-        with open(f, "rb") as fh:
-            n = array("q")
-            n.fromfile(fh, 1)
-            times, values = array("d"), array("d")
-            times.fromfile(fh, n[0])
-            values.fromfile(fh, n[0])
-        pairs.extend(zip(times, values))
+        one = read_sample_file(f)
+        pairs.extend(zip(one.times, one.values))
     pairs.sort()
     out = harness.Samples()
     for t, v in pairs:

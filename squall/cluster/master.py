@@ -490,7 +490,8 @@ class Master:
     async def serve(self, ready: asyncio.Event | None = None) -> None:
         """Listen on ``nimbus.host``:``nimbus.thrift.port`` until cancelled."""
         host = self.conf.get("nimbus.host") or "127.0.0.1"
-        port = int(self.conf.get("nimbus.thrift.port") or 6627)
+        port = self.conf.get("nimbus.thrift.port")
+        port = 6627 if port is None else int(port)  # 0: any free port (tests, SparkCluster)
         server = await asyncio.start_server(self._connection, host, port)
         self.port = server.sockets[0].getsockname()[1]
         log.info("squall master listening on %s:%s", host, self.port)

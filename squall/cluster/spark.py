@@ -209,7 +209,7 @@ class SparkSupervisor(Supervisor):
                 continue
             del self.procs[port]
             rc = p["record"].get("status", EXIT_LOST)
-            log.warning("worker %s:%s of %s ended with status %s%s", SPARK_HOST, port, p["storm_id"], rc,
+            log.log(logging.INFO if rc == 0 else logging.WARNING, "worker %s:%s of %s ended with status %s%s", SPARK_HOST, port, p["storm_id"], rc,
                         f" ({p['record']['error']})" if p["record"].get("error") else "")
             self.exits.append({"storm_id": p["storm_id"], "slot": f"{SPARK_HOST}:{port}", "launch_id": p["launch_id"],
                                "status": rc, "started": rc != EXIT_CANNOT_START})
@@ -232,11 +232,11 @@ class SparkSupervisor(Supervisor):
 
     def stop_all(self, timeout: float = 10.0) -> None:
         """Cancel every worker's job and wait (up to ``timeout``) for the jobs to end."""
-        threads = [p["thread"] for p in self.procs.values()] + [t for _, t, _ in self._leaving]
-        for p in self.procs.values():
-            self.sc.cancelJobGroup(p["group"])
-        for group, _t, _due in self._leaving:
+        running = [(p["group"], p["thread"]) for p in self.procs.values()] + [(g, t) for g, t, _ in self._leaving]
+        running = [(g, t) for g, t in running if t.is_alive()]
+        for group, _t in running:
             self.sc.cancelJobGroup(group)
+        threads = [t for _g, t in running]
         self.procs.clear()
         self._leaving = []
         deadline = time.monotonic() + timeout

@@ -213,3 +213,17 @@ def test_with_strict_slots_too_many_workers_is_refused_naming_the_slots(conf):
         m.op_rebalance(name="t", num_workers=3, wait_secs=0)
     m.op_rebalance(name="t", num_workers=1, wait_secs=0)  # its own slots count as free
     assert len(m.topologies["t"].assignment) == 1
+
+
+def test_port_zero_listens_on_a_free_port(conf):
+    import asyncio
+
+    async def start():
+        m = Master({**conf, "nimbus.thrift.port": 0})
+        ready = asyncio.Event()
+        task = asyncio.create_task(m.serve(ready))
+        await ready.wait()
+        task.cancel()
+        return m.port
+    port = asyncio.run(start())
+    assert port not in (0, 6627)

@@ -144,22 +144,26 @@ def test_peers_stand_beside_ours_with_versions(page):
 def test_targets_are_marked_met_or_not(page):
     t = _section(page, "Targets")
     assert _row(t, "W1 on one worker, acking off: >= 90,000 sentences/s",
-                "LocalCluster, 1 worker, acking off").endswith("| 95,000 sentences/s | met |")
+                "LocalCluster, 1 worker, acking off").startswith(
+        "| W1 on one worker, acking off: >= 90,000 sentences/s | LocalCluster, 1 worker, acking off | "
+        "95,000 sentences/s | met |")
+    # acking on: 50,000/s is under 55,000, but the median per-run ratio 0.070 carried over to the
+    # targets' machine (x 949k) is 66,430/s
     assert _row(t, "W1 on one worker, acking on: >= 55,000 sentences/s",
-                "LocalCluster, 1 worker, acking on").endswith("| **not met** |")
+                "LocalCluster, 1 worker, acking on").endswith("| **not met** | 66,430 sentences/s | met |")
     assert _row(t, "W1 on 2 workers: >= 1.2 x the one-worker figure",
                 "process, 2 workers / process, 1 worker, acking on").endswith(
-        "| 1.33 x (60,000 / 45,000 sentences/s) | met |")
+        "| 1.33 x (60,000 / 45,000 sentences/s) | met | - | - |")
     assert _row(t, "W2 on one worker, one acker: >= 250,000 acked tuples/s",
-                "LocalCluster, 1 worker, acking on").endswith("| 260,000 tuples/s | met |")
+                "LocalCluster, 1 worker, acking on").endswith("| 260,000 tuples/s | met | - | - |")
     assert _row(t, "W2 on one worker, acking off: >= 500,000 tuples/s",
-                "LocalCluster, 1 worker, acking off").endswith("| **not met** |")
+                "LocalCluster, 1 worker, acking off").endswith("| **not met** | - | - |")
     assert _row(t, "W4 at half of peak on 1 worker: p99 complete latency <= 2 ms",
-                "LocalCluster, 1 worker").endswith("| 1.50 ms | met |")
+                "LocalCluster, 1 worker").endswith("| 1.50 ms | met | - | - |")
     assert _row(t, "W4 at half of peak on 2 workers: p99 complete latency <= 10 ms",
-                "process, 2 workers").endswith("| 12.00 ms | **not met** |")
-    assert _row(t, "An idle topology: < 2% of a core", "LocalCluster, 1 worker").endswith("| met |")
-    assert _row(t, "W5: zero event ids lost").endswith("| not measured yet |")
+                "process, 2 workers").endswith("| 12.00 ms | **not met** | - | - |")
+    assert _row(t, "An idle topology: < 2% of a core", "LocalCluster, 1 worker").endswith("| met | - | - |")
+    assert _row(t, "W5: zero event ids lost").endswith("| not measured yet | - | - |")
 
 
 def test_w4_and_memory_sections_render_their_records(page):

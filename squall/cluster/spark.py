@@ -209,10 +209,11 @@ class SparkSupervisor(Supervisor):
                 continue
             del self.procs[port]
             rc = p["record"].get("status", EXIT_LOST)
-            log.log(logging.INFO if rc == 0 else logging.WARNING, "worker %s:%s of %s ended with status %s%s", SPARK_HOST, port, p["storm_id"], rc,
-                        f" ({p['record']['error']})" if p["record"].get("error") else "")
-            self.exits.append({"storm_id": p["storm_id"], "slot": f"{SPARK_HOST}:{port}", "launch_id": p["launch_id"],
-                               "status": rc, "started": rc != EXIT_CANNOT_START})
+            log.log(logging.INFO if rc == 0 else logging.WARNING, "worker %s:%s of %s ended with status %s%s",
+                    SPARK_HOST, port, p["storm_id"], rc,
+                    f" ({p['record']['error']})" if p["record"].get("error") else "")
+            self.exits.append({"storm_id": p["storm_id"], "slot": f"{SPARK_HOST}:{port}",
+                               "launch_id": p["launch_id"], "status": rc, "started": rc != EXIT_CANNOT_START})
         now = time.monotonic()
         still = []
         for group, thread, due in self._leaving:

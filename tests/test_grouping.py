@@ -61,6 +61,18 @@ def test_fields_sends_equal_keys_to_one_task_whatever_the_other_values():
     assert len({choose(["k", n])[0] for n in range(100)}) == 1
 
 
+def test_fields_remembered_str_keys_keep_their_task_past_the_memo_and_beside_equal_numbers(monkeypatch):
+    import squall._grouping as grouping
+    monkeypatch.setattr(grouping, "FIELDS_MEMO_SIZE", 8)  # so the memo fills and clears
+    g = made(FIELDS, list(range(1, 12)), Fields("key"))
+    choose = chooser_of(g, 1)
+    keys = [f"w{i}" for i in range(40)] + ["1", 1, 1.0, True]
+
+    for _ in range(3):  # first sight, remembered, and after the memo was cleared
+        for k in keys:
+            assert choose([k, 0]) == g.choose_tasks(1, [k, 0]), k
+
+
 def test_global_picks_the_lowest_and_all_picks_every_target():
     assert chooser_of(made(GLOBAL, [9, 3, 5], Fields()), 1)(["k", 0]) == [3]
     assert chooser_of(made(ALL, [9, 3, 5]), 1)(["k", 0]) == [3, 5, 9]

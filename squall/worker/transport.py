@@ -193,7 +193,7 @@ class ZmqTransport(Transport):
             try:
                 if not poller.poll(200):
                     continue
-                while True:  # every message already here, then poll again
+                while not self._closed:  # every message already here, then poll again
                     try:
                         frames = [recv(_NOBLOCK)]
                     except zmq.Again:

@@ -3,7 +3,6 @@ and ``spark-submit`` of squall's entry file, each a subprocess that becomes the 
 and the master; ``squall list`` and ``squall kill`` reach that master like any other."""
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -82,14 +81,16 @@ def test_squall_jar_host_spark_runs_a_topology_until_it_is_killed(tmp_path):
     _run_and_kill(driver, config, "word_count")
 
 
-@pytest.mark.skipif(shutil.which("spark-submit") is None, reason="pyspark's spark-submit is not on PATH")
 def test_spark_submit_of_the_squall_entry_file_runs_a_topology(tmp_path):
+    import pyspark
+
     import squall.cli.spark_submit as entry
+    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"  # pip's pyspark has it, on PATH or not
     config = _config(tmp_path)
     # the driver runs PYSPARK_PYTHON (else python3 on PATH): ours, which has squall. local[3]:
     # exclamation.py asks for 3 workers
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    driver = _Driver(["spark-submit", "--master", "local[3]", entry.__file__, "--config", config,
+    driver = _Driver([str(spark_submit), "--master", "local[3]", entry.__file__, "--config", config,
                       "examples/exclamation.py"], env=env)
     _run_and_kill(driver, config, "exclamation")
 

@@ -133,7 +133,59 @@ def descendants(pid: int) -> list[int]:
 
 
 # --- the hosts -----------------------------------------------------------------------------------------
-class ProcessHost:
+class _Host:
+    """What `ProcessHost` and `SparkHost` share: the verbs through a master client (``_client``)
+    and waiting for worker processes (``worker_pids``)."""
+
+    name = ""
+    worker_start_timeout = 30.0
+    _client: Any = None
+
+    def worker_pids(self) -> list[int]:
+        raise NotImplementedError
+
+    def _workers_hint(self) -> str:
+        """Where to look when workers do not start (appended to the error)."""
+        return ""
+
+    # --- the verbs ---------------------------------------------------------------------------------------
+    def submit(self, name: str, conf: dict[str, Any], topology: Any) -> str:
+        return self._client.submit_topology(name, conf, topology)
+
+    def info(self, name: str) -> dict[str, Any]:
+        return self._client.get_topology_info(name)
+
+    def get_topology_info(self, name: str) -> dict[str, Any]:  # what harness.wait_until calls
+        return self.info(name)
+
+    def kill(self, name: str, wait_secs: float | None = 0) -> None:
+        self._client.kill_topology(name, wait_secs=wait_secs)
+
+    # --- its processes -----------------------------------------------------------------------------------
+    def wait_workers(self, n: int, timeout: float | None = None) -> list[int]:
+        """Waits until ``n`` worker processes run; returns their pids."""
+        timeout = self.worker_start_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            pids = self.worker_pids()
+            if len(pids) >= n:
+                return pids
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(pids)} of {n} {self.name} workers started within {timeout} s"
+                                   f"{self._workers_hint()}")
+            time.sleep(0.02)
+
+    def wait_no_workers(self, timeout: float = 15.0) -> bool:
+        """True once no worker process runs (after a kill)."""
+        deadline = time.monotonic() + timeout
+        while self.worker_pids():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+
+class ProcessHost(_Host):
     """A throwaway process-host cluster; see the module docstring.
 
     Args:
@@ -255,19 +307,6 @@ class ProcessHost:
         """The record fields that say which host ran."""
         return {"host": self.name}
 
-    # --- the verbs ---------------------------------------------------------------------------------------
-    def submit(self, name: str, conf: dict[str, Any], topology: Any) -> str:
-        return self._client.submit_topology(name, conf, topology)
-
-    def info(self, name: str) -> dict[str, Any]:
-        return self._client.get_topology_info(name)
-
-    def get_topology_info(self, name: str) -> dict[str, Any]:  # what harness.wait_until calls
-        return self.info(name)
-
-    def kill(self, name: str, wait_secs: float | None = 0) -> None:
-        self._client.kill_topology(name, wait_secs=wait_secs)
-
     # --- its processes -----------------------------------------------------------------------------------
     def worker_pids(self) -> list[int]:
         """Pids of the worker processes running now."""
@@ -277,26 +316,8 @@ class ProcessHost:
         from squall.cluster.process import running_supervisor
         return running_supervisor(self.local_dir)
 
-    def wait_workers(self, n: int, timeout: float = 30.0) -> list[int]:
-        """Waits until ``n`` worker processes run; returns their pids."""
-        deadline = time.monotonic() + timeout
-        while True:
-            pids = self.worker_pids()
-            if len(pids) >= n:
-                return pids
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"only {len(pids)} of {n} workers started within {timeout} s; "
-                                   f"see {self.local_dir / 'supervisor'}")
-            time.sleep(0.02)
-
-    def wait_no_workers(self, timeout: float = 15.0) -> bool:
-        """True once no worker process runs (after a kill)."""
-        deadline = time.monotonic() + timeout
-        while self.worker_pids():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
+    def _workers_hint(self) -> str:
+        return f"; see {self.local_dir / 'supervisor'}"
 
     def samples(self) -> dict[str, Any]:
         """`proc_sample` of every worker (by pid), of the master and of the supervisor, and the
@@ -314,7 +335,7 @@ class ProcessHost:
         return out
 
 
-class SparkHost:
+class SparkHost(_Host):
     """A throwaway squall cluster on Spark (`squall.cluster.spark.SparkCluster`) with the verbs
     and helpers of `ProcessHost`; see the module docstring.
 
@@ -326,6 +347,7 @@ class SparkHost:
     """
 
     name = "spark"
+    worker_start_timeout = 60.0  # a Spark task starts slower than a process
 
     def __init__(self, workers: int = 1, master: str | None = None, conf: dict[str, Any] | None = None,
                  keep_dir: bool = False) -> None:
@@ -383,18 +405,9 @@ class SparkHost:
         import pyspark
         return {"host": self.name, "spark_master": self.master, "spark_version": pyspark.__version__}
 
-    # --- the verbs ---------------------------------------------------------------------------------------
-    def submit(self, name: str, conf: dict[str, Any], topology: Any) -> str:
-        return self.cluster.submit_topology(name, conf, topology)
-
-    def info(self, name: str) -> dict[str, Any]:
-        return self.cluster.get_topology_info(name)
-
-    def get_topology_info(self, name: str) -> dict[str, Any]:  # what harness.wait_until calls
-        return self.info(name)
-
-    def kill(self, name: str, wait_secs: float | None = 0) -> None:
-        self.cluster.kill_topology(name, wait_secs=wait_secs)
+    @property
+    def _client(self) -> Any:  # SparkCluster is the master client
+        return self.cluster
 
     # --- its processes -----------------------------------------------------------------------------------
     def _daemon_pids(self, workers: bool = False) -> list[int]:
@@ -406,26 +419,6 @@ class SparkHost:
         """Pids of the worker processes running now: the Python workers that Spark's
         ``pyspark.daemon`` forked (one per task; squall's workers are the only tasks)."""
         return self._daemon_pids(workers=True)
-
-    def wait_workers(self, n: int, timeout: float = 60.0) -> list[int]:
-        """Waits until ``n`` worker processes run; returns their pids."""
-        deadline = time.monotonic() + timeout
-        while True:
-            pids = self.worker_pids()
-            if len(pids) >= n:
-                return pids
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"only {len(pids)} of {n} Spark workers started within {timeout} s")
-            time.sleep(0.02)
-
-    def wait_no_workers(self, timeout: float = 15.0) -> bool:
-        """True once no worker process runs (after a kill)."""
-        deadline = time.monotonic() + timeout
-        while self.worker_pids():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
 
     def samples(self) -> dict[str, Any]:
         """As `ProcessHost.samples`; the master (and supervisor) is this process, the driver,

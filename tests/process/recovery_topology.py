@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 
-from squall import BasicBolt, Fields, Spout
+from squall import BasicBolt, Fields, Spout, TopologyBuilder
 
 
 class DurableSpout(Spout):
@@ -90,3 +90,24 @@ class Sleepy(BasicBolt):
     def execute(self, tup, collector):
         import time
         time.sleep(0.001)
+
+
+def acked(out: Path) -> set[int]:
+    """The ids `DurableSpout` recorded as acked under ``out``."""
+    ids = set()
+    for f in out.glob("acked-*.txt"):
+        ids |= {int(x) for x in f.read_text().split()}
+    return ids
+
+
+def recovery_topology(n):
+    """`DurableSpout` of ids 0..n-1 -> 2 `Slowish` (shuffle) -> 2 `Sink` (fields on id)."""
+    b = TopologyBuilder()
+    b.set_spout("source", DurableSpout(n), 1)
+    b.set_bolt("work", Slowish(), 2).shuffle_grouping("source")
+    b.set_bolt("sink", Sink(), 2).fields_grouping("work", ["id"])
+    return b.create_topology()
+
+
+RECOVERY_CONF = {"topology.message.timeout.secs": 3, "topology.max.spout.pending": 100}
+"""What the recovery topology runs with: a short timeout, so lost tuples replay quickly."""

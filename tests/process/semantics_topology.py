@@ -5,11 +5,42 @@ import json
 import time
 from pathlib import Path
 
-from squall import BasicBolt, Bolt, Fields, Spout
+from squall import BasicBolt, Bolt, Config, Fields, Spout, TopologyBuilder
 
 
 def _out(conf, name):
     return open(Path(conf["test.out.dir"]) / name, "a")
+
+
+def records(out: Path, prefix: str) -> list[dict]:
+    """The rows that components wrote to ``<prefix>-*.jsonl`` under ``out``."""
+    rows = []
+    for f in out.glob(f"{prefix}-*.jsonl"):
+        rows += [json.loads(line) for line in f.read_text().splitlines()]
+    return rows
+
+
+def task_counts(out: Path) -> list[dict]:
+    """Each `Count` task's word counts, written on cleanup."""
+    return [json.loads(f.read_text()) for f in out.glob("counts-*.json")]
+
+
+def topology_conf(out, workers=2, **extra) -> Config:
+    """A topology's config: ``workers`` workers, the components' files under ``out``."""
+    conf = Config()
+    conf.set_num_workers(workers)
+    conf["test.out.dir"] = str(out)
+    conf.update(extra)
+    return conf
+
+
+def word_count(sentences):
+    """Two spout tasks sharing ``sentences`` -> `Split` (shuffle) -> `Count` (fields on word)."""
+    b = TopologyBuilder()
+    b.set_spout("sentences", ListSpout(sentences), 2)
+    b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
+    b.set_bolt("count", Count(), 2).fields_grouping("split", ["word"])
+    return b.create_topology()
 
 
 class ListSpout(Spout):

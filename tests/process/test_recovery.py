@@ -8,36 +8,21 @@ master and the spout's durable record of acked ids.
 import os
 import signal
 import time
-from pathlib import Path
 
 from squall import Config, StormSubmitter, TopologyBuilder
 
 from ..conftest import wait_until
 from .conftest import _squall_processes
-from .recovery_topology import DurableSpout, Flood, Sink, Sleepy, Slowish, UnimportableOnWorkers
+from .recovery_topology import (RECOVERY_CONF, DurableSpout, Flood, Sleepy, UnimportableOnWorkers, acked,
+                                recovery_topology)
+from .semantics_topology import topology_conf
 
 N = 3000
 
 
-def _acked(out: Path) -> set[int]:
-    ids = set()
-    for f in out.glob("acked-*.txt"):
-        ids |= {int(x) for x in f.read_text().split()}
-    return ids
-
-
 def _submit(cluster, out, name="recover"):
-    b = TopologyBuilder()
-    b.set_spout("source", DurableSpout(N), 1)
-    b.set_bolt("work", Slowish(), 2).shuffle_grouping("source")
-    b.set_bolt("sink", Sink(), 2).fields_grouping("work", ["id"])
-    conf = Config()
-    conf.set_num_workers(2)
-    conf.set_message_timeout_secs(3)
-    conf.set_max_spout_pending(100)
-    conf["test.out.dir"] = str(out)
     with StormSubmitter.using_conf(cluster.conf):
-        StormSubmitter.submit_topology(name, conf, b.create_topology())
+        StormSubmitter.submit_topology(name, topology_conf(out, **RECOVERY_CONF), recovery_topology(N))
 
 
 def test_a_sigkilled_worker_is_restarted_and_a_reliable_topology_loses_nothing(cluster, tmp_path):
@@ -46,32 +31,32 @@ def test_a_sigkilled_worker_is_restarted_and_a_reliable_topology_loses_nothing(c
     out = tmp_path / "out"
     out.mkdir()
     _submit(cluster, out)
-    assert wait_until(lambda: len(_acked(out)) > 200, 30), "the topology did not start processing"
+    assert wait_until(lambda: len(acked(out)) > 200, 30), "the topology did not start processing"
     victims = cluster.workers()
     assert len(victims) == 2
     pid = sorted(victims)[0]
     os.kill(pid, signal.SIGKILL)
     assert wait_until(lambda: len(cluster.workers()) == 2 and pid not in cluster.workers(), 20), \
         "the killed worker was not restarted"
-    assert wait_until(lambda: _acked(out) >= set(range(N)), 60), f"lost ids: {sorted(set(range(N)) - _acked(out))[:20]}"
+    assert wait_until(lambda: acked(out) >= set(range(N)), 60), f"lost ids: {sorted(set(range(N)) - acked(out))[:20]}"
 
 
 def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resumes(cluster, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     _submit(cluster, out)
-    assert wait_until(lambda: len(_acked(out)) > 100, 30)
+    assert wait_until(lambda: len(acked(out)) > 100, 30)
     workers = cluster.workers()
     cluster.master.send_signal(signal.SIGKILL)
     cluster.master.wait(5)
-    before = len(_acked(out))
-    assert wait_until(lambda: len(_acked(out)) > before + 100, 20), "processing stopped with the master"
+    before = len(acked(out))
+    assert wait_until(lambda: len(acked(out)) > before + 100, 20), "processing stopped with the master"
     assert set(cluster.workers()) == set(workers)  # untouched
     cluster.start_master()
     with cluster.client() as m:
         assert wait_until(lambda: all(w["alive"] for w in m.get_topology_info("recover")["workers"]), 15)
         assert m.list_topologies()[0]["status"] == "ACTIVE"
-    assert wait_until(lambda: _acked(out) >= set(range(N)), 60)
+    assert wait_until(lambda: acked(out) >= set(range(N)), 60)
     assert set(cluster.workers()) == set(workers)  # the new master adopted them, no restarts
 
 

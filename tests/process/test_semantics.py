@@ -1,24 +1,15 @@
 """Storm's semantics on the process host: a representative subset of the acceptance tests, run
 across worker processes that exchange tuples over ZeroMQ (one cluster for the module)."""
 
-import json
 from collections import Counter
-from pathlib import Path
 
-from squall import Config, TopologyBuilder
+from squall import TopologyBuilder
 
 from ..conftest import wait_until
-from .semantics_topology import (Count, EmitsPoints, FailsAll, ListSpout, NeverAcks, Point,
-                                 PointSerializer, RecordsTypes, Split)
+from .semantics_topology import (EmitsPoints, FailsAll, ListSpout, NeverAcks, Point, PointSerializer,
+                                 RecordsTypes, records, task_counts, topology_conf, word_count)
 
 SENTENCES = [f"w{i % 7} w{i % 11} w{i % 13} shared" for i in range(600)]
-
-
-def _records(out: Path, prefix: str) -> list[dict]:
-    rows = []
-    for f in out.glob(f"{prefix}-*.jsonl"):
-        rows += [json.loads(line) for line in f.read_text().splitlines()]
-    return rows
 
 
 class _Running:
@@ -40,25 +31,13 @@ class _Running:
         self.client.close()
 
 
-def _conf(out, workers=2, **extra):
-    conf = Config()
-    conf.set_num_workers(workers)
-    conf["test.out.dir"] = str(out)
-    conf.update(extra)
-    return conf
-
-
 def test_word_count_is_exact_across_two_workers_and_a_key_stays_on_one_task(shared_cluster, tmp_path):
     """Spouts in both workers, count tasks in both: every word is counted exactly, and each word
     was counted by one task only although the processes hash it independently."""
-    b = TopologyBuilder()
-    b.set_spout("sentences", ListSpout(SENTENCES), 2)
-    b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
-    b.set_bolt("count", Count(), 2).fields_grouping("split", ["word"])
-    with _Running(shared_cluster, "wordcount", _conf(tmp_path), b.create_topology()):
-        assert wait_until(lambda: len([r for r in _records(tmp_path, "spout") if "ack" in r]) == len(SENTENCES), 40)
+    with _Running(shared_cluster, "wordcount", topology_conf(tmp_path), word_count(SENTENCES)):
+        assert wait_until(lambda: len([r for r in records(tmp_path, "spout") if "ack" in r]) == len(SENTENCES), 40)
     assert wait_until(lambda: len(list(tmp_path.glob("counts-*.json"))) == 2, 20)
-    per_task = [json.loads(f.read_text()) for f in tmp_path.glob("counts-*.json")]
+    per_task = task_counts(tmp_path)
     total = Counter()
     for counts in per_task:
         total.update(counts)
@@ -71,9 +50,9 @@ def test_a_failed_tuple_reaches_its_spout_across_processes(shared_cluster, tmp_p
     b = TopologyBuilder()
     b.set_spout("items", ListSpout(list(range(20))), 1)
     b.set_bolt("fail", FailsAll(), 2).shuffle_grouping("items")
-    with _Running(shared_cluster, "fails", _conf(tmp_path), b.create_topology()):
-        assert wait_until(lambda: len(_records(tmp_path, "spout")) == 20, 30)
-    rows = _records(tmp_path, "spout")
+    with _Running(shared_cluster, "fails", topology_conf(tmp_path), b.create_topology()):
+        assert wait_until(lambda: len(records(tmp_path, "spout")) == 20, 30)
+    rows = records(tmp_path, "spout")
     assert sorted(r["fail"] for r in rows) == list(range(20))
 
 
@@ -81,10 +60,10 @@ def test_an_unacked_tuple_times_out_between_t_and_2t(shared_cluster, tmp_path):
     b = TopologyBuilder()
     b.set_spout("items", ListSpout(list(range(5))), 1)
     b.set_bolt("never", NeverAcks(), 1).shuffle_grouping("items")
-    with _Running(shared_cluster, "timeouts", _conf(tmp_path, **{"topology.message.timeout.secs": 1}),
+    with _Running(shared_cluster, "timeouts", topology_conf(tmp_path, **{"topology.message.timeout.secs": 1}),
                   b.create_topology()):
-        assert wait_until(lambda: len(_records(tmp_path, "spout")) == 5, 30)
-    rows = _records(tmp_path, "spout")
+        assert wait_until(lambda: len(records(tmp_path, "spout")) == 5, 30)
+    rows = records(tmp_path, "spout")
     assert all("fail" in r and 0.9 <= r["after"] <= 3.0 for r in rows), rows
 
 
@@ -92,11 +71,11 @@ def test_a_registered_type_crosses_workers_through_its_serializer(shared_cluster
     b = TopologyBuilder()
     b.set_spout("points", EmitsPoints(50), 1)
     b.set_bolt("record", RecordsTypes(), 2).shuffle_grouping("points")
-    conf = _conf(tmp_path, **{"topology.fall.back.on.pickle": False})
+    conf = topology_conf(tmp_path, **{"topology.fall.back.on.pickle": False})
     conf.register_serialization(Point, PointSerializer)
     with _Running(shared_cluster, "points", conf, b.create_topology()):
-        assert wait_until(lambda: len(_records(tmp_path, "types")) == 50, 30)
-    rows = _records(tmp_path, "types")
+        assert wait_until(lambda: len(records(tmp_path, "types")) == 50, 30)
+    rows = records(tmp_path, "types")
     assert {r["type"] for r in rows} == {f"{Point.__module__}.Point"}
     assert all(r["sum"] == 0 for r in rows)
 
@@ -105,7 +84,7 @@ def test_an_unregistered_type_without_pickle_fallback_is_an_error_naming_type_an
     b = TopologyBuilder()
     b.set_spout("opaque", EmitsPoints(5, kind="opaque"), 1)
     b.set_bolt("record", RecordsTypes(), 2).shuffle_grouping("opaque")
-    conf = _conf(tmp_path, **{"topology.fall.back.on.pickle": False})
+    conf = topology_conf(tmp_path, **{"topology.fall.back.on.pickle": False})
     with _Running(shared_cluster, "opaque", conf, b.create_topology()) as m:
 
         def error():

@@ -2,7 +2,6 @@
 each module asks for ``spark_cluster`` with its Spark master, and each test submits its own
 topology and kills it at the end."""
 
-import json
 import os
 from pathlib import Path
 
@@ -38,20 +37,6 @@ class Running:
             pass
         # the next test needs the task slots back
         wait_until(lambda: not self.cluster.spark.sparkContext.statusTracker().getActiveJobsIds(), 20)
-
-
-def records(out: Path, prefix: str) -> list[dict]:
-    rows = []
-    for f in out.glob(f"{prefix}-*.jsonl"):
-        rows += [json.loads(line) for line in f.read_text().splitlines()]
-    return rows
-
-
-def acked(out: Path) -> set[int]:
-    ids = set()
-    for f in out.glob("acked-*.txt"):
-        ids |= {int(x) for x in f.read_text().split()}
-    return ids
 
 
 def children(pid: int) -> list[int]:

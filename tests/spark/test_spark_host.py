@@ -7,12 +7,12 @@ from collections import Counter
 
 import pytest
 
-from squall import Config, InvalidTopologyException, TopologyBuilder
+from squall import InvalidTopologyException, TopologyBuilder
 
 from ..conftest import wait_until
-from ..process.recovery_topology import DurableSpout, Sink, Slowish
-from ..process.semantics_topology import Count, FailsAll, ListSpout, Split
-from .conftest import Running, acked, make_cluster, python_workers, records
+from ..process.recovery_topology import RECOVERY_CONF, acked, recovery_topology
+from ..process.semantics_topology import FailsAll, ListSpout, records, task_counts, topology_conf, word_count
+from .conftest import Running, make_cluster, python_workers
 
 SENTENCES = [f"w{i % 7} w{i % 11} w{i % 13} shared" for i in range(600)]
 
@@ -26,35 +26,14 @@ def spark_cluster(tmp_path_factory):
         cluster.shutdown()
 
 
-def _conf(out, workers=2, **extra):
-    conf = Config()
-    conf.set_num_workers(workers)
-    conf["test.out.dir"] = str(out)
-    conf.update(extra)
-    return conf
-
-
-def _recovery_topology(n):
-    b = TopologyBuilder()
-    b.set_spout("source", DurableSpout(n), 1)
-    b.set_bolt("work", Slowish(), 2).shuffle_grouping("source")
-    b.set_bolt("sink", Sink(), 2).fields_grouping("work", ["id"])
-    return b.create_topology()
-
-
 def test_word_count_is_exact_across_two_spark_tasks(spark_cluster, tmp_path):
-    b = TopologyBuilder()
-    b.set_spout("sentences", ListSpout(SENTENCES), 2)
-    b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
-    b.set_bolt("count", Count(), 2).fields_grouping("split", ["word"])
-    with Running(spark_cluster, "wordcount", _conf(tmp_path), b.create_topology()) as c:
+    with Running(spark_cluster, "wordcount", topology_conf(tmp_path), word_count(SENTENCES)) as c:
         assert wait_until(lambda: len([r for r in records(tmp_path, "spout") if "ack" in r]) == len(SENTENCES), 60)
         workers = c.get_topology_info("wordcount")["workers"]
         assert [w["slot"] for w in workers] == ["spark:0", "spark:1"]
         assert len({w["pid"] for w in workers}) == 2, "both workers ran in one Python process"
     assert wait_until(lambda: len(list(tmp_path.glob("counts-*.json"))) == 2, 20)
-    import json
-    per_task = [json.loads(f.read_text()) for f in tmp_path.glob("counts-*.json")]
+    per_task = task_counts(tmp_path)
     total = Counter()
     for counts in per_task:
         total.update(counts)
@@ -66,15 +45,15 @@ def test_a_failed_tuple_reaches_its_spout_in_another_task(spark_cluster, tmp_pat
     b = TopologyBuilder()
     b.set_spout("items", ListSpout(list(range(20))), 1)
     b.set_bolt("fail", FailsAll(), 2).shuffle_grouping("items")
-    with Running(spark_cluster, "fails", _conf(tmp_path), b.create_topology()):
+    with Running(spark_cluster, "fails", topology_conf(tmp_path), b.create_topology()):
         assert wait_until(lambda: len(records(tmp_path, "spout")) == 20, 60)
     assert sorted(r["fail"] for r in records(tmp_path, "spout")) == list(range(20))
 
 
 def test_a_killed_python_worker_is_restarted_and_a_reliable_topology_loses_nothing(spark_cluster, tmp_path):
     n = 3000
-    conf = _conf(tmp_path, **{"topology.message.timeout.secs": 3, "topology.max.spout.pending": 100})
-    with Running(spark_cluster, "recover", conf, _recovery_topology(n)) as c:
+    conf = topology_conf(tmp_path, **RECOVERY_CONF)
+    with Running(spark_cluster, "recover", conf, recovery_topology(n)) as c:
         assert wait_until(lambda: len(acked(tmp_path)) > 200, 60), "the topology did not start processing"
         before = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}
         victim = before["spark:1"]
@@ -92,8 +71,8 @@ def test_a_killed_python_worker_is_restarted_and_a_reliable_topology_loses_nothi
 
 def test_rebalance_moves_a_running_topology_to_one_task_and_loses_nothing(spark_cluster, tmp_path):
     n = 3000
-    conf = _conf(tmp_path, **{"topology.message.timeout.secs": 3, "topology.max.spout.pending": 100})
-    with Running(spark_cluster, "rebalanced", conf, _recovery_topology(n)) as c:
+    conf = topology_conf(tmp_path, **RECOVERY_CONF)
+    with Running(spark_cluster, "rebalanced", conf, recovery_topology(n)) as c:
         assert wait_until(lambda: len(acked(tmp_path)) > 200, 60)
         c.rebalance("rebalanced", num_workers=1, wait_secs=0)
         assert wait_until(lambda: [w["alive"] for w in c.get_topology_info("rebalanced")["workers"]] == [True], 40)
@@ -105,8 +84,8 @@ def test_rebalance_moves_a_running_topology_to_one_task_and_loses_nothing(spark_
 
 def test_kill_cancels_the_spark_jobs_and_leaves_no_python_worker(spark_cluster, tmp_path):
     sc = spark_cluster.spark.sparkContext
-    conf = _conf(tmp_path, **{"topology.message.timeout.secs": 3})
-    spark_cluster.submit_topology("killed", conf, _recovery_topology(10**6))
+    conf = topology_conf(tmp_path, **{"topology.message.timeout.secs": 3})
+    spark_cluster.submit_topology("killed", conf, recovery_topology(10**6))
     assert wait_until(lambda: len(acked(tmp_path)) > 100, 60)
     assert len(sc.statusTracker().getActiveJobsIds()) == 2
     assert len(python_workers()) == 2
@@ -120,5 +99,5 @@ def test_more_workers_than_task_slots_is_a_clear_error(spark_cluster, tmp_path):
     b = TopologyBuilder()
     b.set_spout("items", ListSpout([1]), 1)
     with pytest.raises(InvalidTopologyException, match=r"needs 3 workers .* 2 of 2 task slots are free.*local\[2\]"):
-        spark_cluster.submit_topology("toobig", _conf(tmp_path, workers=3), b.create_topology())
+        spark_cluster.submit_topology("toobig", topology_conf(tmp_path, workers=3), b.create_topology())
     assert spark_cluster.list_topologies() == []

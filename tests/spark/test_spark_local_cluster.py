@@ -7,12 +7,10 @@ from collections import Counter
 
 import pytest
 
-from squall import Config, TopologyBuilder
-
 from ..conftest import wait_until
-from ..process.recovery_topology import DurableSpout, Sink, Slowish
-from ..process.semantics_topology import Count, ListSpout, Split
-from .conftest import Running, acked, cmdline, make_cluster, records
+from ..process.recovery_topology import RECOVERY_CONF, acked, recovery_topology
+from ..process.semantics_topology import records, task_counts, topology_conf, word_count
+from .conftest import Running, cmdline, make_cluster
 
 SENTENCES = [f"w{i % 7} w{i % 11} shared" for i in range(300)]
 
@@ -36,22 +34,14 @@ def _executor_of(pid: int) -> int:
 
 
 def test_word_count_is_exact_with_each_worker_in_its_own_executor(spark_cluster, tmp_path):
-    b = TopologyBuilder()
-    b.set_spout("sentences", ListSpout(SENTENCES), 2)
-    b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
-    b.set_bolt("count", Count(), 2).fields_grouping("split", ["word"])
-    conf = Config()
-    conf.set_num_workers(2)
-    conf["test.out.dir"] = str(tmp_path)
-    with Running(spark_cluster, "wordcount", conf, b.create_topology()) as c:
+    with Running(spark_cluster, "wordcount", topology_conf(tmp_path), word_count(SENTENCES)) as c:
         assert wait_until(lambda: len([r for r in records(tmp_path, "spout") if "ack" in r]) == len(SENTENCES), 90)
         pids = [w["pid"] for w in c.get_topology_info("wordcount")["workers"]]
         assert len({_executor_of(p) for p in pids}) == 2, "both workers ran in one executor"
     assert wait_until(lambda: len(list(tmp_path.glob("counts-*.json"))) == 2, 20)
-    import json
     total = Counter()
-    for f in tmp_path.glob("counts-*.json"):
-        total.update(json.loads(f.read_text()))
+    for counts in task_counts(tmp_path):
+        total.update(counts)
     assert total == Counter(w for s in SENTENCES for w in s.split())
 
 
@@ -60,16 +50,7 @@ def test_a_lost_executor_is_survived_and_a_reliable_topology_loses_nothing(spark
     the master restarts the lost worker there, and the spout's tuples that were in the lost
     worker time out and replay until every id is acked."""
     n = 3000
-    b = TopologyBuilder()
-    b.set_spout("source", DurableSpout(n), 1)
-    b.set_bolt("work", Slowish(), 2).shuffle_grouping("source")
-    b.set_bolt("sink", Sink(), 2).fields_grouping("work", ["id"])
-    conf = Config()
-    conf.set_num_workers(2)
-    conf.set_message_timeout_secs(3)
-    conf.set_max_spout_pending(100)
-    conf["test.out.dir"] = str(tmp_path)
-    with Running(spark_cluster, "recover", conf, b.create_topology()) as c:
+    with Running(spark_cluster, "recover", topology_conf(tmp_path, **RECOVERY_CONF), recovery_topology(n)) as c:
         assert wait_until(lambda: len(acked(tmp_path)) > 200, 90), "the topology did not start processing"
         victim = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}["spark:1"]
         os.kill(_executor_of(victim["pid"]), signal.SIGKILL)

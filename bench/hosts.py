@@ -367,8 +367,7 @@ class SparkHost(_Host):
         from squall.cluster.spark import SparkCluster
         self.root = Path(tempfile.mkdtemp(prefix="squall-bench-spark-"))
         self.local_dir = self.root / "storm-local"
-        # a free port, not 0: the master reads 0 as "the default", 6627, which may be taken
-        conf = {"storm.local.dir": str(self.local_dir), "nimbus.thrift.port": free_ports(1)[0]}
+        conf = {"storm.local.dir": str(self.local_dir), "nimbus.thrift.port": 0}  # 0: any free port
         conf.update(self.extra_conf)
         try:
             self.cluster = SparkCluster(master=self.master, conf=conf)

@@ -30,6 +30,9 @@ from .._errors import SquallError
 from . import _cluster, _local
 from ._options import UserError, parse_overrides, positive_int, positive_seconds, wait_seconds
 
+_SPARK_MASTER_HELP = ("with --host spark: the Spark master (local[N], spark://HOST:7077, yarn, k8s://...; "
+                      "default: spark-submit's, else local[*])")
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``squall`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
@@ -94,9 +97,7 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     nimbus.add_argument("--host", choices=("process", "spark"), default="process",
                         help="where workers run: OS processes started by a supervisor (default), "
                              "or Spark tasks, this process being the Spark driver (docs/spark.md)")
-    nimbus.add_argument("--spark-master", metavar="URL",
-                        help="with --host spark: the Spark master (local[N], spark://HOST:7077, yarn, "
-                             "k8s://...; default: spark-submit's, else local[*])")
+    nimbus.add_argument("--spark-master", metavar="URL", help=_SPARK_MASTER_HELP)
     nimbus.add_argument("--no-supervisor", action="store_true",
                         help="start no supervisor (run them with `squall supervisor`)")
 
@@ -113,9 +114,7 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     jar.add_argument("--host", choices=("master", "spark"), default="master",
                      help="submit to the running master (default), or start one here in a new Spark "
                           "driver and run FILE's topology on Spark until it is killed (docs/spark.md)")
-    jar.add_argument("--spark-master", metavar="URL",
-                     help="with --host spark: the Spark master (local[N], spark://HOST:7077, yarn, "
-                          "k8s://...; default: spark-submit's, else local[*])")
+    jar.add_argument("--spark-master", metavar="URL", help=_SPARK_MASTER_HELP)
     jar.add_argument("file", metavar="FILE", help="a .py file that defines or submits a topology")
     jar.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                      help="arguments for FILE (its sys.argv[1:])")

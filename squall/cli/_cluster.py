@@ -33,8 +33,7 @@ from ..cluster.supervisor import Supervisor
 from ..worker.rpc import AuthenticationError, RpcError
 from ._local import user_components
 from ._options import UserError, cluster_conf_of
-from ._topology_file import (FileSubmitter, check_file, import_file, on_sys_path, run_as_main, topology_in,
-                             topology_name)
+from ._topology_file import check_file, on_sys_path, submit_file
 
 
 # --- daemons --------------------------------------------------------------------------------------------
@@ -146,19 +145,6 @@ class _ToCluster:
         print(f"Submitted topology: {name}", flush=True)
 
 
-def _submit_file(args: argparse.Namespace, path: Path, target: Any, topology_over: dict[str, Any]) -> list[str]:
-    """Submit what FILE defines (build()/topology) or submits (run as __main__) to ``target``;
-    return the names submitted."""
-    module = import_file(path)
-    found = topology_in(module, path)
-    if found is not None:
-        topology, topology_conf = found
-        name = args.name or topology_name(path)
-        target.submit_topology(name, {**topology_conf, **topology_over}, topology)
-        return [name]
-    return run_as_main(path, [str(path), *args.args], FileSubmitter(target, topology_over, args.name))
-
-
 def cmd_jar(args: argparse.Namespace) -> int:
     """``squall jar FILE [ARGS...]``: FILE's topology, submitted to the master; with ``--host
     spark``, to a master started here in a new Spark driver, which runs until the topologies
@@ -172,7 +158,7 @@ def cmd_jar(args: argparse.Namespace) -> int:
         raise UserError("--spark-master goes with --host spark", code=2)
     client_conf, missing = _client_conf(conf)
     with on_sys_path(path.parent), StormSubmitter.using_conf(client_conf), _master_errors(conf, missing):
-        _submit_file(args, path, _ToMaster(), topology_over)
+        submit_file(path, _ToMaster(), topology_over, args.name, args.args)
     return 0
 
 
@@ -202,7 +188,7 @@ def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, to
     with SparkCluster(master=args.spark_master, conf=conf) as cluster:
         stop = stop_on_signals()
         with on_sys_path(path.parent), StormSubmitter.submitting_to(cluster):
-            names = _submit_file(args, path, _ToCluster(cluster), topology_over)
+            names = submit_file(path, _ToCluster(cluster), topology_over, args.name, args.args)
         where = f"{cluster.conf['nimbus.host']}:{cluster.conf['nimbus.thrift.port']}"
         print(f"squall master on Spark {cluster.spark.sparkContext.master} at {where}; running until "
               f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} killed (squall kill NAME) or Ctrl-C",

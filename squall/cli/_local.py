@@ -18,8 +18,7 @@ from typing import Any
 from .._errors import NotAliveException
 from ..cluster.local import LocalCluster
 from ._options import conf_file, parse_overrides
-from ._topology_file import (FileSubmitter, check_file, import_file, on_sys_path, run_as_main, topology_in,
-                             topology_name)
+from ._topology_file import check_file, on_sys_path, submit_file
 
 
 def cmd_local(args: argparse.Namespace) -> int:
@@ -30,15 +29,7 @@ def cmd_local(args: argparse.Namespace) -> int:
     with on_sys_path(path.parent), _squall_logging(args.debug), _sigterm_stops():
         cluster = LocalCluster(daemon_over, conf_file=config)
         try:
-            module = import_file(path)
-            found = topology_in(module, path)
-            if found is not None:
-                topology, conf = found
-                name = args.name or topology_name(path)
-                cluster.submit_topology(name, {**conf, **topology_over}, topology)
-                names = [name]
-            else:
-                names = run_as_main(path, [str(path)], FileSubmitter(cluster, topology_over, args.name))
+            names = submit_file(path, cluster, topology_over, args.name, [])
             view = _LiveView() if sys.stdout.isatty() else _PlainView()
             final, reason = _watch(cluster, names, args.ttl, view)
             for name in names:

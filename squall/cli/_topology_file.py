@@ -180,3 +180,17 @@ def run_as_main(path: Path, argv: list[str], submitter: FileSubmitter) -> list[s
             f"a module-level topology, or call StormSubmitter.submit_topology(name, conf, topology) "
             f"under if __name__ == '__main__' (see docs/cli.md)")
     return submitter.names
+
+
+def submit_file(path: Path, target: Any, topology_over: dict[str, Any], name: str | None,
+                args: list[str]) -> list[str]:
+    """Submit what FILE defines (``build()`` or ``topology``) or submits (run as ``__main__``
+    with ``args``) to ``target``, each topology's conf under ``topology_over``; return the names
+    submitted. ``name`` (--name) overrides the topology's name."""
+    found = topology_in(import_file(path), path)
+    if found is not None:
+        topology, conf = found
+        name = name or topology_name(path)
+        target.submit_topology(name, {**conf, **topology_over}, topology)
+        return [name]
+    return run_as_main(path, [str(path), *args], FileSubmitter(target, topology_over, name))

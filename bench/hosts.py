@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,8 @@ class _Host:
 
     name = ""
     worker_start_timeout = 30.0
+    root: Path | None = None  # the host's temporary directory
+    keep_dir = False
     _client: Any = None
 
     def worker_pids(self) -> list[int]:
@@ -174,6 +177,24 @@ class _Host:
                 raise RuntimeError(f"only {len(pids)} of {n} {self.name} workers started within {timeout} s"
                                    f"{self._workers_hint()}")
             time.sleep(0.02)
+
+    def _reap(self, failed: bool, leftovers: Callable[[], dict[int, str]], what: str) -> None:
+        """The end of a stop: wait up to 15 s for ``leftovers()`` (pid -> command line) to end,
+        SIGKILL what remains, remove the host's directory unless it is kept, and raise
+        `LeftoverProcessError` naming ``what`` outlived the stop (unless the run failed anyway)."""
+        deadline = time.monotonic() + 15
+        while leftovers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = leftovers()
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if self.root is not None and not (failed or left or self.keep_dir):
+            shutil.rmtree(self.root, ignore_errors=True)
+        elif self.root is not None:
+            print(f"[bench] {self.name} host directory kept: {self.root}", file=sys.stderr)
+        if left and not failed:
+            raise LeftoverProcessError(f"{what} outlived its stop (killed): {left}")
 
     def wait_no_workers(self, timeout: float = 15.0) -> bool:
         """True once no worker process runs (after a kill)."""
@@ -286,22 +307,9 @@ class ProcessHost(_Host):
             except subprocess.TimeoutExpired:
                 self.master.kill()
                 self.master.wait()
-        left: dict[int, str] = {}
-        if self.local_dir is not None:
-            marker = str(self.local_dir)
-            deadline = time.monotonic() + 15
-            while processes_mentioning(marker) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            left = processes_mentioning(marker)
-            for pid in left:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-        if self.root is not None and not (failed or left or self.keep_dir):
-            shutil.rmtree(self.root, ignore_errors=True)
-        elif self.root is not None:
-            print(f"[bench] process host directory kept: {self.root}", file=sys.stderr)
-        if left and not failed:
-            raise LeftoverProcessError(f"processes of the throwaway cluster outlived its stop (killed): {left}")
+        marker = None if self.local_dir is None else str(self.local_dir)
+        self._reap(failed, lambda: processes_mentioning(marker) if marker else {},
+                   "processes of the throwaway cluster")
 
     def fields(self) -> dict[str, Any]:
         """The record fields that say which host ran."""
@@ -385,19 +393,8 @@ class SparkHost(_Host):
         if self.cluster is not None:
             self.cluster.shutdown()  # cancels the workers' jobs; stops the session it created
             self.cluster = None
-        deadline = time.monotonic() + 15
-        while self.worker_pids() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        left = {pid: _cmdline(pid) for pid in self.worker_pids()}
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        if self.root is not None and not (failed or left or self.keep_dir):
-            shutil.rmtree(self.root, ignore_errors=True)
-        elif self.root is not None:
-            print(f"[bench] spark host directory kept: {self.root}", file=sys.stderr)
-        if left and not failed:
-            raise LeftoverProcessError(f"Python workers of the Spark host outlived its stop (killed): {left}")
+        self._reap(failed, lambda: {pid: _cmdline(pid) for pid in self.worker_pids()},
+                   "Python workers of the Spark host")
 
     def fields(self) -> dict[str, Any]:
         """The record fields that say which host ran."""

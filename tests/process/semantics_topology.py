@@ -3,6 +3,7 @@
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 
 from squall import BasicBolt, Bolt, Config, Fields, Spout, TopologyBuilder
@@ -23,6 +24,14 @@ def records(out: Path, prefix: str) -> list[dict]:
 def task_counts(out: Path) -> list[dict]:
     """Each `Count` task's word counts, written on cleanup."""
     return [json.loads(f.read_text()) for f in out.glob("counts-*.json")]
+
+
+def total(per_task: list[dict]) -> Counter:
+    """The counts of all tasks together."""
+    out = Counter()
+    for counts in per_task:
+        out.update(counts)
+    return out
 
 
 def topology_conf(out, workers=2, **extra) -> Config:

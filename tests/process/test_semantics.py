@@ -7,7 +7,7 @@ from squall import TopologyBuilder
 
 from ..conftest import wait_until
 from .semantics_topology import (EmitsPoints, FailsAll, ListSpout, NeverAcks, Point, PointSerializer,
-                                 RecordsTypes, records, task_counts, topology_conf, word_count)
+                                 RecordsTypes, records, task_counts, topology_conf, total, word_count)
 
 SENTENCES = [f"w{i % 7} w{i % 11} w{i % 13} shared" for i in range(600)]
 
@@ -38,10 +38,7 @@ def test_word_count_is_exact_across_two_workers_and_a_key_stays_on_one_task(shar
         assert wait_until(lambda: len([r for r in records(tmp_path, "spout") if "ack" in r]) == len(SENTENCES), 40)
     assert wait_until(lambda: len(list(tmp_path.glob("counts-*.json"))) == 2, 20)
     per_task = task_counts(tmp_path)
-    total = Counter()
-    for counts in per_task:
-        total.update(counts)
-    assert total == Counter(w for s in SENTENCES for w in s.split())
+    assert total(per_task) == Counter(w for s in SENTENCES for w in s.split())
     assert not set(per_task[0]) & set(per_task[1]), "a word was counted by two tasks"
     assert all(per_task), "fields grouping used only one task"
 

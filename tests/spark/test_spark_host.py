@@ -11,19 +11,16 @@ from squall import InvalidTopologyException, TopologyBuilder
 
 from ..conftest import wait_until
 from ..process.recovery_topology import RECOVERY_CONF, acked, recovery_topology
-from ..process.semantics_topology import FailsAll, ListSpout, records, task_counts, topology_conf, word_count
-from .conftest import Running, make_cluster, python_workers
+from ..process.semantics_topology import (FailsAll, ListSpout, records, task_counts, topology_conf, total,
+                                          word_count)
+from .conftest import Running, python_workers, spark_cluster_of
 
 SENTENCES = [f"w{i % 7} w{i % 11} w{i % 13} shared" for i in range(600)]
 
 
 @pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory):
-    cluster = make_cluster("local[2]", tmp_path_factory)
-    try:
-        yield cluster
-    finally:
-        cluster.shutdown()
+    yield from spark_cluster_of("local[2]", tmp_path_factory)
 
 
 def test_word_count_is_exact_across_two_spark_tasks(spark_cluster, tmp_path):
@@ -34,10 +31,7 @@ def test_word_count_is_exact_across_two_spark_tasks(spark_cluster, tmp_path):
         assert len({w["pid"] for w in workers}) == 2, "both workers ran in one Python process"
     assert wait_until(lambda: len(list(tmp_path.glob("counts-*.json"))) == 2, 20)
     per_task = task_counts(tmp_path)
-    total = Counter()
-    for counts in per_task:
-        total.update(counts)
-    assert total == Counter(w for s in SENTENCES for w in s.split())
+    assert total(per_task) == Counter(w for s in SENTENCES for w in s.split())
     assert not set(per_task[0]) & set(per_task[1]), "a word was counted by two tasks"
 
 

@@ -9,19 +9,15 @@ import pytest
 
 from ..conftest import wait_until
 from ..process.recovery_topology import RECOVERY_CONF, acked, recovery_topology
-from ..process.semantics_topology import records, task_counts, topology_conf, word_count
-from .conftest import Running, cmdline, make_cluster
+from ..process.semantics_topology import records, task_counts, topology_conf, total, word_count
+from .conftest import Running, cmdline, spark_cluster_of
 
 SENTENCES = [f"w{i % 7} w{i % 11} shared" for i in range(300)]
 
 
 @pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory):
-    cluster = make_cluster("local-cluster[2,1,1024]", tmp_path_factory)
-    try:
-        yield cluster
-    finally:
-        cluster.shutdown()
+    yield from spark_cluster_of("local-cluster[2,1,1024]", tmp_path_factory)
 
 
 def _executor_of(pid: int) -> int:
@@ -39,10 +35,7 @@ def test_word_count_is_exact_with_each_worker_in_its_own_executor(spark_cluster,
         pids = [w["pid"] for w in c.get_topology_info("wordcount")["workers"]]
         assert len({_executor_of(p) for p in pids}) == 2, "both workers ran in one executor"
     assert wait_until(lambda: len(list(tmp_path.glob("counts-*.json"))) == 2, 20)
-    total = Counter()
-    for counts in task_counts(tmp_path):
-        total.update(counts)
-    assert total == Counter(w for s in SENTENCES for w in s.split())
+    assert total(task_counts(tmp_path)) == Counter(w for s in SENTENCES for w in s.split())
 
 
 def test_a_lost_executor_is_survived_and_a_reliable_topology_loses_nothing(spark_cluster, tmp_path):

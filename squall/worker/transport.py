@@ -93,6 +93,10 @@ class ZmqTransport(Transport):
         self._thread = threading.Thread(target=self._receive_loop, name=f"squall-recv-{bind}", daemon=True)
         self._thread.start()
 
+    def _mac(self, data: bytes) -> bytes:
+        """The HMAC-SHA256 of a message under the cluster's secret (sent as its first frame)."""
+        return hmac.new(self._secret, data, hashlib.sha256).digest()
+
     def set_receiver(self, receive: Callable[[int, Any], None]) -> None:
         """Where arriving items go (the worker's ``receive``)."""
         self._receive = receive
@@ -104,7 +108,7 @@ class ZmqTransport(Transport):
     def broadcast(self, message: Any) -> None:
         """Send a small msgpack-able control message (backpressure state) to every peer worker."""
         data = msgpack.packb(message)
-        mac = hmac.new(self._secret, data, hashlib.sha256).digest()
+        mac = self._mac(data)
         with self._send_lock:
             for key in self._queues:
                 self._send(key, [mac, data, _CONTROL])
@@ -147,7 +151,7 @@ class ZmqTransport(Transport):
                     n = min(len(q), MAX_BATCH)
                     items = [q.popleft() for _ in range(n)]
                     data = self._serializer.encode_batch(items)
-                    self._send(key, [hmac.new(self._secret, data, hashlib.sha256).digest(), data])
+                    self._send(key, [self._mac(data), data])
         finally:
             self._send_lock.release()
 
@@ -213,7 +217,7 @@ class ZmqTransport(Transport):
             log.warning("dropped a malformed batch (%d frames)", len(frames))
             return
         mac, data = frames[0], frames[1]
-        if not hmac.compare_digest(mac, hmac.new(self._secret, data, hashlib.sha256).digest()):
+        if not hmac.compare_digest(mac, self._mac(data)):
             self.dropped += 1
             log.warning("dropped a batch that failed authentication (wrong secret?)")
             return

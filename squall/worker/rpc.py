@@ -192,7 +192,7 @@ class FrameCodec:
         if self._send_aead is not None:
             body = self._send_aead.encrypt(_nonce(seq), payload, None)
         else:
-            body = payload + hmac.new(self._send_key, _SEQ.pack(seq) + payload, hashlib.sha256).digest()
+            body = payload + hmac.digest(self._send_key, _SEQ.pack(seq) + payload, "sha256")
         return _LEN.pack(len(body)) + body
 
     def open(self, body: bytes) -> dict:
@@ -211,7 +211,7 @@ class FrameCodec:
                 raise _tampered(seq) from None
         else:
             payload, tag = body[:-_TAG], body[-_TAG:]
-            want = hmac.new(self._recv_key, _SEQ.pack(seq) + payload, hashlib.sha256).digest()
+            want = hmac.digest(self._recv_key, _SEQ.pack(seq) + payload, "sha256")
             if len(body) < _TAG or not hmac.compare_digest(tag, want):
                 raise _tampered(seq)
         return _unpack(payload)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import BinaryIO
 
@@ -49,7 +50,7 @@ def write_private(path: str | os.PathLike, data: bytes | str) -> None:
     """Replace ``path`` atomically by ``data``, owner-only (a reader never sees half a file)."""
     p = Path(path)
     private_dir(p.parent)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)  # a tmp file left by a crashed run keeps its mode through O_CREAT

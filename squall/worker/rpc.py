@@ -272,6 +272,9 @@ class Client:
         server_nonce = hello.get("nonce")
         if not isinstance(server_nonce, bytes):
             raise RpcError(f"{where} is not a squall master (no nonce in its greeting)")
+        if hello.get("v", 1) != _VERSION:
+            raise RpcError(f"{where} speaks version {hello.get('v', 1)} of squall's control protocol, we speak "
+                           f"{_VERSION}: run the same squall on every machine of the cluster")
         nonce = secrets.token_bytes(16)
         encrypt = wants_encryption(encryption, self._sock.getpeername()[0])
         transcript = _transcript(server_nonce, nonce, encrypt)

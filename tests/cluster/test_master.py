@@ -261,7 +261,8 @@ def test_everything_the_master_writes_is_owner_only(tmp_path, conf):
     _register(m)
     m.op_submit(name="t", conf={}, topology=_topology())
     modes = _modes(tmp_path / "local")
-    assert {p.name for p in modes} >= {"local", "nimbus", "secret", "state.json", f"{m.topologies['t'].plan.storm_id}.plan"}
+    plan = f"{m.topologies['t'].plan.storm_id}.plan"
+    assert {p.name for p in modes} >= {"local", "nimbus", "secret", "state.json", plan}
     assert {p: mode for p, mode in modes.items() if mode != (0o700 if p.is_dir() else 0o600)} == {}
 
 

@@ -230,8 +230,8 @@ def test_a_client_that_asks_for_encryption_gets_it_and_loopback_is_plain_by_defa
 
 
 def test_auto_encrypts_exactly_the_connections_that_leave_the_machine():
-    assert [is_loopback(h) for h in ("127.0.0.1", "127.8.0.1", "::1", "::ffff:127.0.0.1", "10.0.0.5", "::ffff:10.1.1.1")] \
-        == [True, True, True, True, False, False]
+    hosts = ("127.0.0.1", "127.8.0.1", "::1", "::ffff:127.0.0.1", "10.0.0.5", "::ffff:10.1.1.1")
+    assert [is_loopback(h) for h in hosts] == [True, True, True, True, False, False]
     assert wants_encryption("auto", "10.0.0.5") and not wants_encryption("auto", "127.0.0.1")
     assert wants_encryption("true", "127.0.0.1") and not wants_encryption("false", "10.0.0.5")
 

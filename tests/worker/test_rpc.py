@@ -24,7 +24,7 @@ class _Server:
     """An RPC server on a free port in a thread; handlers: echo, boom, list, deactivate (the
     last two record that they ran in ``ran``)."""
 
-    def __init__(self, settings=RpcSettings(), logger=log):
+    def __init__(self, settings=RpcSettings(), logger=log, host="127.0.0.1"):
         self.ran = []
         self._loop = asyncio.new_event_loop()
         started = threading.Event()
@@ -42,7 +42,7 @@ class _Server:
         async def main():
             self._stop = asyncio.Event()
             srv = await asyncio.start_server(
-                lambda r, w: serve_connection(r, w, b"secret", handle, logger, settings), "127.0.0.1", 0)
+                lambda r, w: serve_connection(r, w, b"secret", handle, logger, settings), host, 0)
             self.port = srv.sockets[0].getsockname()[1]
             started.set()
             async with srv:
@@ -227,6 +227,33 @@ def test_a_client_that_asks_for_encryption_gets_it_and_loopback_is_plain_by_defa
         assert c.encrypted and c.call("echo", x=1) == {"x": 1}
     with Client("127.0.0.1", server, b"secret") as c:
         assert not c.encrypted and c.call("echo", x=2) == {"x": 2}
+
+
+def _outward_address():
+    """This machine's address on its route out, or None if it has only loopback."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("10.255.255.255", 9))  # UDP: no packet is sent, a route is chosen
+        address = s.getsockname()[0]
+    except OSError:
+        address = socket.gethostbyname(socket.gethostname())
+    finally:
+        s.close()
+    return None if is_loopback(address) else address
+
+
+def test_auto_encrypts_a_connection_over_a_non_loopback_address_and_refuses_it_in_clear():
+    address = _outward_address()
+    if address is None:
+        pytest.skip("this machine has no address but loopback")
+    server = _Server(host=address)
+    try:
+        with Client(address, server.port, b"secret") as c:
+            assert c.encrypted and c.call("list") == "list"
+        with pytest.raises(RpcError, match="requires encryption"):
+            Client(address, server.port, b"secret", settings=RpcSettings(encryption="false"))
+    finally:
+        server.stop()
 
 
 def test_auto_encrypts_exactly_the_connections_that_leave_the_machine():

@@ -42,6 +42,12 @@ _COMPONENT_KEY_PREFIXES = ("topology.bolts.window.", "topology.bolts.")
 DAEMON_PREFIXES = ("storm.", "nimbus.", "supervisor.", "worker.", "ui.", "logviewer.", "drpc.",
                    "pacemaker.", "dev.zookeeper.", "transactional.zookeeper.", "isolation.", "squall.")
 
+# The cluster settings a topology's configuration carries (Storm's does carry the cluster's, and
+# user code reads these to know where it runs or to reach the master). Every other daemon key
+# (squall.secret above all, and paths, ports and timeouts of the daemons) stays with the daemons:
+# a worker reads its own from the configuration file its supervisor wrote for it.
+TOPOLOGY_VISIBLE_DAEMON_KEYS = frozenset({"storm.cluster.mode", "nimbus.seeds", "nimbus.host", "nimbus.thrift.port"})
+
 
 class Config(dict):
     """A topology's configuration: a dict of Storm's keys, with constants and setters.
@@ -173,13 +179,20 @@ def is_daemon_key(key: str) -> bool:
     return key.startswith(DAEMON_PREFIXES)
 
 
+def visible_to_topology(key: str) -> bool:
+    """Whether a cluster setting may reach a topology (its plan, its components, ``info``):
+    topology and custom keys, and `TOPOLOGY_VISIBLE_DAEMON_KEYS`; never ``squall.secret``."""
+    return not is_daemon_key(key) or key in TOPOLOGY_VISIBLE_DAEMON_KEYS
+
+
 def topology_conf(cluster: Mapping[str, Any], conf: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The cluster's conf overlaid with a topology's; daemon keys there are an error.
+    """The cluster's conf, without what a topology may not see (`visible_to_topology`),
+    overlaid with a topology's; daemon keys there are an error.
 
     Raises:
         InvalidTopologyException: a key is a daemon setting, or a value has the wrong type.
     """
-    merged = dict(cluster)
+    merged = {key: value for key, value in cluster.items() if visible_to_topology(key)}
     for key, value in (conf or {}).items():
         if not isinstance(key, str):
             raise InvalidTopologyException(f"topology configuration key {key!r} is not a string")

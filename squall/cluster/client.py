@@ -13,7 +13,7 @@ import cloudpickle
 
 from .. import _errors
 from .._topology import StormTopology
-from ..worker.rpc import Client, RemoteError, load_or_create_secret
+from ..worker.rpc import Client, RemoteError, load_or_create_secret, rpc_settings
 
 log = logging.getLogger("squall.client")
 
@@ -98,7 +98,7 @@ class MasterClient:
 
     def __init__(self, conf: dict[str, Any], timeout: float = 10.0) -> None:
         host, port = master_address(conf)
-        self._client = Client(host, port, load_or_create_secret(conf), timeout)
+        self._client = Client(host, port, load_or_create_secret(conf), timeout, rpc_settings(conf))
 
     def _call(self, op: str, **args: Any) -> Any:
         try:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import time
 from pathlib import Path
@@ -32,12 +31,14 @@ from typing import Any
 
 import cloudpickle
 
-from .._config import topology_conf
+from .._config import topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException
+from .._private import private_dir, write_private
+from .._sealed import SealError, seal, unseal
 from .._topology import StormTopology
 from ..engine.plan import TopologyPlan, make_plan
 from ..engine.worker import component_blobs
-from ..worker.rpc import load_or_create_secret, serve_connection
+from ..worker.rpc import load_or_create_secret, rpc_settings, serve_connection
 from .client import pickle_topology
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
 from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
@@ -46,6 +47,7 @@ from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE,
 log = logging.getLogger("squall.master")
 
 _NAME_RE = re.compile(r"^[^/.:\\]+$")
+_PLAN = b"plan"  # the kind plans are sealed as (squall._sealed)
 
 
 class _Topo:
@@ -107,9 +109,9 @@ class Master:
         as in Storm, the topology runs on the slots there are."""
         self.conf = conf
         self.strict_slots = strict_slots
-        self.local_dir = Path(conf.get("storm.local.dir") or "storm-local") / "nimbus"
-        self.local_dir.mkdir(parents=True, exist_ok=True)
+        self.local_dir = private_dir(Path(conf.get("storm.local.dir") or "storm-local") / "nimbus")
         self.secret = load_or_create_secret(conf)
+        self.rpc = rpc_settings(conf)
         self.topologies: dict[str, _Topo] = {}
         self.supervisors: dict[str, dict[str, Any]] = {}  # id -> {host, ports, seen}
         self.counter = 0
@@ -124,18 +126,15 @@ class Master:
     def _save(self) -> None:
         data = {"counter": self.counter,
                 "topologies": {name: t.to_json() for name, t in self.topologies.items()}}
-        tmp = self._state_path().with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, self._state_path())
+        write_private(self._state_path(), json.dumps(data))
 
     def _save_plan(self, plan: TopologyPlan) -> None:
-        path = self.local_dir / f"{plan.storm_id}.plan"
-        tmp = path.with_suffix(".tmp")
         # by value, as the client sent it: a master in the user's own process (the Spark host's
         # driver) has the user's modules imported, and cloudpickle would otherwise pickle their
-        # classes by reference, which a later master or a worker elsewhere cannot import
-        tmp.write_bytes(pickle_topology(plan.topology, plan))
-        os.replace(tmp, path)
+        # classes by reference, which a later master or a worker elsewhere cannot import.
+        # Sealed: `_load` unpickles only what carries our MAC
+        write_private(self.local_dir / f"{plan.storm_id}.plan",
+                      seal(self.secret, _PLAN, pickle_topology(plan.topology, plan)))
 
     def _load(self) -> None:
         path = self._state_path()
@@ -144,9 +143,10 @@ class Master:
         data = json.loads(path.read_text())
         self.counter = data.get("counter", 0)
         plans = {}
-        for f in self.local_dir.glob("*.plan"):
-            plan = cloudpickle.loads(f.read_bytes())  # our own files, in our own directory
-            plans[plan.name] = plan
+        for f in sorted(self.local_dir.glob("*.plan")):
+            plan = self._load_plan(f)
+            if plan is not None:
+                plans[plan.name] = plan
         for name, t in data.get("topologies", {}).items():
             plan = plans.get(name)
             if plan is None:
@@ -167,6 +167,24 @@ class Master:
             topo.ready = set(topo.assignment)  # they were running: do not pause their spouts
             self.topologies[name] = topo
         log.info("recovered %d topologies from %s", len(self.topologies), path)
+
+    def _load_plan(self, path: Path) -> TopologyPlan | None:
+        """The plan in ``path`` if this cluster's master wrote it (checked before unpickling:
+        unpickling runs code), else None with a warning naming the file."""
+        try:
+            payload = unseal(self.secret, _PLAN, path.read_bytes())
+        except (OSError, SealError) as e:
+            log.warning("skipped %s: not a plan this cluster's master wrote (%s); it was not loaded", path, e)
+            return None
+        try:
+            plan = cloudpickle.loads(payload)
+        except Exception as e:
+            log.warning("skipped %s: its topology cannot be loaded: %s: %s", path, type(e).__name__, e)
+            return None
+        if not isinstance(plan, TopologyPlan):
+            log.warning("skipped %s: it holds a %s, not a plan", path, type(plan).__name__)
+            return None
+        return plan
 
     # --- requests ---------------------------------------------------------------------------------------
     async def handle(self, op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
@@ -342,7 +360,7 @@ class Master:
                 "components": components, "errors": topo.errors[-50:],
                 "acker": {"tasks": len(plan.acker_tasks),
                           "executed": sum(tasks[t]["executed"] for t in plan.acker_tasks if t in tasks)},
-                "configuration": {k: v for k, v in plan.conf.items() if k != "squall.secret"},
+                "configuration": {k: v for k, v in plan.conf.items() if visible_to_topology(k)},
                 "workers": [{"slot": s, "launch_id": topo.launch_ids.get(s),
                              "alive": not topo.heartbeats.get(s, {}).get("starting", False),
                              "pid": topo.heartbeats.get(s, {}).get("pid"),
@@ -508,7 +526,7 @@ class Master:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await serve_connection(reader, writer, self.secret, self.handle, log)
+            await serve_connection(reader, writer, self.secret, self.handle, log, self.rpc)
         except asyncio.CancelledError:
             # the master is stopping. Ending quietly: Python 3.11's start_server calls
             # task.exception() on a cancelled connection task, logging a traceback per client

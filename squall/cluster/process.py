@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._private import open_private_log, private_dir
 from .master import Master
 from .supervisor import write_conf
 
@@ -49,11 +50,10 @@ def start_supervisor(conf: dict[str, Any]) -> tuple[int, bool]:
     if pid is not None:
         log.info("adopting the running supervisor (pid %s)", pid)
         return pid, False
-    sup_dir = local_dir / "supervisor"
-    sup_dir.mkdir(parents=True, exist_ok=True)
+    sup_dir = private_dir(local_dir / "supervisor")
     conf_file = sup_dir / "launch.yaml"
     write_conf(conf_file, conf)
-    logf = open(sup_dir / "supervisor.log", "ab")
+    logf = open_private_log(sup_dir / "supervisor.log")
     proc = subprocess.Popen([sys.executable, "-m", "squall.cluster.supervisor", "--conf", str(conf_file)],
                             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
     logf.close()

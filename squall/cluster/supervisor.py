@@ -29,8 +29,9 @@ from typing import Any
 import yaml
 
 from .._config import cluster_conf
+from .._private import open_private_log, private_dir, write_private
 from ..worker.process import EXIT_CANNOT_START
-from ..worker.rpc import Client, RpcError, load_or_create_secret
+from ..worker.rpc import Client, RpcError, load_or_create_secret, rpc_settings
 
 log = logging.getLogger("squall.supervisor")
 
@@ -47,10 +48,7 @@ def _die_with_parent() -> None:
 
 def write_conf(path: Path, conf: dict[str, Any]) -> None:
     """Write ``conf`` as YAML readable by its owner only: it may hold ``squall.secret``."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # a file left by an older run keeps its mode through O_CREAT
-    with os.fdopen(fd, "w") as f:
-        f.write(yaml.safe_dump(dict(conf)))
+    write_private(path, yaml.safe_dump(dict(conf)))
 
 
 class Supervisor:
@@ -62,8 +60,8 @@ class Supervisor:
         self.ports = [int(p) for p in conf.get("supervisor.slots.ports") or []]
         self.id = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         self.secret = load_or_create_secret(conf)
-        self.dir = Path(conf.get("storm.local.dir") or "storm-local") / "supervisor"
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.rpc = rpc_settings(conf)
+        self.dir = private_dir(Path(conf.get("storm.local.dir") or "storm-local") / "supervisor")
         self.conf_file = self.dir / "conf.yaml"
         write_conf(self.conf_file, conf)
         self.procs: dict[int, dict[str, Any]] = {}
@@ -79,7 +77,7 @@ class Supervisor:
         self._reap()
         try:
             if self._client is None:
-                self._client = Client(*self._master(), self.secret, timeout=5)
+                self._client = Client(*self._master(), self.secret, timeout=5, settings=self.rpc)
             reply = self._client.call("supervisor_sync", supervisor_id=self.id, host=self.host,
                                       ports=self.ports, exits=self.exits)
             self.exits = []
@@ -103,7 +101,7 @@ class Supervisor:
         cmd = [sys.executable, "-m", "squall.worker", "--master", f"{mhost}:{mport}",
                "--storm-id", want["storm_id"], "--slot", f"{self.host}:{port}",
                "--launch-id", str(want["launch_id"]), "--conf", str(self.conf_file)]
-        logf = open(self.dir / f"worker-{port}.log", "ab")
+        logf = open_private_log(self.dir / f"worker-{port}.log")
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         logf.close()
         self.procs[port] = {"proc": proc, "storm_id": want["storm_id"], "launch_id": want["launch_id"],
@@ -135,7 +133,7 @@ class Supervisor:
     def run(self) -> None:
         """Sync every second until SIGTERM/SIGINT; then stop every worker."""
         signal.signal(signal.SIGTERM, lambda *_: self.stop())
-        (self.dir / "pid").write_text(str(os.getpid()))
+        write_private(self.dir / "pid", str(os.getpid()))
         try:
             while not self._stopping:
                 self.sync()

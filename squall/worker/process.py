@@ -30,7 +30,7 @@ from ..engine.executor import error_record
 from ..engine.loop import Backpressure, TopologyState
 from ..engine.serialize import Serializer
 from ..engine.worker import Worker, component_blobs
-from .rpc import Client, RemoteError, RpcError, load_or_create_secret
+from .rpc import Client, RemoteError, RpcError, RpcSettings, load_or_create_secret, rpc_settings
 from .transport import ZmqTransport
 
 log = logging.getLogger("squall.worker")
@@ -42,13 +42,13 @@ EXIT_CANNOT_START = 3
 class _MasterLink:
     """The worker's connection to the master, re-made whenever it breaks."""
 
-    def __init__(self, host: str, port: int, secret: bytes) -> None:
-        self.host, self.port, self.secret = host, port, secret
+    def __init__(self, host: str, port: int, secret: bytes, settings: RpcSettings) -> None:
+        self.host, self.port, self.secret, self.settings = host, port, secret, settings
         self._client: Client | None = None
 
     def call(self, op: str, **args: Any) -> Any:
         if self._client is None:
-            self._client = Client(self.host, self.port, self.secret, timeout=10)
+            self._client = Client(self.host, self.port, self.secret, timeout=10, settings=self.settings)
         try:
             return self._client.call(op, **args)
         except RpcError:
@@ -79,7 +79,7 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     stop = stop or threading.Event()
     port = slot.rsplit(":", 1)[1]
     mhost, mport = master.rsplit(":", 1)
-    link = _MasterLink(mhost, int(mport), load_or_create_secret(conf))
+    link = _MasterLink(mhost, int(mport), load_or_create_secret(conf), rpc_settings(conf))
     deadline = time.monotonic() + float(conf.get("nimbus.task.launch.secs", 120))
     transport: ZmqTransport | None = None
     try:

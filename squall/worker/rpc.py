@@ -1,12 +1,27 @@
 """The control channel between master, workers and clients: framed msgpack over TCP, with a
-mutual shared-secret handshake.
+mutual shared-secret handshake, then every frame authenticated (and optionally encrypted) under
+a key of that session.
 
-Frames are a 4-byte big-endian length and a msgpack map. On connect the server sends a nonce;
-the client answers with ``HMAC-SHA256(secret, "client" + nonce)`` and a nonce of its own; the
-server checks it (refusing and logging a wrong or missing secret) and proves itself with
-``HMAC-SHA256(secret, "server" + client nonce)``. Both sides thus know the other holds the
-secret before anything else is read, and only then may a side load a pickle (a topology) from
-the other. A frame that is too big, not msgpack, or not a map closes that connection only.
+Frames are a 4-byte big-endian length and a body. The handshake's three frames are plain
+msgpack maps, at most `PREAUTH_MAX_FRAME` bytes each (a stranger cannot make us allocate more):
+
+1. server: ``{"hello": "squall", "v": 2, "nonce": Ns}``;
+2. client: ``{"auth": HMAC(secret, "client" | T), "nonce": Nc, "encrypt": bool}``;
+3. server: ``{"ok": true, "proof": HMAC(secret, "server" | T)}`` or ``{"ok": false, "error": ...}``;
+
+where the transcript T is ``Ns | Nc | encrypt``, so a relay can neither replay an old answer
+nor turn encryption off. Both sides then know the other holds the secret, and only then may a
+side load a pickle (a topology) from the other. A server whose ``squall.encryption`` requires
+encryption for this connection refuses a client that did not ask for it.
+
+After the handshake each direction has its own key, derived by HKDF-SHA256 from the secret with
+both nonces, and its own sequence number, counted by both ends and never sent. `FrameCodec`
+seals every frame: without encryption the body is the msgpack payload followed by
+``HMAC-SHA256(key, seq | payload)``; with it, ChaCha20-Poly1305 under the key with the sequence
+number as nonce. A frame rewritten, replayed, reordered or dropped by a relay fails the check,
+and the connection is closed before the request runs. A frame over ``nimbus.thrift.max_buffer_size``
+bytes, not msgpack, or not a map also closes that connection only; the warnings a bad peer
+causes are rate-limited (`squall._ratelimit`).
 
 Requests are ``{"op": name, "args": {...}}``; replies ``{"ok": true, "result": ...}`` or
 ``{"ok": false, "error": message, "type": exception class name}``.
@@ -21,16 +36,27 @@ import os
 import secrets
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
+from .._encryption import ALWAYS, AUTO, encryption_setting, wants_encryption
 from .._errors import SquallError
+from .._private import loose_mode, private_dir
+from .._ratelimit import rate_limited
 
-MAX_FRAME = 512 * 1024 * 1024
+PREAUTH_MAX_FRAME = 4096
+"""The largest frame read before the peer is authenticated (the handshake's are ~100 bytes)."""
+DEFAULT_MAX_FRAME = 64 * 1024 * 1024
+MAX_FRAME_KEY = "nimbus.thrift.max_buffer_size"  # Storm's key for the same limit
 _LEN = struct.Struct(">I")
+_SEQ = struct.Struct(">Q")
+_TAG = 32
+_VERSION = 2
 
 
 class RpcError(SquallError):
@@ -49,33 +75,168 @@ class RemoteError(SquallError):
         self.type = type_name
 
 
-def _mac(secret: bytes, role: bytes, nonce: bytes) -> bytes:
-    return hmac.new(secret, role + nonce, hashlib.sha256).digest()
+class RpcSettings(NamedTuple):
+    """How one end runs its connections: ``squall.encryption`` (auto, true, false) and the
+    largest frame it accepts from an authenticated peer."""
+
+    encryption: str = AUTO
+    max_frame: int = DEFAULT_MAX_FRAME
 
 
-def load_or_create_secret(conf: dict[str, Any]) -> bytes:
+def rpc_settings(conf: Mapping[str, Any]) -> RpcSettings:
+    """The `RpcSettings` of a cluster configuration.
+
+    Raises:
+        SquallError: ``squall.encryption`` or ``nimbus.thrift.max_buffer_size`` is invalid (named).
+    """
+    limit = conf.get(MAX_FRAME_KEY)
+    if limit is None:
+        limit = DEFAULT_MAX_FRAME
+    if type(limit) is not int or limit < PREAUTH_MAX_FRAME:
+        raise SquallError(f"{MAX_FRAME_KEY!r} must be an integer of at least {PREAUTH_MAX_FRAME} "
+                          f"(bytes), got {limit!r}")
+    return RpcSettings(encryption_setting(conf), limit)
+
+
+def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
     """The cluster's shared secret: ``squall.secret`` from the configuration, else the file
-    ``<storm.local.dir>/secret``, created with owner-only permissions on first use."""
+    ``<storm.local.dir>/secret``, created with owner-only permissions on first use.
+
+    Raises:
+        SquallError: the file is empty, or its group or others may read or write it (the
+            message says how to fix it).
+    """
     given = conf.get("squall.secret")
     if given:
         return given.encode() if isinstance(given, str) else bytes(given)
-    path = Path(conf.get("storm.local.dir") or "storm-local") / "secret"
-    if path.exists():
-        return path.read_bytes().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = private_dir(Path(conf.get("storm.local.dir") or "storm-local")) / "secret"
     value = secrets.token_hex(32).encode()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_secret_file(path)
+    try:
+        os.fchmod(fd, 0o600)
         os.write(fd, value)
     finally:
         os.close(fd)
     return value
 
 
+def _read_secret_file(path: Path) -> bytes:
+    fix = "delete it to generate a new one (then restart every daemon that used the old one)"
+    mode = loose_mode(path)
+    if mode is not None:
+        raise SquallError(f"the cluster's secret {path} is open to other users (mode {mode:o}): "
+                          f"run `chmod 600 {path}`, or {fix}")
+    value = path.read_bytes().strip()
+    if not value:
+        raise SquallError(f"the cluster's secret {path} is empty: write a secret into it "
+                          f"(readable by its owner only), or {fix}")
+    return value
+
+
+def _transcript(server_nonce: bytes, client_nonce: bytes, encrypt: bool) -> bytes:
+    return b"squall-rpc-v2|" + server_nonce + client_nonce + (b"\x01" if encrypt else b"\x00")
+
+
+def _mac(secret: bytes, role: bytes, transcript: bytes) -> bytes:
+    return hmac.new(secret, role + transcript, hashlib.sha256).digest()
+
+
+def _hkdf(secret: bytes, salt: bytes, info: bytes) -> bytes:
+    """HKDF-SHA256 (RFC 5869) of one 32-byte block."""
+    prk = hmac.new(salt, secret, hashlib.sha256).digest()
+    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
+
+
+def session_keys(secret: bytes, transcript: bytes) -> tuple[bytes, bytes]:
+    """The (client-to-server, server-to-client) keys of the session ``transcript`` names."""
+    return (_hkdf(secret, transcript, b"squall rpc client->server"),
+            _hkdf(secret, transcript, b"squall rpc server->client"))
+
+
+class FrameCodec:
+    """Seals the frames one end sends and opens those it receives, in one session.
+
+    MAC-only mode appends ``HMAC-SHA256(key, seq | payload)``; AEAD mode (``encrypt``) seals the
+    payload with ChaCha20-Poly1305, the sequence number as nonce (each direction has its own
+    key, so a nonce never repeats under a key). Sequence numbers count from 0 on both ends.
+    """
+
+    def __init__(self, send_key: bytes, recv_key: bytes, encrypt: bool) -> None:
+        self.encrypt = encrypt
+        self._send_key, self._recv_key = send_key, recv_key
+        self._send_aead = ChaCha20Poly1305(send_key) if encrypt else None
+        self._recv_aead = ChaCha20Poly1305(recv_key) if encrypt else None
+        self._send_seq = 0
+        self._recv_seq = 0
+
+    @classmethod
+    def for_client(cls, secret: bytes, transcript: bytes, encrypt: bool) -> FrameCodec:
+        """The client end of a session."""
+        c2s, s2c = session_keys(secret, transcript)
+        return cls(c2s, s2c, encrypt)
+
+    @classmethod
+    def for_server(cls, secret: bytes, transcript: bytes, encrypt: bool) -> FrameCodec:
+        """The server end of a session."""
+        c2s, s2c = session_keys(secret, transcript)
+        return cls(s2c, c2s, encrypt)
+
+    def seal(self, obj: Any) -> bytes:
+        """``obj`` as the next frame (length prefix included)."""
+        payload = msgpack.packb(obj, use_bin_type=True)
+        seq = self._send_seq
+        self._send_seq += 1
+        if self._send_aead is not None:
+            body = self._send_aead.encrypt(_nonce(seq), payload, None)
+        else:
+            body = payload + hmac.digest(self._send_key, _SEQ.pack(seq) + payload, "sha256")
+        return _LEN.pack(len(body)) + body
+
+    def open(self, body: bytes) -> dict:
+        """The next frame's map.
+
+        Raises:
+            RpcError: it was not sealed by the other end as its next frame (rewritten, replayed,
+                reordered, dropped or forged), or is not a msgpack map.
+        """
+        seq = self._recv_seq
+        self._recv_seq += 1
+        if self._recv_aead is not None:
+            try:
+                payload = self._recv_aead.decrypt(_nonce(seq), body, None)
+            except InvalidTag:
+                raise _tampered(seq) from None
+        else:
+            payload, tag = body[:-_TAG], body[-_TAG:]
+            want = hmac.digest(self._recv_key, _SEQ.pack(seq) + payload, "sha256")
+            if len(body) < _TAG or not hmac.compare_digest(tag, want):
+                raise _tampered(seq)
+        return _unpack(payload)
+
+
+def _nonce(seq: int) -> bytes:
+    return b"\0\0\0\0" + _SEQ.pack(seq)
+
+
+def _tampered(seq: int) -> RpcError:
+    return RpcError(f"frame {seq} of the session failed its integrity check "
+                    f"(rewritten, replayed, reordered or forged)")
+
+
 def pack(obj: Any) -> bytes:
-    """One frame."""
+    """One handshake frame (plain: before the session has keys)."""
     data = msgpack.packb(obj, use_bin_type=True)
     return _LEN.pack(len(data)) + data
+
+
+def _frame_length(head: bytes, limit: int) -> int:
+    (n,) = _LEN.unpack(head)
+    if n > limit:
+        raise RpcError(f"frame of {n} bytes is over the limit of {limit}")
+    return n
 
 
 def _unpack(data: bytes) -> dict:
@@ -90,39 +251,52 @@ def _unpack(data: bytes) -> dict:
 
 # --- client side (blocking sockets: the CLI, workers, supervisors) ---------------------------------
 class Client:
-    """A blocking, authenticated connection to an RPC server."""
+    """A blocking, authenticated connection to an RPC server (one thread at a time)."""
 
-    def __init__(self, host: str, port: int, secret: bytes, timeout: float = 10.0) -> None:
+    def __init__(self, host: str, port: int, secret: bytes, timeout: float = 10.0,
+                 settings: RpcSettings = RpcSettings()) -> None:
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as e:
             raise RpcError(f"cannot reach {host}:{port}: {e.strerror or e}") from e
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._max_frame = settings.max_frame
         try:
-            hello = self._read()
-            nonce = secrets.token_bytes(16)
-            self._write({"auth": _mac(secret, b"client", bytes(hello.get("nonce", b""))), "nonce": nonce})
-            answer = self._read()
-            if not answer.get("ok"):
-                raise AuthenticationError(f"{host}:{port} refused us: {answer.get('error', 'no reason given')}")
-            if not hmac.compare_digest(bytes(answer.get("proof", b"")), _mac(secret, b"server", nonce)):
-                raise AuthenticationError(f"{host}:{port} does not hold the cluster's secret")
+            self._codec = self._handshake(f"{host}:{port}", secret, settings.encryption)
         except BaseException:
             self._sock.close()
             raise
 
-    def _write(self, obj: Any) -> None:
+    def _handshake(self, where: str, secret: bytes, encryption: str) -> FrameCodec:
+        hello = _unpack(self._recv_exactly(_frame_length(self._recv_exactly(4), PREAUTH_MAX_FRAME)))
+        server_nonce = hello.get("nonce")
+        if not isinstance(server_nonce, bytes):
+            raise RpcError(f"{where} is not a squall master (no nonce in its greeting)")
+        if hello.get("v", 1) != _VERSION:
+            raise RpcError(f"{where} speaks version {hello.get('v', 1)} of squall's control protocol, we speak "
+                           f"{_VERSION}: run the same squall on every machine of the cluster")
+        nonce = secrets.token_bytes(16)
+        encrypt = wants_encryption(encryption, self._sock.getpeername()[0])
+        transcript = _transcript(server_nonce, nonce, encrypt)
+        self._sock_send(pack({"auth": _mac(secret, b"client", transcript), "nonce": nonce, "encrypt": encrypt}))
+        answer = _unpack(self._recv_exactly(_frame_length(self._recv_exactly(4), PREAUTH_MAX_FRAME)))
+        if not answer.get("ok"):
+            error = f"{where} refused us: {answer.get('error', 'no reason given')}"
+            raise RpcError(error) if answer.get("reason") == "encryption" else AuthenticationError(error)
+        if not hmac.compare_digest(bytes(answer.get("proof", b"")), _mac(secret, b"server", transcript)):
+            raise AuthenticationError(f"{where} does not hold the cluster's secret")
+        return FrameCodec.for_client(secret, transcript, encrypt)
+
+    @property
+    def encrypted(self) -> bool:
+        """Whether this session is encrypted (else authenticated only)."""
+        return self._codec.encrypt
+
+    def _sock_send(self, data: bytes) -> None:
         try:
-            self._sock.sendall(pack(obj))
+            self._sock.sendall(data)
         except OSError as e:
             raise RpcError(f"connection lost: {e}") from e
-
-    def _read(self) -> dict:
-        head = self._recv_exactly(4)
-        (n,) = _LEN.unpack(head)
-        if n > MAX_FRAME:
-            raise RpcError(f"frame of {n} bytes is too big")
-        return _unpack(self._recv_exactly(n))
 
     def _recv_exactly(self, n: int) -> bytes:
         buf = bytearray()
@@ -141,10 +315,11 @@ class Client:
 
         Raises:
             RemoteError: the server ran it and it failed (``type`` names the exception).
-            RpcError: the connection failed.
+            RpcError: the connection failed, or a reply failed its integrity check (the
+                connection is then unusable: close it).
         """
-        self._write({"op": op, "args": args})
-        reply = self._read()
+        self._sock_send(self._codec.seal({"op": op, "args": args}))
+        reply = self._codec.open(self._recv_exactly(_frame_length(self._recv_exactly(4), self._max_frame)))
         if reply.get("ok"):
             return reply.get("result")
         raise RemoteError(str(reply.get("error")), str(reply.get("type", "Exception")))
@@ -164,41 +339,59 @@ class Client:
 Handler = Callable[[str, dict, dict], Awaitable[Any]]
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> dict:
-    head = await reader.readexactly(4)
-    (n,) = _LEN.unpack(head)
-    if n > MAX_FRAME:
-        raise RpcError(f"frame of {n} bytes is too big")
-    return _unpack(await reader.readexactly(n))
+async def _read_body(reader: asyncio.StreamReader, limit: int) -> bytes:
+    # the length is checked before anything is allocated for the body
+    return await reader.readexactly(_frame_length(await reader.readexactly(4), limit))
+
+
+async def _handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, secret: bytes,
+                     encryption: str, peer: Any, warn: Any) -> FrameCodec | None:
+    """Authenticate the peer; its `FrameCodec`, or None (refused, and told why)."""
+    nonce = secrets.token_bytes(16)
+    writer.write(pack({"hello": "squall", "v": _VERSION, "nonce": nonce}))
+    await writer.drain()
+    auth = _unpack(await asyncio.wait_for(_read_body(reader, PREAUTH_MAX_FRAME), 10))
+    given, client_nonce, encrypt = auth.get("auth"), auth.get("nonce"), auth.get("encrypt", False)
+    if not (isinstance(given, bytes) and isinstance(client_nonce, bytes) and isinstance(encrypt, bool)):
+        given = None
+    transcript = _transcript(nonce, client_nonce or b"", bool(encrypt))
+    if given is None or not hmac.compare_digest(given, _mac(secret, b"client", transcript)):
+        warn.warning("refused connection from %s: wrong or missing secret", peer)
+        writer.write(pack({"ok": False, "reason": "auth", "error": "authentication failed: wrong or missing secret"}))
+        await writer.drain()
+        return None
+    host = peer[0] if isinstance(peer, tuple) else str(peer)
+    if not encrypt and wants_encryption(encryption, host):
+        why = "always" if encryption == ALWAYS else "for a connection that is not loopback"
+        warn.warning("refused a plaintext session from %s: squall.encryption requires encryption %s", peer, why)
+        writer.write(pack({"ok": False, "reason": "encryption",
+                           "error": f"this server requires encryption {why} (squall.encryption: {encryption}): "
+                                    f"set squall.encryption to {AUTO} or {ALWAYS} on the client"}))
+        await writer.drain()
+        return None
+    writer.write(pack({"ok": True, "proof": _mac(secret, b"server", transcript)}))
+    await writer.drain()
+    return FrameCodec.for_server(secret, transcript, encrypt)
 
 
 async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, secret: bytes,
-                           handle: Handler, log: Any) -> None:
+                           handle: Handler, log: Any, settings: RpcSettings = RpcSettings()) -> None:
     """Authenticate one connection and answer its requests with ``handle(op, args, session)``.
 
     ``session`` is a dict kept for the connection (a worker stores its identity there).
-    Nothing the peer sends can raise out of here: bad frames close the connection.
+    Nothing the peer sends can raise out of here: bad frames close the connection, with a
+    warning on ``log`` rate-limited across every connection that logs there.
     """
     peer = writer.get_extra_info("peername")
     session: dict[str, Any] = {"peer": peer}
+    warn = rate_limited(log)
     try:
-        nonce = secrets.token_bytes(16)
-        writer.write(pack({"hello": "squall", "nonce": nonce}))
-        await writer.drain()
-        auth = await asyncio.wait_for(_read_frame(reader), 10)
-        given = auth.get("auth")
-        if not isinstance(given, bytes) or not hmac.compare_digest(given, _mac(secret, b"client", nonce)):
-            log.warning("refused connection from %s: wrong or missing secret", peer)
-            writer.write(pack({"ok": False, "error": "authentication failed: wrong or missing secret"}))
-            await writer.drain()
+        codec = await _handshake(reader, writer, secret, settings.encryption, peer, warn)
+        if codec is None:
             return
-        client_nonce = auth.get("nonce")
-        if not isinstance(client_nonce, bytes):
-            return
-        writer.write(pack({"ok": True, "proof": _mac(secret, b"server", client_nonce)}))
-        await writer.drain()
+        session["encrypted"] = codec.encrypt
         while True:
-            req = await _read_frame(reader)
+            req = codec.open(await _read_body(reader, settings.max_frame))
             op, args = req.get("op"), req.get("args") or {}
             if not isinstance(op, str) or not isinstance(args, dict):
                 raise RpcError("malformed request")
@@ -207,17 +400,17 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 reply = {"ok": True, "result": result}
             except Exception as e:  # reported to the caller, never fatal to the server
                 reply = {"ok": False, "error": str(e), "type": type(e).__name__}
-            writer.write(pack(reply))
+            writer.write(codec.seal(reply))
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
         pass
     except RpcError as e:
-        log.warning("closed connection from %s: %s", peer, e)
+        warn.warning("closed connection from %s: %s", peer, e)
     finally:
         closer = session.get("on_close")
         if closer is not None:
             try:
                 closer()
             except Exception:
-                log.exception("connection close handler failed")
+                warn.logger.exception("connection close handler failed")
         writer.close()

@@ -61,7 +61,7 @@ def test_component_configuration_cannot_set_non_whitelisted_topology_keys(cluste
     assert seen == {
         Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30,  # Storm's default: the component's value is dropped
         Config.TOPOLOGY_WORKERS: 1,
-        "nimbus.task.timeout.secs": 30,
+        "nimbus.task.timeout.secs": None,  # a daemon setting: neither the component's nor the cluster's
         Config.TOPOLOGY_DEBUG: True,  # whitelisted
     }
 
@@ -88,6 +88,17 @@ def test_the_clusters_squall_yaml_sits_between_defaults_and_the_component(tmp_pa
 
     assert seen == {"fake.config": "from-yaml", Config.TOPOLOGY_MAX_SPOUT_PENDING: 30,
                     Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 12}
+
+
+def test_a_task_sees_no_daemon_setting_but_the_few_a_topology_may_read():
+    """The secret and the daemons' settings stay with the daemons (docs/configuration.md)."""
+    daemon = {"squall.secret": "s3cret", "storm.local.dir": "/srv/squall", "nimbus.task.timeout.secs": 7,
+              "nimbus.seeds": ["m1"], "custom.from.yaml": 1}
+    with LocalCluster(daemon_conf=daemon) as cluster:
+        seen = conf_seen(cluster, TestConfBolt(), [*daemon, "storm.cluster.mode"])
+
+    assert seen == {"squall.secret": None, "storm.local.dir": None, "nimbus.task.timeout.secs": None,
+                    "nimbus.seeds": ["m1"], "custom.from.yaml": 1, "storm.cluster.mode": "distributed"}
 
 
 def ticks(recorder: Recorder) -> list[tuple]:

@@ -1,5 +1,7 @@
 """The master's bookkeeping, driven through its operations directly (no sockets, no processes)."""
 
+import os
+import pickle
 import time
 
 import cloudpickle
@@ -8,6 +10,8 @@ import pytest
 from squall import (AlreadyAliveException, Config, IllegalStateTransition, InvalidTopologyException, NotAliveException,
                     TopologyBuilder)
 from squall._config import cluster_conf
+from squall._errors import SquallError
+from squall._sealed import seal, unseal
 from squall.cluster.master import Master
 from squall.testing import FeederSpout
 
@@ -227,3 +231,83 @@ def test_port_zero_listens_on_a_free_port(conf):
         return m.port
     port = asyncio.run(start())
     assert port not in (0, 6627)
+
+
+# --- the secret, the state directory's files, and what the master unpickles ----------------------------
+def _modes(root):
+    """path -> mode of everything under ``root`` (itself included)."""
+    return {p: p.stat().st_mode & 0o777 for p in [root, *root.rglob("*")]}
+
+
+def test_the_secret_and_daemon_settings_reach_no_plan_conf_file_or_info(tmp_path):
+    conf = cluster_conf({"storm.local.dir": str(tmp_path / "local"), "squall.secret": "s3cret-never-shown",
+                         "nimbus.task.timeout.secs": 9, "custom.cluster.key": "yes"})
+    m = Master(conf)
+    _register(m)
+    m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    plan = m.topologies["t"].plan
+
+    for c in [plan.conf, *plan.component_confs.values(), m.op_info(name="t")["configuration"]]:
+        assert "squall.secret" not in c and "storm.local.dir" not in c and "nimbus.task.timeout.secs" not in c
+        assert c["custom.cluster.key"] == "yes" and c["topology.workers"] == 2
+    for f in (tmp_path / "local").rglob("*"):
+        if f.is_file():
+            assert b"s3cret-never-shown" not in f.read_bytes(), f
+
+
+def test_everything_the_master_writes_is_owner_only(tmp_path, conf):
+    os.umask(0o022)
+    m = Master({**conf, "storm.local.dir": str(tmp_path / "local")})
+    _register(m)
+    m.op_submit(name="t", conf={}, topology=_topology())
+    modes = _modes(tmp_path / "local")
+    plan = f"{m.topologies['t'].plan.storm_id}.plan"
+    assert {p.name for p in modes} >= {"local", "nimbus", "secret", "state.json", plan}
+    assert {p: mode for p, mode in modes.items() if mode != (0o700 if p.is_dir() else 0o600)} == {}
+
+
+@pytest.mark.parametrize("mode, content, fix", [(0o644, b"abc", "chmod 600"), (0o660, b"abc", "chmod 600"),
+                                                (0o600, b"  \n", "is empty")])
+def test_a_secret_file_others_can_read_or_that_is_empty_is_refused_saying_how_to_fix_it(tmp_path, mode, content, fix):
+    secret = tmp_path / "secret"
+    secret.write_bytes(content)
+    os.chmod(secret, mode)
+    with pytest.raises(SquallError, match=fix) as e:
+        Master(cluster_conf({"storm.local.dir": str(tmp_path)}))
+    assert str(secret) in str(e.value) and "delete it" in str(e.value)
+
+
+def test_a_stray_plan_in_the_state_directory_is_not_unpickled(conf, tmp_path, caplog):
+    m = Master(conf)
+    _register(m)
+    m.op_submit(name="t", conf={}, topology=_topology())
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+    stray = m.local_dir / "evil.plan"
+    stray.write_bytes(pickle.dumps(Evil()))
+
+    again = Master(conf)
+    assert not marker.exists()
+    assert [t["name"] for t in again.op_list()] == ["t"]
+    assert any(str(stray) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("spoil", ["flip", "other secret"])
+def test_a_tampered_plan_is_skipped_with_a_warning_naming_it(conf, caplog, spoil):
+    m = Master(conf)
+    _register(m)
+    m.op_submit(name="t", conf={}, topology=_topology())
+    plan = m.local_dir / f"{m.topologies['t'].plan.storm_id}.plan"
+    blob = bytearray(plan.read_bytes())
+    if spoil == "flip":
+        blob[-40] ^= 1
+    else:
+        blob = bytearray(seal(b"another secret", b"plan", unseal(m.secret, b"plan", bytes(blob))))
+    plan.write_bytes(bytes(blob))
+
+    again = Master(conf)
+    assert again.op_list() == []
+    assert any(str(plan) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)

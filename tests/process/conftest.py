@@ -32,12 +32,13 @@ def _squall_processes(marker: str) -> dict[int, str]:
 
 
 class Cluster:
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, **extra):
+        """``extra``: more cluster settings (keys with dots: pass them as ``**{"a.b": 1}``)."""
         master_port, *slots = _free_ports(3)
         self.dir = tmp_path / "storm-local"
         self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": master_port,
                      "supervisor.slots.ports": slots, "nimbus.task.timeout.secs": 5,
-                     "nimbus.monitor.freq.secs": 1, "squall.worker.max.launch.attempts": 2}
+                     "nimbus.monitor.freq.secs": 1, "squall.worker.max.launch.attempts": 2, **extra}
         self.file = tmp_path / "squall.yaml"
         self.file.write_text(yaml.safe_dump(self.conf))
         self.master = None

@@ -162,3 +162,15 @@ class RecordsTypes(BasicBolt):
         self.log.write(json.dumps({"type": f"{type(p).__module__}.{type(p).__qualname__}",
                                    "sum": p.x + p.y}) + "\n")
         self.log.flush()
+
+
+class RecordsConf(BasicBolt):
+    """Writes the configuration its task got, as ``conf-<task>.json`` (key -> repr of the value)."""
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        with _out(conf, f"conf-{context.get_this_task_id()}.json") as f:
+            f.write(json.dumps({k: repr(v) for k, v in conf.items()}))
+
+    def execute(self, tup, collector):
+        pass

@@ -1,47 +1,71 @@
-"""The control channel: mutual authentication, requests, errors, and malformed input."""
+"""The control channel: mutual authentication, requests, errors, malformed input, integrity
+and encryption after the handshake, and what a stranger can cost."""
 
 import asyncio
+import contextlib
 import logging
+import os
 import socket
 import struct
 import threading
 
+import msgpack
 import pytest
 
-from squall.worker.rpc import AuthenticationError, Client, RemoteError, serve_connection
+from squall._encryption import is_loopback, wants_encryption
+from squall._ratelimit import DEFAULT_LIMIT
+from squall.worker.rpc import (PREAUTH_MAX_FRAME, AuthenticationError, Client, FrameCodec, RemoteError, RpcError,
+                               RpcSettings, serve_connection)
 
 log = logging.getLogger("test-rpc")
 
 
+class _Server:
+    """An RPC server on a free port in a thread; handlers: echo, boom, list, deactivate (the
+    last two record that they ran in ``ran``)."""
+
+    def __init__(self, settings=RpcSettings(), logger=log, host="127.0.0.1"):
+        self.ran = []
+        self._loop = asyncio.new_event_loop()
+        started = threading.Event()
+
+        async def handle(op, args, session):
+            if op == "echo":
+                return args
+            if op == "boom":
+                raise ValueError("no such topology 'x'")
+            if op in ("list", "deactivate"):
+                self.ran.append(op)
+                return op
+            raise KeyError(op)
+
+        async def main():
+            self._stop = asyncio.Event()
+            srv = await asyncio.start_server(
+                lambda r, w: serve_connection(r, w, b"secret", handle, logger, settings), host, 0)
+            self.port = srv.sockets[0].getsockname()[1]
+            started.set()
+            async with srv:
+                await self._stop.wait()
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in rest:  # connections still open: end them in this loop, not in a finaliser
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        self._thread = threading.Thread(target=lambda: self._loop.run_until_complete(main()), daemon=True)
+        self._thread.start()
+        started.wait(5)
+
+    def stop(self):
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(5)
+
+
 @pytest.fixture
 def server():
-    """An RPC server on a free port in a thread; handlers: echo, boom."""
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    holder = {}
-
-    async def handle(op, args, session):
-        if op == "echo":
-            return args
-        if op == "boom":
-            raise ValueError("no such topology 'x'")
-        raise KeyError(op)
-
-    async def main():
-        holder["stop"] = asyncio.Event()
-        srv = await asyncio.start_server(
-            lambda r, w: serve_connection(r, w, b"secret", handle, log), "127.0.0.1", 0)
-        holder["port"] = srv.sockets[0].getsockname()[1]
-        started.set()
-        async with srv:
-            await holder["stop"].wait()
-
-    t = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
-    t.start()
-    started.wait(5)
-    yield holder["port"]
-    loop.call_soon_threadsafe(holder["stop"].set)
-    t.join(5)
+    s = _Server()
+    yield s.port
+    s.stop()
 
 
 def test_a_client_with_the_secret_gets_answers(server):
@@ -72,3 +96,258 @@ def test_garbage_does_not_crash_the_server(server):
         s.close()
     with Client("127.0.0.1", server, b"secret") as c:
         assert c.call("echo", ok=True) == {"ok": True}
+
+
+# --- integrity after the handshake ---------------------------------------------------------------------
+def _read_frame(sock):
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    (n,) = struct.unpack(">I", head)
+    body = b""
+    while len(body) < n:
+        chunk = sock.recv(n - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return body
+
+
+class _Relay:
+    """A man in the middle between a client and a server: it lets the handshake through, then
+    hands each later client frame's body to ``rewrite``, which returns the bodies to send on."""
+
+    def __init__(self, port, rewrite):
+        self.rewrite = rewrite
+        self.seen = []  # the client's frame bodies after the handshake, as they came
+        self._listen = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listen.getsockname()[1]
+        self._target = port
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        client, _ = self._listen.accept()
+        server = socket.create_connection(("127.0.0.1", self._target))
+
+        def down():
+            with contextlib.suppress(OSError):
+                while data := server.recv(65536):
+                    client.sendall(data)
+            with contextlib.suppress(OSError):
+                client.shutdown(socket.SHUT_RDWR)  # the server hung up: so does the relay
+        threading.Thread(target=down, daemon=True).start()
+        with contextlib.suppress(OSError):
+            index = 0
+            while (body := _read_frame(client)) is not None:
+                bodies = [body]
+                if index >= 1:  # frame 0 is the answer to the server's challenge
+                    self.seen.append(body)
+                    bodies = self.rewrite(body)
+                for b in bodies:
+                    server.sendall(struct.pack(">I", len(b)) + b)
+                index += 1
+        server.close()
+        self._listen.close()
+
+
+def _list_becomes_deactivate(body):
+    """Rewrite the request's op, keeping whatever follows the msgpack map (a MAC, say)."""
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(body)
+    req = unpacker.unpack()
+    rest = body[unpacker.tell():]
+    if req.get("op") == "list":
+        req["op"] = "deactivate"
+    return [msgpack.packb(req, use_bin_type=True) + rest]
+
+
+def test_a_request_rewritten_after_the_handshake_is_refused_and_not_run(caplog):
+    server = _Server()
+    relay = _Relay(server.port, _list_becomes_deactivate)
+    try:
+        with caplog.at_level(logging.WARNING, logger="test-rpc"):
+            with Client("127.0.0.1", relay.port, b"secret", timeout=5) as c:
+                with pytest.raises(RpcError, match="closed"):
+                    c.call("list")
+        assert server.ran == []
+        assert any("integrity check" in r.getMessage() for r in caplog.records)
+    finally:
+        server.stop()
+
+
+def test_a_replayed_request_is_refused():
+    server = _Server()
+    relay = _Relay(server.port, lambda body: [body, body])
+    try:
+        with Client("127.0.0.1", relay.port, b"secret", timeout=5) as c:
+            assert c.call("list") == "list"
+            with pytest.raises(RpcError):
+                c.call("list")  # the replayed copy closed the session
+        assert server.ran == ["list"]
+    finally:
+        server.stop()
+
+
+def _flip_last_byte(body):
+    return [body[:-1] + bytes([body[-1] ^ 1])]
+
+
+def test_an_encrypted_session_hides_the_requests_and_refuses_a_flipped_byte():
+    server = _Server(RpcSettings(encryption="true"))
+    plain = _Relay(server.port, lambda body: [body])
+    flipping = _Relay(server.port, _flip_last_byte)
+    try:
+        with Client("127.0.0.1", plain.port, b"secret", settings=RpcSettings(encryption="true")) as c:
+            assert c.encrypted
+            assert c.call("echo", card="4111-1111") == {"card": "4111-1111"}
+        assert plain.seen and not any(b"4111-1111" in b or b"echo" in b for b in plain.seen)
+        with Client("127.0.0.1", flipping.port, b"secret", settings=RpcSettings(encryption="true")) as c:
+            with pytest.raises(RpcError):
+                c.call("list")
+        assert server.ran == []
+    finally:
+        server.stop()
+
+
+def test_a_server_that_requires_encryption_refuses_a_plaintext_client():
+    server = _Server(RpcSettings(encryption="true"))
+    try:
+        with pytest.raises(RpcError, match="requires encryption.*squall.encryption") as e:
+            Client("127.0.0.1", server.port, b"secret", settings=RpcSettings(encryption="false"))
+        assert not isinstance(e.value, AuthenticationError)
+    finally:
+        server.stop()
+
+
+def test_a_client_that_asks_for_encryption_gets_it_and_loopback_is_plain_by_default(server):
+    with Client("127.0.0.1", server, b"secret", settings=RpcSettings(encryption="true")) as c:
+        assert c.encrypted and c.call("echo", x=1) == {"x": 1}
+    with Client("127.0.0.1", server, b"secret") as c:
+        assert not c.encrypted and c.call("echo", x=2) == {"x": 2}
+
+
+def _outward_address():
+    """This machine's address on its route out, or None if it has only loopback."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("10.255.255.255", 9))  # UDP: no packet is sent, a route is chosen
+        address = s.getsockname()[0]
+    except OSError:
+        address = socket.gethostbyname(socket.gethostname())
+    finally:
+        s.close()
+    return None if is_loopback(address) else address
+
+
+def test_auto_encrypts_a_connection_over_a_non_loopback_address_and_refuses_it_in_clear():
+    address = _outward_address()
+    if address is None:
+        pytest.skip("this machine has no address but loopback")
+    server = _Server(host=address)
+    try:
+        with Client(address, server.port, b"secret") as c:
+            assert c.encrypted and c.call("list") == "list"
+        with pytest.raises(RpcError, match="requires encryption"):
+            Client(address, server.port, b"secret", settings=RpcSettings(encryption="false"))
+    finally:
+        server.stop()
+
+
+def test_auto_encrypts_exactly_the_connections_that_leave_the_machine():
+    hosts = ("127.0.0.1", "127.8.0.1", "::1", "::ffff:127.0.0.1", "10.0.0.5", "::ffff:10.1.1.1")
+    assert [is_loopback(h) for h in hosts] == [True, True, True, True, False, False]
+    assert wants_encryption("auto", "10.0.0.5") and not wants_encryption("auto", "127.0.0.1")
+    assert wants_encryption("true", "127.0.0.1") and not wants_encryption("false", "10.0.0.5")
+
+
+@pytest.mark.parametrize("encrypt", [False, True])
+def test_the_codec_refuses_tampered_replayed_reordered_and_reflected_frames(encrypt):
+    def pair():
+        t = b"transcript"
+        return FrameCodec.for_client(b"k", t, encrypt), FrameCodec.for_server(b"k", t, encrypt)
+
+    def body(frame):
+        return frame[4:]
+
+    client, server = pair()
+    f0, f1 = body(client.seal({"op": "a"})), body(client.seal({"op": "b"}))
+    assert server.open(f0) == {"op": "a"} and server.open(f1) == {"op": "b"}
+    client, server = pair()
+    f0 = body(client.seal({"op": "a"}))
+    server.open(f0)
+    with pytest.raises(RpcError, match="integrity"):
+        server.open(f0)  # replayed
+    client, server = pair()
+    f0, f1 = body(client.seal({"op": "a"})), body(client.seal({"op": "b"}))
+    with pytest.raises(RpcError, match="integrity"):
+        server.open(f1)  # reordered
+    client, server = pair()
+    with pytest.raises(RpcError, match="integrity"):
+        client.open(body(client.seal({"op": "a"})))  # reflected back to its sender
+    client, server = pair()
+    f0 = bytearray(body(client.seal({"op": "list"})))
+    f0[2] ^= 0x20
+    with pytest.raises(RpcError, match="integrity"):
+        server.open(bytes(f0))
+
+
+# --- what a stranger can cost -----------------------------------------------------------------------------
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_huge_frame_before_authentication_is_refused_without_reading_it(server):
+    s = socket.create_connection(("127.0.0.1", server), timeout=5)
+    _read_frame(s)
+    s.sendall(struct.pack(">I", 512 * 1024 * 1024))
+    assert s.recv(1) == b""  # closed at once, not waiting for 512 MB
+    s.close()
+
+    before = _rss_bytes()
+    s = socket.create_connection(("127.0.0.1", server), timeout=5)
+    _read_frame(s)
+    chunk = b"\0" * (1 << 20)
+    sent = 0
+    with contextlib.suppress(OSError):
+        s.sendall(struct.pack(">I", 512 * 1024 * 1024))
+        while sent < 200 * (1 << 20):
+            s.sendall(chunk)
+            sent += len(chunk)
+    s.close()
+    assert _rss_bytes() - before < 32 * (1 << 20)
+    assert sent < 200 * (1 << 20)  # the server hung up long before
+    with Client("127.0.0.1", server, b"secret") as c:
+        assert c.call("echo", ok=True) == {"ok": True}
+
+
+def test_a_frame_just_over_the_pre_authentication_limit_is_refused(server):
+    s = socket.create_connection(("127.0.0.1", server), timeout=5)
+    _read_frame(s)
+    s.sendall(struct.pack(">I", PREAUTH_MAX_FRAME + 1))
+    assert s.recv(1) == b""
+    s.close()
+
+
+def test_a_flood_of_bad_connections_writes_a_bounded_number_of_log_lines(caplog):
+    flood = logging.getLogger("test-rpc-flood")
+    server = _Server(logger=flood)
+    try:
+        with caplog.at_level(logging.WARNING, logger="test-rpc-flood"):
+            for i in range(1500):
+                s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+                _read_frame(s)
+                bad = (b"\x00\x00\x00\x05hello", msgpack.packb({"auth": b"x" * 32, "nonce": b"n"}),
+                       struct.pack(">I", 2**31))[i % 3]
+                s.sendall(bad if i % 3 != 1 else struct.pack(">I", len(bad)) + bad)
+                s.recv(1024)  # the refusal, or the close
+                s.close()
+            with Client("127.0.0.1", server.port, b"secret") as c:  # the server is still there
+                assert c.call("echo", ok=1) == {"ok": 1}
+        lines = [r for r in caplog.records if r.name == "test-rpc-flood"]
+        assert 1 <= len(lines) <= DEFAULT_LIMIT
+    finally:
+        server.stop()

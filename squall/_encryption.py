@@ -1,0 +1,53 @@
+"""``squall.encryption``: whether a connection is encrypted.
+
+``auto`` (the default) encrypts a connection whose other end is not a loopback address, so a
+cluster on one machine pays nothing and one across machines sends nothing in clear text;
+``true`` always encrypts, ``false`` never does. Both ends of a connection decide from the
+address of the other end, which is loopback for both or for neither.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import SquallError
+
+KEY = "squall.encryption"
+AUTO, ALWAYS, NEVER = "auto", "true", "false"
+
+
+def encryption_setting(conf: Mapping[str, Any]) -> str:
+    """``conf``'s ``squall.encryption`` as one of `AUTO`, `ALWAYS`, `NEVER`.
+
+    Raises:
+        SquallError: the value is none of auto, true, false (naming the key).
+    """
+    value = conf.get(KEY, AUTO)
+    if value is None:
+        return AUTO
+    if isinstance(value, bool):
+        return ALWAYS if value else NEVER
+    if isinstance(value, str) and value.strip().lower() in (AUTO, ALWAYS, NEVER):
+        return value.strip().lower()
+    raise SquallError(f"{KEY!r} must be auto, true or false, got {value!r}")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an IP address, as a socket reports its peer) is a loopback address."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host == "localhost"
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def wants_encryption(setting: str, peer_host: str) -> bool:
+    """Whether a connection to or from ``peer_host`` is encrypted under ``setting``."""
+    if setting == ALWAYS:
+        return True
+    if setting == NEVER:
+        return False
+    return not is_loopback(peer_host)

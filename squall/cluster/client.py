@@ -3,17 +3,16 @@ master's errors raised as the same exceptions `LocalCluster` raises."""
 
 from __future__ import annotations
 
-import importlib
 import logging
-import sys
-import sysconfig
 from typing import Any
 
 import cloudpickle
 
 from .. import _errors
 from .._topology import StormTopology
+from ..engine import code_pickler
 from ..worker.rpc import Client, RemoteError, load_or_create_secret
+from .shipping import user_modules
 
 log = logging.getLogger("squall.client")
 
@@ -33,32 +32,13 @@ def master_address(conf: dict[str, Any]) -> tuple[str, int]:
 
 
 def _user_modules(topology: StormTopology) -> list[Any]:
-    """The user's own top-level modules and packages behind a topology's components and
-    groupings: those not from the standard library, site-packages or squall itself."""
-    skip = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    seen: set[str] = set()
-    found = []
+    """The user's own top-level modules and packages that a topology's components and custom
+    groupings reach (`squall.cluster.shipping.user_modules`)."""
     objs: list[Any] = []
     for spec in topology.components.values():
         objs.append(spec.obj)
         objs += [g.custom for g in spec.inputs.values() if g.custom is not None]
-    for obj in objs:
-        for cls in type(obj).__mro__:
-            # the top-level package: its other modules (helpers the component calls) go too
-            name = cls.__module__.split(".")[0]
-            if name in seen or name in ("__main__", "squall", "builtins"):
-                continue
-            seen.add(name)
-            module = sys.modules.get(name)
-            if module is None:
-                try:
-                    module = importlib.import_module(name)
-                except ImportError:  # a class that came by value (in the master): it goes so again
-                    continue
-            path = getattr(module, "__file__", None)
-            if path and not any(path.startswith(p) for p in skip):
-                found.append(module)
-    return found
+    return user_modules(objs)
 
 
 def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:
@@ -78,14 +58,14 @@ def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:
     for m in modules:
         cloudpickle.register_pickle_by_value(m)
     try:
-        return cloudpickle.dumps(target)
+        return code_pickler.dumps(target)
     except Exception as e:
         by_value_error = e
     finally:
         for m in modules:
             cloudpickle.unregister_pickle_by_value(m)
     try:
-        blob = cloudpickle.dumps(target)
+        blob = code_pickler.dumps(target)
     except Exception as e:
         raise _errors.InvalidTopologyException(f"the topology cannot be serialized: {e}") from e
     log.warning("could not ship %s by value (%s); workers must be able to import them",

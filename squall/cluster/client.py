@@ -3,6 +3,7 @@ master's errors raised as the same exceptions `LocalCluster` raises."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -47,30 +48,42 @@ def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:
 
     The by-value registration lasts only for this call, so nothing else in the process (a
     LocalCluster, say) is affected. If a module cannot go by value (its code refers to
-    module-level state that cannot be pickled, such as a lock), the topology is pickled by
-    reference instead, with a warning: workers must then be able to import those modules.
+    module-level state that cannot be pickled, such as a lock), it goes by reference instead,
+    with a warning naming it, and the others still go by value: workers must then be able to
+    import that module.
 
     Raises:
         InvalidTopologyException: the topology cannot be pickled either way.
     """
     target = topology if obj is None else obj
     modules = _user_modules(topology)
+    try:
+        return _dumps_by_value(target, modules)
+    except Exception as e:
+        by_value_error = e
+    # keep each module by value that still pickles with the ones kept before it
+    kept: list[Any] = []
+    for m in modules:
+        with contextlib.suppress(Exception):
+            _dumps_by_value(target, [*kept, m])
+            kept.append(m)
+    try:
+        blob = _dumps_by_value(target, kept)
+    except Exception as e:
+        raise _errors.InvalidTopologyException(f"the topology cannot be serialized: {e}") from e
+    log.warning("could not ship %s by value (%s); workers must be able to import them",
+                ", ".join(m.__name__ for m in modules if m not in kept), by_value_error)
+    return blob
+
+
+def _dumps_by_value(target: Any, modules: list[Any]) -> bytes:
     for m in modules:
         cloudpickle.register_pickle_by_value(m)
     try:
         return code_pickler.dumps(target)
-    except Exception as e:
-        by_value_error = e
     finally:
         for m in modules:
             cloudpickle.unregister_pickle_by_value(m)
-    try:
-        blob = code_pickler.dumps(target)
-    except Exception as e:
-        raise _errors.InvalidTopologyException(f"the topology cannot be serialized: {e}") from e
-    log.warning("could not ship %s by value (%s); workers must be able to import them",
-                ", ".join(m.__name__ for m in modules), by_value_error)
-    return blob
 
 
 class MasterClient:

@@ -168,3 +168,46 @@ def test_modules_that_import_each_other_pickle_by_value_and_load_without_them(us
     again = cloudpickle.loads(code_pickler.dumps(decorate))
     again.execute(("b",), Collector())
     assert emitted[-1] == ["[B!B!]"]
+
+
+def test_a_module_that_cannot_go_by_value_goes_by_name_and_the_others_still_by_value(user_code, tmp_path, caplog):
+    bolts, _held = user_code
+    (tmp_path / "sh_locked.py").write_text(textwrap.dedent("""
+        import threading
+
+        import sh_helpers
+
+        LOCK = threading.Lock()
+
+
+        def shout_safely(word):
+            with LOCK:
+                return sh_helpers.shout(word)
+    """))
+    (tmp_path / "sh_locking_bolts.py").write_text(textwrap.dedent("""
+        from sh_locked import shout_safely
+        from sh_tools.text import twice
+
+        from squall import BasicBolt
+
+
+        class Shout(BasicBolt):
+            def execute(self, tup, collector):
+                collector.emit([twice(shout_safely(tup[0]))])
+    """))
+    import sh_locking_bolts
+    b = TopologyBuilder()
+    b.set_spout("words", bolts.Words())
+    b.set_bolt("shout", sh_locking_bolts.Shout()).shuffle_grouping("words")
+    with caplog.at_level("WARNING", logger="squall.client"):
+        blob = pickle_topology(b.create_topology())
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == ["could not ship sh_locked by value"]
+    shout = cloudpickle.loads(blob).components["shout"].obj
+    emitted = []
+
+    class Collector:
+        def emit(self, values):
+            emitted.append(values)
+
+    shout.execute(("a",), Collector())
+    assert emitted == [["A!A!"]]

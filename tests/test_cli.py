@@ -225,3 +225,16 @@ def test_an_error_in_the_main_block_of_a_storm_style_file_is_named_as_such(tmp_p
     path = write(tmp_path, "fails_in_main.py", "x = 1\nif __name__ == '__main__':\n    raise ValueError('late')\n")
     assert main(["local", path]) == 1
     assert error_line(capsys) == "squall: error: fails_in_main.py: its __main__ code raised ValueError: late"
+
+
+def test_squall_alone_prints_the_usage_and_the_version(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: squall")
+    assert "local" in out and "jar" in out and "monitor" in out
+    assert out.rstrip().splitlines()[-1].startswith("squall 0.1.0 (Python ")
+
+
+def test_dash_dash_version_prints_the_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("squall 0.1.0 (Python ")

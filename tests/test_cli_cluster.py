@@ -215,7 +215,8 @@ def test_a_client_without_the_secret_says_so_and_creates_none(nimbus, tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.splitlines() == [
         f"squall: error: authentication failed: no cluster secret here (squall.secret is not set and "
-        f"{elsewhere / 'secret'} does not exist); use the master's squall.yaml (--config)"]
+        f"{elsewhere / 'secret'} does not exist); use the master's squall.yaml (--config), "
+        f"or -c storm.local.dir=DIR with the master's storm.local.dir, which holds its secret"]
     assert not (elsewhere / "secret").exists()
 
 
@@ -267,6 +268,18 @@ def test_an_unreachable_master_is_one_line(tmp_path, capsys, verb):
     assert main([verb[0], "--config", config, *verb[1:]]) == 1
     assert capsys.readouterr().err == (f"squall: error: cannot reach the master at 127.0.0.1:{port}: "
                                        f"Connection refused\n")
+
+
+def test_list_from_a_directory_without_squall_yaml_says_how_to_point_at_the_cluster(tmp_path, capsys, monkeypatch):
+    (port,) = free_ports(1)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SQUALL_CONF_DIR", raising=False)
+    assert main(["list", "-c", f"nimbus.thrift.port={port}"]) == 1
+    assert capsys.readouterr().err == (
+        f"squall: error: cannot reach the master at 127.0.0.1:{port}: Connection refused (no squall.yaml "
+        f"here or in $SQUALL_CONF_DIR, so this is the default address); point at the cluster with --config "
+        f"PATH/squall.yaml (the master's), or with -c nimbus.seeds=[HOST] -c nimbus.thrift.port=PORT "
+        f"-c storm.local.dir=DIR\n")
 
 
 @pytest.mark.parametrize("verb", [["nimbus"], ["jar", "x.py"]])

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .._config import find_conf_file
 from .._errors import SquallError
 from .._submitter import StormSubmitter
 from ..cluster.client import MasterClient, master_address
@@ -88,30 +89,43 @@ def _secret_file(conf: dict[str, Any]) -> Path:
 
 
 @contextlib.contextmanager
-def _master_errors(conf: dict[str, Any], missing_secret: bool) -> Iterator[None]:
+def _master_errors(conf: dict[str, Any], missing_secret: bool, args: argparse.Namespace) -> Iterator[None]:
     """An unreachable or refusing master, directly or behind `StormSubmitter`, as one line."""
     try:
         yield
     except RpcError as e:
-        raise _master_error(e, conf, missing_secret) from e
+        raise _master_error(e, conf, missing_secret, _conf_file_used(args)) from e
     except SquallError as e:
         if isinstance(e.__cause__, RpcError):
-            raise _master_error(e.__cause__, conf, missing_secret) from e
+            raise _master_error(e.__cause__, conf, missing_secret, _conf_file_used(args)) from e
         raise
 
 
-def _master_error(e: RpcError, conf: dict[str, Any], missing_secret: bool) -> UserError:
+def _conf_file_used(args: argparse.Namespace) -> Path | None:
+    """The squall.yaml the verb read: ``--config``, else the one found (None: defaults only)."""
+    return Path(args.config) if args.config else find_conf_file()
+
+
+_POINT_AT_THE_CLUSTER = ("point at the cluster with --config PATH/squall.yaml (the master's), or with "
+                         "-c nimbus.seeds=[HOST] -c nimbus.thrift.port=PORT -c storm.local.dir=DIR")
+
+
+def _master_error(e: RpcError, conf: dict[str, Any], missing_secret: bool, conf_file: Path | None) -> UserError:
     host, port = master_address(conf)
     if isinstance(e, AuthenticationError):
         if missing_secret:
-            return UserError(f"authentication failed: no cluster secret here (squall.secret is not set and "
-                             f"{_secret_file(conf)} does not exist); use the master's squall.yaml (--config)")
+            return UserError(
+                f"authentication failed: no cluster secret here (squall.secret is not set and "
+                f"{_secret_file(conf).absolute()} does not exist); use the master's squall.yaml (--config), "
+                f"or -c storm.local.dir=DIR with the master's storm.local.dir, which holds its secret")
         source = "squall.secret" if conf.get("squall.secret") else str(_secret_file(conf))
         return UserError(f"authentication failed: the master at {host}:{port} refused our secret "
                          f"(from {source}); it must be the master's")
     cause = e.__cause__
     reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(e)
-    return UserError(f"cannot reach the master at {host}:{port}: {reason}")
+    hint = "" if conf_file is not None else (
+        f" (no squall.yaml here or in $SQUALL_CONF_DIR, so this is the default address); {_POINT_AT_THE_CLUSTER}")
+    return UserError(f"cannot reach the master at {host}:{port}: {reason}{hint}")
 
 
 @contextlib.contextmanager
@@ -119,7 +133,7 @@ def _master(args: argparse.Namespace) -> Iterator[MasterClient]:
     """A `MasterClient` for the master ``args`` name."""
     conf, _ = cluster_conf_of(args)
     client_conf, missing = _client_conf(conf)
-    with _master_errors(conf, missing), MasterClient(client_conf) as master:
+    with _master_errors(conf, missing, args), MasterClient(client_conf) as master:
         yield master
 
 
@@ -157,7 +171,7 @@ def cmd_jar(args: argparse.Namespace) -> int:
     if args.spark_master:
         raise UserError("--spark-master goes with --host spark", code=2)
     client_conf, missing = _client_conf(conf)
-    with on_sys_path(path.parent), StormSubmitter.using_conf(client_conf), _master_errors(conf, missing):
+    with on_sys_path(path.parent), StormSubmitter.using_conf(client_conf), _master_errors(conf, missing, args):
         submit_file(path, _ToMaster(), topology_over, args.name, args.args)
     return 0
 

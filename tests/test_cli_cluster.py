@@ -253,6 +253,24 @@ def test_sigterm_stops_nimbus_its_supervisor_and_every_worker(tmp_path):
         nimbus.clean_up()
 
 
+def test_nimbus_prints_a_ready_line_with_its_address_that_scripts_can_wait_for(tmp_path):
+    """With nimbus.thrift.port 0 the master takes a free port: the ready line says which, and a
+    client reaches the master there as soon as the line is out."""
+    config = write_conf(tmp_path, **{"nimbus.thrift.port": 0})
+    proc = subprocess.Popen([sys.executable, "-m", "squall", "nimbus", "--no-supervisor", "--config", config],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("squall nimbus ready at 127.0.0.1:"), line
+        port = int(line.rstrip().rpartition(":")[2])
+        assert port > 0
+        listed = squall("list", "--config", config, "-c", f"nimbus.thrift.port={port}")
+        assert (listed.returncode, listed.stdout) == (0, "No topologies running.\n"), listed.stderr
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+
+
 def write_conf(tmp_path: Path, **conf) -> str:
     path = tmp_path / "squall.yaml"
     path.write_text(yaml.safe_dump({"storm.local.dir": str(tmp_path / "storm-local"), **conf}))

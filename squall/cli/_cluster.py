@@ -46,16 +46,21 @@ def cmd_nimbus(args: argparse.Namespace) -> int:
     try:
         if args.host == "spark":
             from ..cluster.spark import run_spark_nimbus
-            return run_spark_nimbus(conf, args.spark_master)
+            return run_spark_nimbus(conf, args.spark_master, on_ready=_print_ready)
         if args.spark_master:
             raise UserError("--spark-master goes with --host spark", code=2)
-        return run_nimbus(conf, supervise=not args.no_supervisor)
+        return run_nimbus(conf, supervise=not args.no_supervisor, on_ready=_print_ready)
     except OSError as e:
         if e.errno != errno.EADDRINUSE:
             raise
         host, port = conf.get("nimbus.host") or "127.0.0.1", conf.get("nimbus.thrift.port")
         raise UserError(f"cannot listen on {host}:{port}: address already in use "
                         f"(is a master already running?)") from e
+
+
+def _print_ready(host: str, port: int, what: str = "") -> None:
+    """The line scripts wait for (docs/cli.md): the master listens, at this address."""
+    print(f"squall nimbus ready at {host}:{port}" + (f" ({what})" if what else ""), flush=True)
 
 
 def cmd_supervisor(args: argparse.Namespace) -> int:

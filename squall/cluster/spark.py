@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -438,14 +439,17 @@ def _master_addresses(sc: Any, host: str) -> tuple[str, str]:
     return host, host
 
 
-def run_spark_nimbus(conf: dict[str, Any], spark_master: str | None) -> int:
-    """``squall nimbus --host spark``: the master in a new Spark driver, until SIGINT/SIGTERM."""
+def run_spark_nimbus(conf: dict[str, Any], spark_master: str | None,
+                     on_ready: Callable[[str, int, str], None] | None = None) -> int:
+    """``squall nimbus --host spark``: the master in a new Spark driver, until SIGINT/SIGTERM.
+    ``on_ready(host, port, what)`` is called once the master listens and the task slots are
+    known (``what``: the Spark master and the slots)."""
     cluster = SparkCluster(master=spark_master, conf=conf)
     try:
         stop = stop_on_signals()
-        print(f"squall master on Spark {cluster.spark.sparkContext.master}: "
-              f"{cluster.conf['nimbus.host']}:{cluster.conf['nimbus.thrift.port']}, "
-              f"{len(cluster.supervisor.ports)} task slots", flush=True)
+        if on_ready is not None:
+            on_ready(str(cluster.conf["nimbus.host"]), int(cluster.conf["nimbus.thrift.port"]),
+                     f"Spark {cluster.spark.sparkContext.master}, {len(cluster.supervisor.ports)} task slots")
         stop.wait()
     finally:
         cluster.shutdown(kill_topologies=False)

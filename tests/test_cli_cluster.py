@@ -232,6 +232,19 @@ def test_monitor_names_the_components_when_m_is_wrong(nimbus, tmp_path):
         assert nimbus.ok("kill", "watched", "-w", "0") == "Killed topology: watched\n"
 
 
+def test_rebalance_to_more_executors_than_tasks_warns(nimbus, tmp_path):
+    path = write(tmp_path, "endless.py", BUILD_STYLE)
+    assert nimbus.ok("jar", "--name", "capped", path) == "Submitted topology: capped\n"
+    try:
+        proc = nimbus.run("rebalance", "capped", "-w", "0", "-e", "sink=5", "-e", "numbers=1")
+        assert (proc.returncode, proc.stdout) == (0, "Topology capped is rebalancing\n"), proc.stderr
+        assert proc.stderr == ("squall: warning: -e sink=5: sink has 2 tasks, and an executor runs at least "
+                               "one, so it gets 2 executors (a component's tasks are fixed at submit: "
+                               "set_num_tasks)\n")
+    finally:
+        assert nimbus.ok("kill", "capped", "-w", "0") == "Killed topology: capped\n"
+
+
 def test_sigterm_stops_nimbus_its_supervisor_and_every_worker(tmp_path):
     """A build() file, renamed with --name, its conf's 1 worker overridden by -c to 2; once both
     workers run, SIGTERM on nimbus leaves no supervisor or worker process behind."""

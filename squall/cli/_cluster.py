@@ -288,9 +288,22 @@ def cmd_rebalance(args: argparse.Namespace) -> int:
         if not component:
             raise UserError(f"-e {item!r}: expected COMPONENT=N with N an integer, e.g. -e split=4", code=2)
     with _master(args) as master:
+        if executors:
+            _warn_over_tasks(master.get_topology_info(args.name), executors)
         master.rebalance(args.name, num_workers=args.workers, executors=executors or None, wait_secs=args.wait)
     print(f"Topology {args.name} is rebalancing")
     return 0
+
+
+def _warn_over_tasks(info: dict[str, Any], executors: dict[str, int]) -> None:
+    """A component runs at most one executor per task (Storm caps them too): say so, rather
+    than let ``-e`` seem ignored."""
+    for cid, n in executors.items():
+        tasks = info["components"].get(cid, {}).get("tasks")
+        if isinstance(tasks, int) and n > tasks:
+            print(f"squall: warning: -e {cid}={n}: {cid} has {tasks} task{'s' if tasks != 1 else ''}, and an "
+                  f"executor runs at least one, so it gets {tasks} executor{'s' if tasks != 1 else ''} "
+                  f"(a component's tasks are fixed at submit: set_num_tasks)", file=sys.stderr)
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:

@@ -238,3 +238,28 @@ def test_squall_alone_prints_the_usage_and_the_version(capsys):
 def test_dash_dash_version_prints_the_version(capsys):
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("squall 0.1.0 (Python ")
+
+
+def test_the_live_table_shows_the_component_of_the_last_error():
+    """rich reads "[split]" as markup: escaped, the caption keeps the component's name (and the
+    title and rows keep brackets in names)."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from squall.cli._local import _LiveView
+
+    counts = {"executors": 2, "tasks": 2, "emitted": 10, "acked": 9, "failed": 1, "executed": 10,
+              "complete_latency_ms": 0.0}
+    info = {"name": "wc[1]", "status": "ACTIVE", "uptime_secs": 3.0,
+            "components": {"split": {"type": "bolt", **counts}, "[b]old": {"type": "bolt", **counts}},
+            "errors": [{"component": "split", "task": 3, "error": "ValueError: bad [input]",
+                        "time": time.time()}]}
+    out = io.StringIO()
+    with _LiveView(Console(file=out, width=200, color_system=None)) as view:
+        view.show([(info, {})])
+    text = out.getvalue()
+    assert "last error: [split] task 3: ValueError: bad [input]" in text
+    assert "wc[1]  ACTIVE" in text
+    assert "[b]old" in text

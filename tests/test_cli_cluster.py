@@ -228,6 +228,12 @@ def test_monitor_names_the_components_when_m_is_wrong(nimbus, tmp_path):
         assert proc.returncode == 1
         assert proc.stderr == ("squall: error: topology 'watched' has no component 'nope' "
                                "(its components: numbers, sink)\n")
+        acker = nimbus.run("monitor", "watched", "-m", "__acker")  # as docs/cli.md says
+        assert acker.returncode == 1
+        assert acker.stderr == ("squall: error: the acker is not a component in squall, so monitor cannot watch "
+                                "it; `squall info watched` shows its tasks and executed count under \"acker\" "
+                                "(the components of 'watched': numbers, sink)\n")
+        assert set(nimbus.info("watched")["acker"]) == {"tasks", "executed"}
     finally:
         assert nimbus.ok("kill", "watched", "-w", "0") == "Killed topology: watched\n"
 

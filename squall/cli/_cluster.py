@@ -27,6 +27,7 @@ from typing import Any
 
 from .._config import find_conf_file
 from .._errors import SquallError
+from .._system import ACKER_COMPONENT
 from .._submitter import StormSubmitter
 from ..cluster.client import MasterClient, master_address
 from ..cluster.process import run_nimbus, running_supervisor
@@ -353,5 +354,9 @@ def _watched(info: dict[str, Any], component: str | None) -> list[str]:
         return [cid for cid, _c in user_components(info)]
     if component not in info["components"]:
         known = ", ".join(cid for cid, _c in user_components(info))
+        if component == ACKER_COMPONENT:  # Storm's acker is a bolt; squall's is not (docs/concepts.md)
+            raise UserError(f"the acker is not a component in squall, so monitor cannot watch it; `squall info "
+                            f"{info['name']}` shows its tasks and executed count under \"acker\" "
+                            f"(the components of {info['name']!r}: {known})")
         raise UserError(f"topology {info['name']!r} has no component {component!r} (its components: {known})")
     return [component]

@@ -64,7 +64,8 @@ def require_spark() -> Any:
     try:
         import pyspark
     except ImportError:
-        raise SquallError("the Spark host needs pyspark: pip install 'squall[spark]'") from None
+        raise SquallError("the Spark host needs pyspark: pip install 'pyspark>=3.5' (or, in squall's checkout, "
+                          "pip install -e '.[spark]')") from None
     if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
         raise SquallError("the Spark host needs Java (17 or 21 for pyspark 4; 8, 11 or 17 for pyspark 3.5), "
                           "and none was found: install a JDK (Debian/Ubuntu: apt-get install "

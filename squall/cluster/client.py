@@ -77,12 +77,14 @@ def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:
 
 
 def _dumps_by_value(target: Any, modules: list[Any]) -> bytes:
-    for m in modules:
+    registered = cloudpickle.list_registry_pickle_by_value()
+    ours = [m for m in modules if m.__name__ not in registered]  # the user's own registrations stay
+    for m in ours:
         cloudpickle.register_pickle_by_value(m)
     try:
         return code_pickler.dumps(target)
     finally:
-        for m in modules:
+        for m in ours:
             cloudpickle.unregister_pickle_by_value(m)
 
 

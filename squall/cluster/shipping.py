@@ -81,13 +81,19 @@ class _Finder:
         for obj in roots:
             self._value(type(obj))
             # what the instance holds: a helper object, a function, a module
-            for held in getattr(obj, "__dict__", {}).values():
-                self._value(held)
+            for held in list(getattr(obj, "__dict__", {}).values()):
+                self._safely(held)
         while self._todo:
             ns = self._todo.pop()
             for value in list(ns.values()):
-                self._value(value)
+                self._safely(value)
         return list(self.found.values())
+
+    def _safely(self, value: Any) -> None:
+        try:
+            self._value(value)
+        except Exception:  # noqa: BLE001 - an odd object (a lazy proxy) is skipped: the search is best effort
+            pass
 
     def _value(self, value: Any) -> None:
         if isinstance(value, ModuleType):
@@ -115,11 +121,12 @@ class _Finder:
             return
         self._types.add(id(cls))
         for klass in cls.__mro__:
-            module = sys.modules.get(klass.__module__)
+            name = getattr(klass, "__module__", None)
+            if not isinstance(name, str) or name.partition(".")[0] in _NOT_USER:
+                continue
+            module = sys.modules.get(name)
             if module is not None:
                 self._namespace(vars(module))
-            if klass.__module__.partition(".")[0] in _NOT_USER:
-                continue
             for attr in list(vars(klass).values()):
                 if isinstance(attr, property):
                     for fn in (attr.fget, attr.fset, attr.fdel):

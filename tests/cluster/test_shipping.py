@@ -8,10 +8,10 @@ import textwrap
 import cloudpickle
 import pytest
 
+from squall import TopologyBuilder
 from squall.cluster.client import _user_modules, pickle_topology
 from squall.cluster.shipping import is_user_file, user_modules
 from squall.engine import code_pickler
-from squall import TopologyBuilder
 
 MODULES = {
     "sh_helpers.py": """

@@ -27,8 +27,8 @@ from typing import Any
 
 from .._config import find_conf_file
 from .._errors import SquallError
-from .._system import ACKER_COMPONENT
 from .._submitter import StormSubmitter
+from .._system import ACKER_COMPONENT
 from ..cluster.client import MasterClient, master_address
 from ..cluster.process import run_nimbus, running_supervisor
 from ..cluster.supervisor import Supervisor

@@ -176,3 +176,90 @@ def test_squall_local_runs_a_topology_file_and_prints_a_summary(tmp_path):
     assert rows["numbers"][1] == "spout" and int(rows["numbers"][4]) > 0  # emitted
     assert rows["sink"][1:4] == ["bolt", "2", "2"]  # type, executors, tasks
     assert "errors: none" in proc.stdout
+
+
+def test_a_storm_style_file_runs_once(tmp_path, capsys):
+    """A file without build() or topology is not imported first and then run as __main__: its
+    module-level code runs once."""
+    runs = tmp_path / "runs.txt"
+    path = write(tmp_path, "counted.py", f'''
+        with open({str(runs)!r}, "a") as f:
+            f.write("ran\\n")
+
+        from squall import StormSubmitter, TopologyBuilder
+        from squall.testing import FeederSpout
+        from squall import Fields
+
+        if __name__ == "__main__":
+            builder = TopologyBuilder()
+            builder.set_spout("feed", FeederSpout(Fields("x")))
+            topology = builder.create_topology()  # bound in the __main__ block: still case c
+            StormSubmitter.submit_topology("counted", {{}}, topology)
+    ''')
+    assert main(["local", path, "--ttl", "1"]) == 0, capsys.readouterr().err
+    assert runs.read_text() == "ran\n"
+
+
+@pytest.mark.parametrize(("source", "binds"), [
+    ("def build():\n    pass\n", True),
+    ("topology = make()\n", True),
+    ("x, topology = 1, make()\n", True),
+    ("from lib import build\n", True),
+    ("from lib import make as build\n", True),
+    ("from lib import *\n", True),
+    ("try:\n    from lib import build\nexcept ImportError:\n    build = None\n", True),
+    ("if True:\n    topology = make()\n", True),
+    ("def (:\n", True),  # a syntax error: importing reports it
+    ("x = 1\n", False),
+    ("if __name__ == '__main__':\n    topology = make()\n    submit(topology)\n", False),
+    ("if '__main__' == __name__:\n    def build():\n        pass\n", False),
+    ("def main():\n    topology = make()\n", False),
+    ("import topology_tools\n", False),
+])
+def test_which_files_bind_build_or_topology_is_read_from_the_source(source, binds):
+    from squall.cli._topology_file import binds_topology
+    assert binds_topology(source) is binds
+
+
+def test_an_error_in_the_main_block_of_a_storm_style_file_is_named_as_such(tmp_path, capsys):
+    path = write(tmp_path, "fails_in_main.py", "x = 1\nif __name__ == '__main__':\n    raise ValueError('late')\n")
+    assert main(["local", path]) == 1
+    assert error_line(capsys) == "squall: error: fails_in_main.py: its __main__ code raised ValueError: late"
+
+
+def test_squall_alone_prints_the_usage_and_the_version(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: squall")
+    assert "local" in out and "jar" in out and "monitor" in out
+    assert out.rstrip().splitlines()[-1].startswith("squall 0.1.0 (Python ")
+
+
+def test_dash_dash_version_prints_the_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("squall 0.1.0 (Python ")
+
+
+def test_the_live_table_shows_the_component_of_the_last_error():
+    """rich reads "[split]" as markup: escaped, the caption keeps the component's name (and the
+    title and rows keep brackets in names)."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from squall.cli._local import _LiveView
+
+    counts = {"executors": 2, "tasks": 2, "emitted": 10, "acked": 9, "failed": 1, "executed": 10,
+              "complete_latency_ms": 0.0}
+    info = {"name": "wc[1]", "status": "ACTIVE", "uptime_secs": 3.0,
+            "components": {"split": {"type": "bolt", **counts}, "[b]old": {"type": "bolt", **counts}},
+            "errors": [{"component": "split", "task": 3, "error": "ValueError: bad [input]",
+                        "time": time.time()}]}
+    out = io.StringIO()
+    with _LiveView(Console(file=out, width=200, color_system=None)) as view:
+        view.show([(info, {})])
+    text = out.getvalue()
+    assert "last error: [split] task 3: ValueError: bad [input]" in text
+    assert "wc[1]  ACTIVE" in text
+    assert "[b]old" in text

@@ -215,7 +215,8 @@ def test_a_client_without_the_secret_says_so_and_creates_none(nimbus, tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.splitlines() == [
         f"squall: error: authentication failed: no cluster secret here (squall.secret is not set and "
-        f"{elsewhere / 'secret'} does not exist); use the master's squall.yaml (--config)"]
+        f"{elsewhere / 'secret'} does not exist); use the master's squall.yaml (--config), "
+        f"or -c storm.local.dir=DIR with the master's storm.local.dir, which holds its secret"]
     assert not (elsewhere / "secret").exists()
 
 
@@ -227,8 +228,27 @@ def test_monitor_names_the_components_when_m_is_wrong(nimbus, tmp_path):
         assert proc.returncode == 1
         assert proc.stderr == ("squall: error: topology 'watched' has no component 'nope' "
                                "(its components: numbers, sink)\n")
+        acker = nimbus.run("monitor", "watched", "-m", "__acker")  # as docs/cli.md says
+        assert acker.returncode == 1
+        assert acker.stderr == ("squall: error: the acker is not a component in squall, so monitor cannot watch "
+                                "it; `squall info watched` shows its tasks and executed count under \"acker\" "
+                                "(the components of 'watched': numbers, sink)\n")
+        assert set(nimbus.info("watched")["acker"]) == {"tasks", "executed"}
     finally:
         assert nimbus.ok("kill", "watched", "-w", "0") == "Killed topology: watched\n"
+
+
+def test_rebalance_to_more_executors_than_tasks_warns(nimbus, tmp_path):
+    path = write(tmp_path, "endless.py", BUILD_STYLE)
+    assert nimbus.ok("jar", "--name", "capped", path) == "Submitted topology: capped\n"
+    try:
+        proc = nimbus.run("rebalance", "capped", "-w", "0", "-e", "sink=5", "-e", "numbers=1")
+        assert (proc.returncode, proc.stdout) == (0, "Topology capped is rebalancing\n"), proc.stderr
+        assert proc.stderr == ("squall: warning: -e sink=5: sink has 2 tasks, and an executor runs at least "
+                               "one, so it gets 2 executors (a component's tasks are fixed at submit: "
+                               "set_num_tasks)\n")
+    finally:
+        assert nimbus.ok("kill", "capped", "-w", "0") == "Killed topology: capped\n"
 
 
 def test_sigterm_stops_nimbus_its_supervisor_and_every_worker(tmp_path):
@@ -252,6 +272,24 @@ def test_sigterm_stops_nimbus_its_supervisor_and_every_worker(tmp_path):
         nimbus.clean_up()
 
 
+def test_nimbus_prints_a_ready_line_with_its_address_that_scripts_can_wait_for(tmp_path):
+    """With nimbus.thrift.port 0 the master takes a free port: the ready line says which, and a
+    client reaches the master there as soon as the line is out."""
+    config = write_conf(tmp_path, **{"nimbus.thrift.port": 0})
+    proc = subprocess.Popen([sys.executable, "-m", "squall", "nimbus", "--no-supervisor", "--config", config],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("squall nimbus ready at 127.0.0.1:"), line
+        port = int(line.rstrip().rpartition(":")[2])
+        assert port > 0
+        listed = squall("list", "--config", config, "-c", f"nimbus.thrift.port={port}")
+        assert (listed.returncode, listed.stdout) == (0, "No topologies running.\n"), listed.stderr
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+
+
 def write_conf(tmp_path: Path, **conf) -> str:
     path = tmp_path / "squall.yaml"
     path.write_text(yaml.safe_dump({"storm.local.dir": str(tmp_path / "storm-local"), **conf}))
@@ -267,6 +305,18 @@ def test_an_unreachable_master_is_one_line(tmp_path, capsys, verb):
     assert main([verb[0], "--config", config, *verb[1:]]) == 1
     assert capsys.readouterr().err == (f"squall: error: cannot reach the master at 127.0.0.1:{port}: "
                                        f"Connection refused\n")
+
+
+def test_list_from_a_directory_without_squall_yaml_says_how_to_point_at_the_cluster(tmp_path, capsys, monkeypatch):
+    (port,) = free_ports(1)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SQUALL_CONF_DIR", raising=False)
+    assert main(["list", "-c", f"nimbus.thrift.port={port}"]) == 1
+    assert capsys.readouterr().err == (
+        f"squall: error: cannot reach the master at 127.0.0.1:{port}: Connection refused (no squall.yaml "
+        f"here or in $SQUALL_CONF_DIR, so this is the default address); point at the cluster with --config "
+        f"PATH/squall.yaml (the master's), or with -c nimbus.seeds=[HOST] -c nimbus.thrift.port=PORT "
+        f"-c storm.local.dir=DIR\n")
 
 
 @pytest.mark.parametrize("verb", [["nimbus"], ["jar", "x.py"]])

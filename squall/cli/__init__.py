@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, or a usage error argparse has printed
         return e.code if isinstance(e.code, int) else 1
+    if args.verb is None:  # plain `squall`: what it can do, rather than an argparse error
+        parser.print_help()
+        print(f"\n{_version_line()}")
+        return 0
     try:
         return args.run(args)
     except KeyboardInterrupt:
@@ -73,7 +77,8 @@ def _create_arg_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="squall", description="Apache Storm's model in Python. See docs/cli.md.")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    parser.add_argument("--version", action="version", version=_version_line(), help="print squall's version")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
 
     def verb(name: str, run, summary: str, description: str | None = None) -> argparse.ArgumentParser:
         p = verbs.add_parser(name, parents=[common], help=summary, description=description or summary)
@@ -167,5 +172,9 @@ def _create_arg_parser() -> argparse.ArgumentParser:
 
 def _cmd_version(args: argparse.Namespace) -> int:
     parse_overrides(args.overrides)
-    print(f"squall {__version__} (Python {sys.version.split()[0]})")
+    print(_version_line())
     return 0
+
+
+def _version_line() -> str:
+    return f"squall {__version__} (Python {sys.version.split()[0]})"

@@ -25,8 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .._config import find_conf_file
 from .._errors import SquallError
 from .._submitter import StormSubmitter
+from .._system import ACKER_COMPONENT
 from ..cluster.client import MasterClient, master_address
 from ..cluster.process import run_nimbus, running_supervisor
 from ..cluster.supervisor import Supervisor
@@ -45,16 +47,21 @@ def cmd_nimbus(args: argparse.Namespace) -> int:
     try:
         if args.host == "spark":
             from ..cluster.spark import run_spark_nimbus
-            return run_spark_nimbus(conf, args.spark_master)
+            return run_spark_nimbus(conf, args.spark_master, on_ready=_print_ready)
         if args.spark_master:
             raise UserError("--spark-master goes with --host spark", code=2)
-        return run_nimbus(conf, supervise=not args.no_supervisor)
+        return run_nimbus(conf, supervise=not args.no_supervisor, on_ready=_print_ready)
     except OSError as e:
         if e.errno != errno.EADDRINUSE:
             raise
         host, port = conf.get("nimbus.host") or "127.0.0.1", conf.get("nimbus.thrift.port")
         raise UserError(f"cannot listen on {host}:{port}: address already in use "
                         f"(is a master already running?)") from e
+
+
+def _print_ready(host: str, port: int, what: str = "") -> None:
+    """The line scripts wait for (docs/cli.md): the master listens, at this address."""
+    print(f"squall nimbus ready at {host}:{port}" + (f" ({what})" if what else ""), flush=True)
 
 
 def cmd_supervisor(args: argparse.Namespace) -> int:
@@ -88,30 +95,43 @@ def _secret_file(conf: dict[str, Any]) -> Path:
 
 
 @contextlib.contextmanager
-def _master_errors(conf: dict[str, Any], missing_secret: bool) -> Iterator[None]:
+def _master_errors(conf: dict[str, Any], missing_secret: bool, args: argparse.Namespace) -> Iterator[None]:
     """An unreachable or refusing master, directly or behind `StormSubmitter`, as one line."""
     try:
         yield
     except RpcError as e:
-        raise _master_error(e, conf, missing_secret) from e
+        raise _master_error(e, conf, missing_secret, _conf_file_used(args)) from e
     except SquallError as e:
         if isinstance(e.__cause__, RpcError):
-            raise _master_error(e.__cause__, conf, missing_secret) from e
+            raise _master_error(e.__cause__, conf, missing_secret, _conf_file_used(args)) from e
         raise
 
 
-def _master_error(e: RpcError, conf: dict[str, Any], missing_secret: bool) -> UserError:
+def _conf_file_used(args: argparse.Namespace) -> Path | None:
+    """The squall.yaml the verb read: ``--config``, else the one found (None: defaults only)."""
+    return Path(args.config) if args.config else find_conf_file()
+
+
+_POINT_AT_THE_CLUSTER = ("point at the cluster with --config PATH/squall.yaml (the master's), or with "
+                         "-c nimbus.seeds=[HOST] -c nimbus.thrift.port=PORT -c storm.local.dir=DIR")
+
+
+def _master_error(e: RpcError, conf: dict[str, Any], missing_secret: bool, conf_file: Path | None) -> UserError:
     host, port = master_address(conf)
     if isinstance(e, AuthenticationError):
         if missing_secret:
-            return UserError(f"authentication failed: no cluster secret here (squall.secret is not set and "
-                             f"{_secret_file(conf)} does not exist); use the master's squall.yaml (--config)")
+            return UserError(
+                f"authentication failed: no cluster secret here (squall.secret is not set and "
+                f"{_secret_file(conf).absolute()} does not exist); use the master's squall.yaml (--config), "
+                f"or -c storm.local.dir=DIR with the master's storm.local.dir, which holds its secret")
         source = "squall.secret" if conf.get("squall.secret") else str(_secret_file(conf))
         return UserError(f"authentication failed: the master at {host}:{port} refused our secret "
                          f"(from {source}); it must be the master's")
     cause = e.__cause__
     reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(e)
-    return UserError(f"cannot reach the master at {host}:{port}: {reason}")
+    hint = "" if conf_file is not None else (
+        f" (no squall.yaml here or in $SQUALL_CONF_DIR, so this is the default address); {_POINT_AT_THE_CLUSTER}")
+    return UserError(f"cannot reach the master at {host}:{port}: {reason}{hint}")
 
 
 @contextlib.contextmanager
@@ -119,7 +139,7 @@ def _master(args: argparse.Namespace) -> Iterator[MasterClient]:
     """A `MasterClient` for the master ``args`` name."""
     conf, _ = cluster_conf_of(args)
     client_conf, missing = _client_conf(conf)
-    with _master_errors(conf, missing), MasterClient(client_conf) as master:
+    with _master_errors(conf, missing, args), MasterClient(client_conf) as master:
         yield master
 
 
@@ -157,7 +177,7 @@ def cmd_jar(args: argparse.Namespace) -> int:
     if args.spark_master:
         raise UserError("--spark-master goes with --host spark", code=2)
     client_conf, missing = _client_conf(conf)
-    with on_sys_path(path.parent), StormSubmitter.using_conf(client_conf), _master_errors(conf, missing):
+    with on_sys_path(path.parent), StormSubmitter.using_conf(client_conf), _master_errors(conf, missing, args):
         submit_file(path, _ToMaster(), topology_over, args.name, args.args)
     return 0
 
@@ -269,9 +289,22 @@ def cmd_rebalance(args: argparse.Namespace) -> int:
         if not component:
             raise UserError(f"-e {item!r}: expected COMPONENT=N with N an integer, e.g. -e split=4", code=2)
     with _master(args) as master:
+        if executors:
+            _warn_over_tasks(master.get_topology_info(args.name), executors)
         master.rebalance(args.name, num_workers=args.workers, executors=executors or None, wait_secs=args.wait)
     print(f"Topology {args.name} is rebalancing")
     return 0
+
+
+def _warn_over_tasks(info: dict[str, Any], executors: dict[str, int]) -> None:
+    """A component runs at most one executor per task (Storm caps them too): say so, rather
+    than let ``-e`` seem ignored."""
+    for cid, n in executors.items():
+        tasks = info["components"].get(cid, {}).get("tasks")
+        if isinstance(tasks, int) and n > tasks:
+            print(f"squall: warning: -e {cid}={n}: {cid} has {tasks} task{'s' if tasks != 1 else ''}, and an "
+                  f"executor runs at least one, so it gets {tasks} executor{'s' if tasks != 1 else ''} "
+                  f"(a component's tasks are fixed at submit: set_num_tasks)", file=sys.stderr)
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
@@ -321,5 +354,9 @@ def _watched(info: dict[str, Any], component: str | None) -> list[str]:
         return [cid for cid, _c in user_components(info)]
     if component not in info["components"]:
         known = ", ".join(cid for cid, _c in user_components(info))
+        if component == ACKER_COMPONENT:  # Storm's acker is a bolt; squall's is not (docs/concepts.md)
+            raise UserError(f"the acker is not a component in squall, so monitor cannot watch it; `squall info "
+                            f"{info['name']}` shows its tasks and executed count under \"acker\" "
+                            f"(the components of {info['name']!r}: {known})")
         raise UserError(f"topology {info['name']!r} has no component {component!r} (its components: {known})")
     return [component]

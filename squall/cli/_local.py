@@ -228,11 +228,11 @@ class _PlainView:
 class _LiveView:
     """A table per topology, redrawn once a second (rich's Live)."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Any = None) -> None:
         from rich.console import Console
         from rich.live import Live
 
-        self._live = Live(console=Console(), auto_refresh=False, transient=False)
+        self._live = Live(console=console or Console(), auto_refresh=False, transient=False)
 
     def __enter__(self) -> _LiveView:
         self._live.__enter__()
@@ -243,14 +243,16 @@ class _LiveView:
 
     def show(self, samples) -> None:
         from rich.console import Group
+        from rich.markup import escape
         from rich.table import Table
 
+        # rich reads [...] in strings as markup: the error's "[split] task 3" would lose "[split]"
         tables = []
         for info, rates in samples:
-            title = f"[b]{info['name']}[/b]  {info['status']}  up {_duration(info['uptime_secs'])}"
+            title = f"[b]{escape(info['name'])}[/b]  {info['status']}  up {_duration(info['uptime_secs'])}"
             error = _last_error(info)
             table = Table(title=title, title_justify="left",
-                          caption=f"[red]last error: {error}[/red]" if error else None,
+                          caption=f"[red]last error: {escape(error)}[/red]" if error else None,
                           caption_justify="left")
             for col in ("component", "type"):
                 table.add_column(col)
@@ -263,7 +265,7 @@ class _LiveView:
                     lat = f"{c['complete_latency_ms'] if latency is None else latency:.2f}"
                 else:
                     lat = ""
-                table.add_row(cid, c["type"], str(c["executors"]), str(c["tasks"]), f"{c['emitted']:,}",
+                table.add_row(escape(cid), c["type"], str(c["executors"]), str(c["tasks"]), f"{c['emitted']:,}",
                               f"{c['acked']:,}", f"{c['failed']:,}", f"{c['executed']:,}", f"{rate:,.0f}", lat)
             tables.append(table)
         self._live.update(Group(*tables), refresh=True)

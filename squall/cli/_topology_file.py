@@ -8,14 +8,19 @@ b. a module-level ``topology`` that is a `StormTopology` (``conf`` as in a);
 c. Storm's way: the file's ``if __name__ == "__main__":`` code calls
    ``StormSubmitter.submit_topology(name, conf, topology)``.
 
-For a and b, FILE is imported under a module name of its own (so its ``__main__`` block does not
-run) and the verb submits the topology. Only if neither is defined is FILE run again as
-``__main__`` with `StormSubmitter` pointed at a `FileSubmitter`. Each way of failing has a
-message of its own (bytewax's ``_locate_dataflow``).
+FILE runs once. Which case applies is read from its source first (`binds_topology`): if its
+module-level code, outside ``if __name__ == "__main__":`` blocks, binds ``build`` or
+``topology`` (a ``def``, an assignment, an import), FILE is imported under a module name of its
+own (so its ``__main__`` block does not run) and the verb submits the topology. Otherwise FILE
+runs as ``__main__`` with `StormSubmitter` pointed at a `FileSubmitter`. Only a file whose
+source binds one of the names but whose import did not (``build`` defined under a condition that
+was false) runs a second time, as ``__main__``. Each way of failing has a message of its own
+(bytewax's ``_locate_dataflow``).
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib.util
 import itertools
@@ -156,6 +161,86 @@ class FileSubmitter:
         self.names.append(name)
 
 
+_NAMES = frozenset({"build", "topology"})
+
+
+def binds_topology(source: str | bytes) -> bool:
+    """Whether FILE's module-level code, outside its ``if __name__ == "__main__":`` blocks, may
+    bind ``build`` or ``topology`` (a ``def``, a ``class``, an assignment, an import, or
+    ``from ... import *``). A file that does not parse says yes: importing it reports the error."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return True
+    return not _NAMES.isdisjoint(_bound_names(tree.body))
+
+
+def _bound_names(body: list[ast.stmt]) -> Iterator[str]:
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                yield from (n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                yield "build" if alias.name == "*" else alias.asname or alias.name.partition(".")[0]
+        elif isinstance(node, ast.If):
+            if not _is_main_guard(node.test):
+                yield from _bound_names(node.body)
+            yield from _bound_names(node.orelse)
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            yield from _bound_names(node.body)
+            for handler in node.handlers:
+                yield from _bound_names(handler.body)
+            yield from _bound_names(node.orelse)
+            yield from _bound_names(node.finalbody)
+        elif isinstance(node, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
+            if isinstance(node, (ast.For, ast.AsyncFor)):
+                yield from (n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+            yield from _bound_names(node.body)
+            yield from _bound_names(getattr(node, "orelse", []))
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = {_text(test.left), _text(test.comparators[0])}
+    return sides == {"name:__name__", "str:__main__"}
+
+
+def _text(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return f"name:{node.id}"
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return f"str:{node.value}"
+    return ""
+
+
+def _main_guard_lines(source: str | bytes) -> list[range]:
+    """The lines of FILE's module-level ``if __name__ == "__main__":`` blocks."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    return [range(node.lineno, (node.end_lineno or node.lineno) + 1) for node in tree.body
+            if isinstance(node, ast.If) and _is_main_guard(node.test)]
+
+
+def _raised_in_main_block(error: BaseException, path: Path, source: str | bytes) -> bool:
+    """Whether FILE's module-level frame was in a ``__main__`` block when ``error`` was raised
+    (else it was FILE's other module-level code: an error of importing it)."""
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "<module>" and code.co_filename == str(path):
+            return any(tb.tb_lineno in lines for lines in _main_guard_lines(source))
+        tb = tb.tb_next
+    return True
+
+
 def run_as_main(path: Path, argv: list[str], submitter: FileSubmitter) -> list[str]:
     """Case c: run FILE as ``__main__`` with ``sys.argv = argv``; return the names it submitted."""
     saved = sys.argv
@@ -171,6 +256,8 @@ def run_as_main(path: Path, argv: list[str], submitter: FileSubmitter) -> list[s
     except BaseException as e:
         if e is submitter.error and isinstance(e, (SquallError, UserError)):
             raise
+        if not _raised_in_main_block(e, path, path.read_bytes()):
+            raise UserError(f"error importing {path.name}: {type(e).__name__}: {e}") from e
         raise UserError(f"{path.name}: its __main__ code raised {type(e).__name__}: {e}") from e
     finally:
         sys.argv = saved
@@ -187,7 +274,7 @@ def submit_file(path: Path, target: Any, topology_over: dict[str, Any], name: st
     """Submit what FILE defines (``build()`` or ``topology``) or submits (run as ``__main__``
     with ``args``) to ``target``, each topology's conf under ``topology_over``; return the names
     submitted. ``name`` (--name) overrides the topology's name."""
-    found = topology_in(import_file(path), path)
+    found = topology_in(import_file(path), path) if binds_topology(path.read_bytes()) else None
     if found is not None:
         topology, conf = found
         name = name or topology_name(path)

@@ -3,17 +3,17 @@ master's errors raised as the same exceptions `LocalCluster` raises."""
 
 from __future__ import annotations
 
-import importlib
+import contextlib
 import logging
-import sys
-import sysconfig
 from typing import Any
 
 import cloudpickle
 
 from .. import _errors
 from .._topology import StormTopology
+from ..engine import code_pickler
 from ..worker.rpc import Client, RemoteError, load_or_create_secret, rpc_settings
+from .shipping import user_modules
 
 log = logging.getLogger("squall.client")
 
@@ -33,32 +33,13 @@ def master_address(conf: dict[str, Any]) -> tuple[str, int]:
 
 
 def _user_modules(topology: StormTopology) -> list[Any]:
-    """The user's own top-level modules and packages behind a topology's components and
-    groupings: those not from the standard library, site-packages or squall itself."""
-    skip = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    seen: set[str] = set()
-    found = []
+    """The user's own top-level modules and packages that a topology's components and custom
+    groupings reach (`squall.cluster.shipping.user_modules`)."""
     objs: list[Any] = []
     for spec in topology.components.values():
         objs.append(spec.obj)
         objs += [g.custom for g in spec.inputs.values() if g.custom is not None]
-    for obj in objs:
-        for cls in type(obj).__mro__:
-            # the top-level package: its other modules (helpers the component calls) go too
-            name = cls.__module__.split(".")[0]
-            if name in seen or name in ("__main__", "squall", "builtins"):
-                continue
-            seen.add(name)
-            module = sys.modules.get(name)
-            if module is None:
-                try:
-                    module = importlib.import_module(name)
-                except ImportError:  # a class that came by value (in the master): it goes so again
-                    continue
-            path = getattr(module, "__file__", None)
-            if path and not any(path.startswith(p) for p in skip):
-                found.append(module)
-    return found
+    return user_modules(objs)
 
 
 def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:
@@ -67,30 +48,44 @@ def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:
 
     The by-value registration lasts only for this call, so nothing else in the process (a
     LocalCluster, say) is affected. If a module cannot go by value (its code refers to
-    module-level state that cannot be pickled, such as a lock), the topology is pickled by
-    reference instead, with a warning: workers must then be able to import those modules.
+    module-level state that cannot be pickled, such as a lock), it goes by reference instead,
+    with a warning naming it, and the others still go by value: workers must then be able to
+    import that module.
 
     Raises:
         InvalidTopologyException: the topology cannot be pickled either way.
     """
     target = topology if obj is None else obj
     modules = _user_modules(topology)
-    for m in modules:
-        cloudpickle.register_pickle_by_value(m)
     try:
-        return cloudpickle.dumps(target)
+        return _dumps_by_value(target, modules)
     except Exception as e:
         by_value_error = e
-    finally:
-        for m in modules:
-            cloudpickle.unregister_pickle_by_value(m)
+    # keep each module by value that still pickles with the ones kept before it
+    kept: list[Any] = []
+    for m in modules:
+        with contextlib.suppress(Exception):
+            _dumps_by_value(target, [*kept, m])
+            kept.append(m)
     try:
-        blob = cloudpickle.dumps(target)
+        blob = _dumps_by_value(target, kept)
     except Exception as e:
         raise _errors.InvalidTopologyException(f"the topology cannot be serialized: {e}") from e
     log.warning("could not ship %s by value (%s); workers must be able to import them",
-                ", ".join(m.__name__ for m in modules), by_value_error)
+                ", ".join(m.__name__ for m in modules if m not in kept), by_value_error)
     return blob
+
+
+def _dumps_by_value(target: Any, modules: list[Any]) -> bytes:
+    registered = cloudpickle.list_registry_pickle_by_value()
+    ours = [m for m in modules if m.__name__ not in registered]  # the user's own registrations stay
+    for m in ours:
+        cloudpickle.register_pickle_by_value(m)
+    try:
+        return code_pickler.dumps(target)
+    finally:
+        for m in ours:
+            cloudpickle.unregister_pickle_by_value(m)
 
 
 class MasterClient:

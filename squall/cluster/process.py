@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,10 @@ def start_supervisor(conf: dict[str, Any]) -> tuple[int, bool]:
     return proc.pid, True
 
 
-def run_nimbus(conf: dict[str, Any], supervise: bool = True) -> int:
-    """Run the master until SIGINT/SIGTERM; with ``supervise``, also a supervisor process."""
+def run_nimbus(conf: dict[str, Any], supervise: bool = True,
+               on_ready: Callable[[str, int], None] | None = None) -> int:
+    """Run the master until SIGINT/SIGTERM; with ``supervise``, also a supervisor process.
+    ``on_ready(host, port)`` is called once the master listens."""
     master = Master(conf)
     sup_pid, started = start_supervisor(conf) if supervise else (None, False)
 
@@ -71,9 +74,16 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        server = asyncio.create_task(master.serve())
+        listening = asyncio.Event()
+        server = asyncio.create_task(master.serve(listening))
         stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait({server, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        ready = asyncio.create_task(listening.wait())
+        await asyncio.wait({server, stopped, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if ready.done() and not (server.done() or stopped.done()):
+            if on_ready is not None:
+                on_ready(str(conf.get("nimbus.host") or "127.0.0.1"), master.port)
+            await asyncio.wait({server, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
         stopped.cancel()
         if server.done():
             server.result()  # serve ended by itself: raise why (say, the port is taken)

@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,8 @@ def require_spark() -> Any:
     try:
         import pyspark
     except ImportError:
-        raise SquallError("the Spark host needs pyspark: pip install 'squall[spark]'") from None
+        raise SquallError("the Spark host needs pyspark: pip install 'pyspark>=3.5' (or, in squall's checkout, "
+                          "pip install -e '.[spark]')") from None
     if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
         raise SquallError("the Spark host needs Java (17 or 21 for pyspark 4; 8, 11 or 17 for pyspark 3.5), "
                           "and none was found: install a JDK (Debian/Ubuntu: apt-get install "
@@ -438,14 +440,17 @@ def _master_addresses(sc: Any, host: str) -> tuple[str, str]:
     return host, host
 
 
-def run_spark_nimbus(conf: dict[str, Any], spark_master: str | None) -> int:
-    """``squall nimbus --host spark``: the master in a new Spark driver, until SIGINT/SIGTERM."""
+def run_spark_nimbus(conf: dict[str, Any], spark_master: str | None,
+                     on_ready: Callable[[str, int, str], None] | None = None) -> int:
+    """``squall nimbus --host spark``: the master in a new Spark driver, until SIGINT/SIGTERM.
+    ``on_ready(host, port, what)`` is called once the master listens and the task slots are
+    known (``what``: the Spark master and the slots)."""
     cluster = SparkCluster(master=spark_master, conf=conf)
     try:
         stop = stop_on_signals()
-        print(f"squall master on Spark {cluster.spark.sparkContext.master}: "
-              f"{cluster.conf['nimbus.host']}:{cluster.conf['nimbus.thrift.port']}, "
-              f"{len(cluster.supervisor.ports)} task slots", flush=True)
+        if on_ready is not None:
+            on_ready(str(cluster.conf["nimbus.host"]), int(cluster.conf["nimbus.thrift.port"]),
+                     f"Spark {cluster.spark.sparkContext.master}, {len(cluster.supervisor.ports)} task slots")
         stop.wait()
     finally:
         cluster.shutdown(kill_topologies=False)

@@ -32,6 +32,7 @@ from .._config import cluster_conf
 from .._private import open_private_log, private_dir, write_private
 from ..worker.process import EXIT_CANNOT_START
 from ..worker.rpc import Client, RpcError, load_or_create_secret, rpc_settings
+from .client import master_address
 
 log = logging.getLogger("squall.supervisor")
 
@@ -70,7 +71,7 @@ class Supervisor:
         self._stopping = False
 
     def _master(self) -> tuple[str, int]:
-        return str(self.conf.get("nimbus.host") or "127.0.0.1"), int(self.conf.get("nimbus.thrift.port") or 6627)
+        return master_address(self.conf)  # nimbus.seeds, else nimbus.host, as for a client
 
     def sync(self) -> None:
         """One round: reap exits, ask the master, start and stop workers to match."""

@@ -24,6 +24,7 @@ from .._context import TopologyContext
 from .._errors import InvalidTopologyException
 from .._system import ACKER_COMPONENT
 from .._tuple import Tuple
+from . import code_pickler
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor
 from .executor import ErrorRecord, Executor, Wiring, error_record, log
@@ -42,7 +43,7 @@ def component_blobs(plan: TopologyPlan) -> dict[str, bytes]:
     blobs = {}
     for cid, spec in plan.topology.components.items():
         try:
-            blobs[cid] = cloudpickle.dumps(spec.obj)
+            blobs[cid] = code_pickler.dumps(spec.obj)  # the user's modules may refer to each other
         except Exception as e:
             raise InvalidTopologyException(
                 f"Component [{cid}] cannot be serialized ({type(e).__name__}: {e}); squall copies each "

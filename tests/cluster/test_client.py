@@ -1,4 +1,5 @@
-"""Pickling a topology for the master: user modules by value, for that call only."""
+"""Pickling a topology for the master (user modules by value, for that call only), and where
+clients and supervisors find the master."""
 
 import logging
 import sys
@@ -7,7 +8,9 @@ import textwrap
 import cloudpickle
 
 from squall import LocalCluster, TopologyBuilder
-from squall.cluster.client import pickle_topology
+from squall._config import cluster_conf
+from squall.cluster.client import master_address, pickle_topology
+from squall.cluster.supervisor import Supervisor
 
 LOCKED = """
     import threading
@@ -75,3 +78,14 @@ def test_a_module_whose_state_cannot_be_pickled_falls_back_to_import_by_name(tmp
             assert cluster.get_topology_info("locked")["status"] == "ACTIVE"
     finally:
         sys.path.remove(str(tmp_path))
+
+
+def test_nimbus_seeds_defaults_to_nimbus_host_for_clients_and_supervisors(tmp_path):
+    """A squall.yaml that sets only nimbus.host serves the master and everyone who reaches it
+    (nimbus.seeds was ["localhost"] whatever nimbus.host said)."""
+    conf = cluster_conf({"nimbus.host": "10.1.2.3", "storm.local.dir": str(tmp_path)})
+    assert master_address(conf) == ("10.1.2.3", 6627)
+    assert Supervisor(conf, host="127.0.0.1")._master() == ("10.1.2.3", 6627)
+    seeded = {**conf, "nimbus.seeds": ["master.example", "other.example"]}
+    assert master_address(seeded) == ("master.example", 6627)
+    assert Supervisor(seeded, host="127.0.0.1")._master() == ("master.example", 6627)

@@ -82,3 +82,97 @@ def test_a_topology_from_the_users_package_runs_on_workers_that_cannot_import_it
     finally:
         with shared_cluster.client() as m:
             m.kill_topology("shipped", wait_secs=0)
+
+
+# FILE's directory: the bolt's module reaches helpers in every way a user's code does
+BESIDE_FILE = {
+    "helpers.py": """
+        def shout(word):
+            return word.upper() + "!"
+    """,
+    "helpers2.py": """
+        import formats  # reached only through helpers2: found transitively
+
+
+        def wrap(text):
+            return formats.brackets(text)
+    """,
+    "formats.py": """
+        import helpers2  # a cycle: helpers2 imports formats, which imports helpers2
+
+
+        def brackets(text):
+            return "[" + text + "]"
+    """,
+    "tools/__init__.py": "",
+    "tools/text.py": """
+        def twice(text):
+            return text + text
+    """,
+    "bolts.py": """
+        import json
+        from pathlib import Path
+
+        import helpers2
+        from helpers import shout
+        from tools.text import twice
+
+        from squall import BasicBolt, Fields, Spout
+
+
+        class Words(Spout):
+            def declare_output_fields(self, declarer):
+                declarer.declare(Fields("w"))
+
+            def open(self, conf, context, collector):
+                super().open(conf, context, collector)
+                self.todo = ["a", "b", "c"]
+
+            def next_tuple(self):
+                if self.todo:
+                    self.collector.emit([self.todo.pop()])
+
+
+        class Decorate(BasicBolt):
+            def execute(self, tup, collector):
+                with open(Path(self.conf["test.out.dir"]) / "decorated.txt", "a") as f:
+                    f.write(helpers2.wrap(twice(shout(tup[0]))) + "\\n")
+    """,
+    "decorated.py": """
+        from squall import TopologyBuilder
+
+        from bolts import Decorate, Words
+
+
+        def build():
+            b = TopologyBuilder()
+            b.set_spout("words", Words())
+            b.set_bolt("decorate", Decorate(), 2).shuffle_grouping("words")
+            return b.create_topology()
+    """,
+}
+
+
+def test_helper_modules_beside_the_file_travel_with_the_topology(shared_cluster, tmp_path):
+    """``squall jar FILE``: the bolt's module imports a helper function (``from helpers import
+    shout``), a helper module (``import helpers2``, which imports ``formats``, which imports it
+    back) and a package's submodule (``from tools.text import twice``); the workers, which run
+    from another directory, import none of them."""
+    src = tmp_path / "src"
+    for name, text in BESIDE_FILE.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text(textwrap.dedent(text))
+    out = tmp_path / "out"
+    out.mkdir()
+    run = subprocess.run([sys.executable, "-m", "squall.cli", "jar", "--config", str(shared_cluster.file),
+                          "-c", f"test.out.dir={out}", "-c", "topology.workers=2", str(src / "decorated.py")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    try:
+        decorated = out / "decorated.txt"
+        assert wait_until(lambda: decorated.exists() and len(decorated.read_text().split()) == 3, 30), \
+            (shared_cluster.dir.parent / "master.log").read_text()[-3000:]
+        assert sorted(decorated.read_text().split()) == ["[A!A!]", "[B!B!]", "[C!C!]"]
+    finally:
+        with shared_cluster.client() as m:
+            m.kill_topology("decorated", wait_secs=0)

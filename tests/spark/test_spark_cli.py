@@ -103,7 +103,9 @@ def test_nimbus_on_spark_serves_squall_jar_and_a_restarted_nimbus_resumes_its_to
     nimbus = ["squall.cli", "nimbus", "--config", config, "--host", "spark", "--spark-master", "local[2]"]
     first = _Driver([sys.executable, "-m", *nimbus])
     try:
-        assert wait_until(lambda: first.saw("squall master on Spark local[2]"), 90), "".join(first.lines)
+        # the ready line, which scripts wait for
+        assert wait_until(lambda: first.saw("squall nimbus ready at 127.0.0.1:"), 90), "".join(first.lines)
+        assert first.saw("(Spark local[2], 2 task slots)"), "".join(first.lines)
         submitted = _squall("jar", "--config", config, "examples/word_count.py")
         assert submitted.stdout == "Submitted topology: word_count\n", submitted.stderr
         assert wait_until(lambda: _emitted(config) > 0, 60)
@@ -113,7 +115,7 @@ def test_nimbus_on_spark_serves_squall_jar_and_a_restarted_nimbus_resumes_its_to
         first.stop()
     second = _Driver([sys.executable, "-m", *nimbus])
     try:
-        assert wait_until(lambda: second.saw("squall master on Spark local[2]"), 90), "".join(second.lines)
+        assert wait_until(lambda: second.saw("squall nimbus ready at 127.0.0.1:"), 90), "".join(second.lines)
         assert wait_until(lambda: _emitted(config) > 0, 60), "the resumed topology does not run"
         assert _squall("kill", "--config", config, "word_count", "-w", "0").returncode == 0
     finally:

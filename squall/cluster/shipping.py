@@ -1,0 +1,166 @@
+"""Which of the user's modules travel with a topology, as Storm ships the jar.
+
+The user's code is every module that is neither the standard library, nor installed
+(site-packages, dist-packages), nor squall: the modules beside FILE, a package of the user's,
+a helper module that a bolt calls. A component needs not only the module that defines its
+class but every user module that code reaches: ``from helpers import shout`` puts ``shout`` in
+the component's module, ``import helpers2`` puts the module itself there, and ``helpers`` may in
+turn import ``formats``. `user_modules` follows those references through the modules' globals
+(functions, classes, modules, and the types of other values), transitively and once per
+namespace, so cycles end. It imports nothing: a module that is not loaded in this process is
+not the user's code here (in the master, the classes that came by value have no module to load).
+
+What it cannot see: an ``import`` inside a function body that has not run yet, and modules
+reached only through data (a module name in a string). Those must be importable where the
+workers run.
+"""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+import sysconfig
+from collections.abc import Iterable
+from types import FunctionType, MethodType, ModuleType
+from typing import Any
+
+# Never the user's, wherever they are installed (squall runs from a checkout, editable).
+_NOT_USER = frozenset(sys.stdlib_module_names) | {"builtins", "squall", "__mp_main__"}
+_INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
+
+
+def _library_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    dirs.update(site.getsitepackages())
+    if site.ENABLE_USER_SITE and site.USER_SITE:
+        dirs.add(site.USER_SITE)
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs)
+
+
+_LIBRARY_DIRS = _library_dirs()
+
+
+def is_user_file(path: str) -> bool:
+    """Whether ``path`` is Python source of the user's: a ``.py`` file outside the standard
+    library and outside any site-packages or dist-packages directory."""
+    if not path.endswith(".py"):
+        return False  # an extension module, or a module without source: it cannot go by value
+    real = os.path.realpath(path)
+    if real.startswith(_LIBRARY_DIRS):
+        return False
+    return not _INSTALLED_DIRS.intersection(real.split(os.sep))
+
+
+def _is_user_namespace(ns: dict[str, Any]) -> bool:
+    """Whether a module's globals are the user's code (``__main__`` is, when it is FILE run as
+    a script or a notebook: its classes go by value anyway, but what it imports must be found)."""
+    name = ns.get("__name__")
+    if not isinstance(name, str):
+        return False
+    path = ns.get("__file__")
+    if name == "__main__":
+        return not isinstance(path, str) or is_user_file(path)
+    if name.partition(".")[0] in _NOT_USER:
+        return False
+    return isinstance(path, str) and is_user_file(path)
+
+
+class _Finder:
+    """One search: the namespaces walked so far (by identity, so cycles end) and the top-level
+    modules found."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, ModuleType] = {}
+        self._walked: set[int] = set()
+        self._types: set[int] = set()
+        self._todo: list[dict[str, Any]] = []
+
+    def run(self, roots: Iterable[Any]) -> list[ModuleType]:
+        for obj in roots:
+            self._value(type(obj))
+            # what the instance holds: a helper object, a function, a module
+            for held in list(getattr(obj, "__dict__", {}).values()):
+                self._safely(held)
+        while self._todo:
+            ns = self._todo.pop()
+            for value in list(ns.values()):
+                self._safely(value)
+        return list(self.found.values())
+
+    def _safely(self, value: Any) -> None:
+        try:
+            self._value(value)
+        except Exception:  # noqa: BLE001 - an odd object (a lazy proxy) is skipped: the search is best effort
+            pass
+
+    def _value(self, value: Any) -> None:
+        if isinstance(value, ModuleType):
+            self._namespace(vars(value))
+        elif isinstance(value, type):
+            self._type(value)
+        elif isinstance(value, (FunctionType, MethodType, staticmethod, classmethod)):
+            self._function(value)
+        else:
+            self._type(type(value))
+
+    def _function(self, fn: Any) -> None:
+        fn = getattr(fn, "__func__", fn)
+        if not isinstance(fn, FunctionType):
+            return
+        self._namespace(fn.__globals__)
+        for cell in fn.__closure__ or ():
+            try:
+                self._value(cell.cell_contents)
+            except ValueError:  # an empty cell
+                pass
+
+    def _type(self, cls: type) -> None:
+        if id(cls) in self._types:
+            return
+        self._types.add(id(cls))
+        for klass in cls.__mro__:
+            name = getattr(klass, "__module__", None)
+            if not isinstance(name, str) or name.partition(".")[0] in _NOT_USER:
+                continue
+            module = sys.modules.get(name)
+            if module is not None:
+                self._namespace(vars(module))
+            for attr in list(vars(klass).values()):
+                if isinstance(attr, property):
+                    for fn in (attr.fget, attr.fset, attr.fdel):
+                        self._function(fn)
+                elif isinstance(attr, (FunctionType, staticmethod, classmethod)):
+                    self._function(attr)
+
+    def _namespace(self, ns: dict[str, Any]) -> None:
+        if id(ns) in self._walked:
+            return
+        self._walked.add(id(ns))
+        if not _is_user_namespace(ns):
+            return
+        self._todo.append(ns)
+        name = ns["__name__"]
+        module = sys.modules.get(name)
+        if module is None or vars(module) is not ns or name == "__main__":
+            return  # a script's or a by-value module's globals: walked, but nothing to register
+        top = sys.modules.get(name.partition(".")[0])
+        if top is None or not isinstance(getattr(top, "__file__", None), str):
+            top = module  # a namespace package: only the module itself can be named
+        if top.__name__ in self.found:
+            return
+        self.found[top.__name__] = top
+        # the whole package goes by value, so whatever its loaded submodules reach must go too
+        prefix = top.__name__ + "."
+        for sub_name, sub in list(sys.modules.items()):
+            if sub is not None and (sub is top or sub_name.startswith(prefix)):
+                self._namespace(vars(sub))
+
+
+def user_modules(roots: Iterable[Any]) -> list[ModuleType]:
+    """The top-level modules and packages of the user's code that ``roots`` (a topology's
+    spouts, bolts and custom groupings) reach, transitively (see the module docstring), in the
+    order found. Each is in ``sys.modules``, so it can be registered with cloudpickle's
+    ``register_pickle_by_value`` (a package's submodules then go by value too)."""
+    return _Finder().run(roots)

@@ -32,12 +32,12 @@ def _squall_processes(marker: str) -> dict[int, str]:
 
 
 class Cluster:
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, **extra_conf):
         master_port, *slots = _free_ports(3)
         self.dir = tmp_path / "storm-local"
         self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": master_port,
                      "supervisor.slots.ports": slots, "nimbus.task.timeout.secs": 5,
-                     "nimbus.monitor.freq.secs": 1, "squall.worker.max.launch.attempts": 2}
+                     "nimbus.monitor.freq.secs": 1, "squall.worker.max.launch.attempts": 2, **extra_conf}
         self.file = tmp_path / "squall.yaml"
         self.file.write_text(yaml.safe_dump(self.conf))
         self.master = None
@@ -64,6 +64,9 @@ class Cluster:
 
     def workers(self):
         return {p: c for p, c in _squall_processes(str(self.dir)).items() if "squall.worker" in c}
+
+    def supervisors(self):
+        return [p for p, c in _squall_processes(str(self.dir)).items() if "squall.cluster.supervisor" in c]
 
     def stop(self):
         if self.master.poll() is None:

@@ -15,8 +15,12 @@ The master never holds a worker: if it dies, supervisors keep their workers and 
 processing (the Storm paper's key property); when it restarts it reloads its state and picks
 the heartbeats up again. A worker that stops heartbeating for ``nimbus.task.timeout.secs``
 (``nimbus.task.launch.secs`` while it starts) gets a new launch id, which its supervisor obeys by
-restarting it; a slot that failed to start ``squall.worker.max.launch.attempts`` times in a row
-is given up and its error shown.
+restarting it. A worker that exits before its heartbeat said it started (its executors opened)
+failed to start, whatever the cause: its slot waits 1, 2, 4 ... 30 s before the next start, and
+after ``squall.worker.max.launch.attempts`` failed starts in a row it is given up; the error (the
+worker's own, else the last lines of its output, which its supervisor sends) shows in ``list``.
+The scheduler runs again whenever slots may have freed or appeared: a kill's removal, a
+rebalance, a supervisor that joins or leaves.
 """
 
 from __future__ import annotations

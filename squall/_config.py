@@ -7,6 +7,7 @@ in ``squall/defaults.yaml``. Layers are resolved once, at submit (`topology_conf
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from functools import cache
@@ -222,7 +223,7 @@ def _non_negative_int(v: Any) -> bool:
 
 
 def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v  # not NaN
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
 
 
 def _positive_number(v: Any) -> bool:
@@ -300,8 +301,8 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
                                                          "a non-negative number of milliseconds", False),
     "topology.backpressure.check.millis": _MILLIS,
     "topology.executor.blocking.warn.millis": _MILLIS,
-    "topology.worker.gc.thresholds": (_gc_thresholds, "a list of 1 to 3 non-negative integers or null "
-                                                      "(Python's gc.set_threshold)", True),
+    "topology.worker.gc.thresholds": (_gc_thresholds, ("a list of 1 to 3 non-negative integers or null "
+                                                       "(Python's gc.set_threshold)"), True),
     "topology.name": (_string, "a non-empty string", True),
     # the cluster's (checked when a daemon or client reads its configuration, and at submit)
     "storm.local.dir": (_string, "a directory (a non-empty string)", False),
@@ -321,8 +322,8 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "supervisor.heartbeat.frequency.secs": _SECONDS,
     "supervisor.monitor.frequency.secs": _SECONDS,
     "worker.heartbeat.frequency.secs": _SECONDS,
-    "isolation.scheduler.machines": (_machines, "a mapping of topology names to numbers of machines, "
-                                                "or null", True),
+    "isolation.scheduler.machines": (_machines, "a mapping of topology names to numbers of machines, or null",
+                                     True),
     "squall.worker.max.launch.attempts": (_positive_int, "a positive integer", False),
     "squall.log.max.bytes": (_non_negative_int, "a non-negative integer (0: never rotate)", False),
     "squall.log.backup.count": (_non_negative_int, "a non-negative integer", False),

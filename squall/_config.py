@@ -7,6 +7,7 @@ in ``squall/defaults.yaml``. Layers are resolved once, at submit (`topology_conf
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from functools import cache
@@ -234,29 +235,122 @@ def _non_negative_int(v: Any) -> bool:
     return type(v) is int and v >= 0
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+
+
 def _positive_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+    return _number(v) and v > 0
+
+
+def _non_negative_number(v: Any) -> bool:
+    return _number(v) and v >= 0
+
+
+def _fraction(v: Any) -> bool:
+    return _number(v) and 0 < v <= 1
 
 
 def _bool(v: Any) -> bool:
     return isinstance(v, bool)
 
 
+def _string(v: Any) -> bool:
+    return isinstance(v, str) and v != ""
+
+
+def _strings(v: Any) -> bool:
+    return isinstance(v, list) and all(_string(x) for x in v)
+
+
+def _port(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= 65535
+
+
+def _ports(v: Any) -> bool:
+    return isinstance(v, list) and all(type(p) is int and 1 <= p <= 65535 for p in v)
+
+
+def _gc_thresholds(v: Any) -> bool:
+    return isinstance(v, list) and 1 <= len(v) <= 3 and all(_non_negative_int(x) for x in v)
+
+
+def _encryption(v: Any) -> bool:
+    return isinstance(v, bool) or (isinstance(v, str) and v.strip().lower() in ("auto", "true", "false"))
+
+
+def _machines(v: Any) -> bool:
+    return isinstance(v, dict) and all(isinstance(k, str) and _positive_int(n) for k, n in v.items())
+
+
+_BOOL = (_bool, "true or false", False)
+_SECONDS = (_positive_number, "a positive number of seconds", False)
+_MILLIS = (_positive_number, "a positive number of milliseconds", False)
+
 _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
-    # key: (check, what it must be, None allowed)
+    # key: (check, what it must be, None allowed); Storm's validators (ConfigValidation) for
+    # every key of defaults.yaml that squall reads, so that a bad value is refused where it is
+    # given (at submit, or when a daemon starts) and not by a worker that then cannot start
     "topology.workers": (_positive_int, "a positive integer", False),
     "topology.acker.executors": (_non_negative_int, "a non-negative integer or null", True),
+    "topology.eventlogger.executors": (_non_negative_int, "a non-negative integer", False),
     "topology.max.spout.pending": (_positive_int, "a positive integer or null", True),
-    "topology.message.timeout.secs": (_positive_number, "a positive number of seconds", False),
-    "topology.enable.message.timeouts": (_bool, "true or false", False),
-    "topology.debug": (_bool, "true or false", False),
+    "topology.message.timeout.secs": _SECONDS,
+    "topology.enable.message.timeouts": _BOOL,
+    "topology.debug": _BOOL,
     "topology.tick.tuple.freq.secs": (_positive_number, "a positive number of seconds or null", True),
     "topology.max.task.parallelism": (_positive_int, "a positive integer or null", True),
     "topology.tasks": (_positive_int, "a positive integer or null", True),
-    "topology.fall.back.on.pickle": (_bool, "true or false", False),
-    "topology.executor.own.thread": (_bool, "true or false", False),
+    "topology.stats.sample.rate": (_fraction, "a number above 0 and at most 1", False),
+    "topology.fall.back.on.pickle": _BOOL,
+    "topology.skip.missing.kryo.registrations": _BOOL,
+    "topology.disable.loadaware.messaging": _BOOL,
+    "topology.executor.own.thread": _BOOL,
     "topology.executor.receive.buffer.size": (_positive_int, "a positive integer", False),
+    "topology.producer.batch.size": (_positive_int, "a positive integer", False),
+    "topology.spout.recvq.skips": (_positive_int, "a positive integer", False),
+    "topology.error.throttle.interval.secs": _SECONDS,
+    "topology.max.error.report.per.interval": (_positive_int, "a positive integer", False),
+    "topology.spout.wait.progressive.level1.count": (_non_negative_int, "a non-negative integer", False),
+    "topology.spout.wait.progressive.level2.count": (_non_negative_int, "a non-negative integer", False),
     "topology.spout.wait.progressive.level3.sleep.millis": (_positive_number, "a positive number", False),
+    "topology.spout.wait.progressive.max.sleep.millis": (_non_negative_number,
+                                                         "a non-negative number of milliseconds", False),
+    "topology.backpressure.check.millis": _MILLIS,
+    "topology.executor.blocking.warn.millis": _MILLIS,
+    "topology.worker.gc.thresholds": (_gc_thresholds, ("a list of 1 to 3 non-negative integers or null "
+                                                       "(Python's gc.set_threshold)"), True),
+    "topology.name": (_string, "a non-empty string", True),
+    # the cluster's (checked when a daemon or client reads its configuration, and at submit)
+    "storm.local.dir": (_string, "a directory (a non-empty string)", False),
+    "storm.local.hostname": (_string, "a host name or null", True),
+    "storm.cluster.mode": (_string, "a non-empty string", False),
+    "storm.scheduler": (_string, "\"module:Class\" of an IScheduler, or null", True),
+    "nimbus.seeds": (_strings, "a list of host names", True),
+    "nimbus.host": (_string, "a host name or address", False),
+    "nimbus.thrift.port": (_port, "a port number (0 to 65535; 0: any free port)", False),
+    "nimbus.task.timeout.secs": _SECONDS,
+    "nimbus.supervisor.timeout.secs": _SECONDS,
+    "nimbus.monitor.freq.secs": _SECONDS,
+    "nimbus.task.launch.secs": _SECONDS,
+    "supervisor.slots.ports": (_ports, "a list of port numbers (1 to 65535), e.g. [6700, 6701]", False),
+    "supervisor.worker.timeout.secs": _SECONDS,
+    "supervisor.worker.start.timeout.secs": _SECONDS,
+    "supervisor.heartbeat.frequency.secs": _SECONDS,
+    "supervisor.monitor.frequency.secs": _SECONDS,
+    "worker.heartbeat.frequency.secs": _SECONDS,
+    "isolation.scheduler.machines": (_machines, "a mapping of topology names to numbers of machines, or null",
+                                     True),
+    "squall.worker.max.launch.attempts": (_positive_int, "a positive integer", False),
+    "squall.encryption": (_encryption, "auto, true or false", True),
+    "nimbus.thrift.max_buffer_size": (_positive_int, "a positive number of bytes", False),
+    "squall.log.max.bytes": (_non_negative_int, "a non-negative integer (0: never rotate)", False),
+    "squall.log.backup.count": (_non_negative_int, "a non-negative integer", False),
+    "squall.spark.executor.wait.secs": (_non_negative_number, "a non-negative number of seconds", False),
+    "squall.spark.stop.grace.secs": (_non_negative_number, "a non-negative number of seconds", False),
+    "squall.spark.worker.host": (_string, "a host name or address, or null", True),
+    "ui.host": (_string, "a host name or address", False),
+    "ui.port": (_port, "a port number (0 to 65535)", False),
 }
 
 

@@ -115,7 +115,8 @@ class Nimbus:
         return json.loads(self.ok("info", name))
 
     def status(self, name: str) -> str:
-        rows = [ln.split() for ln in self.ok("list").splitlines()[2:]]
+        table = self.ok("list").split("\n\n")[0]  # notes, if any, follow a blank line
+        rows = [ln.split() for ln in table.splitlines()[2:]]
         return {row[0]: row[1] for row in rows}[name]
 
     def processes(self) -> dict[int, str]:
@@ -249,6 +250,56 @@ def test_rebalance_to_more_executors_than_tasks_warns(nimbus, tmp_path):
                                "set_num_tasks)\n")
     finally:
         assert nimbus.ok("kill", "capped", "-w", "0") == "Killed topology: capped\n"
+
+
+def test_a_topology_waiting_for_slots_says_so_and_starts_once_a_kill_frees_them(nimbus, tmp_path):
+    path = write(tmp_path, "endless.py", BUILD_STYLE)
+    assert nimbus.ok("jar", "--name", "hog", "-c", "topology.workers=2", path) == "Submitted topology: hog\n"
+    waiting = ("late: waiting for 1 slot (topology.workers): every slot is taken; it starts once a topology "
+               "is killed or a supervisor adds slots")
+    try:
+        assert nimbus.ok("jar", "--name", "late", path) == f"Submitted topology: late\n{waiting}\n"
+        assert nimbus.ok("list").endswith(f"\n\n{waiting}\n") and nimbus.status("late") == "ACTIVE"
+        assert nimbus.ok("kill", "hog", "-w", "0") == "Killed topology: hog\n"
+        assert wait_until(lambda: nimbus.info("late")["components"]["sink"]["executed"] > 0, 20, 0.2), \
+            nimbus.info("late")
+        assert "waiting" not in nimbus.ok("list")
+    finally:
+        nimbus.run("kill", "hog", "-w", "0")
+        assert nimbus.ok("kill", "late", "-w", "0") == "Killed topology: late\n"
+
+
+BROKEN = NUMBERS_TOPOLOGY.replace("class Sink(Bolt):", '''class Sink(Bolt):
+    def prepare(self, conf, context, collector):
+        raise ConnectionError("no database at db:5432")
+''')
+
+
+def test_a_worker_that_cannot_start_shows_its_error_in_list_and_monitor(nimbus, tmp_path):
+    path = write(tmp_path, "broken.py", BROKEN)
+    assert nimbus.ok("jar", "--name", "broken", path) == "Submitted topology: broken\n"
+    try:
+        assert wait_until(lambda: "no database" in nimbus.ok("list"), 30, 0.2), nimbus.ok("list")
+        note = nimbus.ok("list").split("\n\n")[1]
+        assert note.startswith("broken: 1 error; last: [sink] ") and "ConnectionError: no database at db:5432" in note
+        assert note.endswith(" (squall info broken)\n")
+        proc = nimbus.run("monitor", "broken", "-i", "0.2", "--count", "1")
+        assert proc.returncode == 0 and "squall: broken: error in [sink]: " in proc.stderr
+    finally:
+        assert nimbus.ok("kill", "broken", "-w", "0") == "Killed topology: broken\n"
+
+
+@pytest.mark.parametrize("verb, item, message", [
+    ("nimbus", "nimbus.thrift.port=abc",
+     "'nimbus.thrift.port' must be a port number (0 to 65535; 0: any free port), got 'abc'"),
+    ("supervisor", 'supervisor.slots.ports="x"',
+     "'supervisor.slots.ports' must be a list of port numbers (1 to 65535), e.g. [6700, 6701], got 'x'"),
+])
+def test_a_bad_daemon_setting_is_one_line_naming_the_key_and_starts_nothing(tmp_path, capsys, verb, item, message):
+    local = tmp_path / "storm-local"
+    assert main([verb, "-c", f"storm.local.dir={local}", "-c", item]) == 1
+    assert capsys.readouterr().err == f"squall: error: cluster configuration: {message}\n"
+    assert not local.exists()
 
 
 def test_sigterm_stops_nimbus_its_supervisor_and_every_worker(tmp_path):

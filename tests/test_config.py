@@ -149,6 +149,12 @@ def test_component_conf_keeps_only_whitelisted_topology_keys_of_the_component():
     ("topology.debug", 1, "true or false"),
     ("topology.tick.tuple.freq.secs", -1, "a positive number"),
     ("topology.max.task.parallelism", 1.5, "a positive integer"),
+    # the values that crash-looped workers before they were checked at submit
+    ("topology.spout.wait.progressive.max.sleep.millis", "z", "a non-negative number of milliseconds"),
+    ("topology.worker.gc.thresholds", "abc", "a list of 1 to 3 non-negative integers"),
+    ("topology.worker.gc.thresholds", [1, 2, 3, 4], "a list of 1 to 3 non-negative integers"),
+    ("topology.stats.sample.rate", 2, "a number above 0 and at most 1"),
+    ("topology.executor.blocking.warn.millis", float("nan"), "a positive number of milliseconds"),
 ])
 def test_a_bad_value_is_rejected_naming_key_value_and_place(key, value, what):
     with pytest.raises(InvalidTopologyException) as e:
@@ -169,3 +175,27 @@ def test_a_bad_value_in_a_component_conf_names_the_component():
 ])
 def test_nullable_and_fractional_values_are_accepted(key, value):
     assert topology_conf(default_conf(), {key: value})[key] == value
+
+
+def test_every_default_key_squall_reads_has_a_validator_and_the_defaults_pass():
+    from squall._config import _VALIDATORS, validate
+    defaults = default_conf()
+    # topology.kryo.register is checked, entry by entry, where serializers are loaded
+    assert set(defaults) - set(_VALIDATORS) == {"topology.kryo.register"}
+    validate(defaults, where="defaults")
+
+
+@pytest.mark.parametrize("key, value, what", [
+    ("nimbus.thrift.port", "abc", "a port number (0 to 65535; 0: any free port)"),
+    ("nimbus.thrift.port", 70000, "a port number"),
+    ("supervisor.slots.ports", "x", "a list of port numbers (1 to 65535)"),
+    ("supervisor.slots.ports", [6700, 0], "a list of port numbers"),
+    ("nimbus.task.timeout.secs", "soon", "a positive number of seconds"),
+    ("squall.log.max.bytes", -1, "a non-negative integer"),
+    ("isolation.scheduler.machines", {"t": 0}, "a mapping of topology names to numbers of machines"),
+])
+def test_a_bad_cluster_value_is_rejected_naming_the_key(key, value, what):
+    with pytest.raises(InvalidTopologyException) as e:
+        cluster_conf({key: value})
+    assert str(e.value).startswith(f"cluster configuration: {key!r} must be {what}")
+    assert str(e.value).endswith(f"got {value!r}")

@@ -146,12 +146,20 @@ def _master(args: argparse.Namespace) -> Iterator[MasterClient]:
 # --- jar --------------------------------------------------------------------------------------------------
 class _ToMaster:
     """Submits as `StormSubmitter` does outside ``squall local``: to the master that
-    `StormSubmitter.using_conf` names."""
+    `StormSubmitter.using_conf` names (``client_conf``)."""
+
+    def __init__(self, client_conf: dict[str, Any]) -> None:
+        self.client_conf = client_conf
 
     def submit_topology(self, name: str, conf: dict[str, Any], topology: Any) -> None:
         with StormSubmitter.submitting_to(None):  # past the FileSubmitter, to the master
             StormSubmitter.submit_topology(name, conf, topology)
         print(f"Submitted topology: {name}", flush=True)
+        with MasterClient(self.client_conf) as master:  # placed at once, or waiting for slots?
+            row = next((t for t in master.list_topologies() if t["name"] == name), None)
+        note = _slots_note(row) if row else None
+        if note:
+            print(note, flush=True)
 
 
 class _ToCluster:
@@ -178,7 +186,7 @@ def cmd_jar(args: argparse.Namespace) -> int:
         raise UserError("--spark-master goes with --host spark", code=2)
     client_conf, missing = _client_conf(conf)
     with on_sys_path(path.parent), StormSubmitter.using_conf(client_conf), _master_errors(conf, missing, args):
-        submit_file(path, _ToMaster(), topology_over, args.name, args.args)
+        submit_file(path, _ToMaster(client_conf), topology_over, args.name, args.args)
     return 0
 
 
@@ -242,7 +250,32 @@ def cmd_list(args: argparse.Namespace) -> int:
     for t in topologies:
         print((_LIST_FORMAT % (t["name"], t["status"], t["num_tasks"], t["num_workers"], t["uptime_secs"],
                                t["id"], t.get("owner") or "")).rstrip())
+    notes = [n for t in topologies for n in (_slots_note(t), _errors_note(t)) if n]
+    if notes:  # below Storm's table, after a blank line, so that the table parses as Storm's
+        print()
+        print("\n".join(notes))
     return 0
+
+
+def _slots_note(t: dict[str, Any]) -> str | None:
+    """What to say about a topology (a row of ``list``) that runs on fewer workers than it asked for."""
+    wanted, have = t.get("workers_wanted"), t["num_workers"]
+    if wanted is None or have >= wanted or t["status"] == "KILLED":
+        return None
+    if have == 0:
+        return (f"{t['name']}: waiting for {wanted} slot{'s' if wanted != 1 else ''} (topology.workers): every "
+                f"slot is taken; it starts once a topology is killed or a supervisor adds slots")
+    return (f"{t['name']}: running on {have} of {wanted} workers (only {have} slot{'s were' if have != 1 else ' was'} "
+            f"free); `squall rebalance {t['name']}` spreads it once more slots are free")
+
+
+def _errors_note(t: dict[str, Any]) -> str | None:
+    """A topology's error count and last error (a row of ``list``), if it has any."""
+    if not t.get("errors"):
+        return None
+    n = t["errors"]
+    last = f"; last: {t['last_error']}" if t.get("last_error") else ""
+    return f"{t['name']}: {n} error{'s' if n != 1 else ''}{last} (squall info {t['name']})"
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -321,6 +354,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         print(f"topology\tcomponent\tparallelism\tstream\ttime-diff ms\t{args.watch}\tthroughput (Kt/s)",
               flush=True)
         last = {cid: info["components"][cid][args.watch] for cid in watched}
+        seen = _print_errors(info, since=None)
         due = then = time.monotonic()
         try:
             for n in itertools.count(1):
@@ -331,6 +365,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
                 else:
                     due -= delay  # fell behind (a slow master): keep the pace from now on
                 info = master.get_topology_info(args.name)
+                seen = _print_errors(info, since=seen)
                 now = time.monotonic()
                 diff_ms = round(1000 * (now - then))
                 for cid in watched:
@@ -347,6 +382,18 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             pass  # Ctrl-C is how monitor ends
     return 0
+
+
+def _print_errors(info: dict[str, Any], since: float | None) -> float:
+    """Print to stderr (stdout keeps Storm's columns) the topology's errors newer than ``since``
+    (None: only its last one, if any); returns the time of the newest."""
+    errors = info.get("errors") or []
+    new = [e for e in errors if since is None or e["time"] > since]
+    for e in new[-1:] if since is None else new:
+        text = str(e.get("error") or "").strip()
+        print(f"squall: {info['name']}: error in [{e.get('component')}]: {text.splitlines()[0] if text else ''}",
+              file=sys.stderr, flush=True)
+    return max((e["time"] for e in errors), default=since or 0.0)
 
 
 def _watched(info: dict[str, Any], component: str | None) -> list[str]:

@@ -15,8 +15,12 @@ The master never holds a worker: if it dies, supervisors keep their workers and 
 processing (the Storm paper's key property); when it restarts it reloads its state and picks
 the heartbeats up again. A worker that stops heartbeating for ``nimbus.task.timeout.secs``
 (``nimbus.task.launch.secs`` while it starts) gets a new launch id, which its supervisor obeys by
-restarting it; a slot that failed to start ``squall.worker.max.launch.attempts`` times in a row
-is given up and its error shown.
+restarting it. A worker that exits before its heartbeat said it started (its executors opened)
+failed to start, whatever the cause: its slot waits 1, 2, 4 ... 30 s before the next start, and
+after ``squall.worker.max.launch.attempts`` failed starts in a row it is given up; the error (the
+worker's own, else the last lines of its output, which its supervisor sends) shows in ``list``.
+The scheduler runs again whenever slots may have freed or appeared: a kill's removal, a
+rebalance, a supervisor that joins or leaves.
 """
 
 from __future__ import annotations
@@ -72,6 +76,11 @@ class _Topo:
         # ``addresses_version`` counts the changes so that workers fetch the table only anew
         self.addresses: dict[str, str] = {}
         self.addresses_version = 0
+        # per slot: the launch that reported itself started (its executors opened), the launch
+        # that reported errors, and when a slot that failed to start may be launched again
+        self.started_launch: dict[str, int] = {}
+        self.reported_launch: dict[str, int] = {}
+        self.retry_at: dict[str, float] = {}
 
     def note_address(self, slot: str, address: str | None) -> None:
         """``slot``'s worker reported its data address (None: it is restarting)."""
@@ -311,6 +320,7 @@ class Master:
                 del self.topologies[name]
                 (self.local_dir / f"{topo.plan.storm_id}.plan").unlink(missing_ok=True)
                 log.info("Killed topology: %s", name)
+                self._schedule()  # its slots are free: place topologies that wait for some
             else:
                 status = transition(topo.status, DO_REBALANCE, topo.previous)
                 topo.plan = topo.plan.with_parallelism(args["num_workers"], args["executors"])
@@ -327,7 +337,9 @@ class Master:
             out.append({"name": name, "id": topo.plan.storm_id, "status": topo.status.value,
                         "num_tasks": len(topo.plan.task_to_component), "num_workers": len(topo.assignment),
                         "uptime_secs": int(time.time() - topo.launched),
-                        "errors": len(topo.errors) + len(topo.given_up)})
+                        "workers_wanted": topo.plan.num_workers,
+                        "errors": len(topo.errors) + len(topo.given_up),
+                        "last_error": _describe(topo.errors[-1]) if topo.errors else None})
         return out
 
     def op_info(self, name: str) -> dict[str, Any]:
@@ -372,16 +384,24 @@ class Master:
                            exits: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """Register a supervisor's slots and tell it what each must run; it reports worker exits."""
         before = self.supervisors.get(supervisor_id)
+        for sid, sup in list(self.supervisors.items()):
+            if sid != supervisor_id and sup["host"] == host and set(sup["ports"]) & set(ports):
+                # the same machine's slots under a new id: that supervisor was restarted, and its
+                # slots must not be taken for lost when the old id falls silent
+                log.info("supervisor %s replaces %s on %s", supervisor_id, sid, host)
+                del self.supervisors[sid]
         self.supervisors[supervisor_id] = {"host": host, "ports": list(ports), "seen": time.time()}
         for ex in exits or []:
             self._worker_exited(ex)
         if before is None or before["ports"] != list(ports):
             self._schedule()  # new slots: place topologies that were waiting for some
         desired = {}
+        now = time.time()
         for name, topo in self.topologies.items():
             for slot in topo.assignment:
                 h, p = slot.rsplit(":", 1)
-                if h == host and int(p) in ports and slot not in topo.given_up:
+                if h == host and int(p) in ports and slot not in topo.given_up \
+                        and topo.retry_at.get(slot, 0) <= now:
                     desired[p] = {"storm_id": topo.plan.storm_id, "name": name, "launch_id": topo.launch_ids[slot]}
         return {"slots": desired, "master": {"host": self.conf.get("nimbus.host"),
                                              "port": self.conf.get("nimbus.thrift.port")}}
@@ -404,15 +424,22 @@ class Master:
             topo.launch_ids[slot] += 1
             topo.heartbeats[slot] = {"time": time.time(), "starting": True}
             topo.note_address(slot, None)
-        if ex.get("started"):
+        # started: its executors opened, as its own heartbeat said (the supervisor's word alone
+        # is not enough: a worker that dies before it reaches the master, on a bad import or a
+        # bad configuration, exits like any crash)
+        if ex.get("started", True) and topo.started_launch.get(slot) == ex.get("launch_id"):
             topo.launch_failures[slot] = 0
-        else:
-            topo.launch_failures[slot] = topo.launch_failures.get(slot, 0) + 1
+        elif ex.get("status") != 0:
+            failures = topo.launch_failures[slot] = topo.launch_failures.get(slot, 0) + 1
+            if topo.reported_launch.get(slot) != ex.get("launch_id"):
+                topo.errors.append(_exit_error(slot, ex))  # it died before it could say why
             limit = int(self.conf.get("squall.worker.max.launch.attempts") or 5)
-            if topo.launch_failures[slot] >= limit:
+            if failures >= limit:
                 topo.given_up.add(slot)
                 topo.errors.append(_error("__master", -1, f"worker on {slot} failed to start {limit} times; "
                                                           f"gave up (see the errors above)"))
+            else:
+                topo.retry_at[slot] = time.time() + launch_backoff(failures)
         self._save()
 
     def op_get_assignment(self, storm_id: str, slot: str, address: str | None = None,
@@ -442,9 +469,12 @@ class Master:
         if address and slot not in topo.addresses:
             topo.note_address(slot, address)  # a master restarted since learns them again
         topo.heartbeats[slot] = {"time": time.time(), "stats": stats or {}, "pid": pid, "address": address}
-        if started and topo.launch_failures.get(slot):
-            topo.launch_failures[slot] = 0
+        if started:
+            topo.started_launch[slot] = launch_id
+            if topo.launch_failures.get(slot):
+                topo.launch_failures[slot] = 0
         if errors:
+            topo.reported_launch[slot] = launch_id
             topo.errors.extend(errors)
             del topo.errors[:-100]
             self._save()
@@ -466,6 +496,7 @@ class Master:
         """A worker that could not start says why."""
         topo = self._find(storm_id)
         if topo is not None:
+            topo.reported_launch[slot] = launch_id
             topo.errors.extend(errors)
             del topo.errors[:-100]
             self._save()
@@ -492,9 +523,12 @@ class Master:
             for slot in topo.assignment:
                 if slot in topo.given_up:
                     continue
+                retry_at = topo.retry_at.get(slot, 0)
+                if retry_at > now:
+                    continue  # held back after a failed start: nothing runs there yet
                 hb = topo.heartbeats.get(slot)
                 limit = launch if hb is None or hb.get("starting") else timeout
-                last = hb["time"] if hb else topo.launched
+                last = max(hb["time"] if hb else topo.launched, retry_at)
                 if now - last > limit:
                     log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
                                 slot, topo.plan.name, now - last)
@@ -533,6 +567,31 @@ class Master:
             pass
 
 
-def _error(component: str, task: int, text: str) -> dict[str, Any]:
-    return {"component": component, "task": task, "time": time.time(), "error": text, "traceback": "",
+def _error(component: str, task: int, text: str, traceback: str = "") -> dict[str, Any]:
+    return {"component": component, "task": task, "time": time.time(), "error": text, "traceback": traceback,
             "worker": 0, "fatal": False}
+
+
+def _exit_error(slot: str, ex: dict[str, Any]) -> dict[str, Any]:
+    """The error of a worker that died before it started and before it reported anything: its
+    exit status and the last line of its output (the whole tail goes in the traceback)."""
+    output = str(ex.get("output") or "").rstrip()
+    last = output.splitlines()[-1].strip() if output else "no output"
+    return _error("__worker", -1, f"worker on {slot} exited with status {ex.get('status')} before it "
+                                  f"started: {last}", output)
+
+
+def _describe(error: dict[str, Any]) -> str:
+    """One line for an error record: ``[component] text``."""
+    text = str(error.get("error") or "").strip()
+    return f"[{error.get('component')}] {text.splitlines()[0] if text else '(no message)'}"
+
+
+def launch_backoff(failures: int, base: float = 1.0, cap: float = 30.0) -> float:
+    """Seconds to wait before the next start after ``failures`` failures in a row: 1, 2, 4, ...
+    up to ``cap``, so a slot (or a supervisor) that cannot start does not spin.
+
+    >>> [launch_backoff(n) for n in (1, 2, 3, 6, 7)]
+    [1.0, 2.0, 4.0, 30.0, 30.0]
+    """
+    return min(cap, base * 2 ** max(0, failures - 1))

@@ -4,8 +4,13 @@ process that owns the worker processes of ``supervisor.slots.ports``.
 The supervisor is started in its own session, so that neither a Ctrl-C in the master's terminal
 nor a SIGKILL of the master reaches it: its workers keep processing, and the next master adopts
 the running supervisor (found by the pid file in ``storm.local.dir``) instead of starting a
-second one. Stopping the master cleanly (Ctrl-C, SIGTERM) stops the supervisor it started, and
-the supervisor its workers.
+second one. Stopping the master cleanly (Ctrl-C, SIGTERM) stops the supervisor, started or
+adopted, and the supervisor its workers.
+
+While it runs, the master watches the supervisor (`SupervisorKeeper`): one that dies (a
+SIGKILL, a crash; its workers die with it) is started again, at once the first time, then after
+a delay that doubles while it keeps dying (1 s, 2 s, 4 s, ... up to 30 s); the new one starts
+the slots' workers again.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .._private import open_private_log, private_dir
-from .master import Master
+from .master import Master, launch_backoff
 from .supervisor import write_conf
 
 log = logging.getLogger("squall.master")
@@ -54,12 +59,69 @@ def start_supervisor(conf: dict[str, Any]) -> tuple[int, bool]:
     sup_dir = private_dir(local_dir / "supervisor")
     conf_file = sup_dir / "launch.yaml"
     write_conf(conf_file, conf)
-    logf = open_private_log(sup_dir / "supervisor.log")
-    proc = subprocess.Popen([sys.executable, "-m", "squall.cluster.supervisor", "--conf", str(conf_file)],
-                            stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+    log_file = sup_dir / "supervisor.log"
+    logf = open_private_log(log_file)  # until it sends its output through its own rotated log
+    proc = subprocess.Popen([sys.executable, "-m", "squall.cluster.supervisor", "--conf", str(conf_file),
+                             "--log", str(log_file)], stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
     logf.close()
     log.info("started a supervisor (pid %s) for slots %s", proc.pid, conf.get("supervisor.slots.ports"))
     return proc.pid, True
+
+
+class SupervisorKeeper:
+    """The supervisor of ``squall nimbus --host process``: started or adopted at once, restarted
+    by `check` when it has died, stopped by `stop`. ``clock`` gives monotonic seconds."""
+
+    STEADY_SECS = 60.0  # a supervisor that ran this long before it died starts again at once
+
+    def __init__(self, conf: dict[str, Any], clock: Any = time.monotonic) -> None:
+        self.conf = conf
+        self.local_dir = Path(conf.get("storm.local.dir") or "storm-local")
+        self.clock = clock
+        self.pid, self.child = start_supervisor(conf)
+        self.since = clock()
+        self.deaths = 0                       # quick deaths in a row
+        self.restart_at: float | None = None  # set while it is dead
+
+    def _exit_status(self) -> str | None:
+        """None while the supervisor runs; else how it ended."""
+        if self.child:
+            try:
+                done, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return "unknown status"
+            if not done:
+                return None
+            if os.WIFSIGNALED(status):
+                return f"signal {os.WTERMSIG(status)}"
+            return f"status {os.waitstatus_to_exitcode(status)}"
+        return None if running_supervisor(self.local_dir) == self.pid else "unknown status"
+
+    def check(self) -> None:
+        """Restart the supervisor if it died and its delay has passed."""
+        now = self.clock()
+        if self.restart_at is None:
+            how = self._exit_status()
+            if how is None:
+                return
+            self.deaths = 1 if now - self.since >= self.STEADY_SECS else self.deaths + 1
+            delay = 0.0 if self.deaths == 1 else launch_backoff(self.deaths - 1)
+            log.warning("the supervisor (pid %s) died (%s), and its workers with it; starting a new one%s",
+                        self.pid, how, f" in {delay:.0f} s" if delay else "")
+            self.restart_at = now + delay
+        if now >= self.restart_at:
+            self.pid, self.child = start_supervisor(self.conf)
+            self.since, self.restart_at = now, None
+
+    def stop(self) -> None:
+        """Stop the supervisor (and so its workers), whether this master started or adopted it."""
+        if self.restart_at is not None:
+            return  # dead, not restarted yet
+        if self.child:
+            _stop_supervisor(self.pid)
+        else:
+            log.info("stopping the adopted supervisor (pid %s)", self.pid)
+            _stop_adopted(self.pid, self.local_dir)
 
 
 def run_nimbus(conf: dict[str, Any], supervise: bool = True,
@@ -67,7 +129,7 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
     """Run the master until SIGINT/SIGTERM; with ``supervise``, also a supervisor process.
     ``on_ready(host, port)`` is called once the master listens."""
     master = Master(conf)
-    sup_pid, started = start_supervisor(conf) if supervise else (None, False)
+    keeper = SupervisorKeeper(conf) if supervise else None
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -78,11 +140,15 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
         server = asyncio.create_task(master.serve(listening))
         stopped = asyncio.create_task(stop.wait())
         ready = asyncio.create_task(listening.wait())
-        await asyncio.wait({server, stopped, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if ready.done() and not (server.done() or stopped.done()):
-            if on_ready is not None:
-                on_ready(str(conf.get("nimbus.host") or "127.0.0.1"), master.port)
-            await asyncio.wait({server, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        waiting = {server, stopped, ready}
+        while not (server.done() or stopped.done()):
+            await asyncio.wait(waiting, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+            if ready in waiting and ready.done() and not (server.done() or stopped.done()):
+                waiting.discard(ready)  # announce once, then wake only for a stop or the keeper
+                if on_ready is not None:
+                    on_ready(str(conf.get("nimbus.host") or "127.0.0.1"), master.port)
+            if keeper is not None:
+                keeper.check()
         ready.cancel()
         stopped.cancel()
         if server.done():
@@ -93,8 +159,8 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
     try:
         asyncio.run(main())
     finally:
-        if started and sup_pid is not None:
-            _stop_supervisor(sup_pid)
+        if keeper is not None:
+            keeper.stop()
     return 0
 
 
@@ -115,3 +181,18 @@ def _stop_supervisor(pid: int, timeout: float = 15.0) -> None:
             return
         time.sleep(0.05)
     log.warning("supervisor (pid %s) did not stop within %.0f s", pid, timeout)
+
+
+def _stop_adopted(pid: int, local_dir: Path, timeout: float = 15.0) -> None:
+    """SIGTERM a supervisor another master started, and wait until it is gone (it is not our
+    child: its pid file tells whether it still runs)."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while running_supervisor(local_dir) == pid:
+        if time.monotonic() > deadline:
+            log.warning("supervisor (pid %s) did not stop within %.0f s", pid, timeout)
+            return
+        time.sleep(0.05)

@@ -6,6 +6,10 @@ each slot must run. A slot whose process does not match is killed and (re)starte
 exited is restarted at the next sync. If the master is unreachable the workers are left alone:
 they keep processing, and the supervisor retries.
 
+A worker's stdout and stderr come through a pipe into ``worker-<port>.log``, rotated by size
+(`squall.cluster.logs`); when a worker exits, the last lines of its output go with the exit to
+the master, which shows them as the error of a worker that died before it could report one.
+
 Workers die with their supervisor: each is started with ``PR_SET_PDEATHSIG`` = SIGKILL, so even
 a SIGKILLed supervisor leaves no orphan. The master's death, on the other hand, does not touch
 them (``python -m squall.cluster.supervisor``, or started by ``squall nimbus --host process``).
@@ -29,10 +33,12 @@ from typing import Any
 import yaml
 
 from .._config import cluster_conf
-from .._private import open_private_log, private_dir, write_private
+from .._errors import SquallError
+from .._private import private_dir, write_private
 from ..worker.process import EXIT_CANNOT_START
 from ..worker.rpc import Client, RpcError, load_or_create_secret, rpc_settings
 from .client import master_address
+from .logs import OutputPump, RotatingLog, log_limits, log_own_output
 
 log = logging.getLogger("squall.supervisor")
 
@@ -67,6 +73,7 @@ class Supervisor:
         write_conf(self.conf_file, conf)
         self.procs: dict[int, dict[str, Any]] = {}
         self.exits: list[dict[str, Any]] = []
+        self.logs: dict[int, RotatingLog] = {}  # port -> its workers' log, kept across launches
         self._client: Client | None = None
         self._stopping = False
 
@@ -102,11 +109,11 @@ class Supervisor:
         cmd = [sys.executable, "-m", "squall.worker", "--master", f"{mhost}:{mport}",
                "--storm-id", want["storm_id"], "--slot", f"{self.host}:{port}",
                "--launch-id", str(want["launch_id"]), "--conf", str(self.conf_file)]
-        logf = open_private_log(self.dir / f"worker-{port}.log")
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-        logf.close()
+        if port not in self.logs:
+            self.logs[port] = RotatingLog(self.dir / f"worker-{port}.log", *log_limits(self.conf))
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         self.procs[port] = {"proc": proc, "storm_id": want["storm_id"], "launch_id": want["launch_id"],
-                            "started": time.time()}
+                            "started": time.time(), "output": OutputPump(proc.stdout, self.logs[port])}
         log.info("started worker %s:%s for %s (launch %s), pid %s", self.host, port, want["storm_id"],
                  want["launch_id"], proc.pid)
 
@@ -128,8 +135,9 @@ class Supervisor:
                 continue
             del self.procs[port]
             log.warning("worker %s:%s of %s exited with status %s", self.host, port, p["storm_id"], rc)
+            p["output"].join(1.0)  # what it wrote last, often why it died
             self.exits.append({"storm_id": p["storm_id"], "slot": f"{self.host}:{port}", "launch_id": p["launch_id"],
-                               "status": rc, "started": rc != EXIT_CANNOT_START})
+                               "status": rc, "started": rc != EXIT_CANNOT_START, "output": p["output"].tail()})
 
     def run(self) -> None:
         """Sync every second until SIGTERM/SIGINT; then stop every worker."""
@@ -155,9 +163,23 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="squall-supervisor")
     p.add_argument("--conf", default=None, help="the cluster's squall.yaml")
     p.add_argument("--host", default="127.0.0.1", help="address workers bind and peers reach")
+    p.add_argument("--log", default=None, help="write stdout and stderr to this file, rotated by size")
     args = p.parse_args(argv)
+    try:
+        conf = cluster_conf(None, args.conf)
+    except SquallError as e:
+        print(f"squall supervisor: error: {e}", file=sys.stderr)
+        return 1
+    finish = log_own_output(Path(args.log), conf) if args.log else None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(levelname)s %(message)s")
-    Supervisor(cluster_conf(None, args.conf), args.host).run()
+    try:
+        Supervisor(conf, args.host).run()
+    except Exception:
+        log.exception("supervisor failed")
+        return 1
+    finally:
+        if finish is not None:
+            finish()
     return 0
 
 

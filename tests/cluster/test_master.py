@@ -193,6 +193,7 @@ def test_a_worker_that_ended_gets_a_fresh_launch_id_and_its_old_copy_is_told_to_
     topo = m.topologies["t"]
     slot = next(iter(topo.assignment))
     old = topo.launch_ids[slot]
+    m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=old)  # it started, then died
     reply = m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
                                  exits=[{"storm_id": storm_id, "slot": slot, "launch_id": old, "status": -1,
                                          "started": True}])
@@ -311,3 +312,84 @@ def test_a_tampered_plan_is_skipped_with_a_warning_naming_it(conf, caplog, spoil
     again = Master(conf)
     assert again.op_list() == []
     assert any(str(plan) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
+
+
+def test_a_topology_waiting_for_slots_is_placed_when_a_kill_or_a_rebalance_frees_some(conf):
+    m = Master(conf)
+    _register(m)
+    m.op_submit(name="first", conf={"topology.workers": 2}, topology=_topology())
+    m.op_submit(name="second", conf={"topology.workers": 2}, topology=_topology())
+    m.op_submit(name="third", conf={"topology.workers": 1}, topology=_topology())
+    rows = {t["name"]: t for t in m.op_list()}
+    assert (rows["second"]["num_workers"], rows["second"]["workers_wanted"]) == (0, 2)  # every slot taken
+    m.op_rebalance(name="first", num_workers=1, wait_secs=0)
+    assert len(m.topologies["second"].assignment) == 1  # the slot the rebalance freed
+    m.op_kill(name="first", wait_secs=5)
+    assert m.op_list()[0]["num_workers"] == 1  # a killed topology keeps its slot until removed
+    m.topologies["first"].pending_action = ("remove", time.time() - 1, {})  # its wait is over
+    m.monitor()
+    assert len(m.topologies["third"].assignment) == 1 and not m.topologies["third"].given_up
+    reply = _register(m)
+    assert {d["name"] for d in reply["slots"].values()} == {"second", "third"}
+
+
+def test_a_restarted_supervisor_takes_over_its_slots_without_moving_anything(conf):
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    ids = dict(m.topologies["t"].launch_ids)
+    reply = m.op_supervisor_sync(supervisor_id="s2", host="127.0.0.1", ports=[7000, 7001])
+    assert set(m.supervisors) == {"s2"}  # s1 must not be taken for lost when it falls silent
+    assert {d["launch_id"] for d in reply["slots"].values()} == set(ids.values())
+    assert m.topologies["t"].launch_ids == ids and all(d["storm_id"] == storm_id for d in reply["slots"].values())
+
+
+def _exit(m, storm_id, slot, status, output=""):
+    topo = m.topologies["t"]
+    return m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
+        {"storm_id": storm_id, "slot": slot, "launch_id": topo.launch_ids[slot], "status": status,
+         "started": True, "output": output}])
+
+
+def test_a_worker_that_dies_before_it_reports_counts_as_a_failed_start_shows_its_output_and_backs_off(conf):
+    """Exit status 1 with a traceback, before any heartbeat (a bad conf, an import error before
+    the worker reached the master): a failed start, whatever the supervisor thinks."""
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+    port = slot.rsplit(":", 1)[1]
+    reply = _exit(m, storm_id, slot, 1, "Traceback (most recent call last):\n  ...\nValueError: bad thing\n")
+    assert topo.launch_failures[slot] == 1
+    assert port not in reply["slots"]  # held back: no restart at once
+    row = m.op_list()[0]
+    assert row["errors"] == 1
+    assert row["last_error"] == f"[__worker] worker on {slot} exited with status 1 before it started: ValueError: bad thing"
+    assert "Traceback" in m.op_info(name="t")["errors"][-1]["traceback"]
+    first_wait = topo.retry_at[slot] - time.time()
+    topo.retry_at[slot] = time.time() - 1  # the wait is over
+    m.monitor()
+    assert _register(m)["slots"][port]["launch_id"] == topo.launch_ids[slot]
+    _exit(m, storm_id, slot, 1, "ValueError: bad thing")
+    assert topo.retry_at[slot] - time.time() > first_wait  # the wait grows
+    topo.retry_at[slot] = time.time() - 1
+    _exit(m, storm_id, slot, 1, "ValueError: bad thing")
+    assert slot in topo.given_up  # squall.worker.max.launch.attempts: 3
+    assert m.op_list()[0]["last_error"].startswith(f"[__master] worker on {slot} failed to start 3 times")
+
+
+def test_a_worker_that_started_and_then_died_is_restarted_at_once_and_resets_the_count(conf):
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+    _exit(m, storm_id, slot, 1)
+    assert topo.launch_failures[slot] == 1
+    topo.retry_at[slot] = time.time() - 1
+    m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
+    reply = _exit(m, storm_id, slot, -9)  # SIGKILLed while it ran
+    assert topo.launch_failures[slot] == 0
+    assert reply["slots"][slot.rsplit(":", 1)[1]]["launch_id"] == topo.launch_ids[slot]
+    assert len(topo.errors) == 1  # a worker that ran is no failed start: only the first exit's error

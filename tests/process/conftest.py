@@ -66,6 +66,9 @@ class Cluster:
     def workers(self):
         return {p: c for p, c in _squall_processes(str(self.dir)).items() if "squall.worker" in c}
 
+    def supervisors(self):
+        return [p for p, c in _squall_processes(str(self.dir)).items() if "squall.cluster.supervisor" in c]
+
     def stop(self):
         if self.master.poll() is None:
             self.master.send_signal(signal.SIGTERM)

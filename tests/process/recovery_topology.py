@@ -111,3 +111,22 @@ def recovery_topology(n):
 
 RECOVERY_CONF = {"topology.message.timeout.secs": 3, "topology.max.spout.pending": 100}
 """What the recovery topology runs with: a short timeout, so lost tuples replay quickly."""
+
+
+class Chatty(Spout):
+    """Prints ``lines`` lines of 100 bytes to stdout (as user code does), then idles."""
+
+    def __init__(self, lines):
+        self.lines = lines
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("x"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.printed = 0
+
+    def next_tuple(self):
+        for _ in range(min(100, self.lines - self.printed)):  # many a call: an idle spout is called slowly
+            self.printed += 1
+            print(f"chatty line {self.printed:08d} ".ljust(99, "."), flush=True)

@@ -58,6 +58,10 @@ def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resum
         assert m.list_topologies()[0]["status"] == "ACTIVE"
     assert wait_until(lambda: acked(out) >= set(range(N)), 60)
     assert set(cluster.workers()) == set(workers)  # the new master adopted them, no restarts
+    # the new master adopted the supervisor: a clean stop stops it too, and it its workers
+    cluster.master.send_signal(signal.SIGTERM)
+    assert cluster.master.wait(20) == 0
+    assert _squall_processes(str(cluster.dir)) == {}
 
 
 def test_a_worker_that_cannot_start_is_reported_and_given_up(cluster, tmp_path):
@@ -98,13 +102,21 @@ def test_a_slow_bolt_in_another_worker_throttles_the_spout(cluster):
     assert worst <= 50 * 200, f"the slow bolt's inbox reached {worst}"
 
 
-def test_workers_die_with_their_supervisor_even_on_sigkill(cluster, tmp_path):
-    """No orphans: a SIGKILLed supervisor takes its workers with it (PR_SET_PDEATHSIG)."""
+def test_a_sigkilled_supervisor_takes_its_workers_and_its_master_starts_it_again(cluster, tmp_path):
+    """No orphans: a SIGKILLed supervisor takes its workers with it (PR_SET_PDEATHSIG). The
+    master that started it starts a new one, whose workers finish the topology unaided."""
     out = tmp_path / "out"
     out.mkdir()
     _submit(cluster, out, name="orphans")
-    assert wait_until(lambda: len(cluster.workers()) == 2, 30)
-    supervisors = [p for p, c in _squall_processes(str(cluster.dir)).items() if "squall.cluster.supervisor" in c]
-    assert len(supervisors) == 1
-    os.kill(supervisors[0], signal.SIGKILL)
-    assert wait_until(lambda: not cluster.workers(), 10), f"orphaned workers: {cluster.workers()}"
+    assert wait_until(lambda: len(acked(out)) > 100, 30), "the topology did not start processing"
+    old_workers = cluster.workers()
+    (supervisor,) = cluster.supervisors()
+    os.kill(supervisor, signal.SIGKILL)
+    assert wait_until(lambda: not set(cluster.workers()) & set(old_workers), 10), \
+        f"orphaned workers: {cluster.workers()}"
+    assert wait_until(lambda: cluster.supervisors() and cluster.supervisors() != [supervisor], 10), \
+        "no new supervisor"
+    before = len(acked(out))
+    assert wait_until(lambda: len(acked(out)) > before, 30), "acks did not resume"
+    assert wait_until(lambda: acked(out) >= set(range(N)), 60), f"lost ids: {sorted(set(range(N)) - acked(out))[:20]}"
+    assert len(cluster.workers()) == 2

@@ -1,0 +1,91 @@
+"""Logs rotated by size, a worker's output kept for its error, and the supervisor restarted by
+its master (`squall.cluster.logs`, `Supervisor`, `SupervisorKeeper`), without a master."""
+
+import os
+
+from squall._config import cluster_conf
+from squall.cluster import process
+from squall.cluster.logs import RotatingLog
+from squall.cluster.supervisor import Supervisor
+
+from ..conftest import wait_until
+
+
+def test_a_log_is_rotated_before_it_passes_its_size_keeping_its_backups_and_whole_lines(tmp_path):
+    path = tmp_path / "worker.log"
+    log = RotatingLog(path, max_bytes=1000, backups=2)
+    lines = [f"line {i:05d} {'x' * (i % 50)}\n".encode() for i in range(500)]
+    for i in range(0, len(lines), 7):  # in chunks, as a pipe delivers them
+        log.write(b"".join(lines[i:i + 7]))
+    log.close()
+    files = [path, path.with_name("worker.log.1"), path.with_name("worker.log.2")]
+    assert all(f.exists() for f in files) and not path.with_name("worker.log.3").exists()
+    assert all(0 < f.stat().st_size <= 1000 for f in files)
+    kept = b"".join(f.read_bytes() for f in reversed(files))
+    assert kept == b"".join(lines)[-len(kept):]  # the newest output, in order, nothing lost between files
+    assert all(f.read_bytes().endswith(b"\n") for f in files)  # cut at line ends
+    assert os.stat(path).st_mode & 0o077 == 0
+
+
+def test_a_line_longer_than_the_file_is_split_and_zero_bytes_never_rotates(tmp_path):
+    split = RotatingLog(tmp_path / "a.log", max_bytes=10, backups=1)
+    split.write(b"0123456789abcdef\n")
+    assert (tmp_path / "a.log.1").read_bytes() == b"0123456789" and (tmp_path / "a.log").read_bytes() == b"abcdef\n"
+    never = RotatingLog(tmp_path / "b.log", max_bytes=0, backups=1)
+    never.write(b"x" * 5000)
+    assert (tmp_path / "b.log").stat().st_size == 5000 and not (tmp_path / "b.log.1").exists()
+
+
+def test_a_worker_that_dies_before_reaching_the_master_is_reported_with_its_output(tmp_path):
+    """A bad configuration file: the worker's traceback goes to its log, and its last lines go
+    with the exit the supervisor reports, so the master can show why."""
+    conf = cluster_conf({"storm.local.dir": str(tmp_path), "supervisor.slots.ports": [7000]})
+    sup = Supervisor(conf)
+    sup.conf_file.write_text("nimbus.thrift.port: abc\n")
+    sup._launch(7000, {"storm_id": "t-1-1", "name": "t", "launch_id": 1})
+    assert wait_until(lambda: sup.procs[7000]["proc"].poll() is not None, 30)
+    sup._reap()
+    (ex,) = sup.exits
+    assert ex["status"] == 1 and (ex["slot"], ex["launch_id"]) == ("127.0.0.1:7000", 1)
+    assert ex["output"].splitlines()[-1].endswith(
+        "cluster configuration: 'nimbus.thrift.port' must be a port number (0 to 65535; 0: any free port), got 'abc'")
+    assert "Traceback" in (tmp_path / "supervisor" / "worker-7000.log").read_text()
+
+
+def test_a_supervisor_that_keeps_dying_is_restarted_at_once_then_after_a_growing_delay(monkeypatch, tmp_path):
+    now = [0.0]
+    pids = iter(range(100, 200))
+    alive: set[int] = set()
+
+    def start(conf):
+        pid = next(pids)
+        alive.add(pid)
+        return pid, False
+    monkeypatch.setattr(process, "start_supervisor", start)
+    monkeypatch.setattr(process, "running_supervisor", lambda local_dir: max(alive) if alive else None)
+    keeper = process.SupervisorKeeper({"storm.local.dir": str(tmp_path)}, clock=lambda: now[0])
+    keeper.check()
+    assert keeper.pid == 100  # alive: left alone
+    alive.clear()
+    keeper.check()
+    assert keeper.pid == 101  # died: started again at once
+    alive.clear()
+    now[0] += 1
+    keeper.check()
+    assert keeper.pid == 101  # died again at once: waits 1 s
+    now[0] += 1
+    keeper.check()
+    assert keeper.pid == 102
+    alive.clear()
+    now[0] += 1
+    keeper.check()
+    now[0] += 1
+    keeper.check()
+    assert keeper.pid == 102  # a third quick death: waits 2 s
+    now[0] += 1
+    keeper.check()
+    assert keeper.pid == 103
+    now[0] += 120  # ran for two minutes before it died: at once again
+    alive.clear()
+    keeper.check()
+    assert keeper.pid == 104

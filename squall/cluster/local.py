@@ -217,6 +217,9 @@ class LocalCluster:
             dead.stop(clean=False, timeout=1.0)
             topo.restarts[dead.port] = topo.restarts.get(dead.port, 0) + 1
             log.warning("restarting worker %s of %s after a crash", dead.port, topo.plan.name)
+            for w in topo.workers.values():  # as the master tells them (see squall.cluster.master)
+                if w is not dead:
+                    w.tasks_lost(dead.tasks)
             self._launch(topo, dead.port, dead.assignment)
 
     # --- the state machine ----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Components for the process-host recovery tests (shipped to the workers by value)."""
 
 import os
+import signal
 from pathlib import Path
 
 from squall import BasicBolt, Fields, Spout, TopologyBuilder
@@ -111,3 +112,13 @@ def recovery_topology(n):
 
 RECOVERY_CONF = {"topology.message.timeout.secs": 3, "topology.max.spout.pending": 100}
 """What the recovery topology runs with: a short timeout, so lost tuples replay quickly."""
+
+
+def kill_a_worker_without(client, name, component):
+    """SIGKILL the Python process of a worker of topology ``name`` that runs no task of
+    ``component`` (so the spout stays, and waits on what was lost); return its ``info`` entry."""
+    info = client.get_topology_info(name)
+    ports = {st["worker"] for st in info["components"][component]["task_stats"].values()}
+    victim = next(w for w in info["workers"] if int(w["slot"].rsplit(":", 1)[1]) not in ports)
+    os.kill(victim["pid"], signal.SIGKILL)
+    return victim

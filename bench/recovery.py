@@ -34,6 +34,7 @@ lost-worker notices, the tuples failed at once), ``replayed`` the failed ids it 
 
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 import signal
@@ -135,22 +136,25 @@ def build(rate: float, workers: int, max_pending: int, timeout: int, output_dir:
 class Timeline:
     """The spout's cumulative counts over time, read from its file."""
 
-    def __init__(self, path: Path) -> None:
-        self.rows: list[tuple[float, int, int, int, int]] = []
+    def __init__(self, rows: list[tuple[float, int, int, int, int]]) -> None:
+        self.rows = rows  # (wall time, acked, failed, emitted, replayed), in time order
+        self._times = [row[0] for row in rows]
+
+    @classmethod
+    def read(cls, path: Path) -> Timeline:
+        """The timeline the spout wrote so far (a line being written is skipped)."""
+        rows = []
         if path.exists():
             for line in path.read_text().splitlines():
                 parts = line.split()
                 if len(parts) == 5:
-                    self.rows.append((float(parts[0]), *map(int, parts[1:])))
+                    rows.append((float(parts[0]), *map(int, parts[1:])))
+        return cls(rows)
 
     def at(self, t: float) -> tuple[float, int, int, int, int]:
         """The last row written at or before ``t`` (the first row if none)."""
-        best = self.rows[0]
-        for row in self.rows:
-            if row[0] > t:
-                break
-            best = row
-        return best
+        i = bisect.bisect_right(self._times, t)
+        return self.rows[max(i - 1, 0)]
 
     def acked_rate(self, a: float, b: float) -> float:
         """Acks per second between wall times ``a`` and ``b``."""
@@ -214,7 +218,7 @@ def run(host: str = "process", workers: int = 2, rate: float = DEFAULT_RATE, war
             h.wait_workers(workers)
             path = out / f"timeline-{_spout_task(h, name)}.txt"
             deadline = time.monotonic() + 60
-            while not Timeline(path).rows or Timeline(path).rows[-1][1] == 0:
+            while not Timeline.read(path).rows or Timeline.read(path).rows[-1][1] == 0:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the spout acked nothing within 60 s")
                 time.sleep(0.2)
@@ -224,7 +228,7 @@ def run(host: str = "process", workers: int = 2, rate: float = DEFAULT_RATE, war
             victim = next(w for w in info["workers"] if _slot_port(w["slot"]) != spout_port and w["pid"])
             t_kill = time.time()
             os.kill(victim["pid"], signal.SIGKILL)
-            before = Timeline(path).acked_rate(t_kill - BEFORE_SECS, t_kill)
+            before = Timeline.read(path).acked_rate(t_kill - BEFORE_SECS, t_kill)
             back_at = None
             while time.time() - t_kill < observe:
                 time.sleep(0.5)
@@ -234,13 +238,13 @@ def run(host: str = "process", workers: int = 2, rate: float = DEFAULT_RATE, war
                         back_at = time.time()
                 now = time.time()
                 if back_at is not None and now - t_kill > SETTLE_SECS + WINDOW_SECS and \
-                        _good_for(Timeline(path), now, SETTLE_SECS, before):
+                        _good_for(Timeline.read(path), now, SETTLE_SECS, before):
                     break
             t_end = time.time()
             errors = h.info(name)["errors"]
             h.kill(name, wait_secs=0)
             h.wait_no_workers()
-        figures = recovery(Timeline(path), t_kill, t_end)
+        figures = recovery(Timeline.read(path), t_kill, t_end)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     record = harness.base_record(

@@ -8,6 +8,8 @@
         [--host local|process|spark] [--workers N] [--parallelism P] [--spark-master URL]
     python -m bench run MEM [--pending 100000] [--ks 1,20] [--idle-secs 5] [--repeat 1]
     python -m bench run MEM --host process|spark [--workers N] [--idle-secs 5]
+    python -m bench run RECOVERY --host process|spark [--workers 2] [--rate 1000] [--warmup 10]
+        [--observe 100] [--message-timeout 30] [--max-pending 1000]
     python -m bench report [--results bench/results/results.jsonl] [--latest]
     python -m bench report --docs docs/benchmarks.md [--all-commits]
 
@@ -30,6 +32,12 @@ after an idle topology and its CPU over ``--idle-secs``, then the acker's and th
 per pending tuple with ``--pending`` spout tuples in flight, and the acker's by tree fan-out k
 for each k of ``--ks``. On ``--host process`` or ``spark``, an idle worker's settled RSS and the
 workers' CPU over ``--idle-secs``.
+
+RECOVERY (`bench.recovery`; acking on, no baseline): a reliable topology at a steady ``--rate``
+on ``--host process`` or ``spark``; one worker (not the spout's) is SIGKILLed after ``--warmup``
+seconds, and the record says how long the acked rate took to be back to 80% of before
+(``recovery_s``) and how many tuples failed and were replayed, watching for at most
+``--observe`` seconds.
 
 Each run prints one JSON line and appends it to the results file (``--no-save``: print only);
 with ``--repeat`` > 1 each run is a fresh interpreter (``--in-process`` to keep one), and a last
@@ -57,7 +65,8 @@ def _run_isolated(args: argparse.Namespace) -> list[dict]:
     argv = [sys.executable, "-m", "bench", "run", args.workload, "--n", str(args.n),
             "--secs", str(args.secs), "--warmup", str(args.warmup), "--repeat", "1", "--results", args.results,
             "--rate", str(args.rate), "--probe-secs", str(args.probe_secs), "--pending", str(args.pending),
-            "--ks", args.ks, "--idle-secs", str(args.idle_secs)]
+            "--ks", args.ks, "--idle-secs", str(args.idle_secs), "--observe", str(args.observe),
+            "--message-timeout", str(args.message_timeout)]
     if args.acking is not None:
         argv += ["--acking", args.acking]
     if args.max_pending is not None:
@@ -112,6 +121,12 @@ def _run(args: argparse.Namespace) -> int:
             from . import w4_latency
             record = w4_latency.run(rate=args.rate, secs=args.secs, warmup=args.warmup,
                                     probe_secs=args.probe_secs, **kwargs)
+        elif args.workload == "RECOVERY":
+            from . import recovery
+            record = recovery.run(host=args.host, workers=args.workers, rate=float(args.rate),
+                                  warmup=args.warmup, observe=args.observe, timeout=args.message_timeout,
+                                  spark_master=args.spark_master, **({} if args.max_pending is None
+                                                                     else {"max_pending": args.max_pending}))
         elif args.workload == "MEM":
             from . import memory
             record = memory.run(host=args.host, workers=args.workers, pending=args.pending,
@@ -164,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run one workload (LocalCluster, the process or the Spark host) and its baseline")
-    run.add_argument("workload", choices=["W1", "W2", "W3", "W4", "MEM"], type=str.upper)
+    run.add_argument("workload", choices=["W1", "W2", "W3", "W4", "MEM", "RECOVERY"], type=str.upper)
     run.add_argument("--acking", choices=["on", "off"], default=None,
                      help="W1-W3: required; W4 and MEM: always on")
     run.add_argument("--n", type=int, default=1_000_000, help="W1: sentences (default 1,000,000)")
@@ -181,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
                      help="MEM: tree fan-outs k (children per spout tuple) to measure the acker with (default 1,20)")
     run.add_argument("--idle-secs", type=float, default=5.0,
                      help="MEM: window over which the idle topology's CPU is measured (default 5)")
+    run.add_argument("--observe", type=float, default=100.0,
+                     help="RECOVERY: watch at most this long after the kill (default 100)")
+    run.add_argument("--message-timeout", type=int, default=30,
+                     help="RECOVERY: topology.message.timeout.secs (default 30, Storm's)")
     run.add_argument("--repeat", type=int, default=1, help="runs; a median line follows if > 1")
     run.add_argument("--max-pending", type=int, default=None,
                      help="topology.max.spout.pending with acking on (default 1000)")
@@ -219,7 +238,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--workers must be at least 1")
         if args.workload in ("W1", "W2", "W3") and args.acking is None:
             parser.error(f"{args.workload} needs --acking on|off")
-        if args.workload in ("W4", "MEM") and args.acking == "off":
+        if args.workload == "RECOVERY":
+            if args.host == "local" or args.workers < 2:
+                parser.error("RECOVERY kills a worker process: it needs --host process|spark and --workers 2 or more")
+            try:
+                float(args.rate)
+            except ValueError:
+                parser.error(f"--rate: RECOVERY takes tuples/s, got {args.rate!r}")
+        if args.workload in ("W4", "MEM", "RECOVERY") and args.acking == "off":
             parser.error(f"{args.workload} runs with acking on only")
         if args.workload == "W4":
             from .w4_latency import parse_rate

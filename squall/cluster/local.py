@@ -217,7 +217,12 @@ class LocalCluster:
             dead.stop(clean=False, timeout=1.0)
             topo.restarts[dead.port] = topo.restarts.get(dead.port, 0) + 1
             log.warning("restarting worker %s of %s after a crash", dead.port, topo.plan.name)
-            self._launch(topo, dead.port, dead.assignment)
+            new = self._launch(topo, dead.port, dead.assignment)
+            # what the others sent to the dead worker until the new one took its tasks is lost:
+            # their spouts fail it now, as the master has them do (see squall.cluster.master)
+            for w in topo.workers.values():
+                if w is not new:
+                    w.tasks_lost(dead.tasks)
 
     # --- the state machine ----------------------------------------------------------------------------
     def _get(self, name: str) -> _Topology:

@@ -9,7 +9,8 @@ Who talks to it, all over the authenticated RPC channel (`squall.worker.rpc`):
   slots): ``supervisor_sync`` every second, which registers the slots and returns which
   topology (and which launch) each slot must run, as Storm's supervisors read assignments;
 - workers: ``get_assignment`` once at start, then ``heartbeat`` every second with their
-  statistics and errors; the reply carries whether the topology is active.
+  statistics and errors; the reply carries whether the topology is active, and which workers
+  died since the worker last heard (`LostWorker`).
 
 The master never holds a worker: if it dies, supervisors keep their workers and workers keep
 processing (the Storm paper's key property); when it restarts it reloads its state and picks
@@ -21,6 +22,12 @@ after ``squall.worker.max.launch.attempts`` failed starts in a row it is given u
 worker's own, else the last lines of its output, which its supervisor sends) shows in ``list``.
 The scheduler runs again whenever slots may have freed or appeared: a kill's removal, a
 rebalance, a supervisor that joins or leaves.
+
+Beyond Storm: when the master learns that a worker died (its supervisor reports the exit, its
+heartbeats time out, or its supervisor is gone), it records a `LostWorker` under the topology's
+next "lost generation". Every worker's heartbeat says the last generation it knows, and the reply
+lists the deaths since; the worker's spouts then fail at once the pending tuples that may have
+been in the dead worker, rather than one to two message timeouts later.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import logging
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import cloudpickle
 
@@ -52,6 +59,16 @@ log = logging.getLogger("squall.master")
 
 _NAME_RE = re.compile(r"^[^/.:\\]+$")
 _PLAN = b"plan"  # the kind plans are sealed as (squall._sealed)
+MAX_LOST = 100  # deaths a topology remembers for workers that have not heard yet
+
+
+class LostWorker(NamedTuple):
+    """A worker of a topology died: the items in it, or on their way to its ``tasks``, may be lost."""
+
+    generation: int   # the topology's lost generation this death made
+    slot: str
+    tasks: list[int]
+    time: float       # when the master learned it (its wall clock)
 
 
 class _Topo:
@@ -81,6 +98,26 @@ class _Topo:
         self.started_launch: dict[str, int] = {}
         self.reported_launch: dict[str, int] = {}
         self.retry_at: dict[str, float] = {}
+        # the deaths workers are told of in their heartbeat replies (`LostWorker`)
+        self.lost: list[LostWorker] = []
+        self.lost_generation = 0
+
+    def note_lost(self, slot: str) -> None:
+        """``slot``'s worker died: tell the other workers (`LostWorker`)."""
+        idx = self.assignment.get(slot)
+        if idx is None:
+            return
+        self.lost_generation += 1
+        tasks = [t for i in idx for t in self.plan.executors[i].tasks]
+        self.lost.append(LostWorker(self.lost_generation, slot, tasks, time.time()))
+        del self.lost[:-MAX_LOST]
+
+    def lost_since(self, generation: int) -> list[dict[str, Any]]:
+        """The deaths a worker that knows up to ``generation`` has not heard of. A generation
+        ahead of ours is from before this master restarted: all we know is new to it."""
+        if generation > self.lost_generation:
+            generation = 0
+        return [lost._asdict() for lost in self.lost if lost.generation > generation]
 
     def note_address(self, slot: str, address: str | None) -> None:
         """``slot``'s worker reported its data address (None: it is restarting)."""
@@ -421,6 +458,7 @@ class Master:
             return
         slot = ex["slot"]
         if slot in topo.assignment and ex.get("launch_id") == topo.launch_ids.get(slot):
+            topo.note_lost(slot)
             topo.launch_ids[slot] += 1
             topo.heartbeats[slot] = {"time": time.time(), "starting": True}
             topo.note_address(slot, None)
@@ -454,15 +492,16 @@ class Master:
             topo.note_address(slot, address)
         return {"plan": pickle_topology(topo.plan.topology, topo.plan) if want_plan else None,
                 "executors": topo.assignment[slot], "peers": topo.peers(),
-                "addresses_version": topo.addresses_version,
+                "addresses_version": topo.addresses_version, "lost_generation": topo.lost_generation,
                 "launch_id": topo.launch_ids[slot], "active": self._active(topo)}
 
     def op_heartbeat(self, storm_id: str, slot: str, launch_id: int, stats: dict | None = None,
                      errors: list[dict[str, Any]] | None = None, started: bool = True,
                      address: str | None = None, addresses_version: int | None = None,
-                     pid: int | None = None) -> dict[str, Any]:
-        """A worker's beat. The reply says whether to stop, whether spouts may run, and, when
-        a peer moved since the worker's ``addresses_version``, the new ``peers`` table."""
+                     pid: int | None = None, lost_generation: int | None = None) -> dict[str, Any]:
+        """A worker's beat. The reply says whether to stop, whether spouts may run, when a peer
+        moved since the worker's ``addresses_version``, the new ``peers`` table, and when workers
+        died since its ``lost_generation``, which (``lost``: `LostWorker` as dicts)."""
         topo = self._find(storm_id)
         if topo is None or slot not in topo.assignment or topo.launch_ids.get(slot) != launch_id:
             return {"stop": True}  # killed, rebalanced away, or superseded by a newer launch
@@ -483,6 +522,9 @@ class Master:
         if addresses_version is not None and addresses_version != topo.addresses_version:
             reply["peers"] = topo.peers()
             reply["addresses_version"] = topo.addresses_version
+        if lost_generation is not None and lost_generation != topo.lost_generation:
+            reply["lost"] = topo.lost_since(lost_generation)
+            reply["lost_generation"] = topo.lost_generation
         return reply
 
     def _active(self, topo: _Topo) -> bool:
@@ -513,6 +555,8 @@ class Master:
             lost = {f"{sup['host']}:{p}" for p in sup["ports"]}
             log.warning("supervisor %s silent for %.0f s: rescheduling its slots", sid, now - sup["seen"])
             for topo in self.topologies.values():
+                for slot in lost & set(topo.assignment):
+                    topo.note_lost(slot)
                 topo.assignment = {s: i for s, i in topo.assignment.items() if s not in lost}
         if dead:
             self._schedule()
@@ -532,6 +576,7 @@ class Master:
                 if now - last > limit:
                     log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
                                 slot, topo.plan.name, now - last)
+                    topo.note_lost(slot)
                     topo.launch_ids[slot] += 1
                     topo.heartbeats[slot] = {"time": now, "starting": True}
                     topo.note_address(slot, None)

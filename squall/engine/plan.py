@@ -74,6 +74,20 @@ class TopologyPlan:
         """The acker's task ids."""
         return self.component_tasks.get(ACKER_COMPONENT, [])
 
+    def downstream_tasks(self, component: str) -> set[int]:
+        """The tasks of every component that ``component``'s tuples can reach (its subscribers,
+        theirs, and so on; ``component``'s own only through a cycle)."""
+        comps = self.topology.components
+        seen: set[str] = set()
+        todo = [component]
+        while todo:
+            src = todo.pop()
+            for cid, spec in comps.items():
+                if cid not in seen and any(s == src for (s, _stream) in spec.inputs):
+                    seen.add(cid)
+                    todo.append(cid)
+        return {t for cid in seen for t in self.component_tasks.get(cid, [])}
+
     def with_parallelism(self, num_workers: int | None, executors: dict[str, int] | None) -> TopologyPlan:
         """The plan after a rebalance: same tasks, new worker and executor counts."""
         par = dict(self.parallelism)

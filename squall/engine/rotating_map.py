@@ -6,7 +6,8 @@ an entry that is not re-put expires between T·(n−1) and T·n after it was put
 2 buckets, a tuple times out between T and 2T; with the acker's 3, between 2T and 3T.
 
 Costs: ``put`` and ``remove`` touch every bucket (n is 2 or 3), ``get`` scans newest first,
-``rotate`` is O(expired entries). Not thread-safe: its owner drives it from one thread.
+``rotate`` is O(expired entries), ``remove_if`` O(entries). Not thread-safe: its owner drives
+it from one thread.
 """
 
 from __future__ import annotations
@@ -54,6 +55,16 @@ class RotatingMap:
             if key in b:
                 return b.pop(key)
         return None
+
+    def remove_if(self, predicate: Callable[[Any, Any], bool]) -> list[tuple[Any, Any]]:
+        """Remove every entry for which ``predicate(key, value)`` holds; return them. O(size)."""
+        out = []
+        for b in self._buckets:
+            gone = [(k, v) for k, v in b.items() if predicate(k, v)]
+            for k, _v in gone:
+                del b[k]
+            out += gone
+        return out
 
     def __len__(self) -> int:
         return sum(map(len, self._buckets))

@@ -5,12 +5,21 @@ then, if the topology is active, max spout pending allows it and nothing is back
 ``next_tuple`` on each task, repeatedly while it keeps emitting (up to a budget, so downstream
 executors run between bursts). The pending map is a 2-bucket `RotatingMap` rotated every
 message timeout, so an incomplete tuple fails between T and 2T.
+
+Beyond Storm: when the host learns that another worker died (or that items queued for it were
+dropped), it calls `SpoutExecutor.notify_lost` with that worker's tasks. A spout whose tuples can
+reach any of them (downstream of it, or an acker) then fails at once, on its own loop, every
+pending tuple emitted until then, instead of waiting one to two message timeouts for them: its
+throughput comes back in seconds. Tuples that did complete are replayed too, which
+at-least-once allows.
 """
 
 from __future__ import annotations
 
 import functools
 import random
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from .._collectors import SpoutOutputCollector
@@ -40,6 +49,10 @@ class SpoutExecutor(Executor):
         self.pending = RotatingMap(2, self._expired)
         self.in_flight = 0  # == len(self.pending), kept as a counter: it is checked per next_tuple
         self._expired_ids: list[tuple[int, Any]] = []
+        # tasks whose loss may lose this spout's tuples: its downstream and the ackers; and the
+        # times (this worker's clock) until which `notify_lost` said items to them may be lost
+        self._reaches = frozenset(wiring.plan.downstream_tasks(self.component) | set(wiring.plan.acker_tasks))
+        self._lost: deque[float] = deque()
         msp = conf.get("topology.max.spout.pending")
         self.max_pending = msp * len(self.task_ids) if msp else 0
         self.active = False
@@ -95,6 +108,8 @@ class SpoutExecutor(Executor):
         return self.emits - start
 
     def drain(self, limit: int) -> int:
+        if self._lost:
+            self._fail_lost()
         done = 0
         for t, q in self.inboxes.items():
             n = len(q)
@@ -142,11 +157,33 @@ class SpoutExecutor(Executor):
         """Expire the oldest pending bucket: those tuples fail (Storm's reason "TIMEOUT")."""
         self.pending.rotate()
         expired, self._expired_ids = self._expired_ids, []
-        self.in_flight -= len(expired)
-        for task, msg_id in expired:
+        self._fail(expired)
+
+    def _fail(self, failed: list[tuple[int, Any]]) -> None:
+        """Fail ``(task, msg_id)`` pairs already out of the pending map."""
+        self.in_flight -= len(failed)
+        for task, msg_id in failed:
             self.current_task = task
             self.stats[task].failed += 1
             self.objs[task].fail(msg_id)
+
+    # --- lost workers ----------------------------------------------------------------------------------
+    def notify_lost(self, tasks: Iterable[int], until: float) -> bool:
+        """Items sent to ``tasks`` (of another worker) until ``until`` (this worker's clock) may
+        be lost. If this spout's tuples can reach any of them, its pending tuples emitted until
+        then fail, on the spout's loop (see the module docstring); returns whether they will.
+        Any thread may call this."""
+        if self._reaches.isdisjoint(tasks):
+            return False
+        self._lost.append(until)
+        if self.wiring.loop is not None:
+            self.wiring.loop.wake()
+        return True
+
+    def _fail_lost(self) -> None:
+        until = max(self._lost.popleft() for _ in range(len(self._lost)))
+        lost = self.pending.remove_if(lambda _root, info: info[3] <= until)
+        self._fail([(info[1], info[0]) for _root, info in lost])
 
     def emitted_by_stream(self, task):
         return {s: (r.emitted, r.transferred) for s, r in self.collectors[task].routers.items()}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import cloudpickle
@@ -76,6 +76,7 @@ class Worker:
                  on_crash: Callable[[Worker, ErrorRecord], None], seed: int) -> None:
         self.plan = plan
         self.port = port
+        self.clock = clock
         self.assignment = list(assignment)
         self.state = state
         self.backpressure = backpressure
@@ -170,6 +171,15 @@ class Worker:
             lp.wake()
         if len(q) >= self.backpressure.high and type(item) is Tuple:  # acker traffic is never bounded
             self.backpressure.check(task, len(q))
+
+    def tasks_lost(self, tasks: Iterable[int]) -> int:
+        """Items this worker sent to ``tasks`` (in another worker) until now may be lost: that
+        worker died, or what was queued for it was dropped. Every local spout that reaches one
+        of them fails its pending tuples emitted until now, on its own loop
+        (`SpoutExecutor.notify_lost`). Returns how many spout executors will."""
+        tasks = frozenset(tasks).difference(self.inboxes)
+        now = self.clock.now()
+        return sum(ex.notify_lost(tasks, now) for ex in self.executors if isinstance(ex, SpoutExecutor))
 
     def _crash(self, loop: ExecutorLoop, executor: Executor | None, exc: BaseException) -> None:
         component = executor.component if executor is not None else "?"

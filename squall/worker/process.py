@@ -94,7 +94,8 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
             executors = [plan.executors[i] for i in a["executors"]]
             blobs = component_blobs(plan)
             serializer = Serializer(plan.conf, _source_cache(plan))
-            transport = ZmqTransport(bind or f"tcp://{slot}", {}, serializer, link.secret)
+            early = _EarlyItems()
+            transport = ZmqTransport(bind or f"tcp://{slot}", {}, serializer, link.secret, receive=early)
         except Exception as e:
             rec = error_record("__worker", -1, e, int(port), fatal=True)
             rec.error = f"worker on {slot} cannot start: {rec.error}"
@@ -112,8 +113,8 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
                 log.error("peers of %s did not report within nimbus.task.launch.secs", slot)
                 return EXIT_CANNOT_START
             time.sleep(0.2)
-        transport.set_peers({int(t): addr for t, addr in a["peers"].items() if addr != transport.address})
-        return _run_started(link, plan, executors, blobs, transport, a, storm_id, slot, launch_id, conf, stop)
+        return _run_started(link, plan, executors, blobs, transport, early, a, storm_id, slot, launch_id, conf,
+                            stop)
     except RemoteError as e:  # "no assignment": killed or moved while this worker started
         log.info("%s; exiting", e)
         return 0
@@ -136,10 +137,13 @@ def _call_until(link: _MasterLink, deadline: float, stop: threading.Event, op: s
 
 
 def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, transport: ZmqTransport,
-                 a: dict[str, Any], storm_id: str, slot: str, launch_id: int, conf: dict[str, Any],
-                 stop: threading.Event) -> int:
+                 early: _EarlyItems, a: dict[str, Any], storm_id: str, slot: str, launch_id: int,
+                 conf: dict[str, Any], stop: threading.Event) -> int:
     port = slot.rsplit(":", 1)[1]
     addresses_version = a["addresses_version"]
+    lost_generation = a.get("lost_generation", 0)
+    peers: dict[int, str] = {}
+    _set_peers(transport, peers, a["peers"])
     errors: list[dict[str, Any]] = []
     crashed = threading.Event()
     state = TopologyState(active=bool(a["active"]))
@@ -147,6 +151,7 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
     worker = Worker(plan, int(port), executors, blobs, transport, Clock(), state, bp,
                     lambda rec: errors.append(rec.as_dict()),
                     lambda w, rec: crashed.set(), random.SystemRandom().getrandbits(64))
+    early.hand_over(worker.receive)
     transport.set_receiver(worker.receive)
     # backpressure across workers: tell the peers when this worker's inboxes flip over or under
     # their bound, and throttle local spouts while any peer is over
@@ -174,7 +179,7 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
                 reply = link.call("heartbeat", storm_id=storm_id, slot=slot, launch_id=launch_id,
                                   stats=worker.statistics(), errors=pending, started=worker.opened(),
                                   address=transport.address, addresses_version=addresses_version,
-                                  pid=os.getpid())
+                                  pid=os.getpid(), lost_generation=lost_generation)
             except RpcError:
                 errors[:0] = pending  # keep them for when the master is back; go on processing
                 reply = None
@@ -186,12 +191,58 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
                 if reply.get("stop"):
                     return 0
                 if "peers" in reply:  # a peer restarted elsewhere: before spouts may (re)start
-                    transport.set_peers({int(t): addr for t, addr in reply["peers"].items()
-                                         if addr is not None and addr != transport.address})
+                    worker.tasks_lost(_set_peers(transport, peers, reply["peers"]))
                     addresses_version = reply["addresses_version"]
+                for lost in reply.get("lost", ()):
+                    if worker.tasks_lost(lost["tasks"]):
+                        log.info("worker %s died %.1f s ago: failing the spouts' pending tuples that may "
+                                 "have been in it", lost["slot"], max(0.0, time.time() - lost["time"]))
+                lost_generation = reply.get("lost_generation", lost_generation)
                 state.set_active(bool(reply.get("active")))
     finally:
         worker.stop(clean=status == 0, timeout=2)
+
+
+def _set_peers(transport: ZmqTransport, known: dict[int, str], table: dict[Any, Any]) -> list[int]:
+    """Give the transport the peers' addresses (``table``: task -> address, None while a peer
+    restarts) and return the tasks whose worker moved. The transport drops what it queued for
+    those (their old address is a dead worker's): the spouts must fail what they sent there at
+    once (`Worker.tasks_lost`), or wait a message timeout for it."""
+    new = {int(t): addr for t, addr in table.items() if addr is not None and addr != transport.address}
+    moved = [t for t, addr in new.items() if known.get(t, addr) != addr]
+    transport.set_peers(new)
+    known.update(new)
+    return moved
+
+
+class _EarlyItems:
+    """The transport's receiver until the worker exists. Peers may send as soon as they know
+    this worker's address, which it reports before it builds its executors; what arrives
+    meanwhile (on the process host, a restarted worker's port at once gets what its peers
+    queued for it) is kept and handed to the worker, not dropped."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[int, Any]] = []
+        self._receive: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self, task: int, item: Any) -> None:
+        with self._lock:
+            if self._receive is None:
+                self._items.append((task, item))
+                return
+        self._receive(task, item)
+
+    def hand_over(self, receive: Any) -> None:
+        """Deliver what was kept to ``receive``, and from now on everything."""
+        with self._lock:
+            for task, item in self._items:
+                try:
+                    receive(task, item)
+                except KeyError:
+                    pass  # not a task of this worker (the transport drops those too)
+            self._items = []
+            self._receive = receive
 
 
 def _wait_any(a: threading.Event, b: threading.Event, timeout: float) -> bool:

@@ -393,3 +393,35 @@ def test_a_worker_that_started_and_then_died_is_restarted_at_once_and_resets_the
     assert topo.launch_failures[slot] == 0
     assert reply["slots"][slot.rsplit(":", 1)[1]]["launch_id"] == topo.launch_ids[slot]
     assert len(topo.errors) == 1  # a worker that ran is no failed start: only the first exit's error
+
+
+def test_a_dead_worker_is_told_to_the_others_in_their_heartbeat_replies(conf):
+    """Beyond Storm: a reported exit, or a worker whose heartbeats stopped, makes a notice of
+    its slot and tasks that every other worker gets once, in its next heartbeat reply."""
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    topo = m.topologies["t"]
+    a, b = sorted(topo.assignment)
+    gen = m.op_get_assignment(storm_id=storm_id, slot=a, launch_id=topo.launch_ids[a])["lost_generation"]
+    b_tasks = sorted(t for i in topo.assignment[b] for t in topo.plan.executors[i].tasks)
+
+    def beat(slot, generation):
+        return m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot],
+                              lost_generation=generation)
+    assert "lost" not in beat(a, gen)
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
+                         exits=[{"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": -9,
+                                 "started": True}])
+    reply = beat(a, gen)
+    assert [(n["slot"], sorted(n["tasks"])) for n in reply["lost"]] == [(b, b_tasks)]
+    gen = reply["lost_generation"]
+    assert "lost" not in beat(a, gen)  # told once
+    # b's new launch starts knowing of its own death: it is not told of it
+    b_gen = m.op_get_assignment(storm_id=storm_id, slot=b, launch_id=topo.launch_ids[b])["lost_generation"]
+    assert "lost" not in beat(b, b_gen)
+    # a worker whose heartbeats stop is a death too
+    topo.heartbeats[b] = {"time": time.time() - 5, "stats": {}}
+    m.monitor()
+    reply = beat(a, gen)
+    assert [n["slot"] for n in reply["lost"]] == [b] and reply["lost_generation"] > gen

@@ -70,3 +70,13 @@ def test_rotate_expires_whole_buckets_at_once():
 def test_fewer_than_two_buckets_is_refused():
     with pytest.raises(ValueError):
         RotatingMap(1)
+
+
+def test_remove_if_takes_matching_entries_from_every_bucket():
+    m = RotatingMap(2)
+    m.put(1, "old")
+    m.rotate()
+    m.put(2, "new")
+    m.put(3, "keep")
+    assert sorted(m.remove_if(lambda k, v: v != "keep")) == [(1, "old"), (2, "new")]
+    assert len(m) == 1 and m.get(3) == "keep"

@@ -1,6 +1,7 @@
 """Components for the process-host recovery tests (shipped to the workers by value)."""
 
 import os
+import signal
 from pathlib import Path
 
 from squall import BasicBolt, Fields, Spout, TopologyBuilder
@@ -130,3 +131,13 @@ class Chatty(Spout):
         for _ in range(min(100, self.lines - self.printed)):  # many a call: an idle spout is called slowly
             self.printed += 1
             print(f"chatty line {self.printed:08d} ".ljust(99, "."), flush=True)
+
+
+def kill_a_worker_without(client, name, component):
+    """SIGKILL the Python process of a worker of topology ``name`` that runs no task of
+    ``component`` (so the spout stays, and waits on what was lost); return its ``info`` entry."""
+    info = client.get_topology_info(name)
+    ports = {st["worker"] for st in info["components"][component]["task_stats"].values()}
+    victim = next(w for w in info["workers"] if int(w["slot"].rsplit(":", 1)[1]) not in ports)
+    os.kill(victim["pid"], signal.SIGKILL)
+    return victim

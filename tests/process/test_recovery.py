@@ -14,7 +14,7 @@ from squall import Config, StormSubmitter, TopologyBuilder
 from ..conftest import wait_until
 from .conftest import _squall_processes
 from .recovery_topology import (RECOVERY_CONF, DurableSpout, Flood, Sleepy, UnimportableOnWorkers, acked,
-                                recovery_topology)
+                                kill_a_worker_without, recovery_topology)
 from .semantics_topology import topology_conf
 
 N = 3000
@@ -39,6 +39,27 @@ def test_a_sigkilled_worker_is_restarted_and_a_reliable_topology_loses_nothing(c
     assert wait_until(lambda: len(cluster.workers()) == 2 and pid not in cluster.workers(), 20), \
         "the killed worker was not restarted"
     assert wait_until(lambda: acked(out) >= set(range(N)), 60), f"lost ids: {sorted(set(range(N)) - acked(out))[:20]}"
+
+
+def test_the_tuples_a_sigkilled_worker_held_fail_at_once_not_after_the_message_timeout(cluster, tmp_path):
+    """Beyond Storm: with a 60 s message timeout, the tuples lost with a SIGKILLed worker (in its
+    inboxes, or in its acker) would fail only 60 to 120 s later. The master tells the spout's
+    worker of the death in its next heartbeat reply, and the spout fails its pending tuples at
+    once: they are replayed and acked well within this test's wait."""
+    out = tmp_path / "out"
+    out.mkdir()
+    n = 10**6  # more than the run gets through: tuples are in flight when the worker dies
+    conf = topology_conf(out, **{**RECOVERY_CONF, "topology.message.timeout.secs": 60})
+    with cluster.client() as m:
+        m.submit_topology("lost", conf, recovery_topology(n))
+        assert wait_until(lambda: len(acked(out)) > 200, 30), "the topology did not start processing"
+        # DurableSpout emits n-1, n-2, ...: the ids from n - emitted up were all emitted before the kill
+        emitted = m.get_topology_info("lost")["components"]["source"]["emitted"]
+        kill_a_worker_without(m, "lost", "source")
+        assert wait_until(lambda: m.get_topology_info("lost")["components"]["source"]["failed"] > 0, 30), \
+            "no pending tuple failed"
+        assert wait_until(lambda: acked(out) >= set(range(n - emitted, n)), 30), \
+            f"not acked yet: {sorted(set(range(n - emitted, n)) - acked(out))[:20]}"
 
 
 def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resumes(cluster, tmp_path):

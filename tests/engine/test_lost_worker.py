@@ -1,0 +1,128 @@
+"""A spout told that another worker's tasks were lost fails, at once, the pending tuples that may
+have been in it; on a simulated clock, so that no message timeout can be what fails them."""
+
+from squall import Bolt, Config, Fields, LocalCluster, TopologyBuilder
+from squall._config import topology_conf
+from squall.engine.clock import SimulatedClock
+from squall.engine.loop import Backpressure, TopologyState
+from squall.engine.plan import make_plan
+from squall.engine.transport import Transport
+from squall.engine.worker import Worker, component_blobs
+from squall.testing import AckFailMapTracker, FeederSpout
+
+from ..conftest import wait_until
+
+
+class NeverAcks(Bolt):
+    def execute(self, tup):
+        pass
+
+
+class Void(Transport):
+    """Another worker that never answers: what is sent to it is kept, never delivered."""
+
+    def __init__(self):
+        self.sent = []
+
+    def sender(self, task_id):
+        return lambda item: self.sent.append((task_id, item))
+
+
+def _worker():
+    """feed -> sink (2 tasks), other -> side; 2 ackers. This worker runs the spouts, the first
+    acker and the first sink task; the second acker, the second sink task and side are in a
+    worker reached through `Void`."""
+    feed, other = FeederSpout(Fields(["x"])), FeederSpout(Fields(["y"]))
+    tracker = AckFailMapTracker()
+    feed.set_ack_fail_delegate(tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feed)
+    b.set_spout("other", other)
+    b.set_bolt("sink", NeverAcks(), 2).shuffle_grouping("feed")
+    b.set_bolt("side", NeverAcks()).shuffle_grouping("other")
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_num_ackers(2)
+    conf.set_message_timeout_secs(30)
+    plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
+    tasks = plan.component_tasks
+    remote = {tasks["__acker"][1], tasks["sink"][1], *tasks["side"]}
+    local = [e for e in plan.executors if not set(e.tasks) & remote]
+    clock = SimulatedClock()
+    worker = Worker(plan, 1, local, component_blobs(plan), Void(), clock, TopologyState(active=True),
+                    Backpressure(1000), lambda rec: None, lambda w, rec: None, 7)
+    spout = next(ex for ex in worker.executors if ex.component == "feed")
+    return worker, clock, feed, tracker, spout, tasks
+
+
+def test_a_lost_downstream_task_fails_the_pending_tuples_emitted_before_and_no_others():
+    worker, clock, feed, tracker, spout, tasks = _worker()
+    worker.start()
+    try:
+        for i in range(6):
+            feed.feed([i], f"m{i}")
+        assert wait_until(lambda: spout.in_flight == 6)
+        clock.advance(1)
+        # side is downstream of the other spout only: feed's tuples cannot be in it
+        assert worker.tasks_lost(tasks["side"]) == 1
+        clock.advance(1)
+        assert not wait_until(lambda: any(tracker.is_failed(f"m{i}") for i in range(6)), 0.2)
+        assert spout.in_flight == 6
+        # the second sink task is: every pending tuple may have touched it (or its acker) and fails,
+        # whichever task it was routed to, long before the 30 s timeout
+        assert worker.tasks_lost([tasks["sink"][1]]) == 1
+        assert wait_until(lambda: all(tracker.is_failed(f"m{i}") for i in range(6)))
+        assert spout.in_flight == 0
+        assert spout.stats[tasks["feed"][0]].failed == 6
+        # a tuple emitted after the notice is not failed by it
+        clock.advance(1)
+        feed.feed([6], "m6")
+        assert wait_until(lambda: spout.in_flight == 1)
+        assert not wait_until(lambda: tracker.is_failed("m6"), 0.2)
+    finally:
+        worker.stop(clean=False)
+
+
+def test_a_lost_acker_task_fails_the_pending_tuples():
+    worker, clock, feed, tracker, spout, tasks = _worker()
+    worker.start()
+    try:
+        feed.feed([1], "a")
+        assert wait_until(lambda: spout.in_flight == 1)
+        clock.advance(1)
+        worker.tasks_lost([tasks["__acker"][1]])
+        assert wait_until(lambda: tracker.is_failed("a"))
+    finally:
+        worker.stop(clean=False)
+
+
+class CrashesOnBoom(Bolt):
+    """Holds its tuples (never acks); raises on ``"boom"``, which crashes its worker."""
+
+    def execute(self, tup):
+        if tup[0] == "boom":
+            raise RuntimeError("boom")
+
+
+def test_local_cluster_fails_the_other_workers_pending_tuples_when_it_restarts_a_crashed_one():
+    """feed (worker 2) -> crash (worker 1): a crash of worker 1 loses what it held; when
+    LocalCluster restarts it, feed fails those tuples at once. The simulated clock does not move,
+    so no message timeout can be what fails them."""
+    feed = FeederSpout(Fields(["x"]))
+    tracker = AckFailMapTracker()
+    feed.set_ack_fail_delegate(tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feed)
+    b.set_bolt("crash", CrashesOnBoom()).shuffle_grouping("feed")
+    conf = Config()
+    conf.set_num_workers(2)
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("t", conf, b.create_topology())
+        workers = {c["task_stats"][t]["worker"] for c in [cluster.get_topology_info("t")["components"]["feed"],
+                                                           cluster.get_topology_info("t")["components"]["crash"]]
+                   for t in c["task_stats"]}
+        assert len(workers) == 2, "feed and crash must be in different workers"
+        feed.feed(["a"], "a")
+        assert wait_until(lambda: cluster.get_topology_info("t")["components"]["crash"]["executed"] == 1)
+        feed.feed(["boom"], "boom")
+        assert wait_until(lambda: tracker.is_failed("a") and tracker.is_failed("boom"))

@@ -410,6 +410,7 @@ def test_a_dead_worker_is_told_to_the_others_in_their_heartbeat_replies(conf):
         return m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot],
                               lost_generation=generation)
     assert "lost" not in beat(a, gen)
+    beat(b, gen)  # b started (an exit before that is a failed start, which waits before its restart)
     m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
                          exits=[{"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": -9,
                                  "started": True}])

@@ -123,6 +123,8 @@ class ZmqTransport(Transport):
         else:
             self._pull.bind(bind)
         self.address = bind
+        if self.encrypted:
+            log.info("data port %s is encrypted (CurveZMQ, %s=%s)", bind, curve.ENCRYPTION_KEY, encryption)
         self._opener = Opener(secret, origin.storm_id, bind)
         self._closed = False
         self._thread = threading.Thread(target=self._receive_loop, name=f"squall-recv-{bind}", daemon=True)

@@ -328,7 +328,7 @@ def test_ten_thousand_bad_messages_write_a_few_log_lines(caplog):
 
 # --- encryption (issue 10, item 6) ---------------------------------------------------------------------
 
-def test_with_encryption_on_two_workers_exchange_a_batch_and_a_plaintext_peer_is_shut_out():
+def test_with_encryption_on_two_workers_exchange_a_batch_and_a_plaintext_peer_is_shut_out(caplog):
     got = Collect()
     b = transport(receive=got, slot="h:2", encryption="true")
     a = transport(peers={7: b.address}, encryption="true")
@@ -341,9 +341,12 @@ def test_with_encryption_on_two_workers_exchange_a_batch_and_a_plaintext_peer_is
         # message) cannot complete the handshake: nothing it sends arrives
         plain = transport(peers={7: b.address}, encryption="false", slot="h:3")
         try:
-            plain.sender(7)((3, 4))
-            plain.flush()
-            assert not wait_until(lambda: len(got.got) > 1 or b.dropped, timeout=1.0)
+            with caplog.at_level(logging.WARNING, logger="squall.worker"):
+                plain.sender(7)((3, 4))
+                plain.flush()
+                assert not wait_until(lambda: len(got.got) > 1 or b.dropped, timeout=1.0)
+            # and the receiver says why, for the operator who set squall.encryption unevenly
+            assert any("failed the CURVE handshake" in r.getMessage() for r in caplog.records)
         finally:
             plain.close()
     finally:

@@ -269,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
                          "(use --host process or spark for --workers/--parallelism)")
         if args.spark_master is not None and args.host != "spark":
             parser.error("--spark-master is for --host spark")
+        if args.conf and args.host == "local":
+            parser.error("--conf is for --host process|spark (LocalCluster reads no cluster settings)")
         if args.parallelism is not None and args.parallelism < 1:
             parser.error("--parallelism must be at least 1")
     return args.func(args)

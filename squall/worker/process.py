@@ -222,9 +222,9 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
 
 
 def _over(message: Any) -> bool:
-    """The state a peer's backpressure message reports; ValueError if it is not one."""
+    """The state a peer's backpressure message reports; TypeError if it is not one."""
     if not isinstance(message, dict) or not isinstance(message.get("over"), bool):
-        raise ValueError(f"not a backpressure message: {message!r:.80}")
+        raise TypeError(f"not a backpressure message: {message!r:.80}")
     return message["over"]
 
 

@@ -149,7 +149,7 @@ class ZmqTransport(Transport):
 
     def set_control_handler(self, handle: Callable[[str, Any], None]) -> None:
         """Where arriving control messages go, with the slot of the worker that sent them (see
-        `broadcast`); the handler raises ValueError for a message it cannot take."""
+        `broadcast`); the handler raises an exception for a message it cannot take."""
         self._control = handle
 
     def broadcast(self, message: Any) -> None:

@@ -6,6 +6,7 @@
     python -m bench run W4 [--rate 1000|half-peak] [--secs 30] [--warmup 10] [--probe-secs 3]
         [--max-pending 1000] [--repeat 1]
         [--host local|process|spark] [--workers N] [--parallelism P] [--spark-master URL]
+        [--conf KEY=VALUE ...]
     python -m bench run MEM [--pending 100000] [--ks 1,20] [--idle-secs 5] [--repeat 1]
     python -m bench run MEM --host process|spark [--workers N] [--idle-secs 5]
     python -m bench run RECOVERY --host process|spark [--workers 2] [--rate 1000] [--warmup 10]
@@ -18,7 +19,8 @@ starts a throwaway master + supervisor with ``--workers`` worker processes, and 
 a throwaway SparkCluster (a new SparkSession on ``--spark-master``, default ``local[N]`` with
 N = ``--workers``; the master in this process, each worker a Spark task) (`bench.hosts`). Both
 run each component with ``--parallelism`` executors (default: the number of workers; W1's
-spout always has one).
+spout always has one). ``--conf KEY=VALUE`` (repeatable; VALUE is YAML) adds a cluster setting
+for those hosts, e.g. ``--conf squall.encryption=true``; the record says so in ``host_conf``.
 
 W4 (`bench.w4_latency`) is always acking on (``--acking`` may be left out): a spout paced at
 ``--rate`` tuples/s (all its tasks together; default 1,000) into W3's shape, figures over
@@ -52,12 +54,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from . import harness
+from .hosts import HOST_CONF_ENV
 
 
 def _run_isolated(args: argparse.Namespace) -> list[dict]:
@@ -78,6 +85,8 @@ def _run_isolated(args: argparse.Namespace) -> list[dict]:
         argv += ["--parallelism", str(args.parallelism)]
     if args.no_save:
         argv.append("--no-save")
+    for setting in args.conf:
+        argv += ["--conf", setting]
     records = []
     for _ in range(args.repeat):
         child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True,  # stderr passes through
@@ -112,6 +121,9 @@ def _run(args: argparse.Namespace) -> int:
     for _ in range(args.repeat):
         kwargs = {} if args.max_pending is None else {"max_pending": args.max_pending}
         kwargs.update(host=args.host, workers=args.workers, parallelism=args.parallelism)
+        host_conf = _host_conf(args.conf)
+        if host_conf:  # read by bench.hosts.make_host
+            os.environ[HOST_CONF_ENV] = json.dumps(host_conf)
         if args.spark_master is not None:
             kwargs["spark_master"] = args.spark_master
         if args.workload == "W1":
@@ -135,11 +147,24 @@ def _run(args: argparse.Namespace) -> int:
             from . import w2_const_null
             record = w2_const_null.run(args.workload, acking=acking, secs=args.secs, warmup=args.warmup,
                                        **kwargs)
+        if host_conf:
+            record["host_conf"] = host_conf
         harness.emit_record(record, results)
         records.append(record)
     if len(records) > 1:
         harness.emit_record(harness.median_record(records), None)
     return 0 if all(r.get("correct") for r in records) else 1
+
+
+def _host_conf(settings: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` settings (VALUE read as YAML) as a dict."""
+    out: dict[str, Any] = {}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--conf {setting!r}: expected KEY=VALUE")
+        out[key] = yaml.safe_load(value)
+    return out
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -212,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="executors per component on the process or Spark host (default: --workers)")
     run.add_argument("--spark-master", default=None,
                      help="--host spark: the Spark master URL (default: local[N], N = --workers)")
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                     help="--host process|spark: a cluster setting (VALUE is YAML; repeatable), "
+                          "e.g. squall.encryption=true")
     run.add_argument("--results", default=str(harness.RESULTS_FILE), help="results file to append to")
     run.add_argument("--no-save", action="store_true", help="print only; do not append to the results file")
     run.add_argument("--in-process", action="store_true",
@@ -267,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
                          "(use --host process or spark for --workers/--parallelism)")
         if args.spark_master is not None and args.host != "spark":
             parser.error("--spark-master is for --host spark")
+        if args.conf and args.host == "local":
+            parser.error("--conf is for --host process|spark (LocalCluster reads no cluster settings)")
         if args.parallelism is not None and args.parallelism < 1:
             parser.error("--parallelism must be at least 1")
     return args.func(args)

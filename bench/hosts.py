@@ -34,6 +34,7 @@ peak (``VmHWM``). Linux only.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -436,12 +437,17 @@ class SparkHost(_Host):
         return out
 
 
+HOST_CONF_ENV = "SQUALL_BENCH_HOST_CONF"  # JSON: extra cluster settings (``python -m bench run --conf``)
+
+
 def make_host(host: str, workers: int, spark_master: str | None = None) -> ProcessHost | SparkHost:
-    """The throwaway host a run asked for by name: ``"process"`` or ``"spark"``."""
+    """The throwaway host a run asked for by name: ``"process"`` or ``"spark"``, with the extra
+    cluster settings of ``$SQUALL_BENCH_HOST_CONF`` (a JSON object), if set."""
+    conf = json.loads(os.environ.get(HOST_CONF_ENV) or "{}")
     if host == "process":
-        return ProcessHost(workers)
+        return ProcessHost(workers, conf)
     if host == "spark":
-        return SparkHost(workers, spark_master)
+        return SparkHost(workers, spark_master, conf)
     raise ValueError(f"unknown host {host!r} (process or spark)")
 
 

@@ -344,6 +344,8 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "squall.worker.max.launch.attempts": (_positive_int, "a positive integer", False),
     "squall.encryption": (_encryption, "auto, true or false", True),
     "nimbus.thrift.max_buffer_size": (_positive_int, "a positive number of bytes", False),
+    "squall.transport.max.message.bytes": (lambda v: _positive_int(v) and v >= 1024,
+                                           "a number of bytes of at least 1024", False),
     "squall.log.max.bytes": (_non_negative_int, "a non-negative integer (0: never rotate)", False),
     "squall.log.backup.count": (_non_negative_int, "a non-negative integer", False),
     "squall.spark.executor.wait.secs": (_non_negative_number, "a non-negative number of seconds", False),

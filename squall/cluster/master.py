@@ -414,6 +414,7 @@ class Master:
                              "alive": not topo.heartbeats.get(s, {}).get("starting", False),
                              "pid": topo.heartbeats.get(s, {}).get("pid"),
                              "address": topo.addresses.get(s),
+                             "transport": topo.heartbeats.get(s, {}).get("transport"),
                              "given_up": s in topo.given_up} for s in sorted(topo.assignment)]}
 
     # --- supervisors and workers -------------------------------------------------------------------------
@@ -484,7 +485,8 @@ class Master:
                           launch_id: int | None = None, want_plan: bool = True) -> dict[str, Any]:
         """A starting worker's assignment; it reports the data ``address`` it bound. ``peers``
         (task -> address) holds None for workers that have not reported theirs yet: the worker
-        asks again until none is missing (``plan`` is sent only with ``want_plan``)."""
+        asks again until none is missing (``plan`` is sent only with ``want_plan``); ``launch_ids``
+        (slot -> launch id) lets it drop messages from replaced launches of its peers."""
         topo = self._find(storm_id)
         if topo is None or slot not in topo.assignment:
             raise NotAliveException(f"no assignment for {storm_id} on {slot}")
@@ -493,21 +495,25 @@ class Master:
         return {"plan": pickle_topology(topo.plan.topology, topo.plan) if want_plan else None,
                 "executors": topo.assignment[slot], "peers": topo.peers(),
                 "addresses_version": topo.addresses_version, "lost_generation": topo.lost_generation,
+                "launch_ids": dict(topo.launch_ids),
                 "launch_id": topo.launch_ids[slot], "active": self._active(topo)}
 
     def op_heartbeat(self, storm_id: str, slot: str, launch_id: int, stats: dict | None = None,
                      errors: list[dict[str, Any]] | None = None, started: bool = True,
                      address: str | None = None, addresses_version: int | None = None,
-                     pid: int | None = None, lost_generation: int | None = None) -> dict[str, Any]:
-        """A worker's beat. The reply says whether to stop, whether spouts may run, when a peer
-        moved since the worker's ``addresses_version``, the new ``peers`` table, and when workers
-        died since its ``lost_generation``, which (``lost``: `LostWorker` as dicts)."""
+                     pid: int | None = None, lost_generation: int | None = None,
+                     transport: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A worker's beat (``transport``: its data transport's counts of dropped messages). The
+        reply says whether to stop, whether spouts may run, when a peer moved or restarted since
+        the worker's ``addresses_version``, the new ``peers`` and ``launch_ids`` tables, and when
+        workers died since its ``lost_generation``, which (``lost``: `LostWorker` as dicts)."""
         topo = self._find(storm_id)
         if topo is None or slot not in topo.assignment or topo.launch_ids.get(slot) != launch_id:
             return {"stop": True}  # killed, rebalanced away, or superseded by a newer launch
         if address and slot not in topo.addresses:
             topo.note_address(slot, address)  # a master restarted since learns them again
-        topo.heartbeats[slot] = {"time": time.time(), "stats": stats or {}, "pid": pid, "address": address}
+        topo.heartbeats[slot] = {"time": time.time(), "stats": stats or {}, "pid": pid, "address": address,
+                                 "transport": transport}
         if started:
             topo.started_launch[slot] = launch_id
             if topo.launch_failures.get(slot):
@@ -521,6 +527,7 @@ class Master:
         reply: dict[str, Any] = {"stop": False, "active": self._active(topo)}
         if addresses_version is not None and addresses_version != topo.addresses_version:
             reply["peers"] = topo.peers()
+            reply["launch_ids"] = dict(topo.launch_ids)
             reply["addresses_version"] = topo.addresses_version
         if lost_generation is not None and lost_generation != topo.lost_generation:
             reply["lost"] = topo.lost_since(lost_generation)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .clock import Clock
 from .executor import Executor, log
 from .spout_executor import SpoutExecutor
 
@@ -67,18 +68,31 @@ class Backpressure:
 
     Across processes, each worker's `Backpressure` tells the others when its own state flips
     (``listener``, wired by the host to its transport), and they record it with `set_remote`:
-    a spout is throttled while any worker of its topology is over its bound.
+    a spout is throttled while any worker of its topology is over its bound. A worker that stays
+    over says so again every `RENEW_SECS`, and `expire` forgets a peer's "over" not heard for
+    `EXPIRE_SECS`: a lost "under", a peer that died while over, or a forged or replayed "over"
+    stops the spouts for a few seconds at most, never for good. Time is ``clock``'s
+    (`squall.engine.clock`).
     """
 
-    def __init__(self, high: int) -> None:
+    RENEW_SECS = 1.0   # how often a worker over its bound repeats it to its peers
+    EXPIRE_SECS = 5.0  # a peer's "over" not repeated for this long is forgotten
+
+    def __init__(self, high: int, clock: Clock | None = None) -> None:
         self.high = high
         self.low = max(1, high // 2)
         self.throttled = False
+        self.clock = clock or Clock()
         self._over: set[int] = set()
-        self._remote: set[Any] = set()
+        self._remote: dict[Any, float] = {}  # peer -> when it last said it was over
         self._lock = threading.Lock()
         self._waiters: list[ExecutorLoop] = []
         self.listener: Callable[[bool], None] | None = None  # told when this worker's state flips
+
+    @property
+    def over(self) -> bool:
+        """Whether one of this worker's own inboxes is over its bound."""
+        return bool(self._over)
 
     def register(self, loop: ExecutorLoop) -> None:
         with self._lock:
@@ -99,7 +113,20 @@ class Backpressure:
 
     def set_remote(self, source: Any, over: bool) -> None:
         """Another worker (``source``) reports whether it is over its bound."""
-        self._update(lambda: self._remote.add(source) if over else self._remote.discard(source))
+        now = self.clock.now()
+        self._update(lambda: self._remote.__setitem__(source, now) if over else self._remote.pop(source, None))
+
+    def expire(self) -> None:
+        """Forget the peers whose "over" is older than `EXPIRE_SECS` (call every `RENEW_SECS`)."""
+        cutoff = self.clock.now() - self.EXPIRE_SECS
+
+        def drop_stale() -> None:
+            for source in [s for s, heard in self._remote.items() if heard < cutoff]:
+                del self._remote[source]
+        with self._lock:
+            stale = any(heard < cutoff for heard in self._remote.values())
+        if stale:  # only then: an update wakes every loop that waits
+            self._update(drop_stale)
 
     def forget(self, tasks: list[int]) -> None:
         """Drop the records of ``tasks`` (their worker stopped)."""

@@ -24,14 +24,16 @@ from typing import Any
 
 import cloudpickle
 
+from .._encryption import encryption_setting
 from .._tuple import Source
 from ..engine.clock import Clock
 from ..engine.executor import error_record
 from ..engine.loop import Backpressure, TopologyState
 from ..engine.serialize import Serializer
 from ..engine.worker import Worker, component_blobs
+from .envelope import Origin
 from .rpc import Client, RemoteError, RpcError, RpcSettings, load_or_create_secret, rpc_settings
-from .transport import ZmqTransport
+from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_KEY, ZmqTransport
 
 log = logging.getLogger("squall.worker")
 
@@ -95,7 +97,8 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
             blobs = component_blobs(plan)
             serializer = Serializer(plan.conf, _source_cache(plan))
             early = _EarlyItems()
-            transport = ZmqTransport(bind or f"tcp://{slot}", {}, serializer, link.secret, receive=early)
+            transport = ZmqTransport(bind or f"tcp://{slot}", {}, serializer, link.secret, receive=early,
+                                     origin=Origin(storm_id, slot, launch_id), **_transport_options(conf))
         except Exception as e:
             rec = error_record("__worker", -1, e, int(port), fatal=True)
             rec.error = f"worker on {slot} cannot start: {rec.error}"
@@ -123,6 +126,14 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
             transport.close()
 
 
+def _transport_options(conf: dict[str, Any]) -> dict[str, Any]:
+    """The `ZmqTransport` settings of the cluster's configuration; ValueError naming a bad key."""
+    size = conf.get(MAX_MESSAGE_KEY) or DEFAULT_MAX_MESSAGE_BYTES
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
+        raise ValueError(f"{MAX_MESSAGE_KEY} must be a number of bytes of at least 1024, not {size!r}")
+    return {"max_message_bytes": size, "encryption": encryption_setting(conf)}
+
+
 def _call_until(link: _MasterLink, deadline: float, stop: threading.Event, op: str, **args: Any) -> Any:
     """``link.call`` retried while the master is unreachable; None once past ``deadline`` or stopped."""
     while not stop.is_set():
@@ -144,19 +155,33 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
     lost_generation = a.get("lost_generation", 0)
     peers: dict[int, str] = {}
     _set_peers(transport, peers, a["peers"])
+    transport.set_launches(a["launch_ids"])
     errors: list[dict[str, Any]] = []
     crashed = threading.Event()
     state = TopologyState(active=bool(a["active"]))
-    bp = Backpressure(plan.conf["topology.executor.receive.buffer.size"])
-    worker = Worker(plan, int(port), executors, blobs, transport, Clock(), state, bp,
+    clock = Clock()
+    bp = Backpressure(plan.conf["topology.executor.receive.buffer.size"], clock)
+    worker = Worker(plan, int(port), executors, blobs, transport, clock, state, bp,
                     lambda rec: errors.append(rec.as_dict()),
                     lambda w, rec: crashed.set(), random.SystemRandom().getrandbits(64))
     early.hand_over(worker.receive)
     transport.set_receiver(worker.receive)
+    refused_tasks: set[int] = set()
+
+    def refused(task: int, why: str) -> None:  # an item too large to send: say so once per task
+        if task not in refused_tasks:
+            refused_tasks.add(task)
+            errors.append(error_record(plan.task_to_component.get(task, "__transport"), task, why,
+                                       int(port)).as_dict())
+    transport.on_refused = refused
     # backpressure across workers: tell the peers when this worker's inboxes flip over or under
-    # their bound, and throttle local spouts while any peer is over
-    bp.listener = lambda over: transport.broadcast({"bp": int(port), "over": over})
-    transport.set_control_handler(lambda msg: bp.set_remote(msg["bp"], bool(msg["over"])))
+    # their bound (and, while over, again every RENEW_SECS), and throttle local spouts while any
+    # peer is over; the sender is the slot the message's authenticated header names
+    bp.listener = lambda over: transport.broadcast({"over": over})
+    transport.set_control_handler(lambda sender, msg: bp.set_remote(sender, _over(msg)))
+    renewing = threading.Event()
+    threading.Thread(target=_renew_backpressure, args=(bp, transport, renewing),
+                     name="squall-backpressure", daemon=True).start()
     worker.start()
     freq = float(conf.get("worker.heartbeat.frequency.secs") or 1)
     stall_after = float(plan.conf.get("topology.executor.blocking.warn.millis") or 1000) / 1000.0
@@ -179,7 +204,8 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
                 reply = link.call("heartbeat", storm_id=storm_id, slot=slot, launch_id=launch_id,
                                   stats=worker.statistics(), errors=pending, started=worker.opened(),
                                   address=transport.address, addresses_version=addresses_version,
-                                  pid=os.getpid(), lost_generation=lost_generation)
+                                  pid=os.getpid(), lost_generation=lost_generation,
+                                  transport=transport.statistics())
             except RpcError:
                 errors[:0] = pending  # keep them for when the master is back; go on processing
                 reply = None
@@ -192,6 +218,7 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
                     return 0
                 if "peers" in reply:  # a peer restarted elsewhere: before spouts may (re)start
                     worker.tasks_lost(_set_peers(transport, peers, reply["peers"]))
+                    transport.set_launches(reply["launch_ids"])
                     addresses_version = reply["addresses_version"]
                 for lost in reply.get("lost", ()):
                     if worker.tasks_lost(lost["tasks"]):
@@ -200,6 +227,7 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
                 lost_generation = reply.get("lost_generation", lost_generation)
                 state.set_active(bool(reply.get("active")))
     finally:
+        renewing.set()
         worker.stop(clean=status == 0, timeout=2)
 
 
@@ -243,6 +271,21 @@ class _EarlyItems:
                     pass  # not a task of this worker (the transport drops those too)
             self._items = []
             self._receive = receive
+
+
+def _over(message: Any) -> bool:
+    """The state a peer's backpressure message reports; TypeError if it is not one."""
+    if not isinstance(message, dict) or not isinstance(message.get("over"), bool):
+        raise TypeError(f"not a backpressure message: {message!r:.80}")
+    return message["over"]
+
+
+def _renew_backpressure(bp: Backpressure, transport: ZmqTransport, done: threading.Event) -> None:
+    """Every `Backpressure.RENEW_SECS`: forget peers' expired "over", and repeat our own."""
+    while not done.wait(bp.RENEW_SECS):
+        bp.expire()
+        if bp.over:
+            transport.broadcast({"over": True})
 
 
 def _wait_any(a: threading.Event, b: threading.Event, timeout: float) -> bool:

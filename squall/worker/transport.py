@@ -6,15 +6,22 @@ after every working round, see `squall.engine.transport.Transport.flush`) encode
 one batch and sends it, so a tuple crossing processes pays for one ``send`` per batch, not per
 tuple (ENGINE-SPEED.md, lesson 8). Items for tasks in this worker never come here.
 
-Every batch carries an HMAC-SHA256 of its bytes under the cluster's secret; a receiver checks
-it before decoding, because decoding may unpickle (the pickle fallback), and pickles must never
-be loaded from an unauthenticated peer. Batches that fail the check are dropped and logged.
+Every message is ``[mac, header, data]``: the header (`squall.worker.envelope`) names the
+topology, the sending worker and launch, the receiving worker and a sequence number, and the
+HMAC-SHA256 under the cluster's secret covers header and data. A receiver checks both before
+decoding, because decoding may unpickle (the pickle fallback), and pickles must never be loaded
+from an unauthenticated peer; it drops (and counts, `ZmqTransport.statistics`) messages that are
+forged, of another topology, meant for another worker, from a replaced launch, or replayed.
+Warnings about them are rate-limited (`squall._ratelimit`).
+
+A message's data is at most ``squall.transport.max.message.bytes``: the PULL socket refuses
+larger ones before reading them (ZeroMQ's ``MAXMSGSIZE`` closes the connection), and a sender
+splits a batch that would be larger, refusing with an error only an item too large on its own.
+Under ``squall.encryption`` the sockets use CurveZMQ (`squall.worker.curve`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import threading
 from collections import deque
@@ -23,13 +30,24 @@ from typing import Any
 
 import msgpack
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
+from .._encryption import KEY as ENCRYPTION_KEY
+from .._ratelimit import RateLimitedLog
 from ..engine.transport import Transport
+from . import curve
+from .envelope import CONTROL, DATA, Opener, Origin, Refused, Sealer
 
 log = logging.getLogger("squall.worker")
 
 MAX_BATCH = 2048  # items per message: bounds a message's size and the receiver's latency
-_CONTROL = b"ctl"  # third frame of a control message
+MAX_MESSAGE_KEY = "squall.transport.max.message.bytes"
+# A batch of MAX_BATCH small tuples is ~7 KB; 64 MB leaves room for large values, and bounds
+# what one message from a stranger can make a worker allocate.
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+_FRAME_SLACK = 1024  # a frame on the wire is a little larger than its data (CURVE's box)
+_HANDSHAKE_FAILED = int(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                        | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 # Plain ints: pyzmq's send_multipart/recv_multipart combine its Flag enums in Python on every
 # frame, which was 4% of a worker's GIL time at 30,000 tuples/s between 2 workers.
 _NOBLOCK = int(zmq.NOBLOCK)
@@ -57,15 +75,26 @@ class ZmqTransport(Transport):
         secret: the cluster's shared secret.
         receive: called with ``(task, item)`` for every item that arrives (the worker's
             ``receive``); set later with `set_receiver` if the worker does not exist yet.
+        origin: this worker's topology, slot and launch id, which its messages carry and
+            against which it checks the messages it receives.
+        max_message_bytes: the largest data frame sent or accepted (``squall.transport.max.message.bytes``).
+        encryption: ``squall.encryption``: ``"auto"``, ``"true"`` or ``"false"`` (`squall.worker.curve`).
     """
 
     def __init__(self, bind: str, peers: dict[int, str], serializer: Any, secret: bytes,
-                 receive: Callable[[int, Any], None] | None = None, ctx: zmq.Context | None = None) -> None:
+                 receive: Callable[[int, Any], None] | None = None, ctx: zmq.Context | None = None, *,
+                 origin: Origin, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 encryption: str = "auto") -> None:
         self._ctx = ctx or zmq.Context.instance()
         self._serializer = serializer
-        self._secret = secret
         self._receive = receive
-        self._control: Callable[[Any], None] | None = None
+        self._control: Callable[[str, Any], None] | None = None
+        self.max_message_bytes = int(max_message_bytes)
+        self._encryption = encryption
+        self._keys = curve.server_keys(secret) if encryption != "false" else None
+        self._warn = RateLimitedLog(log, limit=5, period=10.0)
+        self.refused = 0  # items refused because, alone, they exceed max_message_bytes
+        self.on_refused: Callable[[int, str], None] | None = None  # told (task, why) of each
         # queues, sockets and backlogs are keyed by the address a peer worker first had: a
         # worker that restarts elsewhere (a Spark task on another executor) gets a new address
         # (`set_peers`), but the senders the executors hold keep appending to the same queue
@@ -78,40 +107,60 @@ class ZmqTransport(Transport):
             self._task_key[task] = addr
             self._address[addr] = addr
         self._sockets: dict[str, zmq.Socket] = {}
+        self._routes: dict[str, bytes] = {}  # key -> the encoded route to the peer's current address
         self._unsent: dict[str, list[list[bytes]]] = {}
         self._send_lock = threading.Lock()
+        self._sealer = Sealer(secret, origin)
         self._pull = self._ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.LINGER, 0)
+        self._pull.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes + _FRAME_SLACK)
+        self.encrypted = self._keys is not None and curve.wants_encryption(encryption, bind)
+        if self.encrypted:
+            curve.make_server(self._pull, self._keys)
+        self._monitor = self._pull.get_monitor_socket(_HANDSHAKE_FAILED) if self.encrypted else None
         if bind.endswith(":0"):  # any free port (tests); the slot's port otherwise
             port = self._pull.bind_to_random_port(bind[:-2])
             bind = f"{bind[:-2]}:{port}"
         else:
             self._pull.bind(bind)
         self.address = bind
+        if self.encrypted:
+            log.info("data port %s is encrypted (CurveZMQ, %s=%s)", bind, ENCRYPTION_KEY, encryption)
+        self._opener = Opener(secret, origin.storm_id, bind)
         self._closed = False
-        self.dropped = 0  # batches refused: bad HMAC or undecodable
         self._thread = threading.Thread(target=self._receive_loop, name=f"squall-recv-{bind}", daemon=True)
         self._thread.start()
 
-    def _mac(self, data: bytes) -> bytes:
-        """The HMAC-SHA256 of a message under the cluster's secret (sent as its first frame)."""
-        return hmac.new(self._secret, data, hashlib.sha256).digest()
+    @property
+    def dropped(self) -> int:
+        """Messages received and dropped, for any reason (`statistics` tells which)."""
+        return self._opener.drops.total()
+
+    def statistics(self) -> dict[str, Any]:
+        """Drops by reason, and items refused for their size (for the worker's heartbeat)."""
+        return {"dropped": self._opener.drops.as_dict(), "refused": self.refused}
+
+    def set_launches(self, launches: dict[str, int]) -> None:
+        """The master's launch id per slot: messages from older launches are dropped."""
+        self._opener.set_floor(launches)
 
     def set_receiver(self, receive: Callable[[int, Any], None]) -> None:
         """Where arriving items go (the worker's ``receive``)."""
         self._receive = receive
 
-    def set_control_handler(self, handle: Callable[[Any], None]) -> None:
-        """Where arriving control messages go (see `broadcast`)."""
+    def set_control_handler(self, handle: Callable[[str, Any], None]) -> None:
+        """Where arriving control messages go, with the slot of the worker that sent them (see
+        `broadcast`); the handler raises an exception for a message it cannot take."""
         self._control = handle
 
     def broadcast(self, message: Any) -> None:
-        """Send a small msgpack-able control message (backpressure state) to every peer worker."""
+        """Send a small msgpack-able control message (backpressure state) to every peer worker,
+        after the batches queued for it."""
         data = msgpack.packb(message)
-        mac = self._mac(data)
         with self._send_lock:
+            self._flush_locked()
             for key in self._queues:
-                self._send(key, [mac, data, _CONTROL])
+                self._send(key, self._sealer.seal(CONTROL, self._route(key), data))
 
     def set_peers(self, peers: dict[int, str]) -> None:
         """Addresses of peer workers: new tasks (before `sender` is asked for them), or a new
@@ -130,6 +179,7 @@ class ZmqTransport(Transport):
                     continue
                 log.info("peer worker of task %s moved from %s to %s", task, self._address[key], addr)
                 self._address[key] = addr
+                self._routes.pop(key, None)
                 sock = self._sockets.pop(key, None)
                 if sock is not None:
                     sock.close(0)
@@ -146,22 +196,49 @@ class ZmqTransport(Transport):
         if not self._send_lock.acquire(blocking=False):
             return  # another loop of this worker is flushing; it takes our items too
         try:
-            for key, q in self._queues.items():
-                while q:
-                    n = min(len(q), MAX_BATCH)
-                    items = [q.popleft() for _ in range(n)]
-                    data = self._serializer.encode_batch(items)
-                    self._send(key, [self._mac(data), data])
+            self._flush_locked()
         finally:
             self._send_lock.release()
+
+    def _flush_locked(self) -> None:
+        for key, q in self._queues.items():
+            while q:
+                n = min(len(q), MAX_BATCH)
+                self._send_batch(key, [q.popleft() for _ in range(n)])
+
+    def _send_batch(self, key: str, items: list) -> None:
+        data = self._serializer.encode_batch(items)
+        if len(data) <= self.max_message_bytes:
+            self._send(key, self._sealer.seal(DATA, self._route(key), data))
+        elif len(items) > 1:  # the peer would refuse it: send it in halves
+            half = len(items) // 2
+            self._send_batch(key, items[:half])
+            self._send_batch(key, items[half:])
+        else:
+            task = items[0][0]
+            why = (f"an item for task {task} is {len(data)} bytes serialized, over {MAX_MESSAGE_KEY} "
+                   f"({self.max_message_bytes}); it was not sent, and its tuple will time out")
+            self.refused += 1
+            self._warn.warning("%s", why)
+            if self.on_refused is not None:
+                self.on_refused(task, why)
+
+    def _route(self, key: str) -> bytes:
+        route = self._routes.get(key)
+        if route is None:
+            route = self._routes[key] = self._sealer.route(self._address[key])
+        return route
 
     def _send(self, key: str, frames: list[bytes]) -> None:
         sock = self._sockets.get(key)
         if sock is None:
+            address = self._address[key]
             sock = self._ctx.socket(zmq.PUSH)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, 1000)  # batches, not tuples: up to ~2M tuples queued
-            sock.connect(self._address[key])
+            if self._keys is not None and curve.wants_encryption(self._encryption, address):
+                curve.make_client(sock, self._keys.public)
+            sock.connect(address)
             self._sockets[key] = sock
         backlog = self._unsent.get(key)
         if backlog:
@@ -192,11 +269,16 @@ class ZmqTransport(Transport):
     def _receive_loop(self) -> None:
         poller = zmq.Poller()
         poller.register(self._pull, zmq.POLLIN)
+        if self._monitor is not None:
+            poller.register(self._monitor, zmq.POLLIN)
         recv, get = self._pull.recv, self._pull.get
         while not self._closed:
             try:
-                if not poller.poll(200):
+                ready = dict(poller.poll(200))
+                if not ready:
                     continue
+                if self._monitor in ready:
+                    self._handshake_failed()
                 while not self._closed:  # every message already here, then poll again
                     try:
                         frames = [recv(_NOBLOCK)]
@@ -210,29 +292,36 @@ class ZmqTransport(Transport):
                     return
                 raise
 
+    def _handshake_failed(self) -> None:
+        while True:
+            try:
+                event = recv_monitor_message(self._monitor, _NOBLOCK)
+            except zmq.Again:
+                return
+            self._warn.warning("a peer failed the CURVE handshake on %s (%s): not a worker of this "
+                               "cluster, or one whose %s or secret differs", self.address,
+                               zmq.Event(event["event"]).name, ENCRYPTION_KEY)
+
     def _handle(self, frames: list[bytes]) -> None:
         """Check and deliver one message: a batch of items, or a control message."""
-        if len(frames) not in (2, 3) or (len(frames) == 3 and frames[2] != _CONTROL):
-            self.dropped += 1
-            log.warning("dropped a malformed batch (%d frames)", len(frames))
+        try:
+            header, data = self._opener.open(frames)
+        except Refused as e:
+            self._warn.warning("dropped %s", e)
             return
-        mac, data = frames[0], frames[1]
-        if not hmac.compare_digest(mac, self._mac(data)):
-            self.dropped += 1
-            log.warning("dropped a batch that failed authentication (wrong secret?)")
-            return
-        if len(frames) == 3:
+        if header.kind == CONTROL:
             if self._control is not None:
                 try:
-                    self._control(msgpack.unpackb(data))
+                    self._control(header.slot, msgpack.unpackb(data))
                 except Exception as e:
-                    log.warning("bad control message: %s", e)
+                    self._opener.drops.undecodable += 1
+                    self._warn.warning("dropped a control message from %s: %s", header.slot, e)
             return
         try:
             items = self._serializer.decode_batch(data)
         except Exception as e:
-            self.dropped += 1
-            log.warning("dropped an undecodable batch: %s", e)
+            self._opener.drops.undecodable += 1
+            self._warn.warning("dropped an undecodable batch from %s: %s", header.slot, e)
             return
         receive = self._receive
         if receive is None:
@@ -252,4 +341,7 @@ class ZmqTransport(Transport):
             for sock in self._sockets.values():
                 sock.close(0)
             self._sockets.clear()
+        if self._monitor is not None:
+            self._pull.disable_monitor()
+            self._monitor.close(0)
         self._pull.close(0)

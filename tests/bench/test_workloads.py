@@ -80,3 +80,15 @@ def test_percentile_is_nearest_rank():
 def test_spark_master_is_only_for_the_spark_host():
     with pytest.raises(SystemExit):
         main(["run", "W1", "--acking", "on", "--host", "process", "--spark-master", "local[2]"])
+
+
+def test_conf_settings_reach_the_process_and_spark_hosts(monkeypatch):
+    from bench.__main__ import _host_conf
+    from bench.hosts import HOST_CONF_ENV, make_host
+
+    assert _host_conf(["squall.encryption=true", "a.b=[1, 2]"]) == {"squall.encryption": True, "a.b": [1, 2]}
+    monkeypatch.setenv(HOST_CONF_ENV, json.dumps({"squall.encryption": True}))
+    assert make_host("process", 2).extra_conf == {"squall.encryption": True}
+    assert make_host("spark", 2).extra_conf == {"squall.encryption": True}
+    with pytest.raises(SystemExit):
+        main(["run", "W1", "--acking", "on", "--conf", "squall.encryption=true"])

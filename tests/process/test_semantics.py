@@ -43,6 +43,27 @@ def test_word_count_is_exact_across_two_workers_and_a_key_stays_on_one_task(shar
     assert all(per_task), "fields grouping used only one task"
 
 
+def test_a_worker_reports_the_messages_it_dropped_in_its_heartbeat(shared_cluster, tmp_path):
+    """A forged message to a worker's data port is dropped, and `info` counts it per worker."""
+    import zmq
+
+    with _Running(shared_cluster, "forged", topology_conf(tmp_path), word_count(SENTENCES[:50])) as m:
+        assert wait_until(lambda: all(w["address"] for w in m.get_topology_info("forged")["workers"]), 30)
+        address = m.get_topology_info("forged")["workers"][0]["address"]
+        sock = zmq.Context.instance().socket(zmq.PUSH)
+        sock.setsockopt(zmq.LINGER, 2000)
+        sock.connect(address)
+        sock.send_multipart([b"mac", b"header", b"data"])
+        sock.close()
+
+        def unauthenticated():
+            for w in m.get_topology_info("forged")["workers"]:
+                if w["address"] == address and w["transport"]:
+                    return w["transport"]["dropped"]["unauthenticated"]
+            return 0
+        assert wait_until(lambda: unauthenticated() == 1, 20)
+
+
 def test_a_failed_tuple_reaches_its_spout_across_processes(shared_cluster, tmp_path):
     b = TopologyBuilder()
     b.set_spout("items", ListSpout(list(range(20))), 1)

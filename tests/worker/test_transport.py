@@ -1,10 +1,31 @@
-"""ZmqTransport: batches reach the worker that hosts a task, and only authenticated ones."""
+"""ZmqTransport: batches reach the worker that hosts a task, only authenticated ones, once, and
+no larger than the configured bound; optionally over CurveZMQ."""
 
+import logging
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
 import msgpack
+import pytest
+import zmq
+
+from squall.worker.envelope import Origin
 from squall.worker.transport import ZmqTransport
+
+STORM = "topo-1-1"
+
+
+def wait_until(pred, timeout=5.0):
+    """Poll ``pred`` until true or ``timeout`` seconds pass (tests/worker is not a package)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.01)
+    return bool(pred())
 
 
 class PlainSerializer:
@@ -17,32 +38,61 @@ class PlainSerializer:
         return [(t, tuple(i)) for t, i in msgpack.unpackb(data)]
 
 
-def _wait(pred, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return pred()
+def transport(secret=b"s3cret", receive=None, slot="h:1", launch=1, storm=STORM, peers=None, **kw):
+    """A transport on a free loopback port, as worker ``slot`` (launch ``launch``) of ``storm``."""
+    return ZmqTransport("tcp://127.0.0.1:0", peers or {}, PlainSerializer(), secret, receive,
+                        origin=Origin(storm, slot, launch), **kw)
+
+
+class Collect:
+    """A receiver that records ``(task, item)`` pairs, thread-safely."""
+
+    def __init__(self):
+        self.got = []
+        self._lock = threading.Lock()
+
+    def __call__(self, task, item):
+        with self._lock:
+            self.got.append((task, item))
+
+
+def capture(t):
+    """Record every message ``t`` receives, as its frames came off the wire."""
+    frames_seen = []
+    handle = t._handle
+
+    def tapped(frames):
+        frames_seen.append(list(frames))
+        handle(frames)
+    t._handle = tapped
+    return frames_seen
+
+
+def send_raw(address, frames, n=1, **sockopts):
+    """Send ``frames`` ``n`` times from a plain PUSH socket, as an attacker on the network would."""
+    sock = zmq.Context.instance().socket(zmq.PUSH)
+    for opt, value in sockopts.items():
+        setattr(sock, opt, value)
+    sock.setsockopt(zmq.LINGER, 2000)
+    sock.connect(address)
+    for _ in range(n):
+        sock.send_multipart(frames)
+    sock.close()
 
 
 def test_items_reach_the_peer_worker_in_order_after_a_flush():
-    got, lock = [], threading.Lock()
-
-    def receive(task, item):
-        with lock:
-            got.append((task, item))
-
-    b = ZmqTransport("tcp://127.0.0.1:0", {}, PlainSerializer(), b"s3cret", receive)
-    a = ZmqTransport("tcp://127.0.0.1:0", {7: b.address}, PlainSerializer(), b"s3cret")
+    got = Collect()
+    b = transport(receive=got, slot="h:2")
+    a = transport(peers={7: b.address})
     try:
         send = a.sender(7)
         for i in range(5000):
             send((1, i, 0, -1))
-        assert got == []  # nothing leaves before a flush
+        assert got.got == []  # nothing leaves before a flush
         a.flush()
-        assert _wait(lambda: len(got) == 5000)
-        assert got == [(7, (1, i, 0, -1)) for i in range(5000)]
+        assert wait_until(lambda: len(got.got) == 5000)
+        assert got.got == [(7, (1, i, 0, -1)) for i in range(5000)]
+        assert b.dropped == 0
     finally:
         a.close()
         b.close()
@@ -57,12 +107,14 @@ def test_a_batch_under_another_secret_is_dropped_unread():
             decoded.append(data)
             return super().decode_batch(data)
 
-    b = ZmqTransport("tcp://127.0.0.1:0", {}, Watching(), b"right", lambda t, i: got.append(i))
-    a = ZmqTransport("tcp://127.0.0.1:0", {7: b.address}, PlainSerializer(), b"wrong")
+    b = ZmqTransport("tcp://127.0.0.1:0", {}, Watching(), b"right", lambda t, i: got.append(i),
+                     origin=Origin(STORM, "h:2", 1))
+    a = transport(secret=b"wrong", peers={7: b.address})
     try:
         a.sender(7)((1, 2, 3, 4))
         a.flush()
-        assert _wait(lambda: b.dropped == 1)
+        assert wait_until(lambda: b.dropped == 1)
+        assert b.statistics()["dropped"]["unauthenticated"] == 1
         assert got == [] and decoded == []  # never handed to the decoder (it may unpickle)
     finally:
         a.close()
@@ -72,22 +124,247 @@ def test_a_batch_under_another_secret_is_dropped_unread():
 def test_set_peers_moves_a_peer_to_its_new_address_under_the_same_sender():
     """A peer worker restarted elsewhere (a Spark task on another executor): the sender the
     executor holds goes on working, now to the new address."""
-    old_got, new_got = [], []
-    old = ZmqTransport("tcp://127.0.0.1:0", {}, PlainSerializer(), b"k", lambda t, i: old_got.append(i))
-    new = ZmqTransport("tcp://127.0.0.1:0", {}, PlainSerializer(), b"k", lambda t, i: new_got.append(i))
-    a = ZmqTransport("tcp://127.0.0.1:0", {}, PlainSerializer(), b"k")
+    old_got, new_got = Collect(), Collect()
+    old = transport(receive=old_got, slot="h:2")
+    new = transport(receive=new_got, slot="h:2", launch=2)
+    a = transport()
     try:
         a.set_peers({3: old.address, 4: old.address})
         send3, send4 = a.sender(3), a.sender(4)
         send3((1,))
         a.flush()
-        assert _wait(lambda: old_got == [(1,)])
+        assert wait_until(lambda: old_got.got == [(3, (1,))])
         a.set_peers({3: new.address, 4: new.address})
         send3((2,))
         send4((3,))
         a.flush()
-        assert _wait(lambda: sorted(new_got) == [(2,), (3,)])
-        assert old_got == [(1,)]
+        assert wait_until(lambda: sorted(new_got.got) == [(3, (2,)), (4, (3,))])
+        assert old_got.got == [(3, (1,))]
     finally:
         for t in (a, old, new):
             t.close()
+
+
+# --- replays (issue 10, item 3) ---------------------------------------------------------------------
+
+def test_a_captured_batch_replayed_into_the_port_is_dropped_and_counted():
+    got = Collect()
+    b = transport(receive=got, slot="h:2")
+    wire = capture(b)
+    a = transport(peers={7: b.address})
+    try:
+        a.sender(7)((1, 2))
+        a.flush()
+        assert wait_until(lambda: len(got.got) == 1)
+        send_raw(b.address, wire[0], n=3)
+        assert wait_until(lambda: b.dropped == 3)
+        assert b.statistics()["dropped"]["replayed"] == 3
+        a.sender(7)((3, 4))  # the genuine sender goes on as before
+        a.flush()
+        assert wait_until(lambda: len(got.got) == 2)
+        assert got.got == [(7, (1, 2)), (7, (3, 4))]  # nothing delivered twice
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_batch_copied_to_another_worker_of_the_topology_is_dropped():
+    got_b, got_c = Collect(), Collect()
+    b = transport(receive=got_b, slot="h:2")
+    c = transport(receive=got_c, slot="h:3")
+    wire = capture(b)
+    a = transport(peers={7: b.address, 8: c.address})
+    try:
+        a.sender(7)((1,))
+        a.flush()
+        assert wait_until(lambda: len(got_b.got) == 1)
+        send_raw(c.address, wire[0])
+        assert wait_until(lambda: c.statistics()["dropped"]["misdirected"] == 1)
+        assert got_c.got == []
+    finally:
+        for t in (a, b, c):
+            t.close()
+
+
+def test_a_batch_of_another_topology_is_dropped_and_counted():
+    got = Collect()
+    b = transport(receive=got, slot="h:2", storm="new-2-2")
+    a = transport(peers={7: b.address}, storm="old-1-1")
+    try:
+        a.sender(7)((1,))
+        a.flush()
+        assert wait_until(lambda: b.statistics()["dropped"]["other_topology"] == 1)
+        assert got.got == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_backpressure_message_of_an_old_topology_never_reaches_the_handler():
+    """The replayed ``{over: true}`` of a killed topology used to stop a new one's spouts."""
+    handled = []
+    b = transport(slot="h:2", storm="new-2-2")
+    b.set_control_handler(lambda sender, msg: handled.append((sender, msg)))
+    old = transport(peers={7: b.address}, storm="old-1-1")
+    same = transport(peers={7: b.address}, storm="new-2-2", slot="h:3")
+    try:
+        old.broadcast({"over": True})
+        assert wait_until(lambda: b.statistics()["dropped"]["other_topology"] == 1)
+        same.broadcast({"over": False})
+        assert wait_until(lambda: handled == [("h:3", {"over": False})])
+    finally:
+        for t in (old, same, b):
+            t.close()
+
+
+def test_a_restarted_peer_is_heard_and_its_old_launch_no_longer():
+    """A legitimate restart: new launch id, sequence numbers from 0 again. The old launch's
+    traffic, replayed afterwards, is stale; so is any launch older than the master's."""
+    got = Collect()
+    b = transport(receive=got, slot="h:2")
+    wire = capture(b)
+    first = transport(peers={7: b.address}, slot="h:1", launch=1)
+    try:
+        for i in range(3):
+            first.sender(7)((i,))
+            first.flush()
+        assert wait_until(lambda: len(got.got) == 3)
+        first.close()
+        second = transport(peers={7: b.address}, slot="h:1", launch=2)
+        try:
+            second.sender(7)((10,))
+            second.flush()
+            assert wait_until(lambda: len(got.got) == 4)  # sequence 0 of launch 2 is accepted
+            send_raw(b.address, wire[2])  # launch 1's last message
+            assert wait_until(lambda: b.statistics()["dropped"]["stale_launch"] == 1)
+            b.set_launches({"h:1": 3})  # the master replaced launch 2 too
+            second.sender(7)((11,))
+            second.flush()
+            assert wait_until(lambda: b.statistics()["dropped"]["stale_launch"] == 2)
+            assert [i for _, i in got.got] == [(0,), (1,), (2,), (10,)]
+        finally:
+            second.close()
+    finally:
+        b.close()
+
+
+# --- bounds on what a stranger can cost (issue 10, item 5) --------------------------------------------
+
+_RECEIVER = textwrap.dedent("""
+    import sys, time
+    from squall.worker.envelope import Origin
+    from squall.worker.transport import ZmqTransport
+
+    def rss_kb(field):
+        for line in open("/proc/self/status"):
+            if line.startswith(field):
+                return int(line.split()[1])
+
+    handled = []
+    t = ZmqTransport("tcp://127.0.0.1:0", {}, None, b"k", origin=Origin("s", "h:2", 1),
+                     max_message_bytes=1 << 20)
+    t._handle = lambda frames: handled.append(sum(map(len, frames)))
+    print(t.address, rss_kb("VmHWM"), flush=True)
+    sys.stdin.readline()  # the test has sent
+    time.sleep(0.5)
+    print(len(handled), rss_kb("VmHWM"), flush=True)
+    t.close()
+""")
+
+
+def test_a_message_over_the_bound_is_refused_before_it_is_read():
+    """A 100 MB frame to a worker bounded at 1 MB never reaches the handler, and the receiving
+    process does not grow by its size (it used to take each whole, ten 200 MB ones: 1.4 GB)."""
+    child = subprocess.Popen([sys.executable, "-c", _RECEIVER], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        address, hwm_before = child.stdout.readline().split()
+        send_raw(address, [b"m" * 32, b"h" * 20, b"x" * (100 << 20)])
+        send_raw(address, [b"m" * 32, b"h" * 20, b"x" * 1000])  # within the bound: handled
+        out, _ = child.communicate("sent\n", timeout=30)
+        handled, hwm_after = map(int, out.split())
+        assert handled == 1
+        assert hwm_after - int(hwm_before) < 50 * 1024  # KB: far less than the 100 MB sent
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_batch_over_the_bound_is_sent_in_parts_and_an_item_too_large_alone_is_refused():
+    got = Collect()
+    b = transport(receive=got, slot="h:2", max_message_bytes=4096)
+    a = transport(peers={7: b.address}, max_message_bytes=4096)
+    refused = []
+    a.on_refused = lambda task, why: refused.append((task, why))
+    try:
+        send = a.sender(7)
+        for i in range(1000):  # ~ 6 KB in one batch: split in two
+            send((i, "abc"))
+        send(("x" * 5000,))
+        a.flush()
+        assert wait_until(lambda: len(got.got) == 1000)
+        assert got.got == [(7, (i, "abc")) for i in range(1000)]
+        assert a.refused == 1 and len(refused) == 1
+        task, why = refused[0]
+        assert task == 7 and "squall.transport.max.message.bytes" in why and "4096" in why
+        assert b.dropped == 0
+    finally:
+        a.close()
+        b.close()
+
+
+def test_ten_thousand_bad_messages_write_a_few_log_lines(caplog):
+    b = transport(slot="h:2")
+    try:
+        with caplog.at_level(logging.WARNING, logger="squall.worker"):
+            send_raw(b.address, [b"forged mac", b"header", b"data"], n=10_000)
+            assert wait_until(lambda: b.dropped == 10_000, timeout=30)
+        records = [r for r in caplog.records if r.name == "squall.worker"]
+        assert 1 <= len(records) <= 10
+        assert b._warn.rate.total_suppressed >= 10_000 - len(records)
+    finally:
+        b.close()
+
+
+# --- encryption (issue 10, item 6) ---------------------------------------------------------------------
+
+def test_with_encryption_on_two_workers_exchange_a_batch_and_a_plaintext_peer_is_shut_out(caplog):
+    got = Collect()
+    b = transport(receive=got, slot="h:2", encryption="true")
+    a = transport(peers={7: b.address}, encryption="true")
+    try:
+        assert b.encrypted and b._pull.getsockopt(zmq.CURVE_SERVER) == 1
+        a.sender(7)((1, 2))
+        a.flush()
+        assert wait_until(lambda: got.got == [(7, (1, 2))])
+        # a peer that speaks plain ZeroMQ (even a worker with the right secret and a valid
+        # message) cannot complete the handshake: nothing it sends arrives
+        plain = transport(peers={7: b.address}, encryption="false", slot="h:3")
+        try:
+            with caplog.at_level(logging.WARNING, logger="squall.worker"):
+                plain.sender(7)((3, 4))
+                plain.flush()
+                assert not wait_until(lambda: len(got.got) > 1 or b.dropped, timeout=1.0)
+            # and the receiver says why, for the operator who set squall.encryption unevenly
+            assert any("failed the CURVE handshake" in r.getMessage() for r in caplog.records)
+        finally:
+            plain.close()
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("setting, encrypted", [("auto", False), ("false", False), ("true", True)])
+def test_encryption_auto_leaves_loopback_in_clear(setting, encrypted):
+    got = Collect()
+    b = transport(receive=got, slot="h:2", encryption=setting)
+    a = transport(peers={7: b.address}, encryption=setting)
+    try:
+        assert b.encrypted == encrypted
+        assert b._pull.getsockopt(zmq.CURVE_SERVER) == int(encrypted)
+        a.sender(7)((1,))
+        a.flush()
+        assert wait_until(lambda: got.got == [(7, (1,))])
+    finally:
+        a.close()
+        b.close()

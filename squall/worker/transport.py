@@ -24,6 +24,8 @@ from typing import Any
 import msgpack
 import zmq
 
+from .._tuple import Tuple
+from ..engine.serialize import PLAIN_TYPES, SerializationError
 from ..engine.transport import Transport
 
 log = logging.getLogger("squall.worker")
@@ -90,6 +92,7 @@ class ZmqTransport(Transport):
         self.address = bind
         self._closed = False
         self.dropped = 0  # batches refused: bad HMAC or undecodable
+        self._encode_errors: set[str] = set()  # logged once each (see _encode)
         self._thread = threading.Thread(target=self._receive_loop, name=f"squall-recv-{bind}", daemon=True)
         self._thread.start()
 
@@ -140,7 +143,20 @@ class ZmqTransport(Transport):
         if q is None:
             raise KeyError(f"no worker hosts task {task_id}")
         append = q.append
-        return lambda item: append((task_id, item))
+        check = self._serializer.check
+        plain = PLAIN_TYPES
+
+        def send(item: Any) -> None:
+            # Values are serialized at flush, after the emit has returned; check the few that
+            # may fail now, so that the emit raises in the emitting component's code (which may
+            # catch it) instead of the whole batch failing later, attributed to nobody.
+            if type(item) is Tuple:
+                for v in item.values:
+                    if type(v) not in plain:
+                        check(item)
+                        break
+            append((task_id, item))
+        return send
 
     def flush(self) -> None:
         if not self._send_lock.acquire(blocking=False):
@@ -150,10 +166,32 @@ class ZmqTransport(Transport):
                 while q:
                     n = min(len(q), MAX_BATCH)
                     items = [q.popleft() for _ in range(n)]
-                    data = self._serializer.encode_batch(items)
+                    data = self._encode(items)
                     self._send(key, [self._mac(data), data])
         finally:
             self._send_lock.release()
+
+    def _encode(self, items: list[tuple[int, Any]]) -> bytes:
+        """One batch of ``items``. Values were checked at emit (`sender`), but one may have been
+        changed since (a list the component kept and appended to): then the items that cannot
+        be encoded are dropped, to time out and replay as lost tuples do, and each distinct
+        error is logged once, instead of the loop crashing on an error that names no emit."""
+        encode = self._serializer.encode_batch
+        try:
+            return encode(items)
+        except SerializationError:
+            pass
+        good = []
+        for item in items:
+            try:
+                encode([item])
+            except SerializationError as e:
+                if str(e) not in self._encode_errors and len(self._encode_errors) < 100:
+                    self._encode_errors.add(str(e))
+                    log.error("dropped a tuple changed after its emit: %s", e)
+                continue
+            good.append(item)
+        return encode(good)
 
     def _send(self, key: str, frames: list[bytes]) -> None:
         sock = self._sockets.get(key)

@@ -26,7 +26,7 @@ below in quotes.
 2. Bytes per tuple in flight (LocalCluster only; as fresh as possible: run it in a fresh
    interpreter, which the command line does). A ``CountingSpout`` emits ``pending`` (default
    100,000) tuples with message ids 0, 1, 2, ... as fast as it may, then nothing, into a
-   ``NeverAckBolt``; max spout pending unset, message timeout 3600 s (no timeout or rotation
+   ``NeverAckBolt``; max spout pending n (all in flight), message timeout 3600 s (no timeout or rotation
    happens while measuring). Once the spout has emitted them all, the bolt has executed them
    all, the acker has handled every message and the worker is idle, the benchmark walks the
    actual structures: the acker's pending map (``Acker.pending``, a 3-bucket `RotatingMap` of
@@ -314,6 +314,7 @@ def pending_topology(n: int, k: int):
     conf.set_num_workers(1)
     conf.set_num_ackers(1)
     conf.set_message_timeout_secs(MESSAGE_TIMEOUT_SECS)
+    conf.set_max_spout_pending(n)  # all n in flight: unset, the automatic limit would hold them back
     return builder.create_topology(), conf
 
 

@@ -64,7 +64,7 @@ class Config(dict):
     TOPOLOGY_ACKER_EXECUTORS = "topology.acker.executors"
     """Acker executors; None means one per worker, 0 turns acking off."""
     TOPOLOGY_MAX_SPOUT_PENDING = "topology.max.spout.pending"
-    """Most spout tuples in flight per spout task (None: unlimited)."""
+    """Most spout tuples in flight per spout task (None: set automatically when acking is on)."""
     TOPOLOGY_MESSAGE_TIMEOUT_SECS = "topology.message.timeout.secs"
     """Seconds before an incomplete spout tuple fails (it fails between T and 2T)."""
     TOPOLOGY_DEBUG = "topology.debug"

@@ -93,7 +93,6 @@ class LocalCluster:
         self._next_port = _FIRST_PORT
         self._timers = Timers("squall-local-nimbus")
         self._closed = False
-        self._warned_stalls: set[tuple[str, str]] = set()
         self._timers.schedule(_STALL_CHECK_SECS, self._check_stalls)
 
     # --- context manager ----------------------------------------------------------------------------
@@ -326,8 +325,8 @@ class LocalCluster:
         log.info("Rebalanced topology %s: %d workers", plan.name, plan.num_workers)
 
     def _check_stalls(self) -> None:
-        """Warn once per component whose user code blocks a shared worker loop (see
-        `Worker.find_stalls`); reschedules itself."""
+        """The watchdog: unblock worker loops held by one component's user code (see
+        `Worker.find_stalls`, which logs what it moves); reschedules itself."""
         if self._closed:
             return
         with self._lock:
@@ -336,15 +335,7 @@ class LocalCluster:
         for topo in topos:
             threshold = float(topo.plan.conf.get("topology.executor.blocking.warn.millis") or 1000) / 1000.0
             for w in list(topo.workers.values()):
-                for component in w.find_stalls(now, threshold):
-                    key = (topo.plan.name, component)
-                    if key not in self._warned_stalls:
-                        self._warned_stalls.add(key)
-                        log.warning(
-                            "topology %s: component [%s] has blocked its worker's loop for over %.1f s, "
-                            "stalling the other executors there; give it its own thread with "
-                            "add_configuration('topology.executor.own.thread', True)",
-                            topo.plan.name, component, threshold)
+                w.find_stalls(now, threshold)
         self._timers.schedule(_STALL_CHECK_SECS, self._check_stalls)
 
     def shutdown(self) -> None:

@@ -104,6 +104,9 @@ class Executor:
         self.stats: dict[int, TaskStats] = {t: TaskStats() for t in self.task_ids}
         self.current_task = self.task_ids[0]  # the task whose user code is running (for crashes)
         self.opened = False
+        # the loop's entries for `timers`, [due, period, callback, executor]: made once, they move
+        # with the executor if the watchdog moves it to another loop (ExecutorLoop.take_over)
+        self.schedule: list[list] | None = None
 
     def open(self) -> None:
         """Run the user's open/prepare for every task (called on the loop's thread)."""

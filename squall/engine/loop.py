@@ -4,7 +4,10 @@ Why not a thread per executor, as Storm has? Under the GIL, measured on this mod
 (ENGINE-SPEED.md, lessons 5 and 6), one cooperative loop per worker was 15-30% faster and its
 p99 latency 5-9x lower than a thread per executor, and it idles at far less CPU. So a worker runs
 its executors on one loop, and a component declared blocking (``topology.executor.own.thread``)
-gets a loop of its own, so its blocking never stalls the others.
+gets a loop of its own, so its blocking never stalls the others. A component that blocks a
+shared loop without saying so is found by the worker's watchdog (`Worker.find_stalls`), which
+moves the loop's other executors to a new loop (`take_over`): the blocking one keeps the old
+thread to itself, as if it had asked for its own, and the others go on at once.
 
 Each round drains inboxes downstream-first (acker, then bolts from the deepest, then the spouts'
 acker replies), then lets each spout emit a burst if it may, then fires due timers (ticks,
@@ -169,6 +172,9 @@ class ExecutorLoop:
         self._stop = False
         self._clean = True
         self.rounds = 0
+        self.calls = 0  # calls into executors started (see _returned)
+        self._boundary = threading.Lock()
+        self._moved = False
         self.flush: Callable[[], None] = _nothing  # the transport's flush, set by the worker
 
     def add(self, executor: Executor) -> None:
@@ -216,50 +222,110 @@ class ExecutorLoop:
             self.backpressure.unregister(self)
             self.clock.unregister(self._event)
 
+    # Every call into an executor (user code) is bracketed: ``calls`` counts the calls started
+    # and ``current`` is the executor until `_returned`, which takes ``_boundary``. The watchdog
+    # (`take_over`) takes the same lock, so while it holds it a call it sees in progress cannot
+    # end: the loop's thread learns of the move when that call returns, before it runs another.
+
+    def _returned(self) -> bool:
+        """End of a call into an executor; True if the executors were moved off this loop meanwhile."""
+        with self._boundary:
+            self.current = None
+            return self._moved
+
+    def take_over(self, calls: int, new_loop: ExecutorLoop) -> Executor | None:
+        """Move every executor but the one blocking this loop to ``new_loop`` (not yet started).
+
+        Called by the watchdog, not this loop's thread. Only if call number ``calls`` is still in
+        progress (the one the watchdog saw last), which makes its executor the one blocking;
+        that executor keeps this loop and its thread. Returns it, or None (nothing moved).
+        """
+        with self._boundary:
+            blocked = self.current  # read before calls: a new call sets calls, then current
+            if blocked is None or self.calls != calls or self._stop or len(self.executors) < 2:
+                return None
+            new_loop.executors = [ex for ex in self.executors if ex is not blocked]
+            self.executors = [blocked]
+            self._moved = True
+        return blocked
+
     def _run(self) -> None:
         state = self.state
         event = self._event
         clock = self.clock
-        while not self._stop and not state.active:  # open/prepare wait for the first activation
-            clock.wait(event, 0.1)
-            event.clear()
-        if self._stop:
-            return
-        for ex in self.executors:
-            self.current = ex
-            ex.open()
+        if not all(ex.opened for ex in self.executors):  # (a loop made by take_over may start opened)
+            while not self._stop and not state.active:  # open/prepare wait for the first activation
+                clock.wait(event, 0.1)
+                event.clear()
+            for ex in self.executors:
+                if self._stop:
+                    break
+                if not ex.opened:
+                    self.calls += 1
+                    self.current = ex
+                    ex.open()
+                    if self._returned():
+                        break
+        while not self._stop:
+            with self._boundary:
+                self._moved = False
+            self._serve()
+        if self._clean:
+            for ex in self.executors:
+                if ex.opened:
+                    self.current = ex
+                    try:
+                        ex.close()
+                    except Exception:
+                        log.exception("close/cleanup of %s raised", ex.component)
+
+    def _serve(self) -> None:
+        """Run rounds over this loop's executors until it stops or they are moved (`take_over`)."""
+        state = self.state
+        event = self._event
+        clock = self.clock
         consumers = _downstream_first(self.executors)
         spouts = [ex for ex in self.executors if isinstance(ex, SpoutExecutor)]
         bolts = [ex for ex in self.executors if ex.kind == "bolt"]
         bp = self.backpressure
-        timers = []
         now = clock.now()
-        for ex in self.executors:
-            for period, cb in ex.timers():
-                timers.append([now + period, period, cb, ex])
+        for ex in self.executors:  # the timers stay with an executor when it changes loops
+            if ex.schedule is None:
+                ex.schedule = [[now + period, period, cb, ex] for period, cb in ex.timers()]
+        timers = [t for ex in self.executors for t in ex.schedule]
         next_due = min((t[0] for t in timers), default=float("inf"))
         seen_active = None
         idle = 0
         flush = self.flush
+        returned = self._returned
         while not self._stop:
             self.rounds += 1
             active = state.active
             if active != seen_active:
                 for sp in spouts:
+                    self.calls += 1
                     self.current = sp
                     sp.set_active(active)
+                    if returned():
+                        return
                 seen_active = active
             worked = 0
             for ex in consumers:
+                self.calls += 1
                 self.current = ex
                 worked += ex.drain(DRAIN_LIMIT)
+                if returned():
+                    return
             may_emit = False
             if active:
                 for sp in spouts:
                     if sp.can_emit():
                         may_emit = True
+                        self.calls += 1
                         self.current = sp
                         worked += sp.produce(SPOUT_BURST)
+                        if returned():
+                            return
             for ex in bolts:
                 for t, q in ex.inboxes.items():
                     bp.check(t, len(q))
@@ -268,9 +334,12 @@ class ExecutorLoop:
                 for timer in timers:
                     if now >= timer[0]:
                         timer[0] = max(timer[0] + timer[1], now)
+                        self.calls += 1
                         self.current = timer[3]
                         timer[2]()
                         worked += 1
+                        if returned():
+                            return
                 next_due = min(t[0] for t in timers)
             if worked:
                 idle = 0
@@ -296,14 +365,6 @@ class ExecutorLoop:
                 clock.wait(event, max(timeout, 0.0) if timeout is not None else None)
             self.sleeping = False
             event.clear()
-        if self._clean:
-            for ex in self.executors:
-                if ex.opened:
-                    self.current = ex
-                    try:
-                        ex.close()
-                    except Exception:
-                        log.exception("close/cleanup of %s raised", ex.component)
 
     def _has_backlog(self) -> bool:
         for ex in self.executors:

@@ -61,7 +61,7 @@ import msgpack
 from .._errors import SerializationError
 from .._tuple import Source, Tuple
 
-__all__ = ["Serializer", "SerializationError"]
+__all__ = ["PLAIN_TYPES", "Serializer", "SerializationError", "nesting_depth"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,28 @@ EXT_REGISTERED = 5
 EXT_PICKLE = 6
 
 _SKIP_MISSING = "topology.skip.missing.kryo.registrations"
+
+PLAIN_TYPES = frozenset({str, int, float, bool, bytes, type(None)})
+"""Types that always serialize (ints of any size): a tuple of only these needs no check at emit."""
+
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+
+
+def nesting_depth(obj: Any, cap: int = 100_000) -> int:
+    """Levels of lists, tuples, dicts and sets in ``obj`` (1 for a flat list), without recursion,
+    so that it can measure what is too deep to serialize; ``cap`` for a value that contains itself."""
+    deepest = 0
+    reached: dict[int, int] = {}  # id -> deepest level it was reached at: shared parts are walked once
+    stack = [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        if not isinstance(o, _CONTAINERS) or reached.get(id(o), 0) >= d:
+            continue
+        reached[id(o)] = d
+        deepest = max(deepest, d)
+        if d < cap:
+            stack.extend((c, d + 1) for c in (o.values() if isinstance(o, dict) else o))
+    return deepest
 
 
 class _Unsupported(Exception):
@@ -335,16 +357,42 @@ class Serializer:
         except (TypeError, ValueError, OverflowError, RecursionError) as e:  # e.g. a list holding itself
             raise SerializationError(f"cannot serialize batch: {type(e).__name__}: {e}") from e
 
+    def check(self, tup: Tuple) -> None:
+        """Raise if ``tup``'s values cannot be sent; called at emit for a tuple bound for another
+        worker (by the transport's sender, only for values that are not all `PLAIN_TYPES`), so
+        the emit fails in the emitting component's code, where it can be caught.
+
+        Raises:
+            SerializationError: naming the component and stream, and the value's type or depth.
+        """
+        try:
+            self._pack(tup.values)
+        except _Unsupported as e:
+            raise self._value_error(e, tup._src) from e.__cause__
+        except (ValueError, TypeError, OverflowError, RecursionError) as e:
+            src = tup._src
+            where = f"a tuple emitted by component [{src.component}] on stream [{src.stream}]"
+            if isinstance(e, RecursionError) or "recursion" in str(e):  # Python's or msgpack's nesting limit
+                depth = nesting_depth(tup.values)
+                shape = ("contains itself" if depth >= 100_000 else
+                         f"is nested {depth - 1} levels deep (lists, tuples, dicts, sets), deeper than can be "
+                         f"serialized; flatten it")
+                raise SerializationError(f"cannot serialize {where}: a value {shape}") from None
+            raise SerializationError(f"cannot serialize {where}: {type(e).__name__}: {e}") from e
+
     def _unsupported_error(self, e: _Unsupported, runs: list, sources: list[Source]) -> SerializationError:
-        """The error for an unsendable value, naming the component and stream that emitted it."""
-        where = "an acker message or spout reply"
+        """The error for an unsendable value found in a batch, naming the emitting component and stream."""
         for run, src in zip(runs, sources):
             try:
                 for values in run[3]:
                     self._pack(values)
             except _Unsupported:
-                where = f"a tuple emitted by component [{src.component}] on stream [{src.stream}]"
-                break
+                return self._value_error(e, src)
+        return self._value_error(e, None)
+
+    def _value_error(self, e: _Unsupported, src: Source | None) -> SerializationError:
+        where = (f"a tuple emitted by component [{src.component}] on stream [{src.stream}]" if src is not None
+                 else "an acker message or spout reply")
         fix = e.fix or ("register the type with Config.register_serialization(cls, serializer_cls)"
                         + (" or make it picklable" if self.allow_pickle else
                            " or allow pickle with topology.fall.back.on.pickle: true"))

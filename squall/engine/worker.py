@@ -83,7 +83,11 @@ class Worker:
         self._on_crash = on_crash
         self._report_error = report_error
         self.crashed: ErrorRecord | None = None
-        self._last_rounds: dict[ExecutorLoop, tuple[int, float]] = {}
+        self._last_calls: dict[ExecutorLoop, tuple[int, float]] = {}  # the watchdog's (find_stalls)
+        self._splits = 0
+        self._loops_lock = threading.Lock()
+        self._stopped = False
+        self.clock = clock
         self._crash_lock = threading.Lock()
         self.tasks = sorted(t for e in assignment for t in e.tasks)
         self.inboxes: dict[int, deque] = {t: deque() for t in self.tasks}
@@ -119,16 +123,17 @@ class Worker:
     def _deliver_map(self, loop: ExecutorLoop, transport: Transport) -> dict[int, Callable[[Any], None]]:
         deliver: dict[int, Callable[[Any], None]] = {}
         for t in self.plan.task_to_component:
-            q = self.inboxes.get(t)
-            if q is None:
-                deliver[t] = transport.sender(t)
-            elif self.loop_of_task[t] is loop:
-                deliver[t] = q.append
-            else:
-                spec = self.plan.topology.components.get(self.plan.task_to_component[t])
-                bounded = spec is not None and spec.kind == "bolt"  # acker and spout inboxes never are
-                deliver[t] = _waking_append(q, self.loop_of_task[t], t, self.backpressure if bounded else None)
+            deliver[t] = transport.sender(t) if t not in self.inboxes else self._local_deliver(loop, t)
         return deliver
+
+    def _local_deliver(self, loop: ExecutorLoop, t: int) -> Callable[[Any], None]:
+        """How an executor on ``loop`` puts an item in local task ``t``'s inbox."""
+        q = self.inboxes[t]
+        if self.loop_of_task[t] is loop:
+            return q.append
+        spec = self.plan.topology.components.get(self.plan.task_to_component[t])
+        bounded = spec is not None and spec.kind == "bolt"  # acker and spout inboxes never are
+        return _waking_append(q, self.loop_of_task[t], t, self.backpressure if bounded else None)
 
     def _make_executor(self, e: ExecutorSpec, wiring: Wiring, blobs: dict[str, bytes]) -> Executor:
         plan = self.plan
@@ -153,6 +158,8 @@ class Worker:
 
     def stop(self, clean: bool = True, timeout: float = 5.0) -> bool:
         """Stop the loops; True if all ended (a loop stuck in user code is abandoned)."""
+        with self._loops_lock:  # no loop is added (find_stalls) once this starts
+            self._stopped = True
         for lp in self.loops:
             lp.stop(clean)
         ok = all(lp.join(timeout) for lp in self.loops)
@@ -199,24 +206,68 @@ class Worker:
             self._on_crash(self, record)
 
     def find_stalls(self, now: float, threshold: float) -> list[str]:
-        """Components whose user code has held a shared loop for more than ``threshold`` seconds.
+        """Unblock the loops that one component's user code has held for over ``threshold`` seconds.
 
-        Called periodically by the host. A loop that has not finished a round since the last
-        call, and is not asleep, is stuck in the user code of its current executor: that stalls
-        every other executor on the loop, so the host warns, naming the component and the
-        setting that gives it its own thread. Costs nothing on the tuple path.
+        Called periodically by the host (the watchdog). A loop whose current call into an
+        executor has not returned since the previous call of this method ``threshold`` seconds
+        ago or more, while other executors share the loop, is split (`ExecutorLoop.take_over`):
+        the blocked component keeps the loop's thread to itself, and the other executors go on
+        at once on a new loop, as in Storm, where a blocking executor stalls only itself. Logs
+        once per move and returns the components moved. Costs nothing on the tuple path.
         """
-        stalled = []
-        for lp in self.loops:
-            seen = self._last_rounds.get(lp)
-            self._last_rounds[lp] = (lp.rounds, now if seen is None or seen[0] != lp.rounds else seen[1])
-            if seen is None or seen[0] != lp.rounds or lp.sleeping or lp.current is None:
+        moved = []
+        for lp in list(self.loops):
+            calls = lp.calls
+            seen = self._last_calls.get(lp)
+            if seen is None or seen[0] != calls:
+                self._last_calls[lp] = (calls, now)
+                continue
+            if now - seen[1] < threshold or lp.current is None or len(lp.executors) < 2:
                 continue
             if lp._stop or lp.thread is None or not lp.thread.is_alive():
                 continue  # a stopped or crashed loop is not blocked; its host restarts it
-            if now - seen[1] >= threshold and len(lp.executors) > 1:
-                stalled.append(lp.current.component)
-        return stalled
+            blocked = self._split(lp, calls)
+            if blocked is not None:
+                moved.append(blocked.component)
+                log.warning("worker %s: component [%s] held its shared loop in user code for over %.1f s; it "
+                            "now has that thread to itself, and the worker's other executors moved to a new "
+                            "thread (give it its own from the start with topology.executor.own.thread)",
+                            self.port, blocked.component, threshold)
+        return moved
+
+    def _split(self, loop: ExecutorLoop, calls: int) -> Executor | None:
+        """Move the executors of ``loop`` but the blocked one to a new loop, rewire the
+        deliveries to and from them, and start it; returns the blocked executor, or None if
+        its call has returned meanwhile."""
+        with self._loops_lock:
+            if self._stopped or self.crashed:
+                return None
+        self._splits += 1
+        new = ExecutorLoop(f"{loop.name}-{self._splits}", self.state, self.backpressure, self.clock,
+                           self.plan.conf, self._crash)
+        new.flush = loop.flush
+        blocked = loop.take_over(calls, new)
+        if blocked is None:
+            return None
+        for ex in new.executors:
+            ex.wiring.loop = new
+            for t in ex.task_ids:
+                self.loop_of_task[t] = new
+        # Rewire in place: collectors hold these dicts and lists, not copies. A producer now on
+        # another loop than its consumer must wake it (and report backpressure for it).
+        for lp in self.loops + [new]:
+            for ex in lp.executors:
+                w = ex.wiring
+                for t in self.inboxes:
+                    w.deliver[t] = self._local_deliver(lp, t)
+                w.ackers[:] = [w.deliver[t] for t in self.plan.acker_tasks]
+        with self._loops_lock:
+            self.loops.append(new)
+            if self._stopped or self.crashed:
+                new.stop(clean=False)  # its executors stop with the worker, as they would have
+            else:
+                new.start()
+        return blocked
 
     def opened(self) -> bool:
         """True once every executor has run its user's open/prepare."""

@@ -185,7 +185,6 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
     worker.start()
     freq = float(conf.get("worker.heartbeat.frequency.secs") or 1)
     stall_after = float(plan.conf.get("topology.executor.blocking.warn.millis") or 1000) / 1000.0
-    warned: set[str] = set()
     status = 0
     try:
         while True:
@@ -193,12 +192,7 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
                 status = EXIT_CRASHED
             elif stop.is_set():
                 return 0
-            for component in worker.find_stalls(time.monotonic(), stall_after):
-                if component not in warned:  # as LocalCluster does: once per component
-                    warned.add(component)
-                    log.warning("component [%s] has blocked this worker's loop for over %.1f s, stalling "
-                                "the other executors; give it its own thread with "
-                                "add_configuration('topology.executor.own.thread', True)", component, stall_after)
+            worker.find_stalls(time.monotonic(), stall_after)  # moves a blocking component off the shared loop
             pending, errors[:] = list(errors), []
             try:
                 reply = link.call("heartbeat", storm_id=storm_id, slot=slot, launch_id=launch_id,

@@ -34,6 +34,8 @@ from zmq.utils.monitor import recv_monitor_message
 
 from .._encryption import KEY as ENCRYPTION_KEY
 from .._ratelimit import RateLimitedLog
+from .._tuple import Tuple
+from ..engine.serialize import PLAIN_TYPES, SerializationError
 from ..engine.transport import Transport
 from . import curve
 from .envelope import CONTROL, DATA, Opener, Origin, Refused, Sealer
@@ -128,6 +130,7 @@ class ZmqTransport(Transport):
             log.info("data port %s is encrypted (CurveZMQ, %s=%s)", bind, ENCRYPTION_KEY, encryption)
         self._opener = Opener(secret, origin.storm_id, bind)
         self._closed = False
+        self._encode_errors: set[str] = set()  # logged once each (see _encode)
         self._thread = threading.Thread(target=self._receive_loop, name=f"squall-recv-{bind}", daemon=True)
         self._thread.start()
 
@@ -190,7 +193,20 @@ class ZmqTransport(Transport):
         if q is None:
             raise KeyError(f"no worker hosts task {task_id}")
         append = q.append
-        return lambda item: append((task_id, item))
+        check = self._serializer.check
+        plain = PLAIN_TYPES
+
+        def send(item: Any) -> None:
+            # Values are serialized at flush, after the emit has returned; check the few that
+            # may fail now, so that the emit raises in the emitting component's code (which may
+            # catch it) instead of the whole batch failing later, attributed to nobody.
+            if type(item) is Tuple:
+                for v in item.values:
+                    if type(v) not in plain:
+                        check(item)
+                        break
+            append((task_id, item))
+        return send
 
     def flush(self) -> None:
         if not self._send_lock.acquire(blocking=False):
@@ -207,7 +223,7 @@ class ZmqTransport(Transport):
                 self._send_batch(key, [q.popleft() for _ in range(n)])
 
     def _send_batch(self, key: str, items: list) -> None:
-        data = self._serializer.encode_batch(items)
+        data = self._encode(items)
         if len(data) <= self.max_message_bytes:
             self._send(key, self._sealer.seal(DATA, self._route(key), data))
         elif len(items) > 1:  # the peer would refuse it: send it in halves
@@ -228,6 +244,28 @@ class ZmqTransport(Transport):
         if route is None:
             route = self._routes[key] = self._sealer.route(self._address[key])
         return route
+
+    def _encode(self, items: list[tuple[int, Any]]) -> bytes:
+        """One batch of ``items``. Values were checked at emit (`sender`), but one may have been
+        changed since (a list the component kept and appended to): then the items that cannot
+        be encoded are dropped, to time out and replay as lost tuples do, and each distinct
+        error is logged once, instead of the loop crashing on an error that names no emit."""
+        encode = self._serializer.encode_batch
+        try:
+            return encode(items)
+        except SerializationError:
+            pass
+        good = []
+        for item in items:
+            try:
+                encode([item])
+            except SerializationError as e:
+                if str(e) not in self._encode_errors and len(self._encode_errors) < 100:
+                    self._encode_errors.add(str(e))
+                    log.error("dropped a tuple changed after its emit: %s", e)
+                continue
+            good.append(item)
+        return encode(good)
 
     def _send(self, key: str, frames: list[bytes]) -> None:
         sock = self._sockets.get(key)

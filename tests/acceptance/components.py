@@ -718,6 +718,21 @@ class FloodSpout(Spout):
         declarer.declare(Fields("x"))
 
 
+class ReliableFloodSpout(Spout):
+    """Emits ``[i]`` with message id ``i`` on every ``next_tuple``, as fast as it is allowed to."""
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.i = 0
+
+    def next_tuple(self):
+        self.i += 1
+        self.collector.emit([self.i], self.i)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("x"))
+
+
 class SlowBolt(Bolt):
     """Takes ``secs`` per input (sleeping, as a bolt waiting on I/O does), and ``first_secs``
     for its first input (a stall, say a connection being opened)."""

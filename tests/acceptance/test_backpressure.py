@@ -10,7 +10,7 @@ import pytest
 from squall import Config, TopologyBuilder
 
 from ..conftest import wait_until
-from .components import FloodSpout, SlowBolt
+from .components import FloodSpout, ReliableFloodSpout, SlowAckBolt, SlowBolt
 
 BUFFER = 100
 
@@ -47,3 +47,22 @@ def test_a_flooding_spout_is_throttled_by_a_slow_bolt(cluster, own_thread, worke
     worst = max_backlog(cluster, "flood", "slow", 1.0)
 
     assert worst <= 10 * BUFFER, f"the slow bolt's inbox reached {worst} tuples (buffer {BUFFER})"
+
+
+def test_with_default_settings_a_slow_bolt_holds_the_spout_back_before_tuples_time_out(cluster):
+    """Acking on and nothing tuned but a short message timeout: a spout emitting as fast as it
+    may, into a bolt taking 1 ms per tuple in the other worker. Storm's default (unlimited max
+    spout pending) queued up to the receive buffer, 32 s of work, and timed tuples out from 2T
+    on; squall's automatic max spout pending keeps the queued work within the timeout."""
+    builder = TopologyBuilder()
+    builder.set_spout("flood", ReliableFloodSpout())
+    builder.set_bolt("slow", SlowAckBolt(0.001)).shuffle_grouping("flood")
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_message_timeout_secs(2)
+    cluster.submit_topology("slow", conf, builder.create_topology())
+
+    def spout(key):
+        return cluster.get_topology_info("slow")["components"]["flood"][key]
+    assert not wait_until(lambda: spout("failed") > 0, 5.0), f"{spout('failed')} tuples timed out"
+    assert spout("acked") > 0

@@ -429,3 +429,21 @@ def test_a_batch_of_another_format_version_is_refused():
 def test_serialization_error_is_public_and_a_squall_error():
     assert squall.SerializationError is SerializationError
     assert issubclass(SerializationError, squall.SquallError)
+
+
+def test_check_passes_what_encodes_and_names_the_shape_of_what_cannot():
+    """`Serializer.check` (run at emit for tuples bound for another worker) says why, for
+    values the packer cannot take whatever pickle allows: too deep, or containing itself."""
+    src = SOURCES[(1, "default")]
+    ser = serializer()
+    ser.check(Tuple([{"a": [1, (2, {3})]}], src))
+    deep: list = []
+    for _ in range(4999):
+        deep = [deep]
+    with pytest.raises(SerializationError, match=r"component \[spout\] on stream \[default\]: a value is "
+                                                 r"nested 5000 levels deep"):
+        ser.check(Tuple([deep], src))
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(SerializationError, match="a value contains itself"):
+        ser.check(Tuple([loop], src))

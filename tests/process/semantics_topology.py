@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from squall import BasicBolt, Bolt, Config, Fields, Spout, TopologyBuilder
+from squall import BasicBolt, Bolt, Config, Fields, SerializationError, Spout, TopologyBuilder
 
 
 def _out(conf, name):
@@ -174,3 +174,31 @@ class RecordsConf(BasicBolt):
 
     def execute(self, tup, collector):
         pass
+
+
+class EmitsTooDeep(Spout):
+    """Emits ``n`` values nested 5000 lists deep, catching the emit's `SerializationError`
+    (raised for the tuples bound for the other worker) and writing its message down."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("p"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.log = _out(conf, f"emit-errors-{context.get_this_task_id()}.jsonl")
+
+    def next_tuple(self):
+        if not self.n:
+            return
+        self.n -= 1
+        deep = []
+        for _ in range(4999):
+            deep = [deep]
+        try:
+            self.collector.emit([deep])
+        except SerializationError as e:
+            self.log.write(json.dumps({"error": str(e)}) + "\n")
+            self.log.flush()

@@ -6,7 +6,7 @@ from collections import Counter
 from squall import TopologyBuilder
 
 from ..conftest import wait_until
-from .semantics_topology import (EmitsPoints, FailsAll, ListSpout, NeverAcks, Point, PointSerializer,
+from .semantics_topology import (EmitsPoints, EmitsTooDeep, FailsAll, ListSpout, NeverAcks, Point, PointSerializer,
                                  RecordsTypes, records, task_counts, topology_conf, total, word_count)
 
 SENTENCES = [f"w{i % 7} w{i % 11} w{i % 13} shared" for i in range(600)]
@@ -112,3 +112,19 @@ def test_an_unregistered_type_without_pickle_fallback_is_an_error_naming_type_an
         message = error()
     assert "semantics_topology.Opaque" in message and "[opaque]" in message
     assert "register_serialization" in message
+
+
+def test_an_emit_of_a_value_that_cannot_cross_workers_raises_in_the_emitting_component(shared_cluster, tmp_path):
+    """Issue 10: a value nested 5000 deep failed its whole batch at flush, after the emit had
+    returned, and crash-looped the worker. Now the emit of each such tuple bound for the other
+    worker raises, naming component, stream and depth, in the spout's own code, which catches
+    it; no worker crashes."""
+    b = TopologyBuilder()
+    b.set_spout("deep", EmitsTooDeep(20), 1)
+    b.set_bolt("sink", NeverAcks(), 2).shuffle_grouping("deep")  # one task in each worker
+    with _Running(shared_cluster, "deep", topology_conf(tmp_path), b.create_topology()) as m:
+        assert wait_until(lambda: len(records(tmp_path, "emit-errors")) == 10, 30)  # shuffle: half remote
+        assert not [e for e in m.get_topology_info("deep")["errors"] if e.get("fatal")]  # no crash
+    message = records(tmp_path, "emit-errors")[0]["error"]
+    assert "component [deep]" in message and "stream [default]" in message
+    assert "nested 5000 levels deep" in message

@@ -12,6 +12,9 @@ import msgpack
 import pytest
 import zmq
 
+from squall import Fields
+from squall._tuple import Source, Tuple
+from squall.engine.serialize import SerializationError, Serializer
 from squall.worker.envelope import Origin
 from squall.worker.transport import ZmqTransport
 
@@ -36,6 +39,9 @@ class PlainSerializer:
 
     def decode_batch(self, data):
         return [(t, tuple(i)) for t, i in msgpack.unpackb(data)]
+
+    def check(self, tup):
+        pass
 
 
 def transport(secret=b"s3cret", receive=None, slot="h:1", launch=1, storm=STORM, peers=None, **kw):
@@ -313,6 +319,50 @@ def test_a_batch_over_the_bound_is_sent_in_parts_and_an_item_too_large_alone_is_
         b.close()
 
 
+class _Opaque:
+    """A type no serializer is registered for."""
+
+
+def _tuple_transport(got, **conf):
+    """Two transports with squall's real serializer; tuples to task 7 reach ``got``."""
+    src = Source("emitter", "out", 1, Fields("v"))
+    b = ZmqTransport("tcp://127.0.0.1:0", {}, Serializer(conf, lambda t, s: src), b"k", lambda t, i: got.append(i),
+                     origin=Origin(STORM, "h:2", 1))
+    a = ZmqTransport("tcp://127.0.0.1:0", {7: b.address}, Serializer(conf, lambda t, s: src), b"k",
+                     origin=Origin(STORM, "h:1", 1))
+    return a, b, src
+
+
+@pytest.mark.parametrize("value, conf, named", [
+    (_Opaque(), {"topology.fall.back.on.pickle": False}, f"{__name__}._Opaque"),
+    (threading.Lock(), {}, "_thread.lock"),
+    ("deep", {}, "nested 5000 levels deep"),
+], ids=["pickle-off", "unpicklable", "deep"])
+def test_a_value_that_cannot_be_sent_fails_its_emit_naming_component_stream_and_type_or_depth(value, conf, named):
+    """Issue 10: such a value used to fail the whole batch at flush, after the emit had
+    returned, crashing the worker again on every replay. Now the sender, called inside the
+    emit, raises; nothing of it is queued, and the batch's other tuples still go."""
+    if value == "deep":
+        value = []
+        for _ in range(4999):
+            value = [value]  # 5000 lists, one in another
+    got = []
+    a, b, src = _tuple_transport(got, **conf)
+    try:
+        send = a.sender(7)
+        with pytest.raises(SerializationError) as info:
+            send(Tuple([value], src))
+        assert "component [emitter]" in str(info.value) and "stream [out]" in str(info.value)
+        assert named in str(info.value)
+        send(Tuple(["fine", 1], src))
+        a.flush()
+        assert wait_until(lambda: len(got) == 1)
+        assert got[0].values == ["fine", 1]
+    finally:
+        a.close()
+        b.close()
+
+
 def test_ten_thousand_bad_messages_write_a_few_log_lines(caplog):
     b = transport(slot="h:2")
     try:
@@ -365,6 +415,25 @@ def test_encryption_auto_leaves_loopback_in_clear(setting, encrypted):
         a.sender(7)((1,))
         a.flush()
         assert wait_until(lambda: got.got == [(7, (1,))])
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_value_changed_after_its_emit_is_dropped_at_flush_and_logged_once(caplog):
+    got = []
+    a, b, src = _tuple_transport(got, **{"topology.fall.back.on.pickle": False})
+    try:
+        send = a.sender(7)
+        kept = ["ok"]
+        for _ in range(3):
+            send(Tuple([kept], src))
+        send(Tuple(["fine"], src))
+        kept.append(_Opaque())  # the component changed a value it had emitted
+        a.flush()  # must not raise into the loop
+        assert wait_until(lambda: len(got) == 1)
+        assert got[0].values == ["fine"]
+        assert len([r for r in caplog.records if "_Opaque" in r.getMessage()]) == 1
     finally:
         a.close()
         b.close()

@@ -12,7 +12,13 @@ import cloudpickle
 from .. import _errors
 from .._topology import StormTopology
 from ..engine import code_pickler
-from ..worker.rpc import Client, RemoteError, RpcError, load_or_create_secret, rpc_settings
+from ..worker.rpc import (
+    Client,
+    RemoteError,
+    RpcError,
+    load_or_create_secret,
+    rpc_settings,
+)
 from .shipping import user_modules
 
 log = logging.getLogger("squall.client")

@@ -2,7 +2,12 @@
 
 import sys
 
-from squall.cluster.spark import _master_addresses, check_session, expected_slots, warn_once
+from squall.cluster.spark import (
+    _master_addresses,
+    check_session,
+    expected_slots,
+    warn_once,
+)
 
 
 class FakeConf:

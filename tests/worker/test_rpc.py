@@ -128,6 +128,22 @@ def test_after_a_timeout_the_late_reply_is_never_taken_for_the_next_calls():
         s.stop()
 
 
+def test_a_workers_link_to_the_master_reconnects_after_a_timeout():
+    from squall.worker.process import _MasterLink
+    s = _Server(hold={"info"})
+    try:
+        link = _MasterLink("127.0.0.1", s.port, b"secret", RpcSettings())
+        link.call("echo", n=1)
+        link._client._sock.settimeout(0.5)
+        with pytest.raises(RpcError, match="timed out"):
+            link.call("info")  # the worker's callers retry on their own schedule
+        s.release.set()
+        assert wait_until(lambda: s.ran == ["info"], 5)
+        assert link.call("list") == "list"
+    finally:
+        s.stop()
+
+
 MASTER_SECRET = "a-master-secret-long-enough"
 
 

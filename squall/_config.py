@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from ._encryption import parse_encryption
 from ._errors import InvalidTopologyException
 
 # Storm's whitelist (Executor.normalizedComponentConf): of the Config keys, a component may set
@@ -276,7 +277,26 @@ def _gc_thresholds(v: Any) -> bool:
 
 
 def _encryption(v: Any) -> bool:
-    return isinstance(v, bool) or (isinstance(v, str) and v.strip().lower() in ("auto", "true", "false"))
+    return parse_encryption(v) is not None
+
+
+SECRET_KEY = "squall.secret"
+MIN_SECRET_CHARS = 16
+"""The shortest secret accepted. Anyone who sees one handshake (its frames are not encrypted)
+can test guesses of the secret offline against it, so it must be too long to guess: 16 random
+characters are 64 bits as hex digits and more from a larger alphabet. The generated one is 64
+hex digits."""
+_SECRET_KEYS = frozenset({SECRET_KEY})  # their values never appear in an error
+
+
+def _secret(v: Any) -> bool:
+    return isinstance(v, (str, bytes)) and len(v.strip()) >= MIN_SECRET_CHARS
+
+
+MIN_FRAME_BYTES = 4096
+"""The least ``nimbus.thrift.max_buffer_size``: the frames a stranger may send before the
+handshake (`squall.worker.rpc.PREAUTH_MAX_FRAME`) are this size, and a peer that holds the
+secret may send at least as much."""
 
 
 def _machines(v: Any) -> bool:
@@ -343,7 +363,10 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
                                      True),
     "squall.worker.max.launch.attempts": (_positive_int, "a positive integer", False),
     "squall.encryption": (_encryption, "auto, true or false", True),
-    "nimbus.thrift.max_buffer_size": (_positive_int, "a positive number of bytes", False),
+    SECRET_KEY: (_secret, (f"a string of at least {MIN_SECRET_CHARS} characters, hard to guess (quote it in YAML if "
+                           f"it is all digits; unset, one is generated into <storm.local.dir>/secret)"), True),
+    "nimbus.thrift.max_buffer_size": (lambda v: _positive_int(v) and v >= MIN_FRAME_BYTES,
+                                      f"a number of bytes of at least {MIN_FRAME_BYTES}", False),
     "squall.transport.max.message.bytes": (lambda v: _positive_int(v) and v >= 1024,
                                            "a number of bytes of at least 1024", False),
     "squall.log.max.bytes": (_non_negative_int, "a non-negative integer (0: never rotate)", False),
@@ -357,12 +380,40 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
 
 
 def validate(conf: Mapping[str, Any], where: str) -> None:
-    """Check the types of the keys squall reads; the error names the key, value and place."""
-    for key, (check, what, nullable) in _VALIDATORS.items():
-        if key not in conf:
-            continue
-        v = conf[key]
-        if v is None and nullable:
-            continue
-        if not check(v):
-            raise InvalidTopologyException(f"{where}: {key!r} must be {what}, got {v!r}")
+    """Check the types of the keys squall reads; the error names the key, value and place
+    (a secret's type and length only, never its value)."""
+    for key in _VALIDATORS:
+        if key in conf:
+            _check(key, conf[key], where)
+
+
+def setting(conf: Mapping[str, Any], key: str, default: Any = None, where: str = "cluster configuration") -> Any:
+    """``conf[key]`` checked by the key's rule (the one `validate` applies); ``default`` when
+    it is missing or null. For code that may be handed a configuration nothing validated.
+
+    Raises:
+        InvalidTopologyException: the value breaks the key's rule (naming the key).
+    """
+    v = conf.get(key)
+    if v is None:
+        return default
+    _check(key, v, where)
+    return v
+
+
+def _check(key: str, v: Any, where: str) -> None:
+    check, what, nullable = _VALIDATORS[key]
+    if v is None and nullable:
+        return
+    if not check(v):
+        shown = _described(v) if key in _SECRET_KEYS else repr(v)
+        raise InvalidTopologyException(f"{where}: {key!r} must be {what}, got {shown}")
+
+
+def _described(v: Any) -> str:
+    """What ``v`` is, without its value."""
+    if isinstance(v, str):
+        return f"a string of {len(v)} characters"
+    if isinstance(v, bytes):
+        return f"{len(v)} bytes"
+    return f"a value of type {type(v).__name__}"

@@ -18,20 +18,30 @@ KEY = "squall.encryption"
 AUTO, ALWAYS, NEVER = "auto", "true", "false"
 
 
-def encryption_setting(conf: Mapping[str, Any]) -> str:
-    """``conf``'s ``squall.encryption`` as one of `AUTO`, `ALWAYS`, `NEVER`.
-
-    Raises:
-        SquallError: the value is none of auto, true, false (naming the key).
-    """
-    value = conf.get(KEY, AUTO)
-    if value is None:
-        return AUTO
+def parse_encryption(value: Any) -> str | None:
+    """A ``squall.encryption`` value (a bool, or auto, true or false in any case) as one of
+    `AUTO`, `ALWAYS`, `NEVER`; None if it is none of those. The one rule for the key: the
+    configuration's validator (`squall._config`) uses it too."""
     if isinstance(value, bool):
         return ALWAYS if value else NEVER
     if isinstance(value, str) and value.strip().lower() in (AUTO, ALWAYS, NEVER):
         return value.strip().lower()
-    raise SquallError(f"{KEY!r} must be auto, true or false, got {value!r}")
+    return None
+
+
+def encryption_setting(conf: Mapping[str, Any]) -> str:
+    """``conf``'s ``squall.encryption`` as one of `AUTO`, `ALWAYS`, `NEVER` (unset or null: `AUTO`).
+
+    Raises:
+        SquallError: the value is none of auto, true, false (naming the key).
+    """
+    value = conf.get(KEY)
+    if value is None:
+        return AUTO
+    parsed = parse_encryption(value)
+    if parsed is None:
+        raise SquallError(f"{KEY!r} must be auto, true or false, got {value!r}")
+    return parsed
 
 
 def is_loopback(host: str) -> bool:

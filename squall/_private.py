@@ -62,13 +62,18 @@ def write_private(path: str | os.PathLike, data: bytes | str) -> None:
     os.replace(tmp, p)
 
 
-def open_private_log(path: str | os.PathLike) -> BinaryIO:
-    """``path`` opened for appending, owner-only (a worker's or supervisor's output)."""
+def open_private_log(path: str | os.PathLike, buffering: int = -1) -> BinaryIO:
+    """``path`` opened for appending, owner-only (a worker's or supervisor's output); a log an
+    older run left readable by others is made owner-only too. ``buffering`` as for `open`."""
     p = Path(path)
     private_dir(p.parent)
     fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
-    os.fchmod(fd, FILE_MODE)
-    return os.fdopen(fd, "ab")
+    try:
+        os.fchmod(fd, FILE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "ab", buffering=buffering)
 
 
 def loose_mode(path: str | os.PathLike) -> int | None:

@@ -263,3 +263,20 @@ def test_the_live_table_shows_the_component_of_the_last_error():
     assert "last error: [split] task 3: ValueError: bad [input]" in text
     assert "wc[1]  ACTIVE" in text
     assert "[b]old" in text
+
+
+def test_jar_says_submitted_when_the_master_cannot_be_reached_after_the_submit(monkeypatch, capsys):
+    """The note about free slots needs a second connection; losing it must not turn a submit
+    that succeeded into "cannot reach the master"."""
+    from squall import StormSubmitter
+    from squall.cli import _cluster
+    from squall.worker.rpc import RpcError
+
+    submitted = []
+    monkeypatch.setattr(StormSubmitter, "submit_topology", lambda name, conf, topology: submitted.append(name))
+
+    def unreachable(conf):
+        raise RpcError("cannot reach 127.0.0.1:6627: Connection refused")
+    monkeypatch.setattr(_cluster, "MasterClient", unreachable)
+    _cluster._ToMaster({}).submit_topology("t", {}, None)
+    assert submitted == ["t"] and capsys.readouterr().out == "Submitted topology: t\n"

@@ -200,7 +200,7 @@ def test_a_topology_submitted_with_jar_is_listed_monitored_rebalanced_and_killed
 
 def test_a_wrong_secret_is_a_one_line_authentication_error(nimbus, tmp_path):
     wrong = tmp_path / "wrong.yaml"
-    wrong.write_text(yaml.safe_dump({**nimbus.conf, "squall.secret": "wrong"}))
+    wrong.write_text(yaml.safe_dump({**nimbus.conf, "squall.secret": "wrong-but-long-enough"}))
     proc = squall("list", "--config", str(wrong))
     assert proc.returncode == 1
     assert proc.stderr.splitlines() == [

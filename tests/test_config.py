@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from squall import Config, InvalidTopologyException
+from squall import Config, InvalidTopologyException, SquallError
 from squall._config import (
     cluster_conf, component_conf, default_conf, find_conf_file, is_daemon_key, read_conf_file, topology_conf,
 )
@@ -199,3 +199,70 @@ def test_a_bad_cluster_value_is_rejected_naming_the_key(key, value, what):
         cluster_conf({key: value})
     assert str(e.value).startswith(f"cluster configuration: {key!r} must be {what}")
     assert str(e.value).endswith(f"got {value!r}")
+
+
+# --- squall.secret: a string too long to guess, and never shown ------------------------------------------
+@pytest.mark.parametrize("value, described", [
+    (123456, "a value of type int"),  # squall.secret: 123456 in squall.yaml, or -c squall.secret=123456
+    ("", "a string of 0 characters"),
+    ("guessable", "a string of 9 characters"),
+    (" " * 20, "a string of 20 characters"),
+    (b"\0" * 8, "8 bytes"),
+    (["a-secret-long-enough-in-a-list"], "a value of type list"),
+])
+def test_a_secret_that_is_not_a_long_enough_string_is_refused_naming_the_key_never_the_value(value, described):
+    from squall.worker.rpc import load_or_create_secret
+    with pytest.raises(InvalidTopologyException) as e:
+        cluster_conf({"squall.secret": value})
+    message = str(e.value)
+    assert message.startswith("cluster configuration: 'squall.secret' must be a string of at least 16 characters")
+    assert message.endswith(f"got {described}")
+    with pytest.raises(SquallError) as e:  # a daemon handed a configuration nothing validated
+        load_or_create_secret({"squall.secret": value})
+    assert "'squall.secret'" in str(e.value) and str(e.value).endswith(f"got {described}")
+    if value not in ("", " " * 20):
+        assert str(value) not in message and repr(value) not in message and str(value) not in str(e.value)
+
+
+def test_a_long_enough_secret_is_the_clusters():
+    from squall.worker.rpc import load_or_create_secret
+    assert load_or_create_secret(cluster_conf({"squall.secret": "0123456789abcdef"})) == b"0123456789abcdef"
+    assert load_or_create_secret({"squall.secret": b"0123456789abcdef"}) == b"0123456789abcdef"
+
+
+# --- one rule per key, wherever it is read -----------------------------------------------------------------
+@pytest.mark.parametrize("value", [1, 4095])
+def test_the_control_channels_frame_limit_has_one_rule(value):
+    from squall.worker.rpc import rpc_settings
+    key = "nimbus.thrift.max_buffer_size"
+    with pytest.raises(InvalidTopologyException, match=f"{key!r} must be a number of bytes of at least 4096"):
+        cluster_conf({key: value})
+    with pytest.raises(SquallError, match=f"{key!r} must be a number of bytes of at least 4096"):
+        rpc_settings({key: value})
+    assert rpc_settings(cluster_conf({key: 4096})).max_frame == 4096
+
+
+def test_the_data_ports_message_limit_has_one_rule():
+    from squall.worker.process import _transport_options
+    key = "squall.transport.max.message.bytes"
+    for value in (0, 1023, True, "big"):
+        with pytest.raises(InvalidTopologyException, match=f"{key!r} must be a number of bytes of at least 1024"):
+            cluster_conf({key: value})
+        with pytest.raises(SquallError, match=f"{key!r} must be a number of bytes of at least 1024"):
+            _transport_options({key: value})  # the worker's own reading of its configuration file
+    assert _transport_options(cluster_conf({key: 1024}))["max_message_bytes"] == 1024
+
+
+@pytest.mark.parametrize("value", [True, False, "auto", " TRUE ", "False", None, "yes", 1, 0, "", "on"])
+def test_the_encryption_setting_has_one_rule(value):
+    from squall._encryption import encryption_setting
+    try:
+        parsed = encryption_setting({"squall.encryption": value})
+    except SquallError:
+        parsed = None
+    try:
+        cluster_conf({"squall.encryption": value})
+        accepted = True
+    except InvalidTopologyException:
+        accepted = False
+    assert accepted == (parsed is not None)

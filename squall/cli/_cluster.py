@@ -155,8 +155,11 @@ class _ToMaster:
         with StormSubmitter.submitting_to(None):  # past the FileSubmitter, to the master
             StormSubmitter.submit_topology(name, conf, topology)
         print(f"Submitted topology: {name}", flush=True)
-        with MasterClient(self.client_conf) as master:  # placed at once, or waiting for slots?
-            row = next((t for t in master.list_topologies() if t["name"] == name), None)
+        try:
+            with MasterClient(self.client_conf) as master:  # placed at once, or waiting for slots?
+                row = next((t for t in master.list_topologies() if t["name"] == name), None)
+        except RpcError:
+            return  # the submit succeeded; only the note about slots is lost
         note = _slots_note(row) if row else None
         if note:
             print(note, flush=True)

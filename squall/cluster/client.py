@@ -12,7 +12,13 @@ import cloudpickle
 from .. import _errors
 from .._topology import StormTopology
 from ..engine import code_pickler
-from ..worker.rpc import Client, RemoteError, load_or_create_secret, rpc_settings
+from ..worker.rpc import (
+    Client,
+    RemoteError,
+    RpcError,
+    load_or_create_secret,
+    rpc_settings,
+)
 from .shipping import user_modules
 
 log = logging.getLogger("squall.client")
@@ -88,21 +94,50 @@ def _dumps_by_value(target: Any, modules: list[Any]) -> bytes:
             cloudpickle.unregister_pickle_by_value(m)
 
 
+_READS = frozenset({"list", "info"})
+"""The verbs that change nothing: after a failed call (a timeout, a dropped connection) they are
+sent again once on a new connection. The others are not, as the master may have run them."""
+
+
 class MasterClient:
-    """The master's verbs; each raises what `LocalCluster` would for the same mistake."""
+    """The master's verbs; each raises what `LocalCluster` would for the same mistake.
+
+    A call that fails on the connection (`RpcError`) leaves it closed; the next call opens a
+    new one. A read (``list``, ``info``) is tried again at once on a new connection; a change
+    (``submit``, ``kill``, ...) raises, since the master may have run it."""
 
     def __init__(self, conf: dict[str, Any], timeout: float = 10.0) -> None:
-        host, port = master_address(conf)
-        self._client = Client(host, port, load_or_create_secret(conf), timeout, rpc_settings(conf))
+        self._address = master_address(conf)
+        self._secret = load_or_create_secret(conf)
+        self._timeout = timeout
+        self._settings = rpc_settings(conf)
+        self._closed = False
+        self._client = self._connect()
+
+    def _connect(self) -> Client:
+        return Client(*self._address, self._secret, self._timeout, self._settings)
 
     def _call(self, op: str, **args: Any) -> Any:
         try:
-            return self._client.call(op, **args)
+            return self._send(op, args)
         except RemoteError as e:
             cls = _ERRORS.get(e.type)
             if cls is not None:
                 raise cls(str(e)) from None
             raise
+
+    def _send(self, op: str, args: dict[str, Any]) -> Any:
+        if self._closed:
+            raise RpcError("the client was closed")
+        if self._client.broken:  # an earlier call failed; nothing was sent on a new connection yet
+            self._client = self._connect()
+        try:
+            return self._client.call(op, **args)
+        except RpcError:
+            if op not in _READS:
+                raise
+        self._client = self._connect()
+        return self._client.call(op, **args)
 
     def submit_topology(self, name: str, conf: dict[str, Any] | None, topology: StormTopology) -> str:
         """Submit; returns the topology id."""
@@ -140,6 +175,7 @@ class MasterClient:
 
     def close(self) -> None:
         """Close the connection."""
+        self._closed = True
         self._client.close()
 
     def __enter__(self) -> MasterClient:

@@ -16,12 +16,15 @@ number of rotated files, as Storm's log4j2 ``cluster.xml``/``worker.xml`` do (10
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+from .._private import FILE_MODE, open_private_log
 
 
 def log_limits(conf: dict[str, Any]) -> tuple[int, int]:
@@ -42,10 +45,12 @@ class RotatingLog:
         self.backups = backups
         self._lock = threading.Lock()
         self._file = self._open()
+        for i in range(1, backups + 1):  # rotated copies an older run left readable by others
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(self._backup(i), FILE_MODE)
 
     def _open(self) -> IO[bytes]:
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        return os.fdopen(fd, "ab", buffering=0)
+        return open_private_log(self.path, buffering=0)
 
     def write(self, data: bytes) -> None:
         """Append ``data``, rotating as often as it takes."""
@@ -69,13 +74,16 @@ class RotatingLog:
         self._file.close()
         if self.backups > 0:
             for i in range(self.backups - 1, 0, -1):
-                older = self.path.with_name(f"{self.path.name}.{i}")
+                older = self._backup(i)
                 if older.exists():
-                    os.replace(older, self.path.with_name(f"{self.path.name}.{i + 1}"))
-            os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+                    os.replace(older, self._backup(i + 1))
+            os.replace(self.path, self._backup(1))
         else:
             self.path.unlink(missing_ok=True)
         self._file = self._open()
+
+    def _backup(self, i: int) -> Path:
+        return self.path.with_name(f"{self.path.name}.{i}")
 
     def close(self) -> None:
         """Close the file."""

@@ -80,8 +80,7 @@ def spark_session(master: str | None = None, app_name: str = "squall", settings:
     from pyspark.sql import SparkSession
     active = SparkSession.getActiveSession()
     if active is not None:
-        for warning in check_session(active.sparkContext):
-            log.warning("%s", warning)
+        warn_once(check_session(active.sparkContext))
         return active
     builder = SparkSession.builder.appName(app_name)
     if master:
@@ -98,6 +97,7 @@ def spark_session(master: str | None = None, app_name: str = "squall", settings:
                               f"PATH is a Java that pyspark supports (17 or 21 for pyspark 4)") from e
         raise
     session.sparkContext.setLogLevel("WARN")
+    warn_once([w for w in [security_warning(session.sparkContext)] if w])
     return session
 
 
@@ -118,7 +118,49 @@ def check_session(sc: Any) -> list[str]:
     if sc.master.startswith("local") and python and os.path.realpath(python) != os.path.realpath(sys.executable):
         out.append(f"spark.pyspark.python is {python} but the driver runs {sys.executable}: "
                    f"executors may lack squall or run another Python")
+    security = security_warning(sc)
+    if security:
+        out.append(security)
     return out
+
+
+def security_warning(sc: Any) -> str | None:
+    """What is wrong, if anything, with the protection of Spark's own channels: each worker's
+    Spark task carries the cluster's secret (``squall.secret``) from the driver to its executor,
+    and Spark authenticates and encrypts that traffic only with ``spark.authenticate`` and
+    ``spark.network.crypto.enabled`` (or, on Spark 4, ``spark.ssl.rpc.enabled``). None in the
+    local modes (``local[...]``, ``local-cluster[...]``), where it stays on this machine."""
+    if sc.master.startswith("local"):
+        return None
+    conf = sc.getConf()
+    missing = [key for key, on in (("spark.authenticate", _on(conf, "spark.authenticate")),
+                                   ("spark.network.crypto.enabled", _on(conf, "spark.network.crypto.enabled")
+                                    or _on(conf, "spark.ssl.rpc.enabled"))) if not on]
+    if not missing:
+        return None
+    return (f"Spark master {sc.master}: {' and '.join(f'{key} is off' for key in missing)}, so squall.secret, "
+            f"which each worker's Spark task carries to its executor, crosses the network unprotected and "
+            f"anyone who can reach or watch Spark's ports can take it and control the squall cluster: set "
+            f"spark.authenticate=true and spark.network.crypto.enabled=true (see docs/spark.md, Security)")
+
+
+def _on(conf: Any, key: str) -> bool:
+    return str(conf.get(key, "false") or "false").strip().lower() == "true"
+
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_once(warnings: list[str]) -> None:
+    """Log each of ``warnings`` that this process has not logged yet (a driver that creates
+    several clusters on one session hears of its settings once)."""
+    for warning in warnings:
+        with _warned_lock:
+            if warning in _warned:
+                continue
+            _warned.add(warning)
+        log.warning("%s", warning)
 
 
 def task_slots(sc: Any) -> int:
@@ -335,8 +377,7 @@ class SparkCluster(MasterClient):
             spark = spark_session(master)
         else:
             self._own_session = False
-            for warning in check_session(spark.sparkContext):
-                log.warning("%s", warning)
+            warn_once(check_session(spark.sparkContext))
         self.spark = spark
         sc = self.spark.sparkContext
         base = cluster_conf(conf)

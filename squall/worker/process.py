@@ -24,6 +24,7 @@ from typing import Any
 
 import cloudpickle
 
+from .._config import setting
 from .._encryption import encryption_setting
 from .._tuple import Source
 from ..engine.clock import Clock
@@ -42,21 +43,18 @@ EXIT_CANNOT_START = 3
 
 
 class _MasterLink:
-    """The worker's connection to the master, re-made whenever it breaks."""
+    """The worker's connection to the master, re-made on the call after one that failed (a
+    failed call closes its `Client`; its callers retry: heartbeats every period, the start's
+    requests until ``nimbus.task.launch.secs``)."""
 
     def __init__(self, host: str, port: int, secret: bytes, settings: RpcSettings) -> None:
         self.host, self.port, self.secret, self.settings = host, port, secret, settings
         self._client: Client | None = None
 
     def call(self, op: str, **args: Any) -> Any:
-        if self._client is None:
+        if self._client is None or self._client.broken:
             self._client = Client(self.host, self.port, self.secret, timeout=10, settings=self.settings)
-        try:
-            return self._client.call(op, **args)
-        except RpcError:
-            self._client.close()
-            self._client = None
-            raise
+        return self._client.call(op, **args)
 
 
 def _source_cache(plan) -> Any:
@@ -127,11 +125,10 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
 
 
 def _transport_options(conf: dict[str, Any]) -> dict[str, Any]:
-    """The `ZmqTransport` settings of the cluster's configuration; ValueError naming a bad key."""
-    size = conf.get(MAX_MESSAGE_KEY) or DEFAULT_MAX_MESSAGE_BYTES
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
-        raise ValueError(f"{MAX_MESSAGE_KEY} must be a number of bytes of at least 1024, not {size!r}")
-    return {"max_message_bytes": size, "encryption": encryption_setting(conf)}
+    """The `ZmqTransport` settings of the cluster's configuration (checked by the keys' rules in
+    `squall._config`; an error names a bad key)."""
+    return {"max_message_bytes": setting(conf, MAX_MESSAGE_KEY, DEFAULT_MAX_MESSAGE_BYTES),
+            "encryption": encryption_setting(conf)}
 
 
 def _call_until(link: _MasterLink, deadline: float, stop: threading.Event, op: str, **args: Any) -> Any:

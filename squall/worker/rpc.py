@@ -44,12 +44,13 @@ import msgpack
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
+from .._config import MIN_FRAME_BYTES, MIN_SECRET_CHARS, SECRET_KEY, setting
 from .._encryption import ALWAYS, AUTO, encryption_setting, wants_encryption
 from .._errors import SquallError
 from .._private import loose_mode, private_dir
 from .._ratelimit import rate_limited
 
-PREAUTH_MAX_FRAME = 4096
+PREAUTH_MAX_FRAME = MIN_FRAME_BYTES
 """The largest frame read before the peer is authenticated (the handshake's are ~100 bytes)."""
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 MAX_FRAME_KEY = "nimbus.thrift.max_buffer_size"  # Storm's key for the same limit
@@ -89,13 +90,7 @@ def rpc_settings(conf: Mapping[str, Any]) -> RpcSettings:
     Raises:
         SquallError: ``squall.encryption`` or ``nimbus.thrift.max_buffer_size`` is invalid (named).
     """
-    limit = conf.get(MAX_FRAME_KEY)
-    if limit is None:
-        limit = DEFAULT_MAX_FRAME
-    if type(limit) is not int or limit < PREAUTH_MAX_FRAME:
-        raise SquallError(f"{MAX_FRAME_KEY!r} must be an integer of at least {PREAUTH_MAX_FRAME} "
-                          f"(bytes), got {limit!r}")
-    return RpcSettings(encryption_setting(conf), limit)
+    return RpcSettings(encryption_setting(conf), setting(conf, MAX_FRAME_KEY, DEFAULT_MAX_FRAME))
 
 
 def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
@@ -103,11 +98,12 @@ def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
     ``<storm.local.dir>/secret``, created with owner-only permissions on first use.
 
     Raises:
-        SquallError: the file is empty, or its group or others may read or write it (the
-            message says how to fix it).
+        SquallError: ``squall.secret`` is not a string of at least `MIN_SECRET_CHARS`
+            characters (the message names the key, never the value); the file is too short,
+            or its group or others may read or write it (the message says how to fix it).
     """
-    given = conf.get("squall.secret")
-    if given:
+    given = setting(conf, SECRET_KEY)
+    if given is not None:
         return given.encode() if isinstance(given, str) else bytes(given)
     path = private_dir(Path(conf.get("storm.local.dir") or "storm-local")) / "secret"
     value = secrets.token_hex(32).encode()
@@ -133,6 +129,9 @@ def _read_secret_file(path: Path) -> bytes:
     if not value:
         raise SquallError(f"the cluster's secret {path} is empty: write a secret into it "
                           f"(readable by its owner only), or {fix}")
+    if len(value) < MIN_SECRET_CHARS:  # the same floor as squall.secret's
+        raise SquallError(f"the cluster's secret {path} is shorter than {MIN_SECRET_CHARS} characters, "
+                          f"short enough to guess: write a longer one into it, or {fix}")
     return value
 
 
@@ -250,6 +249,7 @@ def _unpack(data: bytes) -> dict:
 
 
 # --- client side (blocking sockets: the CLI, workers, supervisors) ---------------------------------
+_CLOSED = "closed"
 class Client:
     """A blocking, authenticated connection to an RPC server (one thread at a time)."""
 
@@ -261,6 +261,7 @@ class Client:
             raise RpcError(f"cannot reach {host}:{port}: {e.strerror or e}") from e
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._max_frame = settings.max_frame
+        self._broken: str | None = None  # why the connection may no longer be used
         try:
             self._codec = self._handshake(f"{host}:{port}", secret, settings.encryption)
         except BaseException:
@@ -315,17 +316,34 @@ class Client:
 
         Raises:
             RemoteError: the server ran it and it failed (``type`` names the exception).
-            RpcError: the connection failed, or a reply failed its integrity check (the
-                connection is then unusable: close it).
+            RpcError: the connection failed, timed out, or a reply failed its integrity check.
+                The connection is then closed (`broken`) and every later call raises
+                RpcError: a reply that arrives after its call gave up must never be taken
+                for the next call's. Whether the server ran the request is unknown.
         """
-        self._sock_send(self._codec.seal({"op": op, "args": args}))
-        reply = self._codec.open(self._recv_exactly(_frame_length(self._recv_exactly(4), self._max_frame)))
+        if self._broken is not None:
+            raise RpcError(f"connection closed after an earlier error ({self._broken})" if self._broken != _CLOSED
+                           else "connection closed")
+        frame = self._codec.seal({"op": op, "args": args})  # a value msgpack refuses raises here, harmless
+        try:
+            self._sock_send(frame)
+            reply = self._codec.open(self._recv_exactly(_frame_length(self._recv_exactly(4), self._max_frame)))
+        except BaseException as e:  # a timeout or an interrupt too: the sequence numbers are out of step
+            self._broken = str(e) or type(e).__name__
+            self._sock.close()
+            raise
         if reply.get("ok"):
             return reply.get("result")
         raise RemoteError(str(reply.get("error")), str(reply.get("type", "Exception")))
 
+    @property
+    def broken(self) -> bool:
+        """Whether an earlier call failed, closing the connection (make a new `Client`)."""
+        return self._broken is not None
+
     def close(self) -> None:
         """Close the connection."""
+        self._broken = self._broken or _CLOSED
         self._sock.close()
 
     def __enter__(self) -> Client:

@@ -92,7 +92,7 @@ def test_the_clusters_squall_yaml_sits_between_defaults_and_the_component(tmp_pa
 
 def test_a_task_sees_no_daemon_setting_but_the_few_a_topology_may_read():
     """The secret and the daemons' settings stay with the daemons (docs/configuration.md)."""
-    daemon = {"squall.secret": "s3cret", "storm.local.dir": "/srv/squall", "nimbus.task.timeout.secs": 7,
+    daemon = {"squall.secret": "s3cret-of-the-daemons", "storm.local.dir": "/srv/squall", "nimbus.task.timeout.secs": 7,
               "nimbus.seeds": ["m1"], "custom.from.yaml": 1}
     with LocalCluster(daemon_conf=daemon) as cluster:
         seen = conf_seen(cluster, TestConfBolt(), [*daemon, "storm.cluster.mode"])

@@ -5,7 +5,7 @@ import os
 
 from squall._config import cluster_conf
 from squall.cluster import process
-from squall.cluster.logs import RotatingLog
+from squall.cluster.logs import RotatingLog, log_limits
 from squall.cluster.supervisor import Supervisor
 
 from ..conftest import wait_until
@@ -34,6 +34,23 @@ def test_a_line_longer_than_the_file_is_split_and_zero_bytes_never_rotates(tmp_p
     never = RotatingLog(tmp_path / "b.log", max_bytes=0, backups=1)
     never.write(b"x" * 5000)
     assert (tmp_path / "b.log").stat().st_size == 5000 and not (tmp_path / "b.log.1").exists()
+
+
+def test_a_log_an_older_run_left_readable_by_others_becomes_owner_only_with_its_rotated_copies(tmp_path):
+    conf = cluster_conf({"storm.local.dir": str(tmp_path), "supervisor.slots.ports": [7000],
+                         "squall.log.max.bytes": 100, "squall.log.backup.count": 3})
+    old = [tmp_path / "supervisor" / name for name in ("worker-7000.log", "worker-7000.log.1")]
+    old[0].parent.mkdir(mode=0o755)
+    for f in old:
+        f.write_bytes(b"from an older run\n")
+        os.chmod(f, 0o644)
+    sup = Supervisor(conf)
+    sup.logs[7000] = log = RotatingLog(old[0], *log_limits(sup.conf))  # as _launch opens a slot's log
+    log.write(b"x" * 99 + b"\n" + b"y" * 99 + b"\n")
+    log.close()
+    files = sorted((tmp_path / "supervisor").glob("worker-7000.log*"))
+    assert [f.name for f in files] == ["worker-7000.log", *(f"worker-7000.log.{i}" for i in (1, 2, 3))]
+    assert {f.name: oct(f.stat().st_mode & 0o777) for f in files} == {f.name: "0o600" for f in files}
 
 
 def test_a_worker_that_dies_before_reaching_the_master_is_reported_with_its_output(tmp_path):

@@ -268,7 +268,8 @@ def test_everything_the_master_writes_is_owner_only(tmp_path, conf):
 
 
 @pytest.mark.parametrize("mode, content, fix", [(0o644, b"abc", "chmod 600"), (0o660, b"abc", "chmod 600"),
-                                                (0o600, b"  \n", "is empty")])
+                                                (0o600, b"  \n", "is empty"),
+                                                (0o600, b"guessable\n", "shorter than 16 characters")])
 def test_a_secret_file_others_can_read_or_that_is_empty_is_refused_saying_how_to_fix_it(tmp_path, mode, content, fix):
     secret = tmp_path / "secret"
     secret.write_bytes(content)

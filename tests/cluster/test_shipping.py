@@ -13,30 +13,10 @@ from squall.cluster.client import _user_modules, pickle_topology
 from squall.cluster.shipping import is_user_file, user_modules
 from squall.engine import code_pickler
 
+from ..shipping_code import WORDS_SPOUT, helper_modules, module, write_modules
+
 MODULES = {
-    "sh_helpers.py": """
-        def shout(word):
-            return word.upper() + "!"
-    """,
-    "sh_helpers2.py": """
-        import sh_formats
-
-
-        def wrap(text):
-            return sh_formats.brackets(text)
-    """,
-    "sh_formats.py": """
-        import sh_helpers2  # imports back the module that imports it
-
-
-        def brackets(text):
-            return "[" + text + "]"
-    """,
-    "sh_tools/__init__.py": "",
-    "sh_tools/text.py": """
-        def twice(text):
-            return text + text
-    """,
+    **helper_modules("sh_"),
     "sh_held.py": """
         from squall import CustomStreamGrouping
 
@@ -50,7 +30,7 @@ MODULES = {
             def choose_tasks(self, task_id, values):
                 return self.target_tasks[:1]
     """,
-    "sh_bolts.py": """
+    "sh_bolts.py": module("""
         import json
 
         import yaml
@@ -60,34 +40,25 @@ MODULES = {
         from sh_tools.text import twice
 
         from squall import BasicBolt, Fields, Spout
-
-
-        class Words(Spout):
-            def declare_output_fields(self, declarer):
-                declarer.declare(Fields("w"))
-
-
+    """, WORDS_SPOUT, """
         class Decorate(BasicBolt):
             def execute(self, tup, collector):
                 collector.emit([sh_helpers2.wrap(twice(shout(tup[0])))])
-
-
+    """, """
         class Holding(BasicBolt):
             def __init__(self, formatter):
                 self.formatter = formatter
 
             def execute(self, tup, collector):
                 collector.emit([self.formatter.format(tup[0])])
-    """,
+    """),
 }
 
 
 @pytest.fixture
 def user_code(tmp_path):
     """MODULES written to a directory on sys.path and imported; removed from both after."""
-    for name, text in MODULES.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(textwrap.dedent(text))
+    write_modules(tmp_path, MODULES)
     sys.path.insert(0, str(tmp_path))
     try:
         import sh_bolts

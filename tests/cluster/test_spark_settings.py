@@ -2,7 +2,12 @@
 
 import sys
 
-from squall.cluster.spark import _master_addresses, check_session, expected_slots
+from squall.cluster.spark import (
+    _master_addresses,
+    check_session,
+    expected_slots,
+    warn_once,
+)
 
 
 class FakeConf:
@@ -24,7 +29,8 @@ class FakeContext:
 
 def test_a_session_with_speculation_or_dynamic_allocation_is_warned_about():
     sc = FakeContext("yarn", **{"spark.speculation": "true", "spark.dynamicAllocation.enabled": "true",
-                                "spark.task.maxFailures": "4"})
+                                "spark.task.maxFailures": "4", "spark.authenticate": "true",
+                                "spark.network.crypto.enabled": "true"})
     warnings = check_session(sc)
     assert len(warnings) == 2
     assert "spark.speculation=true" in warnings[0] and "need false" in warnings[0]
@@ -51,3 +57,27 @@ def test_on_a_cluster_the_master_listens_everywhere_and_is_reached_at_the_driver
     assert _master_addresses(sc, "127.0.0.1") == ("0.0.0.0", "10.1.2.3")
     assert _master_addresses(sc, "10.9.9.9") == ("10.9.9.9", "10.9.9.9")
     assert _master_addresses(FakeContext("local[2]"), "127.0.0.1") == ("127.0.0.1", "127.0.0.1")
+
+
+def test_a_session_beyond_this_machine_without_spark_authentication_and_encryption_is_warned_about():
+    """Each worker's task carries squall.secret through Spark's RPC, which is in clear unless
+    both settings are on."""
+    (warning,) = check_session(FakeContext("spark://h:7077"))
+    assert warning.startswith("Spark master spark://h:7077: spark.authenticate is off and "
+                              "spark.network.crypto.enabled is off, so squall.secret")
+    assert "spark.authenticate=true and spark.network.crypto.enabled=true" in warning and "docs/spark.md" in warning
+    (warning,) = check_session(FakeContext("yarn", **{"spark.authenticate": "true"}))
+    assert "spark.network.crypto.enabled is off" in warning and "spark.authenticate is off" not in warning
+    assert check_session(FakeContext("yarn", **{"spark.authenticate": "true",
+                                                "spark.network.crypto.enabled": "TRUE"})) == []
+    assert check_session(FakeContext("k8s://https://api:443", **{"spark.authenticate": "true",
+                                                                 "spark.ssl.rpc.enabled": "true"})) == []
+    for local in ("local[2]", "local-cluster[2,1,1024]", "local"):  # the secret stays on this machine
+        assert check_session(FakeContext(local, **{"spark.pyspark.python": sys.executable})) == []
+
+
+def test_the_same_warning_is_logged_once(caplog):
+    warnings = check_session(FakeContext("spark://once:7077"))
+    warn_once(warnings)
+    warn_once(check_session(FakeContext("spark://once:7077")))
+    assert [r.getMessage() for r in caplog.records if "spark://once:7077" in r.getMessage()] == warnings

@@ -7,43 +7,26 @@ master and its workers run from the test's directory, without it."""
 import os
 import subprocess
 import sys
-import textwrap
 
 from ..conftest import wait_until
+from ..shipping_code import WORDS_SPOUT, helper_modules, module, write_modules
 
 PACKAGE = {
     "__init__.py": "",
-    "helpers.py": """
-        def shout(word):
-            return word.upper() + "!"
-    """,
-    "parts.py": """
+    "helpers.py": helper_modules()["helpers.py"],
+    "parts.py": module("""
         import json
         from pathlib import Path
 
         from squall import BasicBolt, Fields, Spout
 
         from .helpers import shout
-
-
-        class Words(Spout):
-            def declare_output_fields(self, declarer):
-                declarer.declare(Fields("w"))
-
-            def open(self, conf, context, collector):
-                super().open(conf, context, collector)
-                self.todo = ["a", "b", "c"]
-
-            def next_tuple(self):
-                if self.todo:
-                    self.collector.emit([self.todo.pop()])
-
-
+    """, WORDS_SPOUT, """
         class Shout(BasicBolt):
             def execute(self, tup, collector):
                 with open(Path(self.conf["test.out.dir"]) / "shouted.txt", "a") as f:
                     f.write(shout(tup[0]) + "\\n")
-    """,
+    """),
 }
 
 SUBMIT = """
@@ -64,10 +47,7 @@ with StormSubmitter.using_conf(__import__("yaml").safe_load(open(sys.argv[2]))):
 
 def test_a_topology_from_the_users_package_runs_on_workers_that_cannot_import_it(shared_cluster, tmp_path):
     src = tmp_path / "src"
-    pkg = src / "myshop"
-    pkg.mkdir(parents=True)
-    for name, text in PACKAGE.items():
-        (pkg / name).write_text(textwrap.dedent(text))
+    write_modules(src / "myshop", PACKAGE)
     (src / "submit.py").write_text(SUBMIT)
     out = tmp_path / "out"
     out.mkdir()
@@ -86,30 +66,8 @@ def test_a_topology_from_the_users_package_runs_on_workers_that_cannot_import_it
 
 # FILE's directory: the bolt's module reaches helpers in every way a user's code does
 BESIDE_FILE = {
-    "helpers.py": """
-        def shout(word):
-            return word.upper() + "!"
-    """,
-    "helpers2.py": """
-        import formats  # reached only through helpers2: found transitively
-
-
-        def wrap(text):
-            return formats.brackets(text)
-    """,
-    "formats.py": """
-        import helpers2  # a cycle: helpers2 imports formats, which imports helpers2
-
-
-        def brackets(text):
-            return "[" + text + "]"
-    """,
-    "tools/__init__.py": "",
-    "tools/text.py": """
-        def twice(text):
-            return text + text
-    """,
-    "bolts.py": """
+    **helper_modules(),
+    "bolts.py": module("""
         import json
         from pathlib import Path
 
@@ -118,26 +76,12 @@ BESIDE_FILE = {
         from tools.text import twice
 
         from squall import BasicBolt, Fields, Spout
-
-
-        class Words(Spout):
-            def declare_output_fields(self, declarer):
-                declarer.declare(Fields("w"))
-
-            def open(self, conf, context, collector):
-                super().open(conf, context, collector)
-                self.todo = ["a", "b", "c"]
-
-            def next_tuple(self):
-                if self.todo:
-                    self.collector.emit([self.todo.pop()])
-
-
+    """, WORDS_SPOUT, """
         class Decorate(BasicBolt):
             def execute(self, tup, collector):
                 with open(Path(self.conf["test.out.dir"]) / "decorated.txt", "a") as f:
                     f.write(helpers2.wrap(twice(shout(tup[0]))) + "\\n")
-    """,
+    """),
     "decorated.py": """
         from squall import TopologyBuilder
 
@@ -159,9 +103,7 @@ def test_helper_modules_beside_the_file_travel_with_the_topology(shared_cluster,
     back) and a package's submodule (``from tools.text import twice``); the workers, which run
     from another directory, import none of them."""
     src = tmp_path / "src"
-    for name, text in BESIDE_FILE.items():
-        (src / name).parent.mkdir(parents=True, exist_ok=True)
-        (src / name).write_text(textwrap.dedent(text))
+    write_modules(src, BESIDE_FILE)
     out = tmp_path / "out"
     out.mkdir()
     run = subprocess.run([sys.executable, "-m", "squall.cli", "jar", "--config", str(shared_cluster.file),

@@ -12,8 +12,11 @@ import threading
 import msgpack
 import pytest
 
+from tests.conftest import wait_until
+
 from squall._encryption import is_loopback, wants_encryption
 from squall._ratelimit import DEFAULT_LIMIT
+from squall.cluster.client import MasterClient
 from squall.worker.rpc import (PREAUTH_MAX_FRAME, AuthenticationError, Client, FrameCodec, RemoteError, RpcError,
                                RpcSettings, serve_connection)
 
@@ -21,20 +24,28 @@ log = logging.getLogger("test-rpc")
 
 
 class _Server:
-    """An RPC server on a free port in a thread; handlers: echo, boom, list, deactivate (the
-    last two record that they ran in ``ran``)."""
+    """An RPC server on a free port in a thread; handlers: echo, boom, list, info, deactivate
+    (the last three return their name and record that they ran in ``ran``). The first call of
+    each op in ``hold`` answers only once ``release`` is set (a master slower than a client's
+    timeout)."""
 
-    def __init__(self, settings=RpcSettings(), logger=log, host="127.0.0.1"):
+    def __init__(self, settings=RpcSettings(), logger=log, host="127.0.0.1", secret=b"secret", hold=()):
         self.ran = []
+        self.release = threading.Event()
+        held = set(hold)
         self._loop = asyncio.new_event_loop()
         started = threading.Event()
 
         async def handle(op, args, session):
+            if op in held:
+                held.discard(op)
+                while not self.release.is_set():
+                    await asyncio.sleep(0.01)
             if op == "echo":
                 return args
             if op == "boom":
                 raise ValueError("no such topology 'x'")
-            if op in ("list", "deactivate"):
+            if op in ("list", "info", "deactivate"):
                 self.ran.append(op)
                 return op
             raise KeyError(op)
@@ -42,7 +53,7 @@ class _Server:
         async def main():
             self._stop = asyncio.Event()
             srv = await asyncio.start_server(
-                lambda r, w: serve_connection(r, w, b"secret", handle, logger, settings), host, 0)
+                lambda r, w: serve_connection(r, w, secret, handle, logger, settings), host, 0)
             self.port = srv.sockets[0].getsockname()[1]
             started.set()
             async with srv:
@@ -57,6 +68,7 @@ class _Server:
         started.wait(5)
 
     def stop(self):
+        self.release.set()
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(5)
 
@@ -96,6 +108,62 @@ def test_garbage_does_not_crash_the_server(server):
         s.close()
     with Client("127.0.0.1", server, b"secret") as c:
         assert c.call("echo", ok=True) == {"ok": True}
+
+
+# --- a reply that comes after its call gave up -----------------------------------------------------------
+def test_after_a_timeout_the_late_reply_is_never_taken_for_the_next_calls():
+    s = _Server(hold={"list"})
+    try:
+        c = Client("127.0.0.1", s.port, b"secret", timeout=0.5)
+        with pytest.raises(RpcError, match="timed out"):
+            c.call("list")
+        s.release.set()  # the late reply to "list" is now on its way
+        assert wait_until(lambda: s.ran == ["list"], 5)
+        with pytest.raises(RpcError, match="connection closed after an earlier error"):
+            c.call("echo", n=2)
+        assert c.broken
+        with Client("127.0.0.1", s.port, b"secret", timeout=0.5) as fresh:
+            assert fresh.call("echo", n=3) == {"n": 3}
+    finally:
+        s.stop()
+
+
+def test_a_workers_link_to_the_master_reconnects_after_a_timeout():
+    from squall.worker.process import _MasterLink
+    s = _Server(hold={"info"})
+    try:
+        link = _MasterLink("127.0.0.1", s.port, b"secret", RpcSettings())
+        link.call("echo", n=1)
+        link._client._sock.settimeout(0.5)
+        with pytest.raises(RpcError, match="timed out"):
+            link.call("info")  # the worker's callers retry on their own schedule
+        s.release.set()
+        assert wait_until(lambda: s.ran == ["info"], 5)
+        assert link.call("list") == "list"
+    finally:
+        s.stop()
+
+
+MASTER_SECRET = "a-master-secret-long-enough"
+
+
+def test_the_master_client_sends_a_read_again_after_a_timeout_but_not_a_change():
+    """``list``/``info`` are sent again once on a new connection; ``deactivate`` is not (the
+    master may have run it), and the call after it still gets its own reply."""
+    s = _Server(secret=MASTER_SECRET.encode(), hold={"list", "deactivate"})
+    conf = {"nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": s.port, "squall.secret": MASTER_SECRET}
+    try:
+        with MasterClient(conf, timeout=0.5) as m:
+            assert m.list_topologies() == "list"  # the first one timed out; the second was answered
+            with pytest.raises(RpcError, match="timed out"):
+                m.deactivate("t")
+            s.release.set()
+            assert wait_until(lambda: s.ran.count("deactivate") == 1 and s.ran.count("list") == 2, 5)
+            assert m.get_topology_info("t") == "info"  # not the late "deactivate"
+            assert m.list_topologies() == "list"
+        assert s.ran.count("deactivate") == 1
+    finally:
+        s.stop()
 
 
 # --- integrity after the handshake ---------------------------------------------------------------------

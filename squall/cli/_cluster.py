@@ -385,15 +385,22 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
 
 def _print_errors(info: dict[str, Any], since: float | None) -> float:
-    """Print to stderr (stdout keeps Storm's columns) the topology's errors newer than ``since``
-    (None: only its last one, if any); returns the time of the newest."""
+    """Print to stderr (stdout keeps Storm's columns) the topology's errors that happened (or
+    happened again) after ``since`` (None: only its last one, if any), with ``(xN)`` for one that
+    repeated N times; returns the time of the newest."""
     errors = info.get("errors") or []
-    new = [e for e in errors if since is None or e["time"] > since]
+    new = [e for e in errors if since is None or _last_time(e) > since]
     for e in new[-1:] if since is None else new:
         text = str(e.get("error") or "").strip()
-        print(f"squall: {info['name']}: error in [{e.get('component')}]: {text.splitlines()[0] if text else ''}",
-              file=sys.stderr, flush=True)
-    return max((e["time"] for e in errors), default=since or 0.0)
+        count = f" (x{e['count']})" if e.get("count", 1) > 1 else ""
+        print(f"squall: {info['name']}: error in [{e.get('component')}]: {text.splitlines()[0] if text else ''}"
+              f"{count}", file=sys.stderr, flush=True)
+    return max((_last_time(e) for e in errors), default=since or 0.0)
+
+
+def _last_time(error: dict[str, Any]) -> float:
+    """When an error record last happened (a master before error counts had only ``time``)."""
+    return error.get("last_time") or error["time"]
 
 
 def _watched(info: dict[str, Any], component: str | None) -> list[str]:

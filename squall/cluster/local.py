@@ -380,7 +380,8 @@ class LocalCluster:
         ``num_tasks``, ``components`` (per component id: ``type``, ``executors``, ``tasks``,
         ``emitted``, ``transferred``, ``acked``, ``failed``, ``executed``,
         ``complete_latency_ms``, ``errors``, and ``task_stats`` per task id), ``workers`` and
-        ``errors`` (each: component, task, time, error, traceback, worker, fatal).
+        ``errors`` (each: component, task, time, error, traceback, worker, fatal, count, last_time:
+        an error identical to the last of its component counts on that record).
         """
         topo = self._get(name)
         with topo.lock:

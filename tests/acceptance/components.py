@@ -457,6 +457,20 @@ class CrashingBolt(Bolt):
         self.collector.ack(tup)
 
 
+class AlwaysCrashingBolt(Bolt):
+    """Raises the same error on every input (a value it can never handle); records each prepare."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.recorder.record("prepare")
+
+    def execute(self, tup):
+        raise ValueError("cannot handle this value")
+
+
 class FailingBasicBolt(BasicBolt):
     """Raises ``FailedException`` (or ``ReportedFailedException`` when ``reported``) on "fail"."""
 

@@ -37,6 +37,7 @@ COMPONENT_KEYS = frozenset({
     "topology.state.provider",
     "topology.state.provider.config",
     "topology.executor.own.thread",
+    "topology.executor.blocking.move",
     "topology.kryo.register",
 })
 _COMPONENT_KEY_PREFIXES = ("topology.bolts.window.", "topology.bolts.")
@@ -326,6 +327,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "topology.skip.missing.kryo.registrations": _BOOL,
     "topology.disable.loadaware.messaging": _BOOL,
     "topology.executor.own.thread": _BOOL,
+    "topology.executor.blocking.move": _BOOL,
     "topology.executor.receive.buffer.size": (_positive_int, "a positive integer", False),
     "topology.producer.batch.size": (_positive_int, "a positive integer", False),
     "topology.spout.recvq.skips": (_positive_int, "a positive integer", False),

@@ -280,3 +280,18 @@ def test_jar_says_submitted_when_the_master_cannot_be_reached_after_the_submit(m
     monkeypatch.setattr(_cluster, "MasterClient", unreachable)
     _cluster._ToMaster({}).submit_topology("t", {}, None)
     assert submitted == ["t"] and capsys.readouterr().out == "Submitted topology: t\n"
+
+
+def test_monitor_prints_an_error_again_with_its_count_when_it_repeats(capsys):
+    """One record per repeated error: monitor shows it once, then again only when it happens
+    again, with how many times it has (a new error, as before, once)."""
+    from squall.cli._cluster import _print_errors
+
+    err = {"component": "split", "task": 3, "error": "ValueError: bad", "time": 10.0, "last_time": 10.0, "count": 1}
+    info = {"name": "wc", "errors": [err]}
+    seen = _print_errors(info, since=None)
+    assert _print_errors(info, since=seen) == seen  # nothing new
+    err.update(count=3, last_time=25.0)
+    _print_errors(info, since=seen)
+    assert capsys.readouterr().err.splitlines() == ["squall: wc: error in [split]: ValueError: bad",
+                                                    "squall: wc: error in [split]: ValueError: bad (x3)"]

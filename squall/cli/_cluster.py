@@ -33,7 +33,7 @@ from ..cluster.client import MasterClient, master_address
 from ..cluster.process import run_nimbus, running_supervisor
 from ..cluster.supervisor import Supervisor
 from ..worker.rpc import AuthenticationError, RpcError
-from ._local import user_components
+from ._local import last_time, times, user_components
 from ._options import UserError, cluster_conf_of
 from ._topology_file import check_file, on_sys_path, submit_file
 
@@ -388,15 +388,16 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
 
 def _print_errors(info: dict[str, Any], since: float | None) -> float:
-    """Print to stderr (stdout keeps Storm's columns) the topology's errors newer than ``since``
-    (None: only its last one, if any); returns the time of the newest."""
+    """Print to stderr (stdout keeps Storm's columns) the topology's errors that happened (or
+    happened again) after ``since`` (None: only its last one, if any), with ``(xN)`` for one that
+    repeated N times; returns the time of the newest."""
     errors = info.get("errors") or []
-    new = [e for e in errors if since is None or e["time"] > since]
+    new = [e for e in errors if since is None or last_time(e) > since]
     for e in new[-1:] if since is None else new:
         text = str(e.get("error") or "").strip()
-        print(f"squall: {info['name']}: error in [{e.get('component')}]: {text.splitlines()[0] if text else ''}",
-              file=sys.stderr, flush=True)
-    return max((e["time"] for e in errors), default=since or 0.0)
+        print(f"squall: {info['name']}: error in [{e.get('component')}]: {text.splitlines()[0] if text else ''}"
+              f"{times(e)}", file=sys.stderr, flush=True)
+    return max((last_time(e) for e in errors), default=since or 0.0)
 
 
 def _watched(info: dict[str, Any], component: str | None) -> list[str]:

@@ -183,9 +183,20 @@ def user_components(info: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def _last_error(info: dict[str, Any]) -> str | None:
     if not info["errors"]:
         return None
-    e = max(info["errors"], key=lambda e: e["time"])
-    ago = max(0.0, time.time() - e["time"])
-    return f"[{e['component']}] task {e['task']}: {e['error']} ({_duration(ago)} ago)"
+    e = max(info["errors"], key=last_time)
+    ago = max(0.0, time.time() - last_time(e))
+    return f"[{e['component']}] task {e['task']}: {e['error']}{times(e)} ({_duration(ago)} ago)"
+
+
+def last_time(error: dict[str, Any]) -> float:
+    """When an error record (a dict of `get_topology_info`) last happened."""
+    return error.get("last_time") or error["time"]
+
+
+def times(error: dict[str, Any]) -> str:
+    """`` (xN)`` for an error record that happened N > 1 times in a row, else nothing."""
+    count = error.get("count", 1)
+    return f" (x{count})" if count > 1 else ""
 
 
 def _duration(secs: float) -> str:
@@ -314,7 +325,7 @@ def _print_summary(final: dict[str, dict[str, Any]], reason: str, debug: bool) -
         print(f"  errors: {len(errors)}" + (f" (the latest {len(shown)} below)" if len(shown) < len(errors) else ""))
         for e in shown:
             fatal = " (worker crashed)" if e["fatal"] else ""
-            print(f"    [{e['component']}] task {e['task']}: {e['error']}{fatal}")
+            print(f"    [{e['component']}] task {e['task']}: {e['error']}{times(e)}{fatal}")
             if debug and e["traceback"]:
                 print("      " + e["traceback"].rstrip().replace("\n", "\n      "))
     sys.stdout.flush()

@@ -3,7 +3,9 @@
 It plays Nimbus and the supervisors for in-process workers: it validates and plans a submitted
 topology, deals its executors evenly over ``topology.workers`` workers, runs the topology state
 machine, restarts a worker whose user code crashed (with fresh component instances, as a real
-supervisor relaunches the process), and reports statistics and errors as plain dicts.
+supervisor relaunches the process; one that keeps crashing soon after its start waits longer
+each time, as on the process host: `crash_backoff`), and reports statistics and errors as
+plain dicts (an error that repeats the last of its component counts on its record).
 Workers talk through `InMemoryTransport`: no serialization, no sockets.
 """
 
@@ -23,11 +25,12 @@ from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveE
 from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
 from ..engine.clock import Clock
-from ..engine.executor import ErrorRecord
+from ..engine.executor import ErrorRecord, add_error
 from ..engine.loop import Backpressure, TopologyState
 from ..engine.plan import TopologyPlan, make_plan
 from ..engine.transport import InMemoryTransport
 from ..engine.worker import Worker, component_blobs
+from .backoff import crash_backoff
 from .scheduler import even_schedule
 from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
                     transition)
@@ -56,6 +59,8 @@ class _Topology:
         self.transport = InMemoryTransport(self.hosts)
         self.workers: dict[int, Worker] = {}
         self.restarts: dict[int, int] = {}
+        self.started_at: dict[int, float] = {}  # port -> when its worker started (the cluster's clock)
+        self.crashes: dict[int, int] = {}       # port -> crashes in a row soon after a start
         self.errors: list[ErrorRecord] = []
         self.generation = 0  # bumped by kill and rebalance, so stale restarts are ignored
         self.lock = threading.RLock()
@@ -163,6 +168,7 @@ class LocalCluster:
                    lambda worker, rec, topo=topo, gen=topo.generation: self._worker_crashed(topo, gen, worker),
                    self._rng.getrandbits(64))
         topo.workers[port] = w
+        topo.started_at[port] = self.clock.now()
         for t in w.tasks:
             topo.hosts[t] = w
         if start:
@@ -197,14 +203,18 @@ class LocalCluster:
     # --- crashes --------------------------------------------------------------------------------------
     def _record_error(self, topo: _Topology, record: ErrorRecord) -> None:
         with topo.lock:
-            topo.errors.append(record)
+            add_error(topo.errors, record)
             mine = [e for e in topo.errors if e.component == record.component]
             if len(mine) > _MAX_ERRORS_PER_COMPONENT:
                 topo.errors.remove(mine[0])
 
     def _worker_crashed(self, topo: _Topology, generation: int, worker: Worker) -> None:
-        n = topo.restarts.get(worker.port, 0)
-        delay = min(0.05 * (2 ** min(n, 7)), 5.0)  # back off a worker that keeps crashing
+        with topo.lock:
+            ran = self.clock.now() - topo.started_at.get(worker.port, self.clock.now())
+            topo.crashes[worker.port], delay = crash_backoff(topo.crashes.get(worker.port, 0), ran)
+        if delay:
+            log.warning("worker %s of %s crashed %d times in a row, each soon after it started: restarting it "
+                        "in %.0f s", worker.port, topo.plan.name, topo.crashes[worker.port], delay)
         self._timers.schedule(delay, lambda: self._restart(topo, generation, worker))
 
     def _restart(self, topo: _Topology, generation: int, dead: Worker) -> None:
@@ -370,7 +380,8 @@ class LocalCluster:
         ``num_tasks``, ``components`` (per component id: ``type``, ``executors``, ``tasks``,
         ``emitted``, ``transferred``, ``acked``, ``failed``, ``executed``,
         ``complete_latency_ms``, ``errors``, and ``task_stats`` per task id), ``workers`` and
-        ``errors`` (each: component, task, time, error, traceback, worker, fatal).
+        ``errors`` (each: component, task, time, error, traceback, worker, fatal, count, last_time:
+        an error identical to the last of its component counts on that record).
         """
         topo = self._get(name)
         with topo.lock:

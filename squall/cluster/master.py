@@ -20,6 +20,10 @@ restarting it. A worker that exits before its heartbeat said it started (its exe
 failed to start, whatever the cause: its slot waits 1, 2, 4 ... 30 s before the next start, and
 after ``squall.worker.max.launch.attempts`` failed starts in a row it is given up; the error (the
 worker's own, else the last lines of its output, which its supervisor sends) shows in ``list``.
+A worker that started and then crashed is restarted at once, unless it crashed within a minute
+of its start after a crash that did too: then it waits 1, 2, 4 ... 30 s (`crash_backoff`), and
+is never given up. An error that repeats the last one of its component is counted on that
+record (`add_error`), not added again.
 The scheduler runs again whenever slots may have freed or appeared: a kill's removal, a
 rebalance, a supervisor that joins or leaves.
 
@@ -27,7 +31,10 @@ Beyond Storm: when the master learns that a worker died (its supervisor reports 
 heartbeats time out, or its supervisor is gone), it records a `LostWorker` under the topology's
 next "lost generation". Every worker's heartbeat says the last generation it knows, and the reply
 lists the deaths since; the worker's spouts then fail at once the pending tuples that may have
-been in the dead worker, rather than one to two message timeouts later.
+been in the dead worker, rather than one to two message timeouts later. Only a worker that may
+have held tuples counts: one whose data address its peers may have had (it reported it, or it
+started). Generations are not persisted: they come with the master's ``epoch`` (new at each start
+of the master), and a worker that knows another epoch is told every death this master knows.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import asyncio
 import json
 import logging
 import re
+import secrets
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -47,9 +55,11 @@ from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveE
 from .._private import private_dir, write_private
 from .._sealed import SealError, seal, unseal
 from .._topology import StormTopology
+from ..engine.executor import ErrorRecord, add_error
 from ..engine.plan import TopologyPlan, make_plan
 from ..engine.worker import component_blobs
 from ..worker.rpc import load_or_create_secret, rpc_settings, serve_connection
+from .backoff import crash_backoff, launch_backoff
 from .client import pickle_topology
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
 from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
@@ -83,7 +93,7 @@ class _Topo:
         self.launch_ids: dict[str, int] = {}         # slot -> launch id its worker must carry
         self.launch_failures: dict[str, int] = {}    # slot -> consecutive failed starts
         self.given_up: set[str] = set()
-        self.errors: list[dict[str, Any]] = []
+        self.errors: list[ErrorRecord] = []
         self.pending_action: tuple[str, float, dict] | None = None  # ("remove"|"rebalance", due, args)
         # not persisted: the last heartbeat per slot, and the slots heard from since assignment
         self.heartbeats: dict[str, dict[str, Any]] = {}
@@ -98,14 +108,23 @@ class _Topo:
         self.started_launch: dict[str, int] = {}
         self.reported_launch: dict[str, int] = {}
         self.retry_at: dict[str, float] = {}
+        # per slot: when its started launch said so, how many times in a row it crashed soon
+        # after (`crash_backoff`), the launch that reported a fatal error, and the launch whose
+        # address its peers may have (so it may have held tuples when it died)
+        self.started_at: dict[str, float] = {}
+        self.crashes: dict[str, int] = {}
+        self.fatal_launch: dict[str, int] = {}
+        self.held: dict[str, int] = {}
         # the deaths workers are told of in their heartbeat replies (`LostWorker`)
         self.lost: list[LostWorker] = []
         self.lost_generation = 0
 
     def note_lost(self, slot: str) -> None:
-        """``slot``'s worker died: tell the other workers (`LostWorker`)."""
+        """``slot``'s current launch died: tell the other workers (`LostWorker`), if it may have
+        held tuples. One that never reported its address (nor started) was sent none: a slot that
+        keeps failing to start must not make the spouts fail their whole pending set each time."""
         idx = self.assignment.get(slot)
-        if idx is None:
+        if idx is None or self.held.get(slot) != self.launch_ids.get(slot):
             return
         self.lost_generation += 1
         tasks = [t for i in idx for t in self.plan.executors[i].tasks]
@@ -120,7 +139,9 @@ class _Topo:
         return [lost._asdict() for lost in self.lost if lost.generation > generation]
 
     def note_address(self, slot: str, address: str | None) -> None:
-        """``slot``'s worker reported its data address (None: it is restarting)."""
+        """``slot``'s current launch reported its data address (None: it is restarting)."""
+        if address and slot in self.launch_ids:
+            self.held[slot] = self.launch_ids[slot]  # from now on peers may send to it
         if self.addresses.get(slot) != address:
             if address:
                 self.addresses[slot] = address
@@ -142,7 +163,7 @@ class _Topo:
         return {"status": self.status.value, "previous": self.previous.value if self.previous else None,
                 "launched": self.launched, "assignment": self.assignment, "launch_ids": self.launch_ids,
                 "launch_failures": self.launch_failures, "given_up": sorted(self.given_up),
-                "errors": self.errors[-50:], "pending_action": self.pending_action}
+                "errors": [e.as_dict() for e in self.errors[-50:]], "pending_action": self.pending_action}
 
 
 class Master:
@@ -162,6 +183,8 @@ class Master:
         self.supervisors: dict[str, dict[str, Any]] = {}  # id -> {host, ports, seen}
         self.counter = 0
         self.started = time.time()
+        # new at every start: lost generations (not persisted) are only compared within one
+        self.epoch = secrets.token_hex(8)
         self.scheduler = load_scheduler(conf)
         self._load()
 
@@ -204,13 +227,14 @@ class Master:
             topo.launch_ids = t["launch_ids"]
             topo.launch_failures = t.get("launch_failures", {})
             topo.given_up = set(t.get("given_up", []))
-            topo.errors = t.get("errors", [])
+            topo.errors = [ErrorRecord.from_dict(e) for e in t.get("errors", [])]
             pa = t.get("pending_action")
             topo.pending_action = tuple(pa) if pa else None
             # heartbeats are not persisted: give running workers the launch timeout to report
             now = time.time()
             topo.heartbeats = {slot: {"time": now, "starting": True} for slot in topo.assignment}
             topo.ready = set(topo.assignment)  # they were running: do not pause their spouts
+            topo.held = dict(topo.launch_ids)  # and their peers may have sent them tuples
             self.topologies[name] = topo
         log.info("recovered %d topologies from %s", len(self.topologies), path)
 
@@ -376,7 +400,7 @@ class Master:
                         "uptime_secs": int(time.time() - topo.launched),
                         "workers_wanted": topo.plan.num_workers,
                         "errors": len(topo.errors) + len(topo.given_up),
-                        "last_error": _describe(topo.errors[-1]) if topo.errors else None})
+                        "last_error": topo.errors[-1].describe() if topo.errors else None})
         return out
 
     def op_info(self, name: str) -> dict[str, Any]:
@@ -400,13 +424,13 @@ class Master:
                 "executed": sum(s["executed"] for s in stats),
                 "backlog": sum(s["backlog"] for s in stats),
                 "complete_latency_ms": (1000.0 * lat_sum / lat_n) if lat_n else 0.0,
-                "errors": [e for e in topo.errors if e["component"] == cid],
+                "errors": [e.as_dict() for e in topo.errors if e.component == cid],
                 "task_stats": {t: tasks[t] for t in plan.component_tasks[cid] if t in tasks},
             }
         return {"id": plan.storm_id, "name": name, "status": topo.status.value,
                 "uptime_secs": time.time() - topo.launched, "num_workers": len(topo.assignment),
                 "num_executors": len(plan.executors), "num_tasks": len(plan.task_to_component),
-                "components": components, "errors": topo.errors[-50:],
+                "components": components, "errors": [e.as_dict() for e in topo.errors[-50:]],
                 "acker": {"tasks": len(plan.acker_tasks),
                           "executed": sum(tasks[t]["executed"] for t in plan.acker_tasks if t in tasks)},
                 "configuration": {k: v for k, v in plan.conf.items() if visible_to_topology(k)},
@@ -458,28 +482,45 @@ class Master:
         if topo is None:
             return
         slot = ex["slot"]
-        if slot in topo.assignment and ex.get("launch_id") == topo.launch_ids.get(slot):
+        launch = ex.get("launch_id")
+        now = time.time()
+        current = slot in topo.assignment and launch == topo.launch_ids.get(slot)
+        if current:
             topo.note_lost(slot)
             topo.launch_ids[slot] += 1
-            topo.heartbeats[slot] = {"time": time.time(), "starting": True}
+            topo.heartbeats[slot] = {"time": now, "starting": True}
             topo.note_address(slot, None)
         # started: its executors opened, as its own heartbeat said (the supervisor's word alone
         # is not enough: a worker that dies before it reaches the master, on a bad import or a
         # bad configuration, exits like any crash)
-        if ex.get("started", True) and topo.started_launch.get(slot) == ex.get("launch_id"):
+        if ex.get("started", True) and topo.started_launch.get(slot) == launch:
             topo.launch_failures[slot] = 0
+            if current and (ex.get("status") != 0 or topo.fatal_launch.get(slot) == launch):
+                self._hold_after_crash(topo, slot, now)
         elif ex.get("status") != 0:
             failures = topo.launch_failures[slot] = topo.launch_failures.get(slot, 0) + 1
-            if topo.reported_launch.get(slot) != ex.get("launch_id"):
-                topo.errors.append(_exit_error(slot, ex))  # it died before it could say why
+            if topo.reported_launch.get(slot) != launch:
+                add_error(topo.errors, _exit_error(slot, ex))  # it died before it could say why
             limit = int(self.conf.get("squall.worker.max.launch.attempts") or 5)
             if failures >= limit:
                 topo.given_up.add(slot)
-                topo.errors.append(_error("__master", -1, f"worker on {slot} failed to start {limit} times; "
-                                                          f"gave up (see the errors above)"))
+                add_error(topo.errors, _error("__master", -1, f"worker on {slot} failed to start {limit} times; "
+                                                              f"gave up (see the errors above)"))
             else:
-                topo.retry_at[slot] = time.time() + launch_backoff(failures)
+                topo.retry_at[slot] = now + launch_backoff(failures)
         self._save()
+
+    def _hold_after_crash(self, topo: _Topo, slot: str, now: float) -> None:
+        """``slot``'s worker crashed after it had started: restart it at once, or after 1, 2, 4 ...
+        30 s while it keeps crashing soon after each start (`crash_backoff`). A value that
+        crashes the worker each time it is replayed would otherwise restart it every second.
+        These are not failed starts: the slot is never given up."""
+        ran = now - topo.started_at.get(slot, now)
+        topo.crashes[slot], delay = crash_backoff(topo.crashes.get(slot, 0), ran)
+        if delay:
+            topo.retry_at[slot] = now + delay
+            log.warning("worker %s of %s crashed %d times in a row, each soon after it started: restarting it "
+                        "in %.0f s (see the topology's errors)", slot, topo.plan.name, topo.crashes[slot], delay)
 
     def op_get_assignment(self, storm_id: str, slot: str, address: str | None = None,
                           launch_id: int | None = None, want_plan: bool = True) -> dict[str, Any]:
@@ -495,6 +536,7 @@ class Master:
         return {"plan": pickle_topology(topo.plan.topology, topo.plan) if want_plan else None,
                 "executors": topo.assignment[slot], "peers": topo.peers(),
                 "addresses_version": topo.addresses_version, "lost_generation": topo.lost_generation,
+                "epoch": self.epoch,
                 "launch_ids": dict(topo.launch_ids),
                 "launch_id": topo.launch_ids[slot], "active": self._active(topo)}
 
@@ -502,11 +544,12 @@ class Master:
                      errors: list[dict[str, Any]] | None = None, started: bool = True,
                      address: str | None = None, addresses_version: int | None = None,
                      pid: int | None = None, lost_generation: int | None = None,
-                     transport: dict[str, Any] | None = None) -> dict[str, Any]:
+                     transport: dict[str, Any] | None = None, epoch: str | None = None) -> dict[str, Any]:
         """A worker's beat (``transport``: its data transport's counts of dropped messages). The
         reply says whether to stop, whether spouts may run, when a peer moved or restarted since
         the worker's ``addresses_version``, the new ``peers`` and ``launch_ids`` tables, and when
-        workers died since its ``lost_generation``, which (``lost``: `LostWorker` as dicts)."""
+        workers died since its ``lost_generation`` of this master's ``epoch`` (another epoch: since
+        ever), which (``lost``: `LostWorker` as dicts, with the current generation and epoch)."""
         topo = self._find(storm_id)
         if topo is None or slot not in topo.assignment or topo.launch_ids.get(slot) != launch_id:
             return {"stop": True}  # killed, rebalanced away, or superseded by a newer launch
@@ -515,24 +558,36 @@ class Master:
         topo.heartbeats[slot] = {"time": time.time(), "stats": stats or {}, "pid": pid, "address": address,
                                  "transport": transport}
         if started:
-            topo.started_launch[slot] = launch_id
+            if topo.started_launch.get(slot) != launch_id:
+                topo.started_launch[slot] = launch_id
+                topo.started_at[slot] = time.time()
+            topo.held[slot] = launch_id  # it got its peers' addresses, so they have its own
             if topo.launch_failures.get(slot):
                 topo.launch_failures[slot] = 0
         if errors:
-            topo.reported_launch[slot] = launch_id
-            topo.errors.extend(errors)
-            del topo.errors[:-100]
-            self._save()
+            self._add_errors(topo, slot, launch_id, errors)
         topo.ready.add(slot)
         reply: dict[str, Any] = {"stop": False, "active": self._active(topo)}
         if addresses_version is not None and addresses_version != topo.addresses_version:
             reply["peers"] = topo.peers()
             reply["launch_ids"] = dict(topo.launch_ids)
             reply["addresses_version"] = topo.addresses_version
-        if lost_generation is not None and lost_generation != topo.lost_generation:
-            reply["lost"] = topo.lost_since(lost_generation)
+        other_epoch = epoch is not None and epoch != self.epoch
+        if lost_generation is not None and (other_epoch or lost_generation != topo.lost_generation):
+            reply["lost"] = topo.lost_since(0 if other_epoch else lost_generation)
             reply["lost_generation"] = topo.lost_generation
+            reply["epoch"] = self.epoch
         return reply
+
+    def _add_errors(self, topo: _Topo, slot: str, launch_id: int, errors: list[Any]) -> None:
+        """Record a worker's errors (an identical repeat counts on its record) and save."""
+        topo.reported_launch[slot] = launch_id
+        for e in errors:
+            rec = add_error(topo.errors, ErrorRecord.from_dict(e))
+            if rec.fatal:
+                topo.fatal_launch[slot] = launch_id
+        del topo.errors[:-100]
+        self._save()
 
     def _active(self, topo: _Topo) -> bool:
         """Whether a topology's spouts may run: ACTIVE, and (as Storm activates a topology only
@@ -545,10 +600,7 @@ class Master:
         """A worker that could not start says why."""
         topo = self._find(storm_id)
         if topo is not None:
-            topo.reported_launch[slot] = launch_id
-            topo.errors.extend(errors)
-            del topo.errors[:-100]
-            self._save()
+            self._add_errors(topo, slot, launch_id, errors)
 
     # --- monitoring -----------------------------------------------------------------------------------------
     def monitor(self) -> None:
@@ -619,31 +671,14 @@ class Master:
             pass
 
 
-def _error(component: str, task: int, text: str, traceback: str = "") -> dict[str, Any]:
-    return {"component": component, "task": task, "time": time.time(), "error": text, "traceback": traceback,
-            "worker": 0, "fatal": False}
+def _error(component: str, task: int, text: str, traceback: str = "") -> ErrorRecord:
+    return ErrorRecord(component, task, time.time(), text, traceback)
 
 
-def _exit_error(slot: str, ex: dict[str, Any]) -> dict[str, Any]:
+def _exit_error(slot: str, ex: dict[str, Any]) -> ErrorRecord:
     """The error of a worker that died before it started and before it reported anything: its
     exit status and the last line of its output (the whole tail goes in the traceback)."""
     output = str(ex.get("output") or "").rstrip()
     last = output.splitlines()[-1].strip() if output else "no output"
     return _error("__worker", -1, f"worker on {slot} exited with status {ex.get('status')} before it "
                                   f"started: {last}", output)
-
-
-def _describe(error: dict[str, Any]) -> str:
-    """One line for an error record: ``[component] text``."""
-    text = str(error.get("error") or "").strip()
-    return f"[{error.get('component')}] {text.splitlines()[0] if text else '(no message)'}"
-
-
-def launch_backoff(failures: int, base: float = 1.0, cap: float = 30.0) -> float:
-    """Seconds to wait before the next start after ``failures`` failures in a row: 1, 2, 4, ...
-    up to ``cap``, so a slot (or a supervisor) that cannot start does not spin.
-
-    >>> [launch_backoff(n) for n in (1, 2, 3, 6, 7)]
-    [1.0, 2.0, 4.0, 30.0, 30.0]
-    """
-    return min(cap, base * 2 ** max(0, failures - 1))

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from .._private import open_private_log, private_dir
-from .master import Master, launch_backoff
+from .backoff import STEADY_SECS, crash_backoff
+from .master import Master
 from .supervisor import write_conf
 
 log = logging.getLogger("squall.master")
@@ -72,7 +73,7 @@ class SupervisorKeeper:
     """The supervisor of ``squall nimbus --host process``: started or adopted at once, restarted
     by `check` when it has died, stopped by `stop`. ``clock`` gives monotonic seconds."""
 
-    STEADY_SECS = 60.0  # a supervisor that ran this long before it died starts again at once
+    STEADY_SECS = STEADY_SECS  # a supervisor that ran this long before it died starts again at once
 
     def __init__(self, conf: dict[str, Any], clock: Any = time.monotonic) -> None:
         self.conf = conf
@@ -104,8 +105,7 @@ class SupervisorKeeper:
             how = self._exit_status()
             if how is None:
                 return
-            self.deaths = 1 if now - self.since >= self.STEADY_SECS else self.deaths + 1
-            delay = 0.0 if self.deaths == 1 else launch_backoff(self.deaths - 1)
+            self.deaths, delay = crash_backoff(self.deaths, now - self.since, self.STEADY_SECS)
             log.warning("the supervisor (pid %s) died (%s), and its workers with it; starting a new one%s",
                         self.pid, how, f" in {delay:.0f} s" if delay else "")
             self.restart_at = now + delay

@@ -23,7 +23,12 @@ debug_log = logging.getLogger("squall.debug")
 
 @dataclass
 class ErrorRecord:
-    """An error reported by, or escaping from, a task's user code."""
+    """An error reported by, or escaping from, a task's user code.
+
+    ``count`` is how many times it happened in a row for its component (`add_error` folds an
+    identical repeat into the record it repeats), ``time`` when it first did and ``last_time``
+    when it last did.
+    """
 
     component: str
     task: int
@@ -32,11 +37,64 @@ class ErrorRecord:
     traceback: str
     worker: int = 0
     fatal: bool = False
+    count: int = 1
+    last_time: float = -1.0  # -1: the same as ``time``
+
+    def __post_init__(self) -> None:
+        if self.last_time < self.time:
+            self.last_time = self.time
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-dict form, as `get_topology_info` returns it."""
         return {"component": self.component, "task": self.task, "time": self.time, "error": self.error,
-                "traceback": self.traceback, "worker": self.worker, "fatal": self.fatal}
+                "traceback": self.traceback, "worker": self.worker, "fatal": self.fatal,
+                "count": self.count, "last_time": self.last_time}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> ErrorRecord:
+        """The record whose `as_dict` form is ``d`` (a worker's report, a state file); a field
+        that is missing or of the wrong type gets a neutral value, never an exception."""
+        d = d if isinstance(d, dict) else {"error": repr(d)}
+
+        def get(key: str, kind: type, default: Any) -> Any:
+            try:
+                v = d.get(key, default)
+                return default if v is None or isinstance(v, (dict, list)) else kind(v)
+            except (TypeError, ValueError, OverflowError):
+                return default
+        when = get("time", float, 0.0)
+        return cls(get("component", str, "?"), get("task", int, -1), when, get("error", str, ""),
+                   get("traceback", str, ""), get("worker", int, 0), d.get("fatal") is True,
+                   max(1, get("count", int, 1)), get("last_time", float, when))
+
+    def describe(self) -> str:
+        """One line: ``[component] first line of the error``, and ``(xN)`` if it repeated."""
+        text = self.error.strip()
+        line = f"[{self.component}] {text.splitlines()[0] if text else '(no message)'}"
+        return f"{line} (x{self.count})" if self.count > 1 else line
+
+
+def add_error(errors: list[ErrorRecord], record: ErrorRecord) -> ErrorRecord:
+    """Add ``record`` to ``errors`` (oldest first), or fold it into the last record of its
+    component if that says the same (the task and time aside): a worker that crashes on the same
+    value each time it restarts, or a bolt that reports the same failure for every tuple, makes
+    one record with a count, not a list that pushes every other error out. The record that
+    holds it moves to the end; returns it."""
+    for i in range(len(errors) - 1, -1, -1):
+        last = errors[i]
+        if last.component != record.component:
+            continue
+        if last.error != record.error:
+            break
+        last.count += record.count
+        last.last_time = max(last.last_time, record.last_time)
+        last.fatal = last.fatal or record.fatal
+        last.traceback = record.traceback or last.traceback
+        del errors[i]
+        errors.append(last)
+        return last
+    errors.append(record)
+    return record
 
 
 def error_record(component: str, task: int, error: BaseException | str, worker: int = 0,

@@ -7,7 +7,10 @@ its executors on one loop, and a component declared blocking (``topology.executo
 gets a loop of its own, so its blocking never stalls the others. A component that blocks a
 shared loop without saying so is found by the worker's watchdog (`Worker.find_stalls`), which
 moves the loop's other executors to a new loop (`take_over`): the blocking one keeps the old
-thread to itself, as if it had asked for its own, and the others go on at once.
+thread to itself, as if it had asked for its own, and the others go on at once. An executor
+moves whole, between two of its calls: its calls never run on two threads at once, and its
+later calls run on the new thread (an executor that must stay on its thread, say because its
+``prepare`` opened an sqlite3 connection, opts out with ``topology.executor.blocking.move``).
 
 Each round drains inboxes downstream-first (acker, then bolts from the deepest, then the spouts'
 acker replies), then lets each spout emit a burst if it may, then fires due timers (ticks,
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from .clock import Clock
@@ -233,19 +236,25 @@ class ExecutorLoop:
             self.current = None
             return self._moved
 
-    def take_over(self, calls: int, new_loop: ExecutorLoop) -> Executor | None:
-        """Move every executor but the one blocking this loop to ``new_loop`` (not yet started).
+    def take_over(self, calls: int, new_loop: ExecutorLoop, keep: Container[Executor] = ()) -> Executor | None:
+        """Move every executor but the one blocking this loop, and those in ``keep``, to
+        ``new_loop`` (not yet started).
 
         Called by the watchdog, not this loop's thread. Only if call number ``calls`` is still in
         progress (the one the watchdog saw last), which makes its executor the one blocking;
         that executor keeps this loop and its thread. Returns it, or None (nothing moved).
+        No executor that moves is in a call: this loop's thread is in the blocking one's, and
+        learns of the move before it calls into any other (`_returned`).
         """
         with self._boundary:
             blocked = self.current  # read before calls: a new call sets calls, then current
-            if blocked is None or self.calls != calls or self._stop or len(self.executors) < 2:
+            if blocked is None or self.calls != calls or self._stop:
                 return None
-            new_loop.executors = [ex for ex in self.executors if ex is not blocked]
-            self.executors = [blocked]
+            moving = [ex for ex in self.executors if ex is not blocked and ex not in keep]
+            if not moving:
+                return None
+            new_loop.executors = moving
+            self.executors = [ex for ex in self.executors if ex is blocked or ex in keep]
             self._moved = True
         return blocked
 

@@ -84,6 +84,7 @@ class Worker:
         self._report_error = report_error
         self.crashed: ErrorRecord | None = None
         self._last_calls: dict[ExecutorLoop, tuple[int, float]] = {}  # the watchdog's (find_stalls)
+        self._warned: dict[ExecutorLoop, int] = {}  # the stalled call each loop was warned of
         self._splits = 0
         self._loops_lock = threading.Lock()
         self._stopped = False
@@ -212,8 +213,10 @@ class Worker:
         executor has not returned since the previous call of this method ``threshold`` seconds
         ago or more, while other executors share the loop, is split (`ExecutorLoop.take_over`):
         the blocked component keeps the loop's thread to itself, and the other executors go on
-        at once on a new loop, as in Storm, where a blocking executor stalls only itself. Logs
-        once per move and returns the components moved. Costs nothing on the tuple path.
+        at once on a new loop, as in Storm, where a blocking executor stalls only itself. An
+        executor whose component sets ``topology.executor.blocking.move`` to false stays with
+        the blocked one (stalled, but on the thread it started on). Logs once per stall and
+        returns the blocked components whose loop was split. Costs nothing on the tuple path.
         """
         moved = []
         for lp in list(self.loops):
@@ -222,22 +225,41 @@ class Worker:
             if seen is None or seen[0] != calls:
                 self._last_calls[lp] = (calls, now)
                 continue
-            if now - seen[1] < threshold or lp.current is None or len(lp.executors) < 2:
+            blocking = lp.current
+            if now - seen[1] < threshold or blocking is None or len(lp.executors) < 2:
                 continue
-            if lp._stop or lp.thread is None or not lp.thread.is_alive():
-                continue  # a stopped or crashed loop is not blocked; its host restarts it
-            blocked = self._split(lp, calls)
+            if lp._stop or lp.thread is None or not lp.thread.is_alive() or self._warned.get(lp) == calls:
+                continue  # a stopped or crashed loop is not blocked (its host restarts it); or done
+            self._warned[lp] = calls
+            keep = [ex for ex in lp.executors if ex is not blocking and not self._may_move(ex)]
+            kept = "" if not keep else (
+                f"; {_names(keep)} stay{'s' if len(keep) == 1 else ''} stalled with it on that thread, as "
+                f"topology.executor.blocking.move is false for {'it' if len(keep) == 1 else 'them'}")
+            if len(keep) == len(lp.executors) - 1:
+                log.warning("worker %s: component [%s] has held its shared loop in user code for over %.1f s%s "
+                            "(set topology.executor.blocking.move to true to let the watchdog move them to a "
+                            "new thread, or give [%s] its own with topology.executor.own.thread)",
+                            self.port, blocking.component, threshold, kept, blocking.component)
+                continue
+            blocked = self._split(lp, calls, keep)
             if blocked is not None:
                 moved.append(blocked.component)
                 log.warning("worker %s: component [%s] held its shared loop in user code for over %.1f s; it "
                             "now has that thread to itself, and the worker's other executors moved to a new "
-                            "thread (give it its own from the start with topology.executor.own.thread)",
-                            self.port, blocked.component, threshold)
+                            "thread%s (give it its own from the start with topology.executor.own.thread; a "
+                            "component whose resources are tied to its thread opts out of moves with "
+                            "topology.executor.blocking.move: false)",
+                            self.port, blocked.component, threshold, kept)
         return moved
 
-    def _split(self, loop: ExecutorLoop, calls: int) -> Executor | None:
-        """Move the executors of ``loop`` but the blocked one to a new loop, rewire the
-        deliveries to and from them, and start it; returns the blocked executor, or None if
+    def _may_move(self, ex: Executor) -> bool:
+        """Whether the watchdog may move ``ex`` to another thread (its component's
+        ``topology.executor.blocking.move``)."""
+        return bool(self.plan.component_confs[ex.component].get("topology.executor.blocking.move", True))
+
+    def _split(self, loop: ExecutorLoop, calls: int, keep: list[Executor]) -> Executor | None:
+        """Move the executors of ``loop`` but the blocked one and ``keep`` to a new loop, rewire
+        the deliveries to and from them, and start it; returns the blocked executor, or None if
         its call has returned meanwhile."""
         with self._loops_lock:
             if self._stopped or self.crashed:
@@ -246,7 +268,7 @@ class Worker:
         new = ExecutorLoop(f"{loop.name}-{self._splits}", self.state, self.backpressure, self.clock,
                            self.plan.conf, self._crash)
         new.flush = loop.flush
-        blocked = loop.take_over(calls, new)
+        blocked = loop.take_over(calls, new, keep)
         if blocked is None:
             return None
         for ex in new.executors:
@@ -303,6 +325,11 @@ class Worker:
                     "backlog": len(ex.inboxes[t]),
                 }
         return out
+
+
+def _names(executors: list[Executor]) -> str:
+    """``[a], [b]``: the components of ``executors``, once each."""
+    return ", ".join(f"[{c}]" for c in sorted({ex.component for ex in executors}))
 
 
 def _waking_append(q: deque, loop: ExecutorLoop, task: int, bp: Backpressure | None) -> Callable[[Any], None]:

@@ -150,6 +150,7 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
     port = slot.rsplit(":", 1)[1]
     addresses_version = a["addresses_version"]
     lost_generation = a.get("lost_generation", 0)
+    epoch = a.get("epoch")  # the master's: a restarted master counts generations afresh
     peers: dict[int, str] = {}
     _set_peers(transport, peers, a["peers"])
     transport.set_launches(a["launch_ids"])
@@ -195,7 +196,7 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
                 reply = link.call("heartbeat", storm_id=storm_id, slot=slot, launch_id=launch_id,
                                   stats=worker.statistics(), errors=pending, started=worker.opened(),
                                   address=transport.address, addresses_version=addresses_version,
-                                  pid=os.getpid(), lost_generation=lost_generation,
+                                  pid=os.getpid(), lost_generation=lost_generation, epoch=epoch,
                                   transport=transport.statistics())
             except RpcError:
                 errors[:0] = pending  # keep them for when the master is back; go on processing
@@ -216,6 +217,7 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
                         log.info("worker %s died %.1f s ago: failing the spouts' pending tuples that may "
                                  "have been in it", lost["slot"], max(0.0, time.time() - lost["time"]))
                 lost_generation = reply.get("lost_generation", lost_generation)
+                epoch = reply.get("epoch", epoch)
                 state.set_active(bool(reply.get("active")))
     finally:
         renewing.set()

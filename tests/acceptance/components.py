@@ -457,6 +457,20 @@ class CrashingBolt(Bolt):
         self.collector.ack(tup)
 
 
+class AlwaysCrashingBolt(Bolt):
+    """Raises the same error on every input (a value it can never handle); records each prepare."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.recorder.record("prepare")
+
+    def execute(self, tup):
+        raise ValueError("cannot handle this value")
+
+
 class FailingBasicBolt(BasicBolt):
     """Raises ``FailedException`` (or ``ReportedFailedException`` when ``reported``) on "fail"."""
 
@@ -513,6 +527,66 @@ class BlockingBolt(Bolt):
         self.gate.wait(10)
         self.recorder.record("end", tup.get_value(0))
         self.collector.ack(tup)
+
+
+class SqliteBolt(Bolt):
+    """Opens an sqlite3 connection in ``prepare`` (sqlite3 refuses to use it from another
+    thread), stores each input's first value and acks it."""
+
+    def prepare(self, conf, context, collector):
+        import sqlite3
+        super().prepare(conf, context, collector)
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute("create table seen (x)")
+
+    def execute(self, tup):
+        self.db.execute("insert into seen values (?)", (tup.get_value(0),))
+        self.collector.ack(tup)
+
+
+class ThreadRecordingSpout(Spout):
+    """Emits ``[i]`` with message id ``i`` every 5 ms; records each change of the thread its
+    methods run on ("thread", ident), each ack ("acked", i), and a call that starts while
+    another is still running ("overlap")."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self._busy, self._thread, self.i, self.last = False, None, 0, 0.0
+        self._enter()
+        self._busy = False
+
+    def _enter(self) -> None:
+        if self._busy:
+            self.recorder.record("overlap")
+        self._busy = True
+        ident = threading.get_ident()
+        if ident != self._thread:
+            self._thread = ident
+            self.recorder.record("thread", ident)
+
+    def next_tuple(self):
+        self._enter()
+        now = time.monotonic()
+        if now - self.last >= 0.005:
+            self.last = now
+            self.i += 1
+            self.collector.emit([self.i], self.i)
+        self._busy = False
+
+    def ack(self, msg_id):
+        self._enter()
+        self.recorder.record("acked", msg_id)
+        self._busy = False
+
+    def fail(self, msg_id):
+        self._enter()
+        self._busy = False
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("x"))
 
 
 class UndeclaredStreamBolt(Bolt):

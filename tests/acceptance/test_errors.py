@@ -10,7 +10,7 @@ from squall.testing import AckFailMapTracker, FeederSpout
 
 from ..conftest import wait_until
 from .components import (
-    AckBolt, BranchingBolt, CrashingBolt, CrashOnceSpout, FailingBasicBolt, Gate, PrepareCrashBolt, Recorder,
+    AckBolt, AlwaysCrashingBolt, BranchingBolt, CrashingBolt, FloodSpout, CrashOnceSpout, FailingBasicBolt, Gate, PrepareCrashBolt, Recorder,
     ReportingBolt, WrongSizeBolt,
 )
 from .conftest import wait_idle
@@ -186,3 +186,23 @@ def test_emitting_the_wrong_number_of_values_crashes_naming_component_and_stream
     assert err["component"] == "sloppy"
     assert "Tuple created with wrong number of fields. Expected 1 fields but got 2" in err["error"]
     assert "stream [default]" in err["error"]
+
+
+def test_a_bolt_that_crashes_on_every_tuple_backs_off_and_shows_one_error_with_a_count(cluster):
+    """A worker that crashes soon after each start is restarted at once the first time, then after
+    1 s, 2 s, 4 s ... (as on the process host), not every few milliseconds; its error is one
+    record with a count, not one per crash."""
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("flood", FloodSpout())
+    builder.set_bolt("crasher", AlwaysCrashingBolt(recorder)).shuffle_grouping("flood")
+    cluster.submit_topology("crash-every-tuple", {}, builder.create_topology())
+
+    def info():
+        return cluster.get_topology_info("crash-every-tuple")
+    assert wait_until(lambda: recorder.count("prepare") >= 3)  # two crashes, two restarts
+    assert not wait_until(lambda: info()["workers"][0]["restarts"] > 4, 2.5)
+    [err] = info()["errors"]
+    assert err["component"] == "crasher" and err["error"] == "ValueError: cannot handle this value"
+    assert err["fatal"] and err["count"] >= 3 and err["last_time"] > err["time"]
+    assert info()["components"]["crasher"]["errors"] == [err]

@@ -3,13 +3,17 @@ may block without stalling the others of its worker."""
 
 from __future__ import annotations
 
+import logging
+import re
+import threading
 import time
 
 from squall import Config, Fields, TopologyBuilder
 from squall.testing import AckFailMapTracker, FeederSpout
 
 from ..conftest import wait_until
-from .components import AckBolt, BlockingBolt, Gate, Recorder, TestPlannerBolt, TestPlannerSpout
+from .components import (AckBolt, BlockingBolt, Gate, Recorder, SqliteBolt, TestPlannerBolt, TestPlannerSpout,
+                         ThreadRecordingSpout)
 from .conftest import wait_idle
 
 
@@ -92,3 +96,107 @@ def test_a_bolt_blocking_on_the_shared_loop_stalls_only_itself(cluster):
     # the two threads hand each other tuples and acks in both directions from now on
     feeder_a.feed(["after"], "after")
     assert wait_until(lambda: tracker_a.is_acked("after"))
+
+
+def _blocking_topology(gate, recorder, feeder_a, feeder_b, b_bolt):
+    builder = TopologyBuilder()
+    builder.set_spout("a", feeder_a)
+    builder.set_spout("b", feeder_b)
+    builder.set_bolt("blocking", BlockingBolt(gate, recorder)).shuffle_grouping("a")
+    return builder, builder.set_bolt("free", b_bolt).shuffle_grouping("b")
+
+
+def _split_loops():
+    """The threads of loops the watchdog split off (``squall-worker-PORT-N``)."""
+    return [t.name for t in threading.enumerate() if re.fullmatch(r"squall-worker-\d+-\d+", t.name)]
+
+
+def test_with_blocking_move_false_the_loop_is_not_split_and_the_warning_names_the_key(cluster, caplog):
+    """topology.executor.blocking.move: false on the topology: the watchdog only warns, as
+    before squall moved executors; the other path stalls with the blocking bolt until it returns."""
+    caplog.set_level(logging.WARNING, logger="squall")
+    gate, recorder = Gate(), Recorder()
+    feeder_a, feeder_b = FeederSpout(Fields("x")), FeederSpout(Fields("x"))
+    tracker_b = AckFailMapTracker()
+    feeder_b.set_ack_fail_delegate(tracker_b)
+    builder, _ = _blocking_topology(gate, recorder, feeder_a, feeder_b, AckBolt())
+    conf = Config()
+    conf["topology.executor.blocking.warn.millis"] = 300
+    conf["topology.executor.blocking.move"] = False
+    cluster.submit_topology("no-move", conf, builder.create_topology())
+    feeder_a.feed(["slow"])
+    assert wait_until(lambda: recorder.count("start") == 1)
+    try:
+        feeder_b.feed([1], 1)
+        assert wait_until(lambda: "topology.executor.blocking.move is false" in caplog.text, 5)
+        assert not wait_until(lambda: tracker_b.is_acked(1), 1.0)  # stalled with the blocking bolt
+        assert _split_loops() == []
+        warnings = [r.getMessage() for r in caplog.records if "[blocking]" in r.getMessage()]
+        assert len(warnings) == 1  # once per stall, not at every look of the watchdog
+    finally:
+        gate.open()
+    assert wait_until(lambda: tracker_b.is_acked(1))
+
+
+def test_a_component_whose_resources_are_tied_to_its_thread_stays_on_it_when_it_sets_blocking_move_false(cluster):
+    """A bolt whose prepare opened an sqlite3 connection (usable only from that thread) sets the
+    key on itself: it stays on its thread, stalled until the blocking call returns, then goes on
+    without error; a component without the key moves and goes on at once."""
+    gate, recorder = Gate(), Recorder()
+    feeder_a, feeder_b, feeder_c = FeederSpout(Fields("x")), FeederSpout(Fields("x")), FeederSpout(Fields("x"))
+    tracker_b, tracker_c = AckFailMapTracker(), AckFailMapTracker()
+    feeder_b.set_ack_fail_delegate(tracker_b)
+    feeder_c.set_ack_fail_delegate(tracker_c)
+    builder, free = _blocking_topology(gate, recorder, feeder_a, feeder_b, SqliteBolt())
+    free.add_configuration("topology.executor.blocking.move", False)
+    builder.set_spout("c", feeder_c)
+    builder.set_bolt("mover", AckBolt()).shuffle_grouping("c")
+    conf = Config()
+    conf["topology.executor.blocking.warn.millis"] = 300
+    cluster.submit_topology("sqlite", conf, builder.create_topology())
+    feeder_b.feed([0], 0)
+    assert wait_until(lambda: tracker_b.is_acked(0))  # the connection works on its own thread
+    feeder_a.feed(["slow"])
+    assert wait_until(lambda: recorder.count("start") == 1)
+    try:
+        feeder_b.feed([1], 1)
+        feeder_c.feed([1], 1)
+        assert wait_until(lambda: tracker_c.is_acked(1), 5)  # "mover" moved and goes on
+        assert not tracker_b.is_acked(1)
+    finally:
+        gate.open()
+    assert wait_until(lambda: tracker_b.is_acked(1))
+    feeder_b.feed([2], 2)
+    assert wait_until(lambda: tracker_b.is_acked(2))
+    assert cluster.get_topology_info("sqlite")["errors"] == []  # no ProgrammingError
+
+
+def test_a_moved_spout_runs_its_calls_one_at_a_time_on_one_thread_then_on_the_new_one(cluster):
+    """DESIGN.md: spout methods stay on one thread. The watchdog moves an executor whole,
+    between two calls: its calls never overlap, they run on the old thread until the move and on
+    the new one after, never back and forth."""
+    gate, recorder, spout_recorder = Gate(), Recorder(), Recorder()
+    feeder_a = FeederSpout(Fields("x"))
+    builder = TopologyBuilder()
+    builder.set_spout("a", feeder_a)
+    builder.set_spout("s", ThreadRecordingSpout(spout_recorder))
+    builder.set_bolt("blocking", BlockingBolt(gate, recorder)).shuffle_grouping("a")
+    builder.set_bolt("sink", AckBolt()).shuffle_grouping("s")
+    conf = Config()
+    conf["topology.executor.blocking.warn.millis"] = 300
+    cluster.submit_topology("moved-spout", conf, builder.create_topology())
+    assert wait_until(lambda: spout_recorder.count("acked") >= 5)
+    feeder_a.feed(["slow"])
+    assert wait_until(lambda: recorder.count("start") == 1)
+    try:
+        assert wait_until(lambda: spout_recorder.count("thread") == 2, 5)  # moved
+        acked = spout_recorder.count("acked")
+        assert wait_until(lambda: spout_recorder.count("acked") >= acked + 5)  # and goes on
+    finally:
+        gate.open()
+    assert wait_until(lambda: recorder.count("end") == 1)
+    acked = spout_recorder.count("acked")
+    assert wait_until(lambda: spout_recorder.count("acked") >= acked + 5)
+    assert spout_recorder.count("overlap") == 0
+    threads = [e[1] for e in spout_recorder.events("thread")]
+    assert len(threads) == 2 and threads[0] != threads[1]

@@ -427,3 +427,129 @@ def test_a_dead_worker_is_told_to_the_others_in_their_heartbeat_replies(conf):
     m.monitor()
     reply = beat(a, gen)
     assert [n["slot"] for n in reply["lost"]] == [b] and reply["lost_generation"] > gen
+
+
+def _crash_report(task=3, text="SerializationError: [split] emitted a value on stream [default] nested deeper than 1000"):
+    return {"component": "split", "task": task, "time": time.time(), "error": text, "traceback": "Traceback ...",
+            "worker": 7000, "fatal": True}
+
+
+def test_a_worker_that_keeps_crashing_soon_after_it_starts_backs_off_is_never_given_up_and_reports_once(conf):
+    """A value that crashes its worker each time it is replayed: the worker starts, reports the
+    same fatal error and exits, again and again. The first crash restarts at once (a single
+    kill -9 costs nothing); each further one within a minute of its start waits 1, 2, 4 ... s;
+    these are not failed starts, so squall.worker.max.launch.attempts (3 here) never gives the
+    slot up; the error is one record with a count."""
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+    port = slot.rsplit(":", 1)[1]
+    waits = []
+    for n in range(6):
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
+                       errors=[_crash_report(task=3 + n % 2)])
+        reply = _exit(m, storm_id, slot, 1)
+        held = topo.retry_at.get(slot, 0) - time.time()
+        waits.append(held if held > 0 else 0)
+        assert (port in reply["slots"]) == (n == 0)  # only the first crash restarts at once
+        topo.retry_at[slot] = time.time() - 1  # the wait is over
+    assert waits[0] == 0 and all(0 < a < b for a, b in zip(waits[1:], waits[2:]))  # it grows
+    assert slot not in topo.given_up and topo.launch_failures[slot] == 0
+    assert _register(m)["slots"][port]["launch_id"] == topo.launch_ids[slot]  # still restarted
+    [err] = m.op_info(name="t")["errors"]
+    assert err["count"] == 6 and err["last_time"] >= err["time"] and err["fatal"]
+    row = m.op_list()[0]
+    assert row["errors"] == 1 and row["last_error"].endswith("nested deeper than 1000 (x6)")
+    # a run that lasted (a minute or more) before it crashed: restarted at once, the count reset
+    m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
+    topo.started_at[slot] -= 120
+    assert port in _exit(m, storm_id, slot, 1)["slots"]
+    # a crash its heartbeat reported as fatal counts whatever its exit status
+    m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
+                   errors=[_crash_report()])
+    _exit(m, storm_id, slot, 1)
+    m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
+                   errors=[_crash_report()])
+    assert port not in _exit(m, storm_id, slot, 0)["slots"]
+    [err] = m.op_info(name="t")["errors"]
+    assert err["count"] == 8
+
+
+def test_identical_errors_count_on_one_record_and_survive_a_restart_of_the_master(conf):
+    """Same component and text, whatever the task: one record, counted. Another text of the
+    same component is a new record; another component's error in between does not break the run."""
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+
+    def report(*errors):
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], errors=list(errors))
+    report(_crash_report(3, "ValueError: a"), _crash_report(4, "ValueError: a"))
+    report({**_crash_report(5, "KeyError: x"), "component": "sink"})
+    report(_crash_report(3, "ValueError: a"))
+    report(_crash_report(3, "ValueError: b"))
+    summary = [(e["component"], e["error"], e["count"]) for e in m.op_info(name="t")["errors"]]
+    assert summary == [("sink", "KeyError: x", 1), ("split", "ValueError: a", 3), ("split", "ValueError: b", 1)]
+    again = Master(conf)
+    assert [(e["error"], e["count"]) for e in again.op_info(name="t")["errors"]] == [
+        ("KeyError: x", 1), ("ValueError: a", 3), ("ValueError: b", 1)]
+
+
+def test_only_a_worker_that_may_have_held_tuples_is_told_as_lost(conf):
+    """A worker that never reported its data address was sent nothing: its failed starts and
+    launch timeouts must not make the spouts fail their whole pending set each time. One whose
+    address its peers had (reported, or started) may have held tuples: its death is told."""
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    topo = m.topologies["t"]
+    a, b = sorted(topo.assignment)
+
+    def lost_told_to_a():
+        return m.op_heartbeat(storm_id=storm_id, slot=a, launch_id=topo.launch_ids[a], lost_generation=0).get("lost")
+    for _ in range(2):  # b fails to start, before it reported an address
+        m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
+            {"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": 3, "started": False}])
+        topo.retry_at[b] = time.time() - 1
+    topo.heartbeats[b] = {"time": time.time() - 5, "starting": True}  # and then a launch that timed out
+    m.monitor()
+    assert lost_told_to_a() is None
+    # b reports its address (peers may send to it now), then dies before it said it started
+    m.op_get_assignment(storm_id=storm_id, slot=b, launch_id=topo.launch_ids[b], address="tcp://127.0.0.1:7001")
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
+        {"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": 1, "started": True}])
+    assert [n["slot"] for n in lost_told_to_a()] == [b]
+
+
+def test_a_worker_is_told_every_death_when_the_master_restarted_since_it_last_heard(conf):
+    """Lost generations are not persisted: a restarted master counts from 0 again. A worker
+    whose generation happens to equal the new master's would hear nothing; the master's epoch,
+    new at each start, tells it that its generation is from another master."""
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    topo = m.topologies["t"]
+    a, b = sorted(topo.assignment)
+    for slot in (a, b):
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
+        {"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": -9, "started": True}])
+    old = m.op_get_assignment(storm_id=storm_id, slot=a, launch_id=topo.launch_ids[a])
+    assert old["lost_generation"] == 1  # a knows of b's death: generation 1 of the old master
+
+    again = Master(conf)
+    _register(again)
+    t2 = again.topologies["t"]
+    again.op_heartbeat(storm_id=storm_id, slot=b, launch_id=t2.launch_ids[b], started=True)
+    again.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
+        {"storm_id": storm_id, "slot": b, "launch_id": t2.launch_ids[b], "status": -9, "started": True}])
+    assert t2.lost_generation == 1  # the same number as a's, for another death
+    reply = again.op_heartbeat(storm_id=storm_id, slot=a, launch_id=t2.launch_ids[a],
+                               lost_generation=old["lost_generation"], epoch=old["epoch"])
+    assert [n["slot"] for n in reply["lost"]] == [b] and reply["epoch"] != old["epoch"]
+    assert "lost" not in again.op_heartbeat(storm_id=storm_id, slot=a, launch_id=t2.launch_ids[a],
+                                            lost_generation=reply["lost_generation"], epoch=reply["epoch"])

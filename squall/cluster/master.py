@@ -428,6 +428,7 @@ class Master:
                 # slots must not be taken for lost when the old id falls silent
                 log.info("supervisor %s replaces %s on %s", supervisor_id, sid, host)
                 del self.supervisors[sid]
+                self._supervisor_replaced(sup)
         self.supervisors[supervisor_id] = {"host": host, "ports": list(ports), "seen": time.time()}
         for ex in exits or []:
             self._worker_exited(ex)
@@ -443,6 +444,21 @@ class Master:
                     desired[p] = {"storm_id": topo.plan.storm_id, "name": name, "launch_id": topo.launch_ids[slot]}
         return {"slots": desired, "master": {"host": self.conf.get("nimbus.host"),
                                              "port": self.conf.get("nimbus.thrift.port")}}
+
+    def _supervisor_replaced(self, sup: dict[str, Any]) -> None:
+        """A supervisor's workers died with it: each of its slots gets a new launch id, so
+        that the new supervisor's workers are told from the dead ones (whose last sequence
+        numbers their peers remember: reusing the launch id, every message from the new worker
+        would be dropped as replayed), and the spouts fail what the dead ones held."""
+        slots = {f"{sup['host']}:{p}" for p in sup["ports"]}
+        now = time.time()
+        for topo in self.topologies.values():
+            for slot in slots & set(topo.assignment):
+                topo.note_lost(slot)
+                topo.launch_ids[slot] += 1
+                topo.heartbeats[slot] = {"time": now, "starting": True}
+                topo.note_address(slot, None)
+        self._save()
 
     def _find(self, storm_id: str) -> _Topo | None:
         for topo in self.topologies.values():

@@ -53,7 +53,7 @@ def test_a_worker_reports_the_messages_it_dropped_in_its_heartbeat(shared_cluste
         sock = zmq.Context.instance().socket(zmq.PUSH)
         sock.setsockopt(zmq.LINGER, 2000)
         sock.connect(address)
-        sock.send_multipart([b"mac", b"header", b"data"])
+        sock.send(b"a forged mac, header and data of a batch")
         sock.close()
 
         def unauthenticated():

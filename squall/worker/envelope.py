@@ -1,10 +1,10 @@
 """The envelope of a message between workers: who sent it, for whom, and in what order.
 
 A captured message must not work twice, nor anywhere else. So each message carries, under its
-MAC (HMAC-SHA256 under a key derived from the cluster's secret for this use only, `squall._keys`),
-a small header: the topology (storm id), the sending worker's slot and launch id, a
-sequence number that the sender increments for every message it sends, and the address of the
-worker it is for. A receiver drops a message
+MAC (HMAC-SHA256 under a key derived from the cluster's secret for this use only,
+`squall._keys`), a small header: the topology (storm id), the sending worker's slot and launch
+id, a sequence number that the sender increments for every message it sends, and the address of
+the worker it is for. A receiver drops a message
 
 * of another topology (``other_topology``): an old topology's backpressure message, say;
 * addressed to another worker (``misdirected``): copied from one worker's port to another's;
@@ -18,10 +18,10 @@ A worker that restarts starts a new launch with numbers from 0, which the receiv
 because the launch is newer. The master gives a slot a new launch id whenever its worker may
 have died: a crash, missed heartbeats, and a supervisor that was replaced (its workers died with
 it); a message numbered 0 from a launch the receiver has heard from is a replay, whatever gap
-preceded it. What this cannot catch: a receiver that restarted knows no sender's
-last number, so one message replayed into it before its sender's first one is accepted; with
-encryption on (``squall.encryption``, `squall.worker.curve`) nothing captured from the wire can
-be replayed at all, as every CurveZMQ connection has its own keys.
+preceded it. What this cannot catch: a receiver that restarted knows no sender's last number, so
+one message replayed into it before its sender's first one is accepted; with encryption on
+(``squall.encryption``, `squall.worker.curve`) nothing captured from the wire can be replayed at
+all, as every CurveZMQ connection has its own keys.
 
 This module is pure: `Sealer` builds the messages a sender sends, `Opener` checks the messages a
 receiver got; `ZmqTransport` moves them. A message is one ZeroMQ frame, so that ZeroMQ's
@@ -85,7 +85,7 @@ def encode_route(origin: Origin, to: str) -> bytes:
 
 
 def _decode_route(data: bytes) -> tuple[int, str, str, str]:
-    launch, n1, n2, n3 = _ROUTE.unpack_from(data)
+    launch, n1, n2, _ = _ROUTE.unpack_from(data)
     at = _ROUTE.size
     storm_id = data[at:at + n1].decode()
     slot = data[at + n1:at + n1 + n2].decode()

@@ -6,8 +6,8 @@ import hmac
 import pytest
 from zmq.utils import z85
 
-from squall._encryption import encryption_setting
 from squall import _keys, _sealed
+from squall._encryption import encryption_setting
 from squall._errors import SquallError
 from squall.worker.curve import server_keys, wants_encryption
 from squall.worker.envelope import CONTROL, DATA, Opener, Origin, Refused, Sealer
@@ -90,7 +90,7 @@ def test_a_message_is_one_frame_whose_header_lengths_must_fit_it():
     header that overrun it are refused even under a valid MAC."""
     message = sealed()[0]
     assert isinstance(message, bytes)
-    header, data = opener().open(message)
+    _, data = opener().open(message)
     assert bytes(data) == b"payload 0" and message.endswith(b"payload 0")
     body = bytearray(message[32:])
     body[10 + 4:10 + 6] = (60000).to_bytes(2, "big")  # storm id "60,000 bytes" long

@@ -8,11 +8,12 @@ tuple (ENGINE-SPEED.md, lesson 8). Items for tasks in this worker never come her
 
 Every message is one frame, ``mac | header | data``: the header (`squall.worker.envelope`) names
 the topology, the sending worker and launch, the receiving worker and a sequence number, and the
-HMAC-SHA256 under a key derived from the cluster's secret covers header and data. A receiver checks both before
-decoding, because decoding may unpickle (the pickle fallback), and pickles must never be loaded
-from an unauthenticated peer; it drops (and counts, `ZmqTransport.statistics`) messages that are
-forged, of another topology, meant for another worker, from a replaced launch, or replayed.
-Warnings about them are rate-limited (`squall._ratelimit`).
+HMAC-SHA256 under a key derived from the cluster's secret covers header and data. A receiver
+checks both before decoding, because decoding may unpickle (the pickle fallback), and pickles
+must never be loaded from an unauthenticated peer; it drops (and counts,
+`ZmqTransport.statistics`) messages that are forged, of another topology, meant for another
+worker, from a replaced launch, or replayed. Warnings about them are rate-limited
+(`squall._ratelimit`).
 
 A message's data is at most ``squall.transport.max.message.bytes``: the PULL socket refuses
 larger ones before reading them (ZeroMQ's ``MAXMSGSIZE`` closes the connection), and a sender
@@ -49,7 +50,7 @@ log = logging.getLogger("squall.worker")
 MAX_BATCH = 2048  # items per message: bounds a message's size and the receiver's latency
 MAX_MESSAGE_KEY = "squall.transport.max.message.bytes"
 # A batch of MAX_BATCH small tuples is ~7 KB; 64 MB leaves room for large values, and bounds
-# what one message from a stranger can make a worker allocate.
+# what one (single-frame) message from a stranger can make a worker allocate.
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _FRAME_SLACK = 1024  # a message is a little larger than its data: its header (and CURVE's box)
 # Messages ZeroMQ queues per connection before it stops reading from it: enough for a burst of

@@ -5,7 +5,7 @@ nothing it did not write itself. A sealed file is::
 
     b"squall-sealed/1 " + kind + b"\n" + HMAC-SHA256(key, header + payload) + payload
 
-with ``key`` derived from the secret for this use only, and ``kind`` (say ``b"plan"``) bound under
+with ``key`` derived from the secret for this use only (`squall._keys`), and ``kind`` (say ``b"plan"``) bound under
 the MAC, so a file sealed for one purpose is not accepted for another. `unseal` checks the
 format tag and the MAC before it returns a byte of the payload.
 """
@@ -16,6 +16,7 @@ import hashlib
 import hmac
 
 from ._errors import SquallError
+from ._keys import SEALED_FILES, derive_key
 
 _MAGIC = b"squall-sealed/1 "
 _TAG = 32
@@ -26,7 +27,7 @@ class SealError(SquallError):
 
 
 def _key(secret: bytes) -> bytes:
-    return hmac.new(secret, b"squall sealed files", hashlib.sha256).digest()
+    return derive_key(secret, SEALED_FILES)
 
 
 def _header(kind: bytes) -> bytes:

@@ -131,6 +131,16 @@ class _Topo:
         self.lost.append(LostWorker(self.lost_generation, slot, tasks, time.time()))
         del self.lost[:-MAX_LOST]
 
+    def relaunch(self, slot: str, now: float, died: bool = True) -> None:
+        """Give ``slot`` a new launch id, which its supervisor obeys by (re)starting its worker;
+        peers tell the new launch's messages from the old one's by it. ``died``: the old launch
+        is dead (not replaced on purpose), so the spouts are told what it may have held."""
+        if died:
+            self.note_lost(slot)
+        self.launch_ids[slot] = self.launch_ids.get(slot, 0) + 1
+        self.heartbeats[slot] = {"time": now, "starting": True}
+        self.note_address(slot, None)
+
     def lost_since(self, generation: int) -> list[dict[str, Any]]:
         """The deaths a worker that knows up to ``generation`` has not heard of. A generation
         ahead of ours is from before this master restarted: all we know is new to it."""
@@ -324,9 +334,7 @@ class Master:
                 continue
             for slot, idx in new.items():
                 if t.assignment.get(slot) != idx:
-                    t.launch_ids[slot] = t.launch_ids.get(slot, 0) + 1
-                    t.heartbeats[slot] = {"time": time.time(), "starting": True}
-                    t.note_address(slot, None)
+                    t.relaunch(slot, time.time(), died=False)
                     t.ready.discard(slot)  # the new executors must report in before spouts run
             t.assignment = new
             # a slot the topology left (rebalanced away) must not lend its last, stale figures
@@ -452,6 +460,7 @@ class Master:
                 # slots must not be taken for lost when the old id falls silent
                 log.info("supervisor %s replaces %s on %s", supervisor_id, sid, host)
                 del self.supervisors[sid]
+                self._supervisor_replaced(sup)
         self.supervisors[supervisor_id] = {"host": host, "ports": list(ports), "seen": time.time()}
         for ex in exits or []:
             self._worker_exited(ex)
@@ -467,6 +476,18 @@ class Master:
                     desired[p] = {"storm_id": topo.plan.storm_id, "name": name, "launch_id": topo.launch_ids[slot]}
         return {"slots": desired, "master": {"host": self.conf.get("nimbus.host"),
                                              "port": self.conf.get("nimbus.thrift.port")}}
+
+    def _supervisor_replaced(self, sup: dict[str, Any]) -> None:
+        """A supervisor's workers died with it: each of its slots gets a new launch id, so
+        that the new supervisor's workers are told from the dead ones (whose last sequence
+        numbers their peers remember: reusing the launch id, every message from the new worker
+        would be dropped as replayed), and the spouts fail what the dead ones held."""
+        slots = {f"{sup['host']}:{p}" for p in sup["ports"]}
+        now = time.time()
+        for topo in self.topologies.values():
+            for slot in slots & set(topo.assignment):
+                topo.relaunch(slot, now)
+        self._save()
 
     def _find(self, storm_id: str) -> _Topo | None:
         for topo in self.topologies.values():
@@ -486,10 +507,7 @@ class Master:
         now = time.time()
         current = slot in topo.assignment and launch == topo.launch_ids.get(slot)
         if current:
-            topo.note_lost(slot)
-            topo.launch_ids[slot] += 1
-            topo.heartbeats[slot] = {"time": now, "starting": True}
-            topo.note_address(slot, None)
+            topo.relaunch(slot, now)
         # started: its executors opened, as its own heartbeat said (the supervisor's word alone
         # is not enough: a worker that dies before it reaches the master, on a bad import or a
         # bad configuration, exits like any crash)
@@ -635,10 +653,7 @@ class Master:
                 if now - last > limit:
                     log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
                                 slot, topo.plan.name, now - last)
-                    topo.note_lost(slot)
-                    topo.launch_ids[slot] += 1
-                    topo.heartbeats[slot] = {"time": now, "starting": True}
-                    topo.note_address(slot, None)
+                    topo.relaunch(slot, now)
                     changed = True
         if changed:
             self._save()

@@ -88,7 +88,6 @@ class Worker:
         self._splits = 0
         self._loops_lock = threading.Lock()
         self._stopped = False
-        self.clock = clock
         self._crash_lock = threading.Lock()
         self.tasks = sorted(t for e in assignment for t in e.tasks)
         self.inboxes: dict[int, deque] = {t: deque() for t in self.tasks}

@@ -7,22 +7,20 @@ not loopback, ``true`` always, ``false`` never. Both ends decide from the same a
 No key files: every worker derives the same server keypair from the cluster's secret, so a
 worker's PULL socket is a CURVE server under that key and every PUSH a CURVE client that knows
 its public half (with a throwaway keypair of its own). Only a holder of the secret can complete
-the handshake; the MAC under the secret (`squall.worker.envelope`) still authenticates each
-message and carries its replay header.
+the handshake; the MAC under another key derived from the secret (`squall.worker.envelope`)
+still authenticates each message and carries its replay header. Both keys come from
+`squall._keys.derive_key`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from typing import NamedTuple
 
 import zmq
 from zmq.utils import z85
 
 from .._encryption import wants_encryption as _wants_encryption
-
-_KEY_LABEL = b"squall curve v1"
+from .._keys import CURVE, derive_key
 
 
 class CurveKeys(NamedTuple):
@@ -34,7 +32,7 @@ class CurveKeys(NamedTuple):
 
 def server_keys(secret: bytes) -> CurveKeys:
     """The cluster's CURVE server keypair, the same wherever ``secret`` is the same."""
-    private = z85.encode(hmac.new(secret, _KEY_LABEL, hashlib.sha256).digest())
+    private = z85.encode(derive_key(secret, CURVE))
     return CurveKeys(zmq.curve_public(private), private)
 
 

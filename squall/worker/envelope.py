@@ -1,9 +1,10 @@
 """The envelope of a message between workers: who sent it, for whom, and in what order.
 
 A captured message must not work twice, nor anywhere else. So each message carries, under its
-MAC, a small header: the topology (storm id), the sending worker's slot and launch id, a
-sequence number that the sender increments for every message it sends, and the address of the
-worker it is for. A receiver drops a message
+MAC (HMAC-SHA256 under a key derived from the cluster's secret for this use only,
+`squall._keys`), a small header: the topology (storm id), the sending worker's slot and launch
+id, a sequence number that the sender increments for every message it sends, and the address of
+the worker it is for. A receiver drops a message
 
 * of another topology (``other_topology``): an old topology's backpressure message, say;
 * addressed to another worker (``misdirected``): copied from one worker's port to another's;
@@ -14,15 +15,24 @@ worker it is for. A receiver drops a message
   the numbers only grow (with gaps: they count the sender's messages to every peer).
 
 A worker that restarts starts a new launch with numbers from 0, which the receiver accepts
-because the launch is newer. What this cannot catch: a receiver that restarted knows no sender's
-last number, so one message replayed into it before its sender's first one is accepted; with
-encryption on (``squall.encryption``, `squall.worker.curve`) nothing captured from the wire can
-be replayed at all, as every CurveZMQ connection has its own keys.
+because the launch is newer. The master gives a slot a new launch id whenever its worker may
+have died: a crash, missed heartbeats, and a supervisor that was replaced (its workers died with
+it); a message numbered 0 from a launch the receiver has heard from is a replay, whatever gap
+preceded it. What this cannot catch: a receiver that restarted knows no sender's last number, so
+one message replayed into it before its sender's first one is accepted; with encryption on
+(``squall.encryption``, `squall.worker.curve`) nothing captured from the wire can be replayed at
+all, as every CurveZMQ connection has its own keys.
 
-This module is pure: `Sealer` builds the frames a sender sends, `Opener` checks the frames a
-receiver got; `ZmqTransport` moves them. The header is a fixed struct (10 bytes) followed by a
-per-destination part the sender encodes once (`Sealer.route`), so a batch costs one
-``struct.pack`` and one HMAC over header and data more than its own bytes.
+This module is pure: `Sealer` builds the messages a sender sends, `Opener` checks the messages a
+receiver got; `ZmqTransport` moves them. A message is one ZeroMQ frame, so that ZeroMQ's
+per-frame size limit (``MAXMSGSIZE``) bounds the whole message::
+
+    mac (32 bytes) | fixed part (10 bytes) | route (10 bytes + its 3 strings) | data
+
+The MAC covers everything after it. The fixed part is version, kind and sequence number; the
+route (launch id, then the lengths and bytes of storm id, slot and destination) is the same for
+every message from one sender to one receiver, so the sender encodes it once (`Sealer.route`) and
+a batch costs one ``struct.pack``, one HMAC and one concatenation more than its own bytes.
 """
 
 from __future__ import annotations
@@ -33,12 +43,19 @@ import struct
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
-VERSION = 1
+from .._keys import DATA as _KEY_PURPOSE
+from .._keys import derive_key
+
+VERSION = 2   # 1: the same fields in three frames
 DATA = 0      # kind of a batch of items
 CONTROL = 1   # kind of a control message (backpressure)
 
 _FIXED = struct.Struct(">BBQ")    # version, kind, sequence
 _ROUTE = struct.Struct(">IHHH")   # launch id, then the lengths of storm id, slot, destination
+_MAC = 32                         # HMAC-SHA256
+_AT_FIXED = _MAC
+_AT_ROUTE = _MAC + _FIXED.size
+_MIN_SIZE = _AT_ROUTE + _ROUTE.size
 _ROUTE_CACHE_MAX = 4096           # parsed routes kept by a receiver (one per sender launch)
 
 
@@ -68,10 +85,8 @@ def encode_route(origin: Origin, to: str) -> bytes:
 
 
 def _decode_route(data: bytes) -> tuple[int, str, str, str]:
-    launch, n1, n2, n3 = _ROUTE.unpack_from(data)
+    launch, n1, n2, _ = _ROUTE.unpack_from(data)
     at = _ROUTE.size
-    if len(data) != at + n1 + n2 + n3:
-        raise ValueError("header lengths do not add up")
     storm_id = data[at:at + n1].decode()
     slot = data[at + n1:at + n1 + n2].decode()
     to = data[at + n1 + n2:].decode()
@@ -88,28 +103,29 @@ class Sealer:
     def __init__(self, secret: bytes, origin: Origin) -> None:
         self.origin = origin
         self.seq = 0
-        self._hmac = hmac.new(secret, digestmod=hashlib.sha256)  # keyed once; copies are cheap
+        # keyed once; copies are cheap
+        self._hmac = hmac.new(derive_key(secret, _KEY_PURPOSE), digestmod=hashlib.sha256)
 
     def route(self, to: str) -> bytes:
         """The encoded route to the worker at address ``to`` (compute once per destination)."""
         return encode_route(self.origin, to)
 
-    def seal(self, kind: int, route: bytes, data: bytes) -> list[bytes]:
-        """The frames of one message: ``[mac, header, data]``."""
+    def seal(self, kind: int, route: bytes, data: bytes) -> bytes:
+        """One message, a single frame: ``mac | header | data``."""
         seq = self.seq
         self.seq = seq + 1
         header = _FIXED.pack(VERSION, kind, seq) + route
         h = self._hmac.copy()
         h.update(header)
         h.update(data)
-        return [h.digest(), header, data]
+        return b"".join((h.digest(), header, data))
 
 
 @dataclass
 class Drops:
     """Messages a receiver dropped, by reason (reported in the worker's heartbeat)."""
 
-    malformed: int = 0        # not three frames, or a header this version does not write
+    malformed: int = 0        # more than one frame, truncated, or a header this version does not write
     unauthenticated: int = 0  # bad MAC: not from a worker of this cluster, or altered
     other_topology: int = 0
     misdirected: int = 0      # meant for another worker's address
@@ -146,7 +162,7 @@ class Opener:
         self.storm_id = storm_id
         self.address = address
         self.drops = Drops()
-        self._hmac = hmac.new(secret, digestmod=hashlib.sha256)
+        self._hmac = hmac.new(derive_key(secret, _KEY_PURPOSE), digestmod=hashlib.sha256)
         self._floor: dict[str, int] = {}
         self._last: dict[str, tuple[int, int]] = {}   # slot -> (launch, sequence) last accepted
         self._routes: dict[bytes, tuple[int, str, str, str]] = {}
@@ -155,36 +171,42 @@ class Opener:
         """The master's current launch id per slot: anything older is a stale launch."""
         self._floor = dict(launches)
 
-    def open(self, frames: list[bytes]) -> tuple[Header, bytes]:
-        """The header and data of an acceptable message; raises `Refused` (and counts it) if not."""
+    def open(self, message: bytes) -> tuple[Header, memoryview]:
+        """The header and data (a view into ``message``) of an acceptable message; raises
+        `Refused` (and counts it) if not."""
         try:
-            return self._open(frames)
+            return self._open(message)
         except Refused as e:
-            setattr(self.drops, e.reason, getattr(self.drops, e.reason) + 1)
+            self.count(e.reason)
             raise
 
-    def _open(self, frames: list[bytes]) -> tuple[Header, bytes]:
-        if len(frames) != 3:
-            raise Refused("malformed", f"a message of {len(frames)} frames, not 3")
-        mac, header, data = frames
+    def count(self, reason: str) -> None:
+        """Count a message dropped for ``reason`` (a `Drops` field) by its receiver."""
+        setattr(self.drops, reason, getattr(self.drops, reason) + 1)
+
+    def _open(self, message: bytes) -> tuple[Header, memoryview]:
+        if len(message) < _MIN_SIZE:
+            raise Refused("malformed", f"a message of {len(message)} bytes, too short to be one")
+        view = memoryview(message)
         h = self._hmac.copy()
-        h.update(header)
-        h.update(data)
-        if not hmac.compare_digest(mac, h.digest()):
+        h.update(view[_MAC:])
+        if not hmac.compare_digest(view[:_MAC], h.digest()):
             raise Refused("unauthenticated", "a message that failed authentication (wrong secret?)")
         # authenticated: a worker of this cluster wrote it, so its header is well formed unless
         # it runs another version of squall
-        if len(header) < _FIXED.size + _ROUTE.size:
-            raise Refused("malformed", "a message with a truncated header")
-        version, kind, seq = _FIXED.unpack_from(header)
+        version, kind, seq = _FIXED.unpack_from(message, _AT_FIXED)
         if version != VERSION or kind not in (DATA, CONTROL):
             raise Refused("malformed", f"a message of header version {version}, kind {kind}")
-        raw = header[_FIXED.size:]
+        _, n1, n2, n3 = _ROUTE.unpack_from(message, _AT_ROUTE)
+        end = _MIN_SIZE + n1 + n2 + n3
+        if end > len(message):
+            raise Refused("malformed", "a message whose header lengths overrun it")
+        raw = message[_AT_ROUTE:end]
         route = self._routes.get(raw)
         if route is None:
             try:
                 route = _decode_route(raw)
-            except (ValueError, UnicodeDecodeError) as e:
+            except UnicodeDecodeError as e:
                 raise Refused("malformed", f"a message with a bad header: {e}") from None
             if len(self._routes) >= _ROUTE_CACHE_MAX:
                 self._routes.clear()
@@ -200,4 +222,4 @@ class Opener:
         if last is not None and launch == last[0] and seq <= last[1]:
             raise Refused("replayed", f"a message from {slot} numbered {seq}, not after {last[1]}")
         self._last[slot] = (launch, seq)
-        return Header(kind, seq, storm_id, slot, launch, to), data
+        return Header(kind, seq, storm_id, slot, launch, to), view[end:]

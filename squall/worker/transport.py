@@ -6,17 +6,22 @@ after every working round, see `squall.engine.transport.Transport.flush`) encode
 one batch and sends it, so a tuple crossing processes pays for one ``send`` per batch, not per
 tuple (ENGINE-SPEED.md, lesson 8). Items for tasks in this worker never come here.
 
-Every message is ``[mac, header, data]``: the header (`squall.worker.envelope`) names the
-topology, the sending worker and launch, the receiving worker and a sequence number, and the
-HMAC-SHA256 under the cluster's secret covers header and data. A receiver checks both before
-decoding, because decoding may unpickle (the pickle fallback), and pickles must never be loaded
-from an unauthenticated peer; it drops (and counts, `ZmqTransport.statistics`) messages that are
-forged, of another topology, meant for another worker, from a replaced launch, or replayed.
-Warnings about them are rate-limited (`squall._ratelimit`).
+Every message is one frame, ``mac | header | data``: the header (`squall.worker.envelope`) names
+the topology, the sending worker and launch, the receiving worker and a sequence number, and the
+HMAC-SHA256 under a key derived from the cluster's secret covers header and data. A receiver
+checks both before decoding, because decoding may unpickle (the pickle fallback), and pickles
+must never be loaded from an unauthenticated peer; it drops (and counts,
+`ZmqTransport.statistics`) messages that are forged, of another topology, meant for another
+worker, from a replaced launch, or replayed. Warnings about them are rate-limited
+(`squall._ratelimit`).
 
 A message's data is at most ``squall.transport.max.message.bytes``: the PULL socket refuses
 larger ones before reading them (ZeroMQ's ``MAXMSGSIZE`` closes the connection), and a sender
 splits a batch that would be larger, refusing with an error only an item too large on its own.
+``MAXMSGSIZE`` limits each frame of a multipart message, not the whole; as squall's messages are
+single frames, the receiver drops a message of more unkept, frame by frame. ZeroMQ itself holds
+all of a multipart message's frames before it hands over the first, so only encryption shuts a
+stranger out entirely (docs/cluster.md).
 Under ``squall.encryption`` the sockets use CurveZMQ (`squall.worker.curve`).
 """
 
@@ -45,25 +50,24 @@ log = logging.getLogger("squall.worker")
 MAX_BATCH = 2048  # items per message: bounds a message's size and the receiver's latency
 MAX_MESSAGE_KEY = "squall.transport.max.message.bytes"
 # A batch of MAX_BATCH small tuples is ~7 KB; 64 MB leaves room for large values, and bounds
-# what one message from a stranger can make a worker allocate.
+# what one (single-frame) message from a stranger can make a worker allocate.
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-_FRAME_SLACK = 1024  # a frame on the wire is a little larger than its data (CURVE's box)
+_FRAME_SLACK = 1024  # a message is a little larger than its data: its header (and CURVE's box)
+# Messages ZeroMQ queues per connection before it stops reading from it: enough for a burst of
+# batches (~7 KB each), while a connection's queue stays within this budget at the largest size.
+_RECEIVE_BUDGET = 256 * 1024 * 1024
+_RCVHWM_MIN, _RCVHWM_MAX = 8, 1000
 _HANDSHAKE_FAILED = int(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                         | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 # Plain ints: pyzmq's send_multipart/recv_multipart combine its Flag enums in Python on every
 # frame, which was 4% of a worker's GIL time at 30,000 tuples/s between 2 workers.
 _NOBLOCK = int(zmq.NOBLOCK)
-_MORE_NOBLOCK = int(zmq.SNDMORE | zmq.NOBLOCK)
 _RCVMORE = int(zmq.RCVMORE)
 
 
-def _send_frames(sock: zmq.Socket, frames: list[bytes]) -> None:
-    """Send one multipart message without blocking; raises zmq.Again if it was not taken.
-    ZeroMQ takes a message whole or not at all: once its first frame is queued, so are the rest."""
-    send = sock.send
-    for frame in frames[:-1]:
-        send(frame, _MORE_NOBLOCK)
-    send(frames[-1], _NOBLOCK)
+def receive_queue_limit(max_message_bytes: int) -> int:
+    """``RCVHWM`` for a data port taking messages of up to ``max_message_bytes``."""
+    return max(_RCVHWM_MIN, min(_RCVHWM_MAX, _RECEIVE_BUDGET // max(1, max_message_bytes)))
 
 
 class ZmqTransport(Transport):
@@ -79,7 +83,7 @@ class ZmqTransport(Transport):
             ``receive``); set later with `set_receiver` if the worker does not exist yet.
         origin: this worker's topology, slot and launch id, which its messages carry and
             against which it checks the messages it receives.
-        max_message_bytes: the largest data frame sent or accepted (``squall.transport.max.message.bytes``).
+        max_message_bytes: the largest message data sent or accepted (``squall.transport.max.message.bytes``).
         encryption: ``squall.encryption``: ``"auto"``, ``"true"`` or ``"false"`` (`squall.worker.curve`).
     """
 
@@ -110,12 +114,14 @@ class ZmqTransport(Transport):
             self._address[addr] = addr
         self._sockets: dict[str, zmq.Socket] = {}
         self._routes: dict[str, bytes] = {}  # key -> the encoded route to the peer's current address
-        self._unsent: dict[str, list[list[bytes]]] = {}
+        self._unsent: dict[str, list[bytes]] = {}
         self._send_lock = threading.Lock()
         self._sealer = Sealer(secret, origin)
         self._pull = self._ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.LINGER, 0)
         self._pull.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes + _FRAME_SLACK)
+        self._pull.setsockopt(zmq.RCVHWM, receive_queue_limit(self.max_message_bytes))
+        self._discard = bytearray()  # the extra frames of a multipart message go into nothing
         self.encrypted = self._keys is not None and curve.wants_encryption(encryption, bind)
         if self.encrypted:
             curve.make_server(self._pull, self._keys)
@@ -267,7 +273,7 @@ class ZmqTransport(Transport):
             good.append(item)
         return encode(good)
 
-    def _send(self, key: str, frames: list[bytes]) -> None:
+    def _send(self, key: str, message: bytes) -> None:
         sock = self._sockets.get(key)
         if sock is None:
             address = self._address[key]
@@ -280,24 +286,24 @@ class ZmqTransport(Transport):
             self._sockets[key] = sock
         backlog = self._unsent.get(key)
         if backlog:
-            backlog.append(frames)
+            backlog.append(message)
             self._retry(key)
             return
         try:
             # copy=True: for frames of a few KB (a batch is ~7 KB) zero-copy sends measured slower
             # here, 16 vs 12 us per send
-            _send_frames(sock, frames)
+            sock.send(message, _NOBLOCK)
         except zmq.Again:
             # The peer is gone or slow. Keep the batch: sending must never block a loop (that
             # could deadlock the ack cycle); tuples that never arrive time out and replay.
-            self._unsent.setdefault(key, []).append(frames)
+            self._unsent.setdefault(key, []).append(message)
 
     def _retry(self, key: str) -> None:
         backlog = self._unsent[key]
         sock = self._sockets[key]
         while backlog:
             try:
-                _send_frames(sock, backlog[0])
+                sock.send(backlog[0], _NOBLOCK)
             except zmq.Again:
                 if len(backlog) > 1000:  # the peer has been away long: give the oldest up
                     del backlog[0]
@@ -319,16 +325,29 @@ class ZmqTransport(Transport):
                     self._handshake_failed()
                 while not self._closed:  # every message already here, then poll again
                     try:
-                        frames = [recv(_NOBLOCK)]
+                        message = recv(_NOBLOCK)
                     except zmq.Again:
                         break
-                    while get(_RCVMORE):  # the rest of a message arrives with its first frame
-                        frames.append(recv())
-                    self._handle(frames)
+                    if get(_RCVMORE):
+                        self._drop_multipart()
+                        continue
+                    self._handle(message)
             except zmq.ZMQError:
                 if self._closed:
                     return
                 raise
+
+    def _drop_multipart(self) -> None:
+        """Drop the message whose first frame was just read: squall sends single frames. Each
+        extra one goes into nothing as it is read, so squall keeps none of a message of many
+        frames under the size limit (ZeroMQ has held them all until the last arrived)."""
+        discard, recv_into, get = self._discard, self._pull.recv_into, self._pull.get
+        frames = 1
+        while get(_RCVMORE):  # the rest of a message arrives with its first frame
+            recv_into(discard)
+            frames += 1
+        self._opener.count("malformed")
+        self._warn.warning("dropped a message of %d frames (squall sends one)", frames)
 
     def _handshake_failed(self) -> None:
         while True:
@@ -340,10 +359,10 @@ class ZmqTransport(Transport):
                                "cluster, or one whose %s or secret differs", self.address,
                                zmq.Event(event["event"]).name, ENCRYPTION_KEY)
 
-    def _handle(self, frames: list[bytes]) -> None:
+    def _handle(self, message: bytes) -> None:
         """Check and deliver one message: a batch of items, or a control message."""
         try:
-            header, data = self._opener.open(frames)
+            header, data = self._opener.open(message)
         except Refused as e:
             self._warn.warning("dropped %s", e)
             return

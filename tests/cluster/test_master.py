@@ -334,15 +334,33 @@ def test_a_topology_waiting_for_slots_is_placed_when_a_kill_or_a_rebalance_frees
     assert {d["name"] for d in reply["slots"].values()} == {"second", "third"}
 
 
-def test_a_restarted_supervisor_takes_over_its_slots_without_moving_anything(conf):
+def test_a_restarted_supervisor_takes_over_its_slots_with_new_launches(conf):
+    """The old supervisor's workers died with it. Its slots stay where they are, but each gets
+    a new launch id: the new workers count their messages from 0 again, and peers that
+    remember a dead worker's last number would drop all of them as replayed under the old id.
+    The others hear of the deaths at once, to fail what the dead workers held."""
     m = Master(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
-    ids = dict(m.topologies["t"].launch_ids)
+    topo = m.topologies["t"]
+    slots = sorted(topo.assignment)
+    assignment, ids = dict(topo.assignment), dict(topo.launch_ids)
+    for i, slot in enumerate(slots):  # both workers started and reported their addresses
+        m.op_get_assignment(storm_id=storm_id, slot=slot, address=f"tcp://127.0.0.1:{9000 + i}",
+                            launch_id=ids[slot], want_plan=False)
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=ids[slot], lost_generation=0)
+    generation = topo.lost_generation
     reply = m.op_supervisor_sync(supervisor_id="s2", host="127.0.0.1", ports=[7000, 7001])
     assert set(m.supervisors) == {"s2"}  # s1 must not be taken for lost when it falls silent
-    assert {d["launch_id"] for d in reply["slots"].values()} == set(ids.values())
-    assert m.topologies["t"].launch_ids == ids and all(d["storm_id"] == storm_id for d in reply["slots"].values())
+    assert topo.assignment == assignment  # nothing moves
+    assert topo.launch_ids == {slot: ids[slot] + 1 for slot in slots}
+    assert {d["launch_id"] for d in reply["slots"].values()} == set(topo.launch_ids.values())
+    assert all(d["storm_id"] == storm_id for d in reply["slots"].values())
+    assert topo.peers() and set(topo.peers().values()) == {None}  # old addresses are gone
+    assert sorted(n["slot"] for n in topo.lost_since(generation)) == slots
+    # the new supervisor's next sync changes nothing more
+    m.op_supervisor_sync(supervisor_id="s2", host="127.0.0.1", ports=[7000, 7001])
+    assert topo.launch_ids == {slot: ids[slot] + 1 for slot in slots}
 
 
 def _exit(m, storm_id, slot, status, output=""):

@@ -48,12 +48,15 @@ def test_a_worker_reports_the_messages_it_dropped_in_its_heartbeat(shared_cluste
     import zmq
 
     with _Running(shared_cluster, "forged", topology_conf(tmp_path), word_count(SENTENCES[:50])) as m:
-        assert wait_until(lambda: all(w["address"] for w in m.get_topology_info("forged")["workers"]), 30)
+        def addressed():  # every worker reported its address (none listed yet is not that)
+            workers = m.get_topology_info("forged")["workers"]
+            return bool(workers) and all(w["address"] for w in workers)
+        assert wait_until(addressed, 30)
         address = m.get_topology_info("forged")["workers"][0]["address"]
         sock = zmq.Context.instance().socket(zmq.PUSH)
         sock.setsockopt(zmq.LINGER, 2000)
         sock.connect(address)
-        sock.send_multipart([b"mac", b"header", b"data"])
+        sock.send(b"a forged mac, header and data of a batch: " + b"x" * 100)
         sock.close()
 
         def unauthenticated():

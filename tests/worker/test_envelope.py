@@ -1,8 +1,12 @@
 """The envelope of worker-to-worker messages: the replay window, without sockets."""
 
+import hashlib
+import hmac
 
 import pytest
+from zmq.utils import z85
 
+from squall import _keys, _sealed
 from squall._encryption import encryption_setting
 from squall._errors import SquallError
 from squall.worker.curve import server_keys, wants_encryption
@@ -23,9 +27,9 @@ def sealed(slot="h:1", launch=1, storm="topo-1", to=ME, secret=SECRET, n=1, kind
     return [s.seal(kind, route, b"payload %d" % i) for i in range(n)]
 
 
-def reason(o, frames):
+def reason(o, message):
     with pytest.raises(Refused) as e:
-        o.open(frames)
+        o.open(message)
     return e.value.reason
 
 
@@ -73,12 +77,44 @@ def test_other_topologies_other_receivers_other_secrets_and_tampering_are_refuse
     assert reason(o, sealed(storm="old-0")[0]) == "other_topology"
     assert reason(o, sealed(to="tcp://10.0.0.3:6700")[0]) == "misdirected"
     assert reason(o, sealed(secret=b"other")[0]) == "unauthenticated"
-    mac, header, data = sealed()[0]
-    assert reason(o, [mac, header, data + b"!"]) == "unauthenticated"
-    assert reason(o, [mac, header[:-1] + b"X", data]) == "unauthenticated"
-    assert reason(o, [mac, data]) == "malformed"
+    message = sealed()[0]
+    assert reason(o, message + b"!") == "unauthenticated"
+    assert reason(o, message[:40] + b"X" + message[41:]) == "unauthenticated"  # in the header
+    assert reason(o, message[:50]) == "malformed"  # too short for a header
     assert o.drops.as_dict() == {"malformed": 1, "unauthenticated": 3, "other_topology": 1,
                                  "misdirected": 1, "stale_launch": 0, "replayed": 0, "undecodable": 0}
+
+
+def test_a_message_is_one_frame_whose_header_lengths_must_fit_it():
+    """One frame, so that ZeroMQ's per-frame limit bounds the whole message; lengths in the
+    header that overrun it are refused even under a valid MAC."""
+    message = sealed()[0]
+    assert isinstance(message, bytes)
+    _, data = opener().open(message)
+    assert bytes(data) == b"payload 0" and message.endswith(b"payload 0")
+    body = bytearray(message[32:])
+    body[10 + 4:10 + 6] = (60000).to_bytes(2, "big")  # storm id "60,000 bytes" long
+    key = _keys.derive_key(SECRET, _keys.DATA)
+    forged = hmac.new(key, body, hashlib.sha256).digest() + bytes(body)
+    assert reason(opener(), forged) == "malformed"
+
+
+def test_the_data_path_keys_its_macs_with_its_own_key_not_the_secret():
+    """The RPC handshake MACs under the secret itself; a MAC the data path accepts must not be
+    one the secret makes, nor may one key serve two purposes."""
+    message = sealed()[0]
+    body = message[32:]
+    under_secret = hmac.new(SECRET, body, hashlib.sha256).digest() + body
+    assert reason(opener(), under_secret) == "unauthenticated"
+    keys = {_keys.derive_key(SECRET, p) for p in (_keys.DATA, _keys.CURVE, _keys.SEALED_FILES)}
+    assert len(keys) == 3 and SECRET not in keys
+    assert server_keys(SECRET).secret == z85.encode(_keys.derive_key(SECRET, _keys.CURVE))
+    # plans sealed before there was one derive_key still open: the same label, the same key
+    payload = b"a plan"
+    header = b"squall-sealed/1 plan\n"
+    old_key = hmac.new(SECRET, b"squall sealed files", hashlib.sha256).digest()
+    blob = header + hmac.new(old_key, header + payload, hashlib.sha256).digest() + payload
+    assert _sealed.unseal(SECRET, b"plan", blob) == payload
 
 
 def test_control_and_data_share_one_sequence():

@@ -529,6 +529,40 @@ class BlockingBolt(Bolt):
         self.collector.ack(tup)
 
 
+class SlowPrepareBolt(Bolt):
+    """Sleeps ``secs`` in ``prepare`` (recorded as "prepared" once done), then acks every input."""
+
+    def __init__(self, recorder: Recorder, secs: float) -> None:
+        self.recorder = recorder
+        self.secs = secs
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        time.sleep(self.secs)
+        self.recorder.record("prepared", context.get_this_component_id())
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+class PrepareRecordingBolt(Bolt):
+    """Records "prepared" in ``prepare``; acks every input, failing the test's tuple (by a
+    crash) if it was never prepared."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.ready = True
+        self.recorder.record("prepared", context.get_this_component_id())
+
+    def execute(self, tup):
+        if not getattr(self, "ready", False):
+            raise RuntimeError("execute before prepare")
+        self.collector.ack(tup)
+
+
 class SqliteBolt(Bolt):
     """Opens an sqlite3 connection in ``prepare`` (sqlite3 refuses to use it from another
     thread), stores each input's first value and acks it."""

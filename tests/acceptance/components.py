@@ -458,16 +458,19 @@ class CrashingBolt(Bolt):
 
 
 class AlwaysCrashingBolt(Bolt):
-    """Raises the same error on every input (a value it can never handle); records each prepare."""
+    """Raises the same error on every input (a value it can never handle), ``secs`` after it
+    arrives; records each prepare."""
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, secs: float = 0.0) -> None:
         self.recorder = recorder
+        self.secs = secs
 
     def prepare(self, conf, context, collector):
         super().prepare(conf, context, collector)
         self.recorder.record("prepare")
 
     def execute(self, tup):
+        time.sleep(self.secs)
         raise ValueError("cannot handle this value")
 
 

@@ -601,8 +601,9 @@ class Master:
         """Record a worker's errors (an identical repeat counts on its record) and save."""
         topo.reported_launch[slot] = launch_id
         for e in errors:
-            rec = add_error(topo.errors, ErrorRecord.from_dict(e))
-            if rec.fatal:
+            new = ErrorRecord.from_dict(e)
+            add_error(topo.errors, new)
+            if new.fatal:  # not the record it folds into, which may be an earlier launch's crash
                 topo.fatal_launch[slot] = launch_id
         del topo.errors[:-100]
         self._save()

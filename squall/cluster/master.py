@@ -121,8 +121,9 @@ class _Topo:
 
     def note_lost(self, slot: str) -> None:
         """``slot``'s current launch died: tell the other workers (`LostWorker`), if it may have
-        held tuples. One that never reported its address (nor started) was sent none: a slot that
-        keeps failing to start must not make the spouts fail their whole pending set each time."""
+        held tuples. One that died before it reported its data address was sent none (one that
+        failed in ``prepare`` had reported it): a slot that keeps dying that early must not make
+        the spouts fail their whole pending set each time."""
         idx = self.assignment.get(slot)
         if idx is None or self.held.get(slot) != self.launch_ids.get(slot):
             return

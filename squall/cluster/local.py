@@ -59,7 +59,7 @@ class _Topology:
         self.transport = InMemoryTransport(self.hosts)
         self.workers: dict[int, Worker] = {}
         self.restarts: dict[int, int] = {}
-        self.started_at: dict[int, float] = {}  # port -> when its worker started (the cluster's clock)
+        self.started_at: dict[int, float] = {}  # port -> when its worker started (time.monotonic)
         self.crashes: dict[int, int] = {}       # port -> crashes in a row soon after a start
         self.errors: list[ErrorRecord] = []
         self.generation = 0  # bumped by kill and rebalance, so stale restarts are ignored
@@ -168,7 +168,7 @@ class LocalCluster:
                    lambda worker, rec, topo=topo, gen=topo.generation: self._worker_crashed(topo, gen, worker),
                    self._rng.getrandbits(64))
         topo.workers[port] = w
-        topo.started_at[port] = self.clock.now()
+        topo.started_at[port] = time.monotonic()
         for t in w.tasks:
             topo.hosts[t] = w
         if start:
@@ -210,7 +210,10 @@ class LocalCluster:
 
     def _worker_crashed(self, topo: _Topology, generation: int, worker: Worker) -> None:
         with topo.lock:
-            ran = self.clock.now() - topo.started_at.get(worker.port, self.clock.now())
+            # Real time, as the restart's delay waits on (`Timers`): on a simulated clock, a
+            # worker would seem to run as long as the test moves time, not as long as it did.
+            now = time.monotonic()
+            ran = now - topo.started_at.get(worker.port, now)
             topo.crashes[worker.port], delay = crash_backoff(topo.crashes.get(worker.port, 0), ran)
         if delay:
             log.warning("worker %s of %s crashed %d times in a row, each soon after it started: restarting it "

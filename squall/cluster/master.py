@@ -121,8 +121,9 @@ class _Topo:
 
     def note_lost(self, slot: str) -> None:
         """``slot``'s current launch died: tell the other workers (`LostWorker`), if it may have
-        held tuples. One that never reported its address (nor started) was sent none: a slot that
-        keeps failing to start must not make the spouts fail their whole pending set each time."""
+        held tuples. One that died before it reported its data address was sent none (one that
+        failed in ``prepare`` had reported it): a slot that keeps dying that early must not make
+        the spouts fail their whole pending set each time."""
         idx = self.assignment.get(slot)
         if idx is None or self.held.get(slot) != self.launch_ids.get(slot):
             return
@@ -601,8 +602,9 @@ class Master:
         """Record a worker's errors (an identical repeat counts on its record) and save."""
         topo.reported_launch[slot] = launch_id
         for e in errors:
-            rec = add_error(topo.errors, ErrorRecord.from_dict(e))
-            if rec.fatal:
+            new = ErrorRecord.from_dict(e)
+            add_error(topo.errors, new)
+            if new.fatal:  # not the record it folds into, which may be an earlier launch's crash
                 topo.fatal_launch[slot] = launch_id
         del topo.errors[:-100]
         self._save()

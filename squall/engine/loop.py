@@ -266,15 +266,13 @@ class ExecutorLoop:
             while not self._stop and not state.active:  # open/prepare wait for the first activation
                 clock.wait(event, 0.1)
                 event.clear()
-            for ex in self.executors:
-                if self._stop:
-                    break
-                if not ex.opened:
-                    self.calls += 1
-                    self.current = ex
-                    ex.open()
-                    if self._returned():
-                        break
+            # A split (`take_over`) while one opens leaves this loop the blocked executor and
+            # those that may not move, some maybe not opened yet: open whatever is left here.
+            while not self._stop and (todo := [ex for ex in self.executors if not ex.opened]):
+                self.calls += 1
+                self.current = todo[0]
+                todo[0].open()
+                self._returned()
         while not self._stop:
             with self._boundary:
                 self._moved = False

@@ -458,16 +458,19 @@ class CrashingBolt(Bolt):
 
 
 class AlwaysCrashingBolt(Bolt):
-    """Raises the same error on every input (a value it can never handle); records each prepare."""
+    """Raises the same error on every input (a value it can never handle), ``secs`` after it
+    arrives; records each prepare."""
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, secs: float = 0.0) -> None:
         self.recorder = recorder
+        self.secs = secs
 
     def prepare(self, conf, context, collector):
         super().prepare(conf, context, collector)
         self.recorder.record("prepare")
 
     def execute(self, tup):
+        time.sleep(self.secs)
         raise ValueError("cannot handle this value")
 
 
@@ -526,6 +529,40 @@ class BlockingBolt(Bolt):
         self.recorder.record("start", tup.get_value(0))
         self.gate.wait(10)
         self.recorder.record("end", tup.get_value(0))
+        self.collector.ack(tup)
+
+
+class SlowPrepareBolt(Bolt):
+    """Sleeps ``secs`` in ``prepare`` (recorded as "prepared" once done), then acks every input."""
+
+    def __init__(self, recorder: Recorder, secs: float) -> None:
+        self.recorder = recorder
+        self.secs = secs
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        time.sleep(self.secs)
+        self.recorder.record("prepared", context.get_this_component_id())
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+class PrepareRecordingBolt(Bolt):
+    """Records "prepared" in ``prepare``; acks every input, failing the test's tuple (by a
+    crash) if it was never prepared."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.ready = True
+        self.recorder.record("prepared", context.get_this_component_id())
+
+    def execute(self, tup):
+        if not getattr(self, "ready", False):
+            raise RuntimeError("execute before prepare")
         self.collector.ack(tup)
 
 

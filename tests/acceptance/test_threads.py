@@ -12,8 +12,8 @@ from squall import Config, Fields, TopologyBuilder
 from squall.testing import AckFailMapTracker, FeederSpout
 
 from ..conftest import wait_until
-from .components import (AckBolt, BlockingBolt, Gate, Recorder, SqliteBolt, TestPlannerBolt, TestPlannerSpout,
-                         ThreadRecordingSpout)
+from .components import (AckBolt, BlockingBolt, Gate, PrepareRecordingBolt, Recorder, SlowPrepareBolt, SqliteBolt,
+                         TestPlannerBolt, TestPlannerSpout, ThreadRecordingSpout)
 from .conftest import wait_idle
 
 
@@ -169,6 +169,36 @@ def test_a_component_whose_resources_are_tied_to_its_thread_stays_on_it_when_it_
     feeder_b.feed([2], 2)
     assert wait_until(lambda: tracker_b.is_acked(2))
     assert cluster.get_topology_info("sqlite")["errors"] == []  # no ProgrammingError
+
+
+def test_a_prepare_slower_than_the_watchdog_leaves_every_executor_of_its_loop_prepared(cluster):
+    """The watchdog runs while the executors are still opening: a prepare slower than
+    topology.executor.blocking.warn.millis splits the shared loop. The blocked bolt, and the
+    component that opts out of moving (placed after it on the loop), stay on the old thread;
+    the others move. Every one of them is still prepared once, and processes tuples."""
+    recorder = Recorder()
+    feeder_a, feeder_b, feeder_c = FeederSpout(Fields("x")), FeederSpout(Fields("x")), FeederSpout(Fields("x"))
+    trackers = {name: AckFailMapTracker() for name in "abc"}
+    for name, feeder in zip("abc", (feeder_a, feeder_b, feeder_c)):
+        feeder.set_ack_fail_delegate(trackers[name])
+    builder = TopologyBuilder()
+    builder.set_spout("a", feeder_a)
+    builder.set_spout("b", feeder_b)
+    builder.set_spout("c", feeder_c)
+    builder.set_bolt("a-slow", SlowPrepareBolt(recorder, 1.0)).shuffle_grouping("a")
+    builder.set_bolt("b-mover", PrepareRecordingBolt(recorder)).shuffle_grouping("b")
+    kept = builder.set_bolt("c-kept", PrepareRecordingBolt(recorder)).shuffle_grouping("c")
+    kept.add_configuration("topology.executor.blocking.move", False)
+    conf = Config()
+    conf["topology.executor.blocking.warn.millis"] = 200
+    cluster.submit_topology("slow-prepare", conf, builder.create_topology())
+    assert cluster.get_topology_info("slow-prepare")["num_workers"] == 1
+    for name, feeder in zip("abc", (feeder_a, feeder_b, feeder_c)):
+        feeder.feed([name], name)
+    assert wait_until(lambda: all(trackers[n].is_acked(n) for n in "abc"), 10)
+    assert sorted(e[1] for e in recorder.events("prepared")) == ["a-slow", "b-mover", "c-kept"]
+    assert _split_loops() != []  # the loop was split while "a-slow" prepared
+    assert cluster.get_topology_info("slow-prepare")["errors"] == []
 
 
 def test_a_moved_spout_runs_its_calls_one_at_a_time_on_one_thread_then_on_the_new_one(cluster):

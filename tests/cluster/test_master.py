@@ -495,6 +495,27 @@ def test_a_worker_that_keeps_crashing_soon_after_it_starts_backs_off_is_never_gi
     assert err["count"] == 8
 
 
+def test_a_reported_error_folded_into_an_earlier_crash_does_not_make_its_launch_a_crash(conf):
+    """A launch's report_error (not fatal) whose text is that of an earlier launch's crash
+    counts on the crash's record, which stays fatal; the launch that reported it did not crash:
+    its clean exit is not a quick crash held back by the backoff."""
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+    port = slot.rsplit(":", 1)[1]
+    m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
+                   errors=[_crash_report()])
+    assert port in _exit(m, storm_id, slot, 1)["slots"]  # the first crash restarts at once
+    m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
+                   errors=[{**_crash_report(), "fatal": False}])
+    assert topo.fatal_launch.get(slot) != topo.launch_ids[slot]
+    assert port in _exit(m, storm_id, slot, 0)["slots"]  # not a second crash in a row: no wait
+    [err] = m.op_info(name="t")["errors"]
+    assert err["count"] == 2 and err["fatal"]
+
+
 def test_identical_errors_count_on_one_record_and_survive_a_restart_of_the_master(conf):
     """Same component and text, whatever the task: one record, counted. Another text of the
     same component is a new record; another component's error in between does not break the run."""

@@ -6,6 +6,8 @@ from squall import Bolt, Config, Fields, LocalCluster, TopologyBuilder
 from squall.engine.clock import SimulatedClock
 from squall.testing import AckFailMapTracker, FeederSpout
 
+from ..acceptance.components import AlwaysCrashingBolt, FloodSpout, Recorder
+
 
 class NeverAcks(Bolt):
     def execute(self, tup):
@@ -53,3 +55,23 @@ def test_advance_cluster_time_needs_a_simulated_clock():
             assert "SimulatedClock" in str(e)
         else:
             raise AssertionError("expected TypeError")
+
+
+def test_crash_restarts_back_off_in_real_time_whatever_the_simulated_clock_does():
+    """The crash backoff measures how long a worker ran on the clock its delay waits on (real
+    time): a bolt that crashes on every tuple backs off even while the test moves the cluster's
+    clock by minutes (on the simulated clock every crash would look like one after a steady run,
+    and restart at once)."""
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("flood", FloodSpout())
+    builder.set_bolt("crasher", AlwaysCrashingBolt(recorder, 0.05)).shuffle_grouping("flood")
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("sim-crash", {}, builder.create_topology())
+        assert _wait(lambda: recorder.count("prepare") >= 2)  # one crash, restarted at once
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            cluster.advance_cluster_time(120, step=120)  # more than once while each worker lives
+            time.sleep(0.01)
+        # at once, then after 1 s and 2 s: a few restarts, not one per crash of a flooded bolt
+        assert cluster.get_topology_info("sim-crash")["workers"][0]["restarts"] <= 4

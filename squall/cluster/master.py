@@ -53,6 +53,7 @@ import cloudpickle
 from .._config import topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException
 from .._private import private_dir, write_private
+from .._ratelimit import RateLimitedLog
 from .._sealed import SealError, seal, unseal
 from .._topology import StormTopology
 from ..engine.executor import ErrorRecord, add_error
@@ -197,6 +198,8 @@ class Master:
         # new at every start: lost generations (not persisted) are only compared within one
         self.epoch = secrets.token_hex(8)
         self.scheduler = load_scheduler(conf)
+        # one line a minute at most: two supervisors that claim one address sync every second
+        self._clash_log = RateLimitedLog(log, limit=1, period=60.0)
         self._load()
 
     # --- durable state -------------------------------------------------------------------------------
@@ -452,31 +455,80 @@ class Master:
 
     # --- supervisors and workers -------------------------------------------------------------------------
     def op_supervisor_sync(self, supervisor_id: str, host: str, ports: list[int],
-                           exits: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """Register a supervisor's slots and tell it what each must run; it reports worker exits."""
+                           exits: list[dict[str, Any]] | None = None,
+                           running: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Register a supervisor's slots and tell it what each must run; it reports worker exits
+        and (``running``: ``{port, storm_id, launch_id}`` each; None from a supervisor too old to
+        say) the workers it runs."""
+        now = time.time()
         before = self.supervisors.get(supervisor_id)
         for sid, sup in list(self.supervisors.items()):
-            if sid != supervisor_id and sup["host"] == host and set(sup["ports"]) & set(ports):
-                # the same machine's slots under a new id: that supervisor was restarted, and its
-                # slots must not be taken for lost when the old id falls silent
-                log.info("supervisor %s replaces %s on %s", supervisor_id, sid, host)
-                del self.supervisors[sid]
-                self._supervisor_replaced(sup)
-        self.supervisors[supervisor_id] = {"host": host, "ports": list(ports), "seen": time.time()}
+            clash = sorted(set(sup["ports"]) & set(ports))
+            if sid == supervisor_id or sup["host"] != host or not clash:
+                continue
+            if now - sup["seen"] <= self._replaced_after():
+                # the other one is alive: two machines that both say they are ``host`` (each
+                # would replace the other, and every slot would restart at every sync)
+                self._clash_log.error(
+                    "supervisors %s and %s both claim %s ports %s: the newcomer %s is given no slots "
+                    "until %s is silent for %g s (two machines: give each its own address with "
+                    "squall supervisor --host)", sid, supervisor_id, host, ",".join(map(str, clash)),
+                    supervisor_id, sid, self._replaced_after())
+                return self._sync_reply({})
+            # the same machine's slots under a new id, the old one silent: that supervisor was
+            # restarted, and its slots must not be taken for lost when the old id times out
+            log.info("supervisor %s replaces %s on %s", supervisor_id, sid, host)
+            del self.supervisors[sid]
+            self._supervisor_replaced(sup)
+        self.supervisors[supervisor_id] = {"host": host, "ports": list(ports), "seen": now}
         for ex in exits or []:
             self._worker_exited(ex)
         if before is None or before["ports"] != list(ports):
             self._schedule()  # new slots: place topologies that were waiting for some
+        if running is not None:
+            self._relaunch_not_running(host, ports, running, now)
         desired = {}
-        now = time.time()
         for name, topo in self.topologies.items():
             for slot in topo.assignment:
                 h, p = slot.rsplit(":", 1)
                 if h == host and int(p) in ports and slot not in topo.given_up \
                         and topo.retry_at.get(slot, 0) <= now:
                     desired[p] = {"storm_id": topo.plan.storm_id, "name": name, "launch_id": topo.launch_ids[slot]}
-        return {"slots": desired, "master": {"host": self.conf.get("nimbus.host"),
-                                             "port": self.conf.get("nimbus.thrift.port")}}
+        return self._sync_reply(desired)
+
+    def _sync_reply(self, slots: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        return {"slots": slots, "master": {"host": self.conf.get("nimbus.host"),
+                                           "port": self.conf.get("nimbus.thrift.port")}}
+
+    def _replaced_after(self) -> float:
+        """How long a supervisor must have been silent for a new one on its host and ports to
+        take it for restarted (rather than for a second machine that claims the same address)."""
+        return 2 * float(self.conf.get("supervisor.monitor.frequency.secs") or 1)
+
+    def _relaunch_not_running(self, host: str, ports: list[int], running: list[dict[str, Any]],
+                              now: float) -> None:
+        """Give a new launch id to each slot of this supervisor whose current launch may have run
+        (peers may have had its address: `_Topo.held`) but is not among the workers it runs. It
+        died unseen: while this master was down (its supervisor restarted then, or a master
+        stopped cleanly stopped its workers and starts again with the launch ids it saved).
+        Started again under the same id, its worker would number its messages from 0 again,
+        and the peers that remember the old one's numbers would drop them all as replayed. A
+        launch never held has not run: its supervisor is about to start it for the first time."""
+        alive = {(f"{host}:{r.get('port')}", r.get("storm_id"), r.get("launch_id")) for r in running}
+        changed = False
+        for topo in self.topologies.values():
+            for slot in topo.assignment:
+                h, p = slot.rsplit(":", 1)
+                launch = topo.launch_ids.get(slot)
+                if h != host or int(p) not in ports or slot in topo.given_up or topo.held.get(slot) != launch \
+                        or (slot, topo.plan.storm_id, launch) in alive:
+                    continue
+                log.warning("worker %s of %s (launch %s) is not running on its supervisor: starting a new launch",
+                            slot, topo.plan.name, launch)
+                topo.relaunch(slot, now)
+                changed = True
+        if changed:
+            self._save()
 
     def _supervisor_replaced(self, sup: dict[str, Any]) -> None:
         """A supervisor's workers died with it: each of its slots gets a new launch id, so

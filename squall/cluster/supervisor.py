@@ -1,8 +1,8 @@
 """The process host's supervisor: starts, watches and stops the worker processes of its slots.
 
 Every second it syncs with the master (`Master.op_supervisor_sync`): it registers its slots
-(``supervisor.slots.ports``), reports workers that exited, and learns which topology and launch
-each slot must run. A slot whose process does not match is killed and (re)started; a worker that
+(``supervisor.slots.ports``), reports workers that exited and the workers it runs, and learns
+which topology and launch each slot must run. A slot whose process does not match is killed and (re)started; a worker that
 exited is restarted at the next sync. If the master is unreachable the workers are left alone:
 they keep processing, and the supervisor retries.
 
@@ -86,8 +86,12 @@ class Supervisor:
         try:
             if self._client is None:
                 self._client = Client(*self._master(), self.secret, timeout=5, settings=self.rpc)
+            # ``running``: a worker the master believes in but that is not here died unseen
+            # (while the master was down), and must get a new launch id
+            running = [{"port": port, "storm_id": p["storm_id"], "launch_id": p["launch_id"]}
+                       for port, p in self.procs.items()]
             reply = self._client.call("supervisor_sync", supervisor_id=self.id, host=self.host,
-                                      ports=self.ports, exits=self.exits)
+                                      ports=self.ports, exits=self.exits, running=running)
             self.exits = []
         except RpcError as e:
             if self._client is not None:

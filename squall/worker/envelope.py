@@ -56,6 +56,7 @@ _MAC = 32                         # HMAC-SHA256
 _AT_FIXED = _MAC
 _AT_ROUTE = _MAC + _FIXED.size
 _MIN_SIZE = _AT_ROUTE + _ROUTE.size
+SEAL_OVERHEAD = _AT_ROUTE  # a sealed message's bytes beyond its route and data: MAC and fixed part
 _ROUTE_CACHE_MAX = 4096           # parsed routes kept by a receiver (one per sender launch)
 
 

@@ -15,9 +15,11 @@ must never be loaded from an unauthenticated peer; it drops (and counts,
 worker, from a replaced launch, or replayed. Warnings about them are rate-limited
 (`squall._ratelimit`).
 
-A message's data is at most ``squall.transport.max.message.bytes``: the PULL socket refuses
-larger ones before reading them (ZeroMQ's ``MAXMSGSIZE`` closes the connection), and a sender
-splits a batch that would be larger, refusing with an error only an item too large on its own.
+A message, header and data together, is at most ``squall.transport.max.message.bytes``: the
+PULL socket refuses larger ones before reading them (ZeroMQ's ``MAXMSGSIZE``, which closes the
+connection, set to the bound plus CurveZMQ's own 33 bytes when encrypted), and a sender splits a
+batch that would be larger (its header grows with the topology's id), refusing with an error
+only an item too large on its own.
 ``MAXMSGSIZE`` limits each frame of a multipart message, not the whole; as squall's messages are
 single frames, the receiver drops a message of more unkept, frame by frame. ZeroMQ itself holds
 all of a multipart message's frames before it hands over the first, so only encryption shuts a
@@ -43,7 +45,7 @@ from .._tuple import Tuple
 from ..engine.serialize import PLAIN_TYPES, SerializationError
 from ..engine.transport import Transport
 from . import curve
-from .envelope import CONTROL, DATA, Opener, Origin, Refused, Sealer
+from .envelope import CONTROL, DATA, SEAL_OVERHEAD, Opener, Origin, Refused, Sealer
 
 log = logging.getLogger("squall.worker")
 
@@ -52,9 +54,13 @@ MAX_MESSAGE_KEY = "squall.transport.max.message.bytes"
 # A batch of MAX_BATCH small tuples is ~7 KB; 64 MB leaves room for large values, and bounds
 # what one (single-frame) message from a stranger can make a worker allocate.
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-_FRAME_SLACK = 1024  # a message is a little larger than its data: its header (and CURVE's box)
-# Messages ZeroMQ queues per connection before it stops reading from it: enough for a burst of
-# batches (~7 KB each), while a connection's queue stays within this budget at the largest size.
+# What CurveZMQ adds to each frame, which ZeroMQ counts against MAXMSGSIZE: its MESSAGE
+# command's name (8 bytes), nonce (8), flags (1) and Poly1305 tag (16); measured, at any size
+_CURVE_OVERHEAD = 33
+# Messages ZeroMQ queues per connection before it stops reading from it: 256 MB divided by the
+# largest message size, but at least 8 and at most 1,000 messages. So a connection holds at most
+# 256 MB of messages when the bound is 32 MB or less; above, 8 of the largest (512 MB at the
+# default 64 MB). 1,000 messages is a burst of ~7 MB of ordinary ~7 KB batches.
 _RECEIVE_BUDGET = 256 * 1024 * 1024
 _RCVHWM_MIN, _RCVHWM_MAX = 8, 1000
 _HANDSHAKE_FAILED = int(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
@@ -119,10 +125,10 @@ class ZmqTransport(Transport):
         self._sealer = Sealer(secret, origin)
         self._pull = self._ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.LINGER, 0)
-        self._pull.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes + _FRAME_SLACK)
+        self.encrypted = self._keys is not None and curve.wants_encryption(encryption, bind)
+        self._pull.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes + (_CURVE_OVERHEAD if self.encrypted else 0))
         self._pull.setsockopt(zmq.RCVHWM, receive_queue_limit(self.max_message_bytes))
         self._discard = bytearray()  # the extra frames of a multipart message go into nothing
-        self.encrypted = self._keys is not None and curve.wants_encryption(encryption, bind)
         if self.encrypted:
             curve.make_server(self._pull, self._keys)
         self._monitor = self._pull.get_monitor_socket(_HANDSHAKE_FAILED) if self.encrypted else None
@@ -230,16 +236,19 @@ class ZmqTransport(Transport):
 
     def _send_batch(self, key: str, items: list) -> None:
         data = self._encode(items)
-        if len(data) <= self.max_message_bytes:
-            self._send(key, self._sealer.seal(DATA, self._route(key), data))
+        route = self._route(key)
+        if SEAL_OVERHEAD + len(route) + len(data) <= self.max_message_bytes:
+            self._send(key, self._sealer.seal(DATA, route, data))
         elif len(items) > 1:  # the peer would refuse it: send it in halves
             half = len(items) // 2
             self._send_batch(key, items[:half])
             self._send_batch(key, items[half:])
         else:
             task = items[0][0]
-            why = (f"an item for task {task} is {len(data)} bytes serialized, over {MAX_MESSAGE_KEY} "
-                   f"({self.max_message_bytes}); it was not sent, and its tuple will time out")
+            header = SEAL_OVERHEAD + len(route)
+            why = (f"an item for task {task} is {len(data)} bytes serialized, which with its message's "
+                   f"{header}-byte header is over {MAX_MESSAGE_KEY} ({self.max_message_bytes}); it was "
+                   f"not sent, and its tuple will time out")
             self.refused += 1
             self._warn.warning("%s", why)
             if self.on_refused is not None:

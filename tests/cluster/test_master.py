@@ -350,6 +350,7 @@ def test_a_restarted_supervisor_takes_over_its_slots_with_new_launches(conf):
                             launch_id=ids[slot], want_plan=False)
         m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=ids[slot], lost_generation=0)
     generation = topo.lost_generation
+    m.supervisors["s1"]["seen"] -= 3  # s1 fell silent (2 sync periods are enough)
     reply = m.op_supervisor_sync(supervisor_id="s2", host="127.0.0.1", ports=[7000, 7001])
     assert set(m.supervisors) == {"s2"}  # s1 must not be taken for lost when it falls silent
     assert topo.assignment == assignment  # nothing moves
@@ -362,6 +363,99 @@ def test_a_restarted_supervisor_takes_over_its_slots_with_new_launches(conf):
     m.op_supervisor_sync(supervisor_id="s2", host="127.0.0.1", ports=[7000, 7001])
     assert topo.launch_ids == {slot: ids[slot] + 1 for slot in slots}
 
+
+
+def test_two_live_supervisors_that_claim_one_address_do_not_restart_each_others_slots(conf, caplog):
+    """Two machines both left at --host 127.0.0.1: each would replace the other at every sync,
+    and every slot would get a new launch every second. The newcomer gets no slots and an error
+    names both; the first keeps its workers and their launches."""
+    m = Master(conf)
+    _register(m)
+    m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    topo = m.topologies["t"]
+    ids = dict(topo.launch_ids)
+    for _ in range(3):
+        assert m.op_supervisor_sync(supervisor_id="s2", host="127.0.0.1", ports=[7001, 7002])["slots"] == {}
+        assert sorted(_register(m)["slots"]) == ["7000", "7001"]
+    assert topo.launch_ids == ids and set(m.supervisors) == {"s1"}
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1  # rate-limited
+    assert "s1" in errors[0] and "s2" in errors[0] and "127.0.0.1 ports 7001" in errors[0]
+
+
+def _reloaded_with_running_workers(conf):
+    """A master whose two workers started, stopped and loaded again from its state."""
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    topo = m.topologies["t"]
+    for slot in topo.assignment:
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
+    return Master(conf), storm_id
+
+
+def _running(topo, storm_id):
+    return [{"port": int(slot.rsplit(":", 1)[1]), "storm_id": storm_id, "launch_id": topo.launch_ids[slot]}
+            for slot in topo.assignment]
+
+
+def test_workers_that_died_while_the_master_was_down_get_new_launches(conf):
+    """The master was stopped with its workers (or a supervisor restarted while it was down):
+    its saved launch ids may have run. Started again under them, the new workers would number
+    their messages from 0, and surviving peers would drop them all as replayed. The supervisor
+    says which workers it runs; a slot whose launch may have run and does not gets a new one."""
+    m, storm_id = _reloaded_with_running_workers(conf)
+    topo = m.topologies["t"]
+    ids = dict(topo.launch_ids)
+    reply = m.op_supervisor_sync(supervisor_id="s9", host="127.0.0.1", ports=[7000, 7001], running=[])
+    assert topo.launch_ids == {slot: ids[slot] + 1 for slot in ids}
+    assert {d["launch_id"] for d in reply["slots"].values()} == set(topo.launch_ids.values())
+    # idempotent: the next sync, before or after the new workers start, changes nothing
+    m.op_supervisor_sync(supervisor_id="s9", host="127.0.0.1", ports=[7000, 7001], running=[])
+    m.op_supervisor_sync(supervisor_id="s9", host="127.0.0.1", ports=[7000, 7001], running=_running(topo, storm_id))
+    assert topo.launch_ids == {slot: ids[slot] + 1 for slot in ids}
+    # and the new launches are saved: a master loaded again does not hand the old ones out
+    assert Master(conf).topologies["t"].launch_ids == topo.launch_ids
+
+
+def test_workers_that_survived_the_master_keep_their_launches(conf):
+    m, storm_id = _reloaded_with_running_workers(conf)
+    topo = m.topologies["t"]
+    ids = dict(topo.launch_ids)
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], running=_running(topo, storm_id))
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001])  # an old supervisor: unknown
+    assert topo.launch_ids == ids
+
+
+def test_a_launch_about_to_start_for_the_first_time_is_not_taken_for_dead(conf):
+    m = Master(conf)
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], running=[])
+    m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    topo = m.topologies["t"]
+    ids = dict(topo.launch_ids)
+    for _ in range(2):  # its supervisor has not started them yet
+        m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], running=[])
+    assert topo.launch_ids == ids
+
+
+def test_a_supervisor_reports_the_workers_it_runs(conf):
+    from squall.cluster.supervisor import Supervisor
+
+    class Running:
+        def poll(self):
+            return None
+
+    class Master:
+        def call(self, op, **args):
+            self.args = args
+            return {"slots": {"7000": {"storm_id": "t-1-1", "name": "t", "launch_id": 4}}}
+
+    sup = Supervisor({**conf, "supervisor.slots.ports": [7000, 7001]})
+    sup.procs[7000] = {"proc": Running(), "storm_id": "t-1-1", "launch_id": 4}
+    sup._client = Master()
+    sup.sync()
+    assert sup._client.args["running"] == [{"port": 7000, "storm_id": "t-1-1", "launch_id": 4}]
+    assert 7000 in sup.procs  # what the master wants: left running
 
 def _exit(m, storm_id, slot, status, output=""):
     topo = m.topologies["t"]

@@ -353,6 +353,47 @@ def test_a_batch_over_the_bound_is_sent_in_parts_and_an_item_too_large_alone_is_
         b.close()
 
 
+
+def test_the_bound_counts_the_header_whose_topology_id_may_be_long():
+    """The header carries the topology's id, whose length has no cap: a sender that bounded only
+    the data sent messages a whole header larger than the bound, and with a long enough id the
+    receiver refused them (closing the connection) and every tuple in them was lost."""
+    storm = "a-topology-with-a-long-name-" * 120 + "-1-1"  # 3,364 characters
+    got = Collect()
+    b = transport(receive=got, slot="h:2", storm=storm, max_message_bytes=4096)
+    a = transport(peers={7: b.address}, storm=storm, max_message_bytes=4096)
+    seen = capture(b)
+    try:
+        send = a.sender(7)
+        for i in range(1000):
+            send((i, "abc"))
+        a.flush()
+        assert wait_until(lambda: len(got.got) == 1000)
+        assert got.got == [(7, (i, "abc")) for i in range(1000)]
+        assert max(map(len, seen)) <= 4096 and b.dropped == 0
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("encryption", ["false", "true"])
+def test_a_message_of_exactly_the_bound_arrives_encrypted_or_not(encryption):
+    """The receiver allows the bound exactly, plus what CurveZMQ adds to a frame when encrypted."""
+    got = Collect()
+    b = transport(receive=got, slot="h:2", max_message_bytes=4096, encryption=encryption)
+    a = transport(peers={7: b.address}, max_message_bytes=4096, encryption=encryption)
+    seen = capture(b)
+    try:
+        header = len(a._sealer.seal(0, a._route(b.address), b""))
+        n = next(n for n in range(4096, 0, -1) if header + len(PlainSerializer().encode_batch([(7, ("x" * n,))])) <= 4096)
+        a.sender(7)(("x" * n,))
+        a.flush()
+        assert wait_until(lambda: got.got == [(7, ("x" * n,))])
+        assert list(map(len, seen)) == [4096] and a.refused == 0
+    finally:
+        a.close()
+        b.close()
+
 class _Opaque:
     """A type no serializer is registered for."""
 

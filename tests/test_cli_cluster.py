@@ -341,6 +341,30 @@ def test_nimbus_prints_a_ready_line_with_its_address_that_scripts_can_wait_for(t
         assert proc.wait(30) == 0
 
 
+def test_with_port_zero_the_supervisor_nimbus_starts_reaches_it_on_the_port_it_took(tmp_path):
+    """The supervisor is told the port the master took, not the configured 0; a topology
+    submitted before it registered says it waits for a supervisor, not for a busy slot."""
+    config = write_conf(tmp_path, **{"nimbus.thrift.port": 0, "supervisor.slots.ports": free_ports(1)})
+    proc = subprocess.Popen([sys.executable, "-m", "squall", "nimbus", "--config", config],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        port = int(proc.stdout.readline().rstrip().rpartition(":")[2])
+        at = ("--config", config, "-c", f"nimbus.thrift.port={port}")
+        submitted = squall("jar", *at, "--name", "numbers", write(tmp_path, "endless.py", BUILD_STYLE))
+        assert submitted.returncode == 0, submitted.stderr
+        assert submitted.stdout.startswith("Submitted topology: numbers\n")
+        assert "every slot is taken" not in submitted.stdout  # either placed, or no supervisor yet
+
+        def workers():
+            rows = [line.split() for line in squall("list", *at).stdout.splitlines()]
+            return next((int(r[3]) for r in rows if r and r[0] == "numbers"), None)
+        assert wait_until(lambda: workers() == 1, 20, 0.2), squall("list", *at).stdout
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+    assert wait_until(lambda: not processes_mentioning(str(tmp_path / "storm-local")), 15)
+
+
 def write_conf(tmp_path: Path, **conf) -> str:
     path = tmp_path / "squall.yaml"
     path.write_text(yaml.safe_dump({"storm.local.dir": str(tmp_path / "storm-local"), **conf}))

@@ -266,8 +266,11 @@ def _slots_note(t: dict[str, Any]) -> str | None:
     if wanted is None or have >= wanted or t["status"] == "KILLED":
         return None
     if have == 0:
-        return (f"{t['name']}: waiting for {wanted} slot{'s' if wanted != 1 else ''} (topology.workers): every "
-                f"slot is taken; it starts once a topology is killed or a supervisor adds slots")
+        waiting = f"{t['name']}: waiting for {wanted} slot{'s' if wanted != 1 else ''} (topology.workers): "
+        if t.get("slots_total") == 0:
+            return (waiting + "no supervisor has registered a slot with this master yet (is one running, "
+                    "and does its configuration name this master's nimbus.host and nimbus.thrift.port?)")
+        return waiting + "every slot is taken; it starts once a topology is killed or a supervisor adds slots"
     return (f"{t['name']}: running on {have} of {wanted} workers (only {have} slot{'s were' if have != 1 else ' was'} "
             f"free); `squall rebalance {t['name']}` spreads it once more slots are free")
 

@@ -309,7 +309,7 @@ class Master:
     def _check_slots(self, name: str, workers: int, releasing: int = 0) -> None:
         if self.strict_slots is None:
             return
-        total = sum(len(sup["ports"]) for sup in self.supervisors.values())
+        total = self._slots_total()
         used = sum(len(t.assignment) for t in self.topologies.values())  # a killed one's until removed
         free = total - used + releasing
         if workers > free:
@@ -410,10 +410,14 @@ class Master:
             out.append({"name": name, "id": topo.plan.storm_id, "status": topo.status.value,
                         "num_tasks": len(topo.plan.task_to_component), "num_workers": len(topo.assignment),
                         "uptime_secs": int(time.time() - topo.launched),
-                        "workers_wanted": topo.plan.num_workers,
+                        "workers_wanted": topo.plan.num_workers, "slots_total": self._slots_total(),
                         "errors": len(topo.errors) + len(topo.given_up),
                         "last_error": topo.errors[-1].describe() if topo.errors else None})
         return out
+
+    def _slots_total(self) -> int:
+        """Slots of every registered supervisor (0: none has synced yet)."""
+        return sum(len(sup["ports"]) for sup in self.supervisors.values())
 
     def op_info(self, name: str) -> dict[str, Any]:
         topo = self._get(name)

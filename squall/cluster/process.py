@@ -129,9 +129,10 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
     """Run the master until SIGINT/SIGTERM; with ``supervise``, also a supervisor process.
     ``on_ready(host, port)`` is called once the master listens."""
     master = Master(conf)
-    keeper = SupervisorKeeper(conf) if supervise else None
+    keeper: SupervisorKeeper | None = None
 
     async def main() -> None:
+        nonlocal keeper
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -145,6 +146,10 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
             await asyncio.wait(waiting, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
             if ready in waiting and ready.done() and not (server.done() or stopped.done()):
                 waiting.discard(ready)  # announce once, then wake only for a stop or the keeper
+                if supervise:
+                    # started once the master listens, and told the port it took: with
+                    # nimbus.thrift.port 0 the configured port says nothing a supervisor can use
+                    keeper = SupervisorKeeper({**conf, "nimbus.thrift.port": master.port})
                 if on_ready is not None:
                     on_ready(str(conf.get("nimbus.host") or "127.0.0.1"), master.port)
             if keeper is not None:

@@ -44,7 +44,6 @@ import json
 import logging
 import re
 import secrets
-import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -56,6 +55,7 @@ from .._private import private_dir, write_private
 from .._ratelimit import RateLimitedLog
 from .._sealed import SealError, seal, unseal
 from .._topology import StormTopology
+from ..engine.clock import Clock
 from ..engine.executor import ErrorRecord, add_error
 from ..engine.plan import TopologyPlan, make_plan
 from ..engine.worker import component_blobs
@@ -120,8 +120,8 @@ class _Topo:
         self.lost: list[LostWorker] = []
         self.lost_generation = 0
 
-    def note_lost(self, slot: str) -> None:
-        """``slot``'s current launch died: tell the other workers (`LostWorker`), if it may have
+    def note_lost(self, slot: str, now: float) -> None:
+        """``slot``'s current launch died (the master learned it at wall time ``now``): tell the other workers (`LostWorker`), if it may have
         held tuples. One that died before it reported its data address was sent none (one that
         failed in ``prepare`` had reported it): a slot that keeps dying that early must not make
         the spouts fail their whole pending set each time."""
@@ -130,7 +130,7 @@ class _Topo:
             return
         self.lost_generation += 1
         tasks = [t for i in idx for t in self.plan.executors[i].tasks]
-        self.lost.append(LostWorker(self.lost_generation, slot, tasks, time.time()))
+        self.lost.append(LostWorker(self.lost_generation, slot, tasks, now))
         del self.lost[:-MAX_LOST]
 
     def relaunch(self, slot: str, now: float, died: bool = True) -> None:
@@ -138,7 +138,7 @@ class _Topo:
         peers tell the new launch's messages from the old one's by it. ``died``: the old launch
         is dead (not replaced on purpose), so the spouts are told what it may have held."""
         if died:
-            self.note_lost(slot)
+            self.note_lost(slot, now)
         self.launch_ids[slot] = self.launch_ids.get(slot, 0) + 1
         self.heartbeats[slot] = {"time": now, "starting": True}
         self.note_address(slot, None)
@@ -181,12 +181,15 @@ class _Topo:
 class Master:
     """Nimbus; see the module docstring. Run with `serve` (or ``squall nimbus``)."""
 
-    def __init__(self, conf: dict[str, Any], strict_slots: Any = None) -> None:
-        """``strict_slots``: when given, a topology that needs more workers than there are free
+    def __init__(self, conf: dict[str, Any], strict_slots: Any = None, clock: Clock | None = None) -> None:
+        """``clock``: every time the master reads (heartbeats, kill and rebalance waits, restarts,
+        uptimes) is its ``wall()``, since these times are persisted and outlive the process; a
+        test passes a `SimulatedClock` to move them without waiting. ``strict_slots``: when given, a topology that needs more workers than there are free
         slots is refused (Spark, where a worker waiting for a task slot would wait silently);
         it is called with the number of slots and returns what to tell the user. Without it,
         as in Storm, the topology runs on the slots there are."""
         self.conf = conf
+        self.clock = clock or Clock()
         self.strict_slots = strict_slots
         self.local_dir = private_dir(Path(conf.get("storm.local.dir") or "storm-local") / "nimbus")
         self.secret = load_or_create_secret(conf)
@@ -194,7 +197,7 @@ class Master:
         self.topologies: dict[str, _Topo] = {}
         self.supervisors: dict[str, dict[str, Any]] = {}  # id -> {host, ports, seen}
         self.counter = 0
-        self.started = time.time()
+        self.started = self.clock.wall()
         # new at every start: lost generations (not persisted) are only compared within one
         self.epoch = secrets.token_hex(8)
         self.scheduler = load_scheduler(conf)
@@ -245,7 +248,7 @@ class Master:
             pa = t.get("pending_action")
             topo.pending_action = tuple(pa) if pa else None
             # heartbeats are not persisted: give running workers the launch timeout to report
-            now = time.time()
+            now = self.clock.wall()
             topo.heartbeats = {slot: {"time": now, "starting": True} for slot in topo.assignment}
             topo.ready = set(topo.assignment)  # they were running: do not pause their spouts
             topo.held = dict(topo.launch_ids)  # and their peers may have sent them tuples
@@ -294,11 +297,11 @@ class Master:
         merged = topology_conf(self.conf, conf)
         merged["topology.name"] = name
         self.counter += 1
-        storm_id = f"{name}-{self.counter}-{int(time.time())}"
+        storm_id = f"{name}-{self.counter}-{int(self.clock.wall())}"
         plan = make_plan(name, storm_id, topo_obj, merged, conf)
         component_blobs(plan)  # names a component that cannot be pickled
         self._check_slots(name, plan.num_workers)
-        topo = _Topo(plan, TopologyStatus.ACTIVE, time.time())
+        topo = _Topo(plan, TopologyStatus.ACTIVE, self.clock.wall())
         self.topologies[name] = topo
         self._save_plan(plan)
         self._save()
@@ -338,7 +341,7 @@ class Master:
                 continue
             for slot, idx in new.items():
                 if t.assignment.get(slot) != idx:
-                    t.relaunch(slot, time.time(), died=False)
+                    t.relaunch(slot, self.clock.wall(), died=False)
                     t.ready.discard(slot)  # the new executors must report in before spouts run
             t.assignment = new
             # a slot the topology left (rebalanced away) must not lend its last, stale figures
@@ -351,7 +354,7 @@ class Master:
         topo = self._get(name)
         wait = float(topo.plan.conf["topology.message.timeout.secs"]) if wait_secs is None else float(wait_secs)
         topo.status = transition(topo.status, KILL)
-        topo.pending_action = ("remove", time.time() + wait, {})
+        topo.pending_action = ("remove", self.clock.wall() + wait, {})
         self._save()
         if wait == 0:
             self._run_due_actions()
@@ -375,14 +378,14 @@ class Master:
         previous = topo.status
         topo.status = transition(topo.status, REBALANCE)
         topo.previous = previous
-        topo.pending_action = ("rebalance", time.time() + wait,
+        topo.pending_action = ("rebalance", self.clock.wall() + wait,
                                {"num_workers": num_workers, "executors": executors or {}})
         self._save()
         if wait == 0:
             self._run_due_actions()
 
     def _run_due_actions(self) -> None:
-        now = time.time()
+        now = self.clock.wall()
         for name, topo in list(self.topologies.items()):
             if topo.pending_action is None or topo.pending_action[1] > now:
                 continue
@@ -409,7 +412,7 @@ class Master:
         for name, topo in sorted(self.topologies.items()):
             out.append({"name": name, "id": topo.plan.storm_id, "status": topo.status.value,
                         "num_tasks": len(topo.plan.task_to_component), "num_workers": len(topo.assignment),
-                        "uptime_secs": int(time.time() - topo.launched),
+                        "uptime_secs": int(self.clock.wall() - topo.launched),
                         "workers_wanted": topo.plan.num_workers, "slots_total": self._slots_total(),
                         "errors": len(topo.errors) + len(topo.given_up),
                         "last_error": topo.errors[-1].describe() if topo.errors else None})
@@ -444,7 +447,7 @@ class Master:
                 "task_stats": {t: tasks[t] for t in plan.component_tasks[cid] if t in tasks},
             }
         return {"id": plan.storm_id, "name": name, "status": topo.status.value,
-                "uptime_secs": time.time() - topo.launched, "num_workers": len(topo.assignment),
+                "uptime_secs": self.clock.wall() - topo.launched, "num_workers": len(topo.assignment),
                 "num_executors": len(plan.executors), "num_tasks": len(plan.task_to_component),
                 "components": components, "errors": [e.as_dict() for e in topo.errors[-50:]],
                 "acker": {"tasks": len(plan.acker_tasks),
@@ -464,7 +467,7 @@ class Master:
         """Register a supervisor's slots and tell it what each must run; it reports worker exits
         and (``running``: ``{port, storm_id, launch_id}`` each; None from a supervisor too old to
         say) the workers it runs."""
-        now = time.time()
+        now = self.clock.wall()
         before = self.supervisors.get(supervisor_id)
         for sid, sup in list(self.supervisors.items()):
             clash = sorted(set(sup["ports"]) & set(ports))
@@ -540,7 +543,7 @@ class Master:
         numbers their peers remember: reusing the launch id, every message from the new worker
         would be dropped as replayed), and the spouts fail what the dead ones held."""
         slots = {f"{sup['host']}:{p}" for p in sup["ports"]}
-        now = time.time()
+        now = self.clock.wall()
         for topo in self.topologies.values():
             for slot in slots & set(topo.assignment):
                 topo.relaunch(slot, now)
@@ -561,7 +564,7 @@ class Master:
             return
         slot = ex["slot"]
         launch = ex.get("launch_id")
-        now = time.time()
+        now = self.clock.wall()
         current = slot in topo.assignment and launch == topo.launch_ids.get(slot)
         if current:
             topo.relaunch(slot, now)
@@ -575,12 +578,12 @@ class Master:
         elif ex.get("status") != 0:
             failures = topo.launch_failures[slot] = topo.launch_failures.get(slot, 0) + 1
             if topo.reported_launch.get(slot) != launch:
-                add_error(topo.errors, _exit_error(slot, ex))  # it died before it could say why
+                add_error(topo.errors, _exit_error(slot, ex, now))  # it died before it could say why
             limit = int(self.conf.get("squall.worker.max.launch.attempts") or 5)
             if failures >= limit:
                 topo.given_up.add(slot)
                 add_error(topo.errors, _error("__master", -1, f"worker on {slot} failed to start {limit} times; "
-                                                              f"gave up (see the errors above)"))
+                                                              f"gave up (see the errors above)", now))
             else:
                 topo.retry_at[slot] = now + launch_backoff(failures)
         self._save()
@@ -630,12 +633,13 @@ class Master:
             return {"stop": True}  # killed, rebalanced away, or superseded by a newer launch
         if address and slot not in topo.addresses:
             topo.note_address(slot, address)  # a master restarted since learns them again
-        topo.heartbeats[slot] = {"time": time.time(), "stats": stats or {}, "pid": pid, "address": address,
+        now = self.clock.wall()
+        topo.heartbeats[slot] = {"time": now, "stats": stats or {}, "pid": pid, "address": address,
                                  "transport": transport}
         if started:
             if topo.started_launch.get(slot) != launch_id:
                 topo.started_launch[slot] = launch_id
-                topo.started_at[slot] = time.time()
+                topo.started_at[slot] = now
             topo.held[slot] = launch_id  # it got its peers' addresses, so they have its own
             if topo.launch_failures.get(slot):
                 topo.launch_failures[slot] = 0
@@ -682,7 +686,7 @@ class Master:
     def monitor(self) -> None:
         """Restart workers that stopped heartbeating; run due kills and rebalances."""
         self._run_due_actions()
-        now = time.time()
+        now = self.clock.wall()
         sup_timeout = float(self.conf.get("nimbus.supervisor.timeout.secs", 60))
         dead = [sid for sid, sup in self.supervisors.items() if now - sup["seen"] > sup_timeout]
         for sid in dead:  # its slots are gone: move what ran there
@@ -691,7 +695,7 @@ class Master:
             log.warning("supervisor %s silent for %.0f s: rescheduling its slots", sid, now - sup["seen"])
             for topo in self.topologies.values():
                 for slot in lost & set(topo.assignment):
-                    topo.note_lost(slot)
+                    topo.note_lost(slot, now)
                 topo.assignment = {s: i for s, i in topo.assignment.items() if s not in lost}
         if dead:
             self._schedule()
@@ -744,14 +748,15 @@ class Master:
             pass
 
 
-def _error(component: str, task: int, text: str, traceback: str = "") -> ErrorRecord:
-    return ErrorRecord(component, task, time.time(), text, traceback)
+def _error(component: str, task: int, text: str, now: float, traceback: str = "") -> ErrorRecord:
+    """An error the master itself records, at wall time ``now``."""
+    return ErrorRecord(component, task, now, text, traceback)
 
 
-def _exit_error(slot: str, ex: dict[str, Any]) -> ErrorRecord:
+def _exit_error(slot: str, ex: dict[str, Any], now: float) -> ErrorRecord:
     """The error of a worker that died before it started and before it reported anything: its
     exit status and the last line of its output (the whole tail goes in the traceback)."""
     output = str(ex.get("output") or "").rstrip()
     last = output.splitlines()[-1].strip() if output else "no output"
     return _error("__worker", -1, f"worker on {slot} exited with status {ex.get('status')} before it "
-                                  f"started: {last}", output)
+                                  f"started: {last}", now, output)

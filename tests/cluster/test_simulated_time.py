@@ -1,12 +1,20 @@
-"""LocalCluster on a simulated clock: timeouts follow the clock the test moves, not real time."""
+"""LocalCluster, the master and its timers on a simulated clock: timeouts follow the clock the
+test moves, not real time."""
 
+import threading
 import time
 
+import pytest
+
 from squall import Bolt, Config, Fields, LocalCluster, TopologyBuilder
+from squall._config import cluster_conf
+from squall.cluster.master import Master
+from squall.cluster.timers import Timers
 from squall.engine.clock import SimulatedClock
 from squall.testing import AckFailMapTracker, FeederSpout
 
 from ..acceptance.components import AlwaysCrashingBolt, FloodSpout, Recorder
+from .test_master import _register, _topology
 
 
 class NeverAcks(Bolt):
@@ -75,3 +83,88 @@ def test_crash_restarts_back_off_in_real_time_whatever_the_simulated_clock_does(
             time.sleep(0.01)
         # at once, then after 1 s and 2 s: a few restarts, not one per crash of a flooded bolt
         assert cluster.get_topology_info("sim-crash")["workers"][0]["restarts"] <= 4
+
+
+# --- the master (Nimbus) on a simulated clock: driven through its operations, no processes -----------
+@pytest.fixture
+def sim_master(tmp_path):
+    clock = SimulatedClock(1000.0)
+    conf = cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.task.timeout.secs": 30,
+                         "nimbus.task.launch.secs": 120})
+    master = Master(conf, clock=clock)
+    _register(master)
+    master.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    return master, clock
+
+
+def test_a_kill_waits_its_wait_secs_of_simulated_time(sim_master):
+    m, clock = sim_master
+    m.op_kill(name="t", wait_secs=30)
+    m.monitor()
+    clock.advance(29)
+    m.monitor()
+    assert m.op_list()[0]["status"] == "KILLED"  # still there: its spouts are deactivated, tuples drain
+    clock.advance(2)
+    m.monitor()
+    assert m.op_list() == []
+
+
+def test_a_rebalance_waits_its_wait_secs_of_simulated_time(sim_master):
+    m, clock = sim_master
+    m.op_rebalance(name="t", num_workers=1, wait_secs=30)
+    clock.advance(29)
+    m.monitor()
+    assert m.op_list()[0]["status"] == "REBALANCING"
+    assert m.op_list()[0]["num_workers"] == 2
+    clock.advance(2)
+    m.monitor()
+    assert m.op_list()[0]["status"] == "ACTIVE"
+    assert m.op_list()[0]["num_workers"] == 1
+
+
+def test_a_worker_whose_heartbeats_stop_is_relaunched_after_the_task_timeout_of_simulated_time(sim_master):
+    m, clock = sim_master
+    topo = m.topologies["t"]
+    silent, other = sorted(topo.assignment)
+    for slot in (silent, other):
+        m.op_heartbeat(storm_id=topo.plan.storm_id, slot=slot, launch_id=topo.launch_ids[slot])
+    first = topo.launch_ids[silent]
+    for _ in range(29):  # the other one keeps beating; the silent one stays within the timeout
+        clock.advance(1)
+        m.op_heartbeat(storm_id=topo.plan.storm_id, slot=other, launch_id=topo.launch_ids[other])
+        m.monitor()
+    assert topo.launch_ids[silent] == first
+    clock.advance(2)
+    m.monitor()
+    assert topo.launch_ids[silent] == first + 1  # its supervisor restarts it under the new id
+    assert m.op_heartbeat(storm_id=topo.plan.storm_id, slot=silent, launch_id=first) == {"stop": True}
+    # the other worker hears of the death, stamped with the master's (simulated) time
+    reply = m.op_heartbeat(storm_id=topo.plan.storm_id, slot=other, launch_id=topo.launch_ids[other],
+                           lost_generation=0, epoch=m.epoch)
+    assert [(lost["slot"], lost["time"]) for lost in reply["lost"]] == [(silent, 1031.0)]
+
+
+def test_the_uptime_and_an_error_time_are_on_the_masters_clock(sim_master):
+    m, clock = sim_master
+    clock.advance(42)
+    assert m.op_list()[0]["uptime_secs"] == 42
+    topo = m.topologies["t"]
+    slot = sorted(topo.assignment)[0]
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
+                         exits=[{"storm_id": topo.plan.storm_id, "slot": slot, "launch_id": topo.launch_ids[slot],
+                                 "status": 1, "started": False, "output": "ImportError: no module x"}])
+    assert [e.time for e in topo.errors] == [1042.0]
+
+
+def test_timers_run_an_action_once_the_simulated_clock_passes_its_delay():
+    clock = SimulatedClock()
+    timers = Timers("test-timers", clock=clock)
+    ran = threading.Event()
+    try:
+        timers.schedule(30, ran.set)
+        clock.advance(29)
+        assert not ran.wait(0.2)
+        clock.advance(2)
+        assert ran.wait(5)
+    finally:
+        timers.stop()

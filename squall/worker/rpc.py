@@ -42,7 +42,9 @@ from typing import Any, NamedTuple
 
 import msgpack
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from .._config import MIN_FRAME_BYTES, MIN_SECRET_CHARS, SECRET_KEY, setting
 from .._encryption import ALWAYS, AUTO, encryption_setting, wants_encryption
@@ -143,16 +145,12 @@ def _mac(secret: bytes, role: bytes, transcript: bytes) -> bytes:
     return hmac.new(secret, role + transcript, hashlib.sha256).digest()
 
 
-def _hkdf(secret: bytes, salt: bytes, info: bytes) -> bytes:
-    """HKDF-SHA256 (RFC 5869) of one 32-byte block."""
-    prk = hmac.new(salt, secret, hashlib.sha256).digest()
-    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
-
-
 def session_keys(secret: bytes, transcript: bytes) -> tuple[bytes, bytes]:
-    """The (client-to-server, server-to-client) keys of the session ``transcript`` names."""
-    return (_hkdf(secret, transcript, b"squall rpc client->server"),
-            _hkdf(secret, transcript, b"squall rpc server->client"))
+    """The (client-to-server, server-to-client) keys of the session ``transcript`` names:
+    HKDF-SHA256 (RFC 5869) of the secret, salted with the transcript."""
+    def hkdf(info: bytes) -> bytes:
+        return HKDF(hashes.SHA256(), 32, transcript, info).derive(secret)
+    return hkdf(b"squall rpc client->server"), hkdf(b"squall rpc server->client")
 
 
 class FrameCodec:

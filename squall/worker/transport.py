@@ -39,6 +39,7 @@ import msgpack
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from .._encryption import AUTO, NEVER
 from .._encryption import KEY as ENCRYPTION_KEY
 from .._ratelimit import RateLimitedLog
 from .._tuple import Tuple
@@ -96,14 +97,14 @@ class ZmqTransport(Transport):
     def __init__(self, bind: str, peers: dict[int, str], serializer: Any, secret: bytes,
                  receive: Callable[[int, Any], None] | None = None, ctx: zmq.Context | None = None, *,
                  origin: Origin, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 encryption: str = "auto") -> None:
+                 encryption: str = AUTO) -> None:
         self._ctx = ctx or zmq.Context.instance()
         self._serializer = serializer
         self._receive = receive
         self._control: Callable[[str, Any], None] | None = None
         self.max_message_bytes = int(max_message_bytes)
         self._encryption = encryption
-        self._keys = curve.server_keys(secret) if encryption != "false" else None
+        self._keys = curve.server_keys(secret) if encryption != NEVER else None
         self._warn = RateLimitedLog(log, limit=5, period=10.0)
         self.refused = 0  # items refused because, alone, they exceed max_message_bytes
         self.on_refused: Callable[[int, str], None] | None = None  # told (task, why) of each
@@ -380,13 +381,13 @@ class ZmqTransport(Transport):
                 try:
                     self._control(header.slot, msgpack.unpackb(data))
                 except Exception as e:
-                    self._opener.drops.undecodable += 1
+                    self._opener.count("undecodable")
                     self._warn.warning("dropped a control message from %s: %s", header.slot, e)
             return
         try:
             items = self._serializer.decode_batch(data)
         except Exception as e:
-            self._opener.drops.undecodable += 1
+            self._opener.count("undecodable")
             self._warn.warning("dropped an undecodable batch from %s: %s", header.slot, e)
             return
         receive = self._receive

@@ -1,6 +1,6 @@
 """The cluster verbs: the daemons (``nimbus``, ``supervisor``) and the master's clients (``jar``,
 ``list``, ``info``, ``kill``, ``activate``, ``deactivate``, ``rebalance``, ``monitor``), each a
-short function over `run_nimbus`, `Supervisor`, `StormSubmitter` and `MasterClient`.
+short function over `run_nimbus`, `run_process_supervisor`, `StormSubmitter` and `MasterClient`.
 
 A client finds the master with the cluster configuration that ``--config`` and ``-c``'s cluster
 keys give (``nimbus.seeds``, else ``nimbus.host``, and ``nimbus.thrift.port``) and proves itself
@@ -31,7 +31,7 @@ from .._submitter import StormSubmitter
 from .._system import ACKER_COMPONENT
 from ..cluster.client import MasterClient, master_address
 from ..cluster.process import run_nimbus, running_supervisor
-from ..cluster.supervisor import Supervisor
+from ..cluster.supervisor import run_process_supervisor
 from ..worker.rpc import AuthenticationError, RpcError
 from ._local import last_time, times, user_components
 from ._options import UserError, cluster_conf_of
@@ -72,7 +72,7 @@ def cmd_supervisor(args: argparse.Namespace) -> int:
     if pid is not None:
         raise UserError(f"a supervisor already runs for storm.local.dir {local_dir} (pid {pid})")
     _daemon_logging(args.debug)
-    Supervisor(conf, host=str(conf.get("storm.local.hostname") or "127.0.0.1")).run()
+    run_process_supervisor(conf, host=str(conf.get("storm.local.hostname") or "127.0.0.1"))
     return 0
 
 

@@ -49,17 +49,18 @@ from typing import Any, NamedTuple
 
 import cloudpickle
 
-from .._config import topology_conf, visible_to_topology
+from .._config import setting, topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException
 from .._private import private_dir, write_private
 from .._ratelimit import RateLimitedLog
 from .._sealed import SealError, seal, unseal
+from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
 from ..engine.clock import Clock
 from ..engine.executor import ErrorRecord, add_error
 from ..engine.plan import TopologyPlan, make_plan
 from ..engine.worker import component_blobs
-from ..worker.rpc import load_or_create_secret, rpc_settings, serve_connection
+from ..worker.rpc import SECRET_KEY, load_or_create_secret, rpc_settings, serve_connection
 from .backoff import crash_backoff, launch_backoff
 from .client import pickle_topology
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
@@ -119,6 +120,7 @@ class _Topo:
         # the deaths workers are told of in their heartbeat replies (`LostWorker`)
         self.lost: list[LostWorker] = []
         self.lost_generation = 0
+        self.restarts: dict[str, int] = {}  # per slot: new launches after its worker died
 
     def note_lost(self, slot: str, now: float) -> None:
         """``slot``'s current launch died (the master learned it at wall time ``now``): tell the other workers (`LostWorker`), if it may have
@@ -139,6 +141,7 @@ class _Topo:
         is dead (not replaced on purpose), so the spouts are told what it may have held."""
         if died:
             self.note_lost(slot, now)
+            self.restarts[slot] = self.restarts.get(slot, 0) + 1
         self.launch_ids[slot] = self.launch_ids.get(slot, 0) + 1
         self.heartbeats[slot] = {"time": now, "starting": True}
         self.note_address(slot, None)
@@ -175,24 +178,33 @@ class _Topo:
         return {"status": self.status.value, "previous": self.previous.value if self.previous else None,
                 "launched": self.launched, "assignment": self.assignment, "launch_ids": self.launch_ids,
                 "launch_failures": self.launch_failures, "given_up": sorted(self.given_up),
-                "errors": [e.as_dict() for e in self.errors[-50:]], "pending_action": self.pending_action}
+                "errors": [e.as_dict() for e in self.errors], "pending_action": self.pending_action}
 
 
 class Master:
     """Nimbus; see the module docstring. Run with `serve` (or ``squall nimbus``)."""
 
-    def __init__(self, conf: dict[str, Any], strict_slots: Any = None, clock: Clock | None = None) -> None:
+    def __init__(self, conf: dict[str, Any], strict_slots: Any = None, clock: Clock | None = None,
+                 durable: bool = True) -> None:
         """``clock``: every time the master reads (heartbeats, kill and rebalance waits, restarts,
         uptimes) is its ``wall()``, since these times are persisted and outlive the process; a
         test passes a `SimulatedClock` to move them without waiting. ``strict_slots``: when given, a topology that needs more workers than there are free
         slots is refused (Spark, where a worker waiting for a task slot would wait silently);
         it is called with the number of slots and returns what to tell the user. Without it,
-        as in Storm, the topology runs on the slots there are."""
+        as in Storm, the topology runs on the slots there are. ``durable``: keep the state in
+        ``storm.local.dir`` and resume it at the next start (False: in memory only, for a
+        `LocalCluster`, which writes nothing and whose secret, if any, is ``squall.secret``)."""
         self.conf = conf
         self.clock = clock or Clock()
         self.strict_slots = strict_slots
-        self.local_dir = private_dir(Path(conf.get("storm.local.dir") or "storm-local") / "nimbus")
-        self.secret = load_or_create_secret(conf)
+        self.durable = durable
+        self.local_dir = Path(conf.get("storm.local.dir") or "storm-local") / "nimbus"
+        if durable:
+            private_dir(self.local_dir)
+            self.secret = load_or_create_secret(conf)
+        else:
+            given = setting(conf, SECRET_KEY)  # checked as the durable master checks it
+            self.secret = given.encode() if isinstance(given, str) else secrets.token_bytes(32)
         self.rpc = rpc_settings(conf)
         self.topologies: dict[str, _Topo] = {}
         self.supervisors: dict[str, dict[str, Any]] = {}  # id -> {host, ports, seen}
@@ -210,6 +222,8 @@ class Master:
         return self.local_dir / "state.json"
 
     def _save(self) -> None:
+        if not self.durable:
+            return
         data = {"counter": self.counter,
                 "topologies": {name: t.to_json() for name, t in self.topologies.items()}}
         write_private(self._state_path(), json.dumps(data))
@@ -219,12 +233,14 @@ class Master:
         # driver) has the user's modules imported, and cloudpickle would otherwise pickle their
         # classes by reference, which a later master or a worker elsewhere cannot import.
         # Sealed: `_load` unpickles only what carries our MAC
+        if not self.durable:
+            return
         write_private(self.local_dir / f"{plan.storm_id}.plan",
                       seal(self.secret, _PLAN, pickle_topology(plan.topology, plan)))
 
     def _load(self) -> None:
         path = self._state_path()
-        if not path.exists():
+        if not self.durable or not path.exists():
             return
         data = json.loads(path.read_text())
         self.counter = data.get("counter", 0)
@@ -286,22 +302,39 @@ class Master:
             raise NotAliveException(f"Topology {name!r} is not alive")
         return topo
 
-    def op_submit(self, name: str, conf: dict[str, Any], topology: bytes) -> str:
+    def op_submit(self, name: str, conf: dict[str, Any], topology: bytes, initial_status: str = "ACTIVE") -> str:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise InvalidTopologyException(f"Topology name {name!r} is invalid: it must match ^[^/.:\\\\]+$")
         if name in self.topologies:
             raise AlreadyAliveException(f"Topology with name `{name}` already exists on cluster")
-        topo_obj = cloudpickle.loads(topology)  # from an authenticated client only
-        if not isinstance(topo_obj, StormTopology):
-            raise InvalidTopologyException(f"submit needs a StormTopology, got {type(topo_obj).__name__}")
+        return self.submit(name, conf, cloudpickle.loads(topology), initial_status)  # from an authenticated client only
+
+    def submit(self, name: str, conf: dict[str, Any] | None, topology: Any, initial_status: str = "ACTIVE") -> str:
+        """Validate, plan and place ``topology`` under ``name`` (Storm's ``submitTopology``,
+        ``initial_status`` its ``SubmitOptions``); returns its storm id.
+
+        Raises:
+            AlreadyAliveException: a topology of that name is alive.
+            InvalidTopologyException: bad name, configuration or component (named).
+        """
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise InvalidTopologyException(f"Topology name {name!r} is invalid: it must match ^[^/.:\\\\]+$")
+        if not isinstance(topology, StormTopology):
+            raise InvalidTopologyException(
+                f"submit_topology needs a StormTopology (from TopologyBuilder.create_topology()), "
+                f"got {type(topology).__name__}")
+        status = TopologyStatus(initial_status)
+        if name in self.topologies:
+            raise AlreadyAliveException(f"Topology with name `{name}` already exists on cluster")
+        conf = dict(conf or {})
         merged = topology_conf(self.conf, conf)
         merged["topology.name"] = name
-        self.counter += 1
-        storm_id = f"{name}-{self.counter}-{int(self.clock.wall())}"
-        plan = make_plan(name, storm_id, topo_obj, merged, conf)
+        storm_id = f"{name}-{self.counter + 1}-{int(self.clock.wall())}"
+        plan = make_plan(name, storm_id, topology, merged, conf)
         component_blobs(plan)  # names a component that cannot be pickled
         self._check_slots(name, plan.num_workers)
-        topo = _Topo(plan, TopologyStatus.ACTIVE, self.clock.wall())
+        self.counter += 1
+        topo = _Topo(plan, status, self.clock.wall())
         self.topologies[name] = topo
         self._save_plan(plan)
         self._save()
@@ -372,6 +405,8 @@ class Master:
     def op_rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
                      wait_secs: float | None = None) -> None:
         topo = self._get(name)
+        if ACKER_COMPONENT in (executors or {}):
+            raise InvalidTopologyException("rebalance: the acker's executors cannot be changed")
         new_plan = topo.plan.with_parallelism(num_workers, executors)  # validate now, apply after the wait
         self._check_slots(name, new_plan.num_workers, releasing=len(topo.assignment))
         wait = float(topo.plan.conf["topology.message.timeout.secs"]) if wait_secs is None else float(wait_secs)
@@ -406,6 +441,18 @@ class Master:
                 self._schedule()
                 log.info("Rebalanced topology %s: %d workers", name, len(topo.assignment))
             self._save()
+
+    def op_cluster_info(self) -> dict[str, Any]:
+        """A summary of the cluster: its slots, supervisors and topologies."""
+        topologies = []
+        for name, topo in sorted(self.topologies.items()):
+            plan = topo.plan
+            topologies.append({"id": plan.storm_id, "name": name, "status": topo.status.value,
+                               "uptime_secs": self.clock.wall() - topo.launched,
+                               "num_workers": len(topo.assignment), "num_executors": len(plan.executors),
+                               "num_tasks": len(plan.task_to_component)})
+        return {"supervisors": len(self.supervisors), "slots_total": self._slots_total(),
+                "slots_used": sum(t["num_workers"] for t in topologies), "topologies": topologies}
 
     def op_list(self) -> list[dict[str, Any]]:
         out = []
@@ -449,11 +496,13 @@ class Master:
         return {"id": plan.storm_id, "name": name, "status": topo.status.value,
                 "uptime_secs": self.clock.wall() - topo.launched, "num_workers": len(topo.assignment),
                 "num_executors": len(plan.executors), "num_tasks": len(plan.task_to_component),
-                "components": components, "errors": [e.as_dict() for e in topo.errors[-50:]],
+                "components": components, "errors": [e.as_dict() for e in topo.errors],
                 "acker": {"tasks": len(plan.acker_tasks),
                           "executed": sum(tasks[t]["executed"] for t in plan.acker_tasks if t in tasks)},
                 "configuration": {k: v for k, v in plan.conf.items() if visible_to_topology(k)},
-                "workers": [{"slot": s, "launch_id": topo.launch_ids.get(s),
+                "workers": [{"slot": s, "port": int(s.rsplit(":", 1)[1]), "launch_id": topo.launch_ids.get(s),
+                             "executors": [list(plan.executors[i].id) for i in topo.assignment[s]],
+                             "restarts": topo.restarts.get(s, 0),
                              "alive": not topo.heartbeats.get(s, {}).get("starting", False),
                              "pid": topo.heartbeats.get(s, {}).get("pid"),
                              "address": topo.addresses.get(s),
@@ -548,6 +597,21 @@ class Master:
             for slot in slots & set(topo.assignment):
                 topo.relaunch(slot, now)
         self._save()
+
+    def plan_of(self, storm_id: str) -> TopologyPlan:
+        """The plan of the topology ``storm_id`` (for workers in the master's own process)."""
+        topo = self._find(storm_id)
+        if topo is None:
+            raise NotAliveException(f"no topology {storm_id}")
+        return topo.plan
+
+    def news_marks(self) -> dict[str, tuple]:
+        """Per topology, what its workers learn from heartbeat replies (status, whether spouts
+        may run, peers, deaths): a master in the workers' own process compares it across a call
+        to tell them at once when it changed (`squall.cluster.inprocess.DirectMaster`)."""
+        return {t.plan.storm_id: (t.status, self._active(t), t.addresses_version, t.lost_generation,
+                                  tuple(sorted(t.launch_ids.items())), tuple(sorted(t.assignment)))
+                for t in self.topologies.values()}
 
     def _find(self, storm_id: str) -> _Topo | None:
         for topo in self.topologies.values():
@@ -666,7 +730,6 @@ class Master:
             add_error(topo.errors, new)
             if new.fatal:  # not the record it folds into, which may be an earlier launch's crash
                 topo.fatal_launch[slot] = launch_id
-        del topo.errors[:-100]
         self._save()
 
     def _active(self, topo: _Topo) -> bool:

@@ -3,11 +3,12 @@
 Storm's concepts map onto Spark's as follows: Nimbus is the driver (this process), a
 supervisor's slots are the application's task slots, and a worker is one Spark task, run as its
 own single-task job (SPARK.md, section 5). The master is the process host's `Master`, with the
-same scheduling, state machine, heartbeats and restarts; only the supervisor differs:
-`SparkSupervisor` lives in the driver and starts a worker by submitting a job (from a
-`pyspark.InheritableThread`, each in its own job group ``squall-<storm id>-w<slot>-g<launch>``)
-and stops one by asking it (the master's heartbeat reply) and, if it does not end within
-``squall.spark.stop.grace.secs``, by cancelling its job group.
+same scheduling, state machine, heartbeats and restarts, and the supervisor its `Supervisor`
+loop; only the launcher differs: `SparkLauncher` lives in the driver and starts a worker by
+submitting a job (from a `pyspark.InheritableThread`, each in its own job group
+``squall-<storm id>-w<slot>-g<launch>``) and stops one by asking it (the master's heartbeat
+reply) and, if it does not end within ``squall.spark.stop.grace.secs``, by cancelling its job
+group.
 
 Workers bind their data port on their executor and report it to the master, which hands every
 worker its peers' addresses and the changes when one restarts elsewhere.
@@ -32,14 +33,17 @@ import threading
 import time
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._config import cluster_conf
 from .._errors import SquallError
 from .._topology import StormTopology
-from ..worker.process import EXIT_CANNOT_START
-from .client import MasterClient, _user_modules
+from ..worker.agent import EXIT_CANNOT_START
+from ..worker.rpc import MasterLink, rpc_settings
+from .client import MasterClient, _user_modules, master_address
+from .launcher import Launch, Launcher, WorkerExit
 from .master import Master
 from .spark_task import EXIT_LOST, worker_task
 from .supervisor import Supervisor
@@ -194,40 +198,52 @@ def _describe_slots(sc: Any, n: int) -> str:
             f"or ask for fewer workers (topology.workers)")
 
 
-class SparkSupervisor(Supervisor):
-    """The supervisor of the Spark application's task slots, in the driver: a slot's worker is
-    a Spark job (see the module docstring). It syncs with the master like the process host's
-    supervisor, over the same RPC."""
+@dataclass
+class _Job:
+    """A worker's Spark job: the thread that submitted it, and what its task returned."""
+
+    launch: Launch
+    group: str
+    thread: threading.Thread
+    record: dict[str, Any]
+
+
+class SparkLauncher(Launcher):
+    """Workers as Spark jobs of the application's task slots, submitted from the driver (see the
+    module docstring). Its slots are the application's task slots, offered as executors
+    register (never fewer: an executor lost for a while must not make the master move
+    workers). A worker is stopped by the master's heartbeat reply (clean: ``close`` and
+    ``cleanup`` run); its job group is cancelled only if it is still there after
+    ``squall.spark.stop.grace.secs``. The cluster's secret reaches workers in their task's
+    closure (Spark's own channel), never in a file."""
+
+    host = SPARK_HOST
 
     def __init__(self, conf: dict[str, Any], sc: Any, slots: int) -> None:
-        super().__init__(conf, host=SPARK_HOST)
+        self.conf = conf
         self.sc = sc
-        self.ports = list(range(slots))
+        self._ports = list(range(slots))
         self.grace = float(conf.get("squall.spark.stop.grace.secs") or 5)
-        self._leaving: list[tuple[str, threading.Thread, float]] = []  # (job group, thread, cancel at)
+        self.jobs: dict[int, _Job] = {}
+        self._leaving: list[tuple[_Job, float]] = []  # stopped jobs, and when to cancel them
 
-    def sync(self) -> None:
-        """Offer the slots of executors that registered since (never fewer: an executor that is
-        lost for a while must not make the master move workers), then sync as usual."""
+    def slots(self) -> list[int]:
         n = task_slots(self.sc)
-        if n > len(self.ports):
-            self.ports = list(range(n))
-        super().sync()
+        if n > len(self._ports):
+            self._ports = list(range(n))
+        return list(self._ports)
 
-    def _group(self, port: int, want: dict[str, Any]) -> str:
-        return f"squall-{want['storm_id']}-w{port}-g{want['launch_id']}"
-
-    def _launch(self, port: int, want: dict[str, Any]) -> None:
+    def start(self, port: int, launch: Launch) -> None:
         from pyspark import InheritableThread
-        mhost, mport = self._master()
-        group = self._group(port, want)
+        mhost, mport = master_address(self.conf)
+        group = f"squall-{launch.storm_id}-w{port}-g{launch.launch_id}"
         slot = f"{SPARK_HOST}:{port}"
-        run = worker_task(f"{mhost}:{mport}", want["storm_id"], slot, want["launch_id"], dict(self.conf))
+        run = worker_task(f"{mhost}:{mport}", launch.storm_id, slot, launch.launch_id, dict(self.conf))
         record: dict[str, Any] = {}
 
         def job() -> None:
             # the job group is set in the submitting thread: one set elsewhere would not reach it
-            self.sc.setJobGroup(group, f"squall worker {slot} of {want['name']}", interruptOnCancel=True)
+            self.sc.setJobGroup(group, f"squall worker {slot} of {launch.name}", interruptOnCancel=True)
             try:
                 record.update(self.sc.parallelize([port], 1).mapPartitions(run).collect()[0])
             except Exception as e:  # cancelled, or the task's Python worker or executor died
@@ -235,67 +251,61 @@ class SparkSupervisor(Supervisor):
 
         thread = InheritableThread(target=job, name=f"squall-spark-{group}", daemon=True)
         thread.start()
-        self.procs[port] = {"thread": thread, "record": record, "group": group, "storm_id": want["storm_id"],
-                            "launch_id": want["launch_id"], "started": time.time()}
-        log.info("started worker %s for %s (launch %s) as Spark job group %s", slot, want["storm_id"],
-                 want["launch_id"], group)
+        self.jobs[port] = _Job(launch, group, thread, record)
+        log.info("started worker %s for %s (launch %s) as Spark job group %s", slot, launch.storm_id,
+                 launch.launch_id, group)
 
-    def _kill(self, port: int) -> None:
-        p = self.procs.pop(port)
-        if p["thread"].is_alive():
-            # the master already tells it to stop (clean: close and cleanup run); cancel the job
-            # only if it is still there after the grace period
-            self._leaving.append((p["group"], p["thread"], time.monotonic() + self.grace))
+    def stop(self, port: int) -> None:
+        job = self.jobs.pop(port, None)
+        if job is not None and job.thread.is_alive():
+            self._leaving.append((job, time.monotonic() + self.grace))
 
-    def _reap(self) -> None:
-        for port, p in list(self.procs.items()):
-            if p["thread"].is_alive():
+    def running(self) -> dict[int, Launch]:
+        return {port: job.launch for port, job in self.jobs.items()}
+
+    def exits(self) -> list[WorkerExit]:
+        out = []
+        for port, job in list(self.jobs.items()):
+            if job.thread.is_alive():
                 continue
-            del self.procs[port]
-            rc = p["record"].get("status", EXIT_LOST)
+            del self.jobs[port]
+            rc = job.record.get("status", EXIT_LOST)
             log.log(logging.INFO if rc == 0 else logging.WARNING, "worker %s:%s of %s ended with status %s%s",
-                    SPARK_HOST, port, p["storm_id"], rc,
-                    f" ({p['record']['error']})" if p["record"].get("error") else "")
-            self.exits.append({"storm_id": p["storm_id"], "slot": f"{SPARK_HOST}:{port}",
-                               "launch_id": p["launch_id"], "status": rc, "started": rc != EXIT_CANNOT_START})
+                    SPARK_HOST, port, job.launch.storm_id, rc,
+                    f" ({job.record['error']})" if job.record.get("error") else "")
+            out.append(WorkerExit(job.launch.storm_id, f"{SPARK_HOST}:{port}", job.launch.launch_id, rc,
+                                  rc != EXIT_CANNOT_START))
+        self._cancel_overdue()
+        return out
+
+    def _cancel_overdue(self) -> None:
         now = time.monotonic()
         still = []
-        for group, thread, due in self._leaving:
-            if not thread.is_alive():
+        for job, due in self._leaving:
+            if not job.thread.is_alive():
                 continue
             if now >= due:
-                log.warning("cancelling Spark job group %s: its worker did not stop", group)
-                self.sc.cancelJobGroup(group)
+                log.warning("cancelling Spark job group %s: its worker did not stop", job.group)
+                self.sc.cancelJobGroup(job.group)
                 due = float("inf")
-            still.append((group, thread, due))
+            still.append((job, due))
         self._leaving = still
 
-    def running(self) -> bool:
-        """Whether any worker's job is still running."""
-        threads = [p["thread"] for p in list(self.procs.values())] + [t for _, t, _ in list(self._leaving)]
-        return any(t.is_alive() for t in threads)
+    def busy(self) -> bool:
+        """Whether any worker's job is still running (a stopped one included, until it ends)."""
+        jobs = list(self.jobs.values()) + [job for job, _ in list(self._leaving)]
+        return any(job.thread.is_alive() for job in jobs)
 
     def stop_all(self, timeout: float = 10.0) -> None:
         """Cancel every worker's job and wait (up to ``timeout``) for the jobs to end."""
-        running = [(p["group"], p["thread"]) for p in self.procs.values()] + [(g, t) for g, t, _ in self._leaving]
-        running = [(g, t) for g, t in running if t.is_alive()]
-        for group, _t in running:
-            self.sc.cancelJobGroup(group)
-        threads = [t for _g, t in running]
-        self.procs.clear()
+        jobs = [job for job in list(self.jobs.values()) + [j for j, _ in self._leaving] if job.thread.is_alive()]
+        for job in jobs:
+            self.sc.cancelJobGroup(job.group)
+        self.jobs.clear()
         self._leaving = []
         deadline = time.monotonic() + timeout
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-
-    def run(self) -> None:
-        """Sync every ``supervisor.monitor.frequency.secs`` until `stop`; then cancel every job."""
-        try:
-            while not self._stopping:
-                self.sync()
-                time.sleep(float(self.conf.get("supervisor.monitor.frequency.secs") or 1))
-        finally:
-            self.stop_all()
+        for job in jobs:
+            job.thread.join(max(0.0, deadline - time.monotonic()))
 
 
 class _MasterThread:
@@ -352,7 +362,7 @@ class _MasterThread:
 
 
 class SparkCluster(MasterClient):
-    """A squall cluster in this Spark driver: the master and a `SparkSupervisor` run in
+    """A squall cluster in this Spark driver: the master and a supervisor (`SparkLauncher`) run in
     threads of this process, workers run as Spark tasks. Its verbs are `MasterClient`'s
     (``submit_topology``, ``kill_topology``, ``activate``, ``deactivate``, ``rebalance``,
     ``list_topologies``, ``get_topology_info``); use it as a context manager, or call `shutdown`.
@@ -388,7 +398,9 @@ class SparkCluster(MasterClient):
         self.conf = {**base, "nimbus.host": advertised, "nimbus.seeds": [advertised],
                      "nimbus.thrift.port": self._master.port, "squall.secret": self._master.secret.decode()}
         n = slots if slots is not None else self._wait_for_slots(sc, base)
-        self.supervisor = SparkSupervisor(self.conf, sc, n)
+        self.launcher = SparkLauncher(self.conf, sc, n)
+        link = MasterLink(advertised, self._master.port, self._master.secret, rpc_settings(self.conf), timeout=5)
+        self.supervisor = Supervisor(self.conf, self.launcher, link)
         self.supervisor.sync()  # register the slots before the first submission
         self._sup_thread = threading.Thread(target=self.supervisor.run, name="squall-spark-supervisor", daemon=True)
         self._sup_thread.start()
@@ -451,8 +463,8 @@ class SparkCluster(MasterClient):
             with contextlib.suppress(Exception):  # a master that is gone already: stop the rest anyway
                 for t in self.list_topologies():
                     self.kill_topology(t["name"], wait_secs=0)
-                deadline = time.monotonic() + self.supervisor.grace + 2  # the next sync tells them
-                while self.supervisor.running() and time.monotonic() < deadline:
+                deadline = time.monotonic() + self.launcher.grace + 2  # the next sync tells them
+                while self.launcher.busy() and time.monotonic() < deadline:
                     time.sleep(0.1)
         self.supervisor.stop()
         self._sup_thread.join(30)
@@ -491,7 +503,7 @@ def run_spark_nimbus(conf: dict[str, Any], spark_master: str | None,
         stop = stop_on_signals()
         if on_ready is not None:
             on_ready(str(cluster.conf["nimbus.host"]), int(cluster.conf["nimbus.thrift.port"]),
-                     f"Spark {cluster.spark.sparkContext.master}, {len(cluster.supervisor.ports)} task slots")
+                     f"Spark {cluster.spark.sparkContext.master}, {len(cluster.launcher.slots())} task slots")
         stop.wait()
     finally:
         cluster.shutdown(kill_topologies=False)

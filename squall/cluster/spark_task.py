@@ -43,7 +43,8 @@ def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
     """The partition function of one worker's Spark job; see the module docstring."""
 
     def run_worker(_partition: Iterable[Any]) -> Iterator[dict[str, Any]]:
-        from ..worker.process import EXIT_CRASHED, run
+        from ..worker.agent import EXIT_CRASHED
+        from ..worker.process import run
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"%(asctime)s worker {slot} %(levelname)s %(message)s")
         try:

@@ -1,152 +1,102 @@
-"""The process host's supervisor: starts, watches and stops the worker processes of its slots.
+"""The supervisor: keeps one machine's slots running what the master assigned, for every host.
 
-Every second it syncs with the master (`Master.op_supervisor_sync`): it registers its slots
-(``supervisor.slots.ports``), reports workers that exited and the workers it runs, and learns
-which topology and launch each slot must run. A slot whose process does not match is killed and (re)started; a worker that
-exited is restarted at the next sync. If the master is unreachable the workers are left alone:
-they keep processing, and the supervisor retries.
+Every ``supervisor.monitor.frequency.secs`` it syncs with the master (`Master.op_supervisor_sync`):
+it registers its slots, reports the workers that ended (`WorkerExit`) and the workers it runs,
+and learns which topology and launch each slot must run. A slot whose worker does not match is
+stopped and (re)started; a worker that ended is started again once the master says so. If the
+master is unreachable the workers are left alone: they keep processing, and the supervisor
+retries. How a worker is started, stopped and watched is its `Launcher`'s business
+(`squall.cluster.launcher`): worker processes here (`ProcessLauncher`), Spark tasks
+(`squall.cluster.spark.SparkLauncher`), threads of a `LocalCluster`
+(`squall.cluster.inprocess.InProcessLauncher`).
 
-A worker's stdout and stderr come through a pipe into ``worker-<port>.log``, rotated by size
-(`squall.cluster.logs`); when a worker exits, the last lines of its output go with the exit to
-the master, which shows them as the error of a worker that died before it could report one.
-
-Workers die with their supervisor: each is started with ``PR_SET_PDEATHSIG`` = SIGKILL, so even
-a SIGKILLed supervisor leaves no orphan. The master's death, on the other hand, does not touch
-them (``python -m squall.cluster.supervisor``, or started by ``squall nimbus --host process``).
+On the process host (``python -m squall.cluster.supervisor``, or started by ``squall nimbus
+--host process``) workers die with their supervisor (``PR_SET_PDEATHSIG``), but not with the
+master: its death does not touch them.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import Any, Protocol
 
 from .._config import cluster_conf
 from .._errors import SquallError
 from .._private import private_dir, write_private
-from ..worker.process import EXIT_CANNOT_START
-from ..worker.rpc import Client, RpcError, load_or_create_secret, rpc_settings
+from ..worker.rpc import MasterLink, RpcError, load_or_create_secret, rpc_settings
 from .client import master_address
-from .logs import OutputPump, RotatingLog, log_limits, log_own_output
+from .launcher import Launch, Launcher, ProcessLauncher
+from .logs import log_own_output
 
 log = logging.getLogger("squall.supervisor")
 
-_PR_SET_PDEATHSIG = 1
 
+class MasterCalls(Protocol):
+    """How a supervisor reaches the master: `MasterLink` over RPC, or a direct call in-process.
+    ``call`` raises `RpcError` while the master is unreachable."""
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL me when my parent (the supervisor) dies."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass  # not Linux: workers also watch their parent, see squall.worker.process
-
-
-def write_conf(path: Path, conf: dict[str, Any]) -> None:
-    """Write ``conf`` as YAML readable by its owner only: it may hold ``squall.secret``."""
-    write_private(path, yaml.safe_dump(dict(conf)))
+    def call(self, op: str, **args: Any) -> Any: ...
 
 
 class Supervisor:
-    """Keeps this machine's slots running what the master assigned; see the module docstring."""
+    """Keeps this machine's slots running what the master assigned; see the module docstring.
 
-    def __init__(self, conf: dict[str, Any], host: str = "127.0.0.1") -> None:
+    Args:
+        conf: the cluster's settings (``supervisor.monitor.frequency.secs``).
+        launcher: starts, stops and watches the workers (`squall.cluster.launcher`).
+        master: how to reach the master.
+        supervisor_id: its id at the master (default: this machine's name and a random suffix).
+    """
+
+    def __init__(self, conf: dict[str, Any], launcher: Launcher, master: MasterCalls,
+                 supervisor_id: str | None = None) -> None:
         self.conf = conf
-        self.host = host
-        self.ports = [int(p) for p in conf.get("supervisor.slots.ports") or []]
-        self.id = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
-        self.secret = load_or_create_secret(conf)
-        self.rpc = rpc_settings(conf)
-        self.dir = private_dir(Path(conf.get("storm.local.dir") or "storm-local") / "supervisor")
-        self.conf_file = self.dir / "conf.yaml"
-        write_conf(self.conf_file, conf)
-        self.procs: dict[int, dict[str, Any]] = {}
-        self.exits: list[dict[str, Any]] = []
-        self.logs: dict[int, RotatingLog] = {}  # port -> its workers' log, kept across launches
-        self._client: Client | None = None
+        self.launcher = launcher
+        self.master = master
+        self.id = supervisor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        self.exits: list[dict[str, Any]] = []  # reported at the next sync that reaches the master
         self._stopping = False
 
-    def _master(self) -> tuple[str, int]:
-        return master_address(self.conf)  # nimbus.seeds, else nimbus.host, as for a client
+    @property
+    def host(self) -> str:
+        return self.launcher.host
 
-    def sync(self) -> None:
-        """One round: reap exits, ask the master, start and stop workers to match."""
-        self._reap()
+    def sync(self) -> bool:
+        """One round: collect exits, ask the master, start and stop workers to match. False
+        when the master could not be reached (nothing was changed)."""
+        self.exits.extend(ex.as_dict() for ex in self.launcher.exits())
+        # ``running``: a worker the master believes in but that is not here died unseen
+        # (while the master was down), and must get a new launch id
+        running = [{"port": port, "storm_id": launch.storm_id, "launch_id": launch.launch_id}
+                   for port, launch in self.launcher.running().items()]
         try:
-            if self._client is None:
-                self._client = Client(*self._master(), self.secret, timeout=5, settings=self.rpc)
-            # ``running``: a worker the master believes in but that is not here died unseen
-            # (while the master was down), and must get a new launch id
-            running = [{"port": port, "storm_id": p["storm_id"], "launch_id": p["launch_id"]}
-                       for port, p in self.procs.items()]
-            reply = self._client.call("supervisor_sync", supervisor_id=self.id, host=self.host,
-                                      ports=self.ports, exits=self.exits, running=running)
-            self.exits = []
+            reply = self.master.call("supervisor_sync", supervisor_id=self.id, host=self.host,
+                                     ports=self.launcher.slots(), exits=self.exits, running=running)
         except RpcError as e:
-            if self._client is not None:
-                self._client.close()
-            self._client = None
             log.debug("master unreachable (%s); workers left running", e)
-            return
-        desired = {int(p): d for p, d in reply["slots"].items()}
-        for port, proc in list(self.procs.items()):
+            return False
+        self.exits = []
+        desired = {int(p): Launch(d["storm_id"], d["name"], d["launch_id"]) for p, d in reply["slots"].items()}
+        for port, launch in list(self.launcher.running().items()):
             want = desired.get(port)
-            if want is None or (want["storm_id"], want["launch_id"]) != (proc["storm_id"], proc["launch_id"]):
-                self._kill(port)
+            if want is None or (want.storm_id, want.launch_id) != (launch.storm_id, launch.launch_id):
+                self.launcher.stop(port)
+        running_now = self.launcher.running()
         for port, want in desired.items():
-            if port not in self.procs:
-                self._launch(port, want)
-
-    def _launch(self, port: int, want: dict[str, Any]) -> None:
-        mhost, mport = self._master()
-        cmd = [sys.executable, "-m", "squall.worker", "--master", f"{mhost}:{mport}",
-               "--storm-id", want["storm_id"], "--slot", f"{self.host}:{port}",
-               "--launch-id", str(want["launch_id"]), "--conf", str(self.conf_file)]
-        if port not in self.logs:
-            self.logs[port] = RotatingLog(self.dir / f"worker-{port}.log", *log_limits(self.conf))
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-        self.procs[port] = {"proc": proc, "storm_id": want["storm_id"], "launch_id": want["launch_id"],
-                            "started": time.time(), "output": OutputPump(proc.stdout, self.logs[port])}
-        log.info("started worker %s:%s for %s (launch %s), pid %s", self.host, port, want["storm_id"],
-                 want["launch_id"], proc.pid)
-
-    def _kill(self, port: int) -> None:
-        p = self.procs.pop(port)
-        proc = p["proc"]
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(3)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-    def _reap(self) -> None:
-        for port, p in list(self.procs.items()):
-            rc = p["proc"].poll()
-            if rc is None:
-                continue
-            del self.procs[port]
-            log.warning("worker %s:%s of %s exited with status %s", self.host, port, p["storm_id"], rc)
-            p["output"].join(1.0)  # what it wrote last, often why it died
-            self.exits.append({"storm_id": p["storm_id"], "slot": f"{self.host}:{port}", "launch_id": p["launch_id"],
-                               "status": rc, "started": rc != EXIT_CANNOT_START, "output": p["output"].tail()})
+            if port not in running_now:
+                self.launcher.start(port, want)
+        return True
 
     def run(self) -> None:
-        """Sync every second until SIGTERM/SIGINT; then stop every worker."""
-        signal.signal(signal.SIGTERM, lambda *_: self.stop())
-        write_private(self.dir / "pid", str(os.getpid()))
+        """Sync every ``supervisor.monitor.frequency.secs`` until `stop`; then stop every worker."""
         try:
             while not self._stopping:
                 self.sync()
@@ -154,12 +104,31 @@ class Supervisor:
         except KeyboardInterrupt:
             pass
         finally:
-            for port in list(self.procs):
-                self._kill(port)
+            self.launcher.stop_all()
 
     def stop(self) -> None:
         """Ask `run` to end."""
         self._stopping = True
+
+
+def process_supervisor(conf: dict[str, Any], host: str = "127.0.0.1") -> Supervisor:
+    """The process host's supervisor: worker processes (`ProcessLauncher`) in
+    ``<storm.local.dir>/supervisor``, the master found as a client finds it (``nimbus.seeds``,
+    else ``nimbus.host``), over the authenticated RPC channel."""
+    directory = private_dir(Path(conf.get("storm.local.dir") or "storm-local") / "supervisor")
+    mhost, mport = master_address(conf)
+    launcher = ProcessLauncher(conf, host, (mhost, mport), directory)
+    link = MasterLink(mhost, mport, load_or_create_secret(conf), rpc_settings(conf), timeout=5)
+    return Supervisor(conf, launcher, link)
+
+
+def run_process_supervisor(conf: dict[str, Any], host: str = "127.0.0.1") -> None:
+    """Run the process host's supervisor until SIGTERM/SIGINT, leaving its pid in its directory
+    (so that a master finds and adopts it: `squall.cluster.process.running_supervisor`)."""
+    sup = process_supervisor(conf, host)
+    signal.signal(signal.SIGTERM, lambda *_: sup.stop())
+    write_private(Path(conf.get("storm.local.dir") or "storm-local") / "supervisor" / "pid", str(os.getpid()))
+    sup.run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     finish = log_own_output(Path(args.log), conf) if args.log else None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(levelname)s %(message)s")
     try:
-        Supervisor(conf, args.host).run()
+        run_process_supervisor(conf, args.host)
     except Exception:
         log.exception("supervisor failed")
         return 1

@@ -74,12 +74,16 @@ class ErrorRecord:
         return f"{line} (x{self.count})" if self.count > 1 else line
 
 
+MAX_ERRORS_PER_COMPONENT = 10  # as Storm's cluster state keeps: the newest 10 of each component
+
+
 def add_error(errors: list[ErrorRecord], record: ErrorRecord) -> ErrorRecord:
     """Add ``record`` to ``errors`` (oldest first), or fold it into the last record of its
     component if that says the same (the task and time aside): a worker that crashes on the same
     value each time it restarts, or a bolt that reports the same failure for every tuple, makes
     one record with a count, not a list that pushes every other error out. The record that
-    holds it moves to the end; returns it."""
+    holds it moves to the end; returns it. Each component keeps its newest
+    `MAX_ERRORS_PER_COMPONENT` records, on every host."""
     for i in range(len(errors) - 1, -1, -1):
         last = errors[i]
         if last.component != record.component:
@@ -94,6 +98,9 @@ def add_error(errors: list[ErrorRecord], record: ErrorRecord) -> ErrorRecord:
         errors.append(last)
         return last
     errors.append(record)
+    mine = [i for i, e in enumerate(errors) if e.component == record.component]
+    for i in reversed(mine[:-MAX_ERRORS_PER_COMPONENT]):
+        del errors[i]
     return record
 
 

@@ -23,23 +23,84 @@ class Transport(abc.ABC):
         """Send what the senders have batched. Loops call it after every round that did work
         and before they sleep, so a batch never waits longer than one round."""
 
+    address: str = ""  # where peers reach this worker
+
+    def set_receiver(self, receive: Callable[[int, Any], None]) -> None:
+        """Where arriving items go: ``receive(task, item)`` (the worker's)."""
+
+    def set_peers(self, peers: dict[int, str]) -> None:
+        """The address of the worker hosting each remote task (new tasks, or peer moves)."""
+
+    def set_launches(self, launches: dict[str, int]) -> None:
+        """The master's launch id per slot: messages from older launches are dropped."""
+
+    def set_control_handler(self, handle: Callable[[str, Any], None]) -> None:
+        """Where control messages go: ``handle(sender slot, message)``."""
+
+    def broadcast(self, message: Any) -> None:
+        """Send a small control message (backpressure) to every peer worker."""
+
+    def statistics(self) -> dict[str, Any]:
+        """What was dropped or refused, for the worker's heartbeat."""
+        return {}
+
+    def close(self) -> None:
+        """Stop receiving and let go of the connections."""
+
+
+class InMemoryNetwork:
+    """The wire between one topology's in-process workers: their transports by address."""
+
+    def __init__(self) -> None:
+        self.endpoints: dict[str, InMemoryTransport] = {}
+
 
 class InMemoryTransport(Transport):
-    """For workers in one process: deliver by calling the hosting worker's ``receive``.
+    """For workers in one process: deliver by calling the receiving worker's ``receive``.
 
-    ``hosts`` maps task id to the worker object currently running it (or None while that worker
-    restarts, when items are dropped as a dead worker's would be). It is looked up per item, so
-    a restarted worker is found without rebuilding anyone's routes.
+    The receiving endpoint is looked up per item by the task's peer address, so a worker that
+    restarted under that address is found without rebuilding anyone's routes; items for an
+    address no worker holds are dropped, as a dead worker's would be.
     """
 
-    def __init__(self, hosts: dict[int, Any]) -> None:
-        self.hosts = hosts
+    def __init__(self, network: InMemoryNetwork, address: str) -> None:
+        self.network = network
+        self.address = address
+        self._receive: Callable[[int, Any], None] | None = None
+        self._control: Callable[[str, Any], None] | None = None
+        self._peers: dict[int, str] = {}
+        network.endpoints[address] = self
 
     def sender(self, task_id: int) -> Callable[[Any], None]:
-        hosts = self.hosts
+        endpoints, peers = self.network.endpoints, self._peers
 
         def send(item: Any) -> None:
-            worker = hosts.get(task_id)
-            if worker is not None:
-                worker.receive(task_id, item)
+            peer = endpoints.get(peers.get(task_id))  # type: ignore[arg-type]
+            if peer is not None and peer._receive is not None:
+                try:
+                    peer._receive(task_id, item)
+                except KeyError:
+                    pass  # no longer that worker's task (rebalanced): dropped, as over the network
         return send
+
+    def set_receiver(self, receive: Callable[[int, Any], None]) -> None:
+        self._receive = receive
+
+    def set_peers(self, peers: dict[int, str]) -> None:
+        self._peers.update(peers)
+
+    def set_control_handler(self, handle: Callable[[str, Any], None]) -> None:
+        self._control = handle
+
+    def broadcast(self, message: Any) -> None:
+        for address in set(self._peers.values()):
+            peer = self.network.endpoints.get(address)
+            if peer is not None and peer is not self and peer._control is not None:
+                peer._control(self.address, message)
+
+    def statistics(self) -> dict[str, Any]:
+        return {"dropped": {}, "refused": 0}
+
+    def close(self) -> None:
+        if self.network.endpoints.get(self.address) is self:
+            del self.network.endpoints[self.address]

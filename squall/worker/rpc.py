@@ -430,3 +430,26 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
             except Exception:
                 warn.logger.exception("connection close handler failed")
         writer.close()
+
+
+class MasterLink:
+    """A connection to the master, made again on the call after one that failed (a failed call
+    closes its `Client`; callers retry: workers and supervisors every period, a starting
+    worker until ``nimbus.task.launch.secs``). ``call`` raises `RpcError` while it is unreachable."""
+
+    def __init__(self, host: str, port: int, secret: bytes, settings: RpcSettings, timeout: float = 10.0) -> None:
+        self.host, self.port, self.secret, self.settings = host, port, secret, settings
+        self.timeout = timeout
+        self._client: Client | None = None
+
+    def call(self, op: str, **args: Any) -> Any:
+        """``op`` on the master with ``args``; its reply."""
+        if self._client is None or self._client.broken:
+            self._client = Client(self.host, self.port, self.secret, timeout=self.timeout, settings=self.settings)
+        return self._client.call(op, **args)
+
+    def close(self) -> None:
+        """Close the connection (the next call makes a new one)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None

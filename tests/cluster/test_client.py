@@ -10,7 +10,7 @@ import cloudpickle
 from squall import LocalCluster, TopologyBuilder
 from squall._config import cluster_conf
 from squall.cluster.client import master_address, pickle_topology
-from squall.cluster.supervisor import Supervisor
+from squall.cluster.supervisor import process_supervisor
 
 LOCKED = """
     import threading
@@ -85,7 +85,10 @@ def test_nimbus_seeds_defaults_to_nimbus_host_for_clients_and_supervisors(tmp_pa
     (nimbus.seeds was ["localhost"] whatever nimbus.host said)."""
     conf = cluster_conf({"nimbus.host": "10.1.2.3", "storm.local.dir": str(tmp_path)})
     assert master_address(conf) == ("10.1.2.3", 6627)
-    assert Supervisor(conf, host="127.0.0.1")._master() == ("10.1.2.3", 6627)
+    sup = process_supervisor(conf, host="127.0.0.1")
+    assert (sup.master.host, sup.master.port) == ("10.1.2.3", 6627)  # where it syncs
+    assert sup.launcher.master == ("10.1.2.3", 6627)                 # and where its workers go
     seeded = {**conf, "nimbus.seeds": ["master.example", "other.example"]}
     assert master_address(seeded) == ("master.example", 6627)
-    assert Supervisor(seeded, host="127.0.0.1")._master() == ("master.example", 6627)
+    sup = process_supervisor(seeded, host="127.0.0.1")
+    assert (sup.master.host, sup.master.port) == sup.launcher.master == ("master.example", 6627)

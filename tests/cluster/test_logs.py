@@ -6,7 +6,8 @@ import os
 from squall._config import cluster_conf
 from squall.cluster import process
 from squall.cluster.logs import RotatingLog, log_limits
-from squall.cluster.supervisor import Supervisor
+from squall.cluster.launcher import Launch
+from squall.cluster.supervisor import process_supervisor
 
 from ..conftest import wait_until
 
@@ -44,8 +45,8 @@ def test_a_log_an_older_run_left_readable_by_others_becomes_owner_only_with_its_
     for f in old:
         f.write_bytes(b"from an older run\n")
         os.chmod(f, 0o644)
-    sup = Supervisor(conf)
-    sup.logs[7000] = log = RotatingLog(old[0], *log_limits(sup.conf))  # as _launch opens a slot's log
+    launcher = process_supervisor(conf).launcher
+    launcher.logs[7000] = log = RotatingLog(old[0], *log_limits(conf))  # as start opens a slot's log
     log.write(b"x" * 99 + b"\n" + b"y" * 99 + b"\n")
     log.close()
     files = sorted((tmp_path / "supervisor").glob("worker-7000.log*"))
@@ -57,14 +58,14 @@ def test_a_worker_that_dies_before_reaching_the_master_is_reported_with_its_outp
     """A bad configuration file: the worker's traceback goes to its log, and its last lines go
     with the exit the supervisor reports, so the master can show why."""
     conf = cluster_conf({"storm.local.dir": str(tmp_path), "supervisor.slots.ports": [7000]})
-    sup = Supervisor(conf)
-    sup.conf_file.write_text("nimbus.thrift.port: abc\n")
-    sup._launch(7000, {"storm_id": "t-1-1", "name": "t", "launch_id": 1})
-    assert wait_until(lambda: sup.procs[7000]["proc"].poll() is not None, 30)
-    sup._reap()
-    (ex,) = sup.exits
-    assert ex["status"] == 1 and (ex["slot"], ex["launch_id"]) == ("127.0.0.1:7000", 1)
-    assert ex["output"].splitlines()[-1].endswith(
+    launcher = process_supervisor(conf).launcher
+    launcher.conf_file.write_text("nimbus.thrift.port: abc\n")
+    launcher.start(7000, Launch("t-1-1", "t", 1))
+    exits = []
+    assert wait_until(lambda: exits.extend(launcher.exits()) or exits, 30)
+    (ex,) = exits
+    assert ex.status == 1 and (ex.slot, ex.launch_id) == ("127.0.0.1:7000", 1)
+    assert ex.output.splitlines()[-1].endswith(
         "cluster configuration: 'nimbus.thrift.port' must be a port number (0 to 65535; 0: any free port), got 'abc'")
     assert "Traceback" in (tmp_path / "supervisor" / "worker-7000.log").read_text()
 

@@ -145,19 +145,6 @@ def test_info_counts_only_the_slots_a_topology_holds_now(conf):
     assert m.op_info(name="t")["components"]["sink"]["acked"] <= 500  # no stale slot's counts added
 
 
-def test_info_has_the_keys_local_cluster_gives(conf):
-    from squall import LocalCluster
-    m = Master(conf)
-    _register(m)
-    m.op_submit(name="t", conf={}, topology=_topology())
-    remote = m.op_info(name="t")
-    with LocalCluster() as cluster:
-        cluster.submit_topology("t", {}, cloudpickle.loads(_topology()))
-        local = cluster.get_topology_info("t")
-    assert set(local) <= set(remote) | {"workers"}
-    assert set(local["components"]["sink"]) <= set(remote["components"]["sink"]) | {"backlog"}
-
-
 def test_workers_get_their_peers_addresses_once_every_worker_reported_one(conf):
     """On Spark a worker's address is known only once its task runs: the table has None for
     peers not yet reported, and a worker that restarts elsewhere reaches its peers through
@@ -439,23 +426,43 @@ def test_a_launch_about_to_start_for_the_first_time_is_not_taken_for_dead(conf):
 
 
 def test_a_supervisor_reports_the_workers_it_runs(conf):
+    from squall.cluster.launcher import Launch, Launcher
     from squall.cluster.supervisor import Supervisor
 
-    class Running:
-        def poll(self):
-            return None
+    class OneWorker(Launcher):
+        host = "127.0.0.1"
+
+        def __init__(self):
+            self.procs = {7000: Launch("t-1-1", "t", 4)}
+            self.stopped = []
+
+        def slots(self):
+            return [7000, 7001]
+
+        def start(self, port, launch):
+            self.procs[port] = launch
+
+        def stop(self, port):
+            self.stopped.append(port)
+            del self.procs[port]
+
+        def running(self):
+            return dict(self.procs)
+
+        def exits(self):
+            return []
 
     class Master:
         def call(self, op, **args):
             self.args = args
             return {"slots": {"7000": {"storm_id": "t-1-1", "name": "t", "launch_id": 4}}}
 
-    sup = Supervisor({**conf, "supervisor.slots.ports": [7000, 7001]})
-    sup.procs[7000] = {"proc": Running(), "storm_id": "t-1-1", "launch_id": 4}
-    sup._client = Master()
+    launcher = OneWorker()
+    sup = Supervisor(conf, launcher, Master())
     sup.sync()
-    assert sup._client.args["running"] == [{"port": 7000, "storm_id": "t-1-1", "launch_id": 4}]
-    assert 7000 in sup.procs  # what the master wants: left running
+    assert sup.master.args["running"] == [{"port": 7000, "storm_id": "t-1-1", "launch_id": 4}]
+    assert launcher.running() == {7000: Launch("t-1-1", "t", 4)} and not launcher.stopped  # left running
+
 
 def _exit(m, storm_id, slot, status, output=""):
     topo = m.topologies["t"]

@@ -4,6 +4,7 @@ with one core each, so each worker runs in its own executor process, as on a clu
 import os
 import signal
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +37,16 @@ def test_word_count_is_exact_with_each_worker_in_its_own_executor(spark_cluster,
         assert len({_executor_of(p) for p in pids}) == 2, "both workers ran in one executor"
     assert wait_until(lambda: len(list(tmp_path.glob("counts-*.json"))) == 2, 20)
     assert total(task_counts(tmp_path)) == Counter(w for s in SENTENCES for w in s.split())
+
+
+def test_the_spark_host_writes_the_secret_nowhere(spark_cluster):
+    """Its workers get the secret in their task's closure: no configuration file holds it (the
+    process host's launcher writes one, owner-only, because its worker processes read it)."""
+    local_dir = Path(spark_cluster.conf["storm.local.dir"])
+    secret = spark_cluster.conf["squall.secret"].encode()
+    files = [f for f in local_dir.rglob("*") if f.is_file()]
+    assert not [f for f in files if secret in f.read_bytes() and f.name != "secret"]
+    assert not (local_dir / "supervisor").exists()
 
 
 def test_a_lost_executor_is_survived_and_a_reliable_topology_loses_nothing(spark_cluster, tmp_path):

@@ -1,0 +1,176 @@
+"""The in-process host's parts: the master called directly, and workers as threads.
+
+`LocalCluster` is a `Master` with a supervisor whose launcher is `InProcessLauncher`, as Storm's
+LocalCluster is a nimbus and supervisors in one JVM. The master is called directly
+(`DirectMaster`), one call at a time as its RPC server would take them; each worker is the
+same `squall.worker.agent.WorkerAgent` a worker process runs, on a thread, with an in-memory
+transport on its topology's `InMemoryNetwork` and its own backpressure state.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine.plan import TopologyPlan
+from ..engine.transport import InMemoryNetwork, InMemoryTransport
+from ..worker.agent import EXIT_CANNOT_START, WorkerAgent
+from ..worker.envelope import Origin
+from ..worker.rpc import RemoteError
+from .launcher import Launch, Launcher, WorkerExit
+from .master import Master
+
+log = logging.getLogger("squall.cluster")
+
+FIRST_PORT = 1024  # in-process slots are numbered from here, as a LocalCluster's worker ports
+_STOP_TIMEOUT_SECS = 10.0
+
+
+class DirectMaster:
+    """The master, called in this process one call at a time (its RPC server's discipline).
+
+    ``call`` is what a supervisor or worker uses: a failure comes back as `RemoteError`, as over
+    RPC. `run` is for the cluster's own verbs, which raise the master's exceptions unchanged.
+    After every call, ``on_change(storm_id)`` is told of each topology whose news for its
+    workers changed (status, readiness, peers, deaths), so that they hear of it at once rather
+    than at their next heartbeat.
+    """
+
+    def __init__(self, master: Master, on_change: Callable[[str], None]) -> None:
+        self.master = master
+        self.on_change = on_change
+        self.lock = threading.RLock()
+
+    def call(self, op: str, **args: Any) -> Any:
+        try:
+            return self.run(getattr(self.master, f"op_{op}"), **args)
+        except Exception as e:
+            raise RemoteError(str(e), type(e).__name__) from e
+
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` under the master's lock, then `on_change` for what changed."""
+        with self.lock:
+            before = self.master.news_marks()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                after = self.master.news_marks()
+                changed = [sid for sid, mark in after.items() if before.get(sid) != mark]
+                changed += [sid for sid in before if sid not in after]
+        for storm_id in changed:
+            self.on_change(storm_id)
+
+    def plan_of(self, storm_id: str) -> TopologyPlan:
+        """The master's plan of ``storm_id`` (the object: workers in this process need no copy)."""
+        with self.lock:
+            return self.master.plan_of(storm_id)
+
+
+@dataclass
+class _Thread:
+    """One in-process worker: its agent, the thread running it, and how it ended."""
+
+    launch: Launch
+    agent: WorkerAgent
+    thread: threading.Thread
+    status: int | None = None
+
+
+class InProcessLauncher(Launcher):
+    """Workers as threads of this process (`WorkerAgent` on an in-memory transport).
+
+    Its slots grow on demand (`offer`), as Storm's LocalCluster, which a test never has to size.
+    ``on_exit`` is called (on the worker's thread) when a worker ends on its own, so the cluster
+    can sync at once rather than at its next tick.
+    """
+
+    def __init__(self, conf: dict[str, Any], host: str, master: DirectMaster, clock: Any,
+                 seeds: Callable[[], int], on_exit: Callable[[], None]) -> None:
+        self.conf = conf
+        self.host = host
+        self.master = master
+        self.clock = clock
+        self.seeds = seeds
+        self.on_exit = on_exit
+        self._ports: list[int] = []
+        self._workers: dict[int, _Thread] = {}
+        self._networks: dict[str, InMemoryNetwork] = {}
+        self._lock = threading.Lock()
+
+    def offer(self, n: int) -> None:
+        """Offer at least ``n`` slots."""
+        with self._lock:
+            while len(self._ports) < n:
+                self._ports.append(FIRST_PORT + len(self._ports))
+
+    def slots(self) -> list[int]:
+        with self._lock:
+            return list(self._ports)
+
+    def start(self, port: int, launch: Launch) -> None:
+        slot = f"{self.host}:{port}"
+        with self._lock:
+            network = self._networks.setdefault(launch.storm_id, InMemoryNetwork())
+
+        def make_transport(plan: TopologyPlan, origin: Origin, receive: Callable[[int, Any], None]) -> InMemoryTransport:
+            transport = InMemoryTransport(network, slot)
+            transport.set_receiver(receive)
+            return transport
+
+        agent = WorkerAgent(self.master, launch.storm_id, slot, launch.launch_id, self.conf,
+                            make_transport=make_transport, plan_of=self.master.plan_of, clock=self.clock,
+                            peer_poll_secs=0.005, seed=self.seeds())
+        worker = _Thread(launch, agent, threading.Thread(name=f"squall-local-worker-{port}", daemon=True))
+        worker.thread.run = lambda: self._run(worker)  # type: ignore[method-assign]
+        with self._lock:
+            self._workers[port] = worker
+        worker.thread.start()
+
+    def _run(self, worker: _Thread) -> None:
+        try:
+            worker.status = worker.agent.run()
+        except BaseException:  # noqa: B036 - a bug of ours must not pass for a clean stop
+            log.exception("in-process worker %s failed", worker.agent.slot)
+            worker.status = 1
+        if not worker.agent.stop_event.is_set():
+            self.on_exit()
+
+    def stop(self, port: int) -> None:
+        with self._lock:
+            worker = self._workers.pop(port, None)
+        if worker is None:
+            return
+        worker.agent.stop()
+        worker.thread.join(_STOP_TIMEOUT_SECS)
+        self._forget_network(worker.launch.storm_id)
+
+    def _forget_network(self, storm_id: str) -> None:
+        with self._lock:
+            if not any(w.launch.storm_id == storm_id for w in self._workers.values()):
+                self._networks.pop(storm_id, None)
+
+    def running(self) -> dict[int, Launch]:
+        with self._lock:
+            return {port: w.launch for port, w in self._workers.items()}
+
+    def exits(self) -> list[WorkerExit]:
+        out = []
+        with self._lock:
+            ended = [(port, w) for port, w in self._workers.items() if not w.thread.is_alive()]
+            for port, _w in ended:
+                del self._workers[port]
+        for port, w in ended:
+            status = 1 if w.status is None else w.status
+            out.append(WorkerExit(w.launch.storm_id, f"{self.host}:{port}", w.launch.launch_id, status,
+                                  status != EXIT_CANNOT_START))
+            self._forget_network(w.launch.storm_id)
+        return out
+
+    def agents(self, storm_id: str | None = None) -> list[WorkerAgent]:
+        """The agents of the running workers (of ``storm_id`` only, if given)."""
+        with self._lock:
+            return [w.agent for w in self._workers.values()
+                    if w.thread.is_alive() and (storm_id is None or w.launch.storm_id == storm_id)]

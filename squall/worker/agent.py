@@ -1,0 +1,325 @@
+"""`WorkerAgent`: one launch of one worker slot, from its assignment to its exit status.
+
+The same on every host: a worker process (`squall.worker.process`), a Spark task
+(`squall.cluster.spark_task`) and a `LocalCluster`'s in-process worker
+(`squall.cluster.inprocess`) each run one. It asks the master for its assignment, opens its
+transport and reports the transport's address, waits until every peer has reported its own,
+builds the engine's `Worker` and heartbeats its statistics and errors; the replies say whether
+the topology is active, when a peer moved or died (its spouts then fail what it may have held)
+and when to stop. While the master is unreachable it keeps processing and retries. What differs
+between hosts comes in: the link to the master (RPC or a direct call), how the plan arrives
+(pickled in the assignment, or the master's own object in-process), and the transport.
+
+A crash in user code (Storm's fail-fast) is reported and ends the run with `EXIT_CRASHED`; a
+worker that cannot start (its topology cannot be loaded, or user code fails before every
+executor has opened, say on a bad import in ``prepare``) reports why and ends with
+`EXIT_CANNOT_START`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import cloudpickle
+
+from ..engine.clock import Clock
+from ..engine.executor import error_record
+from ..engine.loop import Backpressure, TopologyState
+from ..engine.plan import TopologyPlan
+from ..engine.transport import Transport
+from ..engine.worker import Worker, component_blobs
+from .envelope import Origin
+from .rpc import RemoteError, RpcError
+
+log = logging.getLogger("squall.worker")
+
+EXIT_CRASHED = 1
+EXIT_CANNOT_START = 3
+STALL_TICK_SECS = 0.5  # how often the watchdog looks for a loop held by user code
+
+
+class MasterCalls(Protocol):
+    """How a worker reaches the master (`squall.worker.rpc.MasterLink`, or a direct call
+    in-process); ``call`` raises `RpcError` while it is unreachable."""
+
+    def call(self, op: str, **args: Any) -> Any: ...
+
+
+# (plan, origin, receive) -> the worker's transport, bound and receiving into ``receive``
+TransportFactory = Callable[[TopologyPlan, Origin, Callable[[int, Any], None]], Transport]
+
+
+class WorkerAgent:
+    """Runs one launch of a worker slot; see the module docstring.
+
+    Args:
+        master: the link to the master.
+        storm_id, slot, launch_id: what to run (``slot`` is ``"host:port"``).
+        conf: the cluster's settings (``nimbus.task.launch.secs``, ``worker.heartbeat.frequency.secs``).
+        make_transport: opens this worker's transport.
+        plan_of: the plan of ``storm_id``, for a host whose master is in this process; None: the
+            plan comes pickled in the assignment.
+        clock: the engine's clock (default: real time).
+        stop: set from outside to stop the worker cleanly (SIGTERM from the supervisor).
+        peer_poll_secs: how often to ask again while peers have not reported their address.
+        seed: seed for tuple ids and shuffles (default: from the system's randomness).
+    """
+
+    def __init__(self, master: MasterCalls, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any], *,
+                 make_transport: TransportFactory, plan_of: Callable[[str], TopologyPlan] | None = None,
+                 clock: Any = None, stop: threading.Event | None = None, peer_poll_secs: float = 0.2,
+                 seed: int | None = None) -> None:
+        self.master = master
+        self.storm_id, self.slot, self.launch_id = storm_id, slot, launch_id
+        self.port = int(slot.rsplit(":", 1)[1])
+        self.conf = conf
+        self.make_transport = make_transport
+        self.plan_of = plan_of
+        self.clock = clock or Clock()
+        self.stop_event = stop or threading.Event()
+        self.peer_poll_secs = peer_poll_secs
+        self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
+        self.worker: Worker | None = None
+        self.transport: Transport | None = None
+        self.state: TopologyState | None = None
+        self._errors: list[dict[str, Any]] = []
+        self._crashed = threading.Event()
+        self._wake = threading.Event()
+        self._beat_lock = threading.Lock()
+        self._told_stop = False
+        self._addresses_version = 0
+        self._lost_generation = 0
+        self._epoch: str | None = None
+        self._peers: dict[int, str] = {}
+
+    # --- from outside -------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop the worker cleanly (``close`` and ``cleanup`` run); `run` returns 0."""
+        self.stop_event.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Heartbeat now rather than at the next period (the master has news for this worker)."""
+        self._wake.set()
+
+    # --- the run --------------------------------------------------------------------------------------
+    def run(self) -> int:
+        """Run until the master says stop, `stop`, or user code crashes; the exit status."""
+        deadline = time.monotonic() + float(self.conf.get("nimbus.task.launch.secs", 120))
+        try:
+            a = self._call_until(deadline, "get_assignment", storm_id=self.storm_id, slot=self.slot,
+                                 launch_id=self.launch_id, want_plan=self.plan_of is None)
+            if a is None:
+                log.error("worker %s cannot reach the master", self.slot)
+                return EXIT_CANNOT_START
+            if a["launch_id"] != self.launch_id:
+                return 0  # superseded while starting
+            early = _EarlyItems()
+            try:
+                plan = self.plan_of(self.storm_id) if self.plan_of is not None else cloudpickle.loads(a["plan"])
+                executors = [plan.executors[i] for i in a["executors"]]
+                blobs = component_blobs(plan)
+                self.transport = self.make_transport(plan, Origin(self.storm_id, self.slot, self.launch_id), early)
+            except Exception as e:
+                rec = error_record("__worker", -1, e, self.port, fatal=True)
+                rec.error = f"worker on {self.slot} cannot start: {rec.error}"
+                self._report([rec.as_dict()])
+                return EXIT_CANNOT_START
+            # report our address, and wait for every peer's (on Spark they bind as their tasks start)
+            while True:
+                a = self._call_until(deadline, "get_assignment", storm_id=self.storm_id, slot=self.slot,
+                                     launch_id=self.launch_id, address=self.transport.address, want_plan=False)
+                if a is None or a["launch_id"] != self.launch_id:
+                    return 0 if self.stop_event.is_set() or a is not None else EXIT_CANNOT_START
+                if all(addr is not None for addr in a["peers"].values()):
+                    break
+                if time.monotonic() > deadline:
+                    log.error("peers of %s did not report within nimbus.task.launch.secs", self.slot)
+                    return EXIT_CANNOT_START
+                time.sleep(self.peer_poll_secs)
+            return self._run_started(plan, executors, blobs, early, a)
+        except RemoteError as e:  # "no assignment": killed or moved while this worker started
+            log.info("%s; exiting", e)
+            return 0
+        finally:
+            if self.transport is not None:
+                self.transport.close()
+
+    def _call_until(self, deadline: float, op: str, **args: Any) -> Any:
+        """``master.call`` retried while the master is unreachable; None once past ``deadline`` or stopped."""
+        while not self.stop_event.is_set():
+            try:
+                return self.master.call(op, **args)
+            except RpcError as e:
+                if time.monotonic() > deadline:
+                    log.error("%s failed: %s", op, e)
+                    return None
+                time.sleep(0.5)
+        return None
+
+    def _report(self, errors: list[dict[str, Any]]) -> None:
+        try:
+            self.master.call("report_errors", storm_id=self.storm_id, slot=self.slot, launch_id=self.launch_id,
+                             errors=errors)
+        except Exception as e:
+            log.error("could not report to the master: %s", e)
+
+    def _run_started(self, plan: TopologyPlan, executors: list, blobs: dict[str, bytes], early: _EarlyItems,
+                     a: dict[str, Any]) -> int:
+        transport = self.transport
+        assert transport is not None
+        self._addresses_version = a["addresses_version"]
+        self._lost_generation = a.get("lost_generation", 0)
+        self._epoch = a.get("epoch")  # the master's: a restarted master counts generations afresh
+        self._set_peers(a["peers"])
+        transport.set_launches(a["launch_ids"])
+        self.state = TopologyState(active=bool(a["active"]))
+        bp = Backpressure(plan.conf["topology.executor.receive.buffer.size"], self.clock)
+        worker = Worker(plan, self.port, executors, blobs, transport, self.clock, self.state, bp,
+                        lambda rec: self._errors.append(rec.as_dict()),
+                        lambda w, rec: (self._crashed.set(), self._wake.set()), self.seed)
+        early.hand_over(worker.receive)
+        transport.set_receiver(worker.receive)
+        refused_tasks: set[int] = set()
+
+        def refused(task: int, why: str) -> None:  # an item too large to send: say so once per task
+            if task not in refused_tasks:
+                refused_tasks.add(task)
+                self._errors.append(error_record(plan.task_to_component.get(task, "__transport"), task, why,
+                                                 self.port).as_dict())
+        transport.on_refused = refused  # type: ignore[attr-defined]
+        # backpressure across workers: tell the peers when this worker's inboxes flip over or under
+        # their bound (and, while over, again every RENEW_SECS), and throttle local spouts while any
+        # peer is over; the sender is the slot the message's authenticated header names
+        bp.listener = lambda over: transport.broadcast({"over": over})
+        transport.set_control_handler(lambda sender, msg: bp.set_remote(sender, _over(msg)))
+        renewing = threading.Event()
+        threading.Thread(target=_renew_backpressure, args=(bp, transport, renewing),
+                         name="squall-backpressure", daemon=True).start()
+        self.worker = worker
+        worker.start()
+        freq = float(self.conf.get("worker.heartbeat.frequency.secs") or 1)
+        stall_after = float(plan.conf.get("topology.executor.blocking.warn.millis") or 1000) / 1000.0
+        status = 0
+        next_beat = 0.0  # the first beat at once: the master activates the topology once all have beaten
+        try:
+            while True:
+                now = time.monotonic()
+                self._wake.wait(max(0.0, min(next_beat - now, STALL_TICK_SECS)))
+                woken = self._wake.is_set()
+                self._wake.clear()
+                if self._crashed.is_set():
+                    status = EXIT_CRASHED
+                elif self.stop_event.is_set() or self._told_stop:
+                    return 0
+                worker.find_stalls(time.monotonic(), stall_after)  # moves a blocking component off the shared loop
+                if not (status or woken or time.monotonic() >= next_beat):
+                    continue
+                next_beat = time.monotonic() + freq
+                self.beat()
+                if status:
+                    # a crash before every executor opened is a failed start (say, a bad import in
+                    # prepare): the master stops retrying those after a bounded number of attempts
+                    return status if worker.opened() else EXIT_CANNOT_START
+                if self._told_stop:
+                    return 0
+        finally:
+            renewing.set()
+            worker.stop(clean=status == 0, timeout=2)
+
+    def beat(self) -> None:
+        """Send one heartbeat now and act on the reply (thread-safe: a host in this process may
+        call it to refresh the master's figures)."""
+        worker, transport, state = self.worker, self.transport, self.state
+        if worker is None or transport is None or state is None:
+            return
+        with self._beat_lock:
+            pending, self._errors[:] = list(self._errors), []
+            try:
+                reply = self.master.call(
+                    "heartbeat", storm_id=self.storm_id, slot=self.slot, launch_id=self.launch_id,
+                    stats=worker.statistics(), errors=pending, started=worker.opened(), address=transport.address,
+                    addresses_version=self._addresses_version, pid=os.getpid(),
+                    lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics())
+            except RpcError:
+                self._errors[:0] = pending  # keep them for when the master is back; go on processing
+                return
+            if reply.get("stop"):
+                self._told_stop = True
+                self._wake.set()
+                return
+            if "peers" in reply:  # a peer restarted elsewhere: before spouts may (re)start
+                worker.tasks_lost(self._set_peers(reply["peers"]))
+                transport.set_launches(reply["launch_ids"])
+                self._addresses_version = reply["addresses_version"]
+            for lost in reply.get("lost", ()):
+                if worker.tasks_lost(lost["tasks"]):
+                    log.info("worker %s died %.1f s ago: failing the spouts' pending tuples that may "
+                             "have been in it", lost["slot"], max(0.0, time.time() - lost["time"]))
+            self._lost_generation = reply.get("lost_generation", self._lost_generation)
+            self._epoch = reply.get("epoch", self._epoch)
+            state.set_active(bool(reply.get("active")))
+
+    def _set_peers(self, table: dict[Any, Any]) -> list[int]:
+        """Give the transport the peers' addresses (``table``: task -> address, None while a peer
+        restarts) and return the tasks whose worker moved. The transport drops what it queued for
+        those (their old address is a dead worker's): the spouts must fail what they sent there at
+        once (`Worker.tasks_lost`), or wait a message timeout for it."""
+        transport = self.transport
+        assert transport is not None
+        new = {int(t): addr for t, addr in table.items() if addr is not None and addr != transport.address}
+        moved = [t for t, addr in new.items() if self._peers.get(t, addr) != addr]
+        transport.set_peers(new)
+        self._peers.update(new)
+        return moved
+
+
+class _EarlyItems:
+    """The transport's receiver until the worker exists. Peers may send as soon as they know
+    this worker's address, which it reports before it builds its executors; what arrives
+    meanwhile (on the process host, a restarted worker's port at once gets what its peers
+    queued for it) is kept and handed to the worker, not dropped."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[int, Any]] = []
+        self._receive: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self, task: int, item: Any) -> None:
+        with self._lock:
+            if self._receive is None:
+                self._items.append((task, item))
+                return
+        self._receive(task, item)
+
+    def hand_over(self, receive: Any) -> None:
+        """Deliver what was kept to ``receive``, and from now on everything."""
+        with self._lock:
+            for task, item in self._items:
+                try:
+                    receive(task, item)
+                except KeyError:
+                    pass  # not a task of this worker (the transport drops those too)
+            self._items = []
+            self._receive = receive
+
+
+def _over(message: Any) -> bool:
+    """The state a peer's backpressure message reports; TypeError if it is not one."""
+    if not isinstance(message, dict) or not isinstance(message.get("over"), bool):
+        raise TypeError(f"not a backpressure message: {message!r:.80}")
+    return message["over"]
+
+
+def _renew_backpressure(bp: Backpressure, transport: Transport, done: threading.Event) -> None:
+    """Every `Backpressure.RENEW_SECS`: forget peers' expired "over", and repeat our own."""
+    while not done.wait(bp.RENEW_SECS):
+        bp.expire()
+        if bp.over:
+            transport.broadcast({"over": True})

@@ -1,0 +1,87 @@
+"""LocalCluster is the master with in-process supervisors: the same Nimbus as the other hosts
+(its scheduler, its error records, its info), writing nothing to disk."""
+
+from __future__ import annotations
+
+import os
+
+import cloudpickle
+
+from squall import LocalCluster, TopologyBuilder
+from squall._config import cluster_conf
+from squall.cluster.master import Master
+from squall.cluster.scheduler import IScheduler
+from squall.engine.executor import MAX_ERRORS_PER_COMPONENT, ErrorRecord, add_error
+from squall.testing import FeederSpout
+
+from ..acceptance.components import AckBolt
+from ..conftest import wait_until
+
+
+def _topology(bolts: int = 2):
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]), 1)
+    b.set_bolt("sink", AckBolt(), bolts).shuffle_grouping("feed")
+    return b.create_topology()
+
+
+class OneSlotScheduler(IScheduler):
+    """Puts every topology on the first free slot, whatever ``topology.workers`` asks."""
+
+    def schedule(self, topologies, cluster):
+        for topo in topologies:
+            if not cluster.assignments.get(topo.id) and cluster.available_slots():
+                cluster.assign(cluster.available_slots()[0], topo.id, topo.executors)
+
+
+def test_local_cluster_places_topologies_with_the_scheduler_storm_scheduler_names():
+    with LocalCluster({"storm.scheduler": f"{__name__}:OneSlotScheduler"}) as cluster:
+        cluster.submit_topology("one", {"topology.workers": 3}, _topology())
+        info = cluster.get_topology_info("one")
+        assert info["num_workers"] == 1
+        assert len(info["workers"][0]["executors"]) == info["num_executors"]  # every executor on that one
+
+
+def test_the_isolation_scheduler_gives_a_topology_in_process_machines_of_its_own():
+    conf = {"squall.local.supervisors": 3, "isolation.scheduler.machines": {"isolated": 1}}
+    with LocalCluster(conf) as cluster:
+        cluster.submit_topology("isolated", {"topology.workers": 2}, _topology())
+        cluster.submit_topology("other", {"topology.workers": 3}, _topology())
+        hosts = {name: {w["slot"].rsplit(":", 1)[0] for w in cluster.get_topology_info(name)["workers"]}
+                 for name in ("other", "isolated")}
+        assert len(hosts["isolated"]) == 1 and not hosts["isolated"] & hosts["other"]
+        assert cluster.get_cluster_info()["supervisors"] == 3
+        for name in ("other", "isolated"):  # and both run
+            assert wait_until(lambda name=name: cluster.get_topology_info(name)["status"] == "ACTIVE", 5)
+
+
+def test_every_host_keeps_the_newest_ten_errors_of_each_component():
+    errors: list[ErrorRecord] = []
+    for i in range(MAX_ERRORS_PER_COMPONENT + 5):
+        add_error(errors, ErrorRecord("bolt", 3, float(i), f"error {i}", ""))
+        add_error(errors, ErrorRecord("other", 4, float(i), f"other {i}", ""))
+    assert MAX_ERRORS_PER_COMPONENT == 10
+    assert [e.error for e in errors if e.component == "bolt"] == [f"error {i}" for i in range(5, 15)]
+    assert len(errors) == 20
+
+
+def test_a_local_cluster_writes_nothing_to_disk(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", {}, _topology())
+        cluster.kill_topology("t", wait_secs=0)
+    assert os.listdir(tmp_path) == []
+
+
+def test_local_cluster_info_is_the_masters_info(tmp_path):
+    """One info for every host: LocalCluster's is the master's ``op_info``."""
+    m = Master(cluster_conf({"storm.local.dir": str(tmp_path)}))
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001])
+    m.op_submit(name="t", conf={}, topology=cloudpickle.dumps(_topology()))
+    remote = m.op_info(name="t")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", {}, _topology())
+        local = cluster.get_topology_info("t")
+    assert set(local) == set(remote)
+    assert set(local["components"]["sink"]) == set(remote["components"]["sink"])
+    assert set(local["workers"][0]) == set(remote["workers"][0])

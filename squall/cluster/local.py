@@ -292,6 +292,8 @@ class LocalCluster:
             d = min(step, left)
             advance(d)
             left -= d
+            # the supervisors and workers report first: they went on beating while that time passed
+            self._sync()
             for agent in self._agents():
                 agent.beat()
             self._direct.run(self.master.monitor)

@@ -367,7 +367,7 @@ def pending_bytes(n: int = DEFAULT_PENDING, k: int = 0, trace: bool = False, tim
             acker_n = sum(len(a.pending) for a in ackers)
             in_flight = sum(s.in_flight for s in spouts)
             open_trees = sum(1 for a in ackers for b in a.pending._buckets for e in b.values()
-                             if e[0] != 0 and e[1] >= 0)
+                             if e.xor != 0 and e.spout_task >= 0)
             spout_bytes = sum(deep_size(s.pending) for s in spouts) - len(spouts) * deep_size(RotatingMap(2))
             acker_bytes = sum(deep_size(a.pending) for a in ackers) - len(ackers) * deep_size(RotatingMap(3))
             seen: set[int] = set()

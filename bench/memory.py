@@ -30,7 +30,7 @@ below in quotes.
    happens while measuring). Once the spout has emitted them all, the bolt has executed them
    all, the acker has handled every message and the worker is idle, the benchmark walks the
    actual structures: the acker's pending map (``Acker.pending``, a 3-bucket `RotatingMap` of
-   root -> [xor, spout task, start time, failed, reset]) and the spout executor's
+   root -> `PendingTree` (xor, spout task, start time, failed, reset)) and the spout executor's
    (``SpoutExecutor.pending``, a 2-bucket `RotatingMap` of root -> (msg id, task, stream, start
    time)). `deep_size` adds ``sys.getsizeof`` of the map, its buckets, and every key, value and
    element reachable from them, each object once; ``None``, booleans and the small ints Python
@@ -74,7 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from squall import Bolt, Config, Fields, LocalCluster, Spout, TopologyBuilder
-from squall.engine.acker import Acker
+from squall.engine.acker import Acker, PendingTree
 from squall.engine.acker_executor import AckerExecutor
 from squall.engine.rotating_map import RotatingMap
 from squall.engine.spout_executor import SpoutExecutor
@@ -162,9 +162,10 @@ def _process_wide(o: Any) -> bool:
 
 
 def deep_size(root: Any, seen: set[int] | None = None) -> int:
-    """Bytes of ``root`` and of everything reachable from it through dicts, lists, tuples, sets
-    and `RotatingMap` buckets, each object once (``seen``: ids already counted, shared across
-    calls); ints, floats, strings and other leaves by ``sys.getsizeof``; see `_process_wide`."""
+    """Bytes of ``root`` and of everything reachable from it through dicts, lists, tuples, sets,
+    `RotatingMap` buckets and the acker's `PendingTree` records, each object once (``seen``: ids
+    already counted, shared across calls); ints, floats, strings and other leaves by
+    ``sys.getsizeof``; see `_process_wide`."""
     seen = set() if seen is None else seen
     total = 0
     stack = [root]
@@ -184,6 +185,8 @@ def deep_size(root: Any, seen: set[int] | None = None) -> int:
             stack.extend(o)
         elif t is RotatingMap:
             stack.append(o._buckets)  # ``newest`` is _buckets[0]; ``_expire`` is the owner's method
+        elif t is PendingTree:
+            stack.extend(getattr(o, name) for name in PendingTree.__slots__)
     return total
 
 
@@ -364,7 +367,7 @@ def pending_bytes(n: int = DEFAULT_PENDING, k: int = 0, trace: bool = False, tim
             acker_n = sum(len(a.pending) for a in ackers)
             in_flight = sum(s.in_flight for s in spouts)
             open_trees = sum(1 for a in ackers for b in a.pending._buckets for e in b.values()
-                             if e[0] != 0 and e[1] >= 0)
+                             if e.xor != 0 and e.spout_task >= 0)
             spout_bytes = sum(deep_size(s.pending) for s in spouts) - len(spouts) * deep_size(RotatingMap(2))
             acker_bytes = sum(deep_size(a.pending) for a in ackers) - len(ackers) * deep_size(RotatingMap(3))
             seen: set[int] = set()

@@ -174,7 +174,7 @@ class LocalCluster:
         while time.monotonic() < deadline:
             with self._direct.lock:
                 topo = self.master._find(storm_id)
-                waiting = set(topo.assignment) - topo.ready if topo is not None else set()
+                waiting = {s for s in topo.assignment if not topo.slot(s).ready} if topo is not None else set()
             if not waiting & {agent.slot for agent in self._agents(storm_id)}:
                 return  # each is in, or ended (its exit is the master's business)
             time.sleep(0.002)

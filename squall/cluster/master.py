@@ -58,11 +58,13 @@ from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
 from ..engine.clock import Clock
 from ..engine.executor import ErrorRecord, add_error
-from ..engine.plan import TopologyPlan, make_plan
+from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
 from ..worker.rpc import SECRET_KEY, load_or_create_secret, rpc_settings, serve_connection
 from .backoff import crash_backoff, launch_backoff
 from .client import pickle_topology
+from .master_records import (REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, PendingAction, SlotState, SupervisorInfo,
+                             slots_from_json)
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
 from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
                     transition)
@@ -84,43 +86,38 @@ class LostWorker(NamedTuple):
 
 
 class _Topo:
-    """What the master keeps about one topology (persisted, except heartbeats)."""
+    """What the master keeps about one topology (persisted, except what `SlotState` says is not)."""
 
     def __init__(self, plan: TopologyPlan, status: TopologyStatus, launched: float) -> None:
         self.plan = plan
         self.status = status
         self.previous: TopologyStatus | None = None
         self.launched = launched
-        self.assignment: dict[str, list[int]] = {}   # slot "host:port" -> executor indexes in plan
-        self.launch_ids: dict[str, int] = {}         # slot -> launch id its worker must carry
-        self.launch_failures: dict[str, int] = {}    # slot -> consecutive failed starts
-        self.given_up: set[str] = set()
+        # slot "host:port" -> executor indexes in plan: the scheduler's output, replaced whole;
+        # the slots' records (launch ids above all) outlive it
+        self.assignment: dict[str, list[int]] = {}
+        self.slots: dict[str, SlotState] = {}
         self.errors: list[ErrorRecord] = []
-        self.pending_action: tuple[str, float, dict] | None = None  # ("remove"|"rebalance", due, args)
-        # not persisted: the last heartbeat per slot, and the slots heard from since assignment
-        self.heartbeats: dict[str, dict[str, Any]] = {}
-        self.ready: set[str] = set()
-        # the data address each slot's worker bound and reported ("tcp://host:port"): on Spark
-        # it is known only once the task runs, and changes when the task restarts elsewhere;
-        # ``addresses_version`` counts the changes so that workers fetch the table only anew
-        self.addresses: dict[str, str] = {}
+        self.pending_action: PendingAction | None = None
+        # counts changes of the slots' data addresses (on Spark one is known only once the task
+        # runs, and changes when the task restarts elsewhere): workers fetch the table only anew
         self.addresses_version = 0
-        # per slot: the launch that reported itself started (its executors opened), the launch
-        # that reported errors, and when a slot that failed to start may be launched again
-        self.started_launch: dict[str, int] = {}
-        self.reported_launch: dict[str, int] = {}
-        self.retry_at: dict[str, float] = {}
-        # per slot: when its started launch said so, how many times in a row it crashed soon
-        # after (`crash_backoff`), the launch that reported a fatal error, and the launch whose
-        # address its peers may have (so it may have held tuples when it died)
-        self.started_at: dict[str, float] = {}
-        self.crashes: dict[str, int] = {}
-        self.fatal_launch: dict[str, int] = {}
-        self.held: dict[str, int] = {}
         # the deaths workers are told of in their heartbeat replies (`LostWorker`)
         self.lost: list[LostWorker] = []
         self.lost_generation = 0
-        self.restarts: dict[str, int] = {}  # per slot: new launches after its worker died
+
+    def slot(self, slot: str) -> SlotState:
+        """The record of ``slot``, a new one if the master knows nothing of it yet."""
+        state = self.slots.get(slot)
+        if state is None:
+            state = self.slots[slot] = SlotState()
+        return state
+
+    @property
+    def launch_ids(self) -> dict[str, int]:
+        """Slot -> the launch id its worker must carry, for every slot ever launched: the table
+        workers drop replaced launches' messages by."""
+        return {slot: s.launch_id for slot, s in self.slots.items() if s.launch_id is not None}
 
     def note_lost(self, slot: str, now: float) -> None:
         """``slot``'s current launch died (the master learned it at wall time ``now``): tell the other workers (`LostWorker`), if it may have
@@ -128,7 +125,7 @@ class _Topo:
         failed in ``prepare`` had reported it): a slot that keeps dying that early must not make
         the spouts fail their whole pending set each time."""
         idx = self.assignment.get(slot)
-        if idx is None or self.held.get(slot) != self.launch_ids.get(slot):
+        if idx is None or self.slot(slot).held_launch != self.slot(slot).launch_id:
             return
         self.lost_generation += 1
         tasks = [t for i in idx for t in self.plan.executors[i].tasks]
@@ -141,9 +138,11 @@ class _Topo:
         is dead (not replaced on purpose), so the spouts are told what it may have held."""
         if died:
             self.note_lost(slot, now)
-            self.restarts[slot] = self.restarts.get(slot, 0) + 1
-        self.launch_ids[slot] = self.launch_ids.get(slot, 0) + 1
-        self.heartbeats[slot] = {"time": now, "starting": True}
+        state = self.slot(slot)
+        if died:
+            state.restarts += 1
+        state.launch_id = (state.launch_id or 0) + 1
+        state.heartbeat = Heartbeat.launched(now)
         self.note_address(slot, None)
 
     def lost_since(self, generation: int) -> list[dict[str, Any]]:
@@ -155,30 +154,33 @@ class _Topo:
 
     def note_address(self, slot: str, address: str | None) -> None:
         """``slot``'s current launch reported its data address (None: it is restarting)."""
-        if address and slot in self.launch_ids:
-            self.held[slot] = self.launch_ids[slot]  # from now on peers may send to it
-        if self.addresses.get(slot) != address:
-            if address:
-                self.addresses[slot] = address
-            else:
-                self.addresses.pop(slot, None)
+        state = self.slot(slot)
+        if address and state.launch_id is not None:
+            state.held_launch = state.launch_id  # from now on peers may send to it
+        if state.address != address:
+            state.address = address or None
             self.addresses_version += 1
 
     def peers(self) -> dict[int, str | None]:
         """Task -> the data address of the worker running it (None: not reported yet)."""
         out: dict[int, str | None] = {}
         for slot, idx in self.assignment.items():
-            addr = self.addresses.get(slot)
+            addr = self.slot(slot).address
             for i in idx:
                 for t in self.plan.executors[i].tasks:
                     out[t] = addr
         return out
 
+    def given_up(self) -> list[str]:
+        """The slots given up after too many failed starts."""
+        return sorted(slot for slot, s in self.slots.items() if s.given_up)
+
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status.value, "previous": self.previous.value if self.previous else None,
-                "launched": self.launched, "assignment": self.assignment, "launch_ids": self.launch_ids,
-                "launch_failures": self.launch_failures, "given_up": sorted(self.given_up),
-                "errors": [e.as_dict() for e in self.errors], "pending_action": self.pending_action}
+                "launched": self.launched, "assignment": self.assignment,
+                "slots": {slot: s.to_json() for slot, s in self.slots.items()},
+                "errors": [e.as_dict() for e in self.errors],
+                "pending_action": self.pending_action.to_json() if self.pending_action else None}
 
 
 class Master:
@@ -207,7 +209,7 @@ class Master:
             self.secret = given.encode() if isinstance(given, str) else secrets.token_bytes(32)
         self.rpc = rpc_settings(conf)
         self.topologies: dict[str, _Topo] = {}
-        self.supervisors: dict[str, dict[str, Any]] = {}  # id -> {host, ports, seen}
+        self.supervisors: dict[str, SupervisorInfo] = {}  # by supervisor id
         self.counter = 0
         self.started = self.clock.wall()
         # new at every start: lost generations (not persisted) are only compared within one
@@ -257,17 +259,17 @@ class Master:
             topo = _Topo(plan, TopologyStatus(t["status"]), t["launched"])
             topo.previous = TopologyStatus(t["previous"]) if t.get("previous") else None
             topo.assignment = t["assignment"]
-            topo.launch_ids = t["launch_ids"]
-            topo.launch_failures = t.get("launch_failures", {})
-            topo.given_up = set(t.get("given_up", []))
+            topo.slots = slots_from_json(t)
             topo.errors = [ErrorRecord.from_dict(e) for e in t.get("errors", [])]
-            pa = t.get("pending_action")
-            topo.pending_action = tuple(pa) if pa else None
+            topo.pending_action = PendingAction.from_json(t.get("pending_action"))
             # heartbeats are not persisted: give running workers the launch timeout to report
             now = self.clock.wall()
-            topo.heartbeats = {slot: {"time": now, "starting": True} for slot in topo.assignment}
-            topo.ready = set(topo.assignment)  # they were running: do not pause their spouts
-            topo.held = dict(topo.launch_ids)  # and their peers may have sent them tuples
+            for slot in topo.assignment:
+                state = topo.slot(slot)
+                state.heartbeat = Heartbeat.launched(now)
+                state.ready = True  # they were running: do not pause their spouts
+            for state in topo.slots.values():
+                state.held_launch = state.launch_id  # and their peers may have sent them tuples
             self.topologies[name] = topo
         log.info("recovered %d topologies from %s", len(self.topologies), path)
 
@@ -358,7 +360,7 @@ class Master:
         for slots); a slot whose executors changed gets a new launch id, so it restarts."""
         machines: dict[str, list[int]] = {}
         for sup in self.supervisors.values():
-            machines.setdefault(sup["host"], []).extend(sup["ports"])
+            machines.setdefault(sup.host, []).extend(sup.ports)
         assignments = {t.plan.storm_id: {slot: [t.plan.executors[i] for i in idx]
                                          for slot, idx in t.assignment.items()}
                        for t in self.topologies.values()}
@@ -375,11 +377,13 @@ class Master:
             for slot, idx in new.items():
                 if t.assignment.get(slot) != idx:
                     t.relaunch(slot, self.clock.wall(), died=False)
-                    t.ready.discard(slot)  # the new executors must report in before spouts run
+                    t.slot(slot).ready = False  # the new executors must report in before spouts run
             t.assignment = new
             # a slot the topology left (rebalanced away) must not lend its last, stale figures
             # to op_info, where they would hide the figures of the tasks' new workers
-            t.heartbeats = {slot: hb for slot, hb in t.heartbeats.items() if slot in new}
+            for slot, state in t.slots.items():
+                if slot not in new:
+                    state.heartbeat = None
             log.info("assigned %s to %s", t.plan.name, sorted(new))
             self._save()
 
@@ -387,7 +391,7 @@ class Master:
         topo = self._get(name)
         wait = float(topo.plan.conf["topology.message.timeout.secs"]) if wait_secs is None else float(wait_secs)
         topo.status = transition(topo.status, KILL)
-        topo.pending_action = ("remove", self.clock.wall() + wait, {})
+        topo.pending_action = PendingAction(REMOVE_ACTION, self.clock.wall() + wait)
         self._save()
         if wait == 0:
             self._run_due_actions()
@@ -413,8 +417,8 @@ class Master:
         previous = topo.status
         topo.status = transition(topo.status, REBALANCE)
         topo.previous = previous
-        topo.pending_action = ("rebalance", self.clock.wall() + wait,
-                               {"num_workers": num_workers, "executors": executors or {}})
+        topo.pending_action = PendingAction(REBALANCE_ACTION, self.clock.wall() + wait, num_workers,
+                                            dict(executors or {}))
         self._save()
         if wait == 0:
             self._run_due_actions()
@@ -422,11 +426,11 @@ class Master:
     def _run_due_actions(self) -> None:
         now = self.clock.wall()
         for name, topo in list(self.topologies.items()):
-            if topo.pending_action is None or topo.pending_action[1] > now:
+            action = topo.pending_action
+            if action is None or action.due > now:
                 continue
-            kind, _due, args = topo.pending_action
             topo.pending_action = None
-            if kind == "remove":
+            if action.kind == REMOVE_ACTION:
                 transition(topo.status, REMOVE)
                 del self.topologies[name]
                 (self.local_dir / f"{topo.plan.storm_id}.plan").unlink(missing_ok=True)
@@ -434,7 +438,7 @@ class Master:
                 self._schedule()  # its slots are free: place topologies that wait for some
             else:
                 status = transition(topo.status, DO_REBALANCE, topo.previous)
-                topo.plan = topo.plan.with_parallelism(args["num_workers"], args["executors"])
+                topo.plan = topo.plan.with_parallelism(action.num_workers, action.executors)
                 topo.assignment = {}  # placed afresh; a reused slot gets a new launch id
                 topo.status = status
                 self._save_plan(topo.plan)
@@ -461,20 +465,20 @@ class Master:
                         "num_tasks": len(topo.plan.task_to_component), "num_workers": len(topo.assignment),
                         "uptime_secs": int(self.clock.wall() - topo.launched),
                         "workers_wanted": topo.plan.num_workers, "slots_total": self._slots_total(),
-                        "errors": len(topo.errors) + len(topo.given_up),
+                        "errors": len(topo.errors) + len(topo.given_up()),
                         "last_error": topo.errors[-1].describe() if topo.errors else None})
         return out
 
     def _slots_total(self) -> int:
         """Slots of every registered supervisor (0: none has synced yet)."""
-        return sum(len(sup["ports"]) for sup in self.supervisors.values())
+        return sum(len(sup.ports) for sup in self.supervisors.values())
 
     def op_info(self, name: str) -> dict[str, Any]:
         topo = self._get(name)
         plan = topo.plan
         tasks: dict[int, dict[str, Any]] = {}
-        for hb in topo.heartbeats.values():
-            for t, st in (hb.get("stats") or {}).items():
+        for state in topo.slots.values():
+            for t, st in (state.heartbeat.stats if state.heartbeat else {}).items():
                 tasks[int(t)] = st
         components = {}
         for cid, spec in plan.topology.components.items():
@@ -500,14 +504,8 @@ class Master:
                 "acker": {"tasks": len(plan.acker_tasks),
                           "executed": sum(tasks[t]["executed"] for t in plan.acker_tasks if t in tasks)},
                 "configuration": {k: v for k, v in plan.conf.items() if visible_to_topology(k)},
-                "workers": [{"slot": s, "port": int(s.rsplit(":", 1)[1]), "launch_id": topo.launch_ids.get(s),
-                             "executors": [list(plan.executors[i].id) for i in topo.assignment[s]],
-                             "restarts": topo.restarts.get(s, 0),
-                             "alive": not topo.heartbeats.get(s, {}).get("starting", False),
-                             "pid": topo.heartbeats.get(s, {}).get("pid"),
-                             "address": topo.addresses.get(s),
-                             "transport": topo.heartbeats.get(s, {}).get("transport"),
-                             "given_up": s in topo.given_up} for s in sorted(topo.assignment)]}
+                "workers": [_worker_info(s, topo.slot(s), [plan.executors[i] for i in topo.assignment[s]])
+                            for s in sorted(topo.assignment)]}
 
     # --- supervisors and workers -------------------------------------------------------------------------
     def op_supervisor_sync(self, supervisor_id: str, host: str, ports: list[int],
@@ -519,10 +517,10 @@ class Master:
         now = self.clock.wall()
         before = self.supervisors.get(supervisor_id)
         for sid, sup in list(self.supervisors.items()):
-            clash = sorted(set(sup["ports"]) & set(ports))
-            if sid == supervisor_id or sup["host"] != host or not clash:
+            clash = sorted(set(sup.ports) & set(ports))
+            if sid == supervisor_id or sup.host != host or not clash:
                 continue
-            if now - sup["seen"] <= self._replaced_after():
+            if now - sup.seen <= self._replaced_after():
                 # the other one is alive: two machines that both say they are ``host`` (each
                 # would replace the other, and every slot would restart at every sync)
                 self._clash_log.error(
@@ -536,10 +534,10 @@ class Master:
             log.info("supervisor %s replaces %s on %s", supervisor_id, sid, host)
             del self.supervisors[sid]
             self._supervisor_replaced(sup)
-        self.supervisors[supervisor_id] = {"host": host, "ports": list(ports), "seen": now}
+        self.supervisors[supervisor_id] = SupervisorInfo(host, list(ports), now)
         for ex in exits or []:
             self._worker_exited(ex)
-        if before is None or before["ports"] != list(ports):
+        if before is None or before.ports != list(ports):
             self._schedule()  # new slots: place topologies that were waiting for some
         if running is not None:
             self._relaunch_not_running(host, ports, running, now)
@@ -547,9 +545,9 @@ class Master:
         for name, topo in self.topologies.items():
             for slot in topo.assignment:
                 h, p = slot.rsplit(":", 1)
-                if h == host and int(p) in ports and slot not in topo.given_up \
-                        and topo.retry_at.get(slot, 0) <= now:
-                    desired[p] = {"storm_id": topo.plan.storm_id, "name": name, "launch_id": topo.launch_ids[slot]}
+                state = topo.slot(slot)
+                if h == host and int(p) in ports and not state.given_up and state.retry_at <= now:
+                    desired[p] = {"storm_id": topo.plan.storm_id, "name": name, "launch_id": state.launch_id}
         return self._sync_reply(desired)
 
     def _sync_reply(self, slots: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -564,7 +562,7 @@ class Master:
     def _relaunch_not_running(self, host: str, ports: list[int], running: list[dict[str, Any]],
                               now: float) -> None:
         """Give a new launch id to each slot of this supervisor whose current launch may have run
-        (peers may have had its address: `_Topo.held`) but is not among the workers it runs. It
+        (peers may have had its address: `SlotState.held_launch`) but is not among the workers it runs. It
         died unseen: while this master was down (its supervisor restarted then, or a master
         stopped cleanly stopped its workers and starts again with the launch ids it saved).
         Started again under the same id, its worker would number its messages from 0 again,
@@ -575,8 +573,9 @@ class Master:
         for topo in self.topologies.values():
             for slot in topo.assignment:
                 h, p = slot.rsplit(":", 1)
-                launch = topo.launch_ids.get(slot)
-                if h != host or int(p) not in ports or slot in topo.given_up or topo.held.get(slot) != launch \
+                state = topo.slot(slot)
+                launch = state.launch_id
+                if h != host or int(p) not in ports or state.given_up or state.held_launch != launch \
                         or (slot, topo.plan.storm_id, launch) in alive:
                     continue
                 log.warning("worker %s of %s (launch %s) is not running on its supervisor: starting a new launch",
@@ -586,12 +585,12 @@ class Master:
         if changed:
             self._save()
 
-    def _supervisor_replaced(self, sup: dict[str, Any]) -> None:
+    def _supervisor_replaced(self, sup: SupervisorInfo) -> None:
         """A supervisor's workers died with it: each of its slots gets a new launch id, so
         that the new supervisor's workers are told from the dead ones (whose last sequence
         numbers their peers remember: reusing the launch id, every message from the new worker
         would be dropped as replayed), and the spouts fail what the dead ones held."""
-        slots = {f"{sup['host']}:{p}" for p in sup["ports"]}
+        slots = sup.slots()
         now = self.clock.wall()
         for topo in self.topologies.values():
             for slot in slots & set(topo.assignment):
@@ -629,27 +628,28 @@ class Master:
         slot = ex["slot"]
         launch = ex.get("launch_id")
         now = self.clock.wall()
-        current = slot in topo.assignment and launch == topo.launch_ids.get(slot)
+        state = topo.slot(slot)
+        current = slot in topo.assignment and launch == state.launch_id
         if current:
             topo.relaunch(slot, now)
         # started: its executors opened, as its own heartbeat said (the supervisor's word alone
         # is not enough: a worker that dies before it reaches the master, on a bad import or a
         # bad configuration, exits like any crash)
-        if ex.get("started", True) and topo.started_launch.get(slot) == launch:
-            topo.launch_failures[slot] = 0
-            if current and (ex.get("status") != 0 or topo.fatal_launch.get(slot) == launch):
+        if ex.get("started", True) and state.started_launch == launch:
+            state.failed_starts = 0
+            if current and (ex.get("status") != 0 or state.fatal_launch == launch):
                 self._hold_after_crash(topo, slot, now)
         elif ex.get("status") != 0:
-            failures = topo.launch_failures[slot] = topo.launch_failures.get(slot, 0) + 1
-            if topo.reported_launch.get(slot) != launch:
+            failures = state.failed_starts = state.failed_starts + 1
+            if state.reported_launch != launch:
                 add_error(topo.errors, _exit_error(slot, ex, now))  # it died before it could say why
             limit = int(self.conf.get("squall.worker.max.launch.attempts") or 5)
             if failures >= limit:
-                topo.given_up.add(slot)
+                state.given_up = True
                 add_error(topo.errors, _error("__master", -1, f"worker on {slot} failed to start {limit} times; "
                                                               f"gave up (see the errors above)", now))
             else:
-                topo.retry_at[slot] = now + launch_backoff(failures)
+                state.retry_at = now + launch_backoff(failures)
         self._save()
 
     def _hold_after_crash(self, topo: _Topo, slot: str, now: float) -> None:
@@ -657,12 +657,13 @@ class Master:
         30 s while it keeps crashing soon after each start (`crash_backoff`). A value that
         crashes the worker each time it is replayed would otherwise restart it every second.
         These are not failed starts: the slot is never given up."""
-        ran = now - topo.started_at.get(slot, now)
-        topo.crashes[slot], delay = crash_backoff(topo.crashes.get(slot, 0), ran)
+        state = topo.slot(slot)
+        ran = now - (now if state.started_at is None else state.started_at)
+        state.crashes, delay = crash_backoff(state.crashes, ran)
         if delay:
-            topo.retry_at[slot] = now + delay
+            state.retry_at = now + delay
             log.warning("worker %s of %s crashed %d times in a row, each soon after it started: restarting it "
-                        "in %.0f s (see the topology's errors)", slot, topo.plan.name, topo.crashes[slot], delay)
+                        "in %.0f s (see the topology's errors)", slot, topo.plan.name, state.crashes, delay)
 
     def op_get_assignment(self, storm_id: str, slot: str, address: str | None = None,
                           launch_id: int | None = None, want_plan: bool = True) -> dict[str, Any]:
@@ -673,14 +674,15 @@ class Master:
         topo = self._find(storm_id)
         if topo is None or slot not in topo.assignment:
             raise NotAliveException(f"no assignment for {storm_id} on {slot}")
-        if launch_id is None or launch_id == topo.launch_ids[slot]:
+        state = topo.slot(slot)
+        if launch_id is None or launch_id == state.launch_id:
             topo.note_address(slot, address)
         return {"plan": pickle_topology(topo.plan.topology, topo.plan) if want_plan else None,
                 "executors": topo.assignment[slot], "peers": topo.peers(),
                 "addresses_version": topo.addresses_version, "lost_generation": topo.lost_generation,
                 "epoch": self.epoch,
-                "launch_ids": dict(topo.launch_ids),
-                "launch_id": topo.launch_ids[slot], "active": self._active(topo)}
+                "launch_ids": topo.launch_ids,
+                "launch_id": state.launch_id, "active": self._active(topo)}
 
     def op_heartbeat(self, storm_id: str, slot: str, launch_id: int, stats: dict | None = None,
                      errors: list[dict[str, Any]] | None = None, started: bool = True,
@@ -693,27 +695,26 @@ class Master:
         workers died since its ``lost_generation`` of this master's ``epoch`` (another epoch: since
         ever), which (``lost``: `LostWorker` as dicts, with the current generation and epoch)."""
         topo = self._find(storm_id)
-        if topo is None or slot not in topo.assignment or topo.launch_ids.get(slot) != launch_id:
+        if topo is None or slot not in topo.assignment or topo.slot(slot).launch_id != launch_id:
             return {"stop": True}  # killed, rebalanced away, or superseded by a newer launch
-        if address and slot not in topo.addresses:
+        state = topo.slot(slot)
+        if address and state.address is None:
             topo.note_address(slot, address)  # a master restarted since learns them again
         now = self.clock.wall()
-        topo.heartbeats[slot] = {"time": now, "stats": stats or {}, "pid": pid, "address": address,
-                                 "transport": transport}
+        state.heartbeat = Heartbeat(now, stats=stats or {}, pid=pid, address=address, transport=transport)
         if started:
-            if topo.started_launch.get(slot) != launch_id:
-                topo.started_launch[slot] = launch_id
-                topo.started_at[slot] = now
-            topo.held[slot] = launch_id  # it got its peers' addresses, so they have its own
-            if topo.launch_failures.get(slot):
-                topo.launch_failures[slot] = 0
+            if state.started_launch != launch_id:
+                state.started_launch = launch_id
+                state.started_at = now
+            state.held_launch = launch_id  # it got its peers' addresses, so they have its own
+            state.failed_starts = 0
         if errors:
             self._add_errors(topo, slot, launch_id, errors)
-        topo.ready.add(slot)
+        state.ready = True
         reply: dict[str, Any] = {"stop": False, "active": self._active(topo)}
         if addresses_version is not None and addresses_version != topo.addresses_version:
             reply["peers"] = topo.peers()
-            reply["launch_ids"] = dict(topo.launch_ids)
+            reply["launch_ids"] = topo.launch_ids
             reply["addresses_version"] = topo.addresses_version
         other_epoch = epoch is not None and epoch != self.epoch
         if lost_generation is not None and (other_epoch or lost_generation != topo.lost_generation):
@@ -724,12 +725,12 @@ class Master:
 
     def _add_errors(self, topo: _Topo, slot: str, launch_id: int, errors: list[Any]) -> None:
         """Record a worker's errors (an identical repeat counts on its record) and save."""
-        topo.reported_launch[slot] = launch_id
+        topo.slot(slot).reported_launch = launch_id
         for e in errors:
             new = ErrorRecord.from_dict(e)
             add_error(topo.errors, new)
             if new.fatal:  # not the record it folds into, which may be an earlier launch's crash
-                topo.fatal_launch[slot] = launch_id
+                topo.slot(slot).fatal_launch = launch_id
         self._save()
 
     def _active(self, topo: _Topo) -> bool:
@@ -737,7 +738,7 @@ class Master:
         once its workers are up) every slot of the assignment has reported in once. Without
         this, the first worker up would flood peers that are still starting. A worker that
         restarts later does not pause the others."""
-        return topo.status == TopologyStatus.ACTIVE and topo.ready >= set(topo.assignment)
+        return topo.status == TopologyStatus.ACTIVE and all(topo.slot(slot).ready for slot in topo.assignment)
 
     def op_report_errors(self, storm_id: str, slot: str, launch_id: int, errors: list[dict[str, Any]]) -> None:
         """A worker that could not start says why."""
@@ -751,11 +752,11 @@ class Master:
         self._run_due_actions()
         now = self.clock.wall()
         sup_timeout = float(self.conf.get("nimbus.supervisor.timeout.secs", 60))
-        dead = [sid for sid, sup in self.supervisors.items() if now - sup["seen"] > sup_timeout]
+        dead = [sid for sid, sup in self.supervisors.items() if now - sup.seen > sup_timeout]
         for sid in dead:  # its slots are gone: move what ran there
             sup = self.supervisors.pop(sid)
-            lost = {f"{sup['host']}:{p}" for p in sup["ports"]}
-            log.warning("supervisor %s silent for %.0f s: rescheduling its slots", sid, now - sup["seen"])
+            lost = sup.slots()
+            log.warning("supervisor %s silent for %.0f s: rescheduling its slots", sid, now - sup.seen)
             for topo in self.topologies.values():
                 for slot in lost & set(topo.assignment):
                     topo.note_lost(slot, now)
@@ -767,14 +768,14 @@ class Master:
         changed = False
         for topo in self.topologies.values():
             for slot in topo.assignment:
-                if slot in topo.given_up:
+                state = topo.slot(slot)
+                if state.given_up:
                     continue
-                retry_at = topo.retry_at.get(slot, 0)
-                if retry_at > now:
+                if state.retry_at > now:
                     continue  # held back after a failed start: nothing runs there yet
-                hb = topo.heartbeats.get(slot)
-                limit = launch if hb is None or hb.get("starting") else timeout
-                last = max(hb["time"] if hb else topo.launched, retry_at)
+                hb = state.heartbeat
+                limit = launch if hb is None or hb.starting else timeout
+                last = max(hb.time if hb else topo.launched, state.retry_at)
                 if now - last > limit:
                     log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
                                 slot, topo.plan.name, now - last)
@@ -814,6 +815,15 @@ class Master:
 def _error(component: str, task: int, text: str, now: float, traceback: str = "") -> ErrorRecord:
     """An error the master itself records, at wall time ``now``."""
     return ErrorRecord(component, task, now, text, traceback)
+
+
+def _worker_info(slot: str, state: SlotState, executors: list[ExecutorSpec]) -> dict[str, Any]:
+    """One worker of ``info``'s ``workers`` list."""
+    hb = state.heartbeat
+    return {"slot": slot, "port": int(slot.rsplit(":", 1)[1]), "executors": [list(e.id) for e in executors],
+            "restarts": state.restarts, "launch_id": state.launch_id, "alive": hb is None or not hb.starting,
+            "pid": hb.pid if hb else None, "address": state.address,
+            "transport": hb.transport if hb else None, "given_up": state.given_up}
 
 
 def _exit_error(slot: str, ex: dict[str, Any], now: float) -> ErrorRecord:

@@ -34,46 +34,75 @@ FAILED = 2
 RESET_TIMEOUT = 3
 
 
+class PendingTree:
+    """What the acker knows of one spout tuple's tree until it completes, fails or expires:
+
+    - ``xor``: the xor of the edge ids seen so far; 0 once every edge created is acked;
+    - ``spout_task``: the spout task to answer; -1 until the init tells it;
+    - ``start``: when the root's first message arrived (the latency the spout is told runs from it);
+    - ``failed``: a bolt failed the tree (perhaps before the init arrived);
+    - ``reset``: a bolt asked to reset the tree's timeout; answered once the init is seen.
+
+    Mutable, one per root, updated in place by every message of its root. ``__slots__`` keeps it
+    as small and as fast to read and write as the 5-item list it replaced. It has no constructor:
+    `Acker.update`, which alone makes them, sets the fields itself, because calling an
+    ``__init__`` added about 120 ns per spout tuple to the acker's ~850 (measured, Python 3.11).
+    """
+
+    __slots__ = ("xor", "spout_task", "start", "failed", "reset")
+
+    xor: int
+    spout_task: int
+    start: float
+    failed: bool
+    reset: bool
+
+
 class Acker:
     """Pure xor bookkeeping; see the module docstring."""
 
     __slots__ = ("pending",)
 
     def __init__(self) -> None:
-        # root -> [xor value, spout task (-1 until init), start time, failed, reset requested]
-        self.pending = RotatingMap(3)
+        self.pending = RotatingMap(3)  # root -> PendingTree
 
     def update(self, kind: int, root: int, val: int, spout_task: int, now: float):
-        """Apply one message; return ``(spout_task, reply_kind, root, delta_secs)`` or None."""
+        """Apply one message; return the reply ``(spout_task, reply_kind, root, delta_secs)``
+        or None. A plain tuple, not a NamedTuple: building one cost about 380 ns more per spout
+        tuple (measured), and its sender slices the task off and sends the rest on its way."""
         pending = self.pending
         entry = pending.newest.get(root)  # nearly always there: skip the scan of older buckets
         if entry is None:
             entry = pending.get(root)
             if entry is None:  # first message of this root: it is in no bucket
-                entry = pending.newest[root] = [0, -1, now, False, False]
+                entry = pending.newest[root] = PendingTree()
+                entry.xor = 0
+                entry.spout_task = -1
+                entry.start = now
+                entry.failed = entry.reset = False
         if kind == ACK:
-            entry[0] ^= val  # updated in place: an ack does not refresh the entry's expiry (Storm)
+            entry.xor ^= val  # updated in place: an ack does not refresh the entry's expiry (Storm)
         elif kind == INIT:
-            entry[0] ^= val
-            entry[1] = spout_task
+            entry.xor ^= val
+            entry.spout_task = spout_task
         elif kind == FAIL:
-            entry[3] = True
+            entry.failed = True
             pending.put(root, entry)
         elif kind == RESET:
-            entry[4] = True
+            entry.reset = True
             pending.put(root, entry)
-        task = entry[1]
+        task = entry.spout_task
         if task < 0:
             return None  # init not seen yet: an ack or fail overtook it
-        if entry[0] == 0:
+        if entry.xor == 0:
             pending.remove(root)
-            return (task, ACKED, root, now - entry[2])
-        if entry[3]:
+            return (task, ACKED, root, now - entry.start)
+        if entry.failed:
             pending.remove(root)
-            return (task, FAILED, root, now - entry[2])
-        if entry[4]:
-            entry[4] = False
-            return (task, RESET_TIMEOUT, root, now - entry[2])
+            return (task, FAILED, root, now - entry.start)
+        if entry.reset:
+            entry.reset = False
+            return (task, RESET_TIMEOUT, root, now - entry.start)
         return None
 
     def rotate(self) -> int:

@@ -15,6 +15,7 @@ if str(_ROOT) not in sys.path:
 
 from bench import harness, memory, w4_latency  # noqa: E402
 from bench.__main__ import main  # noqa: E402
+from squall.engine.acker import INIT, Acker  # noqa: E402
 
 _COMMON = {"workload", "host", "workers", "acking", "wall_s", "cpu_s", "peak_rss_mb", "correct",
            "baseline_rate", "ratio", "squall_version", "python_version", "timestamp"}
@@ -116,6 +117,14 @@ def test_deep_size_counts_each_object_once():
     expected = (sys.getsizeof(d) + sum(sys.getsizeof(k) for k in d) + 10 * sys.getsizeof((a, shared, None, True, 5))
                 + sys.getsizeof(a) + sys.getsizeof(shared))
     assert size == expected
+
+
+def test_deep_size_counts_the_fields_of_the_ackers_pending_trees():
+    acker = Acker()
+    acker.update(INIT, 10 ** 20, 10 ** 19, 7, now=1.5)
+    (tree,) = acker.pending.newest.values()
+    size = memory.deep_size(tree)
+    assert size == sys.getsizeof(tree) + sys.getsizeof(tree.xor) + sys.getsizeof(tree.start)
 
 
 def test_memory_local_bytes_per_pending_tuple():

@@ -1,5 +1,6 @@
 """The master's bookkeeping, driven through its operations directly (no sockets, no processes)."""
 
+import json
 import os
 import pickle
 import time
@@ -13,6 +14,8 @@ from squall._config import cluster_conf
 from squall._errors import SquallError
 from squall._sealed import seal, unseal
 from squall.cluster.master import Master
+from squall.cluster.master_records import REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, PendingAction
+from squall.engine.clock import SimulatedClock
 from squall.testing import FeederSpout
 
 from ..acceptance.components import AckBolt
@@ -66,7 +69,7 @@ def test_a_silent_worker_gets_a_new_launch_id(conf):
     topo = m.topologies["t"]
     slot = next(iter(topo.assignment))
     before = topo.launch_ids[slot]
-    topo.heartbeats[slot] = {"time": time.time() - 5, "stats": {}}  # it reported once, then stopped
+    topo.slot(slot).heartbeat = Heartbeat(time.time() - 5)  # it reported once, then stopped
     m.monitor()
     assert topo.launch_ids[slot] == before + 1
     assert m.op_heartbeat(storm_id=topo.plan.storm_id, slot=slot, launch_id=before) == {"stop": True}
@@ -314,9 +317,9 @@ def test_a_topology_waiting_for_slots_is_placed_when_a_kill_or_a_rebalance_frees
     assert len(m.topologies["second"].assignment) == 1  # the slot the rebalance freed
     m.op_kill(name="first", wait_secs=5)
     assert m.op_list()[0]["num_workers"] == 1  # a killed topology keeps its slot until removed
-    m.topologies["first"].pending_action = ("remove", time.time() - 1, {})  # its wait is over
+    m.topologies["first"].pending_action = PendingAction(REMOVE_ACTION, time.time() - 1)  # its wait is over
     m.monitor()
-    assert len(m.topologies["third"].assignment) == 1 and not m.topologies["third"].given_up
+    assert len(m.topologies["third"].assignment) == 1 and not m.topologies["third"].given_up()
     reply = _register(m)
     assert {d["name"] for d in reply["slots"].values()} == {"second", "third"}
 
@@ -337,7 +340,7 @@ def test_a_restarted_supervisor_takes_over_its_slots_with_new_launches(conf):
                             launch_id=ids[slot], want_plan=False)
         m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=ids[slot], lost_generation=0)
     generation = topo.lost_generation
-    m.supervisors["s1"]["seen"] -= 3  # s1 fell silent (2 sync periods are enough)
+    m.supervisors["s1"].seen -= 3  # s1 fell silent (2 sync periods are enough)
     reply = m.op_supervisor_sync(supervisor_id="s2", host="127.0.0.1", ports=[7000, 7001])
     assert set(m.supervisors) == {"s2"}  # s1 must not be taken for lost when it falls silent
     assert topo.assignment == assignment  # nothing moves
@@ -403,6 +406,62 @@ def test_workers_that_died_while_the_master_was_down_get_new_launches(conf):
     assert topo.launch_ids == {slot: ids[slot] + 1 for slot in ids}
     # and the new launches are saved: a master loaded again does not hand the old ones out
     assert Master(conf).topologies["t"].launch_ids == topo.launch_ids
+
+
+def test_a_pending_rebalance_and_the_slots_failed_starts_survive_a_restart_of_the_master(conf):
+    clock = SimulatedClock(1000.0)
+    m = Master(conf, clock=clock)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    topo = m.topologies["t"]
+    b = sorted(topo.assignment)[1]
+    for _ in range(2):  # b's worker fails to start twice
+        m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
+            {"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": 1, "started": False}])
+    m.op_rebalance(name="t", num_workers=1, executors={"sink": 1}, wait_secs=30)
+
+    again = Master(conf, clock=clock)
+    t2 = again.topologies["t"]
+    assert t2.launch_ids == topo.launch_ids and t2.slot(b).failed_starts == 2 and not t2.slot(b).given_up
+    assert t2.pending_action == PendingAction(REBALANCE_ACTION, 1030.0, 1, {"sink": 1})
+    _register(again)
+    clock.advance(31)
+    again.monitor()
+    info = again.op_info(name="t")
+    assert (info["status"], info["num_workers"], info["components"]["sink"]["executors"]) == ("ACTIVE", 1, 1)
+
+
+def test_a_state_file_an_older_master_wrote_still_loads(conf):
+    """Before the master kept one record per slot, state.json held each topology's launch ids,
+    failed starts and given-up slots as three maps, and its pending kill or rebalance as a
+    ``[kind, due, args]`` list: a master upgraded in place reads them."""
+    m = Master(conf)
+    _register(m, ports=(7000, 7001, 7002))
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    m.op_submit(name="k", conf={"topology.workers": 1}, topology=_topology())
+    a, b = sorted(m.topologies["t"].assignment)
+    path = m.local_dir / "state.json"
+    data = json.loads(path.read_text())
+    t, k = data["topologies"]["t"], data["topologies"]["k"]
+    for old in (t, k):
+        old["launch_ids"] = {slot: s["launch_id"] for slot, s in old.pop("slots").items()}
+    t.update({"status": "REBALANCING", "previous": "INACTIVE", "launch_ids": {a: 3, b: 1},
+              "launch_failures": {a: 0, b: 2}, "given_up": [b],
+              "pending_action": ["rebalance", time.time() - 1, {"num_workers": 1, "executors": {"sink": 1}}]})
+    k.update({"status": "KILLED", "pending_action": ["remove", time.time() - 1, {}]})
+    path.write_text(json.dumps(data))
+
+    again = Master(conf)
+    topo = again.topologies["t"]
+    assert topo.launch_ids == {a: 3, b: 1}
+    assert (topo.slot(a).failed_starts, topo.slot(b).failed_starts) == (0, 2) and topo.given_up() == [b]
+    assert again.op_heartbeat(storm_id=storm_id, slot=a, launch_id=3)["stop"] is False
+    assert topo.pending_action == PendingAction(REBALANCE_ACTION, topo.pending_action.due, 1, {"sink": 1})
+    assert again.topologies["k"].pending_action.kind == REMOVE_ACTION
+    _register(again, ports=(7000, 7001, 7002))
+    again.monitor()  # both waits are over
+    assert [(t["name"], t["status"], t["num_workers"]) for t in again.op_list()] == [("t", "INACTIVE", 1)]
+    assert again.op_info(name="t")["components"]["sink"]["executors"] == 1
 
 
 def test_workers_that_survived_the_master_keep_their_launches(conf):
@@ -481,21 +540,21 @@ def test_a_worker_that_dies_before_it_reports_counts_as_a_failed_start_shows_its
     slot = next(iter(topo.assignment))
     port = slot.rsplit(":", 1)[1]
     reply = _exit(m, storm_id, slot, 1, "Traceback (most recent call last):\n  ...\nValueError: bad thing\n")
-    assert topo.launch_failures[slot] == 1
+    assert topo.slot(slot).failed_starts == 1
     assert port not in reply["slots"]  # held back: no restart at once
     row = m.op_list()[0]
     assert row["errors"] == 1
     assert row["last_error"] == f"[__worker] worker on {slot} exited with status 1 before it started: ValueError: bad thing"
     assert "Traceback" in m.op_info(name="t")["errors"][-1]["traceback"]
-    first_wait = topo.retry_at[slot] - time.time()
-    topo.retry_at[slot] = time.time() - 1  # the wait is over
+    first_wait = topo.slot(slot).retry_at - time.time()
+    topo.slot(slot).retry_at = time.time() - 1  # the wait is over
     m.monitor()
     assert _register(m)["slots"][port]["launch_id"] == topo.launch_ids[slot]
     _exit(m, storm_id, slot, 1, "ValueError: bad thing")
-    assert topo.retry_at[slot] - time.time() > first_wait  # the wait grows
-    topo.retry_at[slot] = time.time() - 1
+    assert topo.slot(slot).retry_at - time.time() > first_wait  # the wait grows
+    topo.slot(slot).retry_at = time.time() - 1
     _exit(m, storm_id, slot, 1, "ValueError: bad thing")
-    assert slot in topo.given_up  # squall.worker.max.launch.attempts: 3
+    assert topo.slot(slot).given_up  # squall.worker.max.launch.attempts: 3
     assert m.op_list()[0]["last_error"].startswith(f"[__master] worker on {slot} failed to start 3 times")
 
 
@@ -506,11 +565,11 @@ def test_a_worker_that_started_and_then_died_is_restarted_at_once_and_resets_the
     topo = m.topologies["t"]
     slot = next(iter(topo.assignment))
     _exit(m, storm_id, slot, 1)
-    assert topo.launch_failures[slot] == 1
-    topo.retry_at[slot] = time.time() - 1
+    assert topo.slot(slot).failed_starts == 1
+    topo.slot(slot).retry_at = time.time() - 1
     m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
     reply = _exit(m, storm_id, slot, -9)  # SIGKILLed while it ran
-    assert topo.launch_failures[slot] == 0
+    assert topo.slot(slot).failed_starts == 0
     assert reply["slots"][slot.rsplit(":", 1)[1]]["launch_id"] == topo.launch_ids[slot]
     assert len(topo.errors) == 1  # a worker that ran is no failed start: only the first exit's error
 
@@ -542,7 +601,7 @@ def test_a_dead_worker_is_told_to_the_others_in_their_heartbeat_replies(conf):
     b_gen = m.op_get_assignment(storm_id=storm_id, slot=b, launch_id=topo.launch_ids[b])["lost_generation"]
     assert "lost" not in beat(b, b_gen)
     # a worker whose heartbeats stop is a death too
-    topo.heartbeats[b] = {"time": time.time() - 5, "stats": {}}
+    topo.slot(b).heartbeat = Heartbeat(time.time() - 5)
     m.monitor()
     reply = beat(a, gen)
     assert [n["slot"] for n in reply["lost"]] == [b] and reply["lost_generation"] > gen
@@ -570,12 +629,12 @@ def test_a_worker_that_keeps_crashing_soon_after_it_starts_backs_off_is_never_gi
         m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
                        errors=[_crash_report(task=3 + n % 2)])
         reply = _exit(m, storm_id, slot, 1)
-        held = topo.retry_at.get(slot, 0) - time.time()
+        held = topo.slot(slot).retry_at - time.time()
         waits.append(held if held > 0 else 0)
         assert (port in reply["slots"]) == (n == 0)  # only the first crash restarts at once
-        topo.retry_at[slot] = time.time() - 1  # the wait is over
+        topo.slot(slot).retry_at = time.time() - 1  # the wait is over
     assert waits[0] == 0 and all(0 < a < b for a, b in zip(waits[1:], waits[2:]))  # it grows
-    assert slot not in topo.given_up and topo.launch_failures[slot] == 0
+    assert not topo.slot(slot).given_up and topo.slot(slot).failed_starts == 0
     assert _register(m)["slots"][port]["launch_id"] == topo.launch_ids[slot]  # still restarted
     [err] = m.op_info(name="t")["errors"]
     assert err["count"] == 6 and err["last_time"] >= err["time"] and err["fatal"]
@@ -583,7 +642,7 @@ def test_a_worker_that_keeps_crashing_soon_after_it_starts_backs_off_is_never_gi
     assert row["errors"] == 1 and row["last_error"].endswith("nested deeper than 1000 (x6)")
     # a run that lasted (a minute or more) before it crashed: restarted at once, the count reset
     m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
-    topo.started_at[slot] -= 120
+    topo.slot(slot).started_at -= 120
     assert port in _exit(m, storm_id, slot, 1)["slots"]
     # a crash its heartbeat reported as fatal counts whatever its exit status
     m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
@@ -611,7 +670,7 @@ def test_a_reported_error_folded_into_an_earlier_crash_does_not_make_its_launch_
     assert port in _exit(m, storm_id, slot, 1)["slots"]  # the first crash restarts at once
     m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
                    errors=[{**_crash_report(), "fatal": False}])
-    assert topo.fatal_launch.get(slot) != topo.launch_ids[slot]
+    assert topo.slot(slot).fatal_launch != topo.launch_ids[slot]
     assert port in _exit(m, storm_id, slot, 0)["slots"]  # not a second crash in a row: no wait
     [err] = m.op_info(name="t")["errors"]
     assert err["count"] == 2 and err["fatal"]
@@ -654,8 +713,8 @@ def test_only_a_worker_that_may_have_held_tuples_is_told_as_lost(conf):
     for _ in range(2):  # b fails to start, before it reported an address
         m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
             {"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": 3, "started": False}])
-        topo.retry_at[b] = time.time() - 1
-    topo.heartbeats[b] = {"time": time.time() - 5, "starting": True}  # and then a launch that timed out
+        topo.slot(b).retry_at = time.time() - 1
+    topo.slot(b).heartbeat = Heartbeat(time.time() - 5, starting=True)  # and then a launch that timed out
     m.monitor()
     assert lost_told_to_a() is None
     # b reports its address (peers may send to it now), then dies before it said it started

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from squall.engine.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT, Acker
+from squall.engine.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET, RESET_TIMEOUT, Acker, PendingTree
 
 ROOT = 0x1234_5678_9ABC_DEF0
 SPOUT_TASK = 7
@@ -134,3 +134,16 @@ def test_roots_are_tracked_independently():
     assert acker.update(ACK, 2, 0x20, -1, now=0.0)[:3] == (4, ACKED, 2)
     assert acker.update(ACK, 1, 0x11, -1, now=0.0) is None
     assert acker.update(ACK, 1, 0x01, -1, now=0.0)[:3] == (3, ACKED, 1)
+
+
+def test_a_pending_tree_names_what_the_acker_knows_of_it():
+    """An ack that overtook its init: the tree has its xor and start, but no spout task yet."""
+    acker = Acker()
+    acker.update(ACK, ROOT, 0x3, -1, now=5.0)
+    acker.update(RESET, ROOT, 0, -1, now=6.0)
+
+    tree = acker.pending.get(ROOT)
+    assert type(tree) is PendingTree
+    assert (tree.xor, tree.spout_task, tree.start, tree.failed, tree.reset) == (0x3, -1, 5.0, False, True)
+    acker.update(INIT, ROOT, 0x1, SPOUT_TASK, now=7.0)
+    assert (tree.xor, tree.spout_task, tree.reset) == (0x2, SPOUT_TASK, False)

@@ -1,0 +1,126 @@
+"""The small records the master (`squall.cluster.master`) keeps: per slot of a topology, per
+heartbeat, per supervisor, and a topology's pending kill or rebalance.
+
+They are named types so that the master's rules read as sentences (``slot.retry_at``), where
+they were a dozen parallel dicts keyed by slot and tuples read by position. They stay inside the
+master: the RPC operations take and return the same plain dicts as before, converted at the
+edges, and `SlotState.to_json` / `PendingAction.to_json` write ``state.json``, whose older form
+(``launch_ids``, ``launch_failures``, ``given_up`` as three maps; the pending action as a list)
+`slots_from_json` and `PendingAction.from_json` still read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+REMOVE_ACTION = "remove"        # a killed topology's wait is over: drop it, free its slots
+REBALANCE_ACTION = "rebalance"  # a rebalance's wait is over: apply the new parallelism
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """The last word the master has from a slot's current launch (never persisted: a restarted
+    master gives every worker the launch timeout to beat again)."""
+
+    time: float                   # master's wall time when it came (or when the launch was given)
+    starting: bool = False        # no beat from this launch yet: ``nimbus.task.launch.secs`` applies,
+                                  # not ``nimbus.task.timeout.secs``
+    stats: dict[str, Any] = field(default_factory=dict)  # task -> its statistics, for ``info``
+    pid: int | None = None        # the worker's process id, for ``info``
+    address: str | None = None    # the data address it said it bound
+    transport: dict[str, Any] | None = None  # its transport's counts of dropped messages
+
+    @classmethod
+    def launched(cls, now: float) -> Heartbeat:
+        """What a new launch (or one a restarted master does not know yet) counts as: not heard
+        from, waiting since ``now``."""
+        return cls(now, starting=True)
+
+
+@dataclass(slots=True)
+class SlotState:
+    """What the master knows of one slot ("host:port") of one topology.
+
+    A record outlives the slot's place in the assignment: a slot rebalanced away and back must
+    get a launch id above every earlier one, since peers remember each launch's last sequence
+    numbers and would drop a reused launch's messages as replayed. Only ``launch_id``,
+    ``failed_starts`` and ``given_up`` are persisted; the rest is learnt again from the workers.
+    """
+
+    # --- persisted
+    launch_id: int | None = None     # the launch its worker must carry (None: never launched);
+                                     # a new one restarts the worker (`_Topo.relaunch`)
+    failed_starts: int = 0           # launches in a row that exited before they said they started
+    given_up: bool = False           # ``squall.worker.max.launch.attempts`` failed starts: not started again
+    # --- learnt from workers and supervisors
+    heartbeat: Heartbeat | None = None
+    ready: bool = False              # heard from since its executors were assigned (spouts wait for all)
+    address: str | None = None       # the data address its current launch reported ("tcp://host:port")
+    held_launch: int | None = None   # the launch whose address peers may have: its death may lose tuples
+    started_launch: int | None = None  # the launch that said its executors opened, and when
+    started_at: float | None = None
+    reported_launch: int | None = None  # the launch that reported errors (so its exit needs no error of its own)
+    fatal_launch: int | None = None  # the launch that reported a fatal error (its exit is a crash)
+    retry_at: float = 0.0            # after a failed start or repeated crashes: not started before this
+    crashes: int = 0                 # crashes in a row, each soon after its start (`crash_backoff`)
+    restarts: int = 0                # new launches after its worker died (info's ``restarts``)
+
+    def to_json(self) -> dict[str, Any]:
+        """The persisted fields, for ``state.json``."""
+        return {"launch_id": self.launch_id, "failed_starts": self.failed_starts, "given_up": self.given_up}
+
+
+def slots_from_json(topology: dict[str, Any]) -> dict[str, SlotState]:
+    """The slot records of one topology of ``state.json``: its ``slots`` map, or, written by a
+    master before it had one, its ``launch_ids``, ``launch_failures`` and ``given_up``."""
+    if "slots" in topology:
+        return {slot: SlotState(s.get("launch_id"), int(s.get("failed_starts", 0)), bool(s.get("given_up")))
+                for slot, s in topology["slots"].items()}
+    slots: dict[str, SlotState] = {}
+    for slot, launch in topology.get("launch_ids", {}).items():
+        slots.setdefault(slot, SlotState()).launch_id = launch
+    for slot, failures in topology.get("launch_failures", {}).items():
+        slots.setdefault(slot, SlotState()).failed_starts = failures
+    for slot in topology.get("given_up", []):
+        slots.setdefault(slot, SlotState()).given_up = True
+    return slots
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAction:
+    """What happens to a topology once its kill or rebalance wait is over (persisted: the wait
+    outlives a restart of the master)."""
+
+    kind: str                        # REMOVE_ACTION or REBALANCE_ACTION
+    due: float                       # master's wall time the wait ends
+    num_workers: int | None = None   # a rebalance's new ``topology.workers`` (None: unchanged)
+    executors: dict[str, int] = field(default_factory=dict)  # a rebalance's component -> executors
+
+    def to_json(self) -> dict[str, Any]:
+        """For ``state.json``."""
+        return {"kind": self.kind, "due": self.due, "num_workers": self.num_workers, "executors": self.executors}
+
+    @classmethod
+    def from_json(cls, data: Any) -> PendingAction | None:
+        """Read back `to_json`'s map, or the ``[kind, due, args]`` list an older master wrote."""
+        if not data:
+            return None
+        if isinstance(data, dict):
+            return cls(data["kind"], float(data["due"]), data.get("num_workers"), dict(data.get("executors") or {}))
+        kind, due, args = data
+        return cls(kind, float(due), args.get("num_workers"), dict(args.get("executors") or {}))
+
+
+@dataclass(slots=True)
+class SupervisorInfo:
+    """A supervisor the master has heard from (Storm's ``SupervisorInfo``); not persisted, since
+    every supervisor syncs each second."""
+
+    host: str
+    ports: list[int]                 # its slots' ports
+    seen: float                      # master's wall time of its last sync
+
+    def slots(self) -> set[str]:
+        """Its slots, as the assignment names them."""
+        return {f"{self.host}:{p}" for p in self.ports}

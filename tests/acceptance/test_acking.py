@@ -151,6 +151,7 @@ def test_children_of_which_only_one_is_acked_never_complete_their_trees(cluster)
     assert not any(tracker.is_acked(i) or tracker.is_failed(i) for i in range(3))
 
 
+@pytest.mark.hosts
 def test_tuples_are_acked_across_two_workers_with_two_ackers(cluster):
     feeder, tracker = tracked_feeder(tracker=AckFailMapTracker())
     builder = TopologyBuilder()

@@ -808,6 +808,14 @@ class FailFirstAttemptBolt(Bolt):
             self.collector.ack(tup)
 
 
+class DropFirstAttemptBolt(Bolt):
+    """Neither acks nor fails a tuple whose "attempt" is 0 (it times out); acks it otherwise."""
+
+    def execute(self, tup):
+        if tup.get_value_by_field("attempt") != 0:
+            self.collector.ack(tup)
+
+
 class FloodSpout(Spout):
     """Emits ``[1]`` unanchored on every ``next_tuple``, as fast as it is allowed to."""
 

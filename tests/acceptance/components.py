@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 from squall import BasicBolt, Bolt, CustomStreamGrouping, Fields, ReportedFailedException, Spout
-from squall import FailedException, is_tick_tuple
+from squall import FailedException, SerializationError, is_tick_tuple
 from squall.testing._registry import SharedCounter, SharedFlag, SharedLog
 
 class Recorder:
@@ -911,3 +911,49 @@ class DirectOnRegularStreamBolt(Bolt):
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("value"))
+
+
+class Point:
+    """A user type, equal by value, for tuples that cross workers."""
+
+    def __init__(self, x, y) -> None:
+        self.x, self.y = x, y
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Point and (self.x, self.y) == (other.x, other.y)
+
+    def __hash__(self) -> int:
+        return hash((self.x, self.y))
+
+
+class PointSerializer:
+    """`Point`'s registered serializer (Storm's Kryo registration)."""
+
+    def serialize(self, p):
+        return [p.x, p.y]
+
+    def deserialize(self, data):
+        return Point(*data)
+
+
+class UnpicklableValueSpout(Spout):
+    """Emits ``n`` tuples holding a lock, which cannot be serialized, catching each emit's
+    `SerializationError` and recording its message ("error", message); an emit that returns
+    is recorded as ("emitted",)."""
+
+    def __init__(self, n: int, recorder: Recorder) -> None:
+        self.n = n
+        self.recorder = recorder
+
+    def next_tuple(self):
+        if self.n:
+            self.n -= 1
+            try:
+                self.collector.emit([threading.Lock()])
+            except SerializationError as e:
+                self.recorder.record("error", str(e))
+            else:
+                self.recorder.record("emitted")
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("lock"))

@@ -5,7 +5,8 @@ what each component emitted; `read_tuples` reads it. `FeederSpout` emits what a 
 `AckTracker` and `AckFailMapTracker` observe acks and fails. `TupleCaptureBolt` records what it
 receives. ``LocalCluster(clock=SimulatedClock())`` with `LocalCluster.advance_cluster_time` moves
 message timeouts and ticks without waiting for them. All of them keep working although
-squall copies components per task.
+squall copies components per task; made inside `shared_state_dir`, they also work when the
+workers are other processes (the process host, Spark).
 """
 
 from ._complete import CompleteTopologyResult as CompleteTopologyResult
@@ -17,9 +18,11 @@ from ._helpers import AckTracker as AckTracker
 from ._helpers import FeederSpout as FeederSpout
 from ._helpers import FixedTupleSpout as FixedTupleSpout
 from ._helpers import TupleCaptureBolt as TupleCaptureBolt
+from ._registry import shared_state_dir as shared_state_dir
 from ..engine.clock import SimulatedClock as SimulatedClock
 
 __all__ = [
     "AckFailMapTracker", "AckTracker", "CompleteTopologyResult", "FeederSpout", "FixedTupleSpout",
     "MockedSources", "SimulatedClock", "TupleCaptureBolt", "complete_topology", "read_tuples",
+    "shared_state_dir",
 ]

@@ -10,56 +10,53 @@ from typing import Any
 from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt, Spout
 from .._fields import Fields
-from . import _registry
+from ._registry import SharedCounter, SharedLog, SharedQueue
 
 
 class AckTracker:
     """Counts acks it is told about (Storm's ``AckTracker``); shared by all copies."""
 
     def __init__(self) -> None:
-        self._key = _registry.register([0])
+        self._acks = SharedCounter()
 
     def ack(self, msg_id: Any) -> None:
         """Count one ack."""
-        with _registry.lock():
-            _registry.lookup(self._key)[0] += 1
+        self._acks.incr()
 
     def fail(self, msg_id: Any) -> None:
         """Fails are not counted."""
 
     def get_num_acks(self) -> int:
         """Acks counted so far."""
-        return _registry.lookup(self._key)[0]
+        return self._acks.value
 
     def reset_num_acks(self) -> None:
         """Start counting from 0."""
-        with _registry.lock():
-            _registry.lookup(self._key)[0] = 0
+        self._acks.reset()
 
 
 class AckFailMapTracker:
     """Remembers which message ids were acked and which failed; shared by all copies."""
 
     def __init__(self) -> None:
-        self._key = _registry.register({"acked": set(), "failed": set()})
+        self._acked = SharedLog()
+        self._failed = SharedLog()
 
     def ack(self, msg_id: Any) -> None:
         """Record ``msg_id`` as acked."""
-        with _registry.lock():
-            _registry.lookup(self._key)["acked"].add(msg_id)
+        self._acked.append(msg_id)
 
     def fail(self, msg_id: Any) -> None:
         """Record ``msg_id`` as failed."""
-        with _registry.lock():
-            _registry.lookup(self._key)["failed"].add(msg_id)
+        self._failed.append(msg_id)
 
     def is_acked(self, msg_id: Any) -> bool:
         """True once ``msg_id`` was acked."""
-        return msg_id in _registry.lookup(self._key)["acked"]
+        return msg_id in self._acked.items()
 
     def is_failed(self, msg_id: Any) -> bool:
         """True once ``msg_id`` failed."""
-        return msg_id in _registry.lookup(self._key)["failed"]
+        return msg_id in self._failed.items()
 
 
 class FeederSpout(Spout):
@@ -71,7 +68,7 @@ class FeederSpout(Spout):
 
     def __init__(self, fields: Fields | list[str]) -> None:
         self._fields = fields if isinstance(fields, Fields) else Fields(list(fields))
-        self._key = _registry.register(deque())
+        self._queue = SharedQueue()
         self._delegate: Any = None
 
     def set_ack_fail_delegate(self, tracker: Any) -> None:
@@ -82,7 +79,7 @@ class FeederSpout(Spout):
         """Queue ``values`` for emission with ``msg_id`` (default: a random UUID string)."""
         if msg_id is None:
             msg_id = str(uuid.uuid4())
-        _registry.lookup(self._key).append((list(values), msg_id))
+        self._queue.put((list(values), msg_id))
 
     def feed_no_wait(self, values: list, msg_id: Any = None) -> None:
         """Same as `feed` (squall's feed never blocks)."""
@@ -91,13 +88,9 @@ class FeederSpout(Spout):
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         declarer.declare(self._fields)
 
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        self._queue = _registry.lookup(self._key)
-
     def next_tuple(self) -> None:
         try:
-            values, msg_id = self._queue.popleft()
+            values, msg_id = self._queue.take()
         except IndexError:
             return
         self.collector.emit(values, msg_id)
@@ -112,7 +105,6 @@ class FeederSpout(Spout):
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state.pop("_queue", None)
         state.pop("collector", None)
         state.pop("context", None)
         return state
@@ -127,7 +119,7 @@ class FixedTupleSpout(Spout):
 
     def __init__(self, tuples: list[tuple[str, list]]) -> None:
         self.tuples = [(s, list(v)) for s, v in tuples]
-        self._key = _registry.register({"acked": 0, "failed": 0})
+        self._completed = SharedCounter()
 
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
@@ -141,17 +133,14 @@ class FixedTupleSpout(Spout):
             self.collector.emit(values, uuid.uuid4().hex, stream)
 
     def ack(self, msg_id):
-        with _registry.lock():
-            _registry.lookup(self._key)["acked"] += 1
+        self._completed.incr()
 
     def fail(self, msg_id):
-        with _registry.lock():
-            _registry.lookup(self._key)["failed"] += 1
+        self._completed.incr()
 
     def completed(self) -> int:
         """Tuples acked or failed so far, over all tasks."""
-        c = _registry.lookup(self._key)
-        return c["acked"] + c["failed"]
+        return self._completed.value
 
     def is_exhausted(self) -> bool:
         """True when every tuple was acked or failed."""
@@ -168,20 +157,20 @@ class TupleCaptureBolt(Bolt):
     """Records every tuple it receives, per source component, and acks it."""
 
     def __init__(self) -> None:
-        self._key = _registry.register({})
+        self._captured = SharedLog()
 
     def execute(self, tup) -> None:
-        with _registry.lock():
-            results = _registry.lookup(self._key)
-            results.setdefault(tup.source_component, []).append((tup.source_stream, list(tup.values)))
+        self._captured.append((tup.source_component, tup.source_stream, list(tup.values)))
         self.collector.ack(tup)
 
     def results(self) -> dict[str, list[tuple[str, list]]]:
         """``{component: [(stream, values), ...]}`` in arrival order."""
-        with _registry.lock():
-            return {k: list(v) for k, v in _registry.lookup(self._key).items()}
+        out: dict[str, list[tuple[str, list]]] = {}
+        for component, stream, values in self._captured.items():
+            out.setdefault(component, []).append((stream, values))
+        return out
 
     def __getstate__(self) -> dict:
-        return {"_key": self._key}
+        return {"_captured": self._captured}
 
 

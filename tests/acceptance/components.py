@@ -1,8 +1,10 @@
 """Storm's test components (storm-client ``testing/*`` and integration_test.clj's bolts), ported.
 
 squall copies every component per task (cloudpickle), so these are defined at module level and
-keep anything a test must observe in `Recorder`s and `Gate`s: small handles that pickle as an
-id and find their shared state in this module, like Storm's testing classes do with static maps.
+keep anything a test must observe in `Recorder`s, `Counter`s and `Gate`s: small handles on
+squall.testing's shared state, which pickle as an id (and, for the process and Spark hosts, the
+directory of their files: see `squall.testing.shared_state_dir`), like Storm's testing classes
+do with static maps.
 """
 
 from __future__ import annotations
@@ -14,29 +16,22 @@ import uuid
 from typing import Any
 
 from squall import BasicBolt, Bolt, CustomStreamGrouping, Fields, ReportedFailedException, Spout
-from squall import FailedException, is_tick_tuple
-
-_lock = threading.RLock()
-_shared: dict[str, Any] = {}
-
+from squall import FailedException, SerializationError, is_tick_tuple
+from squall.testing._registry import SharedCounter, SharedFlag, SharedLog
 
 class Recorder:
     """An append-only event log shared by every copy of a component (and the test)."""
 
     def __init__(self) -> None:
-        self.key = uuid.uuid4().hex
-        with _lock:
-            _shared[self.key] = []
+        self.log = SharedLog()
 
     def record(self, *event: Any) -> None:
         """Append ``event`` (a tuple; its first item names the kind)."""
-        with _lock:
-            _shared[self.key].append(event)
+        self.log.append(event)
 
     def events(self, kind: str | None = None) -> list[tuple]:
         """The events so far, optionally only those whose first item is ``kind``."""
-        with _lock:
-            evs = list(_shared[self.key])
+        evs = self.log.items()
         return evs if kind is None else [e for e in evs if e[0] == kind]
 
     def count(self, kind: str) -> int:
@@ -48,39 +43,33 @@ class Counter:
     """A shared integer (for events too frequent to log, such as ``next_tuple`` calls)."""
 
     def __init__(self) -> None:
-        self.key = uuid.uuid4().hex
-        with _lock:
-            _shared[self.key] = 0
+        self.counter = SharedCounter()
 
     def incr(self) -> None:
-        with _lock:
-            _shared[self.key] += 1
+        self.counter.incr()
 
     @property
     def value(self) -> int:
-        with _lock:
-            return _shared[self.key]
+        return self.counter.value
 
 
 class Gate:
     """A shared `threading.Event` a component can block on until the test opens it."""
 
     def __init__(self) -> None:
-        self.key = uuid.uuid4().hex
-        with _lock:
-            _shared[self.key] = threading.Event()
+        self.flag = SharedFlag()
 
     def open(self) -> None:
-        _shared[self.key].set()
+        self.flag.set()
 
     def close(self) -> None:
-        _shared[self.key].clear()
+        self.flag.clear()
 
     def is_open(self) -> bool:
-        return _shared[self.key].is_set()
+        return self.flag.is_set()
 
     def wait(self, timeout: float) -> bool:
-        return _shared[self.key].wait(timeout)
+        return self.flag.wait(timeout)
 
 
 # --- Storm's testing spouts ---------------------------------------------------------------------
@@ -819,6 +808,14 @@ class FailFirstAttemptBolt(Bolt):
             self.collector.ack(tup)
 
 
+class DropFirstAttemptBolt(Bolt):
+    """Neither acks nor fails a tuple whose "attempt" is 0 (it times out); acks it otherwise."""
+
+    def execute(self, tup):
+        if tup.get_value_by_field("attempt") != 0:
+            self.collector.ack(tup)
+
+
 class FloodSpout(Spout):
     """Emits ``[1]`` unanchored on every ``next_tuple``, as fast as it is allowed to."""
 
@@ -914,3 +911,49 @@ class DirectOnRegularStreamBolt(Bolt):
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("value"))
+
+
+class Point:
+    """A user type, equal by value, for tuples that cross workers."""
+
+    def __init__(self, x, y) -> None:
+        self.x, self.y = x, y
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Point and (self.x, self.y) == (other.x, other.y)
+
+    def __hash__(self) -> int:
+        return hash((self.x, self.y))
+
+
+class PointSerializer:
+    """`Point`'s registered serializer (Storm's Kryo registration)."""
+
+    def serialize(self, p):
+        return [p.x, p.y]
+
+    def deserialize(self, data):
+        return Point(*data)
+
+
+class UnpicklableValueSpout(Spout):
+    """Emits ``n`` tuples holding a lock, which cannot be serialized, catching each emit's
+    `SerializationError` and recording its message ("error", message); an emit that returns
+    is recorded as ("emitted",)."""
+
+    def __init__(self, n: int, recorder: Recorder) -> None:
+        self.n = n
+        self.recorder = recorder
+
+    def next_tuple(self):
+        if self.n:
+            self.n -= 1
+            try:
+                self.collector.emit([threading.Lock()])
+            except SerializationError as e:
+                self.recorder.record("error", str(e))
+            else:
+                self.recorder.record("emitted")
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("lock"))

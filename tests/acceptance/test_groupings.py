@@ -9,6 +9,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from squall import Config, Fields, LocalCluster, TopologyBuilder
 from squall.testing import AckFailMapTracker, FeederSpout, complete_topology, read_tuples
 
@@ -21,6 +23,13 @@ from .components import (
 REPO = Path(__file__).resolve().parents[2]
 
 
+def two_workers() -> Config:
+    """On the process and Spark hosts, tuples between the two workers cross processes."""
+    conf = Config()
+    conf.set_num_workers(2)
+    return conf
+
+
 def word_spout_and(bolt_parallelism: int, subscribe, bolt=None, spout_parallelism: int = 1):
     builder = TopologyBuilder()
     builder.set_spout("1", TestWordSpout(True), spout_parallelism)
@@ -28,21 +37,23 @@ def word_spout_and(bolt_parallelism: int, subscribe, bolt=None, spout_parallelis
     return builder.create_topology()
 
 
+@pytest.mark.hosts("process")
 def test_shuffle_grouping_spreads_tuples_evenly_over_four_tasks(cluster):
     topology = word_spout_and(4, lambda d: d.shuffle_grouping("1"))
-    results = complete_topology(cluster, topology, {"1": [[f"w{i}"] for i in range(400)]})
+    results = complete_topology(cluster, topology, {"1": [[f"w{i}"] for i in range(400)]}, two_workers())
 
     per_task = Counter(task for task, _i, _w in read_tuples(results, "2"))
     assert len(per_task) == 4
     assert all(90 <= n <= 110 for n in per_task.values()), per_task
 
 
+@pytest.mark.hosts
 def test_fields_grouping_sends_equal_values_to_the_same_task(cluster):
     """Storm's test-field: 4 spout tasks, 6 counter tasks; each of "a" and "b" (as bytes) is
     emitted 24 times and counted 1..24 by one task."""
     topology = word_spout_and(6, lambda d: d.fields_grouping("1", Fields("word")), TestWordCounter(),
                               spout_parallelism=4)
-    results = complete_topology(cluster, topology, {"1": [[b"a"], [b"b"]] * 24})
+    results = complete_topology(cluster, topology, {"1": [[b"a"], [b"b"]] * 24}, two_workers())
 
     expected = Counter((w, n) for w in ("a", "b") for n in range(1, 25))
     assert Counter(tuple(r) for r in read_tuples(results, "2")) == expected
@@ -81,17 +92,19 @@ def test_fields_grouping_is_the_same_in_a_process_with_another_hash_seed():
     assert json.loads(out.stdout.strip().splitlines()[-1]) == here
 
 
+@pytest.mark.hosts("process")
 def test_all_grouping_sends_every_tuple_to_every_task(cluster):
     topology = word_spout_and(3, lambda d: d.all_grouping("1"))
-    results = complete_topology(cluster, topology, {"1": [["a"], ["b"]]})
+    results = complete_topology(cluster, topology, {"1": [["a"], ["b"]]}, two_workers())
 
     got = Counter((index, word) for _t, index, word in read_tuples(results, "2"))
     assert got == Counter((i, w) for i in range(3) for w in ("a", "b"))
 
 
+@pytest.mark.hosts("process")
 def test_global_grouping_sends_everything_to_the_lowest_task_id(cluster):
     topology = word_spout_and(3, lambda d: d.global_grouping("1"))
-    results = complete_topology(cluster, topology, {"1": [[w] for w in "abcdef"]})
+    results = complete_topology(cluster, topology, {"1": [[w] for w in "abcdef"]}, two_workers())
 
     rows = read_tuples(results, "2")
     assert len(rows) == 6
@@ -107,13 +120,14 @@ def test_none_grouping_sends_each_tuple_to_exactly_one_task(cluster):
     assert {i for _t, i, _w in rows} <= {0, 1, 2}
 
 
+@pytest.mark.hosts("process")
 def test_emit_direct_reaches_exactly_the_named_task(cluster):
     builder = TopologyBuilder()
     builder.set_spout("1", FeederSpout(Fields("index", "value")))
     builder.set_bolt("router", DirectEmitBolt("sink")).shuffle_grouping("1")
     builder.set_bolt("sink", TaskBolt(("value",)), 4).direct_grouping("router", "direct")
     results = complete_topology(cluster, builder.create_topology(),
-                                {"1": [[3, "x"], [0, "y"], [3, "z"], [2, "w"]]})
+                                {"1": [[3, "x"], [0, "y"], [3, "z"], [2, "w"]]}, two_workers())
 
     got = sorted((index, value) for _t, index, value in read_tuples(results, "sink"))
     assert got == [(0, "y"), (2, "w"), (3, "x"), (3, "z")]
@@ -156,14 +170,13 @@ def test_emitting_on_an_undeclared_stream_is_reported_as_unknown_stream(cluster)
     assert "Unknown stream ID: nowhere" in err["error"]
 
 
+@pytest.mark.hosts
 def test_local_or_shuffle_grouping_prefers_tasks_in_the_same_worker(cluster):
     """2 workers, each with one spout task and two of the bolt's four tasks: every tuple
     stays in the worker that emitted it."""
     topology = word_spout_and(4, lambda d: d.local_or_shuffle_grouping("1"), LocalityBolt(),
                               spout_parallelism=2)
-    conf = Config()
-    conf.set_num_workers(2)
-    results = complete_topology(cluster, topology, {"1": [[str(i)] for i in range(40)]}, conf)
+    results = complete_topology(cluster, topology, {"1": [[str(i)] for i in range(40)]}, two_workers())
 
     rows = read_tuples(results, "2")
     assert len(rows) == 40
@@ -184,13 +197,14 @@ def test_partial_key_grouping_spreads_a_hot_key_over_exactly_two_tasks(cluster):
         assert sorted(per_task.values()) == [20, 20], (key, per_task)
 
 
+@pytest.mark.hosts("process")
 def test_custom_grouping_ngrouping_sends_to_the_n_lowest_tasks(cluster):
     """Storm's test-custom-groupings with NGrouping(2) on 4 tasks and NGrouping(3) on 6."""
     builder = TopologyBuilder()
     builder.set_spout("1", TestWordSpout(True))
     builder.set_bolt("2", TaskBolt(), 4).custom_grouping("1", NGrouping(2))
     builder.set_bolt("3", TaskBolt(), 6).custom_grouping("1", NGrouping(3))
-    results = complete_topology(cluster, builder.create_topology(), {"1": [["a"], ["b"]]})
+    results = complete_topology(cluster, builder.create_topology(), {"1": [["a"], ["b"]]}, two_workers())
 
     assert Counter(w for _t, _i, w in read_tuples(results, "2")) == {"a": 2, "b": 2}
     assert Counter(w for _t, _i, w in read_tuples(results, "3")) == {"a": 3, "b": 3}

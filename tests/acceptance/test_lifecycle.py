@@ -37,6 +37,7 @@ def status(cluster, name):
     return cluster.get_topology_info(name)["status"]
 
 
+@pytest.mark.hosts
 def test_submitting_a_live_name_again_raises_already_alive(cluster):
     cluster.submit_topology("t", {}, planner_topology())
 
@@ -44,6 +45,7 @@ def test_submitting_a_live_name_again_raises_already_alive(cluster):
         cluster.submit_topology("t", {}, planner_topology())
 
 
+@pytest.mark.hosts
 @pytest.mark.parametrize("operation", [
     lambda c: c.kill_topology("ghost"),
     lambda c: c.kill_topology("ghost", wait_secs=0),
@@ -57,6 +59,7 @@ def test_operations_on_an_unknown_name_raise_not_alive(cluster, operation):
         operation(cluster)
 
 
+@pytest.mark.hosts
 def test_after_a_kill_without_wait_the_name_is_free_again(cluster):
     cluster.submit_topology("t", {}, planner_topology())
     cluster.kill_topology("t", wait_secs=0)
@@ -68,6 +71,7 @@ def test_after_a_kill_without_wait_the_name_is_free_again(cluster):
     assert status(cluster, "t") == "ACTIVE"
 
 
+@pytest.mark.hosts
 def test_during_a_kill_wait_the_topology_is_killed_and_its_spouts_deactivated(cluster):
     """kill_topology(wait_secs=1): at once KILLED and deactivated (no next_tuple), the name
     still taken; after the wait the topology is removed and the spout closed."""
@@ -84,7 +88,7 @@ def test_during_a_kill_wait_the_topology_is_killed_and_its_spouts_deactivated(cl
     calls_when_deactivated = calls.value
     assert wait_until(lambda: "t" not in names(cluster), 10)
     assert calls.value == calls_when_deactivated
-    assert recorder.count("close") == 1
+    assert wait_until(lambda: recorder.count("close") == 1)  # remote hosts: once the worker hears
     with pytest.raises(NotAliveException):
         cluster.get_topology_info("t")
 
@@ -100,6 +104,7 @@ def test_kill_waits_the_message_timeout_by_default(cluster):
     assert wait_until(lambda: "t" not in names(cluster), 10)
 
 
+@pytest.mark.hosts("process")
 def test_killing_again_during_the_wait_rearms_the_kill(cluster):
     cluster.submit_topology("t", {}, planner_topology())
     cluster.kill_topology("t", wait_secs=30)
@@ -109,6 +114,7 @@ def test_killing_again_during_the_wait_rearms_the_kill(cluster):
     assert "t" not in names(cluster)
 
 
+@pytest.mark.hosts
 def test_deactivate_stops_next_tuple_and_activate_resumes_it(cluster):
     recorder, calls = Recorder(), Counter()
     cluster.submit_topology("t", {}, lifecycle_topology(recorder, calls))
@@ -164,6 +170,7 @@ def test_an_inactive_submit_runs_no_user_code_until_activated(cluster):
     assert [e[0] for e in recorder.events()] == ["open", "activate"]
 
 
+@pytest.mark.hosts("process")
 @pytest.mark.parametrize("operation", [
     lambda c: c.activate("t"),
     lambda c: c.deactivate("t"),
@@ -178,6 +185,7 @@ def test_user_operations_on_a_killed_topology_have_no_transition(cluster, operat
     assert status(cluster, "t") == "KILLED"
 
 
+@pytest.mark.hosts("process")
 def test_activate_while_rebalancing_has_no_transition(cluster):
     cluster.submit_topology("t", {}, planner_topology())
     cluster.rebalance("t", num_workers=2, wait_secs=30)
@@ -187,6 +195,7 @@ def test_activate_while_rebalancing_has_no_transition(cluster):
         cluster.activate("t")
 
 
+@pytest.mark.hosts
 def test_rebalance_changes_workers_and_executors_but_not_tasks(cluster):
     feeder = FeederSpout(Fields("x"))
     tracker = AckFailMapTracker()
@@ -212,6 +221,7 @@ def test_rebalance_changes_workers_and_executors_but_not_tasks(cluster):
     assert wait_until(lambda: all(tracker.is_acked(i) for i in range(20)))
 
 
+@pytest.mark.hosts("process")
 def test_rebalance_deactivates_for_the_wait_then_restores_the_previous_status(cluster):
     recorder, calls = Recorder(), Counter()
     cluster.submit_topology("t", {}, lifecycle_topology(recorder, calls))
@@ -229,6 +239,7 @@ def test_rebalance_deactivates_for_the_wait_then_restores_the_previous_status(cl
     assert cluster.get_topology_info("t")["num_workers"] == 2
 
 
+@pytest.mark.hosts("process")
 @pytest.mark.parametrize("kwargs, culprit", [
     ({"executors": {"nope": 2}}, "nope"),
     ({"executors": {"bolt": 0}}, "bolt"),
@@ -268,6 +279,7 @@ def test_shutdown_stops_every_topology_and_refuses_new_submissions(cluster):
         cluster.submit_topology("u", {}, planner_topology())
 
 
+@pytest.mark.hosts
 def test_a_kill_during_the_rebalance_wait_cancels_the_rebalance(cluster):
     cluster.submit_topology("t", {}, planner_topology())
     cluster.rebalance("t", num_workers=2, wait_secs=30)

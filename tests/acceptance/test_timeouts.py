@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from squall import Config, Fields, TopologyBuilder
 from squall.testing import AckFailMapTracker, FeederSpout
 
 from ..conftest import wait_until
-from .components import AckEveryOtherBolt, NeverAckBolt, Recorder, ResetTimeoutBolt, SlowAckBolt
+from .components import (
+    AckEveryOtherBolt, DropFirstAttemptBolt, NeverAckBolt, Recorder, ReplayingSpout, ResetTimeoutBolt, SlowAckBolt,
+)
 from .conftest import component_stat, wait_idle
 
 T = 1.0
@@ -26,11 +30,15 @@ def feeder_with_tracker():
 
 
 def conf_with_timeout(secs: float = T) -> Config:
+    """A message timeout of ``secs``, on two workers (the bolt's acks cross processes on the
+    process and Spark hosts)."""
     conf = Config()
     conf.set_message_timeout_secs(secs)
+    conf.set_num_workers(2)
     return conf
 
 
+@pytest.mark.hosts
 def test_an_unacked_tuple_fails_after_the_message_timeout_and_not_before(cluster):
     """Storm's test-timeout: a bolt acks every other tuple; 1 and 3 are acked at once, 2 is
     neither acked nor failed before T, then fails (by 2T)."""
@@ -51,9 +59,28 @@ def test_an_unacked_tuple_fails_after_the_message_timeout_and_not_before(cluster
     assert time.monotonic() - fed_at >= 0.9 * T
     assert not tracker.is_acked(2)
     assert not tracker.is_failed(1) and not tracker.is_failed(3)
-    assert component_stat(cluster, "timeout-tester", "1", "failed") == 1
+    assert wait_until(lambda: component_stat(cluster, "timeout-tester", "1", "failed") == 1)
 
 
+@pytest.mark.hosts
+def test_a_tuple_that_times_out_fails_on_its_spout_task_and_its_replay_is_acked(cluster):
+    """At-least-once through a timeout: the bolt drops every first attempt, so each tuple
+    times out, the spout task that emitted it gets the fail and replays it, and the replay is
+    acked. Each id fails once and is acked once."""
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("spout", ReplayingSpout(3, recorder), 2)
+    builder.set_bolt("bolt", DropFirstAttemptBolt(), 2).shuffle_grouping("spout")
+    cluster.submit_topology("timeout-replay", conf_with_timeout(), builder.create_topology())
+
+    assert wait_until(lambda: recorder.count("ack") == 6, 20 * T)
+    acked, failed = recorder.events("ack"), recorder.events("fail")
+    assert sorted(m for _k, _t, m in failed) == sorted(m for _k, _t, m in acked)
+    assert len({m for _k, _t, m in acked}) == 6
+    assert all(m.startswith(f"{task}-") for _k, task, m in acked + failed)
+
+
+@pytest.mark.hosts("process")
 def test_reset_timeout_keeps_a_tuple_alive_past_the_message_timeout(cluster):
     """Storm's test-reset-timeout: a bolt (on its own thread, since it blocks) holds the tuple
     for 2.5T, calling reset_timeout every T/2, then acks: the tuple is acked, never failed."""
@@ -73,6 +100,7 @@ def test_reset_timeout_keeps_a_tuple_alive_past_the_message_timeout(cluster):
     assert recorder.events("acked") == [("acked", "a")]
 
 
+@pytest.mark.hosts("process")
 def test_without_reset_timeout_the_slow_bolt_lets_the_tuple_time_out_and_its_late_ack_is_ignored(cluster):
     """The control for the reset test: the same 2.5T hold without resets fails the tuple, and
     the ack that finally comes is ignored (the spout no longer has the tuple pending)."""

@@ -12,13 +12,13 @@ from ..conftest import wait_until
 pytest.importorskip("pyspark")
 
 
-def spark_cluster_of(spark_master, tmp_path_factory):
-    """The body of a module's ``spark_cluster`` fixture: a SparkCluster on ``spark_master``,
-    shut down after the module."""
+def spark_cluster_of(spark_master, tmp_path_factory, **extra):
+    """The body of a module's ``spark_cluster`` fixture: a SparkCluster on ``spark_master``
+    (``extra``: more cluster settings), shut down after the module."""
     from squall.cluster.spark import SparkCluster
     local_dir = tmp_path_factory.mktemp("spark") / "storm-local"
     conf = {"storm.local.dir": str(local_dir), "nimbus.thrift.port": 0, "nimbus.task.timeout.secs": 5,
-            "nimbus.monitor.freq.secs": 1, "squall.spark.stop.grace.secs": 3}
+            "nimbus.monitor.freq.secs": 1, "squall.spark.stop.grace.secs": 3, **extra}
     cluster = SparkCluster(master=spark_master, conf=conf)
     try:
         yield cluster

@@ -1,0 +1,107 @@
+"""The process host and Spark behind the verbs the acceptance tests call on a `LocalCluster`,
+so that one test body runs on all three hosts.
+
+`RemoteCluster` forwards each verb to a `MasterClient` (the process host) or a `SparkCluster`
+(which is one). What LocalCluster answers from its own memory, a remote host answers from what
+its master reports: `is_idle` from the workers' heartbeats (see its docstring), and counts in
+``get_topology_info`` lag up to a heartbeat behind the tuples (tests poll them with
+``wait_until``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from squall import StormTopology
+
+from ..conftest import wait_until
+
+HEARTBEAT_SECS = 0.2
+"""``worker.heartbeat.frequency.secs`` on the remote test hosts: counts reach the master this
+often, so ``is_idle`` can tell sooner that they stopped moving."""
+
+SETTLE_HEARTBEATS = 3
+"""How many heartbeat periods the counts must stay still (with empty inboxes) for ``is_idle``."""
+
+
+class RemoteCluster:
+    """A LocalCluster's verbs over a remote host's master, for one test.
+
+    Args:
+        client: the host's `MasterClient` (or `SparkCluster`).
+        host: ``"process"`` or ``"spark"`` (for messages).
+        slots_free: true once the host's workers of killed topologies are gone, so the next test
+            has every slot (called by `clear`).
+    """
+
+    def __init__(self, client: Any, host: str, slots_free: Callable[[], bool]) -> None:
+        self.client = client
+        self.host = host
+        self._slots_free = slots_free
+        self._still: dict[str, tuple[tuple, float]] = {}
+
+    def submit_topology(self, name: str, conf: Any, topology: StormTopology) -> None:
+        """Submit (the master has no ``initial_status``: Storm's SubmitOptions are not remote yet)."""
+        self.client.submit_topology(name, dict(conf or {}), topology)
+
+    def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
+        self.client.kill_topology(name, wait_secs=wait_secs)
+
+    def activate(self, name: str) -> None:
+        self.client.activate(name)
+
+    def deactivate(self, name: str) -> None:
+        self.client.deactivate(name)
+
+    def rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
+                  wait_secs: float | None = None) -> None:
+        self.client.rebalance(name, num_workers=num_workers, executors=executors, wait_secs=wait_secs)
+
+    def get_topology_info(self, name: str) -> dict[str, Any]:
+        return self.client.get_topology_info(name)
+
+    def get_topology_names(self) -> list[str]:
+        return sorted(t["name"] for t in self.client.list_topologies())
+
+    def get_cluster_info(self) -> dict[str, Any]:
+        """The topologies' summaries (the master's ``list``), under ``topologies`` as LocalCluster has them."""
+        return {"host": self.host, "topologies": self.client.list_topologies()}
+
+    def is_idle(self, name: str) -> bool:
+        """True when every task of ``name`` has reported, its last heartbeats show empty inboxes,
+        and its counts (emitted, transferred, acked, failed, executed, the ackers' executed)
+        have not moved for `SETTLE_HEARTBEATS` heartbeat periods.
+
+        Weaker than LocalCluster's (which sees every loop asleep): a tuple that sat unseen
+        between two inboxes for that long would be missed. Counts only move forward while
+        anything flows, so a topology still working is never reported idle.
+        """
+        info = self.client.get_topology_info(name)
+        comps = info["components"].values()
+        reported = (all(w["alive"] for w in info["workers"])
+                    and sum(len(c["task_stats"]) for c in comps) == sum(c["tasks"] for c in comps))
+        counts = (tuple((c["emitted"], c["transferred"], c["acked"], c["failed"], c["executed"]) for c in comps),
+                  info["acker"]["executed"], reported)
+        now = time.monotonic()
+        last, since = self._still.get(name, (None, now))
+        if counts != last:
+            self._still[name] = (counts, now)
+            return False
+        return reported and not sum(c["backlog"] for c in comps) and now - since >= SETTLE_HEARTBEATS * HEARTBEAT_SECS
+
+    def shutdown(self) -> None:
+        """What a test's ``shutdown`` means on a shared host: its topologies are killed (the
+        host itself stays up for the next test)."""
+        self.clear()
+
+    def clear(self) -> None:
+        """Kill every topology at once and wait until their workers are gone."""
+        for t in self.client.list_topologies():
+            try:
+                self.client.kill_topology(t["name"], wait_secs=0)
+            except Exception:  # noqa: BLE001 - removed meanwhile
+                pass
+        assert wait_until(lambda: not self.client.list_topologies() and self._slots_free(), 30), \
+            f"the {self.host} host did not free its slots after the test"

@@ -139,12 +139,15 @@ class MasterClient:
         self._client = self._connect()
         return self._client.call(op, **args)
 
-    def submit_topology(self, name: str, conf: dict[str, Any] | None, topology: StormTopology) -> str:
-        """Submit; returns the topology id."""
+    def submit_topology(self, name: str, conf: dict[str, Any] | None, topology: StormTopology,
+                        initial_status: str = "ACTIVE") -> str:
+        """Submit; returns the topology id. ``initial_status``: ``"ACTIVE"`` or ``"INACTIVE"``
+        (no user code runs until `activate`), Storm's ``SubmitOptions``."""
         if not isinstance(topology, StormTopology):
             raise _errors.InvalidTopologyException(
                 f"submit_topology needs a StormTopology, got {type(topology).__name__}")
-        return self._call("submit", name=name, conf=dict(conf or {}), topology=pickle_topology(topology))
+        return self._call("submit", name=name, conf=dict(conf or {}), topology=pickle_topology(topology),
+                          initial_status=initial_status)
 
     def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
         """Kill after ``wait_secs`` (default: its message timeout)."""
@@ -167,10 +170,17 @@ class MasterClient:
         """One summary dict per topology."""
         return self._call("list")
 
+    def get_topology_names(self) -> list[str]:
+        """Names of the topologies on the cluster (killed ones until removed)."""
+        return [t["name"] for t in self.list_topologies()]
+
+    def get_cluster_info(self) -> dict[str, Any]:
+        """A summary of the cluster (supervisors, slots) and its topologies, as `LocalCluster`'s."""
+        return self._call("cluster_info")
+
     def get_topology_info(self, name: str) -> dict[str, Any]:
-        """Status, counts per component (with ``task_stats``), the acker, errors and the
-        configuration, as `LocalCluster` returns them; ``workers`` lists slots (``host:port``,
-        launch id, alive, given up) instead of in-process ports."""
+        """Status, counts per component (with ``task_stats``), the acker, errors, the
+        configuration and the workers: the master's ``info``, the same on every host."""
         return self._call("info", name=name)
 
     def close(self) -> None:

@@ -428,12 +428,13 @@ class SparkCluster(MasterClient):
                         "offered to topologies as their executors register", n, want)
         return n
 
-    def submit_topology(self, name: str, conf: dict[str, Any] | None, topology: StormTopology) -> str:
+    def submit_topology(self, name: str, conf: dict[str, Any] | None, topology: StormTopology,
+                        initial_status: str = "ACTIVE") -> str:
         """Ship the user's modules to the executors (``addPyFile``), then submit."""
         if isinstance(topology, StormTopology):
             for module in _user_modules(topology):
                 self._ship(module)
-        return super().submit_topology(name, conf, topology)
+        return super().submit_topology(name, conf, topology, initial_status)
 
     def _ship(self, module: Any) -> None:
         """``SparkContext.addPyFile`` a user's top-level module (a .py) or package (zipped), so

@@ -42,9 +42,8 @@ class RemoteCluster:
         self._slots_free = slots_free
         self._still: dict[str, tuple[tuple, float]] = {}
 
-    def submit_topology(self, name: str, conf: Any, topology: StormTopology) -> None:
-        """Submit (the master has no ``initial_status``: Storm's SubmitOptions are not remote yet)."""
-        self.client.submit_topology(name, dict(conf or {}), topology)
+    def submit_topology(self, name: str, conf: Any, topology: StormTopology, initial_status: str = "ACTIVE") -> None:
+        self.client.submit_topology(name, dict(conf or {}), topology, initial_status)
 
     def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
         self.client.kill_topology(name, wait_secs=wait_secs)
@@ -63,11 +62,10 @@ class RemoteCluster:
         return self.client.get_topology_info(name)
 
     def get_topology_names(self) -> list[str]:
-        return sorted(t["name"] for t in self.client.list_topologies())
+        return sorted(self.client.get_topology_names())
 
     def get_cluster_info(self) -> dict[str, Any]:
-        """The topologies' summaries (the master's ``list``), under ``topologies`` as LocalCluster has them."""
-        return {"host": self.host, "topologies": self.client.list_topologies()}
+        return {"host": self.host, **self.client.get_cluster_info()}
 
     def is_idle(self, name: str) -> bool:
         """True when every task of ``name`` has reported, its last heartbeats show empty inboxes,

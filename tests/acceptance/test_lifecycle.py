@@ -146,6 +146,7 @@ def test_activate_on_active_and_deactivate_on_inactive_are_no_ops(cluster):
     assert recorder.count("activate") == 1
 
 
+@pytest.mark.hosts("process")
 def test_an_inactive_submit_runs_no_user_code_until_activated(cluster):
     """Storm's test-submit-inactive-topology: neither open nor prepare runs while INACTIVE;
     a tuple fed meanwhile is emitted and acked once the topology is activated."""
@@ -254,6 +255,7 @@ def test_an_invalid_rebalance_names_the_culprit_and_changes_nothing(cluster, kwa
     assert status(cluster, "t") == "ACTIVE"
 
 
+@pytest.mark.hosts("process")
 def test_cluster_info_lists_the_topologies_as_plain_dicts(cluster):
     cluster.submit_topology("a", {}, planner_topology())
     cluster.submit_topology("b", {}, planner_topology(), initial_status="INACTIVE")

@@ -6,7 +6,9 @@ machine, restarts a worker whose user code crashed (with fresh component instanc
 supervisor relaunches the process; one that keeps crashing soon after its start waits longer
 each time, as on the process host: `crash_backoff`), and reports statistics and errors as
 plain dicts (an error that repeats the last of its component counts on its record).
-Workers talk through `InMemoryTransport`: no serialization, no sockets.
+Each worker has its own `TopologyState` and `Backpressure`, as a worker process does, and its
+own `InMemoryTransport` endpoint on the topology's `InMemoryNetwork` (no serialization, no
+sockets), through which its backpressure reaches the other workers (`BackpressureLink`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from ..engine.clock import Clock
 from ..engine.executor import ErrorRecord, add_error
 from ..engine.loop import Backpressure, TopologyState
 from ..engine.plan import TopologyPlan, make_plan
-from ..engine.transport import InMemoryTransport
+from ..engine.remote_backpressure import BackpressureLink
+from ..engine.transport import InMemoryNetwork, InMemoryTransport
 from ..engine.worker import Worker, component_blobs
 from .backoff import crash_backoff
 from .scheduler import even_schedule
@@ -53,11 +56,11 @@ class _Topology:
         self.previous: TopologyStatus | None = None
         self.blobs = blobs
         self.launched = time.time()
-        self.state = TopologyState(active=status == TopologyStatus.ACTIVE)
-        self.backpressure = Backpressure(plan.conf["topology.executor.receive.buffer.size"])
-        self.hosts: dict[int, Worker | None] = {}
-        self.transport = InMemoryTransport(self.hosts)
+        self.active = status == TopologyStatus.ACTIVE  # what every worker's TopologyState says
+        self.network = InMemoryNetwork()
+        self.peers: dict[int, str] = {}  # task -> the address of the worker hosting it
         self.workers: dict[int, Worker] = {}
+        self.links: dict[int, BackpressureLink] = {}  # port -> its worker's link to the others
         self.restarts: dict[int, int] = {}
         self.started_at: dict[int, float] = {}  # port -> when its worker started (time.monotonic)
         self.crashes: dict[int, int] = {}       # port -> crashes in a row soon after a start
@@ -151,6 +154,7 @@ class LocalCluster:
         plan = topo.plan
         ports = self._take_ports(plan.num_workers)
         assignment = even_schedule(plan.executors, ports)
+        topo.peers = {t: _address(port) for port, execs in assignment.items() for e in execs for t in e.tasks}
         # Build every worker and register its tasks before starting any: a spout that emits at
         # once must not send to a worker that does not exist yet (its tuples would be dropped).
         # Storm's workers likewise activate only once all their connections are ready.
@@ -163,14 +167,19 @@ class LocalCluster:
                 self._release_ports([port])
 
     def _launch(self, topo: _Topology, port: int, execs, start: bool = True) -> Worker:
-        w = Worker(topo.plan, port, execs, topo.blobs, topo.transport, self.clock, topo.state,
-                   topo.backpressure, lambda rec, topo=topo: self._record_error(topo, rec),
+        address = _address(port)
+        transport = InMemoryTransport(topo.network, address)
+        transport.set_peers({t: a for t, a in topo.peers.items() if a != address})
+        # real time, as its renewal and expiry (BackpressureLink) run on
+        bp = Backpressure(topo.plan.conf["topology.executor.receive.buffer.size"])
+        w = Worker(topo.plan, port, execs, topo.blobs, transport, self.clock, TopologyState(active=topo.active),
+                   bp, lambda rec, topo=topo: self._record_error(topo, rec),
                    lambda worker, rec, topo=topo, gen=topo.generation: self._worker_crashed(topo, gen, worker),
                    self._rng.getrandbits(64))
+        transport.set_receiver(w.receive)
+        topo.links[port] = BackpressureLink(bp, transport, name=f"squall-backpressure-{port}")
         topo.workers[port] = w
         topo.started_at[port] = time.monotonic()
-        for t in w.tasks:
-            topo.hosts[t] = w
         if start:
             w.start()
         return w
@@ -194,11 +203,21 @@ class LocalCluster:
     def _stop_workers(self, topo: _Topology, clean: bool) -> None:
         workers = list(topo.workers.values())
         topo.workers.clear()
-        for t in list(topo.hosts):
-            topo.hosts[t] = None
+        links = list(topo.links.values())
+        topo.links.clear()
+        for link in links:  # nothing more reaches the workers, nor leaves them
+            link.transport.close()
         for w in workers:
             w.stop(clean=clean)
+        for link in links:
+            link.stop()
         self._release_ports([w.port for w in workers])
+
+    def _set_active(self, topo: _Topology, active: bool) -> None:
+        """Activate or deactivate the spouts of every worker of ``topo`` (and of those started later)."""
+        topo.active = active
+        for w in topo.workers.values():
+            w.state.set_active(active)
 
     # --- crashes --------------------------------------------------------------------------------------
     def _record_error(self, topo: _Topology, record: ErrorRecord) -> None:
@@ -224,9 +243,10 @@ class LocalCluster:
         with topo.lock:
             if topo.generation != generation or topo.workers.get(dead.port) is not dead:
                 return  # killed or rebalanced since: nothing to restart
-            for t in dead.tasks:
-                topo.hosts[t] = None
-            dead.stop(clean=False, timeout=1.0)
+            dead.stop(clean=False, timeout=1.0)  # (its forgotten inboxes tell the others it is not over)
+            link = topo.links.pop(dead.port)
+            link.stop()
+            link.transport.close()
             topo.restarts[dead.port] = topo.restarts.get(dead.port, 0) + 1
             log.warning("restarting worker %s of %s after a crash", dead.port, topo.plan.name)
             new = self._launch(topo, dead.port, dead.assignment)
@@ -249,14 +269,14 @@ class LocalCluster:
         topo = self._get(name)
         with topo.lock:
             topo.status = transition(topo.status, ACTIVATE)
-            topo.state.set_active(True)
+            self._set_active(topo, True)
 
     def deactivate(self, name: str) -> None:
         """Deactivate ``name``'s spouts (``next_tuple`` stops; in-flight tuples complete)."""
         topo = self._get(name)
         with topo.lock:
             topo.status = transition(topo.status, INACTIVATE)
-            topo.state.set_active(False)
+            self._set_active(topo, False)
 
     def _wait_secs(self, topo: _Topology, wait_secs: float | None) -> float:
         if wait_secs is None:
@@ -275,7 +295,7 @@ class LocalCluster:
         wait = self._wait_secs(topo, wait_secs)
         with topo.lock:
             topo.status = transition(topo.status, KILL)
-            topo.state.set_active(False)
+            self._set_active(topo, False)
             topo.generation += 1
             generation = topo.generation
         if wait == 0:
@@ -316,7 +336,7 @@ class LocalCluster:
             previous = topo.status
             topo.status = transition(topo.status, REBALANCE)
             topo.previous = previous
-            topo.state.set_active(False)
+            self._set_active(topo, False)
             topo.generation += 1
             generation = topo.generation
         if wait == 0:
@@ -333,7 +353,7 @@ class LocalCluster:
             topo.plan = plan
             topo.generation += 1
             topo.status = status
-            topo.state.set_active(status == TopologyStatus.ACTIVE)
+            self._set_active(topo, status == TopologyStatus.ACTIVE)
             self._start_workers(topo)
         log.info("Rebalanced topology %s: %d workers", plan.name, plan.num_workers)
 
@@ -362,7 +382,7 @@ class LocalCluster:
         for _name, topo in topos:
             with topo.lock:
                 topo.generation += 1
-                topo.state.set_active(False)
+                self._set_active(topo, False)
                 self._stop_workers(topo, clean=True)
         self._timers.stop()
 
@@ -427,6 +447,11 @@ class LocalCluster:
         topo = self._get(name)
         with topo.lock:
             return all(w.is_idle() for w in topo.workers.values())
+
+
+def _address(port: int) -> str:
+    """The in-memory address of a topology's worker on ``port``."""
+    return f"local:{port}"
 
 
 def _topology_info(topo: _Topology) -> dict[str, Any]:

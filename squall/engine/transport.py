@@ -1,45 +1,235 @@
-"""The seam between workers: how an item reaches a task that lives in another worker.
+"""The seam between workers: how items and control messages reach the other workers of a topology.
 
-The engine only asks a `Transport` for a sender per remote task. `InMemoryTransport` (for
-`LocalCluster`) hands items straight to the worker that currently hosts the task; the process
-and Spark hosts send batches over ZeroMQ.
+A `Transport` is one worker's end of the topology's network. The engine's `Worker` only asks it
+for a sender per remote task and to `flush`; the host that runs the worker (`LocalCluster`, the
+process and Spark hosts) does the rest: it says where arriving items go (`set_receiver`), where
+each remote task lives and when it moves (`set_peers`), and links the worker's `Backpressure`
+to its peers through `broadcast` and `set_control_handler` (`squall.engine.remote_backpressure`).
+
+`InMemoryTransport` joins the workers of one process through an `InMemoryNetwork`: no
+serialization, no sockets, no threads. `squall.worker.transport.ZmqTransport` sends batches
+between processes over ZeroMQ.
 """
 
 from __future__ import annotations
 
 import abc
+import logging
+import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from .._ratelimit import RateLimitedLog
+
+log = logging.getLogger("squall.engine")
+
+Receiver = Callable[[int, Any], None]            # (task, item): the worker's ``receive``
+ControlHandler = Callable[[Any, Any], None]      # (sender slot, message)
+
 
 class Transport(abc.ABC):
-    """Delivers items (tuples and acker messages) to tasks of other workers."""
+    """One worker's end of the network between a topology's workers.
+
+    Data: an item (a tuple or an acker message) given to ``sender(task)`` reaches the worker
+    that hosts ``task`` when it is sent (at once, or at the next `flush`), and that worker's
+    receiver is called with ``(task, item)``. Items from one worker to one task arrive in the
+    order they were sent. Delivery is at most once: an item for a task whose worker is gone,
+    restarting, or no longer hosts it is dropped (and counted, `statistics`); its tuple times out
+    or is failed by `Worker.tasks_lost`, and replays, as in Storm.
+
+    Control: `broadcast` sends a small message (plain dicts, lists, strings, numbers, booleans)
+    to every peer worker, after the items this worker queued for that peer before the call;
+    the peer's control handler gets it with the sender's slot, which the transport vouches for
+    (`ZmqTransport` authenticates it). A message the handler rejects (it raises) is dropped and
+    counted as ``undecodable``.
+
+    Attributes:
+        address: this worker's data address, which its peers are given in `set_peers`.
+    """
+
+    address: str
 
     @abc.abstractmethod
     def sender(self, task_id: int) -> Callable[[Any], None]:
-        """A function that delivers one item to ``task_id``, wherever it runs now."""
+        """A function that delivers one item to ``task_id``, wherever it runs now (moves told by
+        `set_peers` apply to senders made before them).
+
+        Raises:
+            KeyError: no peer of ``task_id`` was given to `set_peers`.
+        """
 
     def flush(self) -> None:
         """Send what the senders have batched. Loops call it after every round that did work
         and before they sleep, so a batch never waits longer than one round."""
 
+    @abc.abstractmethod
+    def set_receiver(self, receive: Receiver) -> None:
+        """Where arriving items go: ``receive(task, item)`` (the worker's ``receive``, which
+        raises KeyError for a task it does not host: such items are dropped). Until it is set,
+        arriving items are dropped (or, in the process host, kept by its `_EarlyItems`)."""
 
-class InMemoryTransport(Transport):
-    """For workers in one process: deliver by calling the hosting worker's ``receive``.
+    @abc.abstractmethod
+    def set_peers(self, peers: dict[int, str]) -> None:
+        """The address of the worker hosting each remote task: new tasks (before `sender` is
+        asked for them), or a new address for a worker that restarted elsewhere. What was queued
+        for a moved task's old address and not yet sent is dropped: it was meant for a worker
+        that is gone."""
 
-    ``hosts`` maps task id to the worker object currently running it (or None while that worker
-    restarts, when items are dropped as a dead worker's would be). It is looked up per item, so
-    a restarted worker is found without rebuilding anyone's routes.
+    def set_launches(self, launches: dict[str, int]) -> None:
+        """The master's launch id per slot: messages from an older launch of a slot (a worker
+        replaced since) are dropped. A transport whose closed endpoints can send nothing, as the
+        in-memory one, has none to drop."""
+
+    @abc.abstractmethod
+    def set_control_handler(self, handle: ControlHandler) -> None:
+        """Where arriving control messages go: ``handle(sender_slot, message)``; it raises for a
+        message it cannot take (then dropped and counted as ``undecodable``)."""
+
+    @abc.abstractmethod
+    def broadcast(self, message: Any) -> None:
+        """Send the control ``message`` to every peer worker (every address of `set_peers`),
+        after the items queued for it; nothing once closed."""
+
+    @abc.abstractmethod
+    def statistics(self) -> dict[str, Any]:
+        """``{"dropped": {reason: count}, "refused": count}``, for the worker's heartbeat."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop receiving and sending: from now on this worker's address has no endpoint, and
+        what its senders are given is dropped."""
+
+
+class InMemoryNetwork:
+    """The wire between one topology's workers in one process: address -> the endpoint there.
+
+    Endpoints register when made and leave when closed; a worker restarted under the same
+    address replaces the one that died, and senders find it on their next item.
     """
 
-    def __init__(self, hosts: dict[int, Any]) -> None:
-        self.hosts = hosts
+    def __init__(self) -> None:
+        self.endpoints: dict[str, InMemoryTransport] = {}  # read per item by the senders
+        self._lock = threading.Lock()
+
+    def register(self, endpoint: InMemoryTransport) -> None:
+        """Make ``endpoint`` the one at its address.
+
+        Raises:
+            ValueError: another live endpoint has that address.
+        """
+        with self._lock:
+            there = self.endpoints.get(endpoint.address)
+            if there is not None and there is not endpoint:
+                raise ValueError(f"address {endpoint.address} already has an endpoint on this network")
+            self.endpoints[endpoint.address] = endpoint
+
+    def unregister(self, endpoint: InMemoryTransport) -> None:
+        """Remove ``endpoint`` (if it is still the one at its address)."""
+        with self._lock:
+            if self.endpoints.get(endpoint.address) is endpoint:
+                del self.endpoints[endpoint.address]
+
+
+class InMemoryTransport(Transport):
+    """A worker's endpoint on an `InMemoryNetwork`: delivers by calling the receiver of the
+    endpoint at the task's address, on the sending thread.
+
+    The endpoint is looked up per item, so a peer that restarted (under the same address or,
+    after `set_peers`, another) is found without rebuilding anyone's senders; an item for an
+    address with no endpoint is dropped, as a dead worker's would be. Nothing is queued, so
+    `flush` has nothing to do and a broadcast always follows the items sent before it.
+
+    Args:
+        network: the topology's network; the endpoint registers on it at once.
+        address: this worker's address on it.
+        slot: the name the peers' control handlers are told the messages come from (default:
+            ``address``).
+    """
+
+    def __init__(self, network: InMemoryNetwork, address: str, slot: Any = None) -> None:
+        self.network = network
+        self.address = address
+        self.slot = address if slot is None else slot
+        # per remote task, a one-item list holding its address: the senders keep the list, so
+        # set_peers moves a task for senders already made (and close empties them all)
+        self._routes: dict[int, list[str | None]] = {}
+        self._peer_addresses: frozenset[str] = frozenset()
+        self.receive: Receiver = self._no_receiver
+        self._control: ControlHandler | None = None
+        self._drops: Counter[str] = Counter()
+        self._warn = RateLimitedLog(log, limit=5, period=10.0)
+        self._closed = False
+        network.register(self)
 
     def sender(self, task_id: int) -> Callable[[Any], None]:
-        hosts = self.hosts
+        route = self._routes.get(task_id)
+        if route is None:
+            raise KeyError(f"no worker hosts task {task_id}")
+        endpoints = self.network.endpoints
+        drops = self._drops
 
         def send(item: Any) -> None:
-            worker = hosts.get(task_id)
-            if worker is not None:
-                worker.receive(task_id, item)
+            peer = endpoints.get(route[0])
+            if peer is None:
+                drops["no_endpoint"] += 1
+                return
+            try:
+                peer.receive(task_id, item)
+            except KeyError:  # the worker there does not host the task (it moved): as Storm, drop
+                drops["misdirected"] += 1
         return send
+
+    def set_receiver(self, receive: Receiver) -> None:
+        self.receive = receive
+
+    def _no_receiver(self, task: int, item: Any) -> None:
+        self._drops["no_receiver"] += 1
+
+    def set_peers(self, peers: dict[int, str]) -> None:
+        if self._closed:
+            return
+        for task, address in peers.items():
+            route = self._routes.get(task)
+            if route is None:
+                self._routes[task] = [address]
+            elif route[0] != address:
+                log.info("peer worker of task %s moved from %s to %s", task, route[0], address)
+                route[0] = address
+        self._peer_addresses = frozenset(r[0] for r in self._routes.values() if r[0] != self.address)
+
+    def set_control_handler(self, handle: ControlHandler) -> None:
+        self._control = handle
+
+    def broadcast(self, message: Any) -> None:
+        if self._closed:
+            return
+        endpoints = self.network.endpoints
+        for address in self._peer_addresses:
+            peer = endpoints.get(address)
+            if peer is not None:
+                peer._take_control(self.slot, message)
+
+    def _take_control(self, sender: Any, message: Any) -> None:
+        """A peer's control message arrives (on the peer's thread)."""
+        handle = self._control
+        if handle is None or self._closed:
+            return
+        try:
+            handle(sender, message)
+        except Exception as e:  # noqa: BLE001 - it runs on the sender's loop, which a peer must not crash
+            self._drops["undecodable"] += 1
+            self._warn.warning("dropped a control message from %s: %s", sender, e)
+
+    def statistics(self) -> dict[str, Any]:
+        """Items dropped by reason (``no_endpoint``: sent to an address where no worker is;
+        ``misdirected``: to a worker not hosting the task; ``no_receiver``: arrived before the
+        worker existed; ``undecodable``: a control message the handler rejected)."""
+        return {"dropped": dict(self._drops), "refused": 0}
+
+    def close(self) -> None:
+        self._closed = True
+        self.network.unregister(self)
+        for route in self._routes.values():
+            route[0] = None
+        self._peer_addresses = frozenset()

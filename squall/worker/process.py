@@ -30,6 +30,7 @@ from .._tuple import Source
 from ..engine.clock import Clock
 from ..engine.executor import error_record
 from ..engine.loop import Backpressure, TopologyState
+from ..engine.remote_backpressure import BackpressureLink
 from ..engine.serialize import Serializer
 from ..engine.worker import Worker, component_blobs
 from .envelope import Origin
@@ -172,14 +173,9 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
             errors.append(error_record(plan.task_to_component.get(task, "__transport"), task, why,
                                        int(port)).as_dict())
     transport.on_refused = refused
-    # backpressure across workers: tell the peers when this worker's inboxes flip over or under
-    # their bound (and, while over, again every RENEW_SECS), and throttle local spouts while any
-    # peer is over; the sender is the slot the message's authenticated header names
-    bp.listener = lambda over: transport.broadcast({"over": over})
-    transport.set_control_handler(lambda sender, msg: bp.set_remote(sender, _over(msg)))
-    renewing = threading.Event()
-    threading.Thread(target=_renew_backpressure, args=(bp, transport, renewing),
-                     name="squall-backpressure", daemon=True).start()
+    # backpressure across workers; the sender of a peer's message is the slot its authenticated
+    # header names
+    peers_bp = BackpressureLink(bp, transport)
     worker.start()
     freq = float(conf.get("worker.heartbeat.frequency.secs") or 1)
     stall_after = float(plan.conf.get("topology.executor.blocking.warn.millis") or 1000) / 1000.0
@@ -220,8 +216,8 @@ def _run_started(link: _MasterLink, plan: Any, executors: list, blobs: Any, tran
                 epoch = reply.get("epoch", epoch)
                 state.set_active(bool(reply.get("active")))
     finally:
-        renewing.set()
         worker.stop(clean=status == 0, timeout=2)
+        peers_bp.stop()
 
 
 def _set_peers(transport: ZmqTransport, known: dict[int, str], table: dict[Any, Any]) -> list[int]:
@@ -264,21 +260,6 @@ class _EarlyItems:
                     pass  # not a task of this worker (the transport drops those too)
             self._items = []
             self._receive = receive
-
-
-def _over(message: Any) -> bool:
-    """The state a peer's backpressure message reports; TypeError if it is not one."""
-    if not isinstance(message, dict) or not isinstance(message.get("over"), bool):
-        raise TypeError(f"not a backpressure message: {message!r:.80}")
-    return message["over"]
-
-
-def _renew_backpressure(bp: Backpressure, transport: ZmqTransport, done: threading.Event) -> None:
-    """Every `Backpressure.RENEW_SECS`: forget peers' expired "over", and repeat our own."""
-    while not done.wait(bp.RENEW_SECS):
-        bp.expire()
-        if bp.over:
-            transport.broadcast({"over": True})
 
 
 def _wait_any(a: threading.Event, b: threading.Event, timeout: float) -> bool:

@@ -105,12 +105,21 @@ class InMemoryNetwork:
     """The wire between one topology's workers in one process: address -> the endpoint there.
 
     Endpoints register when made and leave when closed; a worker restarted under the same
-    address replaces the one that died, and senders find it on their next item.
+    address replaces the one that died. Each sending endpoint holds, per peer address, a cell
+    (a one-item list) with the function that delivers there: the receiver of the endpoint at
+    that address, or the sender's drop counter while there is none. The network rewrites the
+    cells of an address when its endpoint comes, goes or sets its receiver, so the data path is
+    one call through a cell, without a lookup per item.
     """
 
     def __init__(self) -> None:
-        self.endpoints: dict[str, InMemoryTransport] = {}  # read per item by the senders
+        self._endpoints: dict[str, InMemoryTransport] = {}
+        self._cells: dict[str, list[list[Any]]] = {}  # address -> the senders' cells for it
         self._lock = threading.Lock()
+
+    def endpoint(self, address: str) -> InMemoryTransport | None:
+        """The endpoint at ``address`` now, if any."""
+        return self._endpoints.get(address)
 
     def register(self, endpoint: InMemoryTransport) -> None:
         """Make ``endpoint`` the one at its address.
@@ -119,26 +128,55 @@ class InMemoryNetwork:
             ValueError: another live endpoint has that address.
         """
         with self._lock:
-            there = self.endpoints.get(endpoint.address)
+            there = self._endpoints.get(endpoint.address)
             if there is not None and there is not endpoint:
                 raise ValueError(f"address {endpoint.address} already has an endpoint on this network")
-            self.endpoints[endpoint.address] = endpoint
+            self._endpoints[endpoint.address] = endpoint
+            self._point(endpoint.address, endpoint.receive)
 
     def unregister(self, endpoint: InMemoryTransport) -> None:
         """Remove ``endpoint`` (if it is still the one at its address)."""
         with self._lock:
-            if self.endpoints.get(endpoint.address) is endpoint:
-                del self.endpoints[endpoint.address]
+            if self._endpoints.get(endpoint.address) is endpoint:
+                del self._endpoints[endpoint.address]
+                self._point(endpoint.address, None)
+
+    def receiver_changed(self, endpoint: InMemoryTransport) -> None:
+        """``endpoint`` has a new receiver: deliver there from now on."""
+        with self._lock:
+            if self._endpoints.get(endpoint.address) is endpoint:
+                self._point(endpoint.address, endpoint.receive)
+
+    def subscribe(self, address: str, missing: Receiver) -> list[Any]:
+        """A new cell ``[deliver, missing]`` for a sender to ``address``: ``deliver`` is the
+        receiver of the endpoint there, or ``missing`` while there is none."""
+        with self._lock:
+            there = self._endpoints.get(address)
+            cell = [missing if there is None else there.receive, missing]
+            self._cells.setdefault(address, []).append(cell)
+            return cell
+
+    def unsubscribe(self, address: str, cell: list[Any]) -> None:
+        """Stop updating ``cell`` (its sender closed); it drops from now on."""
+        with self._lock:
+            cells = self._cells.get(address, [])
+            if cell in cells:
+                cells.remove(cell)
+            cell[0] = cell[1]
+
+    def _point(self, address: str, receive: Receiver | None) -> None:
+        for cell in self._cells.get(address, ()):
+            cell[0] = cell[1] if receive is None else receive
 
 
 class InMemoryTransport(Transport):
     """A worker's endpoint on an `InMemoryNetwork`: delivers by calling the receiver of the
     endpoint at the task's address, on the sending thread.
 
-    The endpoint is looked up per item, so a peer that restarted (under the same address or,
-    after `set_peers`, another) is found without rebuilding anyone's senders; an item for an
-    address with no endpoint is dropped, as a dead worker's would be. Nothing is queued, so
-    `flush` has nothing to do and a broadcast always follows the items sent before it.
+    A peer that restarted (under the same address or, after `set_peers`, another) is found
+    without rebuilding anyone's senders; an item for an address with no endpoint is dropped, as
+    a dead worker's would be. Nothing is queued, so `flush` has nothing to do and a broadcast
+    always follows the items sent before it.
 
     Args:
         network: the topology's network; the endpoint registers on it at once.
@@ -151,11 +189,13 @@ class InMemoryTransport(Transport):
         self.network = network
         self.address = address
         self.slot = address if slot is None else slot
-        # per remote task, a one-item list holding its address: the senders keep the list, so
-        # set_peers moves a task for senders already made (and close empties them all)
-        self._routes: dict[int, list[str | None]] = {}
-        self._peer_addresses: frozenset[str] = frozenset()
         self.receive: Receiver = self._no_receiver
+        self._addresses: dict[int, str] = {}      # remote task -> its worker's address
+        # per remote task a one-item list holding the cell of its address (`InMemoryNetwork`):
+        # the senders keep the list, so set_peers moves a task for senders already made
+        self._routes: dict[int, list[list[Any]]] = {}
+        self._cells: dict[str, list[Any]] = {}     # peer address -> its cell
+        self._peer_addresses: frozenset[str] = frozenset()
         self._control: ControlHandler | None = None
         self._drops: Counter[str] = Counter()
         self._warn = RateLimitedLog(log, limit=5, period=10.0)
@@ -166,37 +206,40 @@ class InMemoryTransport(Transport):
         route = self._routes.get(task_id)
         if route is None:
             raise KeyError(f"no worker hosts task {task_id}")
-        endpoints = self.network.endpoints
         drops = self._drops
 
         def send(item: Any) -> None:
-            peer = endpoints.get(route[0])
-            if peer is None:
-                drops["no_endpoint"] += 1
-                return
             try:
-                peer.receive(task_id, item)
+                route[0][0](task_id, item)
             except KeyError:  # the worker there does not host the task (it moved): as Storm, drop
                 drops["misdirected"] += 1
         return send
 
     def set_receiver(self, receive: Receiver) -> None:
         self.receive = receive
+        self.network.receiver_changed(self)
 
     def _no_receiver(self, task: int, item: Any) -> None:
         self._drops["no_receiver"] += 1
+
+    def _no_endpoint(self, task: int, item: Any) -> None:
+        self._drops["no_endpoint"] += 1
 
     def set_peers(self, peers: dict[int, str]) -> None:
         if self._closed:
             return
         for task, address in peers.items():
+            cell = self._cells.get(address)
+            if cell is None:
+                cell = self._cells[address] = self.network.subscribe(address, self._no_endpoint)
             route = self._routes.get(task)
             if route is None:
-                self._routes[task] = [address]
-            elif route[0] != address:
-                log.info("peer worker of task %s moved from %s to %s", task, route[0], address)
-                route[0] = address
-        self._peer_addresses = frozenset(r[0] for r in self._routes.values() if r[0] != self.address)
+                self._routes[task] = [cell]
+            elif route[0] is not cell:
+                log.info("peer worker of task %s moved from %s to %s", task, self._addresses[task], address)
+                route[0] = cell
+            self._addresses[task] = address
+        self._peer_addresses = frozenset(a for a in self._addresses.values() if a != self.address)
 
     def set_control_handler(self, handle: ControlHandler) -> None:
         self._control = handle
@@ -204,9 +247,8 @@ class InMemoryTransport(Transport):
     def broadcast(self, message: Any) -> None:
         if self._closed:
             return
-        endpoints = self.network.endpoints
         for address in self._peer_addresses:
-            peer = endpoints.get(address)
+            peer = self.network.endpoint(address)
             if peer is not None:
                 peer._take_control(self.slot, message)
 
@@ -230,6 +272,6 @@ class InMemoryTransport(Transport):
     def close(self) -> None:
         self._closed = True
         self.network.unregister(self)
-        for route in self._routes.values():
-            route[0] = None
+        for address, cell in self._cells.items():
+            self.network.unsubscribe(address, cell)
         self._peer_addresses = frozenset()

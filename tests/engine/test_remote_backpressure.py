@@ -36,7 +36,7 @@ def test_a_worker_over_its_bound_throttles_the_others_spouts_until_it_is_under_a
 
 
 def test_a_message_that_is_not_backpressure_is_dropped_and_changes_nothing():
-    _, (bp_a, a, link_a), (bp_b, b, link_b) = linked_pair()
+    _, (_, a, link_a), (bp_b, b, link_b) = linked_pair()
     try:
         a.broadcast({"over": "yes"})
         a.broadcast(["over", True])

@@ -31,7 +31,7 @@ def endpoint(network, address, *tasks):
 def test_it_is_a_transport_and_delivers_in_order_to_the_worker_hosting_the_task():
     net = InMemoryNetwork()
     a, _ = endpoint(net, "a", 1)
-    b, inbox_b = endpoint(net, "b", 5, 6)
+    _, inbox_b = endpoint(net, "b", 5, 6)
     a.set_peers({5: "b", 6: "b"})
     assert isinstance(a, Transport) and a.address == "a"
     to5, to6 = a.sender(5), a.sender(6)
@@ -61,7 +61,7 @@ def test_a_sender_made_before_a_peer_restarted_or_moved_finds_it_without_being_r
     b2, inbox_b2 = endpoint(net, "b", 5)  # restarted under the same address
     send("same address")
     b2.close()
-    c, inbox_c = endpoint(net, "c", 5)  # ... and again elsewhere
+    _, inbox_c = endpoint(net, "c", 5)  # ... and again elsewhere
     a.set_peers({5: "c"})
     send("moved")
     assert inbox_b.items == [(5, "before")]
@@ -73,7 +73,7 @@ def test_a_sender_made_before_a_peer_restarted_or_moved_finds_it_without_being_r
 def test_items_for_a_task_the_worker_there_does_not_host_are_dropped_and_counted():
     net = InMemoryNetwork()
     a, _ = endpoint(net, "a", 1)
-    b, inbox_b = endpoint(net, "b", 5)
+    _, inbox_b = endpoint(net, "b", 5)
     a.set_peers({7: "b"})  # a stale route: task 7 is not (or no longer) b's
     a.sender(7)("x")
     assert inbox_b.items == []
@@ -92,9 +92,9 @@ def test_what_arrives_before_the_worker_set_its_receiver_is_dropped_and_counted(
 def test_broadcast_reaches_every_peers_control_handler_with_the_senders_slot():
     net = InMemoryNetwork()
     a = InMemoryTransport(net, "a", slot="host:6700")
-    b, c, stranger = (InMemoryTransport(net, x) for x in "bcs")
+    others = [InMemoryTransport(net, x) for x in "bcs"]
     heard = {}
-    for t in (a, b, c, stranger):
+    for t in (a, *others):
         t.set_control_handler(lambda sender, msg, t=t: heard.setdefault(t.address, []).append((sender, msg)))
     a.set_peers({5: "b", 6: "b", 7: "c", 1: "a"})  # a task of its own address is not a peer
     a.broadcast({"over": True})
@@ -130,7 +130,7 @@ def test_close_unregisters_the_endpoint_and_stops_its_sending():
     send("still closed")
     assert inbox_a.items == [] and inbox_b.items == [] and heard == []
     assert b.statistics()["dropped"] == {"no_endpoint": 1}
-    a2, inbox_a2 = endpoint(net, "a", 1)  # its address is free again
+    _, inbox_a2 = endpoint(net, "a", 1)  # its address is free again
     b.sender(1)("to the new one")
     assert inbox_a2.items == [(1, "to the new one")]
 

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import cloudpickle
-import pytest
 
 from squall import Fields
 from squall.testing import AckFailMapTracker, AckTracker, FeederSpout, shared_state_dir

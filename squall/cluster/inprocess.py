@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.plan import TopologyPlan
+from ..engine.serialize import Serializer, source_cache
 from ..engine.transport import InMemoryNetwork, InMemoryTransport
 from ..worker.agent import EXIT_CANNOT_START, WorkerAgent
 from ..worker.envelope import Origin
@@ -116,7 +117,9 @@ class InProcessLauncher(Launcher):
             network = self._networks.setdefault(launch.storm_id, InMemoryNetwork())
 
         def make_transport(plan: TopologyPlan, origin: Origin, receive: Callable[[int, Any], None]) -> InMemoryTransport:
-            transport = InMemoryTransport(network, slot)
+            # no bytes cross, but what could not cross processes fails its emit, as on every host
+            check = Serializer(plan.conf, source_cache(plan)).emit_check()
+            transport = InMemoryTransport(network, slot, check=check)
             transport.set_receiver(receive)
             return transport
 

@@ -357,6 +357,19 @@ class Serializer:
         except (TypeError, ValueError, OverflowError, RecursionError) as e:  # e.g. a list holding itself
             raise SerializationError(f"cannot serialize batch: {type(e).__name__}: {e}") from e
 
+    def emit_check(self) -> Callable[[Any], None]:
+        """`check` for an item a sender is given: only a `Tuple` with a value not of
+        `PLAIN_TYPES` is checked (acker messages and plain tuples always serialize)."""
+        check, plain = self.check, PLAIN_TYPES
+
+        def check_item(item: Any) -> None:
+            if type(item) is Tuple:
+                for v in item.values:
+                    if type(v) not in plain:
+                        check(item)
+                        return
+        return check_item
+
     def check(self, tup: Tuple) -> None:
         """Raise if ``tup``'s values cannot be sent; called at emit for a tuple bound for another
         worker (by the transport's sender, only for values that are not all `PLAIN_TYPES`), so
@@ -471,3 +484,17 @@ class Serializer:
         except Exception as e:  # msgpack's errors, and a well-formed document of the wrong shape
             raise SerializationError(
                 f"cannot decode batch of {len(data)} bytes: {type(e).__name__}: {e}") from e
+
+
+def source_cache(plan: Any) -> Any:
+    """``source_of(task, stream)``: the `Source` a decoded tuple of ``plan`` carries, made once per pair."""
+    cache: dict[tuple[int, str], Source] = {}
+
+    def source_of(task: int, stream: str) -> Source:
+        src = cache.get((task, stream))
+        if src is None:
+            component = plan.task_to_component[task]
+            fields = plan.topology.components[component].streams[stream].fields
+            src = cache[(task, stream)] = Source(component, stream, task, fields)
+        return src
+    return source_of

@@ -1,106 +1,289 @@
-"""The seam between workers: how an item reaches a task that lives in another worker.
+"""The seam between workers: how items and control messages reach the other workers of a topology.
 
-The engine only asks a `Transport` for a sender per remote task. `InMemoryTransport` (for
-`LocalCluster`) hands items straight to the worker that currently hosts the task; the process
-and Spark hosts send batches over ZeroMQ.
+A `Transport` is one worker's end of the topology's network. The engine's `Worker` only asks it
+for a sender per remote task and to `flush`; the host that runs the worker (`LocalCluster`, the
+process and Spark hosts) does the rest: it says where arriving items go (`set_receiver`), where
+each remote task lives and when it moves (`set_peers`), and links the worker's `Backpressure`
+to its peers through `broadcast` and `set_control_handler` (`squall.engine.remote_backpressure`).
+
+`InMemoryTransport` joins the workers of one process through an `InMemoryNetwork`: no
+serialization, no sockets, no threads. `squall.worker.transport.ZmqTransport` sends batches
+between processes over ZeroMQ.
 """
 
 from __future__ import annotations
 
 import abc
+import logging
+import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from .._ratelimit import RateLimitedLog
+
+log = logging.getLogger("squall.engine")
+
+Receiver = Callable[[int, Any], None]            # (task, item): the worker's ``receive``
+ControlHandler = Callable[[Any, Any], None]      # (sender slot, message)
+
 
 class Transport(abc.ABC):
-    """Delivers items (tuples and acker messages) to tasks of other workers."""
+    """One worker's end of the network between a topology's workers.
+
+    Data: an item (a tuple or an acker message) given to ``sender(task)`` reaches the worker
+    that hosts ``task`` when it is sent (at once, or at the next `flush`), and that worker's
+    receiver is called with ``(task, item)``. Items from one worker to one task arrive in the
+    order they were sent. Delivery is at most once: an item for a task whose worker is gone,
+    restarting, or no longer hosts it is dropped (and counted, `statistics`); its tuple times out
+    or is failed by `Worker.tasks_lost`, and replays, as in Storm.
+
+    Control: `broadcast` sends a small message (plain dicts, lists, strings, numbers, booleans)
+    to every peer worker, after the items this worker queued for that peer before the call;
+    the peer's control handler gets it with the sender's slot, which the transport vouches for
+    (`ZmqTransport` authenticates it). A message the handler rejects (it raises) is dropped and
+    counted as ``undecodable``.
+
+    Attributes:
+        address: this worker's data address, which its peers are given in `set_peers`.
+    """
+
+    address: str
 
     @abc.abstractmethod
     def sender(self, task_id: int) -> Callable[[Any], None]:
-        """A function that delivers one item to ``task_id``, wherever it runs now."""
+        """A function that delivers one item to ``task_id``, wherever it runs now (moves told by
+        `set_peers` apply to senders made before them).
+
+        Raises:
+            KeyError: no peer of ``task_id`` was given to `set_peers`.
+        """
 
     def flush(self) -> None:
         """Send what the senders have batched. Loops call it after every round that did work
         and before they sleep, so a batch never waits longer than one round."""
 
-    address: str = ""  # where peers reach this worker
+    @abc.abstractmethod
+    def set_receiver(self, receive: Receiver) -> None:
+        """Where arriving items go: ``receive(task, item)`` (the worker's ``receive``, which
+        raises KeyError for a task it does not host: such items are dropped). Until it is set,
+        arriving items are dropped (or, in the process host, kept by its `_EarlyItems`)."""
 
-    def set_receiver(self, receive: Callable[[int, Any], None]) -> None:
-        """Where arriving items go: ``receive(task, item)`` (the worker's)."""
-
+    @abc.abstractmethod
     def set_peers(self, peers: dict[int, str]) -> None:
-        """The address of the worker hosting each remote task (new tasks, or peer moves)."""
+        """The address of the worker hosting each remote task: new tasks (before `sender` is
+        asked for them), or a new address for a worker that restarted elsewhere. What was queued
+        for a moved task's old address and not yet sent is dropped: it was meant for a worker
+        that is gone."""
 
     def set_launches(self, launches: dict[str, int]) -> None:
-        """The master's launch id per slot: messages from older launches are dropped."""
+        """The master's launch id per slot: messages from an older launch of a slot (a worker
+        replaced since) are dropped. A transport whose closed endpoints can send nothing, as the
+        in-memory one, has none to drop."""
 
-    def set_control_handler(self, handle: Callable[[str, Any], None]) -> None:
-        """Where control messages go: ``handle(sender slot, message)``."""
+    @abc.abstractmethod
+    def set_control_handler(self, handle: ControlHandler) -> None:
+        """Where arriving control messages go: ``handle(sender_slot, message)``; it raises for a
+        message it cannot take (then dropped and counted as ``undecodable``)."""
 
+    @abc.abstractmethod
     def broadcast(self, message: Any) -> None:
-        """Send a small control message (backpressure) to every peer worker."""
+        """Send the control ``message`` to every peer worker (every address of `set_peers`),
+        after the items queued for it; nothing once closed."""
 
+    @abc.abstractmethod
     def statistics(self) -> dict[str, Any]:
-        """What was dropped or refused, for the worker's heartbeat."""
-        return {}
+        """``{"dropped": {reason: count}, "refused": count}``, for the worker's heartbeat."""
 
+    @abc.abstractmethod
     def close(self) -> None:
-        """Stop receiving and let go of the connections."""
+        """Stop receiving and sending: from now on this worker's address has no endpoint, and
+        what its senders are given is dropped."""
 
 
 class InMemoryNetwork:
-    """The wire between one topology's in-process workers: their transports by address."""
+    """The wire between one topology's workers in one process: address -> the endpoint there.
+
+    Endpoints register when made and leave when closed; a worker restarted under the same
+    address replaces the one that died. Each sending endpoint holds, per peer address, a cell
+    (a one-item list) with the function that delivers there: the receiver of the endpoint at
+    that address, or the sender's drop counter while there is none. The network rewrites the
+    cells of an address when its endpoint comes, goes or sets its receiver, so the data path is
+    one call through a cell, without a lookup per item.
+    """
 
     def __init__(self) -> None:
-        self.endpoints: dict[str, InMemoryTransport] = {}
+        self._endpoints: dict[str, InMemoryTransport] = {}
+        self._cells: dict[str, list[list[Any]]] = {}  # address -> the senders' cells for it
+        self._lock = threading.Lock()
+
+    def endpoint(self, address: str) -> InMemoryTransport | None:
+        """The endpoint at ``address`` now, if any."""
+        return self._endpoints.get(address)
+
+    def register(self, endpoint: InMemoryTransport) -> None:
+        """Make ``endpoint`` the one at its address.
+
+        Raises:
+            ValueError: another live endpoint has that address.
+        """
+        with self._lock:
+            there = self._endpoints.get(endpoint.address)
+            if there is not None and there is not endpoint:
+                raise ValueError(f"address {endpoint.address} already has an endpoint on this network")
+            self._endpoints[endpoint.address] = endpoint
+            self._point(endpoint.address, endpoint.receive)
+
+    def unregister(self, endpoint: InMemoryTransport) -> None:
+        """Remove ``endpoint`` (if it is still the one at its address)."""
+        with self._lock:
+            if self._endpoints.get(endpoint.address) is endpoint:
+                del self._endpoints[endpoint.address]
+                self._point(endpoint.address, None)
+
+    def receiver_changed(self, endpoint: InMemoryTransport) -> None:
+        """``endpoint`` has a new receiver: deliver there from now on."""
+        with self._lock:
+            if self._endpoints.get(endpoint.address) is endpoint:
+                self._point(endpoint.address, endpoint.receive)
+
+    def subscribe(self, address: str, missing: Receiver) -> list[Any]:
+        """A new cell ``[deliver, missing]`` for a sender to ``address``: ``deliver`` is the
+        receiver of the endpoint there, or ``missing`` while there is none."""
+        with self._lock:
+            there = self._endpoints.get(address)
+            cell = [missing if there is None else there.receive, missing]
+            self._cells.setdefault(address, []).append(cell)
+            return cell
+
+    def unsubscribe(self, address: str, cell: list[Any]) -> None:
+        """Stop updating ``cell`` (its sender closed); it drops from now on."""
+        with self._lock:
+            cells = self._cells.get(address, [])
+            if cell in cells:
+                cells.remove(cell)
+            cell[0] = cell[1]
+
+    def _point(self, address: str, receive: Receiver | None) -> None:
+        for cell in self._cells.get(address, ()):
+            cell[0] = cell[1] if receive is None else receive
 
 
 class InMemoryTransport(Transport):
-    """For workers in one process: deliver by calling the receiving worker's ``receive``.
+    """A worker's endpoint on an `InMemoryNetwork`: delivers by calling the receiver of the
+    endpoint at the task's address, on the sending thread.
 
-    The receiving endpoint is looked up per item by the task's peer address, so a worker that
-    restarted under that address is found without rebuilding anyone's routes; items for an
-    address no worker holds are dropped, as a dead worker's would be.
+    A peer that restarted (under the same address or, after `set_peers`, another) is found
+    without rebuilding anyone's senders; an item for an address with no endpoint is dropped, as
+    a dead worker's would be. Nothing is queued, so `flush` has nothing to do and a broadcast
+    always follows the items sent before it.
+
+    Args:
+        network: the topology's network; the endpoint registers on it at once.
+        check: called with each item given to a sender, before it is delivered: it raises for
+            an item that could not cross processes (`squall.engine.serialize.Serializer.emit_check`),
+            so a value that fails its emit on the other hosts fails it here too.
+        address: this worker's address on it.
+        slot: the name the peers' control handlers are told the messages come from (default:
+            ``address``).
     """
 
-    def __init__(self, network: InMemoryNetwork, address: str) -> None:
+    def __init__(self, network: InMemoryNetwork, address: str, slot: Any = None,
+                 check: Callable[[Any], None] | None = None) -> None:
         self.network = network
+        self.check = check
         self.address = address
-        self._receive: Callable[[int, Any], None] | None = None
-        self._control: Callable[[str, Any], None] | None = None
-        self._peers: dict[int, str] = {}
-        network.endpoints[address] = self
+        self.slot = address if slot is None else slot
+        self.receive: Receiver = self._no_receiver
+        self._addresses: dict[int, str] = {}      # remote task -> its worker's address
+        # per remote task a one-item list holding the cell of its address (`InMemoryNetwork`):
+        # the senders keep the list, so set_peers moves a task for senders already made
+        self._routes: dict[int, list[list[Any]]] = {}
+        self._cells: dict[str, list[Any]] = {}     # peer address -> its cell
+        self._peer_addresses: frozenset[str] = frozenset()
+        self._control: ControlHandler | None = None
+        self._drops: Counter[str] = Counter()
+        self._warn = RateLimitedLog(log, limit=5, period=10.0)
+        self._closed = False
+        network.register(self)
 
     def sender(self, task_id: int) -> Callable[[Any], None]:
-        endpoints, peers = self.network.endpoints, self._peers
+        route = self._routes.get(task_id)
+        if route is None:
+            raise KeyError(f"no worker hosts task {task_id}")
+        drops = self._drops
+        check = self.check
 
         def send(item: Any) -> None:
-            peer = endpoints.get(peers.get(task_id))  # type: ignore[arg-type]
-            if peer is not None and peer._receive is not None:
-                try:
-                    peer._receive(task_id, item)
-                except KeyError:
-                    pass  # no longer that worker's task (rebalanced): dropped, as over the network
-        return send
+            try:
+                route[0][0](task_id, item)
+            except KeyError:  # the worker there does not host the task (it moved): as Storm, drop
+                drops["misdirected"] += 1
+        if check is None:
+            return send
 
-    def set_receiver(self, receive: Callable[[int, Any], None]) -> None:
-        self._receive = receive
+        def check_and_send(item: Any) -> None:
+            check(item)  # raises in the emitting component, as the process host's sender does
+            send(item)
+        return check_and_send
+
+    def set_receiver(self, receive: Receiver) -> None:
+        self.receive = receive
+        self.network.receiver_changed(self)
+
+    def _no_receiver(self, task: int, item: Any) -> None:
+        self._drops["no_receiver"] += 1
+
+    def _no_endpoint(self, task: int, item: Any) -> None:
+        self._drops["no_endpoint"] += 1
 
     def set_peers(self, peers: dict[int, str]) -> None:
-        self._peers.update(peers)
+        if self._closed:
+            return
+        for task, address in peers.items():
+            cell = self._cells.get(address)
+            if cell is None:
+                cell = self._cells[address] = self.network.subscribe(address, self._no_endpoint)
+            route = self._routes.get(task)
+            if route is None:
+                self._routes[task] = [cell]
+            elif route[0] is not cell:
+                log.info("peer worker of task %s moved from %s to %s", task, self._addresses[task], address)
+                route[0] = cell
+            self._addresses[task] = address
+        self._peer_addresses = frozenset(a for a in self._addresses.values() if a != self.address)
 
-    def set_control_handler(self, handle: Callable[[str, Any], None]) -> None:
+    def set_control_handler(self, handle: ControlHandler) -> None:
         self._control = handle
 
     def broadcast(self, message: Any) -> None:
-        for address in set(self._peers.values()):
-            peer = self.network.endpoints.get(address)
-            if peer is not None and peer is not self and peer._control is not None:
-                peer._control(self.address, message)
+        if self._closed:
+            return
+        for address in self._peer_addresses:
+            peer = self.network.endpoint(address)
+            if peer is not None:
+                peer._take_control(self.slot, message)
+
+    def _take_control(self, sender: Any, message: Any) -> None:
+        """A peer's control message arrives (on the peer's thread)."""
+        handle = self._control
+        if handle is None or self._closed:
+            return
+        try:
+            handle(sender, message)
+        except Exception as e:  # noqa: BLE001 - it runs on the sender's loop, which a peer must not crash
+            self._drops["undecodable"] += 1
+            self._warn.warning("dropped a control message from %s: %s", sender, e)
 
     def statistics(self) -> dict[str, Any]:
-        return {"dropped": {}, "refused": 0}
+        """Items dropped by reason (``no_endpoint``: sent to an address where no worker is;
+        ``misdirected``: to a worker not hosting the task; ``no_receiver``: arrived before the
+        worker existed; ``undecodable``: a control message the handler rejected)."""
+        return {"dropped": dict(self._drops), "refused": 0}
 
     def close(self) -> None:
-        if self.network.endpoints.get(self.address) is self:
-            del self.network.endpoints[self.address]
+        self._closed = True
+        self.network.unregister(self)
+        for address, cell in self._cells.items():
+            self.network.unsubscribe(address, cell)
+        self._peer_addresses = frozenset()

@@ -32,6 +32,7 @@ from ..engine.clock import Clock
 from ..engine.executor import error_record
 from ..engine.loop import Backpressure, TopologyState
 from ..engine.plan import TopologyPlan
+from ..engine.remote_backpressure import BackpressureLink
 from ..engine.transport import Transport
 from ..engine.worker import Worker, component_blobs
 from .envelope import Origin
@@ -194,14 +195,8 @@ class WorkerAgent:
                 self._errors.append(error_record(plan.task_to_component.get(task, "__transport"), task, why,
                                                  self.port).as_dict())
         transport.on_refused = refused  # type: ignore[attr-defined]
-        # backpressure across workers: tell the peers when this worker's inboxes flip over or under
-        # their bound (and, while over, again every RENEW_SECS), and throttle local spouts while any
-        # peer is over; the sender is the slot the message's authenticated header names
-        bp.listener = lambda over: transport.broadcast({"over": over})
-        transport.set_control_handler(lambda sender, msg: bp.set_remote(sender, _over(msg)))
-        renewing = threading.Event()
-        threading.Thread(target=_renew_backpressure, args=(bp, transport, renewing),
-                         name="squall-backpressure", daemon=True).start()
+        # backpressure across workers: this worker's own state, told to and by its peers
+        link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}")
         self.worker = worker
         worker.start()
         freq = float(self.conf.get("worker.heartbeat.frequency.secs") or 1)
@@ -230,8 +225,8 @@ class WorkerAgent:
                 if self._told_stop:
                     return 0
         finally:
-            renewing.set()
             worker.stop(clean=status == 0, timeout=2)
+            link.stop()  # after the worker: the "under" it forgot on stopping reaches the peers first
 
     def beat(self) -> None:
         """Send one heartbeat now and act on the reply (thread-safe: a host in this process may
@@ -308,18 +303,3 @@ class _EarlyItems:
                     pass  # not a task of this worker (the transport drops those too)
             self._items = []
             self._receive = receive
-
-
-def _over(message: Any) -> bool:
-    """The state a peer's backpressure message reports; TypeError if it is not one."""
-    if not isinstance(message, dict) or not isinstance(message.get("over"), bool):
-        raise TypeError(f"not a backpressure message: {message!r:.80}")
-    return message["over"]
-
-
-def _renew_backpressure(bp: Backpressure, transport: Transport, done: threading.Event) -> None:
-    """Every `Backpressure.RENEW_SECS`: forget peers' expired "over", and repeat our own."""
-    while not done.wait(bp.RENEW_SECS):
-        bp.expire()
-        if bp.over:
-            transport.broadcast({"over": True})

@@ -19,27 +19,13 @@ from typing import Any
 
 from .._config import setting
 from .._encryption import encryption_setting
-from .._tuple import Source
-from ..engine.serialize import Serializer
+from ..engine.serialize import Serializer, source_cache
 from .agent import WorkerAgent
 from .envelope import Origin
 from .rpc import MasterLink, load_or_create_secret, rpc_settings
 from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_KEY, ZmqTransport
 
 log = logging.getLogger("squall.worker")
-
-
-def _source_cache(plan) -> Any:
-    cache: dict[tuple[int, str], Source] = {}
-
-    def source_of(task: int, stream: str) -> Source:
-        src = cache.get((task, stream))
-        if src is None:
-            component = plan.task_to_component[task]
-            fields = plan.topology.components[component].streams[stream].fields
-            src = cache[(task, stream)] = Source(component, stream, task, fields)
-        return src
-    return source_of
 
 
 def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any],
@@ -52,7 +38,7 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     link = MasterLink(mhost, int(mport), load_or_create_secret(conf), rpc_settings(conf))
 
     def make_transport(plan: Any, origin: Origin, receive: Any) -> ZmqTransport:
-        return ZmqTransport(bind or f"tcp://{slot}", {}, Serializer(plan.conf, _source_cache(plan)), link.secret,
+        return ZmqTransport(bind or f"tcp://{slot}", {}, Serializer(plan.conf, source_cache(plan)), link.secret,
                             receive=receive, origin=origin, **_transport_options(conf))
     return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop).run()
 

@@ -6,7 +6,7 @@ from squall._config import topology_conf
 from squall.engine.clock import SimulatedClock
 from squall.engine.loop import Backpressure, TopologyState
 from squall.engine.plan import make_plan
-from squall.engine.transport import Transport
+from squall.engine.transport import InMemoryNetwork, InMemoryTransport
 from squall.engine.worker import Worker, component_blobs
 from squall.testing import AckFailMapTracker, FeederSpout
 
@@ -18,20 +18,18 @@ class NeverAcks(Bolt):
         pass
 
 
-class Void(Transport):
-    """Another worker that never answers: what is sent to it is kept, never delivered."""
-
-    def __init__(self):
-        self.sent = []
-
-    def sender(self, task_id):
-        return lambda item: self.sent.append((task_id, item))
+def void(tasks):
+    """This worker's transport, whose peer hosting ``tasks`` never answers: it has no endpoint,
+    so what is sent to it is dropped."""
+    transport = InMemoryTransport(InMemoryNetwork(), "here")
+    transport.set_peers({t: "gone" for t in tasks})
+    return transport
 
 
 def _worker():
     """feed -> sink (2 tasks), other -> side; 2 ackers. This worker runs the spouts, the first
     acker and the first sink task; the second acker, the second sink task and side are in a
-    worker reached through `Void`."""
+    worker reached through `void`."""
     feed, other = FeederSpout(Fields(["x"])), FeederSpout(Fields(["y"]))
     tracker = AckFailMapTracker()
     feed.set_ack_fail_delegate(tracker)
@@ -49,7 +47,7 @@ def _worker():
     remote = {tasks["__acker"][1], tasks["sink"][1], *tasks["side"]}
     local = [e for e in plan.executors if not set(e.tasks) & remote]
     clock = SimulatedClock()
-    worker = Worker(plan, 1, local, component_blobs(plan), Void(), clock, TopologyState(active=True),
+    worker = Worker(plan, 1, local, component_blobs(plan), void(remote), clock, TopologyState(active=True),
                     Backpressure(1000), lambda rec: None, lambda w, rec: None, 7)
     spout = next(ex for ex in worker.executors if ex.component == "feed")
     return worker, clock, feed, tracker, spout, tasks

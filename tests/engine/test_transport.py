@@ -1,0 +1,142 @@
+"""The in-memory transport: one endpoint per worker on a topology's network, delivering data,
+following peer moves, dropping what is sent to a worker that is gone, carrying control
+messages, and closing."""
+
+import pytest
+
+from squall.engine.transport import InMemoryNetwork, InMemoryTransport, Transport
+
+
+class Inbox:
+    """A worker's receiver: keeps what arrives for the tasks it hosts (KeyError for others, as
+    `Worker.receive` raises)."""
+
+    def __init__(self, *tasks):
+        self.tasks = set(tasks)
+        self.items = []
+
+    def __call__(self, task, item):
+        if task not in self.tasks:
+            raise KeyError(task)
+        self.items.append((task, item))
+
+
+def endpoint(network, address, *tasks):
+    t = InMemoryTransport(network, address)
+    inbox = Inbox(*tasks)
+    t.set_receiver(inbox)
+    return t, inbox
+
+
+def test_it_is_a_transport_and_delivers_in_order_to_the_worker_hosting_the_task():
+    net = InMemoryNetwork()
+    a, _ = endpoint(net, "a", 1)
+    _, inbox_b = endpoint(net, "b", 5, 6)
+    a.set_peers({5: "b", 6: "b"})
+    assert isinstance(a, Transport) and a.address == "a"
+    to5, to6 = a.sender(5), a.sender(6)
+    for i in range(3):
+        to5(i)
+    to6("x")
+    a.flush()
+    assert inbox_b.items == [(5, 0), (5, 1), (5, 2), (6, "x")]
+    assert a.statistics() == {"dropped": {}, "refused": 0}
+
+
+def test_a_task_no_peer_was_given_for_has_no_sender():
+    a = InMemoryTransport(InMemoryNetwork(), "a")
+    with pytest.raises(KeyError, match="task 9"):
+        a.sender(9)
+
+
+def test_a_sender_made_before_a_peer_restarted_or_moved_finds_it_without_being_rebuilt():
+    net = InMemoryNetwork()
+    a, _ = endpoint(net, "a", 1)
+    b, inbox_b = endpoint(net, "b", 5)
+    a.set_peers({5: "b"})
+    send = a.sender(5)
+    send("before")
+    b.close()  # the peer dies: what is sent meanwhile is dropped, as a dead worker's would be
+    send("lost")
+    b2, inbox_b2 = endpoint(net, "b", 5)  # restarted under the same address
+    send("same address")
+    b2.close()
+    _, inbox_c = endpoint(net, "c", 5)  # ... and again elsewhere
+    a.set_peers({5: "c"})
+    send("moved")
+    assert inbox_b.items == [(5, "before")]
+    assert inbox_b2.items == [(5, "same address")]
+    assert inbox_c.items == [(5, "moved")]
+    assert a.statistics()["dropped"] == {"no_endpoint": 1}
+
+
+def test_items_for_a_task_the_worker_there_does_not_host_are_dropped_and_counted():
+    net = InMemoryNetwork()
+    a, _ = endpoint(net, "a", 1)
+    _, inbox_b = endpoint(net, "b", 5)
+    a.set_peers({7: "b"})  # a stale route: task 7 is not (or no longer) b's
+    a.sender(7)("x")
+    assert inbox_b.items == []
+    assert a.statistics()["dropped"] == {"misdirected": 1}
+
+
+def test_what_arrives_before_the_worker_set_its_receiver_is_dropped_and_counted():
+    net = InMemoryNetwork()
+    a, _ = endpoint(net, "a", 1)
+    b = InMemoryTransport(net, "b")
+    a.set_peers({5: "b"})
+    a.sender(5)("early")
+    assert b.statistics()["dropped"] == {"no_receiver": 1}
+
+
+def test_broadcast_reaches_every_peers_control_handler_with_the_senders_slot():
+    net = InMemoryNetwork()
+    a = InMemoryTransport(net, "a", slot="host:6700")
+    others = [InMemoryTransport(net, x) for x in "bcs"]
+    heard = {}
+    for t in (a, *others):
+        t.set_control_handler(lambda sender, msg, t=t: heard.setdefault(t.address, []).append((sender, msg)))
+    a.set_peers({5: "b", 6: "b", 7: "c", 1: "a"})  # a task of its own address is not a peer
+    a.broadcast({"over": True})
+    assert heard == {"b": [("host:6700", {"over": True})], "c": [("host:6700", {"over": True})]}
+
+
+def test_a_control_message_the_handler_rejects_is_dropped_and_counted_not_raised_to_the_sender():
+    net = InMemoryNetwork()
+    a, b = InMemoryTransport(net, "a"), InMemoryTransport(net, "b")
+
+    def reject(sender, msg):
+        raise TypeError("not a backpressure message")
+    b.set_control_handler(reject)
+    a.set_peers({5: "b"})
+    a.broadcast("garbage")
+    assert b.statistics()["dropped"] == {"undecodable": 1}
+
+
+def test_close_unregisters_the_endpoint_and_stops_its_sending():
+    net = InMemoryNetwork()
+    a, inbox_a = endpoint(net, "a", 1)
+    b, inbox_b = endpoint(net, "b", 5)
+    heard = []
+    b.set_control_handler(lambda sender, msg: heard.append(msg))
+    a.set_peers({5: "b"})
+    b.set_peers({1: "a"})
+    send = a.sender(5)
+    a.close()
+    send("after close")
+    a.broadcast({"over": True})
+    b.sender(1)("to a closed worker")
+    a.set_peers({5: "b"})  # a closed endpoint does not come back
+    send("still closed")
+    assert inbox_a.items == [] and inbox_b.items == [] and heard == []
+    assert b.statistics()["dropped"] == {"no_endpoint": 1}
+    _, inbox_a2 = endpoint(net, "a", 1)  # its address is free again
+    b.sender(1)("to the new one")
+    assert inbox_a2.items == [(1, "to the new one")]
+
+
+def test_two_live_endpoints_cannot_share_an_address():
+    net = InMemoryNetwork()
+    InMemoryTransport(net, "a")
+    with pytest.raises(ValueError, match="address a already has an endpoint"):
+        InMemoryTransport(net, "a")

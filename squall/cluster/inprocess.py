@@ -76,8 +76,11 @@ class _Thread:
 
     launch: Launch
     agent: WorkerAgent
-    thread: threading.Thread
-    status: int | None = None
+    thread: threading.Thread | None = None
+    status: int | None = None  # its exit status, once it ended
+
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
 
 
 class InProcessLauncher(Launcher):
@@ -126,8 +129,9 @@ class InProcessLauncher(Launcher):
         agent = WorkerAgent(self.master, launch.storm_id, slot, launch.launch_id, self.conf,
                             make_transport=make_transport, plan_of=self.master.plan_of, clock=self.clock,
                             peer_poll_secs=0.005, seed=self.seeds())
-        worker = _Thread(launch, agent, threading.Thread(name=f"squall-local-worker-{port}", daemon=True))
-        worker.thread.run = lambda: self._run(worker)  # type: ignore[method-assign]
+        worker = _Thread(launch, agent)
+        worker.thread = threading.Thread(target=self._run, args=(worker,), name=f"squall-local-worker-{port}",
+                                         daemon=True)
         with self._lock:
             self._workers[port] = worker
         worker.thread.start()
@@ -147,7 +151,8 @@ class InProcessLauncher(Launcher):
         if worker is None:
             return
         worker.agent.stop()
-        worker.thread.join(_STOP_TIMEOUT_SECS)
+        if worker.thread is not None:
+            worker.thread.join(_STOP_TIMEOUT_SECS)
         self._forget_network(worker.launch.storm_id)
 
     def _forget_network(self, storm_id: str) -> None:
@@ -162,7 +167,7 @@ class InProcessLauncher(Launcher):
     def exits(self) -> list[WorkerExit]:
         out = []
         with self._lock:
-            ended = [(port, w) for port, w in self._workers.items() if not w.thread.is_alive()]
+            ended = [(port, w) for port, w in self._workers.items() if not w.alive()]
             for port, _w in ended:
                 del self._workers[port]
         for port, w in ended:
@@ -176,4 +181,4 @@ class InProcessLauncher(Launcher):
         """The agents of the running workers (of ``storm_id`` only, if given)."""
         with self._lock:
             return [w.agent for w in self._workers.values()
-                    if w.thread.is_alive() and (storm_id is None or w.launch.storm_id == storm_id)]
+                    if w.alive() and (storm_id is None or w.launch.storm_id == storm_id)]

@@ -56,13 +56,14 @@ class DirectMaster:
         with self.lock:
             before = self.master.news_marks()
             try:
-                return fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
             finally:
                 after = self.master.news_marks()
                 changed = [sid for sid, mark in after.items() if before.get(sid) != mark]
                 changed += [sid for sid in before if sid not in after]
-        for storm_id in changed:
-            self.on_change(storm_id)
+                for storm_id in changed:
+                    self.on_change(storm_id)  # only wakes threads: safe under the lock
+        return result
 
     def plan_of(self, storm_id: str) -> TopologyPlan:
         """The master's plan of ``storm_id`` (the object: workers in this process need no copy)."""

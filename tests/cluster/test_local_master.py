@@ -85,3 +85,18 @@ def test_local_cluster_info_is_the_masters_info(tmp_path):
     assert set(local) == set(remote)
     assert set(local["components"]["sink"]) == set(remote["components"]["sink"])
     assert set(local["workers"][0]) == set(remote["workers"][0])
+
+
+def test_the_masters_news_reaches_in_process_workers_without_waiting_for_their_heartbeat():
+    """Heartbeats every minute: the workers still all learn at once that the topology is active
+    (once the last one reported in), then deactivated and activated again, since the master in
+    their process tells them of each change rather than waiting for their next beat."""
+    with LocalCluster({"worker.heartbeat.frequency.secs": 60}) as cluster:
+        cluster.submit_topology("news", {"topology.workers": 3}, _topology(bolts=3))
+        agents = cluster._agents(cluster._storm_id("news"))
+        assert len(agents) == 3
+        assert wait_until(lambda: all(a.state.active for a in agents), 10)
+        cluster.deactivate("news")
+        assert not any(a.state.active for a in agents)
+        cluster.activate("news")
+        assert all(a.state.active for a in agents)

@@ -59,7 +59,7 @@ class RateLimitedLog:
         self.rate = RateLimit(limit, period, clock)
         self._lock = threading.Lock()
 
-    def _log(self, level: int, msg: str, args: tuple[Any, ...]) -> None:
+    def _log(self, level: int, msg: str, args: tuple[Any, ...], exc_info: bool = False) -> None:
         with self._lock:
             held = self.rate.allow()
         if held is None:
@@ -67,7 +67,7 @@ class RateLimitedLog:
         if held:
             msg = f"{msg} (and {held} similar messages suppressed: at most {self.rate.limit} per " \
                   f"{self.rate.period:g} s)"
-        self.logger.log(level, msg, *args)
+        self.logger.log(level, msg, *args, exc_info=exc_info)
 
     def warning(self, msg: str, *args: Any) -> None:
         """``logger.warning``, unless over the rate."""
@@ -76,6 +76,10 @@ class RateLimitedLog:
     def error(self, msg: str, *args: Any) -> None:
         """``logger.error``, unless over the rate."""
         self._log(logging.ERROR, msg, args)
+
+    def exception(self, msg: str, *args: Any) -> None:
+        """``logger.exception`` (the error being handled, with its traceback), unless over the rate."""
+        self._log(logging.ERROR, msg, args, exc_info=True)
 
 
 _shared: dict[str, RateLimitedLog] = {}

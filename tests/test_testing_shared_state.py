@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import cloudpickle
+import pytest
 
 from squall import Fields
 from squall.testing import AckFailMapTracker, AckTracker, FeederSpout, shared_state_dir
@@ -104,3 +105,16 @@ def test_a_log_being_appended_to_shows_only_whole_records(tmp_path):
     assert log.items() == ["whole"]
 
 
+
+
+def test_a_shared_state_directory_others_may_write_in_is_refused(tmp_path):
+    """What is read back from it is unpickled: a directory another user could plant a file in
+    would run their code in the test and its workers."""
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    loose.chmod(0o777)
+    with pytest.raises(ValueError, match="writable by it alone"):
+        with shared_state_dir(loose):
+            pass
+    with shared_state_dir(tmp_path / "new") as made:
+        assert made.stat().st_mode & 0o777 == 0o700

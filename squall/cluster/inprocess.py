@@ -27,7 +27,30 @@ from .master import Master
 log = logging.getLogger("squall.cluster")
 
 FIRST_PORT = 1024  # in-process slots are numbered from here, as a LocalCluster's worker ports
-_STOP_TIMEOUT_SECS = 10.0
+# A stopping worker gives each of its loops this long to finish its clean stop (``close``,
+# ``cleanup``): the engine's own default, which LocalCluster always gave them
+STOP_LOOP_SECS = 5.0
+# Peers report their addresses within microseconds of each other in one process: ask again soon
+PEER_POLL_SECS = 0.005
+
+
+class Networks:
+    """The in-memory wire of each topology, shared by every in-process machine of a cluster (so
+    that a topology spread over several reaches all its workers), until the topology is gone."""
+
+    def __init__(self) -> None:
+        self._networks: dict[str, InMemoryNetwork] = {}
+        self._lock = threading.Lock()
+
+    def of(self, storm_id: str) -> InMemoryNetwork:
+        """``storm_id``'s network (a new one the first time)."""
+        with self._lock:
+            return self._networks.setdefault(storm_id, InMemoryNetwork())
+
+    def forget(self, storm_id: str) -> None:
+        """Drop ``storm_id``'s network (the topology is gone; workers still stopping keep theirs)."""
+        with self._lock:
+            self._networks.pop(storm_id, None)
 
 
 class DirectMaster:
@@ -46,10 +69,20 @@ class DirectMaster:
         self.lock = threading.RLock()
 
     def call(self, op: str, **args: Any) -> Any:
+        fn = self._assignment if op == "get_assignment" else getattr(self.master, f"op_{op}")
         try:
-            return self.run(getattr(self.master, f"op_{op}"), **args)
+            return self.run(fn, **args)
         except Exception as e:
             raise RemoteError(str(e), type(e).__name__) from e
+
+    def _assignment(self, storm_id: str, want_plan: bool = True, **args: Any) -> dict[str, Any]:
+        """``get_assignment`` with the master's own plan object, read in the same call as the
+        assignment (workers in this process need no pickled copy; two calls could straddle a
+        rebalance and pair old executor indexes with a new plan)."""
+        reply = self.master.op_get_assignment(storm_id=storm_id, want_plan=False, **args)
+        if want_plan:
+            reply["plan"] = self.master.plan_of(storm_id)
+        return reply
 
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` under the master's lock, then `on_change` for what changed."""
@@ -65,14 +98,9 @@ class DirectMaster:
                     self.on_change(storm_id)  # only wakes threads: safe under the lock
         return result
 
-    def plan_of(self, storm_id: str) -> TopologyPlan:
-        """The master's plan of ``storm_id`` (the object: workers in this process need no copy)."""
-        with self.lock:
-            return self.master.plan_of(storm_id)
-
 
 @dataclass
-class _Thread:
+class _InProcessWorker:
     """One in-process worker: its agent, the thread running it, and how it ended."""
 
     launch: Launch
@@ -92,17 +120,17 @@ class InProcessLauncher(Launcher):
     can sync at once rather than at its next tick.
     """
 
-    def __init__(self, conf: dict[str, Any], host: str, master: DirectMaster, clock: Any,
+    def __init__(self, conf: dict[str, Any], host: str, master: DirectMaster, networks: Networks, clock: Any,
                  seeds: Callable[[], int], on_exit: Callable[[], None]) -> None:
         self.conf = conf
         self.host = host
         self.master = master
+        self.networks = networks
         self.clock = clock
         self.seeds = seeds
         self.on_exit = on_exit
         self._ports: list[int] = []
-        self._workers: dict[int, _Thread] = {}
-        self._networks: dict[str, InMemoryNetwork] = {}
+        self._workers: dict[int, _InProcessWorker] = {}
         self._lock = threading.Lock()
 
     def offer(self, n: int) -> None:
@@ -117,8 +145,7 @@ class InProcessLauncher(Launcher):
 
     def start(self, port: int, launch: Launch) -> None:
         slot = f"{self.host}:{port}"
-        with self._lock:
-            network = self._networks.setdefault(launch.storm_id, InMemoryNetwork())
+        network = self.networks.of(launch.storm_id)
 
         def make_transport(plan: TopologyPlan, origin: Origin, receive: Callable[[int, Any], None]) -> InMemoryTransport:
             # no bytes cross, but what could not cross processes fails its emit, as on every host
@@ -128,16 +155,16 @@ class InProcessLauncher(Launcher):
             return transport
 
         agent = WorkerAgent(self.master, launch.storm_id, slot, launch.launch_id, self.conf,
-                            make_transport=make_transport, plan_of=self.master.plan_of, clock=self.clock,
-                            peer_poll_secs=0.005, seed=self.seeds())
-        worker = _Thread(launch, agent)
+                            make_transport=make_transport, load_plan=_same, clock=self.clock,
+                            peer_poll_secs=PEER_POLL_SECS, stop_loop_secs=STOP_LOOP_SECS, seed=self.seeds())
+        worker = _InProcessWorker(launch, agent)
         worker.thread = threading.Thread(target=self._run, args=(worker,), name=f"squall-local-worker-{port}",
                                          daemon=True)
         with self._lock:
             self._workers[port] = worker
         worker.thread.start()
 
-    def _run(self, worker: _Thread) -> None:
+    def _run(self, worker: _InProcessWorker) -> None:
         try:
             worker.status = worker.agent.run()
         except BaseException:  # noqa: B036 - a bug of ours must not pass for a clean stop
@@ -152,14 +179,15 @@ class InProcessLauncher(Launcher):
         if worker is None:
             return
         worker.agent.stop()
-        if worker.thread is not None:
-            worker.thread.join(_STOP_TIMEOUT_SECS)
-        self._forget_network(worker.launch.storm_id)
-
-    def _forget_network(self, storm_id: str) -> None:
-        with self._lock:
-            if not any(w.launch.storm_id == storm_id for w in self._workers.values()):
-                self._networks.pop(storm_id, None)
+        if worker.thread is None:
+            return
+        # its loops each get STOP_LOOP_SECS, then are abandoned: allow for all of them and a beat
+        worker.thread.join(STOP_LOOP_SECS * (len(worker.agent.worker.loops) if worker.agent.worker else 1) + 5)
+        if worker.thread.is_alive():
+            log.warning("in-process worker %s did not stop (user code blocked?); its thread is abandoned and its "
+                        "address freed for the next launch", worker.agent.slot)
+            if worker.agent.transport is not None:
+                worker.agent.transport.close()
 
     def running(self) -> dict[int, Launch]:
         with self._lock:
@@ -175,7 +203,6 @@ class InProcessLauncher(Launcher):
             status = 1 if w.status is None else w.status
             out.append(WorkerExit(w.launch.storm_id, f"{self.host}:{port}", w.launch.launch_id, status,
                                   status != EXIT_CANNOT_START))
-            self._forget_network(w.launch.storm_id)
         return out
 
     def agents(self, storm_id: str | None = None) -> list[WorkerAgent]:
@@ -183,3 +210,8 @@ class InProcessLauncher(Launcher):
         with self._lock:
             return [w.agent for w in self._workers.values()
                     if w.alive() and (storm_id is None or w.launch.storm_id == storm_id)]
+
+
+def _same(plan: TopologyPlan) -> TopologyPlan:
+    """The plan as `DirectMaster` hands it: the master's own object."""
+    return plan

@@ -14,6 +14,7 @@ give a topology machines of its own.
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 import threading
@@ -23,9 +24,10 @@ from typing import Any
 
 from .._config import cluster_conf, topology_conf
 from .._errors import SquallError
+from .._ratelimit import RateLimitedLog
 from .._topology import StormTopology
 from ..engine.clock import Clock
-from .inprocess import DirectMaster, InProcessLauncher
+from .inprocess import DirectMaster, InProcessLauncher, Networks
 from .master import Master
 from .supervisor import Supervisor
 from .timers import Timers
@@ -65,15 +67,17 @@ class LocalCluster:
         self._rng_lock = threading.Lock()
         self.master = Master(self.conf, clock=self.clock, durable=False)
         self._direct = DirectMaster(self.master, on_change=self._news)
+        self._networks = Networks()
         n = int(self.conf.get(SUPERVISORS_KEY) or 1)
         hosts = ["localhost"] if n == 1 else [f"localhost-{i}" for i in range(1, n + 1)]
-        self._launchers = [InProcessLauncher(self.conf, host, self._direct, self.clock, self._seed, self._exited)
-                           for host in hosts]
+        self._launchers = [InProcessLauncher(self.conf, host, self._direct, self._networks, self.clock, self._seed,
+                                             self._exited) for host in hosts]
         self._supervisors = [Supervisor(self.conf, launcher, self._direct, supervisor_id=f"local-{launcher.host}")
                              for launcher in self._launchers]
         self._sync_lock = threading.Lock()
         self._closed = False
         self._timers = Timers("squall-local-nimbus")  # real time: it only looks at the master's clock
+        self._tick_log = RateLimitedLog(log, limit=1, period=60.0)
         self._offer(0)
         self._timers.schedule(_TICK_SECS, self._tick)
 
@@ -91,8 +95,7 @@ class LocalCluster:
 
     def _offer(self, more: int) -> None:
         """Let each machine offer the slots every live topology wants, plus ``more``."""
-        with self._direct.lock:
-            wanted = sum(t.plan.num_workers for t in self.master.topologies.values())
+        wanted = self._direct.run(self.master.workers_wanted)
         for launcher in self._launchers:
             launcher.offer(max(1, wanted + more))
 
@@ -109,7 +112,7 @@ class LocalCluster:
             self._direct.run(self.master.monitor)
             self._sync()
         except Exception:
-            log.exception("the local cluster's tick failed")
+            self._tick_log.exception("the local cluster's tick failed")
         self._timers.schedule(_TICK_SECS, self._tick)
 
     def _exited(self) -> None:
@@ -118,7 +121,10 @@ class LocalCluster:
             self._timers.schedule(0, self._sync)
 
     def _news(self, storm_id: str) -> None:
-        """The master has news for ``storm_id``'s workers: they heartbeat at once to hear it."""
+        """The master has news for ``storm_id``'s workers: they heartbeat at once to hear it (or
+        the topology is gone: its wire goes with it)."""
+        if not self.master.has_topology(storm_id):
+            self._networks.forget(storm_id)
         for agent in self._agents(storm_id):
             agent.wake()
 
@@ -126,8 +132,7 @@ class LocalCluster:
         return [a for launcher in self._launchers for a in launcher.agents(storm_id)]
 
     def _storm_id(self, name: str) -> str:
-        with self._direct.lock:
-            return self.master._get(name).plan.storm_id
+        return self._direct.run(self.master.storm_id_of, name)
 
     def _refresh(self, name: str) -> None:
         """Every worker of ``name`` heartbeats now, from this thread: the master's figures and
@@ -172,12 +177,10 @@ class LocalCluster:
         ``prepare``) runs on the workers' loops and is not waited for."""
         deadline = time.monotonic() + float(self.conf.get("nimbus.task.launch.secs") or 120)
         while time.monotonic() < deadline:
-            with self._direct.lock:
-                topo = self.master._find(storm_id)
-                waiting = {s for s in topo.assignment if not topo.slot(s).ready} if topo is not None else set()
+            waiting = self._direct.run(self.master.unready_slots, storm_id)
             if not waiting & {agent.slot for agent in self._agents(storm_id)}:
                 return  # each is in, or ended (its exit is the master's business)
-            time.sleep(0.002)
+            time.sleep(0.002)  # they report within milliseconds, on threads of this process
 
     # --- the state machine ----------------------------------------------------------------------------
     def activate(self, name: str) -> None:
@@ -217,8 +220,8 @@ class LocalCluster:
             InvalidTopologyException: unknown component or a count below 1.
         """
         _check_wait(wait_secs)
-        if num_workers is not None:
-            self._offer(int(num_workers))
+        if isinstance(num_workers, int) and num_workers > 0:  # else the master names what is wrong
+            self._offer(num_workers)
             self._sync()
         self._direct.run(self.master.op_rebalance, name, num_workers, dict(executors or {}), wait_secs)
         self._refresh(name)
@@ -232,9 +235,7 @@ class LocalCluster:
             return
         self._closed = True
         self._timers.stop()
-        with self._direct.lock:
-            names = list(self.master.topologies)
-        for name in names:
+        for name in self.get_topology_names():
             try:
                 self._direct.run(self.master.op_kill, name, 0)
             except SquallError:
@@ -250,8 +251,7 @@ class LocalCluster:
     # --- information --------------------------------------------------------------------------------------
     def get_topology_names(self) -> list[str]:
         """Names of the topologies on the cluster (killed ones until removed)."""
-        with self._direct.lock:
-            return sorted(self.master.topologies)
+        return self._direct.run(self.master.topology_names)
 
     def get_topology_info(self, name: str) -> dict[str, Any]:
         """Status, counts and errors of ``name`` as plain dicts: the master's ``info``, the
@@ -267,7 +267,8 @@ class LocalCluster:
         newest 10 of each component are kept).
         """
         self._refresh(name)
-        return self._direct.run(self.master.op_info, name)
+        # a copy, as over RPC: the caller's edits must not reach the master's figures
+        return copy.deepcopy(self._direct.run(self.master.op_info, name))
 
     def get_cluster_info(self) -> dict[str, Any]:
         """A summary of the cluster and its topologies as plain dicts."""

@@ -85,6 +85,17 @@ class LostWorker(NamedTuple):
     time: float       # when the master learned it (its wall clock)
 
 
+class News(NamedTuple):
+    """What a topology's workers learn from the master's heartbeat replies (`Master.news_marks`)."""
+
+    status: TopologyStatus
+    active: bool                 # whether spouts may run
+    addresses_version: int       # peers moved
+    lost_generation: int         # peers died
+    launch_ids: tuple            # (slot, launch id) pairs: peers restarted
+    slots: tuple                 # the assignment's slots: workers moved
+
+
 class _Topo:
     """What the master keeps about one topology (persisted, except what `SlotState` says is not)."""
 
@@ -325,6 +336,8 @@ class Master:
             raise InvalidTopologyException(
                 f"submit_topology needs a StormTopology (from TopologyBuilder.create_topology()), "
                 f"got {type(topology).__name__}")
+        if initial_status not in (TopologyStatus.ACTIVE.value, TopologyStatus.INACTIVE.value):
+            raise InvalidTopologyException(f"initial_status must be \"ACTIVE\" or \"INACTIVE\", got {initial_status!r}")
         status = TopologyStatus(initial_status)
         if name in self.topologies:
             raise AlreadyAliveException(f"Topology with name `{name}` already exists on cluster")
@@ -433,7 +446,8 @@ class Master:
             if action.kind == REMOVE_ACTION:
                 transition(topo.status, REMOVE)
                 del self.topologies[name]
-                (self.local_dir / f"{topo.plan.storm_id}.plan").unlink(missing_ok=True)
+                if self.durable:
+                    (self.local_dir / f"{topo.plan.storm_id}.plan").unlink(missing_ok=True)
                 log.info("Killed topology: %s", name)
                 self._schedule()  # its slots are free: place topologies that wait for some
             else:
@@ -604,13 +618,35 @@ class Master:
             raise NotAliveException(f"no topology {storm_id}")
         return topo.plan
 
-    def news_marks(self) -> dict[str, tuple]:
-        """Per topology, what its workers learn from heartbeat replies (status, whether spouts
-        may run, peers, deaths): a master in the workers' own process compares it across a call
-        to tell them at once when it changed (`squall.cluster.inprocess.DirectMaster`)."""
-        return {t.plan.storm_id: (t.status, self._active(t), t.addresses_version, t.lost_generation,
-                                  tuple(sorted(t.launch_ids.items())), tuple(sorted(t.assignment)))
+    def news_marks(self) -> dict[str, News]:
+        """Per topology, what its workers learn from heartbeat replies: a master in the workers'
+        own process compares it across a call to tell them at once when it changed
+        (`squall.cluster.inprocess.DirectMaster`)."""
+        return {t.plan.storm_id: News(t.status, self._active(t), t.addresses_version, t.lost_generation,
+                                      tuple(sorted(t.launch_ids.items())), tuple(sorted(t.assignment)))
                 for t in self.topologies.values()}
+
+    def storm_id_of(self, name: str) -> str:
+        """The storm id of the topology ``name``. Raises `NotAliveException`."""
+        return self._get(name).plan.storm_id
+
+    def unready_slots(self, storm_id: str) -> set[str]:
+        """The slots of ``storm_id`` whose worker has not reported in since it was assigned
+        (none once the topology is gone)."""
+        topo = self._find(storm_id)
+        return set() if topo is None else {s for s in topo.assignment if not topo.slot(s).ready}
+
+    def topology_names(self) -> list[str]:
+        """Names of the topologies (killed ones until removed)."""
+        return sorted(self.topologies)
+
+    def has_topology(self, storm_id: str) -> bool:
+        """Whether ``storm_id`` is still on the cluster."""
+        return self._find(storm_id) is not None
+
+    def workers_wanted(self) -> int:
+        """The workers every topology asks for (``topology.workers``), killed ones until removed."""
+        return sum(t.plan.num_workers for t in self.topologies.values())
 
     def _find(self, storm_id: str) -> _Topo | None:
         for topo in self.topologies.values():
@@ -623,9 +659,9 @@ class Master:
         gets a fresh launch id: the supervisor starts it again, and a copy of the old launch
         that turns up later (Spark re-running a lost task on its own) is told to stop."""
         topo = self._find(ex.get("storm_id", ""))
-        if topo is None:
-            return
-        slot = ex["slot"]
+        slot = ex.get("slot")
+        if topo is None or slot not in topo.slots:
+            return  # of a topology gone since, or a slot never launched: nothing to record
         launch = ex.get("launch_id")
         now = self.clock.wall()
         state = topo.slot(slot)
@@ -743,7 +779,7 @@ class Master:
     def op_report_errors(self, storm_id: str, slot: str, launch_id: int, errors: list[dict[str, Any]]) -> None:
         """A worker that could not start says why."""
         topo = self._find(storm_id)
-        if topo is not None:
+        if topo is not None and slot in topo.assignment:
             self._add_errors(topo, slot, launch_id, errors)
 
     # --- monitoring -----------------------------------------------------------------------------------------

@@ -264,6 +264,8 @@ class SparkLauncher(Launcher):
         return {port: job.launch for port, job in self.jobs.items()}
 
     def exits(self) -> list[WorkerExit]:
+        """The jobs that ended; also cancels the stopped ones past their grace (this is the
+        supervisor's one call per sync)."""
         out = []
         for port, job in list(self.jobs.items()):
             if job.thread.is_alive():

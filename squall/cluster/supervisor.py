@@ -26,24 +26,18 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from .._config import cluster_conf
 from .._errors import SquallError
 from .._private import private_dir, write_private
+from ..worker.agent import MasterCalls
 from ..worker.rpc import MasterLink, RpcError, load_or_create_secret, rpc_settings
 from .client import master_address
 from .launcher import Launch, Launcher, ProcessLauncher
 from .logs import log_own_output
 
 log = logging.getLogger("squall.supervisor")
-
-
-class MasterCalls(Protocol):
-    """How a supervisor reaches the master: `MasterLink` over RPC, or a direct call in-process.
-    ``call`` raises `RpcError` while the master is unreachable."""
-
-    def call(self, op: str, **args: Any) -> Any: ...
 
 
 class Supervisor:

@@ -49,6 +49,9 @@ class Transport(abc.ABC):
     """
 
     address: str
+    # told ``(task, why)`` of each item it refused to send (too large to cross): the worker
+    # reports it as an error of the task's component
+    on_refused: Callable[[int, str], None] | None = None
 
     @abc.abstractmethod
     def sender(self, task_id: int) -> Callable[[Any], None]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import stat
 import struct
 import threading
 import time
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
+
+from .._private import private_dir
 
 _lock = threading.RLock()
 _memory: dict[str, Any] = {}
@@ -40,9 +43,17 @@ def shared_state_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Within this block, test helpers made (`FeederSpout`, the trackers, `complete_topology`'s
     spouts and capture bolt) keep their state in files under ``path``, so that they also work
     when the topology's workers are other processes. ``path`` must be reachable from the
-    workers (a local directory for the process host or Spark in local mode)."""
-    directory = Path(path)
-    directory.mkdir(parents=True, exist_ok=True)
+    workers (a local directory for the process host or Spark in local mode), owned by this
+    user and writable by it alone: what is read back from it is unpickled.
+
+    Raises:
+        ValueError: ``path`` is another user's, or others may write in it.
+    """
+    directory = private_dir(path)  # what is read back is unpickled: only its owner may write there
+    st = directory.stat()
+    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
+        raise ValueError(f"squall.testing.shared_state_dir: {directory} must be owned by this user and writable "
+                         f"by it alone (what is read from it is unpickled)")
     before = _directory[0]
     _directory[0] = str(directory)
     try:

@@ -23,6 +23,7 @@ import os
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -46,8 +47,9 @@ STALL_TICK_SECS = 0.5  # how often the watchdog looks for a loop held by user co
 
 
 class MasterCalls(Protocol):
-    """How a worker reaches the master (`squall.worker.rpc.MasterLink`, or a direct call
-    in-process); ``call`` raises `RpcError` while it is unreachable."""
+    """How a worker or a supervisor reaches the master (`squall.worker.rpc.MasterLink`, or
+    `squall.cluster.inprocess.DirectMaster` in-process); ``call`` raises `RpcError` while it is
+    unreachable, `RemoteError` when the master refused the call."""
 
     def call(self, op: str, **args: Any) -> Any: ...
 
@@ -64,32 +66,35 @@ class WorkerAgent:
         storm_id, slot, launch_id: what to run (``slot`` is ``"host:port"``).
         conf: the cluster's settings (``nimbus.task.launch.secs``, ``worker.heartbeat.frequency.secs``).
         make_transport: opens this worker's transport.
-        plan_of: the plan of ``storm_id``, for a host whose master is in this process; None: the
-            plan comes pickled in the assignment.
+        load_plan: the plan from the assignment's ``plan`` (default: unpickled; a master in this
+            process hands its own object).
         clock: the engine's clock (default: real time).
         stop: set from outside to stop the worker cleanly (SIGTERM from the supervisor).
         peer_poll_secs: how often to ask again while peers have not reported their address.
+        stop_loop_secs: how long each loop may take to stop (user ``close``/``cleanup``) before
+            it is abandoned.
         seed: seed for tuple ids and shuffles (default: from the system's randomness).
     """
 
     def __init__(self, master: MasterCalls, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any], *,
-                 make_transport: TransportFactory, plan_of: Callable[[str], TopologyPlan] | None = None,
+                 make_transport: TransportFactory, load_plan: Callable[[Any], TopologyPlan] = cloudpickle.loads,
                  clock: Any = None, stop: threading.Event | None = None, peer_poll_secs: float = 0.2,
-                 seed: int | None = None) -> None:
+                 stop_loop_secs: float = 2.0, seed: int | None = None) -> None:
         self.master = master
         self.storm_id, self.slot, self.launch_id = storm_id, slot, launch_id
         self.port = int(slot.rsplit(":", 1)[1])
         self.conf = conf
         self.make_transport = make_transport
-        self.plan_of = plan_of
+        self.load_plan = load_plan
         self.clock = clock or Clock()
         self.stop_event = stop or threading.Event()
         self.peer_poll_secs = peer_poll_secs
+        self.stop_loop_secs = stop_loop_secs
         self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
         self.worker: Worker | None = None
         self.transport: Transport | None = None
         self.state: TopologyState | None = None
-        self._errors: list[dict[str, Any]] = []
+        self._errors: deque[dict[str, Any]] = deque()  # appended by executor threads, drained by beats
         self._crashed = threading.Event()
         self._wake = threading.Event()
         self._beat_lock = threading.Lock()
@@ -115,15 +120,17 @@ class WorkerAgent:
         deadline = time.monotonic() + float(self.conf.get("nimbus.task.launch.secs", 120))
         try:
             a = self._call_until(deadline, "get_assignment", storm_id=self.storm_id, slot=self.slot,
-                                 launch_id=self.launch_id, want_plan=self.plan_of is None)
+                                 launch_id=self.launch_id)
             if a is None:
+                if self.stop_event.is_set():
+                    return 0  # stopped while it started
                 log.error("worker %s cannot reach the master", self.slot)
                 return EXIT_CANNOT_START
             if a["launch_id"] != self.launch_id:
                 return 0  # superseded while starting
             early = _EarlyItems()
             try:
-                plan = self.plan_of(self.storm_id) if self.plan_of is not None else cloudpickle.loads(a["plan"])
+                plan = self.load_plan(a["plan"])
                 executors = [plan.executors[i] for i in a["executors"]]
                 blobs = component_blobs(plan)
                 self.transport = self.make_transport(plan, Origin(self.storm_id, self.slot, self.launch_id), early)
@@ -194,7 +201,7 @@ class WorkerAgent:
                 refused_tasks.add(task)
                 self._errors.append(error_record(plan.task_to_component.get(task, "__transport"), task, why,
                                                  self.port).as_dict())
-        transport.on_refused = refused  # type: ignore[attr-defined]
+        transport.on_refused = refused
         # backpressure across workers: this worker's own state, told to and by its peers
         link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}")
         self.worker = worker
@@ -225,7 +232,7 @@ class WorkerAgent:
                 if self._told_stop:
                     return 0
         finally:
-            worker.stop(clean=status == 0, timeout=2)
+            worker.stop(clean=status == 0, timeout=self.stop_loop_secs)
             link.stop()  # after the worker: the "under" it forgot on stopping reaches the peers first
 
     def beat(self) -> None:
@@ -235,7 +242,9 @@ class WorkerAgent:
         if worker is None or transport is None or state is None:
             return
         with self._beat_lock:
-            pending, self._errors[:] = list(self._errors), []
+            pending = []
+            while self._errors:  # popleft, not a copy and a clear: an executor may append meanwhile
+                pending.append(self._errors.popleft())
             try:
                 reply = self.master.call(
                     "heartbeat", storm_id=self.storm_id, slot=self.slot, launch_id=self.launch_id,
@@ -243,7 +252,7 @@ class WorkerAgent:
                     addresses_version=self._addresses_version, pid=os.getpid(),
                     lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics())
             except RpcError:
-                self._errors[:0] = pending  # keep them for when the master is back; go on processing
+                self._errors.extendleft(reversed(pending))  # for when the master is back; go on processing
                 return
             if reply.get("stop"):
                 self._told_stop = True

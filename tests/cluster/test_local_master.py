@@ -4,17 +4,19 @@
 from __future__ import annotations
 
 import os
+import time
 
 import cloudpickle
+import pytest
 
-from squall import LocalCluster, TopologyBuilder
+from squall import InvalidTopologyException, LocalCluster, TopologyBuilder
 from squall._config import cluster_conf
 from squall.cluster.master import Master
 from squall.cluster.scheduler import IScheduler
 from squall.engine.executor import MAX_ERRORS_PER_COMPONENT, ErrorRecord, add_error
-from squall.testing import FeederSpout
+from squall.testing import AckFailMapTracker, FeederSpout
 
-from ..acceptance.components import AckBolt
+from ..acceptance.components import AckBolt, Recorder
 from ..conftest import wait_until
 
 
@@ -100,3 +102,56 @@ def test_the_masters_news_reaches_in_process_workers_without_waiting_for_their_h
         assert not any(a.state.active for a in agents)
         cluster.activate("news")
         assert all(a.state.active for a in agents)
+
+
+class SlowCleanupBolt(AckBolt):
+    """Takes ``secs`` in ``cleanup`` and records that it finished."""
+
+    def __init__(self, recorder: Recorder, secs: float) -> None:
+        self.recorder, self.secs = recorder, secs
+
+    def cleanup(self):
+        time.sleep(self.secs)
+        self.recorder.record("cleaned")
+
+
+def test_tuples_cross_in_process_machines():
+    """With several in-process machines the even scheduler spreads a topology over them: its
+    workers reach each other all the same."""
+    feeder = FeederSpout(["x"])
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("sink", AckBolt(), 4).shuffle_grouping("feed")
+    with LocalCluster({"squall.local.supervisors": 2}) as cluster:
+        cluster.submit_topology("spread", {"topology.workers": 2}, b.create_topology())
+        hosts = {w["slot"].rsplit(":", 1)[0] for w in cluster.get_topology_info("spread")["workers"]}
+        assert hosts == {"localhost-1", "localhost-2"}
+        for i in range(100):
+            feeder.feed([i], i)
+        assert wait_until(lambda: all(tracker.is_acked(i) for i in range(100)), 20)
+
+
+def test_a_kill_without_wait_returns_once_every_cleanup_ran():
+    """Two bolts on one loop each take 1.2 s to clean up: 2.4 s in all, longer than a process
+    worker's 2 s per loop; a LocalCluster still waits for them, as it always has."""
+    recorder = Recorder()
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]))
+    b.set_bolt("slow", SlowCleanupBolt(recorder, 1.2), 2).shuffle_grouping("feed")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("slow", {}, b.create_topology())
+        cluster.kill_topology("slow", wait_secs=0)
+        assert recorder.count("cleaned") == 2
+        assert "slow" not in cluster.get_topology_names()
+
+
+def test_a_bad_rebalance_or_initial_status_is_named_not_a_deep_error():
+    with LocalCluster() as cluster:
+        with pytest.raises(InvalidTopologyException, match="initial_status"):
+            cluster.submit_topology("t", {}, _topology(), initial_status="KILLED")
+        cluster.submit_topology("t", {}, _topology())
+        with pytest.raises(InvalidTopologyException, match="workers"):
+            cluster.rebalance("t", num_workers="x", wait_secs=0)
+        assert cluster.get_topology_info("t")["status"] == "ACTIVE"

@@ -752,3 +752,17 @@ def test_a_worker_is_told_every_death_when_the_master_restarted_since_it_last_he
     assert [n["slot"] for n in reply["lost"]] == [b] and reply["epoch"] != old["epoch"]
     assert "lost" not in again.op_heartbeat(storm_id=storm_id, slot=a, launch_id=t2.launch_ids[a],
                                             lost_generation=reply["lost_generation"], epoch=reply["epoch"])
+
+
+def test_reports_for_slots_outside_the_assignment_create_nothing(conf):
+    """An authenticated but confused (or hostile) supervisor or worker naming slots the master
+    never assigned: no record is made for them, nothing is saved for them."""
+    m = Master(conf)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={}, topology=_topology())
+    topo = m.topologies["t"]
+    m.op_report_errors(storm_id=storm_id, slot="10.9.9.9:1", launch_id=1,
+                       errors=[{"component": "x", "task": 1, "time": 0.0, "error": "e", "traceback": ""}])
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
+        {"storm_id": storm_id, "slot": "10.9.9.9:2", "launch_id": 1, "status": 1, "started": True}])
+    assert set(topo.slots) == set(topo.assignment) and not topo.errors

@@ -278,9 +278,9 @@ class LocalCluster:
         """Move a simulated clock forward ``secs`` seconds in steps (Storm's ``advanceClusterTime``).
 
         Only for a cluster made with ``clock=SimulatedClock()``: message timeouts, ticks, kill
-        and rebalance waits and heartbeat timeouts then follow this clock, so a test can pass a
-        timeout without waiting for it. Workers heartbeat at every step, as they would while
-        that much time passed.
+        and rebalance waits, heartbeat timeouts and the delays of repeated crash restarts then
+        follow this clock, so a test can pass a timeout without waiting for it. Supervisors and
+        workers report at every step, as they would while that much time passed.
 
         Raises:
             TypeError: the cluster runs on real time.

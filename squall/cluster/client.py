@@ -3,15 +3,11 @@ master's errors raised as the same exceptions `LocalCluster` raises."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import Any
 
-import cloudpickle
-
 from .. import _errors
 from .._topology import StormTopology
-from ..engine import code_pickler
 from ..worker.rpc import (
     Client,
     RemoteError,
@@ -19,7 +15,7 @@ from ..worker.rpc import (
     load_or_create_secret,
     rpc_settings,
 )
-from .shipping import user_modules
+from .shipping import pickle_topology
 
 log = logging.getLogger("squall.client")
 
@@ -36,62 +32,6 @@ def master_address(conf: dict[str, Any]) -> tuple[str, int]:
     if host == "localhost":
         host = "127.0.0.1"
     return host, int(conf.get("nimbus.thrift.port") or 6627)
-
-
-def _user_modules(topology: StormTopology) -> list[Any]:
-    """The user's own top-level modules and packages that a topology's components and custom
-    groupings reach (`squall.cluster.shipping.user_modules`)."""
-    objs: list[Any] = []
-    for spec in topology.components.values():
-        objs.append(spec.obj)
-        objs += [g.custom for g in spec.inputs.values() if g.custom is not None]
-    return user_modules(objs)
-
-
-def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:
-    """Pickle a topology (or ``obj``, something that holds it, such as its plan) with the user's
-    own modules by value, so workers need not import them (as Storm ships the jar).
-
-    The by-value registration lasts only for this call, so nothing else in the process (a
-    LocalCluster, say) is affected. If a module cannot go by value (its code refers to
-    module-level state that cannot be pickled, such as a lock), it goes by reference instead,
-    with a warning naming it, and the others still go by value: workers must then be able to
-    import that module.
-
-    Raises:
-        InvalidTopologyException: the topology cannot be pickled either way.
-    """
-    target = topology if obj is None else obj
-    modules = _user_modules(topology)
-    try:
-        return _dumps_by_value(target, modules)
-    except Exception as e:
-        by_value_error = e
-    # keep each module by value that still pickles with the ones kept before it
-    kept: list[Any] = []
-    for m in modules:
-        with contextlib.suppress(Exception):
-            _dumps_by_value(target, [*kept, m])
-            kept.append(m)
-    try:
-        blob = _dumps_by_value(target, kept)
-    except Exception as e:
-        raise _errors.InvalidTopologyException(f"the topology cannot be serialized: {e}") from e
-    log.warning("could not ship %s by value (%s); workers must be able to import them",
-                ", ".join(m.__name__ for m in modules if m not in kept), by_value_error)
-    return blob
-
-
-def _dumps_by_value(target: Any, modules: list[Any]) -> bytes:
-    registered = cloudpickle.list_registry_pickle_by_value()
-    ours = [m for m in modules if m.__name__ not in registered]  # the user's own registrations stay
-    for m in ours:
-        cloudpickle.register_pickle_by_value(m)
-    try:
-        return code_pickler.dumps(target)
-    finally:
-        for m in ours:
-            cloudpickle.unregister_pickle_by_value(m)
 
 
 _READS = frozenset({"list", "info"})

@@ -20,7 +20,7 @@ from ..engine.serialize import Serializer, source_cache
 from ..engine.transport import InMemoryNetwork, InMemoryTransport
 from ..worker.agent import EXIT_CANNOT_START, WorkerAgent
 from ..worker.envelope import Origin
-from ..worker.rpc import RemoteError
+from ..worker.calls import RemoteError
 from .launcher import Launch, Launcher, WorkerExit
 from .master import Master
 

@@ -39,17 +39,16 @@ of the master), and a worker that knows another epoch is told every death this m
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
 import secrets
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import cloudpickle
 
-from .._config import setting, topology_conf, visible_to_topology
+from .._config import SECRET_KEY, setting, topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException
 from .._private import private_dir, write_private
 from .._ratelimit import RateLimitedLog
@@ -60,14 +59,16 @@ from ..engine.clock import Clock
 from ..engine.executor import ErrorRecord, add_error
 from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
-from ..worker.rpc import SECRET_KEY, load_or_create_secret, rpc_settings, serve_connection
 from .backoff import crash_backoff, launch_backoff
-from .client import pickle_topology
+from .shipping import pickle_topology
 from .master_records import (REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, PendingAction, SlotState, SupervisorInfo,
                              slots_from_json)
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
 from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
                     transition)
+
+if TYPE_CHECKING:
+    import asyncio
 
 log = logging.getLogger("squall.master")
 
@@ -213,12 +214,13 @@ class Master:
         self.durable = durable
         self.local_dir = Path(conf.get("storm.local.dir") or "storm-local") / "nimbus"
         if durable:
+            from ..worker.rpc import load_or_create_secret  # the network's parts: not in a LocalCluster
             private_dir(self.local_dir)
             self.secret = load_or_create_secret(conf)
         else:
             given = setting(conf, SECRET_KEY)  # checked as the durable master checks it
             self.secret = given.encode() if isinstance(given, str) else secrets.token_bytes(32)
-        self.rpc = rpc_settings(conf)
+        self.rpc: Any = None  # the RPC server's settings, once `serve` runs
         self.topologies: dict[str, _Topo] = {}
         self.supervisors: dict[str, SupervisorInfo] = {}  # by supervisor id
         self.counter = 0
@@ -821,7 +823,15 @@ class Master:
             self._save()
 
     async def serve(self, ready: asyncio.Event | None = None) -> None:
-        """Listen on ``nimbus.host``:``nimbus.thrift.port`` until cancelled."""
+        """Listen on ``nimbus.host``:``nimbus.thrift.port`` until cancelled.
+
+        Raises:
+            SquallError: ``squall.encryption`` or ``nimbus.thrift.max_buffer_size`` is invalid (named).
+        """
+        import asyncio  # imported here: a LocalCluster's master is never served
+
+        from ..worker.rpc import rpc_settings
+        self.rpc = rpc_settings(self.conf)
         host = self.conf.get("nimbus.host") or "127.0.0.1"
         port = self.conf.get("nimbus.thrift.port")
         port = 6627 if port is None else int(port)  # 0: any free port (tests, SparkCluster)
@@ -840,6 +850,9 @@ class Master:
                     log.exception("monitor failed")
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import asyncio
+
+        from ..worker.rpc import serve_connection
         try:
             await serve_connection(reader, writer, self.secret, self.handle, log, self.rpc)
         except asyncio.CancelledError:

@@ -13,10 +13,15 @@ not the user's code here (in the master, the classes that came by value have no 
 What it cannot see: an ``import`` inside a function body that has not run yet, and modules
 reached only through data (a module name in a string). Those must be importable where the
 workers run.
+
+`pickle_topology` pickles a topology with those modules by value, for the master's plan files
+and for workers in other processes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import site
 import sys
@@ -24,6 +29,14 @@ import sysconfig
 from collections.abc import Iterable
 from types import FunctionType, MethodType, ModuleType
 from typing import Any
+
+import cloudpickle
+
+from .._errors import InvalidTopologyException
+from .._topology import StormTopology
+from ..engine import code_pickler
+
+log = logging.getLogger("squall.client")
 
 # Never the user's, wherever they are installed (squall runs from a checkout, editable).
 _NOT_USER = frozenset(sys.stdlib_module_names) | {"builtins", "squall", "__mp_main__"}
@@ -164,3 +177,59 @@ def user_modules(roots: Iterable[Any]) -> list[ModuleType]:
     order found. Each is in ``sys.modules``, so it can be registered with cloudpickle's
     ``register_pickle_by_value`` (a package's submodules then go by value too)."""
     return _Finder().run(roots)
+
+
+def topology_modules(topology: StormTopology) -> list[Any]:
+    """The user's own top-level modules and packages that a topology's components and custom
+    groupings reach (`user_modules`)."""
+    objs: list[Any] = []
+    for spec in topology.components.values():
+        objs.append(spec.obj)
+        objs += [g.custom for g in spec.inputs.values() if g.custom is not None]
+    return user_modules(objs)
+
+
+def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:
+    """Pickle a topology (or ``obj``, something that holds it, such as its plan) with the user's
+    own modules by value, so workers need not import them (as Storm ships the jar).
+
+    The by-value registration lasts only for this call, so nothing else in the process (a
+    LocalCluster, say) is affected. If a module cannot go by value (its code refers to
+    module-level state that cannot be pickled, such as a lock), it goes by reference instead,
+    with a warning naming it, and the others still go by value: workers must then be able to
+    import that module.
+
+    Raises:
+        InvalidTopologyException: the topology cannot be pickled either way.
+    """
+    target = topology if obj is None else obj
+    modules = topology_modules(topology)
+    try:
+        return _dumps_by_value(target, modules)
+    except Exception as e:
+        by_value_error = e
+    # keep each module by value that still pickles with the ones kept before it
+    kept: list[Any] = []
+    for m in modules:
+        with contextlib.suppress(Exception):
+            _dumps_by_value(target, [*kept, m])
+            kept.append(m)
+    try:
+        blob = _dumps_by_value(target, kept)
+    except Exception as e:
+        raise InvalidTopologyException(f"the topology cannot be serialized: {e}") from e
+    log.warning("could not ship %s by value (%s); workers must be able to import them",
+                ", ".join(m.__name__ for m in modules if m not in kept), by_value_error)
+    return blob
+
+
+def _dumps_by_value(target: Any, modules: list[Any]) -> bytes:
+    registered = cloudpickle.list_registry_pickle_by_value()
+    ours = [m for m in modules if m.__name__ not in registered]  # the user's own registrations stay
+    for m in ours:
+        cloudpickle.register_pickle_by_value(m)
+    try:
+        return code_pickler.dumps(target)
+    finally:
+        for m in ours:
+            cloudpickle.unregister_pickle_by_value(m)

@@ -42,7 +42,8 @@ from .._errors import SquallError
 from .._topology import StormTopology
 from ..worker.agent import EXIT_CANNOT_START
 from ..worker.rpc import MasterLink, rpc_settings
-from .client import MasterClient, _user_modules, master_address
+from .client import MasterClient, master_address
+from .shipping import topology_modules
 from .launcher import Launch, Launcher, WorkerExit
 from .master import Master
 from .spark_task import EXIT_LOST, worker_task
@@ -434,7 +435,7 @@ class SparkCluster(MasterClient):
                         initial_status: str = "ACTIVE") -> str:
         """Ship the user's modules to the executors (``addPyFile``), then submit."""
         if isinstance(topology, StormTopology):
-            for module in _user_modules(topology):
+            for module in topology_modules(topology):
                 self._ship(module)
         return super().submit_topology(name, conf, topology, initial_status)
 

@@ -31,9 +31,7 @@ from typing import Any
 from .._config import cluster_conf
 from .._errors import SquallError
 from .._private import private_dir, write_private
-from ..worker.agent import MasterCalls
-from ..worker.rpc import MasterLink, RpcError, load_or_create_secret, rpc_settings
-from .client import master_address
+from ..worker.calls import MasterCalls, RpcError
 from .launcher import Launch, Launcher, ProcessLauncher
 from .logs import log_own_output
 
@@ -109,6 +107,9 @@ def process_supervisor(conf: dict[str, Any], host: str = "127.0.0.1") -> Supervi
     """The process host's supervisor: worker processes (`ProcessLauncher`) in
     ``<storm.local.dir>/supervisor``, the master found as a client finds it (``nimbus.seeds``,
     else ``nimbus.host``), over the authenticated RPC channel."""
+    from ..worker.rpc import MasterLink, load_or_create_secret, rpc_settings  # the network's parts
+    from .client import master_address
+
     directory = private_dir(Path(conf.get("storm.local.dir") or "storm-local") / "supervisor")
     mhost, mport = master_address(conf)
     launcher = ProcessLauncher(conf, host, (mhost, mport), directory)

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import cloudpickle
 
@@ -37,21 +37,13 @@ from ..engine.remote_backpressure import BackpressureLink
 from ..engine.transport import Transport
 from ..engine.worker import Worker, component_blobs
 from .envelope import Origin
-from .rpc import RemoteError, RpcError
+from .calls import MasterCalls, RemoteError, RpcError
 
 log = logging.getLogger("squall.worker")
 
 EXIT_CRASHED = 1
 EXIT_CANNOT_START = 3
 STALL_TICK_SECS = 0.5  # how often the watchdog looks for a loop held by user code
-
-
-class MasterCalls(Protocol):
-    """How a worker or a supervisor reaches the master (`squall.worker.rpc.MasterLink`, or
-    `squall.cluster.inprocess.DirectMaster` in-process); ``call`` raises `RpcError` while it is
-    unreachable, `RemoteError` when the master refused the call."""
-
-    def call(self, op: str, **args: Any) -> Any: ...
 
 
 # (plan, origin, receive) -> the worker's transport, bound and receiving into ``receive``

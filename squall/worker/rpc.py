@@ -51,6 +51,7 @@ from .._encryption import ALWAYS, AUTO, encryption_setting, wants_encryption
 from .._errors import SquallError
 from .._private import loose_mode, private_dir
 from .._ratelimit import rate_limited
+from .calls import RemoteError, RpcError
 
 PREAUTH_MAX_FRAME = MIN_FRAME_BYTES
 """The largest frame read before the peer is authenticated (the handshake's are ~100 bytes)."""
@@ -62,20 +63,8 @@ _TAG = 32
 _VERSION = 2
 
 
-class RpcError(SquallError):
-    """The peer could not be reached, refused us, or broke the protocol."""
-
-
 class AuthenticationError(RpcError):
     """The shared secret did not match."""
-
-
-class RemoteError(SquallError):
-    """The peer ran the request and it failed; ``type`` names the exception it raised."""
-
-    def __init__(self, message: str, type_name: str) -> None:
-        super().__init__(message)
-        self.type = type_name
 
 
 class RpcSettings(NamedTuple):

@@ -9,7 +9,8 @@ import cloudpickle
 
 from squall import LocalCluster, TopologyBuilder
 from squall._config import cluster_conf
-from squall.cluster.client import master_address, pickle_topology
+from squall.cluster.client import master_address
+from squall.cluster.shipping import pickle_topology
 from squall.cluster.supervisor import process_supervisor
 
 LOCKED = """

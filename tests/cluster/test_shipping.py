@@ -9,7 +9,7 @@ import cloudpickle
 import pytest
 
 from squall import TopologyBuilder
-from squall.cluster.client import _user_modules, pickle_topology
+from squall.cluster.shipping import pickle_topology, topology_modules
 from squall.cluster.shipping import is_user_file, user_modules
 from squall.engine import code_pickler
 
@@ -92,7 +92,7 @@ def test_custom_groupings_count_too(user_code):
     b = TopologyBuilder()
     b.set_spout("s", bolts.Words())
     b.set_bolt("b", bolts.Decorate()).custom_grouping("s", held.First())
-    assert "sh_held" in names(_user_modules(b.create_topology()))
+    assert "sh_held" in names(topology_modules(b.create_topology()))
 
 
 def test_library_files_are_not_the_users(user_code):
@@ -113,7 +113,7 @@ def test_modules_that_import_each_other_pickle_by_value_and_load_without_them(us
     b.set_spout("words", bolts.Words())
     b.set_bolt("decorate", bolts.Decorate()).shuffle_grouping("words")
     topology = b.create_topology()
-    modules = _user_modules(topology)
+    modules = topology_modules(topology)
     for m in modules:
         cloudpickle.register_pickle_by_value(m)
     try:

@@ -1,0 +1,31 @@
+"""The seam between workers, supervisors and the master: ``call(op, **args)`` and its two errors.
+
+Over the network it is `squall.worker.rpc.MasterLink`; in a `LocalCluster` it is
+`squall.cluster.inprocess.DirectMaster`. Callers see the same errors from both, and import
+neither the RPC machinery nor its cryptography when they need only this.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from .._errors import SquallError
+
+
+class RpcError(SquallError):
+    """The peer could not be reached, refused us, or broke the protocol."""
+
+
+class RemoteError(SquallError):
+    """The peer ran the request and it failed; ``type`` names the exception it raised."""
+
+    def __init__(self, message: str, type_name: str) -> None:
+        super().__init__(message)
+        self.type = type_name
+
+
+class MasterCalls(Protocol):
+    """How a worker or a supervisor reaches the master; ``call`` raises `RpcError` while it is
+    unreachable, `RemoteError` when the master refused the call."""
+
+    def call(self, op: str, **args: Any) -> Any: ...

@@ -17,9 +17,8 @@ from typing import Any
 
 from ..engine.plan import TopologyPlan
 from ..engine.serialize import Serializer, source_cache
-from ..engine.transport import InMemoryNetwork, InMemoryTransport
+from ..engine.transport import InMemoryNetwork, InMemoryTransport, Origin
 from ..worker.agent import EXIT_CANNOT_START, WorkerAgent
-from ..worker.envelope import Origin
 from ..worker.calls import RemoteError
 from .launcher import Launch, Launcher, WorkerExit
 from .master import Master

@@ -40,9 +40,9 @@ of the master), and a worker that knows another epoch is told every death this m
 from __future__ import annotations
 
 import json
+import os
 import logging
 import re
-import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -52,7 +52,6 @@ from .._config import SECRET_KEY, setting, topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException
 from .._private import private_dir, write_private
 from .._ratelimit import RateLimitedLog
-from .._sealed import SealError, seal, unseal
 from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
 from ..engine.clock import Clock
@@ -219,14 +218,14 @@ class Master:
             self.secret = load_or_create_secret(conf)
         else:
             given = setting(conf, SECRET_KEY)  # checked as the durable master checks it
-            self.secret = given.encode() if isinstance(given, str) else secrets.token_bytes(32)
+            self.secret = given.encode() if isinstance(given, str) else os.urandom(32)
         self.rpc: Any = None  # the RPC server's settings, once `serve` runs
         self.topologies: dict[str, _Topo] = {}
         self.supervisors: dict[str, SupervisorInfo] = {}  # by supervisor id
         self.counter = 0
         self.started = self.clock.wall()
         # new at every start: lost generations (not persisted) are only compared within one
-        self.epoch = secrets.token_hex(8)
+        self.epoch = os.urandom(8).hex()
         self.scheduler = load_scheduler(conf)
         # one line a minute at most: two supervisors that claim one address sync every second
         self._clash_log = RateLimitedLog(log, limit=1, period=60.0)
@@ -250,6 +249,7 @@ class Master:
         # Sealed: `_load` unpickles only what carries our MAC
         if not self.durable:
             return
+        from .._sealed import seal  # with OpenSSL's hmac: loaded by a durable master only
         write_private(self.local_dir / f"{plan.storm_id}.plan",
                       seal(self.secret, _PLAN, pickle_topology(plan.topology, plan)))
 
@@ -289,6 +289,7 @@ class Master:
     def _load_plan(self, path: Path) -> TopologyPlan | None:
         """The plan in ``path`` if this cluster's master wrote it (checked before unpickling:
         unpickling runs code), else None with a warning naming the file."""
+        from .._sealed import SealError, unseal
         try:
             payload = unseal(self.secret, _PLAN, path.read_bytes())
         except (OSError, SealError) as e:

@@ -30,7 +30,7 @@ from typing import Any
 from .._private import open_private_log, private_dir
 from .backoff import STEADY_SECS, crash_backoff
 from .master import Master
-from .launcher import write_conf
+from .process_launcher import write_conf
 
 log = logging.getLogger("squall.master")
 

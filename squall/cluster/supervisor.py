@@ -32,7 +32,7 @@ from .._config import cluster_conf
 from .._errors import SquallError
 from .._private import private_dir, write_private
 from ..worker.calls import MasterCalls, RpcError
-from .launcher import Launch, Launcher, ProcessLauncher
+from .launcher import Launch, Launcher
 from .logs import log_own_output
 
 log = logging.getLogger("squall.supervisor")
@@ -109,6 +109,7 @@ def process_supervisor(conf: dict[str, Any], host: str = "127.0.0.1") -> Supervi
     else ``nimbus.host``), over the authenticated RPC channel."""
     from ..worker.rpc import MasterLink, load_or_create_secret, rpc_settings  # the network's parts
     from .client import master_address
+    from .process_launcher import ProcessLauncher
 
     directory = private_dir(Path(conf.get("storm.local.dir") or "storm-local") / "supervisor")
     mhost, mport = master_address(conf)

@@ -18,11 +18,20 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._ratelimit import RateLimitedLog
 
 log = logging.getLogger("squall.engine")
+
+class Origin(NamedTuple):
+    """Who sends: the topology, the worker's slot (``host:port``) and its launch id. Each of a
+    worker's messages carries it (`squall.worker.envelope` authenticates it on the network)."""
+
+    storm_id: str
+    slot: str
+    launch: int
+
 
 Receiver = Callable[[int, Any], None]            # (task, item): the worker's ``receive``
 ControlHandler = Callable[[Any, Any], None]      # (sender slot, message)

@@ -34,9 +34,8 @@ from ..engine.executor import error_record
 from ..engine.loop import Backpressure, TopologyState
 from ..engine.plan import TopologyPlan
 from ..engine.remote_backpressure import BackpressureLink
-from ..engine.transport import Transport
+from ..engine.transport import Origin, Transport
 from ..engine.worker import Worker, component_blobs
-from .envelope import Origin
 from .calls import MasterCalls, RemoteError, RpcError
 
 log = logging.getLogger("squall.worker")

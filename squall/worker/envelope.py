@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 from .._keys import DATA as _KEY_PURPOSE
 from .._keys import derive_key
+from ..engine.transport import Origin as Origin  # who sends: the header's first part
 
 VERSION = 2   # 1: the same fields in three frames
 DATA = 0      # kind of a batch of items
@@ -58,14 +59,6 @@ _AT_ROUTE = _MAC + _FIXED.size
 _MIN_SIZE = _AT_ROUTE + _ROUTE.size
 SEAL_OVERHEAD = _AT_ROUTE  # a sealed message's bytes beyond its route and data: MAC and fixed part
 _ROUTE_CACHE_MAX = 4096           # parsed routes kept by a receiver (one per sender launch)
-
-
-class Origin(NamedTuple):
-    """Who sends: the topology, the worker's slot (``host:port``) and its launch id."""
-
-    storm_id: str
-    slot: str
-    launch: int
 
 
 class Header(NamedTuple):

@@ -1,0 +1,108 @@
+"""`ProcessLauncher`: the process host's workers, as processes of this machine.
+
+Each is ``python -m squall.worker``, started with ``PR_SET_PDEATHSIG`` = SIGKILL, so a
+SIGKILLed supervisor leaves no orphan. Its stdout and stderr go through a pipe into
+``worker-<port>.log``, rotated by size (`squall.cluster.logs`); the last lines go with its exit.
+It reads the cluster's configuration, secret included, from an owner-only ``conf.yaml``: the one
+launcher that writes the secret down, because its workers are processes that must read it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .._private import private_dir, write_private
+from ..worker.agent import EXIT_CANNOT_START
+from .launcher import Launch, Launcher, WorkerExit
+from .logs import OutputPump, RotatingLog, log_limits
+
+log = logging.getLogger("squall.supervisor")
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL me when my parent (the supervisor) dies."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass  # not Linux: workers also watch their parent, see squall.worker.process
+
+
+def write_conf(path: Path, conf: dict[str, Any]) -> None:
+    """Write ``conf`` as YAML readable by its owner only: it may hold ``squall.secret``."""
+    write_private(path, yaml.safe_dump(dict(conf)))
+
+
+@dataclass
+class _Process:
+    launch: Launch
+    proc: subprocess.Popen
+    output: OutputPump
+
+
+class ProcessLauncher(Launcher):
+    """Workers as processes (``python -m squall.worker``) of this machine, their logs and
+    configuration in ``directory``; see the module docstring."""
+
+    def __init__(self, conf: dict[str, Any], host: str, master: tuple[str, int], directory: Path) -> None:
+        self.conf = conf
+        self.host = host
+        self.master = master
+        self.dir = private_dir(directory)
+        self.conf_file = self.dir / "conf.yaml"
+        write_conf(self.conf_file, conf)
+        self._ports = [int(p) for p in conf.get("supervisor.slots.ports") or []]
+        self.procs: dict[int, _Process] = {}
+        self.logs: dict[int, RotatingLog] = {}  # port -> its workers' log, kept across launches
+
+    def slots(self) -> list[int]:
+        return list(self._ports)
+
+    def start(self, port: int, launch: Launch) -> None:
+        mhost, mport = self.master
+        cmd = [sys.executable, "-m", "squall.worker", "--master", f"{mhost}:{mport}",
+               "--storm-id", launch.storm_id, "--slot", f"{self.host}:{port}",
+               "--launch-id", str(launch.launch_id), "--conf", str(self.conf_file)]
+        if port not in self.logs:
+            self.logs[port] = RotatingLog(self.dir / f"worker-{port}.log", *log_limits(self.conf))
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        self.procs[port] = _Process(launch, proc, OutputPump(proc.stdout, self.logs[port]))
+        log.info("started worker %s:%s for %s (launch %s), pid %s", self.host, port, launch.storm_id,
+                 launch.launch_id, proc.pid)
+
+    def stop(self, port: int) -> None:
+        p = self.procs.pop(port, None)
+        if p is None or p.proc.poll() is not None:
+            return
+        p.proc.terminate()  # SIGTERM: a clean stop, close and cleanup run
+        try:
+            p.proc.wait(3)
+        except subprocess.TimeoutExpired:
+            p.proc.kill()
+            p.proc.wait()
+
+    def running(self) -> dict[int, Launch]:
+        return {port: p.launch for port, p in self.procs.items()}
+
+    def exits(self) -> list[WorkerExit]:
+        out = []
+        for port, p in list(self.procs.items()):
+            rc = p.proc.poll()
+            if rc is None:
+                continue
+            del self.procs[port]
+            log.warning("worker %s:%s of %s exited with status %s", self.host, port, p.launch.storm_id, rc)
+            p.output.join(1.0)  # what it wrote last, often why it died
+            out.append(WorkerExit(p.launch.storm_id, f"{self.host}:{port}", p.launch.launch_id, rc,
+                                  rc != EXIT_CANNOT_START, p.output.tail()))
+        return out

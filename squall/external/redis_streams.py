@@ -1,0 +1,489 @@
+"""Redis Streams in and out: Kestrel's open/ack/fail semantics on a server people run today.
+
+`RedisStreamSpout` reads a stream through a consumer group (``XREADGROUP``), emits each entry
+with its entry id as message id, ``XACK``s it when its tuple tree completes and re-emits it on
+failure with an exponential backoff; after ``max_retries`` it goes to a dead-letter stream and is
+acked there. A task's consumer name comes from its component id and task index, so a restarted
+task finds its own pending entries (``XREADGROUP ... 0``) and replays them first; entries left
+pending by a consumer that is gone are taken over with ``XAUTOCLAIM`` after ``claim_idle_ms``.
+
+`RedisStreamSinkBolt` writes tuples idempotently (``HSET`` on a key made of an id field, or an
+``XADD`` guarded by a set of written ids in one Lua script), so a replayed tuple overwrites
+instead of duplicating, and acks only after the write. `RedisLookupBolt` and `RedisFilterBolt`
+are storm-redis's lookup and filter bolts for strings and hashes.
+
+Needs the ``redis`` extra (``pip install 'squall[redis]'``); only this module imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import redis
+
+from .._components import Bolt, Spout
+from .._fields import Fields
+from ..engine.clock import Clock
+
+log = logging.getLogger(__name__)
+
+# The errors that mean "the server is unreachable or went away": the component logs them,
+# waits, and tries again; anything else is a bug or bad data and is reported as such.
+_DOWN = (redis.ConnectionError, redis.TimeoutError)
+
+
+class MalformedEntry(ValueError):
+    """A stream entry a translator cannot turn into a tuple; it goes to the dead-letter stream."""
+
+
+@dataclass(frozen=True)
+class ExponentialBackoff:
+    """When to retry a failed entry (storm-kafka-client's ``KafkaSpoutRetryExponentialBackoff``):
+    the n-th retry waits ``initial_delay * multiplier ** (n - 1)`` seconds, at most ``max_delay``;
+    after ``max_retries`` retries the entry is given up (dead-lettered). ``max_retries`` None:
+    retry forever."""
+
+    initial_delay: float = 0.0
+    multiplier: float = 2.0
+    max_delay: float = 10.0
+    max_retries: int | None = 3
+
+    def delay(self, retry: int) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based)."""
+        return min(self.max_delay, self.initial_delay * self.multiplier ** (retry - 1))
+
+    def gives_up(self, retry: int) -> bool:
+        """True if retry number ``retry`` is past the limit."""
+        return self.max_retries is not None and retry > self.max_retries
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stream entry: its id and its field map (None if the entry was deleted meanwhile)."""
+
+    id: str
+    fields: Mapping[str, str] | None
+
+
+class FieldsTranslator:
+    """The default translator: the tuple is the declared fields read from the entry's field map,
+    preceded by the entry id when ``id_field`` is set. A missing field raises `MalformedEntry`
+    naming the stream, the entry id and the field."""
+
+    def __init__(self, fields: Sequence[str], id_field: str | None = "id") -> None:
+        self.fields = list(fields)
+        self.id_field = id_field
+
+    def output_fields(self) -> list[str]:
+        """The fields the spout declares."""
+        return ([self.id_field] if self.id_field else []) + self.fields
+
+    def __call__(self, stream: str, entry: Entry) -> list:
+        """The tuple's values for ``entry`` of ``stream``."""
+        if entry.fields is None:
+            raise MalformedEntry(f"stream {stream!r} entry {entry.id}: deleted from the stream")
+        values = [entry.id] if self.id_field else []
+        for name in self.fields:
+            if name not in entry.fields:
+                raise MalformedEntry(f"stream {stream!r} entry {entry.id}: missing field {name!r} "
+                                     f"(has {sorted(entry.fields)})")
+            values.append(entry.fields[name])
+        return values
+
+
+@dataclass
+class _Tracked:
+    """An entry the spout has taken and not yet acked: its values, retries so far, and when it
+    may be emitted again (after a failure)."""
+
+    entry: Entry
+    values: list
+    retries: int = 0
+    due: float = 0.0
+
+
+@dataclass
+class _Outage:
+    """Whether the server is known down, and until when to leave it alone."""
+
+    since: float | None = None
+    retry_at: float = 0.0
+    errors: int = 0
+
+
+def consumer_name(component_id: str, task_index: int) -> str:
+    """A task's consumer name: stable across restarts, so a restarted task finds its pending."""
+    return f"{component_id}-{task_index}"
+
+
+class RedisStreamSpout(Spout):
+    """Reads ``stream`` through consumer group ``group`` (see the module docstring).
+
+    ``fields``: the entry fields the tuple carries (default translator); ``id_field``: the name
+    of the leading field holding the entry id (None: no id field). ``translator(stream, entry)``
+    replaces the default and must then come with ``output_fields``. ``batch_size`` is
+    ``XREADGROUP``'s COUNT; ``block_ms`` its BLOCK (kept short: ``next_tuple`` must not block
+    long). ``dead_letter_stream`` defaults to ``<stream>:dead``. ``down_retry_secs``: how long to
+    leave an unreachable server alone before trying again.
+    """
+
+    def __init__(self, url: str, stream: str, group: str, fields: Sequence[str] = ("value",), *,
+                 id_field: str | None = "id", translator: Callable[[str, Entry], list] | None = None,
+                 output_fields: Sequence[str] | None = None, batch_size: int = 100,
+                 block_ms: int = 10, backoff: ExponentialBackoff = ExponentialBackoff(),
+                 dead_letter_stream: str | None = None, claim_idle_ms: int = 60_000,
+                 claim_interval_secs: float = 5.0, down_retry_secs: float = 1.0,
+                 clock: Clock | None = None) -> None:
+        if translator is None:
+            default = FieldsTranslator(fields, id_field)
+            translator, output_fields = default, default.output_fields()
+        elif output_fields is None:
+            raise ValueError("RedisStreamSpout: a custom translator needs output_fields")
+        self.url = url
+        self.stream = stream
+        self.group = group
+        self.translator = translator
+        self.output_fields = list(output_fields)
+        self.batch_size = batch_size
+        self.block_ms = block_ms
+        self.backoff = backoff
+        self.dead_letter_stream = dead_letter_stream or f"{stream}:dead"
+        self.claim_idle_ms = claim_idle_ms
+        self.claim_interval_secs = claim_interval_secs
+        self.down_retry_secs = down_retry_secs
+        self.clock = clock or Clock()
+
+    def declare_output_fields(self, declarer) -> None:
+        """The translator's fields on the default stream."""
+        declarer.declare(Fields(self.output_fields))
+
+    def open(self, conf, context, collector) -> None:
+        """Connects lazily: the first `next_tuple` creates the group and replays own pending."""
+        super().open(conf, context, collector)
+        self.consumer = consumer_name(context.get_this_component_id(), context.get_this_task_index())
+        self.client = redis.Redis.from_url(self.url, decode_responses=True)
+        self._ready: deque[str] = deque()          # entry ids to emit, in order
+        self._tracked: dict[str, _Tracked] = {}    # taken, not acked (ready, in flight, waiting)
+        self._retrying: list[str] = []             # failed ids waiting for their due time
+        self._to_ack: list[str] = []               # acks the server did not take yet
+        self._set_up = False
+        self._history_from: str | None = "0"       # own pending still to replay (None: done)
+        self._next_claim = 0.0
+        self._outage = _Outage()
+
+    def close(self) -> None:
+        """Closes the connection; entries not acked stay pending for the next task."""
+        self.client.close()
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def next_tuple(self) -> None:
+        """Emits at most one tuple: a due retry first, then a taken entry, reading a batch when
+        none is left. Server errors are logged and retried after ``down_retry_secs``."""
+        now = self.clock.now()
+        if now < self._outage.retry_at:
+            return
+        try:
+            self._flush_acks()
+            self._move_due_retries(now)
+            if not self._ready:
+                self._fill(now)
+            self._recovered(now)
+        except _DOWN as e:
+            self._down(now, e)
+            return
+        while self._ready:
+            entry_id = self._ready.popleft()
+            t = self._tracked.get(entry_id)
+            if t is not None:
+                self.collector.emit(t.values, msg_id=entry_id)
+                return
+
+    def ack(self, msg_id: Any) -> None:
+        """XACKs the entry; if the server is down, the ack is kept and sent when it is back
+        (until then the entry stays pending, so a crash meanwhile replays it: at least once)."""
+        self._tracked.pop(msg_id, None)
+        self._to_ack.append(msg_id)
+        try:
+            self._flush_acks()
+        except _DOWN as e:
+            self._down(self.clock.now(), e)
+
+    def fail(self, msg_id: Any) -> None:
+        """Schedules a retry after the backoff's delay, or dead-letters the entry past the
+        retry limit."""
+        t = self._tracked.get(msg_id)
+        if t is None:
+            return
+        t.retries += 1
+        if self.backoff.gives_up(t.retries):
+            self._tracked.pop(msg_id)
+            self._dead_letter(t.entry, f"failed {t.retries} times (max_retries "
+                              f"{self.backoff.max_retries})")
+            return
+        t.due = self.clock.now() + self.backoff.delay(t.retries)
+        self._retrying.append(msg_id)
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _fill(self, now: float) -> None:
+        if not self._set_up:
+            self._create_group()
+            self._set_up = True
+        if self._history_from is not None:
+            if self._read(self._history_from, block=False):
+                return
+            self._history_from = None
+        if now >= self._next_claim:
+            self._next_claim = now + self.claim_interval_secs
+            if self._claim():
+                return
+        self._read(">", block=True)
+
+    def _create_group(self) -> None:
+        try:
+            self.client.xgroup_create(self.stream, self.group, id="0", mkstream=True)
+        except redis.ResponseError as e:
+            if "BUSYGROUP" not in str(e):
+                raise
+
+    def _read(self, start: str, block: bool) -> bool:
+        """One XREADGROUP from ``start`` (">": new entries; an id: own pending after it)."""
+        reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: start},
+                                       count=self.batch_size, block=self.block_ms if block else None)
+        entries = reply[0][1] if reply else []
+        if start != ">" and entries:
+            self._history_from = entries[-1][0]
+        self._take(Entry(i, f) for i, f in entries)
+        return bool(entries)
+
+    def _claim(self) -> bool:
+        """XAUTOCLAIM entries idle longer than ``claim_idle_ms`` (a consumer that is gone)."""
+        reply = self.client.xautoclaim(self.stream, self.group, self.consumer, self.claim_idle_ms,
+                                       start_id="0-0", count=self.batch_size)
+        entries, deleted = reply[1], (reply[2] if len(reply) > 2 else [])
+        # Our own in-flight entries may be idle too; they are tracked already.
+        fresh = [Entry(i, f) for i, f in entries if i not in self._tracked]
+        fresh += [Entry(i, None) for i in deleted if i not in self._tracked]
+        if fresh:
+            log.info("%s: claimed %d idle entries of stream %r", self.consumer, len(fresh), self.stream)
+        self._take(fresh)
+        return bool(fresh)
+
+    def _take(self, entries: Iterable[Entry]) -> None:
+        for entry in entries:
+            if entry.id in self._tracked:
+                continue
+            try:
+                values = self.translator(self.stream, entry)
+            except MalformedEntry as e:
+                self._dead_letter(entry, str(e))
+                continue
+            self._tracked[entry.id] = _Tracked(entry, values)
+            self._ready.append(entry.id)
+
+    def _move_due_retries(self, now: float) -> None:
+        waiting = []
+        for entry_id in self._retrying:
+            t = self._tracked.get(entry_id)
+            if t is None:
+                continue
+            if t.due <= now:
+                self._ready.appendleft(entry_id)
+            else:
+                waiting.append(entry_id)
+        self._retrying = waiting
+
+    def _flush_acks(self) -> None:
+        if self._to_ack:
+            self.client.xack(self.stream, self.group, *self._to_ack)
+            self._to_ack = []
+
+    def _dead_letter(self, entry: Entry, error: str) -> None:
+        """XADD the entry to the dead-letter stream and XACK it, atomically (MULTI), so it is
+        never both lost and acked. If the server is down the entry stays pending here and is
+        re-delivered (and dead-lettered again) by the replay of own pending."""
+        log.error("%s: entry %s of stream %r to dead-letter stream %r: %s", self.consumer,
+                  entry.id, self.stream, self.dead_letter_stream, error)
+        record = {"stream": self.stream, "id": entry.id, "error": error,
+                  "fields": json.dumps(dict(entry.fields) if entry.fields is not None else None)}
+        try:
+            with self.client.pipeline(transaction=True) as p:
+                p.xadd(self.dead_letter_stream, record)
+                p.xack(self.stream, self.group, entry.id)
+                p.execute()
+        except _DOWN as e:
+            self._history_from = "0"   # find it again in own pending when the server is back
+            self._down(self.clock.now(), e)
+
+    def _down(self, now: float, error: Exception) -> None:
+        o = self._outage
+        o.errors += 1
+        o.retry_at = now + self.down_retry_secs
+        if o.since is None:
+            o.since = now
+            message = (f"{self.consumer}: Redis at {self.url} unreachable reading stream "
+                       f"{self.stream!r} ({error}); retrying every {self.down_retry_secs}s")
+            log.error(message)
+            self.collector.report_error(message)
+
+    def _recovered(self, now: float) -> None:
+        o = self._outage
+        if o.since is not None:
+            log.warning("%s: Redis at %s reachable again after %.1fs (%d failed attempts)",
+                        self.consumer, self.url, now - o.since, o.errors)
+            self._outage = _Outage()
+
+
+class RedisStreamSinkBolt(Bolt):
+    """Writes each tuple to Redis idempotently, then acks it; a write error fails it (replay).
+
+    ``mode="hash"``: ``HSET <key_prefix><tuple[id_field]>`` with the tuple's other fields, so a
+    replay overwrites. ``mode="stream"``: ``XADD target`` of the tuple's fields, skipped when
+    ``tuple[id_field]`` is already in the set ``<target>:written`` (one Lua script, atomic), so a
+    replay does not append twice.
+    """
+
+    _XADD_ONCE = """
+if redis.call('SADD', KEYS[2], ARGV[1]) == 1 then
+  return redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+end
+return false
+"""
+
+    def __init__(self, url: str, target: str, *, mode: str = "hash", id_field: str = "id",
+                 key_prefix: str | None = None) -> None:
+        if mode not in ("hash", "stream"):
+            raise ValueError(f"RedisStreamSinkBolt: mode must be 'hash' or 'stream', not {mode!r}")
+        self.url = url
+        self.target = target
+        self.mode = mode
+        self.id_field = id_field
+        self.key_prefix = f"{target}:" if key_prefix is None else key_prefix
+
+    def prepare(self, conf, context, collector) -> None:
+        """Connects (lazily, at the first write)."""
+        super().prepare(conf, context, collector)
+        self.client = redis.Redis.from_url(self.url, decode_responses=True)
+        self._xadd_once = self.client.register_script(self._XADD_ONCE)
+        self._failing = False
+
+    def execute(self, tup) -> None:
+        """Writes, then acks; fails the tuple on a server error."""
+        fields = tup.get_fields().to_list()
+        if self.id_field not in fields:
+            self.collector.report_error(f"RedisStreamSinkBolt: tuple from {tup.get_source_component()!r} "
+                                        f"stream {tup.get_source_stream_id()!r} has no field "
+                                        f"{self.id_field!r} (has {fields})")
+            self.collector.fail(tup)
+            return
+        values = dict(zip(fields, tup.get_values()))
+        key = str(values.pop(self.id_field))
+        try:
+            if self.mode == "hash":
+                self.client.hset(self.key_prefix + key, mapping={k: _text(v) for k, v in values.items()})
+            else:
+                flat = [x for k, v in values.items() for x in (k, _text(v))]
+                self._xadd_once(keys=[self.target, f"{self.target}:written"],
+                                args=[key, self.id_field, key, *flat])
+        except redis.RedisError as e:
+            if not self._failing:
+                log.error("RedisStreamSinkBolt: cannot write %r to %s (%s); failing tuples for replay",
+                          self.target, self.url, e)
+                self.collector.report_error(f"RedisStreamSinkBolt: cannot write {self.target!r}: {e}")
+            self._failing = True
+            self.collector.fail(tup)
+            return
+        self._failing = False
+        self.collector.ack(tup)
+
+    def cleanup(self) -> None:
+        """Closes the connection."""
+        self.client.close()
+
+
+def _text(v: Any) -> str | bytes | int | float:
+    return v if isinstance(v, (str, bytes, int, float)) else json.dumps(v)
+
+
+@dataclass(frozen=True)
+class LookupSpec:
+    """What a lookup or filter reads (storm-redis's ``RedisDataTypeDescription`` for STRING and
+    HASH): ``hash_key`` None: the string at ``prefix + key``; else field ``key`` of hash
+    ``hash_key``."""
+
+    key_field: str
+    hash_key: str | None = None
+    prefix: str = ""
+
+
+class _RedisKeyBolt(Bolt):
+    def __init__(self, url: str, spec: LookupSpec) -> None:
+        self.url = url
+        self.spec = spec
+
+    def prepare(self, conf, context, collector) -> None:
+        """Connects (lazily)."""
+        super().prepare(conf, context, collector)
+        self.client = redis.Redis.from_url(self.url, decode_responses=True)
+
+    def _key(self, tup) -> str:
+        return self.spec.prefix + str(tup.get_value_by_field(self.spec.key_field))
+
+    def execute(self, tup) -> None:
+        """Runs the query; on a server error reports it and fails the tuple (replay)."""
+        try:
+            self._process(tup)
+        except redis.RedisError as e:
+            self.collector.report_error(f"{type(self).__name__}: {self.url}: {e}")
+            self.collector.fail(tup)
+            return
+        self.collector.ack(tup)
+
+    def cleanup(self) -> None:
+        """Closes the connection."""
+        self.client.close()
+
+
+class RedisLookupBolt(_RedisKeyBolt):
+    """storm-redis's ``RedisLookupBolt`` for strings and hashes: ``GET`` (or ``HGET``) by the
+    tuple's ``key_field`` and emits the input's values plus the value found (None if absent),
+    anchored to the input, under ``output_fields``."""
+
+    def __init__(self, url: str, spec: LookupSpec, output_fields: Sequence[str]) -> None:
+        super().__init__(url, spec)
+        self.output_fields = list(output_fields)
+
+    def declare_output_fields(self, declarer) -> None:
+        """``output_fields``: the input's fields then the value's."""
+        declarer.declare(Fields(self.output_fields))
+
+    def _process(self, tup) -> None:
+        key = self._key(tup)
+        value = (self.client.get(key) if self.spec.hash_key is None
+                 else self.client.hget(self.spec.hash_key, key))
+        self.collector.emit(list(tup.get_values()) + [value], anchors=tup)
+
+
+class RedisFilterBolt(_RedisKeyBolt):
+    """storm-redis's ``RedisFilterBolt`` for strings and hashes: passes the input on (anchored)
+    only if ``EXISTS`` (or ``HEXISTS``) finds its key; acks it either way."""
+
+    def __init__(self, url: str, spec: LookupSpec, output_fields: Sequence[str]) -> None:
+        super().__init__(url, spec)
+        self.output_fields = list(output_fields)
+
+    def declare_output_fields(self, declarer) -> None:
+        """The input's fields."""
+        declarer.declare(Fields(self.output_fields))
+
+    def _process(self, tup) -> None:
+        key = self._key(tup)
+        found = (self.client.exists(key) if self.spec.hash_key is None
+                 else self.client.hexists(self.spec.hash_key, key))
+        if found:
+            self.collector.emit(list(tup.get_values()), anchors=tup)

@@ -1,0 +1,197 @@
+"""squall.external.redis_streams against a real redis-server (tests/external/conftest.py) on
+LocalCluster: flow and ack, replay on fail, dead letters, restart, claims, Redis down."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+pytest.importorskip("redis")
+
+from squall import Bolt, Fields, LocalCluster, TopologyBuilder  # noqa: E402
+from squall.external.redis_streams import (  # noqa: E402
+    ExponentialBackoff,
+    LookupSpec,
+    RedisFilterBolt,
+    RedisLookupBolt,
+    RedisStreamSinkBolt,
+    RedisStreamSpout,
+)
+
+from ..conftest import wait_until  # noqa: E402
+
+STREAM, GROUP = "events", "squall"
+FAST = ExponentialBackoff(initial_delay=0.02, multiplier=2.0, max_delay=0.2, max_retries=3)
+
+
+class Through(Bolt):
+    """Passes (id, user) on, anchored; counts each attempt per id in Redis (INCR attempts:<id>)
+    and fails the first ``fail_first`` attempts of each id (None: never acks; -1: always fails)."""
+
+    def __init__(self, url: str, fail_first: int | None = 0) -> None:
+        self.url = url
+        self.fail_first = fail_first
+
+    def prepare(self, conf, context, collector):
+        import redis
+        super().prepare(conf, context, collector)
+        self.r = redis.Redis.from_url(self.url, decode_responses=True)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "user"))
+
+    def execute(self, tup):
+        n = self.r.incr(f"attempts:{tup['id']}")
+        if self.fail_first is None:
+            return  # never acks: the entry stays pending
+        if self.fail_first < 0 or n <= self.fail_first:
+            self.collector.fail(tup)
+            return
+        self.collector.emit([tup["id"], tup["user"]], anchors=tup)
+        self.collector.ack(tup)
+
+
+def topology(url: str, bolt: Bolt, backoff: ExponentialBackoff = FAST, **spout_kw) -> object:
+    b = TopologyBuilder()
+    b.set_spout("spout", RedisStreamSpout(url, STREAM, GROUP, ["user"], backoff=backoff, batch_size=8,
+                                          **spout_kw), 2)
+    b.set_bolt("work", bolt, 2).shuffle_grouping("spout")
+    b.set_bolt("sink", RedisStreamSinkBolt(url, "out"), 1).shuffle_grouping("work")
+    return b.create_topology()
+
+
+CONF = {"topology.message.timeout.secs": 30}
+
+
+def add(r, n: int, start: int = 0) -> list[str]:
+    return [r.xadd(STREAM, {"user": f"u{i}"}) for i in range(start, start + n)]
+
+
+def pending(r) -> int:
+    return r.xpending(STREAM, GROUP)["pending"]
+
+
+def written(r, ids) -> bool:
+    return all(r.hget(f"out:{i}", "user") is not None for i in ids)
+
+
+def test_backoff_grows_to_its_cap_and_gives_up_after_max_retries():
+    b = ExponentialBackoff(initial_delay=0.5, multiplier=2.0, max_delay=3.0, max_retries=3)
+
+    assert [b.delay(n) for n in (1, 2, 3, 4, 5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    assert [b.gives_up(n) for n in (1, 3, 4)] == [False, False, True]
+    assert not ExponentialBackoff(max_retries=None).gives_up(10**6)
+
+
+def test_entries_flow_to_the_sink_and_each_is_acked_exactly_once(redis_server):
+    r = redis_server.client()
+    ids = add(r, 40)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, topology(redis_server.url, Through(redis_server.url)))
+        assert wait_until(lambda: written(r, ids) and pending(r) == 0, 20)
+        assert wait_until(lambda: cluster.get_topology_info("t")["components"]["spout"]["acked"] == 40, 10)
+        info = cluster.get_topology_info("t")["components"]["spout"]
+    assert info["failed"] == 0
+    assert {r.hget(f"out:{i}", "user") for i in ids} == {f"u{n}" for n in range(40)}
+    assert all(r.get(f"attempts:{i}") == "1" for i in ids)
+
+
+def test_a_failed_tuple_is_replayed_and_then_acked(redis_server):
+    r = redis_server.client()
+    ids = add(r, 10)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, topology(redis_server.url, Through(redis_server.url, fail_first=1)))
+        assert wait_until(lambda: written(r, ids) and pending(r) == 0, 20)
+    assert all(r.get(f"attempts:{i}") == "2" for i in ids)
+    assert r.xlen(f"{STREAM}:dead") == 0
+
+
+def test_an_entry_that_always_fails_goes_to_the_dead_letter_stream_after_the_retry_limit(redis_server):
+    r = redis_server.client()
+    [entry] = add(r, 1)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, topology(redis_server.url, Through(redis_server.url, fail_first=-1)))
+        assert wait_until(lambda: r.xlen(f"{STREAM}:dead") == 1 and pending(r) == 0, 20)
+    [(_, dead)] = r.xrange(f"{STREAM}:dead")
+    assert dead["id"] == entry and dead["stream"] == STREAM
+    assert "failed 4 times" in dead["error"] and '"user": "u0"' in dead["fields"]
+    assert r.get(f"attempts:{entry}") == "4"  # the first try and max_retries=3 retries
+
+
+def test_a_malformed_entry_goes_to_the_dead_letter_stream_naming_the_field(redis_server):
+    r = redis_server.client()
+    good = add(r, 3)
+    bad = r.xadd(STREAM, {"name": "no user here"})
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, topology(redis_server.url, Through(redis_server.url)))
+        assert wait_until(lambda: written(r, good) and pending(r) == 0 and r.xlen(f"{STREAM}:dead") == 1, 20)
+    [(_, dead)] = r.xrange(f"{STREAM}:dead")
+    assert dead["id"] == bad
+    assert f"stream 'events' entry {bad}: missing field 'user'" in dead["error"]
+
+
+def test_a_restarted_topology_replays_the_entries_its_consumers_left_pending(redis_server):
+    r = redis_server.client()
+    ids = add(r, 12)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("first", CONF, topology(redis_server.url, Through(redis_server.url, fail_first=None)))
+        assert wait_until(lambda: all(r.get(f"attempts:{i}") for i in ids), 20)
+        cluster.kill_topology("first", wait_secs=0)
+        assert wait_until(lambda: "first" not in cluster.get_topology_names(), 10)
+        assert pending(r) == 12 and not written(r, ids[:1])
+        # Same component ids and task indexes: the same consumers, which replay their pending
+        # long before any claim (claim_idle_ms is far away).
+        cluster.submit_topology("second", CONF, topology(redis_server.url, Through(redis_server.url)))
+        assert wait_until(lambda: written(r, ids) and pending(r) == 0, 20)
+    assert all(r.get(f"attempts:{i}") == "2" for i in ids)
+
+
+def test_entries_of_a_consumer_that_is_gone_are_claimed_after_the_idle_time(redis_server):
+    r = redis_server.client()
+    r.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+    ids = add(r, 5)
+    r.xreadgroup(GROUP, "gone-0", {STREAM: ">"}, count=5)  # taken by a consumer that never acks
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, topology(redis_server.url, Through(redis_server.url),
+                                                    claim_idle_ms=200, claim_interval_secs=0.2))
+        assert wait_until(lambda: written(r, ids) and pending(r) == 0, 20)
+
+
+def test_redis_down_is_logged_retried_and_nothing_is_lost(redis_server, caplog):
+    r = redis_server.client()
+    before = add(r, 5)
+    backoff = ExponentialBackoff(initial_delay=0.05, max_delay=0.5, max_retries=None)
+    with LocalCluster() as cluster, caplog.at_level(logging.ERROR, "squall.external.redis_streams"):
+        cluster.submit_topology("t", CONF, topology(redis_server.url, Through(redis_server.url), backoff,
+                                                    down_retry_secs=0.2))
+        assert wait_until(lambda: written(r, before) and pending(r) == 0, 20)
+        redis_server.stop()
+        assert wait_until(lambda: any("unreachable" in m for m in caplog.messages), 10)
+        redis_server.start()
+        r = redis_server.client()
+        after = add(r, 5, start=5)
+        assert wait_until(lambda: written(r, before + after) and pending(r) == 0, 30)
+        errors = cluster.get_topology_info("t")["errors"]
+        assert all(w["alive"] for w in cluster.get_topology_info("t")["workers"])
+    assert any(f"Redis at {redis_server.url} unreachable reading stream 'events'" in e["error"] for e in errors)
+    assert r.xlen(f"{STREAM}:dead") == 0
+
+
+def test_lookup_and_filter_bolts_read_strings_and_hashes(redis_server):
+    r = redis_server.client()
+    r.hset("names", mapping={"u0": "Ann", "u2": "Cid"})
+    ids = add(r, 3)
+    b = TopologyBuilder()
+    b.set_spout("spout", RedisStreamSpout(redis_server.url, STREAM, GROUP, ["user"]))
+    b.set_bolt("known", RedisFilterBolt(redis_server.url, LookupSpec("user", hash_key="names"),
+                                        ["id", "user"])).shuffle_grouping("spout")
+    b.set_bolt("name", RedisLookupBolt(redis_server.url, LookupSpec("user", hash_key="names"),
+                                       ["id", "user", "name"])).shuffle_grouping("known")
+    b.set_bolt("sink", RedisStreamSinkBolt(redis_server.url, "out")).shuffle_grouping("name")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", CONF, b.create_topology())
+        assert wait_until(lambda: written(r, [ids[0], ids[2]]) and pending(r) == 0, 20)
+    assert r.hgetall(f"out:{ids[0]}") == {"user": "u0", "name": "Ann"}
+    assert r.hgetall(f"out:{ids[2]}") == {"user": "u2", "name": "Cid"}
+    assert not r.exists(f"out:{ids[1]}")

@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import logging
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -275,8 +276,9 @@ class RedisStreamSpout(Spout):
         return bool(fresh)
 
     def _take(self, entries: Iterable[Entry]) -> None:
+        acked = set(self._to_ack)   # acked while the server was down: still pending there
         for entry in entries:
-            if entry.id in self._tracked:
+            if entry.id in self._tracked or entry.id in acked:
                 continue
             try:
                 values = self.translator(self.stream, entry)

@@ -9,8 +9,8 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
-from squall import Bolt, Fields, LocalCluster, TopologyBuilder  # noqa: E402
-from squall.external.redis_streams import (  # noqa: E402
+from squall import Bolt, Fields, LocalCluster, TopologyBuilder
+from squall.external.redis_streams import (
     ExponentialBackoff,
     LookupSpec,
     RedisFilterBolt,
@@ -19,7 +19,7 @@ from squall.external.redis_streams import (  # noqa: E402
     RedisStreamSpout,
 )
 
-from ..conftest import wait_until  # noqa: E402
+from ..conftest import wait_until
 
 STREAM, GROUP = "events", "squall"
 FAST = ExponentialBackoff(initial_delay=0.02, multiplier=2.0, max_delay=0.2, max_retries=3)

@@ -49,9 +49,7 @@ DAEMON_PREFIXES = ("storm.", "nimbus.", "supervisor.", "worker.", "ui.", "logvie
 # user code reads these to know where it runs or to reach the master). Every other daemon key
 # (squall.secret above all, and paths, ports and timeouts of the daemons) stays with the daemons:
 # a worker reads its own from the configuration file its supervisor wrote for it.
-# storm.local.dir too, as Storm's workers see it: a connector keeps its progress there (FileSpout)
-TOPOLOGY_VISIBLE_DAEMON_KEYS = frozenset({"storm.cluster.mode", "nimbus.seeds", "nimbus.host", "nimbus.thrift.port",
-                                          "storm.local.dir"})
+TOPOLOGY_VISIBLE_DAEMON_KEYS = frozenset({"storm.cluster.mode", "nimbus.seeds", "nimbus.host", "nimbus.thrift.port"})
 
 
 class Config(dict):

@@ -220,9 +220,12 @@ class FileSpout(Spout):
     reason, logged, reported, and counted as done, so it is never silently dropped.
 
     Progress: per file the committed offset (everything before it acked) is written to
-    ``<storm.local.dir>/filespout/<spout id>/task-<index>.json`` (atomically and fsynced,
+    ``<progress_dir>/filespout/<spout id>/task-<index>.json`` (atomically and fsynced,
     owner-only) after ``commit_every`` acks or ``commit_secs`` seconds, whichever comes first,
-    when a file is finished and on close. A new topology with the same ``storm.local.dir`` and
+    when a file is finished and on close. ``progress_dir`` is the cluster's ``storm.local.dir``
+    (default ``storm-local``, resolved where the topology is built, since squall does not show
+    tasks the daemons' settings); it must be reachable by the workers running this spout (a
+    local or shared directory). A new topology with the same ``progress_dir`` and
     spout id resumes each file at its committed offset: at-least-once, lines acked after the
     committed offset but before the crash are emitted again. On start a task reads every task's
     progress file of this spout, so changing the parallelism between runs loses nothing.
@@ -244,7 +247,8 @@ class FileSpout(Spout):
                  stream: str = DEFAULT_STREAM, max_retries: int | None = 3,
                  dead_letter_dir: str | os.PathLike | None = None, done_suffix: str = ".done",
                  ignore_suffix: str = ".ignore", commit_every: int = 1000, commit_secs: float = 1.0,
-                 poll_secs: float = 1.0, clock: Clock | None = None) -> None:
+                 poll_secs: float = 1.0, progress_dir: str | os.PathLike | None = None,
+                 clock: Clock | None = None) -> None:
         if commit_every < 1 or commit_secs <= 0 or poll_secs < 0:
             raise ValueError("FileSpout: commit_every must be >= 1, commit_secs > 0 and poll_secs >= 0")
         if max_retries is not None and max_retries < 0:
@@ -262,6 +266,9 @@ class FileSpout(Spout):
         self.commit_secs = commit_secs
         self.poll_secs = poll_secs
         self.clock = clock or Clock()
+        # squall keeps storm.local.dir from tasks (docs/configuration.md), so it is resolved here,
+        # where the topology is built: squall's default "storm-local", from this directory
+        self.progress_dir = os.path.abspath(progress_dir or "storm-local")
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """Declares ``fields`` on ``stream``."""
@@ -269,14 +276,14 @@ class FileSpout(Spout):
 
     def open(self, conf: dict, context: TopologyContext, collector: SpoutOutputCollector) -> None:
         """Loads every progress file of this spout; raises `FileConnectorError` if one is corrupt
-        or another spout's."""
+        or another spout's, naming it."""
         super().open(conf, context, collector)
         if not os.path.isdir(self.directory):
             raise FileConnectorError(f"FileSpout: {self.directory} is not a directory")
         self.spout_id = context.get_this_component_id()
         self.index = context.get_this_task_index()
         self.tasks = len(context.get_component_tasks(self.spout_id))
-        state = private_dir(Path(conf.get("storm.local.dir") or "storm-local") / "filespout" / self.spout_id)
+        state = private_dir(Path(self.progress_dir) / "filespout" / self.spout_id)
         self.progress_path = state / f"task-{self.index}.json"
         self.progress: dict[str, int] = {}
         for p in sorted(state.glob("task-*.json")):
@@ -344,7 +351,7 @@ class FileSpout(Spout):
         self.tracker.emitted(offset, end)
         try:
             values = list(self.translator(record))
-        except Exception as e:  # the user's translator or the decoder: the record is bad, the spout is not
+        except Exception as e:  # noqa: BLE001 - the user's translator or the decoder: the record is bad, not the spout
             self._dead_letter(offset, record, f"unreadable record: {type(e).__name__}: {e}")
             self._done(offset)
             return

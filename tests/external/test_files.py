@@ -11,7 +11,13 @@ import pytest
 
 from squall import Bolt, LocalCluster, TopologyBuilder
 from squall.external.files import (
-    FileConnectorError, FileSinkBolt, FileSpout, OffsetTracker, dump_progress, load_progress, owner_of,
+    FileConnectorError,
+    FileSinkBolt,
+    FileSpout,
+    OffsetTracker,
+    dump_progress,
+    load_progress,
+    owner_of,
 )
 from squall.testing import AckFailMapTracker, FeederSpout
 from squall.testing._registry import SharedLog
@@ -39,19 +45,19 @@ def write_lines(path: Path, lines: list[str]) -> None:
     path.write_text("".join(f"{x}\n" for x in lines))
 
 
-def spout_topology(directory, log, parallelism=1, **bolt):
+def spout_topology(directory, log, local_dir, parallelism=1, **bolt):
     builder = TopologyBuilder()
-    builder.set_spout("lines", FileSpout(directory, commit_every=1, poll_secs=0.05), parallelism)
+    spout = FileSpout(directory, commit_every=1, poll_secs=0.05, progress_dir=local_dir)
+    builder.set_spout("lines", spout, parallelism)
     builder.set_bolt("rec", Recorder(log, **bolt), 2).shuffle_grouping("lines")
     return builder.create_topology()
 
 
-def conf(local_dir):
-    return {"topology.message.timeout.secs": 60}
+CONF = {"topology.message.timeout.secs": 60}  # held lines must not time out and replay meanwhile
 
 
 def cluster_at(local_dir):
-    """A LocalCluster whose storm.local.dir (where the spout keeps its progress) is ``local_dir``."""
+    """A LocalCluster whose storm.local.dir is ``local_dir``, where the spout keeps its progress."""
     return LocalCluster({"storm.local.dir": str(local_dir)})
 
 
@@ -114,7 +120,7 @@ def test_every_line_of_every_file_is_emitted_and_acked_and_new_files_are_picked_
     (src / "skip.txt.ignore").write_text("never\n")
     log = SharedLog()
     with cluster_at(tmp_path / "local") as cluster:
-        cluster.submit_topology("read", conf(tmp_path / "local"), spout_topology(src, log, parallelism=2))
+        cluster.submit_topology("read", CONF, spout_topology(src, log, tmp_path / "local", parallelism=2))
         assert wait_until(lambda: sorted(os.listdir(src)) == [f"file{f}.txt.done" for f in range(3)]
                           + ["skip.txt.ignore"], timeout=20)
         write_lines(src / "late.txt", ["late-0", "late-1"])
@@ -136,13 +142,13 @@ def test_after_a_restart_exactly_the_lines_from_the_committed_offset_are_replaye
     first = SharedLog()
     with cluster_at(local) as cluster:
         # lines 10, 11 and 15 stay unacked; 12-14 and 16-19 are acked after the first unacked one
-        cluster.submit_topology("one", conf(local), spout_topology(src, first, hold={"line-10", "line-11", "line-15"}))
+        cluster.submit_topology("one", CONF, spout_topology(src, first, local, hold={"line-10", "line-11", "line-15"}))
         assert wait_until(lambda: len(first.items()) == 20 and progress(local).get("a.txt") == first_unacked)
         cluster.kill_topology("one", wait_secs=0)
     assert (src / "a.txt").exists()  # not done: lines are pending
     second = SharedLog()
     with cluster_at(local) as cluster:
-        cluster.submit_topology("two", conf(local), spout_topology(src, second))
+        cluster.submit_topology("two", CONF, spout_topology(src, second, local))
         assert wait_until(lambda: (src / "a.txt.done").exists(), timeout=20)
         cluster.kill_topology("two", wait_secs=0)
     assert sorted(second.items()) == lines[10:]  # at-least-once: 12-14, 16-19 again, nothing before 10
@@ -154,7 +160,7 @@ def test_undecodable_bytes_go_to_the_dead_letter_file_naming_file_and_offset(tmp
     (src / "bad.txt").write_bytes(b"ok-1\n\xff\xfebroken\nok-2\n")
     log = SharedLog()
     with cluster_at(tmp_path / "local") as cluster:
-        cluster.submit_topology("bad", conf(tmp_path / "local"), spout_topology(src, log))
+        cluster.submit_topology("bad", CONF, spout_topology(src, log, tmp_path / "local"))
         assert wait_until(lambda: (src / "bad.txt.done").exists(), timeout=20)
         cluster.kill_topology("bad", wait_secs=0)
     assert sorted(log.items()) == ["ok-1", "ok-2"]
@@ -169,7 +175,7 @@ def test_a_failed_line_is_replayed_then_dead_lettered_after_the_retry_limit(tmp_
     write_lines(src / "a.txt", ["good", "poison", "fine"])
     log = SharedLog()
     with cluster_at(tmp_path / "local") as cluster:
-        cluster.submit_topology("retry", conf(tmp_path / "local"), spout_topology(src, log, fail_always={"poison"}))
+        cluster.submit_topology("retry", CONF, spout_topology(src, log, tmp_path / "local", fail_always={"poison"}))
         assert wait_until(lambda: (src / "a.txt.done").exists(), timeout=20)
         cluster.kill_topology("retry", wait_secs=0)
     assert log.items().count("poison") == 4  # the first emit and max_retries=3 re-emits
@@ -183,7 +189,7 @@ def test_a_corrupt_progress_file_stops_the_spout_with_an_error_naming_it(tmp_pat
     state = tmp_path / "local" / "filespout" / "lines"
     state.mkdir(parents=True)
     (state / "task-0.json").write_bytes(b"\x00garbage")
-    spout = FileSpout(src)
+    spout = FileSpout(src, progress_dir=tmp_path / "local")
 
     class Context:
         def get_this_component_id(self):
@@ -196,7 +202,7 @@ def test_a_corrupt_progress_file_stops_the_spout_with_an_error_naming_it(tmp_pat
             return [1]
 
     with pytest.raises(FileConnectorError, match=f"progress file {state / 'task-0.json'} is corrupt"):
-        spout.open({"storm.local.dir": str(tmp_path / "local")}, Context(), None)
+        spout.open({}, Context(), None)
 
 
 # --- the sink ---------------------------------------------------------------------------------------------

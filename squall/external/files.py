@@ -1,0 +1,590 @@
+"""Files in and out: a replayable directory spout and an atomic, rotating file sink.
+
+`FileSpout` is storm-hdfs's ``HdfsSpout`` on a local (or mounted) directory, without its lock
+files: each spout task owns the files whose name hashes (`stable_hash`) to its task index, so
+tasks never race for a file and need no lock directory. It reads its files one at a time, in name
+order, and remembers per file the *committed offset*: the byte offset before which every line was
+acked (the contiguous acked prefix, as Kafka's OffsetManager commits, not HdfsSpout's tracker
+that can skip an early unacked line). A restart resumes every file at its committed offset, so
+every line not acked is replayed, and so may be acked lines after the first unacked one
+(at-least-once).
+
+`FileSinkBolt` writes tuples into hidden temporary files (``.name.inprogress``, which Spark and
+Hadoop input formats skip), and on rotation fsyncs, renames to the final name and fsyncs the
+directory; only then are the tuples in that file acked. A write that fails fails every tuple of
+the file, so they replay.
+
+Nothing here needs a third-party library (the ``files`` extra is empty).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO, NamedTuple
+
+from .._collectors import OutputCollector, OutputFieldsDeclarer, SpoutOutputCollector
+from .._components import Bolt, Spout
+from .._context import TopologyContext
+from .._errors import SquallError
+from .._fields import Fields
+from .._private import FILE_MODE, private_dir
+from .._stable_hash import stable_hash_one
+from .._system import DEFAULT_STREAM
+from .._tuple import Tuple, is_tick_tuple
+from ..engine.clock import Clock
+
+log = logging.getLogger("squall.external.files")
+
+PROGRESS_VERSION = 1
+IN_PROGRESS = ".inprogress"
+
+
+class FileConnectorError(SquallError):
+    """A file connector cannot go on: a corrupt or foreign progress file, an unusable directory.
+    The message names the file."""
+
+
+class LineAt(NamedTuple):
+    """A `FileSpout` tuple's message id: the file's name and the byte offset its line starts at."""
+
+    file: str
+    offset: int
+
+
+# ---------------------------------------------------------------------------------------------
+# Durable writes
+
+
+def fsync_dir(directory: str | os.PathLike) -> None:
+    """Make a rename or a new name in ``directory`` durable (POSIX keeps names in the directory)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_durably(path: Path, data: bytes) -> None:
+    """Replace ``path`` by ``data``, owner-only, atomically and durably: a temporary file, fsync,
+    rename, fsync of the directory. After a crash ``path`` holds the old or the new data."""
+    private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)  # a tmp file left by a crashed run keeps its old mode through O_CREAT
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+# ---------------------------------------------------------------------------------------------
+# The spout's pure core: which offsets are committed, and the progress file
+
+
+class OffsetTracker:
+    """The lines of one file emitted and not yet acked; `committed` is the offset before which
+    everything is acked (the first unacked line's offset, else the end of the last line read).
+
+    Offsets are emitted in increasing order, so the unacked ones form a queue whose head is the
+    commit point; an ack of a later line only marks it, and the head moves past it when every
+    line before it is acked.
+    """
+
+    def __init__(self, start: int) -> None:
+        self._emitted: deque[int] = deque()
+        self._acked: set[int] = set()
+        self._read_to = start
+
+    def emitted(self, offset: int, end: int) -> None:
+        """A line starting at ``offset`` and ending before ``end`` was emitted for the first time."""
+        self._emitted.append(offset)
+        self._read_to = end
+
+    def acked(self, offset: int) -> None:
+        """The line at ``offset`` is done (acked, or given up to the dead-letter file)."""
+        self._acked.add(offset)
+        q = self._emitted
+        while q and q[0] in self._acked:
+            self._acked.discard(q.popleft())
+
+    @property
+    def committed(self) -> int:
+        """The offset before which every line read is acked."""
+        return self._emitted[0] if self._emitted else self._read_to
+
+    @property
+    def pending(self) -> int:
+        """How many lines are emitted and not yet acked."""
+        return len(self._emitted) - len(self._acked)
+
+
+def load_progress(path: Path, spout: str, directory: str) -> dict[str, int]:
+    """Read a spout task's progress file: ``{file name: committed offset}``; {} if it is absent.
+
+    The file is hostile input: anything but a regular JSON file of this spout and this directory
+    with non-negative integer offsets is a `FileConnectorError` naming it.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return {}
+    if not stat.S_ISREG(st.st_mode):
+        raise FileConnectorError(f"FileSpout {spout!r}: progress file {path} is not a regular file")
+    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
+        raise FileConnectorError(f"FileSpout {spout!r}: progress file {path} is another user's or writable by "
+                                 f"others; remove it if it is not squall's")
+    try:
+        doc = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise FileConnectorError(f"FileSpout {spout!r}: progress file {path} is corrupt ({e}); remove it to read "
+                                 f"the files from their start") from None
+    bad = _check_progress(doc, spout, directory)
+    if bad:
+        raise FileConnectorError(f"FileSpout {spout!r}: progress file {path} {bad}")
+    return dict(doc["files"])
+
+
+def _check_progress(doc: Any, spout: str, directory: str) -> str | None:
+    if not isinstance(doc, dict) or doc.get("version") != PROGRESS_VERSION:
+        return f"is not a version-{PROGRESS_VERSION} FileSpout progress file"
+    if doc.get("spout") != spout or doc.get("directory") != directory:
+        return (f"belongs to spout {doc.get('spout')!r} reading {doc.get('directory')!r}, not to {spout!r} "
+                f"reading {directory!r}; give this spout another id or remove the file")
+    files = doc.get("files")
+    if not isinstance(files, dict) or not all(
+            isinstance(k, str) and type(v) is int and v >= 0 for k, v in files.items()):
+        return "has a malformed 'files' map (expected file name -> non-negative integer offset)"
+    return None
+
+
+def dump_progress(spout: str, directory: str, files: dict[str, int]) -> bytes:
+    """The bytes of a progress file (the inverse of `load_progress`)."""
+    return json.dumps({"version": PROGRESS_VERSION, "spout": spout, "directory": directory,
+                       "files": dict(sorted(files.items()))}, indent=0).encode()
+
+
+def owner_of(name: str, tasks: int) -> int:
+    """The index of the spout task that reads file ``name`` among ``tasks`` tasks."""
+    return stable_hash_one(name) % tasks
+
+
+# ---------------------------------------------------------------------------------------------
+# Readers and translators
+
+
+def read_line(f: BinaryIO) -> bytes:
+    """The default record reader: the next line, newline included (b"" at end of file)."""
+    return f.readline()
+
+
+def translate_text(record: bytes) -> list:
+    """The default translator: the record decoded as UTF-8 without its line ending, as ``[line]``;
+    undecodable bytes raise `UnicodeDecodeError`."""
+    return [record.decode("utf-8").rstrip("\r\n")]
+
+
+class _Line(NamedTuple):
+    values: list
+    tries: int  # re-emits so far
+
+
+class FileSpout(Spout):
+    """Emits the records of the files in ``directory``, one tuple each, replayably.
+
+    Files are taken in name order, each by one task (the task whose index is the stable hash of
+    the name modulo the spout's parallelism), and a task reads one file at a time. A directory is
+    listed again when a task has no file left (at most every ``poll_secs``), so new files are
+    picked up. Files must be complete when they appear: move them in, or write them with
+    ``ignore_suffix`` and rename. Names starting with ``.`` or ``_`` are skipped, as Spark does.
+
+    Each tuple's message id is a `LineAt` (file, byte offset). On ``fail`` the same line is
+    emitted again, up to ``max_retries`` re-emits (None: without limit); then, and for a record
+    the translator cannot read (undecodable bytes), the raw record is appended to the
+    dead-letter file ``<dead_letter_dir>/<file>.dead`` as a JSON line naming file, offset and
+    reason, logged, reported, and counted as done, so it is never silently dropped.
+
+    Progress: per file the committed offset (everything before it acked) is written to
+    ``<progress_dir>/filespout/<spout id>/task-<index>.json`` (atomically and fsynced,
+    owner-only) after ``commit_every`` acks or ``commit_secs`` seconds, whichever comes first,
+    when a file is finished and on close. ``progress_dir`` is the cluster's ``storm.local.dir``
+    (default ``storm-local``, resolved where the topology is built, since squall does not show
+    tasks the daemons' settings); it must be reachable by the workers running this spout (a
+    local or shared directory). A new topology with the same ``progress_dir`` and
+    spout id resumes each file at its committed offset: at-least-once, lines acked after the
+    committed offset but before the crash are emitted again. On start a task reads every task's
+    progress file of this spout, so changing the parallelism between runs loses nothing.
+
+    When every line of a file is acked, the file is renamed with ``done_suffix`` (HdfsSpout moves
+    it to its archive directory) and forgotten by the progress file.
+
+    Args:
+        directory: the directory to read.
+        fields: the output fields (the translator returns one value per field).
+        reader: ``f -> bytes``: the next raw record from a binary file (b"" at end); default lines.
+        translator: ``bytes -> list``: a record's values; default the UTF-8 line without its end.
+        stream: the stream to emit on.
+    """
+
+    def __init__(self, directory: str | os.PathLike, fields: Sequence[str] = ("line",), *,
+                 reader: Callable[[BinaryIO], bytes] = read_line,
+                 translator: Callable[[bytes], Sequence] = translate_text,
+                 stream: str = DEFAULT_STREAM, max_retries: int | None = 3,
+                 dead_letter_dir: str | os.PathLike | None = None, done_suffix: str = ".done",
+                 ignore_suffix: str = ".ignore", commit_every: int = 1000, commit_secs: float = 1.0,
+                 poll_secs: float = 1.0, progress_dir: str | os.PathLike | None = None,
+                 clock: Clock | None = None) -> None:
+        if commit_every < 1 or commit_secs <= 0 or poll_secs < 0:
+            raise ValueError("FileSpout: commit_every must be >= 1, commit_secs > 0 and poll_secs >= 0")
+        if max_retries is not None and max_retries < 0:
+            raise ValueError("FileSpout: max_retries must be >= 0 or None")
+        self.directory = os.path.abspath(directory)
+        self.fields = list(fields)
+        self.reader = reader
+        self.translator = translator
+        self.stream = stream
+        self.max_retries = max_retries
+        self.dead_letter_dir = os.path.abspath(dead_letter_dir or os.path.join(self.directory, ".dead-letter"))
+        self.done_suffix = done_suffix
+        self.ignore_suffix = ignore_suffix
+        self.commit_every = commit_every
+        self.commit_secs = commit_secs
+        self.poll_secs = poll_secs
+        self.clock = clock or Clock()
+        # squall keeps storm.local.dir from tasks (docs/configuration.md), so it is resolved here,
+        # where the topology is built: squall's default "storm-local", from this directory
+        self.progress_dir = os.path.abspath(progress_dir or "storm-local")
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """Declares ``fields`` on ``stream``."""
+        declarer.declare_stream(self.stream, Fields(*self.fields))
+
+    def open(self, conf: dict, context: TopologyContext, collector: SpoutOutputCollector) -> None:
+        """Loads every progress file of this spout; raises `FileConnectorError` if one is corrupt
+        or another spout's, naming it."""
+        super().open(conf, context, collector)
+        if not os.path.isdir(self.directory):
+            raise FileConnectorError(f"FileSpout: {self.directory} is not a directory")
+        self.spout_id = context.get_this_component_id()
+        self.index = context.get_this_task_index()
+        self.tasks = len(context.get_component_tasks(self.spout_id))
+        state = private_dir(Path(self.progress_dir) / "filespout" / self.spout_id)
+        self.progress_path = state / f"task-{self.index}.json"
+        self.progress: dict[str, int] = {}
+        for p in sorted(state.glob("task-*.json")):
+            for name, offset in load_progress(p, self.spout_id, self.directory).items():
+                self.progress[name] = max(offset, self.progress.get(name, 0))
+        self.queue: deque[str] = deque()
+        self.file: str | None = None
+        self.handle: BinaryIO | None = None
+        self.tracker: OffsetTracker | None = None
+        self.inflight: dict[int, _Line] = {}
+        self.retry: deque[int] = deque()
+        self.acks_since_commit = 0
+        self.last_commit = self.last_list = self.clock.now()
+        self.listed = False
+        self.dead_letters = 0
+
+    # -- reading
+
+    def _list(self) -> None:
+        now = self.clock.now()
+        if self.listed and now - self.last_list < self.poll_secs:
+            return
+        self.listed, self.last_list = True, now
+        skip = (IN_PROGRESS, self.ignore_suffix, self.done_suffix)
+        names = sorted(e.name for e in os.scandir(self.directory)
+                       if e.is_file() and e.name[0] not in "._" and not e.name.endswith(skip)
+                       and owner_of(e.name, self.tasks) == self.index)
+        self.queue = deque(names)
+
+    def _start_next(self) -> bool:
+        while self.queue:
+            name = self.queue.popleft()
+            try:
+                handle = open(os.path.join(self.directory, name), "rb")  # noqa: SIM115 (kept open across calls)
+            except FileNotFoundError:
+                continue  # taken away since the listing
+            start = self.progress.get(name, 0)
+            handle.seek(start)
+            self.file, self.handle, self.tracker = name, handle, OffsetTracker(start)
+            self.progress[name] = start
+            return True
+        return False
+
+    def next_tuple(self) -> None:
+        """Re-emits a failed line if any, else emits the next record of the current file."""
+        if self.retry:
+            offset = self.retry.popleft()
+            line = self.inflight.get(offset)
+            if line is not None:
+                self.collector.emit(line.values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
+            return
+        if self.handle is None:
+            self._list()
+            if not self._start_next():
+                self._maybe_commit()
+                return
+        assert self.handle is not None and self.tracker is not None
+        offset = self.handle.tell()
+        record = self.reader(self.handle)
+        if not record:
+            self._maybe_finish()
+            self._maybe_commit()
+            return
+        end = self.handle.tell()
+        self.tracker.emitted(offset, end)
+        try:
+            values = list(self.translator(record))
+        except Exception as e:  # noqa: BLE001 - the user's translator or the decoder: the record is bad, not the spout
+            self._dead_letter(offset, record, f"unreadable record: {type(e).__name__}: {e}")
+            self._done(offset)
+            return
+        self.inflight[offset] = _Line(values, 0)
+        self.collector.emit(values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
+
+    # -- acks
+
+    def ack(self, msg_id: Any) -> None:
+        """The line is done: the committed offset may move past it."""
+        if self._ours(msg_id) and self.inflight.pop(msg_id.offset, None) is not None:
+            self._done(msg_id.offset)
+
+    def fail(self, msg_id: Any) -> None:
+        """Re-emits the line, or after ``max_retries`` re-emits gives it to the dead-letter file."""
+        if not self._ours(msg_id) or msg_id.offset not in self.inflight:
+            return
+        line = self.inflight[msg_id.offset]
+        if self.max_retries is not None and line.tries >= self.max_retries:
+            del self.inflight[msg_id.offset]
+            record = json.dumps(line.values, default=repr).encode()
+            self._dead_letter(msg_id.offset, record, f"failed {line.tries + 1} times")
+            self._done(msg_id.offset)
+            return
+        self.inflight[msg_id.offset] = line._replace(tries=line.tries + 1)
+        self.retry.append(msg_id.offset)
+
+    def _ours(self, msg_id: Any) -> bool:
+        return isinstance(msg_id, LineAt) and msg_id.file == self.file
+
+    def _done(self, offset: int) -> None:
+        assert self.tracker is not None
+        self.tracker.acked(offset)
+        self.acks_since_commit += 1
+        self._maybe_finish()
+        self._maybe_commit()
+
+    def _dead_letter(self, offset: int, record: bytes, reason: str) -> None:
+        """Appends the record to the dead-letter file, durably, before it counts as done."""
+        where = f"{os.path.join(self.directory, self.file or '?')} at byte offset {offset}"
+        entry = {"file": self.file, "offset": offset, "reason": reason,
+                 "record": record.decode("utf-8", "backslashreplace")}
+        private_dir(self.dead_letter_dir)
+        path = os.path.join(self.dead_letter_dir, f"{self.file}.dead")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        try:
+            os.write(fd, json.dumps(entry).encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.dead_letters += 1
+        message = f"FileSpout {self.spout_id!r}: {reason} in {where}; written to {path}"
+        log.error(message)
+        self.collector.report_error(message)
+
+    # -- progress
+
+    def _maybe_finish(self) -> None:
+        """A file read to its end with every line done is renamed done and forgotten."""
+        if self.handle is None or self.tracker is None or self.tracker.pending or self.retry:
+            return
+        offset = self.handle.tell()
+        if self.reader(self.handle):  # more to read: not finished
+            self.handle.seek(offset)
+            return
+        self.handle.close()
+        name = self.file
+        assert name is not None
+        src = os.path.join(self.directory, name)
+        os.replace(src, src + self.done_suffix)
+        fsync_dir(self.directory)
+        self.progress.pop(name, None)
+        self.file = self.handle = self.tracker = None
+        self.inflight.clear()
+        self._commit()
+
+    def _maybe_commit(self) -> None:
+        if self.acks_since_commit >= self.commit_every or (
+                self.acks_since_commit and self.clock.now() - self.last_commit >= self.commit_secs):
+            self._commit()
+
+    def _commit(self) -> None:
+        if self.file is not None and self.tracker is not None:
+            self.progress[self.file] = self.tracker.committed
+        present = set(os.listdir(self.directory))
+        # a file renamed done after a crash before this commit leaves an entry: drop it
+        mine = {n: o for n, o in self.progress.items() if n in present and owner_of(n, self.tasks) == self.index}
+        write_durably(self.progress_path, dump_progress(self.spout_id, self.directory, mine))
+        self.acks_since_commit = 0
+        self.last_commit = self.clock.now()
+
+    def close(self) -> None:
+        """Commits the progress and closes the current file."""
+        if getattr(self, "progress_path", None) is not None:
+            self._commit()
+        if getattr(self, "handle", None) is not None:
+            self.handle.close()  # type: ignore[union-attr]
+
+    def committed(self) -> dict[str, int]:
+        """This task's committed offset per file being read (for monitoring and tests)."""
+        out = dict(self.progress)
+        if self.file is not None and self.tracker is not None:
+            out[self.file] = self.tracker.committed
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The sink
+
+
+def format_tab_line(tup: Tuple) -> bytes:
+    """The default sink format: the tuple's values as text, tab-separated, one line."""
+    return ("\t".join(str(v) for v in tup.values) + "\n").encode("utf-8")
+
+
+class FileSinkBolt(Bolt):
+    """Writes tuples to rotated files in ``directory``, each visible only when complete.
+
+    A file is written as ``.<name>.inprogress`` (hidden from Spark's and Hadoop's readers) and
+    rotated after ``max_records`` tuples or ``max_bytes`` bytes, and on every tick tuple if it
+    holds anything (``tick_secs``, Storm's ``topology.tick.tuple.freq.secs``, so that a quiet
+    stream is still committed). Rotating fsyncs the file, renames it to
+    ``<prefix>-<task index>-<run>-<sequence><suffix>`` and fsyncs the directory; then, and only
+    then, are its tuples acked. If a write, fsync or rename fails (disk full, permissions, the
+    directory gone) every tuple of that file is failed, so the spout replays it, and the partial
+    file is removed. At-least-once: a replayed tuple already written is written again.
+
+    Temporary files left by an earlier crashed run of this task are removed in ``prepare``; their
+    tuples were never acked, so they are replayed.
+
+    Args:
+        directory: where files go (created if missing).
+        formatter: ``Tuple -> bytes``: one record; default tab-separated values and a newline.
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, prefix: str = "part", suffix: str = ".txt",
+                 formatter: Callable[[Tuple], bytes] = format_tab_line, max_records: int | None = 10000,
+                 max_bytes: int | None = 64 << 20, tick_secs: int | None = 10) -> None:
+        if max_records is None and max_bytes is None and tick_secs is None:
+            raise ValueError("FileSinkBolt: give at least one of max_records, max_bytes or tick_secs")
+        if "/" in prefix or "/" in suffix or prefix.startswith((".", "_")):
+            raise ValueError(f"FileSinkBolt: prefix {prefix!r} must not contain '/' nor start with '.' or '_'")
+        self.directory = os.path.abspath(directory)
+        self.prefix, self.suffix, self.formatter = prefix, suffix, formatter
+        self.max_records, self.max_bytes, self.tick_secs = max_records, max_bytes, tick_secs
+
+    def get_component_configuration(self) -> dict[str, Any] | None:
+        """Asks for tick tuples every ``tick_secs``."""
+        return {"topology.tick.tuple.freq.secs": self.tick_secs} if self.tick_secs else None
+
+    def prepare(self, conf: dict, context: TopologyContext, collector: OutputCollector) -> None:
+        """Creates the directory and removes this task's temporary files of a crashed run."""
+        super().prepare(conf, context, collector)
+        os.makedirs(self.directory, exist_ok=True)
+        self.stem = f"{self.prefix}-{context.get_this_task_index()}-"
+        for e in os.scandir(self.directory):
+            if e.name.startswith("." + self.stem) and e.name.endswith(IN_PROGRESS):
+                os.unlink(e.path)
+        self.run = uuid.uuid4().hex[:8]
+        self.sequence = 0
+        self.handle: BinaryIO | None = None
+        self.temp = ""
+        self.held: list[Tuple] = []
+        self.size = 0
+        self.files_written = 0
+
+    def execute(self, tup: Tuple) -> None:
+        """Appends the tuple to the current file (a tick rotates it)."""
+        if is_tick_tuple(tup):
+            if self.held:
+                self._rotate()
+            self.collector.ack(tup)
+            return
+        try:
+            record = self.formatter(tup)
+            if self.handle is None:
+                self.sequence += 1
+                self.temp = os.path.join(self.directory, f".{self._name()}{IN_PROGRESS}")
+                self.handle = open(self.temp, "wb")  # noqa: SIM115 (kept open until rotated)
+                self.size = 0
+            self.handle.write(record)
+        except OSError as e:
+            self.held.append(tup)
+            self._abandon(e)
+            return
+        self.held.append(tup)
+        self.size += len(record)
+        if ((self.max_records is not None and len(self.held) >= self.max_records)
+                or (self.max_bytes is not None and self.size >= self.max_bytes)):
+            self._rotate()
+
+    def _name(self) -> str:
+        return f"{self.stem}{self.run}-{self.sequence:06d}{self.suffix}"
+
+    def _rotate(self) -> None:
+        assert self.handle is not None
+        final = os.path.join(self.directory, self._name())
+        try:
+            self.handle.flush()
+            os.fsync(self.handle.fileno())
+            self.handle.close()
+            self.handle = None
+            os.replace(self.temp, final)
+            fsync_dir(self.directory)
+        except OSError as e:
+            self._abandon(e)
+            return
+        for t in self.held:
+            self.collector.ack(t)
+        self.held.clear()
+        self.files_written += 1
+
+    def _abandon(self, error: OSError) -> None:
+        """Fails every tuple of the current file and removes what was written of it."""
+        message = (f"FileSinkBolt: cannot write {self.temp or self.directory}: {error}; failing "
+                   f"{len(self.held)} tuple(s) so they replay")
+        log.error(message)
+        self.collector.report_error(message)
+        if self.handle is not None:
+            try:
+                self.handle.close()
+            except OSError:
+                pass  # the data is being thrown away: a failed flush is expected here
+            self.handle = None
+        try:
+            os.unlink(self.temp)
+        except OSError:
+            pass  # never created, or the directory is gone
+        for t in self.held:
+            self.collector.fail(t)
+        self.held.clear()
+
+    def cleanup(self) -> None:
+        """Commits the current file if it holds anything."""
+        if getattr(self, "held", None):
+            self._rotate()

@@ -99,7 +99,8 @@ def read_counts(client: Any) -> dict[str, int]:
     """The counts the sink wrote, read back from Redis."""
     out = {}
     for key in client.scan_iter(f"{COUNTS}:*"):
-        out[key.decode().split(":", 1)[1]] = int(client.hget(key, "count"))
+        name = key.decode() if isinstance(key, bytes) else key
+        out[name.split(":", 1)[1]] = int(client.hget(key, "count"))
     return out
 
 

@@ -31,6 +31,13 @@ def load_example(name: str) -> ModuleType:
 
 
 @pytest.fixture(scope="session")
+def redis_word_count() -> ModuleType:
+    """``examples/redis_word_count.py`` (skipped without the redis library)."""
+    pytest.importorskip("redis", reason="the redis library is not installed: pip install -e '.[redis]'")
+    return load_example("redis_word_count")
+
+
+@pytest.fixture(scope="session")
 def word_count() -> ModuleType:
     """``examples/word_count.py``."""
     return load_example("word_count")

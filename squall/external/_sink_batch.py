@@ -1,0 +1,258 @@
+"""The part the Parquet and Delta sinks share: a bolt that batches rows keyed by the source's id,
+commits a batch in one durable step, and acks its tuples only after that step.
+
+Exactly once per id: a batch is named by its task and a sequence number, and the ids of the last
+``dedupe_batches`` committed batches are remembered (rebuilt from the sink itself after a
+restart), so a replayed tuple whose id was already committed is acked without being written
+again. Beyond that window a replay is written again: the guarantee is exactly once within the
+window, at least once after it (see docs/connectors.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import deque
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+
+from .._collectors import OutputFieldsDeclarer
+from .._components import Bolt
+from .._errors import SquallError
+from .._fields import Fields
+from .._tuple import Tuple, is_tick_tuple
+
+log = logging.getLogger(__name__)
+
+DEAD_LETTER_STREAM = "dead_letter"
+"""The stream a sink emits rows that do not fit its schema on (with ``on_bad_row="dead_letter"``)."""
+
+DEAD_LETTER_FIELDS = Fields("id", "component", "error", "values")
+
+
+class SinkSchemaError(SquallError):
+    """A tuple's value does not fit the sink's column type (or a required column is missing)."""
+
+    def __init__(self, component: str, field: str, value: Any, expected: Any, reason: str) -> None:
+        self.component, self.field, self.value, self.expected = component, field, value, expected
+        super().__init__(f"sink {component!r}: field {field!r} = {value!r} does not fit column type "
+                         f"{expected} ({reason})")
+
+
+class SinkWriteError(SquallError):
+    """A batch could not be made durable; its tuples are failed so that they replay."""
+
+
+class CommittedBatch(NamedTuple):
+    """A batch already durable in the sink: its sequence number and the ids it holds."""
+
+    seq: int
+    ids: list
+
+
+def as_schema(schema: pa.Schema | list | dict) -> pa.Schema:
+    """``schema`` as a pyarrow schema: a ``pa.Schema``, ``[(name, type), ...]`` or ``{name: type}``."""
+    if isinstance(schema, pa.Schema):
+        return schema
+    if isinstance(schema, dict):
+        schema = list(schema.items())
+    return pa.schema(schema)
+
+
+def check_id_column(schema: pa.Schema, id_field: str, where: str) -> None:
+    """Raise ValueError unless ``id_field`` is a string or integer column of ``schema``."""
+    if id_field not in schema.names:
+        raise ValueError(f"{where}: id field {id_field!r} is not a column of the schema "
+                         f"({', '.join(schema.names)})")
+    t = schema.field(id_field).type
+    if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)):
+        raise ValueError(f"{where}: id field {id_field!r} must be a string or integer column, not {t}")
+
+
+def safe_name(text: str) -> str:
+    """``text`` with only the characters safe in a file name or Delta app id."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
+
+
+def row_error(schema: pa.Schema, row: list, component: str) -> SinkSchemaError | None:
+    """Why ``row`` (one value per column of ``schema``) does not fit ``schema``, or None."""
+    for field, value in zip(schema, row):
+        if value is None:
+            if not field.nullable:
+                return SinkSchemaError(component, field.name, value, field.type, "missing or None")
+            continue
+        try:
+            pa.array([value], type=field.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
+            return SinkSchemaError(component, field.name, value, field.type, str(e).splitlines()[0])
+    return None
+
+
+def build_table(schema: pa.Schema, rows: dict, component: str) -> tuple[pa.Table, dict]:
+    """The rows (``{id: [value per column]}``) that fit ``schema`` as one table, and
+    ``{id: SinkSchemaError}`` for those that do not.
+
+    The whole batch is converted at once; only if that fails is each row checked, so the
+    common case pays one conversion per column.
+    """
+    columns = list(zip(*rows.values())) if rows else [[] for _ in schema]
+    try:
+        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema)]
+        table = pa.Table.from_arrays(arrays, schema=schema)
+        if not any(table.column(f.name).null_count for f in schema if not f.nullable):
+            return table, {}
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        pass
+    bad = {key: err for key, row in rows.items() if (err := row_error(schema, row, component))}
+    good = [row for key, row in rows.items() if key not in bad]
+    columns = list(zip(*good)) if good else [[] for _ in schema]
+    arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema)]
+    return pa.Table.from_arrays(arrays, schema=schema), bad
+
+
+class CommittedIds:
+    """The ids of the last ``max_batches`` committed batches: what a replay is checked against."""
+
+    def __init__(self, max_batches: int) -> None:
+        self._batches: deque[CommittedBatch] = deque()
+        self._seq_of: dict[Any, int] = {}
+        self.max_batches = max_batches
+
+    def add(self, batch: CommittedBatch) -> None:
+        """Remember ``batch``'s ids, forgetting the oldest batch beyond the window."""
+        self._batches.append(batch)
+        for key in batch.ids:
+            self._seq_of[key] = batch.seq
+        while len(self._batches) > self.max_batches:
+            old = self._batches.popleft()
+            for key in old.ids:
+                # a later batch may hold the same id again (written after the window): keep it
+                if self._seq_of.get(key) == old.seq:
+                    del self._seq_of[key]
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._seq_of
+
+    def __len__(self) -> int:
+        return len(self._seq_of)
+
+
+class BatchingSinkBolt(Bolt):
+    """Batches rows by the source's id and commits them on a size or a tick (the shared shell).
+
+    Subclasses give ``_open`` (returns the batches already committed by this task, oldest
+    first, and the schema to write with) and ``_commit(seq, table, ids)`` (makes the batch
+    durable in one step, or raises `SinkWriteError` if it is not).
+    """
+
+    def __init__(self, schema: pa.Schema | list | dict, id_field: str, batch_size: int = 1000,
+                 tick_secs: float | None = 1, dedupe_batches: int = 100,
+                 on_bad_row: str = "dead_letter") -> None:
+        name = type(self).__name__
+        self.schema = as_schema(schema)
+        check_id_column(self.schema, id_field, name)
+        if batch_size < 1:
+            raise ValueError(f"{name}: batch_size must be at least 1, not {batch_size}")
+        if dedupe_batches < 1:
+            raise ValueError(f"{name}: dedupe_batches must be at least 1, not {dedupe_batches}")
+        if on_bad_row not in ("dead_letter", "fail"):
+            raise ValueError(f"{name}: on_bad_row must be 'dead_letter' or 'fail', not {on_bad_row!r}")
+        self.id_field, self.batch_size, self.tick_secs = id_field, batch_size, tick_secs
+        self.dedupe_batches, self.on_bad_row = dedupe_batches, on_bad_row
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """The dead-letter stream: ``(id, component, error, values)`` of rows that do not fit."""
+        declarer.declare_stream(DEAD_LETTER_STREAM, DEAD_LETTER_FIELDS)
+
+    def get_component_configuration(self) -> dict[str, Any] | None:
+        """Tick tuples every ``tick_secs`` so that a partial batch is committed in time."""
+        return {"topology.tick.tuple.freq.secs": self.tick_secs} if self.tick_secs else None
+
+    def prepare(self, conf, context, collector) -> None:
+        """Open the sink and rebuild the committed ids and the next sequence number from it."""
+        super().prepare(conf, context, collector)
+        self.component = context.get_this_component_id()
+        self.task_name = safe_name(f"{self.component}-{context.get_this_task_id()}")
+        self._rows: dict[Any, list] = {}
+        self._tuples: list[Tuple] = []
+        self._committed = CommittedIds(self.dedupe_batches)
+        committed = self._open()
+        for batch in committed[-self.dedupe_batches:]:
+            self._committed.add(batch)
+        self._seq = committed[-1].seq + 1 if committed else 0
+
+    def execute(self, tup: Tuple) -> None:
+        """Add ``tup``'s row to the batch (or ack a replay already committed); commit when full."""
+        if is_tick_tuple(tup):
+            self.collector.ack(tup)
+            self.flush()
+            return
+        try:
+            key = tup.get_value_by_field(self.id_field)
+        except (KeyError, ValueError):
+            self._bad(tup, None, SinkSchemaError(self.component, self.id_field, None, "the id",
+                                                 f"stream {tup.get_source_stream_id()!r} of "
+                                                 f"{tup.get_source_component()!r} has no such field"))
+            return
+        if key in self._committed:
+            self.collector.ack(tup)  # a replay of a row already durable
+            return
+        self._tuples.append(tup)
+        if key not in self._rows:  # a replay of a row still in this batch is written once
+            self._rows[key] = [tup.get_value_by_field(f) if tup.contains(f) else None
+                               for f in self.schema.names]
+        if len(self._rows) >= self.batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit the pending batch: ack its tuples if durable, fail them if not."""
+        if not self._tuples:
+            return
+        rows, tuples = self._rows, self._tuples
+        self._rows, self._tuples = {}, []
+        table, bad = build_table(self.schema, rows, self.component)
+        good = []
+        for tup in tuples:
+            key = tup.get_value_by_field(self.id_field)
+            if key in bad:
+                self._bad(tup, key, bad[key])
+            else:
+                good.append(tup)
+        if table.num_rows:
+            ids = [key for key in rows if key not in bad]
+            try:
+                self._commit(self._seq, table, ids)
+            except Exception as e:
+                err = e if isinstance(e, SinkWriteError) else SinkWriteError(
+                    f"sink {self.component!r}: batch {self.task_name}#{self._seq} of {len(ids)} rows "
+                    f"was not written ({type(e).__name__}: {e}); its tuples are failed and replay")
+                log.error("%s", err)
+                self.collector.report_error(err)
+                for tup in good:
+                    self.collector.fail(tup)
+                return
+            self._committed.add(CommittedBatch(self._seq, ids))
+            self._seq += 1
+        for tup in good:
+            self.collector.ack(tup)
+
+    def _bad(self, tup: Tuple, key: Any, err: SinkSchemaError) -> None:
+        log.warning("%s", err)
+        self.collector.report_error(err)
+        if self.on_bad_row == "fail":
+            self.collector.fail(tup)
+            return
+        self.collector.emit([key, self.component, str(err), list(tup.get_values())], anchors=tup,
+                            stream=DEAD_LETTER_STREAM)
+        self.collector.ack(tup)
+
+    def cleanup(self) -> None:
+        """Commit what is pending on a clean shutdown (a crash leaves it to replay)."""
+        self.flush()
+
+    def _open(self) -> list[CommittedBatch]:
+        raise NotImplementedError
+
+    def _commit(self, seq: int, table: pa.Table, ids: list) -> None:
+        raise NotImplementedError

@@ -1,0 +1,87 @@
+"""`ParquetSinkBolt`: rows into a directory of Parquet files that ``spark.read.parquet`` reads.
+
+Each batch is one file, ``part-<component>-<task>-<seq>.parquet``, written under a hidden name
+(Spark and pyarrow skip names starting with ``.``), fsynced, then renamed into place and the
+directory fsynced: the rename is the commit, so a reader sees a batch whole or not at all. The
+files are also the commit log: after a restart the task finds its last sequence number from
+their names and the ids it committed from their id column.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ._sink_batch import BatchingSinkBolt, CommittedBatch, SinkWriteError
+
+__all__ = ["ParquetSinkBolt"]
+
+
+class ParquetSinkBolt(BatchingSinkBolt):
+    """Write tuples as rows of Parquet files under ``path``, each id exactly once.
+
+    ``schema``: the columns (a ``pa.Schema``, ``[(name, type)]`` or ``{name: type}``), each
+    filled from the tuple's field of the same name. ``id_field``: the column holding the source's
+    id (a string or integer); subscribe the sink with ``fields_grouping`` on it so that a replay
+    reaches the task that wrote the original. A batch is committed when it holds ``batch_size``
+    ids or on a tick every ``tick_secs`` (keep it well below ``topology.message.timeout.secs``).
+    The ids of the last ``dedupe_batches`` batches per task are remembered. A row that does not
+    fit the schema goes to the ``dead_letter`` stream (``on_bad_row="fail"``: the tuple fails).
+    """
+
+    def __init__(self, path: str | os.PathLike, schema, id_field: str, batch_size: int = 1000,
+                 tick_secs: float | None = 1, dedupe_batches: int = 100,
+                 on_bad_row: str = "dead_letter", compression: str = "snappy") -> None:
+        super().__init__(schema, id_field, batch_size, tick_secs, dedupe_batches, on_bad_row)
+        self.path = str(path)
+        self.compression = compression
+
+    def _file(self, seq: int) -> Path:
+        return Path(self.path) / f"part-{self.task_name}-{seq:010d}.parquet"
+
+    def _open(self) -> list[CommittedBatch]:
+        root = Path(self.path)
+        root.mkdir(parents=True, exist_ok=True)
+        mine = re.compile(rf"part-{re.escape(self.task_name)}-(\d{{10}})\.parquet")
+        for stale in root.glob(f".part-{self.task_name}-*.tmp"):
+            stale.unlink(missing_ok=True)  # written but never renamed: its tuples replay
+        seqs = sorted(int(m.group(1)) for p in root.iterdir() if (m := mine.fullmatch(p.name)))
+        batches = []
+        for seq in seqs[-self.dedupe_batches:]:
+            try:
+                ids = pq.read_table(self._file(seq), columns=[self.id_field]).column(0).to_pylist()
+            except (OSError, pa.ArrowException, KeyError) as e:
+                raise SinkWriteError(f"sink {self.component!r}: cannot read the ids of committed file "
+                                     f"{self._file(seq)} ({e})") from e
+            batches.append(CommittedBatch(seq, ids))
+        if seqs and (not batches or batches[-1].seq != seqs[-1]):
+            batches.append(CommittedBatch(seqs[-1], []))
+        return batches
+
+    def _commit(self, seq: int, table: pa.Table, ids: list) -> None:
+        final = self._file(seq)
+        tmp = final.with_name(f".{final.name}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                pq.write_table(table, f, compression=self.compression)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        except Exception:
+            tmp.unlink(missing_ok=True)
+            raise
+        # the rename is durable once the directory is; if that cannot be made sure the file is
+        # taken back, so that the failed tuples' replay is not a second copy
+        try:
+            dir_fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError:
+            final.unlink(missing_ok=True)
+            raise

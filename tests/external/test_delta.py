@@ -1,0 +1,263 @@
+"""The Parquet and Delta sinks: batches committed whole, each id written exactly once although
+tuples replay (failed upstream, failed after the sink committed them, or a crashed executor),
+rows that do not fit the schema dead-lettered with the field named; read back by PySpark."""
+
+import threading
+import time
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+deltalake = pytest.importorskip("deltalake")
+
+from squall import Bolt, Config, Fields, LocalCluster, Spout, TopologyBuilder  # noqa: E402
+from squall.external._sink_batch import (  # noqa: E402
+    DEAD_LETTER_STREAM, CommittedBatch, CommittedIds, build_table)
+from squall.external.delta import DeltaSinkBolt  # noqa: E402
+from squall.external.parquet import ParquetSinkBolt  # noqa: E402
+
+from ..conftest import wait_until  # noqa: E402
+
+SCHEMA = pa.schema([("id", pa.int64(), False), ("name", pa.string()), ("n", pa.int64())])
+
+
+def row(i):
+    return [i, f"user-{i}", i * 10]
+
+
+# -- the pure core ---------------------------------------------------------------------------
+
+def test_committed_ids_forget_batches_beyond_the_window():
+    ids = CommittedIds(max_batches=2)
+    ids.add(CommittedBatch(0, [1, 2]))
+    ids.add(CommittedBatch(1, [3]))
+    ids.add(CommittedBatch(2, [2, 4]))  # 2 again: written after the window by a later batch
+    assert 1 not in ids and 3 in ids and 2 in ids and 4 in ids
+    ids.add(CommittedBatch(3, []))
+    assert 3 not in ids and 2 in ids
+
+
+def test_build_table_sets_aside_rows_that_do_not_fit_naming_the_field():
+    table, bad = build_table(SCHEMA, {1: row(1), 2: [2, "x", "not a number"], 3: [3, None, None]},
+                             "sink")
+    assert table.column("id").to_pylist() == [1, 3]
+    assert list(bad) == [2]
+    assert bad[2].field == "n" and "'n'" in str(bad[2]) and "'sink'" in str(bad[2])
+
+
+# -- the bolts, driven directly --------------------------------------------------------------
+
+class FakeContext:
+    def __init__(self, task=1):
+        self.task = task
+
+    def get_this_component_id(self):
+        return "sink"
+
+    def get_this_task_id(self):
+        return self.task
+
+    def get_component_tasks(self, component):
+        return [self.task]
+
+
+class FakeCollector:
+    def __init__(self):
+        self.acked, self.failed, self.emitted, self.errors = [], [], [], []
+
+    def ack(self, t):
+        self.acked.append(t.get_value_by_field("id"))
+
+    def fail(self, t):
+        self.failed.append(t.get_value_by_field("id"))
+
+    def emit(self, values, anchors=None, stream="default"):
+        self.emitted.append((stream, values))
+
+    def report_error(self, e):
+        self.errors.append(e)
+
+
+def tup(values, fields=("id", "name", "n")):
+    from squall._tuple import Source, Tuple
+    return Tuple(list(values), Source("src", "default", 1, Fields(list(fields))))
+
+
+def make_sinks(tmp_path, **kw):
+    return [ParquetSinkBolt(tmp_path / "pq", SCHEMA, "id", **kw),
+            DeltaSinkBolt(tmp_path / "delta", SCHEMA, "id", **kw)]
+
+
+def read_ids(sink):
+    if isinstance(sink, ParquetSinkBolt):
+        files = sorted(p for p in __import__("pathlib").Path(sink.path).glob("part-*.parquet"))
+        return sorted(i for f in files for i in pq.read_table(f).column("id").to_pylist())
+    return sorted(deltalake.DeltaTable(sink.table_uri).to_pyarrow_table().column("id").to_pylist())
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["parquet", "delta"])
+def test_acks_only_when_the_batch_is_committed_and_never_writes_an_id_twice(tmp_path, which):
+    sink = make_sinks(tmp_path, batch_size=3)[which]
+    out = FakeCollector()
+    sink.prepare({}, FakeContext(), out)
+    sink.execute(tup(row(1)))
+    sink.execute(tup(row(2)))
+    sink.execute(tup(row(1)))  # a replay while the original is still in the batch
+    assert out.acked == [] and read_ids(sink) == []
+    sink.execute(tup(row(3)))  # the batch is full: committed, then acked
+    assert sorted(out.acked) == [1, 1, 2, 3] and read_ids(sink) == [1, 2, 3]
+    sink.execute(tup(row(2)))  # a replay of a committed id: acked, not written
+    assert sorted(out.acked) == [1, 1, 2, 2, 3]
+
+    # a restarted task (a new instance, as after a worker crash) rebuilds what it committed
+    again = make_sinks(tmp_path, batch_size=3)[which]
+    out2 = FakeCollector()
+    again.prepare({}, FakeContext(), out2)
+    for i in (3, 4):
+        again.execute(tup(row(i)))
+    assert out2.acked == [3]  # 3 was committed before the restart
+    again.flush()
+    assert out2.acked == [3, 4] and read_ids(again) == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["parquet", "delta"])
+def test_a_value_that_does_not_fit_is_dead_lettered_with_the_field_and_component(tmp_path, which):
+    sink = make_sinks(tmp_path, batch_size=10)[which]
+    out = FakeCollector()
+    sink.prepare({}, FakeContext(), out)
+    sink.execute(tup(row(1)))
+    sink.execute(tup([2, "b", "twenty"]))
+    sink.flush()
+    assert read_ids(sink) == [1] and sorted(out.acked) == [1, 2]
+    [(stream, (key, component, error, values))] = out.emitted
+    assert stream == DEAD_LETTER_STREAM and key == 2 and component == "sink"
+    assert "field 'n'" in error and values == [2, "b", "twenty"]
+    assert any("field 'n'" in str(e) for e in out.errors)
+
+
+def test_on_bad_row_fail_fails_the_tuple(tmp_path):
+    sink = ParquetSinkBolt(tmp_path / "pq", SCHEMA, "id", on_bad_row="fail")
+    out = FakeCollector()
+    sink.prepare({}, FakeContext(), out)
+    sink.execute(tup([None, "a", 1]))  # the id column is not nullable
+    sink.flush()
+    assert out.failed == [None] and out.emitted == []
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["parquet", "delta"])
+def test_a_batch_that_cannot_be_written_fails_its_tuples_and_acks_none(tmp_path, which):
+    sink = make_sinks(tmp_path, batch_size=10)[which]
+    out = FakeCollector()
+    sink.prepare({}, FakeContext(), out)
+    sink.execute(tup(row(1)))
+    sink._commit = lambda seq, table, ids: (_ for _ in ()).throw(OSError("disk full"))
+    sink.flush()
+    assert out.failed == [1] and out.acked == [] and read_ids(sink) == []
+    assert "disk full" in str(out.errors[0]) and "'sink'" in str(out.errors[0])
+
+
+def test_the_id_field_must_be_a_column():
+    with pytest.raises(ValueError, match="'uid' is not a column"):
+        ParquetSinkBolt("/nonexistent", SCHEMA, "uid")
+
+
+# -- a topology on LocalCluster, read back by Spark ------------------------------------------
+
+STATE = {}  # LocalCluster runs in this process: the spout and bolts report here
+
+
+class ReplayingSpout(Spout):
+    """Emits ids 0..n-1 with themselves as message ids and emits a failed id again."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "name", "n"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.todo = list(range(self.n))
+
+    def next_tuple(self):
+        if self.todo:
+            i = self.todo.pop(0)
+            self.collector.emit(row(i), msg_id=i)
+
+    def ack(self, msg_id):
+        with STATE["lock"]:
+            STATE["acked"].add(msg_id)
+
+    def fail(self, msg_id):
+        with STATE["lock"]:
+            STATE["replays"] += 1
+        self.todo.append(msg_id)
+
+
+class FailOnce(Bolt):
+    """Fails the ids divisible by ``every`` the first time it sees them, passes the rest on;
+    with ``crash_on``, raises (an executor crash) the first time it sees that id."""
+
+    def __init__(self, every, emit=True, crash_on=None):
+        self.every, self.emit, self.crash_on = every, emit, crash_on
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "name", "n"))
+
+    def execute(self, t):
+        i = t.get_value_by_field("id")
+        with STATE["lock"]:
+            first = (self.every, i) not in STATE["seen"]
+            STATE["seen"].add((self.every, i))
+        if first and i == self.crash_on:
+            raise RuntimeError(f"crash on {i}")
+        if first and i % self.every == 0:
+            self.collector.fail(t)
+            return
+        if self.emit:
+            self.collector.emit(list(t.get_values()), anchors=t)
+        self.collector.ack(t)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pyspark = pytest.importorskip("pyspark.sql")
+    session = (pyspark.SparkSession.builder.master("local[1]").appName("squall-delta-test")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
+               .getOrCreate())
+    yield session
+    session.stop()
+
+
+def test_spark_reads_exactly_the_rows_after_replays_and_a_crash(tmp_path, spark):
+    n = 300
+    STATE.update(lock=threading.Lock(), acked=set(), replays=0, seen=set())
+    builder = TopologyBuilder()
+    builder.set_spout("events", ReplayingSpout(n))
+    # upstream fails ids % 7 once (they replay before any sink saw them) and crashes once on 42
+    builder.set_bolt("upstream", FailOnce(7, crash_on=42)).shuffle_grouping("events")
+    for name, sink in (("parquet", ParquetSinkBolt(tmp_path / "pq", SCHEMA, "id", batch_size=25)),
+                       ("delta", DeltaSinkBolt(tmp_path / "delta", SCHEMA, "id", batch_size=25))):
+        builder.set_bolt(name, sink, 2).fields_grouping("upstream", Fields("id"))
+    # a sibling fails ids % 5 once: those replay whole, so the sinks see ids they may already
+    # have committed
+    builder.set_bolt("flaky", FailOnce(5, emit=False)).shuffle_grouping("upstream")
+    conf = Config()
+    conf.set_message_timeout_secs(10)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("to-delta", conf, builder.create_topology())
+        wait_until(lambda: len(STATE["acked"]) == n, 60)
+        cluster.kill_topology("to-delta", wait_secs=0)
+    assert STATE["replays"] > 0
+
+    expected = sorted((i, f"user-{i}", i * 10) for i in range(n))
+    pq_rows = spark.read.parquet(str(tmp_path / "pq")).collect()
+    assert sorted((r.id, r.name, r.n) for r in pq_rows) == expected
+
+    # no delta-spark jar offline: Delta's own reader, and Spark on the table's active files
+    table = deltalake.DeltaTable(str(tmp_path / "delta"))
+    rows = table.to_pyarrow_table().to_pylist()
+    assert sorted((r["id"], r["name"], r["n"]) for r in rows) == expected
+    spark_rows = spark.read.parquet(*table.file_uris()).collect()
+    assert sorted((r.id, r.name, r.n) for r in spark_rows) == expected

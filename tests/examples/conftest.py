@@ -14,6 +14,7 @@ import pytest
 from squall import LocalCluster
 
 from ..conftest import wait_until
+from ..external.conftest import redis_server  # noqa: F401 - the real redis-server fixture, for the Redis example
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

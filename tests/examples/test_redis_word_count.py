@@ -8,7 +8,6 @@ from collections import Counter
 from squall import LocalCluster
 
 from ..conftest import wait_until
-from ..external.conftest import redis_server  # noqa: F401 - the fixture
 
 
 def test_the_counts_in_redis_are_the_words_of_the_sentences_on_the_stream(redis_word_count, redis_server):

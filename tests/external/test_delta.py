@@ -3,7 +3,6 @@ tuples replay (failed upstream, failed after the sink committed them, or a crash
 rows that do not fit the schema dead-lettered with the field named; read back by PySpark."""
 
 import threading
-import time
 
 import pytest
 

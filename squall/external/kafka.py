@@ -1,0 +1,736 @@
+"""A Kafka spout following storm-kafka-client's ``KafkaSpout``.
+
+The pure core, each usable and tested alone:
+
+- `OffsetManager`: per partition, which offsets were emitted and acked, and the next offset to
+  commit: the end of the contiguous acked prefix from the committed offset, where offsets that
+  were never emitted (compacted away, transaction markers) are gaps that never existed;
+- `RetryService`: ``KafkaSpoutRetryExponentialBackoff`` (initial delay, delay period doubling per
+  failure, max delay, max retries);
+- `round_robin_assignment`, `first_poll_offset` (the four first-poll strategies and the
+  "committed by this topology" rule), `is_pollable` (max uncommitted offsets), and the
+  `ProcessingGuarantee` enum.
+
+`KafkaSpout` drives them with a `Consumer` (manual partition assignment, no auto commit): one
+tuple per `next_tuple` from a waiting list, a commit of each partition's ``next_commit_offset``
+every ``offset_commit_period_ms``, a seek back to the earliest retriable offset to replay a
+failure. `ConfluentConsumer` is the `Consumer` over ``confluent_kafka``, imported only when a
+spout opens, so this module imports without it (``pip install 'squall[kafka]'``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import json
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from .._components import Spout
+from .._fields import Fields
+from ..engine.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic; sorts by (topic, partition) as storm-kafka-client's assignment."""
+
+    topic: str
+    partition: int
+
+
+class Record(NamedTuple):
+    """One consumed record."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: Any
+    value: Any
+
+    @property
+    def tp(self) -> TopicPartition:
+        """The record's partition."""
+        return TopicPartition(self.topic, self.partition)
+
+
+class MessageId(NamedTuple):
+    """The spout's message id: a record's place (Storm's ``KafkaSpoutMessageId`` without the
+    mutable fail count, which the spout keeps beside it)."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        """The record's partition."""
+        return TopicPartition(self.topic, self.partition)
+
+
+class Committed(NamedTuple):
+    """A committed offset read back from Kafka, with its commit metadata (a JSON string)."""
+
+    offset: int
+    metadata: str | None = None
+
+
+class ProcessingGuarantee(enum.Enum):
+    """storm-kafka-client's processing guarantees.
+
+    AT_LEAST_ONCE: an offset is committed only once its tuple is acked; failures are replayed.
+    AT_MOST_ONCE: the polled position is committed before any record of the poll is emitted; no
+    message ids, no replay. NO_GUARANTEE: emitted like AT_MOST_ONCE, positions committed on the
+    commit timer whether processed or not."""
+
+    AT_LEAST_ONCE = "AT_LEAST_ONCE"
+    AT_MOST_ONCE = "AT_MOST_ONCE"
+    NO_GUARANTEE = "NO_GUARANTEE"
+
+
+class FirstPollOffsetStrategy(enum.Enum):
+    """Where a task starts reading a partition new to it (see `first_poll_offset`)."""
+
+    EARLIEST = "EARLIEST"
+    LATEST = "LATEST"
+    UNCOMMITTED_EARLIEST = "UNCOMMITTED_EARLIEST"
+    UNCOMMITTED_LATEST = "UNCOMMITTED_LATEST"
+
+
+# --- the pure core ----------------------------------------------------------------------------
+
+
+class OffsetManager:
+    """Per partition: emitted and acked offsets, and what may be committed (storm-kafka-client's
+    ``OffsetManager``). ``fetch_offset`` is where the task started reading: the offset taken as
+    already committed."""
+
+    def __init__(self, tp: TopicPartition, fetch_offset: int) -> None:
+        self.tp = tp
+        self.committed_offset = fetch_offset
+        self.has_committed = False
+        self._emitted: list[int] = []   # sorted, all >= committed_offset
+        self._acked: list[int] = []     # sorted
+
+    def add_to_emitted(self, offset: int) -> None:
+        """Records that ``offset`` was emitted (or skipped as a null tuple)."""
+        i = bisect.bisect_left(self._emitted, offset)
+        if i == len(self._emitted) or self._emitted[i] != offset:
+            self._emitted.insert(i, offset)
+
+    def add_to_acked(self, offset: int) -> None:
+        """Records that ``offset``'s tuple was acked."""
+        i = bisect.bisect_left(self._acked, offset)
+        if i == len(self._acked) or self._acked[i] != offset:
+            self._acked.insert(i, offset)
+
+    def is_acked(self, offset: int) -> bool:
+        """True if ``offset`` was acked and not yet committed past."""
+        i = bisect.bisect_left(self._acked, offset)
+        return i < len(self._acked) and self._acked[i] == offset
+
+    def next_commit_offset(self) -> int | None:
+        """The offset to commit (the next one to read): the end of the contiguous acked run from
+        the committed offset, or None if nothing new can be committed. A hole at an offset that
+        was emitted stops the run (its tuple is not acked); a hole at an offset never emitted was
+        compacted away, so the run goes on if the next acked offset is the next emitted one."""
+        nxt = self.committed_offset
+        found = False
+        for off in self._acked:
+            if off < nxt:
+                continue  # acked below the committed offset: already committed past
+            if off == nxt:
+                nxt, found = off + 1, True
+                continue
+            # off > nxt: a hole at nxt
+            i = bisect.bisect_left(self._emitted, nxt)
+            ceiling = self._emitted[i] if i < len(self._emitted) else None
+            if ceiling == nxt:
+                break  # nxt was emitted and is not acked yet
+            if ceiling == off:
+                nxt, found = off + 1, True  # [nxt, off) never emitted: compacted away
+                continue
+            break
+        return nxt if found else None
+
+    def commit(self, offset: int) -> None:
+        """Records that ``offset`` was committed: everything below it is forgotten."""
+        self.committed_offset = offset
+        self.has_committed = True
+        del self._acked[:bisect.bisect_left(self._acked, offset)]
+        del self._emitted[:bisect.bisect_left(self._emitted, offset)]
+
+    def num_uncommitted_offsets(self) -> int:
+        """How many emitted offsets are not committed yet (acked or not)."""
+        return len(self._emitted)
+
+    def nth_uncommitted_offset(self, n: int) -> int | None:
+        """The n-th (1-based) emitted offset at or after the committed offset, or None."""
+        return self._emitted[n - 1] if 0 < n <= len(self._emitted) else None
+
+
+@dataclass(frozen=True)
+class RetryBackoff:
+    """The retry policy (``KafkaSpoutRetryExponentialBackoff``'s arguments, in seconds): the first
+    retry after ``initial_delay``, the n-th after ``delay_period * 2 ** (n - 1)``, never later
+    than ``max_delay``; a record failed more than ``max_retries`` times is given up (0: never
+    retried). Storm's default is (0 s, 2 ms, unlimited, 10 s)."""
+
+    initial_delay: float = 0.0
+    delay_period: float = 0.002
+    max_retries: int = 2**31 - 1
+    max_delay: float = 10.0
+
+    def delay(self, num_fails: int) -> float:
+        """Seconds from the ``num_fails``-th failure to the retry."""
+        if num_fails == 1:
+            d = self.initial_delay
+        else:
+            d = self.delay_period * 2 ** min(num_fails - 1, 62)
+        return min(d, self.max_delay)
+
+
+class RetryService:
+    """Which failed records are scheduled for a retry and when they are due (the retry half of
+    storm-kafka-client's ``KafkaSpoutRetryExponentialBackoff``). Time is the clock's, in seconds."""
+
+    def __init__(self, backoff: RetryBackoff, clock: Clock) -> None:
+        self.backoff = backoff
+        self.clock = clock
+        self._due: dict[MessageId, float] = {}
+
+    def schedule(self, msg_id: MessageId, num_fails: int) -> bool:
+        """Schedules ``msg_id`` after its ``num_fails``-th failure; False (and not scheduled) if
+        that is past ``max_retries``."""
+        self._due.pop(msg_id, None)
+        if num_fails > self.backoff.max_retries:
+            return False
+        self._due[msg_id] = self.clock.now() + self.backoff.delay(num_fails)
+        return True
+
+    def is_scheduled(self, msg_id: MessageId) -> bool:
+        """True if ``msg_id`` waits for a retry (due or not)."""
+        return msg_id in self._due
+
+    def is_ready(self, msg_id: MessageId) -> bool:
+        """True if ``msg_id`` is scheduled and due."""
+        due = self._due.get(msg_id)
+        return due is not None and due <= self.clock.now()
+
+    def remove(self, msg_id: MessageId) -> bool:
+        """Unschedules ``msg_id`` (it is being emitted again); True if it was scheduled."""
+        return self._due.pop(msg_id, None) is not None
+
+    def retain_all(self, partitions: Iterable[TopicPartition]) -> None:
+        """Forgets the schedules of partitions not in ``partitions`` (after a rebalance)."""
+        keep = set(partitions)
+        self._due = {m: d for m, d in self._due.items() if m.tp in keep}
+
+    def earliest_retriable_offsets(self) -> dict[TopicPartition, int]:
+        """Per partition, the smallest offset whose retry is due."""
+        now = self.clock.now()
+        out: dict[TopicPartition, int] = {}
+        for m, due in self._due.items():
+            if due <= now and (m.tp not in out or m.offset < out[m.tp]):
+                out[m.tp] = m.offset
+        return out
+
+    def ready_message_count(self) -> int:
+        """How many scheduled records are due."""
+        now = self.clock.now()
+        return sum(1 for d in self._due.values() if d <= now)
+
+
+def round_robin_assignment(partitions: Iterable[TopicPartition], task_index: int,
+                           num_tasks: int) -> list[TopicPartition]:
+    """The partitions task ``task_index`` of ``num_tasks`` reads (``RoundRobinManualPartitioner``):
+    sorted by (topic, partition), it gets those at ``task_index``, ``task_index + num_tasks``..."""
+    if not 0 <= task_index < num_tasks:
+        raise ValueError(f"task index {task_index} is not in [0, {num_tasks})")
+    return sorted(set(partitions))[task_index::num_tasks]
+
+
+def committed_by_topology(committed: Committed, topology_id: str) -> bool:
+    """True if ``committed``'s metadata names ``topology_id`` (commits of this spout carry
+    ``{"topologyId": ...}``); metadata that is not ours or not JSON is someone else's."""
+    try:
+        meta = json.loads(committed.metadata or "")
+    except ValueError:
+        return False
+    return isinstance(meta, dict) and meta.get("topologyId") == topology_id
+
+
+def first_poll_offset(strategy: FirstPollOffsetStrategy, committed: Committed | None,
+                      topology_id: str, beginning: int, end: int,
+                      committed_by_this_task: bool = False) -> int:
+    """Where a task starts reading a partition new to it. A commit made by this topology (or by
+    this task) is resumed whatever the strategy, so a restart or rebalance never rewinds; else
+    EARLIEST reads from ``beginning``, LATEST from ``end``, and the UNCOMMITTED_ strategies from
+    the commit if any (someone else's), else from ``beginning`` / ``end``."""
+    S = FirstPollOffsetStrategy
+    if committed is not None:
+        if committed_by_this_task or committed_by_topology(committed, topology_id):
+            return committed.offset
+        if strategy in (S.UNCOMMITTED_EARLIEST, S.UNCOMMITTED_LATEST):
+            return committed.offset
+    return beginning if strategy in (S.EARLIEST, S.UNCOMMITTED_EARLIEST) else end
+
+
+def is_pollable(manager: OffsetManager, max_uncommitted: int,
+                earliest_retriable: int | None) -> bool:
+    """AT_LEAST_ONCE: a partition may be polled while fewer than ``max_uncommitted`` of its
+    offsets are uncommitted, or when a due retry lies within the first ``max_uncommitted``
+    uncommitted offsets (replays inside the limit go on)."""
+    if manager.num_uncommitted_offsets() < max_uncommitted:
+        return True
+    if earliest_retriable is None:
+        return False
+    at_limit = manager.nth_uncommitted_offset(max_uncommitted)
+    return at_limit is None or earliest_retriable <= at_limit
+
+
+# --- the consumer the spout drives ------------------------------------------------------------
+
+
+class Consumer(Protocol):
+    """What the spout needs from a Kafka consumer (manual assignment, no auto commit)."""
+
+    def partitions_for(self, topics: Sequence[str]) -> list[TopicPartition]:
+        """All partitions of ``topics`` that exist."""
+
+    def assign(self, added: Mapping[TopicPartition, int], revoked: Sequence[TopicPartition]) -> None:
+        """Stops reading ``revoked``; starts reading each of ``added`` at its offset."""
+
+    def committed(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, Committed | None]:
+        """The group's committed offsets."""
+
+    def watermarks(self, tp: TopicPartition) -> tuple[int, int]:
+        """(beginning, end) offsets of ``tp``."""
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Next poll of ``tp`` starts at ``offset``."""
+
+    def position(self, tp: TopicPartition) -> int | None:
+        """The offset the next poll of ``tp`` starts at, if known."""
+
+    def poll(self, timeout: float, paused: Sequence[TopicPartition]) -> list[Record]:
+        """Records of the assigned partitions except ``paused``, waiting up to ``timeout`` s."""
+
+    def commit(self, offsets: Mapping[TopicPartition, int], metadata: str) -> None:
+        """Commits synchronously."""
+
+    def close(self) -> None:
+        """Leaves; the commits stay."""
+
+
+class KafkaUnavailable(Exception):
+    """The broker cannot be reached or refused a request; the spout logs it and tries later."""
+
+
+class ConfluentConsumer:
+    """`Consumer` over ``confluent_kafka.Consumer`` (imported here, lazily)."""
+
+    def __init__(self, props: Mapping[str, Any]) -> None:
+        import confluent_kafka as ck
+
+        self._ck = ck
+        self._c = ck.Consumer(dict(props))
+
+    def _tps(self, tps, offsets=None):
+        ck = self._ck
+        if offsets is None:
+            return [ck.TopicPartition(t.topic, t.partition) for t in tps]
+        return [ck.TopicPartition(t.topic, t.partition, offsets[t]) for t in tps]
+
+    def _call(self, what: str, f, *args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except self._ck.KafkaException as e:
+            raise KafkaUnavailable(f"{what}: {e}") from e
+
+    def partitions_for(self, topics):
+        """See `Consumer`."""
+        out = []
+        for topic in topics:
+            md = self._call(f"metadata of topic {topic!r}", self._c.list_topics, topic, timeout=5)
+            t = md.topics.get(topic)
+            if t is None or t.error is not None:
+                raise KafkaUnavailable(f"topic {topic!r}: {t.error if t else 'not found'}")
+            out += [TopicPartition(topic, p) for p in t.partitions]
+        return out
+
+    def assign(self, added, revoked):
+        """See `Consumer`."""
+        if revoked:
+            self._call("unassign", self._c.incremental_unassign, self._tps(revoked))
+        if added:
+            self._call("assign", self._c.incremental_assign, self._tps(list(added), added))
+
+    def committed(self, tps):
+        """See `Consumer`."""
+        got = self._call("committed offsets", self._c.committed, self._tps(tps), timeout=10)
+        return {TopicPartition(t.topic, t.partition):
+                (Committed(t.offset, t.metadata) if t.offset >= 0 else None) for t in got}
+
+    def watermarks(self, tp):
+        """See `Consumer`."""
+        return self._call(f"watermarks of {tp}", self._c.get_watermark_offsets,
+                          self._tps([tp])[0], timeout=10)
+
+    def seek(self, tp, offset):
+        """See `Consumer`. A partition whose fetch has not started refuses a seek: it is
+        re-assigned at ``offset`` instead."""
+        target = self._ck.TopicPartition(tp.topic, tp.partition, offset)
+        try:
+            self._c.seek(target)
+        except self._ck.KafkaException:
+            self.assign({tp: offset}, [tp])
+
+    def position(self, tp):
+        """See `Consumer`."""
+        off = self._call("position", self._c.position, self._tps([tp]))[0].offset
+        return off if off >= 0 else None
+
+    def poll(self, timeout, paused):
+        """See `Consumer`."""
+        if paused:
+            self._c.pause(self._tps(paused))
+        try:
+            msgs = self._call("poll", self._c.consume, 500, timeout)
+        finally:
+            if paused:
+                self._c.resume(self._tps(paused))
+        out = []
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == self._ck.KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaUnavailable(f"poll: {err}")
+            out.append(Record(m.topic(), m.partition(), m.offset(), m.key(), m.value()))
+        return out
+
+    def commit(self, offsets, metadata):
+        """See `Consumer`."""
+        ck = self._ck
+        tps = [ck.TopicPartition(t.topic, t.partition, o, metadata=metadata)
+               for t, o in offsets.items()]
+        self._call("commit", self._c.commit, offsets=tps, asynchronous=False)
+
+    def close(self):
+        """See `Consumer`."""
+        self._c.close()
+
+
+# --- the spout --------------------------------------------------------------------------------
+
+
+class MalformedRecord(ValueError):
+    """A record the translator cannot turn into a tuple; it is dead-lettered and its offset acked."""
+
+
+def default_translator(record: Record) -> list:
+    """storm-kafka-client's ``DefaultRecordTranslator``: topic, partition, offset, key, value."""
+    return [record.topic, record.partition, record.offset, record.key, record.value]
+
+
+DEFAULT_FIELDS = ("topic", "partition", "offset", "key", "value")
+
+
+@dataclass
+class KafkaSpoutConfig:
+    """The spout's configuration (``KafkaSpoutConfig.Builder``; times in ms as Storm's).
+
+    ``props`` are extra consumer properties (``group.id`` defaults to ``group_id``);
+    ``enable.auto.commit`` is always false. ``translator(record)`` returns the tuple's values,
+    or None to skip the record (acked at once unless ``emit_null_tuples``); it raises
+    `MalformedRecord` (or any ValueError) for a record it cannot read, which is then handed to
+    ``dead_letter`` (default: logged as an error naming topic, partition and offset) and acked.
+    ``consumer_factory(props)`` builds the `Consumer` (default `ConfluentConsumer`)."""
+
+    bootstrap_servers: str
+    topics: Sequence[str]
+    group_id: str
+    processing_guarantee: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE
+    first_poll_offset_strategy: FirstPollOffsetStrategy = FirstPollOffsetStrategy.UNCOMMITTED_EARLIEST
+    offset_commit_period_ms: int = 30_000
+    max_uncommitted_offsets: int = 10_000_000
+    poll_timeout_ms: int = 200
+    retry: RetryBackoff = field(default_factory=RetryBackoff)
+    partition_refresh_period_ms: int = 2_000
+    translator: Callable[[Record], list | None] = default_translator
+    output_fields: Sequence[str] = DEFAULT_FIELDS
+    emit_null_tuples: bool = False
+    props: Mapping[str, Any] = field(default_factory=dict)
+    consumer_factory: Callable[[Mapping[str, Any]], Consumer] | None = None
+    dead_letter: Callable[[Record, str], None] | None = None
+    down_retry_secs: float = 1.0
+
+    def consumer_props(self) -> dict[str, Any]:
+        """The consumer's properties (auto commit off: the spout commits)."""
+        props = {"group.id": self.group_id, **self.props,
+                 "bootstrap.servers": self.bootstrap_servers}
+        auto = str(props.pop("enable.auto.commit", "")).lower()
+        if auto:
+            log.warning("KafkaSpout: enable.auto.commit=%s ignored; the processing guarantee "
+                        "(%s) decides commits", auto, self.processing_guarantee.value)
+        props["enable.auto.commit"] = False
+        if self.processing_guarantee is ProcessingGuarantee.AT_LEAST_ONCE:
+            props.setdefault("auto.offset.reset", "earliest")
+        return props
+
+
+def log_dead_letter(record: Record, reason: str) -> None:
+    """The default dead-letter place: an error in the log naming the record."""
+    log.error("KafkaSpout: dead letter topic %r partition %d offset %d: %s",
+              record.topic, record.partition, record.offset, reason)
+
+
+class KafkaSpout(Spout):
+    """Reads Kafka topics as storm-kafka-client's spout does (see the module docstring)."""
+
+    def __init__(self, config: KafkaSpoutConfig, clock: Clock | None = None) -> None:
+        if not config.topics:
+            raise ValueError("KafkaSpoutConfig.topics: at least one topic is needed")
+        self.config = config
+        self.clock = clock or Clock()
+
+    def declare_output_fields(self, declarer) -> None:
+        """The translator's fields on the default stream."""
+        declarer.declare(Fields(list(self.config.output_fields)))
+
+    def open(self, conf, context, collector) -> None:
+        """Builds the consumer; partitions are assigned on the first `next_tuple`."""
+        super().open(conf, context, collector)
+        cfg = self.config
+        factory = cfg.consumer_factory or ConfluentConsumer
+        self.consumer: Consumer = factory(cfg.consumer_props())
+        self.topology_id = context.get_storm_id()
+        self.task_index = context.get_this_task_index()
+        self.num_tasks = len(context.get_component_tasks(context.get_this_component_id()))
+        self.metadata = json.dumps({"topologyId": self.topology_id, "taskId": self.task_index})
+        self.retry = RetryService(cfg.retry, self.clock)
+        self.managers: dict[TopicPartition, OffsetManager] = {}
+        self.emitted: dict[MessageId, int] = {}  # in flight -> number of failures so far
+        self.fails: dict[MessageId, int] = {}    # scheduled for retry -> failures so far
+        self.waiting: dict[TopicPartition, deque[Record]] = {}
+        self._dead = cfg.dead_letter or log_dead_letter
+        now = self.clock.now()
+        self._refresh_at = now
+        self._commit_at = now + cfg.offset_commit_period_ms / 1000
+        self._down_until = 0.0
+        self._down_since: float | None = None
+
+    def deactivate(self) -> None:
+        """Commits what may be committed."""
+        self._guarded(self._commit)
+
+    def close(self) -> None:
+        """Commits what may be committed and closes the consumer."""
+        self._guarded(self._commit)
+        self.consumer.close()
+
+    @property
+    def _alo(self) -> bool:
+        return self.config.processing_guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+
+    def _guarded(self, step: Callable[[], None]) -> bool:
+        """Runs ``step``; an unavailable broker is logged once per outage and left alone for
+        ``down_retry_secs``. False if the broker was down."""
+        now = self.clock.now()
+        if now < self._down_until:
+            return False
+        try:
+            step()
+        except KafkaUnavailable as e:
+            if self._down_since is None:
+                self._down_since = now
+                log.error("KafkaSpout %s: broker %s unavailable (%s); retrying every %.1f s",
+                          self.config.group_id, self.config.bootstrap_servers, e,
+                          self.config.down_retry_secs)
+            self._down_until = now + self.config.down_retry_secs
+            return False
+        if self._down_since is not None:
+            log.warning("KafkaSpout %s: broker back after %.1f s", self.config.group_id,
+                        now - self._down_since)
+            self._down_since = None
+        return True
+
+    # --- the loop -------------------------------------------------------------------------------
+
+    def next_tuple(self) -> None:
+        """Refresh the assignment and commit when their timers expire; poll when nothing waits;
+        emit at most one tuple."""
+        now = self.clock.now()
+        if now >= self._refresh_at:
+            if self._guarded(self._refresh_assignment):
+                self._refresh_at = now + self.config.partition_refresh_period_ms / 1000
+        if not self.managers:
+            return
+        if now >= self._commit_at and self.config.processing_guarantee is not ProcessingGuarantee.AT_MOST_ONCE:
+            if self._guarded(self._commit):
+                self._commit_at = now + self.config.offset_commit_period_ms / 1000
+        if not any(self.waiting.values()):
+            self._guarded(self._poll)
+        self._emit_one()
+
+    def _refresh_assignment(self) -> None:
+        wanted = round_robin_assignment(self.consumer.partitions_for(self.config.topics),
+                                        self.task_index, self.num_tasks)
+        if set(wanted) == set(self.managers):
+            return
+        revoked = [tp for tp in self.managers if tp not in wanted]
+        new = [tp for tp in wanted if tp not in self.managers]
+        if self._alo:
+            self._commit()  # what is acked on partitions we lose is committed now
+        committed = self.consumer.committed(new) if new else {}
+        starts = {}
+        for tp in new:
+            lo, hi = self.consumer.watermarks(tp)
+            starts[tp] = first_poll_offset(self.config.first_poll_offset_strategy,
+                                           committed.get(tp), self.topology_id, lo, hi)
+        self.consumer.assign(starts, revoked)
+        for tp in revoked:
+            del self.managers[tp]
+            self.waiting.pop(tp, None)
+        keep = set(wanted)
+        self.emitted = {m: n for m, n in self.emitted.items() if m.tp in keep}
+        self.fails = {m: n for m, n in self.fails.items() if m.tp in keep}
+        self.retry.retain_all(keep)
+        for tp, start in starts.items():
+            self.managers[tp] = OffsetManager(tp, start)
+        log.info("KafkaSpout task %d/%d: partitions %s (new: %s)", self.task_index,
+                 self.num_tasks, sorted(wanted), {f"{t.topic}/{t.partition}": o for t, o in starts.items()})
+
+    def _commit(self) -> None:
+        if self.config.processing_guarantee is ProcessingGuarantee.NO_GUARANTEE:
+            self._commit_positions()
+            return
+        if not self._alo:
+            return
+        offsets = {}
+        for tp, om in self.managers.items():
+            nxt = om.next_commit_offset()
+            if nxt is not None:
+                offsets[tp] = nxt
+        if not offsets:
+            return
+        self.consumer.commit(offsets, self.metadata)
+        for tp, off in offsets.items():
+            self.managers[tp].commit(off)
+            pos = self.consumer.position(tp)
+            if pos is not None and pos < off:
+                self.consumer.seek(tp, off)  # it had gone back for a retry now committed past
+            q = self.waiting.get(tp)
+            if q:
+                self.waiting[tp] = deque(r for r in q if r.offset >= off)
+
+    def _commit_positions(self) -> None:
+        offsets = {}
+        for tp in self.managers:
+            pos = self.consumer.position(tp)
+            if pos is not None:
+                offsets[tp] = pos
+        if offsets:
+            self.consumer.commit(offsets, self.metadata)
+
+    def _poll(self) -> None:
+        retriable = self.retry.earliest_retriable_offsets()
+        for tp, off in retriable.items():
+            if tp in self.managers:
+                self.consumer.seek(tp, off)
+        paused = []
+        if self._alo:
+            paused = [tp for tp, om in self.managers.items()
+                      if not is_pollable(om, self.config.max_uncommitted_offsets, retriable.get(tp))]
+        records = self.consumer.poll(self.config.poll_timeout_ms / 1000, paused)
+        if self.config.processing_guarantee is ProcessingGuarantee.AT_MOST_ONCE and records:
+            ends: dict[TopicPartition, int] = {}
+            for r in records:
+                ends[r.tp] = max(ends.get(r.tp, -1), r.offset + 1)
+            self.consumer.commit(ends, self.metadata)  # before any of them is emitted
+        for r in records:
+            if r.tp in self.managers:
+                self.waiting.setdefault(r.tp, deque()).append(r)
+        if self._alo:
+            self._ack_compacted_retries(retriable, records)
+
+    def _ack_compacted_retries(self, retriable: Mapping[TopicPartition, int],
+                               records: Sequence[Record]) -> None:
+        """Retries whose offsets were compacted away since: after the seek to ``s`` the first
+        record came at ``r > s``, so the offsets in [s, r) still scheduled are acked."""
+        first: dict[TopicPartition, int] = {}
+        for r in records:
+            first.setdefault(r.tp, r.offset)
+        for tp, s in retriable.items():
+            r = first.get(tp)
+            if r is None or r <= s or tp not in self.managers:
+                continue
+            for m in [m for m in self.fails if m.tp == tp and s <= m.offset < r]:
+                self.retry.remove(m)
+                del self.fails[m]
+                self.managers[tp].add_to_emitted(m.offset)
+                self.managers[tp].add_to_acked(m.offset)
+
+    def _emit_one(self) -> None:
+        for tp, q in self.waiting.items():
+            while q:
+                r = q.popleft()
+                if self._emit(r):
+                    return
+
+    def _emit(self, r: Record) -> bool:
+        """Emits ``r`` unless it is acked, in flight or waiting for a retry not yet due."""
+        msg_id = MessageId(r.topic, r.partition, r.offset)
+        om = self.managers[r.tp]
+        if self._alo:
+            if om.is_acked(r.offset) or msg_id in self.emitted:
+                return False
+            if self.retry.is_scheduled(msg_id) and not self.retry.is_ready(msg_id):
+                return False
+        try:
+            values = self.config.translator(r)
+        except ValueError as e:
+            self._dead(r, f"malformed record: {e}")
+            values, malformed = None, True
+        else:
+            malformed = False
+        if not self._alo:
+            if values is not None or (self.config.emit_null_tuples and not malformed):
+                self.collector.emit(values)
+                return True
+            return False
+        num_fails = self.fails.pop(msg_id, 0)
+        self.retry.remove(msg_id)
+        om.add_to_emitted(r.offset)
+        if values is None and (malformed or not self.config.emit_null_tuples):
+            om.add_to_acked(r.offset)  # skipped: its offset may commit
+            return False
+        self.emitted[msg_id] = num_fails
+        self.collector.emit(values, msg_id=msg_id)
+        return True
+
+    def ack(self, msg_id: Any) -> None:
+        """AT_LEAST_ONCE: the offset may now commit. Ids of partitions no longer assigned are
+        ignored."""
+        if not self._alo or msg_id not in self.emitted:
+            return
+        del self.emitted[msg_id]
+        self.managers[msg_id.tp].add_to_acked(msg_id.offset)
+
+    def fail(self, msg_id: Any) -> None:
+        """AT_LEAST_ONCE: schedules a replay; past ``max_retries`` the record is dead-lettered and
+        its offset acked (Storm drops it; squall names it)."""
+        if not self._alo or msg_id not in self.emitted:
+            return
+        num_fails = self.emitted.pop(msg_id) + 1
+        if self.retry.schedule(msg_id, num_fails):
+            self.fails[msg_id] = num_fails
+            return
+        self._dead(Record(msg_id.topic, msg_id.partition, msg_id.offset, None, None),
+                   f"failed {num_fails} times (max_retries {self.config.retry.max_retries})")
+        self.managers[msg_id.tp].add_to_acked(msg_id.offset)

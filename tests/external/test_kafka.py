@@ -1,0 +1,487 @@
+"""squall.external.kafka: the offset manager, retry service, assignment, first-poll strategies and
+the spout driven by an in-memory consumer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from squall import Bolt, LocalCluster, TopologyBuilder
+from squall.engine.clock import SimulatedClock
+from squall.external.kafka import (
+    Committed,
+    FirstPollOffsetStrategy as S,
+    KafkaSpout,
+    KafkaSpoutConfig,
+    KafkaUnavailable,
+    MessageId,
+    OffsetManager,
+    ProcessingGuarantee as G,
+    Record,
+    RetryBackoff,
+    RetryService,
+    TopicPartition,
+    first_poll_offset,
+    is_pollable,
+    round_robin_assignment,
+)
+from squall.testing._registry import SharedLog
+
+from ..conftest import wait_until
+
+TP = TopicPartition("t", 0)
+
+
+# --- OffsetManager ----------------------------------------------------------------------------
+
+
+def manager(emitted, acked, start=0):
+    om = OffsetManager(TP, start)
+    for o in emitted:
+        om.add_to_emitted(o)
+    for o in acked:
+        om.add_to_acked(o)
+    return om
+
+
+def test_offset_manager_no_acks_nothing_to_commit():
+    assert manager([0, 1], []).next_commit_offset() is None
+
+
+def test_offset_manager_contiguous_prefix_in_any_ack_order():
+    assert manager([0], [0]).next_commit_offset() == 1
+    assert manager([0, 1], [1, 0]).next_commit_offset() == 2
+
+
+def test_offset_manager_stops_at_emitted_unacked_hole():
+    assert manager([0, 1, 2], [0, 2]).next_commit_offset() == 1
+    assert manager([0, 1, 2], [1, 2]).next_commit_offset() is None
+
+
+def test_offset_manager_skips_never_emitted_holes():
+    # 1 was compacted away: never emitted, so the run goes on through 2
+    assert manager([0, 2], [0, 2]).next_commit_offset() == 3
+    # a gap before the first acked run (committed at 0, first record at 5)
+    assert manager([5, 6], [5, 6]).next_commit_offset() == 7
+    # a gap inside: 3 was never emitted, but 4 was and is not acked
+    assert manager([0, 2, 4, 5], [0, 2, 5]).next_commit_offset() == 3
+
+
+def test_offset_manager_commit_prunes_and_counts_uncommitted():
+    om = manager([0, 1, 2, 3], [0, 1, 3])
+    assert om.num_uncommitted_offsets() == 4
+    assert om.nth_uncommitted_offset(3) == 2
+    om.commit(om.next_commit_offset())
+    assert om.committed_offset == 2 and om.has_committed
+    assert om.num_uncommitted_offsets() == 2 and om.nth_uncommitted_offset(1) == 2
+    assert om.next_commit_offset() is None
+    om.add_to_acked(1)  # an ack below the committed offset commits nothing
+    assert om.next_commit_offset() is None
+    om.add_to_acked(2)
+    assert om.next_commit_offset() == 4
+
+
+# --- RetryService -----------------------------------------------------------------------------
+
+
+def test_backoff_schedule_doubles_and_is_capped():
+    b = RetryBackoff(initial_delay=1.0, delay_period=0.5, max_retries=10, max_delay=3.0)
+    assert [b.delay(n) for n in (1, 2, 3, 4)] == [1.0, 1.0, 2.0, 3.0]
+
+
+def test_retry_service_ready_earliest_and_retain():
+    clock = SimulatedClock()
+    rs = RetryService(RetryBackoff(initial_delay=1.0, delay_period=1.0, max_retries=2, max_delay=10), clock)
+    a, b, c = MessageId("t", 0, 5), MessageId("t", 0, 3), MessageId("t", 1, 9)
+    assert rs.schedule(a, 1) and rs.schedule(b, 2) and rs.schedule(c, 1)
+    assert rs.is_scheduled(a) and not rs.is_ready(a) and rs.ready_message_count() == 0
+    clock.advance(1.0)
+    assert rs.earliest_retriable_offsets() == {TP: 5, TopicPartition("t", 1): 9}
+    clock.advance(1.0)
+    assert rs.earliest_retriable_offsets()[TP] == 3 and rs.ready_message_count() == 3
+    rs.retain_all([TP])
+    assert not rs.is_scheduled(c)
+    assert rs.remove(a) and not rs.is_scheduled(a)
+    assert not rs.schedule(a, 3)  # past max_retries
+    assert not rs.is_scheduled(a)
+
+
+def test_retry_zero_max_retries_never_schedules():
+    rs = RetryService(RetryBackoff(max_retries=0), SimulatedClock())
+    assert not rs.schedule(MessageId("t", 0, 0), 1)
+
+
+# --- assignment, first poll, pollable ---------------------------------------------------------
+
+
+def test_round_robin_assignment_over_sorted_partitions():
+    parts = [TopicPartition(t, p) for t in ("b", "a") for p in (2, 0, 1)]
+    assert round_robin_assignment(parts, 0, 2) == [("a", 0), ("a", 2), ("b", 1)]
+    assert round_robin_assignment(parts, 1, 2) == [("a", 1), ("b", 0), ("b", 2)]
+    assert round_robin_assignment(parts, 3, 4) == [("b", 0)]
+    with pytest.raises(ValueError, match="task index 2"):
+        round_robin_assignment(parts, 2, 2)
+
+
+OURS = Committed(7, json.dumps({"topologyId": "topo-1", "taskId": 0}))
+THEIRS = Committed(7, json.dumps({"topologyId": "topo-0", "taskId": 0}))
+
+
+@pytest.mark.parametrize("strategy,committed,expected", [
+    (S.EARLIEST, None, 2), (S.LATEST, None, 20),
+    (S.UNCOMMITTED_EARLIEST, None, 2), (S.UNCOMMITTED_LATEST, None, 20),
+    # a commit by another topology: EARLIEST/LATEST restart, UNCOMMITTED_* resume
+    (S.EARLIEST, THEIRS, 2), (S.LATEST, THEIRS, 20),
+    (S.UNCOMMITTED_EARLIEST, THEIRS, 7), (S.UNCOMMITTED_LATEST, THEIRS, 7),
+    # a commit by this topology (restart, rebalance): always resumed
+    (S.EARLIEST, OURS, 7), (S.LATEST, OURS, 7), (S.UNCOMMITTED_LATEST, OURS, 7),
+    (S.EARLIEST, Committed(7, "not json"), 2),
+])
+def test_first_poll_offset(strategy, committed, expected):
+    assert first_poll_offset(strategy, committed, "topo-1", 2, 20) == expected
+
+
+def test_first_poll_offset_committed_by_this_task():
+    assert first_poll_offset(S.EARLIEST, THEIRS, "topo-1", 2, 20, committed_by_this_task=True) == 7
+
+
+def test_pollable_under_limit_or_for_a_retry_inside_it():
+    om = manager([0, 1, 2, 3], [])
+    assert is_pollable(om, 5, None)
+    assert not is_pollable(om, 4, None)
+    assert is_pollable(om, 2, 1)        # retry at 1 <= the 2nd uncommitted offset (1)
+    assert not is_pollable(om, 2, 3)    # retry at 3 beyond the limit
+
+
+# --- the spout over an in-memory consumer -----------------------------------------------------
+
+
+class MemoryConsumer:
+    """A `Consumer` over lists of values per partition; commits are kept in ``commits``
+    (shared with other consumers of the same group if passed in)."""
+
+    def __init__(self, logs, commits=None, down=False):
+        self.logs = logs                 # {TopicPartition: [value, ...]}
+        self.commits = {} if commits is None else commits
+        self.positions = {}
+        self.commit_calls = []
+        self.down = down
+        self.closed = False
+
+    def _check(self):
+        if self.down:
+            raise KafkaUnavailable("connection refused")
+
+    def partitions_for(self, topics):
+        self._check()
+        return [tp for tp in self.logs if tp.topic in topics]
+
+    def assign(self, added, revoked):
+        for tp in revoked:
+            self.positions.pop(tp)
+        self.positions.update(added)
+
+    def committed(self, tps):
+        return {tp: self.commits.get(tp) for tp in tps}
+
+    def watermarks(self, tp):
+        return 0, len(self.logs[tp])
+
+    def seek(self, tp, offset):
+        self.positions[tp] = offset
+
+    def position(self, tp):
+        return self.positions.get(tp)
+
+    def poll(self, timeout, paused):
+        self._check()
+        out = []
+        for tp, pos in list(self.positions.items()):
+            if tp in paused:
+                continue
+            log = self.logs[tp]
+            for off in range(pos, min(len(log), pos + 3)):  # max.poll.records 3 per partition
+                if log[off] is not None:  # None: compacted away
+                    out.append(Record(tp.topic, tp.partition, off, None, log[off]))
+            self.positions[tp] = min(len(log), pos + 3)
+        return out
+
+    def commit(self, offsets, metadata):
+        self._check()
+        self.commit_calls.append(dict(offsets))
+        for tp, off in offsets.items():
+            self.commits[tp] = Committed(off, metadata)
+
+    def close(self):
+        self.closed = True
+
+
+class Collector:
+    def __init__(self):
+        self.emitted = []
+
+    def emit(self, values, stream="default", msg_id=None):
+        self.emitted.append((values, msg_id))
+
+
+class Context:
+    def __init__(self, storm_id="topo-1", index=0, tasks=1):
+        self.storm_id, self.index, self.tasks = storm_id, index, tasks
+
+    def get_storm_id(self):
+        return self.storm_id
+
+    def get_this_task_index(self):
+        return self.index
+
+    def get_this_component_id(self):
+        return "kafka"
+
+    def get_component_tasks(self, component):
+        return list(range(self.tasks))
+
+
+def open_spout(consumer, clock=None, context=None, **cfg):
+    cfg.setdefault("offset_commit_period_ms", 1000)
+    cfg.setdefault("translator", lambda r: [r.value])
+    cfg.setdefault("output_fields", ["value"])
+    config = KafkaSpoutConfig("mem:0", ["t"], "g", consumer_factory=lambda props: consumer, **cfg)
+    clock = clock or SimulatedClock()
+    spout = KafkaSpout(config, clock)
+    collector = Collector()
+    spout.open({}, context or Context(), collector)
+    return spout, collector, clock
+
+
+def run(spout, n):
+    for _ in range(n):
+        spout.next_tuple()
+
+
+def values(collector):
+    return [v[0] for v, _ in collector.emitted]
+
+
+def test_spout_emits_one_tuple_per_next_tuple():
+    c = MemoryConsumer({TP: list("abcde")})
+    spout, col, _ = open_spout(c)
+    spout.next_tuple()
+    assert values(col) == ["a"]
+    run(spout, 10)
+    assert values(col) == list("abcde")
+    assert col.emitted[0][1] == MessageId("t", 0, 0)
+
+
+def test_spout_commits_only_contiguous_acked_prefix():
+    c = MemoryConsumer({TP: list("abcde")})
+    spout, col, clock = open_spout(c)
+    run(spout, 6)
+    ids = [m for _, m in col.emitted]
+    for i in (0, 1, 3, 4):
+        spout.ack(ids[i])
+    clock.advance(1.0)
+    spout.next_tuple()
+    assert c.commits[TP].offset == 2
+    assert json.loads(c.commits[TP].metadata)["topologyId"] == "topo-1"
+    spout.ack(ids[2])
+    clock.advance(1.0)
+    spout.next_tuple()
+    assert c.commits[TP].offset == 5
+
+
+def test_spout_replays_failed_record_at_least_once_in_order():
+    c = MemoryConsumer({TP: list("abcdef")})
+    spout, col, clock = open_spout(c, retry=RetryBackoff(initial_delay=1.0, max_delay=1.0))
+    run(spout, 4)
+    ids = {v[0]: m for v, m in col.emitted}
+    spout.ack(ids["a"]), spout.fail(ids["b"]), spout.ack(ids["c"])
+    run(spout, 5)
+    assert values(col).count("b") == 1  # not due yet
+    clock.advance(1.0)
+    run(spout, 5)
+    assert values(col).count("b") == 2
+    # the re-poll after the seek back to b does not re-emit c (acked) or d (in flight)
+    assert values(col).count("c") == 1 and values(col).count("d") == 1
+    for v, m in col.emitted:
+        spout.ack(m)
+    clock.advance(1.0)
+    run(spout, 3)
+    assert c.commits[TP].offset == 6
+
+
+def test_spout_past_max_retries_dead_letters_and_commits():
+    c = MemoryConsumer({TP: list("ab")})
+    dead = []
+    spout, col, clock = open_spout(c, retry=RetryBackoff(max_retries=0),
+                                   dead_letter=lambda r, why: dead.append((r.offset, why)))
+    run(spout, 3)
+    ids = [m for _, m in col.emitted]
+    spout.fail(ids[0]), spout.ack(ids[1])
+    assert dead == [(0, "failed 1 times (max_retries 0)")]
+    clock.advance(1.0)
+    run(spout, 3)
+    assert values(col) == ["a", "b"] and c.commits[TP].offset == 2
+
+
+def test_spout_respects_max_uncommitted_offsets():
+    c = MemoryConsumer({TP: list(range(20))})
+    spout, col, clock = open_spout(c, max_uncommitted_offsets=4)
+    run(spout, 30)
+    # the poll that reached the limit may overshoot by max.poll.records - 1 (3 per poll here)
+    assert 4 <= len(col.emitted) <= 6
+    n = len(col.emitted)
+    for _, m in col.emitted:
+        spout.ack(m)
+    clock.advance(1.0)
+    run(spout, 30)
+    assert len(col.emitted) > n  # the commit freed room
+
+
+def test_spout_at_most_once_commits_before_emitting_and_never_replays():
+    c = MemoryConsumer({TP: list("abc")})
+    spout, col, _ = open_spout(c, processing_guarantee=G.AT_MOST_ONCE)
+    spout.next_tuple()
+    assert c.commits[TP].offset == 3 and values(col) == ["a"]
+    assert col.emitted[0][1] is None
+    run(spout, 5)
+    spout.fail(MessageId("t", 0, 0))
+    run(spout, 5)
+    assert values(col) == list("abc")
+
+
+def test_spout_no_guarantee_commits_polled_positions_on_timer():
+    c = MemoryConsumer({TP: list("abc")})
+    spout, col, clock = open_spout(c, processing_guarantee=G.NO_GUARANTEE)
+    spout.next_tuple()
+    assert TP not in c.commits
+    clock.advance(1.0)
+    spout.next_tuple()
+    assert c.commits[TP].offset == 3
+
+
+def test_spout_skips_compacted_offsets_and_commits_past_them():
+    c = MemoryConsumer({TP: ["a", None, "c"]})
+    spout, col, clock = open_spout(c)
+    run(spout, 3)
+    for _, m in col.emitted:
+        spout.ack(m)
+    clock.advance(1.0)
+    spout.next_tuple()
+    assert values(col) == ["a", "c"] and c.commits[TP].offset == 3
+
+
+def test_spout_malformed_record_dead_lettered_and_committed():
+    def translator(r):
+        if r.value == "bad":
+            raise ValueError("not a number")
+        return [int(r.value)]
+
+    dead = []
+    c = MemoryConsumer({TP: ["1", "bad", "3"]})
+    spout, col, clock = open_spout(c, translator=translator,
+                                   dead_letter=lambda r, why: dead.append((r.topic, r.offset, why)))
+    run(spout, 4)
+    assert values(col) == [1, 3] and dead == [("t", 1, "malformed record: not a number")]
+    for _, m in col.emitted:
+        spout.ack(m)
+    clock.advance(1.0)
+    spout.next_tuple()
+    assert c.commits[TP].offset == 3
+
+
+def test_spout_resumes_own_commit_on_restart_even_with_earliest():
+    commits = {}
+    c = MemoryConsumer({TP: list("abcd")}, commits)
+    spout, col, clock = open_spout(c, first_poll_offset_strategy=S.EARLIEST)
+    run(spout, 2)
+    spout.ack(col.emitted[0][1])
+    spout.close()
+    assert commits[TP].offset == 1 and c.closed
+    # same topology restarted: resumes at b; a new submission (new id) reads from the start
+    spout2, col2, _ = open_spout(MemoryConsumer({TP: list("abcd")}, commits),
+                                 first_poll_offset_strategy=S.EARLIEST)
+    run(spout2, 1)
+    assert values(col2) == ["b"]
+    spout3, col3, _ = open_spout(MemoryConsumer({TP: list("abcd")}, commits),
+                                 context=Context("topo-2"), first_poll_offset_strategy=S.EARLIEST)
+    run(spout3, 1)
+    assert values(col3) == ["a"]
+
+
+def test_spout_tasks_split_partitions_and_drop_revoked_state():
+    logs = {TopicPartition("t", p): [f"{p}{i}" for i in range(2)] for p in range(3)}
+    c = MemoryConsumer(logs)
+    spout, col, clock = open_spout(c, context=Context(index=1, tasks=2))
+    run(spout, 5)
+    assert sorted(values(col)) == ["10", "11"]
+    # partitions shrink (a topic recreated): task 1 of 2 now gets nothing; late acks ignored
+    del logs[TopicPartition("t", 1)], logs[TopicPartition("t", 2)]
+    clock.advance(3.0)
+    spout.next_tuple()
+    assert spout.managers == {} and spout.emitted == {}
+    spout.ack(col.emitted[0][1])  # no error: no longer tracked
+
+
+def test_spout_logs_unavailable_broker_once_and_recovers(caplog):
+    c = MemoryConsumer({TP: list("ab")}, down=True)
+    spout, col, clock = open_spout(c, down_retry_secs=1.0)
+    run(spout, 5)
+    clock.advance(1.0)
+    run(spout, 5)
+    errors = [r for r in caplog.records if "unavailable" in r.getMessage()]
+    assert len(errors) == 1 and "mem:0" in errors[0].getMessage()
+    c.down = False
+    clock.advance(1.0)
+    run(spout, 3)
+    assert values(col) == ["a", "b"]
+
+
+# --- against a real Kafka-protocol broker: librdkafka's mock cluster, on a LocalCluster --------
+
+
+class FailOnce(Bolt):
+    """Records every value; fails ``v3`` the first time it sees it, acks everything else."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def execute(self, tup):
+        value = tup.values[0]
+        self.log.append(value)
+        if value == "v3" and self.log.items().count("v3") == 1:
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+
+def test_spout_against_librdkafka_mock_broker_replays_a_failure_and_commits_everything():
+    ck = pytest.importorskip("confluent_kafka")
+    producer = ck.Producer({"test.mock.num.brokers": 1, "log_level": 0})  # owns the broker
+    broker = next(iter(producer.list_topics(timeout=10).brokers.values()))
+    bootstrap = f"{broker.host}:{broker.port}"
+    for i in range(20):
+        producer.produce("events", value=f"v{i}".encode(), partition=i % 4)
+    assert producer.flush(10) == 0
+    log = SharedLog()
+    config = KafkaSpoutConfig(bootstrap, ["events"], "squall-test", offset_commit_period_ms=100,
+                              retry=RetryBackoff(initial_delay=0.05), poll_timeout_ms=50,
+                              translator=lambda r: [r.value.decode()], output_fields=["value"],
+                              props={"log_level": 0})
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config), 2)
+    builder.set_bolt("rec", FailOnce(log), 2).shuffle_grouping("kafka")
+    reader = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "squall-test", "log_level": 0})
+    parts = [ck.TopicPartition("events", p) for p in range(4)]
+
+    def committed():
+        return sum(max(tp.offset, 0) for tp in reader.committed(parts, timeout=5))
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology("k", {"topology.message.timeout.secs": 60}, builder.create_topology())
+        assert wait_until(lambda: committed() == 20, timeout=30)
+        cluster.kill_topology("k", wait_secs=0)
+    reader.close()
+    seen = log.items()
+    assert sorted(set(seen)) == sorted(f"v{i}" for i in range(20))
+    assert seen.count("v3") == 2 and len(seen) == 21  # the failure replayed, nothing else twice

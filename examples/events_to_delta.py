@@ -21,7 +21,14 @@ import os
 import tempfile
 import time
 
-from squall import BasicBolt, Config, Fields, LocalCluster, StormTopology, TopologyBuilder
+from squall import (
+    BasicBolt,
+    Config,
+    Fields,
+    LocalCluster,
+    StormTopology,
+    TopologyBuilder,
+)
 from squall.external.delta import DeltaSinkBolt
 from squall.external.files import FileSpout
 

@@ -134,35 +134,50 @@ class OffsetTracker:
         return len(self._emitted) - len(self._acked)
 
 
-def load_progress(path: Path, spout: str, directory: str) -> dict[str, int]:
-    """Read a spout task's progress file: ``{file name: committed offset}``; {} if it is absent.
+class ProgressDoc(NamedTuple):
+    """A spout task's progress file: per source file the committed offset (or row), and for a
+    spout that follows a versioned source the version through which everything is done."""
 
-    The file is hostile input: anything but a regular JSON file of this spout and this directory
-    with non-negative integer offsets is a `FileConnectorError` naming it.
+    files: dict[str, int]
+    mark: int | None = None   # every file of this task at or below this version is done
+    tasks: int | None = None  # the spout's parallelism when written (ownership of files depends on it)
+
+
+def read_progress(path: Path, spout: str, directory: str, kind: str = "FileSpout") -> ProgressDoc:
+    """Read a spout task's progress file; an empty `ProgressDoc` if it is absent.
+
+    The file is hostile input: anything but a regular JSON file of this spout and this source
+    with non-negative integer offsets is a `FileConnectorError` naming it. ``kind`` names the
+    spout class in errors.
     """
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        return {}
+        return ProgressDoc({})
     if not stat.S_ISREG(st.st_mode):
-        raise FileConnectorError(f"FileSpout {spout!r}: progress file {path} is not a regular file")
+        raise FileConnectorError(f"{kind} {spout!r}: progress file {path} is not a regular file")
     if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
-        raise FileConnectorError(f"FileSpout {spout!r}: progress file {path} is another user's or writable by "
+        raise FileConnectorError(f"{kind} {spout!r}: progress file {path} is another user's or writable by "
                                  f"others; remove it if it is not squall's")
     try:
         doc = json.loads(path.read_bytes())
     except (ValueError, UnicodeDecodeError) as e:
-        raise FileConnectorError(f"FileSpout {spout!r}: progress file {path} is corrupt ({e}); remove it to read "
+        raise FileConnectorError(f"{kind} {spout!r}: progress file {path} is corrupt ({e}); remove it to read "
                                  f"the files from their start") from None
-    bad = _check_progress(doc, spout, directory)
+    bad = _check_progress(doc, spout, directory, kind)
     if bad:
-        raise FileConnectorError(f"FileSpout {spout!r}: progress file {path} {bad}")
-    return dict(doc["files"])
+        raise FileConnectorError(f"{kind} {spout!r}: progress file {path} {bad}")
+    return ProgressDoc(dict(doc["files"]), doc.get("mark"), doc.get("tasks"))
 
 
-def _check_progress(doc: Any, spout: str, directory: str) -> str | None:
+def load_progress(path: Path, spout: str, directory: str) -> dict[str, int]:
+    """Read a `FileSpout` task's progress file: ``{file name: committed offset}``; {} if absent."""
+    return read_progress(path, spout, directory).files
+
+
+def _check_progress(doc: Any, spout: str, directory: str, kind: str) -> str | None:
     if not isinstance(doc, dict) or doc.get("version") != PROGRESS_VERSION:
-        return f"is not a version-{PROGRESS_VERSION} FileSpout progress file"
+        return f"is not a version-{PROGRESS_VERSION} {kind} progress file"
     if doc.get("spout") != spout or doc.get("directory") != directory:
         return (f"belongs to spout {doc.get('spout')!r} reading {doc.get('directory')!r}, not to {spout!r} "
                 f"reading {directory!r}; give this spout another id or remove the file")
@@ -170,13 +185,98 @@ def _check_progress(doc: Any, spout: str, directory: str) -> str | None:
     if not isinstance(files, dict) or not all(
             isinstance(k, str) and type(v) is int and v >= 0 for k, v in files.items()):
         return "has a malformed 'files' map (expected file name -> non-negative integer offset)"
+    for key in ("mark", "tasks"):
+        if doc.get(key) is not None and type(doc[key]) is not int:
+            return f"has a malformed {key!r} (expected an integer)"
     return None
 
 
-def dump_progress(spout: str, directory: str, files: dict[str, int]) -> bytes:
-    """The bytes of a progress file (the inverse of `load_progress`)."""
-    return json.dumps({"version": PROGRESS_VERSION, "spout": spout, "directory": directory,
-                       "files": dict(sorted(files.items()))}, indent=0).encode()
+def dump_progress(spout: str, directory: str, files: dict[str, int], mark: int | None = None,
+                  tasks: int | None = None) -> bytes:
+    """The bytes of a progress file (the inverse of `read_progress`)."""
+    doc: dict[str, Any] = {"version": PROGRESS_VERSION, "spout": spout, "directory": directory,
+                           "files": dict(sorted(files.items()))}
+    if mark is not None:
+        doc["mark"] = mark
+    if tasks is not None:
+        doc["tasks"] = tasks
+    return json.dumps(doc, indent=0).encode()
+
+
+def append_dead_letter(directory: str, name: str, entry: dict) -> str:
+    """Append ``entry`` as a JSON line to ``<directory>/<name>.dead``, durably (owner-only);
+    returns the file's path. A record counts as done only after this returns."""
+    private_dir(directory)
+    path = os.path.join(directory, f"{name}.dead")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    try:
+        os.write(fd, json.dumps(entry).encode() + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+class GiveUp(NamedTuple):
+    """A record failed more than the retry limit: its values and how many times it was emitted."""
+
+    values: list
+    tries: int
+
+
+class RetryBook:
+    """The records of the current file emitted and not yet acked, by offset (or row), with the
+    failed ones queued to be emitted again, up to ``max_retries`` re-emits (None: no limit)."""
+
+    def __init__(self, max_retries: int | None) -> None:
+        self.max_retries = max_retries
+        self._values: dict[int, list] = {}
+        self._tries: dict[int, int] = {}
+        self._retry: deque[int] = deque()
+
+    def add(self, offset: int, values: list) -> None:
+        """The record at ``offset`` was emitted for the first time."""
+        self._values[offset] = values
+
+    def ack(self, offset: int) -> bool:
+        """Forget the record; False if it was not in flight (a late or foreign ack)."""
+        self._tries.pop(offset, None)
+        return self._values.pop(offset, None) is not None
+
+    def fail(self, offset: int) -> GiveUp | None:
+        """Queue the record to be emitted again; or, past the limit, forget it and return
+        `GiveUp` (the caller dead-letters it). None also for a record not in flight."""
+        if offset not in self._values:
+            return None
+        tries = self._tries.get(offset, 0)
+        if self.max_retries is not None and tries >= self.max_retries:
+            self._tries.pop(offset, None)
+            return GiveUp(self._values.pop(offset), tries + 1)
+        self._tries[offset] = tries + 1
+        self._retry.append(offset)
+        return None
+
+    def next_retry(self) -> tuple[int, list] | None:
+        """The next failed record to emit again, or None."""
+        while self._retry:
+            offset = self._retry.popleft()
+            if offset in self._values:
+                return offset, self._values[offset]
+        return None
+
+    @property
+    def retrying(self) -> bool:
+        """Whether failed records wait to be emitted again."""
+        return bool(self._retry)
+
+    def __contains__(self, offset: int) -> bool:
+        return offset in self._values
+
+    def clear(self) -> None:
+        """Forget everything (the file is finished)."""
+        self._values.clear()
+        self._tries.clear()
+        self._retry.clear()
 
 
 def owner_of(name: str, tasks: int) -> int:
@@ -197,11 +297,6 @@ def translate_text(record: bytes) -> list:
     """The default translator: the record decoded as UTF-8 without its line ending, as ``[line]``;
     undecodable bytes raise `UnicodeDecodeError`."""
     return [record.decode("utf-8").rstrip("\r\n")]
-
-
-class _Line(NamedTuple):
-    values: list
-    tries: int  # re-emits so far
 
 
 class FileSpout(Spout):
@@ -293,8 +388,7 @@ class FileSpout(Spout):
         self.file: str | None = None
         self.handle: BinaryIO | None = None
         self.tracker: OffsetTracker | None = None
-        self.inflight: dict[int, _Line] = {}
-        self.retry: deque[int] = deque()
+        self.inflight = RetryBook(self.max_retries)
         self.acks_since_commit = 0
         self.last_commit = self.last_list = self.clock.now()
         self.listed = False
@@ -329,11 +423,9 @@ class FileSpout(Spout):
 
     def next_tuple(self) -> None:
         """Re-emits a failed line if any, else emits the next record of the current file."""
-        if self.retry:
-            offset = self.retry.popleft()
-            line = self.inflight.get(offset)
-            if line is not None:
-                self.collector.emit(line.values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
+        again = self.inflight.next_retry()
+        if again is not None:
+            self.collector.emit(again[1], LineAt(self.file, again[0]), self.stream)  # type: ignore[arg-type]
             return
         if self.handle is None:
             self._list()
@@ -355,29 +447,25 @@ class FileSpout(Spout):
             self._dead_letter(offset, record, f"unreadable record: {type(e).__name__}: {e}")
             self._done(offset)
             return
-        self.inflight[offset] = _Line(values, 0)
+        self.inflight.add(offset, values)
         self.collector.emit(values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
 
     # -- acks
 
     def ack(self, msg_id: Any) -> None:
         """The line is done: the committed offset may move past it."""
-        if self._ours(msg_id) and self.inflight.pop(msg_id.offset, None) is not None:
+        if self._ours(msg_id) and self.inflight.ack(msg_id.offset):
             self._done(msg_id.offset)
 
     def fail(self, msg_id: Any) -> None:
         """Re-emits the line, or after ``max_retries`` re-emits gives it to the dead-letter file."""
-        if not self._ours(msg_id) or msg_id.offset not in self.inflight:
+        if not self._ours(msg_id):
             return
-        line = self.inflight[msg_id.offset]
-        if self.max_retries is not None and line.tries >= self.max_retries:
-            del self.inflight[msg_id.offset]
-            record = json.dumps(line.values, default=repr).encode()
-            self._dead_letter(msg_id.offset, record, f"failed {line.tries + 1} times")
+        given_up = self.inflight.fail(msg_id.offset)
+        if given_up is not None:
+            record = json.dumps(given_up.values, default=repr).encode()
+            self._dead_letter(msg_id.offset, record, f"failed {given_up.tries} times")
             self._done(msg_id.offset)
-            return
-        self.inflight[msg_id.offset] = line._replace(tries=line.tries + 1)
-        self.retry.append(msg_id.offset)
 
     def _ours(self, msg_id: Any) -> bool:
         return isinstance(msg_id, LineAt) and msg_id.file == self.file
@@ -394,14 +482,7 @@ class FileSpout(Spout):
         where = f"{os.path.join(self.directory, self.file or '?')} at byte offset {offset}"
         entry = {"file": self.file, "offset": offset, "reason": reason,
                  "record": record.decode("utf-8", "backslashreplace")}
-        private_dir(self.dead_letter_dir)
-        path = os.path.join(self.dead_letter_dir, f"{self.file}.dead")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
-        try:
-            os.write(fd, json.dumps(entry).encode() + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        path = append_dead_letter(self.dead_letter_dir, self.file or "unknown", entry)
         self.dead_letters += 1
         message = f"FileSpout {self.spout_id!r}: {reason} in {where}; written to {path}"
         log.error(message)
@@ -411,7 +492,7 @@ class FileSpout(Spout):
 
     def _maybe_finish(self) -> None:
         """A file read to its end with every line done is renamed done and forgotten."""
-        if self.handle is None or self.tracker is None or self.tracker.pending or self.retry:
+        if self.handle is None or self.tracker is None or self.tracker.pending or self.inflight.retrying:
             return
         offset = self.handle.tell()
         if self.reader(self.handle):  # more to read: not finished

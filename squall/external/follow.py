@@ -1,0 +1,470 @@
+"""Spouts downstream of a Spark pipeline: `DeltaTableSpout` follows the versions of a Delta table,
+`ParquetDirectorySpout` the Parquet files a Spark job writes into a directory.
+
+Both emit one tuple per row of each new Parquet file, with a `RowAt` (file, row index) message
+id, and keep `FileSpout`'s guarantees with its machinery (`OffsetTracker`, progress files,
+`RetryBook`, dead-letter files): per file the committed row (every row before it acked) is
+written under ``<storm.local.dir>/<kind>/<spout id>/task-<index>.json``, so a restart resumes
+each file at its committed row (at-least-once: rows acked after the first unacked one are
+emitted again), a failed row is emitted again up to ``max_retries`` times and then written to a
+dead-letter file. Each task reads the files whose path hashes to its index, one at a time.
+
+A Delta table is followed commit by commit, as Spark's ``readStream.format("delta")`` does: the
+files a version adds are read in version order; ``OPTIMIZE`` commits (files rewritten, no new
+data) are skipped; a commit that removes data (a delete, update, merge or overwrite) stops the
+spout with a reported error naming the version, unless ``skip_change_commits`` (Spark's option
+of that name) is set. A task's progress also records the version through which all its files
+are done (the *mark*), so the progress file stays small and a restart lists the log from there.
+
+A Spark job writes through ``_temporary`` and renames each finished file into the directory, so
+a ``part-*.parquet`` file that appears there is complete; with ``require_success`` (default)
+nothing is read before the job's ``_SUCCESS`` marker exists. Names starting with ``.`` or ``_``
+(and their directories) are skipped, as Spark does; partition directories (``key=value``) are
+read, but the partition value is not added to the row.
+
+Local paths only (object stores are not followed yet).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter, deque
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .._collectors import OutputFieldsDeclarer, SpoutOutputCollector
+from .._components import Spout
+from .._context import TopologyContext
+from .._fields import Fields
+from .._private import private_dir
+from .._system import DEFAULT_STREAM
+from ..engine.clock import Clock
+from .files import (
+    OffsetTracker,
+    RetryBook,
+    append_dead_letter,
+    dump_progress,
+    owner_of,
+    read_progress,
+    write_durably,
+)
+
+__all__ = ["DeltaTableSpout", "FollowedFile", "ParquetDirectorySpout", "RowAt"]
+
+log = logging.getLogger(__name__)
+
+
+class RowAt(NamedTuple):
+    """A followed row's message id: the file's key (its path in the table or directory) and the
+    row's index in the file."""
+
+    file: str
+    row: int
+
+
+class FollowedFile(NamedTuple):
+    """A Parquet file to read: its key (path relative to the table or directory), where it is,
+    and the table version that added it (0 in a directory)."""
+
+    key: str
+    path: str
+    version: int
+
+
+class _Reading:
+    """The file a task is reading: its rows from a start row on, a batch at a time."""
+
+    def __init__(self, file: FollowedFile, fields: list[str], start: int, batch_rows: int) -> None:
+        self.file = file
+        pf = pq.ParquetFile(file.path)
+        self.num_rows = pf.metadata.num_rows
+        self.missing = [f for f in fields if f not in pf.schema_arrow.names]
+        self.next_row = start
+        self._rows: Iterator[list] = iter(()) if self.missing or start >= self.num_rows else \
+            self._iter(pf, fields, start, batch_rows)
+
+    @staticmethod
+    def _iter(pf: pq.ParquetFile, fields: list[str], start: int, batch_rows: int) -> Iterator[list]:
+        seen = 0
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=fields):
+            if seen + batch.num_rows <= start:
+                seen += batch.num_rows
+                continue
+            cols = [batch.column(f).to_pylist() for f in fields]
+            for i in range(max(start - seen, 0), batch.num_rows):
+                yield [c[i] for c in cols]
+            seen += batch.num_rows
+
+    def next(self) -> list | None:
+        """The next row's values (its index is ``next_row`` before the call), or None at the end."""
+        values = next(self._rows, None)
+        if values is not None:
+            self.next_row += 1
+        return values
+
+
+class _FollowingSpout(Spout):
+    """The shell both spouts share; a subclass lists the new files of its source (`_new_files`)."""
+
+    kind = "follow"
+
+    def __init__(self, source: str, fields: Sequence[str], *, stream: str, max_retries: int | None,
+                 dead_letter_dir: str | os.PathLike | None, commit_every: int, commit_secs: float,
+                 poll_secs: float, batch_rows: int, progress_dir: str | os.PathLike | None,
+                 clock: Clock | None) -> None:
+        name = type(self).__name__
+        if not fields:
+            raise ValueError(f"{name}: give the fields (columns) to emit")
+        if commit_every < 1 or commit_secs <= 0 or poll_secs < 0 or batch_rows < 1:
+            raise ValueError(f"{name}: commit_every and batch_rows must be >= 1, commit_secs > 0, poll_secs >= 0")
+        if max_retries is not None and max_retries < 0:
+            raise ValueError(f"{name}: max_retries must be >= 0 or None")
+        self.source = source
+        self.fields = list(fields)
+        self.stream, self.max_retries = stream, max_retries
+        self.commit_every, self.commit_secs, self.poll_secs = commit_every, commit_secs, poll_secs
+        self.batch_rows = batch_rows
+        self.clock = clock or Clock()
+        # resolved where the topology is built, as FileSpout does (tasks do not see storm.local.dir)
+        self.progress_dir = os.path.abspath(progress_dir or "storm-local")
+        self.dead_letter_dir = os.path.abspath(dead_letter_dir) if dead_letter_dir else None
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """Declares ``fields`` on ``stream``."""
+        declarer.declare_stream(self.stream, Fields(*self.fields))
+
+    def open(self, conf: dict, context: TopologyContext, collector: SpoutOutputCollector) -> None:
+        """Loads every progress file of this spout; raises `FileConnectorError` naming one that is
+        corrupt or another spout's."""
+        super().open(conf, context, collector)
+        self.spout_id = context.get_this_component_id()
+        self.index = context.get_this_task_index()
+        self.tasks = len(context.get_component_tasks(self.spout_id))
+        state = private_dir(Path(self.progress_dir) / self.kind / self.spout_id)
+        self.progress_path = state / f"task-{self.index}.json"
+        if self.dead_letter_dir is None:
+            self.dead_letter_dir = str(state / "dead-letter")
+        docs = {p.name: read_progress(p, self.spout_id, self.source, type(self).__name__)
+                for p in sorted(state.glob("task-*.json"))}
+        self.committed_rows: dict[str, int] = {}
+        self.version_of: dict[str, int] = {}
+        for doc in docs.values():
+            for key, row in doc.files.items():
+                self.committed_rows[key] = max(row, self.committed_rows.get(key, 0))
+        own = docs.get(self.progress_path.name)
+        if own is not None and own.tasks == self.tasks:
+            self.mark = own.mark  # same parallelism: the same files are this task's
+        else:  # another parallelism: only a version every task had finished is safe to skip
+            marks = [d.mark for d in docs.values()]
+            self.mark = min(marks) if marks and None not in marks else None
+        self.listed = -1 if self.mark is None else self.mark
+        self.queue: deque[FollowedFile] = deque()
+        self.pending_versions: Counter[int] = Counter()
+        self.reading: _Reading | None = None
+        self.tracker: OffsetTracker | None = None
+        self.inflight = RetryBook(self.max_retries)
+        self.acks_since_commit = 0
+        self.last_commit = self.last_list = self.clock.now()
+        self.polled = False
+        self.dead_letters = 0
+        self.stopped: str | None = None  # why the source cannot be followed further
+
+    # -- listing and reading
+
+    def _new_files(self) -> list[FollowedFile]:
+        raise NotImplementedError
+
+    def _list(self) -> None:
+        now = self.clock.now()
+        if self.stopped or (self.polled and now - self.last_list < self.poll_secs):
+            return
+        self.polled, self.last_list = True, now
+        for f in self._new_files():
+            if owner_of(f.key, self.tasks) == self.index:
+                self.queue.append(f)
+                self.version_of[f.key] = f.version
+                self.pending_versions[f.version] += 1
+
+    def _stop(self, reason: str) -> None:
+        """The source cannot be followed past here: say so once; what was listed is still read."""
+        self.stopped = reason
+        log.error("%s", reason)
+        self.collector.report_error(reason)
+
+    def _start_next(self) -> bool:
+        while self.queue:
+            f = self.queue.popleft()
+            start = self.committed_rows.get(f.key, 0)
+            try:
+                reading = _Reading(f, self.fields, start, self.batch_rows)
+            except (OSError, pa.ArrowException) as e:
+                # vacuumed or unreadable: say so durably, the rows cannot be emitted
+                self._dead_letter(f, None, f"cannot read the file: {type(e).__name__}: {e}", None)
+                self._finished(f, start)
+                continue
+            if reading.missing:
+                self._dead_letter(f, None, f"the file has no column(s) {', '.join(reading.missing)} "
+                                           f"(the spout emits {', '.join(self.fields)})", None)
+                self._finished(f, reading.num_rows)
+                continue
+            if start >= reading.num_rows:
+                self._finished(f, reading.num_rows)  # done in an earlier run
+                continue
+            self.reading, self.tracker = reading, OffsetTracker(start)
+            self.committed_rows[f.key] = start
+            return True
+        return False
+
+    def next_tuple(self) -> None:
+        """Re-emits a failed row if any, else emits the next row of the current file."""
+        again = self.inflight.next_retry()
+        if again is not None and self.reading is not None:
+            self.collector.emit(again[1], RowAt(self.reading.file.key, again[0]), self.stream)
+            return
+        if self.reading is None:
+            self._list()
+            if not self._start_next():
+                self._maybe_commit()
+                return
+        assert self.reading is not None and self.tracker is not None
+        row = self.reading.next_row
+        values = self.reading.next()
+        if values is None:
+            self._maybe_finish()
+            self._maybe_commit()
+            return
+        self.tracker.emitted(row, row + 1)
+        self.inflight.add(row, values)
+        self.collector.emit(values, RowAt(self.reading.file.key, row), self.stream)
+
+    # -- acks
+
+    def ack(self, msg_id: Any) -> None:
+        """The row is done: the committed row may move past it."""
+        if self._ours(msg_id) and self.inflight.ack(msg_id.row):
+            self._done(msg_id.row)
+
+    def fail(self, msg_id: Any) -> None:
+        """Re-emits the row, or after ``max_retries`` re-emits gives it to the dead-letter file."""
+        if not self._ours(msg_id):
+            return
+        given_up = self.inflight.fail(msg_id.row)
+        if given_up is not None:
+            assert self.reading is not None
+            self._dead_letter(self.reading.file, msg_id.row, f"failed {given_up.tries} times", given_up.values)
+            self._done(msg_id.row)
+
+    def _ours(self, msg_id: Any) -> bool:
+        return isinstance(msg_id, RowAt) and self.reading is not None and msg_id.file == self.reading.file.key
+
+    def _done(self, row: int) -> None:
+        assert self.tracker is not None
+        self.tracker.acked(row)
+        self.acks_since_commit += 1
+        self._maybe_finish()
+        self._maybe_commit()
+
+    def _dead_letter(self, f: FollowedFile, row: int | None, reason: str, values: list | None) -> None:
+        assert self.dead_letter_dir is not None
+        entry = {"source": self.source, "file": f.key, "version": f.version, "row": row, "reason": reason,
+                 "values": values}
+        path = append_dead_letter(self.dead_letter_dir, f.key.replace("/", "__"),
+                                  {k: (v if k != "values" else _jsonable(v)) for k, v in entry.items()})
+        self.dead_letters += 1
+        where = f"{f.path}" + (f" row {row}" if row is not None else "")
+        message = f"{type(self).__name__} {self.spout_id!r}: {reason} in {where}; written to {path}"
+        log.error(message)
+        self.collector.report_error(message)
+
+    # -- progress
+
+    def _maybe_finish(self) -> None:
+        r = self.reading
+        if r is None or self.tracker is None or self.tracker.pending or self.inflight.retrying \
+                or r.next_row < r.num_rows:
+            return
+        self.reading = self.tracker = None
+        self.inflight.clear()
+        self._finished(r.file, r.num_rows)
+        self._commit()
+
+    def _finished(self, f: FollowedFile, rows: int) -> None:
+        self.committed_rows[f.key] = rows
+        self.pending_versions[f.version] -= 1
+        if not self.pending_versions[f.version]:
+            del self.pending_versions[f.version]
+
+    def _current_mark(self) -> int | None:
+        """The version through which every file of this task is done (None for a directory)."""
+        if not self.versioned:
+            return None
+        return min(self.pending_versions) - 1 if self.pending_versions else self.listed
+
+    versioned = False
+
+    def _maybe_commit(self) -> None:
+        if self.acks_since_commit >= self.commit_every or (
+                self.acks_since_commit and self.clock.now() - self.last_commit >= self.commit_secs):
+            self._commit()
+
+    def _commit(self) -> None:
+        if self.reading is not None and self.tracker is not None:
+            self.committed_rows[self.reading.file.key] = self.tracker.committed
+        mark = self._current_mark()
+        mine = {k: r for k, r in self.committed_rows.items() if owner_of(k, self.tasks) == self.index
+                and (mark is None or self.version_of.get(k, mark + 1) > mark)}
+        if mark is not None:  # files below the mark are remembered by the mark alone
+            self.committed_rows = {k: r for k, r in self.committed_rows.items()
+                                   if self.version_of.get(k, mark + 1) > mark}
+        write_durably(self.progress_path, dump_progress(self.spout_id, self.source, mine, mark, self.tasks))
+        self.acks_since_commit = 0
+        self.last_commit = self.clock.now()
+
+    def close(self) -> None:
+        """Commits the progress."""
+        if getattr(self, "progress_path", None) is not None:
+            self._commit()
+
+    def committed(self) -> dict[str, int]:
+        """This task's committed row per file not finished below the mark (monitoring, tests)."""
+        out = dict(self.committed_rows)
+        if self.reading is not None and self.tracker is not None:
+            out[self.reading.file.key] = self.tracker.committed
+        return out
+
+
+def _jsonable(values: list | None) -> list | None:
+    if values is None:
+        return None
+    return [v if isinstance(v, (str, int, float, bool, type(None))) else repr(v) for v in values]
+
+
+class ParquetDirectorySpout(_FollowingSpout):
+    """Emits the rows of the Parquet files a Spark job (``df.write.parquet(directory)``, also in
+    ``append`` mode, run after run) writes into ``directory``, each row once its tree is acked.
+
+    A file is read once it is in the directory under a name ending with ``suffix`` (Spark renames
+    finished files in from ``_temporary``) and, with ``require_success``, once ``_SUCCESS`` exists.
+    New files are looked for every ``poll_secs``. Files are read in the order they are found (by
+    name within one listing). Progress keeps every file read (its row count), so a file is never
+    read twice across restarts; a file rewritten under the same name is not read again.
+
+    Args:
+        directory: the directory to follow (it may not exist yet).
+        fields: the columns to emit, in order (each file must have them).
+        max_retries: re-emits of a failed row before it is dead-lettered (None: no limit).
+        dead_letter_dir: where ``<file>.dead`` JSON lines go (default: under the progress dir).
+        commit_every, commit_secs: progress is committed after this many acks or seconds.
+        progress_dir: the cluster's ``storm.local.dir`` (default ``storm-local``).
+    """
+
+    kind = "parquetspout"
+
+    def __init__(self, directory: str | os.PathLike, fields: Sequence[str], *, suffix: str = ".parquet",
+                 require_success: bool = True, stream: str = DEFAULT_STREAM, max_retries: int | None = 3,
+                 dead_letter_dir: str | os.PathLike | None = None, commit_every: int = 1000,
+                 commit_secs: float = 1.0, poll_secs: float = 1.0, batch_rows: int = 1024,
+                 progress_dir: str | os.PathLike | None = None, clock: Clock | None = None) -> None:
+        super().__init__(os.path.abspath(directory), fields, stream=stream, max_retries=max_retries,
+                         dead_letter_dir=dead_letter_dir, commit_every=commit_every, commit_secs=commit_secs,
+                         poll_secs=poll_secs, batch_rows=batch_rows, progress_dir=progress_dir, clock=clock)
+        self.suffix, self.require_success = suffix, require_success
+
+    def open(self, conf: dict, context: TopologyContext, collector: SpoutOutputCollector) -> None:
+        """Loads the progress; the files it lists are not queued again."""
+        super().open(conf, context, collector)
+        self.seen: set[str] = set()
+
+    def _new_files(self) -> list[FollowedFile]:
+        root = self.source
+        if not os.path.isdir(root) or (self.require_success and not os.path.exists(os.path.join(root, "_SUCCESS"))):
+            return []
+        found = []
+        for here, dirs, names in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d[0] not in "._")  # _temporary, .spark-staging
+            for name in names:
+                if name[0] in "._" or not name.endswith(self.suffix):
+                    continue
+                key = os.path.relpath(os.path.join(here, name), root)
+                if key not in self.seen:
+                    self.seen.add(key)
+                    found.append(FollowedFile(key, os.path.join(here, name), 0))
+        return sorted(found)
+
+
+class DeltaTableSpout(_FollowingSpout):
+    """Emits the rows each new version of the Delta table at ``table_uri`` appends, in version
+    order (every version from the first, or from the committed progress of an earlier run).
+
+    Args:
+        table_uri: a local Delta table (it may not exist yet).
+        fields: the columns to emit, in order (each data file must have them: unpartitioned
+            columns).
+        skip_change_commits: skip versions that remove data instead of stopping there.
+        The others are `ParquetDirectorySpout`'s.
+    """
+
+    kind = "deltaspout"
+    versioned = True
+
+    def __init__(self, table_uri: str | os.PathLike, fields: Sequence[str], *, skip_change_commits: bool = False,
+                 stream: str = DEFAULT_STREAM, max_retries: int | None = 3,
+                 dead_letter_dir: str | os.PathLike | None = None, commit_every: int = 1000,
+                 commit_secs: float = 1.0, poll_secs: float = 1.0, batch_rows: int = 1024,
+                 progress_dir: str | os.PathLike | None = None, clock: Clock | None = None) -> None:
+        uri = str(table_uri)
+        if "://" in uri and not uri.startswith("file://"):
+            raise ValueError(f"DeltaTableSpout: {uri}: only local tables can be followed")
+        uri = os.path.abspath(uri.removeprefix("file://"))
+        super().__init__(uri, fields, stream=stream, max_retries=max_retries, dead_letter_dir=dead_letter_dir,
+                         commit_every=commit_every, commit_secs=commit_secs, poll_secs=poll_secs,
+                         batch_rows=batch_rows, progress_dir=progress_dir, clock=clock)
+        self.skip_change_commits = skip_change_commits
+
+    def open(self, conf: dict, context: TopologyContext, collector: SpoutOutputCollector) -> None:
+        """Loads the progress; the table's log is read from the committed mark on."""
+        super().open(conf, context, collector)
+        self.table = None
+        self.prev: set[str] = set()
+
+    def _files_at(self, version: int):
+        from deltalake import DeltaTable
+        snap = DeltaTable(self.source, version=version)
+        paths = pa.table(snap.get_add_actions(flatten=True)).column("path").to_pylist()
+        history = snap.history(1)
+        return set(paths), (history[0].get("operation") if history else None)
+
+    def _new_files(self) -> list[FollowedFile]:
+        from deltalake import DeltaTable
+        if self.table is None:
+            if not DeltaTable.is_deltatable(self.source):
+                return []
+            self.table = DeltaTable(self.source)
+            if self.listed >= 0:
+                self.prev = self._files_at(self.listed)[0]
+        else:
+            self.table.update_incremental()
+        found = []
+        for version in range(self.listed + 1, self.table.version() + 1):
+            files, operation = self._files_at(version)
+            added, removed = sorted(files - self.prev), self.prev - files
+            if operation == "OPTIMIZE":
+                pass  # the same rows rewritten into fewer files: nothing new
+            elif removed and not self.skip_change_commits:
+                self._stop(f"DeltaTableSpout {self.spout_id!r}: version {version} of {self.source} ({operation}) "
+                           f"removes {len(removed)} file(s): the spout follows appends only and stops before "
+                           f"it; pass skip_change_commits=True to skip such versions")
+                break
+            elif not removed:
+                found += [FollowedFile(p, os.path.join(self.source, unquote(p)), version) for p in added]
+            else:
+                log.warning("DeltaTableSpout %r: skipping version %d of %s (%s): it changes data",
+                            self.spout_id, version, self.source, operation)
+            self.prev, self.listed = files, version
+        return found

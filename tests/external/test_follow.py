@@ -1,0 +1,140 @@
+"""squall.external.follow: spouts downstream of Spark, following a Delta table's versions and the
+Parquet files a Spark job writes, with committed progress replayed after a restart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+deltalake = pytest.importorskip("deltalake")
+
+from squall import LocalCluster, TopologyBuilder
+from squall.external.follow import DeltaTableSpout, ParquetDirectorySpout
+from squall.testing._registry import SharedLog
+
+from ..conftest import wait_until
+from .test_files import Recorder
+
+CONF = {"topology.message.timeout.secs": 60}  # held rows must not time out and replay meanwhile
+
+
+def rows(lo, hi):
+    return pa.table({"event": [f"e-{i:03d}" for i in range(lo, hi)], "n": list(range(lo, hi))})
+
+
+def topology(spout, log, **bolt):
+    builder = TopologyBuilder()
+    builder.set_spout("follow", spout)
+    builder.set_bolt("rec", Recorder(log, **bolt), 2).shuffle_grouping("follow")
+    return builder.create_topology()
+
+
+def delta_spout(table, local):
+    return DeltaTableSpout(table, ["event", "n"], commit_every=1, poll_secs=0.05, progress_dir=local)
+
+
+def progress(local, kind, spout="follow"):
+    return [json.loads(p.read_text()) for p in sorted((Path(local) / kind / spout).glob("task-*.json"))]
+
+
+def test_delta_spout_emits_each_version_once_and_replays_only_what_was_not_acked_after_a_restart(tmp_path):
+    table, local = str(tmp_path / "events"), tmp_path / "local"
+    deltalake.write_deltalake(table, rows(0, 20))
+    first = SharedLog()
+    with LocalCluster() as cluster:
+        cluster.submit_topology("one", CONF, topology(delta_spout(table, local), first, hold={"e-025", "e-027"}))
+        assert wait_until(lambda: sorted(first.items()) == [f"e-{i:03d}" for i in range(20)], 20)
+        assert wait_until(lambda: progress(local, "deltaspout")[0].get("mark") == 0)  # version 0 all acked
+        deltalake.write_deltalake(table, rows(20, 30), mode="append")  # the next version is picked up
+        assert wait_until(lambda: len(first.items()) == 30, 20)
+        assert wait_until(lambda: list(progress(local, "deltaspout")[0]["files"].values()) == [5])
+        cluster.kill_topology("one", wait_secs=0)
+    assert sorted(first.items()) == [f"e-{i:03d}" for i in range(30)]  # each row once
+    assert progress(local, "deltaspout")[0]["mark"] == 0
+
+    deltalake.write_deltalake(table, rows(30, 35), mode="append")  # written while nothing ran
+    second = SharedLog()
+    with LocalCluster() as cluster:
+        cluster.submit_topology("two", CONF, topology(delta_spout(table, local), second))
+        assert wait_until(lambda: progress(local, "deltaspout")[0].get("mark") == 2, 20)
+        cluster.kill_topology("two", wait_secs=0)
+    # from the first unacked row (25) of version 1 on (at-least-once: 26, 28, 29 again), then version 2
+    assert sorted(second.items()) == [f"e-{i:03d}" for i in range(25, 35)]
+    assert progress(local, "deltaspout")[0]["files"] == {}  # everything below the mark is forgotten
+
+
+def test_a_failed_row_is_retried_then_dead_lettered_naming_the_table_file_and_row(tmp_path):
+    table, local = str(tmp_path / "events"), tmp_path / "local"
+    deltalake.write_deltalake(table, rows(0, 5))
+    log = SharedLog()
+    spout = DeltaTableSpout(table, ["event", "n"], max_retries=2, commit_every=1, poll_secs=0.05, progress_dir=local)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("dl", CONF, topology(spout, log, fail_always={"e-003"}))
+        assert wait_until(lambda: progress(local, "deltaspout") and progress(local, "deltaspout")[0].get("mark") == 0)
+        cluster.kill_topology("dl", wait_secs=0)
+    assert sorted(log.items()) == ["e-000", "e-001", "e-002", "e-003", "e-003", "e-003", "e-004"]
+    dead = [json.loads(line) for p in (local / "deltaspout" / "follow" / "dead-letter").iterdir()
+            for line in p.read_text().splitlines()]
+    assert len(dead) == 1 and dead[0]["row"] == 3 and dead[0]["version"] == 0
+    assert dead[0]["values"] == ["e-003", 3] and dead[0]["reason"] == "failed 3 times"
+    assert dead[0]["source"] == table and dead[0]["file"].endswith(".parquet")
+
+
+def test_a_version_that_deletes_rows_stops_the_spout_with_an_error_naming_it(tmp_path):
+    table, local = str(tmp_path / "events"), tmp_path / "local"
+    deltalake.write_deltalake(table, rows(0, 5))
+    deltalake.DeltaTable(table).delete("n < 2")  # version 1: a change, not an append
+    deltalake.write_deltalake(table, rows(5, 7), mode="append")
+    log = SharedLog()
+    with LocalCluster() as cluster:
+        cluster.submit_topology("chg", CONF, topology(delta_spout(table, local), log))
+        assert wait_until(lambda: len(log.items()) == 5)
+
+        def errors():
+            return [e["error"] for e in cluster.get_topology_info("chg")["errors"] if "version 1" in e["error"]]
+        assert wait_until(errors, 10)
+        error = errors()[0]
+        cluster.kill_topology("chg", wait_secs=0)
+    assert "follows appends only" in error and "skip_change_commits" in error
+    assert sorted(log.items()) == [f"e-{i:03d}" for i in range(5)]  # nothing past the change
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pyspark = pytest.importorskip("pyspark.sql")
+    session = (pyspark.SparkSession.builder.master("local[1]").appName("squall-follow-test")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
+               .getOrCreate())
+    yield session
+    session.stop()
+
+
+def test_the_parquet_files_a_spark_job_writes_are_emitted_once_each_run_after_run(tmp_path, spark):
+    out, local = str(tmp_path / "spark-out"), tmp_path / "local"
+    log = SharedLog()
+    spout = ParquetDirectorySpout(out, ["event", "n"], commit_every=1, poll_secs=0.05, progress_dir=local)
+
+    def spark_job(lo, hi, mode):
+        df = spark.createDataFrame([(f"e-{i:03d}", i) for i in range(lo, hi)], "event string, n long")
+        df.repartition(3).write.mode(mode).parquet(out)
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology("pq", CONF, topology(spout, log))
+        spark_job(0, 40, "errorifexists")
+        assert wait_until(lambda: len(log.items()) == 40, 30)
+        spark_job(40, 60, "append")  # a second run adds part files next to the first's
+        assert wait_until(lambda: len(log.items()) == 60, 30)
+        cluster.kill_topology("pq", wait_secs=0)
+    assert sorted(log.items()) == [f"e-{i:03d}" for i in range(60)]
+    # a restart reads nothing again: every file is recorded as read to its end
+    again = SharedLog()
+    with LocalCluster() as cluster:
+        cluster.submit_topology("pq2", CONF, topology(
+            ParquetDirectorySpout(out, ["event", "n"], poll_secs=0.05, progress_dir=local), again))
+        spark_job(60, 65, "append")
+        assert wait_until(lambda: len(again.items()) == 5, 30)
+        cluster.kill_topology("pq2", wait_secs=0)
+    assert sorted(again.items()) == [f"e-{i:03d}" for i in range(60, 65)]

@@ -135,7 +135,11 @@ class Aggregator(Bolt):
 
 def build(url: str, workers: int, parallelism: int, max_pending: int, timeout: int):
     """The topology and its configuration (module docstring)."""
-    from squall.external.redis_streams import ExponentialBackoff, RedisStreamSinkBolt, RedisStreamSpout
+    from squall.external.redis_streams import (
+        ExponentialBackoff,
+        RedisStreamSinkBolt,
+        RedisStreamSpout,
+    )
 
     b = TopologyBuilder()
     spout = RedisStreamSpout(url, STREAM, GROUP, ("event_id", "user_id", "ts"), id_field="entry",

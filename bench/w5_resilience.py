@@ -391,9 +391,11 @@ def run(host: str = "process", workers: int = 4, parallelism: int | None = None,
             proof = prove(client, feeder.fed)
             client.close()
         finally:
-            if feeder is not None and feeder.is_alive():
-                feeder.stop()
-            server.stop()
+            try:
+                if feeder is not None and feeder.is_alive():
+                    feeder.stop()
+            finally:  # the server goes whatever else failed
+                server.stop()
     tl = sampler.timeline()
     ends = kill_times[1:] + [t_watched]
     per_kill = [dict(killed_slot=v["slot"], at_s=round(t - t0, 1), **_rate_figures(recovery(tl, t, end)))

@@ -11,6 +11,8 @@
     python -m bench run MEM --host process|spark [--workers N] [--idle-secs 5]
     python -m bench run RECOVERY --host process|spark [--workers 2] [--rate 1000] [--warmup 10]
         [--observe 100] [--message-timeout 30] [--max-pending 1000]
+    python -m bench run W5 --host process|spark [--workers 4] [--rate 1000] [--kill-every 20] [--kills 3]
+        [--message-timeout 30] [--max-pending 1000] [--plot FILE.png]
     python -m bench report [--results bench/results/results.jsonl] [--latest]
     python -m bench report --docs docs/benchmarks.md [--all-commits]
 
@@ -40,6 +42,13 @@ on ``--host process`` or ``spark``; one worker (not the spout's) is SIGKILLed af
 seconds, and the record says how long the acked rate took to be back to 80% of before
 (``recovery_s``) and how many tuples failed and were replayed, watching for at most
 ``--observe`` seconds.
+
+W5 (`bench.w5_resilience`; acking on, no baseline): the paper's resilience run. Its own
+redis-server, a feeder of client events at ``--rate`` events/s into a Redis stream,
+RedisStreamSpout -> Distributor -> UserCount -> Aggregator -> the idempotent Redis sink on
+``--workers`` (default 4) workers; a worker SIGKILLed every ``--kill-every`` seconds, ``--kills``
+times. Prints the per-second acked tuples/s and mean complete latency, each kill's recovery, and
+the exactly-once proof (``--plot``: also draws them as a PNG, the kills marked).
 
 Each run prints one JSON line and appends it to the results file (``--no-save``: print only);
 with ``--repeat`` > 1 each run is a fresh interpreter (``--in-process`` to keep one), and a last
@@ -73,7 +82,8 @@ def _run_isolated(args: argparse.Namespace) -> list[dict]:
             "--secs", str(args.secs), "--warmup", str(args.warmup), "--repeat", "1", "--results", args.results,
             "--rate", str(args.rate), "--probe-secs", str(args.probe_secs), "--pending", str(args.pending),
             "--ks", args.ks, "--idle-secs", str(args.idle_secs), "--observe", str(args.observe),
-            "--message-timeout", str(args.message_timeout)]
+            "--message-timeout", str(args.message_timeout), "--kill-every", str(args.kill_every),
+            "--kills", str(args.kills)]
     if args.acking is not None:
         argv += ["--acking", args.acking]
     if args.max_pending is not None:
@@ -139,6 +149,13 @@ def _run(args: argparse.Namespace) -> int:
                                   warmup=args.warmup, observe=args.observe, timeout=args.message_timeout,
                                   spark_master=args.spark_master, **({} if args.max_pending is None
                                                                      else {"max_pending": args.max_pending}))
+        elif args.workload == "W5":
+            from . import w5_resilience
+            record = w5_resilience.run(host=args.host, workers=args.workers, parallelism=args.parallelism,
+                                       rate=float(args.rate), kill_every=args.kill_every, kills=args.kills,
+                                       timeout=args.message_timeout, spark_master=args.spark_master,
+                                       plot_path=None if args.plot is None else Path(args.plot),
+                                       **({} if args.max_pending is None else {"max_pending": args.max_pending}))
         elif args.workload == "MEM":
             from . import memory
             record = memory.run(host=args.host, workers=args.workers, pending=args.pending,
@@ -204,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run one workload (LocalCluster, the process or the Spark host) and its baseline")
-    run.add_argument("workload", choices=["W1", "W2", "W3", "W4", "MEM", "RECOVERY"], type=str.upper)
+    run.add_argument("workload", choices=["W1", "W2", "W3", "W4", "W5", "MEM", "RECOVERY"], type=str.upper)
     run.add_argument("--acking", choices=["on", "off"], default=None,
                      help="W1-W3: required; W4 and MEM: always on")
     run.add_argument("--n", type=int, default=1_000_000, help="W1: sentences (default 1,000,000)")
@@ -225,6 +242,11 @@ def main(argv: list[str] | None = None) -> int:
                      help="RECOVERY: watch at most this long after the kill (default 100)")
     run.add_argument("--message-timeout", type=int, default=30,
                      help="RECOVERY: topology.message.timeout.secs (default 30, Storm's)")
+    run.add_argument("--kill-every", type=float, default=20.0,
+                     help="W5: seconds between worker kills, and before the first and after the last (default 20)")
+    run.add_argument("--kills", type=int, default=3, help="W5: workers SIGKILLed (default 3)")
+    run.add_argument("--plot", default=None, metavar="FILE.png",
+                     help="W5: draw the per-second acked rate and latency with the kills marked")
     run.add_argument("--repeat", type=int, default=1, help="runs; a median line follows if > 1")
     run.add_argument("--max-pending", type=int, default=None,
                      help="topology.max.spout.pending with acking on (default 1000)")
@@ -232,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
                      help="local: LocalCluster, 1 worker (default); process: a throwaway master + "
                           "supervisor with --workers worker processes; spark: a throwaway SparkCluster "
                           "with --workers workers as Spark tasks")
-    run.add_argument("--workers", type=int, default=1, help="worker processes (--host process|spark; default 1)")
+    run.add_argument("--workers", type=int, default=None,
+                     help="worker processes (--host process|spark; default 1, W5: 4)")
     run.add_argument("--parallelism", type=int, default=None,
                      help="executors per component on the process or Spark host (default: --workers)")
     run.add_argument("--spark-master", default=None,
@@ -262,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "repeat", 1) < 1:
         parser.error("--repeat must be at least 1")
     if args.command == "run":
+        if args.workers is None:
+            args.workers = 4 if args.workload == "W5" and args.host != "local" else 1
         if args.workers < 1:
             parser.error("--workers must be at least 1")
         if args.workload in ("W1", "W2", "W3") and args.acking is None:
@@ -273,7 +298,16 @@ def main(argv: list[str] | None = None) -> int:
                 float(args.rate)
             except ValueError:
                 parser.error(f"--rate: RECOVERY takes tuples/s, got {args.rate!r}")
-        if args.workload in ("W4", "MEM", "RECOVERY") and args.acking == "off":
+        if args.workload == "W5":
+            if args.host == "local":
+                parser.error("W5 kills worker processes: it needs --host process|spark")
+            if args.kills < 0 or args.kill_every <= 0:
+                parser.error("W5 needs --kills 0 or more and --kill-every above 0")
+            try:
+                float(args.rate)
+            except ValueError:
+                parser.error(f"--rate: W5 takes events/s, got {args.rate!r}")
+        if args.workload in ("W4", "MEM", "RECOVERY", "W5") and args.acking == "off":
             parser.error(f"{args.workload} runs with acking on only")
         if args.workload == "W4":
             from .w4_latency import parse_rate

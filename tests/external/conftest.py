@@ -3,82 +3,16 @@ dir (no persistence), stopped by its PID. Install it with ``scripts/install-syst
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import time
-from pathlib import Path
-
 import pytest
 
-
-def free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisServer:
-    """One redis-server process; `stop` and `start` again on the same port and directory let a
-    test take the server down and bring it back."""
-
-    def __init__(self, binary: str, directory: Path) -> None:
-        self.binary = binary
-        self.dir = directory
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 10.0) -> None:
-        """Starts the server and waits until it answers PING."""
-        import redis
-        # Persistence through an RDB file at shutdown, so a stop/start keeps the data (a real
-        # restart, not a wipe); no background saves or AOF.
-        self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-             "--save", "", "--appendonly", "no", "--dbfilename", "dump.rdb", "--protected-mode", "yes"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        client = redis.Redis.from_url(self.url, socket_timeout=1)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if client.ping():
-                    client.close()
-                    return
-            except redis.ConnectionError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"redis-server on port {self.port} did not answer PING")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        """Saves to disk and stops the server (SHUTDOWN SAVE), then waits for its PID."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        import redis
-        try:
-            redis.Redis.from_url(self.url, socket_timeout=2).shutdown(save=True)
-        except redis.RedisError:
-            pass  # the connection drops as the server exits; the wait below tells the truth
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def client(self):
-        """A client with string replies."""
-        import redis
-        return redis.Redis.from_url(self.url, decode_responses=True)
+from bench.redis_server import RedisServer, redis_server_binary
 
 
 @pytest.fixture
 def redis_server(tmp_path):
     """A fresh redis-server for one test (skipped if redis-server or the redis library is not
     installed)."""
-    binary = shutil.which("redis-server")
+    binary = redis_server_binary()
     if binary is None:
         pytest.skip("redis-server is not installed: run scripts/install-system-deps.sh")
     pytest.importorskip("redis", reason="the redis library is not installed: pip install -e '.[redis]'")

@@ -120,7 +120,11 @@ def throwaway_redis() -> Iterator[str]:
             yield f"redis://127.0.0.1:{port}/0"
         finally:
             proc.terminate()
-            proc.wait(10)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # never leave a server behind
+                proc.wait(10)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -42,7 +42,11 @@ log = logging.getLogger("squall.worker")
 
 EXIT_CRASHED = 1
 EXIT_CANNOT_START = 3
-STALL_TICK_SECS = 0.5  # how often the watchdog looks for a loop held by user code
+# How often the watchdog looks for a loop held by user code: twice per blocking threshold (it
+# needs two looks that far apart to see a call that has not returned), at most every 0.5 s and
+# never more often than every 50 ms
+STALL_TICK_SECS = 0.5
+MIN_STALL_TICK_SECS = 0.05
 
 
 # (plan, origin, receive) -> the worker's transport, bound and receiving into ``receive``
@@ -199,12 +203,13 @@ class WorkerAgent:
         worker.start()
         freq = float(self.conf.get("worker.heartbeat.frequency.secs") or 1)
         stall_after = float(plan.conf.get("topology.executor.blocking.warn.millis") or 1000) / 1000.0
+        stall_tick = max(MIN_STALL_TICK_SECS, min(STALL_TICK_SECS, stall_after / 2))
         status = 0
         next_beat = 0.0  # the first beat at once: the master activates the topology once all have beaten
         try:
             while True:
                 now = time.monotonic()
-                self._wake.wait(max(0.0, min(next_beat - now, STALL_TICK_SECS)))
+                self._wake.wait(max(0.0, min(next_beat - now, stall_tick)))
                 woken = self._wake.is_set()
                 self._wake.clear()
                 if self._crashed.is_set():

@@ -48,6 +48,7 @@ from .._system import DEFAULT_STREAM
 from ..engine.clock import Clock
 from .files import (
     OffsetTracker,
+    ProgressDoc,
     RetryBook,
     append_dead_letter,
     dump_progress,
@@ -158,12 +159,7 @@ class _FollowingSpout(Spout):
         for doc in docs.values():
             for key, row in doc.files.items():
                 self.committed_rows[key] = max(row, self.committed_rows.get(key, 0))
-        own = docs.get(self.progress_path.name)
-        if own is not None and own.tasks == self.tasks:
-            self.mark = own.mark  # same parallelism: the same files are this task's
-        else:  # another parallelism: only a version every task had finished is safe to skip
-            marks = [d.mark for d in docs.values()]
-            self.mark = min(marks) if marks and None not in marks else None
+        self.mark = start_mark(docs, self.progress_path.name, self.tasks)
         self.listed = -1 if self.mark is None else self.mark
         self.queue: deque[FollowedFile] = deque()
         self.pending_versions: Counter[int] = Counter()
@@ -460,6 +456,29 @@ class DeltaTableSpout(_FollowingSpout):
                 found += [FollowedFile(p, os.path.join(self.source, unquote(p)), version) for p in commit.added]
             self.listed = version
         return found
+
+
+def start_mark(docs: dict[str, ProgressDoc], own_name: str, tasks: int) -> int | None:
+    """The version below which this task's files are all done, from the progress ``docs`` (by file
+    name) of an earlier run; None to start from the first version.
+
+    With the same parallelism a task owns the same files, so only its own doc says what it finished:
+    without one (lost, or the task never committed) it starts over. With another, the files move
+    between tasks, so only a version that every task of that run had finished is safe, and only if
+    a doc of each of those tasks is there."""
+    own = docs.get(own_name)
+    if own is not None and own.tasks == tasks:
+        return own.mark
+    earlier = {d.tasks for d in docs.values()}
+    if own is None and (not docs or tasks in earlier):
+        return None
+    if len(earlier) != 1:
+        return None  # docs of different runs: no one run is known whole
+    (n,) = earlier
+    if n is None or set(docs) != {f"task-{i}.json" for i in range(n)}:
+        return None
+    marks = [d.mark for d in docs.values()]
+    return None if None in marks else min(marks)
 
 
 class DeltaCommit(NamedTuple):

@@ -12,7 +12,8 @@ pa = pytest.importorskip("pyarrow")
 deltalake = pytest.importorskip("deltalake")
 
 from squall import LocalCluster, TopologyBuilder
-from squall.external.follow import DeltaTableSpout, ParquetDirectorySpout
+from squall.external.files import ProgressDoc
+from squall.external.follow import DeltaTableSpout, ParquetDirectorySpout, start_mark
 from squall.testing._registry import SharedLog
 
 from ..conftest import wait_until
@@ -173,3 +174,17 @@ def test_an_optimize_as_the_newest_version_neither_hides_the_appends_before_it_n
         cluster.kill_topology("opt2", wait_secs=0)
     assert sorted(log.items()) == [f"e-{i:03d}" for i in range(8)]
     assert errors == []
+
+
+def test_a_task_without_its_own_progress_starts_over_rather_than_take_another_tasks_mark():
+    other = {"task-0.json": ProgressDoc({}, 5, 2)}
+    assert start_mark(other, "task-1.json", 2) is None  # task 1's files up to 5 were never its
+    assert start_mark(other, "task-0.json", 2) == 5
+    both = {"task-0.json": ProgressDoc({}, 5, 2), "task-1.json": ProgressDoc({}, 3, 2)}
+    assert start_mark(both, "task-1.json", 2) == 3
+    # another parallelism: the lowest mark, only if every task of the earlier run left its doc
+    assert start_mark(both, "task-2.json", 3) == 3 and start_mark(both, "task-0.json", 1) == 3
+    assert start_mark(other, "task-0.json", 1) is None and start_mark(other, "task-0.json", 3) is None
+    assert start_mark({"task-0.json": ProgressDoc({}, 5, 1), "task-1.json": ProgressDoc({}, 3, 2)},
+                      "task-0.json", 3) is None  # docs of two runs
+    assert start_mark({}, "task-0.json", 1) is None

@@ -19,6 +19,7 @@ Nothing here needs a third-party library (the ``files`` extra is empty).
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -207,8 +208,17 @@ def append_dead_letter(directory: str, name: str, entry: dict) -> str:
     """Append ``entry`` as a JSON line to ``<directory>/<name>.dead``, durably (owner-only);
     returns the file's path. A record counts as done only after this returns."""
     private_dir(directory)
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise FileConnectorError(f"dead-letter directory {directory} is not a directory of this user "
+                                 f"(a symlink or another user's): refusing to write {name}.dead there")
     path = os.path.join(directory, f"{name}.dead")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    try:  # O_NOFOLLOW: a planted symlink must not redirect the append to another file
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise FileConnectorError(f"dead-letter file {path} is a symlink: refusing to write through it") from None
     try:
         os.write(fd, json.dumps(entry).encode() + b"\n")
         os.fsync(fd)
@@ -313,6 +323,10 @@ class FileSpout(Spout):
     the translator cannot read (undecodable bytes), the raw record is appended to the
     dead-letter file ``<dead_letter_dir>/<file>.dead`` as a JSON line naming file, offset and
     reason, logged, reported, and counted as done, so it is never silently dropped.
+    ``dead_letter_dir`` defaults to ``<progress_dir>/filespout/<spout id>/dead-letter``, not the
+    watched directory (whoever writes the input could plant a symlink there); it must be a real
+    directory of this user and a ``.dead`` file that is a symlink is refused. Symlinks in the
+    watched directory are not read.
 
     Progress: per file the committed offset (everything before it acked) is written to
     ``<progress_dir>/filespout/<spout id>/task-<index>.json`` (atomically and fsynced,
@@ -354,7 +368,9 @@ class FileSpout(Spout):
         self.translator = translator
         self.stream = stream
         self.max_retries = max_retries
-        self.dead_letter_dir = os.path.abspath(dead_letter_dir or os.path.join(self.directory, ".dead-letter"))
+        # by default next to the progress (set in open()), not in the watched directory, where
+        # whoever writes the input could plant a symlink to it
+        self.dead_letter_dir = os.path.abspath(dead_letter_dir) if dead_letter_dir else None
         self.done_suffix = done_suffix
         self.ignore_suffix = ignore_suffix
         self.commit_every = commit_every
@@ -380,6 +396,8 @@ class FileSpout(Spout):
         self.tasks = len(context.get_component_tasks(self.spout_id))
         state = private_dir(Path(self.progress_dir) / "filespout" / self.spout_id)
         self.progress_path = state / f"task-{self.index}.json"
+        if self.dead_letter_dir is None:
+            self.dead_letter_dir = str(state / "dead-letter")
         self.progress: dict[str, int] = {}
         for p in sorted(state.glob("task-*.json")):
             for name, offset in load_progress(p, self.spout_id, self.directory).items():
@@ -403,17 +421,22 @@ class FileSpout(Spout):
         self.listed, self.last_list = True, now
         skip = (IN_PROGRESS, self.ignore_suffix, self.done_suffix)
         names = sorted(e.name for e in os.scandir(self.directory)
-                       if e.is_file() and e.name[0] not in "._" and not e.name.endswith(skip)
+                       if e.is_file(follow_symlinks=False) and e.name[0] not in "._" and not e.name.endswith(skip)
                        and owner_of(e.name, self.tasks) == self.index)
         self.queue = deque(names)
 
     def _start_next(self) -> bool:
         while self.queue:
             name = self.queue.popleft()
-            try:
-                handle = open(os.path.join(self.directory, name), "rb")  # noqa: SIM115 (kept open across calls)
+            try:  # O_NOFOLLOW: a symlink put in the file's place since the listing is not read
+                fd = os.open(os.path.join(self.directory, name), os.O_RDONLY | os.O_NOFOLLOW)
             except FileNotFoundError:
                 continue  # taken away since the listing
+            except OSError as e:
+                if e.errno != errno.ELOOP:
+                    raise
+                continue
+            handle = os.fdopen(fd, "rb")  # noqa: SIM115 (kept open across calls)
             start = self.progress.get(name, 0)
             handle.seek(start)
             self.file, self.handle, self.tracker = name, handle, OffsetTracker(start)

@@ -15,6 +15,7 @@ from squall.external.files import (
     FileSinkBolt,
     FileSpout,
     OffsetTracker,
+    append_dead_letter,
     dump_progress,
     load_progress,
     owner_of,
@@ -164,7 +165,7 @@ def test_undecodable_bytes_go_to_the_dead_letter_file_naming_file_and_offset(tmp
         assert wait_until(lambda: (src / "bad.txt.done").exists(), timeout=20)
         cluster.kill_topology("bad", wait_secs=0)
     assert sorted(log.items()) == ["ok-1", "ok-2"]
-    [entry] = [json.loads(x) for x in (src / ".dead-letter" / "bad.txt.dead").read_text().splitlines()]
+    [entry] = [json.loads(x) for x in (tmp_path / "local" / "filespout" / "lines" / "dead-letter" / "bad.txt.dead").read_text().splitlines()]
     assert (entry["file"], entry["offset"]) == ("bad.txt", 5)
     assert "UnicodeDecodeError" in entry["reason"] and "broken" in entry["record"]
 
@@ -179,7 +180,7 @@ def test_a_failed_line_is_replayed_then_dead_lettered_after_the_retry_limit(tmp_
         assert wait_until(lambda: (src / "a.txt.done").exists(), timeout=20)
         cluster.kill_topology("retry", wait_secs=0)
     assert log.items().count("poison") == 4  # the first emit and max_retries=3 re-emits
-    [entry] = [json.loads(x) for x in (src / ".dead-letter" / "a.txt.dead").read_text().splitlines()]
+    [entry] = [json.loads(x) for x in (tmp_path / "local" / "filespout" / "lines" / "dead-letter" / "a.txt.dead").read_text().splitlines()]
     assert (entry["offset"], entry["reason"]) == (5, "failed 4 times")
 
 
@@ -260,3 +261,32 @@ def test_a_failed_write_fails_the_tuples_so_they_replay(tmp_path):
         assert wait_until(lambda: all(tracker.is_failed(i) for i in (2, 3, 4)))
         cluster.kill_topology("fail", wait_secs=0)
     assert not any(tracker.is_acked(i) for i in (2, 3, 4))
+
+
+def test_the_dead_letter_file_is_kept_out_of_the_watched_directory_and_never_written_through_a_symlink(tmp_path):
+    src, secret = tmp_path / "in", tmp_path / "private.txt"
+    src.mkdir()
+    secret.write_text("mine\n")
+    (src / ".dead-letter").mkdir()  # what a producer could plant where the default used to be
+    (src / ".dead-letter" / "bad.txt.dead").symlink_to(secret)
+    (src / "bad.txt").write_bytes(b"ok-1\n\xff\xfebroken\n")
+    (src / "leak.txt").symlink_to(secret)  # a symlink in the watched directory is not read
+    log = SharedLog()
+    with cluster_at(tmp_path / "local") as cluster:
+        cluster.submit_topology("dl", CONF, spout_topology(src, log, tmp_path / "local"))
+        assert wait_until(lambda: (src / "bad.txt.done").exists(), timeout=20)
+        cluster.kill_topology("dl", wait_secs=0)
+    assert log.items() == ["ok-1"] and secret.read_text() == "mine\n"
+    assert (src / "leak.txt").is_symlink()  # neither read nor renamed .done
+    dead = tmp_path / "local" / "filespout" / "lines" / "dead-letter" / "bad.txt.dead"
+    assert json.loads(dead.read_text())["offset"] == 5
+
+    target = tmp_path / "dl"
+    target.mkdir()
+    (target / "x.dead").symlink_to(secret)
+    with pytest.raises(FileConnectorError, match="symlink"):
+        append_dead_letter(str(target), "x", {"record": "r"})
+    (tmp_path / "dl-link").symlink_to(target)
+    with pytest.raises(FileConnectorError, match="not a directory of this user"):
+        append_dead_letter(str(tmp_path / "dl-link"), "y", {"record": "r"})
+    assert secret.read_text() == "mine\n" and not (target / "y.dead").exists()

@@ -12,7 +12,8 @@ pa = pytest.importorskip("pyarrow")
 deltalake = pytest.importorskip("deltalake")
 
 from squall import LocalCluster, TopologyBuilder
-from squall.external.follow import DeltaTableSpout, ParquetDirectorySpout
+from squall.external.files import ProgressDoc
+from squall.external.follow import DeltaTableSpout, ParquetDirectorySpout, start_mark
 from squall.testing._registry import SharedLog
 
 from ..conftest import wait_until
@@ -138,3 +139,52 @@ def test_the_parquet_files_a_spark_job_writes_are_emitted_once_each_run_after_ru
         assert wait_until(lambda: len(again.items()) == 5, 30)
         cluster.kill_topology("pq2", wait_secs=0)
     assert sorted(again.items()) == [f"e-{i:03d}" for i in range(60, 65)]
+
+
+def test_appends_then_an_optimize_then_an_append_are_each_emitted_once_and_the_spout_goes_on(tmp_path):
+    # each version is classed by its own log entry: a snapshot's history(1) names the latest commit
+    table, local = str(tmp_path / "events"), tmp_path / "local"
+    for lo in (0, 5, 10):
+        deltalake.write_deltalake(table, rows(lo, lo + 5), mode="append")
+    deltalake.DeltaTable(table).optimize.compact()  # version 3: the same rows in one file
+    deltalake.write_deltalake(table, rows(15, 20), mode="append")
+    log = SharedLog()
+    with LocalCluster() as cluster:
+        cluster.submit_topology("opt", CONF, topology(delta_spout(table, local), log))
+        assert wait_until(lambda: len(log.items()) == 20, 20)
+        deltalake.write_deltalake(table, rows(20, 22), mode="append")  # not stopped at the OPTIMIZE
+        assert wait_until(lambda: len(log.items()) == 22, 20)
+        assert wait_until(lambda: progress(local, "deltaspout")[0].get("mark") == 5, 20)
+        errors = cluster.get_topology_info("opt")["errors"]
+        cluster.kill_topology("opt", wait_secs=0)
+    assert sorted(log.items()) == [f"e-{i:03d}" for i in range(22)]  # each row once, none lost
+    assert errors == []
+
+
+def test_an_optimize_as_the_newest_version_neither_hides_the_appends_before_it_nor_stops_the_spout(tmp_path):
+    table, local = str(tmp_path / "events"), tmp_path / "local"
+    deltalake.write_deltalake(table, rows(0, 5))
+    deltalake.write_deltalake(table, rows(5, 8), mode="append")
+    deltalake.DeltaTable(table).optimize.compact()
+    log = SharedLog()
+    with LocalCluster() as cluster:
+        cluster.submit_topology("opt2", CONF, topology(delta_spout(table, local), log))
+        assert wait_until(lambda: progress(local, "deltaspout") and progress(local, "deltaspout")[0].get("mark") == 2, 20)
+        errors = cluster.get_topology_info("opt2")["errors"]
+        cluster.kill_topology("opt2", wait_secs=0)
+    assert sorted(log.items()) == [f"e-{i:03d}" for i in range(8)]
+    assert errors == []
+
+
+def test_a_task_without_its_own_progress_starts_over_rather_than_take_another_tasks_mark():
+    other = {"task-0.json": ProgressDoc({}, 5, 2)}
+    assert start_mark(other, "task-1.json", 2) is None  # task 1's files up to 5 were never its
+    assert start_mark(other, "task-0.json", 2) == 5
+    both = {"task-0.json": ProgressDoc({}, 5, 2), "task-1.json": ProgressDoc({}, 3, 2)}
+    assert start_mark(both, "task-1.json", 2) == 3
+    # another parallelism: the lowest mark, only if every task of the earlier run left its doc
+    assert start_mark(both, "task-2.json", 3) == 3 and start_mark(both, "task-0.json", 1) == 3
+    assert start_mark(other, "task-0.json", 1) is None and start_mark(other, "task-0.json", 3) is None
+    assert start_mark({"task-0.json": ProgressDoc({}, 5, 1), "task-1.json": ProgressDoc({}, 3, 2)},
+                      "task-0.json", 3) is None  # docs of two runs
+    assert start_mark({}, "task-0.json", 1) is None

@@ -350,11 +350,16 @@ class RedisStreamSinkBolt(Bolt):
     replay does not append twice.
     """
 
+    # Redis does not roll a script back when it errors half-way: mark the id written only
+    # after the XADD succeeded, so a failing XADD (WRONGTYPE, OOM) is replayed, never lost; a
+    # failure between the two can only duplicate on replay.
     _XADD_ONCE = """
-if redis.call('SADD', KEYS[2], ARGV[1]) == 1 then
-  return redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
+  return false
 end
-return false
+local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+redis.call('SADD', KEYS[2], ARGV[1])
+return id
 """
 
     def __init__(self, url: str, target: str, *, mode: str = "hash", id_field: str = "id",

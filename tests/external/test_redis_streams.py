@@ -218,3 +218,75 @@ def test_the_stream_sink_writes_a_replayed_tuple_once(redis_server):
     out = [fields for _, fields in r.xrange("out")]
     assert sorted(f["id"] for f in out) == sorted(ids)
     assert {f["user"] for f in out} == {f"u{n}" for n in range(6)}
+
+
+# --- components driven directly (no cluster): fast regression tests -------------------------
+
+
+class Recorder:
+    """Stands for a spout's or bolt's collector: records what the component does."""
+
+    def __init__(self):
+        self.emitted, self.acked, self.failed, self.errors = [], [], [], []
+
+    def emit(self, values, stream="default", msg_id=None, anchors=None):
+        self.emitted.append((list(values), msg_id))
+
+    def ack(self, tup):
+        self.acked.append(tup)
+
+    def fail(self, tup):
+        self.failed.append(tup)
+
+    def report_error(self, error):
+        self.errors.append(str(error))
+
+
+class Context:
+    def get_this_component_id(self):
+        return "spout"
+
+    def get_this_task_index(self):
+        return 0
+
+
+class Tup:
+    """A tuple as the sink sees it."""
+
+    def __init__(self, **values):
+        self.values = values
+
+    def get_fields(self):
+        return Fields(*self.values)
+
+    def get_values(self):
+        return list(self.values.values())
+
+    def get_source_component(self):
+        return "spout"
+
+    def get_source_stream_id(self):
+        return "default"
+
+
+def sink(url, **kw):
+    bolt = RedisStreamSinkBolt(url, "out", **kw)
+    collector = Recorder()
+    bolt.prepare({}, Context(), collector)
+    return bolt, collector
+
+
+def test_a_stream_write_that_fails_is_not_marked_written_and_its_replay_is_written(redis_server):
+    r = redis_server.client()
+    r.set("out", "not a stream")  # XADD fails with WRONGTYPE
+    bolt, collector = sink(redis_server.url, mode="stream")
+    t = Tup(id="e1", user="u1")
+    bolt.execute(t)
+    assert collector.failed == [t] and not collector.acked
+    assert not r.sismember("out:written", "e1")
+    r.delete("out")
+    bolt.execute(t)  # the replay
+    assert collector.acked == [t]
+    assert [f for _, f in r.xrange("out")] == [{"id": "e1", "user": "u1"}]
+    bolt.execute(t)  # a second replay is still skipped
+    assert r.xlen("out") == 1

@@ -285,6 +285,12 @@ class RedisStreamSpout(Spout):
             except MalformedEntry as e:
                 self._dead_letter(entry, str(e))
                 continue
+            except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison entry)
+                # Raising here would kill the worker, and the restarted task replays this very
+                # entry first: a crash loop. The entry goes to the dead letters instead.
+                self._dead_letter(entry, f"stream {self.stream!r} entry {entry.id}: translator "
+                                         f"raised {type(e).__name__}: {e}")
+                continue
             self._tracked[entry.id] = _Tracked(entry, values)
             self._ready.append(entry.id)
 

@@ -290,3 +290,29 @@ def test_a_stream_write_that_fails_is_not_marked_written_and_its_replay_is_writt
     assert [f for _, f in r.xrange("out")] == [{"id": "e1", "user": "u1"}]
     bolt.execute(t)  # a second replay is still skipped
     assert r.xlen("out") == 1
+
+
+def spout(url, **kw):
+    s = RedisStreamSpout(url, STREAM, GROUP, **kw)
+    collector = Recorder()
+    s.open({}, Context(), collector)
+    return s, collector
+
+
+def test_a_translator_raising_any_error_dead_letters_the_entry_instead_of_killing_the_worker(redis_server):
+    import json
+
+    r = redis_server.client()
+    good = r.xadd(STREAM, {"doc": '{"user": "u0"}'})
+    bad = r.xadd(STREAM, {"doc": "{not json"})
+    s, collector = spout(redis_server.url, translator=lambda stream, e: [json.loads(e.fields["doc"])["user"]],
+                         output_fields=["user"])
+    for _ in range(3):
+        s.next_tuple()
+    assert collector.emitted == [(["u0"], good)]
+    [(_, dead)] = r.xrange(f"{STREAM}:dead")
+    assert dead["id"] == bad
+    assert dead["error"].startswith(f"stream 'events' entry {bad}: translator raised JSONDecodeError")
+    s.ack(good)
+    assert pending(r) == 0
+    s.close()

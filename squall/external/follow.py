@@ -27,6 +27,7 @@ Local paths only (object stores are not followed yet).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections import Counter, deque
@@ -431,14 +432,6 @@ class DeltaTableSpout(_FollowingSpout):
         """Loads the progress; the table's log is read from the committed mark on."""
         super().open(conf, context, collector)
         self.table = None
-        self.prev: set[str] = set()
-
-    def _files_at(self, version: int):
-        from deltalake import DeltaTable
-        snap = DeltaTable(self.source, version=version)
-        paths = pa.table(snap.get_add_actions(flatten=True)).column("path").to_pylist()
-        history = snap.history(1)
-        return set(paths), (history[0].get("operation") if history else None)
 
     def _new_files(self) -> list[FollowedFile]:
         from deltalake import DeltaTable
@@ -446,25 +439,57 @@ class DeltaTableSpout(_FollowingSpout):
             if not DeltaTable.is_deltatable(self.source):
                 return []
             self.table = DeltaTable(self.source)
-            if self.listed >= 0:
-                self.prev = self._files_at(self.listed)[0]
         else:
             self.table.update_incremental()
         found = []
         for version in range(self.listed + 1, self.table.version() + 1):
-            files, operation = self._files_at(version)
-            added, removed = sorted(files - self.prev), self.prev - files
-            if operation == "OPTIMIZE":
-                pass  # the same rows rewritten into fewer files: nothing new
-            elif removed and not self.skip_change_commits:
-                self._stop(f"DeltaTableSpout {self.spout_id!r}: version {version} of {self.source} ({operation}) "
-                           f"removes {len(removed)} file(s): the spout follows appends only and stops before "
+            try:
+                commit = read_commit(self.source, version)
+            except (OSError, ValueError) as e:
+                self._stop(f"DeltaTableSpout {self.spout_id!r}: cannot read version {version} of {self.source}: {e}")
+                break
+            if commit.changes and not self.skip_change_commits:
+                self._stop(f"DeltaTableSpout {self.spout_id!r}: version {version} of {self.source} "
+                           f"({commit.operation}) removes data: the spout follows appends only and stops before "
                            f"it; pass skip_change_commits=True to skip such versions")
                 break
-            elif not removed:
-                found += [FollowedFile(p, os.path.join(self.source, unquote(p)), version) for p in added]
-            else:
+            if commit.changes:
                 log.warning("DeltaTableSpout %r: skipping version %d of %s (%s): it changes data",
-                            self.spout_id, version, self.source, operation)
-            self.prev, self.listed = files, version
+                            self.spout_id, version, self.source, commit.operation)
+            else:  # an OPTIMIZE's adds and removes carry dataChange=false and add nothing here
+                found += [FollowedFile(p, os.path.join(self.source, unquote(p)), version) for p in commit.added]
+            self.listed = version
         return found
+
+
+class DeltaCommit(NamedTuple):
+    """What one version of a Delta table did, from its ``_delta_log`` entry."""
+    operation: str | None
+    added: list[str]  # files of new data (dataChange=true), in the log's order
+    changes: bool  # it removes data (a remove with dataChange=true): a delete, update or overwrite
+
+
+def read_commit(table: str, version: int) -> DeltaCommit:
+    """Reads ``_delta_log/<version>.json`` of ``table``, classing its actions by ``dataChange`` as
+    Spark's streaming source does (a snapshot's history() is not used: deltalake labels the latest
+    commit with the snapshot's version). Raises ValueError naming the file if it is not JSON lines."""
+    path = os.path.join(table, "_delta_log", f"{version:020d}.json")
+    operation, added, changes = None, [], False
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                action = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: line {n}: not JSON ({e})") from None
+            if not isinstance(action, dict):
+                raise ValueError(f"{path}: line {n}: not an action object")
+            if isinstance(action.get("commitInfo"), dict):
+                operation = action["commitInfo"].get("operation")
+            add, remove = action.get("add"), action.get("remove")
+            if isinstance(add, dict) and add.get("dataChange", True) and isinstance(add.get("path"), str):
+                added.append(add["path"])
+            if isinstance(remove, dict) and remove.get("dataChange", True):
+                changes = True
+    return DeltaCommit(operation, added, changes)

@@ -197,6 +197,11 @@ class RedisStreamSpout(Spout):
         except _DOWN as e:
             self._down(now, e)
             return
+        except redis.ResponseError as e:
+            if "NOGROUP" not in str(e):
+                raise
+            self._group_gone(e)
+            return
         while self._ready:
             entry_id = self._ready.popleft()
             t = self._tracked.get(entry_id)
@@ -327,6 +332,16 @@ class RedisStreamSpout(Spout):
         except _DOWN as e:
             self._history_from = "0"   # find it again in own pending when the server is back
             self._down(self.clock.now(), e)
+
+    def _group_gone(self, error: Exception) -> None:
+        """The stream or the group vanished (a Redis restart without persistence, a FLUSHALL):
+        its pending entries are gone with it, so the group is recreated (MKSTREAM) at the next
+        `next_tuple` and reading goes on; entries in flight are acked as no-ops."""
+        log.warning("%s: stream %r or its group %r is gone from Redis at %s (%s: restarted "
+                    "without persistence?); recreating them", self.consumer, self.stream,
+                    self.group, self.url, error)
+        self._set_up = False
+        self._history_from = "0"
 
     def _down(self, now: float, error: Exception) -> None:
         o = self._outage

@@ -316,3 +316,26 @@ def test_a_translator_raising_any_error_dead_letters_the_entry_instead_of_killin
     s.ack(good)
     assert pending(r) == 0
     s.close()
+
+
+def test_a_spout_recreates_its_group_after_the_server_lost_everything(redis_server, caplog):
+    r = redis_server.client()
+    [first] = add(r, 1)
+    s, collector = spout(redis_server.url, fields=["user"])
+    s.next_tuple()
+    assert collector.emitted == [([first, "u0"], first)]
+    s.ack(first)
+    r.flushall()  # as a restart without persistence: stream and group are gone
+    with caplog.at_level(logging.WARNING, "squall.external.redis_streams"):
+        for _ in range(3):
+            s.next_tuple()  # NOGROUP: recreated, not raised
+            if pending(r) >= 0:
+                break
+    assert pending(r) == 0
+    assert any("is gone from Redis" in m and "recreating" in m for m in caplog.messages)
+    [second] = add(r, 1, start=1)
+    s.next_tuple()
+    assert collector.emitted[-1] == ([second, "u1"], second)
+    s.ack(second)
+    assert pending(r) == 0
+    s.close()

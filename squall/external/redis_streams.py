@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
@@ -114,6 +115,17 @@ class _Outage:
     since: float | None = None
     retry_at: float = 0.0
     errors: int = 0
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password, fit for a log or an error report:
+    ``redis://user:secret@host:6379/0`` -> ``redis://user:***@host:6379/0``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def consumer_name(component_id: str, task_index: int) -> str:
@@ -339,7 +351,7 @@ class RedisStreamSpout(Spout):
         `next_tuple` and reading goes on; entries in flight are acked as no-ops."""
         log.warning("%s: stream %r or its group %r is gone from Redis at %s (%s: restarted "
                     "without persistence?); recreating them", self.consumer, self.stream,
-                    self.group, self.url, error)
+                    self.group, redact_url(self.url), error)
         self._set_up = False
         self._history_from = "0"
 
@@ -349,7 +361,7 @@ class RedisStreamSpout(Spout):
         o.retry_at = now + self.down_retry_secs
         if o.since is None:
             o.since = now
-            message = (f"{self.consumer}: Redis at {self.url} unreachable reading stream "
+            message = (f"{self.consumer}: Redis at {redact_url(self.url)} unreachable reading stream "
                        f"{self.stream!r} ({error}); retrying every {self.down_retry_secs}s")
             log.error(message)
             self.collector.report_error(message)
@@ -358,7 +370,7 @@ class RedisStreamSpout(Spout):
         o = self._outage
         if o.since is not None:
             log.warning("%s: Redis at %s reachable again after %.1fs (%d failed attempts)",
-                        self.consumer, self.url, now - o.since, o.errors)
+                        self.consumer, redact_url(self.url), now - o.since, o.errors)
             self._outage = _Outage()
 
 
@@ -421,7 +433,7 @@ return id
         except redis.RedisError as e:
             if not self._failing:
                 log.error("RedisStreamSinkBolt: cannot write %r to %s (%s); failing tuples for replay",
-                          self.target, self.url, e)
+                          self.target, redact_url(self.url), e)
                 self.collector.report_error(f"RedisStreamSinkBolt: cannot write {self.target!r}: {e}")
             self._failing = True
             self.collector.fail(tup)
@@ -467,7 +479,7 @@ class _RedisKeyBolt(Bolt):
         try:
             self._process(tup)
         except redis.RedisError as e:
-            self.collector.report_error(f"{type(self).__name__}: {self.url}: {e}")
+            self.collector.report_error(f"{type(self).__name__}: {redact_url(self.url)}: {e}")
             self.collector.fail(tup)
             return
         self.collector.ack(tup)

@@ -631,6 +631,16 @@ class FileSinkBolt(Bolt):
             return
         try:
             record = self.formatter(tup)
+        except Exception as e:  # noqa: BLE001 (a user formatter: any error is a poison tuple)
+            # Raising would kill the worker and the replay would kill it again: fail only this
+            # tuple, so its spout retries it and, past its retry limit, dead-letters it.
+            message = (f"FileSinkBolt: formatter raised {type(e).__name__}: {e} on a tuple from "
+                       f"{tup.source_component!r} stream {tup.source_stream!r}; failing it")
+            log.error(message)
+            self.collector.report_error(message)
+            self.collector.fail(tup)
+            return
+        try:
             if self.handle is None:
                 self.sequence += 1
                 self.temp = os.path.join(self.directory, f".{self._name()}{IN_PROGRESS}")

@@ -449,7 +449,9 @@ class KafkaSpoutConfig:
     ``enable.auto.commit`` is always false. ``translator(record)`` returns the tuple's values,
     or None to skip the record (acked at once unless ``emit_null_tuples``); it raises
     `MalformedRecord` (or any ValueError) for a record it cannot read, which is then handed to
-    ``dead_letter`` (default: logged as an error naming topic, partition and offset) and acked.
+    ``dead_letter`` (default: logged as an error naming topic, partition and offset) and acked;
+    any other exception it raises is treated the same way (the reason names the exception),
+    so a poison record never kills the worker.
     ``consumer_factory(props)`` builds the `Consumer` (default `ConfluentConsumer`)."""
 
     bootstrap_servers: str
@@ -694,8 +696,11 @@ class KafkaSpout(Spout):
                 return False
         try:
             values = self.config.translator(r)
-        except ValueError as e:
-            self._dead(r, f"malformed record: {e}")
+        except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison record)
+            # Raising here would kill the worker and the restarted task would poll this record
+            # again first: a crash loop. It goes to the dead letters instead.
+            why = e if isinstance(e, ValueError) else f"translator raised {type(e).__name__}: {e}"
+            self._dead(r, f"malformed record: {why}")
             values, malformed = None, True
         else:
             malformed = False

@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
@@ -116,6 +117,17 @@ class _Outage:
     errors: int = 0
 
 
+def redact_url(url: str) -> str:
+    """``url`` without its password, fit for a log or an error report:
+    ``redis://user:secret@host:6379/0`` -> ``redis://user:***@host:6379/0``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
 def consumer_name(component_id: str, task_index: int) -> str:
     """A task's consumer name: stable across restarts, so a restarted task finds its pending."""
     return f"{component_id}-{task_index}"
@@ -196,6 +208,11 @@ class RedisStreamSpout(Spout):
             self._recovered(now)
         except _DOWN as e:
             self._down(now, e)
+            return
+        except redis.ResponseError as e:
+            if "NOGROUP" not in str(e):
+                raise
+            self._group_gone(e)
             return
         while self._ready:
             entry_id = self._ready.popleft()
@@ -285,6 +302,12 @@ class RedisStreamSpout(Spout):
             except MalformedEntry as e:
                 self._dead_letter(entry, str(e))
                 continue
+            except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison entry)
+                # Raising here would kill the worker, and the restarted task replays this very
+                # entry first: a crash loop. The entry goes to the dead letters instead.
+                self._dead_letter(entry, f"stream {self.stream!r} entry {entry.id}: translator "
+                                         f"raised {type(e).__name__}: {e}")
+                continue
             self._tracked[entry.id] = _Tracked(entry, values)
             self._ready.append(entry.id)
 
@@ -322,13 +345,23 @@ class RedisStreamSpout(Spout):
             self._history_from = "0"   # find it again in own pending when the server is back
             self._down(self.clock.now(), e)
 
+    def _group_gone(self, error: Exception) -> None:
+        """The stream or the group vanished (a Redis restart without persistence, a FLUSHALL):
+        its pending entries are gone with it, so the group is recreated (MKSTREAM) at the next
+        `next_tuple` and reading goes on; entries in flight are acked as no-ops."""
+        log.warning("%s: stream %r or its group %r is gone from Redis at %s (%s: restarted "
+                    "without persistence?); recreating them", self.consumer, self.stream,
+                    self.group, redact_url(self.url), error)
+        self._set_up = False
+        self._history_from = "0"
+
     def _down(self, now: float, error: Exception) -> None:
         o = self._outage
         o.errors += 1
         o.retry_at = now + self.down_retry_secs
         if o.since is None:
             o.since = now
-            message = (f"{self.consumer}: Redis at {self.url} unreachable reading stream "
+            message = (f"{self.consumer}: Redis at {redact_url(self.url)} unreachable reading stream "
                        f"{self.stream!r} ({error}); retrying every {self.down_retry_secs}s")
             log.error(message)
             self.collector.report_error(message)
@@ -337,7 +370,7 @@ class RedisStreamSpout(Spout):
         o = self._outage
         if o.since is not None:
             log.warning("%s: Redis at %s reachable again after %.1fs (%d failed attempts)",
-                        self.consumer, self.url, now - o.since, o.errors)
+                        self.consumer, redact_url(self.url), now - o.since, o.errors)
             self._outage = _Outage()
 
 
@@ -350,11 +383,16 @@ class RedisStreamSinkBolt(Bolt):
     replay does not append twice.
     """
 
+    # Redis does not roll a script back when it errors half-way: mark the id written only
+    # after the XADD succeeded, so a failing XADD (WRONGTYPE, OOM) is replayed, never lost; a
+    # failure between the two can only duplicate on replay.
     _XADD_ONCE = """
-if redis.call('SADD', KEYS[2], ARGV[1]) == 1 then
-  return redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
+  return false
 end
-return false
+local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+redis.call('SADD', KEYS[2], ARGV[1])
+return id
 """
 
     def __init__(self, url: str, target: str, *, mode: str = "hash", id_field: str = "id",
@@ -395,7 +433,7 @@ return false
         except redis.RedisError as e:
             if not self._failing:
                 log.error("RedisStreamSinkBolt: cannot write %r to %s (%s); failing tuples for replay",
-                          self.target, self.url, e)
+                          self.target, redact_url(self.url), e)
                 self.collector.report_error(f"RedisStreamSinkBolt: cannot write {self.target!r}: {e}")
             self._failing = True
             self.collector.fail(tup)
@@ -441,7 +479,7 @@ class _RedisKeyBolt(Bolt):
         try:
             self._process(tup)
         except redis.RedisError as e:
-            self.collector.report_error(f"{type(self).__name__}: {self.url}: {e}")
+            self.collector.report_error(f"{type(self).__name__}: {redact_url(self.url)}: {e}")
             self.collector.fail(tup)
             return
         self.collector.ack(tup)

@@ -290,3 +290,24 @@ def test_the_dead_letter_file_is_kept_out_of_the_watched_directory_and_never_wri
     with pytest.raises(FileConnectorError, match="not a directory of this user"):
         append_dead_letter(str(tmp_path / "dl-link"), "y", {"record": "r"})
     assert secret.read_text() == "mine\n" and not (target / "y.dead").exists()
+
+
+def test_a_formatter_error_fails_only_that_tuple_and_the_worker_lives_on(tmp_path):
+    out = tmp_path / "out"
+    feeder = FeederSpout(["n"])
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+
+    def formatter(tup):
+        return f"{10 // tup.values[0]}\n".encode()  # ZeroDivisionError on a poison tuple
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology("poison", {}, sink_topology(
+            feeder, FileSinkBolt(out, formatter=formatter, max_records=2, tick_secs=None)))
+        for i in (1, 0, 2):
+            feeder.feed([i], msg_id=i)
+        assert wait_until(lambda: tracker.is_failed(0) and tracker.is_acked(1) and tracker.is_acked(2))
+        errors = cluster.get_topology_info("poison")["errors"]
+        cluster.kill_topology("poison", wait_secs=0)
+    assert visible_records(out)[1] == ["10", "5"]
+    assert any("formatter raised ZeroDivisionError" in e["error"] and "'feed'" in e["error"] for e in errors)

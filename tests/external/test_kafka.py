@@ -371,6 +371,24 @@ def test_spout_skips_compacted_offsets_and_commits_past_them():
     assert values(col) == ["a", "c"] and c.commits[TP].offset == 3
 
 
+def test_spout_translator_raising_any_error_dead_letters_the_record_not_the_worker():
+    def translator(r):
+        return [json.loads(r.value)["n"]]  # KeyError / JSONDecodeError on a poison record
+
+    dead = []
+    c = MemoryConsumer({TP: ['{"n": 1}', '{"m": 2}', '{"n": 3}']})
+    spout, col, clock = open_spout(c, translator=translator,
+                                   dead_letter=lambda r, why: dead.append((r.topic, r.offset, why)))
+    run(spout, 4)
+    assert values(col) == [1, 3]
+    assert dead == [("t", 1, "malformed record: translator raised KeyError: 'n'")]
+    for _, m in col.emitted:
+        spout.ack(m)
+    clock.advance(1.0)
+    spout.next_tuple()
+    assert c.commits[TP].offset == 3
+
+
 def test_spout_malformed_record_dead_lettered_and_committed():
     def translator(r):
         if r.value == "bad":

@@ -218,3 +218,146 @@ def test_the_stream_sink_writes_a_replayed_tuple_once(redis_server):
     out = [fields for _, fields in r.xrange("out")]
     assert sorted(f["id"] for f in out) == sorted(ids)
     assert {f["user"] for f in out} == {f"u{n}" for n in range(6)}
+
+
+# --- components driven directly (no cluster): fast regression tests -------------------------
+
+
+class Recorder:
+    """Stands for a spout's or bolt's collector: records what the component does."""
+
+    def __init__(self):
+        self.emitted, self.acked, self.failed, self.errors = [], [], [], []
+
+    def emit(self, values, stream="default", msg_id=None, anchors=None):
+        self.emitted.append((list(values), msg_id))
+
+    def ack(self, tup):
+        self.acked.append(tup)
+
+    def fail(self, tup):
+        self.failed.append(tup)
+
+    def report_error(self, error):
+        self.errors.append(str(error))
+
+
+class Context:
+    def get_this_component_id(self):
+        return "spout"
+
+    def get_this_task_index(self):
+        return 0
+
+
+class Tup:
+    """A tuple as the sink sees it."""
+
+    def __init__(self, **values):
+        self.values = values
+
+    def get_fields(self):
+        return Fields(*self.values)
+
+    def get_values(self):
+        return list(self.values.values())
+
+    def get_source_component(self):
+        return "spout"
+
+    def get_source_stream_id(self):
+        return "default"
+
+
+def sink(url, **kw):
+    bolt = RedisStreamSinkBolt(url, "out", **kw)
+    collector = Recorder()
+    bolt.prepare({}, Context(), collector)
+    return bolt, collector
+
+
+def test_a_stream_write_that_fails_is_not_marked_written_and_its_replay_is_written(redis_server):
+    r = redis_server.client()
+    r.set("out", "not a stream")  # XADD fails with WRONGTYPE
+    bolt, collector = sink(redis_server.url, mode="stream")
+    t = Tup(id="e1", user="u1")
+    bolt.execute(t)
+    assert collector.failed == [t] and not collector.acked
+    assert not r.sismember("out:written", "e1")
+    r.delete("out")
+    bolt.execute(t)  # the replay
+    assert collector.acked == [t]
+    assert [f for _, f in r.xrange("out")] == [{"id": "e1", "user": "u1"}]
+    bolt.execute(t)  # a second replay is still skipped
+    assert r.xlen("out") == 1
+
+
+def spout(url, **kw):
+    s = RedisStreamSpout(url, STREAM, GROUP, **kw)
+    collector = Recorder()
+    s.open({}, Context(), collector)
+    return s, collector
+
+
+def test_a_translator_raising_any_error_dead_letters_the_entry_instead_of_killing_the_worker(redis_server):
+    import json
+
+    r = redis_server.client()
+    good = r.xadd(STREAM, {"doc": '{"user": "u0"}'})
+    bad = r.xadd(STREAM, {"doc": "{not json"})
+    s, collector = spout(redis_server.url, translator=lambda stream, e: [json.loads(e.fields["doc"])["user"]],
+                         output_fields=["user"])
+    for _ in range(3):
+        s.next_tuple()
+    assert collector.emitted == [(["u0"], good)]
+    [(_, dead)] = r.xrange(f"{STREAM}:dead")
+    assert dead["id"] == bad
+    assert dead["error"].startswith(f"stream 'events' entry {bad}: translator raised JSONDecodeError")
+    s.ack(good)
+    assert pending(r) == 0
+    s.close()
+
+
+def test_a_spout_recreates_its_group_after_the_server_lost_everything(redis_server, caplog):
+    r = redis_server.client()
+    [first] = add(r, 1)
+    s, collector = spout(redis_server.url, fields=["user"])
+    s.next_tuple()
+    assert collector.emitted == [([first, "u0"], first)]
+    s.ack(first)
+    r.flushall()  # as a restart without persistence: stream and group are gone
+    with caplog.at_level(logging.WARNING, "squall.external.redis_streams"):
+        for _ in range(3):
+            s.next_tuple()  # NOGROUP: recreated, not raised
+            if pending(r) >= 0:
+                break
+    assert pending(r) == 0
+    assert any("is gone from Redis" in m and "recreating" in m for m in caplog.messages)
+    [second] = add(r, 1, start=1)
+    s.next_tuple()
+    assert collector.emitted[-1] == ([second, "u1"], second)
+    s.ack(second)
+    assert pending(r) == 0
+    s.close()
+
+
+def test_redact_url_hides_the_password_only():
+    from squall.external.redis_streams import redact_url
+
+    assert redact_url("redis://:s3cret@db:6379/0") == "redis://:***@db:6379/0"
+    assert redact_url("rediss://ann:s3cret@db/1?ssl=1") == "rediss://ann:***@db/1?ssl=1"
+    assert redact_url("redis://db:6379") == "redis://db:6379"
+
+
+def test_an_unreachable_server_is_logged_and_reported_without_its_password(caplog):
+    url = "redis://:s3cret@127.0.0.1:1/0"  # nothing listens on port 1
+    s, collector = spout(url, fields=["user"])
+    with caplog.at_level(logging.ERROR, "squall.external.redis_streams"):
+        s.next_tuple()
+    bolt, sink_collector = sink(url, mode="stream")
+    with caplog.at_level(logging.ERROR, "squall.external.redis_streams"):
+        bolt.execute(Tup(id="e1", user="u1"))
+    said = caplog.messages + collector.errors + sink_collector.errors
+    assert any("unreachable" in m for m in said) and sink_collector.failed
+    assert any("redis://:***@127.0.0.1:1/0" in m for m in said)
+    assert not any("s3cret" in m for m in said)

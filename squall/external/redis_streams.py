@@ -186,6 +186,7 @@ class RedisStreamSpout(Spout):
         self._set_up = False
         self._history_from: str | None = "0"       # own pending still to replay (None: done)
         self._next_claim = 0.0
+        self._claim_from = "0-0"                   # where the next XAUTOCLAIM scan goes on from
         self._outage = _Outage()
 
     def close(self) -> None:
@@ -282,7 +283,10 @@ class RedisStreamSpout(Spout):
     def _claim(self) -> bool:
         """XAUTOCLAIM entries idle longer than ``claim_idle_ms`` (a consumer that is gone)."""
         reply = self.client.xautoclaim(self.stream, self.group, self.consumer, self.claim_idle_ms,
-                                       start_id="0-0", count=self.batch_size)
+                                       start_id=self._claim_from, count=self.batch_size)
+        # go on from where this scan stopped ("0-0" once the pending list was scanned whole):
+        # else entries at its head, our own in flight among them, would hide all the others
+        self._claim_from = reply[0] or "0-0"
         entries, deleted = reply[1], (reply[2] if len(reply) > 2 else [])
         # Our own in-flight entries may be idle too; they are tracked already.
         fresh = [Entry(i, f) for i, f in entries if i not in self._tracked]
@@ -447,7 +451,12 @@ return id
 
 
 def _text(v: Any) -> str | bytes | int | float:
-    return v if isinstance(v, (str, bytes, int, float)) else json.dumps(v)
+    """``v`` as Redis takes it: strings, bytes and numbers as they are, anything else (bools,
+    None, lists, dicts) as JSON. redis-py refuses a bool (``DataError``), which would otherwise
+    fail the tuple at every replay as if the server were down."""
+    if isinstance(v, (str, bytes, float)) or (isinstance(v, int) and not isinstance(v, bool)):
+        return v
+    return json.dumps(v)
 
 
 @dataclass(frozen=True)

@@ -361,3 +361,26 @@ def test_an_unreachable_server_is_logged_and_reported_without_its_password(caplo
     assert any("unreachable" in m for m in said) and sink_collector.failed
     assert any("redis://:***@127.0.0.1:1/0" in m for m in said)
     assert not any("s3cret" in m for m in said)
+
+
+def test_the_sink_writes_booleans_and_none_as_json_instead_of_failing_forever(redis_server):
+    bolt, collector = sink(redis_server.url, mode="hash")
+    bolt.execute(Tup(id="e1", ok=True, gone=None, n=3))
+    assert collector.acked and not collector.failed
+    assert redis_server.client().hgetall("out:e1") == {"ok": "true", "gone": "null", "n": "3"}
+
+
+def test_successive_claims_go_on_from_where_the_previous_scan_stopped(redis_server):
+    s, _collector = spout(redis_server.url, batch_size=2)
+    starts = []
+
+    class Client:
+        def xautoclaim(self, stream, group, consumer, min_idle, start_id, count):
+            starts.append(start_id)
+            return ["5-0", [], []] if start_id == "0-0" else ["0-0", [], []]
+
+    s.client = Client()
+    s._claim()
+    s._claim()
+    s._claim()
+    assert starts == ["0-0", "5-0", "0-0"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -56,20 +57,28 @@ class DeltaSinkBolt(BatchingSinkBolt):
         if last is None:
             return []
         tasks = len(self.context.get_component_tasks(self.component))
-        batches = []
-        for commit in table.history(limit=self.dedupe_batches * max(tasks, 1) * 2):
-            if commit.get(APP_KEY) != self.app_id:
-                continue
-            try:
-                batches.append(CommittedBatch(int(commit[SEQ_KEY]), json.loads(commit[IDS_KEY])))
-            except (KeyError, ValueError, TypeError) as e:
-                raise SinkWriteError(f"sink {self.component!r}: table {self.table_uri}: commit "
-                                     f"{commit.get('version')} of {self.app_id} has unreadable "
-                                     f"squall ids ({e})") from e
+        # Other writers (other topologies, Spark jobs, OPTIMIZE) interleave their commits with
+        # ours: read further back until the window's batches are found or the log ends
+        limit = self.dedupe_batches * max(tasks, 1) * 2
+        while True:
+            history = table.history(limit=limit)
+            batches = [self._batch_of(commit) for commit in history if commit.get(APP_KEY) == self.app_id]
+            if len(batches) >= self.dedupe_batches or len(history) < limit:
+                break
+            limit *= 4
         batches.sort(key=lambda b: b.seq)
         if not batches or batches[-1].seq != last:
             batches.append(CommittedBatch(last, []))
         return batches
+
+    def _batch_of(self, commit: dict[str, Any]) -> CommittedBatch:
+        """The batch one of our commits recorded (its ``commitInfo``), or a clear error."""
+        try:
+            return CommittedBatch(int(commit[SEQ_KEY]), json.loads(commit[IDS_KEY]))
+        except (KeyError, ValueError, TypeError) as e:
+            raise SinkWriteError(f"sink {self.component!r}: table {self.table_uri}: commit "
+                                 f"{commit.get('version')} of {self.app_id} has unreadable "
+                                 f"squall ids ({e})") from e
 
     def _adopt_schema(self, existing: pa.Schema) -> None:
         """Write with the table's own types; every configured column must be in it."""

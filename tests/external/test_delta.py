@@ -260,3 +260,24 @@ def test_spark_reads_exactly_the_rows_after_replays_and_a_crash(tmp_path, spark)
     assert sorted((r["id"], r["name"], r["n"]) for r in rows) == expected
     spark_rows = spark.read.parquet(*table.file_uris()).collect()
     assert sorted((r.id, r.name, r.n) for r in spark_rows) == expected
+
+
+def test_a_restarted_delta_sink_finds_its_batches_behind_other_writers_commits(tmp_path):
+    """Another writer committed many times since this task's last batches: the restarted task
+    reads the log further back until it finds them, and a replay is still not written twice."""
+    sink = DeltaSinkBolt(tmp_path / "delta", SCHEMA, "id", batch_size=2, dedupe_batches=2)
+    out = FakeCollector()
+    sink.prepare({}, FakeContext(), out)
+    for i in (1, 2, 3, 4):
+        sink.execute(tup(row(i)))
+    assert read_ids(sink) == [1, 2, 3, 4]
+    for i in range(100, 112):  # a Spark job, say, appending while the task was down
+        deltalake.write_deltalake(str(tmp_path / "delta"), pa.table(
+            {"id": pa.array([i], pa.int64()), "name": ["other"], "n": pa.array([0], pa.int64())},
+            schema=pa.schema(sink.schema)), mode="append")
+    again = DeltaSinkBolt(tmp_path / "delta", SCHEMA, "id", batch_size=2, dedupe_batches=2)
+    out2 = FakeCollector()
+    again.prepare({}, FakeContext(), out2)
+    again.execute(tup(row(1)))  # a replay of an id committed before the restart
+    again.flush()
+    assert out2.acked == [1] and read_ids(again).count(1) == 1

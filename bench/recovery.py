@@ -126,12 +126,18 @@ def build(rate: float, workers: int, max_pending: int, timeout: int, output_dir:
     b.set_spout("spout", ReplayingSpout(rate), 1).add_configuration(OUTPUT_DIR_KEY, output_dir)
     b.set_bolt("work", IdBolt(), workers).shuffle_grouping("spout")
     b.set_bolt("sink", DevNullBolt(), workers).fields_grouping("work", ["str"])
+    return b.create_topology(), kill_run_conf(workers, max_pending, timeout)
+
+
+def kill_run_conf(workers: int, max_pending: int, timeout: float) -> Config:
+    """The configuration of a run that kills workers: ``workers`` workers and as many ackers,
+    ``max_pending`` spout tuples in flight, a ``timeout``-second message timeout."""
     conf = Config()
     conf.set_num_workers(workers)
     conf.set_num_ackers(workers)
     conf.set_max_spout_pending(max_pending)
     conf.set_message_timeout_secs(timeout)
-    return b.create_topology(), conf
+    return conf
 
 
 # --- the timeline ------------------------------------------------------------------------------------

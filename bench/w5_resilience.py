@@ -49,10 +49,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from squall import Bolt, Config, Fields, TopologyBuilder
+from squall import Bolt, Fields, TopologyBuilder
 
 from . import harness
-from .recovery import Timeline, recovery
+from .recovery import Timeline, kill_run_conf, recovery
 
 STREAM = "w5:events"
 GROUP = "w5"
@@ -150,12 +150,7 @@ def build(url: str, workers: int, parallelism: int, max_pending: int, timeout: i
     b.set_bolt("aggregator", Aggregator(), parallelism).fields_grouping("user_count", ["ts"])
     b.set_bolt("sink", RedisStreamSinkBolt(url, OUT, mode="stream", id_field="event_id"),
                parallelism).shuffle_grouping("aggregator")
-    conf = Config()
-    conf.set_num_workers(workers)
-    conf.set_num_ackers(workers)
-    conf.set_max_spout_pending(max_pending)
-    conf.set_message_timeout_secs(timeout)
-    return b.create_topology(), conf
+    return b.create_topology(), kill_run_conf(workers, max_pending, timeout)
 
 
 # --- the source ---------------------------------------------------------------------------------------

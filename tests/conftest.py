@@ -1,5 +1,5 @@
-"""Shared test helpers: polling with a deadline instead of fixed sleeps, and finding the
-processes a test's cluster started."""
+"""Shared test helpers: polling with a deadline instead of fixed sleeps, finding the processes a
+test's cluster started, and a local Spark session for tests that read squall's output."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 
 def wait_until(pred: Callable[[], object], timeout: float = 10.0, interval: float = 0.01) -> bool:
@@ -39,3 +41,15 @@ def processes_mentioning(marker: str) -> dict[int, str]:
         if marker in cmd:
             out[int(d.name)] = cmd
     return out
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local Spark session (one core) for tests that read what squall wrote as a Spark job
+    would; stopped after the module. Skipped without pyspark."""
+    pyspark = pytest.importorskip("pyspark.sql")
+    session = (pyspark.SparkSession.builder.master("local[1]").appName("squall-tests")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
+               .getOrCreate())
+    yield session
+    session.stop()

@@ -471,9 +471,17 @@ class LookupSpec:
 
 
 class _RedisKeyBolt(Bolt):
-    def __init__(self, url: str, spec: LookupSpec) -> None:
+    """What the lookup and filter bolts share: the key a tuple names, the connection, and a
+    server error failing the tuple; each declares ``output_fields``."""
+
+    def __init__(self, url: str, spec: LookupSpec, output_fields: Sequence[str]) -> None:
         self.url = url
         self.spec = spec
+        self.output_fields = list(output_fields)
+
+    def declare_output_fields(self, declarer) -> None:
+        """``output_fields``."""
+        declarer.declare(Fields(self.output_fields))
 
     def prepare(self, conf, context, collector) -> None:
         """Connects (lazily)."""
@@ -501,15 +509,7 @@ class _RedisKeyBolt(Bolt):
 class RedisLookupBolt(_RedisKeyBolt):
     """storm-redis's ``RedisLookupBolt`` for strings and hashes: ``GET`` (or ``HGET``) by the
     tuple's ``key_field`` and emits the input's values plus the value found (None if absent),
-    anchored to the input, under ``output_fields``."""
-
-    def __init__(self, url: str, spec: LookupSpec, output_fields: Sequence[str]) -> None:
-        super().__init__(url, spec)
-        self.output_fields = list(output_fields)
-
-    def declare_output_fields(self, declarer) -> None:
-        """``output_fields``: the input's fields then the value's."""
-        declarer.declare(Fields(self.output_fields))
+    anchored to the input, under ``output_fields`` (the input's fields, then the value's)."""
 
     def _process(self, tup) -> None:
         key = self._key(tup)
@@ -520,15 +520,8 @@ class RedisLookupBolt(_RedisKeyBolt):
 
 class RedisFilterBolt(_RedisKeyBolt):
     """storm-redis's ``RedisFilterBolt`` for strings and hashes: passes the input on (anchored)
-    only if ``EXISTS`` (or ``HEXISTS``) finds its key; acks it either way."""
-
-    def __init__(self, url: str, spec: LookupSpec, output_fields: Sequence[str]) -> None:
-        super().__init__(url, spec)
-        self.output_fields = list(output_fields)
-
-    def declare_output_fields(self, declarer) -> None:
-        """The input's fields."""
-        declarer.declare(Fields(self.output_fields))
+    only if ``EXISTS`` (or ``HEXISTS``) finds its key; acks it either way. ``output_fields``:
+    the input's fields."""
 
     def _process(self, tup) -> None:
         key = self._key(tup)

@@ -219,16 +219,6 @@ class FailOnce(Bolt):
         self.collector.ack(t)
 
 
-@pytest.fixture(scope="module")
-def spark():
-    pyspark = pytest.importorskip("pyspark.sql")
-    session = (pyspark.SparkSession.builder.master("local[1]").appName("squall-delta-test")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
-               .getOrCreate())
-    yield session
-    session.stop()
-
-
 def test_spark_reads_exactly_the_rows_after_replays_and_a_crash(tmp_path, spark):
     n = 300
     STATE.update(lock=threading.Lock(), acked=set(), replays=0, seen=set())

@@ -103,16 +103,6 @@ def test_a_version_that_deletes_rows_stops_the_spout_with_an_error_naming_it(tmp
     assert sorted(log.items()) == [f"e-{i:03d}" for i in range(5)]  # nothing past the change
 
 
-@pytest.fixture(scope="module")
-def spark():
-    pyspark = pytest.importorskip("pyspark.sql")
-    session = (pyspark.SparkSession.builder.master("local[1]").appName("squall-follow-test")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
-               .getOrCreate())
-    yield session
-    session.stop()
-
-
 def test_the_parquet_files_a_spark_job_writes_are_emitted_once_each_run_after_run(tmp_path, spark):
     out, local = str(tmp_path / "spark-out"), tmp_path / "local"
     log = SharedLog()

@@ -17,15 +17,6 @@ deltalake = pytest.importorskip("deltalake")
 N = 2000
 
 
-@pytest.fixture(scope="module")
-def spark():
-    pyspark = pytest.importorskip("pyspark.sql")
-    session = (pyspark.SparkSession.builder.master("local[1]").appName("squall-sinks-after-sigkill")
-               .config("spark.ui.enabled", "false").getOrCreate())
-    yield session
-    session.stop()
-
-
 def test_spark_reads_each_id_once_after_a_worker_was_sigkilled_mid_run(cluster, tmp_path, spark):
     from squall.external.delta import DeltaSinkBolt
     from squall.external.parquet import ParquetSinkBolt

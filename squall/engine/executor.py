@@ -8,6 +8,7 @@ by its loop only: ``open`` once the topology is first active, ``drain`` to proce
 from __future__ import annotations
 
 import logging
+import random
 import time
 import traceback
 from collections import deque
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .plan import ExecutorSpec, TopologyPlan
+from .stats import TaskStatistics, sample_freq
 
 log = logging.getLogger("squall.engine")
 debug_log = logging.getLogger("squall.debug")
@@ -167,6 +169,10 @@ class Executor:
         self.wiring = wiring
         self.inboxes: dict[int, deque] = {t: wiring.inboxes[t] for t in self.task_ids}
         self.stats: dict[int, TaskStats] = {t: TaskStats() for t in self.task_ids}
+        # Storm's sampled statistics (exact counters above are for the engine's own use)
+        freq = sample_freq(wiring.plan.conf) if wiring.plan.conf.get("topology.stats.enabled", True) else 0
+        self.sampled: dict[int, TaskStatistics] = {
+            t: TaskStatistics(freq, random.Random((wiring.seed << 8) ^ t)) for t in self.task_ids}
         self.current_task = self.task_ids[0]  # the task whose user code is running (for crashes)
         self.opened = False
         # the loop's entries for `timers`, [due, period, callback, executor]: made once, they move
@@ -195,3 +201,9 @@ class Executor:
     def emitted_by_stream(self, task: int) -> dict[str, tuple[int, int]]:
         """``{stream: (emitted, transferred)}`` for ``task``."""
         return {}
+
+    def sampled_snapshot(self, task: int) -> dict:
+        """``task``'s cumulative statistics (`TaskStatistics.snapshot`)."""
+        by_stream = self.emitted_by_stream(task)
+        return self.sampled[task].snapshot({s: v[0] for s, v in by_stream.items()},
+                                           {s: v[1] for s, v in by_stream.items()})

@@ -6,6 +6,10 @@ failure with an exponential backoff; after ``max_retries`` it goes to a dead-let
 acked there. A task's consumer name comes from its component id and task index, so a restarted
 task finds its own pending entries (``XREADGROUP ... 0``) and replays them first; entries left
 pending by a consumer that is gone are taken over with ``XAUTOCLAIM`` after ``claim_idle_ms``.
+A live task keeps the entries it holds (buffered, in flight or waiting to be retried) from
+looking idle: it resets their idle time (``XCLAIM ... JUSTID``, only while it still owns them)
+when it re-emits them and every third of ``claim_idle_ms``, so only a dead consumer's entries
+are ever claimed.
 
 `RedisStreamSinkBolt` writes tuples idempotently (``HSET`` on a key made of an id field, or an
 ``XADD`` guarded by a set of written ids in one Lua script), so a replayed tuple overwrites
@@ -133,6 +137,29 @@ def consumer_name(component_id: str, task_index: int) -> str:
     return f"{component_id}-{task_index}"
 
 
+# Resets the idle time of the entries this consumer still owns (XCLAIM with min-idle 0 and
+# JUSTID: no delivery count, no entry bodies) and returns those it no longer owns. A bare XCLAIM
+# would also take back an entry another task claimed meanwhile, and both would process it; the
+# check and the claim run in one script, so no claim can come in between.
+# KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] entry ids.
+_TOUCH = """
+local mine, lost = {}, {}
+for i = 3, #ARGV do
+  if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1, ARGV[2]) == 1 then
+    mine[#mine + 1] = ARGV[i]
+  else
+    lost[#lost + 1] = ARGV[i]
+  end
+end
+if #mine > 0 then
+  mine[#mine + 1] = 'JUSTID'
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, unpack(mine))
+end
+return lost
+"""
+_TOUCH_BATCH = 1000   # ids per script call: bounds the script's run (Redis serves nothing else)
+
+
 class RedisStreamSpout(Spout):
     """Reads ``stream`` through consumer group ``group`` (see the module docstring).
 
@@ -179,6 +206,7 @@ class RedisStreamSpout(Spout):
         super().open(conf, context, collector)
         self.consumer = consumer_name(context.get_this_component_id(), context.get_this_task_index())
         self.client = redis.Redis.from_url(self.url, decode_responses=True)
+        self._touch_script = self.client.register_script(_TOUCH)
         self._ready: deque[str] = deque()          # entry ids to emit, in order
         self._tracked: dict[str, _Tracked] = {}    # taken, not acked (ready, in flight, waiting)
         self._retrying: list[str] = []             # failed ids waiting for their due time
@@ -187,6 +215,10 @@ class RedisStreamSpout(Spout):
         self._history_from: str | None = "0"       # own pending still to replay (None: done)
         self._next_claim = 0.0
         self._claim_from = "0-0"                   # where the next XAUTOCLAIM scan goes on from
+        # Every entry held here is touched at least this often, so it never looks idle to a
+        # claim (its idle time stays below a third of claim_idle_ms plus one touch's delay).
+        self._touch_every = self.claim_idle_ms / 3000
+        self._next_touch = self.clock.now() + self._touch_every
         self._outage = _Outage()
 
     def close(self) -> None:
@@ -201,19 +233,7 @@ class RedisStreamSpout(Spout):
         now = self.clock.now()
         if now < self._outage.retry_at:
             return
-        try:
-            self._flush_acks()
-            self._move_due_retries(now)
-            if not self._ready:
-                self._fill(now)
-            self._recovered(now)
-        except _DOWN as e:
-            self._down(now, e)
-            return
-        except redis.ResponseError as e:
-            if "NOGROUP" not in str(e):
-                raise
-            self._group_gone(e)
+        if not self._safely(now, lambda: self._step(now)):
             return
         while self._ready:
             entry_id = self._ready.popleft()
@@ -227,10 +247,10 @@ class RedisStreamSpout(Spout):
         (until then the entry stays pending, so a crash meanwhile replays it: at least once)."""
         self._tracked.pop(msg_id, None)
         self._to_ack.append(msg_id)
-        try:
-            self._flush_acks()
-        except _DOWN as e:
-            self._down(self.clock.now(), e)
+        now = self.clock.now()
+        # a slow topology at max spout pending calls ack and fail but not next_tuple: the
+        # entries it holds are kept from looking idle here too
+        self._safely(now, lambda: (self._flush_acks(), self._touch_due(now)))
 
     def fail(self, msg_id: Any) -> None:
         """Schedules a retry after the backoff's delay, or dead-letters the entry past the
@@ -244,15 +264,41 @@ class RedisStreamSpout(Spout):
             self._dead_letter(t.entry, f"failed {t.retries} times (max_retries "
                               f"{self.backoff.max_retries})")
             return
-        t.due = self.clock.now() + self.backoff.delay(t.retries)
+        now = self.clock.now()
+        t.due = now + self.backoff.delay(t.retries)
         self._retrying.append(msg_id)
+        if now >= self._outage.retry_at:
+            self._safely(now, lambda: self._touch_due(now))
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _fill(self, now: float) -> None:
+    def _step(self, now: float) -> None:
         if not self._set_up:
             self._create_group()
             self._set_up = True
+        self._flush_acks()
+        self._move_due_retries(now)
+        self._touch_due(now)   # before _fill's XAUTOCLAIM: it must not find our own entries idle
+        if not self._ready:
+            self._fill(now)
+        self._recovered(now)
+
+    def _safely(self, now: float, step: Callable[[], object]) -> bool:
+        """Runs ``step``; False if the server is down (logged, left alone a while) or the group
+        is gone (recreated at the next `next_tuple`)."""
+        try:
+            step()
+        except _DOWN as e:
+            self._down(now, e)
+            return False
+        except redis.ResponseError as e:
+            if "NOGROUP" not in str(e):
+                raise
+            self._group_gone(e)
+            return False
+        return True
+
+    def _fill(self, now: float) -> None:
         if self._history_from is not None:
             if self._read(self._history_from, block=False):
                 return
@@ -316,16 +362,41 @@ class RedisStreamSpout(Spout):
             self._ready.append(entry.id)
 
     def _move_due_retries(self, now: float) -> None:
-        waiting = []
+        """Moves the retries that are due to the front of the ready queue, after resetting
+        their idle time in one batch; one another task claimed meanwhile is not re-emitted."""
+        due, waiting = [], []
         for entry_id in self._retrying:
             t = self._tracked.get(entry_id)
             if t is None:
                 continue
-            if t.due <= now:
-                self._ready.appendleft(entry_id)
-            else:
-                waiting.append(entry_id)
+            (due if t.due <= now else waiting).append(entry_id)
         self._retrying = waiting
+        if due:
+            self._touch(due)
+        self._ready.extendleft(reversed([i for i in due if i in self._tracked]))
+
+    def _touch_due(self, now: float) -> None:
+        """Resets the idle time of every entry held here, once per ``claim_idle_ms / 3``."""
+        if now < self._next_touch:
+            return
+        if self._tracked and self._set_up:
+            self._touch(list(self._tracked))
+        self._next_touch = now + self._touch_every
+
+    def _touch(self, ids: list[str]) -> None:
+        """Resets the idle time of ``ids`` in the group's pending list (`_TOUCH`); those no
+        longer ours (claimed by another task, or gone with the group) are dropped: their owner
+        processes them now. One still in flight here may still be acked (XACK by anyone acks)."""
+        lost: list[str] = []
+        for i in range(0, len(ids), _TOUCH_BATCH):
+            lost += self._touch_script(keys=[self.stream],
+                                       args=[self.group, self.consumer, *ids[i:i + _TOUCH_BATCH]])
+        if lost:
+            log.warning("%s: %d entries of stream %r held here were claimed by another consumer "
+                        "(this task stalled for more than claim_idle_ms %d?); leaving them to it: "
+                        "%s", self.consumer, len(lost), self.stream, self.claim_idle_ms, lost[:10])
+        for entry_id in lost:
+            self._tracked.pop(entry_id, None)
 
     def _flush_acks(self) -> None:
         if self._to_ack:

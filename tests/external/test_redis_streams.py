@@ -243,11 +243,14 @@ class Recorder:
 
 
 class Context:
+    def __init__(self, index: int = 0):
+        self.index = index
+
     def get_this_component_id(self):
         return "spout"
 
     def get_this_task_index(self):
-        return 0
+        return self.index
 
 
 class Tup:
@@ -292,10 +295,10 @@ def test_a_stream_write_that_fails_is_not_marked_written_and_its_replay_is_writt
     assert r.xlen("out") == 1
 
 
-def spout(url, **kw):
+def spout(url, index: int = 0, **kw):
     s = RedisStreamSpout(url, STREAM, GROUP, **kw)
     collector = Recorder()
-    s.open({}, Context(), collector)
+    s.open({}, Context(index), collector)
     return s, collector
 
 
@@ -384,3 +387,82 @@ def test_successive_claims_go_on_from_where_the_previous_scan_stopped(redis_serv
     s._claim()
     s._claim()
     assert starts == ["0-0", "5-0", "0-0"]
+
+
+def owner_and_deliveries(r, entry_id: str) -> tuple[str, int]:
+    [p] = r.xpending_range(STREAM, GROUP, min=entry_id, max=entry_id, count=1)
+    return p["consumer"], p["times_delivered"]
+
+
+def emitted_ids(collector) -> list[str]:
+    return [msg_id for _, msg_id in collector.emitted]
+
+
+def test_an_entry_a_live_task_retries_past_the_idle_time_is_not_claimed_but_a_dead_consumers_is(redis_server):
+    """Task 0 fails an entry and waits a backoff three times the claim idle time before its
+    retry; task 1 claims all the while. It takes the entry of a consumer that is gone, never the
+    one task 0 still retries."""
+    r = redis_server.client()
+    kw = dict(fields=["user"], claim_idle_ms=300,
+              backoff=ExponentialBackoff(initial_delay=0.9, max_retries=None))
+    a, a_out = spout(redis_server.url, 0, claim_interval_secs=60, **kw)  # leaves claims to b
+    b, b_out = spout(redis_server.url, 1, claim_interval_secs=0, **kw)
+    [held] = add(r, 1)
+    a.next_tuple()
+    assert emitted_ids(a_out) == [held]
+    a.fail(held)
+    [dead] = add(r, 1, start=1)
+    r.xreadgroup(GROUP, "gone-0", {STREAM: ">"}, count=1)  # taken by a consumer that never acks
+
+    def both():
+        a.next_tuple()
+        b.next_tuple()
+        return len(a_out.emitted) == 2 and dead in emitted_ids(b_out)
+
+    assert wait_until(both, 20, interval=0.02)
+    assert emitted_ids(a_out) == [held, held]   # the retry, by its owner
+    assert emitted_ids(b_out) == [dead]
+    assert owner_and_deliveries(r, held)[0] == "spout-0"
+    a.ack(held)
+    b.ack(dead)
+    assert pending(r) == 0
+    a.close()
+    b.close()
+
+
+def test_entries_in_flight_for_longer_than_the_idle_time_stay_with_their_live_task(redis_server):
+    """A slow topology at max spout pending: task 0 has emitted 12 entries and, for three times
+    the claim idle time, only sees acks come back (no next_tuple). Task 1 claims all the while
+    and takes none of them; task 0's own claims leave them alone too (the delivery count an
+    XAUTOCLAIM would raise stays 1)."""
+    r = redis_server.client()
+    kw = dict(fields=["user"], batch_size=20, claim_idle_ms=600, claim_interval_secs=0)
+    a, a_out = spout(redis_server.url, 0, **kw)
+    b, b_out = spout(redis_server.url, 1, **kw)
+    ids = add(r, 12)
+    for _ in ids:
+        a.next_tuple()
+    assert emitted_ids(a_out) == ids
+    late = iter(ids[1:])
+
+    def acks_only():
+        a.ack(next(late))
+        b.next_tuple()
+        return len(a._tracked) == 1
+
+    assert wait_until(acks_only, 20, interval=0.15)   # 11 acks over 1.6 s, ids[0] still out
+    assert b_out.emitted == []
+    assert owner_and_deliveries(r, ids[0]) == ("spout-0", 1)
+    polls = iter(range(10))
+
+    def own_claims():
+        a.next_tuple()   # claims (claim_interval_secs=0) while ids[0] is in flight
+        return next(polls) == 9
+
+    assert wait_until(own_claims, 20, interval=0.1)
+    assert owner_and_deliveries(r, ids[0]) == ("spout-0", 1)
+    assert emitted_ids(a_out) == ids and b_out.emitted == []
+    a.ack(ids[0])
+    assert pending(r) == 0
+    a.close()
+    b.close()

@@ -14,7 +14,7 @@ are ever claimed.
 `RedisStreamSinkBolt` writes tuples idempotently (``HSET`` on a key made of an id field, or an
 ``XADD`` guarded by a set of written ids in one Lua script), so a replayed tuple overwrites
 instead of duplicating, and acks only after the write. `RedisLookupBolt` and `RedisFilterBolt`
-are storm-redis's lookup and filter bolts for strings and hashes.
+are storm-redis's lookup and filter bolts for all its data types.
 
 Needs the ``redis`` extra (``pip install 'squall[redis]'``); only this module imports it.
 """
@@ -530,22 +530,93 @@ def _text(v: Any) -> str | bytes | int | float:
     return json.dumps(v)
 
 
+# storm-redis's RedisDataTypeDescription.RedisDataType, in the same spelling lower-cased
+DATA_TYPES = ("string", "hash", "list", "set", "sorted_set", "hyper_log_log", "geo")
+
+
 @dataclass(frozen=True)
 class LookupSpec:
-    """What a lookup or filter reads (storm-redis's ``RedisDataTypeDescription`` for STRING and
-    HASH): ``hash_key`` None: the string at ``prefix + key``; else field ``key`` of hash
-    ``hash_key``."""
+    """What a lookup or filter reads (storm-redis's ``RedisDataTypeDescription``): the key is
+    ``prefix`` + the tuple's ``key_field``; ``data_type`` is one of `DATA_TYPES` (Storm's names,
+    any case), and ``additional_key`` the hash, set, sorted set or geo index it is looked up in,
+    where the bolt's query needs one. ``hash_key`` is short for ``data_type="hash",
+    additional_key=hash_key``. Checked against each bolt's queries by the bolt."""
 
     key_field: str
     hash_key: str | None = None
     prefix: str = ""
+    data_type: str | None = None
+    additional_key: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """The data type, lower-cased: ``data_type``, else "hash" with a ``hash_key``, else
+        "string"."""
+        if self.data_type is not None:
+            return self.data_type.lower()
+        return "hash" if self.hash_key is not None else "string"
+
+    @property
+    def container(self) -> str | None:
+        """The additional key (``additional_key`` or ``hash_key``)."""
+        return self.additional_key if self.additional_key is not None else self.hash_key
+
+
+def _position(reply: list) -> list[float] | None:
+    """GEOPOS of one member: ``[longitude, latitude]``, or None if it is not in the index."""
+    return list(reply[0]) if reply and reply[0] is not None else None
+
+
+# What each bolt runs per data type: (needs the additional key, query(client, key, container)),
+# as storm-redis's RedisLookupBolt.process and RedisFilterBolt.execute do.
+_Query = tuple[bool, Callable[[Any, str, Any], Any]]
+
+_LOOKUPS: dict[str, _Query] = {
+    "string": (False, lambda c, key, _: c.get(key)),
+    "list": (False, lambda c, key, _: c.lpop(key)),   # storm-redis pops: each lookup consumes
+    "hash": (True, lambda c, key, container: c.hget(container, key)),
+    "set": (False, lambda c, key, _: c.scard(key)),
+    "sorted_set": (True, lambda c, key, container: c.zscore(container, key)),
+    "hyper_log_log": (False, lambda c, key, _: c.pfcount(key)),
+    "geo": (True, lambda c, key, container: _position(c.geopos(container, key))),
+}
+
+_FILTERS: dict[str, _Query] = {
+    "string": (False, lambda c, key, _: c.exists(key) > 0),
+    "hash": (True, lambda c, key, container: c.hexists(container, key)),
+    "set": (True, lambda c, key, container: c.sismember(container, key)),
+    "sorted_set": (True, lambda c, key, container: c.zrank(container, key) is not None),
+    "hyper_log_log": (False, lambda c, key, _: c.pfcount(key) > 0),
+    "geo": (True, lambda c, key, container: _position(c.geopos(container, key)) is not None),
+}
 
 
 class _RedisKeyBolt(Bolt):
-    """What the lookup and filter bolts share: the key a tuple names, the connection, and a
-    server error failing the tuple; each declares ``output_fields``."""
+    """What the lookup and filter bolts share: the spec checked against the bolt's ``_QUERIES``
+    (a clear ValueError at build time), the key a tuple names, the connection, and a server
+    error failing the tuple; each declares ``output_fields``."""
+
+    _QUERIES: dict[str, _Query] = {}
 
     def __init__(self, url: str, spec: LookupSpec, output_fields: Sequence[str]) -> None:
+        name, kind = type(self).__name__, spec.kind
+        if kind not in self._QUERIES:
+            why = (f"; storm-redis's {name} has no {kind!r} either ('string' tests that a key "
+                   f"exists)" if kind in DATA_TYPES else "")
+            raise ValueError(f"{name}: LookupSpec data_type {spec.data_type!r} is not one of "
+                             f"{list(self._QUERIES)}{why}")
+        if spec.hash_key is not None and kind != "hash":
+            raise ValueError(f"{name}: LookupSpec hash_key {spec.hash_key!r} is for data_type "
+                             f"'hash', not {kind!r}: pass additional_key")
+        needs = self._QUERIES[kind][0]
+        if needs and spec.container is None:
+            raise ValueError(f"{name}: LookupSpec data_type {kind!r} needs additional_key (the "
+                             f"key of the {kind.replace('_', ' ')} that field {spec.key_field!r} "
+                             f"names a member of)")
+        if not needs and spec.container is not None:
+            raise ValueError(f"{name}: LookupSpec data_type {kind!r} reads the key named by field "
+                             f"{spec.key_field!r} itself and takes no additional_key "
+                             f"({spec.container!r})")
         self.url = url
         self.spec = spec
         self.output_fields = list(output_fields)
@@ -559,8 +630,11 @@ class _RedisKeyBolt(Bolt):
         super().prepare(conf, context, collector)
         self.client = redis.Redis.from_url(self.url, decode_responses=True)
 
-    def _key(self, tup) -> str:
-        return self.spec.prefix + str(tup.get_value_by_field(self.spec.key_field))
+    def _found(self, tup) -> Any:
+        """The query's reply for the key ``tup`` names."""
+        key = self.spec.prefix + str(tup.get_value_by_field(self.spec.key_field))
+        query = self._QUERIES[self.spec.kind][1]   # looked up here: a lambda does not pickle
+        return query(self.client, key, self.spec.container)
 
     def execute(self, tup) -> None:
         """Runs the query; on a server error reports it and fails the tuple (replay)."""
@@ -578,25 +652,29 @@ class _RedisKeyBolt(Bolt):
 
 
 class RedisLookupBolt(_RedisKeyBolt):
-    """storm-redis's ``RedisLookupBolt`` for strings and hashes: ``GET`` (or ``HGET``) by the
-    tuple's ``key_field`` and emits the input's values plus the value found (None if absent),
-    anchored to the input, under ``output_fields`` (the input's fields, then the value's)."""
+    """storm-redis's ``RedisLookupBolt``: looks up the key the tuple's ``key_field`` names and
+    emits the input's values plus the reply, anchored to the input, under ``output_fields``
+    (the input's fields, then the value's). By data type: string ``GET key``; list ``LPOP key``
+    (as storm-redis: each lookup removes the head); hash ``HGET additional_key key``; set
+    ``SCARD key``; sorted_set ``ZSCORE additional_key key``; hyper_log_log ``PFCOUNT key``; geo
+    ``GEOPOS additional_key key`` as ``[longitude, latitude]``. None where there is nothing."""
+
+    _QUERIES = _LOOKUPS
 
     def _process(self, tup) -> None:
-        key = self._key(tup)
-        value = (self.client.get(key) if self.spec.hash_key is None
-                 else self.client.hget(self.spec.hash_key, key))
-        self.collector.emit(list(tup.get_values()) + [value], anchors=tup)
+        self.collector.emit(list(tup.get_values()) + [self._found(tup)], anchors=tup)
 
 
 class RedisFilterBolt(_RedisKeyBolt):
-    """storm-redis's ``RedisFilterBolt`` for strings and hashes: passes the input on (anchored)
-    only if ``EXISTS`` (or ``HEXISTS``) finds its key; acks it either way. ``output_fields``:
-    the input's fields."""
+    """storm-redis's ``RedisFilterBolt``: passes the input on (anchored) only if what the
+    tuple's ``key_field`` names exists; acks it either way. By data type: string ``EXISTS key``;
+    hash ``HEXISTS additional_key key``; set ``SISMEMBER additional_key key``; sorted_set
+    ``ZRANK additional_key key`` not nil; hyper_log_log ``PFCOUNT key`` above 0; geo ``GEOPOS
+    additional_key key`` not nil. No list (storm-redis has none). ``output_fields``: the
+    input's fields."""
+
+    _QUERIES = _FILTERS
 
     def _process(self, tup) -> None:
-        key = self._key(tup)
-        found = (self.client.exists(key) if self.spec.hash_key is None
-                 else self.client.hexists(self.spec.hash_key, key))
-        if found:
+        if self._found(tup):
             self.collector.emit(list(tup.get_values()), anchors=tup)

@@ -265,6 +265,9 @@ class Tup:
     def get_values(self):
         return list(self.values.values())
 
+    def get_value_by_field(self, name):
+        return self.values[name]
+
     def get_source_component(self):
         return "spout"
 
@@ -466,3 +469,90 @@ def test_entries_in_flight_for_longer_than_the_idle_time_stay_with_their_live_ta
     assert pending(r) == 0
     a.close()
     b.close()
+
+
+def key_bolt(cls, url, spec):
+    bolt = cls(url, spec, ["user", "value"] if cls is RedisLookupBolt else ["user"])
+    collector = Recorder()
+    bolt.prepare({}, Context(), collector)
+    return bolt, collector
+
+
+def looked_up(bolt, collector, *users):
+    """What the lookup emits for each user, in order (each input acked)."""
+    for user in users:
+        bolt.execute(Tup(user=user))
+    assert len(collector.acked) == len(users) and not collector.failed
+    return [values[1] for values, _ in collector.emitted]
+
+
+def passed(bolt, collector, *users):
+    """The users the filter passes on (each input acked either way)."""
+    for user in users:
+        bolt.execute(Tup(user=user))
+    assert len(collector.acked) == len(users) and not collector.failed
+    return [values[0] for values, _ in collector.emitted]
+
+
+def seed(r):
+    r.set("name:a", "Ann")
+    r.rpush("queue:a", "x", "y")
+    r.hset("names", "a", "Ann")
+    r.sadd("tags:a", "t1", "t2", "t3")
+    r.sadd("known", "a")
+    r.zadd("scores", {"a": 2.5, "c": 7})   # "a" has rank 0: a filter must still pass it
+    r.pfadd("visits:a", "v1", "v2")
+    r.geoadd("places", (13.361389, 38.115556, "a"))
+
+
+@pytest.mark.parametrize("spec, expected", [
+    (LookupSpec("user", prefix="name:"), ["Ann", None]),
+    (LookupSpec("user", hash_key="names"), ["Ann", None]),
+    (LookupSpec("user", data_type="HASH", additional_key="names"), ["Ann", None]),
+    (LookupSpec("user", prefix="tags:", data_type="set"), [3, 0]),
+    (LookupSpec("user", data_type="sorted_set", additional_key="scores"), [2.5, None]),
+    (LookupSpec("user", prefix="visits:", data_type="hyper_log_log"), [2, 0]),
+], ids=["string", "hash", "hash-storm-spelling", "set", "sorted_set", "hyper_log_log"])
+def test_the_lookup_bolt_reads_each_storm_redis_data_type(redis_server, spec, expected):
+    r = redis_server.client()
+    seed(r)
+    assert looked_up(*key_bolt(RedisLookupBolt, redis_server.url, spec), "a", "b") == expected
+
+
+def test_the_lookup_bolt_pops_a_list_and_reads_a_geo_position(redis_server):
+    r = redis_server.client()
+    seed(r)
+    lists = key_bolt(RedisLookupBolt, redis_server.url, LookupSpec("user", prefix="queue:", data_type="list"))
+    assert looked_up(*lists, "a", "a", "a") == ["x", "y", None]   # storm-redis: LPOP, it consumes
+    geo = key_bolt(RedisLookupBolt, redis_server.url, LookupSpec("user", data_type="geo", additional_key="places"))
+    [(lon, lat), missing] = looked_up(*geo, "a", "b")
+    assert (round(lon, 4), round(lat, 4), missing) == (13.3614, 38.1156, None)
+
+
+@pytest.mark.parametrize("spec", [
+    LookupSpec("user", prefix="name:"),
+    LookupSpec("user", hash_key="names"),
+    LookupSpec("user", data_type="set", additional_key="known"),
+    LookupSpec("user", data_type="sorted_set", additional_key="scores"),
+    LookupSpec("user", prefix="visits:", data_type="hyper_log_log"),
+    LookupSpec("user", data_type="geo", additional_key="places"),
+], ids=["string", "hash", "set", "sorted_set", "hyper_log_log", "geo"])
+def test_the_filter_bolt_passes_what_exists_for_each_storm_redis_data_type(redis_server, spec):
+    seed(redis_server.client())
+    assert passed(*key_bolt(RedisFilterBolt, redis_server.url, spec), "a", "b", "a") == ["a", "a"]
+
+
+@pytest.mark.parametrize("cls, spec, says", [
+    (RedisLookupBolt, LookupSpec("user", data_type="zset"), "RedisLookupBolt: LookupSpec data_type 'zset' is not one of"),
+    (RedisFilterBolt, LookupSpec("user", data_type="list"), "storm-redis's RedisFilterBolt has no 'list' either"),
+    (RedisLookupBolt, LookupSpec("user", data_type="hash"), "RedisLookupBolt: LookupSpec data_type 'hash' needs additional_key"),
+    (RedisLookupBolt, LookupSpec("user", data_type="sorted_set"), "data_type 'sorted_set' needs additional_key"),
+    (RedisFilterBolt, LookupSpec("user", data_type="geo"), "RedisFilterBolt: LookupSpec data_type 'geo' needs additional_key"),
+    (RedisFilterBolt, LookupSpec("user", data_type="set"), "RedisFilterBolt: LookupSpec data_type 'set' needs additional_key"),
+    (RedisLookupBolt, LookupSpec("user", data_type="set", additional_key="known"), "takes no additional_key ('known')"),
+    (RedisFilterBolt, LookupSpec("user", hash_key="names", data_type="set"), "hash_key 'names' is for data_type 'hash'"),
+])
+def test_a_bad_lookup_spec_is_refused_when_the_bolt_is_built_naming_the_bolt_and_parameter(cls, spec, says):
+    with pytest.raises(ValueError, match="^" + cls.__name__) as e:
+        cls("redis://127.0.0.1:1/0", spec, ["user"])
+    assert says in str(e.value)

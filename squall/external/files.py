@@ -449,8 +449,12 @@ class FileSpout(Spout):
     tasks the daemons' settings); it must be reachable by the workers running this spout (a
     local or shared directory). A new topology with the same ``progress_dir`` and
     spout id resumes each file at its committed offset: at-least-once, lines acked after the
-    committed offset but before the crash are emitted again. On start a task reads every task's
-    progress file of this spout, so changing the parallelism between runs loses nothing.
+    committed offset but before the crash are emitted again. Each record also holds the file's
+    `FileIdentity`; a file whose identity no longer matches (another inode, shorter, other first
+    bytes: replaced, truncated or rewritten) is read from its start, with a warning naming it.
+    A task opening a file takes the highest matching offset among every task's progress files
+    (also of indexes at or above the parallelism), and keeps the records of files it no longer
+    owns until they are finished, so changing the parallelism between runs loses nothing.
 
     When every line of a file is acked, the file is renamed with ``done_suffix`` (HdfsSpout moves
     it to its archive directory) and forgotten by the progress file.

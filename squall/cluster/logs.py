@@ -230,6 +230,25 @@ def worker_log_handler(path: Path, conf: dict[str, Any]) -> logging.Handler:
     return handler
 
 
+class OneWorkerFilter(logging.Filter):
+    """Passes the records logged by one in-process worker's threads: its own (``thread``) and
+    its executor loops' (``agent.worker.loops``), so a LocalCluster worker's file gets its lines
+    only, though every worker shares the process's loggers."""
+
+    def __init__(self, agent: Any, thread: threading.Thread) -> None:
+        super().__init__()
+        self._agent = agent
+        self._thread = thread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        t = threading.current_thread()
+        if t is self._thread:
+            return True
+        loop = getattr(t, "squall_loop", None)
+        worker = self._agent.worker
+        return loop is not None and worker is not None and loop in worker.loops
+
+
 def install_worker_logging(conf: dict[str, Any], topology_id: str, slot: str) -> Path:
     """Send this process's `logging` to the worker's ``worker.log`` (INFO and up), and its
     errors also to stderr, which the supervisor (or Spark) keeps: the last lines of a worker

@@ -2,6 +2,7 @@
 component and task, rotation by size, and reading them back for ``squall logs``."""
 
 import logging
+import logging.handlers
 import threading
 from types import SimpleNamespace
 
@@ -108,3 +109,35 @@ def test_a_component_tail_keeps_a_records_continuation_lines_and_only_that_compo
     assert tail_records([f], 10, "split") == [line.rstrip("\n") for line in lines[1:4] + lines[5:]]
     assert tail_records([f], 2, "split") == ["ValueError: x", lines[5].rstrip("\n")]
     assert tail_records([f], 10, "count") == []
+
+
+def test_a_local_cluster_writes_worker_logs_only_when_storm_log_dir_is_set(tmp_path):
+    from squall import LocalCluster, TopologyBuilder
+
+    from ..conftest import wait_until
+    from ..process.logging_topology import Counter, Reporter
+
+    user = logging.getLogger("user.logging_topology")
+    user.setLevel(logging.INFO)
+    b = TopologyBuilder()
+    b.set_spout("counter", Counter(5), 1)
+    b.set_bolt("reporter", Reporter(), 1).shuffle_grouping("counter")
+    try:
+        with LocalCluster({"storm.log.dir": str(tmp_path / "logs")}) as cluster:
+            cluster.submit_topology("talk", {}, b.create_topology())
+            topo_id = cluster.get_topology_info("talk")["id"]
+            conf = {"storm.log.dir": str(tmp_path / "logs")}
+
+            def logged():
+                return [line for paths in worker_log_files(conf, topo_id).values()
+                        for line in paths[-1].read_text().splitlines() if "reporter saw 5" in line]
+            assert wait_until(logged, 20)
+            (line,) = logged()
+            assert "[reporter:" in line
+        with LocalCluster({"storm.local.dir": str(tmp_path / "local")}) as cluster:
+            cluster.submit_topology("talk", {}, b.create_topology())
+            assert wait_until(lambda: cluster.get_topology_info("talk")["components"]["reporter"]["executed"] >= 5, 20)
+        assert not (tmp_path / "local" / "logs").exists()
+    finally:
+        user.setLevel(logging.NOTSET)
+    assert not any(isinstance(h, logging.handlers.RotatingFileHandler) for h in logging.getLogger().handlers)

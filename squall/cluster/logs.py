@@ -261,9 +261,13 @@ def install_worker_logging(conf: dict[str, Any], topology_id: str, slot: str) ->
     for h in [h for h in root.handlers if getattr(h, _HANDLER_MARK, False) or type(h) is logging.StreamHandler]:
         root.removeHandler(h)
         h.close()
-    root.addHandler(worker_log_handler(path, conf))
     err = logging.StreamHandler(sys.stderr)
-    err.setLevel(logging.ERROR)
+    try:
+        root.addHandler(worker_log_handler(path, conf))
+        err.setLevel(logging.ERROR)
+    except OSError as e:  # an unwritable storm.log.dir must not stop the worker: all goes to stderr
+        print(f"worker {slot}: cannot write its log {path} ({e.strerror or e}); check storm.log.dir; "
+              f"logging to stderr", file=sys.stderr, flush=True)
     err.setFormatter(logging.Formatter(f"%(asctime)s worker {slot} %(levelname)s %(message)s"))
     setattr(err, _HANDLER_MARK, True)
     root.addHandler(err)

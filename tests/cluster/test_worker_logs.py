@@ -141,3 +141,22 @@ def test_a_local_cluster_writes_worker_logs_only_when_storm_log_dir_is_set(tmp_p
     finally:
         user.setLevel(logging.NOTSET)
     assert not any(isinstance(h, logging.handlers.RotatingFileHandler) for h in logging.getLogger().handlers)
+
+
+def test_an_unwritable_log_dir_sends_the_workers_logging_to_stderr_saying_why(tmp_path, capfd):
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where the log directory should be
+    root = logging.getLogger()
+    before = list(root.handlers), root.level
+    try:
+        from squall.cluster.logs import install_worker_logging
+        install_worker_logging({"storm.log.dir": str(blocker)}, "t-1", "127.0.0.1:6700")
+        logging.getLogger("test.unwritable").info("still logged")
+    finally:
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        for h in before[0]:
+            root.addHandler(h)
+        root.setLevel(before[1])
+    err = capfd.readouterr().err
+    assert "cannot write its log" in err and "storm.log.dir" in err and "still logged" in err

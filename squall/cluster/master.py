@@ -806,8 +806,10 @@ class Master:
     def _add_errors(self, topo: _Topo, slot: str, launch_id: int, errors: list[Any]) -> None:
         """Record a worker's errors (an identical repeat counts on its record) and save."""
         topo.slot(slot).reported_launch = launch_id
+        host, port = _slot_address(slot)
         for e in errors:
             new = ErrorRecord.from_dict(e)
+            new.host, new.worker = host, port  # the slot that reported it, whatever the record says
             add_error(topo.errors, new)
             if new.fatal:  # not the record it folds into, which may be an earlier launch's crash
                 topo.slot(slot).fatal_launch = launch_id
@@ -922,5 +924,13 @@ def _exit_error(slot: str, ex: dict[str, Any], now: float) -> ErrorRecord:
     exit status and the last line of its output (the whole tail goes in the traceback)."""
     output = str(ex.get("output") or "").rstrip()
     last = output.splitlines()[-1].strip() if output else "no output"
-    return _error("__worker", -1, f"worker on {slot} exited with status {ex.get('status')} before it "
-                                  f"started: {last}", now, output)
+    rec = _error("__worker", -1, f"worker on {slot} exited with status {ex.get('status')} before it "
+                                 f"started: {last}", now, output)
+    rec.host, rec.worker = _slot_address(slot)
+    return rec
+
+
+def _slot_address(slot: str) -> tuple[str, int]:
+    """``(host, port)`` of a slot's name ``host:port``."""
+    host, _, port = slot.rpartition(":")
+    return host, int(port) if port.isdigit() else 0

@@ -29,7 +29,8 @@ class ErrorRecord:
 
     ``count`` is how many times it happened in a row for its component (`add_error` folds an
     identical repeat into the record it repeats), ``time`` when it first did and ``last_time``
-    when it last did.
+    when it last did. ``host`` and ``worker`` (its port) name the worker, whose log
+    `squall.cluster.logs.worker_log_link` links to (Storm's ``errorHost``/``errorPort``).
     """
 
     component: str
@@ -41,6 +42,7 @@ class ErrorRecord:
     fatal: bool = False
     count: int = 1
     last_time: float = -1.0  # -1: the same as ``time``
+    host: str = ""  # the worker's host, set by the master from the reporting slot ("": unknown)
 
     def __post_init__(self) -> None:
         if self.last_time < self.time:
@@ -50,7 +52,7 @@ class ErrorRecord:
         """Plain-dict form, as `get_topology_info` returns it."""
         return {"component": self.component, "task": self.task, "time": self.time, "error": self.error,
                 "traceback": self.traceback, "worker": self.worker, "fatal": self.fatal,
-                "count": self.count, "last_time": self.last_time}
+                "count": self.count, "last_time": self.last_time, "host": self.host}
 
     @classmethod
     def from_dict(cls, d: Any) -> ErrorRecord:
@@ -67,7 +69,7 @@ class ErrorRecord:
         when = get("time", float, 0.0)
         return cls(get("component", str, "?"), get("task", int, -1), when, get("error", str, ""),
                    get("traceback", str, ""), get("worker", int, 0), d.get("fatal") is True,
-                   max(1, get("count", int, 1)), get("last_time", float, when))
+                   max(1, get("count", int, 1)), get("last_time", float, when), get("host", str, ""))
 
     def describe(self) -> str:
         """One line: ``[component] first line of the error``, and ``(xN)`` if it repeated."""

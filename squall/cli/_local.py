@@ -159,12 +159,16 @@ class _Sampler:
                 info = cluster.get_topology_info(name)
             except NotAliveException:
                 continue
+            try:
+                with_statistics(info, cluster.get_topology_page(name))
+            except NotAliveException:
+                continue
             now = time.monotonic()
             last[name] = info
             rates = {}
             for cid, c in user_components(info):
-                lat_sum = sum(s["complete_latency_sum"] for s in c["task_stats"].values())
-                lat_n = sum(s["complete_latency_count"] for s in c["task_stats"].values())
+                lat_n = c["acked"] if c["type"] == "spout" else 0
+                lat_sum = c["complete_latency_ms"] * lat_n / 1000.0
                 t0, emitted0, sum0, n0 = self._prev.get((name, cid), (self._start, 0, 0.0, 0))
                 rate = (c["emitted"] - emitted0) / (now - t0) if now > t0 else 0.0
                 latency = 1000.0 * (lat_sum - sum0) / (lat_n - n0) if lat_n > n0 else None
@@ -172,6 +176,21 @@ class _Sampler:
                 self._prev[(name, cid)] = (now, c["emitted"], lat_sum, lat_n)
             out.append((info, rates))
         return out
+
+
+def with_statistics(info: dict[str, Any], page: dict[str, Any]) -> None:
+    """Put Storm's statistics (all time, as the UI shows them: sampled at
+    ``topology.stats.sample.rate``) in place of the engine's exact counters of each component
+    of ``info``, so the live table, the summary and the UI show the same figures."""
+    for row in page["spouts"]:
+        c = info["components"].get(row["spoutId"])
+        if c is not None:
+            c.update(emitted=row["emitted"], acked=row["acked"], failed=row["failed"],
+                     complete_latency_ms=float(row["completeLatency"]))
+    for row in page["bolts"]:
+        c = info["components"].get(row["boltId"])
+        if c is not None:
+            c.update(emitted=row["emitted"], acked=row["acked"], failed=row["failed"], executed=row["executed"])
 
 
 def user_components(info: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -312,9 +331,7 @@ def _print_summary(final: dict[str, dict[str, Any]], reason: str, debug: bool) -
         emitted = sum(c["emitted"] for c in spouts)
         acked = sum(c["acked"] for c in spouts)
         failed = sum(c["failed"] for c in spouts)
-        stats = [s for c in spouts for s in c["task_stats"].values()]
-        lat_n = sum(s["complete_latency_count"] for s in stats)
-        latency = 1000.0 * sum(s["complete_latency_sum"] for s in stats) / lat_n if lat_n else 0.0
+        latency = sum(c["complete_latency_ms"] * c["acked"] for c in spouts) / acked if acked else 0.0
         print(f"  spouts: {emitted / secs:.1f} tuples/s emitted, {acked / secs:.1f}/s acked, "
               f"{failed} failed; mean complete latency {latency:.2f} ms")
         errors = sorted(info["errors"], key=lambda e: e["time"])

@@ -145,7 +145,9 @@ class _Api:
         return await self.read("visualization", name=name, window=params.window, sys=params.sys)
 
     async def visualization_init(self, request: Request) -> Any:
-        return sj.visualization_init(await self.visualization(request))
+        params = sj.page_params(dict(request.query_params))
+        name = await self.name_of(request.path_params["id"])
+        return await self.read("visualization_init", name=name, sys=params.sys)
 
     async def openapi(self, request: Request) -> Any:
         return openapi_document()

@@ -119,6 +119,7 @@ def test_deactivate_activate_and_debug_take_effect(fresh):
     ('[1, 2]', ["an array"]),
     ('{"rebalanceOptions": ', ["not valid JSON"]),
     ('{"rebalanceOptions": {"executors": {"nope": 1}}}', ["nope"]),
+    ('{"rebalanceOptions": {"numWorkers": 1000000000}}', ["numWorkers", "1000000000", "tasks"]),
 ])
 def test_a_malformed_rebalance_body_gets_400_naming_what_is_wrong(api, cluster, storm_id, body, words):
     r = api.post(f"/api/v1/topology/{storm_id}/rebalance/0", content=body,

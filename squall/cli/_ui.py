@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 
 from .._config import setting
@@ -25,5 +26,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     server = UiServer(remote_app(conf), host, port)
     # the line scripts wait for, as `squall nimbus ready at ...`
     print(f"squall ui ready at {server.url}", flush=True)
+    # uvicorn stops on SIGINT/SIGTERM, then raises the signal again under the handlers it found:
+    # these make that a clean exit (status 0), as the other daemons' stop is
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
     server.run()
     return 0

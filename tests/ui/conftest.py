@@ -52,7 +52,8 @@ def small_topology():
 @pytest.fixture(scope="module")
 def cluster():
     with LocalCluster({"squall.secret": SECRET, "storm.zookeeper.auth.password": "zk-password-1234"}) as c:
-        c.submit_topology("demo", {"topology.message.timeout.secs": 5}, small_topology())
+        c.submit_topology("demo", {"topology.message.timeout.secs": 5, "topology.stats.sample.rate": 1.0},
+                          small_topology())
         yield c
 
 

@@ -28,9 +28,11 @@ log = logging.getLogger("squall.ui")
 
 def ui_routes(conf: Mapping[str, Any]) -> list[BaseRoute]:
     """The routes served beside the REST API, for a cluster of configuration ``conf``: the one
-    place where the web pages and the logviewer (``squall.ui.logviewer.logviewer_routes``, under
-    the worker log root of ``conf``) are mounted, for every host."""
-    return []
+    place where the web pages and the logviewer (Storm's, over the workers' artifacts directory
+    of ``conf``: `squall.ui.logviewer`) are mounted, for every host."""
+    from ..cluster.logs import artifacts_root
+    from .logviewer import logviewer_routes
+    return [*logviewer_routes(artifacts_root(dict(conf)))]
 
 
 def remote_app(conf: Mapping[str, Any]) -> Starlette:

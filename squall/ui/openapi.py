@@ -145,6 +145,40 @@ def _post(summary: str, params: list[dict[str, Any]], body: dict[str, Any] | Non
     return {"post": op}
 
 
+def _logviewer_paths() -> dict[str, Any]:
+    """Storm's logviewer routes (`squall.ui.logviewer`), over the workers' artifacts directory."""
+    file = _param("file", "query", _STR, "a log file relative to the artifacts directory, "
+                                         "<topology-id>/<port>/worker.log")
+    ints = [_param(n, "query", {"type": "string", "pattern": "^[0-9]+$"}, d) for n, d in
+            (("start", "byte offset of the page (default: the tail)"), ("length", "page length in bytes"))]
+    errors = {str(status): {"description": _REASONS[status], "content": {"application/json": {"schema": _ERROR}}}
+              for status in (400, 404)}
+
+    def ok(kind: str, schema: dict[str, Any]) -> dict[str, Any]:
+        return {"200": {"description": "OK", "content": {kind: {"schema": schema}}}, **errors}
+
+    search = _obj({"searchString": _STR, "startByteOffset": _INT,
+                   "matches": _array(_obj({"byteOffset": _INT, "beforeString": _STR, "matchString": _STR,
+                                           "afterString": _STR, "logviewerURL": _STR}))})
+    return {
+        "/api/v1/log": {"get": {"summary": "A page of a worker's log (HTML)",
+                                "parameters": [file, *ints, _param("grep", "query", _STR, "only lines with this")],
+                                "responses": ok("text/html", _STR)}},
+        "/api/v1/download": {"get": {"summary": "A worker's log file", "parameters": [file],
+                                     "responses": ok("text/plain", _STR)}},
+        "/api/v1/search/{file}": {"get": {"summary": "Matches of a string in one log file", "parameters": [
+            _param("file", "path", _STR, "as file above"),
+            _param("search-string", "query", _STR, "1 to 1024 UTF-8 bytes"),
+            _param("num-matches", "query", {"type": "string", "pattern": "^[0-9]+$"}, "matches to return"),
+            _param("start-byte-offset", "query", {"type": "string", "pattern": "^[0-9]+$"}, "where to start")],
+            "responses": ok("application/json", search)}},
+        "/api/v1/listLogs": {"get": {"summary": "The log files, of one topology and port if given", "parameters": [
+            _param("topoId", "query", _STR, "a topology id"),
+            _param("port", "query", {"type": "string", "pattern": "^[0-9]+$"}, "a worker port")],
+            "responses": ok("application/json", _array(_STR))}},
+    }
+
+
 @functools.cache
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 document of every endpoint under ``/api/v1``."""
@@ -172,6 +206,7 @@ def openapi_document() -> dict[str, Any]:
         f"{t}/component/{{component}}/debug/{{action}}/{{pct}}": _post("Switch a component's debug flag",
                                                                        [_ID, _COMPONENT, _ACTION, _PCT]),
     }
+    paths.update(_logviewer_paths())
     paths["/api/v1/openapi.json"] = {"get": {"summary": "This document", "responses": {
         "200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}}}}
     return {"openapi": "3.1.0",

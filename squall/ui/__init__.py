@@ -1,0 +1,5 @@
+"""The UI daemon (Storm's ``storm ui``): Storm's REST API under ``/api/v1/`` (`squall.ui.app`),
+served by uvicorn (`squall.ui.server`) for the master of a configuration (``squall ui``) or for a
+`LocalCluster` (``LocalCluster(ui_port=...)``). Needs the ``ui`` extra (starlette, uvicorn); squall's
+core never imports this package. See docs/ui.md.
+"""

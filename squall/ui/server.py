@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from .._config import SECRET_KEY, setting
 from .._errors import SquallError
 from .app import create_app
-from .link import DirectLink, RpcLink
+from .link import DirectLink, MasterLink, RpcLink
+from .pages import WebPages
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -37,7 +38,7 @@ def remote_app(conf: Mapping[str, Any]) -> Starlette:
     ``nimbus.thrift.port``), over RPC; actions need the cluster's secret (``squall.secret``,
     else ``<storm.local.dir>/secret``, as every daemon of the cluster reads it)."""
     from ..worker.rpc import load_or_create_secret
-    return create_app(RpcLink(dict(conf)), conf, secret=load_or_create_secret(conf), extra_routes=ui_routes(conf))
+    return _app(RpcLink(dict(conf)), conf, load_or_create_secret(conf))
 
 
 def local_app(cluster: LocalCluster) -> Starlette:
@@ -46,7 +47,16 @@ def local_app(cluster: LocalCluster) -> Starlette:
     no secret file) every action is refused."""
     given = setting(cluster.conf, SECRET_KEY)
     secret = given.encode() if isinstance(given, str) else None
-    return create_app(DirectLink(cluster), cluster.conf, secret=secret, extra_routes=ui_routes(cluster.conf))
+    return _app(DirectLink(cluster), cluster.conf, secret)
+
+
+def _app(link: MasterLink, conf: Mapping[str, Any], secret: bytes | None) -> Starlette:
+    """The REST API, the web pages (whose history sampler `UiServer.run` starts and stops with
+    the serving) and `ui_routes`."""
+    pages = WebPages(link, conf)
+    app = create_app(link, conf, secret=secret, extra_routes=[*pages.routes(), *ui_routes(conf)])
+    app.state.web_pages = pages
+    return app
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -83,6 +93,7 @@ class UiServer:
         self.host = host
         self._sock = bind(host, port)
         self.port: int = self._sock.getsockname()[1]
+        self._pages: WebPages | None = getattr(app.state, "web_pages", None)
         # log_config None: uvicorn's records go to the process's logging as squall configured it
         self._server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
                                                      timeout_graceful_shutdown=2))
@@ -96,9 +107,13 @@ class UiServer:
 
     def run(self) -> None:
         """Serve in this thread until SIGINT or SIGTERM (uvicorn's handlers, in the main thread)."""
+        if self._pages is not None:
+            self._pages.start()
         try:
             self._server.run(sockets=[self._sock])
         finally:
+            if self._pages is not None:
+                self._pages.stop()
             self._sock.close()
 
     def start(self) -> UiServer:

@@ -134,7 +134,7 @@ def take(out: Path, secs: float) -> list[Path]:
         with sync_playwright() as p:
             browser = launch_chromium(p)
             try:
-                page = browser.new_page(viewport={"width": 1280, "height": 900}, device_scale_factor=1)
+                page = browser.new_page(viewport={"width": 1280, "height": 640}, device_scale_factor=1)
                 shots = [("ui-cluster.png", "/index.html", "#topologies a"),
                          ("ui-topology.png", f"/topology.html?id={storm_id}&window=600", "svg.topology-graph"),
                          ("ui-component.png", f"/component.html?id=split&topology_id={storm_id}&window=600",

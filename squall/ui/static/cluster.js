@@ -17,7 +17,7 @@
       ["Tasks", "tasksTotal", {num: true}],
     ], [cluster]));
     fill("nimbus", table([
-      ["Host", "host"], ["Port", "port", {num: true}], ["Status", "status"],
+      ["Host", "host"], ["Port", "port", {num: true, plain: true}], ["Status", "status"],
       ["Version", "version"], ["Uptime", "nimbusUpTime"],
     ], nimbus.nimbuses || []));
     fill("topologies", table([

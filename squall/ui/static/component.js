@@ -3,7 +3,7 @@
 "use strict";
 
 (() => {
-  const {api, el, table, fill, param, windowParam, windowChooser, componentLink, logLink, topologyLink, when} = Squall;
+  const {api, el, table, fill, param, windowParam, windowChooser, componentLink, logLink, topologyLink, statusTag, when} = Squall;
   const id = param("id");
   const topologyId = param("topology_id");
   const win = windowParam();
@@ -24,7 +24,7 @@
     fill("summary", table([
       ["Id", "id"], ["Topology", x => topologyLink(x.topologyId, x.name || x.topologyId)],
       ["Type", "componentType"], ["Executors", "executors", {num: true}], ["Tasks", "tasks", {num: true}],
-      ["Topology status", "topologyStatus"], ["Debug", x => String(!!x.debug)],
+      ["Topology status", x => statusTag(x.topologyStatus)], ["Debug", x => String(!!x.debug)],
     ], [c]));
     fill("window-choice", windowChooser());
     document.getElementById("stats-title").firstChild.textContent = spout ? "Spout Stats " : "Bolt Stats ";
@@ -54,7 +54,7 @@
     if (spout) outputs.push(["Complete latency (ms)", "completeLatency", {num: true}],
                             ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}]);
     fill("outputs", table(outputs, c.outputStats || []));
-    const executors = [["Id (tasks)", "id"], ["Host", "host"], ["Port", "port", {num: true}], ["Uptime", "uptime"],
+    const executors = [["Id (tasks)", "id"], ["Host", "host"], ["Port", "port", {num: true, plain: true}], ["Uptime", "uptime"],
                        ["Emitted", "emitted", {num: true}], ["Transferred", "transferred", {num: true}]];
     if (spout) executors.push(["Complete latency (ms)", "completeLatency", {num: true}]);
     else executors.push(["Capacity", "capacity", {num: true}], ["Execute latency (ms)", "executeLatency", {num: true}],
@@ -64,8 +64,8 @@
     fill("executors", table(executors, c.executorStats || []));
     const errors = [...(c.componentErrors || [])].sort((a, b) => Number(b.errorTime) - Number(a.errorTime));
     fill("errors", table([
-      ["Time", e => when(e.errorTime)], ["Task", e => e.errorTask ?? e.task ?? "", {num: true}],
-      ["Host", "errorHost"], ["Port", "errorPort", {num: true}],
+      ["Time", e => when(e.errorTime)], ["Task", e => e.errorTask ?? "", {num: true, plain: true}],
+      ["Host", "errorHost"], ["Port", "errorPort", {num: true, plain: true}],
       ["Error", e => el("pre", {class: "error-text"}, e.error)],
       ["Log", e => logCell(e.errorPort, e.errorWorkerLogLink)],
     ], errors, "No errors reported"));

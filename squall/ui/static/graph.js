@@ -6,7 +6,7 @@
 
 const SquallGraph = (() => {
   const SVG = "http://www.w3.org/2000/svg";
-  const NODE_W = 150, NODE_H = 46, COL_GAP = 110, ROW_GAP = 28, PAD = 24, LEGEND_W = 46;
+  const NODE_W = 150, NODE_H = 46, COL_GAP = 190, ROW_GAP = 40, PAD = 30, LEGEND_W = 56, MIN_H = 150;
 
   function svg(tag, attrs, text) {
     const n = document.createElementNS(SVG, tag);
@@ -69,7 +69,7 @@ const SquallGraph = (() => {
       col.forEach((id, i) => { row[id] = i; });
     });
     const tallest = Math.max(1, ...columns.map(c => (c ? c.length : 0)));
-    const height = PAD * 2 + tallest * NODE_H + (tallest - 1) * ROW_GAP;
+    const height = Math.max(MIN_H, PAD * 2 + tallest * NODE_H + (tallest - 1) * ROW_GAP);
     const pos = {};
     columns.forEach((col, d) => {
       const colHeight = col.length * NODE_H + (col.length - 1) * ROW_GAP;
@@ -90,15 +90,16 @@ const SquallGraph = (() => {
       grad.append(svg("stop", {offset: String(stop), "stop-color": `rgb(${r},${g},${b})`}));
     }
     defs.append(grad);
-    defs.append(svg("marker", {id: "arrow", viewBox: "0 0 10 10", refX: "9", refY: "5",
-                               markerWidth: "5", markerHeight: "5", orient: "auto-start-reverse"}));
+    // userSpaceOnUse: the arrow keeps its size whatever the edge's width
+    defs.append(svg("marker", {id: "arrow", viewBox: "0 0 10 10", refX: "9", refY: "5", markerUnits: "userSpaceOnUse",
+                               markerWidth: "12", markerHeight: "12", orient: "auto-start-reverse"}));
     defs.lastChild.append(svg("path", {d: "M 0 0 L 10 5 L 0 10 z", fill: "#8a94a6"}));
     root.append(defs);
-    const top = PAD, barH = Math.max(60, height - 2 * PAD - 14);
+    const top = 12, barH = height - 44;
     root.append(svg("rect", {x: 8, y: top, width: 12, height: barH, fill: "url(#cap-gradient)", rx: 2}));
     root.append(svg("text", {x: 24, y: top + 8, class: "legend"}, "1.0"));
     root.append(svg("text", {x: 24, y: top + barH, class: "legend"}, "0"));
-    root.append(svg("text", {x: 8, y: top + barH + 13, class: "legend"}, "capacity"));
+    root.append(svg("text", {x: 4, y: top + barH + 16, class: "legend"}, "capacity"));
   }
 
   /** Draws viz (the visualization JSON) into the element container. */
@@ -142,7 +143,7 @@ const SquallGraph = (() => {
       g.append(svg("title", {}, `${e.source} -> ${e.target} (${e.grouping})\n${label} of the tuples transferred in the last 10 minutes`));
       g.append(svg("path", {d, "stroke-width": (1.5 + 10 * weight).toFixed(2), "marker-end": "url(#arrow)"}));
       const lx = e.source === e.target ? a.x + NODE_W + 6 : (a.x + NODE_W + b.x) / 2;
-      const ly = e.source === e.target ? a.y - 14 : (a.y + b.y + NODE_H) / 2 - 6;
+      const ly = e.source === e.target ? a.y - 14 : (a.y + b.y + NODE_H) / 2 - 8 - 5 * weight;
       g.append(svg("text", {x: lx, y: ly, "text-anchor": "middle", class: "edge-label"}, label));
       edgeLayer.append(g);
     }

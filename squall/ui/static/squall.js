@@ -70,13 +70,15 @@ const Squall = (() => {
     return String(v);
   }
 
-  /** A table: columns are [title, value(row) or key, {num, tip}]; rows an array of objects. */
+  /** A table: columns are [title, value(row) or key, {num, plain, tip}] (plain: no thousands
+   *  separators, for ports and ids); rows an array of objects. */
   function table(columns, rows, empty) {
     const head = el("tr", {}, columns.map(([title, , o]) =>
       el("th", {title: (o && o.tip) || null, class: o && o.num ? "num" : null}, title)));
     const body = rows.map(r => el("tr", {}, columns.map(([, get, o]) => {
       const v = typeof get === "function" ? get(r) : r[get];
-      return el("td", {class: o && o.num ? "num" : null}, v instanceof Node ? v : fmt(v));
+      const text = v instanceof Node ? v : (o && o.plain ? (v ?? "") : fmt(v));
+      return el("td", {class: o && o.num ? "num" : null}, text);
     })));
     if (!rows.length) body.push(el("tr", {}, el("td", {colspan: columns.length, class: "empty"}, empty || "None")));
     return el("table", {class: "stats"}, el("thead", {}, head), el("tbody", {}, body));
@@ -144,8 +146,11 @@ const Squall = (() => {
     return el("span", {class: "status " + String(status).toLowerCase()}, status);
   }
 
-  function when(ms) {
-    return ms ? new Date(Number(ms)).toLocaleString() : "";
+  /** A time Storm gives in seconds (topology page) or milliseconds (component page). */
+  function when(t) {
+    if (!t) return "";
+    const n = Number(t);
+    return new Date(n < 1e11 ? n * 1000 : n).toLocaleString();
   }
 
   // ---- actions -------------------------------------------------------------------------------

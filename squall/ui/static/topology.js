@@ -54,7 +54,7 @@
       ["Last error", b => errorCell(t.id, b)],
     ], t.bolts || []));
     fill("workers", table([
-      ["Host", "host"], ["Port", "port", {num: true}], ["Uptime", "uptime"],
+      ["Host", "host"], ["Port", "port", {num: true, plain: true}], ["Uptime", "uptime"],
       ["Executors", "executorsTotal", {num: true}],
       ["Components", w => Object.entries(w.componentNumTasks || {}).map(([c, n]) => `${c} (${n})`).join(", ")],
       ["Log", w => { const l = logLink(t.id, w.port, w.workerLogLink); return l ? el("a", {href: l}, "worker.log") : ""; }],
@@ -64,7 +64,7 @@
     fill("errors", table([
       ["Component", ([cid]) => componentLink(t.id, cid)],
       ["Time", ([, c]) => when(c.errorTime)], ["Host", ([, c]) => c.errorHost],
-      ["Port", ([, c]) => c.errorPort, {num: true}],
+      ["Port", ([, c]) => c.errorPort, {num: true, plain: true}],
       ["Error", ([, c]) => el("pre", {class: "error-text"}, c.lastError)],
       ["Log", ([, c]) => { const l = logLink(t.id, c.errorPort, c.errorWorkerLogLink); return l ? el("a", {href: l}, "worker.log") : ""; }],
     ], errors, "No errors reported"));

@@ -27,7 +27,9 @@ def cmd_local(args: argparse.Namespace) -> int:
     config = conf_file(args.config)
     path = check_file(args.file)
     with on_sys_path(path.parent), _squall_logging(args.debug), _sigterm_stops():
-        cluster = LocalCluster(daemon_over, conf_file=config)
+        cluster = LocalCluster(daemon_over, conf_file=config, ui_port=_ui_port(args.ui, daemon_over, config))
+        if cluster.ui_port is not None:
+            print(f"squall UI at http://127.0.0.1:{cluster.ui_port}/api/v1/topology/summary", file=sys.stderr)
         try:
             names = submit_file(path, cluster, topology_over, args.name, [])
             view = _LiveView() if sys.stdout.isatty() else _PlainView()
@@ -39,6 +41,14 @@ def cmd_local(args: argparse.Namespace) -> int:
             cluster.shutdown()
     _print_summary(final, reason, args.debug)
     return 0
+
+
+def _ui_port(asked: int | None, daemon_over: dict[str, Any], config: str | None) -> int | None:
+    """The port ``--ui [PORT]`` asks for: PORT, else (``--ui`` alone, given as -1) ``ui.port``."""
+    if asked is None or asked >= 0:
+        return asked
+    from .._config import cluster_conf, setting
+    return int(setting(cluster_conf(daemon_over, config), "ui.port", 8080))
 
 
 class _OneLine(logging.Filter):

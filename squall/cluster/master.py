@@ -110,9 +110,9 @@ class _Topo:
         self.slots: dict[str, SlotState] = {}
         self.errors: list[ErrorRecord] = []
         self.pending_action: PendingAction | None = None
-        # component id ("" for the whole topology) -> (enabled, sampling percent): the UI's debug
-        # switch, as Storm's StormBase ``component->debug`` (shown, and kept; see `Master.op_debug`)
-        self.debug: dict[str, tuple[bool, int]] = {}
+        # component id (the storm id for the whole topology) -> {"enable", "samplingpct"}: the
+        # UI's debug switch, as Storm's StormBase ``component->debug`` (see `Master.op_debug`)
+        self.debug: dict[str, dict[str, Any]] = {}
         # counts changes of the slots' data addresses (on Spark one is known only once the task
         # runs, and changes when the task restarts elsewhere): workers fetch the table only anew
         self.addresses_version = 0
@@ -195,7 +195,7 @@ class _Topo:
                 "slots": {slot: s.to_json() for slot, s in self.slots.items()},
                 "errors": [e.as_dict() for e in self.errors],
                 "pending_action": self.pending_action.to_json() if self.pending_action else None,
-                "debug": {c: list(d) for c, d in self.debug.items()}}
+                "debug": self.debug}
 
 
 class Master:
@@ -280,7 +280,8 @@ class Master:
             topo.slots = slots_from_json(t)
             topo.errors = [ErrorRecord.from_dict(e) for e in t.get("errors", [])]
             topo.pending_action = PendingAction.from_json(t.get("pending_action"))
-            topo.debug = {c: (bool(d[0]), int(d[1])) for c, d in (t.get("debug") or {}).items()}
+            topo.debug = {c: {"enable": bool(d.get("enable")), "samplingpct": int(d.get("samplingpct", 10))}
+                          for c, d in (t.get("debug") or {}).items() if isinstance(d, dict)}
             # heartbeats are not persisted: give running workers the launch timeout to report
             now = self.clock.wall()
             for slot in topo.assignment:
@@ -497,29 +498,23 @@ class Master:
 
     def op_debug(self, name: str, component: str | None, enable: bool, pct: float) -> dict[str, Any]:
         """Storm's ``debug(name, component, enable, samplingPct)``: record the UI's debug switch of
-        ``name`` (``component`` None or "": the whole topology), ``pct`` clamped to 0..100, and
-        return it as ``{"enable", "samplingpct"}``. Like Storm's without event logger executors,
-        it changes no worker: ``topology.debug`` is read when a worker starts. It is kept (across
-        restarts of the master) and shown by `debug_options`.
+        ``name``'s ``component`` (None or "": the whole topology, kept under its storm id as
+        Storm's StormBase keeps it), ``pct`` clamped to 0..100; returns the record
+        (``{"enable", "samplingpct"}``). The topology and component pages show it (``debug``,
+        ``samplingPct``); it is kept across restarts of the master. Like Storm's without event
+        logger executors, it changes no worker: ``topology.debug`` is read when a worker starts.
 
         Raises:
             NotAliveException: no topology ``name``.
             KeyError: ``component`` is not one of its components (named).
         """
         topo = self._get(name)
-        component = component or ""
         if component and component not in topo.plan.topology.components:
             raise KeyError(f"topology {name!r} has no component {component!r}")
-        pct = int(min(100.0, max(0.0, float(pct))))
-        topo.debug[component] = (bool(enable), pct)
+        record = {"enable": bool(enable), "samplingpct": int(min(100.0, max(0.0, float(pct))))}
+        topo.debug[component or topo.plan.storm_id] = record
         self._save()
-        return {"enable": bool(enable), "samplingpct": pct}
-
-    def debug_options(self, name: str, component: str | None = None) -> tuple[bool, int]:
-        """The debug switch in force for ``component`` of ``name`` (its own, else the topology's,
-        as Storm's workers read it): (enabled, sampling percent; 10 when never set, Storm's)."""
-        debug = self._get(name).debug
-        return debug.get(component or "") or debug.get("") or (False, 10)
+        return dict(record)
 
     def op_list(self) -> list[dict[str, Any]]:
         out = []

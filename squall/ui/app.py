@@ -112,6 +112,13 @@ class _Api:
                 return t["name"]
         raise ApiError(404, f"topology {storm_id!r} not found")
 
+    async def tasks_of(self, storm_id: str) -> int:
+        """The number of tasks of the topology ``storm_id``. Raises ApiError 404."""
+        for t in (await self.read("cluster_info"))["topologies"]:
+            if t["id"] == storm_id:
+                return int(t["num_tasks"])
+        raise ApiError(404, f"topology {storm_id!r} not found")
+
     # --- reads --------------------------------------------------------------------------------------------
     async def cluster_configuration(self, request: Request) -> Any:
         return sj.visible_configuration(await self.read("configuration"))
@@ -145,7 +152,9 @@ class _Api:
         return await self.read("visualization", name=name, window=params.window, sys=params.sys)
 
     async def visualization_init(self, request: Request) -> Any:
-        return sj.visualization_init(await self.visualization(request))
+        params = sj.page_params(dict(request.query_params))
+        name = await self.name_of(request.path_params["id"])
+        return await self.read("visualization_init", name=name, sys=params.sys)
 
     async def openapi(self, request: Request) -> Any:
         return openapi_document()
@@ -179,6 +188,13 @@ class _Api:
         await self._allowed(request)
         wait = sj.wait_secs(request.path_params["wait"])
         options = sj.rebalance_options(await _json_body(request))
+        if options.num_workers is not None:
+            # a worker beyond the topology's tasks would hold no executor; and a LocalCluster offers
+            # as many slots as asked, so a huge count must stop here
+            tasks = await self.tasks_of(request.path_params["id"])
+            if options.num_workers > tasks:
+                raise ApiError(400, f"rebalanceOptions.numWorkers {options.num_workers} is more than the "
+                                    f"topology's {tasks} tasks")
         return await self._act(request, "rebalance", self.link.rebalance, options.num_workers,
                                options.executors, wait)
 

@@ -29,7 +29,8 @@ class MasterLink(Protocol):
 
     def read(self, op: str, **args: Any) -> Any:
         """A read verb of the master (``cluster_info``, ``list``, ``info``, ``supervisors``,
-        ``configuration``, ``topology_page``, ``component_page``, ``visualization``)."""
+        ``configuration``, ``topology_page``, ``component_page``, ``visualization``,
+        ``visualization_init``)."""
         ...
 
     def activate(self, name: str) -> None:
@@ -55,7 +56,7 @@ class MasterLink(Protocol):
 
 
 _READ_VERBS = frozenset({"cluster_info", "list", "info", "supervisors", "configuration", "topology_page",
-                         "component_page", "visualization"})
+                         "component_page", "visualization", "visualization_init"})
 
 
 def _check_read(op: str) -> None:

@@ -9,6 +9,7 @@ import logging
 import socket
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._config import SECRET_KEY, setting
@@ -38,6 +39,11 @@ def remote_app(conf: Mapping[str, Any]) -> Starlette:
     ``nimbus.thrift.port``), over RPC; actions need the cluster's secret (``squall.secret``,
     else ``<storm.local.dir>/secret``, as every daemon of the cluster reads it)."""
     from ..worker.rpc import load_or_create_secret
+    secret_file = Path(conf.get("storm.local.dir") or "storm-local") / "secret"
+    if setting(conf, SECRET_KEY) is None and not secret_file.exists():
+        # not made up here: a secret of our own would match no master's, and leave a file behind
+        raise SquallError(f"the UI needs the cluster's secret to reach the master and to check actions: set "
+                          f"squall.secret, or run it where the master's {secret_file} is (storm.local.dir)")
     return _app(RpcLink(dict(conf)), conf, load_or_create_secret(conf))
 
 

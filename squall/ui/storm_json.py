@@ -115,17 +115,6 @@ def topology_summary(info: dict[str, Any]) -> dict[str, Any]:
             "schedulerDisplayResource": False}
 
 
-def visualization_init(visualization: dict[str, Any]) -> dict[str, Any]:
-    """``/visualization-init`` from ``/visualization``'s JSON: one checkbox per distinct input
-    stream, four to a row (Storm 1.x's ``visualizationTable``), system streams unchecked."""
-    seen: dict[str, str] = {}
-    for component in visualization.values():
-        for edge in component.get(":inputs") or []:
-            seen.setdefault(edge[":stream"], edge[":sani-stream"])
-    boxes = [{"stream": s, "sani-stream": sani, "checked": not s.startswith("__")} for s, sani in sorted(seen.items())]
-    return {"visualizationTable": [{"row": boxes[i:i + 4]} for i in range(0, len(boxes), 4)]}
-
-
 def operation(op: str, storm_id: str) -> dict[str, Any]:
     """What a POST action answers once it is done."""
     return {"topologyOperation": op, "topologyId": storm_id, "status": "success"}

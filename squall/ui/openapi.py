@@ -37,6 +37,10 @@ _CLUSTER = _obj({k: _INT for k in ("supervisors", "topologies", "slotsTotal", "s
                 | {k: _NUM for k in ("totalMem", "totalCpu", "availMem", "availCpu", "memAssignedPercentUtil",
                                      "cpuAssignedPercentUtil")})
 
+_HISTORY = _obj({"topologyId": _STR, "intervalSecs": _NUM,
+                 "samples": _array(_obj({k: _NUM for k in ("time", "ackedPerSec", "failedPerSec", "completeLatency")}
+                                        | {"acked": _INT, "failed": _INT}))})
+
 _NIMBUS = _obj({"nimbuses": _array(_obj({"host": _STR, "port": {"type": ["integer", "null"]},
                                          "status": {"enum": ["Leader", "Not a Leader", "Dead"]},
                                          "nimbusUpTime": _STR, "nimbusUpTimeSeconds": _INT,
@@ -197,6 +201,8 @@ def openapi_document() -> dict[str, Any]:
         f"{t}/visualization": _get("The topology's graph with figures (Storm's keys, colon-prefixed)",
                                    _VISUALIZATION, page, 400, 404),
         f"{t}/visualization-init": _get("The graph's stream check boxes", _VIS_INIT, page, 400, 404),
+        f"{t}/history": _get("squall's own: the last minutes of spout totals and rates, sampled by the daemon",
+                             _HISTORY, [_ID], 404),
         f"{t}/activate": _post("Activate the topology's spouts", [_ID]),
         f"{t}/deactivate": _post("Deactivate the topology's spouts", [_ID]),
         f"{t}/rebalance/{{wait}}": _post("Rebalance after wait seconds, to the body's counts", [_ID, _WAIT],

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from .._config import SECRET_KEY, setting
 from .._errors import SquallError
 from .app import create_app
-from .link import DirectLink, RpcLink
+from .link import DirectLink, MasterLink, RpcLink
+from .pages import WebPages
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -45,7 +46,7 @@ def remote_app(conf: Mapping[str, Any]) -> Starlette:
         # not made up here: a secret of our own would match no master's, and leave a file behind
         raise SquallError(f"the UI needs the cluster's secret to reach the master and to check actions: set "
                           f"squall.secret, or run it where the master's {secret_file} is (storm.local.dir)")
-    return create_app(RpcLink(dict(conf)), conf, secret=load_or_create_secret(conf), extra_routes=ui_routes(conf))
+    return _app(RpcLink(dict(conf)), conf, load_or_create_secret(conf))
 
 
 def local_app(cluster: LocalCluster) -> Starlette:
@@ -54,7 +55,16 @@ def local_app(cluster: LocalCluster) -> Starlette:
     no secret file) every action is refused."""
     given = setting(cluster.conf, SECRET_KEY)
     secret = given.encode() if isinstance(given, str) else None
-    return create_app(DirectLink(cluster), cluster.conf, secret=secret, extra_routes=ui_routes(cluster.conf))
+    return _app(DirectLink(cluster), cluster.conf, secret)
+
+
+def _app(link: MasterLink, conf: Mapping[str, Any], secret: bytes | None) -> Starlette:
+    """The REST API, the web pages (whose history sampler `UiServer.run` starts and stops with
+    the serving) and `ui_routes`."""
+    pages = WebPages(link, conf)
+    app = create_app(link, conf, secret=secret, extra_routes=[*pages.routes(), *ui_routes(conf)])
+    app.state.web_pages = pages
+    return app
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -91,6 +101,7 @@ class UiServer:
         self.host = host
         self._sock = bind(host, port)
         self.port: int = self._sock.getsockname()[1]
+        self._pages: WebPages | None = getattr(app.state, "web_pages", None)
         # log_config None: uvicorn's records go to the process's logging as squall configured it
         self._server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
                                                      timeout_graceful_shutdown=2))
@@ -104,9 +115,13 @@ class UiServer:
 
     def run(self) -> None:
         """Serve in this thread until SIGINT or SIGTERM (uvicorn's handlers, in the main thread)."""
+        if self._pages is not None:
+            self._pages.start()
         try:
             self._server.run(sockets=[self._sock])
         finally:
+            if self._pages is not None:
+                self._pages.stop()
             self._sock.close()
 
     def start(self) -> UiServer:

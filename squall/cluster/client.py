@@ -34,7 +34,7 @@ def master_address(conf: dict[str, Any]) -> tuple[str, int]:
     return host, int(conf.get("nimbus.thrift.port") or 6627)
 
 
-_READS = frozenset({"list", "info", "cluster_info", "supervisors", "configuration", "topology_page",
+_READS = frozenset({"list", "info", "cluster_info", "supervisors", "configuration", "topology_page", "statistics",
                     "component_page", "visualization", "visualization_init"})
 """The verbs that change nothing: after a failed call (a timeout, a dropped connection) they are
 sent again once on a new connection. The others are not, as the master may have run them."""

@@ -59,6 +59,7 @@ from ..engine.executor import ErrorRecord, add_error
 from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
 from . import stats_pages
+from ..worker.stats_history import ALL_TIME as ALL_WINDOW
 from .backoff import crash_backoff, launch_backoff
 from .shipping import pickle_topology
 from .master_records import (REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, PendingAction, SlotState, SupervisorInfo,
@@ -583,6 +584,13 @@ class Master:
     def op_visualization_init(self, name: str, sys: bool = False) -> dict[str, Any]:
         """Storm's ``visualization-init`` JSON: the input streams to draw."""
         return stats_pages.visualization_init(self._view(name), bool(sys))
+
+    def op_statistics(self, name: str, window: str | None = None) -> dict[str, Any]:
+        """Every task's figures (``tasks``: `stats_pages.TaskRow` as lists) and every worker's row,
+        for exporters."""
+        view = self._view(name)
+        return {"id": view.plan.storm_id, "tasks": [list(r) for r in stats_pages.task_rows(view, window or ALL_WINDOW)],
+                "workers": stats_pages.worker_rows(view)}
 
     def _view(self, name: str) -> stats_pages.TopologyView:
         topo = self._get(name)

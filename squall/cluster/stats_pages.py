@@ -457,3 +457,27 @@ def visualization_init(view: TopologyView, sys: bool = False) -> dict[str, Any]:
 def _grouping_name(kind: str) -> str:
     """The Thrift union field Storm's visualization names a grouping by."""
     return {"custom": "custom_object", "partial_key": "custom_serialized"}.get(kind, kind)
+
+
+class TaskRow(NamedTuple):
+    """One figure of one task, for exporters (Prometheus): every label a flat value."""
+
+    component: str
+    task: int
+    metric: str
+    source: str          # the input's component at bolts, "" for the task's own streams
+    stream: str
+    value: float
+
+
+def task_rows(view: TopologyView, window: str = ALL_TIME) -> list[TaskRow]:
+    """Every task's figures in ``window``, system components and streams included."""
+    window = check_window(window)
+    idx = _Index(view)
+    return [TaskRow(view.plan.task_to_component.get(t, ""), t, *idx.task_stats(t, window)[i])
+            for t in sorted(idx.worker_of) for i in range(len(idx.task_stats(t, window)))]
+
+
+def worker_rows(view: TopologyView) -> list[dict[str, Any]]:
+    """Every worker's row of the topology page (host, port, uptime, restarts, CPU, memory, GC)."""
+    return [_worker_row(view, w) for w in view.workers]

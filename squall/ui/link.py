@@ -56,7 +56,7 @@ class MasterLink(Protocol):
 
 
 _READ_VERBS = frozenset({"cluster_info", "list", "info", "supervisors", "configuration", "topology_page",
-                         "component_page", "visualization", "visualization_init"})
+                         "component_page", "visualization", "visualization_init", "statistics"})
 
 
 def _check_read(op: str) -> None:

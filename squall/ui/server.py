@@ -61,8 +61,10 @@ def local_app(cluster: LocalCluster) -> Starlette:
 def _app(link: MasterLink, conf: Mapping[str, Any], secret: bytes | None) -> Starlette:
     """The REST API, the web pages (whose history sampler `UiServer.run` starts and stops with
     the serving) and `ui_routes`."""
+    from .prometheus import metrics_route
     pages = WebPages(link, conf)
-    app = create_app(link, conf, secret=secret, extra_routes=[*pages.routes(), *ui_routes(conf)])
+    app = create_app(link, conf, secret=secret,
+                     extra_routes=[*pages.routes(), metrics_route(link), *ui_routes(conf)])
     app.state.web_pages = pages
     return app
 

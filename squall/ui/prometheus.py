@@ -1,0 +1,98 @@
+"""``GET /metrics``: Storm's statistics and the workers' process figures in Prometheus's text
+exposition format (prometheus-client), read from the master at each scrape.
+
+Counts are all time since each worker started (Prometheus takes rates itself, and treats a
+count that goes down, a restarted worker, as a counter reset); they are Storm's sampled
+statistics, the same figures as the UI's pages. Latencies are the all-time averages in ms, as
+gauges. Labels: ``topology`` (name), ``component``, ``task``, ``stream``, and ``source`` (the
+component a bolt's input came from, "" for a task's own streams).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..engine.stats import LATENCIES
+from .link import MasterLink, MasterUnavailable
+from .app import error_response
+
+_TASK_LABELS = ["topology", "component", "task", "source", "stream"]
+_WORKER_LABELS = ["topology", "host", "port"]
+_HELP = {
+    "emitted": "Tuples emitted (Storm's statistics)",
+    "transferred": "Tuple copies sent to tasks (Storm's statistics)",
+    "acked": "Spouts: trees completed; bolts: inputs acked (sampled, scaled)",
+    "failed": "Spouts: trees failed or timed out; bolts: inputs failed (sampled, scaled)",
+    "executed": "Bolt inputs executed (sampled, scaled)",
+    "complete_latency": "Spouts: mean complete latency in ms (all time)",
+    "process_latency": "Bolts: mean process latency in ms (all time)",
+    "execute_latency": "Bolts: mean execute latency in ms (all time)",
+}
+_WORKER_FIGURES = [
+    ("cpuSecs", "squall_worker_cpu_seconds", "CPU time of the worker's process", True),
+    ("rssBytes", "squall_worker_resident_memory_bytes", "Resident memory of the worker's process", False),
+    ("gcCollections", "squall_worker_gc_collections", "Garbage collector runs in the worker's process", True),
+    ("uptimeSeconds", "squall_worker_uptime_seconds", "Seconds since the worker started", False),
+    ("restarts", "squall_worker_restarts", "Times the worker's slot was launched again after a death", True),
+]
+
+
+class _Snapshot:
+    """A collector over one scrape's figures (prometheus-client calls ``collect``)."""
+
+    def __init__(self, topologies: list[tuple[str, dict[str, Any]]]) -> None:
+        self._topologies = topologies
+
+    def collect(self):
+        families: dict[str, Any] = {}
+        for metric, text in _HELP.items():
+            if metric in LATENCIES:
+                families[metric] = GaugeMetricFamily(f"squall_{metric}_ms", text, labels=_TASK_LABELS)
+            else:
+                families[metric] = CounterMetricFamily(f"squall_{metric}", text, labels=_TASK_LABELS)
+        workers = {key: (CounterMetricFamily if counter else GaugeMetricFamily)(name, text, labels=_WORKER_LABELS)
+                   for key, name, text, counter in _WORKER_FIGURES}
+        for name, stats in self._topologies:
+            for component, task, metric, source, stream, value in stats["tasks"]:
+                family = families.get(metric)
+                if family is not None:
+                    family.add_metric([name, component, str(task), source, stream], value)
+            for w in stats["workers"]:
+                for key, _name, _text, _counter in _WORKER_FIGURES:
+                    workers[key].add_metric([name, w["host"], str(w["port"])], float(w.get(key) or 0))
+        yield from families.values()
+        yield from workers.values()
+
+
+def _scrape(link: MasterLink) -> bytes:
+    topologies = []
+    for t in link.read("list"):
+        try:
+            topologies.append((t["name"], link.read("statistics", name=t["name"])))
+        except KeyError:
+            continue  # removed since the list
+        except Exception as e:  # noqa: BLE001 - killed meanwhile (NotAliveException): left out
+            if type(e).__name__ != "NotAliveException":
+                raise
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(topologies))
+    return generate_latest(registry)
+
+
+def metrics_route(link: MasterLink) -> Route:
+    """The ``/metrics`` route over ``link``; 503 (Storm's error JSON) while the master is down."""
+    async def metrics(request: Request) -> Response:
+        try:
+            body = await run_in_threadpool(_scrape, link)
+        except MasterUnavailable as e:
+            return error_response(503, str(e))
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+    return Route("/metrics", metrics, methods=["GET"])

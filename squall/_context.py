@@ -131,7 +131,7 @@ class TopologyContext:
             ValueError: ``name`` registered twice in this task, no metric, or a bucket size
                 that is not a positive whole number of seconds (naming the metric and component).
         """
-        from .metric._api import CombinedMetric, ICombiner, IMetric, IReducer, ReducedMetric
+        from .metric._api import CombinedMetric, ICombiner, IReducer, ReducedMetric
 
         where = f"metric {name!r} of component [{self.get_this_component_id()}] task {self._task_id}"
         if self._metrics_sealed:

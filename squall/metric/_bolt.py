@@ -14,7 +14,6 @@ import logging
 import re
 import threading
 from collections import deque
-from typing import Any
 
 from .._components import Bolt
 from ._api import DataPoint

@@ -5,8 +5,6 @@ prepare/open, read every bucket on the cluster's (simulated) clock, handed to th
 from __future__ import annotations
 
 import logging
-import time
-from collections import defaultdict
 
 import pytest
 
@@ -90,8 +88,8 @@ def _conf(log, **extra):
     return conf
 
 
-def _advance_until(cluster, pred, step=1.0, limit=60):
-    """Advance simulated time a second at a time until ``pred`` (the consumer runs on a thread)."""
+def _advance_until(cluster, pred, step=5.0, limit=30):
+    """Advance simulated time a bucket at a time until ``pred`` (the consumer runs on a thread)."""
     for _ in range(limit):
         if pred():
             return True

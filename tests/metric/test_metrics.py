@@ -355,3 +355,23 @@ def test_a_slow_consumer_keeps_the_newest_batches():
     gate.set()
     bolt.cleanup()
     assert seen == [0, 2, 3]
+
+
+def test_a_spout_reports_its_metrics_and_multi_count_reports_every_key():
+    log = SharedLog()
+
+    class Spout(FeederSpout):
+        def open(self, conf, context, collector):
+            super().open(conf, context, collector)
+            self.emits = context.register_metric("opened", MultiCountMetric(), 5)
+            self.emits.scope("seen").incr()
+            self.emits.scope("zero")
+
+    b = TopologyBuilder()
+    b.set_spout("myspout", Spout(Fields("x")))
+    b.set_bolt("mybolt", CountingBolt()).shuffle_grouping("myspout")
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("spoutm", _conf(log), b.create_topology())
+        assert _advance_until(cluster, lambda: len(sums(log, "myspout", "opened")) >= 2)
+    values = sums(log, "myspout", "opened")
+    assert values[:2] == [{"seen": 1, "zero": 0}, {"seen": 0, "zero": 0}]

@@ -16,15 +16,16 @@ from typing import Any
 
 from .._tuple import Tuple
 from ._api import DataPoint, IMetric, TaskInfo
+from ._builtin import BUCKET_KEY, BuiltinMetrics
 from ._consumers import METRICS_STREAM
 
 _HOST = socket.gethostname()
 
 
 def metric_timers(executor: Any) -> list[tuple[float, Callable[[], None]]]:
-    """The ``(period, callback)`` timers that read ``executor``'s metrics; none if it has no
-    metric or nobody consumes them. Closes the registration of its tasks (their open/prepare
-    has returned when the loop asks)."""
+    """The ``(period, callback)`` timers that read ``executor``'s metrics (its tasks' own and
+    Storm's built-ins); none if nobody consumes them. Closes the registration of its tasks
+    (their open/prepare has returned when the loop asks)."""
     contexts = getattr(executor, "contexts", None)
     if not contexts:
         return []
@@ -33,14 +34,44 @@ def metric_timers(executor: Any) -> list[tuple[float, Callable[[], None]]]:
     routers = {t: collectors[t].routers.get(METRICS_STREAM) for t in registered}
     if any(r is None for r in routers.values()):
         return []  # no consumer registered: nobody would read them
-    buckets: dict[int, list[tuple[int, dict[str, IMetric]]]] = {}
+    readers: dict[int, dict[int, list[Callable[[], list[DataPoint]]]]] = {}  # secs -> task -> readers
+    builtin_secs = int(executor.conf.get(BUCKET_KEY) or 60)
     for t, by_secs in registered.items():
+        snapshot = task_snapshot(executor, t)
+        if snapshot is not None:
+            readers.setdefault(builtin_secs, {}).setdefault(t, []).append(BuiltinMetrics(snapshot).data_points)
         for secs, metrics in by_secs.items():
-            buckets.setdefault(secs, []).append((t, metrics))
-    return [(float(secs), _tick(executor, secs, tasks, routers)) for secs, tasks in sorted(buckets.items())]
+            readers.setdefault(secs, {}).setdefault(t, []).append(_reader(metrics))
+    return [(float(secs), _tick(executor, secs, by_task, routers)) for secs, by_task in sorted(readers.items())]
 
 
-def _tick(executor: Any, secs: int, tasks: list[tuple[int, dict[str, IMetric]]], routers: dict) -> Callable[[], None]:
+def task_snapshot(executor: Any, task: int) -> Callable[[], Any] | None:
+    """The function that reads ``task``'s cumulative statistics for its built-in metrics, or
+    None where the executor keeps none."""
+    stats = getattr(executor, "stats", {}).get(task)
+    if stats is None or not hasattr(stats, "snapshot"):
+        return None
+
+    def snapshot() -> Any:
+        by_stream = executor.emitted_by_stream(task)
+        return stats.snapshot({s: e for s, (e, _t) in by_stream.items()},
+                              {s: tr for s, (_e, tr) in by_stream.items()})
+    return snapshot
+
+
+def _reader(metrics: dict[str, IMetric]) -> Callable[[], list[DataPoint]]:
+    def read() -> list[DataPoint]:
+        points = []
+        for name, metric in metrics.items():
+            value = metric.get_value_and_reset()
+            if value is not None:
+                points.append(DataPoint(name, value))
+        return points
+    return read
+
+
+def _tick(executor: Any, secs: int, by_task: dict[int, list[Callable[[], list[DataPoint]]]],
+          routers: dict) -> Callable[[], None]:
     wiring = executor.wiring
     deliver = wiring.deliver
     wall = wiring.clock.wall
@@ -49,13 +80,9 @@ def _tick(executor: Any, secs: int, tasks: list[tuple[int, dict[str, IMetric]]],
 
     def tick() -> None:
         now = int(wall())
-        for t, metrics in tasks:
+        for t, readers in by_task.items():
             executor.current_task = t  # a metric that raises crashes the worker naming its task
-            points = []
-            for name, metric in metrics.items():
-                value = metric.get_value_and_reset()
-                if value is not None:
-                    points.append(DataPoint(name, value))
+            points = [p for read in readers for p in read()]
             if not points:
                 continue
             r = routers[t]

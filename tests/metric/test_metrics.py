@@ -375,3 +375,22 @@ def test_a_spout_reports_its_metrics_and_multi_count_reports_every_key():
         assert _advance_until(cluster, lambda: len(sums(log, "myspout", "opened")) >= 2)
     values = sums(log, "myspout", "opened")
     assert values[:2] == [{"seen": 1, "zero": 0}, {"seen": 0, "zero": 0}]
+
+
+def test_builtin_metrics_are_per_bucket_differences_of_the_cumulative_statistics():
+    from squall.metric._builtin import BuiltinMetrics
+    snap = {("acked", "myspout", "default"): 20, ("executed", "myspout", "default"): 40,
+            ("emitted", "", "default"): 5, ("execute_latency", "myspout", "default"): 30.0,
+            ("execute_latency#n", "myspout", "default"): 2}
+    bm = BuiltinMetrics(lambda: dict(snap))
+    first = {p.name: p.value for p in bm.data_points()}
+    assert first == {"__ack-count": {"myspout:default": 20}, "__execute-count": {"myspout:default": 40},
+                     "__emit-count": {"default": 5}, "__execute-latency": {"myspout:default": 15.0}}
+    snap[("acked", "myspout", "default")] = 25
+    snap[("execute_latency", "myspout", "default")] = 60.0
+    snap[("execute_latency#n", "myspout", "default")] = 3
+    second = {p.name: p.value for p in bm.data_points()}
+    assert second == {"__ack-count": {"myspout:default": 5}, "__execute-count": {"myspout:default": 0},
+                      "__emit-count": {"default": 0}, "__execute-latency": {"myspout:default": 30.0}}
+    third = {p.name: p.value for p in bm.data_points()}
+    assert third["__execute-latency"] == {"myspout:default": 0.0}  # no sample this bucket: Storm's 0.0

@@ -337,6 +337,10 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "topology.tasks": (_positive_int, "a positive integer or null", True),
     "topology.stats.sample.rate": (_fraction, "a number above 0 and at most 1", False),
     "topology.fall.back.on.pickle": _BOOL,
+    # its entries are checked one by one at submit (squall.metric._consumers.consumer_specs)
+    "topology.metrics.consumer.register": (lambda v: isinstance(v, (list, tuple)),
+                                           "a list of maps with a \"class\" each (docs/metrics.md)", True),
+    "topology.builtin.metrics.bucket.size.secs": (_positive_int, "a positive whole number of seconds", False),
     "topology.skip.missing.kryo.registrations": _BOOL,
     "topology.disable.loadaware.messaging": _BOOL,
     "topology.executor.own.thread": _BOOL,

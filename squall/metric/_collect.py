@@ -41,7 +41,7 @@ def metric_timers(executor: Any) -> list[tuple[float, Callable[[], None]]]:
         if snapshot is not None:
             readers.setdefault(builtin_secs, {}).setdefault(t, []).append(BuiltinMetrics(snapshot).data_points)
         for secs, metrics in by_secs.items():
-            readers.setdefault(secs, {}).setdefault(t, []).append(_reader(metrics))
+            readers.setdefault(secs, {}).setdefault(t, []).append(_reader(metrics, executor.component, t))
     return [(float(secs), _tick(executor, secs, by_task, routers)) for secs, by_task in sorted(readers.items())]
 
 
@@ -59,11 +59,15 @@ def task_snapshot(executor: Any, task: int) -> Callable[[], Any] | None:
     return snapshot
 
 
-def _reader(metrics: dict[str, IMetric]) -> Callable[[], list[DataPoint]]:
+def _reader(metrics: dict[str, IMetric], component: str, task: int) -> Callable[[], list[DataPoint]]:
     def read() -> list[DataPoint]:
         points = []
         for name, metric in metrics.items():
-            value = metric.get_value_and_reset()
+            try:
+                value = metric.get_value_and_reset()
+            except Exception as e:  # user code: the worker stops, as for a raising execute, naming the metric
+                raise RuntimeError(f"metric {name!r} of component [{component}] task {task}: "
+                                   f"get_value_and_reset raised {type(e).__name__}: {e}") from e
             if value is not None:
                 points.append(DataPoint(name, value))
         return points

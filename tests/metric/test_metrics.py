@@ -394,3 +394,25 @@ def test_builtin_metrics_are_per_bucket_differences_of_the_cumulative_statistics
                       "__emit-count": {"default": 0}, "__execute-latency": {"myspout:default": 30.0}}
     third = {p.name: p.value for p in bm.data_points()}
     assert third["__execute-latency"] == {"myspout:default": 0.0}  # no sample this bucket: Storm's 0.0
+
+
+class Broken(CountMetric):
+    def get_value_and_reset(self):
+        raise ZeroDivisionError("no")
+
+
+class RegistersBroken(Bolt):
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        context.register_metric("broken", Broken(), 5)
+
+
+def test_a_metric_that_raises_is_named_in_the_error():
+    _, topo = _topology(RegistersBroken())
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("broken", _conf(SharedLog()), topo)
+
+        def errors():
+            return [e["error"] for e in cluster.get_topology_info("broken")["errors"]]
+        assert _advance_until(cluster, lambda: any("'broken'" in e for e in errors()), limit=4)
+        assert any("metric 'broken' of component [mybolt]" in e and "ZeroDivisionError" in e for e in errors())

@@ -6,6 +6,7 @@ short functions over the Python API:
 - `squall.cli._local`: ``local`` (a topology FILE on an in-process `LocalCluster`, live figures);
 - `squall.cli._cluster`: ``nimbus``, ``supervisor``, ``jar``, ``list``, ``info``, ``kill``,
   ``activate``, ``deactivate``, ``rebalance``, ``monitor`` (the master and its clients);
+- `squall.cli._logs`: ``logs`` (a topology's worker logs on this machine);
 - `squall.cli._topology_file`: finding the topology in FILE (``local`` and ``jar``);
 - `squall.cli._options`: ``-c``/``--config`` as configuration, the user error, argparse types.
 
@@ -24,10 +25,11 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from typing import Any
 
 from .. import __version__
 from .._errors import SquallError
-from . import _cluster, _local
+from . import _cluster, _local, _logs
 from ._options import UserError, parse_overrides, positive_int, positive_seconds, wait_seconds
 
 _SPARK_MASTER_HELP = ("with --host spark: the Spark master (local[N], spark://HOST:7077, yarn, k8s://...; "
@@ -67,21 +69,23 @@ def _fail(message: str, error: BaseException, debug: bool, code: int) -> int:
 
 
 def _create_arg_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", metavar="FILE",
-                        help="a squall.yaml to use as the cluster configuration "
-                             "(default: $SQUALL_CONF_DIR/squall.yaml, then ./squall.yaml)")
+    base = argparse.ArgumentParser(add_help=False)  # what every verb shares but -c (`squall logs -c`)
+    base.add_argument("--config", metavar="FILE",
+                      help="a squall.yaml to use as the cluster configuration "
+                           "(default: $SQUALL_CONF_DIR/squall.yaml, then ./squall.yaml)")
+    base.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    common = argparse.ArgumentParser(add_help=False, parents=[base])
     common.add_argument("-c", dest="overrides", action="append", metavar="KEY=VALUE",
                         help="override a configuration key; VALUE is read as YAML (repeatable)")
-    common.add_argument("--debug", action="store_true", help="show tracebacks on errors")
 
     parser = argparse.ArgumentParser(
         prog="squall", description="Apache Storm's model in Python. See docs/cli.md.")
     parser.add_argument("--version", action="version", version=_version_line(), help="print squall's version")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
 
-    def verb(name: str, run, summary: str, description: str | None = None) -> argparse.ArgumentParser:
-        p = verbs.add_parser(name, parents=[common], help=summary, description=description or summary)
+    def verb(name: str, run, summary: str, description: str | None = None,
+             parents: tuple[argparse.ArgumentParser, ...] = (common,)) -> argparse.ArgumentParser:
+        p = verbs.add_parser(name, parents=list(parents), help=summary, description=description or summary)
         p.set_defaults(run=run)
         return p
 
@@ -166,8 +170,33 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     monitor.add_argument("--count", type=positive_int, metavar="N",
                          help="stop after N intervals (default: run until Ctrl-C)")
 
+    logs = verb("logs", _logs.cmd_logs, "print the last lines of a topology's worker logs",
+                "Print the last lines of each worker log of TOPOLOGY (a name the master knows, or a topology "
+                "id) kept on this machine, <storm.log.dir>/workers-artifacts/<id>/<port>/worker.log; run it "
+                "where the cluster runs (docs/logs.md).", parents=(base,))
+    logs.add_argument("topology", metavar="TOPOLOGY")
+    logs.add_argument("-c", "--component", dest="component", action=_ComponentOrOverride, metavar="COMPONENT",
+                      help="only the lines of this component (from the workers that run it); "
+                           "-c KEY=VALUE still overrides a configuration key")
+    logs.add_argument("-n", "--lines", type=positive_int, default=50, metavar="LINES",
+                      help="lines per worker (default: 50)")
+    logs.add_argument("--port", type=positive_int, metavar="PORT", help="only the worker on this port")
+    logs.set_defaults(overrides=None)  # filled by -c KEY=VALUE
+
     verb("version", _cmd_version, "print squall's version")
     return parser
+
+
+class _ComponentOrOverride(argparse.Action):
+    """``squall logs -c``: Storm's component option, yet ``-c KEY=VALUE`` (with an ``=``, which
+    no component id needs) stays the configuration override every verb takes."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: Any,
+                 option_string: str | None = None) -> None:
+        if option_string == "-c" and "=" in value:
+            namespace.overrides = [*(getattr(namespace, "overrides", None) or []), value]
+        else:
+            namespace.component = value
 
 
 def _cmd_version(args: argparse.Namespace) -> int:

@@ -349,17 +349,22 @@ def _warn_over_tasks(info: dict[str, Any], executors: dict[str, int]) -> None:
 def cmd_monitor(args: argparse.Namespace) -> int:
     """``squall monitor NAME [-i SECS] [-m COMPONENT] [-s STREAM] [-w emitted|transferred] [--count N]``.
 
-    Storm's columns, one line per watched component each interval: the tuples counted since the
-    last poll and the throughput in tuples per millisecond (thousands a second). The counts are
-    a component's totals over all its streams; a count that went down (a worker restarted, and
-    its counts with it) is counted from zero.
+    Storm's columns, one line per watched component each interval: the tuples counted on the
+    stream since the last poll and the throughput in tuples per millisecond (thousands a
+    second). The counts are Storm's statistics, the same as the UI's (the component page's
+    output stats, all time); a count that went down (a worker restarted, and its counts with
+    it) is counted from zero.
     """
     with _master(args) as master:
         info = master.get_topology_info(args.name)
         watched = _watched(info, args.component)
         print(f"topology\tcomponent\tparallelism\tstream\ttime-diff ms\t{args.watch}\tthroughput (Kt/s)",
               flush=True)
-        last = {cid: info["components"][cid][args.watch] for cid in watched}
+
+        def count(cid: str) -> int:
+            page = master.get_component_page(args.name, cid)
+            return sum(o[args.watch] for o in page["outputStats"] if o["stream"] == args.stream)
+        last = {cid: count(cid) for cid in watched}
         seen = _print_errors(info, since=None)
         due = then = time.monotonic()
         try:
@@ -376,9 +381,9 @@ def cmd_monitor(args: argparse.Namespace) -> int:
                 diff_ms = round(1000 * (now - then))
                 for cid in watched:
                     c = info["components"][cid]
-                    count = c[args.watch]
-                    delta = count - last[cid] if count >= last[cid] else count
-                    last[cid] = count
+                    now_count = count(cid)
+                    delta = now_count - last[cid] if now_count >= last[cid] else now_count
+                    last[cid] = now_count
                     throughput = delta / diff_ms if diff_ms else 0.0
                     print(f"{args.name}\t{cid}\t{c['executors']}\t{args.stream}\t{diff_ms}\t{delta}\t"
                           f"{throughput:.3f}", flush=True)

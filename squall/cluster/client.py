@@ -118,6 +118,15 @@ class MasterClient:
         """A summary of the cluster (supervisors, slots) and its topologies, as `LocalCluster`'s."""
         return self._call("cluster_info")
 
+    def get_topology_page(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
+        """Storm's topology page statistics of ``name`` (see `LocalCluster.get_topology_page`)."""
+        return self._call("topology_page", name=name, window=window, sys=sys)
+
+    def get_component_page(self, name: str, component: str, window: str | None = None,
+                           sys: bool = False) -> dict[str, Any]:
+        """Storm's component page statistics (see `LocalCluster.get_component_page`)."""
+        return self._call("component_page", name=name, component=component, window=window, sys=sys)
+
     def get_topology_info(self, name: str) -> dict[str, Any]:
         """Status, counts per component (with ``task_stats``), the acker, errors, the
         configuration and the workers: the master's ``info``, the same on every host."""

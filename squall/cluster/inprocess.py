@@ -4,7 +4,9 @@
 LocalCluster is a nimbus and supervisors in one JVM. The master is called directly
 (`DirectMaster`), one call at a time as its RPC server would take them; each worker is the
 same `squall.worker.agent.WorkerAgent` a worker process runs, on a thread, with an in-memory
-transport on its topology's `InMemoryNetwork` and its own backpressure state.
+transport on its topology's `InMemoryNetwork` and its own backpressure state. Workers log
+through the caller's `logging`; with ``storm.log.dir`` set each also writes its own
+``worker.log`` there, as on the process host (docs/logs.md).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ..engine.transport import InMemoryNetwork, InMemoryTransport, Origin
 from ..worker.agent import EXIT_CANNOT_START, WorkerAgent
 from ..worker.calls import RemoteError
 from .launcher import Launch, Launcher, WorkerExit
+from .logs import OneWorkerFilter, worker_log_handler, worker_log_path
 from .master import Master
 
 log = logging.getLogger("squall.cluster")
@@ -105,6 +108,7 @@ class _InProcessWorker:
     launch: Launch
     agent: WorkerAgent
     thread: threading.Thread | None = None
+    log: logging.Handler | None = None  # its worker.log, with storm.log.dir
     status: int | None = None  # its exit status, once it ended
 
     def alive(self) -> bool:
@@ -159,6 +163,10 @@ class InProcessLauncher(Launcher):
         worker = _InProcessWorker(launch, agent)
         worker.thread = threading.Thread(target=self._run, args=(worker,), name=f"squall-local-worker-{port}",
                                          daemon=True)
+        if self.conf.get("storm.log.dir"):  # else its lines go only where the caller's logging sends them
+            worker.log = worker_log_handler(worker_log_path(self.conf, launch.storm_id, port), self.conf)
+            worker.log.addFilter(OneWorkerFilter(agent, worker.thread))
+            logging.getLogger().addHandler(worker.log)
         with self._lock:
             self._workers[port] = worker
         worker.thread.start()
@@ -169,6 +177,9 @@ class InProcessLauncher(Launcher):
         except BaseException:  # noqa: B036 - a bug of ours must not pass for a clean stop
             log.exception("in-process worker %s failed", worker.agent.slot)
             worker.status = 1
+        if worker.log is not None:
+            logging.getLogger().removeHandler(worker.log)
+            worker.log.close()
         if not worker.agent.stop_event.is_set():
             self.on_exit()
 

@@ -270,6 +270,18 @@ class LocalCluster:
         # a copy, as over RPC: the caller's edits must not reach the master's figures
         return copy.deepcopy(self._direct.run(self.master.op_info, name))
 
+    def get_topology_page(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
+        """Storm's statistics of ``name`` as its UI's topology page has them (docs/ui.md):
+        ``window`` is ``"600"``, ``"10800"``, ``"86400"`` or ``":all-time"`` (the default)."""
+        self._refresh(name)
+        return copy.deepcopy(self._direct.run(self.master.op_topology_page, name, window, sys))
+
+    def get_component_page(self, name: str, component: str, window: str | None = None,
+                           sys: bool = False) -> dict[str, Any]:
+        """Storm's statistics of one component of ``name``, per window, executor, task and stream."""
+        self._refresh(name)
+        return copy.deepcopy(self._direct.run(self.master.op_component_page, name, component, window, sys))
+
     def get_cluster_info(self) -> dict[str, Any]:
         """A summary of the cluster and its topologies as plain dicts."""
         return {"host": "local", **self._direct.run(self.master.op_cluster_info)}

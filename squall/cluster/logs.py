@@ -12,17 +12,27 @@ the supervisor's only way to write.
 
 ``squall.log.max.bytes`` (0: never rotate) and ``squall.log.backup.count`` set the size and the
 number of rotated files, as Storm's log4j2 ``cluster.xml``/``worker.xml`` do (100 MB, 9 files).
+
+What a worker logs with Python's `logging` goes to its own ``worker.log`` at Storm's place,
+``<storm.log.dir>/workers-artifacts/<topology-id>/<port>/worker.log`` (`worker_log_path`),
+through a ``RotatingFileHandler`` (`install_worker_logging`); every line names the component
+and task whose user code was running (`TaskTagFilter`), as ``[component:task]``, and
+`parse_worker_log` reads such files back as records (``squall logs``, docs/logs.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import logging.handlers
 import os
+import re
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
+from urllib.parse import quote
 
 from .._private import FILE_MODE, open_private_log
 
@@ -149,3 +159,190 @@ def log_own_output(path: Path, conf: dict[str, Any]) -> Callable[[], None]:
         os.close(null)
         pump.join(5)
     return finish
+
+
+# --- the workers' own logs, at Storm's place -------------------------------------------------------------
+
+WORKER_LOG = "worker.log"
+SYSTEM_COMPONENT = "__system"  # Storm's name for a worker's own (not a task's) work, task -1
+# Storm's worker.xml pattern (``%d{yyyy-MM-dd HH:mm:ss.SSS} %c{1.} %t [%p] %msg%n``) with the task
+WORKER_LOG_FORMAT = "%(asctime)s.%(msecs)03d %(name)s %(threadName)s [%(levelname)s] [%(component)s:%(task)s] %(message)s"
+WORKER_LOG_DATEFMT = "%Y-%m-%d %H:%M:%S"
+_HANDLER_MARK = "_squall_worker_log"
+
+
+def log_root(conf: dict[str, Any]) -> Path:
+    """``storm.log.dir``: set, or ``<storm.local.dir>/logs`` (Storm's is ``${storm.home}/logs``)."""
+    return Path(conf.get("storm.log.dir") or Path(conf.get("storm.local.dir") or "storm-local") / "logs")
+
+
+def artifacts_root(conf: dict[str, Any]) -> Path:
+    """``storm.workers.artifacts.dir`` (relative: under `log_root`): the logviewer's root, one
+    directory per topology id, one below it per worker port."""
+    return log_root(conf) / (conf.get("storm.workers.artifacts.dir") or "workers-artifacts")
+
+
+def worker_log_path(conf: dict[str, Any], topology_id: str, port: int) -> Path:
+    """``<artifacts root>/<topology-id>/<port>/worker.log``."""
+    return artifacts_root(conf) / topology_id / str(int(port)) / WORKER_LOG
+
+
+def worker_log_file(topology_id: str, port: int) -> str:
+    """A worker log's name relative to the artifacts root, as the logviewer's ``file=`` takes it."""
+    return f"{topology_id}/{int(port)}/{WORKER_LOG}"
+
+
+def worker_log_link(host: str, port: int, topology_id: str, worker_port: int) -> str:
+    """Storm 2's logviewer link to a worker's log (the UI's ``errorWorkerLogLink``):
+    ``http://HOST:PORT/api/v1/log?file=<topology-id>%2F<worker-port>%2Fworker.log``, where
+    HOST:PORT serve `squall.ui.logviewer`'s routes (the UI daemon's ``ui.port``)."""
+    return f"http://{host}:{int(port)}/api/v1/log?file={quote(worker_log_file(topology_id, worker_port), safe='')}"
+
+
+class TaskTagFilter(logging.Filter):
+    """Sets ``component`` and ``task`` on every record: the executor whose user code the
+    logging thread is running, else `SYSTEM_COMPONENT` and -1.
+
+    Nothing is set per tuple: an executor loop already keeps the executor it is calling in
+    ``current`` (and each executor the task in ``current_task``), and its thread carries the
+    loop as ``squall_loop``; this reads them only when a line is logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        loop = getattr(threading.current_thread(), "squall_loop", None)
+        ex = loop.current if loop is not None else None
+        if ex is None:
+            record.component, record.task = SYSTEM_COMPONENT, -1
+        else:
+            record.component, record.task = ex.component, ex.current_task
+        return True
+
+
+def worker_log_handler(path: Path, conf: dict[str, Any]) -> logging.Handler:
+    """A ``RotatingFileHandler`` on ``path`` (``squall.log.max.bytes``/``squall.log.backup.count``),
+    owner-only, in `WORKER_LOG_FORMAT` with `TaskTagFilter`."""
+    max_bytes, backups = log_limits(conf)
+    open_private_log(path).close()  # the directories and the file owner-only before logging opens it
+    handler = logging.handlers.RotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups,
+                                                   encoding="utf-8")
+    handler.setFormatter(logging.Formatter(WORKER_LOG_FORMAT, WORKER_LOG_DATEFMT))
+    handler.addFilter(TaskTagFilter())
+    setattr(handler, _HANDLER_MARK, True)
+    return handler
+
+
+class OneWorkerFilter(logging.Filter):
+    """Passes the records logged by one in-process worker's threads: its own (``thread``) and
+    its executor loops' (``agent.worker.loops``), so a LocalCluster worker's file gets its lines
+    only, though every worker shares the process's loggers."""
+
+    def __init__(self, agent: Any, thread: threading.Thread) -> None:
+        super().__init__()
+        self._agent = agent
+        self._thread = thread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        t = threading.current_thread()
+        if t is self._thread:
+            return True
+        loop = getattr(t, "squall_loop", None)
+        worker = self._agent.worker
+        return loop is not None and worker is not None and loop in worker.loops
+
+
+def install_worker_logging(conf: dict[str, Any], topology_id: str, slot: str) -> Path:
+    """Send this process's `logging` to the worker's ``worker.log`` (INFO and up), and its
+    errors also to stderr, which the supervisor (or Spark) keeps: the last lines of a worker
+    that dies go with its exit. Replaces what an earlier call installed (a reused Spark Python
+    worker runs several) and a plain stderr handler (``basicConfig``'s, for errors before the
+    configuration was read). Returns the log's path."""
+    port = int(slot.rsplit(":", 1)[1])
+    path = worker_log_path(conf, topology_id, port)
+    root = logging.getLogger()
+    for h in [h for h in root.handlers if getattr(h, _HANDLER_MARK, False) or type(h) is logging.StreamHandler]:
+        root.removeHandler(h)
+        h.close()
+    err = logging.StreamHandler(sys.stderr)
+    try:
+        root.addHandler(worker_log_handler(path, conf))
+        err.setLevel(logging.ERROR)
+    except OSError as e:  # an unwritable storm.log.dir must not stop the worker: all goes to stderr
+        print(f"worker {slot}: cannot write its log {path} ({e.strerror or e}); check storm.log.dir; "
+              f"logging to stderr", file=sys.stderr, flush=True)
+    err.setFormatter(logging.Formatter(f"%(asctime)s worker {slot} %(levelname)s %(message)s"))
+    setattr(err, _HANDLER_MARK, True)
+    root.addHandler(err)
+    root.setLevel(logging.INFO)
+    return path
+
+
+# --- reading them back -----------------------------------------------------------------------------------
+
+_RECORD_START = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \S+ .*? \[[A-Z]+\] \[(?P<component>[^\]]*):(?P<task>-?\d+)\] ")
+
+
+class LogRecordText(NamedTuple):
+    """One record of a worker log: its first line's component and task (None for lines before
+    the first record, say a file that begins mid-record after rotation) and its text, a
+    traceback's lines included."""
+
+    component: str | None
+    task: int | None
+    text: str
+
+
+def parse_worker_log(lines: Iterable[str]) -> Iterator[LogRecordText]:
+    """The records of a worker log's lines: a line in `WORKER_LOG_FORMAT` begins one, any other
+    (a traceback, a multi-line message) continues the one before."""
+    component: str | None = None
+    task: int | None = None
+    text: list[str] = []
+    for line in lines:
+        m = _RECORD_START.match(line)
+        if m:
+            if text:
+                yield LogRecordText(component, task, "".join(text))
+            component, task, text = m["component"], int(m["task"]), [line]
+        else:
+            text.append(line)
+    if text:
+        yield LogRecordText(component, task, "".join(text))
+
+
+def worker_log_files(conf: dict[str, Any], topology_id: str) -> dict[int, list[Path]]:
+    """port -> a topology's worker logs on this machine, oldest first (``worker.log.N`` ...
+    ``worker.log.1``, ``worker.log``)."""
+    out: dict[int, list[Path]] = {}
+    top = artifacts_root(conf) / topology_id
+    if not top.is_dir():
+        return out
+    for d in sorted(top.iterdir()):
+        if not (d.name.isdigit() and d.is_dir()):
+            continue
+        rotated = sorted((p for p in d.glob(f"{WORKER_LOG}.*") if p.suffix[1:].isdigit()),
+                         key=lambda p: -int(p.suffix[1:]))
+        current = d / WORKER_LOG
+        files = rotated + ([current] if current.exists() else [])
+        if files:
+            out[int(d.name)] = files
+    return out
+
+
+def tail_records(files: list[Path], lines: int, component: str | None = None) -> list[str]:
+    """The last ``lines`` lines of ``files`` (read in order as one log), of ``component``'s
+    records only if given (a record's continuation lines count with it)."""
+    out: list[str] = []
+    for rec in parse_worker_log(_lines_of(files)):
+        if component is None or rec.component == component:
+            out.extend(rec.text.splitlines())
+            if len(out) > 4 * lines:
+                del out[:-lines]
+    return out[-lines:] if lines > 0 else []
+
+
+def _lines_of(files: list[Path]) -> Iterator[str]:
+    for p in files:
+        try:
+            with open(p, encoding="utf-8", errors="replace") as f:
+                yield from f
+        except FileNotFoundError:  # rotated away while reading
+            continue

@@ -58,6 +58,7 @@ from ..engine.clock import Clock
 from ..engine.executor import ErrorRecord, add_error
 from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
+from . import stats_pages
 from .backoff import crash_backoff, launch_backoff
 from .shipping import pickle_topology
 from .master_records import (REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, PendingAction, SlotState, SupervisorInfo,
@@ -524,6 +525,44 @@ class Master:
                 "workers": [_worker_info(s, topo.slot(s), [plan.executors[i] for i in topo.assignment[s]])
                             for s in sorted(topo.assignment)]}
 
+    # --- Storm's statistics pages (`squall.cluster.stats_pages`) ------------------------------------------
+    def op_topology_page(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
+        """Storm's topology page JSON (``GET /api/v1/topology/:id``) for ``window``."""
+        return stats_pages.topology_page(self._view(name), stats_pages.check_window(window), bool(sys))
+
+    def op_component_page(self, name: str, component: str, window: str | None = None,
+                          sys: bool = False) -> dict[str, Any]:
+        """Storm's component page JSON; a KeyError names an unknown component."""
+        return stats_pages.component_page(self._view(name), component, stats_pages.check_window(window), bool(sys))
+
+    def op_visualization(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
+        """Storm's visualization JSON (``GET /api/v1/topology/:id/visualization``)."""
+        return stats_pages.visualization(self._view(name), stats_pages.check_window(window), bool(sys))
+
+    def op_visualization_init(self, name: str, sys: bool = False) -> dict[str, Any]:
+        """Storm's ``visualization-init`` JSON: the input streams to draw."""
+        return stats_pages.visualization_init(self._view(name), bool(sys))
+
+    def _view(self, name: str) -> stats_pages.TopologyView:
+        topo = self._get(name)
+        plan = topo.plan
+        now = self.clock.wall()
+        supervisor_of = {sup.host: sid for sid, sup in self.supervisors.items()}
+        workers = []
+        for slot in sorted(topo.assignment):
+            state = topo.slot(slot)
+            hb = state.heartbeat
+            host, port = slot.rsplit(":", 1)
+            figures = hb.figures if hb is not None and isinstance(hb.figures, dict) else None
+            workers.append(stats_pages.WorkerView(
+                host=host, port=int(port), supervisor_id=supervisor_of.get(host, ""),
+                executors=[plan.executors[i] for i in topo.assignment[slot]],
+                uptime_secs=float((figures or {}).get("uptime_secs", 0.0)), restarts=state.restarts,
+                figures=figures, windows=stats_pages.parse_windows(hb.windows if hb is not None else {})))
+        return stats_pages.TopologyView(plan=plan, status=topo.status.value, uptime_secs=now - topo.launched,
+                                        workers=workers, errors=list(topo.errors), now=now,
+                                        debug=dict(getattr(topo, "debug", {}) or {}))
+
     # --- supervisors and workers -------------------------------------------------------------------------
     def op_supervisor_sync(self, supervisor_id: str, host: str, ports: list[int],
                            exits: list[dict[str, Any]] | None = None,
@@ -727,7 +766,8 @@ class Master:
                      errors: list[dict[str, Any]] | None = None, started: bool = True,
                      address: str | None = None, addresses_version: int | None = None,
                      pid: int | None = None, lost_generation: int | None = None,
-                     transport: dict[str, Any] | None = None, epoch: str | None = None) -> dict[str, Any]:
+                     transport: dict[str, Any] | None = None, epoch: str | None = None,
+                     windows: dict[Any, Any] | None = None, figures: dict[str, Any] | None = None) -> dict[str, Any]:
         """A worker's beat (``transport``: its data transport's counts of dropped messages). The
         reply says whether to stop, whether spouts may run, when a peer moved or restarted since
         the worker's ``addresses_version``, the new ``peers`` and ``launch_ids`` tables, and when
@@ -740,7 +780,8 @@ class Master:
         if address and state.address is None:
             topo.note_address(slot, address)  # a master restarted since learns them again
         now = self.clock.wall()
-        state.heartbeat = Heartbeat(now, stats=stats or {}, pid=pid, address=address, transport=transport)
+        state.heartbeat = Heartbeat(now, stats=stats or {}, windows=windows or {}, figures=figures, pid=pid,
+                                    address=address, transport=transport)
         if started:
             if state.started_launch != launch_id:
                 state.started_launch = launch_id
@@ -765,8 +806,10 @@ class Master:
     def _add_errors(self, topo: _Topo, slot: str, launch_id: int, errors: list[Any]) -> None:
         """Record a worker's errors (an identical repeat counts on its record) and save."""
         topo.slot(slot).reported_launch = launch_id
+        host, port = _slot_address(slot)
         for e in errors:
             new = ErrorRecord.from_dict(e)
+            new.host, new.worker = host, port  # the slot that reported it, whatever the record says
             add_error(topo.errors, new)
             if new.fatal:  # not the record it folds into, which may be an earlier launch's crash
                 topo.slot(slot).fatal_launch = launch_id
@@ -881,5 +924,13 @@ def _exit_error(slot: str, ex: dict[str, Any], now: float) -> ErrorRecord:
     exit status and the last line of its output (the whole tail goes in the traceback)."""
     output = str(ex.get("output") or "").rstrip()
     last = output.splitlines()[-1].strip() if output else "no output"
-    return _error("__worker", -1, f"worker on {slot} exited with status {ex.get('status')} before it "
-                                  f"started: {last}", now, output)
+    rec = _error("__worker", -1, f"worker on {slot} exited with status {ex.get('status')} before it "
+                                 f"started: {last}", now, output)
+    rec.host, rec.worker = _slot_address(slot)
+    return rec
+
+
+def _slot_address(slot: str) -> tuple[str, int]:
+    """``(host, port)`` of a slot's name ``host:port``."""
+    host, _, port = slot.rpartition(":")
+    return host, int(port) if port.isdigit() else 0

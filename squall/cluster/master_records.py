@@ -26,7 +26,9 @@ class Heartbeat:
     time: float                   # master's wall time when it came (or when the launch was given)
     starting: bool = False        # no beat from this launch yet: ``nimbus.task.launch.secs`` applies,
                                   # not ``nimbus.task.timeout.secs``
-    stats: dict[str, Any] = field(default_factory=dict)  # task -> its statistics, for ``info``
+    stats: dict[str, Any] = field(default_factory=dict)  # task -> its exact counters, for ``info``
+    windows: dict[Any, Any] = field(default_factory=dict)  # task -> Storm's windowed statistics
+    figures: dict[str, Any] | None = None  # the worker process's `WorkerFigures`
     pid: int | None = None        # the worker's process id, for ``info``
     address: str | None = None    # the data address it said it bound
     transport: dict[str, Any] | None = None  # its transport's counts of dropped messages

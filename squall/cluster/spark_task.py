@@ -3,7 +3,9 @@
 `worker_task` builds the function that the Spark host's single-task job maps over its one
 partition (``sc.parallelize([slot], 1).mapPartitions(worker_task(...))``). It runs
 `squall.worker.process.run` with the data port bound on the executor's own address, and returns
-one exit record. It catches everything, so Spark never retries the task on its own: the master,
+one exit record. The worker logs to ``worker.log`` under ``storm.log.dir`` as on the process
+host (`squall.cluster.logs.install_worker_logging`; relative to the executor's working
+directory, which is its Spark work directory). It catches everything, so Spark never retries the task on its own: the master,
 in the driver, owns restarts (SPARK.md, rule 2). A copy that Spark starts again anyway (say,
 after an executor was lost) carries a launch id the master has superseded, and returns at once.
 
@@ -45,9 +47,11 @@ def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
     def run_worker(_partition: Iterable[Any]) -> Iterator[dict[str, Any]]:
         from ..worker.agent import EXIT_CRASHED
         from ..worker.process import run
+        from .logs import install_worker_logging
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"%(asctime)s worker {slot} %(levelname)s %(message)s")
         try:
+            install_worker_logging(conf, storm_id, slot)  # relative paths: from the executor's work dir
             host = conf.get("squall.spark.worker.host")
             if not host:
                 mhost, mport = master.rsplit(":", 1)

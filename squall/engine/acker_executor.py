@@ -7,9 +7,13 @@ a dedicated inbox made the acking path about 1.9x faster (ENGINE-SPEED.md, lesso
 
 from __future__ import annotations
 
-from .acker import Acker
+from .acker import ACK, FAIL, INIT, RESET, Acker
 from .executor import Executor, Wiring
 from .plan import ExecutorSpec
+from .stats import EXECUTED
+
+# Storm's streams into the acker, by message kind (its statistics are kept per input stream)
+ACKER_STREAMS = {INIT: "__ack_init", ACK: "__ack_ack", FAIL: "__ack_fail", RESET: "__ack_reset_timeout"}
 
 
 class AckerExecutor(Executor):
@@ -34,11 +38,19 @@ class AckerExecutor(Executor):
                 n = limit
             update = self.ackers[t].update
             pop = q.popleft
+            sampled = self.sampled[t]
+            left = sampled.left
             for _ in range(n):
                 kind, root, val, spout_task = pop()
                 reply = update(kind, root, val, spout_task, now)
                 if reply is not None:
                     deliver[reply[0]](reply[1:])
+                left -= 1
+                if not left:  # Storm's sampled statistics, per input stream of the acker
+                    source = self.wiring.plan.task_to_component.get(spout_task, "") if kind == INIT else ""
+                    sampled.add(EXECUTED, source, ACKER_STREAMS[kind])
+                    left = sampled.next_gap()
+            sampled.left = left
             stats = self.stats[t]
             stats.executed += n
             done += n

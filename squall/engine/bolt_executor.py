@@ -26,6 +26,7 @@ from .acker import ACK, FAIL, RESET
 from .executor import Executor, TaskStats, Wiring, debug_log, error_record
 from .plan import ExecutorSpec
 from .routing import _NOWHERE, Router, build_routers, wrong_size
+from .stats import ACKED, EXECUTE_LATENCY, EXECUTED, FAILED, TaskStatistics
 
 _get_ident = threading.get_ident
 
@@ -73,17 +74,38 @@ class BoltExecutor(Executor):
             self.current_task = t
             execute = self.execute[t]
             pop = q.popleft
+            sampled = self.sampled[t]
+            left = sampled.left
             i = 0
             try:
                 for i in range(n):
-                    execute(pop())
+                    left -= 1
+                    if left:
+                        execute(pop())
+                    else:  # Storm's sampled statistics: one input in every `freq`
+                        left = self._sampled_execute(sampled, execute, pop())
                 i = n
             finally:  # counted per batch; on a crash, the tuples executed before it
                 self.stats[t].executed += i
+                sampled.left = left
             done += n
         if self.acks:
             self.flush_acks()
         return done
+
+    def _sampled_execute(self, sampled: TaskStatistics, execute: Any, tup: Tuple) -> int:
+        """Execute a sampled input, timing it; its ack (or fail) closes the sample. Returns the
+        countdown to the next sampled input."""
+        now = self.wiring.clock.now
+        src = tup._src
+        start = now()
+        sampled.open_sample(id(tup), start, src.component, src.stream)
+        try:
+            execute(tup)
+        finally:
+            sampled.add(EXECUTED, src.component, src.stream)
+            sampled.add_latency(EXECUTE_LATENCY, src.component, src.stream, now() - start)
+        return sampled.next_gap()
 
     def flush_acks(self) -> None:
         """Send the coalesced acks: one message per root.
@@ -138,6 +160,9 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
     ack = out.ack
     executor = out._ex
     stats = out._stats
+    samples = executor.sampled[out._task].open_samples  # sampled inputs: their ack closes the sample
+    close_sample = executor.sampled[out._task].close_sample
+    now = executor.wiring.clock.now
     inbox = out._inbox
     ackers = executor.wiring.ackers
     nackers = len(ackers)
@@ -166,6 +191,8 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
             else:  # nothing held: send at once, no dict
                 ackers[root % nackers]((ACK, root, tup._val ^ tup._oav, -1))
         stats.acked += 1
+        if samples:
+            close_sample(id(tup), ACKED, now())
     return execute
 
 
@@ -182,6 +209,9 @@ class BoltCollector(OutputCollector):
         self._ackers = w.ackers
         self._nackers = len(w.ackers)
         self._stats: TaskStats = executor.stats[task]
+        self._samples = executor.sampled[task].open_samples
+        self._close_sample = executor.sampled[task].close_sample
+        self._now = w.clock.now
         self._rand = functools.partial(random.Random(w.seed ^ (task << 20)).getrandbits, 64)
         self._loop_ident = -1  # set by the loop when it starts; emits from other threads wake it
         self._inbox = executor.inboxes[task]
@@ -305,10 +335,14 @@ class BoltCollector(OutputCollector):
                         self._ackers[rt % self._nackers]((ACK, rt, val ^ oav, -1))
                 self._wake()
         self._stats.acked += 1
+        if self._samples:
+            self._close_sample(id(tup), ACKED, self._now())
 
     def fail(self, tup):
         self._to_acker(tup, FAIL)
         self._stats.failed += 1
+        if self._samples:
+            self._close_sample(id(tup), FAILED, self._now())
 
     def reset_timeout(self, tup):
         self._to_acker(tup, RESET)

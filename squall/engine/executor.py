@@ -8,6 +8,7 @@ by its loop only: ``open`` once the topology is first active, ``drain`` to proce
 from __future__ import annotations
 
 import logging
+import random
 import time
 import traceback
 from collections import deque
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .plan import ExecutorSpec, TopologyPlan
+from .stats import TaskStatistics, sample_freq
 
 log = logging.getLogger("squall.engine")
 debug_log = logging.getLogger("squall.debug")
@@ -27,7 +29,8 @@ class ErrorRecord:
 
     ``count`` is how many times it happened in a row for its component (`add_error` folds an
     identical repeat into the record it repeats), ``time`` when it first did and ``last_time``
-    when it last did.
+    when it last did. ``host`` and ``worker`` (its port) name the worker, whose log
+    `squall.cluster.logs.worker_log_link` links to (Storm's ``errorHost``/``errorPort``).
     """
 
     component: str
@@ -39,6 +42,7 @@ class ErrorRecord:
     fatal: bool = False
     count: int = 1
     last_time: float = -1.0  # -1: the same as ``time``
+    host: str = ""  # the worker's host, set by the master from the reporting slot ("": unknown)
 
     def __post_init__(self) -> None:
         if self.last_time < self.time:
@@ -48,7 +52,7 @@ class ErrorRecord:
         """Plain-dict form, as `get_topology_info` returns it."""
         return {"component": self.component, "task": self.task, "time": self.time, "error": self.error,
                 "traceback": self.traceback, "worker": self.worker, "fatal": self.fatal,
-                "count": self.count, "last_time": self.last_time}
+                "count": self.count, "last_time": self.last_time, "host": self.host}
 
     @classmethod
     def from_dict(cls, d: Any) -> ErrorRecord:
@@ -65,7 +69,7 @@ class ErrorRecord:
         when = get("time", float, 0.0)
         return cls(get("component", str, "?"), get("task", int, -1), when, get("error", str, ""),
                    get("traceback", str, ""), get("worker", int, 0), d.get("fatal") is True,
-                   max(1, get("count", int, 1)), get("last_time", float, when))
+                   max(1, get("count", int, 1)), get("last_time", float, when), get("host", str, ""))
 
     def describe(self) -> str:
         """One line: ``[component] first line of the error``, and ``(xN)`` if it repeated."""
@@ -167,6 +171,10 @@ class Executor:
         self.wiring = wiring
         self.inboxes: dict[int, deque] = {t: wiring.inboxes[t] for t in self.task_ids}
         self.stats: dict[int, TaskStats] = {t: TaskStats() for t in self.task_ids}
+        # Storm's sampled statistics (exact counters above are for the engine's own use)
+        freq = sample_freq(wiring.plan.conf) if wiring.plan.conf.get("topology.stats.enabled", True) else 0
+        self.sampled: dict[int, TaskStatistics] = {
+            t: TaskStatistics(freq, random.Random((wiring.seed << 8) ^ t)) for t in self.task_ids}
         self.current_task = self.task_ids[0]  # the task whose user code is running (for crashes)
         self.opened = False
         # the loop's entries for `timers`, [due, period, callback, executor]: made once, they move
@@ -195,3 +203,9 @@ class Executor:
     def emitted_by_stream(self, task: int) -> dict[str, tuple[int, int]]:
         """``{stream: (emitted, transferred)}`` for ``task``."""
         return {}
+
+    def sampled_snapshot(self, task: int) -> dict:
+        """``task``'s cumulative statistics (`TaskStatistics.snapshot`)."""
+        by_stream = self.emitted_by_stream(task)
+        return self.sampled[task].snapshot({s: v[0] for s, v in by_stream.items()},
+                                           {s: v[1] for s, v in by_stream.items()})

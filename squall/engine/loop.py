@@ -195,6 +195,7 @@ class ExecutorLoop:
         self.backpressure.register(self)
         self.clock.register(self._event)
         self.thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+        self.thread.squall_loop = self  # type: ignore[attr-defined]  # whose ``current`` a log line names (squall.cluster.logs)
         self.thread.start()
 
     def stop(self, clean: bool = True) -> None:

@@ -40,6 +40,9 @@ from .executor import Executor, TaskStats, Wiring, debug_log, error_record
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
 from .routing import Router, build_routers, wrong_size
+from .stats import ACKED as STAT_ACKED
+from .stats import COMPLETE_LATENCY
+from .stats import FAILED as STAT_FAILED
 
 # The automatic max spout pending (see the module docstring): a tuple emitted now should expect
 # to complete within this fraction of the message timeout (timeouts fire between T and 2T).
@@ -68,7 +71,7 @@ class SpoutExecutor(Executor):
         self.emits = 0  # emits by all tasks, to tell a productive next_tuple from an idle one
         self.pending = RotatingMap(2, self._expired)
         self.in_flight = 0  # == len(self.pending), kept as a counter: it is checked per next_tuple
-        self._expired_ids: list[tuple[int, Any]] = []
+        self._expired_ids: list[tuple[int, Any, str]] = []
         # tasks whose loss may lose this spout's tuples: its downstream and the ackers; and the
         # times (this worker's clock) until which `notify_lost` said items to them may be lost
         self._reaches = frozenset(wiring.plan.downstream_tasks(self.component) | set(wiring.plan.acker_tasks))
@@ -154,16 +157,24 @@ class SpoutExecutor(Executor):
         if info is None:
             return  # late reply for a tuple that already timed out
         self.in_flight -= 1
-        msg_id, task, _stream, started = info
+        msg_id, task, stream, started = info
         self.current_task = task
         stats = self.stats[task]
         if kind == ACKED:
             stats.acked += 1
-            stats.latency_sum += self.wiring.clock.now() - started
+            latency = self.wiring.clock.now() - started
+            stats.latency_sum += latency
             stats.latency_count += 1
+            sampled = self.sampled[task]
+            sampled.left -= 1
+            if not sampled.left:
+                sampled.add(STAT_ACKED, "", stream)
+                sampled.add_latency(COMPLETE_LATENCY, "", stream, latency)
+                sampled.next_gap()
             self.objs[task].ack(msg_id)
         elif kind == FAILED:
             stats.failed += 1
+            self._sample_failed(task, stream)
             self.objs[task].fail(msg_id)
         else:  # RESET_TIMEOUT: move it to the newest bucket
             self.pending.put(root, info)
@@ -205,7 +216,7 @@ class SpoutExecutor(Executor):
         return adapt
 
     def _expired(self, root: int, info: tuple) -> None:
-        self._expired_ids.append((info[1], info[0]))
+        self._expired_ids.append((info[1], info[0], info[2]))
 
     def rotate(self) -> None:
         """Expire the oldest pending bucket: those tuples fail (Storm's reason "TIMEOUT")."""
@@ -213,14 +224,22 @@ class SpoutExecutor(Executor):
         expired, self._expired_ids = self._expired_ids, []
         self._fail(expired)
 
-    def _fail(self, failed: list[tuple[int, Any]]) -> None:
-        """Fail ``(task, msg_id)`` pairs already out of the pending map."""
+    def _fail(self, failed: list[tuple[int, Any, str]]) -> None:
+        """Fail ``(task, msg_id, stream)`` already out of the pending map."""
         self.in_flight -= len(failed)
         self.timed_out += len(failed)  # not completions: the automatic max pending must not count them
-        for task, msg_id in failed:
+        for task, msg_id, stream in failed:
             self.current_task = task
             self.stats[task].failed += 1
+            self._sample_failed(task, stream)
             self.objs[task].fail(msg_id)
+
+    def _sample_failed(self, task: int, stream: str) -> None:
+        sampled = self.sampled[task]
+        sampled.left -= 1
+        if not sampled.left:
+            sampled.add(STAT_FAILED, "", stream)
+            sampled.next_gap()
 
     # --- lost workers ----------------------------------------------------------------------------------
     def notify_lost(self, tasks: Iterable[int], until: float) -> bool:
@@ -238,7 +257,7 @@ class SpoutExecutor(Executor):
     def _fail_lost(self) -> None:
         until = max(self._lost.popleft() for _ in range(len(self._lost)))
         lost = self.pending.remove_if(lambda _root, info: info[3] <= until)
-        self._fail([(info[1], info[0]) for _root, info in lost])
+        self._fail([(info[1], info[0], info[2]) for _root, info in lost])
 
     def emitted_by_stream(self, task):
         return {s: (r.emitted, r.transferred) for s, r in self.collectors[task].routers.items()}
@@ -307,6 +326,11 @@ class SpoutCollector(SpoutOutputCollector):
                     deliver[task](t)
             if msg_id is not None:  # acking off: Storm acks inside emit
                 self._stats.acked += 1
+                sampled = ex.sampled[self._task]
+                sampled.left -= 1
+                if not sampled.left:
+                    sampled.add(STAT_ACKED, "", r.stream)
+                    sampled.next_gap()
                 ex.objs[self._task].ack(msg_id)
             return
         rand = self._rand

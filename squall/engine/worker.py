@@ -303,6 +303,10 @@ class Worker:
         """No backlog and every loop asleep."""
         return not self.backlog() and all(lp.sleeping or lp._stop for lp in self.loops)
 
+    def sampled_snapshots(self) -> dict[int, dict]:
+        """Every task's cumulative Storm statistics (`squall.engine.stats`)."""
+        return {t: ex.sampled_snapshot(t) for ex in self.executors for t in ex.task_ids}
+
     def statistics(self) -> dict[int, dict[str, Any]]:
         """Counters per task: ``{task: {component, emitted, transferred, acked, failed, ...}}``."""
         out: dict[int, dict[str, Any]] = {}

@@ -20,6 +20,7 @@ Nothing here needs a third-party library (the ``files`` extra is empty).
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -46,6 +47,7 @@ log = logging.getLogger("squall.external.files")
 
 PROGRESS_VERSION = 1
 IN_PROGRESS = ".inprogress"
+HEAD_BYTES = 4096  # how much of a file's start its progress record fingerprints
 
 
 class FileConnectorError(SquallError):
@@ -142,6 +144,27 @@ class ProgressDoc(NamedTuple):
     files: dict[str, int]
     mark: int | None = None   # every file of this task at or below this version is done
     tasks: int | None = None  # the spout's parallelism when written (ownership of files depends on it)
+    identities: dict[str, FileIdentity] | None = None  # `FileSpout`: which file each offset is about
+
+
+class FileIdentity(NamedTuple):
+    """Which file a `FileSpout` progress record is about, taken when the record was written:
+    device and inode, size and mtime, and a hash of the file's first ``min(offset, HEAD_BYTES)``
+    bytes (the part already read, which an appending writer never changes)."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    head: str
+
+
+class FileMark(NamedTuple):
+    """A file's committed offset and the identity of the file it was committed for (None in a
+    record written before squall kept identities)."""
+
+    offset: int
+    identity: FileIdentity | None
 
 
 def read_progress(path: Path, spout: str, directory: str, kind: str = "FileSpout") -> ProgressDoc:
@@ -162,13 +185,17 @@ def read_progress(path: Path, spout: str, directory: str, kind: str = "FileSpout
                                  f"others; remove it if it is not squall's")
     try:
         doc = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise FileConnectorError(f"{kind} {spout!r}: progress file {path} is corrupt ({e}); remove it to read "
-                                 f"the files from their start") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: "[[[[..." nested too deep
+        raise FileConnectorError(f"{kind} {spout!r}: progress file {path} is corrupt ({type(e).__name__}: "
+                                 f"{str(e)[:200]}); remove it to read the files from their start") from None
     bad = _check_progress(doc, spout, directory, kind)
     if bad:
         raise FileConnectorError(f"{kind} {spout!r}: progress file {path} {bad}")
-    return ProgressDoc(dict(doc["files"]), doc.get("mark"), doc.get("tasks"))
+    identities = None
+    if "identity" in doc:
+        identities = {name: FileIdentity(**{k: v[k] for k in FileIdentity._fields})
+                      for name, v in doc["identity"].items()}
+    return ProgressDoc(dict(doc["files"]), doc.get("mark"), doc.get("tasks"), identities)
 
 
 def load_progress(path: Path, spout: str, directory: str) -> dict[str, int]:
@@ -189,11 +216,28 @@ def _check_progress(doc: Any, spout: str, directory: str, kind: str) -> str | No
     for key in ("mark", "tasks"):
         if doc.get(key) is not None and type(doc[key]) is not int:
             return f"has a malformed {key!r} (expected an integer)"
+    if "identity" in doc:
+        return _check_identities(doc["identity"], files)
+    return None
+
+
+def _check_identities(identities: Any, files: dict) -> str | None:
+    if not isinstance(identities, dict):
+        return "has a malformed 'identity' map (expected file name -> identity)"
+    for name, v in identities.items():
+        if name not in files:
+            return f"has an identity for {name!r}, a file it records no offset for"
+        ok = (isinstance(v, dict) and set(v) == set(FileIdentity._fields)
+              and all(type(v[k]) is int and v[k] >= 0 for k in ("dev", "ino", "size", "mtime_ns"))
+              and isinstance(v["head"], str) and len(v["head"]) <= 128)
+        if not ok:
+            return (f"has a malformed identity for {name!r} (expected dev, ino, size, mtime_ns as "
+                    f"non-negative integers and head as a hash string)")
     return None
 
 
 def dump_progress(spout: str, directory: str, files: dict[str, int], mark: int | None = None,
-                  tasks: int | None = None) -> bytes:
+                  tasks: int | None = None, identities: dict[str, FileIdentity] | None = None) -> bytes:
     """The bytes of a progress file (the inverse of `read_progress`)."""
     doc: dict[str, Any] = {"version": PROGRESS_VERSION, "spout": spout, "directory": directory,
                            "files": dict(sorted(files.items()))}
@@ -201,7 +245,76 @@ def dump_progress(spout: str, directory: str, files: dict[str, int], mark: int |
         doc["mark"] = mark
     if tasks is not None:
         doc["tasks"] = tasks
+    if identities is not None:
+        doc["identity"] = {name: identities[name]._asdict() for name in sorted(identities)}
     return json.dumps(doc, indent=0).encode()
+
+
+def load_marks(path: Path, spout: str, directory: str) -> dict[str, FileMark]:
+    """Read a `FileSpout` task's progress file: per file name its `FileMark`; {} if absent."""
+    doc = read_progress(path, spout, directory)
+    identities = doc.identities or {}
+    return {name: FileMark(offset, identities.get(name)) for name, offset in doc.files.items()}
+
+
+def dump_marks(spout: str, directory: str, marks: dict[str, FileMark]) -> bytes:
+    """The bytes of a `FileSpout` progress file (the inverse of `load_marks`)."""
+    return dump_progress(spout, directory, {n: m.offset for n, m in marks.items()},
+                         identities={n: m.identity for n, m in marks.items() if m.identity is not None})
+
+
+def _head_hash(fd: int, length: int) -> str:
+    """A hash of the first ``length`` bytes of the open file ``fd`` (fewer if it is shorter)."""
+    h = hashlib.blake2b(digest_size=16)
+    at = 0
+    while at < length:
+        chunk = os.pread(fd, length - at, at)
+        if not chunk:
+            break
+        h.update(chunk)
+        at += len(chunk)
+    return h.hexdigest()
+
+
+def identify(fd: int, offset: int) -> FileIdentity:
+    """The identity of the open file ``fd`` for a record committed at ``offset``."""
+    st = os.fstat(fd)
+    return FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _head_hash(fd, min(offset, HEAD_BYTES)))
+
+
+def mismatch(mark: FileMark, fd: int) -> str | None:
+    """Why the open file ``fd`` is not the file ``mark`` was committed for (it was replaced,
+    truncated or rewritten), or None if it is that file, perhaps grown by appends."""
+    st = os.fstat(fd)
+    if st.st_size < mark.offset:
+        return f"it is {st.st_size} bytes, shorter than its committed offset {mark.offset} (truncated)"
+    was = mark.identity
+    if was is None:  # a record of an older squall: only the length can be checked
+        return None
+    if (st.st_dev, st.st_ino) != (was.dev, was.ino):
+        return (f"it is another file (device {st.st_dev} inode {st.st_ino}; the progress at offset "
+                f"{mark.offset} was for device {was.dev} inode {was.ino}): replaced")
+    if st.st_size < was.size:
+        return f"it shrank from {was.size} to {st.st_size} bytes since its progress was committed (truncated)"
+    length = min(mark.offset, HEAD_BYTES)
+    if _head_hash(fd, length) != was.head:
+        return f"its first {length} bytes changed since its progress was committed (rewritten)"
+    return None
+
+
+def resume_offset(marks: Sequence[FileMark], fd: int) -> tuple[int, list[str]]:
+    """Where to resume the open file ``fd`` given every task's record of its name: the highest
+    committed offset among the records that are about this file (a file's committed offset only
+    grows, so the highest is the latest, whichever task wrote it), else 0; with the reasons the
+    other records were set aside."""
+    start, rejected = 0, []
+    for mark in marks:
+        why = mismatch(mark, fd)
+        if why is None:
+            start = max(start, mark.offset)
+        else:
+            rejected.append(why)
+    return start, rejected
 
 
 def append_dead_letter(directory: str, name: str, entry: dict) -> str:
@@ -336,8 +449,12 @@ class FileSpout(Spout):
     tasks the daemons' settings); it must be reachable by the workers running this spout (a
     local or shared directory). A new topology with the same ``progress_dir`` and
     spout id resumes each file at its committed offset: at-least-once, lines acked after the
-    committed offset but before the crash are emitted again. On start a task reads every task's
-    progress file of this spout, so changing the parallelism between runs loses nothing.
+    committed offset but before the crash are emitted again. Each record also holds the file's
+    `FileIdentity`; a file whose identity no longer matches (another inode, shorter, other first
+    bytes: replaced, truncated or rewritten) is read from its start, with a warning naming it.
+    A task opening a file takes the highest matching offset among every task's progress files
+    (also of indexes at or above the parallelism), and keeps the records of files it no longer
+    owns until they are finished, so changing the parallelism between runs loses nothing.
 
     When every line of a file is acked, the file is renamed with ``done_suffix`` (HdfsSpout moves
     it to its archive directory) and forgotten by the progress file.
@@ -398,10 +515,19 @@ class FileSpout(Spout):
         self.progress_path = state / f"task-{self.index}.json"
         if self.dead_letter_dir is None:
             self.dead_letter_dir = str(state / "dead-letter")
-        self.progress: dict[str, int] = {}
+        # Every task's records, to choose from when a file is opened (the file's owner under this
+        # parallelism may find its record in any task's file, also of an index >= the parallelism);
+        # and this task's own records, which it writes back until it replaces them: a record of a
+        # file another task now owns stays here until that owner has written its own.
+        self.marks: dict[str, list[FileMark]] = {}
+        self.own: dict[str, FileMark] = {}
         for p in sorted(state.glob("task-*.json")):
-            for name, offset in load_progress(p, self.spout_id, self.directory).items():
-                self.progress[name] = max(offset, self.progress.get(name, 0))
+            loaded = load_marks(p, self.spout_id, self.directory)
+            if p == self.progress_path:
+                self.own = dict(loaded)
+            for name, mark in loaded.items():
+                self.marks.setdefault(name, []).append(mark)
+        self.head: tuple[int, str] | None = None  # the current file's head hash (length, hash), reused
         self.queue: deque[str] = deque()
         self.file: str | None = None
         self.handle: BinaryIO | None = None
@@ -437,10 +563,14 @@ class FileSpout(Spout):
                     raise
                 continue
             handle = os.fdopen(fd, "rb")  # noqa: SIM115 (kept open across calls)
-            start = self.progress.get(name, 0)
+            start, rejected = resume_offset(self.marks.get(name, ()), fd)
+            if rejected and not start:
+                log.warning("FileSpout %r: reading %s from its start, not at its recorded progress: %s",
+                            self.spout_id, os.path.join(self.directory, name), "; ".join(rejected))
             handle.seek(start)
             self.file, self.handle, self.tracker = name, handle, OffsetTracker(start)
-            self.progress[name] = start
+            self.head = None
+            self.own[name] = FileMark(start, self._identity(start))
             return True
         return False
 
@@ -527,7 +657,8 @@ class FileSpout(Spout):
         src = os.path.join(self.directory, name)
         os.replace(src, src + self.done_suffix)
         fsync_dir(self.directory)
-        self.progress.pop(name, None)
+        self.own.pop(name, None)
+        self.marks.pop(name, None)
         self.file = self.handle = self.tracker = None
         self.inflight.clear()
         self._commit()
@@ -537,13 +668,25 @@ class FileSpout(Spout):
                 self.acks_since_commit and self.clock.now() - self.last_commit >= self.commit_secs):
             self._commit()
 
+    def _identity(self, offset: int) -> FileIdentity:
+        """The current file's identity for a record at ``offset``; its head hash is read again only
+        while the committed offset is below `HEAD_BYTES` (after that its length stays fixed)."""
+        assert self.handle is not None
+        fd = self.handle.fileno()
+        length = min(offset, HEAD_BYTES)
+        if self.head is None or self.head[0] != length:
+            self.head = (length, _head_hash(fd, length))
+        st = os.fstat(fd)
+        return FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, self.head[1])
+
     def _commit(self) -> None:
         if self.file is not None and self.tracker is not None:
-            self.progress[self.file] = self.tracker.committed
+            committed = self.tracker.committed
+            self.own[self.file] = FileMark(committed, self._identity(committed))
         present = set(os.listdir(self.directory))
         # a file renamed done after a crash before this commit leaves an entry: drop it
-        mine = {n: o for n, o in self.progress.items() if n in present and owner_of(n, self.tasks) == self.index}
-        write_durably(self.progress_path, dump_progress(self.spout_id, self.directory, mine))
+        self.own = {n: m for n, m in self.own.items() if n in present}
+        write_durably(self.progress_path, dump_marks(self.spout_id, self.directory, self.own))
         self.acks_since_commit = 0
         self.last_commit = self.clock.now()
 
@@ -555,8 +698,9 @@ class FileSpout(Spout):
             self.handle.close()  # type: ignore[union-attr]
 
     def committed(self) -> dict[str, int]:
-        """This task's committed offset per file being read (for monitoring and tests)."""
-        out = dict(self.progress)
+        """The committed offset per file of this task's progress file, the current file's up to
+        date (for monitoring and tests)."""
+        out = {name: mark.offset for name, mark in self.own.items()}
         if self.file is not None and self.tracker is not None:
             out[self.file] = self.tracker.committed
         return out

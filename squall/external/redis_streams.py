@@ -6,11 +6,15 @@ failure with an exponential backoff; after ``max_retries`` it goes to a dead-let
 acked there. A task's consumer name comes from its component id and task index, so a restarted
 task finds its own pending entries (``XREADGROUP ... 0``) and replays them first; entries left
 pending by a consumer that is gone are taken over with ``XAUTOCLAIM`` after ``claim_idle_ms``.
+A live task keeps the entries it holds (buffered, in flight or waiting to be retried) from
+looking idle: it resets their idle time (``XCLAIM ... JUSTID``, only while it still owns them)
+when it re-emits them and every third of ``claim_idle_ms``, so only a dead consumer's entries
+are ever claimed.
 
 `RedisStreamSinkBolt` writes tuples idempotently (``HSET`` on a key made of an id field, or an
 ``XADD`` guarded by a set of written ids in one Lua script), so a replayed tuple overwrites
 instead of duplicating, and acks only after the write. `RedisLookupBolt` and `RedisFilterBolt`
-are storm-redis's lookup and filter bolts for strings and hashes.
+are storm-redis's lookup and filter bolts for all its data types.
 
 Needs the ``redis`` extra (``pip install 'squall[redis]'``); only this module imports it.
 """
@@ -133,6 +137,29 @@ def consumer_name(component_id: str, task_index: int) -> str:
     return f"{component_id}-{task_index}"
 
 
+# Resets the idle time of the entries this consumer still owns (XCLAIM with min-idle 0 and
+# JUSTID: no delivery count, no entry bodies) and returns those it no longer owns. A bare XCLAIM
+# would also take back an entry another task claimed meanwhile, and both would process it; the
+# check and the claim run in one script, so no claim can come in between.
+# KEYS[1] stream; ARGV[1] group, ARGV[2] consumer, ARGV[3..] entry ids.
+_TOUCH = """
+local mine, lost = {}, {}
+for i = 3, #ARGV do
+  if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1, ARGV[2]) == 1 then
+    mine[#mine + 1] = ARGV[i]
+  else
+    lost[#lost + 1] = ARGV[i]
+  end
+end
+if #mine > 0 then
+  mine[#mine + 1] = 'JUSTID'
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, unpack(mine))
+end
+return lost
+"""
+_TOUCH_BATCH = 1000   # ids per script call: bounds the script's run (Redis serves nothing else)
+
+
 class RedisStreamSpout(Spout):
     """Reads ``stream`` through consumer group ``group`` (see the module docstring).
 
@@ -179,6 +206,7 @@ class RedisStreamSpout(Spout):
         super().open(conf, context, collector)
         self.consumer = consumer_name(context.get_this_component_id(), context.get_this_task_index())
         self.client = redis.Redis.from_url(self.url, decode_responses=True)
+        self._touch_script = self.client.register_script(_TOUCH)
         self._ready: deque[str] = deque()          # entry ids to emit, in order
         self._tracked: dict[str, _Tracked] = {}    # taken, not acked (ready, in flight, waiting)
         self._retrying: list[str] = []             # failed ids waiting for their due time
@@ -187,6 +215,10 @@ class RedisStreamSpout(Spout):
         self._history_from: str | None = "0"       # own pending still to replay (None: done)
         self._next_claim = 0.0
         self._claim_from = "0-0"                   # where the next XAUTOCLAIM scan goes on from
+        # Every entry held here is touched at least this often, so it never looks idle to a
+        # claim (its idle time stays below a third of claim_idle_ms plus one touch's delay).
+        self._touch_every = self.claim_idle_ms / 3000
+        self._next_touch = self.clock.now() + self._touch_every
         self._outage = _Outage()
 
     def close(self) -> None:
@@ -201,19 +233,7 @@ class RedisStreamSpout(Spout):
         now = self.clock.now()
         if now < self._outage.retry_at:
             return
-        try:
-            self._flush_acks()
-            self._move_due_retries(now)
-            if not self._ready:
-                self._fill(now)
-            self._recovered(now)
-        except _DOWN as e:
-            self._down(now, e)
-            return
-        except redis.ResponseError as e:
-            if "NOGROUP" not in str(e):
-                raise
-            self._group_gone(e)
+        if not self._safely(now, lambda: self._step(now)):
             return
         while self._ready:
             entry_id = self._ready.popleft()
@@ -227,10 +247,10 @@ class RedisStreamSpout(Spout):
         (until then the entry stays pending, so a crash meanwhile replays it: at least once)."""
         self._tracked.pop(msg_id, None)
         self._to_ack.append(msg_id)
-        try:
-            self._flush_acks()
-        except _DOWN as e:
-            self._down(self.clock.now(), e)
+        now = self.clock.now()
+        # a slow topology at max spout pending calls ack and fail but not next_tuple: the
+        # entries it holds are kept from looking idle here too
+        self._safely(now, lambda: (self._flush_acks(), self._touch_due(now)))
 
     def fail(self, msg_id: Any) -> None:
         """Schedules a retry after the backoff's delay, or dead-letters the entry past the
@@ -244,15 +264,41 @@ class RedisStreamSpout(Spout):
             self._dead_letter(t.entry, f"failed {t.retries} times (max_retries "
                               f"{self.backoff.max_retries})")
             return
-        t.due = self.clock.now() + self.backoff.delay(t.retries)
+        now = self.clock.now()
+        t.due = now + self.backoff.delay(t.retries)
         self._retrying.append(msg_id)
+        if now >= self._outage.retry_at:
+            self._safely(now, lambda: self._touch_due(now))
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _fill(self, now: float) -> None:
+    def _step(self, now: float) -> None:
         if not self._set_up:
             self._create_group()
             self._set_up = True
+        self._flush_acks()
+        self._move_due_retries(now)
+        self._touch_due(now)   # before _fill's XAUTOCLAIM: it must not find our own entries idle
+        if not self._ready:
+            self._fill(now)
+        self._recovered(now)
+
+    def _safely(self, now: float, step: Callable[[], object]) -> bool:
+        """Runs ``step``; False if the server is down (logged, left alone a while) or the group
+        is gone (recreated at the next `next_tuple`)."""
+        try:
+            step()
+        except _DOWN as e:
+            self._down(now, e)
+            return False
+        except redis.ResponseError as e:
+            if "NOGROUP" not in str(e):
+                raise
+            self._group_gone(e)
+            return False
+        return True
+
+    def _fill(self, now: float) -> None:
         if self._history_from is not None:
             if self._read(self._history_from, block=False):
                 return
@@ -316,16 +362,41 @@ class RedisStreamSpout(Spout):
             self._ready.append(entry.id)
 
     def _move_due_retries(self, now: float) -> None:
-        waiting = []
+        """Moves the retries that are due to the front of the ready queue, after resetting
+        their idle time in one batch; one another task claimed meanwhile is not re-emitted."""
+        due, waiting = [], []
         for entry_id in self._retrying:
             t = self._tracked.get(entry_id)
             if t is None:
                 continue
-            if t.due <= now:
-                self._ready.appendleft(entry_id)
-            else:
-                waiting.append(entry_id)
+            (due if t.due <= now else waiting).append(entry_id)
         self._retrying = waiting
+        if due:
+            self._touch(due)
+        self._ready.extendleft(reversed([i for i in due if i in self._tracked]))
+
+    def _touch_due(self, now: float) -> None:
+        """Resets the idle time of every entry held here, once per ``claim_idle_ms / 3``."""
+        if now < self._next_touch:
+            return
+        if self._tracked and self._set_up:
+            self._touch(list(self._tracked))
+        self._next_touch = now + self._touch_every
+
+    def _touch(self, ids: list[str]) -> None:
+        """Resets the idle time of ``ids`` in the group's pending list (`_TOUCH`); those no
+        longer ours (claimed by another task, or gone with the group) are dropped: their owner
+        processes them now. One still in flight here may still be acked (XACK by anyone acks)."""
+        lost: list[str] = []
+        for i in range(0, len(ids), _TOUCH_BATCH):
+            lost += self._touch_script(keys=[self.stream],
+                                       args=[self.group, self.consumer, *ids[i:i + _TOUCH_BATCH]])
+        if lost:
+            log.warning("%s: %d entries of stream %r held here were claimed by another consumer "
+                        "(this task stalled for more than claim_idle_ms %d?); leaving them to it: "
+                        "%s", self.consumer, len(lost), self.stream, self.claim_idle_ms, lost[:10])
+        for entry_id in lost:
+            self._tracked.pop(entry_id, None)
 
     def _flush_acks(self) -> None:
         if self._to_ack:
@@ -459,22 +530,93 @@ def _text(v: Any) -> str | bytes | int | float:
     return json.dumps(v)
 
 
+# storm-redis's RedisDataTypeDescription.RedisDataType, in the same spelling lower-cased
+DATA_TYPES = ("string", "hash", "list", "set", "sorted_set", "hyper_log_log", "geo")
+
+
 @dataclass(frozen=True)
 class LookupSpec:
-    """What a lookup or filter reads (storm-redis's ``RedisDataTypeDescription`` for STRING and
-    HASH): ``hash_key`` None: the string at ``prefix + key``; else field ``key`` of hash
-    ``hash_key``."""
+    """What a lookup or filter reads (storm-redis's ``RedisDataTypeDescription``): the key is
+    ``prefix`` + the tuple's ``key_field``; ``data_type`` is one of `DATA_TYPES` (Storm's names,
+    any case), and ``additional_key`` the hash, set, sorted set or geo index it is looked up in,
+    where the bolt's query needs one. ``hash_key`` is short for ``data_type="hash",
+    additional_key=hash_key``. Checked against each bolt's queries by the bolt."""
 
     key_field: str
     hash_key: str | None = None
     prefix: str = ""
+    data_type: str | None = None
+    additional_key: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """The data type, lower-cased: ``data_type``, else "hash" with a ``hash_key``, else
+        "string"."""
+        if self.data_type is not None:
+            return self.data_type.lower()
+        return "hash" if self.hash_key is not None else "string"
+
+    @property
+    def container(self) -> str | None:
+        """The additional key (``additional_key`` or ``hash_key``)."""
+        return self.additional_key if self.additional_key is not None else self.hash_key
+
+
+def _position(reply: list) -> list[float] | None:
+    """GEOPOS of one member: ``[longitude, latitude]``, or None if it is not in the index."""
+    return list(reply[0]) if reply and reply[0] is not None else None
+
+
+# What each bolt runs per data type: (needs the additional key, query(client, key, container)),
+# as storm-redis's RedisLookupBolt.process and RedisFilterBolt.execute do.
+_Query = tuple[bool, Callable[[Any, str, Any], Any]]
+
+_LOOKUPS: dict[str, _Query] = {
+    "string": (False, lambda c, key, _: c.get(key)),
+    "list": (False, lambda c, key, _: c.lpop(key)),   # storm-redis pops: each lookup consumes
+    "hash": (True, lambda c, key, container: c.hget(container, key)),
+    "set": (False, lambda c, key, _: c.scard(key)),
+    "sorted_set": (True, lambda c, key, container: c.zscore(container, key)),
+    "hyper_log_log": (False, lambda c, key, _: c.pfcount(key)),
+    "geo": (True, lambda c, key, container: _position(c.geopos(container, key))),
+}
+
+_FILTERS: dict[str, _Query] = {
+    "string": (False, lambda c, key, _: c.exists(key) > 0),
+    "hash": (True, lambda c, key, container: c.hexists(container, key)),
+    "set": (True, lambda c, key, container: c.sismember(container, key)),
+    "sorted_set": (True, lambda c, key, container: c.zrank(container, key) is not None),
+    "hyper_log_log": (False, lambda c, key, _: c.pfcount(key) > 0),
+    "geo": (True, lambda c, key, container: _position(c.geopos(container, key)) is not None),
+}
 
 
 class _RedisKeyBolt(Bolt):
-    """What the lookup and filter bolts share: the key a tuple names, the connection, and a
-    server error failing the tuple; each declares ``output_fields``."""
+    """What the lookup and filter bolts share: the spec checked against the bolt's ``_QUERIES``
+    (a clear ValueError at build time), the key a tuple names, the connection, and a server
+    error failing the tuple; each declares ``output_fields``."""
+
+    _QUERIES: dict[str, _Query] = {}
 
     def __init__(self, url: str, spec: LookupSpec, output_fields: Sequence[str]) -> None:
+        name, kind = type(self).__name__, spec.kind
+        if kind not in self._QUERIES:
+            why = (f"; storm-redis's {name} has no {kind!r} either ('string' tests that a key "
+                   f"exists)" if kind in DATA_TYPES else "")
+            raise ValueError(f"{name}: LookupSpec data_type {spec.data_type!r} is not one of "
+                             f"{list(self._QUERIES)}{why}")
+        if spec.hash_key is not None and kind != "hash":
+            raise ValueError(f"{name}: LookupSpec hash_key {spec.hash_key!r} is for data_type "
+                             f"'hash', not {kind!r}: pass additional_key")
+        needs = self._QUERIES[kind][0]
+        if needs and spec.container is None:
+            raise ValueError(f"{name}: LookupSpec data_type {kind!r} needs additional_key (the "
+                             f"key of the {kind.replace('_', ' ')} that field {spec.key_field!r} "
+                             f"names a member of)")
+        if not needs and spec.container is not None:
+            raise ValueError(f"{name}: LookupSpec data_type {kind!r} reads the key named by field "
+                             f"{spec.key_field!r} itself and takes no additional_key "
+                             f"({spec.container!r})")
         self.url = url
         self.spec = spec
         self.output_fields = list(output_fields)
@@ -488,8 +630,11 @@ class _RedisKeyBolt(Bolt):
         super().prepare(conf, context, collector)
         self.client = redis.Redis.from_url(self.url, decode_responses=True)
 
-    def _key(self, tup) -> str:
-        return self.spec.prefix + str(tup.get_value_by_field(self.spec.key_field))
+    def _found(self, tup) -> Any:
+        """The query's reply for the key ``tup`` names."""
+        key = self.spec.prefix + str(tup.get_value_by_field(self.spec.key_field))
+        query = self._QUERIES[self.spec.kind][1]   # looked up here: a lambda does not pickle
+        return query(self.client, key, self.spec.container)
 
     def execute(self, tup) -> None:
         """Runs the query; on a server error reports it and fails the tuple (replay)."""
@@ -507,25 +652,29 @@ class _RedisKeyBolt(Bolt):
 
 
 class RedisLookupBolt(_RedisKeyBolt):
-    """storm-redis's ``RedisLookupBolt`` for strings and hashes: ``GET`` (or ``HGET``) by the
-    tuple's ``key_field`` and emits the input's values plus the value found (None if absent),
-    anchored to the input, under ``output_fields`` (the input's fields, then the value's)."""
+    """storm-redis's ``RedisLookupBolt``: looks up the key the tuple's ``key_field`` names and
+    emits the input's values plus the reply, anchored to the input, under ``output_fields``
+    (the input's fields, then the value's). By data type: string ``GET key``; list ``LPOP key``
+    (as storm-redis: each lookup removes the head); hash ``HGET additional_key key``; set
+    ``SCARD key``; sorted_set ``ZSCORE additional_key key``; hyper_log_log ``PFCOUNT key``; geo
+    ``GEOPOS additional_key key`` as ``[longitude, latitude]``. None where there is nothing."""
+
+    _QUERIES = _LOOKUPS
 
     def _process(self, tup) -> None:
-        key = self._key(tup)
-        value = (self.client.get(key) if self.spec.hash_key is None
-                 else self.client.hget(self.spec.hash_key, key))
-        self.collector.emit(list(tup.get_values()) + [value], anchors=tup)
+        self.collector.emit(list(tup.get_values()) + [self._found(tup)], anchors=tup)
 
 
 class RedisFilterBolt(_RedisKeyBolt):
-    """storm-redis's ``RedisFilterBolt`` for strings and hashes: passes the input on (anchored)
-    only if ``EXISTS`` (or ``HEXISTS``) finds its key; acks it either way. ``output_fields``:
-    the input's fields."""
+    """storm-redis's ``RedisFilterBolt``: passes the input on (anchored) only if what the
+    tuple's ``key_field`` names exists; acks it either way. By data type: string ``EXISTS key``;
+    hash ``HEXISTS additional_key key``; set ``SISMEMBER additional_key key``; sorted_set
+    ``ZRANK additional_key key`` not nil; hyper_log_log ``PFCOUNT key`` above 0; geo ``GEOPOS
+    additional_key key`` not nil. No list (storm-redis has none). ``output_fields``: the
+    input's fields."""
+
+    _QUERIES = _FILTERS
 
     def _process(self, tup) -> None:
-        key = self._key(tup)
-        found = (self.client.exists(key) if self.spec.hash_key is None
-                 else self.client.hexists(self.spec.hash_key, key))
-        if found:
+        if self._found(tup):
             self.collector.emit(list(tup.get_values()), anchors=tup)

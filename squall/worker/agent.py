@@ -37,6 +37,7 @@ from ..engine.remote_backpressure import BackpressureLink
 from ..engine.transport import Origin, Transport
 from ..engine.worker import Worker, component_blobs
 from .calls import MasterCalls, RemoteError, RpcError
+from .stats_history import StatsHistory, WorkerFigures
 
 log = logging.getLogger("squall.worker")
 
@@ -98,6 +99,7 @@ class WorkerAgent:
         self._lost_generation = 0
         self._epoch: str | None = None
         self._peers: dict[int, str] = {}
+        self._history = StatsHistory(self.clock.wall())  # Storm's windows start with the worker
 
     # --- from outside -------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -242,9 +244,15 @@ class WorkerAgent:
             while self._errors:  # popleft, not a copy and a clear: an executor may append meanwhile
                 pending.append(self._errors.popleft())
             try:
+                now = self.clock.wall()
+                snapshots = worker.sampled_snapshots()
+                self._history.record(now, snapshots)
+                windows = self._history.render(now, snapshots)
                 reply = self.master.call(
                     "heartbeat", storm_id=self.storm_id, slot=self.slot, launch_id=self.launch_id,
-                    stats=worker.statistics(), errors=pending, started=worker.opened(), address=transport.address,
+                    stats=worker.statistics(), windows=windows,
+                    figures=WorkerFigures.read(self._history.start, now)._asdict(),
+                    errors=pending, started=worker.opened(), address=transport.address,
                     addresses_version=self._addresses_version, pid=os.getpid(),
                     lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics())
             except RpcError:

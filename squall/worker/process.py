@@ -3,7 +3,8 @@
 Started by its supervisor, it dies with it (``PR_SET_PDEATHSIG``, set by the supervisor before
 exec). It fetches its assignment from the master, builds the engine's `Worker` with a
 `ZmqTransport`, and heartbeats its statistics and errors every ``worker.heartbeat.frequency.secs``
-(`squall.worker.agent.WorkerAgent`, the same on every host). A crash in user code (Storm's
+(`squall.worker.agent.WorkerAgent`, the same on every host). Its `logging` goes to its
+``worker.log`` at Storm's place (`squall.cluster.logs.install_worker_logging`). A crash in user code (Storm's
 fail-fast) is reported and ends the process with status 1; the supervisor restarts it. A worker
 that cannot start reports why and exits with status 3.
 """
@@ -61,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {args.slot} %(levelname)s %(message)s")
     from .._config import cluster_conf  # the cluster's settings: defaults, squall.yaml, --conf
+    from ..cluster.logs import install_worker_logging
     conf = cluster_conf(None, args.conf)
+    install_worker_logging(conf, args.storm_id, args.slot)  # <storm.log.dir>/workers-artifacts/ID/PORT/worker.log
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop: close/cleanup run
     return run(args.master, args.storm_id, args.slot, args.launch_id, conf, stop)

@@ -243,11 +243,14 @@ class Recorder:
 
 
 class Context:
+    def __init__(self, index: int = 0):
+        self.index = index
+
     def get_this_component_id(self):
         return "spout"
 
     def get_this_task_index(self):
-        return 0
+        return self.index
 
 
 class Tup:
@@ -261,6 +264,9 @@ class Tup:
 
     def get_values(self):
         return list(self.values.values())
+
+    def get_value_by_field(self, name):
+        return self.values[name]
 
     def get_source_component(self):
         return "spout"
@@ -292,10 +298,10 @@ def test_a_stream_write_that_fails_is_not_marked_written_and_its_replay_is_writt
     assert r.xlen("out") == 1
 
 
-def spout(url, **kw):
+def spout(url, index: int = 0, **kw):
     s = RedisStreamSpout(url, STREAM, GROUP, **kw)
     collector = Recorder()
-    s.open({}, Context(), collector)
+    s.open({}, Context(index), collector)
     return s, collector
 
 
@@ -384,3 +390,169 @@ def test_successive_claims_go_on_from_where_the_previous_scan_stopped(redis_serv
     s._claim()
     s._claim()
     assert starts == ["0-0", "5-0", "0-0"]
+
+
+def owner_and_deliveries(r, entry_id: str) -> tuple[str, int]:
+    [p] = r.xpending_range(STREAM, GROUP, min=entry_id, max=entry_id, count=1)
+    return p["consumer"], p["times_delivered"]
+
+
+def emitted_ids(collector) -> list[str]:
+    return [msg_id for _, msg_id in collector.emitted]
+
+
+def test_an_entry_a_live_task_retries_past_the_idle_time_is_not_claimed_but_a_dead_consumers_is(redis_server):
+    """Task 0 fails an entry and waits a backoff three times the claim idle time before its
+    retry; task 1 claims all the while. It takes the entry of a consumer that is gone, never the
+    one task 0 still retries."""
+    r = redis_server.client()
+    kw = dict(fields=["user"], claim_idle_ms=300,
+              backoff=ExponentialBackoff(initial_delay=0.9, max_retries=None))
+    a, a_out = spout(redis_server.url, 0, claim_interval_secs=60, **kw)  # leaves claims to b
+    b, b_out = spout(redis_server.url, 1, claim_interval_secs=0, **kw)
+    [held] = add(r, 1)
+    a.next_tuple()
+    assert emitted_ids(a_out) == [held]
+    a.fail(held)
+    [dead] = add(r, 1, start=1)
+    r.xreadgroup(GROUP, "gone-0", {STREAM: ">"}, count=1)  # taken by a consumer that never acks
+
+    def both():
+        a.next_tuple()
+        b.next_tuple()
+        return len(a_out.emitted) == 2 and dead in emitted_ids(b_out)
+
+    assert wait_until(both, 20, interval=0.02)
+    assert emitted_ids(a_out) == [held, held]   # the retry, by its owner
+    assert emitted_ids(b_out) == [dead]
+    assert owner_and_deliveries(r, held)[0] == "spout-0"
+    a.ack(held)
+    b.ack(dead)
+    assert pending(r) == 0
+    a.close()
+    b.close()
+
+
+def test_entries_in_flight_for_longer_than_the_idle_time_stay_with_their_live_task(redis_server):
+    """A slow topology at max spout pending: task 0 has emitted 12 entries and, for three times
+    the claim idle time, only sees acks come back (no next_tuple). Task 1 claims all the while
+    and takes none of them; task 0's own claims leave them alone too (the delivery count an
+    XAUTOCLAIM would raise stays 1)."""
+    r = redis_server.client()
+    kw = dict(fields=["user"], batch_size=20, claim_idle_ms=600, claim_interval_secs=0)
+    a, a_out = spout(redis_server.url, 0, **kw)
+    b, b_out = spout(redis_server.url, 1, **kw)
+    ids = add(r, 12)
+    for _ in ids:
+        a.next_tuple()
+    assert emitted_ids(a_out) == ids
+    late = iter(ids[1:])
+
+    def acks_only():
+        a.ack(next(late))
+        b.next_tuple()
+        return len(a._tracked) == 1
+
+    assert wait_until(acks_only, 20, interval=0.15)   # 11 acks over 1.6 s, ids[0] still out
+    assert b_out.emitted == []
+    assert owner_and_deliveries(r, ids[0]) == ("spout-0", 1)
+    polls = iter(range(10))
+
+    def own_claims():
+        a.next_tuple()   # claims (claim_interval_secs=0) while ids[0] is in flight
+        return next(polls) == 9
+
+    assert wait_until(own_claims, 20, interval=0.1)
+    assert owner_and_deliveries(r, ids[0]) == ("spout-0", 1)
+    assert emitted_ids(a_out) == ids and b_out.emitted == []
+    a.ack(ids[0])
+    assert pending(r) == 0
+    a.close()
+    b.close()
+
+
+def key_bolt(cls, url, spec):
+    bolt = cls(url, spec, ["user", "value"] if cls is RedisLookupBolt else ["user"])
+    collector = Recorder()
+    bolt.prepare({}, Context(), collector)
+    return bolt, collector
+
+
+def looked_up(bolt, collector, *users):
+    """What the lookup emits for each user, in order (each input acked)."""
+    for user in users:
+        bolt.execute(Tup(user=user))
+    assert len(collector.acked) == len(users) and not collector.failed
+    return [values[1] for values, _ in collector.emitted]
+
+
+def passed(bolt, collector, *users):
+    """The users the filter passes on (each input acked either way)."""
+    for user in users:
+        bolt.execute(Tup(user=user))
+    assert len(collector.acked) == len(users) and not collector.failed
+    return [values[0] for values, _ in collector.emitted]
+
+
+def seed(r):
+    r.set("name:a", "Ann")
+    r.rpush("queue:a", "x", "y")
+    r.hset("names", "a", "Ann")
+    r.sadd("tags:a", "t1", "t2", "t3")
+    r.sadd("known", "a")
+    r.zadd("scores", {"a": 2.5, "c": 7})   # "a" has rank 0: a filter must still pass it
+    r.pfadd("visits:a", "v1", "v2")
+    r.geoadd("places", (13.361389, 38.115556, "a"))
+
+
+@pytest.mark.parametrize("spec, expected", [
+    (LookupSpec("user", prefix="name:"), ["Ann", None]),
+    (LookupSpec("user", hash_key="names"), ["Ann", None]),
+    (LookupSpec("user", data_type="HASH", additional_key="names"), ["Ann", None]),
+    (LookupSpec("user", prefix="tags:", data_type="set"), [3, 0]),
+    (LookupSpec("user", data_type="sorted_set", additional_key="scores"), [2.5, None]),
+    (LookupSpec("user", prefix="visits:", data_type="hyper_log_log"), [2, 0]),
+], ids=["string", "hash", "hash-storm-spelling", "set", "sorted_set", "hyper_log_log"])
+def test_the_lookup_bolt_reads_each_storm_redis_data_type(redis_server, spec, expected):
+    r = redis_server.client()
+    seed(r)
+    assert looked_up(*key_bolt(RedisLookupBolt, redis_server.url, spec), "a", "b") == expected
+
+
+def test_the_lookup_bolt_pops_a_list_and_reads_a_geo_position(redis_server):
+    r = redis_server.client()
+    seed(r)
+    lists = key_bolt(RedisLookupBolt, redis_server.url, LookupSpec("user", prefix="queue:", data_type="list"))
+    assert looked_up(*lists, "a", "a", "a") == ["x", "y", None]   # storm-redis: LPOP, it consumes
+    geo = key_bolt(RedisLookupBolt, redis_server.url, LookupSpec("user", data_type="geo", additional_key="places"))
+    [(lon, lat), missing] = looked_up(*geo, "a", "b")
+    assert (round(lon, 4), round(lat, 4), missing) == (13.3614, 38.1156, None)
+
+
+@pytest.mark.parametrize("spec", [
+    LookupSpec("user", prefix="name:"),
+    LookupSpec("user", hash_key="names"),
+    LookupSpec("user", data_type="set", additional_key="known"),
+    LookupSpec("user", data_type="sorted_set", additional_key="scores"),
+    LookupSpec("user", prefix="visits:", data_type="hyper_log_log"),
+    LookupSpec("user", data_type="geo", additional_key="places"),
+], ids=["string", "hash", "set", "sorted_set", "hyper_log_log", "geo"])
+def test_the_filter_bolt_passes_what_exists_for_each_storm_redis_data_type(redis_server, spec):
+    seed(redis_server.client())
+    assert passed(*key_bolt(RedisFilterBolt, redis_server.url, spec), "a", "b", "a") == ["a", "a"]
+
+
+@pytest.mark.parametrize("cls, spec, says", [
+    (RedisLookupBolt, LookupSpec("user", data_type="zset"), "RedisLookupBolt: LookupSpec data_type 'zset' is not one of"),
+    (RedisFilterBolt, LookupSpec("user", data_type="list"), "storm-redis's RedisFilterBolt has no 'list' either"),
+    (RedisLookupBolt, LookupSpec("user", data_type="hash"), "RedisLookupBolt: LookupSpec data_type 'hash' needs additional_key"),
+    (RedisLookupBolt, LookupSpec("user", data_type="sorted_set"), "data_type 'sorted_set' needs additional_key"),
+    (RedisFilterBolt, LookupSpec("user", data_type="geo"), "RedisFilterBolt: LookupSpec data_type 'geo' needs additional_key"),
+    (RedisFilterBolt, LookupSpec("user", data_type="set"), "RedisFilterBolt: LookupSpec data_type 'set' needs additional_key"),
+    (RedisLookupBolt, LookupSpec("user", data_type="set", additional_key="known"), "takes no additional_key ('known')"),
+    (RedisFilterBolt, LookupSpec("user", hash_key="names", data_type="set"), "hash_key 'names' is for data_type 'hash'"),
+])
+def test_a_bad_lookup_spec_is_refused_when_the_bolt_is_built_naming_the_bolt_and_parameter(cls, spec, says):
+    with pytest.raises(ValueError, match="^" + cls.__name__) as e:
+        cls("redis://127.0.0.1:1/0", spec, ["user"])
+    assert says in str(e.value)

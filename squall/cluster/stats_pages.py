@@ -1,0 +1,459 @@
+"""Storm's statistics pages from the workers' windowed statistics (Storm's ``StatsUtil``).
+
+The master keeps, per worker, the windows its last heartbeat carried (`squall.worker.stats_history`);
+these pure functions aggregate them by Storm's rules into the JSON of Storm's UI REST API
+(STORM.md section 7): the topology page, the component page and the visualization. One source of
+figures: the REST API, the web UI, ``squall monitor``, ``squall local``'s live table and the
+Prometheus exposition all read these.
+
+Storm's rules kept here: topology acked, failed and complete latency come from spouts only;
+emitted and transferred sum every executor; latency averages are weighted by their counts
+(complete by acked, execute by executed, process by acked on the component page and by
+executed on the topology page); capacity is always from the 10-minute window:
+``sum(execute latency x executed) / (1000 x min(uptime, 600))`` per executor, the component's the
+highest of its executors'; latencies and capacity are ``"%.3f"`` strings; components and streams
+whose id starts with ``__`` show only with ``sys``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from .._config import visible_to_topology
+from ..engine.plan import ExecutorSpec, TopologyPlan
+from ..engine.stats import (ACKED, COMPLETE_LATENCY, EMITTED, EXECUTE_LATENCY, EXECUTED, FAILED,
+                            PROCESS_LATENCY, TRANSFERRED)
+from ..worker.stats_history import ALL_TIME, WINDOW_NAMES
+
+ACKER = "__acker"
+WINDOW_PRETTY = {"600": "10m 0s", "10800": "3h 0m 0s", "86400": "1d 0h 0m 0s", ALL_TIME: "All time"}
+CAPACITY_WINDOW = "600"
+
+
+class Stat(NamedTuple):
+    """One windowed figure of one task: ``component`` is the input's source at bolts, "" for the
+    task's own streams; latencies are averages in ms."""
+
+    metric: str
+    component: str
+    stream: str
+    value: float
+
+
+@dataclass
+class WorkerView:
+    """What the master knows of one worker, for the pages."""
+
+    host: str
+    port: int
+    supervisor_id: str
+    executors: list[ExecutorSpec]
+    uptime_secs: float = 0.0
+    restarts: int = 0
+    figures: dict[str, Any] | None = None
+    # task -> window -> its figures (from the last heartbeat; empty before the first)
+    windows: dict[int, dict[str, list[Stat]]] = field(default_factory=dict)
+
+
+@dataclass
+class TopologyView:
+    """One topology as the pages need it."""
+
+    plan: TopologyPlan
+    status: str
+    uptime_secs: float
+    workers: list[WorkerView]
+    errors: list[Any]                # ErrorRecord, oldest first
+    now: float                       # wall time, for errors' lapsed seconds
+    debug: dict[str, Any] = field(default_factory=dict)   # component id or storm id -> {enable, samplingpct}
+
+
+def check_window(window: Any) -> str:
+    """Storm's ``?window=``: 600, 10800, 86400 or ``:all-time``; a ValueError names the choices."""
+    w = ALL_TIME if window in (None, "") else str(window)
+    if w not in WINDOW_NAMES:
+        raise ValueError(f"window must be one of {', '.join(WINDOW_NAMES)}, not {window!r}")
+    return w
+
+
+def parse_windows(raw: Any) -> dict[int, dict[str, list[Stat]]]:
+    """A heartbeat's ``windows`` as records; anything malformed (a worker's bytes are checked,
+    but not trusted to be well formed) is left out rather than raised."""
+    out: dict[int, dict[str, list[Stat]]] = {}
+    if not isinstance(raw, dict):
+        return out
+    for task, windows in raw.items():
+        try:
+            t = int(task)
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(windows, dict):
+            continue
+        per: dict[str, list[Stat]] = {}
+        for w, rows in windows.items():
+            if w not in WINDOW_NAMES or not isinstance(rows, list):
+                continue
+            per[w] = [Stat(str(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in rows
+                      if isinstance(r, (list, tuple)) and len(r) == 4 and isinstance(r[3], (int, float))]
+        out[t] = per
+    return out
+
+
+def pretty_uptime(secs: float) -> str:
+    """Storm's ``prettyUptimeSec``: ``"5m 58s"``, ``"3h 0m 0s"``, ``"1d 0h 0m 0s"``."""
+    s = int(secs)
+    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
+    while len(parts) > 1 and parts[0][0] == 0:
+        parts.pop(0)
+    return " ".join(f"{n}{u}" for n, u in parts)
+
+
+def sani_stream(stream: str) -> str:
+    """Storm 2's ``sanitizeStreamName``: only ``[A-Za-z0-9_-.]``, starting with a letter."""
+    s = re.sub(r"[^A-Za-z0-9_\-.]", "_", stream)
+    return s if s[:1].isalpha() else "_s" + s
+
+
+def _f3(x: float | None) -> str:
+    return "%.3f" % (x or 0.0)
+
+
+def _visible(name: str, sys: bool) -> bool:
+    return sys or not name.startswith("__")
+
+
+class _Acc:
+    """Sums of counts and count-weighted latencies, over tasks and keys."""
+
+    __slots__ = ("counts", "lat_sum", "lat_weight")
+
+    def __init__(self) -> None:
+        self.counts: dict[str, float] = {}
+        self.lat_sum: dict[str, float] = {}
+        self.lat_weight: dict[str, float] = {}
+
+    def count(self, metric: str) -> int:
+        return int(round(self.counts.get(metric, 0)))
+
+    def latency(self, metric: str) -> float:
+        w = self.lat_weight.get(metric, 0)
+        return self.lat_sum.get(metric, 0.0) / w if w else 0.0
+
+
+def _accumulate(acc: _Acc, stats: Iterable[Stat], sys: bool, weights: dict[str, str]) -> None:
+    """Add one task's figures of one window into ``acc``; ``weights`` names the count that
+    weights each latency."""
+    stats = [s for s in stats if _visible(s.stream, sys)]
+    counts: dict[tuple[str, str, str], float] = {}
+    for s in stats:
+        if s.metric in weights:
+            continue
+        acc.counts[s.metric] = acc.counts.get(s.metric, 0) + s.value
+        counts[(s.metric, s.component, s.stream)] = s.value
+    for s in stats:
+        weight_metric = weights.get(s.metric)
+        if weight_metric is None:
+            continue
+        w = counts.get((weight_metric, s.component, s.stream), 0)
+        acc.lat_sum[s.metric] = acc.lat_sum.get(s.metric, 0.0) + s.value * w
+        acc.lat_weight[s.metric] = acc.lat_weight.get(s.metric, 0) + w
+
+
+SPOUT_WEIGHTS = {COMPLETE_LATENCY: ACKED}
+BOLT_WEIGHTS_TOPOLOGY = {EXECUTE_LATENCY: EXECUTED, PROCESS_LATENCY: EXECUTED}
+BOLT_WEIGHTS_COMPONENT = {EXECUTE_LATENCY: EXECUTED, PROCESS_LATENCY: ACKED}
+
+
+class _Index:
+    """Where each task runs and its figures, for one topology."""
+
+    def __init__(self, view: TopologyView) -> None:
+        self.view = view
+        self.worker_of: dict[int, WorkerView] = {}
+        self.executor_of: dict[int, ExecutorSpec] = {}
+        for w in view.workers:
+            for ex in w.executors:
+                for t in ex.tasks:
+                    self.worker_of[t] = w
+                    self.executor_of[t] = ex
+
+    def task_stats(self, task: int, window: str) -> list[Stat]:
+        w = self.worker_of.get(task)
+        return w.windows.get(task, {}).get(window, []) if w else []
+
+    def component_acc(self, component: str, window: str, sys: bool, weights: dict[str, str],
+                      tasks: Iterable[int] | None = None) -> _Acc:
+        acc = _Acc()
+        for t in self.view.plan.component_tasks.get(component, []) if tasks is None else tasks:
+            _accumulate(acc, self.task_stats(t, window), sys, weights)
+        return acc
+
+    def capacity(self, tasks: Iterable[int]) -> float:
+        """Storm's capacity of the executor running ``tasks``: from the 10-minute window."""
+        busy_ms = 0.0
+        uptime = 0.0
+        for t in tasks:
+            w = self.worker_of.get(t)
+            if w is None:
+                continue
+            uptime = max(uptime, w.uptime_secs)
+            stats = self.task_stats(t, CAPACITY_WINDOW)
+            executed = {(s.component, s.stream): s.value for s in stats if s.metric == EXECUTED}
+            busy_ms += sum(s.value * executed.get((s.component, s.stream), 0)
+                           for s in stats if s.metric == EXECUTE_LATENCY)
+        span = min(uptime, 600.0)
+        return busy_ms / (1000.0 * span) if span > 0 else 0.0
+
+    def component_capacity(self, component: str) -> float:
+        return max((self.capacity(ex.tasks) for ex in self.view.plan.executors if ex.component == component),
+                   default=0.0)
+
+    def kind(self, component: str) -> str:
+        if component == ACKER:
+            return "bolt"
+        spec = self.view.plan.topology.components.get(component)
+        return spec.kind if spec is not None else "bolt"
+
+    def components(self, sys: bool) -> list[str]:
+        comps = list(self.view.plan.topology.components)
+        if sys and ACKER in self.view.plan.component_tasks:
+            comps.append(ACKER)
+        return sorted(c for c in comps if _visible(c, sys))
+
+    def last_error(self, component: str) -> dict[str, Any]:
+        errors = [e for e in self.view.errors if e.component == component]
+        if not errors:
+            return {"lastError": "", "errorHost": "", "errorPort": "", "errorTime": None,
+                    "errorLapsedSecs": None, "errorWorkerLogLink": ""}
+        e = errors[-1]
+        host = self.host_of_port(e.worker)
+        return {"lastError": e.error, "errorHost": host, "errorPort": e.worker, "errorTime": int(e.last_time),
+                "errorLapsedSecs": int(max(0.0, self.view.now - e.last_time)),
+                "errorWorkerLogLink": worker_log_link(self.view.plan.storm_id, e.worker)}
+
+    def host_of_port(self, port: int) -> str:
+        return next((w.host for w in self.view.workers if w.port == port), "")
+
+
+def worker_log_link(storm_id: str, port: int) -> str:
+    """The logviewer's address of a worker's log, on the UI daemon."""
+    return f"/api/v1/log?file={storm_id}/{port}/worker.log"
+
+
+def _window_entry(window: str) -> dict[str, Any]:
+    return {"window": window, "windowPretty": WINDOW_PRETTY[window]}
+
+
+def topology_page(view: TopologyView, window: str = ALL_TIME, sys: bool = False) -> dict[str, Any]:
+    """Storm's ``GET /api/v1/topology/:id`` JSON."""
+    window = check_window(window)
+    plan = view.plan
+    idx = _Index(view)
+    stats = []
+    for w in WINDOW_NAMES:
+        all_acc = _Acc()
+        spout_acc = _Acc()
+        for comp in idx.components(sys):
+            for t in plan.component_tasks.get(comp, []):
+                ts = idx.task_stats(t, w)
+                _accumulate(all_acc, ts, sys, {})
+                if idx.kind(comp) == "spout":
+                    _accumulate(spout_acc, ts, sys, SPOUT_WEIGHTS)
+        stats.append({**_window_entry(w), "emitted": all_acc.count(EMITTED),
+                      "transferred": all_acc.count(TRANSFERRED),
+                      "completeLatency": _f3(spout_acc.latency(COMPLETE_LATENCY)),
+                      "acked": spout_acc.count(ACKED), "failed": spout_acc.count(FAILED)})
+    spouts, bolts = [], []
+    for comp in idx.components(sys):
+        kind = idx.kind(comp)
+        n_exec = sum(1 for e in plan.executors if e.component == comp)
+        base = {"executors": n_exec, "tasks": len(plan.component_tasks.get(comp, [])), **idx.last_error(comp)}
+        if kind == "spout":
+            acc = idx.component_acc(comp, window, sys, SPOUT_WEIGHTS)
+            spouts.append({"spoutId": comp, "encodedSpoutId": comp, **base, "emitted": acc.count(EMITTED),
+                           "transferred": acc.count(TRANSFERRED),
+                           "completeLatency": _f3(acc.latency(COMPLETE_LATENCY)),
+                           "acked": acc.count(ACKED), "failed": acc.count(FAILED)})
+        else:
+            acc = idx.component_acc(comp, window, sys, BOLT_WEIGHTS_TOPOLOGY)
+            bolts.append({"boltId": comp, "encodedBoltId": comp, **base, "emitted": acc.count(EMITTED),
+                          "transferred": acc.count(TRANSFERRED), "acked": acc.count(ACKED),
+                          "failed": acc.count(FAILED), "executed": acc.count(EXECUTED),
+                          "capacity": _f3(idx.component_capacity(comp)),
+                          "executeLatency": _f3(acc.latency(EXECUTE_LATENCY)),
+                          "processLatency": _f3(acc.latency(PROCESS_LATENCY))})
+    debug = view.debug.get(plan.storm_id, {})
+    return {"id": plan.storm_id, "encodedId": plan.storm_id, "name": plan.name, "status": view.status,
+            "uptime": pretty_uptime(view.uptime_secs), "uptimeSeconds": int(view.uptime_secs),
+            "tasksTotal": len(plan.task_to_component), "workersTotal": len(view.workers),
+            "executorsTotal": len(plan.executors),
+            "msgTimeout": plan.conf.get("topology.message.timeout.secs"),
+            "window": window, "windowHint": WINDOW_PRETTY[window],
+            "debug": bool(debug.get("enable", False)), "samplingPct": debug.get("samplingpct", 10),
+            "replicationCount": 1, "topologyStats": stats, "spouts": spouts, "bolts": bolts,
+            "workers": [_worker_row(view, w) for w in view.workers],
+            "configuration": {k: v for k, v in plan.conf.items() if visible_to_topology(k)}}
+
+
+def _worker_row(view: TopologyView, w: WorkerView) -> dict[str, Any]:
+    plan = view.plan
+    num_tasks: dict[str, int] = {}
+    for ex in w.executors:
+        num_tasks[ex.component] = num_tasks.get(ex.component, 0) + len(ex.tasks)
+    fig = w.figures or {}
+    return {"supervisorId": w.supervisor_id, "host": w.host, "port": w.port, "topologyId": plan.storm_id,
+            "topologyName": plan.name, "executorsTotal": len(w.executors), "componentNumTasks": num_tasks,
+            "uptime": pretty_uptime(w.uptime_secs), "uptimeSeconds": int(w.uptime_secs),
+            "workerLogLink": worker_log_link(plan.storm_id, w.port),
+            "restarts": w.restarts, "pid": fig.get("pid"), "cpuSecs": round(float(fig.get("cpu_secs", 0.0)), 3),
+            "rssBytes": int(fig.get("rss_bytes", 0)), "gcCollections": int(fig.get("gc_collections", 0))}
+
+
+def component_page(view: TopologyView, component: str, window: str = ALL_TIME, sys: bool = False) -> dict[str, Any]:
+    """Storm's ``GET /api/v1/topology/:id/component/:component`` JSON; a KeyError names an
+    unknown component."""
+    window = check_window(window)
+    plan = view.plan
+    idx = _Index(view)
+    if component not in plan.component_tasks or (component != ACKER and component not in plan.topology.components):
+        raise KeyError(f"component {component!r} is not in topology {plan.name!r}")
+    kind = idx.kind(component)
+    weights = SPOUT_WEIGHTS if kind == "spout" else BOLT_WEIGHTS_COMPONENT
+    tasks = plan.component_tasks[component]
+    debug = view.debug.get(component) or view.debug.get(plan.storm_id, {})
+    out: dict[str, Any] = {
+        "id": component, "encodedId": component, "name": plan.name, "componentType": kind,
+        "executors": sum(1 for e in plan.executors if e.component == component), "tasks": len(tasks),
+        "topologyId": plan.storm_id, "encodedTopologyId": plan.storm_id, "topologyStatus": view.status,
+        "window": window, "windowHint": WINDOW_PRETTY[window],
+        "debug": bool(debug.get("enable", False)), "samplingPct": debug.get("samplingpct", 10),
+        "eventLogLink": "", "profilingAndDebuggingCapable": False, "profileActionEnabled": False,
+        "profilerActive": [],
+        "componentErrors": [{"errorTime": int(e.last_time * 1000), "errorHost": idx.host_of_port(e.worker),
+                             "errorPort": e.worker, "error": e.error, "errorTask": e.task, "errorCount": e.count,
+                             "errorLapsedSecs": int(max(0.0, view.now - e.last_time)),
+                             "errorWorkerLogLink": worker_log_link(plan.storm_id, e.worker)}
+                            for e in reversed(view.errors) if e.component == component]}
+    summary = []
+    for w in WINDOW_NAMES:
+        acc = idx.component_acc(component, w, sys, weights)
+        row = {**_window_entry(w), "emitted": acc.count(EMITTED), "transferred": acc.count(TRANSFERRED),
+               "acked": acc.count(ACKED), "failed": acc.count(FAILED)}
+        if kind == "spout":
+            row["completeLatency"] = _f3(acc.latency(COMPLETE_LATENCY))
+        else:
+            row.update(executed=acc.count(EXECUTED), executeLatency=_f3(acc.latency(EXECUTE_LATENCY)),
+                       processLatency=_f3(acc.latency(PROCESS_LATENCY)),
+                       capacity=_f3(idx.component_capacity(component)))
+        summary.append(row)
+    out["spoutSummary" if kind == "spout" else "boltStats"] = summary
+    # per stream: outputs (and a spout's acks by stream), inputs at bolts
+    outputs: dict[str, _Acc] = {}
+    inputs: dict[tuple[str, str], _Acc] = {}
+    for t in tasks:
+        for s in idx.task_stats(t, window):
+            if not _visible(s.stream, sys):
+                continue
+            if s.component == "":
+                _accumulate(outputs.setdefault(s.stream, _Acc()), [s], sys, {})
+        ts = [s for s in idx.task_stats(t, window) if s.component != ""]
+        for key in {(s.component, s.stream) for s in ts}:
+            _accumulate(inputs.setdefault(key, _Acc()),
+                        [s for s in ts if (s.component, s.stream) == key], sys, weights)
+    out["outputStats"] = [
+        {"stream": stream, "emitted": a.count(EMITTED), "transferred": a.count(TRANSFERRED),
+         **({"acked": a.count(ACKED), "failed": a.count(FAILED),
+             "completeLatency": _f3(_stream_latency(idx, tasks, window, stream))} if kind == "spout" else {})}
+        for stream, a in sorted(outputs.items())]
+    if kind != "spout":
+        out["inputStats"] = [
+            {"component": c, "encodedComponentId": c, "stream": s, "executeLatency": _f3(a.latency(EXECUTE_LATENCY)),
+             "processLatency": _f3(a.latency(PROCESS_LATENCY)), "executed": a.count(EXECUTED),
+             "acked": a.count(ACKED), "failed": a.count(FAILED)}
+            for (c, s), a in sorted(inputs.items()) if _visible(s, sys) and (sys or _visible(c, sys))]
+    out["executorStats"] = [_executor_row(idx, ex, kind, window, sys, weights)
+                            for ex in plan.executors if ex.component == component]
+    out["taskStats"] = [{"task": t, **_executor_row(idx, ExecutorSpec(component, (t,)), kind, window, sys, weights)}
+                        for t in tasks]
+    return out
+
+
+def _stream_latency(idx: _Index, tasks: list[int], window: str, stream: str) -> float:
+    acc = _Acc()
+    for t in tasks:
+        _accumulate(acc, [s for s in idx.task_stats(t, window) if s.stream == stream], True, SPOUT_WEIGHTS)
+    return acc.latency(COMPLETE_LATENCY)
+
+
+def _executor_row(idx: _Index, ex: ExecutorSpec, kind: str, window: str, sys: bool,
+                  weights: dict[str, str]) -> dict[str, Any]:
+    acc = idx.component_acc(ex.component, window, sys, weights, tasks=ex.tasks)
+    w = idx.worker_of.get(ex.tasks[0])
+    row: dict[str, Any] = {
+        "id": f"[{ex.tasks[0]}-{ex.tasks[-1]}]", "encodedId": f"[{ex.tasks[0]}-{ex.tasks[-1]}]",
+        "host": w.host if w else "", "port": w.port if w else 0,
+        "uptime": pretty_uptime(w.uptime_secs if w else 0), "uptimeSeconds": int(w.uptime_secs if w else 0),
+        "emitted": acc.count(EMITTED), "transferred": acc.count(TRANSFERRED),
+        "acked": acc.count(ACKED), "failed": acc.count(FAILED),
+        "workerLogLink": worker_log_link(idx.view.plan.storm_id, w.port) if w else ""}
+    if kind == "spout":
+        row["completeLatency"] = _f3(acc.latency(COMPLETE_LATENCY))
+    else:
+        row.update(executed=acc.count(EXECUTED), executeLatency=_f3(acc.latency(EXECUTE_LATENCY)),
+                   processLatency=_f3(acc.latency(PROCESS_LATENCY)), capacity=_f3(idx.capacity(ex.tasks)))
+    return row
+
+
+def visualization(view: TopologyView, window: str = ALL_TIME, sys: bool = False) -> dict[str, Any]:
+    """Storm's ``GET /api/v1/topology/:id/visualization`` JSON (keys keep Storm's colons)."""
+    window = check_window(window)
+    plan = view.plan
+    idx = _Index(view)
+    out: dict[str, Any] = {}
+    for comp in idx.components(sys):
+        kind = idx.kind(comp)
+        acc = idx.component_acc(comp, window, sys, SPOUT_WEIGHTS if kind == "spout" else BOLT_WEIGHTS_COMPONENT)
+        per_executor = []
+        for ex in plan.executors:
+            if ex.component != comp:
+                continue
+            w = idx.worker_of.get(ex.tasks[0])
+            transferred: dict[str, dict[str, int]] = {}
+            for win in WINDOW_NAMES:
+                by_stream: dict[str, int] = {}
+                for t in ex.tasks:
+                    for s in idx.task_stats(t, win):
+                        if s.metric == TRANSFERRED and _visible(s.stream, sys):
+                            key = sani_stream(s.stream)
+                            by_stream[key] = by_stream.get(key, 0) + int(s.value)
+                transferred[win] = by_stream
+            per_executor.append({":host": w.host if w else "", ":port": w.port if w else 0,
+                                 ":uptime_secs": int(w.uptime_secs) if w else 0, ":transferred": transferred})
+        spec = plan.topology.components.get(comp)
+        inputs = []
+        for (src, stream), grouping in (spec.inputs.items() if spec is not None else ()):
+            if _visible(src, sys) and _visible(stream, sys):
+                inputs.append({":component": src, ":stream": stream, ":sani-stream": sani_stream(stream),
+                               ":grouping": _grouping_name(grouping.kind)})
+        out[comp] = {":type": kind,
+                     ":capacity": 0 if kind == "spout" else round(idx.component_capacity(comp), 3),
+                     ":latency": round(acc.latency(COMPLETE_LATENCY if kind == "spout" else PROCESS_LATENCY), 3),
+                     ":transferred": acc.count(TRANSFERRED), ":stats": per_executor,
+                     ":link": f"/component.html?id={comp}&topology_id={plan.storm_id}", ":inputs": inputs}
+    return out
+
+
+def visualization_init(view: TopologyView, sys: bool = False) -> dict[str, Any]:
+    """Storm's ``visualization-init``: one checkbox per distinct input stream, four per row."""
+    streams = sorted({stream for spec in view.plan.topology.components.values()
+                      for (src, stream) in spec.inputs if _visible(stream, sys)})
+    boxes = [{"stream": s, "sani-stream": sani_stream(s), "checked": not s.startswith("__")} for s in streams]
+    return {"visualizationTable": [{"row": boxes[i:i + 4]} for i in range(0, len(boxes), 4)]}
+
+
+def _grouping_name(kind: str) -> str:
+    """The Thrift union field Storm's visualization names a grouping by."""
+    return {"custom": "custom_object", "partial_key": "custom_serialized"}.get(kind, kind)

@@ -1,0 +1,207 @@
+"""FileSpout's progress across restarts: a file replaced or rewritten under the same name is read
+from its start, a grown file resumes, and a change of parallelism replays exactly the unacked lines.
+
+The spout tasks are driven directly (open, next_tuple, ack), and a crash is a task dropped without
+``close``: only what it committed (``commit_every=1``: at every ack) survives it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from squall.external.files import FileConnectorError, FileSpout, dump_progress, load_progress, owner_of
+
+
+class Context:
+    """The part of a TopologyContext that FileSpout.open reads."""
+
+    def __init__(self, index: int, tasks: int) -> None:
+        self.index, self.tasks = index, tasks
+
+    def get_this_component_id(self):
+        return "lines"
+
+    def get_this_task_index(self):
+        return self.index
+
+    def get_component_tasks(self, _):
+        return list(range(self.tasks))
+
+
+class Collector:
+    """Keeps what a spout emits: (line, message id)."""
+
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, object]] = []
+
+    def emit(self, values, msg_id, stream):
+        self.emitted.append((values[0], msg_id))
+
+    def report_error(self, message):
+        raise AssertionError(message)
+
+
+class Task:
+    """One spout task; ``crash`` drops it without close, as a SIGKILL would."""
+
+    def __init__(self, src: Path, local: Path, index: int = 0, tasks: int = 1) -> None:
+        self.spout = FileSpout(src, commit_every=1, poll_secs=0, progress_dir=local)
+        self.out = Collector()
+        self.spout.open({}, Context(index, tasks), self.out)
+        self.seen = 0
+
+    def pump(self, calls: int = 100) -> list[tuple[str, object]]:
+        """Calls next_tuple; returns what was emitted meanwhile."""
+        for _ in range(calls):
+            self.spout.next_tuple()
+        new, self.seen = self.out.emitted[self.seen:], len(self.out.emitted)
+        return new
+
+    def ack(self, emitted) -> None:
+        for _, msg_id in emitted:
+            self.spout.ack(msg_id)
+
+    def crash(self) -> None:
+        if self.spout.handle is not None:
+            self.spout.handle.close()
+
+
+def lines(emitted) -> list[str]:
+    return [line for line, _ in emitted]
+
+
+def write_lines(path: Path, items: list[str]) -> None:
+    path.write_text("".join(f"{x}\n" for x in items))
+
+
+def read_six_of_ten(src: Path, local: Path) -> None:
+    """Reads a.txt (old-0..old-9), acks old-0..old-5 and crashes: the committed offset is 36."""
+    write_lines(src / "a.txt", [f"old-{i}" for i in range(10)])
+    task = Task(src, local)
+    emitted = task.pump()
+    assert lines(emitted) == [f"old-{i}" for i in range(10)]
+    task.ack(emitted[:6])
+    task.crash()
+    assert load_progress(local / "filespout" / "lines" / "task-0.json", "lines", str(src)) == {"a.txt": 36}
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    return src, tmp_path / "local"
+
+
+def test_a_file_replaced_by_a_new_file_of_the_same_name_is_read_from_its_start(dirs, caplog):
+    src, local = dirs
+    read_six_of_ten(src, local)
+    os.unlink(src / "a.txt")  # its inode may be reused by the new file: the first bytes tell them apart
+    new = [f"replacement-{i}" for i in range(8)]  # longer than the committed offset
+    write_lines(src / "a.txt", new)
+    with caplog.at_level(logging.WARNING, "squall.external.files"):
+        assert lines(Task(src, local).pump()) == new
+    assert any(str(src / "a.txt") in r.getMessage() and "from its start" in r.getMessage() for r in caplog.records)
+
+
+def test_a_file_moved_over_by_another_of_the_same_name_is_read_from_its_start(dirs, caplog):
+    src, local = dirs
+    read_six_of_ten(src, local)
+    new = [f"old-{i}" for i in range(6)] + ["other"]  # the same first bytes, but another file
+    write_lines(src / "a.tmp.ignore", new)
+    os.replace(src / "a.tmp.ignore", src / "a.txt")
+    with caplog.at_level(logging.WARNING, "squall.external.files"):
+        assert lines(Task(src, local).pump()) == new
+    assert any("replaced" in r.getMessage() and "a.txt" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("rewrite, why", [
+    (b"x\ny\nz\n", "truncated"),
+    (b"NEW-0\nNEW-1\nNEW-2\nNEW-3\nNEW-4\nNEW-5\nNEW-6\nNEW-7\nNEW-8\nNEW-9\n", "rewritten"),
+], ids=["shorter-than-the-committed-offset", "same-length-other-bytes"])
+def test_a_file_truncated_or_rewritten_in_place_is_read_from_its_start(dirs, caplog, rewrite, why):
+    src, local = dirs
+    read_six_of_ten(src, local)
+    with open(src / "a.txt", "r+b") as f:  # the same inode
+        f.truncate(0)
+        f.write(rewrite)
+    with caplog.at_level(logging.WARNING, "squall.external.files"):
+        assert lines(Task(src, local).pump()) == rewrite.decode().split()
+    assert any(why in r.getMessage() and str(src / "a.txt") in r.getMessage() for r in caplog.records)
+
+
+def test_a_file_that_only_grew_resumes_at_its_committed_offset(dirs, caplog):
+    src, local = dirs
+    read_six_of_ten(src, local)
+    with open(src / "a.txt", "a") as f:
+        f.write("".join(f"more-{i}\n" for i in range(3)))
+    with caplog.at_level(logging.WARNING, "squall.external.files"):
+        assert lines(Task(src, local).pump()) == [f"old-{i}" for i in range(6, 10)] + [f"more-{i}" for i in range(3)]
+    assert not caplog.records
+
+
+def test_restarts_with_other_parallelisms_replay_exactly_the_unacked_lines(dirs):
+    """Runs of 1, 2, 3 and then 1 task(s), each crashing after acking a prefix of what its tasks
+    read; the last run reads everything. Every line is acked exactly once in all, and the last run
+    emits exactly the lines no earlier run acked."""
+    src, local = dirs
+    names = [f"f{i}.txt" for i in range(6)]
+    content = {n: [f"{n}-{i}" for i in range(10)] for n in names}
+    for n in names:
+        write_lines(src / n, content[n])
+    # each run's tasks own different files than the last run's, so a task finds records of files
+    # it no longer owns in its own progress file, and records of its files in others' (or in a
+    # task-2.json no task of a later run writes): it must keep the former and take the latter
+    assert len({owner_of(n, 2) for n in names}) == 2 and len({owner_of(n, 3) for n in names}) == 3
+    acked: list[str] = []
+    for tasks, keep in ((1, 3), (2, 5), (3, 2)):
+        for index in range(tasks):
+            task = Task(src, local, index, tasks)
+            emitted = task.pump()
+            task.ack(emitted[:keep])  # a prefix of its current file; the rest stays unacked
+            acked += lines(emitted[:keep])
+            task.crash()
+    last = Task(src, local, 0, 1)
+    emitted_last: list[str] = []
+    while len(os.listdir(src)) > sum(n.endswith(".done") for n in os.listdir(src)):
+        emitted = last.pump(20)
+        assert emitted or any(not n.endswith(".done") for n in os.listdir(src))
+        last.ack(emitted)
+        emitted_last += lines(emitted)
+    everything = sorted(x for n in names for x in content[n])
+    assert sorted(emitted_last) == sorted(set(everything) - set(acked))  # no line lost, none acked twice
+    assert sorted(acked + emitted_last) == everything
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"", "corrupt"),
+    (b'{"version": 1, "spout": "lines", "directory": "/d", "fi', "corrupt"),
+    (b"[" * 100000 + b"]" * 100000, "corrupt"),  # nested past the parser's stack: RecursionError
+    (b'{"version": 1, "spout": "lines", "directory": "/d", "files": {"a": 3}, "identity": {"b": {}}}',
+     "an identity for 'b'"),
+    (b'{"version": 1, "spout": "lines", "directory": "/d", "files": {"a": 3}, "identity": {"a": {"dev": 1}}}',
+     "malformed identity for 'a'"),
+    (b'{"version": 1, "spout": "lines", "directory": "/d", "files": {"a": 3}, "identity": []}',
+     "malformed 'identity'"),
+], ids=["empty", "torn", "deep", "identity-of-unknown-file", "identity-fields", "identity-not-a-map"])
+def test_a_corrupt_or_truncated_progress_file_is_a_clear_error_naming_it(tmp_path, content, says):
+    path = tmp_path / "task-0.json"
+    path.write_bytes(content)
+    os.chmod(path, 0o600)
+    with pytest.raises(FileConnectorError, match=says) as e:
+        load_progress(path, "lines", "/d")
+    assert str(path) in str(e.value)
+
+
+def test_a_corrupt_progress_file_of_another_task_stops_every_task_naming_it(dirs):
+    src, local = dirs
+    state = local / "filespout" / "lines"
+    state.mkdir(parents=True)
+    (state / "task-5.json").write_bytes(dump_progress("lines", str(src), {"a.txt": 3})[:-9])
+    os.chmod(state / "task-5.json", 0o600)
+    with pytest.raises(FileConnectorError, match=f"progress file {state / 'task-5.json'} is corrupt"):
+        Task(src, local, 0, 2)
+    assert json.loads(dump_progress("lines", str(src), {"a.txt": 3}))["files"] == {"a.txt": 3}

@@ -1,0 +1,107 @@
+"""Storm's statistics pages of a running topology on LocalCluster."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from squall import Bolt, Fields, LocalCluster, NotAliveException, Spout, TopologyBuilder
+
+N = 1000
+
+
+class Words(Spout):
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n < N:
+            self.n += 1
+            self.collector.emit(["ab"], msg_id=self.n)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("w"))
+
+
+class Split(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        for ch in tup[0]:
+            self.collector.emit([ch], anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("ch"))
+
+
+class Sink(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+def _run(cluster: LocalCluster, rate: float) -> None:
+    b = TopologyBuilder()
+    b.set_spout("words", Words(), 1)
+    b.set_bolt("split", Split(), 2).shuffle_grouping("words")
+    b.set_bolt("sink", Sink(), 1).fields_grouping("split", Fields("ch"))
+    cluster.submit_topology("t", {"topology.stats.sample.rate": rate}, b.create_topology())
+    deadline = time.monotonic() + 30
+    while cluster.get_topology_info("t")["components"]["words"]["acked"] < N:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_at_rate_one_the_pages_count_every_tuple_with_storms_fields():
+    with LocalCluster() as cluster:
+        _run(cluster, 1.0)
+        page = cluster.get_topology_page("t")
+        assert {s["window"] for s in page["topologyStats"]} == {"600", "10800", "86400", ":all-time"}
+        for window in page["topologyStats"]:
+            assert window["acked"] == N and window["failed"] == 0
+            assert window["emitted"] == N + 2 * N  # spout + split, system streams hidden
+        bolts = {b["boltId"]: b for b in page["bolts"]}
+        split, sink = bolts["split"], bolts["sink"]
+        assert split["executed"] == N and split["acked"] == N and split["emitted"] == 2 * N
+        assert sink["executed"] == 2 * N
+        assert set(split) >= {"boltId", "executors", "tasks", "emitted", "transferred", "acked", "failed",
+                              "executed", "capacity", "executeLatency", "processLatency", "lastError"}
+        assert float(page["spouts"][0]["completeLatency"]) > 0
+        comp = cluster.get_component_page("t", "split", window="600")
+        assert comp["componentType"] == "bolt" and comp["executors"] == 2
+        assert [(i["component"], i["stream"], i["executed"]) for i in comp["inputStats"]] == [("words", "default", N)]
+        assert sum(e["executed"] for e in comp["executorStats"]) == N
+        assert len(comp["taskStats"]) == 2
+        # with sys, the acker and the system streams show
+        sys_page = cluster.get_topology_page("t", sys=True)
+        assert "__acker" in {b["boltId"] for b in sys_page["bolts"]}
+
+
+def test_at_storms_default_rate_counts_are_estimates_scaled_by_the_sampling():
+    with LocalCluster() as cluster:
+        _run(cluster, 0.05)
+        page = cluster.get_topology_page("t")
+        acked = page["spouts"][0]["acked"]
+        assert acked % 20 == 0 and abs(acked - N) < 20
+        executed = sum(b["executed"] for b in page["bolts"] if b["boltId"] == "split")
+        assert executed % 20 == 0 and abs(executed - N) < 2 * 20  # two tasks, each within one block
+
+
+def test_unknown_topology_component_or_window_is_named():
+    with LocalCluster() as cluster:
+        _run(cluster, 1.0)
+        with pytest.raises(NotAliveException):
+            cluster.get_topology_page("nope")
+        with pytest.raises(KeyError, match="nope"):
+            cluster.get_component_page("t", "nope")
+        with pytest.raises(ValueError, match="window"):
+            cluster.get_topology_page("t", window="7")

@@ -1,0 +1,106 @@
+"""Storm's logviewer routes over the workers' logs (`squall.ui.logviewer`): tail, pages,
+search, download, listing, and every escape from the log root refused with Storm's error JSON."""
+
+import os
+
+import pytest
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+
+from squall.ui.logviewer import DEFAULT_LENGTH, MAX_LENGTH, logviewer_routes
+
+
+@pytest.fixture
+def root(tmp_path):
+    root = tmp_path / "workers-artifacts"
+    d = root / "wc-1-7" / "6700"
+    d.mkdir(parents=True)
+    (d / "worker.log").write_bytes(b"".join(b"line %06d needle-%d\n" % (i, i % 3) for i in range(10000)))
+    (root / "wc-1-7" / "6701").mkdir()
+    (root / "wc-1-7" / "6701" / "worker.log").write_text("short\n")
+    (tmp_path / "secret.txt").write_text("top secret\n")
+    return root
+
+
+@pytest.fixture
+def client(root):
+    return TestClient(Starlette(routes=logviewer_routes(root)))
+
+
+def test_the_log_page_is_the_tail_by_default_and_pages_by_start_and_length(client, root):
+    size = (root / "wc-1-7" / "6700" / "worker.log").stat().st_size
+    r = client.get("/api/v1/log", params={"file": "wc-1-7/6700/worker.log"})
+    assert r.status_code == 200 and "line 009999 needle-0" in r.text and "line 000000" not in r.text
+    assert f"bytes {size - DEFAULT_LENGTH}-{size} of {size}" in r.text
+    r = client.get("/api/v1/log", params={"file": "wc-1-7/6700/worker.log", "start": 0, "length": 42})
+    assert "line 000000 needle-0\nline 000001 needle-1" in r.text and "line 000002" not in r.text
+    r = client.get("/api/v1/log", params={"file": "wc-1-7/6700/worker.log", "start": 0, "length": 100,
+                                          "grep": "needle-2"})
+    assert "line 000002 needle-2" in r.text and "line 000001" not in r.text
+
+
+def test_search_returns_storms_json_with_context_and_the_offset_to_go_on_from(client):
+    r = client.get("/api/v1/search/wc-1-7/6700/worker.log",
+                   params={"search-string": "line 000100 ", "num-matches": 5})
+    body = r.json()
+    assert r.status_code == 200 and body["searchString"] == "line 000100 " and body["startByteOffset"] == 0
+    (m,) = body["matches"]
+    assert m["byteOffset"] == 100 * 21 and m["matchString"] == "line 000100 "
+    assert m["beforeString"].endswith("line 000099 needle-0\n") and len(m["beforeString"].encode()) == 128
+    assert m["afterString"].startswith("needle-1\nline 000101") and "file=wc-1-7%2F6700%2Fworker.log" in m["logviewerURL"]
+    assert "nextByteOffset" not in body  # the only match: nothing to go on to
+    r = client.get("/api/v1/search/wc-1-7/6700/worker.log", params={"search-string": "needle-2", "num-matches": 3})
+    offsets = [m["byteOffset"] for m in r.json()["matches"]]
+    assert offsets == [2 * 21 + 12, 5 * 21 + 12, 8 * 21 + 12]
+    again = client.get("/api/v1/search/wc-1-7/6700/worker.log",
+                       params={"search-string": "needle-2", "num-matches": 1,
+                               "start-byte-offset": r.json()["nextByteOffset"]}).json()
+    assert [m["byteOffset"] for m in again["matches"]] == [11 * 21 + 12]
+
+
+def test_download_serves_the_whole_file_as_an_attachment(client, root):
+    r = client.get("/api/v1/download", params={"file": "wc-1-7/6701/worker.log"})
+    assert r.status_code == 200 and r.content == b"short\n"
+    assert "attachment" in r.headers["content-disposition"]
+
+
+def test_list_logs_names_the_files_of_a_topology_or_a_port(client):
+    assert client.get("/api/v1/listLogs", params={"topoId": "wc-1-7"}).json() == \
+        ["wc-1-7/6700/worker.log", "wc-1-7/6701/worker.log"]
+    assert client.get("/api/v1/listLogs", params={"topoId": "wc-1-7", "port": 6701}).json() == \
+        ["wc-1-7/6701/worker.log"]
+    assert client.get("/api/v1/listLogs", params={"topoId": "other"}).json() == []
+
+
+@pytest.mark.parametrize("name", ["../secret.txt", "wc-1-7/../../secret.txt", "/etc/passwd",
+                                  "wc-1-7/link/secret.txt", "x" * 5000, "wc-1-7/6700"])
+def test_escapes_from_the_root_and_bad_names_are_refused_with_storms_error_json(client, root, name):
+    os.symlink(root.parent, root / "wc-1-7" / "link")
+    for url, params in (("/api/v1/log", {"file": name}), ("/api/v1/download", {"file": name})):
+        r = client.get(url, params=params)
+        assert r.status_code in (400, 404), (url, name, r.status_code)
+        body = r.json()
+        assert body["error"] in ("400 Bad Request", "404 Not Found") and body["errorMessage"]
+        assert "top secret" not in r.text and "Traceback" not in r.text
+
+
+@pytest.mark.parametrize("params", [{"start": "x"}, {"length": MAX_LENGTH + 1}, {"length": 0}, {"start": -1},
+                                    {"start": 10 ** 30}, {"start": 10 ** 9}])
+def test_bad_page_parameters_get_a_400_naming_them(client, params):
+    r = client.get("/api/v1/log", params={"file": "wc-1-7/6700/worker.log", **params})
+    assert r.status_code == 400 and r.json()["error"] == "400 Bad Request"
+
+
+@pytest.mark.parametrize("params", [{"search-string": ""}, {"search-string": "x" * 1025},
+                                    {"search-string": "a", "num-matches": "many"},
+                                    {"search-string": "a", "start-byte-offset": 10 ** 9}])
+def test_bad_search_parameters_get_a_400(client, params):
+    r = client.get("/api/v1/search/wc-1-7/6700/worker.log", params=params)
+    assert r.status_code == 400 and r.json()["errorMessage"]
+
+
+def test_an_unknown_file_is_a_404(client):
+    r = client.get("/api/v1/log", params={"file": "nope/1/worker.log"})
+    assert r.status_code == 404 and r.json() == {"error": "404 Not Found",
+                                                 "errorMessage": "no log file 'nope/1/worker.log'"}
+    assert client.get("/api/v1/search/nope/1/worker.log", params={"search-string": "a"}).status_code == 404

@@ -14,24 +14,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..engine.stats import (
+    ACKED, COMPLETE_LATENCY, EMITTED, EXECUTE_LATENCY, EXECUTED, FAILED, LATENCIES, PROCESS_LATENCY, TRANSFERRED,
+)
 from ._api import DataPoint
 
 # statistic -> Storm's built-in metric name
 NAMES = {
-    "acked": "__ack-count",
-    "failed": "__fail-count",
-    "emitted": "__emit-count",
-    "transferred": "__transfer-count",
-    "executed": "__execute-count",
-    "complete_latency": "__complete-latency",
-    "process_latency": "__process-latency",
-    "execute_latency": "__execute-latency",
+    ACKED: "__ack-count",
+    FAILED: "__fail-count",
+    EMITTED: "__emit-count",
+    TRANSFERRED: "__transfer-count",
+    EXECUTED: "__execute-count",
+    COMPLETE_LATENCY: "__complete-latency",
+    PROCESS_LATENCY: "__process-latency",
+    EXECUTE_LATENCY: "__execute-latency",
 }
-LATENCIES = frozenset({"complete_latency", "process_latency", "execute_latency"})
 BUCKET_KEY = "topology.builtin.metrics.bucket.size.secs"
 
-# a snapshot: (statistic, source component or "" for the task's own streams, stream) -> cumulative
-# value; a latency's ms sum is under its name and its sample count under "<name>#n"
+# a snapshot (`TaskStatistics.snapshot`): (statistic, source component or "" for the task's own
+# streams, stream) -> cumulative value; a latency's ms sum is under its name, its samples under "<name>#n"
 Snapshot = dict[tuple[str, str, str], float]
 
 

@@ -10,6 +10,7 @@ the values that are not None become `DataPoint`s, sent unanchored on ``__metrics
 
 from __future__ import annotations
 
+import functools
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -46,17 +47,11 @@ def metric_timers(executor: Any) -> list[tuple[float, Callable[[], None]]]:
 
 
 def task_snapshot(executor: Any, task: int) -> Callable[[], Any] | None:
-    """The function that reads ``task``'s cumulative statistics for its built-in metrics, or
-    None where the executor keeps none."""
-    stats = getattr(executor, "stats", {}).get(task)
-    if stats is None or not hasattr(stats, "snapshot"):
+    """The function that reads ``task``'s cumulative statistics for its built-in metrics
+    (`Executor.sampled_snapshot`), or None where the executor keeps none."""
+    if task not in getattr(executor, "sampled", {}):
         return None
-
-    def snapshot() -> Any:
-        by_stream = executor.emitted_by_stream(task)
-        return stats.snapshot({s: e for s, (e, _t) in by_stream.items()},
-                              {s: tr for s, (_e, tr) in by_stream.items()})
-    return snapshot
+    return functools.partial(executor.sampled_snapshot, task)
 
 
 def _reader(metrics: dict[str, IMetric], component: str, task: int) -> Callable[[], list[DataPoint]]:

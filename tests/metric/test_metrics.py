@@ -416,3 +416,58 @@ def test_a_metric_that_raises_is_named_in_the_error():
             return [e["error"] for e in cluster.get_topology_info("broken")["errors"]]
         assert _advance_until(cluster, lambda: any("'broken'" in e for e in errors()), limit=4)
         assert any("metric 'broken' of component [mybolt]" in e and "ZeroDivisionError" in e for e in errors())
+
+
+class AckEveryOther(Bolt):
+    """Storm's ``ack-every-other``: acks its 1st, 3rd, ... input and never the others."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.n = 0
+
+    def execute(self, tup):
+        self.n += 1
+        if self.n % 2:
+            self.collector.ack(tup)
+
+
+def builtin(log, component, name, key):
+    """The sum over buckets and tasks of a built-in map metric's ``key``."""
+    return sum(v.get(key, 0) for v in sums(log, component, name))
+
+
+def test_builtin_metrics_reach_the_consumer():
+    """metrics_test.clj "test-builtin-metrics-1" and "-2" at sample rate 1.0: the spout's acks,
+    emits and transfers by stream, the bolt's acks and executes by source:stream, and a tuple
+    never acked is the spout's __fail-count after the message timeout."""
+    log = SharedLog()
+    feeder, topo = _topology(AckEveryOther())
+    conf = _conf(log, **{"topology.stats.sample.rate": 1.0, "topology.builtin.metrics.bucket.size.secs": 5,
+                         "topology.message.timeout.secs": 10})
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("builtins", conf, topo)
+        feeder.feed(["a"], "m1")
+        feeder.feed(["b"], "m2")
+        assert wait_until(lambda: cluster.get_topology_info("builtins")["components"]["mybolt"]["executed"] == 2)
+        assert _advance_until(cluster, lambda: builtin(log, "myspout", "__ack-count", "default") == 1)
+        assert builtin(log, "myspout", "__emit-count", "default") == 2
+        assert builtin(log, "myspout", "__transfer-count", "default") == 2
+        assert _advance_until(cluster, lambda: builtin(log, "mybolt", "__execute-count", "myspout:default") == 2)
+        assert builtin(log, "mybolt", "__ack-count", "myspout:default") == 1
+        assert "myspout:default" in sums(log, "mybolt", "__execute-latency")[0]
+        assert _advance_until(cluster, lambda: builtin(log, "myspout", "__fail-count", "default") == 1)
+        assert builtin(log, "myspout", "__ack-count", "default") == 1
+    assert all(info.update_interval_secs == 5 for info, points in batches(log)
+               if any(p.name.startswith("__") for p in points))
+
+
+def test_no_consumer_no_builtins_and_no_metric_timer():
+    """Without a consumer, an executor gets no metric timer at all (nothing is read or sent)."""
+    from squall.metric._collect import metric_timers
+
+    class Ex:
+        contexts = {1: _context()}
+        collectors = {1: type("C", (), {"routers": {}})()}
+        sampled = {1: object()}
+        conf = {}
+    assert metric_timers(Ex()) == []

@@ -95,6 +95,8 @@ def _run_isolated(args: argparse.Namespace) -> list[dict]:
         argv += ["--parallelism", str(args.parallelism)]
     if args.no_save:
         argv.append("--no-save")
+    if args.stats != "on":
+        argv += ["--stats", args.stats]
     for setting in args.conf:
         argv += ["--conf", setting]
     records = []
@@ -163,7 +165,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             from . import w2_const_null
             record = w2_const_null.run(args.workload, acking=acking, secs=args.secs, warmup=args.warmup,
-                                       **kwargs)
+                                       stats=args.stats != "off", **kwargs)
         if host_conf:
             record["host_conf"] = host_conf
         harness.emit_record(record, results)
@@ -226,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="W1-W3: required; W4 and MEM: always on")
     run.add_argument("--n", type=int, default=1_000_000, help="W1: sentences (default 1,000,000)")
     run.add_argument("--secs", type=float, default=30.0, help="W2/W3/W4: measured window (default 30)")
+    run.add_argument("--stats", choices=["on", "off"], default="on",
+                     help="W2/W3 on LocalCluster: Storm's statistics on (default) or off "
+                          "(topology.stats.enabled), to measure what they cost")
     run.add_argument("--warmup", type=float, default=10.0, help="W2/W3/W4: warm-up before it (default 10)")
     run.add_argument("--rate", default="1000",
                      help="W4: tuples/s the spout emits (all its tasks; default 1000), or half-peak: half of "

@@ -299,7 +299,7 @@ def _window_stats(info: dict, last: str) -> dict[str, float]:
 
 def run(workload: str = "W2", acking: bool = True, secs: float = 30.0, warmup: float = 10.0,
         max_pending: int = DEFAULT_MAX_PENDING, host: str = "local", workers: int = 1,
-        parallelism: int | None = None, spark_master: str | None = None) -> dict[str, Any]:
+        parallelism: int | None = None, spark_master: str | None = None, stats: bool = True) -> dict[str, Any]:
     """One W2 or W3 run, then the baseline for as many tuples.
 
     Args:
@@ -307,6 +307,7 @@ def run(workload: str = "W2", acking: bool = True, secs: float = 30.0, warmup: f
         workers: worker processes on the process or Spark host.
         parallelism: executors per component there (default: ``workers``).
         spark_master: the Spark host's master URL (default ``local[workers]``).
+        stats: Storm's statistics on (LocalCluster; ``topology.stats.enabled``).
 
     Returns:
         The run's record (see `harness.finish_record`), not yet printed.
@@ -319,6 +320,8 @@ def run(workload: str = "W2", acking: bool = True, secs: float = 30.0, warmup: f
     key = f"{workload}-{uuid.uuid4().hex}"
     samples = harness.registry_open(key)
     topology, conf, last = build(workload, acking, key if acking else None, max_pending)
+    if not stats:
+        conf["topology.stats.enabled"] = False
     name = f"{workload.lower()}-{'ack' if acking else 'noack'}"
     try:
         with LocalCluster() as cluster:
@@ -363,6 +366,7 @@ def run(workload: str = "W2", acking: bool = True, secs: float = 30.0, warmup: f
     record = harness.base_record(
         workload, acking, secs=secs, warmup=warmup,
         max_spout_pending=max_pending if acking else None,
+        stats="on" if stats else "off",
         wall_s=round(meter.wall, 3),
         total_wall_s=round(total.wall, 3),
         tuples_per_s=round(rate, 1),

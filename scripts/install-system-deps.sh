@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
-# Installs the system packages the tests and benchmarks need that pip cannot: Debian's
-# redis-server (the real server the Redis Streams connector is tested against). Idempotent: does
-# nothing when redis-server is already on PATH, so CI and developers can run it every time.
+# Installs the system packages the tests and benchmarks need that pip cannot:
+# - Debian's redis-server (the real server the Redis Streams connector is tested against);
+# - Debian's chromium (the headless browser tests/ui/test_browser.py drives through Playwright;
+#   Playwright's own `playwright install` downloads a browser build from the network, which CI
+#   and offline machines cannot do, so the tests use the system one at /usr/bin/chromium).
+# Idempotent: installs only what is missing, so CI and developers can run it every time.
 set -euo pipefail
 
-if command -v redis-server >/dev/null 2>&1; then
+missing=()
+if ! command -v redis-server >/dev/null 2>&1; then
+    missing+=(redis-server)
+else
     echo "install-system-deps: redis-server already installed ($(command -v redis-server))"
+fi
+if [ ! -x /usr/bin/chromium ]; then
+    missing+=(chromium)
+else
+    echo "install-system-deps: chromium already installed (/usr/bin/chromium)"
+fi
+if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi
 
@@ -15,14 +28,14 @@ if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null 2>&1; then
         SUDO="sudo"
     else
-        echo "install-system-deps: need root (or sudo) to apt-get install redis-server" >&2
+        echo "install-system-deps: need root (or sudo) to apt-get install ${missing[*]}" >&2
         exit 1
     fi
 fi
 
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update
-$SUDO apt-get install -y redis-server
-# Debian's package starts a system-wide server on port 6379; the tests start their own on a free
-# port, so the system one is not needed, but it is left as the package set it up.
-echo "install-system-deps: installed $(command -v redis-server)"
+$SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+# Debian's redis-server package starts a system-wide server on port 6379; the tests start their
+# own on a free port, so the system one is not needed, but it is left as the package set it up.
+echo "install-system-deps: installed ${missing[*]}"

@@ -7,6 +7,7 @@ short functions over the Python API:
 - `squall.cli._cluster`: ``nimbus``, ``supervisor``, ``jar``, ``list``, ``info``, ``kill``,
   ``activate``, ``deactivate``, ``rebalance``, ``monitor`` (the master and its clients);
 - `squall.cli._logs`: ``logs`` (a topology's worker logs on this machine);
+- `squall.cli._ui`: ``ui`` (the UI daemon's REST API for the cluster's master);
 - `squall.cli._topology_file`: finding the topology in FILE (``local`` and ``jar``);
 - `squall.cli._options`: ``-c``/``--config`` as configuration, the user error, argparse types.
 
@@ -29,8 +30,8 @@ from typing import Any
 
 from .. import __version__
 from .._errors import SquallError
-from . import _cluster, _local, _logs
-from ._options import UserError, parse_overrides, positive_int, positive_seconds, wait_seconds
+from . import _cluster, _local, _logs, _ui
+from ._options import UserError, parse_overrides, port_number, positive_int, positive_seconds, wait_seconds
 
 _SPARK_MASTER_HELP = ("with --host spark: the Spark master (local[N], spark://HOST:7077, yarn, k8s://...; "
                       "default: spark-submit's, else local[*])")
@@ -98,6 +99,9 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     local.add_argument("--ttl", type=positive_seconds, metavar="SECONDS",
                        help="stop after this many seconds (default: run until Ctrl-C)")
     local.add_argument("--name", help="the topology's name (default: FILE's stem)")
+    local.add_argument("--ui", nargs="?", const=-1, type=port_number, metavar="PORT",
+                       help="serve the UI's REST API for the run on 127.0.0.1:PORT (default: ui.port; 0: a free "
+                            "port; needs the ui extra; docs/ui.md)")
 
     nimbus = verb("nimbus", _cluster.cmd_nimbus, "run the master (Nimbus) in the foreground",
                   "Run the master in the foreground until Ctrl-C or SIGTERM. With --host process it "
@@ -127,6 +131,11 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     jar.add_argument("file", metavar="FILE", help="a .py file that defines or submits a topology")
     jar.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                      help="arguments for FILE (its sys.argv[1:])")
+
+    verb("ui", _ui.cmd_ui, "run the UI daemon (Storm's REST API) in the foreground",
+         "Serve Storm's UI REST API (/api/v1/...) for the cluster's master on ui.host:ui.port "
+         "(127.0.0.1:8080) until Ctrl-C or SIGTERM. Actions (POST) need the cluster's secret in the "
+         "X-Squall-Secret header, or are off with ui.actions.enabled: false (docs/ui.md).")
 
     verb("list", _cluster.cmd_list, "list the topologies on the cluster")
 

@@ -27,7 +27,9 @@ def cmd_local(args: argparse.Namespace) -> int:
     config = conf_file(args.config)
     path = check_file(args.file)
     with on_sys_path(path.parent), _squall_logging(args.debug), _sigterm_stops():
-        cluster = LocalCluster(daemon_over, conf_file=config)
+        cluster = LocalCluster(daemon_over, conf_file=config, ui_port=_ui_port(args.ui, daemon_over, config))
+        if cluster.ui_port is not None:
+            print(f"squall UI at http://127.0.0.1:{cluster.ui_port}/api/v1/topology/summary", file=sys.stderr)
         try:
             names = submit_file(path, cluster, topology_over, args.name, [])
             view = _LiveView() if sys.stdout.isatty() else _PlainView()
@@ -39,6 +41,14 @@ def cmd_local(args: argparse.Namespace) -> int:
             cluster.shutdown()
     _print_summary(final, reason, args.debug)
     return 0
+
+
+def _ui_port(asked: int | None, daemon_over: dict[str, Any], config: str | None) -> int | None:
+    """The port ``--ui [PORT]`` asks for: PORT, else (``--ui`` alone, given as -1) ``ui.port``."""
+    if asked is None or asked >= 0:
+        return asked
+    from .._config import cluster_conf, setting
+    return int(setting(cluster_conf(daemon_over, config), "ui.port", 8080))
 
 
 class _OneLine(logging.Filter):
@@ -159,12 +169,16 @@ class _Sampler:
                 info = cluster.get_topology_info(name)
             except NotAliveException:
                 continue
+            try:
+                with_statistics(info, cluster.get_topology_page(name))
+            except NotAliveException:
+                continue
             now = time.monotonic()
             last[name] = info
             rates = {}
             for cid, c in user_components(info):
-                lat_sum = sum(s["complete_latency_sum"] for s in c["task_stats"].values())
-                lat_n = sum(s["complete_latency_count"] for s in c["task_stats"].values())
+                lat_n = c["acked"] if c["type"] == "spout" else 0
+                lat_sum = c["complete_latency_ms"] * lat_n / 1000.0
                 t0, emitted0, sum0, n0 = self._prev.get((name, cid), (self._start, 0, 0.0, 0))
                 rate = (c["emitted"] - emitted0) / (now - t0) if now > t0 else 0.0
                 latency = 1000.0 * (lat_sum - sum0) / (lat_n - n0) if lat_n > n0 else None
@@ -172,6 +186,21 @@ class _Sampler:
                 self._prev[(name, cid)] = (now, c["emitted"], lat_sum, lat_n)
             out.append((info, rates))
         return out
+
+
+def with_statistics(info: dict[str, Any], page: dict[str, Any]) -> None:
+    """Put Storm's statistics (all time, as the UI shows them: sampled at
+    ``topology.stats.sample.rate``) in place of the engine's exact counters of each component
+    of ``info``, so the live table, the summary and the UI show the same figures."""
+    for row in page["spouts"]:
+        c = info["components"].get(row["spoutId"])
+        if c is not None:
+            c.update(emitted=row["emitted"], acked=row["acked"], failed=row["failed"],
+                     complete_latency_ms=float(row["completeLatency"]))
+    for row in page["bolts"]:
+        c = info["components"].get(row["boltId"])
+        if c is not None:
+            c.update(emitted=row["emitted"], acked=row["acked"], failed=row["failed"], executed=row["executed"])
 
 
 def user_components(info: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -312,9 +341,7 @@ def _print_summary(final: dict[str, dict[str, Any]], reason: str, debug: bool) -
         emitted = sum(c["emitted"] for c in spouts)
         acked = sum(c["acked"] for c in spouts)
         failed = sum(c["failed"] for c in spouts)
-        stats = [s for c in spouts for s in c["task_stats"].values()]
-        lat_n = sum(s["complete_latency_count"] for s in stats)
-        latency = 1000.0 * sum(s["complete_latency_sum"] for s in stats) / lat_n if lat_n else 0.0
+        latency = sum(c["complete_latency_ms"] * c["acked"] for c in spouts) / acked if acked else 0.0
         print(f"  spouts: {emitted / secs:.1f} tuples/s emitted, {acked / secs:.1f}/s acked, "
               f"{failed} failed; mean complete latency {latency:.2f} ms")
         errors = sorted(info["errors"], key=lambda e: e["time"])

@@ -71,6 +71,17 @@ def cluster_conf_of(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
     return cluster_conf(daemon_over, conf_file(args.config)), topology_over
 
 
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 0 (any free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number (0 to 65535), got {text!r}")
+    return port
+
+
 def positive_seconds(text: str) -> float:
     """argparse type: a number of seconds > 0."""
     secs = _seconds(text)

@@ -34,7 +34,8 @@ def master_address(conf: dict[str, Any]) -> tuple[str, int]:
     return host, int(conf.get("nimbus.thrift.port") or 6627)
 
 
-_READS = frozenset({"list", "info"})
+_READS = frozenset({"list", "info", "cluster_info", "supervisors", "configuration", "topology_page",
+                    "component_page", "visualization", "visualization_init"})
 """The verbs that change nothing: after a failed call (a timeout, a dropped connection) they are
 sent again once on a new connection. The others are not, as the master may have run them."""
 
@@ -131,6 +132,11 @@ class MasterClient:
         """Status, counts per component (with ``task_stats``), the acker, errors, the
         configuration and the workers: the master's ``info``, the same on every host."""
         return self._call("info", name=name)
+
+    def request(self, op: str, **args: Any) -> Any:
+        """The master's verb ``op`` with ``args`` (for the UI daemon, which forwards several
+        verbs with no method here), its errors raised as the other methods raise them."""
+        return self._call(op, **args)
 
     def close(self) -> None:
         """Close the connection."""

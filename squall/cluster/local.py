@@ -57,10 +57,13 @@ class LocalCluster:
         clock: the cluster's clock (tests may pass a `squall.engine.clock.SimulatedClock`: message
             timeouts, ticks, kill and rebalance waits and heartbeat timeouts then follow it).
         seed: seed for tuple ids and shuffles (default: random).
+        ui_port: serve the UI daemon's REST API (docs/ui.md) for this cluster on
+            127.0.0.1:``ui_port`` (0: a free port; needs the ``ui`` extra) until `shutdown`;
+            `ui_port` is then the bound port. Its actions need ``squall.secret`` in ``daemon_conf``.
     """
 
     def __init__(self, daemon_conf: Mapping[str, Any] | None = None, *, conf_file: str | None = None,
-                 clock: Clock | None = None, seed: int | None = None) -> None:
+                 clock: Clock | None = None, seed: int | None = None, ui_port: int | None = None) -> None:
         self.conf = cluster_conf(daemon_conf, conf_file)
         self.clock = clock or Clock()
         self._rng = random.Random(seed)
@@ -80,6 +83,29 @@ class LocalCluster:
         self._tick_log = RateLimitedLog(log, limit=1, period=60.0)
         self._offer(0)
         self._timers.schedule(_TICK_SECS, self._tick)
+        self._ui: Any = None
+        if ui_port is not None:
+            from ..ui.server import UiServer, local_app  # the ui extra: only when asked for
+            try:
+                self._ui = UiServer(local_app(self), "127.0.0.1", int(ui_port)).start()
+            except BaseException:
+                self.shutdown()
+                raise
+
+    @property
+    def ui_port(self) -> int | None:
+        """The port the UI serves on (None: no UI, or shut down)."""
+        return self._ui.port if self._ui is not None else None
+
+    @property
+    def direct(self) -> DirectMaster:
+        """The master, called in this process one call at a time (`DirectMaster.run`)."""
+        return self._direct
+
+    @property
+    def closed(self) -> bool:
+        """Whether `shutdown` was called."""
+        return self._closed
 
     # --- context manager ----------------------------------------------------------------------------
     def __enter__(self) -> LocalCluster:
@@ -234,6 +260,9 @@ class LocalCluster:
         if self._closed:
             return
         self._closed = True
+        if self._ui is not None:
+            self._ui.stop()
+            self._ui = None
         self._timers.stop()
         for name in self.get_topology_names():
             try:

@@ -111,6 +111,9 @@ class _Topo:
         self.slots: dict[str, SlotState] = {}
         self.errors: list[ErrorRecord] = []
         self.pending_action: PendingAction | None = None
+        # component id (the storm id for the whole topology) -> {"enable", "samplingpct"}: the
+        # UI's debug switch, as Storm's StormBase ``component->debug`` (see `Master.op_debug`)
+        self.debug: dict[str, dict[str, Any]] = {}
         # counts changes of the slots' data addresses (on Spark one is known only once the task
         # runs, and changes when the task restarts elsewhere): workers fetch the table only anew
         self.addresses_version = 0
@@ -192,7 +195,8 @@ class _Topo:
                 "launched": self.launched, "assignment": self.assignment,
                 "slots": {slot: s.to_json() for slot, s in self.slots.items()},
                 "errors": [e.as_dict() for e in self.errors],
-                "pending_action": self.pending_action.to_json() if self.pending_action else None}
+                "pending_action": self.pending_action.to_json() if self.pending_action else None,
+                "debug": self.debug}
 
 
 class Master:
@@ -221,6 +225,7 @@ class Master:
             given = setting(conf, SECRET_KEY)  # checked as the durable master checks it
             self.secret = given.encode() if isinstance(given, str) else os.urandom(32)
         self.rpc: Any = None  # the RPC server's settings, once `serve` runs
+        self.port: int | None = None  # the port `serve` listens on, once it does
         self.topologies: dict[str, _Topo] = {}
         self.supervisors: dict[str, SupervisorInfo] = {}  # by supervisor id
         self.counter = 0
@@ -276,6 +281,8 @@ class Master:
             topo.slots = slots_from_json(t)
             topo.errors = [ErrorRecord.from_dict(e) for e in t.get("errors", [])]
             topo.pending_action = PendingAction.from_json(t.get("pending_action"))
+            topo.debug = {c: {"enable": bool(d.get("enable")), "samplingpct": int(d.get("samplingpct", 10))}
+                          for c, d in (t.get("debug") or {}).items() if isinstance(d, dict)}
             # heartbeats are not persisted: give running workers the launch timeout to report
             now = self.clock.wall()
             for slot in topo.assignment:
@@ -474,7 +481,41 @@ class Master:
                                "num_workers": len(topo.assignment), "num_executors": len(plan.executors),
                                "num_tasks": len(plan.task_to_component)})
         return {"supervisors": len(self.supervisors), "slots_total": self._slots_total(),
-                "slots_used": sum(t["num_workers"] for t in topologies), "topologies": topologies}
+                "slots_used": sum(t["num_workers"] for t in topologies), "topologies": topologies,
+                "nimbus": {"host": self.conf.get("nimbus.host") or "127.0.0.1", "port": self.port,
+                           "uptime_secs": self.clock.wall() - self.started}}
+
+    def op_supervisors(self) -> list[dict[str, Any]]:
+        """Each supervisor: its id, host, uptime and slots (all, and those a topology uses)."""
+        used = {slot for t in self.topologies.values() for slot in t.assignment}
+        now = self.clock.wall()
+        return [{"id": sid, "host": sup.host, "uptime_secs": now - (sup.since if sup.since is not None else now),
+                 "slots_total": len(sup.ports), "slots_used": len(sup.slots() & used)}
+                for sid, sup in sorted(self.supervisors.items())]
+
+    def op_configuration(self) -> dict[str, Any]:
+        """The master's configuration, without ``squall.secret`` (the UI drops more: `squall.ui`)."""
+        return {k: v for k, v in self.conf.items() if k != SECRET_KEY}
+
+    def op_debug(self, name: str, component: str | None, enable: bool, pct: float) -> dict[str, Any]:
+        """Storm's ``debug(name, component, enable, samplingPct)``: record the UI's debug switch of
+        ``name``'s ``component`` (None or "": the whole topology, kept under its storm id as
+        Storm's StormBase keeps it), ``pct`` clamped to 0..100; returns the record
+        (``{"enable", "samplingpct"}``). The topology and component pages show it (``debug``,
+        ``samplingPct``); it is kept across restarts of the master. Like Storm's without event
+        logger executors, it changes no worker: ``topology.debug`` is read when a worker starts.
+
+        Raises:
+            NotAliveException: no topology ``name``.
+            KeyError: ``component`` is not one of its components (named).
+        """
+        topo = self._get(name)
+        if component and component not in topo.plan.topology.components:
+            raise KeyError(f"topology {name!r} has no component {component!r}")
+        record = {"enable": bool(enable), "samplingpct": int(min(100.0, max(0.0, float(pct))))}
+        topo.debug[component or topo.plan.storm_id] = record
+        self._save()
+        return dict(record)
 
     def op_list(self) -> list[dict[str, Any]]:
         out = []
@@ -590,7 +631,7 @@ class Master:
             log.info("supervisor %s replaces %s on %s", supervisor_id, sid, host)
             del self.supervisors[sid]
             self._supervisor_replaced(sup)
-        self.supervisors[supervisor_id] = SupervisorInfo(host, list(ports), now)
+        self.supervisors[supervisor_id] = SupervisorInfo(host, list(ports), now, before.since if before else now)
         for ex in exits or []:
             self._worker_exited(ex)
         if before is None or before.ports != list(ports):

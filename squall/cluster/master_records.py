@@ -122,6 +122,7 @@ class SupervisorInfo:
     host: str
     ports: list[int]                 # its slots' ports
     seen: float                      # master's wall time of its last sync
+    since: float | None = None       # master's wall time of its first sync under this id (its uptime)
 
     def slots(self) -> set[str]:
         """Its slots, as the assignment names them."""

@@ -379,10 +379,13 @@ class SparkCluster(MasterClient):
             port, ``squall.secret``, ...) over ``squall.yaml`` and the defaults.
         slots: task slots to offer workers; None: all the application's
             (`task_slots`), waiting up to ``squall.spark.executor.wait.secs`` for executors.
+        ui_port: serve the UI daemon's REST API (docs/ui.md) in this driver on
+            ``ui.host``:``ui_port`` (0: a free port; needs the ``ui`` extra) until `shutdown`;
+            `ui_port` is then the bound port. It reaches the master over RPC, as ``squall ui``.
     """
 
     def __init__(self, spark: Any = None, master: str | None = None, conf: dict[str, Any] | None = None,
-                 slots: int | None = None) -> None:
+                 slots: int | None = None, ui_port: int | None = None) -> None:
         if spark is None:
             require_spark()
             from pyspark.sql import SparkSession
@@ -410,6 +413,15 @@ class SparkCluster(MasterClient):
         self._shipped: set[str] = set()
         self._tmp = tempfile.TemporaryDirectory(prefix="squall-ship-")
         super().__init__(self.conf)
+        self._ui: Any = None
+        if ui_port is not None:
+            from ..ui.server import UiServer, remote_app  # the ui extra: only when asked for
+            try:
+                self._ui = UiServer(remote_app(self.conf), str(self.conf.get("ui.host") or "127.0.0.1"),
+                                    int(ui_port)).start()
+            except BaseException:
+                self.shutdown()
+                raise
         log.info("squall on Spark %s: master at %s:%s, %d task slots", sc.master, advertised, self._master.port, n)
 
     @staticmethod
@@ -461,7 +473,7 @@ class SparkCluster(MasterClient):
         """Kill every topology (as `LocalCluster.shutdown` does), letting their workers stop
         cleanly (``close``, ``cleanup``) for up to ``squall.spark.stop.grace.secs``; then cancel
         what still runs, stop the supervisor and the master, and stop the SparkSession too if
-        this cluster created it. With ``kill_topologies`` False (a Nimbus stopping), the
+        this cluster created it (and the UI, if it serves one). With ``kill_topologies`` False (a Nimbus stopping), the
         topologies stay in ``storm.local.dir``, and a master started there later resumes them."""
         if kill_topologies:
             with contextlib.suppress(Exception):  # a master that is gone already: stop the rest anyway
@@ -470,6 +482,9 @@ class SparkCluster(MasterClient):
                 deadline = time.monotonic() + self.launcher.grace + 2  # the next sync tells them
                 while self.launcher.busy() and time.monotonic() < deadline:
                     time.sleep(0.1)
+        if self._ui is not None:
+            self._ui.stop()
+            self._ui = None
         self.supervisor.stop()
         self._sup_thread.join(30)
         self._server.stop()
@@ -477,6 +492,11 @@ class SparkCluster(MasterClient):
         self._tmp.cleanup()
         if self._own_session:
             self.spark.stop()
+
+    @property
+    def ui_port(self) -> int | None:
+        """The port the UI serves on (None: no UI, or shut down)."""
+        return self._ui.port if self._ui is not None else None
 
     def __enter__(self) -> SparkCluster:
         return self

@@ -1,1 +1,6 @@
-"""The UI daemon: REST API, web pages, logviewer routes, Prometheus (starlette; the ``ui`` extra)."""
+"""The UI daemon (Storm's ``storm ui``): Storm's REST API under ``/api/v1/`` (`squall.ui.app`),
+web pages, logviewer routes (`squall.ui.logviewer`) and Prometheus, served by uvicorn
+(`squall.ui.server`) for the master of a configuration (``squall ui``) or for a `LocalCluster`
+(``LocalCluster(ui_port=...)``). Needs the ``ui`` extra (starlette, uvicorn); squall's core never
+imports this package. See docs/ui.md.
+"""

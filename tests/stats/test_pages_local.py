@@ -105,3 +105,18 @@ def test_unknown_topology_component_or_window_is_named():
             cluster.get_component_page("t", "nope")
         with pytest.raises(ValueError, match="window"):
             cluster.get_topology_page("t", window="7")
+
+
+def test_squall_locals_live_table_shows_the_pages_statistics():
+    from squall.cli._local import _Sampler
+
+    with LocalCluster() as cluster:
+        _run(cluster, 0.05)
+        last: dict = {}
+        (info, _rates), = _Sampler(time.monotonic()).sample(cluster, ["t"], last)
+        page = cluster.get_topology_page("t")
+        spout, = page["spouts"]
+        assert info["components"]["words"]["acked"] == spout["acked"]  # sampled, as the UI shows
+        assert info["components"]["words"]["complete_latency_ms"] == float(spout["completeLatency"])
+        split = next(b for b in page["bolts"] if b["boltId"] == "split")
+        assert info["components"]["split"]["executed"] == split["executed"]

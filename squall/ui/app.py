@@ -1,0 +1,280 @@
+"""The UI daemon's ASGI app: Storm's REST API under ``/api/v1/`` (docs/ui.md, "REST API").
+
+`create_app` builds it over a `MasterLink`. Every master call runs on a worker thread, never on
+the event loop, so a slow or dead master holds up only the requests that need it: a master that
+cannot be reached makes each such request answer 503 with Storm's error JSON, and the daemon
+goes on serving (and answers again once the master is back). Every error is Storm's shape,
+``{"error": "<status> <reason>", "errorMessage": ...}``; an unexpected one is logged here with
+its traceback and answered 500 without it.
+"""
+
+from __future__ import annotations
+
+import http
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from .._config import setting
+from .._errors import IllegalStateTransition, InvalidTopologyException, NotAliveException
+from . import storm_json as sj
+from .guard import ActionGuard
+from .link import MasterLink, MasterUnavailable
+from .openapi import openapi_document
+
+log = logging.getLogger("squall.ui")
+
+API = "/api/v1"
+MAX_BODY_BYTES = 64 * 1024  # a rebalance body is a few dozen bytes
+
+
+class ApiError(Exception):
+    """A request that gets Storm's error JSON with ``status``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _Json(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        # a configuration may hold values JSON has no type for (a tuple is fine, a set is not)
+        return json.dumps(content, ensure_ascii=False, allow_nan=False, default=str).encode("utf-8")
+
+
+def error_response(status: int, message: str) -> Response:
+    """Storm's error JSON with ``status``."""
+    return _Json({"error": f"{status} {http.HTTPStatus(status).phrase}", "errorMessage": message}, status)
+
+
+def _status_of(e: Exception) -> int | None:
+    """The status a refusal of the master (or of our own checks) gets; None: a failure (500)."""
+    if isinstance(e, ApiError):
+        return e.status
+    if isinstance(e, MasterUnavailable):
+        return 503
+    if isinstance(e, (NotAliveException, KeyError)):
+        return 404
+    if isinstance(e, IllegalStateTransition):
+        return 409
+    if isinstance(e, (ValueError, InvalidTopologyException)):
+        return 400
+    return None
+
+
+def _message(e: Exception) -> str:
+    if isinstance(e, KeyError) and e.args:
+        return str(e.args[0])
+    return str(e)
+
+
+Handler = Callable[[Request], Awaitable[Any]]
+
+
+def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """``handler``'s result as JSON, and any exception as Storm's error JSON."""
+    async def endpoint(request: Request) -> Response:
+        try:
+            return _Json(await handler(request))
+        except Exception as e:  # noqa: BLE001 - every failure becomes Storm's error shape
+            status = _status_of(e)
+            if status is None:
+                log.exception("%s %s failed", request.method, request.url.path)
+                return error_response(500, f"internal error ({type(e).__name__}); the UI daemon's log has the details")
+            return error_response(status, _message(e))
+    endpoint.__name__ = handler.__name__
+    endpoint.__doc__ = handler.__doc__
+    return endpoint
+
+
+class _Api:
+    """The endpoints, over one master link."""
+
+    def __init__(self, link: MasterLink, guard: ActionGuard) -> None:
+        self.link = link
+        self.guard = guard
+
+    async def read(self, op: str, **args: Any) -> Any:
+        return await run_in_threadpool(self.link.read, op, **args)
+
+    async def name_of(self, storm_id: str) -> str:
+        """The name of the topology whose storm id is ``storm_id``. Raises ApiError 404."""
+        for t in await self.read("list"):
+            if t["id"] == storm_id:
+                return t["name"]
+        raise ApiError(404, f"topology {storm_id!r} not found")
+
+    async def tasks_of(self, storm_id: str) -> int:
+        """The number of tasks of the topology ``storm_id``. Raises ApiError 404."""
+        for t in (await self.read("cluster_info"))["topologies"]:
+            if t["id"] == storm_id:
+                return int(t["num_tasks"])
+        raise ApiError(404, f"topology {storm_id!r} not found")
+
+    # --- reads --------------------------------------------------------------------------------------------
+    async def cluster_configuration(self, request: Request) -> Any:
+        return sj.visible_configuration(await self.read("configuration"))
+
+    async def cluster_summary(self, request: Request) -> Any:
+        return sj.cluster_summary(await self.read("cluster_info"))
+
+    async def nimbus_summary(self, request: Request) -> Any:
+        return sj.nimbus_summary(await self.read("cluster_info"))
+
+    async def supervisor_summary(self, request: Request) -> Any:
+        return sj.supervisor_summary(await self.read("supervisors"))
+
+    async def topology_summary(self, request: Request) -> Any:
+        return sj.topology_summary(await self.read("cluster_info"))
+
+    async def topology(self, request: Request) -> Any:
+        params = sj.page_params(dict(request.query_params))
+        name = await self.name_of(request.path_params["id"])
+        return await self.read("topology_page", name=name, window=params.window, sys=params.sys)
+
+    async def component(self, request: Request) -> Any:
+        params = sj.page_params(dict(request.query_params))
+        name = await self.name_of(request.path_params["id"])
+        return await self.read("component_page", name=name, component=request.path_params["component"],
+                               window=params.window, sys=params.sys)
+
+    async def visualization(self, request: Request) -> Any:
+        params = sj.page_params(dict(request.query_params))
+        name = await self.name_of(request.path_params["id"])
+        return await self.read("visualization", name=name, window=params.window, sys=params.sys)
+
+    async def visualization_init(self, request: Request) -> Any:
+        params = sj.page_params(dict(request.query_params))
+        name = await self.name_of(request.path_params["id"])
+        return await self.read("visualization_init", name=name, sys=params.sys)
+
+    async def openapi(self, request: Request) -> Any:
+        return openapi_document()
+
+    # --- actions ------------------------------------------------------------------------------------------
+    async def _allowed(self, request: Request) -> str:
+        """Check the guard, then the topology; returns the topology's name."""
+        refusal = self.guard.refusal(request.headers, request.url.scheme)
+        if refusal is not None:
+            raise ApiError(refusal.status, refusal.message)
+        return await self.name_of(request.path_params["id"])
+
+    async def _act(self, request: Request, op: str, fn: Callable[..., None], *args: Any) -> Any:
+        name = await self._allowed(request)
+        await run_in_threadpool(fn, name, *args)
+        log.info("UI action %s on %s from %s", op, name, request.client.host if request.client else "?")
+        return sj.operation(op, request.path_params["id"])
+
+    async def activate(self, request: Request) -> Any:
+        return await self._act(request, "activate", self.link.activate)
+
+    async def deactivate(self, request: Request) -> Any:
+        return await self._act(request, "deactivate", self.link.deactivate)
+
+    async def kill(self, request: Request) -> Any:
+        await self._allowed(request)  # refused before the parameters are looked at
+        wait = sj.wait_secs(request.path_params["wait"])
+        return await self._act(request, "kill", self.link.kill, wait)
+
+    async def rebalance(self, request: Request) -> Any:
+        await self._allowed(request)
+        wait = sj.wait_secs(request.path_params["wait"])
+        options = sj.rebalance_options(await _json_body(request))
+        if options.num_workers is not None:
+            # a worker beyond the topology's tasks would hold no executor; and a LocalCluster offers
+            # as many slots as asked, so a huge count must stop here
+            tasks = await self.tasks_of(request.path_params["id"])
+            if options.num_workers > tasks:
+                raise ApiError(400, f"rebalanceOptions.numWorkers {options.num_workers} is more than the "
+                                    f"topology's {tasks} tasks")
+        return await self._act(request, "rebalance", self.link.rebalance, options.num_workers,
+                               options.executors, wait)
+
+    async def debug(self, request: Request) -> Any:
+        await self._allowed(request)
+        action = request.path_params["action"]
+        enable, pct = sj.debug_args(action, request.path_params["pct"])
+        component = request.path_params.get("component")
+        return await self._act(request, f"debug/{action}", self.link.debug, component, enable, pct)
+
+
+async def _json_body(request: Request) -> Any:
+    """The request's JSON body; None when it has none.
+
+    Raises:
+        ApiError: 400, it is too large, not declared JSON, or not JSON (said which).
+    """
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(400, f"the body is larger than {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    if not body.strip():
+        return None
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise ApiError(400, f"the body must be JSON (Content-Type: application/json), got {kind or 'no Content-Type'}")
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ApiError(400, f"the body is not valid JSON: {e}") from None
+
+
+def api_routes(link: MasterLink, guard: ActionGuard) -> list[BaseRoute]:
+    """Storm's REST endpoints under `API`."""
+    api = _Api(link, guard)
+    topo = f"{API}/topology/{{id}}"
+    get = [("/cluster/configuration", api.cluster_configuration), ("/cluster/summary", api.cluster_summary),
+           ("/nimbus/summary", api.nimbus_summary), ("/supervisor/summary", api.supervisor_summary),
+           ("/topology/summary", api.topology_summary), ("/openapi.json", api.openapi)]
+    routes: list[BaseRoute] = [Route(API + path, _endpoint(fn), methods=["GET"]) for path, fn in get]
+    routes += [
+        Route(f"{topo}/visualization", _endpoint(api.visualization), methods=["GET"]),
+        Route(f"{topo}/visualization-init", _endpoint(api.visualization_init), methods=["GET"]),
+        Route(f"{topo}/component/{{component}}", _endpoint(api.component), methods=["GET"]),
+        Route(topo, _endpoint(api.topology), methods=["GET"]),
+        Route(f"{topo}/activate", _endpoint(api.activate), methods=["POST"]),
+        Route(f"{topo}/deactivate", _endpoint(api.deactivate), methods=["POST"]),
+        Route(f"{topo}/rebalance/{{wait}}", _endpoint(api.rebalance), methods=["POST"]),
+        Route(f"{topo}/kill/{{wait}}", _endpoint(api.kill), methods=["POST"]),
+        Route(f"{topo}/debug/{{action}}/{{pct}}", _endpoint(api.debug), methods=["POST"]),
+        Route(f"{topo}/component/{{component}}/debug/{{action}}/{{pct}}", _endpoint(api.debug), methods=["POST"]),
+    ]
+    return routes
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404 (no such path) and 405 (wrong method), in Storm's shape."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = {404: f"no such page: {request.url.path}",
+              405: f"{request.method} is not allowed on {request.url.path}"}.get(status, str(getattr(exc, "detail", "")))
+    return error_response(status, detail)
+
+
+def create_app(link: MasterLink, conf: Mapping[str, Any], *, secret: bytes | None,
+               extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
+    """The UI daemon's app over ``link``.
+
+    Args:
+        link: how to reach the master (`squall.ui.link.RpcLink` or `DirectLink`).
+        conf: the cluster configuration (``ui.actions.enabled`` is read from it).
+        secret: the cluster's secret, which actions must carry in ``X-Squall-Secret``; None
+            refuses every action (`squall.ui.guard`).
+        extra_routes: more routes served beside the REST API (web pages, the logviewer: see
+            `squall.ui.server.ui_routes`).
+    """
+    guard = ActionGuard(secret, enabled=bool(setting(conf, "ui.actions.enabled", True)))
+    return Starlette(routes=[*api_routes(link, guard), *extra_routes],
+                     exception_handlers={HTTPException: _http_error})
+

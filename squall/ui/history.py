@@ -1,0 +1,143 @@
+"""The last minutes of each topology's throughput, kept by the UI daemon for its charts.
+
+Storm's UI shows only windowed totals, so a page opened now cannot draw what happened a minute
+ago. The daemon samples every topology's spout totals (acked, failed: topology acks are spout
+acks, as in Storm) and complete latency every few seconds into a bounded ring per topology;
+``/api/v1/topology/<id>/history`` serves the ring, with each sample's rates against the one
+before, so a freshly opened page draws the last ``ui.history.secs`` at once.
+
+`History` is the pure core (time is passed in); `HistorySampler` is the thread that feeds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from typing import Callable, Iterable, NamedTuple
+
+from squall.engine.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+class Totals(NamedTuple):
+    """One reading of a topology's all-time spout figures."""
+
+    topology_id: str
+    acked: int
+    failed: int
+    complete_latency_ms: float
+
+
+class HistorySample(NamedTuple):
+    """One point of a topology's history, as `/topology/<id>/history` serves it.
+
+    ``time`` is wall-clock seconds; the rates are per second since the previous sample (0 for
+    the first one, and when a count went down: the topology was restarted under the same id).
+    """
+
+    time: float
+    acked: int
+    failed: int
+    acked_per_sec: float
+    failed_per_sec: float
+    complete_latency_ms: float
+
+    def to_json(self) -> dict[str, float | int]:
+        """The sample with the REST API's camelCase field names."""
+        return {"time": round(self.time, 3), "acked": self.acked, "failed": self.failed,
+                "ackedPerSec": round(self.acked_per_sec, 3),
+                "failedPerSec": round(self.failed_per_sec, 3),
+                "completeLatency": round(self.complete_latency_ms, 3)}
+
+
+def _rate(count: int, before: int, secs: float) -> float:
+    if secs <= 0 or count < before:
+        return 0.0
+    return (count - before) / secs
+
+
+class History:
+    """A ring of the last ``keep_secs / interval_secs`` samples per topology. Not thread-safe:
+    `HistorySampler` and the request handlers share it under the sampler's lock."""
+
+    def __init__(self, interval_secs: float, keep_secs: float) -> None:
+        if interval_secs <= 0 or keep_secs < interval_secs:
+            raise ValueError(f"ui.history: need 0 < interval ({interval_secs}) <= keep ({keep_secs}) seconds")
+        self.interval_secs = interval_secs
+        self._size = int(keep_secs // interval_secs) + 1
+        self._rings: dict[str, deque[HistorySample]] = {}
+
+    def record(self, readings: Iterable[Totals], now: float) -> None:
+        """Add one sample per reading taken at wall time ``now``; topologies not read are dropped
+        (killed), so the rings never outlive what the master knows."""
+        seen = set()
+        for t in readings:
+            seen.add(t.topology_id)
+            ring = self._rings.setdefault(t.topology_id, deque(maxlen=self._size))
+            if ring:
+                last = ring[-1]
+                secs = now - last.time
+                acked_rate, failed_rate = _rate(t.acked, last.acked, secs), _rate(t.failed, last.failed, secs)
+            else:
+                acked_rate = failed_rate = 0.0
+            ring.append(HistorySample(now, t.acked, t.failed, acked_rate, failed_rate, t.complete_latency_ms))
+        for gone in set(self._rings) - seen:
+            del self._rings[gone]
+
+    def samples(self, topology_id: str) -> list[HistorySample]:
+        """The topology's samples, oldest first (empty when it has none yet)."""
+        return list(self._rings.get(topology_id, ()))
+
+
+class HistorySampler:
+    """Calls ``read()`` every ``interval_secs`` and records what it returns in a `History`.
+
+    ``read`` returns one `Totals` per running topology, or raises when the master cannot be
+    reached: that sample is skipped (the rings keep what they had) and the next one is tried.
+    """
+
+    def __init__(self, read: Callable[[], Iterable[Totals]], interval_secs: float = 5.0,
+                 keep_secs: float = 900.0, clock: Clock | None = None) -> None:
+        self.history = History(interval_secs, keep_secs)
+        self._read = read
+        self._clock = clock or Clock()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample_once(self) -> None:
+        """Take one sample now (the thread's step; tests call it directly)."""
+        try:
+            readings = list(self._read())
+        except Exception as e:  # master down or restarting: keep the old samples, try again later
+            log.debug("history sample skipped: %s", e)
+            return
+        with self._lock:
+            self.history.record(readings, self._clock.wall())
+
+    def samples(self, topology_id: str) -> list[HistorySample]:
+        """Thread-safe `History.samples`."""
+        with self._lock:
+            return self.history.samples(topology_id)
+
+    def start(self) -> None:
+        """Start sampling in a daemon thread (first sample at once)."""
+        self._thread = threading.Thread(target=self._run, name="squall-ui-history", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        due = self._clock.now()
+        while not self._stop.is_set():
+            if self._clock.now() >= due:
+                self.sample_once()
+                due = self._clock.now() + self.history.interval_secs
+            self._clock.wait(self._stop, max(0.0, due - self._clock.now()))
+
+    def stop(self) -> None:
+        """Stop the thread and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None

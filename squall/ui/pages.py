@@ -1,0 +1,98 @@
+"""The web UI the daemon serves beside its REST API: static pages (plain HTML, JS and CSS in
+``squall/ui/static``, no build step and nothing fetched from elsewhere) at Storm's page addresses
+(``/index.html``, ``/topology.html?id=``, ``/component.html?id=&topology_id=``, the ``:link`` of the
+visualization), and ``/api/v1/topology/<id>/history``, the last minutes that the page's charts
+draw, sampled from the master by a `HistorySampler` while the daemon serves (`WebPages.start`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .._config import setting
+from .._errors import NotAliveException
+from .app import error_response
+from .history import HistorySampler, Totals
+from .link import MasterUnavailable
+
+if TYPE_CHECKING:
+    from .link import MasterLink
+
+STATIC = Path(__file__).with_name("static")
+PAGES = ("index.html", "topology.html", "component.html")
+ALL_TIME = ":all-time"
+
+
+def read_totals(link: MasterLink) -> Iterator[Totals]:
+    """Every running topology's all-time spout totals, from the master's topology page (one
+    source of figures: the same numbers the page's tables show)."""
+    for t in link.read("list"):
+        try:
+            page = link.read("topology_page", name=t["name"], window=ALL_TIME, sys=False)
+        except NotAliveException:
+            continue  # killed between the two calls
+        for stats in page["topologyStats"]:
+            if stats["window"] == ALL_TIME:
+                yield Totals(t["id"], int(stats["acked"] or 0), int(stats["failed"] or 0),
+                             float(stats["completeLatency"] or 0.0))
+
+
+class WebPages:
+    """The pages' routes and the history sampler behind their charts, over one master link."""
+
+    def __init__(self, link: MasterLink, conf: Mapping[str, Any]) -> None:
+        self._link = link
+        self.sampler = HistorySampler(lambda: list(read_totals(link)),
+                                      interval_secs=float(setting(conf, "squall.ui.history.interval.secs", 5)),
+                                      keep_secs=float(setting(conf, "squall.ui.history.secs", 900)))
+
+    def routes(self) -> list[BaseRoute]:
+        """``/`` (to the cluster page), the three pages, ``/static/*`` and the history endpoint."""
+        pages: list[BaseRoute] = [Route(f"/{p}", _page(p), methods=["GET", "HEAD"]) for p in PAGES]
+        return [Route("/", _home, methods=["GET", "HEAD"]), *pages,
+                Route("/api/v1/topology/{id}/history", self.history, methods=["GET"]),
+                Mount("/static", StaticFiles(directory=STATIC), name="static")]
+
+    async def history(self, request: Request) -> Response:
+        """``{"topologyId", "intervalSecs", "samples": [HistorySample.to_json()...]}``, oldest first
+        (empty until the first sample of a new topology)."""
+        storm_id = request.path_params["id"]
+        samples = self.sampler.samples(storm_id)
+        if not samples:
+            try:
+                known = any(t["id"] == storm_id for t in await run_in_threadpool(self._link.read, "list"))
+            except MasterUnavailable as e:
+                return error_response(503, str(e))
+            if not known:
+                return error_response(404, f"topology {storm_id!r} not found")
+        return JSONResponse({"topologyId": storm_id, "intervalSecs": self.sampler.history.interval_secs,
+                             "samples": [s.to_json() for s in samples]})
+
+    def start(self) -> None:
+        """Start sampling (the daemon calls this when it starts serving)."""
+        self.sampler.start()
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self.sampler.stop()
+
+
+def _page(name: str):
+    path = STATIC / name
+
+    async def page(request: Request) -> Response:
+        return FileResponse(path, media_type="text/html; charset=utf-8", headers={"Cache-Control": "no-cache"})
+    page.__name__ = name.replace(".", "_")
+    return page
+
+
+async def _home(request: Request) -> Response:
+    return RedirectResponse("/index.html")

@@ -1,0 +1,89 @@
+// The topology page: summary and actions, Storm's statistics tables in the chosen window, the
+// last minutes as charts, the graph, spouts, bolts, workers, errors and configuration.
+"use strict";
+
+(() => {
+  const {api, el, table, fill, param, windowParam, windowChooser, componentLink, logLink, statusTag, when} = Squall;
+  const id = param("id");
+  const win = windowParam();
+  const enc = encodeURIComponent;
+
+  function errorCell(topologyId, c) {
+    if (!c.lastError) return "";
+    const link = logLink(topologyId, c.errorPort, c.errorWorkerLogLink);
+    return el("span", {class: "error-text", title: c.lastError},
+              c.lastError.split("\n")[0], link ? [" ", el("a", {href: link}, "log")] : null);
+  }
+
+  function renderSummary(t) {
+    document.title = `${t.name} - squall UI`;
+    fill("crumb", t.name);
+    fill("summary", table([
+      ["Name", "name"], ["Id", "id"], ["Status", x => statusTag(x.status)], ["Uptime", "uptime"],
+      ["Workers", "workersTotal", {num: true}], ["Executors", "executorsTotal", {num: true}],
+      ["Tasks", "tasksTotal", {num: true}], ["Message timeout (s)", "msgTimeout", {num: true}],
+      ["Sampling %", "samplingPct", {num: true}], ["Debug", x => String(!!x.debug)],
+    ], [t]));
+    fill("actions", Squall.actionButtons(t.id, t.name, t.status, () => render()));
+    fill("window-choice", windowChooser());
+    for (const n of document.querySelectorAll(".window-name")) n.textContent = "(" + (t.windowHint || "") + ")";
+  }
+
+  function renderStats(t) {
+    fill("topology-stats", table([
+      ["Window", s => s.windowPretty || s.window], ["Emitted", "emitted", {num: true}],
+      ["Transferred", "transferred", {num: true}],
+      ["Complete latency (ms)", "completeLatency", {num: true, tip: "Average time from a spout emit to its tuple tree's ack"}],
+      ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}],
+    ], t.topologyStats || []));
+    fill("spouts", table([
+      ["Id", s => componentLink(t.id, s.spoutId)], ["Executors", "executors", {num: true}],
+      ["Tasks", "tasks", {num: true}], ["Emitted", "emitted", {num: true}],
+      ["Transferred", "transferred", {num: true}], ["Complete latency (ms)", "completeLatency", {num: true}],
+      ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}],
+      ["Last error", s => errorCell(t.id, s)],
+    ], t.spouts || []));
+    fill("bolts", table([
+      ["Id", b => componentLink(t.id, b.boltId)], ["Executors", "executors", {num: true}],
+      ["Tasks", "tasks", {num: true}], ["Emitted", "emitted", {num: true}],
+      ["Transferred", "transferred", {num: true}],
+      ["Capacity", "capacity", {num: true, tip: "Share of the window the executor was busy: executed x execute latency / window"}],
+      ["Execute latency (ms)", "executeLatency", {num: true}], ["Executed", "executed", {num: true}],
+      ["Process latency (ms)", "processLatency", {num: true}],
+      ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}],
+      ["Last error", b => errorCell(t.id, b)],
+    ], t.bolts || []));
+    fill("workers", table([
+      ["Host", "host"], ["Port", "port", {num: true, plain: true}], ["Uptime", "uptime"],
+      ["Executors", "executorsTotal", {num: true}],
+      ["Components", w => Object.entries(w.componentNumTasks || {}).map(([c, n]) => `${c} (${n})`).join(", ")],
+      ["Log", w => { const l = logLink(t.id, w.port, w.workerLogLink); return l ? el("a", {href: l}, "worker.log") : ""; }],
+    ], t.workers || []));
+    const errors = [...(t.spouts || []).map(s => [s.spoutId, s]), ...(t.bolts || []).map(b => [b.boltId, b])]
+      .filter(([, c]) => c.lastError);
+    fill("errors", table([
+      ["Component", ([cid]) => componentLink(t.id, cid)],
+      ["Time", ([, c]) => when(c.errorTime)], ["Host", ([, c]) => c.errorHost],
+      ["Port", ([, c]) => c.errorPort, {num: true, plain: true}],
+      ["Error", ([, c]) => el("pre", {class: "error-text"}, c.lastError)],
+      ["Log", ([, c]) => { const l = logLink(t.id, c.errorPort, c.errorWorkerLogLink); return l ? el("a", {href: l}, "worker.log") : ""; }],
+    ], errors, "No errors reported"));
+    const conf = t.configuration || {};
+    fill("configuration", table([["Key", "key"], ["Value", r => JSON.stringify(r.value)]],
+      Object.keys(conf).sort().map(key => ({key, value: conf[key]}))));
+  }
+
+  async function render() {
+    const base = `/topology/${enc(id)}`;
+    const [t, viz, history] = await Promise.all([
+      api(`${base}?window=${enc(win)}`), api(`${base}/visualization?window=${enc(win)}`),
+      api(`${base}/history`)]);
+    renderSummary(t);
+    renderStats(t);
+    SquallCharts.draw(document.getElementById("charts"), history);
+    SquallGraph.draw(document.getElementById("graph"), viz);
+  }
+
+  if (!id) Squall.banner("error", "No topology id in the address (topology.html?id=...).");
+  else Squall.every(render);
+})();

@@ -1,0 +1,30 @@
+"""``squall local FILE --ui PORT`` serves the REST API for the run."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import urllib.request
+
+from ..conftest import wait_until
+from ..test_cli import TINY_TOPOLOGY, write
+
+
+def test_squall_local_ui_serves_the_running_topology(tmp_path):
+    path = write(tmp_path, "tiny_topology.py", TINY_TOPOLOGY)
+    proc = subprocess.Popen([sys.executable, "-m", "squall", "local", path, "--ttl", "8", "--ui", "0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stderr.readline()
+        match = re.match(r"squall UI at (http://127\.0\.0\.1:\d+)/api/v1/topology/summary$", first.strip())
+        assert match, first
+        def names():
+            with urllib.request.urlopen(f"{match.group(1)}/api/v1/topology/summary", timeout=10) as r:
+                return [t["name"] for t in json.load(r)["topologies"]]
+
+        assert wait_until(lambda: names() == ["tiny_topology"], 10), names()  # submitted after the UI starts
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -1,0 +1,198 @@
+"""Storm's REST API on a LocalCluster running a small topology (issue 13, items 3 and 8): field
+names are Storm's (../shared/STORM.md section 7), errors are Storm's shape with 4xx/503, and
+actions need the cluster's secret, refuse cross-site requests and take effect."""
+
+from __future__ import annotations
+
+import pytest
+from starlette.testclient import TestClient
+
+from squall.ui.app import create_app
+from squall.ui.link import DirectLink, RpcLink
+
+from .conftest import AUTH, SECRET
+
+# Storm's field names, copied from docs/STORM-UI-REST-API.md (STORM.md section 7)
+CLUSTER = {"stormVersion", "supervisors", "topologies", "slotsTotal", "slotsUsed", "slotsFree", "executorsTotal",
+           "tasksTotal", "schedulerDisplayResource", "totalMem", "totalCpu", "availMem", "availCpu",
+           "memAssignedPercentUtil", "cpuAssignedPercentUtil"}
+NIMBUS = {"host", "port", "status", "nimbusUpTime", "nimbusUpTimeSeconds", "nimbusLogLink", "version"}
+SUPERVISOR = {"id", "host", "uptime", "uptimeSeconds", "slotsTotal", "slotsUsed", "totalMem", "totalCpu", "usedMem",
+              "usedCpu"}
+TOPOLOGY = {"id", "name", "status", "uptime", "uptimeSeconds", "tasksTotal", "workersTotal", "executorsTotal",
+            "replicationCount", "requestedMemOnHeap", "requestedMemOffHeap", "requestedTotalMem", "requestedCpu",
+            "assignedMemOnHeap", "assignedMemOffHeap", "assignedTotalMem", "assignedCpu"}
+
+
+def _is_error(r, status: int, *words: str) -> None:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"error", "errorMessage"}
+    assert body["error"].startswith(f"{status} ")
+    for w in words:
+        assert w in body["errorMessage"], body
+    assert "Traceback" not in r.text
+
+
+# --- reads -------------------------------------------------------------------------------------------------
+def test_cluster_summary_has_storms_fields_and_counts(api, cluster):
+    body = api.get("/api/v1/cluster/summary").json()
+    assert CLUSTER <= set(body)
+    info = cluster.get_topology_info("demo")
+    assert body["topologies"] == 1 and body["supervisors"] == 1
+    assert body["tasksTotal"] == info["num_tasks"] and body["executorsTotal"] == info["num_executors"]
+    assert body["slotsUsed"] == info["num_workers"] and body["slotsFree"] == body["slotsTotal"] - body["slotsUsed"]
+
+
+def test_nimbus_supervisor_and_topology_summaries_have_storms_fields(api, storm_id):
+    nimbuses = api.get("/api/v1/nimbus/summary").json()["nimbuses"]
+    assert len(nimbuses) == 1 and NIMBUS <= set(nimbuses[0]) and nimbuses[0]["status"] == "Leader"
+    sups = api.get("/api/v1/supervisor/summary").json()
+    assert len(sups["supervisors"]) == 1 and SUPERVISOR <= set(sups["supervisors"][0])
+    assert sups["supervisors"][0]["slotsUsed"] == 1
+    tops = api.get("/api/v1/topology/summary").json()["topologies"]
+    assert [t["id"] for t in tops] == [storm_id]
+    assert TOPOLOGY <= set(tops[0]) and tops[0]["name"] == "demo" and tops[0]["status"] == "ACTIVE"
+
+
+def test_configuration_never_shows_a_secret(api):
+    r = api.get("/api/v1/cluster/configuration")
+    body = r.json()
+    assert body["ui.port"] == 8080 and "nimbus.thrift.port" in body
+    assert "squall.secret" not in body and "storm.zookeeper.auth.password" not in body
+    assert SECRET not in r.text and "zk-password-1234" not in r.text
+
+
+def test_unknown_topology_and_bad_parameters_get_storms_error(api, storm_id):
+    _is_error(api.get("/api/v1/topology/no-such-1-2"), 404, "no-such-1-2")
+    _is_error(api.get("/api/v1/topology/no-such-1-2/visualization"), 404, "no-such-1-2")
+    _is_error(api.get(f"/api/v1/topology/{storm_id}?window=601"), 400, "window", "601")
+    _is_error(api.get(f"/api/v1/topology/{storm_id}/component/upper?sys=yes"), 400, "sys", "yes")
+    _is_error(api.get("/api/v1/no/such/page"), 404, "/api/v1/no/such/page")
+    _is_error(api.get(f"/api/v1/topology/{storm_id}/activate"), 405, "GET")
+
+
+# --- actions -----------------------------------------------------------------------------------------------
+def test_actions_without_or_with_a_wrong_secret_are_refused_and_do_nothing(api, cluster, storm_id):
+    _is_error(api.post(f"/api/v1/topology/{storm_id}/deactivate"), 403, "X-Squall-Secret")
+    _is_error(api.post(f"/api/v1/topology/{storm_id}/kill/0", headers={"X-Squall-Secret": "guess"}), 403, "secret")
+    # refused before the topology is looked up: an unknown id tells nothing either
+    _is_error(api.post("/api/v1/topology/nope-1-1/activate"), 403)
+    assert cluster.get_topology_info("demo")["status"] == "ACTIVE"
+
+
+def test_cross_site_posts_are_refused_even_with_the_secret(api, cluster, storm_id):
+    url = f"/api/v1/topology/{storm_id}/deactivate"
+    _is_error(api.post(url, headers={**AUTH, "Origin": "http://evil.example"}), 403, "cross-site")
+    _is_error(api.post(url, headers={**AUTH, "Origin": "null"}), 403, "cross-site")
+    _is_error(api.post(url, headers={**AUTH, "Referer": "http://evil.example/page"}), 403, "cross-site")
+    assert cluster.get_topology_info("demo")["status"] == "ACTIVE"
+
+
+def test_deactivate_activate_and_debug_take_effect(fresh):
+    cluster, api, sid = fresh
+    r = api.post(f"/api/v1/topology/{sid}/deactivate", headers={**AUTH, "Origin": "http://testserver"})
+    assert r.json() == {"topologyOperation": "deactivate", "topologyId": sid, "status": "success"}
+    assert cluster.get_topology_info("victim")["status"] == "INACTIVE"
+    assert api.get("/api/v1/topology/summary").json()["topologies"][0]["status"] == "INACTIVE"
+    assert api.post(f"/api/v1/topology/{sid}/activate", headers=AUTH).status_code == 200
+    assert cluster.get_topology_info("victim")["status"] == "ACTIVE"
+
+    r = api.post(f"/api/v1/topology/{sid}/debug/enable/250", headers=AUTH)
+    assert r.json()["topologyOperation"] == "debug/enable"
+    r = api.post(f"/api/v1/topology/{sid}/component/upper/debug/disable/-5", headers=AUTH)
+    assert r.json()["topologyOperation"] == "debug/disable"
+    debug = cluster.master.topologies["victim"].debug
+    assert debug == {sid: {"enable": True, "samplingpct": 100}, "upper": {"enable": False, "samplingpct": 0}}
+    _is_error(api.post(f"/api/v1/topology/{sid}/component/nope/debug/enable/5", headers=AUTH), 404, "nope")
+    _is_error(api.post(f"/api/v1/topology/{sid}/debug/maybe/5", headers=AUTH), 400, "maybe")
+    _is_error(api.post(f"/api/v1/topology/{sid}/debug/enable/lots", headers=AUTH), 400, "lots")
+
+
+@pytest.mark.parametrize("body, words", [
+    ('{"rebalanceOptions": {"numWorkers": 0}}', ["numWorkers", "0"]),
+    ('{"rebalanceOptions": {"numWorkers": true}}', ["numWorkers"]),
+    ('{"rebalanceOptions": {"executors": {"upper": "2"}}}', ["executors['upper']", "'2'"]),
+    ('{"rebalanceOptions": {"executors": [1]}}', ["executors", "an array"]),
+    ('{"rebalanceOptions": {"workers": 2}}', ["'workers'"]),
+    ('{"rebalance": {}}', ["'rebalance'"]),
+    ('[1, 2]', ["an array"]),
+    ('{"rebalanceOptions": ', ["not valid JSON"]),
+    ('{"rebalanceOptions": {"executors": {"nope": 1}}}', ["nope"]),
+    ('{"rebalanceOptions": {"numWorkers": 1000000000}}', ["numWorkers", "1000000000", "tasks"]),
+])
+def test_a_malformed_rebalance_body_gets_400_naming_what_is_wrong(api, cluster, storm_id, body, words):
+    r = api.post(f"/api/v1/topology/{storm_id}/rebalance/0", content=body,
+                 headers={**AUTH, "Content-Type": "application/json"})
+    _is_error(r, 400, *words)
+    assert cluster.get_topology_info("demo")["status"] == "ACTIVE"
+
+
+def test_rebalance_honours_its_body_and_kill_its_wait(fresh):
+    cluster, api, sid = fresh
+    _is_error(api.post(f"/api/v1/topology/{sid}/rebalance/soon", headers=AUTH), 400, "wait-secs", "soon")
+    _is_error(api.post(f"/api/v1/topology/{sid}/rebalance/0", content="x=1",
+                       headers={**AUTH, "Content-Type": "application/x-www-form-urlencoded"}), 400, "Content-Type")
+    assert cluster.get_topology_info("victim")["components"]["upper"]["executors"] == 2
+    r = api.post(f"/api/v1/topology/{sid}/rebalance/0", json={"rebalanceOptions": {"executors": {"upper": 1}}},
+                 headers=AUTH)
+    assert r.json() == {"topologyOperation": "rebalance", "topologyId": sid, "status": "success"}
+    assert cluster.get_topology_info("victim")["components"]["upper"]["executors"] == 1
+
+    _is_error(api.post(f"/api/v1/topology/{sid}/kill/-1", headers=AUTH), 400, "wait-secs")
+    assert api.post(f"/api/v1/topology/{sid}/kill/0", headers=AUTH).json()["topologyOperation"] == "kill"
+    assert cluster.get_topology_names() == []
+    _is_error(api.get(f"/api/v1/topology/{sid}"), 404, sid)
+
+
+def test_actions_are_refused_when_switched_off_or_without_a_secret(cluster, storm_id):
+    off = create_app(DirectLink(cluster), {"ui.actions.enabled": False}, secret=SECRET.encode())
+    with TestClient(off) as api:
+        _is_error(api.post(f"/api/v1/topology/{storm_id}/deactivate", headers=AUTH), 403, "ui.actions.enabled")
+        assert api.get("/api/v1/topology/summary").status_code == 200  # reads stay open
+    with TestClient(create_app(DirectLink(cluster), {}, secret=None)) as api:
+        _is_error(api.post(f"/api/v1/topology/{storm_id}/deactivate", headers=AUTH), 403, "squall.secret")
+    assert cluster.get_topology_info("demo")["status"] == "ACTIVE"
+
+
+# --- the master down, and our own failures -----------------------------------------------------------------
+def test_a_master_that_is_down_gets_503_on_every_page_and_the_ui_keeps_serving(tmp_path):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    conf = {"nimbus.host": "127.0.0.1", "nimbus.thrift.port": port, "squall.secret": SECRET,
+            "storm.local.dir": str(tmp_path)}
+    with TestClient(create_app(RpcLink(conf, timeout=2), conf, secret=SECRET.encode())) as api:
+        for path in ("cluster/summary", "cluster/configuration", "nimbus/summary", "supervisor/summary",
+                     "topology/summary", "topology/x-1-1", "topology/x-1-1/component/c",
+                     "topology/x-1-1/visualization"):
+            _is_error(api.get(f"/api/v1/{path}"), 503, "master is unreachable")
+        _is_error(api.post("/api/v1/topology/x-1-1/activate", headers=AUTH), 503, "master is unreachable")
+        assert api.get("/api/v1/openapi.json").status_code == 200
+
+
+def test_an_unexpected_failure_is_500_in_storms_shape_without_a_traceback(caplog):
+    class Broken:
+        def read(self, op, **args):
+            raise RuntimeError("bug in the link")
+
+    with TestClient(create_app(Broken(), {}, secret=None)) as api:
+        r = api.get("/api/v1/cluster/summary")
+    _is_error(r, 500, "RuntimeError")
+    assert "bug in the link" not in r.text
+    assert "bug in the link" in caplog.text  # logged server-side, with its traceback
+
+
+def test_local_cluster_serves_the_api_on_ui_port_until_shutdown():
+    import json
+    import urllib.request
+    from squall import LocalCluster
+    with LocalCluster(ui_port=0) as cluster:
+        port = cluster.ui_port
+        assert isinstance(port, int) and port > 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/cluster/summary", timeout=10) as r:
+            assert json.load(r)["topologies"] == 0
+    assert cluster.ui_port is None
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/cluster/summary", timeout=2)

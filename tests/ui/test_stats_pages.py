@@ -1,0 +1,79 @@
+"""The statistics pages through the REST API (the master's page verbs, reached by storm id):
+Storm's field names (../shared/STORM.md section 7, STORM-OPERATIONS.md 3.1), real figures from
+the running topology, ``sys``, and the debug switch shown."""
+
+from __future__ import annotations
+
+from ..conftest import wait_until
+from .conftest import AUTH
+
+TOPOLOGY_PAGE = {"id", "name", "status", "uptime", "uptimeSeconds", "tasksTotal", "workersTotal", "executorsTotal",
+                 "msgTimeout", "windowHint", "debug", "samplingPct", "replicationCount", "topologyStats", "workers",
+                 "spouts", "bolts", "configuration"}
+WINDOW_STATS = {"window", "windowPretty", "emitted", "transferred", "completeLatency", "acked", "failed"}
+SPOUT = {"spoutId", "executors", "tasks", "emitted", "transferred", "completeLatency", "acked", "failed",
+         "lastError", "errorHost", "errorPort", "errorTime", "errorLapsedSecs", "errorWorkerLogLink"}
+BOLT = {"boltId", "executors", "tasks", "emitted", "transferred", "acked", "failed", "executed", "capacity",
+        "executeLatency", "processLatency", "lastError"}
+WORKER = {"supervisorId", "host", "port", "topologyId", "topologyName", "executorsTotal", "componentNumTasks",
+          "uptime", "workerLogLink"}
+COMPONENT_PAGE = {"id", "encodedId", "name", "componentType", "executors", "tasks", "topologyId", "topologyStatus",
+                  "window", "windowHint", "debug", "samplingPct", "eventLogLink", "componentErrors", "outputStats",
+                  "executorStats"}
+VIS = {":type", ":capacity", ":latency", ":transferred", ":stats", ":link", ":inputs"}
+
+
+def _acked(api, storm_id):
+    page = api.get(f"/api/v1/topology/{storm_id}").json()
+    return page["spouts"][0]["acked"] if page.get("spouts") else None
+
+
+def test_topology_page_has_storms_fields_and_the_runs_figures(api, storm_id):
+    assert wait_until(lambda: _acked(api, storm_id) == 40, 20), _acked(api, storm_id)
+    page = api.get(f"/api/v1/topology/{storm_id}?window=600").json()
+    assert TOPOLOGY_PAGE <= set(page) and page["id"] == storm_id and page["name"] == "demo"
+    assert {s["window"] for s in page["topologyStats"]} == {"600", "10800", "86400", ":all-time"}
+    assert all(WINDOW_STATS <= set(s) for s in page["topologyStats"])
+    assert [s["spoutId"] for s in page["spouts"]] == ["words"] and SPOUT <= set(page["spouts"][0])
+    assert sorted(b["boltId"] for b in page["bolts"]) == ["sink", "upper"]
+    assert all(BOLT <= set(b) for b in page["bolts"])
+    assert page["workers"] and all(WORKER <= set(w) for w in page["workers"])
+    upper = next(b for b in page["bolts"] if b["boltId"] == "upper")
+    assert upper["executed"] == 40 and upper["acked"] == 40 and upper["executors"] == 2
+
+
+def test_sys_shows_the_acker(api, storm_id):
+    plain = api.get(f"/api/v1/topology/{storm_id}?sys=0").json()
+    full = api.get(f"/api/v1/topology/{storm_id}?sys=1").json()
+    assert "__acker" not in {b["boltId"] for b in plain["bolts"]}
+    assert "__acker" in {b["boltId"] for b in full["bolts"]}
+
+
+def test_component_page_has_storms_fields(api, storm_id):
+    bolt = api.get(f"/api/v1/topology/{storm_id}/component/upper?window=:all-time").json()
+    assert COMPONENT_PAGE <= set(bolt) and bolt["componentType"] == "bolt" and bolt["topologyId"] == storm_id
+    assert {"boltStats", "inputStats"} <= set(bolt)
+    spout = api.get(f"/api/v1/topology/{storm_id}/component/words").json()
+    assert spout["componentType"] == "spout" and "spoutSummary" in spout
+    r = api.get(f"/api/v1/topology/{storm_id}/component/nope")
+    assert r.status_code == 404 and "nope" in r.json()["errorMessage"]
+
+
+def test_visualization_and_its_init(api, storm_id):
+    vis = api.get(f"/api/v1/topology/{storm_id}/visualization").json()
+    assert set(vis) == {"words", "upper", "sink"} and all(VIS <= set(c) for c in vis.values())
+    assert [i[":component"] for i in vis["upper"][":inputs"]] == ["words"]
+    init = api.get(f"/api/v1/topology/{storm_id}/visualization-init").json()
+    boxes = [box for row in init["visualizationTable"] for box in row["row"]]
+    assert [(b["stream"], b["checked"]) for b in boxes] == [("default", True)]
+
+
+def test_the_debug_switch_shows_on_the_pages(fresh):
+    cluster, api, sid = fresh
+    assert api.get(f"/api/v1/topology/{sid}").json()["debug"] is False
+    api.post(f"/api/v1/topology/{sid}/debug/enable/30", headers=AUTH)
+    api.post(f"/api/v1/topology/{sid}/component/sink/debug/enable/70", headers=AUTH)
+    page = api.get(f"/api/v1/topology/{sid}").json()
+    assert (page["debug"], page["samplingPct"]) == (True, 30)
+    sink = api.get(f"/api/v1/topology/{sid}/component/sink").json()
+    assert (sink["debug"], sink["samplingPct"]) == (True, 70)

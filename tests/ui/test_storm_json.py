@@ -1,0 +1,58 @@
+"""The pure parts of the UI daemon: Storm's uptime strings, parameters, secrets kept out of the
+configuration, and the action guard's rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from squall.ui.guard import ActionGuard
+from squall.ui.storm_json import (BadParameter, page_params, pretty_uptime, rebalance_options,
+                                  visible_configuration)
+
+
+@pytest.mark.parametrize("secs, text", [(0, ""), (5, "5s"), (358, "5m 58s"), (600, "10m 0s"),
+                                        (10800, "3h 0m 0s"), (86400, "1d 0h 0m 0s"), (90061.7, "1d 1h 1m 1s")])
+def test_pretty_uptime_is_storms(secs, text):
+    assert pretty_uptime(secs) == text
+
+
+def test_page_params_defaults_and_refusals():
+    assert page_params({}) == (":all-time", False)
+    assert page_params({"window": "600", "sys": "1"}) == ("600", True)
+    for bad in ({"window": "all"}, {"sys": "2"}, {"window": ""}):
+        with pytest.raises(BadParameter):
+            page_params(bad)
+
+
+def test_rebalance_options():
+    assert rebalance_options(None) == (None, None)
+    assert rebalance_options({}) == (None, None)
+    assert rebalance_options({"rebalanceOptions": {"numWorkers": 2, "executors": {"a": 3}}}) == (2, {"a": 3})
+    with pytest.raises(BadParameter, match="numWorkers"):
+        rebalance_options({"rebalanceOptions": {"numWorkers": 1.5}})
+
+
+def test_configuration_drops_every_credential_key():
+    conf = {"squall.secret": "x", "storm.zookeeper.auth.password": "y", "redis.PASSWORD": "z",
+            "my.api.token": "t", "ui.port": 8080}
+    assert visible_configuration(conf) == {"ui.port": 8080}
+
+
+SECRET = b"the-cluster-secret-123"
+SAME = {"host": "127.0.0.1:8080"}
+
+
+def test_guard_order_and_origins():
+    guard = ActionGuard(SECRET)
+    ok = {**SAME, "x-squall-secret": SECRET.decode()}
+    assert guard.refusal(ok, "http") is None
+    assert guard.refusal({**ok, "origin": "http://127.0.0.1:8080"}, "http") is None
+    assert guard.refusal({**ok, "referer": "http://127.0.0.1:8080/topology.html"}, "http") is None
+    assert guard.refusal({**ok, "host": "ui.example", "origin": "http://ui.example:80"}, "http") is None
+    assert guard.refusal({**ok, "origin": "http://127.0.0.1:8081"}, "http").status == 403
+    assert guard.refusal({**ok, "origin": "https://127.0.0.1:8080"}, "http").status == 403
+    assert guard.refusal({**ok, "referer": "http://127.0.0.1.evil:8080/"}, "http").status == 403
+    assert "X-Squall-Secret" in guard.refusal(SAME, "http").message
+    assert "does not hold" in guard.refusal({**SAME, "x-squall-secret": "nope"}, "http").message
+    assert "switched off" in ActionGuard(SECRET, enabled=False).refusal(ok, "http").message
+    assert "squall.secret" in ActionGuard(None).refusal(ok, "http").message

@@ -41,15 +41,31 @@ from ._topology import TopologyBuilder as TopologyBuilder
 from ._tuple import Tuple as Tuple
 from ._tuple import is_tick_tuple as is_tick_tuple
 from .cluster.local import LocalCluster as LocalCluster
+from .metric import AssignableMetric as AssignableMetric
+from .metric import CombinedMetric as CombinedMetric
+from .metric import CountMetric as CountMetric
+from .metric import DataPoint as DataPoint
+from .metric import ICombiner as ICombiner
+from .metric import IMetric as IMetric
+from .metric import IMetricsConsumer as IMetricsConsumer
+from .metric import IReducer as IReducer
+from .metric import LoggingMetricsConsumer as LoggingMetricsConsumer
+from .metric import MeanReducer as MeanReducer
+from .metric import MultiCountMetric as MultiCountMetric
+from .metric import MultiReducedMetric as MultiReducedMetric
+from .metric import ReducedMetric as ReducedMetric
+from .metric import TaskInfo as TaskInfo
 from .cluster.state import TopologyStatus as TopologyStatus
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_STREAM", "AlreadyAliveException", "BasicBolt", "BasicOutputCollector", "Bolt",
-    "BoltDeclarer", "Config", "CustomStreamGrouping", "EmitError", "FailedException", "Fields",
-    "GlobalStreamId", "Grouping", "IllegalStateTransition", "InvalidTopologyException",
-    "LocalCluster", "MessageId", "NotAliveException", "OutputCollector", "OutputFieldsDeclarer",
+    "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BasicBolt", "BasicOutputCollector",
+    "Bolt", "BoltDeclarer", "CombinedMetric", "Config", "CountMetric", "CustomStreamGrouping", "DataPoint",
+    "EmitError", "FailedException", "Fields", "GlobalStreamId", "Grouping", "ICombiner", "IMetric",
+    "IMetricsConsumer", "IReducer", "IllegalStateTransition", "InvalidTopologyException",
+    "LocalCluster", "LoggingMetricsConsumer", "MeanReducer", "MessageId", "MultiCountMetric",
+    "MultiReducedMetric", "NotAliveException", "ReducedMetric", "TaskInfo", "OutputCollector", "OutputFieldsDeclarer",
     "ReportedFailedException", "SerializationError", "Spout", "SpoutDeclarer",
     "SpoutOutputCollector", "SquallError", "StormSubmitter", "StormTopology", "TopologyBuilder",
     "TopologyContext", "TopologyStatus", "Tuple", "Values", "is_tick_tuple",

@@ -86,6 +86,10 @@ class Config(dict):
     TOPOLOGY_EXECUTOR_OWN_THREAD = "topology.executor.own.thread"
     """Run a component's executors on their own thread (for blocking user code)."""
     TOPOLOGY_NAME = "topology.name"
+    TOPOLOGY_METRICS_CONSUMER_REGISTER = "topology.metrics.consumer.register"
+    """Metrics consumers: a list of maps (``class``, ``parallelism.hint``, ``argument``, ...)."""
+    TOPOLOGY_BUILTIN_METRICS_BUCKET_SIZE_SECS = "topology.builtin.metrics.bucket.size.secs"
+    """Seconds between two readings of the built-in metrics (``__ack-count``, ...)."""
     """The topology's name (set by squall at submit)."""
 
     def set_num_workers(self, n: int) -> None:
@@ -115,6 +119,15 @@ class Config(dict):
     def set_num_event_loggers(self, n: int) -> None:
         """Set ``topology.eventlogger.executors``."""
         self["topology.eventlogger.executors"] = n
+
+    def register_metrics_consumer(self, klass: type | str, argument: Any = None, parallelism_hint: int = 1) -> None:
+        """Run metrics consumer ``klass`` (an `IMetricsConsumer` class, or its ``"module:Class"``
+        name) with ``parallelism_hint`` tasks; its ``prepare`` gets ``argument``. Appends Storm's
+        map to ``topology.metrics.consumer.register``."""
+        name = klass if isinstance(klass, str) else _qualified(klass)
+        entries = list(self.get(self.TOPOLOGY_METRICS_CONSUMER_REGISTER) or [])
+        entries.append({"class": name, "parallelism.hint": parallelism_hint, "argument": argument})
+        self[self.TOPOLOGY_METRICS_CONSUMER_REGISTER] = entries
 
     def register_serialization(self, cls: type, serializer_cls: type | None = None) -> None:
         """Register ``cls`` for serialization between workers, optionally with a serializer class.
@@ -324,6 +337,10 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "topology.tasks": (_positive_int, "a positive integer or null", True),
     "topology.stats.sample.rate": (_fraction, "a number above 0 and at most 1", False),
     "topology.fall.back.on.pickle": _BOOL,
+    # its entries are checked one by one at submit (squall.metric._consumers.consumer_specs)
+    "topology.metrics.consumer.register": (lambda v: isinstance(v, (list, tuple)),
+                                           "a list of maps with a \"class\" each (docs/metrics.md)", True),
+    "topology.builtin.metrics.bucket.size.secs": (_positive_int, "a positive whole number of seconds", False),
     "topology.skip.missing.kryo.registrations": _BOOL,
     "topology.disable.loadaware.messaging": _BOOL,
     "topology.executor.own.thread": _BOOL,

@@ -30,6 +30,10 @@ class TopologyContext:
         self._worker_port = worker_port
         self._worker_tasks = sorted(worker_tasks)
         self._conf = conf
+        # bucket secs -> name -> metric; registration closes when open/prepare returns (`seal_metrics`)
+        self._metrics: dict[int, dict[str, Any]] = {}
+        self._metric_names: set[str] = set()
+        self._metrics_sealed = False
 
     def get_this_task_id(self) -> int:
         """This task's id."""
@@ -115,3 +119,49 @@ class TopologyContext:
     def get_storm_conf(self) -> dict[str, Any]:
         """The topology's configuration as this task sees it."""
         return self._conf
+
+    def register_metric(self, name: str, metric: Any, time_bucket_size_in_secs: int) -> Any:
+        """Report ``metric`` (an `IMetric`, or an `IReducer`/`ICombiner`, wrapped in a
+        `ReducedMetric`/`CombinedMetric`) under ``name`` every ``time_bucket_size_in_secs``
+        seconds to the topology's metrics consumers; returns the metric. Only from ``open`` or
+        ``prepare``, as Storm's.
+
+        Raises:
+            RuntimeError: called after ``open``/``prepare`` returned.
+            ValueError: ``name`` registered twice in this task, no metric, or a bucket size
+                that is not a positive whole number of seconds (naming the metric and component).
+        """
+        from .metric._api import CombinedMetric, ICombiner, IReducer, ReducedMetric
+
+        where = f"metric {name!r} of component [{self.get_this_component_id()}] task {self._task_id}"
+        if self._metrics_sealed:
+            raise RuntimeError(f"TopologyContext.register_metric can only be called from within overridden "
+                               f"Bolt.prepare() or Spout.open() ({where})")
+        if isinstance(metric, IReducer):
+            metric = ReducedMetric(metric)
+        elif isinstance(metric, ICombiner):
+            metric = CombinedMetric(metric)
+        if metric is None or not callable(getattr(metric, "get_value_and_reset", None)):
+            raise ValueError(f"Cannot register a metric without get_value_and_reset(), got "
+                             f"{type(metric).__name__} ({where})")
+        secs = time_bucket_size_in_secs
+        if type(secs) is not int or secs <= 0:
+            raise ValueError(f"TopologyContext.register_metric needs a positive whole number of seconds as "
+                             f"time_bucket_size_in_secs, got {secs!r} ({where})")
+        if name in self._metric_names:
+            raise ValueError(f"The same metric name `{name}` was registered twice ({where})")
+        self._metric_names.add(name)
+        self._metrics.setdefault(secs, {})[name] = metric
+        return metric
+
+    def get_registered_metric_by_name(self, name: str) -> Any:
+        """The metric registered under ``name`` in this task, or None."""
+        for metrics in self._metrics.values():
+            if name in metrics:
+                return metrics[name]
+        return None
+
+    def seal_metrics(self) -> dict[int, dict[str, Any]]:
+        """End registration (open/prepare returned); the metrics by bucket size, for the executor."""
+        self._metrics_sealed = True
+        return self._metrics

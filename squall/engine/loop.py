@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Container
 from typing import Any
 
+from ..metric._collect import metric_timers
 from .clock import Clock
 from .executor import Executor, log
 from .spout_executor import SpoutExecutor
@@ -299,7 +300,7 @@ class ExecutorLoop:
         now = clock.now()
         for ex in self.executors:  # the timers stay with an executor when it changes loops
             if ex.schedule is None:
-                ex.schedule = [[now + period, period, cb, ex] for period, cb in ex.timers()]
+                ex.schedule = [[now + period, period, cb, ex] for period, cb in ex.timers() + metric_timers(ex)]
         timers = [t for ex in self.executors for t in ex.schedule]
         next_due = min((t[0] for t in timers), default=float("inf"))
         seen_active = None

@@ -1,7 +1,7 @@
 """Tasks and executors of a topology, numbered and split as Storm does.
 
 Task ids (``StormCommon.stormTaskInfo``): all component ids of the system topology, the user's
-plus ``__acker``, sorted in Java string order (code-point order, so ``"1" < "__acker" < "bolt"``),
+plus ``__acker`` and the metrics consumers ``__metrics_<class>``, sorted in Java string order (code-point order, so ``"1" < "__acker" < "bolt"``),
 get consecutive ids from 1, as many as each has tasks. A component's tasks are split over its
 executors by `partition_fixed`: contiguous ranges, larger chunks first.
 """
@@ -15,6 +15,7 @@ from .._config import component_conf
 from .._errors import InvalidTopologyException
 from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
+from ..metric._consumers import with_metrics_consumers
 
 
 def partition_fixed(num_executors: int, tasks: list[int]) -> list[list[int]]:
@@ -116,6 +117,7 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
 
     ``conf`` is the topology's merged configuration, ``given_conf`` what the user's Config set.
     """
+    topology = with_metrics_consumers(topology, conf)  # Storm's system topology: consumer bolts
     confs: dict[str, dict[str, Any]] = {}
     num_tasks: dict[str, int] = {}
     parallelism: dict[str, int] = {}

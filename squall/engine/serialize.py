@@ -60,6 +60,7 @@ import msgpack
 
 from .._errors import SerializationError
 from .._tuple import Source, Tuple
+from ..metric._api import DataPoint, TaskInfo
 
 __all__ = ["PLAIN_TYPES", "Serializer", "SerializationError", "nesting_depth"]
 
@@ -81,6 +82,8 @@ PLAIN_TYPES = frozenset({str, int, float, bool, bytes, type(None)})
 """Types that always serialize (ints of any size): a tuple of only these needs no check at emit."""
 
 _CONTAINERS = (list, tuple, dict, set, frozenset)
+
+_BUILTIN_CLASSES = (TaskInfo, DataPoint)
 
 
 def nesting_depth(obj: Any, cap: int = 100_000) -> int:
@@ -233,6 +236,9 @@ class Serializer:
                 continue
             self._by_type[reg.cls] = reg
             self._by_name[name] = reg
+        for cls in _BUILTIN_CLASSES:  # squall's own records that cross workers (Storm registers its too)
+            name = f"{cls.__module__}:{cls.__qualname__}"
+            self._by_type[cls] = self._by_name[name] = _Registered(name, cls, None)
         self._packers = _Packers()
         self._unpack_opts = {"ext_hook": self._ext_hook, "strict_map_key": False, "raw": False}
 

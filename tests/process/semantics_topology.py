@@ -202,3 +202,33 @@ class EmitsTooDeep(Spout):
         except SerializationError as e:
             self.log.write(json.dumps({"error": str(e)}) + "\n")
             self.log.flush()
+
+
+class CountsInMetric(Bolt):
+    """Counts its inputs in a CountMetric read every second, and acks them."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        from squall import CountMetric
+        self.count = context.register_metric("counted", CountMetric(), 1)
+
+    def execute(self, tup):
+        self.count.incr()
+        self.collector.ack(tup)
+
+
+class MetricsToFile:
+    """A metrics consumer (IMetricsConsumer's methods) writing each data point as a row of
+    ``metrics-<task>.jsonl`` in the directory its argument names."""
+
+    def prepare(self, conf, argument, context, error_reporter):
+        self.log = open(Path(argument) / f"metrics-{context.get_this_task_id()}.jsonl", "a")
+
+    def handle_data_points(self, task_info, data_points):
+        for p in data_points:
+            self.log.write(json.dumps({"component": task_info.src_component_id, "task": task_info.src_task_id,
+                                       "port": task_info.src_worker_port, "name": p.name, "value": p.value}) + "\n")
+        self.log.flush()
+
+    def cleanup(self):
+        self.log.close()

@@ -131,3 +131,22 @@ def test_an_emit_of_a_value_that_cannot_cross_workers_raises_in_the_emitting_com
     message = records(tmp_path, "emit-errors")[0]["error"]
     assert "component [deep]" in message and "stream [default]" in message
     assert "nested 5000 levels deep" in message
+
+
+def test_metrics_of_tasks_in_both_workers_reach_one_consumer(shared_cluster, tmp_path):
+    """TaskInfo and DataPoint cross processes (with pickle off): the consumer, in one worker,
+    gets the counts of the bolt's tasks in both."""
+    from .semantics_topology import CountsInMetric, MetricsToFile
+
+    b = TopologyBuilder()
+    b.set_spout("items", ListSpout(list(range(40))), 2)
+    b.set_bolt("counter", CountsInMetric(), 2).shuffle_grouping("items")
+    conf = topology_conf(tmp_path, **{"topology.fall.back.on.pickle": False})
+    conf.register_metrics_consumer(MetricsToFile, argument=str(tmp_path))
+    with _Running(shared_cluster, "metrics", conf, b.create_topology()):
+        def counted():
+            return sum(r["value"] for r in records(tmp_path, "metrics") if r["name"] == "counted")
+        assert wait_until(lambda: counted() == 40, 40)
+    rows = [r for r in records(tmp_path, "metrics") if r["name"] == "counted"]
+    assert {r["component"] for r in rows} == {"counter"}
+    assert len({r["port"] for r in rows}) == 2, "the counter's tasks are not in two workers"

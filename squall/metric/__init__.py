@@ -1,0 +1,24 @@
+"""Storm's metrics API v1 (``org.apache.storm.metric``): metrics a task registers with
+``context.register_metric``, read every time bucket and handed to the consumers listed in
+``topology.metrics.consumer.register`` (see docs/metrics.md)."""
+
+from ._api import AssignableMetric as AssignableMetric
+from ._api import CombinedMetric as CombinedMetric
+from ._api import CountMetric as CountMetric
+from ._api import DataPoint as DataPoint
+from ._api import ICombiner as ICombiner
+from ._api import IMetric as IMetric
+from ._api import IMetricsConsumer as IMetricsConsumer
+from ._api import IReducer as IReducer
+from ._api import MeanReducer as MeanReducer
+from ._api import MultiCountMetric as MultiCountMetric
+from ._api import MultiReducedMetric as MultiReducedMetric
+from ._api import ReducedMetric as ReducedMetric
+from ._api import TaskInfo as TaskInfo
+from ._logging import LoggingMetricsConsumer as LoggingMetricsConsumer
+
+__all__ = [
+    "AssignableMetric", "CombinedMetric", "CountMetric", "DataPoint", "ICombiner", "IMetric",
+    "IMetricsConsumer", "IReducer", "LoggingMetricsConsumer", "MeanReducer", "MultiCountMetric",
+    "MultiReducedMetric", "ReducedMetric", "TaskInfo",
+]

@@ -336,6 +336,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "topology.max.task.parallelism": (_positive_int, "a positive integer or null", True),
     "topology.tasks": (_positive_int, "a positive integer or null", True),
     "topology.stats.sample.rate": (_fraction, "a number above 0 and at most 1", False),
+    "topology.stats.enabled": _BOOL,
     "topology.fall.back.on.pickle": _BOOL,
     # its entries are checked one by one at submit (squall.metric._consumers.consumer_specs)
     "topology.metrics.consumer.register": (lambda v: isinstance(v, (list, tuple)),

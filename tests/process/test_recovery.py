@@ -79,6 +79,13 @@ def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resum
         assert m.list_topologies()[0]["status"] == "ACTIVE"
     assert wait_until(lambda: acked(out) >= set(range(N)), 60)
     assert set(cluster.workers()) == set(workers)  # the new master adopted them, no restarts
+    # Storm's statistics live in the workers, as in Storm's executors: the new master shows the
+    # acks from before its start too (one spout task: the sampled count is within one block)
+    with cluster.client() as m:
+        def stats_acked() -> int:
+            return next(w["acked"] for w in m.get_topology_page("recover")["topologyStats"]
+                        if w["window"] == ":all-time")
+        assert wait_until(lambda: stats_acked() > N - 20, 10), stats_acked()
     # the new master adopted the supervisor: a clean stop stops it too, and it its workers
     cluster.master.send_signal(signal.SIGTERM)
     assert cluster.master.wait(20) == 0

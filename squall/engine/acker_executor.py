@@ -10,7 +10,6 @@ from __future__ import annotations
 from .acker import ACK, FAIL, INIT, RESET, Acker
 from .executor import Executor, Wiring
 from .plan import ExecutorSpec
-from .stats import EXECUTED
 
 # Storm's streams into the acker, by message kind (its statistics are kept per input stream)
 ACKER_STREAMS = {INIT: "__ack_init", ACK: "__ack_ack", FAIL: "__ack_fail", RESET: "__ack_reset_timeout"}
@@ -38,19 +37,33 @@ class AckerExecutor(Executor):
                 n = limit
             update = self.ackers[t].update
             pop = q.popleft
+            # Storm's sampled statistics, per input stream of the acker: runs of `left - 1`
+            # plain messages, then a sampled one
             sampled = self.sampled[t]
-            left = sampled.left
-            for _ in range(n):
-                kind, root, val, spout_task = pop()
-                reply = update(kind, root, val, spout_task, now)
-                if reply is not None:
-                    deliver[reply[0]](reply[1:])
-                left -= 1
-                if not left:  # Storm's sampled statistics, per input stream of the acker
-                    source = self.wiring.plan.task_to_component.get(spout_task, "") if kind == INIT else ""
-                    sampled.add(EXECUTED, source, ACKER_STREAMS[kind])
-                    left = sampled.next_gap()
-            sampled.left = left
+            ran = 0
+            while ran < n:
+                left = sampled.left
+                run = left - 1 if left - 1 < n - ran else n - ran
+                for _ in range(run):
+                    kind, root, val, spout_task = pop()
+                    reply = update(kind, root, val, spout_task, now)
+                    if reply is not None:
+                        deliver[reply[0]](reply[1:])
+                ran += run
+                sampled.left = left - run
+                if ran < n:
+                    kind, root, val, spout_task = pop()
+                    reply = update(kind, root, val, spout_task, now)
+                    if reply is not None:
+                        deliver[reply[0]](reply[1:])
+                    handle = (kind, spout_task) if kind == INIT else kind
+                    ks = sampled.by_handle.get(handle)
+                    if ks is None:
+                        source = self.wiring.plan.task_to_component.get(spout_task, "") if kind == INIT else ""
+                        ks = sampled.key(source, ACKER_STREAMS[kind], handle)
+                    ks.executed += sampled.freq
+                    sampled.next_gap()
+                    ran += 1
             stats = self.stats[t]
             stats.executed += n
             done += n

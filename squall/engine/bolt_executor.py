@@ -26,7 +26,7 @@ from .acker import ACK, FAIL, RESET
 from .executor import Executor, TaskStats, Wiring, debug_log, error_record
 from .plan import ExecutorSpec
 from .routing import _NOWHERE, Router, build_routers, wrong_size
-from .stats import ACKED, EXECUTE_LATENCY, EXECUTED, FAILED, TaskStatistics
+from .stats import TaskStatistics
 
 _get_ident = threading.get_ident
 
@@ -74,38 +74,43 @@ class BoltExecutor(Executor):
             self.current_task = t
             execute = self.execute[t]
             pop = q.popleft
+            # Storm's sampled statistics: runs of `left - 1` plain inputs, then a sampled one
             sampled = self.sampled[t]
             left = sampled.left
-            i = 0
+            ran = i = 0
             try:
-                for i in range(n):
-                    left -= 1
-                    if left:
+                while ran < n:
+                    run = left - 1 if left - 1 < n - ran else n - ran
+                    for i in range(run):
                         execute(pop())
-                    else:  # Storm's sampled statistics: one input in every `freq`
-                        left = self._sampled_execute(sampled, execute, pop())
-                i = n
+                    ran += run
+                    left -= run
+                    i = 0
+                    if ran < n:
+                        self._sampled_execute(sampled, execute, pop())
+                        ran += 1
+                        left = sampled.next_gap()
             finally:  # counted per batch; on a crash, the tuples executed before it
-                self.stats[t].executed += i
+                self.stats[t].executed += ran + i
                 sampled.left = left
             done += n
         if self.acks:
             self.flush_acks()
         return done
 
-    def _sampled_execute(self, sampled: TaskStatistics, execute: Any, tup: Tuple) -> int:
-        """Execute a sampled input, timing it; its ack (or fail) closes the sample. Returns the
-        countdown to the next sampled input."""
+    def _sampled_execute(self, sampled: TaskStatistics, execute: Any, tup: Tuple) -> None:
+        """Execute a sampled input, timing it; its ack (or fail) closes the sample."""
         now = self.wiring.clock.now
         src = tup._src
+        ks = sampled.by_handle.get(src) or sampled.key(src.component, src.stream, src)
         start = now()
-        sampled.open_sample(id(tup), start, src.component, src.stream)
+        sampled.open_sample(id(tup), start, ks)
         try:
             execute(tup)
         finally:
-            sampled.add(EXECUTED, src.component, src.stream)
-            sampled.add_latency(EXECUTE_LATENCY, src.component, src.stream, now() - start)
-        return sampled.next_gap()
+            ks.executed += sampled.freq
+            ks.execute_ms += 1000.0 * (now() - start)
+            ks.execute_n += 1
 
     def flush_acks(self) -> None:
         """Send the coalesced acks: one message per root.
@@ -192,7 +197,7 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
                 ackers[root % nackers]((ACK, root, tup._val ^ tup._oav, -1))
         stats.acked += 1
         if samples:
-            close_sample(id(tup), ACKED, now())
+            close_sample(id(tup), True, now())
     return execute
 
 
@@ -336,13 +341,13 @@ class BoltCollector(OutputCollector):
                 self._wake()
         self._stats.acked += 1
         if self._samples:
-            self._close_sample(id(tup), ACKED, self._now())
+            self._close_sample(id(tup), True, self._now())
 
     def fail(self, tup):
         self._to_acker(tup, FAIL)
         self._stats.failed += 1
         if self._samples:
-            self._close_sample(id(tup), FAILED, self._now())
+            self._close_sample(id(tup), False, self._now())
 
     def reset_timeout(self, tup):
         self._to_acker(tup, RESET)

@@ -174,7 +174,7 @@ class Executor:
         # Storm's sampled statistics (exact counters above are for the engine's own use)
         freq = sample_freq(wiring.plan.conf) if wiring.plan.conf.get("topology.stats.enabled", True) else 0
         self.sampled: dict[int, TaskStatistics] = {
-            t: TaskStatistics(freq, random.Random((wiring.seed << 8) ^ t)) for t in self.task_ids}
+            t: TaskStatistics(freq, random.Random((wiring.seed << 8) ^ t), self.kind == "spout") for t in self.task_ids}
         self.current_task = self.task_ids[0]  # the task whose user code is running (for crashes)
         self.opened = False
         # the loop's entries for `timers`, [due, period, callback, executor]: made once, they move

@@ -40,9 +40,6 @@ from .executor import Executor, TaskStats, Wiring, debug_log, error_record
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
 from .routing import Router, build_routers, wrong_size
-from .stats import ACKED as STAT_ACKED
-from .stats import COMPLETE_LATENCY
-from .stats import FAILED as STAT_FAILED
 
 # The automatic max spout pending (see the module docstring): a tuple emitted now should expect
 # to complete within this fraction of the message timeout (timeouts fire between T and 2T).
@@ -147,12 +144,25 @@ class SpoutExecutor(Executor):
             if n > limit:
                 n = limit
             pop = q.popleft
-            for _ in range(n):
-                self._reply(*pop())
+            reply = self._reply
+            # Storm's sampled statistics: runs of `left - 1` plain replies, then a sampled one
+            sampled = self.sampled[t]
+            ran = 0
+            while ran < n:
+                left = sampled.left
+                run = left - 1 if left - 1 < n - ran else n - ran
+                for _ in range(run):
+                    reply(*pop())
+                ran += run
+                sampled.left = left - run
+                if ran < n:
+                    sampled.next_gap()
+                    reply(*pop(), True)
+                    ran += 1
             done += n
         return done
 
-    def _reply(self, kind: int, root: int, delta: float) -> None:
+    def _reply(self, kind: int, root: int, delta: float, sample: bool = False) -> None:
         info = self.pending.remove(root)
         if info is None:
             return  # late reply for a tuple that already timed out
@@ -165,16 +175,18 @@ class SpoutExecutor(Executor):
             latency = self.wiring.clock.now() - started
             stats.latency_sum += latency
             stats.latency_count += 1
-            sampled = self.sampled[task]
-            sampled.left -= 1
-            if not sampled.left:
-                sampled.add(STAT_ACKED, "", stream)
-                sampled.add_latency(COMPLETE_LATENCY, "", stream, latency)
-                sampled.next_gap()
+            if sample:
+                sampled = self.sampled[task]
+                ks = sampled.by_handle.get(stream) or sampled.key("", stream, stream)
+                ks.acked += sampled.freq
+                ks.latency_ms += 1000.0 * latency
+                ks.latency_n += 1
             self.objs[task].ack(msg_id)
         elif kind == FAILED:
             stats.failed += 1
-            self._sample_failed(task, stream)
+            if sample:
+                sampled = self.sampled[task]
+                sampled.key("", stream).failed += sampled.freq
             self.objs[task].fail(msg_id)
         else:  # RESET_TIMEOUT: move it to the newest bucket
             self.pending.put(root, info)
@@ -235,10 +247,11 @@ class SpoutExecutor(Executor):
             self.objs[task].fail(msg_id)
 
     def _sample_failed(self, task: int, stream: str) -> None:
+        """A failure by timeout or a lost worker: one more event of the task's countdown."""
         sampled = self.sampled[task]
         sampled.left -= 1
         if not sampled.left:
-            sampled.add(STAT_FAILED, "", stream)
+            sampled.key("", stream).failed += sampled.freq
             sampled.next_gap()
 
     # --- lost workers ----------------------------------------------------------------------------------
@@ -329,7 +342,7 @@ class SpoutCollector(SpoutOutputCollector):
                 sampled = ex.sampled[self._task]
                 sampled.left -= 1
                 if not sampled.left:
-                    sampled.add(STAT_ACKED, "", r.stream)
+                    sampled.key("", r.stream).acked += sampled.freq
                     sampled.next_gap()
                 ex.objs[self._task].ack(msg_id)
             return

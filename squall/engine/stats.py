@@ -3,7 +3,8 @@
 Storm does not time every tuple: with ``topology.stats.sample.rate`` r, one event in every block
 of ``freq = int(1 / r)`` events is sampled (a random position per block: the even sampler), and
 a sampled event adds ``freq`` to its counter and its measured latency to its average. So counts
-are estimates, exact only at rate 1.0, and the cost per event is a countdown.
+are estimates, exact only at rate 1.0. The executors count down by runs (``left - 1`` plain
+events in a plain loop, then the sampled one), so an event that is not sampled costs nothing.
 
 What is sampled, per task: at a spout, the trees acked and failed and their complete latency,
 per stream of the root; at a bolt, the inputs executed (with their execute latency), acked (with

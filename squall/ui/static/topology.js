@@ -57,6 +57,10 @@
       ["Host", "host"], ["Port", "port", {num: true, plain: true}], ["Uptime", "uptime"],
       ["Executors", "executorsTotal", {num: true}],
       ["Components", w => Object.entries(w.componentNumTasks || {}).map(([c, n]) => `${c} (${n})`).join(", ")],
+      ["CPU (s)", w => (w.cpuSecs ?? 0).toFixed(1), {num: true, tip: "CPU time of the worker's process"}],
+      ["Memory (MB)", w => ((w.rssBytes ?? 0) / 1048576).toFixed(1), {num: true, tip: "Resident memory of the worker's process"}],
+      ["GC runs", "gcCollections", {num: true, tip: "Garbage collector runs in the worker's process"}],
+      ["Restarts", "restarts", {num: true, tip: "Times the slot was launched again after its worker died"}],
       ["Log", w => { const l = logLink(t.id, w.port, w.workerLogLink); return l ? el("a", {href: l}, "worker.log") : ""; }],
     ], t.workers || []));
     const errors = [...(t.spouts || []).map(s => [s.spoutId, s]), ...(t.bolts || []).map(b => [b.boltId, b])]

@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from .loop import Backpressure
-from .transport import Transport
+from .transport import ControlHandler, Transport
 
 
 def backpressure_message(over: bool) -> dict[str, bool]:
@@ -38,13 +38,14 @@ def over_of(message: Any) -> bool:
 
 class BackpressureLink:
     """Links ``backpressure`` to the peers reached by ``transport`` until `stop`; see the module
-    docstring. Starts a daemon thread (``name``) that renews and expires every
+    docstring. Control messages other than backpressure's go to ``others`` (if given). Starts a daemon thread (``name``) that renews and expires every
     `Backpressure.RENEW_SECS` of real time."""
 
     def __init__(self, backpressure: Backpressure, transport: Transport,
-                 name: str = "squall-backpressure") -> None:
+                 name: str = "squall-backpressure", others: ControlHandler | None = None) -> None:
         self.backpressure = backpressure
         self.transport = transport
+        self._others = others  # the control messages that are not about backpressure
         self._done = threading.Event()
         backpressure.listener = self._flipped
         transport.set_control_handler(self._heard)
@@ -55,6 +56,9 @@ class BackpressureLink:
         self.transport.broadcast(backpressure_message(over))
 
     def _heard(self, sender: Any, message: Any) -> None:
+        if self._others is not None and not (isinstance(message, dict) and "over" in message):
+            self._others(sender, message)
+            return
         self.backpressure.set_remote(sender, over_of(message))
 
     def _renew(self) -> None:

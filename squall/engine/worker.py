@@ -179,12 +179,15 @@ class Worker:
         if len(q) >= self.backpressure.high and type(item) is Tuple:  # acker traffic is never bounded
             self.backpressure.check(task, len(q))
 
-    def tasks_lost(self, tasks: Iterable[int]) -> int:
+    def tasks_lost(self, tasks: Iterable[int], own: bool = False) -> int:
         """Items this worker sent to ``tasks`` (in another worker) until now may be lost: that
         worker died, or what was queued for it was dropped. Every local spout that reaches one
         of them fails its pending tuples emitted until now, on its own loop
-        (`SpoutExecutor.notify_lost`). Returns how many spout executors will."""
-        tasks = frozenset(tasks).difference(self.inboxes)
+        (`SpoutExecutor.notify_lost`). Returns how many spout executors will. ``own``: this
+        worker's own tasks count too (a peer dropped items for them, which may have come from
+        this worker's spouts: `squall.engine.dropped_items`); else they are left out (a notice
+        of an earlier launch of this worker's slot concerns tuples of that launch)."""
+        tasks = frozenset(tasks) if own else frozenset(tasks).difference(self.inboxes)
         now = self.clock.now()
         return sum(ex.notify_lost(tasks, now) for ex in self.executors if isinstance(ex, SpoutExecutor))
 

@@ -30,6 +30,7 @@ from typing import Any
 import cloudpickle
 
 from ..engine.clock import Clock
+from ..engine.dropped_items import DroppedItemsLink
 from ..engine.executor import error_record
 from ..engine.loop import Backpressure, TopologyState
 from ..engine.plan import TopologyPlan
@@ -99,6 +100,7 @@ class WorkerAgent:
         self._lost_generation = 0
         self._epoch: str | None = None
         self._peers: dict[int, str] = {}
+        self._dropped: DroppedItemsLink | None = None
         self._history = StatsHistory(self.clock.wall())  # Storm's windows start with the worker
 
     # --- from outside -------------------------------------------------------------------------------
@@ -200,7 +202,10 @@ class WorkerAgent:
                                                  self.port).as_dict())
         transport.on_refused = refused
         # backpressure across workers: this worker's own state, told to and by its peers
-        link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}")
+        # items dropped on their way to a moved peer, told to and by the peers (their spouts'
+        # tuples may be among them)
+        self._dropped = DroppedItemsLink(worker.tasks_lost, transport)
+        link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}", others=self._dropped.heard)
         self.worker = worker
         worker.start()
         freq = float(self.conf.get("worker.heartbeat.frequency.secs") or 1)
@@ -263,7 +268,9 @@ class WorkerAgent:
                 self._wake.set()
                 return
             if "peers" in reply:  # a peer restarted elsewhere: before spouts may (re)start
-                worker.tasks_lost(self._set_peers(reply["peers"]))
+                moved = self._set_peers(reply["peers"])
+                if self._dropped is not None:
+                    self._dropped.moved(moved)
                 transport.set_launches(reply["launch_ids"])
                 self._addresses_version = reply["addresses_version"]
             for lost in reply.get("lost", ()):
@@ -277,8 +284,9 @@ class WorkerAgent:
     def _set_peers(self, table: dict[Any, Any]) -> list[int]:
         """Give the transport the peers' addresses (``table``: task -> address, None while a peer
         restarts) and return the tasks whose worker moved. The transport drops what it queued for
-        those (their old address is a dead worker's): the spouts must fail what they sent there at
-        once (`Worker.tasks_lost`), or wait a message timeout for it."""
+        those (their old address is a dead worker's): the spouts, this worker's and its peers',
+        must fail what they sent there at once (`DroppedItemsLink.moved`), or wait a message
+        timeout for it."""
         transport = self.transport
         assert transport is not None
         new = {int(t): addr for t, addr in table.items() if addr is not None and addr != transport.address}

@@ -4,8 +4,10 @@ have been in it; on a simulated clock, so that no message timeout can be what fa
 from squall import Bolt, Config, Fields, LocalCluster, TopologyBuilder
 from squall._config import topology_conf
 from squall.engine.clock import SimulatedClock
+from squall.engine.dropped_items import DroppedItemsLink, dropped_message
 from squall.engine.loop import Backpressure, TopologyState
 from squall.engine.plan import make_plan
+from squall.engine.remote_backpressure import BackpressureLink
 from squall.engine.transport import InMemoryNetwork, InMemoryTransport
 from squall.engine.worker import Worker, component_blobs
 from squall.testing import AckFailMapTracker, FeederSpout
@@ -124,3 +126,98 @@ def test_local_cluster_fails_the_other_workers_pending_tuples_when_it_restarts_a
         assert wait_until(lambda: cluster.get_topology_info("t")["components"]["crash"]["executed"] == 1)
         feed.feed(["boom"], "boom")
         assert wait_until(lambda: tracker.is_failed("a") and tracker.is_failed("boom"))
+
+
+class Relay(Bolt):
+    """Passes each tuple on, anchored, and acks it."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(["x"]))
+
+    def execute(self, tup):
+        self.collector.emit(list(tup.get_values()), anchors=tup)
+        self.collector.ack(tup)
+
+
+def _three_workers():
+    """feed -> relay -> sink (one task each, one acker) over an in-memory network, wired as the
+    hosts wire their workers (`BackpressureLink`, `DroppedItemsLink`). Worker "c" runs feed and
+    the acker, "b" runs relay; sink's worker has died and restarted elsewhere: "c" already knows
+    its new address "v2", "b" still sends to the old one, "v1", where nothing listens."""
+    feed = FeederSpout(Fields(["x"]))
+    tracker = AckFailMapTracker()
+    feed.set_ack_fail_delegate(tracker)
+    b = TopologyBuilder()
+    b.set_spout("feed", feed)
+    b.set_bolt("relay", Relay()).shuffle_grouping("feed")
+    b.set_bolt("sink", NeverAcks()).shuffle_grouping("relay")
+    conf = Config()
+    conf.set_num_workers(3)
+    conf.set_num_ackers(1)
+    conf.set_message_timeout_secs(30)
+    plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
+    tasks = plan.component_tasks
+    net, clock = InMemoryNetwork(), SimulatedClock()
+    sink_v2 = InMemoryTransport(net, "v2")  # the restarted sink worker's endpoint: reachable, holds nothing
+    where = {"c": {"feed", "__acker"}, "b": {"relay"}}
+    sink_at = {"c": "v2", "b": "v1"}
+    workers, links = {}, []
+    for name, comps in where.items():
+        transport = InMemoryTransport(net, name)
+        peers = {t: n for n, cs in where.items() if n != name for c in cs for t in tasks[c]}
+        transport.set_peers({**peers, **{t: sink_at[name] for t in tasks["sink"]}})
+        worker = Worker(plan, len(workers), [e for e in plan.executors if e.component in comps],
+                        component_blobs(plan), transport, clock, TopologyState(active=True), Backpressure(1000),
+                        lambda rec: None, lambda w, rec: None, 7)
+        transport.set_receiver(worker.receive)
+        dropped = DroppedItemsLink(worker.tasks_lost, transport)
+        links.append(BackpressureLink(worker.backpressure, transport, others=dropped.heard))
+        workers[name] = (worker, transport, dropped)
+    spout = next(ex for ex in workers["c"][0].executors if ex.component == "feed")
+    return workers, links, clock, feed, tracker, spout, tasks, sink_v2
+
+
+def test_items_a_peer_drops_for_a_moved_worker_fail_the_spout_of_another_worker_at_once():
+    """The race of W5 on Spark: the spout's worker "c" learned the move (and failed what it had
+    emitted until then) before "b", through whose bolt its next tuple went to the old address
+    and was lost. When "b" learns the move it tells its peers, and "c" fails that tuple at once,
+    not after the message timeout (the simulated clock never reaches it)."""
+    workers, links, clock, feed, tracker, spout, tasks, _ = _three_workers()
+    for worker, _, _ in workers.values():
+        worker.start()
+    try:
+        clock.advance(1)
+        workers["c"][2].moved(tasks["sink"])  # "c" learns first: nothing pending yet
+        clock.advance(1)
+        feed.feed([1], "late")
+        # relay sent it on to sink's old address, where it was lost
+        assert wait_until(lambda: workers["b"][1].statistics()["dropped"].get("no_endpoint") == 1)
+        assert not wait_until(lambda: tracker.is_failed("late"), 0.2)
+        clock.advance(1)
+        workers["b"][2].moved(tasks["sink"])  # "b" learns it later
+        assert wait_until(lambda: tracker.is_failed("late"))
+        assert spout.in_flight == 0
+    finally:
+        for link in links:
+            link.stop()
+        for worker, _, _ in workers.values():
+            worker.stop(clean=False)
+
+
+def test_a_worker_told_that_items_for_its_own_tasks_were_dropped_fails_its_spouts_tuples():
+    """The restarted worker's own spouts' tuples may go out through a peer and back to its own
+    tasks at their old address: a peer's notice of items dropped for them fails its tuples too
+    (a death notice of its own slot's earlier launch does not)."""
+    worker, clock, feed, tracker, spout, tasks = _worker()
+    worker.start()
+    try:
+        feed.feed([1], "a")
+        assert wait_until(lambda: spout.in_flight == 1)
+        clock.advance(1)
+        own = [tasks["sink"][0]]
+        assert worker.tasks_lost(own) == 0
+        assert not wait_until(lambda: tracker.is_failed("a"), 0.2)
+        DroppedItemsLink(worker.tasks_lost, void([])).heard("elsewhere:1", dropped_message(own))
+        assert wait_until(lambda: tracker.is_failed("a"))
+    finally:
+        worker.stop(clean=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
@@ -199,6 +200,27 @@ def visible_to_topology(key: str) -> bool:
     """Whether a cluster setting may reach a topology (its plan, its components, ``info``):
     topology and custom keys, and `TOPOLOGY_VISIBLE_DAEMON_KEYS`; never ``squall.secret``."""
     return not is_daemon_key(key) or key in TOPOLOGY_VISIBLE_DAEMON_KEYS
+
+
+# keys whose values no page shows: the cluster's secret, and anything named like a credential
+_SECRET_KEY_RE = re.compile(r"secret|password|passwd|token|credential", re.IGNORECASE)
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a configuration key's value must never be shown (``squall.secret``, passwords...)."""
+    return bool(_SECRET_KEY_RE.search(str(key)))
+
+
+def shown_configuration(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``conf`` as a page may show it: keys `is_secret_key` names left out, also inside nested
+    maps and lists (a metrics consumer's ``argument``, say), sorted."""
+    def clean(v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return {k: clean(x) for k, x in v.items() if not is_secret_key(k)}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+    return {k: clean(v) for k, v in sorted(conf.items()) if not is_secret_key(k)}
 
 
 def topology_conf(cluster: Mapping[str, Any], conf: Mapping[str, Any] | None) -> dict[str, Any]:

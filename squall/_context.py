@@ -120,9 +120,9 @@ class TopologyContext:
         """The topology's configuration as this task sees it."""
         return self._conf
 
-    def register_metric(self, name: str, metric: Any, time_bucket_size_in_secs: int) -> Any:
+    def register_metric(self, name: str, metric: Any, bucket_secs: int) -> Any:
         """Report ``metric`` (an `IMetric`, or an `IReducer`/`ICombiner`, wrapped in a
-        `ReducedMetric`/`CombinedMetric`) under ``name`` every ``time_bucket_size_in_secs``
+        `ReducedMetric`/`CombinedMetric`) under ``name`` every ``bucket_secs``
         seconds to the topology's metrics consumers; returns the metric. Only from ``open`` or
         ``prepare``, as Storm's.
 
@@ -144,10 +144,10 @@ class TopologyContext:
         if metric is None or not callable(getattr(metric, "get_value_and_reset", None)):
             raise ValueError(f"Cannot register a metric without get_value_and_reset(), got "
                              f"{type(metric).__name__} ({where})")
-        secs = time_bucket_size_in_secs
+        secs = bucket_secs
         if type(secs) is not int or secs <= 0:
             raise ValueError(f"TopologyContext.register_metric needs a positive whole number of seconds as "
-                             f"time_bucket_size_in_secs, got {secs!r} ({where})")
+                             f"bucket_secs, got {secs!r} ({where})")
         if name in self._metric_names:
             raise ValueError(f"The same metric name `{name}` was registered twice ({where})")
         self._metric_names.add(name)

@@ -192,11 +192,11 @@ def worker_log_file(topology_id: str, port: int) -> str:
     return f"{topology_id}/{int(port)}/{WORKER_LOG}"
 
 
-def worker_log_link(host: str, port: int, topology_id: str, worker_port: int) -> str:
-    """Storm 2's logviewer link to a worker's log (the UI's ``errorWorkerLogLink``):
-    ``http://HOST:PORT/api/v1/log?file=<topology-id>%2F<worker-port>%2Fworker.log``, where
-    HOST:PORT serve `squall.ui.logviewer`'s routes (the UI daemon's ``ui.port``)."""
-    return f"http://{host}:{int(port)}/api/v1/log?file={quote(worker_log_file(topology_id, worker_port), safe='')}"
+def worker_log_link(topology_id: str, worker_port: int) -> str:
+    """The logviewer's link to a worker's log on the UI daemon that serves the pages (the UI's
+    ``workerLogLink``/``errorWorkerLogLink``): ``/api/v1/log?file=<topology-id>%2F<port>%2Fworker.log``.
+    The daemon serves its own machine's artifacts directory (docs/logs.md)."""
+    return f"/api/v1/log?file={quote(worker_log_file(topology_id, worker_port), safe='')}"
 
 
 class TaskTagFilter(logging.Filter):

@@ -596,7 +596,7 @@ class Master:
         topo = self._get(name)
         plan = topo.plan
         now = self.clock.wall()
-        supervisor_of = {sup.host: sid for sid, sup in self.supervisors.items()}
+        supervisor_of = {slot: sid for sid, sup in self.supervisors.items() for slot in sup.slots()}
         workers = []
         for slot in sorted(topo.assignment):
             state = topo.slot(slot)
@@ -604,13 +604,13 @@ class Master:
             host, port = slot.rsplit(":", 1)
             figures = hb.figures if hb is not None and isinstance(hb.figures, dict) else None
             workers.append(stats_pages.WorkerView(
-                host=host, port=int(port), supervisor_id=supervisor_of.get(host, ""),
+                host=host, port=int(port), supervisor_id=supervisor_of.get(slot, ""),
                 executors=[plan.executors[i] for i in topo.assignment[slot]],
                 uptime_secs=float((figures or {}).get("uptime_secs", 0.0)), restarts=state.restarts,
                 figures=figures, windows=stats_pages.parse_windows(hb.windows if hb is not None else {})))
         return stats_pages.TopologyView(plan=plan, status=topo.status.value, uptime_secs=now - topo.launched,
                                         workers=workers, errors=list(topo.errors), now=now,
-                                        debug=dict(getattr(topo, "debug", {}) or {}))
+                                        debug=dict(topo.debug))
 
     # --- supervisors and workers -------------------------------------------------------------------------
     def op_supervisor_sync(self, supervisor_id: str, host: str, ports: list[int],

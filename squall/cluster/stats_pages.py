@@ -21,12 +21,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+from urllib.parse import quote
 
-from .._config import visible_to_topology
+from .._config import shown_configuration, visible_to_topology
+from ..engine.executor import ErrorRecord
 from ..engine.plan import ExecutorSpec, TopologyPlan
 from ..engine.stats import (ACKED, COMPLETE_LATENCY, EMITTED, EXECUTE_LATENCY, EXECUTED, FAILED,
                             PROCESS_LATENCY, TRANSFERRED)
 from ..worker.stats_history import ALL_TIME, WINDOW_NAMES
+from .logs import worker_log_link
 
 ACKER = "__acker"
 WINDOW_PRETTY = {"600": "10m 0s", "10800": "3h 0m 0s", "86400": "1d 0h 0m 0s", ALL_TIME: "All time"}
@@ -66,7 +69,7 @@ class TopologyView:
     status: str
     uptime_secs: float
     workers: list[WorkerView]
-    errors: list[Any]                # ErrorRecord, oldest first
+    errors: list[ErrorRecord]        # oldest first
     now: float                       # wall time, for errors' lapsed seconds
     debug: dict[str, Any] = field(default_factory=dict)   # component id or storm id -> {enable, samplingpct}
 
@@ -229,7 +232,7 @@ class _Index:
             return {"lastError": "", "errorHost": "", "errorPort": "", "errorTime": None,
                     "errorLapsedSecs": None, "errorWorkerLogLink": ""}
         e = errors[-1]
-        host = self.host_of_port(e.worker)
+        host = e.host or self.host_of_port(e.worker)
         return {"lastError": e.error, "errorHost": host, "errorPort": e.worker, "errorTime": int(e.last_time),
                 "errorLapsedSecs": int(max(0.0, self.view.now - e.last_time)),
                 "errorWorkerLogLink": worker_log_link(self.view.plan.storm_id, e.worker)}
@@ -237,10 +240,6 @@ class _Index:
     def host_of_port(self, port: int) -> str:
         return next((w.host for w in self.view.workers if w.port == port), "")
 
-
-def worker_log_link(storm_id: str, port: int) -> str:
-    """The logviewer's address of a worker's log, on the UI daemon."""
-    return f"/api/v1/log?file={storm_id}/{port}/worker.log"
 
 
 def _window_entry(window: str) -> dict[str, Any]:
@@ -295,7 +294,7 @@ def topology_page(view: TopologyView, window: str = ALL_TIME, sys: bool = False)
             "debug": bool(debug.get("enable", False)), "samplingPct": debug.get("samplingpct", 10),
             "replicationCount": 1, "topologyStats": stats, "spouts": spouts, "bolts": bolts,
             "workers": [_worker_row(view, w) for w in view.workers],
-            "configuration": {k: v for k, v in plan.conf.items() if visible_to_topology(k)}}
+            "configuration": shown_configuration({k: v for k, v in plan.conf.items() if visible_to_topology(k)})}
 
 
 def _worker_row(view: TopologyView, w: WorkerView) -> dict[str, Any]:
@@ -332,7 +331,7 @@ def component_page(view: TopologyView, component: str, window: str = ALL_TIME, s
         "debug": bool(debug.get("enable", False)), "samplingPct": debug.get("samplingpct", 10),
         "eventLogLink": "", "profilingAndDebuggingCapable": False, "profileActionEnabled": False,
         "profilerActive": [],
-        "componentErrors": [{"errorTime": int(e.last_time * 1000), "errorHost": idx.host_of_port(e.worker),
+        "componentErrors": [{"errorTime": int(e.last_time * 1000), "errorHost": e.host or idx.host_of_port(e.worker),
                              "errorPort": e.worker, "error": e.error, "errorTask": e.task, "errorCount": e.count,
                              "errorLapsedSecs": int(max(0.0, view.now - e.last_time)),
                              "errorWorkerLogLink": worker_log_link(plan.storm_id, e.worker)}
@@ -373,7 +372,7 @@ def component_page(view: TopologyView, component: str, window: str = ALL_TIME, s
             {"component": c, "encodedComponentId": c, "stream": s, "executeLatency": _f3(a.latency(EXECUTE_LATENCY)),
              "processLatency": _f3(a.latency(PROCESS_LATENCY)), "executed": a.count(EXECUTED),
              "acked": a.count(ACKED), "failed": a.count(FAILED)}
-            for (c, s), a in sorted(inputs.items()) if _visible(s, sys) and (sys or _visible(c, sys))]
+            for (c, s), a in sorted(inputs.items()) if _visible(s, sys) and _visible(c, sys)]
     out["executorStats"] = [_executor_row(idx, ex, kind, window, sys, weights)
                             for ex in plan.executors if ex.component == component]
     out["taskStats"] = [{"task": t, **_executor_row(idx, ExecutorSpec(component, (t,)), kind, window, sys, weights)}
@@ -442,7 +441,8 @@ def visualization(view: TopologyView, window: str = ALL_TIME, sys: bool = False)
                      ":capacity": 0 if kind == "spout" else round(idx.component_capacity(comp), 3),
                      ":latency": round(acc.latency(COMPLETE_LATENCY if kind == "spout" else PROCESS_LATENCY), 3),
                      ":transferred": acc.count(TRANSFERRED), ":stats": per_executor,
-                     ":link": f"/component.html?id={comp}&topology_id={plan.storm_id}", ":inputs": inputs}
+                     ":link": f"/component.html?id={quote(comp, safe='')}&topology_id={quote(plan.storm_id, safe='')}",
+                     ":inputs": inputs}
     return out
 
 

@@ -104,7 +104,7 @@ class BoltExecutor(Executor):
         src = tup._src
         ks = sampled.by_handle.get(src) or sampled.key(src.component, src.stream, src)
         start = now()
-        sampled.open_sample(id(tup), start, ks)
+        sampled.open_sample(tup, start, ks)
         try:
             execute(tup)
         finally:

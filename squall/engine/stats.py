@@ -117,8 +117,9 @@ class TaskStatistics:
         self.keys: dict[tuple[str, str], KeyStats] = {}
         # the same KeyStats by a cheaper handle: a tuple's shared Source, a spout's stream name
         self.by_handle: dict[Any, KeyStats] = {}
-        # bolts: id(input) -> (start, its KeyStats) of sampled inputs not yet acked or failed
-        self.open_samples: dict[int, tuple[float, KeyStats]] = {}
+        # bolts: id(input) -> (input, start, its KeyStats) of sampled inputs not yet acked or
+        # failed; the entry holds the input so that its id cannot be another tuple's meanwhile
+        self.open_samples: dict[int, tuple[Any, float, KeyStats]] = {}
 
     def next_gap(self) -> int:
         """Reset the countdown after a sampled event."""
@@ -139,7 +140,7 @@ class TaskStatistics:
             self.by_handle[handle] = ks
         return ks
 
-    def open_sample(self, tup_id: int, start: float, ks: KeyStats) -> None:
+    def open_sample(self, tup: Any, start: float, ks: KeyStats) -> None:
         """A sampled bolt input whose ack (or fail) is still to come."""
         samples = self.open_samples
         if len(samples) >= MAX_OPEN_SAMPLES:
@@ -147,7 +148,7 @@ class TaskStatistics:
                 del samples[next(iter(samples))]
             except (RuntimeError, StopIteration, KeyError):
                 pass  # another thread's ack changed the table meanwhile: it has room now
-        samples[tup_id] = (start, ks)
+        samples[id(tup)] = (tup, start, ks)
 
     def close_sample(self, tup_id: int, acked: bool, now: float) -> None:
         """The ack or fail of a bolt input: counted if it was sampled (Storm's rule), with its
@@ -155,7 +156,7 @@ class TaskStatistics:
         sample = self.open_samples.pop(tup_id, None)
         if sample is None:
             return
-        start, ks = sample
+        _tup, start, ks = sample
         if acked:
             ks.acked += self.freq
             ks.latency_ms += 1000.0 * (now - start)

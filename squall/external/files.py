@@ -276,12 +276,6 @@ def _head_hash(fd: int, length: int) -> str:
     return h.hexdigest()
 
 
-def identify(fd: int, offset: int) -> FileIdentity:
-    """The identity of the open file ``fd`` for a record committed at ``offset``."""
-    st = os.fstat(fd)
-    return FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _head_hash(fd, min(offset, HEAD_BYTES)))
-
-
 def mismatch(mark: FileMark, fd: int) -> str | None:
     """Why the open file ``fd`` is not the file ``mark`` was committed for (it was replaced,
     truncated or rewritten), or None if it is that file, perhaps grown by appends."""

@@ -188,6 +188,11 @@ class RedisStreamSpout(Spout):
         self.group = group
         self.translator = translator
         self.output_fields = list(output_fields)
+        for name, value in (("batch_size", batch_size), ("block_ms", block_ms), ("claim_idle_ms", claim_idle_ms),
+                            ("claim_interval_secs", claim_interval_secs), ("down_retry_secs", down_retry_secs)):
+            # 0 would claim live consumers' entries at once (claim_idle_ms), or spin (the others)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"RedisStreamSpout: {name} must be a number above 0, got {value!r}")
         self.batch_size = batch_size
         self.block_ms = block_ms
         self.backoff = backoff

@@ -7,16 +7,14 @@ has no resource-aware scheduler, so Storm's memory and CPU figures are 0 and
 
 from __future__ import annotations
 
-import re
 from typing import Any, NamedTuple
 
 from .. import __version__
+from .._config import shown_configuration
 
 WINDOWS = ("600", "10800", "86400", ":all-time")
 """Storm's statistics windows, as ``?window=`` takes them; ``:all-time`` is the default."""
 
-# keys whose values the UI never shows: the cluster's secret, and anything named like a credential
-_SECRET_KEY_RE = re.compile(r"secret|password|passwd|token|credential", re.IGNORECASE)
 
 _RESOURCES = ("requestedMemOnHeap", "requestedMemOffHeap", "requestedTotalMem", "requestedCpu",
               "assignedMemOnHeap", "assignedMemOffHeap", "assignedTotalMem", "assignedCpu")
@@ -62,14 +60,9 @@ def pretty_uptime(secs: float) -> str:
     return " ".join(parts)
 
 
-def is_secret_key(key: str) -> bool:
-    """Whether a configuration key's value must never be shown (``squall.secret``, passwords...)."""
-    return bool(_SECRET_KEY_RE.search(key))
-
-
 def visible_configuration(conf: dict[str, Any]) -> dict[str, Any]:
-    """``conf`` without the keys `is_secret_key` names (``/cluster/configuration``)."""
-    return {k: v for k, v in sorted(conf.items()) if not is_secret_key(k)}
+    """``conf`` as ``/cluster/configuration`` shows it (`shown_configuration`)."""
+    return shown_configuration(conf)
 
 
 def cluster_summary(info: dict[str, Any]) -> dict[str, Any]:

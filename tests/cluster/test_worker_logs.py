@@ -19,9 +19,8 @@ def test_the_worker_log_is_at_storms_place_under_storm_log_dir_else_under_storm_
     assert worker_log_path(conf, "t", 1) == tmp_path / "l" / "wa" / "t" / "1" / "worker.log"
 
 
-def test_a_log_link_is_storms_logviewer_link_with_the_file_quoted():
-    assert worker_log_link("h1", 8080, "wc-1-7", 6700) == \
-        "http://h1:8080/api/v1/log?file=wc-1-7%2F6700%2Fworker.log"
+def test_a_log_link_is_the_logviewers_link_on_the_ui_daemon_with_the_file_quoted():
+    assert worker_log_link("wc-1-7", 6700) == "/api/v1/log?file=wc-1-7%2F6700%2Fworker.log"
 
 
 def _log_from_thread(logger, thread_loop, message):

@@ -161,7 +161,7 @@ def test_register_metric_rules():
     with pytest.raises(ValueError, match=r"`a` was registered twice.*component \[s\]"):
         ctx.register_metric("a", CountMetric(), 10)
     for bad in (0, -1, 1.5):
-        with pytest.raises(ValueError, match=r"time_bucket_size_in_secs.*metric 'b' of component \[s\]"):
+        with pytest.raises(ValueError, match=r"bucket_secs.*metric 'b' of component \[s\]"):
             ctx.register_metric("b", CountMetric(), bad)
     with pytest.raises(ValueError, match="get_value_and_reset"):
         ctx.register_metric("c", None, 5)
@@ -471,3 +471,11 @@ def test_no_consumer_no_builtins_and_no_metric_timer():
         sampled = {1: object()}
         conf = {}
     assert metric_timers(Ex()) == []
+
+
+def test_register_metric_takes_bucket_secs_by_name_as_api_md_says():
+    import inspect
+
+    from squall._context import TopologyContext
+    assert list(inspect.signature(TopologyContext.register_metric).parameters) == ["self", "name", "metric",
+                                                                                   "bucket_secs"]

@@ -120,3 +120,14 @@ def test_squall_locals_live_table_shows_the_pages_statistics():
         assert info["components"]["words"]["complete_latency_ms"] == float(spout["completeLatency"])
         split = next(b for b in page["bolts"] if b["boltId"] == "split")
         assert info["components"]["split"]["executed"] == split["executed"]
+
+
+def test_the_topology_page_shows_no_credential_of_the_topologys_configuration():
+    b = TopologyBuilder()
+    b.set_spout("words", Words(), 1)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", {"redis.password": "hunter2-pw", "my.api.token": "tok-123",
+                                      "my.settings": {"db_password": "nested-pw", "host": "db"}}, b.create_topology())
+        shown = str(cluster.get_topology_page("t")["configuration"])
+    assert "hunter2-pw" not in shown and "tok-123" not in shown and "nested-pw" not in shown
+    assert "'host': 'db'" in shown

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .._config import visible_to_topology
+from .._errors import BadParameterError, UnknownComponentError
 from ..engine.plan import ExecutorSpec, TopologyPlan
 from ..engine.stats import (ACKED, COMPLETE_LATENCY, EMITTED, EXECUTE_LATENCY, EXECUTED, FAILED,
                             PROCESS_LATENCY, TRANSFERRED)
@@ -72,10 +73,10 @@ class TopologyView:
 
 
 def check_window(window: Any) -> str:
-    """Storm's ``?window=``: 600, 10800, 86400 or ``:all-time``; a ValueError names the choices."""
+    """Storm's ``?window=``: 600, 10800, 86400 or ``:all-time``; a `BadParameterError` names the choices."""
     w = ALL_TIME if window in (None, "") else str(window)
     if w not in WINDOW_NAMES:
-        raise ValueError(f"window must be one of {', '.join(WINDOW_NAMES)}, not {window!r}")
+        raise BadParameterError(f"window must be one of {', '.join(WINDOW_NAMES)}, not {window!r}")
     return w
 
 
@@ -313,13 +314,13 @@ def _worker_row(view: TopologyView, w: WorkerView) -> dict[str, Any]:
 
 
 def component_page(view: TopologyView, component: str, window: str = ALL_TIME, sys: bool = False) -> dict[str, Any]:
-    """Storm's ``GET /api/v1/topology/:id/component/:component`` JSON; a KeyError names an
-    unknown component."""
+    """Storm's ``GET /api/v1/topology/:id/component/:component`` JSON; an `UnknownComponentError`
+    names an unknown component."""
     window = check_window(window)
     plan = view.plan
     idx = _Index(view)
     if component not in plan.component_tasks or (component != ACKER and component not in plan.topology.components):
-        raise KeyError(f"component {component!r} is not in topology {plan.name!r}")
+        raise UnknownComponentError(f"component {component!r} is not in topology {plan.name!r}")
     kind = idx.kind(component)
     weights = SPOUT_WEIGHTS if kind == "spout" else BOLT_WEIGHTS_COMPONENT
     tasks = plan.component_tasks[component]

@@ -24,7 +24,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from .._config import setting
-from .._errors import IllegalStateTransition, InvalidTopologyException, NotAliveException
+from .._errors import (BadParameterError, IllegalStateTransition, InvalidTopologyException,
+                       NotAliveException, UnknownComponentError)
 from . import storm_json as sj
 from .guard import ActionGuard
 from .link import MasterLink, MasterUnavailable
@@ -56,24 +57,26 @@ def error_response(status: int, message: str) -> Response:
 
 
 def _status_of(e: Exception) -> int | None:
-    """The status a refusal of the master (or of our own checks) gets; None: a failure (500)."""
+    """The status of an intended refusal (of the master, or of our own checks); None: anything
+    else, a failure (500, logged). Plain KeyError and ValueError are failures too: only squall's
+    own classes say "unknown" or "malformed"."""
     if isinstance(e, ApiError):
         return e.status
     if isinstance(e, MasterUnavailable):
         return 503
-    if isinstance(e, (NotAliveException, KeyError)):
+    if isinstance(e, (NotAliveException, UnknownComponentError)):
         return 404
     if isinstance(e, IllegalStateTransition):
         return 409
-    if isinstance(e, (ValueError, InvalidTopologyException)):
+    if isinstance(e, (BadParameterError, InvalidTopologyException)):
         return 400
     return None
 
 
-def _message(e: Exception) -> str:
-    if isinstance(e, KeyError) and e.args:
-        return str(e.args[0])
-    return str(e)
+def _internal_error(request: Request, e: BaseException) -> Response:
+    """A failure: logged here with the request and the traceback, answered 500 without it."""
+    log.error("%s %s failed: %s", request.method, request.url.path, type(e).__name__, exc_info=e)
+    return error_response(500, f"internal error ({type(e).__name__}); the UI daemon's log has the details")
 
 
 Handler = Callable[[Request], Awaitable[Any]]
@@ -87,9 +90,8 @@ def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         except Exception as e:  # noqa: BLE001 - every failure becomes Storm's error shape
             status = _status_of(e)
             if status is None:
-                log.exception("%s %s failed", request.method, request.url.path)
-                return error_response(500, f"internal error ({type(e).__name__}); the UI daemon's log has the details")
-            return error_response(status, _message(e))
+                return _internal_error(request, e)
+            return error_response(status, str(e))
     endpoint.__name__ = handler.__name__
     endpoint.__doc__ = handler.__doc__
     return endpoint
@@ -167,25 +169,25 @@ class _Api:
             raise ApiError(refusal.status, refusal.message)
         return await self.name_of(request.path_params["id"])
 
-    async def _act(self, request: Request, op: str, fn: Callable[..., None], *args: Any) -> Any:
-        name = await self._allowed(request)
+    async def _act(self, request: Request, name: str, op: str, fn: Callable[..., None], *args: Any) -> Any:
+        """Run ``fn(name, *args)``, ``name`` as `_allowed` returned it."""
         await run_in_threadpool(fn, name, *args)
         log.info("UI action %s on %s from %s", op, name, request.client.host if request.client else "?")
         return sj.operation(op, request.path_params["id"])
 
     async def activate(self, request: Request) -> Any:
-        return await self._act(request, "activate", self.link.activate)
+        return await self._act(request, await self._allowed(request), "activate", self.link.activate)
 
     async def deactivate(self, request: Request) -> Any:
-        return await self._act(request, "deactivate", self.link.deactivate)
+        return await self._act(request, await self._allowed(request), "deactivate", self.link.deactivate)
 
     async def kill(self, request: Request) -> Any:
-        await self._allowed(request)  # refused before the parameters are looked at
+        name = await self._allowed(request)  # refused before the parameters are looked at
         wait = sj.wait_secs(request.path_params["wait"])
-        return await self._act(request, "kill", self.link.kill, wait)
+        return await self._act(request, name, "kill", self.link.kill, wait)
 
     async def rebalance(self, request: Request) -> Any:
-        await self._allowed(request)
+        name = await self._allowed(request)
         wait = sj.wait_secs(request.path_params["wait"])
         options = sj.rebalance_options(await _json_body(request))
         if options.num_workers is not None:
@@ -195,15 +197,15 @@ class _Api:
             if options.num_workers > tasks:
                 raise ApiError(400, f"rebalanceOptions.numWorkers {options.num_workers} is more than the "
                                     f"topology's {tasks} tasks")
-        return await self._act(request, "rebalance", self.link.rebalance, options.num_workers,
+        return await self._act(request, name, "rebalance", self.link.rebalance, options.num_workers,
                                options.executors, wait)
 
     async def debug(self, request: Request) -> Any:
-        await self._allowed(request)
+        name = await self._allowed(request)
         action = request.path_params["action"]
         enable, pct = sj.debug_args(action, request.path_params["pct"])
         component = request.path_params.get("component")
-        return await self._act(request, f"debug/{action}", self.link.debug, component, enable, pct)
+        return await self._act(request, name, f"debug/{action}", self.link.debug, component, enable, pct)
 
 
 async def _json_body(request: Request) -> Any:
@@ -254,6 +256,11 @@ def api_routes(link: MasterLink, guard: ActionGuard) -> list[BaseRoute]:
     return routes
 
 
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    """Any other route's failure (the pages, ``/metrics``, the logviewer), in Storm's shape."""
+    return _internal_error(request, exc)
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own 404 (no such path) and 405 (wrong method), in Storm's shape."""
     status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -276,5 +283,5 @@ def create_app(link: MasterLink, conf: Mapping[str, Any], *, secret: bytes | Non
     """
     guard = ActionGuard(secret, enabled=bool(setting(conf, "ui.actions.enabled", True)))
     return Starlette(routes=[*api_routes(link, guard), *extra_routes],
-                     exception_handlers={HTTPException: _http_error})
+                     exception_handlers={HTTPException: _http_error, Exception: _unexpected})
 

@@ -11,6 +11,7 @@ import re
 from typing import Any, NamedTuple
 
 from .. import __version__
+from .._errors import BadParameterError
 
 WINDOWS = ("600", "10800", "86400", ":all-time")
 """Storm's statistics windows, as ``?window=`` takes them; ``:all-time`` is the default."""
@@ -22,7 +23,7 @@ _RESOURCES = ("requestedMemOnHeap", "requestedMemOffHeap", "requestedTotalMem", 
               "assignedMemOnHeap", "assignedMemOffHeap", "assignedTotalMem", "assignedCpu")
 
 
-class BadParameter(ValueError):
+class BadParameter(BadParameterError):
     """A request parameter is malformed; the message names it and says what it must be."""
 
 

@@ -17,6 +17,7 @@ from squall.ui.server import local_app  # noqa: E402
 
 SECRET = "ui-test-secret-0123456789"
 AUTH = {"X-Squall-Secret": SECRET}
+BASE = "http://127.0.0.1"  # the test clients' Host: the UI answers only its own names (DNS rebinding)
 
 
 class Upper(Bolt):

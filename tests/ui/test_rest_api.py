@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 from squall.ui.app import create_app
 from squall.ui.link import DirectLink, RpcLink
 
-from .conftest import AUTH, SECRET
+from .conftest import AUTH, BASE, SECRET
 
 # Storm's field names, copied from docs/STORM-UI-REST-API.md (STORM.md section 7)
 CLUSTER = {"stormVersion", "supervisors", "topologies", "slotsTotal", "slotsUsed", "slotsFree", "executorsTotal",
@@ -182,6 +182,125 @@ def test_an_unexpected_failure_is_500_in_storms_shape_without_a_traceback(caplog
     _is_error(r, 500, "RuntimeError")
     assert "bug in the link" not in r.text
     assert "bug in the link" in caplog.text  # logged server-side, with its traceback
+
+
+@pytest.mark.parametrize("error", [KeyError("a bug's key"), ValueError("a bug's value"), TypeError("a bug's call")])
+def test_a_plain_key_or_value_error_is_a_logged_500_not_a_refusal(error, caplog):
+    # only squall's own refusals (NotAliveException, UnknownComponentError, BadParameterError...)
+    # are 404/400: a KeyError or ValueError from a bug must not pass for "not found"/"bad request"
+    class Buggy:
+        def read(self, op, **args):
+            raise error
+
+    with TestClient(create_app(Buggy(), {}, secret=None), base_url=BASE) as api:
+        r = api.get("/api/v1/cluster/summary")
+    _is_error(r, 500, type(error).__name__)
+    assert "a bug's" not in r.text and "a bug's" in caplog.text
+
+
+class _CountingLink:
+    """A master of one topology ``x`` (id ``x-1-1``) that records every call made to it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def read(self, op, **args):
+        self.calls.append(op)
+        return [{"id": "x-1-1", "name": "x"}] if op == "list" else {}
+
+    def __getattr__(self, action):  # activate, deactivate, kill, rebalance, debug
+        return lambda *args: self.calls.append(action)
+
+
+@pytest.mark.parametrize("path, action", [("activate", "activate"), ("deactivate", "deactivate"),
+                                          ("kill/0", "kill"), ("rebalance/0", "rebalance"),
+                                          ("debug/enable/5", "debug"), ("component/c/debug/disable/5", "debug")])
+def test_an_action_looks_the_topology_up_once(path, action):
+    link = _CountingLink()
+    with TestClient(create_app(link, {}, secret=SECRET.encode()), base_url=BASE) as api:
+        assert api.post(f"/api/v1/topology/x-1-1/{path}", headers=AUTH).status_code == 200
+    assert link.calls == ["list", action]
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/api/v1/topology/x-1-1/history"])
+def test_a_failure_outside_the_rest_api_is_a_logged_500_in_storms_shape(path, caplog):
+    # the pages, /metrics and the logviewer are not wrapped like the REST API's endpoints: the
+    # app's own handler must answer for them (not Starlette's plain-text 500)
+    from squall.ui.server import _app
+
+    class Broken:
+        def read(self, op, **args):
+            raise RuntimeError("bug behind " + op)
+
+    with TestClient(_app(Broken(), {}, None), base_url=BASE, raise_server_exceptions=False) as api:
+        r = api.get(path)
+    _is_error(r, 500, "RuntimeError")
+    assert "bug behind" not in r.text
+    assert f"GET {path}" in caplog.text and "bug behind list" in caplog.text
+
+
+@pytest.fixture
+def rpc_master(tmp_path):
+    """A real master serving RPC on a thread, with topology ``t``: (its configuration, its storm id)."""
+    import asyncio
+    import threading
+
+    from squall._config import cluster_conf
+    from squall.cluster.master import Master
+
+    from ..cluster.test_master import _topology
+    conf = cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.thrift.port": 0, "squall.secret": SECRET})
+    master = Master(conf)
+    storm_id = master.op_submit(name="t", conf={}, topology=_topology())
+    loop = asyncio.new_event_loop()
+    listening = threading.Event()
+
+    async def serve():
+        ready = asyncio.Event()
+        task = asyncio.create_task(master.serve(ready))
+        await ready.wait()
+        listening.set()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    main = loop.create_task(serve())
+    thread = threading.Thread(target=lambda: loop.run_until_complete(main), daemon=True)
+    thread.start()
+    assert listening.wait(10)
+    try:
+        yield {**conf, "nimbus.thrift.port": master.port}, storm_id
+    finally:
+        loop.call_soon_threadsafe(main.cancel)
+        thread.join(10)
+        loop.close()
+
+
+def test_the_masters_refusals_cross_the_rpc_as_squalls_errors_and_its_failures_do_not(rpc_master):
+    from squall._errors import BadParameterError, NotAliveException, UnknownComponentError
+    from squall.worker.calls import RemoteError
+    conf, storm_id = rpc_master
+    link = RpcLink(conf, timeout=5)
+    try:
+        with pytest.raises(UnknownComponentError, match="nope"):
+            link.read("component_page", name="t", component="nope")
+        with pytest.raises(UnknownComponentError, match="nope"):
+            link.debug("t", "nope", True, 5)
+        with pytest.raises(BadParameterError, match="601"):
+            link.read("topology_page", name="t", window="601")
+        with pytest.raises(NotAliveException):
+            link.read("topology_page", name="gone")
+        with pytest.raises(RemoteError) as e:  # a failure of the master is not a "bad parameter"
+            link.read("topology_page", name="t", bogus=1)
+        assert e.value.type == "TypeError"
+        with TestClient(create_app(link, conf, secret=SECRET.encode()), base_url=BASE) as api:
+            _is_error(api.get(f"/api/v1/topology/{storm_id}/component/nope"), 404, "nope")
+            _is_error(api.post(f"/api/v1/topology/{storm_id}/component/nope/debug/enable/5", headers=AUTH),
+                      404, "nope")
+            assert api.get(f"/api/v1/topology/{storm_id}/component/sink").json()["id"] == "sink"
+    finally:
+        link.close()
 
 
 def test_local_cluster_serves_the_api_on_ui_port_until_shutdown():

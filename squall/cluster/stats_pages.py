@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+from urllib.parse import quote
 
 from .._config import visible_to_topology
 from .._errors import BadParameterError, UnknownComponentError
@@ -104,12 +105,17 @@ def parse_windows(raw: Any) -> dict[int, dict[str, list[Stat]]]:
 
 
 def pretty_uptime(secs: float) -> str:
-    """Storm's ``prettyUptimeSec``: ``"5m 58s"``, ``"3h 0m 0s"``, ``"1d 0h 0m 0s"``."""
-    s = int(secs)
-    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
-    while len(parts) > 1 and parts[0][0] == 0:
-        parts.pop(0)
-    return " ".join(f"{n}{u}" for n, u in parts)
+    """Storm's ``UIHelpers.prettyUptimeSec``: 358 -> ``"5m 58s"``, 10800 -> ``"3h 0m 0s"``,
+    86400 -> ``"1d 0h 0m 0s"``; 0 (and less) -> ``""``, as Storm's."""
+    left = int(secs)
+    parts: list[str] = []
+    for div, unit in ((60, "s"), (60, "m"), (24, "h")):
+        if left > 0:
+            parts.insert(0, f"{left % div}{unit}")
+            left //= div
+    if left > 0:
+        parts.insert(0, f"{left}d")
+    return " ".join(parts)
 
 
 def sani_stream(stream: str) -> str:
@@ -443,7 +449,8 @@ def visualization(view: TopologyView, window: str = ALL_TIME, sys: bool = False)
                      ":capacity": 0 if kind == "spout" else round(idx.component_capacity(comp), 3),
                      ":latency": round(acc.latency(COMPLETE_LATENCY if kind == "spout" else PROCESS_LATENCY), 3),
                      ":transferred": acc.count(TRANSFERRED), ":stats": per_executor,
-                     ":link": f"/component.html?id={comp}&topology_id={plan.storm_id}", ":inputs": inputs}
+                     ":link": f"/component.html?id={quote(comp, safe='')}&topology_id={quote(plan.storm_id, safe='')}",
+                     ":inputs": inputs}
     return out
 
 

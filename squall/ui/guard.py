@@ -61,7 +61,9 @@ class ActionGuard:
         given = headers.get(SECRET_HEADER.lower())
         if given is None:
             return Refusal(403, f"actions need the cluster's secret in the {SECRET_HEADER} header")
-        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self._secret):
+        # ASGI servers decode header bytes as latin-1: encoding back gives the bytes sent, so a
+        # secret sent as UTF-8 matches the UTF-8 bytes of the configured one
+        if not hmac.compare_digest(given.encode("latin-1"), self._secret):
             return Refusal(403, f"the {SECRET_HEADER} header does not hold the cluster's secret")
         return None
 

@@ -145,6 +145,14 @@ def test_rebalance_honours_its_body_and_kill_its_wait(fresh):
     _is_error(api.get(f"/api/v1/topology/{sid}"), 404, sid)
 
 
+@pytest.mark.parametrize("wait", ["9" * 400, str(10**20), "2147483648"])
+def test_a_wait_beyond_storms_int_gets_400_and_changes_nothing(api, cluster, storm_id, wait):
+    # a huge wait overflowed (500) or left the topology KILLED for ever
+    for action in ("kill", "rebalance"):
+        _is_error(api.post(f"/api/v1/topology/{storm_id}/{action}/{wait}", headers=AUTH), 400, "wait-secs")
+    assert cluster.get_topology_info("demo")["status"] == "ACTIVE"
+
+
 def test_actions_are_refused_when_switched_off_or_without_a_secret(cluster, storm_id):
     off = create_app(DirectLink(cluster), {"ui.actions.enabled": False}, secret=SECRET.encode())
     with TestClient(off) as api:

@@ -19,15 +19,17 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._config import setting
 from .._errors import (BadParameterError, IllegalStateTransition, InvalidTopologyException,
                        NotAliveException, UnknownComponentError)
 from . import storm_json as sj
-from .guard import ActionGuard
+from .guard import ActionGuard, allowed_hosts, host_allowed
 from .link import MasterLink, MasterUnavailable
 from .openapi import openapi_document
 
@@ -269,19 +271,43 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(status, detail)
 
 
+class HostCheck:
+    """ASGI middleware: a request whose ``Host`` is not one of ``allowed`` (`guard.allowed_hosts`)
+    gets 403 in Storm's error shape, before any route runs. Starlette's TrustedHostMiddleware
+    does the same but answers in plain text and cuts an IPv6 ``Host`` ([::1]:8080) at its first
+    colon."""
+
+    def __init__(self, app: ASGIApp, allowed: frozenset[str]) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+            if not host_allowed(header, self.allowed):
+                response = error_response(403, f"Host {header[:100]!r} is not a name of this UI; a name it is "
+                                               f"reached by must be in ui.allowed.hosts")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(link: MasterLink, conf: Mapping[str, Any], *, secret: bytes | None,
                extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The UI daemon's app over ``link``.
 
     Args:
         link: how to reach the master (`squall.ui.link.RpcLink` or `DirectLink`).
-        conf: the cluster configuration (``ui.actions.enabled`` is read from it).
+        conf: the cluster configuration (``ui.actions.enabled``, and ``ui.host`` and
+            ``ui.allowed.hosts``, the names a request's ``Host`` may give, are read from it).
         secret: the cluster's secret, which actions must carry in ``X-Squall-Secret``; None
             refuses every action (`squall.ui.guard`).
         extra_routes: more routes served beside the REST API (web pages, the logviewer: see
             `squall.ui.server.ui_routes`).
     """
     guard = ActionGuard(secret, enabled=bool(setting(conf, "ui.actions.enabled", True)))
+    hosts = allowed_hosts(str(setting(conf, "ui.host", "127.0.0.1")), setting(conf, "ui.allowed.hosts", []))
     return Starlette(routes=[*api_routes(link, guard), *extra_routes],
+                     middleware=[Middleware(HostCheck, allowed=hosts)],
                      exception_handlers={HTTPException: _http_error, Exception: _unexpected})
 

@@ -60,7 +60,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def api(cluster):
-    with TestClient(local_app(cluster)) as client:
+    with TestClient(local_app(cluster), base_url=BASE) as client:
         yield client
 
 
@@ -74,5 +74,5 @@ def fresh(tmp_path):
     """A cluster of its own with topology ``victim``, for actions that change it; its client, id."""
     with LocalCluster({"squall.secret": SECRET}) as c:
         c.submit_topology("victim", {"topology.message.timeout.secs": 5}, small_topology())
-        with TestClient(local_app(c)) as client:
+        with TestClient(local_app(c), base_url=BASE) as client:
             yield c, client, c.get_topology_info("victim")["id"]

@@ -91,7 +91,7 @@ def test_cross_site_posts_are_refused_even_with_the_secret(api, cluster, storm_i
 
 def test_deactivate_activate_and_debug_take_effect(fresh):
     cluster, api, sid = fresh
-    r = api.post(f"/api/v1/topology/{sid}/deactivate", headers={**AUTH, "Origin": "http://testserver"})
+    r = api.post(f"/api/v1/topology/{sid}/deactivate", headers={**AUTH, "Origin": BASE})
     assert r.json() == {"topologyOperation": "deactivate", "topologyId": sid, "status": "success"}
     assert cluster.get_topology_info("victim")["status"] == "INACTIVE"
     assert api.get("/api/v1/topology/summary").json()["topologies"][0]["status"] == "INACTIVE"
@@ -155,12 +155,32 @@ def test_a_wait_beyond_storms_int_gets_400_and_changes_nothing(api, cluster, sto
 
 def test_actions_are_refused_when_switched_off_or_without_a_secret(cluster, storm_id):
     off = create_app(DirectLink(cluster), {"ui.actions.enabled": False}, secret=SECRET.encode())
-    with TestClient(off) as api:
+    with TestClient(off, base_url=BASE) as api:
         _is_error(api.post(f"/api/v1/topology/{storm_id}/deactivate", headers=AUTH), 403, "ui.actions.enabled")
         assert api.get("/api/v1/topology/summary").status_code == 200  # reads stay open
-    with TestClient(create_app(DirectLink(cluster), {}, secret=None)) as api:
+    with TestClient(create_app(DirectLink(cluster), {}, secret=None), base_url=BASE) as api:
         _is_error(api.post(f"/api/v1/topology/{storm_id}/deactivate", headers=AUTH), 403, "squall.secret")
     assert cluster.get_topology_info("demo")["status"] == "ACTIVE"
+
+
+# --- Host names (DNS rebinding) -----------------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["/api/v1/cluster/configuration", "/api/v1/topology/summary", "/index.html",
+                                  "/api/v1/listLogs", "/metrics"])
+def test_a_request_naming_another_host_is_refused_in_storms_shape(api, path):
+    # a page on evil.example, its name pointed at 127.0.0.1, must not read the UI from a browser here
+    _is_error(api.get(path, headers={"Host": "evil.example"}), 403, "evil.example", "ui.allowed.hosts")
+    _is_error(api.get(path, headers={"Host": "evil.example:8080"}), 403, "evil.example")
+    for host in ("127.0.0.1", "127.0.0.1:8080", "localhost:8080", "[::1]:8080", "LOCALHOST"):
+        assert api.get(path, headers={"Host": host}).status_code == 200, host
+
+
+def test_a_remote_bind_answers_its_own_address_and_ui_allowed_hosts(cluster):
+    conf = {"ui.host": "10.1.2.3", "ui.allowed.hosts": ["storm.example.org", "*.corp.example"]}
+    with TestClient(create_app(DirectLink(cluster), conf, secret=None), base_url=BASE) as api:
+        for host in ("10.1.2.3:8080", "storm.example.org", "ui.corp.example:80", "localhost"):
+            assert api.get("/api/v1/cluster/summary", headers={"Host": host}).status_code == 200, host
+        for host in ("evil.example", "corp.example.evil", "10.1.2.4", ""):
+            _is_error(api.get("/api/v1/cluster/summary", headers={"Host": host}), 403)
 
 
 # --- the master down, and our own failures -----------------------------------------------------------------
@@ -171,7 +191,7 @@ def test_a_master_that_is_down_gets_503_on_every_page_and_the_ui_keeps_serving(t
         port = s.getsockname()[1]  # nothing listens there once closed
     conf = {"nimbus.host": "127.0.0.1", "nimbus.thrift.port": port, "squall.secret": SECRET,
             "storm.local.dir": str(tmp_path)}
-    with TestClient(create_app(RpcLink(conf, timeout=2), conf, secret=SECRET.encode())) as api:
+    with TestClient(create_app(RpcLink(conf, timeout=2), conf, secret=SECRET.encode()), base_url=BASE) as api:
         for path in ("cluster/summary", "cluster/configuration", "nimbus/summary", "supervisor/summary",
                      "topology/summary", "topology/x-1-1", "topology/x-1-1/component/c",
                      "topology/x-1-1/visualization"):
@@ -185,7 +205,7 @@ def test_an_unexpected_failure_is_500_in_storms_shape_without_a_traceback(caplog
         def read(self, op, **args):
             raise RuntimeError("bug in the link")
 
-    with TestClient(create_app(Broken(), {}, secret=None)) as api:
+    with TestClient(create_app(Broken(), {}, secret=None), base_url=BASE) as api:
         r = api.get("/api/v1/cluster/summary")
     _is_error(r, 500, "RuntimeError")
     assert "bug in the link" not in r.text

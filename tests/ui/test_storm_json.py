@@ -73,3 +73,11 @@ def test_wait_secs_is_a_java_int_of_seconds():
     for bad in (str(MAX_WAIT_SECS + 1), str(10**20), "9" * 400, "-1", "1.5", "", "\u0663"):
         with pytest.raises(BadParameter, match="wait-secs"):
             wait_secs(bad)
+
+
+def test_host_names_are_read_port_and_brackets_aside():
+    from squall.ui.guard import allowed_hosts, host_allowed, host_of
+    assert [host_of(h) for h in ("a.b:80", "[::1]:8080", "::1", "Localhost")] == ["a.b", "::1", "::1", "localhost"]
+    allowed = allowed_hosts("0.0.0.0", ["ui.example.com"])
+    assert host_allowed("ui.example.com:8080", allowed) and not host_allowed("example.com", allowed)
+    assert host_allowed("anything", allowed_hosts("127.0.0.1", ["*"]))

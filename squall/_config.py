@@ -422,6 +422,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "squall.spark.worker.host": (_string, "a host name or address, or null", True),
     "ui.host": (_string, "a host name or address", False),
     "ui.port": (_port, "a port number (0 to 65535)", False),
+    "ui.allowed.hosts": (_strings, "a list of host names (\"*\": any; \"*.example.com\": any under it)", True),
     "ui.actions.enabled": _BOOL,
     "squall.ui.history.interval.secs": _SECONDS,
     "squall.ui.history.secs": _SECONDS,

@@ -8,7 +8,9 @@ The hierarchy::
     ├── NotAliveException             an operation on a name that is not running
     ├── IllegalStateTransition        e.g. activate while KILLED ("No transition for event: ...")
     ├── EmitError                     wrong use of a collector (unknown stream, direct misuse)
-    └── SerializationError            a value cannot cross between workers, or a batch cannot be read
+    ├── SerializationError            a value cannot cross between workers, or a batch cannot be read
+    ├── UnknownComponentError         a page or debug switch of a component the topology lacks (a KeyError)
+    └── BadParameterError             a malformed parameter of a read, e.g. a statistics window (a ValueError)
     FailedException                   raised by BasicBolt.execute to fail its input
     └── ReportedFailedException       ... and also report the error
 
@@ -51,6 +53,20 @@ class SerializationError(SquallError):
     When sending, the message names the value's type, the component and stream that emitted it,
     and the fix: ``Config.register_serialization`` or ``topology.fall.back.on.pickle: true``.
     """
+
+
+class UnknownComponentError(SquallError, KeyError):
+    """The topology has no component of that id (a component page, a debug switch); also a
+    KeyError, as `LocalCluster.get_component_page` raised before it had a class of its own."""
+
+    def __str__(self) -> str:
+        # KeyError's str() is the repr of its key: the message is shown as written
+        return str(self.args[0]) if self.args else ""
+
+
+class BadParameterError(SquallError, ValueError):
+    """A parameter of a read is malformed (a statistics window that is none of Storm's); also a
+    ValueError, as it was before it had a class of its own."""
 
 
 class FailedException(Exception):

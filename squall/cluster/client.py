@@ -21,7 +21,7 @@ log = logging.getLogger("squall.client")
 
 _ERRORS = {name: getattr(_errors, name) for name in (
     "AlreadyAliveException", "NotAliveException", "InvalidTopologyException", "IllegalStateTransition",
-    "SerializationError")}
+    "SerializationError", "UnknownComponentError", "BadParameterError")}
 
 
 def master_address(conf: dict[str, Any]) -> tuple[str, int]:

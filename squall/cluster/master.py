@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import cloudpickle
 
 from .._config import SECRET_KEY, setting, topology_conf, visible_to_topology
-from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException
+from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
 from .._private import private_dir, write_private
 from .._ratelimit import RateLimitedLog
 from .._system import ACKER_COMPONENT
@@ -508,11 +508,11 @@ class Master:
 
         Raises:
             NotAliveException: no topology ``name``.
-            KeyError: ``component`` is not one of its components (named).
+            UnknownComponentError: ``component`` is not one of its components (named).
         """
         topo = self._get(name)
         if component and component not in topo.plan.topology.components:
-            raise KeyError(f"topology {name!r} has no component {component!r}")
+            raise UnknownComponentError(f"topology {name!r} has no component {component!r}")
         record = {"enable": bool(enable), "samplingpct": int(min(100.0, max(0.0, float(pct))))}
         topo.debug[component or topo.plan.storm_id] = record
         self._save()
@@ -574,7 +574,7 @@ class Master:
 
     def op_component_page(self, name: str, component: str, window: str | None = None,
                           sys: bool = False) -> dict[str, Any]:
-        """Storm's component page JSON; a KeyError names an unknown component."""
+        """Storm's component page JSON; an `UnknownComponentError` names an unknown component."""
         return stats_pages.component_page(self._view(name), component, stats_pages.check_window(window), bool(sys))
 
     def op_visualization(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from .._config import shown_configuration, visible_to_topology
+from .._errors import BadParameterError, UnknownComponentError
 from ..engine.executor import ErrorRecord
 from ..engine.plan import ExecutorSpec, TopologyPlan
 from ..engine.stats import (ACKED, COMPLETE_LATENCY, EMITTED, EXECUTE_LATENCY, EXECUTED, FAILED,
@@ -75,10 +76,10 @@ class TopologyView:
 
 
 def check_window(window: Any) -> str:
-    """Storm's ``?window=``: 600, 10800, 86400 or ``:all-time``; a ValueError names the choices."""
+    """Storm's ``?window=``: 600, 10800, 86400 or ``:all-time``; a `BadParameterError` names the choices."""
     w = ALL_TIME if window in (None, "") else str(window)
     if w not in WINDOW_NAMES:
-        raise ValueError(f"window must be one of {', '.join(WINDOW_NAMES)}, not {window!r}")
+        raise BadParameterError(f"window must be one of {', '.join(WINDOW_NAMES)}, not {window!r}")
     return w
 
 
@@ -106,12 +107,17 @@ def parse_windows(raw: Any) -> dict[int, dict[str, list[Stat]]]:
 
 
 def pretty_uptime(secs: float) -> str:
-    """Storm's ``prettyUptimeSec``: ``"5m 58s"``, ``"3h 0m 0s"``, ``"1d 0h 0m 0s"``."""
-    s = int(secs)
-    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
-    while len(parts) > 1 and parts[0][0] == 0:
-        parts.pop(0)
-    return " ".join(f"{n}{u}" for n, u in parts)
+    """Storm's ``UIHelpers.prettyUptimeSec``: 358 -> ``"5m 58s"``, 10800 -> ``"3h 0m 0s"``,
+    86400 -> ``"1d 0h 0m 0s"``; 0 (and less) -> ``""``, as Storm's."""
+    left = int(secs)
+    parts: list[str] = []
+    for div, unit in ((60, "s"), (60, "m"), (24, "h")):
+        if left > 0:
+            parts.insert(0, f"{left % div}{unit}")
+            left //= div
+    if left > 0:
+        parts.insert(0, f"{left}d")
+    return " ".join(parts)
 
 
 def sani_stream(stream: str) -> str:
@@ -312,13 +318,13 @@ def _worker_row(view: TopologyView, w: WorkerView) -> dict[str, Any]:
 
 
 def component_page(view: TopologyView, component: str, window: str = ALL_TIME, sys: bool = False) -> dict[str, Any]:
-    """Storm's ``GET /api/v1/topology/:id/component/:component`` JSON; a KeyError names an
-    unknown component."""
+    """Storm's ``GET /api/v1/topology/:id/component/:component`` JSON; an `UnknownComponentError`
+    names an unknown component."""
     window = check_window(window)
     plan = view.plan
     idx = _Index(view)
     if component not in plan.component_tasks or (component != ACKER and component not in plan.topology.components):
-        raise KeyError(f"component {component!r} is not in topology {plan.name!r}")
+        raise UnknownComponentError(f"component {component!r} is not in topology {plan.name!r}")
     kind = idx.kind(component)
     weights = SPOUT_WEIGHTS if kind == "spout" else BOLT_WEIGHTS_COMPONENT
     tasks = plan.component_tasks[component]

@@ -19,14 +19,17 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._config import setting
-from .._errors import IllegalStateTransition, InvalidTopologyException, NotAliveException
+from .._errors import (BadParameterError, IllegalStateTransition, InvalidTopologyException,
+                       NotAliveException, UnknownComponentError)
 from . import storm_json as sj
-from .guard import ActionGuard
+from .guard import ActionGuard, allowed_hosts, host_allowed
 from .link import MasterLink, MasterUnavailable
 from .openapi import openapi_document
 
@@ -56,24 +59,26 @@ def error_response(status: int, message: str) -> Response:
 
 
 def _status_of(e: Exception) -> int | None:
-    """The status a refusal of the master (or of our own checks) gets; None: a failure (500)."""
+    """The status of an intended refusal (of the master, or of our own checks); None: anything
+    else, a failure (500, logged). Plain KeyError and ValueError are failures too: only squall's
+    own classes say "unknown" or "malformed"."""
     if isinstance(e, ApiError):
         return e.status
     if isinstance(e, MasterUnavailable):
         return 503
-    if isinstance(e, (NotAliveException, KeyError)):
+    if isinstance(e, (NotAliveException, UnknownComponentError)):
         return 404
     if isinstance(e, IllegalStateTransition):
         return 409
-    if isinstance(e, (ValueError, InvalidTopologyException)):
+    if isinstance(e, (BadParameterError, InvalidTopologyException)):
         return 400
     return None
 
 
-def _message(e: Exception) -> str:
-    if isinstance(e, KeyError) and e.args:
-        return str(e.args[0])
-    return str(e)
+def _internal_error(request: Request, e: BaseException) -> Response:
+    """A failure: logged here with the request and the traceback, answered 500 without it."""
+    log.error("%s %s failed: %s", request.method, request.url.path, type(e).__name__, exc_info=e)
+    return error_response(500, f"internal error ({type(e).__name__}); the UI daemon's log has the details")
 
 
 Handler = Callable[[Request], Awaitable[Any]]
@@ -87,9 +92,8 @@ def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         except Exception as e:  # noqa: BLE001 - every failure becomes Storm's error shape
             status = _status_of(e)
             if status is None:
-                log.exception("%s %s failed", request.method, request.url.path)
-                return error_response(500, f"internal error ({type(e).__name__}); the UI daemon's log has the details")
-            return error_response(status, _message(e))
+                return _internal_error(request, e)
+            return error_response(status, str(e))
     endpoint.__name__ = handler.__name__
     endpoint.__doc__ = handler.__doc__
     return endpoint
@@ -167,25 +171,25 @@ class _Api:
             raise ApiError(refusal.status, refusal.message)
         return await self.name_of(request.path_params["id"])
 
-    async def _act(self, request: Request, op: str, fn: Callable[..., None], *args: Any) -> Any:
-        name = await self._allowed(request)
+    async def _act(self, request: Request, name: str, op: str, fn: Callable[..., None], *args: Any) -> Any:
+        """Run ``fn(name, *args)``, ``name`` as `_allowed` returned it."""
         await run_in_threadpool(fn, name, *args)
         log.info("UI action %s on %s from %s", op, name, request.client.host if request.client else "?")
         return sj.operation(op, request.path_params["id"])
 
     async def activate(self, request: Request) -> Any:
-        return await self._act(request, "activate", self.link.activate)
+        return await self._act(request, await self._allowed(request), "activate", self.link.activate)
 
     async def deactivate(self, request: Request) -> Any:
-        return await self._act(request, "deactivate", self.link.deactivate)
+        return await self._act(request, await self._allowed(request), "deactivate", self.link.deactivate)
 
     async def kill(self, request: Request) -> Any:
-        await self._allowed(request)  # refused before the parameters are looked at
+        name = await self._allowed(request)  # refused before the parameters are looked at
         wait = sj.wait_secs(request.path_params["wait"])
-        return await self._act(request, "kill", self.link.kill, wait)
+        return await self._act(request, name, "kill", self.link.kill, wait)
 
     async def rebalance(self, request: Request) -> Any:
-        await self._allowed(request)
+        name = await self._allowed(request)
         wait = sj.wait_secs(request.path_params["wait"])
         options = sj.rebalance_options(await _json_body(request))
         if options.num_workers is not None:
@@ -195,15 +199,15 @@ class _Api:
             if options.num_workers > tasks:
                 raise ApiError(400, f"rebalanceOptions.numWorkers {options.num_workers} is more than the "
                                     f"topology's {tasks} tasks")
-        return await self._act(request, "rebalance", self.link.rebalance, options.num_workers,
+        return await self._act(request, name, "rebalance", self.link.rebalance, options.num_workers,
                                options.executors, wait)
 
     async def debug(self, request: Request) -> Any:
-        await self._allowed(request)
+        name = await self._allowed(request)
         action = request.path_params["action"]
         enable, pct = sj.debug_args(action, request.path_params["pct"])
         component = request.path_params.get("component")
-        return await self._act(request, f"debug/{action}", self.link.debug, component, enable, pct)
+        return await self._act(request, name, f"debug/{action}", self.link.debug, component, enable, pct)
 
 
 async def _json_body(request: Request) -> Any:
@@ -254,6 +258,11 @@ def api_routes(link: MasterLink, guard: ActionGuard) -> list[BaseRoute]:
     return routes
 
 
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    """Any other route's failure (the pages, ``/metrics``, the logviewer), in Storm's shape."""
+    return _internal_error(request, exc)
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own 404 (no such path) and 405 (wrong method), in Storm's shape."""
     status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -262,19 +271,43 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(status, detail)
 
 
+class HostCheck:
+    """ASGI middleware: a request whose ``Host`` is not one of ``allowed`` (`guard.allowed_hosts`)
+    gets 403 in Storm's error shape, before any route runs. Starlette's TrustedHostMiddleware
+    does the same but answers in plain text and cuts an IPv6 ``Host`` ([::1]:8080) at its first
+    colon."""
+
+    def __init__(self, app: ASGIApp, allowed: frozenset[str]) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+            if not host_allowed(header, self.allowed):
+                response = error_response(403, f"Host {header[:100]!r} is not a name of this UI; a name it is "
+                                               f"reached by must be in ui.allowed.hosts")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(link: MasterLink, conf: Mapping[str, Any], *, secret: bytes | None,
                extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The UI daemon's app over ``link``.
 
     Args:
         link: how to reach the master (`squall.ui.link.RpcLink` or `DirectLink`).
-        conf: the cluster configuration (``ui.actions.enabled`` is read from it).
+        conf: the cluster configuration (``ui.actions.enabled``, and ``ui.host`` and
+            ``ui.allowed.hosts``, the names a request's ``Host`` may give, are read from it).
         secret: the cluster's secret, which actions must carry in ``X-Squall-Secret``; None
             refuses every action (`squall.ui.guard`).
         extra_routes: more routes served beside the REST API (web pages, the logviewer: see
             `squall.ui.server.ui_routes`).
     """
     guard = ActionGuard(secret, enabled=bool(setting(conf, "ui.actions.enabled", True)))
+    hosts = allowed_hosts(str(setting(conf, "ui.host", "127.0.0.1")), setting(conf, "ui.allowed.hosts", []))
     return Starlette(routes=[*api_routes(link, guard), *extra_routes],
-                     exception_handlers={HTTPException: _http_error})
+                     middleware=[Middleware(HostCheck, allowed=hosts)],
+                     exception_handlers={HTTPException: _http_error, Exception: _unexpected})
 

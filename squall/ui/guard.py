@@ -1,4 +1,9 @@
-"""Who may run the UI's actions (POSTs): pure checks over a request's method and headers.
+"""Who may run the UI's actions (POSTs), and which ``Host`` names the UI answers to: pure
+checks over a request's headers.
+
+Every request (reads too) must name the UI by one of its own names in ``Host`` (`allowed_hosts`):
+otherwise a web page of any site whose name an attacker points at 127.0.0.1 (DNS rebinding)
+could read the UI's pages, logs and configuration from a browser on this machine.
 
 Reads are open to whoever reaches ``ui.host``:``ui.port`` (127.0.0.1 by default). An action
 needs, in this order:
@@ -17,7 +22,7 @@ A cluster with no secret the UI may use (a `LocalCluster` without ``squall.secre
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
@@ -61,7 +66,9 @@ class ActionGuard:
         given = headers.get(SECRET_HEADER.lower())
         if given is None:
             return Refusal(403, f"actions need the cluster's secret in the {SECRET_HEADER} header")
-        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self._secret):
+        # ASGI servers decode header bytes as latin-1: encoding back gives the bytes sent, so a
+        # secret sent as UTF-8 matches the UTF-8 bytes of the configured one
+        if not hmac.compare_digest(given.encode("latin-1"), self._secret):
             return Refusal(403, f"the {SECRET_HEADER} header does not hold the cluster's secret")
         return None
 
@@ -83,3 +90,33 @@ def _netloc(netloc: str, scheme: str) -> str:
     if netloc.endswith("]") or ":" not in netloc:  # no port (an IPv6 literal ends with "]")
         netloc += ":443" if scheme.lower() == "https" else ":80"
     return netloc
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def allowed_hosts(ui_host: str, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The names a request's ``Host`` may give (port aside): the loopback names, ``ui.host``
+    and ``extra`` (``ui.allowed.hosts``: the names a remote bind is reached by; ``"*"`` is any,
+    ``"*.example.com"`` any name under example.com), lower-cased, IPv6 without brackets."""
+    return frozenset(h.strip("[]").lower() for h in (*LOOPBACK_NAMES, ui_host, *extra) if h)
+
+
+def host_of(header: str) -> str:
+    """The host of a ``Host`` header, port and IPv6 brackets removed, lower-cased."""
+    header = header.strip().lower()
+    if header.startswith("["):  # [::1]:8080
+        return header[1:].split("]", 1)[0]
+    if header.count(":") == 1:  # name:port (a bare IPv6 address has several colons)
+        return header.split(":", 1)[0]
+    return header
+
+
+def host_allowed(header: str, allowed: frozenset[str]) -> bool:
+    """Whether a request with this ``Host`` header is for this UI."""
+    if "*" in allowed:
+        return True
+    host = host_of(header)
+    if not host:
+        return False
+    return host in allowed or any(a.startswith("*.") and host.endswith(a[1:]) for a in allowed)

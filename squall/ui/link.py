@@ -4,8 +4,9 @@ over RPC (`RpcLink`, the ``squall ui`` daemon and the Spark driver) or direct (`
 
 Every call blocks (the app runs them on threads, off its event loop). A master that cannot be
 reached raises `MasterUnavailable`, whatever the link; the master's own refusals come back as the
-exceptions it raised (`NotAliveException`, `KeyError` for an unknown component, `ValueError` for
-a bad parameter, `InvalidTopologyException`, `IllegalStateTransition`), over either link.
+exceptions it raised (`NotAliveException`, `UnknownComponentError`, `BadParameterError`,
+`InvalidTopologyException`, `IllegalStateTransition`), over either link; anything else it raised
+is a failure (over RPC a `RemoteError` naming its type), which the app answers 500.
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ class RpcLink:
 
     def _call(self, op: str, **args: Any) -> Any:
         from ..cluster.client import MasterClient
-        from ..worker.calls import RemoteError, RpcError
+        from ..worker.calls import RpcError
+        # the master's refusals come back as squall's exceptions (MasterClient maps them by
+        # name); any other RemoteError is the master's failure, for the app to answer 500
         with self._lock:
             try:
                 if self._client is None:
@@ -88,14 +91,6 @@ class RpcLink:
             except OSError as e:
                 self._drop()
                 raise MasterUnavailable(f"the master is unreachable: {e.strerror or e}") from None
-            except RemoteError as e:
-                # the verbs' plain Python refusals, raised as they were (the others are mapped
-                # by MasterClient); anything else is the master's failure
-                if e.type == "KeyError":
-                    raise KeyError(str(e).strip("'\"")) from None
-                if e.type in ("ValueError", "TypeError"):
-                    raise ValueError(str(e)) from None
-                raise
 
     def _drop(self) -> None:
         if self._client is not None:

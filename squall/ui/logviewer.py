@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -184,7 +185,9 @@ def logviewer_routes(log_root: Path) -> list[Route]:
     def guarded(handler: Any) -> Any:
         async def endpoint(request: Request) -> Response:
             try:
-                return handler(request)
+                # a page is up to 10 MiB and a search may scan a whole log: on a worker thread,
+                # so that the event loop goes on serving every other request meanwhile
+                return await run_in_threadpool(handler, request)
             except LogviewerError as e:
                 return JSONResponse(error_body(e.status, e.message), status_code=e.status)
             except OSError as e:  # rotated away between the check and the read, unreadable

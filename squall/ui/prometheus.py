@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from .._errors import NotAliveException
 from ..engine.stats import LATENCIES
 from .link import MasterLink, MasterUnavailable
 from .app import error_response
@@ -77,11 +78,8 @@ def _scrape(link: MasterLink) -> bytes:
     for t in link.read("list"):
         try:
             topologies.append((t["name"], link.read("statistics", name=t["name"])))
-        except KeyError:
-            continue  # removed since the list
-        except Exception as e:  # noqa: BLE001 - killed meanwhile (NotAliveException): left out
-            if type(e).__name__ != "NotAliveException":
-                raise
+        except NotAliveException:
+            continue  # removed since the list: left out of this scrape
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(topologies))
     return generate_latest(registry)

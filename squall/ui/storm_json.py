@@ -11,6 +11,8 @@ from typing import Any, NamedTuple
 
 from .. import __version__
 from .._config import shown_configuration
+from .._errors import BadParameterError
+from ..cluster.stats_pages import pretty_uptime
 
 WINDOWS = ("600", "10800", "86400", ":all-time")
 """Storm's statistics windows, as ``?window=`` takes them; ``:all-time`` is the default."""
@@ -20,7 +22,7 @@ _RESOURCES = ("requestedMemOnHeap", "requestedMemOffHeap", "requestedTotalMem", 
               "assignedMemOnHeap", "assignedMemOffHeap", "assignedTotalMem", "assignedCpu")
 
 
-class BadParameter(ValueError):
+class BadParameter(BadParameterError):
     """A request parameter is malformed; the message names it and says what it must be."""
 
 
@@ -45,19 +47,6 @@ def page_params(query: dict[str, str]) -> PageParams:
     if sys not in ("0", "1", "true", "false"):
         raise BadParameter(f"sys must be 0 or 1, got {sys!r}")
     return PageParams(window, sys in ("1", "true"))
-
-
-def pretty_uptime(secs: float) -> str:
-    """Storm's ``UIHelpers.prettyUptimeSec``: 358 -> ``"5m 58s"``, 86400 -> ``"1d 0h 0m 0s"``."""
-    left = int(secs)
-    parts: list[str] = []
-    for div, unit in ((60, "s"), (60, "m"), (24, "h")):
-        if left > 0:
-            parts.insert(0, f"{left % div}{unit}")
-            left //= div
-    if left > 0:
-        parts.insert(0, f"{left}d")
-    return " ".join(parts)
 
 
 def visible_configuration(conf: dict[str, Any]) -> dict[str, Any]:
@@ -158,14 +147,22 @@ def rebalance_options(body: Any) -> RebalanceOptions:
     return RebalanceOptions(workers, dict(executors) if executors is not None else None)
 
 
+MAX_WAIT_SECS = 2**31 - 1
+"""The longest ``<wait-secs>``: Storm parses it as a Java int (``Integer.MAX_VALUE``)."""
+
+
 def wait_secs(text: str) -> int:
-    """A ``<wait-secs>`` path segment: a non-negative integer (Storm's ``Integer.parseInt``).
+    """A ``<wait-secs>`` path segment: an integer of seconds from 0 to `MAX_WAIT_SECS`, as
+    Storm's ``Integer.parseInt`` takes it.
 
     Raises:
-        BadParameter: it is not one.
+        BadParameter: it is not one (a longer wait would leave the topology KILLED for ever).
     """
     if not text.isdigit() or not text.isascii():
-        raise BadParameter(f"wait-secs must be a non-negative integer of seconds, got {text!r}")
+        raise BadParameter(f"wait-secs must be a non-negative integer of seconds, got {text[:40]!r}")
+    if len(text) > len(str(MAX_WAIT_SECS)) or int(text) > MAX_WAIT_SECS:
+        raise BadParameter(f"wait-secs must be at most {MAX_WAIT_SECS} seconds, got {text[:40]}"
+                           f"{'...' if len(text) > 40 else ''}")
     return int(text)
 
 

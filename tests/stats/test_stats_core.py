@@ -74,7 +74,7 @@ def test_latency_windows_average_their_own_samples():
     assert lat[":all-time"] == pytest.approx((100 + 3500) / 800)
 
 
-def _view(stats_by_task: dict[int, list[Stat]], uptime: float = 100.0) -> TopologyView:
+def _view(stats_by_task: dict[int, list[Stat]], uptime: float = 100.0, bolt: str = "b") -> TopologyView:
     from squall import Bolt, Fields, Spout, TopologyBuilder
 
     class S(Spout):
@@ -87,7 +87,7 @@ def _view(stats_by_task: dict[int, list[Stat]], uptime: float = 100.0) -> Topolo
 
     b = TopologyBuilder()
     b.set_spout("s", S(), 1)
-    b.set_bolt("b", B(), 2).shuffle_grouping("s")
+    b.set_bolt(bolt, B(), 2).shuffle_grouping("s")
     conf = {"topology.acker.executors": 1, "topology.workers": 1}
     plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
     tasks = plan.component_tasks
@@ -135,5 +135,14 @@ def test_pretty_uptime_and_sanitized_streams_are_storms():
     assert stats_pages.pretty_uptime(358) == "5m 58s"
     assert stats_pages.pretty_uptime(10800) == "3h 0m 0s"
     assert stats_pages.pretty_uptime(86400) == "1d 0h 0m 0s"
+    assert stats_pages.pretty_uptime(0) == ""  # as Storm's, and the REST summaries' (one function)
     assert stats_pages.sani_stream("default") == "default"
     assert stats_pages.sani_stream("__ack init") == "_s__ack_init"
+
+
+def test_the_visualizations_link_to_a_component_is_url_encoded():
+    # a component id may hold any character (a metrics consumer's is "__metrics_mod:Class#2"):
+    # "#" would cut the link short, "&" add a parameter
+    view = _view({}, bolt="mod:Class#2&x=y")
+    link = stats_pages.visualization(view)["mod:Class#2&x=y"][":link"]
+    assert link == "/component.html?id=mod%3AClass%232%26x%3Dy&topology_id=t-1"

@@ -17,6 +17,7 @@ from squall.ui.server import local_app  # noqa: E402
 
 SECRET = "ui-test-secret-0123456789"
 AUTH = {"X-Squall-Secret": SECRET}
+BASE = "http://127.0.0.1"  # the test clients' Host: the UI answers only its own names (DNS rebinding)
 
 
 class Upper(Bolt):
@@ -59,7 +60,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def api(cluster):
-    with TestClient(local_app(cluster)) as client:
+    with TestClient(local_app(cluster), base_url=BASE) as client:
         yield client
 
 
@@ -73,5 +74,5 @@ def fresh(tmp_path):
     """A cluster of its own with topology ``victim``, for actions that change it; its client, id."""
     with LocalCluster({"squall.secret": SECRET}) as c:
         c.submit_topology("victim", {"topology.message.timeout.secs": 5}, small_topology())
-        with TestClient(local_app(c)) as client:
+        with TestClient(local_app(c), base_url=BASE) as client:
             yield c, client, c.get_topology_info("victim")["id"]

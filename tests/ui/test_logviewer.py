@@ -104,3 +104,27 @@ def test_an_unknown_file_is_a_404(client):
     assert r.status_code == 404 and r.json() == {"error": "404 Not Found",
                                                  "errorMessage": "no log file 'nope/1/worker.log'"}
     assert client.get("/api/v1/search/nope/1/worker.log", params={"search-string": "a"}).status_code == 404
+
+
+@pytest.mark.parametrize("path, params, reader", [
+    ("/api/v1/log", {"file": "wc-1-7/6700/worker.log"}, "read_page"),
+    ("/api/v1/search/wc-1-7/6700/worker.log", {"search-string": "needle-2"}, "search_file"),
+])
+def test_reading_and_searching_a_log_run_off_the_event_loop(client, monkeypatch, path, params, reader):
+    # a 10 MiB page or a scan of a large log on the event loop would hold up every other request
+    import asyncio
+
+    import squall.ui.logviewer as lv
+    real = getattr(lv, reader)
+    loops = []
+
+    def spy(*args, **kwargs):
+        try:
+            loops.append(asyncio.get_running_loop())
+        except RuntimeError:
+            loops.append(None)  # a worker thread: no event loop runs here
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lv, reader, spy)
+    assert client.get(path, params=params).status_code == 200
+    assert loops == [None]

@@ -35,3 +35,40 @@ def test_metrics_carry_the_pages_figures_labelled_by_topology_component_task_and
     rss = fams["squall_worker_resident_memory_bytes"].samples
     assert rss and all(s.value > 0 and s.labels["topology"] == "demo" for s in rss)
     assert fams["squall_worker_cpu_seconds"].samples[0].value > 0
+
+
+class _Racing:
+    """A master whose topology ``gone`` is killed between ``list`` and ``statistics``;
+    ``statistics`` of ``kept`` raises ``error`` (None: answers)."""
+
+    def __init__(self, error=None):
+        self.error = error
+
+    def read(self, op, **args):
+        from squall._errors import NotAliveException
+        if op == "list":
+            return [{"id": "gone-1-1", "name": "gone"}, {"id": "kept-1-1", "name": "kept"}]
+        if args["name"] == "gone":
+            raise NotAliveException("Topology 'gone' is not alive")
+        if self.error is not None:
+            raise self.error
+        return {"id": "kept-1-1", "tasks": [["c", 1, "emitted", "", "default", 3.0]], "workers": []}
+
+
+def _metrics(link):
+    from starlette.testclient import TestClient
+
+    from squall.ui.server import _app
+    from .conftest import BASE
+    with TestClient(_app(link, {}, None), base_url=BASE, raise_server_exceptions=False) as api:
+        return api.get("/metrics")
+
+
+def test_a_topology_killed_during_a_scrape_is_left_out_and_a_bug_is_not():
+    r = _metrics(_Racing())
+    assert r.status_code == 200
+    emitted = _families(r.text)["squall_emitted"].samples
+    assert [(s.labels["topology"], s.value) for s in emitted] == [("kept", 3.0)]
+    # a KeyError is a bug of the master or of the exporter, not a topology that went away
+    r = _metrics(_Racing(KeyError("tasks")))
+    assert r.status_code == 500 and r.json()["error"] == "500 Internal Server Error"

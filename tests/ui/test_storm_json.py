@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from squall.ui.guard import ActionGuard
-from squall.ui.storm_json import (BadParameter, page_params, pretty_uptime, rebalance_options,
-                                  visible_configuration)
+from squall.ui.storm_json import (MAX_WAIT_SECS, BadParameter, page_params, pretty_uptime, rebalance_options,
+                                  visible_configuration, wait_secs)
 
 
 @pytest.mark.parametrize("secs, text", [(0, ""), (5, "5s"), (358, "5m 58s"), (600, "10m 0s"),
@@ -56,3 +56,28 @@ def test_guard_order_and_origins():
     assert "does not hold" in guard.refusal({**SAME, "x-squall-secret": "nope"}, "http").message
     assert "switched off" in ActionGuard(SECRET, enabled=False).refusal(ok, "http").message
     assert "squall.secret" in ActionGuard(None).refusal(ok, "http").message
+
+
+def test_a_non_ascii_secret_matches_as_the_server_hands_its_header_over():
+    secret = "geheimnis-schlüssel-ünïcödé"
+    guard = ActionGuard(secret.encode("utf-8"))
+    # the client sends the secret's UTF-8 bytes; the ASGI server hands them over decoded as latin-1
+    sent = {"x-squall-secret": secret.encode("utf-8").decode("latin-1")}
+    assert guard.refusal(sent, "http") is None
+    wrong = {"x-squall-secret": "geheimnis-schlüssel-ünïcödf".encode("utf-8").decode("latin-1")}
+    assert guard.refusal(wrong, "http").status == 403
+
+
+def test_wait_secs_is_a_java_int_of_seconds():
+    assert wait_secs("0") == 0 and wait_secs(str(MAX_WAIT_SECS)) == MAX_WAIT_SECS == 2147483647
+    for bad in (str(MAX_WAIT_SECS + 1), str(10**20), "9" * 400, "-1", "1.5", "", "\u0663"):
+        with pytest.raises(BadParameter, match="wait-secs"):
+            wait_secs(bad)
+
+
+def test_host_names_are_read_port_and_brackets_aside():
+    from squall.ui.guard import allowed_hosts, host_allowed, host_of
+    assert [host_of(h) for h in ("a.b:80", "[::1]:8080", "::1", "Localhost")] == ["a.b", "::1", "::1", "localhost"]
+    allowed = allowed_hosts("0.0.0.0", ["ui.example.com"])
+    assert host_allowed("ui.example.com:8080", allowed) and not host_allowed("example.com", allowed)
+    assert host_allowed("anything", allowed_hosts("127.0.0.1", ["*"]))

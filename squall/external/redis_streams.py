@@ -188,11 +188,13 @@ class RedisStreamSpout(Spout):
         self.group = group
         self.translator = translator
         self.output_fields = list(output_fields)
-        for name, value in (("batch_size", batch_size), ("block_ms", block_ms), ("claim_idle_ms", claim_idle_ms),
-                            ("claim_interval_secs", claim_interval_secs), ("down_retry_secs", down_retry_secs)):
-            # 0 would claim live consumers' entries at once (claim_idle_ms), or spin (the others)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"RedisStreamSpout: {name} must be a number above 0, got {value!r}")
+        for name, value, least in (("batch_size", batch_size, 1), ("block_ms", block_ms, 1),
+                                   ("claim_idle_ms", claim_idle_ms, 1), ("claim_interval_secs", claim_interval_secs, 0),
+                                   ("down_retry_secs", down_retry_secs, 0)):
+            # claim_idle_ms 0 would claim live consumers' entries at once; block_ms 0 blocks for
+            # ever (Redis's BLOCK 0); a claim or retry interval of 0 means at every step
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < least:
+                raise ValueError(f"RedisStreamSpout: {name} must be a number of at least {least}, got {value!r}")
         self.batch_size = batch_size
         self.block_ms = block_ms
         self.backoff = backoff

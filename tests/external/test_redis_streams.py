@@ -558,8 +558,9 @@ def test_a_bad_lookup_spec_is_refused_when_the_bolt_is_built_naming_the_bolt_and
     assert says in str(e.value)
 
 
-@pytest.mark.parametrize("name", ["batch_size", "block_ms", "claim_idle_ms", "claim_interval_secs", "down_retry_secs"])
-def test_a_spout_setting_that_is_not_above_zero_is_refused_naming_it(name):
+@pytest.mark.parametrize(("name", "bad", "least"), [("batch_size", 0, 1), ("block_ms", 0, 1), ("claim_idle_ms", 0, 1),
+                                                     ("claim_interval_secs", -1, 0), ("down_retry_secs", -1, 0)])
+def test_a_spout_setting_out_of_range_is_refused_naming_it(name, bad, least):
     from squall.external.redis_streams import RedisStreamSpout
-    with pytest.raises(ValueError, match=f"^RedisStreamSpout: {name} must be a number above 0, got 0"):
-        RedisStreamSpout("redis://127.0.0.1:1", "s", "g", **{name: 0})
+    with pytest.raises(ValueError, match=f"^RedisStreamSpout: {name} must be a number of at least {least}, got {bad}"):
+        RedisStreamSpout("redis://127.0.0.1:1", "s", "g", **{name: bad})

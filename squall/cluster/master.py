@@ -817,7 +817,9 @@ class Master:
                      pid: int | None = None, lost_generation: int | None = None,
                      transport: dict[str, Any] | None = None, epoch: str | None = None,
                      windows: dict[Any, Any] | None = None, figures: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A worker's beat (``transport``: its data transport's counts of dropped messages). The
+        """A worker's beat (``stats``: its exact engine counters; ``windows``: Storm's windowed
+        statistics of its tasks, `squall.worker.stats_history`; ``figures``: its process's
+        `WorkerFigures`; ``transport``: its data transport's counts of dropped messages). The
         reply says whether to stop, whether spouts may run, when a peer moved or restarted since
         the worker's ``addresses_version``, the new ``peers`` and ``launch_ids`` tables, and when
         workers died since its ``lost_generation`` of this master's ``epoch`` (another epoch: since

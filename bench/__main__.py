@@ -13,6 +13,7 @@
         [--observe 100] [--message-timeout 30] [--max-pending 1000]
     python -m bench run W5 --host process|spark [--workers 4] [--rate 1000] [--kill-every 20] [--kills 3]
         [--message-timeout 30] [--max-pending 1000] [--plot FILE.png]
+    python -m bench peers [--n 1000000] [--rounds 3] [--no-save]
     python -m bench report [--results bench/results/results.jsonl] [--latest]
     python -m bench report --docs docs/benchmarks.md [--all-commits]
 
@@ -208,6 +209,14 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _peers(args: argparse.Namespace) -> int:
+    from . import peers
+
+    if args.n < 1 or args.rounds < 1:
+        raise SystemExit("--n and --rounds must be at least 1")
+    return peers.main(args.n, args.rounds, args.no_save)
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -274,6 +283,14 @@ def main(argv: list[str] | None = None) -> int:
                      help="with --repeat, run the repetitions in this process (default: one fresh "
                           "interpreter each, so each has its own peak RSS)")
     run.set_defaults(func=_run)
+
+    peers = sub.add_parser("peers", help="W1 with the baseline loop, squall, Bytewax and Spark Structured "
+                                         "Streaming on the same bytes, interleaved round by round (bench.peers)")
+    peers.add_argument("--n", type=int, default=1_000_000, help="sentences (default 1,000,000)")
+    peers.add_argument("--rounds", type=int, default=3, help="rounds; each runs every system once (default 3)")
+    peers.add_argument("--no-save", action="store_true",
+                       help="print only; do not append to bench/results/peers.jsonl")
+    peers.set_defaults(func=_peers)
 
     rep = sub.add_parser("report", help="markdown table of medians from the results file, or (--docs) the "
                                         "benchmarks page")

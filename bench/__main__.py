@@ -56,7 +56,8 @@ with ``--repeat`` > 1 each run is a fresh interpreter (``--in-process`` to keep 
 line (``"kind": "median"``, not saved) gives the medians.
 ``report`` prints a markdown table of medians (min-max) per configuration and squall commit
 (``--latest``: only each configuration's most recent commit). ``report --docs FILE`` writes the
-benchmarks page instead (`bench.report`: tables per workload, peers, targets, memory, W4 and its
+benchmarks page instead (`bench.report`: tables per workload, the newest ``peers`` run from ``peers.jsonl`` beside the
+results file, targets, memory, W4 and its
 chart ``benchmarks-w4-latency.png`` beside FILE, profiles from ``profiles/*.md`` beside FILE).
 """
 
@@ -203,8 +204,9 @@ def _report(args: argparse.Namespace) -> int:
         results_name = results_name.resolve().relative_to(Path.cwd().resolve())
     except ValueError:
         pass
+    peer_lines = harness.load_results(Path(args.results).parent / "peers.jsonl")
     for path in report.write_docs(records, Path(args.docs), all_commits=args.all_commits,
-                                  results_name=results_name.as_posix()):
+                                  results_name=results_name.as_posix(), peer_lines=peer_lines):
         print(f"wrote {path}")
     return 0
 

@@ -195,11 +195,12 @@ def median_table(results: list[Result], skipped: dict[str, str] | None = None) -
                    "runs"], rows)
 
 
-def save(results: list[Result], skipped: dict[str, str], n: int, path: Path = PEERS_RESULTS) -> None:
-    """Appends one line per result, each with the run's common fields (when, where, N)."""
+def save(results: list[Result], skipped: dict[str, str], n: int, load_before: float,
+         path: Path = PEERS_RESULTS) -> None:
+    """Appends one line per result, each with the run's common fields (when, where, N, the load)."""
     env = harness.finish_record({"workload": "PEERS", "peak_rss_mb": None})
     common = {k: env[k] for k in ("timestamp", "squall_commit", "python_version", "loadavg_1m")}
-    common.update(n=n, cpus=os.cpu_count())
+    common.update(n=n, cpus=os.cpu_count(), loadavg_1m_before=round(load_before, 2))
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as f:
         for r in results:
@@ -211,6 +212,7 @@ def save(results: list[Result], skipped: dict[str, str], n: int, path: Path = PE
 def main(n: int, rounds: int, no_save: bool) -> int:
     """``python -m bench peers``: runs, prints the medians, saves unless ``no_save``."""
     load = os.getloadavg()
+    load_before = load[0]
     print(f"W1 peers, N = {n:,}, {rounds} round(s), load average before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     results, skipped = run(n, rounds)
     for name, why in skipped.items():
@@ -219,5 +221,5 @@ def main(n: int, rounds: int, no_save: bool) -> int:
     load = os.getloadavg()
     print(f"\nload average after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if not no_save:
-        save(results, skipped, n)
+        save(results, skipped, n, load_before)
     return 0 if all(r.correct for r in results) else 1

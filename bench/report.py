@@ -322,8 +322,8 @@ def peers_section(peer_lines: Sequence[Record]) -> str:
     skipped = {r["system"]: r["skipped"] for r in run if "skipped" in r}
     first = run[0]
     rounds = sorted({r.round for r in results})
-    versions = ", ".join(f"{r.system.split(' (')[0].split(',')[0]} {r.version}" for r in results
-                         if r.round == rounds[0] and r.version and not r.system.startswith("squall"))
+    versions = ", ".join(dict.fromkeys(f"{r.system.split(' (')[0].split(',')[0]} {r.version}" for r in results
+                                       if r.version and not r.system.startswith("squall")))
     head = (f"W1, N = {first['n']:,}, {len(rounds)} round(s), run {first['timestamp']} on {first.get('cpus', '?')} "
             f"cores, load average (1 min) {first.get('loadavg_1m_before', '?')} before and "
             f"{first.get('loadavg_1m', '?')} after (other sessions shared the machine); squall commit "

@@ -3,7 +3,9 @@ words, ``groupBy(word).count()``, the running counts written in complete mode to
 
     readStream.text(part-*.txt, maxFilesPerTrigger=FILES_PER_BATCH)
         -> explode(split(value, " "))   (``split="sql"``: Spark's own functions, in the JVM)
-           or explode(udf(str.split))   (``split="udf"``: a Python UDF, rows sent to a Python worker)
+           or explode(udf(str.split))   (``split="udf"``: a Python UDF, rows pickled to a Python
+                                         worker; ``useArrow=False``, Spark's classic UDF, whether
+                                         or not pandas and pyarrow are installed)
         -> groupBy("word").count() -> writeStream.outputMode("complete").format("memory")
         trigger(availableNow=True)
 
@@ -55,7 +57,7 @@ def measure(directory: Path, split: str = "sql") -> tuple[float, dict[str, int],
         if split == "sql":
             tokens = F.split(lines.value, " ")
         else:
-            tokens = F.udf(lambda s: s.split(" "), ArrayType(StringType()))(lines.value)
+            tokens = F.udf(lambda s: s.split(" "), ArrayType(StringType()), useArrow=False)(lines.value)
         counts = lines.select(F.explode(tokens).alias("word")).groupBy("word").count()
         table = f"w1_counts_{split}"
         t0 = time.perf_counter()

@@ -13,6 +13,7 @@
         [--observe 100] [--message-timeout 30] [--max-pending 1000]
     python -m bench run W5 --host process|spark [--workers 4] [--rate 1000] [--kill-every 20] [--kills 3]
         [--message-timeout 30] [--max-pending 1000] [--plot FILE.png]
+    python -m bench peers [--n 1000000] [--rounds 3] [--no-save]
     python -m bench report [--results bench/results/results.jsonl] [--latest]
     python -m bench report --docs docs/benchmarks.md [--all-commits]
 
@@ -55,7 +56,8 @@ with ``--repeat`` > 1 each run is a fresh interpreter (``--in-process`` to keep 
 line (``"kind": "median"``, not saved) gives the medians.
 ``report`` prints a markdown table of medians (min-max) per configuration and squall commit
 (``--latest``: only each configuration's most recent commit). ``report --docs FILE`` writes the
-benchmarks page instead (`bench.report`: tables per workload, peers, targets, memory, W4 and its
+benchmarks page instead (`bench.report`: tables per workload, the newest ``peers`` run from ``peers.jsonl`` beside the
+results file, targets, memory, W4 and its
 chart ``benchmarks-w4-latency.png`` beside FILE, profiles from ``profiles/*.md`` beside FILE).
 """
 
@@ -202,10 +204,19 @@ def _report(args: argparse.Namespace) -> int:
         results_name = results_name.resolve().relative_to(Path.cwd().resolve())
     except ValueError:
         pass
+    peer_lines = harness.load_results(Path(args.results).parent / "peers.jsonl")
     for path in report.write_docs(records, Path(args.docs), all_commits=args.all_commits,
-                                  results_name=results_name.as_posix()):
+                                  results_name=results_name.as_posix(), peer_lines=peer_lines):
         print(f"wrote {path}")
     return 0
+
+
+def _peers(args: argparse.Namespace) -> int:
+    from . import peers
+
+    if args.n < 1 or args.rounds < 1:
+        raise SystemExit("--n and --rounds must be at least 1")
+    return peers.main(args.n, args.rounds, args.no_save)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -274,6 +285,14 @@ def main(argv: list[str] | None = None) -> int:
                      help="with --repeat, run the repetitions in this process (default: one fresh "
                           "interpreter each, so each has its own peak RSS)")
     run.set_defaults(func=_run)
+
+    peers = sub.add_parser("peers", help="W1 with the baseline loop, squall, Bytewax and Spark Structured "
+                                         "Streaming on the same bytes, interleaved round by round (bench.peers)")
+    peers.add_argument("--n", type=int, default=1_000_000, help="sentences (default 1,000,000)")
+    peers.add_argument("--rounds", type=int, default=3, help="rounds; each runs every system once (default 3)")
+    peers.add_argument("--no-save", action="store_true",
+                       help="print only; do not append to bench/results/peers.jsonl")
+    peers.set_defaults(func=_peers)
 
     rep = sub.add_parser("report", help="markdown table of medians from the results file, or (--docs) the "
                                         "benchmarks page")

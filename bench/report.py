@@ -5,7 +5,7 @@ W4 latency chart.
 
 `render_docs` turns a list of records (the lines of ``bench/results/results.jsonl``) into the
 whole page; each section has its own function (`w1_table`, `const_table`, `w4_section`,
-`memory_section`, `peers_table`, `targets_table`, `profiles_section`) so a test can check one
+`memory_section`, `peers_section`, `targets_table`, `profiles_section`) so a test can check one
 without the others. `draw_w4_chart` is the only function that needs matplotlib, and imports it
 itself: ``python -m bench run`` never loads it. `write_docs` is the only one that reads or
 writes files.
@@ -77,36 +77,6 @@ def field(r: Record, name: str) -> Any:
         if r.get(key) is not None:
             return r[key]
     return None
-
-
-# --- the peers (BENCHMARKS.md) -------------------------------------------------------------------
-@dataclass(frozen=True)
-class Peer:
-    """One W1 figure of another system, measured separately on this kind of machine (2 cores),
-    N = 1,000,000 unless ``note`` says otherwise, median of 3."""
-
-    system: str
-    version: str | None
-    parallelism: int
-    sentences_per_s: float
-    words_per_s: float
-    note: str = ""
-
-
-# From the "Targets" table of BENCHMARKS.md ("Measured peers on this machine (2 cores), W1,
-# N = 1,000,000, median of 3"). Not re-measured by `bench`: copy a new table here when it changes.
-PEERS_SOURCE = "BENCHMARKS.md, section Targets"
-PEERS_W1: tuple[Peer, ...] = (
-    Peer("hand-written Python loop", None, 1, 949_000, 9_490_000),
-    Peer("Bytewax", "0.21", 1, 57_600, 576_000, "count emitted per word, like Storm's WordCount"),
-    Peer("Bytewax", "0.21", 2, 58_000, 580_000, "count emitted per word, 2 processes"),
-    Peer("Spark Structured Streaming", "4.3", 2, 95_000, 954_000, "split by SQL, micro-batch"),
-    Peer("Spark Structured Streaming", "4.3", 2, 72_000, 716_000, "split by a Python UDF"),
-    Peer("streamz", "0.6", 1, 26_000, 261_000),
-    Peer("PyFlink DataStream", "2.3", 1, 3_500, 35_000, "thread mode, N = 100,000"),
-    Peer("hand-written 2-process loop", None, 2, 603_000, 6_030_000,
-         "words routed by hash through queues"),
-)
 
 
 # --- configurations and selection --------------------------------------------------------------------
@@ -338,25 +308,32 @@ def const_table(workload: str, records: Iterable[Record], all_commits: bool = Fa
     return _table(header, rows) + "\n\n" + _commands(workload, ordered)
 
 
-def peers_table(records: Iterable[Record], peers: Sequence[Peer] = PEERS_W1) -> str:
-    """squall's W1 medians (this report's selection) beside the peers' figures of BENCHMARKS.md."""
-    groups = select([r for r in records if is_workload(r, "W1")], _row_key)
-    rows = []
-    for cfg, acking, g in _ordered_rows(groups):
-        if g is None:
-            continue
-        ratio = median(g.runs, "ratio")
-        rows.append([f"squall ({cfg.label}, acking {acking})", f"`{g.commit}`", str(cfg.workers),
-                     fmt_num(median(g.runs, "sentences_per_s")), fmt_num(median(g.runs, "words_per_s")),
-                     "-" if ratio is None else fmt_num(ratio * W1_BASELINE_WHEN_TARGETS_SET),
-                     f"this report, {len(g.runs)} runs"])
-    for p in peers:
-        name = p.system + (f" ({p.note})" if p.note else "")
-        rows.append([name, p.version or "-", str(p.parallelism), fmt_num(p.sentences_per_s),
-                     fmt_num(p.words_per_s), fmt_num(p.sentences_per_s),
-                     "measured separately on this kind of machine (BENCHMARKS.md)"])
-    return _table(["system", "version", "parallelism", "sentences/s", "words/s",
-                   "sentences/s on the peers' machine (ratio x 949k)", "source"], rows)
+def peers_section(peer_lines: Sequence[Record]) -> str:
+    """The newest ``python -m bench peers`` run of ``peer_lines`` (the lines of
+    ``bench/results/peers.jsonl``): when, N, the load, each round's table and the medians."""
+    from .peers import Result, median_table, round_table
+
+    stamps = [str(r["timestamp"]) for r in peer_lines if r.get("timestamp")]
+    if not stamps:
+        return "Not measured yet: `python -m bench peers`."
+    run = [r for r in peer_lines if r.get("timestamp") == max(stamps)]
+    results = [Result(r["round"], r["system"], r["sentences_per_s"], r["ratio"], r["correct"], r.get("version"),
+                      r.get("note")) for r in run if "round" in r]
+    skipped = {r["system"]: r["skipped"] for r in run if "skipped" in r}
+    first = run[0]
+    rounds = sorted({r.round for r in results})
+    versions = ", ".join(dict.fromkeys(f"{r.system.split(' (')[0].split(',')[0]} {r.version}" for r in results
+                                       if r.version and not r.system.startswith("squall")))
+    head = (f"W1, N = {first['n']:,}, {len(rounds)} round(s), run {first['timestamp']} on {first.get('cpus', '?')} "
+            f"cores, load average (1 min) {first.get('loadavg_1m_before', '?')} before and "
+            f"{first.get('loadavg_1m', '?')} after (other sessions shared the machine); squall commit "
+            f"`{first.get('squall_commit')}`; {versions or 'no peer versions'}.")
+    parts = [head]
+    for n in rounds:
+        parts.append(f"Round {n}:\n\n" + round_table([r for r in results if r.round == n]))
+    parts.append("Medians over the rounds (the ratio is the median of each round's ratio to that round's "
+                 "baseline loop):\n\n" + median_table(results, skipped))
+    return "\n\n".join(parts)
 
 
 # --- W4 ----------------------------------------------------------------------------------------------
@@ -661,10 +638,27 @@ METHOD = """\
   no run has produced."""
 
 
+PEERS_METHOD = (
+    "`python -m bench peers` runs W1 on the same corpus bytes with every system below, interleaved: in each "
+    "round the baseline loop, squall on LocalCluster (acking on, then off), Bytewax and Spark Structured "
+    "Streaming (SQL split, then Python UDF split), each in a fresh interpreter; each system's counts are "
+    "checked against the corpus's reference counts (a mismatch or a failed run is \"NO\"). The peers' "
+    "scripts are the project's own, in `bench/peers/` (each one's docstring says what is timed): Bytewax "
+    "emits the running count per word, as squall's count bolt does, one worker; Spark reads the files as "
+    "a file stream in micro-batches of 10 files (100,000 sentences), `local[1]`, one shuffle partition, "
+    "`groupBy(word).count()` in complete mode to a memory sink, trigger `availableNow`, timed from the "
+    "query's start to its end (the JVM is started before the clock; at small N its start-up and warm-up "
+    "weigh heavily). squall's figure is `bench.w1_wordcount.run` (from submit to the last count or ack). "
+    "Compare systems only within one run: the tables below come from one session, the figures carried "
+    "over from other days are gone.")
+
+
 def render_docs(records: Iterable[Record], profiles: Sequence[tuple[str, str]] = (), chart: str | None = None,
-                all_commits: bool = False, results_name: str = "bench/results/results.jsonl") -> str:
+                all_commits: bool = False, results_name: str = "bench/results/results.jsonl",
+                peer_lines: Sequence[Record] = ()) -> str:
     """The whole of ``docs/benchmarks.md`` from ``records``; ``profiles`` are (file name, text)
-    pairs, ``chart`` the W4 chart's link (None: not drawn)."""
+    pairs, ``chart`` the W4 chart's link (None: not drawn), ``peer_lines`` the lines of
+    ``bench/results/peers.jsonl``."""
     records = [r for r in records if r.get("kind") != "median"]
     stamps = [str(r["timestamp"]) for r in records if r.get("timestamp")]
     pythons = sorted({str(r["python_version"]) for r in records if r.get("python_version")})
@@ -677,11 +671,7 @@ def render_docs(records: Iterable[Record], profiles: Sequence[tuple[str, str]] =
         "## How the figures were made\n\n" + METHOD,
         "## W1 wordcount\n\nSentences/s and words/s over N sentences of the W1 corpus (10 words each); the "
         "baseline is one Python loop over the same files (split, dict increment).\n\n" + w1_table(records, all_commits),
-        "### W1 beside other systems\n\nThe peers were measured separately, on this kind of machine (2 cores), "
-        f"W1 with N = 1,000,000, median of 3 ({PEERS_SOURCE}); not in the same runs as squall's figures, so these "
-        "comparisons are across runs. The peers' machine ran the hand-written loop at 949,000 sentences/s; "
-        "squall's per-run ratio to that loop, times 949,000, is the rate squall would have had there (the "
-        "column before the source), which is the figure to compare with theirs.\n\n" + peers_table(records),
+        "### Peers in the same run\n\n" + PEERS_METHOD + "\n\n" + peers_section(peer_lines),
         "## W2 const-null\n\nSpout -> bolt that acks (local-or-shuffle). Acked tuples/s with acking on, "
         "executed tuples/s with acking off; latencies with acking on only.\n\n"
         + const_table("W2", records, all_commits),
@@ -708,7 +698,8 @@ def read_profiles(directory: Path) -> list[tuple[str, str]]:
 
 
 def write_docs(records: Sequence[Record], docs: Path, chart: Path | None = None, profiles_dir: Path | None = None,
-               all_commits: bool = False, results_name: str = "bench/results/results.jsonl") -> list[Path]:
+               all_commits: bool = False, results_name: str = "bench/results/results.jsonl",
+               peer_lines: Sequence[Record] = ()) -> list[Path]:
     """Draws the W4 chart (``chart``, default ``CHART_NAME`` beside ``docs``) if there is W4 data,
     then writes the page; returns the paths written. Profiles come from ``profiles_dir`` (default
     ``profiles/`` beside ``docs``)."""
@@ -729,7 +720,7 @@ def write_docs(records: Sequence[Record], docs: Path, chart: Path | None = None,
                 link = chart.resolve().relative_to(docs.parent.resolve()).as_posix()
             except ValueError:
                 link = chart.resolve().as_posix()
-    docs.write_text(render_docs(records, read_profiles(profiles_dir), link, all_commits, results_name),
+    docs.write_text(render_docs(records, read_profiles(profiles_dir), link, all_commits, results_name, peer_lines),
                     encoding="utf-8")
     written.insert(0, docs)
     return written

@@ -132,16 +132,34 @@ def test_w2_row_has_rate_and_latencies(page):
     assert "150,000" in _row(_section(page, "W3 const-id-null"), "LocalCluster, 1 worker", "on")
 
 
-def test_peers_stand_beside_ours_with_versions(page):
-    peers = page[page.index("### W1 beside other systems"):page.index("## W2")]
-    assert "measured separately" in peers and "BENCHMARKS.md" in peers
-    assert "| Bytewax (count emitted per word, like Storm's WordCount) | 0.21 | 1 | 57,600 | 576,000 | 57,600 |" in peers
-    assert "| PyFlink DataStream (thread mode, N = 100,000) | 2.3 |" in peers
-    assert "| squall (LocalCluster, 1 worker, acking off) | `new` | 1 | 95,000 | 950,000 |" in peers
-    # carried over to the peers' machine by the median per-run ratio to the baseline loop
-    on = _row(peers, "squall (LocalCluster, 1 worker, acking on)", "`new`")
-    assert f"| {report.fmt_num(0.070 * 949_000)} |" in on
-    assert len(report.PEERS_W1) == 8
+def _peer_line(ts: str, rnd: int, system: str, rate: float, ratio: float, correct: bool = True, **extra):
+    return {"timestamp": ts, "n": 200_000, "cpus": 2, "loadavg_1m": 1.5, "loadavg_1m_before": 0.5,
+            "squall_commit": "abc", "round": rnd, "system": system, "sentences_per_s": rate, "ratio": ratio,
+            "correct": correct, "version": extra.get("version"), "note": None}
+
+
+def test_peers_section_shows_the_newest_same_run_tables():
+    old = "2026-11-01T00:00:00+00:00"
+    new = "2026-11-24T10:00:00+00:00"
+    lines = [_peer_line(old, 1, "baseline loop", 1.0, 1.0),
+             _peer_line(new, 1, "baseline loop", 500_000, 1.0),
+             _peer_line(new, 1, "Bytewax (count emitted per word, 1 worker)", 40_000, 0.08, version="0.21.1"),
+             _peer_line(new, 2, "baseline loop", 400_000, 1.0),
+             _peer_line(new, 2, "Bytewax (count emitted per word, 1 worker)", 44_000, 0.11, False, version="0.21.1"),
+             {"timestamp": new, "n": 200_000, "system": "Spark", "skipped": "pyspark is not installed: pip x"}]
+    page = report.render_docs(RECORDS, peer_lines=lines)
+    section = page[page.index("### Peers in the same run"):page.index("## W2")]
+    assert "W1, N = 200,000, 2 round(s), run 2026-11-24T10:00:00+00:00 on 2 cores" in section
+    assert "0.5 before and 1.5 after" in section and "Bytewax 0.21.1" in section
+    assert "| Bytewax (count emitted per word, 1 worker) | 40,000 | 0.080 | yes |" in section
+    assert "| Bytewax (count emitted per word, 1 worker) | 44,000 | 0.110 | NO |" in section
+    # medians: rate and per-round ratio; correct only if every round was
+    assert "| Bytewax (count emitted per word, 1 worker) | 42,000 | 0.095 | NO | 2 |" in section
+    assert "| baseline loop | 450,000 | 1.000 | yes | 2 |" in section
+    assert "| Spark | - | - | not run: pyspark is not installed: pip x | 0 |" in section
+    assert "2026-11-01" not in section  # only the newest run
+    assert "BENCHMARKS.md" not in section and "949" not in section  # nothing carried over from another day
+    assert "Not measured yet" in report.render_docs(RECORDS)
 
 
 def test_targets_are_marked_met_or_not(page):

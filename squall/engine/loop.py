@@ -35,6 +35,7 @@ from .spout_executor import SpoutExecutor
 # Items drained per task per round, and next_tuple rounds per spout burst. Small enough that
 # queues stay short (latency, memory), large enough that per-round overhead is amortised.
 DRAIN_LIMIT = 1024
+BUSY_WINDOW_SECS = 0.5  # how often the busy fraction of the executors that track it is updated
 SPOUT_BURST = 64
 
 
@@ -298,6 +299,8 @@ class ExecutorLoop:
         bolts = [ex for ex in self.executors if ex.kind == "bolt"]
         bp = self.backpressure
         now = clock.now()
+        tracked = [ex for ex in self.executors if ex.busy_tracked]
+        busy_due = now + BUSY_WINDOW_SECS if tracked else float("inf")
         for ex in self.executors:  # the timers stay with an executor when it changes loops
             if ex.schedule is None:
                 ex.schedule = [[now + period, period, cb, ex] for period, cb in ex.timers() + metric_timers(ex)]
@@ -322,7 +325,12 @@ class ExecutorLoop:
             for ex in consumers:
                 self.calls += 1
                 self.current = ex
-                worked += ex.drain(DRAIN_LIMIT)
+                if ex.busy_tracked:
+                    began = clock.now()
+                    worked += ex.drain(DRAIN_LIMIT)
+                    ex.busy_secs += clock.now() - began
+                else:
+                    worked += ex.drain(DRAIN_LIMIT)
                 if returned():
                     return
             may_emit = False
@@ -339,6 +347,12 @@ class ExecutorLoop:
                 for t, q in ex.inboxes.items():
                     bp.check(t, len(q))
             now = clock.now()
+            if now >= busy_due:
+                span = now - busy_due + BUSY_WINDOW_SECS
+                for ex in tracked:
+                    ex.busy = min(1.0, (ex.busy_secs - ex.busy_mark) / span)
+                    ex.busy_mark = ex.busy_secs
+                busy_due = now + BUSY_WINDOW_SECS
             if now >= next_due:
                 for timer in timers:
                     if now >= timer[0]:

@@ -111,14 +111,30 @@ class Worker:
 
         depths = component_depths(plan)
         self.executors: list[Executor] = []
+        self._executor_of_task: dict[int, Executor] = {}
+        self._capacity = plan.conf.get("topology.executor.receive.buffer.size", 32768)
+        # Shuffles are load-aware only where they could leave the worker (Storm 2's default)
+        load_aware = (plan.conf.get("topology.workers", 1) > 1
+                      and not plan.conf.get("topology.disable.loadaware.messaging", False))
         for e in assignment:
             lp = loop_of_exec[e]
             wiring = Wiring(plan, self._deliver_map(lp, transport), clock, state, backpressure,
-                            report_error, port, self.tasks, seed, self.inboxes, loop=lp)
+                            report_error, port, self.tasks, seed, self.inboxes, loop=lp,
+                            task_load=self.task_load if load_aware else None)
             ex = self._make_executor(e, wiring, blobs)
             ex.depth = depths.get(e.component, 0)  # type: ignore[attr-defined]
+            ex.busy_tracked = load_aware and ex.kind == "bolt"
             lp.add(ex)
             self.executors.append(ex)
+            self._executor_of_task.update(dict.fromkeys(e.tasks, ex))
+
+    def task_load(self, task: int) -> float:
+        """Local ``task``'s load, Storm's (0.0 idle, 1.0 full): its inbox's fill
+        (``topology.executor.receive.buffer.size`` is full), or the fraction of its loop's time
+        its executor spent working, whichever is more. The second is squall's: an executor
+        sharing its loop with the spout that feeds it never lets its inbox fill (the loop drains
+        it before the spout emits again), yet it does not keep up when it takes the whole loop."""
+        return max(len(self.inboxes[task]) / self._capacity, self._executor_of_task[task].busy)
 
     def _deliver_map(self, loop: ExecutorLoop, transport: Transport) -> dict[int, Callable[[Any], None]]:
         deliver: dict[int, Callable[[Any], None]] = {}

@@ -170,10 +170,13 @@ class LoadAwareShuffleGrouping(ShuffleGrouping):
         self._load = load
 
     def prepare(self, context, stream, target_tasks):
-        conf = context.get_storm_conf() if context is not None else {}
-        local = set(context.get_this_worker_tasks()) if context is not None else set()
+        if self._load is None or context is None:
+            super().prepare(context, stream, target_tasks)
+            return
+        conf = context.get_storm_conf()
+        local = set(context.get_this_worker_tasks())
         same_worker = [t for t in target_tasks if t in local]
-        if (self._load is None or conf.get("topology.disable.loadaware.messaging", False)
+        if (conf.get("topology.disable.loadaware.messaging", False)
                 or not same_worker or len(same_worker) == len(target_tasks)):
             super().prepare(context, stream, target_tasks)
             return

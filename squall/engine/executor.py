@@ -181,12 +181,6 @@ class Executor:
         # the loop's entries for `timers`, [due, period, callback, executor]: made once, they move
         # with the executor if the watchdog moves it to another loop (ExecutorLoop.take_over)
         self.schedule: list[list] | None = None
-        # Time in `drain`, kept by the loop only when ``busy_tracked`` (a load-aware shuffle may
-        # read it), and ``busy``, the fraction of the last `loop.BUSY_WINDOW_SECS` it was.
-        self.busy_tracked = False
-        self.busy_secs = 0.0
-        self.busy_mark = 0.0
-        self.busy = 0.0
 
     def open(self) -> None:
         """Run the user's open/prepare for every task (called on the loop's thread)."""

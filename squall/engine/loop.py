@@ -35,7 +35,7 @@ from .spout_executor import SpoutExecutor
 # Items drained per task per round, and next_tuple rounds per spout burst. Small enough that
 # queues stay short (latency, memory), large enough that per-round overhead is amortised.
 DRAIN_LIMIT = 1024
-BUSY_WINDOW_SECS = 0.5  # how often the busy fraction of the executors that track it is updated
+BUSY_WINDOW_SECS = 0.5  # how often a loop's `busy` fraction is updated
 SPOUT_BURST = 64
 
 
@@ -165,6 +165,9 @@ class ExecutorLoop:
         self.on_crash = on_crash
         self.executors: list[Executor] = []
         self.sleeping = False
+        # Of the last `BUSY_WINDOW_SECS` or so, the fraction spent in rounds that did some work
+        # (a load-aware shuffle's signal that the tasks on this loop do not keep up).
+        self.busy = 0.0
         self.ident = -1
         self.thread: threading.Thread | None = None
         self.current: Executor | None = None
@@ -299,8 +302,6 @@ class ExecutorLoop:
         bolts = [ex for ex in self.executors if ex.kind == "bolt"]
         bp = self.backpressure
         now = clock.now()
-        tracked = [ex for ex in self.executors if ex.busy_tracked]
-        busy_due = now + BUSY_WINDOW_SECS if tracked else float("inf")
         for ex in self.executors:  # the timers stay with an executor when it changes loops
             if ex.schedule is None:
                 ex.schedule = [[now + period, period, cb, ex] for period, cb in ex.timers() + metric_timers(ex)]
@@ -308,6 +309,8 @@ class ExecutorLoop:
         next_due = min((t[0] for t in timers), default=float("inf"))
         seen_active = None
         idle = 0
+        # the work time of this window, and when the round before began
+        busy_secs, busy_due, last_now = 0.0, now + BUSY_WINDOW_SECS, now
         flush = self.flush
         returned = self._returned
         while not self._stop:
@@ -325,12 +328,7 @@ class ExecutorLoop:
             for ex in consumers:
                 self.calls += 1
                 self.current = ex
-                if ex.busy_tracked:
-                    began = clock.now()
-                    worked += ex.drain(DRAIN_LIMIT)
-                    ex.busy_secs += clock.now() - began
-                else:
-                    worked += ex.drain(DRAIN_LIMIT)
+                worked += ex.drain(DRAIN_LIMIT)
                 if returned():
                     return
             may_emit = False
@@ -347,12 +345,12 @@ class ExecutorLoop:
                 for t, q in ex.inboxes.items():
                     bp.check(t, len(q))
             now = clock.now()
+            if worked:
+                busy_secs += now - last_now
+            last_now = now
             if now >= busy_due:
-                span = now - busy_due + BUSY_WINDOW_SECS
-                for ex in tracked:
-                    ex.busy = min(1.0, (ex.busy_secs - ex.busy_mark) / span)
-                    ex.busy_mark = ex.busy_secs
-                busy_due = now + BUSY_WINDOW_SECS
+                self.busy = min(1.0, busy_secs / (now - busy_due + BUSY_WINDOW_SECS))
+                busy_secs, busy_due = 0.0, now + BUSY_WINDOW_SECS
             if now >= next_due:
                 for timer in timers:
                     if now >= timer[0]:
@@ -386,6 +384,7 @@ class ExecutorLoop:
             self.sleeping = True
             if not self._has_backlog() and not self._stop and state.active == seen_active:
                 clock.wait(event, max(timeout, 0.0) if timeout is not None else None)
+                last_now = clock.now()
             self.sleeping = False
             event.clear()
 

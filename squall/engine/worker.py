@@ -111,7 +111,6 @@ class Worker:
 
         depths = component_depths(plan)
         self.executors: list[Executor] = []
-        self._executor_of_task: dict[int, Executor] = {}
         self._capacity = plan.conf.get("topology.executor.receive.buffer.size", 32768)
         # Shuffles are load-aware only where they could leave the worker (Storm 2's default)
         load_aware = (plan.conf.get("topology.workers", 1) > 1
@@ -123,18 +122,18 @@ class Worker:
                             task_load=self.task_load if load_aware else None)
             ex = self._make_executor(e, wiring, blobs)
             ex.depth = depths.get(e.component, 0)  # type: ignore[attr-defined]
-            ex.busy_tracked = load_aware and ex.kind == "bolt"
             lp.add(ex)
             self.executors.append(ex)
-            self._executor_of_task.update(dict.fromkeys(e.tasks, ex))
 
     def task_load(self, task: int) -> float:
         """Local ``task``'s load, Storm's (0.0 idle, 1.0 full): its inbox's fill
-        (``topology.executor.receive.buffer.size`` is full), or the fraction of its loop's time
-        its executor spent working, whichever is more. The second is squall's: an executor
-        sharing its loop with the spout that feeds it never lets its inbox fill (the loop drains
-        it before the spout emits again), yet it does not keep up when it takes the whole loop."""
-        return max(len(self.inboxes[task]) / self._capacity, self._executor_of_task[task].busy)
+        (``topology.executor.receive.buffer.size`` is full), or how busy its loop was lately
+        (`ExecutorLoop.busy`), whichever is more. The second is squall's: an executor sharing its
+        loop with the spout that feeds it never lets its inbox fill (the loop drains it before the
+        spout emits again), and one thread holds the worker's share of the CPU (the GIL), so more
+        tuples for a task on a loop with no idle time slow everything on that loop, the spout
+        first, while a task in another worker may have time to spare."""
+        return max(len(self.inboxes[task]) / self._capacity, self.loop_of_task[task].busy)
 
     def _deliver_map(self, loop: ExecutorLoop, transport: Transport) -> dict[int, Callable[[Any], None]]:
         deliver: dict[int, Callable[[Any], None]] = {}

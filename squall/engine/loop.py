@@ -168,6 +168,7 @@ class ExecutorLoop:
         # Of the last `BUSY_WINDOW_SECS` or so, the fraction spent in rounds that did some work
         # (a load-aware shuffle's signal that the tasks on this loop do not keep up).
         self.busy = 0.0
+        self.track_busy = False  # set by the worker when a load-aware shuffle reads `busy`
         self.ident = -1
         self.thread: threading.Thread | None = None
         self.current: Executor | None = None
@@ -311,6 +312,7 @@ class ExecutorLoop:
         idle = 0
         # the work time of this window, and when the round before began
         busy_secs, busy_due, last_now = 0.0, now + BUSY_WINDOW_SECS, now
+        track_busy = self.track_busy
         flush = self.flush
         returned = self._returned
         while not self._stop:
@@ -345,12 +347,13 @@ class ExecutorLoop:
                 for t, q in ex.inboxes.items():
                     bp.check(t, len(q))
             now = clock.now()
-            if worked:
-                busy_secs += now - last_now
-            last_now = now
-            if now >= busy_due:
-                self.busy = min(1.0, busy_secs / (now - busy_due + BUSY_WINDOW_SECS))
-                busy_secs, busy_due = 0.0, now + BUSY_WINDOW_SECS
+            if track_busy:
+                if worked:
+                    busy_secs += now - last_now
+                last_now = now
+                if now >= busy_due:
+                    self.busy = min(1.0, busy_secs / (now - busy_due + BUSY_WINDOW_SECS))
+                    busy_secs, busy_due = 0.0, now + BUSY_WINDOW_SECS
             if now >= next_due:
                 for timer in timers:
                     if now >= timer[0]:

@@ -115,6 +115,8 @@ class Worker:
         # Shuffles are load-aware only where they could leave the worker (Storm 2's default)
         load_aware = (plan.conf.get("topology.workers", 1) > 1
                       and not plan.conf.get("topology.disable.loadaware.messaging", False))
+        for lp in self.loops:
+            lp.track_busy = load_aware
         for e in assignment:
             lp = loop_of_exec[e]
             wiring = Wiring(plan, self._deliver_map(lp, transport), clock, state, backpressure,
@@ -285,6 +287,7 @@ class Worker:
         new = ExecutorLoop(f"{loop.name}-{self._splits}", self.state, self.backpressure, self.clock,
                            self.plan.conf, self._crash)
         new.flush = loop.flush
+        new.track_busy = loop.track_busy
         blocked = loop.take_over(calls, new, keep)
         if blocked is None:
             return None

@@ -145,8 +145,8 @@ class LoadAwareShuffleGrouping(ShuffleGrouping):
 
     Storm 2's ``LoadAwareShuffleGrouping`` with two of its scopes, worker-local and everything
     (squall has no host or rack topography): targets in the emitting worker get every tuple
-    while their average load (inbox backlog over ``topology.executor.receive.buffer.size``)
-    stays at or below ``topology.localityaware.higher.bound``; above it, tuples spread over all
+    while their average load (read from `use_load`'s function: `Worker.task_load`) stays at or
+    below ``topology.localityaware.higher.bound``; above it, tuples spread over all
     targets until the local load falls below ``topology.localityaware.lower.bound``. Within a
     scope it is round-robin in a random order, as `ShuffleGrouping` (Storm 2 also weighs
     targets by load inside the scope; an even spread is what a plain shuffle gives, and the

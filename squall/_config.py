@@ -288,6 +288,10 @@ def _fraction(v: Any) -> bool:
     return _number(v) and 0 < v <= 1
 
 
+def _unit_interval(v: Any) -> bool:
+    return _number(v) and 0 <= v <= 1
+
+
 def _bool(v: Any) -> bool:
     return isinstance(v, bool)
 
@@ -366,6 +370,8 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "topology.builtin.metrics.bucket.size.secs": (_positive_int, "a positive whole number of seconds", False),
     "topology.skip.missing.kryo.registrations": _BOOL,
     "topology.disable.loadaware.messaging": _BOOL,
+    "topology.localityaware.higher.bound": (_unit_interval, "a number from 0 to 1", False),
+    "topology.localityaware.lower.bound": (_unit_interval, "a number from 0 to 1", False),
     "topology.executor.own.thread": _BOOL,
     "topology.executor.blocking.move": _BOOL,
     "topology.executor.receive.buffer.size": (_positive_int, "a positive integer", False),
@@ -435,6 +441,11 @@ def validate(conf: Mapping[str, Any], where: str) -> None:
     for key in _VALIDATORS:
         if key in conf:
             _check(key, conf[key], where)
+    lower, higher = conf.get("topology.localityaware.lower.bound"), conf.get("topology.localityaware.higher.bound")
+    if lower is not None and higher is not None and lower > higher:
+        raise InvalidTopologyException(
+            f"{where}: 'topology.localityaware.lower.bound' ({lower!r}) must not be above "
+            f"'topology.localityaware.higher.bound' ({higher!r})")
 
 
 def setting(conf: Mapping[str, Any], key: str, default: Any = None, where: str = "cluster configuration") -> Any:

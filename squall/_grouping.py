@@ -85,7 +85,7 @@ class Grouping:
         """A fresh, unprepared grouping instance for one emitting task (None for direct)."""
         kind = self.kind
         if kind == SHUFFLE:
-            return ShuffleGrouping(rng)
+            return LoadAwareShuffleGrouping(rng)
         if kind == FIELDS:
             return FieldsGrouping(source_fields, self.fields)
         if kind == PARTIAL_KEY:
@@ -138,6 +138,69 @@ class LocalOrShuffleGrouping(ShuffleGrouping):
         local = set(context.get_this_worker_tasks()) if context is not None else set()
         same_worker = [t for t in target_tasks if t in local]
         super().prepare(context, stream, same_worker or target_tasks)
+
+
+class LoadAwareShuffleGrouping(ShuffleGrouping):
+    """Shuffle that keeps tuples in the emitting worker while its target tasks keep up.
+
+    Storm 2's ``LoadAwareShuffleGrouping`` with two of its scopes, worker-local and everything
+    (squall has no host or rack topography): targets in the emitting worker get every tuple
+    while their average load (read from `use_load`'s function: `Worker.task_load`) stays at or
+    below ``topology.localityaware.higher.bound``; above it, tuples spread over all
+    targets until the local load falls below ``topology.localityaware.lower.bound``. Within a
+    scope it is round-robin in a random order, as `ShuffleGrouping` (Storm 2 also weighs
+    targets by load inside the scope; an even spread is what a plain shuffle gives, and the
+    scope already moves work off an overloaded worker). The scope is looked at once every
+    `CHECK_EVERY` tuples, never per tuple. Without a load source (`use_load` not called), with
+    no target or every target in this worker, or with ``topology.disable.loadaware.messaging``,
+    it is plain `ShuffleGrouping`.
+    """
+
+    CHECK_EVERY = 256
+    """Tuples emitted between two looks at the local targets' load."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        super().__init__(rng)
+        self._load: Callable[[int], float] | None = None
+        self.local_scope = True  # whether the last look chose the worker-local targets
+
+    def use_load(self, load: Callable[[int], float]) -> None:
+        """Where the load (0.0 idle .. 1.0 full) of a task in this worker is read; call before
+        `prepare`."""
+        self._load = load
+
+    def prepare(self, context, stream, target_tasks):
+        if self._load is None or context is None:
+            super().prepare(context, stream, target_tasks)
+            return
+        conf = context.get_storm_conf()
+        local = set(context.get_this_worker_tasks())
+        same_worker = [t for t in target_tasks if t in local]
+        if (conf.get("topology.disable.loadaware.messaging", False)
+                or not same_worker or len(same_worker) == len(target_tasks)):
+            super().prepare(context, stream, target_tasks)
+            return
+        self._higher = float(conf.get("topology.localityaware.higher.bound", 0.8))
+        self._lower = float(conf.get("topology.localityaware.lower.bound", 0.2))
+        self._local_tasks = same_worker
+        self._next = self._walk(self._ring(same_worker), self._ring(target_tasks)).__next__
+
+    def _ring(self, tasks: list[int]) -> list[list[int]]:
+        """``tasks`` in a random order, repeated to at least `CHECK_EVERY` choices."""
+        choices = [[t] for t in tasks]
+        self._rng.shuffle(choices)
+        return choices * -(-self.CHECK_EVERY // len(choices))
+
+    def _walk(self, local: list[list[int]], everywhere: list[list[int]]):
+        load, tasks = self._load, self._local_tasks
+        while True:
+            average = sum(map(load, tasks)) / len(tasks)
+            if self.local_scope:
+                self.local_scope = average <= self._higher
+            else:
+                self.local_scope = average < self._lower
+            # a whole ring each time, so each target of the scope gets the same share
+            yield from local if self.local_scope else everywhere
 
 
 class FieldsGrouping(CustomStreamGrouping):

@@ -47,7 +47,7 @@ class BoltExecutor(Executor):
         self.acks: dict[int, int] = {}  # root -> xor of acks made this drain (see flush_acks)
         rng = random.Random(wiring.seed ^ spec.tasks[0])
         for t in self.task_ids:
-            routers = build_routers(wiring.plan, self.component, t, contexts[t], rng)
+            routers = build_routers(wiring.plan, self.component, t, contexts[t], rng, wiring.task_load)
             self.collectors[t] = BoltCollector(self, t, routers, conf)
 
     def open(self) -> None:

@@ -35,6 +35,7 @@ from .spout_executor import SpoutExecutor
 # Items drained per task per round, and next_tuple rounds per spout burst. Small enough that
 # queues stay short (latency, memory), large enough that per-round overhead is amortised.
 DRAIN_LIMIT = 1024
+BUSY_WINDOW_SECS = 0.5  # how often a loop's `busy` fraction is updated
 SPOUT_BURST = 64
 
 
@@ -164,6 +165,10 @@ class ExecutorLoop:
         self.on_crash = on_crash
         self.executors: list[Executor] = []
         self.sleeping = False
+        # Of the last `BUSY_WINDOW_SECS` or so, the fraction spent in rounds that did some work
+        # (a load-aware shuffle's signal that the tasks on this loop do not keep up).
+        self.busy = 0.0
+        self.track_busy = False  # set by the worker when a load-aware shuffle reads `busy`
         self.ident = -1
         self.thread: threading.Thread | None = None
         self.current: Executor | None = None
@@ -305,6 +310,9 @@ class ExecutorLoop:
         next_due = min((t[0] for t in timers), default=float("inf"))
         seen_active = None
         idle = 0
+        # the work time of this window, and when the round before began
+        busy_secs, busy_due, last_now = 0.0, now + BUSY_WINDOW_SECS, now
+        track_busy = self.track_busy
         flush = self.flush
         returned = self._returned
         while not self._stop:
@@ -339,6 +347,13 @@ class ExecutorLoop:
                 for t, q in ex.inboxes.items():
                     bp.check(t, len(q))
             now = clock.now()
+            if track_busy:
+                if worked:
+                    busy_secs += now - last_now
+                last_now = now
+                if now >= busy_due:
+                    self.busy = min(1.0, busy_secs / (now - busy_due + BUSY_WINDOW_SECS))
+                    busy_secs, busy_due = 0.0, now + BUSY_WINDOW_SECS
             if now >= next_due:
                 for timer in timers:
                     if now >= timer[0]:
@@ -372,6 +387,7 @@ class ExecutorLoop:
             self.sleeping = True
             if not self._has_backlog() and not self._stop and state.active == seen_active:
                 clock.wait(event, max(timeout, 0.0) if timeout is not None else None)
+                last_now = clock.now()
             self.sleeping = False
             event.clear()
 

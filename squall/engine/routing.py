@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from .._errors import EmitError
 from .._fields import GlobalStreamId
-from .._grouping import DIRECT, chooser_of
+from .._grouping import DIRECT, LoadAwareShuffleGrouping, chooser_of
 from .._tuple import Source
 from .plan import TopologyPlan
 
@@ -54,9 +54,11 @@ def wrong_size(r: Router, values) -> EmitError:
                      f"fields {list(s.fields)}, values {values!r:.200})")
 
 
-def build_routers(plan: TopologyPlan, component: str, task_id: int, context, rng: random.Random
-                  ) -> dict[str, Router]:
-    """The routers of every stream ``component`` declares, for its task ``task_id``."""
+def build_routers(plan: TopologyPlan, component: str, task_id: int, context, rng: random.Random,
+                  load: Callable[[int], float] | None = None) -> dict[str, Router]:
+    """The routers of every stream ``component`` declares, for its task ``task_id``; ``load``
+    (of a task in this worker, `Worker.task_load`) makes its shuffles load-aware
+    (`LoadAwareShuffleGrouping`)."""
     spec = plan.topology.components[component]
     routers: dict[str, Router] = {}
     for stream, info in spec.streams.items():
@@ -75,6 +77,8 @@ def build_routers(plan: TopologyPlan, component: str, task_id: int, context, rng
             if is_direct:
                 continue
             g = grouping.make(info.fields, rng)
+            if load is not None and isinstance(g, LoadAwareShuffleGrouping):
+                g.use_load(load)
             g.prepare(context, gsid, targets)
             choosers.append(chooser_of(g, task_id))
         routers[stream] = Router(stream, src, _combine(choosers), info.direct, direct_targets)

@@ -85,7 +85,7 @@ class SpoutExecutor(Executor):
         self.collectors: dict[int, SpoutCollector] = {}
         rng = random.Random(wiring.seed ^ spec.tasks[0])
         for t in self.task_ids:
-            routers = build_routers(wiring.plan, self.component, t, contexts[t], rng)
+            routers = build_routers(wiring.plan, self.component, t, contexts[t], rng, wiring.task_load)
             self.collectors[t] = SpoutCollector(self, t, routers, conf)
 
     # --- lifecycle, on the loop thread -----------------------------------------------------------

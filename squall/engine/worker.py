@@ -111,14 +111,31 @@ class Worker:
 
         depths = component_depths(plan)
         self.executors: list[Executor] = []
+        self._capacity = plan.conf.get("topology.executor.receive.buffer.size", 32768)
+        # Shuffles are load-aware only where they could leave the worker (Storm 2's default)
+        load_aware = (plan.conf.get("topology.workers", 1) > 1
+                      and not plan.conf.get("topology.disable.loadaware.messaging", False))
+        for lp in self.loops:
+            lp.track_busy = load_aware
         for e in assignment:
             lp = loop_of_exec[e]
             wiring = Wiring(plan, self._deliver_map(lp, transport), clock, state, backpressure,
-                            report_error, port, self.tasks, seed, self.inboxes, loop=lp)
+                            report_error, port, self.tasks, seed, self.inboxes, loop=lp,
+                            task_load=self.task_load if load_aware else None)
             ex = self._make_executor(e, wiring, blobs)
             ex.depth = depths.get(e.component, 0)  # type: ignore[attr-defined]
             lp.add(ex)
             self.executors.append(ex)
+
+    def task_load(self, task: int) -> float:
+        """Local ``task``'s load, Storm's (0.0 idle, 1.0 full): its inbox's fill
+        (``topology.executor.receive.buffer.size`` is full), or how busy its loop was lately
+        (`ExecutorLoop.busy`), whichever is more. The second is squall's: an executor sharing its
+        loop with the spout that feeds it never lets its inbox fill (the loop drains it before the
+        spout emits again), and one thread holds the worker's share of the CPU (the GIL), so more
+        tuples for a task on a loop with no idle time slow everything on that loop, the spout
+        first, while a task in another worker may have time to spare."""
+        return max(len(self.inboxes[task]) / self._capacity, self.loop_of_task[task].busy)
 
     def _deliver_map(self, loop: ExecutorLoop, transport: Transport) -> dict[int, Callable[[Any], None]]:
         deliver: dict[int, Callable[[Any], None]] = {}
@@ -270,6 +287,7 @@ class Worker:
         new = ExecutorLoop(f"{loop.name}-{self._splits}", self.state, self.backpressure, self.clock,
                            self.plan.conf, self._crash)
         new.flush = loop.flush
+        new.track_busy = loop.track_busy
         blocked = loop.take_over(calls, new, keep)
         if blocked is None:
             return None

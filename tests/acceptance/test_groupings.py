@@ -40,7 +40,10 @@ def word_spout_and(bolt_parallelism: int, subscribe, bolt=None, spout_parallelis
 @pytest.mark.hosts("process")
 def test_shuffle_grouping_spreads_tuples_evenly_over_four_tasks(cluster):
     topology = word_spout_and(4, lambda d: d.shuffle_grouping("1"))
-    results = complete_topology(cluster, topology, {"1": [[f"w{i}"] for i in range(400)]}, two_workers())
+    conf = two_workers()
+    # plain shuffle: load-aware, it would keep the tuples in the spout's worker (test_loadaware_shuffle)
+    conf["topology.disable.loadaware.messaging"] = True
+    results = complete_topology(cluster, topology, {"1": [[f"w{i}"] for i in range(400)]}, conf)
 
     per_task = Counter(task for task, _i, _w in read_tuples(results, "2"))
     assert len(per_task) == 4

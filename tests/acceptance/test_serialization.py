@@ -17,8 +17,11 @@ from .components import (
 
 
 def two_workers(**conf) -> Config:
+    """Two workers and a plain shuffle, so that tuples do cross (load-aware, they stay in the
+    spout's worker while its tasks keep up)."""
     out = Config()
     out.set_num_workers(2)
+    out["topology.disable.loadaware.messaging"] = True
     out.update(conf)
     return out
 

@@ -1,0 +1,145 @@
+"""Shuffle grouping is load-aware (Storm 2's LoadAwareShuffleGrouping): tuples stay with the
+target tasks in the emitting worker while those keep up, spill over to every target when they do
+not, and ``topology.disable.loadaware.messaging`` restores the plain round-robin."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+
+import pytest
+
+from squall import Bolt, Fields, InvalidTopologyException, LocalCluster, TopologyBuilder
+from squall._config import topology_conf
+from squall._grouping import LoadAwareShuffleGrouping, ShuffleGrouping
+from squall.testing import FeederSpout
+
+from ..acceptance.components import Recorder
+from ..conftest import wait_until
+
+EVERY = LoadAwareShuffleGrouping.CHECK_EVERY
+
+
+class _Context:
+    """What a grouping reads of its `TopologyContext`."""
+
+    def __init__(self, worker_tasks, conf=None):
+        self._worker_tasks, self._conf = worker_tasks, conf or {}
+
+    def get_this_worker_tasks(self):
+        return list(self._worker_tasks)
+
+    def get_storm_conf(self):
+        return self._conf
+
+
+def _grouping(load, conf=None, targets=(1, 2, 3, 4), local=(1, 2)):
+    g = LoadAwareShuffleGrouping(random.Random(3))
+    g.use_load(lambda t: load[t])
+    g.prepare(_Context([*local, 9], conf), None, list(targets))
+    choose = g.chooser(9)
+    return g, lambda n: Counter(t for _ in range(n) for t in choose([0]))
+
+
+def test_tuples_stay_in_the_worker_while_its_tasks_keep_up_and_spill_over_when_they_do_not():
+    load = {1: 0.0, 2: 0.0, 3: 0.0, 4: 0.0}
+    g, send = _grouping(load)
+    assert send(4 * EVERY) == {1: 2 * EVERY, 2: 2 * EVERY}  # only the local tasks, evenly
+    load[1] = load[2] = 0.9  # the local tasks fall behind: from the next look, every task
+    send(EVERY)
+    assert send(4 * EVERY) == {1: EVERY, 2: EVERY, 3: EVERY, 4: EVERY}
+    load[1] = load[2] = 0.5  # between the bounds: stays spread (hysteresis)
+    assert send(4 * EVERY) == {1: EVERY, 2: EVERY, 3: EVERY, 4: EVERY}
+    load[1] = load[2] = 0.1  # below the lower bound: back in the worker
+    send(EVERY)
+    assert send(2 * EVERY) == {1: EVERY, 2: EVERY}
+    load[1], load[2] = 1.0, 0.5  # the average is what counts (0.75 <= 0.8)
+    assert set(send(2 * EVERY)) == {1, 2}
+    assert g.local_scope
+
+
+def test_the_bounds_are_read_from_the_configuration():
+    load = {1: 0.5, 2: 0.5, 3: 0.0}
+    _, send = _grouping(load, {"topology.localityaware.higher.bound": 0.4}, targets=(1, 2, 3))
+    send(EVERY)  # the first look already sees 0.5 > 0.4
+    assert set(send(3 * EVERY)) == {1, 2, 3}
+
+
+@pytest.mark.parametrize("conf, targets, local, with_load", [
+    ({"topology.disable.loadaware.messaging": True}, (1, 2, 3, 4), (1, 2), True),  # disabled
+    ({}, (1, 2, 3, 4), (), True),            # no target in this worker
+    ({}, (1, 2), (1, 2), True),              # every target in this worker (one worker)
+    ({}, (1, 2, 3, 4), (1, 2), False),       # no load source: not in an engine
+])
+def test_otherwise_it_is_the_plain_round_robin_over_every_target(conf, targets, local, with_load):
+    g = LoadAwareShuffleGrouping(random.Random(3))
+    if with_load:
+        g.use_load(lambda t: 0.0)
+    g.prepare(_Context(local, conf), None, list(targets))
+    choose = g.chooser(9)
+    assert Counter(t for _ in range(10 * len(targets)) for t in choose([0])) == {t: 10 for t in targets}
+    assert isinstance(g, ShuffleGrouping)
+
+
+@pytest.mark.parametrize("conf, named", [
+    ({"topology.localityaware.higher.bound": 1.5}, "topology.localityaware.higher.bound"),
+    ({"topology.localityaware.lower.bound": "low"}, "topology.localityaware.lower.bound"),
+    ({"topology.localityaware.lower.bound": 0.9}, "topology.localityaware.lower.bound"),  # above 0.8
+    ({"topology.disable.loadaware.messaging": "yes"}, "topology.disable.loadaware.messaging"),
+])
+def test_the_keys_are_checked_at_submit(conf, named):
+    with pytest.raises(InvalidTopologyException, match=named.replace(".", r"\.")):
+        topology_conf({"topology.localityaware.higher.bound": 0.8}, conf)
+
+
+class WhereFrom(Bolt):
+    """Records, per tuple, whether it ran in the spout's worker; sleeps ``delay`` per tuple."""
+
+    def __init__(self, recorder: Recorder, delay: float = 0.0) -> None:
+        self.recorder, self.delay = recorder, delay
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.local = context.get_component_tasks("feed")[0] in context.get_this_worker_tasks()
+
+    def execute(self, tup):
+        if self.delay:
+            time.sleep(self.delay)
+        self.recorder.record("got", self.local)
+
+
+def _run(n, conf, delay=0.0):
+    """Feed ``n`` tuples to feed -> shuffle -> 2 WhereFrom tasks on 2 workers; how many ran in
+    the spout's worker and how many in the other."""
+    feed, recorder = FeederSpout(Fields(["x"])), Recorder()
+    b = TopologyBuilder()
+    b.set_spout("feed", feed)
+    b.set_bolt("sink", WhereFrom(recorder, delay), 2).shuffle_grouping("feed")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", {"topology.workers": 2, "topology.acker.executors": 0, **conf},
+                                b.create_topology())
+        workers = cluster.get_topology_info("t")["workers"]
+        assert len(workers) == 2
+        for i in range(n):
+            feed.feed([i])
+        assert wait_until(lambda: recorder.count("got") == n, 30)
+    got = Counter(local for _, local in recorder.events("got"))
+    return got[True], got[False]
+
+
+def test_on_two_workers_a_shuffle_keeps_the_tuples_in_the_spouts_worker():
+    local, remote = _run(2000, {})
+    assert (local, remote) == (2000, 0)
+
+
+def test_a_slow_local_task_makes_tuples_spill_to_the_other_worker():
+    # 1 ms a tuple: the bolt sharing the spout's loop takes all of its time, though its inbox
+    # never fills (the loop drains it before the spout emits again)
+    local, remote = _run(2500, {}, delay=0.001)
+    assert local + remote == 2500 and remote >= 500  # about 850: half of what follows the first look
+
+
+def test_disabled_it_spreads_evenly_over_both_workers():
+    local, remote = _run(2000, {"topology.disable.loadaware.messaging": True})
+    assert (local, remote) == (1000, 1000)

@@ -105,7 +105,10 @@ def test_an_unregistered_type_without_pickle_fallback_is_an_error_naming_type_an
     b = TopologyBuilder()
     b.set_spout("opaque", EmitsPoints(5, kind="opaque"), 1)
     b.set_bolt("record", RecordsTypes(), 2).shuffle_grouping("opaque")
-    conf = topology_conf(tmp_path, **{"topology.fall.back.on.pickle": False})
+    # plain shuffle: the tuples must cross workers to be serialized (a load-aware shuffle keeps
+    # them in the emitting worker while its tasks keep up)
+    conf = topology_conf(tmp_path, **{"topology.fall.back.on.pickle": False,
+                                      "topology.disable.loadaware.messaging": True})
     with _Running(shared_cluster, "opaque", conf, b.create_topology()) as m:
 
         def error():
@@ -125,7 +128,8 @@ def test_an_emit_of_a_value_that_cannot_cross_workers_raises_in_the_emitting_com
     b = TopologyBuilder()
     b.set_spout("deep", EmitsTooDeep(20), 1)
     b.set_bolt("sink", NeverAcks(), 2).shuffle_grouping("deep")  # one task in each worker
-    with _Running(shared_cluster, "deep", topology_conf(tmp_path), b.create_topology()) as m:
+    conf = topology_conf(tmp_path, **{"topology.disable.loadaware.messaging": True})  # to cross workers
+    with _Running(shared_cluster, "deep", conf, b.create_topology()) as m:
         assert wait_until(lambda: len(records(tmp_path, "emit-errors")) == 10, 30)  # shuffle: half remote
         assert not [e for e in m.get_topology_info("deep")["errors"] if e.get("fatal")]  # no crash
     message = records(tmp_path, "emit-errors")[0]["error"]

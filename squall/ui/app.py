@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .._config import setting
+from .._config import setting, shown_configuration
 from .._errors import (BadParameterError, IllegalStateTransition, InvalidTopologyException,
                        NotAliveException, UnknownComponentError)
 from . import storm_json as sj
@@ -125,7 +125,7 @@ class _Api:
 
     # --- reads --------------------------------------------------------------------------------------------
     async def cluster_configuration(self, request: Request) -> Any:
-        return sj.visible_configuration(await self.read("configuration"))
+        return shown_configuration(await self.read("configuration"))
 
     async def cluster_summary(self, request: Request) -> Any:
         return sj.cluster_summary(await self.read("cluster_info"))

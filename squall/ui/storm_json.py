@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .. import __version__
-from .._config import shown_configuration
 from .._errors import BadParameterError
 from ..cluster.stats_pages import pretty_uptime
 
@@ -47,11 +46,6 @@ def page_params(query: dict[str, str]) -> PageParams:
     if sys not in ("0", "1", "true", "false"):
         raise BadParameter(f"sys must be 0 or 1, got {sys!r}")
     return PageParams(window, sys in ("1", "true"))
-
-
-def visible_configuration(conf: dict[str, Any]) -> dict[str, Any]:
-    """``conf`` as ``/cluster/configuration`` shows it (`shown_configuration`)."""
-    return shown_configuration(conf)
 
 
 def cluster_summary(info: dict[str, Any]) -> dict[str, Any]:

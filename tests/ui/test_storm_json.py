@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from squall._config import shown_configuration
 from squall.ui.guard import ActionGuard
 from squall.ui.storm_json import (MAX_WAIT_SECS, BadParameter, page_params, pretty_uptime, rebalance_options,
-                                  visible_configuration, wait_secs)
+                                  wait_secs)
 
 
 @pytest.mark.parametrize("secs, text", [(0, ""), (5, "5s"), (358, "5m 58s"), (600, "10m 0s"),
@@ -35,7 +36,7 @@ def test_rebalance_options():
 def test_configuration_drops_every_credential_key():
     conf = {"squall.secret": "x", "storm.zookeeper.auth.password": "y", "redis.PASSWORD": "z",
             "my.api.token": "t", "ui.port": 8080}
-    assert visible_configuration(conf) == {"ui.port": 8080}
+    assert shown_configuration(conf) == {"ui.port": 8080}
 
 
 SECRET = b"the-cluster-secret-123"

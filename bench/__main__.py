@@ -95,6 +95,8 @@ def _run_isolated(args: argparse.Namespace) -> list[dict]:
         argv += ["--spark-master", args.spark_master]
     if args.parallelism is not None:
         argv += ["--parallelism", str(args.parallelism)]
+    if args.spouts is not None:
+        argv += ["--spouts", str(args.spouts)]
     if args.no_save:
         argv.append("--no-save")
     if args.stats != "on":
@@ -142,7 +144,7 @@ def _run(args: argparse.Namespace) -> int:
             kwargs["spark_master"] = args.spark_master
         if args.workload == "W1":
             from . import w1_wordcount
-            record = w1_wordcount.run(n=args.n, acking=acking, **kwargs)
+            record = w1_wordcount.run(n=args.n, acking=acking, spouts=args.spouts, **kwargs)
         elif args.workload == "W4":
             from . import w4_latency
             record = w4_latency.run(rate=args.rate, secs=args.secs, warmup=args.warmup,
@@ -274,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="worker processes (--host process|spark; default 1, W5: 4)")
     run.add_argument("--parallelism", type=int, default=None,
                      help="executors per component on the process or Spark host (default: --workers)")
+    run.add_argument("--spouts", type=int, default=None,
+                     help="W1 on the process or Spark host: spout tasks, each reading its own corpus files "
+                          "(default: --workers, one per worker)")
     run.add_argument("--spark-master", default=None,
                      help="--host spark: the Spark master URL (default: local[N], N = --workers)")
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",

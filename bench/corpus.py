@@ -178,16 +178,18 @@ def corpus_files(directory: str | Path) -> list[Path]:
     return sorted(Path(directory).glob("part-*.txt"))
 
 
-def iter_sentences(directory: str | Path) -> Iterator[str]:
+def iter_sentences(directory: str | Path, share: int = 0, shares: int = 1) -> Iterator[str]:
     """Yields the sentences of a corpus lazily, one file open at a time.
 
     Args:
         directory: A corpus directory from ensure_corpus.
+        share, shares: read only the files whose index is ``share`` modulo ``shares`` (a spout
+            task's disjoint part of the corpus, as a partitioned source gives each task its own).
 
     Yields:
         Each line without its trailing newline.
     """
-    for path in corpus_files(directory):
+    for path in corpus_files(directory)[share::shares]:
         with open(path, encoding="ascii", newline="\n") as f:
             for line in f:
                 yield line[:-1]  # Every line, the last included, ends with exactly one "\n".

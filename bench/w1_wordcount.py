@@ -80,7 +80,9 @@ class CorpusSpout(Spout):
         super().open(conf, context, collector)
         self._t_open = time.perf_counter()
         self._cpu_open = _process_cpu()
-        self._sentences = iter_sentences(self.directory)
+        # each task reads its own files: the corpus is split like a partitioned source
+        self._sentences = iter_sentences(self.directory, context.get_this_task_index(),
+                                         len(context.get_component_tasks(context.get_this_component_id())))
         self._next_id = 0
         self._emit = collector.emit
         self.exhausted = False
@@ -189,16 +191,17 @@ class WordCount(BasicBolt):
 
 
 def build(directory: str, acking: bool, output_dir: str, max_pending: int = DEFAULT_MAX_PENDING,
-          workers: int = 1, parallelism: int = 1, time_spout: bool = False, time_last_execute: bool = False):
+          workers: int = 1, parallelism: int = 1, time_spout: bool = False, time_last_execute: bool = False,
+          spouts: int = 1):
     """The W1 topology and its configuration.
 
-    One spout; ``parallelism`` executors of split and of count; ``workers`` workers and, with
-    acking on, Storm's default of one acker per worker. ``time_spout``: the spout writes its
-    times into ``output_dir`` on close; ``time_last_execute``: so do the count tasks, with the
-    time of their last execute.
+    ``spouts`` spout tasks, each reading its own share of the corpus files; ``parallelism``
+    executors of split and of count; ``workers`` workers and, with acking on, Storm's default of
+    one acker per worker. ``time_spout``: the spout tasks write their times into ``output_dir``
+    on close; ``time_last_execute``: so do the count tasks, with the time of their last execute.
     """
     builder = TopologyBuilder()
-    spout = builder.set_spout("sentences", CorpusSpout(directory, acking))
+    spout = builder.set_spout("sentences", CorpusSpout(directory, acking), spouts)
     if time_spout:
         spout.add_configuration(OUTPUT_DIR_KEY, output_dir)
     builder.set_bolt("split", SplitSentence(), parallelism).shuffle_grouping("sentences")
@@ -248,7 +251,8 @@ def _read_counts(output_dir: Path, timeout: float = 10.0, tasks: int = 1) -> dic
 
 def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None = None,
         max_pending: int = DEFAULT_MAX_PENDING, timeout: float = 600.0, host: str = "local",
-        workers: int = 1, parallelism: int | None = None, spark_master: str | None = None) -> dict[str, Any]:
+        workers: int = 1, parallelism: int | None = None, spark_master: str | None = None,
+        spouts: int | None = None) -> dict[str, Any]:
     """One W1 run, then the baseline on the same files.
 
     Args:
@@ -261,13 +265,15 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
         workers: worker processes on the process or Spark host.
         parallelism: executors of split and of count there (default ``workers``).
         spark_master: the Spark host's master URL (default ``local[workers]``).
+        spouts: spout tasks on the process or Spark host (default ``workers``: one per worker,
+            each reading its own files, as a partitioned source is read); 1 on LocalCluster.
 
     Returns:
         The run's record (see `harness.finish_record`), not yet printed.
     """
     if host in ("process", "spark"):
         return run_process(n, acking, corpus_dir, max_pending, timeout, workers, parallelism or workers,
-                           host, spark_master)
+                           host, spark_master, spouts or workers)
     if host != "local" or workers != 1:
         raise ValueError(f"host {host!r} with {workers} workers: LocalCluster runs 1 worker")
     directory = ensure_corpus(n, corpus_dir)
@@ -321,7 +327,7 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
 
 def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending: int, timeout: float,
                 workers: int, parallelism: int, host_name: str = "process",
-                spark_master: str | None = None) -> dict[str, Any]:
+                spark_master: str | None = None, spouts: int = 1) -> dict[str, Any]:
     """One W1 run on a throwaway host of ``workers`` worker processes, ``host_name`` "process"
     or "spark" (`bench.hosts.make_host`; see the module docstring), then the baseline on the
     same files."""
@@ -333,7 +339,7 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
     output_dir = Path(tempfile.mkdtemp(prefix="squall-bench-w1-"))
     try:
         topology, conf = build(str(directory), acking, str(output_dir), max_pending, workers, parallelism,
-                               time_spout=True, time_last_execute=not acking)
+                               time_spout=True, time_last_execute=not acking, spouts=spouts)
         name = f"w1-{'ack' if acking else 'noack'}"
 
         def progress(info: dict) -> float:
@@ -349,21 +355,26 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
             end = host.samples()
             host.kill(name, wait_secs=0)  # workers stop cleanly: close()/cleanup() write the files
             count_files = harness.wait_files(output_dir, "count-*.json", parallelism, 30.0)
-            spout_files = harness.wait_files(output_dir, "spout-*.json", 1, 30.0)
+            spout_files = harness.wait_files(output_dir, "spout-*.json", spouts, 30.0)
             stopped = host.wait_no_workers()
         counts, metas = _merge_counts(count_files)
-        spout = json.loads(spout_files[0].read_text(encoding="utf-8")) if spout_files else None
+        spout_metas = [json.loads(f.read_text(encoding="utf-8")) for f in spout_files]
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
-    if spout is None or len(metas) < parallelism:
-        raise RuntimeError(f"W1 on the {host_name} host: {len(spout_files)} spout and {len(metas)} of "
-                           f"{parallelism} count files appeared after the kill")
+    if len(spout_metas) < spouts or len(metas) < parallelism:
+        raise RuntimeError(f"W1 on the {host_name} host: {len(spout_metas)} of {spouts} spout and {len(metas)} "
+                           f"of {parallelism} count files appeared after the kill")
 
-    t_start = spout["t_open"]
-    t_end = spout["t_last_ack"] if acking else max(m["t_last"] or 0.0 for m in metas)
+    # the run spans from the first spout task's open to the last ack (or last count) of all
+    t_start = min(sp["t_open"] for sp in spout_metas)
+    t_end = (max(sp["t_last_ack"] or 0.0 for sp in spout_metas) if acking
+             else max(m["t_last"] or 0.0 for m in metas))
+    firsts = [sp["t_first_next"] for sp in spout_metas if sp["t_first_next"]]
+    exhausted = [sp["t_exhausted"] for sp in spout_metas if sp["t_exhausted"]]
     wall = t_end - t_start
     cpu0: dict[int, float] = {}
-    for pid, cpu in [(spout["pid"], spout["cpu_open"])] + [(m["pid"], m["cpu_prepare"]) for m in metas]:
+    for pid, cpu in ([(sp["pid"], sp["cpu_open"]) for sp in spout_metas]
+                     + [(m["pid"], m["cpu_prepare"]) for m in metas]):
         cpu0[pid] = min(cpu, cpu0.get(pid, cpu))
     usage = usage_between(start, end, cpu0)
     usage["cpu_wall_s"] = round(t_seen - t_start, 3)
@@ -373,13 +384,13 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
     failed = comps["sentences"]["failed"]
     errors = info["errors"]
     correct = (counts == reference and failed == 0 and stopped
-               and (not acking or spout["acked"] == n))
+               and (not acking or sum(sp["acked"] for sp in spout_metas) == n))
     base_wall, base_counts = harness.time_baseline(lambda: baseline_wordcount(directory))
 
     rate = n / wall
     base_rate = n / base_wall
     record = harness.base_record(
-        "W1", acking, **host_fields, workers=workers, parallelism=parallelism,
+        "W1", acking, **host_fields, workers=workers, parallelism=parallelism, spouts=spouts,
         ackers=workers if acking else 0, n=n,
         max_spout_pending=max_pending if acking else None,
         wall_s=round(wall, 3),
@@ -387,9 +398,9 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
         sentences_per_s=round(rate, 1),
         words_per_s=round(words / wall, 1),
         submit_to_open_s=round(t_start - t_submit, 3),
-        first_emit_after_open_s=round(spout["t_first_next"] - t_start, 3) if spout["t_first_next"] else None,
+        first_emit_after_open_s=round(min(firsts) - t_start, 3) if firsts else None,
         end_seen_after_s=round(t_seen - t_end, 3),
-        exhausted_at_s=round(spout["t_exhausted"] - t_start, 3) if spout["t_exhausted"] else None,
+        exhausted_at_s=round(max(exhausted) - t_start, 3) if len(exhausted) == spouts else None,
         count_prepare_skew_s=round(max(prepared) - min(prepared), 3),
         **usage,
         complete_latency_mean_ms=round(comps["sentences"]["complete_latency_ms"], 3) if acking else None,

@@ -185,6 +185,7 @@ class ExecutorLoop:
         self._boundary = threading.Lock()
         self._moved = False
         self.flush: Callable[[], None] = _nothing  # the transport's flush, set by the worker
+        self.poll: Callable[[], int] = _none_arrived  # the transport's poll, set by the worker
 
     def add(self, executor: Executor) -> None:
         """Place an executor on this loop (before `start`)."""
@@ -314,6 +315,7 @@ class ExecutorLoop:
         busy_secs, busy_due, last_now = 0.0, now + BUSY_WINDOW_SECS, now
         track_busy = self.track_busy
         flush = self.flush
+        poll = self.poll
         returned = self._returned
         while not self._stop:
             self.rounds += 1
@@ -326,7 +328,7 @@ class ExecutorLoop:
                     if returned():
                         return
                 seen_active = active
-            worked = 0
+            worked = poll()  # what other workers sent, into the inboxes before they are drained
             for ex in consumers:
                 self.calls += 1
                 self.current = ex
@@ -401,6 +403,10 @@ class ExecutorLoop:
 
 def _nothing() -> None:
     pass
+
+
+def _none_arrived() -> int:
+    return 0
 
 
 def _downstream_first(executors: list[Executor]) -> list[Executor]:

@@ -291,8 +291,29 @@ class SpoutCollector(SpoutOutputCollector):
         self._stats: TaskStats = executor.stats[task]
         self._now = w.clock.now
         self._rand = functools.partial(random.Random(w.seed ^ (task << 20)).getrandbits, 64)
+        self._root = self._root_maker(w)
         if conf.get("topology.debug"):
             self.emit = self._debug_emit  # type: ignore[method-assign]
+
+    def _root_maker(self, w: Wiring) -> Callable[[], int]:
+        """How a new root id is drawn: 64 random bits, except that with several ackers, some
+        in this worker, the root names one of those (the acker of a root is ``root % ackers``,
+        on every worker). Any acker may track any tree; the local one spares the tree's init
+        and this spout's reply a crossing each, and the acks of the bolts in this worker."""
+        ackers = w.plan.acker_tasks
+        n = len(ackers)
+        here = set(w.worker_tasks)
+        local = [i for i, t in enumerate(ackers) if t in here]
+        rand = self._rand
+        if n < 2 or not local or len(local) == n or n > 256:
+            return lambda: rand() or 1
+        bits = functools.partial(random.Random(w.seed ^ (self._task << 22)).getrandbits, 56)
+        # 56 random bits times n, plus a local acker's index: below 2**64, and never 0
+        if len(local) == 1:
+            index = local[0]
+            return lambda: (bits() or 1) * n + index
+        pick = random.Random(w.seed ^ (self._task << 21)).choice
+        return lambda: (bits() or 1) * n + pick(local)
 
     def _router(self, stream: str) -> Router:
         r = self.routers.get(stream)
@@ -347,7 +368,7 @@ class SpoutCollector(SpoutOutputCollector):
                 ex.objs[self._task].ack(msg_id)
             return
         rand = self._rand
-        root = rand() or 1
+        root = self._root()
         src = r.src
         xor = 0
         for task in targets:

@@ -34,6 +34,7 @@ class Origin(NamedTuple):
 
 
 Receiver = Callable[[int, Any], None]            # (task, item): the worker's ``receive``
+BatchReceiver = Callable[[list], int]            # [(task, item), ...]: the worker's ``receive_batch``
 ControlHandler = Callable[[Any, Any], None]      # (sender slot, message)
 
 
@@ -61,6 +62,17 @@ class Transport(abc.ABC):
     # told ``(task, why)`` of each item it refused to send (too large to cross): the worker
     # reports it as an error of the task's component
     on_refused: Callable[[int, str], None] | None = None
+    # told, from the transport's own thread, that items arrived for `poll`: the worker wakes
+    # its sleeping loops
+    on_arrival: Callable[[], None] | None = None
+
+    def poll(self) -> int:
+        """Deliver, on the calling thread, what arrived since the last call; return how many
+        items. The worker's loops call it at the start of every round, so a transport whose
+        receiving thread only checks messages hands whole batches to the loop, which decodes
+        and delivers them without a thread switch or a wake-up per item (`ZmqTransport`). A
+        transport that delivers as items are sent (in memory) has nothing to do."""
+        return 0
 
     @abc.abstractmethod
     def sender(self, task_id: int) -> Callable[[Any], None]:
@@ -76,10 +88,13 @@ class Transport(abc.ABC):
         and before they sleep, so a batch never waits longer than one round."""
 
     @abc.abstractmethod
-    def set_receiver(self, receive: Receiver) -> None:
+    def set_receiver(self, receive: Receiver, receive_batch: BatchReceiver | None = None) -> None:
         """Where arriving items go: ``receive(task, item)`` (the worker's ``receive``, which
-        raises KeyError for a task it does not host: such items are dropped). Until it is set,
-        arriving items are dropped (or, in the process host, kept by its `_EarlyItems`)."""
+        raises KeyError for a task it does not host: such items are dropped), or, for the items
+        of one batch delivered by `poll`, ``receive_batch(items)`` when given (the worker's
+        ``receive_batch``, which drops those and returns how many it delivered). Until it is
+        set, arriving items are dropped (or kept, by the process host's `_EarlyItems` or
+        `ZmqTransport` until the first `poll`)."""
 
     @abc.abstractmethod
     def set_peers(self, peers: dict[int, str]) -> None:
@@ -239,7 +254,7 @@ class InMemoryTransport(Transport):
             send(item)
         return check_and_send
 
-    def set_receiver(self, receive: Receiver) -> None:
+    def set_receiver(self, receive: Receiver, receive_batch: BatchReceiver | None = None) -> None:
         self.receive = receive
         self.network.receiver_changed(self)
 

@@ -108,6 +108,7 @@ class Worker:
         self.loop_of_task = {t: loop_of_exec[e] for e in assignment for t in e.tasks}
         for lp in self.loops:
             lp.flush = transport.flush
+            lp.poll = transport.poll
 
         depths = component_depths(plan)
         self.executors: list[Executor] = []
@@ -195,6 +196,35 @@ class Worker:
             lp.wake()
         if len(q) >= self.backpressure.high and type(item) is Tuple:  # acker traffic is never bounded
             self.backpressure.check(task, len(q))
+
+    def receive_batch(self, items: list[tuple[int, Any]]) -> int:
+        """Deliver a batch from another worker (called by the transport's `poll`, on one of this
+        worker's loops); items for tasks not here are dropped. Returns the items delivered.
+
+        Cheaper per item than `receive`: the inbox is looked up and appended to, and the loops
+        that sleep are woken once per batch (a loop checks its own inboxes' backpressure every
+        round, so a woken loop sees a bound this batch crossed)."""
+        inboxes = self.inboxes
+        delivered = 0
+        try:
+            for task, item in items:
+                inboxes[task].append(item)
+                delivered += 1
+        except KeyError:  # not (or no longer) ours, e.g. sent under an old assignment: as Storm, drop
+            for task, item in items[delivered + 1:]:
+                q = inboxes.get(task)
+                if q is not None:
+                    q.append(item)
+                    delivered += 1
+        for lp in self.loops:
+            if lp.sleeping:
+                lp.wake()
+        return delivered
+
+    def wake_loops(self) -> None:
+        """Wake every loop of the worker (items arrived for `Transport.poll`)."""
+        for lp in self.loops:
+            lp.wake()
 
     def tasks_lost(self, tasks: Iterable[int], own: bool = False) -> int:
         """Items this worker sent to ``tasks`` (in another worker) until now may be lost: that
@@ -287,6 +317,7 @@ class Worker:
         new = ExecutorLoop(f"{loop.name}-{self._splits}", self.state, self.backpressure, self.clock,
                            self.plan.conf, self._crash)
         new.flush = loop.flush
+        new.poll = loop.poll
         new.track_busy = loop.track_busy
         blocked = loop.take_over(calls, new, keep)
         if blocked is None:

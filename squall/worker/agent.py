@@ -192,7 +192,8 @@ class WorkerAgent:
                         lambda rec: self._errors.append(rec.as_dict()),
                         lambda w, rec: (self._crashed.set(), self._wake.set()), self.seed)
         early.hand_over(worker.receive)
-        transport.set_receiver(worker.receive)
+        transport.set_receiver(worker.receive, worker.receive_batch)
+        transport.on_arrival = worker.wake_loops
         refused_tasks: set[int] = set()
 
         def refused(task: int, why: str) -> None:  # an item too large to send: say so once per task

@@ -101,6 +101,10 @@ class ZmqTransport(Transport):
         self._ctx = ctx or zmq.Context.instance()
         self._serializer = serializer
         self._receive = receive
+        self._receive_batch: Callable[[list], int] | None = None
+        # authenticated batches, (sender slot, data), waiting for a loop's `poll`
+        self._arrived: deque[tuple[str, Any]] = deque()
+        self._poll_lock = threading.Lock()
         self._control: Callable[[str, Any], None] | None = None
         self.max_message_bytes = int(max_message_bytes)
         self._encryption = encryption
@@ -160,9 +164,12 @@ class ZmqTransport(Transport):
         """The master's launch id per slot: messages from older launches are dropped."""
         self._opener.set_floor(launches)
 
-    def set_receiver(self, receive: Callable[[int, Any], None]) -> None:
-        """Where arriving items go (the worker's ``receive``)."""
+    def set_receiver(self, receive: Callable[[int, Any], None],
+                     receive_batch: Callable[[list], int] | None = None) -> None:
+        """Where arriving items go (the worker's ``receive``, or ``receive_batch`` for a
+        batch's items at once); batches wait for `poll` until then."""
         self._receive = receive
+        self._receive_batch = receive_batch
 
     def set_control_handler(self, handle: Callable[[str, Any], None]) -> None:
         """Where arriving control messages go, with the slot of the worker that sent them (see
@@ -384,21 +391,52 @@ class ZmqTransport(Transport):
                     self._opener.count("undecodable")
                     self._warn.warning("dropped a control message from %s: %s", header.slot, e)
             return
-        try:
-            items = self._serializer.decode_batch(data)
-        except Exception as e:
-            self._opener.count("undecodable")
-            self._warn.warning("dropped an undecodable batch from %s: %s", header.slot, e)
+        on_arrival = self.on_arrival
+        if on_arrival is None:  # no loop polls (no worker yet, or a bare transport): deliver here
+            self._arrived.append((header.slot, data))
+            self.poll()
             return
+        # Decoding and delivery are the loop's (`poll`): this thread only authenticates, so the
+        # loop pays one hand-over per batch instead of a GIL switch and a wake-up per item.
+        self._arrived.append((header.slot, data))
+        on_arrival()
+
+    def poll(self) -> int:
+        """Decode the batches that arrived and deliver their items, in arrival order, on the
+        calling thread (a loop of the worker, every round); returns the items delivered."""
+        arrived = self._arrived
+        if not arrived or not self._poll_lock.acquire(blocking=False):
+            return 0  # nothing, or another loop is delivering: it takes these too (order kept)
+        delivered = 0
+        try:
+            while arrived:
+                slot, data = arrived.popleft()
+                try:
+                    items = self._serializer.decode_batch(data)
+                except Exception as e:
+                    self._opener.count("undecodable")
+                    self._warn.warning("dropped an undecodable batch from %s: %s", slot, e)
+                    continue
+                delivered += self._deliver(items)
+        finally:
+            self._poll_lock.release()
+        if arrived:  # came while the lock was being released: another loop may have missed them
+            delivered += self.poll()
+        return delivered
+
+    def _deliver(self, items: list[tuple[int, Any]]) -> int:
+        if self._receive_batch is not None:
+            return self._receive_batch(items)
         receive = self._receive
         if receive is None:
-            return
+            return 0
         for task, item in items:
             try:
                 receive(task, item)
             except KeyError:
                 # not (or no longer) ours, e.g. sent under an old assignment: as Storm, drop
                 log.debug("dropped an item for task %s, not in this worker", task)
+        return len(items)
 
     def close(self) -> None:
         """Stop receiving and close the sockets."""

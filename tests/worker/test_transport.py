@@ -90,6 +90,31 @@ def send_raw(address, message, n=1, **sockopts):
     sock.close()
 
 
+def test_a_worker_s_loops_take_whole_batches_with_poll_in_order():
+    """Wired to a worker (``on_arrival`` set), the receiving thread only authenticates: batches
+    wait for a loop's `poll`, which delivers each batch's items at once, in order."""
+    batches, arrivals = [], []
+    b = transport(slot="h:2")
+    b.set_receiver(lambda task, item: pytest.fail("items of a batch go to receive_batch"),
+                   lambda items: batches.append(list(items)) or len(items))
+    b.on_arrival = lambda: arrivals.append(1)
+    a = transport(peers={7: b.address})
+    try:
+        send = a.sender(7)
+        for i in range(3000):  # more than one batch (MAX_BATCH)
+            send((1, i, 0, -1))
+        a.flush()
+        assert wait_until(lambda: len(arrivals) >= 2)
+        assert batches == []  # nothing is delivered on the receiving thread
+        assert b.poll() == 3000
+        assert len(batches) == len(arrivals) >= 2
+        assert [item for batch in batches for item in batch] == [(7, (1, i, 0, -1)) for i in range(3000)]
+        assert b.poll() == 0
+    finally:
+        a.close()
+        b.close()
+
+
 def test_items_reach_the_peer_worker_in_order_after_a_flush():
     got = Collect()
     b = transport(receive=got, slot="h:2")

@@ -143,7 +143,7 @@ def test_component_conf_keeps_only_whitelisted_topology_keys_of_the_component():
     ("topology.workers", 0, "a positive integer"),
     ("topology.workers", "2", "a positive integer"),
     ("topology.acker.executors", -1, "a non-negative integer"),
-    ("topology.max.spout.pending", 0, "a positive integer or null"),
+    ("topology.max.spout.pending", 0, 'a positive integer, "auto" (the tuner) or null'),
     ("topology.message.timeout.secs", 0, "a positive number of seconds"),
     ("topology.enable.message.timeouts", "yes", "true or false"),
     ("topology.debug", 1, "true or false"),

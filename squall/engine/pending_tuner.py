@@ -9,8 +9,8 @@ anyway, so it costs nothing per tuple); each interval gives one `Measurement`: a
 mean complete latency at the limit of that interval.
 
 - **Climbing.** From ``.auto.min`` it probes a limit `STEP` times higher. A probe that is better
-  (throughput up by more than `GAIN`, or the same throughput at a latency lower by more than
-  `LATENCY_GAIN`) becomes the reference and the next probe goes on the same way with the same
+  (see `PendingTuner._better`: throughput up by a share of the step, or, for a lower limit, the
+  throughput held at a clearly lower latency) becomes the reference and the next probe goes on the same way with the same
   factor: the limit grows geometrically while throughput grows (a slow start). A probe that is
   not better (no gain, and the latency did not fall: past the knee the latency rises with the
   limit) is dropped: the next probe starts from the reference, the other way, with the square
@@ -45,9 +45,9 @@ STEP = 4.0            # the first probe's factor (the slow start)
 RESTART_STEP = 2.0    # the factor when a settled tuner climbs again
 MIN_STEP = 1.1        # settle once the factor would be below this
 GAIN = 0.05           # throughput changes smaller than this share are noise
-THROUGHPUT_SHARE = 1 / 3  # a probe k times the limit moved the throughput if by more than k ** this
+THROUGHPUT_SHARE = 0.1   # a probe k times the limit moved the throughput if by more than k ** this
 PEAK_LOSS = 0.1       # climbing: a throughput below the best seen by this share is never better
-LATENCY_GAIN = 0.1    # at the same throughput, a latency lower by this share is better
+LATENCY_GAIN = 0.1    # a lower limit must lower the latency by this share at least
 LATENCY_RISE = 0.25   # settled: a latency higher by this share is a rise
 CHANGE_PERIODS = 3    # settled: intervals in a row that must show a change before it climbs again
 REPROBE_PERIODS = 30  # settled: probe upwards once every this many intervals
@@ -122,11 +122,13 @@ class PendingTuner:
     def _better(self, m: Measurement, ref: Measurement) -> bool:
         """Whether ``m`` is better than ``ref``, judged by which side of the knee explains it.
 
-        With the limit ``k`` times the reference's (in logs), a topology held by the limit (below
-        the knee) moves its throughput by about ``k`` and keeps its latency; past the knee the
-        throughput stays and the latency moves by ``k``. Raising is better if throughput rose by
-        more than half of ``k``; lowering is better if throughput fell by less than half of
-        ``k`` and latency by more. Halfway thresholds keep noise from deciding big probes."""
+        With the limit ``k`` times the reference's (in logs), a topology held by its limit (far
+        below the knee) moves its throughput by about ``k`` at the same latency; past the knee
+        the throughput stays and the latency moves by ``k``. Real curves bend gradually (more in
+        flight also means bigger batches, so latency grows below the knee too), so raising is
+        better if throughput rose by more than `THROUGHPUT_SHARE` of ``k`` (and by `GAIN` at
+        least: noise must not decide), and lowering is better if throughput fell by less than
+        that share of ``k`` while latency fell by more than half of it."""
         if m.throughput < self._peak * (1 - PEAK_LOSS) or m.throughput <= 0 or ref.throughput <= 0:
             return False
         k = math.log(m.limit / ref.limit)
@@ -135,7 +137,7 @@ class PendingTuner:
             return gain > max(k * THROUGHPUT_SHARE, math.log1p(GAIN))
         if m.latency is None or ref.latency is None or m.latency <= 0 or ref.latency <= 0:
             return False
-        return gain > k * THROUGHPUT_SHARE and math.log(m.latency / ref.latency) < min(k / 2, math.log1p(-GAIN))
+        return gain > k * THROUGHPUT_SHARE and math.log(m.latency / ref.latency) < min(k / 2, math.log1p(-LATENCY_GAIN))
 
     def _turn(self) -> None:
         self._direction = -self._direction

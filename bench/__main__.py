@@ -62,7 +62,7 @@ on the tuner.
 ``report`` prints a markdown table of medians (min-max) per configuration and squall commit
 (``--latest``: only each configuration's most recent commit). ``report --docs FILE`` writes the
 benchmarks page instead (`bench.report`: tables per workload, the newest ``peers`` run from ``peers.jsonl`` beside the
-results file, targets, memory, W4 and its
+results file, the newest ``tuner`` run from ``tuner.jsonl`` beside it, targets, memory, W4 and its
 chart ``benchmarks-w4-latency.png`` beside FILE, profiles from ``profiles/*.md`` beside FILE).
 """
 
@@ -223,8 +223,10 @@ def _report(args: argparse.Namespace) -> int:
     except ValueError:
         pass
     peer_lines = harness.load_results(Path(args.results).parent / "peers.jsonl")
+    tuner_lines = harness.load_results(Path(args.results).parent / "tuner.jsonl")
     for path in report.write_docs(records, Path(args.docs), all_commits=args.all_commits,
-                                  results_name=results_name.as_posix(), peer_lines=peer_lines):
+                                  results_name=results_name.as_posix(), peer_lines=peer_lines,
+                                  tuner_lines=tuner_lines):
         print(f"wrote {path}")
     return 0
 

@@ -24,6 +24,7 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -70,6 +71,7 @@ def run(host: str = "process", workers: int = 2, n: int = 1_000_000, w4_rate: st
     """Every run's record, in the order run (see the module docstring)."""
     settings = list(settings)
     where = _host_args(host, workers)
+    started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())  # names this run in the file
     rate = w4_rate
     if rate == "half-peak":
         probe = _bench(["W4", "--rate", "half-peak", "--max-pending", "1000", "--secs", "1", "--warmup", "1", *where])
@@ -81,7 +83,7 @@ def run(host: str = "process", workers: int = 2, n: int = 1_000_000, w4_rate: st
             for args in (["W1", "--acking", "on", "--n", str(n)],
                          ["W4", "--rate", rate, "--secs", f"{secs:g}", "--warmup", f"{warmup:g}"]):
                 record = _bench([*args, "--max-pending", setting, *where])
-                record["tuner_round"] = r + 1
+                record.update(tuner_run=started, tuner_round=r + 1)
                 harness.emit_record(record, results)
                 records.append(record)
     return records
@@ -175,6 +177,26 @@ def table(records: list[dict[str, Any]]) -> str:
 def records_rate(records: list[dict[str, Any]]) -> str:
     rates = sorted({r.get("target_rate") for r in records if r.get("workload") == "W4"}, key=str)
     return ", ".join(f"{x:,.0f}" if isinstance(x, (int, float)) else str(x) for x in rates)
+
+
+METHOD = (
+    "`python -m bench tuner` runs W1 (acking on) and W4 (a fixed rate, the same for every setting: half of "
+    "W3's peak, measured once first) with `topology.max.spout.pending` 100, 1,000, 10,000 and `auto` (the "
+    "tuner, [concepts.md](concepts.md#the-max-spout-pending-tuner)), each run in a fresh interpreter, "
+    "interleaved round by round, and keeps the records in `bench/results/tuner.jsonl`; this section shows "
+    "its newest run (`bench/tuner.py`). The tuner starts each run from `topology.max.spout.pending.auto.min` "
+    "(16), so its figures include the climb. The target (issue 16): `auto` reaches at least 90% of the best "
+    "hand-picked throughput with a latency no worse than that setting's (W1 measures only the mean complete "
+    "latency; W4 the p99).")
+
+
+def section(lines: list[dict[str, Any]]) -> str:
+    """docs/benchmarks.md's section: the newest run of ``lines`` (``bench/results/tuner.jsonl``)."""
+    runs = [str(r["tuner_run"]) for r in lines if r.get("tuner_run")]
+    if not runs:
+        return METHOD + "\n\nNot measured yet: `python -m bench tuner`."
+    newest = [r for r in lines if r.get("tuner_run") == max(runs)]
+    return METHOD + "\n\n" + table(newest)
 
 
 def main(host: str, workers: int, n: int, w4_rate: str, secs: float, warmup: float, rounds: int,

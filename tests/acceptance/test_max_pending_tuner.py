@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from squall import Bolt, Config, Spout, TopologyBuilder, is_tick_tuple
 
 from ..conftest import wait_until
@@ -55,6 +57,7 @@ def executor_limits(cluster, name):
     return [e.get("maxSpoutPending") for e in page["executorStats"]]
 
 
+@pytest.mark.hosts("process")
 def test_auto_max_spout_pending_climbs_within_its_bounds_and_shows_in_the_stats(cluster):
     builder = TopologyBuilder()
     builder.set_spout("spout", CountingSpout()).set_max_spout_pending("auto")
@@ -68,11 +71,11 @@ def test_auto_max_spout_pending_climbs_within_its_bounds_and_shows_in_the_stats(
 
     def at_the_top():
         limits = executor_limits(cluster, "tuned")
-        seen.update(limits)
+        seen.update(limit for limit in limits if limit is not None)  # None: no heartbeat yet
         return limits == [64]
     # 4 in flight: 80 tuples/s; each probe multiplies both by 4 until the bound (64: 1,280/s)
     assert wait_until(at_the_top, 20, 0.1), f"limits seen: {sorted(seen, key=str)}"
-    assert all(limit is not None and 4 <= limit <= 64 for limit in seen)
+    assert all(4 <= limit <= 64 for limit in seen)
     page = cluster.get_component_page("tuned", "spout")
     assert [s["maxSpoutPending"] for s in page["spoutSummary"]] == [64] * 4
     assert page["taskStats"][0]["maxSpoutPending"] == 64
@@ -86,3 +89,18 @@ def test_a_fixed_max_spout_pending_shows_in_the_stats_too(cluster):
         "topology.tick.tuple.freq.secs", 0.01)
     cluster.submit_topology("fixed", {}, builder.create_topology())
     assert wait_until(lambda: executor_limits(cluster, "fixed") == [7], 10, 0.1)
+
+
+def test_auto_with_acking_off_limits_nothing_and_shows_no_limit(cluster):
+    """Nothing is tracked with acking off, so no limit applies (as with a number): the spout
+    runs freely and the page's maxSpoutPending is null."""
+    builder = TopologyBuilder()
+    builder.set_spout("spout", CountingSpout()).set_max_spout_pending("auto")
+    builder.set_bolt("delay", DelayBolt()).shuffle_grouping("spout")
+    conf = Config()
+    conf.set_num_ackers(0)
+    cluster.submit_topology("untracked", conf, builder.create_topology())
+    assert wait_until(lambda: cluster.get_topology_info("untracked")["components"]["spout"]["emitted"] > 1_000)
+    page = cluster.get_component_page("untracked", "spout")
+    assert [e["maxSpoutPending"] for e in page["executorStats"]] == [None]
+    assert not cluster.get_topology_info("untracked")["errors"]

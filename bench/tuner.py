@@ -54,7 +54,7 @@ WORKLOADS = (Workload("W1", "sentences_per_s", "sentences/s", "complete_latency_
 def _bench(args: list[str]) -> dict[str, Any]:
     """One ``python -m bench run`` in a fresh interpreter; its record."""
     argv = [sys.executable, "-m", "bench", "run", *args, "--no-save"]
-    child = subprocess.run(argv, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
+    child = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False, cwd=Path(__file__).resolve().parent.parent)
     lines = [ln for ln in child.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         raise SystemExit(f"{' '.join(argv[1:])} printed no record (exit {child.returncode})")
@@ -148,14 +148,14 @@ def table(records: list[dict[str, Any]]) -> str:
     first = records[0] if records else {}
     commits = sorted({str(r.get("squall_commit")) for r in records})
     out.append(f"{len(records)} runs on {first.get('host', '?')}"
-               + (f", {first.get('workers')} workers" if first.get("workers") else "")
+               + (f", {first['workers']} worker{'s' if first['workers'] != 1 else ''}" if first.get("workers") else "")
                + f", squall commit {', '.join(f'`{c[:7]}`' for c in commits)}, first run {first.get('timestamp', '?')}.")
     for w in WORKLOADS:
         rows = _rows(records, w)
         if not rows:
             continue
         extra = " | p50 ms" if w.name == "W4" else ""
-        out += ["", f"**{w.name}**" + (f" at {records_rate(records)} tuples/s" if w.name == "W4" else "")
+        out += ["", f"**{w.name}**" + (f" at {_records_rate(records)} tuples/s" if w.name == "W4" else "")
                 + f" ({w.rate_unit}, medians)", "",
                 f"| max spout pending | {w.rate_unit} | {w.latency_label}{extra} | tuner's final limit per executor | runs | correct |",
                 "|---|---|---|" + ("---|" if extra else "") + "---|---|---|"]
@@ -167,14 +167,15 @@ def table(records: list[dict[str, Any]]) -> str:
         v = verdict(rows)
         if v is not None:
             auto, best, met = v
-            out += ["", f"Target (auto >= {TARGET_SHARE:.0%} of the best hand-picked throughput, {w.latency_label} "
-                        f"no worse): auto {_fmt(auto.rate)} = {auto.rate / best.rate:.0%} of {best.setting}'s "
-                        f"{_fmt(best.rate)}, latency {_fmt(auto.latency, 3)} against {_fmt(best.latency, 3)}: "
-                        f"**{'met' if met else 'not met'}**."]
+            out += ["", (f"Target (auto >= {TARGET_SHARE:.0%} of the best hand-picked throughput, {w.latency_label} "
+                         f"no worse): auto {_fmt(auto.rate)} = {auto.rate / best.rate:.0%} of {best.setting}'s "
+                         f"{_fmt(best.rate)}, latency {_fmt(auto.latency, 3)} against {_fmt(best.latency, 3)}: "
+                         f"**{'met' if met else 'not met'}**.")]
     return "\n".join(out)
 
 
-def records_rate(records: list[dict[str, Any]]) -> str:
+def _records_rate(records: list[dict[str, Any]]) -> str:
+    """W4's rate(s) in ``records``, for the table's title."""
     rates = sorted({r.get("target_rate") for r in records if r.get("workload") == "W4"}, key=str)
     return ", ".join(f"{x:,.0f}" if isinstance(x, (int, float)) else str(x) for x in rates)
 

@@ -156,7 +156,7 @@ class PendingTuner:
         self._settle()
 
     def _clamp(self, x: float) -> int:
-        return max(self.low, min(self.high, int(round(x))))
+        return max(self.low, min(self.high, round(x)))
 
     def _set(self, limit: int) -> None:
         if limit != self.limit:

@@ -10,8 +10,8 @@ _ROOT = Path(__file__).resolve().parents[2]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from bench import tuner, w4_latency  # noqa: E402
-from bench.__main__ import main  # noqa: E402
+from bench import tuner, w4_latency
+from bench.__main__ import main
 
 
 def _w1(setting, rate, latency, run="2026-11-24T12:00:00+00:00", final=None):

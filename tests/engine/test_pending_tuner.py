@@ -107,7 +107,7 @@ def test_it_backs_off_when_latency_rises_without_a_gain():
     assert 360 <= staying(feed.run(knee_curve(20_000, 0.02), 30)) <= 600
     slower = knee_curve(5_000, 0.02)  # knee at 100
     limit = staying(feed.run(slower, 40))
-    throughput, latency = slower(limit)
+    throughput, _latency = slower(limit)
     assert limit <= 150
     assert throughput >= 0.9 * 5_000
 

@@ -18,7 +18,8 @@ mean complete latency at the limit of that interval.
   flight only adds waiting, until the factor is below `MIN_STEP`: the tuner settles on the
   reference. A measurement below the best throughput seen by more than `PEAK_LOSS` is never better,
   so small losses cannot add up over many probes.
-- **Settled.** It keeps the limit and compares each interval with the one it settled on. After
+- **Settled.** It keeps the limit and compares each interval with a base: the interval it
+  settled on, then an average that ordinary intervals move by `BASE_WEIGHT`. After
   `CHANGE_PERIODS` intervals in a row of latency up by more than `LATENCY_RISE` without a gain
   (a slower downstream) it climbs again, downwards first; after as many of throughput up by more
   than `GAIN` (more offered load, more capacity), upwards; and every `REPROBE_PERIODS` intervals it
@@ -51,6 +52,7 @@ LATENCY_GAIN = 0.1    # a lower limit must lower the latency by this share at le
 LATENCY_RISE = 0.25   # settled: a latency higher by this share is a rise
 CHANGE_PERIODS = 3    # settled: intervals in a row that must show a change before it climbs again
 REPROBE_PERIODS = 30  # settled: probe upwards once every this many intervals
+BASE_WEIGHT = 0.25    # settled: how far each ordinary interval moves the base it is compared with
 WARM_FRACTION = 0.1   # the interval after a change counts if its latency is below this share of it
 
 
@@ -186,8 +188,9 @@ class PendingTuner:
             self._deviation = max(self._deviation, 0) + 1
         elif rose:
             self._deviation = min(self._deviation, 0) - 1
-        else:
+        else:  # an ordinary interval: the base follows slowly, so one noisy interval weighs little
             self._deviation = 0
+            self._base = _blend(base, m, BASE_WEIGHT)
         if self._deviation <= -CHANGE_PERIODS:
             self._restart(m, -1, RESTART_STEP)
         elif self._deviation >= CHANGE_PERIODS:
@@ -202,6 +205,13 @@ class PendingTuner:
         self._direction = direction
         self._step = step
         self._probe()
+
+
+def _blend(old: Measurement, new: Measurement, weight: float) -> Measurement:
+    """``old`` moved ``weight`` of the way to ``new`` (an exponentially weighted average)."""
+    latency = new.latency if old.latency is None else old.latency if new.latency is None else (
+        old.latency + weight * (new.latency - old.latency))
+    return Measurement(old.limit, old.throughput + weight * (new.throughput - old.throughput), latency)
 
 
 def tuners(conf: Mapping[str, Any], tasks: Iterable[int]) -> dict[int, PendingTuner]:

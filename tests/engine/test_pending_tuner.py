@@ -142,3 +142,13 @@ def test_an_interval_in_which_nothing_completed_changes_nothing():
 def test_bad_bounds_are_refused(low, high):
     with pytest.raises(ValueError, match="low <= high"):
         PendingTuner(low, high)
+
+
+def test_the_interval_right_after_a_change_counts_only_if_the_change_had_time_to_settle():
+    tuner = PendingTuner(16, 1_000)
+    tuner.update(0.0, 0, 0.0, 0)
+    assert tuner.update(1.0, 100, 0.1, 100) == 64  # 100/s at 16: probe 4x higher
+    # the next interval's tuples took 0.5 s: half the interval was the change settling, skipped
+    assert tuner.update(2.0, 200, 0.1 + 50.0, 200) == 64 and tuner.changes == 1
+    # the one after it counts: 4x the throughput at 64, so on to 256
+    assert tuner.update(3.0, 600, 50.1 + 0.4, 600) == 256

@@ -41,6 +41,7 @@ AUTO = "auto"
 MIN_KEY = "topology.max.spout.pending.auto.min"
 MAX_KEY = "topology.max.spout.pending.auto.max"
 INTERVAL_KEY = "topology.max.spout.pending.auto.interval.secs"
+DEFAULT_MIN, DEFAULT_MAX, DEFAULT_INTERVAL = 16, 10_000, 1.0  # as squall/defaults.yaml, for a conf without them
 
 STEP = 4.0            # the first probe's factor (the slow start)
 RESTART_STEP = 2.0    # the factor when a settled tuner climbs again
@@ -216,11 +217,11 @@ def _blend(old: Measurement, new: Measurement, weight: float) -> Measurement:
 
 def tuners(conf: Mapping[str, Any], tasks: Iterable[int]) -> dict[int, PendingTuner]:
     """One tuner per task, with the bounds of ``conf`` (the component's validated configuration)."""
-    low = int(conf.get(MIN_KEY) or 1)
-    high = int(conf.get(MAX_KEY) or low)
+    low = int(conf.get(MIN_KEY) or DEFAULT_MIN)
+    high = int(conf.get(MAX_KEY) or max(low, DEFAULT_MAX))
     return {t: PendingTuner(low, max(low, high)) for t in tasks}
 
 
 def interval(conf: Mapping[str, Any]) -> float:
     """Seconds between two updates of the tuners."""
-    return float(conf.get(INTERVAL_KEY) or 1.0)
+    return float(conf.get(INTERVAL_KEY) or DEFAULT_INTERVAL)

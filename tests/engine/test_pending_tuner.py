@@ -12,7 +12,15 @@ import random
 
 import pytest
 
-from squall.engine.pending_tuner import PendingTuner
+from squall._config import default_conf
+from squall.engine.pending_tuner import (
+    INTERVAL_KEY,
+    MAX_KEY,
+    MIN_KEY,
+    PendingTuner,
+    interval,
+    tuners,
+)
 
 
 def knee_curve(capacity: float, base: float):
@@ -152,3 +160,14 @@ def test_the_interval_right_after_a_change_counts_only_if_the_change_had_time_to
     assert tuner.update(2.0, 200, 0.1 + 50.0, 200) == 64 and tuner.changes == 1
     # the one after it counts: 4x the throughput at 64, so on to 256
     assert tuner.update(3.0, 600, 50.1 + 0.4, 600) == 256
+
+
+def test_the_tuners_of_an_executor_take_the_components_bounds_and_interval():
+    conf = {MIN_KEY: 8, MAX_KEY: 300, INTERVAL_KEY: 0.5}
+    made = tuners(conf, [3, 4])
+    assert sorted(made) == [3, 4] and made[3] is not made[4]
+    assert all((t.low, t.high, t.limit) == (8, 300, 8) for t in made.values())
+    assert interval(conf) == 0.5
+    defaults = default_conf()  # the same bounds as a configuration that lacks the keys
+    assert [(t.low, t.high) for t in tuners({}, [1]).values()] == [(defaults[MIN_KEY], defaults[MAX_KEY])]
+    assert interval({}) == defaults[INTERVAL_KEY]

@@ -83,7 +83,7 @@ class PendingTuner:
         self._direction = 1
         self._ref: Measurement | None = None  # the best limit known while climbing
         self._peak = 0.0                      # the best throughput seen while climbing
-        self._base: Measurement | None = None  # settled: the measurement it settled on
+        self._base: Measurement | None = None  # settled: what an interval is compared with (a slow average)
         self._deviation = 0                   # settled: +n intervals of gain in a row, -n of rising latency
         self._settled_periods = 0
         self._last: tuple[float, int, float, int] | None = None

@@ -1,10 +1,10 @@
 """Command line of the benchmarks.
 
-    python -m bench run W1 --acking on|off [--n 1000000] [--repeat 3] [--max-pending 1000]
+    python -m bench run W1 --acking on|off [--n 1000000] [--repeat 3] [--max-pending 1000|auto]
     python -m bench run W2 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
     python -m bench run W3 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
     python -m bench run W4 [--rate 1000|half-peak] [--secs 30] [--warmup 10] [--probe-secs 3]
-        [--max-pending 1000] [--repeat 1]
+        [--max-pending 1000|auto] [--repeat 1]
         [--host local|process|spark] [--workers N] [--parallelism P] [--spark-master URL]
         [--conf KEY=VALUE ...]
     python -m bench run MEM [--pending 100000] [--ks 1,20] [--idle-secs 5] [--repeat 1]
@@ -14,6 +14,8 @@
     python -m bench run W5 --host process|spark [--workers 4] [--rate 1000] [--kill-every 20] [--kills 3]
         [--message-timeout 30] [--max-pending 1000] [--plot FILE.png]
     python -m bench peers [--n 1000000] [--rounds 3] [--no-save]
+    python -m bench tuner [--host process] [--workers 2] [--n 1000000] [--w4-rate half-peak] [--rounds 3]
+        [--settings 100,1000,10000,auto] [--no-save]
     python -m bench report [--results bench/results/results.jsonl] [--latest]
     python -m bench report --docs docs/benchmarks.md [--all-commits]
 
@@ -54,10 +56,13 @@ the exactly-once proof (``--plot``: also draws them as a PNG, the kills marked).
 Each run prints one JSON line and appends it to the results file (``--no-save``: print only);
 with ``--repeat`` > 1 each run is a fresh interpreter (``--in-process`` to keep one), and a last
 line (``"kind": "median"``, not saved) gives the medians.
+``tuner`` (`bench.tuner`) runs W1 and W4 with ``--max-pending`` 100, 1,000, 10,000 and ``auto``
+(the max spout pending tuner), interleaved, and prints the table of docs/benchmarks.md's section
+on the tuner.
 ``report`` prints a markdown table of medians (min-max) per configuration and squall commit
 (``--latest``: only each configuration's most recent commit). ``report --docs FILE`` writes the
 benchmarks page instead (`bench.report`: tables per workload, the newest ``peers`` run from ``peers.jsonl`` beside the
-results file, targets, memory, W4 and its
+results file, the newest ``tuner`` run from ``tuner.jsonl`` beside it, targets, memory, W4 and its
 chart ``benchmarks-w4-latency.png`` beside FILE, profiles from ``profiles/*.md`` beside FILE).
 """
 
@@ -190,6 +195,19 @@ def _host_conf(settings: list[str]) -> dict[str, Any]:
     return out
 
 
+def _max_pending(text: str) -> int | str:
+    """``--max-pending``: a positive number of tuples per spout task, or ``auto`` (the tuner)."""
+    if text == "auto":
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or auto, got {text!r}")
+    return n
+
+
 def _ks(text: str) -> tuple[int, ...]:
     return tuple(int(k) for k in text.split(",") if k.strip())
 
@@ -207,8 +225,10 @@ def _report(args: argparse.Namespace) -> int:
     except ValueError:
         pass
     peer_lines = harness.load_results(Path(args.results).parent / "peers.jsonl")
+    tuner_lines = harness.load_results(Path(args.results).parent / "tuner.jsonl")
     for path in report.write_docs(records, Path(args.docs), all_commits=args.all_commits,
-                                  results_name=results_name.as_posix(), peer_lines=peer_lines):
+                                  results_name=results_name.as_posix(), peer_lines=peer_lines,
+                                  tuner_lines=tuner_lines):
         print(f"wrote {path}")
     return 0
 
@@ -219,6 +239,26 @@ def _peers(args: argparse.Namespace) -> int:
     if args.n < 1 or args.rounds < 1:
         raise SystemExit("--n and --rounds must be at least 1")
     return peers.main(args.n, args.rounds, args.no_save)
+
+
+def _tuner(args: argparse.Namespace) -> int:
+    from . import tuner
+
+    settings = [s.strip() for s in args.settings.split(",") if s.strip()]
+    for s in settings:
+        try:
+            _max_pending(s)
+        except argparse.ArgumentTypeError as e:
+            raise SystemExit(f"--settings: {e}") from None
+    if args.w4_rate != "half-peak":
+        try:
+            float(args.w4_rate)
+        except ValueError:
+            raise SystemExit(f"--w4-rate: tuples/s or half-peak, got {args.w4_rate!r}") from None
+    if args.rounds < 1 or args.n < 1 or not settings:
+        raise SystemExit("--rounds and --n must be at least 1, and --settings not empty")
+    return tuner.main(args.host, args.workers, args.n, args.w4_rate, args.secs, args.warmup, args.rounds,
+                      settings, args.no_save)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -266,8 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--plot", default=None, metavar="FILE.png",
                      help="W5: draw the per-second acked rate and latency with the kills marked")
     run.add_argument("--repeat", type=int, default=1, help="runs; a median line follows if > 1")
-    run.add_argument("--max-pending", type=int, default=None,
-                     help="topology.max.spout.pending with acking on (default 1000)")
+    run.add_argument("--max-pending", type=_max_pending, default=None,
+                     help="topology.max.spout.pending with acking on (default 1000), or auto: the tuner")
     run.add_argument("--host", choices=["local", "process", "spark"], default="local",
                      help="local: LocalCluster, 1 worker (default); process: a throwaway master + "
                           "supervisor with --workers worker processes; spark: a throwaway SparkCluster "
@@ -298,6 +338,22 @@ def main(argv: list[str] | None = None) -> int:
     peers.add_argument("--no-save", action="store_true",
                        help="print only; do not append to bench/results/peers.jsonl")
     peers.set_defaults(func=_peers)
+
+    tun = sub.add_parser("tuner", help="W1 and W4 with max spout pending 100, 1000, 10000 and auto (the tuner), "
+                                       "interleaved; prints the table for docs/benchmarks.md (bench.tuner)")
+    tun.add_argument("--host", choices=["local", "process", "spark"], default="process",
+                     help="where to run (default process)")
+    tun.add_argument("--workers", type=int, default=2, help="worker processes, --host process|spark (default 2)")
+    tun.add_argument("--n", type=int, default=1_000_000, help="W1 sentences (default 1,000,000)")
+    tun.add_argument("--w4-rate", default="half-peak",
+                     help="W4 tuples/s for every setting, or half-peak (default): half of W3's peak, measured once")
+    tun.add_argument("--secs", type=float, default=20.0, help="W4 measured window (default 20)")
+    tun.add_argument("--warmup", type=float, default=10.0, help="W4 warm-up before it (default 10)")
+    tun.add_argument("--rounds", type=int, default=3, help="rounds; each runs every setting once (default 3)")
+    tun.add_argument("--settings", default="100,1000,10000,auto",
+                     help="comma-separated max spout pending values (default 100,1000,10000,auto)")
+    tun.add_argument("--no-save", action="store_true", help="print only; do not append to bench/results/tuner.jsonl")
+    tun.set_defaults(func=_tuner)
 
     rep = sub.add_parser("report", help="markdown table of medians from the results file, or (--docs) the "
                                         "benchmarks page")

@@ -242,6 +242,17 @@ def wait_until(cluster: Any, name: str, done: Callable[[dict], float], timeout: 
 
 
 # --- records ----------------------------------------------------------------------------------------
+def spout_limits(cluster: Any, name: str, spout: str) -> list[int | None] | None:
+    """The max spout pending of each executor of ``spout`` now (the component page's
+    ``maxSpoutPending``: where ``topology.max.spout.pending: auto`` left it); None if the page
+    could not be read."""
+    try:
+        page = cluster.get_component_page(name, spout)
+    except Exception:  # noqa: BLE001 - a figure for the record, not a reason to fail the run
+        return None
+    return [e.get("maxSpoutPending") for e in page.get("executorStats", [])]
+
+
 def base_record(workload: str, acking: bool, **extra: Any) -> dict[str, Any]:
     """The fields every record starts with (identity of the run and of the environment)."""
     record: dict[str, Any] = {

@@ -162,6 +162,9 @@ class _Host:
     def get_topology_info(self, name: str) -> dict[str, Any]:  # what harness.wait_until calls
         return self.info(name)
 
+    def get_component_page(self, name: str, component: str) -> dict[str, Any]:  # harness.spout_limits
+        return self._client.get_component_page(name, component)
+
     def kill(self, name: str, wait_secs: float | None = 0) -> None:
         self._client.kill_topology(name, wait_secs=wait_secs)
 

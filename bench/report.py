@@ -655,10 +655,12 @@ PEERS_METHOD = (
 
 def render_docs(records: Iterable[Record], profiles: Sequence[tuple[str, str]] = (), chart: str | None = None,
                 all_commits: bool = False, results_name: str = "bench/results/results.jsonl",
-                peer_lines: Sequence[Record] = ()) -> str:
+                peer_lines: Sequence[Record] = (), tuner_lines: Sequence[Record] = ()) -> str:
     """The whole of ``docs/benchmarks.md`` from ``records``; ``profiles`` are (file name, text)
     pairs, ``chart`` the W4 chart's link (None: not drawn), ``peer_lines`` the lines of
-    ``bench/results/peers.jsonl``."""
+    ``bench/results/peers.jsonl``, ``tuner_lines`` those of ``bench/results/tuner.jsonl``."""
+    from . import tuner
+
     records = [r for r in records if r.get("kind") != "median"]
     stamps = [str(r["timestamp"]) for r in records if r.get("timestamp")]
     pythons = sorted({str(r["python_version"]) for r in records if r.get("python_version")})
@@ -680,6 +682,7 @@ def render_docs(records: Iterable[Record], profiles: Sequence[tuple[str, str]] =
         "## W4 latency\n\nA spout emits at a fixed rate (1,000/s, and half of W3's peak) into the W3 shape; "
         "complete latency p50, p99, p99.9.\n\n" + w4_section(records, chart, all_commits)
         + "\n\nReproduce: see `bench/w4_latency.py`.",
+        "## Max spout pending tuner\n\n" + tuner.section(list(tuner_lines)),
         "## Memory\n\n" + memory_section(records, all_commits)
         + "\n\nReproduce: see `bench/memory.py`.",
         "## Targets\n\nEach target of BENCHMARKS.md against the medians above (a benchmark's figures, never a "
@@ -699,7 +702,7 @@ def read_profiles(directory: Path) -> list[tuple[str, str]]:
 
 def write_docs(records: Sequence[Record], docs: Path, chart: Path | None = None, profiles_dir: Path | None = None,
                all_commits: bool = False, results_name: str = "bench/results/results.jsonl",
-               peer_lines: Sequence[Record] = ()) -> list[Path]:
+               peer_lines: Sequence[Record] = (), tuner_lines: Sequence[Record] = ()) -> list[Path]:
     """Draws the W4 chart (``chart``, default ``CHART_NAME`` beside ``docs``) if there is W4 data,
     then writes the page; returns the paths written. Profiles come from ``profiles_dir`` (default
     ``profiles/`` beside ``docs``)."""
@@ -720,7 +723,7 @@ def write_docs(records: Sequence[Record], docs: Path, chart: Path | None = None,
                 link = chart.resolve().relative_to(docs.parent.resolve()).as_posix()
             except ValueError:
                 link = chart.resolve().as_posix()
-    docs.write_text(render_docs(records, read_profiles(profiles_dir), link, all_commits, results_name, peer_lines),
-                    encoding="utf-8")
+    docs.write_text(render_docs(records, read_profiles(profiles_dir), link, all_commits, results_name, peer_lines,
+                                tuner_lines), encoding="utf-8")
     written.insert(0, docs)
     return written

@@ -190,7 +190,7 @@ class WordCount(BasicBolt):
                 "cpu_prepare": self.cpu_prepare, "t_last": self.t_last, "counts": self.counts})
 
 
-def build(directory: str, acking: bool, output_dir: str, max_pending: int = DEFAULT_MAX_PENDING,
+def build(directory: str, acking: bool, output_dir: str, max_pending: int | str = DEFAULT_MAX_PENDING,
           workers: int = 1, parallelism: int = 1, time_spout: bool = False, time_last_execute: bool = False,
           spouts: int = 1):
     """The W1 topology and its configuration.
@@ -250,7 +250,7 @@ def _read_counts(output_dir: Path, timeout: float = 10.0, tasks: int = 1) -> dic
 
 
 def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None = None,
-        max_pending: int = DEFAULT_MAX_PENDING, timeout: float = 600.0, host: str = "local",
+        max_pending: int | str = DEFAULT_MAX_PENDING, timeout: float = 600.0, host: str = "local",
         workers: int = 1, parallelism: int | None = None, spark_master: str | None = None,
         spouts: int | None = None) -> dict[str, Any]:
     """One W1 run, then the baseline on the same files.
@@ -259,7 +259,8 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
         n: sentences (N); the corpus is generated once per N (`ensure_corpus`).
         acking: acking on (one acker per worker, max spout pending) or off (no acker, no ids).
         corpus_dir: where the corpus lives (default bench/.data/w1-N).
-        max_pending: ``topology.max.spout.pending`` when acking is on.
+        max_pending: ``topology.max.spout.pending`` when acking is on (``"auto"``: the tuner; the
+            record then says where it left each spout executor, ``max_spout_pending_final``).
         timeout: give up after this many seconds.
         host: ``"local"`` (LocalCluster, 1 worker), ``"process"`` or ``"spark"`` (`run_process`).
         workers: worker processes on the process or Spark host.
@@ -292,6 +293,7 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
             cluster.submit_topology(name, conf, topology)
             info = harness.wait_until(cluster, name, progress, timeout)
             meter.stop()
+            limits = harness.spout_limits(cluster, name, "sentences") if acking else None
             cluster.kill_topology(name, wait_secs=0)  # clean stop: cleanup() writes the counts
         counts = _read_counts(output_dir)
     finally:
@@ -308,6 +310,7 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
     record = harness.base_record(
         "W1", acking, n=n,
         max_spout_pending=max_pending if acking else None,
+        max_spout_pending_final=limits,
         wall_s=round(meter.wall, 3),
         sentences_per_s=round(rate, 1),
         words_per_s=round(words / meter.wall, 1),
@@ -325,7 +328,7 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
     return harness.finish_record(record, meter)
 
 
-def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending: int, timeout: float,
+def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending: int | str, timeout: float,
                 workers: int, parallelism: int, host_name: str = "process",
                 spark_master: str | None = None, spouts: int = 1) -> dict[str, Any]:
     """One W1 run on a throwaway host of ``workers`` worker processes, ``host_name`` "process"
@@ -352,6 +355,7 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
             host.submit(name, conf, topology)
             info = harness.wait_until(host, name, progress, timeout)  # heartbeated: ~1 s late
             t_seen = time.perf_counter()
+            limits = harness.spout_limits(host, name, "sentences") if acking else None
             end = host.samples()
             host.kill(name, wait_secs=0)  # workers stop cleanly: close()/cleanup() write the files
             count_files = harness.wait_files(output_dir, "count-*.json", parallelism, 30.0)
@@ -393,6 +397,7 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
         "W1", acking, **host_fields, workers=workers, parallelism=parallelism, spouts=spouts,
         ackers=workers if acking else 0, n=n,
         max_spout_pending=max_pending if acking else None,
+        max_spout_pending_final=limits,
         wall_s=round(wall, 3),
         wall_from="spout open -> " + ("spout's last ack" if acking else "count tasks' last execute"),
         sentences_per_s=round(rate, 1),

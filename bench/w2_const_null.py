@@ -206,7 +206,7 @@ class IdBolt(Bolt):
         declarer.declare(Fields("str"))
 
 
-def build(workload: str, acking: bool, samples_key: str | None, max_pending: int = DEFAULT_MAX_PENDING,
+def build(workload: str, acking: bool, samples_key: str | None, max_pending: int | str = DEFAULT_MAX_PENDING,
           workers: int = 1, parallelism: int = 1, output_dir: str | None = None):
     """The W2 or W3 topology and its configuration; returns (topology, conf, last bolt id).
 

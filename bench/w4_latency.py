@@ -161,7 +161,7 @@ class PacedSpout(Spout):
                 s.write()
 
 
-def build(rate: float, duration: float, max_pending: int = DEFAULT_MAX_PENDING, workers: int = 1,
+def build(rate: float, duration: float, max_pending: int | str = DEFAULT_MAX_PENDING, workers: int = 1,
           parallelism: int = 1, samples_key: str | None = None, output_dir: str | None = None):
     """The W4 topology (W3's shape with a paced spout) and its configuration."""
     if not samples_key and not output_dir:
@@ -203,12 +203,15 @@ class LocalHost:
     def info(self, name: str) -> dict[str, Any]:
         return self.cluster.get_topology_info(name)
 
+    def get_component_page(self, name: str, component: str) -> dict[str, Any]:
+        return self.cluster.get_component_page(name, component)
+
     def kill(self, name: str, wait_secs: float | None = 0) -> None:
         self.cluster.kill_topology(name, wait_secs=wait_secs)  # 0: stopped when it returns
 
 
 # --- the peak (a short W3) -----------------------------------------------------------------------------
-def probe_peak(host: Any, remote: bool, workers: int, parallelism: int, max_pending: int,
+def probe_peak(host: Any, remote: bool, workers: int, parallelism: int, max_pending: int | str,
                warmup: float = PROBE_WARMUP, secs: float = PROBE_SECS) -> float:
     """W3's acked tuples/s (acking on) on ``host``: ``warmup`` seconds after the submission (on a
     remote host: after its workers started), then over ``secs`` (on a remote host between
@@ -372,7 +375,7 @@ def parse_rate(text: str | float) -> float | str:
 
 
 def run(rate: float | str = DEFAULT_RATE, secs: float = 30.0, warmup: float = 10.0,
-        max_pending: int = DEFAULT_MAX_PENDING, host: str = "local", workers: int = 1,
+        max_pending: int | str = DEFAULT_MAX_PENDING, host: str = "local", workers: int = 1,
         parallelism: int | None = None, spark_master: str | None = None,
         probe_secs: float = PROBE_SECS, probe_warmup: float = PROBE_WARMUP,
         timeout: float = 60.0) -> dict[str, Any]:
@@ -445,6 +448,7 @@ def run(rate: float | str = DEFAULT_RATE, secs: float = 30.0, warmup: float = 10
                     raise RuntimeError(f"W4: {expected - sp['acked'] - sp['failed']} of {expected} tuples neither "
                                        f"acked nor failed {timeout} s after the last was due")
                 time.sleep(harness.POLL_SECS if remote else harness.FINE_POLL_SECS)
+            limits = harness.spout_limits(h, name, "spout")
             h.kill(name, wait_secs=0)
             stopped = True
             if remote:
@@ -490,6 +494,7 @@ def run(rate: float | str = DEFAULT_RATE, secs: float = 30.0, warmup: float = 10
         "W4", True, **host_fields, **extra,
         secs=secs, warmup=warmup,
         max_spout_pending=max_pending,
+        max_spout_pending_final=limits,
         rate_mode="half-peak" if peak is not None else "fixed",
         target_rate=round(target, 1),
         peak_fraction=PEAK_FRACTION if peak is not None else None,

@@ -26,6 +26,9 @@ from ._errors import InvalidTopologyException
 COMPONENT_KEYS = frozenset({
     "topology.debug",
     "topology.max.spout.pending",
+    "topology.max.spout.pending.auto.min",
+    "topology.max.spout.pending.auto.max",
+    "topology.max.spout.pending.auto.interval.secs",
     "topology.max.task.parallelism",
     "topology.transactional.id",
     "topology.tick.tuple.freq.secs",
@@ -67,7 +70,14 @@ class Config(dict):
     TOPOLOGY_ACKER_EXECUTORS = "topology.acker.executors"
     """Acker executors; None means one per worker, 0 turns acking off."""
     TOPOLOGY_MAX_SPOUT_PENDING = "topology.max.spout.pending"
-    """Most spout tuples in flight per spout task (None: set automatically when acking is on)."""
+    """Most spout tuples in flight per spout task (None: set automatically when acking is on;
+    ``"auto"``: found by the tuner, within the two keys below)."""
+    TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MIN = "topology.max.spout.pending.auto.min"
+    """The tuner's lowest max spout pending per spout task (and where it starts)."""
+    TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MAX = "topology.max.spout.pending.auto.max"
+    """The tuner's highest max spout pending per spout task."""
+    TOPOLOGY_MAX_SPOUT_PENDING_AUTO_INTERVAL_SECS = "topology.max.spout.pending.auto.interval.secs"
+    """Seconds between two adjustments of the tuner (each measures one such interval)."""
     TOPOLOGY_MESSAGE_TIMEOUT_SECS = "topology.message.timeout.secs"
     """Seconds before an incomplete spout tuple fails (it fails between T and 2T)."""
     TOPOLOGY_DEBUG = "topology.debug"
@@ -101,8 +111,8 @@ class Config(dict):
         """Set ``topology.acker.executors`` (0 turns acking off)."""
         self[self.TOPOLOGY_ACKER_EXECUTORS] = n
 
-    def set_max_spout_pending(self, n: int) -> None:
-        """Set ``topology.max.spout.pending``."""
+    def set_max_spout_pending(self, n: int | str) -> None:
+        """Set ``topology.max.spout.pending`` (a number per spout task, or ``"auto"``: the tuner)."""
         self[self.TOPOLOGY_MAX_SPOUT_PENDING] = n
 
     def set_message_timeout_secs(self, n: float) -> None:
@@ -354,7 +364,11 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "topology.workers": (_positive_int, "a positive integer", False),
     "topology.acker.executors": (_non_negative_int, "a non-negative integer or null", True),
     "topology.eventlogger.executors": (_non_negative_int, "a non-negative integer", False),
-    "topology.max.spout.pending": (_positive_int, "a positive integer or null", True),
+    "topology.max.spout.pending": (lambda v: _positive_int(v) or v == "auto",
+                                   'a positive integer, "auto" (the tuner) or null', True),
+    "topology.max.spout.pending.auto.min": (_positive_int, "a positive integer", False),
+    "topology.max.spout.pending.auto.max": (_positive_int, "a positive integer", False),
+    "topology.max.spout.pending.auto.interval.secs": _SECONDS,
     "topology.message.timeout.secs": _SECONDS,
     "topology.enable.message.timeouts": _BOOL,
     "topology.debug": _BOOL,
@@ -441,11 +455,12 @@ def validate(conf: Mapping[str, Any], where: str) -> None:
     for key in _VALIDATORS:
         if key in conf:
             _check(key, conf[key], where)
-    lower, higher = conf.get("topology.localityaware.lower.bound"), conf.get("topology.localityaware.higher.bound")
-    if lower is not None and higher is not None and lower > higher:
-        raise InvalidTopologyException(
-            f"{where}: 'topology.localityaware.lower.bound' ({lower!r}) must not be above "
-            f"'topology.localityaware.higher.bound' ({higher!r})")
+    for low_key, high_key in (("topology.localityaware.lower.bound", "topology.localityaware.higher.bound"),
+                              ("topology.max.spout.pending.auto.min", "topology.max.spout.pending.auto.max")):
+        lower, higher = conf.get(low_key), conf.get(high_key)
+        if lower is not None and higher is not None and lower > higher:
+            raise InvalidTopologyException(
+                f"{where}: {low_key!r} ({lower!r}) must not be above {high_key!r} ({higher!r})")
 
 
 def setting(conf: Mapping[str, Any], key: str, default: Any = None, where: str = "cluster configuration") -> Any:

@@ -143,7 +143,7 @@ def test_component_conf_keeps_only_whitelisted_topology_keys_of_the_component():
     ("topology.workers", 0, "a positive integer"),
     ("topology.workers", "2", "a positive integer"),
     ("topology.acker.executors", -1, "a non-negative integer"),
-    ("topology.max.spout.pending", 0, "a positive integer or null"),
+    ("topology.max.spout.pending", 0, 'a positive integer, "auto" (the tuner) or null'),
     ("topology.message.timeout.secs", 0, "a positive number of seconds"),
     ("topology.enable.message.timeouts", "yes", "true or false"),
     ("topology.debug", 1, "true or false"),
@@ -266,3 +266,31 @@ def test_the_encryption_setting_has_one_rule(value):
     except InvalidTopologyException:
         accepted = False
     assert accepted == (parsed is not None)
+
+
+def test_max_spout_pending_takes_auto_and_the_tuner_keys():
+    conf = topology_conf(default_conf(), {"topology.max.spout.pending": "auto",
+                                          "topology.max.spout.pending.auto.min": 8,
+                                          "topology.max.spout.pending.auto.max": 2000,
+                                          "topology.max.spout.pending.auto.interval.secs": 0.5})
+    assert conf["topology.max.spout.pending"] == "auto"
+    # a spout may ask for the tuner, and tune it, in its own configuration (Storm's whitelist)
+    mine = component_conf(default_conf(), {"topology.max.spout.pending": "auto",
+                                           "topology.max.spout.pending.auto.max": 300}, {}, "spout")
+    assert mine["topology.max.spout.pending"] == "auto" and mine["topology.max.spout.pending.auto.max"] == 300
+
+
+@pytest.mark.parametrize("conf, message", [
+    ({"topology.max.spout.pending": "fast"},
+     "'topology.max.spout.pending' must be a positive integer, \"auto\" (the tuner) or null, got 'fast'"),
+    ({"topology.max.spout.pending": "AUTO"}, "'topology.max.spout.pending' must be"),
+    ({"topology.max.spout.pending.auto.min": 0}, "'topology.max.spout.pending.auto.min' must be a positive integer"),
+    ({"topology.max.spout.pending.auto.interval.secs": "1s"},
+     "'topology.max.spout.pending.auto.interval.secs' must be a positive number of seconds"),
+    ({"topology.max.spout.pending.auto.min": 500, "topology.max.spout.pending.auto.max": 100},
+     "'topology.max.spout.pending.auto.min' (500) must not be above 'topology.max.spout.pending.auto.max' (100)"),
+])
+def test_a_bad_tuner_setting_is_refused_naming_it(conf, message):
+    with pytest.raises(InvalidTopologyException) as e:
+        topology_conf(default_conf(), conf)
+    assert str(e.value).startswith("topology configuration: ") and message in str(e.value)

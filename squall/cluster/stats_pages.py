@@ -27,8 +27,8 @@ from .._config import shown_configuration, visible_to_topology
 from .._errors import BadParameterError, UnknownComponentError
 from ..engine.executor import ErrorRecord
 from ..engine.plan import ExecutorSpec, TopologyPlan
-from ..engine.stats import (ACKED, COMPLETE_LATENCY, EMITTED, EXECUTE_LATENCY, EXECUTED, FAILED,
-                            PROCESS_LATENCY, TRANSFERRED)
+from ..engine.stats import (ACKED, COMPLETE_LATENCY, EMITTED, EXECUTE_LATENCY, EXECUTED, FAILED, GAUGES,
+                            MAX_SPOUT_PENDING, PROCESS_LATENCY, TRANSFERRED)
 from ..worker.stats_history import ALL_TIME, WINDOW_NAMES
 from .logs import worker_log_link
 
@@ -348,7 +348,7 @@ def component_page(view: TopologyView, component: str, window: str = ALL_TIME, s
         row = {**_window_entry(w), "emitted": acc.count(EMITTED), "transferred": acc.count(TRANSFERRED),
                "acked": acc.count(ACKED), "failed": acc.count(FAILED)}
         if kind == "spout":
-            row["completeLatency"] = _f3(acc.latency(COMPLETE_LATENCY))
+            row.update(completeLatency=_f3(acc.latency(COMPLETE_LATENCY)), maxSpoutPending=_max_pending(acc))
         else:
             row.update(executed=acc.count(EXECUTED), executeLatency=_f3(acc.latency(EXECUTE_LATENCY)),
                        processLatency=_f3(acc.latency(PROCESS_LATENCY)),
@@ -362,7 +362,7 @@ def component_page(view: TopologyView, component: str, window: str = ALL_TIME, s
         for s in idx.task_stats(t, window):
             if not _visible(s.stream, sys):
                 continue
-            if s.component == "":
+            if s.component == "" and s.metric not in GAUGES:
                 _accumulate(outputs.setdefault(s.stream, _Acc()), [s], sys, {})
         ts = [s for s in idx.task_stats(t, window) if s.component != ""]
         for key in {(s.component, s.stream) for s in ts}:
@@ -405,11 +405,17 @@ def _executor_row(idx: _Index, ex: ExecutorSpec, kind: str, window: str, sys: bo
         "acked": acc.count(ACKED), "failed": acc.count(FAILED),
         "workerLogLink": worker_log_link(idx.view.plan.storm_id, w.port) if w else ""}
     if kind == "spout":
-        row["completeLatency"] = _f3(acc.latency(COMPLETE_LATENCY))
+        row.update(completeLatency=_f3(acc.latency(COMPLETE_LATENCY)), maxSpoutPending=_max_pending(acc))
     else:
         row.update(executed=acc.count(EXECUTED), executeLatency=_f3(acc.latency(EXECUTE_LATENCY)),
                    processLatency=_f3(acc.latency(PROCESS_LATENCY)), capacity=_f3(idx.capacity(ex.tasks)))
     return row
+
+
+def _max_pending(acc: _Acc) -> int | None:
+    """squall's own ``maxSpoutPending``: the sum of the tasks' limits now (fixed, automatic or
+    found by the tuner), None (null) where none applies (acking off)."""
+    return acc.count(MAX_SPOUT_PENDING) if MAX_SPOUT_PENDING in acc.counts else None
 
 
 def visualization(view: TopologyView, window: str = ALL_TIME, sys: bool = False) -> dict[str, Any]:

@@ -37,9 +37,11 @@ from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
 from .acker import ACKED, FAILED, INIT
 from .executor import Executor, TaskStats, Wiring, debug_log, error_record
+from .pending_tuner import AUTO, interval, tuners
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
 from .routing import Router, build_routers, wrong_size
+from .stats import MAX_SPOUT_PENDING
 
 # The automatic max spout pending (see the module docstring): a tuple emitted now should expect
 # to complete within this fraction of the message timeout (timeouts fire between T and 2T).
@@ -74,7 +76,10 @@ class SpoutExecutor(Executor):
         self._reaches = frozenset(wiring.plan.downstream_tasks(self.component) | set(wiring.plan.acker_tasks))
         self._lost: deque[float] = deque()
         msp = conf.get("topology.max.spout.pending")
-        self.max_pending = msp * len(self.task_ids) if msp else 0
+        # "auto": a tuner per task sets it (`_tune`); this executor's limit is their sum
+        self.tuners = tuners(conf, self.task_ids) if msp == AUTO and self.acking else {}
+        self.max_pending = msp * len(self.task_ids) if msp and msp != AUTO else sum(
+            t.limit for t in self.tuners.values())
         self.timeout_secs = float(conf.get("topology.message.timeout.secs") or 30)
         self.timeouts_on = bool(self.acking and conf.get("topology.enable.message.timeouts", True))
         self.auto_pending = self.timeouts_on and not msp
@@ -194,9 +199,10 @@ class SpoutExecutor(Executor):
 
     # --- timeouts --------------------------------------------------------------------------------------
     def timers(self):
+        tuning = [(interval(self.conf), self._tune)] if self.tuners else []
         if not self.timeouts_on:
-            return []
-        timers = [(self.timeout_secs, self.rotate)]
+            return tuning
+        timers = [(self.timeout_secs, self.rotate), *tuning]
         if self.auto_pending:
             timers.append((self.rate_period(), self._adapt_pending(self.wiring.clock.now)))
         return timers
@@ -226,6 +232,13 @@ class SpoutExecutor(Executor):
             rate = (done - done0) / (t - t0)
             self.max_pending = max(floor, int(rate * budget), self.max_pending // 2)
         return adapt
+
+    def _tune(self) -> None:
+        """The timer of ``topology.max.spout.pending: auto``: each task's tuner reads its
+        counters (`squall.engine.pending_tuner`); the executor's limit is the sum of theirs."""
+        now = self.wiring.clock.now()
+        self.max_pending = sum(tuner.update(now, self.stats[t].acked, self.stats[t].latency_sum,
+                                            self.stats[t].latency_count) for t, tuner in self.tuners.items())
 
     def _expired(self, root: int, info: tuple) -> None:
         self._expired_ids.append((info[1], info[0], info[2]))
@@ -274,6 +287,14 @@ class SpoutExecutor(Executor):
 
     def emitted_by_stream(self, task):
         return {s: (r.emitted, r.transferred) for s, r in self.collectors[task].routers.items()}
+
+    def sampled_snapshot(self, task: int) -> dict:
+        """The task's statistics, with its max spout pending now (a gauge) while one applies."""
+        snapshot = super().sampled_snapshot(task)
+        limit = self.tuners[task].limit if self.tuners else self.max_pending // len(self.task_ids)
+        if limit and self.acking:
+            snapshot[(MAX_SPOUT_PENDING, "", "")] = limit
+        return snapshot
 
 
 class SpoutCollector(SpoutOutputCollector):

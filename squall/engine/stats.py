@@ -32,6 +32,10 @@ COMPLETE_LATENCY = "complete_latency"   # spouts, ms
 PROCESS_LATENCY = "process_latency"     # bolts, ms
 EXECUTE_LATENCY = "execute_latency"     # bolts, ms
 LATENCIES = (COMPLETE_LATENCY, PROCESS_LATENCY, EXECUTE_LATENCY)
+# spouts: the task's max spout pending now (fixed, automatic or tuned), not a count: a window
+# shows its value now, and a component's is the sum of its tasks'
+MAX_SPOUT_PENDING = "max_spout_pending"
+GAUGES = (MAX_SPOUT_PENDING,)
 # a counter's key: (metric, source component or "" for a task's own streams, stream)
 StatKey = tuple[str, str, str]
 

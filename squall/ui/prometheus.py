@@ -4,8 +4,9 @@ exposition format (prometheus-client), read from the master at each scrape.
 Counts are all time since each worker started (Prometheus takes rates itself, and treats a
 count that goes down, a restarted worker, as a counter reset); they are Storm's sampled
 statistics, the same figures as the UI's pages. Latencies are the all-time averages in ms, as
-gauges. Labels: ``topology`` (name), ``component``, ``task``, ``stream``, and ``source`` (the
-component a bolt's input came from, "" for a task's own streams).
+gauges, and so is a spout task's max spout pending now. Labels: ``topology`` (name),
+``component``, ``task``, ``stream``, and ``source`` (the component a bolt's input came from, ""
+for a task's own streams).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._errors import NotAliveException
-from ..engine.stats import LATENCIES
+from ..engine.stats import GAUGES, LATENCIES
 from .link import MasterLink, MasterUnavailable
 from .app import error_response
 
@@ -36,6 +37,7 @@ _HELP = {
     "complete_latency": "Spouts: mean complete latency in ms (all time)",
     "process_latency": "Bolts: mean process latency in ms (all time)",
     "execute_latency": "Bolts: mean execute latency in ms (all time)",
+    "max_spout_pending": "Spouts: the task's max spout pending now (fixed, automatic or found by the tuner)",
 }
 _WORKER_FIGURES = [
     ("cpuSecs", "squall_worker_cpu_seconds", "CPU time of the worker's process", True),
@@ -57,6 +59,8 @@ class _Snapshot:
         for metric, text in _HELP.items():
             if metric in LATENCIES:
                 families[metric] = GaugeMetricFamily(f"squall_{metric}_ms", text, labels=_TASK_LABELS)
+            elif metric in GAUGES:
+                families[metric] = GaugeMetricFamily(f"squall_{metric}", text, labels=_TASK_LABELS)
             else:
                 families[metric] = CounterMetricFamily(f"squall_{metric}", text, labels=_TASK_LABELS)
         workers = {key: (CounterMetricFamily if counter else GaugeMetricFamily)(name, text, labels=_WORKER_LABELS)

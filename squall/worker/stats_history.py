@@ -20,7 +20,7 @@ import time
 from collections import deque
 from typing import Any, NamedTuple
 
-from ..engine.stats import LATENCIES, StatKey
+from ..engine.stats import GAUGES, LATENCIES, StatKey
 
 WINDOWS = (600, 10800, 86400)
 ALL_TIME = ":all-time"
@@ -51,7 +51,8 @@ class StatsHistory:
 
     def render(self, now: float, snapshots: dict[int, Snapshot]) -> dict[int, dict[str, list[list[Any]]]]:
         """Every task's windows: ``{task: {window: [[metric, component, stream, value], ...]}}``;
-        counts are differences, latencies averages in ms (absent when nothing was sampled)."""
+        counts are differences, latencies averages in ms (absent when nothing was sampled),
+        gauges (`squall.engine.stats.GAUGES`) their value now."""
         out: dict[int, dict[str, list[list[Any]]]] = {}
         for task, current in snapshots.items():
             windows = {}
@@ -83,6 +84,9 @@ def _rows(current: Snapshot, base: Snapshot) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for (metric, comp, stream), value in current.items():
         if metric.endswith("#n"):
+            continue
+        if metric in GAUGES:  # a value now, the same in every window
+            rows.append([metric, comp, stream, value])
             continue
         delta = value - base.get((metric, comp, stream), 0)
         if metric in LATENCIES:

@@ -67,6 +67,10 @@ class RemoteCluster:
     def get_topology_page(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
         return self.client.get_topology_page(name, window, sys)
 
+    def get_component_page(self, name: str, component: str, window: str | None = None,
+                           sys: bool = False) -> dict[str, Any]:
+        return self.client.get_component_page(name, component, window, sys)
+
     def get_cluster_info(self) -> dict[str, Any]:
         return {"host": self.host, **self.client.get_cluster_info()}
 

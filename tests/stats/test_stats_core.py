@@ -10,7 +10,7 @@ from squall._config import topology_conf
 from squall.cluster import stats_pages
 from squall.cluster.stats_pages import Stat, TopologyView, WorkerView
 from squall.engine.plan import make_plan
-from squall.engine.stats import ACKED, EXECUTED, EvenSampler, TaskStatistics, sample_freq
+from squall.engine.stats import ACKED, EXECUTED, MAX_SPOUT_PENDING, EvenSampler, TaskStatistics, sample_freq
 from squall.worker.stats_history import StatsHistory
 
 
@@ -60,6 +60,16 @@ def test_windows_count_only_what_happened_in_their_last_seconds():
     assert value["600"] == pytest.approx(6_000, rel=0.01)  # the last 10 minutes only
     assert value["10800"] == 12_000  # younger than 3 hours: everything
     assert value["86400"] == 12_000
+
+
+def test_a_gauge_shows_its_value_now_in_every_window():
+    """A spout's max spout pending is a value, not a count: no window takes a difference of it."""
+    history = StatsHistory(start=0.0)
+    for now in range(1, 700):
+        history.record(float(now), {1: {(MAX_SPOUT_PENDING, "", ""): 16 + now}})
+    windows = history.render(700.0, {1: {(MAX_SPOUT_PENDING, "", ""): 250}})[1]
+    assert {w: rows for w, rows in windows.items()} == {
+        w: [[MAX_SPOUT_PENDING, "", "", 250]] for w in ("600", "10800", "86400", ":all-time")}
 
 
 def test_latency_windows_average_their_own_samples():

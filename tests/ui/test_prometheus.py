@@ -32,6 +32,10 @@ def test_metrics_carry_the_pages_figures_labelled_by_topology_component_task_and
     assert len({s.labels["task"] for s in executed}) == 2
     latency = [s for s in fams["squall_complete_latency_ms"].samples if s.labels["component"] == "words"]
     assert latency and all(s.value >= 0 for s in latency)
+    # the spout's limit now, a gauge (null in the conf: the automatic limit, at least 64 per task)
+    assert "# TYPE squall_max_spout_pending gauge" in resp.text
+    pending = [s for s in fams["squall_max_spout_pending"].samples if s.labels["component"] == "words"]
+    assert len(pending) == 1 and pending[0].value >= 64
     rss = fams["squall_worker_resident_memory_bytes"].samples
     assert rss and all(s.value > 0 and s.labels["topology"] == "demo" for s in rss)
     assert fams["squall_worker_cpu_seconds"].samples[0].value > 0

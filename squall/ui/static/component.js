@@ -56,7 +56,9 @@
     fill("outputs", table(outputs, c.outputStats || []));
     const executors = [["Id (tasks)", "id"], ["Host", "host"], ["Port", "port", {num: true, plain: true}], ["Uptime", "uptime"],
                        ["Emitted", "emitted", {num: true}], ["Transferred", "transferred", {num: true}]];
-    if (spout) executors.push(["Complete latency (ms)", "completeLatency", {num: true}]);
+    if (spout) executors.push(["Complete latency (ms)", "completeLatency", {num: true}],
+                              ["Max spout pending", "maxSpoutPending",
+                               {num: true, tip: "The executor's limit now: fixed, automatic, or found by the tuner (auto)"}]);
     else executors.push(["Capacity", "capacity", {num: true}], ["Execute latency (ms)", "executeLatency", {num: true}],
                         ["Executed", "executed", {num: true}], ["Process latency (ms)", "processLatency", {num: true}]);
     executors.push(["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}],

@@ -1,0 +1,227 @@
+"""The max spout pending tuner (``topology.max.spout.pending: auto``), as Storm @Twitter plans it.
+
+Storm @Twitter (section 3.3.3) found that setting max spout pending by hand was an operational
+burden and planned a tuner that raises the limit while the acked throughput grows and lowers it
+when the complete latency rises without a gain. Open-source Storm never shipped one. Here it is a
+hill climber on one spout task's limit, fed every ``topology.max.spout.pending.auto.interval.secs``
+with the task's cumulative acked count and complete-latency sum (exact counters the executor keeps
+anyway, so it costs nothing per tuple); each interval gives one `Measurement`: acked tuples/s and
+mean complete latency at the limit of that interval.
+
+- **Climbing.** From ``.auto.min`` it probes a limit `STEP` times higher. A probe that is better
+  (see `PendingTuner._better`: throughput up by a share of the step, or, for a lower limit, the
+  throughput held at a clearly lower latency) becomes the reference and the next probe goes on the same way with the same
+  factor: the limit grows geometrically while throughput grows (a slow start). A probe that is
+  not better (no gain, and the latency did not fall: past the knee the latency rises with the
+  limit) is dropped: the next probe starts from the reference, the other way, with the square
+  root of the factor. So the probes close in on the knee of the throughput curve, where more in
+  flight only adds waiting, until the factor is below `MIN_STEP`: the tuner settles on the
+  reference. A measurement below the best throughput seen by more than `PEAK_LOSS` is never better,
+  so small losses cannot add up over many probes.
+- **Settled.** It keeps the limit and compares each interval with a base: the interval it
+  settled on, then an average that ordinary intervals move by `BASE_WEIGHT`. After
+  `CHANGE_PERIODS` intervals in a row of latency up by more than `LATENCY_RISE` without a gain
+  (a slower downstream) it climbs again, downwards first; after as many of throughput up by more
+  than `GAIN` (more offered load, more capacity), upwards; and every `REPROBE_PERIODS` intervals it
+  probes upwards once, in case capacity grew without the throughput showing it.
+- **Transients.** A changed limit takes about one complete latency to show in the throughput; the
+  interval after a change is used only if its latency is below `WARM_FRACTION` of the interval,
+  else it is skipped. An interval in which nothing completed says nothing and changes nothing.
+
+The limit stays within ``[low, high]``. Pure: time and counters are passed in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+AUTO = "auto"
+MIN_KEY = "topology.max.spout.pending.auto.min"
+MAX_KEY = "topology.max.spout.pending.auto.max"
+INTERVAL_KEY = "topology.max.spout.pending.auto.interval.secs"
+DEFAULT_MIN, DEFAULT_MAX, DEFAULT_INTERVAL = 16, 10_000, 1.0  # as squall/defaults.yaml, for a conf without them
+
+STEP = 4.0            # the first probe's factor (the slow start)
+RESTART_STEP = 2.0    # the factor when a settled tuner climbs again
+MIN_STEP = 1.1        # settle once the factor would be below this
+GAIN = 0.05           # throughput changes smaller than this share are noise
+THROUGHPUT_SHARE = 0.1   # a probe k times the limit moved the throughput if by more than k ** this
+PEAK_LOSS = 0.1       # climbing: a throughput below the best seen by this share is never better
+LATENCY_GAIN = 0.1    # a lower limit must lower the latency by this share at least
+LATENCY_RISE = 0.25   # settled: a latency higher by this share is a rise
+CHANGE_PERIODS = 3    # settled: intervals in a row that must show a change before it climbs again
+REPROBE_PERIODS = 30  # settled: probe upwards once every this many intervals
+BASE_WEIGHT = 0.25    # settled: how far each ordinary interval moves the base it is compared with
+WARM_FRACTION = 0.1   # the interval after a change counts if its latency is below this share of it
+
+
+class Measurement(NamedTuple):
+    """One interval at one limit: acked tuples/s and mean complete latency in seconds (None:
+    nothing was timed)."""
+
+    limit: int
+    throughput: float
+    latency: float | None
+
+
+class PendingTuner:
+    """The limit of one spout task (see the module docstring): call `update` every interval."""
+
+    def __init__(self, low: int, high: int, *, step: float = STEP, min_step: float = MIN_STEP) -> None:
+        if not 1 <= low <= high:
+            raise ValueError(f"bounds must be 1 <= low <= high, got {low} and {high}")
+        if not step > min_step > 1:
+            raise ValueError(f"factors must be step > min_step > 1, got {step} and {min_step}")
+        self.low, self.high = low, high
+        self.min_step = min_step
+        self.limit = low
+        self.settled = False
+        self.changes = 0   # times the limit changed
+        self._step = step
+        self._direction = 1
+        self._ref: Measurement | None = None  # the best limit known while climbing
+        self._peak = 0.0                      # the best throughput seen while climbing
+        self._base: Measurement | None = None  # settled: what an interval is compared with (a slow average)
+        self._deviation = 0                   # settled: +n intervals of gain in a row, -n of rising latency
+        self._settled_periods = 0
+        self._last: tuple[float, int, float, int] | None = None
+        self._fresh = False  # the limit changed at the last update
+
+    def update(self, now: float, acked: int, latency_sum: float, latency_count: int) -> int:
+        """Feed the task's cumulative counters at ``now`` (seconds): tuples acked, and the sum
+        (seconds) and number of complete latencies measured. Returns the limit to apply."""
+        last = self._last
+        if last is not None and (now <= last[0] or acked <= last[1]):
+            return self.limit  # nothing completed: no news (an idle spout, a stalled topology)
+        self._last = (now, acked, latency_sum, latency_count)
+        if last is None:
+            return self.limit
+        dt = now - last[0]
+        n = latency_count - last[3]
+        latency = (latency_sum - last[2]) / n if n > 0 else None
+        if self._fresh:
+            self._fresh = False
+            if latency is None or latency > WARM_FRACTION * dt:
+                return self.limit  # the interval was partly the last change's transient
+        m = Measurement(self.limit, (acked - last[1]) / dt, latency)
+        if self.settled:
+            self._watch(m)
+        else:
+            self._climb(m)
+        return self.limit
+
+    # --- climbing --------------------------------------------------------------------------------------
+    def _climb(self, m: Measurement) -> None:
+        ref = self._ref
+        if ref is None or m.limit == ref.limit or self._better(m, ref):
+            self._ref = m
+            self._peak = max(self._peak, m.throughput)
+        else:  # no gain and no lower latency: back to the reference, the other way, finer
+            self._turn()
+        self._probe()
+
+    def _better(self, m: Measurement, ref: Measurement) -> bool:
+        """Whether ``m`` is better than ``ref``, judged by which side of the knee explains it.
+
+        With the limit ``k`` times the reference's (in logs), a topology held by its limit (far
+        below the knee) moves its throughput by about ``k`` at the same latency; past the knee
+        the throughput stays and the latency moves by ``k``. Real curves bend gradually (more in
+        flight also means bigger batches, so latency grows below the knee too), so raising is
+        better if throughput rose by more than `THROUGHPUT_SHARE` of ``k`` (and by `GAIN` at
+        least: noise must not decide), and lowering is better if throughput fell by less than
+        that share of ``k`` while latency fell by more than half of it."""
+        if m.throughput < self._peak * (1 - PEAK_LOSS) or m.throughput <= 0 or ref.throughput <= 0:
+            return False
+        k = math.log(m.limit / ref.limit)
+        gain = math.log(m.throughput / ref.throughput)
+        if k > 0:
+            return gain > max(k * THROUGHPUT_SHARE, math.log1p(GAIN))
+        if m.latency is None or ref.latency is None or m.latency <= 0 or ref.latency <= 0:
+            return False
+        return gain > k * THROUGHPUT_SHARE and math.log(m.latency / ref.latency) < min(k / 2, math.log1p(-LATENCY_GAIN))
+
+    def _turn(self) -> None:
+        self._direction = -self._direction
+        self._step = math.sqrt(self._step)
+
+    def _probe(self) -> None:
+        """Set the next probe from the reference, or settle on it once the factor is too small."""
+        assert self._ref is not None
+        base = self._ref.limit
+        while self._step >= self.min_step:
+            target = self._clamp(base * self._step ** self._direction)
+            if target != base:
+                self._set(target)
+                return
+            self._turn()  # at a bound: the other way
+        self._settle()
+
+    def _clamp(self, x: float) -> int:
+        return max(self.low, min(self.high, round(x)))
+
+    def _set(self, limit: int) -> None:
+        if limit != self.limit:
+            self.limit = limit
+            self.changes += 1
+            self._fresh = True
+
+    # --- settled ---------------------------------------------------------------------------------------
+    def _settle(self) -> None:
+        assert self._ref is not None
+        self._set(self._ref.limit)
+        self.settled = True
+        self._base = self._ref if self._ref.limit == self.limit else None
+        self._deviation = 0
+        self._settled_periods = 0
+
+    def _watch(self, m: Measurement) -> None:
+        base = self._base
+        if base is None:  # the first interval at the settled limit is the one to compare with
+            self._base = m
+            return
+        self._settled_periods += 1
+        gained = m.throughput > base.throughput * (1 + GAIN)
+        rose = (not gained and m.latency is not None and base.latency is not None
+                and m.latency > base.latency * (1 + LATENCY_RISE))
+        if gained:
+            self._deviation = max(self._deviation, 0) + 1
+        elif rose:
+            self._deviation = min(self._deviation, 0) - 1
+        else:  # an ordinary interval: the base follows slowly, so one noisy interval weighs little
+            self._deviation = 0
+            self._base = _blend(base, m, BASE_WEIGHT)
+        if self._deviation <= -CHANGE_PERIODS:
+            self._restart(m, -1, RESTART_STEP)
+        elif self._deviation >= CHANGE_PERIODS:
+            self._restart(m, 1, RESTART_STEP)
+        elif self._settled_periods >= REPROBE_PERIODS:
+            self._restart(m, 1, math.sqrt(RESTART_STEP))
+
+    def _restart(self, m: Measurement, direction: int, step: float) -> None:
+        self.settled = False
+        self._ref = m
+        self._peak = m.throughput
+        self._direction = direction
+        self._step = step
+        self._probe()
+
+
+def _blend(old: Measurement, new: Measurement, weight: float) -> Measurement:
+    """``old`` moved ``weight`` of the way to ``new`` (an exponentially weighted average)."""
+    latency = new.latency if old.latency is None else old.latency if new.latency is None else (
+        old.latency + weight * (new.latency - old.latency))
+    return Measurement(old.limit, old.throughput + weight * (new.throughput - old.throughput), latency)
+
+
+def tuners(conf: Mapping[str, Any], tasks: Iterable[int]) -> dict[int, PendingTuner]:
+    """One tuner per task, with the bounds of ``conf`` (the component's validated configuration)."""
+    low = int(conf.get(MIN_KEY) or DEFAULT_MIN)
+    high = int(conf.get(MAX_KEY) or max(low, DEFAULT_MAX))
+    return {t: PendingTuner(low, max(low, high)) for t in tasks}
+
+
+def interval(conf: Mapping[str, Any]) -> float:
+    """Seconds between two updates of the tuners."""
+    return float(conf.get(INTERVAL_KEY) or DEFAULT_INTERVAL)

@@ -72,7 +72,7 @@ def cmd_supervisor(args: argparse.Namespace) -> int:
     if pid is not None:
         raise UserError(f"a supervisor already runs for storm.local.dir {local_dir} (pid {pid})")
     _daemon_logging(args.debug)
-    run_process_supervisor(conf, host=str(conf.get("storm.local.hostname") or "127.0.0.1"))
+    run_process_supervisor(conf)  # binding storm.local.hostname, else 127.0.0.1
     return 0
 
 

@@ -178,3 +178,14 @@ def test_an_unhealthy_node_stops_its_workers_and_the_master_moves_them_to_a_heal
     master.monitor()
     master.op_submit(name="u", conf={"topology.workers": 2}, topology=cloudpickle.dumps(builder.create_topology()))
     assert sorted(master.topologies["u"].assignment) == ["10.0.0.1:6700", "10.0.0.2:6700"]  # a takes work again
+
+
+def test_squall_node_health_check_prints_each_verdict_and_exits_1_when_unhealthy(tmp_path, capsys):
+    from squall.cli import main
+
+    _script(tmp_path, "a-fine", "#!/bin/sh\necho fine\n")
+    assert main(["node-health-check", "-c", f"storm.health.check.dir={tmp_path}"]) == 0
+    assert capsys.readouterr().out == f"{tmp_path}/a-fine: ok\n"
+    _script(tmp_path, "b-memory", "#!/bin/sh\necho 'ERROR memory is low'\n")
+    assert main(["node-health-check", "-c", f"storm.health.check.dir={tmp_path}"]) == 1
+    assert capsys.readouterr().out.splitlines()[1] == f"{tmp_path}/b-memory: ERROR memory is low"

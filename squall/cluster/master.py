@@ -19,10 +19,11 @@ the heartbeats up again. A worker that stops heartbeating for ``nimbus.task.time
 restarting it; if its supervisor fell silent that long too, the machine is taken for dead (it
 died, or its link was cut) and the executors move to the other machines, as Storm reassigns
 timed-out executors. A supervisor whose node fails its health checks (`squall.cluster.health`)
-is given no slots, and what ran there moves at once. A worker that exits before its heartbeat said it started (its executors opened)
-failed to start, whatever the cause: its slot waits 1, 2, 4 ... 30 s before the next start, and
-after ``squall.worker.max.launch.attempts`` failed starts in a row it is given up; the error (the
-worker's own, else the last lines of its output, which its supervisor sends) shows in ``list``.
+is given no slots, and what ran there moves at once. A worker that exits before its heartbeat
+said it started (its executors opened) failed to start, whatever the cause: its slot waits 1, 2,
+4 ... 30 s before the next start, and after ``squall.worker.max.launch.attempts`` failed starts
+in a row it is given up; the error (the worker's own, else the last lines of its output, which
+its supervisor sends) shows in ``list``.
 A worker that started and then crashed is restarted at once, unless it crashed within a minute
 of its start after a crash that did too: then it waits 1, 2, 4 ... 30 s (`crash_backoff`), and
 is never given up. An error that repeats the last one of its component is counted on that

@@ -70,14 +70,14 @@ class Supervisor:
         """One round: collect exits, ask the master, start and stop workers to match. False
         when the master could not be reached (nothing was changed)."""
         self.exits.extend(ex.as_dict() for ex in self.launcher.exits())
-        # ``running``: a worker the master believes in but that is not here died unseen
-        # (while the master was down), and must get a new launch id
         unhealthy = self.health.problem if self.health is not None else None
         if unhealthy is not None and self.launcher.running():
             # Storm's shutdownAllWorkers, before the master hears of it: what the node's checks
             # found (a full disk, a bad link) may be corrupting their work now
             log.error("health checks fail (%s): stopping every worker", unhealthy)
             self.launcher.stop_all()
+        # ``running``: a worker the master believes in but that is not here died unseen
+        # (while the master was down), and must get a new launch id
         running = [{"port": port, "storm_id": launch.storm_id, "launch_id": launch.launch_id}
                    for port, launch in self.launcher.running().items()]
         try:

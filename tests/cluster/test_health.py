@@ -2,7 +2,6 @@
 verdicts, an injected runner and clock for the schedule, and a supervisor and master wired
 in-process for what an unhealthy node does."""
 
-import os
 import time
 
 import cloudpickle

@@ -27,7 +27,7 @@ class NetnsUnavailable(Exception):
 
 
 def _ip(*args: str) -> None:
-    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10)
+    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10, check=False)
     if done.returncode != 0:
         raise NetnsUnavailable(f"`ip {' '.join(args)}` failed: {done.stderr.strip() or done.returncode}")
 
@@ -35,8 +35,9 @@ def _ip(*args: str) -> None:
 def _free_subnet() -> int:
     """A third octet N with no address of 10.213.N.0/24 on this machine."""
     try:
-        shown = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired) as e:
+        shown = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, timeout=10,
+                               check=True).stdout
+    except (OSError, subprocess.SubprocessError) as e:
         raise NetnsUnavailable(f"cannot run ip: {e}") from None
     start = os.getpid() % 200 + 20
     for n in [*range(start, 250), *range(20, start)]:
@@ -95,8 +96,8 @@ class Network:
     def remove(self) -> None:
         """Delete the namespaces and links (after their processes have ended)."""
         for ns in reversed(self._made):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
-        subprocess.run(["ip", "link", "del", self.root_link], capture_output=True, timeout=10)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10, check=False)
+        subprocess.run(["ip", "link", "del", self.root_link], capture_output=True, timeout=10, check=False)
         self._made = []
 
 

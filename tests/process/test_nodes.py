@@ -14,11 +14,11 @@ from squall import StormSubmitter
 
 from ..conftest import wait_until
 from .conftest import Cluster
-from .nodes import Machine, Network, NetnsUnavailable, log_tail, slots_of
+from .nodes import Machine, NetnsUnavailable, Network, log_tail, slots_of
 from .recovery_topology import RECOVERY_CONF, acked, recovery_topology
 from .semantics_topology import topology_conf
 
-N = 6000
+N = 4000
 SECRET = "squall-nodes-test-secret-0123456789"  # every machine must hold the cluster's secret
 TIMEOUT = 4  # nimbus.task.timeout.secs
 
@@ -46,6 +46,9 @@ def _lose_machines(cluster, machines, out, losses):
     """Run the recovery topology on 2 of ``machines`` (one slot each), and apply each of
     ``losses`` in turn to a machine it runs on: its executors must move to free machines while
     tuples flow, and every id be acked in the end. Returns the machines lost."""
+    with cluster.client() as m:  # all registered first, so that the topology starts on two machines
+        assert wait_until(lambda: len(m.request("supervisors")) == len(machines), 30), \
+            "the supervisors did not register\n" + _why(cluster, machines)
     with StormSubmitter.using_conf(cluster.conf):
         StormSubmitter.submit_topology("spread", topology_conf(out, **RECOVERY_CONF), recovery_topology(N))
     lost = []
@@ -62,7 +65,7 @@ def _lose_machines(cluster, machines, out, losses):
                 return len(on) == 2 and not set(on) & set(lost)
             assert wait_until(moved, TIMEOUT + 30), \
                 f"still on {slots_of(m, 'spread')} after losing {victim.address}\n" + _why(cluster, machines)
-            assert wait_until(lambda: len(acked(out)) > before + 50 or len(acked(out)) == N, 30), \
+            assert wait_until(lambda before=before: len(acked(out)) > before + 50 or len(acked(out)) == N, 30), \
                 "acks did not resume\n" + _why(cluster, machines)
         assert wait_until(lambda: acked(out) >= set(range(N)), 90), \
             f"lost ids: {sorted(set(range(N)) - acked(out))[:20]}\n" + _why(cluster, machines)
@@ -89,9 +92,9 @@ def test_machines_in_network_namespaces_that_die_or_lose_their_link_lose_nothing
     try:
         cluster = _cluster(tmp_path, **{"nimbus.host": net.master_address})
         port = cluster.conf["supervisor.slots.ports"][0]
-        machines = [Machine(cluster, f"m{i}", address, ns, **{"supervisor.slots.ports": [port]})
-                    for i, (address, ns) in enumerate(zip(net.addresses, net.namespaces))]
         try:
+            for i, (address, ns) in enumerate(zip(net.addresses, net.namespaces)):
+                machines.append(Machine(cluster, f"m{i}", address, ns, **{"supervisor.slots.ports": [port]}))
             out = tmp_path / "out"
             out.mkdir()
             _, cut = _lose_machines(cluster, machines, out,
@@ -112,8 +115,10 @@ def test_machines_on_loopback_addresses_that_die_or_hang_lose_nothing(tmp_path):
     as a cut link); resumed, the hung machine's stale worker is stopped."""
     cluster = _cluster(tmp_path)
     port = cluster.conf["supervisor.slots.ports"][0]
-    machines = [Machine(cluster, f"m{i}", f"127.0.0.{i + 2}", **{"supervisor.slots.ports": [port]}) for i in range(4)]
+    machines = []
     try:
+        for i in range(4):
+            machines.append(Machine(cluster, f"m{i}", f"127.0.0.{i + 2}", **{"supervisor.slots.ports": [port]}))
         out = tmp_path / "out"
         out.mkdir()
         _, hung = _lose_machines(cluster, machines, out, [Machine.kill, Machine.freeze])
@@ -132,16 +137,16 @@ def test_a_machine_that_fails_its_health_checks_hands_its_workers_to_healthy_mac
     checks = tmp_path / "healthchecks"
     checks.mkdir()
     machines = []
-    for i in range(3):
-        mdir = checks / f"m{i}"
-        mdir.mkdir()
-        check = mdir / "disk"
-        check.write_text(f"#!/bin/sh\nif [ -e {tmp_path}/sick-m{i} ]; then echo 'ERROR disk full on m{i}'; fi\nexit 0\n")
-        check.chmod(0o755)
-        machines.append(Machine(cluster, f"m{i}", f"127.0.0.{i + 2}",
-                                **{"supervisor.slots.ports": [port], "storm.health.check.dir": str(mdir),
-                                   "squall.health.check.interval.secs": 0.5}))
     try:
+        for i in range(3):
+            mdir = checks / f"m{i}"
+            mdir.mkdir()
+            check = mdir / "disk"
+            check.write_text(f"#!/bin/sh\nif [ -e {tmp_path}/sick-m{i} ]; then echo 'ERROR disk full on m{i}'; fi\nexit 0\n")
+            check.chmod(0o755)
+            machines.append(Machine(cluster, f"m{i}", f"127.0.0.{i + 2}",
+                                    **{"supervisor.slots.ports": [port], "storm.health.check.dir": str(mdir),
+                                       "squall.health.check.interval.secs": 0.5}))
         out = tmp_path / "out"
         out.mkdir()
         (sick,) = _lose_machines(cluster, machines, out,

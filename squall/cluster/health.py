@@ -206,23 +206,29 @@ class HealthMonitor:
         self._thread = threading.Thread(target=self._loop, name="squall-health-check", daemon=True)
 
     def start(self) -> HealthMonitor:
-        """Start the thread; returns self."""
+        """Run the first round now (so that a node that starts unhealthy is never given work),
+        then the others on the thread; returns self."""
+        self._round()
         self._thread.start()
         return self
 
     @property
     def problem(self) -> str | None:
-        """Why the node is unhealthy, or None (also before the first round has finished)."""
+        """Why the node is unhealthy after the latest round, or None."""
         return self.check.report.problem
+
+    def _round(self) -> None:
+        try:
+            self.check.tick()
+        except Exception:  # a check must never end the supervisor: report, retry next round
+            log.exception("health checks failed to run")
+            self.check.next_at = self.check.clock.now() + self.check.interval_secs
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            try:
-                self.check.tick()
-            except Exception:  # a check must never end the supervisor: report, retry next round
-                log.exception("health checks failed to run")
-                self.check.next_at = self.check.clock.now() + self.check.interval_secs
             self.check.clock.wait(self._stop, min(1.0, self.check.interval_secs))
+            if not self._stop.is_set():
+                self._round()
 
     def stop(self) -> None:
         """End the thread (a script running finishes or times out first)."""

@@ -149,10 +149,7 @@ def test_an_unhealthy_node_stops_its_workers_and_the_master_moves_them_to_a_heal
     sup_a = Supervisor(conf, a, Direct(master), "a", health=HealthMonitor(sick_check))
     sup_b = Supervisor(conf, b, Direct(master), "b")
     sup_a.sync()
-    builder = TopologyBuilder()
-    builder.set_spout("feed", FeederSpout(["x"]), 1)
-    builder.set_bolt("sink", AckBolt(), 2).shuffle_grouping("feed")
-    master.op_submit(name="t", conf={"topology.workers": 1}, topology=cloudpickle.dumps(builder.create_topology()))
+    master.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     sup_a.sync()
     sup_b.sync()
     assert list(a.running()) == [6700] and not b.running()  # b joined after: the topology is on a
@@ -175,7 +172,7 @@ def test_an_unhealthy_node_stops_its_workers_and_the_master_moves_them_to_a_heal
     assert [s["healthy"] for s in master.op_supervisors()] == [True, True]
     master.op_kill(name="t", wait_secs=0)
     master.monitor()
-    master.op_submit(name="u", conf={"topology.workers": 2}, topology=cloudpickle.dumps(builder.create_topology()))
+    master.op_submit(name="u", conf={"topology.workers": 2}, topology=_topology())
     assert sorted(master.topologies["u"].assignment) == ["10.0.0.1:6700", "10.0.0.2:6700"]  # a takes work again
 
 
@@ -188,3 +185,29 @@ def test_squall_node_health_check_prints_each_verdict_and_exits_1_when_unhealthy
     _script(tmp_path, "b-memory", "#!/bin/sh\necho 'ERROR memory is low'\n")
     assert main(["node-health-check", "-c", f"storm.health.check.dir={tmp_path}"]) == 1
     assert capsys.readouterr().out.splitlines()[1] == f"{tmp_path}/b-memory: ERROR memory is low"
+
+
+def test_a_node_that_starts_unhealthy_is_never_given_work(tmp_path):
+    """The first round runs before the supervisor's first sync, so the master never places a
+    topology on a node whose checks already fail."""
+    conf = cluster_conf({"storm.local.dir": str(tmp_path / "local")})
+    master = Master(conf)
+    master.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    _script(tmp_path, "memory", "#!/bin/sh\n")
+    clock = SimulatedClock()
+    monitor = HealthMonitor(HealthCheck(tmp_path, 5, runner=lambda path, timeout: ScriptRun(0, "ERROR swap full"),
+                                        clock=clock)).start()
+    try:
+        assert monitor.problem == "memory: ERROR swap full"  # known when start returns
+        machine = FakeWorkers("10.0.0.1", [6700])
+        Supervisor(conf, machine, Direct(master), "a", health=monitor).sync()
+        assert not machine.running() and master.topologies["t"].assignment == {}
+    finally:
+        monitor.stop()
+
+
+def _topology():
+    builder = TopologyBuilder()
+    builder.set_spout("feed", FeederSpout(["x"]), 1)
+    builder.set_bolt("sink", AckBolt(), 2).shuffle_grouping("feed")
+    return cloudpickle.dumps(builder.create_topology())

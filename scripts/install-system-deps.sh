@@ -3,7 +3,9 @@
 # - Debian's redis-server (the real server the Redis Streams connector is tested against);
 # - Debian's chromium (the headless browser tests/ui/test_browser.py drives through Playwright;
 #   Playwright's own `playwright install` downloads a browser build from the network, which CI
-#   and offline machines cannot do, so the tests use the system one at /usr/bin/chromium).
+#   and offline machines cannot do, so the tests use the system one at /usr/bin/chromium);
+# - Debian's iproute2 (`ip`: tests/process/test_nodes.py makes machines of network namespaces;
+#   without it, or without root, that test skips and its 127.0.0.x twin still runs).
 # Idempotent: installs only what is missing, so CI and developers can run it every time.
 set -euo pipefail
 
@@ -17,6 +19,11 @@ if [ ! -x /usr/bin/chromium ]; then
     missing+=(chromium)
 else
     echo "install-system-deps: chromium already installed (/usr/bin/chromium)"
+fi
+if ! command -v ip >/dev/null 2>&1; then
+    missing+=(iproute2)
+else
+    echo "install-system-deps: iproute2 already installed ($(command -v ip))"
 fi
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

@@ -424,6 +424,10 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "isolation.scheduler.machines": (_machines, "a mapping of topology names to numbers of machines, or null",
                                      True),
     "squall.worker.max.launch.attempts": (_positive_int, "a positive integer", False),
+    "storm.health.check.dir": (_string, "a directory (a non-empty string)", False),
+    "storm.health.check.timeout.ms": _MILLIS,
+    "storm.health.check.fail.on.timeouts": _BOOL,
+    "squall.health.check.interval.secs": _SECONDS,
     "squall.local.supervisors": (_positive_int, "a positive integer (in-process machines)", False),
     "squall.encryption": (_encryption, "auto, true or false", True),
     SECRET_KEY: (_secret, (f"a string of at least {MIN_SECRET_CHARS} characters, hard to guess (quote it in YAML if "

@@ -4,7 +4,7 @@ Layout: this module holds `main` and the argument parser; each group of verbs is
 short functions over the Python API:
 
 - `squall.cli._local`: ``local`` (a topology FILE on an in-process `LocalCluster`, live figures);
-- `squall.cli._cluster`: ``nimbus``, ``supervisor``, ``jar``, ``list``, ``info``, ``kill``,
+- `squall.cli._cluster`: ``nimbus``, ``supervisor``, ``node-health-check``, ``jar``, ``list``, ``info``, ``kill``,
   ``activate``, ``deactivate``, ``rebalance``, ``monitor`` (the master and its clients);
 - `squall.cli._logs`: ``logs`` (a topology's worker logs on this machine);
 - `squall.cli._ui`: ``ui`` (the UI daemon's REST API for the cluster's master);
@@ -118,6 +118,13 @@ def _create_arg_parser() -> argparse.ArgumentParser:
          "run a supervisor in the foreground",
          "Run a supervisor in the foreground: it registers supervisor.slots.ports with the master "
          "and starts, watches and stops their worker processes, until Ctrl-C or SIGTERM.")
+
+    verb("node-health-check", _cluster.cmd_node_health_check,
+         "run this machine's health checks once; exit 1 if it is unhealthy",
+         "Run every executable script in storm.health.check.dir once, each for at most "
+         "storm.health.check.timeout.ms, and print each one's verdict. Exit 1 if one printed a line "
+         "starting with ERROR, exited non-zero or timed out (unless storm.health.check.fail.on.timeouts "
+         "is false), else 0.")
 
     jar = verb("jar", _cluster.cmd_jar, "submit a topology file to the master",
                "Submit the topology FILE defines to the master, Storm's way: FILE's "

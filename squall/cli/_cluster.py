@@ -1,4 +1,4 @@
-"""The cluster verbs: the daemons (``nimbus``, ``supervisor``) and the master's clients (``jar``,
+"""The cluster verbs: the daemons (``nimbus``, ``supervisor``, and ``node-health-check``) and the master's clients (``jar``,
 ``list``, ``info``, ``kill``, ``activate``, ``deactivate``, ``rebalance``, ``monitor``), each a
 short function over `run_nimbus`, `run_process_supervisor`, `StormSubmitter` and `MasterClient`.
 
@@ -30,6 +30,7 @@ from .._errors import SquallError
 from .._submitter import StormSubmitter
 from .._system import ACKER_COMPONENT
 from ..cluster.client import MasterClient, master_address
+from ..cluster.health import HealthCheck
 from ..cluster.process import run_nimbus, running_supervisor
 from ..cluster.supervisor import run_process_supervisor
 from ..worker.rpc import AuthenticationError, RpcError
@@ -72,8 +73,22 @@ def cmd_supervisor(args: argparse.Namespace) -> int:
     if pid is not None:
         raise UserError(f"a supervisor already runs for storm.local.dir {local_dir} (pid {pid})")
     _daemon_logging(args.debug)
-    run_process_supervisor(conf, host=str(conf.get("storm.local.hostname") or "127.0.0.1"))
+    run_process_supervisor(conf)  # binding storm.local.hostname, else 127.0.0.1
     return 0
+
+
+def cmd_node_health_check(args: argparse.Namespace) -> int:
+    """``squall node-health-check``: run this machine's health checks once (Storm's ``storm
+    node-health-check``); exit 1 if the node is unhealthy, 0 if not (a process manager may gate
+    the supervisor's start on it)."""
+    conf, _ = cluster_conf_of(args)
+    check = HealthCheck.from_conf(conf)
+    report = check.run()
+    for result in report.results:
+        print(f"{result.script}: {'ok' if result.healthy else result.why}")
+    if not report.results:
+        print(f"no health check scripts in {check.directory}")
+    return 0 if report.healthy else 1
 
 
 def _daemon_logging(debug: bool) -> None:

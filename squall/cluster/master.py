@@ -16,10 +16,14 @@ The master never holds a worker: if it dies, supervisors keep their workers and 
 processing (the Storm paper's key property); when it restarts it reloads its state and picks
 the heartbeats up again. A worker that stops heartbeating for ``nimbus.task.timeout.secs``
 (``nimbus.task.launch.secs`` while it starts) gets a new launch id, which its supervisor obeys by
-restarting it. A worker that exits before its heartbeat said it started (its executors opened)
-failed to start, whatever the cause: its slot waits 1, 2, 4 ... 30 s before the next start, and
-after ``squall.worker.max.launch.attempts`` failed starts in a row it is given up; the error (the
-worker's own, else the last lines of its output, which its supervisor sends) shows in ``list``.
+restarting it; if its supervisor fell silent that long too, the machine is taken for dead (it
+died, or its link was cut) and the executors move to the other machines, as Storm reassigns
+timed-out executors. A supervisor whose node fails its health checks (`squall.cluster.health`)
+is given no slots, and what ran there moves at once. A worker that exits before its heartbeat
+said it started (its executors opened) failed to start, whatever the cause: its slot waits 1, 2,
+4 ... 30 s before the next start, and after ``squall.worker.max.launch.attempts`` failed starts
+in a row it is given up; the error (the worker's own, else the last lines of its output, which
+its supervisor sends) shows in ``list``.
 A worker that started and then crashed is restarted at once, unless it crashed within a minute
 of its start after a crash that did too: then it waits 1, 2, 4 ... 30 s (`crash_backoff`), and
 is never given up. An error that repeats the last one of its component is counted on that
@@ -385,7 +389,8 @@ class Master:
         for slots); a slot whose executors changed gets a new launch id, so it restarts."""
         machines: dict[str, list[int]] = {}
         for sup in self.supervisors.values():
-            machines.setdefault(sup.host, []).extend(sup.ports)
+            if sup.unhealthy is None:  # a node that fails its health checks runs nothing
+                machines.setdefault(sup.host, []).extend(sup.ports)
         assignments = {t.plan.storm_id: {slot: [t.plan.executors[i] for i in idx]
                                          for slot, idx in t.assignment.items()}
                        for t in self.topologies.values()}
@@ -491,7 +496,8 @@ class Master:
         used = {slot for t in self.topologies.values() for slot in t.assignment}
         now = self.clock.wall()
         return [{"id": sid, "host": sup.host, "uptime_secs": now - (sup.since if sup.since is not None else now),
-                 "slots_total": len(sup.ports), "slots_used": len(sup.slots() & used)}
+                 "slots_total": len(sup.ports), "slots_used": len(sup.slots() & used),
+                 "healthy": sup.unhealthy is None, "health_problem": sup.unhealthy}
                 for sid, sup in sorted(self.supervisors.items())]
 
     def op_configuration(self) -> dict[str, Any]:
@@ -615,10 +621,12 @@ class Master:
     # --- supervisors and workers -------------------------------------------------------------------------
     def op_supervisor_sync(self, supervisor_id: str, host: str, ports: list[int],
                            exits: list[dict[str, Any]] | None = None,
-                           running: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """Register a supervisor's slots and tell it what each must run; it reports worker exits
-        and (``running``: ``{port, storm_id, launch_id}`` each; None from a supervisor too old to
-        say) the workers it runs."""
+                           running: list[dict[str, Any]] | None = None,
+                           unhealthy: str | None = None) -> dict[str, Any]:
+        """Register a supervisor's slots and tell it what each must run; it reports worker exits,
+        (``running``: ``{port, storm_id, launch_id}`` each; None from a supervisor too old to
+        say) the workers it runs, and (``unhealthy``) why its node fails its health checks, if
+        it does: such a node is given nothing, and what it ran moves to healthy nodes at once."""
         now = self.clock.wall()
         before = self.supervisors.get(supervisor_id)
         for sid, sup in list(self.supervisors.items()):
@@ -639,11 +647,19 @@ class Master:
             log.info("supervisor %s replaces %s on %s", supervisor_id, sid, host)
             del self.supervisors[sid]
             self._supervisor_replaced(sup)
-        self.supervisors[supervisor_id] = SupervisorInfo(host, list(ports), now, before.since if before else now)
+        sup = self.supervisors[supervisor_id] = SupervisorInfo(host, list(ports), now, before.since if before else now,
+                                                               None if unhealthy is None else str(unhealthy))
         for ex in exits or []:
             self._worker_exited(ex)
-        if before is None or before.ports != list(ports):
-            self._schedule()  # new slots: place topologies that were waiting for some
+        health_changed = before is not None and (before.unhealthy is None) != (unhealthy is None)
+        if sup.unhealthy is not None and (before is None or health_changed):
+            log.warning("supervisor %s on %s fails its health checks (%s): moving its workers to healthy nodes",
+                        supervisor_id, host, sup.unhealthy)
+            self._drop_slots(sup.slots(), now)
+        elif health_changed:
+            log.info("supervisor %s on %s passes its health checks again", supervisor_id, host)
+        if before is None or before.ports != list(ports) or health_changed:
+            self._schedule()  # new slots (or slots gone unhealthy): place what waits for some
         if running is not None:
             self._relaunch_not_running(host, ports, running, now)
         desired = {}
@@ -888,17 +904,14 @@ class Master:
         dead = [sid for sid, sup in self.supervisors.items() if now - sup.seen > sup_timeout]
         for sid in dead:  # its slots are gone: move what ran there
             sup = self.supervisors.pop(sid)
-            lost = sup.slots()
             log.warning("supervisor %s silent for %.0f s: rescheduling its slots", sid, now - sup.seen)
-            for topo in self.topologies.values():
-                for slot in lost & set(topo.assignment):
-                    topo.note_lost(slot, now)
-                topo.assignment = {s: i for s, i in topo.assignment.items() if s not in lost}
+            self._drop_slots(sup.slots(), now)
         if dead:
             self._schedule()
         timeout = float(self.conf.get("nimbus.task.timeout.secs", 30))
         launch = float(self.conf.get("nimbus.task.launch.secs", 120))
         changed = False
+        dead_nodes: set[str] = set()  # slots whose worker and supervisor both fell silent
         for topo in self.topologies.values():
             for slot in topo.assignment:
                 state = topo.slot(slot)
@@ -909,11 +922,49 @@ class Master:
                 hb = state.heartbeat
                 limit = launch if hb is None or hb.starting else timeout
                 last = max(hb.time if hb else topo.launched, state.retry_at)
-                if now - last > limit:
+                if now - last > timeout and not self._supervised(slot, now, timeout):
+                    dead_nodes.add(slot)
+                elif now - last > limit:
                     log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
                                 slot, topo.plan.name, now - last)
                     topo.relaunch(slot, now)
                     changed = True
+        if dead_nodes:
+            self._node_lost(dead_nodes, now, timeout)
+        if changed:
+            self._save()
+
+    def _supervised(self, slot: str, now: float, timeout: float) -> bool:
+        """True if a supervisor that synced within ``timeout`` seconds offers ``slot`` (and so can
+        restart its worker there)."""
+        return any(now - sup.seen <= timeout and slot in sup.slots() for sup in self.supervisors.values())
+
+    def _node_lost(self, slots: set[str], now: float, timeout: float) -> None:
+        """Workers silent for ``nimbus.task.timeout.secs`` on machines whose supervisors are
+        silent too (the machine died, or its link was cut): as Storm reassigns timed-out
+        executors to live slots, their executors move to the other machines. The silent
+        supervisors are dropped (a machine that comes back registers again, and its stale
+        workers, assigned nothing, are stopped)."""
+        slots = set(slots)
+        for sid, sup in list(self.supervisors.items()):
+            if sup.slots() & slots:
+                del self.supervisors[sid]
+                slots |= sup.slots()
+                log.warning("supervisor %s on %s and its workers silent for over %g s (nimbus.task.timeout.secs): "
+                            "moving their executors to other machines", sid, sup.host, timeout)
+        self._drop_slots(slots, now)
+        self._schedule()
+
+    def _drop_slots(self, lost: set[str], now: float) -> None:
+        """Slots that are gone (their machine died, fell silent or fails its health checks):
+        their workers are lost (`LostWorker`: the spouts fail what they held), and their
+        executors are left for `_schedule` to place elsewhere."""
+        changed = False
+        for topo in self.topologies.values():
+            for slot in lost & set(topo.assignment):
+                topo.note_lost(slot, now)
+                changed = True
+            topo.assignment = {s: i for s, i in topo.assignment.items() if s not in lost}
         if changed:
             self._save()
 

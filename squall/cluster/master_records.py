@@ -123,6 +123,7 @@ class SupervisorInfo:
     ports: list[int]                 # its slots' ports
     seen: float                      # master's wall time of its last sync
     since: float | None = None       # master's wall time of its first sync under this id (its uptime)
+    unhealthy: str | None = None     # why its health checks fail (None: they pass), as it last said
 
     def slots(self) -> set[str]:
         """Its slots, as the assignment names them."""

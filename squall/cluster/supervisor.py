@@ -12,7 +12,9 @@ retries. How a worker is started, stopped and watched is its `Launcher`'s busine
 
 On the process host (``python -m squall.cluster.supervisor``, or started by ``squall nimbus
 --host process``) workers die with their supervisor (``PR_SET_PDEATHSIG``), but not with the
-master: its death does not touch them.
+master: its death does not touch them. There it also runs the node's health checks
+(`squall.cluster.health`): while they fail it stops its workers, starts none, and says so in its
+syncs, so that the master moves them to healthy nodes.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .._config import cluster_conf
+from .._config import cluster_conf, setting
 from .._errors import SquallError
 from .._private import private_dir, write_private
 from ..worker.calls import MasterCalls, RpcError
+from .health import HealthCheck, HealthMonitor
 from .launcher import Launch, Launcher
 from .logs import log_own_output
 
@@ -46,13 +49,15 @@ class Supervisor:
         launcher: starts, stops and watches the workers (`squall.cluster.launcher`).
         master: how to reach the master.
         supervisor_id: its id at the master (default: this machine's name and a random suffix).
+        health: the node's health checks, read at each sync (`HealthMonitor`; None: always healthy).
     """
 
     def __init__(self, conf: dict[str, Any], launcher: Launcher, master: MasterCalls,
-                 supervisor_id: str | None = None) -> None:
+                 supervisor_id: str | None = None, health: HealthMonitor | None = None) -> None:
         self.conf = conf
         self.launcher = launcher
         self.master = master
+        self.health = health
         self.id = supervisor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         self.exits: list[dict[str, Any]] = []  # reported at the next sync that reaches the master
         self._stopping = False
@@ -65,18 +70,27 @@ class Supervisor:
         """One round: collect exits, ask the master, start and stop workers to match. False
         when the master could not be reached (nothing was changed)."""
         self.exits.extend(ex.as_dict() for ex in self.launcher.exits())
+        unhealthy = self.health.problem if self.health is not None else None
+        if unhealthy is not None and self.launcher.running():
+            # Storm's shutdownAllWorkers, before the master hears of it: what the node's checks
+            # found (a full disk, a bad link) may be corrupting their work now
+            log.error("health checks fail (%s): stopping every worker", unhealthy)
+            self.launcher.stop_all()
         # ``running``: a worker the master believes in but that is not here died unseen
         # (while the master was down), and must get a new launch id
         running = [{"port": port, "storm_id": launch.storm_id, "launch_id": launch.launch_id}
                    for port, launch in self.launcher.running().items()]
         try:
             reply = self.master.call("supervisor_sync", supervisor_id=self.id, host=self.host,
-                                     ports=self.launcher.slots(), exits=self.exits, running=running)
+                                     ports=self.launcher.slots(), exits=self.exits, running=running,
+                                     unhealthy=unhealthy)
         except RpcError as e:
             log.debug("master unreachable (%s); workers left running", e)
             return False
         self.exits = []
         desired = {int(p): Launch(d["storm_id"], d["name"], d["launch_id"]) for p, d in reply["slots"].items()}
+        if unhealthy is not None:
+            desired = {}  # the master assigns an unhealthy node nothing; an older one might
         for port, launch in list(self.launcher.running().items()):
             want = desired.get(port)
             if want is None or (want.storm_id, want.launch_id) != (launch.storm_id, launch.launch_id):
@@ -96,6 +110,8 @@ class Supervisor:
         except KeyboardInterrupt:
             pass
         finally:
+            if self.health is not None:
+                self.health.stop()
             self.launcher.stop_all()
 
     def stop(self) -> None:
@@ -103,22 +119,29 @@ class Supervisor:
         self._stopping = True
 
 
-def process_supervisor(conf: dict[str, Any], host: str = "127.0.0.1") -> Supervisor:
+def process_supervisor(conf: dict[str, Any], host: str | None = None) -> Supervisor:
     """The process host's supervisor: worker processes (`ProcessLauncher`) in
-    ``<storm.local.dir>/supervisor``, the master found as a client finds it (``nimbus.seeds``,
-    else ``nimbus.host``), over the authenticated RPC channel."""
+    ``<storm.local.dir>/supervisor``, binding ``host`` (default ``storm.local.hostname``, else
+    127.0.0.1), the master found as a client finds it (``nimbus.seeds``, else ``nimbus.host``),
+    over the authenticated RPC channel; the node's health checks run on a thread of its own."""
     from ..worker.rpc import MasterLink, load_or_create_secret, rpc_settings  # the network's parts
     from .client import master_address
     from .process_launcher import ProcessLauncher
 
     directory = private_dir(Path(conf.get("storm.local.dir") or "storm-local") / "supervisor")
     mhost, mport = master_address(conf)
-    launcher = ProcessLauncher(conf, host, (mhost, mport), directory)
+    launcher = ProcessLauncher(conf, host or node_address(conf), (mhost, mport), directory)
     link = MasterLink(mhost, mport, load_or_create_secret(conf), rpc_settings(conf), timeout=5)
-    return Supervisor(conf, launcher, link)
+    return Supervisor(conf, launcher, link, health=HealthMonitor(HealthCheck.from_conf(conf)).start())
 
 
-def run_process_supervisor(conf: dict[str, Any], host: str = "127.0.0.1") -> None:
+def node_address(conf: dict[str, Any]) -> str:
+    """The address this machine's workers bind and their peers reach: ``storm.local.hostname``,
+    else 127.0.0.1 (a single machine)."""
+    return str(setting(conf, "storm.local.hostname") or "127.0.0.1")
+
+
+def run_process_supervisor(conf: dict[str, Any], host: str | None = None) -> None:
     """Run the process host's supervisor until SIGTERM/SIGINT, leaving its pid in its directory
     (so that a master finds and adopts it: `squall.cluster.process.running_supervisor`)."""
     sup = process_supervisor(conf, host)
@@ -131,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m squall.cluster.supervisor [--conf FILE]``."""
     p = argparse.ArgumentParser(prog="squall-supervisor")
     p.add_argument("--conf", default=None, help="the cluster's squall.yaml")
-    p.add_argument("--host", default="127.0.0.1", help="address workers bind and peers reach")
+    p.add_argument("--host", default=None,
+                   help="address workers bind and peers reach (default: storm.local.hostname, else 127.0.0.1)")
     p.add_argument("--log", default=None, help="write stdout and stderr to this file, rotated by size")
     args = p.parse_args(argv)
     try:

@@ -766,3 +766,43 @@ def test_reports_for_slots_outside_the_assignment_create_nothing(conf):
     m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
         {"storm_id": storm_id, "slot": "10.9.9.9:2", "launch_id": 1, "status": 1, "started": True}])
     assert set(topo.slots) == set(topo.assignment) and not topo.errors
+
+
+def test_a_machine_whose_supervisor_and_workers_fall_silent_loses_its_executors_to_the_others(conf):
+    """A whole machine dies (or its link is cut): its worker and its supervisor both stop
+    talking. After nimbus.task.timeout.secs (1 s here) the executors move to the other machine,
+    as Storm reassigns timed-out executors; a worker silent on a machine whose supervisor still
+    syncs is restarted in place instead. A machine that comes back is given nothing of it."""
+    clock = SimulatedClock(1000.0)
+    m = Master(conf, clock=clock)
+    for sid, host in (("s1", "10.0.0.1"), ("s2", "10.0.0.2")):
+        m.op_supervisor_sync(supervisor_id=sid, host=host, ports=[7000])
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    assert list(topo.assignment) == ["10.0.0.1:7000"]
+    launch = topo.launch_ids["10.0.0.1:7000"]
+    m.op_get_assignment(storm_id=storm_id, slot="10.0.0.1:7000", address="tcp://10.0.0.1:7000",
+                        launch_id=launch, want_plan=False)
+    m.op_heartbeat(storm_id=storm_id, slot="10.0.0.1:7000", launch_id=launch, lost_generation=0)
+    generation = topo.lost_generation
+
+    def second_passes():
+        clock.advance(0.6)
+        m.op_supervisor_sync(supervisor_id="s2", host="10.0.0.2", ports=[7000])
+        m.monitor()
+
+    second_passes()
+    assert list(topo.assignment) == ["10.0.0.1:7000"]  # not silent long enough yet
+    second_passes()
+    assert list(topo.assignment) == ["10.0.0.2:7000"]
+    assert set(m.supervisors) == {"s2"}
+    assert [n["slot"] for n in topo.lost_since(generation)] == ["10.0.0.1:7000"]  # the spouts are told
+    # the new worker never reports, but its supervisor syncs: restarted in place, not moved
+    before = topo.launch_ids["10.0.0.2:7000"]
+    for _ in range(5):
+        second_passes()
+    assert list(topo.assignment) == ["10.0.0.2:7000"] and topo.launch_ids["10.0.0.2:7000"] > before
+    # the first machine's link comes back, its old worker still running: it is given nothing
+    reply = m.op_supervisor_sync(supervisor_id="s1", host="10.0.0.1", ports=[7000],
+                                 running=[{"port": 7000, "storm_id": storm_id, "launch_id": launch}])
+    assert reply["slots"] == {} and list(topo.assignment) == ["10.0.0.2:7000"]

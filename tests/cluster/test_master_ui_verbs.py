@@ -25,7 +25,7 @@ def test_supervisors_report_uptime_and_used_slots(conf):
     clock.advance(75)
     _register(m)  # a later sync keeps the first one's time
     assert m.op_supervisors() == [{"id": "s1", "host": "127.0.0.1", "uptime_secs": 75.0, "slots_total": 2,
-                                   "slots_used": 1}]
+                                   "slots_used": 1, "healthy": True, "health_problem": None}]
     assert m.op_cluster_info()["nimbus"]["uptime_secs"] == 75.0
     assert "squall.secret" not in m.op_configuration()
 

@@ -131,9 +131,11 @@ def test_a_worker_whose_heartbeats_stop_is_relaunched_after_the_task_timeout_of_
     for _ in range(29):  # the other one keeps beating; the silent one stays within the timeout
         clock.advance(1)
         m.op_heartbeat(storm_id=topo.plan.storm_id, slot=other, launch_id=topo.launch_ids[other])
+        _register(m)  # their supervisor syncs: it can restart the silent one in place
         m.monitor()
     assert topo.launch_ids[silent] == first
     clock.advance(2)
+    _register(m)
     m.monitor()
     assert topo.launch_ids[silent] == first + 1  # its supervisor restarts it under the new id
     assert m.op_heartbeat(storm_id=topo.plan.storm_id, slot=silent, launch_id=first) == {"stop": True}

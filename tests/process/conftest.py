@@ -32,8 +32,9 @@ def _squall_processes(marker: str) -> dict[int, str]:
 
 
 class Cluster:
-    def __init__(self, tmp_path, **extra):
-        """``extra``: more cluster settings (keys with dots: pass them as ``**{"a.b": 1}``)."""
+    def __init__(self, tmp_path, supervise=True, **extra):
+        """``extra``: more cluster settings (keys with dots: pass them as ``**{"a.b": 1}``).
+        ``supervise``: the master starts a supervisor of its own (False: the test starts them)."""
         master_port, *slots = _free_ports(3)
         self.dir = tmp_path / "storm-local"
         self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": master_port,
@@ -42,12 +43,13 @@ class Cluster:
         self.file = tmp_path / "squall.yaml"
         self.file.write_text(yaml.safe_dump(self.conf))
         self.master = None
+        self.supervise = supervise
         self.start_master()
 
     def start_master(self):
         code = ("import logging, sys; logging.basicConfig(level=logging.INFO);"
                 "from squall._config import cluster_conf; from squall.cluster.process import run_nimbus;"
-                f"sys.exit(run_nimbus(cluster_conf(None, {str(self.file)!r})))")
+                f"sys.exit(run_nimbus(cluster_conf(None, {str(self.file)!r}), supervise={self.supervise!r}))")
         self.master = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
                                        stderr=open(self.dir.parent / "master.log", "ab"))
         assert wait_until(self._reachable, 20), "the master did not come up"

@@ -3,7 +3,9 @@
 # - Debian's redis-server (the real server the Redis Streams connector is tested against);
 # - Debian's chromium (the headless browser tests/ui/test_browser.py drives through Playwright;
 #   Playwright's own `playwright install` downloads a browser build from the network, which CI
-#   and offline machines cannot do, so the tests use the system one at /usr/bin/chromium).
+#   and offline machines cannot do, so the tests use the system one at /usr/bin/chromium);
+# - Debian's zookeeper (its jars in /usr/share/java: the real ZooKeeper the Nimbus HA tests
+#   start themselves, tests/cluster/zookeeper_server.py; Java comes with it).
 # Idempotent: installs only what is missing, so CI and developers can run it every time.
 set -euo pipefail
 
@@ -17,6 +19,11 @@ if [ ! -x /usr/bin/chromium ]; then
     missing+=(chromium)
 else
     echo "install-system-deps: chromium already installed (/usr/bin/chromium)"
+fi
+if [ ! -f /usr/share/java/zookeeper.jar ]; then
+    missing+=(zookeeper)
+else
+    echo "install-system-deps: zookeeper already installed (/usr/share/java/zookeeper.jar)"
 fi
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
@@ -38,4 +45,5 @@ $SUDO apt-get update
 $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 # Debian's redis-server package starts a system-wide server on port 6379; the tests start their
 # own on a free port, so the system one is not needed, but it is left as the package set it up.
+# Debian's zookeeper package starts no server (zookeeperd would): the tests start their own.
 echo "install-system-deps: installed ${missing[*]}"

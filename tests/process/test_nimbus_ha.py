@@ -13,6 +13,7 @@ import yaml
 
 from squall._config import cluster_conf
 from squall.cluster.client import MasterClient
+from squall.ui.storm_json import nimbus_summary
 from squall.worker.calls import RemoteError
 from squall.worker.rpc import Client
 
@@ -160,6 +161,11 @@ def test_sigkilled_leader_fails_over_without_stopping_workers_or_losing_tuples(h
     assert wait_until(lambda: acked(out) >= set(range(N)), 60), f"lost ids: {sorted(set(range(N)) - acked(out))[:20]}"
     assert c.workers() == workers, "workers were restarted"
     assert c.status_of(first) == "Offline"
+    with c.client() as m:  # the UI's nimbus summary, as Storm's shows a dead seed
+        rows = nimbus_summary(m.get_cluster_info())["nimbuses"]
+    assert {(r["port"], r["status"], r["nimbusUpTimeSeconds"]) for r in rows if r["status"] != "Not a Leader"} == {
+        (c.ports[new], "Leader", next(r["nimbusUpTimeSeconds"] for r in rows if r["port"] == c.ports[new])),
+        (c.ports[first], "Offline", "Not applicable")}
     with c.client() as m:
         assert m.get_leader().port == c.ports[new]
         [row] = m.list_topologies()

@@ -403,6 +403,8 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "storm.zookeeper.servers": (_strings, "a list of ZooKeeper host names (host, or host:port), or null (no Nimbus HA)",
                                 True),
     "storm.zookeeper.port": (_port, "a port number", False),
+    "storm.nimbus.retry.times": (_non_negative_int, "a non-negative integer", False),
+    "storm.nimbus.retry.interval.millis": _MILLIS,
     "storm.zookeeper.root": (_string, "a ZooKeeper path, e.g. /storm", False),
     "storm.zookeeper.session.timeout": _MILLIS,
     "storm.zookeeper.connection.timeout": _MILLIS,

@@ -3,12 +3,15 @@ master's errors raised as the same exceptions `LocalCluster` raises."""
 
 from __future__ import annotations
 
+import itertools
 import logging
+import time
 from typing import Any
 
 from .. import _errors
 from .._topology import StormTopology
 from ..worker.rpc import (
+    AuthenticationError,
     Client,
     RemoteError,
     RpcError,
@@ -53,7 +56,21 @@ class MasterClient:
         self._settings = rpc_settings(conf)
         self._closed = False
         self._client = LeaderLink(nimbus_seeds(conf), self._connect)
-        self._client.connect()
+        # with several masters, finding the leader is tried again as Storm's NimbusClient does
+        # (storm.nimbus.retry.*): during a failover there is none for a few seconds
+        retries = int(conf.get("storm.nimbus.retry.times") or 0) if len(self._client.seeds) > 1 else 0
+        interval = float(conf.get("storm.nimbus.retry.interval.millis") or 2000) / 1000.0
+        for attempt in itertools.count():
+            try:
+                self._client.connect()
+                break
+            except AuthenticationError:
+                raise
+            except RpcError as e:
+                if attempt >= retries:
+                    raise
+                log.info("%s; trying again in %g s (storm.nimbus.retry.times)", e, interval)
+                time.sleep(interval)
 
     def _connect(self, address: NimbusAddress) -> Client:
         return Client(address.host, address.port, self._secret, self._timeout, self._settings)

@@ -104,6 +104,10 @@ class HaMaster:
         """Storm's ``assertIsLeader``: refuse unless this master leads now."""
         if self.ha is None or (self.leading and self.ha.is_leader()):
             return
+        if self.ha.is_leader():  # won the election since the last tick: take the lead now
+            self._take_lead()
+            if self.leading:
+                return
         leader = self.ha.leader()
         if leader is None or leader == self.ha.me:
             raise NotLeaderException(f"not a leader (this master is {self.ha.me}), and no master leads yet: "

@@ -131,8 +131,7 @@ class LeaderLink:
         rather than at the first call."""
         if len(self.seeds) > 1:
             self.find()
-        else:
-            self._current()
+        self._current()
 
     def _current(self) -> Any:
         if self._link is None:

@@ -24,7 +24,7 @@ from .semantics_topology import topology_conf
 
 pytest.importorskip("kazoo")
 
-N = 3000
+N = 6000  # enough to run on through the failover (about 1,000 ids a second here)
 SESSION_MS = 3000
 SECRET = "nimbus-ha-test-secret-0123456789"
 

@@ -19,14 +19,40 @@ from squall.worker.rpc import Client
 
 from ..conftest import wait_until
 from .conftest import _squall_processes
-from .recovery_topology import RECOVERY_CONF, acked, recovery_topology
+from squall import TopologyBuilder
+
+from .recovery_topology import RECOVERY_CONF, DurableSpout, Sink, Slowish, acked, recovery_topology
 from .semantics_topology import topology_conf
 
 pytest.importorskip("kazoo")
 
-N = 6000  # enough to run on through the failover (about 1,000 ids a second here)
+N = 3000  # at 500 a second (`PacedSpout`): the run lasts well past the failover
 SESSION_MS = 3000
 SECRET = "nimbus-ha-test-secret-0123456789"
+
+
+class PacedSpout(DurableSpout):
+    """`DurableSpout` at most ``rate`` ids a second, so that tuples flow before, during and after
+    the failover."""
+
+    def __init__(self, n, rate):
+        super().__init__(n)
+        self.gap = 1.0 / rate
+        self.due = 0.0
+
+    def next_tuple(self):
+        now = time.monotonic()
+        if now >= self.due:
+            self.due = max(self.due + self.gap, now - 0.1)
+            super().next_tuple()
+
+
+def paced_topology(n, rate=500):
+    b = TopologyBuilder()
+    b.set_spout("source", PacedSpout(n, rate), 1)
+    b.set_bolt("work", Slowish(), 2).shuffle_grouping("source")
+    b.set_bolt("sink", Sink(), 2).fields_grouping("work", ["id"])
+    return b.create_topology()
 
 
 def _free_ports(n):
@@ -144,7 +170,7 @@ def test_sigkilled_leader_fails_over_without_stopping_workers_or_losing_tuples(h
     out = tmp_path / "out"
     out.mkdir()
     with c.client() as m:
-        storm_id = m.submit_topology("ha", topology_conf(out, **RECOVERY_CONF), recovery_topology(N))
+        storm_id = m.submit_topology("ha", topology_conf(out, **RECOVERY_CONF), paced_topology(N))
     assert wait_until(lambda: len(acked(out)) > 200, 60), "the topology did not start processing"
     workers = c.workers()
     assert len(workers) == 2
@@ -155,8 +181,10 @@ def test_sigkilled_leader_fails_over_without_stopping_workers_or_losing_tuples(h
         "no other master took the lead"
     took = time.monotonic() - killed_at
     new = c.leader()
+    acked_at_new_leader = len(acked(out))
     print(f"\ntime to new leader after SIGKILL: {took:.2f} s (ZooKeeper session timeout {SESSION_MS / 1000:g} s); "
-          f"ids acked meanwhile, with no master: {len(acked(out)) - acked_then}")
+          f"ids acked meanwhile, with no master: {acked_at_new_leader - acked_then}")
+    assert acked_at_new_leader < N, "the run ended before the new leader came: nothing is shown of after"
 
     assert wait_until(lambda: acked(out) >= set(range(N)), 60), f"lost ids: {sorted(set(range(N)) - acked(out))[:20]}"
     assert c.workers() == workers, "workers were restarted"

@@ -135,6 +135,11 @@ class Coordinator:
             if state == "LOST":
                 self._latch = None
 
+    @property
+    def connected(self) -> bool:
+        """Whether the session is connected now (requests would otherwise wait for retries)."""
+        return self._connected.is_set()
+
     def path(self, *parts: str) -> str:
         """The node ``parts`` under the root."""
         return "/".join((self.root, *parts))

@@ -1,5 +1,6 @@
 """The master (Storm's Nimbus) for the process host: submissions, assignments, the topology
-state machine, heartbeats and restarts, kept durably in ``storm.local.dir``.
+state machine, heartbeats and restarts, kept durably in ``storm.local.dir`` (with
+``storm.zookeeper.servers``: in ZooKeeper, one of several masters, `squall.cluster.master_ha`).
 
 Who talks to it, all over the authenticated RPC channel (`squall.worker.rpc`):
 
@@ -66,15 +67,13 @@ from .shipping import pickle_topology
 from .master_records import (REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, PendingAction, SlotState, SupervisorInfo,
                              slots_from_json)
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
-from .ha import zookeeper_servers
+from .ha import Coordinator, zookeeper_servers
 from .master_ha import LEADER_ONLY, HaMaster
 from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
                     transition)
 
 if TYPE_CHECKING:
     import asyncio
-
-    from .ha import Coordinator
 
 log = logging.getLogger("squall.master")
 
@@ -251,8 +250,7 @@ class Master(HaMaster):
         self._plans: dict[str, TopologyPlan] = {}  # code digest -> plan (a follower's cache)
         self._beats_written: dict[tuple[str, str], float] = {}
         if durable and zookeeper_servers(conf):
-            from .ha import Coordinator
-            self.ha = Coordinator(conf, self.secret)
+            self.ha = Coordinator(conf, self.secret)  # kazoo is imported there, with the ha extra
         else:
             self._load()
 

@@ -166,6 +166,8 @@ class HaMaster:
         """Read the leader's state into this master, fetch the code it lacks, and (re)enter the
         election once it holds every topology's code; whether it does."""
         assert self.ha is not None
+        if not self.ha.connected:  # kazoo reconnects meanwhile; a request would only block
+            return False
         try:
             self.ha.register()
             self._sync_code(self.ha.code_keys())

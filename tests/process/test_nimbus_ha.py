@@ -1,9 +1,7 @@
 """Nimbus HA for real: three masters on a real ZooKeeper, a supervisor and its worker processes,
 and the leader SIGKILLed under a running reliable topology (issue 15, items 1 and 2)."""
 
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +16,7 @@ from squall.worker.calls import RemoteError
 from squall.worker.rpc import Client
 
 from ..conftest import wait_until
-from .conftest import _squall_processes
+from .conftest import _free_ports, _squall_processes
 from squall import TopologyBuilder
 
 from .recovery_topology import RECOVERY_CONF, DurableSpout, Sink, Slowish, acked, recovery_topology
@@ -53,16 +51,6 @@ def paced_topology(n, rate=500):
     b.set_bolt("work", Slowish(), 2).shuffle_grouping("source")
     b.set_bolt("sink", Sink(), 2).fields_grouping("work", ["id"])
     return b.create_topology()
-
-
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class HaCluster:

@@ -540,6 +540,7 @@ class Master(HaMaster):
         for name, topo in sorted(self.topologies.items()):
             plan = topo.plan
             topologies.append({"id": plan.storm_id, "name": name, "status": topo.status.value,
+                               "replication_count": self.replication_count(topo),
                                "uptime_secs": self.clock.wall() - topo.launched,
                                "num_workers": len(topo.assignment), "num_executors": len(plan.executors),
                                "num_tasks": len(plan.task_to_component)})

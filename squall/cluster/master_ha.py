@@ -85,6 +85,16 @@ class HaMaster:
                 for s in nimbus_seeds(self.conf) if s not in running]
         return out
 
+    def replication_count(self, topo: Any) -> int:
+        """How many masters hold ``topo``'s current code (Storm's UI ``replicationCount``); a
+        lone master holds all."""
+        if self.ha is None or not topo.code:
+            return 1
+        try:
+            return len(self.ha.holders(topo.plan.storm_id, topo.code))
+        except Exception:  # ZooKeeper unreachable: a summary still answers
+            return 0
+
     def op_code(self, storm_id: str) -> bytes:
         """The sealed plan of ``storm_id`` that this master holds (another master fetches it).
 

@@ -88,12 +88,13 @@ def supervisor_summary(supervisors: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def topology_summary(info: dict[str, Any]) -> dict[str, Any]:
-    """``/topology/summary`` from the master's ``cluster_info``. ``replicationCount`` is 1:
-    the one master holds every topology's code."""
+    """``/topology/summary`` from the master's ``cluster_info``. ``replicationCount``: how many
+    masters hold the topology's code (1 without Nimbus HA: the one master holds it)."""
     return {"topologies": [{"id": t["id"], "name": t["name"], "status": t["status"],
                             "uptime": pretty_uptime(t["uptime_secs"]), "uptimeSeconds": int(t["uptime_secs"]),
                             "tasksTotal": int(t["num_tasks"]), "workersTotal": int(t["num_workers"]),
-                            "executorsTotal": int(t["num_executors"]), "replicationCount": 1,
+                            "executorsTotal": int(t["num_executors"]),
+                            "replicationCount": int(t.get("replication_count", 1)),
                             **{k: 0.0 for k in _RESOURCES}}
                            for t in info["topologies"]],
             "schedulerDisplayResource": False}

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from squall._config import cluster_conf
-from squall._errors import NotLeaderException
+from squall._errors import NotLeaderException, SquallError
 from squall._sealed import seal
 from squall.cluster.client import MasterClient
 from squall.cluster.ha import ClusterState, Coordinator, TopologyState, read_state, write_state
@@ -16,7 +16,10 @@ from squall.cluster.master import Master
 from squall.cluster.seeds import LeaderLink, NimbusAddress, parse_seed
 from squall.worker.calls import RemoteError, RpcError
 
+from squall.ui.storm_json import topology_summary
+
 from ..conftest import wait_until
+from ..process.conftest import _free_ports
 from ..process.recovery_topology import recovery_topology
 
 SECRET = "ha-unit-test-secret-0123456789ab"
@@ -176,6 +179,17 @@ def test_a_submission_waits_until_enough_masters_hold_its_code(ha_conf, running,
                                      recovery_topology(10), "INACTIVE")
     assert len(a.master.ha.holders(storm_id, a.master.topologies["replicated"].code)) == 2
     assert (b.master.local_dir / f"{storm_id}.plan").exists()
+    rows = topology_summary(a.master.op_cluster_info())["topologies"]  # the UI's replicationCount
+    assert {t["name"]: t["replicationCount"] for t in rows} == {"alone": 2, "replicated": 2}
+
+
+def test_a_master_that_cannot_reach_zookeeper_says_so(tmp_path):
+    (port,) = _free_ports(1)
+    conf = cluster_conf({"squall.secret": SECRET, "storm.zookeeper.servers": [f"127.0.0.1:{port}"],
+                         "storm.zookeeper.connection.timeout": 500, "storm.local.dir": str(tmp_path)})
+    with pytest.raises(SquallError, match=rf"cannot reach ZooKeeper at 127.0.0.1:{port} \(storm.zookeeper.servers\) "
+                                          r"within 0.5 s \(storm.zookeeper.connection.timeout\)"):
+        Master(conf)
 
 
 def test_what_is_read_from_zookeeper_must_carry_the_cluster_seal(ha_conf, caplog):

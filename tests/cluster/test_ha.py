@@ -220,3 +220,19 @@ def test_what_is_read_from_zookeeper_must_carry_the_cluster_seal(ha_conf, caplog
     finally:
         ha.delete("/forge")
         ha.close()
+
+
+def test_a_leader_stopped_cleanly_hands_the_lead_over_at_once(ha_conf, running):
+    """Stopping the leader ends its ZooKeeper session, so the follower leads without waiting for
+    the session timeout; writes go to it through the seeds, and reads work on it."""
+    a = running(ha_conf("a", **{"storm.zookeeper.session.timeout": 30000}))
+    assert wait_until(lambda: a.master.leading, 10)
+    b = running(ha_conf("b", **{"storm.zookeeper.session.timeout": 30000}))
+    with _client(a, b) as m:
+        m.submit_topology("t", {}, recovery_topology(10), "INACTIVE")
+    assert wait_until(lambda: "t" in b.master.topologies, 10)
+    a.stop()
+    assert wait_until(lambda: b.master.leading, 10), "the follower waited for the 30 s session timeout"
+    with _client(a, b) as m:
+        m.activate("t")
+        assert m.list_topologies()[0]["status"] == "ACTIVE"

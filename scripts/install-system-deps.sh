@@ -5,7 +5,9 @@
 #   Playwright's own `playwright install` downloads a browser build from the network, which CI
 #   and offline machines cannot do, so the tests use the system one at /usr/bin/chromium);
 # - Debian's iproute2 (`ip`: tests/process/test_nodes.py makes machines of network namespaces;
-#   without it, or without root, that test skips and its 127.0.0.x twin still runs).
+#   without it, or without root, that test skips and its 127.0.0.x twin still runs);
+# - Debian's zookeeper (its jars in /usr/share/java: the real ZooKeeper the Nimbus HA tests
+#   start themselves, tests/zookeeper_server.py; Java comes with it).
 # Idempotent: installs only what is missing, so CI and developers can run it every time.
 set -euo pipefail
 
@@ -24,6 +26,11 @@ if ! command -v ip >/dev/null 2>&1; then
     missing+=(iproute2)
 else
     echo "install-system-deps: iproute2 already installed ($(command -v ip))"
+fi
+if [ ! -f /usr/share/java/zookeeper.jar ]; then
+    missing+=(zookeeper)
+else
+    echo "install-system-deps: zookeeper already installed (/usr/share/java/zookeeper.jar)"
 fi
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
@@ -45,4 +52,5 @@ $SUDO apt-get update
 $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 # Debian's redis-server package starts a system-wide server on port 6379; the tests start their
 # own on a free port, so the system one is not needed, but it is left as the package set it up.
+# Debian's zookeeper package starts no server (zookeeperd would): the tests start their own.
 echo "install-system-deps: installed ${missing[*]}"

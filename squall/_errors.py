@@ -36,6 +36,11 @@ class NotAliveException(SquallError):
     """No topology of this name is running on the cluster."""
 
 
+class NotLeaderException(SquallError):
+    """A master that is not the leader refused a leader-only request (Storm's "not a leader,
+    current leader is HOST:PORT"); the message names the leader, if there is one."""
+
+
 class IllegalStateTransition(SquallError):
     """The topology's status does not allow this operation (Storm's "No transition for event")."""
 

@@ -53,3 +53,18 @@ def spark():
                .getOrCreate())
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    """A real ZooKeeper server (`tests.zookeeper_server`) for a whole module, on a free loopback
+    port; stopped after it. Skipped, saying why, where it cannot run."""
+    from .zookeeper_server import ZooKeeperServer, missing
+    why = missing()
+    if why:
+        pytest.skip(why)
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -32,6 +32,7 @@ from .._system import ACKER_COMPONENT
 from ..cluster.client import MasterClient, master_address
 from ..cluster.health import HealthCheck
 from ..cluster.process import run_nimbus, running_supervisor
+from ..cluster.seeds import describe_seeds, nimbus_seeds
 from ..cluster.supervisor import run_process_supervisor
 from ..worker.rpc import AuthenticationError, RpcError
 from ._local import last_time, times, user_components
@@ -146,6 +147,8 @@ def _master_error(e: RpcError, conf: dict[str, Any], missing_secret: bool, conf_
     reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(e)
     hint = "" if conf_file is not None else (
         f" (no squall.yaml here or in $SQUALL_CONF_DIR, so this is the default address); {_POINT_AT_THE_CLUSTER}")
+    if len(nimbus_seeds(conf)) > 1:  # the reason names each seed and what it said
+        return UserError(f"cannot reach the leading master among nimbus.seeds {describe_seeds(conf)}: {reason}{hint}")
     return UserError(f"cannot reach the master at {host}:{port}: {reason}{hint}")
 
 
@@ -259,8 +262,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     """``squall list``: Storm's table, or ``No topologies running.``."""
     with _master(args) as master:
         topologies = master.list_topologies()
+        nimbuses = master.request("nimbuses")
     if not topologies:
         print("No topologies running.")
+        _print_nimbuses(nimbuses)
         return 0
     print((_LIST_FORMAT % ("Topology_name", "Status", "Num_tasks", "Num_workers", "Uptime_secs",
                            "Topology_Id", "Owner")).rstrip())
@@ -272,7 +277,20 @@ def cmd_list(args: argparse.Namespace) -> int:
     if notes:  # below Storm's table, after a blank line, so that the table parses as Storm's
         print()
         print("\n".join(notes))
+    _print_nimbuses(nimbuses)
     return 0
+
+
+def _print_nimbuses(nimbuses: list[dict[str, Any]]) -> None:
+    """With several masters (Nimbus HA), each one's status (Leader, Not a Leader, Offline), below
+    the rest after a blank line (one master, the usual case, prints nothing: Storm's output)."""
+    if len(nimbuses) < 2:
+        return
+    print()
+    print("%-24s %-12s %-12s" % ("Nimbus", "Status", "Uptime_secs"))
+    for n in nimbuses:
+        up = "Not applicable" if n.get("uptime_secs") is None else int(n["uptime_secs"])
+        print(("%-24s %-12s %s" % (f"{n['host']}:{n['port']}", n["status"], up)).rstrip())
 
 
 def _slots_note(t: dict[str, Any]) -> str | None:

@@ -3,38 +3,39 @@ master's errors raised as the same exceptions `LocalCluster` raises."""
 
 from __future__ import annotations
 
+import itertools
 import logging
+import time
 from typing import Any
 
 from .. import _errors
 from .._topology import StormTopology
 from ..worker.rpc import (
+    AuthenticationError,
     Client,
     RemoteError,
     RpcError,
     load_or_create_secret,
     rpc_settings,
 )
+from .seeds import LeaderLink, NimbusAddress, nimbus_seeds
 from .shipping import pickle_topology
 
 log = logging.getLogger("squall.client")
 
 _ERRORS = {name: getattr(_errors, name) for name in (
-    "AlreadyAliveException", "NotAliveException", "InvalidTopologyException", "IllegalStateTransition",
+    "AlreadyAliveException", "NotAliveException", "NotLeaderException", "InvalidTopologyException", "IllegalStateTransition",
     "SerializationError", "UnknownComponentError", "BadParameterError")}
 
 
 def master_address(conf: dict[str, Any]) -> tuple[str, int]:
     """Where the master listens: the first of ``nimbus.seeds`` (else ``nimbus.host``) and
-    ``nimbus.thrift.port``."""
-    seeds = conf.get("nimbus.seeds") or []
-    host = seeds[0] if seeds else conf.get("nimbus.host") or "127.0.0.1"
-    if host == "localhost":
-        host = "127.0.0.1"
-    return host, int(conf.get("nimbus.thrift.port") or 6627)
+    ``nimbus.thrift.port`` (with several seeds, the leader is found among them: `LeaderLink`)."""
+    first = nimbus_seeds(conf)[0]
+    return first.host, first.port
 
 
-_READS = frozenset({"list", "info", "cluster_info", "supervisors", "configuration", "topology_page", "statistics",
+_READS = frozenset({"list", "info", "cluster_info", "get_leader", "nimbuses", "supervisors", "configuration", "topology_page", "statistics",
                     "component_page", "visualization", "visualization_init"})
 """The verbs that change nothing: after a failed call (a timeout, a dropped connection) they are
 sent again once on a new connection. The others are not, as the master may have run them."""
@@ -45,18 +46,34 @@ class MasterClient:
 
     A call that fails on the connection (`RpcError`) leaves it closed; the next call opens a
     new one. A read (``list``, ``info``) is tried again at once on a new connection; a change
-    (``submit``, ``kill``, ...) raises, since the master may have run it."""
+    (``submit``, ``kill``, ...) raises, since the master may have run it. With several
+    ``nimbus.seeds`` (Nimbus HA) it talks to the leader, found as `LeaderLink` says; a change a
+    follower refused is sent to the new leader."""
 
     def __init__(self, conf: dict[str, Any], timeout: float = 10.0) -> None:
-        self._address = master_address(conf)
         self._secret = load_or_create_secret(conf)
         self._timeout = timeout
         self._settings = rpc_settings(conf)
         self._closed = False
-        self._client = self._connect()
+        self._client = LeaderLink(nimbus_seeds(conf), self._connect)
+        # with several masters, finding the leader is tried again as Storm's NimbusClient does
+        # (storm.nimbus.retry.*): during a failover there is none for a few seconds
+        retries = int(conf.get("storm.nimbus.retry.times") or 0) if len(self._client.seeds) > 1 else 0
+        interval = float(conf.get("storm.nimbus.retry.interval.millis") or 2000) / 1000.0
+        for attempt in itertools.count():
+            try:
+                self._client.connect()
+                break
+            except AuthenticationError:
+                raise
+            except RpcError as e:
+                if attempt >= retries:
+                    raise
+                log.info("%s; trying again in %g s (storm.nimbus.retry.times)", e, interval)
+                time.sleep(interval)
 
-    def _connect(self) -> Client:
-        return Client(*self._address, self._secret, self._timeout, self._settings)
+    def _connect(self, address: NimbusAddress) -> Client:
+        return Client(address.host, address.port, self._secret, self._timeout, self._settings)
 
     def _call(self, op: str, **args: Any) -> Any:
         try:
@@ -71,13 +88,13 @@ class MasterClient:
         if self._closed:
             raise RpcError("the client was closed")
         if self._client.broken:  # an earlier call failed; nothing was sent on a new connection yet
-            self._client = self._connect()
+            self._client.close()
         try:
-            return self._client.call(op, **args)
+            return self._client.send(op, args, resend=op in _READS)
         except RpcError:
-            if op not in _READS:
+            if op not in _READS or len(self._client.seeds) > 1:  # several: send already tried again
                 raise
-        self._client = self._connect()
+        self._client.close()
         return self._client.call(op, **args)
 
     def submit_topology(self, name: str, conf: dict[str, Any] | None, topology: StormTopology,
@@ -137,6 +154,10 @@ class MasterClient:
         """The master's verb ``op`` with ``args`` (for the UI daemon, which forwards several
         verbs with no method here), its errors raised as the other methods raise them."""
         return self._call(op, **args)
+
+    def get_leader(self) -> NimbusAddress:
+        """The master that leads now (the one this client talks to)."""
+        return self._client.address
 
     def close(self) -> None:
         """Close the connection."""

@@ -1,5 +1,6 @@
 """The master (Storm's Nimbus) for the process host: submissions, assignments, the topology
-state machine, heartbeats and restarts, kept durably in ``storm.local.dir``.
+state machine, heartbeats and restarts, kept durably in ``storm.local.dir`` (with
+``storm.zookeeper.servers``: in ZooKeeper, one of several masters, `squall.cluster.master_ha`).
 
 Who talks to it, all over the authenticated RPC channel (`squall.worker.rpc`):
 
@@ -47,6 +48,7 @@ import json
 import os
 import logging
 import re
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -69,6 +71,8 @@ from .shipping import pickle_topology
 from .master_records import (REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, PendingAction, SlotState, SupervisorInfo,
                              slots_from_json)
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
+from .ha import Coordinator, zookeeper_servers
+from .master_ha import LEADER_ONLY, HaMaster
 from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
                     transition)
 
@@ -125,6 +129,7 @@ class _Topo:
         # the deaths workers are told of in their heartbeat replies (`LostWorker`)
         self.lost: list[LostWorker] = []
         self.lost_generation = 0
+        self.code: str | None = None  # the digest of its sealed plan file (Nimbus HA: `squall.cluster.ha`)
 
     def slot(self, slot: str) -> SlotState:
         """The record of ``slot``, a new one if the master knows nothing of it yet."""
@@ -204,8 +209,9 @@ class _Topo:
                 "debug": self.debug}
 
 
-class Master:
-    """Nimbus; see the module docstring. Run with `serve` (or ``squall nimbus``)."""
+class Master(HaMaster):
+    """Nimbus; see the module docstring. Run with `serve` (or ``squall nimbus``); with
+    ``storm.zookeeper.servers``, one of several (Nimbus HA: `squall.cluster.master_ha`)."""
 
     def __init__(self, conf: dict[str, Any], strict_slots: Any = None, clock: Clock | None = None,
                  durable: bool = True) -> None:
@@ -240,7 +246,17 @@ class Master:
         self.scheduler = load_scheduler(conf)
         # one line a minute at most: two supervisors that claim one address sync every second
         self._clash_log = RateLimitedLog(log, limit=1, period=60.0)
-        self._load()
+        # Nimbus HA (`squall.cluster.ha`): with storm.zookeeper.servers, the state lives in
+        # ZooKeeper and this master leads or follows; it joins the election once it listens
+        self.ha: Coordinator | None = None
+        self.leading = False
+        self._replicating: set[str] = set()  # submissions waiting for their code's replication
+        self._plans: dict[str, TopologyPlan] = {}  # code digest -> plan (a follower's cache)
+        self._beats_written: dict[tuple[str, str], float] = {}
+        if durable and zookeeper_servers(conf):
+            self.ha = Coordinator(conf, self.secret)  # kazoo is imported there, with the ha extra
+        else:
+            self._load()
 
     # --- durable state -------------------------------------------------------------------------------
     def _state_path(self) -> Path:
@@ -249,20 +265,32 @@ class Master:
     def _save(self) -> None:
         if not self.durable:
             return
+        if self.ha is not None:
+            if self.leading:
+                self._ha_save()
+            return
         data = {"counter": self.counter,
                 "topologies": {name: t.to_json() for name, t in self.topologies.items()}}
         write_private(self._state_path(), json.dumps(data))
 
-    def _save_plan(self, plan: TopologyPlan) -> None:
+    def _save_plan(self, plan: TopologyPlan) -> str | None:
         # by value, as the client sent it: a master in the user's own process (the Spark host's
         # driver) has the user's modules imported, and cloudpickle would otherwise pickle their
         # classes by reference, which a later master or a worker elsewhere cannot import.
-        # Sealed: `_load` unpickles only what carries our MAC
+        # Sealed: `_load` unpickles only what carries our MAC. Returns the file's digest (the
+        # code's version, which Nimbus HA's followers fetch when theirs differs)
         if not self.durable:
-            return
+            return None
+        import hashlib
+
         from .._sealed import seal  # with OpenSSL's hmac: loaded by a durable master only
-        write_private(self.local_dir / f"{plan.storm_id}.plan",
-                      seal(self.secret, _PLAN, pickle_topology(plan.topology, plan)))
+        sealed = seal(self.secret, _PLAN, pickle_topology(plan.topology, plan))
+        write_private(self.local_dir / f"{plan.storm_id}.plan", sealed)
+        digest = hashlib.sha256(sealed).hexdigest()
+        if self.ha is not None:
+            self._plans[digest] = plan
+            self.ha.publish_code(plan.storm_id, digest)  # followers fetch it from us
+        return digest
 
     def _load(self) -> None:
         path = self._state_path()
@@ -280,32 +308,47 @@ class Master:
             if plan is None:
                 log.error("state names topology %s but its plan is missing; dropped", name)
                 continue
-            topo = _Topo(plan, TopologyStatus(t["status"]), t["launched"])
-            topo.previous = TopologyStatus(t["previous"]) if t.get("previous") else None
-            topo.assignment = t["assignment"]
-            topo.slots = slots_from_json(t)
-            topo.errors = [ErrorRecord.from_dict(e) for e in t.get("errors", [])]
-            topo.pending_action = PendingAction.from_json(t.get("pending_action"))
-            topo.debug = {c: {"enable": bool(d.get("enable")), "samplingpct": int(d.get("samplingpct", 10))}
-                          for c, d in (t.get("debug") or {}).items() if isinstance(d, dict)}
-            # heartbeats are not persisted: give running workers the launch timeout to report
-            now = self.clock.wall()
-            for slot in topo.assignment:
-                state = topo.slot(slot)
-                state.heartbeat = Heartbeat.launched(now)
-                state.ready = True  # they were running: do not pause their spouts
-            for state in topo.slots.values():
-                state.held_launch = state.launch_id  # and their peers may have sent them tuples
-            self.topologies[name] = topo
+            self.topologies[name] = self._restore(plan, t)
         log.info("recovered %d topologies from %s", len(self.topologies), path)
+
+    def _restore(self, plan: TopologyPlan, t: dict[str, Any]) -> _Topo:
+        """A topology as `_Topo.to_json` saved it, for a master that takes over its workers
+        (restarted, or the new leader): they get the launch timeout to beat again."""
+        topo = _Topo(plan, TopologyStatus(t["status"]), t["launched"])
+        topo.previous = TopologyStatus(t["previous"]) if t.get("previous") else None
+        topo.assignment = t["assignment"]
+        topo.slots = slots_from_json(t)
+        topo.errors = [ErrorRecord.from_dict(e) for e in t.get("errors", [])]
+        topo.pending_action = PendingAction.from_json(t.get("pending_action"))
+        topo.debug = {c: {"enable": bool(d.get("enable")), "samplingpct": int(d.get("samplingpct", 10))}
+                      for c, d in (t.get("debug") or {}).items() if isinstance(d, dict)}
+        # heartbeats are not persisted: give running workers the launch timeout to report
+        now = self.clock.wall()
+        for slot in topo.assignment:
+            state = topo.slot(slot)
+            state.heartbeat = Heartbeat.launched(now)
+            state.ready = True  # they were running: do not pause their spouts
+        for state in topo.slots.values():
+            state.held_launch = state.launch_id  # and their peers may have sent them tuples
+        return topo
 
     def _load_plan(self, path: Path) -> TopologyPlan | None:
         """The plan in ``path`` if this cluster's master wrote it (checked before unpickling:
         unpickling runs code), else None with a warning naming the file."""
+        try:
+            blob = path.read_bytes()
+        except OSError as e:
+            log.warning("skipped %s: %s; it was not loaded", path, e)
+            return None
+        return self._unseal_plan(blob, path)
+
+    def _unseal_plan(self, blob: bytes, path: Any) -> TopologyPlan | None:
+        """The plan sealed in ``blob`` (from ``path``: a file, or the master it was fetched
+        from) if this cluster's master sealed it, else None with a warning naming ``path``."""
         from .._sealed import SealError, unseal
         try:
-            payload = unseal(self.secret, _PLAN, path.read_bytes())
-        except (OSError, SealError) as e:
+            payload = unseal(self.secret, _PLAN, blob)
+        except SealError as e:
             log.warning("skipped %s: not a plan this cluster's master wrote (%s); it was not loaded", path, e)
             return None
         try:
@@ -323,6 +366,10 @@ class Master:
         method = getattr(self, f"op_{op}", None)
         if method is None:
             raise ValueError(f"unknown operation {op!r}")
+        if self.ha is not None and op in LEADER_ONLY:
+            self._assert_leader()
+            if op == "submit":
+                return await self._submit_replicated(**args)
         return method(**args)
 
     def _get(self, name: str) -> _Topo:
@@ -332,11 +379,14 @@ class Master:
         return topo
 
     def op_submit(self, name: str, conf: dict[str, Any], topology: bytes, initial_status: str = "ACTIVE") -> str:
+        self._check_new_name(name)
+        return self.submit(name, conf, cloudpickle.loads(topology), initial_status)  # from an authenticated client only
+
+    def _check_new_name(self, name: Any) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise InvalidTopologyException(f"Topology name {name!r} is invalid: it must match ^[^/.:\\\\]+$")
         if name in self.topologies:
             raise AlreadyAliveException(f"Topology with name `{name}` already exists on cluster")
-        return self.submit(name, conf, cloudpickle.loads(topology), initial_status)  # from an authenticated client only
 
     def submit(self, name: str, conf: dict[str, Any] | None, topology: Any, initial_status: str = "ACTIVE") -> str:
         """Validate, plan and place ``topology`` under ``name`` (Storm's ``submitTopology``,
@@ -346,6 +396,12 @@ class Master:
             AlreadyAliveException: a topology of that name is alive.
             InvalidTopologyException: bad name, configuration or component (named).
         """
+        return self._start(*self._new_plan(name, conf, topology, initial_status))
+
+    def _new_plan(self, name: str, conf: dict[str, Any] | None, topology: Any,
+                  initial_status: str) -> tuple[TopologyPlan, TopologyStatus, str | None]:
+        """`submit`'s checks, and the plan (written to ``storm.local.dir``, and with Nimbus HA
+        offered to the other masters) under a new storm id, and its digest; not started yet."""
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise InvalidTopologyException(f"Topology name {name!r} is invalid: it must match ^[^/.:\\\\]+$")
         if not isinstance(topology, StormTopology):
@@ -365,13 +421,19 @@ class Master:
         component_blobs(plan)  # names a component that cannot be pickled
         self._check_slots(name, plan.num_workers)
         self.counter += 1
+        return plan, status, self._save_plan(plan)
+
+    def _start(self, plan: TopologyPlan, status: TopologyStatus, code: str | None) -> str:
+        """Start the topology of a `_new_plan`: place it, and save."""
+        if plan.name in self.topologies:  # submitted under the same name meanwhile (Nimbus HA's wait)
+            raise AlreadyAliveException(f"Topology with name `{plan.name}` already exists on cluster")
         topo = _Topo(plan, status, self.clock.wall())
-        self.topologies[name] = topo
-        self._save_plan(plan)
+        topo.code = code
+        self.topologies[plan.name] = topo
         self._save()
         self._schedule()
-        log.info("Submitted topology %s (%s) on %d workers", name, storm_id, len(topo.assignment))
-        return storm_id
+        log.info("Submitted topology %s (%s) on %d workers", plan.name, plan.storm_id, len(topo.assignment))
+        return plan.storm_id
 
     def _check_slots(self, name: str, workers: int, releasing: int = 0) -> None:
         if self.strict_slots is None:
@@ -472,7 +534,7 @@ class Master:
                 topo.plan = topo.plan.with_parallelism(action.num_workers, action.executors)
                 topo.assignment = {}  # placed afresh; a reused slot gets a new launch id
                 topo.status = status
-                self._save_plan(topo.plan)
+                topo.code = self._save_plan(topo.plan)
                 self._schedule()
                 log.info("Rebalanced topology %s: %d workers", name, len(topo.assignment))
             self._save()
@@ -483,11 +545,13 @@ class Master:
         for name, topo in sorted(self.topologies.items()):
             plan = topo.plan
             topologies.append({"id": plan.storm_id, "name": name, "status": topo.status.value,
+                               "replication_count": self.replication_count(topo),
                                "uptime_secs": self.clock.wall() - topo.launched,
                                "num_workers": len(topo.assignment), "num_executors": len(plan.executors),
                                "num_tasks": len(plan.task_to_component)})
         return {"supervisors": len(self.supervisors), "slots_total": self._slots_total(),
                 "slots_used": sum(t["num_workers"] for t in topologies), "topologies": topologies,
+                "nimbuses": self.op_nimbuses(),
                 "nimbus": {"host": self.conf.get("nimbus.host") or "127.0.0.1", "port": self.port,
                            "uptime_secs": self.clock.wall() - self.started}}
 
@@ -984,16 +1048,30 @@ class Master:
         server = await asyncio.start_server(self._connection, host, port)
         self.port = server.sockets[0].getsockname()[1]
         log.info("squall master listening on %s:%s", host, self.port)
+        if self.ha is not None:
+            self._ha_join()
         if ready is not None:
             ready.set()
-        freq = float(self.conf.get("nimbus.monitor.freq.secs") or 1)
-        async with server:
-            while True:
-                await asyncio.sleep(min(freq, 1.0))
-                try:
-                    self.monitor()
-                except Exception:
-                    log.exception("monitor failed")
+        freq = min(float(self.conf.get("nimbus.monitor.freq.secs") or 1), 1.0)
+        # with Nimbus HA, the election is watched 4 times a second (a follower takes the lead
+        # within a quarter of a second of winning it); only the leader monitors
+        tick = freq if self.ha is None else min(freq, 0.25)
+        monitored = time.monotonic()
+        try:
+            async with server:
+                while True:
+                    await asyncio.sleep(tick)
+                    try:
+                        if (self.ha is None or self._ha_tick()) and time.monotonic() - monitored >= freq:
+                            monitored = time.monotonic()
+                            self.monitor()
+                            if self.ha is not None:
+                                self._ha_monitor()
+                    except Exception:
+                        log.exception("monitor failed")
+        finally:
+            if self.ha is not None:
+                self.ha.close()  # our election node goes now: a follower leads at once
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         import asyncio

@@ -54,7 +54,9 @@ class ProcessLauncher(Launcher):
     """Workers as processes (``python -m squall.worker``) of this machine, their logs and
     configuration in ``directory``; see the module docstring."""
 
-    def __init__(self, conf: dict[str, Any], host: str, master: tuple[str, int], directory: Path) -> None:
+    def __init__(self, conf: dict[str, Any], host: str, master: Any, directory: Path) -> None:
+        """``master``: ``(host, port)``, or a link whose ``address`` is the master it reaches now
+        (`squall.cluster.seeds.LeaderLink`: a worker starts with the leader its supervisor found)."""
         self.conf = conf
         self.host = host
         self.master = master
@@ -69,7 +71,7 @@ class ProcessLauncher(Launcher):
         return list(self._ports)
 
     def start(self, port: int, launch: Launch) -> None:
-        mhost, mport = self.master
+        mhost, mport = getattr(self.master, "address", self.master)
         cmd = [sys.executable, "-m", "squall.worker", "--master", f"{mhost}:{mport}",
                "--storm-id", launch.storm_id, "--slot", f"{self.host}:{port}",
                "--launch-id", str(launch.launch_id), "--conf", str(self.conf_file)]

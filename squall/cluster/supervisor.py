@@ -122,16 +122,15 @@ class Supervisor:
 def process_supervisor(conf: dict[str, Any], host: str | None = None) -> Supervisor:
     """The process host's supervisor: worker processes (`ProcessLauncher`) in
     ``<storm.local.dir>/supervisor``, binding ``host`` (default ``storm.local.hostname``, else
-    127.0.0.1), the master found as a client finds it (``nimbus.seeds``, else ``nimbus.host``),
-    over the authenticated RPC channel; the node's health checks run on a thread of its own."""
-    from ..worker.rpc import MasterLink, load_or_create_secret, rpc_settings  # the network's parts
-    from .client import master_address
+    127.0.0.1), the master found as a client finds it (the leader among ``nimbus.seeds``, else
+    ``nimbus.host``), over the authenticated RPC channel; the node's health checks run on a thread
+    of its own."""
     from .process_launcher import ProcessLauncher
+    from .seeds import master_link
 
     directory = private_dir(Path(conf.get("storm.local.dir") or "storm-local") / "supervisor")
-    mhost, mport = master_address(conf)
-    launcher = ProcessLauncher(conf, host or node_address(conf), (mhost, mport), directory)
-    link = MasterLink(mhost, mport, load_or_create_secret(conf), rpc_settings(conf), timeout=5)
+    link = master_link(conf, timeout=5)
+    launcher = ProcessLauncher(conf, host or node_address(conf), link, directory)
     return Supervisor(conf, launcher, link, health=HealthMonitor(HealthCheck.from_conf(conf)).start())
 
 

@@ -42,8 +42,9 @@ _HISTORY = _obj({"topologyId": _STR, "intervalSecs": _NUM,
                                         | {"acked": _INT, "failed": _INT}))})
 
 _NIMBUS = _obj({"nimbuses": _array(_obj({"host": _STR, "port": {"type": ["integer", "null"]},
-                                         "status": {"enum": ["Leader", "Not a Leader", "Dead"]},
-                                         "nimbusUpTime": _STR, "nimbusUpTimeSeconds": _INT,
+                                         # Offline: a seed that does not run (Storm's UI; its REST docs say Dead)
+                                         "status": {"enum": ["Leader", "Not a Leader", "Offline", "Dead"]},
+                                         "nimbusUpTime": _STR, "nimbusUpTimeSeconds": {"type": ["integer", "string"]},
                                          "nimbusLogLink": {"type": ["string", "null"]}, "version": _STR}))})
 
 _SUPERVISORS = _obj({"supervisors": _array(_obj({"id": _STR, "host": _STR, "uptime": _STR, "uptimeSeconds": _INT,

@@ -61,12 +61,20 @@ def cluster_summary(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def nimbus_summary(info: dict[str, Any]) -> dict[str, Any]:
-    """``/nimbus/summary``: the one master, always the leader (squall runs one)."""
+    """``/nimbus/summary``: every master (``cluster_info``'s ``nimbuses``): ``Leader``, ``Not a
+    Leader``, or ``Offline`` for a seed that does not run, whose uptime and version are
+    ``"Not applicable"`` as in Storm's UI. One master without Nimbus HA: the leader."""
     nimbus = info["nimbus"]
-    up = float(nimbus["uptime_secs"])
-    return {"nimbuses": [{"host": nimbus["host"], "port": nimbus["port"], "status": "Leader",
-                          "nimbusUpTime": pretty_uptime(up), "nimbusUpTimeSeconds": int(up),
-                          "nimbusLogLink": None, "version": __version__}]}
+    rows = info.get("nimbuses") or [{"host": nimbus["host"], "port": nimbus["port"], "status": "Leader",
+                                     "uptime_secs": nimbus["uptime_secs"], "version": __version__}]
+    out = []
+    for n in rows:
+        up = n.get("uptime_secs")
+        out.append({"host": n["host"], "port": n["port"], "status": n["status"],
+                    "nimbusUpTime": "Not applicable" if up is None else pretty_uptime(float(up)),
+                    "nimbusUpTimeSeconds": "Not applicable" if up is None else int(up),
+                    "nimbusLogLink": None, "version": n.get("version") or "Not applicable"})
+    return {"nimbuses": out}
 
 
 def supervisor_summary(supervisors: list[dict[str, Any]]) -> dict[str, Any]:
@@ -80,12 +88,13 @@ def supervisor_summary(supervisors: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def topology_summary(info: dict[str, Any]) -> dict[str, Any]:
-    """``/topology/summary`` from the master's ``cluster_info``. ``replicationCount`` is 1:
-    the one master holds every topology's code."""
+    """``/topology/summary`` from the master's ``cluster_info``. ``replicationCount``: how many
+    masters hold the topology's code (1 without Nimbus HA: the one master holds it)."""
     return {"topologies": [{"id": t["id"], "name": t["name"], "status": t["status"],
                             "uptime": pretty_uptime(t["uptime_secs"]), "uptimeSeconds": int(t["uptime_secs"]),
                             "tasksTotal": int(t["num_tasks"]), "workersTotal": int(t["num_workers"]),
-                            "executorsTotal": int(t["num_executors"]), "replicationCount": 1,
+                            "executorsTotal": int(t["num_executors"]),
+                            "replicationCount": int(t.get("replication_count", 1)),
                             **{k: 0.0 for k in _RESOURCES}}
                            for t in info["topologies"]],
             "schedulerDisplayResource": False}

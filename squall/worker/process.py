@@ -23,7 +23,7 @@ from .._encryption import encryption_setting
 from ..engine.serialize import Serializer, source_cache
 from .agent import WorkerAgent
 from .envelope import Origin
-from .rpc import MasterLink, load_or_create_secret, rpc_settings
+from .rpc import load_or_create_secret
 from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_KEY, ZmqTransport
 
 log = logging.getLogger("squall.worker")
@@ -35,11 +35,15 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     or user code crashes; return the exit status. The worker receives on ``bind`` (default
     the slot's own ``tcp://host:port``; port 0 picks a free one) and reports that address to
     the master, which hands every worker the addresses of its peers."""
+    from ..cluster.seeds import NimbusAddress, master_link
     mhost, mport = master.rsplit(":", 1)
-    link = MasterLink(mhost, int(mport), load_or_create_secret(conf), rpc_settings(conf))
+    secret = load_or_create_secret(conf)
+    # the master the supervisor found, then (Nimbus HA: it died, or lost the lead) the leader
+    # among nimbus.seeds
+    link = master_link(conf, first=NimbusAddress(mhost, int(mport)))
 
     def make_transport(plan: Any, origin: Origin, receive: Any) -> ZmqTransport:
-        return ZmqTransport(bind or f"tcp://{slot}", {}, Serializer(plan.conf, source_cache(plan)), link.secret,
+        return ZmqTransport(bind or f"tcp://{slot}", {}, Serializer(plan.conf, source_cache(plan)), secret,
                             receive=receive, origin=origin, **_transport_options(conf))
     return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop).run()
 

@@ -87,9 +87,11 @@ def test_nimbus_seeds_defaults_to_nimbus_host_for_clients_and_supervisors(tmp_pa
     conf = cluster_conf({"nimbus.host": "10.1.2.3", "storm.local.dir": str(tmp_path)})
     assert master_address(conf) == ("10.1.2.3", 6627)
     sup = process_supervisor(conf, host="127.0.0.1")
-    assert (sup.master.host, sup.master.port) == ("10.1.2.3", 6627)  # where it syncs
-    assert sup.launcher.master == ("10.1.2.3", 6627)                 # and where its workers go
-    seeded = {**conf, "nimbus.seeds": ["master.example", "other.example"]}
+    assert sup.master.address == ("10.1.2.3", 6627)           # where it syncs
+    assert sup.launcher.master.address == ("10.1.2.3", 6627)  # and where its workers go
+    seeded = {**conf, "nimbus.seeds": ["master.example", "other.example:6700"]}
     assert master_address(seeded) == ("master.example", 6627)
     sup = process_supervisor(seeded, host="127.0.0.1")
-    assert (sup.master.host, sup.master.port) == sup.launcher.master == ("master.example", 6627)
+    # several seeds (Nimbus HA): the leader is whichever of them says so (seeds.LeaderLink)
+    assert sup.master.seeds == [("master.example", 6627), ("other.example", 6700)]
+    assert sup.launcher.master is sup.master

@@ -31,6 +31,8 @@ class RecordingWindowBolt(BaseWindowedBolt):
                          [t.values[0] for t in window.get_expired()],
                          window.get_start_timestamp(), window.get_end_timestamp()))
         self.collector.emit([first[0], len(first)])
+        for t in window.get():
+            self.collector.ack(t)  # ignored (the window acks its inputs): acking twice would break trees
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("first", "size"))

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 import timeit
 import tracemalloc
@@ -71,11 +72,11 @@ def traced(fn, *args) -> tuple[float, float, int]:
 
 
 def cluster_latency(secs: float, length: float, slide: float) -> dict[str, float]:
-    from squall import BaseWindowedBolt, Bolt, Config, Fields as F, LocalCluster, Spout, TopologyBuilder
+    from squall import BaseWindowedBolt, Bolt, Config, LocalCluster, Spout, TopologyBuilder
 
     class Paced(Spout):
         def declare_output_fields(self, d):
-            d.declare(F("v"))
+            d.declare(Fields("v"))
 
         def open(self, conf, context, collector):
             super().open(conf, context, collector)
@@ -119,7 +120,7 @@ def main() -> None:
     p.add_argument("--length-secs", type=float, default=2.0)
     p.add_argument("--slide-secs", type=float, default=1.0)
     a = p.parse_args()
-    print(f"memory (tracemalloc; MB allocated at the end / peak / events queued)")
+    print("memory (tracemalloc; MB allocated at the end / peak / events queued)")
     for n in (10_000, 100_000, 1_000_000):
         cur, peak, q = traced(feed_count, n, a.count)
         print(f"  count window {a.count}/{a.count // 10}, {n:>9,} adds: {cur:7.2f} / {peak:7.2f} MB, {q} queued")
@@ -128,7 +129,7 @@ def main() -> None:
         print(f"  duration 10 s/1 s at {a.rate}/s, {n:>9,} adds: {cur:7.2f} / {peak:7.2f} MB, {q} queued")
     n = 100_000
     for label, fn, arg in (("count", feed_count, a.count), ("duration", feed_duration, a.rate)):
-        best = min(timeit.repeat(lambda: fn(n, arg), number=1, repeat=5))
+        best = min(timeit.repeat(functools.partial(fn, n, arg), number=1, repeat=5))
         print(f"cpu: {label} window, {1e6 * best / n:.2f} us per tuple (best of 5, {n:,} adds)")
     if a.cluster:
         lat = cluster_latency(a.secs, a.length_secs, a.slide_secs)

@@ -10,6 +10,7 @@ on the executor's loop as a timer (`squall_timers`), between its inputs: no thre
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -131,7 +132,7 @@ class WindowedBoltExecutor(Bolt):
         component and field) and the tuple failed, not added."""
         field = self.spec.timestamp_field
         v = tup.get_value_by_field(field) if tup.fields.contains(field) else None
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v):
             return int(v)
         what = "is missing" if not tup.fields.contains(field) else f"is {v!r}, not epoch milliseconds (a number)"
         self.collector.report_error(

@@ -21,7 +21,7 @@ def test_event_time_windows_late_tuples_and_acks_across_worker_processes(shared_
     client = shared_cluster.client()
     client.submit_topology("windows", topology_conf(tmp_path), b.create_topology())
     try:
-        acked = lambda: {r["ack"] for r in records(tmp_path, "spout") if "ack" in r}  # noqa: E731
+        acked = lambda: {r["ack"] for r in records(tmp_path, "spout") if "ack" in r}
         assert wait_until(lambda: acked() == set(range(20)) | {99}, 60), records(tmp_path, "spout")
     finally:
         client.kill_topology("windows", wait_secs=0)

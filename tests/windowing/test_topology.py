@@ -182,9 +182,8 @@ def test_a_timestamp_that_is_not_a_number_is_reported_naming_component_and_field
 ])
 def test_storm_window_checks_refuse_the_topology_at_submit_naming_the_component(bolt, conf, message):
     _feeder, _tracker, topo = _topology(bolt())
-    with LocalCluster() as cluster:
-        with pytest.raises(InvalidTopologyException) as err:
-            cluster.submit_topology("bad", conf, topo)
+    with LocalCluster() as cluster, pytest.raises(InvalidTopologyException) as err:
+        cluster.submit_topology("bad", conf, topo)
     assert "Component [window]" in str(err.value) and message in str(err.value)
 
 

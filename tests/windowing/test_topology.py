@@ -179,6 +179,9 @@ def test_a_timestamp_that_is_not_a_number_is_reported_naming_component_and_field
      {}, "Late tuple stream can be defined only when specifying a timestamp field"),
     (lambda: RecordingWindowBolt().with_window(Count(3)).with_timestamp_field("when"),
      {}, "timestamp field 'when' is not a field of its input stream [default] of component [feeder]"),
+    (lambda: RecordingWindowBolt(), {}, "Window length is not specified"),
+    (lambda: RecordingWindowBolt().with_window(Count(3)).with_timestamp_field("v"),
+     {"topology.bolts.late.tuple.stream": "late"}, "Stream for late tuples [late] must be defined"),
 ])
 def test_storm_window_checks_refuse_the_topology_at_submit_naming_the_component(bolt, conf, message):
     _feeder, _tracker, topo = _topology(bolt())

@@ -5,6 +5,7 @@ component's name before anything starts.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from ._api import (
     LATE_TUPLE_STREAM, MAX_LAG_MS, SLIDING_INTERVAL_COUNT, SLIDING_INTERVAL_DURATION_MS, TIMESTAMP_FIELD,
     WATERMARK_INTERVAL_MS, WINDOW_LENGTH_COUNT, WINDOW_LENGTH_DURATION_MS, Count, Duration,
 )
+
+log = logging.getLogger("squall.windowing")
 
 DEFAULT_WATERMARK_INTERVAL_MS = 1000
 DEFAULT_MAX_LAG_MS = 0
@@ -121,6 +124,14 @@ def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, 
         raise InvalidTopologyException(
             f"Component [{component}]: Window count (length + sliding interval) value {count} is more than "
             f"topology.max.spout.pending value {pending}: the spouts would stop before the window fills")
+    if pending is None and count and conf.get("topology.acker.executors") != 0:
+        from ..engine.spout_executor import AUTO_PENDING_FLOOR
+        if count > AUTO_PENDING_FLOOR:
+            log.warning("Component [%s]: window count (length + sliding interval) %d is more than the "
+                        "%d tuples per spout task that the automatic topology.max.spout.pending starts "
+                        "from; nothing completes before the window fills, so set "
+                        "topology.max.spout.pending to at least %d (docs/windows.md)",
+                        component, count, AUTO_PENDING_FLOOR, count)
     if spec.late_stream is not None and spec.late_stream not in streams:
         raise InvalidTopologyException(
             f"Component [{component}]: Stream for late tuples [{spec.late_stream}] must be defined with the "

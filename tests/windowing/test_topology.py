@@ -195,3 +195,11 @@ def test_timeouts_off_or_enough_timeout_pass_the_checks():
         _f, _t, topo = _topology(RecordingWindowBolt().with_window(Duration.seconds(30), Duration.seconds(5)))
         with LocalCluster() as cluster:
             cluster.submit_topology("ok", conf, topo)
+
+
+def test_a_count_window_beyond_the_automatic_max_spout_pending_is_warned_about(caplog):
+    _f, _t, topo = _topology(RecordingWindowBolt().with_window(Count(100), Count(10)))
+    with LocalCluster() as cluster:
+        cluster.submit_topology("long", {}, topo)
+    assert any("Component [window]" in r.getMessage() and "at least 110" in r.getMessage()
+               for r in caplog.records if r.name == "squall.windowing")

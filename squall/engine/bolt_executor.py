@@ -136,8 +136,9 @@ class BoltExecutor(Executor):
     def timers(self):
         """Ticks, and the timers of bolts with a ``squall_timers(clock)`` method (a windowed
         bolt's trigger or watermark, squall.windowing): called on the loop as the bolt's task."""
-        own = [(period, functools.partial(self._task_timer, t, cb)) for t in self.task_ids
-               if hasattr(self.objs[t], "squall_timers") for period, cb in self.objs[t].squall_timers(self.wiring.clock)]
+        own = [(period, functools.partial(self._task_timer, t, cb))
+               for t in self.task_ids if hasattr(self.objs[t], "squall_timers")
+               for period, cb in self.objs[t].squall_timers(self.wiring.clock)]
         freq = self.conf.get("topology.tick.tuple.freq.secs")
         if not freq:
             return own

@@ -56,17 +56,21 @@ from .metric import MultiReducedMetric as MultiReducedMetric
 from .metric import ReducedMetric as ReducedMetric
 from .metric import TaskInfo as TaskInfo
 from .cluster.state import TopologyStatus as TopologyStatus
+from .windowing import BaseWindowedBolt as BaseWindowedBolt
+from .windowing import Count as Count
+from .windowing import Duration as Duration
+from .windowing import TupleWindow as TupleWindow
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BasicBolt", "BasicOutputCollector",
-    "Bolt", "BoltDeclarer", "CombinedMetric", "Config", "CountMetric", "CustomStreamGrouping", "DataPoint",
-    "EmitError", "FailedException", "Fields", "GlobalStreamId", "Grouping", "ICombiner", "IMetric",
+    "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BaseWindowedBolt", "BasicBolt",
+    "BasicOutputCollector", "Bolt", "BoltDeclarer", "CombinedMetric", "Config", "Count", "CountMetric", "CustomStreamGrouping", "DataPoint",
+    "Duration", "EmitError", "FailedException", "Fields", "GlobalStreamId", "Grouping", "ICombiner", "IMetric",
     "IMetricsConsumer", "IReducer", "IllegalStateTransition", "InvalidTopologyException",
     "LocalCluster", "LoggingMetricsConsumer", "MeanReducer", "MessageId", "MultiCountMetric",
     "MultiReducedMetric", "NotAliveException", "ReducedMetric", "TaskInfo", "OutputCollector", "OutputFieldsDeclarer",
     "ReportedFailedException", "SerializationError", "Spout", "SpoutDeclarer",
     "SpoutOutputCollector", "SquallError", "StormSubmitter", "StormTopology", "TopologyBuilder",
-    "TopologyContext", "TopologyStatus", "Tuple", "Values", "is_tick_tuple",
+    "TopologyContext", "TopologyStatus", "Tuple", "TupleWindow", "Values", "is_tick_tuple",
 ]

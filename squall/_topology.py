@@ -18,6 +18,7 @@ from ._grouping import (
     CustomStreamGrouping, Grouping,
 )
 from ._system import DEFAULT_STREAM, SYSTEM_STREAM, is_system_id
+from .windowing._api import BaseWindowedBolt
 
 
 class ComponentSpec:
@@ -227,11 +228,17 @@ class TopologyBuilder:
                 f"Component [{component_id}]: set_spout needs a Spout, got {type(spout).__name__}")
         return SpoutDeclarer(self._add(component_id, spout, "spout", parallelism_hint))
 
-    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt, parallelism_hint: int | None = None) -> BoltDeclarer:
-        """Add a bolt (or basic bolt) with ``parallelism_hint`` executors (default 1)."""
+    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt | BaseWindowedBolt,
+                 parallelism_hint: int | None = None) -> BoltDeclarer:
+        """Add a bolt (or basic bolt, or windowed bolt) with ``parallelism_hint`` executors
+        (default 1). A windowed bolt runs inside a `WindowedBoltExecutor`, as in Storm."""
+        if isinstance(bolt, BaseWindowedBolt):
+            from .windowing.executor import WindowedBoltExecutor
+            bolt = WindowedBoltExecutor(bolt)
         if not isinstance(bolt, (Bolt, BasicBolt)):
             raise InvalidTopologyException(
-                f"Component [{component_id}]: set_bolt needs a Bolt or BasicBolt, got {type(bolt).__name__}")
+                f"Component [{component_id}]: set_bolt needs a Bolt, BasicBolt or BaseWindowedBolt, "
+                f"got {type(bolt).__name__}")
         return BoltDeclarer(self._add(component_id, bolt, "bolt", parallelism_hint))
 
     def create_topology(self) -> StormTopology:

@@ -63,6 +63,13 @@ SQUALL_API = {
     "LoggingMetricsConsumer": ["prepare", "handle_data_points", "cleanup"],
     "TaskInfo": [],
     "DataPoint": [],
+    # Windowed bolts
+    "BaseWindowedBolt": ["with_window", "with_tumbling_window", "with_timestamp_field", "with_lag",
+                         "with_watermark_interval", "with_late_tuple_stream", "prepare", "execute", "cleanup",
+                         "declare_output_fields"],
+    "Count": ["of"],
+    "Duration": ["of", "seconds", "minutes"],
+    "TupleWindow": ["get", "get_new", "get_expired", "get_start_timestamp", "get_end_timestamp"],
 }
 
 TESTING_API = {

@@ -145,9 +145,11 @@ class LoadAwareShuffleGrouping(ShuffleGrouping):
 
     Storm 2's ``LoadAwareShuffleGrouping`` with two of its scopes, worker-local and everything
     (squall has no host or rack topography): targets in the emitting worker get every tuple
-    while their average load (read from `use_load`'s function: `Worker.task_load`) stays at or
-    below ``topology.localityaware.higher.bound``; above it, tuples spread over all
-    targets until the local load falls below ``topology.localityaware.lower.bound``. Within a
+    while their average load (read from `use_load`'s function: the worker's
+    `squall.engine.load_mapping.LoadMapping`) stays at or below
+    ``topology.localityaware.higher.bound``, or, when the remote targets' load is known, exceeds
+    theirs by no more than `MARGIN`; beyond that, tuples spread over all targets until the local
+    load falls below ``topology.localityaware.lower.bound`` or to the remote one. Within a
     scope it is round-robin in a random order, as `ShuffleGrouping` (Storm 2 also weighs
     targets by load inside the scope; an even spread is what a plain shuffle gives, and the
     scope already moves work off an overloaded worker). The scope is looked at once every
@@ -158,14 +160,17 @@ class LoadAwareShuffleGrouping(ShuffleGrouping):
 
     CHECK_EVERY = 256
     """Tuples emitted between two looks at the local targets' load."""
+    MARGIN = 0.1
+    """How much busier than the remote targets (when their load is known) the local ones must be
+    for tuples to leave the worker: two workers both at full load keep their tuples at home."""
 
     def __init__(self, rng: random.Random | None = None) -> None:
         super().__init__(rng)
-        self._load: Callable[[int], float] | None = None
+        self._load: Callable[[int], float | None] | None = None
         self.local_scope = True  # whether the last look chose the worker-local targets
 
-    def use_load(self, load: Callable[[int], float]) -> None:
-        """Where the load (0.0 idle .. 1.0 full) of a task in this worker is read; call before
+    def use_load(self, load: Callable[[int], float | None]) -> None:
+        """Where the load (0.0 idle .. 1.0 full, None: unknown) of a task is read; call before
         `prepare`."""
         self._load = load
 
@@ -183,6 +188,7 @@ class LoadAwareShuffleGrouping(ShuffleGrouping):
         self._higher = float(conf.get("topology.localityaware.higher.bound", 0.8))
         self._lower = float(conf.get("topology.localityaware.lower.bound", 0.2))
         self._local_tasks = same_worker
+        self._remote_tasks = [t for t in target_tasks if t not in local]
         self._next = self._walk(self._ring(same_worker), self._ring(target_tasks)).__next__
 
     def _ring(self, tasks: list[int]) -> list[list[int]]:
@@ -192,15 +198,24 @@ class LoadAwareShuffleGrouping(ShuffleGrouping):
         return choices * -(-self.CHECK_EVERY // len(choices))
 
     def _walk(self, local: list[list[int]], everywhere: list[list[int]]):
-        load, tasks = self._load, self._local_tasks
+        load, tasks, remote = self._load, self._local_tasks, self._remote_tasks
         while True:
-            average = sum(map(load, tasks)) / len(tasks)
+            here = _mean([load(t) for t in tasks])
+            there = _mean([load(t) for t in remote])  # None until their workers tell
             if self.local_scope:
-                self.local_scope = average <= self._higher
+                # over the bound, and busier than the remote targets by a margin (if known)
+                self.local_scope = here is None or here <= self._higher or (
+                    there is not None and here - there <= self.MARGIN)
             else:
-                self.local_scope = average < self._lower
+                self.local_scope = here is None or here < self._lower or (there is not None and here <= there)
             # a whole ring each time, so each target of the scope gets the same share
             yield from local if self.local_scope else everywhere
+
+
+def _mean(loads: list[float | None]) -> float | None:
+    """The mean of the known ``loads`` (None: no figure), or None if none is known."""
+    known = [x for x in loads if x is not None]
+    return sum(known) / len(known) if known else None
 
 
 class FieldsGrouping(CustomStreamGrouping):

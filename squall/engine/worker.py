@@ -28,6 +28,7 @@ from . import code_pickler
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor
 from .executor import ErrorRecord, Executor, Wiring, error_record, log
+from .load_mapping import LoadMapping
 from .loop import Backpressure, ExecutorLoop, TopologyState
 from .plan import ExecutorSpec, TopologyPlan
 from .spout_executor import SpoutExecutor
@@ -118,11 +119,14 @@ class Worker:
                       and not plan.conf.get("topology.disable.loadaware.messaging", False))
         for lp in self.loops:
             lp.track_busy = load_aware
+        self.load_aware = load_aware
+        # every task's load: this worker's own, the others' as their workers tell it (`LoadLink`)
+        self.load_mapping = LoadMapping(lambda t: self.task_load(t) if t in self.inboxes else None, clock)
         for e in assignment:
             lp = loop_of_exec[e]
             wiring = Wiring(plan, self._deliver_map(lp, transport), clock, state, backpressure,
                             report_error, port, self.tasks, seed, self.inboxes, loop=lp,
-                            task_load=self.task_load if load_aware else None)
+                            task_load=self.load_mapping.get if load_aware else None)
             ex = self._make_executor(e, wiring, blobs)
             ex.depth = depths.get(e.component, 0)  # type: ignore[attr-defined]
             lp.add(ex)
@@ -137,6 +141,10 @@ class Worker:
         tuples for a task on a loop with no idle time slow everything on that loop, the spout
         first, while a task in another worker may have time to spare."""
         return max(len(self.inboxes[task]) / self._capacity, self.loop_of_task[task].busy)
+
+    def bolt_loads(self) -> list[tuple[int, float]]:
+        """``(task, load)`` of each bolt task in this worker (`task_load`), for its peers."""
+        return [(t, self.task_load(t)) for ex in self.executors if ex.kind == "bolt" for t in ex.task_ids]
 
     def _deliver_map(self, loop: ExecutorLoop, transport: Transport) -> dict[int, Callable[[Any], None]]:
         deliver: dict[int, Callable[[Any], None]] = {}

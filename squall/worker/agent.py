@@ -34,6 +34,7 @@ from ..engine.dropped_items import DroppedItemsLink
 from ..engine.executor import error_record
 from ..engine.loop import Backpressure, TopologyState
 from ..engine.plan import TopologyPlan
+from ..engine.load_mapping import LoadLink, is_load_message
 from ..engine.remote_backpressure import BackpressureLink
 from ..engine.transport import Origin, Transport
 from ..engine.worker import Worker, component_blobs
@@ -206,7 +207,16 @@ class WorkerAgent:
         # items dropped on their way to a moved peer, told to and by the peers (their spouts'
         # tuples may be among them)
         self._dropped = DroppedItemsLink(worker.tasks_lost, transport)
-        link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}", others=self._dropped.heard)
+        # the bolt tasks' loads, told to and by the peers, for the load-aware shuffles
+        loads = (LoadLink(worker.load_mapping, worker.bolt_loads, transport, name=f"squall-load-{self.port}")
+                 if worker.load_aware else None)
+
+        def others(sender: Any, message: Any) -> None:  # control messages other than backpressure
+            if loads is not None and is_load_message(message):
+                loads.heard(sender, message)
+            else:
+                self._dropped.heard(sender, message)
+        link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}", others=others)
         self.worker = worker
         worker.start()
         freq = float(self.conf.get("worker.heartbeat.frequency.secs") or 1)
@@ -238,6 +248,8 @@ class WorkerAgent:
         finally:
             worker.stop(clean=status == 0, timeout=self.stop_loop_secs)
             link.stop()  # after the worker: the "under" it forgot on stopping reaches the peers first
+            if loads is not None:
+                loads.stop()
 
     def beat(self) -> None:
         """Send one heartbeat now and act on the reply (thread-safe: a host in this process may

@@ -42,6 +42,42 @@ def _grouping(load, conf=None, targets=(1, 2, 3, 4), local=(1, 2)):
     return g, lambda n: Counter(t for _ in range(n) for t in choose([0]))
 
 
+def test_with_the_remote_tasks_load_known_tuples_leave_only_a_worker_busier_than_the_others():
+    load = {1: 0.95, 2: 0.95, 3: 0.9, 4: 1.0}  # every worker at full load: crossing helps nobody
+    g, send = _grouping(load)
+    assert set(send(4 * EVERY)) == {1, 2}
+    load[3] = load[4] = 0.6  # the other worker has time to spare: spread
+    send(EVERY)
+    assert send(4 * EVERY) == {1: EVERY, 2: EVERY, 3: EVERY, 4: EVERY}
+    load[1] = load[2] = 0.85  # still busier than the others (0.7): stays spread
+    load[3] = load[4] = 0.7
+    assert send(4 * EVERY) == {1: EVERY, 2: EVERY, 3: EVERY, 4: EVERY}
+    load[1] = load[2] = 0.8  # no busier than the others now: back in the worker
+    load[3] = load[4] = 0.85
+    send(EVERY)
+    assert set(send(4 * EVERY)) == {1, 2}
+    load[3] = load[4] = None  # their workers stopped telling: the bounds alone decide
+    load[1] = load[2] = 0.9
+    send(EVERY)
+    assert set(send(4 * EVERY)) == {1, 2, 3, 4}
+
+
+def test_load_messages_are_checked_and_a_peer_s_figures_expire():
+    from squall.engine.clock import SimulatedClock
+    from squall.engine.load_mapping import LoadMapping, load_message, loads_of
+
+    assert loads_of(load_message([(3, 0.25), (4, 1)])) == [(3, 0.25), (4, 1.0)]
+    for bad in ({"load": [[3, 1.5]]}, {"load": [["3", 0.1]]}, {"load": "x"}, {"over": True}, [1]):
+        with pytest.raises(TypeError):
+            loads_of(bad)
+    clock = SimulatedClock()
+    mapping = LoadMapping(lambda t: 0.5 if t == 1 else None, clock)
+    mapping.set_remote([(3, 0.25)])
+    assert (mapping.get(1), mapping.get(3), mapping.get(4)) == (0.5, 0.25, None)
+    clock.advance(LoadMapping.EXPIRE_SECS + 0.1)
+    assert mapping.get(3) is None
+
+
 def test_tuples_stay_in_the_worker_while_its_tasks_keep_up_and_spill_over_when_they_do_not():
     load = {1: 0.0, 2: 0.0, 3: 0.0, 4: 0.0}
     g, send = _grouping(load)

@@ -33,6 +33,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat, starmap
 from typing import Any
 
 import msgpack
@@ -240,7 +241,8 @@ class ZmqTransport(Transport):
         for key, q in self._queues.items():
             while q:
                 n = min(len(q), MAX_BATCH)
-                self._send_batch(key, [q.popleft() for _ in range(n)])
+                # popleft, not a copy and clear: senders on other threads may append meanwhile
+                self._send_batch(key, list(starmap(q.popleft, repeat((), n))))
 
     def _send_batch(self, key: str, items: list) -> None:
         data = self._encode(items)

@@ -56,11 +56,14 @@ from .metric import MultiReducedMetric as MultiReducedMetric
 from .metric import ReducedMetric as ReducedMetric
 from .metric import TaskInfo as TaskInfo
 from .cluster.state import TopologyStatus as TopologyStatus
+from .state import BaseStatefulBolt as BaseStatefulBolt
+from .state import KeyValueState as KeyValueState
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BasicBolt", "BasicOutputCollector",
+    "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BaseStatefulBolt", "BasicBolt",
+    "BasicOutputCollector", "KeyValueState",
     "Bolt", "BoltDeclarer", "CombinedMetric", "Config", "CountMetric", "CustomStreamGrouping", "DataPoint",
     "EmitError", "FailedException", "Fields", "GlobalStreamId", "Grouping", "ICombiner", "IMetric",
     "IMetricsConsumer", "IReducer", "IllegalStateTransition", "InvalidTopologyException",

@@ -18,6 +18,8 @@ from ._grouping import (
     CustomStreamGrouping, Grouping,
 )
 from ._system import DEFAULT_STREAM, SYSTEM_STREAM, is_system_id
+from .state._bolt import BaseStatefulBolt
+from .state._wiring import add_checkpointing
 
 
 class ComponentSpec:
@@ -227,15 +229,20 @@ class TopologyBuilder:
                 f"Component [{component_id}]: set_spout needs a Spout, got {type(spout).__name__}")
         return SpoutDeclarer(self._add(component_id, spout, "spout", parallelism_hint))
 
-    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt, parallelism_hint: int | None = None) -> BoltDeclarer:
-        """Add a bolt (or basic bolt) with ``parallelism_hint`` executors (default 1)."""
-        if not isinstance(bolt, (Bolt, BasicBolt)):
+    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt | BaseStatefulBolt,
+                 parallelism_hint: int | None = None) -> BoltDeclarer:
+        """Add a bolt (basic or stateful) with ``parallelism_hint`` executors (default 1)."""
+        if not isinstance(bolt, (Bolt, BasicBolt, BaseStatefulBolt)):
             raise InvalidTopologyException(
-                f"Component [{component_id}]: set_bolt needs a Bolt or BasicBolt, got {type(bolt).__name__}")
+                f"Component [{component_id}]: set_bolt needs a Bolt, BasicBolt or BaseStatefulBolt, "
+                f"got {type(bolt).__name__}")
         return BoltDeclarer(self._add(component_id, bolt, "bolt", parallelism_hint))
 
     def create_topology(self) -> StormTopology:
         """Validate the wiring and return the topology.
+
+        A topology with a `BaseStatefulBolt` gets Storm's checkpointing here
+        (`squall.state._wiring`): the ``$checkpointspout`` and its ``$checkpoint`` streams.
 
         Raises:
             InvalidTopologyException: naming the component, stream or field at fault.
@@ -254,7 +261,7 @@ class TopologyBuilder:
                     f"Component [{cid}]: declare_output_fields raised {type(e).__name__}: {e}") from e
             built.streams = declarer.streams
             components[cid] = built
-        topology = StormTopology(components)
+        topology = StormTopology(add_checkpointing(components, ComponentSpec))
         validate_topology(topology)
         return topology
 

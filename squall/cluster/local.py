@@ -28,7 +28,7 @@ from .._errors import SquallError
 from .._ratelimit import RateLimitedLog
 from .._topology import StormTopology
 from ..engine.clock import Clock
-from ..state import HostMemory, StateHome, state_key
+from ..state import HostMemory, StateHome, get_state, state_key
 from .inprocess import DirectMaster, InProcessLauncher, Networks
 from .master import Master
 from .supervisor import Supervisor
@@ -75,7 +75,7 @@ class LocalCluster:
         self._networks = Networks()
         # stateful bolts' default state lives here, outside the workers, until shutdown (docs/state.md)
         self._state_memory = HostMemory()
-        state_home = StateHome(memory=self._state_memory, key=state_key(_state_secret(self.conf)))
+        state_home = self._state_home = StateHome(memory=self._state_memory, key=state_key(_state_secret(self.conf)))
         n = int(self.conf.get(SUPERVISORS_KEY) or 1)
         hosts = ["localhost"] if n == 1 else [f"localhost-{i}" for i in range(1, n + 1)]
         self._launchers = [InProcessLauncher(self.conf, host, self._direct, self._networks, self.clock, self._seed,
@@ -348,6 +348,14 @@ class LocalCluster:
             self._sync()
             time.sleep(0.01)  # let the loops see each step, as Storm waits for idle between steps
 
+    def get_state(self, name: str, namespace: str) -> Any:
+        """The `squall.state.KeyValueState` of ``namespace`` (``"<component>-<task>"``) of
+        topology ``name``, as the default provider keeps it here, to look at in a test (what it
+        shows beyond the last commit is the running bolt's business); None if there is none."""
+        if namespace not in self._state_memory.namespaces(name):
+            return None
+        return get_state(namespace, {"topology.name": name}, _Home(self._state_home))
+
     def is_idle(self, name: str) -> bool:
         """True when no tuple waits in any inbox of ``name`` and every loop sleeps."""
         agents = self._agents(self._storm_id(name))
@@ -364,3 +372,16 @@ def _state_secret(conf: Mapping[str, Any]) -> bytes:
     another LocalCluster with it reads them back), else this cluster's own."""
     given = conf.get(SECRET_KEY)
     return given.encode() if isinstance(given, str) else secrets.token_bytes(32)
+
+
+class _Home:
+    """A context that only lends `LocalCluster.get_state` the cluster's state home."""
+
+    def __init__(self, home: StateHome) -> None:
+        self.state_home = home
+
+    def get_this_component_id(self) -> str:
+        return "(LocalCluster.get_state)"
+
+    def get_this_task_id(self) -> int:
+        return -1

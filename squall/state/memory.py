@@ -36,6 +36,11 @@ class HostMemory:
                 s = self._stores[(topology, namespace)] = MemoryStore()
             return s
 
+    def namespaces(self, topology: str) -> list[str]:
+        """The namespaces of ``topology``'s states, sorted."""
+        with self._lock:
+            return sorted(ns for (t, ns) in self._stores if t == topology)
+
     def clear(self) -> None:
         """Forget every state (the host shuts down)."""
         with self._lock:

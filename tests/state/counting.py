@@ -1,0 +1,118 @@
+"""A counting topology for the guarantee tests: `ReplayingSpout` of ids 0..n-1 (a failed id is
+emitted again; acked ids are written under ``test.out.dir``) -> `Pass` (2, shuffle) ->
+`CountIds` (2, fields on id), a stateful bolt counting each id in its `KeyValueState`. After
+every id is acked, each id's committed count must be at least 1 (nothing lost) and the counts
+may exceed n only by updates applied twice: tuples replayed after their update was committed."""
+
+from collections import Counter
+from pathlib import Path
+
+from squall import BaseStatefulBolt, BasicBolt, Fields, Spout, TopologyBuilder
+
+
+class ReplayingSpout(Spout):
+    """Emits ids 0..n-1 reliably, like a source that commits its offsets: a failed id is emitted
+    again; an acked id is written to ``acked-<task>.txt`` and not emitted again even by a
+    restarted instance (which emits again what was in flight). Every emit is written to
+    ``emitted-<task>.txt``."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        out = Path(conf["test.out.dir"])
+        done = acked(out)
+        self.todo = [i for i in range(self.n - 1, -1, -1) if i not in done]
+        self.out = open(out / f"acked-{context.get_this_task_id()}.txt", "a")
+        self.emits = open(out / f"emitted-{context.get_this_task_id()}.txt", "a")
+
+    def next_tuple(self):
+        if self.todo:
+            i = self.todo.pop()
+            self.emits.write(f"{i}\n")
+            self.emits.flush()
+            self.collector.emit([i], i)
+
+    def ack(self, msg_id):
+        self.out.write(f"{msg_id}\n")
+        self.out.flush()
+
+    def fail(self, msg_id):
+        self.todo.append(msg_id)
+
+
+class Pass(BasicBolt):
+    """Passes ids on, a little slowly (so a run lasts long enough to crash things under it);
+    with ``crash_at``, the first time it sees that id (a flag file under ``test.out.dir``) it
+    raises, which crashes its worker (Storm's fail-fast)."""
+
+    def __init__(self, crash_at=None):
+        self.crash_at = crash_at
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id"))
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        self.flag = Path(conf["test.out.dir"]) / "crashed"
+
+    def execute(self, tup, collector):
+        for _ in range(2000):
+            pass
+        if tup[0] == self.crash_at and not self.flag.exists():
+            self.flag.write_text("1")
+            raise RuntimeError("crash on purpose")
+        collector.emit([tup[0]])
+
+
+class CountIds(BaseStatefulBolt):
+    """Counts each id in its state."""
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put(tup[0], self.state.get(tup[0], 0) + 1)
+        self.collector.ack(tup)
+
+
+def counting_topology(n, crash_at=None):
+    """The topology of the module docstring."""
+    b = TopologyBuilder()
+    b.set_spout("source", ReplayingSpout(n), 1)
+    b.set_bolt("work", Pass(crash_at), 2).shuffle_grouping("source")
+    b.set_bolt("count", CountIds(), 2).fields_grouping("work", ["id"])
+    return b.create_topology()
+
+
+def acked(out: Path) -> set[int]:
+    """The ids the spout recorded as acked."""
+    ids = set()
+    for f in out.glob("acked-*.txt"):
+        ids |= {int(x) for x in f.read_text().split()}
+    return ids
+
+
+def emitted(out: Path) -> Counter:
+    """How many times the spout emitted each id."""
+    counts = Counter()
+    for f in out.glob("emitted-*.txt"):
+        counts.update(int(x) for x in f.read_text().split())
+    return counts
+
+
+def check_counts(counts: dict, n: int, out: Path) -> tuple[int, int]:
+    """Assert the guarantee on the committed ``counts`` of ids 0..n-1: none below 1 (no update
+    lost), none above the times its id was emitted (an update applies twice only when its tuple
+    was replayed after its commit). Returns (updates over n, emits over n)."""
+    emits = emitted(out)
+    lost = [i for i in range(n) if counts.get(i, 0) < 1]
+    assert not lost, f"updates lost for ids {lost[:20]}"
+    over = [(i, c, emits[i]) for i, c in counts.items() if c > emits[i]]
+    assert not over, f"(id, count, emits) counted more often than emitted: {over[:20]}"
+    assert set(counts) == set(range(n))
+    return sum(counts.values()) - n, sum(emits.values()) - n

@@ -21,8 +21,6 @@ working directory), whose files are then authenticated by a secret of its own, `
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -32,7 +30,7 @@ import msgpack
 from .._private import private_dir, write_private
 from .._sealed import SealError, seal, unseal
 from ._api import KeyValueState, StateError, StateProvider, state_key
-from ._kv import Changes, StateCodec, TransactionalKeyValueState, _apply
+from ._kv import Changes, MemoryStore, StateCodec, TransactionalKeyValueState, _apply
 from ._names import owner_of, provider_config, state_home, topology_of
 
 if TYPE_CHECKING:
@@ -46,16 +44,17 @@ def state_dir(root: str | os.PathLike, topology: str, namespace: str) -> Path:
     return Path(root) / quote(topology, safe="") / ("ns-" + quote(namespace, safe=""))
 
 
-class FileStore:
-    """A `squall.state._kv.StateStore` in one directory; see the module docstring."""
+class FileStore(MemoryStore):
+    """A `squall.state._kv.StateStore` in one directory (a `MemoryStore` that writes each change
+    through to its files before it takes it); see the module docstring."""
 
     def __init__(self, directory: str | os.PathLike, namespace: str, key: bytes) -> None:
+        super().__init__()
         self.dir = private_dir(directory)
         self.namespace = namespace
         self._key = key
-        self._lock = threading.Lock()
         self.commit_txid, committed = self._read("committed")
-        self.committed: dict[bytes, bytes] = {k: v for k, v in committed.items() if v is not None}
+        self.committed = {k: v for k, v in committed.items() if v is not None}
         self.prepare_txid, self.prepared_changes = self._read("prepared")
         if self.prepare_txid is not None and self.commit_txid is not None and self.prepare_txid <= self.commit_txid:
             self.prepare_txid, self.prepared_changes = None, {}  # committed, then the crash came
@@ -92,26 +91,13 @@ class FileStore:
         payload = msgpack.packb([_FORMAT, txid, [[k, v] for k, v in changes.items()]], use_bin_type=True)
         write_private(self.dir / role, seal(self._key, self._kind(role), payload))
 
-    def get(self, key: bytes) -> bytes | None:
-        return self.committed.get(key)
-
-    def items(self) -> Iterator[tuple[bytes, bytes]]:
-        with self._lock:
-            return iter(list(self.committed.items()))
-
-    def txids(self) -> tuple[int | None, int | None]:
-        return self.commit_txid, self.prepare_txid
-
-    def prepared(self) -> Changes:
-        return dict(self.prepared_changes)
-
     def prepare(self, txid: int, changes: Changes) -> None:
-        with self._lock:
+        with self.lock:
             self._write("prepared", txid, changes)
             self.prepare_txid, self.prepared_changes = txid, dict(changes)
 
     def commit(self, txid: int) -> None:
-        with self._lock:
+        with self.lock:
             merged = dict(self.committed)
             _apply(merged, self.prepared_changes)
             self._write("committed", txid, merged)  # type: ignore[arg-type]
@@ -120,14 +106,14 @@ class FileStore:
             self.prepare_txid, self.prepared_changes = None, {}
 
     def apply(self, changes: Changes) -> None:
-        with self._lock:
+        with self.lock:
             merged = dict(self.committed)
             _apply(merged, changes)
             self._write("committed", self.commit_txid, merged)  # type: ignore[arg-type]
             self.committed = merged
 
     def rollback(self) -> None:
-        with self._lock:
+        with self.lock:
             (self.dir / "prepared").unlink(missing_ok=True)
             self.prepare_txid, self.prepared_changes = None, {}
 
@@ -156,5 +142,7 @@ class FileKeyValueStateProvider(StateProvider):
 
 
 def _local_key(root: Path) -> bytes:
-    from ..worker.rpc import load_or_create_secret  # <root>/secret, owner-only, made on first use
+    from ..worker.rpc import (
+        load_or_create_secret,  # <root>/secret, owner-only, made on first use
+    )
     return state_key(load_or_create_secret({"storm.local.dir": str(root)}))

@@ -2,35 +2,12 @@
 comes back from the file store under storm.local.dir as last committed, the spout replays what
 was not committed, and no update is lost (Storm's at-least-once state)."""
 
-from squall.state import StateHome, get_state, state_key
-
 from ..conftest import wait_until
-from ..state.counting import acked, check_counts, counting_topology
+from ..state.counting import acked, check_counts, committed_counts, counting_topology
 from .recovery_topology import kill_a_worker_without
 from .semantics_topology import topology_conf
 
 N = 3000
-
-
-class _Reader:
-    """A context for reading the states from the test, as the workers' host lends it."""
-
-    def __init__(self, home):
-        self.state_home = home
-
-    def get_this_component_id(self):
-        return "(test)"
-
-    def get_this_task_id(self):
-        return -1
-
-
-def committed_counts(cluster, name):
-    home = StateHome(directory=cluster.dir / "state", key=state_key((cluster.dir / "secret").read_bytes().strip()))
-    counts = {}
-    for d in (cluster.dir / "state" / name).glob("ns-count-*"):
-        counts.update(dict(get_state(d.name[3:], {"topology.name": name}, _Reader(home))))
-    return counts
 
 
 def test_state_rolls_back_and_no_update_is_lost_after_a_worker_is_sigkilled(cluster, tmp_path):
@@ -45,6 +22,7 @@ def test_state_rolls_back_and_no_update_is_lost_after_a_worker_is_sigkilled(clus
         assert wait_until(lambda: acked(out) >= set(range(N)), 120), \
             f"ids never acked: {sorted(set(range(N)) - acked(out))[:20]}"
         m.kill_topology("counting", wait_secs=0)
-    twice, replayed = check_counts(committed_counts(cluster, "counting"), N, out)
+    secret = (cluster.dir / "secret").read_bytes().strip()
+    twice, replayed = check_counts(committed_counts(cluster.dir / "state", secret, "counting"), N, out)
     assert replayed > 0, "nothing was replayed: the kill hit no tuple in flight"
     print(f"process host SIGKILL: {twice} updates applied twice, {replayed} tuples replayed")

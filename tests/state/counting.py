@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from squall import BaseStatefulBolt, BasicBolt, Fields, TopologyBuilder
+from squall.state import StateHome, get_state, state_key
 
 from ..process.recovery_topology import DurableSpout, acked  # noqa: F401 - acked: for the tests
 
@@ -92,3 +93,26 @@ def check_counts(counts: dict, n: int, out: Path) -> tuple[int, int]:
     assert not over, f"(id, count, emits) counted more often than emitted: {over[:20]}"
     assert set(counts) == set(range(n))
     return sum(counts.values()) - n, sum(emits.values()) - n
+
+
+class _Reader:
+    """A context for reading states from a test, as a host lends them to its workers."""
+
+    def __init__(self, home):
+        self.state_home = home
+
+    def get_this_component_id(self):
+        return "(test)"
+
+    def get_this_task_id(self):
+        return -1
+
+
+def committed_counts(state_root: Path, secret: bytes, name: str) -> dict:
+    """The committed counts of all `CountIds` tasks of topology ``name``, read from the file
+    store under ``state_root`` (``<storm.local.dir>/state``) with the cluster's ``secret``."""
+    home = StateHome(directory=state_root, key=state_key(secret))
+    counts = {}
+    for d in (state_root / name).glob("ns-count-*"):
+        counts.update(dict(get_state(d.name[3:], {"topology.name": name}, _Reader(home))))
+    return counts

@@ -20,6 +20,7 @@ from ._grouping import (
 from ._system import DEFAULT_STREAM, SYSTEM_STREAM, is_system_id
 from .state._bolt import BaseStatefulBolt
 from .state._wiring import add_checkpointing
+from .windowing._api import BaseWindowedBolt
 
 
 class ComponentSpec:
@@ -229,12 +230,17 @@ class TopologyBuilder:
                 f"Component [{component_id}]: set_spout needs a Spout, got {type(spout).__name__}")
         return SpoutDeclarer(self._add(component_id, spout, "spout", parallelism_hint))
 
-    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt | BaseStatefulBolt,
+    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt | BaseWindowedBolt | BaseStatefulBolt,
                  parallelism_hint: int | None = None) -> BoltDeclarer:
-        """Add a bolt (basic or stateful) with ``parallelism_hint`` executors (default 1)."""
+        """Add a bolt (basic, windowed or stateful) with ``parallelism_hint`` executors (default
+        1). A windowed bolt runs inside a `WindowedBoltExecutor` (a stateful windowed one inside
+        a `squall.state.StatefulWindowedBoltExecutor`), as in Storm."""
+        if isinstance(bolt, BaseWindowedBolt):
+            from .state._windowed import windowed_executor
+            bolt = windowed_executor(bolt)
         if not isinstance(bolt, (Bolt, BasicBolt, BaseStatefulBolt)):
             raise InvalidTopologyException(
-                f"Component [{component_id}]: set_bolt needs a Bolt, BasicBolt or BaseStatefulBolt, "
+                f"Component [{component_id}]: set_bolt needs a Bolt, BasicBolt, BaseWindowedBolt or BaseStatefulBolt, "
                 f"got {type(bolt).__name__}")
         return BoltDeclarer(self._add(component_id, bolt, "bolt", parallelism_hint))
 

@@ -63,6 +63,19 @@ SQUALL_API = {
     "LoggingMetricsConsumer": ["prepare", "handle_data_points", "cleanup"],
     "TaskInfo": [],
     "DataPoint": [],
+    # Windowed bolts
+    "BaseWindowedBolt": ["with_window", "with_tumbling_window", "with_timestamp_field", "with_lag",
+                         "with_watermark_interval", "with_late_tuple_stream", "prepare", "execute", "cleanup",
+                         "declare_output_fields"],
+    "Count": ["of"],
+    "Duration": ["of", "seconds", "minutes"],
+    "TupleWindow": ["get", "get_new", "get_expired", "get_start_timestamp", "get_end_timestamp"],
+    # Stateful bolts
+    "BaseStatefulBolt": ["init_state", "prepare", "execute", "cleanup", "declare_output_fields", "pre_prepare",
+                         "pre_commit", "pre_rollback"],
+    "BaseStatefulWindowedBolt": ["init_state", "with_window", "prepare", "execute", "cleanup", "pre_prepare",
+                                 "pre_commit", "pre_rollback"],
+    "KeyValueState": ["put", "get", "delete"],
 }
 
 TESTING_API = {
@@ -83,6 +96,8 @@ CONFIG_KEYS = {
     "TOPOLOGY_TICK_TUPLE_FREQ_SECS": "topology.tick.tuple.freq.secs",
     "TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS": "topology.enable.message.timeouts",
     "TOPOLOGY_MAX_TASK_PARALLELISM": "topology.max.task.parallelism",
+    "TOPOLOGY_STATE_CHECKPOINT_INTERVAL": "topology.state.checkpoint.interval.ms",
+    "TOPOLOGY_STATE_PROVIDER": "topology.state.provider",
 }
 
 

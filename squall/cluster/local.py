@@ -350,8 +350,9 @@ class LocalCluster:
 
     def get_state(self, name: str, namespace: str) -> Any:
         """The `squall.state.KeyValueState` of ``namespace`` (``"<component>-<task>"``) of
-        topology ``name``, as the default provider keeps it here, to look at in a test (what it
-        shows beyond the last commit is the running bolt's business); None if there is none."""
+        topology ``name``, as the default provider keeps it here, to look at in a test: its
+        ``get`` sees a prepared transaction too, its ``committed()`` only the last commit; None
+        if there is none."""
         if namespace not in self._state_memory.namespaces(name):
             return None
         return get_state(namespace, {"topology.name": name}, _Home(self._state_home))

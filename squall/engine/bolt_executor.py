@@ -134,16 +134,26 @@ class BoltExecutor(Executor):
                 ackers[root % n]((ACK, root, val, -1))
 
     def timers(self):
+        """Ticks, and the timers of bolts with a ``squall_timers(clock)`` method (a windowed
+        bolt's trigger or watermark, squall.windowing): called on the loop as the bolt's task."""
+        own = [(period, functools.partial(self._task_timer, t, cb)) for t in self.task_ids
+               if hasattr(self.objs[t], "squall_timers") for period, cb in self.objs[t].squall_timers(self.wiring.clock)]
         freq = self.conf.get("topology.tick.tuple.freq.secs")
         if not freq:
-            return []
+            return own
         tick = Tuple([freq], tick_source())
         inboxes = list(self.inboxes.values())
 
         def send_ticks() -> None:
             for q in inboxes:
                 q.append(tick)  # through the inbox, so a tick is ordered with the data
-        return [(float(freq), send_ticks)]
+        return own + [(float(freq), send_ticks)]
+
+    def _task_timer(self, task: int, callback: Any) -> None:
+        self.current_task = task
+        callback()
+        if self.acks:
+            self.flush_acks()
 
     def close(self) -> None:
         for t in self.task_ids:

@@ -16,6 +16,9 @@ from .._errors import InvalidTopologyException
 from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
 from ..metric._consumers import with_metrics_consumers
+from ..windowing.config import check_window
+from ..state._bolt import unwrapped
+from ..windowing.executor import WindowedBoltExecutor
 
 
 def partition_fixed(num_executors: int, tasks: list[int]) -> list[list[int]]:
@@ -130,6 +133,9 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
         num_tasks[cid] = _cap(tasks, cap)
         parallelism[cid] = _cap(spec.parallelism, cap)
         confs[cid] = cconf
+        if isinstance(unwrapped(spec.obj), WindowedBoltExecutor):  # Storm's checks of the window, at submit
+            check_window(cid, cconf, spec.streams,
+                         {s: topology.components[s[0]].streams.get(s[1]) for s in spec.inputs})
     workers = conf["topology.workers"]
     ackers = conf.get("topology.acker.executors")
     ackers = workers if ackers is None else ackers

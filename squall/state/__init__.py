@@ -16,13 +16,15 @@ from ._bolt import BaseStatefulBolt as BaseStatefulBolt
 from ._bolt import CheckpointTupleForwarder as CheckpointTupleForwarder
 from ._bolt import StatefulBoltExecutor as StatefulBoltExecutor
 from ._names import get_state as get_state
+from ._windowed import BaseStatefulWindowedBolt as BaseStatefulWindowedBolt
+from ._windowed import StatefulWindowedBoltExecutor as StatefulWindowedBoltExecutor
 from .checkpoint import CheckpointSpout as CheckpointSpout
 from .file import FileKeyValueStateProvider as FileKeyValueStateProvider
 from .memory import HostMemory as HostMemory
 from .memory import InMemoryKeyValueStateProvider as InMemoryKeyValueStateProvider
 
 __all__ = [
-    "BaseStatefulBolt", "CheckpointSpout", "CheckpointTupleForwarder", "FileKeyValueStateProvider", "HostMemory",
+    "BaseStatefulBolt", "BaseStatefulWindowedBolt", "CheckpointSpout", "CheckpointTupleForwarder", "FileKeyValueStateProvider", "HostMemory",
     "InMemoryKeyValueStateProvider", "KeyValueState", "State", "StateError", "StateHome", "StateProvider",
-    "StatefulBoltExecutor", "get_state", "state_key",
+    "StatefulBoltExecutor", "StatefulWindowedBoltExecutor", "get_state", "state_key",
 ]

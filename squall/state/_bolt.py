@@ -176,6 +176,16 @@ class _CheckpointAware(Bolt):
     def cleanup(self) -> None:
         self.bolt.cleanup()
 
+    def squall_timers(self, clock: Any) -> list[tuple[float, Any]]:
+        """The wrapped bolt's timers (a windowed bolt's trigger or watermark), for the engine."""
+        own = getattr(self.bolt, "squall_timers", None)
+        return own(clock) if own is not None else []
+
+
+def unwrapped(obj: Any) -> Any:
+    """The bolt a checkpoint wrapper runs, or ``obj`` itself."""
+    return obj.bolt if isinstance(obj, _CheckpointAware) else obj
+
 
 class StatefulBoltExecutor(_CheckpointAware):
     """Runs a `BaseStatefulBolt` in Storm's checkpoint protocol; see the module docstring."""

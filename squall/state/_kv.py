@@ -166,6 +166,11 @@ class TransactionalKeyValueState(KeyValueState):
             if v is not None:
                 yield self.codec.decode(k, "a state key"), self.codec.decode(v, "a state value")
 
+    def committed(self) -> Iterator[tuple[Any, Any]]:
+        """The ``(key, value)`` pairs of the last commit only."""
+        for k, v in self.store.items():
+            yield self.codec.decode(k, "a state key"), self.codec.decode(v, "a state value")
+
     def prepare_commit(self, txid: int) -> None:
         committed, _ = self.store.txids()
         if committed is not None and txid <= committed:

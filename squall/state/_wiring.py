@@ -13,19 +13,20 @@ from .._collectors import StreamInfo
 from .._fields import GlobalStreamId
 from .._grouping import ALL, Grouping
 from ._bolt import BaseStatefulBolt, CheckpointTupleForwarder, StatefulBoltExecutor
+from ._windowed import StatefulWindowedBoltExecutor
 from .checkpoint import CHECKPOINT_COMPONENT_ID, CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, CheckpointSpout
 
 
 def add_checkpointing(components: dict[str, Any], spec_class: Any) -> dict[str, Any]:
     """``components`` (id -> `ComponentSpec`) wired for checkpoints if a bolt is stateful, else as given."""
-    if not any(isinstance(c.obj, BaseStatefulBolt) for c in components.values()):
+    if not any(_stateful(c.obj) for c in components.values()):
         return components
     out = {}
     for cid, spec in components.items():
         if spec.kind != "bolt":
             out[cid] = spec
             continue
-        wrapper = StatefulBoltExecutor if isinstance(spec.obj, BaseStatefulBolt) else CheckpointTupleForwarder
+        wrapper = StatefulBoltExecutor if _stateful(spec.obj) else CheckpointTupleForwarder
         c = spec.copy(wrapper(spec.obj))
         c.streams[CHECKPOINT_STREAM_ID] = StreamInfo(CHECKPOINT_FIELDS)
         sources = {src for (src, _stream) in spec.inputs}
@@ -39,3 +40,7 @@ def add_checkpointing(components: dict[str, Any], spec_class: Any) -> dict[str, 
     spout.streams = {CHECKPOINT_STREAM_ID: StreamInfo(CHECKPOINT_FIELDS)}
     out[CHECKPOINT_COMPONENT_ID] = spout
     return out
+
+
+def _stateful(obj: Any) -> bool:
+    return isinstance(obj, (BaseStatefulBolt, StatefulWindowedBoltExecutor))

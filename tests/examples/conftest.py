@@ -56,6 +56,23 @@ def rolling() -> ModuleType:
     return load_example("rolling_top_words")
 
 
+@pytest.fixture(scope="session")
+def sliding_window() -> ModuleType:
+    """``examples/sliding_window.py``."""
+    return load_example("sliding_window")
+
+
+@pytest.fixture(scope="session")
+def sliding_tuple_ts() -> ModuleType:
+    """``examples/sliding_tuple_ts.py``, which imports ``sliding_window`` from beside it (as
+    ``python FILE`` and ``squall local FILE`` allow, with FILE's directory on the path)."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        return load_example("sliding_tuple_ts")
+    finally:
+        sys.path.remove(str(EXAMPLES))
+
+
 def _squall_threads(before: set[threading.Thread]) -> list[str]:
     return [t.name for t in threading.enumerate()
             if t not in before and t.is_alive() and t.name.startswith("squall")]

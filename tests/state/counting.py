@@ -114,5 +114,5 @@ def committed_counts(state_root: Path, secret: bytes, name: str) -> dict:
     home = StateHome(directory=state_root, key=state_key(secret))
     counts = {}
     for d in (state_root / name).glob("ns-count-*"):
-        counts.update(dict(get_state(d.name[3:], {"topology.name": name}, _Reader(home))))
+        counts.update(dict(get_state(d.name[3:], {"topology.name": name}, _Reader(home)).committed()))
     return counts

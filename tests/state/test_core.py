@@ -41,6 +41,9 @@ def test_put_get_delete_see_uncommitted_changes_and_rollback_drops_them():
     s.rollback()
     assert s.get("a") == 1 and s.get(("t", 2)) == {"x": [1, 2]}
     assert dict(s) == {"a": 1, ("t", 2): {"x": [1, 2]}}
+    s.put("b", 3)
+    s.prepare_commit(1)
+    assert dict(s.committed()) == {"a": 1, ("t", 2): {"x": [1, 2]}}
 
 
 def test_a_put_value_is_a_copy():

@@ -37,7 +37,7 @@ def _counts(cluster, name):
     counts = {}
     for ns in cluster._state_memory.namespaces(name):
         if ns.startswith("count-"):
-            counts.update(dict(cluster.get_state(name, ns)))
+            counts.update(dict(cluster.get_state(name, ns).committed()))
     return counts
 
 

@@ -1,0 +1,15 @@
+"""Windowed bolts (Storm's ``org.apache.storm.windowing`` and ``BaseWindowedBolt``).
+
+The public names (`BaseWindowedBolt`, `Count`, `Duration`, `TupleWindow`) are re-exported
+from ``squall``. Inside: a pure core, with time handed in (`manager.WindowManager`, the
+eviction and trigger `policies`, `watermark.WatermarkGenerator`), the settings and Storm's
+checks (`config`), and the `executor.WindowedBoltExecutor` bolt that runs a windowed bolt on
+the engine. Semantics and costs: docs/windows.md.
+"""
+
+from ._api import BaseWindowedBolt as BaseWindowedBolt
+from ._api import Count as Count
+from ._api import Duration as Duration
+from ._api import TupleWindow as TupleWindow
+
+__all__ = ["BaseWindowedBolt", "Count", "Duration", "TupleWindow"]

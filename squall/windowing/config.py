@@ -1,0 +1,141 @@
+"""A windowed bolt's settings, read from its configuration, and Storm's checks of them
+(``WindowedBoltExecutor.validate``), run at submit so a bad window is refused with the
+component's name before anything starts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import InvalidTopologyException
+from .._system import SYSTEM_STREAM, TICK_STREAM
+from ._api import (
+    LATE_TUPLE_STREAM, MAX_LAG_MS, SLIDING_INTERVAL_COUNT, SLIDING_INTERVAL_DURATION_MS, TIMESTAMP_FIELD,
+    WATERMARK_INTERVAL_MS, WINDOW_LENGTH_COUNT, WINDOW_LENGTH_DURATION_MS, Count, Duration,
+)
+
+DEFAULT_WATERMARK_INTERVAL_MS = 1000
+DEFAULT_MAX_LAG_MS = 0
+CHECKPOINT_STREAM = "$checkpoint"  # Storm's CheckpointSpout stream: not an input of the window
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A windowed bolt's window: length and sliding interval, and for event time the timestamp
+    field, lag, watermark interval and late-tuple stream (None: processing time / no stream)."""
+
+    length: Count | Duration
+    sliding: Count | Duration
+    timestamp_field: str | None = None
+    lag_ms: int = DEFAULT_MAX_LAG_MS
+    watermark_interval_ms: int = DEFAULT_WATERMARK_INTERVAL_MS
+    late_stream: str | None = None
+
+    @property
+    def event_time(self) -> bool:
+        """True when windows follow the tuples' timestamps, not their arrival."""
+        return self.timestamp_field is not None
+
+    def timer_secs(self) -> float | None:
+        """How often the window needs a timer: the watermark interval in event time, the sliding
+        interval for a processing-time duration trigger, else None (count triggers need none)."""
+        if self.event_time:
+            return self.watermark_interval_ms / 1000
+        if isinstance(self.sliding, Duration):
+            return self.sliding.value / 1000
+        return None
+
+
+def window_spec(conf: Mapping[str, Any], component: str) -> WindowSpec:
+    """The window ``conf`` describes (Storm's ``initWindowManager``: a count wins over a duration).
+
+    Raises:
+        InvalidTopologyException: no window length, a late-tuple stream without a timestamp
+            field, or a value of the wrong type (naming the component and key).
+    """
+    def number(key: str, minimum: int) -> int | None:
+        v = conf.get(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v < minimum:
+            what = "a positive" if minimum > 0 else "a non-negative"
+            raise InvalidTopologyException(f"Component [{component}]: {key!r} must be {what} number, got {v!r}")
+        return int(v)
+
+    if (n := number(WINDOW_LENGTH_COUNT, 1)) is not None:
+        length: Count | Duration = Count(n)
+    elif (ms := number(WINDOW_LENGTH_DURATION_MS, 1)) is not None:
+        length = Duration(ms)
+    else:
+        raise InvalidTopologyException(
+            f"Component [{component}]: Window length is not specified (with_window or with_tumbling_window)")
+    if (n := number(SLIDING_INTERVAL_COUNT, 1)) is not None:
+        sliding: Count | Duration = Count(n)
+    elif (ms := number(SLIDING_INTERVAL_DURATION_MS, 1)) is not None:
+        sliding = Duration(ms)
+    else:
+        sliding = Count(1)
+    field = conf.get(TIMESTAMP_FIELD)
+    late = conf.get(LATE_TUPLE_STREAM)
+    for key, v in ((TIMESTAMP_FIELD, field), (LATE_TUPLE_STREAM, late)):
+        if v is not None and (not isinstance(v, str) or not v):
+            raise InvalidTopologyException(f"Component [{component}]: {key!r} must be a non-empty string, got {v!r}")
+    if late is not None and field is None:
+        raise InvalidTopologyException(
+            f"Component [{component}]: Late tuple stream can be defined only when specifying a timestamp field "
+            f"({LATE_TUPLE_STREAM}={late!r} without with_timestamp_field)")
+    lag = number(MAX_LAG_MS, 0)
+    interval = number(WATERMARK_INTERVAL_MS, 1)
+    return WindowSpec(length, sliding, field, DEFAULT_MAX_LAG_MS if lag is None else lag,
+                      DEFAULT_WATERMARK_INTERVAL_MS if interval is None else interval, late)
+
+
+def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, Any],
+                 inputs: Mapping[tuple[str, str], Any]) -> WindowSpec:
+    """Storm's checks of a windowed bolt at submit, with its messages, naming the component.
+
+    ``conf`` is the component's merged configuration; ``streams`` its declared output streams
+    (stream -> `StreamInfo`); ``inputs`` maps each (source component, stream) it subscribes to,
+    to the `StreamInfo` of that stream (None if undeclared).
+
+    Raises:
+        InvalidTopologyException: the window outlasts the message timeout (duration) or
+            ``topology.max.spout.pending`` (count); the late-tuple stream is not declared; an
+            input stream lacks the timestamp field.
+    """
+    spec = window_spec(conf, component)
+    timeouts = conf.get("topology.enable.message.timeouts", True) is not False
+    timeout_ms = conf.get("topology.message.timeout.secs", 30) * 1000
+    duration = sum(v.value for v in (spec.length, spec.sliding) if isinstance(v, Duration))
+    if timeouts and duration > timeout_ms:
+        raise InvalidTopologyException(
+            f"Component [{component}]: Window duration (length + sliding interval) value {duration} is more "
+            f"than topology.message.timeout.secs value {timeout_ms:g} (ms): its tuples would time out "
+            f"before they leave the window")
+    pending = conf.get("topology.max.spout.pending")
+    count = sum(v.value for v in (spec.length, spec.sliding) if isinstance(v, Count))
+    if pending is not None and count > pending:
+        raise InvalidTopologyException(
+            f"Component [{component}]: Window count (length + sliding interval) value {count} is more than "
+            f"topology.max.spout.pending value {pending}: the spouts would stop before the window fills")
+    if spec.late_stream is not None and spec.late_stream not in streams:
+        raise InvalidTopologyException(
+            f"Component [{component}]: Stream for late tuples [{spec.late_stream}] must be defined with the "
+            f"builder method with_late_tuple_stream")
+    if spec.event_time:
+        for (src, stream), info in sorted(inputs.items()):
+            if stream in (SYSTEM_STREAM, TICK_STREAM, CHECKPOINT_STREAM) or info is None:
+                continue
+            if not info.fields.contains(spec.timestamp_field):
+                raise InvalidTopologyException(
+                    f"Component [{component}]: timestamp field {spec.timestamp_field!r} is not a field of its "
+                    f"input stream [{stream}] of component [{src}] (fields {list(info.fields)})")
+    return spec
+
+
+def input_streams(sources: Mapping[Any, Any]) -> list[Any]:
+    """The input streams a watermark waits for (every source but the checkpoint stream)."""
+    return [s for s in sources if s[1] not in (CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM)]

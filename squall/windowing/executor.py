@@ -1,0 +1,178 @@
+"""The bolt that runs a windowed bolt (Storm's ``WindowedBoltExecutor``): `TopologyBuilder.set_bolt`
+wraps a `BaseWindowedBolt` in it, and the engine runs it as any other `Bolt`.
+
+It feeds each input to a `WindowManager` (with its arrival time, or in event time its timestamp
+field after the `WatermarkGenerator` has checked it is not late), acks inputs when they expire,
+and calls the user's ``execute`` with a `TupleWindow` when the window fires. Time comes from the
+engine's clock, and the periodic work (a processing-time duration trigger, or the watermark) runs
+on the executor's loop as a timer (`squall_timers`), between its inputs: no thread of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .._collectors import OutputCollector, OutputFieldsDeclarer
+from .._components import Bolt
+from .._fields import Fields
+from .._system import DEFAULT_STREAM
+from .._tuple import Tuple, is_tick_tuple
+from ._api import LATE_TUPLE_FIELD, LATE_TUPLE_STREAM, BaseWindowedBolt, Duration, TupleWindow
+from .config import WindowSpec, input_streams, window_spec
+from .manager import WindowManager, window_manager
+from .watermark import WatermarkGenerator
+
+
+class _WallClock:
+    """Real time until the engine hands its clock over (`WindowedBoltExecutor.squall_timers`)."""
+
+    wall = staticmethod(time.time)
+
+
+class WindowedOutputCollector(OutputCollector):
+    """The collector a windowed bolt gets: an emit without anchors during ``execute`` is anchored
+    to the whole window, and acks are the window's job."""
+
+    def __init__(self, delegate: OutputCollector) -> None:
+        self.delegate = delegate
+        self.window: list[Tuple] | None = None  # the tuples of the window being executed
+
+    def emit(self, values: list, anchors: Tuple | list[Tuple] | None = None, stream: str = DEFAULT_STREAM) -> list[int]:
+        """Emit, anchored to ``anchors`` or else to every tuple of the current window."""
+        return self.delegate.emit(values, self.window if anchors is None else anchors, stream)
+
+    def emit_direct(self, task_id: int, values: list, anchors: Tuple | list[Tuple] | None = None,
+                    stream: str = DEFAULT_STREAM) -> None:
+        """`emit` to one task."""
+        self.delegate.emit_direct(task_id, values, self.window if anchors is None else anchors, stream)
+
+    def ack(self, tup: Tuple) -> None:
+        """Does nothing: an input is acked when it leaves its last window, and acking it here
+        too would ack it twice."""
+
+    def fail(self, tup: Tuple) -> None:
+        """Fail ``tup`` now (its spout tuples fail; it is still acked, to no effect, when it
+        leaves the window)."""
+        self.delegate.fail(tup)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Restart the message timeout of ``tup``'s spout tuples."""
+        self.delegate.reset_timeout(tup)
+
+    def report_error(self, error: BaseException | str) -> None:
+        """Record an error for this task."""
+        self.delegate.report_error(error)
+
+
+class WindowedBoltExecutor(Bolt):
+    """Runs a `BaseWindowedBolt`; see the module docstring."""
+
+    def __init__(self, bolt: BaseWindowedBolt) -> None:
+        self.bolt = bolt
+        self.spec: WindowSpec | None = None
+        self.manager: WindowManager | None = None
+        self.watermarks: WatermarkGenerator | None = None
+        self._clock: Any = _WallClock()
+
+    # --- what the builder and the engine call ---------------------------------------------------
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """The late-tuple stream, if any, then the user's streams."""
+        late = (self.bolt.get_component_configuration() or {}).get(LATE_TUPLE_STREAM)
+        if late is not None:
+            declarer.declare_stream(late, Fields(LATE_TUPLE_FIELD))
+        self.bolt.declare_output_fields(declarer)
+
+    def get_component_configuration(self) -> dict[str, Any] | None:
+        """The user bolt's (its window settings)."""
+        return self.bolt.get_component_configuration()
+
+    def squall_timers(self, clock: Any) -> list[tuple[float, Any]]:
+        """Called by the bolt executor once this task is prepared, before its first input: take
+        the engine's ``clock`` (simulated in tests) and return the window's timer, if it needs
+        one, as ``(period_secs, callback)``."""
+        self._clock = clock
+        secs = self.spec.timer_secs() if self.spec is not None else None
+        return [] if secs is None else [(secs, self.on_timer)]
+
+    def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
+        """Prepare the user's bolt with a `WindowedOutputCollector`, then build the window."""
+        self.collector = collector
+        self.component = context.get_this_component_id()
+        self.out = WindowedOutputCollector(collector)
+        self.bolt.prepare(conf, context, self.out)
+        self.spec = window_spec(conf, self.component)
+        self.manager = window_manager(self, self.spec.length, self.spec.sliding, self.spec.event_time,
+                                      self.spec.lag_ms)
+        if self.spec.event_time:
+            self.watermarks = WatermarkGenerator(self.spec.lag_ms, input_streams(context.get_this_sources()))
+
+    def execute(self, tup: Tuple) -> None:
+        """Add ``tup`` to the window (a late one goes to the late-tuple stream and is acked)."""
+        if is_tick_tuple(tup):
+            return  # the window keeps its own time; ticks are not data
+        spec = self.spec
+        if not spec.event_time:
+            self.manager.add(tup, int(self._clock.wall() * 1000))
+            return
+        ts = self._timestamp(tup)
+        if ts is None:
+            return
+        if self.watermarks.track((tup.source_component, tup.source_stream), ts):
+            self.manager.add(tup, ts)
+            return
+        if spec.late_stream is not None:
+            self.collector.emit([Tuple(tup.values, tup._src)], tup, spec.late_stream)
+        self.collector.ack(tup)
+
+    def _timestamp(self, tup: Tuple) -> int | None:
+        """The event time of ``tup``; a value that is not epoch ms is reported (naming the
+        component and field) and the tuple failed, not added."""
+        field = self.spec.timestamp_field
+        v = tup.get_value_by_field(field) if tup.fields.contains(field) else None
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
+            return int(v)
+        what = "is missing" if not tup.fields.contains(field) else f"is {v!r}, not epoch milliseconds (a number)"
+        self.collector.report_error(
+            f"Component [{self.component}]: timestamp field {field!r} {what} in a tuple from component "
+            f"[{tup.source_component}] stream [{tup.source_stream}]; the tuple is failed")
+        self.collector.fail(tup)
+        return None
+
+    def on_timer(self) -> None:
+        """Every watermark interval (event time): advance the watermark; every sliding interval
+        (processing-time duration trigger): fire the window."""
+        if self.manager is None:
+            return
+        if self.watermarks is not None:
+            wm = self.watermarks.next_watermark()
+            if wm is not None:
+                self.manager.add_watermark(wm)
+        else:
+            self.manager.on_time(int(self._clock.wall() * 1000))
+
+    def cleanup(self) -> None:
+        """The user's cleanup."""
+        self.bolt.cleanup()
+
+    # --- the manager's callbacks ----------------------------------------------------------------
+
+    def on_expiry(self, tuples: list[Tuple]) -> None:
+        """Ack the tuples that left their last window."""
+        ack = self.collector.ack
+        for t in tuples:
+            ack(t)
+
+    def on_activation(self, tuples: list[Tuple], new: list[Tuple], expired: list[Tuple], end_ts: int | None) -> None:
+        """Run the user's ``execute`` on the window; unanchored emits anchor to all of it."""
+        length = self.spec.length
+        start = end_ts - length.value if end_ts is not None and isinstance(length, Duration) else None
+        self.out.window = tuples
+        try:
+            self.bolt.execute(TupleWindow(tuples, new, expired, start, end_ts))
+        finally:
+            self.out.window = None
+
+    def __repr__(self) -> str:
+        return f"WindowedBoltExecutor({self.bolt!r})"

@@ -1,0 +1,167 @@
+"""The window manager (Storm's ``WindowManager``): the queue of events, scanned by an eviction
+policy when a trigger policy fires. Pure: timestamps come with the events and the triggers, so
+a test drives it with made-up times.
+
+Memory stays bounded: an event leaves the queue when it expires (at the next trigger, or
+earlier: every `EXPIRE_EVENTS_THRESHOLD` adds the head of the queue is scanned for expired
+events), so the queue holds at most a window plus one sliding interval of events (count
+windows: length + max(sliding, 100) events; duration windows: the events of length + sliding ms
+of arrival, plus the lag in event time). The previous window's events are also held, to tell
+the new ones apart (`TupleWindow.get_new`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ._api import Count, Duration
+from .policies import (
+    Action, CountEvictionPolicy, CountTriggerPolicy, Event, EvictionPolicy, TimeEvictionPolicy,
+    TimeTriggerPolicy, TriggerPolicy, WatermarkCountEvictionPolicy, WatermarkCountTriggerPolicy,
+    WatermarkTimeEvictionPolicy, WatermarkTimeTriggerPolicy,
+)
+
+EXPIRE_EVENTS_THRESHOLD = 100
+"""Adds between two scans of the queue's head for expired events (Storm's)."""
+
+
+class WindowListener(Protocol):
+    """What a `WindowManager` calls back (Storm's ``WindowLifecycleListener``)."""
+
+    def on_expiry(self, events: list[Any]) -> None:
+        """``events`` left their last window."""
+
+    def on_activation(self, events: list[Any], new: list[Any], expired: list[Any], end_ts: int | None) -> None:
+        """The window fired with ``events`` (never empty)."""
+
+
+class WindowManager:
+    """Tracks the events of one window; see the module docstring."""
+
+    def __init__(self, listener: WindowListener) -> None:
+        self.listener = listener
+        self.queue: deque[Event] = deque()
+        self.expired: list[Any] = []  # expired since the last activation
+        self.prev_window: set[Event] = set()
+        self.since_expiry = 0
+        self.eviction: EvictionPolicy = None  # type: ignore[assignment]  # set by `window_manager`
+        self.trigger: TriggerPolicy = None  # type: ignore[assignment]
+
+    def add(self, value: Any, ts: int) -> None:
+        """Track ``value`` with timestamp ``ts`` (ms); a trigger may fire the window."""
+        event = Event(value, ts)
+        self.queue.append(event)
+        self._track(event)
+
+    def add_watermark(self, ts: int) -> None:
+        """All events up to ``ts`` have arrived (event time): fire the windows that end by then."""
+        self._track(Event(None, ts, watermark=True))
+
+    def on_time(self, now_ms: int) -> None:
+        """A processing-time trigger's timer went off at ``now_ms``."""
+        self.trigger.on_time(now_ms)
+
+    def _track(self, event: Event) -> None:
+        self.eviction.track(event)
+        self.trigger.track(event)
+        self.since_expiry += 1
+        if self.since_expiry >= EXPIRE_EVENTS_THRESHOLD:
+            self._scan(full=False)
+
+    def on_trigger(self) -> bool:
+        """Fire the window for the eviction policy's context; False if it was empty (then the
+        bolt is not called)."""
+        window = self._scan(full=True)
+        expired, self.expired = self.expired, []
+        prev = self.prev_window
+        events = [e.value for e in window]
+        if events:
+            new = [e.value for e in window if e not in prev]
+            self.prev_window = set(window)
+            ctx = self.eviction.context
+            self.listener.on_activation(events, new, expired, ctx.reference_time if ctx is not None else None)
+        else:
+            self.prev_window = set()
+        self.trigger.reset()
+        return bool(events)
+
+    def _scan(self, full: bool) -> list[Event]:
+        """Remove expired events (and call back for them); with ``full`` also return the events
+        in the window, else stop at the first one that did not expire."""
+        evict = self.eviction.evict
+        queue = self.queue
+        gone: list[Any] = []
+        window: list[Event] = []
+        if not full:
+            while queue and evict(queue[0]) is Action.EXPIRE:
+                gone.append(queue.popleft().value)
+        else:
+            kept: deque[Event] = deque()
+            it = iter(queue)
+            for event in it:
+                action = evict(event)
+                if action is Action.EXPIRE:
+                    gone.append(event.value)
+                    continue
+                kept.append(event)
+                if action is Action.STOP:
+                    kept.extend(it)
+                    break
+                if action is Action.PROCESS:
+                    window.append(event)
+            self.queue = kept
+        self.since_expiry = 0
+        if gone:
+            self.expired.extend(gone)
+            self.listener.on_expiry(gone)
+        return window
+
+    # --- for the event-time triggers ------------------------------------------------------------
+
+    def get_earliest_event_ts(self, start: int, end: int) -> int | None:
+        """The smallest timestamp in ``(start, end]``, or None."""
+        return min((e.ts for e in self.queue if start < e.ts <= end), default=None)
+
+    def get_event_count(self, reference_time: int) -> int:
+        """Events with timestamp up to ``reference_time``."""
+        return sum(1 for e in self.queue if e.ts <= reference_time)
+
+    def get_sliding_count_timestamps(self, start: int, end: int, sliding_count: int) -> list[int]:
+        """For every ``sliding_count``-th event (arrival order) with timestamp in ``(start, end]``,
+        the largest timestamp seen up to it."""
+        out: list[int] = []
+        if end > start:
+            count, ts = 0, None
+            for e in self.queue:
+                if start < e.ts <= end:
+                    ts = e.ts if ts is None else max(ts, e.ts)
+                    count += 1
+                    if count % sliding_count == 0:
+                        out.append(ts)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+
+def window_manager(listener: WindowListener, length: Count | Duration, sliding: Count | Duration,
+                   event_time: bool = False, lag_ms: int = 0) -> WindowManager:
+    """A `WindowManager` with Storm's policies for this window (``WindowedBoltExecutor``'s
+    choice): count or time eviction by the length, count or time trigger by the sliding
+    interval, their watermark variants in event time."""
+    manager = WindowManager(listener)
+    if isinstance(length, Count):
+        eviction: EvictionPolicy = (WatermarkCountEvictionPolicy if event_time else CountEvictionPolicy)(length.value)
+    elif event_time:
+        eviction = WatermarkTimeEvictionPolicy(length.value, lag_ms)
+    else:
+        eviction = TimeEvictionPolicy(length.value)
+    if isinstance(sliding, Count):
+        trigger_cls: Callable[..., TriggerPolicy] = WatermarkCountTriggerPolicy if event_time else CountTriggerPolicy
+    else:
+        trigger_cls = WatermarkTimeTriggerPolicy if event_time else TimeTriggerPolicy
+    manager.eviction = eviction
+    manager.trigger = trigger_cls(sliding.value, manager, eviction)
+    return manager

@@ -1,0 +1,286 @@
+"""Eviction and trigger policies (Storm's ``org.apache.storm.windowing`` policies), as plain
+objects: time is handed in (an event's timestamp, a trigger's reference time), nothing reads a
+clock or starts a thread.
+
+An eviction policy decides, for each event of a `WindowManager`'s queue, whether it has left the
+window (`Action.EXPIRE`), is in it (``PROCESS``), is not yet in it (``KEEP``, an event-time
+tuple beyond the window's end) or ends the scan (``STOP``). A trigger policy decides when the
+window fires and sets the eviction policy's `EvictionContext` (the reference time) first.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .manager import WindowManager
+
+log = logging.getLogger("squall.windowing")
+
+
+class Action(enum.Enum):
+    """What an eviction policy says of one event."""
+
+    EXPIRE = "expire"    # left the window: remove it and ack it
+    PROCESS = "process"  # in the current window
+    KEEP = "keep"        # not in the current window, but in a later one
+    STOP = "stop"        # not in the window, nor is anything after it: stop scanning
+
+
+@dataclass(frozen=True)
+class EvictionContext:
+    """What a trigger tells the eviction policy before a scan (Storm's ``DefaultEvictionContext``).
+
+    ``reference_time`` is the window's end (epoch ms); ``current_count`` the events up to it
+    (event-time count windows); ``sliding_count`` and ``sliding_interval`` the trigger's period.
+    """
+
+    reference_time: int
+    current_count: int | None = None
+    sliding_count: int | None = None
+    sliding_interval: int | None = None
+
+
+class Event:
+    """One tracked input (or a watermark, which is never queued) and its timestamp in ms."""
+
+    __slots__ = ("value", "ts", "watermark")
+
+    def __init__(self, value: Any, ts: int, watermark: bool = False) -> None:
+        self.value = value
+        self.ts = ts
+        self.watermark = watermark
+
+    def __repr__(self) -> str:
+        return f"Watermark({self.ts})" if self.watermark else f"Event({self.value!r}, {self.ts})"
+
+
+# --- eviction -------------------------------------------------------------------------------------
+
+class EvictionPolicy:
+    """Base: keeps the context the trigger set."""
+
+    def __init__(self) -> None:
+        self.context: EvictionContext | None = None
+
+    def evict(self, event: Event) -> Action:
+        """The fate of ``event`` for the current context."""
+        raise NotImplementedError
+
+    def track(self, event: Event) -> None:
+        """Called for every added event and watermark."""
+
+    def set_context(self, context: EvictionContext) -> None:
+        """Set before the trigger scans the window."""
+        self.context = context
+
+
+class CountEvictionPolicy(EvictionPolicy):
+    """Keeps the last ``threshold`` events (Storm's ``CountEvictionPolicy``)."""
+
+    def __init__(self, threshold: int) -> None:
+        super().__init__()
+        self.threshold = threshold
+        self.current_count = 0
+
+    def evict(self, event: Event) -> Action:
+        if self.current_count > self.threshold:
+            self.current_count -= 1
+            return Action.EXPIRE
+        return Action.PROCESS
+
+    def track(self, event: Event) -> None:
+        if not event.watermark:
+            self.current_count += 1
+
+
+class WatermarkCountEvictionPolicy(CountEvictionPolicy):
+    """The last ``threshold`` events up to the reference time (Storm's
+    ``WatermarkCountEvictionPolicy``): later events are kept for later windows."""
+
+    def __init__(self, threshold: int) -> None:
+        super().__init__(threshold)
+        self.processed = 0
+
+    def evict(self, event: Event) -> Action:
+        if self.context is None:
+            return Action.KEEP
+        if event.ts <= self.context.reference_time and self.processed < self.current_count:
+            action = super().evict(event)
+            if action is Action.PROCESS:
+                self.processed += 1
+            return action
+        return Action.KEEP
+
+    def track(self, event: Event) -> None:
+        pass  # counted from the queue when a window fires (set_context)
+
+    def set_context(self, context: EvictionContext) -> None:
+        super().set_context(context)
+        if context.current_count is not None:
+            self.current_count = context.current_count
+        else:
+            self.current_count = self.processed + (context.sliding_count or 0)
+        self.processed = 0
+
+
+class TimeEvictionPolicy(EvictionPolicy):
+    """Keeps the events of the last ``window_length`` ms: ``end - length < ts <= end``
+    (Storm's ``TimeEvictionPolicy``).
+
+    A processing-time trigger that fires late by ``d`` ms lengthens that window by ``d``
+    (Storm's ``delta``), so no event falls between two windows; the first window takes every
+    event since the start.
+    """
+
+    def __init__(self, window_length: int) -> None:
+        super().__init__()
+        self.window_length = window_length
+        self.delta = 0
+
+    def evict(self, event: Event) -> Action:
+        if self.context is None:  # nothing fired yet: nothing can have left a window
+            return Action.KEEP
+        diff = self.context.reference_time - event.ts
+        if diff >= self.window_length + self.delta:
+            return Action.EXPIRE
+        if diff < 0:  # beyond the window's end
+            return Action.KEEP
+        return Action.PROCESS
+
+    def set_context(self, context: EvictionContext) -> None:
+        prev = self.context
+        super().set_context(context)
+        if context.sliding_interval is not None:
+            if prev is None:
+                self.delta = 1 << 62  # the first window: every event so far
+            else:
+                self.delta = context.reference_time - prev.reference_time - context.sliding_interval
+                if abs(self.delta) > 100:
+                    log.warning("window fired %d ms off its interval (a busy loop or a long "
+                                "execute); that window is lengthened to cover the gap", self.delta)
+
+
+class WatermarkTimeEvictionPolicy(TimeEvictionPolicy):
+    """`TimeEvictionPolicy` for event time (Storm's ``WatermarkTimeEvictionPolicy``): events
+    beyond the window's end are kept for later windows; the scan stops at one more than ``lag``
+    beyond it (the queue is in arrival order, which lags event order by at most ``lag``)."""
+
+    def __init__(self, window_length: int, lag: int) -> None:
+        super().__init__(window_length)
+        self.lag = lag
+
+    def evict(self, event: Event) -> Action:
+        ref = self.context.reference_time if self.context is not None else 0
+        diff = ref - event.ts
+        if diff < -self.lag:
+            return Action.STOP
+        if diff < 0:
+            return Action.KEEP
+        return super().evict(event)
+
+
+# --- triggers -------------------------------------------------------------------------------------
+
+class TriggerPolicy:
+    """Base: fires ``manager.on_trigger`` when its condition holds."""
+
+    def __init__(self, manager: WindowManager, eviction: EvictionPolicy) -> None:
+        self.manager = manager
+        self.eviction = eviction
+
+    def track(self, event: Event) -> None:
+        """Called for every added event and watermark."""
+
+    def reset(self) -> None:
+        """Called after each trigger."""
+
+    def on_time(self, now_ms: int) -> None:
+        """Called by a timer every sliding interval (processing-time duration windows only)."""
+
+
+class CountTriggerPolicy(TriggerPolicy):
+    """Fires every ``count`` events (Storm's ``CountTriggerPolicy``); the window's end is the
+    arrival time of the event that fired it."""
+
+    def __init__(self, count: int, manager: WindowManager, eviction: EvictionPolicy) -> None:
+        super().__init__(manager, eviction)
+        self.count = count
+        self.current = 0
+
+    def track(self, event: Event) -> None:
+        if not event.watermark:
+            self.current += 1
+            if self.current >= self.count:
+                self.eviction.set_context(EvictionContext(event.ts))
+                self.manager.on_trigger()
+
+    def reset(self) -> None:
+        self.current = 0
+
+
+class TimeTriggerPolicy(TriggerPolicy):
+    """Fires every ``duration`` ms of processing time (Storm's ``TimeTriggerPolicy``), when its
+    timer calls `on_time`."""
+
+    def __init__(self, duration: int, manager: WindowManager, eviction: EvictionPolicy) -> None:
+        super().__init__(manager, eviction)
+        self.duration = duration
+
+    def on_time(self, now_ms: int) -> None:
+        self.eviction.set_context(EvictionContext(now_ms, sliding_interval=self.duration))
+        self.manager.on_trigger()
+
+
+class WatermarkTimeTriggerPolicy(TriggerPolicy):
+    """On each watermark, fires every window whose end (a multiple of the sliding interval)
+    the watermark reached (Storm's ``WatermarkTimeTriggerPolicy``); windows with no event are
+    skipped by jumping to the next aligned end after the earliest event."""
+
+    def __init__(self, sliding_ms: int, manager: WindowManager, eviction: EvictionPolicy) -> None:
+        super().__init__(manager, eviction)
+        self.sliding_ms = sliding_ms
+        self.next_window_end = 0
+
+    def track(self, event: Event) -> None:
+        if not event.watermark:
+            return
+        watermark = event.ts
+        end = self.next_window_end
+        while end <= watermark:
+            self.eviction.set_context(EvictionContext(end, self.manager.get_event_count(end)))
+            if self.manager.on_trigger():
+                end += self.sliding_ms
+                continue
+            nxt = self._next_aligned_end(end, watermark)
+            if nxt is None:
+                break
+            end = nxt
+        self.next_window_end = end
+
+    def _next_aligned_end(self, start: int, end: int) -> int | None:
+        ts = self.manager.get_earliest_event_ts(start, end)
+        if ts is None or ts % self.sliding_ms == 0:
+            return ts
+        return ts + (self.sliding_ms - ts % self.sliding_ms)
+
+
+class WatermarkCountTriggerPolicy(TriggerPolicy):
+    """On each watermark, fires once per ``count`` events up to it, in timestamp order (Storm's
+    ``WatermarkCountTriggerPolicy``)."""
+
+    def __init__(self, count: int, manager: WindowManager, eviction: EvictionPolicy) -> None:
+        super().__init__(manager, eviction)
+        self.count = count
+        self.last_processed = 0
+
+    def track(self, event: Event) -> None:
+        if not event.watermark:
+            return
+        for ts in self.manager.get_sliding_count_timestamps(self.last_processed, event.ts, self.count):
+            self.eviction.set_context(EvictionContext(ts, None, self.count))
+            self.manager.on_trigger()
+            self.last_processed = ts

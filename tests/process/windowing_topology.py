@@ -1,0 +1,79 @@
+"""Components for the process-host windowing test. They record what they see in files under
+``test.out.dir`` (the test runs in another process than the workers)."""
+
+import json
+import time
+from pathlib import Path
+
+from squall import BaseWindowedBolt, Bolt, Duration, Fields, Spout
+
+
+def _out(conf, name):
+    return open(Path(conf["test.out.dir"]) / name, "a")
+
+
+class ScheduledSpout(Spout):
+    """Emits ``(v, ts)`` items with message id ``v``, each once ``delay`` seconds have passed
+    since the first ``next_tuple``; records acks and fails."""
+
+    def __init__(self, items):
+        self.items = items  # [(delay_secs, v, ts)]
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("v", "ts"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.todo = list(self.items)
+        self.start = None
+        self.log = _out(conf, f"spout-{context.get_this_task_id()}.jsonl")
+
+    def next_tuple(self):
+        self.start = self.start or time.monotonic()
+        if self.todo and time.monotonic() - self.start >= self.todo[0][0]:
+            _delay, v, ts = self.todo.pop(0)
+            self.collector.emit([v, ts], v)
+
+    def ack(self, msg_id):
+        self.log.write(json.dumps({"ack": msg_id}) + "\n")
+        self.log.flush()
+
+    def fail(self, msg_id):
+        self.log.write(json.dumps({"fail": msg_id}) + "\n")
+        self.log.flush()
+
+
+class RecordsWindows(BaseWindowedBolt):
+    """Event-time tumbling windows of 500 ms; records each window's values and bounds, and its
+    worker's port (to show the tasks ran in different processes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.with_tumbling_window(Duration.of(500)).with_timestamp_field("ts") \
+            .with_watermark_interval(Duration.of(200)).with_late_tuple_stream("late")
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.log = _out(conf, f"windows-{context.get_this_task_id()}.jsonl")
+        self.port = context.get_this_worker_port()
+
+    def execute(self, window):
+        self.log.write(json.dumps({"values": [t.get_value(0) for t in window.get()],
+                                   "start": window.get_start_timestamp(), "end": window.get_end_timestamp(),
+                                   "port": self.port}) + "\n")
+        self.log.flush()
+
+
+class RecordsLate(Bolt):
+    """Records each late tuple it gets (the ``late_tuple`` field, a Tuple) and acks it."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.log = _out(conf, f"late-{context.get_this_task_id()}.jsonl")
+
+    def execute(self, tup):
+        late = tup.get_value_by_field("late_tuple")
+        self.log.write(json.dumps({"values": late.values, "from": late.source_component,
+                                   "via": tup.source_task}) + "\n")
+        self.log.flush()
+        self.collector.ack(tup)

@@ -1,0 +1,235 @@
+"""The pure windowing core on made-up times (Storm's WindowManagerTest and
+WaterMarkEventGeneratorTest are the model): windows, new and expired tuples, expiry (the ack
+point), watermarks and late tuples."""
+
+from __future__ import annotations
+
+import pytest
+
+from squall.windowing import Count, Duration
+from squall.windowing.manager import EXPIRE_EVENTS_THRESHOLD, window_manager
+from squall.windowing.watermark import WatermarkGenerator
+
+
+class Listener:
+    """Records every activation ``(window, new, expired, end)`` and every expired event."""
+
+    def __init__(self) -> None:
+        self.windows: list[tuple[list, list, list, int | None]] = []
+        self.expired: list = []
+
+    def on_expiry(self, events):
+        self.expired.extend(events)
+
+    def on_activation(self, events, new, expired, end_ts):
+        self.windows.append((list(events), list(new), list(expired), end_ts))
+
+    def got(self):
+        return [w[0] for w in self.windows]
+
+
+def test_count_sliding_window_fires_every_sliding_count_over_the_last_length():
+    lis = Listener()
+    m = window_manager(lis, Count(5), Count(2))
+    for i in range(1, 11):
+        m.add(i, 1000 + i)
+    assert lis.got() == [[1, 2], [1, 2, 3, 4], [2, 3, 4, 5, 6], [4, 5, 6, 7, 8], [6, 7, 8, 9, 10]]
+    assert [w[1] for w in lis.windows] == [[1, 2], [3, 4], [5, 6], [7, 8], [9, 10]]
+    assert [w[2] for w in lis.windows] == [[], [], [1], [2, 3], [4, 5]]
+    assert lis.windows[-1][3] == 1010  # a count window ends when it fired
+    assert lis.expired == [1, 2, 3, 4, 5]  # acked as they leave their last window, not before
+
+
+def test_count_tumbling_window_puts_each_event_in_one_window():
+    lis = Listener()
+    m = window_manager(lis, Count(3), Count(3))
+    for i in range(1, 10):
+        m.add(i, i)
+    assert lis.got() == [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    assert [w[2] for w in lis.windows] == [[], [1, 2, 3], [4, 5, 6]]
+    assert lis.expired == [1, 2, 3, 4, 5, 6]
+
+
+def test_default_sliding_interval_fires_on_every_tuple():
+    lis = Listener()
+    m = window_manager(lis, Count(2), Count(1))
+    for i in range(1, 4):
+        m.add(i, i)
+    assert lis.got() == [[1], [1, 2], [2, 3]]
+
+
+def test_processing_time_sliding_window_holds_what_arrived_in_the_last_length():
+    lis = Listener()
+    m = window_manager(lis, Duration(20), Duration(10))
+    for ts in (1, 5, 9):
+        m.add(ts, ts)
+    m.on_time(10)
+    for ts in (12, 19):
+        m.add(ts, ts)
+    m.on_time(20)
+    m.add(25, 25)
+    m.on_time(30)
+    m.on_time(40)  # 25 is still in (20, 40]
+    m.on_time(50)  # nothing in (30, 50]: no call
+    assert lis.got() == [[1, 5, 9], [1, 5, 9, 12, 19], [12, 19, 25], [25]]
+    assert [w[3] for w in lis.windows] == [10, 20, 30, 40]
+    assert [w[2] for w in lis.windows] == [[], [], [1, 5, 9], [12, 19]]
+    assert lis.expired == [1, 5, 9, 12, 19, 25]
+
+
+def test_a_late_timer_lengthens_its_window_so_no_tuple_is_skipped():
+    lis = Listener()
+    m = window_manager(lis, Duration(10), Duration(10))  # tumbling
+    m.add("a", 5)
+    m.on_time(10)
+    m.add("b", 12)
+    m.add("c", 21)
+    m.on_time(25)  # fired 5 ms late: (10, 25] rather than (15, 25]
+    assert lis.got() == [["a"], ["b", "c"]]
+
+
+def test_count_length_with_time_trigger_and_duration_length_with_count_trigger():
+    lis = Listener()
+    m = window_manager(lis, Count(2), Duration(10))
+    for ts in (1, 2, 3):
+        m.add(ts, ts)
+    m.on_time(10)
+    assert lis.got() == [[2, 3]]
+
+    lis = Listener()
+    m = window_manager(lis, Duration(10), Count(2))
+    for ts in (1, 2, 15, 16):
+        m.add(ts, ts)
+    assert lis.got() == [[1, 2], [15, 16]]  # at 16, 1 and 2 are 10 ms or more old
+
+
+def test_expired_events_leave_the_queue_between_triggers_so_memory_stays_bounded():
+    lis = Listener()
+    m = window_manager(lis, Count(10), Count(100_000))  # fires rarely: only the periodic scan expires
+    for i in range(50_000):
+        m.add(i, i)
+        assert len(m) <= 10 + EXPIRE_EVENTS_THRESHOLD
+    assert lis.windows == []
+    assert lis.expired == list(range(len(lis.expired))) and len(lis.expired) >= 50_000 - 10 - EXPIRE_EVENTS_THRESHOLD
+
+    lis = Listener()
+    m = window_manager(lis, Duration(1000), Duration(500))
+    for i in range(50_000):  # one event per ms, a timer every 500 ms
+        m.add(i, i)
+        if i % 500 == 0:
+            m.on_time(i)
+        assert len(m) <= 1000 + 500 + EXPIRE_EVENTS_THRESHOLD
+
+
+def test_event_time_windows_end_on_multiples_of_the_sliding_interval():
+    # Storm's documentation example: length 20 s, sliding 10 s, lag 5 s; events at 6:00:03 ...
+    # 6:00:36; the watermark 6:00:31 fires the windows ending 6:00:10, 6:00:20 and 6:00:30.
+    lis = Listener()
+    m = window_manager(lis, Duration(20_000), Duration(10_000), event_time=True, lag_ms=5_000)
+    for s in (3, 5, 7, 18, 26, 36):
+        m.add(f"e{s}", s * 1000)
+    m.add_watermark(31_000)
+    assert lis.got() == [["e3", "e5", "e7"], ["e3", "e5", "e7", "e18"], ["e18", "e26"]]
+    assert [(w[3] - 20_000, w[3]) for w in lis.windows] == [(-10_000, 10_000), (0, 20_000), (10_000, 30_000)]
+    assert [w[1] for w in lis.windows] == [["e3", "e5", "e7"], ["e18"], ["e26"]]
+    assert [w[2] for w in lis.windows] == [[], [], ["e3", "e5", "e7"]]
+    assert len(m) == 3  # e18, e26 wait for the next window; e36 is beyond the watermark
+
+
+def test_event_time_window_takes_out_of_order_events_by_timestamp():
+    lis = Listener()
+    m = window_manager(lis, Duration(10), Duration(10), event_time=True, lag_ms=10)
+    for ts in (12, 3, 15, 8, 21):
+        m.add(ts, ts)
+    m.add_watermark(20)
+    assert lis.got() == [[3, 8], [12, 15]]
+    m.add_watermark(30)
+    assert lis.got()[-1] == [21]
+
+
+def test_event_time_skips_empty_windows_to_the_next_event():
+    lis = Listener()
+    m = window_manager(lis, Duration(10), Duration(10), event_time=True)
+    m.add("a", 5)
+    m.add("b", 95)
+    m.add_watermark(100)
+    assert lis.got() == [["a"], ["b"]]
+    assert [w[3] for w in lis.windows] == [10, 100]
+
+
+def test_event_time_count_window_fires_every_count_events_up_to_the_watermark():
+    lis = Listener()
+    m = window_manager(lis, Count(3), Count(3), event_time=True)
+    for ts in (603, 605, 607, 618, 626, 636):
+        m.add(ts, ts)
+    m.add_watermark(631)
+    assert lis.got() == [[603, 605, 607]]
+    assert lis.windows[0][3] == 607
+    for ts in (640, 650):
+        m.add(ts, ts)
+    m.add_watermark(700)
+    assert lis.got()[1] == [618, 626, 636]
+    assert lis.windows[1][2] == [603, 605, 607]
+
+
+# --- watermarks (Storm's WaterMarkEventGeneratorTest) ---------------------------------------------
+
+def test_watermark_is_the_latest_timestamp_minus_the_lag():
+    g = WatermarkGenerator(5, ["s1"])
+    g.track("s1", 100)
+    g.track("s1", 110)
+    assert g.next_watermark() == 105
+    assert g.next_watermark() is None  # it did not move
+
+
+def test_watermark_ignores_out_of_order_older_timestamps():
+    g = WatermarkGenerator(5, ["s1"])
+    for ts in (100, 110, 104):
+        g.track("s1", ts)
+    assert g.next_watermark() == 105
+
+
+def test_watermark_is_the_minimum_over_input_streams_once_all_have_data():
+    g = WatermarkGenerator(5, ["s1", "s2"])
+    g.track("s1", 100)
+    g.track("s1", 110)
+    assert g.next_watermark() is None  # s2 has delivered nothing yet
+    g.track("s2", 95)
+    g.track("s2", 98)
+    assert g.next_watermark() == 93
+
+
+def test_tuples_before_the_watermark_are_late():
+    g = WatermarkGenerator(5, ["s1"])
+    assert g.track("s1", 100) and g.track("s1", 110)
+    assert g.next_watermark() == 105
+    assert g.track("s1", 105)  # at the watermark: in time
+    assert not g.track("s1", 104)
+
+
+def test_builders_store_storm_keys_and_refuse_non_positive_values():
+    from squall import BaseWindowedBolt
+
+    b = BaseWindowedBolt().with_window(Duration.seconds(30), Duration.of(500)) \
+        .with_timestamp_field("ts").with_lag(Duration.seconds(1)).with_watermark_interval(Duration.of(200)) \
+        .with_late_tuple_stream("late")
+    assert b.get_component_configuration() == {
+        "topology.bolts.window.length.duration.ms": 30_000,
+        "topology.bolts.window.sliding.interval.duration.ms": 500,
+        "topology.bolts.tuple.timestamp.field.name": "ts",
+        "topology.bolts.tuple.timestamp.max.lag.ms": 1000,
+        "topology.bolts.watermark.event.interval.ms": 200,
+        "topology.bolts.late.tuple.stream": "late"}
+    assert BaseWindowedBolt().with_tumbling_window(Count.of(4)).get_component_configuration() == {
+        "topology.bolts.window.length.count": 4, "topology.bolts.window.sliding.interval.count": 4}
+    assert BaseWindowedBolt().with_window(Count(4)).get_component_configuration()[
+        "topology.bolts.window.sliding.interval.count"] == 1
+    assert Duration.minutes(2).value == 120_000
+    for bad in (lambda: BaseWindowedBolt().with_window(Count(0)),
+                lambda: BaseWindowedBolt().with_window(Duration(-1)),
+                lambda: BaseWindowedBolt().with_window(Count(3), Count(0)),
+                lambda: BaseWindowedBolt().with_tumbling_window(5),
+                lambda: BaseWindowedBolt().with_watermark_interval(Duration(0)),
+                lambda: BaseWindowedBolt().with_lag(Duration(-5))):
+        with pytest.raises(ValueError):
+            bad()

@@ -1,0 +1,195 @@
+"""Windowed bolts on a LocalCluster: Storm's acking rule (an input is acked when it leaves its
+last window, and an unanchored emit is anchored to the whole window), processing-time and
+event-time windows on the cluster's (simulated) clock, the late-tuple stream, and Storm's
+checks at submit."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from squall import (BaseWindowedBolt, Bolt, Config, Count, Duration, Fields, InvalidTopologyException,
+                    LocalCluster, TopologyBuilder)
+from squall.testing import AckFailMapTracker, FeederSpout, SimulatedClock, TupleCaptureBolt
+from squall.testing._registry import SharedLog
+
+from ..conftest import wait_until
+
+
+class RecordingWindowBolt(BaseWindowedBolt):
+    """Records each window's values, new and expired values and bounds; emits the window's
+    first values and its size, unanchored (so anchored to the whole window)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = SharedLog()
+
+    def execute(self, window):
+        first = [t.values[0] for t in window.get()]
+        self.log.append((first, [t.values[0] for t in window.get_new()],
+                         [t.values[0] for t in window.get_expired()],
+                         window.get_start_timestamp(), window.get_end_timestamp()))
+        self.collector.emit([first[0], len(first)])
+        for t in window.get():
+            self.collector.ack(t)  # ignored (the window acks its inputs): acking twice would break trees
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("first", "size"))
+
+    def windows(self):
+        return [w[0] for w in self.log.items()]
+
+
+class FailingBolt(Bolt):
+    """Fails every input."""
+
+    def execute(self, tup):
+        self.collector.fail(tup)
+
+
+def _topology(bolt, fields=("v",), downstream=None, spout=None):
+    feeder = spout or FeederSpout(Fields(*fields))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    builder = TopologyBuilder()
+    builder.set_spout("feeder", feeder)
+    builder.set_bolt("window", bolt).global_grouping("feeder")
+    if downstream is not None:
+        builder.set_bolt("down", downstream).shuffle_grouping("window")
+    return feeder, tracker, builder.create_topology()
+
+
+def _acked(tracker, ids):
+    return {m for m in ids if tracker.is_acked(m)}
+
+
+def test_each_input_is_acked_exactly_when_it_leaves_its_last_window():
+    bolt = RecordingWindowBolt().with_window(Count(3), Count(2))
+    capture = TupleCaptureBolt()
+    feeder, tracker, topo = _topology(bolt, downstream=capture)
+    ids = [f"m{i}" for i in range(1, 8)]
+    with LocalCluster() as cluster:
+        cluster.submit_topology("acks", Config(), topo)
+        for i in range(4):
+            feeder.feed([i + 1], ids[i])
+        assert wait_until(lambda: len(bolt.windows()) == 2)
+        assert wait_until(lambda: _acked(tracker, ids) == {"m1"})
+        for i in range(4, 7):
+            feeder.feed([i + 1], ids[i])
+        assert wait_until(lambda: len(bolt.windows()) == 3)
+        assert wait_until(lambda: _acked(tracker, ids) == {"m1", "m2", "m3"})
+        time.sleep(0.3)  # nothing else is acked: m4..m6 are in the window, m7 waits for the next
+        assert _acked(tracker, ids) == {"m1", "m2", "m3"}
+        assert not any(tracker.is_failed(m) for m in ids)
+    assert bolt.windows() == [[1, 2], [2, 3, 4], [4, 5, 6]]
+    assert [w[2] for w in bolt.log.items()] == [[], [1], [2, 3]]
+    assert [v for _s, v in capture.results()["window"]] == [[1, 2], [2, 3], [4, 3]]
+
+
+def test_an_unanchored_emit_is_anchored_to_every_tuple_of_the_window():
+    bolt = RecordingWindowBolt().with_tumbling_window(Count(2))
+    feeder, tracker, topo = _topology(bolt, downstream=FailingBolt())
+    with LocalCluster() as cluster:
+        cluster.submit_topology("anchors", Config(), topo)
+        for i, m in enumerate(["a", "b", "c"]):
+            feeder.feed([i], m)
+        # the window [a, b] emitted one tuple, which "down" failed: both a and b fail
+        assert wait_until(lambda: tracker.is_failed("a") and tracker.is_failed("b"))
+        time.sleep(0.2)
+        assert not tracker.is_failed("c") and not tracker.is_acked("c")
+
+
+def test_processing_time_window_fires_on_the_cluster_clock():
+    bolt = RecordingWindowBolt().with_window(Duration.seconds(4), Duration.seconds(2))
+    feeder, tracker, topo = _topology(bolt)
+    with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster:
+        cluster.submit_topology("ptime", Config(), topo)  # the window's timer: every 2 s from t0
+        feeder.feed([1], "a")
+        feeder.feed([2], "b")
+        time.sleep(0.2)
+        cluster.advance_cluster_time(1)
+        feeder.feed([3], "c")
+        time.sleep(0.2)
+        cluster.advance_cluster_time(1)  # t0 + 2
+        assert wait_until(lambda: bolt.windows() == [[1, 2, 3]]), bolt.log.items()
+        cluster.advance_cluster_time(2)  # t0 + 4: a and b arrived 4 s ago, they leave and are acked
+        assert wait_until(lambda: bolt.windows() == [[1, 2, 3], [3]]), bolt.log.items()
+        assert wait_until(lambda: tracker.is_acked("a") and tracker.is_acked("b"))
+        assert not tracker.is_acked("c")
+        cluster.advance_cluster_time(2)  # t0 + 6: c leaves; the window is empty, execute is not called
+        assert wait_until(lambda: tracker.is_acked("c"))
+        assert len(bolt.windows()) == 2
+    (start, end), = {w[3:] for w in bolt.log.items()[1:]}
+    assert end - start == 4000 and bolt.log.items()[1][2] == [1, 2]
+
+
+def test_event_time_windows_follow_the_watermark_and_late_tuples_go_to_their_stream():
+    bolt = RecordingWindowBolt().with_tumbling_window(Duration.of(10)).with_timestamp_field("ts") \
+        .with_late_tuple_stream("late")
+    feeder = FeederSpout(Fields("v", "ts"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    capture = TupleCaptureBolt()
+    builder = TopologyBuilder()
+    builder.set_spout("feeder", feeder)
+    builder.set_bolt("window", bolt).global_grouping("feeder")
+    builder.set_bolt("late", capture).global_grouping("window", "late")
+    with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster:
+        cluster.submit_topology("etime", Config(), builder.create_topology())
+        for v, ts in (("a", 101), ("b", 105), ("c", 112), ("d", 125)):
+            feeder.feed([v, ts], v)
+        time.sleep(0.3)
+        cluster.advance_cluster_time(1)  # the watermark interval: watermark 125
+        # windows end on multiples of 10 and hold (end - 10, end]; the one ending 130 waits
+        assert wait_until(lambda: bolt.windows() == [["a", "b"], ["c"]]), bolt.log.items()
+        assert [w[3:] for w in bolt.log.items()] == [(100, 110), (110, 120)]
+        assert wait_until(lambda: tracker.is_acked("a") and tracker.is_acked("b"))  # left their window
+        feeder.feed(["old", 50], "old")  # before the watermark: late
+        assert wait_until(lambda: tracker.is_acked("old"))
+        [(stream, [late])] = capture.results()["window"]
+        assert stream == "late" and late.values == ["old", 50] and late.source_component == "feeder"
+        assert not tracker.is_acked("c") and not tracker.is_acked("d")
+        feeder.feed(["e", 140], "e")
+        time.sleep(0.2)
+        cluster.advance_cluster_time(1)  # watermark 140
+        assert wait_until(lambda: bolt.windows()[2:] == [["d"], ["e"]]), bolt.log.items()
+        assert wait_until(lambda: tracker.is_acked("c") and tracker.is_acked("d"))
+        assert not tracker.is_acked("e")
+    assert "old" not in [v for w in bolt.windows() for v in w]
+
+
+def test_a_timestamp_that_is_not_a_number_is_reported_naming_component_and_field():
+    bolt = RecordingWindowBolt().with_tumbling_window(Count(1)).with_timestamp_field("ts")
+    feeder, tracker, topo = _topology(bolt, fields=("v", "ts"))
+    with LocalCluster() as cluster:
+        cluster.submit_topology("badts", Config(), topo)
+        feeder.feed(["x", "yesterday"], "x")
+        assert wait_until(lambda: tracker.is_failed("x"))
+        errors = cluster.get_topology_info("badts")["errors"]
+    assert any("[window]" in e["error"] and "'ts'" in e["error"] and "yesterday" in e["error"] for e in errors)
+
+
+@pytest.mark.parametrize("bolt, conf, message", [
+    (lambda: RecordingWindowBolt().with_window(Duration.seconds(30), Duration.seconds(5)),
+     {"topology.message.timeout.secs": 30}, "Window duration (length + sliding interval) value 35000"),
+    (lambda: RecordingWindowBolt().with_window(Count(30), Count(10)),
+     {"topology.max.spout.pending": 20}, "Window count (length + sliding interval) value 40"),
+    (lambda: RecordingWindowBolt().with_window(Count(3)).with_late_tuple_stream("late"),
+     {}, "Late tuple stream can be defined only when specifying a timestamp field"),
+    (lambda: RecordingWindowBolt().with_window(Count(3)).with_timestamp_field("when"),
+     {}, "timestamp field 'when' is not a field of its input stream [default] of component [feeder]"),
+])
+def test_storm_window_checks_refuse_the_topology_at_submit_naming_the_component(bolt, conf, message):
+    _feeder, _tracker, topo = _topology(bolt())
+    with LocalCluster() as cluster:
+        with pytest.raises(InvalidTopologyException) as err:
+            cluster.submit_topology("bad", conf, topo)
+    assert "Component [window]" in str(err.value) and message in str(err.value)
+
+
+def test_timeouts_off_or_enough_timeout_pass_the_checks():
+    for conf in ({"topology.enable.message.timeouts": False}, {"topology.message.timeout.secs": 36}):
+        _f, _t, topo = _topology(RecordingWindowBolt().with_window(Duration.seconds(30), Duration.seconds(5)))
+        with LocalCluster() as cluster:
+            cluster.submit_topology("ok", conf, topo)

@@ -4,7 +4,6 @@ out of their last window and committed; a rollback drops the windows and fails w
 from squall import (BaseStatefulBolt, BaseStatefulWindowedBolt, BaseWindowedBolt, Config, Count, Duration, Fields,
                     LocalCluster, TopologyBuilder)
 from squall._tuple import Source, Tuple
-from squall.state import StateHome
 from squall.state._bolt import StatefulBoltExecutor
 from squall.state._windowed import StatefulWindowedBoltExecutor
 from squall.state.checkpoint import INITSTATE, PREPARE, ROLLBACK

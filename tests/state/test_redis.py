@@ -68,3 +68,24 @@ def test_an_unreachable_redis_names_the_component_and_key():
     msg = str(e.value)
     assert "component [count] task 3" in msg and "topology.state.provider.config" in msg
     assert "pw" not in msg and "127.0.0.1:1" in msg
+
+
+def test_a_topology_on_local_cluster_keeps_its_state_in_redis(redis_server, tmp_path):  # noqa: F811
+    from squall import Config, LocalCluster
+    from squall.state import state_key
+
+    from ..conftest import wait_until
+    from .counting import acked, check_counts, counting_topology
+    n, secret = 300, "a-secret-of-this-test-0123456789"
+    topo_conf = Config(conf(redis_server))
+    topo_conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
+    topo_conf["test.out.dir"] = str(tmp_path)
+    with LocalCluster({"squall.secret": secret}) as cluster:
+        cluster.submit_topology("t", topo_conf, counting_topology(n))
+        assert wait_until(lambda: acked(tmp_path) >= set(range(n)), 30)
+        cluster.kill_topology("t", wait_secs=0)
+    counts = {}
+    for key in redis_server.client().keys("t/count-*"):
+        if "$" not in key:
+            counts.update(dict(get_state(key[2:], topo_conf, Ctx(state_key(secret.encode()))).committed()))
+    assert check_counts(counts, n, tmp_path) == (0, 0)  # no crash: exactly once each

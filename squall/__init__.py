@@ -56,6 +56,9 @@ from .metric import MultiReducedMetric as MultiReducedMetric
 from .metric import ReducedMetric as ReducedMetric
 from .metric import TaskInfo as TaskInfo
 from .cluster.state import TopologyStatus as TopologyStatus
+from .state import BaseStatefulBolt as BaseStatefulBolt
+from .state import BaseStatefulWindowedBolt as BaseStatefulWindowedBolt
+from .state import KeyValueState as KeyValueState
 from .windowing import BaseWindowedBolt as BaseWindowedBolt
 from .windowing import Count as Count
 from .windowing import Duration as Duration
@@ -64,9 +67,10 @@ from .windowing import TupleWindow as TupleWindow
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BaseWindowedBolt", "BasicBolt",
-    "BasicOutputCollector", "Bolt", "BoltDeclarer", "CombinedMetric", "Config", "Count", "CountMetric", "CustomStreamGrouping", "DataPoint",
-    "Duration", "EmitError", "FailedException", "Fields", "GlobalStreamId", "Grouping", "ICombiner", "IMetric",
+    "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BaseStatefulBolt", "BaseStatefulWindowedBolt",
+    "BaseWindowedBolt", "BasicBolt", "BasicOutputCollector", "Bolt", "BoltDeclarer", "CombinedMetric", "Config",
+    "Count", "CountMetric", "CustomStreamGrouping", "DataPoint", "Duration", "EmitError", "FailedException",
+    "Fields", "GlobalStreamId", "Grouping", "ICombiner", "IMetric", "KeyValueState",
     "IMetricsConsumer", "IReducer", "IllegalStateTransition", "InvalidTopologyException",
     "LocalCluster", "LoggingMetricsConsumer", "MeanReducer", "MessageId", "MultiCountMetric",
     "MultiReducedMetric", "NotAliveException", "ReducedMetric", "TaskInfo", "OutputCollector", "OutputFieldsDeclarer",

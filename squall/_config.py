@@ -96,6 +96,12 @@ class Config(dict):
     """Registered serializations: ``{"module:Class": "module:Serializer" or None}``."""
     TOPOLOGY_EXECUTOR_OWN_THREAD = "topology.executor.own.thread"
     """Run a component's executors on their own thread (for blocking user code)."""
+    TOPOLOGY_STATE_CHECKPOINT_INTERVAL = "topology.state.checkpoint.interval.ms"
+    """Milliseconds between two checkpoints of a topology's stateful bolts (at least 100)."""
+    TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
+    """``"module:Class"`` of the `squall.state.StateProvider` of stateful bolts' states."""
+    TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
+    """The state provider's settings: a map, or a JSON object in a string (Storm's)."""
     TOPOLOGY_NAME = "topology.name"
     TOPOLOGY_METRICS_CONSUMER_REGISTER = "topology.metrics.consumer.register"
     """Metrics consumers: a list of maps (``class``, ``parallelism.hint``, ``argument``, ...)."""
@@ -408,6 +414,10 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
                                                and (v >= 0 or v == -1),
                                                "a non-negative number of seconds, or -1 (wait as long as it takes)",
                                                False),
+    "topology.state.checkpoint.interval.ms": _MILLIS,
+    "topology.state.provider": (_string, "\"module:Class\" of a state provider (docs/state.md)", False),
+    "topology.state.provider.config": (lambda v: isinstance(v, (str, dict)),
+                                       "a map, or a JSON object in a string", True),
     # the cluster's (checked when a daemon or client reads its configuration, and at submit)
     "storm.local.dir": (_string, "a directory (a non-empty string)", False),
     "storm.local.hostname": (_string, "a host name or null", True),

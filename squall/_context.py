@@ -19,7 +19,8 @@ class TopologyContext:
     """
 
     def __init__(self, topology: StormTopology, storm_id: str, task_to_component: dict[int, str],
-                 task_id: int, worker_port: int, worker_tasks: list[int], conf: dict[str, Any]) -> None:
+                 task_id: int, worker_port: int, worker_tasks: list[int], conf: dict[str, Any],
+                 state_home: Any = None) -> None:
         self._topology = topology
         self._storm_id = storm_id
         self._task_to_component = task_to_component
@@ -30,6 +31,7 @@ class TopologyContext:
         self._worker_port = worker_port
         self._worker_tasks = sorted(worker_tasks)
         self._conf = conf
+        self.state_home = state_home  # what the host lends state providers (squall.state.StateHome)
         # bucket secs -> name -> metric; registration closes when open/prepare returns (`seal_metrics`)
         self._metrics: dict[int, dict[str, Any]] = {}
         self._metric_names: set[str] = set()

@@ -18,6 +18,8 @@ from ._grouping import (
     CustomStreamGrouping, Grouping,
 )
 from ._system import DEFAULT_STREAM, SYSTEM_STREAM, is_system_id
+from .state._bolt import BaseStatefulBolt
+from .state._wiring import add_checkpointing
 from .windowing._api import BaseWindowedBolt
 
 
@@ -228,21 +230,25 @@ class TopologyBuilder:
                 f"Component [{component_id}]: set_spout needs a Spout, got {type(spout).__name__}")
         return SpoutDeclarer(self._add(component_id, spout, "spout", parallelism_hint))
 
-    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt | BaseWindowedBolt,
+    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt | BaseWindowedBolt | BaseStatefulBolt,
                  parallelism_hint: int | None = None) -> BoltDeclarer:
-        """Add a bolt (or basic bolt, or windowed bolt) with ``parallelism_hint`` executors
-        (default 1). A windowed bolt runs inside a `WindowedBoltExecutor`, as in Storm."""
+        """Add a bolt (basic, windowed or stateful) with ``parallelism_hint`` executors (default
+        1). A windowed bolt runs inside a `WindowedBoltExecutor` (a stateful windowed one inside
+        a `squall.state.StatefulWindowedBoltExecutor`), as in Storm."""
         if isinstance(bolt, BaseWindowedBolt):
-            from .windowing.executor import WindowedBoltExecutor
-            bolt = WindowedBoltExecutor(bolt)
-        if not isinstance(bolt, (Bolt, BasicBolt)):
+            from .state._windowed import windowed_executor
+            bolt = windowed_executor(bolt)
+        if not isinstance(bolt, (Bolt, BasicBolt, BaseStatefulBolt)):
             raise InvalidTopologyException(
-                f"Component [{component_id}]: set_bolt needs a Bolt, BasicBolt or BaseWindowedBolt, "
+                f"Component [{component_id}]: set_bolt needs a Bolt, BasicBolt, BaseWindowedBolt or BaseStatefulBolt, "
                 f"got {type(bolt).__name__}")
         return BoltDeclarer(self._add(component_id, bolt, "bolt", parallelism_hint))
 
     def create_topology(self) -> StormTopology:
         """Validate the wiring and return the topology.
+
+        A topology with a `BaseStatefulBolt` gets Storm's checkpointing here
+        (`squall.state._wiring`): the ``$checkpointspout`` and its ``$checkpoint`` streams.
 
         Raises:
             InvalidTopologyException: naming the component, stream or field at fault.
@@ -261,7 +267,7 @@ class TopologyBuilder:
                     f"Component [{cid}]: declare_output_fields raised {type(e).__name__}: {e}") from e
             built.streams = declarer.streams
             components[cid] = built
-        topology = StormTopology(components)
+        topology = StormTopology(add_checkpointing(components, ComponentSpec))
         validate_topology(topology)
         return topology
 

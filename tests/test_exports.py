@@ -70,6 +70,12 @@ SQUALL_API = {
     "Count": ["of"],
     "Duration": ["of", "seconds", "minutes"],
     "TupleWindow": ["get", "get_new", "get_expired", "get_start_timestamp", "get_end_timestamp"],
+    # Stateful bolts
+    "BaseStatefulBolt": ["init_state", "prepare", "execute", "cleanup", "declare_output_fields", "pre_prepare",
+                         "pre_commit", "pre_rollback"],
+    "BaseStatefulWindowedBolt": ["init_state", "with_window", "prepare", "execute", "cleanup", "pre_prepare",
+                                 "pre_commit", "pre_rollback"],
+    "KeyValueState": ["put", "get", "delete"],
 }
 
 TESTING_API = {
@@ -90,6 +96,8 @@ CONFIG_KEYS = {
     "TOPOLOGY_TICK_TUPLE_FREQ_SECS": "topology.tick.tuple.freq.secs",
     "TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS": "topology.enable.message.timeouts",
     "TOPOLOGY_MAX_TASK_PARALLELISM": "topology.max.task.parallelism",
+    "TOPOLOGY_STATE_CHECKPOINT_INTERVAL": "topology.state.checkpoint.interval.ms",
+    "TOPOLOGY_STATE_PROVIDER": "topology.state.provider",
 }
 
 

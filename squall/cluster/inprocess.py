@@ -124,8 +124,9 @@ class InProcessLauncher(Launcher):
     """
 
     def __init__(self, conf: dict[str, Any], host: str, master: DirectMaster, networks: Networks, clock: Any,
-                 seeds: Callable[[], int], on_exit: Callable[[], None]) -> None:
+                 seeds: Callable[[], int], on_exit: Callable[[], None], state_home: Any = None) -> None:
         self.conf = conf
+        self.state_home = state_home  # the cluster's states, which outlive its workers
         self.host = host
         self.master = master
         self.networks = networks
@@ -159,7 +160,8 @@ class InProcessLauncher(Launcher):
 
         agent = WorkerAgent(self.master, launch.storm_id, slot, launch.launch_id, self.conf,
                             make_transport=make_transport, load_plan=_same, clock=self.clock,
-                            peer_poll_secs=PEER_POLL_SECS, stop_loop_secs=STOP_LOOP_SECS, seed=self.seeds())
+                            peer_poll_secs=PEER_POLL_SECS, stop_loop_secs=STOP_LOOP_SECS, seed=self.seeds(),
+                            state_home=self.state_home)
         worker = _InProcessWorker(launch, agent)
         worker.thread = threading.Thread(target=self._run, args=(worker,), name=f"squall-local-worker-{port}",
                                          daemon=True)

@@ -17,16 +17,18 @@ from __future__ import annotations
 import copy
 import logging
 import random
+import secrets
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from .._config import cluster_conf, topology_conf
+from .._config import SECRET_KEY, cluster_conf, topology_conf
 from .._errors import SquallError
 from .._ratelimit import RateLimitedLog
 from .._topology import StormTopology
 from ..engine.clock import Clock
+from ..state import HostMemory, StateHome, get_state, state_key
 from .inprocess import DirectMaster, InProcessLauncher, Networks
 from .master import Master
 from .supervisor import Supervisor
@@ -71,10 +73,13 @@ class LocalCluster:
         self.master = Master(self.conf, clock=self.clock, durable=False)
         self._direct = DirectMaster(self.master, on_change=self._news)
         self._networks = Networks()
+        # stateful bolts' default state lives here, outside the workers, until shutdown (docs/state.md)
+        self._state_memory = HostMemory()
+        state_home = self._state_home = StateHome(memory=self._state_memory, key=state_key(_state_secret(self.conf)))
         n = int(self.conf.get(SUPERVISORS_KEY) or 1)
         hosts = ["localhost"] if n == 1 else [f"localhost-{i}" for i in range(1, n + 1)]
         self._launchers = [InProcessLauncher(self.conf, host, self._direct, self._networks, self.clock, self._seed,
-                                             self._exited) for host in hosts]
+                                             self._exited, state_home) for host in hosts]
         self._supervisors = [Supervisor(self.conf, launcher, self._direct, supervisor_id=f"local-{launcher.host}")
                              for launcher in self._launchers]
         self._sync_lock = threading.Lock()
@@ -272,6 +277,7 @@ class LocalCluster:
         self._sync()
         for launcher in self._launchers:
             launcher.stop_all()
+        self._state_memory.clear()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -342,6 +348,15 @@ class LocalCluster:
             self._sync()
             time.sleep(0.01)  # let the loops see each step, as Storm waits for idle between steps
 
+    def get_state(self, name: str, namespace: str) -> Any:
+        """The `squall.state.KeyValueState` of ``namespace`` (``"<component>-<task>"``) of
+        topology ``name``, as the default provider keeps it here, to look at in a test: its
+        ``get`` sees a prepared transaction too, its ``committed()`` only the last commit; None
+        if there is none."""
+        if namespace not in self._state_memory.namespaces(name):
+            return None
+        return get_state(namespace, {"topology.name": name}, _Home(self._state_home))
+
     def is_idle(self, name: str) -> bool:
         """True when no tuple waits in any inbox of ``name`` and every loop sleeps."""
         agents = self._agents(self._storm_id(name))
@@ -351,3 +366,23 @@ class LocalCluster:
 def _check_wait(wait_secs: float | None) -> None:
     if wait_secs is not None and wait_secs < 0:
         raise ValueError(f"wait_secs must be >= 0, got {wait_secs}")
+
+
+def _state_secret(conf: Mapping[str, Any]) -> bytes:
+    """What authenticates this cluster's states in Redis or files: ``squall.secret`` if set (so
+    another LocalCluster with it reads them back), else this cluster's own."""
+    given = conf.get(SECRET_KEY)
+    return given.encode() if isinstance(given, str) else secrets.token_bytes(32)
+
+
+class _Home:
+    """A context that only lends `LocalCluster.get_state` the cluster's state home."""
+
+    def __init__(self, home: StateHome) -> None:
+        self.state_home = home
+
+    def get_this_component_id(self) -> str:
+        return "(LocalCluster.get_state)"
+
+    def get_this_task_id(self) -> int:
+        return -1

@@ -17,6 +17,7 @@ from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
 from ..metric._consumers import with_metrics_consumers
 from ..windowing.config import check_window
+from ..state._bolt import unwrapped
 from ..windowing.executor import WindowedBoltExecutor
 
 
@@ -132,7 +133,7 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
         num_tasks[cid] = _cap(tasks, cap)
         parallelism[cid] = _cap(spec.parallelism, cap)
         confs[cid] = cconf
-        if isinstance(spec.obj, WindowedBoltExecutor):  # Storm's checks of the window, at submit
+        if isinstance(unwrapped(spec.obj), WindowedBoltExecutor):  # Storm's checks of the window, at submit
             check_window(cid, cconf, spec.streams,
                          {s: topology.components[s[0]].streams.get(s[1]) for s in spec.inputs})
     workers = conf["topology.workers"]

@@ -412,11 +412,43 @@ class Serializer:
     def _value_error(self, e: _Unsupported, src: Source | None) -> SerializationError:
         where = (f"a tuple emitted by component [{src.component}] on stream [{src.stream}]" if src is not None
                  else "an acker message or spout reply")
-        fix = e.fix or ("register the type with Config.register_serialization(cls, serializer_cls)"
-                        + (" or make it picklable" if self.allow_pickle else
-                           " or allow pickle with topology.fall.back.on.pickle: true"))
         return SerializationError(f"cannot serialize a value of type {type_name(e.obj)} in {where}: it "
-                                  f"{e.reason}; {fix}")
+                                  f"{e.reason}; {self._fix(e)}")
+
+    def _fix(self, e: _Unsupported) -> str:
+        return e.fix or ("register the type with Config.register_serialization(cls, serializer_cls)"
+                         + (" or make it picklable" if self.allow_pickle else
+                            " or allow pickle with topology.fall.back.on.pickle: true"))
+
+    def encode_value(self, obj: Any, where: str) -> bytes:
+        """One value as bytes for `decode_value`, by the same rules as a tuple's values (what a
+        state provider stores). ``where`` names the value in an error ("state key 'x' of
+        component [count]").
+
+        Raises:
+            SerializationError: naming the value's type, ``where``, and the fix.
+        """
+        try:
+            return self._pack(obj)
+        except _Unsupported as e:
+            raise SerializationError(f"cannot serialize a value of type {type_name(e.obj)} in {where}: it "
+                                     f"{e.reason}; {self._fix(e)}") from e.__cause__
+        except (TypeError, ValueError, OverflowError, RecursionError) as e:
+            raise SerializationError(f"cannot serialize {where}: {type(e).__name__}: {e}") from e
+
+    def decode_value(self, data: bytes) -> Any:
+        """The value `encode_value` made of ``data`` (pickled parts only while
+        ``topology.fall.back.on.pickle`` is true).
+
+        Raises:
+            SerializationError: the bytes are not such a value.
+        """
+        try:
+            return msgpack.unpackb(data, **self._unpack_opts)
+        except SerializationError:
+            raise
+        except Exception as e:
+            raise SerializationError(f"cannot decode a value of {len(data)} bytes: {type(e).__name__}: {e}") from e
 
     # --- decoding ----------------------------------------------------------------------------
     def _ext_hook(self, code: int, data: bytes) -> Any:

@@ -72,12 +72,13 @@ class WorkerAgent:
         stop_loop_secs: how long each loop may take to stop (user ``close``/``cleanup``) before
             it is abandoned.
         seed: seed for tuple ids and shuffles (default: from the system's randomness).
+        state_home: what the host lends stateful bolts' state providers (`squall.state.StateHome`).
     """
 
     def __init__(self, master: MasterCalls, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any], *,
                  make_transport: TransportFactory, load_plan: Callable[[Any], TopologyPlan] = cloudpickle.loads,
                  clock: Any = None, stop: threading.Event | None = None, peer_poll_secs: float = 0.2,
-                 stop_loop_secs: float = 2.0, seed: int | None = None) -> None:
+                 stop_loop_secs: float = 2.0, seed: int | None = None, state_home: Any = None) -> None:
         self.master = master
         self.storm_id, self.slot, self.launch_id = storm_id, slot, launch_id
         self.port = int(slot.rsplit(":", 1)[1])
@@ -89,6 +90,7 @@ class WorkerAgent:
         self.peer_poll_secs = peer_poll_secs
         self.stop_loop_secs = stop_loop_secs
         self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
+        self.state_home = state_home
         self.worker: Worker | None = None
         self.transport: Transport | None = None
         self.state: TopologyState | None = None
@@ -191,7 +193,7 @@ class WorkerAgent:
         bp = Backpressure(plan.conf["topology.executor.receive.buffer.size"], self.clock)
         worker = Worker(plan, self.port, executors, blobs, transport, self.clock, self.state, bp,
                         lambda rec: self._errors.append(rec.as_dict()),
-                        lambda w, rec: (self._crashed.set(), self._wake.set()), self.seed)
+                        lambda w, rec: (self._crashed.set(), self._wake.set()), self.seed, self.state_home)
         early.hand_over(worker.receive)
         transport.set_receiver(worker.receive, worker.receive_batch)
         transport.on_arrival = worker.wake_loops

@@ -16,9 +16,11 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from .._config import setting
+from ..state import StateHome, state_key
 from .._encryption import encryption_setting
 from ..engine.serialize import Serializer, source_cache
 from .agent import WorkerAgent
@@ -45,7 +47,10 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     def make_transport(plan: Any, origin: Origin, receive: Any) -> ZmqTransport:
         return ZmqTransport(bind or f"tcp://{slot}", {}, Serializer(plan.conf, source_cache(plan)), secret,
                             receive=receive, origin=origin, **_transport_options(conf))
-    return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop).run()
+    # stateful bolts' states: sealed files under storm.local.dir, which outlive the worker
+    home = StateHome(directory=Path(conf.get("storm.local.dir") or "storm-local") / "state", key=state_key(link.secret))
+    return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop,
+                       state_home=home).run()
 
 
 def _transport_options(conf: dict[str, Any]) -> dict[str, Any]:

@@ -117,3 +117,9 @@ class RecordingCollector:
         """Record the emit; it went to one (imaginary) task."""
         self.emitted.append((list(values), msg_id))
         return [1]
+
+
+@pytest.fixture(scope="session")
+def stateful() -> ModuleType:
+    """``examples/stateful_topology.py``."""
+    return load_example("stateful_topology")

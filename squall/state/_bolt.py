@@ -1,0 +1,289 @@
+"""Stateful bolts and the executors a stateful topology wraps its bolts in (Storm's
+``BaseStatefulBolt``, ``BaseStatefulBoltExecutor``, ``StatefulBoltExecutor``,
+``CheckpointTupleForwarder``, ``AnchoringOutputCollector``).
+
+Both wrappers are plain bolts. A checkpoint tuple counts only once it has come from every task
+that sends this bolt checkpoints (`CheckpointBarrier`); the ones before are acked. Then the
+stateful one acts on it (below); the forwarder only passes it on. Either emits it on its own
+``$checkpoint`` stream anchored to it, then acks it, so the spout's step completes only once it
+has gone through the whole topology.
+
+`StatefulBoltExecutor`: inputs before INITSTATE wait (the state is not there yet); a user's
+``ack`` only records the tuple; PREPARE makes the state's changes durable and takes the recorded
+tuples along; COMMIT commits and only then really acks them; ROLLBACK drops the changes and fails
+every recorded tuple, so their spouts replay them. Hence Storm's at-least-once state: an update
+is never lost, and it may apply twice only when its commit went through and its ack did not.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .._collectors import BasicOutputCollector, OutputCollector
+from .._components import BasicBolt, Bolt, _Component
+from .._errors import EmitError, FailedException, ReportedFailedException
+from .._system import DEFAULT_STREAM
+from .._tuple import Tuple
+from ._names import get_state
+from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK
+
+log = logging.getLogger(__name__)
+
+
+class BaseStatefulBolt(_Component):
+    """A bolt whose state is checkpointed (Storm's ``BaseStatefulBolt``); `set_bolt` accepts it.
+
+    ``init_state(state)`` is called once, before any ``execute``, with the state as last
+    committed (a `KeyValueState` from ``topology.state.provider``). Every input must be acked
+    (the ack takes effect at the next commit) or failed, and every emit anchored.
+    """
+
+    def init_state(self, state: Any) -> None:
+        """Receive the state (as last committed), before the first ``execute``."""
+
+    def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
+        """Called once per task; stores the arguments on ``self``."""
+        self.conf = conf
+        self.context = context
+        self.collector = collector
+
+    def execute(self, tup: Tuple) -> None:
+        """Process one input; update the state, emit anchored, ack."""
+
+    def cleanup(self) -> None:
+        """Called when the task shuts down cleanly (not guaranteed)."""
+
+    def pre_prepare(self, txid: int) -> None:
+        """Called before the state prepares transaction ``txid``."""
+
+    def pre_commit(self, txid: int) -> None:
+        """Called before the state commits transaction ``txid``."""
+
+    def pre_rollback(self) -> None:
+        """Called before the state rolls back to its last commit."""
+
+
+class AnchoringCollector(OutputCollector):
+    """A bolt's collector in a stateful topology: unanchored emits raise; with ``defer_acks``,
+    ``ack`` records the tuple for the next commit (`StatefulBoltExecutor`)."""
+
+    def __init__(self, out: OutputCollector, component: str, defer_acks: bool) -> None:
+        self._out = out
+        self._component = component
+        self._defer = defer_acks
+        self.acked: list[Tuple] = []
+
+    def _anchored(self, anchors: Any, stream: str) -> None:
+        if anchors is None or (isinstance(anchors, (list, tuple)) and not anchors):
+            raise EmitError(f"Bolts in a stateful topology must emit anchored tuples "
+                            f"(component [{self._component}], stream [{stream}])")
+
+    def emit(self, values, anchors=None, stream=DEFAULT_STREAM):
+        self._anchored(anchors, stream)
+        return self._out.emit(values, anchors, stream)
+
+    def emit_direct(self, task_id, values, anchors=None, stream=DEFAULT_STREAM):
+        self._anchored(anchors, stream)
+        self._out.emit_direct(task_id, values, anchors, stream)
+
+    def ack(self, tup):
+        if self._defer:
+            self.acked.append(tup)
+        else:
+            self._out.ack(tup)
+
+    def take_acked(self) -> list[Tuple]:
+        """The tuples acked since the last call."""
+        taken, self.acked = self.acked, []
+        return taken
+
+    def fail(self, tup):
+        self._out.fail(tup)
+
+    def reset_timeout(self, tup):
+        self._out.reset_timeout(tup)
+
+    def report_error(self, error):
+        self._out.report_error(error)
+
+
+class CheckpointBarrier:
+    """Counts each ``(action, txid)`` until every one of ``inputs`` tasks has sent it (Storm's
+    ``shouldProcessTransaction``)."""
+
+    def __init__(self, inputs: int) -> None:
+        self.inputs = inputs
+        self._counts: dict[tuple[str, int], int] = {}
+
+    def arrived(self, action: str, txid: int) -> bool:
+        """True when this is the last of the ``inputs`` copies of ``(action, txid)``."""
+        key = (action, txid)
+        n = self._counts.get(key, 0) + 1
+        if n >= self.inputs:
+            self._counts.pop(key, None)
+            return True
+        self._counts[key] = n
+        return False
+
+
+def checkpoint_inputs(context: Any) -> int:
+    """How many tasks send this task checkpoint tuples."""
+    return sum(len(context.get_component_tasks(g.component_id))
+               for g in context.get_this_sources() if g.stream_id == CHECKPOINT_STREAM_ID)
+
+
+class _CheckpointAware(Bolt):
+    """What both wrappers share: the wrapped bolt, the barrier, Storm's ``lastTxid`` rule."""
+
+    def __init__(self, bolt: Any) -> None:
+        self.bolt = bolt
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        self.bolt.declare_output_fields(declarer)
+        declarer.declare_stream(CHECKPOINT_STREAM_ID, CHECKPOINT_FIELDS)
+
+    def get_component_configuration(self) -> dict[str, Any] | None:
+        return self.bolt.get_component_configuration()
+
+    def _start(self, context: Any, collector: OutputCollector) -> None:
+        self.collector = collector
+        self.barrier = CheckpointBarrier(checkpoint_inputs(context))
+        self.last_txid = float("-inf")
+
+    def _checkpoint(self, tup: Tuple) -> None:
+        txid, action = tup.values
+        if not self.barrier.arrived(action, txid):
+            self.collector.ack(tup)
+            return
+        try:
+            if txid < self.last_txid:
+                self.collector.ack(tup)  # an old transaction
+                return
+            if self.handle_checkpoint(tup, action, txid):
+                self.collector.emit([txid, action], tup, CHECKPOINT_STREAM_ID)
+                self.collector.ack(tup)
+            self.last_txid = txid - 1 if action == ROLLBACK else txid
+        except Exception as e:  # the checkpoint fails, so the spout recovers; the error is shown
+            log.error("checkpoint %s %s failed: %s", action, txid, e)
+            self.collector.fail(tup)
+            self.collector.report_error(e)
+
+    def handle_checkpoint(self, tup: Tuple, action: str, txid: int) -> bool:
+        """Act on a checkpoint; False if it failed ``tup`` instead (not to be forwarded)."""
+        return True
+
+    def cleanup(self) -> None:
+        self.bolt.cleanup()
+
+    def squall_timers(self, clock: Any) -> list[tuple[float, Any]]:
+        """The wrapped bolt's timers (a windowed bolt's trigger or watermark), for the engine."""
+        own = getattr(self.bolt, "squall_timers", None)
+        return own(clock) if own is not None else []
+
+
+def unwrapped(obj: Any) -> Any:
+    """The bolt a checkpoint wrapper runs, or ``obj`` itself."""
+    return obj.bolt if isinstance(obj, _CheckpointAware) else obj
+
+
+class StatefulBoltExecutor(_CheckpointAware):
+    """Runs a `BaseStatefulBolt` in Storm's checkpoint protocol; see the module docstring."""
+
+    def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
+        self._start(context, collector)
+        namespace = f"{context.get_this_component_id()}-{context.get_this_task_id()}"
+        self.state = get_state(namespace, conf, context)
+        self.out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=True)
+        self.initialized = False
+        self.waiting: list[Tuple] = []
+        self.prepared: list[Tuple] = []
+        self.bolt.prepare(conf, context, self.out)
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.source_stream == CHECKPOINT_STREAM_ID:
+            self._checkpoint(tup)
+        elif self.initialized:
+            self.bolt.execute(tup)
+        else:
+            self.waiting.append(tup)
+
+    def handle_checkpoint(self, tup: Tuple, action: str, txid: int) -> bool:
+        if action == PREPARE:
+            if not self.initialized:  # restarted since INITSTATE: fail, so the spout recovers
+                self.collector.fail(tup)
+                return False
+            self.bolt.pre_prepare(txid)
+            self.state.prepare_commit(txid)
+            self.prepared.extend(self.out.take_acked())
+        elif action == COMMIT:
+            self.bolt.pre_commit(txid)
+            self.state.commit(txid)
+            done, self.prepared = self.prepared, []
+            for t in done:
+                self.collector.ack(t)
+        elif action == ROLLBACK:
+            self.bolt.pre_rollback()
+            self.state.rollback()
+            done, self.prepared = self.prepared + self.out.take_acked(), []
+            for t in done:
+                self.collector.fail(t)
+        elif action == INITSTATE and not self.initialized:
+            self.bolt.init_state(self.state)
+            self.initialized = True
+            waiting, self.waiting = self.waiting, []
+            for t in waiting:
+                self.bolt.execute(t)
+        return True
+
+
+class CheckpointTupleForwarder(_CheckpointAware):
+    """Wraps a plain `Bolt` or `BasicBolt` of a stateful topology: passes checkpoints on, and
+    raises on unanchored emits (a `BasicBolt`'s are anchored anyway)."""
+
+    def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
+        self._start(context, collector)
+        out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=False)
+        if isinstance(self.bolt, BasicBolt):
+            self.bolt.prepare(conf, context)
+            self.basic = _Basic(out)
+        else:
+            self.basic = None
+            self.bolt.prepare(conf, context, out)
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.source_stream == CHECKPOINT_STREAM_ID:
+            self._checkpoint(tup)
+        elif self.basic is None:
+            self.bolt.execute(tup)
+        else:
+            self.basic.run(self.bolt, tup)
+
+
+class _Basic(BasicOutputCollector):
+    """A `BasicBolt`'s collector inside the forwarder (Storm's ``BasicBoltExecutor``)."""
+
+    def __init__(self, out: AnchoringCollector) -> None:
+        self._out = out
+        self.input: Tuple | None = None
+
+    def run(self, bolt: BasicBolt, tup: Tuple) -> None:
+        """``bolt.execute`` on ``tup``, then ack it (or fail it on `FailedException`)."""
+        self.input = tup
+        try:
+            bolt.execute(tup, self)
+        except FailedException as e:
+            if isinstance(e, ReportedFailedException):
+                self._out.report_error(e)
+            self._out.fail(tup)
+            return
+        self._out.ack(tup)
+
+    def emit(self, values, stream=DEFAULT_STREAM):
+        return self._out.emit(values, self.input, stream)
+
+    def emit_direct(self, task_id, values, stream=DEFAULT_STREAM):
+        self._out.emit_direct(task_id, values, self.input, stream)
+
+    def report_error(self, error):
+        self._out.report_error(error)

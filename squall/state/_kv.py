@@ -1,0 +1,203 @@
+"""The key-value state every provider shares: `TransactionalKeyValueState` over a `StateStore`.
+
+Storm's Redis state, generalised (``RedisKeyValueState``): ``put`` and ``delete`` go to changes
+held in memory; ``prepare_commit(txid)`` writes them (merged with a prepare already stored) to
+the store as the *prepared* transaction; ``commit(txid)`` makes that the committed state;
+``rollback`` drops both. The store keeps the prepared transaction, so a worker restarted between
+prepare and commit still commits (or rolls back) what its predecessor prepared, as the checkpoint
+spout decides. Keys and values are stored as bytes made by the topology's serializer
+(`StateCodec`): a value that cannot be serialized fails at ``put``, in the bolt's own code,
+naming the component and the key.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+from ..engine.serialize import Serializer
+from ._api import KeyValueState, StateError
+
+Changes = dict[bytes, "bytes | None"]
+"""Encoded key -> encoded value, or None for a deleted key (a tombstone)."""
+
+
+class StateStore(Protocol):
+    """Where one namespace's committed state and prepared transaction live."""
+
+    def get(self, key: bytes) -> bytes | None:
+        """The committed value of ``key``."""
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        """The committed entries."""
+
+    def txids(self) -> tuple[int | None, int | None]:
+        """(last committed txid, prepared txid), None where there is none."""
+
+    def prepared(self) -> Changes:
+        """The prepared transaction's changes (empty if none)."""
+
+    def prepare(self, txid: int, changes: Changes) -> None:
+        """Store ``changes`` as prepared transaction ``txid`` (replacing a prepared one)."""
+
+    def commit(self, txid: int) -> None:
+        """Apply the prepared changes to the committed state, which is now at ``txid``."""
+
+    def apply(self, changes: Changes) -> None:
+        """Apply ``changes`` to the committed state at once (no transaction)."""
+
+    def rollback(self) -> None:
+        """Drop the prepared transaction."""
+
+
+class MemoryStore:
+    """A `StateStore` in memory: Storm's ``InMemoryKeyValueState`` kept by whoever holds it."""
+
+    def __init__(self) -> None:
+        self.committed: dict[bytes, bytes] = {}
+        self.commit_txid: int | None = None
+        self.prepared_changes: Changes = {}
+        self.prepare_txid: int | None = None
+        self.lock = threading.Lock()  # a restarted task may overlap its dying predecessor
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.committed.get(key)
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        with self.lock:
+            return iter(list(self.committed.items()))
+
+    def txids(self) -> tuple[int | None, int | None]:
+        return self.commit_txid, self.prepare_txid
+
+    def prepared(self) -> Changes:
+        return dict(self.prepared_changes)
+
+    def prepare(self, txid: int, changes: Changes) -> None:
+        with self.lock:
+            self.prepared_changes, self.prepare_txid = dict(changes), txid
+
+    def commit(self, txid: int) -> None:
+        with self.lock:
+            _apply(self.committed, self.prepared_changes)
+            self.commit_txid, self.prepared_changes, self.prepare_txid = txid, {}, None
+
+    def apply(self, changes: Changes) -> None:
+        with self.lock:
+            _apply(self.committed, changes)
+
+    def rollback(self) -> None:
+        with self.lock:
+            self.prepared_changes, self.prepare_txid = {}, None
+
+
+def _apply(target: dict[bytes, bytes], changes: Mapping[bytes, bytes | None]) -> None:
+    for k, v in changes.items():
+        if v is None:
+            target.pop(k, None)
+        else:
+            target[k] = v
+
+
+class StateCodec:
+    """Keys and values to bytes and back, by the topology's serialization rules
+    (``topology.kryo.register``, ``topology.fall.back.on.pickle``); ``owner`` names the state in
+    errors (``"component [count] task 3"``)."""
+
+    def __init__(self, conf: Mapping[str, Any], owner: str) -> None:
+        self.owner = owner
+        self._serializer = Serializer(conf, _no_sources)
+
+    def key(self, key: Any) -> bytes:
+        """``key`` encoded."""
+        return self._serializer.encode_value(key, f"a state key of {self.owner}")
+
+    def value(self, key: Any, value: Any) -> bytes:
+        """``value`` of ``key`` encoded."""
+        return self._serializer.encode_value(value, f"state key {key!r:.100} of {self.owner}")
+
+    def decode(self, data: bytes, what: str) -> Any:
+        """What `key` or `value` made; ``what`` names the bytes in an error."""
+        try:
+            return self._serializer.decode_value(data)
+        except Exception as e:
+            raise StateError(f"{what} of {self.owner} cannot be read back: {e}") from e
+
+
+def _no_sources(task: int, stream: str) -> Any:
+    raise StateError("a state value holds no tuples")
+
+
+class TransactionalKeyValueState(KeyValueState):
+    """A `KeyValueState` over a `StateStore`; see the module docstring."""
+
+    def __init__(self, store: StateStore, codec: StateCodec) -> None:
+        self.store = store
+        self.codec = codec
+        self._pending: Changes = {}
+        self._prepared: Changes = store.prepared()
+
+    def put(self, key: Any, value: Any) -> None:
+        self._pending[self.codec.key(key)] = self.codec.value(key, value)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        data = self._lookup(self.codec.key(key))
+        return default if data is None else self.codec.decode(data, f"the value of state key {key!r:.100}")
+
+    def _lookup(self, k: bytes) -> bytes | None:
+        if k in self._pending:
+            return self._pending[k]
+        if k in self._prepared:
+            return self._prepared[k]
+        return self.store.get(k)
+
+    def delete(self, key: Any) -> Any:
+        k = self.codec.key(key)
+        data = self._lookup(k)
+        self._pending[k] = None
+        return None if data is None else self.codec.decode(data, f"the value of state key {key!r:.100}")
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        merged: dict[bytes, bytes | None] = dict(self.store.items())
+        merged.update(self._prepared)
+        merged.update(self._pending)
+        for k, v in merged.items():
+            if v is not None:
+                yield self.codec.decode(k, "a state key"), self.codec.decode(v, "a state value")
+
+    def committed(self) -> Iterator[tuple[Any, Any]]:
+        """The ``(key, value)`` pairs of the last commit only."""
+        for k, v in self.store.items():
+            yield self.codec.decode(k, "a state key"), self.codec.decode(v, "a state value")
+
+    def prepare_commit(self, txid: int) -> None:
+        committed, _ = self.store.txids()
+        if committed is not None and txid <= committed:
+            raise StateError(f"{self.codec.owner}: cannot prepare txid {txid}: txid {committed} is already committed")
+        merged = dict(self._prepared)
+        merged.update(self._pending)
+        self.store.prepare(txid, merged)
+        self._prepared, self._pending = merged, {}
+
+    def commit(self, txid: int | None = None) -> None:
+        if txid is None:
+            self.store.apply(self._pending)
+            self._pending = {}
+            return
+        committed, prepared = self.store.txids()
+        if prepared is None and committed is not None and txid <= committed:
+            return  # committed before (a commit repeated after a restart): nothing left to do
+        if prepared is not None and prepared != txid:
+            raise StateError(f"{self.codec.owner}: cannot commit txid {txid}: txid {prepared} is prepared")
+        self.store.commit(txid)
+        self._prepared = {}
+
+    def rollback(self) -> None:
+        self.store.rollback()
+        self._prepared, self._pending = {}, {}
+
+    @property
+    def committed_txid(self) -> int | None:
+        """The txid of the last commit (None before the first)."""
+        return self.store.txids()[0]

@@ -1,0 +1,86 @@
+"""How states are named and found: the owner named in errors, the topology a state belongs to,
+the host's `StateHome`, and the provider ``topology.state.provider`` names."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..engine.serialize import resolve
+from ._api import State, StateError, StateHome
+
+if TYPE_CHECKING:
+    from .._context import TopologyContext
+
+PROVIDER_KEY = "topology.state.provider"
+PROVIDER_CONFIG_KEY = "topology.state.provider.config"
+DEFAULT_PROVIDER = "squall.state:InMemoryKeyValueStateProvider"
+_NO_HOME = StateHome()
+
+
+def state_home(context: TopologyContext | None) -> StateHome:
+    """What the host running ``context``'s task lends its state providers (none: an empty one)."""
+    return getattr(context, "state_home", None) or _NO_HOME
+
+
+def topology_of(conf: Mapping[str, Any]) -> str:
+    """The topology's name, which scopes its states (a resubmitted topology finds its own)."""
+    return str(conf.get("topology.name") or "_")
+
+
+def owner_of(namespace: str, context: TopologyContext | None) -> str:
+    """``"component [count] task 3"``, or the namespace without a context."""
+    if context is None:
+        return f"state [{namespace}]"
+    return f"component [{context.get_this_component_id()}] task {context.get_this_task_id()}"
+
+
+def provider_config(conf: Mapping[str, Any], owner: str) -> dict[str, Any]:
+    """``topology.state.provider.config``: a map, or a JSON object in a string (Storm's)."""
+    raw = conf.get(PROVIDER_CONFIG_KEY)
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as e:
+            raise StateError(f"{owner}: {PROVIDER_CONFIG_KEY!r} is not valid JSON: {e}") from None
+    if not isinstance(raw, Mapping):
+        raise StateError(f"{owner}: {PROVIDER_CONFIG_KEY!r} must be a map (or a JSON object), "
+                         f"got {type(raw).__name__}")
+    return dict(raw)
+
+
+def get_state(namespace: str, conf: Mapping[str, Any], context: TopologyContext | None) -> State:
+    """The state of ``namespace`` from the provider ``topology.state.provider`` names (Storm's
+    ``StateFactory.getState``).
+
+    Raises:
+        StateError: the provider cannot be found or made, or it cannot reach its store; the
+            message names the component and the configuration key.
+    """
+    owner = owner_of(namespace, context)
+    name = conf.get(PROVIDER_KEY) or DEFAULT_PROVIDER
+    if not isinstance(name, str):
+        raise StateError(f"{owner}: {PROVIDER_KEY!r} must be a \"module:Class\" string, got {name!r}")
+    try:
+        cls = resolve(name)
+        provider = cls()
+    except Exception as e:
+        raise StateError(f"{owner}: {PROVIDER_KEY!r} is {name!r}, which cannot be made "
+                         f"({type(e).__name__}: {e}); it must name a StateProvider class importable "
+                         f"on the workers") from e
+    if not callable(getattr(provider, "new_state", None)):
+        raise StateError(f"{owner}: {PROVIDER_KEY!r} is {name!r}, which has no new_state(namespace, conf, "
+                         f"context) method")
+    try:
+        state = provider.new_state(namespace, dict(conf), context)
+    except StateError:
+        raise
+    except Exception as e:
+        raise StateError(f"{owner}: the state provider {name!r} ({PROVIDER_KEY}) failed: "
+                         f"{type(e).__name__}: {e}") from e
+    if not isinstance(state, State):
+        raise StateError(f"{owner}: the state provider {name!r} returned a {type(state).__name__}, not a State")
+    return state

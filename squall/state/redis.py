@@ -1,0 +1,166 @@
+"""`RedisKeyValueStateProvider`: states in a Redis server (storm-redis's ``RedisKeyValueState``).
+
+Storm's layout, under a prefix of the topology's name (``<topology>/<namespace>``, so two
+topologies never share a state and a resubmitted one finds its own): the hash ``<ns>`` holds the
+committed entries, ``<ns>$prepare`` the prepared transaction (a deleted key is an empty value),
+``<ns>$txid`` the fields ``commit`` and ``prepare``. A commit is one MULTI/EXEC. Every value
+carries an HMAC under the cluster's secret bound to its namespace and key, checked before it is
+decoded: a value in Redis is hostile until then (it may be a pickle). LocalCluster's secret is
+``squall.secret`` when set, else one of its own, so what one LocalCluster wrote is not read back
+by another unless both set ``squall.secret``.
+
+``topology.state.provider.config``: ``{"url": "redis://host:port/db"}`` (a password in the URL
+is never logged), or Storm's ``{"jedisPoolConfig": {"host", "port", "database", "password",
+"timeout"}}``. Needs the ``redis`` extra; only this module imports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from ..external.redis_streams import redact_url
+from ._api import KeyValueState, StateError, StateProvider
+from ._kv import Changes, StateCodec, TransactionalKeyValueState
+from ._names import PROVIDER_CONFIG_KEY, owner_of, provider_config, state_home, topology_of
+
+if TYPE_CHECKING:
+    from .._context import TopologyContext
+
+_TAG = 32
+_TOMBSTONE = b""
+
+
+class RedisStore:
+    """A `squall.state._kv.StateStore` in Redis; see the module docstring."""
+
+    def __init__(self, client: redis.Redis, namespace: str, key: bytes, where: str) -> None:
+        self.client = client
+        self.ns = namespace.encode()
+        self._key = key
+        self.where = where
+
+    def _mac(self, hash_name: bytes, field: bytes, value: bytes) -> bytes:
+        return hmac.new(self._key, b"%d:%s%d:%s" % (len(hash_name), hash_name, len(field), field) + value,
+                        hashlib.sha256).digest()
+
+    def _sealed(self, field: bytes, value: bytes | None) -> bytes:
+        v = _TOMBSTONE if value is None else b"v" + value
+        return self._mac(self.ns, field, v) + v
+
+    def _opened(self, field: bytes, data: bytes) -> bytes | None:
+        tag, v = data[:_TAG], data[_TAG:]
+        if len(tag) != _TAG or not hmac.compare_digest(tag, self._mac(self.ns, field, v)):
+            raise StateError(f"a state value in Redis at {self.where} (hash {self.ns.decode(errors='replace')!r}) "
+                             f"fails its MAC: written by something else, or under another secret (squall.secret)")
+        return None if v == _TOMBSTONE else v[1:]
+
+    def _call(self, what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except redis.RedisError as e:
+            raise StateError(f"Redis at {self.where} failed to {what} state {self.ns.decode(errors='replace')!r}: "
+                             f"{type(e).__name__}: {e}") from e
+
+    def get(self, key: bytes) -> bytes | None:
+        data = self._call("read", self.client.hget, self.ns, key)
+        return None if data is None else self._opened(key, data)
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        for k, data in self._call("read", lambda: list(self.client.hscan_iter(self.ns, count=100))):
+            v = self._opened(k, data)
+            if v is not None:
+                yield k, v
+
+    def txids(self) -> tuple[int | None, int | None]:
+        c, p = self._call("read", self.client.hmget, self.ns + b"$txid", [b"commit", b"prepare"])
+        return (None if c is None else int(c)), (None if p is None else int(p))
+
+    def prepared(self) -> Changes:
+        raw = self._call("read", self.client.hgetall, self.ns + b"$prepare")
+        return {k: self._opened(k, v) for k, v in raw.items()}
+
+    def prepare(self, txid: int, changes: Changes) -> None:
+        def run() -> None:
+            p = self.client.pipeline(transaction=True)
+            p.delete(self.ns + b"$prepare")
+            if changes:
+                p.hset(self.ns + b"$prepare", mapping={k: self._sealed(k, v) for k, v in changes.items()})
+            p.hset(self.ns + b"$txid", b"prepare", str(txid))
+            p.execute()
+        self._call("prepare", run)
+
+    def commit(self, txid: int) -> None:
+        changes = self.prepared()
+
+        def run() -> None:
+            p = self.client.pipeline(transaction=True)
+            self._queue(p, changes)
+            p.hset(self.ns + b"$txid", b"commit", str(txid))
+            p.hdel(self.ns + b"$txid", b"prepare")
+            p.delete(self.ns + b"$prepare")
+            p.execute()
+        self._call("commit", run)
+
+    def _queue(self, p: Any, changes: Changes) -> None:
+        puts = {k: self._sealed(k, v) for k, v in changes.items() if v is not None}
+        dels = [k for k, v in changes.items() if v is None]
+        if puts:
+            p.hset(self.ns, mapping=puts)
+        if dels:
+            p.hdel(self.ns, *dels)
+
+    def apply(self, changes: Changes) -> None:
+        def run() -> None:
+            p = self.client.pipeline(transaction=True)
+            self._queue(p, changes)
+            p.execute()
+        self._call("write", run)
+
+    def rollback(self) -> None:
+        def run() -> None:
+            p = self.client.pipeline(transaction=True)
+            p.delete(self.ns + b"$prepare")
+            p.hdel(self.ns + b"$txid", b"prepare")
+            p.execute()
+        self._call("roll back", run)
+
+
+def _url(cfg: dict[str, Any], owner: str) -> tuple[str, float]:
+    if "url" in cfg:
+        if not isinstance(cfg["url"], str):
+            raise StateError(f"{owner}: {PROVIDER_CONFIG_KEY!r} \"url\" must be a string")
+        return cfg["url"], float(cfg.get("timeout", 2000)) / 1000.0
+    pool = cfg.get("jedisPoolConfig") or {}
+    if not isinstance(pool, dict):
+        raise StateError(f"{owner}: {PROVIDER_CONFIG_KEY!r} \"jedisPoolConfig\" must be a map")
+    password = pool.get("password")
+    auth = f":{password}@" if password else ""
+    url = f"redis://{auth}{pool.get('host', 'localhost')}:{int(pool.get('port', 6379))}/{int(pool.get('database', 0))}"
+    return url, float(pool.get("timeout", 2000)) / 1000.0
+
+
+class RedisKeyValueStateProvider(StateProvider):
+    """States in Redis; see the module docstring."""
+
+    def new_state(self, namespace: str, conf: dict[str, Any], context: TopologyContext | None) -> KeyValueState:
+        owner = owner_of(namespace, context)
+        url, timeout = _url(provider_config(conf, owner), owner)
+        where = redact_url(url)
+        try:
+            client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+            client.ping()
+        except (redis.RedisError, ValueError) as e:
+            raise StateError(f"{owner}: the state provider squall.state.redis:RedisKeyValueStateProvider cannot "
+                             f"reach Redis at {where} ({PROVIDER_CONFIG_KEY}): {type(e).__name__}: {e}") from None
+        key = state_home(context).key
+        if key is None:
+            raise StateError(f"{owner}: no cluster secret to authenticate state values in Redis with (a state "
+                             f"made outside a cluster needs a StateHome with a secret)")
+        store = RedisStore(client, f"{topology_of(conf)}/{namespace}", key, where)
+        return TransactionalKeyValueState(store, StateCodec(conf, owner))
+

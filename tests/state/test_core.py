@@ -1,0 +1,411 @@
+"""The pure core of stateful bolts: `KeyValueState` over its stores, the checkpoint spout's
+protocol, the stateful bolt executor and the builder's wiring, each on its own."""
+
+import threading
+
+import pytest
+
+from squall import BaseStatefulBolt, Bolt, Fields, KeyValueState, SerializationError, Spout, TopologyBuilder
+from squall._fields import GlobalStreamId
+from squall._tuple import Source, Tuple
+from squall.state import StateError, StateHome, get_state
+from squall.state._bolt import CheckpointBarrier, StatefulBoltExecutor
+from squall.state._kv import MemoryStore, StateCodec, TransactionalKeyValueState
+from squall.state.checkpoint import (
+    COMMIT, COMMITTED, COMMITTING, INITIAL, INITSTATE, PREPARE, PREPARING, ROLLBACK, CheckPointState,
+    CheckpointProgress,
+)
+from squall.state.file import FileStore, state_dir
+from squall.state.memory import HostMemory
+
+KEY = b"k" * 32
+
+
+def kv(store=None, conf=None):
+    return TransactionalKeyValueState(store or MemoryStore(), StateCodec(conf or {}, "component [count] task 3"))
+
+
+# --- KeyValueState -------------------------------------------------------------------------------------------
+
+def test_put_get_delete_see_uncommitted_changes_and_rollback_drops_them():
+    s = kv()
+    assert isinstance(s, KeyValueState)
+    s.put("a", 1)
+    s.put(("t", 2), {"x": [1, 2]})
+    assert s.get("a") == 1 and s.get(("t", 2)) == {"x": [1, 2]} and s.get("b", 7) == 7
+    s.prepare_commit(0)
+    s.commit(0)
+    s.put("a", 2)
+    assert s.delete(("t", 2)) == {"x": [1, 2]}
+    assert s.get(("t", 2)) is None and s.get("a") == 2
+    s.rollback()
+    assert s.get("a") == 1 and s.get(("t", 2)) == {"x": [1, 2]}
+    assert dict(s) == {"a": 1, ("t", 2): {"x": [1, 2]}}
+    s.put("b", 3)
+    s.prepare_commit(1)
+    assert dict(s.committed()) == {"a": 1, ("t", 2): {"x": [1, 2]}}
+
+
+def test_a_put_value_is_a_copy():
+    s = kv()
+    v = [1]
+    s.put("a", v)
+    v.append(2)
+    assert s.get("a") == [1]
+
+
+def test_a_prepared_transaction_survives_a_new_state_object_and_commits_there():
+    store = MemoryStore()
+    s = kv(store)
+    s.put("a", 1)
+    s.prepare_commit(5)
+    again = kv(store)  # a restarted task: the COMMIT of txid 5 reaches it
+    assert again.get("a") == 1
+    again.commit(5)
+    assert store.txids() == (5, None) and kv(store).get("a") == 1
+    again.commit(5)  # repeated by a recovering spout: already done
+    with pytest.raises(StateError, match="already committed"):
+        again.prepare_commit(5)
+
+
+def test_commit_of_another_txid_than_the_prepared_one_is_refused():
+    s = kv()
+    s.put("a", 1)
+    s.prepare_commit(3)
+    with pytest.raises(StateError, match="txid 3 is prepared"):
+        s.commit(4)
+
+
+def test_a_value_that_cannot_be_serialized_with_pickle_off_names_component_and_key():
+    s = kv(conf={"topology.fall.back.on.pickle": False})
+    with pytest.raises(SerializationError) as e:
+        s.put("lock-key", threading.Lock())
+    msg = str(e.value)
+    assert "component [count] task 3" in msg and "'lock-key'" in msg and "topology.fall.back.on.pickle" in msg
+
+
+def test_a_value_that_cannot_be_pickled_names_component_and_key():
+    s = kv()
+    with pytest.raises(SerializationError, match=r"state key 'k' of component \[count\] task 3.*cannot be pickled"):
+        s.put("k", threading.Lock())
+
+
+def test_host_memory_keeps_states_by_topology_and_namespace_until_cleared():
+    mem = HostMemory()
+    a = kv(mem.store("t", "count-1"))
+    a.put("x", 1)
+    a.prepare_commit(0)
+    a.commit(0)
+    assert kv(mem.store("t", "count-1")).get("x") == 1
+    assert kv(mem.store("other", "count-1")).get("x") is None
+    mem.clear()
+    assert kv(mem.store("t", "count-1")).get("x") is None
+
+
+# --- the file store -------------------------------------------------------------------------------------------
+
+def test_the_file_store_keeps_commits_and_prepares_across_reopening(tmp_path):
+    d = state_dir(tmp_path, "topo", "count-3")
+    s = kv(FileStore(d, "count-3", KEY))
+    s.put("a", 1)
+    s.prepare_commit(0)
+    s.commit(0)
+    s.put("b", 2)
+    s.delete("a")
+    s.prepare_commit(1)
+    reopened = kv(FileStore(d, "count-3", KEY))
+    assert reopened.get("a") is None and reopened.get("b") == 2  # the prepared transaction is seen
+    reopened.rollback()
+    assert kv(FileStore(d, "count-3", KEY)).get("a") == 1
+    assert sorted(p.name for p in d.iterdir()) == ["committed"]
+    assert oct(d.stat().st_mode & 0o777) == "0o700" and oct((d / "committed").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_crash_between_writing_the_commit_and_removing_the_prepare_is_a_commit(tmp_path):
+    d = state_dir(tmp_path, "topo", "n")
+    store = FileStore(d, "n", KEY)
+    s = kv(store)
+    s.put("a", 1)
+    s.prepare_commit(4)
+    prepared = (d / "prepared").read_bytes()
+    s.commit(4)
+    (d / "prepared").write_bytes(prepared)  # as if the process died before the unlink
+    again = FileStore(d, "n", KEY)
+    assert again.txids() == (4, None) and kv(again).get("a") == 1
+
+
+@pytest.mark.parametrize("damage", ["flip", "other-key", "garbage", "other-namespace"])
+def test_a_state_file_not_written_by_this_cluster_is_refused_naming_it(tmp_path, damage):
+    d = state_dir(tmp_path, "topo", "n")
+    s = kv(FileStore(d, "n", KEY))
+    s.put("a", 1)
+    s.commit()
+    f = d / "committed"
+    blob = f.read_bytes()
+    if damage == "flip":
+        f.write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))
+    elif damage == "garbage":
+        f.write_bytes(b"\x00garbage")
+    elif damage == "other-namespace":  # a sealed file copied from another state
+        other = state_dir(tmp_path, "topo", "m")
+        o = kv(FileStore(other, "m", KEY))
+        o.put("a", 99)
+        o.commit()
+        f.write_bytes((other / "committed").read_bytes())
+    with pytest.raises(StateError) as e:
+        FileStore(d, "n", b"x" * 32 if damage == "other-key" else KEY)
+    assert str(f) in str(e.value)
+
+
+def test_the_namespace_cannot_escape_the_state_directory(tmp_path):
+    d = state_dir(tmp_path, "topo", "../../etc")
+    assert d.parent == tmp_path / "topo"
+
+
+# --- providers ---------------------------------------------------------------------------------------------------
+
+class Ctx:
+    def __init__(self, home=None, component="count", task=3):
+        self.state_home = home
+        self._c, self._t = component, task
+
+    def get_this_component_id(self):
+        return self._c
+
+    def get_this_task_id(self):
+        return self._t
+
+
+def test_the_default_provider_uses_the_hosts_memory_or_else_its_file_store(tmp_path):
+    mem = HostMemory()
+    s = get_state("count-3", {"topology.name": "t"}, Ctx(StateHome(memory=mem)))
+    s.put("a", 1)
+    s.commit()
+    assert get_state("count-3", {"topology.name": "t"}, Ctx(StateHome(memory=mem))).get("a") == 1
+    on_disk = get_state("count-3", {"topology.name": "t"}, Ctx(StateHome(directory=tmp_path, key=KEY)))
+    on_disk.put("b", 2)
+    on_disk.commit()
+    assert (state_dir(tmp_path, "t", "count-3") / "committed").exists()
+
+
+def test_an_unknown_provider_is_an_error_naming_the_component_and_key():
+    with pytest.raises(StateError) as e:
+        get_state("count-3", {"topology.state.provider": "nowhere.at_all:Provider"}, Ctx())
+    assert "component [count] task 3" in str(e.value) and "'topology.state.provider'" in str(e.value)
+
+
+def test_the_file_provider_with_a_directory_of_its_own(tmp_path):
+    conf = {"topology.name": "t", "topology.state.provider": "squall.state:FileKeyValueStateProvider",
+            "topology.state.provider.config": '{"directory": "%s"}' % tmp_path}
+    s = get_state("count-3", conf, Ctx())
+    s.put("a", 1)
+    s.commit()
+    assert get_state("count-3", conf, Ctx()).get("a") == 1
+    assert (tmp_path / "secret").exists()
+
+
+# --- the checkpoint spout's protocol ----------------------------------------------------------------------------
+
+def progress(state=INITIAL, interval=1.0):
+    saved = []
+    return CheckpointProgress(state, interval, saved.append), saved
+
+
+def test_first_initstate_then_prepare_and_commit_every_interval():
+    p, saved = progress()
+    assert p.next_step(0.0) == (-1, INITSTATE)
+    assert p.next_step(0.0) is None  # one step in flight
+    p.acked(-1)
+    assert p.next_step(0.0) == (0, PREPARE) and saved[-1] == CheckPointState(0, PREPARING)
+    p.acked(0)
+    assert saved[-1] == CheckPointState(0, COMMITTING)
+    assert p.next_step(0.0) == (0, COMMIT)  # at once, not after the interval
+    p.acked(0)
+    assert saved[-1] == CheckPointState(0, COMMITTED)
+    assert p.next_step(0.5) is None
+    assert p.next_step(1.0) == (1, PREPARE)
+
+
+def test_a_failed_prepare_rolls_back_then_initstate_again():
+    p, saved = progress()
+    p.next_step(0.0)
+    p.acked(-1)
+    assert p.next_step(0.0) == (0, PREPARE)
+    p.failed(0)
+    assert p.next_step(0.1) == (0, ROLLBACK)
+    p.acked(0)
+    assert saved[-1] == CheckPointState(-1, COMMITTED)
+    assert p.next_step(0.1) == (-1, INITSTATE)
+    p.acked(-1)
+    assert p.next_step(1.0) == (0, PREPARE)
+
+
+def test_a_failed_commit_is_committed_again():
+    p, _ = progress()
+    p.next_step(0.0)
+    p.acked(-1)
+    p.next_step(0.0)
+    p.acked(0)
+    assert p.next_step(0.0) == (0, COMMIT)
+    p.failed(0)
+    assert p.next_step(0.0) == (0, COMMIT)
+    p.acked(0)
+    assert p.next_step(0.0) == (0, INITSTATE)
+
+
+def test_a_restarted_spout_finishes_what_was_left():
+    p, _ = progress(CheckPointState(100, PREPARING))
+    assert p.next_step(0.0) == (100, ROLLBACK)
+    p, _ = progress(CheckPointState(7, COMMITTING))
+    assert p.next_step(0.0) == (7, COMMIT)
+
+
+# --- the stateful bolt executor ----------------------------------------------------------------------------------
+
+class Recorder:
+    def __init__(self):
+        self.acked, self.failed, self.emitted, self.errors = [], [], [], []
+
+    def emit(self, values, anchors=None, stream="default"):
+        self.emitted.append((stream, values, anchors))
+        return []
+
+    def emit_direct(self, task_id, values, anchors=None, stream="default"):
+        self.emitted.append((stream, values, anchors))
+
+    def ack(self, t):
+        self.acked.append(t)
+
+    def fail(self, t):
+        self.failed.append(t)
+
+    def reset_timeout(self, t):
+        pass
+
+    def report_error(self, e):
+        self.errors.append(e)
+
+
+class BoltCtx(Ctx):
+    def __init__(self, mem, inputs):
+        super().__init__(StateHome(memory=mem))
+        self.inputs = inputs
+
+    def get_this_sources(self):
+        return {GlobalStreamId(c, "$checkpoint"): None for c in self.inputs}
+
+    def get_component_tasks(self, c):
+        return self.inputs[c]
+
+
+class Counter(BaseStatefulBolt):
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put(tup[0], self.state.get(tup[0], 0) + 1)
+        self.collector.emit([tup[0]], tup)
+        self.collector.ack(tup)
+
+
+DATA = Source("spout", "default", 1, Fields("w"))
+
+
+def cp(txid, action, task=9):
+    return Tuple([txid, action], Source("$checkpointspout", "$checkpoint", task, Fields("txid", "action")))
+
+
+def stateful(mem=None, inputs=None):
+    ex = StatefulBoltExecutor(Counter())
+    rec = Recorder()
+    ex.prepare({"topology.name": "t"}, BoltCtx(mem or HostMemory(), inputs or {"$checkpointspout": [9]}), rec)
+    return ex, rec
+
+
+def test_inputs_wait_for_initstate_and_acks_wait_for_the_commit():
+    mem = HostMemory()
+    ex, rec = stateful(mem)
+    a = Tuple(["a"], DATA)
+    ex.execute(a)
+    assert rec.emitted == []  # no state yet: it waits
+    ex.execute(cp(-1, INITSTATE))
+    assert rec.emitted[0][1] == ["a"] and rec.acked == [rec.emitted[1][2]]  # the checkpoint forwarded, acked
+    assert a not in rec.acked
+    ex.execute(cp(0, PREPARE))
+    assert a not in rec.acked
+    ex.execute(cp(0, COMMIT))
+    assert a in rec.acked
+    assert kv(mem.store("t", "count-3")).get("a") == 1
+
+
+def test_rollback_fails_the_tuples_acked_since_the_commit_and_drops_their_updates():
+    mem = HostMemory()
+    ex, rec = stateful(mem)
+    ex.execute(cp(-1, INITSTATE))
+    a, b = Tuple(["a"], DATA), Tuple(["b"], DATA)
+    ex.execute(a)
+    ex.execute(cp(0, PREPARE))
+    ex.execute(b)
+    ex.execute(cp(0, ROLLBACK))
+    assert rec.failed == [a, b]
+    assert ex.state.get("a") is None and ex.state.get("b") is None
+
+
+def test_prepare_before_initstate_fails_so_the_spout_recovers():
+    ex, rec = stateful()
+    t = cp(3, PREPARE)
+    ex.execute(t)
+    assert rec.failed == [t] and not [e for e in rec.emitted if e[0] == "$checkpoint"]
+
+
+def test_a_checkpoint_counts_once_every_input_task_sent_it():
+    ex, rec = stateful(inputs={"split": [4, 5]})
+    first = Tuple([-1, INITSTATE], Source("split", "$checkpoint", 4, Fields("txid", "action")))
+    ex.execute(first)
+    assert not ex.initialized and rec.acked == [first]
+    ex.execute(Tuple([-1, INITSTATE], Source("split", "$checkpoint", 5, Fields("txid", "action"))))
+    assert ex.initialized
+    b = CheckpointBarrier(2)
+    assert [b.arrived(PREPARE, 1), b.arrived(COMMIT, 1), b.arrived(PREPARE, 1)] == [False, False, True]
+
+
+def test_unanchored_emits_raise():
+    class Unanchored(Counter):
+        def execute(self, tup):
+            self.collector.emit([tup[0]])
+    ex = StatefulBoltExecutor(Unanchored())
+    ex.prepare({}, BoltCtx(HostMemory(), {"$checkpointspout": [9]}), Recorder())
+    ex.execute(cp(-1, INITSTATE))
+    with pytest.raises(Exception, match=r"must emit anchored tuples \(component \[count\]"):
+        ex.execute(Tuple(["a"], DATA))
+
+
+# --- the builder's wiring -------------------------------------------------------------------------------------------
+
+class Src(Spout):
+    def declare_output_fields(self, d):
+        d.declare(Fields("w"))
+
+
+class Pass(Bolt):
+    def declare_output_fields(self, d):
+        d.declare(Fields("w"))
+
+
+def test_a_stateful_bolt_gets_the_checkpoint_spout_and_streams():
+    b = TopologyBuilder()
+    b.set_spout("s", Src())
+    b.set_bolt("p", Pass(), 2).shuffle_grouping("s")
+    b.set_bolt("c", Counter(), 2).fields_grouping("p", ["w"])
+    topo = b.create_topology()
+    comps = topo.components
+    assert comps["$checkpointspout"].kind == "spout" and "$checkpoint" in comps["$checkpointspout"].streams
+    assert GlobalStreamId("$checkpointspout", "$checkpoint") in comps["p"].inputs
+    assert GlobalStreamId("p", "$checkpoint") in comps["c"].inputs
+    assert comps["c"].inputs[GlobalStreamId("p", "$checkpoint")].kind == "all"
+    assert type(comps["c"].obj).__name__ == "StatefulBoltExecutor"
+    assert type(comps["p"].obj).__name__ == "CheckpointTupleForwarder"
+    plain = TopologyBuilder()
+    plain.set_spout("s", Src())
+    plain.set_bolt("p", Pass()).shuffle_grouping("s")
+    assert "$checkpointspout" not in plain.create_topology().components

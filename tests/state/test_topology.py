@@ -1,0 +1,103 @@
+"""Stateful topologies on LocalCluster: a crash rolls state back and replays (nothing lost), and
+bad input (a value that cannot be serialized with pickle off, a state provider that cannot be
+reached) is reported naming the component and the key."""
+
+import pytest
+
+from squall import BaseStatefulBolt, Config, Fields, LocalCluster, TopologyBuilder
+from squall.testing import FeederSpout
+
+from ..conftest import wait_until
+from .counting import acked, check_counts, counting_topology
+
+N = 1000
+
+
+@pytest.fixture
+def cluster():
+    c = LocalCluster()
+    try:
+        yield c
+    finally:
+        c.shutdown()
+
+
+def _conf(out, **extra):
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_max_spout_pending(100)
+    conf.set_message_timeout_secs(5)
+    conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 200
+    conf["test.out.dir"] = str(out)
+    conf.update(extra)
+    return conf
+
+
+def _counts(cluster, name):
+    counts = {}
+    for ns in cluster._state_memory.namespaces(name):
+        if ns.startswith("count-"):
+            counts.update(dict(cluster.get_state(name, ns).committed()))
+    return counts
+
+
+def test_a_crashed_worker_rolls_state_back_and_nothing_is_lost(cluster, tmp_path):
+    cluster.submit_topology("counting", _conf(tmp_path), counting_topology(N, crash_at=N // 2))
+    assert wait_until(lambda: acked(tmp_path) >= set(range(N)), 60), \
+        f"ids never acked: {sorted(set(range(N)) - acked(tmp_path))[:20]}"
+    info = cluster.get_topology_info("counting")
+    assert any("crash on purpose" in e["error"] for e in info["errors"]), "the worker did not crash"
+    cluster.kill_topology("counting", wait_secs=0)
+    twice, replayed = check_counts(_counts(cluster, "counting"), N, tmp_path)
+    assert replayed > 0, "nothing was replayed: the crash hit no tuple in flight"
+    print(f"LocalCluster crash: {twice} updates applied twice, {replayed} tuples replayed")
+
+
+class Keep(BaseStatefulBolt):
+    """Puts what ``make`` returns in its state."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put(tup[0], self.make())
+        self.collector.ack(tup)
+
+
+def _lock():
+    import threading
+    return threading.Lock()
+
+
+def _errors(cluster, name):
+    return [e["error"] for e in cluster.get_topology_info(name)["errors"]]
+
+
+def _keep_topology(make):
+    feeder = FeederSpout(Fields("key"))
+    feeder.feed(["the-key"], 1)
+    b = TopologyBuilder()
+    b.set_spout("feed", feeder)
+    b.set_bolt("keep", Keep(make)).shuffle_grouping("feed")
+    return b.create_topology()
+
+
+def test_a_value_that_cannot_be_serialized_with_pickle_off_is_reported_naming_component_and_key(cluster, tmp_path):
+    conf = _conf(tmp_path, **{"topology.fall.back.on.pickle": False})
+    cluster.submit_topology("unpicklable", conf, _keep_topology(_lock))
+    assert wait_until(lambda: any("state key 'the-key'" in e for e in _errors(cluster, "unpicklable")), 20)
+    [error] = {e for e in _errors(cluster, "unpicklable") if "state key" in e}
+    assert "component [keep]" in error and "topology.fall.back.on.pickle" in error
+
+
+def test_an_unreachable_state_provider_is_reported_naming_component_and_key(cluster, tmp_path):
+    pytest.importorskip("redis")
+    conf = _conf(tmp_path, **{"topology.state.provider": "squall.state.redis:RedisKeyValueStateProvider",
+                              "topology.state.provider.config": {"url": "redis://127.0.0.1:1/0"}})
+    cluster.submit_topology("unreachable", conf, _keep_topology(dict))
+    assert wait_until(lambda: any("cannot reach Redis" in e for e in _errors(cluster, "unreachable")), 20)
+    error = next(e for e in _errors(cluster, "unreachable") if "cannot reach Redis" in e)
+    assert "component [" in error and "topology.state.provider.config" in error and "127.0.0.1:1" in error

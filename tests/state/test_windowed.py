@@ -1,0 +1,117 @@
+"""Stateful windowed bolts: window evaluations update a checkpointed state; inputs are acked once
+out of their last window and committed; a rollback drops the windows and fails what they held."""
+
+from squall import (BaseStatefulBolt, BaseStatefulWindowedBolt, BaseWindowedBolt, Config, Count, Duration, Fields,
+                    LocalCluster, TopologyBuilder)
+from squall._tuple import Source, Tuple
+from squall.state._bolt import StatefulBoltExecutor
+from squall.state._windowed import StatefulWindowedBoltExecutor
+from squall.state.checkpoint import INITSTATE, PREPARE, ROLLBACK
+from squall.state.memory import HostMemory
+from squall.testing import AckFailMapTracker, FeederSpout
+
+from ..conftest import wait_until
+from .test_core import BoltCtx, Recorder, cp
+
+
+class WindowSums(BaseStatefulWindowedBolt):
+    """Adds each window's values to ``total`` and counts windows, in its state."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("sum"))
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, window):
+        s = sum(t[0] for t in window.get())
+        self.state.put("total", self.state.get("total", 0) + s)
+        self.state.put("windows", self.state.get("windows", 0) + 1)
+        self.collector.emit([s])  # anchored to the window
+
+
+def test_window_evaluations_are_committed_and_inputs_acked_after_they_leave_their_window():
+    feeder = FeederSpout(Fields("v"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    for i in range(1, 101):
+        feeder.feed([i], i)
+    b = TopologyBuilder()
+    b.set_spout("values", feeder)
+    b.set_bolt("sums", WindowSums().with_tumbling_window(Count(10))).shuffle_grouping("values")
+    conf = Config()
+    conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
+    with LocalCluster() as cluster:
+        cluster.submit_topology("windows", conf, b.create_topology())
+        # the last window's tuples stay until a next window expires them (Storm's count windows)
+        assert wait_until(lambda: all(tracker.is_acked(i) for i in range(1, 91)), 20)
+        assert not any(tracker.is_acked(i) for i in range(91, 101))
+
+        def committed(key):
+            [ns] = [n for n in cluster._state_memory.namespaces("windows") if n.startswith("sums-")]
+            return cluster.get_state("windows", ns).get(key)
+        assert wait_until(lambda: committed("windows") == 10, 10)
+        assert committed("total") == 5050
+        assert not any(tracker.is_failed(i) for i in range(1, 101))
+
+
+def test_a_rollback_fails_the_tuples_in_the_windows_and_empties_them():
+    bolt = WindowSums().with_tumbling_window(Count(3))
+    ex = StatefulBoltExecutor(StatefulWindowedBoltExecutor(bolt))
+    rec = Recorder()
+    ex.prepare(dict(bolt.get_component_configuration()), BoltCtx(HostMemory(), {"$checkpointspout": [9]}), rec)
+    src = Source("values", "default", 1, Fields("v"))
+    ex.execute(cp(-1, INITSTATE))
+    first = [Tuple([i], src) for i in (1, 2, 3)]
+    for t in first:  # a full window: it fires, and its tuples expire at the next one
+        ex.execute(t)
+    ex.execute(cp(0, PREPARE))
+    held = [Tuple([i], src) for i in (4, 5)]
+    for t in held:
+        ex.execute(t)
+    ex.execute(cp(0, ROLLBACK))
+    assert all(t in rec.failed for t in held)
+    assert len(ex.bolt.manager) == 0
+    assert ex.state.get("total") is None  # the evaluation was not committed
+    for t in [Tuple([i], src) for i in (4, 5, 6)]:  # the replays fill a window again
+        ex.execute(t)
+    assert ex.state.get("total") == 15
+
+
+class PlainWindowSums(BaseWindowedBolt):
+    """Emits each window's sum (not stateful)."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("v"))
+
+    def execute(self, window):
+        self.collector.emit([sum(t[0] for t in window.get())])
+
+
+class Total(BaseStatefulBolt):
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put("total", self.state.get("total", 0) + tup[0])
+        self.collector.ack(tup)
+
+
+def test_a_plain_windowed_bolt_in_a_stateful_topology_keeps_its_timer():
+    """A duration window fires from its timer: inside the checkpoint forwarder it must still run."""
+    feeder = FeederSpout(Fields("v"))
+    for i in range(1, 51):
+        feeder.feed([i], i)
+    b = TopologyBuilder()
+    b.set_spout("values", feeder)
+    b.set_bolt("sums", PlainWindowSums().with_tumbling_window(Duration.of(200))).shuffle_grouping("values")
+    b.set_bolt("total", Total()).global_grouping("sums")
+    conf = Config()
+    conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
+    with LocalCluster() as cluster:
+        cluster.submit_topology("timed", conf, b.create_topology())
+
+        def total():
+            [ns] = [n for n in cluster._state_memory.namespaces("timed") if n.startswith("total-")] or [None]
+            return ns and dict(cluster.get_state("timed", ns).committed()).get("total")
+        assert wait_until(lambda: total() == 1275, 20), total()

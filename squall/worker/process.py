@@ -48,7 +48,7 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
         return ZmqTransport(bind or f"tcp://{slot}", {}, Serializer(plan.conf, source_cache(plan)), secret,
                             receive=receive, origin=origin, **_transport_options(conf))
     # stateful bolts' states: sealed files under storm.local.dir, which outlive the worker
-    home = StateHome(directory=Path(conf.get("storm.local.dir") or "storm-local") / "state", key=state_key(link.secret))
+    home = StateHome(directory=Path(conf.get("storm.local.dir") or "storm-local") / "state", key=state_key(secret))
     return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop,
                        state_home=home).run()
 

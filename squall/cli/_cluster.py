@@ -166,12 +166,21 @@ class _ToMaster:
 
 
 class _ToCluster:
-    """Submits to an in-process cluster (`SparkCluster`)."""
+    """Submits to an in-process cluster (`SparkCluster`). A topology that its master recovered
+    from ``storm.local.dir`` at start is resumed, not submitted again: this driver is one that
+    died with the topology running and was started again (Spark's ``--supervise``, a YARN
+    attempt, a restarted pod), and the topology's workers, state and ids carry on."""
 
     def __init__(self, cluster: Any) -> None:
         self.cluster = cluster
+        self.recovered = {t["name"]: t["id"] for t in cluster.list_topologies()}
 
     def submit_topology(self, name: str, conf: dict[str, Any], topology: Any) -> None:
+        if name in self.recovered:
+            self.cluster.ship_modules(topology)  # what its code imports later, on the new executors
+            print(f"Resumed topology: {name} ({self.recovered[name]}, recovered from "
+                  f"{self.cluster.conf.get('storm.local.dir')})", flush=True)
+            return
         self.cluster.submit_topology(name, conf, topology)
         print(f"Submitted topology: {name}", flush=True)
 

@@ -446,10 +446,14 @@ class SparkCluster(MasterClient):
     def submit_topology(self, name: str, conf: dict[str, Any] | None, topology: StormTopology,
                         initial_status: str = "ACTIVE") -> str:
         """Ship the user's modules to the executors (``addPyFile``), then submit."""
+        self.ship_modules(topology)
+        return super().submit_topology(name, conf, topology, initial_status)
+
+    def ship_modules(self, topology: Any) -> None:
+        """``addPyFile`` the user's modules that ``topology``'s code reaches (see `_ship`)."""
         if isinstance(topology, StormTopology):
             for module in topology_modules(topology):
                 self._ship(module)
-        return super().submit_topology(name, conf, topology, initial_status)
 
     def _ship(self, module: Any) -> None:
         """``SparkContext.addPyFile`` a user's top-level module (a .py) or package (zipped), so
@@ -508,12 +512,15 @@ class SparkCluster(MasterClient):
 def _master_addresses(sc: Any, host: str) -> tuple[str, str]:
     """Where the master listens, and the address workers and clients are given. In the local
     modes everything is on this machine; on a cluster the executors reach the driver at
-    ``spark.driver.host``, so a loopback ``nimbus.host`` (the default) becomes all interfaces."""
+    ``spark.driver.host``, so a loopback ``nimbus.host`` (the default) becomes all interfaces,
+    unless the driver's host is loopback too (a cluster all on this machine)."""
     loopback = host in ("127.0.0.1", "localhost", "::1")
     if sc.master.startswith("local"):
         return host, "127.0.0.1" if loopback else host
     if loopback or host == "0.0.0.0":
-        return "0.0.0.0", sc.getConf().get("spark.driver.host")
+        driver = sc.getConf().get("spark.driver.host")
+        # a cluster on loopback (SPARK_LOCAL_IP=127.0.0.1: every daemon on this machine)
+        return (driver, driver) if driver in ("127.0.0.1", "localhost", "::1") else ("0.0.0.0", driver)
     return host, host
 
 

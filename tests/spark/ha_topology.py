@@ -9,7 +9,7 @@ import time
 from squall import TopologyBuilder
 from tests.process.recovery_topology import RECOVERY_CONF, DurableSpout, Sink, Slowish
 
-N = 3000
+N = 4000
 PER_SEC = 150  # so that the run outlasts the test's look at it, and a kill lands in its middle
 
 conf = {**RECOVERY_CONF, "topology.workers": 2}

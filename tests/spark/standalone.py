@@ -65,6 +65,9 @@ class StandaloneCluster:
         self.root = root
         self.cores, self.memory = cores, memory
         (root / "conf").mkdir(parents=True, exist_ok=True)
+        # every JVM spark-class and the workers start (daemons, drivers, executors) reads these:
+        # the client compiler only and the serial collector start a JVM on half the CPU
+        (root / "conf" / "java-opts").write_text("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         self.env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": LOOPBACK,
                     "SPARK_CONF_DIR": str(root / "conf"), "SPARK_LOCAL_DIRS": str(root / "local"),
                     "SPARK_LOG_DIR": str(root / "logs"), "SPARK_DAEMON_MEMORY": "256m",

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ}
     env.setdefault("PYSPARK_PYTHON", sys.executable)  # the driver's Python, and its executors'
     env.setdefault("PYSPARK_DRIVER_PYTHON", env["PYSPARK_PYTHON"])
-    return subprocess.run(command, env=env).returncode
+    return subprocess.run(command, env=env, check=False).returncode
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,10 +108,9 @@ class StandaloneCluster:
             f"the standalone workers did not register: {self.state()}\n{self.log('master')}"
 
     def _start(self, name: str, port: int, *args: str) -> Daemon:
-        out = open(self.root / f"{name}.out", "wb")
-        proc = subprocess.Popen(["nice", "-n", "19", str(self.home / "bin" / "spark-class"), *args], env=self.env,
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        out.close()
+        with open(self.root / f"{name}.out", "wb") as out:
+            proc = subprocess.Popen(["nice", "-n", "19", str(self.home / "bin" / "spark-class"), *args],
+                                    env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         # nice execs spark-class, which execs java: the pid is the JVM's
         return Daemon(name, proc, port)
 
@@ -178,8 +176,3 @@ class StandaloneCluster:
             out.append(f"--- {f.relative_to(self.root)}\n" + "\n".join(f.read_text(errors="replace").splitlines()[-30:]))
         return "\n".join(out)
 
-
-def wait_for(pred, timeout: float, what: str) -> None:
-    """`wait_until` with a 0.5 s step, failing with ``what``."""
-    start = time.monotonic()
-    assert wait_until(pred, timeout, 0.5), f"{what} (waited {time.monotonic() - start:.0f} s)"

@@ -4,6 +4,7 @@ cluster deploy mode with ``--supervise`` (``python -m squall.cli.spark_standalon
 driver, and squall's master in it, runs on a Spark worker. It survives the loss of a whole
 Spark worker node and of its driver, and every id it emits is acked."""
 
+import contextlib
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from squall import SquallError
 from squall._config import cluster_conf
 from squall.cluster.client import MasterClient
 
@@ -55,7 +57,7 @@ class Supervised:
                 "--", "--config", str(config), "--name", NAME, "-c", f"test.out.dir={self.out}",
                 str(REPO / "tests" / "spark" / "ha_topology.py")]
         done = subprocess.run(argv, env={**standalone.env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
-                              timeout=120, cwd=tmp_path)
+                              timeout=120, cwd=tmp_path, check=False)
         found = re.search(r"Driver successfully submitted as (driver-\S+)", done.stdout + done.stderr)
         assert done.returncode == 0 and found, done.stdout + done.stderr
         self.driver_id = found.group(1)
@@ -68,7 +70,7 @@ class Supervised:
             if self._client is None:
                 self._client = MasterClient(self.conf, timeout=5)
             return self._client.get_topology_info(NAME)
-        except Exception:
+        except (SquallError, OSError):  # no master now: it is starting, or dead
             self._drop_client()
             return None
 
@@ -100,17 +102,14 @@ class Supervised:
 
     def __exit__(self, *exc):
         # the master's kill ends the driver with status 0, which Spark does not restart
-        try:
-            info = self.info()
-            if info is not None:
+        if self.info() is not None:
+            with contextlib.suppress(SquallError, OSError):  # then Spark's kill, below
                 self._client.kill_topology(NAME, wait_secs=0)
-        except Exception:
-            pass
         self._drop_client()
         if not wait_until(lambda: self.standalone.driver() is None, 60, 0.5):
             subprocess.run([str(self.standalone.home / "bin" / "spark-class"), "org.apache.spark.deploy.Client",
                             "kill", self.standalone.url, self.driver_id], env=self.standalone.env,
-                           capture_output=True, timeout=60)
+                           capture_output=True, timeout=60, check=False)
         # the next test needs the cores back
         wait_until(lambda: not (self.standalone.state() or {}).get("activeapps"), 60, 0.5)
 

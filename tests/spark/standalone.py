@@ -56,7 +56,7 @@ class Daemon:
 class StandaloneCluster:
     """A standalone master and ``workers`` workers of ``cores`` cores and ``memory`` each
     (the numbers Spark schedules by; nothing is reserved). The JVM daemons get a small heap
-    (``SPARK_DAEMON_MEMORY``) and run under ``nice``."""
+    (``SPARK_DAEMON_MEMORY``)."""
 
     def __init__(self, root: Path, workers: int = 2, cores: int = 3, memory: str = "2g") -> None:
         import pyspark
@@ -70,6 +70,9 @@ class StandaloneCluster:
         self.env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": LOOPBACK,
                     "SPARK_CONF_DIR": str(root / "conf"), "SPARK_LOCAL_DIRS": str(root / "local"),
                     "SPARK_LOG_DIR": str(root / "logs"), "SPARK_DAEMON_MEMORY": "256m",
+                    # a worker is lost when its connection drops (a dead node): the heartbeat
+                    # timeout (60 s) only ever fired on a starved machine, losing a live worker
+                    "SPARK_MASTER_OPTS": "-Dspark.worker.timeout=600 -Dspark.master.rest.enabled=false",
                     "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         self.port, self.ui_port = free_port(), free_port()
         self.url = f"spark://{LOOPBACK}:{self.port}"
@@ -109,9 +112,9 @@ class StandaloneCluster:
 
     def _start(self, name: str, port: int, *args: str) -> Daemon:
         with open(self.root / f"{name}.out", "wb") as out:
-            proc = subprocess.Popen(["nice", "-n", "19", str(self.home / "bin" / "spark-class"), *args],
-                                    env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        # nice execs spark-class, which execs java: the pid is the JVM's
+            proc = subprocess.Popen([str(self.home / "bin" / "spark-class"), *args], env=self.env, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # spark-class execs java: the pid is the JVM's
         return Daemon(name, proc, port)
 
     def stop(self) -> None:
@@ -121,15 +124,19 @@ class StandaloneCluster:
         self.workers = []
 
     def kill(self, daemon: Daemon) -> list[int]:
-        """SIGKILL ``daemon`` and its descendants, as when its machine dies; return their pids."""
-        pids = [daemon.pid, *_descendants(daemon.pid)] if daemon.alive() else []
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """SIGKILL ``daemon`` and its descendants, as when its machine dies; return their pids.
+        They are all stopped (SIGSTOP) first, until the tree stops growing, so that none
+        starts a process that outlives the kill (a driver being restarted, say)."""
+        frozen: list[int] = []
+        while daemon.alive():
+            new = [p for p in [daemon.pid, *_descendants(daemon.pid)] if p not in frozen]
+            if not new:
+                break
+            _signal(new, signal.SIGSTOP)
+            frozen += new
+        _signal(frozen, signal.SIGKILL)
         daemon.proc.wait(10)
-        return pids
+        return frozen
 
     # --- looking ----------------------------------------------------------------------------------------
     def state(self) -> dict | None:
@@ -176,3 +183,10 @@ class StandaloneCluster:
             out.append(f"--- {f.relative_to(self.root)}\n" + "\n".join(f.read_text(errors="replace").splitlines()[-30:]))
         return "\n".join(out)
 
+
+def _signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass

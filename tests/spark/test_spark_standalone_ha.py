@@ -95,7 +95,8 @@ class Supervised:
     def all_acked(self):
         """Wait until every id is acked; fail naming some that are not."""
         assert wait_until(lambda: acked(self.out) >= set(range(N)), 120, 0.5), \
-            f"{N - len(acked(self.out))} ids never acked, e.g. {sorted(set(range(N)) - acked(self.out))[:10]}"
+            (f"{N - len(acked(self.out))} ids never acked, e.g. {sorted(set(range(N)) - acked(self.out))[:10]}\n"
+             f"{self.info()}\n{self.standalone.driver_log()}")
 
     def __enter__(self):
         return self

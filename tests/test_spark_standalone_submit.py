@@ -4,11 +4,13 @@ topology that its master recovered rather than submitting it again. The real clu
 tests/spark/test_spark_standalone_ha.py."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from squall.cli._cluster import _ToCluster
 from squall.cli.spark_standalone import CLIENT, SPARK_SUBMIT, driver_command, parse
+from squall.cluster.spark import EXIT_SPARK_GONE, SparkCluster, exit_if_spark_gone
 
 
 def test_the_driver_command_runs_squall_jar_in_client_mode_inside_a_supervised_standalone_driver(tmp_path):
@@ -67,3 +69,31 @@ def test_squall_jar_on_spark_resumes_a_topology_its_master_recovered_and_submits
     assert capsys.readouterr().out.splitlines() == [
         "Resumed topology: running (running-1-100, recovered from /shared/storm-local)",
         "Submitted topology: new"]
+
+
+class _Jvm:
+    """pyspark's ``sc._jsc``: a live JVM's context, or a gateway whose JVM is gone."""
+
+    def __init__(self, alive):
+        self.alive = alive
+
+    def sc(self):
+        if not self.alive:
+            raise ConnectionRefusedError("the gateway's JVM is gone")  # py4j's Py4JNetworkError, in life
+        return SimpleNamespace(isStopped=lambda: False)
+
+
+def _cluster_on(jvm):
+    cluster = SparkCluster.__new__(SparkCluster)  # only what the check reads
+    cluster.spark = SimpleNamespace(sparkContext=SimpleNamespace(_jsc=jvm))
+    cluster.conf = {"storm.local.dir": "/shared/storm-local"}
+    return cluster
+
+
+def test_a_driver_whose_spark_jvm_is_gone_ends_at_once_and_one_whose_jvm_lives_goes_on():
+    """Else its Python side would hold the master's port from the driver Spark starts again."""
+    exits = []
+    exit_if_spark_gone(_cluster_on(_Jvm(alive=True)), exits.append)
+    assert exits == []
+    exit_if_spark_gone(_cluster_on(_Jvm(alive=False)), exits.append)
+    assert exits == [EXIT_SPARK_GONE]

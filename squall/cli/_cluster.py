@@ -223,7 +223,7 @@ def _spark_options_after_file(args: argparse.Namespace) -> None:
 
 
 def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, topology_over: dict[str, Any]) -> int:
-    from ..cluster.spark import SparkCluster, stop_on_signals
+    from ..cluster.spark import SparkCluster, exit_if_spark_gone, stop_on_signals
     _daemon_logging(args.debug)
     with SparkCluster(master=args.spark_master, conf=conf) as cluster:
         stop = stop_on_signals()
@@ -234,6 +234,7 @@ def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, to
               f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} killed (squall kill NAME) or Ctrl-C",
               flush=True)
         while not stop.wait(1.0):
+            exit_if_spark_gone(cluster)
             if not cluster.list_topologies():
                 return 0
         # stopped (Ctrl-C, SIGTERM): the topologies live as long as this driver; a master

@@ -120,10 +120,10 @@ def test_a_supervised_topology_survives_a_dead_spark_worker_node_and_a_killed_dr
         standalone, tmp_path):
     """First SIGKILL the Spark worker node without the driver (its Worker JVM, its executor and
     the squall worker in it): the master restarts that squall worker, and Spark runs it in an
-    executor on the remaining node. Then SIGKILL the driver (its JVM and squall's master, the
-    Python process under it): Spark's standalone worker starts it again (``--supervise``), and
-    the new master resumes the topology from ``storm.local.dir``, under the same id, rather than
-    submitting it again. The reliable topology acks every id. (One test, not two: a driver's
+    executor on the remaining node. Then SIGKILL the driver's JVM: squall's master, the Python
+    process under it, ends too, Spark's standalone worker starts the driver again
+    (``--supervise``), and the new master resumes the topology from ``storm.local.dir``, under
+    the same id, rather than submitting it again. The reliable topology acks every id. (One test, not two: a driver's
     start costs a minute on a loaded 2-core machine.)"""
     with Supervised(standalone, tmp_path) as topology:
         workers = topology.running(at_least=200)
@@ -143,10 +143,11 @@ def test_a_supervised_topology_survives_a_dead_spark_worker_node_and_a_killed_dr
         topology.running(at_least=len(acked(topology.out)) + 100)  # and they process again
 
         old = standalone.driver_processes()
-        assert old, "no driver process under the standalone worker"
-        for pid in reversed(old):  # the Python driver, then its JVM
-            os.kill(pid, signal.SIGKILL)
+        assert len(old) >= 2, "no driver JVM with its Python process under the standalone worker"
+        os.kill(old[0], signal.SIGKILL)  # the driver's JVM: its Python side (squall's master) must follow
         assert len(acked(topology.out)) < N, "the topology finished before the driver died"
+        assert wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in old), 30, 0.2), \
+            "the driver's Python process outlived its JVM (it would hold the master's port)"
 
         def restarted():
             now = standalone.driver_processes()

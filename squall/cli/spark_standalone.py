@@ -17,8 +17,8 @@ finds its topology in ``storm.local.dir`` and resumes it rather than submitting 
 (docs/spark.md, "Highly available").
 
 Paths (FILE, the entry file, ``storm.local.dir``, the ``--jar``) are read on the worker that
-runs the driver, not here: they must be the same on every worker (a shared filesystem, the
-same install). The environment of this command is the driver's (Spark's Client passes it on):
+runs the driver, in a work directory of its own, not here: give them absolute, and the same on
+every worker (a shared filesystem, the same install). The environment of this command is the driver's (Spark's Client passes it on):
 ``PYSPARK_PYTHON`` defaults to this Python.
 """
 

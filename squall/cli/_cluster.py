@@ -184,12 +184,21 @@ class _ToMaster:
 
 
 class _ToCluster:
-    """Submits to an in-process cluster (`SparkCluster`)."""
+    """Submits to an in-process cluster (`SparkCluster`). A topology that its master recovered
+    from ``storm.local.dir`` at start is resumed, not submitted again: this driver is one that
+    died with the topology running and was started again (Spark's ``--supervise``, a YARN
+    attempt, a restarted pod), and the topology's workers, state and ids carry on."""
 
     def __init__(self, cluster: Any) -> None:
         self.cluster = cluster
+        self.recovered = {t["name"]: t["id"] for t in cluster.list_topologies()}
 
     def submit_topology(self, name: str, conf: dict[str, Any], topology: Any) -> None:
+        if name in self.recovered:
+            self.cluster.ship_modules(topology)  # what its code imports later, on the new executors
+            print(f"Resumed topology: {name} ({self.recovered[name]}, recovered from "
+                  f"{self.cluster.conf.get('storm.local.dir')})", flush=True)
+            return
         self.cluster.submit_topology(name, conf, topology)
         print(f"Submitted topology: {name}", flush=True)
 
@@ -232,7 +241,7 @@ def _spark_options_after_file(args: argparse.Namespace) -> None:
 
 
 def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, topology_over: dict[str, Any]) -> int:
-    from ..cluster.spark import SparkCluster, stop_on_signals
+    from ..cluster.spark import SparkCluster, exit_if_spark_gone, stop_on_signals
     _daemon_logging(args.debug)
     with SparkCluster(master=args.spark_master, conf=conf) as cluster:
         stop = stop_on_signals()
@@ -243,6 +252,7 @@ def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, to
               f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} killed (squall kill NAME) or Ctrl-C",
               flush=True)
         while not stop.wait(1.0):
+            exit_if_spark_gone(cluster)
             if not cluster.list_topologies():
                 return 0
         # stopped (Ctrl-C, SIGTERM): the topologies live as long as this driver; a master

@@ -446,10 +446,14 @@ class SparkCluster(MasterClient):
     def submit_topology(self, name: str, conf: dict[str, Any] | None, topology: StormTopology,
                         initial_status: str = "ACTIVE") -> str:
         """Ship the user's modules to the executors (``addPyFile``), then submit."""
+        self.ship_modules(topology)
+        return super().submit_topology(name, conf, topology, initial_status)
+
+    def ship_modules(self, topology: Any) -> None:
+        """``addPyFile`` the user's modules that ``topology``'s code reaches (see `_ship`)."""
         if isinstance(topology, StormTopology):
             for module in topology_modules(topology):
                 self._ship(module)
-        return super().submit_topology(name, conf, topology, initial_status)
 
     def _ship(self, module: Any) -> None:
         """``SparkContext.addPyFile`` a user's top-level module (a .py) or package (zipped), so
@@ -493,6 +497,14 @@ class SparkCluster(MasterClient):
         if self._own_session:
             self.spark.stop()
 
+    def spark_alive(self) -> bool:
+        """Whether this driver's Spark JVM still answers (pyspark's gateway to it)."""
+        from py4j.protocol import Py4JError  # pyspark's own dependency
+        try:
+            return not self.spark.sparkContext._jsc.sc().isStopped()
+        except (Py4JError, OSError):  # the JVM is gone
+            return False
+
     @property
     def ui_port(self) -> int | None:
         """The port the UI serves on (None: no UI, or shut down)."""
@@ -508,12 +520,15 @@ class SparkCluster(MasterClient):
 def _master_addresses(sc: Any, host: str) -> tuple[str, str]:
     """Where the master listens, and the address workers and clients are given. In the local
     modes everything is on this machine; on a cluster the executors reach the driver at
-    ``spark.driver.host``, so a loopback ``nimbus.host`` (the default) becomes all interfaces."""
+    ``spark.driver.host``, so a loopback ``nimbus.host`` (the default) becomes all interfaces,
+    unless the driver's host is loopback too (a cluster all on this machine)."""
     loopback = host in ("127.0.0.1", "localhost", "::1")
     if sc.master.startswith("local"):
         return host, "127.0.0.1" if loopback else host
     if loopback or host == "0.0.0.0":
-        return "0.0.0.0", sc.getConf().get("spark.driver.host")
+        driver = sc.getConf().get("spark.driver.host")
+        # a cluster on loopback (SPARK_LOCAL_IP=127.0.0.1: every daemon on this machine)
+        return (driver, driver) if driver in ("127.0.0.1", "localhost", "::1") else ("0.0.0.0", driver)
     return host, host
 
 
@@ -528,10 +543,26 @@ def run_spark_nimbus(conf: dict[str, Any], spark_master: str | None,
         if on_ready is not None:
             on_ready(str(cluster.conf["nimbus.host"]), int(cluster.conf["nimbus.thrift.port"]),
                      f"Spark {cluster.spark.sparkContext.master}, {len(cluster.launcher.slots())} task slots")
-        stop.wait()
+        while not stop.wait(1.0):
+            exit_if_spark_gone(cluster)
     finally:
         cluster.shutdown(kill_topologies=False)
     return 0
+
+
+EXIT_SPARK_GONE = 70
+"""The status of a driver that ended because its Spark JVM was gone."""
+
+
+def exit_if_spark_gone(cluster: SparkCluster, exit: Callable[[int], Any] = os._exit) -> None:
+    """End this process at once, as if killed with it, when the driver's JVM is gone (killed,
+    out of memory): pyspark's Python side would otherwise live on, holding the master's port,
+    so that the driver Spark starts again (``--supervise``, a YARN attempt) could not listen
+    there. The topologies stay in ``storm.local.dir`` for that driver to resume."""
+    if not cluster.spark_alive():
+        log.error("the Spark driver's JVM is gone: ending this driver; its topologies stay in %s for the "
+                  "driver started again to resume", cluster.conf.get("storm.local.dir"))
+        exit(EXIT_SPARK_GONE)
 
 
 def stop_on_signals() -> threading.Event:

@@ -59,6 +59,11 @@ def test_on_a_cluster_the_master_listens_everywhere_and_is_reached_at_the_driver
     assert _master_addresses(FakeContext("local[2]"), "127.0.0.1") == ("127.0.0.1", "127.0.0.1")
 
 
+def test_on_a_cluster_all_on_loopback_the_master_listens_on_loopback_only():
+    sc = FakeContext("spark://127.0.0.1:7077", **{"spark.driver.host": "127.0.0.1"})
+    assert _master_addresses(sc, "127.0.0.1") == ("127.0.0.1", "127.0.0.1")
+
+
 def test_a_session_beyond_this_machine_without_spark_authentication_and_encryption_is_warned_about():
     """Each worker's task carries squall.secret through Spark's RPC, which is in clear unless
     both settings are on."""

@@ -1,0 +1,41 @@
+"""The topology tests/spark/test_spark_standalone_ha.py submits with ``squall jar`` in a
+supervised driver: `PacedSpout` of `N` ids -> 2 ``Slowish`` (shuffle) -> 2 ``Sink`` (fields on
+id), on two workers (tests/process/recovery_topology.py). Each acked id is recorded in a file
+under ``test.out.dir`` (``-c test.out.dir=...``), and the spout never emits an acked id again,
+even after a restart (a source that commits its offsets)."""
+
+import time
+
+from squall import TopologyBuilder
+from tests.process.recovery_topology import RECOVERY_CONF, DurableSpout, Sink, Slowish
+
+N = 4000
+PER_SEC = 150  # so that the run outlasts the test's look at it, and a kill lands in its middle
+
+conf = {**RECOVERY_CONF, "topology.workers": 2}
+
+
+class PacedSpout(DurableSpout):
+    """`DurableSpout`, emitting (new ids and replays alike) at most ``per_sec`` a second."""
+
+    def __init__(self, n, per_sec):
+        super().__init__(n)
+        self.per_sec = per_sec
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.started, self.sent = time.monotonic(), 0
+
+    def next_tuple(self):
+        if self.sent < (time.monotonic() - self.started) * self.per_sec and self.todo:
+            self.sent += 1
+            super().next_tuple()
+
+
+def build():
+    """The topology."""
+    b = TopologyBuilder()
+    b.set_spout("source", PacedSpout(N, PER_SEC), 1)
+    b.set_bolt("work", Slowish(), 2).shuffle_grouping("source")
+    b.set_bolt("sink", Sink(), 2).fields_grouping("work", ["id"])
+    return b.create_topology()

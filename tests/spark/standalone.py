@@ -1,0 +1,192 @@
+"""A real Spark standalone cluster for tests: a master and workers, each a JVM started with
+pyspark's own ``bin/spark-class`` (``org.apache.spark.deploy.master.Master`` and
+``worker.Worker``), in the foreground, on 127.0.0.1 and free ports, with every directory
+(``SPARK_WORKER_DIR``, ``SPARK_LOCAL_DIRS``, ``SPARK_LOG_DIR``, an empty ``SPARK_CONF_DIR``)
+in a temp dir, and stopped by PID, with everything they started.
+
+Use it from a module-scoped fixture (a master and two workers take 10-15 s to come up)::
+
+    @pytest.fixture(scope="module")
+    def standalone(tmp_path_factory):
+        with StandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=2) as cluster:
+            yield cluster
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..conftest import wait_until
+from .conftest import _descendants, cmdline
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Daemon:
+    """A master or worker JVM (spark-class execs java, so the Popen's pid is the JVM's)."""
+
+    name: str
+    proc: subprocess.Popen
+    port: int
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+class StandaloneCluster:
+    """A standalone master and ``workers`` workers of ``cores`` cores and ``memory`` each
+    (the numbers Spark schedules by; nothing is reserved). The JVM daemons get a small heap
+    (``SPARK_DAEMON_MEMORY``)."""
+
+    def __init__(self, root: Path, workers: int = 2, cores: int = 3, memory: str = "2g") -> None:
+        import pyspark
+        self.home = Path(pyspark.__file__).parent
+        self.root = root
+        self.cores, self.memory = cores, memory
+        (root / "conf").mkdir(parents=True, exist_ok=True)
+        # every JVM spark-class and the workers start (daemons, drivers, executors) reads these:
+        # the client compiler only and the serial collector start a JVM on half the CPU
+        (root / "conf" / "java-opts").write_text("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        self.env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": LOOPBACK,
+                    "SPARK_CONF_DIR": str(root / "conf"), "SPARK_LOCAL_DIRS": str(root / "local"),
+                    "SPARK_LOG_DIR": str(root / "logs"), "SPARK_DAEMON_MEMORY": "256m",
+                    # a worker is lost when its connection drops (a dead node): the heartbeat
+                    # timeout (60 s) only ever fired on a starved machine, losing a live worker
+                    "SPARK_MASTER_OPTS": "-Dspark.worker.timeout=600 -Dspark.master.rest.enabled=false",
+                    "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        self.port, self.ui_port = free_port(), free_port()
+        self.url = f"spark://{LOOPBACK}:{self.port}"
+        self.master: Daemon | None = None
+        self.workers: list[Daemon] = []
+        self._count = 0
+        self._wanted = workers
+
+    # --- life -------------------------------------------------------------------------------------------
+    def __enter__(self) -> StandaloneCluster:
+        try:
+            self.master = self._start("master", self.port, "org.apache.spark.deploy.master.Master", "--host",
+                                      LOOPBACK, "--port", str(self.port), "--webui-port", str(self.ui_port))
+            self.ensure_workers(self._wanted)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def ensure_workers(self, n: int, timeout: float = 90) -> None:
+        """Start workers until ``n`` are alive, and wait until the master counts them."""
+        self.workers = [w for w in self.workers if w.alive()]
+        while len(self.workers) < n:
+            self._count += 1
+            port = free_port()
+            work = self.root / f"worker{self._count}"
+            work.mkdir()
+            self.workers.append(self._start(
+                f"worker{self._count}", port, "org.apache.spark.deploy.worker.Worker", "--host", LOOPBACK,
+                "--port", str(port), "--webui-port", str(free_port()), "--cores", str(self.cores),
+                "--memory", self.memory, "--work-dir", str(work), self.url))
+        assert wait_until(lambda: (self.state() or {}).get("aliveworkers") == n, timeout, 0.5), \
+            f"the standalone workers did not register: {self.state()}\n{self.log('master')}"
+
+    def _start(self, name: str, port: int, *args: str) -> Daemon:
+        with open(self.root / f"{name}.out", "wb") as out:
+            proc = subprocess.Popen([str(self.home / "bin" / "spark-class"), *args], env=self.env, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # spark-class execs java: the pid is the JVM's
+        return Daemon(name, proc, port)
+
+    def stop(self) -> None:
+        """SIGKILL every daemon and what it started (executors, drivers, Python workers), by PID."""
+        for daemon in [*self.workers, *([self.master] if self.master else [])]:
+            self.kill(daemon)
+        self.workers = []
+
+    def kill(self, daemon: Daemon) -> list[int]:
+        """SIGKILL ``daemon`` and its descendants, as when its machine dies; return their pids.
+        They are all stopped (SIGSTOP) first, until the tree stops growing, so that none
+        starts a process that outlives the kill (a driver being restarted, say)."""
+        frozen: list[int] = []
+        while daemon.alive():
+            new = [p for p in [daemon.pid, *_descendants(daemon.pid)] if p not in frozen]
+            if not new:
+                break
+            _signal(new, signal.SIGSTOP)
+            frozen += new
+        _signal(frozen, signal.SIGKILL)
+        daemon.proc.wait(10)
+        return frozen
+
+    # --- looking ----------------------------------------------------------------------------------------
+    def state(self) -> dict | None:
+        """The master's ``/json/`` page (workers, apps, drivers), or None if it does not answer."""
+        try:
+            with urllib.request.urlopen(f"http://{LOOPBACK}:{self.ui_port}/json/", timeout=5) as r:
+                return json.load(r)
+        except OSError:
+            return None
+
+    def driver(self) -> dict | None:
+        """The one active driver in the master's page (id, state, worker), if any."""
+        drivers = (self.state() or {}).get("activedrivers") or []
+        return drivers[0] if drivers else None
+
+    def worker_of(self, worker_id: str) -> Daemon:
+        """Our worker daemon of the master's worker id (``worker-<date>-<host>-<port>``)."""
+        return next(w for w in self.workers if worker_id.endswith(f"-{w.port}"))
+
+    def node_of(self, pid: int) -> Daemon | None:
+        """The worker daemon that ``pid`` runs under (an executor, a driver, a Python worker)."""
+        return next((w for w in self.workers if w.alive() and (pid == w.pid or pid in _descendants(w.pid))), None)
+
+    def driver_processes(self) -> list[int]:
+        """The pids of the running drivers' JVMs (``DriverWrapper``) and of the processes under them."""
+        out = []
+        for w in self.workers:
+            for pid in _descendants(w.pid):
+                if "org.apache.spark.deploy.worker.DriverWrapper" in cmdline(pid):
+                    out += [pid, *_descendants(pid)]
+        return out
+
+    def log(self, name: str) -> str:
+        """The last lines a daemon wrote."""
+        try:
+            return "\n".join((self.root / f"{name}.out").read_text(errors="replace").splitlines()[-40:])
+        except OSError:
+            return ""
+
+    def driver_log(self) -> str:
+        """The last lines of every driver's stderr and stdout (in its worker's work dir)."""
+        out = []
+        for f in sorted(self.root.glob("worker*/driver-*/std*")):
+            out.append(f"--- {f.relative_to(self.root)}\n" + "\n".join(f.read_text(errors="replace").splitlines()[-30:]))
+        return "\n".join(out)
+
+
+def _signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,99 @@
+"""The pure parts of squall's highly available run on Spark (no JVM): the command that submits
+a supervised driver to a standalone master, and ``squall jar --host spark`` resuming a
+topology that its master recovered rather than submitting it again. The real cluster's test is
+tests/spark/test_spark_standalone_ha.py."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from squall.cli._cluster import _ToCluster
+from squall.cli.spark_standalone import CLIENT, SPARK_SUBMIT, driver_command, parse
+from squall.cluster.spark import EXIT_SPARK_GONE, SparkCluster, exit_if_spark_gone
+
+
+def test_the_driver_command_runs_squall_jar_in_client_mode_inside_a_supervised_standalone_driver(tmp_path):
+    import squall.cli.spark_submit as entry
+    cmd = driver_command("spark://m:7077", ["--config", "c.yaml", "t.py"], spark_submit_args=["--conf", "a=b"],
+                         driver_memory="512m", home=tmp_path, jar="file:/j.jar")
+    assert cmd[:2] == [str(tmp_path / "bin" / "spark-class"), CLIENT]
+    launch = cmd.index("launch")
+    assert cmd[2:launch] == ["--supervise", "--cores", "1", "--memory", "512m"]
+    assert cmd[launch + 1:] == ["spark://m:7077", "file:/j.jar", SPARK_SUBMIT, "--master", "spark://m:7077",
+                                "--deploy-mode", "client", "--conf", "a=b", str(Path(entry.__file__).resolve()),
+                                "--config", "c.yaml", "t.py"]
+    assert "--supervise" not in driver_command("spark://m:7077", ["t.py"], supervise=False, home=tmp_path, jar="x")
+
+
+def test_the_driver_command_refuses_what_is_not_a_standalone_master(tmp_path):
+    with pytest.raises(ValueError, match=r"spark://HOST:PORT.*'yarn'"):
+        driver_command("yarn", ["t.py"], home=tmp_path, jar="x")
+
+
+def test_the_arguments_split_at_the_double_dash():
+    args, spark, squall = parse(["--master", "spark://m:7077", "--supervise", "--conf", "k=v", "--", "-c", "x=1",
+                                 "t.py", "arg"])
+    assert (args.master, args.supervise, spark, squall) == ("spark://m:7077", True, ["--conf", "k=v"],
+                                                            ["-c", "x=1", "t.py", "arg"])
+    with pytest.raises(SystemExit, match="expected -- between"):
+        parse(["--master", "spark://m:7077", "t.py"])
+    with pytest.raises(SystemExit, match="FILE is missing"):
+        parse(["--master", "spark://m:7077", "--"])
+
+
+class _Cluster:
+    """What `_ToCluster` uses of a `SparkCluster`, recording the calls."""
+
+    def __init__(self, recovered):
+        self.recovered = recovered
+        self.conf = {"storm.local.dir": "/shared/storm-local"}
+        self.calls = []
+
+    def list_topologies(self):
+        return [{"name": name, "id": f"{name}-1-100"} for name in self.recovered]
+
+    def ship_modules(self, topology):
+        self.calls.append(("ship", topology))
+
+    def submit_topology(self, name, conf, topology):
+        self.calls.append(("submit", name))
+
+
+def test_squall_jar_on_spark_resumes_a_topology_its_master_recovered_and_submits_a_new_one(capsys):
+    cluster = _Cluster(["running"])
+    target = _ToCluster(cluster)
+    target.submit_topology("running", {}, "topology-object")
+    target.submit_topology("new", {}, "other")
+    assert cluster.calls == [("ship", "topology-object"), ("submit", "new")]
+    assert capsys.readouterr().out.splitlines() == [
+        "Resumed topology: running (running-1-100, recovered from /shared/storm-local)",
+        "Submitted topology: new"]
+
+
+class _Jvm:
+    """pyspark's ``sc._jsc``: a live JVM's context, or a gateway whose JVM is gone."""
+
+    def __init__(self, alive):
+        self.alive = alive
+
+    def sc(self):
+        if not self.alive:
+            raise ConnectionRefusedError("the gateway's JVM is gone")  # py4j's Py4JNetworkError, in life
+        return SimpleNamespace(isStopped=lambda: False)
+
+
+def _cluster_on(jvm):
+    cluster = SparkCluster.__new__(SparkCluster)  # only what the check reads
+    cluster.spark = SimpleNamespace(sparkContext=SimpleNamespace(_jsc=jvm))
+    cluster.conf = {"storm.local.dir": "/shared/storm-local"}
+    return cluster
+
+
+def test_a_driver_whose_spark_jvm_is_gone_ends_at_once_and_one_whose_jvm_lives_goes_on():
+    """Else its Python side would hold the master's port from the driver Spark starts again."""
+    exits = []
+    exit_if_spark_gone(_cluster_on(_Jvm(alive=True)), exits.append)
+    assert exits == []
+    exit_if_spark_gone(_cluster_on(_Jvm(alive=False)), exits.append)
+    assert exits == [EXIT_SPARK_GONE]

@@ -93,8 +93,7 @@ class Transport(abc.ABC):
         raises KeyError for a task it does not host: such items are dropped), or, for the items
         of one batch delivered by `poll`, ``receive_batch(items)`` when given (the worker's
         ``receive_batch``, which drops those and returns how many it delivered). Until it is
-        set, arriving items are dropped (or kept, by the process host's `_EarlyItems` or
-        `ZmqTransport` until the first `poll`)."""
+        set, arriving items are dropped (or, in the process host, kept by its `_EarlyItems`)."""
 
     @abc.abstractmethod
     def set_peers(self, peers: dict[int, str]) -> None:

@@ -167,8 +167,9 @@ class ZmqTransport(Transport):
 
     def set_receiver(self, receive: Callable[[int, Any], None],
                      receive_batch: Callable[[list], int] | None = None) -> None:
-        """Where arriving items go (the worker's ``receive``, or ``receive_batch`` for a
-        batch's items at once); batches wait for `poll` until then."""
+        """Where arriving items go: the worker's ``receive``, or ``receive_batch`` for the items
+        of a batch a loop takes with `poll` (once ``on_arrival`` is set; until then the receiving
+        thread delivers each item to ``receive`` itself)."""
         self._receive = receive
         self._receive_batch = receive_batch
 

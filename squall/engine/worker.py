@@ -121,6 +121,9 @@ class Worker:
         for lp in self.loops:
             lp.track_busy = load_aware
         self.load_aware = load_aware
+        self._bounded_inboxes = [(t, self.inboxes[t]) for e in assignment
+                                 if plan.topology.components.get(e.component) is not None
+                                 and plan.topology.components[e.component].kind == "bolt" for t in e.tasks]
         # every task's load: this worker's own, the others' as their workers tell it (`LoadLink`)
         self.load_mapping = LoadMapping(lambda t: self.task_load(t) if t in self.inboxes else None, clock)
         for e in assignment:
@@ -225,6 +228,12 @@ class Worker:
                 if q is not None:
                     q.append(item)
                     delivered += 1
+        # a bolt's inbox over its bound throttles the spouts now, not when its loop next looks
+        # (a slow bolt's round may take seconds); acker and spout inboxes are never bounded
+        bp = self.backpressure
+        for task, q in self._bounded_inboxes:
+            if len(q) >= bp.high:
+                bp.check(task, len(q))
         for lp in self.loops:
             if lp.sleeping:
                 lp.wake()

@@ -400,9 +400,14 @@ class ZmqTransport(Transport):
             self.poll()
             return
         # Decoding and delivery are the loop's (`poll`): this thread only authenticates, so the
-        # loop pays one hand-over per batch instead of a GIL switch and a wake-up per item.
+        # loop pays one hand-over per batch instead of a GIL switch and a wake-up per item. But
+        # a batch still waiting when the next comes means the loops are in a long round (a slow
+        # bolt): deliver here then, so that the inboxes, and backpressure, see every item.
         self._arrived.append((header.slot, data))
-        on_arrival()
+        if len(self._arrived) > 1:
+            self.poll()
+        else:
+            on_arrival()
 
     def poll(self) -> int:
         """Decode the batches that arrived and deliver their items, in arrival order, on the

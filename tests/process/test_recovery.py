@@ -20,9 +20,9 @@ from .semantics_topology import topology_conf
 N = 3000
 
 
-def _submit(cluster, out, name="recover"):
+def _submit(cluster, out, name="recover", n=N):
     with StormSubmitter.using_conf(cluster.conf):
-        StormSubmitter.submit_topology(name, topology_conf(out, **RECOVERY_CONF), recovery_topology(N))
+        StormSubmitter.submit_topology(name, topology_conf(out, **RECOVERY_CONF), recovery_topology(n))
 
 
 def test_a_sigkilled_worker_is_restarted_and_a_reliable_topology_loses_nothing(cluster, tmp_path):
@@ -65,8 +65,14 @@ def test_the_tuples_a_sigkilled_worker_held_fail_at_once_not_after_the_message_t
 def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resumes(cluster, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    _submit(cluster, out)
+    n = 40 * N  # enough that tuples still flow after the wait below (thousands a second)
+    _submit(cluster, out, n=n)
     assert wait_until(lambda: len(acked(out)) > 100, 30)
+    # A worker learns that its topology is active from the master's reply to its heartbeat (as
+    # Storm's learn it from ZooKeeper); the spout's worker may ack 100 tuples before the other
+    # has heard it. Let every worker beat twice (worker.heartbeat.frequency.secs: 1) first.
+    time.sleep(2.5)
+    assert len(acked(out)) < n - 500, "the run ended before the master was killed: make it longer"
     workers = cluster.workers()
     cluster.master.send_signal(signal.SIGKILL)
     cluster.master.wait(5)
@@ -77,7 +83,7 @@ def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resum
     with cluster.client() as m:
         assert wait_until(lambda: all(w["alive"] for w in m.get_topology_info("recover")["workers"]), 15)
         assert m.list_topologies()[0]["status"] == "ACTIVE"
-    assert wait_until(lambda: acked(out) >= set(range(N)), 60)
+    assert wait_until(lambda: acked(out) >= set(range(n)), 120)
     assert set(cluster.workers()) == set(workers)  # the new master adopted them, no restarts
     # Storm's statistics live in the workers, as in Storm's executors: the new master shows the
     # acks from before its start too (one spout task: the sampled count is within one block)

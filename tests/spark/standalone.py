@@ -28,6 +28,7 @@ from ..conftest import wait_until
 from .conftest import _descendants, cmdline
 
 LOOPBACK = "127.0.0.1"
+_REPO = Path(__file__).resolve().parents[2]  # the checkout: where `tests` imports from
 
 
 def free_port() -> int:
@@ -73,7 +74,10 @@ class StandaloneCluster:
                     # a worker is lost when its connection drops (a dead node): the heartbeat
                     # timeout (60 s) only ever fired on a starved machine, losing a live worker
                     "SPARK_MASTER_OPTS": "-Dspark.worker.timeout=600 -Dspark.master.rest.enabled=false",
-                    "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+                    "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                    # the test topologies import tests.*: the driver Spark starts on a worker
+                    # runs them from its own directory, so the repository must be on the path
+                    "PYTHONPATH": os.pathsep.join(p for p in (str(_REPO), os.environ.get("PYTHONPATH")) if p)}
         self.port, self.ui_port = free_port(), free_port()
         self.url = f"spark://{LOOPBACK}:{self.port}"
         self.master: Daemon | None = None

@@ -115,8 +115,6 @@ class Supervised:
         wait_until(lambda: not (self.standalone.state() or {}).get("activeapps"), 60, 0.5)
 
 
-@pytest.mark.skip(reason="passes on its branch (sparkha, 36d956e) but on main after the merges of 2026-11-24 the "
-                         "supervised driver's topology never starts; under investigation (issue 15, item 5)")
 @pytest.mark.timeout(480)
 def test_a_supervised_topology_survives_a_dead_spark_worker_node_and_a_killed_driver_losing_nothing(
         standalone, tmp_path):

@@ -121,6 +121,8 @@ class Worker:
         for lp in self.loops:
             lp.track_busy = load_aware
         self.load_aware = load_aware
+        # this worker's bolt tasks and their inboxes: the ones backpressure bounds and whose
+        # load the peers are told
         self._bounded_inboxes = [(t, self.inboxes[t]) for e in assignment
                                  if plan.topology.components.get(e.component) is not None
                                  and plan.topology.components[e.component].kind == "bolt" for t in e.tasks]
@@ -148,7 +150,7 @@ class Worker:
 
     def bolt_loads(self) -> list[tuple[int, float]]:
         """``(task, load)`` of each bolt task in this worker (`task_load`), for its peers."""
-        return [(t, self.task_load(t)) for ex in self.executors if ex.kind == "bolt" for t in ex.task_ids]
+        return [(t, self.task_load(t)) for t, _ in self._bounded_inboxes]
 
     def _deliver_map(self, loop: ExecutorLoop, transport: Transport) -> dict[int, Callable[[Any], None]]:
         deliver: dict[int, Callable[[Any], None]] = {}

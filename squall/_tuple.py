@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._fields import Fields, MessageId
+from ._native import TupleBase
 from ._system import SYSTEM_COMPONENT, TICK_STREAM
 
 
@@ -32,21 +33,14 @@ class Source:
         return f"Source({self.component!r}, {self.stream!r}, {self.task})"
 
 
-class Tuple:
+class Tuple(TupleBase):
     """A tuple as a bolt receives it: values, their fields, and where it came from.
 
     ``t[0]``, ``t["word"]`` and ``len(t)`` work as on a list of values. Tuples are made by squall;
     a bolt only reads them, and passes them back to its collector as anchors, acks or fails.
     """
 
-    __slots__ = ("values", "_src", "_root", "_val", "_oav")
-
-    def __init__(self, values: list, src: Source, root: Any = 0, val: int = 0) -> None:
-        self.values = values
-        self._src = src
-        self._root = root
-        self._val = val
-        self._oav = 0
+    __slots__ = ()  # TupleBase holds them: values, _src, _root, _val, _oav (squall._native)
 
     # --- Storm's accessors -------------------------------------------------------------------
     @property

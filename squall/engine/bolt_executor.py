@@ -20,6 +20,7 @@ from typing import Any
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt
 from .._errors import EmitError, FailedException, ReportedFailedException
+from .._native import BasicCollectorBase, BasicExecute
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
@@ -166,50 +167,18 @@ class BoltExecutor(Executor):
 
 
 def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
-    """``execute`` of a BasicBolt: anchor emits to the input, then ack it (or fail it).
-
-    The ack of the common one-root input is inlined: this function runs once per input, on the
-    loop's thread, so it skips `BoltCollector.ack`'s call and its foreign-thread check, and the
-    ack is coalesced (see `BoltExecutor.flush_acks`).
-    """
-    user_execute = bolt.execute
-    ack = out.ack
+    """``execute`` of a BasicBolt: anchor emits to the input, then ack it (or fail it); see
+    `squall._native.BasicExecute`."""
     executor = out._ex
-    stats = out._stats
-    samples = executor.sampled[out._task].open_samples  # sampled inputs: their ack closes the sample
-    close_sample = executor.sampled[out._task].close_sample
-    now = executor.wiring.clock.now
-    inbox = out._inbox
-    ackers = executor.wiring.ackers
-    nackers = len(ackers)
-    has_ackers = bool(ackers)
+    sampled = executor.sampled[out._task]  # sampled inputs: their ack closes the sample
 
-    def execute(tup: Tuple) -> None:
-        basic.input = tup
-        try:
-            user_execute(tup, basic)
-        except FailedException as e:
-            if isinstance(e, ReportedFailedException):
-                out.report_error(e)
-            out.fail(tup)
-            return
-        root = tup._root
-        if type(root) is not int:
-            ack(tup)
-            return
-        if root and has_ackers:
-            acks = executor.acks
-            if inbox and inbox[0]._root == root:  # a sibling is next: hold and combine
-                acks[root] = acks.get(root, 0) ^ tup._val ^ tup._oav
-            elif acks:
-                acks[root] = acks.get(root, 0) ^ tup._val ^ tup._oav
-                executor.flush_acks()
-            else:  # nothing held: send at once, no dict
-                ackers[root % nackers]((ACK, root, tup._val ^ tup._oav, -1))
-        stats.acked += 1
-        if samples:
-            close_sample(id(tup), True, now())
-    return execute
+    def on_failed(tup: Tuple, e: FailedException) -> None:
+        if isinstance(e, ReportedFailedException):
+            out.report_error(e)
+        out.fail(tup)
+    return BasicExecute(bolt.execute, basic, out.ack, on_failed, FailedException, executor, out._stats,
+                        sampled.open_samples, sampled.close_sample, executor.wiring.clock.now, out._inbox,
+                        executor.wiring.ackers, ACK)
 
 
 class BoltCollector(OutputCollector):
@@ -398,50 +367,23 @@ def _roots_of(t: Tuple) -> dict[int, int]:
     return root
 
 
-class BasicCollector(BasicOutputCollector):
+class BasicCollector(BasicCollectorBase, BasicOutputCollector):
     """A BasicBolt's collector: every emit is anchored to the input being executed.
 
-    Its ``emit`` inlines the one-anchor path of `BoltCollector` (routing, edge ids, delivery):
-    a BasicBolt always has exactly one anchor and runs on its loop's thread, and the two call
-    layers saved were about 8% of W1 with acking on (py-spy).
+    Its ``emit`` (`squall._native.BasicCollectorBase`) inlines the one-anchor path of
+    `BoltCollector` (routing, edge ids, delivery): a BasicBolt always has exactly one anchor and
+    runs on its loop's thread.
     """
 
     def __init__(self, out: BoltCollector) -> None:
         self._out = out
-        self.input: Tuple | None = None
+        self.input = None
         self._routers = out.routers
         self._deliver = out._deliver
         self._rand = out._rand
+        self._tuple_type = Tuple
+        self._nowhere = _NOWHERE
         self._acking = bool(out._nackers)
-
-    def emit(self, values, stream=DEFAULT_STREAM):
-        r = self._routers.get(stream)
-        if r is None or r.direct or len(values) != r.nfields:
-            return self._out.emit(values, self.input, stream)  # raises the collector's error
-        r.emitted += 1
-        if r.silent:  # nobody subscribes (W1's counts): nothing to route, make or send
-            return _NOWHERE
-        targets = r.choose(values)
-        if not targets:
-            return targets
-        r.transferred += len(targets)
-        a = self.input
-        root = a._root
-        deliver = self._deliver
-        if type(root) is not int:
-            self._out._send_multi(r, targets, values, (a,))
-        elif root and self._acking:
-            rand = self._rand
-            src = r.src
-            for task in targets:
-                edge = rand()
-                a._oav ^= edge
-                deliver[task](Tuple(values, src, root, edge))
-        else:
-            t = Tuple(values, r.src)
-            for task in targets:
-                deliver[task](t)
-        return targets
 
     def emit_direct(self, task_id, values, stream=DEFAULT_STREAM):
         self._out.emit_direct(task_id, values, self.input, stream)

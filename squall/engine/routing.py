@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from .._errors import EmitError
 from .._fields import GlobalStreamId
+from .._native import RouterBase
 from .._grouping import DIRECT, LoadAwareShuffleGrouping, chooser_of
 from .._tuple import Source
 from .plan import TopologyPlan
@@ -21,18 +22,17 @@ from .plan import TopologyPlan
 _NOWHERE: list[int] = []
 
 
-class Router:
+class Router(RouterBase):
     """One stream of one emitting task: how to choose targets, and how much went out."""
 
-    __slots__ = ("stream", "src", "choose", "direct", "direct_targets", "emitted", "transferred", "nfields",
-                 "silent")
+    __slots__ = ()  # RouterBase holds them (squall._native): the compiled emit reads them in C
 
     def __init__(self, stream: str, src: Source, choose: Callable[[list], list[int]], direct: bool,
                  direct_targets: dict[int, bool]) -> None:
         self.stream = stream
         self.src = src
         self.choose = choose
-        self.direct = direct
+        self.direct = bool(direct)
         # task -> True if its component subscribes to this stream with direct grouping, False if
         # with another grouping; tasks of non-subscribers are absent (emits to them are dropped).
         self.direct_targets = direct_targets

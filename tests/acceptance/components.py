@@ -957,3 +957,22 @@ class UnpicklableValueSpout(Spout):
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("lock"))
+
+
+class BasicMisuseBolt(BasicBolt):
+    """A BasicBolt emitting as its input says: ``wrong-size``, ``tuple-as-values``, or a word to
+    pass on by keyword to stream ``side`` (the compiled emit hands the first two to the Python
+    collector, which names the error)."""
+
+    def execute(self, tup, collector):
+        how = tup.get_value(0)
+        if how == "wrong-size":
+            collector.emit([how, "extra"])
+        elif how == "tuple-as-values":
+            collector.emit(tup)
+        else:
+            collector.emit(values=[how], stream="side")
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("only"))
+        declarer.declare_stream("side", Fields("word"))

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from squall import Fields, TopologyBuilder
-from squall.testing import AckFailMapTracker, FeederSpout
+from squall.testing import AckFailMapTracker, FeederSpout, TupleCaptureBolt
 
 from ..conftest import wait_until
 from .components import (
-    AckBolt, AlwaysCrashingBolt, BranchingBolt, CrashingBolt, FloodSpout, CrashOnceSpout, FailingBasicBolt, Gate, PrepareCrashBolt, Recorder,
+    AckBolt, AlwaysCrashingBolt, BasicMisuseBolt, BranchingBolt, CrashingBolt, FloodSpout, CrashOnceSpout, FailingBasicBolt, Gate, PrepareCrashBolt, Recorder,
     ReportingBolt, WrongSizeBolt,
 )
 from .conftest import wait_idle
@@ -206,3 +208,40 @@ def test_a_bolt_that_crashes_on_every_tuple_backs_off_and_shows_one_error_with_a
     assert err["component"] == "crasher" and err["error"] == "ValueError: cannot handle this value"
     assert err["fatal"] and err["count"] >= 3 and err["last_time"] > err["time"]
     assert info()["components"]["crasher"]["errors"] == [err]
+
+
+@pytest.mark.parametrize("how, message", [
+    ("wrong-size", "Tuple created with wrong number of fields. Expected 1 fields but got 2"),
+    ("tuple-as-values", "emit got a Tuple as its values"),
+])
+def test_a_basic_bolt_s_bad_emit_crashes_naming_component_and_stream(cluster, how, message):
+    feeder = FeederSpout(Fields("x"))
+    builder = TopologyBuilder()
+    builder.set_spout("spout", feeder)
+    builder.set_bolt("basic", BasicMisuseBolt()).shuffle_grouping("spout")
+    builder.set_bolt("sink", TupleCaptureBolt()).shuffle_grouping("basic")
+    cluster.submit_topology("basic-misuse", {}, builder.create_topology())
+
+    feeder.feed([how])
+
+    assert wait_until(lambda: cluster.get_topology_info("basic-misuse")["errors"])
+    err = cluster.get_topology_info("basic-misuse")["errors"][0]
+    assert err["component"] == "basic"
+    assert message in err["error"] and "stream [default]" in err["error"]
+
+
+def test_a_basic_bolt_emits_by_keyword_to_another_stream_anchored_to_its_input(cluster):
+    feeder = FeederSpout(Fields("x"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    capture = TupleCaptureBolt()
+    builder = TopologyBuilder()
+    builder.set_spout("spout", feeder)
+    builder.set_bolt("basic", BasicMisuseBolt()).shuffle_grouping("spout")
+    builder.set_bolt("sink", capture).shuffle_grouping("basic", "side")
+    cluster.submit_topology("basic-kw", {}, builder.create_topology())
+
+    feeder.feed(["hello"], 1)
+
+    assert wait_until(lambda: tracker.is_acked(1))
+    assert capture.results() == {"basic": [("side", ["hello"])]}

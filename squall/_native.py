@@ -1,0 +1,131 @@
+"""The per-tuple hot path: compiled (``squall._speedups``, C) when built, else these pure-Python twins.
+
+`pip install` builds ``squall/_speedups.c`` when a C compiler and Python's headers are there (the
+extension is optional: without them squall installs and runs on the twins below). Setting the
+environment variable ``SQUALL_PURE_PYTHON=1`` picks the twins even when it is built; the test suite
+runs the engine's tests both ways (``tests/test_native.py``). `COMPILED` says which is in use.
+
+The four names, each a base class or callable of the engine (the modules that use them hold the
+rest of each class):
+
+- `TupleBase`: the slots of `squall.Tuple`.
+- `RouterBase`: the slots of `squall.engine.routing.Router`.
+- `BasicCollectorBase`: the slots of a BasicBolt's collector, and its one-anchor ``emit``.
+- `BasicExecute`: a BasicBolt's execute-then-ack, made once per task.
+
+The two implementations have the same semantics; the C one hands every case outside the quick
+path back to the Python collector, so errors come from the same code on both. Why it is worth it,
+measured: see ``docs/profiles/one-worker.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+_DEFAULT_STREAM = "default"  # squall._system.DEFAULT_STREAM (not imported: this module is imported first)
+
+
+class TupleBase:
+    """The slots of `squall.Tuple`: values, where they came from, and the three ack slots."""
+
+    __slots__ = ("values", "_src", "_root", "_val", "_oav")
+
+    def __init__(self, values: list, src: Any, root: Any = 0, val: int = 0, oav: int = 0) -> None:
+        self.values = values
+        self._src = src
+        self._root = root
+        self._val = val
+        self._oav = oav
+
+
+class RouterBase:
+    """The slots of `squall.engine.routing.Router`."""
+
+    __slots__ = ("stream", "src", "choose", "direct", "direct_targets", "emitted", "transferred", "nfields",
+                 "silent")
+
+
+class BasicCollectorBase:
+    """The slots of a BasicBolt's collector (`squall.engine.bolt_executor.BasicCollector`) and its
+    ``emit``: the one-anchor path of `BoltCollector.emit` inlined, since a BasicBolt always has
+    exactly one anchor and runs on its loop's thread."""
+
+    __slots__ = ("input", "_out", "_routers", "_deliver", "_rand", "_tuple_type", "_nowhere", "_acking")
+
+    def emit(self, values, stream=_DEFAULT_STREAM):
+        """Emit ``values`` on ``stream``, anchored to the current input."""
+        r = self._routers.get(stream)
+        if r is None or r.direct or len(values) != r.nfields or type(values) is self._tuple_type:
+            return self._out.emit(values, self.input, stream)  # raises the collector's error
+        r.emitted += 1
+        if r.silent:  # nobody subscribes (W1's counts): nothing to route, make or send
+            return self._nowhere
+        targets = r.choose(values)
+        if not targets:
+            return targets
+        r.transferred += len(targets)
+        a = self.input
+        root = a._root
+        deliver = self._deliver
+        make = self._tuple_type
+        if type(root) is not int:
+            self._out._send_multi(r, targets, values, (a,))
+        elif root and self._acking:
+            rand = self._rand
+            src = r.src
+            for task in targets:
+                edge = rand()
+                a._oav ^= edge
+                deliver[task](make(values, src, root, edge))
+        else:
+            t = make(values, r.src)
+            for task in targets:
+                deliver[task](t)
+        return targets
+
+
+def BasicExecute(user_execute, basic, ack, on_failed, failed_type, executor, stats, samples, close_sample,
+                 now, inbox, ackers, ack_tag):
+    """A BasicBolt's ``execute(tup)``: run the bolt with ``basic`` as its collector, then ack the input
+    (``on_failed(tup, error)`` when it raises ``failed_type``).
+
+    The ack of the common one-root input is inlined (no `BoltCollector.ack` call or foreign-thread
+    check: this runs on the loop's thread) and coalesced: held, xor-combined per root, while the
+    next tuple waiting in ``inbox`` belongs to the same root (see `BoltExecutor.flush_acks`).
+    """
+
+    def execute(tup) -> None:
+        basic.input = tup
+        try:
+            user_execute(tup, basic)
+        except failed_type as e:
+            on_failed(tup, e)
+            return
+        root = tup._root
+        if type(root) is not int:
+            ack(tup)
+            return
+        if root and ackers:
+            acks = executor.acks
+            x = tup._val ^ tup._oav
+            if inbox and inbox[0]._root == root:  # a sibling is next: hold and combine
+                acks[root] = acks.get(root, 0) ^ x
+            elif acks:
+                acks[root] = acks.get(root, 0) ^ x
+                executor.flush_acks()
+            else:  # nothing held: send at once, no dict
+                ackers[root % len(ackers)]((ack_tag, root, x, -1))
+        stats.acked += 1
+        if samples:
+            close_sample(id(tup), True, now())
+    return execute
+
+
+COMPILED = False
+if not os.environ.get("SQUALL_PURE_PYTHON"):
+    try:
+        from ._speedups import BasicCollectorBase, BasicExecute, RouterBase, TupleBase  # type: ignore[no-redef]  # noqa: F811
+        COMPILED = True
+    except ImportError:  # not built (no compiler at install time): the twins above serve
+        pass

@@ -125,7 +125,7 @@ def BasicExecute(user_execute, basic, ack, on_failed, failed_type, executor, sta
 COMPILED = False
 if not os.environ.get("SQUALL_PURE_PYTHON"):
     try:
-        from ._speedups import BasicCollectorBase, BasicExecute, RouterBase, TupleBase  # type: ignore[no-redef]  # noqa: F811
+        from ._speedups import BasicCollectorBase, BasicExecute, RouterBase, TupleBase  # type: ignore[no-redef]  # noqa: F401, F811
         COMPILED = True
     except ImportError:  # not built (no compiler at install time): the twins above serve
         pass

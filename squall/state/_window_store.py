@@ -44,7 +44,7 @@ class _Partition:
     """The records of one partition (None while only in the state), the numbers it holds, and
     whether it changed since the last save."""
 
-    __slots__ = ("records", "seqs", "dirty")
+    __slots__ = ("dirty", "records", "seqs")
 
     def __init__(self, records: dict[int, list] | None, seqs: set[int], dirty: bool) -> None:
         self.records = records

@@ -258,6 +258,23 @@ class WindowStore:
         return sum(len(p.seqs) for p in self.partitions.values())
 
 
+def runs(seqs: Iterable[int]) -> list[list[int]]:
+    """``seqs`` as sorted runs ``[first, last]`` of consecutive numbers: a window's numbers are
+    mostly consecutive, so the meta entry stays small however large the window."""
+    out: list[list[int]] = []
+    for s in sorted(seqs):
+        if out and s == out[-1][1] + 1:
+            out[-1][1] = s
+        else:
+            out.append([s, s])
+    return out
+
+
+def unruns(r: Iterable[list[int]]) -> list[int]:
+    """The numbers `runs` made runs of."""
+    return [s for first, last in r for s in range(first, last + 1)]
+
+
 class WindowTuples(Sequence):
     """The tuples of a window larger than a persistent window may hold in memory: read from the
     `WindowStore` one at a time as it is iterated (don't keep them all)."""

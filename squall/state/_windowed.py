@@ -43,7 +43,7 @@ from ..windowing.watermark import WatermarkGenerator
 from ._api import StateError
 from ._kv import StateCodec
 from ._names import get_state, owner_of
-from ._window_store import DEFAULT_MAX_EVENTS_IN_MEMORY, WindowStore
+from ._window_store import DEFAULT_MAX_EVENTS_IN_MEMORY, WindowStore, runs, unruns
 
 
 class BaseStatefulWindowedBolt(BaseWindowedBolt):
@@ -161,7 +161,8 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
         live = {e.value for e in manager.queue}
         live.update(manager.expired)
         wm = self.watermarks.get_state() if self.watermarks is not None else None
-        self.store.save(live, [manager.get_state(), wm])
+        since, prev, expired, eviction, trigger = manager.get_state()
+        self.store.save(live, [[since, runs(prev), runs(expired), eviction, trigger], wm])
         self.window_state.prepare_commit(txid)
 
     def pre_commit(self, txid: int) -> None:
@@ -181,8 +182,8 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
             self.watermarks = WatermarkGenerator(spec.lag_ms, input_streams(self._sources))
         progress, events = self.store.restore()
         if progress is not None:
-            manager_state, wm = progress
-            self.manager.restore_state(manager_state, events)
+            (since, prev, expired, eviction, trigger), wm = progress
+            self.manager.restore_state([since, unruns(prev), unruns(expired), eviction, trigger], events)
             if wm is not None and self.watermarks is not None:
                 self.watermarks.restore_state(wm)
         self.restored = True

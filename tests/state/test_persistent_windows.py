@@ -17,6 +17,7 @@ from squall import (
     TopologyBuilder,
 )
 from squall._tuple import Source, Tuple
+from squall.state import StateHome
 from squall.state._bolt import StatefulBoltExecutor
 from squall.state._windowed import (
     PersistentWindowedBoltExecutor,
@@ -27,6 +28,7 @@ from squall.state.memory import HostMemory
 from squall.testing import FeederSpout
 
 from ..conftest import wait_until
+from ..external.conftest import redis_server  # noqa: F401 - the real redis-server fixture
 from .test_core import BoltCtx, Recorder, cp
 
 SRC = Source("values", "default", 1, Fields("v", "ts"))
@@ -48,11 +50,19 @@ class Sums(BaseStatefulWindowedBolt):
         self.collector.emit([sum(values), len(values), sum(t[0] for t in window.get_new())])
 
 
+class _KeyedCtx(BoltCtx):
+    """A context whose host lends a key (for Redis) and no memory."""
+
+    def __init__(self):
+        super().__init__(None, {"$checkpointspout": [9]})
+        self.state_home = StateHome(key=b"k" * 32)
+
+
 def _executor(bolt, mem, conf=None):
     ex = StatefulBoltExecutor(PersistentWindowedBoltExecutor(bolt))
     rec = Recorder()
-    ex.prepare({**bolt.get_component_configuration(), "topology.name": "t", **(conf or {})},
-               BoltCtx(mem, {"$checkpointspout": [9]}), rec)
+    ctx = _KeyedCtx() if mem is None else BoltCtx(mem, {"$checkpointspout": [9]})
+    ex.prepare({**bolt.get_component_configuration(), "topology.name": "t", **(conf or {})}, ctx, rec)
     ex.execute(cp(-1, INITSTATE))
     return ex, rec
 
@@ -139,10 +149,16 @@ def test_a_non_persistent_window_still_fails_what_it_holds_on_rollback():
     assert rec.failed == held and len(ex.bolt.manager) == 0
 
 
-def test_at_most_max_events_in_memory_are_held_and_windows_read_the_rest_from_the_state():
-    mem = HostMemory()
+@pytest.mark.parametrize("provider", ["memory", "redis"])
+def test_at_most_max_events_in_memory_are_held_and_windows_read_the_rest_from_the_state(provider, request):
+    if provider == "redis":
+        server = request.getfixturevalue("redis_server")
+        mem, conf = None, {"topology.state.provider": "squall.state.redis:RedisKeyValueStateProvider",
+                           "topology.state.provider.config": {"url": server.url}}
+    else:
+        mem, conf = HostMemory(), {}
     bolt = Sums().with_window(Count(300), Count(50)).with_persistence().with_max_events_in_memory(40)
-    ex, rec = _executor(bolt, mem)
+    ex, rec = _executor(bolt, mem, conf)
     store = ex.bolt.store
     for k in range(10):
         _feed(ex, range(1 + 50 * k, 51 + 50 * k))
@@ -153,7 +169,7 @@ def test_at_most_max_events_in_memory_are_held_and_windows_read_the_rest_from_th
     _feed(ref, range(1, 501))
     assert _sums(rec) == _sums(ref_rec) and _sums(rec)[-1][:2] == (sum(range(201, 501)), 300)
     again, rec2 = _executor(Sums().with_window(Count(300), Count(50)).with_persistence()
-                            .with_max_events_in_memory(40), mem)
+                            .with_max_events_in_memory(40), mem, conf)
     assert len(again.bolt.manager) == 300 and len(again.bolt.store.tuples) + again.bolt.store.loaded <= 40
     _feed(again, range(501, 551))
     _feed(ref, range(501, 551))

@@ -104,10 +104,10 @@ class WindowStore:
         except SerializationError as whole:
             for name, v in zip(tup.fields, tup.values):
                 try:
-                    self.codec.encode(v, where)
+                    self.codec.encode(v, f"field {name!r}")
                 except SerializationError as e:
-                    raise StateError(f"{self.codec.owner}: the window cannot save field {name!r} of a tuple from "
-                                     f"component [{src.component}] stream [{src.stream}]: {e}") from None
+                    raise StateError(f"{self.codec.owner}: the window cannot save a tuple from component "
+                                     f"[{src.component}] stream [{src.stream}]: {e}") from None
             raise StateError(f"{self.codec.owner}: the window cannot save a tuple from component "
                              f"[{src.component}] stream [{src.stream}]: {whole}") from None
 

@@ -183,7 +183,7 @@ def test_a_window_value_that_cannot_be_saved_is_reported_naming_component_and_fi
     ex.execute(bad)
     assert rec.failed == [bad] and len(ex.bolt.manager) == 0
     [error] = rec.errors
-    assert "component [count]" in error and "field 'ts'" in error and "component [values]" in error
+    assert "component [count]" in error and "in field 'ts'" in error and "component [values]" in error
     assert "topology.fall.back.on.pickle" in error
 
 

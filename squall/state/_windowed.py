@@ -56,7 +56,8 @@ class BaseStatefulWindowedBolt(BaseWindowedBolt):
     def with_persistence(self) -> BaseStatefulWindowedBolt:
         """Save the windows with each checkpoint (Storm's ``withPersistence``): inputs are acked
         at the commit after they arrive, and after a rollback or a restart the windows resume as
-        committed, instead of being dropped and replayed. See the module docstring."""
+        committed, instead of being dropped and replayed. Call it before `set_bolt` (which
+        picks the executor). See the module docstring."""
         self._persistent = True
         return self
 
@@ -110,12 +111,16 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
     def pre_rollback(self) -> None:
         self.bolt.pre_rollback()
         held = [e.value for e in self.manager.queue]
+        self.new_window()
+        for t in held:  # replayed, they fill the windows again
+            self.collector.fail(t)
+
+    def new_window(self) -> None:
+        """Start with empty windows (and a watermark afresh, in event time)."""
         spec = self.spec
         self.manager = window_manager(self, spec.length, spec.sliding, spec.event_time, spec.lag_ms)
         if spec.event_time:
             self.watermarks = WatermarkGenerator(spec.lag_ms, input_streams(self._sources))
-        for t in held:  # replayed, they fill the windows again
-            self.collector.fail(t)
 
 
 class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
@@ -176,10 +181,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
             self._restore()
 
     def _restore(self) -> None:
-        spec = self.spec
-        self.manager = window_manager(self, spec.length, spec.sliding, spec.event_time, spec.lag_ms)
-        if spec.event_time:
-            self.watermarks = WatermarkGenerator(spec.lag_ms, input_streams(self._sources))
+        self.new_window()
         progress, events = self.store.restore()
         if progress is not None:
             (since, prev, expired, eviction, trigger), wm = progress

@@ -7,8 +7,13 @@
 2. On a LocalCluster: a spout of ids at a fixed rate -> a counting bolt, plain (`Bolt`, acks at
    once) and stateful (`BaseStatefulBolt`, acked at the next commit) at two checkpoint intervals:
    mean complete latency (ms) and the tuples a stateful task holds unacked at its commits.
+3. A persistent window (``with_persistence()``) of ``--windows`` tuples, per store: adding a
+   tuple (µs), a checkpoint (prepare + commit) after 1% of the window slid (new tuples in, as
+   many out), and restoring the window at INITSTATE (a restarted task), with and without
+   ``with_max_events_in_memory(1000)``. ``--only-windows`` runs just this part.
 
     python -m bench.state_costs [--keys 1000 10000 100000] [--secs 6] [--rate 2000] [--max-pending N]
+                                [--windows 1000 10000] [--only-windows]
 """
 
 from __future__ import annotations
@@ -19,8 +24,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from squall import BaseStatefulBolt, Bolt, Config, Fields, LocalCluster, Spout, TopologyBuilder
+from squall import (BaseStatefulBolt, BaseStatefulWindowedBolt, Bolt, Config, Count, Fields, LocalCluster, Spout,
+                    TopologyBuilder)
+from squall._fields import GlobalStreamId
+from squall._tuple import Source, Tuple
+from squall.state import HostMemory, StateHome
+from squall.state._bolt import StatefulBoltExecutor
 from squall.state._kv import MemoryStore, StateCodec, TransactionalKeyValueState
+from squall.state._windowed import PersistentWindowedBoltExecutor, StatefulWindowedBoltExecutor
+from squall.state.checkpoint import COMMIT, INITSTATE, PREPARE
 from squall.state.file import FileStore
 
 KEY = b"k" * 32
@@ -140,15 +152,129 @@ def topology_latency(secs: float, rate: int, max_pending: int | None) -> None:
               f"acked {info['acked']}{held}")
 
 
+class _Ctx:
+    """A task's context, as a host gives it, for a windowed bolt run by hand."""
+
+    def __init__(self, home: StateHome) -> None:
+        self.state_home = home
+
+    def get_this_component_id(self) -> str:
+        return "window"
+
+    def get_this_task_id(self) -> int:
+        return 1
+
+    def get_this_sources(self) -> dict:
+        return {GlobalStreamId("$checkpointspout", "$checkpoint"): None}
+
+    def get_component_tasks(self, component: str) -> list[int]:
+        return [9]
+
+
+class _Sum(BaseStatefulWindowedBolt):
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, window):
+        self.state.put("sum", sum(t[0] for t in window.get()))
+
+
+class _Out:
+    def emit(self, *a, **k):
+        return []
+
+    def ack(self, t):
+        pass
+
+    def fail(self, t):
+        pass
+
+    def report_error(self, e):
+        raise RuntimeError(e)
+
+
+def window_costs(sizes: list[int]) -> None:
+    src = Source("values", "default", 1, Fields("v", "word", "ts"))
+    ckpt = Source("$checkpointspout", "$checkpoint", 9, Fields("txid", "action"))
+    tuples = [Tuple([i, f"word-{i % 1000}", 1_700_000_000_000 + i], src) for i in range(max(sizes) * 3)]
+    for persistent in (False, True):  # a tuple into a window that does not fire: serializing it is the cost
+        bolt = _Sum().with_window(Count(len(tuples) + 1), Count(len(tuples) + 1))
+        cls = PersistentWindowedBoltExecutor if persistent else StatefulWindowedBoltExecutor
+        ex = StatefulBoltExecutor(cls(bolt.with_persistence() if persistent else bolt))
+        ex.prepare({**bolt.get_component_configuration(), "topology.name": "bench"},
+                   _Ctx(StateHome(memory=HostMemory())), _Out())
+        ex.execute(Tuple([-1, INITSTATE], ckpt))
+        t = time.perf_counter()
+        for tup in tuples:
+            ex.execute(tup)
+        print(f"window {'persistent' if persistent else 'not persistent'}: add a tuple (no evaluation) "
+              f"{(time.perf_counter() - t) / len(tuples) * 1e6:5.1f} µs")
+    for size in sizes:  # the same windows as below, not persistent
+        bolt = _Sum().with_window(Count(size), Count(max(1, size // 100)))
+        ex = StatefulBoltExecutor(StatefulWindowedBoltExecutor(bolt))
+        ex.prepare({**bolt.get_component_configuration(), "topology.name": "bench"},
+                   _Ctx(StateHome(memory=HostMemory())), _Out())
+        ex.execute(Tuple([-1, INITSTATE], ckpt))
+        t = time.perf_counter()
+        for tup in tuples[:size * 2]:
+            ex.execute(tup)
+        print(f"window not persistent, {size:>6} tuples: add {(time.perf_counter() - t) / (size * 2) * 1e6:5.1f} "
+              f"µs/tuple (with the window's evaluations, every {max(1, size // 100)} tuples)")
+    tmp = Path(tempfile.mkdtemp())
+    homes = {"memory": lambda: StateHome(memory=HostMemory()),
+             "file": lambda: StateHome(directory=tmp / str(time.monotonic_ns()), key=KEY)}
+    for name, make_home in homes.items():
+        for size in sizes:
+            for limit in (None, 1000):
+                if limit is not None and limit >= size:
+                    continue
+                home = make_home()
+
+                def executor():
+                    bolt = _Sum().with_window(Count(size), Count(max(1, size // 100))).with_persistence()
+                    if limit is not None:
+                        bolt.with_max_events_in_memory(limit)
+                    ex = StatefulBoltExecutor(PersistentWindowedBoltExecutor(bolt))
+                    ex.prepare({**bolt.get_component_configuration(), "topology.name": "bench"}, _Ctx(home), _Out())
+                    ex.execute(Tuple([-1, INITSTATE], ckpt))
+                    return ex
+                ex = executor()
+                t = time.perf_counter()
+                for tup in tuples[:size]:
+                    ex.execute(tup)
+                add_us = (time.perf_counter() - t) / size * 1e6
+                step = max(1, size // 100)
+                times = []
+                for k in range(20):
+                    for tup in tuples[size + k * step: size + (k + 1) * step]:
+                        ex.execute(tup)
+                    t = time.perf_counter()
+                    ex.execute(Tuple([k, PREPARE], ckpt))
+                    ex.execute(Tuple([k, COMMIT], ckpt))
+                    times.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                again = executor()
+                restore = time.perf_counter() - t
+                held = len(again.bolt.store.tuples) + again.bolt.store.loaded
+                print(f"persistent window, {name:6} store, {size:>6} tuples, max in memory {limit or 'all':>5}: "
+                      f"add {add_us:5.1f} µs/tuple (idem), checkpoint (1% slid) median {statistics.median(times[1:]) * 1000:7.2f} ms, "
+                      f"first {times[0] * 1000:7.2f} ms, restore {restore * 1000:7.1f} ms ({len(again.bolt.manager)} "
+                      f"tuples, {held} held in memory)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--keys", type=int, nargs="+", default=[1000, 10000, 100000])
     p.add_argument("--secs", type=float, default=6.0)
     p.add_argument("--rate", type=int, default=2000)
     p.add_argument("--max-pending", type=int, default=None, help="topology.max.spout.pending (default: auto)")
+    p.add_argument("--windows", type=int, nargs="+", default=[1000, 10000])
+    p.add_argument("--only-windows", action="store_true")
     a = p.parse_args()
-    store_costs(a.keys)
-    topology_latency(a.secs, a.rate, a.max_pending)
+    if not a.only_windows:
+        store_costs(a.keys)
+        topology_latency(a.secs, a.rate, a.max_pending)
+    window_costs(a.windows)
 
 
 if __name__ == "__main__":

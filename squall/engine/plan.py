@@ -133,9 +133,10 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
         num_tasks[cid] = _cap(tasks, cap)
         parallelism[cid] = _cap(spec.parallelism, cap)
         confs[cid] = cconf
-        if isinstance(unwrapped(spec.obj), WindowedBoltExecutor):  # Storm's checks of the window, at submit
+        window = unwrapped(spec.obj)
+        if isinstance(window, WindowedBoltExecutor):  # Storm's checks of the window, at submit
             check_window(cid, cconf, spec.streams,
-                         {s: topology.components[s[0]].streams.get(s[1]) for s in spec.inputs})
+                         {s: topology.components[s[0]].streams.get(s[1]) for s in spec.inputs}, window.persistent)
     workers = conf["topology.workers"]
     ackers = conf.get("topology.acker.executors")
     ackers = workers if ackers is None else ackers

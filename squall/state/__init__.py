@@ -17,6 +17,7 @@ from ._bolt import CheckpointTupleForwarder as CheckpointTupleForwarder
 from ._bolt import StatefulBoltExecutor as StatefulBoltExecutor
 from ._names import get_state as get_state
 from ._windowed import BaseStatefulWindowedBolt as BaseStatefulWindowedBolt
+from ._windowed import PersistentWindowedBoltExecutor as PersistentWindowedBoltExecutor
 from ._windowed import StatefulWindowedBoltExecutor as StatefulWindowedBoltExecutor
 from .checkpoint import CheckpointSpout as CheckpointSpout
 from .file import FileKeyValueStateProvider as FileKeyValueStateProvider
@@ -25,6 +26,6 @@ from .memory import InMemoryKeyValueStateProvider as InMemoryKeyValueStateProvid
 
 __all__ = [
     "BaseStatefulBolt", "BaseStatefulWindowedBolt", "CheckpointSpout", "CheckpointTupleForwarder", "FileKeyValueStateProvider", "HostMemory",
-    "InMemoryKeyValueStateProvider", "KeyValueState", "State", "StateError", "StateHome", "StateProvider",
+    "InMemoryKeyValueStateProvider", "KeyValueState", "PersistentWindowedBoltExecutor", "State", "StateError", "StateHome", "StateProvider",
     "StatefulBoltExecutor", "StatefulWindowedBoltExecutor", "get_state", "state_key",
 ]

@@ -93,6 +93,11 @@ class AnchoringCollector(OutputCollector):
         else:
             self._out.ack(tup)
 
+    def unchecked(self) -> OutputCollector:
+        """The collector underneath, whose emits may be unanchored: for a persistent window's
+        emits, which Storm leaves unanchored (its inputs are acked at the commit)."""
+        return self._out
+
     def take_acked(self) -> list[Tuple]:
         """The tuples acked since the last call."""
         taken, self.acked = self.acked, []

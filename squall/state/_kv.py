@@ -117,6 +117,10 @@ class StateCodec:
         """``value`` of ``key`` encoded."""
         return self._serializer.encode_value(value, f"state key {key!r:.100} of {self.owner}")
 
+    def encode(self, value: Any, where: str) -> bytes:
+        """``value`` encoded; ``where`` names it in an error (a `SerializationError`)."""
+        return self._serializer.encode_value(value, where)
+
     def decode(self, data: bytes, what: str) -> Any:
         """What `key` or `value` made; ``what`` names the bytes in an error."""
         try:

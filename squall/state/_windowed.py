@@ -1,32 +1,83 @@
 """Stateful windowed bolts (Storm's ``BaseStatefulWindowedBolt``): a windowed bolt whose state is
-checkpointed like a `BaseStatefulBolt`'s.
+checkpointed like a `BaseStatefulBolt`'s, and whose windows may be checkpointed too
+(``with_persistence()``, Storm 2's ``PersistentWindowedBoltExecutor``). See docs/state.md.
 
 `TopologyBuilder.set_bolt` runs one in a `StatefulWindowedBoltExecutor` (a `WindowedBoltExecutor`
-that also passes ``init_state`` and the checkpoint hooks on), and the builder's checkpoint wiring
-runs that inside a `StatefulBoltExecutor`, as Storm nests them. So: inputs wait for INITSTATE; an
-input is acked when it left its last window **and** the commit after that went through (the
-window's acks are deferred like any stateful bolt's). On ROLLBACK the windows are dropped: every
-tuple in them is failed, so its spout replays it and the windows fill again from the replays (in
-event time the watermark starts afresh, so replays are not late). Windows are therefore never
-lost; a window evaluated before the rollback may be evaluated again (at-least-once, like the
-state). Storm 1.x instead asks for a message id field (``withMessageIdField``) to skip windows
-already evaluated after a restart; squall needs none.
+that also passes ``init_state`` and the checkpoint hooks on), or with persistence in a
+`PersistentWindowedBoltExecutor`, and the builder's checkpoint wiring runs that inside a
+`StatefulBoltExecutor`, as Storm nests them. Either way inputs wait for INITSTATE.
+
+Without persistence (Storm 1.x's stateful windowing): an input is acked when it left its last
+window **and** the commit after that went through (the window's acks are deferred like any
+stateful bolt's), so the message timeout must cover the window. On ROLLBACK the windows are
+dropped: every tuple in them is failed, so its spout replays it and the windows fill again from
+the replays (in event time the watermark starts afresh, so replays are not late). Windows are
+therefore never lost; a window evaluated before the rollback may be evaluated again
+(at-least-once, like the state). Storm 1.x instead asks for a message id field
+(``withMessageIdField``) to skip windows already evaluated after a restart; squall needs none.
+
+With persistence: the window's tuples (their values, serialized when they arrive, and their
+source) and the progress of the window manager, its policies and the watermark are saved in a
+second state of the same provider, namespace ``"<component>-<task>-window"`` (so the user's keys
+never clash with them), prepared and committed with the user's state (`WindowStore`). An input is
+acked at the first commit after it entered the window, not when it leaves it, so the message
+timeout need not cover the window (only the checkpoint interval). On ROLLBACK, and at INITSTATE
+after a restart, the windows are reloaded as last committed: tuples committed are not replayed
+and windows resume with them, while tuples that arrived since (not acked yet) are failed and
+replayed. At-least-once again: a window evaluated after the last commit may be evaluated again.
+Emits without anchors are left unanchored, as Storm's (anchoring them to tuples acked at the
+commit would make a downstream failure replay tuples the window still holds).
+``with_max_events_in_memory(n)`` bounds the tuples held in memory (`WindowStore`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .._tuple import Tuple
 from ..windowing._api import BaseWindowedBolt
 from ..windowing.config import input_streams
 from ..windowing.executor import WindowedBoltExecutor
 from ..windowing.manager import window_manager
 from ..windowing.watermark import WatermarkGenerator
+from ._api import StateError
+from ._kv import StateCodec
+from ._names import get_state, owner_of
+from ._window_store import DEFAULT_MAX_EVENTS_IN_MEMORY, WindowStore, runs, unruns
 
 
 class BaseStatefulWindowedBolt(BaseWindowedBolt):
     """A windowed bolt with a checkpointed state; see the module docstring. ``init_state(state)``
     is called once, before the first ``execute(window)``, with the state as last committed."""
+
+    _persistent = False
+    _max_events = DEFAULT_MAX_EVENTS_IN_MEMORY
+
+    def with_persistence(self) -> BaseStatefulWindowedBolt:
+        """Save the windows with each checkpoint (Storm's ``withPersistence``): inputs are acked
+        at the commit after they arrive, and after a rollback or a restart the windows resume as
+        committed, instead of being dropped and replayed. Call it before `set_bolt` (which
+        picks the executor). See the module docstring."""
+        self._persistent = True
+        return self
+
+    def with_max_events_in_memory(self, n: int) -> BaseStatefulWindowedBolt:
+        """With `with_persistence`, hold at most ``n`` of the window's tuples in memory (default
+        1,000,000, Storm's); the others are read back from the state when a window needs them,
+        plus those that arrived since the last checkpoint. Without persistence it does nothing
+        (Storm's)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise ValueError(f"the maximum events in memory must be a positive int, got {n!r}")
+        self._max_events = n
+        return self
+
+    def is_persistent(self) -> bool:
+        """True if the windows are saved with the checkpoints (`with_persistence`)."""
+        return self._persistent
+
+    def max_events_in_memory(self) -> int:
+        """The most window tuples held in memory (`with_max_events_in_memory`)."""
+        return self._max_events
 
     def init_state(self, state: Any) -> None:
         """Receive the state (as last committed), before the first ``execute``."""
@@ -60,16 +111,90 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
     def pre_rollback(self) -> None:
         self.bolt.pre_rollback()
         held = [e.value for e in self.manager.queue]
+        self.new_window()
+        for t in held:  # replayed, they fill the windows again
+            self.collector.fail(t)
+
+    def new_window(self) -> None:
+        """Start with empty windows (and a watermark afresh, in event time)."""
         spec = self.spec
         self.manager = window_manager(self, spec.length, spec.sliding, spec.event_time, spec.lag_ms)
         if spec.event_time:
             self.watermarks = WatermarkGenerator(spec.lag_ms, input_streams(self._sources))
-        for t in held:  # replayed, they fill the windows again
-            self.collector.fail(t)
+
+
+class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
+    """Runs a `BaseStatefulWindowedBolt` made `with_persistence` (inside a `StatefulBoltExecutor`);
+    see the module docstring. The manager queues the tuples' numbers in the `WindowStore`."""
+
+    persistent = True
+
+    def prepare(self, conf: dict, context: Any, collector: Any) -> None:
+        super().prepare(conf, context, collector)
+        self.out.delegate = collector.unchecked() if hasattr(collector, "unchecked") else collector
+        namespace = f"{self.component}-{context.get_this_task_id()}-window"
+        self.window_state = get_state(namespace, conf, context)
+        codec = StateCodec(conf, owner_of(namespace, context))
+        self.store = WindowStore(self.window_state, codec, self.bolt.max_events_in_memory())
+        self.restored = False
+
+    def add(self, tup: Tuple, ts: int) -> None:
+        try:
+            seq = self.store.add(tup, ts)
+        except StateError as e:  # reported, and the tuple failed: it is not in the window
+            self.collector.report_error(str(e))
+            self.collector.fail(tup)
+            return
+        self.manager.add(seq, ts)
+        self.collector.ack(tup)  # taken at the next prepare, acked at its commit
+
+    def on_expiry(self, seqs: list[int]) -> None:
+        """Nothing to ack: the tuples were acked at a commit; they leave the state at the next."""
+
+    def on_activation(self, seqs: list[int], new: list[int], expired: list[int], end_ts: int | None) -> None:
+        store = self.store
+        self.run_window(store.tuples_of(seqs), store.tuples_of(new), store.tuples_of(expired), end_ts, None)
+        store.forget(expired)
+
+    def init_state(self, state: Any) -> None:
+        self._restore()
+        self.bolt.init_state(state)
+
+    def pre_prepare(self, txid: int) -> None:
+        self.bolt.pre_prepare(txid)
+        manager = self.manager
+        live = {e.value for e in manager.queue}
+        live.update(manager.expired)
+        wm = self.watermarks.get_state() if self.watermarks is not None else None
+        since, prev, expired, eviction, trigger = manager.get_state()
+        self.store.save(live, [[since, runs(prev), runs(expired), eviction, trigger], wm])
+        self.window_state.prepare_commit(txid)
+
+    def pre_commit(self, txid: int) -> None:
+        self.bolt.pre_commit(txid)
+        self.window_state.commit(txid)
+
+    def pre_rollback(self) -> None:
+        self.bolt.pre_rollback()
+        self.window_state.rollback()
+        if self.restored:  # a live task: back to the windows as committed (before INITSTATE: at it)
+            self._restore()
+
+    def _restore(self) -> None:
+        self.new_window()
+        progress, events = self.store.restore()
+        if progress is not None:
+            (since, prev, expired, eviction, trigger), wm = progress
+            self.manager.restore_state([since, unruns(prev), unruns(expired), eviction, trigger], events)
+            if wm is not None and self.watermarks is not None:
+                self.watermarks.restore_state(wm)
+        self.restored = True
 
 
 def windowed_executor(bolt: BaseWindowedBolt) -> WindowedBoltExecutor:
     """The executor `TopologyBuilder.set_bolt` runs ``bolt`` in."""
     if isinstance(bolt, BaseStatefulWindowedBolt):
+        if bolt.is_persistent():
+            return PersistentWindowedBoltExecutor(bolt)
         return StatefulWindowedBoltExecutor(bolt)
     return WindowedBoltExecutor(bolt)

@@ -96,7 +96,9 @@ class TupleWindow:
         self._end = end_ts
 
     def get(self) -> list[Tuple]:
-        """Every tuple in the window, oldest first."""
+        """Every tuple in the window, oldest first (for a persistent window larger than its
+        ``with_max_events_in_memory``, a sequence that reads them from the state as it is
+        iterated; so are `get_new` and `get_expired`)."""
         return self._tuples
 
     def get_new(self) -> list[Tuple]:

@@ -97,21 +97,33 @@ def window_spec(conf: Mapping[str, Any], component: str) -> WindowSpec:
 
 
 def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, Any],
-                 inputs: Mapping[tuple[str, str], Any]) -> WindowSpec:
+                 inputs: Mapping[tuple[str, str], Any], persistent: bool = False) -> WindowSpec:
     """Storm's checks of a windowed bolt at submit, with its messages, naming the component.
 
     ``conf`` is the component's merged configuration; ``streams`` its declared output streams
     (stream -> `StreamInfo`); ``inputs`` maps each (source component, stream) it subscribes to,
-    to the `StreamInfo` of that stream (None if undeclared).
+    to the `StreamInfo` of that stream (None if undeclared). ``persistent``: the windows are saved
+    with the checkpoints and inputs acked at the commit (Storm's ``PersistentWindowedBoltExecutor``),
+    so only the checkpoint interval, not the window, must fit in the message timeout.
 
     Raises:
         InvalidTopologyException: the window outlasts the message timeout (duration) or
-            ``topology.max.spout.pending`` (count); the late-tuple stream is not declared; an
+            ``topology.max.spout.pending`` (count), or with ``persistent`` the checkpoint
+            interval outlasts the message timeout; the late-tuple stream is not declared; an
             input stream lacks the timestamp field.
     """
     spec = window_spec(conf, component)
     timeouts = conf.get("topology.enable.message.timeouts", True) is not False
     timeout_ms = conf.get("topology.message.timeout.secs", 30) * 1000
+    if persistent:
+        interval = conf.get("topology.state.checkpoint.interval.ms", 1000)
+        if timeouts and interval > timeout_ms:
+            raise InvalidTopologyException(
+                f"Component [{component}]: topology.state.checkpoint.interval.ms value {interval} is more than "
+                f"topology.message.timeout.secs value {timeout_ms:g} (ms): a persistent window's inputs are "
+                f"acked at the commit, and would time out before it")
+        _check_streams(component, spec, streams, inputs)
+        return spec
     duration = sum(v.value for v in (spec.length, spec.sliding) if isinstance(v, Duration))
     if timeouts and duration > timeout_ms:
         raise InvalidTopologyException(
@@ -132,6 +144,12 @@ def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, 
                         "from; nothing completes before the window fills, so set "
                         "topology.max.spout.pending to at least %d (docs/windows.md)",
                         component, count, AUTO_PENDING_FLOOR, count)
+    _check_streams(component, spec, streams, inputs)
+    return spec
+
+
+def _check_streams(component: str, spec: WindowSpec, streams: Mapping[str, Any],
+                   inputs: Mapping[tuple[str, str], Any]) -> None:
     if spec.late_stream is not None and spec.late_stream not in streams:
         raise InvalidTopologyException(
             f"Component [{component}]: Stream for late tuples [{spec.late_stream}] must be defined with the "
@@ -144,7 +162,6 @@ def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, 
                 raise InvalidTopologyException(
                     f"Component [{component}]: timestamp field {spec.timestamp_field!r} is not a field of its "
                     f"input stream [{stream}] of component [{src}] (fields {list(info.fields)})")
-    return spec
 
 
 def input_streams(sources: Mapping[Any, Any]) -> list[Any]:

@@ -69,6 +69,10 @@ class WindowedOutputCollector(OutputCollector):
 class WindowedBoltExecutor(Bolt):
     """Runs a `BaseWindowedBolt`; see the module docstring."""
 
+    persistent = False
+    """True for an executor that saves its windows with the checkpoints (then the message
+    timeout need not cover the window: squall.state.PersistentWindowedBoltExecutor)."""
+
     def __init__(self, bolt: BaseWindowedBolt) -> None:
         self.bolt = bolt
         self.spec: WindowSpec | None = None
@@ -115,17 +119,21 @@ class WindowedBoltExecutor(Bolt):
             return  # the window keeps its own time; ticks are not data
         spec = self.spec
         if not spec.event_time:
-            self.manager.add(tup, int(self._clock.wall() * 1000))
+            self.add(tup, int(self._clock.wall() * 1000))
             return
         ts = self._timestamp(tup)
         if ts is None:
             return
         if self.watermarks.track((tup.source_component, tup.source_stream), ts):
-            self.manager.add(tup, ts)
+            self.add(tup, ts)
             return
         if spec.late_stream is not None:
             self.collector.emit([Tuple(tup.values, tup._src)], tup, spec.late_stream)
         self.collector.ack(tup)
+
+    def add(self, tup: Tuple, ts: int) -> None:
+        """Put ``tup`` (timestamp ``ts``, ms) in the window."""
+        self.manager.add(tup, ts)
 
     def _timestamp(self, tup: Tuple) -> int | None:
         """The event time of ``tup``; a value that is not epoch ms is reported (naming the
@@ -167,9 +175,14 @@ class WindowedBoltExecutor(Bolt):
 
     def on_activation(self, tuples: list[Tuple], new: list[Tuple], expired: list[Tuple], end_ts: int | None) -> None:
         """Run the user's ``execute`` on the window; unanchored emits anchor to all of it."""
+        self.run_window(tuples, new, expired, end_ts, tuples)
+
+    def run_window(self, tuples: Any, new: Any, expired: Any, end_ts: int | None, anchors: list[Tuple] | None) -> None:
+        """The user's ``execute`` on a `TupleWindow` of these tuples, its unanchored emits
+        anchored to ``anchors`` (None: left unanchored)."""
         length = self.spec.length
         start = end_ts - length.value if end_ts is not None and isinstance(length, Duration) else None
-        self.out.window = tuples
+        self.out.window = anchors
         try:
             self.bolt.execute(TupleWindow(tuples, new, expired, start, end_ts))
         finally:

@@ -13,7 +13,7 @@ the new ones apart (`TupleWindow.get_new`).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from ._api import Count, Duration
@@ -144,6 +144,27 @@ class WindowManager:
 
     def __len__(self) -> int:
         return len(self.queue)
+
+    # --- for a persistent window (Storm's getState / restoreState) ------------------------------
+
+    def get_state(self) -> list:
+        """The manager's progress but not its queue, as plain values: the values of the previous
+        window and of the events expired since the last activation (so these must be plain
+        values, as a persistent window's event numbers are), and the policies' states."""
+        return [self.since_expiry, [e.value for e in self.prev_window], list(self.expired),
+                self.eviction.get_state(), self.trigger.get_state()]
+
+    def restore_state(self, state: list, events: Iterable[tuple[Any, int]]) -> None:
+        """Resume from what `get_state` returned, with ``events`` ((value, timestamp), in arrival
+        order) as the queue."""
+        since, prev, expired, eviction, trigger = state
+        self.queue = deque(Event(v, ts) for v, ts in events)
+        prev = set(prev)
+        self.prev_window = {e for e in self.queue if e.value in prev}
+        self.expired = list(expired)
+        self.since_expiry = since
+        self.eviction.restore_state(eviction)
+        self.trigger.restore_state(trigger)
 
 
 def window_manager(listener: WindowListener, length: Count | Duration, sliding: Count | Duration,

@@ -10,6 +10,7 @@ window fires and sets the eviction policy's `EvictionContext` (the reference tim
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 from dataclasses import dataclass
@@ -44,6 +45,26 @@ class EvictionContext:
     sliding_interval: int | None = None
 
 
+class _Stateful:
+    """A policy whose progress a persistent window saves (Storm's ``getState``/``restoreState``):
+    the attributes named in ``_saved``, as a list of plain values."""
+
+    _saved: tuple[str, ...] = ()
+
+    def get_state(self) -> list:
+        """The policy's progress, as plain values (saved with the window's checkpoint)."""
+        return [_plain(getattr(self, a)) for a in self._saved]
+
+    def restore_state(self, state: list) -> None:
+        """Resume from what `get_state` returned."""
+        for a, v in zip(self._saved, state):
+            setattr(self, a, EvictionContext(*v) if a == "context" and v is not None else v)
+
+
+def _plain(v: Any) -> Any:
+    return list(dataclasses.astuple(v)) if isinstance(v, EvictionContext) else v
+
+
 class Event:
     """One tracked input (or a watermark, which is never queued) and its timestamp in ms."""
 
@@ -60,8 +81,10 @@ class Event:
 
 # --- eviction -------------------------------------------------------------------------------------
 
-class EvictionPolicy:
+class EvictionPolicy(_Stateful):
     """Base: keeps the context the trigger set."""
+
+    _saved = ("context",)
 
     def __init__(self) -> None:
         self.context: EvictionContext | None = None
@@ -80,6 +103,8 @@ class EvictionPolicy:
 
 class CountEvictionPolicy(EvictionPolicy):
     """Keeps the last ``threshold`` events (Storm's ``CountEvictionPolicy``)."""
+
+    _saved = ("context", "current_count")
 
     def __init__(self, threshold: int) -> None:
         super().__init__()
@@ -100,6 +125,8 @@ class CountEvictionPolicy(EvictionPolicy):
 class WatermarkCountEvictionPolicy(CountEvictionPolicy):
     """The last ``threshold`` events up to the reference time (Storm's
     ``WatermarkCountEvictionPolicy``): later events are kept for later windows."""
+
+    _saved = ("context", "current_count", "processed")
 
     def __init__(self, threshold: int) -> None:
         super().__init__(threshold)
@@ -135,6 +162,8 @@ class TimeEvictionPolicy(EvictionPolicy):
     (Storm's ``delta``), so no event falls between two windows; the first window takes every
     event since the start.
     """
+
+    _saved = ("context", "delta")
 
     def __init__(self, window_length: int) -> None:
         super().__init__()
@@ -185,7 +214,7 @@ class WatermarkTimeEvictionPolicy(TimeEvictionPolicy):
 
 # --- triggers -------------------------------------------------------------------------------------
 
-class TriggerPolicy:
+class TriggerPolicy(_Stateful):
     """Base: fires ``manager.on_trigger`` when its condition holds."""
 
     def __init__(self, manager: WindowManager, eviction: EvictionPolicy) -> None:
@@ -205,6 +234,8 @@ class TriggerPolicy:
 class CountTriggerPolicy(TriggerPolicy):
     """Fires every ``count`` events (Storm's ``CountTriggerPolicy``); the window's end is the
     arrival time of the event that fired it."""
+
+    _saved = ("current",)
 
     def __init__(self, count: int, manager: WindowManager, eviction: EvictionPolicy) -> None:
         super().__init__(manager, eviction)
@@ -240,6 +271,8 @@ class WatermarkTimeTriggerPolicy(TriggerPolicy):
     the watermark reached (Storm's ``WatermarkTimeTriggerPolicy``); windows with no event are
     skipped by jumping to the next aligned end after the earliest event."""
 
+    _saved = ("next_window_end",)
+
     def __init__(self, sliding_ms: int, manager: WindowManager, eviction: EvictionPolicy) -> None:
         super().__init__(manager, eviction)
         self.sliding_ms = sliding_ms
@@ -271,6 +304,8 @@ class WatermarkTimeTriggerPolicy(TriggerPolicy):
 class WatermarkCountTriggerPolicy(TriggerPolicy):
     """On each watermark, fires once per ``count`` events up to it, in timestamp order (Storm's
     ``WatermarkCountTriggerPolicy``)."""
+
+    _saved = ("last_processed",)
 
     def __init__(self, count: int, manager: WindowManager, eviction: EvictionPolicy) -> None:
         super().__init__(manager, eviction)

@@ -36,3 +36,13 @@ class WatermarkGenerator:
             return None
         self.last_watermark = ts
         return ts
+
+    def get_state(self) -> tuple[list, int]:
+        """The newest timestamp per stream and the last watermark, as plain values (streams
+        are (component, stream) pairs), for a persistent window."""
+        return [[list(s), ts] for s, ts in self.latest.items()], self.last_watermark
+
+    def restore_state(self, state: list) -> None:
+        """Resume from what `get_state` returned."""
+        latest, self.last_watermark = state
+        self.latest = {tuple(s): ts for s, ts in latest}

@@ -3,11 +3,18 @@ comes back from the file store under storm.local.dir as last committed, the spou
 was not committed, and no update is lost (Storm's at-least-once state)."""
 
 from ..conftest import wait_until
-from ..state.counting import acked, check_counts, committed_counts, counting_topology
+from ..state.counting import (
+    acked,
+    check_counts,
+    committed_counts,
+    counting_topology,
+    windowed_counting_topology,
+)
 from .recovery_topology import kill_a_worker_without
 from .semantics_topology import topology_conf
 
 N = 3000
+N_WINDOWED = 2000
 
 
 def test_state_rolls_back_and_no_update_is_lost_after_a_worker_is_sigkilled(cluster, tmp_path):
@@ -26,3 +33,26 @@ def test_state_rolls_back_and_no_update_is_lost_after_a_worker_is_sigkilled(clus
     twice, replayed = check_counts(committed_counts(cluster.dir / "state", secret, "counting"), N, out)
     assert replayed > 0, "nothing was replayed: the kill hit no tuple in flight"
     print(f"process host SIGKILL: {twice} updates applied twice, {replayed} tuples replayed")
+
+
+def test_persistent_windows_resume_from_the_file_store_after_a_worker_is_sigkilled(cluster, tmp_path):
+    """The same with `WindowCounts`, a persistent windowed bolt: its windows come back from the
+    file store; every id is counted in some window (no window content lost)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    conf = topology_conf(out, **{"topology.message.timeout.secs": 5, "topology.max.spout.pending": 200,
+                                 "topology.state.checkpoint.interval.ms": 300})
+    secret = (cluster.dir / "secret").read_bytes().strip()
+
+    def counted():
+        return set(committed_counts(cluster.dir / "state", secret, "windows"))
+    with cluster.client() as m:
+        m.submit_topology("windows", conf, windowed_counting_topology(N_WINDOWED))
+        assert wait_until(lambda: len(counted()) > 300, 60), "the topology did not start committing"
+        kill_a_worker_without(m, "windows", "source")
+        assert wait_until(lambda: counted() >= set(range(N_WINDOWED)), 120), \
+            f"ids never counted: {sorted(set(range(N_WINDOWED)) - counted())[:20]}"
+        m.kill_topology("windows", wait_secs=0)
+    twice, replayed = check_counts(committed_counts(cluster.dir / "state", secret, "windows"), N_WINDOWED, out)
+    assert replayed > 0, "nothing was replayed: the kill hit no tuple in flight"
+    print(f"process host SIGKILL, persistent windows: {twice} updates applied twice, {replayed} tuples replayed")

@@ -7,7 +7,7 @@ may exceed n only by updates applied twice: tuples replayed after their update w
 from collections import Counter
 from pathlib import Path
 
-from squall import BaseStatefulBolt, BasicBolt, Fields, TopologyBuilder
+from squall import BaseStatefulBolt, BaseStatefulWindowedBolt, BasicBolt, Duration, Fields, TopologyBuilder
 from squall.state import StateHome, get_state, state_key
 
 from ..process.recovery_topology import DurableSpout, acked  # noqa: F401 - acked: for the tests
@@ -65,6 +65,28 @@ class CountIds(BaseStatefulBolt):
         self.collector.ack(tup)
 
 
+class WindowCounts(BaseStatefulWindowedBolt):
+    """A persistent windowed `CountIds`: counts each id of every window in its state."""
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, window):
+        for t in window.get():
+            self.state.put(t[0], self.state.get(t[0], 0) + 1)
+
+
+def windowed_counting_topology(n, window_ms=300):
+    """`counting_topology` with `WindowCounts` in tumbling persistent windows of ``window_ms``
+    (processing time, so every id is eventually in a window) as ``count``."""
+    b = TopologyBuilder()
+    b.set_spout("source", ReplayingSpout(n), 1)
+    b.set_bolt("work", Pass(), 2).shuffle_grouping("source")
+    b.set_bolt("count", WindowCounts().with_tumbling_window(Duration.of(window_ms)).with_persistence(), 2) \
+        .fields_grouping("work", ["id"])
+    return b.create_topology()
+
+
 def counting_topology(n, crash_at=None):
     """The topology of the module docstring."""
     b = TopologyBuilder()
@@ -109,10 +131,12 @@ class _Reader:
 
 
 def committed_counts(state_root: Path, secret: bytes, name: str) -> dict:
-    """The committed counts of all `CountIds` tasks of topology ``name``, read from the file
-    store under ``state_root`` (``<storm.local.dir>/state``) with the cluster's ``secret``."""
+    """The committed counts of all `CountIds` (or `WindowCounts`) tasks of topology ``name``,
+    read from the file store under ``state_root`` (``<storm.local.dir>/state``) with the
+    cluster's ``secret`` (a persistent window's own state, ``count-<task>-window``, left out)."""
     home = StateHome(directory=state_root, key=state_key(secret))
     counts = {}
     for d in (state_root / name).glob("ns-count-*"):
-        counts.update(dict(get_state(d.name[3:], {"topology.name": name}, _Reader(home)).committed()))
+        if not d.name.endswith("-window"):
+            counts.update(dict(get_state(d.name[3:], {"topology.name": name}, _Reader(home)).committed()))
     return counts

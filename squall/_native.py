@@ -15,7 +15,7 @@ rest of each class):
 
 The two implementations have the same semantics; the C one hands every case outside the quick
 path back to the Python collector, so errors come from the same code on both. Why it is worth it,
-measured: see ``docs/profiles/one-worker.md``.
+measured: see ``docs/profiles/w1-one-worker.md``.
 """
 
 from __future__ import annotations

@@ -56,8 +56,11 @@ TupleBase_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"values", "src", "root", "val", "oav", NULL};
     PyObject *values, *src, *root = ZERO, *val = ZERO, *oav = ZERO;
-    if (kwds == NULL && PyTuple_GET_SIZE(args) == 2) {  /* the common call: Tuple(values, src) */
-        return tuple_make(type, PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1), ZERO, ZERO, ZERO);
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if ((kwds == NULL || PyDict_GET_SIZE(kwds) == 0) && nargs >= 2 && nargs <= 5) {  /* the engine's calls */
+        return tuple_make(type, PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1),
+                          nargs > 2 ? PyTuple_GET_ITEM(args, 2) : ZERO, nargs > 3 ? PyTuple_GET_ITEM(args, 3) : ZERO,
+                          nargs > 4 ? PyTuple_GET_ITEM(args, 4) : ZERO);
     }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|OOO:Tuple", kwlist, &values, &src, &root, &val, &oav))
         return NULL;
@@ -132,17 +135,17 @@ static PyTypeObject TupleBase_Type = {
 /* ---------------------------------------------------------------------------------------------
  * RouterBase: its fields are read by emit at C speed, and by Python as plain attributes.
  */
-typedef struct {
+typedef struct {  /* every field a Python object, so the interpreter's quick slot access serves Python's reads too */
     PyObject_HEAD
     PyObject *stream;
     PyObject *src;
     PyObject *choose;
     PyObject *direct_targets;
-    Py_ssize_t emitted;
-    Py_ssize_t transferred;
-    Py_ssize_t nfields;
-    char direct;
-    char silent;
+    PyObject *emitted;
+    PyObject *transferred;
+    PyObject *nfields;
+    PyObject *direct;
+    PyObject *silent;
 } RouterBase;
 
 static int
@@ -152,6 +155,11 @@ RouterBase_traverse(RouterBase *self, visitproc visit, void *arg)
     Py_VISIT(self->src);
     Py_VISIT(self->choose);
     Py_VISIT(self->direct_targets);
+    Py_VISIT(self->emitted);
+    Py_VISIT(self->transferred);
+    Py_VISIT(self->nfields);
+    Py_VISIT(self->direct);
+    Py_VISIT(self->silent);
     return 0;
 }
 
@@ -162,6 +170,11 @@ RouterBase_clear(RouterBase *self)
     Py_CLEAR(self->src);
     Py_CLEAR(self->choose);
     Py_CLEAR(self->direct_targets);
+    Py_CLEAR(self->emitted);
+    Py_CLEAR(self->transferred);
+    Py_CLEAR(self->nfields);
+    Py_CLEAR(self->direct);
+    Py_CLEAR(self->silent);
     return 0;
 }
 
@@ -174,15 +187,15 @@ RouterBase_dealloc(RouterBase *self)
 }
 
 static PyMemberDef RouterBase_members[] = {
-    {"stream", T_OBJECT, offsetof(RouterBase, stream), 0, NULL},
-    {"src", T_OBJECT, offsetof(RouterBase, src), 0, NULL},
-    {"choose", T_OBJECT, offsetof(RouterBase, choose), 0, NULL},
-    {"direct_targets", T_OBJECT, offsetof(RouterBase, direct_targets), 0, NULL},
-    {"emitted", T_PYSSIZET, offsetof(RouterBase, emitted), 0, NULL},
-    {"transferred", T_PYSSIZET, offsetof(RouterBase, transferred), 0, NULL},
-    {"nfields", T_PYSSIZET, offsetof(RouterBase, nfields), 0, NULL},
-    {"direct", T_BOOL, offsetof(RouterBase, direct), 0, NULL},
-    {"silent", T_BOOL, offsetof(RouterBase, silent), 0, NULL},
+    {"stream", T_OBJECT_EX, offsetof(RouterBase, stream), 0, NULL},
+    {"src", T_OBJECT_EX, offsetof(RouterBase, src), 0, NULL},
+    {"choose", T_OBJECT_EX, offsetof(RouterBase, choose), 0, NULL},
+    {"direct_targets", T_OBJECT_EX, offsetof(RouterBase, direct_targets), 0, NULL},
+    {"emitted", T_OBJECT_EX, offsetof(RouterBase, emitted), 0, NULL},
+    {"transferred", T_OBJECT_EX, offsetof(RouterBase, transferred), 0, NULL},
+    {"nfields", T_OBJECT_EX, offsetof(RouterBase, nfields), 0, NULL},
+    {"direct", T_OBJECT_EX, offsetof(RouterBase, direct), 0, NULL},
+    {"silent", T_OBJECT_EX, offsetof(RouterBase, silent), 0, NULL},
     {NULL}
 };
 
@@ -269,6 +282,21 @@ deliver_to(PyObject *deliver, PyObject *task, PyObject *item)
     return 0;
 }
 
+/* *counter += n, for a counter held as a Python int */
+static int
+bump(PyObject **counter, Py_ssize_t n)
+{
+    PyObject *by = PyLong_FromSsize_t(n);
+    if (by == NULL)
+        return -1;
+    PyObject *v = PyNumber_Add(*counter, by);
+    Py_DECREF(by);
+    if (v == NULL)
+        return -1;
+    Py_SETREF(*counter, v);
+    return 0;
+}
+
 static PyObject *
 emit_by_python(BasicCollectorBase *self, PyObject *values, PyObject *stream)
 {
@@ -309,17 +337,22 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
     if (!PyObject_TypeCheck(ro, &RouterBase_Type) || PyObject_TypeCheck(values, &TupleBase_Type))
         return emit_by_python(self, values, stream);
     RouterBase *r = (RouterBase *)ro;
-    if (r->direct)
+    if (r->direct != Py_False || r->nfields == NULL || r->silent == NULL || r->emitted == NULL ||
+        r->transferred == NULL)  /* a direct stream, or a router not set up: Python's errors */
         return emit_by_python(self, values, stream);
     Py_ssize_t n = PyObject_Size(values);
     if (n < 0) {
         PyErr_Clear();
         return emit_by_python(self, values, stream);
     }
-    if (n != r->nfields)
+    if (n != PyLong_AsSsize_t(r->nfields)) {
+        if (PyErr_Occurred())
+            return NULL;
         return emit_by_python(self, values, stream);
-    r->emitted++;
-    if (r->silent) {  /* nobody subscribes (W1's counts): nothing to route, make or send */
+    }
+    if (bump(&r->emitted, 1) < 0)
+        return NULL;
+    if (r->silent == Py_True) {  /* nobody subscribes (W1's counts): nothing to route, make or send */
         Py_INCREF(self->nowhere);
         return self->nowhere;
     }
@@ -334,7 +367,10 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
     Py_ssize_t nt = PyList_GET_SIZE(targets);
     if (nt == 0)
         return targets;
-    r->transferred += nt;
+    if (bump(&r->transferred, nt) < 0) {
+        Py_DECREF(targets);
+        return NULL;
+    }
     TupleBase *a = (TupleBase *)self->input;
     if (a == NULL || !PyObject_TypeCheck((PyObject *)a, &TupleBase_Type)) {
         Py_DECREF(targets);

@@ -7,7 +7,9 @@
 # - Debian's iproute2 (`ip`: tests/process/test_nodes.py makes machines of network namespaces;
 #   without it, or without root, that test skips and its 127.0.0.x twin still runs);
 # - Debian's zookeeper (its jars in /usr/share/java: the real ZooKeeper the Nimbus HA tests
-#   start themselves, tests/zookeeper_server.py; Java comes with it).
+#   start themselves, tests/zookeeper_server.py; Java comes with it);
+# - gcc, which `pip install` uses to compile squall's C hot path (squall/_speedups.c; without it
+#   squall runs on the pure-Python twins and tests/test_native.py says the build is missing).
 # Idempotent: installs only what is missing, so CI and developers can run it every time.
 set -euo pipefail
 
@@ -31,6 +33,11 @@ if [ ! -f /usr/share/java/zookeeper.jar ]; then
     missing+=(zookeeper)
 else
     echo "install-system-deps: zookeeper already installed (/usr/share/java/zookeeper.jar)"
+fi
+if ! command -v gcc >/dev/null 2>&1; then
+    missing+=(gcc)
+else
+    echo "install-system-deps: gcc already installed ($(command -v gcc))"
 fi
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

@@ -182,7 +182,7 @@ def test_targets_are_marked_met_or_not(page):
     assert _row(t, "W4 at half of peak on 2 workers: p99 complete latency <= 10 ms",
                 "process, 2 workers").endswith("| 12.00 ms | **not met** | - | - |")
     assert _row(t, "An idle topology: < 2% of a core", "LocalCluster, 1 worker").endswith("| met | - | - |")
-    assert _row(t, "W5: zero event ids lost").endswith("| not measured yet | - | - |")
+    assert _row(t, "W5: zero event ids lost").endswith("| not measured yet | not measured yet | - | - |")
 
 
 def test_w1_against_bytewax_is_the_median_of_the_same_rounds_ratios():
@@ -254,3 +254,20 @@ def test_a_benchmark_run_never_imports_matplotlib():
     code = ("import sys, bench.__main__, bench.w2_const_null, bench.report; "
             "sys.exit(1 if 'matplotlib' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=_ROOT).returncode == 0
+
+
+def test_w5_rows_judge_each_host_s_newest_run():
+    def w5(host, stamp, recoveries, missing):
+        return {"workload": "W5", "host": host, "workers": 4, "parallelism": 4, "acking": "on",
+                "timestamp": stamp, "fed": 1000, "missing": missing,
+                "per_kill": [{"recovery_s": s} for s in recoveries]}
+    runs = [w5("process", "2026-11-24T06:00:00+00:00", [9.0], 5),  # older: not shown
+            w5("process", "2026-11-24T07:00:00+00:00", [1.9, 3.7, 1.4], 0),
+            w5("spark", "2026-11-24T07:00:00+00:00", [2.0, None], 2)]
+    t = report.targets_table(RECORDS + runs)
+    assert _row(t, "W5: throughput back to its level within 5 s of each kill", "process, 4 workers").endswith(
+        "| 3.7 s (slowest of 3 kills) | met | - | - |")
+    assert _row(t, "W5: zero event ids lost", "process, 4 workers").endswith("| 0 missing of 1,000 fed | met | - | - |")
+    assert _row(t, "W5: throughput back to its level within 5 s of each kill", "spark, 4 workers").endswith(
+        "| not back after 1 of 2 kills | **not met** | - | - |")
+    assert _row(t, "W5: zero event ids lost", "spark, 4 workers").endswith("| 2 missing of 1,000 fed | **not met** | - | - |")

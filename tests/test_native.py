@@ -52,3 +52,70 @@ def test_a_tuple_keeps_its_ack_slots_through_pickle_and_attribute_writes():
     assert (untracked._root, untracked._val, untracked._oav) == (0, 0, 0)
     with pytest.raises(AttributeError):
         t.other = 1  # no __dict__: a Tuple stays small on both paths
+
+
+def test_emit_and_execute_keep_no_reference_they_should_not():
+    """A leaked reference in the C path would grow a worker by every tuple: run 20,000 inputs
+    through a BasicBolt's execute and emit, drop what they sent, and nothing may be left."""
+    import functools
+    import gc
+    import random
+    import tracemalloc
+    from collections import deque
+
+    from squall._errors import FailedException
+    from squall.engine.acker import ACK
+    from squall.engine.bolt_executor import BasicCollector
+    from squall.engine.executor import TaskStats
+    from squall.engine.routing import _NOWHERE, Router
+
+    src = Source("split", "default", 1, Fields("word"))
+    out_src = Source("split", "default", 1, Fields("word"))
+    delivered, acker_inbox = [], []
+    basic = BasicCollector.__new__(BasicCollector)
+    basic.input, basic._out = None, None
+    basic._routers = {"default": Router("default", out_src, lambda values: [7], False, {7: False})}
+    basic._deliver = {7: delivered.append}
+    basic._rand = functools.partial(random.Random(1).getrandbits, 64)
+    basic._tuple_type, basic._nowhere, basic._acking = Tuple, _NOWHERE, True
+
+    class Executor:
+        acks: dict = {}
+
+        def flush_acks(self):
+            acks, self.acks = self.acks, {}
+            for root, val in acks.items():
+                acker_inbox.append((ACK, root, val, -1))
+
+    def split(tup, collector):
+        for word in tup.values[0].split():
+            collector.emit([word])
+
+    inbox: deque = deque()
+    stats = TaskStats()
+    executor = Executor()
+    execute = _native.BasicExecute(split, basic, None, None, FailedException, executor, stats, {}, None,
+                                   lambda: 0.0, inbox, [acker_inbox.append], ACK)
+    rng = random.Random(2)
+
+    def run(n):
+        for _ in range(n):
+            execute(Tuple(["a b c"], src, rng.getrandbits(64) | 1, rng.getrandbits(64)))
+        executor.flush_acks()
+        delivered.clear()
+        acker_inbox.clear()
+
+    run(1000)
+    basic.input = None
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        run(20_000)
+        basic.input = None
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert stats.acked == 21_000
+    assert grown < 20_000, f"{grown} bytes left after 20,000 inputs"  # one object per input would be >= 640,000

@@ -12,6 +12,8 @@ rest of each class):
 - `RouterBase`: the slots of `squall.engine.routing.Router`.
 - `BasicCollectorBase`: the slots of a BasicBolt's collector, and its one-anchor ``emit``.
 - `BasicExecute`: a BasicBolt's execute-then-ack, made once per task.
+- `PendingTreeBase`: the fields of `squall.engine.acker.PendingTree`.
+- `acker_run`: the acker's inner loop (n messages through `Acker.update`).
 
 The two implementations have the same semantics; the C one hands every case outside the quick
 path back to the Python collector, so errors come from the same code on both. Why it is worth it,
@@ -122,10 +124,27 @@ def BasicExecute(user_execute, basic, ack, on_failed, failed_type, executor, sta
     return execute
 
 
+class PendingTreeBase:
+    """The fields of `squall.engine.acker.PendingTree`."""
+
+    __slots__ = ("xor", "spout_task", "start", "failed", "reset")
+
+
+def acker_run(acker, pop, n: int, now: float, deliver) -> None:
+    """Apply ``n`` messages ``(kind, root, value, spout_task)`` from ``pop()`` to ``acker``
+    (`Acker.update`), delivering each reply ``(kind, root, delta_secs)`` to ``deliver[spout_task]``."""
+    update = acker.update
+    for _ in range(n):
+        kind, root, val, spout_task = pop()
+        reply = update(kind, root, val, spout_task, now)
+        if reply is not None:
+            deliver[reply[0]](reply[1:])
+
+
 COMPILED = False
 if not os.environ.get("SQUALL_PURE_PYTHON"):
     try:
-        from ._speedups import BasicCollectorBase, BasicExecute, RouterBase, TupleBase  # type: ignore[no-redef]  # noqa: F401, F811
+        from ._speedups import BasicCollectorBase, BasicExecute, PendingTreeBase, RouterBase, TupleBase, acker_run  # type: ignore[no-redef]  # noqa: F401, F811
         COMPILED = True
     except ImportError:  # not built (no compiler at install time): the twins above serve
         pass

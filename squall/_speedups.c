@@ -714,10 +714,219 @@ static PyTypeObject BasicExecute_Type = {
     .tp_dealloc = (destructor)BasicExecute_dealloc,
 };
 
+
+/* ---------------------------------------------------------------------------------------------
+ * The acker (squall.engine.acker): PendingTreeBase holds one tree's fields in C, and
+ * acker_run(acker, pop, n, now, deliver) applies n messages popped from its inbox exactly as
+ * n calls of Acker.update would, delivering each reply to deliver[spout_task].
+ */
+enum { INIT = 0, ACK = 1, FAIL = 2, RESET = 3 };          /* acker.INIT ... acker.RESET */
+enum { ACKED = 1, FAILED = 2, RESET_TIMEOUT = 3 };         /* acker.ACKED ... */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *xor;
+    long spout_task;
+    double start;
+    char failed;
+    char reset;
+} PendingTreeBase;
+
+static void
+PendingTreeBase_dealloc(PendingTreeBase *self)
+{
+    Py_CLEAR(self->xor);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef PendingTreeBase_members[] = {
+    {"xor", T_OBJECT_EX, offsetof(PendingTreeBase, xor), 0, NULL},
+    {"spout_task", T_LONG, offsetof(PendingTreeBase, spout_task), 0, NULL},
+    {"start", T_DOUBLE, offsetof(PendingTreeBase, start), 0, NULL},
+    {"failed", T_BOOL, offsetof(PendingTreeBase, failed), 0, NULL},
+    {"reset", T_BOOL, offsetof(PendingTreeBase, reset), 0, NULL},
+    {NULL}
+};
+
+static PyTypeObject PendingTreeBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "squall._speedups.PendingTreeBase",
+    .tp_doc = "The fields of squall.engine.acker.PendingTree.",
+    .tp_basicsize = sizeof(PendingTreeBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,  /* holds only ints: no cycles */
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)PendingTreeBase_dealloc,
+    .tp_members = PendingTreeBase_members,
+};
+
+static PyObject *str_pending, *str_buckets, *str_tree_type;
+
+/* RotatingMap.put's and .remove's effect on its buckets (a list of dicts, newest first) */
+static int
+drop_from(PyObject *buckets, Py_ssize_t first, PyObject *root, int only_first_found)
+{
+    for (Py_ssize_t b = first; b < PyList_GET_SIZE(buckets); b++) {
+        PyObject *d = PyList_GET_ITEM(buckets, b);
+        int has = PyDict_Contains(d, root);
+        if (has < 0)
+            return -1;
+        if (has) {
+            if (PyDict_DelItem(d, root) < 0)
+                return -1;
+            if (only_first_found)
+                return 0;
+        }
+    }
+    return 0;
+}
+
+static int
+reply_to(PyObject *deliver, long task, long kind, PyObject *root, double delta)
+{
+    PyObject *t = PyLong_FromLong(task);
+    if (t == NULL)
+        return -1;
+    PyObject *msg = Py_BuildValue("(lOd)", kind, root, delta);
+    int rc = msg ? deliver_to(deliver, t, msg) : -1;
+    Py_XDECREF(msg);
+    Py_DECREF(t);
+    return rc;
+}
+
+/* One message; 0, or -1 with an exception set. */
+static int
+acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double now, PyObject *deliver)
+{
+    if (!PyTuple_CheckExact(msg) || PyTuple_GET_SIZE(msg) != 4) {
+        PyErr_Format(PyExc_TypeError, "an acker message is (kind, root, value, spout_task), got %R", msg);
+        return -1;
+    }
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(msg, 0));
+    PyObject *root = PyTuple_GET_ITEM(msg, 1), *val = PyTuple_GET_ITEM(msg, 2);
+    long spout_task = PyLong_AsLong(PyTuple_GET_ITEM(msg, 3));
+    if ((kind == -1 || spout_task == -1) && PyErr_Occurred())
+        return -1;
+    if (PyList_GET_SIZE(buckets) < 1)
+        return 0;
+    PyObject *newest = PyList_GET_ITEM(buckets, 0);
+    PyObject *e = PyDict_GetItemWithError(newest, root);  /* nearly always there */
+    for (Py_ssize_t b = 1; e == NULL && !PyErr_Occurred() && b < PyList_GET_SIZE(buckets); b++)
+        e = PyDict_GetItemWithError(PyList_GET_ITEM(buckets, b), root);
+    if (e == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        /* first message of this root */
+        PendingTreeBase *fresh = (PendingTreeBase *)tree_type->tp_alloc(tree_type, 0);
+        if (fresh == NULL)
+            return -1;
+        Py_INCREF(ZERO);
+        fresh->xor = ZERO;
+        fresh->spout_task = -1;
+        fresh->start = now;
+        if (PyDict_SetItem(newest, root, (PyObject *)fresh) < 0) {
+            Py_DECREF(fresh);
+            return -1;
+        }
+        e = (PyObject *)fresh;  /* the dict holds it; our reference is taken below */
+    } else {
+        Py_INCREF(e);
+    }
+    PendingTreeBase *entry = (PendingTreeBase *)e;  /* a new reference from here on */
+    int rc = -1;
+    if (kind == ACK || kind == INIT) {
+        PyObject *x = PyNumber_Xor(entry->xor, val);
+        if (x == NULL)
+            goto done;
+        Py_SETREF(entry->xor, x);
+        if (kind == INIT)
+            entry->spout_task = spout_task;
+    } else if (kind == FAIL || kind == RESET) {
+        if (kind == FAIL)
+            entry->failed = 1;
+        else
+            entry->reset = 1;
+        if (PyDict_SetItem(newest, root, e) < 0 || drop_from(buckets, 1, root, 0) < 0)
+            goto done;
+    }
+    rc = 0;
+    long task = entry->spout_task;
+    if (task < 0)
+        goto done;  /* init not seen yet: an ack or fail overtook it */
+    int nonzero = PyObject_IsTrue(entry->xor);
+    if (nonzero < 0) {
+        rc = -1;
+        goto done;
+    }
+    if (!nonzero || entry->failed) {
+        if (drop_from(buckets, 0, root, 1) < 0)
+            rc = -1;
+        else
+            rc = reply_to(deliver, task, nonzero ? FAILED : ACKED, root, now - entry->start);
+    } else if (entry->reset) {
+        entry->reset = 0;
+        rc = reply_to(deliver, task, RESET_TIMEOUT, root, now - entry->start);
+    }
+done:
+    Py_DECREF(e);
+    return rc;
+}
+
+static PyObject *
+acker_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "acker_run(acker, pop, n, now, deliver)");
+        return NULL;
+    }
+    PyObject *acker = args[0], *pop = args[1], *deliver = args[4];
+    Py_ssize_t n = PyLong_AsSsize_t(args[2]);
+    double now = PyFloat_AsDouble(args[3]);
+    if ((n == -1 || now == -1.0) && PyErr_Occurred())
+        return NULL;
+    PyObject *pending = PyObject_GetAttr(acker, str_pending);
+    PyObject *buckets = pending ? PyObject_GetAttr(pending, str_buckets) : NULL;
+    PyObject *tree_type = PyObject_GetAttr(acker, str_tree_type);
+    Py_XDECREF(pending);
+    if (buckets == NULL || tree_type == NULL || !PyList_Check(buckets) || !PyType_Check(tree_type) ||
+        !PyType_IsSubtype((PyTypeObject *)tree_type, &PendingTreeBase_Type) || !PyDict_Check(deliver)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "acker_run needs an Acker (buckets, PendingTree) and a dict of senders");
+        Py_XDECREF(buckets);
+        Py_XDECREF(tree_type);
+        return NULL;
+    }
+    PyObject *result = Py_None;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *msg = PyObject_CallNoArgs(pop);
+        if (msg == NULL) {
+            result = NULL;
+            break;
+        }
+        int rc = acker_update(buckets, (PyTypeObject *)tree_type, msg, now, deliver);
+        Py_DECREF(msg);
+        if (rc < 0) {
+            result = NULL;
+            break;
+        }
+    }
+    Py_DECREF(buckets);
+    Py_DECREF(tree_type);
+    Py_XINCREF(result);
+    return result;
+}
+
+static PyMethodDef speedups_functions[] = {
+    {"acker_run", (PyCFunction)(void (*)(void))acker_run, METH_FASTCALL,
+     "acker_run(acker, pop, n, now, deliver): apply n messages from pop() as Acker.update would, "
+     "delivering each reply (kind, root, delta_secs) to deliver[spout_task]."},
+    {NULL}
+};
+
 /* --------------------------------------------------------------------------------------------- */
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT, "squall._speedups",
-    "The per-tuple hot path of a bolt, in C; squall._native picks it or its pure-Python twin.", -1, NULL,
+    "The per-tuple hot path of a bolt, in C; squall._native picks it or its pure-Python twin.", -1,
+    speedups_functions,
 };
 
 PyMODINIT_FUNC
@@ -732,15 +941,19 @@ PyInit__speedups(void)
     str_acks = PyUnicode_InternFromString("acks");
     str_flush_acks = PyUnicode_InternFromString("flush_acks");
     str_acked = PyUnicode_InternFromString("acked");
+    str_pending = PyUnicode_InternFromString("pending");
+    str_buckets = PyUnicode_InternFromString("_buckets");
+    str_tree_type = PyUnicode_InternFromString("tree_type");
     if (!ZERO || !ONE || !MINUS_ONE || !DEFAULT_STREAM || !str_emit || !str_send_multi || !str_acks ||
-        !str_flush_acks || !str_acked)
+        !str_flush_acks || !str_acked || !str_pending || !str_buckets || !str_tree_type)
         return NULL;
-    PyTypeObject *types[] = {&TupleBase_Type, &RouterBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type};
-    const char *names[] = {"TupleBase", "RouterBase", "BasicCollectorBase", "BasicExecute"};
+    PyTypeObject *types[] = {&TupleBase_Type, &RouterBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
+                             &PendingTreeBase_Type};
+    const char *names[] = {"TupleBase", "RouterBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase"};
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         if (PyType_Ready(types[i]) < 0 || PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(m);
             return NULL;

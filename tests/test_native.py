@@ -119,3 +119,51 @@ def test_emit_and_execute_keep_no_reference_they_should_not():
         tracemalloc.stop()
     assert stats.acked == 21_000
     assert grown < 20_000, f"{grown} bytes left after 20,000 inputs"  # one object per input would be >= 640,000
+
+
+def test_acker_run_replies_as_acker_update_does_in_any_order():
+    """`acker_run` (C when compiled) against `Acker.update` called one message at a time, on
+    shuffled trees with acks before inits, fails and timeout resets, and a rotation midway."""
+    import random
+    from collections import deque
+
+    from squall.engine.acker import ACK, FAIL, INIT, RESET, Acker
+
+    rng = random.Random(5)
+    messages = []
+    for root in (rng.getrandbits(64) | 1 for _ in range(300)):
+        edges = [rng.getrandbits(64) for _ in range(rng.randrange(1, 5))]
+        init = 0
+        for e in edges:
+            init ^= e
+        tree = [(INIT, root, init, rng.choice((3, 4)))] + [(ACK, root, e, -1) for e in edges]
+        if rng.random() < 0.1:
+            tree.append((FAIL, root, 0, -1))
+        if rng.random() < 0.1:
+            tree.insert(1, (RESET, root, 0, -1))
+        if rng.random() < 0.1:
+            tree.pop()  # an ack lost: the tree stays pending
+        rng.shuffle(tree)
+        messages += tree
+    rng.shuffle(messages)
+
+    def replay(run):
+        acker, got = Acker(), []
+        deliver = {3: lambda m: got.append((3, *m)), 4: lambda m: got.append((4, *m))}
+        half = len(messages) // 2
+        for part, now in ((messages[:half], 10.0), (messages[half:], 12.5)):
+            run(acker, deque(part).popleft, len(part), now, deliver)
+            acker.rotate()
+        pending = {root: (e.xor, e.spout_task, e.start, e.failed, e.reset)
+                   for b in acker.pending._buckets for root, e in b.items()}
+        return got, pending
+
+    def one_by_one(acker, pop, n, now, deliver):
+        for _ in range(n):
+            reply = acker.update(*pop(), now)
+            if reply is not None:
+                deliver[reply[0]](reply[1:])
+
+    expected = replay(one_by_one)
+    assert len(expected[0]) > 250 and expected[1]  # replies of every kind, and trees left pending
+    assert replay(_native.acker_run) == expected

@@ -19,6 +19,7 @@ expire are dropped silently, because the spout times the tuple out on its own.
 
 from __future__ import annotations
 
+from .._native import PendingTreeBase
 from .rotating_map import RotatingMap
 
 # Messages to the acker: (kind, root, value, spout_task). value is unused for FAIL and RESET,
@@ -34,7 +35,7 @@ FAILED = 2
 RESET_TIMEOUT = 3
 
 
-class PendingTree:
+class PendingTree(PendingTreeBase):
     """What the acker knows of one spout tuple's tree until it completes, fails or expires:
 
     - ``xor``: the xor of the edge ids seen so far; 0 once every edge created is acked;
@@ -49,7 +50,7 @@ class PendingTree:
     ``__init__`` added about 120 ns per spout tuple to the acker's ~850 (measured, Python 3.11).
     """
 
-    __slots__ = ("xor", "spout_task", "start", "failed", "reset")
+    __slots__ = ()  # PendingTreeBase holds them (squall._native: C fields when compiled)
 
     xor: int
     spout_task: int
@@ -62,6 +63,7 @@ class Acker:
     """Pure xor bookkeeping; see the module docstring."""
 
     __slots__ = ("pending",)
+    tree_type = PendingTree  # what `squall._native.acker_run` makes a new root's entry of
 
     def __init__(self) -> None:
         self.pending = RotatingMap(3)  # root -> PendingTree

@@ -7,6 +7,7 @@ a dedicated inbox made the acking path about 1.9x faster (ENGINE-SPEED.md, lesso
 
 from __future__ import annotations
 
+from .._native import acker_run
 from .acker import ACK, FAIL, INIT, RESET, Acker
 from .executor import Executor, Wiring
 from .plan import ExecutorSpec
@@ -35,7 +36,8 @@ class AckerExecutor(Executor):
                 continue
             if n > limit:
                 n = limit
-            update = self.ackers[t].update
+            acker = self.ackers[t]
+            update = acker.update
             pop = q.popleft
             # Storm's sampled statistics, per input stream of the acker: runs of `left - 1`
             # plain messages, then a sampled one
@@ -44,11 +46,7 @@ class AckerExecutor(Executor):
             while ran < n:
                 left = sampled.left
                 run = left - 1 if left - 1 < n - ran else n - ran
-                for _ in range(run):
-                    kind, root, val, spout_task = pop()
-                    reply = update(kind, root, val, spout_task, now)
-                    if reply is not None:
-                        deliver[reply[0]](reply[1:])
+                acker_run(acker, pop, run, now, deliver)
                 ran += run
                 sampled.left = left - run
                 if ran < n:

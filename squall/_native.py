@@ -14,6 +14,7 @@ rest of each class):
 - `BasicExecute`: a BasicBolt's execute-then-ack, made once per task.
 - `PendingTreeBase`: the fields of `squall.engine.acker.PendingTree`.
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
+- `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
 
 The two implementations have the same semantics; the C one hands every case outside the quick
 path back to the Python collector, so errors come from the same code on both. Why it is worth it,
@@ -141,10 +142,18 @@ def acker_run(acker, pop, n: int, now: float, deliver) -> None:
             deliver[reply[0]](reply[1:])
 
 
+def spout_replies(executor, pop, n: int, now) -> None:
+    """Apply ``n`` replies ``(kind, root, delta_secs)`` from ``pop()`` as ``executor._reply`` does
+    (`SpoutExecutor`); ``now()`` is the clock the complete latency is measured with."""
+    reply = executor._reply
+    for _ in range(n):
+        reply(*pop())
+
+
 COMPILED = False
 if not os.environ.get("SQUALL_PURE_PYTHON"):
     try:
-        from ._speedups import BasicCollectorBase, BasicExecute, PendingTreeBase, RouterBase, TupleBase, acker_run  # type: ignore[no-redef]  # noqa: F401, F811
+        from ._speedups import BasicCollectorBase, BasicExecute, PendingTreeBase, RouterBase, TupleBase, acker_run, spout_replies  # type: ignore[no-redef]  # noqa: F401, F811
         COMPILED = True
     except ImportError:  # not built (no compiler at install time): the twins above serve
         pass

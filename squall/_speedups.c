@@ -915,10 +915,151 @@ acker_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+
+/* ---------------------------------------------------------------------------------------------
+ * spout_replies(executor, pop, n, now): n replies (kind, root, delta_secs) from the spout's
+ * inbox, as n calls of SpoutExecutor._reply would; an ACKED one is handled here (pending entry
+ * removed, statistics, the spout's ack), any other goes to _reply.
+ */
+static PyObject *str_reply, *str_in_flight, *str_current_task, *str_objs, *str_stats, *str_ack,
+                *str_latency_sum, *str_latency_count;
+
+static int
+add_to_attr(PyObject *obj, PyObject *name, PyObject *by)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    PyObject *w = PyNumber_Add(v, by);
+    Py_DECREF(v);
+    if (w == NULL)
+        return -1;
+    int rc = PyObject_SetAttr(obj, name, w);
+    Py_DECREF(w);
+    return rc;
+}
+
+static int
+spout_acked(PyObject *executor, PyObject *buckets, PyObject *stats, PyObject *objs, PyObject *now,
+            PyObject *root, PyObject **last_task)
+{
+    PyObject *info = NULL;
+    for (Py_ssize_t b = 0; b < PyList_GET_SIZE(buckets); b++) {  /* RotatingMap.remove */
+        PyObject *d = PyList_GET_ITEM(buckets, b);
+        info = PyDict_GetItemWithError(d, root);
+        if (info != NULL) {
+            Py_INCREF(info);
+            if (PyDict_DelItem(d, root) < 0) {
+                Py_DECREF(info);
+                return -1;
+            }
+            break;
+        }
+        if (PyErr_Occurred())
+            return -1;
+    }
+    if (info == NULL)
+        return 0;  /* late reply for a tuple that already timed out */
+    int rc = -1;
+    PyObject *latency = NULL, *t = NULL;
+    if (!PyTuple_CheckExact(info) || PyTuple_GET_SIZE(info) != 4) {
+        PyErr_Format(PyExc_TypeError, "a spout's pending entry is (msg_id, task, stream, started), got %R", info);
+        goto done;
+    }
+    if (add_to_attr(executor, str_in_flight, MINUS_ONE) < 0)
+        goto done;
+    PyObject *msg_id = PyTuple_GET_ITEM(info, 0), *task = PyTuple_GET_ITEM(info, 1);
+    if (task != *last_task) {
+        if (PyObject_SetAttr(executor, str_current_task, task) < 0)
+            goto done;
+        Py_INCREF(task);
+        Py_XSETREF(*last_task, task);  /* held: an id freed and reused would fool the identity test */
+    }
+    PyObject *st = PyDict_GetItemWithError(stats, task);
+    PyObject *obj = st ? PyDict_GetItemWithError(objs, task) : NULL;
+    if (obj == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, task);
+        goto done;
+    }
+    t = PyObject_CallNoArgs(now);
+    latency = t ? PyNumber_Subtract(t, PyTuple_GET_ITEM(info, 3)) : NULL;
+    if (latency == NULL || add_to_attr(st, str_acked, ONE) < 0 || add_to_attr(st, str_latency_sum, latency) < 0 ||
+        add_to_attr(st, str_latency_count, ONE) < 0)
+        goto done;
+    Py_INCREF(obj);  /* the spout's ack may run anything */
+    PyObject *r = PyObject_CallMethodOneArg(obj, str_ack, msg_id);
+    Py_DECREF(obj);
+    if (r == NULL)
+        goto done;
+    Py_DECREF(r);
+    rc = 0;
+done:
+    Py_XDECREF(t);
+    Py_XDECREF(latency);
+    Py_DECREF(info);
+    return rc;
+}
+
+static PyObject *
+spout_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "spout_replies(executor, pop, n, now)");
+        return NULL;
+    }
+    PyObject *executor = args[0], *pop = args[1], *now = args[3];
+    Py_ssize_t n = PyLong_AsSsize_t(args[2]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *pending = PyObject_GetAttr(executor, str_pending);
+    PyObject *buckets = pending ? PyObject_GetAttr(pending, str_buckets) : NULL;
+    PyObject *stats = PyObject_GetAttr(executor, str_stats);
+    PyObject *objs = PyObject_GetAttr(executor, str_objs);
+    PyObject *reply = PyObject_GetAttr(executor, str_reply);
+    PyObject *result = NULL, *last_task = NULL;
+    Py_XDECREF(pending);
+    if (buckets == NULL || stats == NULL || objs == NULL || reply == NULL)
+        goto done;
+    if (!PyList_Check(buckets) || !PyDict_Check(stats) || !PyDict_Check(objs)) {
+        PyErr_SetString(PyExc_TypeError, "spout_replies needs a SpoutExecutor");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *msg = PyObject_CallNoArgs(pop);
+        if (msg == NULL)
+            goto done;
+        int rc;
+        if (PyTuple_CheckExact(msg) && PyTuple_GET_SIZE(msg) == 3 && PyLong_CheckExact(PyTuple_GET_ITEM(msg, 0)) &&
+                PyLong_AsLong(PyTuple_GET_ITEM(msg, 0)) == ACKED) {
+            rc = spout_acked(executor, buckets, stats, objs, now, PyTuple_GET_ITEM(msg, 1), &last_task);
+        } else {  /* failed, timeout reset, or not a reply: Python's rules and errors */
+            Py_CLEAR(last_task);  /* _reply sets current_task itself */
+            PyObject *r = PyTuple_Check(msg) ? PyObject_Call(reply, msg, NULL) : PyObject_CallOneArg(reply, msg);
+            rc = r ? 0 : -1;
+            Py_XDECREF(r);
+        }
+        Py_DECREF(msg);
+        if (rc < 0)
+            goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_XDECREF(last_task);
+    Py_XDECREF(buckets);
+    Py_XDECREF(stats);
+    Py_XDECREF(objs);
+    Py_XDECREF(reply);
+    return result;
+}
+
 static PyMethodDef speedups_functions[] = {
     {"acker_run", (PyCFunction)(void (*)(void))acker_run, METH_FASTCALL,
      "acker_run(acker, pop, n, now, deliver): apply n messages from pop() as Acker.update would, "
      "delivering each reply (kind, root, delta_secs) to deliver[spout_task]."},
+    {"spout_replies", (PyCFunction)(void (*)(void))spout_replies, METH_FASTCALL,
+     "spout_replies(executor, pop, n, now): n replies from pop() as SpoutExecutor._reply would."},
     {NULL}
 };
 
@@ -944,8 +1085,18 @@ PyInit__speedups(void)
     str_pending = PyUnicode_InternFromString("pending");
     str_buckets = PyUnicode_InternFromString("_buckets");
     str_tree_type = PyUnicode_InternFromString("tree_type");
+    str_reply = PyUnicode_InternFromString("_reply");
+    str_in_flight = PyUnicode_InternFromString("in_flight");
+    str_current_task = PyUnicode_InternFromString("current_task");
+    str_objs = PyUnicode_InternFromString("objs");
+    str_stats = PyUnicode_InternFromString("stats");
+    str_ack = PyUnicode_InternFromString("ack");
+    str_latency_sum = PyUnicode_InternFromString("latency_sum");
+    str_latency_count = PyUnicode_InternFromString("latency_count");
     if (!ZERO || !ONE || !MINUS_ONE || !DEFAULT_STREAM || !str_emit || !str_send_multi || !str_acks ||
-        !str_flush_acks || !str_acked || !str_pending || !str_buckets || !str_tree_type)
+        !str_flush_acks || !str_acked || !str_pending || !str_buckets || !str_tree_type ||
+        !str_reply || !str_in_flight || !str_current_task || !str_objs || !str_stats || !str_ack || !str_latency_sum ||
+        !str_latency_count)
         return NULL;
     PyTypeObject *types[] = {&TupleBase_Type, &RouterBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
                              &PendingTreeBase_Type};

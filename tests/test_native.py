@@ -167,3 +167,63 @@ def test_acker_run_replies_as_acker_update_does_in_any_order():
     expected = replay(one_by_one)
     assert len(expected[0]) > 250 and expected[1]  # replies of every kind, and trees left pending
     assert replay(_native.acker_run) == expected
+
+
+def test_spout_replies_do_what_spout_executor_reply_does():
+    """`spout_replies` (C when compiled) against `SpoutExecutor._reply` called one reply at a
+    time: acks, fails, timeout resets and late replies over two tasks and both buckets."""
+    import itertools
+    import random
+    from collections import deque
+    from types import SimpleNamespace
+
+    from squall.engine.acker import ACKED, FAILED, RESET_TIMEOUT
+    from squall.engine.executor import TaskStats
+    from squall.engine.rotating_map import RotatingMap
+    from squall.engine.spout_executor import SpoutExecutor
+
+    class Spout:
+        def __init__(self):
+            self.calls = []
+
+        def ack(self, msg_id):
+            self.calls.append(("ack", msg_id))
+
+        def fail(self, msg_id):
+            self.calls.append(("fail", msg_id))
+
+    class Executor:
+        _reply = SpoutExecutor._reply
+
+        def __init__(self):
+            ticks = itertools.count()
+            self.wiring = SimpleNamespace(clock=SimpleNamespace(now=lambda: float(next(ticks))))
+            self.pending, self.in_flight, self.current_task = RotatingMap(2), 0, None
+            self.stats = {3: TaskStats(), 4: TaskStats()}
+            self.objs = {3: Spout(), 4: Spout()}
+
+    rng = random.Random(7)
+    roots = [rng.getrandbits(64) for _ in range(200)]
+    replies = [(rng.choice((ACKED, ACKED, ACKED, FAILED, RESET_TIMEOUT)), root, 0.5) for root in roots]
+    replies += [(ACKED, rng.getrandbits(64), 0.5) for _ in range(20)]  # late: already timed out
+    rng.shuffle(replies)
+
+    def replay(run):
+        ex = Executor()
+        for i, root in enumerate(roots):
+            ex.pending.put(root, (f"id{i}", 3 + i % 2, "default", -float(i)))
+            ex.in_flight += 1
+            if i == 100:
+                ex.pending.rotate()
+        run(ex, deque(replies).popleft, len(replies), ex.wiring.clock.now)
+        stats = {t: (s.acked, s.failed, s.latency_sum, s.latency_count) for t, s in ex.stats.items()}
+        return (ex.in_flight, ex.current_task, stats, [sorted(b) for b in ex.pending._buckets],
+                {t: s.calls for t, s in ex.objs.items()})
+
+    def one_by_one(ex, pop, n, now):
+        for _ in range(n):
+            ex._reply(*pop())
+
+    expected = replay(one_by_one)
+    assert expected[2][3][0] > 50 and expected[2][4][1] > 5 and expected[3][0]  # acks, fails, resets held
+    assert replay(_native.spout_replies) == expected

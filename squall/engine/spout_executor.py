@@ -33,6 +33,7 @@ from typing import Any
 
 from .._collectors import SpoutOutputCollector
 from .._errors import EmitError
+from .._native import spout_replies
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
 from .acker import ACKED, FAILED, INIT
@@ -150,14 +151,14 @@ class SpoutExecutor(Executor):
                 n = limit
             pop = q.popleft
             reply = self._reply
+            now = self.wiring.clock.now
             # Storm's sampled statistics: runs of `left - 1` plain replies, then a sampled one
             sampled = self.sampled[t]
             ran = 0
             while ran < n:
                 left = sampled.left
                 run = left - 1 if left - 1 < n - ran else n - ran
-                for _ in range(run):
-                    reply(*pop())
+                spout_replies(self, pop, run, now)
                 ran += run
                 sampled.left = left - run
                 if ran < n:

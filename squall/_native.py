@@ -5,8 +5,8 @@ extension is optional: without them squall installs and runs on the twins below)
 environment variable ``SQUALL_PURE_PYTHON=1`` picks the twins even when it is built; the test suite
 runs the engine's tests both ways (``tests/test_native.py``). `COMPILED` says which is in use.
 
-The four names, each a base class or callable of the engine (the modules that use them hold the
-rest of each class):
+The names, each a base class or a callable of the engine (the modules that use them hold the rest
+of each class):
 
 - `TupleBase`: the slots of `squall.Tuple`.
 - `RouterBase`: the slots of `squall.engine.routing.Router`.
@@ -153,7 +153,8 @@ def spout_replies(executor, pop, n: int, now) -> None:
 COMPILED = False
 if not os.environ.get("SQUALL_PURE_PYTHON"):
     try:
-        from ._speedups import BasicCollectorBase, BasicExecute, PendingTreeBase, RouterBase, TupleBase, acker_run, spout_replies  # type: ignore[no-redef]  # noqa: F401, F811
+        from ._speedups import (  # type: ignore[no-redef]  # noqa: F401, F811
+            BasicCollectorBase, BasicExecute, PendingTreeBase, RouterBase, TupleBase, acker_run, spout_replies)
         COMPILED = True
     except ImportError:  # not built (no compiler at install time): the twins above serve
         pass

@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from squall import Bolt, Config, Fields, LocalCluster, Spout, TopologyBuilder
+from squall._native import PendingTreeBase
 from squall.engine.acker import Acker, PendingTree
 from squall.engine.acker_executor import AckerExecutor
 from squall.engine.rotating_map import RotatingMap
@@ -185,8 +186,8 @@ def deep_size(root: Any, seen: set[int] | None = None) -> int:
             stack.extend(o)
         elif t is RotatingMap:
             stack.append(o._buckets)  # ``newest`` is _buckets[0]; ``_expire`` is the owner's method
-        elif t is PendingTree:
-            stack.extend(getattr(o, name) for name in PendingTree.__slots__)
+        elif t is PendingTree:  # compiled, only ``xor`` is an object of its own (squall._native)
+            stack.extend(getattr(o, name) for name in getattr(PendingTreeBase, "__slots__", ("xor",)))
     return total
 
 

@@ -23,7 +23,7 @@ TWIN_TESTS = ["tests/engine", "tests/test_tuple.py", "tests/acceptance/test_acki
               "tests/acceptance/test_errors.py", "tests/acceptance/test_complete_topology.py"]
 
 
-@pytest.mark.skipif(bool(os.environ.get("SQUALL_PURE_PYTHON")), reason="the pure path was asked for")
+@pytest.mark.skipif(bool(os.environ.get("SQUALL_PURE_PYTHON")), reason="SQUALL_PURE_PYTHON=1 selects the pure-Python twins: the compiled module is left unloaded on purpose")
 def test_pip_install_built_the_compiled_hot_path():
     # gcc and Python's headers are on every machine scripts/install-system-deps.sh prepares
     assert _native.COMPILED, "squall._speedups was not built: run `pip install -e .` with a C compiler"

@@ -34,6 +34,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from itertools import repeat, starmap
+from time import monotonic
 from typing import Any
 
 import msgpack
@@ -52,6 +53,11 @@ from .envelope import CONTROL, DATA, SEAL_OVERHEAD, Opener, Origin, Refused, Sea
 log = logging.getLogger("squall.worker")
 
 MAX_BATCH = 2048  # items per message: bounds a message's size and the receiver's latency
+# How long an authenticated batch may wait for a loop's `poll` before the receiving thread
+# delivers it itself: longer than a working round of W1 (a few ms), and short enough for
+# backpressure (at 50 ms, a flood at ~200k tuples/s put 22,757 tuples in a slow bolt's
+# inbox of 200 before the spout heard "over"; tests/process/test_recovery.py bounds it at 10,000)
+STALE_SECS = 0.01
 MAX_MESSAGE_KEY = "squall.transport.max.message.bytes"
 # A batch of MAX_BATCH small tuples is ~7 KB; 64 MB leaves room for large values, and bounds
 # what one (single-frame) message from a stranger can make a worker allocate.
@@ -105,6 +111,7 @@ class ZmqTransport(Transport):
         self._receive_batch: Callable[[list], int] | None = None
         # authenticated batches, (sender slot, data), waiting for a loop's `poll`
         self._arrived: deque[tuple[str, Any]] = deque()
+        self._waiting_since = 0.0  # when the oldest batch in _arrived came
         self._poll_lock = threading.Lock()
         self._control: Callable[[str, Any], None] | None = None
         self.max_message_bytes = int(max_message_bytes)
@@ -395,19 +402,26 @@ class ZmqTransport(Transport):
                     self._warn.warning("dropped a control message from %s: %s", header.slot, e)
             return
         on_arrival = self.on_arrival
+        arrived = self._arrived
         if on_arrival is None:  # no loop polls (no worker yet, or a bare transport): deliver here
-            self._arrived.append((header.slot, data))
+            arrived.append((header.slot, data))
             self.poll()
             return
-        # Decoding and delivery are the loop's (`poll`): this thread only authenticates, so the
-        # loop pays one hand-over per batch instead of a GIL switch and a wake-up per item. But
-        # a batch still waiting when the next comes means the loops are in a long round (a slow
-        # bolt): deliver here then, so that the inboxes, and backpressure, see every item.
-        self._arrived.append((header.slot, data))
-        if len(self._arrived) > 1:
-            self.poll()
-        else:
+        # Decoding and delivery are the loop's (`poll`, at the start of its next round): this
+        # thread only authenticates. Any Python work here holds the GIL that the loop needs:
+        # decoding here whenever two batches were waiting made the loop of a worker of W1 wait
+        # for the GIL a quarter of its time. But a batch waiting longer than `STALE_SECS` means
+        # the loops are in a long round (a slow bolt): deliver here then, so that the inboxes,
+        # and backpressure, see every item.
+        now = monotonic()
+        if not arrived:
+            self._waiting_since = now
+            arrived.append((header.slot, data))
             on_arrival()
+            return
+        arrived.append((header.slot, data))
+        if now - self._waiting_since > STALE_SECS:
+            self.poll()
 
     def poll(self) -> int:
         """Decode the batches that arrived and deliver their items, in arrival order, on the

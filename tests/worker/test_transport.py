@@ -16,6 +16,7 @@ from squall import Fields
 from squall._tuple import Source, Tuple
 from squall.engine.serialize import SerializationError, Serializer
 from squall.worker.envelope import Origin
+from squall.worker import transport as transport_module
 from squall.worker.transport import ZmqTransport
 
 STORM = "topo-1-1"
@@ -90,17 +91,19 @@ def send_raw(address, message, n=1, **sockopts):
     sock.close()
 
 
-def test_a_worker_s_loops_take_whole_batches_with_poll_in_order():
+def test_a_worker_s_loops_take_whole_batches_with_poll_in_order(monkeypatch):
     """Wired to a worker (``on_arrival`` set), the receiving thread only authenticates a batch:
-    it waits for a loop's `poll`, which delivers its items at once. A batch still waiting when
-    the next arrives (the loops are in a long round) is delivered, with it, by the receiving
-    thread, so that the inboxes and backpressure see every item; order is kept either way."""
+    it waits for a loop's `poll`, which delivers its items at once, however many batches came
+    meanwhile. A batch that has waited longer than ``STALE_SECS`` when the next arrives (the
+    loops are in a long round: a slow bolt) is delivered, with it, by the receiving thread, so
+    that the inboxes and backpressure see every item; order is kept either way."""
     batches, arrivals = [], []
     b = transport(slot="h:2")
     b.set_receiver(lambda task, item: pytest.fail("items of a batch go to receive_batch"),
                    lambda items: batches.append(list(items)) or len(items))
     b.on_arrival = lambda: arrivals.append(1)
     a = transport(peers={7: b.address})
+    monkeypatch.setattr(transport_module, "STALE_SECS", 60.0)
     try:
         send = a.sender(7)
         for i in range(1000):  # one batch
@@ -112,11 +115,26 @@ def test_a_worker_s_loops_take_whole_batches_with_poll_in_order():
         assert [item for batch in batches for item in batch] == [(7, (1, i, 0, -1)) for i in range(1000)]
         assert b.poll() == 0
         batches.clear()
-        for i in range(3000):  # more than one batch (MAX_BATCH), and no loop polls meanwhile
+        for i in range(5000):  # three batches (MAX_BATCH), long before the first is stale
             send((1, i, 0, -1))
         a.flush()
-        assert wait_until(lambda: sum(map(len, batches)) == 3000)  # the receiving thread delivered
-        assert [item for batch in batches for item in batch] == [(7, (1, i, 0, -1)) for i in range(3000)]
+        assert wait_until(lambda: len(arrivals) == 2)  # one wake-up, for the first
+        time.sleep(0.2)
+        assert batches == []  # all wait for the loop, which takes them at once
+        assert b.poll() == 5000
+        assert [item for batch in batches for item in batch] == [(7, (1, i, 0, -1)) for i in range(5000)]
+        batches.clear()
+        monkeypatch.setattr(transport_module, "STALE_SECS", 0.01)
+        for i in range(1000):
+            send((1, i, 0, -1))
+        a.flush()
+        assert wait_until(lambda: len(arrivals) == 3)
+        time.sleep(0.1)  # no loop polls: the batch goes stale
+        for i in range(1000, 2000):
+            send((1, i, 0, -1))
+        a.flush()
+        assert wait_until(lambda: sum(map(len, batches)) == 2000)  # the receiving thread delivered
+        assert [item for batch in batches for item in batch] == [(7, (1, i, 0, -1)) for i in range(2000)]
     finally:
         a.close()
         b.close()

@@ -69,8 +69,8 @@ class Transport(abc.ABC):
     def poll(self) -> int:
         """Deliver, on the calling thread, what arrived since the last call; return how many
         items. The worker's loops call it at the start of every round, so a transport whose
-        receiving thread only checks messages hands whole batches to the loop, which decodes
-        and delivers them without a thread switch or a wake-up per item (`ZmqTransport`). A
+        receiving thread only queues messages hands whole batches to the loop, which checks,
+        decodes and delivers them without a thread switch or a wake-up per item (`ZmqTransport`). A
         transport that delivers as items are sent (in memory) has nothing to do."""
         return 0
 

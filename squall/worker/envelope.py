@@ -148,8 +148,9 @@ class Opener:
     """The receiving side: checks a message's MAC and header against the replay window.
 
     ``storm_id`` and ``address`` are the receiving worker's topology and data address.
-    `set_floor` takes the master's launch id per slot. Not thread-safe: one receiving thread
-    calls `open`; `set_floor` swaps a whole dict, which that thread picks up whole.
+    `set_floor` takes the master's launch id per slot. Not thread-safe: `open` is called by one
+    thread at a time, in the order the messages came (`ZmqTransport.poll`, under its lock);
+    `set_floor` swaps a whole dict, which `open` picks up whole.
     """
 
     def __init__(self, secret: bytes, storm_id: str, address: str) -> None:

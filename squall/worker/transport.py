@@ -53,8 +53,8 @@ from .envelope import CONTROL, DATA, SEAL_OVERHEAD, Opener, Origin, Refused, Sea
 log = logging.getLogger("squall.worker")
 
 MAX_BATCH = 2048  # items per message: bounds a message's size and the receiver's latency
-# How long an authenticated batch may wait for a loop's `poll` before the receiving thread
-# delivers it itself: longer than a working round of W1 (a few ms), and short enough for
+# How long a message may wait for a loop's `poll` before the receiving thread delivers it
+# itself: longer than a working round of W1 (a few ms), and short enough for
 # backpressure (at 50 ms, a flood at ~200k tuples/s put 22,757 tuples in a slow bolt's
 # inbox of 200 before the spout heard "over"; tests/process/test_recovery.py bounds it at 10,000)
 STALE_SECS = 0.01
@@ -109,9 +109,9 @@ class ZmqTransport(Transport):
         self._serializer = serializer
         self._receive = receive
         self._receive_batch: Callable[[list], int] | None = None
-        # authenticated batches, (sender slot, data), waiting for a loop's `poll`
-        self._arrived: deque[tuple[str, Any]] = deque()
-        self._waiting_since = 0.0  # when the oldest batch in _arrived came
+        # messages as they came off the wire, waiting for a loop's `poll` to check and deliver them
+        self._arrived: deque[bytes] = deque()
+        self._waiting_since = 0.0  # when the oldest message in _arrived came
         self._poll_lock = threading.Lock()
         self._control: Callable[[str, Any], None] | None = None
         self.max_message_bytes = int(max_message_bytes)
@@ -141,6 +141,7 @@ class ZmqTransport(Transport):
         self.encrypted = self._keys is not None and curve.wants_encryption(encryption, bind)
         self._pull.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes + (_CURVE_OVERHEAD if self.encrypted else 0))
         self._pull.setsockopt(zmq.RCVHWM, receive_queue_limit(self.max_message_bytes))
+        self._pull.setsockopt(zmq.RCVTIMEO, 200)  # the receiving thread looks at `_closed` this often
         self._discard = bytearray()  # the extra frames of a multipart message go into nothing
         if self.encrypted:
             curve.make_server(self._pull, self._keys)
@@ -338,27 +339,25 @@ class ZmqTransport(Transport):
             del backlog[0]
 
     def _receive_loop(self) -> None:
-        poller = zmq.Poller()
-        poller.register(self._pull, zmq.POLLIN)
-        if self._monitor is not None:
-            poller.register(self._monitor, zmq.POLLIN)
+        # One blocking receive per message (RCVTIMEO bounds it, for `close`), not a Poller and
+        # non-blocking receives: each of these calls gives the GIL up and takes it back, and each
+        # take-back while the loop runs makes the loop wait for the GIL in turn
         recv, get = self._pull.recv, self._pull.get
+        monitor = self._monitor
         while not self._closed:
             try:
-                ready = dict(poller.poll(200))
-                if not ready:
-                    continue
-                if self._monitor in ready:
+                try:
+                    message = recv()
+                except zmq.Again:
+                    message = None
+                if monitor is not None and monitor.get(zmq.EVENTS) & zmq.POLLIN:
                     self._handshake_failed()
-                while not self._closed:  # every message already here, then poll again
-                    try:
-                        message = recv(_NOBLOCK)
-                    except zmq.Again:
-                        break
-                    if get(_RCVMORE):
-                        self._drop_multipart()
-                        continue
-                    self._handle(message)
+                if message is None:
+                    continue
+                if get(_RCVMORE):
+                    self._drop_multipart()
+                    continue
+                self._handle(message)
             except zmq.ZMQError:
                 if self._closed:
                     return
@@ -387,12 +386,53 @@ class ZmqTransport(Transport):
                                zmq.Event(event["event"]).name, ENCRYPTION_KEY)
 
     def _handle(self, message: bytes) -> None:
-        """Check and deliver one message: a batch of items, or a control message."""
+        """Queue one message, as it came off the wire, for a loop's `poll` (on this thread)."""
+        on_arrival = self.on_arrival
+        arrived = self._arrived
+        if on_arrival is None:  # no loop polls (no worker yet, or a bare transport): deliver here
+            arrived.append(message)
+            self.poll()
+            return
+        # Checking, decoding and delivery are the loop's (`poll`, at the start of its next
+        # round). Any Python work here holds the GIL that the loop needs: when this thread
+        # checked every message and decoded whenever two batches were waiting, the loop of a
+        # W1 worker waited for the GIL 28% of its time. But a message waiting longer than
+        # `STALE_SECS` means the loops are in a long round (a slow bolt): deliver here then, so
+        # that the inboxes, and backpressure, see every item.
+        now = monotonic()
+        if not arrived:
+            self._waiting_since = now
+            arrived.append(message)
+            on_arrival()
+            return
+        arrived.append(message)
+        if now - self._waiting_since > STALE_SECS:
+            self.poll()
+
+    def poll(self) -> int:
+        """Check, decode and deliver the messages that arrived, in arrival order, on the calling
+        thread (a loop of the worker, every round); returns the items delivered."""
+        arrived = self._arrived
+        if not arrived or not self._poll_lock.acquire(blocking=False):
+            return 0  # nothing, or another loop is delivering: it takes these too (order kept)
+        delivered = 0
+        try:
+            while arrived:
+                delivered += self._take(arrived.popleft())
+        finally:
+            self._poll_lock.release()
+        if arrived:  # came while the lock was being released: another loop may have missed them
+            delivered += self.poll()
+        return delivered
+
+    def _take(self, message: bytes) -> int:
+        """Check one message and deliver it: the items of a batch (how many is returned), or a
+        control message. The MAC is checked before anything is decoded: decoding may unpickle."""
         try:
             header, data = self._opener.open(message)
         except Refused as e:
             self._warn.warning("dropped %s", e)
-            return
+            return 0
         if header.kind == CONTROL:
             if self._control is not None:
                 try:
@@ -400,51 +440,14 @@ class ZmqTransport(Transport):
                 except Exception as e:
                     self._opener.count("undecodable")
                     self._warn.warning("dropped a control message from %s: %s", header.slot, e)
-            return
-        on_arrival = self.on_arrival
-        arrived = self._arrived
-        if on_arrival is None:  # no loop polls (no worker yet, or a bare transport): deliver here
-            arrived.append((header.slot, data))
-            self.poll()
-            return
-        # Decoding and delivery are the loop's (`poll`, at the start of its next round): this
-        # thread only authenticates. Any Python work here holds the GIL that the loop needs:
-        # decoding here whenever two batches were waiting made the loop of a worker of W1 wait
-        # for the GIL a quarter of its time. But a batch waiting longer than `STALE_SECS` means
-        # the loops are in a long round (a slow bolt): deliver here then, so that the inboxes,
-        # and backpressure, see every item.
-        now = monotonic()
-        if not arrived:
-            self._waiting_since = now
-            arrived.append((header.slot, data))
-            on_arrival()
-            return
-        arrived.append((header.slot, data))
-        if now - self._waiting_since > STALE_SECS:
-            self.poll()
-
-    def poll(self) -> int:
-        """Decode the batches that arrived and deliver their items, in arrival order, on the
-        calling thread (a loop of the worker, every round); returns the items delivered."""
-        arrived = self._arrived
-        if not arrived or not self._poll_lock.acquire(blocking=False):
-            return 0  # nothing, or another loop is delivering: it takes these too (order kept)
-        delivered = 0
+            return 0
         try:
-            while arrived:
-                slot, data = arrived.popleft()
-                try:
-                    items = self._serializer.decode_batch(data)
-                except Exception as e:
-                    self._opener.count("undecodable")
-                    self._warn.warning("dropped an undecodable batch from %s: %s", slot, e)
-                    continue
-                delivered += self._deliver(items)
-        finally:
-            self._poll_lock.release()
-        if arrived:  # came while the lock was being released: another loop may have missed them
-            delivered += self.poll()
-        return delivered
+            items = self._serializer.decode_batch(data)
+        except Exception as e:
+            self._opener.count("undecodable")
+            self._warn.warning("dropped an undecodable batch from %s: %s", header.slot, e)
+            return 0
+        return self._deliver(items)
 
     def _deliver(self, items: list[tuple[int, Any]]) -> int:
         if self._receive_batch is not None:

@@ -140,6 +140,38 @@ def test_a_worker_s_loops_take_whole_batches_with_poll_in_order(monkeypatch):
         b.close()
 
 
+def test_a_loop_s_poll_checks_and_delivers_batches_and_control_messages_in_the_order_sent(monkeypatch):
+    """Wired to a worker, the receiving thread only queues what it receives: a control message
+    (backpressure, load, dropped items) waits with the batches sent before it and is handled
+    after them, on the loop's thread, as `Transport.broadcast` promises; a forged message is
+    counted when a loop looks at it."""
+    events = []
+    b = transport(slot="h:2")
+    b.set_receiver(lambda task, item: pytest.fail("items of a batch go to receive_batch"),
+                   lambda items: events.append(("batch", len(items))) or len(items))
+    b.set_control_handler(lambda sender, msg: events.append(("control", sender, msg)))
+    arrivals = []
+    b.on_arrival = lambda: arrivals.append(1)
+    a = transport(peers={7: b.address})
+    monkeypatch.setattr(transport_module, "STALE_SECS", 60.0)
+    try:
+        send = a.sender(7)
+        for i in range(10):
+            send((1, i, 0, -1))
+        a.broadcast({"over": True})  # after the batch queued before it
+        send_raw(b.address, b"\0" * 200)  # not from a worker of this cluster
+        assert wait_until(lambda: arrivals)
+        time.sleep(0.2)
+        assert events == [] and b.dropped == 0  # all of it waits for a loop
+        assert wait_until(lambda: b.poll() or events)
+        assert wait_until(lambda: b.poll() == 0 and b.dropped == 1)
+        assert events == [("batch", 10), ("control", "h:1", {"over": True})]
+        assert b.statistics()["dropped"]["unauthenticated"] == 1
+    finally:
+        a.close()
+        b.close()
+
+
 def test_items_reach_the_peer_worker_in_order_after_a_flush():
     got = Collect()
     b = transport(receive=got, slot="h:2")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from zlib import crc32
 
 from ._fields import Fields, GlobalStreamId
+from ._native import memo_chooser
 from ._stable_hash import _M64, _MIX, stable_hash, stable_hash_one
 
 if TYPE_CHECKING:
@@ -259,7 +260,7 @@ class FieldsGrouping(CustomStreamGrouping):
                     memo[v] = got
                     return got
                 return choices[stable_hash_one(v) % n]
-            return choose_one
+            return memo_chooser(memo, i, choose_one)
         idx = self._indices
         return lambda values: choices[stable_hash([values[i] for i in idx]) % n]
 

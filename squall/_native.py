@@ -15,6 +15,7 @@ of each class):
 - `PendingTreeBase`: the fields of `squall.engine.acker.PendingTree`.
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
+- `memo_chooser`: the fields grouping's remembered choice for a str key.
 
 The two implementations have the same semantics; the C one hands every case outside the quick
 path back to the Python collector, so errors come from the same code on both. Why it is worth it,
@@ -150,11 +151,19 @@ def spout_replies(executor, pop, n: int, now) -> None:
         reply(*pop())
 
 
+def memo_chooser(memo: dict, index: int, slow: Any) -> Any:
+    """A chooser returning ``memo[values[index]]`` when that value is a str in ``memo``, else
+    ``slow(values)``, which fills ``memo`` (`squall._grouping.FieldsGrouping.chooser`). In Python
+    that is ``slow`` itself; compiled, the look-up is done without a Python call."""
+    return slow
+
+
 COMPILED = False
 if not os.environ.get("SQUALL_PURE_PYTHON"):
     try:
         from ._speedups import (  # type: ignore[no-redef]  # noqa: F401, F811
             BasicCollectorBase, BasicExecute, PendingTreeBase, RouterBase, TupleBase, acker_run, spout_replies)
+        from ._speedups import MemoChooser as memo_chooser  # type: ignore[no-redef]  # noqa: F401, F811
         COMPILED = True
     except ImportError:  # not built (no compiler at install time): the twins above serve
         pass

@@ -1,6 +1,6 @@
 /* squall._speedups: the per-tuple hot path of a bolt, in C (issue 14, item 2).
  *
- * Four types, each the compiled twin of a pure-Python class in squall/_native.py, which is used
+ * Each name below is the compiled twin of a pure-Python one in squall/_native.py, which is used
  * instead when this module is not built or SQUALL_PURE_PYTHON is set; both pass the same tests:
  *
  *   TupleBase       the slots of squall.Tuple (values, _src, _root, _val, _oav)
@@ -8,6 +8,7 @@
  *   BasicCollectorBase.emit
  *                   a BasicBolt's one-anchor emit (bolt_executor.BasicCollector)
  *   BasicExecute    a BasicBolt's execute-then-ack wrapper (bolt_executor._basic_execute)
+ *   MemoChooser     the fields grouping's remembered choice for a str key (_grouping.FieldsGrouping)
  *
  * Why C: py-spy put 52% of W1's loop time (acking on, one worker) in those two functions' own
  * lines; each line is an attribute load or an int operation that CPython's bytecode pays 15-30 ns
@@ -1054,6 +1055,98 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * MemoChooser(memo, index, slow): the fields grouping's choice for one str key, remembered
+ * (_grouping.FieldsGrouping.chooser). Calling it with a tuple's values returns memo[values[index]]
+ * when that value is a str already in memo; anything else goes to slow(values), the Python
+ * chooser, which computes the choice and fills the same memo.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *memo, *slow;
+    Py_ssize_t index;
+} MemoChooser;
+
+static int
+MemoChooser_traverse(MemoChooser *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->memo);
+    Py_VISIT(self->slow);
+    return 0;
+}
+
+static int
+MemoChooser_clear(MemoChooser *self)
+{
+    Py_CLEAR(self->memo);
+    Py_CLEAR(self->slow);
+    return 0;
+}
+
+static void
+MemoChooser_dealloc(MemoChooser *self)
+{
+    PyObject_GC_UnTrack(self);
+    MemoChooser_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+MemoChooser_call(MemoChooser *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) == 1 && kwnames == NULL) {
+        PyObject *values = args[0], *v = NULL;
+        if (PyList_CheckExact(values) && self->index < PyList_GET_SIZE(values))
+            v = PyList_GET_ITEM(values, self->index);
+        else if (PyTuple_CheckExact(values) && self->index < PyTuple_GET_SIZE(values))
+            v = PyTuple_GET_ITEM(values, self->index);
+        if (v != NULL && PyUnicode_CheckExact(v)) {
+            PyObject *got = PyDict_GetItemWithError(self->memo, v);
+            if (got != NULL)
+                return Py_NewRef(got);
+            if (PyErr_Occurred())
+                return NULL;
+        }
+    }
+    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+static PyObject *
+MemoChooser_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *memo, *slow;
+    Py_ssize_t index;
+    if (!PyArg_ParseTuple(args, "O!nO:MemoChooser", &PyDict_Type, &memo, &index, &slow))
+        return NULL;
+    if (index < 0) {
+        PyErr_SetString(PyExc_ValueError, "MemoChooser: index must be >= 0");
+        return NULL;
+    }
+    MemoChooser *self = (MemoChooser *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = (vectorcallfunc)MemoChooser_call;
+    self->memo = Py_NewRef(memo);
+    self->slow = Py_NewRef(slow);
+    self->index = index;
+    return (PyObject *)self;
+}
+
+static PyTypeObject MemoChooser_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "squall._speedups.MemoChooser",
+    .tp_basicsize = sizeof(MemoChooser),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "MemoChooser(memo, index, slow): memo[values[index]] for a str key in memo, else slow(values).",
+    .tp_vectorcall_offset = offsetof(MemoChooser, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = MemoChooser_new,
+    .tp_traverse = (traverseproc)MemoChooser_traverse,
+    .tp_clear = (inquiry)MemoChooser_clear,
+    .tp_dealloc = (destructor)MemoChooser_dealloc,
+};
+
 static PyMethodDef speedups_functions[] = {
     {"acker_run", (PyCFunction)(void (*)(void))acker_run, METH_FASTCALL,
      "acker_run(acker, pop, n, now, deliver): apply n messages from pop() as Acker.update would, "
@@ -1099,12 +1192,13 @@ PyInit__speedups(void)
         !str_latency_count)
         return NULL;
     PyTypeObject *types[] = {&TupleBase_Type, &RouterBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
-                             &PendingTreeBase_Type};
-    const char *names[] = {"TupleBase", "RouterBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase"};
+                             &PendingTreeBase_Type, &MemoChooser_Type};
+    const char *names[] = {"TupleBase", "RouterBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase",
+                           "MemoChooser"};
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         if (PyType_Ready(types[i]) < 0 || PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(m);
             return NULL;

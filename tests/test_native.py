@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The engine's own tests and the acceptance tests that run BasicBolts (acking, errors, whole
 # topologies): what the two implementations must agree on.
-TWIN_TESTS = ["tests/engine", "tests/test_tuple.py", "tests/acceptance/test_acking.py",
+TWIN_TESTS = ["tests/engine", "tests/test_tuple.py", "tests/test_grouping.py", "tests/acceptance/test_acking.py",
               "tests/acceptance/test_errors.py", "tests/acceptance/test_complete_topology.py"]
 
 
@@ -227,3 +227,33 @@ def test_spout_replies_do_what_spout_executor_reply_does():
     expected = replay(one_by_one)
     assert expected[2][3][0] > 50 and expected[2][4][1] > 5 and expected[3][0]  # acks, fails, resets held
     assert replay(_native.spout_replies) == expected
+
+
+def test_the_fields_chooser_picks_as_the_stable_hash_does_for_any_key():
+    """The compiled chooser answers a remembered str key itself and hands everything else to the
+    Python chooser: the task is the one `stable_hash` names, whatever the key's type, whether the
+    values are a list or a tuple, and after the memo is cleared for being full."""
+    from squall import _grouping
+    from squall._stable_hash import stable_hash
+
+    g = _grouping.FieldsGrouping(Fields(["n", "word"]), Fields(["word"]))
+    tasks = [3, 4, 5, 9]
+    g.prepare(None, None, tasks)
+    choose = g.chooser(1)
+    keys = ["cow", "moon", "", "naïve", "\udc80", 7, 7.0, True, None, b"cow", ("a", 1), 2 ** 70]
+    for round_ in range(3):  # the second and third rounds hit the memo for the str keys
+        for key in keys:
+            for values in ([0, key], (0, key)):
+                assert choose(values) == [tasks[stable_hash([key]) % 4]], (round_, key, values)
+    old = _grouping.FIELDS_MEMO_SIZE
+    _grouping.FIELDS_MEMO_SIZE = 3
+    try:
+        g.prepare(None, None, tasks)
+        choose = g.chooser(1)
+        for i in range(20):
+            word = f"w{i % 7}"
+            assert choose([0, word]) == [tasks[stable_hash([word]) % 4]]
+    finally:
+        _grouping.FIELDS_MEMO_SIZE = old
+    with pytest.raises(IndexError):
+        choose([0])  # too short: the Python chooser's error

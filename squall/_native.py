@@ -16,6 +16,7 @@ of each class):
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
 - `memo_chooser`: the fields grouping's remembered choice for a str key.
+- `sender`: a task's sender to another worker (`squall.worker.transport.ZmqTransport.sender`).
 
 The two implementations have the same semantics; the C one hands every case outside the quick
 path back to the Python collector, so errors come from the same code on both. Why it is worth it,
@@ -158,12 +159,34 @@ def memo_chooser(memo: dict, index: int, slow: Any) -> Any:
     return slow
 
 
+def sender(append: Any, task: int, tuple_type: type, plain: frozenset, check: Any) -> Any:
+    """``send(item)``: ``append((task, item))``, after ``check(item)`` (which raises for a value
+    that cannot be sent) when ``item`` is a ``tuple_type`` with a value whose type is not in
+    ``plain``."""
+    def send(item: Any) -> None:
+        if type(item) is tuple_type:
+            for v in item.values:
+                if type(v) not in plain:
+                    check(item)
+                    break
+        append((task, item))
+    return send
+
+
+_COMPILED_NAMES = {"BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
+                   "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
+                   "acker_run": "acker_run", "spout_replies": "spout_replies", "memo_chooser": "MemoChooser",
+                   "sender": "Sender"}
+
 COMPILED = False
 if not os.environ.get("SQUALL_PURE_PYTHON"):
     try:
-        from ._speedups import (  # type: ignore[no-redef]  # noqa: F401, F811
-            BasicCollectorBase, BasicExecute, PendingTreeBase, RouterBase, TupleBase, acker_run, spout_replies)
-        from ._speedups import MemoChooser as memo_chooser  # type: ignore[no-redef]  # noqa: F401, F811
-        COMPILED = True
-    except ImportError:  # not built (no compiler at install time): the twins above serve
+        from . import _speedups  # type: ignore[attr-defined]
+        # all or none: a module built from an older source (an edit without a rebuild) lacks
+        # the newer names, and a mix of compiled and pure parts was never tested
+        _compiled = {name: getattr(_speedups, c_name) for name, c_name in _COMPILED_NAMES.items()}
+    except (ImportError, AttributeError):  # not built (no compiler at install time): the twins above serve
         pass
+    else:
+        globals().update(_compiled)
+        COMPILED = True

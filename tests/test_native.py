@@ -257,3 +257,45 @@ def test_the_fields_chooser_picks_as_the_stable_hash_does_for_any_key():
         _grouping.FIELDS_MEMO_SIZE = old
     with pytest.raises(IndexError):
         choose([0])  # too short: the Python chooser's error
+
+
+def test_a_compiled_module_built_from_an_older_source_is_not_used_at_all():
+    """An edit of _speedups.c without a rebuild leaves a module that lacks the newer names: then
+    every part is the pure twin, never a mix of compiled and pure parts."""
+    code = ("import sys, types\n"
+            "old = types.ModuleType('squall._speedups')\n"
+            "old.TupleBase = object  # as if built before the other names existed\n"
+            "sys.modules['squall._speedups'] = old\n"
+            "import squall._native as n\n"
+            "print(n.COMPILED, n.TupleBase.__module__, n.sender.__module__)\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env={k: v for k, v in os.environ.items() if k != "SQUALL_PURE_PYTHON"})
+    assert run.stdout.split() == ["False", "squall._native", "squall._native"], run.stderr
+
+
+def test_the_sender_checks_only_tuples_with_values_that_may_not_serialize():
+    """A task's sender to another worker queues ``(task, item)``; it asks the serializer's check
+    about a Tuple only when a value's type is not plain, and an error of the check reaches the
+    emitting code with nothing queued."""
+    from squall.engine.serialize import PLAIN_TYPES
+
+    queued, checked = [], []
+
+    def check(item):
+        checked.append(item)
+        if any(isinstance(v, set) for v in item.values):
+            raise ValueError("a set")
+
+    send = _native.sender(queued.append, 7, Tuple, PLAIN_TYPES, check)
+    src = Source("split", "default", 3, Fields("word"))
+    plain = Tuple(["cow", 1, 2.0, None, b"x", True], src)
+    other = Tuple([["a list"]], src)
+    bad = Tuple([{1}], src)
+    ack = (1, 2, 3, -1)
+    assert send(plain) is None
+    send(other)
+    send(ack)
+    with pytest.raises(ValueError, match="a set"):
+        send(bad)
+    assert queued == [(7, plain), (7, other), (7, ack)]
+    assert checked == [other, bad]

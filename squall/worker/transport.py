@@ -44,6 +44,7 @@ from zmq.utils.monitor import recv_monitor_message
 from .._encryption import AUTO, NEVER
 from .._encryption import KEY as ENCRYPTION_KEY
 from .._ratelimit import RateLimitedLog
+from .._native import sender as native_sender
 from .._tuple import Tuple
 from ..engine.serialize import PLAIN_TYPES, SerializationError
 from ..engine.transport import Transport
@@ -222,21 +223,11 @@ class ZmqTransport(Transport):
         q = self._task_queue.get(task_id)
         if q is None:
             raise KeyError(f"no worker hosts task {task_id}")
-        append = q.append
-        check = self._serializer.check
-        plain = PLAIN_TYPES
-
-        def send(item: Any) -> None:
-            # Values are serialized at flush, after the emit has returned; check the few that
-            # may fail now, so that the emit raises in the emitting component's code (which may
-            # catch it) instead of the whole batch failing later, attributed to nobody.
-            if type(item) is Tuple:
-                for v in item.values:
-                    if type(v) not in plain:
-                        check(item)
-                        break
-            append((task_id, item))
-        return send
+        # Values are serialized at flush, after the emit has returned; the sender checks the few
+        # that may fail now (a Tuple with a value not of PLAIN_TYPES), so that the emit raises in
+        # the emitting component's code (which may catch it) instead of the whole batch failing
+        # later, attributed to nobody.
+        return native_sender(q.append, task_id, Tuple, PLAIN_TYPES, self._serializer.check)
 
     def flush(self) -> None:
         if not self._send_lock.acquire(blocking=False):

@@ -159,16 +159,24 @@ def memo_chooser(memo: dict, index: int, slow: Any) -> Any:
     return slow
 
 
-def sender(append: Any, task: int, tuple_type: type, plain: frozenset, check: Any) -> Any:
-    """``send(item)``: ``append((task, item))``, after ``check(item)`` (which raises for a value
-    that cannot be sent) when ``item`` is a ``tuple_type`` with a value whose type is not in
-    ``plain``."""
-    def send(item: Any) -> None:
+def plain_check(tuple_type: type, plain: frozenset, check: Any) -> Any:
+    """``check_item(item)``: ``check(item)`` (which raises for a value that cannot be sent) when
+    ``item`` is a ``tuple_type`` with a value whose type is not in ``plain``; else nothing."""
+    def check_item(item: Any) -> None:
         if type(item) is tuple_type:
             for v in item.values:
                 if type(v) not in plain:
                     check(item)
-                    break
+                    return
+    return check_item
+
+
+def sender(append: Any, task: int, tuple_type: type, plain: frozenset, check: Any) -> Any:
+    """``send(item)``: ``append((task, item))``, after `plain_check`'s check of ``item``."""
+    check_item = plain_check(tuple_type, plain, check)
+
+    def send(item: Any) -> None:
+        check_item(item)
         append((task, item))
     return send
 

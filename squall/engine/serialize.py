@@ -59,6 +59,7 @@ import cloudpickle
 import msgpack
 
 from .._errors import SerializationError
+from .._native import plain_check
 from .._tuple import Source, Tuple
 from ..metric._api import DataPoint, TaskInfo
 
@@ -366,15 +367,7 @@ class Serializer:
     def emit_check(self) -> Callable[[Any], None]:
         """`check` for an item a sender is given: only a `Tuple` with a value not of
         `PLAIN_TYPES` is checked (acker messages and plain tuples always serialize)."""
-        check, plain = self.check, PLAIN_TYPES
-
-        def check_item(item: Any) -> None:
-            if type(item) is Tuple:
-                for v in item.values:
-                    if type(v) not in plain:
-                        check(item)
-                        return
-        return check_item
+        return plain_check(Tuple, PLAIN_TYPES, self.check)
 
     def check(self, tup: Tuple) -> None:
         """Raise if ``tup``'s values cannot be sent; called at emit for a tuple bound for another

@@ -16,7 +16,8 @@ of each class):
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
 - `memo_chooser`: the fields grouping's remembered choice for a str key.
-- `sender`: a task's sender to another worker (`squall.worker.transport.ZmqTransport.sender`).
+- `sender`: a task's sender to another worker (`squall.worker.transport.ZmqTransport.sender`);
+  its pure twin uses `plain_check`, which the in-memory transport uses too.
 
 The two implementations have the same semantics; the C one hands every case outside the quick
 path back to the Python collector, so errors come from the same code on both. Why it is worth it,

@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
+import threading
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
@@ -157,6 +158,7 @@ class Opener:
         self.storm_id = storm_id
         self.address = address
         self.drops = Drops()
+        self._count_lock = threading.Lock()
         self._hmac = hmac.new(derive_key(secret, _KEY_PURPOSE), digestmod=hashlib.sha256)
         self._floor: dict[str, int] = {}
         self._last: dict[str, tuple[int, int]] = {}   # slot -> (launch, sequence) last accepted
@@ -176,8 +178,10 @@ class Opener:
             raise
 
     def count(self, reason: str) -> None:
-        """Count a message dropped for ``reason`` (a `Drops` field) by its receiver."""
-        setattr(self.drops, reason, getattr(self.drops, reason) + 1)
+        """Count a message dropped for ``reason`` (a `Drops` field) by its receiver; from any
+        thread (the transport's receiving thread counts the messages of many frames it drops)."""
+        with self._count_lock:
+            setattr(self.drops, reason, getattr(self.drops, reason) + 1)
 
     def _open(self, message: bytes) -> tuple[Header, memoryview]:
         if len(message) < _MIN_SIZE:

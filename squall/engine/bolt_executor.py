@@ -303,14 +303,18 @@ class BoltCollector(OutputCollector):
         if root and self._nackers:
             oav = tup._oav
             if _get_ident() == self._loop_ident:  # coalesced while the next input shares the root
+                inbox = self._inbox
+                last = not inbox or inbox[0]._root != root  # no sibling of this tree next
                 acks = self._ex.acks
                 if type(root) is int:
-                    acks[root] = acks.get(root, 0) ^ tup._val ^ oav
+                    if last and not acks:  # nothing held (W2: every input its own tree): no dict
+                        self._ackers[root % self._nackers]((ACK, root, tup._val ^ oav, -1))
+                    else:
+                        acks[root] = acks.get(root, 0) ^ tup._val ^ oav
                 else:
                     for rt, val in root.items():
                         acks[rt] = acks.get(rt, 0) ^ val ^ oav
-                inbox = self._inbox
-                if not inbox or inbox[0]._root != root:
+                if last and acks:
                     self._ex.flush_acks()
             else:
                 if type(root) is int:

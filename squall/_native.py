@@ -12,6 +12,7 @@ of each class):
 - `RouterBase`: the slots of `squall.engine.routing.Router`.
 - `BasicCollectorBase`: the slots of a BasicBolt's collector, and its one-anchor ``emit``.
 - `BasicExecute`: a BasicBolt's execute-then-ack, made once per task.
+- `SpoutCollectorBase`: the slots of a spout's collector, and its ``emit``.
 - `PendingTreeBase`: the fields of `squall.engine.acker.PendingTree`.
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
@@ -89,6 +90,20 @@ class BasicCollectorBase:
             for task in targets:
                 deliver[task](t)
         return targets
+
+
+class SpoutCollectorBase:
+    """The slots of a spout task's collector (`squall.engine.spout_executor.SpoutCollector`) and
+    its ``emit``. Compiled, ``emit`` does an untracked emit, and a tracked one with acking on, in C
+    (its semantics are ``_emit_general``'s), and hands every other case to ``_emit_general``;
+    here it is ``_emit_general`` for every case."""
+
+    __slots__ = ("_ex", "_task", "routers", "_deliver", "_ackers", "_acking", "_rand", "_root", "_now",
+                 "_tuple_type")
+
+    def emit(self, values, msg_id=None, stream=_DEFAULT_STREAM):
+        """Emit ``values`` on ``stream``, tracked when ``msg_id`` is given."""
+        return self._emit_general(values, msg_id, stream)
 
 
 def BasicExecute(user_execute, basic, ack, on_failed, failed_type, executor, stats, samples, close_sample,
@@ -185,7 +200,7 @@ def sender(append: Any, task: int, tuple_type: type, plain: frozenset, check: An
 _COMPILED_NAMES = {"BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
                    "acker_run": "acker_run", "spout_replies": "spout_replies", "memo_chooser": "MemoChooser",
-                   "sender": "Sender"}
+                   "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase"}
 
 COMPILED = False
 if not os.environ.get("SQUALL_PURE_PYTHON"):

@@ -10,6 +10,8 @@
  *   BasicExecute    a BasicBolt's execute-then-ack wrapper (bolt_executor._basic_execute)
  *   MemoChooser     the fields grouping's remembered choice for a str key (_grouping.FieldsGrouping)
  *   Sender          a task's sender to another worker (worker.transport.ZmqTransport.sender)
+ *   SpoutCollectorBase.emit
+ *                   a spout's emit, untracked or tracked with acking on (spout_executor.SpoutCollector)
  *
  * Why C: py-spy put 52% of W1's loop time (acking on, one worker) in those two functions' own
  * lines; each line is an attribute load or an int operation that CPython's bytecode pays 15-30 ns
@@ -284,6 +286,21 @@ deliver_to(PyObject *deliver, PyObject *task, PyObject *item)
     return 0;
 }
 
+/* deliver_to for every task of the list targets, the same item */
+static int
+deliver_to_all(PyObject *deliver, PyObject *targets, PyObject *item)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(targets); i++) {
+        PyObject *task = PyList_GET_ITEM(targets, i);
+        Py_INCREF(task);  /* the list may change while an item is delivered */
+        int rc = deliver_to(deliver, task, item);
+        Py_DECREF(task);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* *counter += n, for a counter held as a Python int */
 static int
 bump(PyObject **counter, Py_ssize_t n)
@@ -423,17 +440,10 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
         PyObject *t = tuple_make(tt, values, r->src, ZERO, ZERO, ZERO);
         if (t == NULL)
             goto fail_root;
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(targets); i++) {
-            PyObject *task = PyList_GET_ITEM(targets, i);
-            Py_INCREF(task);
-            int rc = deliver_to(self->deliver, task, t);
-            Py_DECREF(task);
-            if (rc < 0) {
-                Py_DECREF(t);
-                goto fail_root;
-            }
-        }
+        int rc = deliver_to_all(self->deliver, targets, t);
         Py_DECREF(t);
+        if (rc < 0)
+            goto fail_root;
     }
     Py_DECREF(root);
     return targets;
@@ -1268,6 +1278,264 @@ static PyTypeObject Sender_Type = {
     .tp_dealloc = (destructor)Sender_dealloc,
 };
 
+/* ---------------------------------------------------------------------------------------------
+ * SpoutCollectorBase: the slots of a spout task's collector (spout_executor.SpoutCollector), and
+ * its emit's two common cases: an untracked tuple, and a tracked one with acking on (a new root,
+ * an edge per target, the pending entry, the acker's init). Every other case (a direct or
+ * unknown stream, a wrong size, a msg_id with acking off) is _emit_general's, in Python.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *ex;          /* the SpoutExecutor: emits, in_flight, pending */
+    PyObject *task;
+    PyObject *routers;     /* stream -> Router */
+    PyObject *deliver;     /* task -> callable(item) */
+    PyObject *ackers;      /* list: acker index -> callable(message) */
+    PyObject *rand;        /* () -> 64-bit edge id */
+    PyObject *root;        /* () -> a new root id, below 2**64 and not 0 */
+    PyObject *now;         /* () -> the clock's time: the pending entry's start */
+    PyObject *tuple_type;
+    char acking;
+} SpoutCollectorBase;
+
+#define SPOUT_COLLECTOR_FIELDS(X) X(ex) X(task) X(routers) X(deliver) X(ackers) X(rand) X(root) X(now) X(tuple_type)
+
+static int
+SpoutCollectorBase_traverse(SpoutCollectorBase *self, visitproc visit, void *arg)
+{
+#define V(f) Py_VISIT(self->f);
+    SPOUT_COLLECTOR_FIELDS(V)
+#undef V
+    return 0;
+}
+
+static int
+SpoutCollectorBase_clear(SpoutCollectorBase *self)
+{
+#define C(f) Py_CLEAR(self->f);
+    SPOUT_COLLECTOR_FIELDS(C)
+#undef C
+    return 0;
+}
+
+static void
+SpoutCollectorBase_dealloc(SpoutCollectorBase *self)
+{
+    PyObject_GC_UnTrack(self);
+    SpoutCollectorBase_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *str_emit_general, *str_emits, *str_newest;
+
+/* a 64-bit id held as a Python int, or -1 with an exception set (the caller checks PyErr_Occurred) */
+static unsigned long long
+id_bits(PyObject *id, const char *what)
+{
+    if (!PyLong_CheckExact(id)) {
+        PyErr_Format(PyExc_TypeError, "a spout's %s id must be an int, got %R", what, id);
+        return (unsigned long long)-1;
+    }
+    return PyLong_AsUnsignedLongLong(id);
+}
+
+/* deliver a tracked tuple to every target; the xor of their edge ids in *xor */
+static int
+spout_send_tracked(SpoutCollectorBase *self, RouterBase *r, PyObject *targets, PyObject *values,
+                   PyObject *root, unsigned long long *xor)
+{
+    PyTypeObject *tt = (PyTypeObject *)self->tuple_type;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(targets); i++) {
+        PyObject *task = PyList_GET_ITEM(targets, i);
+        PyObject *edge = PyObject_CallNoArgs(self->rand);
+        if (edge == NULL)
+            return -1;
+        unsigned long long e = id_bits(edge, "edge");
+        if (e == (unsigned long long)-1 && PyErr_Occurred()) {
+            Py_DECREF(edge);
+            return -1;
+        }
+        *xor ^= e;
+        PyObject *t = tuple_make(tt, values, r->src, root, edge, ZERO);
+        Py_DECREF(edge);
+        if (t == NULL)
+            return -1;
+        Py_INCREF(task);
+        int rc = deliver_to(self->deliver, task, t);
+        Py_DECREF(task);
+        Py_DECREF(t);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* what SpoutCollector._send does after the counters for a tracked tuple, targets delivered */
+static int
+spout_track(SpoutCollectorBase *self, RouterBase *r, PyObject *targets, PyObject *values, PyObject *msg_id)
+{
+    PyObject *root = PyObject_CallNoArgs(self->root);
+    if (root == NULL)
+        return -1;
+    int rc = -1;
+    PyObject *pending = NULL, *newest = NULL, *started = NULL, *entry = NULL, *xo = NULL, *init = NULL;
+    unsigned long long rootv = id_bits(root, "root"), xor = 0;
+    if (rootv == (unsigned long long)-1 && PyErr_Occurred())
+        goto done;
+    if (spout_send_tracked(self, r, targets, values, root, &xor) < 0)
+        goto done;
+    /* a fresh random 64-bit root is in no bucket: store it without RotatingMap.put's scan */
+    pending = PyObject_GetAttr(self->ex, str_pending);
+    newest = pending ? PyObject_GetAttr(pending, str_newest) : NULL;
+    started = newest ? PyObject_CallNoArgs(self->now) : NULL;
+    entry = started ? PyTuple_Pack(4, msg_id, self->task, r->stream, started) : NULL;
+    if (entry == NULL || PyDict_SetItem(newest, root, entry) < 0 || add_to_attr(self->ex, str_in_flight, ONE) < 0)
+        goto done;
+    if (!PyList_Check(self->ackers) || PyList_GET_SIZE(self->ackers) == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "a tracked emit with no acker");
+        goto done;
+    }
+    PyObject *acker = PyList_GET_ITEM(self->ackers, (Py_ssize_t)(rootv % (unsigned long long)PyList_GET_SIZE(self->ackers)));
+    xo = PyLong_FromUnsignedLongLong(xor);
+    init = xo ? PyTuple_Pack(4, ZERO, root, xo, self->task) : NULL;  /* (INIT, root, xor, task) */
+    if (init == NULL)
+        goto done;
+    Py_INCREF(acker);
+    PyObject *res = PyObject_CallOneArg(acker, init);
+    Py_DECREF(acker);
+    if (res == NULL)
+        goto done;
+    Py_DECREF(res);
+    rc = 0;
+done:
+    Py_XDECREF(init);
+    Py_XDECREF(xo);
+    Py_XDECREF(entry);
+    Py_XDECREF(started);
+    Py_XDECREF(newest);
+    Py_XDECREF(pending);
+    Py_DECREF(root);
+    return rc;
+}
+
+static PyObject *
+SpoutCollectorBase_emit(SpoutCollectorBase *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"values", "msg_id", "stream"};
+    PyObject *given[3] = {NULL, Py_None, DEFAULT_STREAM};
+    if (nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "emit(values, msg_id=None, stream='default') takes at most 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        given[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        int j = 0;
+        while (j < 3 && PyUnicode_CompareWithASCIIString(name, names[j]) != 0)
+            j++;
+        if (j == 3 || j < nargs) {
+            PyErr_Format(PyExc_TypeError, j == 3 ? "emit() got an unexpected keyword argument %R"
+                                                 : "emit() got multiple values for argument %R", name);
+            return NULL;
+        }
+        given[j] = args[nargs + k];
+    }
+    PyObject *values = given[0], *msg_id = given[1], *stream = given[2];
+    if (values == NULL) {
+        PyErr_SetString(PyExc_TypeError, "emit() missing required argument 'values'");
+        return NULL;
+    }
+    int tracked = msg_id != Py_None;
+    PyObject *ro = self->routers ? PyDict_GetItemWithError(self->routers, stream) : NULL;
+    if (ro == NULL && PyErr_Occurred())
+        return NULL;
+    RouterBase *r = (RouterBase *)ro;
+    if (ro == NULL || !PyObject_TypeCheck(ro, &RouterBase_Type) || r->direct != Py_False || r->nfields == NULL ||
+            r->emitted == NULL || r->transferred == NULL || r->choose == NULL || self->ex == NULL ||
+            (tracked && !self->acking))  /* Storm acks inside emit when acking is off: Python's path */
+        goto general;
+    Py_ssize_t n = PyObject_Size(values);
+    if (n < 0) {
+        PyErr_Clear();
+        goto general;
+    }
+    Py_ssize_t want = PyLong_AsSsize_t(r->nfields);
+    if (want == -1 && PyErr_Occurred())
+        return NULL;
+    if (n != want)
+        goto general;
+    Py_INCREF(ro);  /* the router and values are held while user-visible calls run */
+    Py_INCREF(values);
+    PyObject *targets = PyObject_CallOneArg(r->choose, values);
+    if (targets == NULL)
+        goto fail;
+    if (!PyList_Check(targets)) {
+        PyErr_Format(PyExc_TypeError, "a grouping chose %R, not a list of task ids", targets);
+        goto fail;
+    }
+    Py_ssize_t nt = PyList_GET_SIZE(targets);
+    if (bump(&r->emitted, 1) < 0 || bump(&r->transferred, nt) < 0 || add_to_attr(self->ex, str_emits, ONE) < 0)
+        goto fail;
+    if (tracked) {
+        if (spout_track(self, r, targets, values, msg_id) < 0)
+            goto fail;
+    } else if (nt) {
+        PyObject *t = tuple_make((PyTypeObject *)self->tuple_type, values, r->src, ZERO, ZERO, ZERO);
+        if (t == NULL)
+            goto fail;
+        int rc = deliver_to_all(self->deliver, targets, t);
+        Py_DECREF(t);
+        if (rc < 0)
+            goto fail;
+    }
+    Py_DECREF(values);
+    Py_DECREF(ro);
+    return targets;
+fail:
+    Py_XDECREF(targets);
+    Py_DECREF(values);
+    Py_DECREF(ro);
+    return NULL;
+general:
+    return PyObject_CallMethodObjArgs((PyObject *)self, str_emit_general, values, msg_id, stream, NULL);
+}
+
+static PyMethodDef SpoutCollectorBase_methods[] = {
+    {"emit", (PyCFunction)(void (*)(void))SpoutCollectorBase_emit, METH_FASTCALL | METH_KEYWORDS,
+     "Emit ``values`` on ``stream``, tracked when ``msg_id`` is given (SpoutOutputCollector.emit)."},
+    {NULL}
+};
+
+static PyMemberDef SpoutCollectorBase_members[] = {
+    {"_ex", T_OBJECT, offsetof(SpoutCollectorBase, ex), 0, NULL},
+    {"_task", T_OBJECT, offsetof(SpoutCollectorBase, task), 0, NULL},
+    {"routers", T_OBJECT, offsetof(SpoutCollectorBase, routers), 0, "stream -> Router."},
+    {"_deliver", T_OBJECT, offsetof(SpoutCollectorBase, deliver), 0, NULL},
+    {"_ackers", T_OBJECT, offsetof(SpoutCollectorBase, ackers), 0, NULL},
+    {"_rand", T_OBJECT, offsetof(SpoutCollectorBase, rand), 0, NULL},
+    {"_root", T_OBJECT, offsetof(SpoutCollectorBase, root), 0, NULL},
+    {"_now", T_OBJECT, offsetof(SpoutCollectorBase, now), 0, NULL},
+    {"_tuple_type", T_OBJECT, offsetof(SpoutCollectorBase, tuple_type), 0, NULL},
+    {"_acking", T_BOOL, offsetof(SpoutCollectorBase, acking), 0, NULL},
+    {NULL}
+};
+
+static PyTypeObject SpoutCollectorBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "squall._speedups.SpoutCollectorBase",
+    .tp_doc = "The slots and emit of squall.engine.spout_executor.SpoutCollector.",
+    .tp_basicsize = sizeof(SpoutCollectorBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)SpoutCollectorBase_traverse,
+    .tp_clear = (inquiry)SpoutCollectorBase_clear,
+    .tp_dealloc = (destructor)SpoutCollectorBase_dealloc,
+    .tp_members = SpoutCollectorBase_members,
+    .tp_methods = SpoutCollectorBase_methods,
+};
+
 static PyMethodDef speedups_functions[] = {
     {"acker_run", (PyCFunction)(void (*)(void))acker_run, METH_FASTCALL,
      "acker_run(acker, pop, n, now, deliver): apply n messages from pop() as Acker.update would, "
@@ -1307,19 +1575,22 @@ PyInit__speedups(void)
     str_ack = PyUnicode_InternFromString("ack");
     str_latency_sum = PyUnicode_InternFromString("latency_sum");
     str_latency_count = PyUnicode_InternFromString("latency_count");
+    str_emit_general = PyUnicode_InternFromString("_emit_general");
+    str_emits = PyUnicode_InternFromString("emits");
+    str_newest = PyUnicode_InternFromString("newest");
     if (!ZERO || !ONE || !MINUS_ONE || !DEFAULT_STREAM || !str_emit || !str_send_multi || !str_acks ||
         !str_flush_acks || !str_acked || !str_pending || !str_buckets || !str_tree_type ||
         !str_reply || !str_in_flight || !str_current_task || !str_objs || !str_stats || !str_ack || !str_latency_sum ||
-        !str_latency_count)
+        !str_latency_count || !str_emit_general || !str_emits || !str_newest)
         return NULL;
     PyTypeObject *types[] = {&TupleBase_Type, &RouterBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
-                             &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type};
+                             &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type};
     const char *names[] = {"TupleBase", "RouterBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase",
-                           "MemoChooser", "Sender"};
+                           "MemoChooser", "Sender", "SpoutCollectorBase"};
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;
-    for (int i = 0; i < 7; i++) {
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (PyType_Ready(types[i]) < 0 || PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(m);
             return NULL;

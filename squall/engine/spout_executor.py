@@ -33,7 +33,7 @@ from typing import Any
 
 from .._collectors import SpoutOutputCollector
 from .._errors import EmitError
-from .._native import spout_replies
+from .._native import SpoutCollectorBase, spout_replies
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
 from .acker import ACKED, FAILED, INIT
@@ -298,8 +298,12 @@ class SpoutExecutor(Executor):
         return snapshot
 
 
-class SpoutCollector(SpoutOutputCollector):
-    """The collector of one spout task. Spout methods run on one thread, so no locking."""
+class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
+    """The collector of one spout task. Spout methods run on one thread, so no locking.
+
+    Its ``emit`` is `squall._native.SpoutCollectorBase`'s: compiled, the common cases (untracked,
+    and tracked with acking on) run in C; every case has the semantics of `_emit_general`.
+    """
 
     def __init__(self, executor: SpoutExecutor, task: int, routers: dict[str, Router], conf: dict) -> None:
         self._ex = executor
@@ -314,6 +318,7 @@ class SpoutCollector(SpoutOutputCollector):
         self._now = w.clock.now
         self._rand = functools.partial(random.Random(w.seed ^ (task << 20)).getrandbits, 64)
         self._root = self._root_maker(w)
+        self._tuple_type = Tuple
         if conf.get("topology.debug"):
             self.emit = self._debug_emit  # type: ignore[method-assign]
 
@@ -343,7 +348,8 @@ class SpoutCollector(SpoutOutputCollector):
             raise EmitError(f"Unknown stream ID: {stream} (component [{self._component}], task {self._task})")
         return r
 
-    def emit(self, values, msg_id=None, stream=DEFAULT_STREAM):
+    def _emit_general(self, values, msg_id=None, stream=DEFAULT_STREAM):
+        """`emit`, every case."""
         r = self.routers.get(stream)
         if r is None or r.direct:
             self._bad_stream(stream, r)

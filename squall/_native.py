@@ -13,6 +13,7 @@ of each class):
 - `BasicCollectorBase`: the slots of a BasicBolt's collector, and its one-anchor ``emit``.
 - `BasicExecute`: a BasicBolt's execute-then-ack, made once per task.
 - `SpoutCollectorBase`: the slots of a spout's collector, and its ``emit``.
+- `BoltCollectorBase`: the slots of a bolt's collector, and its ``ack``.
 - `PendingTreeBase`: the fields of `squall.engine.acker.PendingTree`.
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
@@ -104,6 +105,20 @@ class SpoutCollectorBase:
     def emit(self, values, msg_id=None, stream=_DEFAULT_STREAM):
         """Emit ``values`` on ``stream``, tracked when ``msg_id`` is given."""
         return self._emit_general(values, msg_id, stream)
+
+
+class BoltCollectorBase:
+    """The slots of a bolt task's collector (`squall.engine.bolt_executor.BoltCollector`) and its
+    ``ack``. Compiled, ``ack`` sends the ack of a one-tree input at once, in C, when it runs on
+    the loop's thread with nothing held and no sibling of its tree next in the inbox (W2: every
+    input its own tree), and hands every other case to ``_ack_general``, whose semantics it has;
+    here it is ``_ack_general`` for every case."""
+
+    __slots__ = ("_ex", "_inbox", "_ackers", "_stats", "_samples", "_close_sample", "_now", "_loop_ident")
+
+    def ack(self, tup):
+        """Ack ``tup``."""
+        return self._ack_general(tup)
 
 
 def BasicExecute(user_execute, basic, ack, on_failed, failed_type, executor, stats, samples, close_sample,
@@ -200,7 +215,8 @@ def sender(append: Any, task: int, tuple_type: type, plain: frozenset, check: An
 _COMPILED_NAMES = {"BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
                    "acker_run": "acker_run", "spout_replies": "spout_replies", "memo_chooser": "MemoChooser",
-                   "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase"}
+                   "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",
+                   "BoltCollectorBase": "BoltCollectorBase"}
 
 COMPILED = False
 if not os.environ.get("SQUALL_PURE_PYTHON"):

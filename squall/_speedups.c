@@ -10,6 +10,8 @@
  *   BasicExecute    a BasicBolt's execute-then-ack wrapper (bolt_executor._basic_execute)
  *   MemoChooser     the fields grouping's remembered choice for a str key (_grouping.FieldsGrouping)
  *   Sender          a task's sender to another worker (worker.transport.ZmqTransport.sender)
+ *   BoltCollectorBase.ack
+ *                   a bolt's ack of a one-tree input on its loop (bolt_executor.BoltCollector)
  *   SpoutCollectorBase.emit
  *                   a spout's emit, untracked or tracked with acking on (spout_executor.SpoutCollector)
  *
@@ -1536,6 +1538,165 @@ static PyTypeObject SpoutCollectorBase_Type = {
     .tp_methods = SpoutCollectorBase_methods,
 };
 
+/* ---------------------------------------------------------------------------------------------
+ * BoltCollectorBase: the slots of a bolt task's collector (bolt_executor.BoltCollector), and its
+ * ack's common case: on the loop's thread, an input of one tree (an int root), nothing held, and
+ * no sibling of its tree next in the inbox: the ack goes to the acker at once. Every other case
+ * (another thread, several roots, acks held for coalescing) is _ack_general's, in Python.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *ex;            /* the BoltExecutor: its held acks */
+    PyObject *inbox;         /* the task's inbox (a deque): is a sibling next? */
+    PyObject *ackers;        /* list: acker index -> callable(message) */
+    PyObject *stats;         /* TaskStats: acked */
+    PyObject *samples;       /* dict of open samples: non-empty -> close_sample */
+    PyObject *close_sample;
+    PyObject *now;
+    PyObject *loop_ident;    /* the loop thread's ident, an int (-1 until the loop starts) */
+} BoltCollectorBase;
+
+#define BOLT_COLLECTOR_FIELDS(X) X(ex) X(inbox) X(ackers) X(stats) X(samples) X(close_sample) X(now) X(loop_ident)
+
+static int
+BoltCollectorBase_traverse(BoltCollectorBase *self, visitproc visit, void *arg)
+{
+#define V(f) Py_VISIT(self->f);
+    BOLT_COLLECTOR_FIELDS(V)
+#undef V
+    return 0;
+}
+
+static int
+BoltCollectorBase_clear(BoltCollectorBase *self)
+{
+#define C(f) Py_CLEAR(self->f);
+    BOLT_COLLECTOR_FIELDS(C)
+#undef C
+    return 0;
+}
+
+static void
+BoltCollectorBase_dealloc(BoltCollectorBase *self)
+{
+    PyObject_GC_UnTrack(self);
+    BoltCollectorBase_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *str_ack_general, *ACK_KIND;
+
+/* 1 when the first input waiting in the deque inbox has the root root, 0 when not (or empty) */
+static int
+sibling_next(PyObject *inbox, PyObject *root)
+{
+    Py_ssize_t n = PyObject_Size(inbox);
+    if (n <= 0)
+        return n < 0 ? -1 : 0;
+    PyObject *next = PySequence_GetItem(inbox, 0);
+    if (next == NULL) {  /* taken meanwhile by another thread: nothing next */
+        PyErr_Clear();
+        return 0;
+    }
+    int same = 0;
+    if (PyObject_TypeCheck(next, &TupleBase_Type))
+        same = PyObject_RichCompareBool(((TupleBase *)next)->root, root, Py_EQ);
+    Py_DECREF(next);
+    return same;
+}
+
+static PyObject *
+BoltCollectorBase_ack(BoltCollectorBase *self, PyObject *tup)
+{
+    if (!PyObject_TypeCheck(tup, &TupleBase_Type) || self->ex == NULL || self->inbox == NULL ||
+            self->stats == NULL || self->loop_ident == NULL || !PyLong_Check(self->loop_ident) ||
+            self->ackers == NULL || !PyList_Check(self->ackers) || PyList_GET_SIZE(self->ackers) == 0)
+        goto general;
+    TupleBase *t = (TupleBase *)tup;
+    PyObject *root = t->root;
+    if (!PyLong_CheckExact(root) || PyLong_AsUnsignedLongMask(self->loop_ident) != PyThread_get_thread_ident())
+        goto general;
+    unsigned long long rootv = PyLong_AsUnsignedLongLong(root);
+    if (rootv == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();  /* not a 64-bit id: Python's path says what is wrong */
+        goto general;
+    }
+    if (rootv == 0)
+        goto general;
+    PyObject *acks = PyObject_GetAttr(self->ex, str_acks);
+    if (acks == NULL)
+        return NULL;
+    int held = PyObject_IsTrue(acks);
+    Py_DECREF(acks);
+    if (held < 0)
+        return NULL;
+    if (held)
+        goto general;
+    int sibling = sibling_next(self->inbox, root);
+    if (sibling < 0)
+        return NULL;
+    if (sibling)
+        goto general;
+    PyObject *x = PyNumber_Xor(t->val, t->oav);
+    if (x == NULL)
+        return NULL;
+    PyObject *msg = PyTuple_Pack(4, ACK_KIND, root, x, MINUS_ONE);  /* (ACK, root, val ^ oav, -1) */
+    Py_DECREF(x);
+    if (msg == NULL)
+        return NULL;
+    PyObject *acker = PyList_GET_ITEM(self->ackers, (Py_ssize_t)(rootv % (unsigned long long)PyList_GET_SIZE(self->ackers)));
+    Py_INCREF(acker);
+    PyObject *res = PyObject_CallOneArg(acker, msg);
+    Py_DECREF(acker);
+    Py_DECREF(msg);
+    if (res == NULL)
+        return NULL;
+    Py_DECREF(res);
+    if (add_to_attr(self->stats, str_acked, ONE) < 0)
+        return NULL;
+    int sampling = self->samples ? PyObject_IsTrue(self->samples) : 0;
+    if (sampling < 0)
+        return NULL;
+    if (sampling) {
+        PyObject *id = PyLong_FromVoidPtr(tup), *now = PyObject_CallNoArgs(self->now);
+        res = id && now ? PyObject_CallFunctionObjArgs(self->close_sample, id, Py_True, now, NULL) : NULL;
+        Py_XDECREF(id);
+        Py_XDECREF(now);
+        if (res == NULL)
+            return NULL;
+        Py_DECREF(res);
+    }
+    Py_RETURN_NONE;
+general:
+    return PyObject_CallMethodOneArg((PyObject *)self, str_ack_general, tup);
+}
+
+static PyMethodDef BoltCollectorBase_methods[] = {
+    {"ack", (PyCFunction)BoltCollectorBase_ack, METH_O, "Ack ``tup`` (OutputCollector.ack)."},
+    {NULL}
+};
+
+static PyMemberDef BoltCollectorBase_members[] = {
+#define M(f) {"_" #f, T_OBJECT, offsetof(BoltCollectorBase, f), 0, NULL},
+    BOLT_COLLECTOR_FIELDS(M)
+#undef M
+    {NULL}
+};
+
+static PyTypeObject BoltCollectorBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "squall._speedups.BoltCollectorBase",
+    .tp_doc = "The slots and ack of squall.engine.bolt_executor.BoltCollector.",
+    .tp_basicsize = sizeof(BoltCollectorBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)BoltCollectorBase_traverse,
+    .tp_clear = (inquiry)BoltCollectorBase_clear,
+    .tp_dealloc = (destructor)BoltCollectorBase_dealloc,
+    .tp_members = BoltCollectorBase_members,
+    .tp_methods = BoltCollectorBase_methods,
+};
+
 static PyMethodDef speedups_functions[] = {
     {"acker_run", (PyCFunction)(void (*)(void))acker_run, METH_FASTCALL,
      "acker_run(acker, pop, n, now, deliver): apply n messages from pop() as Acker.update would, "
@@ -1578,15 +1739,20 @@ PyInit__speedups(void)
     str_emit_general = PyUnicode_InternFromString("_emit_general");
     str_emits = PyUnicode_InternFromString("emits");
     str_newest = PyUnicode_InternFromString("newest");
+    str_ack_general = PyUnicode_InternFromString("_ack_general");
+    ACK_KIND = PyLong_FromLong(1);
     if (!ZERO || !ONE || !MINUS_ONE || !DEFAULT_STREAM || !str_emit || !str_send_multi || !str_acks ||
         !str_flush_acks || !str_acked || !str_pending || !str_buckets || !str_tree_type ||
         !str_reply || !str_in_flight || !str_current_task || !str_objs || !str_stats || !str_ack || !str_latency_sum ||
-        !str_latency_count || !str_emit_general || !str_emits || !str_newest)
+        !str_latency_count || !str_emit_general || !str_emits || !str_newest ||
+        !str_ack_general || !ACK_KIND)
         return NULL;
     PyTypeObject *types[] = {&TupleBase_Type, &RouterBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
-                             &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type};
+                             &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type,
+                             &BoltCollectorBase_Type};
     const char *names[] = {"TupleBase", "RouterBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase",
-                           "MemoChooser", "Sender", "SpoutCollectorBase"};
+                           "MemoChooser", "Sender", "SpoutCollectorBase",
+                           "BoltCollectorBase"};
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;

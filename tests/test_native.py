@@ -54,13 +54,29 @@ def test_a_tuple_keeps_its_ack_slots_through_pickle_and_attribute_writes():
         t.other = 1  # no __dict__: a Tuple stays small on both paths
 
 
+def _bytes_left_by(run) -> int:
+    """The bytes still allocated after ``run(20_000)`` (after a warm-up ``run(1000)``): a
+    reference leaked per call leaves at least one object per call."""
+    import gc
+    import tracemalloc
+
+    run(1000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        run(20_000)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
 def test_emit_and_execute_keep_no_reference_they_should_not():
     """A leaked reference in the C path would grow a worker by every tuple: run 20,000 inputs
     through a BasicBolt's execute and emit, drop what they sent, and nothing may be left."""
     import functools
-    import gc
     import random
-    import tracemalloc
     from collections import deque
 
     from squall._errors import FailedException
@@ -104,19 +120,9 @@ def test_emit_and_execute_keep_no_reference_they_should_not():
         executor.flush_acks()
         delivered.clear()
         acker_inbox.clear()
-
-    run(1000)
-    basic.input = None
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        run(20_000)
         basic.input = None
-        gc.collect()
-        grown = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+
+    grown = _bytes_left_by(run)
     assert stats.acked == 21_000
     assert grown < 20_000, f"{grown} bytes left after 20,000 inputs"  # one object per input would be >= 640,000
 
@@ -377,8 +383,6 @@ def test_a_spout_s_emit_does_what_its_general_python_path_does():
 
 
 def test_a_spout_s_emit_keeps_no_reference_it_should_not():
-    import gc
-    import tracemalloc
 
     c, ex, sent, acked = _spout_collector(True)
 
@@ -390,14 +394,99 @@ def test_a_spout_s_emit_keeps_no_reference_it_should_not():
         ex.pending.rotate()
         ex.pending.rotate()
 
-    run(1000)
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        run(20_000)
-        gc.collect()
-        grown = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    grown = _bytes_left_by(run)
     assert grown < 20_000, f"{grown} bytes left after 40,000 emits"
+
+
+def test_a_bolt_s_ack_does_what_its_general_python_path_does():
+    """`BoltCollector.ack` (C when compiled) against `_ack_general`: one-tree inputs with and
+    without a sibling next, acks held for coalescing, several roots, untracked inputs, acks from
+    another thread, and open samples."""
+    import random
+    import threading
+    from collections import deque
+    from types import SimpleNamespace
+
+    from squall.engine.bolt_executor import BoltCollector, BoltExecutor
+    from squall.engine.executor import TaskStats
+
+    src = Source("work", "default", 3, Fields("id"))
+    rng = random.Random(4)
+    roots = [rng.getrandbits(64) | 1 for _ in range(6)]
+    inputs = [Tuple([i], src, roots[i % 6] if i % 7 else {roots[0]: 5, roots[1]: 9}, rng.getrandbits(64),
+                    rng.getrandbits(64)) for i in range(60)]
+    inputs += [Tuple([i], src, rng.getrandbits(64) | 1, rng.getrandbits(64), rng.getrandbits(64)) for i in range(20)]
+    inputs += [Tuple(["untracked"], src)]  # (and above, 20 trees of one input each: W2's case)
+    order = sorted(range(len(inputs)), key=lambda i: (inputs[i]._root if type(inputs[i]._root) is int else 0, i))
+
+    def replay(ack_of):
+        sent: list = []
+        closed: list = []
+
+        class Executor:
+            flush_acks = BoltExecutor.flush_acks
+
+            def __init__(self):
+                self.acks = {}
+                self.wiring = SimpleNamespace(ackers=[sent.append, lambda m: sent.append(("other", m))],
+                                              loop=SimpleNamespace(wake=lambda: sent.append("wake")))
+
+        c = BoltCollector.__new__(BoltCollector)
+        c._ex = Executor()
+        c._ackers, c._nackers = c._ex.wiring.ackers, 2
+        c._stats = TaskStats()
+        c._samples = {}
+        c._close_sample = lambda key, ok, now: (closed.append((key, ok, now)), c._samples.pop(key, None))
+        c._now = lambda: 1.5
+        c._inbox = deque()
+        c._loop_ident = threading.get_ident()
+        queue = [inputs[i] for i in order]  # siblings of a tree in a row, as a fan-out's children come
+        c._inbox.extend(queue)
+        for n, tup in enumerate(queue):
+            c._inbox.popleft()
+            if n % 5 == 0:
+                c._samples[id(tup)] = tup
+            if n % 11 == 0:  # from a thread of the bolt's own
+                t = threading.Thread(target=ack_of(c), args=(tup,))
+                t.start()
+                t.join()
+            else:
+                ack_of(c)(tup)
+        c._ex.flush_acks()
+        return sent, [(inputs.index(next(t for t in inputs if id(t) == k)), ok, now) for k, ok, now in closed], \
+            c._stats.acked, c._ex.acks
+
+    expected = replay(lambda c: c._ack_general)
+    assert replay(lambda c: c.ack) == expected
+    assert expected[2] == len(inputs) and any(type(m) is tuple and m[0] == "other" for m in expected[0])
+
+
+def test_a_bolt_s_ack_keeps_no_reference_it_should_not():
+    import threading
+    from collections import deque
+    from types import SimpleNamespace
+
+    from squall.engine.bolt_executor import BoltCollector
+    from squall.engine.executor import TaskStats
+
+    sent: list = []
+    c = BoltCollector.__new__(BoltCollector)
+    c._ex = SimpleNamespace(acks={})
+    c._ackers, c._nackers = [sent.append], 1
+    c._stats, c._samples, c._inbox = TaskStats(), {}, deque()
+    c._close_sample = lambda key, ok, now: c._samples.pop(key, None)
+    c._now = lambda: 0.0
+    c._loop_ident = threading.get_ident()
+    src = Source("work", "default", 3, Fields("id"))
+
+    def run(n):
+        for i in range(n):
+            tup = Tuple([i], src, i + 1, i, 7)
+            if i % 3 == 0:
+                c._samples[id(tup)] = tup
+            c.ack(tup)
+        sent.clear()
+
+    grown = _bytes_left_by(run)
+    assert c._stats.acked == 21_000 and not c._samples
+    assert grown < 20_000, f"{grown} bytes left after 20,000 acks"

@@ -20,7 +20,7 @@ from typing import Any
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt
 from .._errors import EmitError, FailedException, ReportedFailedException
-from .._native import BasicCollectorBase, BasicExecute
+from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
@@ -181,8 +181,12 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
                         executor.wiring.ackers, ACK)
 
 
-class BoltCollector(OutputCollector):
-    """The collector of one bolt task; thread-safe (see the module docstring)."""
+class BoltCollector(BoltCollectorBase, OutputCollector):
+    """The collector of one bolt task; thread-safe (see the module docstring).
+
+    Its ``ack`` is `squall._native.BoltCollectorBase`'s: compiled, its common case runs in C;
+    every case has the semantics of `_ack_general`.
+    """
 
     def __init__(self, executor: BoltExecutor, task: int, routers: dict[str, Router], conf: dict) -> None:
         self._ex = executor
@@ -298,7 +302,8 @@ class BoltCollector(OutputCollector):
                 child = Tuple(values, r.src, roots)
             deliver[task](child)
 
-    def ack(self, tup):
+    def _ack_general(self, tup):
+        """`ack`, every case."""
         root = tup._root
         if root and self._nackers:
             oav = tup._oav

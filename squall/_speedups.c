@@ -1294,7 +1294,7 @@ typedef struct {
     PyObject *deliver;     /* task -> callable(item) */
     PyObject *ackers;      /* list: acker index -> callable(message) */
     PyObject *rand;        /* () -> 64-bit edge id */
-    PyObject *root;        /* () -> a new root id, below 2**64 and not 0 */
+    PyObject *root;        /* () -> a new root id, below 2**64 (0 is taken as 1) */
     PyObject *now;         /* () -> the clock's time: the pending entry's start */
     PyObject *tuple_type;
     char acking;
@@ -1384,6 +1384,10 @@ spout_track(SpoutCollectorBase *self, RouterBase *r, PyObject *targets, PyObject
     unsigned long long rootv = id_bits(root, "root"), xor = 0;
     if (rootv == (unsigned long long)-1 && PyErr_Occurred())
         goto done;
+    if (rootv == 0) {  /* 0 means untracked: drawn as 1, as in Python (self._root() or 1) */
+        Py_SETREF(root, Py_NewRef(ONE));
+        rootv = 1;
+    }
     if (spout_send_tracked(self, r, targets, values, root, &xor) < 0)
         goto done;
     /* a fresh random 64-bit root is in no bucket: store it without RotatingMap.put's scan */

@@ -335,7 +335,7 @@ def _spout_collector(acking: bool):
     c._ackers = [lambda msg: sent.append(("acker0", msg)), lambda msg: sent.append(("acker1", msg))]
     c._rand = functools.partial(random.Random(1).getrandbits, 64)
     roots = random.Random(2)
-    c._root = lambda: roots.getrandbits(64) or 1
+    c._root = itertools.chain([0], iter(lambda: roots.getrandbits(64), None)).__next__  # 0 first: taken as 1
     ticks = itertools.count()
     c._now = lambda: float(next(ticks))
     c._stats = TaskStats()
@@ -374,6 +374,7 @@ def test_a_spout_s_emit_does_what_its_general_python_path_does():
         assert replay(acking, lambda c: c.emit) == expected
     tracked = replay(True, lambda c: c.emit)
     assert tracked[5] == 5 and len(tracked[7][0]) == 5  # m1, m2, m3 (to nobody), msg_id 0 and m4 pending
+    assert tracked[7][0][1][0] == "m1"  # the root drawn as 0 is 1
     inits = [m for t, m in tracked[2] if t in ("acker0", "acker1")]
     edges = [i for t, i in tracked[2] if t in (7, 8)]
     for kind, root, xor, task in inits:  # each init carries the xor of its tree's edges

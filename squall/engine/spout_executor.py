@@ -323,7 +323,8 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
             self.emit = self._debug_emit  # type: ignore[method-assign]
 
     def _root_maker(self, w: Wiring) -> Callable[[], int]:
-        """How a new root id is drawn: 64 random bits, except that with several ackers, some
+        """How a new root id is drawn: 64 random bits (0 is taken as 1: a root is never 0,
+        which means untracked), except that with several ackers, some
         in this worker, the root names one of those (the acker of a root is ``root % ackers``,
         on every worker). Any acker may track any tree; the local one spares the tree's init
         and this spout's reply a crossing each, and the acks of the bolts in this worker."""
@@ -333,7 +334,7 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         local = [i for i, t in enumerate(ackers) if t in here]
         rand = self._rand
         if n < 2 or not local or len(local) == n or n > 256:
-            return lambda: rand() or 1
+            return rand
         bits = functools.partial(random.Random(w.seed ^ (self._task << 22)).getrandbits, 56)
         # 56 random bits times n, plus a local acker's index: below 2**64, and never 0
         if len(local) == 1:
@@ -396,7 +397,7 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
                 ex.objs[self._task].ack(msg_id)
             return
         rand = self._rand
-        root = self._root()
+        root = self._root() or 1
         src = r.src
         xor = 0
         for task in targets:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from zlib import crc32
 
 from ._fields import Fields, GlobalStreamId
-from ._native import memo_chooser
+from ._native import memo_chooser, next_chooser
 from ._stable_hash import _M64, _MIX, stable_hash, stable_hash_one
 
 if TYPE_CHECKING:
@@ -128,8 +128,7 @@ class ShuffleGrouping(CustomStreamGrouping):
         return self._next()
 
     def chooser(self, task_id):
-        nxt = self._next
-        return lambda values: nxt()
+        return next_chooser(self._next)
 
 
 class LocalOrShuffleGrouping(ShuffleGrouping):

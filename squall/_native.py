@@ -18,6 +18,7 @@ of each class):
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
 - `memo_chooser`: the fields grouping's remembered choice for a str key.
+- `next_chooser`: the shuffle grouping's chooser, which ignores the values.
 - `sender`: a task's sender to another worker (`squall.worker.transport.ZmqTransport.sender`);
   its pure twin uses `plain_check`, which the in-memory transport uses too.
 
@@ -190,6 +191,11 @@ def memo_chooser(memo: dict, index: int, slow: Any) -> Any:
     return slow
 
 
+def next_chooser(next_choice: Any) -> Any:
+    """A chooser returning ``next_choice()`` whatever the values (`squall._grouping.ShuffleGrouping`)."""
+    return lambda values: next_choice()
+
+
 def plain_check(tuple_type: type, plain: frozenset, check: Any) -> Any:
     """``check_item(item)``: ``check(item)`` (which raises for a value that cannot be sent) when
     ``item`` is a ``tuple_type`` with a value whose type is not in ``plain``; else nothing."""
@@ -215,6 +221,7 @@ def sender(append: Any, task: int, tuple_type: type, plain: frozenset, check: An
 _COMPILED_NAMES = {"BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
                    "acker_run": "acker_run", "spout_replies": "spout_replies", "memo_chooser": "MemoChooser",
+                   "next_chooser": "NextChooser",
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",
                    "BoltCollectorBase": "BoltCollectorBase"}
 

@@ -9,6 +9,7 @@
  *                   a BasicBolt's one-anchor emit (bolt_executor.BasicCollector)
  *   BasicExecute    a BasicBolt's execute-then-ack wrapper (bolt_executor._basic_execute)
  *   MemoChooser     the fields grouping's remembered choice for a str key (_grouping.FieldsGrouping)
+ *   NextChooser     the shuffle grouping's chooser: next(), whatever the values (_grouping.ShuffleGrouping)
  *   Sender          a task's sender to another worker (worker.transport.ZmqTransport.sender)
  *   BoltCollectorBase.ack
  *                   a bolt's ack of a one-tree input on its loop (bolt_executor.BoltCollector)
@@ -1161,6 +1162,76 @@ static PyTypeObject MemoChooser_Type = {
 };
 
 /* ---------------------------------------------------------------------------------------------
+ * NextChooser(next): a chooser that ignores the values and returns next() (the shuffle
+ * grouping's round-robin, _grouping.ShuffleGrouping.chooser), without a Python frame per emit.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *next;
+} NextChooser;
+
+static int
+NextChooser_traverse(NextChooser *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->next);
+    return 0;
+}
+
+static int
+NextChooser_clear(NextChooser *self)
+{
+    Py_CLEAR(self->next);
+    return 0;
+}
+
+static void
+NextChooser_dealloc(NextChooser *self)
+{
+    PyObject_GC_UnTrack(self);
+    NextChooser_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+NextChooser_call(NextChooser *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "choose(values) takes one argument");
+        return NULL;
+    }
+    return PyObject_CallNoArgs(self->next);
+}
+
+static PyObject *
+NextChooser_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *next;
+    if (!PyArg_ParseTuple(args, "O:NextChooser", &next))
+        return NULL;
+    NextChooser *self = (NextChooser *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = (vectorcallfunc)NextChooser_call;
+    self->next = Py_NewRef(next);
+    return (PyObject *)self;
+}
+
+static PyTypeObject NextChooser_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "squall._speedups.NextChooser",
+    .tp_basicsize = sizeof(NextChooser),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "NextChooser(next): choose(values) returns next().",
+    .tp_vectorcall_offset = offsetof(NextChooser, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = NextChooser_new,
+    .tp_traverse = (traverseproc)NextChooser_traverse,
+    .tp_clear = (inquiry)NextChooser_clear,
+    .tp_dealloc = (destructor)NextChooser_dealloc,
+};
+
+/* ---------------------------------------------------------------------------------------------
  * Sender(append, task, tuple_type, plain, check): what a worker hands its executors for a task in
  * another worker (worker.transport.ZmqTransport.sender). Calling it with an item appends
  * (task, item) to the peer's queue; first, for a Tuple (exactly tuple_type) with a value whose
@@ -1753,10 +1824,10 @@ PyInit__speedups(void)
         return NULL;
     PyTypeObject *types[] = {&TupleBase_Type, &RouterBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
                              &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type,
-                             &BoltCollectorBase_Type};
+                             &BoltCollectorBase_Type, &NextChooser_Type};
     const char *names[] = {"TupleBase", "RouterBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase",
                            "MemoChooser", "Sender", "SpoutCollectorBase",
-                           "BoltCollectorBase"};
+                           "BoltCollectorBase", "NextChooser"};
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;

@@ -491,3 +491,17 @@ def test_a_bolt_s_ack_keeps_no_reference_it_should_not():
     grown = _bytes_left_by(run)
     assert c._stats.acked == 21_000 and not c._samples
     assert grown < 20_000, f"{grown} bytes left after 20,000 acks"
+
+
+def test_the_shuffle_chooser_takes_the_grouping_s_next_choice_whatever_the_values():
+    import random
+
+    from squall._grouping import ShuffleGrouping
+
+    g = ShuffleGrouping(random.Random(5))
+    g.prepare(None, None, [4, 5, 6])
+    a, b = g.chooser(1), g.chooser(2)
+    picks = [a(["x"]), b([1, 2]), g.choose_tasks(3, ["y"]), a(()), b(["z"])]
+    assert sorted(map(tuple, picks[:3])) == [(4,), (5,), (6,)] and picks[3:] == picks[:2]  # one cycle, shared
+    with pytest.raises(TypeError):
+        a()

@@ -119,7 +119,7 @@ class WindowedBoltExecutor(Bolt):
             return  # the window keeps its own time; ticks are not data
         spec = self.spec
         if not spec.event_time:
-            self.add(tup, int(self._clock.wall() * 1000))
+            self.add(tup, self.manager.arrival_ts(int(self._clock.wall() * 1000)))
             return
         ts = self._timestamp(tup)
         if ts is None:

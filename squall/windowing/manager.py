@@ -63,6 +63,11 @@ class WindowManager:
         """A processing-time trigger's timer went off at ``now_ms``."""
         self.trigger.on_time(now_ms)
 
+    def arrival_ts(self, now_ms: int) -> int:
+        """The timestamp to `add` an event with that arrives at ``now_ms`` in processing time:
+        ``now_ms``, but never in a window that already fired (`TimeTriggerPolicy.arrival_ts`)."""
+        return self.trigger.arrival_ts(now_ms)
+
     def _track(self, event: Event) -> None:
         self.eviction.track(event)
         self.trigger.track(event)

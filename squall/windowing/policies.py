@@ -230,6 +230,10 @@ class TriggerPolicy(_Stateful):
     def on_time(self, now_ms: int) -> None:
         """Called by a timer every sliding interval (processing-time duration windows only)."""
 
+    def arrival_ts(self, now_ms: int) -> int:
+        """The timestamp of an event that arrives at ``now_ms`` in processing time: ``now_ms``."""
+        return now_ms
+
 
 class CountTriggerPolicy(TriggerPolicy):
     """Fires every ``count`` events (Storm's ``CountTriggerPolicy``); the window's end is the
@@ -255,7 +259,15 @@ class CountTriggerPolicy(TriggerPolicy):
 
 class TimeTriggerPolicy(TriggerPolicy):
     """Fires every ``duration`` ms of processing time (Storm's ``TimeTriggerPolicy``), when its
-    timer calls `on_time`."""
+    timer calls `on_time`.
+
+    A window ends at the millisecond it fires, so an event that arrives after it fired is
+    stamped after that end (`arrival_ts`), not with the clock as is (Storm's way): stamped with
+    the same millisecond (a burst right after the timer), it would belong to the window that
+    already fired, and the next window would expire it unevaluated, though it is acked (at its
+    expiry, or with persistence at the commit). The same when the clock is behind the end of a
+    window that a persistent window restored (fired by a worker on a clock ahead).
+    """
 
     def __init__(self, duration: int, manager: WindowManager, eviction: EvictionPolicy) -> None:
         super().__init__(manager, eviction)
@@ -264,6 +276,14 @@ class TimeTriggerPolicy(TriggerPolicy):
     def on_time(self, now_ms: int) -> None:
         self.eviction.set_context(EvictionContext(now_ms, sliding_interval=self.duration))
         self.manager.on_trigger()
+
+    def arrival_ts(self, now_ms: int) -> int:
+        """``now_ms``, or one ms after the end of the last window fired if that is later (see
+        the class docstring)."""
+        ctx = self.eviction.context  # set by `on_time` only (and restored with it)
+        if ctx is not None and now_ms <= ctx.reference_time:
+            return ctx.reference_time + 1
+        return now_ms
 
 
 class WatermarkTimeTriggerPolicy(TriggerPolicy):

@@ -149,6 +149,65 @@ def test_a_non_persistent_window_still_fails_what_it_holds_on_rollback():
     assert rec.failed == held and len(ex.bolt.manager) == 0
 
 
+class _Clock:
+    """The engine's clock as a windowed bolt reads it, at a time the test sets (ms)."""
+
+    def __init__(self, ms):
+        self.ms = ms
+
+    def wall(self):
+        return self.ms / 1000
+
+
+def _timed(mem):
+    """A persistent `Sums` in tumbling 300 ms processing-time windows on a `_Clock` at 1,000,000
+    ms, and its timer."""
+    ex, rec = _executor(Sums().with_tumbling_window(Duration.of(300)).with_persistence(), mem)
+    clock = _Clock(1_000_000)
+    [(_, fire)] = ex.squall_timers(clock)
+    return ex, rec, clock, fire
+
+
+def test_a_tuple_that_arrives_in_the_millisecond_its_window_fired_is_in_the_next_window():
+    """The timer fires the window (.., t] and, still in millisecond t, a tuple arrives: it is
+    acked at the next commit, so it must be in the next window. Stamped t, it was before the
+    next window (t, t + 300] and left unevaluated: lost after its ack (1 run in 6 of
+    tests/process/test_state_sigkill.py, when a burst came in the timer's millisecond)."""
+    ex, rec, clock, fire = _timed(HostMemory())
+    [a] = _feed(ex, [1])
+    fire()
+    [b] = _feed(ex, [2])  # the same millisecond, after the window fired
+    ex.execute(cp(0, PREPARE))
+    ex.execute(cp(0, COMMIT))
+    assert _acked(rec) == [a, b]
+    clock.ms += 300
+    fire()
+    assert _sums(rec) == [(1, 1, 1), (2, 1, 2)]
+
+
+def test_after_a_restart_on_a_clock_behind_the_committed_window_new_tuples_are_in_the_next_window():
+    """The window as committed ended at t by the clock of the worker that fired it; the
+    restarted task's clock (another host's) is behind t: its tuples still go to the next
+    window, not before the window that fired (where the next one would expire them)."""
+    mem = HostMemory()
+    ex, _, _, fire = _timed(mem)
+    _feed(ex, [1])
+    fire()
+    ex.execute(cp(0, PREPARE))
+    ex.execute(cp(0, COMMIT))
+
+    again, rec2 = _executor(Sums().with_tumbling_window(Duration.of(300)).with_persistence(), mem)
+    clock = _Clock(1_000_000 - 50)
+    [(_, fire)] = again.squall_timers(clock)
+    [b] = _feed(again, [2])
+    again.execute(cp(1, PREPARE))
+    again.execute(cp(1, COMMIT))
+    assert _acked(rec2) == [b]
+    clock.ms += 300
+    fire()
+    assert _sums(rec2) == [(2, 1, 2)]
+
+
 @pytest.mark.parametrize("provider", ["memory", "redis"])
 def test_at_most_max_events_in_memory_are_held_and_windows_read_the_rest_from_the_state(provider, request):
     if provider == "redis":

@@ -88,6 +88,20 @@ def test_a_late_timer_lengthens_its_window_so_no_tuple_is_skipped():
     assert lis.got() == [["a"], ["b", "c"]]
 
 
+def test_an_event_arriving_in_the_millisecond_after_its_window_fired_is_stamped_into_the_next():
+    lis = Listener()
+    m = window_manager(lis, Duration(10), Duration(10))  # tumbling
+    m.add("a", m.arrival_ts(10))  # before the timer, in its millisecond: in (0, 10]
+    m.on_time(10)
+    m.add("b", m.arrival_ts(10))  # after it, still at 10: 11, in (10, 20], not in the gone (0, 10]
+    m.add("c", m.arrival_ts(7))  # a clock behind the window's end, likewise
+    m.add("d", m.arrival_ts(15))
+    m.on_time(20)
+    assert lis.got() == [["a"], ["b", "c", "d"]]
+    assert lis.expired == ["a"]
+    assert window_manager(lis, Duration(10), Count(2)).arrival_ts(7) == 7  # count triggers: the clock
+
+
 def test_count_length_with_time_trigger_and_duration_length_with_count_trigger():
     lis = Listener()
     m = window_manager(lis, Count(2), Duration(10))

@@ -9,7 +9,9 @@ The names, each a base class or a callable of the engine (the modules that use t
 of each class):
 
 - `TupleBase`: the slots of `squall.Tuple`.
-- `RouterBase`: the slots of `squall.engine.routing.Router`.
+- `RouterBase`: the slots of `squall.engine.routing.Router` (compiled, its two counters are C numbers).
+- `TaskStatsBase`, `SpoutExecutorBase`: a task's counters, and a spout executor's; compiled, the
+  C paths add to them in place.
 - `BasicCollectorBase`: the slots of a BasicBolt's collector, and its one-anchor ``emit``.
 - `BasicExecute`: a BasicBolt's execute-then-ack, made once per task.
 - `SpoutCollectorBase`: the slots of a spout's collector, and its ``emit``.
@@ -53,6 +55,18 @@ class RouterBase:
 
     __slots__ = ("stream", "src", "choose", "direct", "direct_targets", "emitted", "transferred", "nfields",
                  "silent")
+
+
+class TaskStatsBase:
+    """The counters of `squall.engine.executor.TaskStats` (compiled: C numbers)."""
+
+    __slots__ = ("acked", "failed", "executed", "latency_sum", "latency_count")
+
+
+class SpoutExecutorBase:
+    """The counters of `squall.engine.spout_executor.SpoutExecutor` (compiled: C numbers)."""
+
+    __slots__ = ("in_flight", "emits")
 
 
 class BasicCollectorBase:
@@ -220,6 +234,7 @@ def sender(append: Any, task: int, tuple_type: type, plain: frozenset, check: An
 
 _COMPILED_NAMES = {"BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
+                   "TaskStatsBase": "TaskStatsBase", "SpoutExecutorBase": "SpoutExecutorBase",
                    "acker_run": "acker_run", "spout_replies": "spout_replies", "memo_chooser": "MemoChooser",
                    "next_chooser": "NextChooser",
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",

@@ -7,6 +7,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -198,7 +199,7 @@ def test_spout_replies_do_what_spout_executor_reply_does():
         def fail(self, msg_id):
             self.calls.append(("fail", msg_id))
 
-    class Executor:
+    class Executor(_native.SpoutExecutorBase):  # its counters the compiled ones (when compiled)
         _reply = SpoutExecutor._reply
 
         def __init__(self):
@@ -231,6 +232,7 @@ def test_spout_replies_do_what_spout_executor_reply_does():
             ex._reply(*pop())
 
     expected = replay(one_by_one)
+    assert type(Executor().in_flight) is int
     assert expected[2][3][0] > 50 and expected[2][4][1] > 5 and expected[3][0]  # acks, fails, resets held
     assert replay(_native.spout_replies) == expected
 
@@ -307,9 +309,13 @@ def test_the_sender_checks_only_tuples_with_values_that_may_not_serialize():
     assert checked == [other, bad]
 
 
-def _spout_collector(acking: bool):
-    """A SpoutCollector on a stand-in executor: three streams (two targets, none, direct), the
-    acker and every target recorded, ids and clock seeded."""
+class _Counters(_native.SpoutExecutorBase):
+    """A stand-in spout executor whose counters are the compiled ones (when compiled)."""
+
+
+def _spout_collector(acking: bool, counters: type = SimpleNamespace):
+    """A SpoutCollector on a stand-in executor (its counters an attribute or `_Counters`): three
+    streams (two targets, none, direct), the acker and every target recorded, ids and clock seeded."""
     import functools
     import itertools
     import random
@@ -323,8 +329,9 @@ def _spout_collector(acking: bool):
 
     sent: list = []
     acked: list = []
-    ex = SimpleNamespace(emits=0, in_flight=0, pending=RotatingMap(2), sampled={5: TaskStatistics(2, random.Random(3), True)},
-                         objs={5: SimpleNamespace(ack=acked.append)})
+    ex = counters()
+    ex.emits, ex.in_flight, ex.pending = 0, 0, RotatingMap(2)
+    ex.sampled, ex.objs = {5: TaskStatistics(2, random.Random(3), True)}, {5: SimpleNamespace(ack=acked.append)}
     src = Source("words", "default", 5, Fields("word", "n"))
     c = SpoutCollector.__new__(SpoutCollector)
     c._ex, c._task, c._component, c._acking = ex, 5, "words", acking
@@ -353,8 +360,8 @@ def test_a_spout_s_emit_does_what_its_general_python_path_does():
              (((["f", 4]),), {"msg_id": 0}), (((("g", 5)), "m4"), {})]
     bad = [((["a"], "m5"), {}), ((["a", 1], "m6", "nope"), {}), ((["a"], "m7", "direct"), {}), ((None,), {})]
 
-    def replay(acking, emit):
-        c, ex, sent, acked = _spout_collector(acking)
+    def replay(acking, emit, counters=SimpleNamespace):
+        c, ex, sent, acked = _spout_collector(acking, counters)
         returned = [list(emit(c)(*args, **kw)) for args, kw in calls]
         errors = []
         for args, kw in bad:
@@ -372,6 +379,7 @@ def test_a_spout_s_emit_does_what_its_general_python_path_does():
     for acking in (True, False):
         expected = replay(acking, lambda c: c._emit_general)
         assert replay(acking, lambda c: c.emit) == expected
+        assert replay(acking, lambda c: c.emit, _Counters) == expected
     tracked = replay(True, lambda c: c.emit)
     assert tracked[5] == 5 and len(tracked[7][0]) == 5  # m1, m2, m3 (to nobody), msg_id 0 and m4 pending
     assert tracked[7][0][1][0] == "m1"  # the root drawn as 0 is 1

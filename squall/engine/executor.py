@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._native import TaskStatsBase
 from .plan import ExecutorSpec, TopologyPlan
 from .stats import TaskStatistics, sample_freq
 
@@ -120,10 +121,10 @@ def error_record(component: str, task: int, error: BaseException | str, worker: 
     return ErrorRecord(component, task, time.time() if now is None else now, text, tb, worker, fatal)
 
 
-class TaskStats:
+class TaskStats(TaskStatsBase):
     """Counters of one task. Per-stream emitted/transferred counts live in its routers."""
 
-    __slots__ = ("acked", "failed", "executed", "latency_sum", "latency_count")
+    __slots__ = ()  # TaskStatsBase holds them (squall._native): the compiled paths add to them in C
 
     def __init__(self) -> None:
         self.acked = 0

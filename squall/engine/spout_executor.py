@@ -33,7 +33,7 @@ from typing import Any
 
 from .._collectors import SpoutOutputCollector
 from .._errors import EmitError
-from .._native import SpoutCollectorBase, spout_replies
+from .._native import SpoutCollectorBase, SpoutExecutorBase, spout_replies
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
 from .acker import ACKED, FAILED, INIT
@@ -56,7 +56,7 @@ AUTO_PENDING_FLOOR = 64
 RATE_WINDOW = 5
 
 
-class SpoutExecutor(Executor):
+class SpoutExecutor(SpoutExecutorBase, Executor):
     """Runs the tasks of one spout component; see the module docstring."""
 
     kind = "spout"

@@ -776,22 +776,15 @@ enum { ACKED = 1, FAILED = 2, RESET_TIMEOUT = 3 };         /* acker.ACKED ... */
 
 typedef struct {
     PyObject_HEAD
-    PyObject *xor;
+    unsigned long long xor;  /* edge ids are 64 bits: xor in C, no Python int per message */
     long spout_task;
     double start;
     char failed;
     char reset;
 } PendingTreeBase;
 
-static void
-PendingTreeBase_dealloc(PendingTreeBase *self)
-{
-    Py_CLEAR(self->xor);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
 static PyMemberDef PendingTreeBase_members[] = {
-    {"xor", T_OBJECT_EX, offsetof(PendingTreeBase, xor), 0, NULL},
+    {"xor", T_ULONGLONG, offsetof(PendingTreeBase, xor), 0, NULL},
     {"spout_task", T_LONG, offsetof(PendingTreeBase, spout_task), 0, NULL},
     {"start", T_DOUBLE, offsetof(PendingTreeBase, start), 0, NULL},
     {"failed", T_BOOL, offsetof(PendingTreeBase, failed), 0, NULL},
@@ -806,7 +799,6 @@ static PyTypeObject PendingTreeBase_Type = {
     .tp_basicsize = sizeof(PendingTreeBase),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,  /* holds only ints: no cycles */
     .tp_new = PyType_GenericNew,
-    .tp_dealloc = (destructor)PendingTreeBase_dealloc,
     .tp_members = PendingTreeBase_members,
 };
 
@@ -870,8 +862,7 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
         PendingTreeBase *fresh = (PendingTreeBase *)tree_type->tp_alloc(tree_type, 0);
         if (fresh == NULL)
             return -1;
-        Py_INCREF(ZERO);
-        fresh->xor = ZERO;
+        fresh->xor = 0;
         fresh->spout_task = -1;
         fresh->start = now;
         if (PyDict_SetItem(newest, root, (PyObject *)fresh) < 0) {
@@ -885,10 +876,10 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
     PendingTreeBase *entry = (PendingTreeBase *)e;  /* a new reference from here on */
     int rc = -1;
     if (kind == ACK || kind == INIT) {
-        PyObject *x = PyNumber_Xor(entry->xor, val);
-        if (x == NULL)
+        unsigned long long x = PyLong_AsUnsignedLongLong(val);
+        if (x == (unsigned long long)-1 && PyErr_Occurred())
             goto done;
-        Py_SETREF(entry->xor, x);
+        entry->xor ^= x;
         if (kind == INIT)
             entry->spout_task = spout_task;
     } else if (kind == FAIL || kind == RESET) {
@@ -903,11 +894,7 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
     long task = entry->spout_task;
     if (task < 0)
         goto done;  /* init not seen yet: an ack or fail overtook it */
-    int nonzero = PyObject_IsTrue(entry->xor);
-    if (nonzero < 0) {
-        rc = -1;
-        goto done;
-    }
+    int nonzero = entry->xor != 0;
     if (!nonzero || entry->failed) {
         if (drop_from(buckets, 0, root, 1) < 0)
             rc = -1;

@@ -1504,11 +1504,11 @@ spout_track(SpoutCollectorBase *self, RouterBase *r, PyObject *targets, PyObject
         PyErr_SetString(PyExc_RuntimeError, "a tracked emit with no acker");
         goto done;
     }
-    PyObject *acker = PyList_GET_ITEM(self->ackers, (Py_ssize_t)(rootv % (unsigned long long)PyList_GET_SIZE(self->ackers)));
     xo = PyLong_FromUnsignedLongLong(xor);
     init = xo ? PyTuple_Pack(4, ZERO, root, xo, self->task) : NULL;  /* (INIT, root, xor, task) */
     if (init == NULL)
         goto done;
+    PyObject *acker = PyList_GET_ITEM(self->ackers, (Py_ssize_t)(rootv % (unsigned long long)PyList_GET_SIZE(self->ackers)));
     Py_INCREF(acker);
     PyObject *res = PyObject_CallOneArg(acker, init);
     Py_DECREF(acker);

@@ -21,6 +21,7 @@ of each class):
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
 - `memo_chooser`: the fields grouping's remembered choice for a str key.
 - `next_chooser`: the shuffle grouping's chooser, which ignores the values.
+- `batch_items`: a received batch's Tuples, made from its columns (`squall.engine.serialize`).
 - `sender`: a task's sender to another worker (`squall.worker.transport.ZmqTransport.sender`);
   its pure twin uses `plain_check`, which the in-memory transport uses too.
 
@@ -32,6 +33,7 @@ measured: see ``docs/profiles/w1-one-worker.md``.
 from __future__ import annotations
 
 import os
+from itertools import repeat
 from typing import Any
 
 _DEFAULT_STREAM = "default"  # squall._system.DEFAULT_STREAM (not imported: this module is imported first)
@@ -210,6 +212,15 @@ def next_chooser(next_choice: Any) -> Any:
     return lambda values: next_choice()
 
 
+def batch_items(out: list, targets: list, values: list, src: Any, roots: Any, vals: Any, tuple_type: type) -> None:
+    """Append a decoded batch run's ``(target, tuple_type(values[i], src, roots[i], vals[i]))`` to
+    ``out`` (``roots`` None: untracked tuples); columns of different lengths raise ValueError."""
+    if roots is None:
+        out.extend(zip(targets, map(tuple_type, values, repeat(src)), strict=True))
+    else:
+        out.extend(zip(targets, map(tuple_type, values, repeat(src), roots, vals), strict=True))
+
+
 def plain_check(tuple_type: type, plain: frozenset, check: Any) -> Any:
     """``check_item(item)``: ``check(item)`` (which raises for a value that cannot be sent) when
     ``item`` is a ``tuple_type`` with a value whose type is not in ``plain``; else nothing."""
@@ -236,7 +247,7 @@ _COMPILED_NAMES = {"BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
                    "TaskStatsBase": "TaskStatsBase", "SpoutExecutorBase": "SpoutExecutorBase",
                    "acker_run": "acker_run", "spout_replies": "spout_replies", "memo_chooser": "MemoChooser",
-                   "next_chooser": "NextChooser",
+                   "next_chooser": "NextChooser", "batch_items": "batch_items",
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",
                    "BoltCollectorBase": "BoltCollectorBase"}
 

@@ -13,6 +13,7 @@
  *   MemoChooser     the fields grouping's remembered choice for a str key (_grouping.FieldsGrouping)
  *   NextChooser     the shuffle grouping's chooser: next(), whatever the values (_grouping.ShuffleGrouping)
  *   Sender          a task's sender to another worker (worker.transport.ZmqTransport.sender)
+ *   batch_items     a received batch's Tuples, made from its columns (engine.serialize.Serializer)
  *   BoltCollectorBase.ack
  *                   a bolt's ack of a one-tree input on its loop (bolt_executor.BoltCollector)
  *   SpoutCollectorBase.emit
@@ -1806,10 +1807,67 @@ static PyTypeObject BoltCollectorBase_Type = {
     .tp_methods = BoltCollectorBase_methods,
 };
 
+/* ---------------------------------------------------------------------------------------------
+ * batch_items(out, targets, values, src, roots, vals, tuple_type): a decoded batch's run of
+ * Tuples, appended to the list out as (target, tuple_type(values[i], src, roots[i], vals[i]))
+ * (roots None: untracked tuples). Made with tuple_make: a Tuple called from Python parses its
+ * arguments by keyword, which was most of a received item's cost.
+ */
+static PyObject *
+batch_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "batch_items(out, targets, values, src, roots, vals, tuple_type)");
+        return NULL;
+    }
+    PyObject *out = args[0], *src = args[3], *tt = args[6];
+    if (!PyList_Check(out) || !PyType_Check(tt) || !PyType_IsSubtype((PyTypeObject *)tt, &TupleBase_Type)) {
+        PyErr_SetString(PyExc_TypeError, "batch_items: out must be a list and tuple_type a TupleBase type");
+        return NULL;
+    }
+    int tracked = args[4] != Py_None;
+    PyObject *targets = PySequence_Fast(args[1], "a batch's targets are not a sequence");
+    PyObject *values = targets ? PySequence_Fast(args[2], "a batch's values are not a sequence") : NULL;
+    PyObject *roots = values && tracked ? PySequence_Fast(args[4], "a batch's roots are not a sequence") : NULL;
+    PyObject *vals = roots ? PySequence_Fast(args[5], "a batch's ack values are not a sequence") : NULL;
+    PyObject *result = NULL;
+    if (values == NULL || (tracked && vals == NULL))
+        goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(targets);
+    if (PySequence_Fast_GET_SIZE(values) != n ||
+            (tracked && (PySequence_Fast_GET_SIZE(roots) != n || PySequence_Fast_GET_SIZE(vals) != n))) {
+        PyErr_SetString(PyExc_ValueError, "a batch's run has columns of different lengths");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = tuple_make((PyTypeObject *)tt, PySequence_Fast_GET_ITEM(values, i), src,
+                                 tracked ? PySequence_Fast_GET_ITEM(roots, i) : ZERO,
+                                 tracked ? PySequence_Fast_GET_ITEM(vals, i) : ZERO, ZERO);
+        PyObject *pair = t ? PyTuple_Pack(2, PySequence_Fast_GET_ITEM(targets, i), t) : NULL;
+        Py_XDECREF(t);
+        if (pair == NULL)
+            goto done;
+        int rc = PyList_Append(out, pair);
+        Py_DECREF(pair);
+        if (rc < 0)
+            goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(targets);
+    Py_XDECREF(values);
+    Py_XDECREF(roots);
+    Py_XDECREF(vals);
+    return result;
+}
+
 static PyMethodDef speedups_functions[] = {
     {"acker_run", (PyCFunction)(void (*)(void))acker_run, METH_FASTCALL,
      "acker_run(acker, pop, n, now, deliver): apply n messages from pop() as Acker.update would, "
      "delivering each reply (kind, root, delta_secs) to deliver[spout_task]."},
+    {"batch_items", (PyCFunction)(void (*)(void))batch_items, METH_FASTCALL,
+     "batch_items(out, targets, values, src, roots, vals, tuple_type): append a batch run's "
+     "(target, Tuple) pairs to out."},
     {"spout_replies", (PyCFunction)(void (*)(void))spout_replies, METH_FASTCALL,
      "spout_replies(executor, pop, n, now): n replies from pop() as SpoutExecutor._reply would."},
     {NULL}

@@ -513,3 +513,27 @@ def test_the_shuffle_chooser_takes_the_grouping_s_next_choice_whatever_the_value
     assert sorted(map(tuple, picks[:3])) == [(4,), (5,), (6,)] and picks[3:] == picks[:2]  # one cycle, shared
     with pytest.raises(TypeError):
         a()
+
+
+def test_a_batch_s_tuples_are_made_from_its_columns_as_the_python_path_makes_them():
+    from itertools import repeat
+
+    def python_path(out, targets, values, src, roots, vals, tuple_type):
+        if roots is None:
+            out.extend(zip(targets, map(tuple_type, values, repeat(src)), strict=True))
+        else:
+            out.extend(zip(targets, map(tuple_type, values, repeat(src), roots, vals), strict=True))
+
+    src = Source("split", "default", 3, Fields("word"))
+    runs = [([7, 8, 7], [["a"], ["b"], ["c"]], [1, 2 ** 64 - 1, 3], [4, 5, 6]),
+            ([9], [["d"]], None, None), ([], [], [], [])]
+    for make in (python_path, _native.batch_items):
+        out: list = ["kept"]
+        for targets, values, roots, vals in runs:
+            make(out, targets, values, src, roots, vals, Tuple)
+        assert out[0] == "kept" and [(t, i.values, i._src, i._root, i._val, i._oav) for t, i in out[1:]] == [
+            (7, ["a"], src, 1, 4, 0), (8, ["b"], src, 2 ** 64 - 1, 5, 0), (7, ["c"], src, 3, 6, 0),
+            (9, ["d"], src, 0, 0, 0)]
+        assert all(type(i) is Tuple for _, i in out[1:])
+        with pytest.raises(ValueError):  # a forged batch's columns of different lengths
+            make([], [7, 8], [["a"]], src, [1, 2], [3, 4], Tuple)

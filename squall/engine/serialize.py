@@ -52,14 +52,13 @@ import logging
 import pickle
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from itertools import repeat
 from typing import Any
 
 import cloudpickle
 import msgpack
 
 from .._errors import SerializationError
-from .._native import plain_check
+from .._native import batch_items, plain_check
 from .._tuple import Source, Tuple
 from ..metric._api import DataPoint, TaskInfo
 
@@ -499,10 +498,7 @@ class Serializer:
                 except Exception as e:
                     raise SerializationError(f"batch names an unknown source: task {src_task!r}, stream "
                                              f"{stream!r} ({type(e).__name__}: {e})") from e
-                if roots is None:
-                    extend(zip(targets, map(Tuple, values, repeat(src)), strict=True))
-                else:
-                    extend(zip(targets, map(Tuple, values, repeat(src), roots, vals), strict=True))
+                batch_items(out, targets, values, src, roots, vals, Tuple)
             if ack_targets:
                 it = iter(acks)
                 extend(zip(ack_targets, zip(it, it, it, it, strict=True), strict=True))

@@ -22,6 +22,8 @@ of each class):
 - `memo_chooser`: the fields grouping's remembered choice for a str key.
 - `next_chooser`: the shuffle grouping's chooser, which ignores the values.
 - `batch_items`: a received batch's Tuples, made from its columns (`squall.engine.serialize`).
+- `group_items`: a batch's columns, made from the items to send (compiled only: the pure path is
+  `Serializer._group`).
 - `sender`: a task's sender to another worker (`squall.worker.transport.ZmqTransport.sender`);
   its pure twin uses `plain_check`, which the in-memory transport uses too.
 
@@ -221,6 +223,12 @@ def batch_items(out: list, targets: list, values: list, src: Any, roots: Any, va
         out.extend(zip(targets, map(tuple_type, values, repeat(src), roots, vals), strict=True))
 
 
+def group_items(items: list, tuple_type: type) -> Any:
+    """The columns of a batch to send, in C (`squall.engine.serialize.Serializer._group` says
+    which); here None, and the serializer groups the items in Python."""
+    return None
+
+
 def plain_check(tuple_type: type, plain: frozenset, check: Any) -> Any:
     """``check_item(item)``: ``check(item)`` (which raises for a value that cannot be sent) when
     ``item`` is a ``tuple_type`` with a value whose type is not in ``plain``; else nothing."""
@@ -248,6 +256,7 @@ _COMPILED_NAMES = {"BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "
                    "TaskStatsBase": "TaskStatsBase", "SpoutExecutorBase": "SpoutExecutorBase",
                    "acker_run": "acker_run", "spout_replies": "spout_replies", "memo_chooser": "MemoChooser",
                    "next_chooser": "NextChooser", "batch_items": "batch_items",
+                   "group_items": "group_items",
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",
                    "BoltCollectorBase": "BoltCollectorBase"}
 

@@ -14,6 +14,7 @@
  *   NextChooser     the shuffle grouping's chooser: next(), whatever the values (_grouping.ShuffleGrouping)
  *   Sender          a task's sender to another worker (worker.transport.ZmqTransport.sender)
  *   batch_items     a received batch's Tuples, made from its columns (engine.serialize.Serializer)
+ *   group_items     a batch's columns, made from the items to send (engine.serialize.Serializer)
  *   BoltCollectorBase.ack
  *                   a bolt's ack of a one-tree input on its loop (bolt_executor.BoltCollector)
  *   SpoutCollectorBase.emit
@@ -1861,10 +1862,122 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * group_items(items, tuple_type): the columns of a batch to send (engine.serialize.Serializer.
+ * encode_batch): [runs, sources, ack_targets, acks, reply_targets, replies], each run
+ * [src.task, src.stream, targets, values, roots, vals] for consecutive Tuples of one source (its
+ * roots and vals None when none is tracked), acker messages and spout replies flat; or None for
+ * an item that is none of these, whose error the Python path words.
+ */
+static PyObject *str_task, *str_stream;
+
+static PyObject *
+group_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "group_items(items, tuple_type)");
+        return NULL;
+    }
+    PyTypeObject *tt = (PyTypeObject *)args[1];
+    PyObject *items = PySequence_Fast(args[0], "a batch's items are not a sequence");
+    if (items == NULL)
+        return NULL;
+    PyObject *runs = PyList_New(0), *sources = PyList_New(0), *ack_targets = PyList_New(0),
+             *acks = PyList_New(0), *reply_targets = PyList_New(0), *replies = PyList_New(0);
+    PyObject *result = NULL, *cur = NULL;  /* cur: the current run's source (borrowed from its item) */
+    PyObject *targets = NULL, *values = NULL, *roots = NULL, *vals = NULL;  /* the current run's, borrowed */
+    if (!runs || !sources || !ack_targets || !acks || !reply_targets || !replies)
+        goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(items, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
+            goto unknown;
+        PyObject *target = PyTuple_GET_ITEM(pair, 0), *item = PyTuple_GET_ITEM(pair, 1);
+        if (Py_TYPE(item) == tt) {
+            TupleBase *t = (TupleBase *)item;
+            if (t->src != cur) {
+                PyObject *task = PyObject_GetAttr(t->src, str_task);
+                PyObject *stream = task ? PyObject_GetAttr(t->src, str_stream) : NULL;
+                targets = stream ? PyList_New(0) : NULL;
+                values = targets ? PyList_New(0) : NULL;
+                roots = values ? PyList_New(0) : NULL;
+                vals = roots ? PyList_New(0) : NULL;
+                PyObject *run = vals ? PyList_New(6) : NULL;
+                if (run == NULL) {
+                    Py_XDECREF(task);
+                    Py_XDECREF(stream);
+                    Py_XDECREF(targets);
+                    Py_XDECREF(values);
+                    Py_XDECREF(roots);
+                    Py_XDECREF(vals);
+                    goto done;
+                }
+                PyList_SET_ITEM(run, 0, task);  /* the run takes every reference */
+                PyList_SET_ITEM(run, 1, stream);
+                PyList_SET_ITEM(run, 2, targets);
+                PyList_SET_ITEM(run, 3, values);
+                PyList_SET_ITEM(run, 4, roots);
+                PyList_SET_ITEM(run, 5, vals);
+                int rc = PyList_Append(runs, run);
+                Py_DECREF(run);
+                if (rc < 0 || PyList_Append(sources, t->src) < 0)
+                    goto done;
+                cur = t->src;
+            }
+            if (PyList_Append(targets, target) < 0 || PyList_Append(values, t->values) < 0 ||
+                    PyList_Append(roots, t->root) < 0 || PyList_Append(vals, t->val) < 0)
+                goto done;
+        } else if (PyTuple_CheckExact(item) && (PyTuple_GET_SIZE(item) == 4 || PyTuple_GET_SIZE(item) == 3)) {
+            int ack = PyTuple_GET_SIZE(item) == 4;
+            if (PyList_Append(ack ? ack_targets : reply_targets, target) < 0)
+                goto done;
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(item); k++)
+                if (PyList_Append(ack ? acks : replies, PyTuple_GET_ITEM(item, k)) < 0)
+                    goto done;
+        } else {
+            goto unknown;
+        }
+    }
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(runs); r++) {  /* an untracked run: no ack columns */
+        PyObject *run = PyList_GET_ITEM(runs, r), *rs = PyList_GET_ITEM(run, 4);
+        int tracked = 0;
+        for (Py_ssize_t k = 0; !tracked && k < PyList_GET_SIZE(rs); k++) {
+            tracked = PyObject_IsTrue(PyList_GET_ITEM(rs, k));
+            if (tracked < 0)
+                goto done;
+        }
+        if (!tracked) {
+            PyList_SetItem(run, 4, Py_NewRef(Py_None));
+            PyList_SetItem(run, 5, Py_NewRef(Py_None));
+        }
+    }
+    result = PyList_New(6);
+    if (result != NULL) {
+        PyObject *parts[] = {runs, sources, ack_targets, acks, reply_targets, replies};
+        for (int k = 0; k < 6; k++)
+            PyList_SET_ITEM(result, k, Py_NewRef(parts[k]));
+    }
+    goto done;
+unknown:
+    result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(items);
+    Py_XDECREF(runs);
+    Py_XDECREF(sources);
+    Py_XDECREF(ack_targets);
+    Py_XDECREF(acks);
+    Py_XDECREF(reply_targets);
+    Py_XDECREF(replies);
+    return result;
+}
+
 static PyMethodDef speedups_functions[] = {
     {"acker_run", (PyCFunction)(void (*)(void))acker_run, METH_FASTCALL,
      "acker_run(acker, pop, n, now, deliver): apply n messages from pop() as Acker.update would, "
      "delivering each reply (kind, root, delta_secs) to deliver[spout_task]."},
+    {"group_items", (PyCFunction)(void (*)(void))group_items, METH_FASTCALL,
+     "group_items(items, tuple_type): the columns of a batch to send, or None for an unknown item."},
     {"batch_items", (PyCFunction)(void (*)(void))batch_items, METH_FASTCALL,
      "batch_items(out, targets, values, src, roots, vals, tuple_type): append a batch run's "
      "(target, Tuple) pairs to out."},
@@ -1907,12 +2020,14 @@ PyInit__speedups(void)
     str_emits = PyUnicode_InternFromString("emits");
     str_newest = PyUnicode_InternFromString("newest");
     str_ack_general = PyUnicode_InternFromString("_ack_general");
+    str_task = PyUnicode_InternFromString("task");
+    str_stream = PyUnicode_InternFromString("stream");
     ACK_KIND = PyLong_FromLong(1);
     if (!ZERO || !ONE || !MINUS_ONE || !DEFAULT_STREAM || !str_emit || !str_send_multi || !str_acks ||
         !str_flush_acks || !str_acked || !str_pending || !str_buckets || !str_tree_type ||
         !str_reply || !str_in_flight || !str_current_task || !str_objs || !str_stats || !str_ack || !str_latency_sum ||
         !str_latency_count || !str_emit_general || !str_emits || !str_newest ||
-        !str_ack_general || !ACK_KIND)
+        !str_ack_general || !ACK_KIND || !str_task || !str_stream)
         return NULL;
     PyTypeObject *types[] = {&TupleBase_Type, &RouterBase_Type, &TaskStatsBase_Type, &SpoutExecutorBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
                              &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type,

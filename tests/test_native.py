@@ -537,3 +537,42 @@ def test_a_batch_s_tuples_are_made_from_its_columns_as_the_python_path_makes_the
         assert all(type(i) is Tuple for _, i in out[1:])
         with pytest.raises(ValueError):  # a forged batch's columns of different lengths
             make([], [7, 8], [["a"]], src, [1, 2], [3, 4], Tuple)
+
+
+def test_a_batch_s_columns_are_grouped_as_the_python_path_groups_them():
+    """`group_items` (C when compiled; None on the pure path) against `Serializer._group`: runs
+    of tracked, untracked and several-root Tuples of alternating sources, acker messages and
+    spout replies; None for an item that is none of these, which `_group` then words."""
+    import random
+
+    from squall._errors import SerializationError
+    from squall.engine.serialize import Serializer
+
+    a, b = Source("split", "default", 3, Fields("word")), Source("split", "other", 4, Fields("word"))
+    rng = random.Random(6)
+    items = []
+    for i in range(300):
+        kind = rng.randrange(6)
+        src = a if i % 37 < 20 else b
+        if kind == 0:
+            items.append((7, Tuple([f"w{i}"], src)))
+        elif kind == 1:
+            items.append((8, Tuple([f"w{i}", i], src, {rng.getrandbits(64): 1, 5: 2}, 0)))
+        elif kind == 2:
+            items.append((9, (1, rng.getrandbits(64), rng.getrandbits(64), -1)))
+        elif kind == 3:
+            items.append((2, (1, rng.getrandbits(64), 0.25)))
+        else:
+            items.append((7 + i % 2, Tuple([f"w{i}"], src, rng.getrandbits(64) | 1, rng.getrandbits(64))))
+    untracked = [(7, Tuple(["x"], a)), (8, Tuple(["y"], a))]
+    for batch in (items, untracked, []):
+        columns = _native.group_items(batch, Tuple)
+        if _native.COMPILED:
+            assert columns == Serializer._group(batch)
+        else:
+            assert columns is None
+    assert Serializer._group(untracked)[0] == [[3, "default", [7, 8], [["x"], ["y"]], None, None]]
+    for bad in ([(7, "not an item")], [[7, Tuple(["x"], a)]]):
+        assert _native.group_items(bad, Tuple) is None
+    with pytest.raises(SerializationError, match="cannot send a builtins.str to task 7"):
+        Serializer._group([(7, "not an item")])

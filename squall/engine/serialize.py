@@ -58,7 +58,7 @@ import cloudpickle
 import msgpack
 
 from .._errors import SerializationError
-from .._native import batch_items, plain_check
+from .._native import batch_items, group_items, plain_check
 from .._tuple import Source, Tuple
 from ..metric._api import DataPoint, TaskInfo
 
@@ -322,6 +322,28 @@ class Serializer:
             SerializationError: a value cannot be sent; the message names its type, the component
                 and stream that emitted it, and how to fix it.
         """
+        items = items if isinstance(items, list) else list(items)
+        # compiled: the columns in C; None (an item it does not know, or the pure path): in Python
+        columns = group_items(items, Tuple) or self._group(items)
+        runs, sources, ack_targets, acks, reply_targets, replies = columns
+        batch = [FORMAT, runs, ack_targets, acks, reply_targets, replies]
+        try:
+            return self._pack(batch)
+        except _Unsupported as e:
+            raise self._unsupported_error(e, runs, sources) from e.__cause__
+        except (TypeError, ValueError, OverflowError, RecursionError) as e:  # e.g. a list holding itself
+            raise SerializationError(f"cannot serialize batch: {type(e).__name__}: {e}") from e
+
+    @staticmethod
+    def _group(items: list[tuple[int, Any]]) -> list:
+        """`encode_batch`'s columns, in Python (`squall._native.group_items` in C): runs of
+        consecutive Tuples of one source, each ``[src.task, src.stream, targets, values, roots,
+        vals]`` (roots and vals None when none is tracked), then acker messages and spout
+        replies, flat.
+
+        Raises:
+            SerializationError: an item is none of these.
+        """
         runs: list = []
         sources: list[Source] = []
         cur = None
@@ -355,13 +377,7 @@ class Serializer:
         for run in runs:
             if not any(run[4]):
                 run[4] = run[5] = None  # untracked run: no ack columns
-        batch = [FORMAT, runs, ack_targets, acks, reply_targets, replies]
-        try:
-            return self._pack(batch)
-        except _Unsupported as e:
-            raise self._unsupported_error(e, runs, sources) from e.__cause__
-        except (TypeError, ValueError, OverflowError, RecursionError) as e:  # e.g. a list holding itself
-            raise SerializationError(f"cannot serialize batch: {type(e).__name__}: {e}") from e
+        return [runs, sources, ack_targets, acks, reply_targets, replies]
 
     def emit_check(self) -> Callable[[Any], None]:
         """`check` for an item a sender is given: only a `Tuple` with a value not of

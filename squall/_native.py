@@ -22,6 +22,7 @@ of each class):
 - `memo_chooser`: the fields grouping's remembered choice for a str key.
 - `next_chooser`: the shuffle grouping's chooser, which ignores the values.
 - `batch_items`: a received batch's Tuples, made from its columns (`squall.engine.serialize`).
+- `deliver_items`: a received batch's items into their inboxes (`squall.engine.worker`).
 - `group_items`: a batch's columns, made from the items to send (compiled only: the pure path is
   `Serializer._group`).
 - `sender`: a task's sender to another worker (`squall.worker.transport.ZmqTransport.sender`);
@@ -223,6 +224,18 @@ def batch_items(out: list, targets: list, values: list, src: Any, roots: Any, va
         out.extend(zip(targets, map(tuple_type, values, repeat(src), roots, vals), strict=True))
 
 
+def deliver_items(inboxes: dict, items: list) -> int:
+    """Append each ``(task, item)`` to ``inboxes[task]``, dropping items for tasks not there;
+    returns how many were delivered."""
+    delivered = 0
+    for task, item in items:
+        q = inboxes.get(task)
+        if q is not None:
+            q.append(item)
+            delivered += 1
+    return delivered
+
+
 def group_items(items: list, tuple_type: type) -> Any:
     """The columns of a batch to send, in C (`squall.engine.serialize.Serializer._group` says
     which); here None, and the serializer groups the items in Python."""
@@ -256,7 +269,7 @@ _COMPILED_NAMES = {"BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "
                    "TaskStatsBase": "TaskStatsBase", "SpoutExecutorBase": "SpoutExecutorBase",
                    "acker_run": "acker_run", "spout_replies": "spout_replies", "memo_chooser": "MemoChooser",
                    "next_chooser": "NextChooser", "batch_items": "batch_items",
-                   "group_items": "group_items",
+                   "group_items": "group_items", "deliver_items": "deliver_items",
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",
                    "BoltCollectorBase": "BoltCollectorBase"}
 

@@ -15,6 +15,7 @@
  *   Sender          a task's sender to another worker (worker.transport.ZmqTransport.sender)
  *   batch_items     a received batch's Tuples, made from its columns (engine.serialize.Serializer)
  *   group_items     a batch's columns, made from the items to send (engine.serialize.Serializer)
+ *   deliver_items   a received batch's items into their inboxes (engine.worker.Worker.receive_batch)
  *   BoltCollectorBase.ack
  *                   a bolt's ack of a one-tree input on its loop (bolt_executor.BoltCollector)
  *   SpoutCollectorBase.emit
@@ -1972,10 +1973,58 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * deliver_items(inboxes, items): append each (task, item) of a received batch to inboxes[task]
+ * (a dict of deques); items for tasks not there are dropped, as Storm drops what comes for a
+ * task no longer in the worker. Returns how many were delivered.
+ */
+static PyObject *str_append;
+
+static PyObject *
+deliver_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "deliver_items(inboxes: dict, items)");
+        return NULL;
+    }
+    PyObject *inboxes = args[0];
+    PyObject *items = PySequence_Fast(args[1], "a batch's items are not a sequence");
+    if (items == NULL)
+        return NULL;
+    Py_ssize_t delivered = 0, n = PySequence_Fast_GET_SIZE(items);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(items, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_Format(PyExc_TypeError, "a received item is (task, item), got %R", pair);
+            goto fail;
+        }
+        PyObject *q = PyDict_GetItemWithError(inboxes, PyTuple_GET_ITEM(pair, 0));
+        if (q == NULL) {
+            if (PyErr_Occurred())
+                goto fail;
+            continue;
+        }
+        Py_INCREF(q);
+        PyObject *r = PyObject_CallMethodOneArg(q, str_append, PyTuple_GET_ITEM(pair, 1));
+        Py_DECREF(q);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+        delivered++;
+    }
+    Py_DECREF(items);
+    return PyLong_FromSsize_t(delivered);
+fail:
+    Py_DECREF(items);
+    return NULL;
+}
+
 static PyMethodDef speedups_functions[] = {
     {"acker_run", (PyCFunction)(void (*)(void))acker_run, METH_FASTCALL,
      "acker_run(acker, pop, n, now, deliver): apply n messages from pop() as Acker.update would, "
      "delivering each reply (kind, root, delta_secs) to deliver[spout_task]."},
+    {"deliver_items", (PyCFunction)(void (*)(void))deliver_items, METH_FASTCALL,
+     "deliver_items(inboxes, items): append each (task, item) to inboxes[task] if there; the count."},
     {"group_items", (PyCFunction)(void (*)(void))group_items, METH_FASTCALL,
      "group_items(items, tuple_type): the columns of a batch to send, or None for an unknown item."},
     {"batch_items", (PyCFunction)(void (*)(void))batch_items, METH_FASTCALL,
@@ -2021,13 +2070,14 @@ PyInit__speedups(void)
     str_newest = PyUnicode_InternFromString("newest");
     str_ack_general = PyUnicode_InternFromString("_ack_general");
     str_task = PyUnicode_InternFromString("task");
+    str_append = PyUnicode_InternFromString("append");
     str_stream = PyUnicode_InternFromString("stream");
     ACK_KIND = PyLong_FromLong(1);
     if (!ZERO || !ONE || !MINUS_ONE || !DEFAULT_STREAM || !str_emit || !str_send_multi || !str_acks ||
         !str_flush_acks || !str_acked || !str_pending || !str_buckets || !str_tree_type ||
         !str_reply || !str_in_flight || !str_current_task || !str_objs || !str_stats || !str_ack || !str_latency_sum ||
         !str_latency_count || !str_emit_general || !str_emits || !str_newest ||
-        !str_ack_general || !ACK_KIND || !str_task || !str_stream)
+        !str_ack_general || !ACK_KIND || !str_task || !str_stream || !str_append)
         return NULL;
     PyTypeObject *types[] = {&TupleBase_Type, &RouterBase_Type, &TaskStatsBase_Type, &SpoutExecutorBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
                              &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type,

@@ -576,3 +576,13 @@ def test_a_batch_s_columns_are_grouped_as_the_python_path_groups_them():
         assert _native.group_items(bad, Tuple) is None
     with pytest.raises(SerializationError, match="cannot send a builtins.str to task 7"):
         Serializer._group([(7, "not an item")])
+
+
+def test_a_batch_s_items_go_to_their_inboxes_and_items_for_tasks_not_here_are_dropped():
+    from collections import deque
+
+    for inboxes in ({3: deque(), 4: deque(["old"])}, {}):
+        items = [(3, "a"), (9, "gone"), (4, "b"), (3, "c")]
+        want = {t: list(q) + [i for task, i in items if task == t] for t, q in inboxes.items()}
+        assert _native.deliver_items(inboxes, items) == sum(1 for t, _ in items if t in inboxes)
+        assert {t: list(q) for t, q in inboxes.items()} == want

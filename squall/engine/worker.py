@@ -22,6 +22,7 @@ import cloudpickle
 
 from .._context import TopologyContext
 from .._errors import InvalidTopologyException
+from .._native import deliver_items
 from .._system import ACKER_COMPONENT
 from .._tuple import Tuple
 from . import code_pickler
@@ -218,18 +219,8 @@ class Worker:
         Cheaper per item than `receive`: the inbox is looked up and appended to, and the loops
         that sleep are woken once per batch (a loop checks its own inboxes' backpressure every
         round, so a woken loop sees a bound this batch crossed)."""
-        inboxes = self.inboxes
-        delivered = 0
-        try:
-            for task, item in items:
-                inboxes[task].append(item)
-                delivered += 1
-        except KeyError:  # not (or no longer) ours, e.g. sent under an old assignment: as Storm, drop
-            for task, item in items[delivered + 1:]:
-                q = inboxes.get(task)
-                if q is not None:
-                    q.append(item)
-                    delivered += 1
+        # items not (or no longer) ours, e.g. sent under an old assignment, are dropped, as in Storm
+        delivered = deliver_items(self.inboxes, items)
         # a bolt's inbox over its bound throttles the spouts now, not when its loop next looks
         # (a slow bolt's round may take seconds); acker and spout inboxes are never bounded
         bp = self.backpressure

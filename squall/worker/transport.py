@@ -59,6 +59,11 @@ MAX_BATCH = 2048  # items per message: bounds a message's size and the receiver'
 # backpressure (at 50 ms, a flood at ~200k tuples/s put 22,757 tuples in a slow bolt's
 # inbox of 200 before the spout heard "over"; tests/process/test_recovery.py bounds it at 10,000)
 STALE_SECS = 0.01
+# ... or once this many messages wait, whatever their age: a flood into a worker whose loops are
+# in a long round. At 10 ms alone, a spout emitting 400k tuples/s (compiled emit) put up to
+# 12,500 tuples in a slow bolt's inbox of 200 before it heard "over" (test_recovery bounds it at
+# 10,000); W1's loops poll every few ms and see a handful of messages waiting at most.
+STALE_MESSAGES = 8
 MAX_MESSAGE_KEY = "squall.transport.max.message.bytes"
 # A batch of MAX_BATCH small tuples is ~7 KB; 64 MB leaves room for large values, and bounds
 # what one (single-frame) message from a stranger can make a worker allocate.
@@ -388,8 +393,9 @@ class ZmqTransport(Transport):
         # round). Any Python work here holds the GIL that the loop needs: when this thread
         # checked every message and decoded whenever two batches were waiting, the loop of a
         # W1 worker waited for the GIL 28% of its time. But a message waiting longer than
-        # `STALE_SECS` means the loops are in a long round (a slow bolt): deliver here then, so
-        # that the inboxes, and backpressure, see every item.
+        # `STALE_SECS`, or more than `STALE_MESSAGES` waiting, means the loops are in a long
+        # round (a slow bolt): deliver here then, so that the inboxes, and backpressure, see
+        # every item.
         now = monotonic()
         if not arrived:
             self._waiting_since = now
@@ -397,7 +403,7 @@ class ZmqTransport(Transport):
             on_arrival()
             return
         arrived.append(message)
-        if now - self._waiting_since > STALE_SECS:
+        if now - self._waiting_since > STALE_SECS or len(arrived) > STALE_MESSAGES:
             self.poll()
 
     def poll(self) -> int:

@@ -94,9 +94,10 @@ def send_raw(address, message, n=1, **sockopts):
 def test_a_worker_s_loops_take_whole_batches_with_poll_in_order(monkeypatch):
     """Wired to a worker (``on_arrival`` set), the receiving thread only authenticates a batch:
     it waits for a loop's `poll`, which delivers its items at once, however many batches came
-    meanwhile. A batch that has waited longer than ``STALE_SECS`` when the next arrives (the
-    loops are in a long round: a slow bolt) is delivered, with it, by the receiving thread, so
-    that the inboxes and backpressure see every item; order is kept either way."""
+    meanwhile. A batch that has waited longer than ``STALE_SECS`` when the next arrives, or more
+    than ``STALE_MESSAGES`` batches waiting (the loops are in a long round: a slow bolt), are
+    delivered by the receiving thread, so that the inboxes and backpressure see every item;
+    order is kept either way."""
     batches, arrivals = [], []
     b = transport(slot="h:2")
     b.set_receiver(lambda task, item: pytest.fail("items of a batch go to receive_batch"),
@@ -135,6 +136,15 @@ def test_a_worker_s_loops_take_whole_batches_with_poll_in_order(monkeypatch):
         a.flush()
         assert wait_until(lambda: sum(map(len, batches)) == 2000)  # the receiving thread delivered
         assert [item for batch in batches for item in batch] == [(7, (1, i, 0, -1)) for i in range(2000)]
+        batches.clear()
+        monkeypatch.setattr(transport_module, "STALE_SECS", 60.0)
+        for n in range(transport_module.STALE_MESSAGES + 2):  # a flood of small batches, none stale
+            send((1, n, 0, -1))
+            a.flush()
+        # more than STALE_MESSAGES waiting: the receiving thread delivers them, in order
+        assert wait_until(lambda: sum(map(len, batches)) == transport_module.STALE_MESSAGES + 1)
+        assert [item for batch in batches for item in batch] == [
+            (7, (1, n, 0, -1)) for n in range(transport_module.STALE_MESSAGES + 1)]
     finally:
         a.close()
         b.close()

@@ -598,6 +598,58 @@ hold_ack(PyObject *acks, PyObject *root, PyObject *x)
     return rc;
 }
 
+/* 1 when the first input waiting in the deque inbox has the root root, 0 when not (or empty) */
+static int
+sibling_next(PyObject *inbox, PyObject *root)
+{
+    Py_ssize_t n = PyObject_Size(inbox);
+    if (n <= 0)
+        return n < 0 ? -1 : 0;
+    PyObject *next = PySequence_GetItem(inbox, 0);
+    if (next == NULL) {  /* taken meanwhile by another thread: nothing next */
+        PyErr_Clear();
+        return 0;
+    }
+    int same = 0;
+    if (PyObject_TypeCheck(next, &TupleBase_Type))
+        same = PyObject_RichCompareBool(((TupleBase *)next)->root, root, Py_EQ);
+    Py_DECREF(next);
+    return same;
+}
+
+/* ackers[root % len(ackers)]((kind, root, x, -1)): a bolt's ack of one tree, sent at once
+ * (ackers a non-empty list) */
+static int
+send_ack(PyObject *ackers, PyObject *kind, PyObject *root, PyObject *x)
+{
+    Py_ssize_t n = PyList_GET_SIZE(ackers), i;
+    unsigned long long r = PyLong_AsUnsignedLongLong(root);
+    if (r != (unsigned long long)-1 || !PyErr_Occurred()) {
+        i = (Py_ssize_t)(r % (unsigned long long)n);
+    } else {  /* not a 64-bit id: Python's remainder, as the Python path */
+        PyErr_Clear();
+        PyObject *nk = PyLong_FromSsize_t(n);
+        PyObject *idx = nk ? PyNumber_Remainder(root, nk) : NULL;
+        Py_XDECREF(nk);
+        i = idx ? PyLong_AsSsize_t(idx) : -1;
+        Py_XDECREF(idx);
+        if (i < 0 || i >= n) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_IndexError, "no acker for this root");
+            return -1;
+        }
+    }
+    PyObject *send = Py_NewRef(PyList_GET_ITEM(ackers, i));
+    PyObject *msg = PyTuple_Pack(4, kind, root, x, MINUS_ONE);
+    PyObject *res = msg ? PyObject_CallOneArg(send, msg) : NULL;
+    Py_XDECREF(msg);
+    Py_DECREF(send);
+    if (res == NULL)
+        return -1;
+    Py_DECREF(res);
+    return 0;
+}
+
 static PyObject *
 BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -649,22 +701,11 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
                 PyErr_SetString(PyExc_TypeError, "executor.acks is not a dict");
             goto fail;
         }
-        int sibling = 0;
-        if (PyObject_Length(self->inbox) > 0) {  /* is a sibling next? then hold and combine */
-            PyObject *first = PySequence_GetItem(self->inbox, 0);
-            if (first == NULL) {
-                PyErr_Clear();  /* taken by another thread meanwhile */
-            } else {
-                if (PyObject_TypeCheck(first, &TupleBase_Type)) {
-                    sibling = PyObject_RichCompareBool(((TupleBase *)first)->root, root, Py_EQ);
-                }
-                Py_DECREF(first);
-                if (sibling < 0) {
-                    Py_DECREF(acks);
-                    Py_DECREF(x);
-                    goto fail;
-                }
-            }
+        int sibling = sibling_next(self->inbox, root);  /* a sibling next? then hold and combine */
+        if (sibling < 0) {
+            Py_DECREF(acks);
+            Py_DECREF(x);
+            goto fail;
         }
         int rc = 0;
         if (sibling) {
@@ -678,26 +719,7 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
                 Py_XDECREF(r);
             }
         } else {  /* nothing held: send at once, no dict */
-            rc = -1;
-            PyObject *nk = PyLong_FromSsize_t(nackers);
-            PyObject *idx = nk ? PyNumber_Remainder(root, nk) : NULL;
-            Py_XDECREF(nk);
-            Py_ssize_t i = idx ? PyLong_AsSsize_t(idx) : -1;
-            Py_XDECREF(idx);
-            if (i >= 0 && i < PyList_GET_SIZE(self->ackers)) {
-                PyObject *send = PyList_GET_ITEM(self->ackers, i);
-                Py_INCREF(send);
-                PyObject *msg = PyTuple_Pack(4, self->ack_tag, root, x, MINUS_ONE);
-                PyObject *r = msg ? PyObject_CallOneArg(send, msg) : NULL;
-                Py_XDECREF(msg);
-                Py_DECREF(send);
-                if (r != NULL) {
-                    Py_DECREF(r);
-                    rc = 0;
-                }
-            } else if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_IndexError, "no acker for this root");
-            }
+            rc = send_ack(self->ackers, self->ack_tag, root, x);
         }
         Py_DECREF(acks);
         Py_DECREF(x);
@@ -1698,24 +1720,6 @@ BoltCollectorBase_dealloc(BoltCollectorBase *self)
 
 static PyObject *str_ack_general, *ACK_KIND;
 
-/* 1 when the first input waiting in the deque inbox has the root root, 0 when not (or empty) */
-static int
-sibling_next(PyObject *inbox, PyObject *root)
-{
-    Py_ssize_t n = PyObject_Size(inbox);
-    if (n <= 0)
-        return n < 0 ? -1 : 0;
-    PyObject *next = PySequence_GetItem(inbox, 0);
-    if (next == NULL) {  /* taken meanwhile by another thread: nothing next */
-        PyErr_Clear();
-        return 0;
-    }
-    int same = 0;
-    if (PyObject_TypeCheck(next, &TupleBase_Type))
-        same = PyObject_RichCompareBool(((TupleBase *)next)->root, root, Py_EQ);
-    Py_DECREF(next);
-    return same;
-}
 
 static PyObject *
 BoltCollectorBase_ack(BoltCollectorBase *self, PyObject *tup)
@@ -1728,12 +1732,10 @@ BoltCollectorBase_ack(BoltCollectorBase *self, PyObject *tup)
     PyObject *root = t->root;
     if (!PyLong_CheckExact(root) || PyLong_AsUnsignedLongMask(self->loop_ident) != PyThread_get_thread_ident())
         goto general;
-    unsigned long long rootv = PyLong_AsUnsignedLongLong(root);
-    if (rootv == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();  /* not a 64-bit id: Python's path says what is wrong */
-        goto general;
-    }
-    if (rootv == 0)
+    int tracked = PyObject_IsTrue(root);
+    if (tracked < 0)
+        return NULL;
+    if (!tracked)
         goto general;
     PyObject *acks = PyObject_GetAttr(self->ex, str_acks);
     if (acks == NULL)
@@ -1752,18 +1754,10 @@ BoltCollectorBase_ack(BoltCollectorBase *self, PyObject *tup)
     PyObject *x = PyNumber_Xor(t->val, t->oav);
     if (x == NULL)
         return NULL;
-    PyObject *msg = PyTuple_Pack(4, ACK_KIND, root, x, MINUS_ONE);  /* (ACK, root, val ^ oav, -1) */
+    int rc = send_ack(self->ackers, ACK_KIND, root, x);  /* (ACK, root, val ^ oav, -1) */
     Py_DECREF(x);
-    if (msg == NULL)
+    if (rc < 0)
         return NULL;
-    PyObject *acker = PyList_GET_ITEM(self->ackers, (Py_ssize_t)(rootv % (unsigned long long)PyList_GET_SIZE(self->ackers)));
-    Py_INCREF(acker);
-    PyObject *res = PyObject_CallOneArg(acker, msg);
-    Py_DECREF(acker);
-    Py_DECREF(msg);
-    if (res == NULL)
-        return NULL;
-    Py_DECREF(res);
     if (count(self->stats, &TaskStatsBase_Type, offsetof(TaskStatsBase, acked), str_acked, 1) < 0)
         return NULL;
     int sampling = self->samples ? PyObject_IsTrue(self->samples) : 0;
@@ -1771,7 +1765,7 @@ BoltCollectorBase_ack(BoltCollectorBase *self, PyObject *tup)
         return NULL;
     if (sampling) {
         PyObject *id = PyLong_FromVoidPtr(tup), *now = PyObject_CallNoArgs(self->now);
-        res = id && now ? PyObject_CallFunctionObjArgs(self->close_sample, id, Py_True, now, NULL) : NULL;
+        PyObject *res = id && now ? PyObject_CallFunctionObjArgs(self->close_sample, id, Py_True, now, NULL) : NULL;
         Py_XDECREF(id);
         Py_XDECREF(now);
         if (res == NULL)

@@ -18,6 +18,7 @@ of each class):
 - `BoltCollectorBase`: the slots of a bolt's collector, and its ``ack``.
 - `PendingTreeBase`: the fields of `squall.engine.acker.PendingTree`.
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
+- `execute_run`: a bolt executor's inner loop over its plain (not sampled) inputs.
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
 - `memo_chooser`: the fields grouping's remembered choice for a str key.
 - `next_chooser`: the shuffle grouping's chooser, which ignores the values.
@@ -195,6 +196,20 @@ def acker_run(acker, pop, n: int, now: float, deliver) -> None:
             deliver[reply[0]](reply[1:])
 
 
+def execute_run(execute: Any, pop: Any, n: int, stats: Any) -> int:
+    """``execute(pop())`` ``n`` times, adding the inputs executed to ``stats.executed`` (on an
+    exception, those before the one that raised); returns ``n``. A bolt executor's plain inputs
+    between two sampled ones (`squall.engine.bolt_executor.BoltExecutor.drain`)."""
+    done = 0
+    try:
+        while done < n:
+            execute(pop())
+            done += 1
+    finally:
+        stats.executed += done
+    return done
+
+
 def spout_replies(executor, pop, n: int, now) -> None:
     """Apply ``n`` replies ``(kind, root, delta_secs)`` from ``pop()`` as ``executor._reply`` does
     (`SpoutExecutor`); ``now()`` is the clock the complete latency is measured with."""
@@ -267,7 +282,7 @@ def sender(append: Any, task: int, tuple_type: type, plain: frozenset, check: An
 _COMPILED_NAMES = {"BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
                    "TaskStatsBase": "TaskStatsBase", "SpoutExecutorBase": "SpoutExecutorBase",
-                   "acker_run": "acker_run", "spout_replies": "spout_replies", "memo_chooser": "MemoChooser",
+                   "acker_run": "acker_run", "execute_run": "execute_run", "spout_replies": "spout_replies", "memo_chooser": "MemoChooser",
                    "next_chooser": "NextChooser", "batch_items": "batch_items",
                    "group_items": "group_items", "deliver_items": "deliver_items",
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",

@@ -555,7 +555,7 @@ typedef struct {
 #define BE_FIELDS(X) X(user_execute) X(basic) X(ack) X(on_failed) X(failed_type) X(executor) \
     X(stats) X(samples) X(close_sample) X(now) X(inbox) X(ackers) X(ack_tag)
 
-static PyObject *str_acks, *str_flush_acks, *str_acked, *MINUS_ONE;
+static PyObject *str_acks, *str_flush_acks, *str_acked, *str_executed, *MINUS_ONE;
 
 static int
 BasicExecute_traverse(BasicExecute *self, visitproc visit, void *arg)
@@ -2013,6 +2013,54 @@ fail:
     return NULL;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * execute_run(execute, pop, n, stats): execute(pop()) n times, adding the inputs executed (those
+ * before one that raised, on an exception) to stats.executed: a bolt executor's plain inputs
+ * between two sampled ones (squall.engine.bolt_executor.BoltExecutor.drain).
+ */
+static PyObject *
+execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "execute_run(execute, pop, n, stats)");
+        return NULL;
+    }
+    PyObject *execute = args[0], *pop = args[1], *stats = args[3];
+    Py_ssize_t n = PyLong_AsSsize_t(args[2]), done = 0;
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    int failed = 0;
+    while (done < n) {
+        PyObject *item = PyObject_CallNoArgs(pop);
+        if (item == NULL) {
+            failed = 1;
+            break;
+        }
+        PyObject *r = PyObject_Vectorcall(execute, &item, 1, NULL);
+        Py_DECREF(item);
+        if (r == NULL) {
+            failed = 1;
+            break;
+        }
+        Py_DECREF(r);
+        done++;
+    }
+    if (done) {  /* counted on an exception too; the exception stays the one raised */
+        PyObject *type = NULL, *value = NULL, *tb = NULL;
+        if (failed)
+            PyErr_Fetch(&type, &value, &tb);
+        int rc = count(stats, &TaskStatsBase_Type, offsetof(TaskStatsBase, executed), str_executed, done);
+        if (failed) {
+            if (rc < 0)
+                PyErr_Clear();
+            PyErr_Restore(type, value, tb);
+        } else if (rc < 0) {
+            return NULL;
+        }
+    }
+    return failed ? NULL : PyLong_FromSsize_t(done);
+}
+
 static PyMethodDef speedups_functions[] = {
     {"acker_run", (PyCFunction)(void (*)(void))acker_run, METH_FASTCALL,
      "acker_run(acker, pop, n, now, deliver): apply n messages from pop() as Acker.update would, "
@@ -2024,6 +2072,8 @@ static PyMethodDef speedups_functions[] = {
     {"batch_items", (PyCFunction)(void (*)(void))batch_items, METH_FASTCALL,
      "batch_items(out, targets, values, src, roots, vals, tuple_type): append a batch run's "
      "(target, Tuple) pairs to out."},
+    {"execute_run", (PyCFunction)(void (*)(void))execute_run, METH_FASTCALL,
+     "execute_run(execute, pop, n, stats): execute(pop()) n times, counting them in stats.executed."},
     {"spout_replies", (PyCFunction)(void (*)(void))spout_replies, METH_FASTCALL,
      "spout_replies(executor, pop, n, now): n replies from pop() as SpoutExecutor._reply would."},
     {NULL}
@@ -2048,6 +2098,7 @@ PyInit__speedups(void)
     str_acks = PyUnicode_InternFromString("acks");
     str_flush_acks = PyUnicode_InternFromString("flush_acks");
     str_acked = PyUnicode_InternFromString("acked");
+    str_executed = PyUnicode_InternFromString("executed");
     str_pending = PyUnicode_InternFromString("pending");
     str_buckets = PyUnicode_InternFromString("_buckets");
     str_tree_type = PyUnicode_InternFromString("tree_type");

@@ -586,3 +586,44 @@ def test_a_batch_s_items_go_to_their_inboxes_and_items_for_tasks_not_here_are_dr
         want = {t: list(q) + [i for task, i in items if task == t] for t, q in inboxes.items()}
         assert _native.deliver_items(inboxes, items) == sum(1 for t, _ in items if t in inboxes)
         assert {t: list(q) for t, q in inboxes.items()} == want
+
+
+def test_a_run_of_inputs_is_executed_in_order_and_counted_even_when_one_raises():
+    """`execute_run` (C when compiled): ``n`` inputs popped and executed in order, counted in the
+    task's statistics (compiled: C numbers); on an exception, the inputs before it are counted,
+    the rest stay in the inbox and the exception is the one raised."""
+    from collections import deque
+
+    from squall.engine.executor import TaskStats
+
+    seen = []
+
+    def execute(tup):
+        if tup == "boom":
+            raise ValueError("boom")
+        seen.append(tup)
+
+    stats = TaskStats()
+    inbox = deque(["a", "b", "c", "d"])
+    assert _native.execute_run(execute, inbox.popleft, 3, stats) == 3
+    assert seen == ["a", "b", "c"] and list(inbox) == ["d"] and stats.executed == 3
+
+    inbox = deque(["e", "boom", "f"])
+    with pytest.raises(ValueError, match="boom"):
+        _native.execute_run(execute, inbox.popleft, 3, stats)
+    assert seen == ["a", "b", "c", "e"] and list(inbox) == ["f"] and stats.executed == 4
+    assert _native.execute_run(execute, inbox.popleft, 0, stats) == 0 and stats.executed == 4
+
+
+def test_a_run_of_inputs_keeps_no_reference_it_should_not():
+    from collections import deque
+
+    from squall.engine.executor import TaskStats
+
+    stats = TaskStats()
+
+    def run(n):
+        inbox = deque([object()] for _ in range(n))
+        _native.execute_run(len, inbox.popleft, n, stats)
+
+    assert _bytes_left_by(run) < 20_000

@@ -20,7 +20,7 @@ from typing import Any
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt
 from .._errors import EmitError, FailedException, ReportedFailedException
-from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase
+from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, execute_run
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
@@ -77,22 +77,20 @@ class BoltExecutor(Executor):
             pop = q.popleft
             # Storm's sampled statistics: runs of `left - 1` plain inputs, then a sampled one
             sampled = self.sampled[t]
+            stats = self.stats[t]
             left = sampled.left
-            ran = i = 0
+            ran = 0
             try:
                 while ran < n:
                     run = left - 1 if left - 1 < n - ran else n - ran
-                    for i in range(run):
-                        execute(pop())
-                    ran += run
+                    ran += execute_run(execute, pop, run, stats)  # counted, on a crash too
                     left -= run
-                    i = 0
                     if ran < n:
                         self._sampled_execute(sampled, execute, pop())
+                        stats.executed += 1
                         ran += 1
                         left = sampled.next_gap()
-            finally:  # counted per batch; on a crash, the tuples executed before it
-                self.stats[t].executed += ran + i
+            finally:
                 sampled.left = left
             done += n
         if self.acks:

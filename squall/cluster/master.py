@@ -900,7 +900,8 @@ class Master(HaMaster):
         """A worker's beat (``stats``: its exact engine counters; ``windows``: Storm's windowed
         statistics of its tasks, `squall.worker.stats_history`; ``figures``: its process's
         `WorkerFigures`; ``transport``: its data transport's counts of dropped messages). The
-        reply says whether to stop, whether spouts may run, when a peer moved or restarted since
+        reply says whether to stop, whether spouts may run (``activating``: not yet, only because
+        other workers have not beaten yet), when a peer moved or restarted since
         the worker's ``addresses_version``, the new ``peers`` and ``launch_ids`` tables, and when
         workers died since its ``lost_generation`` of this master's ``epoch`` (another epoch: since
         ever), which (``lost``: `LostWorker` as dicts, with the current generation and epoch)."""
@@ -922,7 +923,12 @@ class Master(HaMaster):
         if errors:
             self._add_errors(topo, slot, launch_id, errors)
         state.ready = True
-        reply: dict[str, Any] = {"stop": False, "active": self._active(topo)}
+        active = self._active(topo)
+        reply: dict[str, Any] = {"stop": False, "active": active}
+        if not active and topo.status == TopologyStatus.ACTIVE:
+            # it activates once the other workers have beaten: this one learns of it only from a
+            # beat's reply, so it should beat again soon rather than a period later
+            reply["activating"] = True
         if addresses_version is not None and addresses_version != topo.addresses_version:
             reply["peers"] = topo.peers()
             reply["launch_ids"] = topo.launch_ids

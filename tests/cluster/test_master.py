@@ -129,9 +129,14 @@ def test_spouts_run_only_once_every_worker_has_reported_in(conf):
     first, second = sorted(m.topologies["t"].assignment)
     ids = m.topologies["t"].launch_ids
     assert m.op_get_assignment(storm_id=storm_id, slot=first)["active"] is False
-    assert m.op_heartbeat(storm_id=storm_id, slot=first, launch_id=ids[first])["active"] is False
-    assert m.op_heartbeat(storm_id=storm_id, slot=second, launch_id=ids[second])["active"] is True
+    reply = m.op_heartbeat(storm_id=storm_id, slot=first, launch_id=ids[first])
+    assert reply["active"] is False and reply["activating"] is True  # so it beats again soon
+    reply = m.op_heartbeat(storm_id=storm_id, slot=second, launch_id=ids[second])
+    assert reply["active"] is True and "activating" not in reply
     assert m.op_heartbeat(storm_id=storm_id, slot=first, launch_id=ids[first])["active"] is True
+    m.op_deactivate(name="t")  # inactive by the user's choice: nothing to wait for
+    reply = m.op_heartbeat(storm_id=storm_id, slot=first, launch_id=ids[first])
+    assert reply["active"] is False and "activating" not in reply
 
 
 def test_info_counts_only_the_slots_a_topology_holds_now(conf):

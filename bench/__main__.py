@@ -14,6 +14,7 @@
     python -m bench run W5 --host process|spark [--workers 4] [--rate 1000] [--kill-every 20] [--kills 3]
         [--message-timeout 30] [--max-pending 1000] [--plot FILE.png]
     python -m bench peers [--n 1000000] [--rounds 3] [--no-save]
+    python -m bench instructions W1|W2 [--acking on|off] [--n N1,N2]
     python -m bench tuner [--host process] [--workers 2] [--n 1000000] [--w4-rate half-peak] [--rounds 3]
         [--settings 100,1000,10000,auto] [--no-save]
     python -m bench report [--results bench/results/results.jsonl] [--latest]
@@ -241,6 +242,19 @@ def _peers(args: argparse.Namespace) -> int:
     return peers.main(args.n, args.rounds, args.no_save)
 
 
+def _instructions(args: argparse.Namespace) -> int:
+    from . import instructions
+
+    try:
+        sizes = tuple(int(x) for x in args.n.split(",")) if args.n else None
+    except ValueError:
+        raise SystemExit(f"--n takes two sizes, e.g. 4000,12000: got {args.n!r}") from None
+    if sizes is not None and len(sizes) != 2:
+        raise SystemExit(f"--n takes two sizes, e.g. 4000,12000: got {args.n!r}")
+    print(json.dumps(instructions.measure(args.workload, args.acking == "on", sizes)))
+    return 0
+
+
 def _tuner(args: argparse.Namespace) -> int:
     from . import tuner
 
@@ -338,6 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     peers.add_argument("--no-save", action="store_true",
                        help="print only; do not append to bench/results/peers.jsonl")
     peers.set_defaults(func=_peers)
+
+    ins = sub.add_parser("instructions", help="instructions per tuple under Valgrind: the engine's work, "
+                                              "unmoved by this machine's speed (bench.instructions)")
+    ins.add_argument("workload", choices=["W1", "W2"])
+    ins.add_argument("--acking", choices=["on", "off"], default="on")
+    ins.add_argument("--n", default=None, help="the two run sizes, e.g. 4000,12000 (default: W1 4000,12000; "
+                                               "W2 20000,60000)")
+    ins.set_defaults(func=_instructions)
 
     tun = sub.add_parser("tuner", help="W1 and W4 with max spout pending 100, 1000, 10000 and auto (the tuner), "
                                        "interleaved; prints the table for docs/benchmarks.md (bench.tuner)")

@@ -207,15 +207,16 @@ class IdBolt(Bolt):
 
 
 def build(workload: str, acking: bool, samples_key: str | None, max_pending: int | str = DEFAULT_MAX_PENDING,
-          workers: int = 1, parallelism: int = 1, output_dir: str | None = None):
+          workers: int = 1, parallelism: int = 1, output_dir: str | None = None, spout: Spout | None = None):
     """The W2 or W3 topology and its configuration; returns (topology, conf, last bolt id).
 
     ``parallelism`` executors per component and, with acking on, one acker per worker (Storm's
     default; one in all on one worker). ``output_dir``: the spout writes its latency samples
     there on close (the process host) instead of into the registry under ``samples_key``.
+    ``spout``: the spout to run in place of a `ConstSpout` (`bench.instructions`: one that stops).
     """
     builder = TopologyBuilder()
-    spout = builder.set_spout("spout", ConstSpout(acking), parallelism)
+    spout = builder.set_spout("spout", spout or ConstSpout(acking), parallelism)
     if samples_key:
         spout.add_configuration(SAMPLES_KEY, samples_key)
     if output_dir:

@@ -39,6 +39,11 @@ if ! command -v gcc >/dev/null 2>&1; then
 else
     echo "install-system-deps: gcc already installed ($(command -v gcc))"
 fi
+if ! command -v valgrind >/dev/null 2>&1; then  # python -m bench instructions (not the tests)
+    missing+=(valgrind)
+else
+    echo "install-system-deps: valgrind already installed ($(command -v valgrind))"
+fi
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi

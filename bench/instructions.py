@@ -1,0 +1,128 @@
+"""Instructions per tuple: a measure of the engine's CPU work that this machine's noise cannot move.
+
+This machine's speed swings 2x within minutes, so an interleaved timing needs many rounds to
+show a change of a few percent. The number of machine instructions a run executes does not
+swing: run under Valgrind's cachegrind (``--cache-sim=no``: it only counts), the same run
+executes the same instructions to within a fraction of a percent. Two runs of ``n1`` and ``n2``
+tuples cancel what does not grow with the tuples (start-up, imports, the topology's submission
+and stop), so ``(Ir(n2) - Ir(n1)) / (n2 - n1)`` is what one more tuple costs::
+
+    python -m bench instructions W1 [--acking on|off] [--n 4000,12000]
+    python -m bench instructions W2 [--acking on|off] [--n 20000,60000]
+
+W1 counts sentences (each one sentence and its 10 words), W2 tuples; both on LocalCluster (one
+worker, in the process Valgrind runs). What instructions do not show: cache misses, the cost of
+waking threads and of switching between them, and everything outside the process, which is
+where a crossing between workers spends much of its time (docs/profiles/w1-scaling-model.md).
+So this ranks changes of the per-tuple work; timings (``python -m bench run``) still say what a
+change buys.
+
+Needs ``valgrind`` (Debian's package, installed by scripts/install-system-deps.sh). A run is
+about 50x slower than natively: W1 with the default sizes takes about half a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from squall import LocalCluster
+
+from . import w1_wordcount, w2_const_null
+
+_IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+DEFAULT_N = {"W1": (4000, 12000), "W2": (20000, 60000)}
+
+
+class _LimitedConstSpout(w2_const_null.ConstSpout):
+    """W2's spout, emitting ``limit`` tuples and then nothing."""
+
+    def __init__(self, reliable: bool, limit: int) -> None:
+        super().__init__(reliable)
+        self.limit = limit
+        self.emitted = 0
+
+    def next_tuple(self) -> None:
+        if self.emitted < self.limit:
+            self.emitted += 1
+            super().next_tuple()
+
+
+def _wait(cluster: Any, name: str, progress: Any) -> None:
+    """Until ``progress(info)`` reaches 1, looking seldom: each look costs instructions, and
+    under Valgrind a second passes for every few thousand tuples."""
+    while progress(cluster.get_topology_info(name)) < 1.0:
+        time.sleep(0.5)
+
+
+def _run_w1(n: int, acking: bool) -> None:
+    directory = w1_wordcount.ensure_corpus(n)
+    output_dir = tempfile.mkdtemp(prefix="squall-instructions-")
+    try:
+        topology, conf = w1_wordcount.build(str(directory), acking, output_dir)
+        with LocalCluster() as cluster:
+            cluster.submit_topology("w1", conf, topology)
+            _wait(cluster, "w1", lambda info: w1_wordcount._progress(info, n, acking))
+            cluster.kill_topology("w1", wait_secs=0)
+    finally:
+        shutil.rmtree(output_dir, ignore_errors=True)
+
+
+def _run_w2(n: int, acking: bool) -> None:
+    topology, conf, last = w2_const_null.build("W2", acking, None, spout=_LimitedConstSpout(acking, n))
+
+    def progress(info: dict) -> float:
+        comps = info["components"]
+        return (comps["spout"]["acked"] if acking else comps[last]["executed"]) / n
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology("w2", conf, topology)
+        _wait(cluster, "w2", progress)
+        cluster.kill_topology("w2", wait_secs=0)
+
+
+def count(workload: str, n: int, acking: bool) -> int:
+    """The instructions one run of ``workload`` with ``n`` tuples executes, under cachegrind."""
+    if shutil.which("valgrind") is None:
+        raise RuntimeError("valgrind is not installed: run scripts/install-system-deps.sh (Debian's valgrind)")
+    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+           sys.executable, "-m", "bench.instructions", "--inner", workload, str(n), "on" if acking else "off"]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    found = _IREFS.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"{workload} n={n} under valgrind failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def measure(workload: str, acking: bool = True, sizes: tuple[int, int] | None = None) -> dict[str, Any]:
+    """Instructions per tuple of ``workload`` (``W1``: per sentence), from runs of two sizes."""
+    if workload not in DEFAULT_N:
+        raise ValueError(f"instructions are measured for W1 and W2, not {workload!r}")
+    n1, n2 = sizes or DEFAULT_N[workload]
+    if not 0 < n1 < n2:
+        raise ValueError(f"--n needs two sizes, the first smaller: got {n1}, {n2}")
+    if workload == "W1":  # made before, so that neither run pays for writing its corpus
+        w1_wordcount.ensure_corpus(n1)
+        w1_wordcount.ensure_corpus(n2)
+    ir1, ir2 = count(workload, n1, acking), count(workload, n2, acking)
+    return {"workload": workload, "acking": "on" if acking else "off", "n": [n1, n2], "instructions": [ir1, ir2],
+            "instructions_per_tuple": round((ir2 - ir1) / (n2 - n1)),
+            "per": "sentence" if workload == "W1" else "tuple"}
+
+
+def _inner(workload: str, n: int, acking: bool) -> None:
+    (_run_w1 if workload == "W1" else _run_w2)(n, acking)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--inner":
+        _inner(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "on")
+    else:
+        print(json.dumps(measure(sys.argv[1])))

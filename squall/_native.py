@@ -8,6 +8,7 @@ runs the engine's tests both ways (``tests/test_native.py``). `COMPILED` says wh
 The names, each a base class or a callable of the engine (the modules that use them hold the rest
 of each class):
 
+- `IdSource`: a seeded source of random tuple and root ids.
 - `TupleBase`: the slots of `squall.Tuple`.
 - `RouterBase`: the slots of `squall.engine.routing.Router` (compiled, its two counters are C numbers).
 - `TaskStatsBase`, `SpoutExecutorBase`: a task's counters, and a spout executor's; compiled, the
@@ -36,11 +37,22 @@ measured: see ``docs/profiles/w1-one-worker.md``.
 
 from __future__ import annotations
 
+import functools
 import os
+import random
 from itertools import repeat
 from typing import Any
 
 _DEFAULT_STREAM = "default"  # squall._system.DEFAULT_STREAM (not imported: this module is imported first)
+
+
+def IdSource(seed: int, bits: int = 64) -> Any:
+    """A source of random ids: calling it returns the next id of ``bits`` bits, from ``seed``.
+    Here `random.Random.getrandbits`; compiled, splitmix64 in C (another sequence, as random
+    and as reproducible from the seed), whose bits the C emit paths take without an int."""
+    if not isinstance(seed, int) or not 1 <= bits <= 64:
+        raise ValueError("IdSource(seed, bits): seed an int, bits from 1 to 64")
+    return functools.partial(random.Random(seed).getrandbits, bits)
 
 
 class TupleBase:
@@ -279,7 +291,7 @@ def sender(append: Any, task: int, tuple_type: type, plain: frozenset, check: An
     return send
 
 
-_COMPILED_NAMES = {"BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
+_COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
                    "TaskStatsBase": "TaskStatsBase", "SpoutExecutorBase": "SpoutExecutorBase",
                    "acker_run": "acker_run", "execute_run": "execute_run", "spout_replies": "spout_replies", "memo_chooser": "MemoChooser",

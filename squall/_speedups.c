@@ -290,6 +290,75 @@ count(PyObject *obj, PyTypeObject *type, size_t offset, PyObject *name, long lon
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * IdSource(seed, bits=64): calling it returns the next random id of `bits` bits, splitmix64
+ * (Steele, Lea and Flood, 2014) from `seed`. Tuple and root ids are drawn this way because
+ * Random.getrandbits(64) builds its int from bytes, several times the work; draw_id also hands
+ * the C paths the id's 64 bits without reading them back out of the int.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    unsigned long long state;
+    int shift;
+} IdSource;
+
+static PyTypeObject IdSource_Type;
+
+static inline unsigned long long
+id_next(IdSource *self)
+{
+    unsigned long long z = (self->state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return (z ^ (z >> 31)) >> self->shift;
+}
+
+static PyObject *
+IdSource_call(IdSource *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 0 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "an IdSource takes no arguments");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(id_next(self));
+}
+
+static PyObject *
+IdSource_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"seed", "bits", NULL};
+    PyObject *seed;
+    int bits = 64;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|i", kwlist, &seed, &bits))
+        return NULL;
+    if (!PyLong_Check(seed) || bits < 1 || bits > 64) {
+        PyErr_SetString(PyExc_ValueError, "IdSource(seed, bits): seed an int, bits from 1 to 64");
+        return NULL;
+    }
+    unsigned long long state = PyLong_AsUnsignedLongLongMask(seed);  /* the seed's low 64 bits */
+    if (state == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    IdSource *self = (IdSource *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->state = state;
+    self->shift = 64 - bits;
+    self->vectorcall = (vectorcallfunc)IdSource_call;
+    return (PyObject *)self;
+}
+
+static PyTypeObject IdSource_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "squall._speedups.IdSource",
+    .tp_basicsize = sizeof(IdSource),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "IdSource(seed, bits=64): calling it returns the next random id of bits bits (splitmix64).",
+    .tp_vectorcall_offset = offsetof(IdSource, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = IdSource_new,
+};
+
+/* ---------------------------------------------------------------------------------------------
  * BasicCollectorBase: the slots of a BasicBolt's collector, and its emit.
  */
 typedef struct {
@@ -1468,6 +1537,26 @@ id_bits(PyObject *id, const char *what)
     return PyLong_AsUnsignedLongLong(id);
 }
 
+/* a new id from rand(), its 64 bits in *bits; NULL with an exception set when it is not a
+ * 64-bit int (what: "edge" or "root", for the message) */
+static PyObject *
+draw_id(PyObject *rand, unsigned long long *bits, const char *what)
+{
+    if (Py_IS_TYPE(rand, &IdSource_Type)) {  /* the bits without reading them back out of an int */
+        *bits = id_next((IdSource *)rand);
+        return PyLong_FromUnsignedLongLong(*bits);
+    }
+    PyObject *id = PyObject_CallNoArgs(rand);
+    if (id == NULL)
+        return NULL;
+    *bits = id_bits(id, what);
+    if (*bits == (unsigned long long)-1 && PyErr_Occurred()) {
+        Py_DECREF(id);
+        return NULL;
+    }
+    return id;
+}
+
 /* deliver a tracked tuple to every target; the xor of their edge ids in *xor */
 static int
 spout_send_tracked(SpoutCollectorBase *self, RouterBase *r, PyObject *targets, PyObject *values,
@@ -1476,14 +1565,10 @@ spout_send_tracked(SpoutCollectorBase *self, RouterBase *r, PyObject *targets, P
     PyTypeObject *tt = (PyTypeObject *)self->tuple_type;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(targets); i++) {
         PyObject *task = PyList_GET_ITEM(targets, i);
-        PyObject *edge = PyObject_CallNoArgs(self->rand);
+        unsigned long long e;
+        PyObject *edge = draw_id(self->rand, &e, "edge");
         if (edge == NULL)
             return -1;
-        unsigned long long e = id_bits(edge, "edge");
-        if (e == (unsigned long long)-1 && PyErr_Occurred()) {
-            Py_DECREF(edge);
-            return -1;
-        }
         *xor ^= e;
         PyObject *t = tuple_make(tt, values, r->src, root, edge, ZERO);
         Py_DECREF(edge);
@@ -1503,14 +1588,12 @@ spout_send_tracked(SpoutCollectorBase *self, RouterBase *r, PyObject *targets, P
 static int
 spout_track(SpoutCollectorBase *self, RouterBase *r, PyObject *targets, PyObject *values, PyObject *msg_id)
 {
-    PyObject *root = PyObject_CallNoArgs(self->root);
+    unsigned long long rootv, xor = 0;
+    PyObject *root = draw_id(self->root, &rootv, "root");
     if (root == NULL)
         return -1;
     int rc = -1;
     PyObject *pending = NULL, *newest = NULL, *started = NULL, *entry = NULL, *xo = NULL, *init = NULL;
-    unsigned long long rootv = id_bits(root, "root"), xor = 0;
-    if (rootv == (unsigned long long)-1 && PyErr_Occurred())
-        goto done;
     if (rootv == 0) {  /* 0 means untracked: drawn as 1, as in Python (self._root() or 1) */
         Py_SETREF(root, Py_NewRef(ONE));
         rootv = 1;
@@ -2124,10 +2207,10 @@ PyInit__speedups(void)
         !str_latency_count || !str_emit_general || !str_emits || !str_newest ||
         !str_ack_general || !ACK_KIND || !str_task || !str_stream || !str_append)
         return NULL;
-    PyTypeObject *types[] = {&TupleBase_Type, &RouterBase_Type, &TaskStatsBase_Type, &SpoutExecutorBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
+    PyTypeObject *types[] = {&IdSource_Type, &TupleBase_Type, &RouterBase_Type, &TaskStatsBase_Type, &SpoutExecutorBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
                              &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type,
                              &BoltCollectorBase_Type, &NextChooser_Type};
-    const char *names[] = {"TupleBase", "RouterBase", "TaskStatsBase", "SpoutExecutorBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase",
+    const char *names[] = {"IdSource", "TupleBase", "RouterBase", "TaskStatsBase", "SpoutExecutorBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase",
                            "MemoChooser", "Sender", "SpoutCollectorBase",
                            "BoltCollectorBase", "NextChooser"};
     PyObject *m = PyModule_Create(&speedups_module);

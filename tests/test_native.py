@@ -313,9 +313,11 @@ class _Counters(_native.SpoutExecutorBase):
     """A stand-in spout executor whose counters are the compiled ones (when compiled)."""
 
 
-def _spout_collector(acking: bool, counters: type = SimpleNamespace):
+def _spout_collector(acking: bool, counters: type = SimpleNamespace, id_source: bool = False):
     """A SpoutCollector on a stand-in executor (its counters an attribute or `_Counters`): three
-    streams (two targets, none, direct), the acker and every target recorded, ids and clock seeded."""
+    streams (two targets, none, direct), the acker and every target recorded, ids and clock seeded
+    (``id_source``: edge and root ids from `IdSource`s, the engine's own, which the C paths draw
+    without a call; else from Python callables, the first root drawn 0)."""
     import functools
     import itertools
     import random
@@ -343,6 +345,8 @@ def _spout_collector(acking: bool, counters: type = SimpleNamespace):
     c._rand = functools.partial(random.Random(1).getrandbits, 64)
     roots = random.Random(2)
     c._root = itertools.chain([0], iter(lambda: roots.getrandbits(64), None)).__next__  # 0 first: taken as 1
+    if id_source:
+        c._rand, c._root = _native.IdSource(1), _native.IdSource(2)
     ticks = itertools.count()
     c._now = lambda: float(next(ticks))
     c._stats = TaskStats()
@@ -360,8 +364,8 @@ def test_a_spout_s_emit_does_what_its_general_python_path_does():
              (((["f", 4]),), {"msg_id": 0}), (((("g", 5)), "m4"), {})]
     bad = [((["a"], "m5"), {}), ((["a", 1], "m6", "nope"), {}), ((["a"], "m7", "direct"), {}), ((None,), {})]
 
-    def replay(acking, emit, counters=SimpleNamespace):
-        c, ex, sent, acked = _spout_collector(acking, counters)
+    def replay(acking, emit, counters=SimpleNamespace, id_source=False):
+        c, ex, sent, acked = _spout_collector(acking, counters, id_source)
         returned = [list(emit(c)(*args, **kw)) for args, kw in calls]
         errors = []
         for args, kw in bad:
@@ -380,6 +384,8 @@ def test_a_spout_s_emit_does_what_its_general_python_path_does():
         expected = replay(acking, lambda c: c._emit_general)
         assert replay(acking, lambda c: c.emit) == expected
         assert replay(acking, lambda c: c.emit, _Counters) == expected
+        expected = replay(acking, lambda c: c._emit_general, id_source=True)
+        assert replay(acking, lambda c: c.emit, _Counters, id_source=True) == expected
     tracked = replay(True, lambda c: c.emit)
     assert tracked[5] == 5 and len(tracked[7][0]) == 5  # m1, m2, m3 (to nobody), msg_id 0 and m4 pending
     assert tracked[7][0][1][0] == "m1"  # the root drawn as 0 is 1
@@ -391,9 +397,10 @@ def test_a_spout_s_emit_does_what_its_general_python_path_does():
     assert replay(False, lambda c: c.emit)[6] == ["m1", "m2", "m3", 0, "m4"]  # acking off: acked in emit
 
 
-def test_a_spout_s_emit_keeps_no_reference_it_should_not():
+@pytest.mark.parametrize("id_source", [False, True])
+def test_a_spout_s_emit_keeps_no_reference_it_should_not(id_source):
 
-    c, ex, sent, acked = _spout_collector(True)
+    c, ex, sent, acked = _spout_collector(True, id_source=id_source)
 
     def run(n):
         for i in range(n):
@@ -627,3 +634,22 @@ def test_a_run_of_inputs_keeps_no_reference_it_should_not():
         _native.execute_run(len, inbox.popleft, n, stats)
 
     assert _bytes_left_by(run) < 20_000
+
+
+def test_an_id_source_draws_ids_of_its_width_reproducibly_from_its_seed():
+    for bits in (64, 56, 1):
+        draw = _native.IdSource(7, bits)
+        ids = [draw() for _ in range(2000)]
+        assert all(type(i) is int and 0 <= i < 2 ** bits for i in ids)
+        again = _native.IdSource(7, bits)
+        assert [again() for _ in range(2000)] == ids
+        if bits == 64:
+            assert len(set(ids)) == 2000 and max(ids) >= 2 ** 63  # no repeat; the top bit is drawn too
+            other = _native.IdSource(8)
+            assert [other() for _ in range(5)] != ids[:5]
+        if bits == 1:
+            assert set(ids) == {0, 1}
+    assert _native.IdSource(2 ** 70 + 5)() >= 0  # a seed wider than 64 bits is taken
+    for bad in ((1, 0), (1, 65), ("seed", 64)):
+        with pytest.raises(ValueError, match="IdSource"):
+            _native.IdSource(*bad)

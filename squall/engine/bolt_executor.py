@@ -20,7 +20,7 @@ from typing import Any
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt
 from .._errors import EmitError, FailedException, ReportedFailedException
-from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, execute_run
+from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, execute_run
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
@@ -199,7 +199,7 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         self._samples = executor.sampled[task].open_samples
         self._close_sample = executor.sampled[task].close_sample
         self._now = w.clock.now
-        self._rand = functools.partial(random.Random(w.seed ^ (task << 20)).getrandbits, 64)
+        self._rand = IdSource(w.seed ^ (task << 20))
         self._loop_ident = -1  # set by the loop when it starts; emits from other threads wake it
         self._inbox = executor.inboxes[task]
         if conf.get("topology.debug"):

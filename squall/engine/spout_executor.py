@@ -25,7 +25,6 @@ Storm's unlimited default timed 30,032 tuples out in 8 s; this limit, none.
 
 from __future__ import annotations
 
-import functools
 import random
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -33,7 +32,7 @@ from typing import Any
 
 from .._collectors import SpoutOutputCollector
 from .._errors import EmitError
-from .._native import SpoutCollectorBase, SpoutExecutorBase, spout_replies
+from .._native import IdSource, SpoutCollectorBase, SpoutExecutorBase, spout_replies
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
 from .acker import ACKED, FAILED, INIT
@@ -316,7 +315,7 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         self._acking = bool(w.ackers)
         self._stats: TaskStats = executor.stats[task]
         self._now = w.clock.now
-        self._rand = functools.partial(random.Random(w.seed ^ (task << 20)).getrandbits, 64)
+        self._rand = IdSource(w.seed ^ (task << 20))
         self._root = self._root_maker(w)
         self._tuple_type = Tuple
         if conf.get("topology.debug"):
@@ -335,7 +334,7 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         rand = self._rand
         if n < 2 or not local or len(local) == n or n > 256:
             return rand
-        bits = functools.partial(random.Random(w.seed ^ (self._task << 22)).getrandbits, 56)
+        bits = IdSource(w.seed ^ (self._task << 22), 56)
         # 56 random bits times n, plus a local acker's index: below 2**64, and never 0
         if len(local) == 1:
             index = local[0]

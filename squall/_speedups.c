@@ -289,6 +289,32 @@ count(PyObject *obj, PyTypeObject *type, size_t offset, PyObject *name, long lon
     return rc;
 }
 
+/* PyLong_AsUnsignedLongLong(v), without its detour through a byte array for the ints of 31 to
+ * 64 bits that tuple ids are: on CPython 3.11 (30-bit digits, the layout this reads), an exact
+ * int of at most three digits that fits is read from its digits; everything else, and every
+ * other version, goes to PyLong_AsUnsignedLongLong (so the errors are its own) */
+static inline unsigned long long
+as_u64(PyObject *v)
+{
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    if (PyLong_CheckExact(v)) {
+        const digit *d = ((PyLongObject *)v)->ob_digit;
+        switch (Py_SIZE(v)) {
+        case 0:
+            return 0;
+        case 1:
+            return d[0];
+        case 2:
+            return (unsigned long long)d[0] | (unsigned long long)d[1] << 30;
+        case 3:
+            if (d[2] >> 4 == 0)
+                return (unsigned long long)d[0] | (unsigned long long)d[1] << 30 | (unsigned long long)d[2] << 60;
+        }
+    }
+#endif
+    return PyLong_AsUnsignedLongLong(v);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * IdSource(seed, bits=64): calling it returns the next random id of `bits` bits, splitmix64
  * (Steele, Lea and Flood, 2014) from `seed`. Tuple and root ids are drawn this way because
@@ -692,7 +718,7 @@ static int
 send_ack(PyObject *ackers, PyObject *kind, PyObject *root, PyObject *x)
 {
     Py_ssize_t n = PyList_GET_SIZE(ackers), i;
-    unsigned long long r = PyLong_AsUnsignedLongLong(root);
+    unsigned long long r = as_u64(root);
     if (r != (unsigned long long)-1 || !PyErr_Occurred()) {
         i = (Py_ssize_t)(r % (unsigned long long)n);
     } else {  /* not a 64-bit id: Python's remainder, as the Python path */
@@ -923,7 +949,16 @@ reply_to(PyObject *deliver, long task, long kind, PyObject *root, double delta)
     PyObject *t = PyLong_FromLong(task);
     if (t == NULL)
         return -1;
-    PyObject *msg = Py_BuildValue("(lOd)", kind, root, delta);
+    PyObject *msg = PyTuple_New(3);  /* (kind, root, delta), without Py_BuildValue's format parsing */
+    PyObject *k = msg ? PyLong_FromLong(kind) : NULL, *d = k ? PyFloat_FromDouble(delta) : NULL;
+    if (d == NULL) {
+        Py_XDECREF(k);
+        Py_CLEAR(msg);
+    } else {
+        PyTuple_SET_ITEM(msg, 0, k);
+        PyTuple_SET_ITEM(msg, 1, Py_NewRef(root));
+        PyTuple_SET_ITEM(msg, 2, d);
+    }
     int rc = msg ? deliver_to(deliver, t, msg) : -1;
     Py_XDECREF(msg);
     Py_DECREF(t);
@@ -970,7 +1005,7 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
     PendingTreeBase *entry = (PendingTreeBase *)e;  /* a new reference from here on */
     int rc = -1;
     if (kind == ACK || kind == INIT) {
-        unsigned long long x = PyLong_AsUnsignedLongLong(val);
+        unsigned long long x = as_u64(val);
         if (x == (unsigned long long)-1 && PyErr_Occurred())
             goto done;
         entry->xor ^= x;
@@ -1534,7 +1569,7 @@ id_bits(PyObject *id, const char *what)
         PyErr_Format(PyExc_TypeError, "a spout's %s id must be an int, got %R", what, id);
         return (unsigned long long)-1;
     }
-    return PyLong_AsUnsignedLongLong(id);
+    return as_u64(id);
 }
 
 /* a new id from rand(), its 64 bits in *bits; NULL with an exception set when it is not a

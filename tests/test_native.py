@@ -137,9 +137,12 @@ def test_acker_run_replies_as_acker_update_does_in_any_order():
     from squall.engine.acker import ACK, FAIL, INIT, RESET, Acker
 
     rng = random.Random(5)
+    # ids of every width the C path reads on its own (0 to 3 digits of 30 bits), and its edges
+    edge_ids = [0, 1, 2 ** 30 - 1, 2 ** 30, 2 ** 60 - 1, 2 ** 60, 2 ** 63, 2 ** 64 - 1]
     messages = []
     for root in (rng.getrandbits(64) | 1 for _ in range(300)):
-        edges = [rng.getrandbits(64) for _ in range(rng.randrange(1, 5))]
+        edges = [rng.choice(edge_ids) if rng.random() < 0.3 else rng.getrandbits(rng.choice((64, 64, 45, 20)))
+                 for _ in range(rng.randrange(1, 5))]
         init = 0
         for e in edges:
             init ^= e
@@ -653,3 +656,17 @@ def test_an_id_source_draws_ids_of_its_width_reproducibly_from_its_seed():
     for bad in ((1, 0), (1, 65), ("seed", 64)):
         with pytest.raises(ValueError, match="IdSource"):
             _native.IdSource(*bad)
+
+
+@pytest.mark.skipif(not _native.COMPILED, reason="the C path's own bound: Python's ints have none")
+def test_the_compiled_acker_refuses_an_edge_id_wider_than_64_bits():
+    """Edge ids are 64 bits; the C acker keeps a tree's xor in 64 bits, so a wider one (which
+    squall never makes) is refused, not cut to its low bits."""
+    from collections import deque
+
+    from squall.engine.acker import INIT, Acker
+
+    for val in (2 ** 64, 2 ** 64 + 5, 2 ** 89, -1):
+        with pytest.raises(OverflowError):
+            _native.acker_run(Acker(), deque([(INIT, 7, val, 3)]).popleft, 1, 1.0, {3: lambda m: None})
+    _native.acker_run(Acker(), deque([(INIT, 7, 2 ** 64 - 1, 3)]).popleft, 1, 1.0, {3: lambda m: None})

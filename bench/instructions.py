@@ -55,10 +55,20 @@ class _LimitedConstSpout(w2_const_null.ConstSpout):
             super().next_tuple()
 
 
-def _wait(cluster: Any, name: str, progress: Any) -> None:
+def _wait(cluster: Any, name: str, progress: Any, timeout: float = 1800.0) -> dict:
     """Until ``progress(info)`` reaches 1, looking seldom: each look costs instructions, and
-    under Valgrind a second passes for every few thousand tuples."""
-    while progress(cluster.get_topology_info(name)) < 1.0:
+    under Valgrind a second passes for every few thousand tuples. Raises on a crash or after
+    ``timeout`` seconds, so that a broken run ends instead of waiting forever; the last info."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = cluster.get_topology_info(name)
+        if progress(info) >= 1.0:
+            return info
+        fatal = [e for e in info["errors"] if e.get("fatal")]
+        if fatal:
+            raise RuntimeError(f"{name} crashed: {fatal[0]['error']}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name} did not finish within {timeout:.0f} s")
         time.sleep(0.5)
 
 
@@ -75,7 +85,9 @@ def _run_w1(n: int, acking: bool) -> None:
         shutil.rmtree(output_dir, ignore_errors=True)
 
 
-def _run_w2(n: int, acking: bool) -> None:
+def _run_w2(n: int, acking: bool, timeout: float = 1800.0) -> dict:
+    """W2 with a spout that stops after ``n`` tuples, until they are acked (or executed); the
+    components' figures then."""
     topology, conf, last = w2_const_null.build("W2", acking, None, spout=_LimitedConstSpout(acking, n))
 
     def progress(info: dict) -> float:
@@ -84,8 +96,9 @@ def _run_w2(n: int, acking: bool) -> None:
 
     with LocalCluster() as cluster:
         cluster.submit_topology("w2", conf, topology)
-        _wait(cluster, "w2", progress)
+        info = _wait(cluster, "w2", progress, timeout)
         cluster.kill_topology("w2", wait_secs=0)
+    return info["components"]
 
 
 def count(workload: str, n: int, acking: bool) -> int:

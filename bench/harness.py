@@ -217,12 +217,14 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
 
 
 # --- polling a topology ---------------------------------------------------------------------------
-def wait_until(cluster: Any, name: str, done: Callable[[dict], float], timeout: float) -> dict:
+def wait_until(cluster: Any, name: str, done: Callable[[dict], float], timeout: float,
+               poll: float | None = None) -> dict:
     """Polls ``get_topology_info`` until ``done(info)`` returns a progress of 1.0 or more.
 
     ``done`` returns the fraction of the work finished; the poll interval is `POLL_SECS` and drops
     to `FINE_POLL_SECS` past 95%, so the end is seen soon after it happens without polling often
-    for the whole run.
+    for the whole run; ``poll``: a fixed interval instead (`bench.instructions` looks seldom,
+    since each look costs instructions it counts).
 
     Raises:
         RuntimeError: the topology reported a fatal error (a crash) or ``timeout`` passed.
@@ -238,7 +240,7 @@ def wait_until(cluster: Any, name: str, done: Callable[[dict], float], timeout: 
             raise RuntimeError(f"topology {name} crashed: {fatal[0]['error']}\n{fatal[0]['traceback']}")
         if time.perf_counter() > deadline:
             raise RuntimeError(f"topology {name} did not finish in {timeout} s (progress {progress:.3f})")
-        time.sleep(FINE_POLL_SECS if progress >= 0.95 else POLL_SECS)
+        time.sleep(poll if poll is not None else FINE_POLL_SECS if progress >= 0.95 else POLL_SECS)
 
 
 # --- records ----------------------------------------------------------------------------------------

@@ -29,16 +29,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from squall import LocalCluster
 
-from . import w1_wordcount, w2_const_null
+from . import harness, w1_wordcount, w2_const_null
 
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 DEFAULT_N = {"W1": (4000, 12000), "W2": (20000, 60000)}
+# How often a run looks at its topology's progress: seldom, as each look costs instructions,
+# and under Valgrind a second passes for every few thousand tuples
+LOOK_SECS = 0.5
 
 
 class _LimitedConstSpout(w2_const_null.ConstSpout):
@@ -55,23 +57,6 @@ class _LimitedConstSpout(w2_const_null.ConstSpout):
             super().next_tuple()
 
 
-def _wait(cluster: Any, name: str, progress: Any, timeout: float = 1800.0) -> dict:
-    """Until ``progress(info)`` reaches 1, looking seldom: each look costs instructions, and
-    under Valgrind a second passes for every few thousand tuples. Raises on a crash or after
-    ``timeout`` seconds, so that a broken run ends instead of waiting forever; the last info."""
-    deadline = time.monotonic() + timeout
-    while True:
-        info = cluster.get_topology_info(name)
-        if progress(info) >= 1.0:
-            return info
-        fatal = [e for e in info["errors"] if e.get("fatal")]
-        if fatal:
-            raise RuntimeError(f"{name} crashed: {fatal[0]['error']}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{name} did not finish within {timeout:.0f} s")
-        time.sleep(0.5)
-
-
 def _run_w1(n: int, acking: bool) -> None:
     directory = w1_wordcount.ensure_corpus(n)
     output_dir = tempfile.mkdtemp(prefix="squall-instructions-")
@@ -79,7 +64,8 @@ def _run_w1(n: int, acking: bool) -> None:
         topology, conf = w1_wordcount.build(str(directory), acking, output_dir)
         with LocalCluster() as cluster:
             cluster.submit_topology("w1", conf, topology)
-            _wait(cluster, "w1", lambda info: w1_wordcount._progress(info, n, acking))
+            harness.wait_until(cluster, "w1", lambda info: w1_wordcount._progress(info, n, acking), 1800,
+                               poll=LOOK_SECS)
             cluster.kill_topology("w1", wait_secs=0)
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
@@ -96,7 +82,7 @@ def _run_w2(n: int, acking: bool, timeout: float = 1800.0) -> dict:
 
     with LocalCluster() as cluster:
         cluster.submit_topology("w2", conf, topology)
-        info = _wait(cluster, "w2", progress, timeout)
+        info = harness.wait_until(cluster, "w2", progress, timeout, poll=LOOK_SECS)
         cluster.kill_topology("w2", wait_secs=0)
     return info["components"]
 

@@ -1561,17 +1561,6 @@ SpoutCollectorBase_dealloc(SpoutCollectorBase *self)
 
 static PyObject *str_emit_general, *str_emits, *str_newest;
 
-/* a 64-bit id held as a Python int, or -1 with an exception set (the caller checks PyErr_Occurred) */
-static unsigned long long
-id_bits(PyObject *id, const char *what)
-{
-    if (!PyLong_CheckExact(id)) {
-        PyErr_Format(PyExc_TypeError, "a spout's %s id must be an int, got %R", what, id);
-        return (unsigned long long)-1;
-    }
-    return as_u64(id);
-}
-
 /* a new id from rand(), its 64 bits in *bits; NULL with an exception set when it is not a
  * 64-bit int (what: "edge" or "root", for the message) */
 static PyObject *
@@ -1584,7 +1573,12 @@ draw_id(PyObject *rand, unsigned long long *bits, const char *what)
     PyObject *id = PyObject_CallNoArgs(rand);
     if (id == NULL)
         return NULL;
-    *bits = id_bits(id, what);
+    if (!PyLong_CheckExact(id)) {
+        PyErr_Format(PyExc_TypeError, "a spout's %s id must be an int, got %R", what, id);
+        Py_DECREF(id);
+        return NULL;
+    }
+    *bits = as_u64(id);
     if (*bits == (unsigned long long)-1 && PyErr_Occurred()) {
         Py_DECREF(id);
         return NULL;

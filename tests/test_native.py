@@ -658,7 +658,7 @@ def test_an_id_source_draws_ids_of_its_width_reproducibly_from_its_seed():
             _native.IdSource(*bad)
 
 
-@pytest.mark.skipif(not _native.COMPILED, reason="the C path's own bound: Python's ints have none")
+@pytest.mark.skipif(not _native.COMPILED, reason="pure-Python path: it keeps a tree's xor in a Python int, which has no 64-bit bound to refuse ids at")
 def test_the_compiled_acker_refuses_an_edge_id_wider_than_64_bits():
     """Edge ids are 64 bits; the C acker keeps a tree's xor in 64 bits, so a wider one (which
     squall never makes) is refused, not cut to its low bits."""

@@ -157,7 +157,8 @@ class ExecutorLoop:
     """Runs executors on one thread; see the module docstring."""
 
     def __init__(self, name: str, state: TopologyState, backpressure: Backpressure, clock: Any,
-                 conf: dict[str, Any], on_crash: Callable[[ExecutorLoop, Executor, BaseException], None]) -> None:
+                 conf: dict[str, Any], on_crash: Callable[[ExecutorLoop, Executor, BaseException], None],
+                 event: threading.Event | None = None) -> None:
         self.name = name
         self.state = state
         self.backpressure = backpressure
@@ -177,7 +178,9 @@ class ExecutorLoop:
             conf.get("topology.spout.wait.progressive.max.sleep.millis") or 0) / 1000.0)
         self._spin = int(conf.get("topology.spout.wait.progressive.level1.count") or 0)
         self._yield = int(conf.get("topology.spout.wait.progressive.level2.count") or 0)
-        self._event = threading.Event()
+        # what the loop sleeps on: the worker's transport may give one that its sockets also set
+        # (`squall.engine.transport.Transport.loop_event`)
+        self._event = event if event is not None else threading.Event()
         self._stop = False
         self._clean = True
         self.rounds = 0

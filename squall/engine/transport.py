@@ -66,6 +66,12 @@ class Transport(abc.ABC):
     # its sleeping loops
     on_arrival: Callable[[], None] | None = None
 
+    def loop_event(self) -> threading.Event:
+        """A new event for a loop of this worker to sleep on (`ExecutorLoop.wake` sets it).
+        A transport without a thread of its own (`squall.worker.tcp.TcpTransport`) returns one
+        whose wait also ends when its sockets have something for `poll`."""
+        return threading.Event()
+
     def poll(self) -> int:
         """Deliver, on the calling thread, what arrived since the last call; return how many
         items. The worker's loops call it at the start of every round, so a transport whose

@@ -96,14 +96,16 @@ class Worker:
         self.inboxes: dict[int, deque] = {t: deque() for t in self.tasks}
 
         # One shared loop, plus one per executor of a component that asked for its own thread.
-        shared = ExecutorLoop(f"squall-worker-{port}", state, backpressure, clock, plan.conf, self._crash)
+        self._loop_event = transport.loop_event
+        shared = ExecutorLoop(f"squall-worker-{port}", state, backpressure, clock, plan.conf, self._crash,
+                              transport.loop_event())
         self.loops = [shared]
         loop_of_exec: dict[ExecutorSpec, ExecutorLoop] = {}
         for e in assignment:
             cconf = plan.component_confs[e.component]
             if cconf.get("topology.executor.own.thread") and e.component != ACKER_COMPONENT:
                 lp = ExecutorLoop(f"squall-worker-{port}-{e.component}-{e.tasks[0]}", state, backpressure,
-                                  clock, cconf, self._crash)
+                                  clock, cconf, self._crash, transport.loop_event())
                 self.loops.append(lp)
                 loop_of_exec[e] = lp
             else:
@@ -326,7 +328,7 @@ class Worker:
                 return None
         self._splits += 1
         new = ExecutorLoop(f"{loop.name}-{self._splits}", self.state, self.backpressure, self.clock,
-                           self.plan.conf, self._crash)
+                           self.plan.conf, self._crash, self._loop_event())
         new.flush = loop.flush
         new.poll = loop.poll
         new.track_busy = loop.track_busy

@@ -163,6 +163,7 @@ class Opener:
         self._floor: dict[str, int] = {}
         self._last: dict[str, tuple[int, int]] = {}   # slot -> (launch, sequence) last accepted
         self._routes: dict[bytes, tuple[int, str, str, str]] = {}
+        self.accepted = 0  # messages that passed
 
     def set_floor(self, launches: dict[str, int]) -> None:
         """The master's current launch id per slot: anything older is a stale launch."""
@@ -221,4 +222,5 @@ class Opener:
         if last is not None and launch == last[0] and seq <= last[1]:
             raise Refused("replayed", f"a message from {slot} numbered {seq}, not after {last[1]}")
         self._last[slot] = (launch, seq)
+        self.accepted += 1
         return Header(kind, seq, storm_id, slot, launch, to), view[end:]

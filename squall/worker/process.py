@@ -2,7 +2,8 @@
 
 Started by its supervisor, it dies with it (``PR_SET_PDEATHSIG``, set by the supervisor before
 exec). It fetches its assignment from the master, builds the engine's `Worker` with a
-`ZmqTransport`, and heartbeats its statistics and errors every ``worker.heartbeat.frequency.secs``
+transport (`make_transport`: `TcpTransport` where the data port is not encrypted, `ZmqTransport`
+with CurveZMQ where it is), and heartbeats its statistics and errors every ``worker.heartbeat.frequency.secs``
 (`squall.worker.agent.WorkerAgent`, the same on every host). Its `logging` goes to its
 ``worker.log`` at Storm's place (`squall.cluster.logs.install_worker_logging`). A crash in user code (Storm's
 fail-fast) is reported and ends the process with status 1; the supervisor restarts it. A worker
@@ -26,7 +27,13 @@ from ..engine.serialize import Serializer, source_cache
 from .agent import WorkerAgent
 from .envelope import Origin
 from .rpc import load_or_create_secret
+from . import curve
+from .batching import BatchingTransport
+from .tcp import TcpTransport
 from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_KEY, ZmqTransport
+
+WIRE_KEY = "squall.transport.wire"
+AUTO_WIRE, ZMQ_WIRE = "auto", "zmq"
 
 log = logging.getLogger("squall.worker")
 
@@ -44,17 +51,33 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     # among nimbus.seeds
     link = master_link(conf, first=NimbusAddress(mhost, int(mport)))
 
-    def make_transport(plan: Any, origin: Origin, receive: Any) -> ZmqTransport:
-        return ZmqTransport(bind or f"tcp://{slot}", {}, Serializer(plan.conf, source_cache(plan)), secret,
-                            receive=receive, origin=origin, **_transport_options(conf))
+    def make_transport(plan: Any, origin: Origin, receive: Any) -> BatchingTransport:
+        return open_transport(bind or f"tcp://{slot}", Serializer(plan.conf, source_cache(plan)), secret, receive,
+                              origin, conf)
     # stateful bolts' states: sealed files under storm.local.dir, which outlive the worker
     home = StateHome(directory=Path(conf.get("storm.local.dir") or "storm-local") / "state", key=state_key(secret))
     return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop,
                        state_home=home).run()
 
 
+def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, origin: Origin,
+                   conf: dict[str, Any]) -> BatchingTransport:
+    """A worker's transport, bound on ``bind``: `TcpTransport` (no helper threads) where the data
+    port is not encrypted, `ZmqTransport` where it is or ``squall.transport.wire`` is ``zmq``.
+
+    Every worker of a cluster decides from its own address by the same rule, and a sender
+    reaches each peer at the address the peer bound, so the two ends of a connection agree as
+    long as the cluster's workers are all on loopback or all not (``squall.encryption: auto``);
+    `TcpTransport` refuses to send to a peer that would be encrypted (docs/cluster.md).
+    """
+    options = _transport_options(conf)
+    if setting(conf, WIRE_KEY, AUTO_WIRE) == AUTO_WIRE and not curve.wants_encryption(options["encryption"], bind):
+        return TcpTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
+    return ZmqTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
+
+
 def _transport_options(conf: dict[str, Any]) -> dict[str, Any]:
-    """The `ZmqTransport` settings of the cluster's configuration (checked by the keys' rules in
+    """The transport settings of the cluster's configuration (checked by the keys' rules in
     `squall._config`; an error names a bad key)."""
     return {"max_message_bytes": setting(conf, MAX_MESSAGE_KEY, DEFAULT_MAX_MESSAGE_BYTES),
             "encryption": encryption_setting(conf)}

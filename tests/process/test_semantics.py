@@ -45,7 +45,9 @@ def test_word_count_is_exact_across_two_workers_and_a_key_stays_on_one_task(shar
 
 def test_a_worker_reports_the_messages_it_dropped_in_its_heartbeat(shared_cluster, tmp_path):
     """A forged message to a worker's data port is dropped, and `info` counts it per worker."""
-    import zmq
+    import socket
+
+    from squall.worker.tcp import split_address
 
     with _Running(shared_cluster, "forged", topology_conf(tmp_path), word_count(SENTENCES[:50])) as m:
         def addressed():  # every worker reported its address (none listed yet is not that)
@@ -53,11 +55,10 @@ def test_a_worker_reports_the_messages_it_dropped_in_its_heartbeat(shared_cluste
             return bool(workers) and all(w["address"] for w in workers)
         assert wait_until(addressed, 30)
         address = m.get_topology_info("forged")["workers"][0]["address"]
-        sock = zmq.Context.instance().socket(zmq.PUSH)
-        sock.setsockopt(zmq.LINGER, 2000)
-        sock.connect(address)
-        sock.send(b"a forged mac, header and data of a batch: " + b"x" * 100)
-        sock.close()
+        forged = b"a forged mac, header and data of a batch: " + b"x" * 100
+        # on loopback the wire is TcpTransport's: frames of a 4-byte length, then the message
+        with socket.create_connection(split_address(address)) as sock:
+            sock.sendall(len(forged).to_bytes(4, "big") + forged)
 
         def unauthenticated():
             for w in m.get_topology_info("forged")["workers"]:

@@ -1,0 +1,272 @@
+"""`BatchingTransport`: what squall's two wires between worker processes have in common.
+
+Items for a task in another worker are queued per peer worker by the task's sender, and `flush`
+(called by the loops after every working round, see `squall.engine.transport.Transport.flush`)
+encodes each queue as one batch and seals it (`squall.worker.envelope`), so a tuple crossing
+processes pays for one message per batch, not per tuple (ENGINE-SPEED.md, lesson 8). A message
+that arrives is opened (MAC and header checked) before anything in it is decoded, because
+decoding may unpickle, and pickles must never be loaded from an unauthenticated peer.
+
+The wire is the subclass's: `squall.worker.transport.ZmqTransport` (ZeroMQ, with CurveZMQ
+encryption) and `squall.worker.tcp.TcpTransport` (plain TCP sockets that the worker's loops read
+and write themselves). A subclass binds its port, calls `_listening`, and implements `_send`,
+`_moved`, `poll` and `close`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from itertools import repeat, starmap
+from typing import Any
+
+import msgpack
+
+from .._native import sender as native_sender
+from .._ratelimit import RateLimitedLog
+from .._tuple import Tuple
+from ..engine.serialize import PLAIN_TYPES, SerializationError
+from ..engine.transport import Transport
+from .envelope import CONTROL, DATA, SEAL_OVERHEAD, Opener, Origin, Refused, Sealer
+
+log = logging.getLogger("squall.worker")
+
+MAX_BATCH = 2048  # items per message: bounds a message's size and the receiver's latency
+MAX_MESSAGE_KEY = "squall.transport.max.message.bytes"
+# A batch of MAX_BATCH small tuples is ~7 KB; 64 MB leaves room for large values, and bounds
+# what one message from a stranger can make a worker allocate.
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class BatchingTransport(Transport):
+    """Per-peer batches of items, sealed on the way out and opened on the way in; see the
+    module docstring.
+
+    Args:
+        peers: the address of the worker hosting each remote task (changed later by `set_peers`).
+        serializer: encodes and decodes batches (`squall.engine.serialize.Serializer`).
+        secret: the cluster's shared secret.
+        receive: called with ``(task, item)`` for every item that arrives (the worker's
+            ``receive``); set later with `set_receiver` if the worker does not exist yet.
+        origin: this worker's topology, slot and launch id, which its messages carry and
+            against which it checks the messages it receives.
+        max_message_bytes: the largest message sent or accepted (``squall.transport.max.message.bytes``).
+    """
+
+    def __init__(self, peers: dict[int, str], serializer: Any, secret: bytes,
+                 receive: Callable[[int, Any], None] | None, *, origin: Origin, max_message_bytes: int) -> None:
+        self._serializer = serializer
+        self._receive = receive
+        self._receive_batch: Callable[[list], int] | None = None
+        self._poll_lock = threading.Lock()
+        self._control: Callable[[str, Any], None] | None = None
+        self.max_message_bytes = int(max_message_bytes)
+        self._secret = secret
+        self._origin = origin
+        self._warn = RateLimitedLog(log, limit=5, period=10.0)
+        self.refused = 0  # items refused because, alone, they exceed max_message_bytes
+        self.on_refused: Callable[[int, str], None] | None = None  # told (task, why) of each
+        # queues, sockets and backlogs are keyed by the address a peer worker first had: a
+        # worker that restarts elsewhere (a Spark task on another executor) gets a new address
+        # (`set_peers`), but the senders the executors hold keep appending to the same queue
+        self._queues: dict[str, deque] = {}
+        self._task_queue: dict[int, deque] = {}
+        self._task_key: dict[int, str] = {}
+        self._address: dict[str, str] = {}
+        for task, addr in peers.items():
+            self._task_queue[task] = self._queues.setdefault(addr, deque())
+            self._task_key[task] = addr
+            self._address[addr] = addr
+        self._routes: dict[str, bytes] = {}  # key -> the encoded route to the peer's current address
+        self._send_lock = threading.Lock()
+        self._sealer = Sealer(secret, origin)
+        self._closed = False
+        self._encode_errors: set[str] = set()  # logged once each (see _encode)
+
+    def _listening(self, address: str) -> None:
+        """This worker's data address, once bound: the address its messages must be for."""
+        self.address = address
+        self._opener = Opener(self._secret, self._origin.storm_id, address)
+
+    # --- what the wire does ---------------------------------------------------------------------------
+    def _send(self, key: str, message: bytes) -> None:
+        """Send one sealed message to the peer first known as ``key``, never blocking (under
+        the send lock)."""
+        raise NotImplementedError
+
+    def _moved(self, key: str) -> None:
+        """The peer first known as ``key`` has a new address: drop its connection and what it
+        has not sent yet (under the send lock)."""
+        raise NotImplementedError
+
+    # --- shared -----------------------------------------------------------------------------------
+    @property
+    def dropped(self) -> int:
+        """Messages received and dropped, for any reason (`statistics` tells which)."""
+        return self._opener.drops.total()
+
+    def statistics(self) -> dict[str, Any]:
+        """Drops by reason, and items refused for their size (for the worker's heartbeat)."""
+        return {"dropped": self._opener.drops.as_dict(), "refused": self.refused}
+
+    def set_launches(self, launches: dict[str, int]) -> None:
+        """The master's launch id per slot: messages from older launches are dropped."""
+        self._opener.set_floor(launches)
+
+    def set_receiver(self, receive: Callable[[int, Any], None],
+                     receive_batch: Callable[[list], int] | None = None) -> None:
+        """Where arriving items go: the worker's ``receive``, or ``receive_batch`` for the items
+        of a batch delivered at once."""
+        self._receive = receive
+        self._receive_batch = receive_batch
+
+    def set_control_handler(self, handle: Callable[[str, Any], None]) -> None:
+        """Where arriving control messages go, with the slot of the worker that sent them (see
+        `broadcast`); the handler raises an exception for a message it cannot take."""
+        self._control = handle
+
+    def broadcast(self, message: Any) -> None:
+        """Send a small msgpack-able control message (backpressure state) to every peer worker,
+        after the batches queued for it."""
+        data = msgpack.packb(message)
+        with self._send_lock:
+            if self._closed:
+                return
+            self._flush_locked()
+            for key in self._queues:
+                self._send(key, self._sealer.seal(CONTROL, self._route(key), data))
+
+    def set_peers(self, peers: dict[int, str]) -> None:
+        """Addresses of peer workers: new tasks (before `sender` is asked for them), or a new
+        address for a worker that restarted elsewhere. A moved peer's unsent batches are dropped
+        with its old connection: they were meant for a worker that is gone, and their tuples
+        time out and replay, as in Storm."""
+        with self._send_lock:
+            for task, addr in peers.items():
+                key = self._task_key.get(task)
+                if key is None:
+                    self._task_queue[task] = self._queues.setdefault(addr, deque())
+                    self._task_key[task] = addr
+                    self._address.setdefault(addr, addr)
+                    continue
+                if self._address[key] == addr:
+                    continue
+                log.info("peer worker of task %s moved from %s to %s", task, self._address[key], addr)
+                self._address[key] = addr
+                self._routes.pop(key, None)
+                self._moved(key)
+
+    def sender(self, task_id: int) -> Callable[[Any], None]:
+        q = self._task_queue.get(task_id)
+        if q is None:
+            raise KeyError(f"no worker hosts task {task_id}")
+        # Values are serialized at flush, after the emit has returned; the sender checks the few
+        # that may fail now (a Tuple with a value not of PLAIN_TYPES), so that the emit raises in
+        # the emitting component's code (which may catch it) instead of the whole batch failing
+        # later, attributed to nobody.
+        return native_sender(q.append, task_id, Tuple, PLAIN_TYPES, self._serializer.check)
+
+    def flush(self) -> None:
+        if not self._send_lock.acquire(blocking=False):
+            return  # another loop of this worker is flushing; it takes our items too
+        try:
+            if not self._closed:
+                self._flush_locked()
+        finally:
+            self._send_lock.release()
+
+    def _flush_locked(self) -> None:
+        for key, q in self._queues.items():
+            while q:
+                n = min(len(q), MAX_BATCH)
+                # popleft, not a copy and clear: senders on other threads may append meanwhile
+                self._send_batch(key, list(starmap(q.popleft, repeat((), n))))
+
+    def _send_batch(self, key: str, items: list) -> None:
+        data = self._encode(items)
+        route = self._route(key)
+        if SEAL_OVERHEAD + len(route) + len(data) <= self.max_message_bytes:
+            self._send(key, self._sealer.seal(DATA, route, data))
+        elif len(items) > 1:  # the peer would refuse it: send it in halves
+            half = len(items) // 2
+            self._send_batch(key, items[:half])
+            self._send_batch(key, items[half:])
+        else:
+            task = items[0][0]
+            header = SEAL_OVERHEAD + len(route)
+            why = (f"an item for task {task} is {len(data)} bytes serialized, which with its message's "
+                   f"{header}-byte header is over {MAX_MESSAGE_KEY} ({self.max_message_bytes}); it was "
+                   f"not sent, and its tuple will time out")
+            self.refused += 1
+            self._warn.warning("%s", why)
+            if self.on_refused is not None:
+                self.on_refused(task, why)
+
+    def _route(self, key: str) -> bytes:
+        route = self._routes.get(key)
+        if route is None:
+            route = self._routes[key] = self._sealer.route(self._address[key])
+        return route
+
+    def _encode(self, items: list[tuple[int, Any]]) -> bytes:
+        """One batch of ``items``. Values were checked at emit (`sender`), but one may have been
+        changed since (a list the component kept and appended to): then the items that cannot
+        be encoded are dropped, to time out and replay as lost tuples do, and each distinct
+        error is logged once, instead of the loop crashing on an error that names no emit."""
+        encode = self._serializer.encode_batch
+        try:
+            return encode(items)
+        except SerializationError:
+            pass
+        good = []
+        for item in items:
+            try:
+                encode([item])
+            except SerializationError as e:
+                if str(e) not in self._encode_errors and len(self._encode_errors) < 100:
+                    self._encode_errors.add(str(e))
+                    log.error("dropped a tuple changed after its emit: %s", e)
+                continue
+            good.append(item)
+        return encode(good)
+
+    def _take(self, message: bytes) -> int:
+        """Check one message and deliver it: the items of a batch (how many is returned), or a
+        control message. The MAC is checked before anything is decoded: decoding may unpickle.
+        Called by one thread at a time, in the order the messages came (under ``_poll_lock``)."""
+        try:
+            header, data = self._opener.open(message)
+        except Refused as e:
+            self._warn.warning("dropped %s", e)
+            return 0
+        if header.kind == CONTROL:
+            if self._control is not None:
+                try:
+                    self._control(header.slot, msgpack.unpackb(data))
+                except Exception as e:
+                    self._opener.count("undecodable")
+                    self._warn.warning("dropped a control message from %s: %s", header.slot, e)
+            return 0
+        try:
+            items = self._serializer.decode_batch(data)
+        except Exception as e:
+            self._opener.count("undecodable")
+            self._warn.warning("dropped an undecodable batch from %s: %s", header.slot, e)
+            return 0
+        return self._deliver(items)
+
+    def _deliver(self, items: list[tuple[int, Any]]) -> int:
+        if self._receive_batch is not None:
+            return self._receive_batch(items)
+        receive = self._receive
+        if receive is None:
+            return 0
+        for task, item in items:
+            try:
+                receive(task, item)
+            except KeyError:
+                # not (or no longer) ours, e.g. sent under an old assignment: as Storm, drop
+                log.debug("dropped an item for task %s, not in this worker", task)
+        return len(items)

@@ -1,0 +1,509 @@
+"""`TcpTransport`: items between worker processes over plain TCP, moved by the worker's own loops.
+
+`squall.worker.transport.ZmqTransport` moves each message through three helper threads: ZeroMQ's
+I/O thread in the sender, ZeroMQ's I/O thread and squall's receiving thread in the receiver. On
+two busy cores that is ~4,500 voluntary and ~3,700 involuntary thread switches a second in a
+2-worker W1 run, against ~600 and ~370 when nothing crosses (docs/profiles/w1-scaling-model.md),
+and every one of them takes a core from a loop. Here no thread wakes per message: the loop that
+flushes writes each sealed message to its peer's socket itself, without blocking, and the loop
+that polls reads its sockets itself, at the start of each round. A loop with nothing to do
+sleeps in ``poll(2)`` on its wake-up descriptor and on this transport's epoll descriptor
+(`loop_event`), so the data that arrives for a sleeping worker wakes its loop directly. One
+thread, the watchman, looks every `STALE_SECS` whether a loop has polled since, and reads for
+the loops when none has (they are in a long round: a slow bolt), so that a flood still reaches
+the inboxes and flips backpressure.
+
+The wire is a stream of frames per connection: a 4-byte big-endian length, then one message
+sealed as `squall.worker.envelope` says (MAC, header, data), checked before anything in it is
+decoded. A frame longer than ``squall.transport.max.message.bytes`` closes its connection before
+it is read, so a stranger cannot make a worker allocate more. Each sending worker has one
+connection to each peer, so one sender's messages arrive in order, as the envelope's replay
+check needs. A message that cannot be written now waits in its peer's backlog (at most
+`MAX_BACKLOG` messages, the oldest given up first), which the next flush, or the loop that
+sees the socket writable, writes on; a loop never blocks on a peer (that could deadlock the ack
+cycle). A connection that breaks loses the message it was in the middle of; its tuples time out
+and replay, as in Storm.
+
+This wire does not encrypt: the worker process uses it only where ``squall.encryption`` asks
+for no encryption of the address (`squall.worker.curve.wants_encryption`: ``auto`` encrypts
+everything but loopback), and `ZmqTransport` with CurveZMQ everywhere else.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import select
+import socket
+import threading
+from collections import deque
+from collections.abc import Callable
+from time import monotonic
+from typing import Any
+
+from .._encryption import AUTO
+from .._encryption import KEY as ENCRYPTION_KEY
+from .batching import DEFAULT_MAX_MESSAGE_BYTES, BatchingTransport
+from .curve import wants_encryption
+from .envelope import Origin
+
+log = logging.getLogger("squall.worker")
+
+_LENGTH = 4                 # a frame's length prefix, big-endian
+_RECV_BYTES = 256 * 1024    # read from a socket at once
+# read at most this much from one connection in one `poll`: a flood into a worker in a long
+# round is delivered a round at a time, so that its inboxes (and backpressure) see it in steps
+_POLL_BYTES = 4 * 1024 * 1024
+# A loop that has not polled for this long is in a long round (a slow bolt): the transport's
+# watchman reads for it, so that its inboxes, and backpressure, see what arrives. A flood into a
+# bolt taking 1 ms a tuple (rounds of a second) filled its inbox with 71,408 tuples before the
+# spout heard "over" when only the loops read, 14,704 with a watchman looking every 10 ms, and
+# 3,674-5,866 (3 runs) every 5 ms; tests/process/test_recovery.py bounds it at 10,000. Looking
+# costs an idle worker 200 wake-ups a second, against ~1,000 per message flow with ZeroMQ.
+STALE_SECS = 0.005
+MAX_BACKLOG = 1000          # messages kept for a peer that does not take them (~7 MB of batches)
+RECONNECT_SECS = 0.1        # between attempts to connect to a peer that refused (ZeroMQ's default)
+# connections kept at once: past it, a new one replaces the oldest that has sent no authentic
+# message, so strangers' idle connections cannot shut the peers out
+MAX_INBOUND = 256
+_EPOLLIN, _EPOLLOUT = select.EPOLLIN, select.EPOLLOUT
+_BROKEN = select.EPOLLERR | select.EPOLLHUP
+_WOULD_BLOCK = (BlockingIOError, InterruptedError)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``tcp://host:port`` (host may be ``[v6]``) as ``(host, port)``.
+
+    Raises:
+        ValueError: not a ``tcp://host:port`` address.
+    """
+    scheme, sep, rest = address.partition("://")
+    host, colon, port = rest.rpartition(":")
+    if scheme != "tcp" or not sep or not colon or not host or not port.isdigit():
+        raise ValueError(f"{address!r} is not a tcp://host:port address")
+    return host.strip("[]"), int(port)
+
+
+class _Inbound:
+    """A connection from a peer: the bytes of the frame it is in the middle of, and whether a
+    message from it has passed the envelope's checks."""
+
+    __slots__ = ("sock", "buffer", "trusted")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+        self.trusted = False
+
+
+class _Outbound:
+    """The connection to a peer and what it has not taken yet (under the send lock)."""
+
+    __slots__ = ("sock", "connecting", "backlog", "retry_at", "watched")
+
+    def __init__(self) -> None:
+        self.sock: socket.socket | None = None
+        self.connecting = False
+        self.backlog: deque[memoryview] = deque()  # frames not written, the first maybe in part
+        self.retry_at = 0.0
+        self.watched = False  # registered for EPOLLOUT in the transport's epoll
+
+
+class LoopEvent:
+    """A `threading.Event` for a loop of a `TcpTransport`'s worker: `wait` also returns when
+    the transport has something to read or write (its epoll descriptor is readable), so a
+    sleeping loop hears its peers without a thread to tell it.
+
+    `set` writes an ``eventfd`` only when the flag was clear, so waking a busy loop, or one
+    already woken, costs no system call.
+    """
+
+    def __init__(self, epoll_fd: int) -> None:
+        self._flag = False
+        self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._poller = select.poll()
+        self._poller.register(self._fd, select.POLLIN)
+        self._poller.register(epoll_fd, select.POLLIN)
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        if not self._flag:
+            self._flag = True
+            try:
+                os.eventfd_write(self._fd, 1)
+            except OSError:  # closed: its loop has ended
+                pass
+
+    def clear(self) -> None:
+        # the flag first: a `set` between the two then writes again, and is not lost
+        self._flag = False
+        try:
+            os.eventfd_read(self._fd)
+        except OSError:  # nothing written (EAGAIN), or closed
+            pass
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Sleep until `set`, something to read or write, or ``timeout`` seconds; True if set."""
+        if not self._flag:
+            try:
+                self._poller.poll(None if timeout is None else max(0.0, timeout) * 1000.0)
+            except (OSError, ValueError):  # the transport closed under a sleeping loop: wake it
+                pass
+        return self._flag
+
+    def __del__(self) -> None:
+        # Not closed with the transport: a loop that outlived its worker (stuck in user code)
+        # may still set it, and a closed number may since belong to another file.
+        os.close(self._fd)
+
+
+class TcpTransport(BatchingTransport):
+    """Batches items per peer worker and sends them over plain TCP from the worker's loops;
+    see the module docstring.
+
+    Args:
+        bind: address to listen on, e.g. ``tcp://127.0.0.1:6700`` (port 0: any free port;
+            `address` tells which).
+        peers, serializer, secret, receive, origin, max_message_bytes: as `BatchingTransport`'s.
+        encryption: ``squall.encryption``: a peer whose address it would encrypt is refused
+            (its worker uses `ZmqTransport`), with an error in the log.
+        now: what time it is (``time.monotonic`` by default), for reconnecting.
+
+    Raises:
+        ValueError: ``bind`` is not a ``tcp://host:port`` address.
+        OSError: the port cannot be bound.
+    """
+
+    def __init__(self, bind: str, peers: dict[int, str], serializer: Any, secret: bytes,
+                 receive: Callable[[int, Any], None] | None = None, *, origin: Origin,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, encryption: str = AUTO,
+                 now: Callable[[], float] = monotonic) -> None:
+        super().__init__(peers, serializer, secret, receive, origin=origin, max_message_bytes=max_message_bytes)
+        self._now = now
+        self._encryption = encryption
+        host, port = split_address(bind)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._listener = socket.create_server((host, port), family=family, backlog=128)
+        self._listener.setblocking(False)
+        port = self._listener.getsockname()[1]
+        self._listening(f"tcp://{'[' + host + ']' if family == socket.AF_INET6 else host}:{port}")
+        self._epoll = select.epoll()
+        self._epoll.register(self._listener.fileno(), _EPOLLIN)
+        self._inbound: dict[int, _Inbound] = {}
+        self._outbound: dict[str, _Outbound] = {}
+        self._out_fds: dict[int, str] = {}  # fd of a watched outbound connection -> its peer's key
+        self._events: list[LoopEvent] = []
+        self._polled = monotonic()  # when a poll last began
+        self._closing = threading.Event()
+        self._watchman = threading.Thread(target=self._watch_loops, name=f"squall-watchman-{self.address}",
+                                          daemon=True)
+        self._watchman.start()
+
+    def loop_event(self) -> LoopEvent:
+        event = LoopEvent(self._epoll.fileno())
+        self._events.append(event)
+        return event
+
+    # --- receiving ------------------------------------------------------------------------------
+    def poll(self) -> int:
+        """Accept, read, check, decode and deliver what the peers sent, and write on to the
+        peers that can take more, on the calling thread (a loop of the worker, every round);
+        returns the items delivered."""
+        if self._closed or not self._poll_lock.acquire(blocking=False):
+            return 0  # another loop is reading: it takes these too (order kept)
+        self._polled = monotonic()
+        delivered = 0
+        try:
+            for fd, mask in self._epoll.poll(0):
+                inbound = self._inbound.get(fd)
+                if inbound is not None:
+                    delivered += self._read(fd, inbound)
+                elif fd == self._listener.fileno():
+                    delivered += self._accept()
+                elif fd in self._out_fds:
+                    self._writable(self._out_fds[fd], mask)
+        except (OSError, ValueError):
+            if not self._closed:
+                raise
+        finally:
+            self._poll_lock.release()
+        return delivered
+
+    def _watch_loops(self) -> None:
+        """Read for the loops while none has polled for `STALE_SECS` (they are in a long
+        round); otherwise only look, a hundred times a second, which costs the loops nothing
+        like a thread woken per message."""
+        while not self._closing.wait(STALE_SECS):
+            if monotonic() - self._polled > STALE_SECS:
+                try:
+                    self.poll()
+                except Exception:  # noqa: BLE001 - the loop's own poll raises it again, in the loop
+                    log.exception("the transport's watchman could not read for the loops")
+
+    def _accept(self) -> int:
+        """Accept the waiting connections, and deliver what they have sent already."""
+        delivered = 0
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except _WOULD_BLOCK:
+                return delivered
+            except OSError as e:  # out of descriptors, say: the peer will connect again
+                self._warn.warning("could not accept a connection on %s: %s", self.address, e)
+                return delivered
+            if len(self._inbound) >= MAX_INBOUND:
+                stranger = next((fd for fd, c in self._inbound.items() if not c.trusted), None)
+                self._warn.warning("%d connections to %s: closed the %s", MAX_INBOUND, self.address,
+                                   "newest (all are from workers)" if stranger is None else
+                                   "oldest that has sent nothing authentic")
+                if stranger is None:
+                    sock.close()
+                    continue
+                self._drop_inbound(stranger)
+            sock.setblocking(False)
+            inbound = self._inbound[sock.fileno()] = _Inbound(sock)
+            self._epoll.register(sock.fileno(), _EPOLLIN)
+            delivered += self._read(sock.fileno(), inbound)
+
+    def _read(self, fd: int, inbound: _Inbound) -> int:
+        """Read what ``inbound`` has (up to `_POLL_BYTES`) and deliver its whole frames."""
+        sock, buffer = inbound.sock, inbound.buffer
+        delivered = 0
+        got = 0
+        while got < _POLL_BYTES:
+            try:
+                chunk = sock.recv(_RECV_BYTES)
+            except _WOULD_BLOCK:
+                break
+            except OSError:  # reset by the peer
+                chunk = b""
+            if not chunk:  # the peer closed: a frame it was in the middle of is lost with it
+                self._drop_inbound(fd)
+                break
+            got += len(chunk)
+            buffer += chunk
+            delivered += self._frames(fd, inbound)
+            if len(chunk) < _RECV_BYTES:
+                break  # it had no more
+        return delivered
+
+    def _frames(self, fd: int, inbound: _Inbound) -> int:
+        """Deliver the whole frames at the start of ``inbound``'s buffer."""
+        buffer = inbound.buffer
+        delivered = 0
+        at = 0
+        end = len(buffer)
+        limit = self.max_message_bytes
+        while end - at >= _LENGTH:
+            n = int.from_bytes(buffer[at:at + _LENGTH], "big")
+            if n > limit:
+                self._opener.count("malformed")
+                self._warn.warning("closed a connection to %s that sent a frame of %d bytes, over the "
+                                   "%d of squall.transport.max.message.bytes", self.address, n, limit)
+                self._drop_inbound(fd)
+                return delivered
+            if end - at - _LENGTH < n:
+                break
+            start = at + _LENGTH
+            at = start + n
+            accepted = self._opener.accepted
+            delivered += self._take(bytes(buffer[start:at]))
+            if self._opener.accepted != accepted:
+                inbound.trusted = True
+        if at:
+            del buffer[:at]
+        return delivered
+
+    def _drop_inbound(self, fd: int) -> None:
+        inbound = self._inbound.pop(fd, None)
+        if inbound is not None:
+            try:
+                self._epoll.unregister(fd)
+            except (OSError, ValueError):
+                pass
+            inbound.sock.close()
+
+    # --- sending (under the send lock) --------------------------------------------------------
+    def _send(self, key: str, message: bytes) -> None:
+        out = self._outbound.get(key)
+        if out is None:
+            out = self._outbound[key] = _Outbound()
+        frame = memoryview(len(message).to_bytes(_LENGTH, "big") + message)
+        if out.backlog or out.sock is None or out.connecting:
+            out.backlog.append(frame)
+            if len(out.backlog) > MAX_BACKLOG:  # the peer has been away long: give the oldest up
+                self._give_up_oldest(out)
+            self._write(key, out)
+            return
+        try:
+            sent = out.sock.send(frame)
+        except _WOULD_BLOCK:
+            sent = 0
+        except OSError as e:  # the peer went away: this message is lost with the connection
+            self._broken(key, out, e)
+            return
+        if sent < len(frame):
+            out.backlog.append(frame[sent:])
+            self._watch(key, out)
+
+    @staticmethod
+    def _give_up_oldest(out: _Outbound) -> None:
+        # a frame written in part must be finished, or the peer reads garbage: give up the next
+        del out.backlog[1 if out.sock is not None and _is_partial(out.backlog[0]) else 0]
+
+    def _write(self, key: str, out: _Outbound) -> None:
+        """Connect if need be, then write the backlog until the socket would block."""
+        if out.sock is None:
+            if self._now() < out.retry_at:
+                return
+            self._connect(key, out)
+            if out.sock is None:
+                return
+        if out.connecting and not self._connected(key, out):
+            return  # not yet: EPOLLOUT tells when (`_writable`)
+        backlog = out.backlog
+        while backlog:
+            frame = backlog[0]
+            try:
+                sent = out.sock.send(frame)
+            except _WOULD_BLOCK:
+                break
+            except OSError as e:
+                self._broken(key, out, e)
+                return
+            if sent < len(frame):
+                backlog[0] = frame[sent:]
+                break
+            backlog.popleft()
+        if backlog:
+            self._watch(key, out)
+        else:
+            self._unwatch(out)
+
+    def _connect(self, key: str, out: _Outbound) -> None:
+        address = self._address[key]
+        if wants_encryption(self._encryption, address):
+            self._warn.error("cannot send to the worker at %s: %s wants that connection encrypted, and "
+                             "this worker's data port (%s) is not; bind a cluster's workers all on "
+                             "loopback or all not", address, ENCRYPTION_KEY, self.address)
+            out.backlog.clear()
+            out.retry_at = self._now() + RECONNECT_SECS
+            return
+        try:
+            host, port = split_address(address)
+            sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        except (ValueError, OSError) as e:
+            self._warn.warning("cannot connect to the worker at %s: %s", address, e)
+            out.retry_at = self._now() + RECONNECT_SECS
+            return
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # batches are ours already
+        code = sock.connect_ex((host, port))
+        out.sock = sock
+        if code in (0, errno.EISCONN):
+            out.connecting = False
+        elif code in (errno.EINPROGRESS, errno.EAGAIN, errno.EALREADY):
+            out.connecting = True
+            self._watch(key, out)
+        else:
+            self._broken(key, out, OSError(code, os.strerror(code)))
+
+    def _connected(self, key: str, out: _Outbound) -> bool:
+        """Whether ``out``'s connection, begun without blocking, is made now (closed if it failed)."""
+        assert out.sock is not None
+        _, writable, _ = select.select([], [out.sock], [], 0)
+        if not writable:
+            return False
+        code = out.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if code:
+            self._broken(key, out, OSError(code, os.strerror(code)))
+            return False
+        out.connecting = False
+        return True
+
+    def _writable(self, key: str, mask: int) -> None:
+        """The epoll says a watched connection to ``key`` can be written (or broke)."""
+        if not self._send_lock.acquire(blocking=False):
+            return  # a loop is flushing: it writes the backlog on itself
+        try:
+            out = self._outbound.get(key)
+            if out is None or out.sock is None:
+                return
+            if not out.connecting and mask & _BROKEN and not mask & _EPOLLOUT:
+                self._broken(key, out, OSError(errno.ECONNRESET, "connection broken"))
+                return
+            self._write(key, out)
+        finally:
+            self._send_lock.release()
+
+    def _broken(self, key: str, out: _Outbound, error: OSError) -> None:
+        """Close ``key``'s connection; its backlog waits for the next (but a frame written in
+        part is lost: the peer dropped its beginning with the connection)."""
+        self._unwatch(out)
+        if out.sock is not None:
+            if not out.connecting:
+                log.info("the connection to the worker at %s broke: %s", self._address[key], error)
+            out.sock.close()
+        out.sock = None
+        out.connecting = False
+        out.retry_at = self._now() + RECONNECT_SECS
+        if out.backlog and _is_partial(out.backlog[0]):
+            out.backlog.popleft()
+
+    def _watch(self, key: str, out: _Outbound) -> None:
+        if not out.watched and out.sock is not None:
+            fd = out.sock.fileno()
+            self._epoll.register(fd, _EPOLLOUT)
+            self._out_fds[fd] = key
+            out.watched = True
+
+    def _unwatch(self, out: _Outbound) -> None:
+        if out.watched and out.sock is not None:
+            fd = out.sock.fileno()
+            self._out_fds.pop(fd, None)
+            try:
+                self._epoll.unregister(fd)
+            except (OSError, ValueError):
+                pass
+        out.watched = False
+
+    def _flush_locked(self) -> None:
+        now = self._now()
+        for key, out in self._outbound.items():  # peers that refused or were slow: try again
+            if out.backlog and (out.sock is not None or now >= out.retry_at):
+                self._write(key, out)
+        super()._flush_locked()
+
+    def _moved(self, key: str) -> None:
+        out = self._outbound.pop(key, None)
+        if out is not None:
+            self._unwatch(out)
+            if out.sock is not None:
+                out.sock.close()
+
+    def close(self) -> None:
+        """Stop receiving and sending, and close every socket."""
+        self._closing.set()
+        with self._send_lock:
+            self._closed = True
+            for out in self._outbound.values():
+                self._unwatch(out)
+                if out.sock is not None:
+                    out.sock.close()
+            self._outbound.clear()
+        with self._poll_lock:
+            for fd in list(self._inbound):
+                self._drop_inbound(fd)
+            self._listener.close()
+        for event in self._events:
+            event.set()  # a loop asleep on the epoll wakes and sees its worker stopping
+        self._watchman.join(2)
+        self._epoll.close()
+
+
+def _is_partial(frame: memoryview) -> bool:
+    """Whether ``frame`` is what is left of a frame written in part (a slice of it)."""
+    return frame.nbytes < len(frame.obj)

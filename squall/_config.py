@@ -462,7 +462,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
                                       f"a number of bytes of at least {MIN_FRAME_BYTES}", False),
     "squall.transport.max.message.bytes": (lambda v: _positive_int(v) and v >= 1024,
                                            "a number of bytes of at least 1024", False),
-    "squall.transport.wire": (lambda v: v in ("auto", "zmq"), "auto or zmq", False),
+    "squall.transport.wire": (lambda v: v in ("zmq", "tcp"), "zmq or tcp", False),
     "squall.log.max.bytes": (_non_negative_int, "a non-negative integer (0: never rotate)", False),
     "squall.log.backup.count": (_non_negative_int, "a non-negative integer", False),
     "storm.log.dir": (_string, "a directory (a non-empty string), or null for <storm.local.dir>/logs", True),

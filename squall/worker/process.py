@@ -2,8 +2,8 @@
 
 Started by its supervisor, it dies with it (``PR_SET_PDEATHSIG``, set by the supervisor before
 exec). It fetches its assignment from the master, builds the engine's `Worker` with a
-transport (`make_transport`: `TcpTransport` where the data port is not encrypted, `ZmqTransport`
-with CurveZMQ where it is), and heartbeats its statistics and errors every ``worker.heartbeat.frequency.secs``
+transport (`open_transport`: `ZmqTransport`, or `TcpTransport` where ``squall.transport.wire``
+asks for it and the data port is not encrypted), and heartbeats its statistics and errors every ``worker.heartbeat.frequency.secs``
 (`squall.worker.agent.WorkerAgent`, the same on every host). Its `logging` goes to its
 ``worker.log`` at Storm's place (`squall.cluster.logs.install_worker_logging`). A crash in user code (Storm's
 fail-fast) is reported and ends the process with status 1; the supervisor restarts it. A worker
@@ -33,7 +33,7 @@ from .tcp import TcpTransport
 from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_KEY, ZmqTransport
 
 WIRE_KEY = "squall.transport.wire"
-AUTO_WIRE, ZMQ_WIRE = "auto", "zmq"
+ZMQ_WIRE, TCP_WIRE = "zmq", "tcp"
 
 log = logging.getLogger("squall.worker")
 
@@ -62,8 +62,9 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
 
 def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, origin: Origin,
                    conf: dict[str, Any]) -> BatchingTransport:
-    """A worker's transport, bound on ``bind``: `TcpTransport` (no helper threads) where the data
-    port is not encrypted, `ZmqTransport` where it is or ``squall.transport.wire`` is ``zmq``.
+    """A worker's transport, bound on ``bind``: with ``squall.transport.wire: tcp``,
+    `TcpTransport` (no thread woken per message) where the data port is not encrypted; otherwise
+    `ZmqTransport` (with CurveZMQ where encrypted).
 
     Every worker of a cluster decides from its own address by the same rule, and a sender
     reaches each peer at the address the peer bound, so the two ends of a connection agree as
@@ -71,7 +72,7 @@ def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, orig
     `TcpTransport` refuses to send to a peer that would be encrypted (docs/cluster.md).
     """
     options = _transport_options(conf)
-    if setting(conf, WIRE_KEY, AUTO_WIRE) == AUTO_WIRE and not curve.wants_encryption(options["encryption"], bind):
+    if setting(conf, WIRE_KEY, ZMQ_WIRE) == TCP_WIRE and not curve.wants_encryption(options["encryption"], bind):
         return TcpTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
     return ZmqTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
 

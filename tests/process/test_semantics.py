@@ -45,9 +45,7 @@ def test_word_count_is_exact_across_two_workers_and_a_key_stays_on_one_task(shar
 
 def test_a_worker_reports_the_messages_it_dropped_in_its_heartbeat(shared_cluster, tmp_path):
     """A forged message to a worker's data port is dropped, and `info` counts it per worker."""
-    import socket
-
-    from squall.worker.tcp import split_address
+    import zmq
 
     with _Running(shared_cluster, "forged", topology_conf(tmp_path), word_count(SENTENCES[:50])) as m:
         def addressed():  # every worker reported its address (none listed yet is not that)
@@ -55,10 +53,11 @@ def test_a_worker_reports_the_messages_it_dropped_in_its_heartbeat(shared_cluste
             return bool(workers) and all(w["address"] for w in workers)
         assert wait_until(addressed, 30)
         address = m.get_topology_info("forged")["workers"][0]["address"]
-        forged = b"a forged mac, header and data of a batch: " + b"x" * 100
-        # on loopback the wire is TcpTransport's: frames of a 4-byte length, then the message
-        with socket.create_connection(split_address(address)) as sock:
-            sock.sendall(len(forged).to_bytes(4, "big") + forged)
+        sock = zmq.Context.instance().socket(zmq.PUSH)
+        sock.setsockopt(zmq.LINGER, 2000)
+        sock.connect(address)
+        sock.send(b"a forged mac, header and data of a batch: " + b"x" * 100)
+        sock.close()
 
         def unauthenticated():
             for w in m.get_topology_info("forged")["workers"]:
@@ -155,3 +154,37 @@ def test_metrics_of_tasks_in_both_workers_reach_one_consumer(shared_cluster, tmp
     rows = [r for r in records(tmp_path, "metrics") if r["name"] == "counted"]
     assert {r["component"] for r in rows} == {"counter"}
     assert len({r["port"] for r in rows}) == 2, "the counter's tasks are not in two workers"
+
+
+def test_on_the_tcp_wire_word_count_is_exact_and_a_forged_frame_is_counted(tmp_path):
+    """``squall.transport.wire: tcp``: the workers' loops read and write plain TCP themselves
+    (`squall.worker.tcp.TcpTransport`); the counts are as exact, and a forged frame is dropped
+    and reported as on ZeroMQ."""
+    import socket
+
+    from squall.worker.tcp import split_address
+
+    from .conftest import Cluster
+    out = tmp_path / "out"
+    out.mkdir()
+    cluster = Cluster(tmp_path, **{"squall.transport.wire": "tcp"})
+    try:
+        with _Running(cluster, "wordcount", topology_conf(out), word_count(SENTENCES)) as m:
+            assert wait_until(lambda: len([r for r in records(out, "spout") if "ack" in r]) == len(SENTENCES), 40)
+            address = m.get_topology_info("wordcount")["workers"][0]["address"]
+            forged = b"a forged mac, header and data of a batch: " + b"x" * 100
+            with socket.create_connection(split_address(address)) as sock:
+                sock.sendall(len(forged).to_bytes(4, "big") + forged)  # a frame: its length, then it
+
+            def unauthenticated():
+                for w in m.get_topology_info("wordcount")["workers"]:
+                    if w["address"] == address and w["transport"]:
+                        return w["transport"]["dropped"]["unauthenticated"]
+                return 0
+            assert wait_until(lambda: unauthenticated() == 1, 20)
+        assert wait_until(lambda: len(list(out.glob("counts-*.json"))) == 2, 20)
+        per_task = task_counts(out)
+        assert total(per_task) == Counter(w for s in SENTENCES for w in s.split())
+        assert not set(per_task[0]) & set(per_task[1]), "a word was counted by two tasks"
+    finally:
+        cluster.stop()

@@ -351,13 +351,15 @@ def test_after_close_nothing_is_sent_or_read_and_a_sleeping_loop_wakes():
     assert a.poll() == 0
 
 
-def test_the_worker_process_picks_tcp_where_the_data_port_is_not_encrypted():
+def test_the_worker_process_picks_tcp_where_asked_and_the_data_port_is_not_encrypted():
     origin = Origin(STORM, "h:1", 1)
 
     def open_with(conf, bind="tcp://127.0.0.1:0"):
         return open_transport(bind, PlainSerializer(), b"s3cret", None, origin, conf)
-    for conf, kind in [({}, TcpTransport), ({"squall.encryption": "false"}, TcpTransport),
-                       ({"squall.encryption": "true"}, ZmqTransport),
+    tcp_wire = {"squall.transport.wire": "tcp"}
+    for conf, kind in [({}, ZmqTransport), (tcp_wire, TcpTransport),
+                       ({**tcp_wire, "squall.encryption": "false"}, TcpTransport),
+                       ({**tcp_wire, "squall.encryption": "true"}, ZmqTransport),
                        ({"squall.transport.wire": "zmq"}, ZmqTransport)]:
         t = open_with(conf)
         try:
@@ -368,8 +370,8 @@ def test_the_worker_process_picks_tcp_where_the_data_port_is_not_encrypted():
 
 def test_a_bad_wire_setting_is_an_error_naming_the_key():
     from squall._config import cluster_conf
-    with pytest.raises(SquallError, match=r"squall\.transport\.wire.*auto or zmq"):
-        cluster_conf({"squall.transport.wire": "tcp"})
+    with pytest.raises(SquallError, match=r"squall\.transport\.wire.*zmq or tcp"):
+        cluster_conf({"squall.transport.wire": "auto"})
 
 
 def test_split_address_names_a_bad_address():

@@ -298,7 +298,31 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "next_chooser": "NextChooser", "batch_items": "batch_items",
                    "group_items": "group_items", "deliver_items": "deliver_items",
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",
-                   "BoltCollectorBase": "BoltCollectorBase"}
+                   "BoltCollectorBase": "BoltCollectorBase", "epoll_ready": "epoll_ready",
+                   "send_nb": "send_nb", "recv_nb": "recv_nb"}
+
+def epoll_ready(epoll: Any) -> list:
+    """``[(fd, events)]`` ready now on ``epoll`` (`squall.worker.tcp`; compiled, it keeps the GIL)."""
+    return epoll.poll(0)
+
+
+def send_nb(sock: Any, data: Any) -> int:
+    """Bytes of ``data`` sent on the non-blocking ``sock``; 0 if it would block (compiled, it
+    keeps the GIL, see `squall.worker.tcp`). Other errors raise `OSError`."""
+    try:
+        return sock.send(data)
+    except (BlockingIOError, InterruptedError):
+        return 0
+
+
+def recv_nb(sock: Any, size: int) -> bytes | None:
+    """Up to ``size`` bytes from the non-blocking ``sock``: ``b""`` once the peer closed, None if
+    nothing has come (compiled, it keeps the GIL). Other errors raise `OSError`."""
+    try:
+        return sock.recv(size)
+    except (BlockingIOError, InterruptedError):
+        return None
+
 
 COMPILED = False
 if not os.environ.get("SQUALL_PURE_PYTHON"):

@@ -30,6 +30,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 
 static PyObject *ZERO;   /* the int 0: an untracked tuple's root and value */
 static PyObject *ONE;
@@ -2173,7 +2176,109 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return failed ? NULL : PyLong_FromSsize_t(done);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Non-blocking socket calls that keep the GIL (worker.tcp.TcpTransport). Python's socket and
+ * select calls give the GIL up around every system call, and a loop that does so every round
+ * takes it straight back each time: CPython's waiting threads see that a switch happened and
+ * never ask for it, so the worker's other threads (its heartbeat) starve. These calls cannot
+ * block, so they keep it.
+ */
+static PyObject *
+epoll_ready(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "epoll_ready(epoll) takes 1 argument");
+        return NULL;
+    }
+    int epfd = PyObject_AsFileDescriptor(args[0]);
+    if (epfd < 0)
+        return NULL;
+    struct epoll_event events[64];
+    int n = epoll_wait(epfd, events, 64, 0);
+    if (n < 0) {
+        if (errno != EINTR)
+            return PyErr_SetFromErrno(PyExc_OSError);
+        n = 0;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *pair = Py_BuildValue("(iI)", events[i].data.fd, (unsigned int)events[i].events);
+        if (pair == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, pair);
+    }
+    return out;
+}
+
+static PyObject *
+send_nb(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "send_nb(sock, data) takes 2 arguments");
+        return NULL;
+    }
+    int fd = PyObject_AsFileDescriptor(args[0]);
+    if (fd < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    ssize_t sent = send(fd, view.buf, (size_t)view.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    int err = errno;
+    PyBuffer_Release(&view);
+    if (sent < 0) {
+        if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
+            return PyLong_FromLong(0);
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return PyLong_FromSsize_t(sent);
+}
+
+static PyObject *
+recv_nb(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "recv_nb(sock, size) takes 2 arguments");
+        return NULL;
+    }
+    int fd = PyObject_AsFileDescriptor(args[0]);
+    if (fd < 0)
+        return NULL;
+    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
+    if (size < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "recv_nb: a negative size");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL)
+        return NULL;
+    ssize_t got = recv(fd, PyBytes_AS_STRING(out), (size_t)size, MSG_DONTWAIT);
+    if (got < 0) {
+        int err = errno;
+        Py_DECREF(out);
+        if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
+            Py_RETURN_NONE;
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (got != size && _PyBytes_Resize(&out, got) < 0)
+        return NULL;
+    return out;
+}
+
 static PyMethodDef speedups_functions[] = {
+    {"epoll_ready", (PyCFunction)(void (*)(void))epoll_ready, METH_FASTCALL,
+     "epoll_ready(epoll): [(fd, events)] ready now (epoll_wait with timeout 0), keeping the GIL."},
+    {"send_nb", (PyCFunction)(void (*)(void))send_nb, METH_FASTCALL,
+     "send_nb(sock, data): bytes sent without blocking (0: it would block), keeping the GIL."},
+    {"recv_nb", (PyCFunction)(void (*)(void))recv_nb, METH_FASTCALL,
+     "recv_nb(sock, size): up to size bytes (b'': the peer closed; None: nothing yet), keeping the GIL."},
     {"acker_run", (PyCFunction)(void (*)(void))acker_run, METH_FASTCALL,
      "acker_run(acker, pop, n, now, deliver): apply n messages from pop() as Acker.update would, "
      "delivering each reply (kind, root, delta_secs) to deliver[spout_task]."},

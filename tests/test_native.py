@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The engine's own tests and the acceptance tests that run BasicBolts (acking, errors, whole
 # topologies): what the two implementations must agree on.
-TWIN_TESTS = ["tests/engine", "tests/test_tuple.py", "tests/test_grouping.py", "tests/acceptance/test_acking.py",
+TWIN_TESTS = ["tests/engine", "tests/test_tuple.py", "tests/worker/test_nonblocking.py", "tests/test_grouping.py", "tests/acceptance/test_acking.py",
               "tests/acceptance/test_errors.py", "tests/acceptance/test_complete_topology.py"]
 
 

@@ -2,8 +2,8 @@
 
 Started by its supervisor, it dies with it (``PR_SET_PDEATHSIG``, set by the supervisor before
 exec). It fetches its assignment from the master, builds the engine's `Worker` with a
-transport (`open_transport`: `ZmqTransport`, or `TcpTransport` where ``squall.transport.wire``
-asks for it and the data port is not encrypted), and heartbeats its statistics and errors every ``worker.heartbeat.frequency.secs``
+transport (`open_transport`: `TcpTransport` where the data port is not encrypted, `ZmqTransport`
+with CurveZMQ where it is), and heartbeats its statistics and errors every ``worker.heartbeat.frequency.secs``
 (`squall.worker.agent.WorkerAgent`, the same on every host). Its `logging` goes to its
 ``worker.log`` at Storm's place (`squall.cluster.logs.install_worker_logging`). A crash in user code (Storm's
 fail-fast) is reported and ends the process with status 1; the supervisor restarts it. A worker
@@ -62,9 +62,9 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
 
 def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, origin: Origin,
                    conf: dict[str, Any]) -> BatchingTransport:
-    """A worker's transport, bound on ``bind``: with ``squall.transport.wire: tcp``,
-    `TcpTransport` (no thread woken per message) where the data port is not encrypted; otherwise
-    `ZmqTransport` (with CurveZMQ where encrypted).
+    """A worker's transport, bound on ``bind``: `TcpTransport` (no thread woken per message)
+    where the data port is not encrypted, `ZmqTransport` (with CurveZMQ) where it is or where
+    ``squall.transport.wire`` is ``zmq``.
 
     Every worker of a cluster decides from its own address by the same rule, and a sender
     reaches each peer at the address the peer bound, so the two ends of a connection agree as
@@ -72,7 +72,7 @@ def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, orig
     `TcpTransport` refuses to send to a peer that would be encrypted (docs/cluster.md).
     """
     options = _transport_options(conf)
-    if setting(conf, WIRE_KEY, ZMQ_WIRE) == TCP_WIRE and not curve.wants_encryption(options["encryption"], bind):
+    if setting(conf, WIRE_KEY, TCP_WIRE) == TCP_WIRE and not curve.wants_encryption(options["encryption"], bind):
         return TcpTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
     return ZmqTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
 

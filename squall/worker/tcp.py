@@ -42,6 +42,7 @@ from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
+from .._native import epoll_ready, recv_nb, send_nb
 from .._encryption import AUTO
 from .._encryption import KEY as ENCRYPTION_KEY
 from .batching import DEFAULT_MAX_MESSAGE_BYTES, BatchingTransport
@@ -217,7 +218,9 @@ class TcpTransport(BatchingTransport):
         self._polled = monotonic()
         delivered = 0
         try:
-            for fd, mask in self._epoll.poll(0):
+            # not epoll.poll(0): that gives the GIL up, which starves the worker's other threads
+            # when done every round (`squall._native.epoll_ready`)
+            for fd, mask in epoll_ready(self._epoll):
                 inbound = self._inbound.get(fd)
                 if inbound is not None:
                     delivered += self._read(fd, inbound)
@@ -275,11 +278,11 @@ class TcpTransport(BatchingTransport):
         got = 0
         while got < _POLL_BYTES:
             try:
-                chunk = sock.recv(_RECV_BYTES)
-            except _WOULD_BLOCK:
-                break
+                chunk = recv_nb(sock, _RECV_BYTES)
             except OSError:  # reset by the peer
                 chunk = b""
+            if chunk is None:  # nothing more now
+                break
             if not chunk:  # the peer closed: a frame it was in the middle of is lost with it
                 self._drop_inbound(fd)
                 break
@@ -339,9 +342,7 @@ class TcpTransport(BatchingTransport):
             self._write(key, out)
             return
         try:
-            sent = out.sock.send(frame)
-        except _WOULD_BLOCK:
-            sent = 0
+            sent = send_nb(out.sock, frame)
         except OSError as e:  # the peer went away: this message is lost with the connection
             self._broken(key, out, e)
             return
@@ -368,9 +369,7 @@ class TcpTransport(BatchingTransport):
         while backlog:
             frame = backlog[0]
             try:
-                sent = out.sock.send(frame)
-            except _WOULD_BLOCK:
-                break
+                sent = send_nb(out.sock, frame)
             except OSError as e:
                 self._broken(key, out, e)
                 return

@@ -45,7 +45,9 @@ def test_word_count_is_exact_across_two_workers_and_a_key_stays_on_one_task(shar
 
 def test_a_worker_reports_the_messages_it_dropped_in_its_heartbeat(shared_cluster, tmp_path):
     """A forged message to a worker's data port is dropped, and `info` counts it per worker."""
-    import zmq
+    import socket
+
+    from squall.worker.tcp import split_address
 
     with _Running(shared_cluster, "forged", topology_conf(tmp_path), word_count(SENTENCES[:50])) as m:
         def addressed():  # every worker reported its address (none listed yet is not that)
@@ -53,11 +55,10 @@ def test_a_worker_reports_the_messages_it_dropped_in_its_heartbeat(shared_cluste
             return bool(workers) and all(w["address"] for w in workers)
         assert wait_until(addressed, 30)
         address = m.get_topology_info("forged")["workers"][0]["address"]
-        sock = zmq.Context.instance().socket(zmq.PUSH)
-        sock.setsockopt(zmq.LINGER, 2000)
-        sock.connect(address)
-        sock.send(b"a forged mac, header and data of a batch: " + b"x" * 100)
-        sock.close()
+        forged = b"a forged mac, header and data of a batch: " + b"x" * 100
+        # the default wire on loopback is TcpTransport's: frames of a 4-byte length, then the message
+        with socket.create_connection(split_address(address)) as sock:
+            sock.sendall(len(forged).to_bytes(4, "big") + forged)
 
         def unauthenticated():
             for w in m.get_topology_info("forged")["workers"]:
@@ -156,25 +157,24 @@ def test_metrics_of_tasks_in_both_workers_reach_one_consumer(shared_cluster, tmp
     assert len({r["port"] for r in rows}) == 2, "the counter's tasks are not in two workers"
 
 
-def test_on_the_tcp_wire_word_count_is_exact_and_a_forged_frame_is_counted(tmp_path):
-    """``squall.transport.wire: tcp``: the workers' loops read and write plain TCP themselves
-    (`squall.worker.tcp.TcpTransport`); the counts are as exact, and a forged frame is dropped
-    and reported as on ZeroMQ."""
-    import socket
-
-    from squall.worker.tcp import split_address
+def test_on_the_zmq_wire_word_count_is_exact_and_a_forged_message_is_counted(tmp_path):
+    """``squall.transport.wire: zmq``: workers on ZeroMQ (`squall.worker.transport.ZmqTransport`)
+    count as exactly, and a forged message is dropped and reported as on the TCP wire."""
+    import zmq
 
     from .conftest import Cluster
     out = tmp_path / "out"
     out.mkdir()
-    cluster = Cluster(tmp_path, **{"squall.transport.wire": "tcp"})
+    cluster = Cluster(tmp_path, **{"squall.transport.wire": "zmq"})
     try:
         with _Running(cluster, "wordcount", topology_conf(out), word_count(SENTENCES)) as m:
             assert wait_until(lambda: len([r for r in records(out, "spout") if "ack" in r]) == len(SENTENCES), 40)
             address = m.get_topology_info("wordcount")["workers"][0]["address"]
-            forged = b"a forged mac, header and data of a batch: " + b"x" * 100
-            with socket.create_connection(split_address(address)) as sock:
-                sock.sendall(len(forged).to_bytes(4, "big") + forged)  # a frame: its length, then it
+            sock = zmq.Context.instance().socket(zmq.PUSH)
+            sock.setsockopt(zmq.LINGER, 2000)
+            sock.connect(address)
+            sock.send(b"a forged mac, header and data of a batch: " + b"x" * 100)
+            sock.close()
 
             def unauthenticated():
                 for w in m.get_topology_info("wordcount")["workers"]:

@@ -351,13 +351,13 @@ def test_after_close_nothing_is_sent_or_read_and_a_sleeping_loop_wakes():
     assert a.poll() == 0
 
 
-def test_the_worker_process_picks_tcp_where_asked_and_the_data_port_is_not_encrypted():
+def test_the_worker_process_picks_tcp_where_the_data_port_is_not_encrypted_unless_told_zmq():
     origin = Origin(STORM, "h:1", 1)
 
     def open_with(conf, bind="tcp://127.0.0.1:0"):
         return open_transport(bind, PlainSerializer(), b"s3cret", None, origin, conf)
     tcp_wire = {"squall.transport.wire": "tcp"}
-    for conf, kind in [({}, ZmqTransport), (tcp_wire, TcpTransport),
+    for conf, kind in [({}, TcpTransport), (tcp_wire, TcpTransport),
                        ({**tcp_wire, "squall.encryption": "false"}, TcpTransport),
                        ({**tcp_wire, "squall.encryption": "true"}, ZmqTransport),
                        ({"squall.transport.wire": "zmq"}, ZmqTransport)]:

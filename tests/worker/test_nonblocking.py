@@ -1,0 +1,62 @@
+"""The non-blocking socket calls of `squall.worker.tcp` (`squall._native`: compiled, they keep
+the GIL; the pure twins are Python's own calls): what each returns when there is something,
+nothing yet, or no peer any more. tests/test_native.py runs these on the pure path too."""
+
+import select
+import socket
+
+import pytest
+
+from squall._native import epoll_ready, recv_nb, send_nb
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_recv_nb_gives_none_for_nothing_yet_the_bytes_then_empty_once_the_peer_closed(pair):
+    a, b = pair
+    assert recv_nb(b, 100) is None
+    assert send_nb(a, b"hello") == 5
+    assert recv_nb(b, 3) == b"hel"
+    assert recv_nb(b, 100) == b"lo"
+    a.close()
+    assert recv_nb(b, 100) == b""
+
+
+def test_send_nb_writes_what_fits_then_zero_and_raises_once_the_peer_is_gone(pair):
+    a, b = pair
+    data = memoryview(b"x" * 65536)
+    total, sent = 0, None
+    while sent != 0:
+        sent = send_nb(a, data)
+        total += sent
+    assert total > 0  # the socket's buffers are full: nothing more now, and no blocking
+    b.close()
+    with pytest.raises(OSError):
+        for _ in range(10):  # the first write after the close may still be taken
+            send_nb(a, b"y")
+    with pytest.raises(TypeError):
+        send_nb(a, "not bytes")
+
+
+def test_epoll_ready_lists_the_ready_descriptors_and_nothing_when_none_is(pair):
+    a, b = pair
+    ep = select.epoll()
+    try:
+        ep.register(b.fileno(), select.EPOLLIN)
+        assert epoll_ready(ep) == []
+        send_nb(a, b"z")
+        assert epoll_ready(ep) == [(b.fileno(), select.EPOLLIN)]
+        recv_nb(b, 10)
+        assert epoll_ready(ep) == []
+    finally:
+        ep.close()
+    with pytest.raises((OSError, ValueError)):
+        epoll_ready(ep)  # closed

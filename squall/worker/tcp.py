@@ -237,8 +237,8 @@ class TcpTransport(BatchingTransport):
 
     def _watch_loops(self) -> None:
         """Read for the loops while none has polled for `STALE_SECS` (they are in a long
-        round); otherwise only look, a hundred times a second, which costs the loops nothing
-        like a thread woken per message."""
+        round); otherwise only look, 200 times a second, which costs the loops far less than a
+        thread woken per message."""
         while not self._closing.wait(STALE_SECS):
             if monotonic() - self._polled > STALE_SECS:
                 try:
@@ -289,8 +289,8 @@ class TcpTransport(BatchingTransport):
             got += len(chunk)
             buffer += chunk
             delivered += self._frames(fd, inbound)
-            if len(chunk) < _RECV_BYTES:
-                break  # it had no more
+            if len(chunk) < _RECV_BYTES or fd not in self._inbound:
+                break  # it had no more, or sent a frame over the bound and was closed
         return delivered
 
     def _frames(self, fd: int, inbound: _Inbound) -> int:

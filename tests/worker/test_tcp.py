@@ -65,17 +65,21 @@ class Loop:
         self.transport = transport
         self.event = transport.loop_event()
         self.rounds = 0
+        self.error = None  # what a round raised: a worker's loop would crash on it
         self._stop = False
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self):
-        while not self._stop:
-            self.rounds += 1
-            self.transport.poll()
-            self.transport.flush()
-            self.event.wait(0.05)
-            self.event.clear()
+        try:
+            while not self._stop:
+                self.rounds += 1
+                self.transport.poll()
+                self.transport.flush()
+                self.event.wait(0.05)
+                self.event.clear()
+        except Exception as e:  # noqa: BLE001 - the test asserts there was none
+            self.error = e
 
     def stop(self):
         self._stop = True
@@ -184,14 +188,18 @@ def test_a_forged_or_replayed_message_is_dropped_and_counted_before_it_is_decode
     assert got.got == [(7, (1,)), (7, (2,))]
 
 
-def test_a_frame_over_the_bound_closes_its_connection_before_it_is_read():
+def test_a_frame_over_the_bound_closes_its_connection_before_it_is_read(monkeypatch):
+    monkeypatch.setattr(tcp_module, "_RECV_BYTES", 1024)  # so the frame's start fills a whole read
+    monkeypatch.setattr(tcp_module, "STALE_SECS", 60.0)  # the loop reads, not the watchman
     got = Collect()
     b = tcp(receive=got, slot="h:2", max_message_bytes=1 << 20)
-    loop = Loop(b)
+    loop = None
     try:
         host, port = split_address(b.address)
         with socket.create_connection((host, port)) as s:
-            s.sendall((100 << 20).to_bytes(4, "big") + b"x" * 1000)
+            s.sendall((100 << 20).to_bytes(4, "big") + b"x" * 4000)
+            time.sleep(0.1)
+            loop = Loop(b)  # reads once it is all there: the reading stops at the closed connection
             # the receiver closes it: reading gives the end of the stream (or a reset)
             s.settimeout(5)
             try:
@@ -207,8 +215,10 @@ def test_a_frame_over_the_bound_closes_its_connection_before_it_is_read():
             assert wait_until(lambda: got.got == [(7, (1,))])  # other connections are not touched
         finally:
             a.close()
+        assert loop.error is None
     finally:
-        loop.stop()
+        if loop is not None:
+            loop.stop()
         b.close()
 
 

@@ -301,6 +301,7 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "BoltCollectorBase": "BoltCollectorBase", "epoll_ready": "epoll_ready",
                    "send_nb": "send_nb", "recv_nb": "recv_nb"}
 
+
 def epoll_ready(epoll: Any) -> list:
     """``[(fd, events)]`` ready now on ``epoll`` (`squall.worker.tcp`; compiled, it keeps the GIL)."""
     return epoll.poll(0)

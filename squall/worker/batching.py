@@ -15,6 +15,7 @@ and write themselves). A subclass binds its port, calls `_listening`, and implem
 
 from __future__ import annotations
 
+import abc
 import logging
 import threading
 from collections import deque
@@ -91,15 +92,15 @@ class BatchingTransport(Transport):
         self._opener = Opener(self._secret, self._origin.storm_id, address)
 
     # --- what the wire does ---------------------------------------------------------------------------
+    @abc.abstractmethod
     def _send(self, key: str, message: bytes) -> None:
         """Send one sealed message to the peer first known as ``key``, never blocking (under
         the send lock)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _moved(self, key: str) -> None:
         """The peer first known as ``key`` has a new address: drop its connection and what it
         has not sent yet (under the send lock)."""
-        raise NotImplementedError
 
     # --- shared -----------------------------------------------------------------------------------
     @property

@@ -33,7 +33,7 @@ from .tcp import TcpTransport
 from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_KEY, ZmqTransport
 
 WIRE_KEY = "squall.transport.wire"
-ZMQ_WIRE, TCP_WIRE = "zmq", "tcp"
+TCP_WIRE = "tcp"  # the default; "zmq" is the other value
 
 log = logging.getLogger("squall.worker")
 

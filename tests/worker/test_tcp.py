@@ -7,7 +7,6 @@ import socket
 import threading
 import time
 
-import msgpack
 import pytest
 
 from squall._errors import SquallError
@@ -17,39 +16,7 @@ from squall.worker.process import open_transport
 from squall.worker.tcp import TcpTransport, split_address
 from squall.worker.transport import ZmqTransport
 
-STORM = "topo-1-1"
-
-
-def wait_until(pred, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return bool(pred())
-
-
-class PlainSerializer:
-    """Test double: items are plain msgpack-able tuples."""
-
-    def encode_batch(self, items):
-        return msgpack.packb([[t, list(i)] for t, i in items])
-
-    def decode_batch(self, data):
-        return [(t, tuple(i)) for t, i in msgpack.unpackb(data)]
-
-    def check(self, tup):
-        pass
-
-
-class Collect:
-    def __init__(self):
-        self.got = []
-        self._lock = threading.Lock()
-
-    def __call__(self, task, item):
-        with self._lock:
-            self.got.append((task, item))
+from doubles import STORM, Collect, PlainSerializer, wait_until
 
 
 def tcp(secret=b"s3cret", receive=None, slot="h:1", launch=1, storm=STORM, peers=None, bind="tcp://127.0.0.1:0",

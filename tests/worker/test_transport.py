@@ -8,7 +8,6 @@ import textwrap
 import threading
 import time
 
-import msgpack
 import pytest
 import zmq
 
@@ -19,48 +18,13 @@ from squall.worker.envelope import Origin
 from squall.worker import transport as transport_module
 from squall.worker.transport import ZmqTransport
 
-STORM = "topo-1-1"
-
-
-def wait_until(pred, timeout=5.0):
-    """Poll ``pred`` until true or ``timeout`` seconds pass (tests/worker is not a package)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return bool(pred())
-
-
-class PlainSerializer:
-    """Test double: items are plain msgpack-able tuples."""
-
-    def encode_batch(self, items):
-        return msgpack.packb([[t, list(i)] for t, i in items])
-
-    def decode_batch(self, data):
-        return [(t, tuple(i)) for t, i in msgpack.unpackb(data)]
-
-    def check(self, tup):
-        pass
+from doubles import STORM, Collect, PlainSerializer, wait_until
 
 
 def transport(secret=b"s3cret", receive=None, slot="h:1", launch=1, storm=STORM, peers=None, **kw):
     """A transport on a free loopback port, as worker ``slot`` (launch ``launch``) of ``storm``."""
     return ZmqTransport("tcp://127.0.0.1:0", peers or {}, PlainSerializer(), secret, receive,
                         origin=Origin(storm, slot, launch), **kw)
-
-
-class Collect:
-    """A receiver that records ``(task, item)`` pairs, thread-safely."""
-
-    def __init__(self):
-        self.got = []
-        self._lock = threading.Lock()
-
-    def __call__(self, task, item):
-        with self._lock:
-            self.got.append((task, item))
 
 
 def capture(t):
@@ -443,7 +407,6 @@ def test_a_batch_over_the_bound_is_sent_in_parts_and_an_item_too_large_alone_is_
     finally:
         a.close()
         b.close()
-
 
 
 def test_the_bound_counts_the_header_whose_topology_id_may_be_long():

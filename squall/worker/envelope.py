@@ -58,6 +58,12 @@ _MAC = 32                         # HMAC-SHA256
 _AT_FIXED = _MAC
 _AT_ROUTE = _MAC + _FIXED.size
 _MIN_SIZE = _AT_ROUTE + _ROUTE.size
+# hashlib gives the GIL up while it hashes a buffer of 2,048 bytes or more (HASHLIB_GIL_MINSIZE).
+# A worker's loop that did so for every batch it seals or opens let the worker's other threads
+# take the GIL each time, and then waited for it back: in a 2-worker W1 run, 22% of each loop's
+# samples were in that hand-over (docs/profiles/w1-scaling-model.md). Smaller pieces are hashed
+# holding the GIL, for about 1 us more a 7 KB batch.
+_GIL_HELD_PIECE = 2047
 SEAL_OVERHEAD = _AT_ROUTE  # a sealed message's bytes beyond its route and data: MAC and fixed part
 _ROUTE_CACHE_MAX = 4096           # parsed routes kept by a receiver (one per sender launch)
 
@@ -112,7 +118,7 @@ class Sealer:
         header = _FIXED.pack(VERSION, kind, seq) + route
         h = self._hmac.copy()
         h.update(header)
-        h.update(data)
+        _update(h, data)
         return b"".join((h.digest(), header, data))
 
 
@@ -189,7 +195,7 @@ class Opener:
             raise Refused("malformed", f"a message of {len(message)} bytes, too short to be one")
         view = memoryview(message)
         h = self._hmac.copy()
-        h.update(view[_MAC:])
+        _update(h, view[_MAC:])
         if not hmac.compare_digest(view[:_MAC], h.digest()):
             raise Refused("unauthenticated", "a message that failed authentication (wrong secret?)")
         # authenticated: a worker of this cluster wrote it, so its header is well formed unless
@@ -224,3 +230,14 @@ class Opener:
         self._last[slot] = (launch, seq)
         self.accepted += 1
         return Header(kind, seq, storm_id, slot, launch, to), view[end:]
+
+
+def _update(h: "hmac.HMAC", data: bytes | memoryview) -> None:
+    """``h.update(data)`` without giving the GIL up (see `_GIL_HELD_PIECE`)."""
+    n = len(data)
+    if n < _GIL_HELD_PIECE:
+        h.update(data)
+        return
+    view = memoryview(data)
+    for i in range(0, n, _GIL_HELD_PIECE):
+        h.update(view[i:i + _GIL_HELD_PIECE])

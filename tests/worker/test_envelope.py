@@ -10,7 +10,8 @@ from squall import _keys, _sealed
 from squall._encryption import encryption_setting
 from squall._errors import SquallError
 from squall.worker.curve import server_keys, wants_encryption
-from squall.worker.envelope import CONTROL, DATA, Opener, Origin, Refused, Sealer
+from squall.worker import envelope
+from squall.worker.envelope import CONTROL, DATA, Opener, Origin, Refused, Sealer, encode_route
 
 SECRET = b"k"
 ME = "tcp://10.0.0.2:6700"
@@ -147,3 +148,31 @@ def test_a_bad_encryption_setting_names_the_key():
     assert encryption_setting({"squall.encryption": True}) == "true"
     with pytest.raises(SquallError, match="'squall.encryption' must be auto, true or false"):
         encryption_setting({"squall.encryption": "yes"})
+
+
+class _Pieces:
+    """Stands for an HMAC object: records what it is fed."""
+
+    def __init__(self):
+        self.pieces = []
+
+    def update(self, data):
+        self.pieces.append(bytes(data))
+
+
+@pytest.mark.parametrize("size", [0, 1, 2046, 2047, 2048, 7_000, 70_001])
+def test_a_batch_is_macd_in_pieces_hashed_holding_the_gil(size):
+    """hashlib gives the GIL up for a buffer of 2,048 bytes or more, which let a worker's other
+    threads take it from the loop at every batch: the MAC is fed in smaller pieces, and is still
+    the MAC of the whole message."""
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    h = _Pieces()
+    envelope._update(h, data)
+    assert b"".join(h.pieces) == data
+    assert all(len(p) < 2048 for p in h.pieces)
+    origin = Origin("topo-1", "h:1", 1)
+    message = Sealer(SECRET, origin).seal(DATA, encode_route(origin, ME), data)
+    key = _keys.derive_key(SECRET, _keys.DATA)
+    assert message[:32] == hmac.new(key, message[32:], hashlib.sha256).digest()
+    header, opened = opener().open(message)
+    assert bytes(opened) == data and header.kind == DATA

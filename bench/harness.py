@@ -20,6 +20,9 @@ Caveats, written into every record where they apply:
   the Spark host (``host: "spark"``, with ``spark_master``), whose worker processes are Spark's
   Python workers; its master is the benchmark's own process (the driver), and Spark's JVM is
   given apart (``spark_jvm_cpu_s``, ``spark_jvm_peak_rss_mb``).
+- A run on more than one worker process also times its baseline in as many processes at once
+  (``machine_parallelism``, `machine_parallelism`): how many times one process's work the
+  machine did for plain Python in that round, the ceiling of any 2-worker / 1-worker ratio then.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import bisect
 import datetime as _dt
 import gc
 import json
+import multiprocessing
 import os
 import platform
 import resource
@@ -150,6 +154,35 @@ def time_baseline(fn: Callable[[], Any]) -> tuple[float, Any]:
         t0 = time.perf_counter()
         result = fn()
         return time.perf_counter() - t0, result
+
+
+def machine_parallelism(fn: Callable[[], Any], copies: int, alone_s: float) -> float:
+    """How many times one process's work this machine does when ``copies`` processes each run
+    ``fn`` at once (started together, forked from this one), given ``alone_s``, the seconds
+    ``fn`` took alone (`time_baseline`): ``copies * alone_s / (seconds until the last finished)``.
+
+    The control for a scaling figure: this machine's cores are virtual, and two CPU-bound
+    processes at once got anywhere from 0.97x to 1.78x of one within a minute (2026-11-25), so
+    a topology's 2-worker / 1-worker ratio is read against what the machine gave plain Python in
+    the same round.
+    """
+    ctx = multiprocessing.get_context("fork")
+    start = ctx.Barrier(copies + 1)
+    walls = ctx.SimpleQueue()
+    procs = [ctx.Process(target=_timed_copy, args=(fn, start, walls), daemon=True) for _ in range(copies)]
+    for p in procs:
+        p.start()
+    start.wait()
+    longest = max(walls.get() for _ in procs)
+    for p in procs:
+        p.join()
+    return copies * alone_s / longest
+
+
+def _timed_copy(fn: Callable[[], Any], start: Any, walls: Any) -> None:
+    """`machine_parallelism`'s child: wait for the others, run ``fn``, report its seconds."""
+    start.wait()
+    walls.put(time_baseline(fn)[0])
 
 
 # --- the sample registry ------------------------------------------------------------------------------

@@ -576,7 +576,10 @@ def target_rows(records: Iterable[Record], peer_lines: Sequence[Record] = ()) ->
             if v1 is None or v2 is None:
                 out.append(TargetRow(target, conf, NOT_MEASURED, None))
             else:
-                out.append(TargetRow(target, conf, f"{v2 / v1:.2f} x ({fmt_num(v2)} / {fmt_num(v1)} {unit})",
+                machine = median(g2.runs, "machine_parallelism")
+                control = "" if machine is None else f"; plain Python in 2 processes at once: {machine:.2f} x"
+                out.append(TargetRow(target, conf,
+                                     f"{v2 / v1:.2f} x ({fmt_num(v2)} / {fmt_num(v1)} {unit}{control})",
                                      v2 / v1 >= floor))
     for acking, floor in (("on", 1.3), ("off", 2.0)):
         out.append(_bytewax_row(peer_lines, acking, floor))

@@ -390,6 +390,8 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
     correct = (counts == reference and failed == 0 and stopped
                and (not acking or sum(sp["acked"] for sp in spout_metas) == n))
     base_wall, base_counts = harness.time_baseline(lambda: baseline_wordcount(directory))
+    parallel = (harness.machine_parallelism(lambda: baseline_wordcount(directory), workers, base_wall)
+                if workers > 1 else None)
 
     rate = n / wall
     base_rate = n / base_wall
@@ -417,5 +419,6 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
         baseline_rate=round(base_rate, 1),
         baseline_correct=base_counts == reference,
         ratio=round(rate / base_rate, 4),
+        machine_parallelism=None if parallel is None else round(parallel, 3),
     )
     return harness.finish_record(record, None)

@@ -490,6 +490,8 @@ def run_process(workload: str, acking: bool, secs: float, warmup: float, max_pen
     n_base = max(int(count), 10_000)
     base_wall, _ = harness.time_baseline(lambda: baseline(n_base, acking))
     base_rate = n_base / base_wall
+    parallel = (harness.machine_parallelism(lambda: baseline(n_base, acking), workers, base_wall)
+                if workers > 1 else None)
 
     def ms(v):
         return None if v is None else round(1000.0 * v, 4)
@@ -522,5 +524,6 @@ def run_process(workload: str, acking: bool, secs: float, warmup: float, max_pen
         baseline_wall_s=round(base_wall, 4),
         baseline_rate=round(base_rate, 1),
         ratio=round(rate / base_rate, 4),
+        machine_parallelism=None if parallel is None else round(parallel, 3),
     )
     return harness.finish_record(record, None)

@@ -39,6 +39,14 @@ def test_w1_on_the_process_host_with_two_workers_is_correct(tmp_path):
     assert len(record["worker_cpu_s"]) == 2 and len(record["worker_peak_rss_mb"]) == 2
     assert _COMMON <= record.keys()
     assert record["sentences_per_s"] > 0 and record["wall_s"] > 0
+    assert record["machine_parallelism"] > 0  # the control: the baseline in 2 processes at once
+
+
+def test_machine_parallelism_runs_the_copies_at_once():
+    """Three copies of a 0.3 s wait, started together, end about 0.3 s later: 3 x the work of one
+    in the time of one (a wait, so that the machine's cores do not matter)."""
+    import time
+    assert 2.0 < harness.machine_parallelism(lambda: time.sleep(0.3), 3, 0.3) <= 3.0
 
 
 @pytest.mark.parametrize("workload", ["W2", "W3"])

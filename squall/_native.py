@@ -269,6 +269,13 @@ def group_items(items: list, tuple_type: type) -> Any:
     return None
 
 
+def pack_batch(items: list, tuple_type: type) -> bytes | None:
+    """A batch's bytes made in C without msgpack's lists of columns
+    (`squall.engine.serialize.Serializer.encode_batch`); here None, and the serializer packs the
+    batch with msgpack, which writes the same bytes."""
+    return None
+
+
 def plain_check(tuple_type: type, plain: frozenset, check: Any) -> Any:
     """``check_item(item)``: ``check(item)`` (which raises for a value that cannot be sent) when
     ``item`` is a ``tuple_type`` with a value whose type is not in ``plain``; else nothing."""
@@ -299,7 +306,8 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "group_items": "group_items", "deliver_items": "deliver_items",
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",
                    "BoltCollectorBase": "BoltCollectorBase", "epoll_ready": "epoll_ready",
-                   "send_nb": "send_nb", "recv_nb": "recv_nb"}
+                   "send_nb": "send_nb", "recv_nb": "recv_nb",
+                   "pack_batch": "pack_batch"}
 
 
 def epoll_ready(epoll: Any) -> list:

@@ -58,7 +58,7 @@ import cloudpickle
 import msgpack
 
 from .._errors import SerializationError
-from .._native import batch_items, group_items, plain_check
+from .._native import batch_items, group_items, pack_batch, plain_check
 from .._tuple import Source, Tuple
 from ..metric._api import DataPoint, TaskInfo
 
@@ -323,6 +323,11 @@ class Serializer:
                 and stream that emitted it, and how to fix it.
         """
         items = items if isinstance(items, list) else list(items)
+        # compiled: a batch of plain values in C, as msgpack would write it; None (another value,
+        # or the pure path): with msgpack
+        data = pack_batch(items, Tuple)
+        if data is not None:
+            return data
         # compiled: the columns in C; None (an item it does not know, or the pure path): in Python
         columns = group_items(items, Tuple) or self._group(items)
         runs, sources, ack_targets, acks, reply_targets, replies = columns

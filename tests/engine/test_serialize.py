@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import collections
 import logging
+import random
 import threading
 
 import msgpack
 import pytest
 
 import squall
+from squall import _native
 from squall import Config, Fields
 from squall._tuple import Source, Tuple
 from squall.engine.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET_TIMEOUT
@@ -447,3 +449,91 @@ def test_check_passes_what_encodes_and_names_the_shape_of_what_cannot():
     loop.append(loop)
     with pytest.raises(SerializationError, match="a value contains itself"):
         ser.check(Tuple([loop], src))
+
+
+# --- the compiled packer (squall._native.pack_batch) -------------------------------------------
+INT_EDGES = [0, 1, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1,
+             -1, -32, -33, -128, -129, -32768, -32769, -(2**31), -(2**31) - 1, -(2**63)]
+PLAIN = INT_EDGES + [None, True, False, 0.0, -2.5, 1e300, float("inf"), "", "a" * 31, "a" * 32, "b" * 255,
+                     "c" * 256, "d" * 65535, "e" * 65536, "héllo ✓", "日本", b"", b"\x00" * 255, b"\xff" * 256,
+                     b"x" * 65536]
+
+
+def msgpack_bytes(ser: Serializer, items) -> bytes:
+    """The batch as msgpack writes it (the Python path of `encode_batch`)."""
+    runs, _, ack_targets, acks, reply_targets, replies = Serializer._group(items)
+    return ser._pack([1, runs, ack_targets, acks, reply_targets, replies])
+
+
+def plain_batches():
+    rnd = random.Random(7)
+    srcs = list(SOURCES.values())
+    small = [v for v in PLAIN if not isinstance(v, (str, bytes)) or len(v) < 300]
+    for size in (0, 1, 2, 15, 16, 17, 300, 100_000):  # 100,000: one run, its arrays of 32-bit length
+        items = []
+        for i in range(size):
+            kind = rnd.random()
+            if kind < 0.7:
+                values = [rnd.choice(PLAIN if size <= 300 else small) for _ in range(rnd.choice((0, 1, 2, 15, 16)))]
+                root = rnd.choice((0, 0, 1, 2**64 - 1, rnd.getrandbits(62)))
+                tup = Tuple(values, srcs[i // 7 % 3 if size <= 300 else 0], root, rnd.getrandbits(64) if root else 0)
+                items.append((rnd.choice((0, 5, 300, 70_000)), tup))
+            elif kind < 0.85:
+                items.append((rnd.choice((1, 2)), (rnd.choice((INIT, ACK, FAIL)), rnd.getrandbits(64),
+                                                    rnd.getrandbits(63), rnd.choice((-1, 4)))))
+            else:
+                items.append((4, (rnd.choice((ACKED, FAILED, RESET_TIMEOUT)), rnd.getrandbits(64),
+                                  rnd.random())))
+        yield items
+
+
+def test_the_compiled_packer_writes_msgpacks_bytes_byte_for_byte():
+    """pack_batch (in C) writes plain batches itself, without the lists msgpack walks: its bytes
+    must be exactly msgpack's, every int, str, bytes and array length at its encodings' edges
+    included, so that either side may decode what the other wrote."""
+    ser = serializer()
+    for items in plain_batches():
+        data = _native.pack_batch(items, Tuple)
+        if _native.COMPILED:
+            assert data == msgpack_bytes(ser, items)
+        else:
+            assert data is None  # the pure path packs with msgpack
+        back = ser.decode_batch(ser.encode_batch(items))
+        expected = ([(tg, it) for tg, it in items if type(it) is Tuple] + [p for p in items if type(p[1]) is tuple
+                                                                              and len(p[1]) == 4]
+                    + [p for p in items if type(p[1]) is tuple and len(p[1]) == 3])
+        assert len(back) == len(expected)
+        for (tg, it), (tg2, it2) in zip(back, expected):
+            assert tg == tg2
+            if type(it2) is Tuple:
+                assert same(it.values, it2.values) and it._src is it2._src
+                assert (it._root, it._val) == (it2._root, it2._val)
+            else:
+                assert same(it, it2)
+
+
+@pytest.mark.parametrize("values", [[[1]], [{"a": 1}], [(1, 2)], [{1}], [2**64], [-(2**63) - 1], ["\ud800"],
+                                    [bytearray(b"x")], [Point(1, 2)], [True, [None]]], ids=repr)
+def test_a_batch_with_a_value_that_is_not_plain_is_packed_by_msgpack(values):
+    """The compiled packer gives such a batch up whole (None), and msgpack encodes it, or words
+    the error, as before."""
+    src = SOURCES[(1, "default")]
+    items = [(3, Tuple(["plain"], src, 5, 6)), (3, Tuple(values, src, 5, 7))]
+    assert _native.pack_batch(items, Tuple) is None
+    ser = registered((Point, None))
+    if values == ["\ud800"]:
+        with pytest.raises(SerializationError):
+            ser.encode_batch(items)
+        return
+    back = ser.decode_batch(ser.encode_batch(items))
+    assert same(back[0][1].values, ["plain"])
+    assert back[1][1].values == values  # (a bytearray comes back as bytes, as it always did)
+
+
+def test_tuples_of_several_trees_or_values_not_in_a_list_are_packed_by_msgpack():
+    src = SOURCES[(3, "words")]
+    for tup in (Tuple(["w"], src, {1: 2, 3: 4}), Tuple(("w",), src, 1, 2)):
+        items = [(7, Tuple(["a"], src, 1, 2)), (7, tup)]
+        assert _native.pack_batch(items, Tuple) is None
+        [_, (_, back)] = round_trip(items)
+        assert same(back.values, tup.values) and back._root == tup._root

@@ -15,6 +15,7 @@
         [--message-timeout 30] [--max-pending 1000] [--plot FILE.png]
     python -m bench peers [--n 1000000] [--rounds 3] [--no-save]
     python -m bench instructions W1|W2 [--acking on|off] [--n N1,N2]
+    python -m bench instructions W1 --host process [--workers 2] [--n N1,N2]
     python -m bench tuner [--host process] [--workers 2] [--n 1000000] [--w4-rate half-peak] [--rounds 3]
         [--settings 100,1000,10000,auto] [--no-save]
     python -m bench report [--results bench/results/results.jsonl] [--latest]
@@ -251,7 +252,11 @@ def _instructions(args: argparse.Namespace) -> int:
         raise SystemExit(f"--n takes two sizes, e.g. 4000,12000: got {args.n!r}") from None
     if sizes is not None and len(sizes) != 2:
         raise SystemExit(f"--n takes two sizes, e.g. 4000,12000: got {args.n!r}")
-    print(json.dumps(instructions.measure(args.workload, args.acking == "on", sizes)))
+    try:
+        measured = instructions.measure(args.workload, args.acking == "on", sizes, args.host, args.workers)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    print(json.dumps(measured))
     return 0
 
 
@@ -358,7 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     ins.add_argument("workload", choices=["W1", "W2"])
     ins.add_argument("--acking", choices=["on", "off"], default="on")
     ins.add_argument("--n", default=None, help="the two run sizes, e.g. 4000,12000 (default: W1 4000,12000; "
-                                               "W2 20000,60000)")
+                                               "W2 20000,60000; W1 on the process host 3000,15000)")
+    ins.add_argument("--host", choices=["local", "process"], default="local",
+                     help="LocalCluster (the default), or the process host (W1 only: its workers' instructions)")
+    ins.add_argument("--workers", type=int, default=1, help="worker processes on the process host (default 1)")
     ins.set_defaults(func=_instructions)
 
     tun = sub.add_parser("tuner", help="W1 and W4 with max spout pending 100, 1000, 10000 and auto (the tuner), "

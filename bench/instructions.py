@@ -17,6 +17,17 @@ where a crossing between workers spends much of its time (docs/profiles/w1-scali
 So this ranks changes of the per-tuple work; timings (``python -m bench run``) still say what a
 change buys.
 
+W1 on the process host counts the instructions of its worker processes only (not the master's,
+the supervisor's or the benchmark's), each run under Valgrind with its children traced::
+
+    python -m bench instructions W1 --host process --workers 2 [--n 3000,15000]
+
+so 1 worker against 2 is what a sentence's crossings cost, whatever the machine's speed. Two
+caveats: a thread under Valgrind runs about 50 times slower, so batches may hold fewer items than
+in a timed run; and Valgrind's CPU hides the SHA extensions from OpenSSL, whose generic SHA-256
+then counts about 28 instructions a byte of every batch it MACs (most of the "???" in a
+``cg_annotate`` of a worker), where the real CPU spends about 3 cycles.
+
 Needs ``valgrind`` (Debian's package, installed by scripts/install-system-deps.sh). A run is
 about 50x slower than natively: W1 with the default sizes takes about half a minute.
 """
@@ -38,6 +49,9 @@ from . import harness, w1_wordcount, w2_const_null
 
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 DEFAULT_N = {"W1": (4000, 12000), "W2": (20000, 60000)}
+# W1 on the process host: a run of the smaller size is about 40 s under Valgrind (the workers'
+# start-up is most of it), one of the larger about 90 s
+PROCESS_N = (3000, 15000)
 # How often a run looks at its topology's progress: seldom, as each look costs instructions,
 # and under Valgrind a second passes for every few thousand tuples
 LOOK_SECS = 0.5
@@ -100,18 +114,69 @@ def count(workload: str, n: int, acking: bool) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-def measure(workload: str, acking: bool = True, sizes: tuple[int, int] | None = None) -> dict[str, Any]:
-    """Instructions per tuple of ``workload`` (``W1``: per sentence), from runs of two sizes."""
+def count_workers(n: int, acking: bool, workers: int) -> int:
+    """The instructions the worker processes of one W1 run on the process host with ``workers``
+    workers execute, under cachegrind (its children traced, each into its own file)."""
+    if shutil.which("valgrind") is None:
+        raise RuntimeError("valgrind is not installed: run scripts/install-system-deps.sh (Debian's valgrind)")
+    with tempfile.TemporaryDirectory(prefix="squall-instructions-") as out:
+        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--trace-children=yes",
+               f"--cachegrind-out-file={out}/cachegrind.%p", sys.executable, "-m", "bench", "run", "W1",
+               "--acking", "on" if acking else "off", "--host", "process", "--workers", str(workers),
+               "--n", str(n), "--no-save"]
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+        lines = done.stdout.strip().splitlines()
+        record = json.loads(lines[-1]) if done.returncode == 0 and lines else {}
+        if not record.get("correct"):
+            raise RuntimeError(f"W1 n={n} on {workers} workers under valgrind failed (exit {done.returncode}, "
+                               f"correct: {record.get('correct')}):\n{done.stderr[-3000:]}")
+        return worker_instructions(Path(out))
+
+
+def worker_instructions(directory: Path) -> int:
+    """The instructions counted in ``directory``'s cachegrind files of squall worker processes
+    (their ``cmd:`` line runs ``squall.worker``): the master, the supervisor and the benchmark
+    are left out."""
+    total = workers = 0
+    for path in directory.glob("cachegrind.*"):
+        cmd = summary = None
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("cmd:"):
+                    cmd = line
+                elif line.startswith("summary:"):
+                    summary = int(line.split()[1])
+        if cmd is not None and "squall.worker" in cmd and summary is not None:
+            total += summary
+            workers += 1
+    if not workers:
+        raise RuntimeError(f"no worker process's cachegrind file in {directory}")
+    return total
+
+
+def measure(workload: str, acking: bool = True, sizes: tuple[int, int] | None = None, host: str = "local",
+            workers: int = 1) -> dict[str, Any]:
+    """Instructions per tuple of ``workload`` (``W1``: per sentence), from runs of two sizes: on
+    LocalCluster (the whole process), or for W1 on the process host (its worker processes)."""
     if workload not in DEFAULT_N:
         raise ValueError(f"instructions are measured for W1 and W2, not {workload!r}")
-    n1, n2 = sizes or DEFAULT_N[workload]
+    if host not in ("local", "process") or (host == "process" and workload != "W1"):
+        raise ValueError(f"instructions are measured on LocalCluster, and for W1 on the process host: "
+                         f"not {workload} on {host!r}")
+    if workers < 1 or (host == "local" and workers != 1):
+        raise ValueError(f"--workers {workers}: LocalCluster is one worker; the process host takes 1 or more")
+    n1, n2 = sizes or (PROCESS_N if host == "process" else DEFAULT_N[workload])
     if not 0 < n1 < n2:
         raise ValueError(f"--n needs two sizes, the first smaller: got {n1}, {n2}")
     if workload == "W1":  # made before, so that neither run pays for writing its corpus
         w1_wordcount.ensure_corpus(n1)
         w1_wordcount.ensure_corpus(n2)
-    ir1, ir2 = count(workload, n1, acking), count(workload, n2, acking)
-    return {"workload": workload, "acking": "on" if acking else "off", "n": [n1, n2], "instructions": [ir1, ir2],
+    if host == "process":
+        ir1, ir2 = count_workers(n1, acking, workers), count_workers(n2, acking, workers)
+    else:
+        ir1, ir2 = count(workload, n1, acking), count(workload, n2, acking)
+    return {"workload": workload, "acking": "on" if acking else "off", "host": host, "workers": workers,
+            "n": [n1, n2], "instructions": [ir1, ir2],
             "instructions_per_tuple": round((ir2 - ir1) / (n2 - n1)),
             "per": "sentence" if workload == "W1" else "tuple"}
 

@@ -681,7 +681,12 @@ METHOD = """\
 - **Hosts**: LocalCluster (1 worker, in the benchmark's process); the process host (a throwaway
   master and supervisor with 1 or 2 worker processes, one executor per component per worker);
   Spark `local[2]` (2 workers, each a Spark task). A dash or "not measured yet" is a figure that
-  no run has produced."""
+  no run has produced.
+- **What the machine gives two processes**: its cores are virtual and shared, and two CPU-bound
+  Python processes at once got from 0.97x to 1.78x of one within a minute (2026-11-25). So a
+  run on 2 workers also times its baseline in 2 processes at once, right after it
+  (`machine_parallelism`: 2.0 when both got a whole core), and the scaling targets show that
+  figure beside squall's 2-worker / 1-worker ratio."""
 
 
 PEERS_METHOD = (

@@ -2127,7 +2127,8 @@ w_be(Writer *w, unsigned char tag, uint64_t v, int bytes)  /* tag, then v in `by
     w->len += 1 + bytes;
 }
 
-/* a str, bin or array header of n (fix: the fix-size tag, or 0 for none); -1: too long for msgpack */
+/* a str, bin or array header of n (fix: the fix-size tag, or 0 for none); as w_plain, 1 when n is
+ * too long for msgpack */
 static int
 w_header(Writer *w, Py_ssize_t n, unsigned char fix, Py_ssize_t fix_max, unsigned char t8,
          unsigned char t16, unsigned char t32)

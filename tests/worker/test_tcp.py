@@ -91,6 +91,34 @@ def test_items_reach_the_peer_in_order_across_many_batches_and_partial_reads(pai
     assert b.dropped == 0
 
 
+def test_items_sent_from_other_threads_while_the_loop_flushes_arrive_once_each_in_order(pair):
+    """Senders on other threads (a bolt's own threads) append to the queue a flush is taking
+    from: nothing is lost or sent twice, and each sender's items keep their order."""
+    a, b, got = pair
+    send = a.sender(7)
+    done = threading.Event()
+
+    def sender(k):
+        for i in range(10_000):
+            send((k, i, "x"))
+
+    threads = [threading.Thread(target=sender, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    flusher = threading.Thread(target=lambda: [a.flush() for _ in iter(done.is_set, True)])
+    flusher.start()
+    for t in threads:
+        t.join()
+    done.set()
+    flusher.join()
+    a.flush()
+    assert wait_until(lambda: len(got.got) >= 30_000)
+    time.sleep(0.1)
+    for k in range(3):
+        assert [i for _, (kk, i, _) in got.got if kk == k] == list(range(10_000))
+    assert len(got.got) == 30_000
+
+
 def test_a_broadcast_follows_the_items_queued_before_it(pair):
     a, b, got = pair
     events = []

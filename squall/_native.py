@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import os
 import random
+import time
 from itertools import repeat
 from typing import Any
 
@@ -307,7 +308,36 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",
                    "BoltCollectorBase": "BoltCollectorBase", "epoll_ready": "epoll_ready",
                    "send_nb": "send_nb", "recv_nb": "recv_nb",
-                   "pack_batch": "pack_batch"}
+                   "pack_batch": "pack_batch", "StaleWatch": "StaleWatch"}
+
+
+class StaleWatch:
+    """When a worker's loops last polled the TCP wire (`squall.worker.tcp.TcpTransport`), and a
+    wait until that is too long ago. Compiled, the wait sleeps without the GIL, so the
+    transport's watchman does not take the GIL from a busy loop to find it has nothing to do."""
+
+    def __init__(self) -> None:
+        self._polled = time.monotonic()
+        self._closed = False
+
+    def touch(self) -> None:
+        """A loop polls now."""
+        self._polled = time.monotonic()
+
+    def wait_stale(self, secs: float) -> bool:
+        """True once ``secs`` have passed since the last `touch`; False once `close` was called."""
+        if not 0.0 < secs < 3600.0:
+            raise ValueError("StaleWatch.wait_stale: secs must be above 0 and below 3600")
+        while not self._closed:
+            left = self._polled + secs - time.monotonic()
+            if left <= 0:
+                return True
+            time.sleep(left)
+        return False
+
+    def close(self) -> None:
+        """`wait_stale` returns False from now on (within its ``secs``)."""
+        self._closed = True
 
 
 def epoll_ready(epoll: Any) -> list:

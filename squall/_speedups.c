@@ -16,6 +16,7 @@
  *   batch_items     a received batch's Tuples, made from its columns (engine.serialize.Serializer)
  *   group_items     a batch's columns, made from the items to send (engine.serialize.Serializer)
  *   pack_batch      a batch of plain values as bytes, without msgpack (engine.serialize.Serializer)
+ *   StaleWatch      when the TCP wire was last polled, and a wait without the GIL (worker.tcp.TcpTransport)
  *   deliver_items   a received batch's items into their inboxes (engine.worker.Worker.receive_batch)
  *   BoltCollectorBase.ack
  *                   a bolt's ack of a one-tree input on its loop (bolt_executor.BoltCollector)
@@ -34,6 +35,8 @@
 #include <errno.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <stdatomic.h>
+#include <time.h>
 
 static PyObject *ZERO;   /* the int 0: an untracked tuple's root and value */
 static PyObject *ONE;
@@ -2545,6 +2548,102 @@ recv_nb(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * StaleWatch(): when a worker's loops last polled the TCP wire (worker.tcp.TcpTransport), and a
+ * wait, without the GIL, until that is too long ago. touch() records now (each poll);
+ * wait_stale(secs) sleeps until secs have passed since the last touch and returns True, or
+ * returns False once close() was called. The transport's watchman thread reads for the loops
+ * only when a loop is in a long round; waiting in Python, it took the GIL 200 times a second
+ * from a busy loop to find out that it had nothing to do.
+ */
+typedef struct {
+    PyObject_HEAD
+    _Atomic long long polled_ns;
+    _Atomic int closed;
+} StaleWatch;
+
+static long long
+monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static PyObject *
+StaleWatch_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "StaleWatch() takes no arguments");
+        return NULL;
+    }
+    StaleWatch *self = (StaleWatch *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        atomic_store(&self->polled_ns, monotonic_ns());
+        atomic_store(&self->closed, 0);
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *
+StaleWatch_touch(StaleWatch *self, PyObject *Py_UNUSED(ignored))
+{
+    atomic_store_explicit(&self->polled_ns, monotonic_ns(), memory_order_relaxed);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+StaleWatch_close(StaleWatch *self, PyObject *Py_UNUSED(ignored))
+{
+    atomic_store(&self->closed, 1);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+StaleWatch_wait_stale(StaleWatch *self, PyObject *arg)
+{
+    double secs = PyFloat_AsDouble(arg);
+    if (secs == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (!(secs > 0.0 && secs < 3600.0)) {
+        PyErr_SetString(PyExc_ValueError, "StaleWatch.wait_stale: secs must be above 0 and below 3600");
+        return NULL;
+    }
+    long long span = (long long)(secs * 1e9);
+    int stale = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (!atomic_load(&self->closed)) {
+        long long left = atomic_load_explicit(&self->polled_ns, memory_order_relaxed) + span - monotonic_ns();
+        if (left <= 0) {
+            stale = 1;
+            break;
+        }
+        struct timespec ts = {(time_t)(left / 1000000000LL), (long)(left % 1000000000LL)};
+        nanosleep(&ts, NULL);  /* woken early by a signal: the loop looks again */
+    }
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(stale && !atomic_load(&self->closed));
+}
+
+static PyMethodDef StaleWatch_methods[] = {
+    {"touch", (PyCFunction)StaleWatch_touch, METH_NOARGS, "touch(): a loop polls now."},
+    {"wait_stale", (PyCFunction)StaleWatch_wait_stale, METH_O,
+     "wait_stale(secs): True once secs have passed since the last touch (sleeping without the GIL "
+     "until then); False once closed."},
+    {"close", (PyCFunction)StaleWatch_close, METH_NOARGS, "close(): wait_stale returns False."},
+    {NULL}
+};
+
+static PyTypeObject StaleWatch_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "squall._speedups.StaleWatch",
+    .tp_basicsize = sizeof(StaleWatch),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "StaleWatch(): when the loops last polled, and a wait without the GIL until that is too long ago.",
+    .tp_new = StaleWatch_new,
+    .tp_methods = StaleWatch_methods,
+};
+
 static PyMethodDef speedups_functions[] = {
     {"epoll_ready", (PyCFunction)(void (*)(void))epoll_ready, METH_FASTCALL,
      "epoll_ready(epoll): [(fd, events)] ready now (epoll_wait with timeout 0), keeping the GIL."},
@@ -2619,10 +2718,10 @@ PyInit__speedups(void)
         return NULL;
     PyTypeObject *types[] = {&IdSource_Type, &TupleBase_Type, &RouterBase_Type, &TaskStatsBase_Type, &SpoutExecutorBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
                              &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type,
-                             &BoltCollectorBase_Type, &NextChooser_Type};
+                             &BoltCollectorBase_Type, &NextChooser_Type, &StaleWatch_Type};
     const char *names[] = {"IdSource", "TupleBase", "RouterBase", "TaskStatsBase", "SpoutExecutorBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase",
                            "MemoChooser", "Sender", "SpoutCollectorBase",
-                           "BoltCollectorBase", "NextChooser"};
+                           "BoltCollectorBase", "NextChooser", "StaleWatch"};
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;

@@ -1,13 +1,16 @@
 """The non-blocking socket calls of `squall.worker.tcp` (`squall._native`: compiled, they keep
 the GIL; the pure twins are Python's own calls): what each returns when there is something,
-nothing yet, or no peer any more. tests/test_native.py runs these on the pure path too."""
+nothing yet, or no peer any more; and the watchman's `StaleWatch`. tests/test_native.py runs
+these on the pure path too."""
 
 import select
 import socket
+import threading
+import time
 
 import pytest
 
-from squall._native import epoll_ready, recv_nb, send_nb
+from squall._native import StaleWatch, epoll_ready, recv_nb, send_nb
 
 
 @pytest.fixture
@@ -60,3 +63,59 @@ def test_epoll_ready_lists_the_ready_descriptors_and_nothing_when_none_is(pair):
         ep.close()
     with pytest.raises((OSError, ValueError)):
         epoll_ready(ep)  # closed
+
+
+def test_wait_stale_returns_once_no_touch_came_for_its_span():
+    watch = StaleWatch()
+    watch.touch()
+    start = time.monotonic()
+    assert watch.wait_stale(0.05) is True
+    assert time.monotonic() - start >= 0.045
+
+
+def test_touches_hold_wait_stale_off_until_they_stop():
+    """A loop that polls every 10 ms keeps the watchman asleep: it wakes only after a gap of
+    its whole span since the last poll."""
+    watch = StaleWatch()
+    stop = time.monotonic() + 0.3
+    last = [time.monotonic()]
+
+    def loop():
+        while time.monotonic() < stop:
+            watch.touch()
+            last[0] = time.monotonic()
+            time.sleep(0.01)
+
+    t = threading.Thread(target=loop)
+    t.start()
+    assert watch.wait_stale(0.1) is True
+    assert time.monotonic() - last[0] >= 0.095
+    t.join()
+
+
+def test_close_ends_a_wait_with_false_and_a_bad_span_is_refused():
+    watch = StaleWatch()
+    keep_touching = threading.Event()
+    results = []
+
+    def waiter():
+        results.append(watch.wait_stale(0.05))
+
+    def toucher():
+        while not keep_touching.is_set():
+            watch.touch()
+            time.sleep(0.005)
+
+    threads = [threading.Thread(target=waiter), threading.Thread(target=toucher)]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    watch.close()
+    threads[0].join(2)
+    keep_touching.set()
+    threads[1].join()
+    assert results == [False]
+    assert watch.wait_stale(0.05) is False  # closed: at once
+    for bad in (0.0, -1.0, 1e9):
+        with pytest.raises(ValueError, match="secs"):
+            watch.wait_stale(bad)

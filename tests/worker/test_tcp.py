@@ -286,7 +286,9 @@ def test_a_peer_restarted_at_the_same_address_is_reached_again():
 
 def test_a_peer_that_reads_nothing_never_blocks_the_sender_and_its_backlog_is_bounded(monkeypatch):
     monkeypatch.setattr(tcp_module, "MAX_BACKLOG", 5)
-    b = tcp(slot="h:2")  # nobody polls it: its socket's buffers fill
+    b = tcp(slot="h:2")  # no loop polls it, and its watchman is stopped: its socket's buffers fill
+    b._stale.close()
+    b._watchman.join(2)
     a = tcp(peers={7: b.address})
     try:
         send = a.sender(7)

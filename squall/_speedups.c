@@ -2246,8 +2246,9 @@ w_attr(Writer *w, PyObject *src, PyObject *name)
 static PyObject *
 pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyList_Check(args[0]) || !PyType_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "pack_batch(items: list, tuple_type)");
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyType_Check(args[1]) ||
+            !PyType_IsSubtype((PyTypeObject *)args[1], &TupleBase_Type)) {
+        PyErr_SetString(PyExc_TypeError, "pack_batch(items: list, tuple_type: a TupleBase type)");
         return NULL;
     }
     PyObject *items = args[0];

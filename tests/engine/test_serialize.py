@@ -537,3 +537,9 @@ def test_tuples_of_several_trees_or_values_not_in_a_list_are_packed_by_msgpack()
         assert _native.pack_batch(items, Tuple) is None
         [_, (_, back)] = round_trip(items)
         assert same(back.values, tup.values) and back._root == tup._root
+
+
+@pytest.mark.skipif(not _native.COMPILED, reason="the pure twin packs nothing itself")
+def test_the_compiled_packer_refuses_a_tuple_type_whose_slots_it_cannot_read():
+    with pytest.raises(TypeError, match="TupleBase"):
+        _native.pack_batch([(1, (1, 2, 3, 4))], tuple)

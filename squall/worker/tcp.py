@@ -244,6 +244,10 @@ class TcpTransport(BatchingTransport):
                 self.poll()
             except Exception:  # noqa: BLE001 - the loop's own poll raises it again, in the loop
                 log.exception("the transport's watchman could not read for the loops")
+            finally:
+                # the next look in STALE_SECS at the earliest, also when poll read nothing because
+                # a loop holds the poll lock (a long delivery), or raised: never a busy loop
+                self._stale.touch()
 
     def _accept(self) -> int:
         """Accept the waiting connections, and deliver what they have sent already."""

@@ -415,3 +415,23 @@ def test_strangers_idle_connections_cannot_shut_a_peer_out(monkeypatch):
             s.close()
         loop.stop()
         b.close()
+
+
+def test_the_watchman_looks_at_most_every_stale_span_even_when_it_cannot_read():
+    """With the poll lock held by a loop (a long delivery), the watchman's poll reads nothing;
+    it must still wait its span before looking again, never spin on the GIL."""
+    t = tcp()
+    calls = []
+    real_poll = t.poll
+
+    def counting_poll():
+        calls.append(time.monotonic())
+        return real_poll()
+
+    t.poll = counting_poll
+    try:
+        with t._poll_lock:
+            time.sleep(0.3)
+        assert 0 < len(calls) <= 0.3 / tcp_module.STALE_SECS + 10
+    finally:
+        t.close()

@@ -60,8 +60,8 @@ _AT_ROUTE = _MAC + _FIXED.size
 _MIN_SIZE = _AT_ROUTE + _ROUTE.size
 # hashlib gives the GIL up while it hashes a buffer of 2,048 bytes or more (HASHLIB_GIL_MINSIZE).
 # A worker's loop that did so for every batch it seals or opens let the worker's other threads
-# take the GIL each time, and then waited for it back: beside a thread that wanted the GIL, an
-# 8.8 KB batch's MAC took 4,086 us of wall time instead of 15 (docs/profiles/w1-scaling-model.md).
+# take the GIL each time, and then waited for it back: beside a thread that wanted the GIL, a
+# 7 KB batch's MAC took 4,086 us of wall time instead of 15 (docs/profiles/w1-scaling-model.md).
 # Smaller pieces are hashed holding the GIL, for about 1 us more a batch.
 _GIL_HELD_PIECE = 2047
 SEAL_OVERHEAD = _AT_ROUTE  # a sealed message's bytes beyond its route and data: MAC and fixed part

@@ -18,6 +18,7 @@ of each class):
 - `SpoutCollectorBase`: the slots of a spout's collector, and its ``emit``.
 - `BoltCollectorBase`: the slots of a bolt's collector, and its ``ack``.
 - `PendingTreeBase`: the fields of `squall.engine.acker.PendingTree`.
+- `send_acks`: a bolt executor's held acks, sent (`squall.engine.bolt_executor.BoltExecutor.flush_acks`).
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
 - `execute_run`: a bolt executor's inner loop over its plain (not sampled) inputs.
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
@@ -155,14 +156,15 @@ class BoltCollectorBase:
         return self._ack_general(tup)
 
 
-def BasicExecute(user_execute, basic, ack, on_failed, failed_type, executor, stats, samples, close_sample,
+def BasicExecute(user_execute, basic, ack, on_failed, failed_type, acks, stats, samples, close_sample,
                  now, inbox, ackers, ack_tag):
     """A BasicBolt's ``execute(tup)``: run the bolt with ``basic`` as its collector, then ack the input
     (``on_failed(tup, error)`` when it raises ``failed_type``).
 
     The ack of the common one-root input is inlined (no `BoltCollector.ack` call or foreign-thread
     check: this runs on the loop's thread) and coalesced: held, xor-combined per root, while the
-    next tuple waiting in ``inbox`` belongs to the same root (see `BoltExecutor.flush_acks`).
+    next tuple waiting in ``inbox`` belongs to the same root, in ``acks`` (the executor's dict, root
+    -> xor; see `BoltExecutor.flush_acks`), which the last sibling's ack sends (`send_acks`).
     """
 
     def execute(tup) -> None:
@@ -177,19 +179,29 @@ def BasicExecute(user_execute, basic, ack, on_failed, failed_type, executor, sta
             ack(tup)
             return
         if root and ackers:
-            acks = executor.acks
             x = tup._val ^ tup._oav
             if inbox and inbox[0]._root == root:  # a sibling is next: hold and combine
                 acks[root] = acks.get(root, 0) ^ x
             elif acks:
                 acks[root] = acks.get(root, 0) ^ x
-                executor.flush_acks()
+                send_acks(acks, ackers, ack_tag)
             else:  # nothing held: send at once, no dict
                 ackers[root % len(ackers)]((ack_tag, root, x, -1))
         stats.acked += 1
         if samples:
             close_sample(id(tup), True, now())
     return execute
+
+
+def send_acks(acks: dict, ackers: list, kind: Any) -> None:
+    """Send each ack held in ``acks`` (root -> xor) to its acker, ``ackers[root % len(ackers)]``,
+    as ``(kind, root, xor, -1)``; then clear ``acks`` (also when a send raises)."""
+    n = len(ackers)
+    try:
+        for root, val in acks.items():
+            ackers[root % n]((kind, root, val, -1))
+    finally:
+        acks.clear()
 
 
 class PendingTreeBase:
@@ -308,7 +320,7 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",
                    "BoltCollectorBase": "BoltCollectorBase", "epoll_ready": "epoll_ready",
                    "send_nb": "send_nb", "recv_nb": "recv_nb",
-                   "pack_batch": "pack_batch", "StaleWatch": "StaleWatch"}
+                   "pack_batch": "pack_batch", "StaleWatch": "StaleWatch", "send_acks": "send_acks"}
 
 
 class StaleWatch:

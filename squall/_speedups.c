@@ -642,7 +642,7 @@ static PyTypeObject BasicCollectorBase_Type = {
 };
 
 /* ---------------------------------------------------------------------------------------------
- * BasicExecute(user_execute, basic, ack, on_failed, failed_type, executor, stats, samples,
+ * BasicExecute(user_execute, basic, ack, on_failed, failed_type, acks, stats, samples,
  *              close_sample, now, inbox, ackers, ack_tag): calling it with a Tuple runs
  * bolt_executor._basic_execute's body (see there for the rules: the one-root ack is inlined and
  * coalesced with a sibling waiting next in the inbox).
@@ -650,14 +650,14 @@ static PyTypeObject BasicCollectorBase_Type = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *user_execute, *basic, *ack, *on_failed, *failed_type, *executor, *stats, *samples,
+    PyObject *user_execute, *basic, *ack, *on_failed, *failed_type, *acks, *stats, *samples,
              *close_sample, *now, *inbox, *ackers, *ack_tag;
 } BasicExecute;
 
-#define BE_FIELDS(X) X(user_execute) X(basic) X(ack) X(on_failed) X(failed_type) X(executor) \
+#define BE_FIELDS(X) X(user_execute) X(basic) X(ack) X(on_failed) X(failed_type) X(acks) \
     X(stats) X(samples) X(close_sample) X(now) X(inbox) X(ackers) X(ack_tag)
 
-static PyObject *str_acks, *str_flush_acks, *str_acked, *str_executed, *MINUS_ONE;
+static PyObject *str_acks, *str_acked, *str_executed, *MINUS_ONE;
 
 static int
 BasicExecute_traverse(BasicExecute *self, visitproc visit, void *arg)
@@ -752,6 +752,38 @@ send_ack(PyObject *ackers, PyObject *kind, PyObject *root, PyObject *x)
     return 0;
 }
 
+/* send every ack held in acks (root -> xor) to its acker, then forget them all (also when a
+ * send fails: the Python path drops the rest too) */
+static int
+send_held(PyObject *acks, PyObject *ackers, PyObject *kind)
+{
+    Py_ssize_t pos = 0;
+    PyObject *root, *x;
+    int rc = 0;
+    while (rc == 0 && PyDict_Next(acks, &pos, &root, &x)) {
+        Py_INCREF(root);
+        Py_INCREF(x);
+        rc = send_ack(ackers, kind, root, x);
+        Py_DECREF(root);
+        Py_DECREF(x);
+    }
+    PyDict_Clear(acks);
+    return rc;
+}
+
+/* send_acks(acks, ackers, kind): `send_held` for the Python paths (BoltExecutor.flush_acks) */
+static PyObject *
+send_acks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyDict_Check(args[0]) || !PyList_Check(args[1]) || !PyList_GET_SIZE(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "send_acks(acks: dict, ackers: non-empty list, kind)");
+        return NULL;
+    }
+    if (send_held(args[0], args[1], args[2]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -795,35 +827,17 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
         PyObject *x = PyNumber_Xor(t->val, t->oav);
         if (x == NULL)
             goto fail;
-        PyObject *acks = PyObject_GetAttr(self->executor, str_acks);
-        if (acks == NULL || !PyDict_Check(acks)) {
-            Py_XDECREF(acks);
-            Py_DECREF(x);
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "executor.acks is not a dict");
-            goto fail;
-        }
         int sibling = sibling_next(self->inbox, root);  /* a sibling next? then hold and combine */
-        if (sibling < 0) {
-            Py_DECREF(acks);
-            Py_DECREF(x);
-            goto fail;
-        }
-        int rc = 0;
-        if (sibling) {
-            rc = hold_ack(acks, root, x);
-        } else if (PyDict_GET_SIZE(acks)) {
-            rc = hold_ack(acks, root, x);
-            if (rc == 0) {
-                PyObject *r = PyObject_CallMethodNoArgs(self->executor, str_flush_acks);
-                if (r == NULL)
-                    rc = -1;
-                Py_XDECREF(r);
-            }
-        } else {  /* nothing held: send at once, no dict */
+        int rc = sibling < 0 ? -1 : 0;
+        if (sibling > 0) {
+            rc = hold_ack(self->acks, root, x);
+        } else if (sibling == 0 && PyDict_GET_SIZE(self->acks)) {
+            rc = hold_ack(self->acks, root, x);
+            if (rc == 0)
+                rc = send_held(self->acks, self->ackers, self->ack_tag);
+        } else if (sibling == 0) {  /* nothing held: send at once, no dict */
             rc = send_ack(self->ackers, self->ack_tag, root, x);
         }
-        Py_DECREF(acks);
         Py_DECREF(x);
         if (rc < 0)
             goto fail;
@@ -856,7 +870,7 @@ BasicExecute_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (self == NULL)
         return NULL;
     if (!PyArg_UnpackTuple(args, "BasicExecute", 13, 13, &self->user_execute, &self->basic, &self->ack,
-                           &self->on_failed, &self->failed_type, &self->executor, &self->stats,
+                           &self->on_failed, &self->failed_type, &self->acks, &self->stats,
                            &self->samples, &self->close_sample, &self->now, &self->inbox, &self->ackers,
                            &self->ack_tag)) {
         /* the fields are borrowed until here: forget them before the dealloc */
@@ -869,8 +883,10 @@ BasicExecute_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 #define I(f) Py_INCREF(self->f);
     BE_FIELDS(I)
 #undef I
-    if (!PyObject_TypeCheck(self->basic, &BasicCollectorBase_Type) || !PyList_Check(self->ackers)) {
-        PyErr_SetString(PyExc_TypeError, "BasicExecute needs a BasicCollectorBase and a list of ackers");
+    if (!PyObject_TypeCheck(self->basic, &BasicCollectorBase_Type) || !PyList_Check(self->ackers)
+            || !PyDict_Check(self->acks)) {
+        PyErr_SetString(PyExc_TypeError, "BasicExecute needs a BasicCollectorBase, a dict of held acks "
+                        "and a list of ackers");
         Py_DECREF(self);
         return NULL;
     }
@@ -2655,6 +2671,8 @@ static PyMethodDef speedups_functions[] = {
     {"acker_run", (PyCFunction)(void (*)(void))acker_run, METH_FASTCALL,
      "acker_run(acker, pop, n, now, deliver): apply n messages from pop() as Acker.update would, "
      "delivering each reply (kind, root, delta_secs) to deliver[spout_task]."},
+    {"send_acks", (PyCFunction)(void (*)(void))send_acks, METH_FASTCALL,
+     "send_acks(acks, ackers, kind): send each held ack (root -> xor) to its acker, then clear acks."},
     {"deliver_items", (PyCFunction)(void (*)(void))deliver_items, METH_FASTCALL,
      "deliver_items(inboxes, items): append each (task, item) to inboxes[task] if there; the count."},
     {"group_items", (PyCFunction)(void (*)(void))group_items, METH_FASTCALL,
@@ -2689,7 +2707,6 @@ PyInit__speedups(void)
     str_emit = PyUnicode_InternFromString("emit");
     str_send_multi = PyUnicode_InternFromString("_send_multi");
     str_acks = PyUnicode_InternFromString("acks");
-    str_flush_acks = PyUnicode_InternFromString("flush_acks");
     str_acked = PyUnicode_InternFromString("acked");
     str_executed = PyUnicode_InternFromString("executed");
     str_pending = PyUnicode_InternFromString("pending");
@@ -2712,7 +2729,7 @@ PyInit__speedups(void)
     str_stream = PyUnicode_InternFromString("stream");
     ACK_KIND = PyLong_FromLong(1);
     if (!ZERO || !ONE || !MINUS_ONE || !DEFAULT_STREAM || !str_emit || !str_send_multi || !str_acks ||
-        !str_flush_acks || !str_acked || !str_pending || !str_buckets || !str_tree_type ||
+        !str_acked || !str_pending || !str_buckets || !str_tree_type ||
         !str_reply || !str_in_flight || !str_current_task || !str_objs || !str_stats || !str_ack || !str_latency_sum ||
         !str_latency_count || !str_emit_general || !str_emits || !str_newest ||
         !str_ack_general || !ACK_KIND || !str_task || !str_stream || !str_append)

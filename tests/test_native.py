@@ -96,13 +96,7 @@ def test_emit_and_execute_keep_no_reference_they_should_not():
     basic._rand = functools.partial(random.Random(1).getrandbits, 64)
     basic._tuple_type, basic._nowhere, basic._acking = Tuple, _NOWHERE, True
 
-    class Executor:
-        acks: dict = {}
-
-        def flush_acks(self):
-            acks, self.acks = self.acks, {}
-            for root, val in acks.items():
-                acker_inbox.append((ACK, root, val, -1))
+    held: dict = {}
 
     def split(tup, collector):
         for word in tup.values[0].split():
@@ -110,15 +104,14 @@ def test_emit_and_execute_keep_no_reference_they_should_not():
 
     inbox: deque = deque()
     stats = TaskStats()
-    executor = Executor()
-    execute = _native.BasicExecute(split, basic, None, None, FailedException, executor, stats, {}, None,
+    execute = _native.BasicExecute(split, basic, None, None, FailedException, held, stats, {}, None,
                                    lambda: 0.0, inbox, [acker_inbox.append], ACK)
     rng = random.Random(2)
 
     def run(n):
         for _ in range(n):
             execute(Tuple(["a b c"], src, rng.getrandbits(64) | 1, rng.getrandbits(64)))
-        executor.flush_acks()
+        _native.send_acks(held, [acker_inbox.append], ACK)
         delivered.clear()
         acker_inbox.clear()
         basic.input = None

@@ -20,7 +20,7 @@ from typing import Any
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt
 from .._errors import EmitError, FailedException, ReportedFailedException
-from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, execute_run
+from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, execute_run, send_acks
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
@@ -121,16 +121,8 @@ class BoltExecutor(Executor):
         a fan-out's children processed in a row (W1's ten words of a sentence) cost the acker
         one update instead of ten (ENGINE-SPEED.md, lesson 9).
         """
-        acks, self.acks = self.acks, {}
-        ackers = self.wiring.ackers
-        n = len(ackers)
-        if n == 1:
-            send = ackers[0]
-            for root, val in acks.items():
-                send((ACK, root, val, -1))
-        else:
-            for root, val in acks.items():
-                ackers[root % n]((ACK, root, val, -1))
+        # cleared in place, not replaced: each task's `BasicExecute` holds this dict
+        send_acks(self.acks, self.wiring.ackers, ACK)
 
     def timers(self):
         """Ticks, and the timers of bolts with a ``squall_timers(clock)`` method (a windowed
@@ -174,7 +166,7 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
         if isinstance(e, ReportedFailedException):
             out.report_error(e)
         out.fail(tup)
-    return BasicExecute(bolt.execute, basic, out.ack, on_failed, FailedException, executor, out._stats,
+    return BasicExecute(bolt.execute, basic, out.ack, on_failed, FailedException, executor.acks, out._stats,
                         sampled.open_samples, sampled.close_sample, executor.wiring.clock.now, out._inbox,
                         executor.wiring.ackers, ACK)
 

@@ -147,3 +147,28 @@ def test_a_pending_tree_names_what_the_acker_knows_of_it():
     assert (tree.xor, tree.spout_task, tree.start, tree.failed, tree.reset) == (0x3, -1, 5.0, False, True)
     acker.update(INIT, ROOT, 0x1, SPOUT_TASK, now=7.0)
     assert (tree.xor, tree.spout_task, tree.reset) == (0x2, SPOUT_TASK, False)
+
+
+def test_held_acks_go_to_the_acker_of_their_root_and_are_forgotten():
+    """`send_acks` (a bolt executor's held acks, C when compiled): one message per root, to
+    ``ackers[root % len(ackers)]``, in the order they were held; the dict is emptied in place,
+    also when a send raises (the rest are dropped, as the tree's timeout will replay them)."""
+    import pytest
+
+    from squall._native import send_acks
+
+    got: list[list] = [[], [], []]
+    ackers = [got[0].append, got[1].append, got[2].append]
+    held = {ROOT: 5, 4: 6, 2**64 - 2: 7, 9: 8}  # roots % 3: 0, 1, 2, 0
+
+    send_acks(held, ackers, ACK)
+
+    assert held == {}
+    assert got == [[(ACK, ROOT, 5, -1), (ACK, 9, 8, -1)], [(ACK, 4, 6, -1)], [(ACK, 2**64 - 2, 7, -1)]]
+
+    def broken(msg):
+        raise RuntimeError("acker gone")
+    held.update({1: 1, 4: 2})
+    with pytest.raises(RuntimeError, match="acker gone"):
+        send_acks(held, [broken], ACK)
+    assert held == {}

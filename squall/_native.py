@@ -21,6 +21,8 @@ of each class):
 - `send_acks`: a bolt executor's held acks, sent (`squall.engine.bolt_executor.BoltExecutor.flush_acks`).
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
 - `execute_run`: a bolt executor's inner loop over its plain (not sampled) inputs.
+- `drain_inbox`: a bolt task's inputs, plain runs and sampled ones (timed), as its executor drains them.
+- `KeyStatsBase`: the figures of `squall.engine.stats.KeyStats`; compiled, C numbers.
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
 - `memo_chooser`: the fields grouping's remembered choice for a str key.
 - `next_chooser`: the shuffle grouping's chooser, which ignores the values.
@@ -156,7 +158,7 @@ class BoltCollectorBase:
         return self._ack_general(tup)
 
 
-def BasicExecute(user_execute, basic, ack, on_failed, failed_type, acks, stats, samples, close_sample,
+def BasicExecute(user_execute, basic, ack, on_failed, failed_type, acks, stats, samples, sampled,
                  now, inbox, ackers, ack_tag):
     """A BasicBolt's ``execute(tup)``: run the bolt with ``basic`` as its collector, then ack the input
     (``on_failed(tup, error)`` when it raises ``failed_type``).
@@ -188,8 +190,8 @@ def BasicExecute(user_execute, basic, ack, on_failed, failed_type, acks, stats, 
             else:  # nothing held: send at once, no dict
                 ackers[root % len(ackers)]((ack_tag, root, x, -1))
         stats.acked += 1
-        if samples:
-            close_sample(id(tup), True, now())
+        if samples:  # sampled.open_samples: an ack closes a sampled input's sample
+            sampled.close_sample(id(tup), True, now())
     return execute
 
 
@@ -219,6 +221,48 @@ def acker_run(acker, pop, n: int, now: float, deliver) -> None:
         reply = update(kind, root, val, spout_task, now)
         if reply is not None:
             deliver[reply[0]](reply[1:])
+
+
+class KeyStatsBase:
+    """The figures of `squall.engine.stats.KeyStats`."""
+
+    __slots__ = ("acked", "failed", "executed", "latency_ms", "latency_n", "execute_ms", "execute_n")
+
+    def __init__(self) -> None:
+        self.acked = self.failed = self.executed = self.latency_n = self.execute_n = 0
+        self.latency_ms = self.execute_ms = 0.0
+
+
+def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: Any) -> int:
+    """A bolt task's ``n`` inputs from ``pop()``, with Storm's sampled statistics: runs of
+    ``sampled.left - 1`` plain inputs (`execute_run`), then a sampled one, timed with ``now()``
+    and opened as a sample for its ack to close (`squall.engine.stats.TaskStatistics`); its
+    figures are added also when it raises. Returns ``n``; ``sampled.left`` is kept, on an
+    exception too (`squall.engine.bolt_executor.BoltExecutor.drain`)."""
+    left = sampled.left
+    ran = 0
+    try:
+        while ran < n:
+            run = left - 1 if left - 1 < n - ran else n - ran
+            ran += execute_run(execute, pop, run, stats)  # counted, on a crash too
+            left -= run
+            if ran < n:
+                tup = pop()
+                ks = sampled.key_of(tup)
+                start = now()
+                sampled.open_sample(tup, start, ks)
+                try:
+                    execute(tup)
+                finally:
+                    ks.executed += sampled.freq
+                    ks.execute_ms += 1000.0 * (now() - start)
+                    ks.execute_n += 1
+                stats.executed += 1
+                ran += 1
+                left = sampled.gaps()
+    finally:
+        sampled.left = left
+    return ran
 
 
 def execute_run(execute: Any, pop: Any, n: int, stats: Any) -> int:
@@ -320,7 +364,8 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",
                    "BoltCollectorBase": "BoltCollectorBase", "epoll_ready": "epoll_ready",
                    "send_nb": "send_nb", "recv_nb": "recv_nb",
-                   "pack_batch": "pack_batch", "StaleWatch": "StaleWatch", "send_acks": "send_acks"}
+                   "pack_batch": "pack_batch", "StaleWatch": "StaleWatch", "send_acks": "send_acks",
+                   "drain_inbox": "drain_inbox", "KeyStatsBase": "KeyStatsBase"}
 
 
 class StaleWatch:

@@ -278,6 +278,89 @@ static PyTypeObject SpoutExecutorBase_Type = {
     .tp_members = SpoutExecutorBase_members,
 };
 
+/* KeyStatsBase: the sampled figures of one key of a task (squall.engine.stats.KeyStats), as C
+ * numbers that drain_inbox adds to in place */
+typedef struct {
+    PyObject_HEAD
+    long long acked, failed, executed, latency_n, execute_n;
+    double latency_ms, execute_ms;
+} KeyStatsBase;
+
+static PyMemberDef KeyStatsBase_members[] = {
+    {"acked", T_LONGLONG, offsetof(KeyStatsBase, acked), 0, NULL},
+    {"failed", T_LONGLONG, offsetof(KeyStatsBase, failed), 0, NULL},
+    {"executed", T_LONGLONG, offsetof(KeyStatsBase, executed), 0, NULL},
+    {"latency_n", T_LONGLONG, offsetof(KeyStatsBase, latency_n), 0, NULL},
+    {"execute_n", T_LONGLONG, offsetof(KeyStatsBase, execute_n), 0, NULL},
+    {"latency_ms", T_DOUBLE, offsetof(KeyStatsBase, latency_ms), 0, NULL},
+    {"execute_ms", T_DOUBLE, offsetof(KeyStatsBase, execute_ms), 0, NULL},
+    {NULL}
+};
+
+static PyTypeObject KeyStatsBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "squall._speedups.KeyStatsBase",
+    .tp_doc = "The figures of squall.engine.stats.KeyStats.",
+    .tp_basicsize = sizeof(KeyStatsBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_members = KeyStatsBase_members,
+};
+
+static PyObject *str_left, *str_by_handle, *str_key_of, *str_open_samples, *str_freq, *str_gaps,
+                *str_max_open, *str_close_sample;
+
+/* The ack (acked 1) or fail (0) of input tup closes its sample in samples (id -> (tup, start,
+ * ks)) if it was sampled: squall.engine.stats.TaskStatistics.close_sample (of sampled), in C
+ * when ks is a KeyStatsBase and start a float, else by that method. 0, or -1 with an error. */
+static int
+close_sample(PyObject *samples, PyObject *sampled, PyObject *tup, int acked, PyObject *now)
+{
+    PyObject *id = PyLong_FromVoidPtr(tup);
+    if (id == NULL)
+        return -1;
+    PyObject *entry = PyDict_GetItemWithError(samples, id);
+    if (entry == NULL) {
+        Py_DECREF(id);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    PyObject *when = PyObject_CallNoArgs(now);
+    if (when == NULL) {
+        Py_DECREF(id);
+        return -1;
+    }
+    int rc = -1;
+    if (!(PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 3 && PyFloat_CheckExact(when) &&
+          PyFloat_CheckExact(PyTuple_GET_ITEM(entry, 1)) &&
+          PyObject_TypeCheck(PyTuple_GET_ITEM(entry, 2), &KeyStatsBase_Type))) {
+        PyObject *r = PyObject_CallMethodObjArgs(sampled, str_close_sample, id, acked ? Py_True : Py_False,
+                                                 when, NULL);
+        Py_XDECREF(r);
+        rc = r == NULL ? -1 : 0;
+        goto done;
+    }
+    KeyStatsBase *k = (KeyStatsBase *)Py_NewRef(PyTuple_GET_ITEM(entry, 2));
+    double start = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(entry, 1));
+    PyObject *f = PyObject_GetAttr(sampled, str_freq);
+    long long freq = f ? PyLong_AsLongLong(f) : -1;
+    Py_XDECREF(f);
+    if ((freq != -1 || !PyErr_Occurred()) && PyDict_DelItem(samples, id) == 0) {
+        if (acked) {
+            k->acked += freq;
+            k->latency_ms += 1000.0 * (PyFloat_AS_DOUBLE(when) - start);
+            k->latency_n += 1;
+        } else {
+            k->failed += freq;
+        }
+        rc = 0;
+    }
+    Py_DECREF(k);
+done:
+    Py_DECREF(when);
+    Py_DECREF(id);
+    return rc;
+}
+
 static int add_to_attr(PyObject *obj, PyObject *name, PyObject *by);
 
 /* obj.<name> += by: in place when obj is a `type` (the counter at offset), else by attribute */
@@ -643,7 +726,7 @@ static PyTypeObject BasicCollectorBase_Type = {
 
 /* ---------------------------------------------------------------------------------------------
  * BasicExecute(user_execute, basic, ack, on_failed, failed_type, acks, stats, samples,
- *              close_sample, now, inbox, ackers, ack_tag): calling it with a Tuple runs
+ *              sampled, now, inbox, ackers, ack_tag): calling it with a Tuple runs
  * bolt_executor._basic_execute's body (see there for the rules: the one-root ack is inlined and
  * coalesced with a sibling waiting next in the inbox).
  */
@@ -651,11 +734,11 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *user_execute, *basic, *ack, *on_failed, *failed_type, *acks, *stats, *samples,
-             *close_sample, *now, *inbox, *ackers, *ack_tag;
+             *sampled, *now, *inbox, *ackers, *ack_tag;
 } BasicExecute;
 
 #define BE_FIELDS(X) X(user_execute) X(basic) X(ack) X(on_failed) X(failed_type) X(acks) \
-    X(stats) X(samples) X(close_sample) X(now) X(inbox) X(ackers) X(ack_tag)
+    X(stats) X(samples) X(sampled) X(now) X(inbox) X(ackers) X(ack_tag)
 
 static PyObject *str_acks, *str_acked, *str_executed, *MINUS_ONE;
 
@@ -845,18 +928,8 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
     Py_DECREF(root);
     if (count(self->stats, &TaskStatsBase_Type, offsetof(TaskStatsBase, acked), str_acked, 1) < 0)
         return NULL;
-    if (PyDict_Check(self->samples) ? PyDict_GET_SIZE(self->samples) : PyObject_IsTrue(self->samples)) {
-        PyObject *when = PyObject_CallNoArgs(self->now);
-        if (when == NULL)
-            return NULL;
-        PyObject *id = PyLong_FromVoidPtr(tup);
-        PyObject *r = id ? PyObject_CallFunctionObjArgs(self->close_sample, id, Py_True, when, NULL) : NULL;
-        Py_XDECREF(id);
-        Py_DECREF(when);
-        if (r == NULL)
-            return NULL;
-        Py_DECREF(r);
-    }
+    if (PyDict_GET_SIZE(self->samples) && close_sample(self->samples, self->sampled, tup, 1, self->now) < 0)
+        return NULL;
     Py_RETURN_NONE;
 fail:
     Py_DECREF(root);
@@ -871,7 +944,7 @@ BasicExecute_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     if (!PyArg_UnpackTuple(args, "BasicExecute", 13, 13, &self->user_execute, &self->basic, &self->ack,
                            &self->on_failed, &self->failed_type, &self->acks, &self->stats,
-                           &self->samples, &self->close_sample, &self->now, &self->inbox, &self->ackers,
+                           &self->samples, &self->sampled, &self->now, &self->inbox, &self->ackers,
                            &self->ack_tag)) {
         /* the fields are borrowed until here: forget them before the dealloc */
 #define Z(f) self->f = NULL;
@@ -884,7 +957,7 @@ BasicExecute_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     BE_FIELDS(I)
 #undef I
     if (!PyObject_TypeCheck(self->basic, &BasicCollectorBase_Type) || !PyList_Check(self->ackers)
-            || !PyDict_Check(self->acks)) {
+            || !PyDict_Check(self->acks) || !PyDict_Check(self->samples)) {
         PyErr_SetString(PyExc_TypeError, "BasicExecute needs a BasicCollectorBase, a dict of held acks "
                         "and a list of ackers");
         Py_DECREF(self);
@@ -2470,6 +2543,186 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * drain_inbox(execute, pop, n, stats, sampled, now): a bolt task's n inputs, as
+ * squall._native.drain_inbox (its Python twin says what is done; this is the same, step by step,
+ * without a Python frame per sampled input).
+ */
+
+/* the KeyStats of tup's (component, stream) in sampled: from sampled.by_handle by its Source,
+ * else from sampled.key_of(tup) (new reference) */
+static PyObject *
+sampled_key(PyObject *sampled, PyObject *tup)
+{
+    if (PyObject_TypeCheck(tup, &TupleBase_Type)) {
+        PyObject *by_handle = PyObject_GetAttr(sampled, str_by_handle);
+        if (by_handle == NULL)
+            return NULL;
+        PyObject *ks = PyDict_Check(by_handle) ? PyDict_GetItemWithError(by_handle, ((TupleBase *)tup)->src) : NULL;
+        Py_XINCREF(ks);
+        Py_DECREF(by_handle);
+        if (ks != NULL || PyErr_Occurred())
+            return ks;
+    }
+    return PyObject_CallMethodOneArg(sampled, str_key_of, tup);
+}
+
+/* samples[id(tup)] = (tup, start, ks), first forgetting the oldest one when it has max_open */
+static int
+open_sample(PyObject *sampled, PyObject *tup, PyObject *start, PyObject *ks)
+{
+    PyObject *samples = PyObject_GetAttr(sampled, str_open_samples);
+    if (samples == NULL)
+        return -1;
+    int rc = -1;
+    if (!PyDict_Check(samples)) {
+        PyErr_SetString(PyExc_TypeError, "open_samples is not a dict");
+        goto done;
+    }
+    PyObject *max_open = PyObject_GetAttr(sampled, str_max_open);
+    Py_ssize_t max = max_open ? PyLong_AsSsize_t(max_open) : -1;
+    Py_XDECREF(max_open);
+    if (max == -1 && PyErr_Occurred())
+        goto done;
+    if (PyDict_GET_SIZE(samples) >= max) {
+        Py_ssize_t pos = 0;
+        PyObject *oldest, *v;
+        if (PyDict_Next(samples, &pos, &oldest, &v)) {
+            Py_INCREF(oldest);
+            int del = PyDict_DelItem(samples, oldest);
+            Py_DECREF(oldest);
+            if (del < 0)
+                goto done;
+        }
+    }
+    PyObject *id = PyLong_FromVoidPtr(tup);
+    PyObject *entry = id ? PyTuple_Pack(3, tup, start, ks) : NULL;
+    rc = entry ? PyDict_SetItem(samples, id, entry) : -1;
+    Py_XDECREF(id);
+    Py_XDECREF(entry);
+done:
+    Py_DECREF(samples);
+    return rc;
+}
+
+/* one sampled input: timed, its sample opened for its ack to close, and counted in ks (also when
+ * execute raises); 0, or -1 with execute's exception */
+static int
+sampled_execute(PyObject *execute, PyObject *tup, PyObject *sampled, PyObject *now, long long freq)
+{
+    PyObject *ks = sampled_key(sampled, tup);
+    if (ks == NULL)
+        return -1;
+    PyObject *start = PyObject_CallNoArgs(now);
+    int rc = -1;
+    if (start == NULL || open_sample(sampled, tup, start, ks) < 0)
+        goto done;
+    PyObject *r = PyObject_Vectorcall(execute, &tup, 1, NULL);
+    Py_XDECREF(r);
+    rc = r == NULL ? -1 : 0;
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    PyErr_Fetch(&type, &value, &tb);  /* the figures are added on an exception too (finally:) */
+    PyObject *end = PyObject_CallNoArgs(now);
+    double elapsed = end ? PyFloat_AsDouble(end) - PyFloat_AsDouble(start) : 0.0;
+    Py_XDECREF(end);
+    int added = end != NULL && !PyErr_Occurred() ? 0 : -1;
+    if (added == 0 && PyObject_TypeCheck(ks, &KeyStatsBase_Type)) {
+        KeyStatsBase *k = (KeyStatsBase *)ks;
+        k->executed += freq;
+        k->execute_ms += 1000.0 * elapsed;
+        k->execute_n += 1;
+    } else if (added == 0) {
+        PyErr_SetString(PyExc_TypeError, "a sampled input's statistics are not a KeyStats");
+        added = -1;
+    }
+    if (type != NULL) {  /* execute's exception wins over ours */
+        if (added < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+    } else if (added < 0) {
+        rc = -1;
+    }
+done:
+    Py_XDECREF(start);
+    Py_DECREF(ks);
+    return rc;
+}
+
+static PyObject *
+drain_inbox(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "drain_inbox(execute, pop, n, stats, sampled, now)");
+        return NULL;
+    }
+    PyObject *execute = args[0], *pop = args[1], *stats = args[3], *sampled = args[4], *now = args[5];
+    Py_ssize_t n = PyLong_AsSsize_t(args[2]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *o = PyObject_GetAttr(sampled, str_left);
+    long long left = o ? PyLong_AsLongLong(o) : -1;
+    Py_XDECREF(o);
+    o = left == -1 && PyErr_Occurred() ? NULL : PyObject_GetAttr(sampled, str_freq);
+    long long freq = o ? PyLong_AsLongLong(o) : -1;
+    Py_XDECREF(o);
+    PyObject *gaps = freq == -1 && PyErr_Occurred() ? NULL : PyObject_GetAttr(sampled, str_gaps);
+    if (gaps == NULL)
+        return NULL;
+    Py_ssize_t ran = 0;
+    int failed = 0;
+    PyObject *executed = NULL;
+    while (ran < n) {
+        Py_ssize_t run = left - 1 < n - ran ? (Py_ssize_t)(left - 1) : n - ran;
+        PyObject *call[4] = {execute, pop, NULL, stats};
+        call[2] = PyLong_FromSsize_t(run);
+        executed = call[2] ? execute_run(module, call, 4) : NULL;  /* counted, on a crash too */
+        Py_XDECREF(call[2]);
+        if (executed == NULL) {
+            failed = 1;
+            break;
+        }
+        Py_CLEAR(executed);
+        ran += run;
+        left -= run;
+        if (ran < n) {
+            PyObject *tup = PyObject_CallNoArgs(pop);
+            if (tup == NULL || sampled_execute(execute, tup, sampled, now, freq) < 0) {
+                Py_XDECREF(tup);
+                failed = 1;
+                break;
+            }
+            Py_DECREF(tup);
+            if (count(stats, &TaskStatsBase_Type, offsetof(TaskStatsBase, executed), str_executed, 1) < 0) {
+                failed = 1;
+                break;
+            }
+            ran++;
+            PyObject *gap = PyObject_CallNoArgs(gaps);
+            left = gap ? PyLong_AsLongLong(gap) : -1;
+            Py_XDECREF(gap);
+            if (left == -1 && PyErr_Occurred()) {
+                failed = 1;
+                break;
+            }
+        }
+    }
+    Py_DECREF(gaps);
+    /* sampled.left = left, also on an exception (finally:), which stays the one raised */
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    if (failed)
+        PyErr_Fetch(&type, &value, &tb);
+    PyObject *l = PyLong_FromLongLong(left);
+    int rc = l ? PyObject_SetAttr(sampled, str_left, l) : -1;
+    Py_XDECREF(l);
+    if (failed) {
+        if (rc < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    return rc < 0 ? NULL : PyLong_FromSsize_t(ran);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Non-blocking socket calls that keep the GIL (worker.tcp.TcpTransport). Python's socket and
  * select calls give the GIL up around every system call, and a loop that does so every round
  * takes it straight back each time: CPython's waiting threads see that a switch happened and
@@ -2673,6 +2926,8 @@ static PyMethodDef speedups_functions[] = {
      "delivering each reply (kind, root, delta_secs) to deliver[spout_task]."},
     {"send_acks", (PyCFunction)(void (*)(void))send_acks, METH_FASTCALL,
      "send_acks(acks, ackers, kind): send each held ack (root -> xor) to its acker, then clear acks."},
+    {"drain_inbox", (PyCFunction)(void (*)(void))drain_inbox, METH_FASTCALL,
+     "drain_inbox(execute, pop, n, stats, sampled, now): a bolt task's n inputs, sampled ones timed."},
     {"deliver_items", (PyCFunction)(void (*)(void))deliver_items, METH_FASTCALL,
      "deliver_items(inboxes, items): append each (task, item) to inboxes[task] if there; the count."},
     {"group_items", (PyCFunction)(void (*)(void))group_items, METH_FASTCALL,
@@ -2727,7 +2982,17 @@ PyInit__speedups(void)
     str_task = PyUnicode_InternFromString("task");
     str_append = PyUnicode_InternFromString("append");
     str_stream = PyUnicode_InternFromString("stream");
+    str_left = PyUnicode_InternFromString("left");
+    str_by_handle = PyUnicode_InternFromString("by_handle");
+    str_key_of = PyUnicode_InternFromString("key_of");
+    str_open_samples = PyUnicode_InternFromString("open_samples");
+    str_freq = PyUnicode_InternFromString("freq");
+    str_gaps = PyUnicode_InternFromString("gaps");
+    str_max_open = PyUnicode_InternFromString("max_open");
+    str_close_sample = PyUnicode_InternFromString("close_sample");
     ACK_KIND = PyLong_FromLong(1);
+    if (!str_left || !str_by_handle || !str_key_of || !str_open_samples || !str_freq || !str_gaps || !str_max_open || !str_close_sample)
+        return NULL;
     if (!ZERO || !ONE || !MINUS_ONE || !DEFAULT_STREAM || !str_emit || !str_send_multi || !str_acks ||
         !str_acked || !str_pending || !str_buckets || !str_tree_type ||
         !str_reply || !str_in_flight || !str_current_task || !str_objs || !str_stats || !str_ack || !str_latency_sum ||
@@ -2736,10 +3001,10 @@ PyInit__speedups(void)
         return NULL;
     PyTypeObject *types[] = {&IdSource_Type, &TupleBase_Type, &RouterBase_Type, &TaskStatsBase_Type, &SpoutExecutorBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
                              &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type,
-                             &BoltCollectorBase_Type, &NextChooser_Type, &StaleWatch_Type};
+                             &BoltCollectorBase_Type, &NextChooser_Type, &StaleWatch_Type, &KeyStatsBase_Type};
     const char *names[] = {"IdSource", "TupleBase", "RouterBase", "TaskStatsBase", "SpoutExecutorBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase",
                            "MemoChooser", "Sender", "SpoutCollectorBase",
-                           "BoltCollectorBase", "NextChooser", "StaleWatch"};
+                           "BoltCollectorBase", "NextChooser", "StaleWatch", "KeyStatsBase"};
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;

@@ -20,14 +20,13 @@ from typing import Any
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt
 from .._errors import EmitError, FailedException, ReportedFailedException
-from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, execute_run, send_acks
+from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, drain_inbox, send_acks
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
 from .executor import Executor, TaskStats, Wiring, debug_log, error_record
 from .plan import ExecutorSpec
 from .routing import _NOWHERE, Router, build_routers, wrong_size
-from .stats import TaskStatistics
 
 _get_ident = threading.get_ident
 
@@ -66,6 +65,7 @@ class BoltExecutor(Executor):
 
     def drain(self, limit: int) -> int:
         done = 0
+        now = self.wiring.clock.now
         for t, q in self.inboxes.items():
             n = len(q)
             if not n:
@@ -73,43 +73,12 @@ class BoltExecutor(Executor):
             if n > limit:
                 n = limit
             self.current_task = t
-            execute = self.execute[t]
-            pop = q.popleft
-            # Storm's sampled statistics: runs of `left - 1` plain inputs, then a sampled one
-            sampled = self.sampled[t]
-            stats = self.stats[t]
-            left = sampled.left
-            ran = 0
-            try:
-                while ran < n:
-                    run = left - 1 if left - 1 < n - ran else n - ran
-                    ran += execute_run(execute, pop, run, stats)  # counted, on a crash too
-                    left -= run
-                    if ran < n:
-                        self._sampled_execute(sampled, execute, pop())
-                        stats.executed += 1
-                        ran += 1
-                        left = sampled.next_gap()
-            finally:
-                sampled.left = left
+            # Storm's sampled statistics: runs of plain inputs, then a sampled one (timed)
+            drain_inbox(self.execute[t], q.popleft, n, self.stats[t], self.sampled[t], now)
             done += n
         if self.acks:
             self.flush_acks()
         return done
-
-    def _sampled_execute(self, sampled: TaskStatistics, execute: Any, tup: Tuple) -> None:
-        """Execute a sampled input, timing it; its ack (or fail) closes the sample."""
-        now = self.wiring.clock.now
-        src = tup._src
-        ks = sampled.by_handle.get(src) or sampled.key(src.component, src.stream, src)
-        start = now()
-        sampled.open_sample(tup, start, ks)
-        try:
-            execute(tup)
-        finally:
-            ks.executed += sampled.freq
-            ks.execute_ms += 1000.0 * (now() - start)
-            ks.execute_n += 1
 
     def flush_acks(self) -> None:
         """Send the coalesced acks: one message per root.
@@ -167,7 +136,7 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
             out.report_error(e)
         out.fail(tup)
     return BasicExecute(bolt.execute, basic, out.ack, on_failed, FailedException, executor.acks, out._stats,
-                        sampled.open_samples, sampled.close_sample, executor.wiring.clock.now, out._inbox,
+                        sampled.open_samples, sampled, executor.wiring.clock.now, out._inbox,
                         executor.wiring.ackers, ACK)
 
 

@@ -22,6 +22,8 @@ import itertools
 import random
 from typing import Any
 
+from .._native import KeyStatsBase
+
 # metric names of a task's counters (keys of `TaskStatistics.snapshot`)
 EMITTED = "emitted"
 TRANSFERRED = "transferred"
@@ -90,17 +92,13 @@ def _gaps(freq: int, rng: random.Random) -> Any:
     return itertools.chain((first,), itertools.islice(itertools.cycle(table), 1, None))
 
 
-class KeyStats:
+class KeyStats(KeyStatsBase):
     """The sampled figures of one key of a task: a spout's root stream, or a bolt's input
     ``(source component, stream)``. ``latency_ms``/``latency_n`` are the complete latency at a
-    spout and the process latency at a bolt."""
+    spout and the process latency at a bolt. Compiled, they are C numbers (`KeyStatsBase`) that
+    the sampled path (`squall._native.drain_inbox`) adds to in place."""
 
-    __slots__ = ("acked", "failed", "executed", "latency_ms", "latency_n", "execute_ms", "execute_n")
-
-    def __init__(self) -> None:
-        self.acked = self.failed = self.executed = 0
-        self.latency_ms = self.execute_ms = 0.0
-        self.latency_n = self.execute_n = 0
+    __slots__ = ()
 
 
 class TaskStatistics:
@@ -111,6 +109,7 @@ class TaskStatistics:
     """
 
     __slots__ = ("freq", "spout", "gaps", "left", "keys", "by_handle", "open_samples")
+    max_open = MAX_OPEN_SAMPLES
 
     def __init__(self, freq: int, rng: random.Random, spout: bool = False) -> None:
         """``freq`` 0: statistics off, nothing is ever sampled."""
@@ -144,10 +143,15 @@ class TaskStatistics:
             self.by_handle[handle] = ks
         return ks
 
+    def key_of(self, tup: Any) -> KeyStats:
+        """The figures of a bolt input ``tup``'s source component and stream."""
+        src = tup._src
+        return self.by_handle.get(src) or self.key(src.component, src.stream, src)
+
     def open_sample(self, tup: Any, start: float, ks: KeyStats) -> None:
         """A sampled bolt input whose ack (or fail) is still to come."""
         samples = self.open_samples
-        if len(samples) >= MAX_OPEN_SAMPLES:
+        if len(samples) >= self.max_open:
             try:
                 del samples[next(iter(samples))]
             except (RuntimeError, StopIteration, KeyError):

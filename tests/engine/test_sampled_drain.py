@@ -1,0 +1,117 @@
+"""A bolt task's drain with Storm's sampled statistics (`squall._native.drain_inbox`, C when
+compiled, and a BasicBolt's ack closing the sample): the same figures on both paths."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+from collections import deque
+
+import pytest
+
+from squall import Fields, Tuple
+from squall._errors import FailedException
+from squall._native import BasicExecute, drain_inbox
+from squall._tuple import Source
+from squall.engine.acker import ACK
+from squall.engine.bolt_executor import BasicCollector
+from squall.engine.executor import TaskStats
+from squall.engine.routing import _NOWHERE
+from squall.engine.stats import EXECUTE_LATENCY, EXECUTED, PROCESS_LATENCY, TaskStatistics
+
+SRC = Source("split", "default", 1, Fields("word"))
+FREQ = 4
+
+
+def ticking_clock(step: float = 0.001):
+    """``now()`` that advances ``step`` seconds at every call."""
+    ticks = itertools.count(1)
+    return lambda: next(ticks) * step
+
+
+def inputs(n: int) -> deque:
+    return deque(Tuple([f"w{i}"], SRC) for i in range(n))
+
+
+def test_one_input_in_every_block_is_timed_and_counted_freq_times():
+    sampled = TaskStatistics(FREQ, random.Random(3))
+    stats = TaskStats()
+    seen: list = []
+    q = inputs(100)
+
+    ran = drain_inbox(seen.append, q.popleft, 60, stats, sampled, ticking_clock())
+    ran += drain_inbox(seen.append, q.popleft, 40, stats, sampled, ticking_clock())
+
+    assert ran == 100 and stats.executed == 100
+    assert [t.values[0] for t in seen] == [f"w{i}" for i in range(100)]  # in order, each once
+    ks = sampled.key("split", "default")
+    assert ks.executed == 100 and ks.execute_n == 100 // FREQ  # whole blocks: one sample each
+    assert ks.execute_ms == pytest.approx(1.0 * ks.execute_n)  # one tick between start and end
+    snap = sampled.snapshot({}, {})
+    assert snap[(EXECUTED, "split", "default")] == 100
+    assert snap[(EXECUTE_LATENCY + "#n", "split", "default")] == 25
+    # a plain execute never acks: every sample stays open for an ack to come
+    assert len(sampled.open_samples) == 25
+    assert all(key == id(tup) and ks is _ks for key, (tup, _start, _ks) in sampled.open_samples.items())
+
+
+def test_open_samples_are_bounded_oldest_first():
+    class Small(TaskStatistics):
+        __slots__ = ()
+        max_open = 5
+
+    sampled = Small(FREQ, random.Random(4))
+    seen: list = []
+    drain_inbox(seen.append, inputs(200).popleft, 200, TaskStats(), sampled, ticking_clock())
+
+    assert len(sampled.open_samples) == 5
+    kept = [entry[0] for entry in sampled.open_samples.values()]
+    assert [seen.index(t) for t in kept] == sorted(seen.index(t) for t in kept)
+    assert seen.index(kept[0]) >= 200 - 6 * FREQ  # the newest ones
+
+
+def test_a_basic_bolts_ack_closes_its_sample_with_the_process_latency():
+    sampled = TaskStatistics(FREQ, random.Random(5))
+    stats = TaskStats()
+    basic = BasicCollector.__new__(BasicCollector)
+    basic.input, basic._out, basic._routers, basic._deliver = None, None, {}, {}
+    basic._rand = functools.partial(random.Random(1).getrandbits, 64)
+    basic._tuple_type, basic._nowhere, basic._acking = Tuple, _NOWHERE, True
+    acker: list = []
+    q = deque(Tuple([f"w{i}"], SRC, (i // 10) * 2 + 1, random.Random(i).getrandbits(64)) for i in range(80))
+    held: dict = {}
+    now = ticking_clock()
+    execute = BasicExecute(lambda tup, collector: None, basic, None, None, FailedException, held, stats,
+                           sampled.open_samples, sampled, now, q, [acker.append], ACK)
+
+    assert drain_inbox(execute, q.popleft, 80, stats, sampled, now) == 80
+
+    ks = sampled.key("split", "default")
+    assert stats.acked == 80 and ks.acked == 80 and ks.latency_n == 20
+    # opened at a tick, closed by the ack at the next, before the execute is timed
+    assert ks.latency_ms == pytest.approx(1.0 * 20)
+    assert ks.execute_ms == pytest.approx(2.0 * 20)
+    assert sampled.open_samples == {}
+    assert sampled.snapshot({}, {})[(PROCESS_LATENCY + "#n", "split", "default")] == 20
+    assert len(acker) == 8  # ten inputs of a tree in a row: one ack message each
+
+
+def test_an_input_that_raises_is_counted_where_it_ran_and_the_countdown_is_kept():
+    sampled = TaskStatistics(FREQ, random.Random(6))
+    stats = TaskStats()
+    q = inputs(50)
+    sampled_at = sampled.left - 1  # the first sampled input's index
+
+    def execute(tup):
+        if tup.values[0] == f"w{sampled_at}":
+            raise ValueError("bad word")
+
+    with pytest.raises(ValueError, match="bad word"):
+        drain_inbox(execute, q.popleft, 50, stats, sampled, ticking_clock())
+
+    assert stats.executed == sampled_at  # those before it
+    ks = sampled.key("split", "default")
+    assert ks.executed == FREQ and ks.execute_n == 1  # its figures, as Python's finally: adds them
+    assert len(q) == 50 - sampled_at - 1
+    assert sampled.left == 1  # the next input is where the countdown stood: sampled again

@@ -50,13 +50,20 @@ from typing import Any
 _DEFAULT_STREAM = "default"  # squall._system.DEFAULT_STREAM (not imported: this module is imported first)
 
 
-def IdSource(seed: int, bits: int = 64) -> Any:
-    """A source of random ids: calling it returns the next id of ``bits`` bits, from ``seed``.
+def IdSource(seed: int, bits: int = 64, times: int = 1, plus: int = 0) -> Any:
+    """A source of random ids: calling it returns the next id of ``bits`` bits, from ``seed``;
+    with ``times`` or ``plus`` set, ``(id or 1) * times + plus`` (a root that names its acker).
     Here `random.Random.getrandbits`; compiled, splitmix64 in C (another sequence, as random
     and as reproducible from the seed), whose bits the C emit paths take without an int."""
     if not isinstance(seed, int) or not 1 <= bits <= 64:
         raise ValueError("IdSource(seed, bits): seed an int, bits from 1 to 64")
-    return functools.partial(random.Random(seed).getrandbits, bits)
+    if times < 1 or plus < 0 or (2**bits - 1) * times + plus >= 2**64:
+        raise ValueError("IdSource(seed, bits, times, plus): times at least 1, and the largest id times "
+                         "`times` plus `plus` below 2**64")
+    draw = functools.partial(random.Random(seed).getrandbits, bits)
+    if times == 1 and not plus:
+        return draw
+    return lambda: (draw() or 1) * times + plus
 
 
 class TupleBase:
@@ -301,11 +308,23 @@ def next_chooser(next_choice: Any) -> Any:
 
 def batch_items(out: list, targets: list, values: list, src: Any, roots: Any, vals: Any, tuple_type: type) -> None:
     """Append a decoded batch run's ``(target, tuple_type(values[i], src, roots[i], vals[i]))`` to
-    ``out`` (``roots`` None: untracked tuples); columns of different lengths raise ValueError."""
+    ``out`` (``roots`` None: untracked tuples; a root None: the previous one, the same object);
+    columns of different lengths raise ValueError."""
     if roots is None:
         out.extend(zip(targets, map(tuple_type, values, repeat(src)), strict=True))
     else:
-        out.extend(zip(targets, map(tuple_type, values, repeat(src), roots, vals), strict=True))
+        out.extend(zip(targets, map(tuple_type, values, repeat(src), _same_roots(roots), vals), strict=True))
+
+
+def _same_roots(roots: list) -> Any:
+    """A run's roots, each None (`squall.engine.serialize.SAME_ROOT`) the previous one again."""
+    root = None
+    for r in roots:
+        if r is not None:
+            root = r
+        elif root is None:
+            raise ValueError("a batch's run begins with the previous tuple's root")
+        yield root
 
 
 def deliver_items(inboxes: dict, items: list) -> int:

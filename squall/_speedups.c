@@ -406,15 +406,16 @@ as_u64(PyObject *v)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * IdSource(seed, bits=64): calling it returns the next random id of `bits` bits, splitmix64
- * (Steele, Lea and Flood, 2014) from `seed`. Tuple and root ids are drawn this way because
+ * IdSource(seed, bits=64, times=1, plus=0): calling it returns the next random id of `bits` bits,
+ * splitmix64 (Steele, Lea and Flood, 2014) from `seed`; with times or plus set, (id or 1) * times
+ * + plus (a root that names its acker: spout_executor). Tuple and root ids are drawn this way because
  * Random.getrandbits(64) builds its int from bytes, several times the work; draw_id also hands
  * the C paths the id's 64 bits without reading them back out of the int.
  */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    unsigned long long state;
+    unsigned long long state, times, plus;
     int shift;
 } IdSource;
 
@@ -426,7 +427,10 @@ id_next(IdSource *self)
     unsigned long long z = (self->state += 0x9E3779B97F4A7C15ULL);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return (z ^ (z >> 31)) >> self->shift;
+    z = (z ^ (z >> 31)) >> self->shift;
+    if (self->times == 1 && self->plus == 0)
+        return z;
+    return (z ? z : 1) * self->times + self->plus;
 }
 
 static PyObject *
@@ -442,13 +446,20 @@ IdSource_call(IdSource *self, PyObject *const *args, size_t nargsf, PyObject *kw
 static PyObject *
 IdSource_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"seed", "bits", NULL};
+    static char *kwlist[] = {"seed", "bits", "times", "plus", NULL};
     PyObject *seed;
     int bits = 64;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|i", kwlist, &seed, &bits))
+    unsigned long long times = 1, plus = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|iKK", kwlist, &seed, &bits, &times, &plus))
         return NULL;
     if (!PyLong_Check(seed) || bits < 1 || bits > 64) {
         PyErr_SetString(PyExc_ValueError, "IdSource(seed, bits): seed an int, bits from 1 to 64");
+        return NULL;
+    }
+    unsigned long long top = bits == 64 ? ~0ULL : (1ULL << bits) - 1;
+    if (times < 1 || (times > 1 && top > (~0ULL - plus) / times) || (times == 1 && plus > ~0ULL - top)) {
+        PyErr_SetString(PyExc_ValueError, "IdSource(seed, bits, times, plus): times at least 1, and the "
+                        "largest id times `times` plus `plus` below 2**64");
         return NULL;
     }
     unsigned long long state = PyLong_AsUnsignedLongLongMask(seed);  /* the seed's low 64 bits */
@@ -459,6 +470,8 @@ IdSource_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     self->state = state;
     self->shift = 64 - bits;
+    self->times = times;
+    self->plus = plus;
     self->vectorcall = (vectorcallfunc)IdSource_call;
     return (PyObject *)self;
 }
@@ -1498,6 +1511,7 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *append, *task, *tuple_type, *plain, *check;
+    int str_plain, int_plain;  /* str and int are in plain: no set look-up for the commonest values */
 } Sender;
 
 #define SENDER_FIELDS(X) X(append) X(task) X(tuple_type) X(plain) X(check)
@@ -1544,6 +1558,8 @@ Sender_call(Sender *self, PyObject *const *args, size_t nargsf, PyObject *kwname
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
         PyObject **vs = PySequence_Fast_ITEMS(seq);
         for (Py_ssize_t i = 0; i < n; i++) {
+            if ((self->str_plain && PyUnicode_CheckExact(vs[i])) || (self->int_plain && PyLong_CheckExact(vs[i])))
+                continue;
             int plain = PySet_Contains(self->plain, (PyObject *)Py_TYPE(vs[i]));
             if (plain < 0) {
                 Py_DECREF(seq);
@@ -1589,6 +1605,12 @@ Sender_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->tuple_type = Py_NewRef(tuple_type);
     self->plain = Py_NewRef(plain);
     self->check = Py_NewRef(check);
+    self->str_plain = PySet_Contains(plain, (PyObject *)&PyUnicode_Type);
+    self->int_plain = PySet_Contains(plain, (PyObject *)&PyLong_Type);
+    if (self->str_plain < 0 || self->int_plain < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
 }
 
@@ -2043,9 +2065,16 @@ batch_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "a batch's run has columns of different lengths");
         goto done;
     }
+    PyObject *root = NULL;  /* borrowed from roots */
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (tracked && PySequence_Fast_GET_ITEM(roots, i) != Py_None) {
+            root = PySequence_Fast_GET_ITEM(roots, i);
+        } else if (tracked && root == NULL) {
+            PyErr_SetString(PyExc_ValueError, "a batch's run begins with the previous tuple's root");
+            goto done;
+        }  /* None: the previous tuple's root, the same object (serialize.SAME_ROOT) */
         PyObject *t = tuple_make((PyTypeObject *)tt, PySequence_Fast_GET_ITEM(values, i), src,
-                                 tracked ? PySequence_Fast_GET_ITEM(roots, i) : ZERO,
+                                 tracked ? root : ZERO,
                                  tracked ? PySequence_Fast_GET_ITEM(vals, i) : ZERO, ZERO);
         PyObject *pair = t ? PyTuple_Pack(2, PySequence_Fast_GET_ITEM(targets, i), t) : NULL;
         Py_XDECREF(t);
@@ -2089,6 +2118,7 @@ group_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
              *acks = PyList_New(0), *reply_targets = PyList_New(0), *replies = PyList_New(0);
     PyObject *result = NULL, *cur = NULL;  /* cur: the current run's source (borrowed from its item) */
     PyObject *targets = NULL, *values = NULL, *roots = NULL, *vals = NULL;  /* the current run's, borrowed */
+    PyObject *prev_root = NULL;  /* the run's previous Tuple's root, borrowed from it */
     if (!runs || !sources || !ack_targets || !acks || !reply_targets || !replies)
         goto done;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
@@ -2127,9 +2157,13 @@ group_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 if (rc < 0 || PyList_Append(sources, t->src) < 0)
                     goto done;
                 cur = t->src;
+                prev_root = NULL;
             }
+            /* the previous Tuple's int root again: None (serialize.SAME_ROOT) */
+            PyObject *root = PyLong_CheckExact(t->root) && t->root == prev_root ? Py_None : t->root;
+            prev_root = t->root;
             if (PyList_Append(targets, target) < 0 || PyList_Append(values, t->values) < 0 ||
-                    PyList_Append(roots, t->root) < 0 || PyList_Append(vals, t->val) < 0)
+                    PyList_Append(roots, root) < 0 || PyList_Append(vals, t->val) < 0)
                 goto done;
         } else if (PyTuple_CheckExact(item) && (PyTuple_GET_SIZE(item) == 4 || PyTuple_GET_SIZE(item) == 3)) {
             int ack = PyTuple_GET_SIZE(item) == 4;
@@ -2372,7 +2406,7 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     starts[nruns] = n;
     w.buf[w.len++] = (char)0x96;
-    w.buf[w.len++] = (char)0x01;  /* serialize.FORMAT */
+    w.buf[w.len++] = (char)0x02;  /* serialize.FORMAT */
     W(W_ARRAY(&w, nruns));
     for (Py_ssize_t r = 0; r < nruns; r++) {
         PyObject *src = ((TupleBase *)PyTuple_GET_ITEM(PyList_GET_ITEM(items, starts[r]), 1))->src;
@@ -2397,6 +2431,7 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 continue;
             }
             W(W_ARRAY(&w, count));
+            PyObject *prev_root = NULL;
             for (Py_ssize_t i = starts[r]; i < starts[r + 1]; i++) {
                 PyObject *pair = PyList_GET_ITEM(items, i), *item = PyTuple_GET_ITEM(pair, 1);
                 if (Py_TYPE(item) != tt)
@@ -2404,8 +2439,9 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 TupleBase *t = (TupleBase *)item;
                 if (column == 0) {
                     W(w_plain(&w, PyTuple_GET_ITEM(pair, 0)));
-                } else if (column == 2) {
-                    W(w_plain(&w, t->root));
+                } else if (column == 2) {  /* the previous Tuple's root again: nil (serialize.SAME_ROOT) */
+                    W(w_plain(&w, t->root == prev_root ? Py_None : t->root));
+                    prev_root = t->root;
                 } else if (column == 3) {
                     W(w_plain(&w, t->val));
                 } else {
@@ -2466,6 +2502,8 @@ deliver_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *items = PySequence_Fast(args[1], "a batch's items are not a sequence");
     if (items == NULL)
         return NULL;
+    /* a batch holds runs of items for one task: its inbox's append is looked up once a run */
+    PyObject *task = NULL, *append = NULL;
     Py_ssize_t delivered = 0, n = PySequence_Fast_GET_SIZE(items);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PySequence_Fast_GET_ITEM(items, i);
@@ -2473,23 +2511,34 @@ deliver_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyErr_Format(PyExc_TypeError, "a received item is (task, item), got %R", pair);
             goto fail;
         }
-        PyObject *q = PyDict_GetItemWithError(inboxes, PyTuple_GET_ITEM(pair, 0));
-        if (q == NULL) {
-            if (PyErr_Occurred())
+        PyObject *t = PyTuple_GET_ITEM(pair, 0);
+        int same = task == NULL ? 0 : PyObject_RichCompareBool(t, task, Py_EQ);
+        if (same < 0)
+            goto fail;
+        if (!same) {
+            Py_CLEAR(append);
+            Py_XSETREF(task, Py_NewRef(t));
+            PyObject *q = PyDict_GetItemWithError(inboxes, t);
+            if (q == NULL && PyErr_Occurred())
                 goto fail;
-            continue;
+            if (q != NULL && (append = PyObject_GetAttr(q, str_append)) == NULL)
+                goto fail;
         }
-        Py_INCREF(q);
-        PyObject *r = PyObject_CallMethodOneArg(q, str_append, PyTuple_GET_ITEM(pair, 1));
-        Py_DECREF(q);
+        if (append == NULL)  /* not (or no longer) a task here: dropped */
+            continue;
+        PyObject *r = PyObject_CallOneArg(append, PyTuple_GET_ITEM(pair, 1));
         if (r == NULL)
             goto fail;
         Py_DECREF(r);
         delivered++;
     }
+    Py_XDECREF(task);
+    Py_XDECREF(append);
     Py_DECREF(items);
     return PyLong_FromSsize_t(delivered);
 fail:
+    Py_XDECREF(task);
+    Py_XDECREF(append);
     Py_DECREF(items);
     return NULL;
 }

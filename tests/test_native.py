@@ -651,6 +651,19 @@ def test_an_id_source_draws_ids_of_its_width_reproducibly_from_its_seed():
             _native.IdSource(*bad)
 
 
+def test_an_id_source_that_names_an_acker_scales_and_shifts_its_ids():
+    """``times``/``plus``: ``(id or 1) * times + plus``, the roots a spout draws for the acker
+    ``plus`` of ``times`` (`SpoutCollector._root_maker`): never 0, below 2**64, same sequence."""
+    plain, named = _native.IdSource(9, 56), _native.IdSource(9, 56, times=3, plus=2)
+    for _ in range(2000):
+        bits, root = plain(), named()
+        assert root == (bits or 1) * 3 + 2 and root % 3 == 2 and 0 < root < 2 ** 64
+    assert _native.IdSource(1, 56, times=256, plus=255)() < 2 ** 64
+    for bad in ({"times": 0}, {"times": 2}, {"plus": 1}):  # 64 bits times 2, or plus 1: past 2**64
+        with pytest.raises(ValueError, match="IdSource"):
+            _native.IdSource(1, 64, **bad)
+
+
 @pytest.mark.skipif(not _native.COMPILED, reason="pure-Python path: it keeps a tree's xor in a Python int, which has no 64-bit bound to refuse ids at")
 def test_the_compiled_acker_refuses_an_edge_id_wider_than_64_bits():
     """Edge ids are 64 bits; the C acker keeps a tree's xor in 64 bits, so a wider one (which

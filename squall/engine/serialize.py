@@ -34,7 +34,8 @@ run instead of once per tuple (ENGINE-SPEED.md, lesson 8)::
     [FORMAT, runs, ack_targets, acks, reply_targets, replies]
     runs            [[src_task, stream, targets, values, roots, vals], ...]   one per run of
                     consecutive Tuples from one Source; roots and vals are None when the whole
-                    run is untracked; a root is an int or a {root: val} map
+                    run is untracked; a root is an int or a {root: val} map, or None
+                    (SAME_ROOT) for the same int root as the run's previous Tuple
     ack_targets     the target task of each acker message
     acks            their fields one after another: kind, root, val, spout_task, kind, ...
     reply_targets   the target task of each spout reply
@@ -66,8 +67,13 @@ __all__ = ["PLAIN_TYPES", "Serializer", "SerializationError", "nesting_depth"]
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2
 """Version of the batch layout; a batch of another version is refused."""
+
+SAME_ROOT = None
+"""A run's root that repeats the previous Tuple's (same int object at the sender): a fan-out's
+children travel together, and a receiver then makes one root int for all of them, whose
+identity the held-ack and acker look-ups compare first (format 2)."""
 
 EXT_BIGINT = 1
 EXT_TUPLE = 2
@@ -351,7 +357,7 @@ class Serializer:
         """
         runs: list = []
         sources: list[Source] = []
-        cur = None
+        cur = prev_root = None
         targets = values = roots = vals = None
         ack_targets: list[int] = []
         acks: list = []  # the messages' fields, flat: zip(it, it, it, it) rebuilds them in C
@@ -362,13 +368,16 @@ class Serializer:
                 src = item._src
                 if src is not cur:
                     cur = src
+                    prev_root = None
                     targets, values, roots, vals = [], [], [], []
                     runs.append([src.task, src.stream, targets, values, roots, vals])
                     sources.append(src)
+                root = item._root
                 targets.append(target)
                 values.append(item.values)
-                roots.append(item._root)
+                roots.append(SAME_ROOT if root is prev_root and type(root) is int else root)
                 vals.append(item._val)
+                prev_root = root
             elif type(item) is tuple and len(item) == 4:
                 ack_targets.append(target)
                 acks.extend(item)

@@ -334,11 +334,10 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         rand = self._rand
         if n < 2 or not local or len(local) == n or n > 256:
             return rand
-        bits = IdSource(w.seed ^ (self._task << 22), 56)
         # 56 random bits times n, plus a local acker's index: below 2**64, and never 0
         if len(local) == 1:
-            index = local[0]
-            return lambda: (bits() or 1) * n + index
+            return IdSource(w.seed ^ (self._task << 22), 56, times=n, plus=local[0])
+        bits = IdSource(w.seed ^ (self._task << 22), 56)
         pick = random.Random(w.seed ^ (self._task << 21)).choice
         return lambda: (bits() or 1) * n + pick(local)
 

@@ -14,7 +14,7 @@ import squall
 from squall import Config, Fields, _native
 from squall._tuple import Source, Tuple
 from squall.engine.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET_TIMEOUT
-from squall.engine.serialize import SerializationError, Serializer
+from squall.engine.serialize import FORMAT, SerializationError, Serializer
 
 SOURCES = {
     (3, "words"): Source("split", "words", 3, Fields("word")),
@@ -173,6 +173,29 @@ def test_roots_and_edge_values_round_trip_including_64_bit_ones():
     assert (b._root, b._val) == (2**64 - 1, 2**63 + 5)
     assert c._root == {2**64 - 1: 1, 1: 2**64 - 2, 2**63: 0} and type(c._root) is dict
     assert a._oav == b._oav == c._oav == 0
+
+
+def test_a_fan_outs_repeated_root_travels_once_and_comes_back_as_one_object():
+    """A run's Tuples with the same int root (a sentence's words) carry it once (SAME_ROOT after
+    the first); the receiver gives them one root object. Equal roots that are different objects
+    at the sender, a dict root and 0 are sent as they are."""
+    src, other = SOURCES[(3, "words")], SOURCES[(3, "default")]
+    r, twin = 2**64 - 3, int(str(2**64 - 3))  # equal, not the same object
+    items = [(7, Tuple(["a"], src, r, 1)), (8, Tuple(["b"], src, r, 2)), (1, (ACK, r, 9, -1)),
+             (7, Tuple(["c"], src, r, 3)), (7, Tuple(["d"], src, twin, 4)), (7, Tuple(["e"], src, 0, 0)),
+             (7, Tuple(["f"], src, 0, 0)), (8, Tuple(["g"], src, {r: 5})), (8, Tuple(["h"], other, r, 6))]
+    data = serializer().encode_batch(items)
+
+    runs = msgpack.unpackb(data, strict_map_key=False)[1]
+    assert runs[0][4] == [r, None, None, r, 0, None, {r: 5}]
+    assert runs[1][4] == [r]  # a new run begins with its root
+    out = round_trip(items)
+    tuples = [t for _, t in out[:8]]
+    assert [t.values[0] for t in tuples] == list("abcdefgh")
+    assert [t._root for t in tuples] == [r, r, r, r, 0, 0, {r: 5}, r]
+    assert [t._val for t in tuples] == [1, 2, 3, 4, 0, 0, 0, 6]
+    assert tuples[0]._root is tuples[1]._root is tuples[2]._root
+    assert out[8] == (1, (ACK, r, 9, -1))
 
 
 def test_an_untracked_run_comes_back_untracked():
@@ -400,16 +423,18 @@ def test_threads_may_share_one_serializer():
 # --- bad input ------------------------------------------------------------------------------
 def test_an_unknown_ext_type_is_a_serialization_error():
     run = [1, "default", [9], [[msgpack.ExtType(42, b"x")]], None, None]
-    data = msgpack.packb([1, [run], [], [], [], []])
+    data = msgpack.packb([FORMAT, [run], [], [], [], []])
     with pytest.raises(SerializationError, match="unknown msgpack ext type 42"):
         serializer().decode_batch(data)
 
 
 @pytest.mark.parametrize("data", [
     b"", b"\xc1", b"\x96\x01", b"not msgpack at all \xff\xfe", msgpack.packb(5), msgpack.packb([1, 2]),
-    msgpack.packb([1, [[3, "default", [7], [["a"]], None, None]], [], [], [], []]) + b"extra",
-    msgpack.packb([1, [], [1], [1, 2, 3], [], []]),
-], ids=["empty", "reserved-byte", "truncated", "garbage", "int", "short-list", "extra-data", "ragged-acks"])
+    msgpack.packb([FORMAT, [[3, "default", [7], [["a"]], None, None]], [], [], [], []]) + b"extra",
+    msgpack.packb([FORMAT, [], [1], [1, 2, 3], [], []]),
+    msgpack.packb([FORMAT, [[3, "default", [7, 7], [["a"], ["b"]], [None, 5], [1, 2]]], [], [], [], []]),
+], ids=["empty", "reserved-byte", "truncated", "garbage", "int", "short-list", "extra-data", "ragged-acks",
+        "run-begins-with-same-root"])
 def test_garbage_bytes_are_a_serialization_error(data):
     with pytest.raises(SerializationError, match="cannot decode batch") as info:
         serializer().decode_batch(data)
@@ -417,7 +442,7 @@ def test_garbage_bytes_are_a_serialization_error(data):
 
 
 def test_a_batch_from_an_unknown_source_is_a_serialization_error():
-    data = msgpack.packb([1, [[99, "nope", [7], [["a"]], None, None]], [], [], [], []])
+    data = msgpack.packb([FORMAT, [[99, "nope", [7], [["a"]], None, None]], [], [], [], []])
     with pytest.raises(SerializationError, match="unknown source: task 99, stream 'nope'"):
         serializer().decode_batch(data)
 
@@ -461,7 +486,7 @@ PLAIN = INT_EDGES + [None, True, False, 0.0, -2.5, 1e300, float("inf"), "", "a" 
 def msgpack_bytes(ser: Serializer, items) -> bytes:
     """The batch as msgpack writes it (the Python path of `encode_batch`)."""
     runs, _, ack_targets, acks, reply_targets, replies = Serializer._group(items)
-    return ser._pack([1, runs, ack_targets, acks, reply_targets, replies])
+    return ser._pack([FORMAT, runs, ack_targets, acks, reply_targets, replies])
 
 
 def plain_batches():

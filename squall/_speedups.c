@@ -2287,30 +2287,29 @@ w_plain(Writer *w, PyObject *o)
     } else if (o == Py_True || o == Py_False) {
         w->buf[w->len++] = (char)(o == Py_True ? 0xc3 : 0xc2);
     } else if (PyLong_CheckExact(o)) {
+        /* 0 .. 2**64 - 1 (every id and task) read from its digits: the shortest unsigned form, as
+           msgpack's packer writes it; a negative int raises here and takes the signed path */
+        unsigned long long u = as_u64(o);
+        if (u != (unsigned long long)-1 || !PyErr_Occurred()) {
+            if (u < 128)
+                w->buf[w->len++] = (char)u;
+            else if (u < 256)
+                w_be(w, 0xcc, u, 1);
+            else if (u < 65536)
+                w_be(w, 0xcd, u, 2);
+            else if (u <= 0xffffffffULL)
+                w_be(w, 0xce, u, 4);
+            else
+                w_be(w, 0xcf, u, 8);
+            return 0;
+        }
+        PyErr_Clear();  /* negative, or 2**64 and more */
         int overflow;
         long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-        if (overflow > 0) {  /* 2**63 .. 2**64 - 1: msgpack's uint 64; beyond, its ext type */
-            unsigned long long u = PyLong_AsUnsignedLongLong(o);
-            if (u == (unsigned long long)-1 && PyErr_Occurred()) {
-                PyErr_Clear();
-                return 1;
-            }
-            w_be(w, 0xcf, u, 8);
-        } else if (overflow < 0) {
+        if (overflow != 0) {  /* beyond 64 bits: the Python path writes msgpack's ext type */
             return 1;
         } else if (v == -1 && PyErr_Occurred()) {
             return -1;
-        } else if (v >= 0) {  /* the shortest form, as msgpack's packer writes it */
-            if (v < 128)
-                w->buf[w->len++] = (char)v;
-            else if (v < 256)
-                w_be(w, 0xcc, (uint64_t)v, 1);
-            else if (v < 65536)
-                w_be(w, 0xcd, (uint64_t)v, 2);
-            else if (v <= 0xffffffffLL)
-                w_be(w, 0xce, (uint64_t)v, 4);
-            else
-                w_be(w, 0xcf, (uint64_t)v, 8);
         } else if (v >= -32) {
             w->buf[w->len++] = (char)(unsigned char)(0xe0 | (v + 32));
         } else if (v >= -128) {

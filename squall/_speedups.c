@@ -923,16 +923,14 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
         PyObject *x = PyNumber_Xor(t->val, t->oav);
         if (x == NULL)
             goto fail;
-        int sibling = sibling_next(self->inbox, root);  /* a sibling next? then hold and combine */
-        int rc = sibling < 0 ? -1 : 0;
-        if (sibling > 0) {
-            rc = hold_ack(self->acks, root, x);
-        } else if (sibling == 0 && PyDict_GET_SIZE(self->acks)) {
-            rc = hold_ack(self->acks, root, x);
-            if (rc == 0)
-                rc = send_held(self->acks, self->ackers, self->ack_tag);
-        } else if (sibling == 0) {  /* nothing held: send at once, no dict */
+        int rc = sibling_next(self->inbox, root);  /* 1: a sibling is next, hold and combine */
+        if (rc == 0 && !PyDict_GET_SIZE(self->acks)) {  /* nothing held: send at once, no dict */
             rc = send_ack(self->ackers, self->ack_tag, root, x);
+        } else if (rc >= 0) {
+            int last = rc == 0;  /* no sibling next: what is held goes out with this one */
+            rc = hold_ack(self->acks, root, x);
+            if (rc == 0 && last)
+                rc = send_held(self->acks, self->ackers, self->ack_tag);
         }
         Py_DECREF(x);
         if (rc < 0)
@@ -2670,17 +2668,21 @@ sampled_execute(PyObject *execute, PyObject *tup, PyObject *sampled, PyObject *n
     PyObject *type = NULL, *value = NULL, *tb = NULL;
     PyErr_Fetch(&type, &value, &tb);  /* the figures are added on an exception too (finally:) */
     PyObject *end = PyObject_CallNoArgs(now);
-    double elapsed = end ? PyFloat_AsDouble(end) - PyFloat_AsDouble(start) : 0.0;
-    Py_XDECREF(end);
-    int added = end != NULL && !PyErr_Occurred() ? 0 : -1;
-    if (added == 0 && PyObject_TypeCheck(ks, &KeyStatsBase_Type)) {
-        KeyStatsBase *k = (KeyStatsBase *)ks;
-        k->executed += freq;
-        k->execute_ms += 1000.0 * elapsed;
-        k->execute_n += 1;
-    } else if (added == 0) {
-        PyErr_SetString(PyExc_TypeError, "a sampled input's statistics are not a KeyStats");
-        added = -1;
+    int added = -1;
+    if (end != NULL) {
+        double elapsed = PyFloat_AsDouble(end) - PyFloat_AsDouble(start);
+        Py_DECREF(end);
+        if (PyErr_Occurred()) {
+            /* a clock that gives no float: its error */
+        } else if (!PyObject_TypeCheck(ks, &KeyStatsBase_Type)) {
+            PyErr_SetString(PyExc_TypeError, "a sampled input's statistics are not a KeyStats");
+        } else {
+            KeyStatsBase *k = (KeyStatsBase *)ks;
+            k->executed += freq;
+            k->execute_ms += 1000.0 * elapsed;
+            k->execute_n += 1;
+            added = 0;
+        }
     }
     if (type != NULL) {  /* execute's exception wins over ours */
         if (added < 0)

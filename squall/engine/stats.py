@@ -146,7 +146,7 @@ class TaskStatistics:
     def key_of(self, tup: Any) -> KeyStats:
         """The figures of a bolt input ``tup``'s source component and stream."""
         src = tup._src
-        return self.by_handle.get(src) or self.key(src.component, src.stream, src)
+        return self.key(src.component, src.stream, src)
 
     def open_sample(self, tup: Any, start: float, ks: KeyStats) -> None:
         """A sampled bolt input whose ack (or fail) is still to come."""

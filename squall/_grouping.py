@@ -246,10 +246,12 @@ class FieldsGrouping(CustomStreamGrouping):
         if len(self._indices) == 1:
             i = self._indices[0]
 
-            # Keys repeat (words, user ids), and encoding plus CRC-32 of a str cost 3-4x a dict
-            # look-up (measured 630 vs 170 ns a word on W1), so a str key's choice is remembered.
-            # Only str: a dict would merge 1, 1.0 and True, which hash differently here. The memo
-            # is cleared when full, so a stream of ever-new keys costs one extra look-up each.
+            # Keys repeat (words, user ids), and in Python encoding plus CRC-32 of a str cost 3-4x
+            # a dict look-up (measured 630 vs 170 ns a word on W1), so a str key's choice is
+            # remembered. Only str: a dict would merge 1, 1.0 and True, which hash differently
+            # here. The memo is cleared when full, so a stream of ever-new keys costs one extra
+            # look-up each. Compiled, an ASCII key's choice is computed in C, which beats the
+            # look-up (`squall._native.memo_chooser`).
             memo: dict[str, list[int]] = {}
             remembered = memo.get
 
@@ -265,7 +267,7 @@ class FieldsGrouping(CustomStreamGrouping):
                     memo[v] = got
                     return got
                 return choices[stable_hash_one(v) % n]
-            return memo_chooser(memo, i, choose_one)
+            return memo_chooser(memo, i, choose_one, choices)
         idx = self._indices
         return lambda values: choices[stable_hash([values[i] for i in idx]) % n]
 

@@ -24,7 +24,7 @@ of each class):
 - `drain_inbox`: a bolt task's inputs, plain runs and sampled ones (timed), as its executor drains them.
 - `KeyStatsBase`: the figures of `squall.engine.stats.KeyStats`; compiled, C numbers.
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
-- `memo_chooser`: the fields grouping's remembered choice for a str key.
+- `memo_chooser`: the fields grouping's choice for a str key (computed for ASCII, else remembered).
 - `next_chooser`: the shuffle grouping's chooser, which ignores the values.
 - `batch_items`: a received batch's Tuples, made from its columns (`squall.engine.serialize`).
 - `deliver_items`: a received batch's items into their inboxes (`squall.engine.worker`).
@@ -294,10 +294,12 @@ def spout_replies(executor, pop, n: int, now) -> None:
         reply(*pop())
 
 
-def memo_chooser(memo: dict, index: int, slow: Any) -> Any:
-    """A chooser returning ``memo[values[index]]`` when that value is a str in ``memo``, else
-    ``slow(values)``, which fills ``memo`` (`squall._grouping.FieldsGrouping.chooser`). In Python
-    that is ``slow`` itself; compiled, the look-up is done without a Python call."""
+def memo_chooser(memo: dict, index: int, slow: Any, choices: list) -> Any:
+    """The fields grouping's chooser for one key field (`squall._grouping.FieldsGrouping.chooser`):
+    ``slow(values)``, which computes the choice among ``choices`` and remembers a str key's in
+    ``memo``. In Python that is ``slow`` itself; compiled, the choice for a str key
+    ``values[index]`` is made without a Python call: computed for an ASCII key (the same CRC-32
+    and mix as ``slow``), looked up in ``memo`` for another."""
     return slow
 
 

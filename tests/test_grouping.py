@@ -46,6 +46,28 @@ def test_fields_chooser_agrees_with_choose_tasks(key):
     assert chooser_of(g, 1)([key, 0]) == g.choose_tasks(1, [key, 0])
 
 
+def test_fields_chooser_agrees_with_choose_tasks_on_every_kind_of_str_key():
+    # compiled, an ASCII key's choice is computed in C (CRC-32 and the mix) and another str's is
+    # remembered: both must be stable_hash's, for every length, character and number of targets
+    import random
+
+    class Word(str):
+        pass
+
+    rng = random.Random(7)
+    keys = ["", "\x00", "\x7f", "w0", "a" * 200, Word("word"), "\ud800", "caf\u00e9", "\U0001f600x"]
+    keys += ["".join(chr(rng.randrange(128)) for _ in range(rng.randrange(40))) for _ in range(300)]
+    keys += ["".join(chr(rng.randrange(0x80, 0x3000)) for _ in range(rng.randrange(1, 8))) for _ in range(50)]
+    for n in (2, 3, 7, 13):
+        g = made(FIELDS, list(range(10, 10 + n)), Fields("key"))
+        choose = chooser_of(g, 1)
+        for _ in range(2):  # first sight, then remembered
+            for k in keys:
+                assert choose([k, 0]) == g.choose_tasks(1, [k, 0]), (n, k)
+                assert choose((k, 0)) == g.choose_tasks(1, [k, 0]), (n, k)
+        assert len({choose([k, 0])[0] for k in keys}) == n
+
+
 def test_fields_on_two_fields_depends_on_both_and_agrees_with_choose_tasks():
     g = made(FIELDS, list(range(1, 9)), Fields("key", "n"))
     choose = chooser_of(g, 1)

@@ -781,14 +781,42 @@ BasicExecute_dealloc(BasicExecute *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* acks[root] = acks.get(root, 0) ^ x */
+/* *out = v for an int of 0 .. 2**64 - 1 (0); else -1, with no exception set */
 static int
-hold_ack(PyObject *acks, PyObject *root, PyObject *x)
+u64_of(PyObject *v, unsigned long long *out)
+{
+    *out = as_u64(v);
+    if (*out == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
+/* a ^ b ^ c (c NULL: 0) as a new int: on 64 bits, making one int instead of one a step, when
+   all are ints of 0 .. 2**64 - 1 (tuple and ack ids always are); else with Python's ^ */
+static PyObject *
+xor_of(PyObject *a, PyObject *b, PyObject *c)
+{
+    unsigned long long x, y, z = 0;
+    if (PyLong_CheckExact(a) && PyLong_CheckExact(b) && (c == NULL || PyLong_CheckExact(c)) &&
+            u64_of(a, &x) == 0 && u64_of(b, &y) == 0 && (c == NULL || u64_of(c, &z) == 0))
+        return PyLong_FromUnsignedLongLong(x ^ y ^ z);
+    PyObject *ab = PyNumber_Xor(a, b);
+    if (ab == NULL || c == NULL)
+        return ab;
+    Py_SETREF(ab, PyNumber_Xor(ab, c));
+    return ab;
+}
+
+/* acks[root] = acks.get(root, 0) ^ val ^ oav */
+static int
+hold_ack(PyObject *acks, PyObject *root, PyObject *val, PyObject *oav)
 {
     PyObject *held = PyDict_GetItemWithError(acks, root);
     if (held == NULL && PyErr_Occurred())
         return -1;
-    PyObject *v = PyNumber_Xor(held ? held : ZERO, x);
+    PyObject *v = held ? xor_of(held, val, oav) : xor_of(val, oav, NULL);
     if (v == NULL)
         return -1;
     int rc = PyDict_SetItem(acks, root, v);
@@ -920,19 +948,17 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
     int tracked = PyObject_IsTrue(root);
     Py_ssize_t nackers = PyList_GET_SIZE(self->ackers);
     if (tracked && nackers) {
-        PyObject *x = PyNumber_Xor(t->val, t->oav);
-        if (x == NULL)
-            goto fail;
         int rc = sibling_next(self->inbox, root);  /* 1: a sibling is next, hold and combine */
         if (rc == 0 && !PyDict_GET_SIZE(self->acks)) {  /* nothing held: send at once, no dict */
-            rc = send_ack(self->ackers, self->ack_tag, root, x);
+            PyObject *x = xor_of(t->val, t->oav, NULL);
+            rc = x == NULL ? -1 : send_ack(self->ackers, self->ack_tag, root, x);
+            Py_XDECREF(x);
         } else if (rc >= 0) {
             int last = rc == 0;  /* no sibling next: what is held goes out with this one */
-            rc = hold_ack(self->acks, root, x);
+            rc = hold_ack(self->acks, root, t->val, t->oav);
             if (rc == 0 && last)
                 rc = send_held(self->acks, self->ackers, self->ack_tag);
         }
-        Py_DECREF(x);
         if (rc < 0)
             goto fail;
     }

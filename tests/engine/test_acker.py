@@ -172,3 +172,49 @@ def test_held_acks_go_to_the_acker_of_their_root_and_are_forgotten():
     with pytest.raises(RuntimeError, match="acker gone"):
         send_acks(held, [broken], ACK)
     assert held == {}
+
+
+def test_a_basic_bolt_holds_a_tree_s_acks_as_one_xor_whatever_the_ids():
+    """A BasicBolt's inputs of one tree in a row are acked as one message: the xor of each
+    input's id and what it emitted (C when compiled, which works on 64 bits and must fall back
+    on Python's ^ for an id of another width: here ids past 64 bits and negative ones)."""
+    import functools
+    import random
+    from collections import deque
+
+    from squall import Fields
+    from squall._errors import FailedException
+    from squall._native import BasicExecute
+    from squall._tuple import Source, Tuple
+    from squall.engine.bolt_executor import BasicCollector
+    from squall.engine.executor import TaskStats
+    from squall.engine.routing import _NOWHERE
+
+    src = Source("count", "default", 1, Fields("word"))
+    basic = BasicCollector.__new__(BasicCollector)
+    basic.input, basic._out, basic._routers, basic._deliver = None, None, {}, {}
+    basic._rand = functools.partial(random.Random(1).getrandbits, 64)
+    basic._tuple_type, basic._nowhere, basic._acking = Tuple, _NOWHERE, True
+    widths = [(0, 0), (1, 2**64 - 1), (2**64 - 1, 2**63), (2**64, 3), (2**70 + 5, 2**64 - 1), (-3, 7)]
+    rng = random.Random(4)
+    trees = {ROOT: widths, 6: [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(5)], 9: [(2**64 + 1, 0)]}
+    q = deque()
+    for root, ids in trees.items():
+        for val, oav in ids:
+            q.append(Tuple([f"w{val}"], src, root, val, oav))
+    acker: list = []
+    stats = TaskStats()
+    execute = BasicExecute(lambda tup, collector: None, basic, None, None, FailedException, {}, stats, {}, None,
+                           lambda: 0.0, q, [acker.append], ACK)
+
+    while q:
+        execute(q.popleft())
+
+    expected = []
+    for root, ids in trees.items():
+        x = 0
+        for val, oav in ids:
+            x ^= val ^ oav
+        expected.append((ACK, root, x, -1))
+    assert acker == expected
+    assert stats.acked == sum(map(len, trees.values()))

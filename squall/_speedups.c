@@ -427,6 +427,34 @@ as_u64(PyObject *v)
     return PyLong_AsUnsignedLongLong(v);
 }
 
+/* 0 and *out = v for an int of 0 .. 2**64 - 1; else -1, with no exception set */
+static int
+u64_of(PyObject *v, unsigned long long *out)
+{
+    *out = as_u64(v);
+    if (*out == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
+/* a ^ b ^ c (c NULL: 0) as a new int: on 64 bits, making one int instead of one a step, when
+   all are ints of 0 .. 2**64 - 1 (tuple and ack ids always are); else with Python's ^ */
+static PyObject *
+xor_of(PyObject *a, PyObject *b, PyObject *c)
+{
+    unsigned long long x, y, z = 0;
+    if (PyLong_CheckExact(a) && PyLong_CheckExact(b) && (c == NULL || PyLong_CheckExact(c)) &&
+            u64_of(a, &x) == 0 && u64_of(b, &y) == 0 && (c == NULL || u64_of(c, &z) == 0))
+        return PyLong_FromUnsignedLongLong(x ^ y ^ z);
+    PyObject *ab = PyNumber_Xor(a, b);
+    if (ab == NULL || c == NULL)
+        return ab;
+    Py_SETREF(ab, PyNumber_Xor(ab, c));
+    return ab;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * IdSource(seed, bits=64, times=1, plus=0): calling it returns the next random id of `bits` bits,
  * splitmix64 (Steele, Lea and Flood, 2014) from `seed`; with times or plus set, (id or 1) * times
@@ -689,10 +717,11 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
     if (tracked && self->acking) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(targets); i++) {
             PyObject *task = PyList_GET_ITEM(targets, i);
-            PyObject *edge = PyObject_CallNoArgs(self->rand);
+            PyObject *edge = Py_IS_TYPE(self->rand, &IdSource_Type)  /* squall's: drawn without a call */
+                ? PyLong_FromUnsignedLongLong(id_next((IdSource *)self->rand)) : PyObject_CallNoArgs(self->rand);
             if (edge == NULL)
                 goto fail_root;
-            PyObject *oav = PyNumber_Xor(a->oav, edge);
+            PyObject *oav = xor_of(a->oav, edge, NULL);
             if (oav == NULL) {
                 Py_DECREF(edge);
                 goto fail_root;
@@ -801,34 +830,6 @@ BasicExecute_dealloc(BasicExecute *self)
     PyObject_GC_UnTrack(self);
     BasicExecute_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-/* *out = v for an int of 0 .. 2**64 - 1 (0); else -1, with no exception set */
-static int
-u64_of(PyObject *v, unsigned long long *out)
-{
-    *out = as_u64(v);
-    if (*out == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return -1;
-    }
-    return 0;
-}
-
-/* a ^ b ^ c (c NULL: 0) as a new int: on 64 bits, making one int instead of one a step, when
-   all are ints of 0 .. 2**64 - 1 (tuple and ack ids always are); else with Python's ^ */
-static PyObject *
-xor_of(PyObject *a, PyObject *b, PyObject *c)
-{
-    unsigned long long x, y, z = 0;
-    if (PyLong_CheckExact(a) && PyLong_CheckExact(b) && (c == NULL || PyLong_CheckExact(c)) &&
-            u64_of(a, &x) == 0 && u64_of(b, &y) == 0 && (c == NULL || u64_of(c, &z) == 0))
-        return PyLong_FromUnsignedLongLong(x ^ y ^ z);
-    PyObject *ab = PyNumber_Xor(a, b);
-    if (ab == NULL || c == NULL)
-        return ab;
-    Py_SETREF(ab, PyNumber_Xor(ab, c));
-    return ab;
 }
 
 /* acks[root] = acks.get(root, 0) ^ val ^ oav */
@@ -1394,7 +1395,7 @@ done:
  * An ASCII key's choice is computed, not looked up, because the look-up was the slower: a
  * vocabulary's memo (W1: 10,000 words) does not stay in a core's caches beside the rest of a
  * worker, and its look-up was 5.7% of each worker's time on 2 workers (perf, W1), where CRC-32
- * over a word's few bytes, from a 1 KB table, is a few nanoseconds. The figure is the Python
+ * over a word's few bytes, from a 1 KB table, is a few nanoseconds. The choice is the Python
  * chooser's: choices[(crc32(key as UTF-8) * _MIX mod 2**64 >> 32) % len(choices)]
  * (squall._stable_hash); zlib's CRC-32 is written out here so the build needs no zlib headers.
  */
@@ -2068,7 +2069,7 @@ BoltCollectorBase_ack(BoltCollectorBase *self, PyObject *tup)
         return NULL;
     if (sibling)
         goto general;
-    PyObject *x = PyNumber_Xor(t->val, t->oav);
+    PyObject *x = xor_of(t->val, t->oav, NULL);
     if (x == NULL)
         return NULL;
     int rc = send_ack(self->ackers, ACK_KIND, root, x);  /* (ACK, root, val ^ oav, -1) */

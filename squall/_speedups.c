@@ -872,11 +872,10 @@ static int
 send_ack(PyObject *ackers, PyObject *kind, PyObject *root, PyObject *x)
 {
     Py_ssize_t n = PyList_GET_SIZE(ackers), i;
-    unsigned long long r = as_u64(root);
-    if (r != (unsigned long long)-1 || !PyErr_Occurred()) {
+    unsigned long long r;
+    if (u64_of(root, &r) == 0) {
         i = (Py_ssize_t)(r % (unsigned long long)n);
     } else {  /* not a 64-bit id: Python's remainder, as the Python path */
-        PyErr_Clear();
         PyObject *nk = PyLong_FromSsize_t(n);
         PyObject *idx = nk ? PyNumber_Remainder(root, nk) : NULL;
         Py_XDECREF(nk);
@@ -2376,9 +2375,9 @@ w_plain(Writer *w, PyObject *o)
         w->buf[w->len++] = (char)(o == Py_True ? 0xc3 : 0xc2);
     } else if (PyLong_CheckExact(o)) {
         /* 0 .. 2**64 - 1 (every id and task) read from its digits: the shortest unsigned form, as
-           msgpack's packer writes it; a negative int raises here and takes the signed path */
-        unsigned long long u = as_u64(o);
-        if (u != (unsigned long long)-1 || !PyErr_Occurred()) {
+           msgpack's packer writes it; a negative int takes the signed path */
+        unsigned long long u;
+        if (u64_of(o, &u) == 0) {
             if (u < 128)
                 w->buf[w->len++] = (char)u;
             else if (u < 256)
@@ -2391,7 +2390,7 @@ w_plain(Writer *w, PyObject *o)
                 w_be(w, 0xcf, u, 8);
             return 0;
         }
-        PyErr_Clear();  /* negative, or 2**64 and more */
+        /* negative, or 2**64 and more */
         int overflow;
         long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
         if (overflow != 0) {  /* beyond 64 bits: the Python path writes msgpack's ext type */

@@ -342,7 +342,7 @@ def deliver_items(inboxes: dict, items: list) -> int:
 
 
 def group_items(items: list, tuple_type: type) -> Any:
-    """The columns of a batch to send, in C (`squall.engine.serialize.Serializer._group` says
+    """The columns of a batch to send (``items`` flat: ``[task, item, task, item, ...]``), in C (`squall.engine.serialize.Serializer._group` says
     which); here None, and the serializer groups the items in Python."""
     return None
 
@@ -366,13 +366,16 @@ def plain_check(tuple_type: type, plain: frozenset, check: Any) -> Any:
     return check_item
 
 
-def sender(append: Any, task: int, tuple_type: type, plain: frozenset, check: Any) -> Any:
-    """``send(item)``: ``append((task, item))``, after `plain_check`'s check of ``item``."""
+def sender(queue: list, task: int, tuple_type: type, plain: frozenset, check: Any) -> Any:
+    """``send(item)``: appends ``task``, then ``item``, to ``queue`` (flat: ``[task, item, task,
+    item, ...]``), after `plain_check`'s check of ``item``. One ``extend`` is one step under the
+    GIL, so a flush on another thread never takes a task without its item."""
     check_item = plain_check(tuple_type, plain, check)
+    extend = queue.extend
 
     def send(item: Any) -> None:
         check_item(item)
-        append((task, item))
+        extend((task, item))
     return send
 
 

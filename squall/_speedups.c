@@ -1588,20 +1588,22 @@ static PyTypeObject NextChooser_Type = {
 };
 
 /* ---------------------------------------------------------------------------------------------
- * Sender(append, task, tuple_type, plain, check): what a worker hands its executors for a task in
- * another worker (worker.transport.ZmqTransport.sender). Calling it with an item appends
- * (task, item) to the peer's queue; first, for a Tuple (exactly tuple_type) with a value whose
- * type is not in the frozenset plain, it calls check(item), which raises for a value that
- * cannot be sent.
+ * Sender(queue, task, tuple_type, plain, check): what a worker hands its executors for a task in
+ * another worker (worker.batching.BatchingTransport.sender). Calling it with an item appends
+ * task, then item, to the peer's queue (a list: [task, item, task, item, ...]), with no pair made
+ * for them: the pair lived from the emit to the flush, and was cold when it was read and freed
+ * (cachegrind). No Python code runs between the two appends, so another thread never sees half.
+ * First, for a Tuple (exactly tuple_type) with a value whose type is not in the frozenset plain,
+ * it calls check(item), which raises for a value that cannot be sent.
  */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *append, *task, *tuple_type, *plain, *check;
+    PyObject *queue, *task, *tuple_type, *plain, *check;
     int str_plain, int_plain;  /* str and int are in plain: no set look-up for the commonest values */
 } Sender;
 
-#define SENDER_FIELDS(X) X(append) X(task) X(tuple_type) X(plain) X(check)
+#define SENDER_FIELDS(X) X(queue) X(task) X(tuple_type) X(plain) X(check)
 
 static int
 Sender_traverse(Sender *self, visitproc visit, void *arg)
@@ -1664,19 +1666,21 @@ Sender_call(Sender *self, PyObject *const *args, size_t nargsf, PyObject *kwname
         }
         Py_DECREF(seq);
     }
-    PyObject *pair = PyTuple_Pack(2, self->task, item);
-    if (pair == NULL)
+    if (PyList_Append(self->queue, self->task) < 0)
         return NULL;
-    PyObject *r = PyObject_CallOneArg(self->append, pair);
-    Py_DECREF(pair);
-    return r;
+    if (PyList_Append(self->queue, item) < 0) {  /* no memory: take the task back, or the queue is askew */
+        Py_ssize_t n = PyList_GET_SIZE(self->queue);
+        PyList_SetSlice(self->queue, n - 1, n, NULL);
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *
 Sender_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *append, *task, *tuple_type, *plain, *check;
-    if (!PyArg_ParseTuple(args, "OOO!O!O:Sender", &append, &task, &PyType_Type, &tuple_type,
+    PyObject *queue, *task, *tuple_type, *plain, *check;
+    if (!PyArg_ParseTuple(args, "O!OO!O!O:Sender", &PyList_Type, &queue, &task, &PyType_Type, &tuple_type,
                           &PyFrozenSet_Type, &plain, &check))
         return NULL;
     if (!PyType_IsSubtype((PyTypeObject *)tuple_type, &TupleBase_Type)) {
@@ -1687,7 +1691,7 @@ Sender_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (self == NULL)
         return NULL;
     self->vectorcall = (vectorcallfunc)Sender_call;
-    self->append = Py_NewRef(append);
+    self->queue = Py_NewRef(queue);
     self->task = Py_NewRef(task);
     self->tuple_type = Py_NewRef(tuple_type);
     self->plain = Py_NewRef(plain);
@@ -1706,8 +1710,8 @@ static PyTypeObject Sender_Type = {
     .tp_name = "squall._speedups.Sender",
     .tp_basicsize = sizeof(Sender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Sender(append, task, tuple_type, plain, check): send(item) appends (task, item), "
-              "after check(item) for a Tuple with a value of a type not in plain.",
+    .tp_doc = "Sender(queue, task, tuple_type, plain, check): send(item) appends task, then item, to "
+              "the list queue, after check(item) for a Tuple with a value of a type not in plain.",
     .tp_vectorcall_offset = offsetof(Sender, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_new = Sender_new,
@@ -2183,7 +2187,8 @@ done:
 
 /* ---------------------------------------------------------------------------------------------
  * group_items(items, tuple_type): the columns of a batch to send (engine.serialize.Serializer.
- * encode_batch): [runs, sources, ack_targets, acks, reply_targets, replies], each run
+ * encode_batch; items flat: [task, item, task, item, ...]):
+ * [runs, sources, ack_targets, acks, reply_targets, replies], each run
  * [src.task, src.stream, targets, values, roots, vals] for consecutive Tuples of one source (its
  * roots and vals None when none is tracked), acker messages and spout replies flat; or None for
  * an item that is none of these, whose error the Python path words.
@@ -2209,11 +2214,10 @@ group_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!runs || !sources || !ack_targets || !acks || !reply_targets || !replies)
         goto done;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(items, i);
-        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
-            goto unknown;
-        PyObject *target = PyTuple_GET_ITEM(pair, 0), *item = PyTuple_GET_ITEM(pair, 1);
+    if (n % 2)
+        goto unknown;
+    for (Py_ssize_t i = 0; i < n; i += 2) {
+        PyObject *target = PySequence_Fast_GET_ITEM(items, i), *item = PySequence_Fast_GET_ITEM(items, i + 1);
         if (Py_TYPE(item) == tt) {
             TupleBase *t = (TupleBase *)item;
             if (t->src != cur) {
@@ -2297,8 +2301,8 @@ done:
 }
 
 /* ---------------------------------------------------------------------------------------------
- * pack_batch(items, tuple_type): a batch's bytes made straight from its items (engine.serialize.
- * Serializer.encode_batch), without group_items' lists of columns and msgpack's walk over them.
+ * pack_batch(items, tuple_type): a batch's bytes made straight from its items (flat, as
+ * group_items takes them; engine.serialize.Serializer.encode_batch), without group_items' lists of columns and msgpack's walk over them.
  * The bytes are those msgpack writes for the batch, byte for byte (the tests compare them):
  *     [1, runs, ack_targets, acks, reply_targets, replies]   (serialize.py's module note)
  * It knows plain values only: None, bool, ints of 64 bits, float, str, bytes, and a Tuple's list
@@ -2450,6 +2454,9 @@ w_attr(Writer *w, PyObject *src, PyObject *name)
     return rc;
 }
 
+/* the i-th (target, item) of pack_batch's flat list */
+#define TARGET(i) PyList_GET_ITEM(items, 2 * (i))
+#define ITEM(i) PyList_GET_ITEM(items, 2 * (i) + 1)
 #define W(call) do { int rc_ = (call); if (rc_ != 0) { result = rc_ < 0 ? NULL : Py_NewRef(Py_None); goto done; } } while (0)
 
 static PyObject *
@@ -2462,7 +2469,9 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *items = args[0];
     PyTypeObject *tt = (PyTypeObject *)args[1];
-    Py_ssize_t n = PyList_GET_SIZE(items), nruns = 0, nacks = 0, nreplies = 0;
+    if (PyList_GET_SIZE(items) % 2)  /* not task, item pairs: the Python path words the error */
+        return Py_NewRef(Py_None);
+    Py_ssize_t n = PyList_GET_SIZE(items) / 2, nruns = 0, nacks = 0, nreplies = 0;
     Py_ssize_t *starts = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));  /* each run's first item */
     Writer w = {PyMem_Malloc(8192), 0, 8192};
     PyObject *result = NULL, *cur = NULL;
@@ -2473,10 +2482,7 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     /* first: the runs (consecutive Tuples of one source; acker messages and replies between the
        Tuples of a run do not end it), and whether every item is one of the three */
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PyList_GET_ITEM(items, i);
-        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
-            goto plain_not;
-        PyObject *item = PyTuple_GET_ITEM(pair, 1);
+        PyObject *item = ITEM(i);
         if (Py_TYPE(item) == tt) {
             if (((TupleBase *)item)->src != cur) {
                 cur = ((TupleBase *)item)->src;
@@ -2495,11 +2501,11 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     w.buf[w.len++] = (char)0x02;  /* serialize.FORMAT */
     W(W_ARRAY(&w, nruns));
     for (Py_ssize_t r = 0; r < nruns; r++) {
-        PyObject *src = ((TupleBase *)PyTuple_GET_ITEM(PyList_GET_ITEM(items, starts[r]), 1))->src;
+        PyObject *src = ((TupleBase *)ITEM(starts[r]))->src;
         Py_ssize_t count = 0;
         int tracked = 0;
         for (Py_ssize_t i = starts[r]; i < starts[r + 1]; i++) {
-            PyObject *item = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
+            PyObject *item = ITEM(i);
             if (Py_TYPE(item) != tt)
                 continue;
             PyObject *root = ((TupleBase *)item)->root;
@@ -2519,12 +2525,12 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             W(W_ARRAY(&w, count));
             PyObject *prev_root = NULL;
             for (Py_ssize_t i = starts[r]; i < starts[r + 1]; i++) {
-                PyObject *pair = PyList_GET_ITEM(items, i), *item = PyTuple_GET_ITEM(pair, 1);
+                PyObject *item = ITEM(i);
                 if (Py_TYPE(item) != tt)
                     continue;
                 TupleBase *t = (TupleBase *)item;
                 if (column == 0) {
-                    W(w_plain(&w, PyTuple_GET_ITEM(pair, 0)));
+                    W(w_plain(&w, TARGET(i)));
                 } else if (column == 2) {  /* the previous Tuple's root again: nil (serialize.SAME_ROOT) */
                     W(w_plain(&w, t->root == prev_root ? Py_None : t->root));
                     prev_root = t->root;
@@ -2546,11 +2552,11 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         for (int column = 0; column < 2; column++) {  /* their targets, then their fields */
             W(W_ARRAY(&w, column == 0 ? count : count * size));
             for (Py_ssize_t i = 0; i < n && count; i++) {
-                PyObject *pair = PyList_GET_ITEM(items, i), *item = PyTuple_GET_ITEM(pair, 1);
+                PyObject *item = ITEM(i);
                 if (Py_TYPE(item) == tt || PyTuple_GET_SIZE(item) != size)
                     continue;
                 if (column == 0) {
-                    W(w_plain(&w, PyTuple_GET_ITEM(pair, 0)));
+                    W(w_plain(&w, TARGET(i)));
                 } else {
                     for (Py_ssize_t k = 0; k < size; k++)
                         W(w_plain(&w, PyTuple_GET_ITEM(item, k)));
@@ -2568,6 +2574,8 @@ done:
     return result;
 }
 #undef W
+#undef TARGET
+#undef ITEM
 
 
 /* ---------------------------------------------------------------------------------------------

@@ -278,7 +278,7 @@ def test_a_compiled_module_built_from_an_older_source_is_not_used_at_all():
 
 
 def test_the_sender_checks_only_tuples_with_values_that_may_not_serialize():
-    """A task's sender to another worker queues ``(task, item)``; it asks the serializer's check
+    """A task's sender to another worker queues task, then item (flat); it asks the serializer's check
     about a Tuple only when a value's type is not plain, and an error of the check reaches the
     emitting code with nothing queued."""
     from squall.engine.serialize import PLAIN_TYPES
@@ -290,7 +290,7 @@ def test_the_sender_checks_only_tuples_with_values_that_may_not_serialize():
         if any(isinstance(v, set) for v in item.values):
             raise ValueError("a set")
 
-    send = _native.sender(queued.append, 7, Tuple, PLAIN_TYPES, check)
+    send = _native.sender(queued, 7, Tuple, PLAIN_TYPES, check)
     src = Source("split", "default", 3, Fields("word"))
     plain = Tuple(["cow", 1, 2.0, None, b"x", True], src)
     other = Tuple([["a list"]], src)
@@ -301,7 +301,7 @@ def test_the_sender_checks_only_tuples_with_values_that_may_not_serialize():
     send(ack)
     with pytest.raises(ValueError, match="a set"):
         send(bad)
-    assert queued == [(7, plain), (7, other), (7, ack)]
+    assert queued == [7, plain, 7, other, 7, ack]
     assert checked == [other, bad]
 
 
@@ -568,17 +568,24 @@ def test_a_batch_s_columns_are_grouped_as_the_python_path_groups_them():
         else:
             items.append((7 + i % 2, Tuple([f"w{i}"], src, rng.getrandbits(64) | 1, rng.getrandbits(64))))
     untracked = [(7, Tuple(["x"], a)), (8, Tuple(["y"], a))]
-    for batch in (items, untracked, []):
+    for batch in (_flat(items), _flat(untracked), []):
         columns = _native.group_items(batch, Tuple)
         if _native.COMPILED:
             assert columns == Serializer._group(batch)
         else:
             assert columns is None
-    assert Serializer._group(untracked)[0] == [[3, "default", [7, 8], [["x"], ["y"]], None, None]]
-    for bad in ([(7, "not an item")], [[7, Tuple(["x"], a)]]):
+    assert Serializer._group(_flat(untracked))[0] == [[3, "default", [7, 8], [["x"], ["y"]], None, None]]
+    for bad in ([7, "not an item"], [7, Tuple(["x"], a), 8]):  # an item of another kind; a task without its item
         assert _native.group_items(bad, Tuple) is None
     with pytest.raises(SerializationError, match="cannot send a builtins.str to task 7"):
-        Serializer._group([(7, "not an item")])
+        Serializer._group([7, "not an item"])
+    with pytest.raises(SerializationError, match="flat: got 3 values"):
+        Serializer._group([7, Tuple(["x"], a), 8])
+
+
+def _flat(pairs):
+    """``[(task, item), ...]`` as the transport queues them: ``[task, item, ...]``."""
+    return [x for pair in pairs for x in pair]
 
 
 def test_a_batch_s_items_go_to_their_inboxes_and_items_for_tasks_not_here_are_dropped():

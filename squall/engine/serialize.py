@@ -52,7 +52,7 @@ import importlib
 import logging
 import pickle
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import cloudpickle
@@ -321,14 +321,15 @@ class Serializer:
         except Exception as e:
             raise _Unsupported(obj, f"cannot be pickled ({type(e).__name__}: {e})") from e
 
-    def encode_batch(self, items: Iterable[tuple[int, Any]]) -> bytes:
-        """One batch of ``(target_task, item)`` as bytes for `decode_batch`.
+    def encode_batch(self, items: list[Any]) -> bytes:
+        """One batch as bytes for `decode_batch`: ``items`` is flat, ``[target_task, item,
+        target_task, item, ...]``, as the transport's senders queue them (no pair is made per
+        item: a pair lived from the emit to the flush, and was cold by then).
 
         Raises:
             SerializationError: a value cannot be sent; the message names its type, the component
                 and stream that emitted it, and how to fix it.
         """
-        items = items if isinstance(items, list) else list(items)
         # compiled: a batch of plain values in C, as msgpack would write it; None (another value,
         # or the pure path): with msgpack
         data = pack_batch(items, Tuple)
@@ -346,8 +347,8 @@ class Serializer:
             raise SerializationError(f"cannot serialize batch: {type(e).__name__}: {e}") from e
 
     @staticmethod
-    def _group(items: list[tuple[int, Any]]) -> list:
-        """`encode_batch`'s columns, in Python (`squall._native.group_items` in C): runs of
+    def _group(items: list[Any]) -> list:
+        """`encode_batch`'s columns (``items`` flat), in Python (`squall._native.group_items` in C): runs of
         consecutive Tuples of one source, each ``[src.task, src.stream, targets, values, roots,
         vals]`` (roots and vals None when none is tracked), then acker messages and spout
         replies, flat.
@@ -363,7 +364,9 @@ class Serializer:
         acks: list = []  # the messages' fields, flat: zip(it, it, it, it) rebuilds them in C
         reply_targets: list[int] = []
         replies: list = []
-        for target, item in items:
+        if len(items) % 2:
+            raise SerializationError(f"a batch's items are [task, item, ...] pairs, flat: got {len(items)} values")
+        for target, item in zip(items[::2], items[1::2]):
             if type(item) is Tuple:
                 src = item._src
                 if src is not cur:

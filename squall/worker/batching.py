@@ -1,6 +1,7 @@
 """`BatchingTransport`: what squall's two wires between worker processes have in common.
 
-Items for a task in another worker are queued per peer worker by the task's sender, and `flush`
+Items for a task in another worker are queued per peer worker by the task's sender (flat, task
+then item: ``[task, item, task, item, ...]``, with no pair made per item), and `flush`
 (called by the loops after every working round, see `squall.engine.transport.Transport.flush`)
 encodes each queue as one batch and seals it (`squall.worker.envelope`), so a tuple crossing
 processes pays for one message per batch, not per tuple (ENGINE-SPEED.md, lesson 8). A message
@@ -165,7 +166,7 @@ class BatchingTransport(Transport):
         # that may fail now (a Tuple with a value not of PLAIN_TYPES), so that the emit raises in
         # the emitting component's code (which may catch it) instead of the whole batch failing
         # later, attributed to nobody.
-        return native_sender(q.append, task_id, Tuple, PLAIN_TYPES, self._serializer.check)
+        return native_sender(q, task_id, Tuple, PLAIN_TYPES, self._serializer.check)
 
     def flush(self) -> None:
         if not self._send_lock.acquire(blocking=False):
@@ -180,23 +181,25 @@ class BatchingTransport(Transport):
         for key, q in self._queues.items():
             while q:
                 # a copy, then a delete of as many from the front: each is one step under the GIL,
-                # and senders on other threads only append, so what they add in between stays for
-                # the next batch (a deque's popleft per item cost 16 ns an item more)
-                items = q[:MAX_BATCH]
+                # and senders on other threads only append (a task and its item in one step), so
+                # what they add in between stays for the next batch (a deque's popleft per item
+                # cost 16 ns an item more)
+                items = q[:2 * MAX_BATCH]
                 del q[:len(items)]
                 self._send_batch(key, items)
 
     def _send_batch(self, key: str, items: list) -> None:
+        """Encode, seal and send ``items`` (flat: task, item, ...) to the peer first known as ``key``."""
         data = self._encode(items)
         route = self._route(key)
         if SEAL_OVERHEAD + len(route) + len(data) <= self.max_message_bytes:
             self._send(key, self._sealer.seal(DATA, route, data))
-        elif len(items) > 1:  # the peer would refuse it: send it in halves
-            half = len(items) // 2
+        elif len(items) > 2:  # the peer would refuse it: send it in halves, cut between two items
+            half = len(items) // 4 * 2
             self._send_batch(key, items[:half])
             self._send_batch(key, items[half:])
         else:
-            task = items[0][0]
+            task = items[0]
             header = SEAL_OVERHEAD + len(route)
             why = (f"an item for task {task} is {len(data)} bytes serialized, which with its message's "
                    f"{header}-byte header is over {MAX_MESSAGE_KEY} ({self.max_message_bytes}); it was "
@@ -212,7 +215,7 @@ class BatchingTransport(Transport):
             route = self._routes[key] = self._sealer.route(self._address[key])
         return route
 
-    def _encode(self, items: list[tuple[int, Any]]) -> bytes:
+    def _encode(self, items: list[Any]) -> bytes:
         """One batch of ``items``. Values were checked at emit (`sender`), but one may have been
         changed since (a list the component kept and appended to): then the items that cannot
         be encoded are dropped, to time out and replay as lost tuples do, and each distinct
@@ -222,16 +225,17 @@ class BatchingTransport(Transport):
             return encode(items)
         except SerializationError:
             pass
-        good = []
-        for item in items:
+        good: list[Any] = []
+        for i in range(0, len(items), 2):
+            one = items[i:i + 2]
             try:
-                encode([item])
+                encode(one)
             except SerializationError as e:
                 if str(e) not in self._encode_errors and len(self._encode_errors) < 100:
                     self._encode_errors.add(str(e))
                     log.error("dropped a tuple changed after its emit: %s", e)
                 continue
-            good.append(item)
+            good += one
         return encode(good)
 
     def _take(self, message: bytes) -> int:

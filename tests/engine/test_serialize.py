@@ -27,13 +27,19 @@ def source_of(task: int, stream: str) -> Source:
     return SOURCES[(task, stream)]
 
 
+def flat(pairs) -> list:
+    """``[(task, item), ...]`` as the transport queues them for `Serializer.encode_batch`:
+    ``[task, item, task, item, ...]``."""
+    return [x for pair in pairs for x in pair]
+
+
 def serializer(**conf) -> Serializer:
     return Serializer(conf, source_of)
 
 
 def round_trip(items, ser: Serializer | None = None, receiver: Serializer | None = None):
     ser = ser or serializer()
-    data = ser.encode_batch(items)
+    data = ser.encode_batch(flat(items))
     assert type(data) is bytes
     return (receiver or ser).decode_batch(data)
 
@@ -184,7 +190,7 @@ def test_a_fan_outs_repeated_root_travels_once_and_comes_back_as_one_object():
     items = [(7, Tuple(["a"], src, r, 1)), (8, Tuple(["b"], src, r, 2)), (1, (ACK, r, 9, -1)),
              (7, Tuple(["c"], src, r, 3)), (7, Tuple(["d"], src, twin, 4)), (7, Tuple(["e"], src, 0, 0)),
              (7, Tuple(["f"], src, 0, 0)), (8, Tuple(["g"], src, {r: 5})), (8, Tuple(["h"], other, r, 6))]
-    data = serializer().encode_batch(items)
+    data = serializer().encode_batch(flat(items))
 
     runs = msgpack.unpackb(data, strict_map_key=False)[1]
     assert runs[0][4] == [r, None, None, r, 0, None, {r: 5}]
@@ -214,7 +220,7 @@ def test_a_tuple_gets_its_source_from_source_of_once_per_run():
     ser = Serializer({}, counting_source_of)
     words, pairs = SOURCES[(3, "words")], SOURCES[(3, "default")]
     items = [(7, Tuple(["a"], words, 5, 6)), (7, Tuple(["b"], words, 5, 7)), (8, Tuple(["c", 1], pairs))]
-    out = ser.decode_batch(ser.encode_batch(items))
+    out = ser.decode_batch(ser.encode_batch(flat(items)))
 
     assert calls == [(3, "words"), (3, "default")]
     a, b, c = (t for _, t in out)
@@ -258,7 +264,7 @@ def test_an_empty_batch_round_trips():
 
 def test_an_item_of_another_kind_is_refused():
     with pytest.raises(SerializationError, match="cannot send a builtins.list to task 4"):
-        serializer().encode_batch([(4, [1, 2])])
+        serializer().encode_batch(flat([(4, [1, 2])]))
 
 
 # --- registrations --------------------------------------------------------------------------
@@ -327,7 +333,7 @@ def test_an_unresolvable_registration_is_skipped_with_a_warning_when_asked(caplo
 
 def test_a_class_the_receiver_has_not_registered_is_an_error_naming_it():
     item = (9, Tuple([Point(1, 2)], SOURCES[(1, "default")]))
-    data = registered((Point, PointSerializer)).encode_batch([item])
+    data = registered((Point, PointSerializer)).encode_batch(flat([item]))
     with pytest.raises(SerializationError, match="Point.*not registered"):
         serializer().decode_batch(data)
 
@@ -350,7 +356,7 @@ def test_without_pickle_an_unregistered_type_is_an_error_naming_type_component_a
     good = Tuple(["fine"], SOURCES[(3, "words")])
     bad = Tuple([{"nested": (1, Unregistered(1))}, 2], SOURCES[(3, "default")])
     with pytest.raises(SerializationError) as info:
-        ser.encode_batch([(7, good), (8, bad)])
+        ser.encode_batch(flat([(7, good), (8, bad)]))
     msg = str(info.value)
     assert f"{__name__}.Unregistered" in msg
     assert "component [split]" in msg and "stream [default]" in msg
@@ -364,7 +370,7 @@ def test_without_pickle_a_builtin_subclass_is_refused_too():
 
 
 def test_without_pickle_the_receiver_refuses_pickled_values():
-    data = serializer().encode_batch([(9, Tuple([Unregistered(1)], SOURCES[(1, "default")]))])
+    data = serializer().encode_batch(flat([(9, Tuple([Unregistered(1)], SOURCES[(1, "default")]))]))
     with pytest.raises(SerializationError, match="refusing to unpickle"):
         serializer(**{"topology.fall.back.on.pickle": False}).decode_batch(data)
 
@@ -393,7 +399,7 @@ def test_the_serializer_still_works_after_a_failed_encode():
     ser = serializer(**{"topology.fall.back.on.pickle": False})
     src = SOURCES[(1, "default")]
     with pytest.raises(SerializationError):
-        ser.encode_batch([(9, Tuple([((1, Unregistered(1)),)], src))])
+        ser.encode_batch(flat([(9, Tuple([((1, Unregistered(1)),)], src))]))
     [(_, t)] = round_trip([(9, Tuple([((1, (2,)),)], src))], ser)
     assert same(t.values, [((1, (2,)),)])
 
@@ -407,7 +413,7 @@ def test_threads_may_share_one_serializer():
         try:
             for i in range(300):
                 value = (k, (i, frozenset({k})), [{i: (k,)}])
-                [(_, t)] = ser.decode_batch(ser.encode_batch([(9, Tuple([value], src))]))
+                [(_, t)] = ser.decode_batch(ser.encode_batch(flat([(9, Tuple([value], src))])))
                 assert same(t.values[0], value)
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             errors.append(e)
@@ -485,7 +491,7 @@ PLAIN = INT_EDGES + [None, True, False, 0.0, -2.5, 1e300, float("inf"), "", "a" 
 
 def msgpack_bytes(ser: Serializer, items) -> bytes:
     """The batch as msgpack writes it (the Python path of `encode_batch`)."""
-    runs, _, ack_targets, acks, reply_targets, replies = Serializer._group(items)
+    runs, _, ack_targets, acks, reply_targets, replies = Serializer._group(flat(items))
     return ser._pack([FORMAT, runs, ack_targets, acks, reply_targets, replies])
 
 
@@ -517,12 +523,12 @@ def test_the_compiled_packer_writes_msgpacks_bytes_byte_for_byte():
     included, so that either side may decode what the other wrote."""
     ser = serializer()
     for items in plain_batches():
-        data = _native.pack_batch(items, Tuple)
+        data = _native.pack_batch(flat(items), Tuple)
         if _native.COMPILED:
             assert data == msgpack_bytes(ser, items)
         else:
             assert data is None  # the pure path packs with msgpack
-        back = ser.decode_batch(ser.encode_batch(items))
+        back = ser.decode_batch(ser.encode_batch(flat(items)))
         # decoded: Tuples first, then acker messages (4 fields), then replies (3), each in order
         expected = sorted(items, key=lambda pair: 0 if type(pair[1]) is Tuple else 5 - len(pair[1]))
         assert len(back) == len(expected)
@@ -542,13 +548,13 @@ def test_a_batch_with_a_value_that_is_not_plain_is_packed_by_msgpack(values):
     the error, as before."""
     src = SOURCES[(1, "default")]
     items = [(3, Tuple(["plain"], src, 5, 6)), (3, Tuple(values, src, 5, 7))]
-    assert _native.pack_batch(items, Tuple) is None
+    assert _native.pack_batch(flat(items), Tuple) is None
     ser = registered((Point, None))
     if values == ["\ud800"]:
         with pytest.raises(SerializationError):
-            ser.encode_batch(items)
+            ser.encode_batch(flat(items))
         return
-    back = ser.decode_batch(ser.encode_batch(items))
+    back = ser.decode_batch(ser.encode_batch(flat(items)))
     assert same(back[0][1].values, ["plain"])
     assert back[1][1].values == values  # (a bytearray comes back as bytes, as it always did)
 
@@ -557,7 +563,7 @@ def test_tuples_of_several_trees_or_values_not_in_a_list_are_packed_by_msgpack()
     src = SOURCES[(3, "words")]
     for tup in (Tuple(["w"], src, {1: 2, 3: 4}), Tuple(("w",), src, 1, 2)):
         items = [(7, Tuple(["a"], src, 1, 2)), (7, tup)]
-        assert _native.pack_batch(items, Tuple) is None
+        assert _native.pack_batch(flat(items), Tuple) is None
         [_, (_, back)] = round_trip(items)
         assert same(back.values, tup.values) and back._root == tup._root
 
@@ -566,4 +572,4 @@ def test_tuples_of_several_trees_or_values_not_in_a_list_are_packed_by_msgpack()
                     "for every batch, leaving it to msgpack, and reads no tuple type to refuse")
 def test_the_compiled_packer_refuses_a_tuple_type_whose_slots_it_cannot_read():
     with pytest.raises(TypeError, match="TupleBase"):
-        _native.pack_batch([(1, (1, 2, 3, 4))], tuple)
+        _native.pack_batch([1, (1, 2, 3, 4)], tuple)

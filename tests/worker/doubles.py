@@ -20,10 +20,10 @@ def wait_until(pred, timeout=5.0):
 
 
 class PlainSerializer:
-    """Test double: items are plain msgpack-able tuples."""
+    """Test double: items are plain msgpack-able tuples (given flat: task, item, task, item, ...)."""
 
     def encode_batch(self, items):
-        return msgpack.packb([[t, list(i)] for t, i in items])
+        return msgpack.packb([[t, list(i)] for t, i in zip(items[::2], items[1::2])])
 
     def decode_batch(self, data):
         return [(t, tuple(i)) for t, i in msgpack.unpackb(data)]

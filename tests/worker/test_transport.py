@@ -440,7 +440,7 @@ def test_a_message_of_exactly_the_bound_arrives_encrypted_or_not(encryption):
     seen = capture(b)
     try:
         header = len(a._sealer.seal(0, a._route(b.address), b""))
-        n = next(n for n in range(4096, 0, -1) if header + len(PlainSerializer().encode_batch([(7, ("x" * n,))])) <= 4096)
+        n = next(n for n in range(4096, 0, -1) if header + len(PlainSerializer().encode_batch([7, ("x" * n,)])) <= 4096)
         a.sender(7)(("x" * n,))
         a.flush()
         assert wait_until(lambda: got.got == [(7, ("x" * n,))])

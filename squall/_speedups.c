@@ -2126,9 +2126,10 @@ static PyTypeObject BoltCollectorBase_Type = {
 
 /* ---------------------------------------------------------------------------------------------
  * batch_items(out, targets, values, src, roots, vals, tuple_type): a decoded batch's run of
- * Tuples, appended to the list out as (target, tuple_type(values[i], src, roots[i], vals[i]))
- * (roots None: untracked tuples). Made with tuple_make: a Tuple called from Python parses its
- * arguments by keyword, which was most of a received item's cost.
+ * Tuples, appended to the list out flat, target then tuple_type(values[i], src, roots[i], vals[i])
+ * (roots None: untracked tuples), as a sender queues them: no pair is made per item, since it
+ * lived until the delivery and was freed cold there. Made with tuple_make: a Tuple called from
+ * Python parses its arguments by keyword, which was most of a received item's cost.
  */
 static PyObject *
 batch_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -2167,12 +2168,14 @@ batch_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject *t = tuple_make((PyTypeObject *)tt, PySequence_Fast_GET_ITEM(values, i), src,
                                  tracked ? root : ZERO,
                                  tracked ? PySequence_Fast_GET_ITEM(vals, i) : ZERO, ZERO);
-        PyObject *pair = t ? PyTuple_Pack(2, PySequence_Fast_GET_ITEM(targets, i), t) : NULL;
-        Py_XDECREF(t);
-        if (pair == NULL)
+        if (t == NULL)
             goto done;
-        int rc = PyList_Append(out, pair);
-        Py_DECREF(pair);
+        int rc = PyList_Append(out, PySequence_Fast_GET_ITEM(targets, i));
+        if (rc == 0 && (rc = PyList_Append(out, t)) < 0) {  /* no memory: take the target back */
+            Py_ssize_t len = PyList_GET_SIZE(out);
+            PyList_SetSlice(out, len - 1, len, NULL);
+        }
+        Py_DECREF(t);
         if (rc < 0)
             goto done;
     }
@@ -2579,9 +2582,9 @@ done:
 
 
 /* ---------------------------------------------------------------------------------------------
- * deliver_items(inboxes, items): append each (task, item) of a received batch to inboxes[task]
- * (a dict of deques); items for tasks not there are dropped, as Storm drops what comes for a
- * task no longer in the worker. Returns how many were delivered.
+ * deliver_items(inboxes, items): append each item of a received batch (flat: task, item, task,
+ * item, ...) to inboxes[task] (a dict of deques); items for tasks not there are dropped, as Storm
+ * drops what comes for a task no longer in the worker. Returns how many were delivered.
  */
 static PyObject *str_append;
 
@@ -2599,13 +2602,12 @@ deliver_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     /* a batch holds runs of items for one task: its inbox's append is looked up once a run */
     PyObject *task = NULL, *append = NULL;
     Py_ssize_t delivered = 0, n = PySequence_Fast_GET_SIZE(items);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(items, i);
-        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_Format(PyExc_TypeError, "a received item is (task, item), got %R", pair);
-            goto fail;
-        }
-        PyObject *t = PyTuple_GET_ITEM(pair, 0);
+    if (n % 2) {
+        PyErr_Format(PyExc_TypeError, "a received batch is flat, task then item: got %zd values", n);
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i += 2) {
+        PyObject *t = PySequence_Fast_GET_ITEM(items, i);
         int same = task == NULL ? 0 : PyObject_RichCompareBool(t, task, Py_EQ);
         if (same < 0)
             goto fail;
@@ -2620,7 +2622,7 @@ deliver_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         if (append == NULL)  /* not (or no longer) a task here: dropped */
             continue;
-        PyObject *r = PyObject_CallOneArg(append, PyTuple_GET_ITEM(pair, 1));
+        PyObject *r = PyObject_CallOneArg(append, PySequence_Fast_GET_ITEM(items, i + 1));
         if (r == NULL)
             goto fail;
         Py_DECREF(r);

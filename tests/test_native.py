@@ -519,13 +519,14 @@ def test_the_shuffle_chooser_takes_the_grouping_s_next_choice_whatever_the_value
 
 
 def test_a_batch_s_tuples_are_made_from_its_columns_as_the_python_path_makes_them():
-    from itertools import repeat
+    from itertools import chain, repeat
 
     def python_path(out, targets, values, src, roots, vals, tuple_type):
         if roots is None:
-            out.extend(zip(targets, map(tuple_type, values, repeat(src)), strict=True))
+            tuples = map(tuple_type, values, repeat(src))
         else:
-            out.extend(zip(targets, map(tuple_type, values, repeat(src), roots, vals), strict=True))
+            tuples = map(tuple_type, values, repeat(src), roots, vals)
+        out.extend(chain.from_iterable(zip(targets, tuples, strict=True)))
 
     src = Source("split", "default", 3, Fields("word"))
     runs = [([7, 8, 7], [["a"], ["b"], ["c"]], [1, 2 ** 64 - 1, 3], [4, 5, 6]),
@@ -534,10 +535,13 @@ def test_a_batch_s_tuples_are_made_from_its_columns_as_the_python_path_makes_the
         out: list = ["kept"]
         for targets, values, roots, vals in runs:
             make(out, targets, values, src, roots, vals, Tuple)
-        assert out[0] == "kept" and [(t, i.values, i._src, i._root, i._val, i._oav) for t, i in out[1:]] == [
+        # flat, as a sender queues them: target, Tuple, target, Tuple, ...
+        pairs = list(zip(out[1::2], out[2::2]))
+        assert out[0] == "kept" and len(out) == 9 and [(t, i.values, i._src, i._root, i._val, i._oav)
+                                                        for t, i in pairs] == [
             (7, ["a"], src, 1, 4, 0), (8, ["b"], src, 2 ** 64 - 1, 5, 0), (7, ["c"], src, 3, 6, 0),
             (9, ["d"], src, 0, 0, 0)]
-        assert all(type(i) is Tuple for _, i in out[1:])
+        assert all(type(i) is Tuple for _, i in pairs)
         with pytest.raises(ValueError):  # a forged batch's columns of different lengths
             make([], [7, 8], [["a"]], src, [1, 2], [3, 4], Tuple)
 
@@ -594,8 +598,10 @@ def test_a_batch_s_items_go_to_their_inboxes_and_items_for_tasks_not_here_are_dr
     for inboxes in ({3: deque(), 4: deque(["old"])}, {}):
         items = [(3, "a"), (9, "gone"), (4, "b"), (3, "c")]
         want = {t: list(q) + [i for task, i in items if task == t] for t, q in inboxes.items()}
-        assert _native.deliver_items(inboxes, items) == sum(1 for t, _ in items if t in inboxes)
+        assert _native.deliver_items(inboxes, _flat(items)) == sum(1 for t, _ in items if t in inboxes)
         assert {t: list(q) for t, q in inboxes.items()} == want
+    with pytest.raises(TypeError, match="flat, task then item: got 3 values"):  # a task without its item
+        _native.deliver_items({3: deque()}, [3, "a", 4])
 
 
 def test_a_run_of_inputs_is_executed_in_order_and_counted_even_when_one_raises():

@@ -59,7 +59,7 @@ import cloudpickle
 import msgpack
 
 from .._errors import SerializationError
-from .._native import batch_items, group_items, pack_batch, plain_check
+from .._native import batch_items, group_items, interleave, pack_batch, plain_check
 from .._tuple import Source, Tuple
 from ..metric._api import DataPoint, TaskInfo
 
@@ -507,8 +507,10 @@ class Serializer:
         raise SerializationError(f"unknown msgpack ext type {code} ({len(data)} bytes): the batch is "
                                  f"corrupt or comes from another squall version")
 
-    def decode_batch(self, data: bytes) -> list[tuple[int, Any]]:
-        """The ``(target_task, item)`` pairs of a batch made by `encode_batch`.
+    def decode_batch(self, data: bytes) -> list[Any]:
+        """The items of a batch made by `encode_batch`, flat as it took them: ``[target_task, item,
+        target_task, item, ...]`` (no pair is made per item: it lived until the delivery, and was
+        cold by then).
 
         Tuples come first, then acker messages, then spout replies (see the module note).
 
@@ -522,7 +524,7 @@ class Serializer:
             if fmt != FORMAT:
                 raise SerializationError(f"batch format {fmt!r} is not {FORMAT}: the sender runs another "
                                          f"squall version")
-            out: list[tuple[int, Any]] = []
+            out: list[Any] = []
             extend = out.extend
             source_of = self.source_of
             for src_task, stream, targets, values, roots, vals in runs:
@@ -534,10 +536,10 @@ class Serializer:
                 batch_items(out, targets, values, src, roots, vals, Tuple)
             if ack_targets:
                 it = iter(acks)
-                extend(zip(ack_targets, zip(it, it, it, it, strict=True), strict=True))
+                extend(interleave(ack_targets, list(zip(it, it, it, it, strict=True))))
             if reply_targets:
                 it = iter(replies)
-                extend(zip(reply_targets, zip(it, it, it, strict=True), strict=True))
+                extend(interleave(reply_targets, list(zip(it, it, it, strict=True))))
             return out
         except SerializationError:
             raise

@@ -34,7 +34,7 @@ class Origin(NamedTuple):
 
 
 Receiver = Callable[[int, Any], None]            # (task, item): the worker's ``receive``
-BatchReceiver = Callable[[list], int]            # [(task, item), ...]: the worker's ``receive_batch``
+BatchReceiver = Callable[[list], int]            # [task, item, task, item, ...]: the worker's ``receive_batch``
 ControlHandler = Callable[[Any, Any], None]      # (sender slot, message)
 
 

@@ -214,9 +214,10 @@ class Worker:
         if len(q) >= self.backpressure.high and type(item) is Tuple:  # acker traffic is never bounded
             self.backpressure.check(task, len(q))
 
-    def receive_batch(self, items: list[tuple[int, Any]]) -> int:
+    def receive_batch(self, items: list[Any]) -> int:
         """Deliver a batch from another worker (called by the transport's `poll`, on one of this
-        worker's loops); items for tasks not here are dropped. Returns the items delivered.
+        worker's loops), flat: ``[task, item, task, item, ...]``; items for tasks not here are
+        dropped. Returns the items delivered.
 
         Cheaper per item than `receive`: the inbox is looked up and appended to, and the loops
         that sleep are woken once per batch (a loop checks its own inboxes' backpressure every

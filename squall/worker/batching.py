@@ -263,16 +263,17 @@ class BatchingTransport(Transport):
             return 0
         return self._deliver(items)
 
-    def _deliver(self, items: list[tuple[int, Any]]) -> int:
+    def _deliver(self, items: list[Any]) -> int:
+        """Hand a decoded batch (flat: task, item, ...) to the worker; returns the items delivered."""
         if self._receive_batch is not None:
             return self._receive_batch(items)
         receive = self._receive
         if receive is None:
             return 0
-        for task, item in items:
+        for task, item in zip(items[::2], items[1::2]):
             try:
                 receive(task, item)
             except KeyError:
                 # not (or no longer) ours, e.g. sent under an old assignment: as Storm, drop
                 log.debug("dropped an item for task %s, not in this worker", task)
-        return len(items)
+        return len(items) // 2

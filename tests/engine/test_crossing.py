@@ -64,6 +64,6 @@ def test_a_batch_from_another_worker_is_delivered_whole_and_foreign_tasks_are_dr
     sink = plan.component_tasks["sink"][0]
     remote_acker = plan.component_tasks["__acker"][1]
     src = spout.collectors[plan.component_tasks["feed"][0]].routers["default"].src
-    items = [(sink, Tuple([1], src)), (remote_acker, (1, 2, 3, 4)), (sink, Tuple([2], src))]
+    items = [sink, Tuple([1], src), remote_acker, (1, 2, 3, 4), sink, Tuple([2], src)]
     assert worker.receive_batch(items) == 2
     assert [t.values for t in worker.inboxes[sink]] == [[1], [2]]

@@ -33,6 +33,12 @@ def flat(pairs) -> list:
     return [x for pair in pairs for x in pair]
 
 
+def unflat(items: list) -> list:
+    """What `Serializer.decode_batch` returns (flat, as `flat` makes) as ``[(task, item), ...]``."""
+    assert len(items) % 2 == 0
+    return list(zip(items[::2], items[1::2]))
+
+
 def serializer(**conf) -> Serializer:
     return Serializer(conf, source_of)
 
@@ -41,7 +47,7 @@ def round_trip(items, ser: Serializer | None = None, receiver: Serializer | None
     ser = ser or serializer()
     data = ser.encode_batch(flat(items))
     assert type(data) is bytes
-    return (receiver or ser).decode_batch(data)
+    return unflat((receiver or ser).decode_batch(data))
 
 
 def round_trip_value(value, ser: Serializer | None = None):
@@ -220,7 +226,7 @@ def test_a_tuple_gets_its_source_from_source_of_once_per_run():
     ser = Serializer({}, counting_source_of)
     words, pairs = SOURCES[(3, "words")], SOURCES[(3, "default")]
     items = [(7, Tuple(["a"], words, 5, 6)), (7, Tuple(["b"], words, 5, 7)), (8, Tuple(["c", 1], pairs))]
-    out = ser.decode_batch(ser.encode_batch(flat(items)))
+    out = unflat(ser.decode_batch(ser.encode_batch(flat(items))))
 
     assert calls == [(3, "words"), (3, "default")]
     a, b, c = (t for _, t in out)
@@ -413,7 +419,7 @@ def test_threads_may_share_one_serializer():
         try:
             for i in range(300):
                 value = (k, (i, frozenset({k})), [{i: (k,)}])
-                [(_, t)] = ser.decode_batch(ser.encode_batch(flat([(9, Tuple([value], src))])))
+                [_, t] = ser.decode_batch(ser.encode_batch(flat([(9, Tuple([value], src))])))
                 assert same(t.values[0], value)
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             errors.append(e)
@@ -438,9 +444,13 @@ def test_an_unknown_ext_type_is_a_serialization_error():
     b"", b"\xc1", b"\x96\x01", b"not msgpack at all \xff\xfe", msgpack.packb(5), msgpack.packb([1, 2]),
     msgpack.packb([FORMAT, [[3, "default", [7], [["a"]], None, None]], [], [], [], []]) + b"extra",
     msgpack.packb([FORMAT, [], [1], [1, 2, 3], [], []]),
+    msgpack.packb([FORMAT, [], [1, 2], [1, 2, 3, 4], [], []]),
+    msgpack.packb([FORMAT, [], [], [], [1], [1, 2, 3, 1, 2, 3]]),
     msgpack.packb([FORMAT, [[3, "default", [7, 7], [["a"], ["b"]], [None, 5], [1, 2]]], [], [], [], []]),
+    msgpack.packb([FORMAT, [[3, "default", [7, 7], [["a"]], None, None]], [], [], [], []]),
 ], ids=["empty", "reserved-byte", "truncated", "garbage", "int", "short-list", "extra-data", "ragged-acks",
-        "run-begins-with-same-root"])
+        "more-ack-targets-than-acks", "fewer-reply-targets-than-replies", "run-begins-with-same-root",
+        "more-targets-than-values"])
 def test_garbage_bytes_are_a_serialization_error(data):
     with pytest.raises(SerializationError, match="cannot decode batch") as info:
         serializer().decode_batch(data)
@@ -528,7 +538,7 @@ def test_the_compiled_packer_writes_msgpacks_bytes_byte_for_byte():
             assert data == msgpack_bytes(ser, items)
         else:
             assert data is None  # the pure path packs with msgpack
-        back = ser.decode_batch(ser.encode_batch(flat(items)))
+        back = unflat(ser.decode_batch(ser.encode_batch(flat(items))))
         # decoded: Tuples first, then acker messages (4 fields), then replies (3), each in order
         expected = sorted(items, key=lambda pair: 0 if type(pair[1]) is Tuple else 5 - len(pair[1]))
         assert len(back) == len(expected)
@@ -554,7 +564,7 @@ def test_a_batch_with_a_value_that_is_not_plain_is_packed_by_msgpack(values):
         with pytest.raises(SerializationError):
             ser.encode_batch(flat(items))
         return
-    back = ser.decode_batch(ser.encode_batch(flat(items)))
+    back = unflat(ser.decode_batch(ser.encode_batch(flat(items))))
     assert same(back[0][1].values, ["plain"])
     assert back[1][1].values == values  # (a bytearray comes back as bytes, as it always did)
 

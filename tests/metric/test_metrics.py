@@ -314,7 +314,7 @@ def test_task_info_and_data_points_cross_workers():
     ser = Serializer({"topology.fall.back.on.pickle": False}, lambda task, stream: src)
     info = TaskInfo("h", 6700, "b", 3, 100, 5)
     points = [DataPoint("m", {"k": 1}), DataPoint("n", 2.5)]
-    (target, tup), = ser.decode_batch(ser.encode_batch([9, Tuple([info, points], src)]))
+    target, tup = ser.decode_batch(ser.encode_batch([9, Tuple([info, points], src)]))
     assert target == 9 and tup.values == [info, points]
 
 

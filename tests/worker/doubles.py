@@ -26,7 +26,7 @@ class PlainSerializer:
         return msgpack.packb([[t, list(i)] for t, i in zip(items[::2], items[1::2])])
 
     def decode_batch(self, data):
-        return [(t, tuple(i)) for t, i in msgpack.unpackb(data)]
+        return [x for t, i in msgpack.unpackb(data) for x in (t, tuple(i))]
 
     def check(self, tup):
         pass

@@ -14,8 +14,9 @@ later calls run on the new thread (an executor that must stay on its thread, say
 
 Each round drains inboxes downstream-first (acker, then bolts from the deepest, then the spouts'
 acker replies), sends what they emitted for other workers (the transport's ``flush``), then lets
-each spout emit a burst if it may, then fires due timers (ticks, timeouts), and sends again. A round that did nothing leads to the wait strategy: with a spout that may emit, poll
-it again after a short sleep (Storm's progressive wait); with none, sleep until an item arrives
+each spout emit a burst if it may, then fires due timers (ticks, timeouts), and sends again. A
+round that did nothing leads to the wait strategy: with a spout that may emit, poll it again
+after a short sleep (Storm's progressive wait); with none, sleep until an item arrives
 (``wake``), the topology changes state, or the next timer is due. Producers wake a sleeping loop
 only when its ``sleeping`` flag is set, so a busy loop pays nothing for being woken.
 """
@@ -341,7 +342,7 @@ class ExecutorLoop:
             if worked:
                 # what the bolts emitted for other workers leaves before the spouts' burst: the
                 # peers have it a burst sooner, and its Tuples are freed while still in the cache
-                # (W1 on 2 workers: 4% less CPU a sentence, docs/profiles/w1-scaling-model.md)
+                # (W1 on 2 workers: 1-4% less CPU a sentence, and a lower latency; w1-scaling-model.md)
                 flush()
             may_emit = False
             if active:

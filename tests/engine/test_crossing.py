@@ -19,6 +19,21 @@ class NeverAcks(Bolt):
         pass
 
 
+def _one_of_two(b, conf, remote_tasks, transport):
+    """This worker of a 2-worker topology built by ``b``: every executor but those of the tasks
+    ``remote_tasks(plan)`` picks, which ``transport`` routes to a peer ("gone")."""
+    conf.set_num_workers(2)
+    conf.set_message_timeout_secs(30)
+    plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
+    remote = set(remote_tasks(plan))
+    local = [e for e in plan.executors if not set(e.tasks) & remote]
+    transport.set_peers({t: "gone" for t in remote})
+    worker = Worker(plan, 1, local, component_blobs(plan), transport, SimulatedClock(), TopologyState(active=True),
+                    Backpressure(1000), lambda rec: None, lambda w, rec: None, 7)
+    spout = next(ex for ex in worker.executors if ex.component == "feed")
+    return worker, spout, plan
+
+
 def _worker(ackers=2):
     """feed -> sink, ``ackers`` ackers; this worker runs feed, sink and the first acker, the
     others are in a worker whose transport endpoint does not exist (what goes there is dropped
@@ -28,17 +43,9 @@ def _worker(ackers=2):
     b.set_spout("feed", feed)
     b.set_bolt("sink", NeverAcks()).shuffle_grouping("feed")
     conf = Config()
-    conf.set_num_workers(2)
     conf.set_num_ackers(ackers)
-    conf.set_message_timeout_secs(30)
-    plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
-    remote = set(plan.component_tasks["__acker"][1:])
-    local = [e for e in plan.executors if not set(e.tasks) & remote]
     transport = InMemoryTransport(InMemoryNetwork(), "here")
-    transport.set_peers({t: "gone" for t in remote})
-    worker = Worker(plan, 1, local, component_blobs(plan), transport, SimulatedClock(), TopologyState(active=True),
-                    Backpressure(1000), lambda rec: None, lambda w, rec: None, 7)
-    spout = next(ex for ex in worker.executors if ex.component == "feed")
+    worker, spout, plan = _one_of_two(b, conf, lambda plan: plan.component_tasks["__acker"][1:], transport)
     return worker, feed, spout, transport, plan
 
 
@@ -105,19 +112,10 @@ def test_what_bolts_emit_for_another_worker_is_sent_before_the_spouts_next_burst
     b.set_bolt("relay", Relay()).shuffle_grouping("feed")
     b.set_bolt("sink", NeverAcks()).shuffle_grouping("relay")
     conf = Config()
-    conf.set_num_workers(2)
     conf.set_num_ackers(1)
-    conf.set_message_timeout_secs(30)
     conf.set_max_spout_pending(1000)
-    plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
-    remote = set(plan.component_tasks["sink"])
-    local = [e for e in plan.executors if not set(e.tasks) & remote]
     log = []
-    transport = HeldTransport(log)
-    transport.set_peers({t: "there" for t in remote})
-    worker = Worker(plan, 1, local, component_blobs(plan), transport, SimulatedClock(), TopologyState(active=True),
-                    Backpressure(1000), lambda rec: None, lambda w, rec: None, 7)
-    spout = next(ex for ex in worker.executors if ex.component == "feed")
+    worker, spout, _ = _one_of_two(b, conf, lambda plan: plan.component_tasks["sink"], HeldTransport(log))
     produce = spout.produce
 
     def logged_produce(budget):

@@ -195,6 +195,34 @@ def iter_sentences(directory: str | Path, share: int = 0, shares: int = 1) -> It
                 yield line[:-1]  # Every line, the last included, ends with exactly one "\n".
 
 
+def claim_sentences(directory: str | Path, claims: str | Path) -> Iterator[str]:
+    """Yields the sentences of the corpus files this reader claims, one file at a time, as
+    storm-hdfs's ``HdfsSpout`` reads a directory: before reading a file, a reader claims it by
+    creating its lock file in ``claims`` (``O_CREAT | O_EXCL``: exactly one reader of all the
+    processes sharing ``claims`` succeeds), and it skips the files another reader claimed. So the
+    readers' files are disjoint, as with `iter_sentences`' fixed shares, but a reader that keeps
+    up reads more of them: no worker idles at the end while another still has its share to read.
+
+    Args:
+        directory: A corpus directory from ensure_corpus.
+        claims: A directory for the lock files, new for each run (made if missing), shared by
+            every reader of that run.
+
+    Yields:
+        Each line of each claimed file without its trailing newline.
+    """
+    claims = Path(claims)
+    claims.mkdir(parents=True, exist_ok=True)
+    for path in corpus_files(directory):
+        try:
+            os.close(os.open(claims / path.name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            continue  # another reader has it
+        with open(path, encoding="ascii", newline="\n") as f:
+            for line in f:
+                yield line[:-1]
+
+
 def reference_counts(directory: str | Path) -> dict[str, int]:
     """Returns the word counts recorded when the corpus was generated.
 

@@ -5,7 +5,13 @@
 
 The spout reads the corpus files lazily. With acking on it emits each sentence with a message
 id (its line number) under ``topology.max.spout.pending`` (default 1000); with acking off the
-topology has no acker (``topology.acker.executors`` = 0) and emits without an id.
+topology has no acker (``topology.acker.executors`` = 0) and emits without an id. Several spout
+tasks (one per worker on the process and Spark hosts) read disjoint files, each claiming the next
+unread file as storm-hdfs's ``HdfsSpout`` does (`bench.corpus.claim_sentences`, lock files in
+the directory named by ``bench.w1.claims.dir``), not a fixed share: the count task that gets
+the vocabulary's most frequent words has 54.5% of the words on two workers, and with fixed
+shares the other worker's spout ran out 13-17% of the run before it, leaving that worker idle
+(docs/profiles/w1-scaling-model.md).
 
 End of a run: the count bolt has executed 10 x N words and, with acking on, the spout has had N
 replies (acked + failed); `harness.wait_until` polls ``get_topology_info`` for that. The
@@ -43,10 +49,12 @@ from typing import Any
 from squall import BasicBolt, Config, Fields, LocalCluster, Spout, TopologyBuilder
 
 from . import harness
-from .corpus import WORDS_PER_SENTENCE, baseline_wordcount, ensure_corpus, iter_sentences, reference_counts
+from .corpus import (WORDS_PER_SENTENCE, baseline_wordcount, claim_sentences, ensure_corpus, iter_sentences,
+                     reference_counts)
 
 DEFAULT_MAX_PENDING = 1000
 OUTPUT_DIR_KEY = "bench.output.dir"
+CLAIMS_DIR_KEY = "bench.w1.claims.dir"  # where several spout tasks claim their files (claim_sentences)
 TIME_LAST_EXECUTE_KEY = "bench.time.last.execute"
 
 
@@ -80,9 +88,12 @@ class CorpusSpout(Spout):
         super().open(conf, context, collector)
         self._t_open = time.perf_counter()
         self._cpu_open = _process_cpu()
-        # each task reads its own files: the corpus is split like a partitioned source
-        self._sentences = iter_sentences(self.directory, context.get_this_task_index(),
-                                         len(context.get_component_tasks(context.get_this_component_id())))
+        # each task reads its own files: claimed one at a time when the run gave a directory for
+        # the claims, else a fixed share (a task's index modulo the tasks)
+        claims = conf.get(CLAIMS_DIR_KEY)
+        self._sentences = (claim_sentences(self.directory, claims) if claims else
+                           iter_sentences(self.directory, context.get_this_task_index(),
+                                          len(context.get_component_tasks(context.get_this_component_id()))))
         self._next_id = 0
         self._emit = collector.emit
         self.exhausted = False
@@ -195,13 +206,16 @@ def build(directory: str, acking: bool, output_dir: str, max_pending: int | str 
           spouts: int = 1):
     """The W1 topology and its configuration.
 
-    ``spouts`` spout tasks, each reading its own share of the corpus files; ``parallelism``
+    ``spouts`` spout tasks, each reading its own corpus files (several claim them one at a time,
+    in ``output_dir``'s ``claims``: `bench.corpus.claim_sentences`); ``parallelism``
     executors of split and of count; ``workers`` workers and, with acking on, Storm's default of
     one acker per worker. ``time_spout``: the spout tasks write their times into ``output_dir``
     on close; ``time_last_execute``: so do the count tasks, with the time of their last execute.
     """
     builder = TopologyBuilder()
     spout = builder.set_spout("sentences", CorpusSpout(directory, acking), spouts)
+    if spouts > 1:
+        spout.add_configuration(CLAIMS_DIR_KEY, str(Path(output_dir) / "claims"))
     if time_spout:
         spout.add_configuration(OUTPUT_DIR_KEY, output_dir)
     builder.set_bolt("split", SplitSentence(), parallelism).shuffle_grouping("sentences")
@@ -267,7 +281,7 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
         parallelism: executors of split and of count there (default ``workers``).
         spark_master: the Spark host's master URL (default ``local[workers]``).
         spouts: spout tasks on the process or Spark host (default ``workers``: one per worker,
-            each reading its own files, as a partitioned source is read); 1 on LocalCluster.
+            each reading the files it claims, as storm-hdfs's HdfsSpout does); 1 on LocalCluster.
 
     Returns:
         The run's record (see `harness.finish_record`), not yet printed.

@@ -13,6 +13,7 @@ from bench.corpus import (  # noqa: E402
     baseline_wordcount,
     corpus_files,
     ensure_corpus,
+    claim_sentences,
     iter_sentences,
     reference_counts,
 )
@@ -55,6 +56,26 @@ def test_files_hold_ten_thousand_lines(tmp_path):
     # The split into files must not change the stream: a prefix of a longer corpus is the same.
     small = ensure_corpus(2000, tmp_path / "small")
     assert _all_bytes(directory).startswith(_all_bytes(small))
+
+
+def test_readers_that_claim_files_read_every_sentence_once_between_them(tmp_path):
+    """Two readers sharing a claims directory, advanced unevenly as two spouts of unequal speed
+    would be, read disjoint whole files, every sentence once, and the faster one more files."""
+    directory = ensure_corpus(45_000, tmp_path / "c")  # 5 files
+    fast, slow = claim_sentences(directory, tmp_path / "claims"), claim_sentences(directory, tmp_path / "claims")
+    got_fast, got_slow = [], []
+    for fast_sentence in fast:
+        got_fast.append(fast_sentence)
+        if len(got_fast) % 3 == 0:  # the slow one reads a sentence for the fast one's three
+            got_slow.extend(s for s in [next(slow, None)] if s is not None)
+    got_slow.extend(slow)
+    assert sorted(got_fast + got_slow) == sorted(iter_sentences(directory))
+    by_file = [list(iter_sentences(directory, i, 5)) for i in range(5)]
+    assert sorted(map(len, by_file)) == [5_000, 10_000, 10_000, 10_000, 10_000]
+    for sentences in by_file:  # each file whole in one reader
+        assert set(sentences) <= set(got_fast) or set(sentences) <= set(got_slow)
+    assert len(got_fast) > len(got_slow)
+    assert sorted(p.name for p in (tmp_path / "claims").iterdir()) == [p.name for p in corpus_files(directory)]
 
 
 def test_baseline_matches_reference(tmp_path):

@@ -301,18 +301,21 @@ def base_record(workload: str, acking: bool, **extra: Any) -> dict[str, Any]:
 
 
 def squall_commit() -> str | None:
-    """The last git commit that changed ``squall/`` (the engine this run measured), ``+dirty`` if
-    ``squall/`` has uncommitted changes.
+    """The last git commit that changed the code a run executes: ``squall/`` (the engine) or
+    ``bench/`` (the workloads: their spouts and bolts), not the results; ``+dirty`` if that code
+    has uncommitted changes.
 
-    The engine changes often; medians must not mix versions, so `report` groups by this. A
-    commit that touches only the benchmarks or the docs does not start a new group.
+    Medians must not mix versions, so `report` groups by this. A commit that touches only the
+    docs or the saved results does not start a new group; one that changes how a workload reads
+    its input (the W1 spouts' claimed files, say) does.
     None when squall is not in a git checkout.
     """
     root = Path(squall.__file__).resolve().parent.parent
+    paths = ["--", "squall", "bench", ":(exclude)bench/results"]
     try:
-        head = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h", "--", "squall"],
+        head = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h", *paths],
                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "squall"],
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", *paths],
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None

@@ -49,8 +49,14 @@ from typing import Any
 from squall import BasicBolt, Config, Fields, LocalCluster, Spout, TopologyBuilder
 
 from . import harness
-from .corpus import (WORDS_PER_SENTENCE, baseline_wordcount, claim_sentences, ensure_corpus, iter_sentences,
-                     reference_counts)
+from .corpus import (
+    WORDS_PER_SENTENCE,
+    baseline_wordcount,
+    claim_sentences,
+    ensure_corpus,
+    iter_sentences,
+    reference_counts,
+)
 
 DEFAULT_MAX_PENDING = 1000
 OUTPUT_DIR_KEY = "bench.output.dir"

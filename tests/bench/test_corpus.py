@@ -11,9 +11,9 @@ if str(_ROOT) not in sys.path:
 
 from bench.corpus import (  # noqa: E402
     baseline_wordcount,
+    claim_sentences,
     corpus_files,
     ensure_corpus,
-    claim_sentences,
     iter_sentences,
     reference_counts,
 )

@@ -190,9 +190,14 @@ def iter_sentences(directory: str | Path, share: int = 0, shares: int = 1) -> It
         Each line without its trailing newline.
     """
     for path in corpus_files(directory)[share::shares]:
-        with open(path, encoding="ascii", newline="\n") as f:
-            for line in f:
-                yield line[:-1]  # Every line, the last included, ends with exactly one "\n".
+        yield from _file_sentences(path)
+
+
+def _file_sentences(path: Path) -> Iterator[str]:
+    """The lines of one corpus file, read lazily, without their newlines."""
+    with open(path, encoding="ascii", newline="\n") as f:
+        for line in f:
+            yield line[:-1]  # Every line, the last included, ends with exactly one "\n".
 
 
 def claim_sentences(directory: str | Path, claims: str | Path) -> Iterator[str]:
@@ -218,9 +223,7 @@ def claim_sentences(directory: str | Path, claims: str | Path) -> Iterator[str]:
             os.close(os.open(claims / path.name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         except FileExistsError:
             continue  # another reader has it
-        with open(path, encoding="ascii", newline="\n") as f:
-            for line in f:
-                yield line[:-1]
+        yield from _file_sentences(path)
 
 
 def reference_counts(directory: str | Path) -> dict[str, int]:

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from squall import SquallError
 from squall.cli import main
+from squall.cluster.client import MasterClient
 
 from .conftest import processes_mentioning, wait_until
 from .test_cli import NUMBERS_TOPOLOGY, write
@@ -99,8 +101,18 @@ class Nimbus:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "squall", "nimbus", "--host", "process", "--config", str(self.config)],
                 stdout=log, stderr=subprocess.STDOUT)
-        up = wait_until(lambda: self.proc.poll() is not None or self.run("list").returncode == 0, 20, 0.1)
+        # Up means its supervisor has registered both slots too: `list` answers before that, and a
+        # topology submitted in between waits for slots (a note on jar's output) on a loaded machine.
+        up = wait_until(lambda: self.proc.poll() is not None or self.slots_total() == len(slots), 30, 0.1)
         assert up and self.proc.poll() is None, f"squall nimbus did not come up:\n{self.log.read_text()}"
+
+    def slots_total(self) -> int | None:
+        """The slots registered with the master, or None while it does not answer."""
+        try:
+            with MasterClient(self.conf) as master:
+                return master.get_cluster_info()["slots_total"]
+        except (SquallError, OSError):  # not up yet, or its secret file half written
+            return None
 
     def run(self, verb: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
         return squall(verb, "--config", str(self.config), *args, timeout=timeout)

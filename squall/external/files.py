@@ -1,9 +1,10 @@
 """Files in and out: a replayable directory spout and an atomic, rotating file sink.
 
-`FileSpout` is storm-hdfs's ``HdfsSpout`` on a local (or mounted) directory, without its lock
-files: each spout task owns the files whose name hashes (`stable_hash`) to its task index, so
-tasks never race for a file and need no lock directory. It reads its files one at a time, in name
-order, and remembers per file the *committed offset*: the byte offset before which every line was
+`FileSpout` is storm-hdfs's ``HdfsSpout`` on a local (or mounted) directory. By default each spout
+task owns the files whose name hashes (`stable_hash`) to its task index, so tasks never race for
+a file and need no lock directory; with ``claim_files=True`` the tasks claim the next unread file
+with HdfsSpout's lock files instead (`squall.external._file_locks`), so a task that keeps up
+reads more. It reads its files one at a time, in name order, and remembers per file the *committed offset*: the byte offset before which every line was
 acked (the contiguous acked prefix, as Kafka's OffsetManager commits, not HdfsSpout's tracker
 that can skip an early unacked line). A restart resumes every file at its committed offset, so
 every line not acked is replayed, and so may be acked lines after the first unacked one
@@ -24,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import socket
 import stat
 import threading
 import uuid
@@ -42,6 +44,7 @@ from .._stable_hash import stable_hash_one
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.clock import Clock
+from ._file_locks import FileLocks
 
 log = logging.getLogger("squall.external.files")
 
@@ -419,8 +422,14 @@ def translate_text(record: bytes) -> list:
 class FileSpout(Spout):
     """Emits the records of the files in ``directory``, one tuple each, replayably.
 
-    Files are taken in name order, each by one task (the task whose index is the stable hash of
-    the name modulo the spout's parallelism), and a task reads one file at a time. A directory is
+    Files are taken in name order, each by one task, and a task reads one file at a time. Which
+    task: by default the one whose index is the stable hash of the name modulo the spout's
+    parallelism. With ``claim_files=True``, the first task to claim the file, as HdfsSpout's tasks
+    do: it creates the file's lock in ``<progress_dir>/filespout/<spout id>/locks`` and appends
+    a heartbeat to it every ``lock_timeout_secs / 4``; a lock that another task sees unchanged
+    for ``lock_timeout_secs`` (its owner died or stalled) is taken over, and the file resumed at
+    its committed offset. A task that stalled past the timeout gives the file up at its next
+    heartbeat. Close releases the task's lock. A directory is
     listed again when a task has no file left (at most every ``poll_secs``), so new files are
     picked up. Files must be complete when they appear: move them in, or write them with
     ``ignore_suffix`` and rename. Names starting with ``.`` or ``_`` are skipped, as Spark does.
@@ -459,6 +468,9 @@ class FileSpout(Spout):
         reader: ``f -> bytes``: the next raw record from a binary file (b"" at end); default lines.
         translator: ``bytes -> list``: a record's values; default the UTF-8 line without its end.
         stream: the stream to emit on.
+        claim_files: claim files with lock files rather than own them by name hash.
+        lock_timeout_secs: with ``claim_files``, how long an unchanged lock stays its owner's
+            (HdfsSpout's ``setLockTimeoutSec``, default 300).
     """
 
     def __init__(self, directory: str | os.PathLike, fields: Sequence[str] = ("line",), *,
@@ -468,9 +480,12 @@ class FileSpout(Spout):
                  dead_letter_dir: str | os.PathLike | None = None, done_suffix: str = ".done",
                  ignore_suffix: str = ".ignore", commit_every: int = 1000, commit_secs: float = 1.0,
                  poll_secs: float = 1.0, progress_dir: str | os.PathLike | None = None,
+                 claim_files: bool = False, lock_timeout_secs: float = 300.0,
                  clock: Clock | None = None) -> None:
         if commit_every < 1 or commit_secs <= 0 or poll_secs < 0:
             raise ValueError("FileSpout: commit_every must be >= 1, commit_secs > 0 and poll_secs >= 0")
+        if not lock_timeout_secs > 0:
+            raise ValueError(f"FileSpout: lock_timeout_secs must be > 0, not {lock_timeout_secs!r}")
         if max_retries is not None and max_retries < 0:
             raise ValueError("FileSpout: max_retries must be >= 0 or None")
         self.directory = os.path.abspath(directory)
@@ -487,6 +502,8 @@ class FileSpout(Spout):
         self.commit_every = commit_every
         self.commit_secs = commit_secs
         self.poll_secs = poll_secs
+        self.claim_files = claim_files
+        self.lock_timeout_secs = lock_timeout_secs
         self.clock = clock or Clock()
         # squall keeps storm.local.dir from tasks (docs/configuration.md), so it is resolved here,
         # where the topology is built: squall's default "storm-local", from this directory
@@ -506,6 +523,7 @@ class FileSpout(Spout):
         self.index = context.get_this_task_index()
         self.tasks = len(context.get_component_tasks(self.spout_id))
         state = private_dir(Path(self.progress_dir) / "filespout" / self.spout_id)
+        self.state_dir = state
         self.progress_path = state / f"task-{self.index}.json"
         if self.dead_letter_dir is None:
             self.dead_letter_dir = str(state / "dead-letter")
@@ -515,12 +533,16 @@ class FileSpout(Spout):
         # file another task now owns stays here until that owner has written its own.
         self.marks: dict[str, list[FileMark]] = {}
         self.own: dict[str, FileMark] = {}
-        for p in sorted(state.glob("task-*.json")):
-            loaded = load_marks(p, self.spout_id, self.directory)
+        for p, loaded in self._progress_files():
             if p == self.progress_path:
                 self.own = dict(loaded)
             for name, mark in loaded.items():
                 self.marks.setdefault(name, []).append(mark)
+        self.locks: FileLocks | None = None
+        self.abandoned: deque[str] = deque()
+        if self.claim_files:
+            owner = f"{self.spout_id}[{self.index}]@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+            self.locks = FileLocks(state / "locks", owner, self.lock_timeout_secs, self.clock)
         self.head: tuple[int, str] | None = None  # the current file's head hash (length, hash), reused
         self.queue: deque[str] = deque()
         self.file: str | None = None
@@ -534,6 +556,10 @@ class FileSpout(Spout):
 
     # -- reading
 
+    def _progress_files(self) -> list[tuple[Path, dict[str, FileMark]]]:
+        """Every task's progress file of this spout, loaded (raises on a bad one, naming it)."""
+        return [(p, load_marks(p, self.spout_id, self.directory)) for p in sorted(self.state_dir.glob("task-*.json"))]
+
     def _list(self) -> None:
         now = self.clock.now()
         if self.listed and now - self.last_list < self.poll_secs:
@@ -542,34 +568,76 @@ class FileSpout(Spout):
         skip = (IN_PROGRESS, self.ignore_suffix, self.done_suffix)
         names = sorted(e.name for e in os.scandir(self.directory)
                        if e.is_file(follow_symlinks=False) and e.name[0] not in "._" and not e.name.endswith(skip)
-                       and owner_of(e.name, self.tasks) == self.index)
+                       and (self.claim_files or owner_of(e.name, self.tasks) == self.index))
         self.queue = deque(names)
+        if self.locks is not None:
+            self.abandoned = deque(self.locks.abandoned())
 
     def _start_next(self) -> bool:
+        if self.locks is not None:
+            return self._claim_next(self.locks)
+        while self.queue:
+            if self._open(self.queue.popleft()):
+                return True
+        return False
+
+    def _claim_next(self, locks: FileLocks) -> bool:
+        """Takes over an abandoned file first (HdfsSpout does), else claims the next unclaimed one."""
+        while self.abandoned:
+            name = self.abandoned.popleft()
+            if not os.path.lexists(os.path.join(self.directory, name)):
+                locks.remove_abandoned(name)  # renamed done by a task that died before removing its lock
+                continue
+            last = locks.last_line(name)
+            if locks.take_over(name):
+                log.warning("FileSpout %r task %d: took over %s, whose lock was unchanged for %ss "
+                            "(its last line: %s); reading it from its committed offset",
+                            self.spout_id, self.index, os.path.join(self.directory, name), self.lock_timeout_secs, last)
+                if self._open(name):
+                    return True
+                locks.release(name)
         while self.queue:
             name = self.queue.popleft()
-            try:  # O_NOFOLLOW: a symlink put in the file's place since the listing is not read
-                fd = os.open(os.path.join(self.directory, name), os.O_RDONLY | os.O_NOFOLLOW)
-            except FileNotFoundError:
-                continue  # taken away since the listing
-            except OSError as e:
-                if e.errno != errno.ELOOP:
-                    raise
-                continue
-            handle = os.fdopen(fd, "rb")  # noqa: SIM115 (kept open across calls)
-            start, rejected = resume_offset(self.marks.get(name, ()), fd)
-            if rejected and not start:
-                log.warning("FileSpout %r: reading %s from its start, not at its recorded progress: %s",
-                            self.spout_id, os.path.join(self.directory, name), "; ".join(rejected))
-            handle.seek(start)
-            self.file, self.handle, self.tracker = name, handle, OffsetTracker(start)
-            self.head = None
-            self.own[name] = FileMark(start, self._identity(start))
-            return True
+            if not locks.claim(name):
+                continue  # another task's
+            if self._open(name):
+                return True
+            locks.release(name)
         return False
+
+    def _claimed_marks(self, name: str) -> list[FileMark]:
+        """The records of ``name`` as they are now: another task may have read part of it since
+        open (and died, or released it)."""
+        marks = [loaded[name] for p, loaded in self._progress_files() if p != self.progress_path and name in loaded]
+        return marks + ([self.own[name]] if name in self.own else [])
+
+    def _open(self, name: str) -> bool:
+        """Opens ``name`` at its committed offset as the current file; False if it is gone or is
+        not a regular file."""
+        try:  # O_NOFOLLOW: a symlink put in the file's place since the listing is not read
+            fd = os.open(os.path.join(self.directory, name), os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return False  # taken away since the listing
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                raise
+            return False
+        handle = os.fdopen(fd, "rb")  # kept open across calls
+        marks = self._claimed_marks(name) if self.locks is not None else self.marks.get(name, ())
+        start, rejected = resume_offset(marks, fd)
+        if rejected and not start:
+            log.warning("FileSpout %r: reading %s from its start, not at its recorded progress: %s",
+                        self.spout_id, os.path.join(self.directory, name), "; ".join(rejected))
+        handle.seek(start)
+        self.file, self.handle, self.tracker = name, handle, OffsetTracker(start)
+        self.head = None
+        self.own[name] = FileMark(start, self._identity(start))
+        return True
 
     def next_tuple(self) -> None:
         """Re-emits a failed line if any, else emits the next record of the current file."""
+        if self.locks is not None and self.file is not None and self.locks.due(self.file):
+            self._renew(self.locks, self.file)
         again = self.inflight.next_retry()
         if again is not None:
             self.collector.emit(again[1], LineAt(self.file, again[0]), self.stream)  # type: ignore[arg-type]
@@ -596,6 +664,20 @@ class FileSpout(Spout):
             return
         self.inflight.add(offset, values)
         self.collector.emit(values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
+
+    def _renew(self, locks: FileLocks, name: str) -> None:
+        """Heartbeats the current file's lock; gives the file up if another task took it over."""
+        assert self.tracker is not None and self.handle is not None
+        if locks.beat(name, self.tracker.committed):
+            return
+        log.warning("FileSpout %r task %d: gave up %s: another task took its lock over, since this one "
+                    "stalled longer than lock_timeout_secs (%ss) without a heartbeat; that task reads it "
+                    "from the committed offset, so the lines not acked here are emitted again",
+                    self.spout_id, self.index, os.path.join(self.directory, name), self.lock_timeout_secs)
+        self._commit()
+        self.handle.close()
+        self.file = self.handle = self.tracker = None
+        self.inflight.clear()
 
     # -- acks
 
@@ -656,6 +738,8 @@ class FileSpout(Spout):
         self.file = self.handle = self.tracker = None
         self.inflight.clear()
         self._commit()
+        if self.locks is not None:
+            self.locks.release(name)  # after the rename: no task lists the file again
 
     def _maybe_commit(self) -> None:
         if self.acks_since_commit >= self.commit_every or (
@@ -685,11 +769,13 @@ class FileSpout(Spout):
         self.last_commit = self.clock.now()
 
     def close(self) -> None:
-        """Commits the progress and closes the current file."""
+        """Commits the progress, closes the current file and releases its lock."""
         if getattr(self, "progress_path", None) is not None:
             self._commit()
         if getattr(self, "handle", None) is not None:
             self.handle.close()  # type: ignore[union-attr]
+        if getattr(self, "locks", None) is not None:
+            self.locks.release_all()  # type: ignore[union-attr]
 
     def committed(self) -> dict[str, int]:
         """The committed offset per file of this task's progress file, the current file's up to

@@ -48,8 +48,8 @@ class Collector:
 class Task:
     """One spout task; ``crash`` drops it without close, as a SIGKILL would."""
 
-    def __init__(self, src: Path, local: Path, index: int = 0, tasks: int = 1) -> None:
-        self.spout = FileSpout(src, commit_every=1, poll_secs=0, progress_dir=local)
+    def __init__(self, src: Path, local: Path, index: int = 0, tasks: int = 1, **spout) -> None:
+        self.spout = FileSpout(src, commit_every=1, poll_secs=0, progress_dir=local, **spout)
         self.out = Collector()
         self.spout.open({}, Context(index, tasks), self.out)
         self.seen = 0

@@ -46,9 +46,9 @@ def write_lines(path: Path, lines: list[str]) -> None:
     path.write_text("".join(f"{x}\n" for x in lines))
 
 
-def spout_topology(directory, log, local_dir, parallelism=1, **bolt):
+def spout_topology(directory, log, local_dir, parallelism=1, claim_files=False, **bolt):
     builder = TopologyBuilder()
-    spout = FileSpout(directory, commit_every=1, poll_secs=0.05, progress_dir=local_dir)
+    spout = FileSpout(directory, commit_every=1, poll_secs=0.05, progress_dir=local_dir, claim_files=claim_files)
     builder.set_spout("lines", spout, parallelism)
     builder.set_bolt("rec", Recorder(log, **bolt), 2).shuffle_grouping("lines")
     return builder.create_topology()
@@ -110,7 +110,8 @@ def test_a_corrupt_or_foreign_progress_file_is_a_clear_error_naming_it(tmp_path,
 # --- the spout on a LocalCluster ------------------------------------------------------------------------
 
 
-def test_every_line_of_every_file_is_emitted_and_acked_and_new_files_are_picked_up(tmp_path):
+@pytest.mark.parametrize("claim_files", [False, True], ids=["by-name-hash", "claimed"])
+def test_every_line_of_every_file_is_emitted_and_acked_and_new_files_are_picked_up(tmp_path, claim_files):
     src = tmp_path / "in"
     src.mkdir()
     expected = []
@@ -121,7 +122,8 @@ def test_every_line_of_every_file_is_emitted_and_acked_and_new_files_are_picked_
     (src / "skip.txt.ignore").write_text("never\n")
     log = SharedLog()
     with cluster_at(tmp_path / "local") as cluster:
-        cluster.submit_topology("read", CONF, spout_topology(src, log, tmp_path / "local", parallelism=2))
+        cluster.submit_topology("read", CONF, spout_topology(src, log, tmp_path / "local", parallelism=2,
+                                                             claim_files=claim_files))
         assert wait_until(lambda: sorted(os.listdir(src)) == [f"file{f}.txt.done" for f in range(3)]
                           + ["skip.txt.ignore"], timeout=20)
         write_lines(src / "late.txt", ["late-0", "late-1"])
@@ -129,8 +131,11 @@ def test_every_line_of_every_file_is_emitted_and_acked_and_new_files_are_picked_
         cluster.kill_topology("read", wait_secs=0)
     assert sorted(log.items()) == sorted(expected + ["late-0", "late-1"])
     assert progress(tmp_path / "local") == {}  # finished files are forgotten
-    for p in (tmp_path / "local" / "filespout" / "lines").iterdir():
-        assert p.stat().st_mode & 0o777 == 0o600
+    state = tmp_path / "local" / "filespout" / "lines"
+    for p in state.iterdir():
+        assert p.stat().st_mode & 0o777 == (0o700 if p.is_dir() else 0o600)
+    if claim_files:  # every lock released: the files done, the tasks closed
+        assert [p.name for p in (state / "locks").iterdir() if not p.name.startswith(".")] == []
 
 
 def test_after_a_restart_exactly_the_lines_from_the_committed_offset_are_replayed(tmp_path):

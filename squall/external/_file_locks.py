@@ -1,0 +1,207 @@
+"""Lock files for `FileSpout`'s claiming mode: storm-hdfs's ``HdfsSpout`` file locks, on a local or
+shared directory.
+
+A task claims a file by creating ``<locks>/<file name>`` with ``O_CREAT | O_EXCL`` (exactly one task
+of all the processes sharing the directory succeeds) and keeps its lease by appending a line to
+it (HdfsSpout's heartbeat: ``<epoch ms>,<owner>,<event>,<committed offset>``). A lock whose
+inode, size and mtime a task has seen unchanged for ``timeout`` seconds of its *own* clock is
+abandoned: its owner died, or stalled that long. Judging by what one task saw change, never by
+comparing the lock's mtime with this machine's time, is HdfsSpout's ``clocksInSync = false``
+rule, so the machines sharing the directory need no common clock.
+
+Taking over an abandoned lock renames it away and creates a fresh one. Two tasks may judge the
+same lock abandoned at once, so a take-over runs under ``<locks>/.dirlock`` (``flock``, released by
+the kernel if its holder dies, unlike HdfsSpout's ``DIRLOCK`` file) and checks again, holding it,
+that the lock is still the one it watched; a claim by creation needs no such lock, since it
+cannot replace a lock that exists. An owner that stalled past the timeout finds at its next
+heartbeat that the lock at its path is no longer its own, and gives the file up.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+import threading
+import uuid
+from pathlib import Path
+from typing import NamedTuple
+
+from .._private import private_dir
+from ..engine.clock import Clock
+
+DIRLOCK = ".dirlock"
+_GRAVE = ".taken-"  # a taken-over lock, renamed away before it is removed
+# flock excludes other open files of the same process too, but on NFS it is emulated with POSIX
+# locks, which do not; tasks of one worker then exclude each other with this
+_PROCESS_LOCK = threading.Lock()
+
+
+class LockStamp(NamedTuple):
+    """What a lock file looked like: any change means its owner is alive."""
+
+    ino: int
+    size: int
+    mtime_ns: int
+
+
+class Watched(NamedTuple):
+    """A lock of another task, and since when (this task's clock) it has looked the same."""
+
+    stamp: LockStamp
+    since: float
+
+
+class FileLocks:
+    """The lock files of one spout (``directory``, shared by all its tasks): the ones this task
+    holds, and the others it watches for abandonment.
+
+    Args:
+        directory: the lock directory, made owner-only if missing.
+        owner: who this task is, written into its locks (for the people reading them).
+        timeout: seconds a lock must look unchanged before it counts as abandoned; a holder
+            appends a heartbeat every quarter of it.
+        clock: this task's clock (`Clock.now` for leases, `Clock.wall` for the lines' time).
+    """
+
+    def __init__(self, directory: str | os.PathLike, owner: str, timeout: float, clock: Clock) -> None:
+        self.directory = private_dir(directory)
+        self.owner = owner
+        self.timeout = timeout
+        self.clock = clock
+        self._held: dict[str, int] = {}  # file name -> the lock's open descriptor
+        self._beaten: dict[str, float] = {}
+        self._watched: dict[str, Watched] = {}
+
+    def claim(self, name: str, offset: int = 0) -> bool:
+        """Creates the lock of file ``name``; False if another task holds it (or held it and has
+        not released it)."""
+        try:
+            fd = os.open(self.directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND,
+                         0o600)
+        except FileExistsError:
+            return False
+        self._held[name] = fd
+        self._write(name, "claimed", offset)
+        return True
+
+    def holds(self, name: str) -> bool:
+        """Whether the lock at ``name``'s path is still the one this task created."""
+        fd = self._held.get(name)
+        if fd is None:
+            return False
+        try:
+            return os.lstat(self.directory / name).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def due(self, name: str) -> bool:
+        """Whether the lease of a held file wants a heartbeat (every quarter of the timeout)."""
+        return self.clock.now() - self._beaten.get(name, 0.0) >= self.timeout / 4
+
+    def beat(self, name: str, offset: int) -> bool:
+        """Renews the lease of ``name`` with its committed offset; False, and the lock forgotten,
+        if another task took it over meanwhile."""
+        if not self.holds(name):
+            self._forget(name)
+            return False
+        self._write(name, "heartbeat", offset)
+        return True
+
+    def release(self, name: str) -> None:
+        """Removes the lock of ``name`` if it is still this task's, and forgets it."""
+        if self.holds(name):
+            os.unlink(self.directory / name)
+        self._forget(name)
+
+    def release_all(self) -> None:
+        """Releases every lock this task holds (on close: other tasks may claim the files at once)."""
+        for name in list(self._held):
+            self.release(name)
+
+    def abandoned(self) -> list[str]:
+        """Looks at every other task's lock; returns, in name order, those this task has seen
+        unchanged for the timeout."""
+        now = self.clock.now()
+        seen: dict[str, Watched] = {}
+        out = []
+        for entry in os.scandir(self.directory):
+            if entry.name.startswith(".") or entry.name in self._held:
+                continue
+            stamp = _stamp(self.directory / entry.name)
+            if stamp is None:
+                continue
+            was = self._watched.get(entry.name)
+            seen[entry.name] = was if was is not None and was.stamp == stamp else Watched(stamp, now)
+            if now - seen[entry.name].since >= self.timeout:
+                out.append(entry.name)
+        self._watched = seen
+        return sorted(out)
+
+    def take_over(self, name: str, offset: int = 0) -> bool:
+        """Claims the abandoned lock of ``name`` (one `abandoned` returned); False if another task
+        is taking over locks now, or the lock changed or went since it was watched."""
+        return self._replace(name, claim=True, offset=offset)
+
+    def remove_abandoned(self, name: str) -> bool:
+        """Removes the abandoned lock of a file that no longer exists (its owner renamed the
+        file done and died before removing the lock)."""
+        return self._replace(name, claim=False, offset=0)
+
+    def last_line(self, name: str) -> str:
+        """The last line of ``name``'s lock (for a message; its contents are only ever shown)."""
+        try:
+            with open(self.directory / name, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - 512))
+                tail = f.read(512)
+        except OSError:
+            return "?"
+        lines = tail.decode("utf-8", "replace").strip().splitlines()
+        return lines[-1][:200] if lines else "(empty)"
+
+    def _replace(self, name: str, *, claim: bool, offset: int) -> bool:
+        watched = self._watched.get(name)
+        if watched is None:
+            return False
+        with _PROCESS_LOCK:
+            fd = os.open(self.directory / DIRLOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as e:
+                    if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                        return False  # another task is taking over locks; try at the next listing
+                    raise
+                if _stamp(self.directory / name) != watched.stamp:
+                    self._watched.pop(name, None)
+                    return False  # its owner came back, or another task took it over and released it
+                grave = self.directory / f"{_GRAVE}{uuid.uuid4().hex}"
+                os.rename(self.directory / name, grave)
+                os.unlink(grave)
+                self._watched.pop(name, None)
+                return self.claim(name, offset) if claim else True
+            finally:
+                os.close(fd)  # releases the flock
+
+    def _write(self, name: str, event: str, offset: int) -> None:
+        line = f"{int(self.clock.wall() * 1000)},{self.owner},{event},{offset}\n"
+        os.write(self._held[name], line.encode())
+        self._beaten[name] = self.clock.now()
+
+    def _forget(self, name: str) -> None:
+        fd = self._held.pop(name, None)
+        if fd is not None:
+            os.close(fd)
+        self._beaten.pop(name, None)
+
+
+def _stamp(path: Path) -> LockStamp | None:
+    """The lock's stamp; None if it is gone or is not a regular file (never followed)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return LockStamp(st.st_ino, st.st_size, st.st_mtime_ns)

@@ -1,0 +1,158 @@
+"""FileSpout's claiming mode (``claim_files=True``): the tasks claim the next unread file with
+HdfsSpout's lock files, so a task that keeps up reads more; a lock its owner stopped renewing is
+taken over after ``lock_timeout_secs`` and the file resumed at its committed offset.
+
+The tasks are driven directly on one simulated clock; a crash is a task dropped without ``close``
+(its lock stays, as after a SIGKILL)."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+
+from squall.engine.clock import SimulatedClock
+from squall.external._file_locks import FileLocks
+from squall.external.files import FileSpout
+
+from .test_file_progress import Task, lines, write_lines
+
+TIMEOUT = 60.0
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    return src, tmp_path / "local"
+
+
+def claiming(src, local, clock, index: int, tasks: int = 2) -> Task:
+    return Task(src, local, index, tasks, claim_files=True, lock_timeout_secs=TIMEOUT, clock=clock)
+
+
+def locks(local) -> list[str]:
+    return sorted(n for n in os.listdir(local / "filespout" / "lines" / "locks") if not n.startswith("."))
+
+
+def test_the_task_that_keeps_up_reads_more_files_and_every_line_once(dirs):
+    src, local = dirs
+    expected = []
+    for f in range(8):
+        items = [f"f{f}-{i}" for i in range(5)]
+        write_lines(src / f"file{f}.txt", items)
+        expected += items
+    clock = SimulatedClock()
+    fast, slow = claiming(src, local, clock, 0), claiming(src, local, clock, 1)
+    got = {0: [], 1: []}
+    for _ in range(20):  # the fast task reads a whole file while the slow one reads two lines
+        for i, task, calls in ((0, fast, 7), (1, slow, 2)):
+            emitted = task.pump(calls)
+            task.ack(emitted)
+            got[i] += lines(emitted)
+    assert sorted(got[0] + got[1]) == sorted(expected)
+    assert len(got[0]) >= 2 * len(got[1]) > 0
+    assert sorted(os.listdir(src)) == [f"file{f}.txt.done" for f in range(8)]
+    assert locks(local) == []
+
+
+def test_a_crashed_tasks_file_is_taken_over_after_the_timeout_at_its_committed_offset(dirs, caplog):
+    src, local = dirs
+    write_lines(src / "a.txt", [f"old-{i}" for i in range(10)])
+    clock = SimulatedClock()
+    first = claiming(src, local, clock, 0)
+    emitted = first.pump()
+    first.ack(emitted[:6])
+    first.crash()
+    second = claiming(src, local, clock, 1)
+    assert second.pump() == []  # locked: the first task may only be slow
+    clock.advance(TIMEOUT - 1)
+    assert second.pump() == []
+    clock.advance(1)
+    with caplog.at_level(logging.WARNING, "squall.external.files"):
+        emitted = second.pump()
+    assert lines(emitted) == [f"old-{i}" for i in range(6, 10)]
+    assert "took over" in caplog.text and str(src / "a.txt") in caplog.text
+    assert "lines[0]@" in caplog.text and ",claimed,0" in caplog.text  # the dead owner, from its lock
+    second.ack(emitted)
+    assert sorted(os.listdir(src)) == ["a.txt.done"] and locks(local) == []
+
+
+def test_a_task_that_keeps_its_heartbeat_keeps_its_file(dirs):
+    src, local = dirs
+    write_lines(src / "a.txt", [f"line-{i}" for i in range(20)])
+    clock = SimulatedClock()
+    owner, other = claiming(src, local, clock, 0), claiming(src, local, clock, 1)
+    got = []
+    for _ in range(20):  # ten lock timeouts, one line each half timeout
+        got += owner.pump(1)
+        assert other.pump() == []
+        clock.advance(TIMEOUT / 2)
+    assert lines(got) == [f"line-{i}" for i in range(20)]
+    owner.ack(got)
+    assert os.listdir(src) == ["a.txt.done"]
+
+
+def test_a_stalled_task_gives_its_file_up_once_another_took_it_over(dirs, caplog):
+    src, local = dirs
+    items = [f"line-{i}" for i in range(10)]
+    write_lines(src / "a.txt", items)
+    clock = SimulatedClock()
+    stalled, other = claiming(src, local, clock, 0), claiming(src, local, clock, 1)
+    early = stalled.pump(4)
+    stalled.ack(early[:2])
+    assert other.pump() == []
+    clock.advance(TIMEOUT)
+    taken = other.pump()
+    assert lines(taken) == items[2:]  # from the committed offset: lines 2 and 3 again
+    with caplog.at_level(logging.WARNING, "squall.external.files"):
+        assert stalled.pump() == []  # its heartbeat finds the lock another's: it gives the file up
+    assert "gave up" in caplog.text
+    stalled.ack(early[2:])  # late acks of the given-up file change nothing
+    other.ack(taken)
+    assert os.listdir(src) == ["a.txt.done"] and locks(local) == []
+
+
+def test_close_releases_the_lock_so_another_task_claims_the_file_at_once(dirs):
+    src, local = dirs
+    write_lines(src / "a.txt", [f"line-{i}" for i in range(6)])
+    clock = SimulatedClock()
+    first = claiming(src, local, clock, 0)
+    first.ack(first.pump(3))
+    first.spout.close()
+    assert locks(local) == []
+    second = claiming(src, local, clock, 1)
+    assert lines(second.pump()) == ["line-3", "line-4", "line-5"]
+
+
+def test_the_lock_of_a_file_renamed_done_by_a_task_that_then_died_is_removed(dirs):
+    src, local = dirs
+    clock = SimulatedClock()
+    task = claiming(src, local, clock, 0, tasks=1)
+    held = FileLocks(local / "filespout" / "lines" / "locks", "dead", TIMEOUT, clock)
+    assert held.claim("gone.txt")  # and never released: the file went, then its owner
+    task.pump()
+    clock.advance(TIMEOUT)
+    task.pump()
+    assert locks(local) == []
+
+
+def test_only_one_of_two_tasks_takes_over_an_abandoned_lock(dirs):
+    src, local = dirs
+    clock = SimulatedClock()
+    directory = local / "locks"
+    dead = FileLocks(directory, "dead", TIMEOUT, clock)
+    assert dead.claim("a.txt")
+    a, b = (FileLocks(directory, name, TIMEOUT, clock) for name in "ab")
+    a.abandoned(), b.abandoned()
+    clock.advance(TIMEOUT)
+    assert a.abandoned() == b.abandoned() == ["a.txt"]
+    assert a.take_over("a.txt") and not b.take_over("a.txt")  # b sees a's lock, not the one it watched
+    assert a.holds("a.txt") and not b.holds("a.txt") and not dead.holds("a.txt")
+    assert not dead.beat("a.txt", 0)
+
+
+def test_a_timeout_that_is_not_positive_is_refused_naming_it(tmp_path):
+    with pytest.raises(ValueError, match="lock_timeout_secs must be > 0, not 0"):
+        FileSpout(tmp_path, claim_files=True, lock_timeout_secs=0)

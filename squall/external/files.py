@@ -4,11 +4,11 @@
 task owns the files whose name hashes (`stable_hash`) to its task index, so tasks never race for
 a file and need no lock directory; with ``claim_files=True`` the tasks claim the next unread file
 with HdfsSpout's lock files instead (`squall.external._file_locks`), so a task that keeps up
-reads more. It reads its files one at a time, in name order, and remembers per file the *committed offset*: the byte offset before which every line was
-acked (the contiguous acked prefix, as Kafka's OffsetManager commits, not HdfsSpout's tracker
-that can skip an early unacked line). A restart resumes every file at its committed offset, so
-every line not acked is replayed, and so may be acked lines after the first unacked one
-(at-least-once).
+reads more. It reads its files one at a time, in name order, and remembers per file the
+*committed offset*: the byte offset before which every line was acked (the contiguous acked
+prefix, as Kafka's OffsetManager commits, not HdfsSpout's tracker that can skip an early unacked
+line). A restart resumes every file at its committed offset, so every line not acked is
+replayed, and so may be acked lines after the first unacked one (at-least-once).
 
 `FileSinkBolt` writes tuples into hidden temporary files (``.name.inprogress``, which Spark and
 Hadoop input formats skip), and on rotation fsyncs, renames to the final name and fsyncs the
@@ -429,10 +429,10 @@ class FileSpout(Spout):
     a heartbeat to it every ``lock_timeout_secs / 4``; a lock that another task sees unchanged
     for ``lock_timeout_secs`` (its owner died or stalled) is taken over, and the file resumed at
     its committed offset. A task that stalled past the timeout gives the file up at its next
-    heartbeat. Close releases the task's lock. A directory is
-    listed again when a task has no file left (at most every ``poll_secs``), so new files are
-    picked up. Files must be complete when they appear: move them in, or write them with
-    ``ignore_suffix`` and rename. Names starting with ``.`` or ``_`` are skipped, as Spark does.
+    heartbeat. Close releases the task's lock. A directory is listed again when a task has no
+    file left (at most every ``poll_secs``), so new files are picked up. Files must be complete
+    when they appear: move them in, or write them with ``ignore_suffix`` and rename. Names
+    starting with ``.`` or ``_`` are skipped, as Spark does.
 
     Each tuple's message id is a `LineAt` (file, byte offset). On ``fail`` the same line is
     emitted again, up to ``max_retries`` re-emits (None: without limit); then, and for a record

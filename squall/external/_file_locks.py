@@ -14,17 +14,31 @@ same lock abandoned at once, so a take-over runs under ``<locks>/.dirlock`` (``f
 the kernel if its holder dies, unlike HdfsSpout's ``DIRLOCK`` file) and checks again, holding it,
 that the lock is still the one it watched; a claim by creation needs no such lock, since it
 cannot replace a lock that exists. An owner that stalled past the timeout finds at its next
-heartbeat that the lock at its path is no longer its own, and gives the file up.
+heartbeat that the lock at its path is no longer its own, and gives the file up. A release
+(the check that the lock is still its own, then its removal) runs under ``.dirlock`` too, so it
+never removes a lock another task has just taken over.
+
+A lock counts as unchanged only over time this task was watching: when its own scans were further
+apart than half the timeout (the topology was deactivated, held back, or the machine paused), what
+it watched starts again. Its owner was most likely paused by the same cause, and beats at its
+first call after it.
+
+On a directory shared over NFS, keep ``timeout`` well above the attribute cache's lifetime
+(``acregmax``, 60 s by default), so that a watcher's cached stamp is not taken for an owner's
+silence; whether a lock is still a task's own is decided by its first line, which names the task's
+run, not only by the inode number, which an NFS server may reuse.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import stat
 import threading
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -71,8 +85,10 @@ class FileLocks:
         self.timeout = timeout
         self.clock = clock
         self._held: dict[str, int] = {}  # file name -> the lock's open descriptor
+        self._firsts: dict[str, bytes] = {}  # file name -> the first line this task wrote to its lock
         self._beaten: dict[str, float] = {}
         self._watched: dict[str, Watched] = {}
+        self._scanned: float | None = None
 
     def claim(self, name: str, offset: int = 0) -> bool:
         """Creates the lock of file ``name``; False if another task holds it (or held it and has
@@ -83,18 +99,26 @@ class FileLocks:
         except FileExistsError:
             return False
         self._held[name] = fd
-        self._write(name, "claimed", offset)
+        self._firsts[name] = self._write(name, "claimed", offset)
         return True
 
     def holds(self, name: str) -> bool:
-        """Whether the lock at ``name``'s path is still the one this task created."""
+        """Whether the lock at ``name``'s path is still the one this task created (the same inode,
+        starting with this task's claim line); False also if it cannot be read."""
         fd = self._held.get(name)
         if fd is None:
             return False
+        first = self._firsts[name]
         try:
-            return os.lstat(self.directory / name).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
+            at_path = os.open(self.directory / name, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return False  # gone, replaced by a symlink, or a stale NFS handle: not ours to keep
+        try:
+            return os.fstat(at_path).st_ino == os.fstat(fd).st_ino and os.pread(at_path, len(first), 0) == first
+        except OSError:
             return False
+        finally:
+            os.close(at_path)
 
     def due(self, name: str) -> bool:
         """Whether the lease of a held file wants a heartbeat (every quarter of the timeout)."""
@@ -111,9 +135,25 @@ class FileLocks:
 
     def release(self, name: str) -> None:
         """Removes the lock of ``name`` if it is still this task's, and forgets it."""
-        if self.holds(name):
-            os.unlink(self.directory / name)
+        if name in self._held:
+            with self._dirlock(wait=True):
+                if self.holds(name):
+                    os.unlink(self.directory / name)
         self._forget(name)
+
+    def finish(self, name: str, done: Callable[[], None]) -> bool:
+        """Runs ``done`` (the file's rename to done) and removes the lock, if the lock is still
+        this task's, under ``.dirlock`` so no take-over comes between; returns whether it ran.
+        The lock is forgotten either way."""
+        try:
+            with self._dirlock(wait=True):
+                if not self.holds(name):
+                    return False
+                done()
+                os.unlink(self.directory / name)
+                return True
+        finally:
+            self._forget(name)
 
     def release_all(self) -> None:
         """Releases every lock this task holds (on close: other tasks may claim the files at once)."""
@@ -124,6 +164,9 @@ class FileLocks:
         """Looks at every other task's lock; returns, in name order, those this task has seen
         unchanged for the timeout."""
         now = self.clock.now()
+        if self._scanned is not None and now - self._scanned > self.timeout / 2:
+            self._watched = {}  # this task was not watching meanwhile: neither, maybe, were the owners
+        self._scanned = now
         seen: dict[str, Watched] = {}
         out = []
         for entry in os.scandir(self.directory):
@@ -160,39 +203,59 @@ class FileLocks:
         lines = tail.decode("utf-8", "replace").strip().splitlines()
         return lines[-1][:200] if lines else "(empty)"
 
+    def record(self, name: str, event: str, offset: int) -> None:
+        """Appends a line about a held file (``resumed`` at a committed offset, say) to its lock."""
+        self._write(name, event, offset)
+
     def _replace(self, name: str, *, claim: bool, offset: int) -> bool:
         watched = self._watched.get(name)
         if watched is None:
             return False
+        with self._dirlock(wait=False) as got:
+            if not got:
+                return False  # another task is taking over or releasing locks; try at the next listing
+            for leftover in self.directory.glob(f"{_GRAVE}*"):  # only made under this lock: a crash's
+                leftover.unlink(missing_ok=True)
+            del self._watched[name]
+            if _stamp(self.directory / name) != watched.stamp:
+                return False  # its owner came back, or another task took it over and released it
+            grave = self.directory / f"{_GRAVE}{uuid.uuid4().hex}"
+            try:
+                os.rename(self.directory / name, grave)
+            except FileNotFoundError:
+                return False
+            os.unlink(grave)
+            return self.claim(name, offset) if claim else True
+
+    @contextlib.contextmanager
+    def _dirlock(self, *, wait: bool) -> Iterator[bool]:
+        """Holds ``.dirlock`` (yields True), or yields False at once if ``wait`` is False and
+        another task holds it."""
         with _PROCESS_LOCK:
             fd = os.open(self.directory / DIRLOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError as e:
-                    if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                        return False  # another task is taking over locks; try at the next listing
-                    raise
-                if _stamp(self.directory / name) != watched.stamp:
-                    self._watched.pop(name, None)
-                    return False  # its owner came back, or another task took it over and released it
-                grave = self.directory / f"{_GRAVE}{uuid.uuid4().hex}"
-                os.rename(self.directory / name, grave)
-                os.unlink(grave)
-                self._watched.pop(name, None)
-                return self.claim(name, offset) if claim else True
+                    if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                        raise
+                    yield False
+                    return
+                yield True
             finally:
                 os.close(fd)  # releases the flock
 
-    def _write(self, name: str, event: str, offset: int) -> None:
-        line = f"{int(self.clock.wall() * 1000)},{self.owner},{event},{offset}\n"
-        os.write(self._held[name], line.encode())
+    def _write(self, name: str, event: str, offset: int) -> bytes:
+        line = f"{int(self.clock.wall() * 1000)},{self.owner},{event},{offset}\n".encode()
+        os.write(self._held[name], line)
         self._beaten[name] = self.clock.now()
+        return line
 
     def _forget(self, name: str) -> None:
         fd = self._held.pop(name, None)
         if fd is not None:
             os.close(fd)
+        self._firsts.pop(name, None)
         self._beaten.pop(name, None)
 
 

@@ -486,6 +486,9 @@ class FileSpout(Spout):
             raise ValueError("FileSpout: commit_every must be >= 1, commit_secs > 0 and poll_secs >= 0")
         if not lock_timeout_secs > 0:
             raise ValueError(f"FileSpout: lock_timeout_secs must be > 0, not {lock_timeout_secs!r}")
+        if claim_files and poll_secs * 2 >= lock_timeout_secs:  # a watcher's scans must not look like a pause
+            raise ValueError(f"FileSpout: with claim_files, poll_secs ({poll_secs}) must be under half of "
+                             f"lock_timeout_secs ({lock_timeout_secs})")
         if max_retries is not None and max_retries < 0:
             raise ValueError("FileSpout: max_retries must be >= 0 or None")
         self.directory = os.path.abspath(directory)
@@ -553,6 +556,7 @@ class FileSpout(Spout):
         self.last_commit = self.last_list = self.clock.now()
         self.listed = False
         self.dead_letters = 0
+        self.unreadable: set[str] = set()  # files reported as unreadable (once each)
 
     # -- reading
 
@@ -593,17 +597,21 @@ class FileSpout(Spout):
                 log.warning("FileSpout %r task %d: took over %s, whose lock was unchanged for %ss "
                             "(its last line: %s); reading it from its committed offset",
                             self.spout_id, self.index, os.path.join(self.directory, name), self.lock_timeout_secs, last)
-                if self._open(name):
+                if self._open_claimed(locks, name):
                     return True
-                locks.release(name)
         while self.queue:
             name = self.queue.popleft()
-            if not locks.claim(name):
-                continue  # another task's
-            if self._open(name):
+            if locks.claim(name) and self._open_claimed(locks, name):
                 return True
-            locks.release(name)
         return False
+
+    def _open_claimed(self, locks: FileLocks, name: str) -> bool:
+        if not self._open(name):
+            locks.release(name)
+            return False
+        assert self.tracker is not None
+        locks.record(name, "reading", self.tracker.committed)
+        return True
 
     def _claimed_marks(self, name: str) -> list[FileMark]:
         """The records of ``name`` as they are now: another task may have read part of it since
@@ -619,9 +627,14 @@ class FileSpout(Spout):
         except FileNotFoundError:
             return False  # taken away since the listing
         except OSError as e:
-            if e.errno != errno.ELOOP:
-                raise
+            if e.errno != errno.ELOOP and name not in self.unreadable:  # ELOOP: a symlink, never read
+                self.unreadable.add(name)  # tried again at every listing, reported once
+                message = (f"FileSpout {self.spout_id!r}: cannot open {os.path.join(self.directory, name)}: "
+                           f"{e.strerror or e}; skipping it until it can be read")
+                log.error(message)
+                self.collector.report_error(message)
             return False
+        self.unreadable.discard(name)
         handle = os.fdopen(fd, "rb")  # kept open across calls
         marks = self._claimed_marks(name) if self.locks is not None else self.marks.get(name, ())
         start, rejected = resume_offset(marks, fd)
@@ -636,8 +649,8 @@ class FileSpout(Spout):
 
     def next_tuple(self) -> None:
         """Re-emits a failed line if any, else emits the next record of the current file."""
-        if self.locks is not None and self.file is not None and self.locks.due(self.file):
-            self._renew(self.locks, self.file)
+        if self.locks is not None:
+            self._keep_claim(self.locks)
         again = self.inflight.next_retry()
         if again is not None:
             self.collector.emit(again[1], LineAt(self.file, again[0]), self.stream)  # type: ignore[arg-type]
@@ -665,11 +678,25 @@ class FileSpout(Spout):
         self.inflight.add(offset, values)
         self.collector.emit(values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
 
-    def _renew(self, locks: FileLocks, name: str) -> None:
-        """Heartbeats the current file's lock; gives the file up if another task took it over."""
-        assert self.tracker is not None and self.handle is not None
-        if locks.beat(name, self.tracker.committed):
+    def activate(self) -> None:
+        """Renews the current file's lock at once (a long deactivation lets it age)."""
+        if self.locks is not None:
+            self._keep_claim(self.locks)
+
+    def _keep_claim(self, locks: FileLocks) -> None:
+        """Heartbeats the current file's lock when due; gives the file up if another task took
+        it over (this task stalled longer than the timeout)."""
+        name = self.file
+        if name is None or not locks.due(name):
             return
+        assert self.tracker is not None
+        if not locks.beat(name, self.tracker.committed):
+            self._give_up(name)
+
+    def _give_up(self, name: str) -> None:
+        """Drops the current file, whose lock another task now holds: it reads the file from the
+        committed offset, and this task's acks still to come for it are ignored."""
+        assert self.handle is not None
         log.warning("FileSpout %r task %d: gave up %s: another task took its lock over, since this one "
                     "stalled longer than lock_timeout_secs (%ss) without a heartbeat; that task reads it "
                     "from the committed offset, so the lines not acked here are emitted again",
@@ -683,11 +710,15 @@ class FileSpout(Spout):
 
     def ack(self, msg_id: Any) -> None:
         """The line is done: the committed offset may move past it."""
+        if self.locks is not None:  # a spout held at max pending gets acks, not next_tuple calls
+            self._keep_claim(self.locks)
         if self._ours(msg_id) and self.inflight.ack(msg_id.offset):
             self._done(msg_id.offset)
 
     def fail(self, msg_id: Any) -> None:
         """Re-emits the line, or after ``max_retries`` re-emits gives it to the dead-letter file."""
+        if self.locks is not None:
+            self._keep_claim(self.locks)
         if not self._ours(msg_id):
             return
         given_up = self.inflight.fail(msg_id.offset)
@@ -727,19 +758,35 @@ class FileSpout(Spout):
         if self.reader(self.handle):  # more to read: not finished
             self.handle.seek(offset)
             return
-        self.handle.close()
         name = self.file
         assert name is not None
-        src = os.path.join(self.directory, name)
-        os.replace(src, src + self.done_suffix)
+        read = os.fstat(self.handle.fileno())
+        if self.locks is None:
+            self._rename_done(name, read)
+        elif not self.locks.finish(name, lambda: self._rename_done(name, read)):
+            self._give_up(name)  # taken over meanwhile: its new holder finishes it
+            return
         fsync_dir(self.directory)
+        self.handle.close()
         self.own.pop(name, None)
         self.marks.pop(name, None)
         self.file = self.handle = self.tracker = None
         self.inflight.clear()
         self._commit()
-        if self.locks is not None:
-            self.locks.release(name)  # after the rename: no task lists the file again
+
+    def _rename_done(self, name: str, read: os.stat_result) -> None:
+        """Renames the file read (``read``: its stat) with ``done_suffix``, unless it was moved or
+        replaced meanwhile: a new file of the same name is for the next listing to read."""
+        src = os.path.join(self.directory, name)
+        try:
+            there = os.lstat(src)
+        except FileNotFoundError:
+            there = None
+        if there is None or (there.st_dev, there.st_ino) != (read.st_dev, read.st_ino):
+            log.warning("FileSpout %r: %s was moved or replaced while it was read; every line read "
+                        "is acked, and the file is left as it is", self.spout_id, src)
+            return
+        os.replace(src, src + self.done_suffix)
 
     def _maybe_commit(self) -> None:
         if self.acks_since_commit >= self.commit_every or (

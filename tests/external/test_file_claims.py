@@ -7,6 +7,7 @@ The tasks are driven directly on one simulated clock; a crash is a task dropped 
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 
@@ -30,6 +31,17 @@ def dirs(tmp_path):
 
 def claiming(src, local, clock, index: int, tasks: int = 2) -> Task:
     return Task(src, local, index, tasks, claim_files=True, lock_timeout_secs=TIMEOUT, clock=clock)
+
+
+def watch(clock, secs: float, *tasks: Task) -> list[list[tuple[str, object]]]:
+    """Moves the clock ``secs`` on in quarters of the timeout, each task pumped after each step
+    (a task that has no file scans the locks then); returns what each task emitted."""
+    out: list[list[tuple[str, object]]] = [[] for _ in tasks]
+    for _ in range(int(secs // (TIMEOUT / 4))):
+        clock.advance(TIMEOUT / 4)
+        for got, task in zip(out, tasks):
+            got += task.pump()
+    return out
 
 
 def locks(local) -> list[str]:
@@ -67,14 +79,12 @@ def test_a_crashed_tasks_file_is_taken_over_after_the_timeout_at_its_committed_o
     first.crash()
     second = claiming(src, local, clock, 1)
     assert second.pump() == []  # locked: the first task may only be slow
-    clock.advance(TIMEOUT - 1)
-    assert second.pump() == []
-    clock.advance(1)
+    assert watch(clock, TIMEOUT - TIMEOUT / 4, second) == [[]]
     with caplog.at_level(logging.WARNING, "squall.external.files"):
-        emitted = second.pump()
+        [emitted] = watch(clock, TIMEOUT / 4, second)
     assert lines(emitted) == [f"old-{i}" for i in range(6, 10)]
     assert "took over" in caplog.text and str(src / "a.txt") in caplog.text
-    assert "lines[0]@" in caplog.text and ",claimed,0" in caplog.text  # the dead owner, from its lock
+    assert "lines[0]@" in caplog.text and ",reading,0" in caplog.text  # the dead owner, from its lock
     second.ack(emitted)
     assert sorted(os.listdir(src)) == ["a.txt.done"] and locks(local) == []
 
@@ -103,8 +113,7 @@ def test_a_stalled_task_gives_its_file_up_once_another_took_it_over(dirs, caplog
     early = stalled.pump(4)
     stalled.ack(early[:2])
     assert other.pump() == []
-    clock.advance(TIMEOUT)
-    taken = other.pump()
+    [taken] = watch(clock, TIMEOUT, other)
     assert lines(taken) == items[2:]  # from the committed offset: lines 2 and 3 again
     with caplog.at_level(logging.WARNING, "squall.external.files"):
         assert stalled.pump() == []  # its heartbeat finds the lock another's: it gives the file up
@@ -133,26 +142,104 @@ def test_the_lock_of_a_file_renamed_done_by_a_task_that_then_died_is_removed(dir
     held = FileLocks(local / "filespout" / "lines" / "locks", "dead", TIMEOUT, clock)
     assert held.claim("gone.txt")  # and never released: the file went, then its owner
     task.pump()
-    clock.advance(TIMEOUT)
-    task.pump()
+    watch(clock, TIMEOUT, task)
     assert locks(local) == []
 
 
 def test_only_one_of_two_tasks_takes_over_an_abandoned_lock(dirs):
-    src, local = dirs
+    _, local = dirs
     clock = SimulatedClock()
     directory = local / "locks"
     dead = FileLocks(directory, "dead", TIMEOUT, clock)
     assert dead.claim("a.txt")
     a, b = (FileLocks(directory, name, TIMEOUT, clock) for name in "ab")
-    a.abandoned(), b.abandoned()
-    clock.advance(TIMEOUT)
+    for _ in range(4):
+        assert a.abandoned() == b.abandoned() == []
+        clock.advance(TIMEOUT / 4)
     assert a.abandoned() == b.abandoned() == ["a.txt"]
     assert a.take_over("a.txt") and not b.take_over("a.txt")  # b sees a's lock, not the one it watched
     assert a.holds("a.txt") and not b.holds("a.txt") and not dead.holds("a.txt")
     assert not dead.beat("a.txt", 0)
 
 
+def test_a_stalled_task_that_read_its_whole_file_leaves_it_to_the_task_that_took_it_over(dirs, caplog):
+    src, local = dirs
+    items = [f"line-{i}" for i in range(10)]
+    write_lines(src / "a.txt", items)
+    clock = SimulatedClock()
+    stalled, other = claiming(src, local, clock, 0), claiming(src, local, clock, 1)
+    read = stalled.pump()
+    assert lines(read) == items and other.pump() == []
+    [taken] = watch(clock, TIMEOUT, other)
+    assert lines(taken) == items
+    with caplog.at_level(logging.WARNING, "squall.external.files"):
+        stalled.ack(read)  # every line acked, late: it must not rename the file another task reads
+    assert "gave up" in caplog.text and os.listdir(src) == ["a.txt"]
+    other.ack(taken)
+    assert os.listdir(src) == ["a.txt.done"] and locks(local) == []
+
+
+def test_a_pause_of_every_task_longer_than_the_timeout_takes_no_file_over(dirs):
+    src, local = dirs
+    items = [f"line-{i}" for i in range(10)]
+    write_lines(src / "a.txt", items)
+    clock = SimulatedClock()
+    owner, other = claiming(src, local, clock, 0), claiming(src, local, clock, 1)
+    first = owner.pump(3)
+    assert other.pump() == []
+    clock.advance(3 * TIMEOUT)  # deactivated, or the machine paused: neither task ran
+    assert other.pump() == []  # it was not watching meanwhile, so it watches afresh
+    rest = owner.pump()
+    assert watch(clock, TIMEOUT, other) == [[]]  # the owner's heartbeats went on
+    assert lines(first + rest) == items
+
+
+def test_a_take_over_waits_for_the_task_holding_the_directory_lock(dirs):
+    _, local = dirs
+    clock = SimulatedClock()
+    directory = local / "locks"
+    assert FileLocks(directory, "dead", TIMEOUT, clock).claim("a.txt")
+    taker = FileLocks(directory, "taker", TIMEOUT, clock)
+    for _ in range(4):
+        taker.abandoned()
+        clock.advance(TIMEOUT / 4)
+    assert taker.abandoned() == ["a.txt"]
+    busy = os.open(directory / ".dirlock", os.O_RDWR | os.O_CREAT)  # another task taking over or releasing
+    try:
+        fcntl.flock(busy, fcntl.LOCK_EX)
+        assert not taker.take_over("a.txt")
+    finally:
+        os.close(busy)
+    assert taker.abandoned() == ["a.txt"] and taker.take_over("a.txt") and taker.holds("a.txt")
+
+
+def test_a_file_that_cannot_be_opened_is_reported_once_and_skipped(dirs, monkeypatch):
+    src, local = dirs
+    write_lines(src / "a.txt", ["a-0"])
+    write_lines(src / "b.txt", ["b-0"])
+    clock = SimulatedClock()
+    task = claiming(src, local, clock, 0, tasks=1)
+    errors: list[str] = []
+    task.spout.collector.report_error = errors.append
+    real_open = os.open
+
+    def refusing(path, flags, *mode):
+        if str(path).endswith("a.txt") and str(path).startswith(str(src)):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *mode)
+
+    monkeypatch.setattr(os, "open", refusing)
+    assert lines(task.pump()) == ["b-0"]
+    task.ack(task.out.emitted)
+    task.pump()
+    assert len(errors) == 1 and str(src / "a.txt") in errors[0] and "Permission denied" in errors[0]
+    assert locks(local) == []  # its lock released: another task may try it
+    monkeypatch.setattr(os, "open", real_open)
+    assert lines(task.pump()) == ["a-0"]
+
+
 def test_a_timeout_that_is_not_positive_is_refused_naming_it(tmp_path):
     with pytest.raises(ValueError, match="lock_timeout_secs must be > 0, not 0"):
         FileSpout(tmp_path, claim_files=True, lock_timeout_secs=0)
+    with pytest.raises(ValueError, match=r"poll_secs \(5\) must be under half of lock_timeout_secs \(10\)"):
+        FileSpout(tmp_path, claim_files=True, lock_timeout_secs=10, poll_secs=5)

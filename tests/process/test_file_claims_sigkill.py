@@ -67,7 +67,7 @@ def test_a_file_held_by_a_sigkilled_worker_is_taken_over_and_finished(cluster, t
         assert wait_until(lambda: len(seen(out)) > 100 and len(set(lock_holders(locks).values())) == 2, 60), \
             f"the two spout tasks did not both claim a file: {lock_holders(locks)}"
         holders = lock_holders(locks)
-        victim_file = sorted(holders)[0]
+        victim_file = min(holders)
         victim = holders[victim_file]
         assert victim in cluster.workers(), f"the lock names pid {victim}, not a worker: {cluster.workers()}"
         os.kill(victim, signal.SIGKILL)

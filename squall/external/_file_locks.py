@@ -204,7 +204,7 @@ class FileLocks:
         return lines[-1][:200] if lines else "(empty)"
 
     def record(self, name: str, event: str, offset: int) -> None:
-        """Appends a line about a held file (``resumed`` at a committed offset, say) to its lock."""
+        """Appends a line about a held file (``reading`` from a committed offset, say) to its lock."""
         self._write(name, event, offset)
 
     def _replace(self, name: str, *, claim: bool, offset: int) -> bool:

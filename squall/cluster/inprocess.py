@@ -71,6 +71,9 @@ class DirectMaster:
         self.lock = threading.RLock()
 
     def call(self, op: str, **args: Any) -> Any:
+        """`MasterCalls.call`: the master's ``op_<op>(**args)`` through `run` (``get_assignment`` with
+        the master's own plan object); what the master raises comes back as `RemoteError` naming its
+        type, as over RPC."""
         fn = self._assignment if op == "get_assignment" else getattr(self.master, f"op_{op}")
         try:
             return self.run(fn, **args)

@@ -363,6 +363,9 @@ class Master(HaMaster):
 
     # --- requests ---------------------------------------------------------------------------------------
     async def handle(self, op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
+        """The RPC server's handler (`squall.worker.rpc.serve_connection`): runs ``op_<op>(**args)``
+        (``session`` unused). Raises `ValueError` for an unknown ``op``; with Nimbus HA a follower
+        refuses `LEADER_ONLY` ones (`NotLeaderException`), and ``submit`` waits for code replication."""
         method = getattr(self, f"op_{op}", None)
         if method is None:
             raise ValueError(f"unknown operation {op!r}")
@@ -379,6 +382,8 @@ class Master(HaMaster):
         return topo
 
     def op_submit(self, name: str, conf: dict[str, Any], topology: bytes, initial_status: str = "ACTIVE") -> str:
+        """Storm's ``submitTopology`` over RPC: `submit` of the pickled ``topology``, unpickled only once
+        ``name`` passed its checks; returns the storm id. Raises as `submit` does."""
         self._check_new_name(name)
         return self.submit(name, conf, cloudpickle.loads(topology), initial_status)  # from an authenticated client only
 
@@ -480,6 +485,9 @@ class Master(HaMaster):
             self._save()
 
     def op_kill(self, name: str, wait_secs: float | None = None) -> None:
+        """Storm's ``killTopology``: ``name`` goes KILLED (its spouts stop) and is removed after
+        ``wait_secs`` (default: ``topology.message.timeout.secs``; 0: at once). Raises
+        `NotAliveException` if there is no such topology."""
         topo = self._get(name)
         wait = float(topo.plan.conf["topology.message.timeout.secs"]) if wait_secs is None else float(wait_secs)
         topo.status = transition(topo.status, KILL)
@@ -489,17 +497,25 @@ class Master(HaMaster):
             self._run_due_actions()
 
     def op_activate(self, name: str) -> None:
+        """Storm's ``activate``: ``name``'s spouts may run again (workers learn it from their heartbeat
+        replies). Raises `NotAliveException`, or `IllegalStateTransition` if it is killed or rebalancing."""
         topo = self._get(name)
         topo.status = transition(topo.status, ACTIVATE)
         self._save()
 
     def op_deactivate(self, name: str) -> None:
+        """Storm's ``deactivate``: ``name``'s spouts stop emitting (workers learn it from their heartbeat
+        replies). Raises `NotAliveException`, or `IllegalStateTransition` if it is killed or rebalancing."""
         topo = self._get(name)
         topo.status = transition(topo.status, INACTIVATE)
         self._save()
 
     def op_rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
                      wait_secs: float | None = None) -> None:
+        """Storm's ``rebalance``: ``name`` goes REBALANCING (spouts stop) for ``wait_secs`` (default:
+        its message timeout), then is re-planned to ``num_workers``/``executors`` and placed afresh,
+        back in its previous status. Raises `NotAliveException`, `InvalidTopologyException` (checked
+        at once: the acker, an unknown component or bad count, too few slots), `IllegalStateTransition`."""
         topo = self._get(name)
         if ACKER_COMPONENT in (executors or {}):
             raise InvalidTopologyException("rebalance: the acker's executors cannot be changed")
@@ -589,6 +605,8 @@ class Master(HaMaster):
         return dict(record)
 
     def op_list(self) -> list[dict[str, Any]]:
+        """A summary of each topology, by name (``squall list``, the UI's index): id, status, tasks,
+        workers (assigned and wanted), slots, uptime, error count (given-up slots too), last error."""
         out = []
         for name, topo in sorted(self.topologies.items()):
             out.append({"name": name, "id": topo.plan.storm_id, "status": topo.status.value,
@@ -604,6 +622,9 @@ class Master(HaMaster):
         return sum(len(sup.ports) for sup in self.supervisors.values())
 
     def op_info(self, name: str) -> dict[str, Any]:
+        """Storm's ``getTopologyInfo``: ``name``'s status, counts, per-component figures from the last
+        heartbeats, errors, configuration and workers (the keys: `LocalCluster.get_topology_info`).
+        Raises `NotAliveException` if no such topology."""
         topo = self._get(name)
         plan = topo.plan
         tasks: dict[int, dict[str, Any]] = {}

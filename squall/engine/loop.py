@@ -50,10 +50,12 @@ class TopologyState:
         self._lock = threading.Lock()
 
     def register(self, loop: ExecutorLoop) -> None:
+        """Have `set_active` wake ``loop`` (`ExecutorLoop.wake`); `ExecutorLoop.start` calls it."""
         with self._lock:
             self._loops.append(loop)
 
     def unregister(self, loop: ExecutorLoop) -> None:
+        """Stop waking ``loop`` (its thread ended); a loop not registered is ignored."""
         with self._lock:
             if loop in self._loops:
                 self._loops.remove(loop)
@@ -104,10 +106,13 @@ class Backpressure:
         return bool(self._over)
 
     def register(self, loop: ExecutorLoop) -> None:
+        """Have ``loop`` woken after every change that leaves the spouts unthrottled, so its spouts resume
+        at once; `ExecutorLoop.start` calls it."""
         with self._lock:
             self._waiters.append(loop)
 
     def unregister(self, loop: ExecutorLoop) -> None:
+        """Stop waking ``loop`` (its thread ended); a loop not registered is ignored."""
         with self._lock:
             if loop in self._waiters:
                 self._waiters.remove(loop)

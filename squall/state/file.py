@@ -92,11 +92,15 @@ class FileStore(MemoryStore):
         write_private(self.dir / role, seal(self._key, self._kind(role), payload))
 
     def prepare(self, txid: int, changes: Changes) -> None:
+        """`StateStore.prepare`: write ``changes`` as transaction ``txid`` to the ``prepared`` file
+        (replacing any), then hold it in memory."""
         with self.lock:
             self._write("prepared", txid, changes)
             self.prepare_txid, self.prepared_changes = txid, dict(changes)
 
     def commit(self, txid: int) -> None:
+        """`StateStore.commit`: rewrite ``committed`` with the prepared changes at ``txid``, then remove
+        ``prepared`` (a crash between leaves a prepared txid that loading drops)."""
         with self.lock:
             merged = dict(self.committed)
             _apply(merged, self.prepared_changes)
@@ -106,6 +110,8 @@ class FileStore(MemoryStore):
             self.prepare_txid, self.prepared_changes = None, {}
 
     def apply(self, changes: Changes) -> None:
+        """`StateStore.apply`: rewrite ``committed`` with ``changes`` at once, its txid unchanged
+        (no transaction)."""
         with self.lock:
             merged = dict(self.committed)
             _apply(merged, changes)
@@ -113,6 +119,7 @@ class FileStore(MemoryStore):
             self.committed = merged
 
     def rollback(self) -> None:
+        """`StateStore.rollback`: remove the ``prepared`` file and forget the prepared transaction."""
         with self.lock:
             (self.dir / "prepared").unlink(missing_ok=True)
             self.prepare_txid, self.prepared_changes = None, {}

@@ -67,24 +67,33 @@ class RedisStore:
                              f"{type(e).__name__}: {e}") from e
 
     def get(self, key: bytes) -> bytes | None:
+        """`StateStore.get`: ``key``'s committed value, its MAC checked. Raises `StateError` if the MAC
+        fails or Redis does (as every method here)."""
         data = self._call("read", self.client.hget, self.ns, key)
         return None if data is None else self._opened(key, data)
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
+        """`StateStore.items`: the committed entries, the hash read whole (HSCAN) before any is yielded,
+        each MAC checked."""
         for k, data in self._call("read", lambda: list(self.client.hscan_iter(self.ns, count=100))):
             v = self._opened(k, data)
             if v is not None:
                 yield k, v
 
     def txids(self) -> tuple[int | None, int | None]:
+        """`StateStore.txids`: the ``commit`` and ``prepare`` fields of ``<ns>$txid``."""
         c, p = self._call("read", self.client.hmget, self.ns + b"$txid", [b"commit", b"prepare"])
         return (None if c is None else int(c)), (None if p is None else int(p))
 
     def prepared(self) -> Changes:
+        """`StateStore.prepared`: the hash ``<ns>$prepare``, each MAC checked (a tombstone is None:
+        a delete)."""
         raw = self._call("read", self.client.hgetall, self.ns + b"$prepare")
         return {k: self._opened(k, v) for k, v in raw.items()}
 
     def prepare(self, txid: int, changes: Changes) -> None:
+        """`StateStore.prepare`: replace ``<ns>$prepare`` with ``changes`` and set the ``prepare`` txid,
+        in one MULTI/EXEC."""
         def run() -> None:
             p = self.client.pipeline(transaction=True)
             p.delete(self.ns + b"$prepare")
@@ -95,6 +104,8 @@ class RedisStore:
         self._call("prepare", run)
 
     def commit(self, txid: int) -> None:
+        """`StateStore.commit`: write the prepared changes into ``<ns>``, set ``commit`` to ``txid`` and
+        drop the prepared transaction, in one MULTI/EXEC."""
         changes = self.prepared()
 
         def run() -> None:
@@ -115,6 +126,8 @@ class RedisStore:
             p.hdel(self.ns, *dels)
 
     def apply(self, changes: Changes) -> None:
+        """`StateStore.apply`: write ``changes`` into ``<ns>`` at once, outside any state transaction
+        (in one MULTI/EXEC)."""
         def run() -> None:
             p = self.client.pipeline(transaction=True)
             self._queue(p, changes)
@@ -122,6 +135,7 @@ class RedisStore:
         self._call("write", run)
 
     def rollback(self) -> None:
+        """`StateStore.rollback`: delete ``<ns>$prepare`` and the ``prepare`` txid, in one MULTI/EXEC."""
         def run() -> None:
             p = self.client.pipeline(transaction=True)
             p.delete(self.ns + b"$prepare")

@@ -101,23 +101,30 @@ class RpcLink:
         self._client = None
 
     def read(self, op: str, **args: Any) -> Any:
+        """`MasterLink.read` over RPC; `ValueError` if ``op`` is not a read verb, `MasterUnavailable`
+        if the master cannot be reached."""
         _check_read(op)
         return self._call(op, **args)
 
     def activate(self, name: str) -> None:
+        """`MasterLink.activate`: the master's ``activate`` over RPC."""
         self._call("activate", name=name)
 
     def deactivate(self, name: str) -> None:
+        """`MasterLink.deactivate`: the master's ``deactivate`` over RPC."""
         self._call("deactivate", name=name)
 
     def kill(self, name: str, wait_secs: float) -> None:
+        """`MasterLink.kill`: the master's ``kill`` over RPC."""
         self._call("kill", name=name, wait_secs=wait_secs)
 
     def rebalance(self, name: str, num_workers: int | None, executors: dict[str, int] | None,
                   wait_secs: float) -> None:
+        """`MasterLink.rebalance`: the master's ``rebalance`` over RPC."""
         self._call("rebalance", name=name, num_workers=num_workers, executors=executors, wait_secs=wait_secs)
 
     def debug(self, name: str, component: str | None, enable: bool, pct: float) -> None:
+        """`MasterLink.debug`: the master's ``debug`` over RPC."""
         self._call("debug", name=name, component=component, enable=enable, pct=pct)
 
     def close(self) -> None:
@@ -135,6 +142,9 @@ class DirectLink:
         self._cluster = cluster
 
     def read(self, op: str, **args: Any) -> Any:
+        """`MasterLink.read`: the master's ``op_<op>`` under the cluster's lock (``info``: the cluster's
+        `get_topology_info`, with the workers' figures of this moment); `ValueError` if ``op`` is not a
+        read verb, `MasterUnavailable` once the cluster is shut down."""
         _check_read(op)
         if self._cluster.closed:
             raise MasterUnavailable("the local cluster has been shut down")
@@ -144,17 +154,22 @@ class DirectLink:
         return self._cluster.direct.run(getattr(master, f"op_{op}"), **args)
 
     def activate(self, name: str) -> None:
+        """`MasterLink.activate`: `LocalCluster.activate`, which tells its workers at once."""
         self._cluster.activate(name)
 
     def deactivate(self, name: str) -> None:
+        """`MasterLink.deactivate`: `LocalCluster.deactivate`, which tells its workers at once."""
         self._cluster.deactivate(name)
 
     def kill(self, name: str, wait_secs: float) -> None:
+        """`MasterLink.kill`: `LocalCluster.kill_topology`."""
         self._cluster.kill_topology(name, wait_secs=wait_secs)
 
     def rebalance(self, name: str, num_workers: int | None, executors: dict[str, int] | None,
                   wait_secs: float) -> None:
+        """`MasterLink.rebalance`: `LocalCluster.rebalance`."""
         self._cluster.rebalance(name, num_workers, executors, wait_secs=wait_secs)
 
     def debug(self, name: str, component: str | None, enable: bool, pct: float) -> None:
+        """`MasterLink.debug`: the master's ``op_debug`` under the cluster's lock."""
         self._cluster.direct.run(self._cluster.master.op_debug, name, component, enable, pct)

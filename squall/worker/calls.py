@@ -28,4 +28,7 @@ class MasterCalls(Protocol):
     """How a worker or a supervisor reaches the master; ``call`` raises `RpcError` while it is
     unreachable, `RemoteError` when the master refused the call."""
 
-    def call(self, op: str, **args: Any) -> Any: ...
+    def call(self, op: str, **args: Any) -> Any:
+        """Run the master's ``op`` with ``args`` and return its result. Raises `RpcError` while the
+        master is unreachable, `RemoteError` (naming the exception's type) when it refused the call."""
+        ...

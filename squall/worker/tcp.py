@@ -128,6 +128,7 @@ class LoopEvent:
         self._poller.register(epoll_fd, select.POLLIN)
 
     def is_set(self) -> bool:
+        """`threading.Event.is_set`: whether `set` was called since the last `clear` (no system call)."""
         return self._flag
 
     def set(self) -> None:

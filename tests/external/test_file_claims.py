@@ -238,7 +238,7 @@ def test_a_file_that_cannot_be_opened_is_reported_once_and_skipped(dirs, monkeyp
     assert lines(task.pump()) == ["a-0"]
 
 
-def test_a_timeout_that_is_not_positive_is_refused_naming_it(tmp_path):
+def test_a_lock_timeout_not_positive_or_not_above_twice_the_poll_is_refused_naming_both(tmp_path):
     with pytest.raises(ValueError, match="lock_timeout_secs must be > 0, not 0"):
         FileSpout(tmp_path, claim_files=True, lock_timeout_secs=0)
     with pytest.raises(ValueError, match=r"poll_secs \(5\) must be under half of lock_timeout_secs \(10\)"):

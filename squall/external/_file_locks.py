@@ -18,6 +18,15 @@ heartbeat that the lock at its path is no longer its own, and gives the file up.
 (the check that the lock is still its own, then its removal) runs under ``.dirlock`` too, so it
 never removes a lock another task has just taken over.
 
+A lock whose owner is known to be dead is taken over at once, without waiting for the timeout:
+its owner is an earlier run of this very task (a task runs once at a time, so a restarted task,
+in a new worker or in the same one as `LocalCluster` restarts them, replaces it; the run ids
+start with their start time, so of two runs only the later one takes over), or it ran on this
+host (by name) in a process that is gone. The owner is ``<task>@<host>:<pid>:<run>``, in each
+line of its lock. Should the earlier run live on after all (a worker cut off rather than
+dead), it finds its lock taken at its next heartbeat and gives the file up, as a stalled owner
+does.
+
 A lock counts as unchanged only over time this task was watching: when its own scans were further
 apart than half the timeout (the topology was deactivated, held back, or the machine paused), what
 it watched starts again. Its owner was most likely paused by the same cause, and beats at its
@@ -35,6 +44,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import socket
 import stat
 import threading
 import uuid
@@ -61,10 +71,61 @@ class LockStamp(NamedTuple):
 
 
 class Watched(NamedTuple):
-    """A lock of another task, and since when (this task's clock) it has looked the same."""
+    """A lock of another task, and since when (this task's clock) it has looked the same; and
+    why its owner is known to be dead (None: it is not)."""
 
     stamp: LockStamp
     since: float
+    dead: str | None
+
+
+class Owner(NamedTuple):
+    """Who holds a lock, as its lines say: ``<task>@<host>:<pid>:<run>``; a run id is
+    ``<start, epoch ms>-<random>``."""
+
+    task: str
+    host: str
+    pid: int
+    run: str
+
+    def __str__(self) -> str:
+        return f"{self.task}@{self.host}:{self.pid}:{self.run}"
+
+    @property
+    def started(self) -> int | None:
+        """When the run started (epoch ms, by its machine's clock); None if its id does not say."""
+        start = self.run.split("-", 1)[0]
+        return int(start) if start.isdigit() else None
+
+    @classmethod
+    def parse(cls, line: bytes) -> Owner | None:
+        """The owner named in a lock's line ``<ms>,<owner>,<event>,<offset>``; None if the line is
+        not one (a lock's contents are only trusted to say who to wait for)."""
+        try:
+            owner = line.decode("utf-8").split(",", 1)[1].rsplit(",", 2)[0]
+            task, where = owner.rsplit("@", 1)
+            host, pid, run = where.rsplit(":", 2)
+            return cls(task, host, int(pid), run)
+        except (UnicodeDecodeError, IndexError, ValueError):
+            return None
+
+
+def why_dead(owner: Owner, me: Owner) -> str | None:
+    """Why ``owner`` is known to be gone, seen from task ``me``: it is an earlier run of the same
+    task, or it ran on this host in a process that no longer exists; None if that is not known
+    (the timeout decides)."""
+    theirs, mine = owner.started, me.started
+    if owner.task == me.task and theirs is not None and mine is not None and theirs < mine:
+        return "its owner was an earlier run of this task"
+    if owner.host != me.host or owner.pid == me.pid:
+        return None
+    try:
+        os.kill(owner.pid, 0)
+    except ProcessLookupError:
+        return "its owner's process is gone"
+    except PermissionError:
+        return None  # another user's process: alive
+    return None
 
 
 class FileLocks:
@@ -73,15 +134,17 @@ class FileLocks:
 
     Args:
         directory: the lock directory, made owner-only if missing.
-        owner: who this task is, written into its locks (for the people reading them).
+        task: which task this is (``<spout>[<index>]``), written into its locks with this host,
+            process and a new run id as its `Owner`.
         timeout: seconds a lock must look unchanged before it counts as abandoned; a holder
             appends a heartbeat every quarter of it.
         clock: this task's clock (`Clock.now` for leases, `Clock.wall` for the lines' time).
     """
 
-    def __init__(self, directory: str | os.PathLike, owner: str, timeout: float, clock: Clock) -> None:
+    def __init__(self, directory: str | os.PathLike, task: str, timeout: float, clock: Clock) -> None:
         self.directory = private_dir(directory)
-        self.owner = owner
+        run = f"{int(clock.wall() * 1000)}-{uuid.uuid4().hex[:8]}"
+        self.owner = Owner(task, socket.gethostname(), os.getpid(), run)
         self.timeout = timeout
         self.clock = clock
         self._held: dict[str, int] = {}  # file name -> the lock's open descriptor
@@ -161,8 +224,8 @@ class FileLocks:
             self.release(name)
 
     def abandoned(self) -> list[str]:
-        """Looks at every other task's lock; returns, in name order, those this task has seen
-        unchanged for the timeout."""
+        """Looks at every other task's lock; returns, in name order, those whose owner is known to
+        be dead and those this task has seen unchanged for the timeout."""
         now = self.clock.now()
         if self._scanned is not None and now - self._scanned > self.timeout / 2:
             self._watched = {}  # this task was not watching meanwhile: neither, maybe, were the owners
@@ -176,8 +239,10 @@ class FileLocks:
             if stamp is None:
                 continue
             was = self._watched.get(entry.name)
-            seen[entry.name] = was if was is not None and was.stamp == stamp else Watched(stamp, now)
-            if now - seen[entry.name].since >= self.timeout:
+            if was is None or was.stamp != stamp:
+                was = Watched(stamp, now, self._why_dead(entry.name))
+            seen[entry.name] = was
+            if was.dead is not None or now - was.since >= self.timeout:
                 out.append(entry.name)
         self._watched = seen
         return sorted(out)
@@ -191,6 +256,30 @@ class FileLocks:
         """Removes the abandoned lock of a file that no longer exists (its owner renamed the
         file done and died before removing the lock)."""
         return self._replace(name, claim=False, offset=0)
+
+    def owner_of(self, name: str) -> Owner | None:
+        """The owner named in the first line of ``name``'s lock; None if it cannot be read."""
+        try:
+            fd = os.open(self.directory / name, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            return Owner.parse(os.pread(fd, 512, 0).split(b"\n", 1)[0])
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def why_abandoned(self, name: str) -> str:
+        """Why the last `abandoned` counted the lock of ``name`` as abandoned."""
+        watched = self._watched.get(name)
+        if watched is not None and watched.dead is not None:
+            return watched.dead
+        return f"its lock was unchanged for {self.timeout}s"
+
+    def _why_dead(self, name: str) -> str | None:
+        owner = self.owner_of(name)
+        return None if owner is None else why_dead(owner, self.owner)
 
     def last_line(self, name: str) -> str:
         """The last line of ``name``'s lock (for a message; its contents are only ever shown)."""

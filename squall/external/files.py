@@ -25,7 +25,6 @@ import hashlib
 import json
 import logging
 import os
-import socket
 import stat
 import threading
 import uuid
@@ -544,8 +543,7 @@ class FileSpout(Spout):
         self.locks: FileLocks | None = None
         self.abandoned: deque[str] = deque()
         if self.claim_files:
-            owner = f"{self.spout_id}[{self.index}]@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-            self.locks = FileLocks(state / "locks", owner, self.lock_timeout_secs, self.clock)
+            self.locks = FileLocks(state / "locks", f"{self.spout_id}[{self.index}]", self.lock_timeout_secs, self.clock)
         self.head: tuple[int, str] | None = None  # the current file's head hash (length, hash), reused
         self.queue: deque[str] = deque()
         self.file: str | None = None
@@ -593,10 +591,11 @@ class FileSpout(Spout):
                 locks.remove_abandoned(name)  # renamed done by a task that died before removing its lock
                 continue
             last = locks.last_line(name)
+            why = locks.why_abandoned(name)
             if locks.take_over(name):
-                log.warning("FileSpout %r task %d: took over %s, whose lock was unchanged for %ss "
-                            "(its last line: %s); reading it from its committed offset",
-                            self.spout_id, self.index, os.path.join(self.directory, name), self.lock_timeout_secs, last)
+                log.warning("FileSpout %r task %d: took over %s, since %s (its lock's last line: %s); "
+                            "reading it from its committed offset",
+                            self.spout_id, self.index, os.path.join(self.directory, name), why, last)
                 if self._open_claimed(locks, name):
                     return True
         while self.queue:

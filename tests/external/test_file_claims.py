@@ -10,6 +10,9 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -236,6 +239,68 @@ def test_a_file_that_cannot_be_opened_is_reported_once_and_skipped(dirs, monkeyp
     assert locks(local) == []  # its lock released: another task may try it
     monkeypatch.setattr(os, "open", real_open)
     assert lines(task.pump()) == ["a-0"]
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def plant_lock(local, name: str, line: str) -> None:
+    """A lock file as another task would have left it."""
+    directory = local / "filespout" / "lines" / "locks"
+    FileLocks(directory, "planter", TIMEOUT, SimulatedClock())  # makes the directory, owner-only
+    fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, line.encode())
+    os.close(fd)
+
+
+def test_a_lock_whose_owner_process_on_this_host_is_gone_is_taken_over_at_once(dirs, caplog):
+    src, local = dirs
+    write_lines(src / "a.txt", ["line-0", "line-1"])
+    plant_lock(local, "a.txt", f"0,lines[0]@{socket.gethostname()}:{dead_pid()}:r1,claimed,0\n")
+    task = claiming(src, local, SimulatedClock(), 1)
+    with caplog.at_level(logging.WARNING, "squall.external.files"):
+        assert lines(task.pump()) == ["line-0", "line-1"]  # no timeout waited
+    assert "since its owner's process is gone" in caplog.text
+
+
+def test_a_lock_of_an_earlier_run_of_the_same_task_is_taken_over_at_once(dirs, caplog):
+    src, local = dirs
+    write_lines(src / "a.txt", [f"line-{i}" for i in range(6)])
+    clock = SimulatedClock()
+    first = claiming(src, local, clock, 0)
+    first.ack(first.pump(3)[:2])
+    # its worker restarts the task (in the same process, as LocalCluster does); the first run is
+    # left alive here, as a worker cut off rather than dead would be
+    clock.advance(1)
+    again = claiming(src, local, clock, 0)
+    with caplog.at_level(logging.WARNING, "squall.external.files"):
+        taken = again.pump()
+        assert lines(taken) == [f"line-{i}" for i in range(2, 6)]
+        assert "since its owner was an earlier run of this task" in caplog.text
+        clock.advance(TIMEOUT / 4)
+        assert first.pump() == [] and "gave up" in caplog.text  # at its next heartbeat
+    again.ack(taken)
+    assert os.listdir(src) == ["a.txt.done"]
+
+
+@pytest.mark.parametrize("line", [
+    "0,lines[0]@elsewhere.example:{pid}:r1,claimed,0\n",  # another host: only the timeout can tell
+    "not a lock line\n",
+    "",
+])
+def test_a_lock_whose_owner_cannot_be_known_dead_waits_for_the_timeout(dirs, line):
+    src, local = dirs
+    write_lines(src / "a.txt", ["line-0"])
+    plant_lock(local, "a.txt", line.format(pid=dead_pid()))
+    clock = SimulatedClock()
+    task = claiming(src, local, clock, 1)
+    assert task.pump() == []
+    assert watch(clock, TIMEOUT - TIMEOUT / 4, task) == [[]]
+    assert lines(watch(clock, TIMEOUT / 4, task)[0]) == ["line-0"]
 
 
 def test_a_lock_timeout_not_positive_or_not_above_twice_the_poll_is_refused_naming_both(tmp_path):

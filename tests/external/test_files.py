@@ -138,6 +138,42 @@ def test_every_line_of_every_file_is_emitted_and_acked_and_new_files_are_picked_
         assert [p.name for p in (state / "locks").iterdir() if not p.name.startswith(".")] == []
 
 
+CRASHED: set[str] = set()
+
+
+class CrashOnce(Recorder):
+    """A `Recorder` whose worker crashes once, at the line ``crash_on`` (the first time it sees it)."""
+
+    def __init__(self, log: SharedLog, crash_on: str) -> None:
+        super().__init__(log)
+        self.crash_on = crash_on
+
+    def execute(self, tup) -> None:
+        if tup.values[0] == self.crash_on and self.crash_on not in CRASHED:
+            CRASHED.add(self.crash_on)
+            raise RuntimeError(f"crash once on {self.crash_on}")
+        super().execute(tup)
+
+
+def test_a_claimed_file_goes_on_at_once_after_its_worker_crashed_and_restarted(tmp_path):
+    """The restarted task finds the lock of its crashed predecessor (same process, gone task) and
+    takes it over at once, not after lock_timeout_secs (300 s)."""
+    src, local = tmp_path / "in", tmp_path / "local"
+    src.mkdir()
+    items = [f"line-{i:03d}" for i in range(200)]
+    write_lines(src / "a.txt", items)
+    CRASHED.discard("line-100")
+    log = SharedLog()
+    builder = TopologyBuilder()
+    builder.set_spout("lines", FileSpout(src, commit_every=1, poll_secs=0.05, progress_dir=local, claim_files=True))
+    builder.set_bolt("rec", CrashOnce(log, "line-100")).shuffle_grouping("lines")
+    with cluster_at(local) as cluster:
+        cluster.submit_topology("crashy", {"topology.message.timeout.secs": 5}, builder.create_topology())
+        assert wait_until(lambda: (src / "a.txt.done").exists(), timeout=60), sorted(os.listdir(src))
+        cluster.kill_topology("crashy", wait_secs=0)
+    assert "line-100" in CRASHED and set(log.items()) == set(items)
+
+
 def test_after_a_restart_exactly_the_lines_from_the_committed_offset_are_replayed(tmp_path):
     src = tmp_path / "in"
     src.mkdir()

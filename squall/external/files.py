@@ -426,8 +426,9 @@ class FileSpout(Spout):
     parallelism. With ``claim_files=True``, the first task to claim the file, as HdfsSpout's tasks
     do: it creates the file's lock in ``<progress_dir>/filespout/<spout id>/locks`` and appends
     a heartbeat to it every ``lock_timeout_secs / 4``; a lock that another task sees unchanged
-    for ``lock_timeout_secs`` (its owner died or stalled) is taken over, and the file resumed at
-    its committed offset. A task that stalled past the timeout gives the file up at its next
+    for ``lock_timeout_secs`` (its owner died or stalled), or whose owner it knows to be dead (an
+    earlier run of the same task, a process gone from this host), is taken over, and the file
+    resumed at its committed offset. A task that stalled past the timeout gives the file up at its next
     heartbeat. Close releases the task's lock. A directory is listed again when a task has no
     file left (at most every ``poll_secs``), so new files are picked up. Files must be complete
     when they appear: move them in, or write them with ``ignore_suffix`` and rename. Names

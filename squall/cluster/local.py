@@ -31,7 +31,6 @@ from ..engine.clock import Clock
 from ..state import HostMemory, StateHome, get_state, state_key
 from .inprocess import DirectMaster, InProcessLauncher, Networks
 from .master import Master
-from .supervisor import Supervisor
 from .timers import Timers
 
 log = logging.getLogger("squall.cluster")
@@ -80,6 +79,10 @@ class LocalCluster:
         hosts = ["localhost"] if n == 1 else [f"localhost-{i}" for i in range(1, n + 1)]
         self._launchers = [InProcessLauncher(self.conf, host, self._direct, self._networks, self.clock, self._seed,
                                              self._exited, state_home) for host in hosts]
+        # imported here: `import squall` must not import the module that `python -m
+        # squall.cluster.supervisor` runs, or runpy warns and it would run as a second copy
+        from .supervisor import Supervisor
+
         self._supervisors = [Supervisor(self.conf, launcher, self._direct, supervisor_id=f"local-{launcher.host}")
                              for launcher in self._launchers]
         self._sync_lock = threading.Lock()

@@ -265,6 +265,35 @@ def test_the_live_table_shows_the_component_of_the_last_error():
     assert "[b]old" in text
 
 
+def test_the_live_latency_is_of_the_last_second_or_a_dash_when_nothing_was_acked_in_it(capsys):
+    """A spout's latency column is the mean complete latency of the tuples acked since the last
+    reading; with none acked (a finished source, a restarted worker) it is "-", never the mean of
+    the whole run shown as if it were current."""
+    from squall.cli._local import _PlainView, _Sampler
+
+    class Cluster:
+        def __init__(self):
+            self.acked, self.latency = 0, 0.0
+
+        def get_topology_info(self, name):
+            return {"name": name, "status": "ACTIVE", "uptime_secs": 1.0, "errors": [],
+                    "components": {"s": {"type": "spout", "executors": 1, "tasks": 1, "emitted": self.acked,
+                                         "acked": self.acked, "failed": 0, "executed": 0,
+                                         "complete_latency_ms": self.latency}}}
+
+        def get_topology_page(self, name):
+            return {"spouts": [{"spoutId": "s", "emitted": self.acked, "acked": self.acked, "failed": 0,
+                                "completeLatency": self.latency}], "bolts": []}
+
+    cluster, sampler, view = Cluster(), _Sampler(0.0), _PlainView()
+    readings = []
+    for acked, mean in ((100, 2.0), (300, 4.0), (300, 4.0)):  # 200 more at 5 ms, then none
+        cluster.acked, cluster.latency = acked, mean
+        view.show(sampler.sample(cluster, ["t"], {}))
+        readings.append(capsys.readouterr().out)
+    assert "latency=2.00ms" in readings[0] and "latency=5.00ms" in readings[1] and "latency=-" in readings[2]
+
+
 def test_jar_says_submitted_when_the_master_cannot_be_reached_after_the_submit(monkeypatch, capsys):
     """The note about free slots needs a second connection; losing it must not turn a submit
     that succeeded into "cannot reach the master"."""

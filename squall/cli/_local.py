@@ -253,9 +253,8 @@ class _PlainView:
                 rate, latency = rates.get(cid, (0.0, None))
                 fields = [f"{cid} ({c['type']}): emitted={c['emitted']} ({rate:.0f}/s)",
                           f"acked={c['acked']}", f"failed={c['failed']}"]
-                if c["type"] == "spout":
-                    shown = c["complete_latency_ms"] if latency is None else latency
-                    fields.append(f"latency={shown:.2f}ms")
+                if c["type"] == "spout":  # "-": nothing acked in the last second to measure
+                    fields.append("latency=-" if latency is None else f"latency={latency:.2f}ms")
                 else:
                     fields.append(f"executed={c['executed']}")
                 parts.append(" ".join(fields))
@@ -302,7 +301,7 @@ class _LiveView:
             for cid, c in user_components(info):
                 rate, latency = rates.get(cid, (0.0, None))
                 if c["type"] == "spout":
-                    lat = f"{c['complete_latency_ms'] if latency is None else latency:.2f}"
+                    lat = "-" if latency is None else f"{latency:.2f}"
                 else:
                     lat = ""
                 table.add_row(escape(cid), c["type"], str(c["executors"]), str(c["tasks"]), f"{c['emitted']:,}",

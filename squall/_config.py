@@ -7,6 +7,7 @@ in ``squall/defaults.yaml``. Layers are resolved once, at submit (`topology_conf
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -170,6 +171,29 @@ def _defaults() -> dict[str, Any]:
 def default_conf() -> dict[str, Any]:
     """A fresh copy of the built-in defaults."""
     return dict(_defaults())
+
+
+@cache
+def _known_keys() -> tuple[str, ...]:
+    return tuple(sorted(set(_defaults()) | COMPONENT_KEYS | {
+        v for k, v in vars(Config).items() if k.isupper() and isinstance(v, str)}))
+
+
+def misspelling_of(key: str) -> str | None:
+    """The known key that ``key`` is most likely a typo of, for a ``topology.`` or daemon key
+    squall does not know (Storm passes unknown keys through silently, so a typo would do
+    nothing); None for a known key, a custom one, or one like no known key."""
+    known = _known_keys()
+    if key in known or not (key.startswith("topology.") or is_daemon_key(key)):
+        return None
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+    return close[0] if close else None
+
+
+def misspellings(conf: Mapping[str, Any], topology: str) -> list[str]:
+    """A warning for each key of a topology's ``conf`` that is likely a typo (`misspelling_of`)."""
+    return [f"{topology}: topology configuration key {key!r} is unknown and used by nothing; did you mean {meant!r}?"
+            for key in conf if isinstance(key, str) and (meant := misspelling_of(key)) is not None]
 
 
 def read_conf_file(path: str | os.PathLike) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import pytest
 
 from squall.cli import main
 from squall.cli._options import parse_overrides
+from squall.worker.rpc import RpcError
 
 NUMBERS_TOPOLOGY = '''
 from squall import Bolt, Fields, Spout, TopologyBuilder
@@ -309,6 +310,33 @@ def test_jar_says_submitted_when_the_master_cannot_be_reached_after_the_submit(m
     monkeypatch.setattr(_cluster, "MasterClient", unreachable)
     _cluster._ToMaster({}).submit_topology("t", {}, None)
     assert submitted == ["t"] and capsys.readouterr().out == "Submitted topology: t\n"
+
+
+def test_a_misspelt_topology_key_is_warned_about_where_the_user_sees_it(monkeypatch, capsys, caplog):
+    """Storm passes unknown keys through, so a typo in a topology's conf silently does nothing:
+    `squall jar` prints a warning naming the key and the likely one, and a LocalCluster (so
+    `squall local`) logs it; custom keys and known ones pass without a word."""
+    import logging
+
+    from squall import LocalCluster, StormSubmitter, TopologyBuilder
+    from squall.cli import _cluster
+    from squall.testing import FeederSpout
+
+    conf = {"topology.max.spout.pendng": 10, "my.app.threshold": 3, "topology.workers": 1}
+    monkeypatch.setattr(StormSubmitter, "submit_topology", lambda name, conf, topology: None)
+    monkeypatch.setattr(_cluster, "MasterClient", lambda conf: (_ for _ in ()).throw(RpcError("down")))
+    _cluster._ToMaster({}).submit_topology("t", conf, None)
+    assert capsys.readouterr().err.splitlines() == [
+        "squall: warning: t: topology configuration key 'topology.max.spout.pendng' is unknown and used by "
+        "nothing; did you mean 'topology.max.spout.pending'?"]
+    builder = TopologyBuilder()
+    builder.set_spout("s", FeederSpout(["x"]))
+    with caplog.at_level(logging.WARNING, "squall.master"), LocalCluster() as cluster:
+        cluster.submit_topology("local", conf, builder.create_topology())
+        cluster.kill_topology("local", wait_secs=0)
+    assert [r.getMessage() for r in caplog.records if "unknown" in r.getMessage()] == [
+        "local: topology configuration key 'topology.max.spout.pendng' is unknown and used by nothing; "
+        "did you mean 'topology.max.spout.pending'?"]
 
 
 def test_monitor_prints_an_error_again_with_its_count_when_it_repeats(capsys):

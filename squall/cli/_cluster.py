@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .._config import find_conf_file
+from .._config import find_conf_file, misspellings
 from .._errors import SquallError
 from .._submitter import StormSubmitter
 from .._system import ACKER_COMPONENT
@@ -170,6 +170,8 @@ class _ToMaster:
         self.client_conf = client_conf
 
     def submit_topology(self, name: str, conf: dict[str, Any], topology: Any) -> None:
+        for warning in misspellings(conf, name):  # the master logs these too, but far from here
+            print(f"squall: warning: {warning}", file=sys.stderr)
         with StormSubmitter.submitting_to(None):  # past the FileSubmitter, to the master
             StormSubmitter.submit_topology(name, conf, topology)
         print(f"Submitted topology: {name}", flush=True)

@@ -4,7 +4,6 @@ configuration, and argparse types for seconds and counts."""
 from __future__ import annotations
 
 import argparse
-import difflib
 import math
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from .._config import COMPONENT_KEYS, Config, cluster_conf, default_conf, is_daemon_key
+from .._config import cluster_conf, is_daemon_key, misspelling_of
 
 
 class UserError(Exception):
@@ -48,13 +47,11 @@ def parse_overrides(items: list[str] | None) -> tuple[dict[str, Any], dict[str, 
 
 
 def _warn_if_misspelt(key: str) -> None:
-    known = set(default_conf()) | COMPONENT_KEYS | {
-        v for k, v in vars(Config).items() if k.isupper() and isinstance(v, str)}
-    if key in known or not (key.startswith("topology.") or is_daemon_key(key)):
-        return
-    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.85)
-    if close:
-        print(f"squall: warning: -c {key}: unknown key; did you mean {close[0]}?", file=sys.stderr)
+    # a topology key is warned about where the topology's configuration is resolved, with the
+    # file's own keys (`topology_conf`, or `_ToMaster` for a master elsewhere): once, not twice
+    meant = misspelling_of(key) if is_daemon_key(key) else None
+    if meant is not None:
+        print(f"squall: warning: -c {key}: unknown key; did you mean {meant}?", file=sys.stderr)
 
 
 def conf_file(path: str | None) -> str | None:

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import cloudpickle
 
-from .._config import SECRET_KEY, setting, topology_conf, visible_to_topology
+from .._config import SECRET_KEY, misspellings, setting, topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
 from .._private import private_dir, write_private
 from .._ratelimit import RateLimitedLog
@@ -420,6 +420,8 @@ class Master(HaMaster):
             raise AlreadyAliveException(f"Topology with name `{name}` already exists on cluster")
         conf = dict(conf or {})
         merged = topology_conf(self.conf, conf)
+        for warning in misspellings(conf, name):
+            log.warning("%s", warning)
         merged["topology.name"] = name
         storm_id = f"{name}-{self.counter + 1}-{int(self.clock.wall())}"
         plan = make_plan(name, storm_id, topology, merged, conf)

@@ -47,8 +47,8 @@ def parse_overrides(items: list[str] | None) -> tuple[dict[str, Any], dict[str, 
 
 
 def _warn_if_misspelt(key: str) -> None:
-    # a topology key is warned about where the topology's configuration is resolved, with the
-    # file's own keys (`topology_conf`, or `_ToMaster` for a master elsewhere): once, not twice
+    # a topology key is warned about with FILE's own keys, where the topology is submitted (the
+    # master's log, and `_ToMaster` prints it for a master elsewhere): once, not twice
     meant = misspelling_of(key) if is_daemon_key(key) else None
     if meant is not None:
         print(f"squall: warning: -c {key}: unknown key; did you mean {meant}?", file=sys.stderr)

@@ -316,7 +316,8 @@ def test_a_bad_daemon_setting_is_one_line_naming_the_key_and_starts_nothing(tmp_
 
 def test_sigterm_stops_nimbus_its_supervisor_and_every_worker(tmp_path):
     """A build() file, renamed with --name, its conf's 1 worker overridden by -c to 2; once both
-    workers run, SIGTERM on nimbus leaves no supervisor or worker process behind."""
+    workers run, SIGTERM on nimbus leaves no supervisor or worker process behind, and its log's
+    last lines say it stopped."""
     nimbus = Nimbus(tmp_path)
     try:
         path = write(tmp_path, "endless.py", BUILD_STYLE)
@@ -331,6 +332,9 @@ def test_sigterm_stops_nimbus_its_supervisor_and_every_worker(tmp_path):
         assert len(nimbus.workers()) == 2
         assert nimbus.stop() == 0
         assert nimbus.processes() == {}  # nimbus waited for its supervisor, which stopped its workers
+        log = nimbus.log.read_text()  # and its log says so, last
+        assert "squall nimbus stopping (signal received), with the supervisor it started and its workers" in log
+        assert log.rstrip().endswith("squall nimbus stopped")
     finally:
         nimbus.clean_up()
 

@@ -156,6 +156,10 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
                 keeper.check()
         ready.cancel()
         stopped.cancel()
+        if stop.is_set():
+            log.info("squall nimbus stopping (signal received)%s; the topologies stay in %s for its next start",
+                     ", with the supervisor it started and its workers" if keeper is not None else "",
+                     conf.get("storm.local.dir") or "storm-local")
         if server.done():
             server.result()  # serve ended by itself: raise why (say, the port is taken)
         server.cancel()
@@ -166,6 +170,7 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
     finally:
         if keeper is not None:
             keeper.stop()
+    log.info("squall nimbus stopped")
     return 0
 
 

@@ -117,7 +117,7 @@ def why_dead(owner: Owner, me: Owner) -> str | None:
     theirs, mine = owner.started, me.started
     if owner.task == me.task and theirs is not None and mine is not None and theirs < mine:
         return "its owner was an earlier run of this task"
-    if owner.host != me.host or owner.pid == me.pid:
+    if owner.host != me.host or owner.pid == me.pid or owner.pid <= 0:  # 0, -n: process groups
         return None
     try:
         os.kill(owner.pid, 0)

@@ -291,11 +291,12 @@ def test_a_lock_of_an_earlier_run_of_the_same_task_is_taken_over_at_once(dirs, c
     "0,lines[0]@elsewhere.example:{pid}:r1,claimed,0\n",  # another host: only the timeout can tell
     "not a lock line\n",
     "",
+    "0,lines[0]@{host}:-1:r1,claimed,0\n",  # not a pid (for kill, -1 is every process): never dead
 ])
 def test_a_lock_whose_owner_cannot_be_known_dead_waits_for_the_timeout(dirs, line):
     src, local = dirs
     write_lines(src / "a.txt", ["line-0"])
-    plant_lock(local, "a.txt", line.format(pid=dead_pid()))
+    plant_lock(local, "a.txt", line.format(pid=dead_pid(), host=socket.gethostname()))
     clock = SimulatedClock()
     task = claiming(src, local, clock, 1)
     assert task.pump() == []

@@ -697,9 +697,10 @@ class FileSpout(Spout):
         """Drops the current file, whose lock another task now holds: it reads the file from the
         committed offset, and this task's acks still to come for it are ignored."""
         assert self.handle is not None
-        log.warning("FileSpout %r task %d: gave up %s: another task took its lock over, since this one "
-                    "stalled longer than lock_timeout_secs (%ss) without a heartbeat; that task reads it "
-                    "from the committed offset, so the lines not acked here are emitted again",
+        log.warning("FileSpout %r task %d: gave up %s: another task took its lock over (this one went "
+                    "without a heartbeat for lock_timeout_secs, %ss, or was taken for dead after a restart "
+                    "of this task); that task reads it from the committed offset, so the lines not acked "
+                    "here are emitted again",
                     self.spout_id, self.index, os.path.join(self.directory, name), self.lock_timeout_secs)
         self._commit()
         self.handle.close()

@@ -199,10 +199,7 @@ class FileLocks:
     def release(self, name: str) -> None:
         """Removes the lock of ``name`` if it is still this task's, and forgets it."""
         if name in self._held:
-            with self._dirlock(wait=True):
-                if self.holds(name):
-                    os.unlink(self.directory / name)
-        self._forget(name)
+            self.finish(name, lambda: None)
 
     def finish(self, name: str, done: Callable[[], None]) -> bool:
         """Runs ``done`` (the file's rename to done) and removes the lock, if the lock is still

@@ -36,6 +36,13 @@ def claiming(src, local, clock, index: int, tasks: int = 2) -> Task:
     return Task(src, local, index, tasks, claim_files=True, lock_timeout_secs=TIMEOUT, clock=clock)
 
 
+def two_tasks(src, local, items: list[str]) -> tuple[SimulatedClock, Task, Task]:
+    """``a.txt`` holding ``items``, and tasks 0 and 1 of a claiming spout on one simulated clock."""
+    write_lines(src / "a.txt", items)
+    clock = SimulatedClock()
+    return clock, claiming(src, local, clock, 0), claiming(src, local, clock, 1)
+
+
 def watch(clock, secs: float, *tasks: Task) -> list[list[tuple[str, object]]]:
     """Moves the clock ``secs`` on in quarters of the timeout, each task pumped after each step
     (a task that has no file scans the locks then); returns what each task emitted."""
@@ -94,9 +101,7 @@ def test_a_crashed_tasks_file_is_taken_over_after_the_timeout_at_its_committed_o
 
 def test_a_task_that_keeps_its_heartbeat_keeps_its_file(dirs):
     src, local = dirs
-    write_lines(src / "a.txt", [f"line-{i}" for i in range(20)])
-    clock = SimulatedClock()
-    owner, other = claiming(src, local, clock, 0), claiming(src, local, clock, 1)
+    clock, owner, other = two_tasks(src, local, [f"line-{i}" for i in range(20)])
     got = []
     for _ in range(20):  # ten lock timeouts, one line each half timeout
         got += owner.pump(1)
@@ -110,9 +115,7 @@ def test_a_task_that_keeps_its_heartbeat_keeps_its_file(dirs):
 def test_a_stalled_task_gives_its_file_up_once_another_took_it_over(dirs, caplog):
     src, local = dirs
     items = [f"line-{i}" for i in range(10)]
-    write_lines(src / "a.txt", items)
-    clock = SimulatedClock()
-    stalled, other = claiming(src, local, clock, 0), claiming(src, local, clock, 1)
+    clock, stalled, other = two_tasks(src, local, items)
     early = stalled.pump(4)
     stalled.ack(early[:2])
     assert other.pump() == []
@@ -168,9 +171,7 @@ def test_only_one_of_two_tasks_takes_over_an_abandoned_lock(dirs):
 def test_a_stalled_task_that_read_its_whole_file_leaves_it_to_the_task_that_took_it_over(dirs, caplog):
     src, local = dirs
     items = [f"line-{i}" for i in range(10)]
-    write_lines(src / "a.txt", items)
-    clock = SimulatedClock()
-    stalled, other = claiming(src, local, clock, 0), claiming(src, local, clock, 1)
+    clock, stalled, other = two_tasks(src, local, items)
     read = stalled.pump()
     assert lines(read) == items and other.pump() == []
     [taken] = watch(clock, TIMEOUT, other)
@@ -185,9 +186,7 @@ def test_a_stalled_task_that_read_its_whole_file_leaves_it_to_the_task_that_took
 def test_a_pause_of_every_task_longer_than_the_timeout_takes_no_file_over(dirs):
     src, local = dirs
     items = [f"line-{i}" for i in range(10)]
-    write_lines(src / "a.txt", items)
-    clock = SimulatedClock()
-    owner, other = claiming(src, local, clock, 0), claiming(src, local, clock, 1)
+    clock, owner, other = two_tasks(src, local, items)
     first = owner.pump(3)
     assert other.pump() == []
     clock.advance(3 * TIMEOUT)  # deactivated, or the machine paused: neither task ran

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -352,3 +353,36 @@ def test_monitor_prints_an_error_again_with_its_count_when_it_repeats(capsys):
     _print_errors(info, since=seen)
     assert capsys.readouterr().err.splitlines() == ["squall: wc: error in [split]: ValueError: bad",
                                                     "squall: wc: error in [split]: ValueError: bad (x3)"]
+
+
+def _run_with_stdout_closed(*argv: str) -> subprocess.CompletedProcess:
+    """Runs ``python -m squall ARGV`` with stdout a pipe whose reader is already gone, as in
+    ``squall info T | head`` once head has read its lines."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", "squall", *argv], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("argv", [("version",), ()])
+def test_a_closed_stdout_ends_the_command_quietly_as_unix_tools_do(argv):
+    """Issue 33 item 11: `squall info T | head` ended with "squall: error: unexpected
+    BrokenPipeError". Now nothing is printed and the status is the shell's 141 (128 + SIGPIPE),
+    for a verb's output and the plain usage alike (argparse's own --help already ends quietly)."""
+    proc = _run_with_stdout_closed(*argv)
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_still_an_error(monkeypatch, capsys):
+    """Only stdout's reader going away is quiet: a connection that breaks under a verb (the
+    master's, say) is the verb's error, named as before."""
+    from squall.cli import _cluster
+
+    def broken(args):
+        raise BrokenPipeError(32, "Broken pipe")
+    monkeypatch.setattr(_cluster, "cmd_list", broken)
+    assert main(["list"]) == 1
+    assert "squall: error: unexpected BrokenPipeError: [Errno 32] Broken pipe" in capsys.readouterr().err

@@ -24,6 +24,8 @@ tracebacks only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
 import traceback
 from typing import Any
@@ -39,6 +41,15 @@ _SPARK_MASTER_HELP = ("with --host spark: the Spark master (local[N], spark://HO
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``squall`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    try:
+        status = _run(argv)
+        sys.stdout.flush()  # here, not at exit: a reader gone before the last buffered line is a closed pipe too
+        return status
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _run(argv: list[str] | None) -> int:
     parser = _create_arg_parser()
     try:
         args = parser.parse_args(argv)
@@ -50,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return args.run(args)
+    except BrokenPipeError as e:
+        if _stdout_reader_gone():
+            raise  # not an error of the verb's: `main` ends quietly
+        return _fail(f"unexpected BrokenPipeError: {e} (run with --debug for the traceback)", e, args.debug, 1)
     except KeyboardInterrupt:
         return 130
     except UserError as e:
@@ -59,6 +74,29 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         hint = "" if args.debug else " (run with --debug for the traceback)"
         return _fail(f"unexpected {type(e).__name__}: {e}{hint}", e, args.debug, 1)
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe or socket whose reader has closed it (Linux reports POLLERR on
+    its write end), as opposed to a broken pipe elsewhere, such as a connection to the master."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)  # POLLERR and POLLHUP are reported unasked
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real stdout (a test's capture): not a pipe of ours
+        return False
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``squall info T | head``): end quietly, as Unix tools do.
+
+    Unix tools die of SIGPIPE, which a shell reports as 141; Python ignores SIGPIPE and raises
+    instead. stdout is pointed at /dev/null so that the interpreter's own flush at exit, of what
+    is still buffered, does not print "Exception ignored ... BrokenPipeError" after all."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13  # 128 + SIGPIPE, what the shell shows for `yes | head`
 
 
 def _fail(message: str, error: BaseException, debug: bool, code: int) -> int:

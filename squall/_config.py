@@ -44,6 +44,7 @@ COMPONENT_KEYS = frozenset({
     "topology.executor.own.thread",
     "topology.executor.blocking.move",
     "topology.kryo.register",
+    "topology.filespout.max.record.bytes",
 })
 _COMPONENT_KEY_PREFIXES = ("topology.bolts.window.", "topology.bolts.")
 
@@ -442,6 +443,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "topology.state.provider": (_string, "\"module:Class\" of a state provider (docs/state.md)", False),
     "topology.state.provider.config": (lambda v: isinstance(v, (str, dict)),
                                        "a map, or a JSON object in a string", True),
+    "topology.filespout.max.record.bytes": (_positive_int, "a positive number of bytes", False),
     # the cluster's (checked when a daemon or client reads its configuration, and at submit)
     "storm.local.dir": (_string, "a directory (a non-empty string)", False),
     "storm.local.hostname": (_string, "a host name or null", True),

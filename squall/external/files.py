@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -35,6 +36,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 from .._collectors import OutputCollector, OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import Bolt, Spout
+from .._config import setting
 from .._context import TopologyContext
 from .._errors import SquallError
 from .._fields import Fields
@@ -50,11 +52,23 @@ log = logging.getLogger("squall.external.files")
 PROGRESS_VERSION = 1
 IN_PROGRESS = ".inprogress"
 HEAD_BYTES = 4096  # how much of a file's start its progress record fingerprints
+MAX_RECORD_KEY = "topology.filespout.max.record.bytes"
+DEFAULT_MAX_RECORD_BYTES = 16 << 20  # squall/defaults.yaml's value, for a configuration without it
+SKIP_CHUNK = 64 << 10  # what an oversized line is skipped by: the memory it takes, whatever its length
 
 
 class FileConnectorError(SquallError):
     """A file connector cannot go on: a corrupt or foreign progress file, an unusable directory.
     The message names the file."""
+
+
+class RecordTooLarge(Exception):
+    """A reader met a record longer than its limit and moved past it without holding it: the
+    file is positioned at the next record. ``size`` is the record's length in bytes."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"a record of {size} bytes")
+        self.size = size
 
 
 class LineAt(NamedTuple):
@@ -407,9 +421,38 @@ def owner_of(name: str, tasks: int) -> int:
 # Readers and translators
 
 
-def read_line(f: BinaryIO) -> bytes:
-    """The default record reader: the next line, newline included (b"" at end of file)."""
-    return f.readline()
+def read_line(f: BinaryIO, limit: int | None = None) -> bytes:
+    """The default record reader: the next line, newline included (b"" at end of file).
+
+    A line longer than ``limit`` bytes (its newline included) is read past in chunks of
+    `SKIP_CHUNK` to the next newline, never held whole, and `RecordTooLarge` is raised with the
+    file at the next line: memory stays bounded by ``limit`` whatever the line's length.
+    """
+    if limit is None:
+        return f.readline()
+    line = f.readline(limit + 1)
+    if len(line) <= limit:
+        return line
+    size = len(line)
+    if not line.endswith(b"\n"):
+        del line
+        while True:
+            chunk = f.readline(SKIP_CHUNK)
+            size += len(chunk)
+            if not chunk or chunk.endswith(b"\n"):
+                break
+    raise RecordTooLarge(size)
+
+
+def _takes_limit(reader: Callable[..., bytes]) -> bool:
+    """Whether ``reader`` takes ``(f, limit)``, not only ``f`` (a reader written before the limit)."""
+    try:
+        inspect.signature(reader).bind(None, 0)
+    except TypeError:
+        return False
+    except ValueError:  # a builtin without a signature: called the old way, checked after reading
+        return False
+    return True
 
 
 def translate_text(record: bytes) -> list:
@@ -433,6 +476,12 @@ class FileSpout(Spout):
     file left (at most every ``poll_secs``), so new files are picked up. Files must be complete
     when they appear: move them in, or write them with ``ignore_suffix`` and rename. Names
     starting with ``.`` or ``_`` are skipped, as Spark does.
+
+    A record longer than ``max_record_bytes`` (by default ``topology.filespout.max.record.bytes``,
+    16 MiB) is not emitted: the default reader reads past it in 64 KiB chunks to the next newline,
+    so a huge line without a newline costs no more memory than the limit, and the dead-letter file
+    gets an entry naming file, offset and size (not the record's bytes); the spout goes on with the
+    next line.
 
     Each tuple's message id is a `LineAt` (file, byte offset). On ``fail`` the same line is
     emitted again, up to ``max_retries`` re-emits (None: without limit); then, and for a record
@@ -465,12 +514,17 @@ class FileSpout(Spout):
     Args:
         directory: the directory to read.
         fields: the output fields (the translator returns one value per field).
-        reader: ``f -> bytes``: the next raw record from a binary file (b"" at end); default lines.
+        reader: ``(f, limit) -> bytes``: the next raw record from a binary file (b"" at end), raising
+            `RecordTooLarge` after moving past a record longer than ``limit``; default lines
+            (`read_line`). A reader of ``f`` alone still works: its records are measured after they
+            are read, so it bounds its memory itself.
         translator: ``bytes -> list``: a record's values; default the UTF-8 line without its end.
         stream: the stream to emit on.
         claim_files: claim files with lock files rather than own them by name hash.
         lock_timeout_secs: with ``claim_files``, how long an unchanged lock stays its owner's
             (HdfsSpout's ``setLockTimeoutSec``, default 300).
+        max_record_bytes: the longest record emitted, in bytes (a line's newline included); None:
+            the topology's ``topology.filespout.max.record.bytes`` (default 16 MiB).
     """
 
     def __init__(self, directory: str | os.PathLike, fields: Sequence[str] = ("line",), *,
@@ -481,7 +535,7 @@ class FileSpout(Spout):
                  ignore_suffix: str = ".ignore", commit_every: int = 1000, commit_secs: float = 1.0,
                  poll_secs: float = 1.0, progress_dir: str | os.PathLike | None = None,
                  claim_files: bool = False, lock_timeout_secs: float = 300.0,
-                 clock: Clock | None = None) -> None:
+                 max_record_bytes: int | None = None, clock: Clock | None = None) -> None:
         if commit_every < 1 or commit_secs <= 0 or poll_secs < 0:
             raise ValueError("FileSpout: commit_every must be >= 1, commit_secs > 0 and poll_secs >= 0")
         if not lock_timeout_secs > 0:
@@ -491,9 +545,13 @@ class FileSpout(Spout):
                              f"lock_timeout_secs ({lock_timeout_secs})")
         if max_retries is not None and max_retries < 0:
             raise ValueError("FileSpout: max_retries must be >= 0 or None")
+        if max_record_bytes is not None and not (type(max_record_bytes) is int and max_record_bytes > 0):
+            raise ValueError(f"FileSpout: max_record_bytes must be a positive integer or None, not {max_record_bytes!r}")
         self.directory = os.path.abspath(directory)
         self.fields = list(fields)
         self.reader = reader
+        self.reader_takes_limit = _takes_limit(reader)
+        self.max_record_bytes = max_record_bytes
         self.translator = translator
         self.stream = stream
         self.max_retries = max_retries
@@ -524,6 +582,8 @@ class FileSpout(Spout):
             raise FileConnectorError(f"FileSpout: {self.directory} is not a directory")
         self.spout_id = context.get_this_component_id()
         self.index = context.get_this_task_index()
+        self.record_limit: int = self.max_record_bytes or setting(
+            conf, MAX_RECORD_KEY, DEFAULT_MAX_RECORD_BYTES, f"FileSpout {self.spout_id!r}")
         self.tasks = len(context.get_component_tasks(self.spout_id))
         state = private_dir(Path(self.progress_dir) / "filespout" / self.spout_id)
         self.state_dir = state
@@ -662,7 +722,13 @@ class FileSpout(Spout):
                 return
         assert self.handle is not None and self.tracker is not None
         offset = self.handle.tell()
-        record = self.reader(self.handle)
+        try:
+            record = self._read()
+        except RecordTooLarge as e:
+            self.tracker.emitted(offset, self.handle.tell())
+            self._dead_letter_too_large(offset, e.size)
+            self._done(offset)
+            return
         if not record:
             self._maybe_finish()
             self._maybe_commit()
@@ -677,6 +743,17 @@ class FileSpout(Spout):
             return
         self.inflight.add(offset, values)
         self.collector.emit(values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
+
+    def _read(self) -> bytes:
+        """The current file's next record (b"" at its end); `RecordTooLarge`, the file past it,
+        for a record above the limit."""
+        assert self.handle is not None
+        if self.reader_takes_limit:
+            return self.reader(self.handle, self.record_limit)  # type: ignore[call-arg]
+        record = self.reader(self.handle)
+        if len(record) > self.record_limit:
+            raise RecordTooLarge(len(record))
+        return record
 
     def activate(self) -> None:
         """Renews the current file's lock at once (a long deactivation lets it age)."""
@@ -740,9 +817,19 @@ class FileSpout(Spout):
 
     def _dead_letter(self, offset: int, record: bytes, reason: str) -> None:
         """Appends the record to the dead-letter file, durably, before it counts as done."""
+        self._write_dead_letter(offset, reason, {"record": record.decode("utf-8", "backslashreplace")})
+
+    def _dead_letter_too_large(self, offset: int, size: int) -> None:
+        """Records a record above the limit, by file, offset and size: its bytes were never held."""
+        reason = (f"record too large: {size} bytes, above the limit of {self.record_limit} bytes (the "
+                  f"FileSpout's max_record_bytes, or {MAX_RECORD_KEY}); skipped")
+        self._write_dead_letter(offset, reason, {"size": size, "too_large": True})
+
+    def _write_dead_letter(self, offset: int, reason: str, detail: dict[str, Any]) -> None:
+        """Appends an entry naming file, offset, reason and ``detail`` to the dead-letter file,
+        durably, before the record counts as done; logs and reports it."""
         where = f"{os.path.join(self.directory, self.file or '?')} at byte offset {offset}"
-        entry = {"file": self.file, "offset": offset, "reason": reason,
-                 "record": record.decode("utf-8", "backslashreplace")}
+        entry = {"file": self.file, "offset": offset, "reason": reason, **detail}
         path = append_dead_letter(self.dead_letter_dir, self.file or "unknown", entry)
         self.dead_letters += 1
         message = f"FileSpout {self.spout_id!r}: {reason} in {where}; written to {path}"
@@ -756,7 +843,11 @@ class FileSpout(Spout):
         if self.handle is None or self.tracker is None or self.tracker.pending or self.inflight.retrying:
             return
         offset = self.handle.tell()
-        if self.reader(self.handle):  # more to read: not finished
+        try:
+            more = bool(self._read())
+        except RecordTooLarge:  # next_tuple dead-letters it
+            more = True
+        if more:  # not finished
             self.handle.seek(offset)
             return
         name = self.file

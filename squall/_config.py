@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import re
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
@@ -21,6 +20,7 @@ import yaml
 
 from ._encryption import parse_encryption
 from ._errors import InvalidTopologyException
+from ._redact import is_secret_key, redact
 
 # Storm's whitelist (Executor.normalizedComponentConf): of the Config keys, a component may set
 # only these; the others are dropped from its configuration. Custom keys always pass.
@@ -243,25 +243,11 @@ def visible_to_topology(key: str) -> bool:
     return not is_daemon_key(key) or key in TOPOLOGY_VISIBLE_DAEMON_KEYS
 
 
-# keys whose values no page shows: the cluster's secret, and anything named like a credential
-_SECRET_KEY_RE = re.compile(r"secret|password|passwd|token|credential", re.IGNORECASE)
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether a configuration key's value must never be shown (``squall.secret``, passwords...)."""
-    return bool(_SECRET_KEY_RE.search(str(key)))
-
-
 def shown_configuration(conf: Mapping[str, Any]) -> dict[str, Any]:
-    """``conf`` as a page may show it: keys `is_secret_key` names left out, also inside nested
-    maps and lists (a metrics consumer's ``argument``, say), sorted."""
-    def clean(v: Any) -> Any:
-        if isinstance(v, Mapping):
-            return {k: clean(x) for k, x in v.items() if not is_secret_key(k)}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        return v
-    return {k: clean(v) for k, v in sorted(conf.items()) if not is_secret_key(k)}
+    """``conf`` as a page may show it, sorted: `squall._redact.redact` leaves out the keys that
+    name a credential and masks credentials in values (a URL's password...), nested maps and
+    lists included."""
+    return dict(sorted(redact(conf).items()))
 
 
 def topology_conf(cluster: Mapping[str, Any], conf: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -367,7 +353,6 @@ MIN_SECRET_CHARS = 16
 can test guesses of the secret offline against it, so it must be too long to guess: 16 random
 characters are 64 bits as hex digits and more from a larger alphabet. The generated one is 64
 hex digits."""
-_SECRET_KEYS = frozenset({SECRET_KEY})  # their values never appear in an error
 
 
 def _secret(v: Any) -> bool:
@@ -539,7 +524,7 @@ def _check(key: str, v: Any, where: str) -> None:
     if v is None and nullable:
         return
     if not check(v):
-        shown = _described(v) if key in _SECRET_KEYS else repr(v)
+        shown = _described(v) if is_secret_key(key) else repr(redact(v))
         raise InvalidTopologyException(f"{where}: {key!r} must be {what}, got {shown}")
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from .._config import find_conf_file, misspellings
 from .._errors import SquallError
+from .._redact import redact_logs
 from .._submitter import StormSubmitter
 from .._system import ACKER_COMPONENT
 from ..cluster.client import MasterClient, master_address
@@ -95,6 +96,7 @@ def cmd_node_health_check(args: argparse.Namespace) -> int:
 def _daemon_logging(debug: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    redact_logs()
 
 
 # --- reaching the master --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._errors import NotAliveException
+from .._redact import RedactingFilter
 from ..cluster.local import LocalCluster
 from ._options import conf_file, parse_overrides
 from ._topology_file import check_file, on_sys_path, submit_file
@@ -86,6 +87,7 @@ def _squall_logging(debug: bool) -> Iterator[None]:
     emits = logging.getLogger("squall.debug")
     handler = _CurrentStderr()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
     if not debug:
         handler.addFilter(_OneLine())
     saved = (root.level, root.propagate, emits.level)

@@ -9,6 +9,7 @@ import signal
 import sys
 
 from .._config import setting
+from .._redact import redact_logs
 from ._options import UserError, cluster_conf_of
 
 
@@ -21,6 +22,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         raise UserError(f"squall ui needs the ui extra (pip install 'squall[ui]'): {e}") from None
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    redact_logs()
     host = str(setting(conf, "ui.host", "127.0.0.1"))
     port = int(setting(conf, "ui.port", 8080))
     server = UiServer(remote_app(conf), host, port)

@@ -35,6 +35,7 @@ from typing import IO, Any, NamedTuple
 from urllib.parse import quote
 
 from .._private import FILE_MODE, open_private_log
+from .._redact import RedactingFilter
 
 
 def log_limits(conf: dict[str, Any]) -> tuple[int, int]:
@@ -226,6 +227,7 @@ def worker_log_handler(path: Path, conf: dict[str, Any]) -> logging.Handler:
                                                    encoding="utf-8")
     handler.setFormatter(logging.Formatter(WORKER_LOG_FORMAT, WORKER_LOG_DATEFMT))
     handler.addFilter(TaskTagFilter())
+    handler.addFilter(RedactingFilter())
     setattr(handler, _HANDLER_MARK, True)
     return handler
 
@@ -269,6 +271,7 @@ def install_worker_logging(conf: dict[str, Any], topology_id: str, slot: str) ->
         print(f"worker {slot}: cannot write its log {path} ({e.strerror or e}); check storm.log.dir; "
               f"logging to stderr", file=sys.stderr, flush=True)
     err.setFormatter(logging.Formatter(f"%(asctime)s worker {slot} %(levelname)s %(message)s"))
+    err.addFilter(RedactingFilter())
     setattr(err, _HANDLER_MARK, True)
     root.addHandler(err)
     root.setLevel(logging.INFO)

@@ -57,6 +57,7 @@ import cloudpickle
 from .._config import SECRET_KEY, misspellings, setting, topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
 from .._private import private_dir, write_private
+from .._redact import redact
 from .._ratelimit import RateLimitedLog
 from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
@@ -583,8 +584,9 @@ class Master(HaMaster):
                 for sid, sup in sorted(self.supervisors.items())]
 
     def op_configuration(self) -> dict[str, Any]:
-        """The master's configuration, without ``squall.secret`` (the UI drops more: `squall.ui`)."""
-        return {k: v for k, v in self.conf.items() if k != SECRET_KEY}
+        """The master's configuration as it may be shown: `redact` leaves out ``squall.secret`` and
+        every key naming a credential, and masks credentials in values (a URL's password)."""
+        return redact(self.conf)
 
     def op_debug(self, name: str, component: str | None, enable: bool, pct: float) -> dict[str, Any]:
         """Storm's ``debug(name, component, enable, samplingPct)``: record the UI's debug switch of
@@ -656,7 +658,7 @@ class Master(HaMaster):
                 "components": components, "errors": [e.as_dict() for e in topo.errors],
                 "acker": {"tasks": len(plan.acker_tasks),
                           "executed": sum(tasks[t]["executed"] for t in plan.acker_tasks if t in tasks)},
-                "configuration": {k: v for k, v in plan.conf.items() if visible_to_topology(k)},
+                "configuration": redact({k: v for k, v in plan.conf.items() if visible_to_topology(k)}),
                 "workers": [_worker_info(s, topo.slot(s), [plan.executors[i] for i in topo.assignment[s]])
                             for s in sorted(topo.assignment)]}
 

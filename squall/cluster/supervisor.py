@@ -33,6 +33,7 @@ from typing import Any
 from .._config import cluster_conf, setting
 from .._errors import SquallError
 from .._private import private_dir, write_private
+from .._redact import redact_logs
 from ..worker.calls import MasterCalls, RpcError
 from .health import HealthCheck, HealthMonitor
 from .launcher import Launch, Launcher
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finish = log_own_output(Path(args.log), conf) if args.log else None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(levelname)s %(message)s")
+    redact_logs()
     try:
         run_process_supervisor(conf, args.host)
     except Exception:

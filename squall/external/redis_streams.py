@@ -27,12 +27,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
 from .._components import Bolt, Spout
 from .._fields import Fields
+from .._redact import redact_text
 from ..engine.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -119,17 +119,6 @@ class _Outage:
     since: float | None = None
     retry_at: float = 0.0
     errors: int = 0
-
-
-def redact_url(url: str) -> str:
-    """``url`` without its password, fit for a log or an error report:
-    ``redis://user:secret@host:6379/0`` -> ``redis://user:***@host:6379/0``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def consumer_name(component_id: str, task_index: int) -> str:
@@ -433,7 +422,7 @@ class RedisStreamSpout(Spout):
         `next_tuple` and reading goes on; entries in flight are acked as no-ops."""
         log.warning("%s: stream %r or its group %r is gone from Redis at %s (%s: restarted "
                     "without persistence?); recreating them", self.consumer, self.stream,
-                    self.group, redact_url(self.url), error)
+                    self.group, redact_text(self.url), error)
         self._set_up = False
         self._history_from = "0"
 
@@ -443,7 +432,7 @@ class RedisStreamSpout(Spout):
         o.retry_at = now + self.down_retry_secs
         if o.since is None:
             o.since = now
-            message = (f"{self.consumer}: Redis at {redact_url(self.url)} unreachable reading stream "
+            message = (f"{self.consumer}: Redis at {redact_text(self.url)} unreachable reading stream "
                        f"{self.stream!r} ({error}); retrying every {self.down_retry_secs}s")
             log.error(message)
             self.collector.report_error(message)
@@ -452,7 +441,7 @@ class RedisStreamSpout(Spout):
         o = self._outage
         if o.since is not None:
             log.warning("%s: Redis at %s reachable again after %.1fs (%d failed attempts)",
-                        self.consumer, redact_url(self.url), now - o.since, o.errors)
+                        self.consumer, redact_text(self.url), now - o.since, o.errors)
             self._outage = _Outage()
 
 
@@ -515,7 +504,7 @@ return id
         except redis.RedisError as e:
             if not self._failing:
                 log.error("RedisStreamSinkBolt: cannot write %r to %s (%s); failing tuples for replay",
-                          self.target, redact_url(self.url), e)
+                          self.target, redact_text(self.url), e)
                 self.collector.report_error(f"RedisStreamSinkBolt: cannot write {self.target!r}: {e}")
             self._failing = True
             self.collector.fail(tup)
@@ -648,7 +637,7 @@ class _RedisKeyBolt(Bolt):
         try:
             self._process(tup)
         except redis.RedisError as e:
-            self.collector.report_error(f"{type(self).__name__}: {redact_url(self.url)}: {e}")
+            self.collector.report_error(f"{type(self).__name__}: {redact_text(self.url)}: {e}")
             self.collector.fail(tup)
             return
         self.collector.ack(tup)

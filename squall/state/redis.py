@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from ..external.redis_streams import redact_url
+from .._redact import redact_text
 from ._api import KeyValueState, StateError, StateProvider
 from ._kv import Changes, StateCodec, TransactionalKeyValueState
 from ._names import PROVIDER_CONFIG_KEY, owner_of, provider_config, state_home, topology_of
@@ -164,7 +164,7 @@ class RedisKeyValueStateProvider(StateProvider):
     def new_state(self, namespace: str, conf: dict[str, Any], context: TopologyContext | None) -> KeyValueState:
         owner = owner_of(namespace, context)
         url, timeout = _url(provider_config(conf, owner), owner)
-        where = redact_url(url)
+        where = redact_text(url)
         try:
             client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
             client.ping()

@@ -1,0 +1,106 @@
+"""Credentials kept out of everything squall shows: UI pages, REST JSON, ``squall info``, errors
+and logs.
+
+A credential hides two ways. By key: a key named like one (a password, token, secret, API key,
+bearer token, credential, private key or JAAS configuration) is left out with its value. By value:
+a string may carry one wherever it sits, as a URL's password (``redis://:pw@host``,
+``postgresql://user:pw@host/db``), as ``password=pw`` in a key=value DSN or a query string, as
+``"password": "pw"`` in JSON text, or as ``Bearer <token>``; that part is replaced by `MASK`.
+Nested maps and lists are walked, so a credential in a map under
+``topology.state.provider.config`` (or in that map given as a JSON string) is masked too.
+
+`redact` is the one function every place that shows a configuration calls; `redact_text` is its
+rule for one string (also applied to log lines by `RedactingFilter`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+MASK = "***"
+
+# Words that name a credential inside a key (case-insensitive, anywhere in it): "squall.secret",
+# "storm.zookeeper.auth.password", "redis.pwd", "x.apikey", "x.api_key", "x.bearer",
+# "x.private.key", "sasl.jaas.config", "aws.credentials", "auth.token", "authorization".
+_SECRET_KEY_RE = re.compile(
+    r"secret|passw(?:or)?d|pwd|token|credential|api[._-]?key|bearer|private[._-]?key|jaas|authorization",
+    re.IGNORECASE)
+
+# scheme://user:password@host: the password ends at the last "@" before a space or quote (an
+# unescaped "@" or "/" in a password then hides more than the password, never less)
+_URL_PASSWORD_RE = re.compile(r"(?P<head>\b[a-z][a-z0-9+.\-]*://[^:/@\s\"']*:)[^\s\"']*@", re.IGNORECASE)
+# key=value pairs (DSNs, query strings, JAAS options) and "key": value in JSON text, whose key
+# names a credential; the value is quoted, or runs to a space or a separator. A bare "key: value"
+# is prose as often as not ("refused our secret: check..."), so only a quoted key takes ":".
+_PAIR_RE = re.compile(
+    r"(?P<key>(?P<q>[\"'])(?P<quoted>[A-Za-z0-9_.\-]+)(?P=q)\s*[=:]\s*|(?P<bare>[A-Za-z0-9_.\-]+)\s*=\s*)"
+    r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s;&,}\]\"']+)")
+_BEARER_RE = re.compile(r"(?P<head>\bbearer\s+)[^\s\"',;]+", re.IGNORECASE)
+
+
+def is_secret_key(key: Any) -> bool:
+    """Whether a configuration key names a credential, so that its value is never shown
+    (``squall.secret``, ``db.password``, ``x.apikey``, ``sasl.jaas.config``...)."""
+    return bool(_SECRET_KEY_RE.search(str(key)))
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every credential it carries replaced by `MASK`: URL passwords
+    (``redis://u:***@host``), values of credential-named pairs (``password=***``,
+    ``"apikey": "***"``) and bearer tokens. Text without one comes back unchanged."""
+    text = _URL_PASSWORD_RE.sub(lambda m: f"{m['head']}{MASK}@", text)
+    # bearer tokens first: "Authorization: Bearer t" would otherwise lose only the word "Bearer"
+    text = _BEARER_RE.sub(lambda m: f"{m['head']}{MASK}", text)
+    return _PAIR_RE.sub(_masked_pair, text)
+
+
+def _masked_pair(m: re.Match[str]) -> str:
+    if not is_secret_key(m["quoted"] or m["bare"]):
+        return m[0]
+    value = m["value"]
+    quote = value[0] if value[0] in "\"'" else ""
+    return f"{m['key']}{quote}{MASK}{quote}"
+
+
+def redact(value: Any) -> Any:
+    """A copy of ``value`` fit to show: in maps (nested too) a key `is_secret_key` names is left
+    out with its value, lists and tuples become lists of redacted items, and strings pass
+    through `redact_text`. Other values come back as they are."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        return {k: redact(v) for k, v in value.items() if not is_secret_key(k)}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
+
+
+class RedactingFilter(logging.Filter):
+    """A log handler's filter that passes every record with `redact_text` applied to its message
+    and traceback, so that a credential in an error (a URL in an exception, say) reaches no log
+    file. It drops nothing."""
+
+    _formatter = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite ``record``'s message (its arguments merged in) and traceback text."""
+        message = record.getMessage()
+        shown = redact_text(message)
+        if shown != message:
+            record.msg, record.args = shown, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact_text(record.exc_text)
+        return True
+
+
+def redact_logs(logger: logging.Logger | None = None) -> None:
+    """Add a `RedactingFilter` to each handler of ``logger`` (the root logger by default) that has
+    none: called by squall's daemons once their logging is set up."""
+    for handler in (logger or logging.getLogger()).handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())

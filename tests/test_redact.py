@@ -1,0 +1,127 @@
+"""`squall._redact`: credentials masked by key name and by value (a URL's or a DSN's password,
+API keys, bearer tokens, private keys, JAAS), in nested maps and lists, and in log lines
+(issue 33, item 6)."""
+
+import logging
+
+import pytest
+
+from squall._config import InvalidTopologyException, shown_configuration, validate
+from squall._redact import MASK, RedactingFilter, is_secret_key, redact, redact_text
+
+PW = "hunter2-Pw"
+
+TEXT_CASES = [
+    # URLs: the password goes, the user, host, port, path and query stay
+    (f"redis://:{PW}@db:6379/0", "redis://:***@db:6379/0"),
+    (f"rediss://ann:{PW}@db/1?ssl=1", "rediss://ann:***@db/1?ssl=1"),
+    (f"postgresql://app:{PW}@db.example.com:5432/clicks?sslmode=require",
+     "postgresql://app:***@db.example.com:5432/clicks?sslmode=require"),
+    (f"amqp://guest:{PW}@mq/vhost then more", "amqp://guest:***@mq/vhost then more"),
+    # an unescaped "@" or "/" in the password: more is hidden, never less
+    (f"redis://u:{PW}@x/y@db:6379", "redis://u:***@db:6379"),
+    # key=value DSNs (libpq, ODBC) and query strings
+    (f"host=db user=app password={PW} dbname=clicks", "host=db user=app password=*** dbname=clicks"),
+    (f"host=db password='{PW} with space' port=5432", "host=db password='***' port=5432"),
+    (f"Server=db;Uid=app;Pwd={PW};Database=clicks", "Server=db;Uid=app;Pwd=***;Database=clicks"),
+    (f"https://api.example.com/v1?api_key={PW}&page=2", "https://api.example.com/v1?api_key=***&page=2"),
+    (f"https://h/x?access_token={PW}", "https://h/x?access_token=***"),
+    # JSON text (a provider config given as a string, as Storm allows)
+    (f'{{"url": "redis://:{PW}@db:6379/0", "password": "{PW}"}}',
+     '{"url": "redis://:***@db:6379/0", "password": "***"}'),
+    # JAAS options and bearer tokens
+    (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="app" password="{PW}";',
+     'org.apache.kafka.common.security.plain.PlainLoginModule required username="app" password="***";'),
+    (f"Authorization: Bearer {PW}", "Authorization: Bearer ***"),
+    # prose: a bare "key: value" is no pair (only a quoted key takes ":")
+    ("the master refused our secret: check squall.secret", "the master refused our secret: check squall.secret"),
+    (f"bearer {PW}", "bearer ***"),
+    # nothing to hide: unchanged
+    ("redis://db:6379/0", "redis://db:6379/0"),
+    ("http://host:8080/path", "http://host:8080/path"),
+    ("user=app dbname=clicks", "user=app dbname=clicks"),
+    ("squall.state:InMemoryKeyValueStateProvider", "squall.state:InMemoryKeyValueStateProvider"),
+]
+
+
+@pytest.mark.parametrize("text, shown", TEXT_CASES)
+def test_a_credential_in_a_string_is_masked_and_nothing_else(text, shown):
+    assert redact_text(text) == shown
+    assert redact_text(shown) == shown  # masking twice changes nothing
+
+
+@pytest.mark.parametrize("key", ["squall.secret", "storm.zookeeper.auth.password", "redis.PASSWORD", "db.passwd",
+                                 "odbc.pwd", "auth.token", "aws.credentials", "x.apikey", "x.api_key",
+                                 "x.api.key", "x.bearer", "tls.private.key", "tls.private_key", "ssh.privatekey",
+                                 "sasl.jaas.config", "java.security.auth.login.config.jaas", "http.authorization"])
+def test_keys_naming_a_credential_are_secret(key):
+    assert is_secret_key(key)
+
+
+@pytest.mark.parametrize("key", ["redis.url", "db.dsn", "topology.state.provider.config", "ui.port",
+                                 "topology.max.spout.pending", "nimbus.seeds", "topology.kryo.register",
+                                 "storm.zookeeper.auth.user", "x.key.field"])
+def test_other_keys_are_not(key):
+    assert not is_secret_key(key)
+
+
+def test_nested_maps_and_lists_are_walked_keys_dropped_values_masked():
+    conf = {
+        "redis.url": f"redis://:{PW}@db:6379/0",
+        "db.dsn": f"host=db password={PW}",
+        "x.apikey": PW, "x.bearer": PW, "tls.private.key": PW, "sasl.jaas.config": PW,
+        "topology.state.provider.config": {"url": f"redis://u:{PW}@db/0", "timeout": 5,
+                                           "auth": {"password": PW, "user": "u"}},
+        "topology.metrics.consumer.register": [
+            {"class": "C", "argument": {"endpoint": f"https://u:{PW}@m/", "token": PW}},
+            (f"postgres://u:{PW}@h/db", 3)],
+        "ui.port": 8080,
+    }
+    shown = redact(conf)
+    assert shown == {
+        "redis.url": "redis://:***@db:6379/0",
+        "db.dsn": "host=db password=***",
+        "topology.state.provider.config": {"url": "redis://u:***@db/0", "timeout": 5, "auth": {"user": "u"}},
+        "topology.metrics.consumer.register": [
+            {"class": "C", "argument": {"endpoint": "https://u:***@m/"}},
+            ["postgres://u:***@h/db", 3]],
+        "ui.port": 8080,
+    }
+    assert PW not in repr(shown)
+    assert conf["redis.url"].endswith("@db:6379/0") and PW in conf["redis.url"]  # the input is not touched
+    assert list(shown_configuration(conf)) == sorted(shown)
+
+
+def test_a_bad_value_named_in_an_error_is_masked():
+    with pytest.raises(InvalidTopologyException) as e:
+        validate({"topology.state.provider.config": [f"redis://:{PW}@db/0"]}, where="topology t")
+    assert "topology.state.provider.config" in str(e.value) and MASK in str(e.value)
+    assert PW not in str(e.value)
+
+
+def test_log_records_are_masked_in_their_message_arguments_and_traceback():
+    lines = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.append(self.format(record))
+
+    handler = Keep()
+    handler.addFilter(RedactingFilter())
+    log = logging.getLogger("test_redact")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        log.warning("connecting to %s with %r", f"redis://:{PW}@db/0", {"password": PW, "host": "db"})
+        try:
+            raise ConnectionError(f"cannot reach postgresql://app:{PW}@db/clicks")
+        except ConnectionError:
+            log.exception("sink failed")
+        log.warning("nothing secret: %d tuples", 5)
+    finally:
+        log.removeHandler(handler)
+    assert len(lines) == 3
+    assert "redis://:***@db/0" in lines[0] and "'password': '***'" in lines[0]
+    assert "postgresql://app:***@db/clicks" in lines[1] and "Traceback" in lines[1]
+    assert lines[2] == "nothing secret: 5 tuples"
+    assert all(PW not in line for line in lines)

@@ -232,3 +232,18 @@ class MetricsToFile:
 
     def cleanup(self):
         self.log.close()
+
+
+class LogsItsStore(BasicBolt):
+    """Logs where its state store is, as a user's bolt does (``topology.state.provider.config``
+    as it got it, password and all), then writes ``logged-<task>`` once the line is out."""
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        import logging
+        logging.getLogger("user.bolt").warning("state store config: %s; dsn %s",
+                                               conf.get("topology.state.provider.config"), conf.get("db.dsn"))
+        (Path(conf["test.out.dir"]) / f"logged-{context.get_this_task_id()}").write_text("")
+
+    def execute(self, tup, collector):
+        pass

@@ -118,7 +118,7 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
     def new_window(self) -> None:
         """Start with empty windows (and a watermark afresh, in event time)."""
         spec = self.spec
-        self.manager = window_manager(self, spec.length, spec.sliding, spec.event_time, spec.lag_ms)
+        self.manager = window_manager(self, spec.length, spec.sliding, spec.event_time)
         if spec.event_time:
             self.watermarks = WatermarkGenerator(spec.lag_ms, input_streams(self._sources))
 

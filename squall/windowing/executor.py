@@ -108,8 +108,7 @@ class WindowedBoltExecutor(Bolt):
         self.out = WindowedOutputCollector(collector)
         self.bolt.prepare(conf, context, self.out)
         self.spec = window_spec(conf, self.component)
-        self.manager = window_manager(self, self.spec.length, self.spec.sliding, self.spec.event_time,
-                                      self.spec.lag_ms)
+        self.manager = window_manager(self, self.spec.length, self.spec.sliding, self.spec.event_time)
         if self.spec.event_time:
             self.watermarks = WatermarkGenerator(self.spec.lag_ms, input_streams(context.get_this_sources()))
 

@@ -104,16 +104,12 @@ class WindowManager:
                 gone.append(queue.popleft().value)
         else:
             kept: deque[Event] = deque()
-            it = iter(queue)
-            for event in it:
+            for event in queue:
                 action = evict(event)
                 if action is Action.EXPIRE:
                     gone.append(event.value)
                     continue
                 kept.append(event)
-                if action is Action.STOP:
-                    kept.extend(it)
-                    break
                 if action is Action.PROCESS:
                     window.append(event)
             self.queue = kept
@@ -173,7 +169,7 @@ class WindowManager:
 
 
 def window_manager(listener: WindowListener, length: Count | Duration, sliding: Count | Duration,
-                   event_time: bool = False, lag_ms: int = 0) -> WindowManager:
+                   event_time: bool = False) -> WindowManager:
     """A `WindowManager` with Storm's policies for this window (``WindowedBoltExecutor``'s
     choice): count or time eviction by the length, count or time trigger by the sliding
     interval, their watermark variants in event time."""
@@ -181,7 +177,7 @@ def window_manager(listener: WindowListener, length: Count | Duration, sliding: 
     if isinstance(length, Count):
         eviction: EvictionPolicy = (WatermarkCountEvictionPolicy if event_time else CountEvictionPolicy)(length.value)
     elif event_time:
-        eviction = WatermarkTimeEvictionPolicy(length.value, lag_ms)
+        eviction = WatermarkTimeEvictionPolicy(length.value)
     else:
         eviction = TimeEvictionPolicy(length.value)
     if isinstance(sliding, Count):

@@ -3,9 +3,9 @@ objects: time is handed in (an event's timestamp, a trigger's reference time), n
 clock or starts a thread.
 
 An eviction policy decides, for each event of a `WindowManager`'s queue, whether it has left the
-window (`Action.EXPIRE`), is in it (``PROCESS``), is not yet in it (``KEEP``, an event-time
-tuple beyond the window's end) or ends the scan (``STOP``). A trigger policy decides when the
-window fires and sets the eviction policy's `EvictionContext` (the reference time) first.
+window (`Action.EXPIRE`), is in it (``PROCESS``) or is not yet in it (``KEEP``, an event-time
+tuple beyond the window's end). A trigger policy decides when the window fires and sets the
+eviction policy's `EvictionContext` (the reference time) first.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ class Action(enum.Enum):
     EXPIRE = "expire"    # left the window: remove it and ack it
     PROCESS = "process"  # in the current window
     KEEP = "keep"        # not in the current window, but in a later one
-    STOP = "stop"        # not in the window, nor is anything after it: stop scanning
 
 
 @dataclass(frozen=True)
@@ -195,21 +194,14 @@ class TimeEvictionPolicy(EvictionPolicy):
 
 class WatermarkTimeEvictionPolicy(TimeEvictionPolicy):
     """`TimeEvictionPolicy` for event time (Storm's ``WatermarkTimeEvictionPolicy``): events
-    beyond the window's end are kept for later windows; the scan stops at one more than ``lag``
-    beyond it (the queue is in arrival order, which lags event order by at most ``lag``)."""
+    beyond the window's end are kept for later windows.
 
-    def __init__(self, window_length: int, lag: int) -> None:
-        super().__init__(window_length)
-        self.lag = lag
-
-    def evict(self, event: Event) -> Action:
-        ref = self.context.reference_time if self.context is not None else 0
-        diff = ref - event.ts
-        if diff < -self.lag:
-            return Action.STOP
-        if diff < 0:
-            return Action.KEEP
-        return super().evict(event)
+    Storm's stops the scan at the first event, in arrival order, more than the lag beyond the
+    window's end, assuming arrival order lags event order by at most the lag. It does not when
+    two spout tasks feed one stream at different paces (the watermark follows the faster): events
+    of the window that arrived after such an event were never in their window, and the next
+    window expired (acked) them. squall scans the whole queue (issue 33).
+    """
 
 
 # --- triggers -------------------------------------------------------------------------------------

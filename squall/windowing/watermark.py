@@ -3,7 +3,9 @@ the owner calls `WatermarkGenerator.next_watermark` every watermark interval.
 
 The watermark is the minimum over the input streams of the newest timestamp seen on each,
 minus the lag, once every input stream has delivered something. It only moves forward; a
-tuple older than the last watermark is late.
+tuple at or before the last watermark is late: every window ending there has fired (Storm counts
+a tuple at the watermark in time, though the window ending at the watermark, which holds it, has
+fired: it then expired with the next window without being in any, issue 33).
 """
 
 from __future__ import annotations
@@ -18,26 +20,26 @@ class WatermarkGenerator:
         self.lag_ms = lag_ms
         self.input_streams = frozenset(input_streams)
         self.latest: dict[Hashable, int] = {}
-        self.last_watermark = 0
+        self.last_watermark: int | None = None  # None: no watermark yet
 
     def track(self, stream: Hashable, ts: int) -> bool:
-        """Note ``ts`` arrived on ``stream``; False if the tuple is late (before the last
+        """Note ``ts`` arrived on ``stream``; False if the tuple is late (at or before the last
         watermark)."""
         if ts > self.latest.get(stream, ts - 1):
             self.latest[stream] = ts
-        return ts >= self.last_watermark
+        return self.last_watermark is None or ts > self.last_watermark
 
     def next_watermark(self) -> int | None:
         """The new watermark, or None if it did not move."""
         if not self.latest or len(self.latest) < len(self.input_streams):
             return None  # some input stream has not delivered yet
         ts = min(self.latest.values()) - self.lag_ms
-        if ts <= self.last_watermark:
+        if self.last_watermark is not None and ts <= self.last_watermark:
             return None
         self.last_watermark = ts
         return ts
 
-    def get_state(self) -> tuple[list, int]:
+    def get_state(self) -> tuple[list, int | None]:
         """The newest timestamp per stream and the last watermark, as plain values (streams
         are (component, stream) pairs), for a persistent window."""
         return [[list(s), ts] for s, ts in self.latest.items()], self.last_watermark

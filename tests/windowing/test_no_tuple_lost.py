@@ -1,0 +1,141 @@
+"""No tuple is lost by an event-time window (issue 33, item 1): every tuple is in each window its
+timestamp belongs to, exactly once, or it is late, and either way it is acked (expired) once.
+
+Two sources (two spout tasks on one stream) whose event times run apart by more than the lag
+are the case that lost tuples: the watermark follows the faster one, so the queue, in arrival
+order, holds tuples of the fast source far beyond a window's end before tuples of the slow
+source that belong to that window. Storm's `WatermarkTimeEvictionPolicy` stops its scan at the
+first tuple more than the lag beyond the window's end, so those later tuples were never in their
+window, and the next window expired (acked) them. These tests drive the pure core as the
+executor does (`WatermarkGenerator.track` decides late or in time; a watermark every few
+tuples), then check every tuple against the windows its timestamp belongs to.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+
+from squall.windowing import Duration
+from squall.windowing.manager import window_manager
+from squall.windowing.watermark import WatermarkGenerator
+
+from .test_core import Listener
+
+
+@dataclass
+class Outcome:
+    """What a window run did with every event: the windows that fired (end, values), the
+    events found late, and the events expired (acked), in order."""
+
+    windows: list[tuple[int, list]] = field(default_factory=list)
+    late: list = field(default_factory=list)
+    expired: list = field(default_factory=list)
+    left_in_queue: int = 0
+
+
+def run_event_time(length: int, sliding: int, lag: int, arrivals: list[tuple[str, int]],
+                   watermark_every: int) -> Outcome:
+    """Feed ``arrivals`` ((name, ts), in arrival order, one input stream) to an event-time
+    duration window as `WindowedBoltExecutor` does, a watermark after every ``watermark_every``
+    arrivals; then a last watermark past every window, as the end of the input."""
+    lis = Listener()
+    m = window_manager(lis, Duration(length), Duration(sliding), event_time=True)
+    gen = WatermarkGenerator(lag, ["stream"])
+    out = Outcome()
+    for i, (name, ts) in enumerate(arrivals, 1):
+        if gen.track("stream", ts):
+            m.add(name, ts)
+        else:
+            out.late.append(name)
+        if i % watermark_every == 0 and (wm := gen.next_watermark()) is not None:
+            m.add_watermark(wm)
+    m.add_watermark(max(ts for _n, ts in arrivals) + length + sliding)
+    out.windows = [(end, values) for values, _new, _exp, end in lis.windows]
+    out.expired = lis.expired
+    out.left_in_queue = len(m)
+    return out
+
+
+def windows_of(ts: int, length: int, sliding: int) -> list[int]:
+    """The ends of the windows ``ts`` belongs to: multiples of ``sliding`` with end - length < ts <= end."""
+    first = -(-ts // sliding) * sliding
+    return list(range(first, ts + length, sliding))
+
+
+def check_every_event(out: Outcome, arrivals: list[tuple[str, int]], length: int, sliding: int) -> None:
+    """Each event is late, or in exactly the windows its timestamp belongs to, once each; no
+    window holds an event outside its bounds; every event in time is expired exactly once."""
+    ts_of = dict(arrivals)
+    late = set(out.late)
+    seen = Counter((name, end) for end, values in out.windows for name in values)
+    for end, values in out.windows:
+        outside = [n for n in values if not end - length < ts_of[n] <= end]
+        assert not outside, f"window ending {end} holds {outside}"
+    missing, twice = [], []
+    for name, ts in arrivals:
+        expected = [] if name in late else windows_of(ts, length, sliding)
+        got = sorted(end for (n, end) in seen if n == name)
+        if got != expected:
+            missing.append((name, ts, expected, got))
+        twice += [(name, end) for end in got if seen[(name, end)] > 1]
+    assert not missing, f"{len(missing)} of {len(arrivals)} events not in their windows nor late: {missing[:5]}"
+    assert not twice
+    assert sorted(out.expired) == sorted(n for n, _ts in arrivals if n not in late)  # each acked once
+    assert out.left_in_queue == 0
+
+
+def two_sources_apart(seed: int, n: int, lag: int, step: int = 100) -> list[tuple[str, int]]:
+    """``n`` events from each of two sources, each in its own order, interleaved in bursts of 1
+    to 20 (a spout task emits what one read returned); the slow source's event times fall behind
+    the fast one's by a skew that wanders between 0 and twice the lag (two spout tasks reading
+    a stream at different paces)."""
+    rnd = random.Random(seed)
+    fast = [(f"a{i}", 1_000_000 + i * step) for i in range(n)]
+    slow, skew = [], 0
+    for i in range(n):
+        skew = min(2 * lag, max(0, skew + rnd.choice((-1, 1)) * rnd.randrange(0, lag // 4)))
+        slow.append((f"b{i}", 1_000_000 + i * step - skew))
+    arrivals: list[tuple[str, int]] = []
+    while fast or slow:
+        src = fast if not slow or (fast and rnd.random() < 0.5) else slow
+        burst = rnd.randrange(1, 21)
+        arrivals += src[:burst]
+        del src[:burst]
+    return arrivals
+
+
+def test_an_event_behind_one_more_than_the_lag_beyond_the_window_end_is_still_in_its_window():
+    # tumbling 10 ms, lag 5: "x" (ts 17) arrives before "b" (ts 8); the watermark 12 fires the
+    # window (0, 10], whose scan (Storm's) stopped at x, 7 ms beyond its end, more than the lag.
+    # b was not late (no watermark yet when it came).
+    lis = Listener()
+    m = window_manager(lis, Duration(10), Duration(10), event_time=True)
+    for name, ts in (("a", 3), ("x", 17), ("b", 8)):
+        m.add(name, ts)
+    m.add_watermark(12)
+    m.add_watermark(20)
+    assert lis.got() == [["a", "b"], ["x"]]
+    assert lis.expired == ["a", "b"]  # acked after their window, not before
+
+
+def test_a_tuple_at_the_watermark_is_late_when_the_window_ending_there_has_fired():
+    arrivals = [("a", 5), ("b", 10), ("c", 10)]  # the watermark comes between b and c
+    out = run_event_time(10, 10, 0, arrivals, watermark_every=2)
+    assert out.windows[0] == (10, ["a", "b"])
+    assert out.late == ["c"]  # its only window (0, 10] fired: late, not kept for (10, 20]
+    check_every_event(out, arrivals, 10, 10)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("length, sliding", [(5_000, 5_000), (10_000, 5_000), (15_000, 5_000)],
+                         ids=["tumbling-5s", "sliding-10s-by-5s", "sliding-15s-by-5s"])
+def test_sources_apart_by_more_than_the_lag_lose_no_event(seed, length, sliding):
+    lag = 10_000
+    arrivals = two_sources_apart(seed, 600, lag)
+    out = run_event_time(length, sliding, lag, arrivals, watermark_every=100)
+    assert out.late and len(out.late) < len(arrivals) // 2  # the case has both kinds
+    check_every_event(out, arrivals, length, sliding)

@@ -18,6 +18,7 @@ SEALED_FILES = b"squall sealed files"
 DATA = b"squall data v1"
 CURVE = b"squall curve v1"
 STATE = b"squall state v1"
+ZOOKEEPER = b"squall zookeeper digest v1"
 
 
 def derive_key(secret: bytes, purpose: bytes) -> bytes:

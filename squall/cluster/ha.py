@@ -26,12 +26,22 @@ each master's ``storm.local.dir``, as Storm's LocalFsBlobStore keeps it; a maste
 code of a topology in ``storms`` does not take the lead (it leaves the election until it has
 fetched it).
 
-Everything read from ZooKeeper is hostile until proved otherwise: ZooKeeper is shared, often
-without ACLs, so every value is sealed (`squall._sealed`: an HMAC under a key derived from the
-cluster's secret, bound to the node's path, so a value moved to another node is refused too),
-checked before its JSON is parsed, and its fields' types checked before use. A node that fails
-is skipped with a warning naming it; nothing in ZooKeeper is ever unpickled (the plans are
-fetched from masters, and sealed under the secret themselves).
+Everything read from ZooKeeper is hostile until proved otherwise: ZooKeeper is shared, so every
+value is sealed (`squall._sealed`: an HMAC under a key derived from the cluster's secret), bound
+to its node as it is after the write (`NodeVersion`: the path, the transaction that created the
+node, and the data version the write gives it), so a value moved to another node, copied back
+over a later version of its own node, or into a node deleted and created again, is refused. A
+value is checked before its JSON is parsed, and its fields' types before use. A node that fails
+is refused with a warning naming it (once per change of the node), and the last value that
+passed is kept: a follower keeps the newer state when an old one is replayed. The leader watches
+the nodes it wrote and writes again one that someone else changed or removed. Nothing in
+ZooKeeper is ever unpickled (the plans are fetched from masters, and sealed themselves).
+
+Every node is created with a digest ACL that admits only the cluster's masters
+(`ZooKeeperCredential`, derived from the secret, never the secret itself, and never logged: the
+kazoo logger hides it), so a client without it can neither read nor change anything. At start, a
+master gives that ACL to every node under the root that is open to anyone (made by a squall
+before ACLs), keeping any other ACL an operator set.
 """
 
 from __future__ import annotations
@@ -40,10 +50,11 @@ import json
 import logging
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import SquallError
+from .._keys import ZOOKEEPER, derive_key
 from .seeds import NimbusAddress, parse_seed
 
 log = logging.getLogger("squall.master")
@@ -62,6 +73,98 @@ def zookeeper_servers(conf: Mapping[str, Any]) -> str | None:
         return None
     port = int(conf.get("storm.zookeeper.port") or 2181)
     return ",".join(str(parse_seed(str(s), port)) for s in servers)
+
+
+@dataclass(frozen=True)
+class ZooKeeperCredential:
+    """The digest credential a cluster's masters give ZooKeeper, and its nodes' ACL admits:
+    derived from the cluster's secret for this use only (`squall._keys`), so it is the same on
+    every master, and neither is the secret nor leads back to it. Its password never appears in
+    a repr or a log."""
+
+    user: str
+    password: str = field(repr=False)
+
+    @classmethod
+    def of(cls, secret: bytes) -> ZooKeeperCredential:
+        """The credential of the cluster whose secret is ``secret``."""
+        return cls("squall", derive_key(secret, ZOOKEEPER).hex())
+
+    @property
+    def auth(self) -> tuple[str, str]:
+        """kazoo's ``auth_data`` entry."""
+        return ("digest", f"{self.user}:{self.password}")
+
+    def acl(self) -> Any:
+        """The ACL that gives this credential every permission, and no one else any."""
+        from kazoo.security import make_digest_acl
+        return make_digest_acl(self.user, self.password, all=True)
+
+
+@dataclass(frozen=True)
+class NodeVersion:
+    """What a sealed value is bound to: its node's path, the transaction that created the node
+    (``czxid``) and the data version the value was written as. ZooKeeper never gives a node the
+    same creation and version twice, so a value sealed for one is genuine at that one only."""
+
+    path: str
+    czxid: int
+    version: int
+
+    def kind(self) -> bytes:
+        """The seal's kind (`squall._sealed`), under the MAC."""
+        return f"zk {self.path} {self.czxid:x}.{self.version}".encode()
+
+    @classmethod
+    def of_kind(cls, kind: bytes) -> NodeVersion | None:
+        """The binding a seal's kind names (None: not a ZooKeeper value with a version)."""
+        text = kind.decode(errors="replace")
+        path, _, node = text.removeprefix("zk ").rpartition(" ")
+        czxid, _, version = node.partition(".")
+        if not text.startswith("zk ") or not path:
+            return None
+        try:
+            return cls(path, int(czxid, 16), int(version))
+        except ValueError:
+            return None
+
+    def mismatch(self, node: NodeVersion) -> str | None:
+        """Why a value sealed for this does not belong in ``node`` (None: it does)."""
+        if self.path != node.path:
+            return f"a value of node {self.path} moved here"
+        if self.czxid != node.czxid:
+            return ("an old value replayed: it was sealed for an earlier node at this path "
+                    "(deleted and created again since)")
+        if self.version != node.version:
+            return (f"an old value replayed: it was sealed for version {self.version} of the node, which is at "
+                    f"version {node.version} (written by someone who is not this cluster's leader)")
+        return None
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What we last wrote at a node, and the node's creation and version after it."""
+
+    payload: bytes
+    czxid: int
+    version: int
+
+
+class _HideCredential(logging.Filter):
+    """kazoo logs each request it sends at DEBUG, its Auth request (our password) included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from kazoo.protocol.serialization import Auth
+        if isinstance(record.args, tuple) and any(isinstance(a, Auth) for a in record.args):
+            record.args = tuple(a._replace(auth="<hidden>") if isinstance(a, Auth) else a for a in record.args)
+        return True
+
+
+def _kazoo_logger() -> logging.Logger:
+    kazoo_log = logging.getLogger("kazoo.squall")
+    if not any(isinstance(f, _HideCredential) for f in kazoo_log.filters):
+        kazoo_log.addFilter(_HideCredential())
+    return kazoo_log
 
 
 @dataclass(frozen=True)
@@ -101,10 +204,14 @@ class Coordinator:
         connect = float(conf.get("storm.zookeeper.connection.timeout") or 15000) / 1000.0
         tries = int(conf.get("storm.zookeeper.retry.times") or 5)
         interval = float(conf.get("storm.zookeeper.retry.interval") or 1000) / 1000.0
+        self.credential = ZooKeeperCredential.of(secret)
+        self.acl = self.credential.acl()
         self.zk = KazooClient(hosts=self.hosts, timeout=session,
                               connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": interval},
-                              command_retry={"max_tries": tries, "delay": 0.1, "max_delay": interval})
+                              command_retry={"max_tries": tries, "delay": 0.1, "max_delay": interval},
+                              auth_data=[self.credential.auth], default_acl=[self.acl], logger=_kazoo_logger())
         self._connected = threading.Event()
+        self._lost = False  # the session was lost: our watches went with it
         self.zk.add_listener(self._on_state)
         try:
             self.zk.start(timeout=connect)
@@ -113,15 +220,50 @@ class Coordinator:
             raise SquallError(f"cannot reach ZooKeeper at {self.hosts} (storm.zookeeper.servers) within "
                               f"{connect:g} s (storm.zookeeper.connection.timeout): {e}") from e
         self._connected.set()
-        for sub in ("leader-lock", "nimbuses", "storms", "assignments", "errors", "workerbeats",
-                    "supervisors", "blobstore"):
-            self.zk.ensure_path(f"{self.root}/{sub}")
+        try:
+            self.zk.ensure_path(self.root)
+            self._secure()
+            for sub in ("leader-lock", "nimbuses", "storms", "assignments", "errors", "workerbeats",
+                        "supervisors", "blobstore"):
+                self.zk.ensure_path(f"{self.root}/{sub}")
+        except Exception:
+            self.close()
+            raise
         self.me: NimbusAddress | None = None
         self.summary: NimbusSummary | None = None
         self._latch: str | None = None       # our latch node's name, while in the election
         self._latch_children: list[str] = []  # the election's nodes, kept by a watch
-        self._leaders: dict[str, NimbusAddress | None] = {}  # latch node -> whose it is
-        self._written: dict[str, bytes] = {}  # path -> the payload last written there (by us)
+        self._leaders: dict[str, NimbusAddress] = {}  # latch node -> whose it is
+        self._written: dict[str, _Written] = {}  # path -> what we last wrote there
+        self._watched: set[str] = set()  # nodes we wrote that a watch of ours is on
+        self._touched: set[str] = set()  # nodes whose watch fired: changed, by us or someone else
+        self._good: dict[str, Any] = {}  # path -> the last value read there that passed
+        self._warned: dict[str, int] = {}  # path -> the change (mzxid) last warned about
+        self._read: set[str] = set()  # paths read since the last `sweep`
+
+    def _secure(self) -> None:
+        """Give the cluster's ACL to every node under the root that anyone may use (made by a
+        squall before ACLs, or by anyone while the root was open); other ACL entries stay."""
+        from kazoo.exceptions import NoAuthError, NoNodeError
+        secured, pending = 0, [self.root]
+        while pending:
+            path = pending.pop()
+            try:
+                acls, _stat = self.zk.get_acls(path)
+                if any(a.id.scheme == "world" for a in acls):
+                    self.zk.set_acls(path, [self.acl, *(a for a in acls if a.id.scheme != "world" and a != self.acl)])
+                    secured += 1
+                pending.extend(f"{path}/{child}" for child in self.zk.get_children(path))
+            except NoNodeError:
+                continue
+            except NoAuthError:
+                raise SquallError(
+                    f"ZooKeeper node {path} does not admit this cluster's masters (its ACL names another "
+                    f"credential): is storm.zookeeper.root {self.root} used by a cluster with another "
+                    f"squall.secret?") from None
+        if secured:
+            log.info("gave %d ZooKeeper nodes under %s this cluster's ACL: they were open to anyone "
+                     "(made by a squall before ACLs)", secured, self.root)
 
     # --- the session --------------------------------------------------------------------------------
     def _on_state(self, state: str) -> None:
@@ -134,6 +276,7 @@ class Coordinator:
             self._connected.clear()
             if state == "LOST":
                 self._latch = None
+                self._lost = True
 
     @property
     def connected(self) -> bool:
@@ -145,30 +288,58 @@ class Coordinator:
         return "/".join((self.root, *parts))
 
     # --- sealed values ------------------------------------------------------------------------------
-    def _seal(self, path: str, value: Any) -> bytes:
+    def _seal(self, node: NodeVersion, payload: bytes) -> bytes:
         from .._sealed import seal
-        return seal(self.secret, b"zk " + path.encode(), json.dumps(value, sort_keys=True).encode())
+        return seal(self.secret, node.kind(), payload)
 
-    def _open(self, path: str, data: bytes) -> Any:
-        """The JSON value sealed in ``data`` for ``path``; None (with a warning) if it is not
-        one this cluster's masters wrote there."""
-        from .._sealed import SealError, unseal
+    def _open(self, path: str, data: bytes, stat: Any) -> Any:
+        """The JSON value sealed in ``data`` for node ``path`` as ``stat`` describes it; None
+        if it is not one this cluster's masters wrote there (warned once per change of the
+        node), or while the node has no value yet (created, not yet set: `_put`)."""
+        from .._sealed import SealError, open_sealed
+        if not data:
+            return None
         try:
-            return json.loads(unseal(self.secret, b"zk " + path.encode(), data))
+            kind, payload = open_sealed(self.secret, data)
+            sealed_for = NodeVersion.of_kind(kind)
+            if sealed_for is None:
+                raise SealError(f"sealed as {kind!r}, without its node's version (by a squall before versions)")
+            problem = sealed_for.mismatch(NodeVersion(path, stat.czxid, stat.version))
+            if problem:
+                raise SealError(problem)
+            return json.loads(payload)
         except SealError as e:
-            log.warning("ZooKeeper node %s skipped: %s", path, e)
+            why = str(e)
         except ValueError as e:
-            log.warning("ZooKeeper node %s skipped: its sealed value is not JSON (%s)", path, e)
+            why = f"its sealed value is not JSON ({e})"
+        if self._warned.get(path) != stat.mzxid:
+            self._warned[path] = stat.mzxid
+            log.warning("ZooKeeper node %s refused: %s", path, why)
         return None
 
     def read(self, path: str) -> Any:
-        """The value at ``path`` (None: no such node, or not ours)."""
+        """The value at ``path``: None if there is no such node; if its value is not one this
+        cluster's masters wrote there, the last one read there that was (None if none)."""
         from kazoo.exceptions import NoNodeError
         try:
-            data, _stat = self.zk.get(path)
+            data, stat = self.zk.get(path)
         except NoNodeError:
+            self._good.pop(path, None)
             return None
-        return self._open(path, data)
+        self._read.add(path)
+        value = self._open(path, data, stat)
+        if value is None:
+            return self._good.get(path)
+        self._good[path] = value
+        self._warned.pop(path, None)
+        return value
+
+    def sweep(self) -> None:
+        """Forget what was read at nodes not read since the last sweep (they are gone)."""
+        for kept in (self._good, self._warned):
+            for path in set(kept) - self._read:
+                del kept[path]
+        self._read = set()
 
     def children(self, path: str) -> list[str]:
         """The children of ``path`` (none if it is gone)."""
@@ -179,20 +350,58 @@ class Coordinator:
             return []
 
     def write(self, path: str, value: Any, ephemeral: bool = False) -> None:
-        """Set ``path`` to ``value`` (sealed), creating it; skipped when we wrote the same last."""
-        from kazoo.exceptions import NodeExistsError, NoNodeError
+        """Set ``path`` to ``value``, sealed for the version the write gives the node, creating
+        it; skipped when we wrote the same last and no one changed the node since (a watch on
+        each node we wrote says when it changed: one that someone else changed or removed is
+        written again, with a warning)."""
         payload = json.dumps(value, sort_keys=True).encode()
-        if self._written.get(path) == payload:
+        if self._lost:  # a new session: our watches are gone, look at every node once
+            self._lost = False
+            self._watched.clear()
+            self._touched.update(self._written)
+        last = self._written.get(path)
+        if path in self._touched:
+            self._touched.discard(path)
+            if last is not None:
+                self._watched.add(path)
+                stat = self.zk.exists(path, watch=self._on_change)
+                if stat is None or (stat.czxid, stat.version) != (last.czxid, last.version):
+                    _overwritten(path, stat is None)
+                    last = None
+        if last is not None and last.payload == payload:
             return
-        data = self._seal(path, value)
-        try:
-            self.zk.set(path, data)
-        except NoNodeError:
+        stat = self._put(path, payload, last, ephemeral)
+        self._written[path] = _Written(payload, stat.czxid, stat.version)
+        if path not in self._watched:
+            self._watched.add(path)
+            self.zk.exists(path, watch=self._on_change)
+
+    def _on_change(self, event: Any) -> None:
+        # kazoo's thread: the node changed or went (our own writes fire it too), look at it
+        # at its next write
+        self._watched.discard(event.path)
+        self._touched.add(event.path)
+
+    def _put(self, path: str, payload: bytes, last: _Written | None, ephemeral: bool) -> Any:
+        """``payload`` sealed at ``path`` for the version the write gives it, set only if the
+        node is still at the version we sealed for (someone else's write in between is looked
+        at, not overwritten blind); the node's stat after it."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+        for _attempt in range(5):
             try:
-                self.zk.create(path, data, ephemeral=ephemeral, makepath=True)
-            except NodeExistsError:
-                self.zk.set(path, data)
-        self._written[path] = payload
+                if last is not None:
+                    czxid, version = last.czxid, last.version
+                else:
+                    stat = self.zk.exists(path)
+                    if stat is None:
+                        _node, stat = self.zk.create(path, b"", ephemeral=ephemeral, makepath=True, include_data=True)
+                    czxid, version = stat.czxid, stat.version
+                return self.zk.set(path, self._seal(NodeVersion(path, czxid, version + 1), payload), version=version)
+            except (BadVersionError, NoNodeError, NodeExistsError) as e:
+                if last is not None:
+                    _overwritten(path, isinstance(e, NoNodeError))
+                last = None
+        raise SquallError(f"ZooKeeper node {path} changed under each of 5 writes: not written (the next save tries again)")
 
     def delete(self, path: str) -> None:
         """Remove ``path`` and what is under it (nothing if it is gone)."""
@@ -207,6 +416,7 @@ class Coordinator:
     def forget_writes(self) -> None:
         """Write everything again at the next `write` (another master may have written since)."""
         self._written.clear()
+        self._touched.clear()
 
     # --- the election --------------------------------------------------------------------------------
     def join(self, me: NimbusAddress, started: float, version: str) -> None:
@@ -234,10 +444,13 @@ class Coordinator:
         assert self.me is not None
         if self.in_election:
             return
-        node = self.zk.create(self.path("leader-lock", LATCH_PREFIX), self._seal(self.path("leader-lock"), str(self.me)),
-                              ephemeral=True, sequence=True)
+        # the value is sealed for the node itself, so it is set once the node (and its name) exists
+        node, stat = self.zk.create(self.path("leader-lock", LATCH_PREFIX), b"", ephemeral=True, sequence=True,
+                                    include_data=True)
         self._latch = node.rsplit("/", 1)[1]
         self._latch_children = sorted(set(self._latch_children) | {self._latch}, key=_sequence)
+        self.zk.set(node, self._seal(NodeVersion(node, stat.czxid, stat.version + 1), json.dumps(str(self.me)).encode()),
+                    version=stat.version)
 
     @property
     def in_election(self) -> bool:
@@ -258,9 +471,11 @@ class Coordinator:
             and children[0] == self._latch
 
     def leader(self) -> NimbusAddress | None:
-        """The master that leads (the owner of the lowest latch node), if any."""
+        """The master that leads (the owner of the lowest latch node), if any: none while
+        ZooKeeper is unreachable (the latch may have changed unseen), or while the lowest node
+        has no value of this cluster's (not set yet, or not one of ours: warned)."""
         children = self._latch_children
-        if not children:
+        if not children or not self._connected.is_set():
             return None
         node = children[0]
         if node == self._latch:
@@ -269,11 +484,13 @@ class Coordinator:
             path = self.path("leader-lock", node)
             from kazoo.exceptions import NoNodeError
             try:
-                data, _stat = self.zk.get(path)
+                data, stat = self.zk.get(path)
             except NoNodeError:
                 return None
-            value = _open_address(self, data)
-            self._leaders = {node: value}
+            address = _address(self._open(path, data, stat))
+            if address is None:
+                return None
+            self._leaders = {node: address}
         return self._leaders[node]
 
     def nimbuses(self) -> list[NimbusSummary]:
@@ -339,14 +556,19 @@ def _sequence(node: str) -> int:
     return int(tail) if tail.isdigit() else 1 << 62
 
 
-def _open_address(coordinator: Coordinator, data: bytes) -> NimbusAddress | None:
-    value = coordinator._open(coordinator.path("leader-lock"), data)
+def _address(value: Any) -> NimbusAddress | None:
+    """The master a latch value names."""
     if not isinstance(value, str):
         return None
     try:
         return parse_seed(value, 0)
     except ValueError:
         return None
+
+
+def _overwritten(path: str, removed: bool) -> None:
+    log.warning("ZooKeeper node %s was %s by someone who is not this master: written again", path,
+                "removed" if removed else "changed")
 
 
 def _is_int(v: Any) -> bool:

@@ -118,6 +118,9 @@ class HaMaster:
             self._take_lead()
             if self.leading:
                 return
+        if not self.ha.connected:
+            raise NotLeaderException(f"not a leader (this master is {self.ha.me}): it cannot reach ZooKeeper at "
+                                     f"{self.ha.hosts}, so it does not know which master leads")
         leader = self.ha.leader()
         if leader is None or leader == self.ha.me:
             raise NotLeaderException(f"not a leader (this master is {self.ha.me}), and no master leads yet: "
@@ -182,6 +185,7 @@ class HaMaster:
             self.ha.register()
             self._sync_code(self.ha.code_keys())
             state = read_state(self.ha)
+            self.ha.sweep()
         except Exception as e:  # ZooKeeper unreachable: keep what we knew, try again
             log.warning("cannot read the cluster state from ZooKeeper: %s", e)
             return False
@@ -257,6 +261,7 @@ class HaMaster:
                         "time": hb.time, "stats": hb.stats, "figures": hb.figures, "pid": hb.pid,
                         "address": hb.address})
                     self._beats_written[key] = now
+            self.ha.sweep()
         except Exception as e:
             log.error("cannot write heartbeat summaries to ZooKeeper: %s", e)
 

@@ -210,13 +210,12 @@ def test_what_is_read_from_zookeeper_must_carry_the_cluster_seal(ha_conf, caplog
         ha.zk.create(ha.path("storms", "foreign-1-1"),
                      seal(b"x" * 32, b"zk " + ha.path("storms", "foreign-1-1").encode(), b"{}"))
         ha.zk.create(ha.path("storms", "plain-1-1"), b'{"name": "plain"}')
-        ha.zk.create(ha.path("storms", "shape-1-1"),
-                     ha._seal(ha.path("storms", "shape-1-1"), {**base, "status": "RUNNING"}))
-        ha.zk.create(ha.path("supervisors", "bad"), ha._seal(ha.path("supervisors", "bad"), {"host": 1, "ports": "x"}))
+        ha.write(ha.path("storms", "shape-1-1"), {**base, "status": "RUNNING"})
+        ha.write(ha.path("supervisors", "bad"), {"host": 1, "ports": "x"})
         with caplog.at_level(logging.WARNING, "squall.master"):
             state = read_state(ha)
         assert set(state.topologies) == {"real-1-1"} and set(state.supervisors) == {"sup"}
-        for node, why in (("moved-1-1", "sealed as"), ("foreign-1-1", "its MAC does not match"),
+        for node, why in (("moved-1-1", "a value of node /forge/storms/real-1-1 moved here"), ("foreign-1-1", "its MAC does not match"),
                           ("plain-1-1", "not a sealed squall file"), ("shape-1-1", "not a topology status"),
                           ("supervisors/bad", "not a supervisor's host")):
             assert any(node in r.getMessage() and why in r.getMessage() for r in caplog.records), (node, caplog.text)
@@ -239,3 +238,164 @@ def test_a_leader_stopped_cleanly_hands_the_lead_over_at_once(ha_conf, running):
     with _client(a, b) as m:
         m.activate("t")
         assert m.list_topologies()[0]["status"] == "ACTIVE"
+
+
+# --- replayed values, ACLs, an unreachable ZooKeeper ---------------------------------------------------
+def _outsider(zookeeper, auth=None):
+    """A ZooKeeper client that is not one of the cluster's masters (``auth``: its credential, if any)."""
+    from kazoo.client import KazooClient
+    zk = KazooClient(hosts=zookeeper.address, auth_data=auth or [])
+    zk.start(timeout=10)
+    return zk
+
+
+def _status_in_zookeeper(master, storm_id):
+    base = master.ha.read(master.ha.path("storms", storm_id))
+    return base and base["status"]
+
+
+def test_an_old_value_replayed_over_a_newer_one_is_refused_and_the_newer_state_kept_across_a_failover(
+        ha_conf, running, caplog):
+    """Someone who may write to ZooKeeper copies a topology's old sealed base (ACTIVE) back over
+    the current one (INACTIVE) while the leader hangs: the follower refuses it, saying so, and
+    keeps INACTIVE; when the leader's session goes, the follower leads with INACTIVE and writes it
+    over the replayed value."""
+    a = running(ha_conf("a"))
+    assert wait_until(lambda: a.master.leading, 10)
+    b = running(ha_conf("b"))
+    with _client(a, b) as m:
+        m.submit_topology("t", {}, recovery_topology(10))
+        storm_id = a.master.topologies["t"].plan.storm_id
+        path = a.master.ha.path("storms", storm_id)
+        assert wait_until(lambda: _status_in_zookeeper(a.master, storm_id) == "ACTIVE", 10)
+        old, _ = a.master.ha.zk.get(path)
+        m.deactivate("t")
+    assert wait_until(lambda: "t" in b.master.topologies and b.master.topologies["t"].status == "INACTIVE", 10)
+    hang = threading.Event()
+    a.loop.call_soon_threadsafe(hang.wait)  # the leader hangs (its ZooKeeper session lives on)
+    try:
+        with caplog.at_level(logging.WARNING, "squall.master"):
+            a.master.ha.zk.set(path, old)  # a writer with the cluster's credential, or before ACLs
+            assert wait_until(lambda: any(path in r.getMessage() and "replayed" in r.getMessage()
+                                          for r in caplog.records), 10), caplog.text
+        assert b.master.topologies["t"].status == "INACTIVE"
+        a.master.ha.zk.stop()  # the hung leader's session ends: b leads
+        assert wait_until(lambda: b.master.leading, 10)
+    finally:
+        hang.set()
+    assert b.master.topologies["t"].status == "INACTIVE"
+    assert wait_until(lambda: _status_in_zookeeper(b.master, storm_id) == "INACTIVE", 10)
+
+
+def test_the_leader_writes_again_a_node_another_writer_changed(ha_conf, running, caplog):
+    a = running(ha_conf("a"))
+    assert wait_until(lambda: a.master.leading, 10)
+    with _client(a) as m:
+        m.submit_topology("t", {}, recovery_topology(10))
+        storm_id = a.master.topologies["t"].plan.storm_id
+        path = a.master.ha.path("storms", storm_id)
+        assert wait_until(lambda: _status_in_zookeeper(a.master, storm_id) == "ACTIVE", 10)
+        old, _ = a.master.ha.zk.get(path)
+        m.deactivate("t")
+    assert wait_until(lambda: _status_in_zookeeper(a.master, storm_id) == "INACTIVE", 10)
+    with caplog.at_level(logging.WARNING, "squall.master"):
+        a.master.ha.zk.set(path, old)
+        assert wait_until(lambda: any(path in r.getMessage() and "written again" in r.getMessage()
+                                      for r in caplog.records), 10), caplog.text
+    assert wait_until(lambda: _status_in_zookeeper(a.master, storm_id) == "INACTIVE", 10)
+    a.master.ha.zk.delete(path)  # removed behind the leader's back: written again too
+    assert wait_until(lambda: _status_in_zookeeper(a.master, storm_id) == "INACTIVE", 10)
+
+
+def test_a_latch_value_copied_to_another_latch_node_does_not_name_a_leader(ha_conf, caplog):
+    """The election's values are bound to their own node: a copy of the leader's latch value in
+    a node someone else made names no one when that node becomes the lowest."""
+    one = Coordinator(ha_conf("one", **{"storm.zookeeper.root": "/latch"}), SECRET.encode())
+    two = Coordinator(ha_conf("two", **{"storm.zookeeper.root": "/latch"}), SECRET.encode())
+    try:
+        one.join(NimbusAddress("127.0.0.1", 1), 1.0, "test")
+        data, _ = one.zk.get(one.path("leader-lock", one._latch))
+        copy = one.zk.create(one.path("leader-lock", "latch-"), data, ephemeral=True, sequence=True).rsplit("/", 1)[1]
+        two.join(NimbusAddress("127.0.0.1", 2), 1.0, "test")
+        assert wait_until(lambda: two.leader() == NimbusAddress("127.0.0.1", 1), 10)
+        one.quit_election()
+        assert wait_until(lambda: two._latch_children and two._latch_children[0] == copy, 10)
+        with caplog.at_level(logging.WARNING, "squall.master"):
+            assert two.leader() is None
+        assert copy in caplog.text
+    finally:
+        one.delete("/latch")
+        one.close()
+        two.close()
+
+
+def test_a_client_without_the_cluster_credential_can_neither_write_nor_read(ha_conf, zookeeper, caplog):
+    from kazoo.exceptions import NoAuthError
+    with caplog.at_level(1):  # everything kazoo logs, its requests included
+        ha = Coordinator(ha_conf("acl", **{"storm.zookeeper.root": "/acl"}), SECRET.encode())
+    credential = ha.credential
+    assert credential.password not in caplog.text and SECRET not in caplog.text
+    assert SECRET not in credential.password and SECRET.encode().hex() not in credential.password
+    strangers = [_outsider(zookeeper), _outsider(zookeeper, [("digest", "squall:" + "0" * 64)])]
+    try:
+        ha.write(ha.path("supervisors", "s"), {"host": "127.0.0.1", "ports": [6700], "since": 1.0})
+        for zk in strangers:
+            for attempt in (lambda: zk.set(ha.path("supervisors", "s"), b"x"),
+                            lambda: zk.get(ha.path("supervisors", "s")),
+                            lambda: zk.delete(ha.path("supervisors", "s")),
+                            lambda: zk.create(ha.path("storms", "new-1-1"), b"x"),
+                            lambda: zk.create(ha.path("leader-lock", "latch-"), b"", ephemeral=True, sequence=True),
+                            lambda: zk.get_children(ha.path("storms"))):
+                with pytest.raises(NoAuthError):
+                    attempt()
+    finally:
+        for zk in strangers:
+            zk.stop()
+        ha.delete("/acl")
+        ha.close()
+
+
+def test_nodes_an_older_squall_left_open_get_the_cluster_acl_at_start(ha_conf, zookeeper, caplog):
+    from kazoo.exceptions import NoAuthError
+    stranger = _outsider(zookeeper)
+    try:
+        stranger.create("/open/storms/old-1-1", b"x", makepath=True)  # world-writable, as before ACLs
+        with caplog.at_level(logging.INFO, "squall.master"):
+            ha = Coordinator(ha_conf("open", **{"storm.zookeeper.root": "/open"}), SECRET.encode())
+        assert "gave 3 ZooKeeper nodes under /open" in caplog.text, caplog.text
+        for attempt in (lambda: stranger.set("/open/storms/old-1-1", b"y"), lambda: stranger.create("/open/x", b""),
+                        lambda: stranger.get("/open/storms/old-1-1")):
+            with pytest.raises(NoAuthError):
+                attempt()
+        ha.delete("/open")
+        ha.close()
+    finally:
+        stranger.stop()
+
+
+def test_no_leader_is_named_while_zookeeper_is_unreachable(tmp_path, running):
+    """A master that lost ZooKeeper does not know who leads: get_leader says none (clients then
+    say no leader was found), until ZooKeeper is back and the election has a winner again."""
+    from ..zookeeper_server import ZooKeeperServer
+    server = ZooKeeperServer(tmp_path / "zk").start()
+    try:
+        def conf(name):
+            return cluster_conf({"squall.secret": SECRET, "storm.zookeeper.servers": [server.address],
+                                 "storm.zookeeper.session.timeout": 2000, "storm.zookeeper.connection.timeout": 30000,
+                                 "storm.local.dir": str(tmp_path / name), "nimbus.thrift.port": 0})
+        a = running(conf("a"))
+        assert wait_until(lambda: a.master.leading, 10)
+        b = running(conf("b"))
+        assert wait_until(lambda: b.master.op_get_leader() == {"host": "127.0.0.1", "port": a.master.port}, 10)
+        server.stop()
+        assert wait_until(lambda: not a.master.ha.connected and not b.master.ha.connected, 20)
+        assert a.master.op_get_leader() is None and b.master.op_get_leader() is None
+        with pytest.raises(NotLeaderException, match="cannot reach ZooKeeper"):
+            b.master._assert_leader()
+        with pytest.raises(RpcError, match="Could not find a nimbus leader"), _client(a, b) as m:
+            m.deactivate("t")
+        server.start()
+        assert wait_until(lambda: a.master.op_get_leader() is not None
+                          and a.master.op_get_leader() == b.master.op_get_leader(), 30)
+    finally:
+        server.stop()

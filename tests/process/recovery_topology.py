@@ -7,12 +7,22 @@ from pathlib import Path
 from squall import BasicBolt, Fields, Spout, TopologyBuilder
 
 
+STOP = "stop"
+"""The file under ``test.out.dir`` whose creation tells the endless spouts here to stop (`stop_spouts`)."""
+
+
 class DurableSpout(Spout):
     """Emits ids 0..n-1 reliably, like a replayable source: a failed id is emitted again, and an
     acked id is recorded in ``acked-<task>.txt`` under ``test.out.dir`` and never emitted again,
-    even by a restarted instance (a source that commits its offsets)."""
+    even by a restarted instance (a source that commits its offsets).
 
-    def __init__(self, n):
+    ``n`` None: an endless source, for tests in which tuples must still flow when something
+    happens, however fast the machine: ids 0, 1, 2, ... until the test creates `STOP` under
+    ``test.out.dir`` (`stop_spouts`); then the spout writes how many ids it emitted to
+    ``emitted-<task>.txt`` (`emitted`) and only replays what fails. One task only (its ids are
+    not split between tasks)."""
+
+    def __init__(self, n=None):
         self.n = n
 
     def declare_output_fields(self, declarer):
@@ -22,16 +32,34 @@ class DurableSpout(Spout):
         super().open(conf, context, collector)
         self.dir = Path(conf["test.out.dir"])
         self.file = self.dir / f"acked-{context.get_this_task_id()}.txt"
-        done = set()
-        for f in self.dir.glob("acked-*.txt"):
-            done |= {int(x) for x in f.read_text().split()}
-        self.todo = [i for i in range(self.n) if i not in done]
+        self.count_file = self.dir / f"emitted-{context.get_this_task_id()}.txt"
+        done = acked(self.dir)
+        if self.n is None:  # a restarted instance goes on after the last id acked (or stays stopped)
+            self.limit = int(self.count_file.read_text()) if self.count_file.exists() else None
+            self.next = max(done, default=-1) + 1 if self.limit is None else self.limit
+        else:
+            self.limit = self.next = self.n
+        self.todo = [i for i in range(self.next) if i not in done]
         self.out = open(self.file, "a")
 
     def next_tuple(self):
         if self.todo:
             i = self.todo.pop()
-            self.collector.emit([i], i)
+        elif self.limit is None and not self._told_to_stop():
+            i = self.next
+            self.next += 1
+        else:
+            return
+        self.collector.emit([i], i)
+
+    def _told_to_stop(self):
+        if not (self.dir / STOP).exists():
+            return False
+        self.limit = self.next
+        tmp = self.count_file.with_suffix(".tmp")
+        tmp.write_text(str(self.limit))
+        tmp.replace(self.count_file)  # whole or absent: the test reads it as soon as it exists
+        return True
 
     def ack(self, msg_id):
         self.out.write(f"{msg_id}\n")
@@ -41,8 +69,36 @@ class DurableSpout(Spout):
         self.todo.append(msg_id)
 
 
+def stop_spouts(out: Path) -> None:
+    """Tell the endless spouts writing under ``out`` (`DurableSpout` without ``n``, `Flood`) to stop."""
+    (out / STOP).write_text("")
+
+
+def emitted(out: Path) -> int | None:
+    """How many ids the endless `DurableSpout` under ``out`` emitted before it stopped (None
+    while it has not stopped)."""
+    files = list(out.glob("emitted-*.txt"))
+    return int(files[0].read_text()) if files else None
+
+
+def _record_opened(conf, context):
+    """Note under ``test.out.dir`` (if set) that this bolt task was prepared: its worker heard
+    that the topology is active, which it learns only from the master (`opened`)."""
+    if conf.get("test.out.dir"):
+        (Path(conf["test.out.dir"]) / f"opened-{context.get_this_task_id()}").write_text("")
+
+
+def opened(out: Path) -> int:
+    """How many `Slowish` and `Sink` tasks writing under ``out`` were prepared."""
+    return len(list(out.glob("opened-*")))
+
+
 class Slowish(BasicBolt):
     """Passes ids on, a little slowly, so a run lasts long enough to kill things under it."""
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        _record_opened(conf, context)
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("id"))
@@ -55,6 +111,10 @@ class Slowish(BasicBolt):
 
 class Sink(BasicBolt):
     """Consumes."""
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        _record_opened(conf, context)
 
     def execute(self, tup, collector):
         pass
@@ -76,21 +136,53 @@ def pid_exists(pid):
 
 
 class Flood(Spout):
-    """Emits unanchored tuples as fast as it may."""
+    """Emits unanchored tuples as fast as it may, numbered 0, 1, 2, ...; with ``test.out.dir``
+    set, until the test creates `STOP` there (`stop_spouts`), looked for every 1,024 tuples."""
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("x"))
 
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.stop = Path(conf["test.out.dir"]) / STOP if conf.get("test.out.dir") else None
+        self.sent = 0
+        self.stopped = False
+
     def next_tuple(self):
-        self.collector.emit([1])
+        if self.stopped:
+            return
+        if self.sent % 1024 == 0 and self.stop is not None and self.stop.exists():
+            self.stopped = True
+            return
+        self.collector.emit([self.sent])
+        self.sent += 1
 
 
-class Sleepy(BasicBolt):
-    """Takes a millisecond per tuple."""
+OPEN = "open"
+"""The file under ``test.out.dir`` whose creation lets `Gated` run (`open_gate`)."""
+
+
+class Gated(BasicBolt):
+    """A bolt that cannot keep up, at all: it holds its first tuple until the test creates
+    `OPEN` under ``test.out.dir`` (`open_gate`), then consumes at full speed. While it holds,
+    its inbox only fills, so what reaches it is exactly what its spout emitted."""
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        self.gate = Path(conf["test.out.dir"]) / OPEN
+        self.open = False
 
     def execute(self, tup, collector):
         import time
-        time.sleep(0.001)
+        while not self.open:
+            self.open = self.gate.exists()
+            if not self.open:
+                time.sleep(0.01)
+
+
+def open_gate(out: Path) -> None:
+    """Let the `Gated` bolts writing under ``out`` run."""
+    (out / OPEN).write_text("")
 
 
 def acked(out: Path) -> set[int]:
@@ -101,8 +193,8 @@ def acked(out: Path) -> set[int]:
     return ids
 
 
-def recovery_topology(n):
-    """`DurableSpout` of ids 0..n-1 -> 2 `Slowish` (shuffle) -> 2 `Sink` (fields on id)."""
+def recovery_topology(n=None):
+    """`DurableSpout` of ids 0..n-1 (None: endless) -> 2 `Slowish` (shuffle) -> 2 `Sink` (fields on id)."""
     b = TopologyBuilder()
     b.set_spout("source", DurableSpout(n), 1)
     b.set_bolt("work", Slowish(), 2).shuffle_grouping("source")

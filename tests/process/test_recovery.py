@@ -7,20 +7,20 @@ master and the spout's durable record of acked ids.
 
 import os
 import signal
-import time
 
 from squall import Config, StormSubmitter, TopologyBuilder
 
 from ..conftest import wait_until
 from .conftest import _squall_processes
-from .recovery_topology import (RECOVERY_CONF, DurableSpout, Flood, Sleepy, UnimportableOnWorkers, acked,
-                                kill_a_worker_without, recovery_topology)
+from .recovery_topology import (RECOVERY_CONF, DurableSpout, Flood, Gated, UnimportableOnWorkers, acked, emitted,
+                                kill_a_worker_without, open_gate, opened, recovery_topology, stop_spouts)
 from .semantics_topology import topology_conf
 
 N = 3000
 
 
 def _submit(cluster, out, name="recover", n=N):
+    """Submit `recovery_topology` of ``n`` ids (None: until `stop_spouts`) writing under ``out``."""
     with StormSubmitter.using_conf(cluster.conf):
         StormSubmitter.submit_topology(name, topology_conf(out, **RECOVERY_CONF), recovery_topology(n))
 
@@ -48,31 +48,30 @@ def test_the_tuples_a_sigkilled_worker_held_fail_at_once_not_after_the_message_t
     once: they are replayed and acked well within this test's wait."""
     out = tmp_path / "out"
     out.mkdir()
-    n = 10**6  # more than the run gets through: tuples are in flight when the worker dies
     conf = topology_conf(out, **{**RECOVERY_CONF, "topology.message.timeout.secs": 60})
     with cluster.client() as m:
-        m.submit_topology("lost", conf, recovery_topology(n))
+        m.submit_topology("lost", conf, recovery_topology())  # endless: tuples are in flight when the worker dies
         assert wait_until(lambda: len(acked(out)) > 200, 30), "the topology did not start processing"
-        # DurableSpout emits n-1, n-2, ...: the ids from n - emitted up were all emitted before the kill
-        emitted = m.get_topology_info("lost")["components"]["source"]["emitted"]
+        # the endless DurableSpout emits 0, 1, 2, ...: every id below its emit count was emitted before the kill
+        sent = m.get_topology_info("lost")["components"]["source"]["emitted"]
         kill_a_worker_without(m, "lost", "source")
         assert wait_until(lambda: m.get_topology_info("lost")["components"]["source"]["failed"] > 0, 30), \
             "no pending tuple failed"
-        assert wait_until(lambda: acked(out) >= set(range(n - emitted, n)), 30), \
-            f"not acked yet: {sorted(set(range(n - emitted, n)) - acked(out))[:20]}"
+        assert wait_until(lambda: acked(out) >= set(range(sent)), 30), \
+            f"not acked yet: {sorted(set(range(sent)) - acked(out))[:20]}"
 
 
 def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resumes(cluster, tmp_path):
+    """The spout runs until the test stops it, so tuples flow when the master dies and when the
+    new one starts, however fast the machine."""
     out = tmp_path / "out"
     out.mkdir()
-    n = 40 * N  # enough that tuples still flow after the wait below (thousands a second)
-    _submit(cluster, out, n=n)
-    assert wait_until(lambda: len(acked(out)) > 100, 30)
+    _submit(cluster, out, n=None)
     # A worker learns that its topology is active from the master's reply to its heartbeat (as
-    # Storm's learn it from ZooKeeper); the spout's worker may ack 100 tuples before the other
-    # has heard it. Let every worker beat twice (worker.heartbeat.frequency.secs: 1) first.
-    time.sleep(2.5)
-    assert len(acked(out)) < n - 500, "the run ended before the master was killed: make it longer"
+    # Storm's learn it from ZooKeeper), and prepares its bolts then: the spout's worker may ack
+    # tuples before the other has heard it. Every bolt task must be prepared before the kill.
+    assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, 30), \
+        f"{len(acked(out))} ids acked, {opened(out)} of 4 bolt tasks prepared"
     workers = cluster.workers()
     cluster.master.send_signal(signal.SIGKILL)
     cluster.master.wait(5)
@@ -83,15 +82,20 @@ def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resum
     with cluster.client() as m:
         assert wait_until(lambda: all(w["alive"] for w in m.get_topology_info("recover")["workers"]), 15)
         assert m.list_topologies()[0]["status"] == "ACTIVE"
-    assert wait_until(lambda: acked(out) >= set(range(n)), 120)
+    resumed = len(acked(out))
+    assert wait_until(lambda: len(acked(out)) > resumed + 100, 20), "processing stopped under the new master"
+    stop_spouts(out)
+    assert wait_until(lambda: emitted(out) is not None, 10), "the spout did not stop"
+    assert wait_until(lambda: acked(out) >= set(range(emitted(out))), 60), \
+        f"lost ids: {sorted(set(range(emitted(out))) - acked(out))[:20]}"
     assert set(cluster.workers()) == set(workers)  # the new master adopted them, no restarts
     # Storm's statistics live in the workers, as in Storm's executors: the new master shows the
-    # acks from before its start too (one spout task: the sampled count is within one block)
+    # acks from before its start too, every id's (one spout task: the sampled count is within one block)
     with cluster.client() as m:
         def stats_acked() -> int:
             return next(w["acked"] for w in m.get_topology_page("recover")["topologyStats"]
                         if w["window"] == ":all-time")
-        assert wait_until(lambda: stats_acked() > N - 20, 10), stats_acked()
+        assert wait_until(lambda: stats_acked() > emitted(out) - 20, 10), (stats_acked(), emitted(out))
     # the new master adopted the supervisor: a clean stop stops it too, and it its workers
     cluster.master.send_signal(signal.SIGTERM)
     assert cluster.master.wait(20) == 0
@@ -112,30 +116,47 @@ def test_a_worker_that_cannot_start_is_reported_and_given_up(cluster, tmp_path):
     assert m is not None and not cluster.workers()
 
 
-def test_a_slow_bolt_in_another_worker_throttles_the_spout(cluster):
+def test_a_slow_bolt_in_another_worker_throttles_the_spout(cluster, tmp_path):
     """Acking off, so max spout pending cannot help: the bolt's worker tells the spout's worker
-    that its inbox is over ``topology.executor.receive.buffer.size``, and the spout stops."""
+    that its inbox is over ``topology.executor.receive.buffer.size``, and the spout stops.
+
+    Driven by events, whatever the machine's speed: the bolt holds its first tuple until the
+    test opens its gate, so its inbox only fills. The spout must then stop for good, with every
+    tuple it emitted in that inbox: how many crossed before the "over" reached the spout
+    depends on the machine, that none is emitted afterwards does not. Once the gate opens the
+    bolt catches up and the spout runs again; when the test stops it, every tuple is executed."""
+    out = tmp_path / "out"
+    out.mkdir()
     b = TopologyBuilder()
     b.set_spout("flood", Flood(), 1)
-    b.set_bolt("slow", Sleepy(), 1).shuffle_grouping("flood")
-    conf = Config()
-    conf.set_num_workers(2)
+    b.set_bolt("slow", Gated(), 1).shuffle_grouping("flood")
+    conf = topology_conf(out, workers=2)
     conf.set_num_ackers(0)
-    conf["topology.executor.receive.buffer.size"] = 200
+    bound = conf["topology.executor.receive.buffer.size"] = 200
     with cluster.client() as m:
         m.submit_topology("flood", conf, b.create_topology())
-        assert wait_until(lambda: m.get_topology_info("flood")["components"]["slow"]["executed"] > 100, 30)
-        worst = 0
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
-            worst = max(worst, m.get_topology_info("flood")["components"]["slow"]["backlog"])
-            time.sleep(0.1)
-    # Bounded, not exact: what the spout emitted while the "over" message crossed to it lands
-    # after the flip. The bolt's loop is in rounds of a second, so its transport reads for it:
-    # TcpTransport's watchman after 5 ms without a poll (measured 3,674-5,866 here), ZmqTransport's
-    # receiving thread after 8 waiting messages (1,967-3,562). Unthrottled, the inbox grows by
-    # about 100,000 tuples a second.
-    assert worst <= 50 * 200, f"the slow bolt's inbox reached {worst}"
+
+        def figures():
+            c = m.get_topology_info("flood")["components"]
+            return c["flood"]["emitted"], c["slow"]["backlog"], c["slow"]["executed"]
+        # every tuple emitted has arrived (one is in the bolt's hands): the spout stopped
+        assert wait_until(lambda: (f := figures())[1] >= bound and f[0] == f[1] + 1, 30, 0.1), \
+            "emitted, backlog, executed: %s" % (figures(),)
+        stopped = figures()
+
+        def uptimes():  # each worker's uptime in its last heartbeat, which brought its figures too
+            return [w["uptimeSeconds"] for w in m.get_topology_page("flood")["workers"]]
+        since = uptimes()
+        # and stays stopped: two heartbeats of each worker later, nothing more was emitted and
+        # nothing more arrived
+        assert wait_until(lambda: figures() != stopped or all(u >= s + 2 for u, s in zip(uptimes(), since)), 30, 0.1)
+        assert figures() == stopped, f"{stopped} became {figures()}"
+        assert stopped[2] == 0
+        open_gate(out)
+        assert wait_until(lambda: figures()[0] > stopped[0], 30, 0.1), "the spout did not resume"
+        stop_spouts(out)
+        assert wait_until(lambda: (f := figures())[0] == f[2] and f[1] == 0, 30, 0.1), \
+            "emitted, backlog, executed: %s" % (figures(),)
 
 
 def test_a_sigkilled_supervisor_takes_its_workers_and_its_master_starts_it_again(cluster, tmp_path):

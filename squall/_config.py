@@ -486,6 +486,10 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "ui.port": (_port, "a port number (0 to 65535)", False),
     "ui.allowed.hosts": (_strings, "a list of host names (\"*\": any; \"*.example.com\": any under it)", True),
     "ui.actions.enabled": _BOOL,
+    "ui.max.connections": (_positive_int, "a positive integer", False),
+    "ui.request.timeout.secs": _SECONDS,
+    "nimbus.thrift.max.connections": (_positive_int, "a positive integer", False),
+    "nimbus.thrift.handshake.timeout.secs": _SECONDS,
     "squall.ui.history.interval.secs": _SECONDS,
     "squall.ui.history.secs": _SECONDS,
 }

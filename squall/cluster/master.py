@@ -237,6 +237,7 @@ class Master(HaMaster):
             given = setting(conf, SECRET_KEY)  # checked as the durable master checks it
             self.secret = given.encode() if isinstance(given, str) else os.urandom(32)
         self.rpc: Any = None  # the RPC server's settings, once `serve` runs
+        self._connections: Any = None  # the RPC server's ConnectionTable, once `serve` runs
         self.port: int | None = None  # the port `serve` listens on, once it does
         self.topologies: dict[str, _Topo] = {}
         self.supervisors: dict[str, SupervisorInfo] = {}  # by supervisor id
@@ -1071,14 +1072,19 @@ class Master(HaMaster):
         """
         import asyncio  # imported here: a LocalCluster's master is never served
 
+        from .._connlimit import ACCEPT_BACKLOG, ConnectionTable, FullTableLog, connection_cap, open_files_limit
         from ..worker.rpc import rpc_settings
         self.rpc = rpc_settings(self.conf)
         host = self.conf.get("nimbus.host") or "127.0.0.1"
         port = self.conf.get("nimbus.thrift.port")
         port = 6627 if port is None else int(port)  # 0: any free port (tests, SparkCluster)
-        server = await asyncio.start_server(self._connection, host, port)
+        files = open_files_limit()
+        self._connections = ConnectionTable(connection_cap(self.rpc.max_connections, files))
+        FullTableLog(log, "the master").install(asyncio.get_running_loop())
+        server = await asyncio.start_server(self._connection, host, port, backlog=ACCEPT_BACKLOG)
         self.port = server.sockets[0].getsockname()[1]
-        log.info("squall master listening on %s:%s", host, self.port)
+        log.info("squall master listening on %s:%s (at most %d connections; open files limit %d)",
+                 host, self.port, self._connections.cap, files)
         if self.ha is not None:
             self._ha_join()
         if ready is not None:
@@ -1109,7 +1115,7 @@ class Master(HaMaster):
 
         from ..worker.rpc import serve_connection
         try:
-            await serve_connection(reader, writer, self.secret, self.handle, log, self.rpc)
+            await serve_connection(reader, writer, self.secret, self.handle, log, self.rpc, self._connections)
         except asyncio.CancelledError:
             # the master is stopping. Ending quietly: Python 3.11's start_server calls
             # task.exception() on a cancelled connection task, logging a traceback per client

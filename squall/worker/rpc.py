@@ -47,6 +47,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from .._config import MIN_FRAME_BYTES, MIN_SECRET_CHARS, SECRET_KEY, setting
+from .._connlimit import ConnectionTable
 from .._encryption import ALWAYS, AUTO, encryption_setting, wants_encryption
 from .._errors import SquallError
 from .._private import loose_mode, private_dir
@@ -57,6 +58,10 @@ PREAUTH_MAX_FRAME = MIN_FRAME_BYTES
 """The largest frame read before the peer is authenticated (the handshake's are ~100 bytes)."""
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 MAX_FRAME_KEY = "nimbus.thrift.max_buffer_size"  # Storm's key for the same limit
+HANDSHAKE_TIMEOUT_KEY = "nimbus.thrift.handshake.timeout.secs"
+DEFAULT_HANDSHAKE_TIMEOUT = 10.0
+MAX_CONNECTIONS_KEY = "nimbus.thrift.max.connections"
+DEFAULT_MAX_CONNECTIONS = 4096
 _LEN = struct.Struct(">I")
 _SEQ = struct.Struct(">Q")
 _TAG = 32
@@ -68,11 +73,16 @@ class AuthenticationError(RpcError):
 
 
 class RpcSettings(NamedTuple):
-    """How one end runs its connections: ``squall.encryption`` (auto, true, false) and the
-    largest frame it accepts from an authenticated peer."""
+    """How one end runs its connections: ``squall.encryption`` (auto, true, false), the
+    largest frame it accepts from an authenticated peer, and (a server) how long a peer has to
+    authenticate (``nimbus.thrift.handshake.timeout.secs``) and how many connections it keeps
+    open at most (``nimbus.thrift.max.connections``, lowered below the file limit:
+    `squall._connlimit.connection_cap`)."""
 
     encryption: str = AUTO
     max_frame: int = DEFAULT_MAX_FRAME
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
 
 def rpc_settings(conf: Mapping[str, Any]) -> RpcSettings:
@@ -81,7 +91,9 @@ def rpc_settings(conf: Mapping[str, Any]) -> RpcSettings:
     Raises:
         SquallError: ``squall.encryption`` or ``nimbus.thrift.max_buffer_size`` is invalid (named).
     """
-    return RpcSettings(encryption_setting(conf), setting(conf, MAX_FRAME_KEY, DEFAULT_MAX_FRAME))
+    return RpcSettings(encryption_setting(conf), setting(conf, MAX_FRAME_KEY, DEFAULT_MAX_FRAME),
+                       setting(conf, HANDSHAKE_TIMEOUT_KEY, DEFAULT_HANDSHAKE_TIMEOUT),
+                       setting(conf, MAX_CONNECTIONS_KEY, DEFAULT_MAX_CONNECTIONS))
 
 
 def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
@@ -350,12 +362,13 @@ async def _read_body(reader: asyncio.StreamReader, limit: int) -> bytes:
 
 
 async def _handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, secret: bytes,
-                     encryption: str, peer: Any, warn: Any) -> FrameCodec | None:
-    """Authenticate the peer; its `FrameCodec`, or None (refused, and told why)."""
+                     encryption: str, timeout: float, peer: Any, warn: Any) -> FrameCodec | None:
+    """Authenticate the peer within ``timeout`` seconds; its `FrameCodec`, or None (refused, and
+    told why). `asyncio.TimeoutError` if its answer does not come in time."""
     nonce = secrets.token_bytes(16)
     writer.write(pack({"hello": "squall", "v": _VERSION, "nonce": nonce}))
     await writer.drain()
-    auth = _unpack(await asyncio.wait_for(_read_body(reader, PREAUTH_MAX_FRAME), 10))
+    auth = _unpack(await asyncio.wait_for(_read_body(reader, PREAUTH_MAX_FRAME), timeout))
     given, client_nonce, encrypt = auth.get("auth"), auth.get("nonce"), auth.get("encrypt", False)
     if not (isinstance(given, bytes) and isinstance(client_nonce, bytes) and isinstance(encrypt, bool)):
         given = None
@@ -380,20 +393,39 @@ async def _handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 
 
 async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, secret: bytes,
-                           handle: Handler, log: Any, settings: RpcSettings = RpcSettings()) -> None:
+                           handle: Handler, log: Any, settings: RpcSettings = RpcSettings(),
+                           table: ConnectionTable[asyncio.StreamWriter] | None = None) -> None:
     """Authenticate one connection and answer its requests with ``handle(op, args, session)``.
 
     ``session`` is a dict kept for the connection (a worker stores its identity there).
     Nothing the peer sends can raise out of here: bad frames close the connection, with a
-    warning on ``log`` rate-limited across every connection that logs there.
+    warning on ``log`` rate-limited across every connection that logs there. A peer that has not
+    authenticated within ``settings.handshake_timeout`` is closed. With ``table`` (the server's
+    open connections), a connection at the cap closes the one that has waited longest for its
+    handshake, or is refused when every open one is authenticated.
     """
     peer = writer.get_extra_info("peername")
     session: dict[str, Any] = {"peer": peer}
     warn = rate_limited(log)
+    if table is not None:
+        admission = table.opened(writer)
+        if admission.refuse:
+            warn.warning("refused connection from %s: %d connections open, all authenticated "
+                         "(nimbus.thrift.max.connections, lowered below the open files limit)", peer, len(table))
+            writer.close()
+            return
+        if admission.evict is not None:
+            warn.warning("closed the connection from %s, not yet authenticated, to make room for %s "
+                         "(%d connections open: nimbus.thrift.max.connections, lowered below the open files "
+                         "limit)", admission.evict.get_extra_info("peername"), peer, len(table))
+            admission.evict.close()
     try:
-        codec = await _handshake(reader, writer, secret, settings.encryption, peer, warn)
+        codec = await _handshake(reader, writer, secret, settings.encryption, settings.handshake_timeout,
+                                 peer, warn)
         if codec is None:
             return
+        if table is not None:
+            table.busy(writer)
         session["encrypted"] = codec.encrypt
         while True:
             req = codec.open(await _read_body(reader, settings.max_frame))
@@ -412,6 +444,8 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
     except RpcError as e:
         warn.warning("closed connection from %s: %s", peer, e)
     finally:
+        if table is not None:
+            table.closed(writer)
         closer = session.get("on_close")
         if closer is not None:
             try:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import wait_until
 
+from squall._connlimit import ConnectionTable
 from squall._encryption import is_loopback, wants_encryption
 from squall._ratelimit import DEFAULT_LIMIT
 from squall.cluster.client import MasterClient
@@ -29,7 +30,7 @@ class _Server:
     each op in ``hold`` answers only once ``release`` is set (a master slower than a client's
     timeout)."""
 
-    def __init__(self, settings=RpcSettings(), logger=log, host="127.0.0.1", secret=b"secret", hold=()):
+    def __init__(self, settings=RpcSettings(), logger=log, host="127.0.0.1", secret=b"secret", hold=(), table=None):
         self.ran = []
         self.release = threading.Event()
         held = set(hold)
@@ -53,7 +54,7 @@ class _Server:
         async def main():
             self._stop = asyncio.Event()
             srv = await asyncio.start_server(
-                lambda r, w: serve_connection(r, w, secret, handle, logger, settings), host, 0)
+                lambda r, w: serve_connection(r, w, secret, handle, logger, settings, table), host, 0)
             self.port = srv.sockets[0].getsockname()[1]
             started.set()
             async with srv:
@@ -419,3 +420,62 @@ def test_a_flood_of_bad_connections_writes_a_bounded_number_of_log_lines(caplog)
         assert 1 <= len(lines) <= DEFAULT_LIMIT
     finally:
         server.stop()
+
+
+def _half_handshake(port):
+    """A connection that reads the server's hello, sends two bytes of its answer and stops."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    (n,) = struct.unpack(">I", _recv_exactly(s, 4))
+    _recv_exactly(s, n)
+    s.sendall(b"\x00\x00")
+    return s
+
+
+def _recv_exactly(s, n):
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        assert chunk, "closed early"
+        data += chunk
+    return data
+
+
+def _closed_by_server(s):
+    """Blocks until the server closes ``s`` (True), or the socket's timeout passes (False)."""
+    try:
+        return s.recv(1) == b""
+    except (TimeoutError, socket.timeout):
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_an_idle_unauthenticated_connection_is_closed_after_the_handshake_timeout():
+    s = _Server(RpcSettings(handshake_timeout=0.5))
+    try:
+        idle = _half_handshake(s.port)
+        with Client("127.0.0.1", s.port, b"secret") as c:  # a peer that authenticated is kept
+            assert _closed_by_server(idle)
+            assert c.call("echo", a=1) == {"a": 1}
+        idle.close()
+    finally:
+        s.stop()
+
+
+def test_at_the_connection_cap_the_longest_waiting_stranger_makes_room_for_a_client():
+    table = ConnectionTable(5)
+    s = _Server(table=table)  # the default handshake timeout (10 s): only the cap closes them here
+    strangers = []
+    try:
+        strangers = [_half_handshake(s.port) for _ in range(5)]
+        with Client("127.0.0.1", s.port, b"secret") as c:
+            assert c.call("echo", a=1) == {"a": 1}
+            assert _closed_by_server(strangers[0])  # the one that waited longest
+            more = [_half_handshake(s.port) for _ in range(8)]  # churn: c, authenticated, is never pushed out
+            strangers += more
+            assert c.call("echo", a=2) == {"a": 2}
+            assert len(table) <= 5
+    finally:
+        for x in strangers:
+            x.close()
+        s.stop()

@@ -46,13 +46,18 @@ class WindowManager:
         self.expired: list[Any] = []  # expired since the last activation
         self.prev_window: set[Event] = set()
         self.since_expiry = 0
+        self.by_timestamp = False  # event time: scans go in timestamp order (`in_timestamp_order`)
+        self.out_of_order = False  # an event was added with a timestamp before the queue's last
         self.eviction: EvictionPolicy = None  # type: ignore[assignment]  # set by `window_manager`
         self.trigger: TriggerPolicy = None  # type: ignore[assignment]
 
     def add(self, value: Any, ts: int) -> None:
         """Track ``value`` with timestamp ``ts`` (ms); a trigger may fire the window."""
         event = Event(value, ts)
-        self.queue.append(event)
+        queue = self.queue
+        if queue and ts < queue[-1].ts:
+            self.out_of_order = True
+        queue.append(event)
         self._track(event)
 
     def add_watermark(self, ts: int) -> None:
@@ -104,12 +109,16 @@ class WindowManager:
                 gone.append(queue.popleft().value)
         else:
             kept: deque[Event] = deque()
-            for event in queue:
+            it = iter(self.in_timestamp_order())
+            for event in it:
                 action = evict(event)
                 if action is Action.EXPIRE:
                     gone.append(event.value)
                     continue
                 kept.append(event)
+                if action is Action.STOP:
+                    kept.extend(it)
+                    break
                 if action is Action.PROCESS:
                     window.append(event)
             self.queue = kept
@@ -118,6 +127,23 @@ class WindowManager:
             self.expired.extend(gone)
             self.listener.on_expiry(gone)
         return window
+
+    def in_timestamp_order(self) -> deque[Event]:
+        """The queue; in event time, first sorted by timestamp (arrival order among equal ones)
+        if an event arrived out of order.
+
+        Event-time policies scan in timestamp order: a scan can then stop at the first event
+        beyond the window, and a count window takes the last events by timestamp. Arrival order
+        is not timestamp order within the lag, nor beyond it when spout tasks whose event times
+        run apart feed one stream (the watermark follows the fastest): Storm scans in arrival
+        order and stops at the first event more than the lag beyond the window, so events of
+        that window arriving after it were never in it and were acked by the next (issue 33).
+        The sort is stable and Timsort takes the in-order runs of each source at linear cost.
+        """
+        if self.by_timestamp and self.out_of_order:
+            self.queue = deque(sorted(self.queue, key=_timestamp))
+            self.out_of_order = False
+        return self.queue
 
     # --- for the event-time triggers ------------------------------------------------------------
 
@@ -129,19 +155,10 @@ class WindowManager:
         """Events with timestamp up to ``reference_time``."""
         return sum(1 for e in self.queue if e.ts <= reference_time)
 
-    def get_sliding_count_timestamps(self, start: int, end: int, sliding_count: int) -> list[int]:
-        """For every ``sliding_count``-th event (arrival order) with timestamp in ``(start, end]``,
-        the largest timestamp seen up to it."""
-        out: list[int] = []
-        if end > start:
-            count, ts = 0, None
-            for e in self.queue:
-                if start < e.ts <= end:
-                    ts = e.ts if ts is None else max(ts, e.ts)
-                    count += 1
-                    if count % sliding_count == 0:
-                        out.append(ts)
-        return out
+    def get_timestamps(self, start: int | None, end: int) -> list[int]:
+        """The timestamps in ``(start, end]`` (None: from the first), in order."""
+        return [e.ts for e in self.in_timestamp_order()
+                if e.ts <= end and (start is None or e.ts > start)]
 
     def __len__(self) -> int:
         return len(self.queue)
@@ -160,12 +177,17 @@ class WindowManager:
         order) as the queue."""
         since, prev, expired, eviction, trigger = state
         self.queue = deque(Event(v, ts) for v, ts in events)
+        self.out_of_order = True  # arrival order: sorted by the next event-time scan
         prev = set(prev)
         self.prev_window = {e for e in self.queue if e.value in prev}
         self.expired = list(expired)
         self.since_expiry = since
         self.eviction.restore_state(eviction)
         self.trigger.restore_state(trigger)
+
+
+def _timestamp(event: Event) -> int:
+    return event.ts
 
 
 def window_manager(listener: WindowListener, length: Count | Duration, sliding: Count | Duration,
@@ -184,6 +206,7 @@ def window_manager(listener: WindowListener, length: Count | Duration, sliding: 
         trigger_cls: Callable[..., TriggerPolicy] = WatermarkCountTriggerPolicy if event_time else CountTriggerPolicy
     else:
         trigger_cls = WatermarkTimeTriggerPolicy if event_time else TimeTriggerPolicy
+    manager.by_timestamp = event_time
     manager.eviction = eviction
     manager.trigger = trigger_cls(sliding.value, manager, eviction)
     return manager

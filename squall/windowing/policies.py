@@ -3,9 +3,10 @@ objects: time is handed in (an event's timestamp, a trigger's reference time), n
 clock or starts a thread.
 
 An eviction policy decides, for each event of a `WindowManager`'s queue, whether it has left the
-window (`Action.EXPIRE`), is in it (``PROCESS``) or is not yet in it (``KEEP``, an event-time
-tuple beyond the window's end). A trigger policy decides when the window fires and sets the
-eviction policy's `EvictionContext` (the reference time) first.
+window (`Action.EXPIRE`), is in it (``PROCESS``), is not yet in it (``KEEP``) or ends the scan
+(``STOP``: an event-time tuple beyond the window's end; event-time scans go in timestamp
+order, `WindowManager.in_timestamp_order`). A trigger policy decides when the window fires and
+sets the eviction policy's `EvictionContext` (the reference time) first.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Action(enum.Enum):
     EXPIRE = "expire"    # left the window: remove it and ack it
     PROCESS = "process"  # in the current window
     KEEP = "keep"        # not in the current window, but in a later one
+    STOP = "stop"        # beyond the window, as is every later event (timestamp order): stop scanning
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,9 @@ class CountEvictionPolicy(EvictionPolicy):
 
 
 class WatermarkCountEvictionPolicy(CountEvictionPolicy):
-    """The last ``threshold`` events up to the reference time (Storm's
-    ``WatermarkCountEvictionPolicy``): later events are kept for later windows."""
+    """The last ``threshold`` events, by timestamp, up to the reference time (Storm's
+    ``WatermarkCountEvictionPolicy``, which takes them in arrival order: out of order, some
+    were in no window and some in two tumbling ones); later events are kept for later windows."""
 
     _saved = ("context", "current_count", "processed")
 
@@ -134,7 +137,9 @@ class WatermarkCountEvictionPolicy(CountEvictionPolicy):
     def evict(self, event: Event) -> Action:
         if self.context is None:
             return Action.KEEP
-        if event.ts <= self.context.reference_time and self.processed < self.current_count:
+        if event.ts > self.context.reference_time:
+            return Action.STOP  # timestamp order: so are the events after it
+        if self.processed < self.current_count:
             action = super().evict(event)
             if action is Action.PROCESS:
                 self.processed += 1
@@ -193,15 +198,17 @@ class TimeEvictionPolicy(EvictionPolicy):
 
 
 class WatermarkTimeEvictionPolicy(TimeEvictionPolicy):
-    """`TimeEvictionPolicy` for event time (Storm's ``WatermarkTimeEvictionPolicy``): events
-    beyond the window's end are kept for later windows.
+    """`TimeEvictionPolicy` for event time (Storm's ``WatermarkTimeEvictionPolicy``): the scan
+    stops at the first event beyond the window's end; it and the later ones wait for later
+    windows. The scan goes in timestamp order, so none of the later ones is in this window
+    (Storm's goes in arrival order and stops only an event more than the lag beyond the end,
+    which loses tuples: `WindowManager.in_timestamp_order`)."""
 
-    Storm's stops the scan at the first event, in arrival order, more than the lag beyond the
-    window's end, assuming arrival order lags event order by at most the lag. It does not when
-    two spout tasks feed one stream at different paces (the watermark follows the faster): events
-    of the window that arrived after such an event were never in their window, and the next
-    window expired (acked) them. squall scans the whole queue (issue 33).
-    """
+    def evict(self, event: Event) -> Action:
+        ref = self.context.reference_time if self.context is not None else 0
+        if event.ts > ref:
+            return Action.STOP
+        return super().evict(event)
 
 
 # --- triggers -------------------------------------------------------------------------------------
@@ -315,19 +322,31 @@ class WatermarkTimeTriggerPolicy(TriggerPolicy):
 
 class WatermarkCountTriggerPolicy(TriggerPolicy):
     """On each watermark, fires once per ``count`` events up to it, in timestamp order (Storm's
-    ``WatermarkCountTriggerPolicy``)."""
+    ``WatermarkCountTriggerPolicy``); a window ends at the timestamp of its last event.
 
-    _saved = ("last_processed",)
+    The events a watermark adds to the count are those after the previous one (any other is
+    late), and ``pending`` carries what was counted towards the next window. Storm's counts the
+    events after the last window's end instead, so an event sharing the end's timestamp was
+    counted for no window, and the later windows ended one event late.
+    """
+
+    _saved = ("last_watermark", "pending")
 
     def __init__(self, count: int, manager: WindowManager, eviction: EvictionPolicy) -> None:
         super().__init__(manager, eviction)
         self.count = count
-        self.last_processed = 0
+        self.last_watermark: int | None = None
+        self.pending = 0
 
     def track(self, event: Event) -> None:
         if not event.watermark:
             return
-        for ts in self.manager.get_sliding_count_timestamps(self.last_processed, event.ts, self.count):
-            self.eviction.set_context(EvictionContext(ts, None, self.count))
-            self.manager.on_trigger()
-            self.last_processed = ts
+        n = self.pending
+        for ts in self.manager.get_timestamps(self.last_watermark, event.ts):
+            n += 1
+            if n == self.count:
+                self.eviction.set_context(EvictionContext(ts, None, self.count))
+                self.manager.on_trigger()
+                n = 0
+        self.pending = n
+        self.last_watermark = event.ts

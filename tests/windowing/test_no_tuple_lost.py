@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from squall.windowing import Duration
+from squall.windowing import Count, Duration
 from squall.windowing.manager import window_manager
 from squall.windowing.watermark import WatermarkGenerator
 
@@ -29,21 +29,21 @@ from .test_core import Listener
 @dataclass
 class Outcome:
     """What a window run did with every event: the windows that fired (end, values), the
-    events found late, and the events expired (acked), in order."""
+    events found late, the events expired (acked), in order, and those still queued."""
 
     windows: list[tuple[int, list]] = field(default_factory=list)
     late: list = field(default_factory=list)
     expired: list = field(default_factory=list)
-    left_in_queue: int = 0
+    queued: list = field(default_factory=list)
 
 
-def run_event_time(length: int, sliding: int, lag: int, arrivals: list[tuple[str, int]],
-                   watermark_every: int) -> Outcome:
+def run_event_time(length: Count | Duration, sliding: Count | Duration, lag: int,
+                   arrivals: list[tuple[str, int]], watermark_every: int) -> Outcome:
     """Feed ``arrivals`` ((name, ts), in arrival order, one input stream) to an event-time
-    duration window as `WindowedBoltExecutor` does, a watermark after every ``watermark_every``
+    window as `WindowedBoltExecutor` does, a watermark after every ``watermark_every``
     arrivals; then a last watermark past every window, as the end of the input."""
     lis = Listener()
-    m = window_manager(lis, Duration(length), Duration(sliding), event_time=True)
+    m = window_manager(lis, length, sliding, event_time=True)
     gen = WatermarkGenerator(lag, ["stream"])
     out = Outcome()
     for i, (name, ts) in enumerate(arrivals, 1):
@@ -53,10 +53,10 @@ def run_event_time(length: int, sliding: int, lag: int, arrivals: list[tuple[str
             out.late.append(name)
         if i % watermark_every == 0 and (wm := gen.next_watermark()) is not None:
             m.add_watermark(wm)
-    m.add_watermark(max(ts for _n, ts in arrivals) + length + sliding)
+    m.add_watermark(max(ts for _n, ts in arrivals) + length.value + sliding.value)
     out.windows = [(end, values) for values, _new, _exp, end in lis.windows]
     out.expired = lis.expired
-    out.left_in_queue = len(m)
+    out.queued = [e.value for e in m.queue]
     return out
 
 
@@ -85,7 +85,7 @@ def check_every_event(out: Outcome, arrivals: list[tuple[str, int]], length: int
     assert not missing, f"{len(missing)} of {len(arrivals)} events not in their windows nor late: {missing[:5]}"
     assert not twice
     assert sorted(out.expired) == sorted(n for n, _ts in arrivals if n not in late)  # each acked once
-    assert out.left_in_queue == 0
+    assert out.queued == []
 
 
 def two_sources_apart(seed: int, n: int, lag: int, step: int = 100) -> list[tuple[str, int]]:
@@ -124,7 +124,7 @@ def test_an_event_behind_one_more_than_the_lag_beyond_the_window_end_is_still_in
 
 def test_a_tuple_at_the_watermark_is_late_when_the_window_ending_there_has_fired():
     arrivals = [("a", 5), ("b", 10), ("c", 10)]  # the watermark comes between b and c
-    out = run_event_time(10, 10, 0, arrivals, watermark_every=2)
+    out = run_event_time(Duration(10), Duration(10), 0, arrivals, watermark_every=2)
     assert out.windows[0] == (10, ["a", "b"])
     assert out.late == ["c"]  # its only window (0, 10] fired: late, not kept for (10, 20]
     check_every_event(out, arrivals, 10, 10)
@@ -136,6 +136,43 @@ def test_a_tuple_at_the_watermark_is_late_when_the_window_ending_there_has_fired
 def test_sources_apart_by_more_than_the_lag_lose_no_event(seed, length, sliding):
     lag = 10_000
     arrivals = two_sources_apart(seed, 600, lag)
-    out = run_event_time(length, sliding, lag, arrivals, watermark_every=100)
+    out = run_event_time(Duration(length), Duration(sliding), lag, arrivals, watermark_every=100)
     assert out.late and len(out.late) < len(arrivals) // 2  # the case has both kinds
     check_every_event(out, arrivals, length, sliding)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("length, sliding", [(5, 5), (50, 50), (10, 5)],
+                         ids=["tumbling-5", "tumbling-50", "sliding-10-by-5"])
+def test_count_windows_in_event_time_take_the_events_in_timestamp_order_and_lose_none(seed, length, sliding):
+    # Storm's count windows in event time take the events up to the watermark in arrival
+    # order: out of order by more than the lag (or less), some events were in no window and
+    # some in two tumbling ones. Here: window k holds the in-time events k*sliding - length
+    # to k*sliding in timestamp order (arrival order among equal timestamps).
+    arrivals = two_sources_apart(seed, 600, 10_000)
+    out = run_event_time(Count(length), Count(sliding), 10_000, arrivals, watermark_every=100)
+    late = set(out.late)
+    assert late and len(late) < len(arrivals) // 2
+    ordered = [n for n, _ts in sorted((a for a in arrivals if a[0] not in late), key=lambda a: a[1])]
+    expected = [ordered[max(0, k * sliding - length):k * sliding] for k in range(1, len(ordered) // sliding + 1)]
+    assert [values for _end, values in out.windows] == expected
+    ts_of = dict(arrivals)
+    assert [end for end, _values in out.windows] == [ts_of[w[-1]] for w in expected]
+    unwindowed = ordered[len(expected) * sliding:]
+    assert len(unwindowed) < sliding  # waiting for a window: not acked
+    assert sorted(out.expired + out.queued) == sorted(ordered)  # acked once, or still held
+    assert set(unwindowed) <= set(out.queued)
+
+
+def test_events_sharing_a_timestamp_across_count_windows_are_each_counted_once():
+    lis = Listener()
+    m = window_manager(lis, Count(2), Count(2), event_time=True)
+    for name in ("e1", "e2", "e3", "e4", "e5"):
+        m.add(name, 5)
+    m.add_watermark(5)
+    assert lis.got() == [["e1", "e2"], ["e3", "e4"]]  # e5 waits for one more
+    m.add("f", 6)
+    m.add_watermark(6)
+    assert lis.got()[2:] == [["e5", "f"]]
+    assert [w[3] for w in lis.windows] == [5, 5, 6]  # each ends at its last event's timestamp
+    assert lis.expired == ["e1", "e2", "e3", "e4"]

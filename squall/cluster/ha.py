@@ -211,7 +211,9 @@ class Coordinator:
                               command_retry={"max_tries": tries, "delay": 0.1, "max_delay": interval},
                               auth_data=[self.credential.auth], default_acl=[self.acl], logger=_kazoo_logger())
         self._connected = threading.Event()
-        self._lost = False  # the session was lost: our watches went with it
+        self._written: dict[str, _Written] = {}  # path -> what we last wrote there
+        self._watched: set[str] = set()  # nodes we wrote that a watch of ours is on
+        self._touched: set[str] = set()  # nodes whose watch fired: changed, by us or someone else
         self.zk.add_listener(self._on_state)
         try:
             self.zk.start(timeout=connect)
@@ -234,9 +236,6 @@ class Coordinator:
         self._latch: str | None = None       # our latch node's name, while in the election
         self._latch_children: list[str] = []  # the election's nodes, kept by a watch
         self._leaders: dict[str, NimbusAddress] = {}  # latch node -> whose it is
-        self._written: dict[str, _Written] = {}  # path -> what we last wrote there
-        self._watched: set[str] = set()  # nodes we wrote that a watch of ours is on
-        self._touched: set[str] = set()  # nodes whose watch fired: changed, by us or someone else
         self._good: dict[str, Any] = {}  # path -> the last value read there that passed
         self._warned: dict[str, int] = {}  # path -> the change (mzxid) last warned about
         self._read: set[str] = set()  # paths read since the last `sweep`
@@ -274,9 +273,9 @@ class Coordinator:
             self._connected.set()
         else:
             self._connected.clear()
-            if state == "LOST":
+            if state == "LOST":  # our watches went with the session: each node is looked at again
                 self._latch = None
-                self._lost = True
+                self._watched.clear()
 
     @property
     def connected(self) -> bool:
@@ -355,32 +354,30 @@ class Coordinator:
         each node we wrote says when it changed: one that someone else changed or removed is
         written again, with a warning)."""
         payload = json.dumps(value, sort_keys=True).encode()
-        if self._lost:  # a new session: our watches are gone, look at every node once
-            self._lost = False
-            self._watched.clear()
-            self._touched.update(self._written)
         last = self._written.get(path)
-        if path in self._touched:
+        if last is not None and (path in self._touched or path not in self._watched):
+            # its watch fired (someone changed it, or we did), or none is on it yet: look at it
             self._touched.discard(path)
-            if last is not None:
-                self._watched.add(path)
+            try:
                 stat = self.zk.exists(path, watch=self._on_change)
-                if stat is None or (stat.czxid, stat.version) != (last.czxid, last.version):
-                    _overwritten(path, stat is None)
-                    last = None
+            except Exception:
+                self._touched.add(path)
+                raise
+            self._watched.add(path)
+            if stat is None or (stat.czxid, stat.version) != (last.czxid, last.version):
+                _overwritten(path, stat is None)
+                last = None
         if last is not None and last.payload == payload:
             return
         stat = self._put(path, payload, last, ephemeral)
         self._written[path] = _Written(payload, stat.czxid, stat.version)
-        if path not in self._watched:
-            self._watched.add(path)
-            self.zk.exists(path, watch=self._on_change)
 
     def _on_change(self, event: Any) -> None:
-        # kazoo's thread: the node changed or went (our own writes fire it too), look at it
-        # at its next write
-        self._watched.discard(event.path)
-        self._touched.add(event.path)
+        # kazoo's thread: the node changed or went (our own writes fire it too): look at it at
+        # its next write. A lost session calls it without a path (`_on_state` covers that)
+        if event.path:
+            self._watched.discard(event.path)
+            self._touched.add(event.path)
 
     def _put(self, path: str, payload: bytes, last: _Written | None, ephemeral: bool) -> Any:
         """``payload`` sealed at ``path`` for the version the write gives it, set only if the

@@ -119,9 +119,11 @@ class NodeVersion:
     def of_kind(cls, kind: bytes) -> NodeVersion | None:
         """The binding a seal's kind names (None: not a ZooKeeper value with a version)."""
         text = kind.decode(errors="replace")
-        path, _, node = text.removeprefix("zk ").rpartition(" ")
+        if not text.startswith("zk "):
+            return None
+        path, _, node = text[3:].rpartition(" ")
         czxid, _, version = node.partition(".")
-        if not text.startswith("zk ") or not path:
+        if not path:
             return None
         try:
             return cls(path, int(czxid, 16), int(version))
@@ -287,9 +289,13 @@ class Coordinator:
         return "/".join((self.root, *parts))
 
     # --- sealed values ------------------------------------------------------------------------------
-    def _seal(self, node: NodeVersion, payload: bytes) -> bytes:
+    def _set_sealed(self, path: str, czxid: int, version: int, payload: bytes) -> Any:
+        """Set node ``path`` (created by transaction ``czxid``, at ``version``) to ``payload``
+        sealed for the version this write gives it, unless the node has moved on (kazoo's
+        BadVersionError); the node's stat after it."""
         from .._sealed import seal
-        return seal(self.secret, node.kind(), payload)
+        return self.zk.set(path, seal(self.secret, NodeVersion(path, czxid, version + 1).kind(), payload),
+                           version=version)
 
     def _open(self, path: str, data: bytes, stat: Any) -> Any:
         """The JSON value sealed in ``data`` for node ``path`` as ``stat`` describes it; None
@@ -393,7 +399,7 @@ class Coordinator:
                     if stat is None:
                         _node, stat = self.zk.create(path, b"", ephemeral=ephemeral, makepath=True, include_data=True)
                     czxid, version = stat.czxid, stat.version
-                return self.zk.set(path, self._seal(NodeVersion(path, czxid, version + 1), payload), version=version)
+                return self._set_sealed(path, czxid, version, payload)
             except (BadVersionError, NoNodeError, NodeExistsError) as e:
                 if last is not None:
                     _overwritten(path, isinstance(e, NoNodeError))
@@ -446,8 +452,7 @@ class Coordinator:
                                     include_data=True)
         self._latch = node.rsplit("/", 1)[1]
         self._latch_children = sorted(set(self._latch_children) | {self._latch}, key=_sequence)
-        self.zk.set(node, self._seal(NodeVersion(node, stat.czxid, stat.version + 1), json.dumps(str(self.me)).encode()),
-                    version=stat.version)
+        self._set_sealed(node, stat.czxid, stat.version, json.dumps(str(self.me)).encode())
 
     @property
     def in_election(self) -> bool:
@@ -684,9 +689,10 @@ def write_beat(c: Coordinator, storm_id: str, slot: str, beat: dict[str, Any]) -
 
 
 def read_state(c: Coordinator) -> ClusterState:
-    """The state the leader wrote, every node checked: one that is not sealed by this cluster or
-    not well formed is skipped with a warning naming it (a topology without a valid base is
-    skipped whole). Assignments are checked against their plan by the master."""
+    """The state the leader wrote, every node checked: at one whose value this cluster's leader
+    did not write there (`Coordinator.read`), the last value that passed is used; a node not
+    well formed is skipped with a warning naming it (a topology without a valid base is skipped
+    whole). Assignments are checked against their plan by the master."""
     counter = c.read(c.path("counter"))
     topologies = {}
     for storm_id in c.children(c.path("storms")):

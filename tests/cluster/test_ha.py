@@ -2,6 +2,7 @@
 ZooKeeper, and the leader discovery on its own."""
 
 import asyncio
+import json
 import logging
 import threading
 
@@ -196,8 +197,9 @@ def test_a_master_that_cannot_reach_zookeeper_says_so(tmp_path):
 
 
 def test_what_is_read_from_zookeeper_must_carry_the_cluster_seal(ha_conf, caplog):
-    """Forged nodes (another secret, no seal, a sealed value moved to another node, a sealed
-    value of the wrong shape) are skipped with a warning naming them; nothing is unpickled."""
+    """Forged nodes (another secret, no seal, a sealed value moved to another node, one sealed
+    without its node's version, an old value in a node made again, a sealed value of the wrong
+    shape) are skipped with a warning naming them and why; nothing is unpickled."""
     ha = Coordinator(ha_conf("forge", **{"storm.zookeeper.root": "/forge"}), SECRET.encode())
     try:
         base = {"name": "real", "status": "ACTIVE", "previous": None, "launched": 1.0, "pending_action": None,
@@ -210,14 +212,23 @@ def test_what_is_read_from_zookeeper_must_carry_the_cluster_seal(ha_conf, caplog
         ha.zk.create(ha.path("storms", "foreign-1-1"),
                      seal(b"x" * 32, b"zk " + ha.path("storms", "foreign-1-1").encode(), b"{}"))
         ha.zk.create(ha.path("storms", "plain-1-1"), b'{"name": "plain"}')
+        ha.zk.create(ha.path("storms", "legacy-1-1"),  # as a squall before versions sealed them
+                     seal(SECRET.encode(), b"zk " + ha.path("storms", "legacy-1-1").encode(),
+                          json.dumps({**base, "name": "legacy"}).encode()))
+        ha.write(ha.path("storms", "remade-1-1"), {**base, "name": "remade"})
+        remade, _ = ha.zk.get(ha.path("storms", "remade-1-1"))
+        ha.zk.delete(ha.path("storms", "remade-1-1"))
+        ha.zk.create(ha.path("storms", "remade-1-1"), remade)  # deleted, made again with its old value
         ha.write(ha.path("storms", "shape-1-1"), {**base, "status": "RUNNING"})
         ha.write(ha.path("supervisors", "bad"), {"host": 1, "ports": "x"})
         with caplog.at_level(logging.WARNING, "squall.master"):
             state = read_state(ha)
         assert set(state.topologies) == {"real-1-1"} and set(state.supervisors) == {"sup"}
-        for node, why in (("moved-1-1", "a value of node /forge/storms/real-1-1 moved here"), ("foreign-1-1", "its MAC does not match"),
-                          ("plain-1-1", "not a sealed squall file"), ("shape-1-1", "not a topology status"),
-                          ("supervisors/bad", "not a supervisor's host")):
+        for node, why in (("moved-1-1", "a value of node /forge/storms/real-1-1 moved here"),
+                          ("foreign-1-1", "its MAC does not match"), ("plain-1-1", "not a sealed squall file"),
+                          ("legacy-1-1", "without its node's version"),
+                          ("remade-1-1", "an old value replayed: it was sealed for an earlier node at this path"),
+                          ("shape-1-1", "not a topology status"), ("supervisors/bad", "not a supervisor's host")):
             assert any(node in r.getMessage() and why in r.getMessage() for r in caplog.records), (node, caplog.text)
     finally:
         ha.delete("/forge")

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._config import SECRET_KEY, setting
+from .._connlimit import ACCEPT_BACKLOG
 from .._errors import SquallError
 from .app import create_app
 from .link import DirectLink, MasterLink, RpcLink
 from .pages import WebPages
+from .slow_clients import GuardedServer, UiLimits, guarded_protocol, ui_limits
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -66,6 +68,7 @@ def _app(link: MasterLink, conf: Mapping[str, Any], secret: bytes | None) -> Sta
     app = create_app(link, conf, secret=secret,
                      extra_routes=[*pages.routes(), metrics_route(link), *ui_routes(conf)])
     app.state.web_pages = pages
+    app.state.ui_limits = ui_limits(conf)
     return app
 
 
@@ -84,7 +87,7 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
-        sock.listen(128)
+        sock.listen(ACCEPT_BACKLOG)
     except OSError as e:
         sock.close()
         raise SquallError(f"the UI cannot listen on {host}:{port} (ui.host, ui.port): {e.strerror or e} "
@@ -96,7 +99,8 @@ def bind(host: str, port: int) -> socket.socket:
 class UiServer:
     """uvicorn serving ``app`` on ``host``:``port``, bound at construction (so ``port`` is the
     real one when 0 was asked). `run` serves in this thread until SIGINT/SIGTERM; `start` on a
-    daemon thread until `stop`."""
+    daemon thread until `stop`. Slow or idle clients are held to the app's `UiLimits`
+    (`squall.ui.slow_clients`; defaults when the app is not one of `_app`'s)."""
 
     def __init__(self, app: Starlette, host: str, port: int) -> None:
         import uvicorn
@@ -104,9 +108,11 @@ class UiServer:
         self._sock = bind(host, port)
         self.port: int = self._sock.getsockname()[1]
         self._pages: WebPages | None = getattr(app.state, "web_pages", None)
+        limits: UiLimits = getattr(app.state, "ui_limits", None) or ui_limits({})
         # log_config None: uvicorn's records go to the process's logging as squall configured it
-        self._server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
-                                                     timeout_graceful_shutdown=2))
+        self._server = GuardedServer(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
+                                                    timeout_graceful_shutdown=2, http=guarded_protocol(limits),
+                                                    backlog=ACCEPT_BACKLOG))
         self._thread: threading.Thread | None = None
 
     @property

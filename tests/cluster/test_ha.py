@@ -261,7 +261,15 @@ def _outsider(zookeeper, auth=None):
 
 
 def _status_in_zookeeper(master, storm_id):
-    base = master.ha.read(master.ha.path("storms", storm_id))
+    """The status the node ``storms/<storm_id>`` holds now, if its value is sealed for it as it
+    is (not `Coordinator.read`, which gives the last good value in place of a refused one)."""
+    from kazoo.exceptions import NoNodeError
+    path = master.ha.path("storms", storm_id)
+    try:
+        data, stat = master.ha.zk.get(path)
+    except NoNodeError:
+        return None
+    base = master.ha._open(path, data, stat)
     return base and base["status"]
 
 

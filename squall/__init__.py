@@ -26,6 +26,7 @@ from ._errors import NotAliveException as NotAliveException
 from ._errors import ReportedFailedException as ReportedFailedException
 from ._errors import SerializationError as SerializationError
 from ._errors import SquallError as SquallError
+from ._failure import FailureCause as FailureCause
 from ._fields import Fields as Fields
 from ._fields import GlobalStreamId as GlobalStreamId
 from ._fields import MessageId as MessageId
@@ -69,7 +70,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BaseStatefulBolt", "BaseStatefulWindowedBolt",
     "BaseWindowedBolt", "BasicBolt", "BasicOutputCollector", "Bolt", "BoltDeclarer", "CombinedMetric", "Config",
-    "Count", "CountMetric", "CustomStreamGrouping", "DataPoint", "Duration", "EmitError", "FailedException",
+    "Count", "CountMetric", "CustomStreamGrouping", "DataPoint", "Duration", "EmitError", "FailedException", "FailureCause",
     "Fields", "GlobalStreamId", "Grouping", "ICombiner", "IMetric", "KeyValueState",
     "IMetricsConsumer", "IReducer", "IllegalStateTransition", "InvalidTopologyException",
     "LocalCluster", "LoggingMetricsConsumer", "MeanReducer", "MessageId", "MultiCountMetric",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         SpoutOutputCollector,
     )
     from ._context import TopologyContext
+    from ._failure import FailureCause
     from ._tuple import Tuple
 
 
@@ -80,6 +81,15 @@ class Spout(_Component):
     def fail(self, msg_id: Any) -> None:
         """The tuple emitted with ``msg_id`` failed or timed out; replay it if you need to."""
 
+    def fail_with(self, msg_id: Any, cause: FailureCause) -> None:
+        """squall's: the tuple emitted with ``msg_id`` failed, and why (`squall.FailureCause`:
+        an explicit fail or an exception in a named bolt, a timeout, a lost worker). squall
+        calls this instead of `fail`; the default calls ``fail(msg_id)``, so a spout written for
+        Storm works unchanged. Override it to treat failures differently, for instance to charge
+        a retry budget only for those the record caused (``cause.record_caused``), as squall's
+        connectors do."""
+        self.fail(msg_id)
+
 
 class Bolt(_Component):
     """A processing step (Storm's ``IRichBolt``).
@@ -87,6 +97,8 @@ class Bolt(_Component):
     ``execute`` is called once per input tuple; the bolt must ``ack`` or ``fail`` every input
     (or, with acking on, the spout tuple times out). Emits may be anchored to inputs to extend
     their trees. The collector is thread-safe: a bolt may emit and ack from its own threads.
+    An exception escaping ``execute`` is reported and fails that input (unless
+    ``topology.bolt.fail.fast`` is true: then it crashes the worker, as in Storm).
     """
 
     def prepare(self, conf: dict, context: TopologyContext, collector: OutputCollector) -> None:
@@ -106,8 +118,9 @@ class BasicBolt(_Component):
     """A bolt whose emits are anchored to the input and whose input is acked for it.
 
     After ``execute`` returns, the input is acked. Raise `FailedException` to fail it instead
-    (`ReportedFailedException` also reports the error); any other exception crashes the worker,
-    as in Storm.
+    (`ReportedFailedException` also reports the error). Any other exception is reported and
+    fails the input (cause `squall.FailureCause` "exception"), and the bolt goes on with the next
+    one; with ``topology.bolt.fail.fast: true`` it crashes the worker instead, as in Storm.
     """
 
     def prepare(self, conf: dict, context: TopologyContext) -> None:

@@ -20,10 +20,12 @@ of each class):
 - `PendingTreeBase`: the fields of `squall.engine.acker.PendingTree`.
 - `send_acks`: a bolt executor's held acks, sent (`squall.engine.bolt_executor.BoltExecutor.flush_acks`).
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
-- `execute_run`: a bolt executor's inner loop over its plain (not sampled) inputs.
+- `execute_run`: a bolt executor's inner loop over its plain (not sampled) inputs (an exception
+  that ``execute`` raises goes to its ``on_error`` when one is given).
 - `drain_inbox`: a bolt task's inputs, plain runs and sampled ones (timed), as its executor drains them.
 - `KeyStatsBase`: the figures of `squall.engine.stats.KeyStats`; compiled, C numbers.
-- `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`).
+- `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`;
+  compiled, an ack is handled in C, its statistics counted exactly).
 - `memo_chooser`: the fields grouping's choice for a str key (computed for ASCII, else remembered).
 - `next_chooser`: the shuffle grouping's chooser, which ignores the values.
 - `batch_items`: a received batch's Tuples, made from its columns (`squall.engine.serialize`).
@@ -218,7 +220,7 @@ def send_acks(acks: dict, ackers: list, kind: Any) -> None:
 class PendingTreeBase:
     """The fields of `squall.engine.acker.PendingTree`."""
 
-    __slots__ = ("xor", "spout_task", "start", "failed", "reset")
+    __slots__ = ("xor", "spout_task", "start", "failed", "reset", "cause")
 
 
 def acker_run(acker, pop, n: int, now: float, deliver) -> None:
@@ -242,18 +244,19 @@ class KeyStatsBase:
         self.latency_ms = self.execute_ms = 0.0
 
 
-def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: Any) -> int:
+def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: Any, on_error: Any = None) -> int:
     """A bolt task's ``n`` inputs from ``pop()``, with Storm's sampled statistics: runs of
     ``sampled.left - 1`` plain inputs (`execute_run`), then a sampled one, timed with ``now()``
     and opened as a sample for its ack to close (`squall.engine.stats.TaskStatistics`); its
     figures are added also when it raises. Returns ``n``; ``sampled.left`` is kept, on an
-    exception too (`squall.engine.bolt_executor.BoltExecutor.drain`)."""
+    exception too (`squall.engine.bolt_executor.BoltExecutor.drain`). ``on_error``: as
+    `execute_run`'s."""
     left = sampled.left
     ran = 0
     try:
         while ran < n:
             run = left - 1 if left - 1 < n - ran else n - ran
-            ran += execute_run(execute, pop, run, stats)  # counted, on a crash too
+            ran += execute_run(execute, pop, run, stats, on_error)  # counted, on a crash too
             left -= run
             if ran < n:
                 tup = pop()
@@ -262,6 +265,10 @@ def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: A
                 sampled.open_sample(tup, start, ks)
                 try:
                     execute(tup)
+                except Exception as e:
+                    if on_error is None:
+                        raise
+                    on_error(tup, e)
                 finally:
                     ks.executed += sampled.freq
                     ks.execute_ms += 1000.0 * (now() - start)
@@ -274,14 +281,22 @@ def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: A
     return ran
 
 
-def execute_run(execute: Any, pop: Any, n: int, stats: Any) -> int:
+def execute_run(execute: Any, pop: Any, n: int, stats: Any, on_error: Any = None) -> int:
     """``execute(pop())`` ``n`` times, adding the inputs executed to ``stats.executed`` (on an
     exception, those before the one that raised); returns ``n``. A bolt executor's plain inputs
-    between two sampled ones (`squall.engine.bolt_executor.BoltExecutor.drain`)."""
+    between two sampled ones (`squall.engine.bolt_executor.BoltExecutor.drain`). With
+    ``on_error``, an `Exception` that ``execute`` raises goes to ``on_error(input, exception)``
+    and the run goes on (the input counts as executed); what ``on_error`` raises ends it."""
     done = 0
     try:
         while done < n:
-            execute(pop())
+            tup = pop()
+            try:
+                execute(tup)
+            except Exception as e:
+                if on_error is None:
+                    raise
+                on_error(tup, e)
             done += 1
     finally:
         stats.executed += done

@@ -367,12 +367,10 @@ close_sample(PyObject *samples, PyObject *sampled, PyObject *tup, int acked, PyO
     long long freq = f ? PyLong_AsLongLong(f) : -1;
     Py_XDECREF(f);
     if ((freq != -1 || !PyErr_Occurred()) && PyDict_DelItem(samples, id) == 0) {
-        if (acked) {
+        if (acked) {  /* a failure is counted by the collector's fail, every one (exact) */
             k->acked += freq;
             k->latency_ms += 1000.0 * (PyFloat_AS_DOUBLE(when) - start);
             k->latency_n += 1;
-        } else {
-            k->failed += freq;
         }
         rc = 0;
     }
@@ -1056,6 +1054,7 @@ typedef struct {
     double start;
     char failed;
     char reset;
+    PyObject *cause;  /* the first FAIL's value (why the tree failed), told to the spout; NULL: None */
 } PendingTreeBase;
 
 static PyMemberDef PendingTreeBase_members[] = {
@@ -1064,16 +1063,25 @@ static PyMemberDef PendingTreeBase_members[] = {
     {"start", T_DOUBLE, offsetof(PendingTreeBase, start), 0, NULL},
     {"failed", T_BOOL, offsetof(PendingTreeBase, failed), 0, NULL},
     {"reset", T_BOOL, offsetof(PendingTreeBase, reset), 0, NULL},
+    {"cause", T_OBJECT, offsetof(PendingTreeBase, cause), 0, NULL},
     {NULL}
 };
+
+static void
+PendingTreeBase_dealloc(PendingTreeBase *self)
+{
+    Py_CLEAR(self->cause);
+    Py_TYPE(self)->tp_free((PyObject *)self);  /* a Python subclass's type: subtype_dealloc drops it */
+}
 
 static PyTypeObject PendingTreeBase_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "squall._speedups.PendingTreeBase",
     .tp_doc = "The fields of squall.engine.acker.PendingTree.",
     .tp_basicsize = sizeof(PendingTreeBase),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,  /* holds only ints: no cycles */
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,  /* numbers and a cause of str and int: no cycles */
     .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)PendingTreeBase_dealloc,
     .tp_members = PendingTreeBase_members,
 };
 
@@ -1098,14 +1106,17 @@ drop_from(PyObject *buckets, Py_ssize_t first, PyObject *root, int only_first_fo
     return 0;
 }
 
+/* (kind, root, delta) to the spout task; a FAILED reply carries the tree's cause (or None) in
+ * delta's place */
 static int
-reply_to(PyObject *deliver, long task, long kind, PyObject *root, double delta)
+reply_to(PyObject *deliver, long task, long kind, PyObject *root, double delta, PyObject *cause)
 {
     PyObject *t = PyLong_FromLong(task);
     if (t == NULL)
         return -1;
     PyObject *msg = PyTuple_New(3);  /* (kind, root, delta), without Py_BuildValue's format parsing */
-    PyObject *k = msg ? PyLong_FromLong(kind) : NULL, *d = k ? PyFloat_FromDouble(delta) : NULL;
+    PyObject *k = msg ? PyLong_FromLong(kind) : NULL;
+    PyObject *d = k == NULL ? NULL : kind == FAILED ? Py_NewRef(cause ? cause : Py_None) : PyFloat_FromDouble(delta);
     if (d == NULL) {
         Py_XDECREF(k);
         Py_CLEAR(msg);
@@ -1167,9 +1178,11 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
         if (kind == INIT)
             entry->spout_task = spout_task;
     } else if (kind == FAIL || kind == RESET) {
-        if (kind == FAIL)
+        if (kind == FAIL) {
             entry->failed = 1;
-        else
+            if ((entry->cause == NULL || entry->cause == Py_None) && PyTuple_CheckExact(val))  /* the first told is kept */
+                Py_XSETREF(entry->cause, Py_NewRef(val));
+        } else
             entry->reset = 1;
         if (PyDict_SetItem(newest, root, e) < 0 || drop_from(buckets, 1, root, 0) < 0)
             goto done;
@@ -1183,10 +1196,10 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
         if (drop_from(buckets, 0, root, 1) < 0)
             rc = -1;
         else
-            rc = reply_to(deliver, task, nonzero ? FAILED : ACKED, root, now - entry->start);
+            rc = reply_to(deliver, task, nonzero ? FAILED : ACKED, root, now - entry->start, entry->cause);
     } else if (entry->reset) {
         entry->reset = 0;
-        rc = reply_to(deliver, task, RESET_TIMEOUT, root, now - entry->start);
+        rc = reply_to(deliver, task, RESET_TIMEOUT, root, now - entry->start, NULL);
     }
 done:
     Py_DECREF(e);
@@ -1244,7 +1257,7 @@ acker_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * removed, statistics, the spout's ack), any other goes to _reply.
  */
 static PyObject *str_reply, *str_in_flight, *str_current_task, *str_objs, *str_stats, *str_ack,
-                *str_latency_sum, *str_latency_count;
+                *str_latency_sum, *str_latency_count, *str_sampled;
 
 static int
 add_to_attr(PyObject *obj, PyObject *name, PyObject *by)
@@ -1261,9 +1274,48 @@ add_to_attr(PyObject *obj, PyObject *name, PyObject *by)
     return rc;
 }
 
+/* The statistics of the root's stream (a KeyStats) of a spout task: the one of the previous reply
+ * when the task and stream are the same objects (nearly always), else sampled[task].by_handle's,
+ * else sampled[task].key("", stream, stream). Borrowed from *ks, which holds it. */
+typedef struct {
+    PyObject *task, *stream, *ks;  /* held */
+} StreamStatsCache;
+
+static PyObject *
+stream_stats(PyObject *sampled, PyObject *task, PyObject *stream, StreamStatsCache *c)
+{
+    if (c->ks != NULL && c->task == task && c->stream == stream)
+        return c->ks;
+    PyObject *ts = PyDict_GetItemWithError(sampled, task);
+    if (ts == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, task);
+        return NULL;
+    }
+    PyObject *by_handle = PyObject_GetAttr(ts, str_by_handle);
+    if (by_handle == NULL)
+        return NULL;
+    PyObject *ks = PyDict_Check(by_handle) ? PyDict_GetItemWithError(by_handle, stream) : NULL;
+    Py_XINCREF(ks);
+    Py_DECREF(by_handle);
+    if (ks == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        ks = PyObject_CallMethod(ts, "key", "sOO", "", stream, stream);
+        if (ks == NULL)
+            return NULL;
+    }
+    Py_XSETREF(c->ks, ks);
+    Py_INCREF(task);
+    Py_XSETREF(c->task, task);
+    Py_INCREF(stream);
+    Py_XSETREF(c->stream, stream);
+    return ks;
+}
+
 static int
 spout_acked(PyObject *executor, PyObject *buckets, PyObject *stats, PyObject *objs, PyObject *now,
-            PyObject *root, PyObject **last_task)
+            PyObject *root, PyObject **last_task, PyObject *sampled, StreamStatsCache *cache)
 {
     PyObject *info = NULL;
     for (Py_ssize_t b = 0; b < PyList_GET_SIZE(buckets); b++) {  /* RotatingMap.remove */
@@ -1317,6 +1369,10 @@ spout_acked(PyObject *executor, PyObject *buckets, PyObject *stats, PyObject *ob
                add_to_attr(st, str_latency_count, ONE) < 0) {
         goto done;
     }
+    /* the statistics' count of acked trees is exact, every one counted (only latencies are sampled) */
+    PyObject *ks = stream_stats(sampled, task, PyTuple_GET_ITEM(info, 2), cache);
+    if (ks == NULL || count(ks, &KeyStatsBase_Type, &seen_key_stats, offsetof(KeyStatsBase, acked), str_acked, 1) < 0)
+        goto done;
     Py_INCREF(obj);  /* the spout's ack may run anything */
     PyObject *r = PyObject_CallMethodOneArg(obj, str_ack, msg_id);
     Py_DECREF(obj);
@@ -1347,11 +1403,13 @@ spout_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *stats = PyObject_GetAttr(executor, str_stats);
     PyObject *objs = PyObject_GetAttr(executor, str_objs);
     PyObject *reply = PyObject_GetAttr(executor, str_reply);
+    PyObject *sampled = PyObject_GetAttr(executor, str_sampled);
     PyObject *result = NULL, *last_task = NULL;
+    StreamStatsCache cache = {NULL, NULL, NULL};
     Py_XDECREF(pending);
-    if (buckets == NULL || stats == NULL || objs == NULL || reply == NULL)
+    if (buckets == NULL || stats == NULL || objs == NULL || reply == NULL || sampled == NULL)
         goto done;
-    if (!PyList_Check(buckets) || !PyDict_Check(stats) || !PyDict_Check(objs)) {
+    if (!PyList_Check(buckets) || !PyDict_Check(stats) || !PyDict_Check(objs) || !PyDict_Check(sampled)) {
         PyErr_SetString(PyExc_TypeError, "spout_replies needs a SpoutExecutor");
         goto done;
     }
@@ -1362,7 +1420,7 @@ spout_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int rc;
         if (PyTuple_CheckExact(msg) && PyTuple_GET_SIZE(msg) == 3 && PyLong_CheckExact(PyTuple_GET_ITEM(msg, 0)) &&
                 PyLong_AsLong(PyTuple_GET_ITEM(msg, 0)) == ACKED) {
-            rc = spout_acked(executor, buckets, stats, objs, now, PyTuple_GET_ITEM(msg, 1), &last_task);
+            rc = spout_acked(executor, buckets, stats, objs, now, PyTuple_GET_ITEM(msg, 1), &last_task, sampled, &cache);
         } else {  /* failed, timeout reset, or not a reply: Python's rules and errors */
             Py_CLEAR(last_task);  /* _reply sets current_task itself */
             PyObject *r = PyTuple_Check(msg) ? PyObject_Call(reply, msg, NULL) : PyObject_CallOneArg(reply, msg);
@@ -1377,10 +1435,14 @@ spout_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_INCREF(result);
 done:
     Py_XDECREF(last_task);
+    Py_XDECREF(cache.task);
+    Py_XDECREF(cache.stream);
+    Py_XDECREF(cache.ks);
     Py_XDECREF(buckets);
     Py_XDECREF(stats);
     Py_XDECREF(objs);
     Py_XDECREF(reply);
+    Py_XDECREF(sampled);
     return result;
 }
 
@@ -2640,18 +2702,44 @@ fail:
 }
 
 /* ---------------------------------------------------------------------------------------------
- * execute_run(execute, pop, n, stats): execute(pop()) n times, adding the inputs executed (those
- * before one that raised, on an exception) to stats.executed: a bolt executor's plain inputs
- * between two sampled ones (squall.engine.bolt_executor.BoltExecutor.drain).
+ * execute_run(execute, pop, n, stats, on_error=None): execute(pop()) n times, adding the inputs
+ * executed (those before one that raised, on an exception) to stats.executed: a bolt executor's
+ * plain inputs between two sampled ones (squall.engine.bolt_executor.BoltExecutor.drain). With
+ * on_error, an Exception that execute raises is handed to on_error(input, exception) and the run
+ * goes on (the input counts as executed); what on_error raises ends the run.
  */
+
+/* execute raised (the error is set): hand an Exception to on_error(item, exception); 0 when it
+ * returned (error cleared), -1 with the error to raise (execute's, or on_error's) */
+static int
+on_execute_error(PyObject *on_error, PyObject *item)
+{
+    if (on_error == NULL || !PyErr_ExceptionMatches(PyExc_Exception))
+        return -1;  /* KeyboardInterrupt, SystemExit and the like are never caught */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL)
+        PyException_SetTraceback(value, tb);
+    PyObject *r = PyObject_CallFunctionObjArgs(on_error, item, value, NULL);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 static PyObject *
 execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "execute_run(execute, pop, n, stats)");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "execute_run(execute, pop, n, stats, on_error=None)");
         return NULL;
     }
     PyObject *execute = args[0], *pop = args[1], *stats = args[3];
+    PyObject *on_error = nargs == 5 && args[4] != Py_None ? args[4] : NULL;
     Py_ssize_t n = PyLong_AsSsize_t(args[2]), done = 0;
     if (n == -1 && PyErr_Occurred())
         return NULL;
@@ -2663,12 +2751,13 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         PyObject *r = PyObject_Vectorcall(execute, &item, 1, NULL);
+        int handled = r == NULL ? on_execute_error(on_error, item) : 0;
         Py_DECREF(item);
-        if (r == NULL) {
+        if (handled < 0) {
             failed = 1;
             break;
         }
-        Py_DECREF(r);
+        Py_XDECREF(r);
         done++;
     }
     if (done) {  /* counted on an exception too; the exception stays the one raised */
@@ -2688,7 +2777,7 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * drain_inbox(execute, pop, n, stats, sampled, now): a bolt task's n inputs, as
+ * drain_inbox(execute, pop, n, stats, sampled, now, on_error=None): a bolt task's n inputs, as
  * squall._native.drain_inbox (its Python twin says what is done; this is the same, step by step,
  * without a Python frame per sampled input).
  */
@@ -2752,7 +2841,8 @@ done:
 /* one sampled input: timed, its sample opened for its ack to close, and counted in ks (also when
  * execute raises); 0, or -1 with execute's exception */
 static int
-sampled_execute(PyObject *execute, PyObject *tup, PyObject *sampled, PyObject *now, long long freq)
+sampled_execute(PyObject *execute, PyObject *tup, PyObject *sampled, PyObject *now, long long freq,
+                PyObject *on_error)
 {
     PyObject *ks = sampled_key(sampled, tup);
     if (ks == NULL)
@@ -2763,7 +2853,7 @@ sampled_execute(PyObject *execute, PyObject *tup, PyObject *sampled, PyObject *n
         goto done;
     PyObject *r = PyObject_Vectorcall(execute, &tup, 1, NULL);
     Py_XDECREF(r);
-    rc = r == NULL ? -1 : 0;
+    rc = r == NULL ? on_execute_error(on_error, tup) : 0;
     PyObject *type = NULL, *value = NULL, *tb = NULL;
     PyErr_Fetch(&type, &value, &tb);  /* the figures are added on an exception too (finally:) */
     PyObject *end = PyObject_CallNoArgs(now);
@@ -2799,11 +2889,12 @@ done:
 static PyObject *
 drain_inbox(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "drain_inbox(execute, pop, n, stats, sampled, now)");
+    if (nargs != 6 && nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "drain_inbox(execute, pop, n, stats, sampled, now, on_error=None)");
         return NULL;
     }
     PyObject *execute = args[0], *pop = args[1], *stats = args[3], *sampled = args[4], *now = args[5];
+    PyObject *on_error = nargs == 7 && args[6] != Py_None ? args[6] : NULL;
     Py_ssize_t n = PyLong_AsSsize_t(args[2]);
     if (n == -1 && PyErr_Occurred())
         return NULL;
@@ -2821,9 +2912,9 @@ drain_inbox(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *executed = NULL;
     while (ran < n) {
         Py_ssize_t run = left - 1 < n - ran ? (Py_ssize_t)(left - 1) : n - ran;
-        PyObject *call[4] = {execute, pop, NULL, stats};
+        PyObject *call[5] = {execute, pop, NULL, stats, on_error ? on_error : Py_None};
         call[2] = PyLong_FromSsize_t(run);
-        executed = call[2] ? execute_run(module, call, 4) : NULL;  /* counted, on a crash too */
+        executed = call[2] ? execute_run(module, call, 5) : NULL;  /* counted, on a crash too */
         Py_XDECREF(call[2]);
         if (executed == NULL) {
             failed = 1;
@@ -2834,7 +2925,7 @@ drain_inbox(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         left -= run;
         if (ran < n) {
             PyObject *tup = PyObject_CallNoArgs(pop);
-            if (tup == NULL || sampled_execute(execute, tup, sampled, now, freq) < 0) {
+            if (tup == NULL || sampled_execute(execute, tup, sampled, now, freq, on_error) < 0) {
                 Py_XDECREF(tup);
                 failed = 1;
                 break;
@@ -3076,7 +3167,7 @@ static PyMethodDef speedups_functions[] = {
     {"send_acks", (PyCFunction)(void (*)(void))send_acks, METH_FASTCALL,
      "send_acks(acks, ackers, kind): send each held ack (root -> xor) to its acker, then clear acks."},
     {"drain_inbox", (PyCFunction)(void (*)(void))drain_inbox, METH_FASTCALL,
-     "drain_inbox(execute, pop, n, stats, sampled, now): a bolt task's n inputs, sampled ones timed."},
+     "drain_inbox(execute, pop, n, stats, sampled, now, on_error=None): a bolt task's n inputs, sampled ones timed."},
     {"deliver_items", (PyCFunction)(void (*)(void))deliver_items, METH_FASTCALL,
      "deliver_items(inboxes, items): append each (task, item) to inboxes[task] if there; the count."},
     {"group_items", (PyCFunction)(void (*)(void))group_items, METH_FASTCALL,
@@ -3088,7 +3179,7 @@ static PyMethodDef speedups_functions[] = {
      "batch_items(out, targets, values, src, roots, vals, tuple_type): append a batch run's "
      "(target, Tuple) pairs to out."},
     {"execute_run", (PyCFunction)(void (*)(void))execute_run, METH_FASTCALL,
-     "execute_run(execute, pop, n, stats): execute(pop()) n times, counting them in stats.executed."},
+     "execute_run(execute, pop, n, stats, on_error=None): execute(pop()) n times, counting them in stats.executed."},
     {"spout_replies", (PyCFunction)(void (*)(void))spout_replies, METH_FASTCALL,
      "spout_replies(executor, pop, n, now): n replies from pop() as SpoutExecutor._reply would."},
     {NULL}
@@ -3125,6 +3216,7 @@ PyInit__speedups(void)
     str_ack = PyUnicode_InternFromString("ack");
     str_latency_sum = PyUnicode_InternFromString("latency_sum");
     str_latency_count = PyUnicode_InternFromString("latency_count");
+    str_sampled = PyUnicode_InternFromString("sampled");
     str_emit_general = PyUnicode_InternFromString("_emit_general");
     str_emits = PyUnicode_InternFromString("emits");
     str_newest = PyUnicode_InternFromString("newest");

@@ -140,8 +140,10 @@ def test_acker_run_replies_as_acker_update_does_in_any_order():
         for e in edges:
             init ^= e
         tree = [(INIT, root, init, rng.choice((3, 4)))] + [(ACK, root, e, -1) for e in edges]
-        if rng.random() < 0.1:
-            tree.append((FAIL, root, 0, -1))
+        if rng.random() < 0.1:  # a failure with a cause (the first one told is kept), or without
+            tree.append((FAIL, root, rng.choice((0, ("exception", "parse", 3, "ValueError", "x"))), -1))
+            if rng.random() < 0.5:
+                tree.append((FAIL, root, ("fail", "other", 4, "", ""), -1))
         if rng.random() < 0.1:
             tree.insert(1, (RESET, root, 0, -1))
         if rng.random() < 0.1:
@@ -157,7 +159,7 @@ def test_acker_run_replies_as_acker_update_does_in_any_order():
         for part, now in ((messages[:half], 10.0), (messages[half:], 12.5)):
             run(acker, deque(part).popleft, len(part), now, deliver)
             acker.rotate()
-        pending = {root: (e.xor, e.spout_task, e.start, e.failed, e.reset)
+        pending = {root: (e.xor, e.spout_task, e.start, e.failed, e.reset, e.cause)
                    for b in acker.pending._buckets for root, e in b.items()}
         return got, pending
 
@@ -169,6 +171,8 @@ def test_acker_run_replies_as_acker_update_does_in_any_order():
 
     expected = replay(one_by_one)
     assert len(expected[0]) > 250 and expected[1]  # replies of every kind, and trees left pending
+    causes = {reply[3] for reply in expected[0] if reply[1] == 2}  # FAILED replies carry the cause
+    assert causes >= {None, ("exception", "parse", 3, "ValueError", "x")}, causes
     assert replay(_native.acker_run) == expected
 
 
@@ -180,10 +184,12 @@ def test_spout_replies_do_what_spout_executor_reply_does():
     from collections import deque
     from types import SimpleNamespace
 
+    from squall import FailureCause
     from squall.engine.acker import ACKED, FAILED, RESET_TIMEOUT
     from squall.engine.executor import TaskStats
     from squall.engine.rotating_map import RotatingMap
     from squall.engine.spout_executor import SpoutExecutor
+    from squall.engine.stats import TaskStatistics
 
     class Spout:
         def __init__(self):
@@ -192,36 +198,43 @@ def test_spout_replies_do_what_spout_executor_reply_does():
         def ack(self, msg_id):
             self.calls.append(("ack", msg_id))
 
-        def fail(self, msg_id):
-            self.calls.append(("fail", msg_id))
+        def fail_with(self, msg_id, cause):
+            self.calls.append(("fail", msg_id, cause))
 
     class Executor(_native.SpoutExecutorBase):  # its counters the compiled ones (when compiled)
         _reply = SpoutExecutor._reply
+        _count_failed = SpoutExecutor._count_failed
 
         def __init__(self):
             ticks = itertools.count()
             self.wiring = SimpleNamespace(clock=SimpleNamespace(now=lambda: float(next(ticks))))
             self.pending, self.in_flight, self.current_task = RotatingMap(2), 0, None
             self.stats = {3: TaskStats(), 4: TaskStats()}
+            self.sampled = {t: TaskStatistics(20, random.Random(t), spout=True) for t in (3, 4)}
             self.objs = {3: Spout(), 4: Spout()}
+            self.fail_hooks = {t: s.fail_with for t, s in self.objs.items()}
 
     rng = random.Random(7)
     roots = [rng.getrandbits(64) for _ in range(200)]
-    replies = [(rng.choice((ACKED, ACKED, ACKED, FAILED, RESET_TIMEOUT)), root, 0.5) for root in roots]
+    cause = ("exception", "parse", 3, "ValueError", "bad")
+    replies = [(kind, root, cause if kind == FAILED else 0.5)
+               for kind, root in ((rng.choice((ACKED, ACKED, ACKED, FAILED, RESET_TIMEOUT)), root) for root in roots)]
     replies += [(ACKED, rng.getrandbits(64), 0.5) for _ in range(20)]  # late: already timed out
     rng.shuffle(replies)
 
     def replay(run):
         ex = Executor()
         for i, root in enumerate(roots):
-            ex.pending.put(root, (f"id{i}", 3 + i % 2, "default", -float(i)))
+            ex.pending.put(root, (f"id{i}", 3 + i % 2, ("default", "other")[i % 3 == 0], -float(i)))
             ex.in_flight += 1
             if i == 100:
                 ex.pending.rotate()
         run(ex, deque(replies).popleft, len(replies), ex.wiring.clock.now)
         stats = {t: (s.acked, s.failed, s.latency_sum, s.latency_count) for t, s in ex.stats.items()}
+        # every ack and fail counted in the statistics, per stream (exact), latencies not sampled here
+        counts = {t: {k: (ks.acked, ks.failed, ks.latency_n) for k, ks in s.keys.items()} for t, s in ex.sampled.items()}
         return (ex.in_flight, ex.current_task, stats, [sorted(b) for b in ex.pending._buckets],
-                {t: s.calls for t, s in ex.objs.items()})
+                {t: s.calls for t, s in ex.objs.items()}, counts)
 
     def one_by_one(ex, pop, n, now):
         for _ in range(n):
@@ -230,6 +243,12 @@ def test_spout_replies_do_what_spout_executor_reply_does():
     expected = replay(one_by_one)
     assert type(Executor().in_flight) is int
     assert expected[2][3][0] > 50 and expected[2][4][1] > 5 and expected[3][0]  # acks, fails, resets held
+    for t in (3, 4):  # the statistics' counts are the task's exact ones
+        assert sum(a for a, _f, _n in expected[5][t].values()) == expected[2][t][0]
+        assert sum(f for _a, f, _n in expected[5][t].values()) == expected[2][t][1]
+        assert len(expected[5][t]) == 2
+    fails = [c for calls in expected[4].values() for c in calls if c[0] == "fail"]
+    assert fails and all(c[2] == FailureCause(*cause) for c in fails)
     assert replay(_native.spout_replies) == expected
 
 
@@ -629,6 +648,57 @@ def test_a_run_of_inputs_is_executed_in_order_and_counted_even_when_one_raises()
         _native.execute_run(execute, inbox.popleft, 3, stats)
     assert seen == ["a", "b", "c", "e"] and list(inbox) == ["f"] and stats.executed == 4
     assert _native.execute_run(execute, inbox.popleft, 0, stats) == 0 and stats.executed == 4
+
+
+def test_an_input_that_raises_goes_to_on_error_and_the_run_goes_on():
+    """`execute_run` and `drain_inbox` (C when compiled) with ``on_error``: an `Exception` from
+    ``execute`` goes to ``on_error(input, exception)`` (traceback kept), the input counts as
+    executed and the run goes on; what ``on_error`` raises ends the run; a BaseException that is
+    no Exception is never handed over."""
+    import random
+    from collections import deque
+
+    from squall.engine.executor import TaskStats
+    from squall.engine.stats import TaskStatistics
+
+    seen, errors = [], []
+
+    def execute(tup):
+        if tup.values[0].startswith("boom"):
+            raise ValueError(tup.values[0])
+        if tup.values[0] == "stop":
+            raise KeyboardInterrupt
+        seen.append(tup.values[0])
+
+    def on_error(tup, e):
+        assert e.__traceback__ is not None
+        errors.append((tup.values[0], str(e)))
+
+    src = Source("a", "default", 1, Fields(["x"]))
+    values = ["a", "boom1", "b", "boom2", "c"]
+    stats = TaskStats()
+    inbox = deque(Tuple([v], src) for v in values)
+    assert _native.execute_run(execute, inbox.popleft, 5, stats, on_error) == 5
+    assert seen == ["a", "b", "c"] and errors == [("boom1", "boom1"), ("boom2", "boom2")] and stats.executed == 5
+
+    for freq in (1, 2, 20):  # every input sampled, every other, one in 20: both paths meet a raise
+        seen.clear(), errors.clear()
+        stats, sampled = TaskStats(), TaskStatistics(freq, random.Random(freq))
+        inbox = deque(Tuple([v], src) for v in values * 4)
+        assert _native.drain_inbox(execute, inbox.popleft, 20, stats, sampled, lambda: 1.0, on_error) == 20
+        assert seen == ["a", "b", "c"] * 4 and [v for v, _ in errors] == ["boom1", "boom2"] * 4
+        assert stats.executed == 20 and not inbox
+
+    def refuse(tup, e):
+        raise RuntimeError(f"no: {e}")
+    inbox = deque(Tuple([v], src) for v in ["a", "boom", "b"])
+    with pytest.raises(RuntimeError, match="no: boom"):
+        _native.execute_run(execute, inbox.popleft, 3, TaskStats(), refuse)
+    assert [t.values[0] for t in inbox] == ["b"]
+    inbox = deque(Tuple([v], src) for v in ["stop", "b"])
+    with pytest.raises(KeyboardInterrupt):
+        _native.drain_inbox(execute, inbox.popleft, 2, TaskStats(), TaskStatistics(1, random.Random(1)),
+                            lambda: 1.0, on_error)
 
 
 def test_a_run_of_inputs_keeps_no_reference_it_should_not():

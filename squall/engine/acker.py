@@ -22,14 +22,16 @@ from __future__ import annotations
 from .._native import PendingTreeBase
 from .rotating_map import RotatingMap
 
-# Messages to the acker: (kind, root, value, spout_task). value is unused for FAIL and RESET,
+# Messages to the acker: (kind, root, value, spout_task). value is unused for RESET; for FAIL it
+# is the failure's cause (`squall.FailureCause.wire`, a plain tuple; anything else: no cause).
 # spout_task is -1 except for INIT.
 INIT = 0
 ACK = 1
 FAIL = 2
 RESET = 3
 
-# Replies to the spout task: (kind, root, delta_secs).
+# Replies to the spout task: (kind, root, delta_secs); FAILED carries the tree's cause (the first
+# FAIL's, or None) in delta's place, which the spout does not use for a failure.
 ACKED = 1
 FAILED = 2
 RESET_TIMEOUT = 3
@@ -42,7 +44,8 @@ class PendingTree(PendingTreeBase):
     - ``spout_task``: the spout task to answer; -1 until the init tells it;
     - ``start``: when the root's first message arrived (the latency the spout is told runs from it);
     - ``failed``: a bolt failed the tree (perhaps before the init arrived);
-    - ``reset``: a bolt asked to reset the tree's timeout; answered once the init is seen.
+    - ``reset``: a bolt asked to reset the tree's timeout; answered once the init is seen;
+    - ``cause``: why it failed, as the first FAIL told it (None: not told).
 
     Mutable, one per root, updated in place by every message of its root. ``__slots__`` keeps it
     as small and as fast to read and write as the 5-item list it replaced. It has no constructor:
@@ -57,6 +60,7 @@ class PendingTree(PendingTreeBase):
     start: float
     failed: bool
     reset: bool
+    cause: tuple | None
 
 
 class Acker:
@@ -82,6 +86,7 @@ class Acker:
                 entry.spout_task = -1
                 entry.start = now
                 entry.failed = entry.reset = False
+                entry.cause = None
         if kind == ACK:
             entry.xor ^= val  # updated in place: an ack does not refresh the entry's expiry (Storm)
         elif kind == INIT:
@@ -89,6 +94,8 @@ class Acker:
             entry.spout_task = spout_task
         elif kind == FAIL:
             entry.failed = True
+            if entry.cause is None and type(val) is tuple:  # the first cause told is the one kept
+                entry.cause = val
             pending.put(root, entry)
         elif kind == RESET:
             entry.reset = True
@@ -101,7 +108,7 @@ class Acker:
             return (task, ACKED, root, now - entry.start)
         if entry.failed:
             pending.remove(root)
-            return (task, FAILED, root, now - entry.start)
+            return (task, FAILED, root, entry.cause)
         if entry.reset:
             entry.reset = False
             return (task, RESET_TIMEOUT, root, now - entry.start)

@@ -20,6 +20,7 @@ from typing import Any
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt
 from .._errors import EmitError, FailedException, ReportedFailedException
+from .._failure import EXCEPTION, EXPLICIT, FailureCause
 from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, drain_inbox, send_acks
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, tick_source
@@ -49,6 +50,13 @@ class BoltExecutor(Executor):
         for t in self.task_ids:
             routers = build_routers(wiring.plan, self.component, t, contexts[t], rng, wiring.task_load)
             self.collectors[t] = BoltCollector(self, t, routers, conf)
+        # An exception escaping execute fails its input with the cause (`_input_raised`); then,
+        # by default, it is reported and the task goes on; with topology.bolt.fail.fast it
+        # crashes the worker, as in Storm.
+        self.fail_fast = bool(conf.get("topology.bolt.fail.fast", False))
+        self.on_error = {t: functools.partial(self._input_raised, t) for t in self.task_ids}
+        self.throttle = ErrorThrottle(float(conf.get("topology.error.throttle.interval.secs") or 10),
+                                      int(conf.get("topology.max.error.report.per.interval") or 5))
 
     def open(self) -> None:
         for t in self.task_ids:
@@ -74,11 +82,26 @@ class BoltExecutor(Executor):
                 n = limit
             self.current_task = t
             # Storm's sampled statistics: runs of plain inputs, then a sampled one (timed)
-            drain_inbox(self.execute[t], q.popleft, n, self.stats[t], self.sampled[t], now)
+            drain_inbox(self.execute[t], q.popleft, n, self.stats[t], self.sampled[t], now, self.on_error[t])
             done += n
         if self.acks:
             self.flush_acks()
         return done
+
+    def _input_raised(self, task: int, tup: Tuple, error: Exception) -> None:
+        """``execute`` of ``task`` raised ``error`` on input ``tup``: fail the input with the
+        cause, so that its spout charges that record, not the others in flight, and can say in
+        its dead letter what raised what. Then, by default, report it as a crash is reported
+        (component, task, time, traceback; at most ``topology.max.error.report.per.interval``
+        per ``topology.error.throttle.interval.secs``, Storm's throttle) and go on; with
+        ``topology.bolt.fail.fast``, raise it again: the worker crashes (and reports it), and
+        the spouts fail this input as an exception, the others it held as a lost worker."""
+        self.collectors[task].fail_with(tup, FailureCause.of_exception(EXCEPTION, self.component, task, error))
+        if self.fail_fast:
+            raise error
+        w = self.wiring
+        if self.throttle.allow(w.clock.now()):
+            w.report_error(error_record(self.component, task, error, w.worker_port))
 
     def flush_acks(self) -> None:
         """Send the coalesced acks: one message per root.
@@ -134,7 +157,7 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
     def on_failed(tup: Tuple, e: FailedException) -> None:
         if isinstance(e, ReportedFailedException):
             out.report_error(e)
-        out.fail(tup)
+        out.fail_with(tup, FailureCause.of_exception(EXPLICIT, out._component, out._task, e))
     return BasicExecute(bolt.execute, basic, out.ack, on_failed, FailedException, executor.acks, out._stats,
                         sampled.open_samples, sampled, executor.wiring.clock.now, out._inbox,
                         executor.wiring.ackers, ACK)
@@ -163,6 +186,8 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         self._rand = IdSource(w.seed ^ (task << 20))
         self._loop_ident = -1  # set by the loop when it starts; emits from other threads wake it
         self._inbox = executor.inboxes[task]
+        self._key_of = executor.sampled[task].key_of
+        self._explicit = FailureCause(EXPLICIT, self._component, task)  # the cause of a plain fail
         if conf.get("topology.debug"):
             self.emit = self._debug_emit  # type: ignore[method-assign]
 
@@ -292,19 +317,25 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
             self._close_sample(id(tup), True, self._now())
 
     def fail(self, tup):
-        self._to_acker(tup, FAIL)
+        self.fail_with(tup, self._explicit)
+
+    def fail_with(self, tup: Tuple, cause: FailureCause) -> None:
+        """Fail ``tup`` for ``cause``, which travels with the failure to the spout
+        (`squall.Spout.fail_with`); `fail` is this with an explicit fail by this task."""
+        self._to_acker(tup, FAIL, cause.wire())
         self._stats.failed += 1
+        self._key_of(tup).failed += 1  # every failure counted (exact), not only sampled ones
         if self._samples:
             self._close_sample(id(tup), False, self._now())
 
     def reset_timeout(self, tup):
         self._to_acker(tup, RESET)
 
-    def _to_acker(self, tup: Tuple, kind: int) -> None:
+    def _to_acker(self, tup: Tuple, kind: int, val: Any = 0) -> None:
         if not self._nackers:
             return
         for rt in _roots_of(tup):
-            self._ackers[rt % self._nackers]((kind, rt, 0, -1))
+            self._ackers[rt % self._nackers]((kind, rt, val, -1))
         if _get_ident() != self._loop_ident:
             self._wake()
 
@@ -315,6 +346,29 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
     def report_error(self, error):
         w = self._ex.wiring
         w.report_error(error_record(self._component, self._task, error, w.worker_port))
+
+
+class ErrorThrottle:
+    """Storm's error-report throttle: at most ``limit`` reports in each ``interval`` seconds
+    (``topology.max.error.report.per.interval`` per ``topology.error.throttle.interval.secs``);
+    time is passed in."""
+
+    __slots__ = ("interval", "limit", "_start", "_count")
+
+    def __init__(self, interval: float, limit: int) -> None:
+        self.interval = interval
+        self.limit = limit
+        self._start = float("-inf")
+        self._count = 0
+
+    def allow(self, now: float) -> bool:
+        """Whether a report at ``now`` may go out (and count it if so)."""
+        if now - self._start >= self.interval:
+            self._start, self._count = now, 0
+        if self._count >= self.limit:
+            return False
+        self._count += 1
+        return True
 
 
 def _bad_values(r: Router, values: Any) -> EmitError:

@@ -236,6 +236,10 @@ class ExecutorLoop:
             self._run()
         except BaseException as e:  # user code crashed: the worker dies (Storm's fail-fast)
             self._stop = True
+            try:  # what is queued for other workers leaves first: the failure of the input that raised
+                self.flush()
+            except Exception:
+                log.debug("flush after a crash failed", exc_info=True)
             self.on_crash(self, self.current, e)
         finally:
             self.state.unregister(self)

@@ -32,6 +32,7 @@ from typing import Any
 
 from .._collectors import SpoutOutputCollector
 from .._errors import EmitError
+from .._failure import TIMEOUT, WORKER_LOST, FailureCause
 from .._native import IdSource, SpoutCollectorBase, SpoutExecutorBase, spout_replies
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
@@ -87,6 +88,8 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         if self.auto_pending:
             self.max_pending = AUTO_PENDING_FLOOR * len(self.task_ids)
         self.active = False
+        # each task's spout's fail_with (Spout's calls fail), or fail for a spout that is no Spout
+        self.fail_hooks: dict[int, Callable[[Any, FailureCause], None]] = {t: _fail_hook(objs[t]) for t in self.task_ids}
         self.collectors: dict[int, SpoutCollector] = {}
         rng = random.Random(wiring.seed ^ spec.tasks[0])
         for t in self.task_ids:
@@ -139,8 +142,6 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         return self.emits - start
 
     def drain(self, limit: int) -> int:
-        if self._lost:
-            self._fail_lost()
         done = 0
         for t, q in self.inboxes.items():
             n = len(q)
@@ -165,9 +166,16 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
                     reply(*pop(), True)
                     ran += 1
             done += n
+        # after the replies that came: a tuple the acker answered (say, failed by the bolt that
+        # raised in a worker that then crashed) keeps that answer, not "worker lost"
+        if self._lost:
+            self._fail_lost()
         return done
 
-    def _reply(self, kind: int, root: int, delta: float, sample: bool = False) -> None:
+    def _reply(self, kind: int, root: int, detail: Any, sample: bool = False) -> None:
+        """One reply of the acker: ``detail`` is the delta (unused) of an ack or a reset, the
+        cause (`FailureCause.wire`) of a failure. ``sample``: a sampled reply, whose complete
+        latency goes into the statistics (counts go in for every reply: they are exact)."""
         info = self.pending.remove(root)
         if info is None:
             return  # late reply for a tuple that already timed out
@@ -180,19 +188,17 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
             latency = self.wiring.clock.now() - started
             stats.latency_sum += latency
             stats.latency_count += 1
+            sampled = self.sampled[task]
+            ks = sampled.by_handle.get(stream) or sampled.key("", stream, stream)
+            ks.acked += 1
             if sample:
-                sampled = self.sampled[task]
-                ks = sampled.by_handle.get(stream) or sampled.key("", stream, stream)
-                ks.acked += sampled.freq
                 ks.latency_ms += 1000.0 * latency
                 ks.latency_n += 1
             self.objs[task].ack(msg_id)
         elif kind == FAILED:
             stats.failed += 1
-            if sample:
-                sampled = self.sampled[task]
-                sampled.key("", stream).failed += sampled.freq
-            self.objs[task].fail(msg_id)
+            self._count_failed(task, stream)
+            self.fail_hooks[task](msg_id, FailureCause.from_wire(detail))
         else:  # RESET_TIMEOUT: move it to the newest bucket
             self.pending.put(root, info)
             self.in_flight += 1
@@ -247,25 +253,23 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         """Expire the oldest pending bucket: those tuples fail (Storm's reason "TIMEOUT")."""
         self.pending.rotate()
         expired, self._expired_ids = self._expired_ids, []
-        self._fail(expired)
+        self._fail(expired, _TIMED_OUT)
 
-    def _fail(self, failed: list[tuple[int, Any, str]]) -> None:
-        """Fail ``(task, msg_id, stream)`` already out of the pending map."""
+    def _fail(self, failed: list[tuple[int, Any, str]], cause: FailureCause) -> None:
+        """Fail ``(task, msg_id, stream)`` already out of the pending map, for ``cause`` (a
+        timeout or a lost worker)."""
         self.in_flight -= len(failed)
         self.timed_out += len(failed)  # not completions: the automatic max pending must not count them
         for task, msg_id, stream in failed:
             self.current_task = task
             self.stats[task].failed += 1
-            self._sample_failed(task, stream)
-            self.objs[task].fail(msg_id)
+            self._count_failed(task, stream)
+            self.fail_hooks[task](msg_id, cause)
 
-    def _sample_failed(self, task: int, stream: str) -> None:
-        """A failure by timeout or a lost worker: one more event of the task's countdown."""
-        sampled = self.sampled[task]
-        sampled.left -= 1
-        if not sampled.left:
-            sampled.key("", stream).failed += sampled.freq
-            sampled.next_gap()
+    def _count_failed(self, task: int, stream: str) -> None:
+        """A failed tree of ``task`` rooted on ``stream``, counted in its statistics: every one
+        (beyond Storm, which samples them: a failure is rare and must not read 0)."""
+        self.sampled[task].key("", stream, stream).failed += 1
 
     # --- lost workers ----------------------------------------------------------------------------------
     def notify_lost(self, tasks: Iterable[int], until: float) -> bool:
@@ -283,7 +287,7 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
     def _fail_lost(self) -> None:
         until = max(self._lost.popleft() for _ in range(len(self._lost)))
         lost = self.pending.remove_if(lambda _root, info: info[3] <= until)
-        self._fail([(info[1], info[0], info[2]) for _root, info in lost])
+        self._fail([(info[1], info[0], info[2]) for _root, info in lost], _WORKER_LOST)
 
     def emitted_by_stream(self, task):
         return {s: (r.emitted, r.transferred) for s, r in self.collectors[task].routers.items()}
@@ -295,6 +299,20 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         if limit and self.acking:
             snapshot[(MAX_SPOUT_PENDING, "", "")] = limit
         return snapshot
+
+
+_TIMED_OUT = FailureCause(TIMEOUT)
+_WORKER_LOST = FailureCause(WORKER_LOST)
+
+
+def _fail_hook(spout: Any) -> Callable[[Any, FailureCause], None]:
+    """How ``spout`` is told of a failure: its ``fail_with(msg_id, cause)`` (`squall.Spout`'s
+    calls ``fail``), or for an object that has none, its ``fail(msg_id)``."""
+    fail_with = getattr(spout, "fail_with", None)
+    if fail_with is not None:
+        return fail_with
+    fail = spout.fail
+    return lambda msg_id, _cause: fail(msg_id)
 
 
 class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
@@ -387,11 +405,7 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
                     deliver[task](t)
             if msg_id is not None:  # acking off: Storm acks inside emit
                 self._stats.acked += 1
-                sampled = ex.sampled[self._task]
-                sampled.left -= 1
-                if not sampled.left:
-                    sampled.key("", r.stream).acked += sampled.freq
-                    sampled.next_gap()
+                ex.sampled[self._task].key("", r.stream, r.stream).acked += 1  # exact, as with acking on
                 ex.objs[self._task].ack(msg_id)
             return
         rand = self._rand

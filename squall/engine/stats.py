@@ -2,15 +2,18 @@
 
 Storm does not time every tuple: with ``topology.stats.sample.rate`` r, one event in every block
 of ``freq = int(1 / r)`` events is sampled (a random position per block: the even sampler), and
-a sampled event adds ``freq`` to its counter and its measured latency to its average. So counts
-are estimates, exact only at rate 1.0. The executors count down by runs (``left - 1`` plain
+a sampled event adds ``freq`` to its counter and its measured latency to its average. So those
+counts are estimates, exact only at rate 1.0 (but see below for the ones squall keeps exact). The executors count down by runs (``left - 1`` plain
 events in a plain loop, then the sampled one), so an event that is not sampled costs nothing.
 
-What is sampled, per task: at a spout, the trees acked and failed and their complete latency,
-per stream of the root; at a bolt, the inputs executed (with their execute latency), acked (with
-their process latency: from the start of ``execute`` to the ack) and failed, per input
-``(source component, stream)``. Emitted and transferred are counted exactly by the routers,
-which count every emit anyway; sampling them would only add noise.
+What is sampled, per task: at a spout, the complete latency of the trees acked, per stream of
+the root; at a bolt, the inputs executed (with their execute latency) and acked (with their
+process latency: from the start of ``execute`` to the ack), per input ``(source component,
+stream)``. Counted exactly, every one (beyond Storm, which samples them too): a spout's trees
+acked and failed, per stream of the root, and a bolt's inputs failed, per input, so that a
+failure never reads 0 and a spout's counts add up; one increment per spout tuple or per failure
+(measured on W2: see docs/concepts.md). Emitted and transferred are counted exactly by the
+routers, which count every emit anyway; sampling them would only add noise.
 
 The counters are cumulative since the task started; `squall.worker.stats_history` turns them
 into Storm's time windows.
@@ -159,8 +162,9 @@ class TaskStatistics:
         samples[id(tup)] = (tup, start, ks)
 
     def close_sample(self, tup_id: int, acked: bool, now: float) -> None:
-        """The ack or fail of a bolt input: counted if it was sampled (Storm's rule), with its
-        process latency if acked."""
+        """The ack or fail of a bolt input: an ack is counted if it was sampled (Storm's rule),
+        with its process latency; a failure only closes the sample (the collector counts every
+        failure itself: they are exact)."""
         sample = self.open_samples.pop(tup_id, None)
         if sample is None:
             return
@@ -169,8 +173,6 @@ class TaskStatistics:
             ks.acked += self.freq
             ks.latency_ms += 1000.0 * (now - start)
             ks.latency_n += 1
-        else:
-            ks.failed += self.freq
 
     def snapshot(self, emitted: dict[str, int], transferred: dict[str, int]) -> dict[StatKey, float]:
         """Cumulative values: counts, and each latency as its two sums (``<metric>`` holds the

@@ -39,6 +39,7 @@ from .._components import Bolt, Spout
 from .._config import setting
 from .._context import TopologyContext
 from .._errors import SquallError
+from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from .._private import FILE_MODE, private_dir
 from .._stable_hash import stable_hash_one
@@ -351,15 +352,19 @@ def append_dead_letter(directory: str, name: str, entry: dict) -> str:
 
 
 class GiveUp(NamedTuple):
-    """A record failed more than the retry limit: its values and how many times it was emitted."""
+    """A record failed more than the retry limit: its values, how many failures it caused and
+    the cause of the last (`FailureCause`)."""
 
     values: list
     tries: int
+    cause: FailureCause
 
 
 class RetryBook:
     """The records of the current file emitted and not yet acked, by offset (or row), with the
-    failed ones queued to be emitted again, up to ``max_retries`` re-emits (None: no limit)."""
+    failed ones queued to be emitted again, up to ``max_retries`` re-emits (None: no limit) after
+    failures the record caused (`FailureCause.record_caused`): one after a lost worker or a
+    timeout is emitted again without counting."""
 
     def __init__(self, max_retries: int | None) -> None:
         self.max_retries = max_retries
@@ -376,16 +381,18 @@ class RetryBook:
         self._tries.pop(offset, None)
         return self._values.pop(offset, None) is not None
 
-    def fail(self, offset: int) -> GiveUp | None:
-        """Queue the record to be emitted again; or, past the limit, forget it and return
-        `GiveUp` (the caller dead-letters it). None also for a record not in flight."""
+    def fail(self, offset: int, cause: FailureCause = UNKNOWN) -> GiveUp | None:
+        """Queue the record to be emitted again; or, past the limit of failures it caused,
+        forget it and return `GiveUp` (the caller dead-letters it). None also for a record not
+        in flight."""
         if offset not in self._values:
             return None
         tries = self._tries.get(offset, 0)
-        if self.max_retries is not None and tries >= self.max_retries:
-            self._tries.pop(offset, None)
-            return GiveUp(self._values.pop(offset), tries + 1)
-        self._tries[offset] = tries + 1
+        if cause.record_caused:
+            if self.max_retries is not None and tries >= self.max_retries:
+                self._tries.pop(offset, None)
+                return GiveUp(self._values.pop(offset), tries + 1, cause)
+            self._tries[offset] = tries + 1
         self._retry.append(offset)
         return None
 
@@ -410,6 +417,11 @@ class RetryBook:
         self._values.clear()
         self._tries.clear()
         self._retry.clear()
+
+
+def give_up_reason(given_up: GiveUp) -> str:
+    """A dead-letter entry's reason for a record given up: its failures and the last cause."""
+    return f"failed {given_up.tries} times{given_up.cause.reason_suffix()}"
 
 
 def owner_of(name: str, tasks: int) -> int:
@@ -794,15 +806,22 @@ class FileSpout(Spout):
             self._done(msg_id.offset)
 
     def fail(self, msg_id: Any) -> None:
-        """Re-emits the line, or after ``max_retries`` re-emits gives it to the dead-letter file."""
+        """A failure without a cause: counted as one the line caused (`fail_with`)."""
+        self.fail_with(msg_id, UNKNOWN)
+
+    def fail_with(self, msg_id: Any, cause: FailureCause) -> None:
+        """Re-emits the line, or after ``max_retries`` re-emits for failures it caused gives it
+        to the dead-letter file, with the cause (`squall.FailureCause`)."""
         if self.locks is not None:
             self._keep_claim(self.locks)
         if not self._ours(msg_id):
             return
-        given_up = self.inflight.fail(msg_id.offset)
+        given_up = self.inflight.fail(msg_id.offset, cause)
         if given_up is not None:
             record = json.dumps(given_up.values, default=repr).encode()
-            self._dead_letter(msg_id.offset, record, f"failed {given_up.tries} times")
+            self._write_dead_letter(msg_id.offset, give_up_reason(given_up),
+                                    {"record": record.decode("utf-8", "backslashreplace"),
+                                     "cause": given_up.cause.as_dict()})
             self._done(msg_id.offset)
 
     def _ours(self, msg_id: Any) -> bool:

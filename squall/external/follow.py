@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from .._collectors import OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import Spout
 from .._context import TopologyContext
+from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from .._private import private_dir
 from .._system import DEFAULT_STREAM
@@ -52,6 +53,7 @@ from .files import (
     RetryBook,
     append_dead_letter,
     dump_progress,
+    give_up_reason,
     owner_of,
     read_progress,
     write_durably,
@@ -248,13 +250,19 @@ class _FollowingSpout(Spout):
             self._done(msg_id.row)
 
     def fail(self, msg_id: Any) -> None:
-        """Re-emits the row, or after ``max_retries`` re-emits gives it to the dead-letter file."""
+        """A failure without a cause: counted as one the row caused (`fail_with`)."""
+        self.fail_with(msg_id, UNKNOWN)
+
+    def fail_with(self, msg_id: Any, cause: FailureCause) -> None:
+        """Re-emits the row, or after ``max_retries`` re-emits for failures it caused gives it to
+        the dead-letter file, with the cause (`squall.FailureCause`)."""
         if not self._ours(msg_id):
             return
-        given_up = self.inflight.fail(msg_id.row)
+        given_up = self.inflight.fail(msg_id.row, cause)
         if given_up is not None:
             assert self.reading is not None
-            self._dead_letter(self.reading.file, msg_id.row, f"failed {given_up.tries} times", given_up.values)
+            self._dead_letter(self.reading.file, msg_id.row, give_up_reason(given_up), given_up.values,
+                              given_up.cause)
             self._done(msg_id.row)
 
     def _ours(self, msg_id: Any) -> bool:
@@ -267,10 +275,11 @@ class _FollowingSpout(Spout):
         self._maybe_finish()
         self._maybe_commit()
 
-    def _dead_letter(self, f: FollowedFile, row: int | None, reason: str, values: list | None) -> None:
+    def _dead_letter(self, f: FollowedFile, row: int | None, reason: str, values: list | None,
+                     cause: FailureCause | None = None) -> None:
         assert self.dead_letter_dir is not None
         entry = {"source": self.source, "file": f.key, "version": f.version, "row": row, "reason": reason,
-                 "values": values}
+                 "values": values, **({"cause": cause.as_dict()} if cause is not None else {})}
         path = append_dead_letter(self.dead_letter_dir, f.key.replace("/", "__"),
                                   {k: (v if k != "values" else _jsonable(v)) for k, v in entry.items()})
         self.dead_letters += 1

@@ -6,7 +6,8 @@ The pure core, each usable and tested alone:
   commit: the end of the contiguous acked prefix from the committed offset, where offsets that
   were never emitted (compacted away, transaction markers) are gaps that never existed;
 - `RetryService`: ``KafkaSpoutRetryExponentialBackoff`` (initial delay, delay period doubling per
-  failure, max delay, max retries);
+  failure, max delay, max retries; squall counts against max retries only the failures a record
+  caused, `squall.FailureCause.record_caused`, not a lost worker or a timeout);
 - `round_robin_assignment`, `first_poll_offset` (the four first-poll strategies and the
   "committed by this topology" rule), `is_pollable` (max uncommitted offsets), and the
   `ProcessingGuarantee` enum.
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from .._components import Spout
+from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from ..engine.clock import Clock
 
@@ -211,6 +213,12 @@ class RetryService:
             return False
         self._due[msg_id] = self.clock.now() + self.backoff.delay(num_fails)
         return True
+
+    def reschedule(self, msg_id: MessageId, num_fails: int) -> None:
+        """Schedules ``msg_id`` again after a failure that is not counted (a lost worker, a
+        timeout): ``num_fails`` is unchanged, so the limit cannot be newly passed; the delay is
+        that of its last counted failure (of the first, if none)."""
+        self._due[msg_id] = self.clock.now() + self.backoff.delay(max(1, num_fails))
 
     def is_scheduled(self, msg_id: MessageId) -> bool:
         """True if ``msg_id`` waits for a retry (due or not)."""
@@ -728,14 +736,25 @@ class KafkaSpout(Spout):
         self.managers[msg_id.tp].add_to_acked(msg_id.offset)
 
     def fail(self, msg_id: Any) -> None:
-        """AT_LEAST_ONCE: schedules a replay; past ``max_retries`` the record is dead-lettered and
-        its offset acked (Storm drops it; squall names it)."""
+        """A failure without a cause: counted as one the record caused (`fail_with`)."""
+        self.fail_with(msg_id, UNKNOWN)
+
+    def fail_with(self, msg_id: Any, cause: FailureCause) -> None:
+        """AT_LEAST_ONCE: schedules a replay; past ``max_retries`` failures the record caused
+        (``cause.record_caused``: a bolt failed it or raised on it; a lost worker or a timeout is
+        replayed without counting) the record is dead-lettered, the reason naming the cause,
+        and its offset acked (Storm drops it; squall names it)."""
         if not self._alo or msg_id not in self.emitted:
             return
-        num_fails = self.emitted.pop(msg_id) + 1
+        num_fails = self.emitted.pop(msg_id)
+        if not cause.record_caused:
+            self.retry.reschedule(msg_id, num_fails)
+            self.fails[msg_id] = num_fails
+            return
+        num_fails += 1
         if self.retry.schedule(msg_id, num_fails):
             self.fails[msg_id] = num_fails
             return
         self._dead(Record(msg_id.topic, msg_id.partition, msg_id.offset, None, None),
-                   f"failed {num_fails} times (max_retries {self.config.retry.max_retries})")
+                   f"failed {num_fails} times (max_retries {self.config.retry.max_retries}){cause.reason_suffix()}")
         self.managers[msg_id.tp].add_to_acked(msg_id.offset)

@@ -2,8 +2,9 @@
 
 `RedisStreamSpout` reads a stream through a consumer group (``XREADGROUP``), emits each entry
 with its entry id as message id, ``XACK``s it when its tuple tree completes and re-emits it on
-failure with an exponential backoff; after ``max_retries`` it goes to a dead-letter stream and is
-acked there. A task's consumer name comes from its component id and task index, so a restarted
+failure with an exponential backoff; after ``max_retries`` failures that the entry caused (a bolt
+failed it or raised on it; a lost worker or a timeout does not count) it goes to a dead-letter
+stream, with the cause of its last failure, and is acked there. A task's consumer name comes from its component id and task index, so a restarted
 task finds its own pending entries (``XREADGROUP ... 0``) and replays them first; entries left
 pending by a consumer that is gone are taken over with ``XAUTOCLAIM`` after ``claim_idle_ms``.
 A live task keeps the entries it holds (buffered, in flight or waiting to be retried) from
@@ -31,6 +32,7 @@ from typing import Any
 import redis
 
 from .._components import Bolt, Spout
+from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from .._redact import redact_text
 from ..engine.clock import Clock
@@ -103,13 +105,14 @@ class FieldsTranslator:
 
 @dataclass
 class _Tracked:
-    """An entry the spout has taken and not yet acked: its values, retries so far, and when it
-    may be emitted again (after a failure)."""
+    """An entry the spout has taken and not yet acked: its values, retries so far (failures it
+    caused), the cause of the last of those, and when it may be emitted again (after a failure)."""
 
     entry: Entry
     values: list
     retries: int = 0
     due: float = 0.0
+    cause: FailureCause | None = None
 
 
 @dataclass
@@ -249,19 +252,27 @@ class RedisStreamSpout(Spout):
         self._safely(now, lambda: (self._flush_acks(), self._touch_due(now)))
 
     def fail(self, msg_id: Any) -> None:
-        """Schedules a retry after the backoff's delay, or dead-letters the entry past the
-        retry limit."""
+        """A failure without a cause: counted as one the entry caused (`fail_with`)."""
+        self.fail_with(msg_id, UNKNOWN)
+
+    def fail_with(self, msg_id: Any, cause: FailureCause) -> None:
+        """Schedules a retry after the backoff's delay, or, past the retry limit, dead-letters
+        the entry with the cause. Only failures the entry caused (``cause.record_caused``: a
+        bolt failed it or raised on it) count against ``max_retries``; after a lost worker or a
+        timeout the entry is retried without being charged."""
         t = self._tracked.get(msg_id)
         if t is None:
             return
-        t.retries += 1
+        if cause.record_caused:
+            t.retries += 1
+            t.cause = cause
         if self.backoff.gives_up(t.retries):
             self._tracked.pop(msg_id)
-            self._dead_letter(t.entry, f"failed {t.retries} times (max_retries "
-                              f"{self.backoff.max_retries})")
+            self._dead_letter(t.entry, f"failed {t.retries} times (max_retries {self.backoff.max_retries})"
+                              f"{cause.reason_suffix()}", cause)
             return
         now = self.clock.now()
-        t.due = now + self.backoff.delay(t.retries)
+        t.due = now + self.backoff.delay(max(1, t.retries))
         self._retrying.append(msg_id)
         if now >= self._outage.retry_at:
             self._safely(now, lambda: self._touch_due(now))
@@ -399,14 +410,18 @@ class RedisStreamSpout(Spout):
             self.client.xack(self.stream, self.group, *self._to_ack)
             self._to_ack = []
 
-    def _dead_letter(self, entry: Entry, error: str) -> None:
+    def _dead_letter(self, entry: Entry, error: str, cause: FailureCause | None = None) -> None:
         """XADD the entry to the dead-letter stream and XACK it, atomically (MULTI), so it is
-        never both lost and acked. If the server is down the entry stays pending here and is
-        re-delivered (and dead-lettered again) by the replay of own pending."""
+        never both lost and acked; ``cause``, the failure that gave it up, goes with it as the
+        JSON field ``cause`` (kind, component, task, error, message). If the server is down the
+        entry stays pending here and is re-delivered (and dead-lettered again) by the replay of
+        own pending."""
         log.error("%s: entry %s of stream %r to dead-letter stream %r: %s", self.consumer,
                   entry.id, self.stream, self.dead_letter_stream, error)
         record = {"stream": self.stream, "id": entry.id, "error": error,
                   "fields": json.dumps(dict(entry.fields) if entry.fields is not None else None)}
+        if cause is not None:
+            record["cause"] = json.dumps(cause.as_dict())
         try:
             with self.client.pipeline(transaction=True) as p:
                 p.xadd(self.dead_letter_stream, record)

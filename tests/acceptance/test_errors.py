@@ -34,7 +34,7 @@ def test_a_crashing_bolt_is_reported_and_its_worker_restarted_with_fresh_instanc
     builder = TopologyBuilder()
     builder.set_spout("spout", feeder)
     builder.set_bolt("crasher", CrashingBolt(recorder)).shuffle_grouping("spout")
-    cluster.submit_topology("crashy", {}, builder.create_topology())
+    cluster.submit_topology("crashy", {"topology.bolt.fail.fast": True}, builder.create_topology())  # Storm's fail-fast
     feeder.feed(["ok"], "before")
     assert wait_until(lambda: tracker.is_acked("before"))
 
@@ -198,7 +198,7 @@ def test_a_bolt_that_crashes_on_every_tuple_backs_off_and_shows_one_error_with_a
     builder = TopologyBuilder()
     builder.set_spout("flood", FloodSpout())
     builder.set_bolt("crasher", AlwaysCrashingBolt(recorder)).shuffle_grouping("flood")
-    cluster.submit_topology("crash-every-tuple", {}, builder.create_topology())
+    cluster.submit_topology("crash-every-tuple", {"topology.bolt.fail.fast": True}, builder.create_topology())
 
     def info():
         return cluster.get_topology_info("crash-every-tuple")

@@ -75,7 +75,7 @@ def test_crash_restarts_back_off_on_the_clusters_simulated_clock():
     builder.set_spout("flood", FloodSpout())
     builder.set_bolt("crasher", AlwaysCrashingBolt(recorder, 0.05)).shuffle_grouping("flood")
     with LocalCluster(clock=SimulatedClock()) as cluster:
-        cluster.submit_topology("sim-crash", {}, builder.create_topology())
+        cluster.submit_topology("sim-crash", {"topology.bolt.fail.fast": True}, builder.create_topology())
         assert _wait(lambda: recorder.count("prepare") >= 2)  # one crash, restarted at once
         assert _wait(lambda: cluster.get_topology_info("sim-crash")["workers"][0]["restarts"] == 2)
         time.sleep(1.5)  # the second quick crash holds it 1 s of simulated time, which stands still

@@ -116,6 +116,7 @@ def test_local_cluster_fails_the_other_workers_pending_tuples_when_it_restarts_a
     b.set_bolt("crash", CrashesOnBoom()).shuffle_grouping("feed")
     conf = Config()
     conf.set_num_workers(2)
+    conf["topology.bolt.fail.fast"] = True  # the exception crashes the worker (Storm's fail-fast)
     with LocalCluster(clock=SimulatedClock()) as cluster:
         cluster.submit_topology("t", conf, b.create_topology())
         workers = {c["task_stats"][t]["worker"] for c in [cluster.get_topology_info("t")["components"]["feed"],

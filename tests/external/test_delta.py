@@ -234,6 +234,7 @@ def test_spark_reads_exactly_the_rows_after_replays_and_a_crash(tmp_path, spark)
     builder.set_bolt("flaky", FailOnce(5, emit=False)).shuffle_grouping("upstream")
     conf = Config()
     conf.set_message_timeout_secs(10)
+    conf["topology.bolt.fail.fast"] = True  # the crash on 42 crashes the worker
     with LocalCluster() as cluster:
         cluster.submit_topology("to-delta", conf, builder.create_topology())
         wait_until(lambda: len(STATE["acked"]) == n, 60)

@@ -168,7 +168,8 @@ def test_a_claimed_file_goes_on_at_once_after_its_worker_crashed_and_restarted(t
     builder.set_spout("lines", FileSpout(src, commit_every=1, poll_secs=0.05, progress_dir=local, claim_files=True))
     builder.set_bolt("rec", CrashOnce(log, "line-100")).shuffle_grouping("lines")
     with cluster_at(local) as cluster:
-        cluster.submit_topology("crashy", {"topology.message.timeout.secs": 5}, builder.create_topology())
+        cluster.submit_topology("crashy", {"topology.message.timeout.secs": 5, "topology.bolt.fail.fast": True},
+                                builder.create_topology())
         assert wait_until(lambda: (src / "a.txt.done").exists(), timeout=60), sorted(os.listdir(src))
         cluster.kill_topology("crashy", wait_secs=0)
     assert "line-100" in CRASHED and set(log.items()) == set(items)

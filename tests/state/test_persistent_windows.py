@@ -321,6 +321,7 @@ def test_a_crashed_worker_resumes_its_windows_from_the_state_and_committed_tuple
     conf.set_message_timeout_secs(5)
     conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
     conf["test.out.dir"] = str(tmp_path)
+    conf["topology.bolt.fail.fast"] = True  # the exception crashes the worker (Storm's fail-fast)
     with LocalCluster() as cluster:
         cluster.submit_topology("windows", conf, b.create_topology())
         assert wait_until(lambda: acked(tmp_path) >= set(range(n)), 60), \

@@ -42,7 +42,8 @@ def _counts(cluster, name):
 
 
 def test_a_crashed_worker_rolls_state_back_and_nothing_is_lost(cluster, tmp_path):
-    cluster.submit_topology("counting", _conf(tmp_path), counting_topology(N, crash_at=N // 2))
+    cluster.submit_topology("counting", _conf(tmp_path, **{"topology.bolt.fail.fast": True}),
+                            counting_topology(N, crash_at=N // 2))
     assert wait_until(lambda: acked(tmp_path) >= set(range(N)), 60), \
         f"ids never acked: {sorted(set(range(N)) - acked(tmp_path))[:20]}"
     info = cluster.get_topology_info("counting")

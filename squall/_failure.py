@@ -1,0 +1,98 @@
+"""Why a spout tuple failed: the `FailureCause` the acker passes on to the spout (`Spout.fail_with`).
+
+Storm tells a spout only ``fail(msg_id)``, so a spout that counts retries cannot tell a record
+that a bolt rejected from one that was merely in a worker that died: a crash-looping worker then
+uses up the retry budget of every record in flight, and good records reach the dead letters. In
+squall the failure carries its cause, from where it happened to the spout:
+
+- `EXPLICIT`: a bolt called ``collector.fail(tuple)`` (or a `BasicBolt` raised `FailedException`);
+- `EXCEPTION`: a bolt's ``execute`` raised while processing the tuple;
+- `TIMEOUT`: the tuple tree did not complete within ``topology.message.timeout.secs``;
+- `WORKER_LOST`: a worker the tuple may have been in died (the spout was told so).
+
+The first two are caused by the record (`FailureCause.record_caused`): the connectors charge only
+those to a record's retry budget. A cause crosses workers inside acker messages as a plain tuple
+(`FailureCause.wire`), which the serializer carries without registration.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+EXPLICIT = "fail"
+EXCEPTION = "exception"
+TIMEOUT = "timeout"
+WORKER_LOST = "worker-lost"
+KINDS = (EXPLICIT, EXCEPTION, TIMEOUT, WORKER_LOST)
+
+# an exception's message travels with the failure up to this many characters (a message that
+# quotes a whole record must not make every acker message of its tree that large)
+MAX_MESSAGE_CHARS = 1000
+
+
+class FailureCause(NamedTuple):
+    """Why a spout tuple failed (see the module docstring).
+
+    ``kind`` is one of `EXPLICIT`, `EXCEPTION`, `TIMEOUT`, `WORKER_LOST`. For the first two,
+    ``component`` and ``task`` name the bolt task that failed the tuple, and ``error`` and
+    ``message`` the exception's type name and message (for `EXPLICIT`, those of the
+    `FailedException` a `BasicBolt` raised, if it did; else empty).
+    """
+
+    kind: str
+    component: str = ""
+    task: int = -1
+    error: str = ""
+    message: str = ""
+
+    @property
+    def record_caused(self) -> bool:
+        """Whether the record itself caused the failure (an explicit fail or an exception while
+        processing it), not a worker that died or a timeout under it: what a retry budget counts."""
+        return self.kind in (EXPLICIT, EXCEPTION)
+
+    def describe(self) -> str:
+        """One line for a log or a dead-letter entry, e.g. ``exception in [parse] task 3:
+        JSONDecodeError: Expecting value: line 1 column 1 (char 0)``."""
+        if self.kind == TIMEOUT:
+            return "timed out (topology.message.timeout.secs)"
+        if self.kind == WORKER_LOST:
+            return "a worker it was in died"
+        where = f" in [{self.component}] task {self.task}" if self.component else ""
+        what = f"{self.error}: {self.message}" if self.error else self.message
+        label = "exception" if self.kind == EXCEPTION else "failed"
+        return f"{label}{where}" + (f": {what}" if what else "")
+
+    def reason_suffix(self) -> str:
+        """``"; last: <describe()>"``, to end a dead-letter reason with; "" for a cause that says
+        nothing (`UNKNOWN`: a plain ``fail`` from a spout's caller that gave none)."""
+        return "" if self == UNKNOWN else f"; last: {self.describe()}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-dict form, for a dead-letter record (JSON)."""
+        return self._asdict()
+
+    def wire(self) -> tuple:
+        """The plain tuple that travels in acker messages (a NamedTuple would need registering)."""
+        return tuple(self)
+
+    @classmethod
+    def of_exception(cls, kind: str, component: str, task: int, error: BaseException) -> FailureCause:
+        """The cause for ``error``, raised in ``component`` task ``task`` (message cut to
+        `MAX_MESSAGE_CHARS`)."""
+        message = str(error)
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = message[:MAX_MESSAGE_CHARS] + "..."
+        return cls(kind, component, task, type(error).__name__, message)
+
+    @classmethod
+    def from_wire(cls, value: Any) -> FailureCause:
+        """The cause `wire` made of ``value``; anything else (a failure from a sender that gave no
+        cause) counts as an explicit fail, as every failure did before causes."""
+        if type(value) is tuple and len(value) == 5 and value[0] in KINDS:
+            return cls(*value)
+        return UNKNOWN
+
+
+UNKNOWN = FailureCause(EXPLICIT)
+"""The cause of a failure whose sender gave none: an explicit fail, which a retry budget counts."""

@@ -1,0 +1,274 @@
+"""An exception escaping a bolt's execute fails that input with its cause and the bolt goes on
+(``topology.bolt.fail.fast: false``, the default); the cause reaches the spout's ``fail_with``;
+the fail-fast setting still crashes and restarts the worker; and a spout's acked and failed
+counts, and a bolt's failed, are exact in the statistics at any sample rate (issue 33, items 2-3)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from squall import BasicBolt, Bolt, Config, Fields, FailureCause, LocalCluster, Spout, TopologyBuilder
+from squall._failure import EXCEPTION, EXPLICIT, TIMEOUT, WORKER_LOST
+from squall.cli._local import with_statistics
+from squall.engine.clock import SimulatedClock
+from squall.testing import FeederSpout
+from squall.testing._registry import SharedLog
+
+from ..conftest import wait_until
+
+N = 600
+BAD = {37: "not json", 250: "{broken", 511: "[1, 2"}  # msg id -> a malformed record
+
+
+def records() -> list[str]:
+    return [BAD.get(i, json.dumps({"n": i})) for i in range(N)]
+
+
+class Records(Spout):
+    """Emits each record once, with its index as message id; logs ``("ack", id)`` and
+    ``("fail", id, cause)`` (no replay: every id is answered exactly once)."""
+
+    def __init__(self, items: list[str], log: SharedLog) -> None:
+        self.items, self.log = items, log
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.i = 0
+
+    def next_tuple(self):
+        if self.i < len(self.items):
+            self.collector.emit([self.items[self.i]], msg_id=self.i)
+            self.i += 1
+
+    def ack(self, msg_id):
+        self.log.append(("ack", msg_id))
+
+    def fail_with(self, msg_id, cause):
+        self.log.append(("fail", msg_id, cause))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("record"))
+
+
+class Parse(BasicBolt):
+    """``json.loads`` of the record: raises JSONDecodeError on a malformed one."""
+
+    def execute(self, tup, collector):
+        collector.emit([json.loads(tup[0])])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("doc"))
+
+
+class RichParse(Bolt):
+    """The same with a plain Bolt, which acks only after a successful parse."""
+
+    def execute(self, tup):
+        self.collector.emit([json.loads(tup[0])], anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("doc"))
+
+
+class Sink(Bolt):
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+def run(bolt, conf: dict) -> tuple[dict, dict, dict, list]:
+    """Run records -> parse -> sink until every id is answered; the info, pages, and log."""
+    log = SharedLog()
+    b = TopologyBuilder()
+    b.set_spout("records", Records(records(), log))
+    b.set_bolt("parse", bolt, 2).shuffle_grouping("records")
+    b.set_bolt("sink", Sink()).shuffle_grouping("parse")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", {"topology.message.timeout.secs": 300, **conf}, b.create_topology())
+        assert wait_until(lambda: len(log.items()) >= N, timeout=60), len(log.items())
+        info = cluster.get_topology_info("t")
+        page = cluster.get_topology_page("t")
+        parse_page = cluster.get_component_page("t", "parse")
+    return info, page, parse_page, log.items()
+
+
+# the three paths a raising input can take: every input sampled (timed, C's sampled_execute),
+# none (statistics off: runs of plain inputs, C's execute_run), and Storm's default 1 in 20 (both)
+PATHS = [{"topology.stats.sample.rate": 1.0}, {"topology.stats.enabled": False}, {"topology.stats.sample.rate": 0.05}]
+
+
+@pytest.mark.parametrize("conf", PATHS, ids=["sampled", "plain", "default-rate"])
+@pytest.mark.parametrize("bolt", [Parse, RichParse], ids=["BasicBolt", "Bolt"])
+def test_a_bolt_raising_on_a_few_records_fails_only_those_with_the_cause_and_goes_on(bolt, conf):
+    info, page, parse_page, log = run(bolt(), conf)
+    answers = {entry[1] for entry in log}
+    assert len(log) == N and answers == set(range(N))  # each id answered once: nothing replayed, nothing lost
+    assert {entry[1] for entry in log if entry[0] == "ack"} == set(range(N)) - set(BAD)
+    failed = {entry[1]: entry[2] for entry in log if entry[0] == "fail"}
+    assert set(failed) == set(BAD)
+    for msg_id, cause in failed.items():
+        assert isinstance(cause, FailureCause) and cause.kind == EXCEPTION and cause.record_caused
+        assert cause.component == "parse" and cause.error == "JSONDecodeError"
+        assert cause.message == str(_decode_error(BAD[msg_id]))
+        assert "exception in [parse] task" in cause.describe() and "JSONDecodeError" in cause.describe()
+    # reported as a crash is (component, task, traceback), but the worker never crashed
+    errors = info["errors"]
+    assert errors and all(e["component"] == "parse" and not e["fatal"] for e in errors)
+    assert sum(e["count"] for e in errors) == len(BAD)
+    assert all("JSONDecodeError" in e["error"] and "json.loads" in e["traceback"] for e in errors)
+    if conf.get("topology.stats.enabled", True):
+        # exact at any sample rate: the spout's acked and failed, the bolt's failed
+        spout = page["spouts"][0]
+        assert (spout["acked"], spout["failed"]) == (N - len(BAD), len(BAD))
+        parse = next(b for b in page["bolts"] if b["boltId"] == "parse")
+        assert parse["failed"] == len(BAD)
+        assert [(i["component"], i["failed"]) for i in parse_page["inputStats"]] == [("records", len(BAD))]
+        # squall local's figures are the page's
+        with_statistics(info, page)
+        assert (info["components"]["records"]["acked"], info["components"]["records"]["failed"]) == \
+            (N - len(BAD), len(BAD))
+        assert info["components"]["parse"]["failed"] == len(BAD)
+
+
+def _decode_error(text: str) -> Exception:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as e:
+        return e
+    raise AssertionError(f"{text!r} parses")
+
+
+class ExplicitFail(Bolt):
+    """Fails every input with the collector's fail."""
+
+    def execute(self, tup):
+        self.collector.fail(tup)
+
+
+def test_an_explicit_fail_reaches_the_spout_as_an_explicit_failure_naming_the_bolt():
+    log = SharedLog()
+    b = TopologyBuilder()
+    b.set_spout("records", Records(["a", "b"], log))
+    b.set_bolt("judge", ExplicitFail()).shuffle_grouping("records")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", {}, b.create_topology())
+        assert wait_until(lambda: len(log.items()) == 2)
+    causes = [entry[2] for entry in log.items()]
+    assert [(c.kind, c.component, c.record_caused) for c in causes] == [(EXPLICIT, "judge", True)] * 2
+
+
+class Causes(FeederSpout):
+    """A FeederSpout that also logs each failure's ``(msg_id, cause)``."""
+
+    def __init__(self, fields, causes: SharedLog) -> None:
+        super().__init__(fields)
+        self.causes = causes
+
+    def fail_with(self, msg_id, cause):
+        self.causes.append((msg_id, cause))
+        super().fail_with(msg_id, cause)
+
+
+class HoldsAndRaisesOnBoom(Bolt):
+    """Holds its tuples (never acks); raises on ``"boom"``."""
+
+    def execute(self, tup):
+        if tup[0] == "boom":
+            raise RuntimeError("boom")
+
+
+def _two_workers(fail_fast: bool) -> tuple[LocalCluster, Causes, SharedLog]:
+    causes = SharedLog()
+    feed = Causes(Fields(["x"]), causes)
+    b = TopologyBuilder()
+    b.set_spout("feed", feed)
+    b.set_bolt("crash", HoldsAndRaisesOnBoom()).shuffle_grouping("feed")
+    conf = Config()
+    conf.set_num_workers(2)
+    conf["topology.bolt.fail.fast"] = fail_fast
+    cluster = LocalCluster(clock=SimulatedClock())  # no message timeout can fail anything
+    cluster.submit_topology("t", conf, b.create_topology())
+    comps = cluster.get_topology_info("t")["components"]
+    workers = {c["task_stats"][t]["worker"] for c in (comps["feed"], comps["crash"]) for t in c["task_stats"]}
+    assert len(workers) == 2, "feed and crash must be in different workers"
+    return cluster, feed, causes
+
+
+def test_fail_fast_crashes_the_worker_and_fails_the_raising_input_as_an_exception_the_others_as_lost():
+    cluster, feed, causes = _two_workers(fail_fast=True)
+    with cluster:
+        feed.feed(["a"], "a")
+        assert wait_until(lambda: cluster.get_topology_info("t")["components"]["crash"]["executed"] == 1)
+        feed.feed(["boom"], "boom")
+        assert wait_until(lambda: len(causes.items()) == 2)
+        # the worker crashed (a fatal error, naming the bolt) and LocalCluster restarted it
+        errors = cluster.get_topology_info("t")["errors"]
+        assert [(e["component"], e["fatal"]) for e in errors] == [("crash", True)]
+        assert "RuntimeError: boom" in errors[0]["error"]
+    got = dict(causes.items())
+    assert got["boom"] == FailureCause(EXCEPTION, "crash", got["boom"].task, "RuntimeError", "boom")
+    assert got["a"] == FailureCause(WORKER_LOST) and not got["a"].record_caused
+
+
+def test_by_default_the_worker_stays_up_and_only_the_raising_input_fails():
+    cluster, feed, causes = _two_workers(fail_fast=False)
+    with cluster:
+        feed.feed(["a"], "a")
+        feed.feed(["boom"], "boom")
+        assert wait_until(lambda: len(causes.items()) == 1)
+        feed.feed(["b"], "b")
+        assert wait_until(lambda: cluster.get_topology_info("t")["components"]["crash"]["executed"] == 3)
+        errors = cluster.get_topology_info("t")["errors"]
+        assert [(e["component"], e["fatal"]) for e in errors] == [("crash", False)]
+    assert [(m, c.kind, c.error) for m, c in causes.items()] == [("boom", EXCEPTION, "RuntimeError")]
+
+
+def test_a_timeout_reaches_the_spout_as_a_timeout():
+    log = SharedLog()
+    b = TopologyBuilder()
+    b.set_spout("records", Records(["a"], log))
+    b.set_bolt("hold", HoldsAndRaisesOnBoom()).shuffle_grouping("records")
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("t", {"topology.message.timeout.secs": 5}, b.create_topology())
+        assert wait_until(lambda: cluster.get_topology_info("t")["components"]["hold"]["executed"] == 1)
+        cluster.advance_cluster_time(11)
+        assert wait_until(lambda: len(log.items()) == 1)
+    [(kind, msg_id, cause)] = log.items()
+    assert (kind, msg_id, cause) == ("fail", 0, FailureCause(TIMEOUT)) and not cause.record_caused
+
+
+def test_a_spout_without_fail_with_is_told_by_its_fail():
+    """A spout written for Storm (no fail_with; not even a squall Spout) works unchanged."""
+    from squall.engine.spout_executor import _fail_hook
+
+    class Plain:
+        def __init__(self):
+            self.failed = []
+
+        def fail(self, msg_id):
+            self.failed.append(msg_id)
+    plain = Plain()
+    _fail_hook(plain)(7, FailureCause(TIMEOUT))
+    assert plain.failed == [7]
+
+
+def test_the_cause_of_a_failure_from_an_older_sender_counts_as_an_explicit_fail():
+    assert FailureCause.from_wire(None) == FailureCause(EXPLICIT)
+    assert FailureCause.from_wire(("exception", "p", 3, "ValueError", "x")) == \
+        FailureCause(EXCEPTION, "p", 3, "ValueError", "x")
+    assert FailureCause.from_wire(("nonsense", "p", 3, "E", "x")).kind == EXPLICIT
+    long = FailureCause.of_exception(EXCEPTION, "p", 1, ValueError("x" * 5000))
+    assert len(long.message) < 1100 and long.error == "ValueError"
+
+
+def test_a_cause_crosses_workers_in_acker_messages_and_replies():
+    from squall.engine.acker import FAIL, FAILED
+    from squall.engine.serialize import Serializer
+
+    ser = Serializer({"topology.fall.back.on.pickle": False}, lambda task, stream: None)
+    cause = FailureCause(EXCEPTION, "parse", 3, "JSONDecodeError", "Expecting value").wire()
+    items = [5, (FAIL, 2**63 + 5, cause, -1), 6, (FAILED, 2**63 + 5, cause), 6, (FAILED, 8, None)]
+    assert ser.decode_batch(ser.encode_batch(items)) == items
+    assert FailureCause.from_wire(ser.decode_batch(ser.encode_batch(items))[3][2]).error == "JSONDecodeError"

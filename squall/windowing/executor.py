@@ -2,7 +2,8 @@
 wraps a `BaseWindowedBolt` in it, and the engine runs it as any other `Bolt`.
 
 It feeds each input to a `WindowManager` (with its arrival time, or in event time its timestamp
-field after the `WatermarkGenerator` has checked it is not late), acks inputs when they expire,
+field after the `WatermarkGenerator` has checked it is not late: a late one is counted, emitted
+on the late-tuple stream or else logged, and acked), acks inputs when they expire,
 and calls the user's ``execute`` with a `TupleWindow` when the window fires. Time comes from the
 engine's clock, and the periodic work (a processing-time duration trigger, or the watermark) runs
 on the executor's loop as a timer (`squall_timers`), between its inputs: no thread of its own.
@@ -10,6 +11,7 @@ on the executor's loop as a timer (`squall_timers`), between its inputs: no thre
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any
@@ -17,12 +19,22 @@ from typing import Any
 from .._collectors import OutputCollector, OutputFieldsDeclarer
 from .._components import Bolt
 from .._fields import Fields
+from .._ratelimit import RateLimitedLog
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
+from ..metric._api import CountMetric
+from ..metric._builtin import BUCKET_KEY
 from ._api import LATE_TUPLE_FIELD, LATE_TUPLE_STREAM, BaseWindowedBolt, Duration, TupleWindow
 from .config import WindowSpec, input_streams, window_spec
 from .manager import WindowManager, window_manager
 from .watermark import WatermarkGenerator
+
+
+LATE_TUPLES_METRIC = "__late-tuple-count"
+"""The metric an event-time windowed bolt's task counts its late tuples in (every
+``topology.builtin.metrics.bucket.size.secs``, as the built-in metrics)."""
+
+log = logging.getLogger("squall.windowing")
 
 
 class _WallClock:
@@ -111,9 +123,14 @@ class WindowedBoltExecutor(Bolt):
         self.manager = window_manager(self, self.spec.length, self.spec.sliding, self.spec.event_time)
         if self.spec.event_time:
             self.watermarks = WatermarkGenerator(self.spec.lag_ms, input_streams(context.get_this_sources()))
+            self.task = context.get_this_task_id()
+            self.late_total = 0
+            self.late_log = RateLimitedLog(log)  # this task's: a burst elsewhere does not hide its first
+            self.late_tuples = context.register_metric(LATE_TUPLES_METRIC, CountMetric(),
+                                                       int(conf.get(BUCKET_KEY) or 60))
 
     def execute(self, tup: Tuple) -> None:
-        """Add ``tup`` to the window (a late one goes to the late-tuple stream and is acked)."""
+        """Add ``tup`` to the window (a late one: `late`)."""
         if is_tick_tuple(tup):
             return  # the window keeps its own time; ticks are not data
         spec = self.spec
@@ -126,8 +143,22 @@ class WindowedBoltExecutor(Bolt):
         if self.watermarks.track((tup.source_component, tup.source_stream), ts):
             self.add(tup, ts)
             return
-        if spec.late_stream is not None:
-            self.collector.emit([Tuple(tup.values, tup._src)], tup, spec.late_stream)
+        self.late(tup, ts)
+
+    def late(self, tup: Tuple, ts: int) -> None:
+        """``tup`` (timestamp ``ts``) came after the windows it belongs to fired: count it (the
+        `LATE_TUPLES_METRIC` metric), emit it on the late-tuple stream or else log it (at a
+        bounded rate), and ack it."""
+        self.late_tuples.incr()
+        self.late_total += 1
+        if self.spec.late_stream is not None:
+            self.collector.emit([Tuple(tup.values, tup._src)], tup, self.spec.late_stream)
+        else:
+            self.late_log.warning(
+                "Component [%s] task %s: a late tuple from component [%s] stream [%s] (timestamp %d, at or "
+                "before the watermark %d) is in no window and there is no late-tuple stream; it is acked "
+                "(%d late tuples so far; metric %s)", self.component, self.task, tup.source_component,
+                tup.source_stream, ts, self.watermarks.last_watermark, self.late_total, LATE_TUPLES_METRIC)
         self.collector.ack(tup)
 
     def add(self, tup: Tuple, ts: int) -> None:

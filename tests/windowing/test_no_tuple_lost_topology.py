@@ -1,0 +1,177 @@
+"""No tuple is lost by an event-time windowed bolt on a LocalCluster (issue 33, item 1): two
+spout tasks whose event times run apart by more than the lag feed one windowed bolt with a
+late-tuple stream; every record sent is counted in the windows and on the late stream, and
+acked. Without a late stream, a late tuple is logged, counted in a metric, and acked.
+
+The test moves the watermark itself (a simulated clock): it feeds a round of records, waits
+until the windowed bolt has taken all of them, advances the clock one watermark interval, and
+waits for the window the watermark must fire, so what is late is known exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import pytest
+
+from squall import BaseWindowedBolt, Config, Duration, Fields, LocalCluster, Spout, TopologyBuilder
+from squall.testing import AckFailMapTracker, FeederSpout, SimulatedClock, TupleCaptureBolt
+from squall.testing._registry import SharedCounter, SharedLog, SharedQueue
+from squall.windowing.executor import LATE_TUPLES_METRIC, WindowedBoltExecutor
+
+from ..conftest import wait_until
+from ..metric.test_metrics import _advance_until, _conf, sums
+from .test_no_tuple_lost import windows_of
+
+LAG = 10_000
+T0 = 1_000_000_000  # event times, ms (a multiple of the window sizes)
+STEP, PER_ROUND = 100, 200  # each source: 200 records 100 ms apart per round (20 s of event time)
+SKEWS = (15_000, 25_000, 12_000)  # how far the slow source's event times run behind, per round
+
+
+class TwoSourceSpout(Spout):
+    """Each task emits what the test puts in its own queue (task index 0 or 1), with the record's
+    id as message id; acks and fails are recorded."""
+
+    def __init__(self) -> None:
+        self.queues = [SharedQueue(), SharedQueue()]
+        self.acked = SharedLog()
+        self.failed = SharedLog()
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.queue = self.queues[context.get_this_task_index()]
+
+    def next_tuple(self):
+        try:
+            rid, ts = self.queue.take()
+        except IndexError:
+            return
+        self.collector.emit([rid, ts], rid)
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id):
+        self.failed.append(msg_id)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id", "ts"))
+
+
+class WindowLog(BaseWindowedBolt):
+    """Records each window as (end, ids); emits nothing (its inputs are acked as they expire)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = SharedLog()
+
+    def execute(self, window):
+        self.log.append((window.get_end_timestamp(), [t.get_value_by_field("id") for t in window.get()]))
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+class CountingWindowExecutor(WindowedBoltExecutor):
+    """The windowed bolt's executor, counting the inputs it took, so the test moves the
+    watermark once a round has arrived."""
+
+    def __init__(self, bolt) -> None:
+        super().__init__(bolt)
+        self.arrived = SharedCounter()
+
+    def execute(self, tup):
+        super().execute(tup)
+        self.arrived.incr()
+
+
+def _rounds() -> list[list[tuple[int, str, int]]]:
+    """Per round, the records (task index, id, ts): the fast source's first (so they tend to
+    arrive first), then the slow one's."""
+    rounds = []
+    for r, skew in enumerate(SKEWS):
+        base = T0 + r * PER_ROUND * STEP
+        rounds.append([(0, f"a{r}-{i}", base + i * STEP) for i in range(PER_ROUND)]
+                      + [(1, f"b{r}-{i}", base + i * STEP - skew) for i in range(PER_ROUND)])
+    return rounds
+
+
+@pytest.mark.parametrize("length, sliding", [(5_000, 5_000), (10_000, 5_000)], ids=["tumbling", "sliding"])
+def test_two_spout_tasks_apart_by_more_than_the_lag_every_record_in_its_windows_or_late(length, sliding):
+    spout = TwoSourceSpout()
+    bolt = WindowLog().with_window(Duration(length), Duration(sliding)).with_timestamp_field("ts") \
+        .with_lag(Duration(LAG)).with_late_tuple_stream("late")
+    window = CountingWindowExecutor(bolt)
+    late = TupleCaptureBolt()
+    b = TopologyBuilder()
+    b.set_spout("source", spout, 2)
+    b.set_bolt("window", window).global_grouping("source")
+    b.set_bolt("late", late).global_grouping("window", "late")
+    conf = Config()
+    conf.set_max_spout_pending(10_000)  # inputs complete only as windows expire them
+    rounds = _rounds()
+    sent = {rid: ts for rnd in rounds for _t, rid, ts in rnd}
+    with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster:
+        cluster.submit_topology("apart", conf, b.create_topology())
+        fed = 0
+        for rnd in rounds:
+            for task, rid, ts in rnd:
+                spout.queues[task].put((rid, ts))
+            fed += len(rnd)
+            assert wait_until(lambda: window.arrived.value == fed, 30), (window.arrived.value, fed)
+            watermark = max(ts for _t, _r, ts in rnd) - LAG  # the fast source's newest minus the lag
+            last_end = watermark // sliding * sliding  # the last window it fires (the fast source fills each)
+            cluster.advance_cluster_time(1)  # one watermark interval
+            assert wait_until(lambda: any(end == last_end for end, _ids in window.bolt.log.items()), 30)
+        for task in (0, 1):  # the end of the input: a record far ahead on each task fires every window
+            spout.queues[task].put((f"end{task}", T0 + 10 * len(rounds) * PER_ROUND * STEP))
+        assert wait_until(lambda: window.arrived.value == fed + 2, 30)
+        cluster.advance_cluster_time(1)
+        assert wait_until(lambda: set(spout.acked.items()) >= set(sent), 60), \
+            f"{len(set(sent) - set(spout.acked.items()))} of {len(sent)} records never acked"
+        assert spout.failed.items() == []
+    late_ids = [values[0].get_value_by_field("id") for _stream, values in late.results().get("window", [])]
+    windows = window.bolt.log.items()
+    in_windows = Counter((rid, end) for end, ids in windows for rid in ids)
+    assert {rid for rid, _end in in_windows} <= set(sent)  # the end records fired no window
+    wrong = []
+    for rid, ts in sent.items():
+        expected = [] if rid in late_ids else windows_of(ts, length, sliding)
+        got = sorted(end for (r, end) in in_windows if r == rid)
+        if got != expected or any(in_windows[(rid, end)] != 1 for end in got):
+            wrong.append((rid, ts, expected, got))
+    assert not wrong, f"{len(wrong)} of {len(sent)} records not in exactly their windows nor late: {wrong[:5]}"
+    # the slow source's records at or before the watermark of the round before (rounds 2 and 3)
+    assert len(late_ids) == len(set(late_ids)) == 150 + 20
+    if length == sliding:
+        assert sum(len(ids) for _end, ids in windows) + len(late_ids) == len(sent) == 1_200
+
+
+def test_without_a_late_stream_a_late_tuple_is_logged_counted_in_a_metric_and_acked(caplog):
+    log = SharedLog()
+    feeder = FeederSpout(Fields("id", "ts"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    window = CountingWindowExecutor(WindowLog().with_tumbling_window(Duration(10)).with_timestamp_field("ts"))
+    b = TopologyBuilder()
+    b.set_spout("feeder", feeder)
+    b.set_bolt("window", window).global_grouping("feeder")
+    with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster, caplog.at_level(logging.WARNING, "squall.windowing"):
+        cluster.submit_topology("late", _conf(log, **{"topology.builtin.metrics.bucket.size.secs": 5}),
+                                b.create_topology())
+        for rid, ts in (("a", 101), ("b", 125)):
+            feeder.feed([rid, ts], rid)
+        assert wait_until(lambda: window.arrived.value == 2)
+        cluster.advance_cluster_time(1)  # watermark 125: the window (100, 110] fires
+        assert wait_until(lambda: window.bolt.log.items() == [(110, ["a"])])
+        feeder.feed(["old", 110], "old")  # its window has fired: late
+        feeder.feed(["edge", 125], "edge")  # at the watermark: late too
+        assert wait_until(lambda: tracker.is_acked("old") and tracker.is_acked("edge"))
+        assert _advance_until(cluster, lambda: sum(sums(log, "window", LATE_TUPLES_METRIC)) == 2)
+    lines = [r.getMessage() for r in caplog.records if r.name == "squall.windowing" and "late tuple" in r.getMessage()]
+    assert len(lines) == 2
+    assert "Component [window]" in lines[0] and "component [feeder] stream [default]" in lines[0]
+    assert "timestamp 110" in lines[0] and "watermark 125" in lines[0] and LATE_TUPLES_METRIC in lines[0]
+    assert window.bolt.log.items() == [(110, ["a"])]  # neither late tuple entered a window

@@ -273,6 +273,24 @@ def _status_in_zookeeper(master, storm_id):
     return base and base["status"]
 
 
+def _deactivated_with_its_old_value(*masters):
+    """Submit topology "t" through ``masters`` (the leader first), keep the sealed value of its
+    ``storms`` node while ACTIVE, and deactivate it: its storm id, that node and the old value."""
+    leader = masters[0].master
+    with _client(*masters) as m:
+        m.submit_topology("t", {}, recovery_topology(10))
+        storm_id = leader.topologies["t"].plan.storm_id
+        path = leader.ha.path("storms", storm_id)
+        assert wait_until(lambda: _status_in_zookeeper(leader, storm_id) == "ACTIVE", 10)
+        old, _ = leader.ha.zk.get(path)
+        m.deactivate("t")
+    return storm_id, path, old
+
+
+def _logged(caplog, path, words):
+    return any(path in r.getMessage() and words in r.getMessage() for r in caplog.records)
+
+
 def test_an_old_value_replayed_over_a_newer_one_is_refused_and_the_newer_state_kept_across_a_failover(
         ha_conf, running, caplog):
     """Someone who may write to ZooKeeper copies a topology's old sealed base (ACTIVE) back over
@@ -282,21 +300,14 @@ def test_an_old_value_replayed_over_a_newer_one_is_refused_and_the_newer_state_k
     a = running(ha_conf("a"))
     assert wait_until(lambda: a.master.leading, 10)
     b = running(ha_conf("b"))
-    with _client(a, b) as m:
-        m.submit_topology("t", {}, recovery_topology(10))
-        storm_id = a.master.topologies["t"].plan.storm_id
-        path = a.master.ha.path("storms", storm_id)
-        assert wait_until(lambda: _status_in_zookeeper(a.master, storm_id) == "ACTIVE", 10)
-        old, _ = a.master.ha.zk.get(path)
-        m.deactivate("t")
+    storm_id, path, old = _deactivated_with_its_old_value(a, b)
     assert wait_until(lambda: "t" in b.master.topologies and b.master.topologies["t"].status == "INACTIVE", 10)
     hang = threading.Event()
     a.loop.call_soon_threadsafe(hang.wait)  # the leader hangs (its ZooKeeper session lives on)
     try:
         with caplog.at_level(logging.WARNING, "squall.master"):
             a.master.ha.zk.set(path, old)  # a writer with the cluster's credential, or before ACLs
-            assert wait_until(lambda: any(path in r.getMessage() and "replayed" in r.getMessage()
-                                          for r in caplog.records), 10), caplog.text
+            assert wait_until(lambda: _logged(caplog, path, "an old value replayed"), 10), caplog.text
         assert b.master.topologies["t"].status == "INACTIVE"
         a.master.ha.zk.stop()  # the hung leader's session ends: b leads
         assert wait_until(lambda: b.master.leading, 10)
@@ -307,20 +318,16 @@ def test_an_old_value_replayed_over_a_newer_one_is_refused_and_the_newer_state_k
 
 
 def test_the_leader_writes_again_a_node_another_writer_changed(ha_conf, running, caplog):
+    """The leader watches the nodes it wrote: an old value copied over one, or the node removed,
+    and it writes its state there again at once (not only when the state changes)."""
     a = running(ha_conf("a"))
     assert wait_until(lambda: a.master.leading, 10)
-    with _client(a) as m:
-        m.submit_topology("t", {}, recovery_topology(10))
-        storm_id = a.master.topologies["t"].plan.storm_id
-        path = a.master.ha.path("storms", storm_id)
-        assert wait_until(lambda: _status_in_zookeeper(a.master, storm_id) == "ACTIVE", 10)
-        old, _ = a.master.ha.zk.get(path)
-        m.deactivate("t")
+    storm_id, path, old = _deactivated_with_its_old_value(a)
     assert wait_until(lambda: _status_in_zookeeper(a.master, storm_id) == "INACTIVE", 10)
     with caplog.at_level(logging.WARNING, "squall.master"):
         a.master.ha.zk.set(path, old)
-        assert wait_until(lambda: any(path in r.getMessage() and "written again" in r.getMessage()
-                                      for r in caplog.records), 10), caplog.text
+        assert wait_until(lambda: _logged(caplog, path, "was changed by someone who is not this master: "
+                                                        "written again"), 10), caplog.text
     assert wait_until(lambda: _status_in_zookeeper(a.master, storm_id) == "INACTIVE", 10)
     a.master.ha.zk.delete(path)  # removed behind the leader's back: written again too
     assert wait_until(lambda: _status_in_zookeeper(a.master, storm_id) == "INACTIVE", 10)

@@ -399,29 +399,38 @@ def test_nodes_an_older_squall_left_open_get_the_cluster_acl_at_start(ha_conf, z
         stranger.stop()
 
 
-def test_no_leader_is_named_while_zookeeper_is_unreachable(tmp_path, running):
+@pytest.fixture
+def own_zookeeper(tmp_path):
+    """A ZooKeeper server of the test's own, to stop and start (request it before `running`, so
+    that the masters stop before it does)."""
+    from ..zookeeper_server import ZooKeeperServer, missing
+    if missing():
+        pytest.skip(missing())
+    server = ZooKeeperServer(tmp_path / "zk").start()
+    yield server
+    server.stop()
+
+
+def test_no_leader_is_named_while_zookeeper_is_unreachable(own_zookeeper, tmp_path, running):
     """A master that lost ZooKeeper does not know who leads: get_leader says none (clients then
     say no leader was found), until ZooKeeper is back and the election has a winner again."""
-    from ..zookeeper_server import ZooKeeperServer
-    server = ZooKeeperServer(tmp_path / "zk").start()
-    try:
-        def conf(name):
-            return cluster_conf({"squall.secret": SECRET, "storm.zookeeper.servers": [server.address],
-                                 "storm.zookeeper.session.timeout": 2000, "storm.zookeeper.connection.timeout": 30000,
-                                 "storm.local.dir": str(tmp_path / name), "nimbus.thrift.port": 0})
-        a = running(conf("a"))
-        assert wait_until(lambda: a.master.leading, 10)
-        b = running(conf("b"))
-        assert wait_until(lambda: b.master.op_get_leader() == {"host": "127.0.0.1", "port": a.master.port}, 10)
-        server.stop()
-        assert wait_until(lambda: not a.master.ha.connected and not b.master.ha.connected, 20)
-        assert a.master.op_get_leader() is None and b.master.op_get_leader() is None
-        with pytest.raises(NotLeaderException, match="cannot reach ZooKeeper"):
-            b.master._assert_leader()
-        with pytest.raises(RpcError, match="Could not find a nimbus leader"), _client(a, b) as m:
-            m.deactivate("t")
-        server.start()
-        assert wait_until(lambda: a.master.op_get_leader() is not None
-                          and a.master.op_get_leader() == b.master.op_get_leader(), 30)
-    finally:
-        server.stop()
+    server = own_zookeeper
+
+    def conf(name):
+        return cluster_conf({"squall.secret": SECRET, "storm.zookeeper.servers": [server.address],
+                             "storm.zookeeper.session.timeout": 2000, "storm.zookeeper.connection.timeout": 30000,
+                             "storm.local.dir": str(tmp_path / name), "nimbus.thrift.port": 0})
+    a = running(conf("a"))
+    assert wait_until(lambda: a.master.leading, 10)
+    b = running(conf("b"))
+    assert wait_until(lambda: b.master.op_get_leader() == {"host": "127.0.0.1", "port": a.master.port}, 10)
+    server.stop()
+    assert wait_until(lambda: not a.master.ha.connected and not b.master.ha.connected, 20)
+    assert a.master.op_get_leader() is None and b.master.op_get_leader() is None
+    with pytest.raises(NotLeaderException, match="cannot reach ZooKeeper"):
+        b.master._assert_leader()
+    with pytest.raises(RpcError, match="Could not find a nimbus leader"), _client(a, b) as m:
+        m.deactivate("t")
+    server.start()
+    assert wait_until(lambda: a.master.op_get_leader() is not None
+                      and a.master.op_get_leader() == b.master.op_get_leader(), 30)

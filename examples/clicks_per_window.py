@@ -48,6 +48,7 @@ GROUP = "clicks-per-window"
 COUNTS = "clicks-per-window"  # the sink writes the hash clicks-per-window:<window start>:<user>
 WINDOW = Duration.seconds(5)
 LAG = Duration.seconds(30)  # > topology.message.timeout.secs (10) + a worker's restart
+CLICK_FIELDS = ["id", "user", "ts"]  # what parse_click returns
 
 
 def parse_click(stream: str, entry: Entry) -> list:
@@ -82,7 +83,7 @@ def build(url: str | None = None, spout: Spout | None = None) -> StormTopology:
     url = url or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     # Retried until counted: only a malformed click is given up (by parse_click), never one
     # that failed because a worker died under it.
-    spout = spout or RedisStreamSpout(url, STREAM, GROUP, translator=parse_click, output_fields=["id", "user", "ts"],
+    spout = spout or RedisStreamSpout(url, STREAM, GROUP, translator=parse_click, output_fields=CLICK_FIELDS,
                                       backoff=ExponentialBackoff(max_retries=None))
     builder = TopologyBuilder()
     builder.set_spout("clicks", spout)
@@ -108,10 +109,10 @@ def read_counts(client: Any) -> dict[tuple[int, str], int]:
     return out
 
 
-def make_clicks(n: int, start_ms: int, users: list[str], seed: int = 0) -> list[dict[str, Any]]:
-    """``n`` clicks of random ``users``, one every 10 ms of event time from ``start_ms``."""
+def make_clicks(n: int, start_ms: int, users: list[str], step_ms: int = 10, seed: int = 0) -> list[dict[str, Any]]:
+    """``n`` clicks of random ``users``, one every ``step_ms`` of event time from ``start_ms``."""
     rand = random.Random(seed)
-    return [{"user": rand.choice(users), "ts": start_ms + 10 * i} for i in range(n)]
+    return [{"user": rand.choice(users), "ts": start_ms + step_ms * i} for i in range(n)]
 
 
 def put_clicks(client: Any, clicks: list[dict[str, Any]]) -> None:

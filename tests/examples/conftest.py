@@ -73,6 +73,18 @@ def sliding_tuple_ts() -> ModuleType:
         sys.path.remove(str(EXAMPLES))
 
 
+@pytest.fixture(scope="session")
+def clicks_per_window() -> ModuleType:
+    """``examples/clicks_per_window.py`` (skipped without the redis library), which imports
+    ``redis_word_count`` from beside it."""
+    pytest.importorskip("redis", reason="the redis library is not installed: pip install -e '.[redis]'")
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        return load_example("clicks_per_window")
+    finally:
+        sys.path.remove(str(EXAMPLES))
+
+
 def _squall_threads(before: set[threading.Thread]) -> list[str]:
     return [t.name for t in threading.enumerate()
             if t not in before and t.is_alive() and t.name.startswith("squall")]

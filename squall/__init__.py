@@ -18,6 +18,7 @@ from ._components import Spout as Spout
 from ._config import Config as Config
 from ._context import TopologyContext as TopologyContext
 from ._errors import AlreadyAliveException as AlreadyAliveException
+from ._errors import DiskWriteError as DiskWriteError
 from ._errors import EmitError as EmitError
 from ._errors import FailedException as FailedException
 from ._errors import IllegalStateTransition as IllegalStateTransition
@@ -70,7 +71,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BaseStatefulBolt", "BaseStatefulWindowedBolt",
     "BaseWindowedBolt", "BasicBolt", "BasicOutputCollector", "Bolt", "BoltDeclarer", "CombinedMetric", "Config",
-    "Count", "CountMetric", "CustomStreamGrouping", "DataPoint", "Duration", "EmitError", "FailedException", "FailureCause",
+    "Count", "CountMetric", "CustomStreamGrouping", "DataPoint", "DiskWriteError", "Duration", "EmitError", "FailedException", "FailureCause",
     "Fields", "GlobalStreamId", "Grouping", "ICombiner", "IMetric", "KeyValueState",
     "IMetricsConsumer", "IReducer", "IllegalStateTransition", "InvalidTopologyException",
     "LocalCluster", "LoggingMetricsConsumer", "MeanReducer", "MessageId", "MultiCountMetric",

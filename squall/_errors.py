@@ -10,7 +10,8 @@ The hierarchy::
     ├── EmitError                     wrong use of a collector (unknown stream, direct misuse)
     ├── SerializationError            a value cannot cross between workers, or a batch cannot be read
     ├── UnknownComponentError         a page or debug switch of a component the topology lacks (a KeyError)
-    └── BadParameterError             a malformed parameter of a read, e.g. a statistics window (a ValueError)
+    ├── BadParameterError             a malformed parameter of a read, e.g. a statistics window (a ValueError)
+    └── DiskWriteError                a file squall keeps cannot be written: a full disk, a quota (an OSError)
     FailedException                   raised by BasicBolt.execute to fail its input
     └── ReportedFailedException       ... and also report the error
 
@@ -72,6 +73,24 @@ class UnknownComponentError(SquallError, KeyError):
 class BadParameterError(SquallError, ValueError):
     """A parameter of a read is malformed (a statistics window that is none of Storm's); also a
     ValueError, as it was before it had a class of its own."""
+
+
+class DiskWriteError(SquallError, OSError):
+    """A file squall keeps (a state, a spout's progress or lock, a dead-letter file, the master's
+    state or a plan) cannot be written. Also an OSError with the cause's ``errno`` and the file as
+    ``filename``; the message names the file, what it holds, what the error means (no space left,
+    a quota, a read-only file system...) and what to do, with the setting that places the file."""
+
+    def __init__(self, message: str, error: int | None, filename: str) -> None:
+        super().__init__(error, message)
+        self.message = message
+        self.filename = filename
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple:  # crosses processes (a worker's reported error) as itself
+        return (type(self), (self.message, self.errno, self.filename))
 
 
 class FailedException(Exception):

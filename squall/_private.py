@@ -9,11 +9,15 @@ mode of a file left by an older run do not matter.
 
 from __future__ import annotations
 
+import errno
 import os
+import pwd
 import stat
 import threading
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
+
+from ._errors import DiskWriteError
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -46,20 +50,86 @@ def private_dir(path: str | os.PathLike) -> Path:
 _OURS = frozenset({"nimbus", "supervisor", "logs"})
 
 
-def write_private(path: str | os.PathLike, data: bytes | str) -> None:
-    """Replace ``path`` atomically by ``data``, owner-only (a reader never sees half a file)."""
-    p = Path(path)
-    private_dir(p.parent)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+class Kept(NamedTuple):
+    """What a file squall writes holds, for the error that names it when the write fails:
+    ``what`` (``"the state of component [count] task 3 (namespace 'count-3')"``) and ``setting``,
+    the setting or argument that chooses its directory (``"storm.local.dir"``)."""
+
+    what: str
+    setting: str = "storm.local.dir"
+
+
+# errno -> (what it means, what to do); {dir}, {user} and {setting} are filled in
+_MEANINGS: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: ("no space is left on the device",
+                   "free space on the file system that holds {dir} (see `df -h {dir}`), or point {setting} at a "
+                   "directory on another file system"),
+    errno.EDQUOT: ("user {user}'s disk quota is used up",
+                   "free space within {user}'s quota on the file system that holds {dir} or have the quota "
+                   "raised, or point {setting} at a directory on another file system"),
+    errno.EROFS: ("the file system is read-only",
+                  "remount the file system that holds {dir} read-write (one turns read-only after disk errors: "
+                  "see `dmesg`), or point {setting} at a writable directory"),
+    errno.EACCES: ("permission denied", "let user {user} write to {dir}, or point {setting} at a directory "
+                                        "{user} owns"),
+    errno.EPERM: ("operation not permitted", "let user {user} write to {dir}, or point {setting} at a "
+                                             "directory {user} owns"),
+    errno.EIO: ("an I/O error: the device may be failing", "check the device that holds {dir} (see `dmesg`), or "
+                                                          "point {setting} at a directory on another device"),
+    errno.EFBIG: ("the file is larger than the file system or the process's limit allows",
+                  "raise the limit (`ulimit -f`), or point {setting} at another file system"),
+}
+
+
+def disk_error_message(code: int | None, strerror: str | None, path: str | os.PathLike, kept: Kept,
+                       atomic: bool) -> str:
+    """What a failed write of ``path`` says: the file, what it holds, what ``code`` (an errno)
+    means and what to do; with ``atomic`` (the file is written aside and renamed) that the file
+    as it was is intact."""
+    name = errno.errorcode.get(code or 0, str(code))
+    meaning, todo = _MEANINGS.get(code or 0, (strerror or "an error", "fix the cause, or point {setting} at "
+                                                                      "another directory"))
     try:
-        os.fchmod(fd, FILE_MODE)  # a tmp file left by a crashed run keeps its mode through O_CREAT
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, p)
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid without a name (a container's)
+        user = str(os.getuid())
+    directory = os.path.dirname(os.path.abspath(path))
+    fill = {"dir": directory, "user": user, "setting": kept.setting}
+    intact = f" {os.path.basename(path)} as last written is intact." if atomic else ""
+    return (f"cannot write {path} ({kept.what}): {meaning.format(**fill)} ({name}).{intact} To go on: "
+            f"{todo.format(**fill)}.")
+
+
+def write_failure(error: OSError, path: str | os.PathLike, kept: Kept, atomic: bool = True) -> DiskWriteError:
+    """``error``, raised writing ``path``, as a `DiskWriteError` whose message says what
+    `disk_error_message` says (an error that is one already is returned as it is)."""
+    if isinstance(error, DiskWriteError):
+        return error
+    return DiskWriteError(disk_error_message(error.errno, error.strerror, path, kept, atomic), error.errno, str(path))
+
+
+def write_private(path: str | os.PathLike, data: bytes | str, kept: Kept | None = None) -> None:
+    """Replace ``path`` atomically by ``data``, owner-only (a reader never sees half a file).
+
+    Raises:
+        DiskWriteError: it cannot be written (the message names the file, what it holds as
+            ``kept`` says, the cause and what to do); ``path`` is as it was.
+    """
+    p = Path(path)
+    try:
+        private_dir(p.parent)
+        tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        try:
+            os.fchmod(fd, FILE_MODE)  # a tmp file left by a crashed run keeps its mode through O_CREAT
+            with os.fdopen(fd, "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        os.replace(tmp, p)
+    except OSError as e:
+        raise write_failure(e, p, kept or Kept(f"squall's {p.name}")) from e
 
 
 def open_private_log(path: str | os.PathLike, buffering: int = -1) -> BinaryIO:

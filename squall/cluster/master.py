@@ -73,7 +73,7 @@ from .master_records import (REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, Pending
                              slots_from_json)
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
 from .ha import Coordinator, zookeeper_servers
-from .master_ha import LEADER_ONLY, HaMaster
+from .master_ha import LEADER_ONLY, STATE_FILE, HaMaster, plan_file
 from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
                     transition)
 
@@ -273,7 +273,7 @@ class Master(HaMaster):
             return
         data = {"counter": self.counter,
                 "topologies": {name: t.to_json() for name, t in self.topologies.items()}}
-        write_private(self._state_path(), json.dumps(data))
+        write_private(self._state_path(), json.dumps(data), STATE_FILE)
 
     def _save_plan(self, plan: TopologyPlan) -> str | None:
         # by value, as the client sent it: a master in the user's own process (the Spark host's
@@ -287,7 +287,7 @@ class Master(HaMaster):
 
         from .._sealed import seal  # with OpenSSL's hmac: loaded by a durable master only
         sealed = seal(self.secret, _PLAN, pickle_topology(plan.topology, plan))
-        write_private(self.local_dir / f"{plan.storm_id}.plan", sealed)
+        write_private(self.local_dir / f"{plan.storm_id}.plan", sealed, plan_file(plan.storm_id))
         digest = hashlib.sha256(sealed).hexdigest()
         if self.ha is not None:
             self._plans[digest] = plan
@@ -439,7 +439,11 @@ class Master(HaMaster):
         topo = _Topo(plan, status, self.clock.wall())
         topo.code = code
         self.topologies[plan.name] = topo
-        self._save()
+        try:
+            self._save()
+        except OSError:  # not kept, so not run: the caller is told it failed (a full disk, say)
+            del self.topologies[plan.name]
+            raise
         self._schedule()
         log.info("Submitted topology %s (%s) on %d workers", plan.name, plan.storm_id, len(topo.assignment))
         return plan.storm_id

@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotAliveException, NotLeaderException
+from .._private import Kept
 from .ha import (LEADER, NOT_A_LEADER, OFFLINE, ClusterState, TopologyState, check_assignment, read_state,
                  write_beat, write_state)
 from .master_records import Heartbeat, SupervisorInfo
@@ -33,6 +34,15 @@ if TYPE_CHECKING:
     from .ha import Coordinator
 
 log = logging.getLogger("squall.master")
+
+_WHERE = "storm.local.dir (the master keeps its files in <storm.local.dir>/nimbus)"
+STATE_FILE = Kept("the master's state: the topologies, their status and placement", _WHERE)
+
+
+def plan_file(storm_id: str) -> Kept:
+    """What the plan file of ``storm_id`` holds, for the error a failed write of it raises."""
+    return Kept(f"the plan of topology {storm_id}: its code and configuration", _WHERE)
+
 
 LEADER_ONLY = frozenset({"submit", "kill", "activate", "deactivate", "rebalance", "debug",
                          "supervisor_sync", "heartbeat", "get_assignment", "report_errors"})
@@ -317,7 +327,7 @@ class HaMaster:
             plan = self._unseal_plan(blob, f"the code of {storm_id} from {holder}")  # type: ignore[attr-defined]
             if plan is None or plan.storm_id != storm_id:
                 continue
-            write_private(self.local_dir / f"{storm_id}.plan", blob)  # type: ignore[attr-defined]
+            write_private(self.local_dir / f"{storm_id}.plan", blob, plan_file(storm_id))  # type: ignore[attr-defined]
             self._plans = {d: p for d, p in self._plans.items() if p.storm_id != storm_id}
             self._plans[digest] = plan
             log.info("fetched the code of %s from %s", storm_id, holder)

@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from .._private import private_dir
+from .._private import Kept, private_dir, write_failure
 from ..engine.clock import Clock
 
 DIRLOCK = ".dirlock"
@@ -139,10 +139,17 @@ class FileLocks:
         timeout: seconds a lock must look unchanged before it counts as abandoned; a holder
             appends a heartbeat every quarter of it.
         clock: this task's clock (`Clock.now` for leases, `Clock.wall` for the lines' time).
+        kept: what a lock is, with the setting that places ``directory``, for the `DiskWriteError`
+            a failed write of a lock raises.
     """
 
-    def __init__(self, directory: str | os.PathLike, task: str, timeout: float, clock: Clock) -> None:
-        self.directory = private_dir(directory)
+    def __init__(self, directory: str | os.PathLike, task: str, timeout: float, clock: Clock,
+                 kept: Kept | None = None) -> None:
+        self.kept = kept or Kept(f"a file lock of {task}", "the spout's progress_dir")
+        try:
+            self.directory = private_dir(directory)
+        except OSError as e:
+            raise write_failure(e, Path(directory), self.kept) from e
         run = f"{int(clock.wall() * 1000)}-{uuid.uuid4().hex[:8]}"
         self.owner = Owner(task, socket.gethostname(), os.getpid(), run)
         self.timeout = timeout
@@ -161,8 +168,15 @@ class FileLocks:
                          0o600)
         except FileExistsError:
             return False
+        except OSError as e:
+            raise write_failure(e, self.directory / name, self.kept, atomic=False) from e
         self._held[name] = fd
-        self._firsts[name] = self._write(name, "claimed", offset)
+        try:
+            self._firsts[name] = self._write(name, "claimed", offset)
+        except OSError:
+            os.unlink(self.directory / name)  # a lock without its claim line could never be known as ours
+            self._forget(name)
+            raise
         return True
 
     def holds(self, name: str) -> bool:
@@ -333,7 +347,10 @@ class FileLocks:
 
     def _write(self, name: str, event: str, offset: int) -> bytes:
         line = f"{int(self.clock.wall() * 1000)},{self.owner},{event},{offset}\n".encode()
-        os.write(self._held[name], line)
+        try:
+            os.write(self._held[name], line)
+        except OSError as e:
+            raise write_failure(e, self.directory / name, self.kept, atomic=False) from e
         self._beaten[name] = self.clock.now()
         return line
 

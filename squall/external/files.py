@@ -41,7 +41,7 @@ from .._context import TopologyContext
 from .._errors import SquallError
 from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
-from .._private import FILE_MODE, private_dir
+from .._private import FILE_MODE, Kept, disk_error_message, private_dir, write_failure
 from .._stable_hash import stable_hash_one
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
@@ -92,25 +92,33 @@ def fsync_dir(directory: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def write_durably(path: Path, data: bytes) -> None:
+def write_durably(path: Path, data: bytes, kept: Kept) -> None:
     """Replace ``path`` by ``data``, owner-only, atomically and durably: a temporary file, fsync,
-    rename, fsync of the directory. After a crash ``path`` holds the old or the new data."""
-    private_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    rename, fsync of the directory. After a crash ``path`` holds the old or the new data.
+
+    Raises:
+        DiskWriteError: it cannot be written (a full disk...), naming the file, what it holds as
+            ``kept`` says, the cause and what to do; ``path`` holds the old data.
+    """
     try:
-        os.fchmod(fd, FILE_MODE)  # a tmp file left by a crashed run keeps its old mode through O_CREAT
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
+        private_dir(path.parent)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        try:
+            os.fchmod(fd, FILE_MODE)  # a tmp file left by a crashed run keeps its old mode through O_CREAT
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
         os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except OSError as e:
+        raise write_failure(e, path, kept) from e
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,15 +336,31 @@ def resume_offset(marks: Sequence[FileMark], fd: int) -> tuple[int, list[str]]:
     return start, rejected
 
 
-def append_dead_letter(directory: str, name: str, entry: dict) -> str:
+def append_dead_letter(directory: str, name: str, entry: dict, kept: Kept | None = None) -> str:
     """Append ``entry`` as a JSON line to ``<directory>/<name>.dead``, durably (owner-only);
-    returns the file's path. A record counts as done only after this returns."""
+    returns the file's path. A record counts as done only after this returns.
+
+    Raises:
+        DiskWriteError: the line cannot be written (a full disk...), naming the file, what it
+            holds as ``kept`` says, the cause and what to do.
+        FileConnectorError: the directory or file is not this user's own (a symlink...).
+    """
+    path = os.path.join(directory, f"{name}.dead")
+    try:
+        return _append_line(directory, path, json.dumps(entry).encode() + b"\n")
+    except OSError as e:
+        raise write_failure(e, path, kept or Kept("a dead-letter file", "the spout's dead_letter_dir"),
+                            atomic=False) from e
+
+
+def _append_line(directory: str, path: str, line: bytes) -> str:
+    """Appends ``line`` to ``path`` in ``directory`` (both this user's own, never a symlink) and
+    fsyncs it; a failed append is cut off again, so the next line starts on a line of its own."""
     private_dir(directory)
     st = os.lstat(directory)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
         raise FileConnectorError(f"dead-letter directory {directory} is not a directory of this user "
-                                 f"(a symlink or another user's): refusing to write {name}.dead there")
-    path = os.path.join(directory, f"{name}.dead")
+                                 f"(a symlink or another user's): refusing to write {os.path.basename(path)} there")
     try:  # O_NOFOLLOW: a planted symlink must not redirect the append to another file
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
     except OSError as e:
@@ -344,11 +368,39 @@ def append_dead_letter(directory: str, name: str, entry: dict) -> str:
             raise
         raise FileConnectorError(f"dead-letter file {path} is a symlink: refusing to write through it") from None
     try:
-        os.write(fd, json.dumps(entry).encode() + b"\n")
-        os.fsync(fd)
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, size)  # no half line for the next entry to run into
+            raise
     finally:
         os.close(fd)
     return path
+
+
+class SpoutFiles(NamedTuple):
+    """What a file spout task's own files hold and which setting places them, for the
+    `DiskWriteError` a failed write raises: its progress, its dead-letter files, its locks."""
+
+    progress: Kept
+    dead_letter: Kept
+    locks: Kept
+
+
+def spout_files(kind: str, spout_id: str, index: int, progress_dir: str, dead_letter_dir: str | None) -> SpoutFiles:
+    """The `SpoutFiles` of task ``index`` of spout ``spout_id`` (a ``kind``: FileSpout...) keeping
+    its progress in ``progress_dir`` and its dead letters in ``dead_letter_dir`` (None: the default
+    under ``progress_dir``)."""
+    task = f"{kind} {spout_id!r} task {index}"
+    where = f"the {kind}'s progress_dir (storm.local.dir where the topology is built; here {progress_dir})"
+    return SpoutFiles(Kept(f"the progress of {task}: what is acked of each file", where),
+                      Kept(f"the dead-letter records of {task}",
+                           f"the {kind}'s dead_letter_dir" if dead_letter_dir else where),
+                      Kept(f"a file lock of {task}", where))
 
 
 class GiveUp(NamedTuple):
@@ -597,7 +649,11 @@ class FileSpout(Spout):
         self.record_limit: int = self.max_record_bytes or setting(
             conf, MAX_RECORD_KEY, DEFAULT_MAX_RECORD_BYTES, f"FileSpout {self.spout_id!r}")
         self.tasks = len(context.get_component_tasks(self.spout_id))
-        state = private_dir(Path(self.progress_dir) / "filespout" / self.spout_id)
+        self.kept = spout_files("FileSpout", self.spout_id, self.index, self.progress_dir, self.dead_letter_dir)
+        try:
+            state = private_dir(Path(self.progress_dir) / "filespout" / self.spout_id)
+        except OSError as e:
+            raise write_failure(e, Path(self.progress_dir) / "filespout" / self.spout_id, self.kept.progress) from e
         self.state_dir = state
         self.progress_path = state / f"task-{self.index}.json"
         if self.dead_letter_dir is None:
@@ -616,7 +672,8 @@ class FileSpout(Spout):
         self.locks: FileLocks | None = None
         self.abandoned: deque[str] = deque()
         if self.claim_files:
-            self.locks = FileLocks(state / "locks", f"{self.spout_id}[{self.index}]", self.lock_timeout_secs, self.clock)
+            self.locks = FileLocks(state / "locks", f"{self.spout_id}[{self.index}]", self.lock_timeout_secs, self.clock,
+                                   self.kept.locks)
         self.head: tuple[int, str] | None = None  # the current file's head hash (length, hash), reused
         self.queue: deque[str] = deque()
         self.file: str | None = None
@@ -737,24 +794,34 @@ class FileSpout(Spout):
         try:
             record = self._read()
         except RecordTooLarge as e:
-            self.tracker.emitted(offset, self.handle.tell())
-            self._dead_letter_too_large(offset, e.size)
-            self._done(offset)
+            self._set_aside(offset, lambda: self._dead_letter_too_large(offset, e.size))
             return
         if not record:
             self._maybe_finish()
             self._maybe_commit()
             return
-        end = self.handle.tell()
-        self.tracker.emitted(offset, end)
         try:
             values = list(self.translator(record))
         except Exception as e:  # noqa: BLE001 - the user's translator or the decoder: the record is bad, not the spout
-            self._dead_letter(offset, record, f"unreadable record: {type(e).__name__}: {e}")
-            self._done(offset)
+            self._set_aside(offset, lambda: self._dead_letter(offset, record, f"unreadable record: {type(e).__name__}: {e}"))
             return
+        self.tracker.emitted(offset, self.handle.tell())
         self.inflight.add(offset, values)
         self.collector.emit(values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
+
+    def _set_aside(self, offset: int, write: Callable[[], None]) -> None:
+        """Counts the record read from ``offset`` up to here as done once ``write`` has put it in
+        the dead-letter file. If that write fails (a full disk), the file goes back to ``offset``,
+        so the record is read again rather than lost, and the error is raised."""
+        assert self.handle is not None and self.tracker is not None
+        end = self.handle.tell()
+        try:
+            write()
+        except BaseException:
+            self.handle.seek(offset)
+            raise
+        self.tracker.emitted(offset, end)
+        self._done(offset)
 
     def _read(self) -> bytes:
         """The current file's next record (b"" at its end); `RecordTooLarge`, the file past it,
@@ -849,7 +916,7 @@ class FileSpout(Spout):
         durably, before the record counts as done; logs and reports it."""
         where = f"{os.path.join(self.directory, self.file or '?')} at byte offset {offset}"
         entry = {"file": self.file, "offset": offset, "reason": reason, **detail}
-        path = append_dead_letter(self.dead_letter_dir, self.file or "unknown", entry)
+        path = append_dead_letter(self.dead_letter_dir, self.file or "unknown", entry, self.kept.dead_letter)
         self.dead_letters += 1
         message = f"FileSpout {self.spout_id!r}: {reason} in {where}; written to {path}"
         log.error(message)
@@ -922,7 +989,7 @@ class FileSpout(Spout):
         present = set(os.listdir(self.directory))
         # a file renamed done after a crash before this commit leaves an entry: drop it
         self.own = {n: m for n, m in self.own.items() if n in present}
-        write_durably(self.progress_path, dump_marks(self.spout_id, self.directory, self.own))
+        write_durably(self.progress_path, dump_marks(self.spout_id, self.directory, self.own), self.kept.progress)
         self.acks_since_commit = 0
         self.last_commit = self.clock.now()
 
@@ -1062,8 +1129,9 @@ class FileSinkBolt(Bolt):
 
     def _abandon(self, error: OSError) -> None:
         """Fails every tuple of the current file and removes what was written of it."""
-        message = (f"FileSinkBolt: cannot write {self.temp or self.directory}: {error}; failing "
-                   f"{len(self.held)} tuple(s) so they replay")
+        said = disk_error_message(error.errno, error.strerror, self.temp or self.directory,
+                                  Kept("the file being written", "the FileSinkBolt's directory"), atomic=False)
+        message = f"FileSinkBolt: {said} Failing {len(self.held)} tuple(s) so they replay."
         log.error(message)
         self.collector.report_error(message)
         if self.handle is not None:

@@ -56,6 +56,7 @@ from .files import (
     give_up_reason,
     owner_of,
     read_progress,
+    spout_files,
     write_durably,
 )
 
@@ -150,6 +151,8 @@ class _FollowingSpout(Spout):
         self.spout_id = context.get_this_component_id()
         self.index = context.get_this_task_index()
         self.tasks = len(context.get_component_tasks(self.spout_id))
+        self.kept = spout_files(type(self).__name__, self.spout_id, self.index, self.progress_dir,
+                                self.dead_letter_dir)
         state = private_dir(Path(self.progress_dir) / self.kind / self.spout_id)
         self.progress_path = state / f"task-{self.index}.json"
         if self.dead_letter_dir is None:
@@ -281,7 +284,8 @@ class _FollowingSpout(Spout):
         entry = {"source": self.source, "file": f.key, "version": f.version, "row": row, "reason": reason,
                  "values": values, **({"cause": cause.as_dict()} if cause is not None else {})}
         path = append_dead_letter(self.dead_letter_dir, f.key.replace("/", "__"),
-                                  {k: (v if k != "values" else _jsonable(v)) for k, v in entry.items()})
+                                  {k: (v if k != "values" else _jsonable(v)) for k, v in entry.items()},
+                                  self.kept.dead_letter)
         self.dead_letters += 1
         where = f"{f.path}" + (f" row {row}" if row is not None else "")
         message = f"{type(self).__name__} {self.spout_id!r}: {reason} in {where}; written to {path}"
@@ -328,7 +332,8 @@ class _FollowingSpout(Spout):
         if mark is not None:  # files below the mark are remembered by the mark alone
             self.committed_rows = {k: r for k, r in self.committed_rows.items()
                                    if self.version_of.get(k, mark + 1) > mark}
-        write_durably(self.progress_path, dump_progress(self.spout_id, self.source, mine, mark, self.tasks))
+        write_durably(self.progress_path, dump_progress(self.spout_id, self.source, mine, mark, self.tasks),
+                      self.kept.progress)
         self.acks_since_commit = 0
         self.last_commit = self.clock.now()
 

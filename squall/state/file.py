@@ -13,6 +13,10 @@ value may be a pickle. After the MAC, the layout is checked too; anything wrong 
 naming the file. A commit writes ``committed`` before it removes ``prepared``: a crash between
 leaves a prepared txid at or below the committed one, which loading drops.
 
+A write that fails (a full disk, a quota, a read-only file system) raises `DiskWriteError` naming
+the file, the state, the cause and what to do; the files as last written are intact, so the
+last commit still loads (the checkpoint fails, and is tried again).
+
 A commit rewrites the whole state (docs/state.md measures it): keep states small, or use Redis.
 ``topology.state.provider.config`` may set ``{"directory": path}`` (relative to the worker's
 working directory), whose files are then authenticated by a secret of its own, ``<directory>/secret``.
@@ -27,11 +31,12 @@ from urllib.parse import quote
 
 import msgpack
 
-from .._private import private_dir, write_private
+from .._errors import DiskWriteError
+from .._private import Kept, private_dir, write_failure, write_private
 from .._sealed import SealError, seal, unseal
 from ._api import KeyValueState, StateError, StateProvider, state_key
 from ._kv import Changes, MemoryStore, StateCodec, TransactionalKeyValueState, _apply
-from ._names import owner_of, provider_config, state_home, topology_of
+from ._names import PROVIDER_CONFIG_KEY, owner_of, provider_config, state_home, topology_of
 
 if TYPE_CHECKING:
     from .._context import TopologyContext
@@ -48,9 +53,13 @@ class FileStore(MemoryStore):
     """A `squall.state._kv.StateStore` in one directory (a `MemoryStore` that writes each change
     through to its files before it takes it); see the module docstring."""
 
-    def __init__(self, directory: str | os.PathLike, namespace: str, key: bytes) -> None:
+    def __init__(self, directory: str | os.PathLike, namespace: str, key: bytes, kept: Kept | None = None) -> None:
         super().__init__()
-        self.dir = private_dir(directory)
+        self.kept = kept or Kept(f"the state of namespace {namespace!r}", "the state directory")
+        try:
+            self.dir = private_dir(directory)
+        except OSError as e:
+            raise write_failure(e, Path(directory), self.kept) from e
         self.namespace = namespace
         self._key = key
         self.commit_txid, committed = self._read("committed")
@@ -89,7 +98,7 @@ class FileStore(MemoryStore):
 
     def _write(self, role: str, txid: int | None, changes: Changes) -> None:
         payload = msgpack.packb([_FORMAT, txid, [[k, v] for k, v in changes.items()]], use_bin_type=True)
-        write_private(self.dir / role, seal(self._key, self._kind(role), payload))
+        write_private(self.dir / role, seal(self._key, self._kind(role), payload), self.kept)
 
     def prepare(self, txid: int, changes: Changes) -> None:
         """`StateStore.prepare`: write ``changes`` as transaction ``txid`` to the ``prepared`` file
@@ -139,8 +148,13 @@ class FileKeyValueStateProvider(StateProvider):
                              f"topology.state.provider.config to {{\"directory\": \"...\"}}")
         # the host's key for the host's store; a directory of the user's own keeps its own key
         key = home.key if not given and home.key is not None else _local_key(Path(root))
+        where = (f"the \"directory\" of {PROVIDER_CONFIG_KEY}" if given
+                 else f"storm.local.dir (the host keeps states in {root})")
+        kept = Kept(f"the state of {owner}, namespace {namespace!r}", where)
         try:
-            store = FileStore(state_dir(root, topology_of(conf), namespace), namespace, key)
+            store = FileStore(state_dir(root, topology_of(conf), namespace), namespace, key, kept)
+        except DiskWriteError:
+            raise
         except OSError as e:
             raise StateError(f"{owner}: the state directory under {root} cannot be used: {e}") from e
         except StateError as e:

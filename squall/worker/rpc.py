@@ -30,6 +30,7 @@ Requests are ``{"op": name, "args": {...}}``; replies ``{"ok": true, "result": .
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import hmac
 import os
@@ -50,7 +51,7 @@ from .._config import MIN_FRAME_BYTES, MIN_SECRET_CHARS, SECRET_KEY, setting
 from .._connlimit import ConnectionTable
 from .._encryption import ALWAYS, AUTO, encryption_setting, wants_encryption
 from .._errors import SquallError
-from .._private import loose_mode, private_dir
+from .._private import Kept, loose_mode, private_dir, write_failure
 from .._ratelimit import rate_limited
 from .calls import RemoteError, RpcError
 
@@ -62,6 +63,8 @@ HANDSHAKE_TIMEOUT_KEY = "nimbus.thrift.handshake.timeout.secs"
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 MAX_CONNECTIONS_KEY = "nimbus.thrift.max.connections"
 DEFAULT_MAX_CONNECTIONS = 4096
+_SECRET_FILE = Kept("the cluster's secret, generated because squall.secret is not set",
+                    "storm.local.dir, or squall.secret (then no file is written)")
 _LEN = struct.Struct(">I")
 _SEQ = struct.Struct(">Q")
 _TAG = 32
@@ -104,6 +107,7 @@ def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
         SquallError: ``squall.secret`` is not a string of at least `MIN_SECRET_CHARS`
             characters (the message names the key, never the value); the file is too short,
             or its group or others may read or write it (the message says how to fix it).
+        DiskWriteError: the file cannot be created or written (a full disk...); none is left.
     """
     given = setting(conf, SECRET_KEY)
     if given is not None:
@@ -114,9 +118,15 @@ def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return _read_secret_file(path)
+    except OSError as e:
+        raise write_failure(e, path, _SECRET_FILE, atomic=False) from e
     try:
         os.fchmod(fd, 0o600)
-        os.write(fd, value)
+        if os.write(fd, value) != len(value):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # a short write: the disk filled up
+    except OSError as e:
+        os.unlink(path)  # an empty or cut secret would stop every later start
+        raise write_failure(e, path, _SECRET_FILE, atomic=False) from e
     finally:
         os.close(fd)
     return value

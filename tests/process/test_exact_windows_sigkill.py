@@ -82,9 +82,11 @@ def test_per_window_counts_are_exact_after_the_windowing_worker_is_sigkilled(
             if k == KILL_IN:
                 assert wait_until(lambda: acked(client, ex) >= k * BATCH + BATCH // 4, 60), "the batch did not start"
                 victim = kill_a_worker_without(m, "clicks", "clicks")
-                windowing = m.get_topology_info("clicks")["components"]["per_window"]["task_stats"].values()
-                assert int(victim["slot"].rsplit(":", 1)[1]) in {st["worker"] for st in windowing}, \
-                    "the worker killed ran no window task"
+                port = int(victim["slot"].rsplit(":", 1)[1])
+                components = m.get_topology_info("clicks")["components"]
+                for c in ("per_window", "counts"):  # a window task and a sink task die
+                    assert port in {st["worker"] for st in components[c]["task_stats"].values()}, \
+                        f"the worker killed ran no task of {c}"
             assert wait_until(lambda: acked(client, ex) == (k + 1) * BATCH, 120), \
                 f"batch {k}: {(k + 1) * BATCH - acked(client, ex)} clicks never acked"
         # a click of every user a lag and a window past the last closes the last windows

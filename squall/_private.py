@@ -108,8 +108,19 @@ def write_failure(error: OSError, path: str | os.PathLike, kept: Kept, atomic: b
     return DiskWriteError(disk_error_message(error.errno, error.strerror, path, kept, atomic), error.errno, str(path))
 
 
-def write_private(path: str | os.PathLike, data: bytes | str, kept: Kept | None = None) -> None:
-    """Replace ``path`` atomically by ``data``, owner-only (a reader never sees half a file).
+def fsync_dir(directory: str | os.PathLike) -> None:
+    """Make a rename or a new name in ``directory`` durable (POSIX keeps names in the directory)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_private(path: str | os.PathLike, data: bytes | str, kept: Kept | None = None, durable: bool = False) -> None:
+    """Replace ``path`` atomically by ``data``, owner-only (a reader never sees half a file);
+    ``durable``: also fsynced, file and directory, so that after a crash ``path`` holds the old
+    or the new data.
 
     Raises:
         DiskWriteError: it cannot be written (the message names the file, what it holds as
@@ -124,10 +135,15 @@ def write_private(path: str | os.PathLike, data: bytes | str, kept: Kept | None 
             os.fchmod(fd, FILE_MODE)  # a tmp file left by a crashed run keeps its mode through O_CREAT
             with os.fdopen(fd, "wb") as f:
                 f.write(data.encode() if isinstance(data, str) else data)
+                if durable:
+                    f.flush()
+                    os.fsync(fd)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
         os.replace(tmp, p)
+        if durable:
+            fsync_dir(p.parent)
     except OSError as e:
         raise write_failure(e, p, kept or Kept(f"squall's {p.name}")) from e
 

@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import stat
-import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -41,7 +40,7 @@ from .._context import TopologyContext
 from .._errors import SquallError
 from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
-from .._private import FILE_MODE, Kept, disk_error_message, private_dir, write_failure
+from .._private import FILE_MODE, Kept, disk_error_message, fsync_dir, private_dir, write_failure, write_private
 from .._stable_hash import stable_hash_one
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
@@ -83,15 +82,6 @@ class LineAt(NamedTuple):
 # Durable writes
 
 
-def fsync_dir(directory: str | os.PathLike) -> None:
-    """Make a rename or a new name in ``directory`` durable (POSIX keeps names in the directory)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_durably(path: Path, data: bytes, kept: Kept) -> None:
     """Replace ``path`` by ``data``, owner-only, atomically and durably: a temporary file, fsync,
     rename, fsync of the directory. After a crash ``path`` holds the old or the new data.
@@ -100,25 +90,7 @@ def write_durably(path: Path, data: bytes, kept: Kept) -> None:
         DiskWriteError: it cannot be written (a full disk...), naming the file, what it holds as
             ``kept`` says, the cause and what to do; ``path`` holds the old data.
     """
-    try:
-        private_dir(path.parent)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-        try:
-            os.fchmod(fd, FILE_MODE)  # a tmp file left by a crashed run keeps its old mode through O_CREAT
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            tmp.unlink(missing_ok=True)
-            raise
-        os.close(fd)
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-    except OSError as e:
-        raise write_failure(e, path, kept) from e
+    write_private(path, data, kept, durable=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ _OURS = frozenset({"nimbus", "supervisor", "logs"})
 
 class Kept(NamedTuple):
     """What a file squall writes holds, for the error that names it when the write fails:
-    ``what`` (``"the state of component [count] task 3 (namespace 'count-3')"``) and ``setting``,
+    ``what`` (``"the state of component [count] task 3, namespace 'count-3'"``) and ``setting``,
     the setting or argument that chooses its directory (``"storm.local.dir"``)."""
 
     what: str

@@ -149,7 +149,7 @@ class FileLocks:
         try:
             self.directory = private_dir(directory)
         except OSError as e:
-            raise write_failure(e, Path(directory), self.kept) from e
+            raise write_failure(e, Path(directory), self.kept, atomic=False) from e
         run = f"{int(clock.wall() * 1000)}-{uuid.uuid4().hex[:8]}"
         self.owner = Owner(task, socket.gethostname(), os.getpid(), run)
         self.timeout = timeout

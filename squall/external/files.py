@@ -625,7 +625,8 @@ class FileSpout(Spout):
         try:
             state = private_dir(Path(self.progress_dir) / "filespout" / self.spout_id)
         except OSError as e:
-            raise write_failure(e, Path(self.progress_dir) / "filespout" / self.spout_id, self.kept.progress) from e
+            raise write_failure(e, Path(self.progress_dir) / "filespout" / self.spout_id, self.kept.progress,
+                                atomic=False) from e
         self.state_dir = state
         self.progress_path = state / f"task-{self.index}.json"
         if self.dead_letter_dir is None:

@@ -59,7 +59,7 @@ class FileStore(MemoryStore):
         try:
             self.dir = private_dir(directory)
         except OSError as e:
-            raise write_failure(e, Path(directory), self.kept) from e
+            raise write_failure(e, Path(directory), self.kept, atomic=False) from e
         self.namespace = namespace
         self._key = key
         self.commit_txid, committed = self._read("committed")

@@ -264,11 +264,7 @@ def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: A
                 start = now()
                 sampled.open_sample(tup, start, ks)
                 try:
-                    execute(tup)
-                except Exception as e:
-                    if on_error is None:
-                        raise
-                    on_error(tup, e)
+                    _execute(execute, tup, on_error)
                 finally:
                     ks.executed += sampled.freq
                     ks.execute_ms += 1000.0 * (now() - start)
@@ -281,6 +277,16 @@ def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: A
     return ran
 
 
+def _execute(execute: Any, tup: Any, on_error: Any) -> None:
+    """``execute(tup)``; an `Exception` it raises goes to ``on_error(tup, exception)`` when given."""
+    try:
+        execute(tup)
+    except Exception as e:
+        if on_error is None:
+            raise
+        on_error(tup, e)
+
+
 def execute_run(execute: Any, pop: Any, n: int, stats: Any, on_error: Any = None) -> int:
     """``execute(pop())`` ``n`` times, adding the inputs executed to ``stats.executed`` (on an
     exception, those before the one that raised); returns ``n``. A bolt executor's plain inputs
@@ -290,13 +296,7 @@ def execute_run(execute: Any, pop: Any, n: int, stats: Any, on_error: Any = None
     done = 0
     try:
         while done < n:
-            tup = pop()
-            try:
-                execute(tup)
-            except Exception as e:
-                if on_error is None:
-                    raise
-                on_error(tup, e)
+            _execute(execute, pop(), on_error)
             done += 1
     finally:
         stats.executed += done

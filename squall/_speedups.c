@@ -928,6 +928,26 @@ send_acks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* The error set: fetched (its traceback kept on it) and handed to handler(item, exception); 0 when
+ * the handler returned (no error set), -1 with the handler's error */
+static int
+hand_error_to(PyObject *handler, PyObject *item)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL)
+        PyException_SetTraceback(value, tb);
+    PyObject *r = PyObject_CallFunctionObjArgs(handler, item, value, NULL);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 static PyObject *
 BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -943,20 +963,8 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
     PyObject *uargs[2] = {tup, self->basic};
     PyObject *res = PyObject_Vectorcall(self->user_execute, uargs, 2, NULL);
     if (res == NULL) {
-        if (!PyErr_ExceptionMatches(self->failed_type))
+        if (!PyErr_ExceptionMatches(self->failed_type) || hand_error_to(self->on_failed, tup) < 0)
             return NULL;
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        if (tb != NULL)
-            PyException_SetTraceback(value, tb);
-        PyObject *r = PyObject_CallFunctionObjArgs(self->on_failed, tup, value, NULL);
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
-        if (r == NULL)
-            return NULL;
-        Py_DECREF(r);
         Py_RETURN_NONE;
     }
     Py_DECREF(res);
@@ -2716,19 +2724,7 @@ on_execute_error(PyObject *on_error, PyObject *item)
 {
     if (on_error == NULL || !PyErr_ExceptionMatches(PyExc_Exception))
         return -1;  /* KeyboardInterrupt, SystemExit and the like are never caught */
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (tb != NULL)
-        PyException_SetTraceback(value, tb);
-    PyObject *r = PyObject_CallFunctionObjArgs(on_error, item, value, NULL);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(tb);
-    if (r == NULL)
-        return -1;
-    Py_DECREF(r);
-    return 0;
+    return hand_error_to(on_error, item);
 }
 
 static PyObject *

@@ -272,3 +272,11 @@ def test_a_cause_crosses_workers_in_acker_messages_and_replies():
     items = [5, (FAIL, 2**63 + 5, cause, -1), 6, (FAILED, 2**63 + 5, cause), 6, (FAILED, 8, None)]
     assert ser.decode_batch(ser.encode_batch(items)) == items
     assert FailureCause.from_wire(ser.decode_batch(ser.encode_batch(items))[3][2]).error == "JSONDecodeError"
+
+
+def test_reports_of_a_bolts_exceptions_follow_storms_throttle():
+    from squall.engine.bolt_executor import ErrorThrottle
+
+    throttle = ErrorThrottle(10.0, 2)
+    assert [throttle.allow(t) for t in (0.0, 1.0, 2.0, 9.9)] == [True, True, False, False]
+    assert [throttle.allow(t) for t in (10.0, 10.5, 11.0)] == [True, True, False]

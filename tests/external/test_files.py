@@ -223,7 +223,8 @@ def test_a_failed_line_is_replayed_then_dead_lettered_after_the_retry_limit(tmp_
         cluster.kill_topology("retry", wait_secs=0)
     assert log.items().count("poison") == 4  # the first emit and max_retries=3 re-emits
     [entry] = [json.loads(x) for x in (tmp_path / "local" / "filespout" / "lines" / "dead-letter" / "a.txt.dead").read_text().splitlines()]
-    assert (entry["offset"], entry["reason"]) == (5, "failed 4 times")
+    assert entry["offset"] == 5 and entry["reason"].startswith("failed 4 times; last: failed in [rec] task ")
+    assert (entry["cause"]["kind"], entry["cause"]["component"]) == ("fail", "rec")  # the bolt's explicit fail
 
 
 def test_a_corrupt_progress_file_stops_the_spout_with_an_error_naming_it(tmp_path):

@@ -86,7 +86,8 @@ def test_a_failed_row_is_retried_then_dead_lettered_naming_the_table_file_and_ro
     dead = [json.loads(line) for p in (local / "deltaspout" / "follow" / "dead-letter").iterdir()
             for line in p.read_text().splitlines()]
     assert len(dead) == 1 and dead[0]["row"] == 3 and dead[0]["version"] == 0
-    assert dead[0]["values"] == ["e-003", 3] and dead[0]["reason"] == "failed 3 times"
+    assert dead[0]["values"] == ["e-003", 3] and dead[0]["reason"].startswith("failed 3 times; last: failed in [rec]")
+    assert (dead[0]["cause"]["kind"], dead[0]["cause"]["component"]) == ("fail", "rec")  # the bolt's explicit fail
     assert dead[0]["source"] == table and dead[0]["file"].endswith(".parquet")
 
 

@@ -62,7 +62,15 @@ def acked(client, ex) -> int:
 @pytest.mark.timeout(300)  # a worker's restart on a loaded machine: the waits below end it sooner
 def test_per_window_counts_are_exact_after_the_windowing_worker_is_sigkilled(
         cluster, redis_server, clicks_per_window, tmp_path):  # noqa: F811 - fixtures
-    ex = clicks_per_window
+    with cluster.client() as m:
+        cells, replays = exact_after_a_kill(m, clicks_per_window, redis_server, tmp_path)
+    print(f"process host SIGKILL: {cells} (window, user) counts exact, {replays} clicks replayed")
+
+
+def exact_after_a_kill(cluster, ex, redis_server, tmp_path) -> tuple[int, int]:
+    """Run example ``ex`` on ``cluster`` (a master's client, or a host with the same calls),
+    SIGKILL the worker without the spout during batch ``KILL_IN``, and assert that every (window,
+    user) count in Redis is exact; returns how many counts, and how many clicks were replayed."""
     client = redis_server.client()
     out = tmp_path / "out"
     out.mkdir()
@@ -70,20 +78,19 @@ def test_per_window_counts_are_exact_after_the_windowing_worker_is_sigkilled(
     conf.update({"test.out.dir": str(out), "topology.message.timeout.secs": 5,
                  "topology.max.spout.pending": 100, "topology.state.checkpoint.interval.ms": 300})
     spout = RecordsEmits(redis_server.url, ex.STREAM, ex.GROUP, translator=ex.parse_click,
-                          output_fields=ex.CLICK_FIELDS,
-                          backoff=redis_streams.ExponentialBackoff(max_retries=None))
+                         output_fields=ex.CLICK_FIELDS, backoff=redis_streams.ExponentialBackoff(max_retries=None))
     clicks = ex.make_clicks(BATCHES * BATCH, START, USERS, step_ms=STEP_MS)
     length = ex.WINDOW.value
     expected = Counter(((c["ts"] - 1) // length * length, c["user"]) for c in clicks)
-    with cluster.client() as m:
-        m.submit_topology("clicks", conf, ex.build(redis_server.url, spout))
+    cluster.submit_topology("clicks", conf, ex.build(redis_server.url, spout))
+    try:
         for k in range(BATCHES):
             ex.put_clicks(client, clicks[k * BATCH:(k + 1) * BATCH])
             if k == KILL_IN:
                 assert wait_until(lambda: acked(client, ex) >= k * BATCH + BATCH // 4, 60), "the batch did not start"
-                victim = kill_a_worker_without(m, "clicks", "clicks")
+                victim = kill_a_worker_without(cluster, "clicks", "clicks")
                 port = int(victim["slot"].rsplit(":", 1)[1])
-                components = m.get_topology_info("clicks")["components"]
+                components = cluster.get_topology_info("clicks")["components"]
                 for c in ("per_window", "counts"):  # a window task and a sink task die
                     assert port in {st["worker"] for st in components[c]["task_stats"].values()}, \
                         f"the worker killed ran no task of {c}"
@@ -93,13 +100,14 @@ def test_per_window_counts_are_exact_after_the_windowing_worker_is_sigkilled(
         last = clicks[-1]["ts"] + ex.LAG.value + length
         ex.put_clicks(client, [{"user": u, "ts": last} for u in USERS])
         assert wait_until(lambda: ex.read_counts(client) == expected, 60), _diff(ex.read_counts(client), expected)
-        m.kill_topology("clicks", wait_secs=0)
+    finally:
+        cluster.kill_topology("clicks", wait_secs=0)
     assert client.xlen(f"{ex.STREAM}:dead") == 0, client.xrange(f"{ex.STREAM}:dead")
     emits = Counter(i for f in out.glob("emits-*.txt") for i in f.read_text().split())
     assert len(emits) == len(clicks) + len(USERS), "a click was never emitted"
     replays = sum(emits.values()) - len(emits)
     assert replays > 0, "nothing was replayed: the kill hit no click in flight"
-    print(f"process host SIGKILL: {len(expected)} windows x users exact, {replays} clicks replayed")
+    return len(expected), replays
 
 
 def _diff(got: dict, expected: dict) -> str:

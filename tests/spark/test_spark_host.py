@@ -9,6 +9,9 @@ import pytest
 from squall import InvalidTopologyException, TopologyBuilder
 
 from ..conftest import wait_until
+from ..examples.conftest import clicks_per_window  # noqa: F401 - the example, a fixture
+from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
+from ..process.test_exact_windows_sigkill import exact_after_a_kill
 from ..process.recovery_topology import RECOVERY_CONF, acked, kill_a_worker_without, recovery_topology
 from ..process.semantics_topology import (FailsAll, ListSpout, records, task_counts, topology_conf, total,
                                           word_count)
@@ -125,3 +128,15 @@ def test_state_rolls_back_and_no_update_is_lost_after_a_spark_worker_is_sigkille
     twice, replayed = check_counts(counts, STATE_N, out)
     assert replayed > 0, "nothing was replayed: the kill hit no tuple in flight"
     print(f"Spark host SIGKILL: {twice} updates applied twice, {replayed} tuples replayed")
+
+
+@pytest.mark.timeout(300)  # a worker's restart on a loaded machine: the waits end it sooner
+def test_per_window_counts_are_exact_after_a_spark_worker_is_sigkilled(
+        spark_cluster, redis_server, clicks_per_window, tmp_path):  # noqa: F811 - fixtures
+    """examples/clicks_per_window.py, the worker without the spout SIGKILLed mid-run: every
+    (window, user) count in Redis is exact (tests/process/test_exact_windows_sigkill.py)."""
+    try:
+        cells, replays = exact_after_a_kill(spark_cluster, clicks_per_window, redis_server, tmp_path)
+    finally:  # the next test needs the task slots back
+        wait_until(lambda: not spark_cluster.spark.sparkContext.statusTracker().getActiveJobsIds(), 20)
+    print(f"Spark host SIGKILL: {cells} (window, user) counts exact, {replays} clicks replayed")

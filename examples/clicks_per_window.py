@@ -39,7 +39,7 @@ from typing import Any
 import redis
 
 from squall import BaseStatefulWindowedBolt, Config, Duration, Fields, LocalCluster, Spout, StormTopology, TopologyBuilder
-from squall.external.redis_streams import Entry, ExponentialBackoff, MalformedEntry, RedisStreamSinkBolt, RedisStreamSpout
+from squall.external.redis_streams import Entry, MalformedEntry, RedisStreamSinkBolt, RedisStreamSpout
 
 from redis_word_count import throwaway_redis
 
@@ -81,10 +81,9 @@ def build(url: str | None = None, spout: Spout | None = None) -> StormTopology:
     """The topology, reading and writing the Redis at ``url`` (default: ``REDIS_URL``);
     ``spout`` replaces the clicks spout (it must emit the same fields)."""
     url = url or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-    # Retried until counted: only a malformed click is given up (by parse_click), never one
-    # that failed because a worker died under it.
-    spout = spout or RedisStreamSpout(url, STREAM, GROUP, translator=parse_click, output_fields=CLICK_FIELDS,
-                                      backoff=ExponentialBackoff(max_retries=None))
+    # A click lost with a worker is retried without limit; only one a bolt fails or raises on
+    # is given up, after 3 retries, to the dead-letter stream, as a malformed one is at once.
+    spout = spout or RedisStreamSpout(url, STREAM, GROUP, translator=parse_click, output_fields=CLICK_FIELDS)
     builder = TopologyBuilder()
     builder.set_spout("clicks", spout)
     window = ClicksPerWindow().with_tumbling_window(WINDOW).with_timestamp_field("ts").with_lag(LAG)

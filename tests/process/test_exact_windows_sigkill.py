@@ -78,7 +78,7 @@ def exact_after_a_kill(cluster, ex, redis_server, tmp_path) -> tuple[int, int]:
     conf.update({"test.out.dir": str(out), "topology.message.timeout.secs": 5,
                  "topology.max.spout.pending": 100, "topology.state.checkpoint.interval.ms": 300})
     spout = RecordsEmits(redis_server.url, ex.STREAM, ex.GROUP, translator=ex.parse_click,
-                         output_fields=ex.CLICK_FIELDS, backoff=redis_streams.ExponentialBackoff(max_retries=None))
+                         output_fields=ex.CLICK_FIELDS)
     clicks = ex.make_clicks(BATCHES * BATCH, START, USERS, step_ms=STEP_MS)
     length = ex.WINDOW.value
     expected = Counter(((c["ts"] - 1) // length * length, c["user"]) for c in clicks)

@@ -131,12 +131,39 @@ class Machine:
         self.supervisor.wait(5)
 
     def freeze(self, sig: int = signal.SIGSTOP) -> None:
-        """Stop (or, with SIGCONT, resume) the supervisor and its workers: a hung machine."""
-        for pid in [self.supervisor.pid, *self.workers()]:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
+        """Stop (or, with SIGCONT, resume) the supervisor and its workers: a hung machine. The
+        supervisor first, so that it starts no worker meanwhile; then its descendants, found
+        after it stopped: a worker it has just forked, whose command line does not name it as
+        a worker yet, is stopped too."""
+        _signal(self.supervisor.pid, sig)
+        for pid in {*descendants(self.supervisor.pid), *self.workers()}:
+            _signal(pid, sig)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes under ``pid``: its children, theirs, and so on (from ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:  # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d.name))
+    found, todo = [], list(children.get(pid, ()))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children.get(p, ()))
+    return found
 
 
 def slots_of(client, name: str) -> list[str]:

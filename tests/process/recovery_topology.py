@@ -19,7 +19,7 @@ class DurableSpout(Spout):
     ``n`` None: an endless source, for tests in which tuples must still flow when something
     happens, however fast the machine: ids 0, 1, 2, ... until the test creates `STOP` under
     ``test.out.dir`` (`stop_spouts`); then the spout writes how many ids it emitted to
-    ``emitted-<task>.txt`` (`emitted`) and only replays what fails. One task only (its ids are
+    ``stopped-<task>.txt`` (`stopped_at`) and only replays what fails. One task only (its ids are
     not split between tasks)."""
 
     def __init__(self, n=None):
@@ -32,7 +32,7 @@ class DurableSpout(Spout):
         super().open(conf, context, collector)
         self.dir = Path(conf["test.out.dir"])
         self.file = self.dir / f"acked-{context.get_this_task_id()}.txt"
-        self.count_file = self.dir / f"emitted-{context.get_this_task_id()}.txt"
+        self.count_file = self.dir / f"stopped-{context.get_this_task_id()}.txt"
         done = acked(self.dir)
         if self.n is None:  # a restarted instance goes on after the last id acked (or stays stopped)
             self.limit = int(self.count_file.read_text()) if self.count_file.exists() else None
@@ -43,14 +43,18 @@ class DurableSpout(Spout):
         self.out = open(self.file, "a")
 
     def next_tuple(self):
+        i = self.next_id()
+        if i is not None:
+            self.collector.emit([i], i)
+
+    def next_id(self):
+        """The id to emit now (one that failed first), or None: none."""
         if self.todo:
-            i = self.todo.pop()
-        elif self.limit is None and not self._told_to_stop():
-            i = self.next
+            return self.todo.pop()
+        if self.limit is None and not self._told_to_stop():
             self.next += 1
-        else:
-            return
-        self.collector.emit([i], i)
+            return self.next - 1
+        return None
 
     def _told_to_stop(self):
         if not (self.dir / STOP).exists():
@@ -74,10 +78,10 @@ def stop_spouts(out: Path) -> None:
     (out / STOP).write_text("")
 
 
-def emitted(out: Path) -> int | None:
+def stopped_at(out: Path) -> int | None:
     """How many ids the endless `DurableSpout` under ``out`` emitted before it stopped (None
-    while it has not stopped)."""
-    files = list(out.glob("emitted-*.txt"))
+    while it has not stopped): it emitted ids 0 to that number less one."""
+    files = list(out.glob("stopped-*.txt"))
     return int(files[0].read_text()) if files else None
 
 

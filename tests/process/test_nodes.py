@@ -15,10 +15,9 @@ from squall import StormSubmitter
 from ..conftest import wait_until
 from .conftest import Cluster
 from .nodes import Machine, NetnsUnavailable, Network, log_tail, slots_of
-from .recovery_topology import RECOVERY_CONF, acked, recovery_topology
+from .recovery_topology import RECOVERY_CONF, acked, recovery_topology, stop_spouts, stopped_at
 from .semantics_topology import topology_conf
 
-N = 4000
 SECRET = "squall-nodes-test-secret-0123456789"  # every machine must hold the cluster's secret
 TIMEOUT = 4  # nimbus.task.timeout.secs
 
@@ -37,6 +36,18 @@ def _running_on(client, name, machines):
     return [mc for mc in machines if mc.address in hosts]
 
 
+def _settled(client, name, machines, lost):
+    """Whether topology ``name`` runs on 2 of ``machines``, none of ``lost``, and each of its
+    workers has beaten from the process its machine runs: only then may the next loss hit one
+    (a worker still starting on a frozen machine's slot would escape the freeze and keep its
+    slot, its executors never to move)."""
+    info = client.get_topology_info(name)
+    on = _running_on(client, name, machines)
+    pids = {w["slot"].rsplit(":", 1)[0]: w["pid"] for w in info["workers"] if w["alive"]}
+    return (len(on) == 2 and not set(on) & set(lost)
+            and all(pids.get(mc.address) in mc.workers() for mc in on))
+
+
 def _why(cluster, machines):
     return "\n".join(f"--- {p.name}\n{log_tail(p)}" for p in
                      [cluster.dir.parent / "master.log", *(cluster.dir / "machines" / f"{mc.name}.log" for mc in machines)])
@@ -45,30 +56,36 @@ def _why(cluster, machines):
 def _lose_machines(cluster, machines, out, losses):
     """Run the recovery topology on 2 of ``machines`` (one slot each), and apply each of
     ``losses`` in turn to a machine it runs on: its executors must move to free machines while
-    tuples flow, and every id be acked in the end. Returns the machines lost."""
+    tuples flow (the spout runs until the test stops it, however fast the machine), and every
+    id be acked in the end. Returns the machines lost."""
     with cluster.client() as m:  # all registered first, so that the topology starts on two machines
         assert wait_until(lambda: len(m.request("supervisors")) == len(machines), 30), \
             "the supervisors did not register\n" + _why(cluster, machines)
     with StormSubmitter.using_conf(cluster.conf):
-        StormSubmitter.submit_topology("spread", topology_conf(out, **RECOVERY_CONF), recovery_topology(N))
-    lost = []
+        StormSubmitter.submit_topology("spread", topology_conf(out, **RECOVERY_CONF), recovery_topology())
+    lost, ran_on = [], []
     with cluster.client() as m:
         assert wait_until(lambda: len(acked(out)) > 200, 60), "the topology did not start\n" + _why(cluster, machines)
         for lose in losses:
-            victim = _running_on(m, "spread", machines)[0]
-            before = len(acked(out))
+            assert wait_until(lambda: _settled(m, "spread", machines, lost), TIMEOUT + 30), \
+                f"still on {slots_of(m, 'spread')} after losing {[mc.address for mc in lost]}\n" + \
+                _why(cluster, machines)
+            # the machine the last loss moved executors to, whose worker started last (the
+            # case that once hit a worker still starting), else the first
+            on = _running_on(m, "spread", machines)
+            victim = next((mc for mc in on if mc not in ran_on), on[0])
+            ran_on = on
             lose(victim)
             lost.append(victim)
-
-            def moved():
-                on = _running_on(m, "spread", machines)
-                return len(on) == 2 and not set(on) & set(lost)
-            assert wait_until(moved, TIMEOUT + 30), \
+            assert wait_until(lambda: _settled(m, "spread", machines, lost), TIMEOUT + 30), \
                 f"still on {slots_of(m, 'spread')} after losing {victim.address}\n" + _why(cluster, machines)
-            assert wait_until(lambda before=before: len(acked(out)) > before + 50 or len(acked(out)) == N, 30), \
+            before = len(acked(out))
+            assert wait_until(lambda before=before: len(acked(out)) > before + 50, 30), \
                 "acks did not resume\n" + _why(cluster, machines)
-        assert wait_until(lambda: acked(out) >= set(range(N)), 90), \
-            f"lost ids: {sorted(set(range(N)) - acked(out))[:20]}\n" + _why(cluster, machines)
+        stop_spouts(out)
+        assert wait_until(lambda: stopped_at(out) is not None, 30), "the spout did not stop\n" + _why(cluster, machines)
+        assert wait_until(lambda: acked(out) >= set(range(stopped_at(out))), 90), \
+            f"lost ids: {sorted(set(range(stopped_at(out))) - acked(out))[:20]}\n" + _why(cluster, machines)
     return lost
 
 

@@ -8,13 +8,23 @@ from ..state.counting import (
     check_counts,
     committed_counts,
     counting_topology,
+    stop_spouts,
+    stopped_at,
     windowed_counting_topology,
 )
 from .recovery_topology import kill_a_worker_without
 from .semantics_topology import topology_conf
 
-N = 3000
-N_WINDOWED = 2000
+
+
+def _stop(out, done, what):
+    """Stop the endless spout writing under ``out`` and wait until ``done()`` holds every id it
+    emitted; return how many that is."""
+    stop_spouts(out)
+    assert wait_until(lambda: stopped_at(out) is not None, 10), "the spout did not stop"
+    n = stopped_at(out)
+    assert wait_until(lambda: done() >= set(range(n)), 120), f"ids never {what}: {sorted(set(range(n)) - done())[:20]}"
+    return n
 
 
 def test_state_rolls_back_and_no_update_is_lost_after_a_worker_is_sigkilled(cluster, tmp_path):
@@ -23,14 +33,16 @@ def test_state_rolls_back_and_no_update_is_lost_after_a_worker_is_sigkilled(clus
     conf = topology_conf(out, **{"topology.message.timeout.secs": 5, "topology.max.spout.pending": 200,
                                  "topology.state.checkpoint.interval.ms": 300})
     with cluster.client() as m:
-        m.submit_topology("counting", conf, counting_topology(N))
+        # endless, until the test stops it: the kill hits tuples in flight
+        m.submit_topology("counting", conf, counting_topology(None))
         assert wait_until(lambda: len(acked(out)) > 300, 60), "the topology did not start committing"
         kill_a_worker_without(m, "counting", "source")
-        assert wait_until(lambda: acked(out) >= set(range(N)), 120), \
-            f"ids never acked: {sorted(set(range(N)) - acked(out))[:20]}"
+        before = len(acked(out))
+        assert wait_until(lambda: len(acked(out)) > before + 300, 60), "acks did not resume"
+        n = _stop(out, lambda: acked(out), "acked")
         m.kill_topology("counting", wait_secs=0)
     secret = (cluster.dir / "secret").read_bytes().strip()
-    twice, replayed = check_counts(committed_counts(cluster.dir / "state", secret, "counting"), N, out)
+    twice, replayed = check_counts(committed_counts(cluster.dir / "state", secret, "counting"), n, out)
     assert replayed > 0, "nothing was replayed: the kill hit no tuple in flight"
     print(f"process host SIGKILL: {twice} updates applied twice, {replayed} tuples replayed")
 
@@ -47,12 +59,13 @@ def test_persistent_windows_resume_from_the_file_store_after_a_worker_is_sigkill
     def counted():
         return set(committed_counts(cluster.dir / "state", secret, "windows"))
     with cluster.client() as m:
-        m.submit_topology("windows", conf, windowed_counting_topology(N_WINDOWED))
+        m.submit_topology("windows", conf, windowed_counting_topology(None))  # endless, as above
         assert wait_until(lambda: len(counted()) > 300, 60), "the topology did not start committing"
         kill_a_worker_without(m, "windows", "source")
-        assert wait_until(lambda: counted() >= set(range(N_WINDOWED)), 120), \
-            f"ids never counted: {sorted(set(range(N_WINDOWED)) - counted())[:20]}"
+        before = len(counted())
+        assert wait_until(lambda: len(counted()) > before + 300, 60), "counting did not resume"
+        n = _stop(out, counted, "counted")
         m.kill_topology("windows", wait_secs=0)
-    twice, replayed = check_counts(committed_counts(cluster.dir / "state", secret, "windows"), N_WINDOWED, out)
+    twice, replayed = check_counts(committed_counts(cluster.dir / "state", secret, "windows"), n, out)
     assert replayed > 0, "nothing was replayed: the kill hit no tuple in flight"
     print(f"process host SIGKILL, persistent windows: {twice} updates applied twice, {replayed} tuples replayed")

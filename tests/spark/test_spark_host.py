@@ -12,13 +12,13 @@ from ..conftest import wait_until
 from ..examples.conftest import clicks_per_window  # noqa: F401 - the example, a fixture
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
 from ..process.test_exact_windows_sigkill import exact_after_a_kill
-from ..process.recovery_topology import RECOVERY_CONF, acked, kill_a_worker_without, recovery_topology
+from ..process.recovery_topology import (RECOVERY_CONF, acked, kill_a_worker_without, recovery_topology, stop_spouts,
+                                         stopped_at)
 from ..process.semantics_topology import (FailsAll, ListSpout, records, task_counts, topology_conf, total,
                                           word_count)
 from ..state.counting import check_counts, committed_counts, counting_topology
 from .conftest import Running, python_workers, spark_cluster_of
 
-STATE_N = 2000
 SENTENCES = [f"w{i % 7} w{i % 11} w{i % 13} shared" for i in range(600)]
 
 
@@ -54,13 +54,13 @@ def test_a_killed_python_worker_is_restarted_and_its_tuples_fail_at_once_and_rep
     the tuples lost with it at once (the master's notice, and the move to the new address)
     rather than after the 60 s message timeout, so every id emitted before the kill is acked
     well within this test's wait."""
-    n = 10**6  # more than the run gets through: tuples are in flight when the worker dies
     conf = topology_conf(tmp_path, **{**RECOVERY_CONF, "topology.message.timeout.secs": 60})
-    with Running(spark_cluster, "recover", conf, recovery_topology(n)) as c:
+    # endless, until the test stops it: tuples are in flight when the worker dies
+    with Running(spark_cluster, "recover", conf, recovery_topology()) as c:
         assert wait_until(lambda: len(acked(tmp_path)) > 200, 60), "the topology did not start processing"
         before = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}
-        # DurableSpout emits n-1, n-2, ...: the ids from n - emitted up were all emitted before the kill
-        emitted = c.get_topology_info("recover")["components"]["source"]["emitted"]
+        # the endless DurableSpout emits 0, 1, 2, ...: every id below its emit count was emitted before the kill
+        sent = c.get_topology_info("recover")["components"]["source"]["emitted"]
         victim = kill_a_worker_without(c, "recover", "source")
 
         def restarted():
@@ -69,20 +69,25 @@ def test_a_killed_python_worker_is_restarted_and_its_tuples_fail_at_once_and_rep
         assert wait_until(restarted, 40), "the killed worker was not restarted"
         assert wait_until(lambda: c.get_topology_info("recover")["components"]["source"]["failed"] > 0, 30), \
             "no pending tuple failed"
-        assert wait_until(lambda: acked(tmp_path) >= set(range(n - emitted, n)), 30), \
-            f"lost ids: {sorted(set(range(n - emitted, n)) - acked(tmp_path))[:20]}"
+        assert wait_until(lambda: acked(tmp_path) >= set(range(sent)), 30), \
+            f"lost ids: {sorted(set(range(sent)) - acked(tmp_path))[:20]}"
         other = next(s for s in before if s != victim["slot"])
         untouched = {w["slot"]: w for w in c.get_topology_info("recover")["workers"]}[other]
         assert untouched["pid"] == before[other]["pid"], "the other worker was restarted too"
 
 
 def test_rebalance_moves_a_running_topology_to_one_task_and_loses_nothing(spark_cluster, tmp_path):
-    n = 3000
     conf = topology_conf(tmp_path, **RECOVERY_CONF)
-    with Running(spark_cluster, "rebalanced", conf, recovery_topology(n)) as c:
+    # endless, until the test stops it: the rebalance moves a topology that is running
+    with Running(spark_cluster, "rebalanced", conf, recovery_topology()) as c:
         assert wait_until(lambda: len(acked(tmp_path)) > 200, 60)
         c.rebalance("rebalanced", num_workers=1, wait_secs=0)
         assert wait_until(lambda: [w["alive"] for w in c.get_topology_info("rebalanced")["workers"]] == [True], 40)
+        moved = len(acked(tmp_path))
+        assert wait_until(lambda: len(acked(tmp_path)) > moved + 200, 60), "acks did not resume on one worker"
+        stop_spouts(tmp_path)
+        assert wait_until(lambda: stopped_at(tmp_path) is not None, 10), "the spout did not stop"
+        n = stopped_at(tmp_path)
         assert wait_until(lambda: acked(tmp_path) >= set(range(n)), 90), \
             f"lost ids: {sorted(set(range(n)) - acked(tmp_path))[:20]}"
         assert c.get_topology_info("rebalanced")["num_workers"] == 1
@@ -92,7 +97,7 @@ def test_rebalance_moves_a_running_topology_to_one_task_and_loses_nothing(spark_
 def test_kill_cancels_the_spark_jobs_and_leaves_no_python_worker(spark_cluster, tmp_path):
     sc = spark_cluster.spark.sparkContext
     conf = topology_conf(tmp_path, **{"topology.message.timeout.secs": 3})
-    spark_cluster.submit_topology("killed", conf, recovery_topology(10**6))
+    spark_cluster.submit_topology("killed", conf, recovery_topology())  # endless: running when killed
     assert wait_until(lambda: len(acked(tmp_path)) > 100, 60)
     assert len(sc.statusTracker().getActiveJobsIds()) == 2
     assert len(python_workers()) == 2
@@ -118,14 +123,20 @@ def test_state_rolls_back_and_no_update_is_lost_after_a_spark_worker_is_sigkille
     out.mkdir()
     conf = topology_conf(out, **{"topology.message.timeout.secs": 10, "topology.max.spout.pending": 200,
                                  "topology.state.checkpoint.interval.ms": 300})
-    with Running(spark_cluster, "counting", conf, counting_topology(STATE_N)) as c:
+    # endless, until the test stops it: the kill hits tuples in flight
+    with Running(spark_cluster, "counting", conf, counting_topology(None)) as c:
         assert wait_until(lambda: len(acked(out)) > 300, 90), "the topology did not start committing"
         kill_a_worker_without(c, "counting", "source")
-        assert wait_until(lambda: acked(out) >= set(range(STATE_N)), 120), \
-            f"ids never acked: {sorted(set(range(STATE_N)) - acked(out))[:20]}"
+        before = len(acked(out))
+        assert wait_until(lambda: len(acked(out)) > before + 300, 90), "acks did not resume"
+        stop_spouts(out)
+        assert wait_until(lambda: stopped_at(out) is not None, 10), "the spout did not stop"
+        n = stopped_at(out)
+        assert wait_until(lambda: acked(out) >= set(range(n)), 120), \
+            f"ids never acked: {sorted(set(range(n)) - acked(out))[:20]}"
     conf = spark_cluster.conf
     counts = committed_counts(Path(conf["storm.local.dir"]) / "state", conf["squall.secret"].encode(), "counting")
-    twice, replayed = check_counts(counts, STATE_N, out)
+    twice, replayed = check_counts(counts, n, out)
     assert replayed > 0, "nothing was replayed: the kill hit no tuple in flight"
     print(f"Spark host SIGKILL: {twice} updates applied twice, {replayed} tuples replayed")
 

@@ -1,5 +1,6 @@
 """A counting topology for the guarantee tests: `ReplayingSpout` of ids 0..n-1 (a failed id is
-emitted again; acked ids are written under ``test.out.dir``) -> `Pass` (2, shuffle) ->
+emitted again; acked ids are written under ``test.out.dir``; n None: until the test stops it,
+`stop_spouts`) -> `Pass` (2, shuffle) ->
 `CountIds` (2, fields on id), a stateful bolt counting each id in its `KeyValueState`. After
 every id is acked, each id's committed count must be at least 1 (nothing lost) and the counts
 may exceed n only by updates applied twice: tuples replayed after their update was committed."""
@@ -10,7 +11,7 @@ from pathlib import Path
 from squall import BaseStatefulBolt, BaseStatefulWindowedBolt, BasicBolt, Duration, Fields, TopologyBuilder
 from squall.state import StateHome, get_state, state_key
 
-from ..process.recovery_topology import DurableSpout, acked  # noqa: F401 - acked: for the tests
+from ..process.recovery_topology import DurableSpout, acked, stop_spouts, stopped_at  # noqa: F401 - for the tests
 
 
 class ReplayingSpout(DurableSpout):
@@ -23,8 +24,8 @@ class ReplayingSpout(DurableSpout):
         self.emits = open(Path(conf["test.out.dir"]) / f"emitted-{context.get_this_task_id()}.txt", "a")
 
     def next_tuple(self):
-        if self.todo:
-            i = self.todo.pop()
+        i = self.next_id()
+        if i is not None:
             self.emits.write(f"{i}\n")
             self.emits.flush()
             self.collector.emit([i], i)

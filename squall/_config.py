@@ -405,7 +405,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "topology.localityaware.lower.bound": (_unit_interval, "a number from 0 to 1", False),
     "topology.executor.own.thread": _BOOL,
     "topology.executor.blocking.move": _BOOL,
-    "topology.bolt.fail.fast": _BOOL,
+    "topology.bolt.fail.fast": (_bool, "true, false or null", True),
     "topology.executor.receive.buffer.size": (_positive_int, "a positive integer", False),
     "topology.producer.batch.size": (_positive_int, "a positive integer", False),
     "topology.spout.recvq.skips": (_positive_int, "a positive integer", False),

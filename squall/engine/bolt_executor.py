@@ -52,8 +52,11 @@ class BoltExecutor(Executor):
             self.collectors[t] = BoltCollector(self, t, routers, conf)
         # An exception escaping execute fails its input with the cause (`_input_raised`); then,
         # by default, it is reported and the task goes on; with topology.bolt.fail.fast it
-        # crashes the worker, as in Storm.
-        self.fail_fast = bool(conf.get("topology.bolt.fail.fast", False))
+        # crashes the worker, as in Storm (null: only for a bolt that asks for it, a stateful
+        # bolt, whose state the crash rolls back)
+        setting = conf.get("topology.bolt.fail.fast")
+        self.fail_fast = bool(setting) if setting is not None else any(
+            getattr(obj, "squall_fail_fast", False) for obj in objs.values())
         self.on_error = {t: functools.partial(self._input_raised, t) for t in self.task_ids}
         self.throttle = ErrorThrottle(float(conf.get("topology.error.throttle.interval.secs") or 10),
                                       int(conf.get("topology.max.error.report.per.interval") or 5))

@@ -195,6 +195,11 @@ def unwrapped(obj: Any) -> Any:
 class StatefulBoltExecutor(_CheckpointAware):
     """Runs a `BaseStatefulBolt` in Storm's checkpoint protocol; see the module docstring."""
 
+    # an exception in its execute crashes the worker unless topology.bolt.fail.fast says
+    # otherwise: the crash rolls the state back to its last commit, where a failed input would
+    # leave what execute changed before it raised in the state, to be committed and then replayed
+    squall_fail_fast = True
+
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         self._start(context, collector)
         namespace = f"{context.get_this_component_id()}-{context.get_this_task_id()}"

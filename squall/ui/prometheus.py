@@ -31,8 +31,8 @@ _WORKER_LABELS = ["topology", "host", "port"]
 _HELP = {
     "emitted": "Tuples emitted (Storm's statistics)",
     "transferred": "Tuple copies sent to tasks (Storm's statistics)",
-    "acked": "Spouts: trees completed; bolts: inputs acked (sampled, scaled)",
-    "failed": "Spouts: trees failed or timed out; bolts: inputs failed (sampled, scaled)",
+    "acked": "Spouts: trees completed (every one); bolts: inputs acked (sampled, scaled)",
+    "failed": "Spouts: trees failed or timed out; bolts: inputs failed (every one)",
     "executed": "Bolt inputs executed (sampled, scaled)",
     "complete_latency": "Spouts: mean complete latency in ms (all time)",
     "process_latency": "Bolts: mean process latency in ms (all time)",

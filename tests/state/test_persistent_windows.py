@@ -321,13 +321,14 @@ def test_a_crashed_worker_resumes_its_windows_from_the_state_and_committed_tuple
     conf.set_message_timeout_secs(5)
     conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
     conf["test.out.dir"] = str(tmp_path)
-    conf["topology.bolt.fail.fast"] = True  # the exception crashes the worker (Storm's fail-fast)
     with LocalCluster() as cluster:
         cluster.submit_topology("windows", conf, b.create_topology())
         assert wait_until(lambda: acked(tmp_path) >= set(range(n)), 60), \
             f"ids never acked: {sorted(set(range(n)) - acked(tmp_path))[:20]}"
         assert (tmp_path / "crashed").exists()
-        assert any("crash on purpose" in e["error"] for e in cluster.get_topology_info("windows")["errors"])
+        # a stateful bolt's exception crashes its worker by default (topology.bolt.fail.fast null)
+        assert any("crash on purpose" in e["error"] and e["fatal"]
+                   for e in cluster.get_topology_info("windows")["errors"])
         cluster.kill_topology("windows", wait_secs=0)
         [ns] = [s for s in cluster._state_memory.namespaces("windows") if s.startswith("sums-") and
                 not s.endswith("-window")]

@@ -9,8 +9,10 @@ from .semantics_topology import records, topology_conf
 from .windowing_topology import RecordsLate, RecordsWindows, ScheduledSpout
 
 ITEMS = [(0, v, 1000 + 100 * v) for v in range(20)]  # ts 1000 .. 2900, at once
-LATE = (1.5, 99, 500)  # once the watermark (2900) passed it
-PUSH = (2.0, 100, 5000)  # moves the watermark on, closing the last window of the items
+# once each of the 2 window tasks closed the items' first 3 windows (1000 to 2500): their
+# watermark (2900) passed it (after a fixed delay instead, a loaded machine let it into a window)
+LATE = (2 * 3, 99, 500)
+PUSH = (2 * 3, 100, 5000)  # after it, moves the watermark on, closing the last window of the items
 
 
 def test_event_time_windows_late_tuples_and_acks_across_worker_processes(shared_cluster, tmp_path):

@@ -2,7 +2,6 @@
 ``test.out.dir`` (the test runs in another process than the workers)."""
 
 import json
-import time
 from pathlib import Path
 
 from squall import BaseWindowedBolt, Bolt, Duration, Fields, Spout
@@ -12,12 +11,18 @@ def _out(conf, name):
     return open(Path(conf["test.out.dir"]) / name, "a")
 
 
+def windows_recorded(out: Path) -> int:
+    """How many windows the `RecordsWindows` tasks writing under ``out`` recorded, all together."""
+    return sum(len(f.read_text().splitlines()) for f in out.glob("windows-*.jsonl"))
+
+
 class ScheduledSpout(Spout):
-    """Emits ``(v, ts)`` items with message id ``v``, each once ``delay`` seconds have passed
-    since the first ``next_tuple``; records acks and fails."""
+    """Emits ``(v, ts)`` items with message id ``v``, in order, each once ``after`` windows are
+    recorded under ``test.out.dir`` (`windows_recorded`): an event, however fast or slow the
+    machine; records acks and fails."""
 
     def __init__(self, items):
-        self.items = items  # [(delay_secs, v, ts)]
+        self.items = items  # [(after, v, ts)]
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("v", "ts"))
@@ -25,13 +30,12 @@ class ScheduledSpout(Spout):
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
         self.todo = list(self.items)
-        self.start = None
+        self.dir = Path(conf["test.out.dir"])
         self.log = _out(conf, f"spout-{context.get_this_task_id()}.jsonl")
 
     def next_tuple(self):
-        self.start = self.start or time.monotonic()
-        if self.todo and time.monotonic() - self.start >= self.todo[0][0]:
-            _delay, v, ts = self.todo.pop(0)
+        if self.todo and (self.todo[0][0] == 0 or windows_recorded(self.dir) >= self.todo[0][0]):
+            _after, v, ts = self.todo.pop(0)
             self.collector.emit([v, ts], v)
 
     def ack(self, msg_id):

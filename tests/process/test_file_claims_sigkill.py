@@ -13,23 +13,30 @@ from squall import BasicBolt, TopologyBuilder
 from squall.external.files import FileSpout
 
 from ..conftest import wait_until
-from .recovery_topology import RECOVERY_CONF
+from .recovery_topology import OPEN, RECOVERY_CONF, open_gate
 from .semantics_topology import topology_conf
 
 FILES, LINES = 6, 200
+HOLD = 50  # lines each task records before it waits for the test's gate
 
 
 class Record(BasicBolt):
-    """Appends each line it gets to ``seen-<task>.txt`` under ``test.out.dir`` (then it is acked),
-    a little slowly, so the run lasts long enough to kill a worker under it."""
+    """Appends each line it gets to ``seen-<task>.txt`` under ``test.out.dir`` (then it is acked).
+    After `HOLD` lines it holds the next one until the test opens the gate (`open_gate`), so
+    no file can finish before the test has killed a worker under it, however fast the machine."""
 
     def prepare(self, conf, context):
+        super().prepare(conf, context)
         self.out = open(Path(conf["test.out.dir"]) / f"seen-{context.get_this_task_id()}.txt", "a")  # noqa: SIM115
+        self.gate = Path(conf["test.out.dir"]) / OPEN
+        self.recorded = 0
 
     def execute(self, tup, collector):
-        time.sleep(0.002)
+        while self.recorded >= HOLD and not self.gate.exists():
+            time.sleep(0.01)
         self.out.write(tup[0] + "\n")
         self.out.flush()
+        self.recorded += 1
 
 
 def seen(out: Path) -> set[str]:
@@ -65,13 +72,15 @@ def test_a_file_held_by_a_sigkilled_worker_is_taken_over_and_finished(cluster, t
     locks = local / "filespout" / "lines" / "locks"
     with cluster.client() as m:
         m.submit_topology("claims", topology_conf(out, **RECOVERY_CONF), b.create_topology())
-        assert wait_until(lambda: len(seen(out)) > 100 and len(set(lock_holders(locks).values())) == 2, 60), \
-            f"the two spout tasks did not both claim a file: {lock_holders(locks)}"
+        # both bolt tasks hold their next line: every claimed file stays unfinished until the gate opens
+        assert wait_until(lambda: len(seen(out)) == 2 * HOLD and len(set(lock_holders(locks).values())) == 2, 60), \
+            f"the two spout tasks did not both claim a file: {lock_holders(locks)}, {len(seen(out))} lines seen"
         holders = lock_holders(locks)
         victim_file = min(holders)
         victim = holders[victim_file]
         assert victim in cluster.workers(), f"the lock names pid {victim}, not a worker: {cluster.workers()}"
         os.kill(victim, signal.SIGKILL)
+        open_gate(out)
         assert wait_until(lambda: sorted(os.listdir(src)) == [f"part-{f}.txt.done" for f in range(FILES)], 90), \
             f"not finished: {sorted(os.listdir(src))}; locks {lock_holders(locks)}"
         m.kill_topology("claims", wait_secs=0)

@@ -59,7 +59,7 @@ class FailureCause(NamedTuple):
         if self.kind == WORKER_LOST:
             return "a worker it was in died"
         where = f" in [{self.component}] task {self.task}" if self.component else ""
-        what = f"{self.error}: {self.message}" if self.error else self.message
+        what = ": ".join(part for part in (self.error, self.message) if part)
         label = "exception" if self.kind == EXCEPTION else "failed"
         return f"{label}{where}" + (f": {what}" if what else "")
 

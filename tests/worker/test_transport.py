@@ -318,6 +318,8 @@ def test_a_restarted_peer_is_heard_and_its_old_launch_no_longer():
 
 _RECEIVER = textwrap.dedent("""
     import sys, time
+    import zmq
+    from zmq.utils.monitor import recv_monitor_message
     from squall.worker.envelope import Origin
     from squall.worker.transport import ZmqTransport
 
@@ -330,24 +332,35 @@ _RECEIVER = textwrap.dedent("""
     t = ZmqTransport("tcp://127.0.0.1:0", {}, None, b"k", origin=Origin("s", "h:2", 1),
                      max_message_bytes=1 << 20)
     t._handle = lambda message: handled.append(len(message))
+    monitor = t._pull.get_monitor_socket(zmq.EVENT_DISCONNECTED)
     print(t.address, rss_kb("VmHWM"), flush=True)
-    sys.stdin.readline()  # the test has sent
-    time.sleep(0.5)
+    want_handled, want_malformed, want_disconnects = map(int, sys.stdin.readline().split())
+    # Wait for what the test sent to be dealt with, not for a fixed time (a sleep lost the race
+    # on a loaded machine): each sender's connection ends in a disconnect, whether it closed
+    # or ZeroMQ refused a frame over the bound, and every message is handled or malformed.
+    disconnects, deadline = 0, time.monotonic() + 60
+    while time.monotonic() < deadline and (
+            len(handled) < want_handled or t.statistics()["dropped"]["malformed"] < want_malformed
+            or disconnects < want_disconnects):
+        if monitor.poll(10):
+            recv_monitor_message(monitor)
+            disconnects += 1
     print(len(handled), t.statistics()["dropped"]["malformed"], rss_kb("VmHWM"), flush=True)
     t.close()
 """)
 
 
-def _receive_in_child(send):
-    """Start a receiver bounded at 1 MB in a child process, ``send(address)`` to it, and return
-    how many messages reached its handler, how many it dropped as malformed, and by how many KB
-    its peak memory grew."""
+def _receive_in_child(send, *, handled: int, malformed: int):
+    """Start a receiver bounded at 1 MB in a child process, ``send(address)`` to it from two
+    sockets, and return how many messages reached its handler, how many it dropped as malformed,
+    and by how many KB its peak memory grew. The child reads its figures once ``handled`` and
+    ``malformed`` messages are counted and both senders' connections have ended (or after 60 s)."""
     child = subprocess.Popen([sys.executable, "-c", _RECEIVER], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
         address, hwm_before = child.stdout.readline().split()
         send(address)
-        out, _ = child.communicate("sent\n", timeout=60)
+        out, _ = child.communicate(f"{handled} {malformed} 2\n", timeout=90)
         handled, malformed, hwm_after = map(int, out.split())
         return handled, malformed, hwm_after - int(hwm_before)
     finally:
@@ -362,7 +375,7 @@ def test_a_message_over_the_bound_is_refused_before_it_is_read():
         send_raw(address, b"x" * (100 << 20))
         send_raw(address, b"x" * 1000)  # within the bound: handled
 
-    handled, _, grown_kb = _receive_in_child(send)
+    handled, _, grown_kb = _receive_in_child(send, handled=1, malformed=0)
     assert handled == 1
     assert grown_kb < 50 * 1024  # far less than the 100 MB sent
 
@@ -381,7 +394,7 @@ def test_a_message_of_many_frames_each_under_the_bound_is_dropped_unkept():
         send_raw(address, [frame] * 40, n=3)
         send_raw(address, b"x" * 1000)  # a single frame, within the bound: handled
 
-    handled, malformed, grown_kb = _receive_in_child(send)
+    handled, malformed, grown_kb = _receive_in_child(send, handled=1, malformed=3)
     assert (handled, malformed) == (1, 3)
     assert grown_kb < 60 * 1024  # KB: one 40 MB message held by ZeroMQ, and no copy of it
 

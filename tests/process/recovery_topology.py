@@ -85,6 +85,23 @@ def stopped_at(out: Path) -> int | None:
     return int(files[0].read_text()) if files else None
 
 
+def stop_and_wait(out: Path, resume: int = 0, done=None, timeout: float = 90, why=lambda: "") -> int:
+    """The end of a test with the endless `DurableSpout` writing under ``out``: wait until
+    ``resume`` more ids are acked than now (tuples flow again after what the test did), stop the
+    spout (`stop_spouts`), and wait until ``done()`` (default: the ids acked) holds every id it
+    emitted. Returns how many it emitted; an assertion names what did not happen, with ``why()``."""
+    from ..conftest import wait_until  # the test's side only (the workers get the components by value)
+    done = done or (lambda: acked(out))
+    before = len(acked(out))
+    assert wait_until(lambda: len(acked(out)) >= before + resume, 60), f"acks did not resume\n{why()}"
+    stop_spouts(out)
+    assert wait_until(lambda: stopped_at(out) is not None, 30), f"the spout did not stop\n{why()}"
+    n = stopped_at(out)
+    assert wait_until(lambda: done() >= set(range(n)), timeout), \
+        f"{len(set(range(n)) - done())} of {n} ids missing, e.g. {sorted(set(range(n)) - done())[:20]}\n{why()}"
+    return n
+
+
 def _record_opened(conf, context):
     """Note under ``test.out.dir`` (if set) that this bolt task was prepared: its worker heard
     that the topology is active, which it learns only from the master (`opened`)."""

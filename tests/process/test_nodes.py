@@ -15,7 +15,7 @@ from squall import StormSubmitter
 from ..conftest import wait_until
 from .conftest import Cluster
 from .nodes import Machine, NetnsUnavailable, Network, log_tail, slots_of
-from .recovery_topology import RECOVERY_CONF, acked, recovery_topology, stop_spouts, stopped_at
+from .recovery_topology import RECOVERY_CONF, acked, recovery_topology, stop_and_wait
 from .semantics_topology import topology_conf
 
 SECRET = "squall-nodes-test-secret-0123456789"  # every machine must hold the cluster's secret
@@ -82,10 +82,7 @@ def _lose_machines(cluster, machines, out, losses):
             before = len(acked(out))
             assert wait_until(lambda before=before: len(acked(out)) > before + 50, 30), \
                 "acks did not resume\n" + _why(cluster, machines)
-        stop_spouts(out)
-        assert wait_until(lambda: stopped_at(out) is not None, 30), "the spout did not stop\n" + _why(cluster, machines)
-        assert wait_until(lambda: acked(out) >= set(range(stopped_at(out))), 90), \
-            f"lost ids: {sorted(set(range(stopped_at(out))) - acked(out))[:20]}\n" + _why(cluster, machines)
+        stop_and_wait(out, why=lambda: _why(cluster, machines))
     return lost
 
 

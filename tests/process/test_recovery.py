@@ -13,8 +13,8 @@ from squall import Config, StormSubmitter, TopologyBuilder
 from ..conftest import wait_until
 from .conftest import _squall_processes
 from .recovery_topology import (RECOVERY_CONF, DurableSpout, Flood, Gated, UnimportableOnWorkers, acked,
-                                kill_a_worker_without, open_gate, opened, recovery_topology, stop_spouts,
-                                stopped_at)
+                                kill_a_worker_without, open_gate, opened, recovery_topology, stop_and_wait,
+                                stop_spouts)
 from .semantics_topology import topology_conf
 
 N = 3000
@@ -83,12 +83,7 @@ def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resum
     with cluster.client() as m:
         assert wait_until(lambda: all(w["alive"] for w in m.get_topology_info("recover")["workers"]), 15)
         assert m.list_topologies()[0]["status"] == "ACTIVE"
-    resumed = len(acked(out))
-    assert wait_until(lambda: len(acked(out)) > resumed + 100, 20), "processing stopped under the new master"
-    stop_spouts(out)
-    assert wait_until(lambda: stopped_at(out) is not None, 10), "the spout did not stop"
-    assert wait_until(lambda: acked(out) >= set(range(stopped_at(out))), 60), \
-        f"lost ids: {sorted(set(range(stopped_at(out))) - acked(out))[:20]}"
+    n = stop_and_wait(out, resume=100)  # once tuples flow under the new master
     assert set(cluster.workers()) == set(workers)  # the new master adopted them, no restarts
     # Storm's statistics live in the workers, as in Storm's executors: the new master shows the
     # acks from before its start too, every id's (one spout task: the sampled count is within one block)
@@ -96,7 +91,7 @@ def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resum
         def stats_acked() -> int:
             return next(w["acked"] for w in m.get_topology_page("recover")["topologyStats"]
                         if w["window"] == ":all-time")
-        assert wait_until(lambda: stats_acked() > stopped_at(out) - 20, 10), (stats_acked(), stopped_at(out))
+        assert wait_until(lambda: stats_acked() > n - 20, 10), (stats_acked(), n)
     # the new master adopted the supervisor: a clean stop stops it too, and it its workers
     cluster.master.send_signal(signal.SIGTERM)
     assert cluster.master.wait(20) == 0

@@ -12,8 +12,7 @@ from ..conftest import wait_until
 from ..examples.conftest import clicks_per_window  # noqa: F401 - the example, a fixture
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
 from ..process.test_exact_windows_sigkill import exact_after_a_kill
-from ..process.recovery_topology import (RECOVERY_CONF, acked, kill_a_worker_without, recovery_topology, stop_spouts,
-                                         stopped_at)
+from ..process.recovery_topology import RECOVERY_CONF, acked, kill_a_worker_without, recovery_topology, stop_and_wait
 from ..process.semantics_topology import (FailsAll, ListSpout, records, task_counts, topology_conf, total,
                                           word_count)
 from ..state.counting import check_counts, committed_counts, counting_topology
@@ -83,13 +82,7 @@ def test_rebalance_moves_a_running_topology_to_one_task_and_loses_nothing(spark_
         assert wait_until(lambda: len(acked(tmp_path)) > 200, 60)
         c.rebalance("rebalanced", num_workers=1, wait_secs=0)
         assert wait_until(lambda: [w["alive"] for w in c.get_topology_info("rebalanced")["workers"]] == [True], 40)
-        moved = len(acked(tmp_path))
-        assert wait_until(lambda: len(acked(tmp_path)) > moved + 200, 60), "acks did not resume on one worker"
-        stop_spouts(tmp_path)
-        assert wait_until(lambda: stopped_at(tmp_path) is not None, 10), "the spout did not stop"
-        n = stopped_at(tmp_path)
-        assert wait_until(lambda: acked(tmp_path) >= set(range(n)), 90), \
-            f"lost ids: {sorted(set(range(n)) - acked(tmp_path))[:20]}"
+        stop_and_wait(tmp_path, resume=200)  # once tuples flow on one worker
         assert c.get_topology_info("rebalanced")["num_workers"] == 1
         assert c.list_topologies()[0]["status"] == "ACTIVE"
 
@@ -127,13 +120,7 @@ def test_state_rolls_back_and_no_update_is_lost_after_a_spark_worker_is_sigkille
     with Running(spark_cluster, "counting", conf, counting_topology(None)) as c:
         assert wait_until(lambda: len(acked(out)) > 300, 90), "the topology did not start committing"
         kill_a_worker_without(c, "counting", "source")
-        before = len(acked(out))
-        assert wait_until(lambda: len(acked(out)) > before + 300, 90), "acks did not resume"
-        stop_spouts(out)
-        assert wait_until(lambda: stopped_at(out) is not None, 10), "the spout did not stop"
-        n = stopped_at(out)
-        assert wait_until(lambda: acked(out) >= set(range(n)), 120), \
-            f"ids never acked: {sorted(set(range(n)) - acked(out))[:20]}"
+        n = stop_and_wait(out, resume=300, timeout=120)
     conf = spark_cluster.conf
     counts = committed_counts(Path(conf["storm.local.dir"]) / "state", conf["squall.secret"].encode(), "counting")
     twice, replayed = check_counts(counts, n, out)

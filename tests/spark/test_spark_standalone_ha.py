@@ -20,7 +20,7 @@ from squall._config import cluster_conf
 from squall.cluster.client import MasterClient
 
 from ..conftest import wait_until
-from ..process.recovery_topology import acked, stop_spouts, stopped_at
+from ..process.recovery_topology import acked, stop_and_wait
 from .standalone import StandaloneCluster, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,13 +93,7 @@ class Supervised:
 
     def all_acked(self):
         """Stop the spout, and wait until every id it emitted is acked; fail naming some that are not."""
-        stop_spouts(self.out)
-        assert wait_until(lambda: stopped_at(self.out) is not None, 30, 0.5), \
-            f"the spout did not stop\n{self.info()}\n{self.standalone.driver_log()}"
-        n = stopped_at(self.out)
-        assert wait_until(lambda: acked(self.out) >= set(range(n)), 120, 0.5), \
-            (f"{n - len(acked(self.out) & set(range(n)))} ids never acked, e.g. {sorted(set(range(n)) - acked(self.out))[:10]}\n"
-             f"{self.info()}\n{self.standalone.driver_log()}")
+        stop_and_wait(self.out, timeout=120, why=lambda: f"{self.info()}\n{self.standalone.driver_log()}")
 
     def __enter__(self):
         return self

@@ -1,7 +1,7 @@
 """A counting topology for the guarantee tests: `ReplayingSpout` of ids 0..n-1 (a failed id is
 emitted again; acked ids are written under ``test.out.dir``; n None: until the test stops it,
-`stop_spouts`) -> `Pass` (2, shuffle) ->
-`CountIds` (2, fields on id), a stateful bolt counting each id in its `KeyValueState`. After
+`stop_and_wait`) -> `Pass` (2, shuffle) -> `CountIds` (2, fields on id), a stateful bolt
+counting each id in its `KeyValueState`. After
 every id is acked, each id's committed count must be at least 1 (nothing lost) and the counts
 may exceed n only by updates applied twice: tuples replayed after their update was committed."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from squall import BaseStatefulBolt, BaseStatefulWindowedBolt, BasicBolt, Duration, Fields, TopologyBuilder
 from squall.state import StateHome, get_state, state_key
 
-from ..process.recovery_topology import DurableSpout, acked, stop_spouts, stopped_at  # noqa: F401 - for the tests
+from ..process.recovery_topology import DurableSpout, acked, stop_and_wait  # noqa: F401 - acked, stop_and_wait: for the tests
 
 
 class ReplayingSpout(DurableSpout):

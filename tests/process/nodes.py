@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from bench.hosts import descendants
+
 from ..conftest import processes_mentioning
 
 
@@ -145,25 +147,6 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
-
-
-def descendants(pid: int) -> list[int]:
-    """The processes under ``pid``: its children, theirs, and so on (from ``/proc``)."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:  # "pid (comm) state ppid ...": comm may hold spaces and parentheses
-            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(d.name))
-    found, todo = [], list(children.get(pid, ()))
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo.extend(children.get(p, ()))
-    return found
 
 
 def slots_of(client, name: str) -> list[str]:

@@ -43,7 +43,19 @@ class RemoteCluster:
         self._still: dict[str, tuple[tuple, float]] = {}
 
     def submit_topology(self, name: str, conf: Any, topology: StormTopology, initial_status: str = "ACTIVE") -> None:
+        """Submits, then waits until every task of ``name`` has reported from a live worker, as
+        LocalCluster's submit returns with its executors running: a test's own deadlines then
+        time its topology, not how long a loaded machine takes to start worker processes (on
+        Spark under load, longer than the 10 s a test gave 100 tuples to be acked)."""
         self.client.submit_topology(name, dict(conf or {}), topology, initial_status)
+        assert wait_until(lambda: self._all_tasks_reported(self.client.get_topology_info(name)), 120), \
+            f"the {self.host} host did not start every task of {name} in 120 s"
+
+    @staticmethod
+    def _all_tasks_reported(info: dict[str, Any]) -> bool:
+        comps = info["components"].values()
+        return (all(w["alive"] for w in info["workers"])
+                and sum(len(c["task_stats"]) for c in comps) == sum(c["tasks"] for c in comps))
 
     def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
         self.client.kill_topology(name, wait_secs=wait_secs)
@@ -85,8 +97,7 @@ class RemoteCluster:
         """
         info = self.client.get_topology_info(name)
         comps = info["components"].values()
-        reported = (all(w["alive"] for w in info["workers"])
-                    and sum(len(c["task_stats"]) for c in comps) == sum(c["tasks"] for c in comps))
+        reported = self._all_tasks_reported(info)
         counts = (tuple((c["emitted"], c["transferred"], c["acked"], c["failed"], c["executed"]) for c in comps),
                   info["acker"]["executed"], reported)
         now = time.monotonic()

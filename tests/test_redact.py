@@ -125,3 +125,19 @@ def test_log_records_are_masked_in_their_message_arguments_and_traceback():
     assert "postgresql://app:***@db/clicks" in lines[1] and "Traceback" in lines[1]
     assert lines[2] == "nothing secret: 5 tuples"
     assert all(PW not in line for line in lines)
+
+
+def test_an_error_record_masks_a_credential_in_its_message_and_traceback():
+    # a user's exception naming its store's URL reaches the UI's errors list, the REST JSON and
+    # squall info through ErrorRecord, from a worker's report (from_dict) as from LocalCluster
+    from squall.engine.executor import ErrorRecord, error_record
+    try:
+        raise ConnectionError(f"cannot reach redis://app:{PW}@db:6379/0")
+    except ConnectionError as e:
+        made = error_record("store", 3, e)
+    reported = ErrorRecord.from_dict({"component": "store", "task": 3, "time": 1.0,
+                                      "error": f"db password={PW}", "traceback": f"x\nredis://:{PW}@db\n"})
+    for record in (made, reported):
+        assert PW not in record.error and PW not in record.traceback, record
+        assert MASK in record.error and MASK in record.traceback
+    assert made.error == f"ConnectionError: cannot reach redis://app:{MASK}@db:6379/0"

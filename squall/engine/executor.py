@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._native import TaskStatsBase
+from .._redact import redact_text
 from .plan import ExecutorSpec, TopologyPlan
 from .stats import TaskStatistics, sample_freq
 
@@ -46,6 +47,9 @@ class ErrorRecord:
     host: str = ""  # the worker's host, set by the master from the reporting slot ("": unknown)
 
     def __post_init__(self) -> None:
+        # every record is shown (UI, REST, squall info) and saved: a user's exception naming a
+        # URL with its password is masked here, once, whichever way the record was made
+        self.error, self.traceback = redact_text(self.error), redact_text(self.traceback)
         if self.last_time < self.time:
             self.last_time = self.time
 

@@ -8,12 +8,17 @@
    - a processing-time duration window (10 s, sliding 1 s) at ``--rate`` tuples per second of
      made-up time (a timer call every second, as the bolt's loop makes).
 2. CPU per tuple of the core (add, expiry, the window handed to a no-op ``execute``), best of 5.
-3. With ``--cluster``: the complete latency a window adds, on a LocalCluster with acking on:
+3. With ``--event-time``: CPU per tuple of the core in event time, as the bolt drives it (a
+   `WatermarkGenerator` deciding late or in time, a watermark every second of made-up time):
+   two sources at 1,000 tuples/s each, lag 10 s, the second source's event times 0, 8 s (out
+   of order, in time) or 15 s (late) behind the first's; tumbling 5 s, sliding 10 s by 5 s and
+   count 1000/100 windows.
+4. With ``--cluster``: the complete latency a window adds, on a LocalCluster with acking on:
    spout -> windowed bolt (duration, ``--length-secs`` sliding ``--slide-secs``) for
    ``--secs`` seconds at about 200 tuples/s; the spout's mean complete latency (from
    `LocalCluster.get_topology_info`) against the same topology with a plain acking bolt.
 
-    python -m bench.windows_micro [--count 1000] [--rate 10000] [--cluster]
+    python -m bench.windows_micro [--count 1000] [--rate 10000] [--event-time] [--cluster]
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from squall._fields import Fields
 from squall._tuple import Source, Tuple
 from squall.windowing import Count, Duration
 from squall.windowing.manager import window_manager
+from squall.windowing.watermark import WatermarkGenerator
 
 SRC = Source("spout", "default", 1, Fields("v"))
 
@@ -59,6 +65,25 @@ def feed_duration(n: int, rate: int) -> object:
             m.on_time(next_timer)
             next_timer += 1000
         m.add(Tuple([i], SRC, i + 1, i), ts)
+    return m
+
+
+def feed_event_time(n: int, skew_ms: int, length: Count | Duration, sliding: Count | Duration,
+                    lag_ms: int = 10_000, rate: int = 1000) -> object:
+    """``n`` tuples from each of two sources (one input stream), the second ``skew_ms`` behind."""
+    m = window_manager(_Nothing(), length, sliding, event_time=True)
+    gen = WatermarkGenerator(lag_ms, ["s"])
+    step, start = 1000 / rate, 100_000
+    next_watermark = start + 1000
+    for i in range(n):
+        t = start + int(i * step)
+        for ts in (t, t - skew_ms):
+            if gen.track("s", ts):
+                m.add(Tuple([i], SRC, i + 1, i), ts)
+        if t >= next_watermark:
+            if (wm := gen.next_watermark()) is not None:
+                m.add_watermark(wm)
+            next_watermark += 1000
     return m
 
 
@@ -115,6 +140,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--count", type=int, default=1000)
     p.add_argument("--rate", type=int, default=10_000)
+    p.add_argument("--event-time", action="store_true")
     p.add_argument("--cluster", action="store_true")
     p.add_argument("--secs", type=float, default=10.0)
     p.add_argument("--length-secs", type=float, default=2.0)
@@ -131,6 +157,15 @@ def main() -> None:
     for label, fn, arg in (("count", feed_count, a.count), ("duration", feed_duration, a.rate)):
         best = min(timeit.repeat(functools.partial(fn, n, arg), number=1, repeat=5))
         print(f"cpu: {label} window, {1e6 * best / n:.2f} us per tuple (best of 5, {n:,} adds)")
+    if a.event_time:
+        for skew in (0, 8_000, 15_000):
+            for label, length, sliding in (("tumbling 5 s", Duration(5000), Duration(5000)),
+                                           ("sliding 10 s by 5 s", Duration(10_000), Duration(5000)),
+                                           ("count 1000/100", Count(1000), Count(100))):
+                best = min(timeit.repeat(functools.partial(feed_event_time, n, skew, length, sliding),
+                                         number=1, repeat=5))
+                print(f"cpu: event time, {label}, sources {skew / 1000:g} s apart: "
+                      f"{1e6 * best / (2 * n):.2f} us per tuple (best of 5, {2 * n:,} tuples)")
     if a.cluster:
         lat = cluster_latency(a.secs, a.length_secs, a.slide_secs)
         print(f"complete latency (ms, mean): plain bolt {lat['plain']}, "

@@ -138,10 +138,10 @@ def write_private(path: str | os.PathLike, data: bytes | str, kept: Kept | None 
                 if durable:
                     f.flush()
                     os.fsync(fd)
-        except BaseException:
+            os.replace(tmp, p)
+        except BaseException:  # a failed rename too: the temporary file holds all the new data
             tmp.unlink(missing_ok=True)
             raise
-        os.replace(tmp, p)
         if durable:
             fsync_dir(p.parent)
     except OSError as e:

@@ -214,3 +214,19 @@ def test_a_secret_that_cannot_be_written_is_not_left_empty(disk):
     filler.free()
     assert not (disk / "secret").exists()
     assert len(load_or_create_secret({"storm.local.dir": str(disk)})) == 64
+
+
+def test_a_write_whose_rename_fails_leaves_no_temporary_file(tmp_path, monkeypatch):
+    # a rename can fail too (ENOSPC for a new directory entry, EIO): the temporary file, which
+    # holds all the new data (a state, a plan, the secret), must not stay beside the old one
+    from squall._private import write_private
+    target = tmp_path / "state" / "current"
+    write_private(target, b"old", durable=True)
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr("squall._private.os.replace", full)
+    with pytest.raises(DiskWriteError, match="no space is left"):
+        write_private(target, b"new", durable=True)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["current"]
+    assert target.read_bytes() == b"old"

@@ -151,6 +151,11 @@ class _CheckpointAware(Bolt):
     def get_component_configuration(self) -> dict[str, Any] | None:
         return self.bolt.get_component_configuration()
 
+    @property
+    def squall_fail_fast(self) -> bool:
+        """The wrapped bolt's: whether its exception crashes the worker by default (a window's)."""
+        return getattr(self.bolt, "squall_fail_fast", False)
+
     def _start(self, context: Any, collector: OutputCollector) -> None:
         self.collector = collector
         self.barrier = CheckpointBarrier(checkpoint_inputs(context))

@@ -85,6 +85,12 @@ class WindowedBoltExecutor(Bolt):
     """True for an executor that saves its windows with the checkpoints (then the message
     timeout need not cover the window: squall.state.PersistentWindowedBoltExecutor)."""
 
+    # an exception in the user's execute comes from a window, not from the input that fired it,
+    # which the window holds and acks at its expiry: failing that input would answer it twice
+    # (and the trigger would stay un-reset). So it crashes the worker unless
+    # topology.bolt.fail.fast says otherwise, as a time-driven trigger's exception always does.
+    squall_fail_fast = True
+
     def __init__(self, bolt: BaseWindowedBolt) -> None:
         self.bolt = bolt
         self.spec: WindowSpec | None = None

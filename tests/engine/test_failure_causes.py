@@ -6,10 +6,11 @@ counts, and a bolt's failed, are exact in the statistics at any sample rate (iss
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
-from squall import BasicBolt, Bolt, Config, Fields, FailureCause, LocalCluster, Spout, TopologyBuilder
+from squall import BaseWindowedBolt, BasicBolt, Bolt, Config, Count, Fields, FailureCause, LocalCluster, Spout, TopologyBuilder
 from squall._failure import EXCEPTION, EXPLICIT, TIMEOUT, WORKER_LOST
 from squall.cli._local import with_statistics
 from squall.engine.clock import SimulatedClock
@@ -179,12 +180,13 @@ class HoldsAndRaisesOnBoom(Bolt):
             raise RuntimeError("boom")
 
 
-def _two_workers(fail_fast: bool) -> tuple[LocalCluster, Causes, SharedLog]:
+def _two_workers(fail_fast: bool | None, bolt: Any = None) -> tuple[LocalCluster, Causes, SharedLog]:
+    """``feed`` -> ``crash`` (``bolt``, by default `HoldsAndRaisesOnBoom`) in two workers."""
     causes = SharedLog()
     feed = Causes(Fields(["x"]), causes)
     b = TopologyBuilder()
     b.set_spout("feed", feed)
-    b.set_bolt("crash", HoldsAndRaisesOnBoom()).shuffle_grouping("feed")
+    b.set_bolt("crash", bolt or HoldsAndRaisesOnBoom()).shuffle_grouping("feed")
     conf = Config()
     conf.set_num_workers(2)
     conf["topology.bolt.fail.fast"] = fail_fast
@@ -280,3 +282,53 @@ def test_reports_of_a_bolts_exceptions_follow_storms_throttle():
     throttle = ErrorThrottle(10.0, 2)
     assert [throttle.allow(t) for t in (0.0, 1.0, 2.0, 9.9)] == [True, True, False, False]
     assert [throttle.allow(t) for t in (10.0, 10.5, 11.0)] == [True, True, False]
+
+
+
+class RaisesOnItsFirstWindow(BaseWindowedBolt):
+    """Logs each window's values; raises on the first window."""
+
+    def __init__(self, windows: SharedLog) -> None:
+        super().__init__()
+        self.windows = windows
+
+    def prepare(self, conf, context, collector):
+        self.fired = 0
+
+    def execute(self, window):
+        self.fired += 1
+        self.windows.append(sorted(t[0] for t in window.get()))
+        if self.fired == 1:
+            raise RuntimeError("the first window")
+
+
+def test_a_windowed_bolt_that_raises_crashes_its_worker_by_default():
+    """The exception comes from a window, not from the input that fired it, which the window
+    holds and acks when it expires: failing that input answered it twice (failed, then acked)
+    and left the count trigger un-reset, so every later input fired the window again. A
+    windowed bolt keeps Storm's fail-fast by default, as its time-driven trigger always did."""
+    windows = SharedLog()
+    bolt = RaisesOnItsFirstWindow(windows).with_tumbling_window(Count(3))
+    cluster, feed, causes = _two_workers(fail_fast=None, bolt=bolt)
+    with cluster:
+        for i in range(3):
+            feed.feed([i], i)
+        assert wait_until(lambda: len(causes.items()) == 3)  # all three, the worker having crashed
+        errors = cluster.get_topology_info("t")["errors"]
+        assert [(e["component"], e["fatal"]) for e in errors] == [("crash", True)]
+        for i in range(3, 6):
+            feed.feed([i], i)
+        assert wait_until(lambda: len(windows.items()) == 2)
+    assert windows.items() == [[0, 1, 2], [3, 4, 5]]  # the restarted window fires every 3 inputs
+    got = dict(causes.items())
+    assert got[2].kind == EXCEPTION and got[0] == got[1] == FailureCause(WORKER_LOST)
+
+
+def test_a_windowed_bolt_in_a_stateful_topology_keeps_fail_fast_through_its_checkpoint_wrapper():
+    from squall.state._bolt import CheckpointTupleForwarder, StatefulBoltExecutor
+    from squall.state._windowed import windowed_executor
+
+    window = windowed_executor(RaisesOnItsFirstWindow(SharedLog()).with_tumbling_window(Count(3)))
+    assert CheckpointTupleForwarder(window).squall_fail_fast
+    assert not CheckpointTupleForwarder(Sink()).squall_fail_fast
+    assert StatefulBoltExecutor(Sink()).squall_fail_fast

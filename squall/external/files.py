@@ -481,14 +481,13 @@ def read_line(f: BinaryIO, limit: int | None = None) -> bytes:
 
 
 def _takes_limit(reader: Callable[..., bytes]) -> bool:
-    """Whether ``reader`` takes ``(f, limit)``, not only ``f`` (a reader written before the limit)."""
+    """Whether ``reader`` has a parameter named ``limit`` (it is then called ``reader(f,
+    limit=...)``), not only ``f``: a reader written before the limit. By name, not by position,
+    so that a reader's own optional argument (``def r(f, sep=b"\\0")``) never receives the limit."""
     try:
-        inspect.signature(reader).bind(None, 0)
-    except TypeError:
+        return "limit" in inspect.signature(reader).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: called the old way, checked after reading
         return False
-    except ValueError:  # a builtin without a signature: called the old way, checked after reading
-        return False
-    return True
 
 
 def translate_text(record: bytes) -> list:
@@ -552,7 +551,8 @@ class FileSpout(Spout):
         fields: the output fields (the translator returns one value per field).
         reader: ``(f, limit) -> bytes``: the next raw record from a binary file (b"" at end), raising
             `RecordTooLarge` after moving past a record longer than ``limit``; default lines
-            (`read_line`). A reader of ``f`` alone still works: its records are measured after they
+            (`read_line`). The limit is passed by name, to a reader with a parameter called
+            ``limit``. A reader of ``f`` alone (or with other optional arguments) still works: its records are measured after they
             are read, so it bounds its memory itself.
         translator: ``bytes -> list``: a record's values; default the UTF-8 line without its end.
         stream: the stream to emit on.
@@ -801,7 +801,7 @@ class FileSpout(Spout):
         for a record above the limit."""
         assert self.handle is not None
         if self.reader_takes_limit:
-            return self.reader(self.handle, self.record_limit)  # type: ignore[call-arg]
+            return self.reader(self.handle, limit=self.record_limit)  # type: ignore[call-arg]
         record = self.reader(self.handle)
         if len(record) > self.record_limit:
             raise RecordTooLarge(len(record))

@@ -111,11 +111,15 @@ def test_a_multi_megabyte_line_is_skipped_in_memory_far_below_its_length(tmp_pat
     assert grown < line_bytes // 16, f"reading past an {line_bytes}-byte line took {grown} bytes at its peak"
 
 
-def test_a_reader_of_the_file_alone_has_its_records_measured_after_reading(tmp_path):
+@pytest.mark.parametrize("reader", [lambda f: f.readline(), lambda f, size=-1: f.readline(size)],
+                         ids=["f-alone", "f-and-its-own-optional-argument"])
+def test_a_reader_of_the_file_alone_has_its_records_measured_after_reading(tmp_path, reader):
+    """A reader without a ``limit`` parameter is called with ``f`` alone, also when it has an
+    optional argument of its own (which must never receive the limit)."""
     src, local = tmp_path / "in", tmp_path / "local"
     src.mkdir()
     (src / "r.bin").write_bytes(b"ok\n" + b"z" * 300 + b"\nfine\n")
-    spout, out = opened(src, local, max_record_bytes=100, reader=lambda f: f.readline())
+    spout, out = opened(src, local, max_record_bytes=100, reader=reader)
 
     run_to_the_end(spout, out, src, ["r.bin"])
 

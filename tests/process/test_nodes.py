@@ -65,11 +65,9 @@ def _lose_machines(cluster, machines, out, losses):
         StormSubmitter.submit_topology("spread", topology_conf(out, **RECOVERY_CONF), recovery_topology())
     lost, ran_on = [], []
     with cluster.client() as m:
-        assert wait_until(lambda: len(acked(out)) > 200, 60), "the topology did not start\n" + _why(cluster, machines)
+        assert wait_until(lambda: len(acked(out)) > 200 and _settled(m, "spread", machines, lost), 60), \
+            "the topology did not start\n" + _why(cluster, machines)
         for lose in losses:
-            assert wait_until(lambda: _settled(m, "spread", machines, lost), TIMEOUT + 30), \
-                f"still on {slots_of(m, 'spread')} after losing {[mc.address for mc in lost]}\n" + \
-                _why(cluster, machines)
             # the machine the last loss moved executors to, whose worker started last (the
             # case that once hit a worker still starting), else the first
             on = _running_on(m, "spread", machines)

@@ -106,13 +106,12 @@ class FieldsTranslator:
 @dataclass
 class _Tracked:
     """An entry the spout has taken and not yet acked: its values, retries so far (failures it
-    caused), the cause of the last of those, and when it may be emitted again (after a failure)."""
+    caused), and when it may be emitted again (after a failure)."""
 
     entry: Entry
     values: list
     retries: int = 0
     due: float = 0.0
-    cause: FailureCause | None = None
 
 
 @dataclass
@@ -265,7 +264,6 @@ class RedisStreamSpout(Spout):
             return
         if cause.record_caused:
             t.retries += 1
-            t.cause = cause
         if self.backoff.gives_up(t.retries):
             self._tracked.pop(msg_id)
             self._dead_letter(t.entry, f"failed {t.retries} times (max_retries {self.backoff.max_retries})"

@@ -132,8 +132,15 @@ def test_a_broadcast_follows_the_items_queued_before_it(pair):
 
 
 def test_a_sleeping_loop_wakes_when_data_arrives_or_it_is_set():
+    """The loop's event wakes on the transport's readiness. The receiver's watchman is stopped:
+    it reads for loops that have not polled for 5 ms, and once it has read the data nothing is
+    ready when the woken loop's poll looks again, so the loop slept on (in a worker, the watchman's
+    delivery to an inbox sets the loop's event; here `Collect` does not). Under load, the
+    watchman won that race and the wait ran its 30 s."""
     got = Collect()
     b = tcp(receive=got, slot="h:2")
+    b._stale.close()
+    b._watchman.join(2)
     a = tcp(peers={7: b.address})
     event = b.loop_event()
     try:

@@ -265,6 +265,14 @@ def test_the_cause_of_a_failure_from_an_older_sender_counts_as_an_explicit_fail(
     assert len(long.message) < 1100 and long.error == "ValueError"
 
 
+def test_a_credential_in_an_exception_message_does_not_reach_the_cause():
+    """The cause's message goes into dead-letter entries (a Redis stream, a file) and log lines:
+    a bolt's exception that names its store's URL must not carry the password there."""
+    cause = FailureCause.of_exception(EXCEPTION, "sink", 2, ConnectionError("redis://app:s3cret-pw@db:6379/0 is down"))
+    assert "s3cret-pw" not in cause.message and "s3cret-pw" not in cause.describe()
+    assert cause.message == "redis://app:***@db:6379/0 is down"
+
+
 def test_a_cause_crosses_workers_in_acker_messages_and_replies():
     from squall.engine.acker import FAIL, FAILED
     from squall.engine.serialize import Serializer

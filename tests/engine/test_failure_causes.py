@@ -324,6 +324,10 @@ def test_a_windowed_bolt_that_raises_crashes_its_worker_by_default():
         assert wait_until(lambda: len(causes.items()) == 3)  # all three, the worker having crashed
         errors = cluster.get_topology_info("t")["errors"]
         assert [(e["component"], e["fatal"]) for e in errors] == [("crash", True)]
+        # the next inputs once the crashed worker runs again: sent before, they were lost with it
+        # (failed as a lost worker, and a FeederSpout does not replay), which a loaded machine showed
+        assert wait_until(lambda: all(w["alive"] for w in cluster.get_topology_info("t")["workers"])
+                          and any(w["restarts"] for w in cluster.get_topology_info("t")["workers"]))
         for i in range(3, 6):
             feed.feed([i], i)
         assert wait_until(lambda: len(windows.items()) == 2)

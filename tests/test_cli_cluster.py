@@ -5,6 +5,7 @@ mistakes a user makes (a wrong or missing secret, no master, a bad ``-e``), one 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -343,8 +344,7 @@ def test_nimbus_prints_a_ready_line_with_its_address_that_scripts_can_wait_for(t
     """With nimbus.thrift.port 0 the master takes a free port: the ready line says which, and a
     client reaches the master there as soon as the line is out."""
     config = write_conf(tmp_path, **{"nimbus.thrift.port": 0})
-    proc = subprocess.Popen([sys.executable, "-m", "squall", "nimbus", "--no-supervisor", "--config", config],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = start_nimbus(tmp_path, "--no-supervisor", "--config", config)
     try:
         line = proc.stdout.readline()
         assert line.startswith("squall nimbus ready at 127.0.0.1:"), line
@@ -353,16 +353,14 @@ def test_nimbus_prints_a_ready_line_with_its_address_that_scripts_can_wait_for(t
         listed = squall("list", "--config", config, "-c", f"nimbus.thrift.port={port}")
         assert (listed.returncode, listed.stdout) == (0, "No topologies running.\n"), listed.stderr
     finally:
-        proc.terminate()
-        assert proc.wait(30) == 0
+        assert stop_nimbus(proc, tmp_path) == 0
 
 
 def test_with_port_zero_the_supervisor_nimbus_starts_reaches_it_on_the_port_it_took(tmp_path):
     """The supervisor is told the port the master took, not the configured 0; a topology
     submitted before it registered says it waits for a supervisor, not for a busy slot."""
     config = write_conf(tmp_path, **{"nimbus.thrift.port": 0, "supervisor.slots.ports": free_ports(1)})
-    proc = subprocess.Popen([sys.executable, "-m", "squall", "nimbus", "--config", config],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = start_nimbus(tmp_path, "--config", config)
     try:
         port = int(proc.stdout.readline().rstrip().rpartition(":")[2])
         at = ("--config", config, "-c", f"nimbus.thrift.port={port}")
@@ -376,9 +374,35 @@ def test_with_port_zero_the_supervisor_nimbus_starts_reaches_it_on_the_port_it_t
             return next((int(r[3]) for r in rows if r and r[0] == "numbers"), None)
         assert wait_until(lambda: workers() == 1, 20, 0.2), squall("list", *at).stdout
     finally:
-        proc.terminate()
-        assert proc.wait(30) == 0
+        assert stop_nimbus(proc, tmp_path) == 0
     assert wait_until(lambda: not processes_mentioning(str(tmp_path / "storm-local")), 15)
+
+
+def start_nimbus(tmp_path: Path, *args: str) -> subprocess.Popen:
+    """``squall nimbus ARGS``, its ready line on a pipe, its log in ``tmp_path/nimbus.log``."""
+    with open(tmp_path / "nimbus.log", "wb") as log:
+        return subprocess.Popen([sys.executable, "-m", "squall", "nimbus", *args],
+                                stdout=subprocess.PIPE, stderr=log, text=True)
+
+
+def stop_nimbus(proc: subprocess.Popen, tmp_path: Path, timeout: float = 30) -> int:
+    """SIGTERM ``proc`` and return its exit status. One that has not exited within ``timeout``
+    fails the test with what it was doing (py-spy's dump of its threads) and its and its
+    supervisor's logs, then is killed with every process under ``tmp_path``."""
+    proc.terminate()
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        dump = subprocess.run(["py-spy", "dump", "--pid", str(proc.pid)], capture_output=True, text=True)
+        logs = {p.name: p.read_text(errors="replace")[-4000:]
+                for p in [tmp_path / "nimbus.log", *tmp_path.glob("storm-local/supervisor/*.log")] if p.exists()}
+        proc.kill()
+        proc.wait()
+        for pid in processes_mentioning(str(tmp_path)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"squall nimbus did not stop within {timeout:g} s of SIGTERM:\n{dump.stdout}{dump.stderr}\n"
+                    + "\n".join(f"--- {name}\n{text}" for name, text in logs.items()))
 
 
 def write_conf(tmp_path: Path, **conf) -> str:

@@ -20,7 +20,7 @@ class TopologyContext:
 
     def __init__(self, topology: StormTopology, storm_id: str, task_to_component: dict[int, str],
                  task_id: int, worker_port: int, worker_tasks: list[int], conf: dict[str, Any],
-                 state_home: Any = None) -> None:
+                 state_home: Any = None, transactional_home: Any = None) -> None:
         self._topology = topology
         self._storm_id = storm_id
         self._task_to_component = task_to_component
@@ -32,6 +32,8 @@ class TopologyContext:
         self._worker_tasks = sorted(worker_tasks)
         self._conf = conf
         self.state_home = state_home  # what the host lends state providers (squall.state.StateHome)
+        # what the host lends Trident's coordinators (squall._transactional.TransactionalBackend)
+        self.transactional_home = transactional_home
         # bucket secs -> name -> metric; registration closes when open/prepare returns (`seal_metrics`)
         self._metrics: dict[int, dict[str, Any]] = {}
         self._metric_names: set[str] = set()
@@ -121,6 +123,17 @@ class TopologyContext:
     def get_storm_conf(self) -> dict[str, Any]:
         """The topology's configuration as this task sees it."""
         return self._conf
+
+    def transactional_state(self, name: str) -> Any:
+        """The topology's durable state ``name`` where the host keeps it (Storm's ZooKeeper
+        ``/transactional/<name>``): a `squall.trident.txstate.TransactionalState`, the same for
+        every task of the topology and for the topology submitted again under the same name.
+
+        Raises:
+            squall.trident.txstate.TransactionalStateError: a bad ``name``, or a host that lends none.
+        """
+        from .trident.txstate import transactional_state
+        return transactional_state(self, name)
 
     def register_metric(self, name: str, metric: Any, bucket_secs: int) -> Any:
         """Report ``metric`` (an `IMetric`, or an `IReducer`/`ICombiner`, wrapped in a

@@ -1,0 +1,182 @@
+"""The host's side of Trident's transactional state: keys, limits, and what a worker reaches.
+
+Trident's coordinator keeps its durable state (the current txid, the attempt ids, each spout
+coordinator's batch metadata) where the cluster keeps its own (Storm: ZooKeeper, under
+``/transactional/<id>/...``). A task reaches it through a `TransactionalBackend` the host's
+worker agent hands its `TopologyContext` (``context.transactional_home``); the engine knows
+nothing more of it. Values cross it as opaque bytes: the worker pickles and unpickles them
+(`squall.trident.txstate`), the master only stores them, and what it reads back from its disk
+or ZooKeeper carries its seal (`squall._sealed`).
+
+Every store is namespaced by the topology's *name*, not its storm id, so that a topology killed
+and submitted again under the same name resumes where it stopped, as Storm's coordinator does.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Protocol
+
+from ._errors import SquallError
+
+MAX_KEY_CHARS = 200
+"""A key's longest length: it is a file name on the process host, a node name in ZooKeeper."""
+MAX_VALUE_BYTES = 512 * 1024
+"""A value's largest size, pickled: ZooKeeper's default ``jute.maxbuffer`` is 1 MiB, and a value
+there is sealed and base64-encoded (4/3)."""
+MAX_KEYS = 10_000
+"""Keys one topology may hold: a coordinator keeps a few per batch in flight, so more is a leak."""
+
+# keys are paths of segments made of these characters; "/" separates them (Storm's ZK paths)
+_SEGMENT = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_PREFIX = re.compile(r"^[A-Za-z0-9_.\-/]*$")
+_SEP_IN_NAME = "~"  # how "/" is written in a file or node name: a character no key contains
+
+
+class TransactionalStateError(SquallError):
+    """A key or value the transactional state refuses (bad key, too large, too many keys)."""
+
+
+def check_key(key: Any, what: str = "key") -> str:
+    """``key`` if it is a valid transactional-state key, else `TransactionalStateError` saying why.
+
+    A key is 1-200 characters of ``A-Za-z0-9_.-``, in ``/``-separated segments, none empty, ``.``
+    or ``..``.
+    """
+    if not isinstance(key, str):
+        raise TransactionalStateError(f"transactional state {what} must be a str, got {type(key).__name__}")
+    if not key or len(key) > MAX_KEY_CHARS:
+        raise TransactionalStateError(f"transactional state {what} {key[:MAX_KEY_CHARS]!r} has {len(key)} "
+                                      f"characters: it needs 1 to {MAX_KEY_CHARS}")
+    for seg in key.split("/"):
+        if not _SEGMENT.match(seg) or seg in (".", ".."):
+            raise TransactionalStateError(
+                f"transactional state {what} {key!r}: each '/'-separated part must be non-empty "
+                f"characters A-Z a-z 0-9 _ . - (and not '.' or '..'), got {seg!r}")
+    return key
+
+
+def check_prefix(prefix: Any) -> str:
+    """``prefix`` if keys may start with it (``""``: every key), else `TransactionalStateError`."""
+    if not isinstance(prefix, str) or len(prefix) > MAX_KEY_CHARS or not _PREFIX.match(prefix):
+        raise TransactionalStateError(f"transactional state prefix {prefix!r} must be a str of at most "
+                                      f"{MAX_KEY_CHARS} characters A-Z a-z 0-9 _ . - /")
+    return prefix
+
+
+def check_value(key: str, blob: Any) -> bytes:
+    """``blob`` if it is bytes within `MAX_VALUE_BYTES`, else `TransactionalStateError` naming ``key``."""
+    if not isinstance(blob, (bytes, bytearray)):
+        raise TransactionalStateError(f"transactional state value of key {key!r} must be bytes, "
+                                      f"got {type(blob).__name__}")
+    if len(blob) > MAX_VALUE_BYTES:
+        raise TransactionalStateError(f"transactional state value of key {key!r} is {len(blob)} bytes pickled; "
+                                      f"the limit is {MAX_VALUE_BYTES}")
+    return bytes(blob)
+
+
+def key_to_name(key: str) -> str:
+    """``key`` as one file or ZooKeeper node name (its ``/`` as ``~``)."""
+    return key.replace("/", _SEP_IN_NAME)
+
+
+def name_to_key(name: str) -> str:
+    """The key `key_to_name` wrote as ``name``."""
+    return name.replace(_SEP_IN_NAME, "/")
+
+
+class TransactionalBackend(Protocol):
+    """What the host lends a task (``context.transactional_home``): the cluster's durable
+    store of opaque values, by topology name and key. Raises `TransactionalStateError` for a
+    bad key or value, and whatever its link raises while the cluster is unreachable."""
+
+    def get(self, topology: str, key: str) -> bytes | None:
+        """The value of ``key``, None if there is none."""
+        ...
+
+    def put(self, topology: str, key: str, blob: bytes) -> None:
+        """Set ``key`` to ``blob``, durably once this returns."""
+        ...
+
+    def delete(self, topology: str, key: str, prefix: bool = False) -> None:
+        """Remove ``key`` (with ``prefix``: every key equal to it or under ``key/``; ``""``: all)."""
+        ...
+
+    def list(self, topology: str, prefix: str = "") -> list[str]:
+        """The keys that start with ``prefix``, sorted."""
+        ...
+
+
+class MemoryBackend:
+    """A `TransactionalBackend` in a dict: a `LocalCluster`'s master (which outlives its
+    workers) keeps one; unit tests use it directly."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, dict[str, bytes]] = {}
+
+    def get(self, topology: str, key: str) -> bytes | None:
+        """See `TransactionalBackend.get`."""
+        return self._data.get(topology, {}).get(check_key(key))
+
+    def put(self, topology: str, key: str, blob: bytes) -> None:
+        """See `TransactionalBackend.put`."""
+        blob = check_value(check_key(key), blob)
+        keys = self._data.setdefault(topology, {})
+        if key not in keys and len(keys) >= MAX_KEYS:
+            raise TransactionalStateError(too_many_keys(topology, key))
+        keys[key] = blob
+
+    def delete(self, topology: str, key: str, prefix: bool = False) -> None:
+        """See `TransactionalBackend.delete`."""
+        keys = self._data.get(topology, {})
+        for k in (under(list(keys), key) if prefix else [check_key(key)]):
+            keys.pop(k, None)
+
+    def list(self, topology: str, prefix: str = "") -> list[str]:
+        """See `TransactionalBackend.list`."""
+        return starting(self._data.get(topology, {}), check_prefix(prefix))
+
+
+def too_many_keys(topology: str, key: str) -> str:
+    """The error for a new ``key`` beyond `MAX_KEYS`."""
+    return (f"transactional state of topology {topology!r} holds {MAX_KEYS} keys already: key {key!r} "
+            f"not added (delete what a finished batch no longer needs)")
+
+
+def starting(keys: Any, prefix: str) -> list[str]:
+    """The keys among ``keys`` that start with ``prefix``, sorted."""
+    return sorted(k for k in keys if k.startswith(prefix))
+
+
+def under(keys: Any, key: str) -> list[str]:
+    """The keys among ``keys`` that a prefix delete of ``key`` removes: ``key`` itself and every
+    key below ``key/`` (every key for ``""``)."""
+    base = check_prefix(key).rstrip("/")
+    if base == "":
+        return list(keys)
+    return [k for k in keys if k == base or k.startswith(base + "/")]
+
+
+class MasterBackend:
+    """A `TransactionalBackend` through the worker's link to the master (its
+    ``trident_state_*`` operations): what the worker agent hands its tasks on every host."""
+
+    def __init__(self, master: Any) -> None:
+        self.master = master  # squall.worker.calls.MasterCalls
+
+    def get(self, topology: str, key: str) -> bytes | None:
+        """See `TransactionalBackend.get`."""
+        return self.master.call("trident_state_get", topology=topology, key=check_key(key))
+
+    def put(self, topology: str, key: str, blob: bytes) -> None:
+        """See `TransactionalBackend.put`."""
+        self.master.call("trident_state_put", topology=topology, key=check_key(key), value=check_value(key, blob))
+
+    def delete(self, topology: str, key: str, prefix: bool = False) -> None:
+        """See `TransactionalBackend.delete`."""
+        self.master.call("trident_state_delete", topology=topology, key=check_prefix(key) if prefix else check_key(key),
+                         prefix=bool(prefix))
+
+    def list(self, topology: str, prefix: str = "") -> list[str]:
+        """See `TransactionalBackend.list`."""
+        return list(self.master.call("trident_state_list", topology=topology, prefix=check_prefix(prefix)))

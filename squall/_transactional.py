@@ -15,6 +15,9 @@ and submitted again under the same name resumes where it stopped, as Storm's coo
 from __future__ import annotations
 
 import re
+import threading
+import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ._errors import SquallError
@@ -158,25 +161,48 @@ def under(keys: Any, key: str) -> list[str]:
 
 
 class MasterBackend:
-    """A `TransactionalBackend` through the worker's link to the master (its
-    ``trident_state_*`` operations): what the worker agent hands its tasks on every host."""
+    """A `TransactionalBackend` through a link to the master (its ``trident_state_*``
+    operations): what the worker agent hands its tasks on every host. One call at a time (the
+    worker's tasks share it); a master that cannot be reached is tried ``retries`` more times,
+    ``interval`` seconds apart (Storm's ``storm.zookeeper.retry.times``/``interval``, which its
+    coordinator's ZooKeeper client obeys), then `squall.worker.calls.RpcError` is raised. Every
+    operation is idempotent, so one the master may have run is safe to send again."""
 
-    def __init__(self, master: Any) -> None:
+    def __init__(self, master: Any, retries: int = 5, interval: float = 1.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.master = master  # squall.worker.calls.MasterCalls
+        self.retries, self.interval, self._sleep = retries, interval, sleep
+        self._lock = threading.Lock()
+
+    def _call(self, op: str, **args: Any) -> Any:
+        from .worker.calls import RemoteError, RpcError
+        with self._lock:
+            for attempt in range(self.retries + 1):
+                try:
+                    return self.master.call(op, **args)
+                except RpcError:
+                    if attempt == self.retries:
+                        raise
+                except RemoteError as e:
+                    if e.type == TransactionalStateError.__name__:  # a limit the master enforces
+                        raise TransactionalStateError(str(e)) from None
+                    raise
+                self._sleep(self.interval)
+        raise AssertionError("unreachable")
 
     def get(self, topology: str, key: str) -> bytes | None:
         """See `TransactionalBackend.get`."""
-        return self.master.call("trident_state_get", topology=topology, key=check_key(key))
+        return self._call("trident_state_get", topology=topology, key=check_key(key))
 
     def put(self, topology: str, key: str, blob: bytes) -> None:
         """See `TransactionalBackend.put`."""
-        self.master.call("trident_state_put", topology=topology, key=check_key(key), value=check_value(key, blob))
+        self._call("trident_state_put", topology=topology, key=check_key(key), value=check_value(key, blob))
 
     def delete(self, topology: str, key: str, prefix: bool = False) -> None:
         """See `TransactionalBackend.delete`."""
-        self.master.call("trident_state_delete", topology=topology, key=check_prefix(key) if prefix else check_key(key),
-                         prefix=bool(prefix))
+        self._call("trident_state_delete", topology=topology, key=check_prefix(key) if prefix else check_key(key),
+                   prefix=bool(prefix))
 
     def list(self, topology: str, prefix: str = "") -> list[str]:
         """See `TransactionalBackend.list`."""
-        return list(self.master.call("trident_state_list", topology=topology, prefix=check_prefix(prefix)))
+        return list(self._call("trident_state_list", topology=topology, prefix=check_prefix(prefix)))

@@ -255,6 +255,7 @@ class Master(HaMaster):
         self._replicating: set[str] = set()  # submissions waiting for their code's replication
         self._plans: dict[str, TopologyPlan] = {}  # code digest -> plan (a follower's cache)
         self._beats_written: dict[tuple[str, str], float] = {}
+        self._transactional: Any = None  # Trident's transactional state, made at its first use
         if durable and zookeeper_servers(conf):
             self.ha = Coordinator(conf, self.secret)  # kazoo is imported there, with the ha extra
         else:
@@ -994,6 +995,35 @@ class Master(HaMaster):
         topo = self._find(storm_id)
         if topo is not None and slot in topo.assignment:
             self._add_errors(topo, slot, launch_id, errors)
+
+    # --- Trident's transactional state (`squall.trident.txstate`) ------------------------------------------
+    def _transactional_of(self, topology: Any) -> Any:
+        """The store of Trident's transactional state (`squall.cluster.txstore`), checking that
+        ``topology`` is a topology name; values are opaque bytes here, never unpickled."""
+        if not isinstance(topology, str) or not _NAME_RE.match(topology):
+            raise ValueError(f"transactional state: {topology!r} is not a topology name")
+        if self._transactional is None:
+            from . import txstore
+            self._transactional = (txstore.MemoryBackend() if not self.durable else
+                                   txstore.ZooKeeperStore(self.ha) if self.ha is not None else
+                                   txstore.FileStore(self.local_dir / "transactional", self.secret))
+        return self._transactional
+
+    def op_trident_state_get(self, topology: str, key: str) -> bytes | None:
+        """The value of ``key`` in ``topology``'s transactional state, None if none."""
+        return self._transactional_of(topology).get(topology, key)
+
+    def op_trident_state_put(self, topology: str, key: str, value: bytes) -> None:
+        """Set ``key`` of ``topology``'s transactional state to ``value`` (durable once it returns)."""
+        self._transactional_of(topology).put(topology, key, value)
+
+    def op_trident_state_delete(self, topology: str, key: str, prefix: bool = False) -> None:
+        """Remove ``key`` of ``topology``'s transactional state (``prefix``: and every key under it)."""
+        self._transactional_of(topology).delete(topology, key, bool(prefix))
+
+    def op_trident_state_list(self, topology: str, prefix: str = "") -> list[str]:
+        """The keys of ``topology``'s transactional state that start with ``prefix``, sorted."""
+        return self._transactional_of(topology).list(topology, prefix)
 
     # --- monitoring -----------------------------------------------------------------------------------------
     def monitor(self) -> None:

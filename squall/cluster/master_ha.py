@@ -45,9 +45,11 @@ def plan_file(storm_id: str) -> Kept:
 
 
 LEADER_ONLY = frozenset({"submit", "kill", "activate", "deactivate", "rebalance", "debug",
-                         "supervisor_sync", "heartbeat", "get_assignment", "report_errors"})
-"""Storm's leader-only requests (every change of a topology), and squall's supervisors' syncs
-and workers' heartbeats, which Storm's daemons write to ZooKeeper themselves."""
+                         "supervisor_sync", "heartbeat", "get_assignment", "report_errors",
+                         "trident_state_get", "trident_state_put", "trident_state_delete", "trident_state_list"})
+"""Storm's leader-only requests (every change of a topology), and squall's supervisors' syncs,
+workers' heartbeats and Trident's transactional state, which Storm's daemons write to ZooKeeper
+themselves."""
 
 FOLLOW_SECS = 1.0  # how often a follower reads the leader's state and fetches code
 

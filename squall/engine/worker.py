@@ -75,10 +75,13 @@ class Worker:
     def __init__(self, plan: TopologyPlan, port: int, assignment: list[ExecutorSpec], blobs: dict[str, bytes],
                  transport: Transport, clock: Any, state: TopologyState, backpressure: Backpressure,
                  report_error: Callable[[ErrorRecord], None],
-                 on_crash: Callable[[Worker, ErrorRecord], None], seed: int, state_home: Any = None) -> None:
+                 on_crash: Callable[[Worker, ErrorRecord], None], seed: int, state_home: Any = None,
+                 transactional_home: Any = None) -> None:
         self.plan = plan
         self.port = port
         self.state_home = state_home  # the host's, for stateful bolts' state providers (squall.state)
+        # the host's, for Trident's coordinators (squall._transactional.TransactionalBackend)
+        self.transactional_home = transactional_home
         self.clock = clock
         self.assignment = list(assignment)
         self.state = state
@@ -177,7 +180,7 @@ class Worker:
             return AckerExecutor(e, wiring, conf)
         objs = {t: cloudpickle.loads(blobs[e.component]) for t in e.tasks}
         contexts = {t: TopologyContext(plan.topology, plan.storm_id, plan.task_to_component, t, self.port,
-                                       self.tasks, conf, self.state_home) for t in e.tasks}
+                                       self.tasks, conf, self.state_home, self.transactional_home) for t in e.tasks}
         kind = plan.topology.components[e.component].kind
         cls = SpoutExecutor if kind == "spout" else BoltExecutor
         return cls(e, wiring, objs, contexts, conf)

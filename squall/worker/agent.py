@@ -38,6 +38,7 @@ from ..engine.load_mapping import LoadLink, is_load_message
 from ..engine.remote_backpressure import BackpressureLink
 from ..engine.transport import Origin, Transport
 from ..engine.worker import Worker, component_blobs
+from .._transactional import MasterBackend
 from .calls import MasterCalls, RemoteError, RpcError
 from .stats_history import StatsHistory, WorkerFigures
 
@@ -77,12 +78,17 @@ class WorkerAgent:
             it is abandoned.
         seed: seed for tuple ids and shuffles (default: from the system's randomness).
         state_home: what the host lends stateful bolts' state providers (`squall.state.StateHome`).
+        transactional_link: the link to the master that Trident's transactional state goes
+            through (`squall._transactional.MasterBackend`; default ``master``): a link of its
+            own where ``master`` takes one call at a time (RPC), so a coordinator's call never
+            waits behind a heartbeat.
     """
 
     def __init__(self, master: MasterCalls, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any], *,
                  make_transport: TransportFactory, load_plan: Callable[[Any], TopologyPlan] = cloudpickle.loads,
                  clock: Any = None, stop: threading.Event | None = None, peer_poll_secs: float = 0.2,
-                 stop_loop_secs: float = 2.0, seed: int | None = None, state_home: Any = None) -> None:
+                 stop_loop_secs: float = 2.0, seed: int | None = None, state_home: Any = None,
+                 transactional_link: MasterCalls | None = None) -> None:
         self.master = master
         self.storm_id, self.slot, self.launch_id = storm_id, slot, launch_id
         self.port = int(slot.rsplit(":", 1)[1])
@@ -95,6 +101,10 @@ class WorkerAgent:
         self.stop_loop_secs = stop_loop_secs
         self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
         self.state_home = state_home
+        # Trident's coordinators keep their state with the master's (squall.trident.txstate)
+        self.transactional_home = MasterBackend(
+            transactional_link or master, retries=int(conf.get("storm.zookeeper.retry.times", 5)),
+            interval=float(conf.get("storm.zookeeper.retry.interval", 1000)) / 1000.0)
         self.worker: Worker | None = None
         self.transport: Transport | None = None
         self.state: TopologyState | None = None
@@ -198,7 +208,8 @@ class WorkerAgent:
         bp = Backpressure(plan.conf["topology.executor.receive.buffer.size"], self.clock)
         worker = Worker(plan, self.port, executors, blobs, transport, self.clock, self.state, bp,
                         lambda rec: self._errors.append(rec.as_dict()),
-                        lambda w, rec: (self._crashed.set(), self._wake.set()), self.seed, self.state_home)
+                        lambda w, rec: (self._crashed.set(), self._wake.set()), self.seed, self.state_home,
+                        self.transactional_home)
         early.hand_over(worker.receive)
         transport.set_receiver(worker.receive, worker.receive_batch)
         transport.on_arrival = worker.wake_loops

@@ -56,8 +56,13 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
                               origin, conf)
     # stateful bolts' states: sealed files under storm.local.dir, which outlive the worker
     home = StateHome(directory=Path(conf.get("storm.local.dir") or "storm-local") / "state", key=state_key(secret))
-    return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop,
-                       state_home=home).run()
+    # Trident's transactional state: a link of its own, as the agent's beats take the first
+    tx_link = master_link(conf, first=NimbusAddress(mhost, int(mport)))
+    try:
+        return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop,
+                           state_home=home, transactional_link=tx_link).run()
+    finally:
+        tx_link.close()
 
 
 def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, origin: Origin,

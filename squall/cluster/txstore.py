@@ -1,0 +1,151 @@
+"""Where the master keeps Trident's transactional state (`squall._transactional`): values it
+stores for workers as opaque bytes, by topology name and key, and never unpickles.
+
+- `LocalCluster` (a master that is not durable): in memory (`MemoryBackend`), in the cluster,
+  which outlives its workers;
+- a lone durable master (the process and Spark hosts): `FileStore`, one sealed file per key
+  under ``<storm.local.dir>/nimbus/transactional/<topology>/``, written atomically and fsynced;
+- Nimbus HA: `ZooKeeperStore`, one sealed node per key under
+  ``<storm.zookeeper.root>/transactional/<topology>/<key>`` (``/`` in a key is written ``~``), so a
+  new leader has it.
+
+What is read back is checked before it is returned: a file must carry the cluster's seal for
+its own topology and key (a file copied to another key is refused), a node its seal for its
+own path and version (`squall.cluster.ha`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from .._private import Kept, fsync_dir, private_dir, write_private
+from .._transactional import (MAX_KEYS, MemoryBackend, TransactionalStateError, check_key, check_prefix,
+                              check_value, key_to_name, name_to_key, starting, too_many_keys, under)
+
+log = logging.getLogger("squall.master")
+
+__all__ = ["FileStore", "MemoryBackend", "ZooKeeperStore", "topology_dir_name"]
+
+_MAX_DIR_NAME = 200
+_WHERE = "storm.local.dir (the master keeps its files in <storm.local.dir>/nimbus)"
+
+
+def topology_dir_name(topology: str) -> str:
+    """``topology`` as one file or node name: percent-quoted, or its digest when that is too long."""
+    quoted = quote(topology, safe="")
+    if len(quoted) <= _MAX_DIR_NAME:
+        return quoted
+    return "sha256-" + hashlib.sha256(topology.encode()).hexdigest()
+
+
+def _kind(topology: str, key: str) -> bytes:
+    """What a value of ``key`` of ``topology`` is sealed as: bound to both, so a file moved to
+    another key or topology is refused."""
+    return b"txstate " + hashlib.sha256(f"{topology}\0{key}".encode()).hexdigest().encode()
+
+
+class FileStore:
+    """A `squall._transactional.TransactionalBackend` in ``directory``, one sealed file per key;
+    see the module docstring."""
+
+    def __init__(self, directory: Path, secret: bytes) -> None:
+        self.directory = Path(directory)
+        self.secret = secret
+
+    def _dir(self, topology: str) -> Path:
+        return self.directory / topology_dir_name(topology)
+
+    def get(self, topology: str, key: str) -> bytes | None:
+        """See `TransactionalBackend.get`; a file that does not carry this cluster's seal for this
+        key is refused with a warning naming it, as if there were none."""
+        from .._sealed import SealError, unseal
+        path = self._dir(topology) / key_to_name(check_key(key))
+        try:
+            blob = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            return unseal(self.secret, _kind(topology, key), blob)
+        except SealError as e:
+            log.warning("transactional state file %s refused: not one this cluster's master wrote for key %r of "
+                        "topology %r (%s)", path, key, topology, e)
+            return None
+
+    def put(self, topology: str, key: str, blob: bytes) -> None:
+        """See `TransactionalBackend.put`: durable (fsynced) once it returns."""
+        from .._sealed import seal
+        blob = check_value(check_key(key), blob)
+        d = self._dir(topology)
+        path = d / key_to_name(key)
+        if not path.exists() and len(self._names(d)) >= MAX_KEYS:
+            raise TransactionalStateError(too_many_keys(topology, key))
+        private_dir(d)
+        write_private(path, seal(self.secret, _kind(topology, key), blob),
+                      Kept(f"the transactional state {key!r} of topology {topology!r} (Trident)", _WHERE),
+                      durable=True)
+
+    def delete(self, topology: str, key: str, prefix: bool = False) -> None:
+        """See `TransactionalBackend.delete`."""
+        d = self._dir(topology)
+        keys = under(self.list(topology), key) if prefix else [check_key(key)]
+        for k in keys:
+            (d / key_to_name(k)).unlink(missing_ok=True)
+        if keys and d.exists():
+            fsync_dir(d)
+
+    def list(self, topology: str, prefix: str = "") -> list[str]:
+        """See `TransactionalBackend.list`."""
+        return starting((name_to_key(n) for n in self._names(self._dir(topology))), check_prefix(prefix))
+
+    @staticmethod
+    def _names(d: Path) -> list[str]:
+        try:
+            return [n for n in os.listdir(d) if not n.startswith(".")]  # write_private's temporaries
+        except FileNotFoundError:
+            return []
+
+
+class ZooKeeperStore:
+    """A `squall._transactional.TransactionalBackend` in ZooKeeper, through the master's
+    `squall.cluster.ha.Coordinator` (sealed nodes, the cluster's ACL); see the module docstring."""
+
+    def __init__(self, coordinator: Any) -> None:
+        self.zk = coordinator
+
+    def _path(self, topology: str, key: str = "") -> str:
+        parts = ["transactional", topology_dir_name(topology)]
+        return self.zk.path(*parts, key_to_name(key)) if key else self.zk.path(*parts)
+
+    def get(self, topology: str, key: str) -> bytes | None:
+        """See `TransactionalBackend.get`; a node this cluster's masters did not write there
+        reads as none (`Coordinator.read` warns, naming it)."""
+        path = self._path(topology, check_key(key))
+        value = self.zk.read(path)
+        if not (isinstance(value, dict) and isinstance(value.get("value"), str)):
+            if value is not None:
+                log.warning("ZooKeeper node %s refused: not a transactional state value", path)
+            return None
+        return base64.b64decode(value["value"])
+
+    def put(self, topology: str, key: str, blob: bytes) -> None:
+        """See `TransactionalBackend.put`."""
+        blob = check_value(check_key(key), blob)
+        path = self._path(topology, key)
+        if self.zk.zk.exists(path) is None and len(self.zk.children(self._path(topology))) >= MAX_KEYS:
+            raise TransactionalStateError(too_many_keys(topology, key))
+        self.zk.write(path, {"value": base64.b64encode(blob).decode()})
+
+    def delete(self, topology: str, key: str, prefix: bool = False) -> None:
+        """See `TransactionalBackend.delete`."""
+        for k in (under(self.list(topology), key) if prefix else [check_key(key)]):
+            self.zk.delete(self._path(topology, k))
+
+    def list(self, topology: str, prefix: str = "") -> list[str]:
+        """See `TransactionalBackend.list`."""
+        return starting((name_to_key(n) for n in self.zk.children(self._path(topology))), check_prefix(prefix))

@@ -1,0 +1,393 @@
+"""Exactly-once map states over any `IBackingMap` (Storm's ``trident.state.map``).
+
+Trident commits batches strictly in txid order and replays a failed batch with the same txid.
+So a value stored with the txid that last changed it tells a replay apart from a new batch:
+
+- `TransactionalMap` stores `TransactionalValue(txid, val)`: a key already written by this txid
+  is left alone (the replay brings the very same tuples, whose update is in already).
+- `OpaqueMap` stores `OpaqueValue(curr_txid, curr, prev)`: a key already written by this txid is
+  recomputed from ``prev`` (an opaque spout's replay may bring other tuples), a newer txid moves
+  ``curr`` to ``prev``; an older txid than the stored one is an error, as in Storm.
+- `NonTransactionalMap` stores the bare value: at-least-once.
+
+Within one batch both maps remember what they wrote (Storm's ``CachedBatchReadsMap``), so two
+updates of a key in one batch add up rather than the second looking like a replay.
+Each map is also `Snapshottable` over one global key, for an ungrouped ``persistent_aggregate``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from ...state import StateError
+from .api import IBackingMap, MapState, Snapshottable, ValueUpdater
+
+T = TypeVar("T")
+Key = tuple
+"""A map key as kept in dicts: the tuple of the group's values."""
+
+GLOBAL_KEY = "$MAP-STATE-GLOBAL$"
+"""The key under which a map keeps its `Snapshottable` value (one value: ``[GLOBAL_KEY]``)."""
+
+
+@dataclass(frozen=True)
+class TransactionalValue(Generic[T]):
+    """A value and the txid of the batch that last changed it (Storm's ``TransactionalValue``)."""
+
+    txid: int | None
+    val: T
+
+    def get_txid(self) -> int | None:
+        """The txid that last changed the value."""
+        return self.txid
+
+    def get_val(self) -> T:
+        """The value."""
+        return self.val
+
+    def to_list(self) -> list[Any]:
+        """``[txid, val]``, Storm's JSON form (``JSONTransactionalSerializer``)."""
+        return [self.txid, self.val]
+
+    @classmethod
+    def from_list(cls, data: Sequence[Any]) -> TransactionalValue[Any]:
+        """What `to_list` made."""
+        txid, val = data
+        return cls(txid, val)
+
+
+@dataclass(frozen=True)
+class OpaqueValue(Generic[T]):
+    """A value, the one before it and the txid that made it (Storm's ``OpaqueValue``)."""
+
+    curr_txid: int | None
+    curr: T
+    prev: T | None = None
+
+    def update(self, batch_txid: int | None, new_val: T) -> OpaqueValue[T]:
+        """The value after batch ``batch_txid`` set it to ``new_val``: a newer batch keeps
+        ``curr`` as ``prev``; the same batch again (a replay) keeps ``prev``.
+
+        Raises:
+            StateError: ``batch_txid`` is older than the stored txid.
+        """
+        return OpaqueValue(batch_txid, new_val, self._base(batch_txid))
+
+    def get(self, batch_txid: int | None) -> T | None:
+        """The value batch ``batch_txid`` builds on: ``curr``, or ``prev`` if this very batch
+        wrote ``curr`` (it is being replayed).
+
+        Raises:
+            StateError: ``batch_txid`` is older than the stored txid.
+        """
+        return self._base(batch_txid)
+
+    def _base(self, batch_txid: int | None) -> T | None:
+        # a stored txid of None (written outside any batch) is older than every batch
+        if batch_txid is None or self.curr_txid is None or self.curr_txid < batch_txid:
+            return self.curr
+        if batch_txid == self.curr_txid:
+            return self.prev
+        raise StateError(f"Current batch ({batch_txid}) is behind state's batch: {self!r}; the state was "
+                         f"written by a later batch than the coordinator's (its transaction state was "
+                         f"reset, or another topology writes this state)")
+
+    def get_curr(self) -> T:
+        """The latest value."""
+        return self.curr
+
+    def get_prev(self) -> T | None:
+        """The value before the latest."""
+        return self.prev
+
+    def get_curr_txid(self) -> int | None:
+        """The txid that wrote ``curr``."""
+        return self.curr_txid
+
+    def to_list(self) -> list[Any]:
+        """``[curr_txid, curr, prev]``, Storm's JSON form (``JSONOpaqueSerializer``)."""
+        return [self.curr_txid, self.curr, self.prev]
+
+    @classmethod
+    def from_list(cls, data: Sequence[Any]) -> OpaqueValue[Any]:
+        """What `to_list` made."""
+        curr_txid, curr, prev = data
+        return cls(curr_txid, curr, prev)
+
+
+def _keys(keys: Sequence[Sequence[Any]]) -> list[Key]:
+    return [tuple(k) for k in keys]
+
+
+def _get(backing: IBackingMap, keys: Sequence[Sequence[Any]]) -> list[Any]:
+    """``backing.multi_get(keys)``, checked to give one value per key."""
+    vals = backing.multi_get(keys)
+    if len(vals) != len(keys):
+        raise StateError(f"{type(backing).__name__}.multi_get returned {len(vals)} values for {len(keys)} keys")
+    return list(vals)
+
+
+def _check_pairs(keys: Sequence[Any], others: Sequence[Any], what: str) -> None:
+    if len(keys) != len(others):
+        raise ValueError(f"{len(keys)} keys and {len(others)} {what}: one per key is needed")
+
+
+class _SnapshotMap(MapState, Snapshottable):
+    """A `MapState` that is also `Snapshottable` over the one key ``[global_key]``."""
+
+    def __init__(self, global_key: Any) -> None:
+        self._snapshot_keys = [[global_key]]
+
+    def get(self) -> Any:
+        return self.multi_get(self._snapshot_keys)[0]
+
+    def update(self, updater: ValueUpdater) -> Any:
+        return self.multi_update(self._snapshot_keys, [updater])[0]
+
+    def set(self, value: Any) -> None:
+        self.multi_put(self._snapshot_keys, [value])
+
+
+class _Read(NamedTuple):
+    val: Any
+    cached: bool  # written earlier in this batch, so not a replay's leftover
+
+
+class _BatchReads:
+    """Remembers what the current batch wrote (Storm's ``CachedBatchReadsMap``)."""
+
+    def __init__(self, delegate: IBackingMap) -> None:
+        self.delegate = delegate
+        self.written: dict[Key, Any] = {}
+
+    def reset(self) -> None:
+        self.written.clear()
+
+    def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[_Read]:
+        vals = _get(self.delegate, keys)
+        ret = []
+        for k, v in zip(_keys(keys), vals):
+            ret.append(_Read(self.written[k], True) if k in self.written else _Read(v, False))
+        return ret
+
+    def multi_put(self, keys: Sequence[Sequence[Any]], vals: Sequence[Any]) -> None:
+        self.delegate.multi_put(keys, vals)
+        for k, v in zip(_keys(keys), vals):
+            self.written[k] = v
+
+
+class TransactionalMap(_SnapshotMap):
+    """A `MapState` for transactional spouts (Storm's ``TransactionalMap``): the backing map
+    holds `TransactionalValue`s; see the module docstring."""
+
+    def __init__(self, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> None:
+        super().__init__(global_key)
+        self.backing = _BatchReads(backing)
+        self.curr_tx: int | None = None
+
+    @classmethod
+    def build(cls, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> TransactionalMap:
+        """The map over ``backing`` (Storm's ``TransactionalMap.build``)."""
+        return cls(backing, global_key)
+
+    def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
+        return [None if r.val is None else r.val.val for r in self.backing.multi_get(keys)]
+
+    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater]) -> list[Any]:
+        _check_pairs(keys, updaters, "updaters")
+        curr = self.backing.multi_get(keys)
+        new_keys, new_vals, ret = [], [], []
+        for key, read, updater in zip(keys, curr, updaters):
+            stored: TransactionalValue | None = read.val
+            if stored is not None and self.curr_tx is not None and stored.txid == self.curr_tx and not read.cached:
+                ret.append(stored.val)  # this batch's update is in already: a replay
+                continue
+            new = TransactionalValue(self.curr_tx, updater.update(None if stored is None else stored.val))
+            ret.append(new.val)
+            new_keys.append(key)
+            new_vals.append(new)
+        if new_keys:
+            self.backing.multi_put(new_keys, new_vals)
+        return ret
+
+    def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
+        _check_pairs(keys, values, "values")
+        self.backing.multi_put(keys, [TransactionalValue(self.curr_tx, v) for v in values])
+
+    def begin_commit(self, txid: int | None) -> None:
+        self.curr_tx = txid
+        self.backing.reset()
+
+    def commit(self, txid: int | None) -> None:
+        self.curr_tx = None
+        self.backing.reset()
+
+
+class _Replace(ValueUpdater):
+    """Sets a value whatever was stored (Storm's ``OpaqueMap.ReplaceUpdater``)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def update(self, stored: Any) -> Any:
+        return self.value
+
+
+class OpaqueMap(_SnapshotMap):
+    """A `MapState` for opaque (and transactional) spouts (Storm's ``OpaqueMap``): the backing
+    map holds `OpaqueValue`s; see the module docstring."""
+
+    def __init__(self, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> None:
+        super().__init__(global_key)
+        self.backing = _BatchReads(backing)
+        self.curr_tx: int | None = None
+
+    @classmethod
+    def build(cls, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> OpaqueMap:
+        """The map over ``backing`` (Storm's ``OpaqueMap.build``)."""
+        return cls(backing, global_key)
+
+    def _base(self, read: _Read) -> Any:
+        if read.val is None:
+            return None
+        return read.val.curr if read.cached else read.val.get(self.curr_tx)
+
+    def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
+        return [self._base(r) for r in self.backing.multi_get(keys)]
+
+    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater]) -> list[Any]:
+        _check_pairs(keys, updaters, "updaters")
+        curr = self.backing.multi_get(keys)
+        new_vals, ret = [], []
+        for read, updater in zip(curr, updaters):
+            new = updater.update(self._base(read))
+            ret.append(new)
+            stored: OpaqueValue | None = read.val
+            new_vals.append(OpaqueValue(self.curr_tx, new) if stored is None else stored.update(self.curr_tx, new))
+        self.backing.multi_put(keys, new_vals)
+        return ret
+
+    def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
+        _check_pairs(keys, values, "values")
+        self.multi_update(keys, [_Replace(v) for v in values])
+
+    def begin_commit(self, txid: int | None) -> None:
+        self.curr_tx = txid
+        self.backing.reset()
+
+    def commit(self, txid: int | None) -> None:
+        self.curr_tx = None
+        self.backing.reset()
+
+
+class NonTransactionalMap(_SnapshotMap):
+    """A `MapState` that stores bare values (Storm's ``NonTransactionalMap``): a replayed batch
+    is applied again (at-least-once)."""
+
+    def __init__(self, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> None:
+        super().__init__(global_key)
+        self.backing = backing
+
+    @classmethod
+    def build(cls, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> NonTransactionalMap:
+        """The map over ``backing`` (Storm's ``NonTransactionalMap.build``)."""
+        return cls(backing, global_key)
+
+    def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
+        return _get(self.backing, keys)
+
+    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater]) -> list[Any]:
+        _check_pairs(keys, updaters, "updaters")
+        ret = [u.update(v) for v, u in zip(_get(self.backing, keys), updaters)]
+        self.backing.multi_put(keys, ret)
+        return ret
+
+    def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
+        _check_pairs(keys, values, "values")
+        self.backing.multi_put(keys, values)
+
+    def begin_commit(self, txid: int | None) -> None:
+        pass
+
+    def commit(self, txid: int | None) -> None:
+        pass
+
+
+class SnapshottableMap(_SnapshotMap):
+    """A `MapState` that is `Snapshottable` over the key ``snapshot_key`` (Storm's
+    ``SnapshottableMap``); everything else goes to ``delegate``."""
+
+    def __init__(self, delegate: MapState, snapshot_key: Sequence[Any]) -> None:
+        _SnapshotMap.__init__(self, None)
+        self.delegate = delegate
+        self._snapshot_keys = [list(snapshot_key)]
+
+    def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
+        return self.delegate.multi_get(keys)
+
+    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater]) -> list[Any]:
+        return self.delegate.multi_update(keys, updaters)
+
+    def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
+        self.delegate.multi_put(keys, values)
+
+    def begin_commit(self, txid: int | None) -> None:
+        self.delegate.begin_commit(txid)
+
+    def commit(self, txid: int | None) -> None:
+        self.delegate.commit(txid)
+
+
+class CachedMap(IBackingMap):
+    """An `IBackingMap` that keeps the last ``cache_size`` keys it read or wrote in memory
+    (Storm's ``CachedMap``, an LRU): reads of cached keys skip ``delegate``; writes go to both.
+
+    Only right while this task is the only writer of its keys (Trident's partitioning makes it
+    so); an absent key is cached as absent too.
+    """
+
+    def __init__(self, delegate: IBackingMap, cache_size: int) -> None:
+        if not isinstance(cache_size, int) or cache_size < 1:
+            raise ValueError(f"CachedMap cache_size must be a positive int, got {cache_size!r}")
+        self.delegate = delegate
+        self.cache_size = cache_size
+        self._cache: OrderedDict[Key, Any] = OrderedDict()
+
+    def _put(self, key: Key, value: Any) -> None:
+        self._cache[key] = value
+        self._cache.move_to_end(key)
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
+        ks = _keys(keys)
+        results: dict[Key, Any] = {}
+        missing: dict[Key, None] = {}  # ordered, each key once
+        for k in ks:
+            if k in self._cache:
+                self._cache.move_to_end(k)
+                results[k] = self._cache[k]
+            else:
+                missing[k] = None
+        if missing:
+            to_get = list(missing)
+            for k, v in zip(to_get, _get(self.delegate, [list(k) for k in to_get])):
+                self._put(k, v)
+                results[k] = v
+        return [results[k] for k in ks]
+
+    def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
+        _check_pairs(keys, values, "values")
+        for k, v in zip(_keys(keys), values):
+            self._put(k, v)
+        self.delegate.multi_put(keys, values)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def cached_keys(self) -> Iterator[Key]:
+        """The cached keys, least recently used first."""
+        return iter(list(self._cache))

@@ -1,0 +1,298 @@
+"""Trident's map states (Storm's StateTest and what the maps promise): the opaque and
+transactional update rules, replays, a batch behind the state, CachedMap's LRU, the
+non-transactional map, the updaters persistent_aggregate compiles to, and MemoryMapState
+shared by every copy of its factory and kept by LocalCluster across a worker restart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from squall import Fields
+from squall.state import StateError
+from squall.trident.state import (
+    CachedMap, CombinerAggStateUpdater, CombinerValueUpdater, IBackingMap, MapCombinerAggStateUpdater,
+    MapReducerAggStateUpdater, NonTransactionalMap, OpaqueMap, OpaqueValue, ReducerAggStateUpdater,
+    SnapshottableMap, TransactionalMap, TransactionalValue,
+)
+from squall.trident.tuple import TridentTuple
+
+
+class MemoryBackingMap(IBackingMap):
+    """Storm's testing MemoryBackingMap, counting the calls that reach it."""
+
+    def __init__(self) -> None:
+        self.vals: dict[tuple, Any] = {}
+        self.gets: list[list[tuple]] = []
+        self.puts: list[list[tuple]] = []
+
+    def multi_get(self, keys):
+        self.gets.append([tuple(k) for k in keys])
+        return [self.vals.get(tuple(k)) for k in keys]
+
+    def multi_put(self, keys, values):
+        self.puts.append([tuple(k) for k in keys])
+        for k, v in zip(keys, values):
+            self.vals[tuple(k)] = v
+
+
+class CountCombiner:
+    """Storm's Count as a combiner (what StateTest updates with)."""
+
+    def init(self, t):
+        return 1
+
+    def combine(self, a, b):
+        return a + b
+
+    def zero(self):
+        return 0
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.emitted: list[list] = []
+
+    def emit(self, values):
+        self.emitted.append(list(values))
+
+    def report_error(self, error):
+        raise AssertionError(error)
+
+
+def single_get(m, key):
+    return m.multi_get([[key]])[0]
+
+
+def single_update(m, key, amt):
+    return m.multi_update([[key]], [CombinerValueUpdater(CountCombiner(), amt)])[0]
+
+
+# --- StateTest ------------------------------------------------------------------------------------------
+
+def test_opaque_value_get_and_update_follow_storm():
+    v = OpaqueValue(8, "v1", "v0")
+    up_same = v.update(8, "v2")
+    up_next = v.update(9, "v2")
+    assert v.get(None) == "v1"
+    assert v.get(100) == "v1"
+    assert v.get(9) == "v1"
+    assert v.get(8) == "v0"
+    assert (v.get_prev(), v.get_curr(), v.get_curr_txid()) == ("v0", "v1", 8)
+    assert (up_same.prev, up_same.curr, up_same.curr_txid) == ("v0", "v2", 8)
+    assert (up_next.prev, up_next.curr, up_next.curr_txid) == ("v1", "v2", 9)
+    assert up_same != v and up_next != v
+
+
+def test_a_batch_behind_the_state_is_an_error_naming_both_txids():
+    v = OpaqueValue(8, "v1", "v0")
+    with pytest.raises(StateError, match=r"Current batch \(7\) is behind state's batch.*curr_txid=8"):
+        v.get(7)
+    with pytest.raises(StateError, match=r"Current batch \(7\) is behind state's batch"):
+        v.update(7, "x")
+    m = OpaqueMap.build(MemoryBackingMap())
+    m.begin_commit(5)
+    single_update(m, "a", 1)
+    m.commit(5)
+    m.begin_commit(4)
+    with pytest.raises(StateError, match=r"Current batch \(4\) is behind"):
+        single_update(m, "a", 1)
+
+
+def test_opaque_map_replay_recomputes_from_prev():
+    m = OpaqueMap.build(MemoryBackingMap())
+    m.begin_commit(1)
+    assert single_get(m, "a") is None
+    assert single_update(m, "a", 1) == 1   # within a batch, what it wrote counts (intra-batch cache)
+    assert single_get(m, "a") == 1
+    assert single_update(m, "a", 2) == 3
+    assert single_get(m, "a") == 3
+    m.commit(1)
+    m.begin_commit(1)                      # txid 1 again: a replay, maybe with other tuples
+    assert single_get(m, "a") is None
+    assert single_update(m, "a", 2) == 2
+    m.commit(1)
+    m.begin_commit(2)
+    assert single_get(m, "a") == 2
+    assert single_update(m, "a", 3) == 5
+    assert single_update(m, "a", 1) == 6
+    m.commit(2)
+
+
+def test_transactional_map_ignores_a_replayed_txid():
+    backing = MemoryBackingMap()
+    m = TransactionalMap.build(backing)
+    m.begin_commit(1)
+    assert single_get(m, "a") is None
+    assert single_update(m, "a", 1) == 1
+    assert single_update(m, "a", 2) == 3
+    m.commit(1)
+    puts = len(backing.puts)
+    m.begin_commit(1)
+    assert single_get(m, "a") == 3
+    assert single_update(m, "a", 1) == 3   # the replay's update is in already
+    assert single_update(m, "a", 2) == 3
+    assert len(backing.puts) == puts, "a replayed txid wrote to the backing map"
+    m.commit(1)
+    m.begin_commit(2)
+    assert single_get(m, "a") == 3
+    assert single_update(m, "a", 3) == 6
+    assert single_update(m, "a", 1) == 7
+    m.commit(2)
+    assert backing.vals[("a",)] == TransactionalValue(2, 7)
+
+
+def test_opaque_map_stores_curr_and_prev_with_the_txid():
+    backing = MemoryBackingMap()
+    m = OpaqueMap.build(backing)
+    for txid, amt in [(1, 5), (2, 3)]:
+        m.begin_commit(txid)
+        single_update(m, ("k"), amt)
+        m.commit(txid)
+    assert backing.vals[("k",)] == OpaqueValue(2, 8, 5)
+    m.begin_commit(3)
+    m.multi_put([["k"]], [100])
+    m.commit(3)
+    assert backing.vals[("k",)] == OpaqueValue(3, 100, 8)
+
+
+def test_non_transactional_map_applies_a_replay_again():
+    m = NonTransactionalMap.build(MemoryBackingMap())
+    for _ in range(2):
+        m.begin_commit(1)
+        single_update(m, "a", 2)
+        m.commit(1)
+    assert single_get(m, "a") == 4
+    m.multi_put([["b"]], [9])
+    assert m.multi_get([["a"], ["b"], ["c"]]) == [4, 9, None]
+
+
+@pytest.mark.parametrize("build", [TransactionalMap.build, OpaqueMap.build, NonTransactionalMap.build])
+def test_each_map_is_snapshottable_over_one_global_key(build):
+    backing = MemoryBackingMap()
+    m = build(backing)
+    for txid in (1, 2, 2, 3):  # 2 replayed: once for the exact maps, twice for the plain one
+        m.begin_commit(txid)
+        assert m.update(CombinerValueUpdater(CountCombiner(), 10)) == m.get()
+        m.commit(txid)
+    want = 40 if build == NonTransactionalMap.build else 30
+    assert m.get() == want
+    assert list(backing.vals) == [("$MAP-STATE-GLOBAL$",)]
+    m.begin_commit(4)
+    m.set(1)
+    m.commit(4)
+    assert m.get() == 1
+
+
+def test_snapshottable_map_delegates_with_its_own_key():
+    backing = MemoryBackingMap()
+    m = SnapshottableMap(OpaqueMap.build(backing), ["$GLOBAL$"])
+    m.begin_commit(1)
+    assert m.update(CombinerValueUpdater(CountCombiner(), 4)) == 4
+    m.multi_put([["x"]], [1])
+    m.commit(1)
+    assert set(backing.vals) == {("$GLOBAL$",), ("x",)}
+    assert m.get() == 4 and m.multi_get([["x"]]) == [1]
+
+
+def test_maps_reject_a_backing_map_that_returns_the_wrong_number_of_values():
+    class Short(MemoryBackingMap):
+        def multi_get(self, keys):
+            return []
+
+    with pytest.raises(StateError, match=r"Short.multi_get returned 0 values for 2 keys"):
+        OpaqueMap.build(Short()).multi_get([["a"], ["b"]])
+    with pytest.raises(ValueError, match="2 keys and 1 updaters"):
+        OpaqueMap.build(MemoryBackingMap()).multi_update([["a"], ["b"]], [CombinerValueUpdater(CountCombiner(), 1)])
+
+
+# --- CachedMap -------------------------------------------------------------------------------------------
+
+def test_cached_map_serves_reads_from_its_lru_and_writes_through():
+    backing = MemoryBackingMap()
+    backing.vals = {("a",): 1, ("b",): 2, ("c",): 3}
+    c = CachedMap(backing, 2)
+    assert c.multi_get([["a"], ["b"], ["a"]]) == [1, 2, 1]
+    assert backing.gets == [[("a",), ("b",)]], "a key asked twice was fetched twice"
+    assert c.multi_get([["a"]]) == [1]       # cached: no call, and "a" is now the most recent
+    assert len(backing.gets) == 1
+    assert c.multi_get([["c"]]) == [3]       # evicts "b", the least recently used
+    assert list(c.cached_keys()) == [("a",), ("c",)]
+    c.multi_put([["d"]], [4])                # written through, evicts "a"
+    assert backing.vals[("d",)] == 4 and list(c.cached_keys()) == [("c",), ("d",)]
+    assert c.multi_get([["d"], ["b"]]) == [4, 2]
+    assert backing.gets[-1] == [("b",)]
+    assert c.multi_get([["zz"]]) == [None]
+    gets = len(backing.gets)
+    assert c.multi_get([["zz"]]) == [None]
+    assert len(backing.gets) == gets, "an absent key is not cached as absent (Storm's CachedMap caches it)"
+
+
+def test_cached_map_under_an_opaque_map_keeps_exactly_once():
+    backing = MemoryBackingMap()
+    m = OpaqueMap.build(CachedMap(backing, 10))
+    for txid, amt in [(1, 1), (1, 5), (2, 2)]:   # txid 1 replayed with other tuples
+        m.begin_commit(txid)
+        single_update(m, "w", amt)
+        m.commit(txid)
+    assert backing.vals[("w",)] == OpaqueValue(2, 7, 5)
+
+
+def test_cached_map_rejects_a_size_below_one():
+    with pytest.raises(ValueError, match="cache_size must be a positive int, got 0"):
+        CachedMap(MemoryBackingMap(), 0)
+
+
+# --- the updaters persistent_aggregate compiles to ------------------------------------------------------
+
+def _tuples(fields, *rows):
+    f = Fields(fields)
+    return [TridentTuple(f, list(r)) for r in rows]
+
+
+def test_map_combiner_updater_combines_each_groups_partial_and_emits_the_new_values():
+    m = OpaqueMap.build(MemoryBackingMap())
+    u = MapCombinerAggStateUpdater(CountCombiner(), Fields("word"), Fields("count"))
+    out = Collector()
+    m.begin_commit(1)
+    u.update_state(m, _tuples(["word", "count"], ["the", 2], ["man", 1]), out)
+    m.commit(1)
+    m.begin_commit(2)
+    u.update_state(m, _tuples(["word", "count"], ["the", 3], ["the", 1]), out)
+    m.commit(2)
+    assert out.emitted == [["the", 2], ["man", 1], ["the", 6]]
+    assert m.multi_get([["the"], ["man"]]) == [6, 1]
+    with pytest.raises(ValueError, match=r"single input field, got \['a', 'b'\]"):
+        MapCombinerAggStateUpdater(CountCombiner(), Fields("w"), Fields("a", "b"))
+
+
+class SumReducer:
+    def init(self):
+        return 0
+
+    def reduce(self, curr, t):
+        assert t.get_fields() == Fields("n"), "the reducer saw more than its input fields"
+        return curr + t["n"]
+
+
+def test_map_reducer_updater_reduces_each_group_into_its_value():
+    m = TransactionalMap.build(MemoryBackingMap())
+    u = MapReducerAggStateUpdater(SumReducer(), Fields("k"), Fields("n"))
+    out = Collector()
+    m.begin_commit(1)
+    u.update_state(m, _tuples(["k", "n", "x"], ["a", 1, "-"], ["b", 10, "-"], ["a", 2, "-"]), out)
+    m.commit(1)
+    assert out.emitted == [["a", 3], ["b", 10]]
+
+
+def test_ungrouped_updaters_update_the_snapshot():
+    m = OpaqueMap.build(MemoryBackingMap())
+    out = Collector()
+    m.begin_commit(1)
+    CombinerAggStateUpdater(CountCombiner()).update_state(m, _tuples(["c"], [4]), out)
+    ReducerAggStateUpdater(SumReducer()).update_state(m, _tuples(["n"], [1], [2]), out)
+    m.commit(1)
+    assert out.emitted == [[4], [7]]
+    with pytest.raises(ValueError, match="one tuple per batch"):
+        CombinerAggStateUpdater(CountCombiner()).update_state(m, _tuples(["c"], [1], [2]), out)

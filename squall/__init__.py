@@ -43,6 +43,9 @@ from ._topology import TopologyBuilder as TopologyBuilder
 from ._tuple import Tuple as Tuple
 from ._tuple import is_tick_tuple as is_tick_tuple
 from .cluster.local import LocalCluster as LocalCluster
+from .drpc import DRPCClient as DRPCClient
+from .drpc import DRPCExecutionException as DRPCExecutionException
+from .drpc import LocalDRPC as LocalDRPC
 from .metric import AssignableMetric as AssignableMetric
 from .metric import CombinedMetric as CombinedMetric
 from .metric import CountMetric as CountMetric
@@ -71,10 +74,10 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BaseStatefulBolt", "BaseStatefulWindowedBolt",
     "BaseWindowedBolt", "BasicBolt", "BasicOutputCollector", "Bolt", "BoltDeclarer", "CombinedMetric", "Config",
-    "Count", "CountMetric", "CustomStreamGrouping", "DataPoint", "DiskWriteError", "Duration", "EmitError", "FailedException", "FailureCause",
+    "Count", "CountMetric", "CustomStreamGrouping", "DRPCClient", "DRPCExecutionException", "DataPoint", "DiskWriteError", "Duration", "EmitError", "FailedException", "FailureCause",
     "Fields", "GlobalStreamId", "Grouping", "ICombiner", "IMetric", "KeyValueState",
     "IMetricsConsumer", "IReducer", "IllegalStateTransition", "InvalidTopologyException",
-    "LocalCluster", "LoggingMetricsConsumer", "MeanReducer", "MessageId", "MultiCountMetric",
+    "LocalCluster", "LocalDRPC", "LoggingMetricsConsumer", "MeanReducer", "MessageId", "MultiCountMetric",
     "MultiReducedMetric", "NotAliveException", "ReducedMetric", "TaskInfo", "OutputCollector", "OutputFieldsDeclarer",
     "ReportedFailedException", "SerializationError", "Spout", "SpoutDeclarer",
     "SpoutOutputCollector", "SquallError", "StormSubmitter", "StormTopology", "TopologyBuilder",

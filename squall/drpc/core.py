@@ -1,0 +1,251 @@
+"""The DRPC server's bookkeeping (Storm's ``daemon/drpc/DRPC.java``), without I/O or a clock.
+
+A client's ``execute(function, args)`` becomes an outstanding request: queued for its function
+until a DRPC spout fetches it, then waiting until the topology's `ReturnResults` bolt returns its
+result, the spout reports it failed, or it times out (``drpc.request.timeout.secs``). The same
+`RequestBook` serves `LocalDRPC` (threads) and ``squall drpc`` (an asyncio loop): each request
+carries a callback that hears its outcome once.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import json
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from .._errors import SquallError
+
+DEFAULT_REQUEST_TIMEOUT_SECS = 600.0
+"""Storm's ``drpc.request.timeout.secs``."""
+
+
+class DRPCExceptionType(enum.Enum):
+    """Why a request failed (Storm's ``DRPCExceptionType``)."""
+
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+    SERVER_SHUTDOWN = "SERVER_SHUTDOWN"
+    SERVER_TIMEOUT = "SERVER_TIMEOUT"
+    FAILED_REQUEST = "FAILED_REQUEST"
+
+
+class DRPCExecutionException(SquallError):
+    """A DRPC request failed: it timed out (``drpc.request.timeout.secs``), the topology failed
+    its tuple, or the server shut down. ``type`` says which (`DRPCExceptionType`)."""
+
+    def __init__(self, message: str, type: DRPCExceptionType = DRPCExceptionType.FAILED_REQUEST) -> None:
+        super().__init__(message)
+        self.type = type
+
+
+@dataclass(frozen=True)
+class DRPCRequest:
+    """One request as a DRPC spout fetches it (Storm's ``DRPCRequest``)."""
+
+    request_id: str
+    function: str
+    args: str
+
+
+@dataclass(frozen=True)
+class ReturnInfo:
+    """Where a request's result goes: the request id and the server (Storm's return-info, a JSON
+    map ``{"id", "host", "port"}``). For a `LocalDRPC` the host is its service id and the port 0."""
+
+    request_id: str
+    host: str
+    port: int
+
+    def to_json(self) -> str:
+        """Storm's encoding, the second field of the DRPC spout's tuples."""
+        return json.dumps({"id": self.request_id, "host": self.host, "port": self.port})
+
+    @classmethod
+    def from_json(cls, text: Any) -> ReturnInfo:
+        """Read what `to_json` wrote.
+
+        Raises:
+            ValueError: ``text`` is not a JSON map with a string ``id``, a string ``host`` and an
+                integer ``port`` (the message says which).
+        """
+        if not isinstance(text, str):
+            raise ValueError(f"return-info must be a JSON string, got {type(text).__name__}")
+        try:
+            got = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"return-info is not JSON ({e}): {text[:200]!r}") from None
+        if not isinstance(got, dict):
+            raise ValueError(f"return-info must be a JSON map, got {text[:200]!r}")
+        request_id, host, port = got.get("id"), got.get("host"), got.get("port")
+        if not isinstance(request_id, str) or not isinstance(host, str) or type(port) is not int:
+            raise ValueError(f"return-info needs a string id, a string host and an integer port, got {text[:200]!r}")
+        return cls(request_id, host, port)
+
+
+class Outcome(NamedTuple):
+    """How a request ended: its result, or the error its client gets."""
+
+    result: str | None
+    error: DRPCExecutionException | None
+
+
+class BookStats(NamedTuple):
+    """What a `RequestBook` has seen since it was made (Storm's DRPC meters)."""
+
+    executed: int
+    fetched: int
+    returned: int
+    failed: int
+    timed_out: int
+    outstanding: int
+
+
+@dataclass(eq=False)  # compared by identity: queue.remove finds this very entry
+class _Outstanding:
+    request: DRPCRequest
+    deadline: float
+    on_done: Callable[[Outcome], None]
+    fetched: bool = False
+
+
+class RequestBook:
+    """Requests waiting to be fetched (a queue per function) and waiting for their outcome.
+
+    Thread-safe. Outcomes are delivered through each request's ``on_done`` outside the lock,
+    exactly once. Times are passed in (``now``, in the caller's monotonic seconds).
+    """
+
+    def __init__(self, timeout_secs: float = DEFAULT_REQUEST_TIMEOUT_SECS) -> None:
+        if not timeout_secs > 0:
+            raise ValueError(f"drpc.request.timeout.secs must be positive, got {timeout_secs!r}")
+        self.timeout_secs = float(timeout_secs)
+        self._lock = threading.Lock()
+        self._queues: dict[str, deque[_Outstanding]] = {}
+        self._requests: dict[str, _Outstanding] = {}
+        self._ids = itertools.count(1)
+        self._closed = False
+        self._executed = self._fetched = self._returned = self._failed = self._timed_out = 0
+
+    def submit(self, function: str, args: str, now: float, on_done: Callable[[Outcome], None]) -> DRPCRequest:
+        """Queue a request of ``function`` with ``args``; ``on_done`` hears its outcome.
+
+        Raises:
+            TypeError: ``function`` or ``args`` is not a string (DRPC carries strings).
+            ValueError: ``function`` is empty.
+            DRPCExecutionException: the book was closed (the server is shutting down).
+        """
+        if not isinstance(function, str):
+            raise TypeError(f"DRPC function must be a string, got {type(function).__name__}")
+        if not function:
+            raise ValueError("DRPC function must not be empty")
+        if not isinstance(args, str):
+            raise TypeError(f"DRPC args of {function!r} must be a string, got {type(args).__name__}")
+        with self._lock:
+            if self._closed:
+                raise DRPCExecutionException("Server Shutting Down", DRPCExceptionType.SERVER_SHUTDOWN)
+            request = DRPCRequest(str(next(self._ids)), function, args)
+            entry = _Outstanding(request, now + self.timeout_secs, on_done)
+            self._requests[request.request_id] = entry
+            self._queues.setdefault(function, deque()).append(entry)
+            self._executed += 1
+        return request
+
+    def fetch(self, function: str) -> DRPCRequest | None:
+        """The oldest request of ``function`` not fetched yet, or None."""
+        with self._lock:
+            queue = self._queues.get(function)
+            if not queue:
+                return None
+            entry = queue.popleft()
+            if not queue:
+                del self._queues[function]
+            entry.fetched = True
+            self._fetched += 1
+            return entry.request
+
+    def result(self, request_id: str, result: str) -> bool:
+        """Answer ``request_id`` with ``result``; False if it is not outstanding (already answered,
+        failed, timed out, or never known), as Storm ignores it.
+
+        Raises:
+            TypeError: ``result`` is not a string.
+        """
+        if not isinstance(result, str):
+            raise TypeError(f"a DRPC result must be a string, got {type(result).__name__}")
+        entry = self._end(request_id)
+        if entry is None:
+            return False
+        with self._lock:
+            self._returned += 1
+        entry.on_done(Outcome(result, None))
+        return True
+
+    def fail(self, request_id: str, message: str | None = None) -> bool:
+        """Fail ``request_id`` (its client gets `DRPCExecutionException` of type FAILED_REQUEST at
+        once, rather than at the timeout); False if it is not outstanding."""
+        entry = self._end(request_id)
+        if entry is None:
+            return False
+        with self._lock:
+            self._failed += 1
+        text = "Request failed" + (f": {message}" if message else "")
+        entry.on_done(Outcome(None, DRPCExecutionException(text, DRPCExceptionType.FAILED_REQUEST)))
+        return True
+
+    def expire(self, now: float) -> int:
+        """Fail every request whose deadline is at or before ``now`` (SERVER_TIMEOUT); how many."""
+        with self._lock:
+            due = [e for e in self._requests.values() if e.deadline <= now]
+            for entry in due:
+                self._forget(entry)
+            self._timed_out += len(due)
+        for entry in due:
+            entry.on_done(Outcome(None, DRPCExecutionException(
+                f"Timed Out: {entry.request.function!r} had no result within {self.timeout_secs:g} s "
+                f"(drpc.request.timeout.secs)", DRPCExceptionType.SERVER_TIMEOUT)))
+        return len(due)
+
+    def deadline(self, request_id: str) -> float | None:
+        """When ``request_id`` times out, or None if it is not outstanding."""
+        with self._lock:
+            entry = self._requests.get(request_id)
+            return None if entry is None else entry.deadline
+
+    def close(self) -> None:
+        """Fail every outstanding request (SERVER_SHUTDOWN) and refuse new ones."""
+        with self._lock:
+            self._closed = True
+            ended = list(self._requests.values())
+            self._requests.clear()
+            self._queues.clear()
+        for entry in ended:
+            entry.on_done(Outcome(None, DRPCExecutionException("Server Shutting Down",
+                                                               DRPCExceptionType.SERVER_SHUTDOWN)))
+
+    def stats(self) -> BookStats:
+        """The counts so far."""
+        with self._lock:
+            return BookStats(self._executed, self._fetched, self._returned, self._failed, self._timed_out,
+                             len(self._requests))
+
+    def _end(self, request_id: str) -> _Outstanding | None:
+        with self._lock:
+            entry = self._requests.get(request_id)
+            if entry is not None:
+                self._forget(entry)
+            return entry
+
+    def _forget(self, entry: _Outstanding) -> None:
+        # under the lock; an unfetched request leaves its queue too, so that requests of a
+        # function no topology serves do not pile up there after they time out
+        del self._requests[entry.request.request_id]
+        if not entry.fetched:
+            queue = self._queues.get(entry.request.function)
+            if queue is not None:
+                queue.remove(entry)
+                if not queue:
+                    del self._queues[entry.request.function]

@@ -1,0 +1,221 @@
+"""LocalDRPC with Storm's manual DRPC topology (DRPCSpout -> a bolt -> ReturnResults) on a
+LocalCluster: every request answered with its own result, failures and timeouts raised as
+DRPCExecutionException of the right type, and the server's bookkeeping (RequestBook) with time
+passed in."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+
+import pytest
+
+import squall
+import squall.trident.drpc
+from squall import Bolt, Fields, LocalCluster, TopologyBuilder
+from squall.drpc import DRPCExceptionType, DRPCExecutionException, DRPCSpout, LocalDRPC, ReturnResults
+from squall.drpc.core import RequestBook, ReturnInfo
+
+HANG_GUARD = 120  # seconds: only so that a broken build fails instead of hanging the suite
+
+
+class Exclaim(Bolt):
+    """``args + "!"``; fails the tuple of args starting with "fail", raises on "raise", and emits
+    a non-string result for "number" (Storm's ManualDRPC's bolt, plus the failure cases)."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(["result", "return-info"]))
+
+    def execute(self, tup):
+        args, info = tup.values
+        if args.startswith("fail"):
+            self.collector.fail(tup)
+            return
+        if args.startswith("raise"):
+            raise RuntimeError(f"cannot take {args}")
+        result = 42 if args == "number" else args + "!"
+        self.collector.emit([result, info], anchors=tup)
+        self.collector.ack(tup)
+
+
+def manual_topology(drpc: LocalDRPC, spout_tasks: int = 1, bolt_tasks: int = 2):
+    builder = TopologyBuilder()
+    builder.set_spout("drpc", DRPCSpout("exclamation", drpc), spout_tasks)
+    builder.set_bolt("exclaim", Exclaim(), bolt_tasks).shuffle_grouping("drpc")
+    builder.set_bolt("return", ReturnResults(), 2).shuffle_grouping("exclaim")
+    return builder.create_topology()
+
+
+@pytest.fixture
+def running():
+    with LocalDRPC() as drpc, LocalCluster() as cluster:
+        cluster.submit_topology("manual-drpc", {"topology.workers": 2}, manual_topology(drpc, spout_tasks=2))
+        yield drpc
+
+
+def call(drpc, function, args):
+    """``drpc.execute`` on a thread: (result, error), so a broken build fails rather than hangs."""
+    out: list = []
+
+    def run():
+        try:
+            out.append((drpc.execute(function, args), None))
+        except Exception as e:
+            out.append((None, e))
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(HANG_GUARD)
+    assert out, f"execute({function!r}, {args!r}) did not return"
+    return out[0]
+
+
+def test_names_are_exported_where_api_md_says():
+    assert squall.LocalDRPC is LocalDRPC and squall.DRPCExecutionException is DRPCExecutionException
+    assert squall.trident.drpc.LocalDRPC is LocalDRPC
+    assert squall.DRPCClient is squall.trident.drpc.DRPCClient
+
+
+def test_every_request_gets_its_own_result(running):
+    drpc = running
+    n = 50
+    results = [drpc.execute("exclamation", f"hello-{i}") for i in range(n)]
+    assert results == [f"hello-{i}!" for i in range(n)]
+    stats = drpc.stats()
+    assert (stats.executed, stats.fetched, stats.returned, stats.failed, stats.timed_out, stats.outstanding) == \
+        (n, n, n, 0, 0, 0)
+
+
+def test_concurrent_requests_each_get_their_own_answer(running):
+    drpc = running
+    threads, n = 8, 25
+    answers: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def caller(t):
+        for i in range(n):
+            args = f"t{t}-{i}"
+            result = drpc.execute("exclamation", args)
+            with lock:
+                answers[args] = result
+    workers = [threading.Thread(target=caller, args=(t,), daemon=True) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(HANG_GUARD)
+    assert len(answers) == threads * n
+    assert all(result == args + "!" for args, result in answers.items())
+    stats = drpc.stats()
+    assert (stats.executed, stats.returned, stats.failed, stats.timed_out) == (threads * n, threads * n, 0, 0)
+
+
+@pytest.mark.parametrize("args, why", [("fail-me", "failed"), ("raise-me", "cannot take raise-me"),
+                                       ("number", "failed in [return]")])
+def test_a_failed_tuple_fails_the_request_at_once(running, args, why):
+    """The request's default timeout is 600 s: a FAILED_REQUEST (not SERVER_TIMEOUT) shows the
+    spout's fail reached the server; the message says why the tuple failed."""
+    drpc = running
+    result, error = call(drpc, "exclamation", args)
+    assert result is None and isinstance(error, DRPCExecutionException)
+    assert error.type is DRPCExceptionType.FAILED_REQUEST
+    assert why in str(error)
+    assert drpc.execute("exclamation", "after") == "after!"  # the topology goes on
+    assert (drpc.stats().failed, drpc.stats().returned, drpc.stats().timed_out) == (1, 1, 0)
+
+
+def test_a_request_nobody_answers_times_out():
+    with LocalDRPC(request_timeout_secs=0.2) as drpc:
+        result, error = call(drpc, "nobody-serves-this", "x")
+        assert isinstance(error, DRPCExecutionException) and error.type is DRPCExceptionType.SERVER_TIMEOUT
+        assert "drpc.request.timeout.secs" in str(error)
+        assert drpc.stats().timed_out == 1 and drpc.stats().outstanding == 0
+
+
+def test_shutdown_fails_waiting_requests_and_refuses_new_ones():
+    drpc = LocalDRPC()
+    out: list = []
+    started = threading.Event()
+
+    def run():
+        started.set()
+        try:
+            drpc.execute("f", "x")
+        except DRPCExecutionException as e:
+            out.append(e)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    started.wait()
+    while drpc.stats().executed == 0:
+        t.join(0.001)
+    drpc.shutdown()
+    t.join(HANG_GUARD)
+    assert out and out[0].type is DRPCExceptionType.SERVER_SHUTDOWN
+    with pytest.raises(DRPCExecutionException, match="Shutting Down"):
+        drpc.execute("f", "y")
+
+
+def test_a_copy_of_a_local_drpc_is_the_same_server():
+    with LocalDRPC() as drpc:
+        assert pickle.loads(pickle.dumps(drpc)) is drpc
+    with pytest.raises(LookupError, match="not running"):
+        pickle.loads(pickle.dumps(drpc))
+
+
+def test_bad_arguments_are_named():
+    with LocalDRPC() as drpc:
+        with pytest.raises(TypeError, match="args of 'f' must be a string"):
+            drpc.execute("f", 3)
+        with pytest.raises(ValueError, match="must not be empty"):
+            drpc.execute("", "x")
+    with pytest.raises(ValueError, match="DRPCSpout"):
+        DRPCSpout("")
+
+
+# --- the book, with time passed in --------------------------------------------------------------------
+class Heard:
+    def __init__(self):
+        self.outcomes = []
+
+    def __call__(self, outcome):
+        self.outcomes.append(outcome)
+
+
+def test_book_fetches_each_function_in_order_and_answers_once():
+    book = RequestBook(timeout_secs=10)
+    heard = [Heard() for _ in range(3)]
+    a1 = book.submit("a", "1", 0.0, heard[0])
+    b1 = book.submit("b", "1", 0.0, heard[1])
+    a2 = book.submit("a", "2", 0.0, heard[2])
+    assert book.fetch("a") == a1 and book.fetch("a") == a2 and book.fetch("a") is None
+    assert book.fetch("b") == b1
+    assert book.result(a2.request_id, "two") and not book.result(a2.request_id, "again")
+    assert book.fail(a1.request_id, "boom") and not book.result(a1.request_id, "late")
+    assert heard[2].outcomes == [("two", None)]
+    assert heard[0].outcomes[0].error.type is DRPCExceptionType.FAILED_REQUEST
+    assert "boom" in str(heard[0].outcomes[0].error)
+    assert not book.result("no-such-id", "x")
+    with pytest.raises(TypeError, match="result must be a string"):
+        book.result(b1.request_id, 4)
+
+
+def test_book_times_out_at_the_deadline_and_forgets_unfetched_requests():
+    book = RequestBook(timeout_secs=10)
+    early, late = Heard(), Heard()
+    r1 = book.submit("f", "1", 0.0, early)
+    book.submit("f", "2", 5.0, late)
+    assert book.deadline(r1.request_id) == 10.0
+    assert book.expire(9.999) == 0 and early.outcomes == []
+    assert book.expire(10.0) == 1
+    assert early.outcomes[0].error.type is DRPCExceptionType.SERVER_TIMEOUT
+    assert book.fetch("f").args == "2"  # the timed-out request left its queue
+    assert book.expire(15.0) == 1 and late.outcomes[0].error.type is DRPCExceptionType.SERVER_TIMEOUT
+    assert book.fetch("f") is None
+    assert book.stats() == (2, 1, 0, 0, 2, 0)
+
+
+def test_return_info_is_storms_json_and_bad_ones_are_named():
+    info = ReturnInfo("7", "drpc1.example", 3773)
+    assert ReturnInfo.from_json(info.to_json()) == info
+    for bad, why in [("{", "not JSON"), ("[1]", "JSON map"), ('{"id": 7, "host": "h", "port": 1}', "string id"),
+                     (None, "JSON string")]:
+        with pytest.raises(ValueError, match=why):
+            ReturnInfo.from_json(bad)

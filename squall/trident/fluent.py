@@ -1,0 +1,766 @@
+"""Trident's fluent API: the logical graph a user builds (Storm's ``TridentTopology``, ``Stream``).
+
+Each call adds a node to the `TridentTopology`'s graph and returns a new `Stream` on it; nothing
+runs until `TridentTopology.build()` hands the graph to the planner (``planner.py``), which fuses
+the nodes between repartitions into bolts. Every operation checks, when it is called, that the
+fields it names exist in its input, and raises ``ValueError`` naming the operation and the field
+(Storm's ``projectionValidation``), so a typo fails where it was written, not in a worker.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .._fields import Fields
+from .._grouping import CustomStreamGrouping
+from . import processors as P
+from .operation import (
+    Assembly,
+    BaseAggregator,
+    BaseFilter,
+    BaseFunction,
+    CombinerAggregator,
+    Consumer,
+    FlatMapFunction,
+    MapFunction,
+    ReducerAggregator,
+)
+
+from .state.api import (
+    CombinerAggStateUpdater,
+    MapCombinerAggStateUpdater,
+    MapReducerAggStateUpdater,
+    ReducerAggStateUpdater,
+)
+
+if TYPE_CHECKING:
+    from .._topology import StormTopology
+
+
+# --- the logical graph ---------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Node:
+    """A vertex of the logical graph: one stream of tuples with ``fields``.
+
+    ``index`` is the creation order (the planner's tie-breaker and Storm's ``creationIndex``);
+    ``stream_id`` (``s<N>``) names the stream when it leaves a bolt. Nodes compare by identity.
+    """
+
+    index: int
+    stream_id: str
+    name: str | None
+    fields: Fields
+    parallelism: int | None = None
+
+    def describe(self) -> str:
+        """A short text for error messages."""
+        return f"{type(self).__name__}({self.stream_id}{', ' + self.name if self.name else ''})"
+
+
+@dataclass(eq=False)
+class SpoutNode(Node):
+    """Where a stream starts: a batch spout (``new_stream``) or a DRPC spout (``new_drpc_stream``)."""
+
+    txid: str = ""
+    spout: Any = None
+    drpc_function: str | None = None
+
+
+@dataclass(eq=False)
+class ProcessorNode(Node):
+    """An operation: runs ``processor`` on each tuple of its parents, in some bolt's task.
+
+    ``committer`` marks a node that updates a state (its bolt finishes a batch at its commit);
+    ``state_id`` is the state the node persists into or queries.
+    """
+
+    processor: Any = None
+    committer: bool = False
+    state_id: str | None = None
+
+
+@dataclass(eq=False)
+class PartitionNode(Node):
+    """A repartition: how tuples move from one bolt's tasks to the next one's."""
+
+    partitioning: Partitioning | None = None
+
+
+@dataclass(eq=False)
+class StateNode(Node):
+    """A state made by ``new_static_state``: lives in the tasks of the bolts that query it."""
+
+    state_id: str = ""
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """One repartition: ``kind`` is ``shuffle``, ``local_or_shuffle``, ``all``, ``fields``,
+    ``global``, ``batch_global``, ``identity`` or ``custom`` (with ``fields`` or ``custom``)."""
+
+    kind: str
+    fields: Fields | None = None
+    custom: CustomStreamGrouping | None = None
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """A state as a node needs it: the factory, under the id that colocates its users."""
+
+    state_id: str
+    factory: Any
+
+
+class _Graph:
+    """The nodes and ordered parent edges of a `TridentTopology`."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.parents: dict[Node, list[Node]] = {}
+        self.states: dict[str, StateSpec] = {}
+        # state id -> every node that must run in the same tasks as that state
+        self.colocate: dict[str, list[Node]] = {}
+        self._ids = itertools.count(1)
+        self._state_ids = itertools.count(1)
+
+    def next_stream_id(self) -> str:
+        return f"s{next(self._ids)}"
+
+    def next_index(self) -> int:
+        return len(self.nodes)
+
+    def next_state_id(self) -> str:
+        return f"state{next(self._state_ids)}"
+
+    def add(self, node: Node, parents: list[Node]) -> Node:
+        self.nodes.append(node)
+        self.parents[node] = list(parents)
+        state_id = getattr(node, "state_id", None)
+        if state_id:
+            self.colocate.setdefault(state_id, []).append(node)
+        return node
+
+    def children(self, node: Node) -> list[Node]:
+        return [n for n in self.nodes if node in self.parents[n]]
+
+
+# --- validation ----------------------------------------------------------------------------------
+
+def _as_fields(fields: Fields | list[str] | tuple[str, ...] | str | None) -> Fields | None:
+    if fields is None or isinstance(fields, Fields):
+        return fields
+    if isinstance(fields, str):
+        return Fields(fields)
+    return Fields(list(fields))
+
+
+def _check(operation: str, wanted: Fields | None, available: Fields) -> None:
+    """Storm's ``projectionValidation``: every field of ``wanted`` must be in ``available``."""
+    if wanted is None:
+        return
+    for name in wanted:
+        if name not in available:
+            raise ValueError(
+                f"{operation}: field {name!r} is not in the stream's fields {available.to_list()}")
+
+
+def _check_new(operation: str, new: Fields, available: Fields) -> None:
+    """Fields an operation appends must not already be in the stream."""
+    for name in new:
+        if name in available:
+            raise ValueError(
+                f"{operation}: output field {name!r} is already in the stream's fields "
+                f"{available.to_list()}")
+
+
+def _concat(a: Fields, b: Fields) -> Fields:
+    return Fields([*a, *b])
+
+
+def _union(a: Fields, b: Fields | None) -> Fields:
+    return Fields([*a, *(n for n in (b or Fields()) if n not in a)])
+
+
+def _subtract(a: Fields, b: Fields) -> Fields:
+    return Fields([n for n in a if n not in b])
+
+
+# --- the API -------------------------------------------------------------------------------------
+
+class TridentTopology:
+    """A Trident topology under construction; `build()` compiles it into a `StormTopology`."""
+
+    def __init__(self) -> None:
+        self._graph = _Graph()
+
+    # sources
+    def new_stream(self, txid: str, spout: Any) -> Stream:
+        """A stream of the batches ``spout`` emits.
+
+        ``txid`` is the spout's stable id: its transaction state (which batch is next, each
+        batch's metadata) is kept under it, so it must not change between submissions.
+        ``spout`` is an `IBatchSpout`, an `ITridentSpout`, a partitioned or opaque partitioned
+        Trident spout, or a plain `Spout` (at-least-once).
+        """
+        if not isinstance(txid, str) or not txid:
+            raise ValueError(f"new_stream: txid must be a non-empty string, got {txid!r}")
+        for n in self._graph.nodes:
+            if isinstance(n, SpoutNode) and n.txid == txid and n.spout is not spout:
+                raise ValueError(f"new_stream: txid {txid!r} is already used by another spout")
+        fields = _spout_fields(spout)
+        g = self._graph
+        node = g.add(SpoutNode(g.next_index(), g.next_stream_id(), None, fields, txid=txid, spout=spout), [])
+        return Stream(self, node, None)
+
+    def new_drpc_stream(self, function: str, local_drpc: Any = None) -> Stream:
+        """A stream of the arguments of DRPC calls to ``function`` (one field, ``args``).
+
+        What the stream's last operation emits in a batch is the call's result (its values, as a
+        JSON list of lists). With ``local_drpc`` (a `LocalDRPC`) the calls come from it; without,
+        from the cluster's DRPC servers (``drpc.servers``).
+        """
+        from .drpc import drpc_spout  # the DRPC helper's module; imported when used
+
+        if not isinstance(function, str) or not function:
+            raise ValueError(f"new_drpc_stream: function must be a non-empty string, got {function!r}")
+        spout = drpc_spout(function, local_drpc)
+        g = self._graph
+        node = g.add(SpoutNode(g.next_index(), g.next_stream_id(), None, Fields("args", "return-info"),
+                               txid=f"$drpc-{function}", spout=spout, drpc_function=function), [])
+        # the return-info comes back at the end of the stream (planner.complete_drpc)
+        return Stream(self, node, None).project(Fields("args"))
+
+    def new_static_state(self, state_factory: Any) -> TridentState:
+        """A state nothing in the topology writes, to be read with ``state_query``."""
+        g = self._graph
+        state_id = g.next_state_id()
+        g.states[state_id] = StateSpec(state_id, state_factory)
+        node = g.add(StateNode(g.next_index(), g.next_stream_id(), None, Fields(), state_id=state_id), [])
+        return TridentState(self, node)
+
+    # combining streams
+    def merge(self, *streams: Stream, out_fields: Fields | list[str] | None = None) -> Stream:
+        """One stream of every tuple of ``streams`` (named as the first's fields, or ``out_fields``)."""
+        if len(streams) == 1 and isinstance(streams[0], (list, tuple)):
+            streams = tuple(streams[0])
+        if not streams:
+            raise ValueError("merge: needs at least one stream")
+        streams = tuple(s.to_stream() for s in streams)
+        self._check_own(streams, "merge")
+        out = _as_fields(out_fields) or streams[0].get_output_fields()
+        for s in streams:
+            if len(s.get_output_fields()) != len(out):
+                raise ValueError(
+                    f"merge: stream of fields {s.get_output_fields().to_list()} has "
+                    f"{len(s.get_output_fields())} fields; the merged stream has {len(out)} ({out.to_list()})")
+        return self._multi_reduce(list(streams), P.MergeReducer(), out,
+                                  [s.get_output_fields() for s in streams])
+
+    def join(self, stream1: Stream, join_fields1: Fields | list[str], stream2: Stream,
+             join_fields2: Fields | list[str], out_fields: Fields | list[str]) -> Stream:
+        """The inner join of two streams within each batch.
+
+        Output: the join fields (named as ``out_fields`` names them), then the other fields of
+        ``stream1``, then those of ``stream2``, in stream order.
+        """
+        streams = [stream1.to_stream(), stream2.to_stream()]
+        self._check_own(streams, "join")
+        joins = [_as_fields(join_fields1), _as_fields(join_fields2)]
+        out = _as_fields(out_fields)
+        for s, jf in zip(streams, joins):
+            _check("join", jf, s.get_output_fields())
+        if len(joins[0]) != len(joins[1]):
+            raise ValueError(f"join: the join fields {joins[0].to_list()} and {joins[1].to_list()} "
+                             "differ in number")
+        others = [_subtract(s.get_output_fields(), jf) for s, jf in zip(streams, joins)]
+        width = len(joins[0]) + sum(len(o) for o in others)
+        if out is None or len(out) != width:
+            raise ValueError(
+                f"join: out_fields {None if out is None else out.to_list()} must name {width} fields: "
+                f"the join fields {joins[0].to_list()}, then {others[0].to_list()}, then {others[1].to_list()}")
+        parts = [s.partition_by(jf) for s, jf in zip(streams, joins)]
+        inputs = [_concat(jf, o) for jf, o in zip(joins, others)]
+        return self._multi_reduce(parts, P.JoinReducer(len(joins[0]), [len(o) for o in others]), out, inputs)
+
+    def build(self) -> StormTopology:
+        """The `StormTopology` running this Trident topology (see ``planner.py``)."""
+        from .planner import build_topology
+
+        return build_topology(self)
+
+    # internals shared by Stream
+    def _check_own(self, streams, operation: str) -> None:
+        for s in streams:
+            if s._topology is not self:
+                raise ValueError(f"{operation}: a stream of another TridentTopology")
+
+    def _multi_reduce(self, streams: list[Stream], reducer: Any, out: Fields, inputs: list[Fields]) -> Stream:
+        names = [s._name for s in streams if s._name]
+        proc = P.MultiReduceProcessor(inputs, reducer)
+        node = self._add_processor([s._node for s in streams], "-".join(names) or None, out, proc)
+        return Stream(self, node, None)
+
+    def _add_processor(self, parents: list[Node], name: str | None, fields: Fields, processor: Any,
+                       committer: bool = False, state_id: str | None = None) -> ProcessorNode:
+        g = self._graph
+        node = ProcessorNode(g.next_index(), g.next_stream_id(), name, fields, processor=processor,
+                             committer=committer, state_id=state_id)
+        return g.add(node, parents)  # type: ignore[return-value]
+
+
+def _spout_fields(spout: Any) -> Fields:
+    get = getattr(spout, "get_output_fields", None)
+    if get is not None:
+        return _as_fields(get())
+    declare = getattr(spout, "declare_output_fields", None)
+    if declare is not None:  # a plain Spout: its default stream's fields
+        from .._collectors import OutputFieldsDeclarer
+        from .._system import DEFAULT_STREAM
+
+        declarer = OutputFieldsDeclarer(type(spout).__name__)
+        declare(declarer)
+        info = declarer.streams.get(DEFAULT_STREAM)
+        if info is None:
+            raise ValueError(f"new_stream: spout {type(spout).__name__} declares no default stream")
+        return info.fields
+    raise ValueError(f"new_stream: {type(spout).__name__} is not a Trident spout or a Spout")
+
+
+class Stream:
+    """A stream of a `TridentTopology`: every method adds an operation and returns the new stream."""
+
+    def __init__(self, topology: TridentTopology, node: Node, name: str | None) -> None:
+        self._topology = topology
+        self._node = node
+        self._name = name
+
+    # naming and sizing
+    def name(self, name: str) -> Stream:
+        """This stream, its next operations named ``name`` (in their bolt's id: ``b-0-name``)."""
+        return Stream(self._topology, self._node, name)
+
+    def parallelism_hint(self, n: int) -> Stream:
+        """Run the operation that made this stream in ``n`` tasks (its bolt takes the largest hint)."""
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"parallelism_hint: must be an int of at least 1, got {n!r}")
+        self._node.parallelism = n
+        return self
+
+    def get_output_fields(self) -> Fields:
+        """The fields of the stream's tuples."""
+        return self._node.fields
+
+    def get_name(self) -> str | None:
+        """The name given by ``name()``, if any."""
+        return self._name
+
+    def to_stream(self) -> Stream:
+        """This stream (a `GroupedStream` answers with its ungrouped stream)."""
+        return self
+
+    # plumbing
+    def _add(self, operation: str, fields: Fields, processor: Any, *, committer: bool = False,
+             state_id: str | None = None) -> ProcessorNode:
+        return self._topology._add_processor([self._node], self._name, fields, processor, committer, state_id)
+
+    def _next(self, node: Node) -> Stream:
+        return Stream(self._topology, node, self._name)
+
+    # per-tuple operations
+    def each(self, input_fields: Fields | list[str] | None, op: Any = None,
+             function_fields: Fields | list[str] | None = None) -> Stream:
+        """A `BaseFunction` over ``input_fields`` appending ``function_fields``, or a `BaseFilter`.
+
+        ``each(function, function_fields)`` and ``each(filter)`` use the whole tuple as input.
+        """
+        if op is None or isinstance(input_fields, (BaseFunction, BaseFilter)):
+            input_fields, op, function_fields = None, input_fields, op if op is not None else function_fields
+        inputs = _as_fields(input_fields)
+        _check("each", inputs, self.get_output_fields())
+        if inputs is None:
+            inputs = self.get_output_fields()
+        if isinstance(op, BaseFilter):
+            if function_fields is not None and len(_as_fields(function_fields)):
+                raise ValueError(f"each: a filter ({type(op).__name__}) takes no function fields")
+            return self._next(self._add("each", self.get_output_fields(), P.FilterProcessor(inputs, op)))
+        if not isinstance(op, BaseFunction):
+            raise ValueError(f"each: {type(op).__name__} is neither a BaseFunction nor a BaseFilter")
+        out = _as_fields(function_fields)
+        if out is None:
+            raise ValueError(f"each: the function {type(op).__name__} needs function_fields")
+        _check_new("each", out, self.get_output_fields())
+        return self._next(self._add("each", _concat(self.get_output_fields(), out), P.EachProcessor(inputs, op)))
+
+    def map(self, function: MapFunction, out_fields: Fields | list[str] | None = None) -> Stream:
+        """One tuple out per tuple in; with ``out_fields`` the output is only those fields."""
+        if not isinstance(function, MapFunction):
+            raise ValueError(f"map: {type(function).__name__} is not a MapFunction")
+        out = _as_fields(out_fields) or self.get_output_fields()
+        return self._next(self._add("map", out, P.MapProcessor("map", function, self.get_output_fields())))
+
+    def flat_map(self, function: FlatMapFunction, out_fields: Fields | list[str] | None = None) -> Stream:
+        """Any number of tuples out per tuple in; with ``out_fields`` the output is only those fields."""
+        if not isinstance(function, FlatMapFunction):
+            raise ValueError(f"flat_map: {type(function).__name__} is not a FlatMapFunction")
+        out = _as_fields(out_fields) or self.get_output_fields()
+        return self._next(self._add("flat_map", out, P.MapProcessor("flat_map", function, self.get_output_fields())))
+
+    def filter(self, input_fields_or_filter: Any, filter: BaseFilter | None = None) -> Stream:  # noqa: A002
+        """``filter(f)`` sees the whole tuple; ``filter(input_fields, f)`` only those fields."""
+        if filter is None:
+            return self.each(self.get_output_fields(), input_fields_or_filter)
+        inputs = _as_fields(input_fields_or_filter)
+        _check("filter", inputs, self.get_output_fields())
+        return self.each(inputs, filter)
+
+    def peek(self, consumer: Consumer) -> Stream:
+        """``consumer.accept`` sees every tuple, which passes on unchanged."""
+        if not isinstance(consumer, Consumer):
+            raise ValueError(f"peek: {type(consumer).__name__} is not a Consumer")
+        fields = self.get_output_fields()
+        return self._next(self._add("peek", fields, P.MapProcessor("peek", consumer, fields)))
+
+    def project(self, fields: Fields | list[str]) -> Stream:
+        """Keep only ``fields``."""
+        keep = _as_fields(fields)
+        _check("project", keep, self.get_output_fields())
+        return self._next(self._add("project", keep, P.ProjectProcessor(keep)))
+
+    # repartitioning
+    def _partition(self, operation: str, partitioning: Partitioning) -> Stream:
+        if isinstance(self._node, PartitionNode):
+            # two repartitions in a row: a pass-through operation between them (Storm's TrueFilter)
+            return self._identity_each()._partition(operation, partitioning)
+        g = self._topology._graph
+        node = g.add(PartitionNode(g.next_index(), g.next_stream_id(), self._name, self.get_output_fields(),
+                                   partitioning=partitioning), [self._node])
+        return self._next(node)
+
+    def _identity_each(self) -> Stream:
+        return self._next(self._add("each", self.get_output_fields(),
+                                    P.FilterProcessor(Fields(), P.TrueFilter())))
+
+    def shuffle(self) -> Stream:
+        """Spread tuples evenly over the next operation's tasks."""
+        return self._partition("shuffle", Partitioning("shuffle"))
+
+    def local_or_shuffle(self) -> Stream:
+        """Prefer tasks in the same worker, else shuffle."""
+        return self._partition("local_or_shuffle", Partitioning("local_or_shuffle"))
+
+    def broadcast(self) -> Stream:
+        """Every tuple to every task of the next operation."""
+        return self._partition("broadcast", Partitioning("all"))
+
+    def partition_by(self, fields: Fields | list[str]) -> Stream:
+        """Tuples with equal values of ``fields`` go to the same task."""
+        by = _as_fields(fields)
+        _check("partition_by", by, self.get_output_fields())
+        return self._partition("partition_by", Partitioning("fields", fields=by))
+
+    def global_(self) -> Stream:
+        """Every batch to the same single task (the lowest task id)."""
+        return self._partition("global_", Partitioning("global"))
+
+    def batch_global(self) -> Stream:
+        """All of one batch to one task, which may differ between batches (by txid)."""
+        return self._partition("batch_global", Partitioning("batch_global"))
+
+    def identity_partition(self) -> Stream:
+        """Task i of this operation sends to task i of the next one (equal parallelism)."""
+        return self._partition("identity_partition", Partitioning("identity"))
+
+    def partition(self, custom_grouping: CustomStreamGrouping) -> Stream:
+        """Repartition with a `CustomStreamGrouping` (it sees the values after a leading batch id)."""
+        if not isinstance(custom_grouping, CustomStreamGrouping):
+            raise ValueError(f"partition: {type(custom_grouping).__name__} is not a CustomStreamGrouping")
+        return self._partition("partition", Partitioning("custom", custom=custom_grouping))
+
+    def apply_assembly(self, assembly: Assembly) -> Stream:
+        """``assembly.apply(self)``."""
+        if not isinstance(assembly, Assembly):
+            raise ValueError(f"apply_assembly: {type(assembly).__name__} is not an Assembly")
+        return assembly.apply(self)
+
+    # aggregation
+    def partition_aggregate(self, input_fields: Fields | list[str] | None, aggregator: Any = None,
+                            function_fields: Fields | list[str] | None = None) -> Stream:
+        """Aggregate each partition's part of each batch; the output replaces the input tuples."""
+        if aggregator is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
+            input_fields, aggregator, function_fields = None, input_fields, aggregator
+        inputs = _as_fields(input_fields)
+        _check("partition_aggregate", inputs, self.get_output_fields())
+        out = _need_fields("partition_aggregate", function_fields)
+        return _aggregate(self, "partition_aggregate", inputs, aggregator, out, scope="partition")
+
+    def aggregate(self, input_fields: Fields | list[str] | None, aggregator: Any = None,
+                  function_fields: Fields | list[str] | None = None) -> Stream:
+        """One aggregate per batch over all partitions (a combiner aggregates partially first)."""
+        if aggregator is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
+            input_fields, aggregator, function_fields = None, input_fields, aggregator
+        inputs = _as_fields(input_fields)
+        _check("aggregate", inputs, self.get_output_fields())
+        out = _need_fields("aggregate", function_fields)
+        return _aggregate(self, "aggregate", inputs, aggregator, out, scope="batch")
+
+    def min_by(self, field: str) -> Stream:
+        """Per partition and batch, the whole tuple with the least value of ``field``."""
+        return self._compare("min_by", field, -1)
+
+    def max_by(self, field: str) -> Stream:
+        """Per partition and batch, the whole tuple with the greatest value of ``field``."""
+        return self._compare("max_by", field, 1)
+
+    def _compare(self, operation: str, field_name: str, sign: int) -> Stream:
+        _check(operation, Fields(field_name), self.get_output_fields())
+        fields = self.get_output_fields()
+        agg = P.ComparisonAggregator(field_name, sign)
+        return self._next(self._add(operation, fields, P.AggregateProcessor(fields, agg)))
+
+    def group_by(self, fields: Fields | list[str]) -> GroupedStream:
+        """Group by ``fields``: the next aggregation runs per group (after ``partition_by(fields)``)."""
+        by = _as_fields(fields)
+        _check("group_by", by, self.get_output_fields())
+        return GroupedStream(self, by)
+
+    # state
+    def persistent_aggregate(self, state_factory: Any, input_fields: Fields | list[str] | None,
+                             aggregator: Any = None, function_fields: Fields | list[str] | None = None
+                             ) -> TridentState:
+        """Aggregate every batch into one global value of a `Snapshottable` state.
+
+        ``persistent_aggregate(factory, aggregator, function_fields)`` takes the whole tuple.
+        """
+        if not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
+            input_fields, aggregator, function_fields = None, input_fields, aggregator
+        inputs = _as_fields(input_fields)
+        _check("persistent_aggregate", inputs, self.get_output_fields())
+        out = _need_fields("persistent_aggregate", function_fields)
+        if isinstance(aggregator, CombinerAggregator):
+            totals = _aggregate(self, "persistent_aggregate", inputs, aggregator, out, scope="global")
+            return totals.partition_persist(state_factory, out, CombinerAggStateUpdater(aggregator), out)
+        if isinstance(aggregator, ReducerAggregator):
+            if len(out) != 1:
+                raise ValueError(f"persistent_aggregate: a reducer gives one field, got {out.to_list()}")
+            return self.global_().partition_persist(
+                state_factory, inputs if inputs is not None else self.get_output_fields(),
+                ReducerAggStateUpdater(aggregator), out)
+        raise ValueError(f"persistent_aggregate: {type(aggregator).__name__} is not a CombinerAggregator "
+                         "or a ReducerAggregator")
+
+    def partition_persist(self, state_factory: Any, input_fields: Fields | list[str] | None,
+                          updater: Any = None, function_fields: Fields | list[str] | None = None
+                          ) -> TridentState:
+        """Hand each partition's batch to ``updater.update_state(state, tuples, collector)`` at commit.
+
+        What the updater emits (``function_fields``) is `TridentState.new_values_stream()`.
+        """
+        if updater is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
+            input_fields, updater, function_fields = None, input_fields, updater
+        inputs = _as_fields(input_fields)
+        _check("partition_persist", inputs, self.get_output_fields())
+        if inputs is None:
+            inputs = self.get_output_fields()
+        if not callable(getattr(updater, "update_state", None)):
+            raise ValueError(f"partition_persist: {type(updater).__name__} has no update_state")
+        out = _as_fields(function_fields) or Fields()
+        g = self._topology._graph
+        state_id = g.next_state_id()
+        g.states[state_id] = StateSpec(state_id, state_factory)
+        node = self._add("partition_persist", out, P.PartitionPersistProcessor(state_id, inputs, updater),
+                         committer=True, state_id=state_id)
+        return TridentState(self._topology, node)
+
+    def state_query(self, state: TridentState, input_fields: Fields | list[str] | None,
+                    query_function: Any = None, function_fields: Fields | list[str] | None = None) -> Stream:
+        """Query ``state`` per batch: ``batch_retrieve`` then ``execute`` per tuple, appending fields.
+
+        Runs in the tasks holding the state, so it sees the partition this stream's tuple lands
+        on (``group_by(...).state_query`` lands each key on the partition storing it).
+        """
+        if query_function is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
+            input_fields, query_function, function_fields = None, input_fields, query_function
+        if not isinstance(state, TridentState) or state._topology is not self._topology:
+            raise ValueError("state_query: the state must be a TridentState of the same TridentTopology")
+        inputs = _as_fields(input_fields)
+        _check("state_query", inputs, self.get_output_fields())
+        if inputs is None:
+            inputs = self.get_output_fields()
+        if not callable(getattr(query_function, "batch_retrieve", None)):
+            raise ValueError(f"state_query: {type(query_function).__name__} has no batch_retrieve")
+        out = _need_fields("state_query", function_fields)
+        _check_new("state_query", out, self.get_output_fields())
+        state_id = state._state_id
+        node = self._add("state_query", _concat(self.get_output_fields(), out),
+                         P.StateQueryProcessor(state_id, inputs, query_function), state_id=state_id)
+        return self._next(node)
+
+    def __repr__(self) -> str:
+        return f"Stream({self.get_output_fields().to_list()})"
+
+
+def _need_fields(operation: str, fields: Any) -> Fields:
+    out = _as_fields(fields)
+    if out is None:
+        raise ValueError(f"{operation}: function_fields are required")
+    return out
+
+
+def _aggregate(stream: Stream, operation: str, inputs: Fields | None, aggregator: Any, out: Fields,
+               scope: str, group: Fields | None = None) -> Stream:
+    """Storm's ``ChainedAggregatorDeclarer`` for one aggregator.
+
+    ``scope``: ``partition`` (per partition), ``batch`` (one result per batch, on the task
+    ``batch_global`` picks) or ``global`` (one result per batch on the lowest task, for a
+    persistent aggregate). With ``group`` the aggregation runs per group, after
+    ``partition_by(group)``. A combiner aggregates partially before the repartition.
+    """
+    fields = stream.get_output_fields()
+    if isinstance(aggregator, CombinerAggregator):
+        if len(out) != 1:
+            raise ValueError(f"{operation}: a CombinerAggregator gives one field, got {out.to_list()}")
+        # init each tuple into the output field, then combine (Storm's CombinerAggregatorInitImpl);
+        # an output field the stream already has (aggregate("count", Sum(), "count")) is renamed
+        init_out = out if out[0] not in fields else Fields(f"$init-{out[0]}")
+        s = stream._next(stream._add(operation, _concat(fields, init_out),
+                                     P.EachProcessor(inputs if inputs is not None else fields,
+                                                     P.CombinerInitFunction(aggregator))))
+        combine = P.CombinerCombineAggregator(aggregator)
+        if scope == "partition":
+            return _partition_agg(s, init_out, combine, out, group)
+        partial = _partition_agg(s, init_out, combine, init_out, group)
+        return _final_agg(partial, init_out, combine, out, scope, group)
+    if isinstance(aggregator, ReducerAggregator):
+        if len(out) != 1:
+            raise ValueError(f"{operation}: a ReducerAggregator gives one field, got {out.to_list()}")
+        agg: BaseAggregator = P.ReducerAggregatorImpl(aggregator)
+    elif isinstance(aggregator, BaseAggregator):
+        agg = aggregator
+    else:
+        raise ValueError(f"{operation}: {type(aggregator).__name__} is not a CombinerAggregator, "
+                         "ReducerAggregator or BaseAggregator")
+    ins = inputs if inputs is not None else fields
+    if scope == "partition":
+        return _partition_agg(stream, ins, agg, out, group)
+    return _final_agg(stream, ins, agg, out, scope, group)
+
+
+def _partition_agg(stream: Stream, inputs: Fields, agg: Any, out: Fields, group: Fields | None) -> Stream:
+    if group is None:
+        return stream._next(stream._add("partition_aggregate", out, P.AggregateProcessor(inputs, agg)))
+    grouped = P.GroupedAggregator(agg, group, inputs)
+    return stream._next(stream._add("partition_aggregate", _concat(group, out),
+                                    P.AggregateProcessor(_union(group, inputs), grouped)))
+
+
+def _final_agg(stream: Stream, inputs: Fields, agg: Any, out: Fields, scope: str, group: Fields | None) -> Stream:
+    if group is not None:
+        return _partition_agg(stream.partition_by(group), inputs, agg, out, group)
+    moved = stream.batch_global() if scope == "batch" else stream.global_()
+    single = P.SingleEmitAggregator(agg, "batch_global" if scope == "batch" else "global")
+    return moved._next(moved._add("aggregate", out, P.AggregateProcessor(inputs, single)))
+
+
+class GroupedStream:
+    """A stream grouped by fields (``Stream.group_by``): aggregations run per group."""
+
+    def __init__(self, stream: Stream, group_fields: Fields) -> None:
+        self._stream = stream
+        self._group = group_fields
+
+    def get_group_fields(self) -> Fields:
+        """The fields grouped by."""
+        return self._group
+
+    def get_output_fields(self) -> Fields:
+        """The fields of the underlying stream."""
+        return self._stream.get_output_fields()
+
+    def to_stream(self) -> Stream:
+        """The underlying, ungrouped stream."""
+        return self._stream
+
+    def name(self, name: str) -> GroupedStream:
+        """Name the next operations (see `Stream.name`)."""
+        return GroupedStream(self._stream.name(name), self._group)
+
+    def each(self, input_fields: Any, op: Any = None, function_fields: Any = None) -> GroupedStream:
+        """`Stream.each`, keeping the grouping."""
+        return GroupedStream(self._stream.each(input_fields, op, function_fields), self._group)
+
+    def _args(self, operation: str, input_fields: Any, aggregator: Any, function_fields: Any):
+        if aggregator is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
+            input_fields, aggregator, function_fields = None, input_fields, aggregator
+        inputs = _as_fields(input_fields)
+        _check(operation, inputs, self.get_output_fields())
+        out = _need_fields(operation, function_fields)
+        _check_new(operation, out, self._group)
+        return inputs, aggregator, out
+
+    def partition_aggregate(self, input_fields: Any, aggregator: Any = None, function_fields: Any = None
+                            ) -> GroupedStream:
+        """Aggregate per group within each partition; output: the group fields, then ``function_fields``."""
+        inputs, aggregator, out = self._args("partition_aggregate", input_fields, aggregator, function_fields)
+        s = _aggregate(self._stream, "partition_aggregate", inputs, aggregator, out, "partition", self._group)
+        return GroupedStream(s, self._group)
+
+    def aggregate(self, input_fields: Any, aggregator: Any = None, function_fields: Any = None) -> Stream:
+        """One aggregate per group and batch; output: the group fields, then ``function_fields``."""
+        inputs, aggregator, out = self._args("aggregate", input_fields, aggregator, function_fields)
+        return _aggregate(self._stream, "aggregate", inputs, aggregator, out, "batch", self._group)
+
+    def persistent_aggregate(self, state_factory: Any, input_fields: Any, aggregator: Any = None,
+                             function_fields: Any = None) -> TridentState:
+        """Aggregate every batch into a `MapState` keyed by the group's values."""
+        inputs, aggregator, out = self._args("persistent_aggregate", input_fields, aggregator, function_fields)
+        if isinstance(aggregator, CombinerAggregator):
+            totals = _aggregate(self._stream, "persistent_aggregate", inputs, aggregator, out, "batch", self._group)
+            return totals.partition_persist(state_factory, _union(self._group, out),
+                                            MapCombinerAggStateUpdater(aggregator, self._group, out),
+                                            _concat(self._group, out))
+        if isinstance(aggregator, ReducerAggregator):
+            ins = inputs if inputs is not None else _subtract(self.get_output_fields(), self._group)
+            return self._stream.partition_by(self._group).partition_persist(
+                state_factory, _union(self._group, ins),
+                MapReducerAggStateUpdater(aggregator, self._group, ins), _concat(self._group, out))
+        raise ValueError(f"persistent_aggregate: {type(aggregator).__name__} is not a CombinerAggregator "
+                         "or a ReducerAggregator")
+
+    def state_query(self, state: TridentState, input_fields: Any, query_function: Any = None,
+                    function_fields: Any = None) -> Stream:
+        """`Stream.state_query` after ``partition_by(group fields)``."""
+        if query_function is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
+            input_fields, query_function, function_fields = None, input_fields, query_function
+        _check("state_query", _as_fields(input_fields), self.get_output_fields())
+        return self._stream.partition_by(self._group).state_query(state, input_fields, query_function,
+                                                                  function_fields)
+
+
+class TridentState:
+    """A state a topology writes (``persistent_aggregate``, ``partition_persist``) or reads."""
+
+    def __init__(self, topology: TridentTopology, node: Node) -> None:
+        self._topology = topology
+        self._node = node
+
+    @property
+    def _state_id(self) -> str:
+        return self._node.state_id  # type: ignore[attr-defined]
+
+    def new_values_stream(self) -> Stream:
+        """The stream of what the state's updater emitted (for an aggregate: the new values)."""
+        return Stream(self._topology, self._node, None)
+
+    def parallelism_hint(self, n: int) -> TridentState:
+        """Keep the state in ``n`` partitions (the tasks of its bolt)."""
+        Stream(self._topology, self._node, None).parallelism_hint(n)
+        return self
+
+    def __repr__(self) -> str:
+        return f"TridentState({self._state_id})"
+
+
+__all__ = ["GroupedStream", "Stream", "TridentState", "TridentTopology"]

@@ -10,11 +10,31 @@ sees batches.
 from __future__ import annotations
 
 import abc
+import enum
+import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._collectors import OutputCollector, OutputFieldsDeclarer
+from .._components import Bolt
+from .._errors import FailedException, ReportedFailedException
 from .._fields import Fields
-from .coordinator import TransactionAttempt
+from .._tuple import Tuple, is_tick_tuple
+from .coordinator import (
+    BATCH_STREAM,
+    COMMIT_STREAM,
+    SUCCESS_STREAM,
+    TransactionAttempt,
+    master_coordinator_id,
+)
+
+log = logging.getLogger(__name__)
+
+TX_FIELD = "$tx"
+COORD_STREAM_PREFIX = "$coord-"
+# how often a Trident bolt looks for batches whose trees must have timed out (Storm's 5 s)
+TICK_SECS = 5
 
 
 @dataclass(frozen=True)
@@ -102,3 +122,328 @@ class BatchBody(abc.ABC):
 
     def cleanup(self) -> None:
         """Called once when the task stops."""
+
+
+def coord_stream(batch_group: str = "bg0") -> str:
+    """The direct stream on which a Trident bolt reports its per-task counts of a batch."""
+    return COORD_STREAM_PREFIX + batch_group
+
+
+def wire(declarer: Any, spec: BoltSpec, upstream_trident_bolts: Any) -> Any:
+    """Subscribe a Trident bolt's declarer (`squall.BoltDeclarer`) to the system streams its
+    `TridentBoltExecutor` needs; the planner subscribes the data streams ``s<N>`` itself.
+
+    - ``$coord-<group>`` of every upstream Trident bolt in ``upstream_trident_bolts``
+      (direct grouping): their per-task counts of each batch;
+    - a committer: ``$commit`` of the master coordinator (all grouping);
+    - a spout executor bolt (an input on ``$batch`` of a ``$spoutcoord-<spout>``): that
+      ``$batch`` (all grouping) and the master coordinator's ``$success`` (all grouping).
+
+    Returns the declarer.
+    """
+    master = master_coordinator_id(spec.batch_group)
+    for component in sorted(set(upstream_trident_bolts)):
+        declarer.direct_grouping(component, coord_stream(spec.batch_group))
+    if spec.committer:
+        declarer.all_grouping(master, COMMIT_STREAM)
+    spout_coordinators = sorted({i.component for i in spec.inputs if i.stream == BATCH_STREAM})
+    for component in spout_coordinators:
+        declarer.all_grouping(component, BATCH_STREAM)
+    if spout_coordinators:
+        declarer.all_grouping(master, SUCCESS_STREAM)
+    return declarer
+
+
+class TupleKind(enum.Enum):
+    """What an input of a Trident bolt is to the batch it belongs to."""
+
+    DATA = "data"       # a data tuple (or the spout coordinator's $batch)
+    COORD = "coord"     # an upstream task's count of the tuples it sent this task
+    COMMIT = "commit"   # the master coordinator's $commit (committers only)
+
+
+@dataclass
+class TrackedBatch:
+    """What one task knows of one attempt of one batch (Storm's ``TrackedBatch``)."""
+
+    info: BatchInfo
+    commit_received: bool
+    touched: float
+    reported_tasks: int = 0
+    expected_tuples: int = 0
+    received_tuples: int = 0
+    emitted: dict[int, int] = field(default_factory=dict)  # task -> data tuples sent it
+    failed: bool = False
+    started: bool = False  # the body's init_batch ran
+    held: Any = None  # the input whose ack waits until the batch finishes (Storm's delayedAck)
+
+    @property
+    def attempt(self) -> TransactionAttempt:
+        """The attempt tracked."""
+        return self.info.attempt
+
+    def take_held(self) -> Any:
+        """The held input, now released (None if there is none)."""
+        held, self.held = self.held, None
+        return held
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with an input after the tracker saw it.
+
+    ``finish``: the batch is complete, finish it with this input as the finishing tuple;
+    ``ack_input``/``fail_input``: answer the input now (neither: it is held);
+    ``fail_held``: a previously held input to fail now.
+    """
+
+    finish: bool = False
+    ack_input: bool = False
+    fail_input: bool = False
+    fail_held: Any = None
+
+
+class BatchTracker:
+    """The per-batch bookkeeping of one task of a Trident bolt, without I/O.
+
+    A batch finishes once every upstream task (``expected_reports`` of them) reported its
+    count, exactly that many data tuples arrived (a difference fails the batch) and, for a
+    committer, its ``$commit`` arrived. A task with no upstream Trident bolt (the spout
+    executor) finishes a batch at its one input. A newer attempt of a txid replaces the older;
+    an older one is refused. A batch untouched for longer than ``timeout_secs`` is dropped: its
+    tree has timed out at the master coordinator, which replays it.
+    """
+
+    def __init__(self, expected_reports: int, committer: bool, timeout_secs: float) -> None:
+        self.expected_reports = expected_reports
+        self.committer = committer
+        self.timeout_secs = timeout_secs
+        self.batches: dict[int, TrackedBatch] = {}
+
+    def open(self, attempt: TransactionAttempt, now: float) -> tuple[TrackedBatch | None, Any]:
+        """The tracked batch for ``attempt``, made if new, and a held input of a replaced older
+        attempt to fail (or None). The batch is None if ``attempt`` is older than the one
+        tracked: its input must be failed."""
+        tracked = self.batches.get(attempt.txid)
+        replaced = None
+        if tracked is not None:
+            if attempt.attempt_id < tracked.attempt.attempt_id:
+                return None, None
+            if attempt.attempt_id > tracked.attempt.attempt_id:
+                replaced = tracked.take_held()
+                tracked = None
+        if tracked is None:
+            tracked = TrackedBatch(BatchInfo(attempt), commit_received=not self.committer, touched=now)
+            self.batches[attempt.txid] = tracked
+        tracked.touched = now
+        return tracked, replaced
+
+    def data(self, tracked: TrackedBatch) -> Decision:
+        """A data tuple of ``tracked`` arrived (the body is to execute it first, unless this
+        says fail: the batch failed already)."""
+        if tracked.failed:
+            return Decision(fail_input=True, fail_held=tracked.take_held())
+        tracked.received_tuples += 1
+        if self.expected_reports == 0:
+            return Decision(finish=True, ack_input=True)
+        return Decision(ack_input=True)
+
+    def coord(self, tracked: TrackedBatch, count: int, tup: Any) -> Decision:
+        """An upstream task reported ``count`` data tuples of ``tracked`` sent to this task."""
+        tracked.reported_tasks += 1
+        tracked.expected_tuples += count
+        return self._check(tracked, tup, TupleKind.COORD)
+
+    def commit(self, tracked: TrackedBatch, tup: Any) -> Decision:
+        """The batch's ``$commit`` arrived."""
+        tracked.commit_received = True
+        return self._check(tracked, tup, TupleKind.COMMIT)
+
+    def _check(self, tracked: TrackedBatch, tup: Any, kind: TupleKind) -> Decision:
+        if tracked.failed:
+            return Decision(fail_input=True, fail_held=tracked.take_held())
+        # the first coord report (a committer: the $commit) holds its tree open until the finish
+        hold = tracked.held is None and (kind is TupleKind.COMMIT or not self.committer)
+        if hold:
+            tracked.held = tup
+        if tracked.commit_received and tracked.reported_tasks == self.expected_reports:
+            if tracked.received_tuples == tracked.expected_tuples:
+                return Decision(finish=True, ack_input=not hold)
+            log.warning("Failing batch %s: expected %d tuples but received %d", tracked.attempt,
+                        tracked.expected_tuples, tracked.received_tuples)
+            return self.fail(tracked, tup, hold)
+        return Decision(ack_input=not hold)
+
+    def fail(self, tracked: TrackedBatch, tup: Any, input_held: bool = False) -> Decision:
+        """Fail ``tracked`` at input ``tup``: it and the held input are failed, and so is every
+        later input of this attempt."""
+        tracked.failed = True
+        held = tracked.take_held()
+        return Decision(fail_input=not input_held, fail_held=held)
+
+    def finished(self, tracked: TrackedBatch) -> Any:
+        """``tracked`` finished: forget it; returns the held input, to ack now."""
+        self.batches.pop(tracked.attempt.txid, None)
+        return tracked.take_held()
+
+    def count_emitted(self, attempt: TransactionAttempt, tasks: list[int]) -> None:
+        """Data tuples of ``attempt`` went to ``tasks`` (one each)."""
+        tracked = self.batches.get(attempt.txid)
+        if tracked is None or tracked.attempt != attempt:
+            raise ValueError(f"emit for batch {attempt}, which this task does not track now "
+                             f"(finished, failed over, or never started)")
+        for task in tasks:
+            tracked.emitted[task] = tracked.emitted.get(task, 0) + 1
+
+    def expire(self, now: float) -> list[Any]:
+        """Drop batches untouched for longer than the message timeout; their held inputs, to fail."""
+        out = []
+        for txid, tracked in list(self.batches.items()):
+            if now - tracked.touched > self.timeout_secs:
+                del self.batches[txid]
+                held = tracked.take_held()
+                if held is not None:
+                    out.append(held)
+        return out
+
+
+class _Output(BatchOutput):
+    """The executor's `BatchOutput`: adds the tx, anchors to the input at hand, counts per task."""
+
+    def __init__(self, executor: TridentBoltExecutor) -> None:
+        self._executor = executor
+
+    def emit(self, batch: BatchInfo, stream: str, values: list) -> None:
+        """See `BatchOutput.emit`."""
+        ex = self._executor
+        tasks = ex.collector.emit([batch.attempt, *values], anchors=ex._anchor, stream=stream)
+        ex.tracker.count_emitted(batch.attempt, tasks)
+
+    def report_error(self, error: BaseException) -> None:
+        """See `BatchOutput.report_error`."""
+        self._executor.collector.report_error(error)
+
+
+class TridentBoltExecutor(Bolt):
+    """A Trident bolt (Storm's ``TridentBoltExecutor``): runs ``body`` batch by batch.
+
+    It tracks each batch with a `BatchTracker`: a batch finishes (``body.finish_batch``) once
+    every upstream task's ``$coord`` count arrived with that many data tuples and, for a
+    committer, once the batch's ``$commit`` arrived too. It then sends every task of every
+    downstream Trident bolt the count of data tuples it sent that task in the batch, on the
+    direct stream ``$coord-<group>``, anchored to the tuple that finished the batch, and acks
+    the input it held (a committer: the ``$commit``). A `squall.FailedException` from the body
+    fails the batch; the master coordinator replays it with a new attempt id.
+    """
+
+    def __init__(self, spec: BoltSpec, body: BatchBody) -> None:
+        self.spec = spec
+        self.body = body
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """Each output stream as ``["$tx", *fields]``, and the direct ``$coord-<group>`` stream."""
+        for stream, fields in self.spec.outputs:
+            declarer.declare_stream(stream, Fields([TX_FIELD, *fields]))
+        declarer.declare_stream(coord_stream(self.spec.batch_group), Fields(["id", "count"]), direct=True)
+
+    def get_component_configuration(self) -> dict[str, Any] | None:
+        """Ticks every `TICK_SECS`, to drop batches whose trees timed out."""
+        return {"topology.tick.tuple.freq.secs": TICK_SECS}
+
+    def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
+        """Work out the upstream tasks to hear from and the downstream tasks to report to."""
+        super().prepare(conf, context, collector)
+        self._master = master_coordinator_id(self.spec.batch_group)
+        self._coord = coord_stream(self.spec.batch_group)
+        upstream = {i.component for i in self.spec.inputs if i.stream != BATCH_STREAM}
+        expected = sum(len(context.get_component_tasks(c)) for c in upstream)
+        targets = context.get_this_targets().get(self._coord, {})
+        self._targets = sorted(t for c in targets for t in context.get_component_tasks(c))
+        timeout = float(conf.get("topology.message.timeout.secs") or 30)
+        self.tracker = BatchTracker(expected, self.spec.committer, timeout)
+        self._anchor: Tuple | None = None
+        self._last_expiry = time.monotonic()
+        self.body.prepare(conf, context, _Output(self))
+
+    def execute(self, tup: Tuple) -> None:
+        """Route one input to its batch."""
+        if is_tick_tuple(tup):
+            self._expire()
+            return
+        stream = tup.source_stream
+        if stream == SUCCESS_STREAM:
+            self.body.success(tup.values[0])
+            self.collector.ack(tup)
+            return
+        attempt = tup.values[0]
+        tracked, replaced = self.tracker.open(attempt, time.monotonic())
+        if replaced is not None:
+            self.collector.fail(replaced)
+        if tracked is None:
+            self.collector.fail(tup)  # an attempt already superseded here: its tree is dead
+            return
+        try:
+            self._anchor = tup
+            if not tracked.started and not tracked.failed:
+                tracked.started = True
+                self.body.init_batch(tracked.info)
+            if stream == COMMIT_STREAM and tup.source_component == self._master:
+                decision = self.tracker.commit(tracked, tup)
+            elif stream == self._coord:
+                decision = self.tracker.coord(tracked, tup.values[1], tup)
+            else:
+                decision = self.tracker.data(tracked)
+                if not decision.fail_input:
+                    self.body.execute(tracked.info, stream, list(tup.values[1:]))
+            if decision.finish:
+                decision = self._finish(tracked, tup, decision)
+        except FailedException as e:
+            if isinstance(e, ReportedFailedException):
+                self.collector.report_error(e)
+            decision = self._failed(tracked, tup)
+        except BaseException:
+            # not a FailedException: the engine reports it and fails the input (or crashes the
+            # worker under topology.bolt.fail.fast), as a plain bolt's; the batch fails with it
+            held = self.tracker.fail(tracked, tup).fail_held
+            if held is not None and held is not tup:
+                self.collector.fail(held)
+            raise
+        finally:
+            self._anchor = None
+        self._answer(tup, decision)
+
+    def _finish(self, tracked: TrackedBatch, tup: Tuple, decision: Decision) -> Decision:
+        self.body.finish_batch(tracked.info)
+        for task in self._targets:
+            self.collector.emit_direct(task, [tracked.attempt, tracked.emitted.get(task, 0)],
+                                       anchors=tup, stream=self._coord)
+        held = self.tracker.finished(tracked)
+        if held is not None and held is not tup:
+            self.collector.ack(held)
+            return decision
+        if held is tup:
+            return Decision(ack_input=True)
+        return decision
+
+    def _failed(self, tracked: TrackedBatch, tup: Tuple) -> Decision:
+        input_held = tracked.held is tup
+        decision = self.tracker.fail(tracked, tup, input_held)
+        if input_held:
+            return Decision(fail_held=decision.fail_held)
+        return decision
+
+    def _answer(self, tup: Tuple, decision: Decision) -> None:
+        if decision.fail_held is not None:
+            self.collector.fail(decision.fail_held)
+        if decision.fail_input:
+            self.collector.fail(tup)
+        elif decision.ack_input:
+            self.collector.ack(tup)
+
+    def _expire(self) -> None:
+        for held in self.tracker.expire(time.monotonic()):
+            self.collector.fail(held)
+
+    def cleanup(self) -> None:
+        """Clean the body up."""
+        self.body.cleanup()

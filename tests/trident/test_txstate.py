@@ -1,0 +1,198 @@
+"""Trident's transactional state (`squall.trident.txstate`): the interface, its limits, the
+master's stores (memory, sealed files, the master's operations across its restart), and on
+LocalCluster, where it lives in the cluster and outlives a crashed worker and the topology."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from squall import LocalCluster, TopologyBuilder, TopologyContext
+from squall._config import cluster_conf
+from squall._transactional import (MAX_KEY_CHARS, MAX_KEYS, MAX_VALUE_BYTES, MasterBackend, MemoryBackend,
+                                   TransactionalStateError)
+from squall.cluster.master import Master
+from squall.cluster.txstore import FileStore
+from squall.trident.txstate import BackedTransactionalState, MemoryTransactionalState, transactional_state
+from squall.worker.calls import RemoteError, RpcError
+
+from ..conftest import wait_until
+from .txstate_topology import OpensSpout, opens, opens_topology
+
+
+# --- the interface -------------------------------------------------------------------------------
+def test_values_are_stored_as_they_were_put_and_listed_by_prefix():
+    s = MemoryTransactionalState()
+    assert s.get("currtx") is None and s.list() == []
+    meta = {"offsets": [1, 2]}
+    s.put("currtx", 7)
+    s.put("meta/1", meta)
+    s.put("meta/2", ("b", 2))
+    s.put("metaphor", "not under meta/")
+    meta["offsets"].append(3)  # a change after the put is not stored: the value was pickled
+    assert s.get("currtx") == 7 and s.get("meta/1") == {"offsets": [1, 2]}
+    assert s.list("meta/") == ["meta/1", "meta/2"]
+    assert s.list() == ["currtx", "meta/1", "meta/2", "metaphor"]
+    s.delete("meta")  # with what is below it, as Storm deletes a node and its children
+    assert s.list() == ["currtx", "metaphor"]
+    s.delete("absent")
+    s.put("currtx", 8)
+    assert s.get("currtx") == 8
+
+
+def test_names_share_a_topology_store_without_seeing_each_others_keys():
+    backend = MemoryBackend()
+    a = BackedTransactionalState(backend, "words", "coordinator")
+    b = BackedTransactionalState(backend, "words", "spout-1")
+    other = BackedTransactionalState(backend, "other", "coordinator")
+    a.put("currtx", 3)
+    b.put("currtx", 5)
+    assert (a.get("currtx"), b.get("currtx"), other.get("currtx")) == (3, 5, None)
+    assert a.list() == ["currtx"] and backend.list("words") == ["coordinator/currtx", "spout-1/currtx"]
+    assert MemoryTransactionalState(backend, "words", "coordinator").get("currtx") == 3
+
+
+@pytest.mark.parametrize("key, why", [
+    ("", "1 to"), ("a//b", "non-empty"), ("../x", "'..'"), ("a b", "A-Z"), ("x" * (MAX_KEY_CHARS + 1), "1 to"),
+    (7, "must be a str"),
+])
+def test_a_bad_key_is_refused_naming_it(key, why):
+    s = MemoryTransactionalState()
+    with pytest.raises(TransactionalStateError, match="transactional state") as e:
+        s.put(key, 1)
+    assert why in str(e.value)
+
+
+def test_a_value_too_large_is_refused_naming_its_key():
+    s = MemoryTransactionalState()
+    with pytest.raises(TransactionalStateError, match=r"key 'meta/9' is \d+ bytes pickled; the limit is"):
+        s.put("meta/9", b"x" * MAX_VALUE_BYTES)
+    assert s.get("meta/9") is None
+    with pytest.raises(TransactionalStateError, match="key 'fn' cannot be pickled"):
+        s.put("fn", _Unpicklable())
+
+
+class _Unpicklable:
+    def __reduce__(self):
+        raise TypeError("no")
+
+
+def test_a_topology_holds_a_bounded_number_of_keys():
+    backend = MemoryBackend()
+    for i in range(MAX_KEYS):
+        backend.put("t", f"k{i}", b"")
+    backend.put("t", "k0", b"again")  # replacing a key adds none
+    with pytest.raises(TransactionalStateError, match="holds 10000 keys already: key 'one-more' not added"):
+        backend.put("t", "one-more", b"")
+    backend.put("u", "k0", b"")  # another topology has its own
+
+
+def test_a_context_without_a_host_says_so():
+    b = TopologyBuilder()
+    b.set_spout("s", OpensSpout("unused"), 1)
+    context = TopologyContext(b.create_topology(), "t-1-2", {1: "s"}, 1, 6700, [1], {"topology.name": "t"})
+    with pytest.raises(TransactionalStateError, match="lends none"):
+        context.transactional_state("coordinator")
+    context = TopologyContext(b.create_topology(), "t-1-2", {1: "s"}, 1, 6700, [1], {"topology.name": "t"},
+                              transactional_home=MemoryBackend())
+    context.transactional_state("coordinator").put("x", 1)
+    assert transactional_state(context, "coordinator").get("x") == 1
+    assert context.transactional_home.list("t") == ["coordinator/x"]
+    with pytest.raises(TransactionalStateError, match="name"):
+        context.transactional_state("bad name")
+
+
+# --- the master's stores ---------------------------------------------------------------------------
+def test_the_file_store_keeps_values_sealed_per_key(tmp_path):
+    store = FileStore(tmp_path / "tx", b"secret")
+    store.put("words", "coordinator/currtx", b"\x80pickled")
+    store.put("words", "coordinator/meta/1", b"m1")
+    again = FileStore(tmp_path / "tx", b"secret")  # a restarted master
+    assert again.get("words", "coordinator/currtx") == b"\x80pickled"
+    assert again.list("words", "coordinator/") == ["coordinator/currtx", "coordinator/meta/1"]
+    # a file copied over another key's is refused (it is sealed for its own key), as is one
+    # sealed under another secret
+    d = tmp_path / "tx" / "words"
+    (d / "coordinator~meta~1").write_bytes((d / "coordinator~currtx").read_bytes())
+    assert again.get("words", "coordinator/meta/1") is None
+    assert FileStore(tmp_path / "tx", b"other").get("words", "coordinator/currtx") is None
+    again.delete("words", "coordinator/meta", prefix=True)
+    assert again.list("words") == ["coordinator/currtx"]
+    again.delete("words", "", prefix=True)
+    assert again.list("words") == []
+
+
+def test_the_master_keeps_the_state_across_its_restart_and_never_unpickles_it(tmp_path):
+    conf = cluster_conf({"storm.local.dir": str(tmp_path)})
+    m = Master(conf)
+    blob = pickle.dumps({"txid": 12})
+    m.op_trident_state_put(topology="words", key="coordinator/currtx", value=blob)
+    m.op_trident_state_put(topology="words", key="spout/meta/12", value=b"not a pickle at all")
+    again = Master(conf)
+    assert again.op_trident_state_get(topology="words", key="coordinator/currtx") == blob
+    assert again.op_trident_state_get(topology="words", key="spout/meta/12") == b"not a pickle at all"
+    assert again.op_trident_state_list(topology="words", prefix="spout/") == ["spout/meta/12"]
+    again.op_trident_state_delete(topology="words", key="spout", prefix=True)
+    assert again.op_trident_state_list(topology="words") == ["coordinator/currtx"]
+    with pytest.raises(ValueError, match="not a topology name"):
+        again.op_trident_state_get(topology="../x", key="k")
+    with pytest.raises(TransactionalStateError, match="key 'k' is"):
+        again.op_trident_state_put(topology="words", key="k", value=b"x" * (MAX_VALUE_BYTES + 1))
+
+
+class _FlakyLink:
+    """A master link that is unreachable for its first ``down`` calls."""
+
+    def __init__(self, target, down):
+        self.target, self.down, self.calls = target, down, 0
+
+    def call(self, op, **args):
+        self.calls += 1
+        if self.calls <= self.down:
+            raise RpcError("cannot reach the master")
+        try:
+            return getattr(self.target, f"op_{op}")(**args)
+        except Exception as e:
+            raise RemoteError(str(e), type(e).__name__) from e
+
+
+def test_a_worker_retries_an_unreachable_master_then_gives_up(tmp_path):
+    master = Master(cluster_conf({"storm.local.dir": str(tmp_path)}))
+    slept = []
+    backend = MasterBackend(_FlakyLink(master, down=2), retries=2, interval=0.5, sleep=slept.append)
+    s = BackedTransactionalState(backend, "words", "coordinator")
+    s.put("currtx", 4)
+    assert slept == [0.5, 0.5] and s.get("currtx") == 4
+    down = MasterBackend(_FlakyLink(master, down=3), retries=2, interval=0.5, sleep=slept.append)
+    with pytest.raises(RpcError):
+        down.get("words", "coordinator/currtx")
+    for i in range(MAX_KEYS - 1):  # a limit the master enforces comes back as the worker's own error
+        master.op_trident_state_put(topology="full", key=f"k{i}", value=b"")
+    backend.put("full", "last", b"")
+    with pytest.raises(TransactionalStateError, match="key 'over' not added"):
+        backend.put("full", "over", b"")
+
+
+# --- LocalCluster ----------------------------------------------------------------------------------
+def test_on_local_cluster_the_state_outlives_a_crashed_worker_and_the_topology(tmp_path):
+    with LocalCluster() as cluster:
+        cluster.submit_topology("opens", {}, opens_topology(tmp_path, crash_first=True))
+        # the first open stored 1 and crashed its worker; the restarted worker's open read it
+        assert wait_until(lambda: len(opens(tmp_path)) >= 2, 60), opens(tmp_path)
+        first, second = opens(tmp_path)[:2]
+        assert (first["n"], second["n"]) == (1, 2)
+        assert second["keys"] == ["open/1", "open/2"] and first["storm_id"] == second["storm_id"]
+        assert any("crash on purpose" in e["error"] for e in cluster.get_topology_info("opens")["errors"])
+        cluster.kill_topology("opens", wait_secs=0)
+        assert wait_until(lambda: "opens" not in cluster.get_topology_names(), 30)
+        # submitted again under the same name: a new storm id, the same state
+        cluster.submit_topology("opens", {}, opens_topology(tmp_path))
+        assert wait_until(lambda: len(opens(tmp_path)) == 3, 60), opens(tmp_path)
+        third = opens(tmp_path)[2]
+        assert third["n"] == 3 and third["keys"] == ["open/1", "open/2", "open/3"]
+        assert third["storm_id"] != first["storm_id"]
+        # another name has its own
+        cluster.submit_topology("others", {}, opens_topology(tmp_path))
+        assert wait_until(lambda: len(opens(tmp_path)) == 4, 60), opens(tmp_path)
+        assert opens(tmp_path)[3]["n"] == 1

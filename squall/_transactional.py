@@ -126,7 +126,7 @@ class MemoryBackend:
         blob = check_value(check_key(key), blob)
         keys = self._data.setdefault(topology, {})
         if key not in keys and len(keys) >= MAX_KEYS:
-            raise TransactionalStateError(too_many_keys(topology, key))
+            raise TransactionalStateError(too_many_keys(topology, key, MAX_KEYS))
         keys[key] = blob
 
     def delete(self, topology: str, key: str, prefix: bool = False) -> None:
@@ -140,9 +140,9 @@ class MemoryBackend:
         return starting(self._data.get(topology, {}), check_prefix(prefix))
 
 
-def too_many_keys(topology: str, key: str) -> str:
-    """The error for a new ``key`` beyond `MAX_KEYS`."""
-    return (f"transactional state of topology {topology!r} holds {MAX_KEYS} keys already: key {key!r} "
+def too_many_keys(topology: str, key: str, limit: int) -> str:
+    """The error for a new ``key`` beyond ``limit`` (`MAX_KEYS`)."""
+    return (f"transactional state of topology {topology!r} holds {limit} keys already: key {key!r} "
             f"not added (delete what a finished batch no longer needs)")
 
 

@@ -84,7 +84,7 @@ class FileStore:
         d = self._dir(topology)
         path = d / key_to_name(key)
         if not path.exists() and len(self._names(d)) >= MAX_KEYS:
-            raise TransactionalStateError(too_many_keys(topology, key))
+            raise TransactionalStateError(too_many_keys(topology, key, MAX_KEYS))
         private_dir(d)
         write_private(path, seal(self.secret, _kind(topology, key), blob),
                       Kept(f"the transactional state {key!r} of topology {topology!r} (Trident)", _WHERE),
@@ -138,7 +138,7 @@ class ZooKeeperStore:
         blob = check_value(check_key(key), blob)
         path = self._path(topology, key)
         if self.zk.zk.exists(path) is None and len(self.zk.children(self._path(topology))) >= MAX_KEYS:
-            raise TransactionalStateError(too_many_keys(topology, key))
+            raise TransactionalStateError(too_many_keys(topology, key, MAX_KEYS))
         self.zk.write(path, {"value": base64.b64encode(blob).decode()})
 
     def delete(self, topology: str, key: str, prefix: bool = False) -> None:

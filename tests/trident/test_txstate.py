@@ -104,7 +104,7 @@ def test_a_context_without_a_host_says_so():
 
 
 # --- the master's stores ---------------------------------------------------------------------------
-def test_the_file_store_keeps_values_sealed_per_key(tmp_path):
+def test_the_file_store_keeps_values_sealed_per_key(tmp_path, monkeypatch):
     store = FileStore(tmp_path / "tx", b"secret")
     store.put("words", "coordinator/currtx", b"\x80pickled")
     store.put("words", "coordinator/meta/1", b"m1")
@@ -121,6 +121,12 @@ def test_the_file_store_keeps_values_sealed_per_key(tmp_path):
     assert again.list("words") == ["coordinator/currtx"]
     again.delete("words", "", prefix=True)
     assert again.list("words") == []
+    monkeypatch.setattr("squall.cluster.txstore.MAX_KEYS", 2)
+    again.put("words", "a", b"")
+    again.put("words", "b", b"")
+    again.put("words", "a", b"again")
+    with pytest.raises(TransactionalStateError, match="holds 2 keys already: key 'c' not added"):
+        again.put("words", "c", b"")
 
 
 def test_the_master_keeps_the_state_across_its_restart_and_never_unpickles_it(tmp_path):
@@ -157,8 +163,8 @@ class _FlakyLink:
             raise RemoteError(str(e), type(e).__name__) from e
 
 
-def test_a_worker_retries_an_unreachable_master_then_gives_up(tmp_path):
-    master = Master(cluster_conf({"storm.local.dir": str(tmp_path)}))
+def test_a_worker_retries_an_unreachable_master_then_gives_up():
+    master = Master(cluster_conf({}), durable=False)  # LocalCluster's: in memory
     slept = []
     backend = MasterBackend(_FlakyLink(master, down=2), retries=2, interval=0.5, sleep=slept.append)
     s = BackedTransactionalState(backend, "words", "coordinator")

@@ -1,0 +1,228 @@
+"""`DeltaMapState`: a Trident map state in a Delta table that Spark jobs read (``deltalake``, no
+JVM).
+
+One row per key: the key's columns (``key_schema``, the group's fields in order), the value column
+(``value_field``), and for a transactional state ``txid`` (the batch that last wrote the row), for
+an opaque one ``txid`` and ``prev`` (Storm's `OpaqueValue`: the value before that batch). A Spark
+job reads the current value of every key with ``spark.read.format("delta").load(uri)``.
+
+Each state partition writes each batch once: the one ``multi_put`` a batch's
+``persistent_aggregate`` makes is one Delta ``MERGE`` (update the rows of existing keys, insert the
+new ones), a single atomic commit carrying Delta's application transaction
+(``app_id`` = ``<app_id>-<partition index>``, ``version`` = txid), so a reader sees a batch's
+rows all at once or not at all, and ``DeltaTable.transaction_version(app_id)`` says the last txid
+a partition wrote. Nothing is buffered past the call: a batch that fails after its write leaves
+the table, the task's `CachedMap` and the txids stored in the rows agreeing. A replayed txid goes through the same `TransactionalMap`/`OpaqueMap` rules as any
+map state (ignored, or recomputed from ``prev``) and its MERGE rewrites the same rows. A MERGE that
+loses a race with another writer is retried on the new version; any other failure of the write
+fails the batch (`squall.FailedException`), which Trident replays.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.exceptions import CommitFailedError, DeltaError
+
+from .._errors import FailedException
+from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
+from ._sink_batch import safe_name
+from ._trident_map import StateType, build_map_state
+
+__all__ = ["DeltaMapState", "DeltaMapStateError", "DeltaMapStateFactory"]
+
+TXID, PREV = "txid", "prev"
+_MERGE_TRIES = 5
+
+
+class DeltaMapStateError(ValueError):
+    """A table, key or value the Delta map state cannot use (named in the message)."""
+
+
+def _columns(state_type: StateType, key_schema: pa.Schema, value_field: str, value_type: pa.DataType) -> pa.Schema:
+    fields = list(key_schema) + [pa.field(value_field, value_type)]
+    if state_type is not StateType.NON_TRANSACTIONAL:
+        fields.append(pa.field(TXID, pa.int64()))
+    if state_type is StateType.OPAQUE:
+        fields.append(pa.field(PREV, value_type))
+    names = [f.name for f in fields]
+    if len(set(names)) != len(names):
+        raise DeltaMapStateError(f"DeltaMapState: the columns {names} repeat a name (the key fields, the value "
+                                 f"field and the state's own {TXID!r}/{PREV!r} must differ)")
+    return pa.schema(fields)
+
+
+class DeltaMapState(IBackingMap):
+    """The backing map in a Delta table; see the module docstring. Built by its factories."""
+
+    def __init__(self, factory: DeltaMapStateFactory, partition_index: int) -> None:
+        self.f = factory
+        self.keys = factory.key_schema.names
+        self.app_id = safe_name(f"{factory.app_id}-{partition_index}")
+        self.txid: int | None = None
+        self._ensure_table()
+
+    @staticmethod
+    def transactional(table_uri: str | os.PathLike, key_schema: pa.Schema, value_type: pa.DataType,
+                      **kwargs: Any) -> DeltaMapStateFactory:
+        """A factory of transactional map states in the Delta table at ``table_uri`` (created if
+        absent); ``kwargs`` are `DeltaMapStateFactory`'s."""
+        return DeltaMapStateFactory(table_uri, StateType.TRANSACTIONAL, key_schema, value_type, **kwargs)
+
+    @staticmethod
+    def opaque(table_uri: str | os.PathLike, key_schema: pa.Schema, value_type: pa.DataType,
+               **kwargs: Any) -> DeltaMapStateFactory:
+        """A factory of opaque map states (columns value, ``txid``, ``prev``)."""
+        return DeltaMapStateFactory(table_uri, StateType.OPAQUE, key_schema, value_type, **kwargs)
+
+    @staticmethod
+    def non_transactional(table_uri: str | os.PathLike, key_schema: pa.Schema, value_type: pa.DataType,
+                          **kwargs: Any) -> DeltaMapStateFactory:
+        """A factory of non-transactional map states (the value column only)."""
+        return DeltaMapStateFactory(table_uri, StateType.NON_TRANSACTIONAL, key_schema, value_type, **kwargs)
+
+    def _ensure_table(self) -> None:
+        f = self.f
+        if not DeltaTable.is_deltatable(f.table_uri, storage_options=f.storage_options):
+            if "://" not in f.table_uri:
+                os.makedirs(f.table_uri, exist_ok=True)
+            # the partitions race to create it: "ignore" keeps whichever came first
+            DeltaTable.create(f.table_uri, f.schema, mode="ignore", storage_options=f.storage_options)
+        existing = pa.schema(self._table().schema().to_arrow())
+        if existing.names != f.schema.names:
+            raise DeltaMapStateError(f"DeltaMapState: table {f.table_uri} has columns {existing.names}; this "
+                                     f"{f.state_type.value} state needs {f.schema.names}")
+
+    def _table(self) -> DeltaTable:
+        return DeltaTable(self.f.table_uri, storage_options=self.f.storage_options)
+
+    def _key(self, key: Sequence[Any]) -> tuple:
+        key = tuple(key)
+        if len(key) != len(self.keys):
+            raise DeltaMapStateError(f"DeltaMapState {self.f.table_uri}: a key has {len(key)} values {key!r}, "
+                                     f"the table's key columns are {self.keys}")
+        return key
+
+    def begin_commit(self, txid: int) -> None:
+        """Batch ``txid`` starts updating the state: its writes carry this txid."""
+        self.txid = txid
+
+    def commit(self, txid: int) -> None:
+        """Batch ``txid`` is done."""
+        self.txid = None
+
+    def multi_get(self, keys: Sequence[Sequence[Any]]) -> list:
+        """The stored values of ``keys`` (None where absent), read from the table's current version."""
+        wanted = [self._key(k) for k in keys]
+        found = self._read(sorted(set(wanted), key=repr)) if wanted else {}
+        return [found.get(k) for k in wanted]
+
+    def _read(self, keys: list[tuple]) -> dict[tuple, Any]:
+        first = self.keys[0]
+        try:
+            # filtered after the read, cast to the state's own schema: MERGE writes strings as
+            # string_view, which a filter pushed into the scan cannot compare with the keys
+            table = self._table().to_pyarrow_dataset().to_table().cast(self.f.schema)
+            column = table[first]
+            rows = table.filter(pc.is_in(column, value_set=pa.array([k[0] for k in keys], column.type))).to_pylist()
+        except (OSError, pa.ArrowException, DeltaError) as e:
+            raise FailedException(f"DeltaMapState {self.f.table_uri}: reading failed: {e}") from None
+        wanted = set(keys)
+        out: dict[tuple, Any] = {}
+        for row in rows:
+            key = tuple(row[n] for n in self.keys)
+            if key in wanted:
+                if key in out:
+                    raise DeltaMapStateError(f"DeltaMapState {self.f.table_uri}: key {key!r} has more than one "
+                                             f"row (written by something other than this state)")
+                out[key] = self._value(key, row)
+        return out
+
+    def _value(self, key: tuple, row: dict) -> Any:
+        v = row[self.f.value_field]
+        t = self.f.state_type
+        if t is StateType.NON_TRANSACTIONAL:
+            return v
+        if t is StateType.TRANSACTIONAL:
+            return TransactionalValue(row[TXID], v)
+        return OpaqueValue(row[TXID], v, row[PREV])
+
+    def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
+        """Write ``values`` at ``keys`` in one MERGE (see the module docstring)."""
+        rows: dict[tuple, Any] = {}
+        for k, v in zip(keys, values):
+            rows[self._key(k)] = v  # a key twice in one call: the last value, as a map's put
+        if rows:
+            self._write(rows, self.txid)
+
+    def _row(self, key: tuple, value: Any) -> dict:
+        row = dict(zip(self.keys, key))
+        t = self.f.state_type
+        if t is StateType.NON_TRANSACTIONAL:
+            row[self.f.value_field] = value
+        elif t is StateType.TRANSACTIONAL:
+            row[self.f.value_field], row[TXID] = value.val, value.txid
+        else:
+            row[self.f.value_field], row[TXID], row[PREV] = value.curr, value.curr_txid, value.prev
+        return row
+
+    def _write(self, rows: dict[tuple, Any], txid: int | None) -> None:
+        try:
+            source = pa.Table.from_pylist([self._row(k, v) for k, v in rows.items()], schema=self.f.schema)
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise DeltaMapStateError(f"DeltaMapState {self.f.table_uri}: a value does not fit the column "
+                                     f"{self.f.value_field!r} ({self.f.value_type}): {e}") from None
+        on = " AND ".join(f"t.`{n}` = s.`{n}`" for n in self.keys)
+        props = CommitProperties(custom_metadata={"squall.app": self.app_id, "squall.txid": str(txid)},
+                                 app_transactions=[Transaction(self.app_id, txid)] if txid is not None else None)
+        for attempt in range(_MERGE_TRIES):
+            try:
+                (self._table().merge(source, on, source_alias="s", target_alias="t", commit_properties=props)
+                 .when_matched_update_all().when_not_matched_insert_all().execute())
+                break
+            except CommitFailedError as e:
+                # another partition's MERGE committed first: redo ours on the new version
+                if attempt == _MERGE_TRIES - 1:
+                    raise FailedException(f"DeltaMapState {self.f.table_uri}: MERGE of txid {txid} lost "
+                                          f"{_MERGE_TRIES} races with other writers: {e}") from None
+            except OSError as e:
+                raise FailedException(f"DeltaMapState {self.f.table_uri}: MERGE of txid {txid} failed: {e}") from None
+
+
+class DeltaMapStateFactory(StateFactory):
+    """The `StateFactory` `DeltaMapState`'s factories return (picklable).
+
+    ``key_schema``: the key's columns, one per group field (an ungrouped ``persistent_aggregate``
+    uses one string column for ``global_key``); ``value_type``: the value column's Arrow type;
+    ``value_field``: its name; ``app_id``: the prefix of each partition's Delta application id
+    (give each topology writing the same table its own); ``local_cache_size``: `CachedMap`
+    entries per task (0: none); ``storage_options`` go to ``deltalake``.
+    """
+
+    def __init__(self, table_uri: str | os.PathLike, state_type: StateType, key_schema: pa.Schema,
+                 value_type: pa.DataType, *, value_field: str = "value", app_id: str = "squall-trident",
+                 local_cache_size: int = 1000, global_key: str = "$DELTA-MAP-STATE-GLOBAL",
+                 storage_options: dict[str, str] | None = None) -> None:
+        if not isinstance(key_schema, pa.Schema) or len(key_schema) == 0:
+            raise DeltaMapStateError(f"DeltaMapState {table_uri}: key_schema must be a pyarrow.Schema of at "
+                                     f"least one column (the group's fields)")
+        self.table_uri = str(table_uri)
+        self.state_type = state_type
+        self.key_schema = key_schema
+        self.value_type = value_type
+        self.value_field = value_field
+        self.app_id = app_id
+        self.local_cache_size = local_cache_size
+        self.global_key = global_key
+        self.storage_options = storage_options
+        self.schema = _columns(state_type, key_schema, value_field, value_type)
+
+    def make_state(self, conf: dict, metrics: Any, partition_index: int, num_partitions: int) -> Any:
+        """A map state for partition ``partition_index``; see the module docstring."""
+        backing = DeltaMapState(self, partition_index)
+        return build_map_state(backing, self.state_type, self.local_cache_size, self.global_key)

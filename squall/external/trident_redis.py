@@ -1,0 +1,283 @@
+"""`RedisMapState`: Trident map states in Redis (storm-redis's ``trident.state.RedisMapState``).
+
+``RedisMapState.transactional(url)``, ``.opaque(url)`` and ``.non_transactional(url)`` are
+`StateFactory`s for ``persistent_aggregate`` and ``state_query``: each task's state is
+``SnapshottableMap(<Transactional|Opaque|NonTransactional>Map(CachedMap(RedisMapState)))``, as
+storm-redis builds it. A key (the group's values) becomes one Redis key (STRING, ``MGET``/``MSET``)
+or one field of a hash (HASH, ``HMGET``/``HSET``), through a `KeyFactory`; the value is stored as
+Storm's JSON serializers write it: ``[txid, val]`` (transactional), ``[curr_txid, curr, prev]``
+(opaque), the plain value (non-transactional), so a Storm topology and a squall one can share the
+keys.
+
+What is read back from Redis is hostile until checked: values are JSON (never pickle, so reading
+one runs no code), and a value that is not what the state type stores raises
+`RedisMapStateError` naming the Redis key and the server. The password in the URL is never
+logged: errors and ``repr`` show the URL masked. A server that is down or times out fails the
+batch (`squall.FailedException`), which Trident replays with the same txid.
+
+Needs the ``redis`` extra (``pip install 'squall[redis]'``); only this module imports it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import redis
+
+from .._errors import FailedException
+from .._redact import redact_text
+from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
+from ._trident_map import StateType, build_map_state
+
+__all__ = [
+    "DefaultKeyFactory", "JSONNonTransactionalSerializer", "JSONOpaqueSerializer",
+    "JSONTransactionalSerializer", "KeyFactory", "Options", "RedisMapState", "RedisMapStateError",
+    "RedisMapStateFactory", "Serializer", "StateType",
+]
+
+
+class RedisMapStateError(ValueError):
+    """A value in Redis that the map state cannot read, or a value or key it cannot write."""
+
+
+class Serializer(Protocol):
+    """Storm's ``trident.state.Serializer``: a stored value to bytes and back. ``deserialize``
+    gets what Redis returned: it must check it and raise ``ValueError`` when it is not a value
+    of the state's kind."""
+
+    def serialize(self, value: Any) -> bytes:
+        """The bytes stored for ``value``."""
+
+    def deserialize(self, data: bytes) -> Any:
+        """The value stored as ``data``; ``ValueError`` if ``data`` is not one."""
+
+
+def _json(value: Any) -> bytes:
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as e:
+        raise RedisMapStateError(f"a value of type {type(value).__name__} cannot be stored as JSON ({e}); "
+                                 f"give the state a serializer (Options.serializer)") from None
+
+
+def _parsed(data: bytes) -> Any:
+    # json.loads is safe on hostile bytes (no code runs); errors are reported by the caller
+    return json.loads(data.decode("utf-8"))
+
+
+def _txid(raw: Any) -> int | None:
+    # None: written outside any batch (a multi_put with no begin_commit), as the maps allow
+    if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 0):
+        raise ValueError(f"the txid is {type(raw).__name__}, not a non-negative integer")
+    return raw
+
+
+class JSONNonTransactionalSerializer:
+    """Storm's ``JSONNonTransactionalSerializer``: the value as JSON."""
+
+    def serialize(self, value: Any) -> bytes:
+        """The JSON text of ``value``."""
+        return _json(value)
+
+    def deserialize(self, data: bytes) -> Any:
+        """The value of JSON text ``data``."""
+        return _parsed(data)
+
+
+class JSONTransactionalSerializer:
+    """Storm's ``JSONTransactionalSerializer``: a `TransactionalValue` as ``[txid, val]``."""
+
+    def serialize(self, value: TransactionalValue) -> bytes:
+        """``[txid, val]`` as JSON."""
+        return _json([value.txid, value.val])
+
+    def deserialize(self, data: bytes) -> TransactionalValue:
+        """The `TransactionalValue` of ``[txid, val]``."""
+        raw = _parsed(data)
+        if not isinstance(raw, list) or len(raw) != 2:
+            raise ValueError("not a JSON array [txid, val]")
+        return TransactionalValue(_txid(raw[0]), raw[1])
+
+
+class JSONOpaqueSerializer:
+    """Storm's ``JSONOpaqueSerializer``: an `OpaqueValue` as ``[curr_txid, curr, prev]``."""
+
+    def serialize(self, value: OpaqueValue) -> bytes:
+        """``[curr_txid, curr, prev]`` as JSON."""
+        return _json([value.curr_txid, value.curr, value.prev])
+
+    def deserialize(self, data: bytes) -> OpaqueValue:
+        """The `OpaqueValue` of ``[curr_txid, curr, prev]``."""
+        raw = _parsed(data)
+        if not isinstance(raw, list) or len(raw) != 3:
+            raise ValueError("not a JSON array [curr_txid, curr, prev]")
+        return OpaqueValue(_txid(raw[0]), raw[1], raw[2])
+
+
+DEFAULT_SERIALIZERS = {
+    StateType.NON_TRANSACTIONAL: JSONNonTransactionalSerializer,
+    StateType.TRANSACTIONAL: JSONTransactionalSerializer,
+    StateType.OPAQUE: JSONOpaqueSerializer,
+}
+
+
+class KeyFactory(Protocol):
+    """Storm's ``KeyFactory``: a state key (the group's values, a list) to a Redis key."""
+
+    def build(self, key: Sequence[Any]) -> str:
+        """The Redis key (or hash field) of ``key``; the same for equal keys, different for
+        different ones."""
+
+
+class DefaultKeyFactory:
+    """Storm's default (a one-element string key is the Redis key) made total and one-to-one:
+    a key whose one value is a string not starting with ``[`` is that string, as in Storm, so
+    word counts read as ``GET word``; any other key is its canonical JSON array text (which
+    starts with ``[``), so ``["a", 1]``, ``[7]`` and ``["[7]"]`` all get keys of their own."""
+
+    def build(self, key: Sequence[Any]) -> str:
+        """The Redis key of ``key``."""
+        key = list(key)
+        if len(key) == 1 and isinstance(key[0], str) and not key[0].startswith("["):
+            return key[0]
+        try:
+            return json.dumps(key, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise RedisMapStateError(f"a state key {key!r} has a value that is not JSON ({e}): give the state "
+                                     f"a key factory (Options.key_factory)") from None
+
+
+@dataclass(frozen=True)
+class Options:
+    """storm-redis's ``Options``.
+
+    ``data_type`` ``"string"`` keeps each key as a Redis key; ``"hash"`` as a field of the hash
+    ``hash_key``. ``expire_interval_secs`` > 0 gives STRING keys that time to live after each
+    write. ``local_cache_size`` entries are cached per task (`CachedMap`; 0: none).
+    ``global_key`` is the key of an ungrouped ``persistent_aggregate``. ``serializer`` and
+    ``key_factory`` default to Storm's JSON serializer of the state type and `DefaultKeyFactory`.
+    """
+
+    local_cache_size: int = 1000
+    global_key: str = "$REDIS-MAP-STATE-GLOBAL"
+    key_factory: KeyFactory | None = None
+    serializer: Serializer | None = None
+    data_type: str = "string"
+    hash_key: str | None = None
+    expire_interval_secs: int = 0
+
+    def __post_init__(self) -> None:
+        if self.data_type not in ("string", "hash"):
+            raise ValueError(f"RedisMapState Options.data_type is {self.data_type!r}: it must be 'string' or "
+                             f"'hash' (storm-redis supports no other type for map states)")
+        if self.data_type == "hash" and not self.hash_key:
+            raise ValueError("RedisMapState Options.data_type 'hash' needs Options.hash_key (the hash's name)")
+        if self.local_cache_size < 0 or self.expire_interval_secs < 0:
+            raise ValueError("RedisMapState Options.local_cache_size and expire_interval_secs must be >= 0")
+
+
+class RedisMapState(IBackingMap):
+    """The backing map in Redis; see the module docstring. Built by its factories."""
+
+    def __init__(self, client: redis.Redis, options: Options, serializer: Serializer,
+                 key_factory: KeyFactory, where: str) -> None:
+        self.client = client
+        self.options = options
+        self.serializer = serializer
+        self.key_factory = key_factory
+        self.where = where
+
+    @staticmethod
+    def transactional(url: str, options: Options | None = None, timeout: float = 2.0) -> RedisMapStateFactory:
+        """A factory of transactional map states (values ``[txid, val]``) in the Redis at ``url``
+        (``redis://[:password@]host:port/db``)."""
+        return RedisMapStateFactory(url, StateType.TRANSACTIONAL, options or Options(), timeout)
+
+    @staticmethod
+    def opaque(url: str, options: Options | None = None, timeout: float = 2.0) -> RedisMapStateFactory:
+        """A factory of opaque map states (values ``[curr_txid, curr, prev]``)."""
+        return RedisMapStateFactory(url, StateType.OPAQUE, options or Options(), timeout)
+
+    @staticmethod
+    def non_transactional(url: str, options: Options | None = None, timeout: float = 2.0) -> RedisMapStateFactory:
+        """A factory of non-transactional map states (plain values)."""
+        return RedisMapStateFactory(url, StateType.NON_TRANSACTIONAL, options or Options(), timeout)
+
+    def _call(self, what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            # a server away or slow: the batch fails and is replayed once it is back
+            raise FailedException(f"Redis map state at {self.where} could not {what}: "
+                                  f"{type(e).__name__}: {redact_text(str(e))}") from None
+
+    def multi_get(self, keys: Sequence[Sequence[Any]]) -> list:
+        """The stored values of ``keys`` (None where absent), each checked by the serializer."""
+        if not keys:
+            return []
+        names = [self.key_factory.build(k) for k in keys]
+        if self.options.data_type == "hash":
+            raw = self._call("read", self.client.hmget, self.options.hash_key, names)
+        else:
+            raw = self._call("read", self.client.mget, names)
+        return [None if data is None else self._decoded(name, data) for name, data in zip(names, raw)]
+
+    def _decoded(self, name: str, data: bytes) -> Any:
+        try:
+            return self.serializer.deserialize(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            place = f"field {name!r} of hash {self.options.hash_key!r}" if self.options.data_type == "hash" \
+                else f"key {name!r}"
+            raise RedisMapStateError(f"Redis map state at {self.where}: the value at {place} ({len(data)} bytes) "
+                                     f"is not what this state stores: {e}") from None
+
+    def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
+        """Store ``values`` at ``keys`` in one MULTI/EXEC (with the expiries, if any)."""
+        if not keys:
+            return
+        mapping = {self.key_factory.build(k): self.serializer.serialize(v) for k, v in zip(keys, values)}
+
+        def run() -> None:
+            p = self.client.pipeline(transaction=True)
+            if self.options.data_type == "hash":
+                p.hset(self.options.hash_key, mapping=mapping)
+            else:
+                p.mset(mapping)
+                if self.options.expire_interval_secs > 0:
+                    for name in mapping:
+                        p.expire(name, self.options.expire_interval_secs)
+            p.execute()
+        self._call("write", run)
+
+
+class RedisMapStateFactory(StateFactory):
+    """The `StateFactory` `RedisMapState`'s factories return: picklable (only the URL and the
+    options travel with the topology); each ``make_state`` opens its own connection."""
+
+    def __init__(self, url: str, state_type: StateType, options: Options, timeout: float = 2.0) -> None:
+        if not isinstance(url, str) or "://" not in url:
+            raise ValueError(f"RedisMapState: the Redis URL must be a string like redis://host:port/db, "
+                             f"not {redact_text(repr(url))}")
+        self.url = url
+        self.state_type = state_type
+        self.options = options
+        self.timeout = timeout
+        self.serializer = options.serializer or DEFAULT_SERIALIZERS[state_type]()
+        self.key_factory = options.key_factory or DefaultKeyFactory()
+
+    def __repr__(self) -> str:
+        return f"RedisMapStateFactory({redact_text(self.url)!r}, {self.state_type.value})"
+
+    def make_state(self, conf: dict, metrics: Any, partition_index: int, num_partitions: int) -> Any:
+        """A map state for one partition; see the module docstring."""
+        where = redact_text(self.url)
+        try:
+            client = redis.Redis.from_url(self.url, socket_timeout=self.timeout,
+                                          socket_connect_timeout=self.timeout)
+        except ValueError as e:
+            raise ValueError(f"RedisMapState: bad Redis URL {where}: {e}") from None
+        backing = RedisMapState(client, self.options, self.serializer, self.key_factory, where)
+        return build_map_state(backing, self.state_type, self.options.local_cache_size, self.options.global_key)

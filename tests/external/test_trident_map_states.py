@@ -1,0 +1,221 @@
+"""Trident map states over real stores: `RedisMapState` against a real redis-server and
+`DeltaMapState` against a real Delta table (deltalake, read back by deltalake and by PySpark).
+
+Each state type keeps Storm's rules across a fresh state (so what is checked is what the store
+holds, not a task's cache): transactional ignores a replayed txid, opaque recomputes it from
+``prev``, non-transactional applies it again."""
+
+from __future__ import annotations
+
+import pytest
+
+from squall import FailedException
+from squall.trident.state import OpaqueValue, TransactionalValue, ValueUpdater
+
+redis = pytest.importorskip("redis")
+pa = pytest.importorskip("pyarrow")
+deltalake = pytest.importorskip("deltalake")
+
+from squall.external.trident_delta import DeltaMapState, DeltaMapStateError  # noqa: E402
+from squall.external.trident_redis import (  # noqa: E402
+    DefaultKeyFactory, Options, RedisMapState, RedisMapStateError)
+
+
+class Add(ValueUpdater):
+    """Adds ``n`` to what is stored (None as 0)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def update(self, stored):
+        return (stored or 0) + self.n
+
+
+def batch(factory, txid, counts, partition=0):
+    """One batch's commit on a state the factory makes afresh (a new task, an empty cache)."""
+    state = factory.make_state({}, None, partition, 1)
+    state.begin_commit(txid)
+    keys = [[k] for k in counts]
+    out = state.multi_update(keys, [Add(n) for n in counts.values()])
+    state.commit(txid)
+    return dict(zip(counts, out))
+
+
+def read(factory, *keys):
+    state = factory.make_state({}, None, 0, 1)
+    return state.multi_get([[k] for k in keys])
+
+
+# -- Redis ----------------------------------------------------------------------------------------
+
+FACTORIES = {"transactional": RedisMapState.transactional, "opaque": RedisMapState.opaque,
+             "non_transactional": RedisMapState.non_transactional}
+
+
+@pytest.mark.parametrize("kind", sorted(FACTORIES))
+def test_redis_replayed_txid_follows_the_state_type(redis_server, kind):
+    f = FACTORIES[kind](redis_server.url)
+    batch(f, 1, {"a": 1, "b": 2})
+    batch(f, 2, {"a": 10})
+    # txid 2 replayed; for an opaque spout it may hold other records (here a = 4, not 10)
+    batch(f, 2, {"a": 10 if kind == "transactional" else 4})
+    expected = {"transactional": 11, "opaque": 5, "non_transactional": 15}[kind]
+    assert read(f, "a", "b", "c") == [expected, 2, None]
+    raw = redis.Redis.from_url(redis_server.url).get("a")
+    # Storm's JSON serializers, so a Storm topology reads the same keys
+    assert raw == {"transactional": b"[2,11]", "opaque": b"[2,5,1]", "non_transactional": b"15"}[kind]
+
+
+def test_redis_transactional_applies_a_txid_once_even_after_a_crash_between_keys(redis_server):
+    f = RedisMapState.transactional(redis_server.url)
+    batch(f, 1, {"a": 1, "b": 1})
+    # a batch whose commit wrote "a" and then died before "b": the replay applies only "b"
+    redis.Redis.from_url(redis_server.url).set("a", b"[2,2]")
+    batch(f, 2, {"a": 1, "b": 1})
+    assert read(f, "a", "b") == [2, 2]
+
+
+def test_redis_global_key_and_hash_data_type(redis_server):
+    opts = Options(data_type="hash", hash_key="counts", global_key="total")
+    f = RedisMapState.opaque(redis_server.url, opts)
+    state = f.make_state({}, None, 0, 1)
+    state.begin_commit(1)
+    state.multi_update([["x"], [7], ["x", 1]], [Add(1), Add(2), Add(3)])
+    assert state.update(Add(5)) == 5
+    state.commit(1)
+    fresh = f.make_state({}, None, 0, 1)
+    assert fresh.get() == 5
+    assert fresh.multi_get([["x"], [7], ["x", 1]]) == [1, 2, 3]
+    stored = redis.Redis.from_url(redis_server.url).hgetall("counts")
+    assert stored == {b"x": b"[1,1,null]", b"[7]": b"[1,2,null]", b'["x",1]': b"[1,3,null]",
+                      b"total": b"[1,5,null]"}
+
+
+def test_default_key_factory_is_one_to_one():
+    k = DefaultKeyFactory()
+    keys = [["word"], [7], ["7"], ["[7]"], ["a", 1], [["a", 1]], [None], [True], [1.5]]
+    built = [k.build(key) for key in keys]
+    assert built[0] == "word" and built[2] == "7"
+    assert len(set(built)) == len(keys)
+    assert k.build(["a", 1]) == k.build(("a", 1))
+    with pytest.raises(RedisMapStateError, match="key factory"):
+        k.build([object()])
+
+
+@pytest.mark.parametrize("kind,raw", [
+    ("transactional", b"not json"), ("transactional", b"[1]"), ("transactional", b'["x", 1]'),
+    ("opaque", b"[1, 2]"), ("opaque", b"\xff\xfe"), ("non_transactional", b"{oops"),
+])
+def test_redis_value_that_is_not_the_state_type_is_refused_naming_the_key(redis_server, kind, raw):
+    redis.Redis.from_url(redis_server.url).set("bad-key", raw)
+    f = FACTORIES[kind](redis_server.url)
+    with pytest.raises(RedisMapStateError, match="'bad-key'.*not what this state stores"):
+        read(f, "bad-key")
+
+
+def test_redis_password_never_shows_and_an_outage_fails_the_batch(redis_server):
+    client = redis.Redis.from_url(redis_server.url)
+    client.config_set("requirepass", "s3cret-pw")
+    url = redis_server.url.replace("redis://", "redis://:s3cret-pw@")
+    f = RedisMapState.transactional(url)
+    assert "s3cret-pw" not in repr(f)
+    batch(f, 1, {"a": 1})
+    assert read(f, "a") == [1]
+    authed = redis.Redis.from_url(url)
+    authed.set("a", b"garbage")
+    with pytest.raises(RedisMapStateError) as bad:
+        read(f, "a")
+    assert "s3cret-pw" not in str(bad.value) and "127.0.0.1" in str(bad.value)
+    state = f.make_state({}, None, 0, 1)
+    redis_server.stop()
+    state.begin_commit(2)
+    with pytest.raises(FailedException) as down:
+        state.multi_update([["b"]], [Add(1)])
+    assert "s3cret-pw" not in str(down.value)
+
+
+def test_redis_expiry_and_bad_options(redis_server):
+    f = RedisMapState.non_transactional(redis_server.url, Options(expire_interval_secs=100))
+    batch(f, 1, {"a": 1})
+    assert 0 < redis.Redis.from_url(redis_server.url).ttl("a") <= 100
+    with pytest.raises(ValueError, match="hash_key"):
+        Options(data_type="hash")
+    with pytest.raises(ValueError, match="'list'"):
+        Options(data_type="list")
+    with pytest.raises(ValueError, match="redis://"):
+        RedisMapState.opaque("localhost:6379")
+
+
+# -- Delta ----------------------------------------------------------------------------------------
+
+KEYS = pa.schema([("word", pa.string())])
+DELTA = {"transactional": DeltaMapState.transactional, "opaque": DeltaMapState.opaque,
+         "non_transactional": DeltaMapState.non_transactional}
+
+
+def rows(uri):
+    return sorted(deltalake.DeltaTable(str(uri)).to_pyarrow_table().to_pylist(), key=lambda r: r["word"])
+
+
+@pytest.mark.parametrize("kind", sorted(DELTA))
+def test_delta_replayed_txid_follows_the_state_type_one_row_per_key(tmp_path, kind):
+    uri = tmp_path / "counts"
+    f = DELTA[kind](uri, KEYS, pa.int64(), value_field="count", app_id="wc")
+    batch(f, 1, {"a": 1, "b": 2})
+    batch(f, 2, {"a": 10})
+    batch(f, 2, {"a": 10 if kind == "transactional" else 4})
+    expected = {"transactional": 11, "opaque": 5, "non_transactional": 15}[kind]
+    assert read(f, "a", "b", "c") == [expected, 2, None]
+    got = rows(uri)
+    if kind == "transactional":
+        assert got == [{"word": "a", "count": 11, "txid": 2}, {"word": "b", "count": 2, "txid": 1}]
+    elif kind == "opaque":
+        assert got == [{"word": "a", "count": 5, "txid": 2, "prev": 1},
+                       {"word": "b", "count": 2, "txid": 1, "prev": None}]
+    else:
+        assert got == [{"word": "a", "count": 15}, {"word": "b", "count": 2}]
+    table = deltalake.DeltaTable(str(uri))
+    # one commit for the table's creation, then one MERGE per batch that wrote something (the
+    # transactional replay wrote nothing: its key was already at txid 2)
+    merges = [c for c in table.history() if c.get("operation") == "MERGE"]
+    assert len(merges) == (2 if kind == "transactional" else 3)
+    assert table.transaction_version("wc-0") == 2
+
+
+def test_delta_state_is_read_by_spark(tmp_path, spark):
+    uri = tmp_path / "counts"
+    f = DeltaMapState.opaque(uri, pa.schema([("word", pa.string()), ("day", pa.int32())]), pa.int64())
+    for txid in range(1, 6):
+        state = f.make_state({}, None, 0, 1)
+        state.begin_commit(txid)
+        state.multi_update([["a", 1], ["b", txid]], [Add(txid), Add(1)])
+        state.commit(txid)
+    table = deltalake.DeltaTable(str(uri))
+    got = sorted((r.word, r.day, r.value) for r in spark.read.parquet(*table.file_uris()).collect())
+    assert got == [("a", 1, 15), ("b", 1, 1), ("b", 2, 1), ("b", 3, 1), ("b", 4, 1), ("b", 5, 1)]
+
+
+def test_delta_bad_keys_values_and_tables_are_named(tmp_path):
+    f = DeltaMapState.transactional(tmp_path / "t", KEYS, pa.int64())
+    state = f.make_state({}, None, 0, 1)
+    state.begin_commit(1)
+    with pytest.raises(DeltaMapStateError, match=r"key has 2 values .*\['word'\]"):
+        state.multi_get([["a", "b"]])
+    with pytest.raises(DeltaMapStateError, match="'value'"):
+        state.multi_put([["a"]], ["not a number"])
+    # the same table for a state of another type has the wrong columns
+    with pytest.raises(DeltaMapStateError, match="columns"):
+        DeltaMapState.opaque(tmp_path / "t", KEYS, pa.int64()).make_state({}, None, 0, 1)
+    with pytest.raises(DeltaMapStateError, match="repeat"):
+        DeltaMapState.opaque(tmp_path / "u", pa.schema([("txid", pa.int64())]), pa.int64())
+
+
+def test_delta_partitions_merge_into_one_table(tmp_path):
+    uri = tmp_path / "t"
+    f = DeltaMapState.transactional(uri, KEYS, pa.int64())
+    for txid in (1, 2):
+        for p, word in enumerate(["a", "b", "c"]):
+            batch(f, txid, {word: p + 1}, partition=p)
+    assert [(r["word"], r["value"]) for r in rows(uri)] == [("a", 2), ("b", 4), ("c", 6)]
+    assert deltalake.DeltaTable(str(uri)).transaction_version("squall-trident-2") == 2
+    assert OpaqueValue(1, 2).curr == 2 and TransactionalValue(1, 2).val == 2

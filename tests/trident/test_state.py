@@ -5,18 +5,25 @@ shared by every copy of its factory and kept by LocalCluster across a worker res
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
 
-from squall import Fields
+from squall import BasicBolt, Fields, LocalCluster, TopologyBuilder
 from squall.state import StateError
+from squall.testing import FeederSpout
+from squall.testing._registry import SharedLog
+from squall.trident.operation import CombinerAggregator, ReducerAggregator
 from squall.trident.state import (
     CachedMap, CombinerAggStateUpdater, CombinerValueUpdater, IBackingMap, MapCombinerAggStateUpdater,
-    MapReducerAggStateUpdater, NonTransactionalMap, OpaqueMap, OpaqueValue, ReducerAggStateUpdater,
+    MapReducerAggStateUpdater, MemoryMapState, NonTransactionalMap, OpaqueMap, OpaqueValue, ReducerAggStateUpdater,
     SnapshottableMap, TransactionalMap, TransactionalValue,
 )
+from squall.trident.state.memory import namespace_of
 from squall.trident.tuple import TridentTuple
+
+from ..conftest import wait_until
 
 
 class MemoryBackingMap(IBackingMap):
@@ -37,7 +44,7 @@ class MemoryBackingMap(IBackingMap):
             self.vals[tuple(k)] = v
 
 
-class CountCombiner:
+class CountCombiner(CombinerAggregator):
     """Storm's Count as a combiner (what StateTest updates with)."""
 
     def init(self, t):
@@ -267,7 +274,7 @@ def test_map_combiner_updater_combines_each_groups_partial_and_emits_the_new_val
         MapCombinerAggStateUpdater(CountCombiner(), Fields("w"), Fields("a", "b"))
 
 
-class SumReducer:
+class SumReducer(ReducerAggregator):
     def init(self):
         return 0
 
@@ -296,3 +303,112 @@ def test_ungrouped_updaters_update_the_snapshot():
     assert out.emitted == [[4], [7]]
     with pytest.raises(ValueError, match="one tuple per batch"):
         CombinerAggStateUpdater(CountCombiner()).update_state(m, _tuples(["c"], [1], [2]), out)
+
+
+# --- MemoryMapState ----------------------------------------------------------------------------------------
+
+def test_memory_map_state_removes_a_key_once_a_newer_batch_begins():
+    """Storm's testMemoryMapStateRemove: a removed key reads as absent, a replay of the batch that
+    removed it still finds its value before, and a newer batch finds it gone."""
+    m = MemoryMapState.factory().make_state({}, None, 0, 1)
+    m.begin_commit(1)
+    m.multi_put([["a"], ["b"]], [1, 2])
+    m.commit(1)
+    m.begin_commit(2)
+    m.multi_remove([["a"]])
+    assert m.multi_get([["a"], ["b"]]) == [None, 2]
+    m.commit(2)
+    m.begin_commit(2)
+    assert m.multi_get([["a"], ["b"]]) == [1, 2]
+    m.multi_remove([["a"]])
+    m.commit(2)
+    m.begin_commit(3)
+    assert m.multi_get([["a"], ["b"]]) == [None, 2]
+    assert sorted(m.get_tuples()) == [["b", 2]]
+    m.commit(3)
+
+
+def test_memory_map_state_is_opaque_and_snapshottable():
+    m = MemoryMapState.factory().make_state({}, None, 0, 1)
+    for txid, amt in [(1, 1), (1, 5), (2, 2)]:  # txid 1 replayed with other tuples
+        m.begin_commit(txid)
+        single_update(m, "w", amt)
+        m.update(CombinerValueUpdater(CountCombiner(), amt))
+        m.commit(txid)
+    assert single_get(m, "w") == 7 and m.get() == 7
+    assert sorted(m.get_tuples()) == [["$MEMORY-MAP-STATE-GLOBAL$", 7], ["w", 7]]
+
+
+def test_memory_map_state_is_shared_by_every_copy_of_its_factory_and_by_nothing_else():
+    factory, other = MemoryMapState.factory(), MemoryMapState.factory()
+    a = factory.make_state({}, None, 0, 2)
+    a.begin_commit(1)
+    single_update(a, "w", 3)
+    a.commit(1)
+    copy = pickle.loads(pickle.dumps(factory))  # what each task gets
+    b = copy.make_state({}, None, 0, 2)
+    b.begin_commit(2)
+    assert single_update(b, "w", 1) == 4
+    b.commit(2)
+    assert single_get(a, "w") == 4
+    assert single_get(copy.make_state({}, None, 1, 2), "w") is None, "partitions share one map"
+    assert single_get(other.make_state({}, None, 0, 2), "w") is None, "two factories share one map"
+    assert single_get(factory.make_state({"topology.name": "t2"}, None, 0, 2), "w") is None, \
+        "two topologies share one map"
+
+
+def test_a_memory_map_state_value_that_cannot_be_serialized_names_the_state():
+    m = MemoryMapState.factory().make_state({"topology.fall.back.on.pickle": False}, None, 3, 4)
+    m.begin_commit(1)
+    with pytest.raises(Exception, match=r"MemoryMapState \w+ partition 3"):
+        m.multi_put([["k"]], [object()])
+
+
+class UpdateMemoryMap(BasicBolt):
+    """Adds 1 to ``word`` in a MemoryMapState as batch ``txid``, logging each new value; the first
+    tuple with ``crash`` set crashes the worker after its commit, once (in the first instance)."""
+
+    def __init__(self, factory, log, prepared):
+        self.factory, self.log, self.prepared = factory, log, prepared
+
+    def declare_output_fields(self, declarer):
+        pass
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        self.state = self.factory.make_state(conf, context, context.get_this_task_index(), 1)
+        self.prepared.append(context.get_this_task_id())
+
+    def execute(self, tup, collector):
+        txid, word, crash = tup.values
+        self.state.begin_commit(txid)
+        new = single_update(self.state, word, 1)
+        self.state.commit(txid)
+        self.log.append((txid, word, new))
+        if crash and len(self.prepared.items()) == 1:
+            raise RuntimeError("crash on purpose, after the commit")
+
+
+def test_memory_map_state_lives_in_local_cluster_and_survives_a_worker_restart():
+    spout = FeederSpout(["txid", "word", "crash"])
+    log, prepared = SharedLog(), SharedLog()
+    factory = MemoryMapState.factory()
+    b = TopologyBuilder()
+    b.set_spout("feed", spout)
+    b.set_bolt("update", UpdateMemoryMap(factory, log, prepared)).shuffle_grouping("feed")
+    cluster = LocalCluster()
+    try:
+        cluster.submit_topology("mms", {"topology.workers": 1, "topology.bolt.fail.fast": True}, b.create_topology())
+        spout.feed([1, "a", False])
+        spout.feed([2, "a", True])
+        assert wait_until(lambda: len(log.items()) == 2 and len(prepared.items()) == 2, 60), \
+            f"the worker did not crash and come back: {log.items()}, prepared {len(prepared.items())} times"
+        spout.feed([3, "a", False])
+        spout.feed([3, "b", False])
+        assert wait_until(lambda: len(log.items()) == 4, 30), log.items()
+        # a state kept in the worker would have started again from nothing: 1, not 3
+        assert log.items() == [(1, "a", 1), (2, "a", 2), (3, "a", 3), (3, "b", 1)]
+        assert namespace_of(factory.id, 0) in cluster._state_memory.namespaces("mms"), \
+            "the state is not kept by the cluster"
+    finally:
+        cluster.shutdown()

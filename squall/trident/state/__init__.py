@@ -30,11 +30,12 @@ from .map import OpaqueValue as OpaqueValue
 from .map import SnapshottableMap as SnapshottableMap
 from .map import TransactionalMap as TransactionalMap
 from .map import TransactionalValue as TransactionalValue
+from .memory import MemoryMapState as MemoryMapState
 
 __all__ = [
     "BaseQueryFunction", "BaseStateUpdater", "CachedMap", "CombinerAggStateUpdater", "CombinerValueUpdater",
     "IBackingMap", "ITupleCollection", "MapCombinerAggStateUpdater", "MapReducerAggStateUpdater", "MapState",
-    "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction", "ReducerAggStateUpdater",
+    "MemoryMapState", "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction", "ReducerAggStateUpdater",
     "ReducerValueUpdater", "RemovableMapState", "Snapshottable", "SnapshottableMap", "State", "StateFactory",
     "StateUpdater", "TransactionalMap", "TransactionalValue", "ValueUpdater",
 ]

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..._fields import Fields
+from ..operation import BaseOperation, CombinerAggregator, ReducerAggregator, TridentCollector
 from ..tuple import TridentTuple
 
 
@@ -126,57 +127,35 @@ class IBackingMap(abc.ABC):
         """Store ``values[i]`` under ``keys[i]``."""
 
 
-class _Operation:
-    """``prepare``/``cleanup`` with nothing to do (Storm's ``BaseOperation``)."""
-
-    def prepare(self, conf: dict[str, Any], context: Any) -> None:
-        """Called once in the task before the first batch."""
-
-    def cleanup(self) -> None:
-        """Called when the task shuts down (not guaranteed, as in Storm)."""
-
-
-class StateUpdater(abc.ABC):
+class StateUpdater(BaseOperation, abc.ABC):
     """Applies a batch's tuples to a state (Storm's ``StateUpdater``), inside the state's
-    ``begin_commit``/``commit``; what it emits goes to ``TridentState.new_values_stream()``."""
-
-    def prepare(self, conf: dict[str, Any], context: Any) -> None:
-        """Called once in the task before the first batch."""
-
-    def cleanup(self) -> None:
-        """Called when the task shuts down."""
+    ``begin_commit``/``commit``; what it emits goes to ``TridentState.new_values_stream()``.
+    ``prepare(conf, context)`` and ``cleanup()`` are a `BaseOperation`'s."""
 
     @abc.abstractmethod
-    def update_state(self, state: State, tuples: list[TridentTuple], collector: Any) -> None:
-        """Apply ``tuples`` (one partition's part of one batch) to ``state``; ``collector`` is a
-        ``TridentCollector``."""
+    def update_state(self, state: State, tuples: list[TridentTuple], collector: TridentCollector) -> None:
+        """Apply ``tuples`` (this partition's part of one batch) to ``state``."""
 
 
-class BaseStateUpdater(_Operation, StateUpdater):
+class BaseStateUpdater(StateUpdater):
     """A `StateUpdater` with no-op ``prepare`` and ``cleanup`` (Storm's ``BaseStateUpdater``)."""
 
 
-class QueryFunction(abc.ABC):
+class QueryFunction(BaseOperation, abc.ABC):
     """Reads a state for each tuple of a batch (Storm's ``QueryFunction``): ``batch_retrieve``
     once per batch and partition, then ``execute`` per tuple with its result; what ``execute``
     emits is appended to the tuple."""
-
-    def prepare(self, conf: dict[str, Any], context: Any) -> None:
-        """Called once in the task before the first batch."""
-
-    def cleanup(self) -> None:
-        """Called when the task shuts down."""
 
     @abc.abstractmethod
     def batch_retrieve(self, state: State, tuples: list[TridentTuple]) -> list[Any]:
         """One result per tuple, in order."""
 
     @abc.abstractmethod
-    def execute(self, tuple: TridentTuple, result: Any, collector: Any) -> None:
+    def execute(self, tuple: TridentTuple, result: Any, collector: TridentCollector) -> None:  # noqa: A002
         """Emit what ``tuple``'s ``result`` gives (any number of value lists)."""
 
 
-class BaseQueryFunction(_Operation, QueryFunction):
+class BaseQueryFunction(QueryFunction):
     """A `QueryFunction` with no-op ``prepare`` and ``cleanup`` (Storm's ``BaseQueryFunction``)."""
 
 
@@ -185,7 +164,7 @@ class BaseQueryFunction(_Operation, QueryFunction):
 class CombinerValueUpdater(ValueUpdater):
     """Combines a stored value with one partial aggregate (Storm's ``CombinerValueUpdater``)."""
 
-    def __init__(self, agg: Any, arg: Any) -> None:
+    def __init__(self, agg: CombinerAggregator, arg: Any) -> None:
         self.agg = agg
         self.arg = arg
 
@@ -196,7 +175,7 @@ class CombinerValueUpdater(ValueUpdater):
 class ReducerValueUpdater(ValueUpdater):
     """Reduces tuples into a stored value (Storm's ``ReducerValueUpdater``)."""
 
-    def __init__(self, agg: Any, tuples: list[TridentTuple]) -> None:
+    def __init__(self, agg: ReducerAggregator, tuples: list[TridentTuple]) -> None:
         self.agg = agg
         self.tuples = tuples
 
@@ -211,7 +190,20 @@ def _project(t: TridentTuple, fields: Fields) -> TridentTuple:
     return TridentTuple(fields, t.select(fields))
 
 
-class MapCombinerAggStateUpdater(BaseStateUpdater):
+class _AggUpdater(BaseStateUpdater):
+    """An updater around an aggregator, which it prepares and cleans up (in Storm nothing
+    prepares a persisted reducer; here it runs nowhere else, so its ``prepare`` is called)."""
+
+    agg: Any
+
+    def prepare(self, conf: dict, context: Any) -> None:
+        self.agg.prepare(conf, context)
+
+    def cleanup(self) -> None:
+        self.agg.cleanup()
+
+
+class MapCombinerAggStateUpdater(_AggUpdater):
     """A grouped ``persistent_aggregate`` with a ``CombinerAggregator`` (Storm's
     ``MapCombinerAggStateUpdater``): each tuple is a group's values and its partial aggregate
     of the batch (``input_fields``, one field); the map combines it into the stored value and
@@ -221,14 +213,14 @@ class MapCombinerAggStateUpdater(BaseStateUpdater):
     twice here is combined first, so a repeated key still counts once per tuple.
     """
 
-    def __init__(self, agg: Any, group_fields: Fields, input_fields: Fields) -> None:
+    def __init__(self, agg: CombinerAggregator, group_fields: Fields, input_fields: Fields) -> None:
         if len(input_fields) != 1:
             raise ValueError(f"a combiner aggregation takes a single input field, got {input_fields.to_list()}")
         self.agg = agg
         self.group_fields = group_fields
         self.input_fields = input_fields
 
-    def update_state(self, state: MapState, tuples: list[TridentTuple], collector: Any) -> None:
+    def update_state(self, state: MapState, tuples: list[TridentTuple], collector: TridentCollector) -> None:
         partial: dict[tuple, Any] = {}
         for t in tuples:
             key = tuple(t.select(self.group_fields))
@@ -240,18 +232,18 @@ class MapCombinerAggStateUpdater(BaseStateUpdater):
             collector.emit([*key, value])
 
 
-class MapReducerAggStateUpdater(BaseStateUpdater):
+class MapReducerAggStateUpdater(_AggUpdater):
     """A grouped ``persistent_aggregate`` with a ``ReducerAggregator`` (Storm's
     ``MapReducerAggStateUpdater``): the batch's tuples are grouped by ``group_fields``, each
     group's ``input_fields`` reduced into its stored value; emits each group's values and its
     new value."""
 
-    def __init__(self, agg: Any, group_fields: Fields, input_fields: Fields | None) -> None:
+    def __init__(self, agg: ReducerAggregator, group_fields: Fields, input_fields: Fields | None) -> None:
         self.agg = agg
         self.group_fields = group_fields
         self.input_fields = input_fields if input_fields is not None else Fields()
 
-    def update_state(self, state: MapState, tuples: list[TridentTuple], collector: Any) -> None:
+    def update_state(self, state: MapState, tuples: list[TridentTuple], collector: TridentCollector) -> None:
         grouped: dict[tuple, list[TridentTuple]] = {}
         for t in tuples:
             grouped.setdefault(tuple(t.select(self.group_fields)), []).append(_project(t, self.input_fields))
@@ -261,28 +253,28 @@ class MapReducerAggStateUpdater(BaseStateUpdater):
             collector.emit([*key, value])
 
 
-class CombinerAggStateUpdater(BaseStateUpdater):
+class CombinerAggStateUpdater(_AggUpdater):
     """An ungrouped ``persistent_aggregate`` with a ``CombinerAggregator`` (Storm's
     ``CombinerAggStateUpdater``): the batch's one global partial aggregate is combined into the
     `Snapshottable`'s value; emits the new value."""
 
-    def __init__(self, agg: Any) -> None:
+    def __init__(self, agg: CombinerAggregator) -> None:
         self.agg = agg
 
-    def update_state(self, state: Snapshottable, tuples: list[TridentTuple], collector: Any) -> None:
+    def update_state(self, state: Snapshottable, tuples: list[TridentTuple], collector: TridentCollector) -> None:
         if len(tuples) != 1:
             raise ValueError(f"a combiner state updater takes one tuple per batch (the batch's aggregate), "
                              f"got {len(tuples)}: {tuples[:5]!r}")
         collector.emit([state.update(CombinerValueUpdater(self.agg, tuples[0][0]))])
 
 
-class ReducerAggStateUpdater(BaseStateUpdater):
+class ReducerAggStateUpdater(_AggUpdater):
     """An ungrouped ``persistent_aggregate`` with a ``ReducerAggregator`` (Storm's
     ``ReducerAggStateUpdater``): the batch's tuples (all in one partition) are reduced into the
     `Snapshottable`'s value; emits the new value."""
 
-    def __init__(self, agg: Any) -> None:
+    def __init__(self, agg: ReducerAggregator) -> None:
         self.agg = agg
 
-    def update_state(self, state: Snapshottable, tuples: list[TridentTuple], collector: Any) -> None:
+    def update_state(self, state: Snapshottable, tuples: list[TridentTuple], collector: TridentCollector) -> None:
         collector.emit([state.update(ReducerValueUpdater(self.agg, tuples))])

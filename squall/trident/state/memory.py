@@ -1,0 +1,159 @@
+"""`MemoryMapState`: an opaque map state in memory (Storm's testing ``MemoryMapState``).
+
+Storm keeps it in a static map of its worker's JVM, by the factory's id and the partition, so
+every task of one partition finds the same map. squall keeps it where its in-memory state
+provider keeps its states (`squall.state.memory`): on `LocalCluster` in the cluster's
+`HostMemory`, outside the workers, so it survives a worker restart (as Trident's transaction
+state does there, and a replayed batch finds what the batches before it stored); on the process
+and Spark hosts in the worker process, as Storm's, so it dies with its worker. Values are
+stored serialized by the topology's rules, as every squall state is: what a later read gets is a
+copy, and a value that cannot be serialized fails at the update, naming the state.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from ...state._kv import MemoryStore, StateCodec
+from ...state._names import state_home, topology_of
+from .api import IBackingMap, ITupleCollection, MapState, RemovableMapState, Snapshottable, State, StateFactory
+from .api import ValueUpdater
+from .map import OpaqueMap, OpaqueValue, SnapshottableMap
+
+GLOBAL_KEY = "$MEMORY-MAP-STATE-GLOBAL$"
+"""Storm's key for the one value of an ungrouped ``persistent_aggregate``."""
+
+_worker_stores: dict[tuple[str, str], MemoryStore] = {}
+_worker_lock = threading.Lock()
+
+
+def namespace_of(factory_id: str, partition_index: int) -> str:
+    """The namespace one partition of one `MemoryMapState` factory is kept under."""
+    return f"$trident-memory-map/{factory_id}/{partition_index}"
+
+
+def _store(conf: Mapping[str, Any], context: Any, namespace: str) -> MemoryStore:
+    """The store of ``namespace``: the host's when it keeps memory (LocalCluster), else this
+    worker process's."""
+    home = state_home(context)
+    if home.memory is not None:
+        return home.memory.store(topology_of(conf), namespace)
+    with _worker_lock:
+        key = (topology_of(conf), namespace)
+        s = _worker_stores.get(key)
+        if s is None:
+            s = _worker_stores[key] = MemoryStore()
+        return s
+
+
+class _MemoryBacking(IBackingMap, ITupleCollection):
+    """`OpaqueValue`s in a `MemoryStore`, each key and value encoded by the topology's rules."""
+
+    def __init__(self, store: MemoryStore, codec: StateCodec) -> None:
+        self.store = store
+        self.codec = codec
+
+    def _key(self, key: Sequence[Any]) -> bytes:
+        return self.codec.key(list(key))
+
+    def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
+        ret: list[Any] = []
+        for k in keys:
+            data = self.store.get(self._key(k))
+            ret.append(None if data is None else
+                       OpaqueValue.from_list(self.codec.decode(data, f"the value of key {list(k)!r:.100}")))
+        return ret
+
+    def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
+        changes: dict[bytes, bytes | None] = {}
+        for k, v in zip(keys, values):
+            changes[self._key(k)] = self.codec.value(list(k), v.to_list())
+        self.store.apply(changes)
+
+    def multi_remove(self, keys: Sequence[Sequence[Any]]) -> None:
+        self.store.apply({self._key(k): None for k in keys})
+
+    def get_tuples(self) -> Iterator[list[Any]]:
+        for k, v in self.store.items():
+            key = self.codec.decode(k, "a key")
+            yield [*key, OpaqueValue.from_list(self.codec.decode(v, f"the value of key {key!r:.100}")).curr]
+
+
+class MemoryMapState(MapState, Snapshottable, ITupleCollection, RemovableMapState):
+    """An opaque `MapState` (and `Snapshottable`, over Storm's global key) in memory; see the
+    module docstring. Made by ``MemoryMapState.factory()``, one per partition."""
+
+    def __init__(self, store: MemoryStore, codec: StateCodec) -> None:
+        self._backing = _MemoryBacking(store, codec)
+        self._delegate = SnapshottableMap(OpaqueMap.build(self._backing), [GLOBAL_KEY])
+        self._removed: list[Sequence[Any]] = []
+        self._curr_tx: int | None = None
+
+    @staticmethod
+    def factory() -> MemoryMapStateFactory:
+        """A new state (Storm's ``new MemoryMapState.Factory()``): every copy of this factory
+        (the topology pickles one per task) reaches the same maps, one per partition; another
+        call makes another state."""
+        return MemoryMapStateFactory()
+
+    def begin_commit(self, txid: int | None) -> None:
+        self._delegate.begin_commit(txid)
+        # keys removed in the last batch are nulls in both curr and prev only once a newer
+        # batch starts; a replay of that batch must still find their prev (Storm's rule)
+        if txid is None or txid != self._curr_tx:
+            self._backing.multi_remove(self._removed)
+        self._removed = []
+        self._curr_tx = txid
+
+    def commit(self, txid: int | None) -> None:
+        self._delegate.commit(txid)
+
+    def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
+        return self._delegate.multi_get(keys)
+
+    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater]) -> list[Any]:
+        return self._delegate.multi_update(keys, updaters)
+
+    def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
+        self._delegate.multi_put(keys, values)
+
+    def multi_remove(self, keys: Sequence[Sequence[Any]]) -> None:
+        self.multi_put(keys, [None] * len(keys))
+        self._removed.extend(keys)
+
+    def get(self) -> Any:
+        return self._delegate.get()
+
+    def update(self, updater: ValueUpdater) -> Any:
+        return self._delegate.update(updater)
+
+    def set(self, value: Any) -> None:
+        self._delegate.set(value)
+
+    def get_tuples(self) -> Iterator[list[Any]]:
+        return self._backing.get_tuples()
+
+
+class MemoryMapStateFactory(StateFactory):
+    """Makes the `MemoryMapState` of each partition (Storm's ``MemoryMapState.Factory``).
+
+    ``id`` names the state; it is made once, when the factory is, and travels with its copies.
+    """
+
+    def __init__(self, id: str | None = None) -> None:  # noqa: A002 (Storm's name)
+        self.id = id or uuid.uuid4().hex
+
+    def make_state(self, conf: dict[str, Any], metrics: Any, partition_index: int, num_partitions: int) -> State:
+        namespace = namespace_of(self.id, partition_index)
+        owner = (f"MemoryMapState {self.id} partition {partition_index}" if metrics is None else
+                 f"MemoryMapState of component [{metrics.get_this_component_id()}] partition {partition_index}")
+        return MemoryMapState(_store(conf, metrics, namespace), StateCodec(conf, owner))
+
+    def __repr__(self) -> str:
+        return f"MemoryMapState.factory(id={self.id!r})"
+
+
+MemoryMapState.Factory = MemoryMapStateFactory  # type: ignore[attr-defined]  # Storm's spelling

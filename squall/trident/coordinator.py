@@ -11,26 +11,34 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._collectors import BasicOutputCollector, OutputFieldsDeclarer, SpoutOutputCollector
+from .._components import BasicBolt, Spout
+from .._fields import Fields
+from .._tuple import Tuple
+from .executor import BATCH_STREAM as BATCH_STREAM
+from .executor import COMMIT_STREAM as COMMIT_STREAM
+from .executor import SUCCESS_STREAM as SUCCESS_STREAM
+from .executor import BatchBody, BatchInfo, BatchOutput
+from .executor import master_coordinator_id as master_coordinator_id
+from .operation import TridentCollector
+from .txstate import TransactionalState, transactional_state
+
+if TYPE_CHECKING:
+    from .spout import ITridentSpout
 
 log = logging.getLogger(__name__)
 
-BATCH_STREAM = "$batch"
-COMMIT_STREAM = "$commit"
-SUCCESS_STREAM = "$success"
 EMIT_INTERVAL_KEY = "topology.trident.batch.emit.interval.millis"
 MAX_PENDING_KEY = "topology.max.spout.pending"
 # under each spout's transactional state (Storm's /transactional/<txid key>/coordinator/...)
 CURRENT_TX = "coordinator/currtx"
 CURRENT_ATTEMPTS = "coordinator/currattempts"
 META_PREFIX = "meta/"
-
-
-def master_coordinator_id(batch_group: str = "bg0") -> str:
-    """The component id of a batch group's master coordinator spout."""
-    return f"$mastercoord-{batch_group}"
 
 
 def spout_coordinator_id(spout_id: str) -> str:
@@ -185,3 +193,248 @@ class BatchCoordinatorCore:
 
     def _throttled(self, now: float) -> bool:
         return self._last_emit is not None and now - self._last_emit < self.emit_interval_secs
+
+
+def _meta_key(txid: int) -> str:
+    # zero-padded so that the keys sort as the txids do
+    return f"{META_PREFIX}{txid:020d}"
+
+
+def load_snapshot(states: Sequence[TransactionalState], max_pending: int) -> CoordinatorSnapshot | None:
+    """The coordinator's durable part as its spouts' states keep it (the furthest of them, as
+    Storm reads every managed spout's); None if none has any."""
+    currents = [c for c in (s.get(CURRENT_TX) for s in states) if isinstance(c, int)]
+    if not currents:
+        return None
+    current = max(currents)
+    attempts: dict[int, int] = {}
+    for state in states:
+        for txid, attempt in dict(state.get(CURRENT_ATTEMPTS) or {}).items():
+            if current <= txid < current + max_pending:
+                attempts[txid] = max(attempt, attempts.get(txid, -1))
+    return CoordinatorSnapshot(current, tuple(sorted(attempts.items())))
+
+
+class MasterBatchCoordinator(Spout):
+    """The spout that drives a batch group (Storm's ``MasterBatchCoordinator``): component
+    ``$mastercoord-<group>``, one task.
+
+    It emits ``$batch`` and ``$commit`` with message ids ``("batch"|"commit", txid,
+    attempt_id)``, so their trees' acks and fails (message timeouts included) come back to it,
+    and ``$success`` unanchored. `BatchCoordinatorCore` decides; this shell saves the core's
+    durable part in each managed spout's transactional state (``coordinator/currtx``,
+    ``coordinator/currattempts``) before it emits what the core returned, so a restarted worker
+    resumes at the uncommitted txid with attempt ids never used before.
+
+    Args:
+        txid_keys: the managed spouts' txid keys (``new_stream(txid, spout)``), one per spout.
+        spouts: the managed spouts; a txid starts once each one's coordinator is ready for it.
+    """
+
+    def __init__(self, txid_keys: Sequence[str], spouts: Sequence[ITridentSpout]) -> None:
+        if not txid_keys or len(txid_keys) != len(spouts):
+            raise ValueError(f"MasterBatchCoordinator needs one txid key per spout, at least one; got "
+                             f"{len(txid_keys)} keys for {len(spouts)} spouts")
+        self.txid_keys = list(txid_keys)
+        self.spouts = list(spouts)
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """``$batch``, ``$commit`` and ``$success``, each ``Fields("tx")``."""
+        for stream in (BATCH_STREAM, COMMIT_STREAM, SUCCESS_STREAM):
+            declarer.declare_stream(stream, Fields("tx"))
+
+    def get_component_configuration(self) -> dict[str, Any] | None:
+        """One task at most: the txids are its alone to hand out."""
+        return {"topology.max.task.parallelism": 1}
+
+    def open(self, conf: dict, context: Any, collector: SpoutOutputCollector) -> None:
+        """Restore the core from the spouts' transactional states and make their coordinators."""
+        super().open(conf, context, collector)
+        interval_ms = conf.get(EMIT_INTERVAL_KEY)
+        interval_ms = 500 if interval_ms is None else interval_ms
+        max_pending = max_active_batches(conf)
+        self._states = [transactional_state(context, key) for key in self.txid_keys]
+        self.core = BatchCoordinatorCore.restore(max_pending, interval_ms / 1000.0,
+                                                 load_snapshot(self._states, max_pending))
+        self._saved = self.core.snapshot()
+        self._coordinators = [spout.get_coordinator(key, conf, context)
+                              for key, spout in zip(self.txid_keys, self.spouts)]
+        self._active = True
+        log.info("Trident coordinator %s resumes at txid %d", context.get_this_component_id(), self.core.current_txid)
+
+    def activate(self) -> None:
+        """New batches may start again."""
+        self._active = True
+
+    def deactivate(self) -> None:
+        """No new batch starts; active ones still commit."""
+        self._active = False
+
+    def next_tuple(self) -> None:
+        """Start a batch or commit one, if due."""
+        self._send(self.core.next(time.monotonic(), self._ready) if self._active else [])
+
+    def ack(self, msg_id: Any) -> None:
+        """A ``$batch`` or ``$commit`` tree completed."""
+        stream, attempt = self._parse(msg_id)
+        self._send(self.core.acked(stream, attempt))
+        self.next_tuple()
+
+    def fail(self, msg_id: Any) -> None:
+        """A ``$batch`` or ``$commit`` tree failed or timed out: the core replays it."""
+        stream, attempt = self._parse(msg_id)
+        log.info("Trident batch %s failed on %s; it is replayed", attempt, stream)
+        self._send(self.core.failed(stream, attempt))
+        self.next_tuple()
+
+    def close(self) -> None:
+        """Close the spouts' coordinators."""
+        for coordinator in getattr(self, "_coordinators", []):
+            coordinator.close()
+
+    def _ready(self, txid: int) -> bool:
+        return all(c.is_ready(txid) for c in self._coordinators)
+
+    @staticmethod
+    def _parse(msg_id: Any) -> tuple[str, TransactionAttempt]:
+        kind, txid, attempt_id = msg_id
+        return (BATCH_STREAM if kind == "batch" else COMMIT_STREAM), TransactionAttempt(txid, attempt_id)
+
+    def _send(self, emits: list[CoordinatorEmit]) -> None:
+        if not emits:
+            return
+        self._save()  # before the emit: a restarted coordinator must not reuse an attempt id
+        for e in emits:
+            if e.stream == SUCCESS_STREAM:
+                self.collector.emit([e.attempt], stream=SUCCESS_STREAM)
+            else:
+                kind = "batch" if e.stream == BATCH_STREAM else "commit"
+                self.collector.emit([e.attempt], msg_id=(kind, e.attempt.txid, e.attempt.attempt_id),
+                                    stream=e.stream)
+
+    def _save(self) -> None:
+        snapshot = self.core.snapshot()
+        if snapshot == self._saved:
+            return
+        for state in self._states:
+            if snapshot.attempt_ids != self._saved.attempt_ids:
+                state.put(CURRENT_ATTEMPTS, dict(snapshot.attempt_ids))
+            if snapshot.current_txid != self._saved.current_txid:
+                state.put(CURRENT_TX, snapshot.current_txid)
+        self._saved = snapshot
+
+
+class TridentSpoutCoordinator(BasicBolt):
+    """The spout's coordinator bolt ``$spoutcoord-<spout>`` (one task; Storm's
+    ``TridentSpoutCoordinator``).
+
+    On the master's ``$batch`` it asks the spout's `BatchCoordinator` for the batch's metadata
+    (given the previous txid's, and this txid's own if it ran before: a replay), stores it in
+    the spout's transactional state under ``meta/<txid>`` and emits ``$batch`` ``[tx,
+    metadata]`` anchored to the input, to every task of the spout executor bolt. On
+    ``$success`` it tells the coordinator and forgets the metadata of older txids.
+    """
+
+    def __init__(self, txid_key: str, spout: ITridentSpout) -> None:
+        self.txid_key = txid_key
+        self.spout = spout
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """``$batch`` with ``Fields("tx", "metadata")``."""
+        declarer.declare_stream(BATCH_STREAM, Fields("tx", "metadata"))
+
+    def get_component_configuration(self) -> dict[str, Any] | None:
+        """One task at most."""
+        return {"topology.max.task.parallelism": 1}
+
+    def prepare(self, conf: dict, context: Any) -> None:
+        """Make the spout's coordinator and open its transactional state."""
+        super().prepare(conf, context)
+        self.coordinator = self.spout.get_coordinator(self.txid_key, conf, context)
+        self.state = transactional_state(context, self.txid_key)
+
+    def execute(self, tup: Tuple, collector: BasicOutputCollector) -> None:
+        """``$batch``: initialize the transaction; ``$success``: the batch committed."""
+        attempt = tup.values[0]
+        if tup.source_stream == SUCCESS_STREAM:
+            for key in self.state.list(META_PREFIX):
+                if key < _meta_key(attempt.txid):
+                    self.state.delete(key)
+            self.coordinator.success(attempt.txid)
+            return
+        earlier = [k for k in self.state.list(META_PREFIX) if k < _meta_key(attempt.txid)]
+        previous = self.state.get(earlier[-1]) if earlier else None
+        metadata = self.coordinator.initialize_transaction(attempt.txid, previous,
+                                                           self.state.get(_meta_key(attempt.txid)))
+        self.state.put(_meta_key(attempt.txid), metadata)
+        collector.emit([attempt, metadata], stream=BATCH_STREAM)
+
+    def cleanup(self) -> None:
+        """Close the spout's coordinator."""
+        self.coordinator.close()
+
+
+class _EmitterCollector(TridentCollector):
+    """What an `Emitter` emits through: one batch's tuples onto the spout's stream."""
+
+    def __init__(self, output: BatchOutput, batch: BatchInfo, stream: str) -> None:
+        self._output = output
+        self._batch = batch
+        self._stream = stream
+
+    def emit(self, values: list) -> None:
+        """Emit one tuple of the batch."""
+        self._output.emit(self._batch, self._stream, list(values))
+
+    def report_error(self, error: BaseException) -> None:
+        """Report ``error`` without failing the batch."""
+        self._output.report_error(error)
+
+
+class SpoutEmitterBody(BatchBody):
+    """The body of a spout executor bolt (Storm's ``TridentSpoutExecutor``): on the spout
+    coordinator's ``$batch`` ``[metadata]`` it has the spout's `Emitter` emit the batch onto
+    ``stream``; the executor then finishes the batch at once. ``$success`` reaches the emitter's
+    ``success``.
+
+    Args:
+        spout: the Trident spout.
+        stream: the data stream (``s<N>``) the spout's tuples go on.
+        txid_key: the spout's txid key given to ``get_emitter`` (None: the bolt's component id).
+    """
+
+    def __init__(self, spout: ITridentSpout, stream: str, txid_key: str | None = None) -> None:
+        self.spout = spout
+        self.stream = stream
+        self.txid_key = txid_key
+
+    def prepare(self, conf: dict, context: Any, output: BatchOutput) -> None:
+        """Make the emitter."""
+        self._output = output
+        key = self.txid_key if self.txid_key is not None else context.get_this_component_id()
+        self.emitter = self.spout.get_emitter(key, conf, context)
+
+    def init_batch(self, batch: BatchInfo) -> None:
+        """Nothing to set up: the whole batch is emitted in `execute`."""
+
+    def execute(self, batch: BatchInfo, stream: str, values: list) -> None:
+        """Emit the batch whose metadata the spout coordinator sent."""
+        if stream != BATCH_STREAM:
+            raise ValueError(f"the spout executor of stream {self.stream!r} takes only the spout coordinator's "
+                             f"{BATCH_STREAM}, got a tuple on {stream!r}")
+        self.emitter.emit_batch(batch.attempt, values[0], _EmitterCollector(self._output, batch, self.stream))
+
+    def finish_batch(self, batch: BatchInfo) -> None:
+        """Nothing left: the executor sends the counts."""
+
+    def get_component_configuration(self) -> dict[str, Any] | None:
+        """The spout's (Storm gives the spout executor bolt the spout's configuration)."""
+        return self.spout.get_component_configuration()
+
+    def success(self, attempt: TransactionAttempt) -> None:
+        """The batch committed: tell the emitter."""
+        self.emitter.success(attempt)
+
+    def cleanup(self) -> None:
+        """Close the emitter."""
+        self.emitter.close()

@@ -14,22 +14,23 @@ import enum
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._collectors import OutputCollector, OutputFieldsDeclarer
 from .._components import Bolt
 from .._errors import FailedException, ReportedFailedException
 from .._fields import Fields
 from .._tuple import Tuple, is_tick_tuple
-from .coordinator import (
-    BATCH_STREAM,
-    COMMIT_STREAM,
-    SUCCESS_STREAM,
-    TransactionAttempt,
-    master_coordinator_id,
-)
+
+if TYPE_CHECKING:  # coordinator.py imports this module (SpoutEmitterBody is a BatchBody)
+    from .coordinator import TransactionAttempt
 
 log = logging.getLogger(__name__)
+
+# the master coordinator's streams, each Fields("tx") (Storm's MasterBatchCoordinator)
+BATCH_STREAM = "$batch"
+COMMIT_STREAM = "$commit"
+SUCCESS_STREAM = "$success"
 
 TX_FIELD = "$tx"
 COORD_STREAM_PREFIX = "$coord-"
@@ -122,6 +123,15 @@ class BatchBody(abc.ABC):
 
     def cleanup(self) -> None:
         """Called once when the task stops."""
+
+    def get_component_configuration(self) -> dict[str, Any] | None:
+        """Configuration for the bolt (a spout's own, for the spout executor bolt), or None."""
+        return None
+
+
+def master_coordinator_id(batch_group: str = "bg0") -> str:
+    """The component id of a batch group's master coordinator spout."""
+    return f"$mastercoord-{batch_group}"
 
 
 def coord_stream(batch_group: str = "bg0") -> str:
@@ -347,8 +357,8 @@ class TridentBoltExecutor(Bolt):
         declarer.declare_stream(coord_stream(self.spec.batch_group), Fields(["id", "count"]), direct=True)
 
     def get_component_configuration(self) -> dict[str, Any] | None:
-        """Ticks every `TICK_SECS`, to drop batches whose trees timed out."""
-        return {"topology.tick.tuple.freq.secs": TICK_SECS}
+        """The body's, and ticks every `TICK_SECS` to drop batches whose trees timed out."""
+        return {**(self.body.get_component_configuration() or {}), "topology.tick.tuple.freq.secs": TICK_SECS}
 
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         """Work out the upstream tasks to hear from and the downstream tasks to report to."""

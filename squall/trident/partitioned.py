@@ -1,0 +1,434 @@
+"""Partitioned Trident spouts: Storm's ``IPartitionedTridentSpout`` (transactional) and
+``IOpaquePartitionedTridentSpout`` (opaque), and the adapters that make each an `ITridentSpout`
+(Storm's ``PartitionedTridentSpoutExecutor`` and ``OpaquePartitionedTridentSpoutExecutor``).
+
+A source split into partitions (Kafka partitions, files, Redis streams) only says, per partition,
+how to emit a batch after the previous one and what describes the batch it emitted (its
+*metadata*: offsets, byte ranges, entry ids). The adapters do the rest:
+
+- the coordinator (one task) fixes the partitions of each txid (``get_partitions_for_batch``),
+  so a replay of a txid covers the partitions it had; for the transactional spout a replayed
+  txid keeps the partitions it first had;
+- each task of the spout's bolt takes partitions ``i, i + n, ...`` of the ordered list, and keeps
+  each partition's metadata per txid in the topology's transactional state (Storm's
+  ``RotatingTransactionalState`` under ``<txid key>/user``, kept where the coordinator keeps its
+  own), so a restarted task finds it;
+- transactional: a txid never emitted before calls ``emit_batch_new`` with each partition's
+  metadata of the previous txid, and stores what it returns; a txid emitted before (a replay)
+  calls ``re_emit_partition_batch`` with the stored metadata, which must emit exactly the same
+  tuples;
+- opaque: every attempt calls ``emit_batch_new`` from the metadata of the txid before it (the one
+  this task emitted last, else the stored one), and stores what it returns for the txid,
+  replacing an earlier attempt's: the next txid continues after what this attempt emitted. So
+  every record is in exactly one batch that succeeds, though a replayed txid may hold other
+  records than its first attempt.
+
+Storm stores an opaque batch's metadata in the emitter's ``commit`` (an ``ICommitterTridentSpout``
+bolt subscribes to ``$commit``). squall's spout bolt does not get ``$commit``, so the metadata is
+stored when the batch is emitted instead: the last attempt of a txid is the one its state commit
+saw, so what is stored for a committed txid is what was committed, which is all the next txid
+needs. Success (``$success``) drops the metadata of older txids.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from .._fields import Fields
+from .coordinator import TransactionAttempt
+from .spout import BatchCoordinator, Emitter, ITridentSpout
+
+__all__ = [
+    "IOpaquePartitionedTridentSpout", "IPartitionedTridentSpout", "ISpoutPartition",
+    "OpaquePartitionedTridentSpoutExecutor", "PartitionedTridentSpoutExecutor", "RotatingTransactionalState",
+    "partition_key", "partitions_for_task",
+]
+
+
+class ISpoutPartition(Protocol):
+    """Storm's ``ISpoutPartition``: a partition of a source, hashable, with a stable id."""
+
+    def get_id(self) -> str:
+        """The partition's id: the key its metadata is kept under."""
+
+
+def partitions_for_task(task_index: int, num_tasks: int, ordered: list | None) -> list:
+    """Storm's default ``getPartitionsForTask``: partitions ``task_index``, ``task_index +
+    num_tasks``, ... of the ordered list."""
+    return list((ordered or [])[task_index::num_tasks])
+
+
+class TxStore(Protocol):
+    """What the adapters need of the topology's transactional state (``context.transactional_state``)."""
+
+    def get(self, key: str) -> Any:
+        """The value at ``key``, or None."""
+
+    def put(self, key: str, value: Any) -> None:
+        """Store ``value`` at ``key`` durably."""
+
+
+class RotatingTransactionalState:
+    """Storm's ``RotatingTransactionalState``: one partition's metadata per txid, durably.
+
+    Kept as one value per partition (``{txid: metadata}``) in ``store`` under ``key``, read once
+    and rewritten on each change; ``cleanup_before`` keeps it to the txids in flight.
+    """
+
+    def __init__(self, store: TxStore, key: str) -> None:
+        self.store = store
+        self.key = key
+        raw = store.get(key)
+        self.curr: dict[int, Any] = {int(t): m for t, m in (raw or {}).items()}
+
+    def _save(self) -> None:
+        self.store.put(self.key, {str(t): m for t, m in sorted(self.curr.items())})
+
+    def get_last_state(self) -> Any:
+        """The metadata of the newest txid kept, or None."""
+        return self.curr[max(self.curr)] if self.curr else None
+
+    def get_state(self, txid: int) -> Any:
+        """The metadata of ``txid``, or None."""
+        return self.curr.get(txid)
+
+    def has_state(self, txid: int) -> bool:
+        """Whether ``txid`` has metadata kept (None counts: an emit that found nothing)."""
+        return txid in self.curr
+
+    def get_previous_state(self, txid: int) -> Any:
+        """The metadata of the newest txid before ``txid``, or None."""
+        older = [t for t in self.curr if t < txid]
+        return self.curr[max(older)] if older else None
+
+    def override_state(self, txid: int, metadata: Any) -> None:
+        """Keep ``metadata`` for ``txid``, replacing any."""
+        self.curr[txid] = metadata
+        self._save()
+
+    def remove_state(self, txid: int) -> None:
+        """Forget ``txid``'s metadata."""
+        if txid in self.curr:
+            del self.curr[txid]
+            self._save()
+
+    def cleanup_before(self, txid: int) -> None:
+        """Forget every txid before ``txid``."""
+        old = [t for t in self.curr if t < txid]
+        for t in old:
+            del self.curr[t]
+        if old:
+            self._save()
+
+
+def partition_key(partition_id: str) -> str:
+    """The transactional-state key of a partition's metadata: its id where that is a valid key
+    segment, else its readable part and a digest (file paths, topic names with ``/``)."""
+    pid = str(partition_id)
+    if _SAFE.fullmatch(pid) and pid not in (".", "..") and len(pid) <= 80:
+        return pid
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", pid)[-40:].strip(".") or "p"
+    return f"{readable}-{hashlib.sha256(pid.encode()).hexdigest()[:16]}"
+
+
+_SAFE = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+class IPartitionedTridentSpout(abc.ABC):
+    """Storm's ``IPartitionedTridentSpout``: a transactional spout over partitions (a txid always
+    replays the same tuples). Give it to ``TridentTopology.new_stream`` wrapped in
+    `PartitionedTridentSpoutExecutor` (or as is, if the topology wraps it)."""
+
+    class Coordinator(abc.ABC):
+        """Runs in the single coordinator task."""
+
+        @abc.abstractmethod
+        def get_partitions_for_batch(self) -> Any:
+            """The partitions of the source now (kept durably with the txid: make it JSON-able)."""
+
+        def is_ready(self, txid: int) -> bool:
+            """Whether batch ``txid`` may start."""
+            return True
+
+        def close(self) -> None:
+            """The coordinator stops."""
+
+    class Emitter(abc.ABC):
+        """Runs in each task of the spout's bolt."""
+
+        @abc.abstractmethod
+        def get_ordered_partitions(self, all_partition_info: Any) -> list:
+            """The partitions (`ISpoutPartition`) of ``all_partition_info``, in an order every task
+            agrees on."""
+
+        @abc.abstractmethod
+        def emit_batch_new(self, tx: TransactionAttempt, collector: Any, partitions: set,
+                           last_partition_meta: Mapping[Any, Any]) -> Mapping[Any, Any]:
+            """Emit a batch never emitted before, for each of ``partitions`` after its metadata in
+            ``last_partition_meta`` (None: from the start); return the metadata of what each
+            partition emitted (JSON-able), keyed by partition."""
+
+        @abc.abstractmethod
+        def re_emit_partition_batch(self, tx: TransactionAttempt, collector: Any, partition: Any,
+                                    partition_meta: Any) -> None:
+            """Emit again exactly what ``partition`` emitted for ``partition_meta``."""
+
+        def refresh_partitions(self, partition_responsibilities: list) -> None:
+            """This task is now responsible for ``partition_responsibilities``."""
+
+        def get_partitions_for_task(self, task_index: int, num_tasks: int, ordered: list) -> list:
+            """The partitions of this task (default: every ``num_tasks``-th from ``task_index``)."""
+            return partitions_for_task(task_index, num_tasks, ordered)
+
+        def close(self) -> None:
+            """The task stops."""
+
+    @abc.abstractmethod
+    def get_coordinator(self, conf: dict, context: Any) -> IPartitionedTridentSpout.Coordinator:
+        """The coordinator."""
+
+    @abc.abstractmethod
+    def get_emitter(self, conf: dict, context: Any) -> IPartitionedTridentSpout.Emitter:
+        """An emitter for one task."""
+
+    @abc.abstractmethod
+    def get_output_fields(self) -> Fields:
+        """The fields of the tuples emitted."""
+
+    def get_component_configuration(self) -> dict | None:
+        """Configuration for the spout's components."""
+        return None
+
+
+class IOpaquePartitionedTridentSpout(abc.ABC):
+    """Storm's ``IOpaquePartitionedTridentSpout``: an opaque spout over partitions (every record
+    in exactly one successful batch). Wrap it in `OpaquePartitionedTridentSpoutExecutor`."""
+
+    class Coordinator(abc.ABC):
+        """Runs in the single coordinator task."""
+
+        @abc.abstractmethod
+        def get_partitions_for_batch(self) -> Any:
+            """The partitions for the next batches (JSON-able)."""
+
+        def is_ready(self, txid: int) -> bool:
+            """Whether batch ``txid`` may start."""
+            return True
+
+        def close(self) -> None:
+            """The coordinator stops."""
+
+    class Emitter(abc.ABC):
+        """Runs in each task of the spout's bolt."""
+
+        @abc.abstractmethod
+        def get_ordered_partitions(self, all_partition_info: Any) -> list:
+            """The partitions of ``all_partition_info``, in an order every task agrees on."""
+
+        @abc.abstractmethod
+        def emit_batch_new(self, tx: TransactionAttempt, collector: Any, partitions: set,
+                           last_batch_meta: Mapping[Any, Any]) -> Mapping[Any, Any]:
+            """Emit a batch for each of ``partitions`` after its metadata in ``last_batch_meta``
+            (None: from where the source says to start); return each partition's metadata."""
+
+        def refresh_partitions(self, partition_responsibilities: list) -> None:
+            """This task is now responsible for ``partition_responsibilities``."""
+
+        def get_partitions_for_task(self, task_index: int, num_tasks: int, ordered: list) -> list:
+            """The partitions of this task (default: every ``num_tasks``-th from ``task_index``)."""
+            return partitions_for_task(task_index, num_tasks, ordered)
+
+        def close(self) -> None:
+            """The task stops."""
+
+    @abc.abstractmethod
+    def get_coordinator(self, conf: dict, context: Any) -> IOpaquePartitionedTridentSpout.Coordinator:
+        """The coordinator."""
+
+    @abc.abstractmethod
+    def get_emitter(self, conf: dict, context: Any) -> IOpaquePartitionedTridentSpout.Emitter:
+        """An emitter for one task."""
+
+    @abc.abstractmethod
+    def get_output_fields(self) -> Fields:
+        """The fields of the tuples emitted."""
+
+    def get_component_configuration(self) -> dict | None:
+        """Configuration for the spout's components."""
+        return None
+
+
+class _Coordinator(BatchCoordinator):
+    """Both adapters' `BatchCoordinator`: the partitions of a txid; a transactional replay keeps
+    those it had."""
+
+    def __init__(self, coordinator: Any, keep_replayed: bool) -> None:
+        self.coordinator = coordinator
+        self.keep_replayed = keep_replayed
+
+    def initialize_transaction(self, txid: int, prev_metadata: Any, curr_metadata: Any) -> Any:
+        """The txid's partitions."""
+        if self.keep_replayed and curr_metadata is not None:
+            return curr_metadata
+        return self.coordinator.get_partitions_for_batch()
+
+    def success(self, txid: int) -> None:
+        """Nothing to do: the emitters keep the metadata."""
+
+    def is_ready(self, txid: int) -> bool:
+        """The spout's coordinator's answer."""
+        return self.coordinator.is_ready(txid)
+
+    def close(self) -> None:
+        """Closes the spout's coordinator."""
+        self.coordinator.close()
+
+
+class _PartitionedEmitter(Emitter):
+    """What both adapters' emitters share: the task's partitions and their metadata."""
+
+    def __init__(self, emitter: Any, txid_key: str, context: Any) -> None:
+        self.emitter = emitter
+        # Storm's TransactionalState.newUserState(conf, txid key): beside the coordinator's own
+        self.store = context.transactional_state(f"{txid_key}/user")
+        self.index = context.get_this_task_index()
+        self.num_tasks = len(context.get_component_tasks(context.get_this_component_id()))
+        self.saved_coordinator_meta: Any = None
+        self.partitions: dict[str, tuple[Any, RotatingTransactionalState]] = {}
+
+    def _refresh(self, coordinator_meta: Any) -> bool:
+        if self.partitions and self.saved_coordinator_meta == coordinator_meta:
+            return False
+        ordered = self.emitter.get_ordered_partitions(coordinator_meta)
+        mine = self.emitter.get_partitions_for_task(self.index, self.num_tasks, ordered)
+        self.partitions = {p.get_id(): (p, RotatingTransactionalState(self.store, partition_key(p.get_id())))
+                           for p in mine}
+        self.emitter.refresh_partitions(mine)
+        self.saved_coordinator_meta = coordinator_meta
+        return True
+
+    def _by_id(self, metas: Mapping[Any, Any]) -> Iterable[tuple[str, Any]]:
+        for partition, meta in metas.items():
+            pid = partition if isinstance(partition, str) else partition.get_id()
+            if pid not in self.partitions:
+                raise ValueError(f"emit_batch_new returned metadata for partition {pid!r}, which is not one "
+                                 f"of this task's ({sorted(self.partitions)})")
+            yield pid, meta
+
+    def success(self, tx: TransactionAttempt) -> None:
+        """Drops the metadata of the txids before ``tx`` (it stays the previous of the next)."""
+        for _, rotating in self.partitions.values():
+            rotating.cleanup_before(tx.txid)
+
+    def close(self) -> None:
+        """Closes the spout's emitter."""
+        self.emitter.close()
+
+
+class _TransactionalEmitter(_PartitionedEmitter):
+    """Storm's ``PartitionedTridentSpoutExecutor.Emitter``."""
+
+    def emit_batch(self, tx: TransactionAttempt, metadata: Any, collector: Any) -> None:
+        """A new txid from each partition's previous metadata; a replayed one from its own."""
+        self._refresh(metadata)
+        if any(r.has_state(tx.txid) for _, r in self.partitions.values()):
+            for _, (partition, rotating) in sorted(self.partitions.items()):
+                meta = rotating.get_state(tx.txid)
+                if meta is not None:
+                    self.emitter.re_emit_partition_batch(tx, collector, partition, meta)
+            return
+        prev = {p: r.get_previous_state(tx.txid) for p, r in self.partitions.values()}
+        metas = self.emitter.emit_batch_new(tx, collector, set(prev), prev)
+        emitted = dict(self._by_id(metas))
+        for pid, (_, rotating) in self.partitions.items():
+            # a partition that returned nothing keeps a None: the txid is known to have had it
+            rotating.override_state(tx.txid, emitted.get(pid))
+
+
+class _OpaqueEmitter(_PartitionedEmitter):
+    """Storm's ``OpaquePartitionedTridentSpoutExecutor.Emitter`` (metadata stored at emit; see the
+    module docstring)."""
+
+    def __init__(self, emitter: Any, txid_key: str, context: Any) -> None:
+        super().__init__(emitter, txid_key, context)
+        self.cached: dict[int, dict[str, Any]] = {}
+
+    def emit_batch(self, tx: TransactionAttempt, metadata: Any, collector: Any) -> None:
+        """Every attempt emits anew from the txid before's metadata."""
+        self._refresh(metadata)
+        older = [t for t in self.cached if t < tx.txid]
+        prev_cached = self.cached[max(older)] if older else {}
+        prev = {}
+        for pid, (partition, rotating) in self.partitions.items():
+            last = prev_cached.get(pid)
+            prev[partition] = last if last is not None else rotating.get_previous_state(tx.txid)
+        metas = dict(self._by_id(self.emitter.emit_batch_new(tx, collector, set(prev), prev)))
+        for pid, (_, rotating) in self.partitions.items():
+            if pid in metas:
+                rotating.override_state(tx.txid, metas[pid])
+            else:
+                # emitted nothing this attempt: the next txid continues from the one before
+                rotating.remove_state(tx.txid)
+        self.cached[tx.txid] = metas
+
+    def success(self, tx: TransactionAttempt) -> None:
+        """Drops what is kept of the txids before ``tx``."""
+        super().success(tx)
+        for t in [t for t in self.cached if t < tx.txid]:
+            del self.cached[t]
+
+
+class PartitionedTridentSpoutExecutor(ITridentSpout):
+    """An `IPartitionedTridentSpout` as an `ITridentSpout` (Storm's
+    ``PartitionedTridentSpoutExecutor``); see the module docstring."""
+
+    def __init__(self, spout: IPartitionedTridentSpout) -> None:
+        self.spout = spout
+
+    def get_partitioned_spout(self) -> IPartitionedTridentSpout:
+        """The wrapped spout."""
+        return self.spout
+
+    def get_coordinator(self, txid_key: str, conf: dict, context: Any) -> BatchCoordinator:
+        """The coordinator (keeps a replayed txid's partitions)."""
+        return _Coordinator(self.spout.get_coordinator(conf, context), keep_replayed=True)
+
+    def get_emitter(self, txid_key: str, conf: dict, context: Any) -> Emitter:
+        """The task's emitter."""
+        return _TransactionalEmitter(self.spout.get_emitter(conf, context), txid_key, context)
+
+    def get_output_fields(self) -> Fields:
+        """The spout's fields."""
+        return self.spout.get_output_fields()
+
+    def get_component_configuration(self) -> dict | None:
+        """The spout's configuration."""
+        return self.spout.get_component_configuration()
+
+
+class OpaquePartitionedTridentSpoutExecutor(ITridentSpout):
+    """An `IOpaquePartitionedTridentSpout` as an `ITridentSpout` (Storm's
+    ``OpaquePartitionedTridentSpoutExecutor``); see the module docstring."""
+
+    def __init__(self, spout: IOpaquePartitionedTridentSpout) -> None:
+        self.spout = spout
+
+    def get_coordinator(self, txid_key: str, conf: dict, context: Any) -> BatchCoordinator:
+        """The coordinator (each txid gets the partitions of now)."""
+        return _Coordinator(self.spout.get_coordinator(conf, context), keep_replayed=False)
+
+    def get_emitter(self, txid_key: str, conf: dict, context: Any) -> Emitter:
+        """The task's emitter."""
+        return _OpaqueEmitter(self.spout.get_emitter(conf, context), txid_key, context)
+
+    def get_output_fields(self) -> Fields:
+        """The spout's fields."""
+        return self.spout.get_output_fields()
+
+    def get_component_configuration(self) -> dict | None:
+        """The spout's configuration."""
+        return self.spout.get_component_configuration()

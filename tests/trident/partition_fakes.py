@@ -1,0 +1,82 @@
+"""What the partitioned-spout tests share: a task context lending an in-memory transactional
+state, a collector that records, and drivers that play the spout coordinator and the spout
+bolt's tasks for a sequence of batch attempts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from squall._transactional import MemoryBackend
+from squall.trident.coordinator import TransactionAttempt
+from squall.trident.txstate import MemoryTransactionalState
+
+
+@dataclass
+class FakeContext:
+    """The `TopologyContext` calls the adapters make; ``backend`` is the store every task (and a
+    restarted task) of one topology shares."""
+
+    backend: MemoryBackend
+    task_index: int = 0
+    num_tasks: int = 1
+    component: str = "spout0"
+
+    def get_this_task_index(self) -> int:
+        return self.task_index
+
+    def get_this_component_id(self) -> str:
+        return self.component
+
+    def get_component_tasks(self, component: str) -> list[int]:
+        return list(range(1, self.num_tasks + 1))
+
+    def transactional_state(self, name: str) -> MemoryTransactionalState:
+        return MemoryTransactionalState(self.backend, name=name)
+
+
+@dataclass
+class Recorder:
+    """A TridentCollector that keeps what was emitted."""
+
+    values: list = field(default_factory=list)
+
+    def emit(self, values) -> None:
+        self.values.append(list(values))
+
+    def report_error(self, error) -> None:
+        raise error
+
+
+class Driver:
+    """Plays Trident's coordinator and spout bolt for one `ITridentSpout`: the coordinator's
+    metadata per txid kept as the coordinator keeps it (a replay gets it back), one emitter per
+    task; `restart` makes new emitters over the same store, as a restarted worker has."""
+
+    def __init__(self, spout, backend: MemoryBackend | None = None, num_tasks: int = 1, txid_key: str = "s") -> None:
+        self.spout = spout
+        self.backend = backend or MemoryBackend()
+        self.num_tasks = num_tasks
+        self.txid_key = txid_key
+        self.coordinator = spout.get_coordinator(txid_key, {}, FakeContext(self.backend))
+        self.metadata: dict[int, object] = {}
+        self.attempts: dict[int, int] = {}
+        self.restart()
+
+    def restart(self) -> None:
+        self.emitters = [self.spout.get_emitter(self.txid_key, {}, FakeContext(self.backend, i, self.num_tasks))
+                         for i in range(self.num_tasks)]
+
+    def emit(self, txid: int) -> list:
+        """One attempt of ``txid`` on every task: the tuples emitted, in task order."""
+        attempt = self.attempts[txid] = self.attempts.get(txid, -1) + 1
+        self.metadata[txid] = self.coordinator.initialize_transaction(
+            txid, self.metadata.get(txid - 1), self.metadata.get(txid))
+        out = Recorder()
+        for emitter in self.emitters:
+            emitter.emit_batch(TransactionAttempt(txid, attempt), self.metadata[txid], out)
+        return out.values
+
+    def success(self, txid: int) -> None:
+        self.coordinator.success(txid)
+        for emitter in self.emitters:
+            emitter.success(TransactionAttempt(txid, self.attempts[txid]))

@@ -1,0 +1,215 @@
+"""The partitioned-spout adapters (Storm's PartitionedTridentSpoutExecutor and
+OpaquePartitionedTridentSpoutExecutor) over a toy source of named, growing lists: a transactional
+replay re-emits exactly the same tuples, also from a restarted task; an opaque spout puts every
+record in exactly one batch that succeeds; partitions are split between tasks."""
+
+from __future__ import annotations
+
+import pytest
+
+from squall import Fields
+from squall.trident.partitioned import (
+    IOpaquePartitionedTridentSpout, IPartitionedTridentSpout, OpaquePartitionedTridentSpoutExecutor,
+    PartitionedTridentSpoutExecutor, RotatingTransactionalState, partition_key)
+from squall.trident.txstate import MemoryTransactionalState
+
+from .partition_fakes import Driver
+
+
+class Part:
+    """A partition: one list of the source."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def get_id(self):
+        return self.pid
+
+    def __hash__(self):
+        return hash(self.pid)
+
+    def __eq__(self, other):
+        return isinstance(other, Part) and other.pid == self.pid
+
+
+class Lists:
+    """The source: partition id -> records, which the test appends to."""
+
+    def __init__(self, n, batch):
+        self.data = {f"p{i}": [] for i in range(n)}
+        self.batch = batch
+
+    def add(self, count):
+        for i in range(count):
+            for pid, records in self.data.items():
+                records.append(f"{pid}-{len(records)}")
+
+
+class Coord(IPartitionedTridentSpout.Coordinator, IOpaquePartitionedTridentSpout.Coordinator):
+    def __init__(self, source):
+        self.source = source
+
+    def get_partitions_for_batch(self):
+        return sorted(self.source.data)
+
+
+class TxEmitter(IPartitionedTridentSpout.Emitter):
+    def __init__(self, source):
+        self.source = source
+        self.refreshed = []
+
+    def get_ordered_partitions(self, info):
+        return [Part(p) for p in info]
+
+    def refresh_partitions(self, mine):
+        self.refreshed.append([p.pid for p in mine])
+
+    def emit_batch_new(self, tx, collector, partitions, last):
+        metas = {}
+        for p in sorted(partitions, key=Part.get_id):
+            start = last[p]["end"] if last[p] else 0
+            end = min(start + self.source.batch, len(self.source.data[p.pid]))
+            metas[p] = {"start": start, "end": end}
+            self.re_emit_partition_batch(tx, collector, p, metas[p])
+        return metas
+
+    def re_emit_partition_batch(self, tx, collector, partition, meta):
+        for r in self.source.data[partition.pid][meta["start"]:meta["end"]]:
+            collector.emit([r])
+
+
+class OpaqueEmitter(IOpaquePartitionedTridentSpout.Emitter):
+    def __init__(self, source):
+        self.source = source
+
+    def get_ordered_partitions(self, info):
+        return [Part(p) for p in info]
+
+    def emit_batch_new(self, tx, collector, partitions, last):
+        metas = {}
+        for p in partitions:
+            start = last[p]["next"] if last[p] else 0
+            records = self.source.data[p.pid][start:start + self.source.batch]
+            for r in records:
+                collector.emit([r])
+            metas[p] = {"next": start + len(records)}
+        return metas
+
+
+class TxSpout(IPartitionedTridentSpout):
+    def __init__(self, source):
+        self.source = source
+
+    def get_coordinator(self, conf, context):
+        return Coord(self.source)
+
+    def get_emitter(self, conf, context):
+        return TxEmitter(self.source)
+
+    def get_output_fields(self):
+        return Fields(["r"])
+
+
+class OpSpout(IOpaquePartitionedTridentSpout):
+    def __init__(self, source):
+        self.source = source
+
+    def get_coordinator(self, conf, context):
+        return Coord(self.source)
+
+    def get_emitter(self, conf, context):
+        return OpaqueEmitter(self.source)
+
+    def get_output_fields(self):
+        return Fields(["r"])
+
+
+def test_transactional_replay_re_emits_the_same_tuples_also_after_a_restart():
+    src = Lists(2, batch=3)
+    src.add(4)
+    d = Driver(PartitionedTridentSpoutExecutor(TxSpout(src)))
+    first = {t: d.emit(t) for t in (1, 2)}
+    assert first[1] == [["p0-0"], ["p0-1"], ["p0-2"], ["p1-0"], ["p1-1"], ["p1-2"]]
+    assert first[2] == [["p0-3"], ["p1-3"]]
+    src.add(5)  # the source grows: a replay of 2 must not see it
+    assert d.emit(2) == first[2]
+    d.restart()
+    assert d.emit(1) == first[1] and d.emit(2) == first[2]
+    d.success(2)
+    third = d.emit(3)
+    assert third == [["p0-4"], ["p0-5"], ["p0-6"], ["p1-4"], ["p1-5"], ["p1-6"]]
+    everything = [r for t in (first[1], first[2], third) for [r] in t]
+    assert len(everything) == len(set(everything)) == 14
+
+
+def test_transactional_replay_keeps_the_partitions_it_had():
+    src = Lists(1, batch=2)
+    src.add(2)
+    d = Driver(PartitionedTridentSpoutExecutor(TxSpout(src)))
+    assert d.emit(1) == [["p0-0"], ["p0-1"]]
+    src.data["p9"] = ["p9-0"]  # a new partition appears
+    assert d.emit(1) == [["p0-0"], ["p0-1"]]
+    assert d.emit(2) == [["p9-0"]]
+
+
+def test_partitions_are_split_between_tasks_and_refreshed_when_they_change():
+    src = Lists(3, batch=1)
+    src.add(1)
+    d = Driver(PartitionedTridentSpoutExecutor(TxSpout(src)), num_tasks=2)
+    assert d.emit(1) == [["p0-0"], ["p2-0"], ["p1-0"]]
+    assert [e.emitter.refreshed for e in d.emitters] == [[["p0", "p2"]], [["p1"]]]
+    src.data["p3"] = ["p3-0"]
+    assert d.emit(2) == [["p3-0"]]
+    assert [e.emitter.refreshed[-1] for e in d.emitters] == [["p0", "p2"], ["p1", "p3"]]
+
+
+def test_opaque_every_record_in_exactly_one_successful_batch_across_replays_and_restarts():
+    src = Lists(2, batch=2)
+    src.add(3)
+    d = Driver(OpaquePartitionedTridentSpoutExecutor(OpSpout(src)))
+    committed = {}
+    committed[1] = d.emit(1)
+    d.success(1)
+    failed = d.emit(2)
+    assert failed == [["p0-2"], ["p1-2"]] or failed == [["p1-2"], ["p0-2"]]
+    src.add(2)  # the replay of 2 may emit more than its first attempt
+    committed[2] = d.emit(2)
+    assert sorted(committed[2]) == [["p0-2"], ["p0-3"], ["p1-2"], ["p1-3"]]
+    d.success(2)
+    d.emit(3)  # emitted, then the worker dies before it commits
+    d.restart()
+    committed[3] = d.emit(3)
+    d.success(3)
+    committed[4] = d.emit(4)
+    got = sorted(r for batch in committed.values() for [r] in batch)
+    assert got == sorted(r for records in src.data.values() for r in records)
+
+
+def test_success_drops_older_metadata_and_keys_are_valid():
+    backend_state = MemoryTransactionalState()
+    r = RotatingTransactionalState(backend_state, "p")
+    for t in (1, 2, 3):
+        r.override_state(t, {"end": t})
+    assert r.get_previous_state(3) == {"end": 2} and r.get_last_state() == {"end": 3}
+    r.cleanup_before(3)
+    again = RotatingTransactionalState(backend_state, "p")
+    assert again.curr == {3: {"end": 3}}
+    assert again.get_previous_state(3) is None
+    assert partition_key("topic-0") == "topic-0"
+    odd = partition_key("/data/in/a b.txt")
+    assert odd != partition_key("/data/in/a_b.txt") and "/" not in odd
+
+
+def test_emitter_returning_a_partition_not_its_own_is_an_error():
+    src = Lists(1, batch=1)
+    src.add(1)
+
+    class Rogue(OpaqueEmitter):
+        def emit_batch_new(self, tx, collector, partitions, last):
+            return {Part("elsewhere"): {"next": 1}}
+
+    spout = OpSpout(src)
+    spout.get_emitter = lambda conf, context: Rogue(src)
+    d = Driver(OpaquePartitionedTridentSpoutExecutor(spout))
+    with pytest.raises(ValueError, match="'elsewhere'"):
+        d.emit(1)

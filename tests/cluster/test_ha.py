@@ -434,3 +434,44 @@ def test_no_leader_is_named_while_zookeeper_is_unreachable(own_zookeeper, tmp_pa
     server.start()
     assert wait_until(lambda: a.master.op_get_leader() is not None
                       and a.master.op_get_leader() == b.master.op_get_leader(), 30)
+
+
+# --- Trident's transactional state ---------------------------------------------------------------------
+def test_trident_state_is_kept_in_zookeeper_sealed_and_the_new_leader_has_it(ha_conf, running, caplog):
+    """A worker's transactional state (`squall.trident.txstate`) goes to the leader, which keeps it
+    in ZooKeeper under <root>/transactional/<topology>/<key>; once the leader stops, the new one
+    answers with it. A node copied over another key's is refused, as every node is."""
+    import base64
+    import pickle
+
+    from squall._transactional import MasterBackend
+    from squall.cluster.seeds import master_link
+    from squall.trident.txstate import BackedTransactionalState
+
+    a = running(ha_conf("a", **{"storm.zookeeper.session.timeout": 30000}))
+    assert wait_until(lambda: a.master.leading, 10)
+    b = running(ha_conf("b", **{"storm.zookeeper.session.timeout": 30000}))
+    assert wait_until(lambda: b.master.ha.in_election, 10)
+    # a worker's link, through the seeds (the follower first: it refuses, and the link finds a)
+    link = master_link(cluster_conf({"squall.secret": SECRET, "nimbus.seeds": [str(b.address), str(a.address)]}))
+    state = BackedTransactionalState(MasterBackend(link, retries=20, interval=0.5), "words", "coordinator")
+    try:
+        state.put("currtx", 41)
+        state.put("meta/41", {"offset": 4100})
+        node = a.master.ha.path("transactional", "words", "coordinator~currtx")
+        assert pickle.loads(base64.b64decode(b.master.ha.read(node)["value"])) == 41
+        link.close()  # its next call goes to a again, finds it gone, and finds the new leader
+        a.stop()
+        assert wait_until(lambda: b.master.leading, 10), "the follower did not take the lead"
+        assert state.get("currtx") == 41 and state.list() == ["currtx", "meta/41"]
+        state.put("currtx", 42)
+        state.delete("meta")
+        assert state.get("currtx") == 42 and state.list() == ["currtx"]
+        # a sealed value copied to another key's node is refused, naming the node
+        forged = b.master.ha.path("transactional", "words", "coordinator~forged")
+        b.master.ha.zk.create(forged, b.master.ha.zk.get(node)[0], makepath=True)
+        with caplog.at_level(logging.WARNING, "squall.master"):
+            assert state.get("forged") is None
+        assert _logged(caplog, forged, "refused")
+    finally:
+        link.close()

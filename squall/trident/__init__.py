@@ -5,6 +5,13 @@ acking): a master coordinator spout hands out transaction ids, every operation r
 batch-tracking bolt, and states commit in txid order. Names are Storm's, in snake_case.
 """
 
+from .drpc import DRPCClient as DRPCClient
+from .drpc import DRPCExecutionException as DRPCExecutionException
+from .drpc import LocalDRPC as LocalDRPC
+from .fluent import GroupedStream as GroupedStream
+from .fluent import Stream as Stream
+from .fluent import TridentState as TridentState
+from .fluent import TridentTopology as TridentTopology
 from .operation import Assembly as Assembly
 from .operation import BaseAggregator as BaseAggregator
 from .operation import BaseFilter as BaseFilter
@@ -18,10 +25,37 @@ from .operation import MapFunction as MapFunction
 from .operation import ReducerAggregator as ReducerAggregator
 from .operation import TridentCollector as TridentCollector
 from .operation import TridentOperationContext as TridentOperationContext
+from .spout import BatchCoordinator as BatchCoordinator
+from .spout import Emitter as Emitter
+from .spout import IBatchSpout as IBatchSpout
+from .spout import ITridentSpout as ITridentSpout
+from .state import BaseQueryFunction as BaseQueryFunction
+from .state import BaseStateUpdater as BaseStateUpdater
+from .state import CachedMap as CachedMap
+from .state import IBackingMap as IBackingMap
+from .state import MapState as MapState
+from .state import MemoryMapState as MemoryMapState
+from .state import NonTransactionalMap as NonTransactionalMap
+from .state import OpaqueMap as OpaqueMap
+from .state import OpaqueValue as OpaqueValue
+from .state import QueryFunction as QueryFunction
+from .state import Snapshottable as Snapshottable
+from .state import SnapshottableMap as SnapshottableMap
+from .state import State as State
+from .state import StateFactory as StateFactory
+from .state import StateUpdater as StateUpdater
+from .state import TransactionalMap as TransactionalMap
+from .state import TransactionalValue as TransactionalValue
+from .state import ValueUpdater as ValueUpdater
 from .tuple import TridentTuple as TridentTuple
 
 __all__ = [
-    "Assembly", "BaseAggregator", "BaseFilter", "BaseFunction", "BaseOperation", "CombinerAggregator",
-    "Consumer", "FailedException", "FlatMapFunction", "MapFunction", "ReducerAggregator",
-    "TridentCollector", "TridentOperationContext", "TridentTuple",
+    "Assembly", "BaseAggregator", "BaseFilter", "BaseFunction", "BaseOperation", "BaseQueryFunction",
+    "BaseStateUpdater", "BatchCoordinator", "CachedMap", "CombinerAggregator", "Consumer", "DRPCClient",
+    "DRPCExecutionException", "Emitter", "FailedException", "FlatMapFunction", "GroupedStream", "IBackingMap",
+    "IBatchSpout", "ITridentSpout", "LocalDRPC", "MapFunction", "MapState", "MemoryMapState",
+    "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction", "ReducerAggregator", "Snapshottable",
+    "SnapshottableMap", "State", "StateFactory", "StateUpdater", "Stream", "TransactionalMap",
+    "TransactionalValue", "TridentCollector", "TridentOperationContext", "TridentState", "TridentTopology",
+    "TridentTuple", "ValueUpdater",
 ]

@@ -9,7 +9,6 @@ fields it names exist in its input, and raises ``ValueError`` naming the operati
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -123,17 +122,29 @@ class _Graph:
         self.states: dict[str, StateSpec] = {}
         # state id -> every node that must run in the same tasks as that state
         self.colocate: dict[str, list[Node]] = {}
-        self._ids = itertools.count(1)
-        self._state_ids = itertools.count(1)
+        self._streams = 0
+        self._state_count = 0
+
+    def copy(self) -> _Graph:
+        """A graph the planner may add to without changing this one (nodes are shared)."""
+        other = _Graph()
+        other.nodes = list(self.nodes)
+        other.parents = {n: list(p) for n, p in self.parents.items()}
+        other.states = dict(self.states)
+        other.colocate = {k: list(v) for k, v in self.colocate.items()}
+        other._streams, other._state_count = self._streams, self._state_count
+        return other
 
     def next_stream_id(self) -> str:
-        return f"s{next(self._ids)}"
+        self._streams += 1
+        return f"s{self._streams}"
 
     def next_index(self) -> int:
         return len(self.nodes)
 
     def next_state_id(self) -> str:
-        return f"state{next(self._state_ids)}"
+        self._state_count += 1
+        return f"state{self._state_count}"
 
     def add(self, node: Node, parents: list[Node]) -> Node:
         self.nodes.append(node)
@@ -222,11 +233,11 @@ class TridentTopology:
         JSON list of lists). With ``local_drpc`` (a `LocalDRPC`) the calls come from it; without,
         from the cluster's DRPC servers (``drpc.servers``).
         """
-        from .drpc import drpc_spout  # the DRPC helper's module; imported when used
+        from ..drpc import DRPCSpout
 
         if not isinstance(function, str) or not function:
             raise ValueError(f"new_drpc_stream: function must be a non-empty string, got {function!r}")
-        spout = drpc_spout(function, local_drpc)
+        spout = DRPCSpout(function, local_drpc)
         g = self._graph
         node = g.add(SpoutNode(g.next_index(), g.next_stream_id(), None, Fields("args", "return-info"),
                                txid=f"$drpc-{function}", spout=spout, drpc_function=function), [])

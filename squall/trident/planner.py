@@ -1,0 +1,520 @@
+"""Trident's planner: the logical graph of a `TridentTopology` -> a `StormTopology`.
+
+Storm's ``TridentTopology.build``, in three steps:
+
+1. `plan` works on a copy of the graph. A DRPC stream gets its end (the results of each batch
+   joined with the calls' return-info, Storm's ``completeDrpc``). Processor nodes joined by an
+   edge that is not a repartition, and nodes using the same state, are fused into one group
+   (one bolt, ``b-<N>[-names]``); an edge from a spout straight to an operation gets an
+   identity repartition, since a spout's bolt holds only its emitter. Each group runs in as many
+   tasks as the largest ``parallelism_hint`` of its nodes; groups tied by an identity partition
+   share the largest.
+2. The result is a `Plan` of small records (what each bolt holds, reads and emits), which the
+   tests read to check a topology's shape.
+3. `materialize` declares it on a `TopologyBuilder`: the master coordinator spout
+   ``$mastercoord-bg0``, per Trident spout its coordinator bolt and its emitter bolt, one
+   `TridentBoltExecutor` per group, and a DRPC return bolt per DRPC stream. Every repartition
+   edge is a stream of its own (``s<N>``), grouped as the edge says; the system streams
+   (``$coord-bg0``, ``$commit``, ``$batch``, ``$success``) are the runtime's, added by
+   `executor.wire`.
+
+All spouts share one batch group (``bg0``): one master coordinator numbers every batch, and each
+batch holds what each spout emitted for it. A DRPC stream querying a state written by another
+spout's stream therefore sees the state as of the batches committed before its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._fields import Fields, GlobalStreamId
+from .._grouping import CustomStreamGrouping
+from .._topology import StormTopology, TopologyBuilder
+from ..drpc import ReturnResults
+from .executor import BatchBody, BatchInfo, BatchOutput, BoltSpec, InputSpec
+from .fluent import (
+    Node,
+    PartitionNode,
+    Partitioning,
+    ProcessorNode,
+    SpoutNode,
+    StateNode,
+    Stream,
+    TridentTopology,
+    _Graph,
+)
+from .processors import BodyNode, ReturnResultsReducer, SubtopologyBody, batch_partition
+
+if TYPE_CHECKING:
+    from .._context import TopologyContext
+
+BATCH_GROUP = "bg0"
+DRPC_RESULT_FIELDS = Fields("result", "return-info")
+
+
+# --- groupings the planner adds --------------------------------------------------------------------
+
+class IdentityGrouping(CustomStreamGrouping):
+    """Task i of the emitting component sends to task i of the subscriber (Storm's
+    ``IdentityGrouping``); the planner gives both the same number of tasks."""
+
+    def prepare(self, context: TopologyContext, stream: GlobalStreamId, target_tasks: list[int]) -> None:
+        """Pair the emitter's tasks with the targets, in task order."""
+        super().prepare(context, stream, target_tasks)
+        sources = context.get_component_tasks(stream.component_id)
+        self._to = {task: [target_tasks[i % len(target_tasks)]] for i, task in enumerate(sources)}
+
+    def choose_tasks(self, task_id: int, values: list) -> list[int]:
+        """The target with the emitting task's index."""
+        return self._to[task_id]
+
+
+class BatchGlobalGrouping(CustomStreamGrouping):
+    """All of one batch to one task, chosen by txid (Storm's ``IndexHashGrouping(0)``): the
+    first value of a Trident data tuple is its `TransactionAttempt`."""
+
+    def choose_tasks(self, task_id: int, values: list) -> list[int]:
+        """The task ``batch_partition`` names for the tuple's batch."""
+        targets = self.target_tasks
+        return [targets[batch_partition("batch_global", values[0], len(targets))]]
+
+
+# --- the plan ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Subscription:
+    """A bolt reading ``stream`` of ``component`` with ``partitioning``."""
+
+    component: str
+    stream: str
+    partitioning: Partitioning
+
+
+@dataclass(frozen=True)
+class SpoutPlan:
+    """A Trident spout: its emitter bolt ``component`` and coordinator bolt ``coordinator``."""
+
+    component: str
+    coordinator: str
+    txid: str
+    spout: Any                        # the ITridentSpout
+    fields: Fields
+    parallelism: int
+    outputs: tuple[str, ...]          # the streams its tuples go out on (one per edge)
+    drpc_function: str | None = None
+
+
+@dataclass(frozen=True)
+class BoltPlan:
+    """A fused Trident bolt."""
+
+    component: str
+    parallelism: int
+    spec: BoltSpec
+    body: SubtopologyBody
+    subscriptions: tuple[Subscription, ...]
+
+    @property
+    def committer(self) -> bool:
+        """Whether it holds a state (finishes batches at their commit)."""
+        return self.spec.committer
+
+    def operations(self) -> list[str]:
+        """The names of its processors' classes, in order (for tests and ``repr``)."""
+        return [type(n.processor).__name__ for n in self.body.nodes]
+
+
+@dataclass(frozen=True)
+class ReturnPlan:
+    """A DRPC return bolt reading a DRPC stream's results."""
+
+    component: str
+    upstream: str
+    stream: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything `materialize` declares."""
+
+    spouts: tuple[SpoutPlan, ...]
+    bolts: tuple[BoltPlan, ...]
+    returns: tuple[ReturnPlan, ...]
+
+    def bolt(self, component: str) -> BoltPlan:
+        """The bolt called ``component``."""
+        for b in self.bolts:
+            if b.component == component:
+                return b
+        raise KeyError(f"no Trident bolt {component!r}; the bolts are {[b.component for b in self.bolts]}")
+
+
+# --- planning ------------------------------------------------------------------------------------
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[Any, Any] = {}
+
+    def find(self, x: Any) -> Any:
+        self.parent.setdefault(x, x)
+        while self.parent[x] is not x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: Any, b: Any) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra is not rb:
+            self.parent[rb] = ra
+
+
+def plan(topology: TridentTopology) -> Plan:
+    """The `Plan` of ``topology`` (its graph is left as it was)."""
+    work = TridentTopology()
+    work._graph = topology._graph.copy()
+    g = work._graph
+    return_nodes = _complete_drpc(work)
+    _bridge_spouts(g)
+    children = {n: [] for n in g.nodes}
+    for n in g.nodes:
+        for p in g.parents[n]:
+            children[p].append(n)
+
+    groups = _groups(g)
+    group_of = {n: gi for gi, members in enumerate(groups) for n in members}
+    parallelism = _parallelisms(g, groups, group_of)
+
+    spout_ids = _spout_ids(g)
+    bolt_ids = _bolt_ids(groups)
+
+    def emitter_id(node: Node) -> str:
+        return spout_ids[node] if isinstance(node, SpoutNode) else bolt_ids[group_of[node]]
+
+    spouts = []
+    for s in (n for n in g.nodes if isinstance(n, SpoutNode)):
+        outs = tuple(c.stream_id for c in children[s])
+        spouts.append(SpoutPlan(spout_ids[s], f"$spoutcoord-{spout_ids[s]}", s.txid, _trident_spout(s.spout),
+                                s.fields, parallelism[s], outs, s.drpc_function))
+
+    bolts = []
+    for gi, members in enumerate(groups):
+        procs = sorted((n for n in members if isinstance(n, ProcessorNode)), key=lambda n: n.index)
+        position = {n: i for i, n in enumerate(procs)}
+        subs: dict[str, Subscription] = {}
+        inputs: dict[str, InputSpec] = {}
+        body_nodes = []
+        for n in procs:
+            parents = []
+            for p in g.parents[n]:
+                if isinstance(p, PartitionNode):
+                    source = g.parents[p][0]
+                    component = emitter_id(source)
+                    subs[p.stream_id] = Subscription(component, p.stream_id, p.partitioning)
+                    inputs[p.stream_id] = InputSpec(component, p.stream_id, p.fields)
+                    parents.append(("stream", p.stream_id))
+                else:
+                    parents.append(("node", position[p]))
+            kids = tuple((position[c], i) for c in children[n] if c in position
+                         for i, p in enumerate(g.parents[c]) if p is n)
+            outputs = tuple(c.stream_id for c in children[n] if isinstance(c, PartitionNode))
+            if n in return_nodes:
+                outputs += (n.stream_id,)
+            name = n.name or type(n.processor).__name__
+            body_nodes.append(BodyNode(name, n.processor, n.fields, tuple(parents), kids, outputs,
+                                       getattr(n, "state_id", None)))
+        state_ids = {getattr(n, "state_id", None) for n in members} - {None}
+        outputs = tuple((s, bn.fields) for bn in body_nodes for s in bn.outputs)
+        committer = any(n.committer for n in procs)
+        spec = BoltSpec(tuple(inputs.values()), outputs, committer, BATCH_GROUP)
+        body = SubtopologyBody(body_nodes, {s: i.fields for s, i in inputs.items()},
+                               {sid: g.states[sid].factory for sid in sorted(state_ids)})
+        bolts.append(BoltPlan(bolt_ids[gi], parallelism[members[0]], spec, body, tuple(subs.values())))
+
+    returns = []
+    for n in sorted(return_nodes, key=lambda n: n.index):
+        function = return_nodes[n]
+        returns.append(ReturnPlan(f"drpc-return-{function}", emitter_id(n), n.stream_id))
+    return Plan(tuple(spouts), tuple(bolts), tuple(returns))
+
+
+def _complete_drpc(work: TridentTopology) -> dict[Node, str]:
+    """Storm's ``completeDrpc``: for each DRPC spout, the calls' return-info and the last node of
+    its connected part of the graph meet, batch-global, in a node emitting ``[result,
+    return-info]`` per call. Returns those nodes with their DRPC function."""
+    g = work._graph
+    out: dict[Node, str] = {}
+    for component in _connected(g):
+        drpc = [n for n in component if isinstance(n, SpoutNode) and n.drpc_function]
+        if not drpc:
+            continue
+        if len(drpc) > 1 or any(isinstance(n, SpoutNode) and not n.drpc_function for n in component):
+            raise ValueError("a DRPC stream cannot be merged or joined with another spout's stream "
+                             f"(DRPC functions {[n.drpc_function for n in drpc]})")
+        last = max(component, key=lambda n: n.index)
+        spout = drpc[0]
+        infos = Stream(work, spout, None).project(Fields("return-info")).batch_global()
+        results = Stream(work, last, None).batch_global()
+        end = work._multi_reduce([infos, results], ReturnResultsReducer(), DRPC_RESULT_FIELDS,
+                                 [Fields("return-info"), results.get_output_fields()])
+        out[end._node] = spout.drpc_function
+    return out
+
+
+def _connected(g: _Graph) -> list[list[Node]]:
+    uf = _UnionFind()
+    for n in g.nodes:
+        uf.find(n)
+        for p in g.parents[n]:
+            uf.union(p, n)
+    parts: dict[Any, list[Node]] = {}
+    for n in g.nodes:
+        parts.setdefault(uf.find(n), []).append(n)
+    return list(parts.values())
+
+
+def _bridge_spouts(g: _Graph) -> None:
+    """An edge from a spout straight to an operation gets an identity repartition: the spout's
+    bolt holds only its emitter (Storm's shape), its tuples go out on a stream."""
+    for n in list(g.nodes):
+        if isinstance(n, PartitionNode):
+            continue
+        for i, p in enumerate(g.parents[n]):
+            if isinstance(p, SpoutNode):
+                bridge = PartitionNode(g.next_index(), g.next_stream_id(), p.name, p.fields,
+                                       partitioning=Partitioning("identity"))
+                g.add(bridge, [p])
+                g.parents[n][i] = bridge
+
+
+def _groups(g: _Graph) -> list[list[Node]]:
+    """Processor and state nodes fused into bolts: joined by a plain edge or by a state."""
+    uf = _UnionFind()
+    members = [n for n in g.nodes if isinstance(n, (ProcessorNode, StateNode))]
+    for n in members:
+        uf.find(n)
+        for p in g.parents[n]:
+            if isinstance(p, (ProcessorNode, StateNode)):
+                uf.union(p, n)
+    for nodes in g.colocate.values():
+        for n in nodes[1:]:
+            uf.union(nodes[0], n)
+    parts: dict[Any, list[Node]] = {}
+    for n in members:
+        parts.setdefault(uf.find(n), []).append(n)
+    # a static state nobody queries has no operation to run: no bolt
+    groups = [sorted(p, key=lambda n: n.index) for p in parts.values()
+              if any(isinstance(n, ProcessorNode) for n in p)]
+    return sorted(groups, key=lambda p: p[0].index)
+
+
+def _parallelisms(g: _Graph, groups: list[list[Node]], group_of: dict[Node, int]) -> dict[Node, int]:
+    """Each group's and spout's task count: the largest hint; identity partitions tie groups."""
+    uf = _UnionFind()
+    units: dict[Node, Any] = {}
+    for n in g.nodes:
+        if isinstance(n, SpoutNode):
+            units[n] = ("spout", n)
+        elif n in group_of:
+            units[n] = ("group", group_of[n])
+    for n in g.nodes:
+        if isinstance(n, PartitionNode) and n.partitioning.kind == "identity":
+            source = g.parents[n][0]
+            for c in (c for c in g.nodes if n in g.parents[c]):
+                if source in units and c in units:
+                    uf.union(units[source], units[c])
+    best: dict[Any, int] = {}
+    for n, unit in units.items():
+        root = uf.find(unit)
+        best[root] = max(best.get(root, 1), n.parallelism or 1)
+    return {n: best[uf.find(unit)] for n, unit in units.items()}
+
+
+def _spout_ids(g: _Graph) -> dict[Node, str]:
+    ids: dict[Node, str] = {}
+    taken: set[str] = set()
+    for n in g.nodes:
+        if isinstance(n, SpoutNode):
+            base = f"spout-drpc-{n.drpc_function}" if n.drpc_function else f"spout-{n.txid}"
+            name, k = base, 1
+            while name in taken:
+                name, k = f"{base}-{k}", k + 1
+            taken.add(name)
+            ids[n] = name
+    return ids
+
+
+def _bolt_ids(groups: list[list[Node]]) -> list[str]:
+    """``b-<N>``, then the names given with ``name()``, in creation order, without repeats."""
+    ids = []
+    for i, members in enumerate(groups):
+        names: list[str] = []
+        for n in members:
+            if n.name and (not names or names[-1] != n.name) and n.name not in names:
+                names.append(n.name)
+        ids.append("-".join(["b", str(i), *names]))
+    return ids
+
+
+def _trident_spout(spout: Any) -> Any:
+    """Any spout ``new_stream`` takes, as an `ITridentSpout` (Storm's executors and adapters)."""
+    from .spout import ITridentSpout
+
+    if isinstance(spout, ITridentSpout):
+        return spout
+    from . import spout as spouts
+
+    from .spout import IBatchSpout
+    if isinstance(spout, IBatchSpout):
+        return spouts.BatchSpoutAdapter(spout)
+    from .partitioned import (
+        IOpaquePartitionedTridentSpout,
+        IPartitionedTridentSpout,
+        OpaquePartitionedTridentSpoutExecutor,
+        PartitionedTridentSpoutExecutor,
+    )
+    if isinstance(spout, IPartitionedTridentSpout):
+        return PartitionedTridentSpoutExecutor(spout)
+    if isinstance(spout, IOpaquePartitionedTridentSpout):
+        return OpaquePartitionedTridentSpoutExecutor(spout)
+    from .._components import Spout
+    if isinstance(spout, Spout):
+        return spouts.RichSpoutAdapter(spout)
+    raise ValueError(f"new_stream: {type(spout).__name__} is not an IBatchSpout, ITridentSpout, "
+                     "partitioned Trident spout or Spout")
+
+
+# --- materializing -------------------------------------------------------------------------------
+
+def materialize(p: Plan) -> StormTopology:
+    """Declare ``p`` on a `TopologyBuilder` and create the topology."""
+    from .coordinator import MasterBatchCoordinator, SpoutEmitterBody, TridentSpoutCoordinator
+    from .executor import TridentBoltExecutor, wire
+
+    builder = TopologyBuilder()
+    if p.spouts:
+        builder.set_spout(f"$mastercoord-{BATCH_GROUP}",
+                          MasterBatchCoordinator([s.txid for s in p.spouts], [s.spout for s in p.spouts]), 1)
+    for s in p.spouts:
+        builder.set_bolt(s.coordinator, TridentSpoutCoordinator(s.txid, s.spout), 1)
+        spec = BoltSpec((InputSpec(s.coordinator, "$batch", Fields("metadata")),),
+                        tuple((stream, s.fields) for stream in s.outputs), False, BATCH_GROUP)
+        body = _FanOut(SpoutEmitterBody(s.spout, _SPOUT_STREAM), s.outputs)
+        declarer = builder.set_bolt(s.component, TridentBoltExecutor(spec, body), s.parallelism)
+        conf = s.spout.get_component_configuration()
+        if conf:
+            declarer.add_configurations(conf)
+        wire(declarer, spec, ())
+    for b in p.bolts:
+        declarer = builder.set_bolt(b.component, TridentBoltExecutor(b.spec, b.body), b.parallelism)
+        for sub in b.subscriptions:
+            _subscribe(declarer, sub)
+        wire(declarer, b.spec, {sub.component for sub in b.subscriptions})
+    for r in p.returns:
+        builder.set_bolt(r.component, TridentReturnResults(), 1).local_or_shuffle_grouping(r.upstream, r.stream)
+    return builder.create_topology()
+
+
+def build_topology(topology: TridentTopology) -> StormTopology:
+    """`plan` then `materialize`: what `TridentTopology.build` returns."""
+    return materialize(plan(topology))
+
+
+def _subscribe(declarer: Any, sub: Subscription) -> None:
+    kind = sub.partitioning.kind
+    if kind == "shuffle":
+        declarer.shuffle_grouping(sub.component, sub.stream)
+    elif kind == "local_or_shuffle":
+        declarer.local_or_shuffle_grouping(sub.component, sub.stream)
+    elif kind == "all":
+        declarer.all_grouping(sub.component, sub.stream)
+    elif kind == "fields":
+        declarer.fields_grouping(sub.component, sub.partitioning.fields, sub.stream)
+    elif kind == "global":
+        declarer.global_grouping(sub.component, sub.stream)
+    elif kind == "batch_global":
+        declarer.custom_grouping(sub.component, BatchGlobalGrouping(), sub.stream)
+    elif kind == "identity":
+        declarer.custom_grouping(sub.component, IdentityGrouping(), sub.stream)
+    elif kind == "custom":
+        declarer.custom_grouping(sub.component, _Shifted(sub.partitioning.custom), sub.stream)
+    else:
+        raise ValueError(f"unknown partitioning {kind!r} of stream {sub.stream}")
+
+
+class _Shifted(CustomStreamGrouping):
+    """A user's grouping sees the operation-visible values, without the leading batch id."""
+
+    def __init__(self, grouping: CustomStreamGrouping) -> None:
+        self.grouping = grouping
+
+    def prepare(self, context: TopologyContext, stream: GlobalStreamId, target_tasks: list[int]) -> None:
+        """Prepare the user's grouping."""
+        self.grouping.prepare(context, stream, target_tasks)
+
+    def choose_tasks(self, task_id: int, values: list) -> list[int]:
+        """The user's choice for the values after the batch id."""
+        return self.grouping.choose_tasks(task_id, values[1:])
+
+
+_SPOUT_STREAM = "$spout"
+
+
+class _FanOut(BatchBody):
+    """Wraps a spout's emitter body so that what it emits on its one stream goes out on each of
+    the spout's edges (each edge its own stream, so each can be grouped its own way)."""
+
+    def __init__(self, body: BatchBody, outputs: tuple[str, ...]) -> None:
+        self.body = body
+        self.outputs = outputs
+
+    def prepare(self, conf: dict, context: Any, output: BatchOutput) -> None:
+        """Prepare the wrapped body with an output that fans out."""
+        self.body.prepare(conf, context, _FanOutOutput(output, self.outputs))
+
+    def init_batch(self, batch: BatchInfo) -> None:
+        """The wrapped body's."""
+        self.body.init_batch(batch)
+
+    def execute(self, batch: BatchInfo, stream: str, values: list) -> None:
+        """The wrapped body's."""
+        self.body.execute(batch, stream, values)
+
+    def finish_batch(self, batch: BatchInfo) -> None:
+        """The wrapped body's."""
+        self.body.finish_batch(batch)
+
+    def success(self, attempt: Any) -> None:
+        """The wrapped body's."""
+        self.body.success(attempt)
+
+    def cleanup(self) -> None:
+        """The wrapped body's."""
+        self.body.cleanup()
+
+
+class _FanOutOutput(BatchOutput):
+    def __init__(self, output: BatchOutput, outputs: tuple[str, ...]) -> None:
+        self.output = output
+        self.outputs = outputs
+
+    def emit(self, batch: BatchInfo, stream: str, values: list) -> None:
+        for s in self.outputs:
+            self.output.emit(batch, s, values)
+
+    def report_error(self, error: BaseException) -> None:
+        self.output.report_error(error)
+
+
+class TridentReturnResults(ReturnResults):
+    """Storm's ``ReturnResults`` reading a Trident stream: the batch id comes first, then
+    ``[result, return-info]``."""
+
+    def execute(self, tup: Any) -> None:
+        """Answer the call; the tuple's values lose their batch id (nothing else reads them)."""
+        tup.values = tup.values[1:]
+        super().execute(tup)
+
+
+__all__ = ["BatchGlobalGrouping", "BoltPlan", "IdentityGrouping", "Plan", "ReturnPlan", "SpoutPlan",
+           "Subscription", "TridentReturnResults", "build_topology", "materialize", "plan"]

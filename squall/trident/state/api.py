@@ -190,9 +190,10 @@ def _project(t: TridentTuple, fields: Fields) -> TridentTuple:
     return TridentTuple(fields, t.select(fields))
 
 
-class _AggUpdater(BaseStateUpdater):
-    """An updater around an aggregator, which it prepares and cleans up (in Storm nothing
-    prepares a persisted reducer; here it runs nowhere else, so its ``prepare`` is called)."""
+class _ReducerUpdater(BaseStateUpdater):
+    """An updater around a reducer, which it prepares and cleans up: a persisted reducer runs
+    nowhere else (in Storm nothing prepares it). A persisted combiner is prepared by the
+    aggregation before the repartition, which shares it, so its updaters do not prepare it again."""
 
     agg: Any
 
@@ -203,7 +204,7 @@ class _AggUpdater(BaseStateUpdater):
         self.agg.cleanup()
 
 
-class MapCombinerAggStateUpdater(_AggUpdater):
+class MapCombinerAggStateUpdater(BaseStateUpdater):
     """A grouped ``persistent_aggregate`` with a ``CombinerAggregator`` (Storm's
     ``MapCombinerAggStateUpdater``): each tuple is a group's values and its partial aggregate
     of the batch (``input_fields``, one field); the map combines it into the stored value and
@@ -232,7 +233,7 @@ class MapCombinerAggStateUpdater(_AggUpdater):
             collector.emit([*key, value])
 
 
-class MapReducerAggStateUpdater(_AggUpdater):
+class MapReducerAggStateUpdater(_ReducerUpdater):
     """A grouped ``persistent_aggregate`` with a ``ReducerAggregator`` (Storm's
     ``MapReducerAggStateUpdater``): the batch's tuples are grouped by ``group_fields``, each
     group's ``input_fields`` reduced into its stored value; emits each group's values and its
@@ -253,7 +254,7 @@ class MapReducerAggStateUpdater(_AggUpdater):
             collector.emit([*key, value])
 
 
-class CombinerAggStateUpdater(_AggUpdater):
+class CombinerAggStateUpdater(BaseStateUpdater):
     """An ungrouped ``persistent_aggregate`` with a ``CombinerAggregator`` (Storm's
     ``CombinerAggStateUpdater``): the batch's one global partial aggregate is combined into the
     `Snapshottable`'s value; emits the new value."""
@@ -268,7 +269,7 @@ class CombinerAggStateUpdater(_AggUpdater):
         collector.emit([state.update(CombinerValueUpdater(self.agg, tuples[0][0]))])
 
 
-class ReducerAggStateUpdater(_AggUpdater):
+class ReducerAggStateUpdater(_ReducerUpdater):
     """An ungrouped ``persistent_aggregate`` with a ``ReducerAggregator`` (Storm's
     ``ReducerAggStateUpdater``): the batch's tuples (all in one partition) are reduced into the
     `Snapshottable`'s value; emits the new value."""

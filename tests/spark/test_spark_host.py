@@ -138,3 +138,19 @@ def test_per_window_counts_are_exact_after_a_spark_worker_is_sigkilled(
     finally:  # the next test needs the task slots back
         wait_until(lambda: not spark_cluster.spark.sparkContext.statusTracker().getActiveJobsIds(), 20)
     print(f"Spark host SIGKILL: {cells} (window, user) counts exact, {replays} clicks replayed")
+
+
+def test_trident_state_is_kept_by_the_driver_master_across_a_crashed_task_and_a_resubmission(spark_cluster,
+                                                                                          tmp_path):
+    """Trident's transactional state (`squall.trident.txstate`) on the Spark host: a worker in a
+    Spark task reaches the master in the driver, which keeps it in storm.local.dir; the count the
+    first open stored before its worker crashed is read by the restarted one, and by the topology
+    submitted again under its name."""
+    from ..trident.txstate_topology import opens, opens_topology
+    with Running(spark_cluster, "opens", {}, opens_topology(tmp_path, crash_first=True)):
+        assert wait_until(lambda: len(opens(tmp_path)) >= 2, 90), opens(tmp_path)
+    assert wait_until(lambda: "opens" not in [t["name"] for t in spark_cluster.list_topologies()], 30)
+    with Running(spark_cluster, "opens", {}, opens_topology(tmp_path)):
+        assert wait_until(lambda: len(opens(tmp_path)) == 3, 90), opens(tmp_path)
+    assert [o["n"] for o in opens(tmp_path)] == [1, 2, 3]
+    assert opens(tmp_path)[2]["keys"] == ["open/1", "open/2", "open/3"]

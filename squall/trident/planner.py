@@ -32,6 +32,7 @@ from .._fields import Fields, GlobalStreamId
 from .._grouping import CustomStreamGrouping
 from .._topology import StormTopology, TopologyBuilder
 from ..drpc import ReturnResults
+from .coordinator import BATCH_STREAM, SUCCESS_STREAM, master_coordinator_id, spout_coordinator_id
 from .executor import BatchBody, BatchInfo, BatchOutput, BoltSpec, InputSpec
 from .fluent import (
     Node,
@@ -194,7 +195,7 @@ def plan(topology: TridentTopology) -> Plan:
     spouts = []
     for s in (n for n in g.nodes if isinstance(n, SpoutNode)):
         outs = tuple(c.stream_id for c in children[s])
-        spouts.append(SpoutPlan(spout_ids[s], f"$spoutcoord-{spout_ids[s]}", s.txid, _trident_spout(s.spout),
+        spouts.append(SpoutPlan(spout_ids[s], spout_coordinator_id(spout_ids[s]), s.txid, _trident_spout(s.spout),
                                 s.fields, parallelism[s], outs, s.drpc_function))
 
     bolts = []
@@ -324,10 +325,18 @@ def _parallelisms(g: _Graph, groups: list[list[Node]], group_of: dict[Node, int]
                 if source in units and c in units:
                     uf.union(units[source], units[c])
     best: dict[Any, int] = {}
+    cap: dict[Any, int] = {}
     for n, unit in units.items():
         root = uf.find(unit)
         best[root] = max(best.get(root, 1), n.parallelism or 1)
-    return {n: best[uf.find(unit)] for n, unit in units.items()}
+        if isinstance(n, SpoutNode):
+            # a spout that runs in at most k tasks (FixedBatchSpout: 1) caps the bolts tied to
+            # it by identity partitions, whose task i reads its task i (Storm's getMaxParallelism)
+            conf = n.spout.get_component_configuration() if hasattr(n.spout, "get_component_configuration") else None
+            limit = (conf or {}).get("topology.max.task.parallelism")
+            if limit:
+                cap[root] = min(cap.get(root, limit), int(limit))
+    return {n: min(best[uf.find(unit)], cap.get(uf.find(unit), best[uf.find(unit)])) for n, unit in units.items()}
 
 
 def _spout_ids(g: _Graph) -> dict[Node, str]:
@@ -392,14 +401,15 @@ def materialize(p: Plan) -> StormTopology:
     from .executor import TridentBoltExecutor, wire
 
     builder = TopologyBuilder()
+    master = master_coordinator_id(BATCH_GROUP)
     if p.spouts:
-        builder.set_spout(f"$mastercoord-{BATCH_GROUP}",
-                          MasterBatchCoordinator([s.txid for s in p.spouts], [s.spout for s in p.spouts]), 1)
+        builder.set_spout(master, MasterBatchCoordinator([s.txid for s in p.spouts], [s.spout for s in p.spouts]), 1)
     for s in p.spouts:
-        builder.set_bolt(s.coordinator, TridentSpoutCoordinator(s.txid, s.spout), 1)
-        spec = BoltSpec((InputSpec(s.coordinator, "$batch", Fields("metadata")),),
+        builder.set_bolt(s.coordinator, TridentSpoutCoordinator(s.txid, s.spout), 1) \
+            .global_grouping(master, BATCH_STREAM).global_grouping(master, SUCCESS_STREAM)
+        spec = BoltSpec((InputSpec(s.coordinator, BATCH_STREAM, Fields("metadata")),),
                         tuple((stream, s.fields) for stream in s.outputs), False, BATCH_GROUP)
-        body = _FanOut(SpoutEmitterBody(s.spout, _SPOUT_STREAM), s.outputs)
+        body = _FanOut(SpoutEmitterBody(s.spout, _SPOUT_STREAM, s.txid), s.outputs)
         declarer = builder.set_bolt(s.component, TridentBoltExecutor(spec, body), s.parallelism)
         conf = s.spout.get_component_configuration()
         if conf:

@@ -3,6 +3,9 @@ CountAsAggregator, StringLength, TrueFilter) and a plain batch spout for buildin
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from squall import Fields
@@ -89,3 +92,61 @@ class ListSpout(IBatchSpout):
 
     def get_output_fields(self) -> Fields:
         return self.fields
+
+
+class Recorded:
+    """What `Record` filters saw, per key, shared by every copy of them in this process (squall
+    pickles operations into each task, as LocalCluster runs them in-process)."""
+
+    _lock = threading.Condition()
+    _seen: dict[str, list[tuple[int, list]]] = {}
+
+    @classmethod
+    def add(cls, key: str, txid: int, values: list) -> None:
+        with cls._lock:
+            cls._seen.setdefault(key, []).append((txid, list(values)))
+            cls._lock.notify_all()
+
+    @classmethod
+    def get(cls, key: str) -> list[tuple[int, list]]:
+        with cls._lock:
+            return list(cls._seen.get(key, []))
+
+    @classmethod
+    def wait_for(cls, key: str, done: Callable[[list[tuple[int, list]]], bool], timeout: float = 60) -> list:
+        """Wait until ``done(records)``; fail the test with what was seen if it never is."""
+        deadline = time.monotonic() + timeout
+        with cls._lock:
+            while not done(list(cls._seen.get(key, []))):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{key}: still not done after {timeout} s; seen {cls._seen.get(key)}")
+                cls._lock.wait(left)
+            return list(cls._seen.get(key, []))
+
+
+class Record(BaseAggregator):
+    """Records every tuple of each batch with its txid under ``key`` (at the batch's end, so a
+    failed attempt records nothing)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def init(self, batch_id: Any, collector) -> list:
+        return [batch_id.txid, []]
+
+    def aggregate(self, state: list, tuple, collector) -> None:  # noqa: A002
+        state[1].append(list(tuple.values))
+
+    def complete(self, state: list, collector) -> None:
+        for values in state[1]:
+            Recorded.add(self.key, state[0], values)
+            collector.emit(values)
+
+
+def latest(records: list[tuple[int, list]]) -> dict:
+    """``{key: value}`` of ``[key, value]`` records, the newest txid winning."""
+    out: dict = {}
+    for txid, (key, value) in sorted(records, key=lambda r: r[0]):
+        out[key] = value
+    return out

@@ -17,6 +17,9 @@ With ``storm.zookeeper.servers`` set, every master (`squall.cluster.master.Maste
 ``counter``                         the last topology number (storm ids stay unique)
 ``blobstore/<storm-id>``            the digest of the topology's current code; its ephemeral
                                     children ``<host:port>`` are the masters that hold it
+``transactional/<topology>/<key>``  Trident's transactional state (`squall.cluster.txstore`),
+                                    by topology *name*, ``/`` in a key as ``~``: written by the
+                                    leader when a worker asks, and kept when the topology is killed
 ==================================  ==========================================================
 
 Only the leader writes the state; followers read it every ``nimbus.monitor.freq.secs`` (at most

@@ -20,6 +20,10 @@ class FakeContext:
     task_index: int = 0
     num_tasks: int = 1
     component: str = "spout0"
+    storm_id: str = "topo-1-1"
+
+    def get_storm_id(self) -> str:
+        return self.storm_id
 
     def get_this_task_index(self) -> int:
         return self.task_index
@@ -52,18 +56,21 @@ class Driver:
     metadata per txid kept as the coordinator keeps it (a replay gets it back), one emitter per
     task; `restart` makes new emitters over the same store, as a restarted worker has."""
 
-    def __init__(self, spout, backend: MemoryBackend | None = None, num_tasks: int = 1, txid_key: str = "s") -> None:
+    def __init__(self, spout, backend: MemoryBackend | None = None, num_tasks: int = 1, txid_key: str = "s",
+                 storm_id: str = "topo-1-1") -> None:
         self.spout = spout
+        self.storm_id = storm_id
         self.backend = backend or MemoryBackend()
         self.num_tasks = num_tasks
         self.txid_key = txid_key
-        self.coordinator = spout.get_coordinator(txid_key, {}, FakeContext(self.backend))
+        self.coordinator = spout.get_coordinator(txid_key, {}, FakeContext(self.backend, storm_id=storm_id))
         self.metadata: dict[int, object] = {}
         self.attempts: dict[int, int] = {}
         self.restart()
 
     def restart(self) -> None:
-        self.emitters = [self.spout.get_emitter(self.txid_key, {}, FakeContext(self.backend, i, self.num_tasks))
+        self.emitters = [self.spout.get_emitter(self.txid_key, {}, FakeContext(self.backend, i, self.num_tasks,
+                                                                               storm_id=self.storm_id))
                          for i in range(self.num_tasks)]
 
     def emit(self, txid: int) -> list:

@@ -1,0 +1,271 @@
+"""Trident spouts over Kafka, as storm-kafka-client's: `KafkaTridentSpoutTransactional` (an
+`IPartitionedTridentSpout`: a replayed txid re-reads exactly the offsets it first had) and
+`KafkaTridentSpoutOpaque` (an `IOpaquePartitionedTridentSpout`: every record in exactly one batch
+that succeeds).
+
+Both take the `KafkaSpoutConfig` of `squall.external.kafka` (bootstrap servers, topics, group id,
+first-poll offset strategy, poll timeout, translator and its output fields, consumer properties
+and factory). The coordinator (`KafkaTridentSpoutCoordinator`) lists the topics' partitions for
+each batch (re-read every ``partition_refresh_period_ms``); each task of the spout's bolt reads
+partitions ``i, i + n, ...`` of them, sorted by (topic, partition).
+
+A batch of a partition is what one poll returns after the previous batch's last offset; its
+metadata is ``{"first_offset", "last_offset", "topology_id", "empty"}`` (storm-kafka-client's
+``KafkaTridentSpoutBatchMetadata``); a partition with nothing new gets the consumer's position
+minus one as both, so the next batch starts there, and ``empty`` set, so its replay emits nothing
+(Storm's replays the record at that offset, the previous batch's last). A transactional replay seeks to
+``first_offset`` and polls that partition alone until ``last_offset``: a record past it (log
+compaction removed the ones in between) is an error, since compacted topics cannot be read
+transactionally (use the opaque spout). Where a partition starts on its first poll follows the
+strategy as Storm's emitter does: EARLIEST and LATEST apply on each new submission (the previous
+batch's metadata names another topology id), the UNCOMMITTED_ strategies continue from the
+previous batch. Trident spouts commit no offsets to Kafka: the batches' metadata, kept with the
+coordinator's state, is where they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import FailedException
+from ..engine.clock import Clock
+from ..trident.partitioned import IOpaquePartitionedTridentSpout, IPartitionedTridentSpout
+from .kafka import (
+    ConfluentConsumer,
+    Consumer,
+    FirstPollOffsetStrategy,
+    KafkaSpoutConfig,
+    KafkaUnavailable,
+    Record,
+    TopicPartition,
+)
+
+__all__ = [
+    "KafkaTridentSpoutCoordinator", "KafkaTridentSpoutEmitter", "KafkaTridentSpoutOpaque",
+    "KafkaTridentSpoutTopicPartition", "KafkaTridentSpoutTransactional",
+]
+
+_REPLAY_EMPTY_POLLS = 10  # polls returning nothing before a replay gives up (the batch fails)
+
+
+@dataclass(frozen=True)
+class KafkaTridentSpoutTopicPartition:
+    """A Kafka partition as a Trident spout partition (Storm's ``KafkaTridentSpoutTopicPartition``)."""
+
+    topic: str
+    partition: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        """The `TopicPartition`."""
+        return TopicPartition(self.topic, self.partition)
+
+    def get_id(self) -> str:
+        """``<topic>@<partition>``, the key its batches' metadata is kept under."""
+        return f"{self.topic}@{self.partition}"
+
+
+@dataclass(frozen=True)
+class BatchMeta:
+    """What one partition emitted in one batch (storm-kafka-client's
+    ``KafkaTridentSpoutBatchMetadata``); kept as a dict."""
+
+    first_offset: int
+    last_offset: int
+    topology_id: str
+    empty: bool = False
+
+    def to_map(self) -> dict:
+        """The kept form."""
+        return {"first_offset": self.first_offset, "last_offset": self.last_offset,
+                "topology_id": self.topology_id, "empty": self.empty}
+
+    @classmethod
+    def from_map(cls, meta: Mapping[str, Any]) -> BatchMeta:
+        """What `to_map` made."""
+        return cls(int(meta["first_offset"]), int(meta["last_offset"]), str(meta["topology_id"]),
+                   bool(meta.get("empty", False)))
+
+
+def _consumer(config: KafkaSpoutConfig) -> Consumer:
+    return (config.consumer_factory or ConfluentConsumer)(config.consumer_props())
+
+
+def _call(what: str, fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except KafkaUnavailable as e:
+        # the broker away: the batch fails, and is tried again with the same txid
+        raise FailedException(f"Kafka Trident spout: {what}: {e}") from None
+
+
+class KafkaTridentSpoutCoordinator(IPartitionedTridentSpout.Coordinator,
+                                   IOpaquePartitionedTridentSpout.Coordinator):
+    """Lists the topics' partitions for each batch (Storm's ``KafkaTridentSpoutCoordinator``),
+    as JSON-able ``[{"topic", "partition"}]`` sorted by (topic, partition)."""
+
+    def __init__(self, config: KafkaSpoutConfig, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock = clock or Clock()
+        self.consumer = _consumer(config)
+        self._partitions: list[dict] | None = None
+        self._refresh_at = 0.0
+
+    def get_partitions_for_batch(self) -> list[dict]:
+        """The partitions now (the last list, if the refresh period has not passed)."""
+        now = self.clock.now()
+        if self._partitions is None or now >= self._refresh_at:
+            tps = sorted(set(_call("listing partitions", self.consumer.partitions_for, list(self.config.topics))))
+            self._partitions = [{"topic": tp.topic, "partition": tp.partition} for tp in tps]
+            self._refresh_at = now + self.config.partition_refresh_period_ms / 1000
+        return self._partitions
+
+    def close(self) -> None:
+        """Closes the consumer."""
+        self.consumer.close()
+
+
+class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitionedTridentSpout.Emitter):
+    """Storm's ``KafkaTridentSpoutEmitter``, for both spouts; see the module docstring."""
+
+    def __init__(self, config: KafkaSpoutConfig, context: Any) -> None:
+        self.config = config
+        self.consumer = _consumer(config)
+        self.topology_id = context.get_storm_id()
+        self.assigned: set[TopicPartition] = set()
+        self.first_seek: dict[TopicPartition, int] = {}
+
+    def get_ordered_partitions(self, all_partition_info: Any) -> list[KafkaTridentSpoutTopicPartition]:
+        """The partitions sorted by (topic, partition)."""
+        return sorted((KafkaTridentSpoutTopicPartition(p["topic"], int(p["partition"])) for p in all_partition_info),
+                      key=lambda p: (p.topic, p.partition))
+
+    def refresh_partitions(self, partition_responsibilities: list) -> None:
+        """Assigns the task's partitions to the consumer (each is sought before it is read)."""
+        mine = {p.tp for p in partition_responsibilities}
+        added = {tp: _call(f"watermarks of {tp}", self.consumer.watermarks, tp)[0] for tp in mine - self.assigned}
+        _call("assign", self.consumer.assign, added, sorted(self.assigned - mine))
+        for tp in self.assigned - mine:
+            self.first_seek.pop(tp, None)
+        self.assigned = mine
+
+    def _seek(self, tp: TopicPartition, last: BatchMeta | None) -> None:
+        S = FirstPollOffsetStrategy
+        strategy = self.config.first_poll_offset_strategy
+        if tp not in self.first_seek:
+            deployed_anew = last is None or last.topology_id != self.topology_id
+            begin, end = _call(f"watermarks of {tp}", self.consumer.watermarks, tp)
+            if strategy is S.EARLIEST and deployed_anew:
+                offset = begin
+            elif strategy is S.LATEST and deployed_anew:
+                offset = end
+            elif last is not None:
+                offset = last.last_offset + 1
+            else:
+                offset = begin if strategy in (S.EARLIEST, S.UNCOMMITTED_EARLIEST) else end
+            self.first_seek[tp] = offset
+        elif last is not None:
+            offset = last.last_offset + 1
+        else:
+            offset = self.first_seek[tp]
+        _call("seek", self.consumer.seek, tp, offset)
+
+    def _emit(self, collector: Any, record: Record) -> None:
+        values = self.config.translator(record)
+        if values is not None or self.config.emit_null_tuples:
+            collector.emit(values)
+
+    def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
+        """One poll after each partition's previous batch; see the module docstring."""
+        for p in partitions:
+            last = last_partition_meta.get(p)
+            self._seek(p.tp, None if last is None else BatchMeta.from_map(last))
+        timeout = self.config.poll_timeout_ms / 1000
+        by_tp: dict[TopicPartition, list[Record]] = {}
+        for record in _call("poll", self.consumer.poll, timeout, []):
+            by_tp.setdefault(record.tp, []).append(record)
+        metas = {}
+        for p in partitions:
+            records = by_tp.get(p.tp, [])
+            for record in records:
+                self._emit(collector, record)
+            if records:
+                meta = BatchMeta(records[0].offset, records[-1].offset, self.topology_id)
+            else:
+                position = _call("position", self.consumer.position, p.tp)
+                at = (position if position is not None else self.first_seek[p.tp]) - 1
+                meta = BatchMeta(at, at, self.topology_id, empty=True)
+            metas[p] = meta.to_map()
+        return metas
+
+    def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
+        """The records ``first_offset..last_offset`` of ``partition`` again."""
+        meta = BatchMeta.from_map(partition_meta)
+        S = FirstPollOffsetStrategy
+        if meta.topology_id != self.topology_id and self.config.first_poll_offset_strategy in (S.EARLIEST, S.LATEST):
+            return  # Storm's: the strategy ignores what an earlier submission read
+        if meta.empty:
+            # Storm's metadata cannot tell an empty batch (position - 1 as both offsets) from one
+            # of a single record, and replays the previous batch's last record; the flag can
+            return
+        tp = partition.tp
+        _call("seek", self.consumer.seek, tp, meta.first_offset)
+        paused = sorted(self.assigned - {tp})
+        next_offset, empty = meta.first_offset, 0
+        while next_offset <= meta.last_offset:
+            records = [r for r in _call("poll", self.consumer.poll, self.config.poll_timeout_ms / 1000, paused)
+                       if r.tp == tp]
+            empty = 0 if records else empty + 1
+            if empty >= _REPLAY_EMPTY_POLLS:
+                raise FailedException(f"Kafka Trident spout: replaying txid {tx.txid} of {partition.get_id()}: "
+                                      f"offsets {next_offset}..{meta.last_offset} could not be read")
+            for record in records:
+                if record.offset > meta.last_offset:
+                    if record.offset != meta.last_offset + 1 or next_offset <= meta.last_offset:
+                        raise ValueError(
+                            f"Kafka Trident spout: replaying txid {tx.txid} of {partition.get_id()}: got offset "
+                            f"{record.offset} past the batch's end {meta.last_offset} before reaching it; log "
+                            f"compaction is incompatible with the transactional spout (use KafkaTridentSpoutOpaque)")
+                    break
+                if record.offset >= next_offset:
+                    self._emit(collector, record)
+                    next_offset = record.offset + 1
+                if next_offset > meta.last_offset:
+                    break
+
+    def close(self) -> None:
+        """Closes the consumer."""
+        self.consumer.close()
+
+
+class _KafkaTridentSpout:
+    """What both spouts share: the config, the coordinator, the emitter, the fields."""
+
+    def __init__(self, config: KafkaSpoutConfig) -> None:
+        if not config.topics:
+            raise ValueError("KafkaSpoutConfig.topics: at least one topic is needed")
+        self.config = config
+
+    def get_coordinator(self, conf: dict, context: Any) -> KafkaTridentSpoutCoordinator:
+        """Storm's ``KafkaTridentSpoutCoordinator``."""
+        return KafkaTridentSpoutCoordinator(self.config)
+
+    def get_emitter(self, conf: dict, context: Any) -> KafkaTridentSpoutEmitter:
+        """Storm's ``KafkaTridentSpoutEmitter``."""
+        return KafkaTridentSpoutEmitter(self.config, context)
+
+    def get_output_fields(self):
+        """The translator's fields."""
+        from .._fields import Fields
+        return Fields(list(self.config.output_fields))
+
+
+class KafkaTridentSpoutTransactional(_KafkaTridentSpout, IPartitionedTridentSpout):
+    """storm-kafka-client's ``KafkaTridentSpoutTransactional``: give it to
+    ``TridentTopology.new_stream``."""
+
+
+class KafkaTridentSpoutOpaque(_KafkaTridentSpout, IOpaquePartitionedTridentSpout):
+    """storm-kafka-client's ``KafkaTridentSpoutOpaque``: give it to ``TridentTopology.new_stream``."""

@@ -1,0 +1,119 @@
+"""The Kafka Trident spouts (storm-kafka-client's KafkaTridentSpoutTransactional and
+KafkaTridentSpoutOpaque) over the in-memory `Consumer` the Kafka spout's tests use (no Kafka
+broker can be had here: none is packaged for the registries this project reaches): a replayed
+txid re-reads exactly its offsets, also from a restarted task; the opaque spout puts every record
+in exactly one successful batch; compaction breaks a transactional replay loudly; EARLIEST applies
+on a new submission only; a broker that is down fails the batch."""
+
+from __future__ import annotations
+
+import pytest
+
+from squall import FailedException
+from squall.external.kafka import FirstPollOffsetStrategy as S
+from squall.external.kafka import KafkaSpoutConfig, TopicPartition
+from squall.external.trident_kafka import KafkaTridentSpoutOpaque, KafkaTridentSpoutTransactional
+from squall.trident.partitioned import OpaquePartitionedTridentSpoutExecutor, PartitionedTridentSpoutExecutor
+
+from ..external.test_kafka import MemoryConsumer
+from .partition_fakes import Driver
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def config(logs, consumers=None, **kw):
+    def factory(props):
+        c = MemoryConsumer(logs)
+        if consumers is not None:
+            consumers.append(c)
+        return c
+    kw.setdefault("translator", lambda r: [r.partition, r.offset, r.value])
+    kw.setdefault("output_fields", ["partition", "offset", "value"])
+    return KafkaSpoutConfig("mem:0", ["t"], "g", consumer_factory=factory, **kw)
+
+
+def produce(logs, n):
+    for tp in logs:
+        logs[tp] += [f"v{tp.partition}-{len(logs[tp]) + i}" for i in range(n)]
+
+
+def offsets(batch):
+    return [(p, o) for p, o, _ in batch]
+
+
+def test_transactional_replay_re_reads_exactly_its_offsets_also_after_a_restart():
+    logs = {T0: [], T1: []}
+    produce(logs, 5)
+    d = Driver(PartitionedTridentSpoutExecutor(KafkaTridentSpoutTransactional(config(logs))), num_tasks=2)
+    first = {t: d.emit(t) for t in (1, 2, 3)}
+    assert offsets(first[1]) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    assert offsets(first[2]) == [(0, 3), (0, 4), (1, 3), (1, 4)]
+    assert first[3] == []  # nothing new: an empty batch
+    produce(logs, 4)  # more data: the replays must not take it
+    assert d.emit(3) == [] and d.emit(2) == first[2]
+    d.restart()
+    assert d.emit(1) == first[1] and d.emit(2) == first[2] and d.emit(3) == []
+    d.success(3)
+    fourth = d.emit(4)
+    assert offsets(fourth) == [(0, 5), (0, 6), (0, 7), (1, 5), (1, 6), (1, 7)]
+    got = [(p, o) for t in (first[1], first[2], fourth, d.emit(5)) for p, o, _ in t]
+    assert sorted(got) == sorted((tp.partition, o) for tp in logs for o in range(len(logs[tp])))
+
+
+def test_opaque_every_record_in_exactly_one_successful_batch():
+    logs = {T0: [], T1: []}
+    produce(logs, 2)
+    d = Driver(OpaquePartitionedTridentSpoutExecutor(KafkaTridentSpoutOpaque(config(logs))))
+    done = {1: d.emit(1)}
+    d.success(1)
+    assert d.emit(2) == []
+    produce(logs, 4)
+    done[2] = d.emit(2)  # the replay of 2 reads what came meanwhile
+    d.success(2)
+    d.emit(3)
+    d.restart()  # the task dies before 3 commits
+    done[3] = d.emit(3)
+    d.success(3)
+    done[4] = d.emit(4)
+    got = sorted((p, o) for b in done.values() for p, o, _ in b)
+    assert got == sorted((tp.partition, o) for tp in logs for o in range(len(logs[tp])))
+
+
+def test_compaction_inside_a_transactional_batch_is_an_error_on_replay():
+    logs = {T0: ["a", "b", "c", "d"]}
+    d = Driver(PartitionedTridentSpoutExecutor(KafkaTridentSpoutTransactional(config(logs))))
+    assert offsets(d.emit(1)) == [(0, 0), (0, 1), (0, 2)]
+    logs[T0][2] = None  # compacted away
+    d.restart()
+    with pytest.raises(ValueError, match="compaction"):
+        d.emit(1)
+
+
+def test_earliest_applies_to_a_new_submission_only():
+    logs = {T0: ["a", "b", "c", "d", "e"]}
+    from squall._transactional import MemoryBackend
+    backend = MemoryBackend()
+    for strategy, again in ((S.UNCOMMITTED_EARLIEST, [(0, 3), (0, 4)]), (S.EARLIEST, [(0, 0), (0, 1), (0, 2)])):
+        first = Driver(PartitionedTridentSpoutExecutor(KafkaTridentSpoutTransactional(
+            config(logs, first_poll_offset_strategy=strategy))), backend=backend, txid_key=strategy.value)
+        assert offsets(first.emit(1)) == [(0, 0), (0, 1), (0, 2)]
+        first.success(1)
+        # the topology submitted again (a new storm id) under the same name: its state is there
+        second = Driver(PartitionedTridentSpoutExecutor(KafkaTridentSpoutTransactional(
+            config(logs, first_poll_offset_strategy=strategy))), backend=backend, txid_key=strategy.value,
+            storm_id="topo-2-2")
+        assert offsets(second.emit(2)) == again
+
+
+def test_latest_starts_at_the_end_and_a_broker_down_fails_the_batch():
+    logs = {T0: ["a", "b"]}
+    consumers = []
+    d = Driver(PartitionedTridentSpoutExecutor(KafkaTridentSpoutTransactional(
+        config(logs, consumers, first_poll_offset_strategy=S.LATEST))))
+    assert d.emit(1) == []
+    logs[T0].append("c")
+    assert offsets(d.emit(2)) == [(0, 2)]
+    for c in consumers:
+        c.down = True
+    with pytest.raises(FailedException, match="connection refused"):
+        d.emit(3)

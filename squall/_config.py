@@ -105,6 +105,10 @@ class Config(dict):
     """``"module:Class"`` of the `squall.state.StateProvider` of stateful bolts' states."""
     TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
     """The state provider's settings: a map, or a JSON object in a string (Storm's)."""
+    TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = "topology.trident.batch.emit.interval.millis"
+    """Trident: the least milliseconds between two batches the master coordinator starts."""
+    TOPOLOGY_SPOUT_MAX_BATCH_SIZE = "topology.spout.max.batch.size"
+    """Trident: most tuples in one batch of a plain `Spout` (Storm's ``RichSpoutBatchExecutor``)."""
     TOPOLOGY_NAME = "topology.name"
     TOPOLOGY_METRICS_CONSUMER_REGISTER = "topology.metrics.consumer.register"
     """Metrics consumers: a list of maps (``class``, ``parallelism.hint``, ``argument``, ...)."""
@@ -431,6 +435,9 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "topology.state.provider.config": (lambda v: isinstance(v, (str, dict)),
                                        "a map, or a JSON object in a string", True),
     "topology.filespout.max.record.bytes": (_positive_int, "a positive number of bytes", False),
+    "topology.trident.batch.emit.interval.millis": (_non_negative_number, "a non-negative number of milliseconds",
+                                                    False),
+    "topology.spout.max.batch.size": (_positive_int, "a positive integer", False),
     # the cluster's (checked when a daemon or client reads its configuration, and at submit)
     "storm.local.dir": (_string, "a directory (a non-empty string)", False),
     "storm.local.hostname": (_string, "a host name or null", True),

@@ -137,3 +137,157 @@ def test_a_restored_core_resumes_at_the_uncommitted_txid_with_new_attempt_ids() 
     # txid 2 ran as attempt 0 before the restart; with no interval both start at once
     assert again.next(0.0, always) == [batch(2, 1), batch(3)]
     assert BatchCoordinatorCore.restore(2, 0.0, None).next(0.0, always) == [batch(1), batch(2)]
+
+
+# --- the runtime on LocalCluster, wired by hand ----------------------------------------------------
+
+import collections  # noqa: E402
+import threading  # noqa: E402
+
+from squall import Config, FailedException, Fields, LocalCluster, TopologyBuilder  # noqa: E402
+from squall.testing._registry import SharedLog, _lock, _Shared  # noqa: E402
+from squall.trident.coordinator import (  # noqa: E402
+    MasterBatchCoordinator,
+    SpoutEmitterBody,
+    TridentSpoutCoordinator,
+)
+from squall.trident.executor import BatchBody, BoltSpec, InputSpec, TridentBoltExecutor, wire  # noqa: E402
+from squall.trident.spout import BatchSpoutAdapter, FixedBatchSpout  # noqa: E402
+
+from ..conftest import wait_until  # noqa: E402
+
+
+class SharedStore(_Shared):
+    """A transactional word-count store outside the workers: word -> (txid, count)."""
+
+    def _new(self) -> dict:
+        return {}
+
+    def apply(self, txid: int, counts: dict[str, int]) -> None:
+        """Storm's transactional rule: a word whose stored txid is this one has its update already."""
+        with _lock:
+            store = self._mem()
+            for word, n in counts.items():
+                stored_txid, total = store.get(word, (0, 0))
+                if stored_txid != txid:
+                    store[word] = (txid, total + n)
+
+    def counts(self) -> dict[str, int]:
+        """word -> count."""
+        with _lock:
+            return {w: c for w, (_, c) in self._mem().items()}
+
+
+class LoggingCoordinator(MasterBatchCoordinator):
+    """Logs where it resumes, each tree's end, and crashes its worker once, at the ack of the
+    commit of ``crash_txid`` (after the committers applied it, before the txid is saved as done)."""
+
+    def __init__(self, txid_keys, spouts, log: SharedLog, crash_txid: int) -> None:
+        super().__init__(txid_keys, spouts)
+        self.log = log
+        self.crash_txid = crash_txid
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.log.append(("open", self.core.current_txid))
+
+    def ack(self, msg_id):
+        kind, txid, attempt = msg_id
+        if kind == "commit" and txid == self.crash_txid and ("crashed", txid) not in self.log.items():
+            self.log.append(("crashed", txid))
+            raise RuntimeError("crash on purpose: the master coordinator's worker dies after a commit")
+        self.log.append(("ack", kind, txid, attempt))
+        super().ack(msg_id)
+
+    def fail(self, msg_id):
+        self.log.append(("fail", *msg_id))
+        super().fail(msg_id)
+
+
+class CountingBody(BatchBody):
+    """A committer counting words per batch into the shared store at the commit; it fails some
+    attempts on purpose and holds one commit past its message timeout."""
+
+    def __init__(self, store: SharedStore, commits: SharedLog, master_log: SharedLog) -> None:
+        self.store = store
+        self.commits = commits
+        self.master_log = master_log
+
+    def prepare(self, conf, context, output):
+        self.task = context.get_this_task_id()
+
+    def init_batch(self, batch):
+        batch.state["counts"] = collections.Counter()
+
+    def execute(self, batch, stream, values):
+        if batch.attempt.txid % 5 == 2 and batch.attempt.attempt_id == 0:
+            raise FailedException("fail on purpose while processing")
+        batch.state["counts"][values[0]] += 1
+
+    def finish_batch(self, batch):
+        txid, attempt = batch.attempt.txid, batch.attempt.attempt_id
+        if txid % 5 == 4 and attempt == 0:
+            raise FailedException("fail on purpose at the commit")
+        if txid == 8 and attempt == 0:
+            # held until the master saw this commit time out: its tree ends by the message timeout
+            assert wait_until(lambda: ("fail", "commit", 8, 0) in self.master_log.items(), 60)
+        self.store.apply(txid, batch.state["counts"])
+        self.commits.append((self.task, txid, attempt))
+
+
+WORDS = "the quick brown fox jumps over the lazy dog and the cow".split()
+
+
+def test_exactly_once_counts_and_ordered_commits_through_failures_a_timeout_and_a_coordinator_crash() -> None:
+    sentences = [[WORDS[(i * 7) % len(WORDS)]] for i in range(150)]
+    spout = FixedBatchSpout(Fields("word"), 4, *sentences)  # 38 batches
+    batches = -(-len(sentences) // 4)
+    adapter = BatchSpoutAdapter(spout)
+    store, commits, master_log = SharedStore(), SharedLog(), SharedLog()
+
+    builder = TopologyBuilder()
+    builder.set_spout("$mastercoord-bg0", LoggingCoordinator(["words"], [adapter], master_log, crash_txid=12))
+    builder.set_bolt("$spoutcoord-spout0", TridentSpoutCoordinator("words", adapter)) \
+        .global_grouping("$mastercoord-bg0", "$batch").global_grouping("$mastercoord-bg0", "$success")
+    spout_spec = BoltSpec(inputs=(InputSpec("$spoutcoord-spout0", "$batch", Fields("metadata")),),
+                          outputs=(("s1", Fields("word")),), committer=False)
+    wire(builder.set_bolt("spout0", TridentBoltExecutor(spout_spec, SpoutEmitterBody(adapter, "s1", "words"))),
+         spout_spec, [])
+    count_spec = BoltSpec(inputs=(InputSpec("spout0", "s1", Fields("word")),), outputs=(), committer=True)
+    counter = builder.set_bolt("b-0", TridentBoltExecutor(count_spec, CountingBody(store, commits, master_log)), 2)
+    counter.fields_grouping("spout0", Fields("word"), "s1").set_own_thread(True)  # it blocks, for the timeout
+    wire(counter, count_spec, ["spout0"])
+
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_max_spout_pending(3)
+    conf.set_message_timeout_secs(3)
+    expected = collections.Counter(s[0] for s in sentences)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("trident-runtime", conf, builder.create_topology())
+
+        def committed() -> set[int]:
+            return {e[2] for e in master_log.items() if e[0] == "ack" and e[1] == "commit"}
+
+        # every batch committed, and two more (empty) after it: nothing is left to change the counts
+        assert wait_until(lambda: set(range(1, batches + 3)) <= committed(), 120), \
+            f"not committed: {sorted(set(range(1, batches + 3)) - committed())[:10]}"
+        counts = store.counts()
+        cluster.kill_topology("trident-runtime", wait_secs=0)
+
+    fails = [e for e in master_log.items() if e[0] == "fail"]
+    print(f"{batches} batches, {len(sentences)} words; fails: {fails}; commits: {len(commits.items())}")
+    assert counts == dict(expected)
+    assert sum(counts.values()) == len(sentences) == 150
+    entries = master_log.items()
+    # the induced failures happened: processing (txid 2), commit (txid 4), the timeout (txid 8)
+    assert ("fail", "batch", 2, 0) in entries and ("fail", "commit", 4, 0) in entries
+    assert ("fail", "commit", 8, 0) in entries
+    # the restarted coordinator resumed at the txid whose commit it had not recorded
+    opens = [e for e in entries if e[0] == "open"]
+    assert opens[0] == ("open", 1) and ("crashed", 12) in entries and opens[1] == ("open", 12)
+    # commits per task in txid order: a txid again only as the replay of a commit not recorded
+    for task in {c[0] for c in commits.items()}:
+        txids = [c[1] for c in commits.items() if c[0] == task]
+        assert txids == sorted(txids), f"task {task} committed out of txid order: {txids}"
+        assert set(txids) >= set(range(1, batches + 1))

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, Self, TypeVar
 
 from ...state import StateError
 from .api import IBackingMap, MapState, Snapshottable, ValueUpdater
@@ -179,9 +179,8 @@ class _BatchReads:
             self.written[k] = v
 
 
-class TransactionalMap(_SnapshotMap):
-    """A `MapState` for transactional spouts (Storm's ``TransactionalMap``): the backing map
-    holds `TransactionalValue`s; see the module docstring."""
+class _TxidMap(_SnapshotMap):
+    """What `TransactionalMap` and `OpaqueMap` share: the batch's txid and what it wrote."""
 
     def __init__(self, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> None:
         super().__init__(global_key)
@@ -189,9 +188,22 @@ class TransactionalMap(_SnapshotMap):
         self.curr_tx: int | None = None
 
     @classmethod
-    def build(cls, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> TransactionalMap:
-        """The map over ``backing`` (Storm's ``TransactionalMap.build``)."""
+    def build(cls, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> Self:
+        """The map over ``backing`` (Storm's ``<Map>.build``)."""
         return cls(backing, global_key)
+
+    def begin_commit(self, txid: int | None) -> None:
+        self.curr_tx = txid
+        self.backing.reset()
+
+    def commit(self, txid: int | None) -> None:
+        self.curr_tx = None
+        self.backing.reset()
+
+
+class TransactionalMap(_TxidMap):
+    """A `MapState` for transactional spouts (Storm's ``TransactionalMap``): the backing map
+    holds `TransactionalValue`s; see the module docstring."""
 
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
         return [None if r.val is None else r.val.val for r in self.backing.multi_get(keys)]
@@ -217,14 +229,6 @@ class TransactionalMap(_SnapshotMap):
         _check_pairs(keys, values, "values")
         self.backing.multi_put(keys, [TransactionalValue(self.curr_tx, v) for v in values])
 
-    def begin_commit(self, txid: int | None) -> None:
-        self.curr_tx = txid
-        self.backing.reset()
-
-    def commit(self, txid: int | None) -> None:
-        self.curr_tx = None
-        self.backing.reset()
-
 
 class _Replace(ValueUpdater):
     """Sets a value whatever was stored (Storm's ``OpaqueMap.ReplaceUpdater``)."""
@@ -236,19 +240,9 @@ class _Replace(ValueUpdater):
         return self.value
 
 
-class OpaqueMap(_SnapshotMap):
+class OpaqueMap(_TxidMap):
     """A `MapState` for opaque (and transactional) spouts (Storm's ``OpaqueMap``): the backing
     map holds `OpaqueValue`s; see the module docstring."""
-
-    def __init__(self, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> None:
-        super().__init__(global_key)
-        self.backing = _BatchReads(backing)
-        self.curr_tx: int | None = None
-
-    @classmethod
-    def build(cls, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> OpaqueMap:
-        """The map over ``backing`` (Storm's ``OpaqueMap.build``)."""
-        return cls(backing, global_key)
 
     def _base(self, read: _Read) -> Any:
         if read.val is None:
@@ -273,14 +267,6 @@ class OpaqueMap(_SnapshotMap):
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
         _check_pairs(keys, values, "values")
         self.multi_update(keys, [_Replace(v) for v in values])
-
-    def begin_commit(self, txid: int | None) -> None:
-        self.curr_tx = txid
-        self.backing.reset()
-
-    def commit(self, txid: int | None) -> None:
-        self.curr_tx = None
-        self.backing.reset()
 
 
 class NonTransactionalMap(_SnapshotMap):

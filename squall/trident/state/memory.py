@@ -19,8 +19,7 @@ from typing import Any
 
 from ...state._kv import MemoryStore, StateCodec
 from ...state._names import state_home, topology_of
-from .api import IBackingMap, ITupleCollection, MapState, RemovableMapState, Snapshottable, State, StateFactory
-from .api import ValueUpdater
+from .api import IBackingMap, ITupleCollection, RemovableMapState, State, StateFactory
 from .map import OpaqueMap, OpaqueValue, SnapshottableMap
 
 GLOBAL_KEY = "$MEMORY-MAP-STATE-GLOBAL$"
@@ -82,13 +81,13 @@ class _MemoryBacking(IBackingMap, ITupleCollection):
             yield [*key, OpaqueValue.from_list(self.codec.decode(v, f"the value of key {key!r:.100}")).curr]
 
 
-class MemoryMapState(MapState, Snapshottable, ITupleCollection, RemovableMapState):
+class MemoryMapState(SnapshottableMap, ITupleCollection, RemovableMapState):
     """An opaque `MapState` (and `Snapshottable`, over Storm's global key) in memory; see the
     module docstring. Made by ``MemoryMapState.factory()``, one per partition."""
 
     def __init__(self, store: MemoryStore, codec: StateCodec) -> None:
         self._backing = _MemoryBacking(store, codec)
-        self._delegate = SnapshottableMap(OpaqueMap.build(self._backing), [GLOBAL_KEY])
+        super().__init__(OpaqueMap.build(self._backing), [GLOBAL_KEY])
         self._removed: list[Sequence[Any]] = []
         self._curr_tx: int | None = None
 
@@ -100,7 +99,7 @@ class MemoryMapState(MapState, Snapshottable, ITupleCollection, RemovableMapStat
         return MemoryMapStateFactory()
 
     def begin_commit(self, txid: int | None) -> None:
-        self._delegate.begin_commit(txid)
+        super().begin_commit(txid)
         # keys removed in the last batch are nulls in both curr and prev only once a newer
         # batch starts; a replay of that batch must still find their prev (Storm's rule)
         if txid is None or txid != self._curr_tx:
@@ -108,30 +107,9 @@ class MemoryMapState(MapState, Snapshottable, ITupleCollection, RemovableMapStat
         self._removed = []
         self._curr_tx = txid
 
-    def commit(self, txid: int | None) -> None:
-        self._delegate.commit(txid)
-
-    def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
-        return self._delegate.multi_get(keys)
-
-    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater]) -> list[Any]:
-        return self._delegate.multi_update(keys, updaters)
-
-    def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
-        self._delegate.multi_put(keys, values)
-
     def multi_remove(self, keys: Sequence[Sequence[Any]]) -> None:
         self.multi_put(keys, [None] * len(keys))
         self._removed.extend(keys)
-
-    def get(self) -> Any:
-        return self._delegate.get()
-
-    def update(self, updater: ValueUpdater) -> Any:
-        return self._delegate.update(updater)
-
-    def set(self, value: Any) -> None:
-        self._delegate.set(value)
 
     def get_tuples(self) -> Iterator[list[Any]]:
         return self._backing.get_tuples()

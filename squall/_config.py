@@ -501,6 +501,13 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     "nimbus.thrift.handshake.timeout.secs": _SECONDS,
     "squall.ui.history.interval.secs": _SECONDS,
     "squall.ui.history.secs": _SECONDS,
+    "drpc.servers": (_strings, "a list of host names (the machines running squall drpc), or null", True),
+    "drpc.port": (_port, "a port number (0 to 65535)", False),
+    "drpc.invocations.port": (_port, "a port number (0 to 65535)", False),
+    "drpc.request.timeout.secs": _SECONDS,
+    "drpc.max_buffer_size": (lambda v: _positive_int(v) and v >= MIN_FRAME_BYTES,
+                             f"a number of bytes of at least {MIN_FRAME_BYTES}", False),
+    "drpc.max.connections": (_positive_int, "a positive integer", False),
 }
 
 

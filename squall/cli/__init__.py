@@ -8,6 +8,7 @@ short functions over the Python API:
   ``activate``, ``deactivate``, ``rebalance``, ``monitor`` (the master and its clients);
 - `squall.cli._logs`: ``logs`` (a topology's worker logs on this machine);
 - `squall.cli._ui`: ``ui`` (the UI daemon's REST API for the cluster's master);
+- `squall.cli._drpc`: ``drpc`` (Storm's DRPC server; also started by ``nimbus``);
 - `squall.cli._topology_file`: finding the topology in FILE (``local`` and ``jar``);
 - `squall.cli._options`: ``-c``/``--config`` as configuration, the user error, argparse types.
 
@@ -32,7 +33,7 @@ from typing import Any
 
 from .. import __version__
 from .._errors import SquallError
-from . import _cluster, _local, _logs, _ui
+from . import _cluster, _drpc, _local, _logs, _ui
 from ._options import UserError, parse_overrides, port_number, positive_int, positive_seconds, wait_seconds
 
 _SPARK_MASTER_HELP = ("with --host spark: the Spark master (local[N], spark://HOST:7077, yarn, k8s://...; "
@@ -181,6 +182,12 @@ def _create_arg_parser() -> argparse.ArgumentParser:
          "Serve Storm's UI REST API (/api/v1/...) for the cluster's master on ui.host:ui.port "
          "(127.0.0.1:8080) until Ctrl-C or SIGTERM. Actions (POST) need the cluster's secret in the "
          "X-Squall-Secret header, or are off with ui.actions.enabled: false (docs/ui.md).")
+
+    verb("drpc", _drpc.cmd_drpc, "run the DRPC server (Storm's) in the foreground",
+         "Serve DRPC for the cluster until Ctrl-C or SIGTERM: callers (DRPCClient) on drpc.port (3772), "
+         "the topologies' DRPC spouts and return bolts on drpc.invocations.port (3773), at the entries of "
+         "drpc.servers that name this machine; every connection authenticated with the cluster's secret. "
+         "squall nimbus starts one itself when drpc.servers names its machine (docs/drpc.md).")
 
     verb("list", _cluster.cmd_list, "list the topologies on the cluster")
 

@@ -36,6 +36,7 @@ from ..cluster.process import run_nimbus, running_supervisor
 from ..cluster.seeds import describe_seeds, nimbus_seeds
 from ..cluster.supervisor import run_process_supervisor
 from ..worker.rpc import AuthenticationError, RpcError
+from ._drpc import drpc_beside_nimbus
 from ._local import last_time, times, user_components
 from ._options import UserError, cluster_conf_of
 from ._topology_file import check_file, on_sys_path, submit_file
@@ -47,6 +48,7 @@ def cmd_nimbus(args: argparse.Namespace) -> int:
     master, in the foreground (on Spark: in a new Spark driver, its task slots the workers')."""
     conf, _ = cluster_conf_of(args)
     _daemon_logging(args.debug)
+    drpc = drpc_beside_nimbus(conf)  # when drpc.servers names this machine, as `squall drpc` would
     try:
         if args.host == "spark":
             from ..cluster.spark import run_spark_nimbus
@@ -60,6 +62,9 @@ def cmd_nimbus(args: argparse.Namespace) -> int:
         host, port = conf.get("nimbus.host") or "127.0.0.1", conf.get("nimbus.thrift.port")
         raise UserError(f"cannot listen on {host}:{port}: address already in use "
                         f"(is a master already running?)") from e
+    finally:
+        if drpc is not None:
+            drpc.stop()
 
 
 def _print_ready(host: str, port: int, what: str = "") -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from .._config import setting
 from ..state import StateHome, state_key
 from .._encryption import encryption_setting
+from ..drpc.client import remember_cluster
 from ..engine.serialize import Serializer, source_cache
 from .agent import WorkerAgent
 from .envelope import Origin
@@ -47,6 +48,7 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     from ..cluster.seeds import NimbusAddress, master_link
     mhost, mport = master.rsplit(":", 1)
     secret = load_or_create_secret(conf)
+    remember_cluster(conf, secret)  # how this worker's DRPC spouts and return bolts reach drpc.servers
     # the master the supervisor found, then (Nimbus HA: it died, or lost the lead) the leader
     # among nimbus.seeds
     link = master_link(conf, first=NimbusAddress(mhost, int(mport)))

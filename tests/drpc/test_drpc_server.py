@@ -1,0 +1,197 @@
+"""``squall drpc``'s server in this process (`BackgroundDRPC`), driven through its two ports as
+the topologies' spouts and bolts and `DRPCClient` drive it: results and failures reach their own
+caller, a request past drpc.request.timeout.secs fails, a wrong secret and an oversized frame
+are refused, and which entries of drpc.servers name this machine."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from squall import DRPCClient, DRPCExecutionException
+from squall.drpc import DRPCExceptionType
+from squall.drpc.client import ClusterLinks
+from squall.drpc.server import BackgroundDRPC, local_entries
+from squall.worker.rpc import AuthenticationError, RpcError
+
+from ..test_cli_cluster import free_ports
+
+SECRET = "drpc-test-secret-0123456789"
+HANG_GUARD = 120
+
+
+@pytest.fixture
+def server_conf(tmp_path):
+    port, invocations = free_ports(2)
+    return {"storm.local.dir": str(tmp_path / "storm-local"), "squall.secret": SECRET,
+            "drpc.servers": ["127.0.0.1"], "drpc.port": port, "drpc.invocations.port": invocations,
+            "drpc.request.timeout.secs": 600}
+
+
+@pytest.fixture
+def server(server_conf):
+    drpc = BackgroundDRPC.start_for_nimbus(server_conf)
+    assert drpc is not None
+    yield drpc
+    drpc.stop()
+
+
+class Topology:
+    """Stands in for a DRPC topology: fetches requests on the invocations port like a DRPC spout
+    and answers each (args + "!", or fails it when args start with "fail") like ReturnResults."""
+
+    def __init__(self, conf, function):
+        links = ClusterLinks.of(conf)
+        self.link = links.link("127.0.0.1", links.drpc.invocations_port)
+        self.function = function
+        self.answered = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            request = self.link.call("fetch_request", function=self.function)
+            if request is None:
+                self.stop.wait(0.002)
+                continue
+            if request["args"].startswith("fail"):
+                assert self.link.call("fail_request", request_id=request["id"], message="the bolt said no")
+            else:
+                assert self.link.call("result", request_id=request["id"], result=request["args"] + "!")
+            self.answered += 1
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(HANG_GUARD)
+        self.link.close()
+
+
+def test_concurrent_callers_each_get_their_own_answer(server, server_conf):
+    topology = Topology(server_conf, "exclaim")
+    threads, n = 8, 40
+    answers: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def caller(t):
+        with DRPCClient(server_conf) as client:
+            for i in range(n):
+                args = f"t{t}-{i}"
+                result = client.execute("exclaim", args)
+                with lock:
+                    answers[args] = result
+    callers = [threading.Thread(target=caller, args=(t,), daemon=True) for t in range(threads)]
+    for c in callers:
+        c.start()
+    for c in callers:
+        c.join(HANG_GUARD)
+    topology.close()
+    assert len(answers) == threads * n and all(r == a + "!" for a, r in answers.items())
+    stats = server.server.book.stats()
+    assert (stats.executed, stats.fetched, stats.returned, stats.failed, stats.outstanding) == \
+        (threads * n, threads * n, threads * n, 0, 0)
+    assert topology.answered == threads * n
+
+
+def test_one_client_shared_by_threads(server, server_conf):
+    topology = Topology(server_conf, "exclaim")
+    client = DRPCClient(server_conf)
+    results: list[str] = []
+    callers = [threading.Thread(target=lambda i=i: results.append(client.execute("exclaim", str(i))), daemon=True)
+               for i in range(20)]
+    for c in callers:
+        c.start()
+    for c in callers:
+        c.join(HANG_GUARD)
+    client.close()
+    topology.close()
+    assert sorted(results) == sorted(f"{i}!" for i in range(20))
+
+
+def test_a_failed_request_raises_at_once_with_why(server, server_conf):
+    topology = Topology(server_conf, "exclaim")
+    with DRPCClient(server_conf) as client:
+        with pytest.raises(DRPCExecutionException, match="the bolt said no") as raised:
+            client.execute("exclaim", "fail this")
+        assert raised.value.type is DRPCExceptionType.FAILED_REQUEST
+        assert client.execute("exclaim", "next") == "next!"
+    topology.close()
+    stats = server.server.book.stats()
+    assert (stats.executed, stats.failed, stats.returned, stats.timed_out) == (2, 1, 1, 0)
+
+
+def test_a_request_past_its_timeout_raises(server_conf):
+    drpc = BackgroundDRPC.start_for_nimbus({**server_conf, "drpc.request.timeout.secs": 0.3})
+    try:
+        with DRPCClient({**server_conf, "drpc.request.timeout.secs": 0.3}) as client:
+            with pytest.raises(DRPCExecutionException, match="drpc.request.timeout.secs") as raised:
+                client.execute("nobody-serves-this", "x")
+        assert raised.value.type is DRPCExceptionType.SERVER_TIMEOUT
+        stats = drpc.server.book.stats()
+        assert (stats.executed, stats.timed_out, stats.outstanding) == (1, 1, 0)
+    finally:
+        drpc.stop()
+
+
+def test_a_wrong_secret_is_refused_on_both_ports(server, server_conf):
+    wrong = {**server_conf, "squall.secret": "not-the-cluster-secret-42"}
+    with pytest.raises(AuthenticationError, match="squall.secret"):
+        DRPCClient(wrong).execute("exclaim", "x")
+    links = ClusterLinks.of(wrong)
+    with pytest.raises(AuthenticationError):
+        links.link("127.0.0.1", links.drpc.invocations_port).call("fetch_request", function="exclaim")
+    assert server.server.book.stats().executed == 0
+
+
+def test_an_oversized_request_closes_its_connection_only(server, server_conf):
+    topology = Topology(server_conf, "exclaim")
+    with DRPCClient(server_conf) as client:
+        with pytest.raises(RpcError):
+            client.execute("exclaim", "x" * (server_conf.get("drpc.max_buffer_size", 1048576) + 1))
+        assert client.execute("exclaim", "small") == "small!"
+    topology.close()
+    assert server.server.book.stats().executed == 1
+
+
+def test_shutdown_fails_waiting_callers(server_conf):
+    drpc = BackgroundDRPC.start_for_nimbus(server_conf)
+    out: list = []
+
+    def call():
+        try:
+            DRPCClient(server_conf).execute("nobody-serves-this", "x")
+        except DRPCExecutionException as e:
+            out.append(e)
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    while drpc.server.book.stats().executed == 0:
+        t.join(0.005)
+    drpc.stop()
+    t.join(HANG_GUARD)
+    assert out and out[0].type is DRPCExceptionType.SERVER_SHUTDOWN
+
+
+def test_unknown_operations_and_bad_arguments_are_named(server, server_conf):
+    links = ClusterLinks.of(server_conf)
+    link = links.link("127.0.0.1", links.drpc.invocations_port)
+    with pytest.raises(Exception, match="unknown operation 'execute' on drpc.invocations.port"):
+        link.call("execute", function="f", args="x")
+    with pytest.raises(Exception, match="request_id must be a string"):
+        link.call("result", request_id=3, result="x")
+    with pytest.raises(TypeError, match="args of 'f' must be a string"):
+        DRPCClient(server_conf).execute("f", 3)
+    link.close()
+
+
+def test_no_drpc_servers_is_a_clear_error(tmp_path):
+    with pytest.raises(DRPCExecutionException, match="drpc.servers is not set"):
+        DRPCClient({"storm.local.dir": str(tmp_path), "squall.secret": SECRET})
+
+
+def test_which_entries_of_drpc_servers_name_this_machine():
+    table = {"me": ["10.0.0.5"], "localhost": ["127.0.0.1", "::1"], "other": ["10.0.0.9"], "gone": []}
+    found = local_entries(["other", "me", "gone", "localhost"], table.__getitem__,
+                          lambda a: a in {"10.0.0.5", "127.0.0.1", "::1"})
+    assert found == [("me", ["10.0.0.5"]), ("localhost", ["127.0.0.1", "::1"])]
+    assert BackgroundDRPC.start_for_nimbus({"drpc.servers": ["nowhere.invalid"], "squall.secret": SECRET}) is None

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import abc
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
+from .._collectors import OutputFieldsDeclarer, SpoutOutputCollector
+from .._components import Spout
 from .._fields import Fields
+from .._system import DEFAULT_STREAM
+from ..testing._registry import SharedCounter, SharedLog, SharedQueue
 from .coordinator import TransactionAttempt
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH_SIZE_KEY = "topology.spout.max.batch.size"
 
 
 class BatchCoordinator(abc.ABC):
@@ -217,3 +229,244 @@ class FixedBatchSpout(IBatchSpout):
     def get_component_configuration(self) -> dict | None:
         """One task at most, as Storm's."""
         return {"topology.max.task.parallelism": 1}
+
+
+@dataclass(frozen=True)
+class FeederBatch:
+    """The metadata of one `FeederBatchSpout` batch: the fed batch's id (None: nothing was fed)
+    and its tuples split among the emitter tasks by index."""
+
+    batch_id: str | None
+    partitions: dict[int, list[list]] = field(default_factory=dict)
+
+
+class _FeederCoordinator(BatchCoordinator):
+    def __init__(self, spout: FeederBatchSpout, emitters: int) -> None:
+        self.spout = spout
+        self.emitters = emitters
+        self._batch_ids: dict[int, str] = {}
+        self._readied: set[int] = set()
+
+    def initialize_transaction(self, txid: int, prev_metadata: Any, curr_metadata: Any) -> Any:
+        if curr_metadata is not None:  # a replay: the same tuples
+            if curr_metadata.batch_id is not None:
+                self._batch_ids[txid] = curr_metadata.batch_id
+            return curr_metadata
+        try:
+            batch_id, tuples = self.spout._queue.take()
+        except IndexError:
+            return FeederBatch(None)
+        self.spout._taken.incr()
+        self._batch_ids[txid] = batch_id
+        partitions: dict[int, list[list]] = {i: [] for i in range(self.emitters)}
+        for i, values in enumerate(tuples):
+            partitions[i % self.emitters].append(values)
+        return FeederBatch(batch_id, partitions)
+
+    def success(self, txid: int) -> None:
+        batch_id = self._batch_ids.pop(txid, None)
+        if batch_id is not None:
+            self.spout._done.append(batch_id)
+
+    def is_ready(self, txid: int) -> bool:
+        # a batch fed and not yet taken; a txid already let through stays so, for its replays.
+        # With several batches in flight a txid may be let through for a batch that an earlier
+        # txid then takes: it runs empty, which is harmless.
+        if not self.spout.wait_to_emit or txid in self._readied:
+            return True
+        if self.spout._fed.value > self.spout._taken.value:
+            self._readied.add(txid)
+            return True
+        return False
+
+
+class _FeederEmitter(Emitter):
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def emit_batch(self, tx: TransactionAttempt, metadata: Any, collector: Any) -> None:
+        for values in metadata.partitions.get(self.index, []):
+            collector.emit(list(values))
+
+    def success(self, tx: TransactionAttempt) -> None:
+        pass
+
+
+class FeederBatchSpout(ITridentSpout):
+    """A Trident spout emitting what a test feeds it (Storm's ``FeederBatchSpout``).
+
+    Each `feed` call is one batch, split among the spout's tasks; `feed` returns once that
+    batch is committed. It works across squall's copies of the spout as `squall.testing.
+    FeederSpout` does (made inside `squall.testing.shared_state_dir`, across processes too).
+    Transactional: a batch's tuples are its metadata, kept by the spout coordinator, so a
+    replay emits them again. With ``set_wait_to_emit(False)`` batches start whether or not
+    anything was fed (empty ones).
+    """
+
+    def __init__(self, fields: Fields | list[str]) -> None:
+        self.fields = _fields(fields, "FeederBatchSpout")
+        self.wait_to_emit = True
+        self._queue = SharedQueue()
+        self._fed = SharedCounter()
+        self._taken = SharedCounter()
+        self._done = SharedLog()
+
+    def set_wait_to_emit(self, flag: bool) -> None:
+        """Whether a batch starts only when one was fed (the default)."""
+        self.wait_to_emit = bool(flag)
+
+    def feed_no_wait(self, tuples: list[list]) -> str:
+        """Queue one batch of ``tuples`` (each a list of values); returns its id."""
+        rows = [list(t) for t in tuples]
+        for i, values in enumerate(rows):
+            if len(values) != len(self.fields):
+                raise ValueError(f"FeederBatchSpout.feed: tuple {i} {values!r} has {len(values)} values for "
+                                 f"{len(self.fields)} fields {list(self.fields)}")
+        batch_id = uuid.uuid4().hex
+        self._queue.put((batch_id, rows))
+        self._fed.incr()
+        return batch_id
+
+    def feed(self, tuples: list[list], timeout: float = 120.0) -> None:
+        """Feed one batch of ``tuples`` and wait until it is committed.
+
+        Raises:
+            TimeoutError: it was not committed within ``timeout`` seconds (is the topology running?).
+        """
+        batch_id = self.feed_no_wait(tuples)
+        deadline = time.monotonic() + timeout
+        while batch_id not in self._done.items():
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"FeederBatchSpout: the batch fed was not committed within {timeout} s "
+                                   f"(is the topology submitted and active?)")
+            time.sleep(0.005)
+
+    def get_coordinator(self, txid_key: str, conf: dict, context: Any) -> BatchCoordinator:
+        """Takes fed batches; on the spout coordinator, splits them among the emitter tasks."""
+        component = context.get_this_component_id()
+        prefix = "$spoutcoord-"
+        emitters = len(context.get_component_tasks(component[len(prefix):])) if component.startswith(prefix) else 1
+        return _FeederCoordinator(self, max(1, emitters))
+
+    def get_emitter(self, txid_key: str, conf: dict, context: Any) -> Emitter:
+        """Emits this task's part of each batch."""
+        return _FeederEmitter(context.get_this_task_index())
+
+    def get_output_fields(self) -> Fields:
+        """The fields given."""
+        return self.fields
+
+
+class _CaptureCollector(SpoutOutputCollector):
+    """What a plain spout emits through inside a Trident batch: into the batch, its message
+    ids kept for the batch's ack or fail (Storm's ``RichSpoutBatchExecutor.CaptureCollector``)."""
+
+    def __init__(self) -> None:
+        self.target: Any = None
+        self.ids: list[Any] = []
+        self.emitted = 0
+
+    def emit(self, values: list, msg_id: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
+        """Add ``values`` to the batch."""
+        if msg_id is not None:
+            self.ids.append(msg_id)
+        self.emitted += 1
+        self.target.emit(list(values))
+        return []
+
+    def emit_direct(self, task_id: int, values: list, msg_id: Any = None, stream: str = DEFAULT_STREAM) -> None:
+        """Trident has no direct streams."""
+        raise ValueError("a Spout in a Trident stream cannot emit_direct (Trident does not support direct streams)")
+
+    def report_error(self, error: BaseException | str) -> None:
+        """Report ``error``."""
+        self.target.report_error(error if isinstance(error, BaseException) else RuntimeError(error))
+
+
+class _RichSpoutEmitter(Emitter):
+    def __init__(self, spout: Spout, conf: dict, context: Any) -> None:
+        self.spout = spout
+        self.conf = conf
+        self.context = context
+        self.max_batch_size = int(conf.get(MAX_BATCH_SIZE_KEY) or 1000)
+        self.timeout = float(conf.get("topology.message.timeout.secs") or 30)
+        self.collector = _CaptureCollector()
+        self.opened = False
+        self.pending: dict[int, tuple[float, list[Any]]] = {}  # txid -> (emitted at, msg ids)
+
+    def emit_batch(self, tx: TransactionAttempt, metadata: Any, collector: Any) -> None:
+        now = time.monotonic()
+        for txid, (at, _) in list(self.pending.items()):
+            if now - at > self.timeout:  # never committed: its tree timed out long ago
+                self._fail(txid)
+        self._fail(tx.txid)  # a replay: the spout replays what it emitted itself, at least once
+        self.collector.target = collector
+        self.collector.ids = []
+        if not self.opened:
+            self.spout.open(self.conf, self.context, self.collector)
+            self.spout.activate()
+            self.opened = True
+        for _ in range(self.max_batch_size):
+            before = self.collector.emitted
+            self.spout.next_tuple()
+            if self.collector.emitted == before:
+                break  # nothing more now: the batch ends here
+        self.pending[tx.txid] = (now, self.collector.ids)
+
+    def success(self, tx: TransactionAttempt) -> None:
+        _, ids = self.pending.pop(tx.txid, (0.0, []))
+        for msg_id in ids:
+            self.spout.ack(msg_id)
+
+    def _fail(self, txid: int) -> None:
+        _, ids = self.pending.pop(txid, (0.0, []))
+        for msg_id in ids:
+            self.spout.fail(msg_id)
+
+    def close(self) -> None:
+        if self.opened:
+            self.spout.close()
+
+
+def spout_output_fields(spout: Spout) -> Fields:
+    """The fields of the one stream a plain spout declares (Trident takes one stream).
+
+    Raises:
+        ValueError: the spout declares no stream or several, naming them.
+    """
+    declarer = OutputFieldsDeclarer(type(spout).__name__)
+    spout.declare_output_fields(declarer)
+    if len(declarer.streams) != 1:
+        raise ValueError(f"a Spout in a Trident stream must declare exactly one stream; "
+                         f"{type(spout).__name__} declares {sorted(declarer.streams)}")
+    return next(iter(declarer.streams.values())).fields
+
+
+class RichSpoutAdapter(ITridentSpout):
+    """A plain `squall.Spout` as an `ITridentSpout` (Storm's ``RichSpoutBatchExecutor``):
+    at least once. A batch is what ``next_tuple`` emits in one go, up to
+    ``topology.spout.max.batch.size`` tuples (1000), stopping at a call that emits nothing.
+    Once the batch commits, the spout's message ids in it are acked; when the same txid is
+    asked again (a replay), or it never committed within the message timeout, they are
+    failed, and the spout replays them as it would without Trident.
+    """
+
+    def __init__(self, spout: Spout) -> None:
+        self.spout = spout
+        self.fields = spout_output_fields(spout)
+
+    def get_coordinator(self, txid_key: str, conf: dict, context: Any) -> BatchCoordinator:
+        """No metadata; always ready."""
+        return _EmptyCoordinator()
+
+    def get_emitter(self, txid_key: str, conf: dict, context: Any) -> Emitter:
+        """Runs the spout in this task, opened at its first batch."""
+        return _RichSpoutEmitter(self.spout, conf, context)
+
+    def get_output_fields(self) -> Fields:
+        """The spout's one stream's fields."""
+        return self.fields
+
+    def get_component_configuration(self) -> dict | None:
+        """The spout's."""
+        return self.spout.get_component_configuration()

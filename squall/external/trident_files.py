@@ -1,0 +1,188 @@
+"""`FileTridentSpout`: a transactional Trident spout over the files of a directory.
+
+Each file is a partition (its id: the file's name). The coordinator lists the directory for each
+batch (hidden files, ``.inprogress`` files and directories are skipped); each task of the spout's
+bolt reads files ``i, i + n, ...`` of the sorted names. A batch of a file is up to
+``max_batch_records`` complete lines (ending in a newline) after the previous batch's end; its
+metadata is the byte range ``{"start", "end"}`` it read, so a replayed txid reads exactly the same
+bytes again and emits the same tuples. Lines are read with `squall.external.files`' reader
+(``read_line``, bounded by ``topology.filespout.max.record.bytes``) and turned into values by a
+translator (default: the line as UTF-8, ``["line"]``); a line that is too long or that the
+translator refuses is logged as a dead letter, naming the file and offset, and skipped, the same
+way on every replay. A line being written (no newline yet) waits for a later batch.
+
+Files must only grow: a file that is shorter than a batch's range when the batch is replayed, or
+that changed within it, raises `FileConnectorError` naming the file and the txid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._config import setting
+from .._fields import Fields
+from ..trident.partitioned import IPartitionedTridentSpout
+from .files import (DEFAULT_MAX_RECORD_BYTES, IN_PROGRESS, MAX_RECORD_KEY, FileConnectorError, RecordTooLarge,
+                    read_line, translate_text)
+
+__all__ = ["FileTridentSpout"]
+
+log = logging.getLogger("squall.external.trident_files")
+
+
+@dataclass(frozen=True)
+class FilePartition:
+    """One file of the directory, by name."""
+
+    name: str
+
+    def get_id(self) -> str:
+        """The file's name."""
+        return self.name
+
+
+class _Coordinator(IPartitionedTridentSpout.Coordinator):
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def get_partitions_for_batch(self) -> list[str]:
+        """The names of the directory's readable files, sorted."""
+        try:
+            names = os.listdir(self.directory)
+        except OSError as e:
+            raise FileConnectorError(f"FileTridentSpout: cannot list {self.directory}: {e}") from None
+        return sorted(n for n in names if not n.startswith(".") and not n.endswith(IN_PROGRESS)
+                      and os.path.isfile(os.path.join(self.directory, n)))
+
+
+class _Emitter(IPartitionedTridentSpout.Emitter):
+    def __init__(self, spout: FileTridentSpout, conf: dict) -> None:
+        self.spout = spout
+        self.limit = int(setting(conf or {}, MAX_RECORD_KEY, DEFAULT_MAX_RECORD_BYTES))
+
+    def get_ordered_partitions(self, all_partition_info: Any) -> list[FilePartition]:
+        """The files, by name."""
+        return [FilePartition(n) for n in sorted(all_partition_info)]
+
+    def _path(self, partition: FilePartition) -> str:
+        return os.path.join(self.spout.directory, partition.name)
+
+    def _read(self, partition: FilePartition, start: int, end: int | None, collector: Any) -> tuple[int, str]:
+        """Emits the complete lines from ``start`` (at most ``max_batch_records`` of them, or up
+        to ``end``); returns where it stopped and a digest of the bytes read."""
+        path = self._path(partition)
+        sha = hashlib.sha256()
+        with open(path, "rb") as f:
+            f.seek(start)
+            at, count = start, 0
+            while (end is None and count < self.spout.max_batch_records) or (end is not None and at < end):
+                try:
+                    line = read_line(f, self.limit)
+                except RecordTooLarge as e:
+                    after = f.tell()
+                    f.seek(after - 1)
+                    if f.read(1) != b"\n":
+                        break  # the long line is still being written: a later batch skips it whole
+                    # skipped the same way every time: the range covers it, no tuple comes of it
+                    log.error("FileTridentSpout dead letter: %s offset %d: a line of %d bytes is over %s=%d",
+                              path, at, e.size, MAX_RECORD_KEY, self.limit)
+                    at = after
+                    count += 1
+                    continue
+                if not line.endswith(b"\n"):
+                    break  # end of file, or a line still being written
+                sha.update(line)
+                self._emit(collector, path, at, line)
+                at += len(line)
+                count += 1
+        return at, sha.hexdigest()[:32]
+
+    def _emit(self, collector: Any, path: str, offset: int, line: bytes) -> None:
+        try:
+            values = self.spout.translator(line)
+        except ValueError as e:
+            log.error("FileTridentSpout dead letter: %s offset %d: %s: %s", path, offset, type(e).__name__, e)
+            return
+        if values is not None:
+            collector.emit(list(values))
+
+    def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
+        """Each file's next lines after the previous batch's range."""
+        metas = {}
+        for p in sorted(partitions, key=FilePartition.get_id):
+            last = last_partition_meta.get(p)
+            start = int(last["end"]) if last else 0
+            try:
+                end, digest = self._read(p, start, None, collector)
+            except FileNotFoundError:
+                continue  # gone since the listing: it has no range in this batch
+            metas[p] = {"start": start, "end": end, "sha256": digest}
+        return metas
+
+    def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
+        """The same byte range again; a file that changed there is an error."""
+        start, end = int(partition_meta["start"]), int(partition_meta["end"])
+        if start == end:
+            return
+        path = self._path(partition)
+        try:
+            size = os.path.getsize(path)
+        except OSError as e:
+            raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: {path} cannot be read ({e})") from None
+        if size < end:
+            raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: {path} has {size} bytes, the batch "
+                                     f"read bytes {start}..{end}: the file was truncated or replaced")
+        buffered = _Buffer()
+        stop, digest = self._read(partition, start, end, buffered)
+        if stop != end or digest != partition_meta.get("sha256", digest):
+            raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: bytes {start}..{end} of {path} "
+                                     f"changed since the batch first read them")
+        for values in buffered.values:
+            collector.emit(values)
+
+
+class _Buffer:
+    """Holds a replay's tuples until its bytes are known unchanged."""
+
+    def __init__(self) -> None:
+        self.values: list[list] = []
+
+    def emit(self, values: list) -> None:
+        self.values.append(values)
+
+
+class FileTridentSpout(IPartitionedTridentSpout):
+    """A transactional Trident spout over the files of ``directory``; see the module docstring.
+
+    ``fields``: the tuples' fields; ``translator(line_bytes) -> values`` (None: skip the line;
+    ValueError: a dead letter); ``max_batch_records``: lines per file per batch.
+    """
+
+    def __init__(self, directory: str | os.PathLike, fields: Sequence[str] = ("line",), *,
+                 translator: Callable[[bytes], list | None] = translate_text,
+                 max_batch_records: int = 1000) -> None:
+        if max_batch_records < 1:
+            raise ValueError(f"FileTridentSpout({directory}): max_batch_records must be >= 1")
+        self.directory = str(directory)
+        self.fields = list(fields)
+        self.translator = translator
+        self.max_batch_records = max_batch_records
+
+    def get_coordinator(self, conf: dict, context: Any) -> IPartitionedTridentSpout.Coordinator:
+        """Lists the directory."""
+        if not os.path.isdir(self.directory):
+            raise FileConnectorError(f"FileTridentSpout: {self.directory} is not a directory")
+        return _Coordinator(self.directory)
+
+    def get_emitter(self, conf: dict, context: Any) -> IPartitionedTridentSpout.Emitter:
+        """Reads the task's files."""
+        return _Emitter(self, conf)
+
+    def get_output_fields(self) -> Fields:
+        """``fields``."""
+        return Fields(self.fields)

@@ -1,0 +1,178 @@
+"""`RedisStreamTridentSpout`: a transactional Trident spout over Redis Streams.
+
+Each stream key is a partition. A batch of a stream is up to ``max_batch_entries`` entries after
+the previous batch's last entry id (``XRANGE key (<after> + COUNT n``); its metadata is
+``{"after", "last", "count"}``. Entry ids never change and only grow, so a replayed txid reads
+the same entries again (``XRANGE key (<after> <last>``) and emits the same tuples; no consumer
+group is used (the batches' metadata, kept with Trident's coordinator state, is the position).
+
+A replay that finds fewer entries than the batch had (the stream was trimmed, ``XTRIM``/``MAXLEN``,
+or an entry deleted) raises `RedisStreamTridentError` naming the stream, the txid and the ids:
+keep streams untrimmed past what Trident has committed. The first batch of a stream starts after
+``start_id`` (``"0-0"``: the whole stream; ``"$"``: only entries added after the first batch).
+Entries become tuples through `squall.external.redis_streams`' translator (the entry id, then the
+declared fields); an entry the translator refuses (`MalformedEntry`) is logged as a dead letter
+and skipped, the same way on every replay. A server that is down fails the batch
+(`squall.FailedException`); the URL's password is never logged.
+
+Needs the ``redis`` extra (``pip install 'squall[redis]'``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from .._errors import FailedException
+from .._fields import Fields
+from .._redact import redact_text
+from ..trident.partitioned import IPartitionedTridentSpout
+from .redis_streams import Entry, FieldsTranslator, MalformedEntry
+
+__all__ = ["RedisStreamTridentError", "RedisStreamTridentSpout"]
+
+log = logging.getLogger("squall.external.trident_redis_streams")
+
+
+class RedisStreamTridentError(ValueError):
+    """A batch that cannot be replayed as it was first emitted."""
+
+
+@dataclass(frozen=True)
+class StreamPartition:
+    """One stream, by key."""
+
+    key: str
+
+    def get_id(self) -> str:
+        """The stream's key."""
+        return self.key
+
+
+def _client(url: str, timeout: float) -> redis.Redis:
+    return redis.Redis.from_url(url, decode_responses=True, socket_timeout=timeout, socket_connect_timeout=timeout)
+
+
+class _Calls:
+    """Redis calls whose outage fails the batch, named with the URL masked."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        self.client = _client(url, timeout)
+        self.where = redact_text(url)
+
+    def __call__(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            raise FailedException(f"RedisStreamTridentSpout: Redis at {self.where} could not {what}: "
+                                  f"{type(e).__name__}: {redact_text(str(e))}") from None
+
+
+class _Coordinator(IPartitionedTridentSpout.Coordinator):
+    def __init__(self, streams: Sequence[str]) -> None:
+        self.streams = list(streams)
+
+    def get_partitions_for_batch(self) -> list[str]:
+        """The configured streams, sorted."""
+        return sorted(self.streams)
+
+
+class _Emitter(IPartitionedTridentSpout.Emitter):
+    def __init__(self, spout: RedisStreamTridentSpout) -> None:
+        self.spout = spout
+        self.call = _Calls(spout.url, spout.timeout)
+
+    def get_ordered_partitions(self, all_partition_info: Any) -> list[StreamPartition]:
+        """The streams, by key."""
+        return [StreamPartition(k) for k in sorted(all_partition_info)]
+
+    def _start(self, key: str) -> str:
+        if self.spout.start_id != "$":
+            return self.spout.start_id
+        newest = self.call("read", self.call.client.xrevrange, key, "+", "-", count=1)
+        return newest[0][0] if newest else "0-0"
+
+    def _emit(self, collector: Any, key: str, entries: list) -> None:
+        for entry_id, fields in entries:
+            try:
+                values = self.spout.translator(key, Entry(entry_id, fields))
+            except MalformedEntry as e:
+                log.error("RedisStreamTridentSpout dead letter: %s", e)
+                continue
+            collector.emit(list(values))
+
+    def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
+        """Each stream's next entries after the previous batch's last."""
+        metas = {}
+        for p in sorted(partitions, key=StreamPartition.get_id):
+            last = last_partition_meta.get(p)
+            after = last["last"] if last else self._start(p.key)
+            entries = self.call("read", self.call.client.xrange, p.key, f"({after}", "+",
+                                count=self.spout.max_batch_entries)
+            self._emit(collector, p.key, entries)
+            metas[p] = {"after": after, "last": entries[-1][0] if entries else after, "count": len(entries)}
+        return metas
+
+    def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
+        """The same entries again; a stream trimmed there is an error."""
+        count = int(partition_meta["count"])
+        if count == 0:
+            return
+        after, last = partition_meta["after"], partition_meta["last"]
+        entries = self.call("read", self.call.client.xrange, partition.key, f"({after}", last, count=count)
+        if len(entries) != count or entries[-1][0] != last:
+            raise RedisStreamTridentError(
+                f"RedisStreamTridentSpout: replaying txid {tx.txid}: stream {partition.key!r} holds "
+                f"{len(entries)} of the batch's {count} entries after {after} up to {last}: it was trimmed or "
+                f"entries were deleted")
+        self._emit(collector, partition.key, entries)
+
+
+class RedisStreamTridentSpout(IPartitionedTridentSpout):
+    """A transactional Trident spout over the Redis Streams ``streams`` at ``url``; see the module
+    docstring.
+
+    ``fields``: the entry fields to emit, after the entry id (``id_field``, None: no id) unless a
+    ``translator(stream, Entry) -> values`` with its ``output_fields`` is given;
+    ``max_batch_entries``: entries per stream per batch; ``start_id``: see the module docstring.
+    """
+
+    def __init__(self, url: str, streams: Sequence[str], fields: Sequence[str] = ("value",), *,
+                 id_field: str | None = "id", translator: Callable[[str, Entry], list] | None = None,
+                 output_fields: Sequence[str] | None = None, max_batch_entries: int = 1000,
+                 start_id: str = "0-0", timeout: float = 5.0) -> None:
+        if not streams or isinstance(streams, str):
+            raise ValueError("RedisStreamTridentSpout: streams must be a list of at least one stream key")
+        if max_batch_entries < 1:
+            raise ValueError("RedisStreamTridentSpout: max_batch_entries must be >= 1")
+        if translator is None:
+            default = FieldsTranslator(fields, id_field)
+            translator, output_fields = default, default.output_fields()
+        elif output_fields is None:
+            raise ValueError("RedisStreamTridentSpout: a custom translator needs output_fields")
+        self.url = url
+        self.streams = list(streams)
+        self.translator = translator
+        self.output_fields = list(output_fields)
+        self.max_batch_entries = max_batch_entries
+        self.start_id = start_id
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"RedisStreamTridentSpout({redact_text(self.url)!r}, {self.streams!r})"
+
+    def get_coordinator(self, conf: dict, context: Any) -> IPartitionedTridentSpout.Coordinator:
+        """The configured streams."""
+        return _Coordinator(self.streams)
+
+    def get_emitter(self, conf: dict, context: Any) -> IPartitionedTridentSpout.Emitter:
+        """Reads the task's streams."""
+        return _Emitter(self)
+
+    def get_output_fields(self) -> Fields:
+        """The translator's fields."""
+        return Fields(self.output_fields)

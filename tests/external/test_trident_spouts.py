@@ -1,0 +1,124 @@
+"""The file and Redis Streams Trident spouts against real files and a real redis-server: a
+replayed txid re-emits exactly the same records (also from a restarted task, and after the source
+grew), every record is in exactly one txid, and a source changed under a batch is an error naming
+it."""
+
+from __future__ import annotations
+
+import pytest
+
+from squall import FailedException
+from squall.external.files import FileConnectorError
+from squall.trident.partitioned import PartitionedTridentSpoutExecutor
+
+from ..trident.partition_fakes import Driver
+
+redis = pytest.importorskip("redis")
+
+from squall.external.trident_files import FileTridentSpout  # noqa: E402
+from squall.external.trident_redis_streams import RedisStreamTridentError, RedisStreamTridentSpout  # noqa: E402
+
+
+def append(path, lines, end=b"\n"):
+    with open(path, "ab") as f:
+        f.write(b"".join(line.encode() + end for line in lines))
+
+
+def words(batch):
+    return [v[0] for v in batch]
+
+
+# -- files ----------------------------------------------------------------------------------------
+
+def test_file_spout_replays_the_same_byte_ranges_and_reads_every_line_once(tmp_path):
+    append(tmp_path / "a.txt", [f"a{i}" for i in range(5)])
+    append(tmp_path / "b.txt", [f"b{i}" for i in range(2)])
+    (tmp_path / ".hidden").write_bytes(b"x\n")
+    (tmp_path / "c.txt.inprogress").write_bytes(b"x\n")
+    d = Driver(PartitionedTridentSpoutExecutor(FileTridentSpout(tmp_path, max_batch_records=3)), num_tasks=2)
+    first = {1: d.emit(1), 2: d.emit(2)}
+    assert words(first[1]) == ["a0", "a1", "a2", "b0", "b1"]
+    assert words(first[2]) == ["a3", "a4"]
+    append(tmp_path / "a.txt", ["a5"])
+    append(tmp_path / "b.txt", ["b2 half"], end=b"")  # being written: not a line yet
+    assert d.emit(2) == first[2]
+    d.restart()
+    assert d.emit(1) == first[1] and d.emit(2) == first[2]
+    third = d.emit(3)
+    assert words(third) == ["a5"]
+    append(tmp_path / "b.txt", [" done"])
+    append(tmp_path / "d.txt", ["d0"])  # a new file joins at the next batch
+    fourth = d.emit(4)
+    assert sorted(words(fourth)) == ["b2 half done", "d0"]  # task 0 reads a and d, task 1 b
+    got = [w for b in (first[1], first[2], third, fourth) for w in words(b)]
+    assert sorted(got) == sorted(["a0", "a1", "a2", "a3", "a4", "a5", "b0", "b1", "b2 half done", "d0"])
+
+
+def test_file_spout_bad_and_oversized_lines_are_skipped_the_same_way_on_replay(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"ok1\n" + b"\xff\xfe\n" + b"x" * 100 + b"\n" + b"ok2\n")
+    spout = FileTridentSpout(tmp_path)
+    d = Driver(PartitionedTridentSpoutExecutor(spout))
+    d.emitters[0].emitter.limit = 50
+    assert words(d.emit(1)) == ["ok1", "ok2"]
+    assert words(d.emit(1)) == ["ok1", "ok2"]
+
+
+def test_file_spout_a_file_changed_under_a_batch_fails_its_replay_naming_it(tmp_path):
+    path = tmp_path / "a.txt"
+    append(path, ["one", "two"])
+    d = Driver(PartitionedTridentSpoutExecutor(FileTridentSpout(tmp_path)))
+    d.emit(1)
+    path.write_bytes(b"onX\ntwo\n")
+    with pytest.raises(FileConnectorError, match="a.txt.*changed"):
+        d.emit(1)
+    path.write_bytes(b"on")
+    with pytest.raises(FileConnectorError, match="a.txt has 2 bytes"):
+        d.emit(1)
+
+
+# -- Redis Streams --------------------------------------------------------------------------------
+
+def add(client, stream, n, start=0):
+    return [client.xadd(stream, {"value": f"{stream}-{start + i}"}) for i in range(n)]
+
+
+def test_redis_stream_spout_replays_the_same_entries_and_reads_each_once(redis_server):
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    ids = {"s1": add(client, "s1", 5), "s2": add(client, "s2", 1)}
+    spout = RedisStreamTridentSpout(redis_server.url, ["s1", "s2"], max_batch_entries=3)
+    d = Driver(PartitionedTridentSpoutExecutor(spout), num_tasks=2)
+    first = {1: d.emit(1), 2: d.emit(2)}
+    assert first[1] == [[ids["s1"][0], "s1-0"], [ids["s1"][1], "s1-1"], [ids["s1"][2], "s1-2"], [ids["s2"][0], "s2-0"]]
+    assert first[2] == [[ids["s1"][3], "s1-3"], [ids["s1"][4], "s1-4"]]
+    add(client, "s1", 2, start=5)
+    assert d.emit(2) == first[2]
+    d.restart()
+    assert d.emit(1) == first[1] and d.emit(2) == first[2]
+    d.success(2)
+    third = d.emit(3)
+    assert [v[1] for v in third] == ["s1-5", "s1-6"]
+    got = sorted(v[1] for b in (first[1], first[2], third, d.emit(4)) for v in b)
+    assert got == sorted([f"s1-{i}" for i in range(7)] + ["s2-0"])
+
+
+def test_redis_stream_spout_start_dollar_trim_and_outage(redis_server):
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    add(client, "s", 3)
+    url = redis_server.url.replace("redis://", "redis://:pw-9z@")
+    client.config_set("requirepass", "pw-9z")
+    authed = redis.Redis.from_url(url, decode_responses=True)
+    spout = RedisStreamTridentSpout(url, ["s"], start_id="$", id_field=None)
+    assert "pw-9z" not in repr(spout)
+    d = Driver(PartitionedTridentSpoutExecutor(spout))
+    assert d.emit(1) == []
+    add(authed, "s", 2, start=3)
+    assert d.emit(2) == [["s-3"], ["s-4"]]
+    authed.xtrim("s", maxlen=1, approximate=False)
+    d.restart()
+    with pytest.raises(RedisStreamTridentError, match=r"txid 2: stream 's' holds 1 of the batch's 2"):
+        d.emit(2)
+    redis_server.stop()
+    with pytest.raises(FailedException) as down:
+        d.emit(3)
+    assert "pw-9z" not in str(down.value)

@@ -386,7 +386,8 @@ class Coordinator:
         # its next write. A lost session calls it without a path (`_on_state` covers that)
         if event.path:
             self._watched.discard(event.path)
-            self._touched.add(event.path)
+            if event.path in self._written:  # not one we deleted (Trident's keys come and go)
+                self._touched.add(event.path)
 
     def _put(self, path: str, payload: bytes, last: _Written | None, ephemeral: bool) -> Any:
         """``payload`` sealed at ``path`` for the version the write gives it, set only if the
@@ -418,6 +419,7 @@ class Coordinator:
             pass
         for p in [p for p in self._written if p == path or p.startswith(path + "/")]:
             del self._written[p]
+            self._touched.discard(p)
 
     def forget_writes(self) -> None:
         """Write everything again at the next `write` (another master may have written since)."""

@@ -54,7 +54,8 @@ def test_names_share_a_topology_store_without_seeing_each_others_keys():
 
 
 @pytest.mark.parametrize("key, why", [
-    ("", "1 to"), ("a//b", "non-empty"), ("../x", "'..'"), ("a b", "A-Z"), ("x" * (MAX_KEY_CHARS + 1), "1 to"),
+    ("", "1 to"), ("a//b", "non-empty"), ("../x", "starting with"), (".hidden", "starting with"), ("a b", "A-Z"),
+    ("x" * (MAX_KEY_CHARS + 1), "1 to"),
     (7, "must be a str"),
 ])
 def test_a_bad_key_is_refused_naming_it(key, why):

@@ -31,7 +31,7 @@ MAX_KEYS = 10_000
 """Keys one topology may hold: a coordinator keeps a few per batch in flight, so more is a leak."""
 
 # keys are paths of segments made of these characters; "/" separates them (Storm's ZK paths)
-_SEGMENT = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$")  # not from ".": a hidden file
+_SEGMENT = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _PREFIX = re.compile(r"^[A-Za-z0-9_.\-/]*$")
 _SEP_IN_NAME = "~"  # how "/" is written in a file or node name: a character no key contains
 
@@ -43,8 +43,8 @@ class TransactionalStateError(SquallError):
 def check_key(key: Any, what: str = "key") -> str:
     """``key`` if it is a valid transactional-state key, else `TransactionalStateError` saying why.
 
-    A key is 1-200 characters of ``A-Za-z0-9_.-``, in ``/``-separated segments, none empty or
-    starting with ``.``.
+    A key is 1-200 characters of ``A-Za-z0-9_.-``, in ``/``-separated segments, none empty, ``.``
+    or ``..``.
     """
     if not isinstance(key, str):
         raise TransactionalStateError(f"transactional state {what} must be a str, got {type(key).__name__}")
@@ -52,10 +52,10 @@ def check_key(key: Any, what: str = "key") -> str:
         raise TransactionalStateError(f"transactional state {what} {key[:MAX_KEY_CHARS]!r} has {len(key)} "
                                       f"characters: it needs 1 to {MAX_KEY_CHARS}")
     for seg in key.split("/"):
-        if not _SEGMENT.match(seg):
+        if not _SEGMENT.match(seg) or seg in (".", ".."):
             raise TransactionalStateError(
                 f"transactional state {what} {key!r}: each '/'-separated part must be non-empty "
-                f"characters A-Z a-z 0-9 _ . - not starting with '.', got {seg!r}")
+                f"characters A-Z a-z 0-9 _ . - (and not '.' or '..'), got {seg!r}")
     return key
 
 

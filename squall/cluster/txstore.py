@@ -4,7 +4,8 @@ stores for workers as opaque bytes, by topology name and key, and never unpickle
 - `LocalCluster` (a master that is not durable): in memory (`MemoryBackend`), in the cluster,
   which outlives its workers;
 - a lone durable master (the process and Spark hosts): `FileStore`, one sealed file per key
-  under ``<storm.local.dir>/nimbus/transactional/<topology>/``, written atomically and fsynced;
+  under ``<storm.local.dir>/nimbus/transactional/<topology>/`` (``<key>.v``, ``/`` in a key
+  written ``~``), written atomically and fsynced;
 - Nimbus HA: `ZooKeeperStore`, one sealed node per key under
   ``<storm.zookeeper.root>/transactional/<topology>/<key>`` (``/`` in a key is written ``~``), so a
   new leader has it.
@@ -33,6 +34,7 @@ log = logging.getLogger("squall.master")
 __all__ = ["FileStore", "MemoryBackend", "ZooKeeperStore", "topology_dir_name"]
 
 _MAX_DIR_NAME = 200
+_SUFFIX = ".v"  # a value file's: write_private's temporaries (".<name>.<pid>.<tid>.tmp") lack it
 _WHERE = "storm.local.dir (the master keeps its files in <storm.local.dir>/nimbus)"
 
 
@@ -61,11 +63,14 @@ class FileStore:
     def _dir(self, topology: str) -> Path:
         return self.directory / topology_dir_name(topology)
 
+    def _file(self, topology: str, key: str) -> Path:
+        return self._dir(topology) / (key_to_name(key) + _SUFFIX)
+
     def get(self, topology: str, key: str) -> bytes | None:
         """See `TransactionalBackend.get`; a file that does not carry this cluster's seal for this
         key is refused with a warning naming it, as if there were none."""
         from .._sealed import SealError, unseal
-        path = self._dir(topology) / key_to_name(check_key(key))
+        path = self._file(topology, check_key(key))
         try:
             blob = path.read_bytes()
         except FileNotFoundError:
@@ -82,7 +87,7 @@ class FileStore:
         from .._sealed import seal
         blob = check_value(check_key(key), blob)
         d = self._dir(topology)
-        path = d / key_to_name(key)
+        path = self._file(topology, key)
         if not path.exists() and len(self._names(d)) >= MAX_KEYS:
             raise TransactionalStateError(too_many_keys(topology, key, MAX_KEYS))
         private_dir(d)
@@ -95,18 +100,19 @@ class FileStore:
         d = self._dir(topology)
         keys = under(self.list(topology), key) if prefix else [check_key(key)]
         for k in keys:
-            (d / key_to_name(k)).unlink(missing_ok=True)
+            self._file(topology, k).unlink(missing_ok=True)
         if keys and d.exists():
             fsync_dir(d)
 
     def list(self, topology: str, prefix: str = "") -> list[str]:
         """See `TransactionalBackend.list`."""
-        return starting((name_to_key(n) for n in self._names(self._dir(topology))), check_prefix(prefix))
+        return starting((name_to_key(n[:-len(_SUFFIX)]) for n in self._names(self._dir(topology))),
+                        check_prefix(prefix))
 
     @staticmethod
     def _names(d: Path) -> list[str]:
         try:
-            return [n for n in os.listdir(d) if not n.startswith(".")]  # write_private's temporaries
+            return [n for n in os.listdir(d) if n.endswith(_SUFFIX)]
         except FileNotFoundError:
             return []
 

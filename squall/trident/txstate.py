@@ -20,7 +20,7 @@ name (or its state deleted). Killing a topology leaves its transactional state i
 
 Values are any picklable Python object: the task pickles them (so a later change to the object
 put is not stored) and unpickles what it reads back; the master stores only bytes and never
-unpickles them. Keys are ``/``-separated paths of ``A-Za-z0-9_.-``, no part starting with ``.``
+unpickles them. Keys are ``/``-separated paths of ``A-Za-z0-9_.-``, no part ``.`` or ``..``
 (at most 200 characters with the name); a value may be at most 512 KiB pickled and a topology
 may hold at most 10,000 keys (`TransactionalStateError`, naming the key).
 """

@@ -33,5 +33,6 @@ def test_the_state_outlives_a_crashed_worker_and_a_sigkilled_master(cluster, tmp
     # on disk: one file per key, sealed for that key; the master stored the worker's pickle as is
     secret = (cluster.dir / "secret").read_bytes().strip()
     d = cluster.dir / "nimbus" / "transactional" / "opens"
-    assert sorted(p.name for p in d.iterdir()) == ["opens~count", "opens~open~1", "opens~open~2", "opens~open~3"]
-    assert pickle.loads(unseal(secret, _kind("opens", "opens/count"), (d / "opens~count").read_bytes())) == 3
+    assert sorted(p.name for p in d.iterdir()) == ["opens~count.v", "opens~open~1.v", "opens~open~2.v",
+                                                   "opens~open~3.v"]
+    assert pickle.loads(unseal(secret, _kind("opens", "opens/count"), (d / "opens~count.v").read_bytes())) == 3

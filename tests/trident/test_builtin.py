@@ -9,17 +9,21 @@ from decimal import Decimal
 
 import pytest
 
-from squall import Fields
+from squall import Fields, LocalCluster
+from squall.testing._registry import SharedLog
 from squall.trident import TridentTopology
 from squall.trident.builtin import (
     Count, Debug, Equals, FilterNull, FirstN, MapGet, Max, Min, Negate, SnapshotGet, Sum, TupleCollectionGet,
 )
-from squall.trident.operation import BaseFilter
+from squall.trident.operation import BaseFilter, Consumer
 from squall.trident.state import CombinerValueUpdater, MemoryMapState, OpaqueMap
+from squall.trident.spout import FixedBatchSpout
 from squall.trident.tuple import TridentTuple
 
+from ..conftest import wait_until
+
 from .test_state import Collector, MemoryBackingMap
-from .trident_ops import ListSpout
+from .trident_ops import ListSpout, TrueFilter
 
 
 def rows(fields, *values):
@@ -199,3 +203,33 @@ def test_tuple_collection_get_emits_every_entry_for_every_tuple():
     assert sorted(got) == sorted([["the", 2], ["cow", 1]] * 2)
     with pytest.raises(TypeError, match="TupleCollectionGet needs a ITupleCollection state, got OpaqueMap"):
         TupleCollectionGet().batch_retrieve(OpaqueMap.build(MemoryBackingMap()), [])
+
+
+# --- in a topology -------------------------------------------------------------------------------------
+
+class Log(Consumer):
+    """Appends every tuple it sees to a shared log."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def accept(self, tuple):  # noqa: A002
+        self.log.append(list(tuple.values))
+
+
+def test_first_n_on_two_partitions_gives_the_top_n_of_the_whole_batch():
+    """One batch of 8 words spread over two partitions: FirstN keeps the 3 greatest of the whole
+    batch (per partition, then again after global_()), greatest first."""
+    words = [["the", 5], ["cow", 2], ["moon", 9], ["man", 1], ["said", 7], ["jumped", 3], ["over", 8], ["a", 4]]
+    spout = FixedBatchSpout(Fields("word", "n"), len(words), *words)
+    log = SharedLog()
+    topo = TridentTopology()
+    (topo.new_stream("firstn", spout).shuffle().each(Fields("word"), TrueFilter()).parallelism_hint(2)
+     .apply_assembly(FirstN(3, "n", reverse=True)).peek(Log(log)))
+    cluster = LocalCluster()
+    try:
+        cluster.submit_topology("firstn", {}, topo.build())
+        assert wait_until(lambda: len(log.items()) >= 3, 60), log.items()
+        assert log.items()[:3] == [["moon", 9], ["over", 8], ["said", 7]]
+    finally:
+        cluster.shutdown()

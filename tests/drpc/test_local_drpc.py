@@ -16,6 +16,8 @@ from squall import Bolt, Fields, LocalCluster, TopologyBuilder
 from squall.drpc import DRPCExceptionType, DRPCExecutionException, DRPCSpout, LocalDRPC, ReturnResults
 from squall.drpc.core import RequestBook, ReturnInfo
 
+from ..conftest import wait_until
+
 HANG_GUARD = 120  # seconds: only so that a broken build fails instead of hanging the suite
 
 
@@ -219,3 +221,15 @@ def test_return_info_is_storms_json_and_bad_ones_are_named():
                      (None, "JSON string")]:
         with pytest.raises(ValueError, match=why):
             ReturnInfo.from_json(bad)
+
+
+def test_a_spout_without_local_drpc_on_a_local_cluster_says_what_to_do():
+    builder = TopologyBuilder()
+    builder.set_spout("drpc", DRPCSpout("f"))
+    builder.set_bolt("return", ReturnResults()).shuffle_grouping("drpc")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("no-drpc", {}, builder.create_topology())
+        assert wait_until(lambda: cluster.get_topology_info("no-drpc")["errors"], HANG_GUARD, 0.05)
+        error = cluster.get_topology_info("no-drpc")["errors"][0]
+    assert error["component"] == "drpc"
+    assert "no LocalDRPC was given" in error["error"] and "pass a LocalDRPC to the DRPC spout" in error["error"]

@@ -90,11 +90,12 @@ def squall(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
 class Nimbus:
     """``squall nimbus --host process`` in a subprocess, with the commands that talk to it."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, extra: dict | None = None) -> None:
         port, *slots = free_ports(3)
         self.port = port
         self.dir = tmp / "storm-local"
-        self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": port, "supervisor.slots.ports": slots}
+        self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": port, "supervisor.slots.ports": slots,
+                     **(extra or {})}  # `extra`: more cluster keys (tests/drpc's drpc.servers)
         self.config = tmp / "squall.yaml"
         self.config.write_text(yaml.safe_dump(self.conf))
         self.log = tmp / "nimbus.log"

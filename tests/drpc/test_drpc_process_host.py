@@ -6,26 +6,20 @@ secret refused; ``squall drpc`` alone refuses a configuration that names no serv
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import threading
-from pathlib import Path
 
 import pytest
 import yaml
 
-from squall import DRPCClient, DRPCExecutionException, SquallError
-from squall.cluster.client import MasterClient
+from squall import DRPCClient, DRPCExecutionException
 from squall.drpc import DRPCExceptionType
 from squall.worker.rpc import AuthenticationError
 
-from ..conftest import processes_mentioning, wait_until
 from ..test_cli import write
-from ..test_cli_cluster import free_ports, squall
-
-HANG_GUARD = 180
+from ..test_cli_cluster import Nimbus, free_ports, squall
+from .calls import concurrent_answers, guarded
 
 MANUAL_DRPC = '''
 from squall import Bolt, Fields, TopologyBuilder
@@ -59,58 +53,13 @@ conf = {"topology.workers": 2}
 '''
 
 
-class DrpcNimbus:
-    """``squall nimbus --host process`` with drpc.servers: [127.0.0.1], on free ports."""
-
-    def __init__(self, tmp: Path) -> None:
-        port, drpc, invocations, *slots = free_ports(5)
-        self.dir = tmp / "storm-local"
-        self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": port, "supervisor.slots.ports": slots,
-                     "drpc.servers": ["127.0.0.1"], "drpc.port": drpc, "drpc.invocations.port": invocations,
-                     "drpc.request.timeout.secs": 120}
-        self.config = tmp / "squall.yaml"
-        self.config.write_text(yaml.safe_dump(self.conf))
-        self.log = tmp / "nimbus.log"
-        self.sent = {"requests": 0, "answered": 0, "failed": 0}  # what the tests sent, checked at the end
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "squall", "nimbus", "--host", "process", "--config", str(self.config)],
-                stdout=log, stderr=subprocess.STDOUT)
-        up = wait_until(lambda: self.proc.poll() is not None or self.slots_total() == len(slots), 60, 0.1)
-        assert up and self.proc.poll() is None, f"squall nimbus did not come up:\n{self.log.read_text()}"
-
-    def slots_total(self) -> int | None:
-        try:
-            with MasterClient(self.conf) as master:
-                return master.get_cluster_info()["slots_total"]
-        except (SquallError, OSError):
-            return None
-
-    def ok(self, verb: str, *args: str) -> str:
-        proc = squall(verb, "--config", str(self.config), *args, timeout=60)
-        assert proc.returncode == 0, f"squall {verb} {' '.join(args)}: {proc.stderr}"
-        return proc.stdout
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(60)
-
-    def clean_up(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        for pid in processes_mentioning(str(self.dir)):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
 @pytest.fixture(scope="module")
 def nimbus(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("drpc-nimbus")
-    n = DrpcNimbus(tmp)
+    drpc, invocations = free_ports(2)
+    n = Nimbus(tmp, {"drpc.servers": ["127.0.0.1"], "drpc.port": drpc, "drpc.invocations.port": invocations,
+                     "drpc.request.timeout.secs": 120})
+    n.sent = {"requests": 0, "answered": 0, "failed": 0}  # what the tests sent, checked at the end
     try:
         path = write(tmp, "manual_drpc.py", MANUAL_DRPC)
         assert n.ok("jar", "--name", "manual-drpc", path) == "Submitted topology: manual-drpc\n"
@@ -131,20 +80,11 @@ def count(nimbus, requests, answered, failed=0):
 
 
 def execute(conf, function, args):
-    """(result, error) of one request, on a thread so that a broken build fails instead of hanging."""
-    out: list = []
-
-    def run():
-        try:
-            with DRPCClient(conf) as client:
-                out.append((client.execute(function, args), None))
-        except Exception as e:
-            out.append((None, e))
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(HANG_GUARD)
-    assert out, f"execute({function!r}, {args!r}) did not return"
-    return out[0]
+    """(result, error) of one request through a DRPCClient of its own."""
+    def call(function, args):
+        with DRPCClient(conf) as client:
+            return client.execute(function, args)
+    return guarded(call, function, args)
 
 
 def test_requests_are_answered_by_the_topology_in_worker_processes(nimbus):
@@ -158,21 +98,7 @@ def test_requests_are_answered_by_the_topology_in_worker_processes(nimbus):
 
 def test_concurrent_requests_each_get_their_own_answer(nimbus):
     threads, n = 6, 30
-    answers: dict[str, str] = {}
-    lock = threading.Lock()
-
-    def caller(t):
-        with DRPCClient(nimbus.conf) as client:
-            for i in range(n):
-                args = f"t{t}-{i}"
-                result = client.execute("exclamation", args)
-                with lock:
-                    answers[args] = result
-    callers = [threading.Thread(target=caller, args=(t,), daemon=True) for t in range(threads)]
-    for c in callers:
-        c.start()
-    for c in callers:
-        c.join(HANG_GUARD)
+    answers = concurrent_answers(lambda: DRPCClient(nimbus.conf).execute, "exclamation", threads, n)
     assert len(answers) == threads * n
     assert all(result == args + "!" for args, result in answers.items())
     count(nimbus, threads * n, threads * n)

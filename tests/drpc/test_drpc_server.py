@@ -16,9 +16,9 @@ from squall.drpc.server import BackgroundDRPC, local_entries
 from squall.worker.rpc import AuthenticationError, RpcError
 
 from ..test_cli_cluster import free_ports
+from .calls import HANG_GUARD, concurrent_answers
 
 SECRET = "drpc-test-secret-0123456789"
-HANG_GUARD = 120
 
 
 @pytest.fixture
@@ -71,21 +71,14 @@ class Topology:
 def test_concurrent_callers_each_get_their_own_answer(server, server_conf):
     topology = Topology(server_conf, "exclaim")
     threads, n = 8, 40
-    answers: dict[str, str] = {}
-    lock = threading.Lock()
+    clients = []
 
-    def caller(t):
-        with DRPCClient(server_conf) as client:
-            for i in range(n):
-                args = f"t{t}-{i}"
-                result = client.execute("exclaim", args)
-                with lock:
-                    answers[args] = result
-    callers = [threading.Thread(target=caller, args=(t,), daemon=True) for t in range(threads)]
-    for c in callers:
-        c.start()
-    for c in callers:
-        c.join(HANG_GUARD)
+    def caller():
+        clients.append(DRPCClient(server_conf))
+        return clients[-1].execute
+    answers = concurrent_answers(caller, "exclaim", threads, n)
+    for client in clients:
+        client.close()
     topology.close()
     assert len(answers) == threads * n and all(r == a + "!" for a, r in answers.items())
     stats = server.server.book.stats()

@@ -17,8 +17,8 @@ from squall.drpc import DRPCExceptionType, DRPCExecutionException, DRPCSpout, Lo
 from squall.drpc.core import RequestBook, ReturnInfo
 
 from ..conftest import wait_until
+from .calls import HANG_GUARD, concurrent_answers, guarded
 
-HANG_GUARD = 120  # seconds: only so that a broken build fails instead of hanging the suite
 
 
 class Exclaim(Bolt):
@@ -55,22 +55,6 @@ def running():
         yield drpc
 
 
-def call(drpc, function, args):
-    """``drpc.execute`` on a thread: (result, error), so a broken build fails rather than hangs."""
-    out: list = []
-
-    def run():
-        try:
-            out.append((drpc.execute(function, args), None))
-        except Exception as e:
-            out.append((None, e))
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(HANG_GUARD)
-    assert out, f"execute({function!r}, {args!r}) did not return"
-    return out[0]
-
-
 def test_names_are_exported_where_api_md_says():
     assert squall.LocalDRPC is LocalDRPC and squall.DRPCExecutionException is DRPCExecutionException
     assert squall.trident.drpc.LocalDRPC is LocalDRPC
@@ -90,20 +74,7 @@ def test_every_request_gets_its_own_result(running):
 def test_concurrent_requests_each_get_their_own_answer(running):
     drpc = running
     threads, n = 8, 25
-    answers: dict[str, str] = {}
-    lock = threading.Lock()
-
-    def caller(t):
-        for i in range(n):
-            args = f"t{t}-{i}"
-            result = drpc.execute("exclamation", args)
-            with lock:
-                answers[args] = result
-    workers = [threading.Thread(target=caller, args=(t,), daemon=True) for t in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(HANG_GUARD)
+    answers = concurrent_answers(lambda: drpc.execute, "exclamation", threads, n)
     assert len(answers) == threads * n
     assert all(result == args + "!" for args, result in answers.items())
     stats = drpc.stats()
@@ -116,7 +87,7 @@ def test_a_failed_tuple_fails_the_request_at_once(running, args, why):
     """The request's default timeout is 600 s: a FAILED_REQUEST (not SERVER_TIMEOUT) shows the
     spout's fail reached the server; the message says why the tuple failed."""
     drpc = running
-    result, error = call(drpc, "exclamation", args)
+    result, error = guarded(drpc.execute, "exclamation", args)
     assert result is None and isinstance(error, DRPCExecutionException)
     assert error.type is DRPCExceptionType.FAILED_REQUEST
     assert why in str(error)
@@ -126,7 +97,7 @@ def test_a_failed_tuple_fails_the_request_at_once(running, args, why):
 
 def test_a_request_nobody_answers_times_out():
     with LocalDRPC(request_timeout_secs=0.2) as drpc:
-        result, error = call(drpc, "nobody-serves-this", "x")
+        result, error = guarded(drpc.execute, "nobody-serves-this", "x")
         assert isinstance(error, DRPCExecutionException) and error.type is DRPCExceptionType.SERVER_TIMEOUT
         assert "drpc.request.timeout.secs" in str(error)
         assert drpc.stats().timed_out == 1 and drpc.stats().outstanding == 0

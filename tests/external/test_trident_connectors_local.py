@@ -1,0 +1,169 @@
+"""Trident word counts on LocalCluster from real sources into real stores, with batches failed on
+their first attempt, before the state (in an operation) and after the state wrote them (its
+commit raises): files into Redis (transactional and opaque map states) and a Redis stream into a
+Delta table. The stored counts equal the input exactly, and stay exact while more input comes
+(replayed txids re-emit the same records, and the states apply each txid once). With a
+non-transactional state the same run counts the batches failed after their write twice."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+
+import pytest
+
+from squall import Config, Fields, LocalCluster
+from squall.trident import TridentTopology
+from squall.trident.builtin import Count
+from squall.trident.operation import BaseAggregator, FailedException
+from squall.trident.state import StateFactory
+
+from ..conftest import wait_until
+from ..trident.trident_ops import Split
+
+redis = pytest.importorskip("redis")
+pa = pytest.importorskip("pyarrow")
+deltalake = pytest.importorskip("deltalake")
+
+from squall.external._trident_map import CommittingMapState  # noqa: E402
+from squall.external.trident_delta import DeltaMapState  # noqa: E402
+from squall.external.trident_files import FileTridentSpout  # noqa: E402
+from squall.external.trident_redis import RedisMapState  # noqa: E402
+from squall.external.trident_redis_streams import RedisStreamTridentSpout  # noqa: E402
+
+_names = itertools.count()
+
+
+class FailFirstAttempt(BaseAggregator):
+    """Passes every tuple on, and fails the first attempt of every ``every``-th txid (in each
+    task), so those batches are replayed with the same txid."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+
+    def init(self, batch_id, collector):
+        if batch_id.txid % self.every == 0 and batch_id.attempt_id == 0:
+            raise FailedException(f"induced failure of txid {batch_id.txid}")
+        return None
+
+    def aggregate(self, state, tuple, collector) -> None:  # noqa: A002
+        collector.emit(list(tuple.values))
+
+    def complete(self, state, collector) -> None:
+        pass
+
+
+class _FailFirstCommit:
+    """Fails the first commit of every ``every``-th txid after the state wrote it."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self.failed: set[int] = set()
+
+    def begin_commit(self, txid) -> None:
+        pass
+
+    def commit(self, txid) -> None:
+        if txid % self.every == 0 and txid not in self.failed:
+            self.failed.add(txid)
+            raise FailedException(f"induced failure after txid {txid} was written")
+
+
+class FailingCommits(StateFactory):
+    """``factory``'s states, whose commit of every ``every``-th txid fails the first time."""
+
+    def __init__(self, factory, every: int) -> None:
+        self.factory = factory
+        self.every = every
+
+    def make_state(self, conf, metrics, partition_index, num_partitions):
+        state = self.factory.make_state(conf, metrics, partition_index, num_partitions)
+        return CommittingMapState(state, _FailFirstCommit(self.every))
+
+
+def word_count(topo, spout, text_field, factory):
+    topo.new_stream(f"src{next(_names)}", spout).parallelism_hint(2) \
+        .each(Fields(text_field), Split(), Fields("word")) \
+        .partition_aggregate(Fields("word"), FailFirstAttempt(3), Fields("word")) \
+        .group_by(Fields("word")) \
+        .persistent_aggregate(FailingCommits(factory, 4), Count(), Fields("count")) \
+        .parallelism_hint(2)
+
+
+def lines(start, n):
+    return [f"w{i % 7} w{i % 3} common" for i in range(start, start + n)]
+
+
+def counted(text):
+    return collections.Counter(w for line in text for w in line.split(" "))
+
+
+def conf():
+    c = Config()
+    c["topology.max.spout.pending"] = 3
+    return c
+
+
+@pytest.mark.parametrize("kind", ["transactional", "opaque", "non_transactional"])
+def test_files_into_redis_counts_exactly_under_failed_batches(tmp_path, redis_server, kind):
+    data = tmp_path / "in"
+    data.mkdir()
+    text = {name: lines(i * 100, 40) for i, name in enumerate(["a.txt", "b.txt", "c.txt"])}
+    for name, ls in text.items():
+        (data / name).write_text("".join(line + "\n" for line in ls))
+    factory = getattr(RedisMapState, kind)(redis_server.url)
+    topo = TridentTopology()
+    word_count(topo, FileTridentSpout(data, max_batch_records=7), "line", factory)
+    client = redis.Redis.from_url(redis_server.url)
+    serializer = factory.serializer
+
+    def stored():
+        keys = sorted(k.decode() for k in client.keys("w*")) + ["common"]
+        vals = [serializer.deserialize(v) if v else None for v in client.mget(keys)]
+        plain = {"transactional": lambda v: v.val, "opaque": lambda v: v.curr, "non_transactional": lambda v: v}
+        return {k: plain[kind](v) for k, v in zip(keys, vals) if v is not None}
+
+    expected = counted(line for ls in text.values() for line in ls)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("files-redis", conf(), topo.build())
+        if kind == "non_transactional":
+            # what the other two are tested against: a batch failed after its write counts twice
+            total = sum(expected.values())
+            assert wait_until(lambda: sum(stored().values()) > total, timeout=120), (stored(), expected)
+            return
+        assert wait_until(lambda: stored() == dict(expected), timeout=120), (stored(), expected)
+        more = lines(1000, 25)
+        with open(data / "b.txt", "a") as f:
+            f.write("".join(line + "\n" for line in more))
+        expected += counted(more)
+        assert wait_until(lambda: stored() == dict(expected), timeout=120), (stored(), expected)
+
+
+def test_redis_stream_into_delta_counts_exactly_under_failed_batches(tmp_path, redis_server):
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    text = lines(0, 60)
+    for i, line in enumerate(text):
+        client.xadd(f"s{i % 2}", {"text": line})
+    uri = tmp_path / "counts"
+    factory = DeltaMapState.transactional(uri, pa.schema([("word", pa.string())]), pa.int64(),
+                                          value_field="count", local_cache_size=0)
+    topo = TridentTopology()
+    spout = RedisStreamTridentSpout(redis_server.url, ["s0", "s1"], ["text"], id_field=None, max_batch_entries=9)
+    word_count(topo, spout, "text", factory)
+
+    def stored():
+        if not deltalake.DeltaTable.is_deltatable(str(uri)):
+            return {}
+        rows = deltalake.DeltaTable(str(uri)).to_pyarrow_table().to_pylist()
+        assert len(rows) == len({r["word"] for r in rows})  # one row per key
+        return {r["word"]: r["count"] for r in rows}
+
+    expected = counted(text)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("stream-delta", conf(), topo.build())
+        assert wait_until(lambda: stored() == dict(expected), timeout=180), (stored(), expected)
+        more = lines(500, 20)
+        for line in more:
+            client.xadd("s1", {"text": line})
+        expected += counted(more)
+        assert wait_until(lambda: stored() == dict(expected), timeout=180), (stored(), expected)

@@ -37,7 +37,7 @@ from .._transactional import (MAX_VALUE_BYTES, MemoryBackend, TransactionalBacke
                               check_key, check_prefix)
 
 __all__ = ["BackedTransactionalState", "MemoryTransactionalState", "TransactionalState",
-           "TransactionalStateError", "transactional_state"]
+           "TransactionalStateError", "name_key", "transactional_state"]
 
 
 class TransactionalState(abc.ABC):
@@ -106,6 +106,26 @@ class BackedTransactionalState(TransactionalState):
         return [k[len(base):] for k in self.backend.list(self.topology, base + check_prefix(prefix))]
 
 
+def name_key(name: str) -> str:
+    """``name`` (a spout's txid id as the user gave it to ``new_stream``, any text, as Storm's
+    ZooKeeper paths take) as a key: each ``/``-separated part keeps ``A-Za-z0-9.-`` and writes
+    every other UTF-8 byte, ``_`` included, as ``_`` and two hex digits (so two names never share
+    a key), and a part ``.`` or ``..`` as escapes too.
+
+    Raises:
+        TransactionalStateError: ``name`` is not a str, or is empty.
+    """
+    if not isinstance(name, str) or not name:
+        raise TransactionalStateError(f"transactional state name must be a non-empty str, got {name!r}")
+
+    def part(text: str) -> str:
+        if text in (".", ".."):
+            return "_2e" * len(text)
+        return "".join(chr(b) if chr(b).isascii() and (chr(b).isalnum() or chr(b) in ".-") else f"_{b:02x}"
+                       for b in text.encode())
+    return "/".join(part(p) for p in name.split("/"))
+
+
 class MemoryTransactionalState(BackedTransactionalState):
     """A `TransactionalState` in memory, for unit tests (values are pickled as on a cluster,
     with the same limits); several may share one ``backend`` to play one store seen twice."""
@@ -123,7 +143,7 @@ def transactional_state(context: Any, name: str) -> TransactionalState:
         TransactionalStateError: ``name`` is not a valid key, or the task's host lends no
             transactional state (a `TopologyContext` built by hand).
     """
-    check_key(name, "name")
+    name = check_key(name_key(name), "name")
     backend = getattr(context, "transactional_home", None)
     if backend is None:
         raise TransactionalStateError(

@@ -14,7 +14,7 @@ from squall._transactional import (MAX_KEY_CHARS, MAX_KEYS, MAX_VALUE_BYTES, Mas
                                    TransactionalStateError)
 from squall.cluster.master import Master
 from squall.cluster.txstore import FileStore
-from squall.trident.txstate import BackedTransactionalState, MemoryTransactionalState, transactional_state
+from squall.trident.txstate import BackedTransactionalState, MemoryTransactionalState, name_key, transactional_state
 from squall.worker.calls import RemoteError, RpcError
 
 from ..conftest import wait_until
@@ -101,7 +101,23 @@ def test_a_context_without_a_host_says_so():
     assert transactional_state(context, "coordinator").get("x") == 1
     assert context.transactional_home.list("t") == ["coordinator/x"]
     with pytest.raises(TransactionalStateError, match="name"):
-        context.transactional_state("bad name")
+        context.transactional_state("")
+
+
+def test_any_name_a_user_gives_new_stream_is_a_key_of_its_own():
+    """Storm takes any txid id (a ZooKeeper path): squall escapes what keys cannot hold, one way
+    only, so distinct names never share a store."""
+    names = ["bad name", "$drpc-counts", "word_count", "word_5fcount", "ünï", ".", "..", "a/b", "a/./b"]
+    backend = MemoryBackend()
+    b = TopologyBuilder()
+    b.set_spout("s", OpensSpout("unused"), 1)
+    context = TopologyContext(b.create_topology(), "t-1-2", {1: "s"}, 1, 6700, [1], {"topology.name": "t"},
+                              transactional_home=backend)
+    for n, name in enumerate(names):
+        context.transactional_state(name).put("x", n)
+    assert [transactional_state(context, name).get("x") for name in names] == list(range(len(names)))
+    assert len(backend.list("t")) == len(names)
+    assert name_key("word_count") == "word_5fcount" and name_key("$drpc-counts") == "_24drpc-counts"
 
 
 # --- the master's stores ---------------------------------------------------------------------------

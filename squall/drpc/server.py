@@ -181,7 +181,7 @@ class DRPCServer:
                 deadline = self.book.deadline(request.request_id)
             outcome = await done
         finally:
-            # the caller went away (the server stopping): the request must not wait on for nobody
+            # cancelled (the server stopping before its book closed): no request is left waiting for nobody
             if not done.done():
                 self.book.fail(request.request_id, "the caller's connection closed")
             self._in_flight -= 1

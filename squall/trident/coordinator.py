@@ -41,9 +41,12 @@ CURRENT_ATTEMPTS = "coordinator/currattempts"
 META_PREFIX = "meta/"
 
 
+SPOUT_COORDINATOR_PREFIX = "$spoutcoord-"
+
+
 def spout_coordinator_id(spout_id: str) -> str:
     """The component id of the coordinator bolt of the spout executor bolt ``spout_id``."""
-    return f"$spoutcoord-{spout_id}"
+    return SPOUT_COORDINATOR_PREFIX + spout_id
 
 
 @dataclass(frozen=True, order=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import abc
-import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -14,9 +13,8 @@ from .._components import Spout
 from .._fields import Fields
 from .._system import DEFAULT_STREAM
 from ..testing._registry import SharedCounter, SharedLog, SharedQueue
-from .coordinator import TransactionAttempt
+from .coordinator import SPOUT_COORDINATOR_PREFIX, TransactionAttempt
 
-log = logging.getLogger(__name__)
 
 MAX_BATCH_SIZE_KEY = "topology.spout.max.batch.size"
 
@@ -344,7 +342,7 @@ class FeederBatchSpout(ITridentSpout):
     def get_coordinator(self, txid_key: str, conf: dict, context: Any) -> BatchCoordinator:
         """Takes fed batches; on the spout coordinator, splits them among the emitter tasks."""
         component = context.get_this_component_id()
-        prefix = "$spoutcoord-"
+        prefix = SPOUT_COORDINATOR_PREFIX  # the master coordinator only asks is_ready
         emitters = len(context.get_component_tasks(component[len(prefix):])) if component.startswith(prefix) else 1
         return _FeederCoordinator(self, max(1, emitters))
 

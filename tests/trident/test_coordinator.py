@@ -3,17 +3,28 @@ the spout coordinator bolt resuming after their worker dies."""
 
 from __future__ import annotations
 
+import collections
+
+import pytest
+
+from squall import Config, FailedException, Fields, LocalCluster, TopologyBuilder
+from squall.testing._registry import SharedLog, _lock, _Shared
 from squall.trident.coordinator import (
     BATCH_STREAM,
     COMMIT_STREAM,
     SUCCESS_STREAM,
     BatchCoordinatorCore,
     CoordinatorEmit,
+    MasterBatchCoordinator,
+    SpoutEmitterBody,
     TransactionAttempt,
+    TridentSpoutCoordinator,
     max_active_batches,
 )
+from squall.trident.executor import BatchBody, BoltSpec, InputSpec, TridentBoltExecutor, wire
+from squall.trident.spout import BatchSpoutAdapter, FixedBatchSpout
 
-import pytest
+from ..conftest import wait_until
 
 
 def always(_txid: int) -> bool:
@@ -140,22 +151,6 @@ def test_a_restored_core_resumes_at_the_uncommitted_txid_with_new_attempt_ids() 
 
 
 # --- the runtime on LocalCluster, wired by hand ----------------------------------------------------
-
-import collections  # noqa: E402
-import threading  # noqa: E402
-
-from squall import Config, FailedException, Fields, LocalCluster, TopologyBuilder  # noqa: E402
-from squall.testing._registry import SharedLog, _lock, _Shared  # noqa: E402
-from squall.trident.coordinator import (  # noqa: E402
-    MasterBatchCoordinator,
-    SpoutEmitterBody,
-    TridentSpoutCoordinator,
-)
-from squall.trident.executor import BatchBody, BoltSpec, InputSpec, TridentBoltExecutor, wire  # noqa: E402
-from squall.trident.spout import BatchSpoutAdapter, FixedBatchSpout  # noqa: E402
-
-from ..conftest import wait_until  # noqa: E402
-
 
 class SharedStore(_Shared):
     """A transactional word-count store outside the workers: word -> (txid, count)."""

@@ -6,7 +6,7 @@ hook."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..trident.state import (
@@ -37,59 +37,74 @@ _WRAPPERS = {
 
 
 class CommittingMapState(MapState, Snapshottable):
-    """A map state whose backing map hears the state's ``begin_commit``/``commit`` too.
+    """The map state a factory here returns: storm-redis's stack, rebuilt after a failure, and
+    whose backing map hears ``begin_commit``/``commit`` when it wants to.
 
-    Storm's map wrappers keep the txid to themselves; a backing map that writes a batch as one
-    transaction of its store (the Delta table: one commit per txid) needs to know when the
-    batch begins and ends. ``backing`` has ``begin_commit(txid)`` and ``commit(txid)``; its
-    ``commit`` runs after the wrapper's, so every ``multi_put`` of the batch is in.
+    ``build()`` makes the stack (`build_map_state`). A call that raises (the store down, a value
+    refused) drops it for a fresh one before the error goes on: the `CachedMap` in it has already
+    taken what the store may not have (it caches before it writes), and the task lives on to
+    replay the batch, which must read the store again. ``hooks`` (the backing map, or None) has
+    ``begin_commit(txid)`` and ``commit(txid)``, called before and after the state's own: Storm's
+    map wrappers keep the txid to themselves, and a store that tags each batch's write with it
+    (the Delta table) needs it.
     """
 
-    def __init__(self, state: Any, backing: Any) -> None:
-        self._state = state
-        self._backing = backing
+    def __init__(self, build: Callable[[], Any], hooks: Any = None) -> None:
+        self._build = build
+        self._state = build()
+        self._hooks = hooks
+
+    def _run(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self._state, method)(*args)
+        except BaseException:
+            self._state = self._build()
+            raise
 
     def begin_commit(self, txid: int) -> None:
         """The batch ``txid`` starts updating the state."""
-        self._backing.begin_commit(txid)
-        self._state.begin_commit(txid)
+        if self._hooks is not None:
+            self._hooks.begin_commit(txid)
+        self._run("begin_commit", txid)
 
     def commit(self, txid: int) -> None:
-        """The batch ``txid`` updated the state: the backing map writes it out."""
-        self._state.commit(txid)
-        self._backing.commit(txid)
+        """The batch ``txid`` updated the state."""
+        self._run("commit", txid)
+        if self._hooks is not None:
+            self._hooks.commit(txid)
 
     def multi_get(self, keys: Sequence[list]) -> list:
         """`MapState.multi_get`."""
-        return self._state.multi_get(keys)
+        return self._run("multi_get", keys)
 
     def multi_update(self, keys: Sequence[list], updaters: Sequence[Any]) -> list:
         """`MapState.multi_update`."""
-        return self._state.multi_update(keys, updaters)
+        return self._run("multi_update", keys, updaters)
 
     def multi_put(self, keys: Sequence[list], values: Sequence[Any]) -> None:
         """`MapState.multi_put`."""
-        self._state.multi_put(keys, values)
+        self._run("multi_put", keys, values)
 
     def get(self) -> Any:
         """`Snapshottable.get`: the global key's value."""
-        return self._state.get()
+        return self._run("get")
 
     def update(self, updater: Any) -> Any:
         """`Snapshottable.update` of the global key."""
-        return self._state.update(updater)
+        return self._run("update", updater)
 
     def set(self, value: Any) -> None:
         """`Snapshottable.set` of the global key."""
-        self._state.set(value)
+        self._run("set", value)
 
 
 def build_map_state(backing: Any, state_type: StateType, local_cache_size: int, global_key: str) -> Any:
     """storm-redis's ``makeState``: ``SnapshottableMap(<type>Map.build(CachedMap(backing,
-    local_cache_size)), [global_key])``; with ``local_cache_size`` 0 no cache. When ``backing``
-    has a commit hook (``begin_commit``/``commit``) the result is a `CommittingMapState`."""
-    inner = CachedMap(backing, local_cache_size) if local_cache_size > 0 else backing
-    state = SnapshottableMap(_WRAPPERS[state_type].build(inner), [global_key])
-    if hasattr(backing, "begin_commit") and hasattr(backing, "commit"):
-        return CommittingMapState(state, backing)
-    return state
+    local_cache_size)), [global_key])`` (``local_cache_size`` 0: no cache), in a
+    `CommittingMapState` that rebuilds it after a failure and passes ``begin_commit``/``commit`` to
+    ``backing`` when it has them."""
+    def build() -> Any:
+        inner = CachedMap(backing, local_cache_size) if local_cache_size > 0 else backing
+        return SnapshottableMap(_WRAPPERS[state_type].build(inner), [global_key])
+    hooks = backing if hasattr(backing, "begin_commit") and hasattr(backing, "commit") else None
+    return CommittingMapState(build, hooks)

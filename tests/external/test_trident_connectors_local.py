@@ -78,7 +78,7 @@ class FailingCommits(StateFactory):
 
     def make_state(self, conf, metrics, partition_index, num_partitions):
         state = self.factory.make_state(conf, metrics, partition_index, num_partitions)
-        return CommittingMapState(state, _FailFirstCommit(self.every))
+        return CommittingMapState(lambda: state, _FailFirstCommit(self.every))
 
 
 def word_count(topo, spout, text_field, factory):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .._collectors import BasicOutputCollector, OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import BasicBolt, Spout
 from .._fields import Fields
+from .._transactional import check_key
 from .._tuple import Tuple
 from .executor import BATCH_STREAM as BATCH_STREAM
 from .executor import COMMIT_STREAM as COMMIT_STREAM
@@ -238,7 +239,8 @@ class MasterBatchCoordinator(Spout):
         if not txid_keys or len(txid_keys) != len(spouts):
             raise ValueError(f"MasterBatchCoordinator needs one txid key per spout, at least one; got "
                              f"{len(txid_keys)} keys for {len(spouts)} spouts")
-        self.txid_keys = list(txid_keys)
+        # refused here, when the topology is built, not by a worker that then cannot open
+        self.txid_keys = [check_key(key, "name (a spout's txid)") for key in txid_keys]
         self.spouts = list(spouts)
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
@@ -339,7 +341,7 @@ class TridentSpoutCoordinator(BasicBolt):
     """
 
     def __init__(self, txid_key: str, spout: ITridentSpout) -> None:
-        self.txid_key = txid_key
+        self.txid_key = check_key(txid_key, "name (a spout's txid)")
         self.spout = spout
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:

@@ -23,6 +23,7 @@ from squall.trident.coordinator import (
 )
 from squall.trident.executor import BatchBody, BoltSpec, InputSpec, TridentBoltExecutor, wire
 from squall.trident.spout import BatchSpoutAdapter, FixedBatchSpout
+from squall.trident.txstate import TransactionalStateError
 
 from ..conftest import wait_until
 
@@ -151,6 +152,14 @@ def test_a_restored_core_resumes_at_the_uncommitted_txid_with_new_attempt_ids() 
 
 
 # --- the runtime on LocalCluster, wired by hand ----------------------------------------------------
+
+def test_a_txid_that_cannot_name_a_transactional_state_is_refused_when_the_topology_is_built() -> None:
+    adapter = BatchSpoutAdapter(FixedBatchSpout(Fields("w"), 1, ["a"]))
+    with pytest.raises(TransactionalStateError, match=r"'my spout'.*A-Z a-z 0-9 _ \. -"):
+        MasterBatchCoordinator(["my spout"], [adapter])
+    with pytest.raises(TransactionalStateError, match="'a//b'"):
+        TridentSpoutCoordinator("a//b", adapter)
+
 
 class SharedStore(_Shared):
     """A transactional word-count store outside the workers: word -> (txid, count)."""

@@ -91,7 +91,8 @@ class ClusterLinks:
         """
         from ..worker.rpc import load_or_create_secret, rpc_settings
         drpc = DrpcSettings.of(conf)
-        rpc = rpc_settings(conf)._replace(max_frame=drpc.max_buffer, max_connections=drpc.max_connections)
+        rpc = rpc_settings(conf)._replace(max_frame=drpc.max_buffer, max_connections=drpc.max_connections,
+                                          max_connections_key=MAX_CONNECTIONS_KEY)
         return cls(load_or_create_secret(conf) if secret is None else secret, rpc, drpc)
 
     def link(self, host: str, port: int, timeout: float = 10.0) -> Any:

@@ -86,6 +86,7 @@ class RpcSettings(NamedTuple):
     max_frame: int = DEFAULT_MAX_FRAME
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_connections_key: str = MAX_CONNECTIONS_KEY  # what a refusal names (the DRPC server has its own)
 
 
 def rpc_settings(conf: Mapping[str, Any]) -> RpcSettings:
@@ -421,13 +422,13 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
         admission = table.opened(writer)
         if admission.refuse:
             warn.warning("refused connection from %s: %d connections open, all authenticated "
-                         "(nimbus.thrift.max.connections, lowered below the open files limit)", peer, len(table))
+                         "(%s, lowered below the open files limit)", peer, len(table), settings.max_connections_key)
             writer.close()
             return
         if admission.evict is not None:
             warn.warning("closed the connection from %s, not yet authenticated, to make room for %s "
-                         "(%d connections open: nimbus.thrift.max.connections, lowered below the open files "
-                         "limit)", admission.evict.get_extra_info("peername"), peer, len(table))
+                         "(%d connections open: %s, lowered below the open files limit)",
+                         admission.evict.get_extra_info("peername"), peer, len(table), settings.max_connections_key)
             admission.evict.close()
     try:
         codec = await _handshake(reader, writer, secret, settings.encryption, settings.handshake_timeout,

@@ -479,3 +479,22 @@ def test_at_the_connection_cap_the_longest_waiting_stranger_makes_room_for_a_cli
         for x in strangers:
             x.close()
         s.stop()
+
+
+@pytest.mark.parametrize("key", ["nimbus.thrift.max.connections", "drpc.max.connections"])
+def test_a_refusal_at_the_cap_names_the_servers_own_key(caplog, key):
+    """The master and the DRPC server share this server loop: each one's log line names the
+    key a user would raise."""
+    table = ConnectionTable(1)
+    logger = logging.getLogger(f"test-rpc-cap-{key}")  # a log of its own: the flood test spent test-rpc's rate
+    s = _Server(RpcSettings(max_connections_key=key), logger=logger, table=table)
+    try:
+        with Client("127.0.0.1", s.port, b"secret") as c, caplog.at_level(logging.WARNING, logger=logger.name):
+            assert c.call("echo", a=1) == {"a": 1}  # authenticated: the table is full of it
+            refused = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+            assert _closed_by_server(refused)  # before any hello
+            refused.close()
+        lines = [r.getMessage() for r in caplog.records if "refused connection" in r.getMessage()]
+        assert lines and all(f"({key}, lowered below the open files limit)" in line for line in lines), lines
+    finally:
+        s.stop()

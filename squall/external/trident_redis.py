@@ -39,6 +39,16 @@ __all__ = [
 ]
 
 
+def call_or_fail_batch(who: str, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``; a Redis server away or slow fails the batch instead
+    (`FailedException` naming ``who`` and ``what``, credentials masked), which Trident replays
+    with the same txid once it is back."""
+    try:
+        return fn(*args, **kwargs)
+    except (redis.ConnectionError, redis.TimeoutError) as e:
+        raise FailedException(f"{who} could not {what}: {type(e).__name__}: {redact_text(str(e))}") from None
+
+
 class RedisMapStateError(ValueError):
     """A value in Redis that the map state cannot read, or a value or key it cannot write."""
 
@@ -207,12 +217,7 @@ class RedisMapState(IBackingMap):
         return RedisMapStateFactory(url, StateType.NON_TRANSACTIONAL, options or Options(), timeout)
 
     def _call(self, what: str, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except (redis.ConnectionError, redis.TimeoutError) as e:
-            # a server away or slow: the batch fails and is replayed once it is back
-            raise FailedException(f"Redis map state at {self.where} could not {what}: "
-                                  f"{type(e).__name__}: {redact_text(str(e))}") from None
+        return call_or_fail_batch(f"Redis map state at {self.where}", what, fn, *args)
 
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list:
         """The stored values of ``keys`` (None where absent), each checked by the serializer."""

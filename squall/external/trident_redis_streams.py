@@ -27,11 +27,11 @@ from typing import Any
 
 import redis
 
-from .._errors import FailedException
 from .._fields import Fields
 from .._redact import redact_text
 from ..trident.partitioned import IPartitionedTridentSpout
 from .redis_streams import Entry, FieldsTranslator, MalformedEntry
+from .trident_redis import call_or_fail_batch
 
 __all__ = ["RedisStreamTridentError", "RedisStreamTridentSpout"]
 
@@ -65,11 +65,7 @@ class _Calls:
         self.where = redact_text(url)
 
     def __call__(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (redis.ConnectionError, redis.TimeoutError) as e:
-            raise FailedException(f"RedisStreamTridentSpout: Redis at {self.where} could not {what}: "
-                                  f"{type(e).__name__}: {redact_text(str(e))}") from None
+        return call_or_fail_batch(f"RedisStreamTridentSpout: Redis at {self.where}", what, fn, *args, **kwargs)
 
 
 class _Coordinator(IPartitionedTridentSpout.Coordinator):

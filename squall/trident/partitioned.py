@@ -138,17 +138,16 @@ def partition_key(partition_id: str) -> str:
 _SAFE = re.compile(r"[A-Za-z0-9_.-]+")
 
 
-class IPartitionedTridentSpout(abc.ABC):
-    """Storm's ``IPartitionedTridentSpout``: a transactional spout over partitions (a txid always
-    replays the same tuples). Give it to ``TridentTopology.new_stream`` wrapped in
-    `PartitionedTridentSpoutExecutor` (or as is, if the topology wraps it)."""
+class _PartitionedSpout(abc.ABC):
+    """What both partitioned spout interfaces share (Storm declares them twice)."""
 
     class Coordinator(abc.ABC):
         """Runs in the single coordinator task."""
 
         @abc.abstractmethod
         def get_partitions_for_batch(self) -> Any:
-            """The partitions of the source now (kept durably with the txid: make it JSON-able)."""
+            """The partitions of the source now (kept durably with the txid: keep it small and
+            picklable)."""
 
         def is_ready(self, txid: int) -> bool:
             """Whether batch ``txid`` may start."""
@@ -168,98 +167,66 @@ class IPartitionedTridentSpout(abc.ABC):
         @abc.abstractmethod
         def emit_batch_new(self, tx: TransactionAttempt, collector: Any, partitions: set,
                            last_partition_meta: Mapping[Any, Any]) -> Mapping[Any, Any]:
-            """Emit a batch never emitted before, for each of ``partitions`` after its metadata in
-            ``last_partition_meta`` (None: from the start); return the metadata of what each
-            partition emitted (JSON-able), keyed by partition."""
+            """Emit a batch for each of ``partitions`` after its metadata in
+            ``last_partition_meta`` (None: from where the source starts); return the metadata of
+            what each partition emitted, keyed by partition."""
+
+        def refresh_partitions(self, partition_responsibilities: list) -> None:
+            """This task is now responsible for ``partition_responsibilities``."""
+
+        def get_partitions_for_task(self, task_index: int, num_tasks: int, ordered: list) -> list:
+            """The partitions of this task (default: every ``num_tasks``-th from ``task_index``)."""
+            return partitions_for_task(task_index, num_tasks, ordered)
+
+        def close(self) -> None:
+            """The task stops."""
+
+    @abc.abstractmethod
+    def get_coordinator(self, conf: dict, context: Any) -> Any:
+        """The coordinator."""
+
+    @abc.abstractmethod
+    def get_emitter(self, conf: dict, context: Any) -> Any:
+        """An emitter for one task."""
+
+    @abc.abstractmethod
+    def get_output_fields(self) -> Fields:
+        """The fields of the tuples emitted."""
+
+    def get_component_configuration(self) -> dict | None:
+        """Configuration for the spout's components."""
+        return None
+
+
+class IPartitionedTridentSpout(_PartitionedSpout):
+    """Storm's ``IPartitionedTridentSpout``: a transactional spout over partitions (a txid always
+    replays the same tuples). ``TridentTopology.new_stream`` wraps it in
+    `PartitionedTridentSpoutExecutor`."""
+
+    class Coordinator(_PartitionedSpout.Coordinator):
+        """Storm's ``IPartitionedTridentSpout.Coordinator``."""
+
+    class Emitter(_PartitionedSpout.Emitter):
+        """Storm's ``IPartitionedTridentSpout.Emitter``: ``emit_batch_new`` is called for a txid
+        never emitted before, ``re_emit_partition_batch`` for a replay."""
 
         @abc.abstractmethod
         def re_emit_partition_batch(self, tx: TransactionAttempt, collector: Any, partition: Any,
                                     partition_meta: Any) -> None:
             """Emit again exactly what ``partition`` emitted for ``partition_meta``."""
 
-        def refresh_partitions(self, partition_responsibilities: list) -> None:
-            """This task is now responsible for ``partition_responsibilities``."""
 
-        def get_partitions_for_task(self, task_index: int, num_tasks: int, ordered: list) -> list:
-            """The partitions of this task (default: every ``num_tasks``-th from ``task_index``)."""
-            return partitions_for_task(task_index, num_tasks, ordered)
-
-        def close(self) -> None:
-            """The task stops."""
-
-    @abc.abstractmethod
-    def get_coordinator(self, conf: dict, context: Any) -> IPartitionedTridentSpout.Coordinator:
-        """The coordinator."""
-
-    @abc.abstractmethod
-    def get_emitter(self, conf: dict, context: Any) -> IPartitionedTridentSpout.Emitter:
-        """An emitter for one task."""
-
-    @abc.abstractmethod
-    def get_output_fields(self) -> Fields:
-        """The fields of the tuples emitted."""
-
-    def get_component_configuration(self) -> dict | None:
-        """Configuration for the spout's components."""
-        return None
-
-
-class IOpaquePartitionedTridentSpout(abc.ABC):
+class IOpaquePartitionedTridentSpout(_PartitionedSpout):
     """Storm's ``IOpaquePartitionedTridentSpout``: an opaque spout over partitions (every record
-    in exactly one successful batch). Wrap it in `OpaquePartitionedTridentSpoutExecutor`."""
+    in exactly one successful batch). ``TridentTopology.new_stream`` wraps it in
+    `OpaquePartitionedTridentSpoutExecutor`."""
 
-    class Coordinator(abc.ABC):
-        """Runs in the single coordinator task."""
+    class Coordinator(_PartitionedSpout.Coordinator):
+        """Storm's ``IOpaquePartitionedTridentSpout.Coordinator``."""
 
-        @abc.abstractmethod
-        def get_partitions_for_batch(self) -> Any:
-            """The partitions for the next batches (JSON-able)."""
-
-        def is_ready(self, txid: int) -> bool:
-            """Whether batch ``txid`` may start."""
-            return True
-
-        def close(self) -> None:
-            """The coordinator stops."""
-
-    class Emitter(abc.ABC):
-        """Runs in each task of the spout's bolt."""
-
-        @abc.abstractmethod
-        def get_ordered_partitions(self, all_partition_info: Any) -> list:
-            """The partitions of ``all_partition_info``, in an order every task agrees on."""
-
-        @abc.abstractmethod
-        def emit_batch_new(self, tx: TransactionAttempt, collector: Any, partitions: set,
-                           last_batch_meta: Mapping[Any, Any]) -> Mapping[Any, Any]:
-            """Emit a batch for each of ``partitions`` after its metadata in ``last_batch_meta``
-            (None: from where the source says to start); return each partition's metadata."""
-
-        def refresh_partitions(self, partition_responsibilities: list) -> None:
-            """This task is now responsible for ``partition_responsibilities``."""
-
-        def get_partitions_for_task(self, task_index: int, num_tasks: int, ordered: list) -> list:
-            """The partitions of this task (default: every ``num_tasks``-th from ``task_index``)."""
-            return partitions_for_task(task_index, num_tasks, ordered)
-
-        def close(self) -> None:
-            """The task stops."""
-
-    @abc.abstractmethod
-    def get_coordinator(self, conf: dict, context: Any) -> IOpaquePartitionedTridentSpout.Coordinator:
-        """The coordinator."""
-
-    @abc.abstractmethod
-    def get_emitter(self, conf: dict, context: Any) -> IOpaquePartitionedTridentSpout.Emitter:
-        """An emitter for one task."""
-
-    @abc.abstractmethod
-    def get_output_fields(self) -> Fields:
-        """The fields of the tuples emitted."""
-
-    def get_component_configuration(self) -> dict | None:
-        """Configuration for the spout's components."""
-        return None
+    class Emitter(_PartitionedSpout.Emitter):
+        """Storm's ``IOpaquePartitionedTridentSpout.Emitter``: every attempt of a txid calls
+        ``emit_batch_new``."""
 
 
 class _Coordinator(BatchCoordinator):
@@ -382,53 +349,47 @@ class _OpaqueEmitter(_PartitionedEmitter):
             del self.cached[t]
 
 
-class PartitionedTridentSpoutExecutor(ITridentSpout):
+class _Executor(ITridentSpout):
+    """What both adapters share: the wrapped spout, its fields and configuration."""
+
+    _keep_replayed: bool
+    _emitter: type
+
+    def __init__(self, spout: Any) -> None:
+        self.spout = spout
+
+    def get_coordinator(self, txid_key: str, conf: dict, context: Any) -> BatchCoordinator:
+        """The coordinator (the transactional one keeps a replayed txid's partitions)."""
+        return _Coordinator(self.spout.get_coordinator(conf, context), keep_replayed=self._keep_replayed)
+
+    def get_emitter(self, txid_key: str, conf: dict, context: Any) -> Emitter:
+        """The task's emitter."""
+        return self._emitter(self.spout.get_emitter(conf, context), txid_key, context)
+
+    def get_output_fields(self) -> Fields:
+        """The spout's fields."""
+        return self.spout.get_output_fields()
+
+    def get_component_configuration(self) -> dict | None:
+        """The spout's configuration."""
+        return self.spout.get_component_configuration()
+
+
+class PartitionedTridentSpoutExecutor(_Executor):
     """An `IPartitionedTridentSpout` as an `ITridentSpout` (Storm's
     ``PartitionedTridentSpoutExecutor``); see the module docstring."""
 
-    def __init__(self, spout: IPartitionedTridentSpout) -> None:
-        self.spout = spout
+    _keep_replayed = True
+    _emitter = _TransactionalEmitter
 
     def get_partitioned_spout(self) -> IPartitionedTridentSpout:
         """The wrapped spout."""
         return self.spout
 
-    def get_coordinator(self, txid_key: str, conf: dict, context: Any) -> BatchCoordinator:
-        """The coordinator (keeps a replayed txid's partitions)."""
-        return _Coordinator(self.spout.get_coordinator(conf, context), keep_replayed=True)
 
-    def get_emitter(self, txid_key: str, conf: dict, context: Any) -> Emitter:
-        """The task's emitter."""
-        return _TransactionalEmitter(self.spout.get_emitter(conf, context), txid_key, context)
-
-    def get_output_fields(self) -> Fields:
-        """The spout's fields."""
-        return self.spout.get_output_fields()
-
-    def get_component_configuration(self) -> dict | None:
-        """The spout's configuration."""
-        return self.spout.get_component_configuration()
-
-
-class OpaquePartitionedTridentSpoutExecutor(ITridentSpout):
+class OpaquePartitionedTridentSpoutExecutor(_Executor):
     """An `IOpaquePartitionedTridentSpout` as an `ITridentSpout` (Storm's
     ``OpaquePartitionedTridentSpoutExecutor``); see the module docstring."""
 
-    def __init__(self, spout: IOpaquePartitionedTridentSpout) -> None:
-        self.spout = spout
-
-    def get_coordinator(self, txid_key: str, conf: dict, context: Any) -> BatchCoordinator:
-        """The coordinator (each txid gets the partitions of now)."""
-        return _Coordinator(self.spout.get_coordinator(conf, context), keep_replayed=False)
-
-    def get_emitter(self, txid_key: str, conf: dict, context: Any) -> Emitter:
-        """The task's emitter."""
-        return _OpaqueEmitter(self.spout.get_emitter(conf, context), txid_key, context)
-
-    def get_output_fields(self) -> Fields:
-        """The spout's fields."""
-        return self.spout.get_output_fields()
-
-    def get_component_configuration(self) -> dict | None:
-        """The spout's configuration."""
-        return self.spout.get_component_configuration()
+    _keep_replayed = False
+    _emitter = _OpaqueEmitter

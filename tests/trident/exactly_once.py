@@ -1,0 +1,340 @@
+"""What the exactly-once word counts share on every host (LocalCluster, the process host, Spark):
+the sentences and their expected counts, the word count itself, a spout wrapper recording every
+batch attempt the spout emits (so a test reads how many batches were replayed), an opaque
+partitioned spout whose replays differ from their first attempt, and, for LocalCluster, induced
+failures at chosen calls of the operations and of the state (`Faults`)."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from squall import Fields
+from squall.trident import TridentTopology
+from squall.trident.builtin import Count
+from squall.trident.operation import FailedException
+from squall.trident.partitioned import IOpaquePartitionedTridentSpout
+from squall.trident.spout import BatchCoordinator, Emitter, ITridentSpout
+from squall.trident.state import (
+    IBackingMap,
+    MapState,
+    NonTransactionalMap,
+    OpaqueMap,
+    StateFactory,
+    TransactionalMap,
+)
+from squall.testing._registry import SharedLog
+
+from .trident_ops import Split
+
+
+def sentences(n: int, start: int = 0) -> list[str]:
+    """``n`` sentences of 3 to 5 words over a small vocabulary (repeated words, shared words)."""
+    return [" ".join(f"w{(i * 7 + j * 3) % 23}" for j in range(3 + i % 3)) + " the" for i in range(start, start + n)]
+
+
+def counted(text: Iterable[str]) -> dict[str, int]:
+    """Every word of ``text`` with how often it occurs."""
+    return dict(collections.Counter(w for s in text for w in s.split(" ") if w))
+
+
+def word_count(topo: TridentTopology, name: str, spout: Any, factory: StateFactory, split: Any = None,
+               count: Any = None, spout_tasks: int = 2, count_tasks: int = 2) -> None:
+    """``new_stream -> each(Split) -> group_by(word) -> persistent_aggregate(factory, Count())``."""
+    topo.new_stream(name, spout).parallelism_hint(spout_tasks) \
+        .each(Fields("sentence"), split or Split(), Fields("word")) \
+        .group_by(Fields("word")) \
+        .persistent_aggregate(factory, count or Count(), Fields("count")) \
+        .parallelism_hint(count_tasks)
+
+
+# --- batch attempts ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Replays:
+    """What a run's spout emitted: batches (txids) emitted, txids emitted more than once, and
+    attempts beyond each txid's first."""
+
+    batches: int
+    replayed_batches: int
+    extra_attempts: int
+
+
+def replays(attempts: SharedLog) -> Replays:
+    """The `Replays` of the attempts `Watched` recorded (one record per emitter task)."""
+    seen = {(txid, attempt) for txid, attempt in attempts.items()}
+    per_txid = collections.Counter(txid for txid, _ in seen)
+    return Replays(len(per_txid), sum(1 for n in per_txid.values() if n > 1),
+                   sum(n - 1 for n in per_txid.values()))
+
+
+class _WatchedEmitter(Emitter):
+    def __init__(self, emitter: Emitter, attempts: SharedLog) -> None:
+        self.emitter = emitter
+        self.attempts = attempts
+
+    def emit_batch(self, tx, metadata, collector) -> None:
+        self.attempts.append((tx.txid, tx.attempt_id))
+        self.emitter.emit_batch(tx, metadata, collector)
+
+    def success(self, tx) -> None:
+        self.emitter.success(tx)
+
+    def close(self) -> None:
+        self.emitter.close()
+
+
+class Watched(ITridentSpout):
+    """``spout`` (an `ITridentSpout`), recording ``(txid, attempt_id)`` of every batch each of
+    its emitter tasks emits in ``attempts``."""
+
+    def __init__(self, spout: ITridentSpout, attempts: SharedLog) -> None:
+        self.spout = spout
+        self.attempts = attempts
+
+    def get_coordinator(self, txid_key: str, conf: dict, context: Any) -> BatchCoordinator:
+        return self.spout.get_coordinator(txid_key, conf, context)
+
+    def get_emitter(self, txid_key: str, conf: dict, context: Any) -> Emitter:
+        return _WatchedEmitter(self.spout.get_emitter(txid_key, conf, context), self.attempts)
+
+    def get_output_fields(self) -> Fields:
+        return self.spout.get_output_fields()
+
+    def get_component_configuration(self) -> dict | None:
+        return self.spout.get_component_configuration()
+
+
+# --- an opaque spout ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Part:
+    """A partition of `SentenceParts`."""
+
+    pid: str
+
+    def get_id(self) -> str:
+        return self.pid
+
+
+class _PartsCoordinator(IOpaquePartitionedTridentSpout.Coordinator):
+    def __init__(self, pids: list[str]) -> None:
+        self.pids = pids
+
+    def get_partitions_for_batch(self) -> list[str]:
+        return self.pids
+
+
+class _PartsEmitter(IOpaquePartitionedTridentSpout.Emitter):
+    def __init__(self, parts: Mapping[str, list[str]], per_batch: int) -> None:
+        self.parts = parts
+        self.per_batch = per_batch
+
+    def get_ordered_partitions(self, all_partition_info: Any) -> list[Part]:
+        return [Part(p) for p in all_partition_info]
+
+    def emit_batch_new(self, tx, collector, partitions, last_batch_meta):
+        metas = {}
+        for p in partitions:
+            start = last_batch_meta[p]["next"] if last_batch_meta.get(p) else 0
+            # a replay takes more than its first attempt did: what it holds differs (opaque)
+            rows = self.parts[p.pid][start:start + self.per_batch + tx.attempt_id]
+            for s in rows:
+                collector.emit([s])
+            metas[p] = {"next": start + len(rows)}
+        return metas
+
+
+class SentenceParts(IOpaquePartitionedTridentSpout):
+    """An opaque partitioned spout over fixed lists of sentences (partition id -> sentences):
+    each batch takes the next ``per_batch + attempt_id`` sentences of each partition after what
+    the txid before it took, so a replayed txid holds more sentences than its first attempt, and
+    every sentence is in exactly one batch that commits."""
+
+    def __init__(self, parts: Mapping[str, list[str]], per_batch: int) -> None:
+        self.parts = dict(parts)
+        self.per_batch = per_batch
+
+    def get_coordinator(self, conf: dict, context: Any) -> _PartsCoordinator:
+        return _PartsCoordinator(sorted(self.parts))
+
+    def get_emitter(self, conf: dict, context: Any) -> _PartsEmitter:
+        return _PartsEmitter(self.parts, self.per_batch)
+
+    def get_output_fields(self) -> Fields:
+        return Fields("sentence")
+
+
+# --- induced failures (LocalCluster: every task in this process) -----------------------------------
+
+class Faults:
+    """Failures at chosen calls, counted per site over every copy of the operations in this
+    process: ``plan`` maps a site to the call numbers (from 1) that fail. `hit` returns whether
+    this call of the site fails, and records it; `fired` says which planned calls did."""
+
+    _lock = threading.Lock()
+    _calls: dict[tuple[str, str], int] = {}
+    _fired: dict[str, list[tuple[str, int]]] = {}
+    _notes: dict[str, list[str]] = {}
+
+    def __init__(self, name: str, plan: Mapping[str, Iterable[int]]) -> None:
+        self.name = name
+        self.plan = {site: frozenset(calls) for site, calls in plan.items()}
+
+    def hit(self, site: str) -> bool:
+        with self._lock:
+            n = self._calls[(self.name, site)] = self._calls.get((self.name, site), 0) + 1
+            fails = n in self.plan.get(site, ())
+            if fails:
+                self._fired.setdefault(self.name, []).append((site, n))
+            return fails
+
+    def note(self, what: str) -> None:
+        """Record that ``what`` happened."""
+        with self._lock:
+            self._notes.setdefault(self.name, []).append(what)
+
+    def notes(self) -> list[str]:
+        """What `note` recorded, in order."""
+        with self._lock:
+            return list(self._notes.get(self.name, []))
+
+    def fired(self) -> list[tuple[str, int]]:
+        with self._lock:
+            return sorted(self._fired.get(self.name, []))
+
+    def planned(self) -> list[tuple[str, int]]:
+        return sorted((site, n) for site, calls in self.plan.items() for n in calls)
+
+
+class FlakySplit(Split):
+    """`Split`, failing its batch at the planned ``split`` calls."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+
+    def execute(self, tuple, collector) -> None:  # noqa: A002
+        if self.faults.hit("split"):
+            raise FailedException("induced failure in Split")
+        super().execute(tuple, collector)
+
+
+class FlakyCount(Count):
+    """`Count`, failing its batch at the planned ``combine`` calls (partial counts before the
+    repartition and the combine into the stored count)."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+
+    def combine(self, val1: int, val2: int) -> int:
+        if self.faults.hit("combine"):
+            raise FailedException("induced failure in Count.combine")
+        return super().combine(val1, val2)
+
+
+class Store:
+    """A key-value store outside the workers (in this process, as LocalCluster's tasks are):
+    what the map states of one test write."""
+
+    _lock = threading.Lock()
+    _data: dict[str, dict[tuple, Any]] = {}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get(self, keys: list[tuple]) -> list[Any]:
+        with self._lock:
+            data = self._data.setdefault(self.name, {})
+            return [data.get(k) for k in keys]
+
+    def put(self, items: dict[tuple, Any]) -> None:
+        with self._lock:
+            self._data.setdefault(self.name, {}).update(items)
+
+    def items(self) -> dict[tuple, Any]:
+        with self._lock:
+            return dict(self._data.get(self.name, {}))
+
+
+class _FlakyBacking(IBackingMap):
+    """A backing map in a `Store`: at the planned ``put`` calls it fails before writing, at the
+    planned ``put_written`` calls after writing every value."""
+
+    def __init__(self, store: Store, faults: Faults) -> None:
+        self.store = store
+        self.faults = faults
+
+    def multi_get(self, keys):
+        return self.store.get([tuple(k) for k in keys])
+
+    def multi_put(self, keys, vals) -> None:
+        if self.faults.hit("put"):
+            raise FailedException("induced failure in multi_put, before writing")
+        self.store.put({tuple(k): v for k, v in zip(keys, vals)})
+        if self.faults.hit("put_written"):
+            raise FailedException("induced failure in multi_put, after writing")
+
+
+class _FlakyCommits(MapState):
+    """``state``, whose ``commit`` fails at the planned ``commit`` calls (after the batch was
+    written), and at the planned ``slow_commit`` calls holds the commit until the spout emitted
+    the batch again: its ``$commit`` timed out (topology.message.timeout.secs) and was replayed."""
+
+    def __init__(self, state: MapState, faults: Faults, attempts: SharedLog) -> None:
+        self.state = state
+        self.faults = faults
+        self.attempts = attempts
+
+    def multi_get(self, keys):
+        return self.state.multi_get(keys)
+
+    def multi_update(self, keys, updaters):
+        return self.state.multi_update(keys, updaters)
+
+    def multi_put(self, keys, values) -> None:
+        self.state.multi_put(keys, values)
+
+    def begin_commit(self, txid) -> None:
+        self.state.begin_commit(txid)
+
+    def commit(self, txid) -> None:
+        if self.faults.hit("commit"):
+            raise FailedException(f"induced failure in commit of txid {txid}, after it was written")
+        if self.faults.hit("slow_commit"):
+            emitted = self._emits(txid)
+            deadline = time.monotonic() + 120
+            while self._emits(txid) == emitted and time.monotonic() < deadline:
+                time.sleep(0.01)  # until the master coordinator replays this txid: its tree timed out
+            if self._emits(txid) > emitted:
+                self.faults.note(f"commit of txid {txid} timed out and was replayed")
+        self.state.commit(txid)
+
+    def _emits(self, txid: int) -> int:
+        return sum(1 for t, _ in self.attempts.items() if t == txid)
+
+
+MAPS = {"transactional": TransactionalMap, "opaque": OpaqueMap, "non_transactional": NonTransactionalMap}
+
+
+class FlakyMapState(StateFactory):
+    """A ``kind`` map state (`TransactionalMap`, `OpaqueMap`, `NonTransactionalMap`) over a
+    `Store`, with the failures ``faults`` plans in its backing map and its commits."""
+
+    def __init__(self, kind: str, store: Store, faults: Faults, attempts: SharedLog) -> None:
+        self.kind = kind
+        self.store = store
+        self.faults = faults
+        self.attempts = attempts
+
+    def make_state(self, conf, metrics, partition_index, num_partitions):
+        state = MAPS[self.kind].build(_FlakyBacking(self.store, self.faults))
+        return _FlakyCommits(state, self.faults, self.attempts)
+
+
+def plain(kind: str, value: Any) -> Any:
+    """The count a ``kind`` map stored as ``value``."""
+    return {"transactional": lambda v: v.val, "opaque": lambda v: v.curr, "non_transactional": lambda v: v}[kind](value)

@@ -27,8 +27,10 @@ from .._config import shown_configuration, visible_to_topology
 from .._errors import BadParameterError, UnknownComponentError
 from ..engine.executor import ErrorRecord
 from ..engine.plan import ExecutorSpec, TopologyPlan
-from ..engine.stats import (ACKED, COMPLETE_LATENCY, EMITTED, EXECUTE_LATENCY, EXECUTED, FAILED, GAUGES,
-                            MAX_SPOUT_PENDING, PROCESS_LATENCY, TRANSFERRED)
+from ..engine.stats import (ACKED, COMPLETE_LATENCY, EMITTED, EXECUTE_LATENCY, EXECUTED, FAILED,
+                            MAX_SPOUT_PENDING, PROCESS_LATENCY, TASK_FIGURES, TRANSFERRED, TRIDENT_BATCH_LATENCY,
+                            TRIDENT_BATCHES_COMMITTED, TRIDENT_BATCHES_IN_FLIGHT, TRIDENT_CURRENT_TXID,
+                            TRIDENT_MAX_BATCHES_IN_FLIGHT)
 from ..worker.stats_history import ALL_TIME, WINDOW_NAMES
 from .logs import worker_log_link
 
@@ -299,8 +301,38 @@ def topology_page(view: TopologyView, window: str = ALL_TIME, sys: bool = False)
             "window": window, "windowHint": WINDOW_PRETTY[window],
             "debug": bool(debug.get("enable", False)), "samplingPct": debug.get("samplingpct", 10),
             "replicationCount": 1, "topologyStats": stats, "spouts": spouts, "bolts": bolts,
+            "trident": trident_stats(idx, window),
             "workers": [_worker_row(view, w) for w in view.workers],
             "configuration": shown_configuration({k: v for k, v in plan.conf.items() if visible_to_topology(k)})}
+
+
+def trident_stats(idx: _Index, window: str) -> dict[str, Any] | None:
+    """squall's ``trident`` of the topology page: its Trident master batch coordinator's figures
+    (`squall.trident.stats`), None for a topology that has none (or before its first heartbeat).
+    ``currentTxid`` (the oldest txid not committed), ``batchesInFlight`` and
+    ``maxBatchesInFlight`` are as they are now; per window, the batches committed and their mean
+    completion latency in ms, from a txid's first ``$batch`` to its commit."""
+    coordinators = [c for c in idx.components(True)
+                    if any(s.metric == TRIDENT_CURRENT_TXID for t in idx.view.plan.component_tasks.get(c, [])
+                           for s in idx.task_stats(t, ALL_TIME))]
+    if not coordinators:
+        return None
+    tasks = [t for c in coordinators for t in idx.view.plan.component_tasks[c]]
+    weights = {TRIDENT_BATCH_LATENCY: TRIDENT_BATCHES_COMMITTED}
+
+    def acc(w: str) -> _Acc:
+        a = _Acc()
+        for t in tasks:
+            _accumulate(a, idx.task_stats(t, w), True, weights)
+        return a
+    now = acc(window)
+    stats = [{**_window_entry(w), "batchesCommitted": a.count(TRIDENT_BATCHES_COMMITTED),
+              "batchLatency": _f3(a.latency(TRIDENT_BATCH_LATENCY))} for w, a in ((w, acc(w)) for w in WINDOW_NAMES)]
+    return {"coordinators": coordinators, "currentTxid": now.count(TRIDENT_CURRENT_TXID),
+            "batchesInFlight": now.count(TRIDENT_BATCHES_IN_FLIGHT),
+            "maxBatchesInFlight": now.count(TRIDENT_MAX_BATCHES_IN_FLIGHT),
+            "batchesCommitted": now.count(TRIDENT_BATCHES_COMMITTED),
+            "batchLatency": _f3(now.latency(TRIDENT_BATCH_LATENCY)), "stats": stats}
 
 
 def _worker_row(view: TopologyView, w: WorkerView) -> dict[str, Any]:
@@ -362,7 +394,7 @@ def component_page(view: TopologyView, component: str, window: str = ALL_TIME, s
         for s in idx.task_stats(t, window):
             if not _visible(s.stream, sys):
                 continue
-            if s.component == "" and s.metric not in GAUGES:
+            if s.component == "" and s.metric not in TASK_FIGURES:
                 _accumulate(outputs.setdefault(s.stream, _Acc()), [s], sys, {})
         ts = [s for s in idx.task_stats(t, window) if s.component != ""]
         for key in {(s.component, s.stream) for s in ts}:

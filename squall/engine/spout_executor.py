@@ -42,7 +42,7 @@ from .pending_tuner import AUTO, interval, tuners
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
 from .routing import Router, build_routers, wrong_size
-from .stats import MAX_SPOUT_PENDING
+from .stats import MAX_SPOUT_PENDING, component_figures
 
 # The automatic max spout pending (see the module docstring): a tuple emitted now should expect
 # to complete within this fraction of the message timeout (timeouts fire between T and 2T).
@@ -293,11 +293,13 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         return {s: (r.emitted, r.transferred) for s, r in self.collectors[task].routers.items()}
 
     def sampled_snapshot(self, task: int) -> dict:
-        """The task's statistics, with its max spout pending now (a gauge) while one applies."""
+        """The task's statistics, with its max spout pending now (a gauge) while one applies, and
+        the figures the spout reports of itself (`squall.engine.stats.component_figures`)."""
         snapshot = super().sampled_snapshot(task)
         limit = self.tuners[task].limit if self.tuners else self.max_pending // len(self.task_ids)
         if limit and self.acking:
             snapshot[(MAX_SPOUT_PENDING, "", "")] = limit
+        snapshot.update(component_figures(self.objs[task]))
         return snapshot
 
 

@@ -40,9 +40,32 @@ LATENCIES = (COMPLETE_LATENCY, PROCESS_LATENCY, EXECUTE_LATENCY)
 # spouts: the task's max spout pending now (fixed, automatic or tuned), not a count: a window
 # shows its value now, and a component's is the sum of its tasks'
 MAX_SPOUT_PENDING = "max_spout_pending"
-GAUGES = (MAX_SPOUT_PENDING,)
+# Trident's master batch coordinator, as a component reports them (`component_statistics`):
+# the oldest uncommitted txid and the batches in flight now (gauges) with their limit, and
+# the batches committed with their completion latency, from a txid's first $batch to its
+# commit (a count, and a latency weighted by it)
+TRIDENT_CURRENT_TXID = "trident_current_txid"
+TRIDENT_BATCHES_IN_FLIGHT = "trident_batches_in_flight"
+TRIDENT_MAX_BATCHES_IN_FLIGHT = "trident_max_batches_in_flight"
+TRIDENT_BATCHES_COMMITTED = "trident_batches_committed"
+TRIDENT_BATCH_LATENCY = "trident_batch_latency"     # ms
+LATENCIES += (TRIDENT_BATCH_LATENCY,)
+GAUGES = (MAX_SPOUT_PENDING, TRIDENT_CURRENT_TXID, TRIDENT_BATCHES_IN_FLIGHT, TRIDENT_MAX_BATCHES_IN_FLIGHT)
+# figures of a task as a whole, of none of its streams
+TASK_FIGURES = (*GAUGES, TRIDENT_BATCHES_COMMITTED, TRIDENT_BATCH_LATENCY)
 # a counter's key: (metric, source component or "" for a task's own streams, stream)
 StatKey = tuple[str, str, str]
+
+
+def component_figures(component: Any) -> dict[StatKey, float]:
+    """The figures a spout reports of itself beside its statistics (Trident's master batch
+    coordinator: its txid, batches in flight, batches committed and their latency), from its
+    ``component_statistics()``: cumulative counts and latency sums (``<metric>#n`` their
+    samples) and gauges, keyed ``(metric, "", "")`` with metrics of `TASK_FIGURES`. It is read
+    on the worker's heartbeat thread, so it must return a value it does not change afterwards.
+    Other components report nothing."""
+    report = getattr(component, "component_statistics", None)
+    return report() if report is not None else {}
 
 # a bolt that never acks what it sampled (it fails them, or they time out) must not grow
 # its table of sampled inputs without bound: past this, the oldest sample is forgotten

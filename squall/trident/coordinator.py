@@ -27,6 +27,7 @@ from .executor import SUCCESS_STREAM as SUCCESS_STREAM
 from .executor import BatchBody, BatchInfo, BatchOutput
 from .executor import master_coordinator_id as master_coordinator_id
 from .operation import TridentCollector
+from .stats import BatchTimes
 from .txstate import TransactionalState, transactional_state
 
 if TYPE_CHECKING:
@@ -262,6 +263,7 @@ class MasterBatchCoordinator(Spout):
         self.core = BatchCoordinatorCore.restore(max_pending, interval_ms / 1000.0,
                                                  load_snapshot(self._states, max_pending))
         self._saved = self.core.snapshot()
+        self._times = BatchTimes(self.core.current_txid, max_pending)
         self._coordinators = [spout.get_coordinator(key, conf, context)
                               for key, spout in zip(self.txid_keys, self.spouts)]
         self._active = True
@@ -297,6 +299,12 @@ class MasterBatchCoordinator(Spout):
         for coordinator in getattr(self, "_coordinators", []):
             coordinator.close()
 
+    def component_statistics(self) -> dict[tuple[str, str, str], float]:
+        """The current txid, the batches in flight and committed, and their latency, for the UI
+        (`squall.trident.stats`)."""
+        times = getattr(self, "_times", None)
+        return times.figures.statistics() if times is not None else {}
+
     def _ready(self, txid: int) -> bool:
         return all(c.is_ready(txid) for c in self._coordinators)
 
@@ -306,6 +314,9 @@ class MasterBatchCoordinator(Spout):
         return (BATCH_STREAM if kind == "batch" else COMMIT_STREAM), TransactionAttempt(txid, attempt_id)
 
     def _send(self, emits: list[CoordinatorEmit]) -> None:
+        if len(self.core.active) != self._times.figures.in_flight or emits:
+            self._times.observe([(e.stream, e.attempt.txid) for e in emits], self.core.current_txid,
+                                len(self.core.active), time.monotonic())
         if not emits:
             return
         self._save()  # before the emit: a restarted coordinator must not reuse an attempt id

@@ -66,6 +66,11 @@ _TOPOLOGIES = _obj({"topologies": _array(_obj({"id": _STR, "name": _STR, "status
 _WINDOW_STATS = _obj({"window": _STR, "windowPretty": _STR, "emitted": _INT, "transferred": _INT,
                       "acked": _INT, "failed": _INT})
 
+_TRIDENT = _obj({"coordinators": _array(_STR), "currentTxid": _INT, "batchesInFlight": _INT,
+                 "maxBatchesInFlight": _INT, "batchesCommitted": _INT, "batchLatency": _NUM_OR_STR,
+                 "stats": _array(_obj({"window": _STR, "windowPretty": _STR, "batchesCommitted": _INT,
+                                       "batchLatency": _NUM_OR_STR}))})
+
 _TOPOLOGY_PAGE = _obj({
     "id": _STR, "name": _STR, "status": _STATUS, "uptime": _STR, "uptimeSeconds": _INT, "tasksTotal": _INT,
     "workersTotal": _INT, "executorsTotal": _INT, "msgTimeout": _INT, "windowHint": _STR, "debug": _BOOL,
@@ -81,6 +86,7 @@ _TOPOLOGY_PAGE = _obj({
                           "executeLatency": _NUM_OR_STR, "processLatency": _NUM_OR_STR})),
     "workers": _array({"type": "object"}),
     "configuration": {"type": "object"},
+    "trident": {"anyOf": [{"type": "null"}, _TRIDENT]},   # squall's: the Trident batches, null without
 })
 
 _COMPONENT_PAGE = _obj({"id": _STR, "name": _STR, "componentType": {"enum": ["spout", "bolt"]}, "executors": _INT,

@@ -38,6 +38,11 @@ _HELP = {
     "process_latency": "Bolts: mean process latency in ms (all time)",
     "execute_latency": "Bolts: mean execute latency in ms (all time)",
     "max_spout_pending": "Spouts: the task's max spout pending now (fixed, automatic or found by the tuner)",
+    "trident_current_txid": "Trident's master batch coordinator: the oldest txid not committed",
+    "trident_batches_in_flight": "Trident's master batch coordinator: the batches in flight now",
+    "trident_max_batches_in_flight": "Trident's master batch coordinator: its limit of batches in flight",
+    "trident_batches_committed": "Trident's master batch coordinator: the batches committed",
+    "trident_batch_latency": "Trident's master batch coordinator: mean ms from a txid's first $batch to its commit (all time)",
 }
 _WORKER_FIGURES = [
     ("cpuSecs", "squall_worker_cpu_seconds", "CPU time of the worker's process", True),

@@ -29,6 +29,21 @@
     for (const n of document.querySelectorAll(".window-name")) n.textContent = "(" + (t.windowHint || "") + ")";
   }
 
+  function renderTrident(tr) {
+    document.getElementById("trident-section").hidden = !tr;
+    if (!tr) return;
+    fill("trident", table([
+      ["Coordinator", x => x.coordinators.join(", ")],
+      ["Current txid", "currentTxid", {num: true, plain: true, tip: "The oldest txid not committed yet"}],
+      ["Batches in flight", "batchesInFlight", {num: true}],
+      ["Max in flight", "maxBatchesInFlight", {num: true, tip: "topology.max.spout.pending"}],
+    ], [tr]));
+    fill("trident-stats", table([
+      ["Window", s => s.windowPretty || s.window], ["Batches committed", "batchesCommitted", {num: true}],
+      ["Batch latency (ms)", "batchLatency", {num: true, tip: "Mean time from a txid's first $batch to its commit"}],
+    ], tr.stats || []));
+  }
+
   function renderStats(t) {
     fill("topology-stats", table([
       ["Window", s => s.windowPretty || s.window], ["Emitted", "emitted", {num: true}],
@@ -36,6 +51,7 @@
       ["Complete latency (ms)", "completeLatency", {num: true, tip: "Average time from a spout emit to its tuple tree's ack"}],
       ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}],
     ], t.topologyStats || []));
+    renderTrident(t.trident);
     fill("spouts", table([
       ["Id", s => componentLink(t.id, s.spoutId)], ["Executors", "executors", {num: true}],
       ["Tasks", "tasks", {num: true}], ["Emitted", "emitted", {num: true}],

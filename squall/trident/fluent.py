@@ -216,8 +216,12 @@ class TridentTopology:
         ``spout`` is an `IBatchSpout`, an `ITridentSpout`, a partitioned or opaque partitioned
         Trident spout, or a plain `Spout` (at-least-once).
         """
-        if not isinstance(txid, str) or not txid:
-            raise ValueError(f"new_stream: txid must be a non-empty string, got {txid!r}")
+        from .._transactional import TransactionalStateError, check_key
+
+        try:
+            check_key(txid, "txid")  # the spout's transactional state is kept under it
+        except TransactionalStateError as e:
+            raise ValueError(f"new_stream: {e}") from None
         for n in self._graph.nodes:
             if isinstance(n, SpoutNode) and n.txid == txid and n.spout is not spout:
                 raise ValueError(f"new_stream: txid {txid!r} is already used by another spout")
@@ -240,7 +244,7 @@ class TridentTopology:
         spout = DRPCSpout(function, local_drpc)
         g = self._graph
         node = g.add(SpoutNode(g.next_index(), g.next_stream_id(), None, Fields("args", "return-info"),
-                               txid=f"$drpc-{function}", spout=spout, drpc_function=function), [])
+                               txid=_drpc_txid(function, g), spout=spout, drpc_function=function), [])
         # the return-info comes back at the end of the stream (planner.complete_drpc)
         return Stream(self, node, None).project(Fields("args"))
 
@@ -320,6 +324,17 @@ class TridentTopology:
         node = ProcessorNode(g.next_index(), g.next_stream_id(), name, fields, processor=processor,
                              committer=committer, state_id=state_id)
         return g.add(node, parents)  # type: ignore[return-value]
+
+
+def _drpc_txid(function: str, g: _Graph) -> str:
+    """A txid key for a DRPC spout (its batches' state): ``_drpc.<function>``, the characters a
+    key may not hold replaced, numbered if that is taken."""
+    base = "_drpc." + "".join(c if c.isascii() and (c.isalnum() or c in "_.-") else "_" for c in function)[:150]
+    taken = {n.txid for n in g.nodes if isinstance(n, SpoutNode)}
+    txid, k = base, 1
+    while txid in taken:
+        txid, k = f"{base}-{k}", k + 1
+    return txid
 
 
 def _spout_fields(spout: Any) -> Fields:

@@ -411,7 +411,10 @@ def materialize(p: Plan) -> StormTopology:
                         tuple((stream, s.fields) for stream in s.outputs), False, BATCH_GROUP)
         body = _FanOut(SpoutEmitterBody(s.spout, _SPOUT_STREAM, s.txid), s.outputs)
         declarer = builder.set_bolt(s.component, TridentBoltExecutor(spec, body), s.parallelism)
-        conf = s.spout.get_component_configuration()
+        conf = dict(s.spout.get_component_configuration() or {})
+        if s.drpc_function is not None:
+            # one call per batch: the return step gives a batch's results to each call in it
+            conf["topology.spout.max.batch.size"] = 1
         if conf:
             declarer.add_configurations(conf)
         wire(declarer, spec, ())

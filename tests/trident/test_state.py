@@ -246,6 +246,34 @@ def test_cached_map_under_an_opaque_map_keeps_exactly_once():
     assert backing.vals[("w",)] == OpaqueValue(2, 7, 5)
 
 
+def test_a_write_the_store_refused_is_not_served_from_the_cache():
+    """A TransactionalMap over a CachedMap whose store fails the write: the batch fails, and its
+    replay with the same txid applies the update (a cache that took the value before the store
+    did made the replay skip it as applied, and the store kept 1 where the count was 2)."""
+    class Flaky(MemoryBackingMap):
+        fail_next = False
+
+        def multi_put(self, keys, values):
+            if self.fail_next:
+                self.fail_next = False
+                raise ConnectionError("store down")
+            super().multi_put(keys, values)
+
+    backing = Flaky()
+    m = TransactionalMap.build(CachedMap(backing, 10))
+    m.begin_commit(1)
+    single_update(m, "w", 1)
+    m.commit(1)
+    backing.fail_next = True
+    m.begin_commit(2)
+    with pytest.raises(ConnectionError):
+        single_update(m, "w", 1)
+    m.begin_commit(2)  # the replay
+    single_update(m, "w", 1)
+    m.commit(2)
+    assert backing.vals[("w",)] == TransactionalValue(2, 2)
+
+
 def test_cached_map_rejects_a_size_below_one():
     with pytest.raises(ValueError, match="cache_size must be a positive int, got 0"):
         CachedMap(MemoryBackingMap(), 0)

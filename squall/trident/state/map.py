@@ -367,9 +367,17 @@ class CachedMap(IBackingMap):
 
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
         _check_pairs(keys, values, "values")
-        for k, v in zip(_keys(keys), values):
+        ks = _keys(keys)
+        try:
+            self.delegate.multi_put(keys, values)
+        except BaseException:
+            # the store may hold some, all or none of them: the next read asks it. Cached first,
+            # a failed write stayed here as if stored, and the batch's replay skipped it as applied
+            for k in ks:
+                self._cache.pop(k, None)
+            raise
+        for k, v in zip(ks, values):
             self._put(k, v)
-        self.delegate.multi_put(keys, values)
 
     def __len__(self) -> int:
         return len(self._cache)

@@ -259,3 +259,28 @@ def test_max_by_and_min_by_per_partition(cluster) -> None:
     assert seen[1] == [["c", 44]] and seen[2] == [["e", 9]]
     seen = wait_batches("min", 2)
     assert seen[1] == [["b", 12]] and seen[2] == [["d", 7]]
+
+
+def test_drpc_count_agg_and_split_merge(cluster) -> None:
+    """Storm's testCountAgg and testSplitMerge through a LocalDRPC: each call is its own batch,
+    answered with the JSON of its results (no committer on the way)."""
+    from squall.trident import LocalDRPC
+
+    with LocalDRPC() as drpc:
+        topo = TridentTopology()
+        topo.new_drpc_stream("numwords", drpc) \
+            .each(Fields("args"), Split(), Fields("word")) \
+            .aggregate(CountAsAggregator(), Fields("count")).parallelism_hint(2) \
+            .project(Fields("count"))
+        s = topo.new_drpc_stream("splitter", drpc)
+        topo.merge(s.each(Fields("args"), Split(), Fields("word")).project(Fields("word")),
+                   s.each(Fields("args"), StringLength(), Fields("len")).project(Fields("len")))
+        name = run(cluster, topo)
+        for _ in range(20):
+            assert drpc.execute("numwords", "the") == "[[1]]"
+        assert drpc.execute("numwords", "") == "[[0]]"
+        assert drpc.execute("numwords", "1 2 3 4 5 6 7 8") == "[[8]]"
+        import json
+        assert sorted(map(str, json.loads(drpc.execute("splitter", "the man")))) == sorted(
+            map(str, [[7], ["the"], ["man"]]))
+        cluster.kill_topology(name)

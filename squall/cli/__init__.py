@@ -224,8 +224,9 @@ def _create_arg_parser() -> argparse.ArgumentParser:
                          help="seconds between polls (default: 4)")
     monitor.add_argument("-m", "--component", metavar="COMPONENT",
                          help="the component to watch (default: every spout and bolt)")
-    monitor.add_argument("-s", "--stream", default="default", metavar="STREAM",
-                         help="shown in the stream column (default: default); counts cover all streams")
+    monitor.add_argument("-s", "--stream", metavar="STREAM",
+                         help="count only this stream (default: every stream of the component but Trident's "
+                              "batch counts, named in the stream column)")
     monitor.add_argument("-w", "--watch", choices=("emitted", "transferred"), default="emitted",
                          help="what to count (default: emitted)")
     monitor.add_argument("--count", type=positive_int, metavar="N",

@@ -282,6 +282,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     with _master(args) as master:
         topologies = master.list_topologies()
         nimbuses = master.request("nimbuses")
+        trident = {t["name"]: _trident_note(master, t) for t in topologies}
     if not topologies:
         print("No topologies running.")
         _print_nimbuses(nimbuses)
@@ -292,7 +293,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for t in topologies:
         print((_LIST_FORMAT % (t["name"], t["status"], t["num_tasks"], t["num_workers"], t["uptime_secs"],
                                t["id"], t.get("owner") or "")).rstrip())
-    notes = [n for t in topologies for n in (_slots_note(t), _errors_note(t)) if n]
+    notes = [n for t in topologies for n in (_slots_note(t), _errors_note(t), trident[t["name"]]) if n]
     if notes:  # below Storm's table, after a blank line, so that the table parses as Storm's
         print()
         print("\n".join(notes))
@@ -325,6 +326,21 @@ def _slots_note(t: dict[str, Any]) -> str | None:
         return waiting + "every slot is taken; it starts once a topology is killed or a supervisor adds slots"
     return (f"{t['name']}: running on {have} of {wanted} workers (only {have} slot{'s were' if have != 1 else ' was'} "
             f"free); `squall rebalance {t['name']}` spreads it once more slots are free")
+
+
+def _trident_note(master: MasterClient, t: dict[str, Any]) -> str | None:
+    """A Trident topology's batches (a row of ``list``): its current txid, in flight, committed
+    and their latency, from its topology page (`squall.cluster.stats_pages.trident_stats`)."""
+    try:
+        trident = master.get_topology_page(t["name"])["trident"]
+    except SquallError:
+        return None  # killed since the list was read
+    if not trident:
+        return None
+    n = trident["batchesInFlight"]
+    return (f"{t['name']}: Trident txid {trident['currentTxid']}, {n} batch{'es' if n != 1 else ''} in flight "
+            f"(at most {trident['maxBatchesInFlight']}), {trident['batchesCommitted']} committed, "
+            f"batch latency {trident['batchLatency']} ms")
 
 
 def _errors_note(t: dict[str, Any]) -> str | None:
@@ -398,11 +414,16 @@ def _warn_over_tasks(info: dict[str, Any], executors: dict[str, int]) -> None:
                   f"(a component's tasks are fixed at submit: set_num_tasks)", file=sys.stderr)
 
 
+# Trident's per-batch count reports between its bolts ($coord-<batch group>): overhead, not data
+_BATCH_COUNT_STREAMS = "$coord-"
+
+
 def cmd_monitor(args: argparse.Namespace) -> int:
     """``squall monitor NAME [-i SECS] [-m COMPONENT] [-s STREAM] [-w emitted|transferred] [--count N]``.
 
     Storm's columns, one line per watched component each interval: the tuples counted on the
-    stream since the last poll and the throughput in tuples per millisecond (thousands a
+    stream (without ``-s``: on each of its streams but Trident's batch counts, named in the
+    stream column) since the last poll and the throughput in tuples per millisecond (thousands a
     second). The counts are Storm's statistics, the same as the UI's (the component page's
     output stats, all time); a count that went down (a worker restarted, and its counts with
     it) is counted from zero.
@@ -413,9 +434,15 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         print(f"topology\tcomponent\tparallelism\tstream\ttime-diff ms\t{args.watch}\tthroughput (Kt/s)",
               flush=True)
 
+        streams: dict[str, set[str]] = {cid: set() for cid in watched}  # what each one's rows count
+
         def count(cid: str) -> int:
-            page = master.get_component_page(args.name, cid)
-            return sum(o[args.watch] for o in page["outputStats"] if o["stream"] == args.stream)
+            outputs = master.get_component_page(args.name, cid)["outputStats"]
+            if args.stream is not None:
+                return sum(o[args.watch] for o in outputs if o["stream"] == args.stream)
+            counted = [o for o in outputs if not o["stream"].startswith(_BATCH_COUNT_STREAMS)]
+            streams[cid].update(o["stream"] for o in counted)
+            return sum(o[args.watch] for o in counted)
         last = {cid: count(cid) for cid in watched}
         seen = _print_errors(info, since=None)
         due = then = time.monotonic()
@@ -437,7 +464,8 @@ def cmd_monitor(args: argparse.Namespace) -> int:
                     delta = now_count - last[cid] if now_count >= last[cid] else now_count
                     last[cid] = now_count
                     throughput = delta / diff_ms if diff_ms else 0.0
-                    print(f"{args.name}\t{cid}\t{c['executors']}\t{args.stream}\t{diff_ms}\t{delta}\t"
+                    stream = args.stream or ",".join(sorted(streams[cid])) or "default"
+                    print(f"{args.name}\t{cid}\t{c['executors']}\t{stream}\t{diff_ms}\t{delta}\t"
                           f"{throughput:.3f}", flush=True)
                 then = now
                 if args.count is not None and n >= args.count:

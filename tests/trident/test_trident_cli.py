@@ -1,0 +1,89 @@
+"""A Trident word count on the process host seen through the CLI (issue 34, item 6): ``squall
+list`` notes its batches (txid, in flight, committed, latency) below Storm's table, and ``squall
+monitor`` shows its components under the planner's readable ids, counting each one's data
+streams (``s<N>``), not Trident's batch counts (``$coord-bg0``)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ..conftest import wait_until
+from ..test_cli import write
+from ..test_cli_cluster import Nimbus
+
+WORD_COUNT = '''
+import sys
+
+from squall import Config, Fields, StormSubmitter
+from squall.trident import BaseFunction, MemoryMapState, TridentTopology
+from squall.trident.builtin import Count
+from squall.trident.spout import FixedBatchSpout
+
+
+class Split(BaseFunction):
+    def execute(self, tuple, collector):
+        for word in tuple[0].split():
+            collector.emit([word])
+
+
+if __name__ == "__main__":
+    spout = FixedBatchSpout(Fields("sentence"), 2, ["the cow jumped"], ["over the moon"], ["to be or not"])
+    spout.set_cycle(True)
+    topology = TridentTopology()
+    (topology.new_stream("sentences", spout).name("split")
+     .each(Fields("sentence"), Split(), Fields("word"))
+     .group_by(Fields("word")).name("count")
+     .persistent_aggregate(MemoryMapState.Factory(), Count(), Fields("count")).parallelism_hint(2))
+    conf = Config()
+    conf.set_num_workers(2)
+    conf["topology.max.spout.pending"] = 2
+    StormSubmitter.submit_topology(sys.argv[1], conf, topology.build())
+'''
+
+COMPONENTS = ["$mastercoord-bg0", "$spoutcoord-spout-sentences", "b-0-split-count", "b-1-count", "spout-sentences"]
+
+
+@pytest.fixture(scope="module")
+def nimbus(tmp_path_factory):
+    n = Nimbus(tmp_path_factory.mktemp("nimbus"))
+    try:
+        yield n
+        assert n.stop() == 0
+    finally:
+        n.clean_up()
+
+
+def test_list_notes_the_batches_and_monitor_counts_the_named_bolts_data_streams(nimbus, tmp_path):
+    path = write(tmp_path, "trident_wc.py", WORD_COUNT)
+    assert nimbus.ok("jar", path, "twc") == "Submitted topology: twc\n"
+
+    def committed() -> int:
+        notes = nimbus.ok("list").split("\n\n")[1:]
+        found = re.search(r"^twc: Trident txid (\d+), (\d+) batch(?:es)? in flight \(at most 2\), (\d+) committed, "
+                          r"batch latency (\d+\.\d{3}) ms$", "".join(notes), re.M)
+        if not found:
+            return 0
+        txid, in_flight, done, latency = found.groups()
+        assert int(txid) == int(done) + 1 and 0 <= int(in_flight) <= 2
+        assert int(done) == 0 or float(latency) > 0
+        return int(done)
+    assert wait_until(lambda: committed() >= 3, 60, 0.5), nimbus.ok("list")
+
+    lines = nimbus.ok("monitor", "twc", "-i", "1", "--count", "3", timeout=30).splitlines()
+    assert lines[0] == "topology\tcomponent\tparallelism\tstream\ttime-diff ms\temitted\tthroughput (Kt/s)"
+    rows = [ln.split("\t") for ln in lines[1:]]
+    assert [r[1] for r in rows] == sorted(COMPONENTS, key=lambda c: c != "$mastercoord-bg0") * 3
+    streams = {r[1]: r[3] for r in rows}
+    assert streams["$mastercoord-bg0"] == "$batch,$commit,$success"
+    assert streams["$spoutcoord-spout-sentences"] == "$batch"
+    assert re.fullmatch(r"s\d+", streams["spout-sentences"]) and re.fullmatch(r"s\d+", streams["b-0-split-count"])
+    assert streams["b-1-count"] == "default"  # it persists: no data stream leaves it
+    # the data flows: the spout's and the split's rows count tuples in some interval
+    for component in ("spout-sentences", "b-0-split-count"):
+        assert any(int(r[5]) > 0 for r in rows if r[1] == component), lines
+    # -s still counts one stream alone
+    one = nimbus.ok("monitor", "twc", "-m", "b-1-count", "-s", "$coord-bg0", "-i", "1", "--count", "2").splitlines()
+    assert [ln.split("\t")[3] for ln in one[1:]] == ["$coord-bg0"] * 2
+    assert nimbus.ok("kill", "twc", "-w", "0") == "Killed topology: twc\n"

@@ -1,6 +1,8 @@
 """Command line of the benchmarks.
 
     python -m bench run W1 --acking on|off [--n 1000000] [--repeat 3] [--max-pending 1000|auto]
+    python -m bench run W1T [--n 1000000] [--batch-size 1000] [--max-pending 3] [--repeat 3]
+        [--host local|process] [--workers 2]
     python -m bench run W2 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
     python -m bench run W3 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
     python -m bench run W4 [--rate 1000|half-peak] [--secs 30] [--warmup 10] [--probe-secs 3]
@@ -28,6 +30,16 @@ N = ``--workers``; the master in this process, each worker a Spark task) (`bench
 run each component with ``--parallelism`` executors (default: the number of workers; W1's
 spout always has one). ``--conf KEY=VALUE`` (repeatable; VALUE is YAML) adds a cluster setting
 for those hosts, e.g. ``--conf squall.encryption=true``; the record says so in ``host_conf``.
+
+W1T (`bench.w1t_trident`; acking on) is W1 as a Trident word count persisted into a
+``MemoryMapState``, run in each repetition right after core W1 with acking on on the same corpus
+and host, so that the two are interleaved: the record has W1T's sentences/s, words/s and batch
+latency (mean, p50, p99: a batch's first emit to its ``$success`` back at the spout), core W1's
+sentences/s beside them and ``ratio_to_w1`` (the target is at least 1.0). ``--max-pending``
+is W1T's batches in flight (default 3; core W1 keeps its 1,000 tuples) and ``--batch-size`` the
+sentences a spout task puts in a batch; the batch emit interval is 0 (Storm's 500 ms would cap
+a batch of 1,000 at 2,000 sentences/s). Correct means its counts equal W1's reference and core
+W1's run was correct too.
 
 W4 (`bench.w4_latency`) is always acking on (``--acking`` may be left out): a spout paced at
 ``--rate`` tuples/s (all its tasks together; default 1,000) into W3's shape, figures over
@@ -92,7 +104,7 @@ def _run_isolated(args: argparse.Namespace) -> list[dict]:
             "--rate", str(args.rate), "--probe-secs", str(args.probe_secs), "--pending", str(args.pending),
             "--ks", args.ks, "--idle-secs", str(args.idle_secs), "--observe", str(args.observe),
             "--message-timeout", str(args.message_timeout), "--kill-every", str(args.kill_every),
-            "--kills", str(args.kills)]
+            "--kills", str(args.kills), "--batch-size", str(args.batch_size)]
     if args.acking is not None:
         argv += ["--acking", args.acking]
     if args.max_pending is not None:
@@ -152,6 +164,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.workload == "W1":
             from . import w1_wordcount
             record = w1_wordcount.run(n=args.n, acking=acking, spouts=args.spouts, **kwargs)
+        elif args.workload == "W1T":
+            from . import w1t_trident
+            record = w1t_trident.run(n=args.n, batch_size=args.batch_size, **kwargs)
         elif args.workload == "W4":
             from . import w4_latency
             record = w4_latency.run(rate=args.rate, secs=args.secs, warmup=args.warmup,
@@ -295,10 +310,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run one workload (LocalCluster, the process or the Spark host) and its baseline")
-    run.add_argument("workload", choices=["W1", "W2", "W3", "W4", "W5", "MEM", "RECOVERY"], type=str.upper)
+    run.add_argument("workload", choices=["W1", "W1T", "W2", "W3", "W4", "W5", "MEM", "RECOVERY"], type=str.upper)
     run.add_argument("--acking", choices=["on", "off"], default=None,
                      help="W1-W3: required; W4 and MEM: always on")
-    run.add_argument("--n", type=int, default=1_000_000, help="W1: sentences (default 1,000,000)")
+    run.add_argument("--n", type=int, default=1_000_000, help="W1, W1T: sentences (default 1,000,000)")
+    run.add_argument("--batch-size", type=int, default=1000,
+                     help="W1T: sentences per Trident batch and spout task (default 1,000)")
     run.add_argument("--secs", type=float, default=30.0, help="W2/W3/W4: measured window (default 30)")
     run.add_argument("--stats", choices=["on", "off"], default="on",
                      help="W2/W3 on LocalCluster: Storm's statistics on (default) or off "

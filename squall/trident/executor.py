@@ -272,8 +272,12 @@ class BatchTracker:
     def _check(self, tracked: TrackedBatch, tup: Any, kind: TupleKind) -> Decision:
         if tracked.failed:
             return Decision(fail_input=True, fail_held=tracked.take_held())
-        # the first coord report (a committer: the $commit) holds its tree open until the finish
-        hold = tracked.held is None and (kind is TupleKind.COMMIT or not self.committer)
+        # A committer holds its $commit until the finish (the commit's tree ends once the state
+        # committed). Other bolts hold nothing, unlike Storm's, which holds their first report:
+        # squall runs every spout in one batch group, so a bolt may hear from a committer (a DRPC
+        # stream's end after a state_query) only after the $commit, which comes once the $batch
+        # tree completed, and a held report would keep that tree open for good.
+        hold = tracked.held is None and kind is TupleKind.COMMIT
         if hold:
             tracked.held = tup
         if tracked.commit_received and tracked.reported_tasks == self.expected_reports:

@@ -32,12 +32,25 @@ def test_a_batch_finishes_when_every_upstream_task_reported_and_every_counted_tu
     batch, replaced = tracker.open(A1, now=0.0)
     assert batch is not None and replaced is None
     assert tracker.data(batch) == Decision(ack_input=True)
-    assert tracker.coord(batch, 2, "coord-a") == Decision()  # the first report is held
-    assert batch.held == "coord-a"
+    assert tracker.coord(batch, 2, "coord-a") == Decision(ack_input=True)  # nothing held
+    assert batch.held is None
     assert tracker.data(batch) == Decision(ack_input=True)
     assert tracker.coord(batch, 0, "coord-b") == Decision(finish=True, ack_input=True)
-    assert tracker.finished(batch) == "coord-a"  # acked once the batch finished
+    assert tracker.finished(batch) is None
     assert tracker.batches == {}
+
+
+def test_a_bolt_after_a_committer_acks_the_reports_it_got_before_the_commit() -> None:
+    """A DRPC stream's end hears from the return-info's bolt within the $batch tree, and from
+    the state_query's bolt (a committer) only after the $commit, which the master emits once
+    the $batch tree completed: the first report must not hold that tree open."""
+    tracker = BatchTracker(expected_reports=2, committer=False, timeout_secs=30)
+    batch, _ = tracker.open(A1, now=0.0)
+    tracker.data(batch)
+    assert tracker.coord(batch, 1, "from-return-info") == Decision(ack_input=True)
+    assert tracker.batches[1] is batch and batch.held is None  # waits, holding no tuple of the tree
+    tracker.data(batch)
+    assert tracker.coord(batch, 1, "from-committer") == Decision(finish=True, ack_input=True)
 
 
 def test_the_last_report_may_come_before_the_tuples_of_other_tasks_only_by_count() -> None:
@@ -45,7 +58,7 @@ def test_the_last_report_may_come_before_the_tuples_of_other_tasks_only_by_count
     batch, _ = tracker.open(A1, 0.0)
     tracker.data(batch)
     # the report says 2 but only 1 arrived: tuples of a task come before its report, so one was lost
-    assert tracker.coord(batch, 2, "coord") == Decision(fail_input=False, fail_held="coord")
+    assert tracker.coord(batch, 2, "coord") == Decision(fail_input=True)
     assert batch.failed
     assert tracker.data(batch) == Decision(fail_input=True)  # later inputs of the attempt fail too
 
@@ -75,21 +88,22 @@ def test_a_task_without_upstream_trident_bolts_finishes_at_its_input() -> None:
 
 
 def test_a_newer_attempt_replaces_the_older_and_an_older_one_is_refused() -> None:
-    tracker = BatchTracker(expected_reports=2, committer=False, timeout_secs=30)
+    tracker = BatchTracker(expected_reports=2, committer=True, timeout_secs=30)
     old, _ = tracker.open(A1, 0.0)
     tracker.data(old)
     tracker.coord(old, 1, "old-coord")
+    tracker.commit(old, "old-commit")
     new, replaced = tracker.open(TransactionAttempt(1, 1), 1.0)
-    assert replaced == "old-coord"  # to fail: its tree is dead
+    assert replaced == "old-commit"  # to fail: its tree is dead
     assert new is not old and new.received_tuples == 0 and new.reported_tasks == 0
     assert tracker.open(A1, 2.0) == (None, None)
     assert tracker.open(TransactionAttempt(1, 1), 2.0)[0] is new
 
 
 def test_batches_untouched_for_the_message_timeout_are_dropped() -> None:
-    tracker = BatchTracker(expected_reports=2, committer=False, timeout_secs=30)
+    tracker = BatchTracker(expected_reports=2, committer=True, timeout_secs=30)
     b1, _ = tracker.open(A1, 0.0)
-    tracker.coord(b1, 0, "held-1")
+    tracker.commit(b1, "held-1")
     b2, _ = tracker.open(TransactionAttempt(2, 0), 20.0)
     assert tracker.expire(30.0) == []
     assert tracker.expire(30.5) == ["held-1"]
@@ -203,19 +217,19 @@ def test_the_executor_runs_a_batch_and_reports_per_task_counts_anchored_to_the_f
     assert [(s, v) for s, v, _ in rec.emitted] == [("s2", [A1, "a"])] * 2 + [("s2", [A1, "b"])] * 2
     assert all(anchor is c2 for _, _, anchor in rec.emitted)  # emitted in finish: the finishing tuple
     assert rec.direct == [(21, "$coord-bg0", [A1, 2], c2), (22, "$coord-bg0", [A1, 2], c2)]
-    assert rec.acked == [d1, d2, c1, c2]  # c1, the first report, held until c2 finished the batch
+    assert rec.acked == [d1, c1, d2, c2]  # each as it came: only a committer holds (its $commit)
     assert rec.failed == []
     assert rec.failed == []
 
 
-def test_a_failed_exception_from_the_body_fails_the_batch_and_its_held_report() -> None:
+def test_a_failed_exception_from_the_body_fails_the_batch() -> None:
     bolt, body, rec = running()
     c1, bad, d = coord(A1, 2), data(A1, "bad", task=2), data(A1, "x", task=2)
     bolt.execute(c1)
     bolt.execute(bad)
-    assert rec.failed == [c1, bad]
+    assert rec.acked == [c1] and rec.failed == [bad]
     bolt.execute(d)
-    assert rec.failed == [c1, bad, d]
+    assert rec.failed == [bad, d]
     assert not any(c[0] == "finish" for c in body.calls)
     # the replay, a new attempt, starts clean
     a2 = TransactionAttempt(1, 1)

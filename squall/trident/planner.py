@@ -195,7 +195,10 @@ def plan(topology: TridentTopology) -> Plan:
     spouts = []
     for s in (n for n in g.nodes if isinstance(n, SpoutNode)):
         outs = tuple(c.stream_id for c in children[s])
-        spouts.append(SpoutPlan(spout_ids[s], spout_coordinator_id(spout_ids[s]), s.txid, _trident_spout(s.spout),
+        # a DRPC stream's batch is one call, as its return step gives a batch's results to each
+        # call in it: one call per emit, in one task (Storm's batch-per-tuple DRPC spout)
+        trident_spout = _trident_spout(s.spout, max_batch_size=1) if s.drpc_function else _trident_spout(s.spout)
+        spouts.append(SpoutPlan(spout_ids[s], spout_coordinator_id(spout_ids[s]), s.txid, trident_spout,
                                 s.fields, parallelism[s], outs, s.drpc_function))
 
     bolts = []
@@ -333,7 +336,7 @@ def _parallelisms(g: _Graph, groups: list[list[Node]], group_of: dict[Node, int]
             # a spout that runs in at most k tasks (FixedBatchSpout: 1) caps the bolts tied to
             # it by identity partitions, whose task i reads its task i (Storm's getMaxParallelism)
             conf = n.spout.get_component_configuration() if hasattr(n.spout, "get_component_configuration") else None
-            limit = (conf or {}).get("topology.max.task.parallelism")
+            limit = 1 if n.drpc_function else (conf or {}).get("topology.max.task.parallelism")
             if limit:
                 cap[root] = min(cap.get(root, limit), int(limit))
     return {n: min(best[uf.find(unit)], cap.get(uf.find(unit), best[uf.find(unit)])) for n, unit in units.items()}
@@ -365,8 +368,9 @@ def _bolt_ids(groups: list[list[Node]]) -> list[str]:
     return ids
 
 
-def _trident_spout(spout: Any) -> Any:
-    """Any spout ``new_stream`` takes, as an `ITridentSpout` (Storm's executors and adapters)."""
+def _trident_spout(spout: Any, max_batch_size: int | None = None) -> Any:
+    """Any spout ``new_stream`` takes, as an `ITridentSpout` (Storm's executors and adapters);
+    ``max_batch_size`` pins a plain spout's batch size."""
     from .spout import ITridentSpout
 
     if isinstance(spout, ITridentSpout):
@@ -388,7 +392,7 @@ def _trident_spout(spout: Any) -> Any:
         return OpaquePartitionedTridentSpoutExecutor(spout)
     from .._components import Spout
     if isinstance(spout, Spout):
-        return spouts.RichSpoutAdapter(spout)
+        return spouts.RichSpoutAdapter(spout, max_batch_size)
     raise ValueError(f"new_stream: {type(spout).__name__} is not an IBatchSpout, ITridentSpout, "
                      "partitioned Trident spout or Spout")
 
@@ -412,9 +416,6 @@ def materialize(p: Plan) -> StormTopology:
         body = _FanOut(SpoutEmitterBody(s.spout, _SPOUT_STREAM, s.txid), s.outputs)
         declarer = builder.set_bolt(s.component, TridentBoltExecutor(spec, body), s.parallelism)
         conf = dict(s.spout.get_component_configuration() or {})
-        if s.drpc_function is not None:
-            # one call per batch: the return step gives a batch's results to each call in it
-            conf["topology.spout.max.batch.size"] = 1
         if conf:
             declarer.add_configurations(conf)
         wire(declarer, spec, ())

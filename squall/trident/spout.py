@@ -382,11 +382,11 @@ class _CaptureCollector(SpoutOutputCollector):
 
 
 class _RichSpoutEmitter(Emitter):
-    def __init__(self, spout: Spout, conf: dict, context: Any) -> None:
+    def __init__(self, spout: Spout, conf: dict, context: Any, max_batch_size: int | None = None) -> None:
         self.spout = spout
         self.conf = conf
         self.context = context
-        self.max_batch_size = int(conf.get(MAX_BATCH_SIZE_KEY) or 1000)
+        self.max_batch_size = max_batch_size or int(conf.get(MAX_BATCH_SIZE_KEY) or 1000)
         self.timeout = float(conf.get("topology.message.timeout.secs") or 30)
         self.collector = _CaptureCollector()
         self.opened = False
@@ -447,11 +447,15 @@ class RichSpoutAdapter(ITridentSpout):
     Once the batch commits, the spout's message ids in it are acked; when the same txid is
     asked again (a replay), or it never committed within the message timeout, they are
     failed, and the spout replays them as it would without Trident.
+
+    ``max_batch_size``, when given, is the batch size whatever the configuration says (a DRPC
+    stream's spout: one call per batch).
     """
 
-    def __init__(self, spout: Spout) -> None:
+    def __init__(self, spout: Spout, max_batch_size: int | None = None) -> None:
         self.spout = spout
         self.fields = spout_output_fields(spout)
+        self.max_batch_size = max_batch_size
 
     def get_coordinator(self, txid_key: str, conf: dict, context: Any) -> BatchCoordinator:
         """No metadata; always ready."""
@@ -459,7 +463,7 @@ class RichSpoutAdapter(ITridentSpout):
 
     def get_emitter(self, txid_key: str, conf: dict, context: Any) -> Emitter:
         """Runs the spout in this task, opened at its first batch."""
-        return _RichSpoutEmitter(self.spout, conf, context)
+        return _RichSpoutEmitter(self.spout, conf, context, self.max_batch_size)
 
     def get_output_fields(self) -> Fields:
         """The spout's one stream's fields."""

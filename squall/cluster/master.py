@@ -425,7 +425,10 @@ class Master(HaMaster):
         merged = topology_conf(self.conf, conf)
         for warning in misspellings(conf, name):
             log.warning("%s", warning)
-        merged["topology.name"] = name
+        # the submitted name, whatever the Config says (Storm's Nimbus): tasks key their
+        # transactional and persistent state by it, and a Config copied from another topology
+        # would otherwise share that one's Trident coordinator state while both run
+        merged["topology.name"] = conf["topology.name"] = name
         storm_id = f"{name}-{self.counter + 1}-{int(self.clock.wall())}"
         plan = make_plan(name, storm_id, topology, merged, conf)
         component_blobs(plan)  # names a component that cannot be pickled

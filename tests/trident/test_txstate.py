@@ -222,3 +222,16 @@ def test_on_local_cluster_the_state_outlives_a_crashed_worker_and_the_topology(t
         cluster.submit_topology("others", {}, opens_topology(tmp_path))
         assert wait_until(lambda: len(opens(tmp_path)) == 4, 60), opens(tmp_path)
         assert opens(tmp_path)[3]["n"] == 1
+
+
+def test_a_topology_whose_config_names_another_topology_keeps_its_own_state(tmp_path):
+    # Storm's Nimbus sets topology.name to the submitted name whatever the Config says; a
+    # Config copied from another topology's must not reach that topology's coordinator state
+    with LocalCluster() as cluster:
+        cluster.submit_topology("opens", {}, opens_topology(tmp_path))
+        assert wait_until(lambda: len(opens(tmp_path)) == 1, 60), opens(tmp_path)
+        cluster.submit_topology("copied", {"topology.name": "opens"}, opens_topology(tmp_path))
+        assert wait_until(lambda: len(opens(tmp_path)) == 2, 60), opens(tmp_path)
+        copied = opens(tmp_path)[1]
+        assert copied["storm_id"].startswith("copied-")
+        assert copied["n"] == 1 and copied["keys"] == ["open/1"], copied

@@ -209,12 +209,15 @@ def load_snapshot(states: Sequence[TransactionalState], max_pending: int) -> Coo
     """The coordinator's durable part as its spouts' states keep it (the furthest of them, as
     Storm reads every managed spout's); None if none has any."""
     currents = [c for c in (s.get(CURRENT_TX) for s in states) if isinstance(c, int)]
-    if not currents:
+    saved = [dict(a) for a in (s.get(CURRENT_ATTEMPTS) for s in states) if a]
+    if not currents and not saved:
         return None
-    current = max(currents)
+    # no current txid yet (nothing committed) is txid 1, as Storm's; the attempt ids of txid 1
+    # still count then, or a worker dying before the first commit would reuse them
+    current = max(currents, default=1)
     attempts: dict[int, int] = {}
-    for state in states:
-        for txid, attempt in dict(state.get(CURRENT_ATTEMPTS) or {}).items():
+    for stored in saved:
+        for txid, attempt in stored.items():
             if current <= txid < current + max_pending:
                 attempts[txid] = max(attempt, attempts.get(txid, -1))
     return CoordinatorSnapshot(current, tuple(sorted(attempts.items())))
@@ -333,10 +336,14 @@ class MasterBatchCoordinator(Spout):
         if snapshot == self._saved:
             return
         for state in self._states:
-            if snapshot.attempt_ids != self._saved.attempt_ids:
-                state.put(CURRENT_ATTEMPTS, dict(snapshot.attempt_ids))
+            # the current txid first: a commit moves it past a txid whose attempt id it drops, and
+            # a worker dying between the two writes must not leave that txid current without its
+            # attempt id (its replay would reuse attempt 0); the other way round leaves a stale
+            # attempt id of a txid behind the current one, which restore ignores
             if snapshot.current_txid != self._saved.current_txid:
                 state.put(CURRENT_TX, snapshot.current_txid)
+            if snapshot.attempt_ids != self._saved.attempt_ids:
+                state.put(CURRENT_ATTEMPTS, dict(snapshot.attempt_ids))
         self._saved = snapshot
 
 

@@ -7,7 +7,8 @@ import collections
 
 import pytest
 
-from squall import Config, FailedException, Fields, LocalCluster, TopologyBuilder
+from squall import Config, FailedException, Fields, LocalCluster, TopologyBuilder, TopologyContext
+from squall._transactional import MemoryBackend
 from squall.testing._registry import SharedLog, _lock, _Shared
 from squall.trident.coordinator import (
     BATCH_STREAM,
@@ -295,3 +296,72 @@ def test_exactly_once_counts_and_ordered_commits_through_failures_a_timeout_and_
         txids = [c[1] for c in commits.items() if c[0] == task]
         assert txids == sorted(txids), f"task {task} committed out of txid order: {txids}"
         assert set(txids) >= set(range(1, batches + 1))
+
+
+# --- the shell's saves, with the worker dying between two writes ---------------------------------
+
+class _Crash(Exception):
+    """The worker dies here."""
+
+
+class DyingBackend(MemoryBackend):
+    """The cluster's store; once ``armed``, it takes ``armed`` more puts and the worker dies at the next."""
+
+    armed: int | None = None
+
+    def put(self, topology, key, blob):
+        if self.armed is not None:
+            if self.armed == 0:
+                self.armed = None
+                raise _Crash(f"the worker died before it wrote {key}")
+            self.armed -= 1
+        super().put(topology, key, blob)
+
+
+class RecordingCollector:
+    """What the master coordinator emitted: (stream, attempt)."""
+
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, TransactionAttempt]] = []
+
+    def emit(self, values, msg_id=None, stream="default"):
+        self.emitted.append((stream, values[0]))
+        return []
+
+
+def open_master(backend: MemoryBackend, spouts: int = 1) -> tuple[MasterBatchCoordinator, RecordingCollector]:
+    adapters = [BatchSpoutAdapter(FixedBatchSpout(Fields("w"), 1, ["a"])) for _ in range(spouts)]
+    keys = [f"spout{i}" for i in range(spouts)]
+    master = MasterBatchCoordinator(keys, adapters)
+    b = TopologyBuilder()
+    b.set_spout("$mastercoord-bg0", master)
+    conf = {"topology.name": "t", "topology.max.spout.pending": 1, "topology.trident.batch.emit.interval.millis": 0}
+    context = TopologyContext(b.create_topology(), "t-1-2", {1: "$mastercoord-bg0"}, 1, 6700, [1], conf,
+                              transactional_home=backend)
+    collector = RecordingCollector()
+    master.open(conf, context, collector)
+    return master, collector
+
+
+@pytest.mark.parametrize("spouts, writes", [(1, 0), (1, 1), (2, 0), (2, 1), (2, 2), (2, 3)])
+def test_a_worker_dying_while_it_saves_a_commit_never_reuses_an_attempt_id(spouts: int, writes: int) -> None:
+    """The commit of txid 1 changes both the current txid and the attempt ids, in each spout's
+    state; the worker dies after ``writes`` of those writes. The restarted coordinator must not
+    emit an attempt it emitted before (executors and the acker would take the old attempt's news
+    for the new one's): saving the attempt ids without txid 1 before moving past it replayed
+    txid 1 as attempt 0."""
+    backend = DyingBackend()
+    master, first = open_master(backend, spouts)
+    master.next_tuple()
+    assert first.emitted == [(BATCH_STREAM, tx(1))]
+    master.ack(("batch", 1, 0))
+    assert first.emitted[-1] == (COMMIT_STREAM, tx(1))
+    backend.armed = writes
+    with pytest.raises(_Crash):
+        master.ack(("commit", 1, 0))
+    again, second = open_master(backend, spouts)
+    again.next_tuple()
+    batches = [a for s, a in first.emitted + second.emitted if s == BATCH_STREAM]
+    assert len(batches) == len(set(batches)) == 2, batches
+    # resumed at txid 1 (its commit not recorded: replayed, a new attempt) or at txid 2
+    assert second.emitted in ([(BATCH_STREAM, tx(1, 1))], [(BATCH_STREAM, tx(2))])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import itertools
 import json
+import secrets
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -127,6 +128,9 @@ class RequestBook:
         self._queues: dict[str, deque[_Outstanding]] = {}
         self._requests: dict[str, _Outstanding] = {}
         self._ids = itertools.count(1)
+        # request ids of this book only: a restarted server must not take a result a topology
+        # still returns for the previous run's request of the same number (another caller's)
+        self._run = secrets.token_hex(8)
         self._closed = False
         self._executed = self._fetched = self._returned = self._failed = self._timed_out = 0
 
@@ -147,7 +151,7 @@ class RequestBook:
         with self._lock:
             if self._closed:
                 raise DRPCExecutionException("Server Shutting Down", DRPCExceptionType.SERVER_SHUTDOWN)
-            request = DRPCRequest(str(next(self._ids)), function, args)
+            request = DRPCRequest(f"{self._run}-{next(self._ids)}", function, args)
             entry = _Outstanding(request, now + self.timeout_secs, on_done)
             self._requests[request.request_id] = entry
             self._queues.setdefault(function, deque()).append(entry)

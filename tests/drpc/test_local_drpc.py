@@ -204,3 +204,15 @@ def test_a_spout_without_local_drpc_on_a_local_cluster_says_what_to_do():
         error = cluster.get_topology_info("no-drpc")["errors"][0]
     assert error["component"] == "drpc"
     assert "no LocalDRPC was given" in error["error"] and "pass a LocalDRPC to the DRPC spout" in error["error"]
+
+
+def test_a_restarted_server_takes_no_result_meant_for_its_previous_run():
+    # a topology still holds return-infos of the previous run's requests; their ids must not name
+    # the new run's requests, or a late result answers a stranger's call
+    before = RequestBook(timeout_secs=10)
+    old = before.submit("f", "old caller's args", 0.0, Heard())
+    after, stranger = RequestBook(timeout_secs=10), Heard()
+    new = after.submit("f", "stranger's args", 0.0, stranger)
+    assert new.request_id != old.request_id
+    assert not after.result(old.request_id, "the old caller's result")
+    assert stranger.outcomes == []

@@ -7,10 +7,12 @@ failures at chosen calls of the operations and of the state (`Faults`)."""
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from squall import Fields
@@ -279,15 +281,11 @@ class _FlakyBacking(IBackingMap):
             raise FailedException("induced failure in multi_put, after writing")
 
 
-class _FlakyCommits(MapState):
-    """``state``, whose ``commit`` fails at the planned ``commit`` calls (after the batch was
-    written), and at the planned ``slow_commit`` calls holds the commit until the spout emitted
-    the batch again: its ``$commit`` timed out (topology.message.timeout.secs) and was replayed."""
+class _Wrapped(MapState):
+    """A map state passing every call to ``state``; subclasses change ``commit``."""
 
-    def __init__(self, state: MapState, faults: Faults, attempts: SharedLog) -> None:
+    def __init__(self, state: MapState) -> None:
         self.state = state
-        self.faults = faults
-        self.attempts = attempts
 
     def multi_get(self, keys):
         return self.state.multi_get(keys)
@@ -300,6 +298,20 @@ class _FlakyCommits(MapState):
 
     def begin_commit(self, txid) -> None:
         self.state.begin_commit(txid)
+
+    def commit(self, txid) -> None:
+        self.state.commit(txid)
+
+
+class _FlakyCommits(_Wrapped):
+    """``state``, whose ``commit`` fails at the planned ``commit`` calls (after the batch was
+    written), and at the planned ``slow_commit`` calls holds the commit until the spout emitted
+    the batch again: its ``$commit`` timed out (topology.message.timeout.secs) and was replayed."""
+
+    def __init__(self, state: MapState, faults: Faults, attempts: SharedLog) -> None:
+        super().__init__(state)
+        self.faults = faults
+        self.attempts = attempts
 
     def commit(self, txid) -> None:
         if self.faults.hit("commit"):
@@ -338,3 +350,103 @@ class FlakyMapState(StateFactory):
 def plain(kind: str, value: Any) -> Any:
     """The count a ``kind`` map stored as ``value``."""
     return {"transactional": lambda v: v.val, "opaque": lambda v: v.curr, "non_transactional": lambda v: v}[kind](value)
+
+
+# --- over a real Redis, for the hosts whose workers die (the process host, Spark) ------------------
+
+class _Held(_Wrapped):
+    def __init__(self, state: MapState, hold: HeldCommit) -> None:
+        super().__init__(state)
+        self.hold = hold
+
+    def commit(self, txid) -> None:
+        if txid == self.hold.txid:
+            self.hold.wait()
+        self.state.commit(txid)
+
+
+class HeldCommit(StateFactory):
+    """``factory``'s states, the first of whose commits of ``txid`` (over every task and state
+    sharing ``directory``) is held, after the batch's writes, until the file ``release`` appears
+    in ``directory`` (or 120 s passed): it writes its pid to ``held`` there first, so a test
+    knows which worker is in the middle of a commit, and can kill it or the master then."""
+
+    def __init__(self, factory: StateFactory, txid: int, directory: str) -> None:
+        self.factory = factory
+        self.txid = txid
+        self.directory = directory
+
+    def make_state(self, conf, metrics, partition_index, num_partitions):
+        return _Held(self.factory.make_state(conf, metrics, partition_index, num_partitions), self)
+
+    def wait(self) -> None:
+        try:  # the claim stays: only its maker holds
+            os.close(os.open(Path(self.directory) / "claimed", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            return  # another task holds its commit
+        (Path(self.directory) / "held.tmp").write_text(str(os.getpid()))
+        os.rename(Path(self.directory) / "held.tmp", Path(self.directory) / "held")  # whole when seen
+        deadline = time.monotonic() + 120
+        while not (Path(self.directory) / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def held_pid(directory: Any) -> int | None:
+    """The pid of the worker holding a `HeldCommit`, once one does."""
+    path = Path(directory) / "held"
+    return int(path.read_text()) if path.exists() else None
+
+
+REDIS_HASHES = {"transactional": "counts-transactional", "opaque": "counts-opaque"}
+"""The Redis hash each map state of `redis_word_counts` keeps its counts in."""
+
+
+@dataclass(frozen=True)
+class RedisRun:
+    """`redis_word_counts`'s topology: what it was built from, to check its run against."""
+
+    topology: Any
+    text: list[str]
+    committers: list[str]
+    attempts: dict[str, SharedLog]
+
+
+def redis_word_counts(url: str, hold: Any, n: int = 240, per_batch: int = 6, hold_txid: int = 10) -> RedisRun:
+    """Two word counts of ``n`` sentences into the Redis at ``url``, in one topology: a
+    transactional spout (FixedBatchSpout, ``per_batch`` sentences a batch) into a
+    `TransactionalMap` (hash ``counts-transactional``), and the opaque `SentenceParts` (two
+    partitions) into an `OpaqueMap` (hash ``counts-opaque``). One commit of txid ``hold_txid`` is
+    held (`HeldCommit` in directory ``hold``). Make it inside
+    ``squall.testing.shared_state_dir`` when its workers are other processes (the attempts logs)."""
+    from squall.external.trident_redis import Options, RedisMapState
+    from squall.trident.partitioned import OpaquePartitionedTridentSpoutExecutor
+    from squall.trident.spout import BatchSpoutAdapter, FixedBatchSpout
+
+    text = sentences(n)
+    attempts = {"transactional": SharedLog(), "opaque": SharedLog()}
+    topo = TridentTopology()
+    fixed = BatchSpoutAdapter(FixedBatchSpout(Fields("sentence"), per_batch, *[[s] for s in text]))
+    word_count(topo, "fixed", Watched(fixed, attempts["transactional"]),
+               HeldCommit(RedisMapState.transactional(
+                   url, Options(data_type="hash", hash_key=REDIS_HASHES["transactional"])), hold_txid, str(hold)),
+               spout_tasks=1)
+    parts = SentenceParts({"p0": text[0::2], "p1": text[1::2]}, per_batch=per_batch // 2)
+    word_count(topo, "parts", Watched(OpaquePartitionedTridentSpoutExecutor(parts), attempts["opaque"]),
+               HeldCommit(RedisMapState.opaque(url, Options(data_type="hash", hash_key=REDIS_HASHES["opaque"])),
+                          hold_txid, str(hold)))
+    built = topo.build()
+    committers = sorted(cid for cid, c in built.bolts.items() if getattr(getattr(c.obj, "spec", None), "committer", 0))
+    return RedisRun(built, text, committers, attempts)
+
+
+def redis_counts(client: Any) -> dict[str, dict[str, int]]:
+    """The counts each state of `redis_word_counts` stored (Storm's JSON values: ``[txid, val]``,
+    ``[curr_txid, curr, prev]``: the count is the second)."""
+    import json
+    return {kind: {k.decode(): json.loads(v)[1] for k, v in client.hgetall(h).items()}
+            for kind, h in REDIS_HASHES.items()}
+
+
+def totals(counts: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """Words stored per state."""
+    return {kind: sum(c.values()) for kind, c in counts.items()}

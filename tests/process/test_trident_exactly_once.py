@@ -1,0 +1,85 @@
+"""Exactly once on the process host (`squall nimbus --host process` as a subprocess, 2 workers):
+two Trident word counts in one topology, a transactional spout into a TransactionalMap and an
+opaque spout into an OpaqueMap, both over a real redis-server, store exactly the input's counts,
+every word compared, when the worker holding the persisting tasks is SIGKILLed mid-run, and when
+the master is SIGKILLed mid-run and started again. The coordinator's progress and the spouts'
+metadata live in the master's transactional state, so a restarted worker resumes at its txid."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from squall.testing import shared_state_dir
+
+from ..conftest import wait_until
+from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
+from ..trident.exactly_once import counted, held_pid, redis_counts, redis_word_counts, replays, totals
+
+redis = pytest.importorskip("redis")
+
+CONF = {"topology.workers": 2, "topology.max.spout.pending": 3, "topology.message.timeout.secs": 5,
+        "topology.trident.batch.emit.interval.millis": 100}
+
+
+def started(cluster, redis_server, tmp_path, name):  # noqa: F811 - the fixture
+    """Submit `redis_word_counts` as ``name``; return (the run, a Redis client, the expected
+    counts, the pid of the worker holding its commit of txid 10), once that commit is held."""
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    with shared_state_dir(tmp_path / "shared"):
+        run = redis_word_counts(redis_server.url, hold)
+    client = redis.Redis.from_url(redis_server.url)
+    with cluster.client() as m:
+        m.submit_topology(name, CONF, run.topology)
+    assert wait_until(lambda: held_pid(hold) is not None, 60), redis_counts(client)
+    return run, client, counted(run.text), held_pid(hold)
+
+
+def exact(client, expected, run, what):
+    """Wait until both states hold every word, then compare them whole; print the figures and
+    return each spout's `Replays`."""
+    total = sum(expected.values())
+    assert wait_until(lambda: min(totals(redis_counts(client)).values()) >= total, 120), \
+        (totals(redis_counts(client)), total)
+    counts = redis_counts(client)
+    assert counts == {"transactional": expected, "opaque": expected}
+    seen = {kind: replays(log) for kind, log in run.attempts.items()}
+    for kind, r in seen.items():
+        print(f"process host, {what}: {kind} spout -> {kind} map: {total} words sent, {sum(counts[kind].values())} "
+              f"stored; {r.batches} batches, {r.replayed_batches} replayed ({r.extra_attempts} extra attempts)")
+    return seen
+
+
+def test_counts_are_exact_after_the_persisting_worker_is_sigkilled_in_a_commit(cluster, redis_server,  # noqa: F811
+                                                                                tmp_path):
+    run, client, expected, pid = started(cluster, redis_server, tmp_path, "wc-worker-kill")
+    with cluster.client() as m:
+        victim = next(w for w in m.get_topology_info("wc-worker-kill")["workers"] if w["pid"] == pid)
+        os.kill(pid, signal.SIGKILL)  # in the middle of its commit of txid 10, after the writes
+        at_kill = totals(redis_counts(client))
+        seen = exact(client, expected, run, f"persisting worker SIGKILLed at {at_kill}")
+        after = {w["slot"]: w for w in m.get_topology_info("wc-worker-kill")["workers"]}[victim["slot"]]
+        assert after["pid"] != pid, "the killed worker was not restarted"
+        m.kill_topology("wc-worker-kill", wait_secs=0)
+    assert min(at_kill.values()) < sum(expected.values())
+    assert max(r.replayed_batches for r in seen.values()) >= 1, seen
+
+
+def test_counts_are_exact_after_the_master_is_sigkilled_and_started_again(cluster, redis_server, tmp_path):  # noqa: F811
+    """The master SIGKILLed while a commit is held; it is started again, the commit's batch times
+    out and is replayed, and then the held commit goes on."""
+    run, client, expected, _ = started(cluster, redis_server, tmp_path, "wc-master-kill")
+    cluster.master.send_signal(signal.SIGKILL)
+    cluster.master.wait(5)
+    at_kill = totals(redis_counts(client))
+    cluster.start_master()
+    assert wait_until(lambda: any(r.replayed_batches for r in map(replays, run.attempts.values())), 60)
+    (tmp_path / "hold" / "release").write_text("")
+    seen = exact(client, expected, run, f"master SIGKILLed at {at_kill}")
+    with cluster.client() as m:
+        m.kill_topology("wc-master-kill", wait_secs=0)
+    assert min(at_kill.values()) < sum(expected.values())
+    assert max(r.replayed_batches for r in seen.values()) >= 1, seen

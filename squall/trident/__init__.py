@@ -17,6 +17,19 @@ from .builtin import Negate as Negate
 from .builtin import SnapshotGet as SnapshotGet
 from .builtin import Sum as Sum
 from .builtin import TupleCollectionGet as TupleCollectionGet
+from .builtin import Count as Count
+from .builtin import Debug as Debug
+from .builtin import Equals as Equals
+from .builtin import FilterNull as FilterNull
+from .builtin import FirstN as FirstN
+from .builtin import MapGet as MapGet
+from .builtin import Max as Max
+from .builtin import Min as Min
+from .builtin import Negate as Negate
+from .builtin import SnapshotGet as SnapshotGet
+from .builtin import Sum as Sum
+from .builtin import TupleCollectionGet as TupleCollectionGet
+from .coordinator import TransactionAttempt as TransactionAttempt
 from .drpc import DRPCClient as DRPCClient
 from .drpc import DRPCExecutionException as DRPCExecutionException
 from .drpc import LocalDRPC as LocalDRPC
@@ -39,6 +52,8 @@ from .operation import TridentCollector as TridentCollector
 from .operation import TridentOperationContext as TridentOperationContext
 from .spout import BatchCoordinator as BatchCoordinator
 from .spout import Emitter as Emitter
+from .spout import FeederBatchSpout as FeederBatchSpout
+from .spout import FixedBatchSpout as FixedBatchSpout
 from .spout import FixedBatchSpout as FixedBatchSpout
 from .spout import IBatchSpout as IBatchSpout
 from .spout import ITridentSpout as ITridentSpout
@@ -63,13 +78,14 @@ from .state import ValueUpdater as ValueUpdater
 from .tuple import TridentTuple as TridentTuple
 
 __all__ = [
-    "Count", "Debug", "Equals", "FilterNull", "FirstN", "MapGet", "Max", "Min", "Negate", "SnapshotGet", "Sum", "TupleCollectionGet",
     "Assembly", "BaseAggregator", "BaseFilter", "BaseFunction", "BaseOperation", "BaseQueryFunction",
-    "BaseStateUpdater", "BatchCoordinator", "CachedMap", "CombinerAggregator", "Consumer", "DRPCClient",
-    "DRPCExecutionException", "Emitter", "FixedBatchSpout", "FailedException", "FlatMapFunction", "GroupedStream", "IBackingMap",
-    "IBatchSpout", "ITridentSpout", "LocalDRPC", "MapFunction", "MapState", "MemoryMapState",
-    "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction", "ReducerAggregator", "Snapshottable",
-    "SnapshottableMap", "State", "StateFactory", "StateUpdater", "Stream", "TransactionalMap",
-    "TransactionalValue", "TridentCollector", "TridentOperationContext", "TridentState", "TridentTopology",
-    "TridentTuple", "ValueUpdater",
+    "BaseStateUpdater", "BatchCoordinator", "CachedMap", "CombinerAggregator", "Consumer", "Count",
+    "DRPCClient", "DRPCExecutionException", "Debug", "Emitter", "Equals", "FailedException",
+    "FeederBatchSpout", "FilterNull", "FirstN", "FixedBatchSpout", "FlatMapFunction", "GroupedStream",
+    "IBackingMap", "IBatchSpout", "ITridentSpout", "LocalDRPC", "MapFunction", "MapGet", "MapState", "Max",
+    "MemoryMapState", "Min", "Negate", "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction",
+    "ReducerAggregator", "SnapshotGet", "Snapshottable", "SnapshottableMap", "State", "StateFactory",
+    "StateUpdater", "Stream", "Sum", "TransactionAttempt", "TransactionalMap", "TransactionalValue",
+    "TridentCollector", "TridentOperationContext", "TridentState", "TridentTopology", "TridentTuple",
+    "TupleCollectionGet", "ValueUpdater",
 ]

@@ -18,7 +18,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ._errors import SquallError
 
@@ -160,17 +160,29 @@ def under(keys: Any, key: str) -> list[str]:
     return [k for k in keys if k == base or k.startswith(base + "/")]
 
 
+class WorkerLaunch(NamedTuple):
+    """Which worker launch a `MasterBackend` speaks for: the master refuses the transactional
+    state to a launch it no longer runs (killed, moved, relaunched) and to another topology's."""
+
+    storm_id: str
+    slot: str
+    launch_id: int
+
+
 class MasterBackend:
     """A `TransactionalBackend` through a link to the master (its ``trident_state_*``
     operations): what the worker agent hands its tasks on every host. One call at a time (the
     worker's tasks share it); a master that cannot be reached is tried ``retries`` more times,
     ``interval`` seconds apart (Storm's ``storm.zookeeper.retry.times``/``interval``, which its
     coordinator's ZooKeeper client obeys), then `squall.worker.calls.RpcError` is raised. Every
-    operation is idempotent, so one the master may have run is safe to send again."""
+    operation is idempotent, so one the master may have run is safe to send again. ``caller``
+    (`WorkerLaunch`) goes with every call."""
 
     def __init__(self, master: Any, retries: int = 5, interval: float = 1.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, caller: WorkerLaunch | None = None) -> None:
         self.master = master  # squall.worker.calls.MasterCalls
+        # sent with every call: the master refuses a launch that no longer runs, or another topology
+        self._caller = caller._asdict() if caller is not None else {}
         self.retries, self.interval, self._sleep = retries, interval, sleep
         self._lock = threading.Lock()
 
@@ -179,7 +191,7 @@ class MasterBackend:
         with self._lock:
             for attempt in range(self.retries + 1):
                 try:
-                    return self.master.call(op, **args)
+                    return self.master.call(op, **args, **self._caller)
                 except RpcError:
                     if attempt == self.retries:
                         raise

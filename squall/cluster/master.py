@@ -58,6 +58,7 @@ from .._config import SECRET_KEY, misspellings, setting, topology_conf, visible_
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
 from .._private import private_dir, write_private
 from .._redact import redact
+from .._transactional import TransactionalStateError
 from .._ratelimit import RateLimitedLog
 from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
@@ -1000,11 +1001,27 @@ class Master(HaMaster):
             self._add_errors(topo, slot, launch_id, errors)
 
     # --- Trident's transactional state (`squall.trident.txstate`) ------------------------------------------
-    def _transactional_of(self, topology: Any) -> Any:
+    def _transactional_of(self, topology: Any, storm_id: Any = None, slot: Any = None, launch_id: Any = None) -> Any:
         """The store of Trident's transactional state (`squall.cluster.txstore`), checking that
-        ``topology`` is a topology name; values are opaque bytes here, never unpickled."""
+        ``topology`` is a topology name and, when the caller says which worker launch it is (a
+        worker's `squall._transactional.MasterBackend` always does), that this launch runs now
+        and belongs to ``topology``. A worker of another topology, or one killed, moved or
+        relaunched since (a copy left running on a supervisor the master gave up on), would
+        otherwise write the coordinator state of the one running now: a txid's metadata
+        replaced under its replay, an attempt id saved lower than one in use. Values are opaque
+        bytes here, never unpickled."""
         if not isinstance(topology, str) or not _NAME_RE.match(topology):
             raise ValueError(f"transactional state: {topology!r} is not a topology name")
+        if storm_id is not None or slot is not None or launch_id is not None:
+            topo = self._find(storm_id) if isinstance(storm_id, str) else None
+            if topo is None or slot not in topo.assignment or topo.slot(slot).launch_id != launch_id:
+                raise TransactionalStateError(
+                    f"transactional state of topology {topology!r}: worker {slot!r} launch {launch_id!r} of "
+                    f"{storm_id!r} is not running now (killed, moved or relaunched); refused")
+            if topo.plan.name != topology:
+                raise TransactionalStateError(
+                    f"transactional state: a worker of topology {topo.plan.name!r} ({storm_id}) may not reach "
+                    f"topology {topology!r}'s")
         if self._transactional is None:
             from . import txstore
             self._transactional = (txstore.MemoryBackend() if not self.durable else
@@ -1012,21 +1029,26 @@ class Master(HaMaster):
                                    txstore.FileStore(self.local_dir / "transactional", self.secret))
         return self._transactional
 
-    def op_trident_state_get(self, topology: str, key: str) -> bytes | None:
-        """The value of ``key`` in ``topology``'s transactional state, None if none."""
-        return self._transactional_of(topology).get(topology, key)
+    def op_trident_state_get(self, topology: str, key: str, storm_id: str | None = None, slot: str | None = None,
+                             launch_id: int | None = None) -> bytes | None:
+        """The value of ``key`` in ``topology``'s transactional state, None if none (the worker
+        launch asking: see `_transactional_of`)."""
+        return self._transactional_of(topology, storm_id, slot, launch_id).get(topology, key)
 
-    def op_trident_state_put(self, topology: str, key: str, value: bytes) -> None:
+    def op_trident_state_put(self, topology: str, key: str, value: bytes, storm_id: str | None = None,
+                             slot: str | None = None, launch_id: int | None = None) -> None:
         """Set ``key`` of ``topology``'s transactional state to ``value`` (durable once it returns)."""
-        self._transactional_of(topology).put(topology, key, value)
+        self._transactional_of(topology, storm_id, slot, launch_id).put(topology, key, value)
 
-    def op_trident_state_delete(self, topology: str, key: str, prefix: bool = False) -> None:
+    def op_trident_state_delete(self, topology: str, key: str, prefix: bool = False, storm_id: str | None = None,
+                                slot: str | None = None, launch_id: int | None = None) -> None:
         """Remove ``key`` of ``topology``'s transactional state (``prefix``: and every key under it)."""
-        self._transactional_of(topology).delete(topology, key, bool(prefix))
+        self._transactional_of(topology, storm_id, slot, launch_id).delete(topology, key, bool(prefix))
 
-    def op_trident_state_list(self, topology: str, prefix: str = "") -> list[str]:
+    def op_trident_state_list(self, topology: str, prefix: str = "", storm_id: str | None = None,
+                              slot: str | None = None, launch_id: int | None = None) -> list[str]:
         """The keys of ``topology``'s transactional state that start with ``prefix``, sorted."""
-        return self._transactional_of(topology).list(topology, prefix)
+        return self._transactional_of(topology, storm_id, slot, launch_id).list(topology, prefix)
 
     # --- monitoring -----------------------------------------------------------------------------------------
     def monitor(self) -> None:

@@ -16,7 +16,9 @@ task's `TopologyContext` for what its host lends (``context.transactional_home``
 The store is keyed by the topology's *name* and the ``name`` given here (Storm keys it by the
 spout's txid id), not by the storm id: a topology killed and submitted again under the same name
 resumes at the txid it stopped at, as Storm's does, and one meant to start afresh needs a new
-name (or its state deleted). Killing a topology leaves its transactional state in place.
+name (or its state deleted). Killing a topology leaves its transactional state in place. A
+worker's calls name its launch (`squall._transactional.WorkerLaunch`): the master refuses a launch
+it no longer runs, and another topology's state.
 
 Values are any picklable Python object: the task pickles them (so a later change to the object
 put is not stored) and unpickles what it reads back; the master stores only bytes and never

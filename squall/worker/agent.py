@@ -38,7 +38,7 @@ from ..engine.load_mapping import LoadLink, is_load_message
 from ..engine.remote_backpressure import BackpressureLink
 from ..engine.transport import Origin, Transport
 from ..engine.worker import Worker, component_blobs
-from .._transactional import MasterBackend
+from .._transactional import MasterBackend, WorkerLaunch
 from .calls import MasterCalls, RemoteError, RpcError
 from .stats_history import StatsHistory, WorkerFigures
 
@@ -104,7 +104,8 @@ class WorkerAgent:
         # Trident's coordinators keep their state with the master's (squall.trident.txstate)
         self.transactional_home = MasterBackend(
             transactional_link or master, retries=int(conf.get("storm.zookeeper.retry.times", 5)),
-            interval=float(conf.get("storm.zookeeper.retry.interval", 1000)) / 1000.0)
+            interval=float(conf.get("storm.zookeeper.retry.interval", 1000)) / 1000.0,
+            caller=WorkerLaunch(storm_id, slot, launch_id))
         self.worker: Worker | None = None
         self.transport: Transport | None = None
         self.state: TopologyState | None = None

@@ -200,6 +200,40 @@ def test_a_worker_retries_an_unreachable_master_then_gives_up():
         backend.put("full", "over", b"")
 
 
+def test_the_master_refuses_the_state_to_a_launch_not_running_and_to_another_topology(tmp_path):
+    """A worker says which launch it is; a copy of a launch the master replaced (left running
+    on a supervisor it gave up on) would otherwise overwrite the coordinator state of the launch
+    running now, and a worker could reach another topology's."""
+    import cloudpickle
+
+    from squall._transactional import WorkerLaunch
+    from squall.cluster.master_records import Heartbeat
+
+    m = Master(cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.task.timeout.secs": 1}))
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000])
+    storm_id = m.op_submit(name="words", conf={}, topology=cloudpickle.dumps(opens_topology(tmp_path)))
+    m.op_submit(name="other", conf={}, topology=cloudpickle.dumps(opens_topology(tmp_path)))
+    topo = m.topologies["words"]
+    slot = next(iter(topo.assignment))
+    launch = topo.launch_ids[slot]
+    link = _FlakyLink(m, down=0)
+    worker = BackedTransactionalState(MasterBackend(link, caller=WorkerLaunch(storm_id, slot, launch)), "words", "c")
+    worker.put("currtx", 4)
+    assert worker.get("currtx") == 4 and worker.list() == ["currtx"]
+    elsewhere = BackedTransactionalState(MasterBackend(link, caller=WorkerLaunch(storm_id, slot, launch)), "other", "c")
+    with pytest.raises(TransactionalStateError, match="a worker of topology 'words' .* may not reach topology 'other'"):
+        elsewhere.put("currtx", 1)
+    with pytest.raises(TransactionalStateError, match="not running now"):
+        MasterBackend(link, caller=WorkerLaunch("words-99-0", slot, launch)).get("words", "c/currtx")
+    topo.slot(slot).heartbeat = Heartbeat(0.0)  # it went silent: the master relaunches the slot
+    m.monitor()
+    assert topo.launch_ids[slot] == launch + 1
+    with pytest.raises(TransactionalStateError, match=f"launch {launch} .* not running now"):
+        worker.put("currtx", 3)  # the old launch, still running somewhere
+    relaunched = MasterBackend(link, caller=WorkerLaunch(storm_id, slot, launch + 1))
+    assert BackedTransactionalState(relaunched, "words", "c").get("currtx") == 4
+
+
 # --- LocalCluster ----------------------------------------------------------------------------------
 def test_on_local_cluster_the_state_outlives_a_crashed_worker_and_the_topology(tmp_path):
     with LocalCluster() as cluster:

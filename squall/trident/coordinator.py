@@ -236,13 +236,21 @@ class MasterBatchCoordinator(Spout):
 
     Args:
         txid_keys: the managed spouts' txid keys (``new_stream(txid, spout)``), one per spout.
-        spouts: the managed spouts; a txid starts once each one's coordinator is ready for it.
+        spouts: the managed spouts.
+        parts: indexes into ``spouts``, one sequence per connected part of the topology (Storm's
+            batch groups); a txid starts once the coordinator of every spout of one part is
+            ready for it. None: one part of every spout.
     """
 
-    def __init__(self, txid_keys: Sequence[str], spouts: Sequence[ITridentSpout]) -> None:
+    def __init__(self, txid_keys: Sequence[str], spouts: Sequence[ITridentSpout],
+                 parts: Sequence[Sequence[int]] | None = None) -> None:
         if not txid_keys or len(txid_keys) != len(spouts):
             raise ValueError(f"MasterBatchCoordinator needs one txid key per spout, at least one; got "
                              f"{len(txid_keys)} keys for {len(spouts)} spouts")
+        self.parts = [list(range(len(spouts)))] if parts is None else [list(part) for part in parts]
+        if sorted(i for part in self.parts for i in part) != list(range(len(spouts))):
+            raise ValueError(f"MasterBatchCoordinator: parts {parts!r} must hold each of the {len(spouts)} spouts' "
+                             f"indexes once")
         # refused here, when the topology is built, not by a worker that then cannot open
         self.txid_keys = [check_key(key, "name (a spout's txid)") for key in txid_keys]
         self.spouts = list(spouts)
@@ -309,7 +317,9 @@ class MasterBatchCoordinator(Spout):
         return times.figures.statistics() if times is not None else {}
 
     def _ready(self, txid: int) -> bool:
-        return all(c.is_ready(txid) for c in self._coordinators)
+        # Storm runs each part in a batch group of its own; here they share the txids, and a
+        # part whose spouts are all ready starts one (a spout not fed holds back only its part)
+        return any(all(self._coordinators[i].is_ready(txid) for i in part) for part in self.parts)
 
     @staticmethod
     def _parse(msg_id: Any) -> tuple[str, TransactionAttempt]:

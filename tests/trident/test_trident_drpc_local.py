@@ -1,0 +1,61 @@
+"""Storm's TridentIntegrationTest word count (``testMemoryMapState``) on LocalCluster: a
+FeederBatchSpout's sentences counted into a MemoryMapState and queried through a LocalDRPC
+stream (MapGet, FilterNull, Sum), each answer exact after each fed batch committed, and asked
+again with nothing fed in between (the feeder's part of the topology waits for a feed; the DRPC
+part must not wait with it)."""
+
+from __future__ import annotations
+
+from squall import Config, Fields, LocalCluster
+from squall.trident import LocalDRPC, MemoryMapState, TridentTopology
+from squall.trident.builtin import Count, FilterNull, MapGet, Sum
+from squall.trident.spout import FeederBatchSpout
+
+from ..drpc.calls import guarded
+from .trident_ops import Split
+
+
+def word_count_with_drpc(topo: TridentTopology, feeder: FeederBatchSpout, drpc: LocalDRPC | None = None) -> None:
+    """Storm's testMemoryMapState topology: ``feeder``'s sentences counted per word, and the DRPC
+    function ``words`` answering the sum of its words' counts."""
+    counts = topo.new_stream("tester", feeder) \
+        .each(Fields("sentence"), Split(), Fields("word")) \
+        .group_by(Fields("word")) \
+        .persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count")) \
+        .parallelism_hint(6)
+    topo.new_drpc_stream("words", drpc) \
+        .each(Fields("args"), Split(), Fields("word")) \
+        .group_by(Fields("word")) \
+        .state_query(counts, Fields("word"), MapGet(), Fields("count")) \
+        .each(Fields("count"), FilterNull()) \
+        .aggregate(Fields("count"), Sum(), Fields("sum")) \
+        .project(Fields("sum"))
+
+
+def test_word_count_queried_through_drpc_between_feeds() -> None:
+    with LocalCluster() as cluster, LocalDRPC() as drpc:
+        feeder = FeederBatchSpout(["sentence"])
+        topo = TridentTopology()
+        word_count_with_drpc(topo, feeder, drpc)
+        cluster.submit_topology("testMemoryMapState", Config(), topo.build())
+        feeder.feed([["hello the man said"], ["the"]])
+        # nothing fed from here on: the DRPC calls get batches of their own
+        assert guarded(drpc.execute, "words", "the") == ("[[2]]", None)
+        assert guarded(drpc.execute, "words", "hello") == ("[[1]]", None)
+        assert guarded(drpc.execute, "words", "nobody") == ("[[0]]", None)  # Sum of nothing: its zero
+        feeder.feed([["the man on the moon"], ["where are you"]])
+        assert guarded(drpc.execute, "words", "the") == ("[[4]]", None)
+        assert guarded(drpc.execute, "words", "man") == ("[[2]]", None)
+        assert guarded(drpc.execute, "words", "man where you the") == ("[[8]]", None)
+
+
+def test_each_connected_part_of_the_topology_is_ready_on_its_own() -> None:
+    """The state query does not join the DRPC stream to the feeder's: two parts (Storm's two
+    batch groups); a stream merged from two spouts is one."""
+    from squall.trident.planner import plan
+
+    topo = TridentTopology()
+    word_count_with_drpc(topo, FeederBatchSpout(["sentence"]), LocalDRPC())
+    a, b = FeederBatchSpout(["x"]), FeederBatchSpout(["x"])
+    topo.merge(topo.new_stream("a", a), topo.new_stream("b", b)).each(Fields("x"), FilterNull())
+    assert plan(topo).ready_parts == (("spout-tester",), ("spout-drpc-words",), ("spout-a", "spout-b"))

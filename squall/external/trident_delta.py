@@ -177,7 +177,8 @@ class DeltaMapState(IBackingMap):
         except (pa.ArrowException, TypeError, ValueError) as e:
             raise DeltaMapStateError(f"DeltaMapState {self.f.table_uri}: a value does not fit the column "
                                      f"{self.f.value_field!r} ({self.f.value_type}): {e}") from None
-        on = " AND ".join(f"t.`{n}` = s.`{n}`" for n in self.keys)
+        # null-safe: a None in a key is a key like any other, matched to its row, not inserted again
+        on = " AND ".join(f"(t.`{n}` IS NOT DISTINCT FROM s.`{n}`)" for n in self.keys)
         props = CommitProperties(custom_metadata={"squall.app": self.app_id, "squall.txid": str(txid)},
                                  app_transactions=[Transaction(self.app_id, txid)] if txid is not None else None)
         for attempt in range(_MERGE_TRIES):

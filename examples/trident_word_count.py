@@ -30,9 +30,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from squall import Config, Fields, LocalCluster, StormTopology
-from squall.trident import BaseFunction, LocalDRPC, MemoryMapState, TridentTopology
-from squall.trident.builtin import Count, FilterNull, MapGet, Sum
-from squall.trident.spout import FixedBatchSpout
+from squall.trident import (BaseFunction, Count, FilterNull, FixedBatchSpout, LocalDRPC, MapGet, MemoryMapState,
+                            Sum, TridentTopology)
 
 SENTENCES = [
     "the cow jumped over the moon",

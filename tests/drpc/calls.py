@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 HANG_GUARD = 180
 """Seconds: only so that a broken build fails instead of hanging the suite, never a timing."""
@@ -23,6 +24,16 @@ def guarded(execute: Callable[[str, str], str], function: str, args: str) -> tup
     t.join(HANG_GUARD)
     assert out, f"execute({function!r}, {args!r}) did not return"
     return out[0]
+
+
+def client_execute(conf: dict[str, Any], function: str, args: str) -> tuple[str | None, Exception | None]:
+    """(result, error) of one request through a `DRPCClient` of its own on ``conf``, `guarded`."""
+    from squall import DRPCClient
+
+    def call(function: str, args: str) -> str:
+        with DRPCClient(conf) as client:
+            return client.execute(function, args)
+    return guarded(call, function, args)
 
 
 def concurrent_answers(caller: Callable[[], Callable[[str, str], str]], function: str, threads: int,

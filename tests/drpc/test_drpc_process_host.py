@@ -19,7 +19,8 @@ from squall.worker.rpc import AuthenticationError
 
 from ..test_cli import write
 from ..test_cli_cluster import Nimbus, free_ports, squall
-from .calls import concurrent_answers, guarded
+from .calls import client_execute as execute
+from .calls import concurrent_answers
 
 MANUAL_DRPC = '''
 from squall import Bolt, Fields, TopologyBuilder
@@ -77,14 +78,6 @@ def nimbus(tmp_path_factory):
 def count(nimbus, requests, answered, failed=0):
     for key, n in (("requests", requests), ("answered", answered), ("failed", failed)):
         nimbus.sent[key] += n
-
-
-def execute(conf, function, args):
-    """(result, error) of one request through a DRPCClient of its own."""
-    def call(function, args):
-        with DRPCClient(conf) as client:
-            return client.execute(function, args)
-    return guarded(call, function, args)
 
 
 def test_requests_are_answered_by_the_topology_in_worker_processes(nimbus):

@@ -2,7 +2,7 @@
 
 Each file is a partition (its id: the file's name). The coordinator lists the directory for each
 batch (hidden files, ``.inprogress`` files and directories are skipped); each task of the spout's
-bolt reads files ``i, i + n, ...`` of the sorted names. A batch of a file is up to
+bolt reads the files whose name hashes to it, so no file changes task as files come and go. A batch of a file is up to
 ``max_batch_records`` complete lines (ending in a newline) after the previous batch's end; its
 metadata is the byte range ``{"start", "end"}`` it read, so a replayed txid reads exactly the same
 bytes again and emits the same tuples. Lines are read with `squall.external.files`' reader
@@ -68,6 +68,13 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
     def get_ordered_partitions(self, all_partition_info: Any) -> list[FilePartition]:
         """The files, by name."""
         return [FilePartition(n) for n in sorted(all_partition_info)]
+
+    def get_partitions_for_task(self, task_index: int, num_tasks: int, ordered: list) -> list:
+        """The files whose name hashes to this task. Not Storm's every n-th of the sorted list:
+        files come and go, and a file that changed task would be read from where its new task
+        finds it stored while its old task may not yet have stored where an earlier batch in
+        flight ended there (its lines emitted twice)."""
+        return [p for p in ordered if _task_of(p.name, num_tasks) == task_index]
 
     def _path(self, partition: FilePartition) -> str:
         return os.path.join(self.spout.directory, partition.name)
@@ -144,6 +151,11 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
                                      f"changed since the batch first read them")
         for values in buffered.values:
             collector.emit(values)
+
+
+def _task_of(name: str, num_tasks: int) -> int:
+    # a digest, not hash(): every task and every run must agree
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8", "surrogateescape")).digest()[:8], "big") % num_tasks
 
 
 class _Buffer:

@@ -11,7 +11,9 @@ from squall import FailedException
 from squall.external.files import FileConnectorError
 from squall.trident.partitioned import PartitionedTridentSpoutExecutor
 
-from ..trident.partition_fakes import Driver
+from squall.trident.coordinator import TransactionAttempt
+
+from ..trident.partition_fakes import Driver, Recorder
 
 redis = pytest.importorskip("redis")
 
@@ -75,6 +77,25 @@ def test_file_spout_a_file_changed_under_a_batch_fails_its_replay_naming_it(tmp_
     path.write_bytes(b"on")
     with pytest.raises(FileConnectorError, match="a.txt has 2 bytes"):
         d.emit(1)
+
+
+def test_file_spout_a_new_file_moves_no_file_to_another_task(tmp_path):
+    # batches 1 and 2 are in flight at once (topology.max.spout.pending 2) and the tasks run
+    # them at their own pace: a file that changed task with the new listing was read from its
+    # start by its new task while its old task had not yet stored where batch 1 ended there
+    append(tmp_path / "a.txt", ["a0", "a1"])
+    append(tmp_path / "c.txt", ["c0", "c1"])
+    spout = PartitionedTridentSpoutExecutor(FileTridentSpout(tmp_path, max_batch_records=1))
+    d = Driver(spout, num_tasks=2)
+    meta = {1: d.coordinator.initialize_transaction(1, None, None)}
+    append(tmp_path / "b.txt", ["b0"])
+    meta[2] = d.coordinator.initialize_transaction(2, meta[1], None)
+    emitted = {1: Recorder(), 2: Recorder()}
+    fast, slow = d.emitters
+    for emitter, txid in [(fast, 1), (fast, 2), (slow, 1), (slow, 2)]:
+        emitter.emit_batch(TransactionAttempt(txid, 0), meta[txid], emitted[txid])
+    got = words(emitted[1].values) + words(emitted[2].values)
+    assert sorted(got) == ["a0", "a1", "b0", "c0", "c1"]
 
 
 # -- Redis Streams --------------------------------------------------------------------------------

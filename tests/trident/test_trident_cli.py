@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from ..conftest import wait_until
 from ..test_cli import write
-from ..test_cli_cluster import Nimbus
+from ..test_cli_cluster import nimbus  # noqa: F401 - its fixture: squall nimbus --host process
 
 WORD_COUNT = '''
 import sys
@@ -45,17 +43,7 @@ if __name__ == "__main__":
 COMPONENTS = ["$mastercoord-bg0", "$spoutcoord-spout-sentences", "b-0-split-count", "b-1-count", "spout-sentences"]
 
 
-@pytest.fixture(scope="module")
-def nimbus(tmp_path_factory):
-    n = Nimbus(tmp_path_factory.mktemp("nimbus"))
-    try:
-        yield n
-        assert n.stop() == 0
-    finally:
-        n.clean_up()
-
-
-def test_list_notes_the_batches_and_monitor_counts_the_named_bolts_data_streams(nimbus, tmp_path):
+def test_list_notes_the_batches_and_monitor_counts_the_named_bolts_data_streams(nimbus, tmp_path):  # noqa: F811
     path = write(tmp_path, "trident_wc.py", WORD_COUNT)
     assert nimbus.ok("jar", path, "twc") == "Submitted topology: twc\n"
 

@@ -25,6 +25,7 @@ coordinator's state, is where they are.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -127,6 +128,11 @@ class KafkaTridentSpoutCoordinator(IPartitionedTridentSpout.Coordinator,
         self.consumer.close()
 
 
+def _topic_hash(topic: str) -> int:
+    # a digest, not hash(): every task and every run must agree
+    return int.from_bytes(hashlib.sha256(topic.encode("utf-8", "surrogateescape")).digest()[:8], "big")
+
+
 class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitionedTridentSpout.Emitter):
     """Storm's ``KafkaTridentSpoutEmitter``, for both spouts; see the module docstring."""
 
@@ -141,6 +147,13 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
         """The partitions sorted by (topic, partition)."""
         return sorted((KafkaTridentSpoutTopicPartition(p["topic"], int(p["partition"])) for p in all_partition_info),
                       key=lambda p: (p.topic, p.partition))
+
+    def get_partitions_for_task(self, task_index: int, num_tasks: int, ordered: list) -> list:
+        """Partition ``p`` of a topic goes to task ``(h + p) % num_tasks``, ``h`` a digest of the
+        topic's name: a topic's partitions spread over the tasks as Storm's every n-th does, and
+        no partition changes task when a topic grows or another appears (its new task would read
+        it from the last offsets stored while its old task had not yet stored a batch in flight)."""
+        return [p for p in ordered if (_topic_hash(p.topic) + p.partition) % num_tasks == task_index]
 
     def refresh_partitions(self, partition_responsibilities: list) -> None:
         """Assigns the task's partitions to the consumer (each is sought before it is read)."""

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from .._collectors import BasicOutputCollector, OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import BasicBolt, Spout
 from .._fields import Fields
-from .._transactional import check_key
 from .._tuple import Tuple
 from .executor import BATCH_STREAM as BATCH_STREAM
 from .executor import COMMIT_STREAM as COMMIT_STREAM
@@ -28,7 +27,7 @@ from .executor import BatchBody, BatchInfo, BatchOutput
 from .executor import master_coordinator_id as master_coordinator_id
 from .operation import TridentCollector
 from .stats import BatchTimes
-from .txstate import TransactionalState, transactional_state
+from .txstate import TransactionalState, check_name, transactional_state
 
 if TYPE_CHECKING:
     from .spout import ITridentSpout
@@ -252,7 +251,7 @@ class MasterBatchCoordinator(Spout):
             raise ValueError(f"MasterBatchCoordinator: parts {parts!r} must hold each of the {len(spouts)} spouts' "
                              f"indexes once")
         # refused here, when the topology is built, not by a worker that then cannot open
-        self.txid_keys = [check_key(key, "name (a spout's txid)") for key in txid_keys]
+        self.txid_keys = [check_name(key, "name (a spout's txid)") for key in txid_keys]
         self.spouts = list(spouts)
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
@@ -369,7 +368,7 @@ class TridentSpoutCoordinator(BasicBolt):
     """
 
     def __init__(self, txid_key: str, spout: ITridentSpout) -> None:
-        self.txid_key = check_key(txid_key, "name (a spout's txid)")
+        self.txid_key = check_name(txid_key, "name (a spout's txid)")
         self.spout = spout
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:

@@ -216,10 +216,10 @@ class TridentTopology:
         ``spout`` is an `IBatchSpout`, an `ITridentSpout`, a partitioned or opaque partitioned
         Trident spout, or a plain `Spout` (at-least-once).
         """
-        from .._transactional import TransactionalStateError, check_key
+        from .txstate import TransactionalStateError, check_name
 
         try:
-            check_key(txid, "txid")  # the spout's transactional state is kept under it
+            check_name(txid, "txid")  # the spout's transactional state is kept under it
         except TransactionalStateError as e:
             raise ValueError(f"new_stream: {e}") from None
         for n in self._graph.nodes:

@@ -35,11 +35,11 @@ from typing import Any
 
 import cloudpickle
 
-from .._transactional import (MAX_VALUE_BYTES, MemoryBackend, TransactionalBackend, TransactionalStateError,
+from .._transactional import (MAX_KEY_CHARS, MAX_VALUE_BYTES, MemoryBackend, TransactionalBackend, TransactionalStateError,
                               check_key, check_prefix)
 
 __all__ = ["BackedTransactionalState", "MemoryTransactionalState", "TransactionalState",
-           "TransactionalStateError", "name_key", "transactional_state"]
+           "TransactionalStateError", "check_name", "name_key", "transactional_state"]
 
 
 class TransactionalState(abc.ABC):
@@ -126,6 +126,17 @@ def name_key(name: str) -> str:
         return "".join(chr(b) if chr(b).isascii() and (chr(b).isalnum() or chr(b) in ".-") else f"_{b:02x}"
                        for b in text.encode())
     return "/".join(part(p) for p in name.split("/"))
+
+
+def check_name(name: Any, what: str = "name") -> str:
+    """``name`` if `transactional_state` takes it (a non-empty str with no empty ``/`` part),
+    else `TransactionalStateError` naming it as ``what``."""
+    key = name_key(name)
+    if "" in key.split("/") or len(key) > MAX_KEY_CHARS:
+        raise TransactionalStateError(f"transactional state {what} {name!r} must have no empty '/'-separated part "
+                                      f"and fit {MAX_KEY_CHARS} characters once escaped (it takes {len(key)})")
+    check_key(key, what)
+    return name
 
 
 class MemoryTransactionalState(BackedTransactionalState):

@@ -198,5 +198,8 @@ def test_other_bad_calls_name_the_operation() -> None:
         topo.merge(s, s.each(Fields("sentence"), Split(), Fields("w")))
     with pytest.raises(ValueError, match="^new_stream: txid 'tester' is already used"):
         topo.new_stream("tester", ListSpout("x"))
+    with pytest.raises(ValueError, match="^new_stream: transactional state txid 'a//b' must have no empty"):
+        topo.new_stream("a//b", ListSpout("x"))
+    topo.new_stream("clicks of 2026", ListSpout("x"))  # any text names a state, as in Storm
     with pytest.raises(ValueError, match="^parallelism_hint"):
         s.parallelism_hint(0)

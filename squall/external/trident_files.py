@@ -26,6 +26,7 @@ from typing import Any
 
 from .._config import setting
 from .._fields import Fields
+from .._stable_hash import stable_hash_one
 from ..trident.partitioned import IPartitionedTridentSpout
 from .files import (DEFAULT_MAX_RECORD_BYTES, IN_PROGRESS, MAX_RECORD_KEY, FileConnectorError, RecordTooLarge,
                     read_line, translate_text)
@@ -74,7 +75,7 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
         files come and go, and a file that changed task would be read from where its new task
         finds it stored while its old task may not yet have stored where an earlier batch in
         flight ended there (its lines emitted twice)."""
-        return [p for p in ordered if _task_of(p.name, num_tasks) == task_index]
+        return [p for p in ordered if stable_hash_one(p.name) % num_tasks == task_index]
 
     def _path(self, partition: FilePartition) -> str:
         return os.path.join(self.spout.directory, partition.name)
@@ -151,11 +152,6 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
                                      f"changed since the batch first read them")
         for values in buffered.values:
             collector.emit(values)
-
-
-def _task_of(name: str, num_tasks: int) -> int:
-    # a digest, not hash(): every task and every run must agree
-    return int.from_bytes(hashlib.sha256(name.encode("utf-8", "surrogateescape")).digest()[:8], "big") % num_tasks
 
 
 class _Buffer:

@@ -25,12 +25,12 @@ coordinator's state, is where they are.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .._errors import FailedException
+from .._stable_hash import stable_hash_one
 from ..engine.clock import Clock
 from ..trident.partitioned import IOpaquePartitionedTridentSpout, IPartitionedTridentSpout
 from .kafka import (
@@ -128,11 +128,6 @@ class KafkaTridentSpoutCoordinator(IPartitionedTridentSpout.Coordinator,
         self.consumer.close()
 
 
-def _topic_hash(topic: str) -> int:
-    # a digest, not hash(): every task and every run must agree
-    return int.from_bytes(hashlib.sha256(topic.encode("utf-8", "surrogateescape")).digest()[:8], "big")
-
-
 class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitionedTridentSpout.Emitter):
     """Storm's ``KafkaTridentSpoutEmitter``, for both spouts; see the module docstring."""
 
@@ -153,7 +148,7 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
         topic's name: a topic's partitions spread over the tasks as Storm's every n-th does, and
         no partition changes task when a topic grows or another appears (its new task would read
         it from the last offsets stored while its old task had not yet stored a batch in flight)."""
-        return [p for p in ordered if (_topic_hash(p.topic) + p.partition) % num_tasks == task_index]
+        return [p for p in ordered if (stable_hash_one(p.topic) + p.partition) % num_tasks == task_index]
 
     def refresh_partitions(self, partition_responsibilities: list) -> None:
         """Assigns the task's partitions to the consumer (each is sought before it is read)."""

@@ -246,6 +246,9 @@ class _FeederCoordinator(BatchCoordinator):
         self._readied: set[int] = set()
 
     def initialize_transaction(self, txid: int, prev_metadata: Any, curr_metadata: Any) -> Any:
+        begun = self.spout._begun
+        if txid > begun.value:  # this task alone writes it (the spout coordinator has one)
+            begun.incr(txid - begun.value)
         if curr_metadata is not None:  # a replay: the same tuples
             if curr_metadata.batch_id is not None:
                 self._batch_ids[txid] = curr_metadata.batch_id
@@ -269,8 +272,10 @@ class _FeederCoordinator(BatchCoordinator):
     def is_ready(self, txid: int) -> bool:
         # a batch fed and not yet taken; a txid already let through stays so, for its replays.
         # With several batches in flight a txid may be let through for a batch that an earlier
-        # txid then takes: it runs empty, which is harmless.
-        if not self.spout.wait_to_emit or txid in self._readied:
+        # txid then takes: it runs empty, which is harmless. A txid the spout coordinator began
+        # is a replay too: a restarted master coordinator, which let nothing through yet, must
+        # let its uncommitted txid go again, or it waits for the next feed.
+        if not self.spout.wait_to_emit or txid in self._readied or txid <= self.spout._begun.value:
             return True
         if self.spout._fed.value > self.spout._taken.value:
             self._readied.add(txid)
@@ -308,6 +313,7 @@ class FeederBatchSpout(ITridentSpout):
         self._fed = SharedCounter()
         self._taken = SharedCounter()
         self._done = SharedLog()
+        self._begun = SharedCounter()  # the highest txid the spout coordinator began
 
     def set_wait_to_emit(self, flag: bool) -> None:
         """Whether a batch starts only when one was fed (the default)."""
@@ -331,7 +337,14 @@ class FeederBatchSpout(ITridentSpout):
         Raises:
             TimeoutError: it was not committed within ``timeout`` seconds (is the topology running?).
         """
-        batch_id = self.feed_no_wait(tuples)
+        self.wait_committed(self.feed_no_wait(tuples), timeout)
+
+    def wait_committed(self, batch_id: str, timeout: float = 120.0) -> None:
+        """Wait until the batch `feed_no_wait` returned ``batch_id`` for is committed.
+
+        Raises:
+            TimeoutError: it was not committed within ``timeout`` seconds (is the topology running?).
+        """
         deadline = time.monotonic() + timeout
         while batch_id not in self._done.items():
             if time.monotonic() >= deadline:

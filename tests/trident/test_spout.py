@@ -230,3 +230,33 @@ def test_a_plain_spout_in_trident_is_at_least_once_and_every_id_is_acked_once_co
     failed = {m for e, m in spout_log.items() if e == "fail"}
     assert failed, "the failed commits of txids 2 and 3 failed no spout id"
     print(f"{n} ids, {len(committed)} committed ({len(committed) - n} again after a failure), {len(failed)} failed")
+
+
+class _Where:
+    """The little of a TopologyContext a FeederBatchSpout's coordinator reads."""
+
+    def __init__(self, component: str) -> None:
+        self.component = component
+
+    def get_this_component_id(self) -> str:
+        return self.component
+
+    def get_component_tasks(self, component: str) -> list[int]:
+        return [1]
+
+
+def test_feeder_batch_spout_lets_a_restarted_master_coordinator_replay_the_txid_it_had_not_committed() -> None:
+    """The master coordinator's worker died with txid 1 in flight: the new one must let txid 1
+    go again with nothing more fed (it waited for the next feed), and still wait for a feed for
+    txid 2."""
+    spout = FeederBatchSpout(["word"])
+    spout_coordinator = spout.get_coordinator("key", {}, _Where("$spoutcoord-spout0"))
+    master = spout.get_coordinator("key", {}, _Where("$mastercoord-bg0"))
+    assert not master.is_ready(1)
+    spout.feed_no_wait([["a"]])
+    assert master.is_ready(1)
+    metadata = spout_coordinator.initialize_transaction(1, None, None)
+    restarted = spout.get_coordinator("key", {}, _Where("$mastercoord-bg0"))
+    assert restarted.is_ready(1)
+    assert spout_coordinator.initialize_transaction(1, None, metadata) == metadata  # the same tuples again
+    assert not restarted.is_ready(2)

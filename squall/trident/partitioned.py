@@ -36,6 +36,7 @@ import abc
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._fields import Fields
@@ -72,6 +73,20 @@ class TxStore(Protocol):
         """Store ``value`` at ``key`` durably."""
 
 
+@dataclass(frozen=True)
+class NothingEmitted:
+    """What a partition keeps for a txid in which its emitter emitted nothing (returned None or
+    left it out): a replay of that txid emits nothing from it, and the next txid carries on from
+    ``previous``, the metadata before. Kept as None, the next txid started the partition over,
+    and once the txid before was cleaned up at a success, from the source's start: duplicates."""
+
+    previous: Any
+
+
+def _resume_from(meta: Any) -> Any:
+    return meta.previous if isinstance(meta, NothingEmitted) else meta
+
+
 class RotatingTransactionalState:
     """Storm's ``RotatingTransactionalState``: one partition's metadata per txid, durably.
 
@@ -89,11 +104,11 @@ class RotatingTransactionalState:
         self.store.put(self.key, {str(t): m for t, m in sorted(self.curr.items())})
 
     def get_last_state(self) -> Any:
-        """The metadata of the newest txid kept, or None."""
-        return self.curr[max(self.curr)] if self.curr else None
+        """The metadata the newest txid kept leaves the next one to start from, or None."""
+        return _resume_from(self.curr[max(self.curr)]) if self.curr else None
 
     def get_state(self, txid: int) -> Any:
-        """The metadata of ``txid``, or None."""
+        """The metadata of ``txid`` (a `NothingEmitted` if the partition emitted nothing then), or None."""
         return self.curr.get(txid)
 
     def has_state(self, txid: int) -> bool:
@@ -103,7 +118,7 @@ class RotatingTransactionalState:
     def get_previous_state(self, txid: int) -> Any:
         """The metadata of the newest txid before ``txid``, or None."""
         older = [t for t in self.curr if t < txid]
-        return self.curr[max(older)] if older else None
+        return _resume_from(self.curr[max(older)]) if older else None
 
     def override_state(self, txid: int, metadata: Any) -> None:
         """Keep ``metadata`` for ``txid``, replacing any."""
@@ -305,15 +320,15 @@ class _TransactionalEmitter(_PartitionedEmitter):
         if any(r.has_state(tx.txid) for _, r in self.partitions.values()):
             for _, (partition, rotating) in sorted(self.partitions.items()):
                 meta = rotating.get_state(tx.txid)
-                if meta is not None:
+                if meta is not None and not isinstance(meta, NothingEmitted):
                     self.emitter.re_emit_partition_batch(tx, collector, partition, meta)
             return
         prev = {p: r.get_previous_state(tx.txid) for p, r in self.partitions.values()}
         metas = self.emitter.emit_batch_new(tx, collector, set(prev), prev)
         emitted = dict(self._by_id(metas))
-        for pid, (_, rotating) in self.partitions.items():
-            # a partition that returned nothing keeps a None: the txid is known to have had it
-            rotating.override_state(tx.txid, emitted.get(pid))
+        for pid, (partition, rotating) in self.partitions.items():
+            meta = emitted.get(pid)
+            rotating.override_state(tx.txid, meta if meta is not None else NothingEmitted(prev[partition]))
 
 
 class _OpaqueEmitter(_PartitionedEmitter):
@@ -331,15 +346,14 @@ class _OpaqueEmitter(_PartitionedEmitter):
         prev_cached = self.cached[max(older)] if older else {}
         prev = {}
         for pid, (partition, rotating) in self.partitions.items():
-            last = prev_cached.get(pid)
+            last = _resume_from(prev_cached.get(pid))
             prev[partition] = last if last is not None else rotating.get_previous_state(tx.txid)
         metas = dict(self._by_id(self.emitter.emit_batch_new(tx, collector, set(prev), prev)))
-        for pid, (_, rotating) in self.partitions.items():
-            if pid in metas:
-                rotating.override_state(tx.txid, metas[pid])
-            else:
-                # emitted nothing this attempt: the next txid continues from the one before
-                rotating.remove_state(tx.txid)
+        for pid, (partition, rotating) in self.partitions.items():
+            meta = metas.get(pid)
+            if meta is None:  # emitted nothing this attempt: the next txid continues from the one before
+                meta = metas[pid] = NothingEmitted(prev[partition])
+            rotating.override_state(tx.txid, meta)
         self.cached[tx.txid] = metas
 
     def success(self, tx: TransactionAttempt) -> None:

@@ -15,8 +15,8 @@ W1's spouts do) emits up to ``batch_size`` sentences per txid and keeps each bat
 ``ack`` (the batch's ``$success``), so a replay emits the same sentences. It times the run
 itself, on ``time.perf_counter``: from its ``open`` to the ``ack`` of its last non-empty batch,
 and each batch from its first ``emit_batch`` to its ``ack`` (the batch latency: processing,
-commit in txid order and the ``$success`` back). A task writes ``done-<task>.json`` at that last
-ack (what the run waits for) and its figures on close. ``LastCounts`` keeps the last count of
+commit in txid order and the ``$success`` back). At that last ack a task writes its figures
+into ``done-<task>.json``, which the run waits for. ``LastCounts`` keeps the last count of
 each word it saw and writes them on cleanup: correct means they equal W1's reference counts
 and every sentence was acked in a batch.
 
@@ -95,12 +95,9 @@ class CorpusBatchSpout(IBatchSpout):
     def _check_done(self) -> None:
         if self._exhausted and not self._done and not any(self._batches.values()):
             self._done = True
-            _write_json(Path(self.output_dir) / f"done-{self._task}.json", {"t_last_ack": self._t_last_ack})
-
-    def close(self) -> None:
-        _write_json(Path(self.output_dir) / f"spout-{self._task}.json", {
-            "task": self._task, "t_open": self._t_open, "cpu_open": self._cpu_open,
-            "t_last_ack": self._t_last_ack, "acked": self._acked, "latencies_s": self._latencies})
+            _write_json(Path(self.output_dir) / f"done-{self._task}.json", {
+                "task": self._task, "t_open": self._t_open, "cpu_open": self._cpu_open,
+                "t_last_ack": self._t_last_ack, "acked": self._acked, "latencies_s": self._latencies})
 
     def get_output_fields(self) -> Fields:
         return Fields("sentence")
@@ -153,6 +150,24 @@ def build(directory: str, output_dir: str, batch_size: int = DEFAULT_BATCH_SIZE,
     return topology.build(), conf
 
 
+def _quiesce(client: Any, name: str, timeout: float) -> None:
+    """Deactivate ``name`` and wait until its coordinator has no batch in flight, twice in a row
+    at the same txid (its figures come with the heartbeats): a coordinator that still commits
+    while the topology is killed writes its progress after the master forgot the worker, which
+    crashes the worker before its cleanup writes the counts."""
+    client.deactivate(name)
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        trident = client.get_topology_page(name)["trident"] or {}
+        now = (trident.get("currentTxid"), trident.get("batchesInFlight"))
+        if now[1] == 0 and now == last:
+            return
+        last = now
+        time.sleep(1.0)
+    raise RuntimeError(f"W1T: {name}'s coordinator still had batches in flight {timeout} s after deactivation")
+
+
 def run_trident(n: int, host: str = "local", workers: int = 1, parallelism: int | None = None,
                 batch_size: int = DEFAULT_BATCH_SIZE, max_batches: int = DEFAULT_MAX_BATCHES,
                 corpus_dir: str | Path | None = None, timeout: float = 600.0,
@@ -172,9 +187,9 @@ def run_trident(n: int, host: str = "local", workers: int = 1, parallelism: int 
                 cluster.submit_topology(name, conf, topology)
                 done = harness.wait_files(output_dir, "done-*.json", parallelism, timeout)
                 info = cluster.get_topology_info(name)
-                cluster.kill_topology(name, wait_secs=0)  # clean stop: close()/cleanup() write the files
+                _quiesce(cluster, name, timeout)
+                cluster.kill_topology(name, wait_secs=0)  # clean stop: cleanup() writes the counts
                 count_files = harness.wait_files(output_dir, "count-*.json", parallelism, 30.0)
-                spout_files = harness.wait_files(output_dir, "spout-*.json", parallelism, 30.0)
             stopped = True
         else:
             from .hosts import make_host
@@ -182,16 +197,19 @@ def run_trident(n: int, host: str = "local", workers: int = 1, parallelism: int 
                 cluster.submit(name, conf, topology)
                 done = harness.wait_files(output_dir, "done-*.json", parallelism, timeout)
                 info = cluster.get_topology_info(name)
+                _quiesce(cluster._client, name, timeout)
                 cluster.kill(name, wait_secs=0)
                 count_files = harness.wait_files(output_dir, "count-*.json", parallelism, 30.0)
-                spout_files = harness.wait_files(output_dir, "spout-*.json", parallelism, 30.0)
                 stopped = cluster.wait_no_workers()
         counts, _metas = _merge_counts(count_files)
-        spouts = [json.loads(f.read_text(encoding="utf-8")) for f in spout_files]
+        spouts = [json.loads(f.read_text(encoding="utf-8")) for f in done]
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
-    if len(done) < parallelism or len(spouts) < parallelism:
-        raise RuntimeError(f"W1T on {host}: {len(done)} of {parallelism} spout tasks finished within {timeout} s")
+    if len(done) < parallelism:
+        raise RuntimeError(f"W1T on {host}: {len(done)} of {parallelism} spout tasks had all their batches "
+                           f"acked within {timeout} s")
+    if len(count_files) < parallelism:
+        raise RuntimeError(f"W1T on {host}: {len(count_files)} of {parallelism} count files appeared after the kill")
     wall = max(s["t_last_ack"] or 0.0 for s in spouts) - min(s["t_open"] for s in spouts)
     latencies = sorted(1000.0 * x for s in spouts for x in s["latencies_s"])
     acked = sum(s["acked"] for s in spouts)

@@ -1,9 +1,14 @@
 """Which user modules travel with a topology (`squall.cluster.shipping.user_modules`), and
 pickling them when they import each other (`squall.engine.code_pickler`)."""
 
+import importlib
+import json
+import os
 import pickle
+import subprocess
 import sys
 import textwrap
+from typing import NamedTuple
 
 import cloudpickle
 import pytest
@@ -182,3 +187,313 @@ def test_a_module_that_cannot_go_by_value_goes_by_name_and_the_others_still_by_v
 
     shout.execute(("a",), Collector())
     assert emitted == [["A!A!"]]
+
+
+class Kind(NamedTuple):
+    """A kind of class a user defines: the module defining it, a bolt ``Use`` that uses it (in
+    another module of the same package), and what ``Use`` emits for ("x",) wherever it is loaded
+    (fields, defaults, identity, names)."""
+    records: str
+    bolt: str
+    emits: list
+
+
+KINDS = {
+    "typing_namedtuple": Kind("""
+        from typing import NamedTuple
+
+
+        class Rec(NamedTuple):
+            word: str
+            n: int = 1
+
+            def shouted(self):
+                return self.word.upper()
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                rec = r.Rec(tup[0])._replace(n=2)
+                collector.emit([repr(rec), rec.shouted(), rec._asdict(), r.Rec._field_defaults, name(r.Rec),
+                                isinstance(rec, tuple)])
+    """, ["Rec(word='x', n=2)", "X", {"word": "x", "n": 2}, {"n": 1}, "records.Rec", True]),
+    "collections_namedtuple": Kind("""
+        import collections
+
+        Point = collections.namedtuple("Point", "x y", defaults=[0])
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                p = r.Point(tup[0])._replace(y=3)
+                collector.emit([repr(p), p._asdict(), r.Point._field_defaults, name(r.Point)])
+    """, ["Point(x='x', y=3)", {"x": "x", "y": 3}, {"y": 0}, "records.Point"]),
+    "dataclass": Kind("""
+        import dataclasses
+
+
+        @dataclasses.dataclass
+        class Order:
+            item: str
+            qty: int = 1
+            tags: list = dataclasses.field(default_factory=list)
+            note: dataclasses.InitVar[str] = ""
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                o = r.Order(tup[0], note="ignored")
+                collector.emit([repr(dataclasses.replace(o, qty=3)), dataclasses.asdict(o),
+                                [f.name for f in dataclasses.fields(o)],
+                                dataclasses.fields(o)[1].default_factory is dataclasses.MISSING, name(r.Order)])
+    """, ["Order(item='x', qty=3, tags=[])", {"item": "x", "qty": 1, "tags": []}, ["item", "qty", "tags"], True,
+          "records.Order"]),
+    "frozen_dataclass": Kind("""
+        import dataclasses
+
+
+        @dataclasses.dataclass(frozen=True)
+        class Key:
+            name: str
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                k = r.Key(tup[0])
+                try:
+                    k.name = "changed"
+                    frozen = False
+                except dataclasses.FrozenInstanceError:
+                    frozen = True
+                collector.emit([frozen, {k: 1}[r.Key(tup[0])], dataclasses.asdict(k), name(r.Key)])
+    """, [True, 1, {"name": "x"}, "records.Key"]),
+    "slots_dataclass": Kind("""
+        import dataclasses
+
+
+        @dataclasses.dataclass(slots=True)
+        class Slim:
+            name: str
+
+
+        @dataclasses.dataclass(frozen=True, slots=True)
+        class FrozenSlim:
+            name: str
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                out = []
+                for cls in (r.Slim, r.FrozenSlim):
+                    obj = cls(tup[0])
+                    out += [dataclasses.asdict(obj), hasattr(obj, "__dict__"), cls.__slots__, name(cls)]
+                collector.emit(out)
+    """, [{"name": "x"}, False, ["name"], "records.Slim", {"name": "x"}, False, ["name"], "records.FrozenSlim"]),
+    "enum": Kind("""
+        import enum
+
+
+        class Color(enum.Enum):
+            RED = "x"
+            GREEN = "g"
+
+            def label(self):
+                return self.name.lower()
+
+
+        class Perm(enum.IntFlag):
+            READ = 1
+            WRITE = 2
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                c = r.Color(tup[0])
+                collector.emit([repr(c), c.label(), c is r.Color.RED, [m.name for m in r.Color],
+                                repr(r.Perm.READ | r.Perm.WRITE), name(r.Color)])
+    """, ["<Color.RED: 'x'>", "red", True, ["RED", "GREEN"], "<Perm.READ|WRITE: 3>", "records.Color"]),
+    "slots": Kind("""
+        class Slotted:
+            __slots__ = ("a", "b")
+
+            def __init__(self, a, b):
+                self.a, self.b = a, b
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                s = r.Slotted(tup[0], 2)
+                collector.emit([s.a, s.b, hasattr(s, "__dict__"), r.Slotted.__slots__, name(r.Slotted)])
+    """, ["x", 2, False, ["a", "b"], "records.Slotted"]),
+    "typed_dict": Kind("""
+        from typing import NotRequired, TypedDict
+
+
+        class Movie(TypedDict):
+            title: str
+            year: NotRequired[int]
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                m = r.Movie(title=tup[0], year=1999)
+                collector.emit([m, sorted(r.Movie.__required_keys__), sorted(r.Movie.__optional_keys__),
+                                name(r.Movie)])
+    """, [{"title": "x", "year": 1999}, ["title"], ["year"], "records.Movie"]),
+    "protocol_and_abc": Kind("""
+        import abc
+        from typing import Protocol, runtime_checkable
+
+
+        @runtime_checkable
+        class Shouter(Protocol):
+            def shout(self) -> str: ...
+
+
+        class Loud:
+            def shout(self):
+                return "!"
+
+
+        class Step(abc.ABC):
+            @abc.abstractmethod
+            def run(self, word): ...
+
+
+        class Upper(Step):
+            def run(self, word):
+                return word.upper()
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                try:
+                    r.Step()
+                    abstract = False
+                except TypeError:
+                    abstract = True
+                collector.emit([isinstance(r.Loud(), r.Shouter), isinstance(tup[0], r.Shouter), abstract,
+                                r.Upper().run(tup[0]), isinstance(r.Upper(), r.Step), name(r.Upper)])
+    """, [True, False, True, "X", True, "records.Upper"]),
+    "nested": Kind("""
+        class Outer:
+            class Inner:
+                class Deepest:
+                    pass
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                collector.emit([name(r.Outer.Inner), name(type(r.Outer.Inner.Deepest()))])
+    """, ["records.Outer.Inner", "records.Outer.Inner.Deepest"]),
+    "generic": Kind("""
+        from typing import Generic, NamedTuple, TypeVar
+
+        T = TypeVar("T")
+
+
+        class Box(Generic[T]):
+            def __init__(self, item: T):
+                self.item = item
+
+
+        class Pair(NamedTuple, Generic[T]):
+            first: T
+            second: T
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                collector.emit([r.Box[str](tup[0]).item, repr(r.Pair[str](tup[0], "y")), r.Pair._fields,
+                                name(r.Box), name(r.Pair)])
+    """, ["x", "Pair(first='x', second='y')", ["first", "second"], "records.Box", "records.Pair"]),
+}
+
+BOLTS_HEADER = """
+    import dataclasses
+
+    from squall import BasicBolt, Fields, Spout
+
+    from . import records as r
+
+
+    def name(cls):
+        return cls.__module__.partition(".")[2] + "." + cls.__qualname__
+"""
+
+# A fresh process that cannot import the user's package, as the master and the workers: load the
+# topology, run bolt "use" on ("x",), then again from the pickle a worker makes of it for its tasks
+LOAD_IN_FRESH_PROCESS = """
+import importlib.util
+import json
+import sys
+
+import cloudpickle
+
+from squall.engine import code_pickler
+
+assert importlib.util.find_spec(sys.argv[2]) is None
+with open(sys.argv[1], "rb") as f:
+    topology = cloudpickle.loads(f.read())
+bolt = topology.components["use"].obj
+emitted = []
+
+
+class Collector:
+    def emit(self, values):
+        emitted.append(values)
+
+
+bolt.execute(("x",), Collector())
+cloudpickle.loads(code_pickler.dumps(bolt)).execute(("x",), Collector())
+print(json.dumps(emitted, default=list))
+"""
+
+
+def kind_package(package, kind):
+    """The package ``package`` of ``kind``: its ``records`` module and ``bolts`` (Words, Use)."""
+    return {f"{package}/__init__.py": "",
+            f"{package}/records.py": kind.records,
+            f"{package}/bolts.py": module(BOLTS_HEADER, WORDS_SPOUT, kind.bolt)}
+
+
+@pytest.fixture
+def user_package(tmp_path):
+    """``load(package, files)``: ``files`` written to a directory on sys.path and ``package.bolts``
+    imported; all of it undone after."""
+    src = tmp_path / "src"
+    sys.path.insert(0, str(src))
+    packages = []
+
+    def load(package, files):
+        write_modules(src, files)
+        packages.append(package)
+        return importlib.import_module(f"{package}.bolts")
+
+    try:
+        yield load
+    finally:
+        sys.path.remove(str(src))
+        for name in [n for n in sys.modules if n.partition(".")[0] in packages]:
+            del sys.modules[name]
+
+
+def ship(bolts, tmp_path):
+    """The topology words -> use of ``bolts`` (a module) as `pickle_topology` ships it, in a file."""
+    b = TopologyBuilder()
+    b.set_spout("words", bolts.Words())
+    b.set_bolt("use", bolts.Use()).shuffle_grouping("words")
+    blob = tmp_path / "topology.pickle"
+    blob.write_bytes(pickle_topology(b.create_topology()))
+    return blob
+
+
+def run_fresh(script, *args, cwd):
+    """``script`` run with ``args`` in a new interpreter from ``cwd``, not the user code's directory."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-c", script, *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_of_class_goes_by_value_and_works_in_a_fresh_process(user_package, tmp_path, kind):
+    """Shipped by `pickle_topology`, loaded where the package cannot be imported, and pickled
+    again there as a worker does for its tasks: both copies of the bolt emit what they do here."""
+    package = f"sk_{kind}"
+    bolts = user_package(package, kind_package(package, KINDS[kind]))
+    emitted = []
+    bolts.Use().execute(("x",), type("Collector", (), {"emit": lambda self, values: emitted.append(values)})())
+    expected = json.loads(json.dumps(emitted, default=list))
+    assert expected == [KINDS[kind].emits]  # what it emits in the process that defined it
+    run = run_fresh(LOAD_IN_FRESH_PROCESS, ship(bolts, tmp_path), package, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [KINDS[kind].emits] * 2

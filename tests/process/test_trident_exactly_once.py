@@ -1,9 +1,11 @@
 """Exactly once on the process host (`squall nimbus --host process` as a subprocess, 2 workers):
 two Trident word counts in one topology, a transactional spout into a TransactionalMap and an
 opaque spout into an OpaqueMap, both over a real redis-server, store exactly the input's counts,
-every word compared, when the worker holding the persisting tasks is SIGKILLed mid-run, and when
-the master is SIGKILLed mid-run and started again. The coordinator's progress and the spouts'
-metadata live in the master's transactional state, so a restarted worker resumes at its txid."""
+every word compared, when the worker in the middle of a commit (after the state's writes) is
+SIGKILLed, and when the master is SIGKILLed during that commit and started again. A `HeldCommit`
+state holds the commit until the test has killed, so the kill always lands inside a batch. The
+coordinator's progress and the spouts' metadata live in the master's transactional state, so a
+restarted worker resumes at its txid."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ code   type                payload
 4      frozenset           the items, packed as a list
 5      registered class    ``[name, data]``: the ``"module:Qualname"`` it was registered as,
                            and its serializer's output (or its ``__getstate__``/``__dict__``)
-6      anything else       ``cloudpickle.dumps(obj)``, only while
+6      anything else       ``code_pickler.dumps(obj)`` (cloudpickle), only while
                            ``topology.fall.back.on.pickle`` is true
 =====  ==================  ===========================================================
 
@@ -55,13 +55,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import cloudpickle
 import msgpack
 
 from .._errors import SerializationError
 from .._native import batch_items, group_items, interleave, pack_batch, plain_check
 from .._tuple import Source, Tuple
 from ..metric._api import DataPoint, TaskInfo
+from . import code_pickler
 
 __all__ = ["PLAIN_TYPES", "Serializer", "SerializationError", "nesting_depth"]
 
@@ -317,7 +317,9 @@ class Serializer:
         if not self.allow_pickle:
             raise _Unsupported(obj, "is not registered and topology.fall.back.on.pickle is false")
         try:
-            return msgpack.ExtType(EXT_PICKLE, cloudpickle.dumps(obj))
+            # an instance of the user's class goes with the class by value (the worker got it so):
+            # code_pickler rebuilds the classes cloudpickle cannot (a NamedTuple, a dataclass)
+            return msgpack.ExtType(EXT_PICKLE, code_pickler.dumps(obj))
         except Exception as e:
             raise _Unsupported(obj, f"cannot be pickled ({type(e).__name__}: {e})") from e
 

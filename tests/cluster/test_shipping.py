@@ -497,3 +497,46 @@ def test_each_kind_of_class_goes_by_value_and_works_in_a_fresh_process(user_pack
     run = run_fresh(LOAD_IN_FRESH_PROCESS, ship(bolts, tmp_path), package, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == [KINDS[kind].emits] * 2
+
+
+# A fresh process as a worker: load the topology, then encode what bolt "use" emits as a tuple's
+# value to another worker (argv[3] absent), or decode such a value from argv[3] and describe it
+VALUE_IN_FRESH_PROCESS = """
+import sys
+
+import cloudpickle
+
+from squall.engine.serialize import Serializer
+
+with open(sys.argv[1], "rb") as f:
+    bolt = cloudpickle.loads(f.read()).components["use"].obj
+serializer = Serializer({"topology.fall.back.on.pickle": True}, None)
+if len(sys.argv) == 3:
+    emitted = []
+    bolt.execute(("x",), type("Collector", (), {"emit": lambda self, values: emitted.append(values)})())
+    with open(sys.argv[2], "wb") as f:
+        f.write(serializer.encode_value(emitted[0][0], "the test's value"))
+else:
+    with open(sys.argv[2], "rb") as f:
+        value = serializer.decode_value(f.read())
+    cls = bolt.execute.__globals__["r"].Rec  # the class this worker rebuilt from the topology
+    print(repr(value), value._asdict(), type(value) is cls)
+"""
+
+
+def test_a_record_of_a_class_by_value_crosses_to_another_worker(user_package, tmp_path):
+    """A bolt emits a NamedTuple of the user's (pickled, as topology.fall.back.on.pickle allows):
+    the sending worker has the class only by value, so the value carries it by value too, and the
+    receiving worker, which rebuilt the class from the topology, gets an instance of that class."""
+    bolts = user_package("sk_value", kind_package("sk_value", KINDS["typing_namedtuple"]._replace(bolt="""
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                collector.emit([r.Rec(tup[0], 2)])
+    """)))
+    blob = ship(bolts, tmp_path)
+    value = tmp_path / "value.bin"
+    sent = run_fresh(VALUE_IN_FRESH_PROCESS, blob, value, cwd=tmp_path)
+    assert sent.returncode == 0, sent.stderr
+    received = run_fresh(VALUE_IN_FRESH_PROCESS, blob, value, "decode", cwd=tmp_path)
+    assert received.returncode == 0, received.stderr
+    assert received.stdout.split("\n") == ["Rec(word='x', n=2) {'word': 'x', 'n': 2} True", ""]

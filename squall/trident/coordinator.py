@@ -39,6 +39,7 @@ MAX_PENDING_KEY = "topology.max.spout.pending"
 # under each spout's transactional state (Storm's /transactional/<txid key>/coordinator/...)
 CURRENT_TX = "coordinator/currtx"
 CURRENT_ATTEMPTS = "coordinator/currattempts"
+LAST_COMMITTED = "coordinator/committed"  # the attempt of the newest txid committed
 META_PREFIX = "meta/"
 
 
@@ -92,6 +93,7 @@ class CoordinatorSnapshot:
 
     current_txid: int
     attempt_ids: tuple[tuple[int, int], ...]
+    last_committed: TransactionAttempt | None = None
 
 
 def max_active_batches(conf: dict) -> int:
@@ -119,7 +121,8 @@ class BatchCoordinatorCore:
     """
 
     def __init__(self, max_pending: int, emit_interval_secs: float, current_txid: int = 1,
-                 attempt_ids: dict[int, int] | None = None) -> None:
+                 attempt_ids: dict[int, int] | None = None,
+                 last_committed: TransactionAttempt | None = None) -> None:
         if max_pending < 1:
             raise ValueError(f"max_pending must be at least 1, got {max_pending}")
         self.max_pending = max_pending
@@ -130,6 +133,7 @@ class BatchCoordinatorCore:
         self.attempt_ids: dict[int, int] = {
             t: a for t, a in (attempt_ids or {}).items() if current_txid <= t < current_txid + max_pending}
         self._last_emit: float | None = None
+        self.last_committed = last_committed
 
     @classmethod
     def restore(cls, max_pending: int, emit_interval_secs: float,
@@ -137,11 +141,20 @@ class BatchCoordinatorCore:
         """A core resuming from ``snapshot`` (None: a new topology, from txid 1)."""
         if snapshot is None:
             return cls(max_pending, emit_interval_secs)
-        return cls(max_pending, emit_interval_secs, snapshot.current_txid, dict(snapshot.attempt_ids))
+        return cls(max_pending, emit_interval_secs, snapshot.current_txid, dict(snapshot.attempt_ids),
+                   snapshot.last_committed)
 
     def snapshot(self) -> CoordinatorSnapshot:
         """The durable part now."""
-        return CoordinatorSnapshot(self.current_txid, tuple(sorted(self.attempt_ids.items())))
+        return CoordinatorSnapshot(self.current_txid, tuple(sorted(self.attempt_ids.items())), self.last_committed)
+
+    def resend_success(self) -> list[CoordinatorEmit]:
+        """At a restart: the ``$success`` of the newest txid committed, which the coordinator
+        may have died before sending (it saves before it emits). Its receivers take a second
+        one as they take the first; a txid not yet past (a worker that died between the two
+        writes of a commit's save) is replayed and gets its own."""
+        c = self.last_committed
+        return [CoordinatorEmit(SUCCESS_STREAM, c)] if c is not None and c.txid < self.current_txid else []
 
     def next(self, now: float, ready: Callable[[int], bool]) -> list[CoordinatorEmit]:
         """What to emit now: a due ``$commit``, and a ``$batch`` if one may start.
@@ -175,6 +188,7 @@ class BatchCoordinatorCore:
             del self.active[attempt.txid]
             self.attempt_ids.pop(attempt.txid, None)
             self.current_txid = attempt.txid + 1
+            self.last_committed = attempt
             out.append(CoordinatorEmit(SUCCESS_STREAM, attempt))
         return out + self._maybe_commit()
 
@@ -209,7 +223,8 @@ def load_snapshot(states: Sequence[TransactionalState], max_pending: int) -> Coo
     Storm reads every managed spout's); None if none has any."""
     currents = [c for c in (s.get(CURRENT_TX) for s in states) if isinstance(c, int)]
     saved = [dict(a) for a in (s.get(CURRENT_ATTEMPTS) for s in states) if a]
-    if not currents and not saved:
+    committed = [c for c in (s.get(LAST_COMMITTED) for s in states) if isinstance(c, TransactionAttempt)]
+    if not currents and not saved and not committed:
         return None
     # no current txid yet (nothing committed) is txid 1, as Storm's; the attempt ids of txid 1
     # still count then, or a worker dying before the first commit would reuse them
@@ -219,7 +234,8 @@ def load_snapshot(states: Sequence[TransactionalState], max_pending: int) -> Coo
         for txid, attempt in stored.items():
             if current <= txid < current + max_pending:
                 attempts[txid] = max(attempt, attempts.get(txid, -1))
-    return CoordinatorSnapshot(current, tuple(sorted(attempts.items())))
+    return CoordinatorSnapshot(current, tuple(sorted(attempts.items())),
+                               max(committed, key=lambda a: a.txid, default=None))
 
 
 class MasterBatchCoordinator(Spout):
@@ -273,6 +289,7 @@ class MasterBatchCoordinator(Spout):
         self.core = BatchCoordinatorCore.restore(max_pending, interval_ms / 1000.0,
                                                  load_snapshot(self._states, max_pending))
         self._saved = self.core.snapshot()
+        self._resend = self.core.resend_success()
         self._times = BatchTimes(self.core.current_txid, max_pending)
         self._coordinators = [spout.get_coordinator(key, conf, context)
                               for key, spout in zip(self.txid_keys, self.spouts)]
@@ -289,6 +306,9 @@ class MasterBatchCoordinator(Spout):
 
     def next_tuple(self) -> None:
         """Start a batch or commit one, if due."""
+        if self._resend:
+            resend, self._resend = self._resend, []
+            self._send(resend)
         self._send(self.core.next(time.monotonic(), self._ready) if self._active else [])
 
     def ack(self, msg_id: Any) -> None:
@@ -348,7 +368,11 @@ class MasterBatchCoordinator(Spout):
             # the current txid first: a commit moves it past a txid whose attempt id it drops, and
             # a worker dying between the two writes must not leave that txid current without its
             # attempt id (its replay would reuse attempt 0); the other way round leaves a stale
-            # attempt id of a txid behind the current one, which restore ignores
+            # attempt id of a txid behind the current one, which restore ignores. The committed
+            # attempt before the current txid: a worker dying between them leaves it not past the
+            # current txid, whose $success is then not re-sent at the restart (it is replayed)
+            if snapshot.last_committed != self._saved.last_committed:
+                state.put(LAST_COMMITTED, snapshot.last_committed)
             if snapshot.current_txid != self._saved.current_txid:
                 state.put(CURRENT_TX, snapshot.current_txid)
             if snapshot.attempt_ids != self._saved.attempt_ids:

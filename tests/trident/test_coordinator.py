@@ -345,7 +345,7 @@ def open_master(backend: MemoryBackend, spouts: int = 1) -> tuple[MasterBatchCoo
     return master, collector
 
 
-@pytest.mark.parametrize("spouts, writes", [(1, 0), (1, 1), (2, 0), (2, 1), (2, 2), (2, 3)])
+@pytest.mark.parametrize("spouts, writes", [(1, w) for w in range(3)] + [(2, w) for w in range(6)])
 def test_a_worker_dying_while_it_saves_a_commit_never_reuses_an_attempt_id(spouts: int, writes: int) -> None:
     """The commit of txid 1 changes both the current txid and the attempt ids, in each spout's
     state; the worker dies after ``writes`` of those writes. The restarted coordinator must not
@@ -365,5 +365,22 @@ def test_a_worker_dying_while_it_saves_a_commit_never_reuses_an_attempt_id(spout
     again.next_tuple()
     batches = [a for s, a in first.emitted + second.emitted if s == BATCH_STREAM]
     assert len(batches) == len(set(batches)) == 2, batches
-    # resumed at txid 1 (its commit not recorded: replayed, a new attempt) or at txid 2
-    assert second.emitted in ([(BATCH_STREAM, tx(1, 1))], [(BATCH_STREAM, tx(2))])
+    # resumed at txid 1 (its commit not recorded: replayed, a new attempt) or at txid 2, after
+    # the $success of txid 1, which the dead worker may not have sent
+    assert second.emitted in ([(BATCH_STREAM, tx(1, 1))], [(SUCCESS_STREAM, tx(1)), (BATCH_STREAM, tx(2))])
+
+
+def test_a_restarted_coordinator_sends_the_success_of_the_newest_committed_txid_again() -> None:
+    """It saves before it emits: a worker dying after the save of a commit and before its
+    $success would leave the spouts' success(txid) (a FeederBatchSpout's feed waits for it; a
+    plain spout's ids are acked there) never called. A second one is harmless."""
+    backend = DyingBackend()
+    master, first = open_master(backend, 1)
+    master.next_tuple()
+    master.ack(("batch", 1, 0))
+    master.ack(("commit", 1, 0))  # then txid 2 starts at once
+    assert first.emitted[-2:] == [(SUCCESS_STREAM, tx(1)), (BATCH_STREAM, tx(2))]
+    again, second = open_master(backend, 1)
+    again.next_tuple()
+    again.next_tuple()
+    assert second.emitted == [(SUCCESS_STREAM, tx(1)), (BATCH_STREAM, tx(2, 1))]

@@ -540,3 +540,59 @@ def test_a_record_of_a_class_by_value_crosses_to_another_worker(user_package, tm
     received = run_fresh(VALUE_IN_FRESH_PROCESS, blob, value, "decode", cwd=tmp_path)
     assert received.returncode == 0, received.stderr
     assert received.stdout.split("\n") == ["Rec(word='x', n=2) {'word': 'x', 'n': 2} True", ""]
+
+
+def test_a_class_that_cannot_be_rebuilt_where_it_is_loaded_is_named_with_its_module(user_package, tmp_path):
+    """Class keywords are not kept by value (cloudpickle keeps none), so a class whose base's
+    ``__init_subclass__`` requires one cannot be rebuilt: the error names it, not the TypeError alone."""
+    bolts = user_package("sk_tagged", kind_package("sk_tagged", Kind("""
+        class Plugin:
+            def __init_subclass__(cls, *, tag, **kwargs):
+                super().__init_subclass__(**kwargs)
+                cls.tag = tag
+
+
+        class Tagged(Plugin, tag="t"):
+            pass
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                collector.emit([r.Tagged.tag])
+    """, [])))
+    run = run_fresh(LOAD_IN_FRESH_PROCESS, ship(bolts, tmp_path), "sk_tagged", cwd=tmp_path)
+    assert run.returncode == 1
+    assert run.stderr.strip().split("\n")[-1] == (
+        "squall.engine.code_pickler.ShippedClassError: class Tagged of module sk_tagged.records, which goes by "
+        "value with the user's code, cannot be rebuilt: TypeError: Plugin.__init_subclass__() missing 1 "
+        "required keyword-only argument: 'tag'")
+
+
+def test_a_class_that_cannot_be_pickled_is_named_with_its_module(user_package, tmp_path, caplog):
+    """By value alone it raises naming the innermost class that failed; `pickle_topology` then
+    ships the package by name, with a warning naming the package and that class."""
+    bolts = user_package("sk_guarded", kind_package("sk_guarded", Kind("""
+        import threading
+
+
+        class Outer:
+            class Guarded:
+                LOCK = threading.Lock()
+    """, """
+        class Use(BasicBolt):
+            def execute(self, tup, collector):
+                with r.Outer.Guarded.LOCK:
+                    collector.emit([tup[0]])
+    """, [])))
+    cloudpickle.register_pickle_by_value(sys.modules["sk_guarded"])
+    try:
+        with pytest.raises(code_pickler.ShippedClassError) as raised:
+            code_pickler.dumps(bolts.Use())
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules["sk_guarded"])
+    message = ("class Outer.Guarded of module sk_guarded.records, which goes by value with the user's code, "
+               "cannot be pickled: TypeError: cannot pickle '_thread.lock' object")
+    assert str(raised.value) == message
+    with caplog.at_level("WARNING", logger="squall.client"):
+        ship(bolts, tmp_path)
+    assert [r.getMessage() for r in caplog.records] == \
+        [f"could not ship sk_guarded by value ({message}); workers must be able to import them"]

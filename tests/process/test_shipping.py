@@ -118,3 +118,69 @@ def test_helper_modules_beside_the_file_travel_with_the_topology(shared_cluster,
     finally:
         with shared_cluster.client() as m:
             m.kill_topology("decorated", wait_secs=0)
+
+
+# FILE defines a NamedTuple record that one bolt emits to another on every worker
+NAMEDTUPLE_FILE = module("""
+    import os
+    from pathlib import Path
+    from typing import NamedTuple
+
+    from squall import BasicBolt, Fields, Spout, TopologyBuilder
+""", WORDS_SPOUT, """
+    class Word(NamedTuple):
+        text: str
+        length: int = 0
+
+        def shouted(self):
+            return self.text.upper()
+
+
+    class Parse(BasicBolt):
+        def declare_output_fields(self, declarer):
+            declarer.declare(Fields("word", "pid"))
+
+        def execute(self, tup, collector):
+            collector.emit([Word(tup[0])._replace(length=len(tup[0])), os.getpid()])
+
+
+    class Write(BasicBolt):
+        def execute(self, tup, collector):
+            word, parsed_in = tup[0], tup[1]
+            assert isinstance(word, Word), type(word)
+            with open(Path(self.conf["test.out.dir"]) / "words.txt", "a") as f:
+                f.write(f"{word.shouted()} {word._asdict()['length']} {parsed_in != os.getpid()}\\n")
+
+
+    def build():
+        b = TopologyBuilder()
+        b.set_spout("words", Words())
+        b.set_bolt("parse", Parse()).shuffle_grouping("words")
+        b.set_bolt("write", Write(), 2).all_grouping("parse")
+        return b.create_topology()
+""")
+
+
+def test_a_bolt_of_a_file_run_with_jar_emits_a_namedtuple_record_to_other_workers(shared_cluster, tmp_path):
+    """``squall jar FILE``: FILE's ``Word`` (a typing.NamedTuple) goes by value to the master and
+    to two workers (it failed there with KeyError: '__module__'), and its records cross from the
+    worker of ``parse`` to the other worker, where ``write`` gets them as ``Word``s."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "words_file.py").write_text(NAMEDTUPLE_FILE)
+    out = tmp_path / "out"
+    out.mkdir()
+    run = subprocess.run([sys.executable, "-m", "squall.cli", "jar", "--config", str(shared_cluster.file),
+                          "-c", f"test.out.dir={out}", "-c", "topology.workers=2", str(src / "words_file.py")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    try:
+        written = out / "words.txt"
+        # all_grouping: each of the 3 words reaches both write tasks, one per worker
+        assert wait_until(lambda: written.exists() and len(written.read_text().splitlines()) == 6, 30), \
+            (shared_cluster.dir.parent / "master.log").read_text()[-3000:]
+        assert sorted(written.read_text().splitlines()) == \
+            ["A 1 False", "A 1 True", "B 1 False", "B 1 True", "C 1 False", "C 1 True"]
+    finally:
+        with shared_cluster.client() as m:
+            m.kill_topology("words_file", wait_secs=0)

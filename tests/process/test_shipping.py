@@ -184,3 +184,37 @@ def test_a_bolt_of_a_file_run_with_jar_emits_a_namedtuple_record_to_other_worker
     finally:
         with shared_cluster.client() as m:
             m.kill_topology("words_file", wait_secs=0)
+
+
+def test_jar_of_a_class_the_master_cannot_rebuild_names_the_class_and_its_module(shared_cluster, tmp_path):
+    """Class keywords do not travel by value: the master cannot rebuild ``Tagged`` and says which
+    class of which module, instead of the TypeError alone."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "tagged_file.py").write_text(module("""
+        from squall import BasicBolt, Fields, Spout, TopologyBuilder
+    """, WORDS_SPOUT, """
+        class Plugin(BasicBolt):
+            def __init_subclass__(cls, *, tag, **kwargs):
+                super().__init_subclass__(**kwargs)
+                cls.tag = tag
+
+
+        class Tagged(Plugin, tag="t"):
+            def execute(self, tup, collector):
+                pass
+
+
+        def build():
+            b = TopologyBuilder()
+            b.set_spout("words", Words())
+            b.set_bolt("tagged", Tagged()).shuffle_grouping("words")
+            return b.create_topology()
+    """))
+    run = subprocess.run([sys.executable, "-m", "squall.cli", "jar", "--config", str(shared_cluster.file),
+                          str(src / "tagged_file.py")], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stderr) == (1, (
+        "squall: error: class Tagged of module tagged_file, which goes by value with the user's code, cannot be "
+        "rebuilt: TypeError: Plugin.__init_subclass__() missing 1 required keyword-only argument: 'tag'\n"))
+    with shared_cluster.client() as m:
+        assert "tagged_file" not in m.get_topology_names()

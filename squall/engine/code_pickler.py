@@ -23,7 +23,7 @@ gets wrong for the kinds of class users write (cloudpickle 2.1 to 3.1, Python 3.
   ``__slots__``, so a slotted class gained a ``__dict__``; ``__qualname__`` of a nested class was
   lost (``Inner`` for ``Outer.Inner``). All three go with the class.
 - a generic NamedTuple holds ``Generic.__class_getitem__``'s function, which pickle cannot find
-  by name; it goes as that attribute of ``Generic``.
+  by name; the loader takes its own.
 
 A class that still cannot be pickled, or rebuilt where it is loaded, fails naming its module and
 qualified name (`ShippedClassError`), not with the bare error of whatever inside it failed.
@@ -77,6 +77,11 @@ class ShippedClassError(SerializationError):
         self.qualname = qualname
 
 
+# the class of dataclasses' field sentinels (_FIELD, _FIELD_CLASSVAR, _FIELD_INITVAR); no class
+# (an empty tuple) if a later Python has none
+_DATACLASS_SENTINEL: Any = getattr(dataclasses, "_FIELD_BASE", ())
+
+
 def _dataclasses_attr(name: str) -> Any:
     return getattr(dataclasses, name)
 
@@ -123,6 +128,13 @@ def _class_by_value(cls: type, reduced: tuple[Any, ...]) -> tuple[Any, ...]:
     return _make_class, (cls.__module__, cls.__qualname__, make, args), state, None, None, _fill_class
 
 
+def _is_class_by_value(reduced: Any) -> bool:
+    """Whether ``reduced`` is cloudpickle's reduction of a class by value, as `_class_by_value`
+    reads it: ``(make, args, (class dict, slot state), None, None, setstate)``."""
+    return (isinstance(reduced, tuple) and len(reduced) == 6 and isinstance(reduced[2], tuple)
+            and len(reduced[2]) == 2 and isinstance(reduced[2][0], dict))
+
+
 class _Pickler(cloudpickle.CloudPickler):
     def __init__(self, file: io.BytesIO) -> None:
         super().__init__(file)
@@ -133,14 +145,14 @@ class _Pickler(cloudpickle.CloudPickler):
             # some libraries put unpicklable things in __builtins__; the loader sets its own
             state = {k: v for k, v in vars(obj).items() if k != "__builtins__"}
             return _empty_module, (obj.__name__,), state, None, None, _fill_module
-        if isinstance(obj, dataclasses._FIELD_BASE):
+        if isinstance(obj, _DATACLASS_SENTINEL):
             return _dataclasses_attr, (obj.name,)
         if obj is dataclasses.MISSING:
             return _dataclasses_attr, ("MISSING",)
-        if obj is _GENERIC_CLASS_GETITEM:
+        if obj is _GENERIC_CLASS_GETITEM and obj is not None:
             return _generic_class_getitem, ()
         reduced = super().reducer_override(obj)
-        if isinstance(obj, type) and isinstance(reduced, tuple) and len(reduced) == 6:
+        if isinstance(obj, type) and _is_class_by_value(reduced):
             self.classes.append(obj)
             return _class_by_value(obj, reduced)
         return reduced

@@ -97,6 +97,14 @@ BESIDE_FILE = {
 }
 
 
+def jar(cluster, file, *settings):
+    """``squall jar FILE`` on ``cluster`` with ``-c`` ``settings``, run from the directory above
+    FILE's (so the workers' directory is not FILE's)."""
+    overrides = [arg for setting in settings for arg in ("-c", setting)]
+    return subprocess.run([sys.executable, "-m", "squall.cli", "jar", "--config", str(cluster.file), *overrides,
+                           str(file)], cwd=file.parent.parent, capture_output=True, text=True, timeout=60)
+
+
 def test_helper_modules_beside_the_file_travel_with_the_topology(shared_cluster, tmp_path):
     """``squall jar FILE``: the bolt's module imports a helper function (``from helpers import
     shout``), a helper module (``import helpers2``, which imports ``formats``, which imports it
@@ -106,9 +114,7 @@ def test_helper_modules_beside_the_file_travel_with_the_topology(shared_cluster,
     write_modules(src, BESIDE_FILE)
     out = tmp_path / "out"
     out.mkdir()
-    run = subprocess.run([sys.executable, "-m", "squall.cli", "jar", "--config", str(shared_cluster.file),
-                          "-c", f"test.out.dir={out}", "-c", "topology.workers=2", str(src / "decorated.py")],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    run = jar(shared_cluster, src / "decorated.py", f"test.out.dir={out}", "topology.workers=2")
     assert run.returncode == 0, run.stderr
     try:
         decorated = out / "decorated.txt"
@@ -170,9 +176,7 @@ def test_a_bolt_of_a_file_run_with_jar_emits_a_namedtuple_record_to_other_worker
     (src / "words_file.py").write_text(NAMEDTUPLE_FILE)
     out = tmp_path / "out"
     out.mkdir()
-    run = subprocess.run([sys.executable, "-m", "squall.cli", "jar", "--config", str(shared_cluster.file),
-                          "-c", f"test.out.dir={out}", "-c", "topology.workers=2", str(src / "words_file.py")],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    run = jar(shared_cluster, src / "words_file.py", f"test.out.dir={out}", "topology.workers=2")
     assert run.returncode == 0, run.stderr
     try:
         written = out / "words.txt"
@@ -211,8 +215,7 @@ def test_jar_of_a_class_the_master_cannot_rebuild_names_the_class_and_its_module
             b.set_bolt("tagged", Tagged()).shuffle_grouping("words")
             return b.create_topology()
     """))
-    run = subprocess.run([sys.executable, "-m", "squall.cli", "jar", "--config", str(shared_cluster.file),
-                          str(src / "tagged_file.py")], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    run = jar(shared_cluster, src / "tagged_file.py")
     assert (run.returncode, run.stderr) == (1, (
         "squall: error: class Tagged of module tagged_file, which goes by value with the user's code, cannot be "
         "rebuilt: TypeError: Plugin.__init_subclass__() missing 1 required keyword-only argument: 'tag'\n"))

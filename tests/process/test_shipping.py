@@ -105,6 +105,21 @@ def jar(cluster, file, *settings):
                            str(file)], cwd=file.parent.parent, capture_output=True, text=True, timeout=60)
 
 
+def lines_written(cluster, file, written, count):
+    """The ``count`` lines (sorted) that FILE's topology, submitted with ``squall jar`` on 2
+    workers and ``test.out.dir`` the directory of ``written``, writes there; killed after."""
+    written.parent.mkdir()
+    run = jar(cluster, file, f"test.out.dir={written.parent}", "topology.workers=2")
+    assert run.returncode == 0, run.stderr
+    try:
+        assert wait_until(lambda: written.exists() and len(written.read_text().splitlines()) == count, 30), \
+            (cluster.dir.parent / "master.log").read_text()[-3000:]
+        return sorted(written.read_text().splitlines())
+    finally:
+        with cluster.client() as m:
+            m.kill_topology(file.stem, wait_secs=0)
+
+
 def test_helper_modules_beside_the_file_travel_with_the_topology(shared_cluster, tmp_path):
     """``squall jar FILE``: the bolt's module imports a helper function (``from helpers import
     shout``), a helper module (``import helpers2``, which imports ``formats``, which imports it
@@ -112,18 +127,8 @@ def test_helper_modules_beside_the_file_travel_with_the_topology(shared_cluster,
     from another directory, import none of them."""
     src = tmp_path / "src"
     write_modules(src, BESIDE_FILE)
-    out = tmp_path / "out"
-    out.mkdir()
-    run = jar(shared_cluster, src / "decorated.py", f"test.out.dir={out}", "topology.workers=2")
-    assert run.returncode == 0, run.stderr
-    try:
-        decorated = out / "decorated.txt"
-        assert wait_until(lambda: decorated.exists() and len(decorated.read_text().split()) == 3, 30), \
-            (shared_cluster.dir.parent / "master.log").read_text()[-3000:]
-        assert sorted(decorated.read_text().split()) == ["[A!A!]", "[B!B!]", "[C!C!]"]
-    finally:
-        with shared_cluster.client() as m:
-            m.kill_topology("decorated", wait_secs=0)
+    assert lines_written(shared_cluster, src / "decorated.py", tmp_path / "out" / "decorated.txt", 3) == \
+        ["[A!A!]", "[B!B!]", "[C!C!]"]
 
 
 # FILE defines a NamedTuple record that one bolt emits to another on every worker
@@ -174,20 +179,9 @@ def test_a_bolt_of_a_file_run_with_jar_emits_a_namedtuple_record_to_other_worker
     src = tmp_path / "src"
     src.mkdir()
     (src / "words_file.py").write_text(NAMEDTUPLE_FILE)
-    out = tmp_path / "out"
-    out.mkdir()
-    run = jar(shared_cluster, src / "words_file.py", f"test.out.dir={out}", "topology.workers=2")
-    assert run.returncode == 0, run.stderr
-    try:
-        written = out / "words.txt"
-        # all_grouping: each of the 3 words reaches both write tasks, one per worker
-        assert wait_until(lambda: written.exists() and len(written.read_text().splitlines()) == 6, 30), \
-            (shared_cluster.dir.parent / "master.log").read_text()[-3000:]
-        assert sorted(written.read_text().splitlines()) == \
-            ["A 1 False", "A 1 True", "B 1 False", "B 1 True", "C 1 False", "C 1 True"]
-    finally:
-        with shared_cluster.client() as m:
-            m.kill_topology("words_file", wait_secs=0)
+    # all_grouping: each of the 3 words reaches both write tasks, one per worker
+    assert lines_written(shared_cluster, src / "words_file.py", tmp_path / "out" / "words.txt", 6) == \
+        ["A 1 False", "A 1 True", "B 1 False", "B 1 True", "C 1 False", "C 1 True"]
 
 
 def test_jar_of_a_class_the_master_cannot_rebuild_names_the_class_and_its_module(shared_cluster, tmp_path):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .._fields import Fields
 from .._grouping import CustomStreamGrouping
 from . import processors as P
+from .builtin import Max, Min
 from .operation import (
     Assembly,
     BaseAggregator,
@@ -534,17 +535,18 @@ class Stream:
 
     def min_by(self, field: str) -> Stream:
         """Per partition and batch, the whole tuple with the least value of ``field``."""
-        return self._compare("min_by", field, -1)
+        return self._compare("min_by", field, Min)
 
     def max_by(self, field: str) -> Stream:
         """Per partition and batch, the whole tuple with the greatest value of ``field``."""
-        return self._compare("max_by", field, 1)
+        return self._compare("max_by", field, Max)
 
-    def _compare(self, operation: str, field_name: str, sign: int) -> Stream:
+    def _compare(self, operation: str, field_name: str, aggregator: type) -> Stream:
+        # Storm's comparableAggregateStream: the built-in Max/Min (Nones skipped, ties to the
+        # later tuple) over the whole tuple, per partition
         _check(operation, Fields(field_name), self.get_output_fields())
         fields = self.get_output_fields()
-        agg = P.ComparisonAggregator(field_name, sign)
-        return self._next(self._add(operation, fields, P.AggregateProcessor(fields, agg)))
+        return self._next(self._add(operation, fields, P.AggregateProcessor(fields, aggregator(field_name))))
 
     def group_by(self, fields: Fields | list[str]) -> GroupedStream:
         """Group by ``fields``: the next aggregation runs per group (after ``partition_by(fields)``)."""
@@ -658,7 +660,9 @@ def _aggregate(stream: Stream, operation: str, inputs: Fields | None, aggregator
         if scope == "partition":
             return _partition_agg(s, init_out, combine, out, group)
         partial = _partition_agg(s, init_out, combine, init_out, group)
-        return _final_agg(partial, init_out, combine, out, scope, group)
+        # after the repartition the combiner runs in a bolt of its own, prepared there
+        return _final_agg(partial, init_out, P.CombinerCombineAggregator(aggregator, owns_lifecycle=True),
+                          out, scope, group)
     if isinstance(aggregator, ReducerAggregator):
         if len(out) != 1:
             raise ValueError(f"{operation}: a ReducerAggregator gives one field, got {out.to_list()}")

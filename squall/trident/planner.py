@@ -184,10 +184,11 @@ def plan(topology: TridentTopology) -> Plan:
     g = work._graph
     return_nodes = _complete_drpc(work)
     _bridge_spouts(g)
-    children = {n: [] for n in g.nodes}
+    children: dict[Node, list[Node]] = {n: [] for n in g.nodes}
     for n in g.nodes:
         for p in g.parents[n]:
-            children[p].append(n)
+            if n not in children[p]:  # merge(s, s): one child, reached by two of its edges
+                children[p].append(n)
 
     groups = _groups(g)
     group_of = {n: gi for gi, members in enumerate(groups) for n in members}

@@ -442,10 +442,24 @@ class CombinerInitFunction(BaseFunction):
 
 
 class CombinerCombineAggregator(BaseAggregator):
-    """Combines the first field of each tuple, from ``zero()`` (Storm's ``CombinerAggregatorCombineImpl``)."""
+    """Combines the first field of each tuple, from ``zero()`` (Storm's ``CombinerAggregatorCombineImpl``).
 
-    def __init__(self, agg: CombinerAggregator) -> None:
+    ``owns_lifecycle``: this wrapper prepares and cleans up the combiner. The partial step shares
+    its bolt with `CombinerInitFunction`, which does that there; the final step, after the
+    repartition, is the combiner's only wrapper in its bolt, so it must (once per task either way).
+    """
+
+    def __init__(self, agg: CombinerAggregator, owns_lifecycle: bool = False) -> None:
         self.agg = agg
+        self.owns_lifecycle = owns_lifecycle
+
+    def prepare(self, conf: dict, context: Any) -> None:
+        if self.owns_lifecycle:
+            self.agg.prepare(conf, context)
+
+    def cleanup(self) -> None:
+        if self.owns_lifecycle:
+            self.agg.cleanup()
 
     def init(self, batch_id: Any, collector: TridentCollector) -> list:
         return [self.agg.zero()]
@@ -594,28 +608,6 @@ def batch_partition(partitioning: str, attempt: Any, num_partitions: int) -> int
     return attempt.txid % num_partitions
 
 
-class ComparisonAggregator(BaseAggregator):
-    """``min_by`` / ``max_by``: the whole tuple with the least (``sign`` -1) or greatest (1)
-    value of ``field`` in the partition's batch; nothing for an empty one."""
-
-    def __init__(self, field: str, sign: int) -> None:
-        self.field = field
-        self.sign = sign
-
-    def init(self, batch_id: Any, collector: TridentCollector) -> list:
-        return [None]
-
-    def aggregate(self, state: list, tuple: TridentTuple, collector: TridentCollector) -> None:  # noqa: A002
-        value = tuple.get_value_by_field(self.field)
-        best = state[0]
-        if best is None or (value > best[0] if self.sign > 0 else value < best[0]):
-            state[0] = (value, list(tuple.values))
-
-    def complete(self, state: list, collector: TridentCollector) -> None:
-        if state[0] is not None:
-            collector.emit(state[0][1])
-
-
 # --- the bolt's body -------------------------------------------------------------------------------
 
 
@@ -708,7 +700,7 @@ class SubtopologyBody(BatchBody):
 
 
 __all__ = [
-    "AggregateProcessor", "BodyNode", "ComparisonAggregator", "EachProcessor", "FilterProcessor",
+    "AggregateProcessor", "BodyNode", "EachProcessor", "FilterProcessor",
     "MapProcessor", "MultiReduceProcessor", "PartitionPersistProcessor", "ProjectProcessor",
     "StateQueryProcessor", "SubtopologyBody", "batch_partition",
 ]

@@ -108,6 +108,13 @@ class Recorded:
             cls._lock.notify_all()
 
     @classmethod
+    def add_all(cls, key: str, txid: int, rows: list[list]) -> None:
+        """Record ``rows`` of one batch at once: a waiter never sees part of them."""
+        with cls._lock:
+            cls._seen.setdefault(key, []).extend((txid, list(v)) for v in rows)
+            cls._lock.notify_all()
+
+    @classmethod
     def get(cls, key: str) -> list[tuple[int, list]]:
         with cls._lock:
             return list(cls._seen.get(key, []))
@@ -139,8 +146,8 @@ class Record(BaseAggregator):
         state[1].append(list(tuple.values))
 
     def complete(self, state: list, collector) -> None:
+        Recorded.add_all(self.key, state[0], state[1])
         for values in state[1]:
-            Recorded.add(self.key, state[0], values)
             collector.emit(values)
 
 

@@ -3,8 +3,10 @@
 The planner fuses the operations between two repartitions into one bolt; there each operation is
 a *processor*, and `SubtopologyBody` (the bolt's `BatchBody`) runs them per batch: a tuple that
 arrives on an input stream goes to the processors reading that stream, what a processor emits
-goes straight to its children in the same bolt (a call, no tuple) and, where an edge leaves the
-bolt, out on that edge's stream. At the end of a batch every processor finishes in topological
+goes straight to its children in the same bolt and, where an edge leaves the bolt, out on that
+edge's stream. Between processors a tuple is its list of values, handed on by a direct call to
+the child's *receiver* (bound once, when the bolt is prepared); a `TridentTuple` is made only
+where an operation is to see one. At the end of a batch every processor finishes in topological
 order, so an aggregate's result flows into the operations after it before they finish.
 
 Processors are built when the topology is, pickled into each task and prepared there; whatever
@@ -43,7 +45,8 @@ class ProcessorContext:
 
     ``parent_fields`` are the fields of each parent in edge order, ``fields`` this node's output
     fields, ``key`` its slot in ``BatchInfo.state``, ``emit(batch, values)`` sends one output
-    tuple on, ``state`` is the `State` the node persists into or queries (else None).
+    tuple on (set once every processor of the bolt is prepared, before `Processor.wire`),
+    ``state`` is the `State` the node persists into or queries (else None).
     """
 
     name: str
@@ -55,6 +58,14 @@ class ProcessorContext:
     state: Any = None
 
 
+Receiver = Callable[[BatchInfo, list], None]
+"""What takes one tuple (its values) of one parent: ``receive(batch, values)``."""
+
+
+def _not_wired(batch: BatchInfo, values: list) -> None:
+    raise RuntimeError("a Trident processor emitted before its bolt wired it (emit in prepare?)")
+
+
 class Processor:
     """One operation in a bolt; subclasses are Storm's processors."""
 
@@ -64,11 +75,24 @@ class Processor:
         """Called once per task, parents first."""
         self.tctx = tctx
 
+    def wire(self) -> None:
+        """Called once per task after every processor of the bolt was prepared and ``tctx.emit``
+        set, children first: bind what the per-tuple path calls."""
+
+    def receiver(self, parent: int) -> Receiver:
+        """The callable the bolt hands each tuple of parent number ``parent`` to (after `wire`)."""
+        execute = self.execute
+
+        def receive(batch: BatchInfo, values: list) -> None:
+            execute(batch, parent, values)
+
+        return receive
+
     def start_batch(self, batch: BatchInfo) -> None:
         """A batch starts on this task."""
 
-    def execute(self, batch: BatchInfo, parent: int, tup: TridentTuple) -> None:
-        """A tuple of parent number ``parent`` (edge order)."""
+    def execute(self, batch: BatchInfo, parent: int, values: list) -> None:
+        """A tuple (its values) of parent number ``parent`` (edge order)."""
         raise NotImplementedError
 
     def finish_batch(self, batch: BatchInfo) -> None:
@@ -85,6 +109,30 @@ class Processor:
         return values
 
 
+class _SingleParent(Processor):
+    """A processor of one parent: its receiver is its bound ``receive`` (built by `wire`)."""
+
+    def receiver(self, parent: int) -> Receiver:
+        return self._receive
+
+    def execute(self, batch: BatchInfo, parent: int, values: list) -> None:
+        self._receive(batch, values)
+
+    def _receive(self, batch: BatchInfo, values: list) -> None:
+        raise NotImplementedError
+
+
+class _View(TridentTuple):
+    """A `TridentTuple` the bolt makes for an operation from values whose width is right by
+    construction (checked where they entered the bolt or were emitted), so it skips the check."""
+
+    __slots__ = ()
+
+    def __init__(self, fields: Fields, values: list) -> None:  # noqa: D107 - a TridentTuple
+        self.values = values
+        self._fields = fields
+
+
 def _indices(fields: Fields, parent: Fields) -> list[int] | None:
     """Positions of ``fields`` in ``parent``, or None when they are all of it in order."""
     if fields == parent:
@@ -92,28 +140,37 @@ def _indices(fields: Fields, parent: Fields) -> list[int] | None:
     return [parent.index(f) for f in fields]
 
 
-def _project(tup: TridentTuple, fields: Fields, idx: list[int] | None) -> TridentTuple:
+def _viewer(fields: Fields, idx: list[int] | None) -> Callable[[list], TridentTuple]:
+    """Makes the `TridentTuple` of ``fields`` (at ``idx`` of the parent's values) an operation sees."""
     if idx is None:
-        return tup
-    values = tup.values
-    return TridentTuple(fields, [values[i] for i in idx])
+        return lambda values: _View(fields, values)
+    return lambda values: _View(fields, [values[i] for i in idx])
 
 
 class _Collector(TridentCollector):
     """The collector an operation emits through: appends to the input tuple, or emits fresh."""
 
-    __slots__ = ("_proc", "_append", "batch", "input")
+    __slots__ = ("_proc", "_append", "_width", "_emit", "batch", "input")
 
     def __init__(self, proc: Processor, append: bool) -> None:
         self._proc = proc
         self._append = append
+        self._width = -1
+        self._emit: Receiver = _not_wired
         self.batch: BatchInfo | None = None
         self.input: list = []
 
+    def wire(self) -> None:
+        """Bind the processor's emit (`Processor.wire`)."""
+        self._width = len(self._proc.tctx.fields)
+        self._emit = self._proc.tctx.emit
+
     def emit(self, values: list) -> None:
-        proc = self._proc
         out = [*self.input, *values] if self._append else list(values)
-        proc.tctx.emit(self.batch, proc._check_width(out, type(proc.op).__name__))
+        if len(out) != self._width:
+            proc = self._proc
+            proc._check_width(out, type(proc.op).__name__)
+        self._emit(self.batch, out)
 
     def report_error(self, error: BaseException) -> None:
         self._proc.tctx.report_error(error)
@@ -126,7 +183,7 @@ def _op_context(context: Any) -> TridentOperationContext:
 # --- per-tuple processors -------------------------------------------------------------------------
 
 
-class EachProcessor(Processor):
+class EachProcessor(_SingleParent):
     """``each(input_fields, function, function_fields)``: the function's emits are appended."""
 
     def __init__(self, input_fields: Fields, function: BaseFunction) -> None:
@@ -139,16 +196,29 @@ class EachProcessor(Processor):
         self._coll = _Collector(self, append=True)
         self.op.prepare(conf, _op_context(context))
 
-    def execute(self, batch: BatchInfo, parent: int, tup: TridentTuple) -> None:
-        coll = self._coll
-        coll.batch, coll.input = batch, tup.values
-        self.op.execute(_project(tup, self.input_fields, self._idx), coll)
+    def wire(self) -> None:
+        self._coll.wire()
+        view = _viewer(self.input_fields, self._idx)
+        if type(self.op) is CombinerInitFunction:
+            # a combiner's init appends one value: no collector in between
+            init, emit = self.op.agg.init, self.tctx.emit
+
+            def receive(batch: BatchInfo, values: list) -> None:
+                emit(batch, [*values, init(view(values))])
+        else:
+            coll, execute = self._coll, self.op.execute
+
+            def receive(batch: BatchInfo, values: list) -> None:
+                coll.batch, coll.input = batch, values
+                execute(view(values), coll)
+
+        self._receive = receive  # type: ignore[method-assign]
 
     def cleanup(self) -> None:
         self.op.cleanup()
 
 
-class FilterProcessor(Processor):
+class FilterProcessor(_SingleParent):
     """``each(input_fields, filter)``: passes the tuples ``is_keep`` says yes to."""
 
     def __init__(self, input_fields: Fields, filter: BaseFilter) -> None:  # noqa: A002
@@ -160,9 +230,14 @@ class FilterProcessor(Processor):
         self._idx = _indices(self.input_fields, tctx.parent_fields[0])
         self.op.prepare(conf, _op_context(context))
 
-    def execute(self, batch: BatchInfo, parent: int, tup: TridentTuple) -> None:
-        if self.op.is_keep(_project(tup, self.input_fields, self._idx)):
-            self.tctx.emit(batch, tup.values)
+    def wire(self) -> None:
+        view, is_keep, emit = _viewer(self.input_fields, self._idx), self.op.is_keep, self.tctx.emit
+
+        def receive(batch: BatchInfo, values: list) -> None:
+            if is_keep(view(values)):
+                emit(batch, values)
+
+        self._receive = receive  # type: ignore[method-assign]
 
     def cleanup(self) -> None:
         self.op.cleanup()
@@ -175,7 +250,7 @@ class TrueFilter(BaseFilter):
         return True
 
 
-class MapProcessor(Processor):
+class MapProcessor(_SingleParent):
     """``map``, ``flat_map`` and ``peek``: the function sees the whole tuple."""
 
     def __init__(self, kind: str, function: Any, input_fields: Fields) -> None:
@@ -187,22 +262,23 @@ class MapProcessor(Processor):
         super().prepare(conf, context, tctx)
         self.op.prepare(conf, _op_context(context))
 
-    def execute(self, batch: BatchInfo, parent: int, tup: TridentTuple) -> None:
+    def _receive(self, batch: BatchInfo, values: list) -> None:
         emit = self.tctx.emit
+        tup = _View(self.tctx.parent_fields[0], values)
         if self.kind == "map":
             emit(batch, self._check_width(list(self.op.execute(tup)), type(self.op).__name__))
         elif self.kind == "flat_map":
-            for values in self.op.execute(tup):
-                emit(batch, self._check_width(list(values), type(self.op).__name__))
+            for out in self.op.execute(tup):
+                emit(batch, self._check_width(list(out), type(self.op).__name__))
         else:
             self.op.accept(tup)
-            emit(batch, tup.values)
+            emit(batch, values)
 
     def cleanup(self) -> None:
         self.op.cleanup()
 
 
-class ProjectProcessor(Processor):
+class ProjectProcessor(_SingleParent):
     """``project(fields)``."""
 
     def __init__(self, fields: Fields) -> None:
@@ -212,19 +288,20 @@ class ProjectProcessor(Processor):
         super().prepare(conf, context, tctx)
         self._idx = [tctx.parent_fields[0].index(f) for f in self.fields]
 
-    def execute(self, batch: BatchInfo, parent: int, tup: TridentTuple) -> None:
-        values = tup.values
+    def _receive(self, batch: BatchInfo, values: list) -> None:
         self.tctx.emit(batch, [values[i] for i in self._idx])
 
 
 # --- per-batch processors -------------------------------------------------------------------------
 
 
-class AggregateProcessor(Processor):
+class AggregateProcessor(_SingleParent):
     """``partition_aggregate`` (and every aggregation built on it): one `BaseAggregator` per batch.
 
     ``init`` runs when the batch starts on the task, so a task that gets no tuple of a batch
-    still completes it (a combiner's partial is then its ``zero()``).
+    still completes it (a combiner's partial is then its ``zero()``). A combiner's partial
+    aggregate (grouped or not) runs without the aggregator wrappers: per tuple one dict update
+    (one ``combine`` call), the same calls the wrappers make.
     """
 
     def __init__(self, input_fields: Fields, aggregator: BaseAggregator) -> None:
@@ -237,15 +314,38 @@ class AggregateProcessor(Processor):
         self._coll = _Collector(self, append=False)
         self.op.prepare(conf, _op_context(context))
 
+    def wire(self) -> None:
+        self._coll.wire()
+        parent = self.tctx.parent_fields[0]
+        op = self.op
+        key = self.tctx.key
+        if isinstance(op, GroupedAggregator) and type(op.agg) is CombinerCombineAggregator:
+            self._receive = _grouped_combine(  # type: ignore[method-assign]
+                key, [parent.index(f) for f in op.group_fields], parent.index(op.input_fields[0]), op.agg.agg)
+            self._combining = True
+            return
+        self._combining = False
+        view, aggregate, coll = _viewer(self.input_fields, self._idx), op.aggregate, self._coll
+
+        def receive(batch: BatchInfo, values: list) -> None:
+            coll.batch = batch
+            aggregate(batch.state[key], view(values), coll)
+
+        self._receive = receive  # type: ignore[method-assign]
+
     def start_batch(self, batch: BatchInfo) -> None:
+        if self._combining:
+            batch.state[self.tctx.key] = {}
+            return
         self._coll.batch = batch
         batch.state[self.tctx.key] = self.op.init(batch.attempt, self._coll)
 
-    def execute(self, batch: BatchInfo, parent: int, tup: TridentTuple) -> None:
-        self._coll.batch = batch
-        self.op.aggregate(batch.state[self.tctx.key], _project(tup, self.input_fields, self._idx), self._coll)
-
     def finish_batch(self, batch: BatchInfo) -> None:
+        if self._combining:
+            emit = self.tctx.emit
+            for group, value in batch.state[self.tctx.key].items():
+                emit(batch, [*group, value])
+            return
         self._coll.batch = batch
         self.op.complete(batch.state[self.tctx.key], self._coll)
 
@@ -253,7 +353,36 @@ class AggregateProcessor(Processor):
         self.op.cleanup()
 
 
-class PartitionPersistProcessor(Processor):
+_ABSENT = object()
+
+
+def _grouped_combine(key: int, group_idx: list[int], value_idx: int, agg: CombinerAggregator) -> Receiver:
+    """The receiver of a grouped combiner aggregate (`GroupedAggregator` over
+    `CombinerCombineAggregator`): each group's value starts at ``zero()`` and combines the
+    tuple's value; the batch's state is ``{group values: value}``."""
+    combine, zero = agg.combine, agg.zero
+    if len(group_idx) == 1:
+        gi = group_idx[0]
+
+        def group_of(values: list) -> tuple:
+            return (values[gi],)
+    else:
+        def group_of(values: list) -> tuple:
+            return tuple([values[i] for i in group_idx])
+
+    def receive(batch: BatchInfo, values: list) -> None:
+        groups = batch.state[key]
+        group = group_of(values)
+        try:
+            old = groups.get(group, _ABSENT)
+        except TypeError:
+            raise ValueError(f"group_by: the group values {list(group)!r} are not hashable") from None
+        groups[group] = combine(zero() if old is _ABSENT else old, values[value_idx])
+
+    return receive
+
+
+class PartitionPersistProcessor(_SingleParent):
     """``partition_persist``: buffers the partition's batch, updates the state at its commit.
 
     The bolt is a committer, so ``finish_batch`` runs once the batch's ``$commit`` arrived, in
@@ -272,11 +401,17 @@ class PartitionPersistProcessor(Processor):
         self._coll = _Collector(self, append=False)
         self.op.prepare(conf, _op_context(context))
 
+    def wire(self) -> None:
+        self._coll.wire()
+        view, key = _viewer(self.input_fields, self._idx), self.tctx.key
+
+        def receive(batch: BatchInfo, values: list) -> None:
+            batch.state[key].append(view(values))
+
+        self._receive = receive  # type: ignore[method-assign]
+
     def start_batch(self, batch: BatchInfo) -> None:
         batch.state[self.tctx.key] = []
-
-    def execute(self, batch: BatchInfo, parent: int, tup: TridentTuple) -> None:
-        batch.state[self.tctx.key].append(_project(tup, self.input_fields, self._idx))
 
     def finish_batch(self, batch: BatchInfo) -> None:
         buffer = batch.state[self.tctx.key]
@@ -293,7 +428,7 @@ class PartitionPersistProcessor(Processor):
         self.op.cleanup()
 
 
-class StateQueryProcessor(Processor):
+class StateQueryProcessor(_SingleParent):
     """``state_query``: one ``batch_retrieve`` per partition and batch, then ``execute`` per tuple."""
 
     def __init__(self, state_id: str, input_fields: Fields, query_function: Any) -> None:
@@ -307,25 +442,29 @@ class StateQueryProcessor(Processor):
         self._coll = _Collector(self, append=True)
         self.op.prepare(conf, _op_context(context))
 
+    def wire(self) -> None:
+        self._coll.wire()
+
     def start_batch(self, batch: BatchInfo) -> None:
         batch.state[self.tctx.key] = []
 
-    def execute(self, batch: BatchInfo, parent: int, tup: TridentTuple) -> None:
-        batch.state[self.tctx.key].append(tup)
+    def _receive(self, batch: BatchInfo, values: list) -> None:
+        batch.state[self.tctx.key].append(values)
 
     def finish_batch(self, batch: BatchInfo) -> None:
         tuples = batch.state[self.tctx.key]
         if not tuples:
             return
-        args = [_project(t, self.input_fields, self._idx) for t in tuples]
+        view = _viewer(self.input_fields, self._idx)
+        args = [view(values) for values in tuples]
         results = self.op.batch_retrieve(self.tctx.state, args)
         if len(results) != len(args):
             raise ValueError(f"state_query: {type(self.op).__name__}.batch_retrieve gave {len(results)} "
                              f"results for {len(args)} tuples")
         coll = self._coll
         coll.batch = batch
-        for tup, arg, result in zip(tuples, args, results):
-            coll.input = tup.values
+        for values, arg, result in zip(tuples, args, results):
+            coll.input = values
             self.op.execute(arg, result, coll)
 
     def cleanup(self) -> None:
@@ -345,15 +484,18 @@ class MultiReduceProcessor(Processor):
     def prepare(self, conf: dict, context: Any, tctx: ProcessorContext) -> None:
         super().prepare(conf, context, tctx)
         self._idx = [_indices(f, p) for f, p in zip(self.input_fields, tctx.parent_fields)]
+        self._views = [_viewer(f, i) for f, i in zip(self.input_fields, self._idx)]
         self._coll = _Collector(self, append=False)
+
+    def wire(self) -> None:
+        self._coll.wire()
 
     def start_batch(self, batch: BatchInfo) -> None:
         batch.state[self.tctx.key] = self.op.init()
 
-    def execute(self, batch: BatchInfo, parent: int, tup: TridentTuple) -> None:
+    def execute(self, batch: BatchInfo, parent: int, values: list) -> None:
         self._coll.batch = batch
-        self.op.execute(batch.state[self.tctx.key], parent,
-                        _project(tup, self.input_fields[parent], self._idx[parent]), self._coll)
+        self.op.execute(batch.state[self.tctx.key], parent, self._views[parent](values), self._coll)
 
     def finish_batch(self, batch: BatchInfo) -> None:
         self._coll.batch = batch
@@ -542,7 +684,7 @@ class GroupedAggregator(BaseAggregator):
         coll.group = key
         if key not in groups:
             groups[key] = self.agg.init(batch_id, coll)
-        self.agg.aggregate(groups[key], TridentTuple(self.input_fields, [values[i] for i in layout[2]]), coll)
+        self.agg.aggregate(groups[key], _View(self.input_fields, [values[i] for i in layout[2]]), coll)
 
     def complete(self, state: list, collector: TridentCollector) -> None:
         _, coll, groups = state
@@ -649,33 +791,47 @@ class SubtopologyBody(BatchBody):
         index = context.get_this_task_index()
         self._states = {sid: f.make_state(conf, context, index, len(tasks))
                         for sid, f in self.state_factories.items()}
-        self._receivers: dict[str, list[tuple[Processor, int, Fields]]] = {}
+        inputs: dict[str, list[tuple[Processor, int]]] = {}
+        contexts = []
         for i, node in enumerate(self.nodes):
             parent_fields = []
             for pi, (kind, ref) in enumerate(node.parents):
                 if kind == "node":
                     parent_fields.append(self.nodes[ref].fields)
                 else:
-                    fields = self.input_fields[ref]
-                    parent_fields.append(fields)
-                    self._receivers.setdefault(ref, []).append((node.processor, pi, fields))
-            tctx = ProcessorContext(node.name, parent_fields, node.fields, i, self._emitter(node),
+                    parent_fields.append(self.input_fields[ref])
+                    inputs.setdefault(ref, []).append((node.processor, pi))
+            tctx = ProcessorContext(node.name, parent_fields, node.fields, i, _not_wired,
                                     output.report_error, self._states.get(node.state_id))
+            contexts.append(tctx)
             node.processor.prepare(conf, context, tctx)
+        # children first: a node's emit calls its children's receivers, which wire() binds
+        for node, tctx in zip(reversed(self.nodes), reversed(contexts)):
+            tctx.emit = self._emitter(node)
+            node.processor.wire()
+        self._receivers: dict[str, tuple[int, list[Receiver]]] = {
+            stream: (len(self.input_fields[stream]), [proc.receiver(pi) for proc, pi in procs])
+            for stream, procs in inputs.items()}
 
-    def _emitter(self, node: BodyNode) -> Callable[[BatchInfo, list], None]:
-        children = [(self.nodes[c].processor, pi) for c, pi in node.children]
+    def _emitter(self, node: BodyNode) -> Receiver:
+        receivers = [self.nodes[c].processor.receiver(pi) for c, pi in node.children]
         outputs = node.outputs
-        fields = node.fields
-        output = self._output
+        emit_out = self._output.emit
+        if len(receivers) == 1 and not outputs:
+            return receivers[0]
+        if not receivers and len(outputs) == 1:
+            stream = outputs[0]
+
+            def emit_one(batch: BatchInfo, values: list) -> None:
+                emit_out(batch, stream, values)
+
+            return emit_one
 
         def emit(batch: BatchInfo, values: list) -> None:
-            if children:
-                tup = TridentTuple(fields, values)
-                for proc, pi in children:
-                    proc.execute(batch, pi, tup)
+            for receive in receivers:
+                receive(batch, values)
             for stream in outputs:
-                output.emit(batch, stream, values)
+                emit_out(batch, stream, values)
 
         return emit
 
@@ -684,11 +840,15 @@ class SubtopologyBody(BatchBody):
             node.processor.start_batch(batch)
 
     def execute(self, batch: BatchInfo, stream: str, values: list) -> None:
-        receivers = self._receivers.get(stream)
-        if receivers is None:
+        wired = self._receivers.get(stream)
+        if wired is None:
             raise ValueError(f"Trident bolt got a tuple on stream {stream!r}, which it does not read")
-        for proc, pi, fields in receivers:
-            proc.execute(batch, pi, TridentTuple(fields, values))
+        width, receivers = wired
+        if len(values) != width:
+            raise ValueError(f"a Trident tuple of fields {self.input_fields[stream].to_list()} on stream "
+                             f"{stream!r} got {len(values)} values: {values!r}")
+        for receive in receivers:
+            receive(batch, values)
 
     def finish_batch(self, batch: BatchInfo) -> None:
         for node in self.nodes:

@@ -385,6 +385,35 @@ def test_memory_map_state_is_shared_by_every_copy_of_its_factory_and_by_nothing_
         "two topologies share one map"
 
 
+def test_memory_map_state_keeps_values_that_cannot_change_and_copies_the_others():
+    """Plain values and keys are kept as they are (no serializing per commit); a value that can
+    change is stored serialized, so neither the writer nor a reader can change what is stored;
+    keys equal in Python but not encoded (1, 1.0, True) stay apart, as encoded."""
+    m = MemoryMapState.factory().make_state({}, None, 0, 1)
+    store = m._backing.store
+    m.begin_commit(1)
+    counts = {"x": [1]}
+    m.multi_put([["w"], ["t"], ["d"], [1], [1.0], [True], [("a", 2)]],
+                [7, ("a", 1.5, None), counts, "int", "float", "bool", b"tuple"])
+    m.commit(1)
+    assert type(store.get(("w",))) is OpaqueValue and store.get(("w",)).curr == 7
+    assert store.get(("t",)).curr == ("a", 1.5, None)
+    assert type(store.get(("d",))) is bytes, "a dict value is stored serialized"
+    counts["x"].append(2)
+    read = m.multi_get([["d"]])[0]
+    assert read == {"x": [1]}
+    read["x"].append(3)
+    assert m.multi_get([["d"]])[0] == {"x": [1]}
+    assert m.multi_get([[1], [1.0], [True], [("a", 2)]]) == ["int", "float", "bool", b"tuple"]
+    assert sorted(map(repr, m.get_tuples())) == sorted(map(repr, [
+        ["w", 7], ["t", ("a", 1.5, None)], ["d", {"x": [1]}], [1, "int"], [1.0, "float"], [True, "bool"],
+        [("a", 2), b"tuple"]]))
+    m.begin_commit(2)
+    assert single_update(m, "w", 2) == 9
+    m.commit(2)
+    assert m.multi_get([["w"]]) == [9]
+
+
 def test_a_memory_map_state_value_that_cannot_be_serialized_names_the_state():
     m = MemoryMapState.factory().make_state({"topology.fall.back.on.pickle": False}, None, 3, 4)
     m.begin_commit(1)

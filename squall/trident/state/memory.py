@@ -7,7 +7,10 @@ provider keeps its states (`squall.state.memory`): on `LocalCluster` in the clus
 state does there, and a replayed batch finds what the batches before it stored); on the process
 and Spark hosts in the worker process, as Storm's, so it dies with its worker. Values are
 stored serialized by the topology's rules, as every squall state is: what a later read gets is a
-copy, and a value that cannot be serialized fails at the update, naming the state.
+copy, and a value that cannot be serialized fails at the update, naming the state. Only a value
+that cannot change (built-in numbers, strings, bytes, None, and tuples of them), which a copy
+could not tell apart from the original, is kept as it is, and so is a key of strings, bytes or
+ints only, whose equality is that of its encoding: serializing those was most of a commit's time.
 """
 
 from __future__ import annotations
@@ -48,28 +51,56 @@ def _store(conf: Mapping[str, Any], context: Any, namespace: str) -> MemoryStore
         return s
 
 
+_PLAIN_KEY_TYPES = frozenset({str, bytes, int})
+"""Key parts kept as they are: no two of different encodings are equal (1 and 1.0 and True are
+equal in Python and distinct encoded, so floats and bools keep their encoding)."""
+
+_PLAIN_VALUE_TYPES = frozenset({str, bytes, int, float, bool, complex, type(None)})
+"""Values that cannot change: reading one back needs no copy."""
+
+
+def _plain_value(value: Any) -> bool:
+    t = type(value)
+    if t in _PLAIN_VALUE_TYPES:
+        return True
+    return t is tuple and all(_plain_value(v) for v in value)
+
+
 class _MemoryBacking(IBackingMap, ITupleCollection):
-    """`OpaqueValue`s in a `MemoryStore`, each key and value encoded by the topology's rules."""
+    """`OpaqueValue`s in a `MemoryStore`: a plain key (a tuple of strings, bytes or ints) and an
+    `OpaqueValue` of plain values as they are, the others encoded by the topology's rules (see
+    the module docstring)."""
 
     def __init__(self, store: MemoryStore, codec: StateCodec) -> None:
         self.store = store
         self.codec = codec
 
-    def _key(self, key: Sequence[Any]) -> bytes:
-        return self.codec.key(list(key))
+    def _key(self, key: Sequence[Any]) -> tuple | bytes:
+        k = tuple(key)
+        for part in k:
+            if type(part) not in _PLAIN_KEY_TYPES:
+                return self.codec.key(list(k))
+        return k
 
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
         ret: list[Any] = []
+        get, key_of = self.store.get, self._key
         for k in keys:
-            data = self.store.get(self._key(k))
-            ret.append(None if data is None else
-                       OpaqueValue.from_list(self.codec.decode(data, f"the value of key {list(k)!r:.100}")))
+            data = get(key_of(k))
+            if data is None or type(data) is OpaqueValue:
+                ret.append(data)
+            else:
+                ret.append(OpaqueValue.from_list(self.codec.decode(data, f"the value of key {list(k)!r:.100}")))
         return ret
 
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
-        changes: dict[bytes, bytes | None] = {}
+        changes: dict[Any, Any] = {}
+        key_of = self._key
         for k, v in zip(keys, values):
-            changes[self._key(k)] = self.codec.value(list(k), v.to_list())
+            if type(v) is OpaqueValue and _plain_value(v.curr) and _plain_value(v.prev):
+                changes[key_of(k)] = v
+            else:
+                changes[key_of(k)] = self.codec.value(list(k), v.to_list())
         self.store.apply(changes)
 
     def multi_remove(self, keys: Sequence[Sequence[Any]]) -> None:
@@ -77,8 +108,10 @@ class _MemoryBacking(IBackingMap, ITupleCollection):
 
     def get_tuples(self) -> Iterator[list[Any]]:
         for k, v in self.store.items():
-            key = self.codec.decode(k, "a key")
-            yield [*key, OpaqueValue.from_list(self.codec.decode(v, f"the value of key {key!r:.100}")).curr]
+            key = list(k) if type(k) is tuple else self.codec.decode(k, "a key")
+            value = v if type(v) is OpaqueValue else OpaqueValue.from_list(
+                self.codec.decode(v, f"the value of key {key!r:.100}"))
+            yield [*key, value.curr]
 
 
 class MemoryMapState(SnapshottableMap, ITupleCollection, RemovableMapState):

@@ -29,6 +29,7 @@ too, and emits what it has for it: nothing, for a FeederBatchSpout not fed).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -184,14 +185,15 @@ def plan(topology: TridentTopology) -> Plan:
     g = work._graph
     return_nodes = _complete_drpc(work)
     _bridge_spouts(g)
+    groups = _groups(g)
+    group_of = {n: gi for gi, members in enumerate(groups) for n in members}
+    _bridge_groups(g, group_of)
     children: dict[Node, list[Node]] = {n: [] for n in g.nodes}
     for n in g.nodes:
         for p in g.parents[n]:
             if n not in children[p]:  # merge(s, s): one child, reached by two of its edges
                 children[p].append(n)
 
-    groups = _groups(g)
-    group_of = {n: gi for gi, members in enumerate(groups) for n in members}
     parallelism = _parallelisms(g, groups, group_of)
 
     spout_ids = _spout_ids(g)
@@ -302,24 +304,72 @@ def _bridge_spouts(g: _Graph) -> None:
 
 
 def _groups(g: _Graph) -> list[list[Node]]:
-    """Processor and state nodes fused into bolts: joined by a plain edge or by a state."""
-    uf = _UnionFind()
+    """Processor and state nodes fused into bolts (Storm's ``GraphGrouper.mergeFully``).
+
+    The nodes of one state start in one group, every other node in its own. A group whose
+    children are all in one other group merges with it, and so does a group whose parents are
+    all in one other group; a repartition counts as a group of its own that never merges. So
+    a group never reaches itself through a repartition: fusing every plain edge instead put
+    ``merge(a, a.shuffle().each(f))`` in one bolt reading its own stream, a batch it could not
+    finish. A plain edge left between two groups gets an identity partition (`_bridge_groups`).
+    """
     members = [n for n in g.nodes if isinstance(n, (ProcessorNode, StateNode))]
-    for n in members:
-        uf.find(n)
+    children: dict[Node, list[Node]] = {n: [] for n in g.nodes}
+    for n in g.nodes:
         for p in g.parents[n]:
-            if isinstance(p, (ProcessorNode, StateNode)):
-                uf.union(p, n)
+            children[p].append(n)
+    groups: list[list[Node]] = []
+    placed: set[Node] = set()
     for nodes in g.colocate.values():
-        for n in nodes[1:]:
-            uf.union(nodes[0], n)
-    parts: dict[Any, list[Node]] = {}
-    for n in members:
-        parts.setdefault(uf.find(n), []).append(n)
+        groups.append(list(nodes))
+        placed.update(nodes)
+    groups += [[n] for n in members if n not in placed]
+    group_of: dict[Node, int] = {}
+    ids = itertools.count()
+    by_id: dict[int, list[Node]] = {}
+    for nodes in groups:
+        gid = next(ids)
+        by_id[gid] = nodes
+        group_of.update((n, gid) for n in nodes)
+
+    def neighbours(gid: int, edges: dict[Node, list[Node]]) -> set[int | None]:
+        # None stands for a spout or a repartition: never merged with
+        return {group_of.get(m) for n in by_id[gid] for m in edges[n]} - {gid}
+
+    merged = True
+    while merged:
+        merged = False
+        for gid in list(by_id):
+            for edges in (children, g.parents):
+                others = neighbours(gid, edges)
+                if len(others) == 1 and None not in others:
+                    other = others.pop()
+                    nodes = by_id.pop(gid) + by_id.pop(other)  # type: ignore[arg-type]
+                    new = next(ids)
+                    by_id[new] = nodes
+                    group_of.update((n, new) for n in nodes)
+                    merged = True
+                    break
+            if merged:
+                break
     # a static state nobody queries has no operation to run: no bolt
-    groups = [sorted(p, key=lambda n: n.index) for p in parts.values()
-              if any(isinstance(n, ProcessorNode) for n in p)]
-    return sorted(groups, key=lambda p: p[0].index)
+    out = [sorted(nodes, key=lambda n: n.index) for nodes in by_id.values()
+           if any(isinstance(n, ProcessorNode) for n in nodes)]
+    return sorted(out, key=lambda p: p[0].index)
+
+
+def _bridge_groups(g: _Graph, group_of: dict[Node, int]) -> None:
+    """A plain edge between two groups gets an identity partition (Storm's "add identity
+    partitions between groups"): it leaves one bolt on a stream of its own, task i to task i."""
+    for n in list(g.nodes):
+        if n not in group_of:
+            continue
+        for i, p in enumerate(g.parents[n]):
+            if p in group_of and group_of[p] != group_of[n]:
+                bridge = PartitionNode(g.next_index(), g.next_stream_id(), p.name, p.fields,
+                                       partitioning=Partitioning("identity"))
+                g.add(bridge, [p])
+                g.parents[n][i] = bridge
 
 
 def _parallelisms(g: _Graph, groups: list[list[Node]], group_of: dict[Node, int]) -> dict[Node, int]:

@@ -522,3 +522,19 @@ def test_every_operation_is_prepared_and_cleaned_up_once_in_each_task_it_runs_in
         # every task of each bolt it runs in (a combiner runs in two)
         assert len(where[f"{op}.prepare"]) == sum(tasks[c] for c in components), op
     assert len({c for c, _ in where["TCombiner.prepare"]}) == 2
+
+
+def test_a_stream_merged_with_its_own_repartitioned_branch_runs_in_two_bolts(cluster) -> None:
+    """merge(a, a.shuffle().each(f)): fusing every plain edge put a, f and the merge in one bolt
+    reading its own shuffled stream, a batch it could never finish (Storm's GraphGrouper keeps a
+    apart, with an identity partition into the merge's bolt)."""
+    topo = TridentTopology()
+    spout = cycling("sentence", 2, *WORDS)
+    a = topo.new_stream("spout-loop", spout).each(Fields("sentence"), Split(), Fields("word")).project(Fields("word"))
+    b = a.shuffle().each(Fields("word"), TrueFilter()).parallelism_hint(2)
+    record(topo.merge(a, b), "loop")
+    name = run(cluster, topo)
+    seen = settled("loop", 3)
+    for txid in range(1, 4):
+        assert sorted(seen[txid]) == sorted([w] for w in batch_words(spout, txid) * 2)
+    cluster.kill_topology(name)

@@ -3,10 +3,12 @@
 Storm's ``TridentTopology.build``, in three steps:
 
 1. `plan` works on a copy of the graph. A DRPC stream gets its end (the results of each batch
-   joined with the calls' return-info, Storm's ``completeDrpc``). Processor nodes joined by an
-   edge that is not a repartition, and nodes using the same state, are fused into one group
-   (one bolt, ``b-<N>[-names]``); an edge from a spout straight to an operation gets an
-   identity repartition, since a spout's bolt holds only its emitter. Each group runs in as many
+   joined with the calls' return-info, Storm's ``completeDrpc``). Processor nodes are fused
+   into groups (one bolt each, ``b-<N>[-names]``) as Storm's ``GraphGrouper`` does: nodes using
+   the same state start together, and a group merges with the one group all its children (or
+   all its parents) are in, never across a repartition; a plain edge left between two groups,
+   and an edge from a spout straight to an operation (a spout's bolt holds only its emitter),
+   get an identity repartition. Each group runs in as many
    tasks as the largest ``parallelism_hint`` of its nodes; groups tied by an identity partition
    share the largest.
 2. The result is a `Plan` of small records (what each bolt holds, reads and emits), which the

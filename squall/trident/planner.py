@@ -299,10 +299,7 @@ def _bridge_spouts(g: _Graph) -> None:
             continue
         for i, p in enumerate(g.parents[n]):
             if isinstance(p, SpoutNode):
-                bridge = PartitionNode(g.next_index(), g.next_stream_id(), p.name, p.fields,
-                                       partitioning=Partitioning("identity"))
-                g.add(bridge, [p])
-                g.parents[n][i] = bridge
+                _insert_identity(g, n, i)
 
 
 def _groups(g: _Graph) -> list[list[Node]]:
@@ -368,10 +365,16 @@ def _bridge_groups(g: _Graph, group_of: dict[Node, int]) -> None:
             continue
         for i, p in enumerate(g.parents[n]):
             if p in group_of and group_of[p] != group_of[n]:
-                bridge = PartitionNode(g.next_index(), g.next_stream_id(), p.name, p.fields,
-                                       partitioning=Partitioning("identity"))
-                g.add(bridge, [p])
-                g.parents[n][i] = bridge
+                _insert_identity(g, n, i)
+
+
+def _insert_identity(g: _Graph, node: Node, edge: int) -> None:
+    """Put an identity partition on edge number ``edge`` into ``node``."""
+    parent = g.parents[node][edge]
+    bridge = PartitionNode(g.next_index(), g.next_stream_id(), parent.name, parent.fields,
+                           partitioning=Partitioning("identity"))
+    g.add(bridge, [parent])
+    g.parents[node][edge] = bridge
 
 
 def _parallelisms(g: _Graph, groups: list[list[Node]], group_of: dict[Node, int]) -> dict[Node, int]:

@@ -186,6 +186,9 @@ class ReducerValueUpdater(ValueUpdater):
         return ret
 
 
+_ABSENT = object()
+
+
 def _project(t: TridentTuple, fields: Fields) -> TridentTuple:
     return TridentTuple(fields, t.select(fields))
 
@@ -223,14 +226,23 @@ class MapCombinerAggStateUpdater(BaseStateUpdater):
 
     def update_state(self, state: MapState, tuples: list[TridentTuple], collector: TridentCollector) -> None:
         partial: dict[tuple, Any] = {}
+        combine = self.agg.combine
+        layout: tuple[Fields | None, list[int], int] = (None, [], 0)
         for t in tuples:
-            key = tuple(t.select(self.group_fields))
-            arg = t.select(self.input_fields)[0]
-            partial[key] = self.agg.combine(partial[key], arg) if key in partial else arg
-        keys = [list(k) for k in partial]
-        new = state.multi_update(keys, [CombinerValueUpdater(self.agg, a) for a in partial.values()])
+            fields = t.get_fields()
+            if fields is not layout[0]:  # a batch's tuples share their fields: look up once
+                layout = (fields, [fields.index(f) for f in self.group_fields], fields.index(self.input_fields[0]))
+            values = t.values
+            key = tuple([values[i] for i in layout[1]])
+            arg = values[layout[2]]
+            old = partial.get(key, _ABSENT)
+            partial[key] = arg if old is _ABSENT else combine(old, arg)
+        keys = [list(k) for k in partial]  # Storm's List<List<Object>>: a backing map may rely on lists
+        agg = self.agg
+        new = state.multi_update(keys, [CombinerValueUpdater(agg, a) for a in partial.values()])
+        emit = collector.emit
         for key, value in zip(keys, new):
-            collector.emit([*key, value])
+            emit([*key, value])
 
 
 class MapReducerAggStateUpdater(_ReducerUpdater):

@@ -173,10 +173,20 @@ class _BatchReads:
             ret.append(_Read(self.written[k], True) if k in self.written else _Read(v, False))
         return ret
 
-    def multi_put(self, keys: Sequence[Sequence[Any]], vals: Sequence[Any]) -> None:
+    def fetch(self, keys: Sequence[Sequence[Any]]) -> tuple[list[Key], list[Any]]:
+        """The keys as dict keys and the stored value of each, this batch's write where there is
+        one: ``(keys, values)``; a key this batch wrote is ``in self.written``."""
+        ks = _keys(keys)
+        vals = _get(self.delegate, keys)
+        written = self.written
+        if written:
+            vals = [written[k] if k in written else v for k, v in zip(ks, vals)]
+        return ks, vals
+
+    def multi_put(self, keys: Sequence[Sequence[Any]], vals: Sequence[Any], ks: list[Key] | None = None) -> None:
+        """Write ``vals``; ``ks``: the keys as dict keys, if made already."""
         self.delegate.multi_put(keys, vals)
-        for k, v in zip(_keys(keys), vals):
-            self.written[k] = v
+        self.written.update(zip(_keys(keys) if ks is None else ks, vals))
 
 
 class _TxidMap(_SnapshotMap):
@@ -210,19 +220,20 @@ class TransactionalMap(_TxidMap):
 
     def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater]) -> list[Any]:
         _check_pairs(keys, updaters, "updaters")
-        curr = self.backing.multi_get(keys)
-        new_keys, new_vals, ret = [], [], []
-        for key, read, updater in zip(keys, curr, updaters):
-            stored: TransactionalValue | None = read.val
-            if stored is not None and self.curr_tx is not None and stored.txid == self.curr_tx and not read.cached:
+        ks, stored_vals = self.backing.fetch(keys)
+        written, curr_tx = self.backing.written, self.curr_tx
+        new_keys, new_ks, new_vals, ret = [], [], [], []
+        for key, k, stored, updater in zip(keys, ks, stored_vals, updaters):
+            if stored is not None and curr_tx is not None and stored.txid == curr_tx and k not in written:
                 ret.append(stored.val)  # this batch's update is in already: a replay
                 continue
-            new = TransactionalValue(self.curr_tx, updater.update(None if stored is None else stored.val))
+            new = TransactionalValue(curr_tx, updater.update(None if stored is None else stored.val))
             ret.append(new.val)
             new_keys.append(key)
+            new_ks.append(k)
             new_vals.append(new)
         if new_keys:
-            self.backing.multi_put(new_keys, new_vals)
+            self.backing.multi_put(new_keys, new_vals, new_ks)
         return ret
 
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
@@ -254,14 +265,18 @@ class OpaqueMap(_TxidMap):
 
     def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater]) -> list[Any]:
         _check_pairs(keys, updaters, "updaters")
-        curr = self.backing.multi_get(keys)
+        ks, stored_vals = self.backing.fetch(keys)
+        written, curr_tx = self.backing.written, self.curr_tx
         new_vals, ret = [], []
-        for read, updater in zip(curr, updaters):
-            new = updater.update(self._base(read))
+        for k, stored, updater in zip(ks, stored_vals, updaters):
+            if stored is None:
+                new = updater.update(None)
+                new_vals.append(OpaqueValue(curr_tx, new))
+            else:
+                new = updater.update(stored.curr if k in written else stored.get(curr_tx))
+                new_vals.append(stored.update(curr_tx, new))
             ret.append(new)
-            stored: OpaqueValue | None = read.val
-            new_vals.append(OpaqueValue(self.curr_tx, new) if stored is None else stored.update(self.curr_tx, new))
-        self.backing.multi_put(keys, new_vals)
+        self.backing.multi_put(keys, new_vals, ks)
         return ret
 
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:

@@ -150,24 +150,6 @@ def build(directory: str, output_dir: str, batch_size: int = DEFAULT_BATCH_SIZE,
     return topology.build(), conf
 
 
-def _quiesce(client: Any, name: str, timeout: float) -> None:
-    """Deactivate ``name`` and wait until its coordinator has no batch in flight, twice in a row
-    at the same txid (its figures come with the heartbeats): a coordinator that still commits
-    while the topology is killed writes its progress after the master forgot the worker, which
-    crashes the worker before its cleanup writes the counts."""
-    client.deactivate(name)
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        trident = client.get_topology_page(name)["trident"] or {}
-        now = (trident.get("currentTxid"), trident.get("batchesInFlight"))
-        if now[1] == 0 and now == last:
-            return
-        last = now
-        time.sleep(1.0)
-    raise RuntimeError(f"W1T: {name}'s coordinator still had batches in flight {timeout} s after deactivation")
-
-
 def run_trident(n: int, host: str = "local", workers: int = 1, parallelism: int | None = None,
                 batch_size: int = DEFAULT_BATCH_SIZE, max_batches: int = DEFAULT_MAX_BATCHES,
                 corpus_dir: str | Path | None = None, timeout: float = 600.0,
@@ -187,7 +169,6 @@ def run_trident(n: int, host: str = "local", workers: int = 1, parallelism: int 
                 cluster.submit_topology(name, conf, topology)
                 done = harness.wait_files(output_dir, "done-*.json", parallelism, timeout)
                 info = cluster.get_topology_info(name)
-                _quiesce(cluster, name, timeout)
                 cluster.kill_topology(name, wait_secs=0)  # clean stop: cleanup() writes the counts
                 count_files = harness.wait_files(output_dir, "count-*.json", parallelism, 30.0)
             stopped = True
@@ -197,7 +178,6 @@ def run_trident(n: int, host: str = "local", workers: int = 1, parallelism: int 
                 cluster.submit(name, conf, topology)
                 done = harness.wait_files(output_dir, "done-*.json", parallelism, timeout)
                 info = cluster.get_topology_info(name)
-                _quiesce(cluster._client, name, timeout)
                 cluster.kill(name, wait_secs=0)
                 count_files = harness.wait_files(output_dir, "count-*.json", parallelism, 30.0)
                 stopped = cluster.wait_no_workers()

@@ -40,6 +40,12 @@ class TransactionalStateError(SquallError):
     """A key or value the transactional state refuses (bad key, too large, too many keys)."""
 
 
+class LaunchRefusedError(TransactionalStateError):
+    """The master refused the transactional state to the calling worker launch: it no longer
+    runs it (the topology was killed, or the worker moved or relaunched). It never will again,
+    so a Trident coordinator stops its work on it (`squall.trident.coordinator`)."""
+
+
 def check_key(key: Any, what: str = "key") -> str:
     """``key`` if it is a valid transactional-state key, else `TransactionalStateError` saying why.
 
@@ -196,6 +202,8 @@ class MasterBackend:
                     if attempt == self.retries:
                         raise
                 except RemoteError as e:
+                    if e.type == LaunchRefusedError.__name__:
+                        raise LaunchRefusedError(str(e)) from None
                     if e.type == TransactionalStateError.__name__:  # a limit the master enforces
                         raise TransactionalStateError(str(e)) from None
                     raise

@@ -58,7 +58,7 @@ from .._config import SECRET_KEY, misspellings, setting, topology_conf, visible_
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
 from .._private import private_dir, write_private
 from .._redact import redact
-from .._transactional import TransactionalStateError
+from .._transactional import LaunchRefusedError, TransactionalStateError
 from .._ratelimit import RateLimitedLog
 from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
@@ -1015,7 +1015,7 @@ class Master(HaMaster):
         if storm_id is not None or slot is not None or launch_id is not None:
             topo = self._find(storm_id) if isinstance(storm_id, str) else None
             if topo is None or slot not in topo.assignment or topo.slot(slot).launch_id != launch_id:
-                raise TransactionalStateError(
+                raise LaunchRefusedError(
                     f"transactional state of topology {topology!r}: worker {slot!r} launch {launch_id!r} of "
                     f"{storm_id!r} is not running now (killed, moved or relaunched); refused")
             if topo.plan.name != topology:

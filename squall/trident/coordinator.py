@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._collectors import BasicOutputCollector, OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import BasicBolt, Spout
+from .._errors import FailedException
+from .._transactional import LaunchRefusedError
 from .._fields import Fields
 from .._tuple import Tuple
 from .executor import BATCH_STREAM as BATCH_STREAM
@@ -44,6 +46,25 @@ META_PREFIX = "meta/"
 
 
 SPOUT_COORDINATOR_PREFIX = "$spoutcoord-"
+
+
+class _Refusal:
+    """Whether the master refused this worker launch its transactional state
+    (`LaunchRefusedError`: the topology was killed, or the worker moved or relaunched). It
+    never takes the launch back, so a coordinator does no more work here: it has nothing to
+    save its progress in, and another launch (if any) resumes from what was saved. Said once
+    in the log, not raised: a coordinator still committing when its topology is killed would
+    otherwise crash its worker before the operations' ``cleanup`` ran."""
+
+    def __init__(self) -> None:
+        self.refused = False
+
+    def note(self, component: str, error: LaunchRefusedError) -> None:
+        """The master refused ``component``'s call: log it the first time."""
+        if not self.refused:
+            self.refused = True
+            log.warning("Trident coordinator %s stops: the master no longer runs this worker launch "
+                        "(topology killed, worker moved or relaunched): %s", component, error)
 
 
 def spout_coordinator_id(spout_id: str) -> str:
@@ -294,7 +315,9 @@ class MasterBatchCoordinator(Spout):
         self._coordinators = [spout.get_coordinator(key, conf, context)
                               for key, spout in zip(self.txid_keys, self.spouts)]
         self._active = True
-        log.info("Trident coordinator %s resumes at txid %d", context.get_this_component_id(), self.core.current_txid)
+        self._component = context.get_this_component_id()
+        self._refusal = _Refusal()
+        log.info("Trident coordinator %s resumes at txid %d", self._component, self.core.current_txid)
 
     def activate(self) -> None:
         """New batches may start again."""
@@ -305,7 +328,9 @@ class MasterBatchCoordinator(Spout):
         self._active = False
 
     def next_tuple(self) -> None:
-        """Start a batch or commit one, if due."""
+        """Start a batch or commit one, if due (nothing once the master refused this launch)."""
+        if self._refusal.refused:
+            return
         if self._resend:
             resend, self._resend = self._resend, []
             self._send(resend)
@@ -313,12 +338,16 @@ class MasterBatchCoordinator(Spout):
 
     def ack(self, msg_id: Any) -> None:
         """A ``$batch`` or ``$commit`` tree completed."""
+        if self._refusal.refused:
+            return
         stream, attempt = self._parse(msg_id)
         self._send(self.core.acked(stream, attempt))
         self.next_tuple()
 
     def fail(self, msg_id: Any) -> None:
         """A ``$batch`` or ``$commit`` tree failed or timed out: the core replays it."""
+        if self._refusal.refused:
+            return
         stream, attempt = self._parse(msg_id)
         log.info("Trident batch %s failed on %s; it is replayed", attempt, stream)
         self._send(self.core.failed(stream, attempt))
@@ -351,7 +380,11 @@ class MasterBatchCoordinator(Spout):
                                 len(self.core.active), time.monotonic())
         if not emits:
             return
-        self._save()  # before the emit: a restarted coordinator must not reuse an attempt id
+        try:
+            self._save()  # before the emit: a restarted coordinator must not reuse an attempt id
+        except LaunchRefusedError as e:
+            self._refusal.note(self._component, e)
+            return
         for e in emits:
             if e.stream == SUCCESS_STREAM:
                 self.collector.emit([e.attempt], stream=SUCCESS_STREAM)
@@ -408,9 +441,22 @@ class TridentSpoutCoordinator(BasicBolt):
         super().prepare(conf, context)
         self.coordinator = self.spout.get_coordinator(self.txid_key, conf, context)
         self.state = transactional_state(context, self.txid_key)
+        self._component = context.get_this_component_id()
+        self._refusal = _Refusal()
 
     def execute(self, tup: Tuple, collector: BasicOutputCollector) -> None:
-        """``$batch``: initialize the transaction; ``$success``: the batch committed."""
+        """``$batch``: initialize the transaction; ``$success``: the batch committed. Once the
+        master refused this launch the input fails (its batch is replayed where the topology
+        runs, if it does), quietly."""
+        if self._refusal.refused:
+            raise FailedException(f"{self._component}: the master no longer runs this worker launch")
+        try:
+            self._execute(tup, collector)
+        except LaunchRefusedError as e:
+            self._refusal.note(self._component, e)
+            raise FailedException(f"{self._component}: the master no longer runs this worker launch") from None
+
+    def _execute(self, tup: Tuple, collector: BasicOutputCollector) -> None:
         attempt = tup.values[0]
         if tup.source_stream == SUCCESS_STREAM:
             for key in self.state.list(META_PREFIX):

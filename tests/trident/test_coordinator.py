@@ -8,7 +8,7 @@ import collections
 import pytest
 
 from squall import Config, FailedException, Fields, LocalCluster, TopologyBuilder, TopologyContext
-from squall._transactional import MemoryBackend
+from squall._transactional import LaunchRefusedError, MemoryBackend
 from squall.testing._registry import SharedLog, _lock, _Shared
 from squall.trident.coordinator import (
     BATCH_STREAM,
@@ -384,3 +384,100 @@ def test_a_restarted_coordinator_sends_the_success_of_the_newest_committed_txid_
     again.next_tuple()
     again.next_tuple()
     assert second.emitted == [(SUCCESS_STREAM, tx(1)), (BATCH_STREAM, tx(2, 1))]
+
+
+# --- a launch the master no longer runs ------------------------------------------------------------
+
+class RefusingBackend(MemoryBackend):
+    """The master's store; once ``refused``, it refuses every call as from a worker launch it no
+    longer runs (the topology was killed while the coordinator was still at work)."""
+
+    refused = False
+
+    def _check(self) -> None:
+        if self.refused:
+            raise LaunchRefusedError("transactional state of topology 't': worker '127.0.0.1:6700' launch 0 of "
+                                     "'t-1-2' is not running now (killed, moved or relaunched); refused")
+
+    def get(self, topology, key):
+        self._check()
+        return super().get(topology, key)
+
+    def put(self, topology, key, blob):
+        self._check()
+        super().put(topology, key, blob)
+
+    def delete(self, topology, key, prefix=False):
+        self._check()
+        super().delete(topology, key, prefix)
+
+    def list(self, topology, prefix=""):
+        self._check()
+        return super().list(topology, prefix)
+
+
+def test_a_master_coordinator_whose_launch_the_master_refuses_stops_quietly(caplog) -> None:
+    """Killed while it commits: its save of the commit is refused. It must not raise (that crashed
+    its worker before the operations' cleanup ran), emit nothing more and say so once."""
+    backend = RefusingBackend()
+    master, collector = open_master(backend)
+    master.next_tuple()
+    master.ack(("batch", 1, 0))
+    assert collector.emitted == [(BATCH_STREAM, tx(1)), (COMMIT_STREAM, tx(1))]
+    backend.refused = True
+    with caplog.at_level("WARNING", logger="squall.trident.coordinator"):
+        master.ack(("commit", 1, 0))  # its save is refused: no $success, no next batch
+        master.next_tuple()
+        master.fail(("batch", 2, 0))
+        master.ack(("commit", 1, 0))
+    assert collector.emitted == [(BATCH_STREAM, tx(1)), (COMMIT_STREAM, tx(1))]
+    refusals = [r for r in caplog.records if "no longer runs this worker launch" in r.getMessage()]
+    assert len(refusals) == 1 and "$mastercoord-bg0" in refusals[0].getMessage()
+    master.close()
+    # nothing of the refused commit was saved: a launch that runs the topology replays txid 1
+    backend.refused = False
+    again, second = open_master(backend)
+    again.next_tuple()
+    assert second.emitted == [(BATCH_STREAM, tx(1, 1))]
+
+
+class _Input:
+    def __init__(self, stream: str, values: list) -> None:
+        self.source_stream = stream
+        self.values = values
+
+
+class _Emits:
+    def __init__(self) -> None:
+        self.emitted: list = []
+
+    def emit(self, values, stream="default"):
+        self.emitted.append((stream, values))
+        return []
+
+
+def test_a_spout_coordinator_whose_launch_the_master_refuses_fails_its_inputs_quietly(caplog) -> None:
+    """Its batch's input fails (a FailedException: not reported, the worker goes on to stop
+    cleanly) rather than being acked without the batch's metadata saved and emitted."""
+    backend = RefusingBackend()
+    coordinator = TridentSpoutCoordinator("spout0", BatchSpoutAdapter(FixedBatchSpout(Fields("w"), 1, ["a"])))
+    b = TopologyBuilder()
+    b.set_spout("$mastercoord-bg0", MasterBatchCoordinator(["spout0"], [coordinator.spout]))
+    b.set_bolt("$spoutcoord-spout0", coordinator).global_grouping("$mastercoord-bg0", BATCH_STREAM)
+    conf = {"topology.name": "t"}
+    context = TopologyContext(b.create_topology(), "t-1-2", {1: "$mastercoord-bg0", 2: "$spoutcoord-spout0"}, 2,
+                              6700, [1, 2], conf,
+                              transactional_home=backend)
+    coordinator.prepare(conf, context)
+    out = _Emits()
+    coordinator.execute(_Input(BATCH_STREAM, [tx(1)]), out)
+    assert [(s, v[0]) for s, v in out.emitted] == [(BATCH_STREAM, tx(1))]
+    backend.refused = True
+    with caplog.at_level("WARNING", logger="squall.trident.coordinator"):
+        for attempt in (tx(2), tx(2, 1)):
+            with pytest.raises(FailedException) as e:
+                coordinator.execute(_Input(BATCH_STREAM, [attempt]), out)
+            assert type(e.value) is FailedException, "refused: failed quietly, not reported"
+    assert len(out.emitted) == 1
+    assert len([r for r in caplog.records if "no longer runs this worker launch" in r.getMessage()]) == 1
+    coordinator.cleanup()

@@ -206,7 +206,7 @@ def test_the_master_refuses_the_state_to_a_launch_not_running_and_to_another_top
     running now, and a worker could reach another topology's."""
     import cloudpickle
 
-    from squall._transactional import WorkerLaunch
+    from squall._transactional import LaunchRefusedError, WorkerLaunch
     from squall.cluster.master_records import Heartbeat
 
     m = Master(cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.task.timeout.secs": 1}))
@@ -223,12 +223,12 @@ def test_the_master_refuses_the_state_to_a_launch_not_running_and_to_another_top
     elsewhere = BackedTransactionalState(MasterBackend(link, caller=WorkerLaunch(storm_id, slot, launch)), "other", "c")
     with pytest.raises(TransactionalStateError, match="a worker of topology 'words' .* may not reach topology 'other'"):
         elsewhere.put("currtx", 1)
-    with pytest.raises(TransactionalStateError, match="not running now"):
+    with pytest.raises(LaunchRefusedError, match="not running now"):  # a coordinator stops on it
         MasterBackend(link, caller=WorkerLaunch("words-99-0", slot, launch)).get("words", "c/currtx")
     topo.slot(slot).heartbeat = Heartbeat(0.0)  # it went silent: the master relaunches the slot
     m.monitor()
     assert topo.launch_ids[slot] == launch + 1
-    with pytest.raises(TransactionalStateError, match=f"launch {launch} .* not running now"):
+    with pytest.raises(LaunchRefusedError, match=f"launch {launch} .* not running now"):
         worker.put("currtx", 3)  # the old launch, still running somewhere
     relaunched = MasterBackend(link, caller=WorkerLaunch(storm_id, slot, launch + 1))
     assert BackedTransactionalState(relaunched, "words", "c").get("currtx") == 4

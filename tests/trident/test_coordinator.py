@@ -481,3 +481,21 @@ def test_a_spout_coordinator_whose_launch_the_master_refuses_fails_its_inputs_qu
     assert len(out.emitted) == 1
     assert len([r for r in caplog.records if "no longer runs this worker launch" in r.getMessage()]) == 1
     coordinator.cleanup()
+
+
+def test_a_transaction_attempt_crosses_workers_without_pickle() -> None:
+    """Every Trident data tuple carries its batch's attempt first: it is one of squall's own
+    registered records (as Storm registers its), so Trident runs across workers with
+    topology.fall.back.on.pickle false, and no tuple pays for cloudpickle."""
+    from squall._tuple import Source, Tuple
+    from squall.engine.serialize import Serializer
+
+    src = Source("b-0", "s1", 3, Fields("$tx", "word", "count"))
+    sender = Serializer({"topology.fall.back.on.pickle": False}, lambda task, stream: src)
+    values = [tx(12, 3), "word", 5]
+    data = sender.encode_value(values, "a Trident tuple")
+    assert sender.decode_value(data) == values
+    batch = sender.encode_batch([7, Tuple(values, src)])
+    receiver = Serializer({"topology.fall.back.on.pickle": False}, lambda task, stream: src)
+    target, tup = receiver.decode_batch(batch)
+    assert target == 7 and tup.values == values and type(tup.values[0]) is TransactionAttempt

@@ -325,6 +325,15 @@ class AggregateProcessor(_SingleParent):
             self._combining = True
             return
         self._combining = False
+        if type(op) is CombinerCombineAggregator:  # ungrouped: its state is [value]
+            combine, at = op.agg.combine, parent.index(self.input_fields[0])
+
+            def receive(batch: BatchInfo, values: list) -> None:
+                state = batch.state[key]
+                state[0] = combine(state[0], values[at])
+
+            self._receive = receive  # type: ignore[method-assign]
+            return
         view, aggregate, coll = _viewer(self.input_fields, self._idx), op.aggregate, self._coll
 
         def receive(batch: BatchInfo, values: list) -> None:

@@ -171,3 +171,21 @@ def test_a_function_emitting_the_wrong_width_fails_naming_it():
     body.init_batch(batch)
     with pytest.raises(ValueError, match=r"two: Two emitted 3 values"):
         body.execute(batch, "s0", ["a"])
+
+
+def test_an_ungrouped_combiner_partial_combines_each_tuple_from_zero():
+    counting, out = Counting(), Output()
+    nodes = [BodyNode("partial", AggregateProcessor(Fields("v"), CombinerCombineAggregator(counting)), Fields("v"),
+                      (("stream", "s0"),), (), ("s1",))]
+    body = SubtopologyBody(nodes, {"s0": Fields("x", "v")}, {})
+    body.prepare({}, Context(), out)
+    batch = BatchInfo(TransactionAttempt(1, 0))
+    body.init_batch(batch)
+    for x, v in [("a", 2), ("b", 3)]:
+        body.execute(batch, "s0", [x, v])
+    body.finish_batch(batch)
+    empty = BatchInfo(TransactionAttempt(2, 0))
+    body.init_batch(empty)
+    body.finish_batch(empty)
+    assert out.emitted == [("s1", [5]), ("s1", [0])]
+    assert counting.calls == [("zero",), ("combine", 0, 2), ("combine", 2, 3), ("zero",)]

@@ -213,6 +213,11 @@ class Decision:
     fail_held: Any = None
 
 
+_ACK = Decision(ack_input=True)
+_FINISH_ACK = Decision(finish=True, ack_input=True)
+"""The decisions of nearly every data tuple, made once (a Decision is immutable)."""
+
+
 class BatchTracker:
     """The per-batch bookkeeping of one task of a Trident bolt, without I/O.
 
@@ -255,8 +260,8 @@ class BatchTracker:
             return Decision(fail_input=True, fail_held=tracked.take_held())
         tracked.received_tuples += 1
         if self.expected_reports == 0:
-            return Decision(finish=True, ack_input=True)
-        return Decision(ack_input=True)
+            return _FINISH_ACK
+        return _ACK
 
     def coord(self, tracked: TrackedBatch, count: int, tup: Any) -> Decision:
         """An upstream task reported ``count`` data tuples of ``tracked`` sent to this task."""
@@ -303,11 +308,13 @@ class BatchTracker:
     def count_emitted(self, attempt: TransactionAttempt, tasks: list[int]) -> None:
         """Data tuples of ``attempt`` went to ``tasks`` (one each)."""
         tracked = self.batches.get(attempt.txid)
-        if tracked is None or tracked.attempt != attempt:
+        # the attempt emitted is nearly always the very object tracked: compare it first
+        if tracked is None or (tracked.info.attempt is not attempt and tracked.info.attempt != attempt):
             raise ValueError(f"emit for batch {attempt}, which this task does not track now "
                              f"(finished, failed over, or never started)")
+        emitted = tracked.emitted
         for task in tasks:
-            tracked.emitted[task] = tracked.emitted.get(task, 0) + 1
+            emitted[task] = emitted.get(task, 0) + 1
 
     def expire(self, now: float) -> list[Any]:
         """Drop batches untouched for longer than the message timeout; their held inputs, to fail."""
@@ -408,7 +415,8 @@ class TridentBoltExecutor(Bolt):
             else:
                 decision = self.tracker.data(tracked)
                 if not decision.fail_input:
-                    self.body.execute(tracked.info, stream, list(tup.values[1:]))
+                    values = tup.values
+                    self.body.execute(tracked.info, stream, values[1:] if type(values) is list else list(values[1:]))
             if decision.finish:
                 decision = self._finish(tracked, tup, decision)
         except FailedException as e:

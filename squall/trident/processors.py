@@ -199,6 +199,13 @@ class EachProcessor(_SingleParent):
     def wire(self) -> None:
         self._coll.wire()
         view = _viewer(self.input_fields, self._idx)
+        fusable = getattr(self.tctx.emit, "fusable", None)
+        if type(self.op) is CombinerInitFunction and fusable and fusable[2] == len(self.tctx.parent_fields[0]):
+            # a combiner's init whose only reader is its grouped partial aggregate, which takes the
+            # value it appends (the last): one receiver does both, with no list made in between
+            key, group_idx, _, agg = fusable
+            self._receive = _grouped_combine(key, group_idx, -1, agg, self.op.agg.init, view)  # type: ignore[method-assign]
+            return
         if type(self.op) is CombinerInitFunction:
             # a combiner's init appends one value: no collector in between
             init, emit = self.op.agg.init, self.tctx.emit
@@ -365,29 +372,28 @@ class AggregateProcessor(_SingleParent):
 _ABSENT = object()
 
 
-def _grouped_combine(key: int, group_idx: list[int], value_idx: int, agg: CombinerAggregator) -> Receiver:
+def _grouped_combine(key: int, group_idx: list[int], value_idx: int, agg: CombinerAggregator,
+                     init: Callable[[TridentTuple], Any] | None = None,
+                     view: Callable[[list], TridentTuple] | None = None) -> Receiver:
     """The receiver of a grouped combiner aggregate (`GroupedAggregator` over
     `CombinerCombineAggregator`): each group's value starts at ``zero()`` and combines the
-    tuple's value; the batch's state is ``{group values: value}``."""
+    tuple's value (at ``value_idx``, or ``init(view(values))``: the combiner's init fused in, see
+    `EachProcessor.wire`); the batch's state is ``{group values: value}``. The receiver carries
+    its layout as ``fusable`` so that the init before it can be fused in."""
     combine, zero = agg.combine, agg.zero
-    if len(group_idx) == 1:
-        gi = group_idx[0]
-
-        def group_of(values: list) -> tuple:
-            return (values[gi],)
-    else:
-        def group_of(values: list) -> tuple:
-            return tuple([values[i] for i in group_idx])
+    single = group_idx[0] if len(group_idx) == 1 else None
 
     def receive(batch: BatchInfo, values: list) -> None:
         groups = batch.state[key]
-        group = group_of(values)
+        group = (values[single],) if single is not None else tuple([values[i] for i in group_idx])
+        value = values[value_idx] if init is None else init(view(values))  # type: ignore[misc]
         try:
             old = groups.get(group, _ABSENT)
         except TypeError:
             raise ValueError(f"group_by: the group values {list(group)!r} are not hashable") from None
-        groups[group] = combine(zero() if old is _ABSENT else old, values[value_idx])
+        groups[group] = combine(zero() if old is _ABSENT else old, value)
 
+    receive.fusable = (key, group_idx, value_idx, agg)  # type: ignore[attr-defined]
     return receive
 
 

@@ -77,6 +77,8 @@ class _MemoryBacking(IBackingMap, ITupleCollection):
 
     def _key(self, key: Sequence[Any]) -> tuple | bytes:
         k = tuple(key)
+        if len(k) == 1 and type(k[0]) in _PLAIN_KEY_TYPES:  # most keys: one group field
+            return k
         for part in k:
             if type(part) not in _PLAIN_KEY_TYPES:
                 return self.codec.key(list(k))
@@ -84,7 +86,8 @@ class _MemoryBacking(IBackingMap, ITupleCollection):
 
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
         ret: list[Any] = []
-        get, key_of = self.store.get, self._key
+        # the committed dict itself (MemoryStore.get without a call per key)
+        get, key_of = self.store.committed.get, self._key
         for k in keys:
             data = get(key_of(k))
             if data is None or type(data) is OpaqueValue:
@@ -96,8 +99,10 @@ class _MemoryBacking(IBackingMap, ITupleCollection):
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
         changes: dict[Any, Any] = {}
         key_of = self._key
+        plain = _PLAIN_VALUE_TYPES
         for k, v in zip(keys, values):
-            if type(v) is OpaqueValue and _plain_value(v.curr) and _plain_value(v.prev):
+            if type(v) is OpaqueValue and (type(v.curr) in plain or _plain_value(v.curr)) and (
+                    type(v.prev) in plain or _plain_value(v.prev)):
                 changes[key_of(k)] = v
             else:
                 changes[key_of(k)] = self.codec.value(list(k), v.to_list())

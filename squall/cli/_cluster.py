@@ -414,15 +414,16 @@ def _warn_over_tasks(info: dict[str, Any], executors: dict[str, int]) -> None:
                   f"(a component's tasks are fixed at submit: set_num_tasks)", file=sys.stderr)
 
 
-# Trident's per-batch count reports between its bolts ($coord-<batch group>): overhead, not data
-_BATCH_COUNT_STREAMS = "$coord-"
+# Trident's per-batch count reports between its bolts ($coord-<batch group>) and the packs its data
+# tuples travel in ($pack-<stream>; the data stream itself counts the tuples): overhead, not data
+_BATCH_COUNT_STREAMS = ("$coord-", "$pack-")
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
     """``squall monitor NAME [-i SECS] [-m COMPONENT] [-s STREAM] [-w emitted|transferred] [--count N]``.
 
     Storm's columns, one line per watched component each interval: the tuples counted on the
-    stream (without ``-s``: on each of its streams but Trident's batch counts, named in the
+    stream (without ``-s``: on each of its streams but Trident's batch counts and packs, named in the
     stream column) since the last poll and the throughput in tuples per millisecond (thousands a
     second). The counts are Storm's statistics, the same as the UI's (the component page's
     output stats, all time); a count that went down (a worker restarted, and its counts with

@@ -21,6 +21,7 @@ from .._components import Bolt
 from .._errors import FailedException, ReportedFailedException
 from .._fields import Fields
 from .._tuple import Tuple, is_tick_tuple
+from ..engine.routing import wrong_size
 
 if TYPE_CHECKING:  # coordinator.py imports this module (SpoutEmitterBody is a BatchBody)
     from .coordinator import TransactionAttempt
@@ -34,6 +35,13 @@ SUCCESS_STREAM = "$success"
 
 TX_FIELD = "$tx"
 COORD_STREAM_PREFIX = "$coord-"
+# a data stream's direct twin: the tuples one input (or one finish) of a batch sends a task,
+# packed into one engine tuple, so the engine's emit, ack and delivery are paid per pack
+PACK_STREAM_PREFIX = "$pack-"
+PACK_FIELD = "$values"
+# at most this many tuples in one pack: a huge batch stays many messages, each far below the
+# transport's squall.transport.max.message.bytes (a refused one would fail its batch at every replay)
+PACK_MAX_TUPLES = 1000
 # how often a Trident bolt looks for batches whose trees must have timed out (Storm's 5 s)
 TICK_SECS = 5
 
@@ -139,6 +147,11 @@ def coord_stream(batch_group: str = "bg0") -> str:
     return COORD_STREAM_PREFIX + batch_group
 
 
+def pack_stream(stream: str) -> str:
+    """The direct stream that carries data stream ``stream``'s tuples packed per receiving task."""
+    return PACK_STREAM_PREFIX + stream
+
+
 def wire(declarer: Any, spec: BoltSpec, upstream_trident_bolts: Any) -> Any:
     """Subscribe a Trident bolt's declarer (`squall.BoltDeclarer`) to the system streams its
     `TridentBoltExecutor` needs; the planner subscribes the data streams ``s<N>`` itself.
@@ -154,6 +167,9 @@ def wire(declarer: Any, spec: BoltSpec, upstream_trident_bolts: Any) -> Any:
     master = master_coordinator_id(spec.batch_group)
     for component in sorted(set(upstream_trident_bolts)):
         declarer.direct_grouping(component, coord_stream(spec.batch_group))
+    for i in spec.inputs:
+        if i.component in upstream_trident_bolts:
+            declarer.direct_grouping(i.component, pack_stream(i.stream))
     if spec.committer:
         declarer.all_grouping(master, COMMIT_STREAM)
     spout_coordinators = sorted({i.component for i in spec.inputs if i.stream == BATCH_STREAM})
@@ -253,12 +269,12 @@ class BatchTracker:
         tracked.touched = now
         return tracked, replaced
 
-    def data(self, tracked: TrackedBatch) -> Decision:
-        """A data tuple of ``tracked`` arrived (the body is to execute it first, unless this
-        says fail: the batch failed already)."""
+    def data(self, tracked: TrackedBatch, count: int = 1) -> Decision:
+        """``count`` data tuples of ``tracked`` arrived, one engine tuple (the body is to execute
+        them first, unless this says fail: the batch failed already)."""
         if tracked.failed:
             return Decision(fail_input=True, fail_held=tracked.take_held())
-        tracked.received_tuples += 1
+        tracked.received_tuples += count
         if self.expected_reports == 0:
             return _FINISH_ACK
         return _ACK
@@ -331,14 +347,58 @@ class BatchTracker:
 class _Output(BatchOutput):
     """The executor's `BatchOutput`: adds the tx, anchors to the input at hand, counts per task."""
 
-    def __init__(self, executor: TridentBoltExecutor) -> None:
+    def __init__(self, executor: TridentBoltExecutor, packed: dict[str, Any]) -> None:
         self._executor = executor
+        self._packed = packed  # packed stream -> its engine router (its choice, its counts)
+        self._packs: dict[tuple[str, int], list[list]] = {}
+        self._attempt: Any = None
 
     def emit(self, batch: BatchInfo, stream: str, values: list) -> None:
         """See `BatchOutput.emit`."""
         ex = self._executor
-        tasks = ex.collector.emit([batch.attempt, *values], anchors=ex._anchor, stream=stream)
-        ex.tracker.count_emitted(batch.attempt, tasks)
+        attempt = batch.attempt
+        router = self._packed.get(stream)
+        if router is None:
+            tasks = ex.collector.emit([attempt, *values], anchors=ex._anchor, stream=stream)
+        else:
+            # the same choice the engine's emit makes, on the same values; the tuple waits in its
+            # task's pack until the body returns (`flush`), to be anchored to the same input. The
+            # stream's counts stay the tuples' (the UI, monitor); its $pack- twin counts packs
+            if len(values) + 1 != router.nfields:
+                raise wrong_size(router, [attempt, *values])
+            if self._attempt is not attempt:
+                if self._packs:
+                    self.flush()
+                self._attempt = attempt
+            tasks = router.choose([attempt, *values])
+            router.emitted += 1
+            router.transferred += len(tasks)
+            packs = self._packs
+            values = list(values)  # the receiver gets its own list, as from a plain emit
+            for task in tasks:
+                pack = packs.get((stream, task))
+                if pack is None:
+                    packs[(stream, task)] = [values]
+                else:
+                    pack.append(values)
+        ex.tracker.count_emitted(attempt, tasks)
+
+    def flush(self) -> None:
+        """Send each task its pack of the tuples emitted since the last flush."""
+        if not self._packs:
+            return
+        ex = self._executor
+        attempt, packs = self._attempt, self._packs
+        self._packs = {}
+        emit_direct, anchor = ex.collector.emit_direct, ex._anchor
+        for (stream, task), pack in packs.items():
+            for start in range(0, len(pack), PACK_MAX_TUPLES):
+                part = pack if len(pack) <= PACK_MAX_TUPLES else pack[start:start + PACK_MAX_TUPLES]
+                emit_direct(task, [attempt, part], anchors=anchor, stream=pack_stream(stream))
+
+    def drop(self) -> None:
+        """Forget what waits to be sent (its batch failed)."""
+        self._packs = {}
 
     def report_error(self, error: BaseException) -> None:
         """See `BatchOutput.report_error`."""
@@ -355,6 +415,12 @@ class TridentBoltExecutor(Bolt):
     direct stream ``$coord-<group>``, anchored to the tuple that finished the batch, and acks
     the input it held (a committer: the ``$commit``). A `squall.FailedException` from the body
     fails the batch; the master coordinator replays it with a new attempt id.
+
+    A data stream whose every receiving task is a Trident bolt's is packed: the tuples one call
+    of the body sends one task (a spout's batch, a finish's partial aggregates) go as one engine
+    tuple on the stream's direct twin ``$pack-<stream>``, anchored to the same input, each task
+    chosen by the stream's own grouping; the ``$coord`` counts and the receiver's count are of
+    the tuples in the packs. The engine's per-tuple emit, ack and delivery are paid per pack.
     """
 
     def __init__(self, spec: BoltSpec, body: BatchBody) -> None:
@@ -362,9 +428,11 @@ class TridentBoltExecutor(Bolt):
         self.body = body
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
-        """Each output stream as ``["$tx", *fields]``, and the direct ``$coord-<group>`` stream."""
+        """Each output stream as ``["$tx", *fields]`` with its direct ``$pack-`` twin
+        (``["$tx", "$values"]``), and the direct ``$coord-<group>`` stream."""
         for stream, fields in self.spec.outputs:
             declarer.declare_stream(stream, Fields([TX_FIELD, *fields]))
+            declarer.declare_stream(pack_stream(stream), Fields([TX_FIELD, PACK_FIELD]), direct=True)
         declarer.declare_stream(coord_stream(self.spec.batch_group), Fields(["id", "count"]), direct=True)
 
     def get_component_configuration(self) -> dict[str, Any] | None:
@@ -384,7 +452,21 @@ class TridentBoltExecutor(Bolt):
         self.tracker = BatchTracker(expected, self.spec.committer, timeout)
         self._anchor: Tuple | None = None
         self._last_expiry = time.monotonic()
-        self.body.prepare(conf, context, _Output(self))
+        self._output = _Output(self, self._packed_streams())
+        self.body.prepare(conf, context, self._output)
+
+    def _packed_streams(self) -> dict[str, Any]:
+        # a stream is packed when every task that gets its tuples gets its packs (only Trident
+        # bolts unpack; a DRPC stream's return bolt reads plain tuples)
+        routers = getattr(self.collector, "routers", None) or {}
+        out = {}
+        for stream, _ in self.spec.outputs:
+            plain, packed = routers.get(stream), routers.get(pack_stream(stream))
+            if plain is None or packed is None or plain.silent:
+                continue
+            if all(packed.direct_targets.get(t) for t in plain.direct_targets):
+                out[stream] = plain
+        return out
 
     def execute(self, tup: Tuple) -> None:
         """Route one input to its batch."""
@@ -394,6 +476,7 @@ class TridentBoltExecutor(Bolt):
         stream = tup.source_stream
         if stream == SUCCESS_STREAM:
             self.body.success(tup.values[0])
+            self._output.flush()
             self.collector.ack(tup)
             return
         attempt = tup.values[0]
@@ -412,18 +495,29 @@ class TridentBoltExecutor(Bolt):
                 decision = self.tracker.commit(tracked, tup)
             elif stream == self._coord:
                 decision = self.tracker.coord(tracked, tup.values[1], tup)
+            elif stream.startswith(PACK_STREAM_PREFIX):
+                pack = tup.values[1]
+                decision = self.tracker.data(tracked, len(pack))
+                if not decision.fail_input:
+                    stream = stream[len(PACK_STREAM_PREFIX):]
+                    execute, info = self.body.execute, tracked.info
+                    for values in pack:
+                        execute(info, stream, values if type(values) is list else list(values))
             else:
                 decision = self.tracker.data(tracked)
                 if not decision.fail_input:
                     values = tup.values
                     self.body.execute(tracked.info, stream, values[1:] if type(values) is list else list(values[1:]))
+            self._output.flush()  # before the input's ack: the packs are anchored to it
             if decision.finish:
                 decision = self._finish(tracked, tup, decision)
         except FailedException as e:
+            self._output.drop()
             if isinstance(e, ReportedFailedException):
                 self.collector.report_error(e)
             decision = self._failed(tracked, tup)
         except BaseException:
+            self._output.drop()
             # not a FailedException: the engine reports it and fails the input (or crashes the
             # worker under topology.bolt.fail.fast), as a plain bolt's; the batch fails with it
             held = self.tracker.fail(tracked, tup).fail_held
@@ -436,6 +530,7 @@ class TridentBoltExecutor(Bolt):
 
     def _finish(self, tracked: TrackedBatch, tup: Tuple, decision: Decision) -> Decision:
         self.body.finish_batch(tracked.info)
+        self._output.flush()
         for task in self._targets:
             self.collector.emit_direct(task, [tracked.attempt, tracked.emitted.get(task, 0)],
                                        anchors=tup, stream=self._coord)

@@ -305,4 +305,66 @@ def test_wire_subscribes_the_system_streams() -> None:
 
     assert subscriptions(d1) == {("$spoutcoord-sp", "$batch"): "all", ("$mastercoord-bg0", "$success"): "all"}
     assert subscriptions(d2) == {("sp", "s1"): "shuffle", ("sp", "$coord-bg0"): "direct",
-                                 ("$mastercoord-bg0", "$commit"): "all"}
+                                 ("sp", "$pack-s1"): "direct", ("$mastercoord-bg0", "$commit"): "all"}
+
+
+# --- packs: a call's tuples for one task as one engine tuple ------------------------------------
+
+class Router:
+    """What the executor reads of the engine's router of one stream (squall.engine.routing)."""
+
+    def __init__(self, direct_targets: dict[int, bool], choose=None) -> None:
+        self.direct_targets = direct_targets
+        self.choose = choose
+        self.silent = not direct_targets
+        self.nfields = 2
+        self.emitted = 0
+        self.transferred = 0
+
+
+class PackingRecorder(Recorder):
+    """A collector whose s2 goes to 'down' (tasks 21, 22 in turn) and which 'down' also reads packed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.routers = {"s2": Router({21: False, 22: False}, self.emit_choice),
+                        "$pack-s2": Router({21: True, 22: True})}
+
+    def emit_choice(self, values):
+        self._next += 1
+        return [21 if self._next % 2 else 22]
+
+
+def test_a_finish_sends_each_task_its_tuples_in_packs_of_at_most_1000() -> None:
+    bolt, rec = TridentBoltExecutor(SPEC, Doubler()), PackingRecorder()
+    bolt.prepare({"topology.message.timeout.secs": 30}, Context(), rec)
+    inputs = [data(A1, i) for i in range(1250)] + [coord(A1, 1250), coord(A1, 0, task=2)]
+    for t in inputs:
+        bolt.execute(t)
+    last = inputs[-1]
+    assert rec.emitted == []  # nothing went out tuple by tuple
+    packs = [(task, stream, len(v[1]), anchor) for task, stream, v, anchor in rec.direct if stream == "$pack-s2"]
+    # 2,500 tuples, alternating: each task gets 1,250 in two packs, anchored to the finishing tuple
+    assert packs == [(21, "$pack-s2", 1000, last), (21, "$pack-s2", 250, last),
+                     (22, "$pack-s2", 1000, last), (22, "$pack-s2", 250, last)]
+    task21 = [w for task, stream, v, _ in rec.direct if stream == "$pack-s2" and task == 21 for w in v[1]]
+    assert task21 == [[i] for i in range(1250)]  # each value twice, in turn: one copy to each task
+    assert all(v[0] == A1 for _, _, v, _ in rec.direct)
+    # the counts are of tuples, sent after the packs; the stream counts tuples too
+    assert [d for d in rec.direct if d[1] == "$coord-bg0"] == [(21, "$coord-bg0", [A1, 1250], last),
+                                                               (22, "$coord-bg0", [A1, 1250], last)]
+    assert rec.routers["s2"].emitted == 2500 and rec.routers["s2"].transferred == 2500
+
+
+def test_a_pack_counts_as_its_tuples_and_each_reaches_the_body() -> None:
+    bolt, body, rec = running()
+    pack = Tuple([A1, [["a"], ["b"], ["c"]]], Source("up", "$pack-s1", 1, Fields("$tx", "$values")))
+    for t in (pack, coord(A1, 3), coord(A1, 0, task=2)):
+        bolt.execute(t)
+    assert body.calls[-1] == ("finish", A1, ["a", "b", "c"])
+    # a count short of the pack's tuples fails the batch
+    a2 = TransactionAttempt(2, 0)
+    short = Tuple([a2, [["a"], ["b"]]], Source("up", "$pack-s1", 1, Fields("$tx", "$values")))
+    for t in (short, coord(a2, 1), coord(a2, 0, task=2)):
+        bolt.execute(t)
+    assert not any(c[0] == "finish" and c[1] == a2 for c in body.calls) and rec.failed

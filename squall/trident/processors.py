@@ -397,7 +397,31 @@ def _grouped_combine(key: int, group_idx: list[int], value_idx: int, agg: Combin
     return receive
 
 
-class PartitionPersistProcessor(_SingleParent):
+class _StateProcessor(_SingleParent):
+    """What partition_persist and state_query share: a state, the fields the operation ``op``
+    sees, and a collector whose emits replace the input (``APPEND`` False) or are appended to it."""
+
+    APPEND: bool
+
+    def __init__(self, state_id: str, input_fields: Fields, op: Any) -> None:
+        self.state_id = state_id
+        self.input_fields = input_fields
+        self.op = op
+
+    def prepare(self, conf: dict, context: Any, tctx: ProcessorContext) -> None:
+        super().prepare(conf, context, tctx)
+        self._idx = _indices(self.input_fields, tctx.parent_fields[0])
+        self._coll = _Collector(self, append=self.APPEND)
+        self.op.prepare(conf, _op_context(context))
+
+    def start_batch(self, batch: BatchInfo) -> None:
+        batch.state[self.tctx.key] = []
+
+    def cleanup(self) -> None:
+        self.op.cleanup()
+
+
+class PartitionPersistProcessor(_StateProcessor):
     """``partition_persist``: buffers the partition's batch, updates the state at its commit.
 
     The bolt is a committer, so ``finish_batch`` runs once the batch's ``$commit`` arrived, in
@@ -405,16 +429,7 @@ class PartitionPersistProcessor(_SingleParent):
     tuple does not touch its state (Storm's rule: for a global persist, only one task has any).
     """
 
-    def __init__(self, state_id: str, input_fields: Fields, updater: Any) -> None:
-        self.state_id = state_id
-        self.input_fields = input_fields
-        self.op = updater
-
-    def prepare(self, conf: dict, context: Any, tctx: ProcessorContext) -> None:
-        super().prepare(conf, context, tctx)
-        self._idx = _indices(self.input_fields, tctx.parent_fields[0])
-        self._coll = _Collector(self, append=False)
-        self.op.prepare(conf, _op_context(context))
+    APPEND = False
 
     def wire(self) -> None:
         self._coll.wire()
@@ -424,9 +439,6 @@ class PartitionPersistProcessor(_SingleParent):
             batch.state[key].append(view(values))
 
         self._receive = receive  # type: ignore[method-assign]
-
-    def start_batch(self, batch: BatchInfo) -> None:
-        batch.state[self.tctx.key] = []
 
     def finish_batch(self, batch: BatchInfo) -> None:
         buffer = batch.state[self.tctx.key]
@@ -439,29 +451,14 @@ class PartitionPersistProcessor(_SingleParent):
         self.op.update_state(state, buffer, self._coll)
         state.commit(txid)
 
-    def cleanup(self) -> None:
-        self.op.cleanup()
 
-
-class StateQueryProcessor(_SingleParent):
+class StateQueryProcessor(_StateProcessor):
     """``state_query``: one ``batch_retrieve`` per partition and batch, then ``execute`` per tuple."""
 
-    def __init__(self, state_id: str, input_fields: Fields, query_function: Any) -> None:
-        self.state_id = state_id
-        self.input_fields = input_fields
-        self.op = query_function
-
-    def prepare(self, conf: dict, context: Any, tctx: ProcessorContext) -> None:
-        super().prepare(conf, context, tctx)
-        self._idx = _indices(self.input_fields, tctx.parent_fields[0])
-        self._coll = _Collector(self, append=True)
-        self.op.prepare(conf, _op_context(context))
+    APPEND = True
 
     def wire(self) -> None:
         self._coll.wire()
-
-    def start_batch(self, batch: BatchInfo) -> None:
-        batch.state[self.tctx.key] = []
 
     def _receive(self, batch: BatchInfo, values: list) -> None:
         batch.state[self.tctx.key].append(values)
@@ -481,9 +478,6 @@ class StateQueryProcessor(_SingleParent):
         for values, arg, result in zip(tuples, args, results):
             coll.input = values
             self.op.execute(arg, result, coll)
-
-    def cleanup(self) -> None:
-        self.op.cleanup()
 
 
 class MultiReduceProcessor(Processor):

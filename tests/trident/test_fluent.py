@@ -11,7 +11,8 @@ from squall.trident import TridentTopology
 from squall.trident.operation import Consumer, FlatMapFunction, MapFunction
 from squall.trident.state import CombinerAggStateUpdater, MemoryMapState
 
-from .trident_ops import CountAsAggregator, CountCombiner, ListSpout, Split, StringLength, SumCombiner, TrueFilter
+from .trident_ops import (CountAsAggregator, CountCombiner, Get, ListSpout, Split, StringLength, SumCombiner,
+                          TrueFilter)
 
 
 def sentences() -> tuple[TridentTopology, object]:
@@ -74,19 +75,6 @@ def test_state_operations_fields() -> None:
     assert counts.new_values_stream().get_output_fields() == Fields("word", "count")
     total = words.persistent_aggregate(MemoryMapState.factory(), CountCombiner(), Fields("total"))
     assert total.new_values_stream().get_output_fields() == Fields("total")
-
-    class Get:
-        def prepare(self, conf, context):
-            pass
-
-        def cleanup(self):
-            pass
-
-        def batch_retrieve(self, state, tuples):
-            return [None] * len(tuples)
-
-        def execute(self, tuple, result, collector):  # noqa: A002
-            collector.emit([result])
 
     queried = words.group_by(Fields("word")).state_query(counts, Fields("word"), Get(), Fields("c"))
     assert queried.get_output_fields() == Fields("sentence", "word", "c")

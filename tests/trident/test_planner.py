@@ -8,23 +8,8 @@ from squall._fields import GlobalStreamId
 from squall.trident import MemoryMapState, TridentTopology
 from squall.trident.planner import plan
 
-from .trident_ops import CountAsAggregator, CountCombiner, ListSpout, Split, StringLength, SumCombiner, TrueFilter
-
-
-class Get:
-    """A query function for planning only."""
-
-    def prepare(self, conf, context):
-        pass
-
-    def cleanup(self):
-        pass
-
-    def batch_retrieve(self, state, tuples):
-        return [None] * len(tuples)
-
-    def execute(self, tuple, result, collector):  # noqa: A002
-        collector.emit([result])
+from .trident_ops import (CountAsAggregator, CountCombiner, Get, ListSpout, Split, StringLength, SumCombiner,
+                          TrueFilter)
 
 
 def word_count(topo: TridentTopology):

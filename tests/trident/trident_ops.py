@@ -75,6 +75,22 @@ class SumCombiner(CombinerAggregator):
         return 0
 
 
+class Get:
+    """A query function for planning only."""
+
+    def prepare(self, conf, context):
+        pass
+
+    def cleanup(self):
+        pass
+
+    def batch_retrieve(self, state, tuples):
+        return [None] * len(tuples)
+
+    def execute(self, tuple, result, collector):  # noqa: A002
+        collector.emit([result])
+
+
 class ListSpout(IBatchSpout):
     """A batch spout of fixed fields for graphs that are only planned, never run."""
 

@@ -22,43 +22,6 @@ from ._encryption import parse_encryption
 from ._errors import InvalidTopologyException
 from ._redact import is_secret_key, redact
 
-# Storm's whitelist (Executor.normalizedComponentConf): of the Config keys, a component may set
-# only these; the others are dropped from its configuration. Custom keys always pass.
-COMPONENT_KEYS = frozenset({
-    "topology.debug",
-    "topology.max.spout.pending",
-    "topology.max.spout.pending.auto.min",
-    "topology.max.spout.pending.auto.max",
-    "topology.max.spout.pending.auto.interval.secs",
-    "topology.max.task.parallelism",
-    "topology.transactional.id",
-    "topology.tick.tuple.freq.secs",
-    "topology.sleep.spout.wait.strategy.time.ms",
-    "topology.spout.wait.strategy",
-    "topology.spout.wait.progressive.level1.count",
-    "topology.spout.wait.progressive.level2.count",
-    "topology.spout.wait.progressive.level3.sleep.millis",
-    "topology.spout.wait.progressive.max.sleep.millis",
-    "topology.state.provider",
-    "topology.state.provider.config",
-    "topology.executor.own.thread",
-    "topology.executor.blocking.move",
-    "topology.bolt.fail.fast",
-    "topology.kryo.register",
-    "topology.filespout.max.record.bytes",
-})
-_COMPONENT_KEY_PREFIXES = ("topology.bolts.window.", "topology.bolts.")
-
-DAEMON_PREFIXES = ("storm.", "nimbus.", "supervisor.", "worker.", "ui.", "logviewer.", "drpc.",
-                   "pacemaker.", "dev.zookeeper.", "transactional.zookeeper.", "isolation.", "squall.")
-
-# The cluster settings a topology's configuration carries (Storm's does carry the cluster's, and
-# user code reads these to know where it runs or to reach the master). Every other daemon key
-# (squall.secret above all, and paths, ports and timeouts of the daemons) stays with the daemons:
-# a worker reads its own from the configuration file its supervisor wrote for it.
-TOPOLOGY_VISIBLE_DAEMON_KEYS = frozenset({"storm.cluster.mode", "nimbus.seeds", "nimbus.host", "nimbus.thrift.port"})
-
-
 class Config(dict):
     """A topology's configuration: a dict of Storm's keys, with constants and setters.
 
@@ -68,10 +31,25 @@ class Config(dict):
     2
     """
 
+    # Every key squall knows is named here once, as Storm's Config.java names each; the values
+    # that are not given are in squall/defaults.yaml (`default_of`), except the keys in
+    # `KEYS_WITHOUT_DEFAULT`. Code reads a key by its constant through `conf_value`.
+
+    # --- topology settings (a topology's Config may set these) -------------------------------
     TOPOLOGY_WORKERS = "topology.workers"
     """Number of worker processes (in-process workers on LocalCluster)."""
     TOPOLOGY_ACKER_EXECUTORS = "topology.acker.executors"
     """Acker executors; None means one per worker, 0 turns acking off."""
+    TOPOLOGY_EVENTLOGGER_EXECUTORS = "topology.eventlogger.executors"
+    """Event logger executors (Storm's; squall starts none)."""
+    TOPOLOGY_TASKS = "topology.tasks"
+    """Number of tasks of a component (set per component with ``set_num_tasks``)."""
+    TOPOLOGY_MAX_TASK_PARALLELISM = "topology.max.task.parallelism"
+    """Cap on the number of tasks of every component."""
+    TOPOLOGY_MESSAGE_TIMEOUT_SECS = "topology.message.timeout.secs"
+    """Seconds before an incomplete spout tuple fails (it fails between T and 2T)."""
+    TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = "topology.enable.message.timeouts"
+    """False disables message timeouts (spout tuples then wait for an ack or fail forever)."""
     TOPOLOGY_MAX_SPOUT_PENDING = "topology.max.spout.pending"
     """Most spout tuples in flight per spout task (None: set automatically when acking is on;
     ``"auto"``: found by the tuner, within the two keys below)."""
@@ -81,40 +59,228 @@ class Config(dict):
     """The tuner's highest max spout pending per spout task."""
     TOPOLOGY_MAX_SPOUT_PENDING_AUTO_INTERVAL_SECS = "topology.max.spout.pending.auto.interval.secs"
     """Seconds between two adjustments of the tuner (each measures one such interval)."""
-    TOPOLOGY_MESSAGE_TIMEOUT_SECS = "topology.message.timeout.secs"
-    """Seconds before an incomplete spout tuple fails (it fails between T and 2T)."""
     TOPOLOGY_DEBUG = "topology.debug"
     """Log every emitted tuple with its component, task and stream."""
     TOPOLOGY_TICK_TUPLE_FREQ_SECS = "topology.tick.tuple.freq.secs"
     """Send bolts a tick tuple every this many seconds."""
-    TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = "topology.enable.message.timeouts"
-    """False disables message timeouts (spout tuples then wait for an ack or fail forever)."""
-    TOPOLOGY_MAX_TASK_PARALLELISM = "topology.max.task.parallelism"
-    """Cap on the number of tasks of every component."""
-    TOPOLOGY_TASKS = "topology.tasks"
-    """Number of tasks of a component (set per component with ``set_num_tasks``)."""
+    TOPOLOGY_TRANSACTIONAL_ID = "topology.transactional.id"
+    """Storm's transactional topologies' id; a component may set it (whitelisted), squall reads it nowhere."""
+    TOPOLOGY_STATS_SAMPLE_RATE = "topology.stats.sample.rate"
+    """Fraction of tuples whose statistics are sampled."""
+    TOPOLOGY_STATS_ENABLED = "topology.stats.enabled"
+    """squall's: False samples no statistics (to measure their cost)."""
+    TOPOLOGY_METRICS_CONSUMER_REGISTER = "topology.metrics.consumer.register"
+    """Metrics consumers: a list of maps (``class``, ``parallelism.hint``, ``argument``, ...)."""
+    TOPOLOGY_BUILTIN_METRICS_BUCKET_SIZE_SECS = "topology.builtin.metrics.bucket.size.secs"
+    """Seconds between two readings of the built-in metrics (``__ack-count``, ...)."""
     TOPOLOGY_FALL_BACK_ON_PICKLE = "topology.fall.back.on.pickle"
     """Serialize unregistered types with pickle between workers (else it is an error)."""
     TOPOLOGY_KRYO_REGISTER = "topology.kryo.register"
     """Registered serializations: ``{"module:Class": "module:Serializer" or None}``."""
-    TOPOLOGY_EXECUTOR_OWN_THREAD = "topology.executor.own.thread"
-    """Run a component's executors on their own thread (for blocking user code)."""
+    TOPOLOGY_SKIP_MISSING_KRYO_REGISTRATIONS = "topology.skip.missing.kryo.registrations"
+    """A registration whose class or serializer cannot be imported is skipped, not an error."""
     TOPOLOGY_STATE_CHECKPOINT_INTERVAL = "topology.state.checkpoint.interval.ms"
     """Milliseconds between two checkpoints of a topology's stateful bolts (at least 100)."""
     TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
     """``"module:Class"`` of the `squall.state.StateProvider` of stateful bolts' states."""
     TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
     """The state provider's settings: a map, or a JSON object in a string (Storm's)."""
+    TOPOLOGY_FILESPOUT_MAX_RECORD_BYTES = "topology.filespout.max.record.bytes"
+    """FileSpout: a longer record is skipped and written to the dead-letter file."""
     TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = "topology.trident.batch.emit.interval.millis"
     """Trident: the least milliseconds between two batches the master coordinator starts."""
     TOPOLOGY_SPOUT_MAX_BATCH_SIZE = "topology.spout.max.batch.size"
     """Trident: most tuples in one batch of a plain `Spout` (Storm's ``RichSpoutBatchExecutor``)."""
+    TOPOLOGY_DISABLE_LOADAWARE_MESSAGING = "topology.disable.loadaware.messaging"
+    """True: shuffle grouping is plain round-robin, not load-aware."""
+    TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND = "topology.localityaware.higher.bound"
+    """Load above which a load-aware shuffle spreads tuples over other workers' tasks."""
+    TOPOLOGY_LOCALITYAWARE_LOWER_BOUND = "topology.localityaware.lower.bound"
+    """Load below which a load-aware shuffle keeps tuples in the emitting worker again."""
+    TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = "topology.executor.receive.buffer.size"
+    """Tuples an executor's inbox holds before backpressure."""
+    TOPOLOGY_PRODUCER_BATCH_SIZE = "topology.producer.batch.size"
+    """Tuples batched per destination before they are sent (Storm's)."""
+    TOPOLOGY_SPOUT_RECVQ_SKIPS = "topology.spout.recvq.skips"
+    """Storm's: rounds a spout skips reading its inbox when acking is off."""
+    TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS = "topology.error.throttle.interval.secs"
+    """Seconds over which a component's reported errors are counted (with the key below)."""
+    TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL = "topology.max.error.report.per.interval"
+    """Errors a component reports at most per error throttle interval."""
+    TOPOLOGY_BOLT_FAIL_FAST = "topology.bolt.fail.fast"
+    """True: an exception escaping a bolt crashes its worker (Storm's); see defaults.yaml."""
+    TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS = "topology.sleep.spout.wait.strategy.time.ms"
+    """Storm 1.x's sleep spout wait strategy's sleep; a component may set it (whitelisted)."""
+    TOPOLOGY_SPOUT_WAIT_STRATEGY = "topology.spout.wait.strategy"
+    """Storm's spout wait strategy class; a component may set it (whitelisted)."""
+    TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL1_COUNT = "topology.spout.wait.progressive.level1.count"
+    """Progressive spout wait: idle rounds that poll again at once."""
+    TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL2_COUNT = "topology.spout.wait.progressive.level2.count"
+    """Progressive spout wait: idle rounds after those that yield the thread."""
+    TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS = "topology.spout.wait.progressive.level3.sleep.millis"
+    """Progressive spout wait: the first sleep (ms) after levels 1 and 2."""
+    TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_MAX_SLEEP_MILLIS = "topology.spout.wait.progressive.max.sleep.millis"
+    """squall's: each further idle round doubles the sleep up to this many ms."""
+    TOPOLOGY_BACKPRESSURE_CHECK_MILLIS = "topology.backpressure.check.millis"
+    """Milliseconds between two checks of the inboxes' backlogs by the transport."""
+    TOPOLOGY_EXECUTOR_OWN_THREAD = "topology.executor.own.thread"
+    """Run a component's executors on their own thread (for blocking user code)."""
+    TOPOLOGY_EXECUTOR_BLOCKING_WARN_MILLIS = "topology.executor.blocking.warn.millis"
+    """A user call holding a shared loop longer than this gets the loop's thread to itself."""
+    TOPOLOGY_EXECUTOR_BLOCKING_MOVE = "topology.executor.blocking.move"
+    """False keeps a component's executors on their first thread even when another blocks it."""
+    TOPOLOGY_WORKER_GC_THRESHOLDS = "topology.worker.gc.thresholds"
+    """Python's ``gc.set_threshold`` values set when a worker starts (None keeps Python's)."""
     TOPOLOGY_NAME = "topology.name"
-    TOPOLOGY_METRICS_CONSUMER_REGISTER = "topology.metrics.consumer.register"
-    """Metrics consumers: a list of maps (``class``, ``parallelism.hint``, ``argument``, ...)."""
-    TOPOLOGY_BUILTIN_METRICS_BUCKET_SIZE_SECS = "topology.builtin.metrics.bucket.size.secs"
-    """Seconds between two readings of the built-in metrics (``__ack-count``, ...)."""
     """The topology's name (set by squall at submit)."""
+    TOPOLOGY_MIN_REPLICATION_COUNT = "topology.min.replication.count"
+    """Nimbus HA: masters that must hold a topology's code before it starts."""
+    TOPOLOGY_MAX_REPLICATION_WAIT_TIME_SEC = "topology.max.replication.wait.time.sec"
+    """Nimbus HA: seconds a submission waits for replication (-1: as long as it takes)."""
+
+    # --- windowed bolts' component keys (set by BaseWindowedBolt's builders; no default) -------
+    TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT = "topology.bolts.window.length.count"
+    """A window's length in tuples."""
+    TOPOLOGY_BOLTS_WINDOW_LENGTH_DURATION_MS = "topology.bolts.window.length.duration.ms"
+    """A window's length in milliseconds."""
+    TOPOLOGY_BOLTS_SLIDING_INTERVAL_COUNT = "topology.bolts.window.sliding.interval.count"
+    """A window's slide in tuples."""
+    TOPOLOGY_BOLTS_SLIDING_INTERVAL_DURATION_MS = "topology.bolts.window.sliding.interval.duration.ms"
+    """A window's slide in milliseconds."""
+    TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME = "topology.bolts.tuple.timestamp.field.name"
+    """The field holding an event-time window's timestamps."""
+    TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS = "topology.bolts.tuple.timestamp.max.lag.ms"
+    """Event time: how late (ms) a tuple may be before it is late."""
+    TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS = "topology.bolts.watermark.event.interval.ms"
+    """Event time: milliseconds between two watermarks."""
+    TOPOLOGY_BOLTS_LATE_TUPLE_STREAM = "topology.bolts.late.tuple.stream"
+    """The stream late tuples go to (else they are dropped)."""
+
+    # --- daemon settings (only squall.yaml may set these) -------------------------------------
+    STORM_LOCAL_DIR = "storm.local.dir"
+    """The daemons' working directory (state, code, secret, logs)."""
+    STORM_CLUSTER_MODE = "storm.cluster.mode"
+    """``"distributed"``, or ``"local"`` on LocalCluster."""
+    NIMBUS_SEEDS = "nimbus.seeds"
+    """Where clients and supervisors reach the master(s); None: ``nimbus.host``."""
+    STORM_NIMBUS_RETRY_TIMES = "storm.nimbus.retry.times"
+    """A client that finds no leader tries again this many times..."""
+    STORM_NIMBUS_RETRY_INTERVAL_MILLIS = "storm.nimbus.retry.interval.millis"
+    """... this far apart."""
+    NIMBUS_HOST = "nimbus.host"
+    """The master's host."""
+    NIMBUS_THRIFT_PORT = "nimbus.thrift.port"
+    """The master's port."""
+    NIMBUS_TASK_TIMEOUT_SECS = "nimbus.task.timeout.secs"
+    """A worker not heard from for this long is restarted."""
+    NIMBUS_SUPERVISOR_TIMEOUT_SECS = "nimbus.supervisor.timeout.secs"
+    """A supervisor not heard from for this long is dead; its workers move."""
+    NIMBUS_MONITOR_FREQ_SECS = "nimbus.monitor.freq.secs"
+    """Seconds between two of the master's checks of the cluster."""
+    NIMBUS_TASK_LAUNCH_SECS = "nimbus.task.launch.secs"
+    """A worker's first heartbeat may take this long."""
+    STORM_ZOOKEEPER_SERVERS = "storm.zookeeper.servers"
+    """Nimbus HA: ZooKeeper servers; None: one master, its state on disk."""
+    STORM_ZOOKEEPER_PORT = "storm.zookeeper.port"
+    """ZooKeeper's port for servers given without one."""
+    STORM_ZOOKEEPER_ROOT = "storm.zookeeper.root"
+    """The ZooKeeper path under which the cluster's state lives."""
+    STORM_ZOOKEEPER_SESSION_TIMEOUT = "storm.zookeeper.session.timeout"
+    """Milliseconds of a ZooKeeper session (bounds a failover)."""
+    STORM_ZOOKEEPER_CONNECTION_TIMEOUT = "storm.zookeeper.connection.timeout"
+    """Milliseconds a master waits for ZooKeeper at start."""
+    STORM_ZOOKEEPER_RETRY_TIMES = "storm.zookeeper.retry.times"
+    """Retries of a ZooKeeper operation..."""
+    STORM_ZOOKEEPER_RETRY_INTERVAL = "storm.zookeeper.retry.interval"
+    """... this many milliseconds apart."""
+    TASK_HEARTBEAT_FREQUENCY_SECS = "task.heartbeat.frequency.secs"
+    """How often the leader writes workers' heartbeat summaries to ZooKeeper."""
+    SUPERVISOR_SLOTS_PORTS = "supervisor.slots.ports"
+    """A supervisor's worker ports (one slot each)."""
+    SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"
+    """A worker not heard from for this long is restarted by its supervisor."""
+    SUPERVISOR_WORKER_START_TIMEOUT_SECS = "supervisor.worker.start.timeout.secs"
+    """A starting worker may take this long before its first heartbeat."""
+    SUPERVISOR_HEARTBEAT_FREQUENCY_SECS = "supervisor.heartbeat.frequency.secs"
+    """Seconds between two of a supervisor's heartbeats."""
+    SUPERVISOR_MONITOR_FREQUENCY_SECS = "supervisor.monitor.frequency.secs"
+    """How often a supervisor syncs with the master."""
+    SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS = "squall.worker.max.launch.attempts"
+    """Failed starts in a row before the master gives a slot up."""
+    STORM_LOCAL_HOSTNAME = "storm.local.hostname"
+    """The address this machine's workers bind and their peers reach."""
+    STORM_HEALTH_CHECK_DIR = "storm.health.check.dir"
+    """Supervisor health checks: the directory of their executables."""
+    STORM_HEALTH_CHECK_TIMEOUT_MS = "storm.health.check.timeout.ms"
+    """Health checks: how long one may run."""
+    STORM_HEALTH_CHECK_FAIL_ON_TIMEOUTS = "storm.health.check.fail.on.timeouts"
+    """Health checks: whether one that times out fails."""
+    SQUALL_HEALTH_CHECK_INTERVAL_SECS = "squall.health.check.interval.secs"
+    """Health checks: seconds between two runs."""
+    SQUALL_LOG_MAX_BYTES = "squall.log.max.bytes"
+    """Daemon and worker logs rotate before this size (0: never)."""
+    SQUALL_LOG_BACKUP_COUNT = "squall.log.backup.count"
+    """Rotated log files kept."""
+    STORM_LOG_DIR = "storm.log.dir"
+    """Where logs go; None: ``<storm.local.dir>/logs``."""
+    STORM_WORKERS_ARTIFACTS_DIR = "storm.workers.artifacts.dir"
+    """Workers' logs directory (relative: under ``storm.log.dir``)."""
+    SQUALL_SECRET = "squall.secret"
+    """The cluster's shared secret (never shown; generated into storm.local.dir when unset)."""
+    SQUALL_ENCRYPTION = "squall.encryption"
+    """Encrypt the control channel and data path: auto, true or false."""
+    NIMBUS_THRIFT_MAX_BUFFER_SIZE = "nimbus.thrift.max_buffer_size"
+    """Largest RPC frame (bytes) from an authenticated peer."""
+    NIMBUS_THRIFT_HANDSHAKE_TIMEOUT_SECS = "nimbus.thrift.handshake.timeout.secs"
+    """A connection not authenticated within this many seconds is closed."""
+    NIMBUS_THRIFT_MAX_CONNECTIONS = "nimbus.thrift.max.connections"
+    """Connections the master keeps open at most."""
+    STORM_SCHEDULER = "storm.scheduler"
+    """``"module:Class"`` of an IScheduler; None: even (or isolation)."""
+    ISOLATION_SCHEDULER_MACHINES = "isolation.scheduler.machines"
+    """The isolation scheduler's ``{topology name: machines}``."""
+    SQUALL_LOCAL_SUPERVISORS = "squall.local.supervisors"
+    """LocalCluster: in-process machines."""
+    WORKER_HEARTBEAT_FREQUENCY_SECS = "worker.heartbeat.frequency.secs"
+    """Seconds between two of a worker's heartbeats."""
+    SQUALL_TRANSPORT_MAX_MESSAGE_BYTES = "squall.transport.max.message.bytes"
+    """The largest message a worker's data port takes (bytes)."""
+    SQUALL_TRANSPORT_WIRE = "squall.transport.wire"
+    """How workers send each other tuples: ``tcp`` or ``zmq``."""
+    SQUALL_SPARK_EXECUTOR_WAIT_SECS = "squall.spark.executor.wait.secs"
+    """Spark host: how long to wait at start for the executors asked for."""
+    SQUALL_SPARK_STOP_GRACE_SECS = "squall.spark.stop.grace.secs"
+    """Spark host: a worker still running this long after a stop has its job cancelled."""
+    SQUALL_SPARK_WORKER_HOST = "squall.spark.worker.host"
+    """Spark host: the address workers bind on executors."""
+    UI_HOST = "ui.host"
+    """The UI daemon's address."""
+    UI_PORT = "ui.port"
+    """The UI daemon's port."""
+    UI_ALLOWED_HOSTS = "ui.allowed.hosts"
+    """Host header names the UI accepts beside loopback and ``ui.host``."""
+    UI_ACTIONS_ENABLED = "ui.actions.enabled"
+    """False switches the UI's actions off."""
+    UI_REQUEST_TIMEOUT_SECS = "ui.request.timeout.secs"
+    """A request not all arrived this many seconds after its first byte gets 408."""
+    UI_MAX_CONNECTIONS = "ui.max.connections"
+    """Connections the UI keeps open at most."""
+    SQUALL_UI_HISTORY_INTERVAL_SECS = "squall.ui.history.interval.secs"
+    """The UI's charts: seconds between two samples."""
+    SQUALL_UI_HISTORY_SECS = "squall.ui.history.secs"
+    """The UI's charts: seconds of samples kept."""
+    DRPC_SERVERS = "drpc.servers"
+    """Hosts running the DRPC server (None: none)."""
+    DRPC_PORT = "drpc.port"
+    """Callers' DRPC port."""
+    DRPC_INVOCATIONS_PORT = "drpc.invocations.port"
+    """The DRPC spouts' and return bolts' port."""
+    DRPC_REQUEST_TIMEOUT_SECS = "drpc.request.timeout.secs"
+    """A DRPC request with no result by then fails."""
+    DRPC_MAX_BUFFER_SIZE = "drpc.max_buffer_size"
+    """Largest frame (bytes) a DRPC connection takes."""
+    DRPC_MAX_CONNECTIONS = "drpc.max.connections"
+    """Connections a DRPC server keeps open at most."""
 
     def set_num_workers(self, n: int) -> None:
         """Set ``topology.workers``."""
@@ -142,7 +308,7 @@ class Config(dict):
 
     def set_num_event_loggers(self, n: int) -> None:
         """Set ``topology.eventlogger.executors``."""
-        self["topology.eventlogger.executors"] = n
+        self[self.TOPOLOGY_EVENTLOGGER_EXECUTORS] = n
 
     def register_metrics_consumer(self, klass: type | str, argument: Any = None, parallelism_hint: int = 1) -> None:
         """Run metrics consumer ``klass`` (an `IMetricsConsumer` class, or its ``"module:Class"``
@@ -164,6 +330,62 @@ class Config(dict):
         self[self.TOPOLOGY_KRYO_REGISTER] = reg
 
 
+# Storm's whitelist (Executor.normalizedComponentConf): of the Config keys, a component may set
+# only these; the others are dropped from its configuration. Custom keys always pass.
+COMPONENT_KEYS = frozenset({
+    Config.TOPOLOGY_DEBUG,
+    Config.TOPOLOGY_MAX_SPOUT_PENDING,
+    Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MIN,
+    Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MAX,
+    Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_INTERVAL_SECS,
+    Config.TOPOLOGY_MAX_TASK_PARALLELISM,
+    Config.TOPOLOGY_TRANSACTIONAL_ID,
+    Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS,
+    Config.TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS,
+    Config.TOPOLOGY_SPOUT_WAIT_STRATEGY,
+    Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL1_COUNT,
+    Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL2_COUNT,
+    Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS,
+    Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_MAX_SLEEP_MILLIS,
+    Config.TOPOLOGY_STATE_PROVIDER,
+    Config.TOPOLOGY_STATE_PROVIDER_CONFIG,
+    Config.TOPOLOGY_EXECUTOR_OWN_THREAD,
+    Config.TOPOLOGY_EXECUTOR_BLOCKING_MOVE,
+    Config.TOPOLOGY_BOLT_FAIL_FAST,
+    Config.TOPOLOGY_KRYO_REGISTER,
+    Config.TOPOLOGY_FILESPOUT_MAX_RECORD_BYTES,
+})
+_COMPONENT_KEY_PREFIXES = ("topology.bolts.window.", "topology.bolts.")
+
+DAEMON_PREFIXES = ("storm.", "nimbus.", "supervisor.", "worker.", "ui.", "logviewer.", "drpc.",
+                   "pacemaker.", "dev.zookeeper.", "transactional.zookeeper.", "isolation.", "squall.")
+
+# The cluster settings a topology's configuration carries (Storm's does carry the cluster's, and
+# user code reads these to know where it runs or to reach the master). Every other daemon key
+# (squall.secret above all, and paths, ports and timeouts of the daemons) stays with the daemons:
+# a worker reads its own from the configuration file its supervisor wrote for it.
+TOPOLOGY_VISIBLE_DAEMON_KEYS = frozenset({Config.STORM_CLUSTER_MODE, Config.NIMBUS_SEEDS, Config.NIMBUS_HOST,
+                                          Config.NIMBUS_THRIFT_PORT})
+
+# The keys with no entry in defaults.yaml, and why: a window is unset until a windowed bolt's
+# builder sets it (its keys' fallbacks are the window's rules, squall.windowing.config); the
+# secret is generated into storm.local.dir when unset; Storm's transactional id and 1.x sleep
+# strategy time are accepted from components (whitelisted) and read by nothing.
+KEYS_WITHOUT_DEFAULT = frozenset({
+    Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT, Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_DURATION_MS,
+    Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_COUNT, Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_DURATION_MS,
+    Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME, Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS,
+    Config.TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS, Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM,
+    Config.SQUALL_SECRET, Config.TOPOLOGY_TRANSACTIONAL_ID, Config.TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS,
+    Config.TOPOLOGY_SPOUT_WAIT_STRATEGY,
+})
+
+
+def config_keys() -> dict[str, str]:
+    """Every key `Config` names, by its constant's name (``{"TOPOLOGY_WORKERS": "topology.workers", ...}``)."""
+    return {name: v for name, v in vars(Config).items() if name.isupper() and isinstance(v, str)}
+
+
 def _qualified(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
@@ -177,6 +399,30 @@ def _defaults() -> dict[str, Any]:
 def default_conf() -> dict[str, Any]:
     """A fresh copy of the built-in defaults."""
     return dict(_defaults())
+
+
+def default_of(key: str) -> Any:
+    """``key``'s value in ``squall/defaults.yaml``, the one place a default lives.
+
+    Raises:
+        KeyError: ``key`` has no default there (a `KEYS_WITHOUT_DEFAULT` key, or not a `Config` key).
+    """
+    try:
+        return _defaults()[key]
+    except KeyError:
+        raise KeyError(f"configuration key {key!r} has no default in squall/defaults.yaml") from None
+
+
+def conf_value(conf: Mapping[str, Any], key: str) -> Any:
+    """``conf[key]``, or its default from ``squall/defaults.yaml`` when it is missing or null.
+
+    Read every key with a default through this, by its `Config` constant: a default then lives in
+    one place, and a configuration built without `cluster_conf` (a test's, a bare dict) reads the
+    same values as one built with it. Keys whose null means something of its own (``None``: one
+    acker per worker) have a null default, so null still reads as null.
+    """
+    v = conf.get(key)
+    return default_of(key) if v is None else v
 
 
 @cache
@@ -352,7 +598,7 @@ def _encryption(v: Any) -> bool:
     return parse_encryption(v) is not None
 
 
-SECRET_KEY = "squall.secret"
+SECRET_KEY = Config.SQUALL_SECRET
 MIN_SECRET_CHARS = 16
 """The shortest secret accepted. Anyone who sees one handshake (its frames are not encrypted)
 can test guesses of the secret offline against it, so it must be too long to guess: 16 random
@@ -382,132 +628,132 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     # key: (check, what it must be, None allowed); Storm's validators (ConfigValidation) for
     # every key of defaults.yaml that squall reads, so that a bad value is refused where it is
     # given (at submit, or when a daemon starts) and not by a worker that then cannot start
-    "topology.workers": (_positive_int, "a positive integer", False),
-    "topology.acker.executors": (_non_negative_int, "a non-negative integer or null", True),
-    "topology.eventlogger.executors": (_non_negative_int, "a non-negative integer", False),
-    "topology.max.spout.pending": (lambda v: _positive_int(v) or v == "auto",
-                                   'a positive integer, "auto" (the tuner) or null', True),
-    "topology.max.spout.pending.auto.min": (_positive_int, "a positive integer", False),
-    "topology.max.spout.pending.auto.max": (_positive_int, "a positive integer", False),
-    "topology.max.spout.pending.auto.interval.secs": _SECONDS,
-    "topology.message.timeout.secs": _SECONDS,
-    "topology.enable.message.timeouts": _BOOL,
-    "topology.debug": _BOOL,
-    "topology.tick.tuple.freq.secs": (_positive_number, "a positive number of seconds or null", True),
-    "topology.max.task.parallelism": (_positive_int, "a positive integer or null", True),
-    "topology.tasks": (_positive_int, "a positive integer or null", True),
-    "topology.stats.sample.rate": (_fraction, "a number above 0 and at most 1", False),
-    "topology.stats.enabled": _BOOL,
-    "topology.fall.back.on.pickle": _BOOL,
+    Config.TOPOLOGY_WORKERS: (_positive_int, "a positive integer", False),
+    Config.TOPOLOGY_ACKER_EXECUTORS: (_non_negative_int, "a non-negative integer or null", True),
+    Config.TOPOLOGY_EVENTLOGGER_EXECUTORS: (_non_negative_int, "a non-negative integer", False),
+    Config.TOPOLOGY_MAX_SPOUT_PENDING: (lambda v: _positive_int(v) or v == "auto",
+                                        'a positive integer, "auto" (the tuner) or null', True),
+    Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MIN: (_positive_int, "a positive integer", False),
+    Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MAX: (_positive_int, "a positive integer", False),
+    Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_INTERVAL_SECS: _SECONDS,
+    Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: _SECONDS,
+    Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: _BOOL,
+    Config.TOPOLOGY_DEBUG: _BOOL,
+    Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: (_positive_number, "a positive number of seconds or null", True),
+    Config.TOPOLOGY_MAX_TASK_PARALLELISM: (_positive_int, "a positive integer or null", True),
+    Config.TOPOLOGY_TASKS: (_positive_int, "a positive integer or null", True),
+    Config.TOPOLOGY_STATS_SAMPLE_RATE: (_fraction, "a number above 0 and at most 1", False),
+    Config.TOPOLOGY_STATS_ENABLED: _BOOL,
+    Config.TOPOLOGY_FALL_BACK_ON_PICKLE: _BOOL,
     # its entries are checked one by one at submit (squall.metric._consumers.consumer_specs)
-    "topology.metrics.consumer.register": (lambda v: isinstance(v, (list, tuple)),
-                                           "a list of maps with a \"class\" each (docs/metrics.md)", True),
-    "topology.builtin.metrics.bucket.size.secs": (_positive_int, "a positive whole number of seconds", False),
-    "topology.skip.missing.kryo.registrations": _BOOL,
-    "topology.disable.loadaware.messaging": _BOOL,
-    "topology.localityaware.higher.bound": (_unit_interval, "a number from 0 to 1", False),
-    "topology.localityaware.lower.bound": (_unit_interval, "a number from 0 to 1", False),
-    "topology.executor.own.thread": _BOOL,
-    "topology.executor.blocking.move": _BOOL,
-    "topology.bolt.fail.fast": (_bool, "true, false or null", True),
-    "topology.executor.receive.buffer.size": (_positive_int, "a positive integer", False),
-    "topology.producer.batch.size": (_positive_int, "a positive integer", False),
-    "topology.spout.recvq.skips": (_positive_int, "a positive integer", False),
-    "topology.error.throttle.interval.secs": _SECONDS,
-    "topology.max.error.report.per.interval": (_positive_int, "a positive integer", False),
-    "topology.spout.wait.progressive.level1.count": (_non_negative_int, "a non-negative integer", False),
-    "topology.spout.wait.progressive.level2.count": (_non_negative_int, "a non-negative integer", False),
-    "topology.spout.wait.progressive.level3.sleep.millis": (_positive_number, "a positive number", False),
-    "topology.spout.wait.progressive.max.sleep.millis": (_non_negative_number,
-                                                         "a non-negative number of milliseconds", False),
-    "topology.backpressure.check.millis": _MILLIS,
-    "topology.executor.blocking.warn.millis": _MILLIS,
-    "topology.worker.gc.thresholds": (_gc_thresholds, ("a list of 1 to 3 non-negative integers or null "
-                                                       "(Python's gc.set_threshold)"), True),
-    "topology.name": (_string, "a non-empty string", True),
-    "topology.min.replication.count": (_positive_int, "a positive integer (masters)", False),
-    "topology.max.replication.wait.time.sec": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-                                               and (v >= 0 or v == -1),
-                                               "a non-negative number of seconds, or -1 (wait as long as it takes)",
-                                               False),
-    "topology.state.checkpoint.interval.ms": _MILLIS,
-    "topology.state.provider": (_string, "\"module:Class\" of a state provider (docs/state.md)", False),
-    "topology.state.provider.config": (lambda v: isinstance(v, (str, dict)),
-                                       "a map, or a JSON object in a string", True),
-    "topology.filespout.max.record.bytes": (_positive_int, "a positive number of bytes", False),
-    "topology.trident.batch.emit.interval.millis": (_non_negative_number, "a non-negative number of milliseconds",
-                                                    False),
-    "topology.spout.max.batch.size": (_positive_int, "a positive integer", False),
+    Config.TOPOLOGY_METRICS_CONSUMER_REGISTER: (lambda v: isinstance(v, (list, tuple)),
+                                                "a list of maps with a \"class\" each (docs/metrics.md)", True),
+    Config.TOPOLOGY_BUILTIN_METRICS_BUCKET_SIZE_SECS: (_positive_int, "a positive whole number of seconds", False),
+    Config.TOPOLOGY_SKIP_MISSING_KRYO_REGISTRATIONS: _BOOL,
+    Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: _BOOL,
+    Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: (_unit_interval, "a number from 0 to 1", False),
+    Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: (_unit_interval, "a number from 0 to 1", False),
+    Config.TOPOLOGY_EXECUTOR_OWN_THREAD: _BOOL,
+    Config.TOPOLOGY_EXECUTOR_BLOCKING_MOVE: _BOOL,
+    Config.TOPOLOGY_BOLT_FAIL_FAST: (_bool, "true, false or null", True),
+    Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: (_positive_int, "a positive integer", False),
+    Config.TOPOLOGY_PRODUCER_BATCH_SIZE: (_positive_int, "a positive integer", False),
+    Config.TOPOLOGY_SPOUT_RECVQ_SKIPS: (_positive_int, "a positive integer", False),
+    Config.TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS: _SECONDS,
+    Config.TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL: (_positive_int, "a positive integer", False),
+    Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL1_COUNT: (_non_negative_int, "a non-negative integer", False),
+    Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL2_COUNT: (_non_negative_int, "a non-negative integer", False),
+    Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS: (_positive_number, "a positive number", False),
+    Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_MAX_SLEEP_MILLIS: (_non_negative_number,
+                                                              "a non-negative number of milliseconds", False),
+    Config.TOPOLOGY_BACKPRESSURE_CHECK_MILLIS: _MILLIS,
+    Config.TOPOLOGY_EXECUTOR_BLOCKING_WARN_MILLIS: _MILLIS,
+    Config.TOPOLOGY_WORKER_GC_THRESHOLDS: (_gc_thresholds, ("a list of 1 to 3 non-negative integers or null "
+                                           "(Python's gc.set_threshold)"), True),
+    Config.TOPOLOGY_NAME: (_string, "a non-empty string", True),
+    Config.TOPOLOGY_MIN_REPLICATION_COUNT: (_positive_int, "a positive integer (masters)", False),
+    Config.TOPOLOGY_MAX_REPLICATION_WAIT_TIME_SEC: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                    and (v >= 0 or v == -1),
+                                                    ("a non-negative number of seconds, "
+                                                     "or -1 (wait as long as it takes)"), False),
+    Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: _MILLIS,
+    Config.TOPOLOGY_STATE_PROVIDER: (_string, "\"module:Class\" of a state provider (docs/state.md)", False),
+    Config.TOPOLOGY_STATE_PROVIDER_CONFIG: (lambda v: isinstance(v, (str, dict)),
+                                            "a map, or a JSON object in a string", True),
+    Config.TOPOLOGY_FILESPOUT_MAX_RECORD_BYTES: (_positive_int, "a positive number of bytes", False),
+    Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: (_non_negative_number, "a non-negative number of milliseconds",
+                                                         False),
+    Config.TOPOLOGY_SPOUT_MAX_BATCH_SIZE: (_positive_int, "a positive integer", False),
     # the cluster's (checked when a daemon or client reads its configuration, and at submit)
-    "storm.local.dir": (_string, "a directory (a non-empty string)", False),
-    "storm.local.hostname": (_string, "a host name or null", True),
-    "storm.cluster.mode": (_string, "a non-empty string", False),
-    "storm.scheduler": (_string, "\"module:Class\" of an IScheduler, or null", True),
-    "nimbus.seeds": (_strings, "a list of host names (host, or host:port for a master on another port)", True),
-    "storm.zookeeper.servers": (_strings, "a list of ZooKeeper host names (host, or host:port), or null (no Nimbus HA)",
-                                True),
-    "storm.zookeeper.port": (_port, "a port number", False),
-    "storm.nimbus.retry.times": (_non_negative_int, "a non-negative integer", False),
-    "storm.nimbus.retry.interval.millis": _MILLIS,
-    "storm.zookeeper.root": (_string, "a ZooKeeper path, e.g. /storm", False),
-    "storm.zookeeper.session.timeout": _MILLIS,
-    "storm.zookeeper.connection.timeout": _MILLIS,
-    "storm.zookeeper.retry.times": (_non_negative_int, "a non-negative integer", False),
-    "storm.zookeeper.retry.interval": _MILLIS,
-    "task.heartbeat.frequency.secs": _SECONDS,
-    "nimbus.host": (_string, "a host name or address", False),
-    "nimbus.thrift.port": (_port, "a port number (0 to 65535; 0: any free port)", False),
-    "nimbus.task.timeout.secs": _SECONDS,
-    "nimbus.supervisor.timeout.secs": _SECONDS,
-    "nimbus.monitor.freq.secs": _SECONDS,
-    "nimbus.task.launch.secs": _SECONDS,
-    "supervisor.slots.ports": (_ports, "a list of port numbers (1 to 65535), e.g. [6700, 6701]", False),
-    "supervisor.worker.timeout.secs": _SECONDS,
-    "supervisor.worker.start.timeout.secs": _SECONDS,
-    "supervisor.heartbeat.frequency.secs": _SECONDS,
-    "supervisor.monitor.frequency.secs": _SECONDS,
-    "worker.heartbeat.frequency.secs": _SECONDS,
-    "isolation.scheduler.machines": (_machines, "a mapping of topology names to numbers of machines, or null",
-                                     True),
-    "squall.worker.max.launch.attempts": (_positive_int, "a positive integer", False),
-    "storm.health.check.dir": (_string, "a directory (a non-empty string)", False),
-    "storm.health.check.timeout.ms": _MILLIS,
-    "storm.health.check.fail.on.timeouts": _BOOL,
-    "squall.health.check.interval.secs": _SECONDS,
-    "squall.local.supervisors": (_positive_int, "a positive integer (in-process machines)", False),
-    "squall.encryption": (_encryption, "auto, true or false", True),
+    Config.STORM_LOCAL_DIR: (_string, "a directory (a non-empty string)", False),
+    Config.STORM_LOCAL_HOSTNAME: (_string, "a host name or null", True),
+    Config.STORM_CLUSTER_MODE: (_string, "a non-empty string", False),
+    Config.STORM_SCHEDULER: (_string, "\"module:Class\" of an IScheduler, or null", True),
+    Config.NIMBUS_SEEDS: (_strings, "a list of host names (host, or host:port for a master on another port)", True),
+    Config.STORM_ZOOKEEPER_SERVERS: (_strings, ("a list of ZooKeeper host names (host, or host:port), "
+                                     "or null (no Nimbus HA)"), True),
+    Config.STORM_ZOOKEEPER_PORT: (_port, "a port number", False),
+    Config.STORM_NIMBUS_RETRY_TIMES: (_non_negative_int, "a non-negative integer", False),
+    Config.STORM_NIMBUS_RETRY_INTERVAL_MILLIS: _MILLIS,
+    Config.STORM_ZOOKEEPER_ROOT: (_string, "a ZooKeeper path, e.g. /storm", False),
+    Config.STORM_ZOOKEEPER_SESSION_TIMEOUT: _MILLIS,
+    Config.STORM_ZOOKEEPER_CONNECTION_TIMEOUT: _MILLIS,
+    Config.STORM_ZOOKEEPER_RETRY_TIMES: (_non_negative_int, "a non-negative integer", False),
+    Config.STORM_ZOOKEEPER_RETRY_INTERVAL: _MILLIS,
+    Config.TASK_HEARTBEAT_FREQUENCY_SECS: _SECONDS,
+    Config.NIMBUS_HOST: (_string, "a host name or address", False),
+    Config.NIMBUS_THRIFT_PORT: (_port, "a port number (0 to 65535; 0: any free port)", False),
+    Config.NIMBUS_TASK_TIMEOUT_SECS: _SECONDS,
+    Config.NIMBUS_SUPERVISOR_TIMEOUT_SECS: _SECONDS,
+    Config.NIMBUS_MONITOR_FREQ_SECS: _SECONDS,
+    Config.NIMBUS_TASK_LAUNCH_SECS: _SECONDS,
+    Config.SUPERVISOR_SLOTS_PORTS: (_ports, "a list of port numbers (1 to 65535), e.g. [6700, 6701]", False),
+    Config.SUPERVISOR_WORKER_TIMEOUT_SECS: _SECONDS,
+    Config.SUPERVISOR_WORKER_START_TIMEOUT_SECS: _SECONDS,
+    Config.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS: _SECONDS,
+    Config.SUPERVISOR_MONITOR_FREQUENCY_SECS: _SECONDS,
+    Config.WORKER_HEARTBEAT_FREQUENCY_SECS: _SECONDS,
+    Config.ISOLATION_SCHEDULER_MACHINES: (_machines, "a mapping of topology names to numbers of machines, or null",
+                                          True),
+    Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS: (_positive_int, "a positive integer", False),
+    Config.STORM_HEALTH_CHECK_DIR: (_string, "a directory (a non-empty string)", False),
+    Config.STORM_HEALTH_CHECK_TIMEOUT_MS: _MILLIS,
+    Config.STORM_HEALTH_CHECK_FAIL_ON_TIMEOUTS: _BOOL,
+    Config.SQUALL_HEALTH_CHECK_INTERVAL_SECS: _SECONDS,
+    Config.SQUALL_LOCAL_SUPERVISORS: (_positive_int, "a positive integer (in-process machines)", False),
+    Config.SQUALL_ENCRYPTION: (_encryption, "auto, true or false", True),
     SECRET_KEY: (_secret, (f"a string of at least {MIN_SECRET_CHARS} characters, hard to guess (quote it in YAML if "
-                           f"it is all digits; unset, one is generated into <storm.local.dir>/secret)"), True),
-    "nimbus.thrift.max_buffer_size": (lambda v: _positive_int(v) and v >= MIN_FRAME_BYTES,
-                                      f"a number of bytes of at least {MIN_FRAME_BYTES}", False),
-    "squall.transport.max.message.bytes": (lambda v: _positive_int(v) and v >= 1024,
-                                           "a number of bytes of at least 1024", False),
-    "squall.transport.wire": (lambda v: v in ("zmq", "tcp"), "zmq or tcp", False),
-    "squall.log.max.bytes": (_non_negative_int, "a non-negative integer (0: never rotate)", False),
-    "squall.log.backup.count": (_non_negative_int, "a non-negative integer", False),
-    "storm.log.dir": (_string, "a directory (a non-empty string), or null for <storm.local.dir>/logs", True),
-    "storm.workers.artifacts.dir": (_string, "a directory (a non-empty string; relative: under storm.log.dir)",
-                                    False),
-    "squall.spark.executor.wait.secs": (_non_negative_number, "a non-negative number of seconds", False),
-    "squall.spark.stop.grace.secs": (_non_negative_number, "a non-negative number of seconds", False),
-    "squall.spark.worker.host": (_string, "a host name or address, or null", True),
-    "ui.host": (_string, "a host name or address", False),
-    "ui.port": (_port, "a port number (0 to 65535)", False),
-    "ui.allowed.hosts": (_strings, "a list of host names (\"*\": any; \"*.example.com\": any under it)", True),
-    "ui.actions.enabled": _BOOL,
-    "ui.max.connections": (_positive_int, "a positive integer", False),
-    "ui.request.timeout.secs": _SECONDS,
-    "nimbus.thrift.max.connections": (_positive_int, "a positive integer", False),
-    "nimbus.thrift.handshake.timeout.secs": _SECONDS,
-    "squall.ui.history.interval.secs": _SECONDS,
-    "squall.ui.history.secs": _SECONDS,
-    "drpc.servers": (_strings, "a list of host names (the machines running squall drpc), or null", True),
-    "drpc.port": (_port, "a port number (0 to 65535)", False),
-    "drpc.invocations.port": (_port, "a port number (0 to 65535)", False),
-    "drpc.request.timeout.secs": _SECONDS,
-    "drpc.max_buffer_size": (lambda v: _positive_int(v) and v >= MIN_FRAME_BYTES,
-                             f"a number of bytes of at least {MIN_FRAME_BYTES}", False),
-    "drpc.max.connections": (_positive_int, "a positive integer", False),
+                 f"it is all digits; unset, one is generated into <storm.local.dir>/secret)"), True),
+    Config.NIMBUS_THRIFT_MAX_BUFFER_SIZE: (lambda v: _positive_int(v) and v >= MIN_FRAME_BYTES,
+                                           f"a number of bytes of at least {MIN_FRAME_BYTES}", False),
+    Config.SQUALL_TRANSPORT_MAX_MESSAGE_BYTES: (lambda v: _positive_int(v) and v >= 1024,
+                                                "a number of bytes of at least 1024", False),
+    Config.SQUALL_TRANSPORT_WIRE: (lambda v: v in ("zmq", "tcp"), "zmq or tcp", False),
+    Config.SQUALL_LOG_MAX_BYTES: (_non_negative_int, "a non-negative integer (0: never rotate)", False),
+    Config.SQUALL_LOG_BACKUP_COUNT: (_non_negative_int, "a non-negative integer", False),
+    Config.STORM_LOG_DIR: (_string, "a directory (a non-empty string), or null for <storm.local.dir>/logs", True),
+    Config.STORM_WORKERS_ARTIFACTS_DIR: (_string, "a directory (a non-empty string; relative: under storm.log.dir)",
+                                         False),
+    Config.SQUALL_SPARK_EXECUTOR_WAIT_SECS: (_non_negative_number, "a non-negative number of seconds", False),
+    Config.SQUALL_SPARK_STOP_GRACE_SECS: (_non_negative_number, "a non-negative number of seconds", False),
+    Config.SQUALL_SPARK_WORKER_HOST: (_string, "a host name or address, or null", True),
+    Config.UI_HOST: (_string, "a host name or address", False),
+    Config.UI_PORT: (_port, "a port number (0 to 65535)", False),
+    Config.UI_ALLOWED_HOSTS: (_strings, "a list of host names (\"*\": any; \"*.example.com\": any under it)", True),
+    Config.UI_ACTIONS_ENABLED: _BOOL,
+    Config.UI_MAX_CONNECTIONS: (_positive_int, "a positive integer", False),
+    Config.UI_REQUEST_TIMEOUT_SECS: _SECONDS,
+    Config.NIMBUS_THRIFT_MAX_CONNECTIONS: (_positive_int, "a positive integer", False),
+    Config.NIMBUS_THRIFT_HANDSHAKE_TIMEOUT_SECS: _SECONDS,
+    Config.SQUALL_UI_HISTORY_INTERVAL_SECS: _SECONDS,
+    Config.SQUALL_UI_HISTORY_SECS: _SECONDS,
+    Config.DRPC_SERVERS: (_strings, "a list of host names (the machines running squall drpc), or null", True),
+    Config.DRPC_PORT: (_port, "a port number (0 to 65535)", False),
+    Config.DRPC_INVOCATIONS_PORT: (_port, "a port number (0 to 65535)", False),
+    Config.DRPC_REQUEST_TIMEOUT_SECS: _SECONDS,
+    Config.DRPC_MAX_BUFFER_SIZE: (lambda v: _positive_int(v) and v >= MIN_FRAME_BYTES,
+                                  f"a number of bytes of at least {MIN_FRAME_BYTES}", False),
+    Config.DRPC_MAX_CONNECTIONS: (_positive_int, "a positive integer", False),
 }
 
 
@@ -517,8 +763,8 @@ def validate(conf: Mapping[str, Any], where: str) -> None:
     for key in _VALIDATORS:
         if key in conf:
             _check(key, conf[key], where)
-    for low_key, high_key in (("topology.localityaware.lower.bound", "topology.localityaware.higher.bound"),
-                              ("topology.max.spout.pending.auto.min", "topology.max.spout.pending.auto.max")):
+    for low_key, high_key in ((Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND, Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND),
+                              (Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MIN, Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MAX)):
         lower, higher = conf.get(low_key), conf.get(high_key)
         if lower is not None and higher is not None and lower > higher:
             raise InvalidTopologyException(

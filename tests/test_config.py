@@ -294,3 +294,42 @@ def test_a_bad_tuner_setting_is_refused_naming_it(conf, message):
     with pytest.raises(InvalidTopologyException) as e:
         topology_conf(default_conf(), conf)
     assert str(e.value).startswith("topology configuration: ") and message in str(e.value)
+
+
+# --- one source for configuration (issue 35, item 4) ----------------------------------------------
+
+def test_every_key_of_the_defaults_has_exactly_one_constant_and_every_constant_a_default():
+    import collections
+
+    from squall._config import KEYS_WITHOUT_DEFAULT, config_keys
+
+    constants = config_keys()
+    by_key = collections.Counter(constants.values())
+    defaults = default_conf()
+
+    assert [key for key, n in by_key.items() if n > 1] == []
+    assert sorted(set(defaults) - set(by_key)) == []
+    assert sorted(set(by_key) - set(defaults) - KEYS_WITHOUT_DEFAULT) == []
+    assert sorted(KEYS_WITHOUT_DEFAULT & set(defaults)) == []  # documented as without one, yet it has one
+    assert constants["TOPOLOGY_WORKERS"] == "topology.workers"  # Storm's names, API.md's kept
+    assert constants["TOPOLOGY_STATE_CHECKPOINT_INTERVAL"] == "topology.state.checkpoint.interval.ms"
+
+
+def test_every_key_squall_validates_or_whitelists_is_a_constant():
+    from squall._config import _VALIDATORS, COMPONENT_KEYS, TOPOLOGY_VISIBLE_DAEMON_KEYS, config_keys
+
+    named = set(config_keys().values())
+
+    assert sorted((set(_VALIDATORS) | COMPONENT_KEYS | TOPOLOGY_VISIBLE_DAEMON_KEYS) - named) == []
+
+
+def test_conf_value_falls_back_to_the_defaults_file_when_a_key_is_missing_or_null():
+    from squall._config import conf_value, default_of
+
+    assert conf_value({}, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) == 30
+    assert conf_value({Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: None}, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) == 30
+    assert conf_value({Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 7}, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) == 7
+    assert conf_value({}, Config.TOPOLOGY_ACKER_EXECUTORS) is None  # its null means one per worker
+    assert default_of(Config.UI_PORT) == 8080
+    with pytest.raises(KeyError, match="topology.bolts.window.length.count"):
+        default_of(Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT)

@@ -45,10 +45,12 @@ measured: see ``docs/profiles/w1-one-worker.md``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import random
 import time
 from itertools import repeat
+from pathlib import Path
 from typing import Any
 
 _DEFAULT_STREAM = "default"  # squall._system.DEFAULT_STREAM (not imported: this module is imported first)
@@ -476,15 +478,35 @@ def recv_nb(sock: Any, size: int) -> bytes | None:
         return None
 
 
+class StaleBuildError(ImportError):
+    """``squall._speedups`` was built from another version of ``squall/_speedups.c`` than the
+    one beside it: an edit without a rebuild, whose old C would run silently."""
+
+
+def check_build(module: Any, source: Path) -> None:
+    """Raise `StaleBuildError` unless ``module`` (the compiled ``_speedups``) was built from
+    ``source`` as it is now: ``setup.py`` records the source's SHA-256 in the module's
+    ``SOURCE_SHA256``. With no source beside the module (an installed wheel) there is nothing
+    to compare, and the build is taken as it is."""
+    if not source.is_file():
+        return
+    built = getattr(module, "SOURCE_SHA256", "")
+    now = hashlib.sha256(source.read_bytes()).hexdigest()
+    if built != now:
+        raise StaleBuildError(
+            f"{getattr(module, '__file__', module)} was built from another version of {source} "
+            f"(built from {built[:12] or 'a source it did not record'}, the file is now {now[:12]}). "
+            "Rebuild it: `pip install -e .` or `python setup.py build_ext --inplace` in the repository; "
+            "or set SQUALL_PURE_PYTHON=1 to run on the pure-Python twins")
+
+
 COMPILED = False
 if not os.environ.get("SQUALL_PURE_PYTHON"):
     try:
         from . import _speedups  # type: ignore[attr-defined]
-        # all or none: a module built from an older source (an edit without a rebuild) lacks
-        # the newer names, and a mix of compiled and pure parts was never tested
-        _compiled = {name: getattr(_speedups, c_name) for name, c_name in _COMPILED_NAMES.items()}
-    except (ImportError, AttributeError):  # not built (no compiler at install time): the twins above serve
+    except ImportError:  # not built (no compiler at install time): the twins above serve
         pass
     else:
-        globals().update(_compiled)
+        check_build(_speedups, Path(__file__).with_name("_speedups.c"))
+        globals().update({name: getattr(_speedups, c_name) for name, c_name in _COMPILED_NAMES.items()})
         COMPILED = True

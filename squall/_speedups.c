@@ -3182,6 +3182,10 @@ static PyMethodDef speedups_functions[] = {
 };
 
 /* --------------------------------------------------------------------------------------------- */
+#ifndef SQUALL_SOURCE_SHA256
+#define SQUALL_SOURCE_SHA256 "" /* built by hand, not by setup.py: squall._native refuses it as stale */
+#endif
+
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT, "squall._speedups",
     "The per-tuple hot path of a bolt, in C; squall._native picks it or its pure-Python twin.", -1,
@@ -3246,6 +3250,10 @@ PyInit__speedups(void)
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", SQUALL_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (PyType_Ready(types[i]) < 0 || PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(m);

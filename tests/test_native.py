@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import subprocess
@@ -282,18 +283,46 @@ def test_the_fields_chooser_picks_as_the_stable_hash_does_for_any_key():
         choose([0])  # too short: the Python chooser's error
 
 
-def test_a_compiled_module_built_from_an_older_source_is_not_used_at_all():
-    """An edit of _speedups.c without a rebuild leaves a module that lacks the newer names: then
-    every part is the pure twin, never a mix of compiled and pure parts."""
-    code = ("import sys, types\n"
-            "old = types.ModuleType('squall._speedups')\n"
-            "old.TupleBase = object  # as if built before the other names existed\n"
-            "sys.modules['squall._speedups'] = old\n"
-            "import squall._native as n\n"
-            "print(n.COMPILED, n.TupleBase.__module__, n.sender.__module__)\n")
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         env={k: v for k, v in os.environ.items() if k != "SQUALL_PURE_PYTHON"})
-    assert run.stdout.split() == ["False", "squall._native", "squall._native"], run.stderr
+@pytest.mark.skipif(bool(os.environ.get("SQUALL_PURE_PYTHON")), reason="SQUALL_PURE_PYTHON=1 leaves the compiled module unloaded")
+def test_the_compiled_module_records_the_hash_of_the_source_it_was_built_from():
+    from squall import _speedups  # type: ignore[attr-defined]
+    assert _speedups.SOURCE_SHA256 == hashlib.sha256((ROOT / "squall" / "_speedups.c").read_bytes()).hexdigest()
+
+
+def test_a_module_built_from_another_source_is_refused_saying_how_to_rebuild(tmp_path):
+    source = tmp_path / "_speedups.c"
+    source.write_bytes(b"/* the source as edited after the build */\n")
+    for built in ("0" * 64, ""):  # another source's hash; a build that recorded none (older setup.py)
+        module = SimpleNamespace(__file__=str(tmp_path / "_speedups.so"), SOURCE_SHA256=built)
+        with pytest.raises(_native.StaleBuildError) as raised:
+            _native.check_build(module, source)
+        message = str(raised.value)
+        assert str(source) in message and "python setup.py build_ext --inplace" in message
+        assert "pip install -e ." in message and "SQUALL_PURE_PYTHON=1" in message
+    fresh = SimpleNamespace(SOURCE_SHA256=hashlib.sha256(source.read_bytes()).hexdigest())
+    _native.check_build(fresh, source)  # built from this very source: taken
+    _native.check_build(SimpleNamespace(), tmp_path / "absent.c")  # an installed wheel, no source beside it
+
+
+@pytest.mark.skipif(bool(os.environ.get("SQUALL_PURE_PYTHON")), reason="SQUALL_PURE_PYTHON=1 leaves the compiled module unloaded")
+def test_importing_squall_with_its_c_source_edited_since_the_build_fails_at_import(tmp_path):
+    """The whole path: a copy of the package whose _speedups.c gained a line after the build
+    refuses ``import squall`` with the rebuild message, and runs on the twins when told to."""
+    import shutil
+    from squall import _speedups  # type: ignore[attr-defined]
+    copy = tmp_path / "squall"
+    shutil.copytree(ROOT / "squall", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert Path(_speedups.__file__).parent == ROOT / "squall"  # the build the copy carries
+    with (copy / "_speedups.c").open("a") as edited:
+        edited.write("/* an edit with no rebuild */\n")
+    env = {k: v for k, v in os.environ.items() if k != "SQUALL_PURE_PYTHON"}
+    run = subprocess.run([sys.executable, "-c", "import squall"], cwd=tmp_path, capture_output=True, text=True,
+                         env=dict(env, PYTHONPATH=str(tmp_path)))
+    assert run.returncode != 0
+    assert "StaleBuildError" in run.stderr and "build_ext --inplace" in run.stderr, run.stderr[-2000:]
+    pure = subprocess.run([sys.executable, "-c", "import squall._native as n; print(n.COMPILED)"], cwd=tmp_path,
+                          capture_output=True, text=True, env=dict(env, PYTHONPATH=str(tmp_path), SQUALL_PURE_PYTHON="1"))
+    assert pure.stdout.split() == ["False"], pure.stderr
 
 
 def test_the_sender_checks_only_tuples_with_values_that_may_not_serialize():

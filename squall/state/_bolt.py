@@ -174,7 +174,7 @@ class _CheckpointAware(Bolt):
                 self.collector.emit([txid, action], tup, CHECKPOINT_STREAM_ID)
                 self.collector.ack(tup)
             self.last_txid = txid - 1 if action == ROLLBACK else txid
-        except Exception as e:  # the checkpoint fails, so the spout recovers; the error is shown
+        except Exception as e:  # noqa: BLE001 (the user's state hooks: the checkpoint fails, so the spout recovers; the error is shown)
             log.error("checkpoint %s %s failed: %s", action, txid, e)
             self.collector.fail(tup)
             self.collector.report_error(e)
@@ -261,7 +261,7 @@ class CheckpointTupleForwarder(_CheckpointAware):
         out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=False)
         if isinstance(self.bolt, BasicBolt):
             self.bolt.prepare(conf, context)
-            self.basic = _Basic(out)
+            self.basic: _Basic | None = _Basic(out)
         else:
             self.basic = None
             self.bolt.prepare(conf, context, out)

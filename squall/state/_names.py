@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..engine.serialize import resolve
-from ._api import State, StateError, StateHome
+from ._api import KeyValueState, State, StateError, StateHome
 
 if TYPE_CHECKING:
     from .._context import TopologyContext
@@ -83,4 +83,18 @@ def get_state(namespace: str, conf: Mapping[str, Any], context: TopologyContext 
                          f"{type(e).__name__}: {e}") from e
     if not isinstance(state, State):
         raise StateError(f"{owner}: the state provider {name!r} returned a {type(state).__name__}, not a State")
+    return state
+
+
+def get_key_value_state(namespace: str, conf: Mapping[str, Any], context: TopologyContext | None) -> KeyValueState:
+    """`get_state` for a user that reads and writes keys (the checkpoint spout, a persistent
+    window), as Storm's ``KeyValueState``.
+
+    Raises:
+        StateError: as `get_state`, or the provider's state is not a `KeyValueState`.
+    """
+    state = get_state(namespace, conf, context)
+    if not isinstance(state, KeyValueState):
+        raise StateError(f"{owner_of(namespace, context)}: the state provider ({PROVIDER_KEY}) returned a "
+                         f"{type(state).__name__}, not a KeyValueState, which this component needs")
     return state

@@ -21,6 +21,7 @@ window needs it (one partition at a time).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -87,6 +88,7 @@ class WindowStore:
         seq = record[0] = self.next_seq
         self.next_seq += 1
         p = self._partition(seq // self.partition_size)
+        assert p.records is not None  # _partition loads them
         p.records[seq] = record
         p.seqs.add(seq)
         p.dirty = True
@@ -198,6 +200,7 @@ class WindowStore:
                     state.delete(_key(pid))
                     continue
                 p = self._partition(pid)
+                assert p.records is not None  # _partition loads them
                 for s in dead:
                     del p.records[s]
                     self.tuples.pop(s, None)
@@ -205,13 +208,14 @@ class WindowStore:
                 p.seqs -= dead
                 p.dirty = True
             if p.dirty:
+                assert p.records is not None  # a partition changes only once loaded
                 state.put(_key(pid), sorted(p.records.values()))
                 p.dirty = False
         state.put(META, [_FORMAT, self.next_seq, sorted(self.partitions), self.sources, progress])
         self._read = None
         self._trim()
 
-    def restore(self) -> tuple[list | None, list[tuple[int, int]]]:
+    def restore(self) -> builtins.tuple[list | None, list[builtins.tuple[int, int]]]:  # `tuple` is a method here
         """Reload from the state as it is now (the last commit, after a rollback or restart):
         returns the saved progress (None if nothing was saved) and the events ((seq,
         timestamp) in arrival order) for the manager's queue."""

@@ -42,7 +42,7 @@ from ..windowing.manager import window_manager
 from ..windowing.watermark import WatermarkGenerator
 from ._api import StateError
 from ._kv import StateCodec
-from ._names import get_state, owner_of
+from ._names import get_key_value_state, owner_of
 from ._window_store import DEFAULT_MAX_EVENTS_IN_MEMORY, WindowStore, runs, unruns
 
 
@@ -95,6 +95,8 @@ class BaseStatefulWindowedBolt(BaseWindowedBolt):
 class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
     """Runs a `BaseStatefulWindowedBolt` (inside a `StatefulBoltExecutor`); see the module docstring."""
 
+    bolt: BaseStatefulWindowedBolt
+
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         super().prepare(conf, context, collector)
         self._sources = context.get_this_sources()
@@ -110,6 +112,7 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
 
     def pre_rollback(self) -> None:
         self.bolt.pre_rollback()
+        assert self.manager is not None, "prepare() builds the window before a rollback"
         held = [e.value for e in self.manager.queue]
         self.new_window()
         for t in held:  # replayed, they fill the windows again
@@ -118,6 +121,7 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
     def new_window(self) -> None:
         """Start with empty windows (and a watermark afresh, in event time)."""
         spec = self.spec
+        assert spec is not None, "prepare() reads the window's settings first"
         self.manager = window_manager(self, spec.length, spec.sliding, spec.event_time)
         if spec.event_time:
             self.watermarks = WatermarkGenerator(spec.lag_ms, input_streams(self._sources))
@@ -133,7 +137,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
         super().prepare(conf, context, collector)
         self.out.delegate = collector.unchecked() if hasattr(collector, "unchecked") else collector
         namespace = f"{self.component}-{context.get_this_task_id()}-window"
-        self.window_state = get_state(namespace, conf, context)
+        self.window_state = get_key_value_state(namespace, conf, context)
         codec = StateCodec(conf, owner_of(namespace, context))
         self.store = WindowStore(self.window_state, codec, self.bolt.max_events_in_memory())
         self.restored = False
@@ -145,6 +149,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
             self.collector.report_error(str(e))
             self.collector.fail(tup)
             return
+        assert self.manager is not None, "prepare() builds the window before the first input"
         self.manager.add(seq, ts)
         self.collector.ack(tup)  # taken at the next prepare, acked at its commit
 
@@ -163,6 +168,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
     def pre_prepare(self, txid: int) -> None:
         self.bolt.pre_prepare(txid)
         manager = self.manager
+        assert manager is not None, "prepare() builds the window before the first checkpoint"
         live = {e.value for e in manager.queue}
         live.update(manager.expired)
         wm = self.watermarks.get_state() if self.watermarks is not None else None
@@ -185,6 +191,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
         progress, events = self.store.restore()
         if progress is not None:
             (since, prev, expired, eviction, trigger), wm = progress
+            assert self.manager is not None  # new_window() made it
             self.manager.restore_state([since, unruns(prev), unruns(expired), eviction, trigger], events)
             if wm is not None and self.watermarks is not None:
                 self.watermarks.restore_state(wm)

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from .._components import Spout
 from .._fields import Fields
-from ._names import get_state
+from ._names import get_key_value_state
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class CheckpointSpout(Spout):
     def open(self, conf: dict, context: Any, collector: Any) -> None:
         super().open(conf, context, collector)
         namespace = f"{context.get_this_component_id()}-{context.get_this_task_id()}"
-        self.state = get_state(namespace, conf, context)
+        self.state = get_key_value_state(namespace, conf, context)
         saved = self.state.get(_STATE_KEY)
         start = CheckPointState(int(saved[0]), str(saved[1])) if saved else INITIAL
         interval_ms = max(MIN_INTERVAL_MS, float(conf.get(INTERVAL_KEY) or 1000))

@@ -91,7 +91,7 @@ class FileStore(MemoryStore):
         except SealError as e:
             raise StateError(f"state file {path} is refused: {e} (it was not written by this cluster's "
                              f"state store; delete the directory {self.dir} to start this state afresh)") from None
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (whatever fails to decode: the file is malformed, said as a StateError)
             raise StateError(f"state file {path} is malformed ({type(e).__name__}: {e}); delete the "
                              f"directory {self.dir} to start this state afresh") from None
         return txid, changes

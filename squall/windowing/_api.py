@@ -77,15 +77,15 @@ class Duration:
 
 def _millis(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"a duration needs a number of milliseconds, got {v!r}")
-    return int(round(v))
+        raise ValueError(f"a duration needs a number of milliseconds, got {v!r}")  # noqa: TRY004 (API.md: a bad window setting raises ValueError)
+    return round(v)
 
 
 class TupleWindow:
     """The tuples of one activation of a window (Storm's ``TupleWindow``), handed to
     `BaseWindowedBolt.execute`."""
 
-    __slots__ = ("_tuples", "_new", "_expired", "_start", "_end")
+    __slots__ = ("_end", "_expired", "_new", "_start", "_tuples")
 
     def __init__(self, tuples: list[Tuple], new: list[Tuple], expired: list[Tuple],
                  start_ts: int | None, end_ts: int | None) -> None:
@@ -212,9 +212,9 @@ class BaseWindowedBolt:
         return dict(self._conf())
 
 
-def _positive(v: Any, kind: type, what: str) -> int:
+def _positive(v: Any, kind: type[Count | Duration], what: str) -> int:
     if not isinstance(v, kind):
-        raise ValueError(f"the {what} must be a {kind.__name__}, got {v!r}")
+        raise ValueError(f"the {what} must be a {kind.__name__}, got {v!r}")  # noqa: TRY004 (API.md: a bad window setting raises ValueError)
     if isinstance(v.value, bool) or not isinstance(v.value, int) or v.value <= 0:
         raise ValueError(f"the {what} must be positive, got {v!r}")
     return v.value

@@ -14,8 +14,16 @@ from typing import Any
 from .._errors import InvalidTopologyException
 from .._system import SYSTEM_STREAM, TICK_STREAM
 from ._api import (
-    LATE_TUPLE_STREAM, MAX_LAG_MS, SLIDING_INTERVAL_COUNT, SLIDING_INTERVAL_DURATION_MS, TIMESTAMP_FIELD,
-    WATERMARK_INTERVAL_MS, WINDOW_LENGTH_COUNT, WINDOW_LENGTH_DURATION_MS, Count, Duration,
+    LATE_TUPLE_STREAM,
+    MAX_LAG_MS,
+    SLIDING_INTERVAL_COUNT,
+    SLIDING_INTERVAL_DURATION_MS,
+    TIMESTAMP_FIELD,
+    WATERMARK_INTERVAL_MS,
+    WINDOW_LENGTH_COUNT,
+    WINDOW_LENGTH_DURATION_MS,
+    Count,
+    Duration,
 )
 
 log = logging.getLogger("squall.windowing")

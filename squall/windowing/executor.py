@@ -29,7 +29,6 @@ from .config import WindowSpec, input_streams, window_spec
 from .manager import WindowManager, window_manager
 from .watermark import WatermarkGenerator
 
-
 LATE_TUPLES_METRIC = "__late-tuple-count"
 """The metric an event-time windowed bolt's task counts its late tuples in (every
 ``topology.builtin.metrics.bucket.size.secs``, as the built-in metrics)."""
@@ -139,13 +138,15 @@ class WindowedBoltExecutor(Bolt):
         """Add ``tup`` to the window (a late one: `late`)."""
         if is_tick_tuple(tup):
             return  # the window keeps its own time; ticks are not data
-        spec = self.spec
+        spec, manager = self.spec, self.manager
+        assert spec is not None and manager is not None, "prepare() builds the window before the first input"
         if not spec.event_time:
-            self.add(tup, self.manager.arrival_ts(int(self._clock.wall() * 1000)))
+            self.add(tup, manager.arrival_ts(int(self._clock.wall() * 1000)))
             return
         ts = self._timestamp(tup)
         if ts is None:
             return
+        assert self.watermarks is not None  # prepare() made them: the window keeps event time
         if self.watermarks.track((tup.source_component, tup.source_stream), ts):
             self.add(tup, ts)
             return
@@ -157,6 +158,7 @@ class WindowedBoltExecutor(Bolt):
         bounded rate), and ack it."""
         self.late_tuples.incr()
         self.late_total += 1
+        assert self.spec is not None and self.watermarks is not None  # only an event-time window has late tuples
         if self.spec.late_stream is not None:
             self.collector.emit([Tuple(tup.values, tup._src)], tup, self.spec.late_stream)
         else:
@@ -169,11 +171,13 @@ class WindowedBoltExecutor(Bolt):
 
     def add(self, tup: Tuple, ts: int) -> None:
         """Put ``tup`` (timestamp ``ts``, ms) in the window."""
+        assert self.manager is not None, "prepare() builds the window before the first input"
         self.manager.add(tup, ts)
 
     def _timestamp(self, tup: Tuple) -> int | None:
         """The event time of ``tup``; a value that is not epoch ms is reported (naming the
         component and field) and the tuple failed, not added."""
+        assert self.spec is not None and self.spec.timestamp_field is not None  # an event-time window names it
         field = self.spec.timestamp_field
         v = tup.get_value_by_field(field) if tup.fields.contains(field) else None
         if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v):
@@ -203,19 +207,20 @@ class WindowedBoltExecutor(Bolt):
 
     # --- the manager's callbacks ----------------------------------------------------------------
 
-    def on_expiry(self, tuples: list[Tuple]) -> None:
+    def on_expiry(self, tuples: list[Any]) -> None:  # Any: a persistent window's are numbers
         """Ack the tuples that left their last window."""
         ack = self.collector.ack
         for t in tuples:
             ack(t)
 
-    def on_activation(self, tuples: list[Tuple], new: list[Tuple], expired: list[Tuple], end_ts: int | None) -> None:
+    def on_activation(self, tuples: list[Any], new: list[Any], expired: list[Any], end_ts: int | None) -> None:
         """Run the user's ``execute`` on the window; unanchored emits anchor to all of it."""
         self.run_window(tuples, new, expired, end_ts, tuples)
 
     def run_window(self, tuples: Any, new: Any, expired: Any, end_ts: int | None, anchors: list[Tuple] | None) -> None:
         """The user's ``execute`` on a `TupleWindow` of these tuples, its unanchored emits
         anchored to ``anchors`` (None: left unanchored)."""
+        assert self.spec is not None, "prepare() builds the window before it fires"
         length = self.spec.length
         start = end_ts - length.value if end_ts is not None and isinstance(length, Duration) else None
         self.out.window = anchors

@@ -18,9 +18,18 @@ from typing import Any, Protocol
 
 from ._api import Count, Duration
 from .policies import (
-    Action, CountEvictionPolicy, CountTriggerPolicy, Event, EvictionPolicy, TimeEvictionPolicy,
-    TimeTriggerPolicy, TriggerPolicy, WatermarkCountEvictionPolicy, WatermarkCountTriggerPolicy,
-    WatermarkTimeEvictionPolicy, WatermarkTimeTriggerPolicy,
+    Action,
+    CountEvictionPolicy,
+    CountTriggerPolicy,
+    Event,
+    EvictionPolicy,
+    TimeEvictionPolicy,
+    TimeTriggerPolicy,
+    TriggerPolicy,
+    WatermarkCountEvictionPolicy,
+    WatermarkCountTriggerPolicy,
+    WatermarkTimeEvictionPolicy,
+    WatermarkTimeTriggerPolicy,
 )
 
 EXPIRE_EVENTS_THRESHOLD = 100

@@ -69,7 +69,7 @@ def _plain(v: Any) -> Any:
 class Event:
     """One tracked input (or a watermark, which is never queued) and its timestamp in ms."""
 
-    __slots__ = ("value", "ts", "watermark")
+    __slots__ = ("ts", "value", "watermark")
 
     def __init__(self, value: Any, ts: int, watermark: bool = False) -> None:
         self.value = value
@@ -85,7 +85,7 @@ class Event:
 class EvictionPolicy(_Stateful):
     """Base: keeps the context the trigger set."""
 
-    _saved = ("context",)
+    _saved: tuple[str, ...] = ("context",)
 
     def __init__(self) -> None:
         self.context: EvictionContext | None = None
@@ -105,7 +105,7 @@ class EvictionPolicy(_Stateful):
 class CountEvictionPolicy(EvictionPolicy):
     """Keeps the last ``threshold`` events (Storm's ``CountEvictionPolicy``)."""
 
-    _saved = ("context", "current_count")
+    _saved: tuple[str, ...] = ("context", "current_count")
 
     def __init__(self, threshold: int) -> None:
         super().__init__()

@@ -10,19 +10,22 @@ fired: it then expired with the next window without being in any, issue 33).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
+
+Stream = tuple[str, str]
+"""An input stream: (component, stream id)."""
 
 
 class WatermarkGenerator:
     """Tracks the newest timestamp per input stream; see the module docstring."""
 
-    def __init__(self, lag_ms: int, input_streams: Iterable[Hashable]) -> None:
+    def __init__(self, lag_ms: int, input_streams: Iterable[Stream]) -> None:
         self.lag_ms = lag_ms
         self.input_streams = frozenset(input_streams)
-        self.latest: dict[Hashable, int] = {}
+        self.latest: dict[Stream, int] = {}
         self.last_watermark: int | None = None  # None: no watermark yet
 
-    def track(self, stream: Hashable, ts: int) -> bool:
+    def track(self, stream: Stream, ts: int) -> bool:
         """Note ``ts`` arrived on ``stream``; False if the tuple is late (at or before the last
         watermark)."""
         if ts > self.latest.get(stream, ts - 1):

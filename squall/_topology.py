@@ -7,6 +7,7 @@ up where the topology is written, not later on a worker.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ._collectors import OutputFieldsDeclarer, StreamInfo
@@ -18,9 +19,34 @@ from ._grouping import (
     CustomStreamGrouping, Grouping,
 )
 from ._system import DEFAULT_STREAM, SYSTEM_STREAM, is_system_id
-from .state._bolt import BaseStatefulBolt
-from .state._wiring import add_checkpointing
-from .windowing._api import BaseWindowedBolt
+
+
+# The builder's extension points. The features on top of the core API (windowing, state, ...)
+# register here when they are imported, so that this module imports none of them: see
+# docs/architecture.md, "Extension points".
+_BOLT_KINDS: dict[type, Callable[[Any], Any] | None] = {}
+_TOPOLOGY_TRANSFORMS: list[Callable[[dict[str, ComponentSpec]], dict[str, ComponentSpec]]] = []
+
+
+def register_bolt_kind(cls: type, executor: Callable[[Any], Any] | None = None) -> None:
+    """Let `TopologyBuilder.set_bolt` take instances of ``cls`` besides `Bolt` and `BasicBolt`.
+
+    ``executor(bolt)`` makes the `Bolt` that runs such a bolt (a windowed bolt runs inside a
+    `WindowedBoltExecutor`, as in Storm); None keeps the bolt as given, for a transform of
+    `register_topology_transform` to wrap. The most derived registered class of a bolt's type
+    decides. Registering a class again replaces its executor.
+    """
+    _BOLT_KINDS[cls] = executor
+
+
+def register_topology_transform(transform: Callable[[dict[str, ComponentSpec]], dict[str, ComponentSpec]]) -> None:
+    """Have `TopologyBuilder.create_topology` pass the components (id -> `ComponentSpec`, each
+    with its declared streams) through ``transform`` before it validates them, as Storm's
+    ``createTopology`` adds its checkpoint spout. ``transform`` returns the components to use
+    (the same dict when it has nothing to do). Transforms run in the order they were registered;
+    registering one twice has no effect."""
+    if transform not in _TOPOLOGY_TRANSFORMS:
+        _TOPOLOGY_TRANSFORMS.append(transform)
 
 
 class ComponentSpec:
@@ -230,25 +256,30 @@ class TopologyBuilder:
                 f"Component [{component_id}]: set_spout needs a Spout, got {type(spout).__name__}")
         return SpoutDeclarer(self._add(component_id, spout, "spout", parallelism_hint))
 
-    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt | BaseWindowedBolt | BaseStatefulBolt,
-                 parallelism_hint: int | None = None) -> BoltDeclarer:
-        """Add a bolt (basic, windowed or stateful) with ``parallelism_hint`` executors (default
-        1). A windowed bolt runs inside a `WindowedBoltExecutor` (a stateful windowed one inside
-        a `squall.state.StatefulWindowedBoltExecutor`), as in Storm."""
-        if isinstance(bolt, BaseWindowedBolt):
-            from .state._windowed import windowed_executor
-            bolt = windowed_executor(bolt)
-        if not isinstance(bolt, (Bolt, BasicBolt, BaseStatefulBolt)):
+    def set_bolt(self, component_id: str, bolt: Any, parallelism_hint: int | None = None) -> BoltDeclarer:
+        """Add a bolt (a `Bolt`, `BasicBolt`, `squall.BaseWindowedBolt` or
+        `squall.BaseStatefulBolt`: every kind `register_bolt_kind` was given) with
+        ``parallelism_hint`` executors (default 1). A windowed bolt runs inside a
+        `WindowedBoltExecutor` (a stateful windowed one inside a
+        `squall.state.StatefulWindowedBoltExecutor`), as in Storm."""
+        kind = next((k for k in type(bolt).__mro__ if k in _BOLT_KINDS), None)
+        if kind is not None:
+            executor = _BOLT_KINDS[kind]
+            if executor is not None:
+                bolt = executor(bolt)
+        elif not isinstance(bolt, (Bolt, BasicBolt)):
+            kinds = ["Bolt", "BasicBolt", *(k.__name__ for k in _BOLT_KINDS)]
             raise InvalidTopologyException(
-                f"Component [{component_id}]: set_bolt needs a Bolt, BasicBolt, BaseWindowedBolt or BaseStatefulBolt, "
+                f"Component [{component_id}]: set_bolt needs a {', '.join(kinds[:-1])} or {kinds[-1]}, "
                 f"got {type(bolt).__name__}")
         return BoltDeclarer(self._add(component_id, bolt, "bolt", parallelism_hint))
 
     def create_topology(self) -> StormTopology:
         """Validate the wiring and return the topology.
 
-        A topology with a `BaseStatefulBolt` gets Storm's checkpointing here
-        (`squall.state._wiring`): the ``$checkpointspout`` and its ``$checkpoint`` streams.
+        The transforms of `register_topology_transform` run first: so a topology with a
+        `BaseStatefulBolt` gets Storm's checkpointing here (`squall.state._wiring`): the
+        ``$checkpointspout`` and its ``$checkpoint`` streams.
 
         Raises:
             InvalidTopologyException: naming the component, stream or field at fault.
@@ -267,7 +298,9 @@ class TopologyBuilder:
                     f"Component [{cid}]: declare_output_fields raised {type(e).__name__}: {e}") from e
             built.streams = declarer.streams
             components[cid] = built
-        topology = StormTopology(add_checkpointing(components, ComponentSpec))
+        for transform in _TOPOLOGY_TRANSFORMS:
+            components = transform(components)
+        topology = StormTopology(components)
         validate_topology(topology)
         return topology
 

@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Container
 from typing import Any
 
-from ..metric._collect import metric_timers
 from .clock import Clock
 from .executor import Executor, log
 from .spout_executor import SpoutExecutor
@@ -38,6 +37,20 @@ from .spout_executor import SpoutExecutor
 DRAIN_LIMIT = 1024
 BUSY_WINDOW_SECS = 0.5  # how often a loop's `busy` fraction is updated
 SPOUT_BURST = 64
+
+_TIMER_SOURCES: list[Callable[[Executor], list[tuple[float, Callable[[], None]]]]] = []
+
+
+def register_executor_timers(source: Callable[[Executor], list[tuple[float, Callable[[], None]]]]) -> None:
+    """Have every loop ask ``source(executor)`` for more ``(period_secs, callback)`` timers of
+    each executor it runs, besides the executor's own `Executor.timers`, once, before its first
+    round (`squall.metric` reads the tasks' metrics so). Registering one twice has no effect."""
+    if source not in _TIMER_SOURCES:
+        _TIMER_SOURCES.append(source)
+
+
+def _extra_timers(executor: Executor) -> list[tuple[float, Callable[[], None]]]:
+    return [timer for source in _TIMER_SOURCES for timer in source(executor)]
 
 
 class TopologyState:
@@ -319,7 +332,7 @@ class ExecutorLoop:
         now = clock.now()
         for ex in self.executors:  # the timers stay with an executor when it changes loops
             if ex.schedule is None:
-                ex.schedule = [[now + period, period, cb, ex] for period, cb in ex.timers() + metric_timers(ex)]
+                ex.schedule = [[now + period, period, cb, ex] for period, cb in ex.timers() + _extra_timers(ex)]
         timers = [t for ex in self.executors for t in ex.schedule]
         next_due = min((t[0] for t in timers), default=float("inf"))
         seen_active = None

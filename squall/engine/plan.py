@@ -8,6 +8,7 @@ executors by `partition_fixed`: contiguous ranges, larger chunks first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,10 +16,26 @@ from .._config import component_conf
 from .._errors import InvalidTopologyException
 from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
-from ..metric._consumers import with_metrics_consumers
-from ..windowing.config import check_window
-from ..state._bolt import unwrapped
-from ..windowing.executor import WindowedBoltExecutor
+
+SUBMIT_CHECK = "squall_check_at_submit"
+"""The method a bolt may define to check itself at submit, once its component's configuration
+is merged: ``check(component_id, conf, streams, inputs)`` with its declared output streams
+(stream -> `StreamInfo`) and the `StreamInfo` of each (component, stream) it subscribes to (None
+if undeclared); it raises `InvalidTopologyException` to refuse the topology. A bolt that wraps
+another passes the call on (Storm checks a windowed bolt's window against the message timeout
+so; `squall.windowing` does it through this)."""
+
+_SYSTEM_TRANSFORMS: list[Callable[[StormTopology, dict[str, Any]], StormTopology]] = []
+
+
+def register_system_components(transform: Callable[[StormTopology, dict[str, Any]], StormTopology]) -> None:
+    """Have `make_plan` pass each submitted topology and its merged configuration through
+    ``transform`` before it numbers the tasks: Storm's system topology, whose components come
+    from the configuration (`squall.metric` adds the consumers of
+    ``topology.metrics.consumer.register`` so). ``transform`` returns the topology to plan (the
+    same one when it has nothing to add); registering one twice has no effect."""
+    if transform not in _SYSTEM_TRANSFORMS:
+        _SYSTEM_TRANSFORMS.append(transform)
 
 
 def partition_fixed(num_executors: int, tasks: list[int]) -> list[list[int]]:
@@ -120,7 +137,8 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
 
     ``conf`` is the topology's merged configuration, ``given_conf`` what the user's Config set.
     """
-    topology = with_metrics_consumers(topology, conf)  # Storm's system topology: consumer bolts
+    for transform in _SYSTEM_TRANSFORMS:  # Storm's system topology (metrics consumer bolts ...)
+        topology = transform(topology, conf)
     confs: dict[str, dict[str, Any]] = {}
     num_tasks: dict[str, int] = {}
     parallelism: dict[str, int] = {}
@@ -133,10 +151,9 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
         num_tasks[cid] = _cap(tasks, cap)
         parallelism[cid] = _cap(spec.parallelism, cap)
         confs[cid] = cconf
-        window = unwrapped(spec.obj)
-        if isinstance(window, WindowedBoltExecutor):  # Storm's checks of the window, at submit
-            check_window(cid, cconf, spec.streams,
-                         {s: topology.components[s[0]].streams.get(s[1]) for s in spec.inputs}, window.persistent)
+        check = getattr(spec.obj, SUBMIT_CHECK, None)
+        if check is not None:  # e.g. Storm's checks of a window against the message timeout
+            check(cid, cconf, spec.streams, {s: topology.components[s[0]].streams.get(s[1]) for s in spec.inputs})
     workers = conf["topology.workers"]
     ackers = conf.get("topology.acker.executors")
     ackers = workers if ackers is None else ackers

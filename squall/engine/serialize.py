@@ -60,7 +60,6 @@ import msgpack
 from .._errors import SerializationError
 from .._native import batch_items, group_items, interleave, pack_batch, plain_check
 from .._tuple import Source, Tuple
-from ..metric._api import DataPoint, TaskInfo
 from . import code_pickler
 
 __all__ = ["PLAIN_TYPES", "Serializer", "SerializationError", "nesting_depth"]
@@ -89,7 +88,18 @@ PLAIN_TYPES = frozenset({str, int, float, bool, bytes, type(None)})
 
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 
-_BUILTIN_CLASSES = (TaskInfo, DataPoint)
+_RECORDS: dict[str, tuple[type, Any]] = {}  # name -> (class, serializer or None): register_record
+
+
+def register_record(cls: type, serializer: Any = None) -> None:
+    """Send instances of ``cls`` between workers as one of squall's own registered records (by
+    name, ``module:Qualname``, with their state, or with ``serializer``'s ``serialize`` and
+    ``deserialize``) in every topology, as Storm registers its own classes with Kryo; a
+    topology's ``topology.kryo.register`` cannot replace them. For the packages on top of the
+    engine: `squall.metric` registers its `TaskInfo` and `DataPoint` so. Registering a class
+    again replaces its serializer."""
+    _RECORDS[f"{cls.__module__}:{cls.__qualname__}"] = (cls, serializer)
+
 
 
 class _TransactionAttemptSerializer:
@@ -264,9 +274,8 @@ class Serializer:
                 continue
             self._by_type[reg.cls] = reg
             self._by_name[name] = reg
-        for cls in _BUILTIN_CLASSES:  # squall's own records that cross workers (Storm registers its too)
-            name = f"{cls.__module__}:{cls.__qualname__}"
-            self._by_type[cls] = self._by_name[name] = _Registered(name, cls, None)
+        for name, (cls, serializer) in _RECORDS.items():  # squall's own (Storm registers its too)
+            self._by_type[cls] = self._by_name[name] = _Registered(name, cls, serializer)
         attempt = _TransactionAttemptSerializer.NAME  # found by name at its first encode (see _default)
         self._by_name[attempt] = _Registered(attempt, object, _TransactionAttemptSerializer())
         self._packers = _Packers()

@@ -16,6 +16,19 @@ from ._api import MultiReducedMetric as MultiReducedMetric
 from ._api import ReducedMetric as ReducedMetric
 from ._api import TaskInfo as TaskInfo
 from ._logging import LoggingMetricsConsumer as LoggingMetricsConsumer
+from ..engine.loop import register_executor_timers
+from ..engine.plan import register_system_components
+from ..engine.serialize import register_record
+from ._collect import metric_timers
+from ._consumers import with_metrics_consumers
+
+# What the metrics hook into (docs/architecture.md, "Extension points"): the plan adds the
+# consumer bolts, each loop the timers that read the tasks' metrics, and the data points cross
+# workers as registered records.
+register_system_components(with_metrics_consumers)
+register_executor_timers(metric_timers)
+register_record(TaskInfo)
+register_record(DataPoint)
 
 __all__ = [
     "AssignableMetric", "CombinedMetric", "CountMetric", "DataPoint", "ICombiner", "IMetric",

@@ -6,6 +6,7 @@ executors). See docs/state.md.
 `squall.state.redis.RedisKeyValueStateProvider` (the ``redis`` extra; not imported here).
 """
 
+from .._topology import register_bolt_kind, register_topology_transform
 from ._api import KeyValueState as KeyValueState
 from ._api import State as State
 from ._api import StateError as StateError
@@ -19,10 +20,18 @@ from ._names import get_state as get_state
 from ._windowed import BaseStatefulWindowedBolt as BaseStatefulWindowedBolt
 from ._windowed import PersistentWindowedBoltExecutor as PersistentWindowedBoltExecutor
 from ._windowed import StatefulWindowedBoltExecutor as StatefulWindowedBoltExecutor
+from ._windowed import windowed_executor
+from ._wiring import add_checkpointing
 from .checkpoint import CheckpointSpout as CheckpointSpout
 from .file import FileKeyValueStateProvider as FileKeyValueStateProvider
 from .memory import HostMemory as HostMemory
 from .memory import InMemoryKeyValueStateProvider as InMemoryKeyValueStateProvider
+
+# How the builder takes stateful bolts (docs/architecture.md, "Extension points"): as they are,
+# for create_topology's checkpoint wiring to wrap; a stateful windowed one in its executor.
+register_bolt_kind(BaseStatefulBolt)
+register_bolt_kind(BaseStatefulWindowedBolt, windowed_executor)
+register_topology_transform(add_checkpointing)
 
 __all__ = [
     "BaseStatefulBolt", "BaseStatefulWindowedBolt", "CheckpointSpout", "CheckpointTupleForwarder", "FileKeyValueStateProvider", "HostMemory",

@@ -25,6 +25,7 @@ from .._components import BasicBolt, Bolt, _Component
 from .._errors import EmitError, FailedException, ReportedFailedException
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
+from ..engine.plan import SUBMIT_CHECK
 from ._names import get_state
 from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK
 
@@ -156,6 +157,14 @@ class _CheckpointAware(Bolt):
         """The wrapped bolt's: whether its exception crashes the worker by default (a window's)."""
         return getattr(self.bolt, "squall_fail_fast", False)
 
+    def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
+                               inputs: dict[Any, Any]) -> None:
+        """The wrapped bolt's check at submit (`squall.engine.plan.SUBMIT_CHECK`), if it has one
+        (a window's)."""
+        check = getattr(self.bolt, SUBMIT_CHECK, None)
+        if check is not None:
+            check(component_id, conf, streams, inputs)
+
     def _start(self, context: Any, collector: OutputCollector) -> None:
         self.collector = collector
         self.barrier = CheckpointBarrier(checkpoint_inputs(context))
@@ -190,11 +199,6 @@ class _CheckpointAware(Bolt):
         """The wrapped bolt's timers (a windowed bolt's trigger or watermark), for the engine."""
         own = getattr(self.bolt, "squall_timers", None)
         return own(clock) if own is not None else []
-
-
-def unwrapped(obj: Any) -> Any:
-    """The bolt a checkpoint wrapper runs, or ``obj`` itself."""
-    return obj.bolt if isinstance(obj, _CheckpointAware) else obj
 
 
 class StatefulBoltExecutor(_CheckpointAware):

@@ -12,13 +12,15 @@ from typing import Any
 from .._collectors import StreamInfo
 from .._fields import GlobalStreamId
 from .._grouping import ALL, Grouping
+from .._topology import ComponentSpec
 from ._bolt import BaseStatefulBolt, CheckpointTupleForwarder, StatefulBoltExecutor
 from ._windowed import StatefulWindowedBoltExecutor
 from .checkpoint import CHECKPOINT_COMPONENT_ID, CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, CheckpointSpout
 
 
-def add_checkpointing(components: dict[str, Any], spec_class: Any) -> dict[str, Any]:
-    """``components`` (id -> `ComponentSpec`) wired for checkpoints if a bolt is stateful, else as given."""
+def add_checkpointing(components: dict[str, ComponentSpec]) -> dict[str, ComponentSpec]:
+    """``components`` (id -> `ComponentSpec`) wired for checkpoints if a bolt is stateful, else
+    as given (a transform of `squall._topology.register_topology_transform`)."""
     if not any(_stateful(c.obj) for c in components.values()):
         return components
     out = {}
@@ -35,7 +37,7 @@ def add_checkpointing(components: dict[str, Any], spec_class: Any) -> dict[str, 
             stream = GlobalStreamId(CHECKPOINT_COMPONENT_ID if is_spout else src, CHECKPOINT_STREAM_ID)
             c.inputs[stream] = Grouping(ALL)
         out[cid] = c
-    spout = spec_class(CHECKPOINT_COMPONENT_ID, CheckpointSpout(), "spout", 1)
+    spout = ComponentSpec(CHECKPOINT_COMPONENT_ID, CheckpointSpout(), "spout", 1)
     spout.conf = {"topology.tasks": 1}
     spout.streams = {CHECKPOINT_STREAM_ID: StreamInfo(CHECKPOINT_FIELDS)}
     out[CHECKPOINT_COMPONENT_ID] = spout

@@ -7,9 +7,14 @@ checks (`config`), and the `executor.WindowedBoltExecutor` bolt that runs a wind
 the engine. Semantics and costs: docs/windows.md.
 """
 
+from .._topology import register_bolt_kind
 from ._api import BaseWindowedBolt as BaseWindowedBolt
 from ._api import Count as Count
 from ._api import Duration as Duration
 from ._api import TupleWindow as TupleWindow
+from .executor import WindowedBoltExecutor
+
+# set_bolt runs a windowed bolt inside the executor (docs/architecture.md, "Extension points")
+register_bolt_kind(BaseWindowedBolt, WindowedBoltExecutor)
 
 __all__ = ["BaseWindowedBolt", "Count", "Duration", "TupleWindow"]

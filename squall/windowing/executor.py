@@ -25,7 +25,7 @@ from .._tuple import Tuple, is_tick_tuple
 from ..metric._api import CountMetric
 from ..metric._builtin import BUCKET_KEY
 from ._api import LATE_TUPLE_FIELD, LATE_TUPLE_STREAM, BaseWindowedBolt, Duration, TupleWindow
-from .config import WindowSpec, input_streams, window_spec
+from .config import WindowSpec, check_window, input_streams, window_spec
 from .manager import WindowManager, window_manager
 from .watermark import WatermarkGenerator
 
@@ -96,6 +96,12 @@ class WindowedBoltExecutor(Bolt):
         self.manager: WindowManager | None = None
         self.watermarks: WatermarkGenerator | None = None
         self._clock: Any = _WallClock()
+
+    def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
+                               inputs: dict[Any, Any]) -> None:
+        """Storm's checks of the window at submit (`config.check_window`), called by the plan
+        (`squall.engine.plan.SUBMIT_CHECK`)."""
+        check_window(component_id, conf, streams, inputs, self.persistent)
 
     # --- what the builder and the engine call ---------------------------------------------------
 

@@ -46,6 +46,7 @@ from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.clock import Clock
 from ._file_locks import FileLocks
+from .retry import RetryBackoff, RetrySchedule, spout_backoff
 
 log = logging.getLogger("squall.external.files")
 
@@ -386,15 +387,16 @@ class GiveUp(NamedTuple):
 
 class RetryBook:
     """The records of the current file emitted and not yet acked, by offset (or row), with the
-    failed ones queued to be emitted again, up to ``max_retries`` re-emits (None: no limit) after
-    failures the record caused (`FailureCause.record_caused`): one after a lost worker or a
-    timeout is emitted again without counting."""
+    failed ones scheduled to be emitted again by ``backoff`` (`RetryBackoff`, storm-kafka-client's
+    formula), up to its ``max_retries`` re-emits after failures the record caused
+    (`FailureCause.record_caused`): one after a lost worker or a timeout is emitted again without
+    counting. Times are the caller's, in seconds."""
 
-    def __init__(self, max_retries: int | None) -> None:
-        self.max_retries = max_retries
+    def __init__(self, backoff: RetryBackoff) -> None:
+        self.backoff = backoff
         self._values: dict[int, list] = {}
         self._tries: dict[int, int] = {}
-        self._retry: deque[int] = deque()
+        self._retry: RetrySchedule[int] = RetrySchedule(backoff)
 
     def add(self, offset: int, values: list) -> None:
         """The record at ``offset`` was emitted for the first time."""
@@ -403,35 +405,36 @@ class RetryBook:
     def ack(self, offset: int) -> bool:
         """Forget the record; False if it was not in flight (a late or foreign ack)."""
         self._tries.pop(offset, None)
+        self._retry.remove(offset)
         return self._values.pop(offset, None) is not None
 
-    def fail(self, offset: int, cause: FailureCause = UNKNOWN) -> GiveUp | None:
-        """Queue the record to be emitted again; or, past the limit of failures it caused,
+    def fail(self, offset: int, cause: FailureCause = UNKNOWN, *, now: float) -> GiveUp | None:
+        """Schedule the record to be emitted again; or, past the limit of failures it caused,
         forget it and return `GiveUp` (the caller dead-letters it). None also for a record not
         in flight."""
         if offset not in self._values:
             return None
         tries = self._tries.get(offset, 0)
-        if cause.record_caused:
-            if self.max_retries is not None and tries >= self.max_retries:
-                self._tries.pop(offset, None)
-                return GiveUp(self._values.pop(offset), tries + 1, cause)
+        if not cause.record_caused:
+            self._retry.reschedule(offset, tries, now)
+        elif self._retry.schedule(offset, tries + 1, now):
             self._tries[offset] = tries + 1
-        self._retry.append(offset)
+        else:
+            self._tries.pop(offset, None)
+            return GiveUp(self._values.pop(offset), tries + 1, cause)
         return None
 
-    def next_retry(self) -> tuple[int, list] | None:
-        """The next failed record to emit again, or None."""
-        while self._retry:
-            offset = self._retry.popleft()
+    def next_retry(self, now: float) -> tuple[int, list] | None:
+        """The failed record due earliest, if one is due at ``now``, to emit again; or None."""
+        while (offset := self._retry.pop_ready(now)) is not None:
             if offset in self._values:
                 return offset, self._values[offset]
         return None
 
     @property
     def retrying(self) -> bool:
-        """Whether failed records wait to be emitted again."""
-        return bool(self._retry)
+        """Whether failed records wait to be emitted again (due or not)."""
+        return len(self._retry) > 0
 
     def __contains__(self, offset: int) -> bool:
         return offset in self._values
@@ -519,7 +522,9 @@ class FileSpout(Spout):
     next line.
 
     Each tuple's message id is a `LineAt` (file, byte offset). On ``fail`` the same line is
-    emitted again, up to ``max_retries`` re-emits (None: without limit); then, and for a record
+    emitted again once ``backoff`` (`RetryBackoff`, storm-kafka-client's formula; default its
+    delays, 0 s for the first retry, then 4 ms, 8 ms... at most 10 s) says it is due, up to
+    ``max_retries`` re-emits (None: without limit; with ``backoff``, its own); then, and for a record
     the translator cannot read (undecodable bytes), the raw record is appended to the
     dead-letter file ``<dead_letter_dir>/<file>.dead`` as a JSON line naming file, offset and
     reason, logged, reported, and counted as done, so it is never silently dropped.
@@ -571,7 +576,8 @@ class FileSpout(Spout):
                  ignore_suffix: str = ".ignore", commit_every: int = 1000, commit_secs: float = 1.0,
                  poll_secs: float = 1.0, progress_dir: str | os.PathLike | None = None,
                  claim_files: bool = False, lock_timeout_secs: float = 300.0,
-                 max_record_bytes: int | None = None, clock: Clock | None = None) -> None:
+                 max_record_bytes: int | None = None, backoff: RetryBackoff | None = None,
+                 clock: Clock | None = None) -> None:
         if commit_every < 1 or commit_secs <= 0 or poll_secs < 0:
             raise ValueError("FileSpout: commit_every must be >= 1, commit_secs > 0 and poll_secs >= 0")
         if not lock_timeout_secs > 0:
@@ -579,8 +585,7 @@ class FileSpout(Spout):
         if claim_files and poll_secs * 2 >= lock_timeout_secs:  # a watcher's scans must not look like a pause
             raise ValueError(f"FileSpout: with claim_files, poll_secs ({poll_secs}) must be under half of "
                              f"lock_timeout_secs ({lock_timeout_secs})")
-        if max_retries is not None and max_retries < 0:
-            raise ValueError("FileSpout: max_retries must be >= 0 or None")
+        self.backoff = spout_backoff("FileSpout", max_retries, backoff)
         if max_record_bytes is not None and not (type(max_record_bytes) is int and max_record_bytes > 0):
             raise ValueError(f"FileSpout: max_record_bytes must be a positive integer or None, not {max_record_bytes!r}")
         self.directory = os.path.abspath(directory)
@@ -590,7 +595,7 @@ class FileSpout(Spout):
         self.max_record_bytes = max_record_bytes
         self.translator = translator
         self.stream = stream
-        self.max_retries = max_retries
+        self.max_retries = self.backoff.max_retries
         # by default next to the progress (set in open()), not in the watched directory, where
         # whoever writes the input could plant a symlink to it
         self.dead_letter_dir = os.path.abspath(dead_letter_dir) if dead_letter_dir else None
@@ -652,7 +657,7 @@ class FileSpout(Spout):
         self.file: str | None = None
         self.handle: BinaryIO | None = None
         self.tracker: OffsetTracker | None = None
-        self.inflight = RetryBook(self.max_retries)
+        self.inflight = RetryBook(self.backoff)
         self.acks_since_commit = 0
         self.last_commit = self.last_list = self.clock.now()
         self.listed = False
@@ -753,7 +758,7 @@ class FileSpout(Spout):
         """Re-emits a failed line if any, else emits the next record of the current file."""
         if self.locks is not None:
             self._keep_claim(self.locks)
-        again = self.inflight.next_retry()
+        again = self.inflight.next_retry(self.clock.now())
         if again is not None:
             self.collector.emit(again[1], LineAt(self.file, again[0]), self.stream)  # type: ignore[arg-type]
             return
@@ -856,7 +861,7 @@ class FileSpout(Spout):
             self._keep_claim(self.locks)
         if not self._ours(msg_id):
             return
-        given_up = self.inflight.fail(msg_id.offset, cause)
+        given_up = self.inflight.fail(msg_id.offset, cause, now=self.clock.now())
         if given_up is not None:
             record = json.dumps(given_up.values, default=repr).encode()
             self._write_dead_letter(msg_id.offset, give_up_reason(given_up),

@@ -59,6 +59,7 @@ from .files import (
     spout_files,
     write_durably,
 )
+from .retry import spout_backoff
 
 __all__ = ["DeltaTableSpout", "FollowedFile", "ParquetDirectorySpout", "RowAt"]
 
@@ -128,8 +129,7 @@ class _FollowingSpout(Spout):
             raise ValueError(f"{name}: give the fields (columns) to emit")
         if commit_every < 1 or commit_secs <= 0 or poll_secs < 0 or batch_rows < 1:
             raise ValueError(f"{name}: commit_every and batch_rows must be >= 1, commit_secs > 0, poll_secs >= 0")
-        if max_retries is not None and max_retries < 0:
-            raise ValueError(f"{name}: max_retries must be >= 0 or None")
+        self.backoff = spout_backoff(name, max_retries, None)
         self.source = source
         self.fields = list(fields)
         self.stream, self.max_retries = stream, max_retries
@@ -170,7 +170,7 @@ class _FollowingSpout(Spout):
         self.pending_versions: Counter[int] = Counter()
         self.reading: _Reading | None = None
         self.tracker: OffsetTracker | None = None
-        self.inflight = RetryBook(self.max_retries)
+        self.inflight = RetryBook(self.backoff)
         self.acks_since_commit = 0
         self.last_commit = self.last_list = self.clock.now()
         self.polled = False
@@ -225,7 +225,7 @@ class _FollowingSpout(Spout):
 
     def next_tuple(self) -> None:
         """Re-emits a failed row if any, else emits the next row of the current file."""
-        again = self.inflight.next_retry()
+        again = self.inflight.next_retry(self.clock.now())
         if again is not None and self.reading is not None:
             self.collector.emit(again[1], RowAt(self.reading.file.key, again[0]), self.stream)
             return
@@ -261,7 +261,7 @@ class _FollowingSpout(Spout):
         the dead-letter file, with the cause (`squall.FailureCause`)."""
         if not self._ours(msg_id):
             return
-        given_up = self.inflight.fail(msg_id.row, cause)
+        given_up = self.inflight.fail(msg_id.row, cause, now=self.clock.now())
         if given_up is not None:
             assert self.reading is not None
             self._dead_letter(self.reading.file, msg_id.row, give_up_reason(given_up), given_up.values,

@@ -5,8 +5,8 @@ The pure core, each usable and tested alone:
 - `OffsetManager`: per partition, which offsets were emitted and acked, and the next offset to
   commit: the end of the contiguous acked prefix from the committed offset, where offsets that
   were never emitted (compacted away, transaction markers) are gaps that never existed;
-- `RetryService`: ``KafkaSpoutRetryExponentialBackoff`` (initial delay, delay period doubling per
-  failure, max delay, max retries; squall counts against max retries only the failures a record
+- `RetryService`: ``KafkaSpoutRetryExponentialBackoff`` (`squall.external.retry.RetryBackoff`:
+  initial delay, delay period doubling per failure, max delay, max retries; squall counts against max retries only the failures a record
   caused, `squall.FailureCause.record_caused`, not a lost worker or a timeout);
 - `round_robin_assignment`, `first_poll_offset` (the four first-poll strategies and the
   "committed by this topology" rule), `is_pollable` (max uncommitted offsets), and the
@@ -34,6 +34,7 @@ from .._components import Spout
 from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from ..engine.clock import Clock
+from .retry import RetryBackoff, RetrySchedule
 
 log = logging.getLogger(__name__)
 
@@ -175,82 +176,53 @@ class OffsetManager:
         return self._emitted[n - 1] if 0 < n <= len(self._emitted) else None
 
 
-@dataclass(frozen=True)
-class RetryBackoff:
-    """The retry policy (``KafkaSpoutRetryExponentialBackoff``'s arguments, in seconds): the first
-    retry after ``initial_delay``, the n-th after ``delay_period * 2 ** (n - 1)``, never later
-    than ``max_delay``; a record failed more than ``max_retries`` times is given up (0: never
-    retried). Storm's default is (0 s, 2 ms, unlimited, 10 s)."""
-
-    initial_delay: float = 0.0
-    delay_period: float = 0.002
-    max_retries: int = 2**31 - 1
-    max_delay: float = 10.0
-
-    def delay(self, num_fails: int) -> float:
-        """Seconds from the ``num_fails``-th failure to the retry."""
-        if num_fails == 1:
-            d = self.initial_delay
-        else:
-            d = self.delay_period * 2 ** min(num_fails - 1, 62)
-        return min(d, self.max_delay)
-
-
 class RetryService:
-    """Which failed records are scheduled for a retry and when they are due (the retry half of
-    storm-kafka-client's ``KafkaSpoutRetryExponentialBackoff``). Time is the clock's, in seconds."""
+    """Which failed records are scheduled for a retry and when they are due: storm-kafka-client's
+    ``KafkaSpoutRetryExponentialBackoff``, the shared `RetrySchedule` read on the spout's clock
+    with the partition-wise queries the spout polls by. Time is the clock's, in seconds."""
 
     def __init__(self, backoff: RetryBackoff, clock: Clock) -> None:
         self.backoff = backoff
         self.clock = clock
-        self._due: dict[MessageId, float] = {}
+        self._schedule: RetrySchedule[MessageId] = RetrySchedule(backoff)
 
     def schedule(self, msg_id: MessageId, num_fails: int) -> bool:
         """Schedules ``msg_id`` after its ``num_fails``-th failure; False (and not scheduled) if
         that is past ``max_retries``."""
-        self._due.pop(msg_id, None)
-        if num_fails > self.backoff.max_retries:
-            return False
-        self._due[msg_id] = self.clock.now() + self.backoff.delay(num_fails)
-        return True
+        return self._schedule.schedule(msg_id, num_fails, self.clock.now())
 
     def reschedule(self, msg_id: MessageId, num_fails: int) -> None:
-        """Schedules ``msg_id`` again after a failure that is not counted (a lost worker, a
-        timeout): ``num_fails`` is unchanged, so the limit cannot be newly passed; the delay is
-        that of its last counted failure (of the first, if none)."""
-        self._due[msg_id] = self.clock.now() + self.backoff.delay(max(1, num_fails))
+        """Schedules ``msg_id`` again after a failure that is not counted (`RetrySchedule.reschedule`)."""
+        self._schedule.reschedule(msg_id, num_fails, self.clock.now())
 
     def is_scheduled(self, msg_id: MessageId) -> bool:
         """True if ``msg_id`` waits for a retry (due or not)."""
-        return msg_id in self._due
+        return self._schedule.is_scheduled(msg_id)
 
     def is_ready(self, msg_id: MessageId) -> bool:
         """True if ``msg_id`` is scheduled and due."""
-        due = self._due.get(msg_id)
-        return due is not None and due <= self.clock.now()
+        return self._schedule.is_ready(msg_id, self.clock.now())
 
     def remove(self, msg_id: MessageId) -> bool:
         """Unschedules ``msg_id`` (it is being emitted again); True if it was scheduled."""
-        return self._due.pop(msg_id, None) is not None
+        return self._schedule.remove(msg_id)
 
     def retain_all(self, partitions: Iterable[TopicPartition]) -> None:
         """Forgets the schedules of partitions not in ``partitions`` (after a rebalance)."""
         keep = set(partitions)
-        self._due = {m: d for m, d in self._due.items() if m.tp in keep}
+        self._schedule.keep_only(lambda m: m.tp in keep)
 
     def earliest_retriable_offsets(self) -> dict[TopicPartition, int]:
         """Per partition, the smallest offset whose retry is due."""
-        now = self.clock.now()
         out: dict[TopicPartition, int] = {}
-        for m, due in self._due.items():
-            if due <= now and (m.tp not in out or m.offset < out[m.tp]):
+        for m in self._schedule.ready(self.clock.now()):
+            if m.tp not in out or m.offset < out[m.tp]:
                 out[m.tp] = m.offset
         return out
 
     def ready_message_count(self) -> int:
         """How many scheduled records are due."""
-        now = self.clock.now()
-        return sum(1 for d in self._due.values() if d <= now)
+        return len(self._schedule.ready(self.clock.now()))
 
 
 def round_robin_assignment(partitions: Iterable[TopicPartition], task_index: int,

@@ -36,6 +36,7 @@ from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from .._redact import redact_text
 from ..engine.clock import Clock
+from .retry import RetryBackoff, RetrySchedule
 
 log = logging.getLogger(__name__)
 
@@ -48,25 +49,19 @@ class MalformedEntry(ValueError):
     """A stream entry a translator cannot turn into a tuple; it goes to the dead-letter stream."""
 
 
-@dataclass(frozen=True)
-class ExponentialBackoff:
-    """When to retry a failed entry (storm-kafka-client's ``KafkaSpoutRetryExponentialBackoff``):
-    the n-th retry waits ``initial_delay * multiplier ** (n - 1)`` seconds, at most ``max_delay``;
-    after ``max_retries`` retries the entry is given up (dead-lettered). ``max_retries`` None:
-    retry forever."""
-
-    initial_delay: float = 0.0
-    multiplier: float = 2.0
-    max_delay: float = 10.0
-    max_retries: int | None = 3
-
-    def delay(self, retry: int) -> float:
-        """Seconds to wait before retry number ``retry`` (1-based)."""
-        return min(self.max_delay, self.initial_delay * self.multiplier ** (retry - 1))
-
-    def gives_up(self, retry: int) -> bool:
-        """True if retry number ``retry`` is past the limit."""
-        return self.max_retries is not None and retry > self.max_retries
+def ExponentialBackoff(initial_delay: float = 0.0, multiplier: float = 2.0, max_delay: float = 10.0,  # noqa: N802
+                       max_retries: int | None = 3) -> RetryBackoff:
+    """The `RetryBackoff` this spout's earlier backoff arguments meant: retry n waited
+    ``initial_delay * multiplier ** (n - 1)``, at most ``max_delay``, which is Storm's formula
+    with ``delay_period = initial_delay`` when ``multiplier`` is 2, Storm's ratio (the only one
+    its ``KafkaSpoutRetryExponentialBackoff`` has). Kept so those arguments go on working with
+    the same delays; new code passes a `RetryBackoff`."""
+    if multiplier != 2:
+        raise ValueError(f"ExponentialBackoff: multiplier must be 2, got {multiplier!r}: the retry "
+                         "backoff is storm-kafka-client's, whose delays double (pass a RetryBackoff("
+                         "initial_delay, delay_period, max_retries, max_delay) instead)")
+    return RetryBackoff(initial_delay=initial_delay, delay_period=initial_delay, max_retries=max_retries,
+                        max_delay=max_delay)
 
 
 @dataclass(frozen=True)
@@ -105,13 +100,12 @@ class FieldsTranslator:
 
 @dataclass
 class _Tracked:
-    """An entry the spout has taken and not yet acked: its values, retries so far (failures it
-    caused), and when it may be emitted again (after a failure)."""
+    """An entry the spout has taken and not yet acked: its values and retries so far (failures
+    it caused)."""
 
     entry: Entry
     values: list
     retries: int = 0
-    due: float = 0.0
 
 
 @dataclass
@@ -165,7 +159,7 @@ class RedisStreamSpout(Spout):
     def __init__(self, url: str, stream: str, group: str, fields: Sequence[str] = ("value",), *,
                  id_field: str | None = "id", translator: Callable[[str, Entry], list] | None = None,
                  output_fields: Sequence[str] | None = None, batch_size: int = 100,
-                 block_ms: int = 10, backoff: ExponentialBackoff = ExponentialBackoff(),
+                 block_ms: int = 10, backoff: RetryBackoff = RetryBackoff(max_retries=3),
                  dead_letter_stream: str | None = None, claim_idle_ms: int = 60_000,
                  claim_interval_secs: float = 5.0, down_retry_secs: float = 1.0,
                  clock: Clock | None = None) -> None:
@@ -207,7 +201,7 @@ class RedisStreamSpout(Spout):
         self._touch_script = self.client.register_script(_TOUCH)
         self._ready: deque[str] = deque()          # entry ids to emit, in order
         self._tracked: dict[str, _Tracked] = {}    # taken, not acked (ready, in flight, waiting)
-        self._retrying: list[str] = []             # failed ids waiting for their due time
+        self._retrying: RetrySchedule[str] = RetrySchedule(self.backoff)  # failed ids, by due time
         self._to_ack: list[str] = []               # acks the server did not take yet
         self._set_up = False
         self._history_from: str | None = "0"       # own pending still to replay (None: done)
@@ -264,14 +258,17 @@ class RedisStreamSpout(Spout):
             return
         if cause.record_caused:
             t.retries += 1
-        if self.backoff.gives_up(t.retries):
+        now = self.clock.now()
+        if cause.record_caused:
+            scheduled = self._retrying.schedule(msg_id, t.retries, now)
+        else:
+            self._retrying.reschedule(msg_id, t.retries, now)
+            scheduled = True
+        if not scheduled:
             self._tracked.pop(msg_id)
             self._dead_letter(t.entry, f"failed {t.retries} times (max_retries {self.backoff.max_retries})"
                               f"{cause.reason_suffix()}", cause)
             return
-        now = self.clock.now()
-        t.due = now + self.backoff.delay(max(1, t.retries))
-        self._retrying.append(msg_id)
         if now >= self._outage.retry_at:
             self._safely(now, lambda: self._touch_due(now))
 
@@ -369,13 +366,10 @@ class RedisStreamSpout(Spout):
     def _move_due_retries(self, now: float) -> None:
         """Moves the retries that are due to the front of the ready queue, after resetting
         their idle time in one batch; one another task claimed meanwhile is not re-emitted."""
-        due, waiting = [], []
-        for entry_id in self._retrying:
-            t = self._tracked.get(entry_id)
-            if t is None:
-                continue
-            (due if t.due <= now else waiting).append(entry_id)
-        self._retrying = waiting
+        due = []
+        while (entry_id := self._retrying.pop_ready(now)) is not None:
+            if entry_id in self._tracked:
+                due.append(entry_id)
         if due:
             self._touch(due)
         self._ready.extendleft(reversed([i for i in due if i in self._tracked]))

@@ -44,13 +44,13 @@ def check_cause(cause: dict) -> None:
 
 
 def test_the_file_spouts_retry_book_charges_only_failures_the_record_caused():
-    book = RetryBook(max_retries=1)
+    book = RetryBook(RetryBackoff(max_retries=1))  # the first retry is due at once (initial_delay 0)
     book.add(0, ["x"])
     for cause in [LOST, TIMED_OUT] * 5:  # any number of lost workers and timeouts: retried, not charged
-        assert book.fail(0, cause) is None and book.next_retry() == (0, ["x"])
-    assert book.fail(0, RAISED) is None and book.next_retry() == (0, ["x"])  # the first that counts
-    assert book.fail(0, LOST) is None and book.next_retry() == (0, ["x"])
-    assert book.fail(0, RAISED) == GiveUp(["x"], 2, RAISED)  # max_retries 1: the second gives up
+        assert book.fail(0, cause, now=0.0) is None and book.next_retry(0.0) == (0, ["x"])
+    assert book.fail(0, RAISED, now=0.0) is None and book.next_retry(0.0) == (0, ["x"])  # the first that counts
+    assert book.fail(0, LOST, now=0.0) is None and book.next_retry(0.0) == (0, ["x"])
+    assert book.fail(0, RAISED, now=0.0) == GiveUp(["x"], 2, RAISED)  # max_retries 1: the second gives up
     assert 0 not in book
 
 
@@ -258,6 +258,6 @@ def test_kafka_one_malformed_record_among_1200_is_the_only_dead_letter():
 
 def test_a_plain_fail_still_counts_against_the_budget():
     """A caller of the Storm-era ``fail(msg_id)`` (no cause): charged, as before."""
-    book = RetryBook(max_retries=0)
+    book = RetryBook(RetryBackoff(max_retries=0))
     book.add(0, ["x"])
-    assert book.fail(0) == GiveUp(["x"], 1, FailureCause(EXPLICIT))
+    assert book.fail(0, now=0.0) == GiveUp(["x"], 1, FailureCause(EXPLICIT))

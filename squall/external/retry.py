@@ -1,0 +1,161 @@
+"""When a failed record is emitted again: storm-kafka-client's ``KafkaSpoutRetryExponentialBackoff``,
+the one retry backoff of every squall spout that retries (Kafka, Redis Streams, files, followed
+tables).
+
+Storm's formula, in seconds instead of its ``TimeInterval`` (a ``TimeInterval.milliSeconds(2)``
+is ``0.002``): after a record's ``n``-th failure its retry is due
+
+- ``initial_delay`` later if ``n == 1``,
+- ``delay_period * 2 ** (n - 1)`` later otherwise,
+
+never more than ``max_delay`` later; a record failed more than ``max_retries`` times is given up
+(Storm acks it; squall dead-letters it). Storm's default service is ``(0 s, 2 ms, Integer.MAX_VALUE,
+10 s)``, this module's `RetryBackoff()`.
+
+Pure: the caller passes the time; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+# Storm's Integer.MAX_VALUE: retry for ever.
+FOREVER = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class RetryBackoff:
+    """``KafkaSpoutRetryExponentialBackoff(initialDelay, delayPeriod, maxRetries, maxDelay)``, its
+    intervals in seconds. ``max_retries`` None is the same as Storm's ``Integer.MAX_VALUE``: no
+    limit; 0: a failed record is never retried."""
+
+    initial_delay: float = 0.0
+    delay_period: float = 0.002
+    max_retries: int | None = FOREVER
+    max_delay: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("initial_delay", "delay_period", "max_delay"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+                raise ValueError(f"RetryBackoff: {name} must be a number of seconds >= 0, got {value!r}")
+        m = self.max_retries
+        if m is not None and (not isinstance(m, int) or isinstance(m, bool) or m < 0):
+            raise ValueError(f"RetryBackoff: max_retries must be an integer >= 0 or None, got {m!r}")
+
+    def delay(self, num_fails: int) -> float:
+        """Seconds from a record's ``num_fails``-th failure (1, 2, ...) to its retry."""
+        if num_fails <= 1:
+            d = self.initial_delay
+        else:
+            # the exponent's cap keeps a record failed millions of times from making a huge int;
+            # 2**62 periods is past any max_delay already
+            d = self.delay_period * 2 ** min(num_fails - 1, 62)
+        return min(d, self.max_delay)
+
+    def gives_up(self, num_fails: int) -> bool:
+        """True if a record failed ``num_fails`` times is past ``max_retries`` (not retried)."""
+        return self.max_retries is not None and num_fails > self.max_retries
+
+
+M = TypeVar("M", bound=Hashable)
+
+
+class RetrySchedule(Generic[M]):
+    """Which failed records wait for a retry and when each is due (the schedule half of Storm's
+    retry service), keyed by message id. Times are the caller's, in seconds."""
+
+    def __init__(self, backoff: RetryBackoff) -> None:
+        self.backoff = backoff
+        self._due: dict[M, float] = {}
+        # (due, order, id) of every schedule made; a stale entry (removed, rescheduled) is skipped
+        # when it comes up, so taking the next due record costs log n, not a scan
+        self._heap: list[tuple[float, int, M]] = []
+        self._order = 0
+
+    def schedule(self, msg_id: M, num_fails: int, now: float) -> bool:
+        """Schedules ``msg_id`` after its ``num_fails``-th failure; False (and not scheduled) if
+        that is past ``max_retries``."""
+        if self.backoff.gives_up(num_fails):
+            self._due.pop(msg_id, None)
+            return False
+        self._put(msg_id, now + self.backoff.delay(num_fails))
+        return True
+
+    def reschedule(self, msg_id: M, num_fails: int, now: float) -> None:
+        """Schedules ``msg_id`` again after a failure that is not counted (a lost worker, a
+        timeout): ``num_fails`` is unchanged, so the limit cannot be newly passed; the delay is
+        that of its last counted failure (of the first, if none)."""
+        self._put(msg_id, now + self.backoff.delay(max(1, num_fails)))
+
+    def _put(self, msg_id: M, due: float) -> None:
+        self._due[msg_id] = due
+        self._order += 1
+        heapq.heappush(self._heap, (due, self._order, msg_id))
+
+    def is_scheduled(self, msg_id: M) -> bool:
+        """True if ``msg_id`` waits for a retry (due or not)."""
+        return msg_id in self._due
+
+    def is_ready(self, msg_id: M, now: float) -> bool:
+        """True if ``msg_id`` is scheduled and due at ``now``."""
+        due = self._due.get(msg_id)
+        return due is not None and due <= now
+
+    def remove(self, msg_id: M) -> bool:
+        """Unschedules ``msg_id`` (it is emitted again, or gone); True if it was scheduled."""
+        return self._due.pop(msg_id, None) is not None
+
+    def pop_ready(self, now: float) -> M | None:
+        """Unschedules and returns the record due earliest, if one is due at ``now``."""
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            due, _, msg_id = heapq.heappop(heap)
+            if self._due.get(msg_id) == due:
+                del self._due[msg_id]
+                return msg_id
+        return None
+
+    def ready(self, now: float) -> dict[M, float]:
+        """Every scheduled record due at ``now``, with its due time."""
+        return {m: d for m, d in self._due.items() if d <= now}
+
+    def scheduled(self) -> dict[M, float]:
+        """Every scheduled record with its due time."""
+        return dict(self._due)
+
+    def keep_only(self, where: Callable[[M], bool]) -> None:
+        """Forgets every schedule whose id fails ``where(id)`` (after a rebalance...)."""
+        self._due = {m: d for m, d in self._due.items() if where(m)}
+        self._heap = [e for e in self._heap if e[2] in self._due]
+        heapq.heapify(self._heap)
+
+    def clear(self) -> None:
+        """Forgets every schedule."""
+        self._due.clear()
+        self._heap.clear()
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+
+def spout_backoff(owner: str, max_retries: int | None, backoff: RetryBackoff | None,
+                  default_max_retries: int | None = 3) -> RetryBackoff:
+    """The backoff of a spout taking both a ``max_retries`` argument and a ``backoff``: without
+    ``backoff``, Storm's default delays with ``max_retries``; with it, ``backoff`` as it is, and a
+    ``max_retries`` also given (other than the default) must agree with it. ``owner`` names the
+    spout in the error."""
+    if max_retries is not None and (not isinstance(max_retries, int) or isinstance(max_retries, bool)
+                                    or max_retries < 0):
+        raise ValueError(f"{owner}: max_retries must be >= 0 or None, got {max_retries!r}")
+    if backoff is None:
+        return RetryBackoff(max_retries=max_retries)
+    if not isinstance(backoff, RetryBackoff):
+        raise TypeError(f"{owner}: backoff must be a squall.external.retry.RetryBackoff, got {backoff!r}")
+    if max_retries != default_max_retries and max_retries != backoff.max_retries:
+        raise ValueError(f"{owner}: max_retries={max_retries!r} disagrees with the backoff's max_retries="
+                         f"{backoff.max_retries!r}; give it in the RetryBackoff alone")
+    return backoff

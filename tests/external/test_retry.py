@@ -1,0 +1,102 @@
+"""The one retry backoff every retrying spout uses: storm-kafka-client's
+``KafkaSpoutRetryExponentialBackoff`` formula, checked against values computed by hand from its
+``nextTime`` (numFails 1: initialDelay; else delayPeriod * 2^(numFails - 1); capped at maxDelay),
+and each spout's use of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from squall.engine.clock import SimulatedClock
+from squall.external.files import FileSpout, LineAt
+from squall.external.redis_streams import ExponentialBackoff, RedisStreamSpout
+from squall.external.retry import FOREVER, RetryBackoff, RetrySchedule
+
+from .test_file_progress import Context
+from .test_file_record_limit import Collector
+
+
+def test_storm_default_service_delays():
+    # KafkaSpoutConfig.DEFAULT_RETRY_SERVICE: (seconds(0), milliSeconds(2), Integer.MAX_VALUE, seconds(10))
+    b = RetryBackoff()
+    assert (b.initial_delay, b.delay_period, b.max_retries, b.max_delay) == (0.0, 0.002, 2**31 - 1, 10.0)
+    # 0; 2 ms * 2 = 4 ms; 2 ms * 4 = 8 ms; ...; 2 ms * 4096 = 8.192 s; 2 ms * 8192 = 16.384 s -> 10 s
+    assert [b.delay(n) for n in (1, 2, 3, 4)] == [0.0, 0.004, 0.008, 0.016]
+    assert b.delay(13) == pytest.approx(8.192) and b.delay(14) == 10.0 and b.delay(10**6) == 10.0
+    assert not b.gives_up(FOREVER) and b.gives_up(FOREVER + 1)
+
+
+def test_first_retry_waits_the_initial_delay_and_later_ones_double_the_period():
+    # (initial 1 s, period 0.5 s, cap 3 s): n=1 -> 1 s; n=2 -> 0.5*2 = 1 s; n=3 -> 0.5*4 = 2 s; n=4 -> 4 s capped to 3 s
+    b = RetryBackoff(initial_delay=1.0, delay_period=0.5, max_retries=3, max_delay=3.0)
+    assert [b.delay(n) for n in (1, 2, 3, 4)] == [1.0, 1.0, 2.0, 3.0]
+    # Storm's test service createOneSecondWaitRetryService: (1 s, 0 s, 1, 1 s)
+    one = RetryBackoff(1.0, 0.0, 1, 1.0)
+    assert [one.delay(n) for n in (1, 2)] == [1.0, 0.0] and not one.gives_up(1) and one.gives_up(2)
+    assert RetryBackoff(max_retries=None).gives_up(10**9) is False
+    assert RetryBackoff(max_retries=0).gives_up(1)
+
+
+@pytest.mark.parametrize("kw, says", [({"initial_delay": -1}, "initial_delay"), ({"delay_period": "2ms"}, "delay_period"),
+                                      ({"max_retries": -1}, "max_retries"), ({"max_delay": float("nan")}, "max_delay")])
+def test_bad_arguments_are_named(kw, says):
+    with pytest.raises(ValueError, match=f"RetryBackoff: {says}"):
+        RetryBackoff(**kw)
+
+
+def test_the_schedule_gives_due_records_in_due_order_and_forgets_rescheduled_ones():
+    s: RetrySchedule[str] = RetrySchedule(RetryBackoff(initial_delay=1.0, delay_period=1.0, max_retries=2, max_delay=10))
+    assert s.schedule("a", 2, now=0.0) and s.schedule("b", 1, now=0.0)   # a due at 2, b at 1
+    assert s.pop_ready(0.5) is None and s.is_scheduled("a") and not s.is_ready("a", 1.5)
+    s.reschedule("b", 1, now=0.5)                                        # b now due at 1.5
+    assert s.pop_ready(1.2) is None
+    assert s.pop_ready(3.0) == "b" and s.pop_ready(3.0) == "a" and s.pop_ready(3.0) is None and len(s) == 0
+    assert not s.schedule("c", 3, now=0.0) and not s.is_scheduled("c")  # past max_retries 2
+
+
+def test_the_old_redis_backoff_arguments_give_the_same_delays():
+    # retry n waited initial * 2^(n-1): Storm's formula with delay_period = initial_delay
+    b = ExponentialBackoff(initial_delay=0.5, multiplier=2.0, max_delay=3.0, max_retries=3)
+    assert b == RetryBackoff(initial_delay=0.5, delay_period=0.5, max_retries=3, max_delay=3.0)
+    with pytest.raises(ValueError, match="multiplier must be 2"):
+        ExponentialBackoff(multiplier=3.0)
+    assert RedisStreamSpout("redis://localhost", "s", "g").backoff == RetryBackoff(max_retries=3)
+
+
+def test_a_file_spouts_failed_line_waits_for_its_backoff(tmp_path: Path):
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.txt").write_text("x\ny\n")
+    clock = SimulatedClock()
+    spout = FileSpout(src, commit_every=1, poll_secs=0, progress_dir=tmp_path / "local", clock=clock,
+                      backoff=RetryBackoff(initial_delay=1.0, delay_period=1.0, max_retries=2, max_delay=10.0))
+    out = Collector()
+    spout.open({}, Context(0, 1), out)
+    spout.next_tuple()
+    assert out.emitted == [("x", LineAt("a.txt", 0))]
+    spout.fail(LineAt("a.txt", 0))           # first failure: due after initial_delay, 1 s
+    spout.next_tuple()                       # not due yet: the next line instead
+    clock.advance(0.9)
+    spout.next_tuple()                       # nothing more to read, and x is not due
+    assert [v for v, _ in out.emitted] == ["x", "y"]
+    clock.advance(0.1)
+    spout.next_tuple()
+    assert [v for v, _ in out.emitted] == ["x", "y", "x"]
+    spout.fail(LineAt("a.txt", 0))           # second: 1 s * 2 = 2 s
+    clock.advance(1.9)
+    spout.next_tuple()
+    assert len(out.emitted) == 3
+    clock.advance(0.1)
+    spout.next_tuple()
+    assert [v for v, _ in out.emitted] == ["x", "y", "x", "x"]
+
+
+def test_a_file_spouts_max_retries_must_agree_with_its_backoff(tmp_path: Path):
+    assert FileSpout(tmp_path, max_retries=5).backoff == RetryBackoff(max_retries=5)
+    assert FileSpout(tmp_path, backoff=RetryBackoff(max_retries=7)).max_retries == 7
+    with pytest.raises(ValueError, match="FileSpout: max_retries=5 disagrees"):
+        FileSpout(tmp_path, max_retries=5, backoff=RetryBackoff(max_retries=7))
+    with pytest.raises(ValueError, match="FileSpout: max_retries must be >= 0"):
+        FileSpout(tmp_path, max_retries=-1)

@@ -146,16 +146,13 @@ class TopologyContext:
             ValueError: ``name`` registered twice in this task, no metric, or a bucket size
                 that is not a positive whole number of seconds (naming the metric and component).
         """
-        from .metric._api import CombinedMetric, ICombiner, IReducer, ReducedMetric
-
         where = f"metric {name!r} of component [{self.get_this_component_id()}] task {self._task_id}"
         if self._metrics_sealed:
             raise RuntimeError(f"TopologyContext.register_metric can only be called from within overridden "
                                f"Bolt.prepare() or Spout.open() ({where})")
-        if isinstance(metric, IReducer):
-            metric = ReducedMetric(metric)
-        elif isinstance(metric, ICombiner):
-            metric = CombinedMetric(metric)
+        as_metric = getattr(metric, "squall_as_metric", None)  # an IReducer's, an ICombiner's
+        if as_metric is not None:
+            metric = as_metric()
         if metric is None or not callable(getattr(metric, "get_value_and_reset", None)):
             raise ValueError(f"Cannot register a metric without get_value_and_reset(), got "
                              f"{type(metric).__name__} ({where})")

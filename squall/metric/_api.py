@@ -74,6 +74,11 @@ class IReducer:
         """The bucket's value (None: nothing to report)."""
         raise NotImplementedError
 
+    def squall_as_metric(self) -> ReducedMetric:
+        """What `TopologyContext.register_metric` registers for this reducer: a `ReducedMetric`
+        folding with it (Storm's ``registerMetric(name, IReducer, secs)``)."""
+        return ReducedMetric(self)
+
 
 class MeanReducer(IReducer):
     """The mean of the numbers given; None when none were (Storm's ``MeanReducer``)."""
@@ -144,6 +149,11 @@ class ICombiner:
     def combine(self, a: Any, b: Any) -> Any:
         """``a`` and ``b`` combined."""
         raise NotImplementedError
+
+    def squall_as_metric(self) -> CombinedMetric:
+        """What `TopologyContext.register_metric` registers for this combiner: a
+        `CombinedMetric` combining with it (Storm's ``registerMetric(name, ICombiner, secs)``)."""
+        return CombinedMetric(self)
 
 
 class CombinedMetric(IMetric):

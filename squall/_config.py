@@ -18,7 +18,6 @@ from typing import Any
 
 import yaml
 
-from ._encryption import parse_encryption
 from ._errors import InvalidTopologyException
 from ._redact import is_secret_key, redact
 
@@ -414,15 +413,22 @@ def default_of(key: str) -> Any:
 
 
 def conf_value(conf: Mapping[str, Any], key: str) -> Any:
-    """``conf[key]``, or its default from ``squall/defaults.yaml`` when it is missing or null.
+    """``conf[key]``, or its default from ``squall/defaults.yaml`` when it is missing (or null,
+    for a key whose rule does not allow null).
 
     Read every key with a default through this, by its `Config` constant: a default then lives in
     one place, and a configuration built without `cluster_conf` (a test's, a bare dict) reads the
-    same values as one built with it. Keys whose null means something of its own (``None``: one
-    acker per worker) have a null default, so null still reads as null.
+    same values as one built with it. A null given for a key that allows it is kept: it means
+    something of its own (``topology.worker.gc.thresholds``: keep Python's).
     """
-    v = conf.get(key)
-    return default_of(key) if v is None else v
+    v = conf.get(key, _MISSING)
+    if v is _MISSING or (v is None and not _VALIDATORS.get(key, _NULL_ALLOWED)[2]):
+        return default_of(key)
+    return v
+
+
+_MISSING: Any = object()
+_NULL_ALLOWED = (None, "", True)
 
 
 @cache
@@ -595,6 +601,7 @@ def _gc_thresholds(v: Any) -> bool:
 
 
 def _encryption(v: Any) -> bool:
+    from ._encryption import parse_encryption  # here: _encryption names its key by its Config constant
     return parse_encryption(v) is not None
 
 
@@ -771,16 +778,21 @@ def validate(conf: Mapping[str, Any], where: str) -> None:
                 f"{where}: {low_key!r} ({lower!r}) must not be above {high_key!r} ({higher!r})")
 
 
-def setting(conf: Mapping[str, Any], key: str, default: Any = None, where: str = "cluster configuration") -> Any:
-    """``conf[key]`` checked by the key's rule (the one `validate` applies); ``default`` when
-    it is missing or null. For code that may be handed a configuration nothing validated.
+_FROM_DEFAULTS: Any = object()
+
+
+def setting(conf: Mapping[str, Any], key: str, default: Any = _FROM_DEFAULTS,
+            where: str = "cluster configuration") -> Any:
+    """``conf[key]`` checked by the key's rule (the one `validate` applies); when it is missing
+    or null, ``default`` if given, else the key's default in ``squall/defaults.yaml`` (None for
+    a key without one). For code that may be handed a configuration nothing validated.
 
     Raises:
         InvalidTopologyException: the value breaks the key's rule (naming the key).
     """
     v = conf.get(key)
     if v is None:
-        return default
+        return _defaults().get(key) if default is _FROM_DEFAULTS else default
     _check(key, v, where)
     return v
 

@@ -12,9 +12,10 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
+from ._config import Config
 from ._errors import SquallError
 
-KEY = "squall.encryption"
+KEY = Config.SQUALL_ENCRYPTION
 AUTO, ALWAYS, NEVER = "auto", "true", "false"
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from zlib import crc32
 
+from ._config import Config, conf_value
 from ._fields import Fields, GlobalStreamId
 from ._native import memo_chooser, next_chooser
 from ._stable_hash import _M64, _MIX, stable_hash, stable_hash_one
@@ -62,7 +63,7 @@ class Grouping:
     ``direct``, ``local_or_shuffle``, ``custom``.
     """
 
-    __slots__ = ("kind", "fields", "custom")
+    __slots__ = ("custom", "fields", "kind")
 
     def __init__(self, kind: str, fields: Fields | None = None, custom: CustomStreamGrouping | None = None):
         self.kind = kind
@@ -88,8 +89,10 @@ class Grouping:
         if kind == SHUFFLE:
             return LoadAwareShuffleGrouping(rng)
         if kind == FIELDS:
+            assert self.fields is not None, "a fields grouping is made with its fields"
             return FieldsGrouping(source_fields, self.fields)
         if kind == PARTIAL_KEY:
+            assert self.fields is not None, "a partial-key grouping is made with its fields"
             return PartialKeyGrouping(source_fields, self.fields)
         if kind == ALL:
             return AllGrouping()
@@ -100,6 +103,7 @@ class Grouping:
         if kind == LOCAL_OR_SHUFFLE:
             return LocalOrShuffleGrouping(rng)
         if kind == CUSTOM:
+            assert self.custom is not None, "a custom grouping is made with its instance"
             return copy.deepcopy(self.custom)
         raise ValueError(f"grouping {kind!r} has no instance")
 
@@ -187,12 +191,12 @@ class LoadAwareShuffleGrouping(ShuffleGrouping):
         conf = context.get_storm_conf()
         local = set(context.get_this_worker_tasks())
         same_worker = [t for t in target_tasks if t in local]
-        if (conf.get("topology.disable.loadaware.messaging", False)
+        if (conf_value(conf, Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING)
                 or not same_worker or len(same_worker) == len(target_tasks)):
             super().prepare(context, stream, target_tasks)
             return
-        self._higher = float(conf.get("topology.localityaware.higher.bound", 0.8))
-        self._lower = float(conf.get("topology.localityaware.lower.bound", 0.2))
+        self._higher = float(conf_value(conf, Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND))
+        self._lower = float(conf_value(conf, Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND))
         self._local_tasks = same_worker
         self._remote_tasks = [t for t in target_tasks if t not in local]
         # the generator runs once a ring, the choices within one are C's (chain's, list's)
@@ -206,6 +210,7 @@ class LoadAwareShuffleGrouping(ShuffleGrouping):
 
     def _walk(self, local: list[list[int]], everywhere: list[list[int]]):
         load, tasks, remote = self._load, self._local_tasks, self._remote_tasks
+        assert load is not None  # prepare() walks only with a load source
         while True:
             here = _mean([load(t) for t in tasks])
             there = _mean([load(t) for t in remote])  # None until their workers tell

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+from ._config import Config
 from ._errors import DiskWriteError
 
 DIR_MODE = 0o700
@@ -56,26 +57,26 @@ class Kept(NamedTuple):
     the setting or argument that chooses its directory (``"storm.local.dir"``)."""
 
     what: str
-    setting: str = "storm.local.dir"
+    setting: str = Config.STORM_LOCAL_DIR
 
 
 # errno -> (what it means, what to do); {dir}, {user} and {setting} are filled in
 _MEANINGS: dict[int, tuple[str, str]] = {
     errno.ENOSPC: ("no space is left on the device",
-                   "free space on the file system that holds {dir} (see `df -h {dir}`), or point {setting} at a "
-                   "directory on another file system"),
+                   ("free space on the file system that holds {dir} (see `df -h {dir}`), or point {setting} at a "
+                    "directory on another file system")),
     errno.EDQUOT: ("user {user}'s disk quota is used up",
-                   "free space within {user}'s quota on the file system that holds {dir} or have the quota "
-                   "raised, or point {setting} at a directory on another file system"),
+                   ("free space within {user}'s quota on the file system that holds {dir} or have the quota "
+                    "raised, or point {setting} at a directory on another file system")),
     errno.EROFS: ("the file system is read-only",
-                  "remount the file system that holds {dir} read-write (one turns read-only after disk errors: "
-                  "see `dmesg`), or point {setting} at a writable directory"),
-    errno.EACCES: ("permission denied", "let user {user} write to {dir}, or point {setting} at a directory "
-                                        "{user} owns"),
-    errno.EPERM: ("operation not permitted", "let user {user} write to {dir}, or point {setting} at a "
-                                             "directory {user} owns"),
-    errno.EIO: ("an I/O error: the device may be failing", "check the device that holds {dir} (see `dmesg`), or "
-                                                          "point {setting} at a directory on another device"),
+                  ("remount the file system that holds {dir} read-write (one turns read-only after disk errors: "
+                   "see `dmesg`), or point {setting} at a writable directory")),
+    errno.EACCES: ("permission denied", ("let user {user} write to {dir}, or point {setting} at a directory "
+                                         "{user} owns")),
+    errno.EPERM: ("operation not permitted", ("let user {user} write to {dir}, or point {setting} at a "
+                                              "directory {user} owns")),
+    errno.EIO: ("an I/O error: the device may be failing", ("check the device that holds {dir} (see `dmesg`), or "
+                                                           "point {setting} at a directory on another device")),
     errno.EFBIG: ("the file is larger than the file system or the process's limit allows",
                   "raise the limit (`ulimit -f`), or point {setting} at another file system"),
 }
@@ -87,8 +88,8 @@ def disk_error_message(code: int | None, strerror: str | None, path: str | os.Pa
     means and what to do; with ``atomic`` (the file is written aside and renamed) that the file
     as it was is intact."""
     name = errno.errorcode.get(code or 0, str(code))
-    meaning, todo = _MEANINGS.get(code or 0, (strerror or "an error", "fix the cause, or point {setting} at "
-                                                                      "another directory"))
+    meaning, todo = _MEANINGS.get(code or 0, (strerror or "an error", ("fix the cause, or point {setting} at "
+                                                                       "another directory")))
     try:
         user = pwd.getpwuid(os.getuid()).pw_name
     except KeyError:  # a uid without a name (a container's)

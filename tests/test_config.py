@@ -330,6 +330,127 @@ def test_conf_value_falls_back_to_the_defaults_file_when_a_key_is_missing_or_nul
     assert conf_value({Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: None}, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) == 30
     assert conf_value({Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 7}, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) == 7
     assert conf_value({}, Config.TOPOLOGY_ACKER_EXECUTORS) is None  # its null means one per worker
+    # a null the key's rule allows means something of its own (keep Python's thresholds)
+    assert conf_value({Config.TOPOLOGY_WORKER_GC_THRESHOLDS: None}, Config.TOPOLOGY_WORKER_GC_THRESHOLDS) is None
+    assert conf_value({}, Config.TOPOLOGY_WORKER_GC_THRESHOLDS) == [100000, 50, 100]
     assert default_of(Config.UI_PORT) == 8080
     with pytest.raises(KeyError, match="topology.bolts.window.length.count"):
         default_of(Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT)
+
+
+def _squall_sources():
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parent.parent / "squall"
+    return root, sorted(p for p in root.rglob("*.py") if p.name != "_config.py")
+
+
+# Files whose keys are still spelled out: other work of issue 35 (the master, the protocol, the
+# layering, the connectors' retries) is rewriting them now; each goes from here when its key
+# reads are moved to the constants.
+KEYS_STILL_SPELLED_IN = frozenset({
+    "cluster/master.py", "cluster/master_ha.py", "cluster/ha.py", "cluster/client.py", "cluster/local.py",
+    "cluster/stats_pages.py", "cluster/store.py", "cluster/inprocess.py", "cluster/supervisor.py", "ui/link.py",
+    "_topology.py", "engine/loop.py", "engine/plan.py", "engine/serialize.py", "external/files.py",
+    "state/_wiring.py", "worker/agent.py",
+})
+
+
+def _key_readers(sources):
+    """For each source file, a function giving the key an expression names: ``Config.X``, the
+    key's string, or a module-level alias of a constant (``BUCKET_KEY = Config.X``, its own or
+    one imported, when its name is not used for two keys); else None."""
+    import ast
+    import collections
+
+    from squall._config import config_keys
+
+    keys = config_keys()
+    trees = {path: ast.parse(path.read_text()) for path in sources}
+    own: dict = {path: {} for path in sources}
+    everywhere = collections.defaultdict(set)
+    for path, tree in trees.items():
+        for node in tree.body:
+            value = getattr(node, "value", None)
+            if isinstance(node, ast.Assign) and isinstance(value, ast.Attribute) \
+                    and isinstance(value.value, ast.Name) and value.value.id == "Config" and value.attr in keys:
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        own[path][target.id] = keys[value.attr]
+                        everywhere[target.id].add(keys[value.attr])
+    unique = {name: next(iter(ks)) for name, ks in everywhere.items() if len(ks) == 1}
+
+    def reader(path):
+        names = {**unique, **own[path]}
+
+        def key_of(node):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Config":
+                return keys.get(node.attr)
+            if isinstance(node, ast.Constant) and node.value in set(keys.values()):
+                return node.value
+            if isinstance(node, ast.Name):
+                return names.get(node.id)
+            return None
+        return key_of
+    return trees, reader
+
+
+def test_no_configuration_key_is_spelled_outside_config():
+    import ast
+
+    from squall._config import config_keys
+
+    keys = set(config_keys().values())
+    root, sources = _squall_sources()
+    found = []
+    for path in sources:
+        name = path.relative_to(root).as_posix()
+        if name in KEYS_STILL_SPELLED_IN:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in keys:
+                found.append(f"{name}:{node.lineno}: {node.value!r}")
+
+    assert found == []  # read it by its constant, Config.<NAME>
+
+
+def test_no_default_is_repeated_where_a_key_is_read():
+    """``conf.get(KEY, 30)``, ``conf.get(KEY) or 30`` and ``setting(conf, KEY, 30)`` for a key whose
+    default is in defaults.yaml: read it with conf_value (or setting without a default) instead."""
+    import ast
+
+    def literal(node):
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            return None
+
+    defaults = default_conf()
+    root, sources = _squall_sources()
+    trees, reader = _key_readers(sources)
+    found = []
+    for path in sources:
+        name = path.relative_to(root).as_posix()
+        if name in KEYS_STILL_SPELLED_IN:
+            continue
+        key_of = reader(path)
+        for node in ast.walk(trees[path]):
+            read = None
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                    and len(node.args) == 2:
+                read = (node.args[0], node.args[1])
+            elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+                first = node.values[0]
+                if isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute) and first.func.attr == "get" \
+                        and len(first.args) == 1:
+                    read = (first.args[0], node.values[-1])
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setting" \
+                    and len(node.args) == 3:
+                read = (node.args[1], node.args[2])
+            if read is None:
+                continue
+            key = key_of(read[0])
+            if key is not None and defaults.get(key) is not None and literal(read[1]) is not None:
+                found.append(f"{name}:{node.lineno}: {key} read with its default {ast.unparse(read[1])}")
+
+    assert found == []

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .._config import find_conf_file, misspellings
+from .._config import Config, conf_value, find_conf_file, misspellings
 from .._errors import SquallError
 from .._redact import redact_logs
 from .._submitter import StormSubmitter
@@ -59,7 +59,7 @@ def cmd_nimbus(args: argparse.Namespace) -> int:
     except OSError as e:
         if e.errno != errno.EADDRINUSE:
             raise
-        host, port = conf.get("nimbus.host") or "127.0.0.1", conf.get("nimbus.thrift.port")
+        host, port = conf_value(conf, Config.NIMBUS_HOST), conf.get(Config.NIMBUS_THRIFT_PORT)
         raise UserError(f"cannot listen on {host}:{port}: address already in use "
                         f"(is a master already running?)") from e
     finally:
@@ -75,7 +75,7 @@ def _print_ready(host: str, port: int, what: str = "") -> None:
 def cmd_supervisor(args: argparse.Namespace) -> int:
     """``squall supervisor``: ``python -m squall.cluster.supervisor``, with the CLI's options."""
     conf, _ = cluster_conf_of(args)
-    local_dir = Path(conf.get("storm.local.dir") or "storm-local")
+    local_dir = Path(conf_value(conf, Config.STORM_LOCAL_DIR))
     pid = running_supervisor(local_dir)
     if pid is not None:
         raise UserError(f"a supervisor already runs for storm.local.dir {local_dir} (pid {pid})")
@@ -108,13 +108,13 @@ def _daemon_logging(debug: bool) -> None:
 def _client_conf(conf: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """``conf`` for a client, and whether this machine lacks the cluster's secret (a random
     stand-in is then offered, so that the client creates no secret file of its own)."""
-    if conf.get("squall.secret") or _secret_file(conf).exists():
+    if conf.get(Config.SQUALL_SECRET) or _secret_file(conf).exists():
         return conf, False
-    return {**conf, "squall.secret": secrets.token_hex(16)}, True
+    return {**conf, Config.SQUALL_SECRET: secrets.token_hex(16)}, True
 
 
 def _secret_file(conf: dict[str, Any]) -> Path:
-    return Path(conf.get("storm.local.dir") or "storm-local") / "secret"
+    return Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "secret"
 
 
 @contextlib.contextmanager
@@ -147,7 +147,7 @@ def _master_error(e: RpcError, conf: dict[str, Any], missing_secret: bool, conf_
                 f"authentication failed: no cluster secret here (squall.secret is not set and "
                 f"{_secret_file(conf).absolute()} does not exist); use the master's squall.yaml (--config), "
                 f"or -c storm.local.dir=DIR with the master's storm.local.dir, which holds its secret")
-        source = "squall.secret" if conf.get("squall.secret") else str(_secret_file(conf))
+        source = Config.SQUALL_SECRET if conf.get(Config.SQUALL_SECRET) else str(_secret_file(conf))
         return UserError(f"authentication failed: the master at {host}:{port} refused our secret "
                          f"(from {source}); it must be the master's")
     cause = e.__cause__
@@ -206,7 +206,7 @@ class _ToCluster:
         if name in self.recovered:
             self.cluster.ship_modules(topology)  # what its code imports later, on the new executors
             print(f"Resumed topology: {name} ({self.recovered[name]}, recovered from "
-                  f"{self.cluster.conf.get('storm.local.dir')})", flush=True)
+                  f"{self.cluster.conf.get(Config.STORM_LOCAL_DIR)})", flush=True)
             return
         self.cluster.submit_topology(name, conf, topology)
         print(f"Submitted topology: {name}", flush=True)
@@ -256,7 +256,7 @@ def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, to
         stop = stop_on_signals()
         with on_sys_path(path.parent), StormSubmitter.submitting_to(cluster):
             names = submit_file(path, _ToCluster(cluster), topology_over, args.name, args.args)
-        where = f"{cluster.conf['nimbus.host']}:{cluster.conf['nimbus.thrift.port']}"
+        where = f"{cluster.conf[Config.NIMBUS_HOST]}:{cluster.conf[Config.NIMBUS_THRIFT_PORT]}"
         print(f"squall master on Spark {cluster.spark.sparkContext.master} at {where}; running until "
               f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} killed (squall kill NAME) or Ctrl-C",
               flush=True)
@@ -307,10 +307,11 @@ def _print_nimbuses(nimbuses: list[dict[str, Any]]) -> None:
     if len(nimbuses) < 2:
         return
     print()
-    print("%-24s %-12s %-12s" % ("Nimbus", "Status", "Uptime_secs"))
+    print(f"{'Nimbus':<24} {'Status':<12} {'Uptime_secs':<12}")
     for n in nimbuses:
         up = "Not applicable" if n.get("uptime_secs") is None else int(n["uptime_secs"])
-        print(("%-24s %-12s %s" % (f"{n['host']}:{n['port']}", n["status"], up)).rstrip())
+        where = f"{n['host']}:{n['port']}"
+        print(f"{where:<24} {n['status']!s:<12} {up}".rstrip())
 
 
 def _slots_note(t: dict[str, Any]) -> str | None:

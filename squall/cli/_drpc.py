@@ -9,6 +9,7 @@ import errno
 import logging
 import sys
 
+from .._config import Config
 from .._errors import SquallError
 from .._redact import redact_logs
 from ..drpc.server import BackgroundDRPC, Listening, run_drpc
@@ -37,7 +38,8 @@ def _print_ready(where: Listening) -> None:
 
 
 def _listen_error(conf: dict, error: OSError) -> str:
-    ports = f"{conf.get('drpc.port')} (drpc.port) and {conf.get('drpc.invocations.port')} (drpc.invocations.port)"
+    ports = (f"{conf.get(Config.DRPC_PORT)} ({Config.DRPC_PORT}) and "
+             f"{conf.get(Config.DRPC_INVOCATIONS_PORT)} ({Config.DRPC_INVOCATIONS_PORT})")
     if error.errno == errno.EADDRINUSE:
         return f"squall drpc cannot listen on port {ports}: address already in use (is a DRPC server already running?)"
     return f"squall drpc cannot listen on port {ports}: {error.strerror or error}"

@@ -13,8 +13,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
+from .._config import Config
 from .._errors import NotAliveException
 from .._redact import RedactingFilter
 from ..cluster.local import LocalCluster
@@ -49,7 +50,7 @@ def _ui_port(asked: int | None, daemon_over: dict[str, Any], config: str | None)
     if asked is None or asked >= 0:
         return asked
     from .._config import cluster_conf, setting
-    return int(setting(cluster_conf(daemon_over, config), "ui.port", 8080))
+    return int(setting(cluster_conf(daemon_over, config), Config.UI_PORT))
 
 
 class _OneLine(logging.Filter):
@@ -242,7 +243,7 @@ def _duration(secs: float) -> str:
 class _PlainView:
     """One line per topology per second, for logs and pipes."""
 
-    def __enter__(self) -> _PlainView:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -275,7 +276,7 @@ class _LiveView:
 
         self._live = Live(console=console or Console(), auto_refresh=False, transient=False)
 
-    def __enter__(self) -> _LiveView:
+    def __enter__(self) -> Self:
         self._live.__enter__()
         return self
 

@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from .._config import setting
+from .._config import Config, setting
 from .._redact import redact_logs
 from ._options import UserError, cluster_conf_of
 
@@ -23,8 +23,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     redact_logs()
-    host = str(setting(conf, "ui.host", "127.0.0.1"))
-    port = int(setting(conf, "ui.port", 8080))
+    host = str(setting(conf, Config.UI_HOST))
+    port = int(setting(conf, Config.UI_PORT))
     server = UiServer(remote_app(conf), host, port)
     # the line scripts wait for, as `squall nimbus ready at ...`
     print(f"squall ui ready at {server.url}", flush=True)

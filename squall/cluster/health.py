@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .._config import setting
+from .._config import Config, setting
 from ..engine.clock import Clock
 
 log = logging.getLogger("squall.supervisor")
@@ -167,10 +167,10 @@ class HealthCheck:
     @classmethod
     def from_conf(cls, conf: dict[str, Any], **kwargs: Any) -> HealthCheck:
         """The checks a supervisor with settings ``conf`` runs."""
-        return cls(Path(setting(conf, "storm.health.check.dir", "healthchecks")),
-                   float(setting(conf, "storm.health.check.timeout.ms", 5000)) / 1000.0,
-                   float(setting(conf, "squall.health.check.interval.secs", 30)),
-                   bool(setting(conf, "storm.health.check.fail.on.timeouts", True)), **kwargs)
+        return cls(Path(setting(conf, Config.STORM_HEALTH_CHECK_DIR)),
+                   float(setting(conf, Config.STORM_HEALTH_CHECK_TIMEOUT_MS)) / 1000.0,
+                   float(setting(conf, Config.SQUALL_HEALTH_CHECK_INTERVAL_SECS)),
+                   bool(setting(conf, Config.STORM_HEALTH_CHECK_FAIL_ON_TIMEOUTS)), **kwargs)
 
     def run(self) -> HealthReport:
         """Run every script once, in order, and keep and return the report."""

@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 from urllib.parse import quote
 
+from .._config import Config, conf_value
 from .._private import FILE_MODE, open_private_log
 from .._redact import RedactingFilter
 
 
 def log_limits(conf: dict[str, Any]) -> tuple[int, int]:
     """``(squall.log.max.bytes, squall.log.backup.count)`` of ``conf``."""
-    return int(conf.get("squall.log.max.bytes") or 0), int(conf.get("squall.log.backup.count") or 0)
+    return int(conf_value(conf, Config.SQUALL_LOG_MAX_BYTES)), int(conf_value(conf, Config.SQUALL_LOG_BACKUP_COUNT))
 
 
 class RotatingLog:
@@ -174,13 +175,13 @@ _HANDLER_MARK = "_squall_worker_log"
 
 def log_root(conf: dict[str, Any]) -> Path:
     """``storm.log.dir``: set, or ``<storm.local.dir>/logs`` (Storm's is ``${storm.home}/logs``)."""
-    return Path(conf.get("storm.log.dir") or Path(conf.get("storm.local.dir") or "storm-local") / "logs")
+    return Path(conf.get(Config.STORM_LOG_DIR) or Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "logs")
 
 
 def artifacts_root(conf: dict[str, Any]) -> Path:
     """``storm.workers.artifacts.dir`` (relative: under `log_root`): the logviewer's root, one
     directory per topology id, one below it per worker port."""
-    return log_root(conf) / (conf.get("storm.workers.artifacts.dir") or "workers-artifacts")
+    return log_root(conf) / (conf_value(conf, Config.STORM_WORKERS_ARTIFACTS_DIR))
 
 
 def worker_log_path(conf: dict[str, Any], topology_id: str, port: int) -> Path:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._config import Config, conf_value
 from .._private import open_private_log, private_dir
 from .backoff import STEADY_SECS, crash_backoff
 from .master import Master
@@ -52,7 +53,7 @@ def running_supervisor(local_dir: Path) -> int | None:
 
 def start_supervisor(conf: dict[str, Any]) -> tuple[int, bool]:
     """Start a supervisor for ``conf`` unless one runs; returns ``(pid, started_here)``."""
-    local_dir = Path(conf.get("storm.local.dir") or "storm-local")
+    local_dir = Path(conf_value(conf, Config.STORM_LOCAL_DIR))
     pid = running_supervisor(local_dir)
     if pid is not None:
         log.info("adopting the running supervisor (pid %s)", pid)
@@ -65,7 +66,7 @@ def start_supervisor(conf: dict[str, Any]) -> tuple[int, bool]:
     proc = subprocess.Popen([sys.executable, "-m", "squall.cluster.supervisor", "--conf", str(conf_file),
                              "--log", str(log_file)], stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
     logf.close()
-    log.info("started a supervisor (pid %s) for slots %s", proc.pid, conf.get("supervisor.slots.ports"))
+    log.info("started a supervisor (pid %s) for slots %s", proc.pid, conf.get(Config.SUPERVISOR_SLOTS_PORTS))
     return proc.pid, True
 
 
@@ -77,7 +78,7 @@ class SupervisorKeeper:
 
     def __init__(self, conf: dict[str, Any], clock: Any = time.monotonic) -> None:
         self.conf = conf
-        self.local_dir = Path(conf.get("storm.local.dir") or "storm-local")
+        self.local_dir = Path(conf_value(conf, Config.STORM_LOCAL_DIR))
         self.clock = clock
         self.pid, self.child = start_supervisor(conf)
         self.since = clock()
@@ -149,9 +150,10 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
                 if supervise:
                     # started once the master listens, and told the port it took: with
                     # nimbus.thrift.port 0 the configured port says nothing a supervisor can use
-                    keeper = SupervisorKeeper({**conf, "nimbus.thrift.port": master.port})
+                    keeper = SupervisorKeeper({**conf, Config.NIMBUS_THRIFT_PORT: master.port})
                 if on_ready is not None:
-                    on_ready(str(conf.get("nimbus.host") or "127.0.0.1"), master.port)
+                    assert master.port is not None  # it listens
+                    on_ready(str(conf_value(conf, Config.NIMBUS_HOST)), master.port)
             if keeper is not None:
                 keeper.check()
         ready.cancel()
@@ -159,7 +161,7 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
         if stop.is_set():
             log.info("squall nimbus stopping (signal received)%s; the topologies stay in %s for its next start",
                      ", with the supervisor it started and its workers" if keeper is not None else "",
-                     conf.get("storm.local.dir") or "storm-local")
+                     conf_value(conf, Config.STORM_LOCAL_DIR))
         if server.done():
             server.result()  # serve ended by itself: raise why (say, the port is taken)
         server.cancel()

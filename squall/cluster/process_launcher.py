@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from .._config import Config, conf_value
 from .._private import private_dir, write_private
 from ..worker.agent import EXIT_CANNOT_START
 from .launcher import Launch, Launcher, WorkerExit
@@ -63,7 +64,7 @@ class ProcessLauncher(Launcher):
         self.dir = private_dir(directory)
         self.conf_file = self.dir / "conf.yaml"
         write_conf(self.conf_file, conf)
-        self._ports = [int(p) for p in conf.get("supervisor.slots.ports") or []]
+        self._ports = [int(p) for p in conf_value(conf, Config.SUPERVISOR_SLOTS_PORTS)]
         self.procs: dict[int, _Process] = {}
         self.logs: dict[int, RotatingLog] = {}  # port -> its workers' log, kept across launches
 
@@ -77,7 +78,8 @@ class ProcessLauncher(Launcher):
                "--launch-id", str(launch.launch_id), "--conf", str(self.conf_file)]
         if port not in self.logs:
             self.logs[port] = RotatingLog(self.dir / f"worker-{port}.log", *log_limits(self.conf))
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)  # noqa: PLW1509 (PDEATHSIG is set in the child or not at all)
+        assert proc.stdout is not None  # stdout=PIPE
         self.procs[port] = _Process(launch, proc, OutputPump(proc.stdout, self.logs[port]))
         log.info("started worker %s:%s for %s (launch %s), pid %s", self.host, port, launch.storm_id,
                  launch.launch_id, proc.pid)

@@ -21,6 +21,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._config import Config
 from ..engine.plan import ExecutorSpec
 
 
@@ -130,7 +131,7 @@ class IsolationScheduler(IScheduler):
     """Whole machines for the topologies of ``isolation.scheduler.machines``."""
 
     def schedule(self, topologies: list[SchedulerTopology], cluster: SchedulerCluster) -> None:
-        wanted: dict[str, int] = dict(self.conf.get("isolation.scheduler.machines") or {})
+        wanted: dict[str, int] = dict(self.conf.get(Config.ISOLATION_SCHEDULER_MACHINES) or {})
         isolated_hosts: set[str] = set()
         for topo in topologies:  # keep isolated topologies that are already placed
             if topo.name in wanted and not cluster.needs_scheduling(topo):
@@ -158,9 +159,9 @@ def load_scheduler(conf: dict[str, Any]) -> IScheduler:
     Raises:
         ValueError: naming the key when the class cannot be loaded or is not an `IScheduler`.
     """
-    name = conf.get("storm.scheduler")
+    name = conf.get(Config.STORM_SCHEDULER)
     if not name:
-        cls: type = IsolationScheduler if conf.get("isolation.scheduler.machines") else EvenScheduler
+        cls: type = IsolationScheduler if conf.get(Config.ISOLATION_SCHEDULER_MACHINES) else EvenScheduler
     else:
         module, _, qual = str(name).partition(":")
         try:

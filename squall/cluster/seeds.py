@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from .._config import Config, conf_value
 from .._errors import NotLeaderException
 from ..worker.calls import RemoteError, RpcError
 
@@ -54,8 +55,8 @@ def parse_seed(seed: str, default_port: int) -> NimbusAddress:
 def nimbus_seeds(conf: Mapping[str, Any]) -> list[NimbusAddress]:
     """The masters ``conf`` names: each of ``nimbus.seeds``, else ``nimbus.host``; at
     ``nimbus.thrift.port`` unless a seed gives its own port."""
-    port = int(conf.get("nimbus.thrift.port") or 6627)
-    seeds = conf.get("nimbus.seeds") or [conf.get("nimbus.host") or "127.0.0.1"]
+    port = int(conf_value(conf, Config.NIMBUS_THRIFT_PORT))
+    seeds = conf.get(Config.NIMBUS_SEEDS) or [conf_value(conf, Config.NIMBUS_HOST)]
     return [parse_seed(str(s), port) for s in seeds]
 
 

@@ -35,17 +35,17 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
-from .._config import cluster_conf
+from .._config import Config, cluster_conf, conf_value
 from .._errors import SquallError
 from .._topology import StormTopology
 from ..worker.agent import EXIT_CANNOT_START
 from ..worker.rpc import MasterLink, rpc_settings
 from .client import MasterClient, master_address
-from .shipping import topology_modules
 from .launcher import Launch, Launcher, WorkerExit
 from .master import Master
+from .shipping import topology_modules
 from .spark_task import EXIT_LOST, worker_task
 from .supervisor import Supervisor
 
@@ -174,7 +174,7 @@ def task_slots(sc: Any) -> int:
     try:
         profile = jsc.resourceProfileManager().defaultResourceProfile()
         n = int(jsc.maxNumConcurrentTasks(profile))
-    except Exception:  # older Spark: the default parallelism is the number of cores
+    except Exception:  # noqa: BLE001 (older Spark, whichever py4j error says so: the default parallelism is the number of cores)
         n = int(sc.defaultParallelism)
     return n
 
@@ -224,7 +224,7 @@ class SparkLauncher(Launcher):
         self.conf = conf
         self.sc = sc
         self._ports = list(range(slots))
-        self.grace = float(conf.get("squall.spark.stop.grace.secs") or 5)
+        self.grace = float(conf_value(conf, Config.SQUALL_SPARK_STOP_GRACE_SECS))
         self.jobs: dict[int, _Job] = {}
         self._leaving: list[tuple[_Job, float]] = []  # stopped jobs, and when to cancel them
 
@@ -247,7 +247,7 @@ class SparkLauncher(Launcher):
             self.sc.setJobGroup(group, f"squall worker {slot} of {launch.name}", interruptOnCancel=True)
             try:
                 record.update(self.sc.parallelize([port], 1).mapPartitions(run).collect()[0])
-            except Exception as e:  # cancelled, or the task's Python worker or executor died
+            except Exception as e:  # noqa: BLE001 (cancelled, or the task's Python worker or executor died: the worker is lost)
                 record.update(status=EXIT_LOST, error=str(e).splitlines()[0] if str(e) else type(e).__name__)
 
         thread = InheritableThread(target=job, name=f"squall-spark-{group}", daemon=True)
@@ -324,7 +324,7 @@ class _MasterThread:
         self._thread.start()
         self._ready.wait(30)
         if isinstance(self._error, OSError):
-            host, port = master.conf.get("nimbus.host"), master.conf.get("nimbus.thrift.port")
+            host, port = master.conf.get(Config.NIMBUS_HOST), master.conf.get(Config.NIMBUS_THRIFT_PORT)
             raise SquallError(f"the master cannot listen on {host}:{port}: {self._error.strerror or self._error} "
                               f"(is a master already running? nimbus.thrift.port: 0 takes any free port)")
         if self._error is not None:
@@ -353,7 +353,7 @@ class _MasterThread:
             await asyncio.gather(*rest, return_exceptions=True)
         try:
             self._loop.run_until_complete(main())
-        except BaseException as e:  # raised in the caller's thread
+        except BaseException as e:  # noqa: BLE001 (raised in the caller's thread)
             if not self._ready.is_set():
                 self._error = e
                 self._ready.set()
@@ -397,14 +397,15 @@ class SparkCluster(MasterClient):
         self.spark = spark
         sc = self.spark.sparkContext
         base = cluster_conf(conf)
-        listen, advertised = _master_addresses(sc, str(base.get("nimbus.host") or "127.0.0.1"))
-        self._master = Master({**base, "nimbus.host": listen}, strict_slots=lambda n: _describe_slots(sc, n))
+        listen, advertised = _master_addresses(sc, str(conf_value(base, Config.NIMBUS_HOST)))
+        self._master = Master({**base, Config.NIMBUS_HOST: listen}, strict_slots=lambda n: _describe_slots(sc, n))
         self._server = _MasterThread(self._master)
         # the secret travels to the tasks in their closure (Spark's own channel), not by file
-        self.conf = {**base, "nimbus.host": advertised, "nimbus.seeds": [advertised],
-                     "nimbus.thrift.port": self._master.port, "squall.secret": self._master.secret.decode()}
+        self.conf = {**base, Config.NIMBUS_HOST: advertised, Config.NIMBUS_SEEDS: [advertised],
+                     Config.NIMBUS_THRIFT_PORT: self._master.port, Config.SQUALL_SECRET: self._master.secret.decode()}
         n = slots if slots is not None else self._wait_for_slots(sc, base)
         self.launcher = SparkLauncher(self.conf, sc, n)
+        assert self._master.port is not None  # it listens
         link = MasterLink(advertised, self._master.port, self._master.secret, rpc_settings(self.conf), timeout=5)
         self.supervisor = Supervisor(self.conf, self.launcher, link)
         self.supervisor.sync()  # register the slots before the first submission
@@ -417,7 +418,7 @@ class SparkCluster(MasterClient):
         if ui_port is not None:
             from ..ui.server import UiServer, remote_app  # the ui extra: only when asked for
             try:
-                self._ui = UiServer(remote_app(self.conf), str(self.conf.get("ui.host") or "127.0.0.1"),
+                self._ui = UiServer(remote_app(self.conf), str(conf_value(self.conf, Config.UI_HOST)),
                                     int(ui_port)).start()
             except BaseException:
                 self.shutdown()
@@ -430,7 +431,7 @@ class SparkCluster(MasterClient):
         come up one by one after the session starts), or whatever there is after
         ``squall.spark.executor.wait.secs``."""
         want = expected_slots(sc)
-        deadline = time.monotonic() + float(conf.get("squall.spark.executor.wait.secs") or 60)
+        deadline = time.monotonic() + float(conf_value(conf, Config.SQUALL_SPARK_EXECUTOR_WAIT_SECS))
         n = task_slots(sc)
         while n < (want or 1) and time.monotonic() < deadline:
             time.sleep(0.25)
@@ -510,7 +511,7 @@ class SparkCluster(MasterClient):
         """The port the UI serves on (None: no UI, or shut down)."""
         return self._ui.port if self._ui is not None else None
 
-    def __enter__(self) -> SparkCluster:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -541,7 +542,7 @@ def run_spark_nimbus(conf: dict[str, Any], spark_master: str | None,
     try:
         stop = stop_on_signals()
         if on_ready is not None:
-            on_ready(str(cluster.conf["nimbus.host"]), int(cluster.conf["nimbus.thrift.port"]),
+            on_ready(str(cluster.conf[Config.NIMBUS_HOST]), int(cluster.conf[Config.NIMBUS_THRIFT_PORT]),
                      f"Spark {cluster.spark.sparkContext.master}, {len(cluster.launcher.slots())} task slots")
         while not stop.wait(1.0):
             exit_if_spark_gone(cluster)
@@ -561,7 +562,7 @@ def exit_if_spark_gone(cluster: SparkCluster, exit: Callable[[int], Any] = os._e
     there. The topologies stay in ``storm.local.dir`` for that driver to resume."""
     if not cluster.spark_alive():
         log.error("the Spark driver's JVM is gone: ending this driver; its topologies stay in %s for the "
-                  "driver started again to resume", cluster.conf.get("storm.local.dir"))
+                  "driver started again to resume", cluster.conf.get(Config.STORM_LOCAL_DIR))
         exit(EXIT_SPARK_GONE)
 
 

@@ -21,6 +21,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from .._config import Config
 
 EXIT_LOST = -1  # the task ended without a record: cancelled, or its Python worker or executor died
 
@@ -52,7 +53,7 @@ def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
                             format=f"%(asctime)s worker {slot} %(levelname)s %(message)s")
         try:
             install_worker_logging(conf, storm_id, slot)  # relative paths: from the executor's work dir
-            host = conf.get("squall.spark.worker.host")
+            host = conf.get(Config.SQUALL_SPARK_WORKER_HOST)
             if not host:
                 mhost, mport = master.rsplit(":", 1)
                 host = executor_address(mhost, int(mport))

@@ -14,21 +14,17 @@ import random
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
-from .._config import setting
-from .core import DEFAULT_REQUEST_TIMEOUT_SECS, DRPCExceptionType, DRPCExecutionException
+from .._config import Config, setting
+from .core import DRPCExceptionType, DRPCExecutionException
 
-SERVERS_KEY = "drpc.servers"
-PORT_KEY = "drpc.port"
-INVOCATIONS_PORT_KEY = "drpc.invocations.port"
-TIMEOUT_KEY = "drpc.request.timeout.secs"
-MAX_BUFFER_KEY = "drpc.max_buffer_size"
-MAX_CONNECTIONS_KEY = "drpc.max.connections"
-DEFAULT_PORT = 3772
-DEFAULT_INVOCATIONS_PORT = 3773
-DEFAULT_MAX_BUFFER = 1048576
-DEFAULT_MAX_CONNECTIONS = 1024
+SERVERS_KEY = Config.DRPC_SERVERS
+PORT_KEY = Config.DRPC_PORT
+INVOCATIONS_PORT_KEY = Config.DRPC_INVOCATIONS_PORT
+TIMEOUT_KEY = Config.DRPC_REQUEST_TIMEOUT_SECS
+MAX_BUFFER_KEY = Config.DRPC_MAX_BUFFER_SIZE
+MAX_CONNECTIONS_KEY = Config.DRPC_MAX_CONNECTIONS
 REPLY_SLACK_SECS = 30.0
 """How much longer than ``drpc.request.timeout.secs`` a client waits for the server's answer:
 the server answers a request that timed out itself, so the client's socket timeout is only for
@@ -53,11 +49,11 @@ class DrpcSettings:
         Raises:
             InvalidTopologyException: a key has the wrong type (named).
         """
-        return cls(tuple(setting(conf, SERVERS_KEY) or ()), int(setting(conf, PORT_KEY, DEFAULT_PORT)),
-                   int(setting(conf, INVOCATIONS_PORT_KEY, DEFAULT_INVOCATIONS_PORT)),
-                   float(setting(conf, TIMEOUT_KEY, DEFAULT_REQUEST_TIMEOUT_SECS)),
-                   int(setting(conf, MAX_BUFFER_KEY, DEFAULT_MAX_BUFFER)),
-                   int(setting(conf, MAX_CONNECTIONS_KEY, DEFAULT_MAX_CONNECTIONS)))
+        return cls(tuple(setting(conf, SERVERS_KEY) or ()), int(setting(conf, PORT_KEY)),
+                   int(setting(conf, INVOCATIONS_PORT_KEY)),
+                   float(setting(conf, TIMEOUT_KEY)),
+                   int(setting(conf, MAX_BUFFER_KEY)),
+                   int(setting(conf, MAX_CONNECTIONS_KEY)))
 
     def need_servers(self, who: str) -> tuple[str, ...]:
         """``servers``, which must not be empty.
@@ -214,7 +210,7 @@ class DRPCClient:
         for client in idle:
             client.close()
 
-    def __enter__(self) -> DRPCClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

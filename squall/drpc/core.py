@@ -19,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .._config import Config, default_of
 from .._errors import SquallError
 
-DEFAULT_REQUEST_TIMEOUT_SECS = 600.0
+DEFAULT_REQUEST_TIMEOUT_SECS = float(default_of(Config.DRPC_REQUEST_TIMEOUT_SECS))
 """Storm's ``drpc.request.timeout.secs``."""
 
 
@@ -74,13 +75,13 @@ class ReturnInfo:
                 integer ``port`` (the message says which).
         """
         if not isinstance(text, str):
-            raise ValueError(f"return-info must be a JSON string, got {type(text).__name__}")
+            raise ValueError(f"return-info must be a JSON string, got {type(text).__name__}")  # noqa: TRY004 (its docstring: ValueError for any bad return-info)
         try:
             got = json.loads(text)
         except ValueError as e:
             raise ValueError(f"return-info is not JSON ({e}): {text[:200]!r}") from None
         if not isinstance(got, dict):
-            raise ValueError(f"return-info must be a JSON map, got {text[:200]!r}")
+            raise ValueError(f"return-info must be a JSON map, got {text[:200]!r}")  # noqa: TRY004 (its docstring: ValueError for any bad return-info)
         request_id, host, port = got.get("id"), got.get("host"), got.get("port")
         if not isinstance(request_id, str) or not isinstance(host, str) or type(port) is not int:
             raise ValueError(f"return-info needs a string id, a string host and an integer port, got {text[:200]!r}")

@@ -7,6 +7,7 @@ a dedicated inbox made the acking path about 1.9x faster (ENGINE-SPEED.md, lesso
 
 from __future__ import annotations
 
+from .._config import Config, conf_value
 from .._native import acker_run
 from .acker import ACK, FAIL, INIT, RESET, Acker
 from .executor import Executor, Wiring
@@ -34,7 +35,7 @@ class AckerExecutor(Executor):
             n = len(q)
             if not n:
                 continue
-            if n > limit:
+            if n > limit:  # noqa: PLR1730 (a compare, not a min() call, on the drain path)
                 n = limit
             acker = self.ackers[t]
             update = acker.update
@@ -45,7 +46,7 @@ class AckerExecutor(Executor):
             ran = 0
             while ran < n:
                 left = sampled.left
-                run = left - 1 if left - 1 < n - ran else n - ran
+                run = left - 1 if left - 1 < n - ran else n - ran  # noqa: FURB136 (a compare, not a min() call, on the drain path)
                 acker_run(acker, pop, run, now, deliver)
                 ran += run
                 sampled.left = left - run
@@ -68,9 +69,9 @@ class AckerExecutor(Executor):
         return done
 
     def timers(self):
-        if not self.conf.get("topology.enable.message.timeouts", True):
+        if not conf_value(self.conf, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS):
             return []
-        return [(float(self.conf["topology.message.timeout.secs"]), self.rotate)]
+        return [(float(self.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]), self.rotate)]
 
     def rotate(self) -> None:
         """Expire the oldest bucket of every acker task."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt
+from .._config import Config, conf_value
 from .._errors import EmitError, FailedException, ReportedFailedException
 from .._failure import EXCEPTION, EXPLICIT, FailureCause
 from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, drain_inbox, send_acks
@@ -54,12 +55,12 @@ class BoltExecutor(Executor):
         # by default, it is reported and the task goes on; with topology.bolt.fail.fast it
         # crashes the worker, as in Storm (null: only for a bolt that asks for it, a stateful
         # bolt, whose state the crash rolls back)
-        setting = conf.get("topology.bolt.fail.fast")
+        setting = conf.get(Config.TOPOLOGY_BOLT_FAIL_FAST)
         self.fail_fast = bool(setting) if setting is not None else any(
             getattr(obj, "squall_fail_fast", False) for obj in objs.values())
         self.on_error = {t: functools.partial(self._input_raised, t) for t in self.task_ids}
-        self.throttle = ErrorThrottle(float(conf.get("topology.error.throttle.interval.secs") or 10),
-                                      int(conf.get("topology.max.error.report.per.interval") or 5))
+        self.throttle = ErrorThrottle(float(conf_value(conf, Config.TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS)),
+                                      int(conf_value(conf, Config.TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL)))
 
     def open(self) -> None:
         for t in self.task_ids:
@@ -81,7 +82,7 @@ class BoltExecutor(Executor):
             n = len(q)
             if not n:
                 continue
-            if n > limit:
+            if n > limit:  # noqa: PLR1730 (a compare, not a min() call, on the drain path)
                 n = limit
             self.current_task = t
             # Storm's sampled statistics: runs of plain inputs, then a sampled one (timed)
@@ -125,7 +126,7 @@ class BoltExecutor(Executor):
         own = [(period, functools.partial(self._task_timer, t, cb))
                for t in self.task_ids if hasattr(self.objs[t], "squall_timers")
                for period, cb in self.objs[t].squall_timers(self.wiring.clock)]
-        freq = self.conf.get("topology.tick.tuple.freq.secs")
+        freq = self.conf.get(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
         if not freq:
             return own
         tick = Tuple([freq], tick_source())
@@ -191,7 +192,7 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         self._inbox = executor.inboxes[task]
         self._key_of = executor.sampled[task].key_of
         self._explicit = FailureCause(EXPLICIT, self._component, task)  # the cause of a plain fail
-        if conf.get("topology.debug"):
+        if conf.get(Config.TOPOLOGY_DEBUG):
             self.emit = self._debug_emit  # type: ignore[method-assign]
 
     def _wake(self) -> None:
@@ -356,7 +357,7 @@ class ErrorThrottle:
     (``topology.max.error.report.per.interval`` per ``topology.error.throttle.interval.secs``);
     time is passed in."""
 
-    __slots__ = ("interval", "limit", "_start", "_count")
+    __slots__ = ("_count", "_start", "interval", "limit")
 
     def __init__(self, interval: float, limit: int) -> None:
         self.interval = interval

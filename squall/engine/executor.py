@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._config import Config, conf_value
 from .._native import TaskStatsBase
 from .._redact import redact_text
 from .plan import ExecutorSpec, TopologyPlan
@@ -50,8 +51,7 @@ class ErrorRecord:
         # every record is shown (UI, REST, squall info) and saved: a user's exception naming a
         # URL with its password is masked here, once, whichever way the record was made
         self.error, self.traceback = redact_text(self.error), redact_text(self.traceback)
-        if self.last_time < self.time:
-            self.last_time = self.time
+        self.last_time = max(self.last_time, self.time)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-dict form, as `get_topology_info` returns it."""
@@ -158,7 +158,7 @@ class Wiring:
     seed: int
     inboxes: dict[int, deque]       # the worker's inbox of each local task
     loop: Any = None                # the ExecutorLoop, set when executors are placed on it
-    task_load: Callable[[int], float] | None = None  # a local task's load (`Worker.task_load`), if load-aware
+    task_load: Callable[[int], float | None] | None = None  # a local task's load (`Worker.task_load`), if load-aware
     ackers: list[Callable[[Any], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -178,7 +178,7 @@ class Executor:
         self.inboxes: dict[int, deque] = {t: wiring.inboxes[t] for t in self.task_ids}
         self.stats: dict[int, TaskStats] = {t: TaskStats() for t in self.task_ids}
         # Storm's sampled statistics (exact counters above are for the engine's own use)
-        freq = sample_freq(wiring.plan.conf) if wiring.plan.conf.get("topology.stats.enabled", True) else 0
+        freq = sample_freq(wiring.plan.conf) if conf_value(wiring.plan.conf, Config.TOPOLOGY_STATS_ENABLED) else 0
         self.sampled: dict[int, TaskStatistics] = {
             t: TaskStatistics(freq, random.Random((wiring.seed << 8) ^ t), self.kind == "spout") for t in self.task_ids}
         self.current_task = self.task_ids[0]  # the task whose user code is running (for crashes)

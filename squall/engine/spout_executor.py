@@ -13,14 +13,9 @@ pending tuple emitted until then, instead of waiting one to two message timeouts
 throughput comes back in seconds. Tuples that did complete are replayed too, which
 at-least-once allows.
 
-With acking on and ``topology.max.spout.pending`` unset (null), the executor bounds its pending
-tuples itself, so that a slow bolt holds the spout back before tuples time out: by Little's
-law a new tuple completes after about ``pending / completion rate`` seconds, so every
-``rate_period`` the limit becomes ``completions per second x PENDING_BUDGET x message timeout`` (the rate over a sliding window)
-(never below `AUTO_PENDING_FLOOR` per task, and at most halving per period, so one slow period
-does not starve the topology). The rate is read from counters the hot path keeps anyway; the
-per-tuple cost is nil. Measured (a 1 ms/tuple bolt in another worker, message timeout 3 s):
-Storm's unlimited default timed 30,032 tuples out in 8 s; this limit, none.
+Max spout pending (a number, null: a limit that follows the completion rate, or "auto": the
+tuner) is `squall.engine.pending_tuner.MaxPending`'s: the executor only checks ``in_flight``
+against its ``max_pending`` and feeds it counters on a timer.
 """
 
 from __future__ import annotations
@@ -31,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._collectors import SpoutOutputCollector
+from .._config import Config, conf_value
 from .._errors import EmitError
 from .._failure import TIMEOUT, WORKER_LOST, FailureCause
 from .._native import IdSource, SpoutCollectorBase, SpoutExecutorBase, spout_replies
@@ -38,22 +34,11 @@ from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
 from .acker import ACKED, FAILED, INIT
 from .executor import Executor, TaskStats, Wiring, debug_log, error_record
-from .pending_tuner import AUTO, interval, tuners
+from .pending_tuner import AUTO_PENDING_FLOOR, MaxPending  # noqa: F401 (squall.windowing reads the floor here)
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
 from .routing import Router, build_routers, wrong_size
 from .stats import MAX_SPOUT_PENDING, component_figures
-
-# The automatic max spout pending (see the module docstring): a tuple emitted now should expect
-# to complete within this fraction of the message timeout (timeouts fire between T and 2T).
-PENDING_BUDGET = 0.5
-# Pending tuples per task the automatic limit always allows: the limit before any rate is known,
-# and while nothing completes. Small, because a tuple may fan out (1000 sentences of 10 words
-# into a 1 ms/word bolt are 10 s of work); the limit grows from it within a period, because a
-# fast topology completes many times the floor per period.
-AUTO_PENDING_FLOOR = 64
-# Periods of the completion rate's sliding window (half the timeout when the timeout is 10 s or less).
-RATE_WINDOW = 5
 
 
 class SpoutExecutor(SpoutExecutorBase, Executor):
@@ -76,17 +61,12 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         # times (this worker's clock) until which `notify_lost` said items to them may be lost
         self._reaches = frozenset(wiring.plan.downstream_tasks(self.component) | set(wiring.plan.acker_tasks))
         self._lost: deque[float] = deque()
-        msp = conf.get("topology.max.spout.pending")
-        # "auto": a tuner per task sets it (`_tune`); this executor's limit is their sum
-        self.tuners = tuners(conf, self.task_ids) if msp == AUTO and self.acking else {}
-        self.max_pending = msp * len(self.task_ids) if msp and msp != AUTO else sum(
-            t.limit for t in self.tuners.values())
-        self.timeout_secs = float(conf.get("topology.message.timeout.secs") or 30)
-        self.timeouts_on = bool(self.acking and conf.get("topology.enable.message.timeouts", True))
-        self.auto_pending = self.timeouts_on and not msp
-        self.timed_out = 0  # failed by a timeout or a lost worker: not completions, for the auto limit
-        if self.auto_pending:
-            self.max_pending = AUTO_PENDING_FLOOR * len(self.task_ids)
+        self.timeout_secs = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+        self.timeouts_on = bool(self.acking and conf_value(conf, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS))
+        self.pending_limit = MaxPending(conf, self.task_ids, acking=self.acking, timeouts_on=self.timeouts_on,
+                                        timeout_secs=self.timeout_secs)
+        self.max_pending = self.pending_limit.limit
+        self.timed_out = 0  # failed by a timeout or a lost worker: not completions, for the limit
         self.active = False
         # each task's spout's fail_with (Spout's calls fail), or fail for a spout that is no Spout
         self.fail_hooks: dict[int, Callable[[Any, FailureCause], None]] = {t: _fail_hook(objs[t]) for t in self.task_ids}
@@ -147,7 +127,7 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
             n = len(q)
             if not n:
                 continue
-            if n > limit:
+            if n > limit:  # noqa: PLR1730 (a compare, not a min() call, on the drain path)
                 n = limit
             pop = q.popleft
             reply = self._reply
@@ -157,13 +137,14 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
             ran = 0
             while ran < n:
                 left = sampled.left
-                run = left - 1 if left - 1 < n - ran else n - ran
+                run = left - 1 if left - 1 < n - ran else n - ran  # noqa: FURB136 (a compare, not a min() call, on the drain path)
                 spout_replies(self, pop, run, now)
                 ran += run
                 sampled.left = left - run
                 if ran < n:
                     sampled.next_gap()
-                    reply(*pop(), True)
+                    kind, root, detail = pop()
+                    reply(kind, root, detail, True)
                     ran += 1
             done += n
         # after the replies that came: a tuple the acker answered (say, failed by the bolt that
@@ -205,46 +186,20 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
 
     # --- timeouts --------------------------------------------------------------------------------------
     def timers(self):
-        tuning = [(interval(self.conf), self._tune)] if self.tuners else []
-        if not self.timeouts_on:
-            return tuning
-        timers = [(self.timeout_secs, self.rotate), *tuning]
-        if self.auto_pending:
-            timers.append((self.rate_period(), self._adapt_pending(self.wiring.clock.now)))
+        timers = [(self.timeout_secs, self.rotate)] if self.timeouts_on else []
+        period = self.pending_limit.period
+        if period is not None:
+            self.pending_limit.start(self.wiring.clock.now(), self.completed())
+            timers.append((period, self._update_pending))
         return timers
-
-    def rate_period(self) -> float:
-        """Seconds between updates of the automatic pending limit: a tenth of the timeout, at most 1 s."""
-        return min(1.0, self.timeout_secs / 10)
 
     def completed(self) -> int:
         """Tuples acked or failed by the topology (not by timeout) since the executor started."""
         return sum(s.acked + s.failed for s in self.stats.values()) - self.timed_out
 
-    def _adapt_pending(self, now: Callable[[], float]) -> Callable[[], None]:
-        """The timer that sets the automatic max pending from the completion rate, measured over
-        the last `RATE_WINDOW` periods: acks come in bursts (a bolt in another worker flushes
-        them once per loop round, which is a second for a bolt taking 1 ms per tuple)."""
-        floor = AUTO_PENDING_FLOOR * len(self.task_ids)
-        budget = PENDING_BUDGET * self.timeout_secs
-        samples = deque([(now(), self.completed())], maxlen=RATE_WINDOW + 1)
-
-        def adapt() -> None:
-            t, done = now(), self.completed()
-            t0, done0 = samples[0]
-            samples.append((t, done))
-            if t <= t0:
-                return
-            rate = (done - done0) / (t - t0)
-            self.max_pending = max(floor, int(rate * budget), self.max_pending // 2)
-        return adapt
-
-    def _tune(self) -> None:
-        """The timer of ``topology.max.spout.pending: auto``: each task's tuner reads its
-        counters (`squall.engine.pending_tuner`); the executor's limit is the sum of theirs."""
-        now = self.wiring.clock.now()
-        self.max_pending = sum(tuner.update(now, self.stats[t].acked, self.stats[t].latency_sum,
-                                            self.stats[t].latency_count) for t, tuner in self.tuners.items())
+    def _update_pending(self) -> None:
+        """The timer of an automatic max pending (`MaxPending`): it reads the counters."""
+        self.max_pending = self.pending_limit.update(self.wiring.clock.now(), self.stats, self.completed())
 
     def _expired(self, root: int, info: tuple) -> None:
         self._expired_ids.append((info[1], info[0], info[2]))
@@ -296,8 +251,8 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         """The task's statistics, with its max spout pending now (a gauge) while one applies, and
         the figures the spout reports of itself (`squall.engine.stats.component_figures`)."""
         snapshot = super().sampled_snapshot(task)
-        limit = self.tuners[task].limit if self.tuners else self.max_pending // len(self.task_ids)
-        if limit and self.acking:
+        limit = self.pending_limit.task_limit(task)
+        if limit:
             snapshot[(MAX_SPOUT_PENDING, "", "")] = limit
         snapshot.update(component_figures(self.objs[task]))
         return snapshot
@@ -338,7 +293,7 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         self._rand = IdSource(w.seed ^ (task << 20))
         self._root = self._root_maker(w)
         self._tuple_type = Tuple
-        if conf.get("topology.debug"):
+        if conf.get(Config.TOPOLOGY_DEBUG):
             self.emit = self._debug_emit  # type: ignore[method-assign]
 
     def _root_maker(self, w: Wiring) -> Callable[[], int]:

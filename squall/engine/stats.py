@@ -25,6 +25,7 @@ import itertools
 import random
 from typing import Any
 
+from .._config import Config, conf_value
 from .._native import KeyStatsBase
 
 # metric names of a task's counters (keys of `TaskStatistics.snapshot`)
@@ -36,7 +37,7 @@ EXECUTED = "executed"
 COMPLETE_LATENCY = "complete_latency"   # spouts, ms
 PROCESS_LATENCY = "process_latency"     # bolts, ms
 EXECUTE_LATENCY = "execute_latency"     # bolts, ms
-LATENCIES = (COMPLETE_LATENCY, PROCESS_LATENCY, EXECUTE_LATENCY)
+LATENCIES: tuple[str, ...] = (COMPLETE_LATENCY, PROCESS_LATENCY, EXECUTE_LATENCY)
 # spouts: the task's max spout pending now (fixed, automatic or tuned), not a count: a window
 # shows its value now, and a component's is the sum of its tasks'
 MAX_SPOUT_PENDING = "max_spout_pending"
@@ -76,14 +77,14 @@ NEVER = 1 << 62
 
 def sample_freq(conf: dict[str, Any]) -> int:
     """Storm's ``freq``: ``int(1 / topology.stats.sample.rate)`` (0.05 -> 20, 0.3 -> 3)."""
-    rate = float(conf.get("topology.stats.sample.rate") or 0.05)
+    rate = float(conf_value(conf, Config.TOPOLOGY_STATS_SAMPLE_RATE))
     return max(1, int(1 / rate))
 
 
 class EvenSampler:
     """One sampled event at a random position in every block of ``freq`` events."""
 
-    __slots__ = ("freq", "_random", "_rest")
+    __slots__ = ("_random", "_rest", "freq")
 
     def __init__(self, freq: int, rng: random.Random) -> None:
         self.freq = freq
@@ -134,7 +135,7 @@ class TaskStatistics:
     events needs no check each) and records the sampled one in its `KeyStats`.
     """
 
-    __slots__ = ("freq", "spout", "gaps", "left", "keys", "by_handle", "open_samples")
+    __slots__ = ("by_handle", "freq", "gaps", "keys", "left", "open_samples", "spout")
     max_open = MAX_OPEN_SAMPLES
 
     def __init__(self, freq: int, rng: random.Random, spout: bool = False) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import cloudpickle
 
+from .._config import Config, conf_value
 from .._context import TopologyContext
 from .._errors import InvalidTopologyException
 from .._native import deliver_items
@@ -106,7 +107,7 @@ class Worker:
         loop_of_exec: dict[ExecutorSpec, ExecutorLoop] = {}
         for e in assignment:
             cconf = plan.component_confs[e.component]
-            if cconf.get("topology.executor.own.thread") and e.component != ACKER_COMPONENT:
+            if cconf.get(Config.TOPOLOGY_EXECUTOR_OWN_THREAD) and e.component != ACKER_COMPONENT:
                 lp = ExecutorLoop(f"squall-worker-{port}-{e.component}-{e.tasks[0]}", state, backpressure,
                                   clock, cconf, self._crash, transport.loop_event())
                 self.loops.append(lp)
@@ -120,10 +121,10 @@ class Worker:
 
         depths = component_depths(plan)
         self.executors: list[Executor] = []
-        self._capacity = plan.conf.get("topology.executor.receive.buffer.size", 32768)
+        self._capacity = conf_value(plan.conf, Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE)
         # Shuffles are load-aware only where they could leave the worker (Storm 2's default)
-        load_aware = (plan.conf.get("topology.workers", 1) > 1
-                      and not plan.conf.get("topology.disable.loadaware.messaging", False))
+        load_aware = (conf_value(plan.conf, Config.TOPOLOGY_WORKERS) > 1
+                      and not conf_value(plan.conf, Config.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING))
         for lp in self.loops:
             lp.track_busy = load_aware
         self.load_aware = load_aware
@@ -188,7 +189,7 @@ class Worker:
     # --- control ------------------------------------------------------------------------------------
     def start(self) -> None:
         """Start every loop (user code runs once the topology is active)."""
-        thresholds = self.plan.conf.get("topology.worker.gc.thresholds")
+        thresholds = self.plan.conf.get(Config.TOPOLOGY_WORKER_GC_THRESHOLDS)
         if thresholds:
             gc.set_threshold(*thresholds)
         for lp in self.loops:
@@ -321,7 +322,7 @@ class Worker:
     def _may_move(self, ex: Executor) -> bool:
         """Whether the watchdog may move ``ex`` to another thread (its component's
         ``topology.executor.blocking.move``)."""
-        return bool(self.plan.component_confs[ex.component].get("topology.executor.blocking.move", True))
+        return bool(conf_value(self.plan.component_confs[ex.component], Config.TOPOLOGY_EXECUTOR_BLOCKING_MOVE))
 
     def _split(self, loop: ExecutorLoop, calls: int, keep: list[Executor]) -> Executor | None:
         """Move the executors of ``loop`` but the blocked one and ``keep`` to a new loop, rewire

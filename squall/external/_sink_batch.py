@@ -13,12 +13,14 @@ from __future__ import annotations
 import logging
 import re
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import pyarrow as pa
 
 from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt
+from .._config import Config
 from .._errors import SquallError
 from .._fields import Fields
 from .._tuple import Tuple, is_tick_tuple
@@ -96,7 +98,7 @@ def build_table(schema: pa.Schema, rows: dict, component: str) -> tuple[pa.Table
     The whole batch is converted at once; only if that fails is each row checked, so the
     common case pays one conversion per column.
     """
-    columns = list(zip(*rows.values())) if rows else [[] for _ in schema]
+    columns: list[Sequence[Any]] = list(zip(*rows.values())) if rows else [[] for _ in schema]
     try:
         arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema)]
         table = pa.Table.from_arrays(arrays, schema=schema)
@@ -167,7 +169,7 @@ class BatchingSinkBolt(Bolt):
 
     def get_component_configuration(self) -> dict[str, Any] | None:
         """Tick tuples every ``tick_secs`` so that a partial batch is committed in time."""
-        return {"topology.tick.tuple.freq.secs": self.tick_secs} if self.tick_secs else None
+        return {Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: self.tick_secs} if self.tick_secs else None
 
     def prepare(self, conf, context, collector) -> None:
         """Open the sink and rebuild the committed ids and the next sequence number from it."""
@@ -223,7 +225,7 @@ class BatchingSinkBolt(Bolt):
             ids = [key for key in rows if key not in bad]
             try:
                 self._commit(self._seq, table, ids)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 (any failed write: reported, and its tuples failed to replay)
                 err = e if isinstance(e, SinkWriteError) else SinkWriteError(
                     f"sink {self.component!r}: batch {self.task_name}#{self._seq} of {len(ids)} rows "
                     f"was not written ({type(e).__name__}: {e}); its tuples are failed and replay")

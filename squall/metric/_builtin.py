@@ -14,8 +14,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._config import Config
 from ..engine.stats import (
-    ACKED, COMPLETE_LATENCY, EMITTED, EXECUTE_LATENCY, EXECUTED, FAILED, LATENCIES, PROCESS_LATENCY, TRANSFERRED,
+    ACKED,
+    COMPLETE_LATENCY,
+    EMITTED,
+    EXECUTE_LATENCY,
+    EXECUTED,
+    FAILED,
+    LATENCIES,
+    PROCESS_LATENCY,
+    TRANSFERRED,
 )
 from ._api import DataPoint
 
@@ -30,7 +39,7 @@ NAMES = {
     PROCESS_LATENCY: "__process-latency",
     EXECUTE_LATENCY: "__execute-latency",
 }
-BUCKET_KEY = "topology.builtin.metrics.bucket.size.secs"
+BUCKET_KEY = Config.TOPOLOGY_BUILTIN_METRICS_BUCKET_SIZE_SECS
 
 # a snapshot (`TaskStatistics.snapshot`): (statistic, source component or "" for the task's own
 # streams, stream) -> cumulative value; a latency's ms sum is under its name, its samples under "<name>#n"

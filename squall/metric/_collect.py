@@ -15,6 +15,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from .._config import conf_value
 from .._tuple import Tuple
 from ._api import DataPoint, IMetric, TaskInfo
 from ._builtin import BUCKET_KEY, BuiltinMetrics
@@ -36,7 +37,7 @@ def metric_timers(executor: Any) -> list[tuple[float, Callable[[], None]]]:
     if any(r is None for r in routers.values()):
         return []  # no consumer registered: nobody would read them
     readers: dict[int, dict[int, list[Callable[[], list[DataPoint]]]]] = {}  # secs -> task -> readers
-    builtin_secs = int(executor.conf.get(BUCKET_KEY) or 60)
+    builtin_secs = int(conf_value(executor.conf, BUCKET_KEY))
     for t, by_secs in registered.items():
         snapshot = task_snapshot(executor, t)
         if snapshot is not None:

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._collectors import StreamInfo
+from .._config import Config
 from .._errors import InvalidTopologyException
 from .._fields import Fields, GlobalStreamId
 from .._grouping import SHUFFLE, Grouping
 from .._topology import ComponentSpec, StormTopology
 
-CONSUMER_KEY = "topology.metrics.consumer.register"
+CONSUMER_KEY = Config.TOPOLOGY_METRICS_CONSUMER_REGISTER
 METRICS_STREAM = "__metrics"
 METRICS_FIELDS = ("task-info", "data-points")
 CONSUMER_PREFIX = "__metrics_"  # Storm 2's (1.x had "__metrics", no underscore)
@@ -122,7 +123,7 @@ def with_metrics_consumers(topology: StormTopology, conf: dict[str, Any]) -> Sto
     sources = sorted(components)
     for cid, s in zip(consumer_ids(specs), specs):
         bolt = ComponentSpec(cid, MetricsConsumerBolt(s), "bolt", s.parallelism)
-        bolt.conf["topology.tasks"] = s.parallelism
+        bolt.conf[Config.TOPOLOGY_TASKS] = s.parallelism
         bolt.inputs = {GlobalStreamId(src, METRICS_STREAM): Grouping(SHUFFLE) for src in sources}
         components[cid] = bolt
     return StormTopology(components)

@@ -7,15 +7,15 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._config import Config, conf_value
 from ..engine.serialize import resolve
 from ._api import KeyValueState, State, StateError, StateHome
 
 if TYPE_CHECKING:
     from .._context import TopologyContext
 
-PROVIDER_KEY = "topology.state.provider"
-PROVIDER_CONFIG_KEY = "topology.state.provider.config"
-DEFAULT_PROVIDER = "squall.state:InMemoryKeyValueStateProvider"
+PROVIDER_KEY = Config.TOPOLOGY_STATE_PROVIDER
+PROVIDER_CONFIG_KEY = Config.TOPOLOGY_STATE_PROVIDER_CONFIG
 _NO_HOME = StateHome()
 
 
@@ -26,7 +26,7 @@ def state_home(context: TopologyContext | None) -> StateHome:
 
 def topology_of(conf: Mapping[str, Any]) -> str:
     """The topology's name, which scopes its states (a resubmitted topology finds its own)."""
-    return str(conf.get("topology.name") or "_")
+    return str(conf.get(Config.TOPOLOGY_NAME) or "_")
 
 
 def owner_of(namespace: str, context: TopologyContext | None) -> str:
@@ -61,7 +61,7 @@ def get_state(namespace: str, conf: Mapping[str, Any], context: TopologyContext 
             message names the component and the configuration key.
     """
     owner = owner_of(namespace, context)
-    name = conf.get(PROVIDER_KEY) or DEFAULT_PROVIDER
+    name = conf_value(conf, PROVIDER_KEY)
     if not isinstance(name, str):
         raise StateError(f"{owner}: {PROVIDER_KEY!r} must be a \"module:Class\" string, got {name!r}")
     try:

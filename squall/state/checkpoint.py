@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._components import Spout
+from .._config import Config, conf_value
 from .._fields import Fields
 from ._names import get_key_value_state
 
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT_COMPONENT_ID = "$checkpointspout"
 CHECKPOINT_STREAM_ID = "$checkpoint"
 CHECKPOINT_FIELDS = Fields("txid", "action")
-INTERVAL_KEY = "topology.state.checkpoint.interval.ms"
+INTERVAL_KEY = Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL
 MIN_INTERVAL_MS = 100  # Storm's floor
 
 INITSTATE, PREPARE, COMMIT, ROLLBACK = "INITSTATE", "PREPARE", "COMMIT", "ROLLBACK"
@@ -129,7 +130,7 @@ class CheckpointSpout(Spout):
         self.state = get_key_value_state(namespace, conf, context)
         saved = self.state.get(_STATE_KEY)
         start = CheckPointState(int(saved[0]), str(saved[1])) if saved else INITIAL
-        interval_ms = max(MIN_INTERVAL_MS, float(conf.get(INTERVAL_KEY) or 1000))
+        interval_ms = max(MIN_INTERVAL_MS, float(conf_value(conf, INTERVAL_KEY)))
         self.progress = CheckpointProgress(start, interval_ms / 1000.0, self._save)
 
     def _save(self, state: CheckPointState) -> None:

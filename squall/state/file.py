@@ -31,6 +31,7 @@ from urllib.parse import quote
 
 import msgpack
 
+from .._config import Config
 from .._errors import DiskWriteError
 from .._private import Kept, private_dir, write_failure, write_private
 from .._sealed import SealError, seal, unseal
@@ -166,4 +167,4 @@ def _local_key(root: Path) -> bytes:
     from ..worker.rpc import (
         load_or_create_secret,  # <root>/secret, owner-only, made on first use
     )
-    return state_key(load_or_create_secret({"storm.local.dir": str(root)}))
+    return state_key(load_or_create_secret({Config.STORM_LOCAL_DIR: str(root)}))

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._config import Config
 from .._collectors import BasicOutputCollector, OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import BasicBolt, Spout
 from .._errors import FailedException
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EMIT_INTERVAL_KEY = "topology.trident.batch.emit.interval.millis"
-MAX_PENDING_KEY = "topology.max.spout.pending"
+EMIT_INTERVAL_KEY = Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS
+MAX_PENDING_KEY = Config.TOPOLOGY_MAX_SPOUT_PENDING
 # under each spout's transactional state (Storm's /transactional/<txid key>/coordinator/...)
 CURRENT_TX = "coordinator/currtx"
 CURRENT_ATTEMPTS = "coordinator/currattempts"
@@ -298,7 +299,7 @@ class MasterBatchCoordinator(Spout):
 
     def get_component_configuration(self) -> dict[str, Any] | None:
         """One task at most: the txids are its alone to hand out."""
-        return {"topology.max.task.parallelism": 1}
+        return {Config.TOPOLOGY_MAX_TASK_PARALLELISM: 1}
 
     def open(self, conf: dict, context: Any, collector: SpoutOutputCollector) -> None:
         """Restore the core from the spouts' transactional states and make their coordinators."""
@@ -434,7 +435,7 @@ class TridentSpoutCoordinator(BasicBolt):
 
     def get_component_configuration(self) -> dict[str, Any] | None:
         """One task at most."""
-        return {"topology.max.task.parallelism": 1}
+        return {Config.TOPOLOGY_MAX_TASK_PARALLELISM: 1}
 
     def prepare(self, conf: dict, context: Any) -> None:
         """Make the spout's coordinator and open its transactional state."""

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._config import Config, conf_value
 from .._collectors import OutputCollector, OutputFieldsDeclarer
 from .._components import Bolt
 from .._errors import FailedException, ReportedFailedException
@@ -437,7 +438,7 @@ class TridentBoltExecutor(Bolt):
 
     def get_component_configuration(self) -> dict[str, Any] | None:
         """The body's, and ticks every `TICK_SECS` to drop batches whose trees timed out."""
-        return {**(self.body.get_component_configuration() or {}), "topology.tick.tuple.freq.secs": TICK_SECS}
+        return {**(self.body.get_component_configuration() or {}), Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: TICK_SECS}
 
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         """Work out the upstream tasks to hear from and the downstream tasks to report to."""
@@ -448,7 +449,7 @@ class TridentBoltExecutor(Bolt):
         expected = sum(len(context.get_component_tasks(c)) for c in upstream)
         targets = context.get_this_targets().get(self._coord, {})
         self._targets = sorted(t for c in targets for t in context.get_component_tasks(c))
-        timeout = float(conf.get("topology.message.timeout.secs") or 30)
+        timeout = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
         self.tracker = BatchTracker(expected, self.spec.committer, timeout)
         self._anchor: Tuple | None = None
         self._last_expiry = time.monotonic()

@@ -35,6 +35,7 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._config import Config
 from .._fields import Fields, GlobalStreamId
 from .._grouping import CustomStreamGrouping
 from .._topology import StormTopology, TopologyBuilder
@@ -401,7 +402,7 @@ def _parallelisms(g: _Graph, groups: list[list[Node]], group_of: dict[Node, int]
             # a spout that runs in at most k tasks (FixedBatchSpout: 1) caps the bolts tied to
             # it by identity partitions, whose task i reads its task i (Storm's getMaxParallelism)
             conf = n.spout.get_component_configuration() if hasattr(n.spout, "get_component_configuration") else None
-            limit = 1 if n.drpc_function else (conf or {}).get("topology.max.task.parallelism")
+            limit = 1 if n.drpc_function else (conf or {}).get(Config.TOPOLOGY_MAX_TASK_PARALLELISM)
             if limit:
                 cap[root] = min(cap.get(root, limit), int(limit))
     return {n: min(best[uf.find(unit)], cap.get(uf.find(unit), best[uf.find(unit)])) for n, unit in units.items()}

@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._config import Config, conf_value
 from .._collectors import OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import Spout
 from .._fields import Fields
@@ -16,7 +17,7 @@ from ..testing._registry import SharedCounter, SharedLog, SharedQueue
 from .coordinator import SPOUT_COORDINATOR_PREFIX, TransactionAttempt
 
 
-MAX_BATCH_SIZE_KEY = "topology.spout.max.batch.size"
+MAX_BATCH_SIZE_KEY = Config.TOPOLOGY_SPOUT_MAX_BATCH_SIZE
 
 
 class BatchCoordinator(abc.ABC):
@@ -226,7 +227,7 @@ class FixedBatchSpout(IBatchSpout):
 
     def get_component_configuration(self) -> dict | None:
         """One task at most, as Storm's."""
-        return {"topology.max.task.parallelism": 1}
+        return {Config.TOPOLOGY_MAX_TASK_PARALLELISM: 1}
 
 
 @dataclass(frozen=True)
@@ -399,8 +400,8 @@ class _RichSpoutEmitter(Emitter):
         self.spout = spout
         self.conf = conf
         self.context = context
-        self.max_batch_size = max_batch_size or int(conf.get(MAX_BATCH_SIZE_KEY) or 1000)
-        self.timeout = float(conf.get("topology.message.timeout.secs") or 30)
+        self.max_batch_size = max_batch_size or int(conf_value(conf, MAX_BATCH_SIZE_KEY))
+        self.timeout = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
         self.collector = _CaptureCollector()
         self.opened = False
         self.pending: dict[int, tuple[float, list[Any]]] = {}  # txid -> (emitted at, msg ids)

@@ -35,6 +35,7 @@ from typing import Any
 
 import cloudpickle
 
+from .._config import Config
 from .._transactional import (MAX_KEY_CHARS, MAX_VALUE_BYTES, MemoryBackend, TransactionalBackend, TransactionalStateError,
                               check_key, check_prefix)
 
@@ -163,5 +164,5 @@ def transactional_state(context: Any, name: str) -> TransactionalState:
             f"transactional state {name!r}: the host of task {context.get_this_task_id()} lends none "
             f"(run the topology on a LocalCluster, the process or Spark host; tests use MemoryTransactionalState)")
     conf = context.get_storm_conf() or {}
-    topology = conf.get("topology.name") or context.get_storm_id().rsplit("-", 2)[0]
+    topology = conf.get(Config.TOPOLOGY_NAME) or context.get_storm_id().rsplit("-", 2)[0]
     return BackedTransactionalState(backend, str(topology), name)

@@ -25,9 +25,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .._config import setting, shown_configuration
-from .._errors import (BadParameterError, IllegalStateTransition, InvalidTopologyException,
-                       NotAliveException, UnknownComponentError)
+from .._config import Config, setting, shown_configuration
+from .._errors import (
+    BadParameterError,
+    IllegalStateTransition,
+    InvalidTopologyException,
+    NotAliveException,
+    UnknownComponentError,
+)
 from . import storm_json as sj
 from .guard import ActionGuard, allowed_hosts, host_allowed
 from .link import MasterLink, MasterUnavailable
@@ -305,8 +310,8 @@ def create_app(link: MasterLink, conf: Mapping[str, Any], *, secret: bytes | Non
         extra_routes: more routes served beside the REST API (web pages, the logviewer: see
             `squall.ui.server.ui_routes`).
     """
-    guard = ActionGuard(secret, enabled=bool(setting(conf, "ui.actions.enabled", True)))
-    hosts = allowed_hosts(str(setting(conf, "ui.host", "127.0.0.1")), setting(conf, "ui.allowed.hosts", []))
+    guard = ActionGuard(secret, enabled=bool(setting(conf, Config.UI_ACTIONS_ENABLED)))
+    hosts = allowed_hosts(str(setting(conf, Config.UI_HOST)), setting(conf, Config.UI_ALLOWED_HOSTS))
     return Starlette(routes=[*api_routes(link, guard), *extra_routes],
                      middleware=[Middleware(HostCheck, allowed=hosts)],
                      exception_handlers={HTTPException: _http_error, Exception: _unexpected})

@@ -17,7 +17,7 @@ from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .._config import setting
+from .._config import Config, setting
 from .._errors import NotAliveException
 from .app import error_response
 from .history import HistorySampler, Totals
@@ -51,8 +51,8 @@ class WebPages:
     def __init__(self, link: MasterLink, conf: Mapping[str, Any]) -> None:
         self._link = link
         self.sampler = HistorySampler(lambda: list(read_totals(link)),
-                                      interval_secs=float(setting(conf, "squall.ui.history.interval.secs", 5)),
-                                      keep_secs=float(setting(conf, "squall.ui.history.secs", 900)))
+                                      interval_secs=float(setting(conf, Config.SQUALL_UI_HISTORY_INTERVAL_SECS)),
+                                      keep_secs=float(setting(conf, Config.SQUALL_UI_HISTORY_SECS)))
 
     def routes(self) -> list[BaseRoute]:
         """``/`` (to the cluster page), the three pages, ``/static/*`` and the history endpoint."""

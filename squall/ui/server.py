@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._config import SECRET_KEY, setting
+from .._config import SECRET_KEY, Config, conf_value, setting
 from .._connlimit import ACCEPT_BACKLOG
 from .._errors import SquallError
 from .app import create_app
@@ -43,7 +43,7 @@ def remote_app(conf: Mapping[str, Any]) -> Starlette:
     ``nimbus.thrift.port``), over RPC; actions need the cluster's secret (``squall.secret``,
     else ``<storm.local.dir>/secret``, as every daemon of the cluster reads it)."""
     from ..worker.rpc import load_or_create_secret
-    secret_file = Path(conf.get("storm.local.dir") or "storm-local") / "secret"
+    secret_file = Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "secret"
     if setting(conf, SECRET_KEY) is None and not secret_file.exists():
         # not made up here: a secret of our own would match no master's, and leave a file behind
         raise SquallError(f"the UI needs the cluster's secret to reach the master and to check actions: set "

@@ -24,7 +24,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .._config import setting
+from .._config import Config, setting
 from .._connlimit import ConnectionTable, FullTableLog, connection_cap, open_files_limit
 from .._ratelimit import rate_limited
 
@@ -53,8 +53,8 @@ class UiLimits(NamedTuple):
 
 def ui_limits(conf: Any) -> UiLimits:
     """The `UiLimits` of a configuration, the cap lowered below this process's file limit."""
-    return UiLimits(connection_cap(int(setting(conf, "ui.max.connections", 512)), open_files_limit()),
-                    float(setting(conf, "ui.request.timeout.secs", 10)))
+    return UiLimits(connection_cap(int(setting(conf, Config.UI_MAX_CONNECTIONS)), open_files_limit()),
+                    float(setting(conf, Config.UI_REQUEST_TIMEOUT_SECS)))
 
 
 def guarded_protocol(limits: UiLimits) -> type[H11Protocol]:

@@ -11,20 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._config import Config
+
 if TYPE_CHECKING:
     from .._collectors import OutputCollector, OutputFieldsDeclarer
     from .._context import TopologyContext
     from .._tuple import Tuple
 
 # Storm's component keys (Config.TOPOLOGY_BOLTS_*), where the builders store the window
-WINDOW_LENGTH_COUNT = "topology.bolts.window.length.count"
-WINDOW_LENGTH_DURATION_MS = "topology.bolts.window.length.duration.ms"
-SLIDING_INTERVAL_COUNT = "topology.bolts.window.sliding.interval.count"
-SLIDING_INTERVAL_DURATION_MS = "topology.bolts.window.sliding.interval.duration.ms"
-TIMESTAMP_FIELD = "topology.bolts.tuple.timestamp.field.name"
-MAX_LAG_MS = "topology.bolts.tuple.timestamp.max.lag.ms"
-WATERMARK_INTERVAL_MS = "topology.bolts.watermark.event.interval.ms"
-LATE_TUPLE_STREAM = "topology.bolts.late.tuple.stream"
+WINDOW_LENGTH_COUNT = Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT
+WINDOW_LENGTH_DURATION_MS = Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_DURATION_MS
+SLIDING_INTERVAL_COUNT = Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_COUNT
+SLIDING_INTERVAL_DURATION_MS = Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_DURATION_MS
+TIMESTAMP_FIELD = Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME
+MAX_LAG_MS = Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS
+WATERMARK_INTERVAL_MS = Config.TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS
+LATE_TUPLE_STREAM = Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM
 
 LATE_TUPLE_FIELD = "late_tuple"
 """The one field of the late-tuple stream: the late input `Tuple`."""

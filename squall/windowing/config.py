@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._config import Config, conf_value
 from .._errors import InvalidTopologyException
 from .._system import SYSTEM_STREAM, TICK_STREAM
 from ._api import (
@@ -121,10 +122,10 @@ def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, 
             input stream lacks the timestamp field.
     """
     spec = window_spec(conf, component)
-    timeouts = conf.get("topology.enable.message.timeouts", True) is not False
-    timeout_ms = conf.get("topology.message.timeout.secs", 30) * 1000
+    timeouts = conf_value(conf, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS) is not False
+    timeout_ms = conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) * 1000
     if persistent:
-        interval = conf.get("topology.state.checkpoint.interval.ms", 1000)
+        interval = conf_value(conf, Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL)
         if timeouts and interval > timeout_ms:
             raise InvalidTopologyException(
                 f"Component [{component}]: topology.state.checkpoint.interval.ms value {interval} is more than "
@@ -138,13 +139,13 @@ def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, 
             f"Component [{component}]: Window duration (length + sliding interval) value {duration} is more "
             f"than topology.message.timeout.secs value {timeout_ms:g} (ms): its tuples would time out "
             f"before they leave the window")
-    pending = conf.get("topology.max.spout.pending")
+    pending = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
     count = sum(v.value for v in (spec.length, spec.sliding) if isinstance(v, Count))
     if pending is not None and count > pending:
         raise InvalidTopologyException(
             f"Component [{component}]: Window count (length + sliding interval) value {count} is more than "
             f"topology.max.spout.pending value {pending}: the spouts would stop before the window fills")
-    if pending is None and count and conf.get("topology.acker.executors") != 0:
+    if pending is None and count and conf.get(Config.TOPOLOGY_ACKER_EXECUTORS) != 0:
         from ..engine.spout_executor import AUTO_PENDING_FLOOR
         if count > AUTO_PENDING_FLOOR:
             log.warning("Component [%s]: window count (length + sliding interval) %d is more than the "

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from .._collectors import OutputCollector, OutputFieldsDeclarer
+from .._config import conf_value
 from .._components import Bolt
 from .._fields import Fields
 from .._ratelimit import RateLimitedLog
@@ -138,7 +139,7 @@ class WindowedBoltExecutor(Bolt):
             self.late_total = 0
             self.late_log = RateLimitedLog(log)  # this task's: a burst elsewhere does not hide its first
             self.late_tuples = context.register_metric(LATE_TUPLES_METRIC, CountMetric(),
-                                                       int(conf.get(BUCKET_KEY) or 60))
+                                                       int(conf_value(conf, BUCKET_KEY)))
 
     def execute(self, tup: Tuple) -> None:
         """Add ``tup`` to the window (a late one: `late`)."""

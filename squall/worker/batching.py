@@ -24,6 +24,7 @@ from typing import Any
 
 import msgpack
 
+from .._config import Config, default_of
 from .._native import sender as native_sender
 from .._ratelimit import RateLimitedLog
 from .._tuple import Tuple
@@ -34,10 +35,10 @@ from .envelope import CONTROL, DATA, SEAL_OVERHEAD, Opener, Origin, Refused, Sea
 log = logging.getLogger("squall.worker")
 
 MAX_BATCH = 2048  # items per message: bounds a message's size and the receiver's latency
-MAX_MESSAGE_KEY = "squall.transport.max.message.bytes"
+MAX_MESSAGE_KEY = Config.SQUALL_TRANSPORT_MAX_MESSAGE_BYTES
 # A batch of MAX_BATCH small tuples is ~7 KB; 64 MB leaves room for large values, and bounds
 # what one message from a stranger can make a worker allocate.
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_MESSAGE_BYTES = default_of(MAX_MESSAGE_KEY)
 
 
 class BatchingTransport(Transport):
@@ -251,13 +252,13 @@ class BatchingTransport(Transport):
             if self._control is not None:
                 try:
                     self._control(header.slot, msgpack.unpackb(data))
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 (a peer's bad message is dropped and counted, not this worker's end)
                     self._opener.count("undecodable")
                     self._warn.warning("dropped a control message from %s: %s", header.slot, e)
             return 0
         try:
             items = self._serializer.decode_batch(data)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (a peer's bad batch is dropped and counted, not this worker's end)
             self._opener.count("undecodable")
             self._warn.warning("dropped an undecodable batch from %s: %s", header.slot, e)
             return 0

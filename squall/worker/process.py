@@ -20,20 +20,20 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .._config import setting
-from ..state import StateHome, state_key
+from .._config import Config, conf_value, setting
 from .._encryption import encryption_setting
 from ..drpc.client import remember_cluster
 from ..engine.serialize import Serializer, source_cache
+from ..state import StateHome, state_key
+from . import curve
 from .agent import WorkerAgent
+from .batching import BatchingTransport
 from .envelope import Origin
 from .rpc import load_or_create_secret
-from . import curve
-from .batching import BatchingTransport
 from .tcp import TcpTransport
-from .transport import DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_KEY, ZmqTransport
+from .transport import MAX_MESSAGE_KEY, ZmqTransport
 
-WIRE_KEY = "squall.transport.wire"
+WIRE_KEY = Config.SQUALL_TRANSPORT_WIRE
 TCP_WIRE = "tcp"  # the default; "zmq" is the other value
 
 log = logging.getLogger("squall.worker")
@@ -57,7 +57,7 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
         return open_transport(bind or f"tcp://{slot}", Serializer(plan.conf, source_cache(plan)), secret, receive,
                               origin, conf)
     # stateful bolts' states: sealed files under storm.local.dir, which outlive the worker
-    home = StateHome(directory=Path(conf.get("storm.local.dir") or "storm-local") / "state", key=state_key(secret))
+    home = StateHome(directory=Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "state", key=state_key(secret))
     # Trident's transactional state: a link of its own, as the agent's beats take the first
     tx_link = master_link(conf, first=NimbusAddress(mhost, int(mport)))
     try:
@@ -87,7 +87,7 @@ def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, orig
 def _transport_options(conf: dict[str, Any]) -> dict[str, Any]:
     """The transport settings of the cluster's configuration (checked by the keys' rules in
     `squall._config`; an error names a bad key)."""
-    return {"max_message_bytes": setting(conf, MAX_MESSAGE_KEY, DEFAULT_MAX_MESSAGE_BYTES),
+    return {"max_message_bytes": setting(conf, MAX_MESSAGE_KEY),
             "encryption": encryption_setting(conf)}
 
 

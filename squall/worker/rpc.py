@@ -47,7 +47,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .._config import MIN_FRAME_BYTES, MIN_SECRET_CHARS, SECRET_KEY, setting
+from .._config import Config, MIN_FRAME_BYTES, MIN_SECRET_CHARS, SECRET_KEY, conf_value, default_of, setting
 from .._connlimit import ConnectionTable
 from .._encryption import ALWAYS, AUTO, encryption_setting, wants_encryption
 from .._errors import SquallError
@@ -57,12 +57,12 @@ from .calls import RemoteError, RpcError
 
 PREAUTH_MAX_FRAME = MIN_FRAME_BYTES
 """The largest frame read before the peer is authenticated (the handshake's are ~100 bytes)."""
-DEFAULT_MAX_FRAME = 64 * 1024 * 1024
-MAX_FRAME_KEY = "nimbus.thrift.max_buffer_size"  # Storm's key for the same limit
-HANDSHAKE_TIMEOUT_KEY = "nimbus.thrift.handshake.timeout.secs"
-DEFAULT_HANDSHAKE_TIMEOUT = 10.0
-MAX_CONNECTIONS_KEY = "nimbus.thrift.max.connections"
-DEFAULT_MAX_CONNECTIONS = 4096
+MAX_FRAME_KEY = Config.NIMBUS_THRIFT_MAX_BUFFER_SIZE  # Storm's key for the same limit
+HANDSHAKE_TIMEOUT_KEY = Config.NIMBUS_THRIFT_HANDSHAKE_TIMEOUT_SECS
+MAX_CONNECTIONS_KEY = Config.NIMBUS_THRIFT_MAX_CONNECTIONS
+DEFAULT_MAX_FRAME = default_of(MAX_FRAME_KEY)
+DEFAULT_HANDSHAKE_TIMEOUT = float(default_of(HANDSHAKE_TIMEOUT_KEY))
+DEFAULT_MAX_CONNECTIONS = default_of(MAX_CONNECTIONS_KEY)
 _SECRET_FILE = Kept("the cluster's secret, generated because squall.secret is not set",
                     "storm.local.dir, or squall.secret (then no file is written)")
 _LEN = struct.Struct(">I")
@@ -95,9 +95,8 @@ def rpc_settings(conf: Mapping[str, Any]) -> RpcSettings:
     Raises:
         SquallError: ``squall.encryption`` or ``nimbus.thrift.max_buffer_size`` is invalid (named).
     """
-    return RpcSettings(encryption_setting(conf), setting(conf, MAX_FRAME_KEY, DEFAULT_MAX_FRAME),
-                       setting(conf, HANDSHAKE_TIMEOUT_KEY, DEFAULT_HANDSHAKE_TIMEOUT),
-                       setting(conf, MAX_CONNECTIONS_KEY, DEFAULT_MAX_CONNECTIONS))
+    return RpcSettings(encryption_setting(conf), setting(conf, MAX_FRAME_KEY), setting(conf, HANDSHAKE_TIMEOUT_KEY),
+                       setting(conf, MAX_CONNECTIONS_KEY))
 
 
 def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
@@ -113,7 +112,7 @@ def load_or_create_secret(conf: Mapping[str, Any]) -> bytes:
     given = setting(conf, SECRET_KEY)
     if given is not None:
         return given.encode() if isinstance(given, str) else bytes(given)
-    path = private_dir(Path(conf.get("storm.local.dir") or "storm-local")) / "secret"
+    path = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR))) / "secret"
     value = secrets.token_hex(32).encode()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -18,7 +18,7 @@ from ._tuple import Tuple
 class StreamInfo:
     """A declared stream: its fields and whether it is direct."""
 
-    __slots__ = ("fields", "direct")
+    __slots__ = ("direct", "fields")
 
     def __init__(self, fields: Fields, direct: bool = False) -> None:
         self.fields = fields

@@ -16,7 +16,7 @@ class Fields:
     unique strings; the position of a name is found in O(1).
     """
 
-    __slots__ = ("_names", "_index")
+    __slots__ = ("_index", "_names")
 
     def __init__(self, *names: str | Iterable[str]) -> None:
         if len(names) == 1 and not isinstance(names[0], str):
@@ -28,7 +28,7 @@ class Fields:
             if name in index:
                 raise ValueError(f"duplicate field name {name!r} in {list(names)}")
             index[name] = i
-        self._names: tuple[str, ...] = tuple(names)
+        self._names: tuple[str, ...] = tuple(index)  # the names, in order: each checked a str above
         self._index = index
 
     def __len__(self) -> int:

@@ -75,7 +75,7 @@ def IdSource(seed: int, bits: int = 64, times: int = 1, plus: int = 0) -> Any:
 class TupleBase:
     """The slots of `squall.Tuple`: values, where they came from, and the three ack slots."""
 
-    __slots__ = ("values", "_src", "_root", "_val", "_oav")
+    __slots__ = ("_oav", "_root", "_src", "_val", "values")
 
     def __init__(self, values: list, src: Any, root: Any = 0, val: int = 0, oav: int = 0) -> None:
         self.values = values
@@ -88,20 +88,29 @@ class TupleBase:
 class RouterBase:
     """The slots of `squall.engine.routing.Router`."""
 
-    __slots__ = ("stream", "src", "choose", "direct", "direct_targets", "emitted", "transferred", "nfields",
-                 "silent")
+    __slots__ = (
+        "choose",
+        "direct",
+        "direct_targets",
+        "emitted",
+        "nfields",
+        "silent",
+        "src",
+        "stream",
+        "transferred",
+    )
 
 
 class TaskStatsBase:
     """The counters of `squall.engine.executor.TaskStats` (compiled: C numbers)."""
 
-    __slots__ = ("acked", "failed", "executed", "latency_sum", "latency_count")
+    __slots__ = ("acked", "executed", "failed", "latency_count", "latency_sum")
 
 
 class SpoutExecutorBase:
     """The counters of `squall.engine.spout_executor.SpoutExecutor` (compiled: C numbers)."""
 
-    __slots__ = ("in_flight", "emits")
+    __slots__ = ("emits", "in_flight")
 
 
 class BasicCollectorBase:
@@ -109,7 +118,7 @@ class BasicCollectorBase:
     ``emit``: the one-anchor path of `BoltCollector.emit` inlined, since a BasicBolt always has
     exactly one anchor and runs on its loop's thread."""
 
-    __slots__ = ("input", "_out", "_routers", "_deliver", "_rand", "_tuple_type", "_nowhere", "_acking")
+    __slots__ = ("_acking", "_deliver", "_nowhere", "_out", "_rand", "_routers", "_tuple_type", "input")
 
     def emit(self, values, stream=_DEFAULT_STREAM):
         """Emit ``values`` on ``stream``, anchored to the current input."""
@@ -149,8 +158,18 @@ class SpoutCollectorBase:
     (its semantics are ``_emit_general``'s), and hands every other case to ``_emit_general``;
     here it is ``_emit_general`` for every case."""
 
-    __slots__ = ("_ex", "_task", "routers", "_deliver", "_ackers", "_acking", "_rand", "_root", "_now",
-                 "_tuple_type")
+    __slots__ = (
+        "_ackers",
+        "_acking",
+        "_deliver",
+        "_ex",
+        "_now",
+        "_rand",
+        "_root",
+        "_task",
+        "_tuple_type",
+        "routers",
+    )
 
     def emit(self, values, msg_id=None, stream=_DEFAULT_STREAM):
         """Emit ``values`` on ``stream``, tracked when ``msg_id`` is given."""
@@ -164,7 +183,7 @@ class BoltCollectorBase:
     input its own tree), and hands every other case to ``_ack_general``, whose semantics it has;
     here it is ``_ack_general`` for every case."""
 
-    __slots__ = ("_ex", "_inbox", "_ackers", "_stats", "_samples", "_close_sample", "_now", "_loop_ident")
+    __slots__ = ("_ackers", "_close_sample", "_ex", "_inbox", "_loop_ident", "_now", "_samples", "_stats")
 
     def ack(self, tup):
         """Ack ``tup``."""
@@ -222,7 +241,7 @@ def send_acks(acks: dict, ackers: list, kind: Any) -> None:
 class PendingTreeBase:
     """The fields of `squall.engine.acker.PendingTree`."""
 
-    __slots__ = ("xor", "spout_task", "start", "failed", "reset", "cause")
+    __slots__ = ("cause", "failed", "reset", "spout_task", "start", "xor")
 
 
 def acker_run(acker, pop, n: int, now: float, deliver) -> None:
@@ -239,7 +258,7 @@ def acker_run(acker, pop, n: int, now: float, deliver) -> None:
 class KeyStatsBase:
     """The figures of `squall.engine.stats.KeyStats`."""
 
-    __slots__ = ("acked", "failed", "executed", "latency_ms", "latency_n", "execute_ms", "execute_n")
+    __slots__ = ("acked", "execute_ms", "execute_n", "executed", "failed", "latency_ms", "latency_n")
 
     def __init__(self) -> None:
         self.acked = self.failed = self.executed = self.latency_n = self.execute_n = 0
@@ -257,7 +276,7 @@ def drain_inbox(execute: Any, pop: Any, n: int, stats: Any, sampled: Any, now: A
     ran = 0
     try:
         while ran < n:
-            run = left - 1 if left - 1 < n - ran else n - ran
+            run = left - 1 if left - 1 < n - ran else n - ran  # noqa: FURB136 (a compare, not a min() call, on the drain path)
             ran += execute_run(execute, pop, run, stats, on_error)  # counted, on a crash too
             left -= run
             if ran < n:
@@ -388,7 +407,7 @@ def pack_batch(items: list, tuple_type: type) -> bytes | None:
     return None
 
 
-def plain_check(tuple_type: type, plain: frozenset, check: Any) -> Any:
+def plain_check(tuple_type: type[Any], plain: frozenset, check: Any) -> Any:
     """``check_item(item)``: ``check(item)`` (which raises for a value that cannot be sent) when
     ``item`` is a ``tuple_type`` with a value whose type is not in ``plain``; else nothing."""
     def check_item(item: Any) -> None:

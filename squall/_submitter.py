@@ -41,7 +41,7 @@ class StormSubmitter:
         from .worker.rpc import RpcError
         try:
             with MasterClient(cluster_conf(_daemon_conf)) as master:
-                master.submit_topology(name, conf, topology)
+                master.submit_topology(name, None if conf is None else dict(conf), topology)
         except RpcError as e:
             raise SquallError(f"StormSubmitter: cannot submit {name!r} to the master: {e}") from e
 

@@ -21,7 +21,7 @@ from ._system import SYSTEM_COMPONENT, TICK_STREAM
 class Source:
     """Where tuples come from: one shared, immutable record per (component, stream, task)."""
 
-    __slots__ = ("component", "stream", "task", "fields")
+    __slots__ = ("component", "fields", "stream", "task")
 
     def __init__(self, component: str, stream: str, task: int, fields: Fields) -> None:
         self.component = component

@@ -72,7 +72,7 @@ def _run(argv: list[str] | None) -> int:
         return _fail(str(e), e, args.debug, e.code)
     except SquallError as e:
         return _fail(str(e), e, args.debug, 1)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 (the command line's last resort: one line, or the traceback with --debug)
         hint = "" if args.debug else " (run with --debug for the traceback)"
         return _fail(f"unexpected {type(e).__name__}: {e}{hint}", e, args.debug, 1)
 

@@ -31,8 +31,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         files = {p: f for p, f in files.items() if p == args.port}
     if not files:
         where = artifacts_root(conf) / topology_id
-        port = f" for port {args.port}" if args.port is not None else ""
-        raise UserError(f"no worker logs of {args.topology}{port} in {where.absolute()} (run squall logs on the "
+        for_port = f" for port {args.port}" if args.port is not None else ""
+        raise UserError(f"no worker logs of {args.topology}{for_port} in {where.absolute()} (run squall logs on the "
                         f"machine and in the directory of the cluster, or set storm.log.dir)")
     printed = 0
     for port, paths in sorted(files.items()):

@@ -190,7 +190,7 @@ def _bound_names(body: list[ast.stmt]) -> Iterator[str]:
             if not _is_main_guard(node.test):
                 yield from _bound_names(node.body)
             yield from _bound_names(node.orelse)
-        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+        elif isinstance(node, (ast.Try, ast.TryStar)):
             yield from _bound_names(node.body)
             for handler in node.handlers:
                 yield from _bound_names(handler.body)

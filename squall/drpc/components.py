@@ -111,10 +111,10 @@ class DRPCSpout(Spout):
         for index, server in enumerate(self._servers):
             if now < server.retry_at:
                 continue
-            request = self._fetch(server, now)
-            if request is not None:
-                info = ReturnInfo(request["id"], server.host, server.port)
-                self.collector.emit([request["args"], info.to_json()], DRPCMessageId(request["id"], index))
+            fetched = self._fetch(server, now)
+            if fetched is not None:
+                info = ReturnInfo(fetched["id"], server.host, server.port)
+                self.collector.emit([fetched["args"], info.to_json()], DRPCMessageId(fetched["id"], index))
                 return
 
     def _fetch(self, server: _Server, now: float) -> dict | None:

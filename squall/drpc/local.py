@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 from .core import (
     DEFAULT_REQUEST_TIMEOUT_SECS,
@@ -118,7 +118,7 @@ class LocalDRPC:
 
     close = shutdown
 
-    def __enter__(self) -> LocalDRPC:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -309,7 +309,7 @@ class BackgroundDRPC:
             asyncio.run(main())  # which also ends the connections still open
         except asyncio.CancelledError:
             pass
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 (the server thread's end: kept for the caller of start/stop)
             self._error = e
         finally:
             self._ready.set()

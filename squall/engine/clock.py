@@ -8,6 +8,18 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Protocol
+
+
+class WakeEvent(Protocol):
+    """What a loop sleeps on and is woken by: a `threading.Event`, or an event of the
+    transport's whose wait also ends when the transport has something for the loop
+    (`squall.worker.tcp.LoopEvent`)."""
+
+    def is_set(self) -> bool: ...
+    def set(self) -> None: ...
+    def clear(self) -> None: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 class Clock:
@@ -16,14 +28,14 @@ class Clock:
     now = staticmethod(time.monotonic)
     wall = staticmethod(time.time)
 
-    def wait(self, event: threading.Event, timeout: float | None) -> bool:
+    def wait(self, event: WakeEvent, timeout: float | None) -> bool:
         """Wait for ``event`` up to ``timeout`` seconds of this clock (None: forever)."""
         return event.wait(timeout)
 
-    def register(self, event: threading.Event) -> None:
+    def register(self, event: WakeEvent) -> None:
         """Ask to have ``event`` set whenever time jumps (only simulated clocks jump)."""
 
-    def unregister(self, event: threading.Event) -> None:
+    def unregister(self, event: WakeEvent) -> None:
         """Undo `register`."""
 
 
@@ -37,7 +49,7 @@ class SimulatedClock(Clock):
     def __init__(self, start: float = 0.0) -> None:
         self._now = start
         self._lock = threading.Lock()
-        self._events: set[threading.Event] = set()
+        self._events: set[WakeEvent] = set()
 
     def now(self) -> float:  # type: ignore[override]
         return self._now
@@ -53,14 +65,14 @@ class SimulatedClock(Clock):
         for e in events:
             e.set()
 
-    def wait(self, event: threading.Event, timeout: float | None) -> bool:
+    def wait(self, event: WakeEvent, timeout: float | None) -> bool:
         # Real time is irrelevant here, but bound the real wait so a loop re-checks its state.
         return event.wait(None if timeout is None else 0.05)
 
-    def register(self, event: threading.Event) -> None:
+    def register(self, event: WakeEvent) -> None:
         with self._lock:
             self._events.add(event)
 
-    def unregister(self, event: threading.Event) -> None:
+    def unregister(self, event: WakeEvent) -> None:
         with self._lock:
             self._events.discard(event)

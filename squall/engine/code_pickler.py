@@ -121,7 +121,7 @@ def _class_by_value(cls: type, reduced: tuple[Any, ...]) -> tuple[Any, ...]:
         metaclass, name, bases, type_kwargs, tracker_id, extra = args
         type_kwargs = {**type_kwargs, "__module__": cls.__module__}  # a metaclass may read it
         if "__slots__" in vars(cls):
-            type_kwargs["__slots__"] = cls.__slots__
+            type_kwargs["__slots__"] = vars(cls)["__slots__"]
         bases = tuple(tuple if b is typing.NamedTuple else b for b in bases)
         args = (metaclass, name, bases, type_kwargs, tracker_id, extra)
     state = (setstate, cls.__module__, cls.__qualname__, (cls_dict, slot_state))

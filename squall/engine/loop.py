@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Container
 from typing import Any
 
-from .clock import Clock
+from .clock import Clock, WakeEvent
 from .executor import Executor, log
 from .spout_executor import SpoutExecutor
 
@@ -159,7 +159,7 @@ class Backpressure:
         """Drop the records of ``tasks`` (their worker stopped)."""
         self._update(lambda: self._over.difference_update(tasks))
 
-    def _update(self, change: Callable[[], None]) -> None:
+    def _update(self, change: Callable[[], object]) -> None:
         with self._lock:
             was_local = bool(self._over)
             change()
@@ -176,8 +176,8 @@ class ExecutorLoop:
     """Runs executors on one thread; see the module docstring."""
 
     def __init__(self, name: str, state: TopologyState, backpressure: Backpressure, clock: Any,
-                 conf: dict[str, Any], on_crash: Callable[[ExecutorLoop, Executor, BaseException], None],
-                 event: threading.Event | None = None) -> None:
+                 conf: dict[str, Any], on_crash: Callable[[ExecutorLoop, Executor | None, BaseException], None],
+                 event: WakeEvent | None = None) -> None:
         self.name = name
         self.state = state
         self.backpressure = backpressure
@@ -247,11 +247,11 @@ class ExecutorLoop:
                 c._loop_ident = self.ident
         try:
             self._run()
-        except BaseException as e:  # user code crashed: the worker dies (Storm's fail-fast)
+        except BaseException as e:  # noqa: BLE001 (user code crashed: the worker dies, Storm's fail-fast)
             self._stop = True
             try:  # what is queued for other workers leaves first: the failure of the input that raised
                 self.flush()
-            except Exception:
+            except Exception:  # noqa: BLE001 (logged: the crash itself is what is reported)
                 log.debug("flush after a crash failed", exc_info=True)
             self.on_crash(self, self.current, e)
         finally:
@@ -317,7 +317,7 @@ class ExecutorLoop:
                     self.current = ex
                     try:
                         ex.close()
-                    except Exception:
+                    except Exception:  # noqa: BLE001 (the user's close/cleanup, logged: the others still close)
                         log.exception("close/cleanup of %s raised", ex.component)
 
     def _serve(self) -> None:
@@ -330,10 +330,11 @@ class ExecutorLoop:
         bolts = [ex for ex in self.executors if ex.kind == "bolt"]
         bp = self.backpressure
         now = clock.now()
+        timers = []
         for ex in self.executors:  # the timers stay with an executor when it changes loops
             if ex.schedule is None:
                 ex.schedule = [[now + period, period, cb, ex] for period, cb in ex.timers() + _extra_timers(ex)]
-        timers = [t for ex in self.executors for t in ex.schedule]
+            timers.extend(ex.schedule)
         next_due = min((t[0] for t in timers), default=float("inf"))
         seen_active = None
         idle = 0

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from .._errors import EmitError
 from .._fields import GlobalStreamId
-from .._native import RouterBase
 from .._grouping import DIRECT, LoadAwareShuffleGrouping, chooser_of
+from .._native import RouterBase
 from .._tuple import Source
 from .plan import TopologyPlan
 
@@ -55,7 +55,7 @@ def wrong_size(r: Router, values) -> EmitError:
 
 
 def build_routers(plan: TopologyPlan, component: str, task_id: int, context, rng: random.Random,
-                  load: Callable[[int], float] | None = None) -> dict[str, Router]:
+                  load: Callable[[int], float | None] | None = None) -> dict[str, Router]:
     """The routers of every stream ``component`` declares, for its task ``task_id``; ``load``
     (of a task in this worker, `Worker.task_load`) makes its shuffles load-aware
     (`LoadAwareShuffleGrouping`)."""

@@ -62,7 +62,7 @@ from .._native import batch_items, group_items, interleave, pack_batch, plain_ch
 from .._tuple import Source, Tuple
 from . import code_pickler
 
-__all__ = ["PLAIN_TYPES", "Serializer", "SerializationError", "nesting_depth"]
+__all__ = ["PLAIN_TYPES", "SerializationError", "Serializer", "nesting_depth"]
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +204,9 @@ def _registrations(value: Any) -> list[tuple[str, str | None]]:
 class _Registered:
     """How one registered class is sent: its serializer, or its state."""
 
-    __slots__ = ("name", "cls", "serializer")
+    __slots__ = ("cls", "name", "serializer")
 
-    def __init__(self, name: str, cls: type, serializer: Any) -> None:
+    def __init__(self, name: str, cls: type[Any], serializer: Any) -> None:
         self.name = name
         self.cls = cls
         self.serializer = serializer
@@ -220,7 +220,7 @@ class _Registered:
     def rebuild(self, data: Any) -> Any:
         if self.serializer is not None:
             return self.serializer.deserialize(data)
-        cls = self.cls
+        cls: Any = self.cls  # type.__new__'s overloads do not fit a class made by its own __new__
         obj = cls.__new__(cls)
         setstate = getattr(obj, "__setstate__", None)
         if setstate is not None:
@@ -394,7 +394,10 @@ class Serializer:
         runs: list = []
         sources: list[Source] = []
         cur = prev_root = None
-        targets = values = roots = vals = None
+        targets: list[int]
+        values: list
+        roots: list
+        vals: list
         ack_targets: list[int] = []
         acks: list = []  # the messages' fields, flat: zip(it, it, it, it) rebuilds them in C
         reply_targets: list[int] = []

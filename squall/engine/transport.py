@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._ratelimit import RateLimitedLog
+from .clock import WakeEvent
 
 log = logging.getLogger("squall.engine")
 
@@ -66,7 +67,7 @@ class Transport(abc.ABC):
     # its sleeping loops
     on_arrival: Callable[[], None] | None = None
 
-    def loop_event(self) -> threading.Event:
+    def loop_event(self) -> WakeEvent:
         """A new event for a loop of this worker to sleep on (`ExecutorLoop.wake` sets it).
         A transport without a thread of its own (`squall.worker.tcp.TcpTransport`) returns one
         whose wait also ends when its sockets have something for `poll`."""

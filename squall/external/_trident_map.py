@@ -29,10 +29,10 @@ class StateType(enum.Enum):
     OPAQUE = "opaque"
 
 
-_WRAPPERS = {
-    StateType.NON_TRANSACTIONAL: NonTransactionalMap,
-    StateType.TRANSACTIONAL: TransactionalMap,
-    StateType.OPAQUE: OpaqueMap,
+_WRAPPERS: dict[StateType, Callable[[Any], Any]] = {  # each wrapper's build(backing)
+    StateType.NON_TRANSACTIONAL: NonTransactionalMap.build,
+    StateType.TRANSACTIONAL: TransactionalMap.build,
+    StateType.OPAQUE: OpaqueMap.build,
 }
 
 
@@ -61,27 +61,27 @@ class CommittingMapState(MapState, Snapshottable):
             self._state = self._build()
             raise
 
-    def begin_commit(self, txid: int) -> None:
+    def begin_commit(self, txid: int | None) -> None:
         """The batch ``txid`` starts updating the state."""
         if self._hooks is not None:
             self._hooks.begin_commit(txid)
         self._run("begin_commit", txid)
 
-    def commit(self, txid: int) -> None:
+    def commit(self, txid: int | None) -> None:
         """The batch ``txid`` updated the state."""
         self._run("commit", txid)
         if self._hooks is not None:
             self._hooks.commit(txid)
 
-    def multi_get(self, keys: Sequence[list]) -> list:
+    def multi_get(self, keys: Sequence[Sequence[Any]]) -> list:
         """`MapState.multi_get`."""
         return self._run("multi_get", keys)
 
-    def multi_update(self, keys: Sequence[list], updaters: Sequence[Any]) -> list:
+    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[Any]) -> list:
         """`MapState.multi_update`."""
         return self._run("multi_update", keys, updaters)
 
-    def multi_put(self, keys: Sequence[list], values: Sequence[Any]) -> None:
+    def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
         """`MapState.multi_put`."""
         self._run("multi_put", keys, values)
 
@@ -105,6 +105,6 @@ def build_map_state(backing: Any, state_type: StateType, local_cache_size: int, 
     ``backing`` when it has them."""
     def build() -> Any:
         inner = CachedMap(backing, local_cache_size) if local_cache_size > 0 else backing
-        return SnapshottableMap(_WRAPPERS[state_type].build(inner), [global_key])
+        return SnapshottableMap(_WRAPPERS[state_type](inner), [global_key])
     hooks = backing if hasattr(backing, "begin_commit") and hasattr(backing, "commit") else None
     return CommittingMapState(build, hooks)

@@ -2,7 +2,7 @@
 `ParquetDirectorySpout` the Parquet files a Spark job writes into a directory.
 
 Both emit one tuple per row of each new Parquet file, with a `RowAt` (file, row index) message
-id, and keep `FileSpout`'s guarantees with its machinery (`OffsetTracker`, progress files,
+id, and keep `FileSpout`'s guarantees with its machinery (`squall.external.offsets.OffsetManager`, progress files,
 `RetryBook`, dead-letter files): per file the committed row (every row before it acked) is
 written under ``<storm.local.dir>/<kind>/<spout id>/task-<index>.json``, so a restart resumes
 each file at its committed row (at-least-once: rows acked after the first unacked one are
@@ -282,10 +282,8 @@ class _FollowingSpout(Spout):
                      cause: FailureCause | None = None) -> None:
         assert self.dead_letter_dir is not None
         entry = {"source": self.source, "file": f.key, "version": f.version, "row": row, "reason": reason,
-                 "values": values, **({"cause": cause.as_dict()} if cause is not None else {})}
-        path = append_dead_letter(self.dead_letter_dir, f.key.replace("/", "__"),
-                                  {k: (v if k != "values" else _jsonable(v)) for k, v in entry.items()},
-                                  self.kept.dead_letter)
+                 "values": _jsonable(values), **({"cause": cause.as_dict()} if cause is not None else {})}
+        path = append_dead_letter(self.dead_letter_dir, f.key.replace("/", "__"), entry, self.kept.dead_letter)
         self.dead_letters += 1
         where = f"{f.path}" + (f" row {row}" if row is not None else "")
         message = f"{type(self).__name__} {self.spout_id!r}: {reason} in {where}; written to {path}"
@@ -441,7 +439,7 @@ class DeltaTableSpout(_FollowingSpout):
     def open(self, conf: dict, context: TopologyContext, collector: SpoutOutputCollector) -> None:
         """Loads the progress; the table's log is read from the committed mark on."""
         super().open(conf, context, collector)
-        self.table = None
+        self.table: Any = None  # a deltalake.DeltaTable once the table exists (deltalake imported then)
 
     def _new_files(self) -> list[FollowedFile]:
         from deltalake import DeltaTable
@@ -491,8 +489,8 @@ def start_mark(docs: dict[str, ProgressDoc], own_name: str, tasks: int) -> int |
     (n,) = earlier
     if n is None or set(docs) != {f"task-{i}.json" for i in range(n)}:
         return None
-    marks = [d.mark for d in docs.values()]
-    return None if None in marks else min(marks)
+    marks = [d.mark for d in docs.values() if d.mark is not None]
+    return min(marks) if len(marks) == len(docs) else None
 
 
 class DeltaCommit(NamedTuple):
@@ -517,7 +515,7 @@ def read_commit(table: str, version: int) -> DeltaCommit:
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}: line {n}: not JSON ({e})") from None
             if not isinstance(action, dict):
-                raise ValueError(f"{path}: line {n}: not an action object")
+                raise ValueError(f"{path}: line {n}: not an action object")  # noqa: TRY004 (a malformed log, as the JSON error above)
             if isinstance(action.get("commitInfo"), dict):
                 operation = action["commitInfo"].get("operation")
             add, remove = action.get("add"), action.get("remove")

@@ -28,8 +28,15 @@ from .._config import setting
 from .._fields import Fields
 from .._stable_hash import stable_hash_one
 from ..trident.partitioned import IPartitionedTridentSpout
-from .files import (DEFAULT_MAX_RECORD_BYTES, IN_PROGRESS, MAX_RECORD_KEY, FileConnectorError, RecordTooLarge,
-                    read_line, translate_text)
+from .files import (
+    DEFAULT_MAX_RECORD_BYTES,
+    IN_PROGRESS,
+    MAX_RECORD_KEY,
+    FileConnectorError,
+    RecordTooLarge,
+    read_line,
+    translate_text,
+)
 
 __all__ = ["FileTridentSpout"]
 

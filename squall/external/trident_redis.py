@@ -21,11 +21,12 @@ Needs the ``redis`` extra (``pip install 'squall[redis]'``); only this module im
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import redis
+from redis.typing import EncodableT, FieldT
 
 from .._errors import FailedException
 from .._redact import redact_text
@@ -127,7 +128,7 @@ class JSONOpaqueSerializer:
         return OpaqueValue(_txid(raw[0]), raw[1], raw[2])
 
 
-DEFAULT_SERIALIZERS = {
+DEFAULT_SERIALIZERS: dict[StateType, Callable[[], Serializer]] = {
     StateType.NON_TRANSACTIONAL: JSONNonTransactionalSerializer,
     StateType.TRANSACTIONAL: JSONTransactionalSerializer,
     StateType.OPAQUE: JSONOpaqueSerializer,
@@ -248,7 +249,9 @@ class RedisMapState(IBackingMap):
         def run() -> None:
             p = self.client.pipeline(transaction=True)
             if self.options.data_type == "hash":
-                p.hset(self.options.hash_key, mapping=mapping)
+                assert self.options.hash_key is not None  # Options refuses a hash without it
+                # redis types the mapping's keys as any field (a Mapping's key type is invariant)
+                p.hset(self.options.hash_key, mapping=cast("dict[FieldT, EncodableT]", mapping))
             else:
                 p.mset(mapping)
                 if self.options.expire_interval_secs > 0:

@@ -48,7 +48,7 @@ class NameFilter:
 def expand(points: list[DataPoint], separator: str) -> list[DataPoint]:
     """``expandMapType``: a point whose value is a map becomes one point per key, named
     ``name + separator + key``; points whose value is None are dropped."""
-    out = []
+    out: list[DataPoint] = []
     for p in points:
         if isinstance(p.value, dict):
             out.extend(DataPoint(f"{p.name}{separator}{k}", v) for k, v in p.value.items() if v is not None)

@@ -9,6 +9,7 @@ squall copies components per task; made inside `shared_state_dir`, they also wor
 workers are other processes (the process host, Spark).
 """
 
+from ..engine.clock import SimulatedClock as SimulatedClock
 from ._complete import CompleteTopologyResult as CompleteTopologyResult
 from ._complete import MockedSources as MockedSources
 from ._complete import complete_topology as complete_topology
@@ -19,7 +20,6 @@ from ._helpers import FeederSpout as FeederSpout
 from ._helpers import FixedTupleSpout as FixedTupleSpout
 from ._helpers import TupleCaptureBolt as TupleCaptureBolt
 from ._registry import shared_state_dir as shared_state_dir
-from ..engine.clock import SimulatedClock as SimulatedClock
 
 __all__ = [
     "AckFailMapTracker", "AckTracker", "CompleteTopologyResult", "FeederSpout", "FixedTupleSpout",

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from typing import Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from squall.engine.clock import Clock
 
@@ -111,7 +112,7 @@ class HistorySampler:
         """Take one sample now (the thread's step; tests call it directly)."""
         try:
             readings = list(self._read())
-        except Exception as e:  # master down or restarting: keep the old samples, try again later
+        except Exception as e:  # noqa: BLE001 (master down or restarting: keep the old samples, try again later)
             log.debug("history sample skipped: %s", e)
             return
         with self._lock:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 from urllib.parse import quote, urlencode
 
 from starlette.concurrency import run_in_threadpool
@@ -76,7 +76,12 @@ def resolve_log_file(root: Path, name: str | None) -> Path:
     return path
 
 
+@overload
+def _int_param(params: Any, key: str, default: int, low: int, high: int) -> int: ...
+@overload
+def _int_param(params: Any, key: str, default: None, low: int, high: int) -> int | None: ...
 def _int_param(params: Any, key: str, default: int | None, low: int, high: int) -> int | None:
+    """The integer query parameter ``key`` (``default`` when absent), between ``low`` and ``high``."""
     raw = params.get(key)
     if raw is None or raw == "":
         return default
@@ -162,7 +167,7 @@ def list_logs(root: Path, topology_id: str | None = None, port: int | None = Non
     real_root = root.resolve()
     if not real_root.is_dir():
         return []
-    out = []
+    out: list[str] = []
     for topo in sorted(p for p in real_root.iterdir() if p.is_dir() and not p.is_symlink()):
         if topology_id is not None and topo.name != topology_id:
             continue
@@ -196,7 +201,7 @@ def logviewer_routes(log_root: Path) -> list[Route]:
 
     def log(request: Request) -> Response:
         q = request.query_params
-        name = q.get("file")
+        name = q.get("file") or ""  # refused by resolve_log_file, as a missing one
         path = resolve_log_file(root, name)
         length = _int_param(q, "length", DEFAULT_LENGTH, 1, MAX_LENGTH)
         start = _int_param(q, "start", None, 0, 1 << 62)
@@ -207,7 +212,7 @@ def logviewer_routes(log_root: Path) -> list[Route]:
         return HTMLResponse(_page_html(name, page, length, grep))
 
     def download(request: Request) -> Response:
-        name = request.query_params.get("file")
+        name = request.query_params.get("file") or ""  # refused by resolve_log_file, as a missing one
         path = resolve_log_file(root, name)
         return FileResponse(path, media_type="text/plain",
                             filename=name.replace("/", "-"))  # topo-port-worker.log, as Storm names it

@@ -23,8 +23,8 @@ from starlette.routing import Route
 
 from .._errors import NotAliveException
 from ..engine.stats import GAUGES, LATENCIES
-from .link import MasterLink, MasterUnavailable
 from .app import error_response
+from .link import MasterLink, MasterUnavailable
 
 _TASK_LABELS = ["topology", "component", "task", "source", "stream"]
 _WORKER_LABELS = ["topology", "host", "port"]

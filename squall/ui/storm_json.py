@@ -7,6 +7,7 @@ has no resource-aware scheduler, so Storm's memory and CPU figures are 0 and
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 from .. import __version__
@@ -181,7 +182,7 @@ def debug_args(action: str, pct: str) -> tuple[bool, float]:
         value = float(pct)
     except ValueError:
         raise BadParameter(f"the debug sampling percent must be a number, got {pct!r}") from None
-    if value != value:  # NaN
+    if math.isnan(value):
         raise BadParameter(f"the debug sampling percent must be a number, got {pct!r}")
     return action == "enable", value
 

@@ -152,7 +152,7 @@ class WorkerAgent:
                 executors = [plan.executors[i] for i in a["executors"]]
                 blobs = component_blobs(plan)
                 self.transport = self.make_transport(plan, Origin(self.storm_id, self.slot, self.launch_id), early)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 (the user's plan, unpickled: reported to the master as this worker's error)
                 rec = error_record("__worker", -1, e, self.port, fatal=True)
                 rec.error = f"worker on {self.slot} cannot start: {rec.error}"
                 self._report([rec.as_dict()])
@@ -207,9 +207,12 @@ class WorkerAgent:
         transport.set_launches(a["launch_ids"])
         self.state = TopologyState(active=bool(a["active"]))
         bp = Backpressure(plan.conf["topology.executor.receive.buffer.size"], self.clock)
+
+        def crashed(w: Any, rec: Any) -> None:
+            self._crashed.set()
+            self._wake.set()
         worker = Worker(plan, self.port, executors, blobs, transport, self.clock, self.state, bp,
-                        lambda rec: self._errors.append(rec.as_dict()),
-                        lambda w, rec: (self._crashed.set(), self._wake.set()), self.seed, self.state_home,
+                        lambda rec: self._errors.append(rec.as_dict()), crashed, self.seed, self.state_home,
                         self.transactional_home)
         early.hand_over(worker.receive)
         transport.set_receiver(worker.receive, worker.receive_batch)
@@ -225,7 +228,7 @@ class WorkerAgent:
         # backpressure across workers: this worker's own state, told to and by its peers
         # items dropped on their way to a moved peer, told to and by the peers (their spouts'
         # tuples may be among them)
-        self._dropped = DroppedItemsLink(worker.tasks_lost, transport)
+        self._dropped = dropped = DroppedItemsLink(worker.tasks_lost, transport)
         # the bolt tasks' loads, told to and by the peers, for the load-aware shuffles
         loads = (LoadLink(worker.load_mapping, worker.bolt_loads, transport, name=f"squall-load-{self.port}")
                  if worker.load_aware else None)
@@ -234,7 +237,7 @@ class WorkerAgent:
             if loads is not None and is_load_message(message):
                 loads.heard(sender, message)
             else:
-                self._dropped.heard(sender, message)
+                dropped.heard(sender, message)
         link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}", others=others)
         self.worker = worker
         worker.start()

@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 from .._keys import DATA as _KEY_PURPOSE
 from .._keys import derive_key
-from ..engine.transport import Origin as Origin  # who sends: the header's first part
+from ..engine.transport import Origin  # who sends: the header's first part (its users import it from here)
 
 VERSION = 2   # 1: the same fields in three frames
 DATA = 0      # kind of a batch of items
@@ -232,7 +232,7 @@ class Opener:
         return Header(kind, seq, storm_id, slot, launch, to), view[end:]
 
 
-def _update(h: "hmac.HMAC", data: bytes | memoryview) -> None:
+def _update(h: hmac.HMAC, data: bytes | memoryview) -> None:
     """``h.update(data)`` without giving the GIL up (see `_GIL_HELD_PIECE`)."""
     n = len(data)
     if n < _GIL_HELD_PIECE:

@@ -14,6 +14,7 @@ worker starts from zero, and a restarted master reads them again from the worker
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import resource
 import time
@@ -70,7 +71,7 @@ def _at(ring: deque[tuple[float, dict[int, Snapshot]]], task: int, when: float, 
     points = [*ring, (now, {task: current})]
     if when <= points[0][0]:
         return points[0][1].get(task, {})
-    for (t0, s0), (t1, s1) in zip(points, points[1:]):
+    for (t0, s0), (t1, s1) in itertools.pairwise(points):
         if t0 <= when <= t1:
             a, b = s0.get(task, {}), s1.get(task, {})
             if t1 <= t0:

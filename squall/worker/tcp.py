@@ -38,13 +38,13 @@ import select
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from time import monotonic
-from typing import Any
+from typing import Any, cast
 
-from .._native import StaleWatch, epoll_ready, recv_nb, send_nb
 from .._encryption import AUTO
 from .._encryption import KEY as ENCRYPTION_KEY
+from .._native import StaleWatch, epoll_ready, recv_nb, send_nb
 from .batching import DEFAULT_MAX_MESSAGE_BYTES, BatchingTransport
 from .curve import wants_encryption
 from .envelope import Origin
@@ -90,7 +90,7 @@ class _Inbound:
     """A connection from a peer: the bytes of the frame it is in the middle of, and whether a
     message from it has passed the envelope's checks."""
 
-    __slots__ = ("sock", "buffer", "trusted")
+    __slots__ = ("buffer", "sock", "trusted")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -101,7 +101,7 @@ class _Inbound:
 class _Outbound:
     """The connection to a peer and what it has not taken yet (under the send lock)."""
 
-    __slots__ = ("sock", "connecting", "backlog", "retry_at", "watched")
+    __slots__ = ("backlog", "connecting", "retry_at", "sock", "watched")
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
@@ -243,7 +243,7 @@ class TcpTransport(BatchingTransport):
         while self._stale.wait_stale(STALE_SECS):
             try:
                 self.poll()
-            except Exception:  # noqa: BLE001 - the loop's own poll raises it again, in the loop
+            except Exception:
                 log.exception("the transport's watchman could not read for the loops")
             finally:
                 # the next look in STALE_SECS at the earliest, also when poll read nothing because
@@ -509,4 +509,4 @@ class TcpTransport(BatchingTransport):
 
 def _is_partial(frame: memoryview) -> bool:
     """Whether ``frame`` is what is left of a frame written in part (a slice of it)."""
-    return frame.nbytes < len(frame.obj)
+    return frame.nbytes < len(cast(Sized, frame.obj))  # the frames are views of bytes

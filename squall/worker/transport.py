@@ -110,7 +110,7 @@ class ZmqTransport(BatchingTransport):
         self._pull.setsockopt(zmq.RCVHWM, receive_queue_limit(self.max_message_bytes))
         self._pull.setsockopt(zmq.RCVTIMEO, 200)  # the receiving thread looks at `_closed` this often
         self._discard = bytearray()  # the extra frames of a multipart message go into nothing
-        if self.encrypted:
+        if self.encrypted and self._keys is not None:  # encrypted: there are keys
             curve.make_server(self._pull, self._keys)
         self._monitor = self._pull.get_monitor_socket(_HANDSHAKE_FAILED) if self.encrypted else None
         if bind.endswith(":0"):  # any free port (tests); the slot's port otherwise
@@ -212,6 +212,7 @@ class ZmqTransport(BatchingTransport):
         self._warn.warning("dropped a message of %d frames (squall sends one)", frames)
 
     def _handshake_failed(self) -> None:
+        assert self._monitor is not None  # watched only when encrypted
         while True:
             try:
                 event = recv_monitor_message(self._monitor, _NOBLOCK)

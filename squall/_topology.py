@@ -12,6 +12,7 @@ from typing import Any
 
 from ._collectors import OutputFieldsDeclarer, StreamInfo
 from ._components import BasicBolt, Bolt, Spout
+from ._config import Config
 from ._errors import InvalidTopologyException
 from ._fields import Fields, GlobalStreamId
 from ._grouping import (
@@ -120,7 +121,7 @@ class _Declarer:
         if n is not None and (type(n) is not int or n < 1):
             raise InvalidTopologyException(
                 f"Component [{self._spec.id}]: number of tasks must be a positive integer, got {n!r}")
-        self._spec.conf["topology.tasks"] = n
+        self._spec.conf[Config.TOPOLOGY_TASKS] = n
         return self
 
     def add_configuration(self, key: str, value: Any) -> _Declarer:
@@ -135,19 +136,19 @@ class _Declarer:
 
     def set_max_spout_pending(self, n: int) -> _Declarer:
         """``topology.max.spout.pending`` for this component."""
-        return self.add_configuration("topology.max.spout.pending", n)
+        return self.add_configuration(Config.TOPOLOGY_MAX_SPOUT_PENDING, n)
 
     def set_max_task_parallelism(self, n: int) -> _Declarer:
         """``topology.max.task.parallelism`` for this component."""
-        return self.add_configuration("topology.max.task.parallelism", n)
+        return self.add_configuration(Config.TOPOLOGY_MAX_TASK_PARALLELISM, n)
 
     def set_debug(self, flag: bool) -> _Declarer:
         """``topology.debug`` for this component."""
-        return self.add_configuration("topology.debug", flag)
+        return self.add_configuration(Config.TOPOLOGY_DEBUG, flag)
 
     def set_own_thread(self, flag: bool = True) -> _Declarer:
         """Run this component's executors on their own thread (for blocking user code)."""
-        return self.add_configuration("topology.executor.own.thread", flag)
+        return self.add_configuration(Config.TOPOLOGY_EXECUTOR_OWN_THREAD, flag)
 
 
 class SpoutDeclarer(_Declarer):
@@ -326,7 +327,7 @@ def validate_topology(topology: StormTopology) -> None:
     if not any(c.kind == "spout" for c in comps.values()):
         raise InvalidTopologyException("a topology needs at least one spout")
     for cid, spec in comps.items():
-        tasks = spec.conf.get("topology.tasks")
+        tasks = spec.conf.get(Config.TOPOLOGY_TASKS)
         if tasks is not None and (type(tasks) is not int or tasks < 1):
             raise InvalidTopologyException(
                 f"Component [{cid}]: number of tasks must be a positive integer, got {tasks!r}")

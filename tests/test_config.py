@@ -351,8 +351,7 @@ def _squall_sources():
 KEYS_STILL_SPELLED_IN = frozenset({
     "cluster/master.py", "cluster/master_ha.py", "cluster/ha.py", "cluster/client.py", "cluster/local.py",
     "cluster/stats_pages.py", "cluster/store.py", "cluster/inprocess.py", "cluster/supervisor.py", "ui/link.py",
-    "_topology.py", "engine/loop.py", "engine/plan.py", "engine/serialize.py", "external/files.py",
-    "state/_wiring.py", "worker/agent.py",
+    "engine/loop.py", "engine/serialize.py", "external/files.py", "worker/agent.py",
 })
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._config import component_conf
+from .._config import Config, component_conf
 from .._errors import InvalidTopologyException
 from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
@@ -144,18 +144,18 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
     parallelism: dict[str, int] = {}
     for cid, spec in topology.components.items():
         cconf = component_conf(conf, spec.conf, given_conf, cid)
-        cap = cconf.get("topology.max.task.parallelism")
+        cap = cconf.get(Config.TOPOLOGY_MAX_TASK_PARALLELISM)
         # Storm's getComponentParallelism: the component's topology.tasks, else the topology's,
         # else the parallelism hint.
-        tasks = spec.conf.get("topology.tasks") or conf.get("topology.tasks") or spec.parallelism
+        tasks = spec.conf.get(Config.TOPOLOGY_TASKS) or conf.get(Config.TOPOLOGY_TASKS) or spec.parallelism
         num_tasks[cid] = _cap(tasks, cap)
         parallelism[cid] = _cap(spec.parallelism, cap)
         confs[cid] = cconf
         check = getattr(spec.obj, SUBMIT_CHECK, None)
         if check is not None:  # e.g. Storm's checks of a window against the message timeout
             check(cid, cconf, spec.streams, {s: topology.components[s[0]].streams.get(s[1]) for s in spec.inputs})
-    workers = conf["topology.workers"]
-    ackers = conf.get("topology.acker.executors")
+    workers = conf[Config.TOPOLOGY_WORKERS]
+    ackers = conf.get(Config.TOPOLOGY_ACKER_EXECUTORS)
     ackers = workers if ackers is None else ackers
     if ackers:
         num_tasks[ACKER_COMPONENT] = ackers

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._config import Config
 from .._collectors import StreamInfo
 from .._fields import GlobalStreamId
 from .._grouping import ALL, Grouping
@@ -38,7 +39,7 @@ def add_checkpointing(components: dict[str, ComponentSpec]) -> dict[str, Compone
             c.inputs[stream] = Grouping(ALL)
         out[cid] = c
     spout = ComponentSpec(CHECKPOINT_COMPONENT_ID, CheckpointSpout(), "spout", 1)
-    spout.conf = {"topology.tasks": 1}
+    spout.conf = {Config.TOPOLOGY_TASKS: 1}
     spout.streams = {CHECKPOINT_STREAM_ID: StreamInfo(CHECKPOINT_FIELDS)}
     out[CHECKPOINT_COMPONENT_ID] = spout
     return out

@@ -34,6 +34,7 @@ from .operation import (
     TridentCollector,
     TridentOperationContext,
 )
+from .state.api import MapCombinerAggStateUpdater
 from .tuple import TridentTuple
 
 # --- how a processor sees its place in the bolt ---------------------------------------------------
@@ -374,12 +375,14 @@ _ABSENT = object()
 
 def _grouped_combine(key: int, group_idx: list[int], value_idx: int, agg: CombinerAggregator,
                      init: Callable[[TridentTuple], Any] | None = None,
-                     view: Callable[[list], TridentTuple] | None = None) -> Receiver:
+                     view: Callable[[list], TridentTuple] | None = None, first_as_is: bool = False) -> Receiver:
     """The receiver of a grouped combiner aggregate (`GroupedAggregator` over
     `CombinerCombineAggregator`): each group's value starts at ``zero()`` and combines the
     tuple's value (at ``value_idx``, or ``init(view(values))``: the combiner's init fused in, see
-    `EachProcessor.wire`); the batch's state is ``{group values: value}``. The receiver carries
-    its layout as ``fusable`` so that the init before it can be fused in."""
+    `EachProcessor.wire`); the batch's state is ``{group values: value}``. With ``first_as_is``
+    a group's first value is kept as it is, not combined with ``zero()`` (the persist's
+    `MapCombinerAggStateUpdater` rule). The receiver carries its layout as ``fusable`` so that
+    the init before it can be fused in."""
     combine, zero = agg.combine, agg.zero
     single = group_idx[0] if len(group_idx) == 1 else None
 
@@ -391,7 +394,10 @@ def _grouped_combine(key: int, group_idx: list[int], value_idx: int, agg: Combin
             old = groups.get(group, _ABSENT)
         except TypeError:
             raise ValueError(f"group_by: the group values {list(group)!r} are not hashable") from None
-        groups[group] = combine(zero() if old is _ABSENT else old, value)
+        if old is _ABSENT:
+            groups[group] = value if first_as_is else combine(zero(), value)
+        else:
+            groups[group] = combine(old, value)
 
     receive.fusable = (key, group_idx, value_idx, agg)  # type: ignore[attr-defined]
     return receive
@@ -433,12 +439,26 @@ class PartitionPersistProcessor(_StateProcessor):
 
     def wire(self) -> None:
         self._coll.wire()
-        view, key = _viewer(self.input_fields, self._idx), self.tctx.key
+        key = self.tctx.key
+        self._partials = type(self.op) is MapCombinerAggStateUpdater
+        if self._partials:
+            # a grouped combiner's persist: the tuples are combined per group as they come (what
+            # its update_state does first), so the batch keeps one dict and no tuple views
+            op = self.op
+            parent = self.tctx.parent_fields[0]
+            self._receive = _grouped_combine(  # type: ignore[method-assign]
+                key, [parent.index(f) for f in op.group_fields], parent.index(op.input_fields[0]), op.agg,
+                first_as_is=True)
+            return
+        view = _viewer(self.input_fields, self._idx)
 
         def receive(batch: BatchInfo, values: list) -> None:
             batch.state[key].append(view(values))
 
         self._receive = receive  # type: ignore[method-assign]
+
+    def start_batch(self, batch: BatchInfo) -> None:
+        batch.state[self.tctx.key] = {} if self._partials else []
 
     def finish_batch(self, batch: BatchInfo) -> None:
         buffer = batch.state[self.tctx.key]
@@ -448,7 +468,10 @@ class PartitionPersistProcessor(_StateProcessor):
         txid = batch.attempt.txid
         self._coll.batch = batch
         state.begin_commit(txid)
-        self.op.update_state(state, buffer, self._coll)
+        if self._partials:
+            self.op.update_partials(state, buffer, self._coll)
+        else:
+            self.op.update_state(state, buffer, self._coll)
         state.commit(txid)
 
 

@@ -469,3 +469,49 @@ def test_memory_map_state_lives_in_local_cluster_and_survives_a_worker_restart()
             "the state is not kept by the cluster"
     finally:
         cluster.shutdown()
+
+
+def _opaque_memory_map():
+    return MemoryMapState.factory().make_state({}, None, 0, 1)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: OpaqueMap.build(MemoryBackingMap()), lambda: TransactionalMap.build(MemoryBackingMap()),
+    lambda: NonTransactionalMap.build(MemoryBackingMap()), _opaque_memory_map,
+    lambda: SnapshottableMap(OpaqueMap.build(MemoryBackingMap()), ["$g"]),
+], ids=["opaque", "transactional", "non-transactional", "memory-map-state", "snapshottable"])
+def test_combine_partials_stores_and_returns_what_multi_update_with_combiner_updaters_does(make):
+    """The commit's inlined path (`combine_partials`, no updater per key) against the generic one
+    on a twin map, over new keys, a later batch, a replay of a batch (the same txid again), two
+    updates of a key within one batch, and a value of None."""
+    fast, slow = make(), make()
+    agg = CountCombiner()
+    batches = [(1, [("a",), ("b",)], [2, 1]), (2, [("a",), ("c",)], [3, 1]), (2, [("a",), ("c",)], [3, 1]),
+               (3, [("a",), ("b",)], [1, 1]), (4, [("n",)], [None])]
+    for txid, ks, args in batches:
+        for m in (fast, slow):
+            m.begin_commit(txid)
+        got = fast.combine_partials(ks, args, agg)
+        if txid == 3:  # a second update of the same keys in one batch builds on the first
+            got = fast.combine_partials(ks, args, agg)
+        want = slow.multi_update([list(k) for k in ks], [CombinerValueUpdater(agg, a) for a in args])
+        if txid == 3:
+            want = slow.multi_update([list(k) for k in ks], [CombinerValueUpdater(agg, a) for a in args])
+        assert got == want
+        for m in (fast, slow):
+            m.commit(txid)
+    keys = [["a"], ["b"], ["c"], ["n"]]
+    assert fast.multi_get(keys) == slow.multi_get(keys)
+    fast.begin_commit(5)
+    slow.begin_commit(5)
+    assert fast.multi_get(keys) == slow.multi_get(keys)
+
+
+def test_combine_partials_of_a_batch_behind_the_state_fails_as_multi_update_does():
+    m = OpaqueMap.build(MemoryBackingMap())
+    m.begin_commit(5)
+    m.combine_partials([("a",)], [1], CountCombiner())
+    m.commit(5)
+    m.begin_commit(4)
+    with pytest.raises(StateError, match=r"Current batch \(4\) is behind state's batch"):
+        m.combine_partials([("a",)], [1], CountCombiner())

@@ -237,11 +237,21 @@ class MapCombinerAggStateUpdater(BaseStateUpdater):
             arg = values[layout[2]]
             old = partial.get(key, _ABSENT)
             partial[key] = arg if old is _ABSENT else combine(old, arg)
-        keys = [list(k) for k in partial]  # Storm's List<List<Object>>: a backing map may rely on lists
-        agg = self.agg
-        new = state.multi_update(keys, [CombinerValueUpdater(agg, a) for a in partial.values()])
+        self.update_partials(state, partial, collector)
+
+    def update_partials(self, state: MapState, partial: dict[tuple, Any], collector: TridentCollector) -> None:
+        """`update_state` once the batch's tuples are combined per group: ``partial`` maps each
+        group's values (a tuple) to the group's partial aggregate. The persist bolt combines
+        as the tuples arrive and calls this at the commit (one dict, no tuple kept)."""
+        combine_partials = getattr(state, "combine_partials", None)
+        if combine_partials is not None:  # the maps of this package: no updater per key
+            new = combine_partials(list(partial), list(partial.values()), self.agg)
+        else:
+            keys = [list(k) for k in partial]  # Storm's List<List<Object>>: a backing map may rely on lists
+            agg = self.agg
+            new = state.multi_update(keys, [CombinerValueUpdater(agg, a) for a in partial.values()])
         emit = collector.emit
-        for key, value in zip(keys, new):
+        for key, value in zip(partial, new):
             emit([*key, value])
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, Self, TypeVar
 
 from ...state import StateError
-from .api import IBackingMap, MapState, Snapshottable, ValueUpdater
+from .api import CombinerValueUpdater, IBackingMap, MapState, Snapshottable, ValueUpdater
 
 T = TypeVar("T")
 Key = tuple
@@ -150,6 +150,12 @@ class _SnapshotMap(MapState, Snapshottable):
     def set(self, value: Any) -> None:
         self.multi_put(self._snapshot_keys, [value])
 
+    def combine_partials(self, ks: list[Key], args: list[Any], agg: Any) -> list[Any]:
+        """``multi_update`` of the keys ``ks`` (tuples) with a `CombinerValueUpdater(agg, arg)`
+        each: what a grouped ``persistent_aggregate`` of a combiner does at its commit. A map
+        may do it without an updater per key (`OpaqueMap` does)."""
+        return self.multi_update([list(k) for k in ks], [CombinerValueUpdater(agg, a) for a in args])
+
 
 class _Read(NamedTuple):
     val: Any
@@ -187,6 +193,12 @@ class _BatchReads:
         """Write ``vals``; ``ks``: the keys as dict keys, if made already."""
         self.delegate.multi_put(keys, vals)
         self.written.update(zip(_keys(keys) if ks is None else ks, vals))
+
+    def delegate_keys(self, ks: list[Key]) -> Sequence[Sequence[Any]]:
+        """The keys ``ks`` (tuples) as the backing map takes them: lists (Storm's
+        ``List<List<Object>>``, which a backing map may rely on), or ``ks`` themselves for one
+        that says it takes tuples (``TUPLE_KEYS``)."""
+        return ks if getattr(self.delegate, "TUPLE_KEYS", False) else [list(k) for k in ks]
 
 
 class _TxidMap(_SnapshotMap):
@@ -283,6 +295,38 @@ class OpaqueMap(_TxidMap):
         _check_pairs(keys, values, "values")
         self.multi_update(keys, [_Replace(v) for v in values])
 
+    def combine_partials(self, ks: list[Key], args: list[Any], agg: Any) -> list[Any]:
+        """`multi_update` with `CombinerValueUpdater`s, inlined: per key one read, one
+        ``combine`` and one new `OpaqueValue` (the commit of a grouped combiner aggregate)."""
+        _check_pairs(ks, args, "partial aggregates")
+        backing = self.backing
+        keys = backing.delegate_keys(ks)
+        stored_vals = _get(backing.delegate, keys)
+        written, curr_tx, combine = backing.written, self.curr_tx, agg.combine
+        if written:  # what this batch wrote already is what it builds on (see _BatchReads)
+            stored_vals = [written.get(k, v) for k, v in zip(ks, stored_vals)]
+        new_vals, ret = [], []
+        append_new, append_ret = new_vals.append, ret.append
+        for k, stored, arg in zip(ks, stored_vals, args):
+            if stored is None:
+                append_new(OpaqueValue(curr_tx, arg))
+                append_ret(arg)
+                continue
+            # OpaqueValue._base, inlined: the value this batch builds on and keeps as prev
+            stored_tx = stored.curr_txid
+            if curr_tx is None or stored_tx is None or stored_tx < curr_tx:
+                prev = stored.curr
+            elif stored_tx == curr_tx:
+                prev = stored.prev
+            else:
+                prev = stored._base(curr_tx)  # raises: the state is ahead of this batch
+            base = stored.curr if k in written else prev
+            new = arg if base is None else combine(base, arg)
+            append_new(OpaqueValue(curr_tx, new, prev))
+            append_ret(new)
+        backing.multi_put(keys, new_vals, ks)
+        return ret
+
 
 class NonTransactionalMap(_SnapshotMap):
     """A `MapState` that stores bare values (Storm's ``NonTransactionalMap``): a replayed batch
@@ -334,6 +378,12 @@ class SnapshottableMap(_SnapshotMap):
 
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
         self.delegate.multi_put(keys, values)
+
+    def combine_partials(self, ks: list[Key], args: list[Any], agg: Any) -> list[Any]:
+        combine_partials = getattr(self.delegate, "combine_partials", None)
+        if combine_partials is None:
+            return super().combine_partials(ks, args, agg)
+        return combine_partials(ks, args, agg)
 
     def begin_commit(self, txid: int | None) -> None:
         self.delegate.begin_commit(txid)

@@ -71,6 +71,9 @@ class _MemoryBacking(IBackingMap, ITupleCollection):
     `OpaqueValue` of plain values as they are, the others encoded by the topology's rules (see
     the module docstring)."""
 
+    TUPLE_KEYS = True
+    """Keys may come as tuples (`_BatchReads.delegate_keys`): ``_key`` makes one anyway."""
+
     def __init__(self, store: MemoryStore, codec: StateCodec) -> None:
         self.store = store
         self.codec = codec
@@ -87,9 +90,10 @@ class _MemoryBacking(IBackingMap, ITupleCollection):
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
         ret: list[Any] = []
         # the committed dict itself (MemoryStore.get without a call per key)
-        get, key_of = self.store.committed.get, self._key
+        get, key_of, plain_key = self.store.committed.get, self._key, _PLAIN_KEY_TYPES
         for k in keys:
-            data = get(key_of(k))
+            # a tuple of one plain part is its own key: _key, inlined for the common case
+            data = get(k if type(k) is tuple and len(k) == 1 and type(k[0]) in plain_key else key_of(k))
             if data is None or type(data) is OpaqueValue:
                 ret.append(data)
             else:
@@ -99,14 +103,17 @@ class _MemoryBacking(IBackingMap, ITupleCollection):
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
         changes: dict[Any, Any] = {}
         key_of = self._key
-        plain = _PLAIN_VALUE_TYPES
+        plain, plain_key = _PLAIN_VALUE_TYPES, _PLAIN_KEY_TYPES
         for k, v in zip(keys, values):
+            key = k if type(k) is tuple and len(k) == 1 and type(k[0]) in plain_key else key_of(k)
             if type(v) is OpaqueValue and (type(v.curr) in plain or _plain_value(v.curr)) and (
                     type(v.prev) in plain or _plain_value(v.prev)):
-                changes[key_of(k)] = v
+                changes[key] = v
             else:
-                changes[key_of(k)] = self.codec.value(list(k), v.to_list())
-        self.store.apply(changes)
+                changes[key] = self.codec.value(list(k), v.to_list())
+        store = self.store
+        with store.lock:  # MemoryStore.apply without its per-key test for a deletion (none here)
+            store.committed.update(changes)
 
     def multi_remove(self, keys: Sequence[Sequence[Any]]) -> None:
         self.store.apply({self._key(k): None for k in keys})

@@ -103,10 +103,9 @@ class _Finder:
         return list(self.found.values())
 
     def _safely(self, value: Any) -> None:
-        try:
+        # an odd object (a lazy proxy) is skipped, whatever it raises: the search is best effort
+        with contextlib.suppress(Exception):
             self._value(value)
-        except Exception:  # noqa: BLE001 - an odd object (a lazy proxy) is skipped: the search is best effort
-            pass
 
     def _value(self, value: Any) -> None:
         if isinstance(value, ModuleType):
@@ -206,7 +205,7 @@ def pickle_topology(topology: StormTopology, obj: Any = None) -> bytes:
     modules = topology_modules(topology)
     try:
         return _dumps_by_value(target, modules)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 (the user's objects: kept, and raised if no other way pickles them)
         by_value_error = e
     # keep each module by value that still pickles with the ones kept before it
     kept: list[Any] = []

@@ -27,9 +27,10 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, cast
 
 import redis
+from redis.typing import EncodableT, FieldT
 
 from .._components import Bolt, Spout
 from .._failure import UNKNOWN, FailureCause
@@ -45,11 +46,14 @@ log = logging.getLogger(__name__)
 _DOWN = (redis.ConnectionError, redis.TimeoutError)
 
 
+_DEFAULT_BACKOFF = RetryBackoff(max_retries=3)  # frozen: one shared by every spout that takes the default
+
+
 class MalformedEntry(ValueError):
     """A stream entry a translator cannot turn into a tuple; it goes to the dead-letter stream."""
 
 
-def ExponentialBackoff(initial_delay: float = 0.0, multiplier: float = 2.0, max_delay: float = 10.0,  # noqa: N802
+def ExponentialBackoff(initial_delay: float = 0.0, multiplier: float = 2.0, max_delay: float = 10.0,
                        max_retries: int | None = 3) -> RetryBackoff:
     """The `RetryBackoff` this spout's earlier backoff arguments meant: retry n waited
     ``initial_delay * multiplier ** (n - 1)``, at most ``max_delay``, which is Storm's formula
@@ -159,7 +163,7 @@ class RedisStreamSpout(Spout):
     def __init__(self, url: str, stream: str, group: str, fields: Sequence[str] = ("value",), *,
                  id_field: str | None = "id", translator: Callable[[str, Entry], list] | None = None,
                  output_fields: Sequence[str] | None = None, batch_size: int = 100,
-                 block_ms: int = 10, backoff: RetryBackoff = RetryBackoff(max_retries=3),
+                 block_ms: int = 10, backoff: RetryBackoff = _DEFAULT_BACKOFF,
                  dead_letter_stream: str | None = None, claim_idle_ms: int = 60_000,
                  claim_interval_secs: float = 5.0, down_retry_secs: float = 1.0,
                  clock: Clock | None = None) -> None:
@@ -242,7 +246,10 @@ class RedisStreamSpout(Spout):
         now = self.clock.now()
         # a slow topology at max spout pending calls ack and fail but not next_tuple: the
         # entries it holds are kept from looking idle here too
-        self._safely(now, lambda: (self._flush_acks(), self._touch_due(now)))
+        def flush_and_touch() -> None:
+            self._flush_acks()
+            self._touch_due(now)
+        self._safely(now, flush_and_touch)
 
     def fail(self, msg_id: Any) -> None:
         """A failure without a cause: counted as one the entry caused (`fail_with`)."""
@@ -320,8 +327,10 @@ class RedisStreamSpout(Spout):
 
     def _read(self, start: str, block: bool) -> bool:
         """One XREADGROUP from ``start`` (">": new entries; an id: own pending after it)."""
-        reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: start},
-                                       count=self.batch_size, block=self.block_ms if block else None)
+        # [[stream, [(id, fields), ...]]] (redis types the reply as any protocol version's shape)
+        reply = cast("list[tuple[str, list[tuple[str, dict[str, str]]]]]", self.client.xreadgroup(
+            self.group, self.consumer, {self.stream: start}, count=self.batch_size,
+            block=self.block_ms if block else None))
         entries = reply[0][1] if reply else []
         if start != ">" and entries:
             self._history_from = entries[-1][0]
@@ -410,7 +419,7 @@ class RedisStreamSpout(Spout):
         own pending."""
         log.error("%s: entry %s of stream %r to dead-letter stream %r: %s", self.consumer,
                   entry.id, self.stream, self.dead_letter_stream, error)
-        record = {"stream": self.stream, "id": entry.id, "error": error,
+        record: dict[FieldT, EncodableT] = {"stream": self.stream, "id": entry.id, "error": error,
                   "fields": json.dumps(dict(entry.fields) if entry.fields is not None else None)}
         if cause is not None:
             record["cause"] = json.dumps(cause.as_dict())
@@ -599,7 +608,7 @@ class _RedisKeyBolt(Bolt):
     (a clear ValueError at build time), the key a tuple names, the connection, and a server
     error failing the tuple; each declares ``output_fields``."""
 
-    _QUERIES: dict[str, _Query] = {}
+    _QUERIES: ClassVar[dict[str, _Query]] = {}
 
     def __init__(self, url: str, spec: LookupSpec, output_fields: Sequence[str]) -> None:
         name, kind = type(self).__name__, spec.kind
@@ -638,6 +647,10 @@ class _RedisKeyBolt(Bolt):
         key = self.spec.prefix + str(tup.get_value_by_field(self.spec.key_field))
         query = self._QUERIES[self.spec.kind][1]   # looked up here: a lambda does not pickle
         return query(self.client, key, self.spec.container)
+
+    def _process(self, tup) -> None:
+        """The query, and what is emitted or acked for ``tup`` (each bolt's own)."""
+        raise NotImplementedError
 
     def execute(self, tup) -> None:
         """Runs the query; on a server error reports it and fails the tuple (replay)."""

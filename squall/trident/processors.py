@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._fields import Fields
+from .builtin import Count
 from .executor import BatchBody, BatchInfo, BatchOutput
 from .operation import (
     BaseAggregator,
@@ -177,6 +178,35 @@ class _Collector(TridentCollector):
         self._proc.tctx.report_error(error)
 
 
+class _CountingCollector(_Collector):
+    """The collector of a function whose every emit goes to a fused grouped `Count` (see
+    `_grouped_count`): an emit adds one to its group's count in the batch's ``groups`` (the
+    group field at ``index`` of ``[*input, *emitted]``) without making the appended tuple."""
+
+    __slots__ = ("groups", "_index", "_nvalues")
+
+    def __init__(self, proc: Processor, index: int, input_width: int) -> None:
+        super().__init__(proc, append=True)
+        self.groups: dict = {}
+        self._index = index - input_width  # < 0: the group field is one of the input's
+        self._nvalues = -1
+
+    def wire(self) -> None:
+        super().wire()
+        self._nvalues = self._width - len(self._proc.tctx.parent_fields[0])
+
+    def emit(self, values: list) -> None:
+        if len(values) != self._nvalues:
+            super().emit(values)  # raises: the wrong number of values
+        i = self._index
+        group = (values[i],) if i >= 0 else (self.input[i],)
+        groups = self.groups
+        try:
+            groups[group] = groups.get(group, 0) + 1
+        except TypeError:
+            raise ValueError(f"group_by: the group values {list(group)!r} are not hashable") from None
+
+
 def _op_context(context: Any) -> TridentOperationContext:
     return TridentOperationContext(context)
 
@@ -205,7 +235,25 @@ class EachProcessor(_SingleParent):
             # a combiner's init whose only reader is its grouped partial aggregate, which takes the
             # value it appends (the last): one receiver does both, with no list made in between
             key, group_idx, _, agg = fusable
-            self._receive = _grouped_combine(key, group_idx, -1, agg, self.op.agg.init, view)  # type: ignore[method-assign]
+            if type(agg) is Count and type(self.op.agg) is Count and len(group_idx) == 1:
+                self._receive = _grouped_count(key, group_idx[0])  # type: ignore[method-assign]
+            else:
+                self._receive = _grouped_combine(key, group_idx, -1, agg, self.op.agg.init, view)  # type: ignore[method-assign]
+            return
+        counting = getattr(self.tctx.emit, "counting", None)
+        if counting is not None and type(self.op) is not CombinerInitFunction:
+            # the function's emits are only counted by group (a grouped Count after it, fused):
+            # its collector counts them, with no tuple made for the Count's init
+            key, _ = counting
+            coll, execute = _CountingCollector(self, counting[1], len(self.tctx.parent_fields[0])), self.op.execute
+            coll.wire()
+            self._coll = coll
+
+            def receive(batch: BatchInfo, values: list) -> None:
+                coll.batch, coll.input, coll.groups = batch, values, batch.state[key]
+                execute(view(values), coll)
+
+            self._receive = receive  # type: ignore[method-assign]
             return
         if type(self.op) is CombinerInitFunction:
             # a combiner's init appends one value: no collector in between
@@ -400,6 +448,24 @@ def _grouped_combine(key: int, group_idx: list[int], value_idx: int, agg: Combin
             groups[group] = combine(old, value)
 
     receive.fusable = (key, group_idx, value_idx, agg)  # type: ignore[attr-defined]
+    return receive
+
+
+def _grouped_count(key: int, index: int) -> Receiver:
+    """`_grouped_combine` with the built-in `Count`'s init fused in, grouped by one field (at
+    ``index``): ``zero()`` is 0, ``init`` 1 and ``combine`` ``+``, so a tuple adds one to its
+    group's count. It carries ``counting`` so that the function before it can count its emits
+    straight away (`_CountingCollector`)."""
+
+    def receive(batch: BatchInfo, values: list) -> None:
+        groups = batch.state[key]
+        group = (values[index],)
+        try:
+            groups[group] = groups.get(group, 0) + 1
+        except TypeError:
+            raise ValueError(f"group_by: the group values {list(group)!r} are not hashable") from None
+
+    receive.counting = (key, index)  # type: ignore[attr-defined]
     return receive
 
 

@@ -189,3 +189,54 @@ def test_an_ungrouped_combiner_partial_combines_each_tuple_from_zero():
     body.finish_batch(empty)
     assert out.emitted == [("s1", [5]), ("s1", [0])]
     assert counting.calls == [("zero",), ("combine", 0, 2), ("combine", 2, 3), ("zero",)]
+
+
+def builtin_count_body(split: BaseFunction) -> SubtopologyBody:
+    """The split bolt of W1T: Split, then the built-in Count's init and grouped partial count."""
+    from squall.trident.builtin import Count
+
+    sentence, words = Fields("sentence"), Fields("sentence", "word")
+    count = Count()
+    nodes = [
+        BodyNode("split", EachProcessor(sentence, split), words, (("stream", "s0"),), ((1, 0),), ()),
+        BodyNode("init", EachProcessor(Fields("word"), CombinerInitFunction(count)),
+                 Fields("sentence", "word", "count"), (("node", 0),), ((2, 0),), ()),
+        BodyNode("partial", AggregateProcessor(Fields("word", "count"), GroupedAggregator(
+            CombinerCombineAggregator(count), Fields("word"), Fields("count"))),
+            Fields("word", "count"), (("node", 1),), (), ("s1",)),
+    ]
+    return SubtopologyBody(nodes, {"s0": sentence}, {})
+
+
+def test_a_function_before_a_grouped_builtin_count_has_its_emits_counted_per_word():
+    """The built-in Count's partial needs no tuple per word: the function's collector counts its
+    emits straight into the batch's groups. What comes out is the counts the generic path gives
+    (the Counting combiner above makes the same calls as Count)."""
+    split, out, generic = Split(), Output(), Output()
+    body = builtin_count_body(split)
+    body.prepare({}, Context(), out)
+    ref = word_count_body(Split(), Counting())
+    ref.prepare({}, Context(), generic)
+    sentences = ["a b a", "b c a", "", "c c c c"]
+    for _ in range(2):  # a second batch starts its groups over
+        run_batch(body, sentences)
+        run_batch(ref, sentences)
+    assert type(body.nodes[0].processor._coll).__name__ == "_CountingCollector"
+    assert out.emitted == generic.emitted == [("s1", ["a", 3]), ("s1", ["b", 2]), ("s1", ["c", 5]),
+                                              ("s1", ["", 1])] * 2
+    assert [list(t) for t in split.seen] == [[s] for s in sentences] * 2
+
+
+def test_a_counted_function_emitting_the_wrong_width_or_an_unhashable_word_fails_naming_it():
+    class Emit(BaseFunction):
+        def execute(self, tuple, collector) -> None:  # noqa: A002
+            collector.emit(tuple[0])
+
+    body = builtin_count_body(Emit())
+    body.prepare({}, Context(), Output())
+    batch = BatchInfo(TransactionAttempt(1, 0))
+    body.init_batch(batch)
+    with pytest.raises(ValueError, match=r"split: Emit emitted 3 values"):
+        body.execute(batch, "s0", [["x", "y"]])
+    with pytest.raises(ValueError, match=r"group_by: the group values \[\['x'\]\] are not hashable"):
+        body.execute(batch, "s0", [[["x"]]])

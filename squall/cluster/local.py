@@ -31,6 +31,7 @@ from ..engine.clock import Clock
 from ..state import HostMemory, StateHome, get_state, state_key
 from .inprocess import DirectMaster, InProcessLauncher, Networks
 from .master import Master
+from .store import MemoryStore
 from .timers import Timers
 
 log = logging.getLogger("squall.cluster")
@@ -72,7 +73,7 @@ class LocalCluster:
         self.clock = clock or Clock()
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
-        self.master = Master(self.conf, clock=self.clock, durable=False)
+        self.master = Master(self.conf, clock=self.clock, store=MemoryStore.for_conf(self.conf))
         self._direct = DirectMaster(self.master, on_change=self._news)
         self._networks = Networks()
         # stateful bolts' default state lives here, outside the workers, until shutdown (docs/state.md)

@@ -1,6 +1,8 @@
 """The master (Storm's Nimbus) for the process host: submissions, assignments, the topology
-state machine, heartbeats and restarts, kept durably in ``storm.local.dir`` (with
-``storm.zookeeper.servers``: in ZooKeeper, one of several masters, `squall.cluster.master_ha`).
+state machine, heartbeats and restarts. What must outlive it goes to its store
+(`squall.cluster.store`: ``storm.local.dir``; with ``storm.zookeeper.servers``, ZooKeeper, one of
+several masters, `squall.cluster.master_ha`; in memory for a `LocalCluster`), as the changes each
+operation made (`Master._commit`).
 
 Who talks to it, all over the authenticated RPC channel (`squall.worker.rpc`):
 
@@ -54,9 +56,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import cloudpickle
 
-from .._config import SECRET_KEY, misspellings, setting, topology_conf, visible_to_topology
+from .._config import misspellings, topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
-from .._private import private_dir, write_private
 from .._redact import redact
 from .._transactional import LaunchRefusedError, TransactionalStateError
 from .._ratelimit import RateLimitedLog
@@ -73,13 +74,16 @@ from .shipping import pickle_topology
 from .master_records import (REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, PendingAction, SlotState, SupervisorInfo,
                              slots_from_json)
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
-from .ha import Coordinator, zookeeper_servers
-from .master_ha import LEADER_ONLY, STATE_FILE, HaMaster, plan_file
+from .master_ha import LEADER_ONLY, HaMaster
+from .store import (Change, DeleteTxState, MasterStore, PutPlan, PutSupervisors, PutTopology, PutTxState,
+                    RemovePlan, RemoveTopology, SetCounter, StoredPlan, store_for)
 from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
                     transition)
 
 if TYPE_CHECKING:
     import asyncio
+
+    from .ha import Coordinator
 
 log = logging.getLogger("squall.master")
 
@@ -208,7 +212,26 @@ class _Topo:
                 "slots": {slot: s.to_json() for slot, s in self.slots.items()},
                 "errors": [e.as_dict() for e in self.errors],
                 "pending_action": self.pending_action.to_json() if self.pending_action else None,
-                "debug": self.debug}
+                "debug": self.debug, "code": self.code}
+
+
+class _Persisted(NamedTuple):
+    """What a master last handed its store (`Master._commit`): the counter, each topology's
+    record as JSON (and storm id), the supervisors as JSON."""
+
+    counter: int | None = None
+    topologies: dict[str, str] = {}
+    storm_ids: dict[str, str] = {}
+    supervisors: str | None = None
+
+    @classmethod
+    def of(cls, master: Master) -> _Persisted:
+        """What ``master`` holds now."""
+        return cls(master.counter,
+                   {name: json.dumps(t.to_json(), sort_keys=True) for name, t in master.topologies.items()},
+                   {name: t.plan.storm_id for name, t in master.topologies.items()},
+                   json.dumps({sid: {"host": s.host, "ports": list(s.ports), "since": s.since}
+                               for sid, s in master.supervisors.items()}, sort_keys=True))
 
 
 class Master(HaMaster):
@@ -216,27 +239,21 @@ class Master(HaMaster):
     ``storm.zookeeper.servers``, one of several (Nimbus HA: `squall.cluster.master_ha`)."""
 
     def __init__(self, conf: dict[str, Any], strict_slots: Any = None, clock: Clock | None = None,
-                 durable: bool = True) -> None:
+                 store: MasterStore | None = None) -> None:
         """``clock``: every time the master reads (heartbeats, kill and rebalance waits, restarts,
         uptimes) is its ``wall()``, since these times are persisted and outlive the process; a
         test passes a `SimulatedClock` to move them without waiting. ``strict_slots``: when given, a topology that needs more workers than there are free
         slots is refused (Spark, where a worker waiting for a task slot would wait silently);
         it is called with the number of slots and returns what to tell the user. Without it,
-        as in Storm, the topology runs on the slots there are. ``durable``: keep the state in
-        ``storm.local.dir`` and resume it at the next start (False: in memory only, for a
-        `LocalCluster`, which writes nothing and whose secret, if any, is ``squall.secret``)."""
+        as in Storm, the topology runs on the slots there are. ``store``: where the state is
+        kept and resumed from at the next start (`squall.cluster.store`; default `store_for`
+        ``conf``: ``storm.local.dir``, or ZooKeeper with ``storm.zookeeper.servers``; a
+        `LocalCluster` passes a `MemoryStore`). Its secret is the cluster's."""
         self.conf = conf
         self.clock = clock or Clock()
         self.strict_slots = strict_slots
-        self.durable = durable
-        self.local_dir = Path(conf.get("storm.local.dir") or "storm-local") / "nimbus"
-        if durable:
-            from ..worker.rpc import load_or_create_secret  # the network's parts: not in a LocalCluster
-            private_dir(self.local_dir)
-            self.secret = load_or_create_secret(conf)
-        else:
-            given = setting(conf, SECRET_KEY)  # checked as the durable master checks it
-            self.secret = given.encode() if isinstance(given, str) else os.urandom(32)
+        self.store = store if store is not None else store_for(conf)
+        self.secret = self.store.secret
         self.rpc: Any = None  # the RPC server's settings, once `serve` runs
         self._connections: Any = None  # the RPC server's ConnectionTable, once `serve` runs
         self.port: int | None = None  # the port `serve` listens on, once it does
@@ -249,77 +266,105 @@ class Master(HaMaster):
         self.scheduler = load_scheduler(conf)
         # one line a minute at most: two supervisors that claim one address sync every second
         self._clash_log = RateLimitedLog(log, limit=1, period=60.0)
-        # Nimbus HA (`squall.cluster.ha`): with storm.zookeeper.servers, the state lives in
-        # ZooKeeper and this master leads or follows; it joins the election once it listens
-        self.ha: Coordinator | None = None
-        self.leading = False
-        self._replicating: set[str] = set()  # submissions waiting for their code's replication
+        # what the store holds, as `_commit` last gave it: it hands the store what differs
+        self._persisted = _Persisted()
+        # Nimbus HA (`squall.cluster.ha`): with a ZooKeeperStore, this master leads or follows;
+        # it joins the election once it listens, and only the leader writes the state
+        self.ha: Coordinator | None = getattr(self.store, "coordinator", None)
+        self.leading = self.ha is None
+        self._replicating: set[str] = getattr(self.store, "replicating", set())  # submissions waiting for their code's replication
         self._plans: dict[str, TopologyPlan] = {}  # code digest -> plan (a follower's cache)
         self._beats_written: dict[tuple[str, str], float] = {}
-        self._transactional: Any = None  # Trident's transactional state, made at its first use
-        if durable and zookeeper_servers(conf):
-            self.ha = Coordinator(conf, self.secret)  # kazoo is imported there, with the ha extra
-        else:
+        if self.ha is None:
             self._load()
 
-    # --- durable state -------------------------------------------------------------------------------
-    def _state_path(self) -> Path:
-        return self.local_dir / "state.json"
+    @property
+    def local_dir(self) -> Path:
+        """The directory the store keeps plans in (``<storm.local.dir>/nimbus``).
 
-    def _save(self) -> None:
-        if not self.durable:
+        Raises:
+            ValueError: the store keeps everything in memory.
+        """
+        if self.store.directory is None:
+            raise ValueError("this master keeps its state in memory: it has no directory")
+        return self.store.directory
+
+    # --- what is kept (`squall.cluster.store`) -------------------------------------------------------
+    def _changes(self) -> tuple[list[Change], _Persisted]:
+        """What changed in the persisted part of the state since the last `_commit`, and that part now."""
+        was, now = self._persisted, _Persisted.of(self)
+        out: list[Change] = []
+        if now.counter != was.counter:
+            out.append(SetCounter(self.counter))
+        for name, record in now.topologies.items():
+            if was.topologies.get(name) != record:
+                out.append(PutTopology(name, now.storm_ids[name], json.loads(record)))
+        for name in was.topologies.keys() - now.topologies.keys():
+            out.append(RemoveTopology(name, was.storm_ids[name]))
+        if now.supervisors != was.supervisors:
+            out.append(PutSupervisors(json.loads(now.supervisors)))
+        return out, now
+
+    def _commit(self) -> None:
+        """Hand the store what changed (only the leader writes, with Nimbus HA). A write that
+        fails raises (a full disk: `DiskWriteError`, naming the file), and what it did not keep
+        is handed over again at the next commit."""
+        if not self.leading:
             return
-        if self.ha is not None:
-            if self.leading:
-                self._ha_save()
-            return
-        data = {"counter": self.counter,
-                "topologies": {name: t.to_json() for name, t in self.topologies.items()}}
-        write_private(self._state_path(), json.dumps(data), STATE_FILE)
+        changes, now = self._changes()
+        if changes:
+            self.store.apply(changes)
+            self._persisted = now
 
     def _save_plan(self, plan: TopologyPlan) -> str | None:
+        """Keep ``plan`` (`PutPlan`); its digest (the code's version, which Nimbus HA's followers
+        fetch when theirs differs), None in memory, where it is kept as it is."""
         # by value, as the client sent it: a master in the user's own process (the Spark host's
         # driver) has the user's modules imported, and cloudpickle would otherwise pickle their
         # classes by reference, which a later master or a worker elsewhere cannot import.
-        # Sealed: `_load` unpickles only what carries our MAC. Returns the file's digest (the
-        # code's version, which Nimbus HA's followers fetch when theirs differs)
-        if not self.durable:
+        # Sealed: `_load` unpickles only what carries our MAC
+        if self.store.directory is None:
+            self.store.apply([PutPlan(plan.storm_id, b"", None, plan)])
             return None
         import hashlib
 
-        from .._sealed import seal  # with OpenSSL's hmac: loaded by a durable master only
+        from .._sealed import seal  # with OpenSSL's hmac: loaded by a master that writes files only
         sealed = seal(self.secret, _PLAN, pickle_topology(plan.topology, plan))
-        write_private(self.local_dir / f"{plan.storm_id}.plan", sealed, plan_file(plan.storm_id))
         digest = hashlib.sha256(sealed).hexdigest()
+        self.store.apply([PutPlan(plan.storm_id, sealed, digest)])
         if self.ha is not None:
             self._plans[digest] = plan
-            self.ha.publish_code(plan.storm_id, digest)  # followers fetch it from us
         return digest
 
     def _load(self) -> None:
-        path = self._state_path()
-        if not self.durable or not path.exists():
-            return
-        data = json.loads(path.read_text())
-        self.counter = data.get("counter", 0)
+        """Resume what the store holds (a lone master, at its start)."""
+        stored = self.store.load()
+        self.counter = stored.counter
         plans = {}
-        for f in sorted(self.local_dir.glob("*.plan")):
-            plan = self._load_plan(f)
+        for storm_id in sorted(stored.plans):
+            plan = self._stored_plan(stored.plans[storm_id])
             if plan is not None:
                 plans[plan.name] = plan
-        for name, t in data.get("topologies", {}).items():
+        for name, t in stored.topologies.items():
             plan = plans.get(name)
             if plan is None:
                 log.error("state names topology %s but its plan is missing; dropped", name)
                 continue
             self.topologies[name] = self._restore(plan, t)
-        log.info("recovered %d topologies from %s", len(self.topologies), path)
+        self._persisted = _Persisted.of(self)
+        if stored.topologies:
+            log.info("recovered %d topologies from %s", len(self.topologies), self.store.directory or "memory")
+
+    def _stored_plan(self, stored: StoredPlan) -> TopologyPlan | None:
+        """The plan a store kept (unsealed if sealed: see `_unseal_plan`)."""
+        return stored.plan if stored.plan is not None else self._unseal_plan(stored.sealed, stored.where)
 
     def _restore(self, plan: TopologyPlan, t: dict[str, Any]) -> _Topo:
         """A topology as `_Topo.to_json` saved it, for a master that takes over its workers
         (restarted, or the new leader): they get the launch timeout to beat again."""
         topo = _Topo(plan, TopologyStatus(t["status"]), t["launched"])
         topo.previous = TopologyStatus(t["previous"]) if t.get("previous") else None
+        topo.code = t.get("code") or None
         topo.assignment = t["assignment"]
         topo.slots = slots_from_json(t)
         topo.errors = [ErrorRecord.from_dict(e) for e in t.get("errors", [])]
@@ -335,16 +380,6 @@ class Master(HaMaster):
         for state in topo.slots.values():
             state.held_launch = state.launch_id  # and their peers may have sent them tuples
         return topo
-
-    def _load_plan(self, path: Path) -> TopologyPlan | None:
-        """The plan in ``path`` if this cluster's master wrote it (checked before unpickling:
-        unpickling runs code), else None with a warning naming the file."""
-        try:
-            blob = path.read_bytes()
-        except OSError as e:
-            log.warning("skipped %s: %s; it was not loaded", path, e)
-            return None
-        return self._unseal_plan(blob, path)
 
     def _unseal_plan(self, blob: bytes, path: Any) -> TopologyPlan | None:
         """The plan sealed in ``blob`` (from ``path``: a file, or the master it was fetched
@@ -445,7 +480,7 @@ class Master(HaMaster):
         topo.code = code
         self.topologies[plan.name] = topo
         try:
-            self._save()
+            self._commit()
         except OSError:  # not kept, so not run: the caller is told it failed (a full disk, say)
             del self.topologies[plan.name]
             raise
@@ -495,7 +530,7 @@ class Master(HaMaster):
                 if slot not in new:
                     state.heartbeat = None
             log.info("assigned %s to %s", t.plan.name, sorted(new))
-            self._save()
+            self._commit()
 
     def op_kill(self, name: str, wait_secs: float | None = None) -> None:
         """Storm's ``killTopology``: ``name`` goes KILLED (its spouts stop) and is removed after
@@ -505,7 +540,7 @@ class Master(HaMaster):
         wait = float(topo.plan.conf["topology.message.timeout.secs"]) if wait_secs is None else float(wait_secs)
         topo.status = transition(topo.status, KILL)
         topo.pending_action = PendingAction(REMOVE_ACTION, self.clock.wall() + wait)
-        self._save()
+        self._commit()
         if wait == 0:
             self._run_due_actions()
 
@@ -514,14 +549,14 @@ class Master(HaMaster):
         replies). Raises `NotAliveException`, or `IllegalStateTransition` if it is killed or rebalancing."""
         topo = self._get(name)
         topo.status = transition(topo.status, ACTIVATE)
-        self._save()
+        self._commit()
 
     def op_deactivate(self, name: str) -> None:
         """Storm's ``deactivate``: ``name``'s spouts stop emitting (workers learn it from their heartbeat
         replies). Raises `NotAliveException`, or `IllegalStateTransition` if it is killed or rebalancing."""
         topo = self._get(name)
         topo.status = transition(topo.status, INACTIVATE)
-        self._save()
+        self._commit()
 
     def op_rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
                      wait_secs: float | None = None) -> None:
@@ -540,7 +575,7 @@ class Master(HaMaster):
         topo.previous = previous
         topo.pending_action = PendingAction(REBALANCE_ACTION, self.clock.wall() + wait, num_workers,
                                             dict(executors or {}))
-        self._save()
+        self._commit()
         if wait == 0:
             self._run_due_actions()
 
@@ -554,8 +589,7 @@ class Master(HaMaster):
             if action.kind == REMOVE_ACTION:
                 transition(topo.status, REMOVE)
                 del self.topologies[name]
-                if self.durable:
-                    (self.local_dir / f"{topo.plan.storm_id}.plan").unlink(missing_ok=True)
+                self.store.apply([RemovePlan(topo.plan.storm_id)])
                 log.info("Killed topology: %s", name)
                 self._schedule()  # its slots are free: place topologies that wait for some
             else:
@@ -566,7 +600,7 @@ class Master(HaMaster):
                 topo.code = self._save_plan(topo.plan)
                 self._schedule()
                 log.info("Rebalanced topology %s: %d workers", name, len(topo.assignment))
-            self._save()
+            self._commit()
 
     def op_cluster_info(self) -> dict[str, Any]:
         """A summary of the cluster: its slots, supervisors and topologies."""
@@ -615,7 +649,7 @@ class Master(HaMaster):
             raise UnknownComponentError(f"topology {name!r} has no component {component!r}")
         record = {"enable": bool(enable), "samplingpct": int(min(100.0, max(0.0, float(pct))))}
         topo.debug[component or topo.plan.storm_id] = record
-        self._save()
+        self._commit()
         return dict(record)
 
     def op_list(self) -> list[dict[str, Any]]:
@@ -759,6 +793,7 @@ class Master(HaMaster):
             log.info("supervisor %s on %s passes its health checks again", supervisor_id, host)
         if before is None or before.ports != list(ports) or health_changed:
             self._schedule()  # new slots (or slots gone unhealthy): place what waits for some
+            self._commit()  # a new supervisor is kept too (Nimbus HA's followers list it)
         if running is not None:
             self._relaunch_not_running(host, ports, running, now)
         desired = {}
@@ -803,7 +838,7 @@ class Master(HaMaster):
                 topo.relaunch(slot, now)
                 changed = True
         if changed:
-            self._save()
+            self._commit()
 
     def _supervisor_replaced(self, sup: SupervisorInfo) -> None:
         """A supervisor's workers died with it: each of its slots gets a new launch id, so
@@ -815,7 +850,7 @@ class Master(HaMaster):
         for topo in self.topologies.values():
             for slot in slots & set(topo.assignment):
                 topo.relaunch(slot, now)
-        self._save()
+        self._commit()
 
     def plan_of(self, storm_id: str) -> TopologyPlan:
         """The plan of the topology ``storm_id`` (for workers in the master's own process)."""
@@ -892,7 +927,7 @@ class Master(HaMaster):
                                                               f"gave up (see the errors above)", now))
             else:
                 state.retry_at = now + launch_backoff(failures)
-        self._save()
+        self._commit()
 
     def _hold_after_crash(self, topo: _Topo, slot: str, now: float) -> None:
         """``slot``'s worker crashed after it had started: restart it at once, or after 1, 2, 4 ...
@@ -985,7 +1020,7 @@ class Master(HaMaster):
             add_error(topo.errors, new)
             if new.fatal:  # not the record it folds into, which may be an earlier launch's crash
                 topo.slot(slot).fatal_launch = launch_id
-        self._save()
+        self._commit()
 
     def _active(self, topo: _Topo) -> bool:
         """Whether a topology's spouts may run: ACTIVE, and (as Storm activates a topology only
@@ -1001,9 +1036,9 @@ class Master(HaMaster):
             self._add_errors(topo, slot, launch_id, errors)
 
     # --- Trident's transactional state (`squall.trident.txstate`) ------------------------------------------
-    def _transactional_of(self, topology: Any, storm_id: Any = None, slot: Any = None, launch_id: Any = None) -> Any:
-        """The store of Trident's transactional state (`squall.cluster.txstore`), checking that
-        ``topology`` is a topology name and, when the caller says which worker launch it is (a
+    def _check_transactional(self, topology: Any, storm_id: Any = None, slot: Any = None, launch_id: Any = None) -> str:
+        """``topology``, checked before its transactional state (kept by the store) is read or
+        written: that it is a topology name and, when the caller says which worker launch it is (a
         worker's `squall._transactional.MasterBackend` always does), that this launch runs now
         and belongs to ``topology``. A worker of another topology, or one killed, moved or
         relaunched since (a copy left running on a supervisor the master gave up on), would
@@ -1022,33 +1057,29 @@ class Master(HaMaster):
                 raise TransactionalStateError(
                     f"transactional state: a worker of topology {topo.plan.name!r} ({storm_id}) may not reach "
                     f"topology {topology!r}'s")
-        if self._transactional is None:
-            from . import txstore
-            self._transactional = (txstore.MemoryBackend() if not self.durable else
-                                   txstore.ZooKeeperStore(self.ha) if self.ha is not None else
-                                   txstore.FileStore(self.local_dir / "transactional", self.secret))
-        return self._transactional
+        return topology
 
     def op_trident_state_get(self, topology: str, key: str, storm_id: str | None = None, slot: str | None = None,
                              launch_id: int | None = None) -> bytes | None:
         """The value of ``key`` in ``topology``'s transactional state, None if none (the worker
-        launch asking: see `_transactional_of`)."""
-        return self._transactional_of(topology, storm_id, slot, launch_id).get(topology, key)
+        launch asking: see `_check_transactional`)."""
+        return self.store.tx_get(self._check_transactional(topology, storm_id, slot, launch_id), key)
 
     def op_trident_state_put(self, topology: str, key: str, value: bytes, storm_id: str | None = None,
                              slot: str | None = None, launch_id: int | None = None) -> None:
         """Set ``key`` of ``topology``'s transactional state to ``value`` (durable once it returns)."""
-        self._transactional_of(topology, storm_id, slot, launch_id).put(topology, key, value)
+        self.store.apply([PutTxState(self._check_transactional(topology, storm_id, slot, launch_id), key, value)])
 
     def op_trident_state_delete(self, topology: str, key: str, prefix: bool = False, storm_id: str | None = None,
                                 slot: str | None = None, launch_id: int | None = None) -> None:
         """Remove ``key`` of ``topology``'s transactional state (``prefix``: and every key under it)."""
-        self._transactional_of(topology, storm_id, slot, launch_id).delete(topology, key, bool(prefix))
+        self.store.apply([DeleteTxState(self._check_transactional(topology, storm_id, slot, launch_id), key,
+                                        bool(prefix))])
 
     def op_trident_state_list(self, topology: str, prefix: str = "", storm_id: str | None = None,
                               slot: str | None = None, launch_id: int | None = None) -> list[str]:
         """The keys of ``topology``'s transactional state that start with ``prefix``, sorted."""
-        return self._transactional_of(topology, storm_id, slot, launch_id).list(topology, prefix)
+        return self.store.tx_list(self._check_transactional(topology, storm_id, slot, launch_id), prefix)
 
     # --- monitoring -----------------------------------------------------------------------------------------
     def monitor(self) -> None:
@@ -1087,7 +1118,7 @@ class Master(HaMaster):
         if dead_nodes:
             self._node_lost(dead_nodes, now, timeout)
         if changed:
-            self._save()
+            self._commit()
 
     def _supervised(self, slot: str, now: float, timeout: float) -> bool:
         """True if a supervisor that synced within ``timeout`` seconds offers ``slot`` (and so can
@@ -1121,7 +1152,7 @@ class Master(HaMaster):
                 changed = True
             topo.assignment = {s: i for s, i in topo.assignment.items() if s not in lost}
         if changed:
-            self._save()
+            self._commit()
 
     async def serve(self, ready: asyncio.Event | None = None) -> None:
         """Listen on ``nimbus.host``:``nimbus.thrift.port`` until cancelled.

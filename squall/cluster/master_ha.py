@@ -23,26 +23,16 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotAliveException, NotLeaderException
-from .._private import Kept
-from .ha import (LEADER, NOT_A_LEADER, OFFLINE, ClusterState, TopologyState, check_assignment, read_state,
-                 write_beat, write_state)
+from .ha import LEADER, NOT_A_LEADER, OFFLINE, check_assignment
 from .master_records import Heartbeat, SupervisorInfo
 from .seeds import NimbusAddress, nimbus_seeds
+from .store import PutBeat, RemovePlan, StoredState, plan_file
 
 if TYPE_CHECKING:
     from ..engine.plan import TopologyPlan
     from .ha import Coordinator
 
 log = logging.getLogger("squall.master")
-
-_WHERE = "storm.local.dir (the master keeps its files in <storm.local.dir>/nimbus)"
-STATE_FILE = Kept("the master's state: the topologies, their status and placement", _WHERE)
-
-
-def plan_file(storm_id: str) -> Kept:
-    """What the plan file of ``storm_id`` holds, for the error a failed write of it raises."""
-    return Kept(f"the plan of topology {storm_id}: its code and configuration", _WHERE)
-
 
 LEADER_ONLY = frozenset({"submit", "kill", "activate", "deactivate", "rebalance", "debug",
                          "supervisor_sync", "heartbeat", "get_assignment", "report_errors",
@@ -181,11 +171,12 @@ class HaMaster:
                 # the workers must find us first: the launch timeout, as after a restart
                 state.heartbeat = Heartbeat.launched(now) if hb is None else dataclasses.replace(
                     hb, time=now, starting=True)
-        self.ha.forget_writes()
+        self.store.lead()  # type: ignore[attr-defined]
+        self._persisted = type(self._persisted)()  # type: ignore[attr-defined]  # everything is written again
         self.leading = True
         log.info("this master (%s) is the leader now: %d topologies, %d supervisors", self.ha.me,
                  len(self.topologies), len(self.supervisors))  # type: ignore[attr-defined]
-        self._save()  # type: ignore[attr-defined]
+        self._commit()  # type: ignore[attr-defined]
 
     def _follow(self) -> bool:
         """Read the leader's state into this master, fetch the code it lacks, and (re)enter the
@@ -196,8 +187,7 @@ class HaMaster:
         try:
             self.ha.register()
             self._sync_code(self.ha.code_keys())
-            state = read_state(self.ha)
-            self.ha.sweep()
+            state = self.store.load()  # type: ignore[attr-defined]
         except Exception as e:  # ZooKeeper unreachable: keep what we knew, try again
             log.warning("cannot read the cluster state from ZooKeeper: %s", e)
             return False
@@ -207,28 +197,28 @@ class HaMaster:
             log.info("holds every topology's code: back in the election")
         return complete
 
-    def _adopt(self, state: ClusterState) -> bool:
+    def _adopt(self, state: StoredState) -> bool:
         """Make ``state`` (read from ZooKeeper) this master's; whether every topology's code
         was there."""
         complete = True
         topologies = {}
-        for storm_id, t in state.topologies.items():
-            plan = self._plans.get(t.base["code"])
+        for name, t in state.topologies.items():
+            storm_id = t["storm_id"]
+            plan = self._plans.get(t["code"])
             if plan is None or plan.storm_id != storm_id:
                 complete = False  # not fetched yet
                 continue
-            problem = check_assignment(t.assignment, len(plan.executors))
+            problem = check_assignment(t, len(plan.executors))
             if problem:
                 log.warning("ZooKeeper node %s ignored: %s", self.ha.path("assignments", storm_id), problem)  # type: ignore[union-attr]
-                t.assignment = {"assignment": {}, "slots": {}}
-            topo = self._restore(plan, {**t.base, **t.assignment, "errors": t.errors})  # type: ignore[attr-defined]
-            topo.code = t.base["code"]
-            for slot, beat in t.beats.items():
+                t.update(assignment={}, slots={})
+            topo = self._restore(plan, t)  # type: ignore[attr-defined]
+            for slot, beat in state.beats.get(storm_id, {}).items():
                 if slot in topo.assignment:
                     topo.slot(slot).heartbeat = Heartbeat(float(beat["time"]), stats=beat["stats"],
                                                           figures=beat.get("figures"), pid=beat.get("pid"),
                                                           address=beat.get("address"))
-            topologies[plan.name] = topo
+            topologies[name] = topo
         self.topologies = topologies  # type: ignore[attr-defined]
         self.counter = max(self.counter, state.counter)  # type: ignore[attr-defined]
         now = self.clock.wall()  # type: ignore[attr-defined]
@@ -236,29 +226,11 @@ class HaMaster:
                             for sid, s in state.supervisors.items()}
         return complete
 
-    def _ha_save(self) -> None:
-        """The leader's state into ZooKeeper (changed nodes only); a failure is logged, and the
-        next save (at most a second later) writes it."""
-        assert self.ha is not None
-        topologies = {}
-        for topo in self.topologies.values():  # type: ignore[attr-defined]
-            j = topo.to_json()
-            base = {k: j[k] for k in ("status", "previous", "launched", "pending_action", "debug")}
-            base.update(name=topo.plan.name, code=topo.code or "")
-            topologies[topo.plan.storm_id] = TopologyState(
-                topo.plan.storm_id, base, {"assignment": j["assignment"], "slots": j["slots"]}, j["errors"], {})
-        supervisors = {sid: {"host": s.host, "ports": list(s.ports), "since": s.since}
-                       for sid, s in self.supervisors.items()}  # type: ignore[attr-defined]
-        try:
-            write_state(self.ha, ClusterState(self.counter, topologies, supervisors),  # type: ignore[attr-defined]
-                        frozenset(self._replicating))
-        except Exception as e:
-            log.error("cannot write the cluster state to ZooKeeper (the next save tries again): %s", e)
-
     def _ha_monitor(self) -> None:
         """The leader's second: save, write heartbeat summaries that are due, keep holding code."""
         assert self.ha is not None
-        self._save()  # type: ignore[attr-defined]
+        self._commit()  # type: ignore[attr-defined]
+        self.store.refresh()  # type: ignore[attr-defined]  # nodes someone else changed are written again
         every = float(self.conf.get("task.heartbeat.frequency.secs") or 3)
         now = time.monotonic()
         try:
@@ -269,9 +241,9 @@ class HaMaster:
                     key = (topo.plan.storm_id, slot)
                     if hb is None or hb.starting or now - self._beats_written.get(key, -every) < every:
                         continue
-                    write_beat(self.ha, topo.plan.storm_id, slot, {
+                    self.store.apply([PutBeat(topo.plan.storm_id, slot, {  # type: ignore[attr-defined]
                         "time": hb.time, "stats": hb.stats, "figures": hb.figures, "pid": hb.pid,
-                        "address": hb.address})
+                        "address": hb.address})])
                     self._beats_written[key] = now
             self.ha.sweep()
         except Exception as e:
@@ -357,8 +329,8 @@ class HaMaster:
             self._replicating.discard(plan.storm_id)
             if not started:
                 self._plans.pop(code or "", None)
-                (self.local_dir / f"{plan.storm_id}.plan").unlink(missing_ok=True)  # type: ignore[attr-defined]
-                self._save()  # type: ignore[attr-defined]
+                self.store.apply([RemovePlan(plan.storm_id)])  # type: ignore[attr-defined]
+                self._commit()  # type: ignore[attr-defined]
 
     async def _wait_for_replication(self, plan: TopologyPlan, code: str) -> None:
         assert self.ha is not None

@@ -13,6 +13,7 @@ from squall._config import cluster_conf
 from squall._transactional import (MAX_KEY_CHARS, MAX_KEYS, MAX_VALUE_BYTES, MasterBackend, MemoryBackend,
                                    TransactionalStateError)
 from squall.cluster.master import Master
+from squall.cluster.store import MemoryStore
 from squall.cluster.txstore import FileStore
 from squall.trident.txstate import BackedTransactionalState, MemoryTransactionalState, name_key, transactional_state
 from squall.worker.calls import RemoteError, RpcError
@@ -184,7 +185,7 @@ class _FlakyLink:
 
 
 def test_a_worker_retries_an_unreachable_master_then_gives_up():
-    master = Master(cluster_conf({}), durable=False)  # LocalCluster's: in memory
+    master = Master(cluster_conf({}), store=MemoryStore.for_conf({}))  # LocalCluster's: in memory
     slept = []
     backend = MasterBackend(_FlakyLink(master, down=2), retries=2, interval=0.5, sleep=slept.append)
     s = BackedTransactionalState(backend, "words", "coordinator")

@@ -1,0 +1,398 @@
+"""`MasterStore`: where the master (`squall.cluster.master.Master`) keeps what must outlive it.
+
+The master decides; a store only keeps. The master hands a store the *changes* its state went
+through, as small named records (`PutTopology`, `RemoveTopology`, `SetCounter`, `PutPlan`,
+`RemovePlan`, `PutSupervisors`, `PutBeat`, `PutTxState`, `DeleteTxState`), and reads
+everything back once, at its start (or, for a Nimbus HA follower, every second: `load`).
+Three stores, chosen by `store_for` from the configuration where the master used to take
+``durable``/``ha`` flags:
+
+- `MemoryStore`: a `LocalCluster`'s master, which writes nothing; a test restarts a master
+  from one (a new `Master` given the same store resumes what the first one kept).
+- `LocalDirStore`: a lone master's ``<storm.local.dir>/nimbus``: ``state.json`` (the counter and
+  each topology's record), one sealed ``<storm-id>.plan`` per topology, and Trident's
+  transactional state under ``transactional/`` (`squall.cluster.txstore.FileStore`). The files
+  are those masters wrote before this seam (``state.json``'s records gained a ``code`` key).
+- `ZooKeeperStore`: Nimbus HA (`squall.cluster.ha`): the cluster state in ZooKeeper as the
+  leader writes it, the plans in ``storm.local.dir`` as Storm's LocalFsBlobStore keeps them.
+
+A write that fails raises from `MasterStore.apply` (a full disk: `DiskWriteError`, naming the
+file), except ZooKeeper's cluster state, which `ZooKeeperStore` logs and writes again at the
+next change or `ZooKeeperStore.refresh` (at most a second later), as the leader always did.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+from .._config import SECRET_KEY, setting
+from .._private import Kept, private_dir, write_private
+from .._transactional import MemoryBackend
+
+log = logging.getLogger("squall.master")
+
+_WHERE = "storm.local.dir (the master keeps its files in <storm.local.dir>/nimbus)"
+STATE_FILE = Kept("the master's state: the topologies, their status and placement", _WHERE)
+
+
+def plan_file(storm_id: str) -> Kept:
+    """What the plan file of ``storm_id`` holds, for the error a failed write of it raises."""
+    return Kept(f"the plan of topology {storm_id}: its code and configuration", _WHERE)
+
+
+# --- the changes -------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class SetCounter:
+    """The last topology number (storm ids stay unique across restarts)."""
+
+    counter: int
+
+
+@dataclass(frozen=True, slots=True)
+class PutTopology:
+    """A topology's persisted record, new or changed (``record``: `_Topo.to_json`, with ``code``)."""
+
+    name: str
+    storm_id: str
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopology:
+    """A topology is gone (its kill's wait is over)."""
+
+    name: str
+    storm_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutPlan:
+    """A topology's plan, sealed by the master (`squall._sealed`): its code and configuration.
+    A `MemoryStore`, which nothing outside the process reads, is given the ``plan`` itself
+    (``sealed`` empty): sealing would pickle the user's code for nothing."""
+
+    storm_id: str
+    sealed: bytes
+    digest: str | None  # sha256 of ``sealed``: the code's version (Nimbus HA's followers fetch a new one)
+    plan: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class RemovePlan:
+    """A topology's plan is no longer needed."""
+
+    storm_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutSupervisors:
+    """The supervisors, by id (``{"host", "ports", "since"}``): kept by ZooKeeper only, for the
+    followers' pages; a lone master learns them again within a second of a restart."""
+
+    supervisors: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class PutBeat:
+    """A worker's heartbeat summary, for Nimbus HA's followers (``{"time", "stats", ...}``)."""
+
+    storm_id: str
+    slot: str
+    beat: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PutTxState:
+    """Trident's transactional state: ``key`` of ``topology`` is ``value`` (durable once applied)."""
+
+    topology: str
+    key: str
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTxState:
+    """Trident's transactional state: ``key`` of ``topology`` (``prefix``: and every key under it) goes."""
+
+    topology: str
+    key: str
+    prefix: bool = False
+
+
+Change = Union[SetCounter, PutTopology, RemoveTopology, PutPlan, RemovePlan, PutSupervisors, PutBeat,
+               PutTxState, DeleteTxState]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPlan:
+    """A sealed plan as a store holds it, and where (for the warning a bad one gets); a
+    `MemoryStore`'s plan itself (`PutPlan`)."""
+
+    sealed: bytes
+    where: str
+    plan: Any = None
+
+
+@dataclass
+class StoredState:
+    """Everything a store holds but Trident's state, as `MasterStore.load` reads it."""
+
+    counter: int = 0
+    topologies: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> `PutTopology.record`
+    plans: dict[str, StoredPlan] = field(default_factory=dict)  # storm id -> its plan
+    supervisors: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> `PutSupervisors` value
+    beats: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # storm id -> slot -> `PutBeat.beat`
+
+
+# --- the stores ----------------------------------------------------------------------------------------
+class MasterStore:
+    """Where the master keeps its state; see the module docstring. Subclasses keep the records
+    (`_keep`) and Trident's transactional state (``transactional``, a
+    `squall._transactional.TransactionalBackend`)."""
+
+    secret: bytes  # the cluster's secret: the master seals plans with it, and serves RPC with it
+    transactional: Any
+    directory: Path | None = None  # where plans are files (None: in memory)
+
+    def apply(self, changes: Iterable[Change]) -> None:
+        """Keep ``changes``, in order.
+
+        Raises:
+            DiskWriteError: a file could not be written (named); what was applied before stays.
+            TransactionalStateError: a transactional key or value is refused (named).
+        """
+        for change in changes:
+            if isinstance(change, PutTxState):
+                self.transactional.put(change.topology, change.key, change.value)
+            elif isinstance(change, DeleteTxState):
+                self.transactional.delete(change.topology, change.key, change.prefix)
+            else:
+                self._keep(change)
+        self._flush()
+
+    def load(self) -> StoredState:
+        """What the store holds now."""
+        raise NotImplementedError
+
+    def tx_get(self, topology: str, key: str) -> bytes | None:
+        """The transactional value of ``key`` of ``topology`` (None: none)."""
+        return self.transactional.get(topology, key)
+
+    def tx_list(self, topology: str, prefix: str = "") -> list[str]:
+        """The transactional keys of ``topology`` under ``prefix``, sorted."""
+        return self.transactional.list(topology, prefix)
+
+    def _keep(self, change: Change) -> None:
+        raise NotImplementedError
+
+    def _flush(self) -> None:
+        """After a batch of changes: write what the batch made stale (a whole file, say)."""
+
+
+class MemoryStore(MasterStore):
+    """Everything in this process (a `LocalCluster`, tests): a master made again with the same
+    store resumes where the first one was, as a restarted master does from its files."""
+
+    def __init__(self, secret: bytes) -> None:
+        self.secret = secret
+        self.transactional = MemoryBackend()
+        self.state = StoredState()
+
+    @classmethod
+    def for_conf(cls, conf: Mapping[str, Any]) -> MemoryStore:
+        """A store whose secret is ``squall.secret`` (checked as a durable master checks it), else
+        a random one (nothing leaves the process)."""
+        given = setting(conf, SECRET_KEY)
+        return cls(given.encode() if isinstance(given, str) else os.urandom(32))
+
+    def load(self) -> StoredState:
+        """See `MasterStore.load` (copies: the master's changes reach the store only by `apply`)."""
+        s = self.state
+        return StoredState(s.counter, json.loads(json.dumps(s.topologies)), dict(s.plans),
+                           json.loads(json.dumps(s.supervisors)), json.loads(json.dumps(s.beats)))
+
+    def _keep(self, change: Change) -> None:
+        _keep_in(self.state, change, "memory")
+
+
+def _keep_in(state: StoredState, change: Change, where: str) -> bool:
+    """Apply ``change`` to ``state``; whether it changed the topologies, counter or supervisors."""
+    if isinstance(change, SetCounter):
+        state.counter = change.counter
+    elif isinstance(change, PutTopology):
+        state.topologies[change.name] = json.loads(json.dumps(change.record))
+    elif isinstance(change, RemoveTopology):
+        state.topologies.pop(change.name, None)
+        state.beats.pop(change.storm_id, None)
+    elif isinstance(change, PutSupervisors):
+        state.supervisors = json.loads(json.dumps(change.supervisors))
+    elif isinstance(change, PutPlan):
+        state.plans[change.storm_id] = StoredPlan(change.sealed, f"the plan of {change.storm_id} in {where}",
+                                                  change.plan)
+        return False
+    elif isinstance(change, RemovePlan):
+        state.plans.pop(change.storm_id, None)
+        return False
+    elif isinstance(change, PutBeat):
+        state.beats.setdefault(change.storm_id, {})[change.slot] = change.beat
+        return False
+    return True
+
+
+class LocalDirStore(MasterStore):
+    """A lone master's ``directory`` (``<storm.local.dir>/nimbus``); see the module docstring."""
+
+    def __init__(self, directory: Path, secret: bytes) -> None:
+        from .txstore import FileStore
+        self.directory = Path(directory)
+        self.secret = secret
+        private_dir(self.directory)
+        self.transactional = FileStore(self.directory / "transactional", secret)
+        self._state = StoredState()
+        self._stale = False  # state.json needs writing
+        path = self._state_path()
+        if path.exists():
+            data = json.loads(path.read_text())
+            self._state.counter = data.get("counter", 0)
+            self._state.topologies = data.get("topologies", {})
+
+    def _state_path(self) -> Path:
+        return self.directory / "state.json"
+
+    def load(self) -> StoredState:
+        """See `MasterStore.load`: ``state.json`` and every ``*.plan`` file."""
+        plans = {}
+        for f in sorted(self.directory.glob("*.plan")):
+            try:
+                plans[f.name[:-len(".plan")]] = StoredPlan(f.read_bytes(), str(f))
+            except OSError as e:
+                log.warning("skipped %s: %s; it was not loaded", f, e)
+        s = self._state
+        return StoredState(s.counter, json.loads(json.dumps(s.topologies)), plans)
+
+    def _keep(self, change: Change) -> None:
+        if isinstance(change, PutPlan):
+            write_private(self.directory / f"{change.storm_id}.plan", change.sealed, plan_file(change.storm_id))
+        elif isinstance(change, RemovePlan):
+            (self.directory / f"{change.storm_id}.plan").unlink(missing_ok=True)
+        elif isinstance(change, (PutSupervisors, PutBeat)):
+            return  # learnt again from the supervisors and workers within seconds of a restart
+        else:
+            self._stale |= _keep_in(self._state, change, str(self.directory))
+
+    def _flush(self) -> None:
+        if self._stale:
+            data = {"counter": self._state.counter, "topologies": self._state.topologies}
+            write_private(self._state_path(), json.dumps(data), STATE_FILE)
+            self._stale = False
+
+
+class ZooKeeperStore(MasterStore):
+    """Nimbus HA's store: the cluster state in ZooKeeper through ``coordinator``
+    (`squall.cluster.ha.Coordinator`), the plans in ``directory``; see the module docstring."""
+
+    def __init__(self, coordinator: Any, directory: Path, secret: bytes) -> None:
+        from .ha import ClusterState
+        from .txstore import ZooKeeperStore as TxZooKeeper
+        self.coordinator = coordinator
+        self.directory = Path(directory)
+        self.secret = secret
+        private_dir(self.directory)
+        self.transactional = TxZooKeeper(coordinator)
+        self._mirror = ClusterState(0, {}, {})  # what the leader wrote last (written again on `refresh`)
+        self._stale = False
+        # submissions waiting for their code's replication: their code nodes are not swept
+        self.replicating: set[str] = set()
+
+    def load(self) -> StoredState:
+        """See `MasterStore.load`: the cluster state as the leader wrote it (every node checked,
+        `squall.cluster.ha.read_state`), and the plans this master holds in ``directory``.
+
+        Raises:
+            Exception: ZooKeeper could not be read (kazoo's errors).
+        """
+        from .ha import read_state
+        read = read_state(self.coordinator)
+        self.coordinator.sweep()
+        plans = {}
+        for f in sorted(self.directory.glob("*.plan")):
+            try:
+                plans[f.name[:-len(".plan")]] = StoredPlan(f.read_bytes(), str(f))
+            except OSError:
+                continue
+        topologies = {t.base["name"]: {**t.base, **t.assignment, "errors": t.errors, "storm_id": storm_id}
+                      for storm_id, t in read.topologies.items()}
+        beats = {storm_id: t.beats for storm_id, t in read.topologies.items()}
+        return StoredState(read.counter, topologies, plans, read.supervisors, beats)
+
+    def _keep(self, change: Change) -> None:
+        from .ha import TopologyState, write_beat
+        m = self._mirror
+        if isinstance(change, PutPlan):
+            write_private(self.directory / f"{change.storm_id}.plan", change.sealed, plan_file(change.storm_id))
+            self.coordinator.publish_code(change.storm_id, change.digest)  # followers fetch it from us
+        elif isinstance(change, RemovePlan):
+            (self.directory / f"{change.storm_id}.plan").unlink(missing_ok=True)
+        elif isinstance(change, PutBeat):
+            write_beat(self.coordinator, change.storm_id, change.slot, change.beat)
+        elif isinstance(change, SetCounter):
+            m.counter, self._stale = change.counter, True
+        elif isinstance(change, PutTopology):
+            r = change.record
+            base = {k: r.get(k) for k in ("status", "previous", "launched", "pending_action", "debug")}
+            base.update(name=change.name, code=r.get("code") or "")
+            m.topologies = {sid: t for sid, t in m.topologies.items() if t.base["name"] != change.name}
+            m.topologies[change.storm_id] = TopologyState(
+                change.storm_id, base, {"assignment": r["assignment"], "slots": r["slots"]}, r["errors"], {})
+            self._stale = True
+        elif isinstance(change, RemoveTopology):
+            m.topologies.pop(change.storm_id, None)
+            self._stale = True
+        elif isinstance(change, PutSupervisors):
+            m.supervisors, self._stale = change.supervisors, True
+
+    def _flush(self) -> None:
+        if self._stale:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Write the cluster state again where it differs from ZooKeeper's (changed nodes only;
+        nodes someone else changed are written again: `Coordinator.write`). A failure is logged:
+        the next change or refresh writes it."""
+        from .ha import write_state
+        try:
+            write_state(self.coordinator, self._mirror, frozenset(self.replicating))
+            self._stale = False
+        except Exception as e:
+            log.error("cannot write the cluster state to ZooKeeper (the next save tries again): %s", e)
+
+    def lead(self) -> None:
+        """This master leads from now: its master hands it the whole state again, all of which
+        is written (another master may have written since)."""
+        from .ha import ClusterState
+        self._mirror = ClusterState(0, {}, {})
+        self.coordinator.forget_writes()
+
+
+def store_for(conf: Mapping[str, Any]) -> MasterStore:
+    """The store a master started with ``conf`` keeps its state in: ZooKeeper with
+    ``storm.zookeeper.servers``, else ``<storm.local.dir>/nimbus``.
+
+    Raises:
+        SquallError: the secret is invalid, or ZooKeeper cannot be reached (named).
+        DiskWriteError: the secret file or directory cannot be made.
+    """
+    from ..worker.rpc import load_or_create_secret  # the network's parts: not in a LocalCluster
+    from .ha import Coordinator, zookeeper_servers
+    directory = Path(conf.get("storm.local.dir") or "storm-local") / "nimbus"
+    private_dir(directory)
+    secret = load_or_create_secret(conf)
+    if zookeeper_servers(conf):
+        return ZooKeeperStore(Coordinator(conf, secret), directory, secret)  # kazoo is imported there
+    return LocalDirStore(directory, secret)

@@ -1,0 +1,143 @@
+"""The master's store seam (`squall.cluster.store`): a master hands its store the changes of its
+state, and a master made again from that store resumes them; all on a `SimulatedClock` and an
+in-memory store, so nothing here waits or writes a file but the directory store's own test."""
+
+import errno
+import json
+import os
+
+import pytest
+
+from squall._config import cluster_conf
+from squall._errors import DiskWriteError
+from squall.cluster.master import Master
+from squall.cluster.store import (LocalDirStore, MemoryStore, PutPlan, PutSupervisors, PutTopology, PutTxState,
+                                  RemovePlan, RemoveTopology, SetCounter)
+from squall.engine.clock import SimulatedClock
+
+from .test_master import _register, _topology
+
+CONF = cluster_conf({"squall.secret": "store-test-secret-0123456789abcdef", "nimbus.task.timeout.secs": 1,
+                     "nimbus.task.launch.secs": 2})
+
+
+class _Recording(MemoryStore):
+    """A `MemoryStore` that records each batch of changes it is handed, and fails while ``full``."""
+
+    def __init__(self, secret):
+        super().__init__(secret)
+        self.batches = []
+        self.full = False
+
+    def apply(self, changes):
+        changes = list(changes)
+        if self.full:
+            raise DiskWriteError(f"cannot write /nowhere/state.json: {os.strerror(errno.ENOSPC)}; "
+                                 "state.json as last written is intact", errno.ENOSPC, "/nowhere/state.json")
+        self.batches.append(changes)
+        super().apply(changes)
+
+
+def _store():
+    return _Recording(MemoryStore.for_conf(CONF).secret)
+
+
+def _launched(master, name):
+    """Slot -> launch id of topology ``name``, as ``info`` shows them."""
+    return {w["slot"]: w["launch_id"] for w in master.op_info(name=name)["workers"]}
+
+
+def test_a_master_made_again_from_the_store_resumes_assignments_launch_ids_and_trident_state():
+    clock = SimulatedClock(1000.0)
+    store = _store()
+    first = Master(CONF, clock=clock, store=store)
+    _register(first)
+    storm_id = first.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    launches = _launched(first, "t")
+    slot = sorted(launches)[0]
+    first.op_trident_state_put(topology="t", key="coordinator/currtx", value=b"41", storm_id=storm_id, slot=slot,
+                               launch_id=launches[slot])
+    first.op_deactivate(name="t")
+
+    clock.advance(30)
+    again = Master(CONF, clock=clock, store=store)  # the first one is gone; the store outlived it
+    assert [(t["name"], t["id"], t["status"]) for t in again.op_list()] == [("t", storm_id, "INACTIVE")]
+    assert _launched(again, "t") == launches  # its workers keep running: nothing relaunched
+    assert again.op_trident_state_get(topology="t", key="coordinator/currtx") == b"41"
+    # the workers get the launch timeout (2 s) to beat again, counted from the new master's
+    # start; their supervisor syncs every second meanwhile
+    clock.advance(1.5)
+    _register(again)
+    again.monitor()
+    assert _launched(again, "t") == launches
+    # storm ids stay unique: the counter was kept
+    assert again.op_submit(name="u", conf={}, topology=_topology()).startswith("u-2-")
+
+
+def test_an_operation_hands_the_store_only_what_it_changed():
+    store = _store()
+    m = Master(CONF, clock=SimulatedClock(5.0), store=store)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={}, topology=_topology())
+    m.op_submit(name="u", conf={}, topology=_topology())
+    store.batches.clear()
+    m.op_deactivate(name="t")
+    [[change]] = store.batches
+    assert isinstance(change, PutTopology) and (change.name, change.storm_id) == ("t", storm_id)
+    assert change.record["status"] == "INACTIVE"
+    store.batches.clear()
+    m.op_deactivate(name="u")
+    m.op_kill(name="t", wait_secs=0)
+    kinds = [type(c) for batch in store.batches for c in batch]
+    assert PutPlan not in kinds and SetCounter not in kinds
+    assert RemovePlan in kinds and RemoveTopology in kinds
+    assert "t" not in store.load().topologies and storm_id not in store.load().plans
+
+
+def test_a_store_that_cannot_write_fails_the_operation_and_gets_the_change_at_the_next_commit():
+    """As with a full disk: a submission that cannot be kept is not run; a deactivation that
+    cannot be kept raises, and is kept by the next write that succeeds."""
+    store = _store()
+    m = Master(CONF, clock=SimulatedClock(5.0), store=store)
+    _register(m)
+    m.op_submit(name="t", conf={}, topology=_topology())
+    store.full = True
+    with pytest.raises(DiskWriteError):
+        m.op_submit(name="u", conf={}, topology=_topology())
+    assert [t["name"] for t in m.op_list()] == ["t"]
+    with pytest.raises(DiskWriteError, match="state.json as last written is intact"):
+        m.op_deactivate(name="t")
+    assert store.load().topologies["t"]["status"] == "ACTIVE"
+    store.full = False
+    m.op_debug(name="t", component="feed", enable=True, pct=5)
+    kept = store.load().topologies["t"]
+    assert kept["status"] == "INACTIVE" and kept["debug"]["feed"]["enable"] is True
+
+
+def test_supervisors_and_transactional_writes_are_named_changes():
+    store = _store()
+    m = Master(CONF, clock=SimulatedClock(5.0), store=store)
+    _register(m)
+    assert any(isinstance(c, PutSupervisors) and c.supervisors["s1"]["ports"] == [7000, 7001]
+               for batch in store.batches for c in batch)
+    m.op_trident_state_put(topology="words", key="k", value=b"v")
+    assert store.batches[-1] == [PutTxState("words", "k", b"v")]
+
+
+def test_the_directory_store_writes_state_json_as_before_and_a_master_resumes_from_it(tmp_path):
+    conf = {**CONF, "storm.local.dir": str(tmp_path)}
+    m = Master(conf, clock=SimulatedClock(5.0))
+    assert isinstance(m.store, LocalDirStore)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={}, topology=_topology())
+    data = json.loads((tmp_path / "nimbus" / "state.json").read_text())
+    assert data["counter"] == 1 and data["topologies"]["t"]["status"] == "ACTIVE"
+    assert (tmp_path / "nimbus" / f"{storm_id}.plan").exists()
+    # a state.json an older master wrote (slot records as three maps) still loads
+    t = data["topologies"]["t"]
+    launches = {slot: s["launch_id"] for slot, s in t.pop("slots").items()}
+    t.pop("code")
+    t.update(launch_ids=launches, launch_failures={}, given_up=[])
+    (tmp_path / "nimbus" / "state.json").write_text(json.dumps(data))
+    again = Master(conf, clock=SimulatedClock(6.0))
+    assert _launched(again, "t") == launches and again.op_list()[0]["id"] == storm_id

@@ -427,7 +427,8 @@ class KafkaSpoutConfig:
 
     ``props`` are extra consumer properties (``group.id`` defaults to ``group_id``);
     ``enable.auto.commit`` is always false. ``translator(record)`` returns the tuple's values,
-    or None to skip the record (acked at once unless ``emit_null_tuples``); it raises
+    or None to skip the record (acked at once; with ``emit_null_tuples``, emitted as a tuple
+    whose every field is None); it raises
     `MalformedRecord` (or any ValueError) for a record it cannot read, which is then handed to
     ``dead_letter`` (default: logged as an error naming topic, partition and offset) and acked;
     any other exception it raises is treated the same way (the reason names the exception),
@@ -548,14 +549,13 @@ class KafkaSpout(Spout):
         """Refresh the assignment and commit when their timers expire; poll when nothing waits;
         emit at most one tuple."""
         now = self.clock.now()
-        if now >= self._refresh_at:
-            if self._guarded(self._refresh_assignment):
-                self._refresh_at = now + self.config.partition_refresh_period_ms / 1000
+        if now >= self._refresh_at and self._guarded(self._refresh_assignment):
+            self._refresh_at = now + self.config.partition_refresh_period_ms / 1000
         if not self.managers:
             return
-        if now >= self._commit_at and self.config.processing_guarantee is not ProcessingGuarantee.AT_MOST_ONCE:
-            if self._guarded(self._commit):
-                self._commit_at = now + self.config.offset_commit_period_ms / 1000
+        if (now >= self._commit_at and self.config.processing_guarantee is not ProcessingGuarantee.AT_MOST_ONCE
+                and self._guarded(self._commit)):
+            self._commit_at = now + self.config.offset_commit_period_ms / 1000
         if not any(self.waiting.values()):
             self._guarded(self._poll)
         self._emit_one()
@@ -644,22 +644,22 @@ class KafkaSpout(Spout):
     def _ack_compacted_retries(self, retriable: Mapping[TopicPartition, int],
                                records: Sequence[Record]) -> None:
         """Retries whose offsets were compacted away since: after the seek to ``s`` the first
-        record came at ``r > s``, so the offsets in [s, r) still scheduled are acked."""
+        record came at ``came > s``, so the offsets in [s, came) still scheduled are acked."""
         first: dict[TopicPartition, int] = {}
         for r in records:
             first.setdefault(r.tp, r.offset)
         for tp, s in retriable.items():
-            r = first.get(tp)
-            if r is None or r <= s or tp not in self.managers:
+            came = first.get(tp)
+            if came is None or came <= s or tp not in self.managers:
                 continue
-            for m in [m for m in self.fails if m.tp == tp and s <= m.offset < r]:
+            for m in [m for m in self.fails if m.tp == tp and s <= m.offset < came]:
                 self.retry.remove(m)
                 del self.fails[m]
                 self.managers[tp].add_to_emitted(m.offset)
                 self.managers[tp].add_to_acked(m.offset)
 
     def _emit_one(self) -> None:
-        for tp, q in self.waiting.items():
+        for q in self.waiting.values():
             while q:
                 r = q.popleft()
                 if self._emit(r):
@@ -681,19 +681,20 @@ class KafkaSpout(Spout):
             # again first: a crash loop. It goes to the dead letters instead.
             why = e if isinstance(e, ValueError) else f"translator raised {type(e).__name__}: {e}"
             self._dead(r, f"malformed record: {why}")
-            values, malformed = None, True
+            values = None
         else:
-            malformed = False
+            if values is None and self.config.emit_null_tuples:  # a tuple of nulls, not emit(None)
+                values = [None] * len(self.config.output_fields)
         if not self._alo:
-            if values is not None or (self.config.emit_null_tuples and not malformed):
+            if values is not None:
                 self.collector.emit(values)
                 return True
             return False
         num_fails = self.fails.pop(msg_id, 0)
         self.retry.remove(msg_id)
         om.add_to_emitted(r.offset)
-        if values is None and (malformed or not self.config.emit_null_tuples):
-            om.add_to_acked(r.offset)  # skipped: its offset may commit
+        if values is None:
+            om.add_to_acked(r.offset)  # skipped (or malformed): its offset may commit
             return False
         self.emitted[msg_id] = num_fails
         self.collector.emit(values, msg_id=msg_id)

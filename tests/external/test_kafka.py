@@ -389,6 +389,28 @@ def test_spout_translator_raising_any_error_dead_letters_the_record_not_the_work
     assert c.commits[TP].offset == 3
 
 
+@pytest.mark.parametrize("guarantee", [G.AT_LEAST_ONCE, G.AT_MOST_ONCE])
+def test_spout_emit_null_tuples_emits_a_none_translation_as_a_tuple_of_nulls(guarantee):
+    # it used to call emit(None), whose len() raised in next_tuple and crashed the worker
+    c = MemoryConsumer({TP: ["a", "skip", "b", "skip"]})
+    spout, col, _ = open_spout(c, translator=lambda r: None if r.value == "skip" else [r.value, 1],
+                               output_fields=["value", "n"], emit_null_tuples=True, processing_guarantee=guarantee)
+    run(spout, 10)
+    assert [v for v, _ in col.emitted] == [["a", 1], [None, None], ["b", 1], [None, None]]
+
+
+def test_spout_without_emit_null_tuples_skips_a_none_translation_and_commits_it():
+    c = MemoryConsumer({TP: ["a", "skip", "b"]})
+    spout, col, clock = open_spout(c, translator=lambda r: None if r.value == "skip" else [r.value])
+    run(spout, 10)
+    assert values(col) == ["a", "b"]
+    for _, msg_id in col.emitted:
+        spout.ack(msg_id)
+    clock.advance(1.0)
+    spout.next_tuple()
+    assert c.commits[TP].offset == 3
+
+
 def test_spout_malformed_record_dead_lettered_and_committed():
     def translator(r):
         if r.value == "bad":

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._nimbus import checked_request
 from ..engine.plan import TopologyPlan
 from ..engine.serialize import Serializer, source_cache
 from ..engine.transport import InMemoryNetwork, InMemoryTransport, Origin
@@ -59,7 +60,8 @@ class DirectMaster:
     """The master, called in this process one call at a time (its RPC server's discipline).
 
     ``call`` is what a supervisor or worker uses: a failure comes back as `RemoteError`, as over
-    RPC. `run` is for the cluster's own verbs, which raise the master's exceptions unchanged.
+    RPC. `request` (a verb) and `run` (any of the master's methods) are for the cluster's own
+verbs, which raise the master's exceptions unchanged.
     After every call, ``on_change(storm_id)`` is told of each topology whose news for its
     workers changed (status, readiness, peers, deaths), so that they hear of it at once rather
     than at their next heartbeat.
@@ -71,14 +73,20 @@ class DirectMaster:
         self.lock = threading.RLock()
 
     def call(self, op: str, **args: Any) -> Any:
-        """`MasterCalls.call`: the master's ``op_<op>(**args)`` through `run` (``get_assignment`` with
-        the master's own plan object); what the master raises comes back as `RemoteError` naming its
-        type, as over RPC."""
-        fn = self._assignment if op == "get_assignment" else getattr(self.master, f"op_{op}")
+        """`MasterCalls.call`: `request`, what the master raises coming back as `RemoteError` naming
+        its type, as over RPC."""
         try:
-            return self.run(fn, **args)
+            return self.request(op, **args)
         except Exception as e:
             raise RemoteError(str(e), type(e).__name__) from e
+
+    def request(self, op: str, **args: Any) -> Any:
+        """The verb ``op`` (`squall._nimbus.VERBS`): the master's ``op_<op>(**args)`` through `run`,
+        once ``args`` passed the verb's checks as over RPC (``get_assignment`` with the master's
+        own plan object). The master's exceptions are raised unchanged (`LocalCluster`'s verbs)."""
+        checked_request(op, args)
+        fn = self._assignment if op == "get_assignment" else getattr(self.master, f"op_{op}")
+        return self.run(fn, **args)
 
     def _assignment(self, storm_id: str, want_plan: bool = True, **args: Any) -> dict[str, Any]:
         """``get_assignment`` with the master's own plan object, read in the same call as the

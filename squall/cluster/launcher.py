@@ -20,33 +20,10 @@ its worker processes read; the others hand workers what they need in memory.
 from __future__ import annotations
 
 import abc
-from dataclasses import asdict, dataclass
-from typing import Any
 
+from .._nimbus import Launch, WorkerExit  # the records of the master's supervisor_sync
 
-@dataclass(frozen=True)
-class Launch:
-    """What a slot must run: a topology's worker, under the launch id its peers know it by."""
-
-    storm_id: str
-    name: str       # the topology's name, for logs
-    launch_id: int
-
-
-@dataclass(frozen=True)
-class WorkerExit:
-    """A worker that ended on its own (a crash, a failed start, or the master's stop)."""
-
-    storm_id: str
-    slot: str        # "host:port"
-    launch_id: int
-    status: int      # its exit status (0: it was told to stop)
-    started: bool    # False: it ended before it could start (EXIT_CANNOT_START)
-    output: str = ""  # the last lines it wrote, often why it died
-
-    def as_dict(self) -> dict[str, Any]:
-        """As the supervisor sends it to the master (``supervisor_sync``'s ``exits``)."""
-        return asdict(self)
+__all__ = ["Launch", "Launcher", "WorkerExit"]
 
 
 class Launcher(abc.ABC):

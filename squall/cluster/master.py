@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import cloudpickle
 
 from .._config import misspellings, topology_conf, visible_to_topology
+from .._nimbus import checked_request
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
 from .._redact import redact
 from .._transactional import LaunchRefusedError, TransactionalStateError
@@ -404,11 +405,12 @@ class Master(HaMaster):
     async def handle(self, op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
         """The RPC server's handler (`squall.worker.rpc.serve_connection`): runs ``op_<op>(**args)``
         (``session`` unused). Raises `ValueError` for an unknown ``op``; with Nimbus HA a follower
-        refuses `LEADER_ONLY` ones (`NotLeaderException`), and ``submit`` waits for code replication."""
-        method = getattr(self, f"op_{op}", None)
-        if method is None:
-            raise ValueError(f"unknown operation {op!r}")
-        if self.ha is not None and op in LEADER_ONLY:
+        refuses `LEADER_ONLY` ones (`NotLeaderException`), and ``submit`` waits for code replication.
+        What arrived is checked first against the verb's declaration (`squall._nimbus.NimbusIface`):
+        `ProtocolError` (a `ValueError`) names the verb and the field that is wrong."""
+        verb = checked_request(op, args)
+        method = getattr(self, f"op_{op}")
+        if self.ha is not None and verb.leader_only:
             self._assert_leader()
             if op == "submit":
                 return await self._submit_replicated(**args)

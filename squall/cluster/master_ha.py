@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotAliveException, NotLeaderException
+from .. import _nimbus as nimbus_verbs
 from .ha import LEADER, NOT_A_LEADER, OFFLINE, check_assignment
 from .master_records import Heartbeat, SupervisorInfo
 from .seeds import NimbusAddress, nimbus_seeds
@@ -34,10 +35,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("squall.master")
 
-LEADER_ONLY = frozenset({"submit", "kill", "activate", "deactivate", "rebalance", "debug",
-                         "supervisor_sync", "heartbeat", "get_assignment", "report_errors",
-                         "trident_state_get", "trident_state_put", "trident_state_delete", "trident_state_list"})
-"""Storm's leader-only requests (every change of a topology), and squall's supervisors' syncs,
+LEADER_ONLY = nimbus_verbs.LEADER_ONLY
+"""The verbs marked leader-only in `squall._nimbus.NimbusIface`: Storm's leader-only requests (every change of a topology), and squall's supervisors' syncs,
 workers' heartbeats and Trident's transactional state, which Storm's daemons write to ZooKeeper
 themselves."""
 

@@ -32,11 +32,12 @@ from typing import Any
 
 from .._config import cluster_conf, setting
 from .._errors import SquallError
+from .._nimbus import NimbusClient, RunningWorker, SupervisorSync, WorkerExit
 from .._private import private_dir, write_private
 from .._redact import redact_logs
 from ..worker.calls import MasterCalls, RpcError
 from .health import HealthCheck, HealthMonitor
-from .launcher import Launch, Launcher
+from .launcher import Launcher
 from .logs import log_own_output
 
 log = logging.getLogger("squall.supervisor")
@@ -60,7 +61,8 @@ class Supervisor:
         self.master = master
         self.health = health
         self.id = supervisor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
-        self.exits: list[dict[str, Any]] = []  # reported at the next sync that reaches the master
+        self.nimbus = NimbusClient(lambda op, **args: self.master.call(op, **args))  # the verbs, typed
+        self.exits: list[WorkerExit] = []  # reported at the next sync that reaches the master
         self._stopping = False
 
     @property
@@ -70,7 +72,7 @@ class Supervisor:
     def sync(self) -> bool:
         """One round: collect exits, ask the master, start and stop workers to match. False
         when the master could not be reached (nothing was changed)."""
-        self.exits.extend(ex.as_dict() for ex in self.launcher.exits())
+        self.exits.extend(self.launcher.exits())
         unhealthy = self.health.problem if self.health is not None else None
         if unhealthy is not None and self.launcher.running():
             # Storm's shutdownAllWorkers, before the master hears of it: what the node's checks
@@ -79,17 +81,16 @@ class Supervisor:
             self.launcher.stop_all()
         # ``running``: a worker the master believes in but that is not here died unseen
         # (while the master was down), and must get a new launch id
-        running = [{"port": port, "storm_id": launch.storm_id, "launch_id": launch.launch_id}
-                   for port, launch in self.launcher.running().items()]
+        running = tuple(RunningWorker(port, launch.storm_id, launch.launch_id)
+                        for port, launch in self.launcher.running().items())
         try:
-            reply = self.master.call("supervisor_sync", supervisor_id=self.id, host=self.host,
-                                     ports=self.launcher.slots(), exits=self.exits, running=running,
-                                     unhealthy=unhealthy)
+            reply = self.nimbus.supervisor_sync(SupervisorSync(self.id, self.host, self.launcher.slots(),
+                                                               tuple(self.exits), running, unhealthy))
         except RpcError as e:
             log.debug("master unreachable (%s); workers left running", e)
             return False
         self.exits = []
-        desired = {int(p): Launch(d["storm_id"], d["name"], d["launch_id"]) for p, d in reply["slots"].items()}
+        desired = {int(p): launch for p, launch in reply.slots.items()}
         if unhealthy is not None:
             desired = {}  # the master assigns an unhealthy node nothing; an older one might
         for port, launch in list(self.launcher.running().items()):

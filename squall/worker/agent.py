@@ -25,20 +25,21 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import cloudpickle
 
+from .._nimbus import Assignment, Heartbeat, NimbusClient
+from .._transactional import MasterBackend, WorkerLaunch
 from ..engine.clock import Clock
 from ..engine.dropped_items import DroppedItemsLink
 from ..engine.executor import error_record
+from ..engine.load_mapping import LoadLink, is_load_message
 from ..engine.loop import Backpressure, TopologyState
 from ..engine.plan import TopologyPlan
-from ..engine.load_mapping import LoadLink, is_load_message
 from ..engine.remote_backpressure import BackpressureLink
 from ..engine.transport import Origin, Transport
 from ..engine.worker import Worker, component_blobs
-from .._transactional import MasterBackend, WorkerLaunch
 from .calls import MasterCalls, RemoteError, RpcError
 from .stats_history import StatsHistory, WorkerFigures
 
@@ -58,6 +59,8 @@ ACTIVATION_POLL_SECS = 0.05
 
 
 # (plan, origin, receive) -> the worker's transport, bound and receiving into ``receive``
+R = TypeVar("R")
+
 TransportFactory = Callable[[TopologyPlan, Origin, Callable[[int, Any], None]], Transport]
 
 
@@ -90,6 +93,7 @@ class WorkerAgent:
                  stop_loop_secs: float = 2.0, seed: int | None = None, state_home: Any = None,
                  transactional_link: MasterCalls | None = None) -> None:
         self.master = master
+        self.nimbus = NimbusClient(lambda op, **args: self.master.call(op, **args))  # the verbs, typed
         self.storm_id, self.slot, self.launch_id = storm_id, slot, launch_id
         self.port = int(slot.rsplit(":", 1)[1])
         self.conf = conf
@@ -137,19 +141,19 @@ class WorkerAgent:
         """Run until the master says stop, `stop`, or user code crashes; the exit status."""
         deadline = time.monotonic() + float(self.conf.get("nimbus.task.launch.secs", 120))
         try:
-            a = self._call_until(deadline, "get_assignment", storm_id=self.storm_id, slot=self.slot,
+            a = self._call_until(deadline, self.nimbus.get_assignment, self.storm_id, self.slot,
                                  launch_id=self.launch_id)
             if a is None:
                 if self.stop_event.is_set():
                     return 0  # stopped while it started
                 log.error("worker %s cannot reach the master", self.slot)
                 return EXIT_CANNOT_START
-            if a["launch_id"] != self.launch_id:
+            if a.launch_id != self.launch_id:
                 return 0  # superseded while starting
             early = _EarlyItems()
             try:
-                plan = self.load_plan(a["plan"])
-                executors = [plan.executors[i] for i in a["executors"]]
+                plan = self.load_plan(a.plan)
+                executors = [plan.executors[i] for i in a.executors]
                 blobs = component_blobs(plan)
                 self.transport = self.make_transport(plan, Origin(self.storm_id, self.slot, self.launch_id), early)
             except Exception as e:  # noqa: BLE001 (the user's plan, unpickled: reported to the master as this worker's error)
@@ -159,11 +163,11 @@ class WorkerAgent:
                 return EXIT_CANNOT_START
             # report our address, and wait for every peer's (on Spark they bind as their tasks start)
             while True:
-                a = self._call_until(deadline, "get_assignment", storm_id=self.storm_id, slot=self.slot,
+                a = self._call_until(deadline, self.nimbus.get_assignment, self.storm_id, self.slot,
                                      launch_id=self.launch_id, address=self.transport.address, want_plan=False)
-                if a is None or a["launch_id"] != self.launch_id:
+                if a is None or a.launch_id != self.launch_id:
                     return 0 if self.stop_event.is_set() or a is not None else EXIT_CANNOT_START
-                if all(addr is not None for addr in a["peers"].values()):
+                if all(addr is not None for addr in a.peers.values()):
                     break
                 if time.monotonic() > deadline:
                     log.error("peers of %s did not report within nimbus.task.launch.secs", self.slot)
@@ -177,35 +181,34 @@ class WorkerAgent:
             if self.transport is not None:
                 self.transport.close()
 
-    def _call_until(self, deadline: float, op: str, **args: Any) -> Any:
-        """``master.call`` retried while the master is unreachable; None once past ``deadline`` or stopped."""
+    def _call_until(self, deadline: float, verb: Callable[..., R], *args: Any, **kwargs: Any) -> R | None:
+        """A verb of `nimbus` retried while the master is unreachable; None once past ``deadline`` or stopped."""
         while not self.stop_event.is_set():
             try:
-                return self.master.call(op, **args)
+                return verb(*args, **kwargs)
             except RpcError as e:
                 if time.monotonic() > deadline:
-                    log.error("%s failed: %s", op, e)
+                    log.error("%s failed: %s", verb.__name__, e)
                     return None
                 time.sleep(0.5)
         return None
 
     def _report(self, errors: list[dict[str, Any]]) -> None:
         try:
-            self.master.call("report_errors", storm_id=self.storm_id, slot=self.slot, launch_id=self.launch_id,
-                             errors=errors)
-        except Exception as e:
+            self.nimbus.report_errors(self.storm_id, self.slot, self.launch_id, errors)
+        except Exception as e:  # noqa: BLE001 (reporting is best effort: the worker goes on, or exits, either way)
             log.error("could not report to the master: %s", e)
 
     def _run_started(self, plan: TopologyPlan, executors: list, blobs: dict[str, bytes], early: _EarlyItems,
-                     a: dict[str, Any]) -> int:
+                     a: Assignment) -> int:
         transport = self.transport
         assert transport is not None
-        self._addresses_version = a["addresses_version"]
-        self._lost_generation = a.get("lost_generation", 0)
-        self._epoch = a.get("epoch")  # the master's: a restarted master counts generations afresh
-        self._set_peers(a["peers"])
-        transport.set_launches(a["launch_ids"])
-        self.state = TopologyState(active=bool(a["active"]))
+        self._addresses_version = a.addresses_version
+        self._lost_generation = a.lost_generation
+        self._epoch = a.epoch  # the master's: a restarted master counts generations afresh
+        self._set_peers(a.peers)
+        transport.set_launches(a.launch_ids)
+        self.state = TopologyState(active=a.active)
         bp = Backpressure(plan.conf["topology.executor.receive.buffer.size"], self.clock)
 
         def crashed(w: Any, rec: Any) -> None:
@@ -289,34 +292,35 @@ class WorkerAgent:
                 snapshots = worker.sampled_snapshots()
                 self._history.record(now, snapshots)
                 windows = self._history.render(now, snapshots)
-                reply = self.master.call(
-                    "heartbeat", storm_id=self.storm_id, slot=self.slot, launch_id=self.launch_id,
-                    stats=worker.statistics(), windows=windows,
+                reply = self.nimbus.heartbeat(Heartbeat(
+                    self.storm_id, self.slot, self.launch_id, stats=worker.statistics(), windows=windows,
                     figures=WorkerFigures.read(self._history.start, now)._asdict(),
                     errors=pending, started=worker.opened(), address=transport.address,
                     addresses_version=self._addresses_version, pid=os.getpid(),
-                    lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics())
+                    lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics()))
             except RpcError:
                 self._errors.extendleft(reversed(pending))  # for when the master is back; go on processing
                 return
-            if reply.get("stop"):
+            if reply.stop:
                 self._told_stop = True
                 self._wake.set()
                 return
-            if "peers" in reply:  # a peer restarted elsewhere: before spouts may (re)start
-                moved = self._set_peers(reply["peers"])
+            if reply.peers is not None:  # a peer restarted elsewhere: before spouts may (re)start
+                moved = self._set_peers(reply.peers)
                 if self._dropped is not None:
                     self._dropped.moved(moved)
-                transport.set_launches(reply["launch_ids"])
-                self._addresses_version = reply["addresses_version"]
-            for lost in reply.get("lost", ()):
-                if worker.tasks_lost(lost["tasks"]):
+                transport.set_launches(reply.launch_ids or {})
+                self._addresses_version = reply.addresses_version or self._addresses_version
+            for lost in reply.lost:
+                if worker.tasks_lost(lost.tasks):
                     log.info("worker %s died %.1f s ago: failing the spouts' pending tuples that may "
-                             "have been in it", lost["slot"], max(0.0, time.time() - lost["time"]))
-            self._lost_generation = reply.get("lost_generation", self._lost_generation)
-            self._epoch = reply.get("epoch", self._epoch)
-            self._activating = bool(reply.get("activating"))
-            state.set_active(bool(reply.get("active")))
+                             "have been in it", lost.slot, max(0.0, time.time() - lost.time))
+            if reply.lost_generation is not None:
+                self._lost_generation = reply.lost_generation
+            if reply.epoch is not None:
+                self._epoch = reply.epoch
+            self._activating = reply.activating
+            state.set_active(reply.active)
 
     def _set_peers(self, table: dict[Any, Any]) -> list[int]:
         """Give the transport the peers' addresses (``table``: task -> address, None while a peer

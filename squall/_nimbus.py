@@ -1,0 +1,616 @@
+"""The master's verbs, defined once: squall's ``Nimbus.Iface``.
+
+`NimbusIface` lists every verb a client, a supervisor or a worker may send the master, each a
+typed method: its name is the verb's name on the wire (served by ``Master.op_<name>``), its
+parameters the request's fields, its return type the reply's. `verb` marks the verbs only the
+leader answers (Storm's ``assertIsLeader``) and the reads (which change nothing, so a client may
+send one again after a failure). `VERBS` is that table, read from the class.
+
+The records the verbs carry are dataclasses here: a worker's `Heartbeat` and the master's
+`HeartbeatReply`, a worker's `Assignment`, a supervisor's `SupervisorSync` (with its
+`WorkerExit` and `RunningWorker` reports) and the master's `SyncReply`. They cross the wire as
+msgpack maps: `encode` makes the map of a record, and a map received is checked field by field
+against the declared types as it is decoded (`decode`), so that a peer that sends a wrong type
+gets a `ProtocolError` naming the verb and the field, not a failure deep inside the master.
+
+Two transports carry a verb: squall's authenticated RPC channel (`squall._wire`) and a direct
+call in this process (`squall.cluster.inprocess.DirectMaster`, for a `LocalCluster`). Both are
+a function ``call(op, **args)``; `NimbusClient` puts the typed methods of `NimbusIface` over
+either. On the master's side, `checked_request` validates what arrived before ``op_<name>``
+runs. This module imports nothing of the cluster, so workers use it too.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, fields, is_dataclass
+from functools import cache
+from typing import Any, Protocol, TypeVar, Union, get_args, get_origin
+
+from ._errors import SquallError
+
+F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
+
+
+class ProtocolError(SquallError, ValueError):
+    """A verb's request or reply is not what `NimbusIface` declares (an unknown verb, a missing,
+    unknown or mistyped field); the message names the verb and the field."""
+
+
+# --- records ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Heartbeat:
+    """A worker's beat (``heartbeat``): which launch it is, its exact engine counters (``stats``),
+    Storm's windowed statistics of its tasks (``windows``), its process's figures (``figures``),
+    the errors since the last beat, whether every executor opened (``started``), the data
+    ``address`` it bound, what it knows of its peers (``addresses_version``) and of deaths
+    (``lost_generation`` of the master's ``epoch``), its ``pid`` and its transport's counts."""
+
+    storm_id: str
+    slot: str
+    launch_id: int
+    stats: dict[Any, Any] | None = None
+    errors: list[dict[str, Any]] | None = None
+    started: bool = True
+    address: str | None = None
+    addresses_version: int | None = None
+    pid: int | None = None
+    lost_generation: int | None = None
+    transport: dict[Any, Any] | None = None
+    epoch: str | None = None
+    windows: dict[Any, Any] | None = None
+    figures: dict[Any, Any] | None = None
+
+
+@dataclass(frozen=True)
+class WorkerLost:
+    """A worker of the topology died (``HeartbeatReply.lost``): what was in it, or on its way to
+    its ``tasks``, may be lost; ``time`` is when the master learned it (its wall clock)."""
+
+    generation: int
+    slot: str
+    tasks: list[int]
+    time: float
+
+
+@dataclass(frozen=True)
+class HeartbeatReply:
+    """The master's answer to a `Heartbeat`: ``stop`` (killed, moved, or a newer launch runs),
+    whether spouts may run (``active``; ``activating``: not yet, only because other workers have
+    not beaten yet, so beat again soon), and only when they changed since what the beat said:
+    the peers' addresses and launch ids (with the new ``addresses_version``), and the deaths
+    (``lost``, with the new ``lost_generation`` and the master's ``epoch``)."""
+
+    stop: bool
+    active: bool = False
+    activating: bool = False
+    peers: dict[int, str | None] | None = None
+    launch_ids: dict[str, int] | None = None
+    addresses_version: int | None = None
+    lost: tuple[WorkerLost, ...] = ()
+    lost_generation: int | None = None
+    epoch: str | None = None
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A starting worker's assignment (``get_assignment``): its ``plan`` (pickled over RPC, the
+    object itself in a `LocalCluster`; None unless asked for), its executors' indexes, the peers'
+    addresses by task (None for a peer that has not reported one yet) and launch ids by slot,
+    the counters it must send back in its beats, the launch id that should run on its slot and
+    whether spouts may run."""
+
+    plan: Any
+    executors: list[int]
+    peers: dict[int, str | None]
+    addresses_version: int
+    lost_generation: int
+    epoch: str
+    launch_ids: dict[str, int]
+    launch_id: int
+    active: bool
+
+
+@dataclass(frozen=True)
+class WorkerExit:
+    """A worker that ended on its own (a crash, a failed start, or the master's stop), as its
+    supervisor reports it (``SupervisorSync.exits``)."""
+
+    storm_id: str
+    slot: str        # "host:port"
+    launch_id: int
+    status: int      # its exit status (0: it was told to stop)
+    started: bool    # False: it ended before it could start (EXIT_CANNOT_START)
+    output: str = ""  # the last lines it wrote, often why it died
+
+
+@dataclass(frozen=True)
+class RunningWorker:
+    """A worker a supervisor runs now (``SupervisorSync.running``)."""
+
+    port: int
+    storm_id: str
+    launch_id: int
+
+
+@dataclass(frozen=True)
+class SupervisorSync:
+    """A supervisor's sync (``supervisor_sync``): its id, host and slots' ports, the workers that
+    ended since its last sync, the workers it runs (None from a supervisor too old to say), and
+    why its node fails its health checks, if it does."""
+
+    supervisor_id: str
+    host: str
+    ports: list[int]
+    exits: tuple[WorkerExit, ...] = ()
+    running: tuple[RunningWorker, ...] | None = None
+    unhealthy: str | None = None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What one slot must run: a launch of a topology (``SyncReply.slots``)."""
+
+    storm_id: str
+    name: str       # the topology's name, for logs
+    launch_id: int
+
+
+@dataclass(frozen=True)
+class MasterAddress:
+    """Where the master that answered listens (``nimbus.host``, ``nimbus.thrift.port``)."""
+
+    host: str | None
+    port: int | None
+
+
+@dataclass(frozen=True)
+class SyncReply:
+    """The master's answer to a `SupervisorSync`: the launch each of the supervisor's slots must
+    run, by port (as text: a msgpack map key), and the master's address."""
+
+    slots: dict[str, Launch]
+    master: MasterAddress | None = None
+
+
+# --- records to and from the wire ---------------------------------------------------------------------
+def encode(record: Any) -> dict[str, Any]:
+    """A record's msgpack-able map (nested records as maps, tuples as lists)."""
+    return {f.name: _encode(getattr(record, f.name), hint) for f, hint in _fields(type(record))}
+
+
+def decode(cls: type[R], data: Any, where: str = "") -> R:
+    """The record ``cls`` of the map ``data``, each field checked against its declared type.
+    Raises `ProtocolError` naming ``where`` (a verb) and the field."""
+    return _decode(data, cls, where or cls.__name__, "")
+
+
+@cache
+def _fields(cls: type) -> tuple[tuple[Any, Any], ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple((f, hints[f.name]) for f in fields(cls))
+
+
+@cache
+def _holds_record(spec: Any) -> bool:
+    """Whether values of ``spec`` may hold a record (else they cross the wire as they are)."""
+    if isinstance(spec, type) and is_dataclass(spec):
+        return True
+    return any(_holds_record(a) for a in get_args(spec) if a is not Ellipsis)
+
+
+def _encode(value: Any, spec: Any) -> Any:
+    if value is None or not _holds_record(spec):
+        return value
+    if is_dataclass(value) and not isinstance(value, type):
+        return encode(value)
+    if isinstance(value, (list, tuple)):
+        return [_encode(v, _element(spec)) for v in value]
+    if isinstance(value, dict):
+        return {k: _encode(v, _value(spec)) for k, v in value.items()}
+    return value
+
+
+def _element(spec: Any) -> Any:
+    for a in _options(spec):
+        if get_origin(a) in (list, tuple):
+            return get_args(a)[0]
+    return Any
+
+
+def _value(spec: Any) -> Any:
+    for a in _options(spec):
+        if get_origin(a) is dict:
+            return get_args(a)[1]
+    return Any
+
+
+def _options(spec: Any) -> tuple[Any, ...]:
+    return get_args(spec) if get_origin(spec) in (Union, types.UnionType) else (spec,)
+
+
+_SCALARS: dict[Any, tuple[type, ...]] = {str: (str,), bytes: (bytes,), bool: (bool,), int: (int,),
+                                         float: (int, float)}
+
+
+def _decode(value: Any, spec: Any, verb_name: str, path: str) -> Any:
+    """``value`` checked against ``spec`` (records built from their maps, tuples from lists)."""
+    if spec is Any:
+        return value
+    origin = get_origin(spec)
+    if origin in (Union, types.UnionType):
+        options = get_args(spec)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is not type(None) and _fits(value, option):
+                return _decode(value, option, verb_name, path)
+        raise _mistyped(value, spec, verb_name, path)
+    if spec is None or spec is type(None):
+        if value is not None:
+            raise _mistyped(value, spec, verb_name, path)
+        return None
+    if isinstance(spec, type) and is_dataclass(spec):
+        if not isinstance(value, Mapping):
+            raise _mistyped(value, spec, verb_name, path)
+        known = {f.name for f in fields(spec)}
+        unknown = sorted(str(k) for k in value if k not in known)
+        if unknown:
+            raise ProtocolError(f"{verb_name}: unknown field {_join(path, unknown[0])!r}")
+        made = {}
+        for f, hint in _fields(spec):
+            if f.name in value:
+                made[f.name] = _decode(value[f.name], hint, verb_name, _join(path, f.name))
+            elif _default(f) is REQUIRED:
+                raise ProtocolError(f"{verb_name}: field {_join(path, f.name)!r} is missing")
+        return spec(**made)
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise _mistyped(value, spec, verb_name, path)
+        element = get_args(spec)[0]
+        items = [_decode(v, element, verb_name, f"{path}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise _mistyped(value, spec, verb_name, path)
+        key, val = get_args(spec)
+        if key is Any and val is Any:
+            return value
+        return {_decode(k, key, verb_name, f"{path} key"): _decode(v, val, verb_name, f"{path}[{k!r}]")
+                for k, v in value.items()}
+    if origin is not None:
+        spec = origin
+    allowed = _SCALARS.get(spec, (spec,))
+    if not isinstance(value, allowed) or (spec in (int, float) and isinstance(value, bool)):
+        raise _mistyped(value, spec, verb_name, path)
+    return value
+
+
+def _fits(value: Any, spec: Any) -> bool:
+    """Whether ``value`` is of ``spec``'s kind at its top (the union's option to decode it as)."""
+    origin = get_origin(spec) or spec
+    if spec is Any:
+        return True
+    if isinstance(spec, type) and is_dataclass(spec):
+        return isinstance(value, Mapping)
+    if origin in (list, tuple):
+        return isinstance(value, (list, tuple))
+    allowed = _SCALARS.get(origin, (origin,))
+    return isinstance(value, allowed) and not (origin in (int, float) and isinstance(value, bool))
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _mistyped(value: Any, spec: Any, verb_name: str, path: str) -> ProtocolError:
+    return ProtocolError(f"{verb_name}: field {path or 'value'!r} must be {_describe(spec)}, "
+                         f"got {type(value).__name__}")
+
+
+def _describe(spec: Any) -> str:
+    if isinstance(spec, type):
+        return "None" if spec is type(None) else spec.__name__
+    return str(spec).replace("typing.", "")
+
+
+# --- the verbs -------------------------------------------------------------------------------------
+def verb(*, leader_only: bool = False, read: bool = False) -> Callable[[F], F]:
+    """Mark a method of `NimbusIface` as a verb: ``leader_only`` (a follower refuses it with
+    `NotLeaderException`), ``read`` (it changes nothing: a client may send it again)."""
+    def mark(fn: F) -> F:
+        fn.__nimbus_verb__ = (leader_only, read)  # type: ignore[attr-defined]
+        return fn
+    return mark
+
+
+class NimbusIface(Protocol):
+    """Every verb of the master (Storm's ``Nimbus.Iface``); ``Master.op_<name>`` serves each."""
+
+    # Storm's topology verbs: every change is the leader's
+    @verb(leader_only=True)
+    def submit(self, name: str, conf: dict[str, Any], topology: bytes, initial_status: str = "ACTIVE") -> str:
+        """Submit the pickled ``topology`` under ``name``; its storm id."""
+        ...
+
+    @verb(leader_only=True)
+    def kill(self, name: str, wait_secs: float | None = None) -> None:
+        """Kill ``name`` after ``wait_secs`` (default: its message timeout)."""
+        ...
+
+    @verb(leader_only=True)
+    def activate(self, name: str) -> None:
+        """Activate ``name``'s spouts."""
+        ...
+
+    @verb(leader_only=True)
+    def deactivate(self, name: str) -> None:
+        """Deactivate ``name``'s spouts."""
+        ...
+
+    @verb(leader_only=True)
+    def rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
+                  wait_secs: float | None = None) -> None:
+        """Move ``name`` to new worker and executor counts after ``wait_secs``."""
+        ...
+
+    @verb(leader_only=True)
+    def debug(self, name: str, component: str | None, enable: bool, pct: float) -> dict[str, Any]:
+        """Set the debug switch of ``name`` (or of its ``component``); the record kept."""
+        ...
+
+    # reads: any master answers them
+    @verb(read=True)
+    def list(self) -> list[dict[str, Any]]:
+        """One summary per topology."""
+        ...
+
+    @verb(read=True)
+    def info(self, name: str) -> dict[str, Any]:
+        """Status, counts, errors, configuration and workers of ``name``."""
+        ...
+
+    @verb(read=True)
+    def cluster_info(self) -> dict[str, Any]:
+        """The cluster's summary: masters, supervisors, slots, topologies."""
+        ...
+
+    @verb(read=True)
+    def supervisors(self) -> list[dict[str, Any]]:
+        """One summary per supervisor."""
+        ...
+
+    @verb(read=True)
+    def configuration(self) -> dict[str, Any]:
+        """The master's configuration."""
+        ...
+
+    @verb(read=True)
+    def topology_page(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
+        """Storm UI's topology page of ``name``."""
+        ...
+
+    @verb(read=True)
+    def component_page(self, name: str, component: str, window: str | None = None,
+                       sys: bool = False) -> dict[str, Any]:
+        """Storm UI's component page of ``name``'s ``component``."""
+        ...
+
+    @verb(read=True)
+    def visualization(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
+        """Storm UI's visualization of ``name``."""
+        ...
+
+    @verb(read=True)
+    def visualization_init(self, name: str, sys: bool = False) -> dict[str, Any]:
+        """Storm UI's visualization layout of ``name``."""
+        ...
+
+    @verb(read=True)
+    def statistics(self, name: str, window: str | None = None) -> dict[str, Any]:
+        """The figures of ``name`` the Prometheus endpoint exports."""
+        ...
+
+    # Nimbus HA
+    @verb(read=True)
+    def get_leader(self) -> dict[str, Any] | None:
+        """The leader's ``{"host", "port"}``; None while an election is under way."""
+        ...
+
+    @verb(read=True)
+    def nimbuses(self) -> list[dict[str, Any]]:
+        """Each master with its status."""
+        ...
+
+    @verb()
+    def code(self, storm_id: str) -> bytes:
+        """The sealed plan of ``storm_id`` (another master fetches it; not for clients)."""
+        ...
+
+    # supervisors and workers: squall's daemons reach the leader, as Storm's write its ZooKeeper
+    @verb(leader_only=True)
+    def supervisor_sync(self, sync: SupervisorSync) -> SyncReply:
+        """A supervisor's slots and reports; what each slot must run."""
+        ...
+
+    @verb(leader_only=True)
+    def get_assignment(self, storm_id: str, slot: str, address: str | None = None, launch_id: int | None = None,
+                       want_plan: bool = True) -> Assignment:
+        """A starting worker's assignment; it reports the data ``address`` it bound."""
+        ...
+
+    @verb(leader_only=True)
+    def heartbeat(self, beat: Heartbeat) -> HeartbeatReply:
+        """A worker's beat; what it must do next."""
+        ...
+
+    @verb(leader_only=True)
+    def report_errors(self, storm_id: str, slot: str, launch_id: int, errors: list[dict[str, Any]]) -> None:
+        """A worker that could not start says why."""
+        ...
+
+    # Trident's transactional state (`squall._transactional.MasterBackend`)
+    @verb(leader_only=True)
+    def trident_state_get(self, topology: str, key: str, storm_id: str | None = None, slot: str | None = None,
+                          launch_id: int | None = None) -> bytes | None:
+        """The value of ``key`` in ``topology``'s transactional state."""
+        ...
+
+    @verb(leader_only=True)
+    def trident_state_put(self, topology: str, key: str, value: bytes, storm_id: str | None = None,
+                          slot: str | None = None, launch_id: int | None = None) -> None:
+        """Set ``key`` of ``topology``'s transactional state."""
+        ...
+
+    @verb(leader_only=True)
+    def trident_state_delete(self, topology: str, key: str, prefix: bool = False, storm_id: str | None = None,
+                             slot: str | None = None, launch_id: int | None = None) -> None:
+        """Remove ``key`` (``prefix``: and every key under it) of ``topology``'s transactional state."""
+        ...
+
+    @verb(leader_only=True)
+    def trident_state_list(self, topology: str, prefix: str = "", storm_id: str | None = None,
+                           slot: str | None = None, launch_id: int | None = None) -> list[str]:
+        """The keys of ``topology``'s transactional state under ``prefix``, sorted."""
+        ...
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One field of a verb's request: its name, declared type, and default (`REQUIRED`: none)."""
+
+    name: str
+    type: Any
+    default: Any
+
+
+REQUIRED = inspect.Parameter.empty
+"""`Arg.default` of a field the request must carry."""
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One verb of `NimbusIface`: its wire name, request fields, reply type and flags.
+
+    ``record``: the request is that record (`Heartbeat`, `SupervisorSync`), sent as its fields."""
+
+    name: str
+    args: tuple[Arg, ...]
+    reply: Any
+    leader_only: bool
+    read: bool
+    record: type | None
+    signature: inspect.Signature
+
+    def encode_request(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The wire arguments of a call ``verb(*args, **kwargs)`` made as `NimbusIface` declares it."""
+        bound = self.signature.bind(None, *args, **kwargs)
+        given = dict(bound.arguments)
+        given.pop("self")
+        if self.record is not None:
+            (value,) = given.values()
+            if not isinstance(value, self.record):
+                raise ProtocolError(f"{self.name}: needs a {self.record.__name__}, got {type(value).__name__}")
+            return encode(value)
+        return {a.name: _encode(given[a.name], a.type) for a in self.args if a.name in given}
+
+    def check_request(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """``args`` as received, each field checked against its declared type (defaults left to
+        the master's method). Raises `ProtocolError` naming the verb and the field."""
+        if not isinstance(args, Mapping):
+            raise ProtocolError(f"{self.name}: the request is a {type(args).__name__}, not a map")
+        known = {a.name for a in self.args}
+        unknown = sorted(str(k) for k in args if k not in known)
+        if unknown:
+            raise ProtocolError(f"{self.name}: unknown field {unknown[0]!r}")
+        for a in self.args:
+            if a.name in args:
+                _decode(args[a.name], a.type, self.name, a.name)
+            elif a.default is REQUIRED:
+                raise ProtocolError(f"{self.name}: field {a.name!r} is missing")
+        return dict(args)
+
+    def decode_reply(self, value: Any) -> Any:
+        """The reply as `NimbusIface` declares it (a record built from its map). Raises
+        `ProtocolError` naming the verb and the field."""
+        return _decode(value, self.reply, f"{self.name} reply", "")
+
+
+def _verbs(iface: type) -> dict[str, Verb]:
+    out = {}
+    for name, fn in vars(iface).items():
+        flags = getattr(fn, "__nimbus_verb__", None)
+        if flags is None:
+            continue
+        hints = typing.get_type_hints(fn)
+        sig = inspect.signature(fn)
+        params = [p for p in sig.parameters.values() if p.name != "self"]
+        record = None
+        if len(params) == 1 and is_dataclass(hints[params[0].name]):
+            record = hints[params[0].name]
+            args = tuple(Arg(f.name, hint, _default(f)) for f, hint in _fields(record))
+        else:
+            args = tuple(Arg(p.name, hints[p.name], p.default) for p in params)
+        out[name] = Verb(name, args, hints["return"], *flags, record, sig)
+    return out
+
+
+def _default(f: Any) -> Any:
+    """A record field's default, `REQUIRED` if it has none."""
+    if f.default is not MISSING:
+        return f.default
+    return REQUIRED if f.default_factory is MISSING else f.default_factory()
+
+
+VERBS: dict[str, Verb] = _verbs(NimbusIface)
+"""Every verb of the master by wire name."""
+
+LEADER_ONLY = frozenset(v.name for v in VERBS.values() if v.leader_only)
+"""The verbs a follower refuses (Storm's leader-only requests, and squall's supervisors' syncs,
+workers' heartbeats and Trident's transactional state, which Storm's daemons write to ZooKeeper
+themselves)."""
+
+READS = frozenset(v.name for v in VERBS.values() if v.read)
+"""The verbs that change nothing."""
+
+
+def verb_named(op: Any) -> Verb:
+    """The verb ``op``. Raises `ProtocolError` (a `ValueError`) for an unknown one."""
+    found = VERBS.get(op) if isinstance(op, str) else None
+    if found is None:
+        raise ProtocolError(f"unknown operation {op!r}")
+    return found
+
+
+def checked_request(op: Any, args: Mapping[str, Any]) -> Verb:
+    """The verb ``op``, once ``args`` passed its checks (`Verb.check_request`): what a master runs
+    before ``op_<name>(**args)``. Raises `ProtocolError` naming the verb and the field."""
+    found = verb_named(op)
+    found.check_request(args)
+    return found
+
+
+class NimbusClient(NimbusIface):
+    """`NimbusIface` over a transport ``call(op, **args)`` (an RPC link, or a master in this
+    process): each method encodes its request, sends it, and returns the reply decoded (a record
+    where the verb declares one). The methods are made from `VERBS`, never written out."""
+
+    def __init__(self, call: Callable[..., Any]) -> None:
+        self.call = call
+
+
+def _client_method(v: Verb) -> Callable[..., Any]:
+    def method(self: NimbusClient, *args: Any, **kwargs: Any) -> Any:
+        return v.decode_reply(self.call(v.name, **v.encode_request(*args, **kwargs)))
+    method.__name__ = method.__qualname__ = v.name
+    method.__doc__ = getattr(NimbusIface, v.name).__doc__
+    return method
+
+
+for _v in VERBS.values():
+    setattr(NimbusClient, _v.name, _client_method(_v))
+del _v

@@ -1,0 +1,120 @@
+"""The master's verbs defined once (`squall._nimbus`): the table matches what the master serves,
+records cross either transport, and a request or reply of the wrong shape is refused with an
+error naming the verb and the field."""
+
+import asyncio
+
+import cloudpickle
+import pytest
+
+from squall import TopologyBuilder
+from squall._config import cluster_conf
+from squall._nimbus import (LEADER_ONLY, READS, VERBS, Heartbeat, HeartbeatReply, NimbusClient, ProtocolError,
+                            RunningWorker, SupervisorSync, SyncReply, WorkerExit, checked_request)
+from squall.cluster.inprocess import DirectMaster
+from squall.cluster.master import Master
+from squall.testing import FeederSpout
+from squall.worker.calls import RemoteError
+
+
+@pytest.fixture
+def master(tmp_path):
+    return Master(cluster_conf({"storm.local.dir": str(tmp_path)}))
+
+
+def _topology():
+    b = TopologyBuilder()
+    b.set_spout("feed", FeederSpout(["x"]), 1)
+    return cloudpickle.dumps(b.create_topology())
+
+
+def _direct(master):
+    return NimbusClient(DirectMaster(master, on_change=lambda storm_id: None).call)
+
+
+def _handle(master, op, **args):
+    return asyncio.run(master.handle(op, args, {}))
+
+
+def test_every_verb_the_master_serves_is_declared_once_and_every_declared_one_is_served(master):
+    served = {name[len("op_"):] for name in dir(master) if name.startswith("op_")}
+    assert served == set(VERBS)
+    assert LEADER_ONLY <= set(VERBS) and READS <= set(VERBS) and not LEADER_ONLY & READS
+    assert {"submit", "kill", "heartbeat", "supervisor_sync"} <= LEADER_ONLY  # Storm's assertIsLeader, and squall's daemons
+    assert {"list", "info", "get_leader"} <= READS
+
+
+def test_a_supervisor_and_its_worker_speak_in_records_through_the_direct_transport(master):
+    nimbus = _direct(master)
+    storm_id = nimbus.submit("t", {}, _topology())
+    reply = nimbus.supervisor_sync(SupervisorSync("s1", "127.0.0.1", [7000]))
+    assert isinstance(reply, SyncReply)
+    (launch,) = reply.slots.values()
+    assert (launch.storm_id, launch.name) == (storm_id, "t")
+    a = nimbus.get_assignment(storm_id, "127.0.0.1:7000", address="127.0.0.1:7100", launch_id=launch.launch_id)
+    assert a.launch_id == launch.launch_id and a.executors and a.plan is not None
+    beat = nimbus.heartbeat(Heartbeat(storm_id, "127.0.0.1:7000", launch.launch_id, stats={1: {"emitted": 0}},
+                                      addresses_version=-1, lost_generation=0, epoch="another"))
+    assert isinstance(beat, HeartbeatReply) and not beat.stop
+    assert beat.peers is not None and beat.addresses_version == a.addresses_version  # it asked with a stale version
+    # the worker ends: its exit is a record too, and the master gives the slot a new launch
+    again = nimbus.supervisor_sync(SupervisorSync(
+        "s1", "127.0.0.1", [7000], exits=(WorkerExit(storm_id, "127.0.0.1:7000", launch.launch_id, 1, True),),
+        running=()))
+    assert again.slots["7000"].launch_id == launch.launch_id + 1
+    stale = nimbus.heartbeat(Heartbeat(storm_id, "127.0.0.1:7000", launch.launch_id))
+    assert stale == HeartbeatReply(stop=True)
+
+
+@pytest.mark.parametrize("op, args, named", [
+    ("heartbeat", {"storm_id": "x", "slot": 7000, "launch_id": 1}, "heartbeat: field 'slot' must be str, got int"),
+    ("heartbeat", {"storm_id": "x", "slot": "h:1"}, "heartbeat: field 'launch_id' is missing"),
+    ("heartbeat", {"storm_id": "x", "slot": "h:1", "launch_id": 1, "cpu": 3}, "heartbeat: unknown field 'cpu'"),
+    ("heartbeat", {"storm_id": "x", "slot": "h:1", "launch_id": True}, "heartbeat: field 'launch_id' must be int, got bool"),
+    ("supervisor_sync", {"supervisor_id": "s", "host": "h", "ports": [7000],
+                         "exits": [{"storm_id": "x", "slot": "h:7000", "launch_id": "1", "status": 1, "started": True}]},
+     "supervisor_sync: field 'exits[0].launch_id' must be int, got str"),
+    ("supervisor_sync", {"supervisor_id": "s", "host": "h", "ports": ["7000"]},
+     "supervisor_sync: field 'ports[0]' must be int, got str"),
+    ("supervisor_sync", {"supervisor_id": "s", "host": "h", "ports": [7000], "running": [{"port": 7000}]},
+     "supervisor_sync: field 'running[0].storm_id' is missing"),
+    ("kill", {"name": b"t"}, "kill: field 'name' must be str, got bytes"),
+    ("format_disk", {}, "unknown operation 'format_disk'"),
+])
+def test_a_request_of_the_wrong_shape_is_refused_naming_the_verb_and_field(master, op, args, named):
+    with pytest.raises(ProtocolError, match="^" + named.replace("[", r"\[").replace("]", r"\]")):
+        _handle(master, op, **args)
+    assert not master.supervisors and not master.topologies  # nothing ran
+
+
+def test_the_direct_transport_checks_requests_as_rpc_does(master):
+    with pytest.raises(RemoteError) as e:
+        DirectMaster(master, on_change=lambda storm_id: None).call(
+            "supervisor_sync", supervisor_id="s", host="h", ports=[7000], exits=[{"slot": "h:7000"}])
+    assert e.value.type == "ProtocolError" and "exits[0].storm_id" in str(e.value)
+
+
+def test_a_reply_of_the_wrong_shape_is_refused_naming_the_verb_and_field():
+    nimbus = NimbusClient(lambda op, **args: {"stop": False, "lost": [{"generation": 1, "slot": "h:1",
+                                                                        "tasks": ["3"], "time": 0.0}]})
+    with pytest.raises(ProtocolError, match=r"^heartbeat reply: field 'lost\[0\].tasks\[0\]' must be int, got str"):
+        nimbus.heartbeat(Heartbeat("x", "h:1", 1))
+    with pytest.raises(ProtocolError, match="^list reply: field 'value' must be"):
+        NimbusClient(lambda op, **args: "everything").list()
+
+
+def test_a_record_verb_needs_its_record():
+    with pytest.raises(ProtocolError, match="heartbeat: needs a Heartbeat, got dict"):
+        NimbusClient(lambda op, **args: None).heartbeat({"storm_id": "x"})
+
+
+def test_records_reach_the_master_as_the_maps_its_operations_read(master):
+    sent = []
+    nimbus = NimbusClient(lambda op, **args: (sent.append((op, args)), {"slots": {}})[1])
+    nimbus.supervisor_sync(SupervisorSync("s", "h", [7000], (WorkerExit("x", "h:7000", 2, 1, False, "boom"),),
+                                          (RunningWorker(7001, "y", 3),)))
+    ((op, args),) = sent
+    assert op == "supervisor_sync" and checked_request(op, args).name == op
+    assert args["exits"] == [{"storm_id": "x", "slot": "h:7000", "launch_id": 2, "status": 1, "started": False,
+                              "output": "boom"}]
+    assert args["running"] == [{"port": 7001, "storm_id": "y", "launch_id": 3}]

@@ -6,8 +6,8 @@ a file and need no lock directory; with ``claim_files=True`` the tasks claim the
 with HdfsSpout's lock files instead (`squall.external._file_locks`), so a task that keeps up
 reads more. It reads its files one at a time, in name order, and remembers per file the
 *committed offset*: the byte offset before which every line was acked (the contiguous acked
-prefix, as Kafka's OffsetManager commits, not HdfsSpout's tracker that can skip an early unacked
-line). A restart resumes every file at its committed offset, so every line not acked is
+prefix, kept by the Kafka spout's `squall.external.offsets.OffsetManager`, not HdfsSpout's
+tracker that can skip an early unacked line). A restart resumes every file at its committed offset, so every line not acked is
 replayed, and so may be acked lines after the first unacked one (at-least-once).
 
 `FileSinkBolt` writes tuples into hidden temporary files (``.name.inprogress``, which Spark and
@@ -46,6 +46,7 @@ from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.clock import Clock
 from ._file_locks import FileLocks
+from .offsets import OffsetManager
 from .retry import RetryBackoff, RetrySchedule, spout_backoff
 
 log = logging.getLogger("squall.external.files")
@@ -96,43 +97,6 @@ def write_durably(path: Path, data: bytes, kept: Kept) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # The spout's pure core: which offsets are committed, and the progress file
-
-
-class OffsetTracker:
-    """The lines of one file emitted and not yet acked; `committed` is the offset before which
-    everything is acked (the first unacked line's offset, else the end of the last line read).
-
-    Offsets are emitted in increasing order, so the unacked ones form a queue whose head is the
-    commit point; an ack of a later line only marks it, and the head moves past it when every
-    line before it is acked.
-    """
-
-    def __init__(self, start: int) -> None:
-        self._emitted: deque[int] = deque()
-        self._acked: set[int] = set()
-        self._read_to = start
-
-    def emitted(self, offset: int, end: int) -> None:
-        """A line starting at ``offset`` and ending before ``end`` was emitted for the first time."""
-        self._emitted.append(offset)
-        self._read_to = end
-
-    def acked(self, offset: int) -> None:
-        """The line at ``offset`` is done (acked, or given up to the dead-letter file)."""
-        self._acked.add(offset)
-        q = self._emitted
-        while q and q[0] in self._acked:
-            self._acked.discard(q.popleft())
-
-    @property
-    def committed(self) -> int:
-        """The offset before which every line read is acked."""
-        return self._emitted[0] if self._emitted else self._read_to
-
-    @property
-    def pending(self) -> int:
-        """How many lines are emitted and not yet acked."""
-        return len(self._emitted) - len(self._acked)
 
 
 class ProgressDoc(NamedTuple):
@@ -656,7 +620,7 @@ class FileSpout(Spout):
         self.queue: deque[str] = deque()
         self.file: str | None = None
         self.handle: BinaryIO | None = None
-        self.tracker: OffsetTracker | None = None
+        self.tracker: OffsetManager | None = None
         self.inflight = RetryBook(self.backoff)
         self.acks_since_commit = 0
         self.last_commit = self.last_list = self.clock.now()
@@ -717,7 +681,7 @@ class FileSpout(Spout):
             locks.release(name)
             return False
         assert self.tracker is not None
-        locks.record(name, "reading", self.tracker.committed)
+        locks.record(name, "reading", self.tracker.committable)
         return True
 
     def _claimed_marks(self, name: str) -> list[FileMark]:
@@ -749,7 +713,7 @@ class FileSpout(Spout):
             log.warning("FileSpout %r: reading %s from its start, not at its recorded progress: %s",
                         self.spout_id, os.path.join(self.directory, name), "; ".join(rejected))
         handle.seek(start)
-        self.file, self.handle, self.tracker = name, handle, OffsetTracker(start)
+        self.file, self.handle, self.tracker = name, handle, OffsetManager(name, start)
         self.head = None
         self.own[name] = FileMark(start, self._identity(start))
         return True
@@ -772,7 +736,8 @@ class FileSpout(Spout):
         try:
             record = self._read()
         except RecordTooLarge as e:
-            self._set_aside(offset, lambda: self._dead_letter_too_large(offset, e.size))
+            size = e.size  # read here: the name e ends with the except block
+            self._set_aside(offset, lambda: self._dead_letter_too_large(offset, size))
             return
         if not record:
             self._maybe_finish()
@@ -781,9 +746,10 @@ class FileSpout(Spout):
         try:
             values = list(self.translator(record))
         except Exception as e:  # noqa: BLE001 - the user's translator or the decoder: the record is bad, not the spout
-            self._set_aside(offset, lambda: self._dead_letter(offset, record, f"unreadable record: {type(e).__name__}: {e}"))
+            reason = f"unreadable record: {type(e).__name__}: {e}"  # here: the name e ends with the except block
+            self._set_aside(offset, lambda: self._dead_letter(offset, record, reason))
             return
-        self.tracker.emitted(offset, self.handle.tell())
+        self.tracker.add_to_emitted(offset, self.handle.tell())
         self.inflight.add(offset, values)
         self.collector.emit(values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
 
@@ -798,7 +764,7 @@ class FileSpout(Spout):
         except BaseException:
             self.handle.seek(offset)
             raise
-        self.tracker.emitted(offset, end)
+        self.tracker.add_to_emitted(offset, end)
         self._done(offset)
 
     def _read(self) -> bytes:
@@ -824,7 +790,7 @@ class FileSpout(Spout):
         if name is None or not locks.due(name):
             return
         assert self.tracker is not None
-        if not locks.beat(name, self.tracker.committed):
+        if not locks.beat(name, self.tracker.committable):
             self._give_up(name)
 
     def _give_up(self, name: str) -> None:
@@ -874,7 +840,7 @@ class FileSpout(Spout):
 
     def _done(self, offset: int) -> None:
         assert self.tracker is not None
-        self.tracker.acked(offset)
+        self.tracker.add_to_acked(offset)
         self.acks_since_commit += 1
         self._maybe_finish()
         self._maybe_commit()
@@ -894,6 +860,7 @@ class FileSpout(Spout):
         durably, before the record counts as done; logs and reports it."""
         where = f"{os.path.join(self.directory, self.file or '?')} at byte offset {offset}"
         entry = {"file": self.file, "offset": offset, "reason": reason, **detail}
+        assert self.dead_letter_dir is not None  # open() defaults it
         path = append_dead_letter(self.dead_letter_dir, self.file or "unknown", entry, self.kept.dead_letter)
         self.dead_letters += 1
         message = f"FileSpout {self.spout_id!r}: {reason} in {where}; written to {path}"
@@ -961,13 +928,16 @@ class FileSpout(Spout):
         return FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, self.head[1])
 
     def _commit(self) -> None:
-        if self.file is not None and self.tracker is not None:
-            committed = self.tracker.committed
-            self.own[self.file] = FileMark(committed, self._identity(committed))
+        tracker = self.tracker if self.file is not None else None
+        if tracker is not None:
+            committed = tracker.committable
+            self.own[self.file] = FileMark(committed, self._identity(committed))  # type: ignore[index]
         present = set(os.listdir(self.directory))
         # a file renamed done after a crash before this commit leaves an entry: drop it
         self.own = {n: m for n, m in self.own.items() if n in present}
         write_durably(self.progress_path, dump_marks(self.spout_id, self.directory, self.own), self.kept.progress)
+        if tracker is not None:
+            tracker.commit(committed)  # durable: the lines before it are forgotten
         self.acks_since_commit = 0
         self.last_commit = self.clock.now()
 
@@ -985,7 +955,7 @@ class FileSpout(Spout):
         date (for monitoring and tests)."""
         out = {name: mark.offset for name, mark in self.own.items()}
         if self.file is not None and self.tracker is not None:
-            out[self.file] = self.tracker.committed
+            out[self.file] = self.tracker.committable
         return out
 
 

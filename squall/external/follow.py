@@ -48,7 +48,6 @@ from .._private import private_dir
 from .._system import DEFAULT_STREAM
 from ..engine.clock import Clock
 from .files import (
-    OffsetTracker,
     ProgressDoc,
     RetryBook,
     append_dead_letter,
@@ -59,6 +58,7 @@ from .files import (
     spout_files,
     write_durably,
 )
+from .offsets import OffsetManager
 from .retry import spout_backoff
 
 __all__ = ["DeltaTableSpout", "FollowedFile", "ParquetDirectorySpout", "RowAt"]
@@ -169,7 +169,7 @@ class _FollowingSpout(Spout):
         self.queue: deque[FollowedFile] = deque()
         self.pending_versions: Counter[int] = Counter()
         self.reading: _Reading | None = None
-        self.tracker: OffsetTracker | None = None
+        self.tracker: OffsetManager | None = None
         self.inflight = RetryBook(self.backoff)
         self.acks_since_commit = 0
         self.last_commit = self.last_list = self.clock.now()
@@ -218,7 +218,7 @@ class _FollowingSpout(Spout):
             if start >= reading.num_rows:
                 self._finished(f, reading.num_rows)  # done in an earlier run
                 continue
-            self.reading, self.tracker = reading, OffsetTracker(start)
+            self.reading, self.tracker = reading, OffsetManager(reading.file.key, start)
             self.committed_rows[f.key] = start
             return True
         return False
@@ -241,7 +241,7 @@ class _FollowingSpout(Spout):
             self._maybe_finish()
             self._maybe_commit()
             return
-        self.tracker.emitted(row, row + 1)
+        self.tracker.add_to_emitted(row)
         self.inflight.add(row, values)
         self.collector.emit(values, RowAt(self.reading.file.key, row), self.stream)
 
@@ -273,7 +273,7 @@ class _FollowingSpout(Spout):
 
     def _done(self, row: int) -> None:
         assert self.tracker is not None
-        self.tracker.acked(row)
+        self.tracker.add_to_acked(row)
         self.acks_since_commit += 1
         self._maybe_finish()
         self._maybe_commit()
@@ -322,8 +322,9 @@ class _FollowingSpout(Spout):
             self._commit()
 
     def _commit(self) -> None:
-        if self.reading is not None and self.tracker is not None:
-            self.committed_rows[self.reading.file.key] = self.tracker.committed
+        tracker = self.tracker if self.reading is not None else None
+        if tracker is not None:
+            committed = self.committed_rows[self.reading.file.key] = tracker.committable  # type: ignore[union-attr]
         mark = self._current_mark()
         mine = {k: r for k, r in self.committed_rows.items() if owner_of(k, self.tasks) == self.index
                 and (mark is None or self.version_of.get(k, mark + 1) > mark)}
@@ -332,6 +333,8 @@ class _FollowingSpout(Spout):
                                    if self.version_of.get(k, mark + 1) > mark}
         write_durably(self.progress_path, dump_progress(self.spout_id, self.source, mine, mark, self.tasks),
                       self.kept.progress)
+        if tracker is not None:
+            tracker.commit(committed)  # durable: the rows before it are forgotten
         self.acks_since_commit = 0
         self.last_commit = self.clock.now()
 
@@ -344,7 +347,7 @@ class _FollowingSpout(Spout):
         """This task's committed row per file not finished below the mark (monitoring, tests)."""
         out = dict(self.committed_rows)
         if self.reading is not None and self.tracker is not None:
-            out[self.reading.file.key] = self.tracker.committed
+            out[self.reading.file.key] = self.tracker.committable
         return out
 
 

@@ -2,12 +2,14 @@
 
 The pure core, each usable and tested alone:
 
-- `OffsetManager`: per partition, which offsets were emitted and acked, and the next offset to
-  commit: the end of the contiguous acked prefix from the committed offset, where offsets that
-  were never emitted (compacted away, transaction markers) are gaps that never existed;
+- `OffsetManager` (`squall.external.offsets`, shared with the file spouts): per partition,
+  which offsets were emitted and acked, and the next offset to commit: the end of the
+  contiguous acked prefix from the committed offset, where offsets that were never emitted
+  (compacted away, transaction markers) are gaps that never existed;
 - `RetryService`: ``KafkaSpoutRetryExponentialBackoff`` (`squall.external.retry.RetryBackoff`:
-  initial delay, delay period doubling per failure, max delay, max retries; squall counts against max retries only the failures a record
-  caused, `squall.FailureCause.record_caused`, not a lost worker or a timeout);
+  initial delay, delay period doubling per failure, max delay, max retries; squall counts
+  against max retries only the failures a record caused, `squall.FailureCause.record_caused`,
+  not a lost worker or a timeout);
 - `round_robin_assignment`, `first_poll_offset` (the four first-poll strategies and the
   "committed by this topology" rule), `is_pollable` (max uncommitted offsets), and the
   `ProcessingGuarantee` enum.
@@ -21,7 +23,6 @@ spout opens, so this module imports without it (``pip install 'squall[kafka]'``)
 
 from __future__ import annotations
 
-import bisect
 import enum
 import json
 import logging
@@ -34,6 +35,7 @@ from .._components import Spout
 from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from ..engine.clock import Clock
+from .offsets import OffsetManager
 from .retry import RetryBackoff, RetrySchedule
 
 log = logging.getLogger(__name__)
@@ -105,75 +107,6 @@ class FirstPollOffsetStrategy(enum.Enum):
 
 
 # --- the pure core ----------------------------------------------------------------------------
-
-
-class OffsetManager:
-    """Per partition: emitted and acked offsets, and what may be committed (storm-kafka-client's
-    ``OffsetManager``). ``fetch_offset`` is where the task started reading: the offset taken as
-    already committed."""
-
-    def __init__(self, tp: TopicPartition, fetch_offset: int) -> None:
-        self.tp = tp
-        self.committed_offset = fetch_offset
-        self.has_committed = False
-        self._emitted: list[int] = []   # sorted, all >= committed_offset
-        self._acked: list[int] = []     # sorted
-
-    def add_to_emitted(self, offset: int) -> None:
-        """Records that ``offset`` was emitted (or skipped as a null tuple)."""
-        i = bisect.bisect_left(self._emitted, offset)
-        if i == len(self._emitted) or self._emitted[i] != offset:
-            self._emitted.insert(i, offset)
-
-    def add_to_acked(self, offset: int) -> None:
-        """Records that ``offset``'s tuple was acked."""
-        i = bisect.bisect_left(self._acked, offset)
-        if i == len(self._acked) or self._acked[i] != offset:
-            self._acked.insert(i, offset)
-
-    def is_acked(self, offset: int) -> bool:
-        """True if ``offset`` was acked and not yet committed past."""
-        i = bisect.bisect_left(self._acked, offset)
-        return i < len(self._acked) and self._acked[i] == offset
-
-    def next_commit_offset(self) -> int | None:
-        """The offset to commit (the next one to read): the end of the contiguous acked run from
-        the committed offset, or None if nothing new can be committed. A hole at an offset that
-        was emitted stops the run (its tuple is not acked); a hole at an offset never emitted was
-        compacted away, so the run goes on if the next acked offset is the next emitted one."""
-        nxt = self.committed_offset
-        found = False
-        for off in self._acked:
-            if off < nxt:
-                continue  # acked below the committed offset: already committed past
-            if off == nxt:
-                nxt, found = off + 1, True
-                continue
-            # off > nxt: a hole at nxt
-            i = bisect.bisect_left(self._emitted, nxt)
-            ceiling = self._emitted[i] if i < len(self._emitted) else None
-            if ceiling == nxt:
-                break  # nxt was emitted and is not acked yet
-            if ceiling == off:
-                nxt, found = off + 1, True  # [nxt, off) never emitted: compacted away
-                continue
-            break
-        return nxt if found else None
-
-    def commit(self, offset: int) -> None:
-        """Records that ``offset`` was committed: everything below it is forgotten."""
-        self.committed_offset = offset
-        self.has_committed = True
-        del self._acked[:bisect.bisect_left(self._acked, offset)]
-        del self._emitted[:bisect.bisect_left(self._emitted, offset)]
-
-    def num_uncommitted_offsets(self) -> int:
-        """How many emitted offsets are not committed yet (acked or not)."""
-        return len(self._emitted)
-
-    def nth_uncommitted_offset(self, n: int) -> int | None:
-        """The n-th (1-based) emitted offset at or after the committed offset, or None."""
-        return self._emitted[n - 1] if 0 < n <= len(self._emitted) else None
 
 
 class RetryService:

@@ -14,12 +14,12 @@ from squall.external.files import (
     FileConnectorError,
     FileSinkBolt,
     FileSpout,
-    OffsetTracker,
     append_dead_letter,
     dump_progress,
     load_progress,
     owner_of,
 )
+from squall.external.offsets import OffsetManager
 from squall.testing import AckFailMapTracker, FeederSpout
 from squall.testing._registry import SharedLog
 
@@ -73,15 +73,15 @@ def progress(local_dir, spout="lines"):
 
 
 def test_tracker_commits_only_the_contiguous_acked_prefix():
-    t = OffsetTracker(0)
+    t = OffsetManager("a.txt", 0)
     for off, end in ((0, 5), (5, 9), (9, 14)):
-        t.emitted(off, end)
-    t.acked(5)
-    assert t.committed == 0  # HdfsSpout's pitfall: a later ack must not skip the unacked first line
-    t.acked(0)
-    assert t.committed == 9
-    t.acked(9)
-    assert (t.committed, t.pending) == (14, 0)
+        t.add_to_emitted(off, end)
+    t.add_to_acked(5)
+    assert t.committable == 0  # HdfsSpout's pitfall: a later ack must not skip the unacked first line
+    t.add_to_acked(0)
+    assert t.committable == 9
+    t.add_to_acked(9)
+    assert (t.committable, t.pending) == (14, 0)
 
 
 def test_files_are_split_among_tasks_by_a_stable_hash_of_the_name():

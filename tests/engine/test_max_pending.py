@@ -1,0 +1,60 @@
+"""One module decides a spout executor's max spout pending (squall/engine/pending_tuner.py's
+MaxPending): a fixed number per task, the limit that follows the completion rate (null, with
+acking and timeouts on), or the tuner ("auto"). Pure: time and counters passed in."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from squall.engine.pending_tuner import (
+    AUTO_PENDING_FLOOR,
+    INTERVAL_KEY,
+    MIN_KEY,
+    CompletionRateLimit,
+    MaxPending,
+    PendingTuner,
+)
+
+MSP = "topology.max.spout.pending"
+
+
+def limit(conf: dict, *, acking: bool = True, timeouts_on: bool = True, timeout: float = 30.0) -> MaxPending:
+    return MaxPending(conf, [1, 2], acking=acking, timeouts_on=timeouts_on, timeout_secs=timeout)
+
+
+def test_a_number_is_per_task_and_fixed():
+    m = limit({MSP: 100})
+    assert (m.limit, m.period, m.task_limit(1)) == (200, None, 100)
+
+
+def test_null_follows_the_completion_rate_only_with_acking_and_timeouts():
+    m = limit({MSP: None}, timeout=3.0)
+    assert isinstance(m.rate, CompletionRateLimit) and not m.tuners
+    assert (m.limit, m.period) == (2 * AUTO_PENDING_FLOOR, 0.3)        # a tenth of the timeout
+    assert limit({MSP: None}, timeout=30.0).period == 1.0                # at most 1 s
+    for off in (limit({MSP: None}, timeouts_on=False), limit({MSP: None}, acking=False, timeouts_on=False)):
+        assert (off.limit, off.period, off.rate) == (0, None, None)     # Storm's unlimited null
+
+
+def test_auto_is_a_tuner_per_task_and_the_limit_their_sum():
+    m = limit({MSP: "auto", MIN_KEY: 8, INTERVAL_KEY: 0.5})
+    assert sorted(m.tuners) == [1, 2] and all(isinstance(t, PendingTuner) for t in m.tuners.values())
+    assert (m.limit, m.period, m.task_limit(2)) == (16, 0.5, 8)
+    assert (limit({MSP: "auto"}, acking=False).limit, limit({MSP: "auto"}, acking=False).task_limit(1)) == (0, 0)
+    stats = {t: SimpleNamespace(acked=0, latency_sum=0.0, latency_count=0) for t in (1, 2)}
+    m.start(0.0, 0)
+    assert m.update(0.5, stats, 0) == 16                                  # nothing completed: no news
+
+
+def test_the_rate_limit_is_completions_times_half_the_timeout_never_below_the_floor_nor_halved_past():
+    # 2 tasks, timeout 10 s: floor 128, budget 5 s of completions, a window of 5 periods of 1 s
+    r = CompletionRateLimit(2, 10.0)
+    assert (r.floor, r.budget, r.period, r.limit) == (128, 5.0, 1.0, 128)
+    assert r.update(0.0, 0) == 128                     # starts the window
+    assert r.update(1.0, 1000) == 5000                 # 1000/s x 5 s
+    assert r.update(2.0, 1000) == 2500                 # 500/s over [0, 2]: 2500, and not below half of 5000
+    assert r.update(3.0, 1000) == 1666                 # 333/s -> 1666 (half of 2500 is 1250)
+    # the window is 5 periods: until t=6 it still reaches back to t=0 (1000 in 4, 5, 6 s)
+    assert [r.update(t, 1000) for t in (4.0, 5.0, 6.0)] == [1250, 1000, 833]
+    # from t=7 it starts after the burst: nothing completes, so the limit halves down to the floor
+    assert [r.update(t, 1000) for t in (7.0, 8.0, 9.0, 10.0)] == [416, 208, 128, 128]

@@ -92,10 +92,10 @@ class ClusterLinks:
         return cls(load_or_create_secret(conf) if secret is None else secret, rpc, drpc)
 
     def link(self, host: str, port: int, timeout: float = 10.0) -> Any:
-        """A `squall.worker.rpc.MasterLink`-style connection to ``host:port`` that reconnects on
+        """A `squall.worker.rpc.MasterConnection`-style connection to ``host:port`` that reconnects on
         the call after one that failed."""
-        from ..worker.rpc import MasterLink
-        return MasterLink(host, port, self.secret, self.rpc, timeout=timeout)
+        from ..worker.rpc import MasterConnection
+        return MasterConnection(host, port, self.secret, self.rpc, timeout=timeout)
 
 
 _worker_lock = threading.Lock()

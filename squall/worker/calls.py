@@ -1,6 +1,6 @@
 """The seam between workers, supervisors and the master: ``call(op, **args)`` and its two errors.
 
-Over the network it is `squall.worker.rpc.MasterLink`; in a `LocalCluster` it is
+Over the network it is `squall.worker.rpc.MasterConnection`; in a `LocalCluster` it is
 `squall.cluster.inprocess.DirectMaster`. Callers see the same errors from both, and import
 neither the RPC machinery nor its cryptography when they need only this.
 """

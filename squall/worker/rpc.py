@@ -465,7 +465,7 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
         writer.close()
 
 
-class MasterLink:
+class MasterConnection:
     """A connection to the master, made again on the call after one that failed (a failed call
     closes its `Client`; callers retry: workers and supervisors every period, a starting
     worker until ``nimbus.task.launch.secs``). ``call`` raises `RpcError` while it is unreachable."""

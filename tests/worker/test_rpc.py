@@ -130,10 +130,10 @@ def test_after_a_timeout_the_late_reply_is_never_taken_for_the_next_calls():
 
 
 def test_a_workers_link_to_the_master_reconnects_after_a_timeout():
-    from squall.worker.rpc import MasterLink
+    from squall.worker.rpc import MasterConnection
     s = _Server(hold={"info"})
     try:
-        link = MasterLink("127.0.0.1", s.port, b"secret", RpcSettings())
+        link = MasterConnection("127.0.0.1", s.port, b"secret", RpcSettings())
         link.call("echo", n=1)
         link._client._sock.settimeout(0.5)
         with pytest.raises(RpcError, match="timed out"):

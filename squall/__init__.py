@@ -5,8 +5,18 @@ General layout: the public API lives in underscored modules of this package (``_
 ``_config``, ``_errors``) and is re-exported here, name by name. ``squall.engine`` runs inside a
 worker (executors, routing, acking) and knows nothing of hosts; ``squall.cluster`` is the master
 side and the hosts (`LocalCluster`); ``squall.testing`` is Storm's testing API; ``squall.cli`` the
-``squall`` command. Each layer imports only the ones before it.
+``squall`` command. Each layer imports only the ones below it: docs/architecture.md names them,
+and tests/test_layers.py checks them.
+
+Importing ``squall`` loads what a topology needs (the API, the engine, windows, state, metrics,
+DRPC); `LocalCluster` and `TopologyStatus` are re-exported too, but loaded at their first use
+(PEP 562's module ``__getattr__``), so that a worker or a client does not load the master.
+Importing this package is also what registers the features on the builder's and the engine's
+extension points (each feature's ``__init__`` does it), for every process that runs squall.
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._collectors import BasicOutputCollector as BasicOutputCollector
 from ._collectors import OutputCollector as OutputCollector
@@ -42,7 +52,6 @@ from ._topology import StormTopology as StormTopology
 from ._topology import TopologyBuilder as TopologyBuilder
 from ._tuple import Tuple as Tuple
 from ._tuple import is_tick_tuple as is_tick_tuple
-from .cluster.local import LocalCluster as LocalCluster
 from .drpc import DRPCClient as DRPCClient
 from .drpc import DRPCExecutionException as DRPCExecutionException
 from .drpc import LocalDRPC as LocalDRPC
@@ -60,7 +69,6 @@ from .metric import MultiCountMetric as MultiCountMetric
 from .metric import MultiReducedMetric as MultiReducedMetric
 from .metric import ReducedMetric as ReducedMetric
 from .metric import TaskInfo as TaskInfo
-from .cluster.state import TopologyStatus as TopologyStatus
 from .state import BaseStatefulBolt as BaseStatefulBolt
 from .state import BaseStatefulWindowedBolt as BaseStatefulWindowedBolt
 from .state import KeyValueState as KeyValueState
@@ -68,6 +76,28 @@ from .windowing import BaseWindowedBolt as BaseWindowedBolt
 from .windowing import Count as Count
 from .windowing import Duration as Duration
 from .windowing import TupleWindow as TupleWindow
+
+if TYPE_CHECKING:
+    from .cluster.local import LocalCluster as LocalCluster
+    from .cluster.state import TopologyStatus as TopologyStatus
+
+_LAZY = {"LocalCluster": ".cluster.local", "TopologyStatus": ".cluster.state"}
+"""The names re-exported from the cluster layer, by the module each is imported from at first use."""
+
+
+def __getattr__(name: str) -> Any:
+    """`LocalCluster` and `TopologyStatus`, imported at their first use (see the module docstring)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'squall' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later uses find it without this call
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,51 @@
+"""The layers of docs/architecture.md hold: what ``import squall`` loads, and which package may
+import which (the import-linter contracts in pyproject.toml, run as CI runs them)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import squall
+
+# What a topology's process needs no part of: the master, its HA, the hosts, the worker
+# process, the UI, the CLI, Trident (loaded by a Trident topology when it is unpickled).
+NOT_LOADED_BY_IMPORT_SQUALL = ("squall.cluster", "squall.ui", "squall.cli", "squall.worker", "squall.trident",
+                               "squall.external")
+
+
+def modules_after(code: str) -> list[str]:
+    """The squall modules a fresh interpreter has loaded after running ``code``."""
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport json, sys\n"
+         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'squall')))"],
+        capture_output=True, text=True, check=True, timeout=60)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_import_squall_loads_what_a_topology_needs_and_not_the_master_or_the_ui():
+    loaded = modules_after("import squall")
+
+    assert [m for m in loaded if m.startswith(NOT_LOADED_BY_IMPORT_SQUALL)] == []
+    for needed in ("squall._topology", "squall.engine.plan", "squall.windowing", "squall.state", "squall.metric"):
+        assert needed in loaded  # the features register on the extension points at import
+
+
+def test_the_cluster_names_squall_reexports_are_loaded_at_their_first_use():
+    loaded = modules_after("from squall import LocalCluster, TopologyStatus\n"
+                           "assert LocalCluster.__module__ == 'squall.cluster.local'\n"
+                           "assert TopologyStatus.__module__ == 'squall.cluster.state'")
+
+    assert "squall.cluster.local" in loaded
+    assert {"LocalCluster", "TopologyStatus"} <= set(dir(squall)) and set(squall.__all__) <= set(dir(squall))
+    assert squall.LocalCluster is squall.cluster.local.LocalCluster
+
+
+def test_a_name_squall_does_not_have_is_an_attribute_error_naming_it():
+    try:
+        squall.NoSuchName  # noqa: B018
+    except AttributeError as e:
+        assert "NoSuchName" in str(e)
+    else:
+        raise AssertionError("squall.NoSuchName did not raise")

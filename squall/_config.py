@@ -111,7 +111,10 @@ class Config(dict):
     TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS = "topology.sleep.spout.wait.strategy.time.ms"
     """Storm 1.x's sleep spout wait strategy's sleep; a component may set it (whitelisted)."""
     TOPOLOGY_SPOUT_WAIT_STRATEGY = "topology.spout.wait.strategy"
-    """Storm's spout wait strategy class; a component may set it (whitelisted)."""
+    """What a loop whose spouts may emit but emitted nothing does: ``"module:Class"`` of a
+    `squall.engine.wait.WaitStrategy` (or Storm's class name)."""
+    TOPOLOGY_SPOUT_WAIT_PARK_MICROSEC = "topology.spout.wait.park.microsec"
+    """`WaitStrategyPark` for spouts: microseconds of each wait (0: spin)."""
     TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL1_COUNT = "topology.spout.wait.progressive.level1.count"
     """Progressive spout wait: idle rounds that poll again at once."""
     TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL2_COUNT = "topology.spout.wait.progressive.level2.count"
@@ -122,6 +125,18 @@ class Config(dict):
     """squall's: each further idle round doubles the sleep up to this many ms."""
     TOPOLOGY_BACKPRESSURE_CHECK_MILLIS = "topology.backpressure.check.millis"
     """Milliseconds between two checks of the inboxes' backlogs by the transport."""
+    TOPOLOGY_BACKPRESSURE_WAIT_STRATEGY = "topology.backpressure.wait.strategy"
+    """What a loop whose spouts backpressure holds back does: ``"module:Class"`` of a
+    `squall.engine.wait.WaitStrategy` (or Storm's class name)."""
+    TOPOLOGY_BACKPRESSURE_WAIT_PARK_MICROSEC = "topology.backpressure.wait.park.microsec"
+    """`WaitStrategyPark` under backpressure: microseconds of each wait (0: spin)."""
+    TOPOLOGY_BACKPRESSURE_WAIT_PROGRESSIVE_LEVEL1_COUNT = "topology.backpressure.wait.progressive.level1.count"
+    """`WaitStrategyProgressive` under backpressure: idle rounds that poll again at once."""
+    TOPOLOGY_BACKPRESSURE_WAIT_PROGRESSIVE_LEVEL2_COUNT = "topology.backpressure.wait.progressive.level2.count"
+    """`WaitStrategyProgressive` under backpressure: idle rounds after those that yield the thread."""
+    TOPOLOGY_BACKPRESSURE_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS = (
+        "topology.backpressure.wait.progressive.level3.sleep.millis")
+    """`WaitStrategyProgressive` under backpressure: the wait (ms) after levels 1 and 2."""
     TOPOLOGY_EXECUTOR_OWN_THREAD = "topology.executor.own.thread"
     """Run a component's executors on their own thread (for blocking user code)."""
     TOPOLOGY_EXECUTOR_BLOCKING_WARN_MILLIS = "topology.executor.blocking.warn.millis"
@@ -376,7 +391,6 @@ KEYS_WITHOUT_DEFAULT = frozenset({
     Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME, Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS,
     Config.TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS, Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM,
     Config.SQUALL_SECRET, Config.TOPOLOGY_TRANSACTIONAL_ID, Config.TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS,
-    Config.TOPOLOGY_SPOUT_WAIT_STRATEGY,
 })
 
 
@@ -674,6 +688,18 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_MAX_SLEEP_MILLIS: (_non_negative_number,
                                                               "a non-negative number of milliseconds", False),
     Config.TOPOLOGY_BACKPRESSURE_CHECK_MILLIS: _MILLIS,
+    # loaded (and refused, naming the key, if they are not wait strategies) where a worker starts
+    Config.TOPOLOGY_SPOUT_WAIT_STRATEGY: (_string, "\"module:Class\" of a wait strategy (docs/configuration.md)",
+                                          False),
+    Config.TOPOLOGY_BACKPRESSURE_WAIT_STRATEGY: (_string,
+                                                 "\"module:Class\" of a wait strategy (docs/configuration.md)",
+                                                 False),
+    Config.TOPOLOGY_SPOUT_WAIT_PARK_MICROSEC: (_non_negative_number, "a non-negative number of microseconds", False),
+    Config.TOPOLOGY_BACKPRESSURE_WAIT_PARK_MICROSEC: (_non_negative_number, "a non-negative number of microseconds",
+                                                      False),
+    Config.TOPOLOGY_BACKPRESSURE_WAIT_PROGRESSIVE_LEVEL1_COUNT: (_non_negative_int, "a non-negative integer", False),
+    Config.TOPOLOGY_BACKPRESSURE_WAIT_PROGRESSIVE_LEVEL2_COUNT: (_non_negative_int, "a non-negative integer", False),
+    Config.TOPOLOGY_BACKPRESSURE_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS: (_positive_number, "a positive number", False),
     Config.TOPOLOGY_EXECUTOR_BLOCKING_WARN_MILLIS: _MILLIS,
     Config.TOPOLOGY_WORKER_GC_THRESHOLDS: (_gc_thresholds, ("a list of 1 to 3 non-negative integers or null "
                                            "(Python's gc.set_threshold)"), True),

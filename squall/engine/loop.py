@@ -15,22 +15,25 @@ later calls run on the new thread (an executor that must stay on its thread, say
 Each round drains inboxes downstream-first (acker, then bolts from the deepest, then the spouts'
 acker replies), sends what they emitted for other workers (the transport's ``flush``), then lets
 each spout emit a burst if it may, then fires due timers (ticks, timeouts), and sends again. A
-round that did nothing leads to the wait strategy: with a spout that may emit, poll it again
-after a short sleep (Storm's progressive wait); with none, sleep until an item arrives
-(``wake``), the topology changes state, or the next timer is due. Producers wake a sleeping loop
-only when its ``sleeping`` flag is set, so a busy loop pays nothing for being woken.
+round that did nothing asks a wait strategy how long to wait (`squall.engine.wait`, Storm's
+``IWaitStrategy`` objects): with a spout that may emit, ``topology.spout.wait.strategy`` (by
+default a short sleep that doubles while the spouts stay idle); with spouts that backpressure
+holds back, ``topology.backpressure.wait.strategy``; otherwise the loop sleeps until an item
+arrives (``wake``), the topology changes state, or the next timer is due, which also ends any
+strategy's wait early. Producers wake a sleeping loop only when its ``sleeping`` flag is set, so
+a busy loop pays nothing for being woken.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Container
 from typing import Any
 
 from .clock import Clock, WakeEvent
 from .executor import Executor, log
 from .spout_executor import SpoutExecutor
+from .wait import WaitSituation, wait_strategy
 
 # Items drained per task per round, and next_tuple rounds per spout burst. Small enough that
 # queues stay short (latency, memory), large enough that per-round overhead is amortised.
@@ -192,11 +195,10 @@ class ExecutorLoop:
         self.ident = -1
         self.thread: threading.Thread | None = None
         self.current: Executor | None = None
-        self.idle_sleep = float(conf.get("topology.spout.wait.progressive.level3.sleep.millis", 1)) / 1000.0
-        self.max_idle_sleep = max(self.idle_sleep, float(
-            conf.get("topology.spout.wait.progressive.max.sleep.millis") or 0) / 1000.0)
-        self._spin = int(conf.get("topology.spout.wait.progressive.level1.count") or 0)
-        self._yield = int(conf.get("topology.spout.wait.progressive.level2.count") or 0)
+        # what a round that did nothing leads to (`squall.engine.wait`): the spouts' strategy
+        # when a spout may emit, the backpressure one when backpressure holds the spouts back
+        self.spout_wait = wait_strategy(conf, WaitSituation.SPOUT_WAIT)
+        self.backpressure_wait = wait_strategy(conf, WaitSituation.BACK_PRESSURE_WAIT)
         # what the loop sleeps on: the worker's transport may give one that its sockets also set
         # (`squall.engine.transport.Transport.loop_event`)
         self._event = event if event is not None else threading.Event()
@@ -405,18 +407,17 @@ class ExecutorLoop:
                 continue
             idle += 1
             if may_emit:
-                if idle <= self._spin:
-                    continue
-                if idle <= self._spin + self._yield:
-                    time.sleep(0)
-                    continue
-                # Sleeps double from level3 up to the max while the spouts stay idle: a wake-up
-                # costs tens of microseconds of Python, and 1 ms polling of an idle spout
-                # measured 3% of a core per loop; a busy spout never gets past the first level.
-                level = idle - self._spin - self._yield - 1
-                timeout = min(self.idle_sleep * (1 << min(level, 16)), self.max_idle_sleep, next_due - now)
+                timeout = self.spout_wait.idle(idle)
+            elif active and spouts and bp.throttled:
+                timeout = self.backpressure_wait.idle(idle)
             else:
+                timeout = None
+            if timeout is None:  # until woken, or the next timer
                 timeout = None if next_due == float("inf") else next_due - now
+            elif timeout <= 0.0:
+                continue  # poll again at once
+            else:
+                timeout = min(timeout, next_due - now)
             flush()  # emits from user threads may have been batched since the last round
             self.sleeping = True
             if not self._has_backlog() and not self._stop and state.active == seen_active:

@@ -57,6 +57,7 @@ from typing import Any
 
 import msgpack
 
+from .._config import Config, conf_value
 from .._errors import SerializationError
 from .._native import batch_items, group_items, interleave, pack_batch, plain_check
 from .._tuple import Source, Tuple
@@ -81,7 +82,7 @@ EXT_FROZENSET = 4
 EXT_REGISTERED = 5
 EXT_PICKLE = 6
 
-_SKIP_MISSING = "topology.skip.missing.kryo.registrations"
+_SKIP_MISSING = Config.TOPOLOGY_SKIP_MISSING_KRYO_REGISTRATIONS
 
 PLAIN_TYPES = frozenset({str, int, float, bool, bytes, type(None)})
 """Types that always serialize (ints of any size): a tuple of only these needs no check at emit."""
@@ -260,11 +261,11 @@ class Serializer:
 
     def __init__(self, conf: Mapping[str, Any], source_of: Callable[[int, str], Source]) -> None:
         self.source_of = source_of
-        self.allow_pickle = bool(conf.get("topology.fall.back.on.pickle", True))
+        self.allow_pickle = bool(conf_value(conf, Config.TOPOLOGY_FALL_BACK_ON_PICKLE))
         self._by_type: dict[type, _Registered] = {}
         self._by_name: dict[str, _Registered] = {}
-        skip = bool(conf.get(_SKIP_MISSING, False))
-        for name, serializer_name in _registrations(conf.get("topology.kryo.register")):
+        skip = bool(conf_value(conf, _SKIP_MISSING))
+        for name, serializer_name in _registrations(conf.get(Config.TOPOLOGY_KRYO_REGISTER)):
             try:
                 reg = self._register(name, serializer_name)
             except SerializationError as e:

@@ -123,10 +123,6 @@ class RetrySchedule(Generic[M]):
         """Every scheduled record due at ``now``, with its due time."""
         return {m: d for m, d in self._due.items() if d <= now}
 
-    def scheduled(self) -> dict[M, float]:
-        """Every scheduled record with its due time."""
-        return dict(self._due)
-
     def keep_only(self, where: Callable[[M], bool]) -> None:
         """Forgets every schedule whose id fails ``where(id)`` (after a rebalance...)."""
         self._due = {m: d for m, d in self._due.items() if where(m)}

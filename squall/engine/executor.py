@@ -150,7 +150,7 @@ class Wiring:
     plan: TopologyPlan
     deliver: dict[int, Callable[[Any], None]]
     clock: Any
-    state: Any                      # TopologyState: active flag shared by the topology's loops
+    state: Any                      # TopologyActivation: active flag shared by the topology's loops
     backpressure: Any               # Backpressure: throttles spouts when inboxes overflow
     report_error: Callable[[ErrorRecord], None]
     worker_port: int

@@ -56,7 +56,7 @@ def _extra_timers(executor: Executor) -> list[tuple[float, Callable[[], None]]]:
     return [timer for source in _TIMER_SOURCES for timer in source(executor)]
 
 
-class TopologyState:
+class TopologyActivation:
     """The topology's activity as its loops see it; changes wake every registered loop."""
 
     def __init__(self, active: bool = False) -> None:
@@ -178,7 +178,7 @@ class Backpressure:
 class ExecutorLoop:
     """Runs executors on one thread; see the module docstring."""
 
-    def __init__(self, name: str, state: TopologyState, backpressure: Backpressure, clock: Any,
+    def __init__(self, name: str, state: TopologyActivation, backpressure: Backpressure, clock: Any,
                  conf: dict[str, Any], on_crash: Callable[[ExecutorLoop, Executor | None, BaseException], None],
                  event: WakeEvent | None = None) -> None:
         self.name = name

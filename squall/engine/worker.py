@@ -31,7 +31,7 @@ from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor
 from .executor import ErrorRecord, Executor, Wiring, error_record, log
 from .load_mapping import LoadMapping
-from .loop import Backpressure, ExecutorLoop, TopologyState
+from .loop import Backpressure, ExecutorLoop, TopologyActivation
 from .plan import ExecutorSpec, TopologyPlan
 from .spout_executor import SpoutExecutor
 from .transport import Transport
@@ -74,7 +74,7 @@ class Worker:
     """The executors of one worker slot; see the module docstring."""
 
     def __init__(self, plan: TopologyPlan, port: int, assignment: list[ExecutorSpec], blobs: dict[str, bytes],
-                 transport: Transport, clock: Any, state: TopologyState, backpressure: Backpressure,
+                 transport: Transport, clock: Any, state: TopologyActivation, backpressure: Backpressure,
                  report_error: Callable[[ErrorRecord], None],
                  on_crash: Callable[[Worker, ErrorRecord], None], seed: int, state_home: Any = None,
                  transactional_home: Any = None) -> None:

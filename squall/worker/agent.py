@@ -35,7 +35,7 @@ from ..engine.clock import Clock
 from ..engine.dropped_items import DroppedItemsLink
 from ..engine.executor import error_record
 from ..engine.load_mapping import LoadLink, is_load_message
-from ..engine.loop import Backpressure, TopologyState
+from ..engine.loop import Backpressure, TopologyActivation
 from ..engine.plan import TopologyPlan
 from ..engine.remote_backpressure import BackpressureLink
 from ..engine.transport import Origin, Transport
@@ -112,7 +112,7 @@ class WorkerAgent:
             caller=WorkerLaunch(storm_id, slot, launch_id))
         self.worker: Worker | None = None
         self.transport: Transport | None = None
-        self.state: TopologyState | None = None
+        self.state: TopologyActivation | None = None
         self._errors: deque[dict[str, Any]] = deque()  # appended by executor threads, drained by beats
         self._crashed = threading.Event()
         self._wake = threading.Event()
@@ -208,7 +208,7 @@ class WorkerAgent:
         self._epoch = a.epoch  # the master's: a restarted master counts generations afresh
         self._set_peers(a.peers)
         transport.set_launches(a.launch_ids)
-        self.state = TopologyState(active=a.active)
+        self.state = TopologyActivation(active=a.active)
         bp = Backpressure(plan.conf["topology.executor.receive.buffer.size"], self.clock)
 
         def crashed(w: Any, rec: Any) -> None:

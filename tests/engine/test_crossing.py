@@ -5,7 +5,7 @@ from squall import Bolt, Config, Fields, TopologyBuilder
 from squall._config import topology_conf
 from squall._tuple import Tuple
 from squall.engine.clock import SimulatedClock
-from squall.engine.loop import SPOUT_BURST, Backpressure, TopologyState
+from squall.engine.loop import SPOUT_BURST, Backpressure, TopologyActivation
 from squall.engine.plan import make_plan
 from squall.engine.transport import InMemoryNetwork, InMemoryTransport
 from squall.engine.worker import Worker, component_blobs
@@ -28,7 +28,7 @@ def _one_of_two(b, conf, remote_tasks, transport):
     remote = set(remote_tasks(plan))
     local = [e for e in plan.executors if not set(e.tasks) & remote]
     transport.set_peers({t: "gone" for t in remote})
-    worker = Worker(plan, 1, local, component_blobs(plan), transport, SimulatedClock(), TopologyState(active=True),
+    worker = Worker(plan, 1, local, component_blobs(plan), transport, SimulatedClock(), TopologyActivation(active=True),
                     Backpressure(1000), lambda rec: None, lambda w, rec: None, 7)
     spout = next(ex for ex in worker.executors if ex.component == "feed")
     return worker, spout, plan

@@ -5,7 +5,7 @@ from squall import Bolt, Config, Fields, LocalCluster, TopologyBuilder
 from squall._config import topology_conf
 from squall.engine.clock import SimulatedClock
 from squall.engine.dropped_items import DroppedItemsLink, dropped_message
-from squall.engine.loop import Backpressure, TopologyState
+from squall.engine.loop import Backpressure, TopologyActivation
 from squall.engine.plan import make_plan
 from squall.engine.remote_backpressure import BackpressureLink
 from squall.engine.transport import InMemoryNetwork, InMemoryTransport
@@ -49,7 +49,7 @@ def _worker():
     remote = {tasks["__acker"][1], tasks["sink"][1], *tasks["side"]}
     local = [e for e in plan.executors if not set(e.tasks) & remote]
     clock = SimulatedClock()
-    worker = Worker(plan, 1, local, component_blobs(plan), void(remote), clock, TopologyState(active=True),
+    worker = Worker(plan, 1, local, component_blobs(plan), void(remote), clock, TopologyActivation(active=True),
                     Backpressure(1000), lambda rec: None, lambda w, rec: None, 7)
     spout = next(ex for ex in worker.executors if ex.component == "feed")
     return worker, clock, feed, tracker, spout, tasks
@@ -168,7 +168,7 @@ def _three_workers():
         peers = {t: n for n, cs in where.items() if n != name for c in cs for t in tasks[c]}
         transport.set_peers({**peers, **{t: sink_at[name] for t in tasks["sink"]}})
         worker = Worker(plan, len(workers), [e for e in plan.executors if e.component in comps],
-                        component_blobs(plan), transport, clock, TopologyState(active=True), Backpressure(1000),
+                        component_blobs(plan), transport, clock, TopologyActivation(active=True), Backpressure(1000),
                         lambda rec: None, lambda w, rec: None, 7)
         transport.set_receiver(worker.receive)
         dropped = DroppedItemsLink(worker.tasks_lost, transport)

@@ -8,7 +8,7 @@ import pytest
 
 from squall import Config, InvalidTopologyException
 from squall.engine.clock import SimulatedClock
-from squall.engine.loop import Backpressure, ExecutorLoop, TopologyState
+from squall.engine.loop import Backpressure, ExecutorLoop, TopologyActivation
 from squall.engine.spout_executor import SpoutExecutor
 from squall.engine.wait import (
     WaitSituation, WaitStrategy, WaitStrategyPark, WaitStrategyProgressive, WaitStrategyUntilWoken, wait_strategy,
@@ -72,7 +72,7 @@ def _idle_loop(conf: dict, rounds: int, throttled: bool = False) -> tuple[Execut
     backpressure = Backpressure(high=10, clock=clock)
     if throttled:
         backpressure.check(task=2, backlog=10)  # a bolt's inbox over its bound
-    loop = ExecutorLoop("test-loop", TopologyState(active=True), backpressure, clock, conf, lambda *a: None)
+    loop = ExecutorLoop("test-loop", TopologyActivation(active=True), backpressure, clock, conf, lambda *a: None)
     clock.loop = loop
     spout = _IdleSpout(backpressure)
     loop.add(spout)
@@ -149,7 +149,7 @@ def test_by_default_spouts_held_back_by_backpressure_wait_until_woken():
                                   "squall.engine.wait:wait_strategy"])
 def test_a_bad_strategy_name_is_an_error_naming_the_key(key, name):
     with pytest.raises(InvalidTopologyException, match=key.replace(".", r"\.")) as e:
-        ExecutorLoop("test-loop", TopologyState(), Backpressure(high=10), SimulatedClock(), {key: name},
+        ExecutorLoop("test-loop", TopologyActivation(), Backpressure(high=10), SimulatedClock(), {key: name},
                      lambda *a: None)
 
     assert name in str(e.value)

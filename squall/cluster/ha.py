@@ -591,7 +591,7 @@ _STATUSES = ("ACTIVE", "INACTIVE", "KILLED", "REBALANCING")
 
 
 @dataclass
-class TopologyState:
+class TopologyRecord:
     """One topology's nodes: ``storms/<id>`` (``base``), ``assignments/<id>``, ``errors/<id>``
     and ``workerbeats/<id>/*`` (``beats``, slot -> summary), each checked (`check_base`, ...)."""
 
@@ -608,7 +608,7 @@ class ClusterState:
     the supervisors by id (``{"host", "ports", "since"}``)."""
 
     counter: int
-    topologies: dict[str, TopologyState]
+    topologies: dict[str, TopologyRecord]
     supervisors: dict[str, dict[str, Any]]
 
 
@@ -716,7 +716,7 @@ def read_state(c: Coordinator) -> ClusterState:
             beat = c.read(c.path("workerbeats", storm_id, slot))
             if beat is not None and check_beat(beat) is None:
                 beats[slot] = beat
-        topologies[storm_id] = TopologyState(storm_id, base, assignment, errors, beats)
+        topologies[storm_id] = TopologyRecord(storm_id, base, assignment, errors, beats)
     supervisors = {}
     for sid in c.children(c.path("supervisors")):
         sup = c.read(c.path("supervisors", sid))

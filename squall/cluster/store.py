@@ -332,7 +332,7 @@ class ZooKeeperStore(MasterStore):
         return StoredState(read.counter, topologies, plans, read.supervisors, beats)
 
     def _keep(self, change: Change) -> None:
-        from .ha import TopologyState, write_beat
+        from .ha import TopologyRecord, write_beat
         m = self._mirror
         if isinstance(change, PutPlan):
             write_private(self.directory / f"{change.storm_id}.plan", change.sealed, plan_file(change.storm_id))
@@ -348,7 +348,7 @@ class ZooKeeperStore(MasterStore):
             base = {k: r.get(k) for k in ("status", "previous", "launched", "pending_action", "debug")}
             base.update(name=change.name, code=r.get("code") or "")
             m.topologies = {sid: t for sid, t in m.topologies.items() if t.base["name"] != change.name}
-            m.topologies[change.storm_id] = TopologyState(
+            m.topologies[change.storm_id] = TopologyRecord(
                 change.storm_id, base, {"assignment": r["assignment"], "slots": r["slots"]}, r["errors"], {})
             self._stale = True
         elif isinstance(change, RemoveTopology):

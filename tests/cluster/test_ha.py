@@ -12,7 +12,7 @@ from squall._config import cluster_conf
 from squall._errors import NotLeaderException, SquallError
 from squall._sealed import seal
 from squall.cluster.client import MasterClient
-from squall.cluster.ha import ClusterState, Coordinator, TopologyState, read_state, write_state
+from squall.cluster.ha import ClusterState, Coordinator, TopologyRecord, read_state, write_state
 from squall.cluster.master import Master
 from squall.cluster.seeds import LeaderLink, NimbusAddress, parse_seed
 from squall.worker.calls import RemoteError, RpcError
@@ -204,7 +204,7 @@ def test_what_is_read_from_zookeeper_must_carry_the_cluster_seal(ha_conf, caplog
     try:
         base = {"name": "real", "status": "ACTIVE", "previous": None, "launched": 1.0, "pending_action": None,
                 "debug": {}, "code": "abc"}
-        write_state(ha, ClusterState(1, {"real-1-1": TopologyState("real-1-1", base, {"assignment": {}, "slots": {}},
+        write_state(ha, ClusterState(1, {"real-1-1": TopologyRecord("real-1-1", base, {"assignment": {}, "slots": {}},
                                                                     [], {})},
                                      {"sup": {"host": "127.0.0.1", "ports": [6700], "since": 1.0}}))
         data, _ = ha.zk.get(ha.path("storms", "real-1-1"))

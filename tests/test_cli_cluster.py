@@ -22,6 +22,7 @@ from squall.cli import main
 from squall.cluster.client import MasterClient
 
 from .conftest import processes_mentioning, wait_until
+from .process.conftest import FAST_SYNC
 from .test_cli import NUMBERS_TOPOLOGY, write
 
 N = 2000
@@ -95,7 +96,7 @@ class Nimbus:
         self.port = port
         self.dir = tmp / "storm-local"
         self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": port, "supervisor.slots.ports": slots,
-                     **(extra or {})}  # `extra`: more cluster keys (tests/drpc's drpc.servers)
+                     **FAST_SYNC, **(extra or {})}  # `extra`: more cluster keys (tests/drpc's drpc.servers)
         self.config = tmp / "squall.yaml"
         self.config.write_text(yaml.safe_dump(self.conf))
         self.log = tmp / "nimbus.log"

@@ -31,6 +31,12 @@ def _squall_processes(marker: str) -> dict[int, str]:
     return {pid: cmd for pid, cmd in processes_mentioning(marker).items() if "squall" in cmd}
 
 
+FAST_SYNC = {"supervisor.monitor.frequency.secs": 0.2, "nimbus.monitor.freq.secs": 0.2}
+"""Test clusters sync 5 times a second instead of every second: a supervisor learns of a submit
+or a kill (and the master runs a due kill or rebalance, or sees a worker gone) up to 0.2 s after
+it happens instead of up to 1 s, which each submit and kill of a test used to wait for."""
+
+
 class Cluster:
     def __init__(self, tmp_path, supervise=True, **extra):
         """``extra``: more cluster settings (keys with dots: pass them as ``**{"a.b": 1}``).
@@ -39,7 +45,7 @@ class Cluster:
         self.dir = tmp_path / "storm-local"
         self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": master_port,
                      "supervisor.slots.ports": slots, "nimbus.task.timeout.secs": 5,
-                     "nimbus.monitor.freq.secs": 1, "squall.worker.max.launch.attempts": 2, **extra}
+                     "squall.worker.max.launch.attempts": 2, **FAST_SYNC, **extra}
         self.file = tmp_path / "squall.yaml"
         self.file.write_text(yaml.safe_dump(self.conf))
         self.master = None

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import wait_until
+from ..process.conftest import FAST_SYNC
 
 pytest.importorskip("pyspark")
 
@@ -18,7 +19,7 @@ def spark_cluster_of(spark_master, tmp_path_factory, **extra):
     from squall.cluster.spark import SparkCluster
     local_dir = tmp_path_factory.mktemp("spark") / "storm-local"
     conf = {"storm.local.dir": str(local_dir), "nimbus.thrift.port": 0, "nimbus.task.timeout.secs": 5,
-            "nimbus.monitor.freq.secs": 1, "squall.spark.stop.grace.secs": 3, **extra}
+            "squall.spark.stop.grace.secs": 3, **FAST_SYNC, **extra}
     cluster = SparkCluster(master=spark_master, conf=conf)
     try:
         yield cluster

@@ -20,6 +20,7 @@ from squall._config import cluster_conf
 from squall.cluster.client import MasterClient
 
 from ..conftest import wait_until
+from ..process.conftest import FAST_SYNC
 from ..process.recovery_topology import acked, stop_and_wait
 from .standalone import StandaloneCluster, free_port
 
@@ -44,7 +45,7 @@ class Supervised:
         self.out.mkdir()
         local_dir = tmp_path / "storm-local"
         settings = {"storm.local.dir": str(local_dir), "nimbus.thrift.port": free_port(), "nimbus.task.timeout.secs": 5,
-                    "nimbus.monitor.freq.secs": 1, "squall.spark.stop.grace.secs": 3}
+                    "squall.spark.stop.grace.secs": 3, **FAST_SYNC}
         config = tmp_path / "squall.yaml"
         config.write_text(yaml.safe_dump(settings))
         self.conf = cluster_conf(settings)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._config import Config
 from .._nimbus import checked_request
 from ..engine.plan import TopologyPlan
 from ..engine.serialize import Serializer, source_cache
@@ -176,7 +177,7 @@ class InProcessLauncher(Launcher):
         worker = _InProcessWorker(launch, agent)
         worker.thread = threading.Thread(target=self._run, args=(worker,), name=f"squall-local-worker-{port}",
                                          daemon=True)
-        if self.conf.get("storm.log.dir"):  # else its lines go only where the caller's logging sends them
+        if self.conf.get(Config.STORM_LOG_DIR):  # else its lines go only where the caller's logging sends them
             worker.log = worker_log_handler(worker_log_path(self.conf, launch.storm_id, port), self.conf)
             worker.log.addFilter(OneWorkerFilter(agent, worker.thread))
             logging.getLogger().addHandler(worker.log)

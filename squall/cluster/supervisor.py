@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .._config import cluster_conf, setting
+from .._config import Config, cluster_conf, conf_value, setting
 from .._errors import SquallError
 from .._nimbus import NimbusClient, RunningWorker, SupervisorSync, WorkerExit
 from .._private import private_dir, write_private
@@ -108,7 +108,7 @@ class Supervisor:
         try:
             while not self._stopping:
                 self.sync()
-                time.sleep(float(self.conf.get("supervisor.monitor.frequency.secs") or 1))
+                time.sleep(float(conf_value(self.conf, Config.SUPERVISOR_MONITOR_FREQUENCY_SECS)))
         except KeyboardInterrupt:
             pass
         finally:
@@ -130,7 +130,7 @@ def process_supervisor(conf: dict[str, Any], host: str | None = None) -> Supervi
     from .process_launcher import ProcessLauncher
     from .seeds import master_link
 
-    directory = private_dir(Path(conf.get("storm.local.dir") or "storm-local") / "supervisor")
+    directory = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "supervisor")
     link = master_link(conf, timeout=5)
     launcher = ProcessLauncher(conf, host or node_address(conf), link, directory)
     return Supervisor(conf, launcher, link, health=HealthMonitor(HealthCheck.from_conf(conf)).start())
@@ -139,7 +139,7 @@ def process_supervisor(conf: dict[str, Any], host: str | None = None) -> Supervi
 def node_address(conf: dict[str, Any]) -> str:
     """The address this machine's workers bind and their peers reach: ``storm.local.hostname``,
     else 127.0.0.1 (a single machine)."""
-    return str(setting(conf, "storm.local.hostname") or "127.0.0.1")
+    return str(setting(conf, Config.STORM_LOCAL_HOSTNAME) or "127.0.0.1")
 
 
 def run_process_supervisor(conf: dict[str, Any], host: str | None = None) -> None:
@@ -147,7 +147,7 @@ def run_process_supervisor(conf: dict[str, Any], host: str | None = None) -> Non
     (so that a master finds and adopts it: `squall.cluster.process.running_supervisor`)."""
     sup = process_supervisor(conf, host)
     signal.signal(signal.SIGTERM, lambda *_: sup.stop())
-    write_private(Path(conf.get("storm.local.dir") or "storm-local") / "supervisor" / "pid", str(os.getpid()))
+    write_private(Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "supervisor" / "pid", str(os.getpid()))
     sup.run()
 
 

@@ -35,7 +35,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 from .._collectors import OutputCollector, OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import Bolt, Spout
-from .._config import setting
+from .._config import Config, default_of, setting
 from .._context import TopologyContext
 from .._errors import SquallError
 from .._failure import UNKNOWN, FailureCause
@@ -54,8 +54,8 @@ log = logging.getLogger("squall.external.files")
 PROGRESS_VERSION = 1
 IN_PROGRESS = ".inprogress"
 HEAD_BYTES = 4096  # how much of a file's start its progress record fingerprints
-MAX_RECORD_KEY = "topology.filespout.max.record.bytes"
-DEFAULT_MAX_RECORD_BYTES = 16 << 20  # squall/defaults.yaml's value, for a configuration without it
+MAX_RECORD_KEY = Config.TOPOLOGY_FILESPOUT_MAX_RECORD_BYTES
+DEFAULT_MAX_RECORD_BYTES = default_of(MAX_RECORD_KEY)
 SKIP_CHUNK = 64 << 10  # what an oversized line is skipped by: the memory it takes, whatever its length
 
 
@@ -588,7 +588,7 @@ class FileSpout(Spout):
         self.spout_id = context.get_this_component_id()
         self.index = context.get_this_task_index()
         self.record_limit: int = self.max_record_bytes or setting(
-            conf, MAX_RECORD_KEY, DEFAULT_MAX_RECORD_BYTES, f"FileSpout {self.spout_id!r}")
+            conf, MAX_RECORD_KEY, where=f"FileSpout {self.spout_id!r}")
         self.tasks = len(context.get_component_tasks(self.spout_id))
         self.kept = spout_files("FileSpout", self.spout_id, self.index, self.progress_dir, self.dead_letter_dir)
         try:
@@ -1001,7 +1001,7 @@ class FileSinkBolt(Bolt):
 
     def get_component_configuration(self) -> dict[str, Any] | None:
         """Asks for tick tuples every ``tick_secs``."""
-        return {"topology.tick.tuple.freq.secs": self.tick_secs} if self.tick_secs else None
+        return {Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: self.tick_secs} if self.tick_secs else None
 
     def prepare(self, conf: dict, context: TopologyContext, collector: OutputCollector) -> None:
         """Creates the directory and removes this task's temporary files of a crashed run."""

@@ -29,7 +29,6 @@ from .._fields import Fields
 from .._stable_hash import stable_hash_one
 from ..trident.partitioned import IPartitionedTridentSpout
 from .files import (
-    DEFAULT_MAX_RECORD_BYTES,
     IN_PROGRESS,
     MAX_RECORD_KEY,
     FileConnectorError,
@@ -71,7 +70,7 @@ class _Coordinator(IPartitionedTridentSpout.Coordinator):
 class _Emitter(IPartitionedTridentSpout.Emitter):
     def __init__(self, spout: FileTridentSpout, conf: dict) -> None:
         self.spout = spout
-        self.limit = int(setting(conf or {}, MAX_RECORD_KEY, DEFAULT_MAX_RECORD_BYTES))
+        self.limit = int(setting(conf or {}, MAX_RECORD_KEY))
 
     def get_ordered_partitions(self, all_partition_info: Any) -> list[FilePartition]:
         """The files, by name."""

@@ -55,7 +55,9 @@ class MemoryStore:
     """A `StateStore` in memory: Storm's ``InMemoryKeyValueState`` kept by whoever holds it."""
 
     def __init__(self) -> None:
-        self.committed: dict[bytes, bytes] = {}
+        # bytes for a KeyValueState; Trident's memory map keeps a plain key as a tuple and a plain
+        # OpaqueValue as it is (squall.trident.state.memory), so the entries are typed Any
+        self.committed: dict[Any, Any] = {}
         self.commit_txid: int | None = None
         self.prepared_changes: Changes = {}
         self.prepare_txid: int | None = None
@@ -92,7 +94,7 @@ class MemoryStore:
             self.prepared_changes, self.prepare_txid = {}, None
 
 
-def _apply(target: dict[bytes, bytes], changes: Mapping[bytes, bytes | None]) -> None:
+def _apply(target: dict[Any, Any], changes: Mapping[Any, Any]) -> None:
     for k, v in changes.items():
         if v is None:
             target.pop(k, None)

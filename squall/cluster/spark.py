@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -444,7 +444,7 @@ class SparkCluster(MasterClient):
                         "offered to topologies as their executors register", n, want)
         return n
 
-    def submit_topology(self, name: str, conf: dict[str, Any] | None, topology: StormTopology,
+    def submit_topology(self, name: str, conf: Mapping[str, Any] | None, topology: StormTopology,
                         initial_status: str = "ACTIVE") -> str:
         """Ship the user's modules to the executors (``addPyFile``), then submit."""
         self.ship_modules(topology)

@@ -353,9 +353,11 @@ class NimbusIface(Protocol):
         ...
 
     @verb(leader_only=True)
-    def rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
+    def rebalance(self, name: str, num_workers: Any = None, executors: Any = None,
                   wait_secs: float | None = None) -> None:
-        """Move ``name`` to new worker and executor counts after ``wait_secs``."""
+        """Move ``name`` to new worker and executor counts after ``wait_secs``. The counts (an int,
+        and a map of component to int, or None) are checked by the master itself, whose
+        `InvalidTopologyException` names what is wrong in the user's terms."""
         ...
 
     @verb(leader_only=True)

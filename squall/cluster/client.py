@@ -6,9 +6,11 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from .. import _errors
+from .._nimbus import READS, NimbusClient, NimbusIface, verb_named
 from .._topology import StormTopology
 from ..worker.rpc import (
     AuthenticationError,
@@ -35,14 +37,74 @@ def master_address(conf: dict[str, Any]) -> tuple[str, int]:
     return first.host, first.port
 
 
-_READS = frozenset({"list", "info", "cluster_info", "get_leader", "nimbuses", "supervisors", "configuration", "topology_page", "statistics",
-                    "component_page", "visualization", "visualization_init"})
-"""The verbs that change nothing: after a failed call (a timeout, a dropped connection) they are
-sent again once on a new connection. The others are not, as the master may have run them."""
+class NimbusVerbs:
+    """Storm's client verbs (``NimbusClient``'s, and `LocalCluster`'s names) written once over
+    the master's `squall._nimbus.NimbusIface` (``nimbus``): `MasterClient` has them over RPC, the
+    acceptance tests' ``RemoteCluster`` over a host's client."""
+
+    nimbus: NimbusIface
+
+    def submit_topology(self, name: str, conf: Mapping[str, Any] | None, topology: StormTopology,
+                        initial_status: str = "ACTIVE") -> str:
+        """Submit; returns the topology id. ``initial_status``: ``"ACTIVE"`` or ``"INACTIVE"``
+        (no user code runs until `activate`), Storm's ``SubmitOptions``."""
+        if not isinstance(topology, StormTopology):
+            raise _errors.InvalidTopologyException(
+                f"submit_topology needs a StormTopology, got {type(topology).__name__}")
+        return self.nimbus.submit(name, dict(conf or {}), pickle_topology(topology), initial_status)
+
+    def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
+        """Kill after ``wait_secs`` (default: its message timeout)."""
+        self.nimbus.kill(name, wait_secs)
+
+    def activate(self, name: str) -> None:
+        """Activate the topology's spouts."""
+        self.nimbus.activate(name)
+
+    def deactivate(self, name: str) -> None:
+        """Deactivate the topology's spouts."""
+        self.nimbus.deactivate(name)
+
+    def rebalance(self, name: str, num_workers: int | None = None, executors: Mapping[str, int] | None = None,
+                  wait_secs: float | None = None) -> None:
+        """Move to new worker and executor counts after ``wait_secs``."""
+        self.nimbus.rebalance(name, num_workers, None if executors is None else dict(executors), wait_secs)
+
+    def debug(self, name: str, component: str | None, enable: bool, pct: float) -> dict[str, Any]:
+        """Storm's ``debug``: set the debug switch of ``name`` (or of its ``component``), sampling
+        ``pct`` percent; returns the record kept (``{"enable", "samplingpct"}``)."""
+        return self.nimbus.debug(name, component, enable, pct)
+
+    def list_topologies(self) -> list[dict[str, Any]]:
+        """One summary dict per topology."""
+        return self.nimbus.list()
+
+    def get_topology_names(self) -> list[str]:
+        """Names of the topologies on the cluster (killed ones until removed)."""
+        return [t["name"] for t in self.list_topologies()]
+
+    def get_cluster_info(self) -> dict[str, Any]:
+        """A summary of the cluster (supervisors, slots) and its topologies, as `LocalCluster`'s."""
+        return self.nimbus.cluster_info()
+
+    def get_topology_page(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
+        """Storm's topology page statistics of ``name`` (see `LocalCluster.get_topology_page`)."""
+        return self.nimbus.topology_page(name, window, sys)
+
+    def get_component_page(self, name: str, component: str, window: str | None = None,
+                           sys: bool = False) -> dict[str, Any]:
+        """Storm's component page statistics (see `LocalCluster.get_component_page`)."""
+        return self.nimbus.component_page(name, component, window, sys)
+
+    def get_topology_info(self, name: str) -> dict[str, Any]:
+        """Status, counts per component (with ``task_stats``), the acker, errors, the
+        configuration and the workers: the master's ``info``, the same on every host."""
+        return self.nimbus.info(name)
 
 
-class MasterClient:
-    """The master's verbs; each raises what `LocalCluster` would for the same mistake.
+class MasterClient(NimbusVerbs):
+    """The master's verbs (`NimbusVerbs` over RPC); each raises what `LocalCluster` would for the
+    same mistake.
 
     A call that fails on the connection (`RpcError`) leaves it closed; the next call opens a
     new one. A read (``list``, ``info``) is tried again at once on a new connection; a change
@@ -56,6 +118,7 @@ class MasterClient:
         self._settings = rpc_settings(conf)
         self._closed = False
         self._client = LeaderLink(nimbus_seeds(conf), self._connect)
+        self.nimbus = NimbusClient(self._call)  # the master's verbs, typed, over this connection
         # with several masters, finding the leader is tried again as Storm's NimbusClient does
         # (storm.nimbus.retry.*): during a failover there is none for a few seconds
         retries = int(conf.get("storm.nimbus.retry.times") or 0) if len(self._client.seeds) > 1 else 0
@@ -90,69 +153,18 @@ class MasterClient:
         if self._client.broken:  # an earlier call failed; nothing was sent on a new connection yet
             self._client.close()
         try:
-            return self._client.send(op, args, resend=op in _READS)
+            return self._client.send(op, args, resend=op in READS)
         except RpcError:
-            if op not in _READS or len(self._client.seeds) > 1:  # several: send already tried again
+            if op not in READS or len(self._client.seeds) > 1:  # several: send already tried again
                 raise
         self._client.close()
         return self._client.call(op, **args)
 
-    def submit_topology(self, name: str, conf: dict[str, Any] | None, topology: StormTopology,
-                        initial_status: str = "ACTIVE") -> str:
-        """Submit; returns the topology id. ``initial_status``: ``"ACTIVE"`` or ``"INACTIVE"``
-        (no user code runs until `activate`), Storm's ``SubmitOptions``."""
-        if not isinstance(topology, StormTopology):
-            raise _errors.InvalidTopologyException(
-                f"submit_topology needs a StormTopology, got {type(topology).__name__}")
-        return self._call("submit", name=name, conf=dict(conf or {}), topology=pickle_topology(topology),
-                          initial_status=initial_status)
-
-    def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
-        """Kill after ``wait_secs`` (default: its message timeout)."""
-        self._call("kill", name=name, wait_secs=wait_secs)
-
-    def activate(self, name: str) -> None:
-        """Activate the topology's spouts."""
-        self._call("activate", name=name)
-
-    def deactivate(self, name: str) -> None:
-        """Deactivate the topology's spouts."""
-        self._call("deactivate", name=name)
-
-    def rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
-                  wait_secs: float | None = None) -> None:
-        """Move to new worker and executor counts after ``wait_secs``."""
-        self._call("rebalance", name=name, num_workers=num_workers, executors=executors, wait_secs=wait_secs)
-
-    def list_topologies(self) -> list[dict[str, Any]]:
-        """One summary dict per topology."""
-        return self._call("list")
-
-    def get_topology_names(self) -> list[str]:
-        """Names of the topologies on the cluster (killed ones until removed)."""
-        return [t["name"] for t in self.list_topologies()]
-
-    def get_cluster_info(self) -> dict[str, Any]:
-        """A summary of the cluster (supervisors, slots) and its topologies, as `LocalCluster`'s."""
-        return self._call("cluster_info")
-
-    def get_topology_page(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
-        """Storm's topology page statistics of ``name`` (see `LocalCluster.get_topology_page`)."""
-        return self._call("topology_page", name=name, window=window, sys=sys)
-
-    def get_component_page(self, name: str, component: str, window: str | None = None,
-                           sys: bool = False) -> dict[str, Any]:
-        """Storm's component page statistics (see `LocalCluster.get_component_page`)."""
-        return self._call("component_page", name=name, component=component, window=window, sys=sys)
-
-    def get_topology_info(self, name: str) -> dict[str, Any]:
-        """Status, counts per component (with ``task_stats``), the acker, errors, the
-        configuration and the workers: the master's ``info``, the same on every host."""
-        return self._call("info", name=name)
-
     def request(self, op: str, **args: Any) -> Any:
-        """The master's verb ``op`` with ``args`` (for the UI daemon, which forwards several
-        verbs with no method here), its errors raised as the other methods raise them."""
+        """The master's verb ``op`` with ``args``, its reply as it crossed the wire (for the UI
+        daemon, which forwards the reads by name), its errors raised as the other methods raise
+        them. Raises `ProtocolError` for a name that is not a verb."""
+        verb_named(op)
         return self._call(op, **args)
 
     def get_leader(self) -> NimbusAddress:

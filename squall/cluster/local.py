@@ -25,6 +25,7 @@ from typing import Any
 
 from .._config import SECRET_KEY, cluster_conf, topology_conf
 from .._errors import SquallError
+from .._nimbus import NimbusClient
 from .._ratelimit import RateLimitedLog
 from .._topology import StormTopology
 from ..engine.clock import Clock
@@ -75,6 +76,7 @@ class LocalCluster:
         self._rng_lock = threading.Lock()
         self.master = Master(self.conf, clock=self.clock, store=MemoryStore.for_conf(self.conf))
         self._direct = DirectMaster(self.master, on_change=self._news)
+        self._nimbus = NimbusClient(self._direct.request)  # the master's verbs, as over RPC but in this process
         self._networks = Networks()
         # stateful bolts' default state lives here, outside the workers, until shutdown (docs/state.md)
         self._state_memory = HostMemory()
@@ -223,12 +225,12 @@ class LocalCluster:
     # --- the state machine ----------------------------------------------------------------------------
     def activate(self, name: str) -> None:
         """Activate ``name``'s spouts. Raises `NotAliveException`, `IllegalStateTransition`."""
-        self._direct.run(self.master.op_activate, name)
+        self._nimbus.activate(name)
         self._refresh(name)
 
     def deactivate(self, name: str) -> None:
         """Deactivate ``name``'s spouts (``next_tuple`` stops; in-flight tuples complete)."""
-        self._direct.run(self.master.op_deactivate, name)
+        self._nimbus.deactivate(name)
         self._refresh(name)
 
     def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
@@ -239,7 +241,7 @@ class LocalCluster:
         """
         _check_wait(wait_secs)
         storm_id = self._storm_id(name)
-        self._direct.run(self.master.op_kill, name, wait_secs)
+        self._nimbus.kill(name, wait_secs)
         for agent in self._agents(storm_id):
             agent.beat()
         self._sync()
@@ -261,11 +263,17 @@ class LocalCluster:
         if isinstance(num_workers, int) and num_workers > 0:  # else the master names what is wrong
             self._offer(num_workers)
             self._sync()
-        self._direct.run(self.master.op_rebalance, name, num_workers, dict(executors or {}), wait_secs)
+        self._nimbus.rebalance(name, num_workers, dict(executors or {}), wait_secs)
         self._refresh(name)
         self._sync()
         if wait_secs == 0:
             self._await_workers(self._storm_id(name))
+
+    def debug(self, name: str, component: str | None, enable: bool, pct: float) -> dict[str, Any]:
+        """Storm's ``debug``: set the debug switch of ``name`` (or of its ``component``: None for
+        the whole topology), sampling ``pct`` percent; returns the record kept. The topology and
+        component pages show it. Raises `NotAliveException`, `UnknownComponentError`."""
+        return self._nimbus.debug(name, component, enable, pct)
 
     def shutdown(self) -> None:
         """Stop every topology at once (no wait) and the cluster."""
@@ -278,7 +286,7 @@ class LocalCluster:
         self._timers.stop()
         for name in self.get_topology_names():
             try:
-                self._direct.run(self.master.op_kill, name, 0)
+                self._nimbus.kill(name, 0)
             except SquallError:
                 pass  # removed meanwhile
         self._sync()
@@ -310,23 +318,23 @@ class LocalCluster:
         """
         self._refresh(name)
         # a copy, as over RPC: the caller's edits must not reach the master's figures
-        return copy.deepcopy(self._direct.run(self.master.op_info, name))
+        return copy.deepcopy(self._nimbus.info(name))
 
     def get_topology_page(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
         """Storm's statistics of ``name`` as its UI's topology page has them (docs/ui.md):
         ``window`` is ``"600"``, ``"10800"``, ``"86400"`` or ``":all-time"`` (the default)."""
         self._refresh(name)
-        return copy.deepcopy(self._direct.run(self.master.op_topology_page, name, window, sys))
+        return copy.deepcopy(self._nimbus.topology_page(name, window, sys))
 
     def get_component_page(self, name: str, component: str, window: str | None = None,
                            sys: bool = False) -> dict[str, Any]:
         """Storm's statistics of one component of ``name``, per window, executor, task and stream."""
         self._refresh(name)
-        return copy.deepcopy(self._direct.run(self.master.op_component_page, name, component, window, sys))
+        return copy.deepcopy(self._nimbus.component_page(name, component, window, sys))
 
     def get_cluster_info(self) -> dict[str, Any]:
         """A summary of the cluster and its topologies as plain dicts."""
-        return {"host": "local", **self._direct.run(self.master.op_cluster_info)}
+        return {"host": "local", **self._nimbus.cluster_info()}
 
     def advance_cluster_time(self, secs: float, step: float = 1.0) -> None:
         """Move a simulated clock forward ``secs`` seconds in steps (Storm's ``advanceClusterTime``).

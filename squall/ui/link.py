@@ -12,13 +12,18 @@ is a failure (over RPC a `RemoteError` naming its type), which the app answers 5
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._errors import SquallError
+from .._nimbus import READS
 
 if TYPE_CHECKING:
     from ..cluster.client import MasterClient
     from ..cluster.local import LocalCluster
+
+
+R = TypeVar("R")
 
 
 class MasterUnavailable(SquallError):
@@ -29,9 +34,9 @@ class MasterLink(Protocol):
     """The master's calls the UI daemon makes; each blocks until the master answers."""
 
     def read(self, op: str, **args: Any) -> Any:
-        """A read verb of the master (``cluster_info``, ``list``, ``info``, ``supervisors``,
-        ``configuration``, ``topology_page``, ``component_page``, ``visualization``,
-        ``visualization_init``)."""
+        """A read verb of the master (`squall._nimbus.READS`: ``cluster_info``, ``list``, ``info``,
+        ``supervisors``, ``configuration``, ``topology_page``, ``component_page``,
+        ``visualization``, ``visualization_init``, ``statistics`` ...)."""
         ...
 
     def activate(self, name: str) -> None:
@@ -56,16 +61,41 @@ class MasterLink(Protocol):
         ...
 
 
-_READ_VERBS = frozenset({"cluster_info", "list", "info", "supervisors", "configuration", "topology_page",
-                         "component_page", "visualization", "visualization_init", "statistics"})
-
-
 def _check_read(op: str) -> None:
-    if op not in _READ_VERBS:
+    if op not in READS:  # the protocol's reads: a page never changes the cluster
         raise ValueError(f"{op!r} is not a read verb of the master")
 
 
-class RpcLink:
+class _VerbLink:
+    """The actions of `MasterLink`, written once over a cluster's verbs (`NimbusVerbs` of a
+    `MasterClient`, or a `LocalCluster`), which `_run` lends each call."""
+
+    def _run(self, action: Callable[[Any], R]) -> R:
+        raise NotImplementedError
+
+    def activate(self, name: str) -> None:
+        """`MasterLink.activate`: the cluster's ``activate``."""
+        self._run(lambda cluster: cluster.activate(name))
+
+    def deactivate(self, name: str) -> None:
+        """`MasterLink.deactivate`: the cluster's ``deactivate``."""
+        self._run(lambda cluster: cluster.deactivate(name))
+
+    def kill(self, name: str, wait_secs: float) -> None:
+        """`MasterLink.kill`: the cluster's ``kill_topology``."""
+        self._run(lambda cluster: cluster.kill_topology(name, wait_secs=wait_secs))
+
+    def rebalance(self, name: str, num_workers: int | None, executors: dict[str, int] | None,
+                  wait_secs: float) -> None:
+        """`MasterLink.rebalance`: the cluster's ``rebalance``."""
+        self._run(lambda cluster: cluster.rebalance(name, num_workers, executors, wait_secs=wait_secs))
+
+    def debug(self, name: str, component: str | None, enable: bool, pct: float) -> None:
+        """`MasterLink.debug`: the cluster's ``debug``."""
+        self._run(lambda cluster: cluster.debug(name, component, enable, pct))
+
+
+class RpcLink(_VerbLink):
     """`MasterLink` over the master's authenticated RPC channel (`MasterClient`). The connection
     is opened on first use, and again after a failure: the UI outlives a master restart."""
 
@@ -75,7 +105,7 @@ class RpcLink:
         self._client: MasterClient | None = None
         self._lock = threading.Lock()  # one call at a time on the one connection
 
-    def _call(self, op: str, **args: Any) -> Any:
+    def _run(self, action: Callable[[Any], R]) -> R:
         from ..cluster.client import MasterClient
         from ..worker.calls import RpcError
         # the master's refusals come back as squall's exceptions (MasterClient maps them by
@@ -84,7 +114,7 @@ class RpcLink:
             try:
                 if self._client is None:
                     self._client = MasterClient(self._conf, timeout=self._timeout)
-                return self._client.request(op, **args)
+                return action(self._client)
             except RpcError as e:
                 self._drop()
                 raise MasterUnavailable(f"the master is unreachable: {e}") from None
@@ -104,28 +134,7 @@ class RpcLink:
         """`MasterLink.read` over RPC; `ValueError` if ``op`` is not a read verb, `MasterUnavailable`
         if the master cannot be reached."""
         _check_read(op)
-        return self._call(op, **args)
-
-    def activate(self, name: str) -> None:
-        """`MasterLink.activate`: the master's ``activate`` over RPC."""
-        self._call("activate", name=name)
-
-    def deactivate(self, name: str) -> None:
-        """`MasterLink.deactivate`: the master's ``deactivate`` over RPC."""
-        self._call("deactivate", name=name)
-
-    def kill(self, name: str, wait_secs: float) -> None:
-        """`MasterLink.kill`: the master's ``kill`` over RPC."""
-        self._call("kill", name=name, wait_secs=wait_secs)
-
-    def rebalance(self, name: str, num_workers: int | None, executors: dict[str, int] | None,
-                  wait_secs: float) -> None:
-        """`MasterLink.rebalance`: the master's ``rebalance`` over RPC."""
-        self._call("rebalance", name=name, num_workers=num_workers, executors=executors, wait_secs=wait_secs)
-
-    def debug(self, name: str, component: str | None, enable: bool, pct: float) -> None:
-        """`MasterLink.debug`: the master's ``debug`` over RPC."""
-        self._call("debug", name=name, component=component, enable=enable, pct=pct)
+        return self._run(lambda client: client.request(op, **args))
 
     def close(self) -> None:
         """Close the connection, if open."""
@@ -133,43 +142,24 @@ class RpcLink:
             self._drop()
 
 
-class DirectLink:
-    """`MasterLink` to a `LocalCluster` in this process: reads call its master under its lock
-    (`squall.cluster.inprocess.DirectMaster.run`), actions go through the cluster's own verbs,
+class DirectLink(_VerbLink):
+    """`MasterLink` to a `LocalCluster` in this process: reads are the master's verbs under its
+    lock (`squall.cluster.inprocess.DirectMaster.request`), actions the cluster's own verbs,
     which also tell its in-process workers and supervisors at once."""
 
     def __init__(self, cluster: LocalCluster) -> None:
         self._cluster = cluster
 
-    def read(self, op: str, **args: Any) -> Any:
-        """`MasterLink.read`: the master's ``op_<op>`` under the cluster's lock (``info``: the cluster's
-        `get_topology_info`, with the workers' figures of this moment); `ValueError` if ``op`` is not a
-        read verb, `MasterUnavailable` once the cluster is shut down."""
-        _check_read(op)
+    def _run(self, action: Callable[[Any], R]) -> R:
         if self._cluster.closed:
             raise MasterUnavailable("the local cluster has been shut down")
+        return action(self._cluster)
+
+    def read(self, op: str, **args: Any) -> Any:
+        """`MasterLink.read`: the master's verb ``op`` (``info``: the cluster's `get_topology_info`,
+        with the workers' figures of this moment); `ValueError` if ``op`` is not a read verb,
+        `MasterUnavailable` once the cluster is shut down."""
+        _check_read(op)
         if op == "info":
-            return self._cluster.get_topology_info(**args)  # with the workers' figures of this moment
-        master = self._cluster.master
-        return self._cluster.direct.run(getattr(master, f"op_{op}"), **args)
-
-    def activate(self, name: str) -> None:
-        """`MasterLink.activate`: `LocalCluster.activate`, which tells its workers at once."""
-        self._cluster.activate(name)
-
-    def deactivate(self, name: str) -> None:
-        """`MasterLink.deactivate`: `LocalCluster.deactivate`, which tells its workers at once."""
-        self._cluster.deactivate(name)
-
-    def kill(self, name: str, wait_secs: float) -> None:
-        """`MasterLink.kill`: `LocalCluster.kill_topology`."""
-        self._cluster.kill_topology(name, wait_secs=wait_secs)
-
-    def rebalance(self, name: str, num_workers: int | None, executors: dict[str, int] | None,
-                  wait_secs: float) -> None:
-        """`MasterLink.rebalance`: `LocalCluster.rebalance`."""
-        self._cluster.rebalance(name, num_workers, executors, wait_secs=wait_secs)
-
-    def debug(self, name: str, component: str | None, enable: bool, pct: float) -> None:
-        """`MasterLink.debug`: the master's ``op_debug`` under the cluster's lock."""
-        self._cluster.direct.run(self._cluster.master.op_debug, name, component, enable, pct)
+            return self._run(lambda cluster: cluster.get_topology_info(**args))
+        return self._run(lambda cluster: cluster.direct.request(op, **args))

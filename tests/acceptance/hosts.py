@@ -1,8 +1,8 @@
 """The process host and Spark behind the verbs the acceptance tests call on a `LocalCluster`,
 so that one test body runs on all three hosts.
 
-`RemoteCluster` forwards each verb to a `MasterClient` (the process host) or a `SparkCluster`
-(which is one). What LocalCluster answers from its own memory, a remote host answers from what
+`RemoteCluster` has the verbs `MasterClient` has (`NimbusVerbs`, written once over the master's
+protocol) over the host's `MasterClient` (the process host) or `SparkCluster` (which is one). What LocalCluster answers from its own memory, a remote host answers from what
 its master reports: `is_idle` from the workers' heartbeats (see its docstring), and counts in
 ``get_topology_info`` lag up to a heartbeat behind the tuples (tests poll them with
 ``wait_until``).
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from squall import StormTopology
+from squall.cluster.client import NimbusVerbs
 
 from ..conftest import wait_until
 
@@ -26,8 +27,10 @@ SETTLE_HEARTBEATS = 3
 """How many heartbeat periods the counts must stay still (with empty inboxes) for ``is_idle``."""
 
 
-class RemoteCluster:
-    """A LocalCluster's verbs over a remote host's master, for one test.
+class RemoteCluster(NimbusVerbs):
+    """A LocalCluster's verbs over a remote host's master, for one test: `NimbusVerbs` over the
+    host client's ``nimbus``, with what LocalCluster does beyond them (a submission waits for
+    its tasks, names sorted, the host in the cluster's summary, `is_idle`, `shutdown`).
 
     Args:
         client: the host's `MasterClient` (or `SparkCluster`).
@@ -38,6 +41,7 @@ class RemoteCluster:
 
     def __init__(self, client: Any, host: str, slots_free: Callable[[], bool]) -> None:
         self.client = client
+        self.nimbus = client.nimbus
         self.host = host
         self._slots_free = slots_free
         self._still: dict[str, tuple[tuple, float]] = {}
@@ -48,7 +52,7 @@ class RemoteCluster:
         time its topology, not how long a loaded machine takes to start worker processes (on
         Spark under load, longer than the 10 s a test gave 100 tuples to be acked)."""
         self.client.submit_topology(name, dict(conf or {}), topology, initial_status)
-        assert wait_until(lambda: self._all_tasks_reported(self.client.get_topology_info(name)), 120), \
+        assert wait_until(lambda: self._all_tasks_reported(self.get_topology_info(name)), 120), \
             f"the {self.host} host did not start every task of {name} in 120 s"
 
     @staticmethod
@@ -57,34 +61,11 @@ class RemoteCluster:
         return (all(w["alive"] for w in info["workers"])
                 and sum(len(c["task_stats"]) for c in comps) == sum(c["tasks"] for c in comps))
 
-    def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
-        self.client.kill_topology(name, wait_secs=wait_secs)
-
-    def activate(self, name: str) -> None:
-        self.client.activate(name)
-
-    def deactivate(self, name: str) -> None:
-        self.client.deactivate(name)
-
-    def rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
-                  wait_secs: float | None = None) -> None:
-        self.client.rebalance(name, num_workers=num_workers, executors=executors, wait_secs=wait_secs)
-
-    def get_topology_info(self, name: str) -> dict[str, Any]:
-        return self.client.get_topology_info(name)
-
     def get_topology_names(self) -> list[str]:
-        return sorted(self.client.get_topology_names())
-
-    def get_topology_page(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
-        return self.client.get_topology_page(name, window, sys)
-
-    def get_component_page(self, name: str, component: str, window: str | None = None,
-                           sys: bool = False) -> dict[str, Any]:
-        return self.client.get_component_page(name, component, window, sys)
+        return sorted(super().get_topology_names())
 
     def get_cluster_info(self) -> dict[str, Any]:
-        return {"host": self.host, **self.client.get_cluster_info()}
+        return {"host": self.host, **super().get_cluster_info()}
 
     def is_idle(self, name: str) -> bool:
         """True when every task of ``name`` has reported, its last heartbeats show empty inboxes,
@@ -95,7 +76,7 @@ class RemoteCluster:
         between two inboxes for that long would be missed. Counts only move forward while
         anything flows, so a topology still working is never reported idle.
         """
-        info = self.client.get_topology_info(name)
+        info = self.get_topology_info(name)
         comps = info["components"].values()
         reported = self._all_tasks_reported(info)
         counts = (tuple((c["emitted"], c["transferred"], c["acked"], c["failed"], c["executed"]) for c in comps),
@@ -114,10 +95,10 @@ class RemoteCluster:
 
     def clear(self) -> None:
         """Kill every topology at once and wait until their workers are gone."""
-        for t in self.client.list_topologies():
+        for t in self.list_topologies():
             try:
-                self.client.kill_topology(t["name"], wait_secs=0)
+                self.kill_topology(t["name"], wait_secs=0)
             except Exception:  # noqa: BLE001 - removed meanwhile
                 pass
-        assert wait_until(lambda: not self.client.list_topologies() and self._slots_free(), 30), \
+        assert wait_until(lambda: not self.list_topologies() and self._slots_free(), 30), \
             f"the {self.host} host did not free its slots after the test"

@@ -19,12 +19,6 @@ from typing import Any, Self
 from .._config import Config, setting
 from .core import DRPCExceptionType, DRPCExecutionException
 
-SERVERS_KEY = Config.DRPC_SERVERS
-PORT_KEY = Config.DRPC_PORT
-INVOCATIONS_PORT_KEY = Config.DRPC_INVOCATIONS_PORT
-TIMEOUT_KEY = Config.DRPC_REQUEST_TIMEOUT_SECS
-MAX_BUFFER_KEY = Config.DRPC_MAX_BUFFER_SIZE
-MAX_CONNECTIONS_KEY = Config.DRPC_MAX_CONNECTIONS
 REPLY_SLACK_SECS = 30.0
 """How much longer than ``drpc.request.timeout.secs`` a client waits for the server's answer:
 the server answers a request that timed out itself, so the client's socket timeout is only for
@@ -49,11 +43,11 @@ class DrpcSettings:
         Raises:
             InvalidTopologyException: a key has the wrong type (named).
         """
-        return cls(tuple(setting(conf, SERVERS_KEY) or ()), int(setting(conf, PORT_KEY)),
-                   int(setting(conf, INVOCATIONS_PORT_KEY)),
-                   float(setting(conf, TIMEOUT_KEY)),
-                   int(setting(conf, MAX_BUFFER_KEY)),
-                   int(setting(conf, MAX_CONNECTIONS_KEY)))
+        return cls(tuple(setting(conf, Config.DRPC_SERVERS) or ()), int(setting(conf, Config.DRPC_PORT)),
+                   int(setting(conf, Config.DRPC_INVOCATIONS_PORT)),
+                   float(setting(conf, Config.DRPC_REQUEST_TIMEOUT_SECS)),
+                   int(setting(conf, Config.DRPC_MAX_BUFFER_SIZE)),
+                   int(setting(conf, Config.DRPC_MAX_CONNECTIONS)))
 
     def need_servers(self, who: str) -> tuple[str, ...]:
         """``servers``, which must not be empty.
@@ -88,7 +82,7 @@ class ClusterLinks:
         from ..worker.rpc import load_or_create_secret, rpc_settings
         drpc = DrpcSettings.of(conf)
         rpc = rpc_settings(conf)._replace(max_frame=drpc.max_buffer, max_connections=drpc.max_connections,
-                                          max_connections_key=MAX_CONNECTIONS_KEY)
+                                          max_connections_key=Config.DRPC_MAX_CONNECTIONS)
         return cls(load_or_create_secret(conf) if secret is None else secret, rpc, drpc)
 
     def link(self, host: str, port: int, timeout: float = 10.0) -> Any:

@@ -19,14 +19,6 @@ if TYPE_CHECKING:
     from .._tuple import Tuple
 
 # Storm's component keys (Config.TOPOLOGY_BOLTS_*), where the builders store the window
-WINDOW_LENGTH_COUNT = Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT
-WINDOW_LENGTH_DURATION_MS = Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_DURATION_MS
-SLIDING_INTERVAL_COUNT = Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_COUNT
-SLIDING_INTERVAL_DURATION_MS = Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_DURATION_MS
-TIMESTAMP_FIELD = Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME
-MAX_LAG_MS = Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS
-WATERMARK_INTERVAL_MS = Config.TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS
-LATE_TUPLE_STREAM = Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM
 
 LATE_TUPLE_FIELD = "late_tuple"
 """The one field of the late-tuple stream: the late input `Tuple`."""
@@ -147,12 +139,14 @@ class BaseWindowedBolt:
         """A sliding window of ``window_length`` that fires every ``sliding_interval`` (a `Count`
         or a `Duration`; default ``Count(1)``, every tuple)."""
         conf = self._conf()
-        for key in (WINDOW_LENGTH_COUNT, WINDOW_LENGTH_DURATION_MS, SLIDING_INTERVAL_COUNT,
-                    SLIDING_INTERVAL_DURATION_MS):
+        length_keys = (Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT, Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_DURATION_MS)
+        sliding_keys = (Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_COUNT,
+                        Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_DURATION_MS)
+        for key in length_keys + sliding_keys:
             conf.pop(key, None)
-        conf.update(_length_keys(window_length, WINDOW_LENGTH_COUNT, WINDOW_LENGTH_DURATION_MS, "window length"))
-        conf.update(_length_keys(Count(1) if sliding_interval is None else sliding_interval,
-                                 SLIDING_INTERVAL_COUNT, SLIDING_INTERVAL_DURATION_MS, "sliding interval"))
+        conf.update(_length_keys(window_length, *length_keys, "window length"))
+        conf.update(_length_keys(Count(1) if sliding_interval is None else sliding_interval, *sliding_keys,
+                                 "sliding interval"))
         return self
 
     def with_tumbling_window(self, length: Count | Duration) -> BaseWindowedBolt:
@@ -163,19 +157,20 @@ class BaseWindowedBolt:
         """Use event time: each input's ``name`` field, epoch milliseconds (an int)."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"the timestamp field must be a field name, got {name!r}")
-        self._conf()[TIMESTAMP_FIELD] = name
+        self._conf()[Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME] = name
         return self
 
     def with_lag(self, duration: Duration) -> BaseWindowedBolt:
         """How far behind the newest timestamp a tuple may be and still be in time (default 0)."""
         if not isinstance(duration, Duration) or duration.value < 0:
             raise ValueError(f"the lag must be a non-negative Duration, got {duration!r}")
-        self._conf()[MAX_LAG_MS] = duration.value
+        self._conf()[Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS] = duration.value
         return self
 
     def with_watermark_interval(self, duration: Duration) -> BaseWindowedBolt:
         """How often a watermark is computed and windows up to it fire (default 1 s)."""
-        self._conf()[WATERMARK_INTERVAL_MS] = _positive(duration, Duration, "watermark interval")
+        self._conf()[Config.TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS] = _positive(duration, Duration,
+                                                                                   "watermark interval")
         return self
 
     def with_late_tuple_stream(self, stream_id: str) -> BaseWindowedBolt:
@@ -184,7 +179,7 @@ class BaseWindowedBolt:
         `with_timestamp_field`."""
         if not isinstance(stream_id, str) or not stream_id:
             raise ValueError(f"the late tuple stream must be a stream id, got {stream_id!r}")
-        self._conf()[LATE_TUPLE_STREAM] = stream_id
+        self._conf()[Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM] = stream_id
         return self
 
     def _conf(self) -> dict[str, Any]:

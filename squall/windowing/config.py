@@ -15,14 +15,6 @@ from .._config import Config, conf_value
 from .._errors import InvalidTopologyException
 from .._system import SYSTEM_STREAM, TICK_STREAM
 from ._api import (
-    LATE_TUPLE_STREAM,
-    MAX_LAG_MS,
-    SLIDING_INTERVAL_COUNT,
-    SLIDING_INTERVAL_DURATION_MS,
-    TIMESTAMP_FIELD,
-    WATERMARK_INTERVAL_MS,
-    WINDOW_LENGTH_COUNT,
-    WINDOW_LENGTH_DURATION_MS,
     Count,
     Duration,
 )
@@ -77,30 +69,31 @@ def window_spec(conf: Mapping[str, Any], component: str) -> WindowSpec:
             raise InvalidTopologyException(f"Component [{component}]: {key!r} must be {what} number, got {v!r}")
         return int(v)
 
-    if (n := number(WINDOW_LENGTH_COUNT, 1)) is not None:
+    if (n := number(Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT, 1)) is not None:
         length: Count | Duration = Count(n)
-    elif (ms := number(WINDOW_LENGTH_DURATION_MS, 1)) is not None:
+    elif (ms := number(Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_DURATION_MS, 1)) is not None:
         length = Duration(ms)
     else:
         raise InvalidTopologyException(
             f"Component [{component}]: Window length is not specified (with_window or with_tumbling_window)")
-    if (n := number(SLIDING_INTERVAL_COUNT, 1)) is not None:
+    if (n := number(Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_COUNT, 1)) is not None:
         sliding: Count | Duration = Count(n)
-    elif (ms := number(SLIDING_INTERVAL_DURATION_MS, 1)) is not None:
+    elif (ms := number(Config.TOPOLOGY_BOLTS_SLIDING_INTERVAL_DURATION_MS, 1)) is not None:
         sliding = Duration(ms)
     else:
         sliding = Count(1)
-    field = conf.get(TIMESTAMP_FIELD)
-    late = conf.get(LATE_TUPLE_STREAM)
-    for key, v in ((TIMESTAMP_FIELD, field), (LATE_TUPLE_STREAM, late)):
+    field = conf.get(Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME)
+    late = conf.get(Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM)
+    for key, v in ((Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME, field),
+                   (Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM, late)):
         if v is not None and (not isinstance(v, str) or not v):
             raise InvalidTopologyException(f"Component [{component}]: {key!r} must be a non-empty string, got {v!r}")
     if late is not None and field is None:
         raise InvalidTopologyException(
             f"Component [{component}]: Late tuple stream can be defined only when specifying a timestamp field "
-            f"({LATE_TUPLE_STREAM}={late!r} without with_timestamp_field)")
-    lag = number(MAX_LAG_MS, 0)
-    interval = number(WATERMARK_INTERVAL_MS, 1)
+            f"({Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM}={late!r} without with_timestamp_field)")
+    lag = number(Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS, 0)
+    interval = number(Config.TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS, 1)
     return WindowSpec(length, sliding, field, DEFAULT_MAX_LAG_MS if lag is None else lag,
                       DEFAULT_WATERMARK_INTERVAL_MS if interval is None else interval, late)
 

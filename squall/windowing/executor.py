@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from .._collectors import OutputCollector, OutputFieldsDeclarer
-from .._config import conf_value
+from .._config import Config, conf_value
 from .._components import Bolt
 from .._fields import Fields
 from .._ratelimit import RateLimitedLog
@@ -25,7 +25,7 @@ from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..metric._api import CountMetric
 from ..metric._builtin import BUCKET_KEY
-from ._api import LATE_TUPLE_FIELD, LATE_TUPLE_STREAM, BaseWindowedBolt, Duration, TupleWindow
+from ._api import LATE_TUPLE_FIELD, BaseWindowedBolt, Duration, TupleWindow
 from .config import WindowSpec, check_window, input_streams, window_spec
 from .manager import WindowManager, window_manager
 from .watermark import WatermarkGenerator
@@ -108,7 +108,7 @@ class WindowedBoltExecutor(Bolt):
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """The late-tuple stream, if any, then the user's streams."""
-        late = (self.bolt.get_component_configuration() or {}).get(LATE_TUPLE_STREAM)
+        late = (self.bolt.get_component_configuration() or {}).get(Config.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM)
         if late is not None:
             declarer.declare_stream(late, Fields(LATE_TUPLE_FIELD))
         self.bolt.declare_output_fields(declarer)

@@ -99,6 +99,11 @@ class BatchOutput(abc.ABC):
         (or to the tuple that finishes the batch) and counts it per receiving task.
         """
 
+    def emit_many(self, batch: BatchInfo, stream: str, rows: list[list]) -> None:
+        """`emit` of each of ``rows`` (lists the caller made for this and does not keep), in order."""
+        for values in rows:
+            self.emit(batch, stream, values)
+
     @abc.abstractmethod
     def report_error(self, error: BaseException) -> None:
         """Report an error to the UI/log without failing the batch."""
@@ -122,6 +127,12 @@ class BatchBody(abc.ABC):
     @abc.abstractmethod
     def execute(self, batch: BatchInfo, stream: str, values: list) -> None:
         """One data tuple of ``batch`` arrived on input ``stream`` (values without the tx)."""
+
+    def execute_many(self, batch: BatchInfo, stream: str, rows: list) -> None:
+        """`execute` of each of ``rows`` in order: a pack's tuples, each a list (or a tuple,
+        off the wire, which it makes a list)."""
+        for values in rows:
+            self.execute(batch, stream, values if type(values) is list else list(values))
 
     @abc.abstractmethod
     def finish_batch(self, batch: BatchInfo) -> None:
@@ -327,11 +338,19 @@ class BatchTracker:
         tracked = self.batches.get(attempt.txid)
         # the attempt emitted is nearly always the very object tracked: compare it first
         if tracked is None or (tracked.info.attempt is not attempt and tracked.info.attempt != attempt):
-            raise ValueError(f"emit for batch {attempt}, which this task does not track now "
-                             f"(finished, failed over, or never started)")
+            raise _untracked(attempt)
         emitted = tracked.emitted
         for task in tasks:
             emitted[task] = emitted.get(task, 0) + 1
+
+    def count_emitted_per_task(self, attempt: TransactionAttempt, counts: dict[int, int]) -> None:
+        """``counts[task]`` data tuples of ``attempt`` went to each task."""
+        tracked = self.batches.get(attempt.txid)
+        if tracked is None or (tracked.info.attempt is not attempt and tracked.info.attempt != attempt):
+            raise _untracked(attempt)
+        emitted = tracked.emitted
+        for task, n in counts.items():
+            emitted[task] = emitted.get(task, 0) + n
 
     def expire(self, now: float) -> list[Any]:
         """Drop batches untouched for longer than the message timeout; their held inputs, to fail."""
@@ -345,6 +364,11 @@ class BatchTracker:
         return out
 
 
+def _untracked(attempt: TransactionAttempt) -> ValueError:
+    return ValueError(f"emit for batch {attempt}, which this task does not track now "
+                      f"(finished, failed over, or never started)")
+
+
 class _Output(BatchOutput):
     """The executor's `BatchOutput`: adds the tx, anchors to the input at hand, counts per task."""
 
@@ -356,33 +380,49 @@ class _Output(BatchOutput):
 
     def emit(self, batch: BatchInfo, stream: str, values: list) -> None:
         """See `BatchOutput.emit`."""
+        if stream in self._packed:
+            # the receiver gets its own list, as from a plain emit
+            self.emit_many(batch, stream, [list(values)])
+            return
         ex = self._executor
-        attempt = batch.attempt
+        tasks = ex.collector.emit([batch.attempt, *values], anchors=ex._anchor, stream=stream)
+        ex.tracker.count_emitted(batch.attempt, tasks)
+
+    def emit_many(self, batch: BatchInfo, stream: str, rows: list[list]) -> None:
+        """See `BatchOutput.emit_many`. On a packed stream each row waits in its task's pack until
+        the body returns (`flush`), to be anchored to the same input; its task is the choice the
+        engine's emit would make (the stream's router, on the same values), and the stream's
+        counts stay the tuples' (the UI, monitor) while its $pack- twin counts packs."""
         router = self._packed.get(stream)
         if router is None:
-            tasks = ex.collector.emit([attempt, *values], anchors=ex._anchor, stream=stream)
-        else:
-            # the same choice the engine's emit makes, on the same values; the tuple waits in its
-            # task's pack until the body returns (`flush`), to be anchored to the same input. The
-            # stream's counts stay the tuples' (the UI, monitor); its $pack- twin counts packs
-            if len(values) + 1 != router.nfields:
-                raise wrong_size(router, [attempt, *values])
-            if self._attempt is not attempt:
-                if self._packs:
-                    self.flush()
-                self._attempt = attempt
-            tasks = router.choose([attempt, *values])
-            router.emitted += 1
-            router.transferred += len(tasks)
-            packs = self._packs
-            values = list(values)  # the receiver gets its own list, as from a plain emit
-            for task in tasks:
-                pack = packs.get((stream, task))
-                if pack is None:
-                    packs[(stream, task)] = [values]
-                else:
-                    pack.append(values)
-        ex.tracker.count_emitted(attempt, tasks)
+            for values in rows:
+                self.emit(batch, stream, values)
+            return
+        attempt = batch.attempt
+        if self._attempt is not attempt:
+            if self._packs:
+                self.flush()
+            self._attempt = attempt
+        nfields, choose, packs = router.nfields - 1, router.choose, self._packs
+        counts: dict[int, int] = {}
+        transferred = 0
+        try:
+            for values in rows:
+                if len(values) != nfields:
+                    raise wrong_size(router, [attempt, *values])
+                tasks = choose([attempt, *values])
+                transferred += len(tasks)
+                for task in tasks:
+                    pack = packs.get((stream, task))
+                    if pack is None:
+                        packs[(stream, task)] = [values]
+                    else:
+                        pack.append(values)
+                    counts[task] = counts.get(task, 0) + 1
+        finally:
+            router.emitted += len(rows)
+            router.transferred += transferred
+            self._executor.tracker.count_emitted_per_task(attempt, counts)
 
     def flush(self) -> None:
         """Send each task its pack of the tuples emitted since the last flush."""
@@ -500,10 +540,7 @@ class TridentBoltExecutor(Bolt):
                 pack = tup.values[1]
                 decision = self.tracker.data(tracked, len(pack))
                 if not decision.fail_input:
-                    stream = stream[len(PACK_STREAM_PREFIX):]
-                    execute, info = self.body.execute, tracked.info
-                    for values in pack:
-                        execute(info, stream, values if type(values) is list else list(values))
+                    self.body.execute_many(tracked.info, stream[len(PACK_STREAM_PREFIX):], pack)
             else:
                 decision = self.tracker.data(tracked)
                 if not decision.fail_input:

@@ -41,6 +41,10 @@ from .tuple import TridentTuple
 # --- how a processor sees its place in the bolt ---------------------------------------------------
 
 
+def _not_wired(batch: BatchInfo, values: list) -> None:
+    raise RuntimeError("a Trident processor emitted before its bolt wired it (emit in prepare?)")
+
+
 @dataclass
 class ProcessorContext:
     """What a processor is told in ``prepare`` (Storm's ``TridentContext``).
@@ -48,7 +52,8 @@ class ProcessorContext:
     ``parent_fields`` are the fields of each parent in edge order, ``fields`` this node's output
     fields, ``key`` its slot in ``BatchInfo.state``, ``emit(batch, values)`` sends one output
     tuple on (set once every processor of the bolt is prepared, before `Processor.wire`),
-    ``state`` is the `State` the node persists into or queries (else None).
+    ``state`` is the `State` the node persists into or queries (else None), and
+    ``emit_many(batch, rows)`` is ``emit`` of each row (fresh lists), in one call.
     """
 
     name: str
@@ -58,14 +63,11 @@ class ProcessorContext:
     emit: Callable[[BatchInfo, list], None]
     report_error: Callable[[BaseException], None]
     state: Any = None
+    emit_many: Callable[[BatchInfo, list[list]], None] = _not_wired
 
 
 Receiver = Callable[[BatchInfo, list], None]
 """What takes one tuple (its values) of one parent: ``receive(batch, values)``."""
-
-
-def _not_wired(batch: BatchInfo, values: list) -> None:
-    raise RuntimeError("a Trident processor emitted before its bolt wired it (emit in prepare?)")
 
 
 class Processor:
@@ -183,7 +185,7 @@ class _CountingCollector(_Collector):
     `_grouped_count`): an emit adds one to its group's count in the batch's ``groups`` (the
     group field at ``index`` of ``[*input, *emitted]``) without making the appended tuple."""
 
-    __slots__ = ("groups", "_index", "_nvalues")
+    __slots__ = ("_index", "_nvalues", "groups")
 
     def __init__(self, proc: Processor, index: int, input_width: int) -> None:
         super().__init__(proc, append=True)
@@ -407,9 +409,7 @@ class AggregateProcessor(_SingleParent):
 
     def finish_batch(self, batch: BatchInfo) -> None:
         if self._combining:
-            emit = self.tctx.emit
-            for group, value in batch.state[self.tctx.key].items():
-                emit(batch, [*group, value])
+            self.tctx.emit_many(batch, [[*group, value] for group, value in batch.state[self.tctx.key].items()])
             return
         self._coll.batch = batch
         self.op.complete(batch.state[self.tctx.key], self._coll)
@@ -906,6 +906,7 @@ class SubtopologyBody(BatchBody):
         # children first: a node's emit calls its children's receivers, which wire() binds
         for node, tctx in zip(reversed(self.nodes), reversed(contexts)):
             tctx.emit = self._emitter(node)
+            tctx.emit_many = self._many_emitter(node, tctx.emit)
             node.processor.wire()
         self._receivers: dict[str, tuple[int, list[Receiver]]] = {
             stream: (len(self.input_fields[stream]), [proc.receiver(pi) for proc, pi in procs])
@@ -933,20 +934,42 @@ class SubtopologyBody(BatchBody):
 
         return emit
 
+    def _many_emitter(self, node: BodyNode, emit: Receiver) -> Callable[[BatchInfo, list[list]], None]:
+        if not node.children and len(node.outputs) == 1:
+            stream, emit_many = node.outputs[0], self._output.emit_many
+
+            def emit_out(batch: BatchInfo, rows: list[list]) -> None:
+                emit_many(batch, stream, rows)
+
+            return emit_out
+
+        def emit_each(batch: BatchInfo, rows: list[list]) -> None:
+            for values in rows:
+                emit(batch, values)
+
+        return emit_each
+
     def init_batch(self, batch: BatchInfo) -> None:
         for node in self.nodes:
             node.processor.start_batch(batch)
 
     def execute(self, batch: BatchInfo, stream: str, values: list) -> None:
+        self.execute_many(batch, stream, (values,))
+
+    def execute_many(self, batch: BatchInfo, stream: str, rows: list) -> None:
+        """`execute` of each row (a pack's tuples), with the stream's receivers looked up once."""
         wired = self._receivers.get(stream)
         if wired is None:
             raise ValueError(f"Trident bolt got a tuple on stream {stream!r}, which it does not read")
         width, receivers = wired
-        if len(values) != width:
-            raise ValueError(f"a Trident tuple of fields {self.input_fields[stream].to_list()} on stream "
-                             f"{stream!r} got {len(values)} values: {values!r}")
-        for receive in receivers:
-            receive(batch, values)
+        for values in rows:
+            if type(values) is not list:
+                values = list(values)
+            if len(values) != width:
+                raise ValueError(f"a Trident tuple of fields {self.input_fields[stream].to_list()} on stream "
+                                 f"{stream!r} got {len(values)} values: {values!r}")
+            for receive in receivers:
+                receive(batch, values)
 
     def finish_batch(self, batch: BatchInfo) -> None:
         for node in self.nodes:

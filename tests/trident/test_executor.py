@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from squall import FailedException, Fields, TopologyBuilder
+from squall._errors import EmitError
 from squall._tuple import Source, Tuple
 from squall.trident.coordinator import TransactionAttempt
 from squall.trident.executor import (
@@ -368,3 +369,37 @@ def test_a_pack_counts_as_its_tuples_and_each_reaches_the_body() -> None:
     for t in (short, coord(a2, 1), coord(a2, 0, task=2)):
         bolt.execute(t)
     assert not any(c[0] == "finish" and c[1] == a2 for c in body.calls) and rec.failed
+
+
+class ManyDoubler(Doubler):
+    """Doubler emitting its rows with one `BatchOutput.emit_many` call."""
+
+    def finish_batch(self, batch: BatchInfo) -> None:
+        self.calls.append(("finish", batch.attempt, list(batch.state["seen"])))
+        self.output.emit_many(batch, "s2", [[v] for v in batch.state["seen"] for _ in range(2)])
+
+
+def test_emit_many_packs_and_counts_its_rows_as_emit_does_each() -> None:
+    """The same packs (tasks chosen row by row by the stream's router), $coord counts and stream
+    counts from one emit_many call as from an emit per row; a row of the wrong width fails."""
+    sent = {}
+    for body in (Doubler(), ManyDoubler()):
+        bolt, rec = TridentBoltExecutor(SPEC, body), PackingRecorder()
+        bolt.prepare({"topology.message.timeout.secs": 30}, Context(), rec)
+        for t in [data(A1, i) for i in range(1250)] + [coord(A1, 1250), coord(A1, 0, task=2)]:
+            bolt.execute(t)
+        sent[type(body).__name__] = ([d[:3] for d in rec.direct], rec.routers["s2"].emitted,
+                                     rec.routers["s2"].transferred)
+    assert sent["ManyDoubler"] == sent["Doubler"]
+    assert sent["Doubler"][1:] == (2500, 2500)
+
+    class Wrong(ManyDoubler):
+        def finish_batch(self, batch: BatchInfo) -> None:
+            self.output.emit_many(batch, "s2", [["a"], ["b", "c"]])
+
+    bolt, rec = TridentBoltExecutor(SPEC, Wrong()), PackingRecorder()
+    rec.routers["s2"].src = Source("b-1", "s2", 1, Fields("$tx", "word"))  # what the error names
+    bolt.prepare({"topology.message.timeout.secs": 30}, Context(), rec)
+    with pytest.raises(EmitError, match=r"Expected 2 fields but got 3 fields \(component \[b-1\]"):
+        for t in (data(A1, 1), coord(A1, 1), coord(A1, 0, task=2)):
+            bolt.execute(t)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
-from .._config import shown_configuration, visible_to_topology
+from .._config import Config, shown_configuration, visible_to_topology
 from .._errors import BadParameterError, UnknownComponentError
 from ..engine.executor import ErrorRecord
 from ..engine.plan import ExecutorSpec, TopologyPlan
@@ -297,7 +297,7 @@ def topology_page(view: TopologyView, window: str = ALL_TIME, sys: bool = False)
             "uptime": pretty_uptime(view.uptime_secs), "uptimeSeconds": int(view.uptime_secs),
             "tasksTotal": len(plan.task_to_component), "workersTotal": len(view.workers),
             "executorsTotal": len(plan.executors),
-            "msgTimeout": plan.conf.get("topology.message.timeout.secs"),
+            "msgTimeout": plan.conf.get(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS),
             "window": window, "windowHint": WINDOW_PRETTY[window],
             "debug": bool(debug.get("enable", False)), "samplingPct": debug.get("samplingpct", 10),
             "replicationCount": 1, "topologyStats": stats, "spouts": spouts, "bolts": bolts,

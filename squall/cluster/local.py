@@ -99,9 +99,9 @@ class LocalCluster:
         self._timers.schedule(_TICK_SECS, self._tick)
         self._ui: Any = None
         if ui_port is not None:
-            from ..ui.server import UiServer, local_app  # the ui extra: only when asked for
+            from .served_ui import serve_local_ui  # loads the UI (the ui extra) only when asked for
             try:
-                self._ui = UiServer(local_app(self), "127.0.0.1", int(ui_port)).start()
+                self._ui = serve_local_ui(self, ui_port)
             except BaseException:
                 self.shutdown()
                 raise

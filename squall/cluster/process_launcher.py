@@ -36,7 +36,7 @@ def _die_with_parent() -> None:
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
-        pass  # not Linux: workers also watch their parent, see squall.worker.process
+        pass  # not Linux: workers also watch their parent, see squall.cluster.worker_process
 
 
 def write_conf(path: Path, conf: dict[str, Any]) -> None:

@@ -416,10 +416,9 @@ class SparkCluster(MasterClient):
         super().__init__(self.conf)
         self._ui: Any = None
         if ui_port is not None:
-            from ..ui.server import UiServer, remote_app  # the ui extra: only when asked for
+            from .served_ui import serve_remote_ui  # loads the UI (the ui extra) only when asked for
             try:
-                self._ui = UiServer(remote_app(self.conf), str(conf_value(self.conf, Config.UI_HOST)),
-                                    int(ui_port)).start()
+                self._ui = serve_remote_ui(self.conf, str(conf_value(self.conf, Config.UI_HOST)), ui_port)
             except BaseException:
                 self.shutdown()
                 raise

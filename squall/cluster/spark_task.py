@@ -2,8 +2,8 @@
 
 `worker_task` builds the function that the Spark host's single-task job maps over its one
 partition (``sc.parallelize([slot], 1).mapPartitions(worker_task(...))``). It runs
-`squall.worker.process.run` with the data port bound on the executor's own address, and returns
-one exit record. The worker logs to ``worker.log`` under ``storm.log.dir`` as on the process
+`squall.cluster.worker_process.run` with the data port bound on the executor's own address, and
+returns one exit record. The worker logs to ``worker.log`` under ``storm.log.dir`` as on the process
 host (`squall.cluster.logs.install_worker_logging`; relative to the executor's working
 directory, which is its Spark work directory). It catches everything, so Spark never retries the task on its own: the master,
 in the driver, owns restarts (SPARK.md, rule 2). A copy that Spark starts again anyway (say,
@@ -47,7 +47,7 @@ def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
 
     def run_worker(_partition: Iterable[Any]) -> Iterator[dict[str, Any]]:
         from ..worker.agent import EXIT_CRASHED
-        from ..worker.process import run
+        from .worker_process import run
         from .logs import install_worker_logging
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"%(asctime)s worker {slot} %(levelname)s %(message)s")

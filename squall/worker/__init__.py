@@ -1,3 +1,6 @@
-"""A worker process and what it shares with the master: the authenticated RPC channel and the
-ZeroMQ transport between workers. Imports `squall` and `squall.engine`, never `squall.cluster`.
+"""What a worker needs beyond the engine, on every host: its agent (assignment, heartbeats,
+the master's replies), the authenticated RPC channel it shares with the master, and the
+transports between workers. Imports `squall`, `squall.engine` and the features, never
+`squall.cluster` (docs/architecture.md); the worker process itself is a host's
+(`squall.cluster.worker_process`).
 """

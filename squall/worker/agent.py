@@ -1,6 +1,6 @@
 """`WorkerAgent`: one launch of one worker slot, from its assignment to its exit status.
 
-The same on every host: a worker process (`squall.worker.process`), a Spark task
+The same on every host: a worker process (`squall.cluster.worker_process`), a Spark task
 (`squall.cluster.spark_task`) and a `LocalCluster`'s in-process worker
 (`squall.cluster.inprocess`) each run one. It asks the master for its assignment, opens its
 transport and reports the transport's address, waits until every peer has reported its own,

@@ -1,70 +1,23 @@
-"""A worker process: runs one slot's executors of one topology (``python -m squall.worker``).
+"""What a worker process opens to reach its peers: `open_transport` picks the wire.
 
-Started by its supervisor, it dies with it (``PR_SET_PDEATHSIG``, set by the supervisor before
-exec). It fetches its assignment from the master, builds the engine's `Worker` with a
-transport (`open_transport`: `TcpTransport` where the data port is not encrypted, `ZmqTransport`
-with CurveZMQ where it is), and heartbeats its statistics and errors every ``worker.heartbeat.frequency.secs``
-(`squall.worker.agent.WorkerAgent`, the same on every host). Its `logging` goes to its
-``worker.log`` at Storm's place (`squall.cluster.logs.install_worker_logging`). A crash in user code (Storm's
-fail-fast) is reported and ends the process with status 1; the supervisor restarts it. A worker
-that cannot start reports why and exits with status 3.
+The process itself (``python -m squall.worker``) is a host's, as a Spark task's and a
+LocalCluster's thread are: `squall.cluster.worker_process`.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
-import signal
-import sys
-import threading
-from pathlib import Path
 from typing import Any
 
-from .._config import Config, conf_value, setting
+from .._config import Config, setting
 from .._encryption import encryption_setting
-from ..drpc.client import remember_cluster
-from ..engine.serialize import Serializer, source_cache
-from ..state import StateHome, state_key
 from . import curve
-from .agent import WorkerAgent
 from .batching import BatchingTransport
 from .envelope import Origin
-from .rpc import load_or_create_secret
 from .tcp import TcpTransport
 from .transport import MAX_MESSAGE_KEY, ZmqTransport
 
 WIRE_KEY = Config.SQUALL_TRANSPORT_WIRE
 TCP_WIRE = "tcp"  # the default; "zmq" is the other value
-
-log = logging.getLogger("squall.worker")
-
-
-def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any],
-        stop: threading.Event | None = None, bind: str | None = None) -> int:
-    """Run the worker until the master says stop, ``stop`` is set (SIGTERM from the supervisor)
-    or user code crashes; return the exit status. The worker receives on ``bind`` (default
-    the slot's own ``tcp://host:port``; port 0 picks a free one) and reports that address to
-    the master, which hands every worker the addresses of its peers."""
-    from ..cluster.seeds import NimbusAddress, master_link
-    mhost, mport = master.rsplit(":", 1)
-    secret = load_or_create_secret(conf)
-    remember_cluster(conf, secret)  # how this worker's DRPC spouts and return bolts reach drpc.servers
-    # the master the supervisor found, then (Nimbus HA: it died, or lost the lead) the leader
-    # among nimbus.seeds
-    link = master_link(conf, first=NimbusAddress(mhost, int(mport)))
-
-    def make_transport(plan: Any, origin: Origin, receive: Any) -> BatchingTransport:
-        return open_transport(bind or f"tcp://{slot}", Serializer(plan.conf, source_cache(plan)), secret, receive,
-                              origin, conf)
-    # stateful bolts' states: sealed files under storm.local.dir, which outlive the worker
-    home = StateHome(directory=Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "state", key=state_key(secret))
-    # Trident's transactional state: a link of its own, as the agent's beats take the first
-    tx_link = master_link(conf, first=NimbusAddress(mhost, int(mport)))
-    try:
-        return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop,
-                           state_home=home, transactional_link=tx_link).run()
-    finally:
-        tx_link.close()
 
 
 def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, origin: Origin,
@@ -89,26 +42,3 @@ def _transport_options(conf: dict[str, Any]) -> dict[str, Any]:
     `squall._config`; an error names a bad key)."""
     return {"max_message_bytes": setting(conf, MAX_MESSAGE_KEY),
             "encryption": encryption_setting(conf)}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m squall.worker --master HOST:PORT --storm-id ID --slot HOST:PORT --launch-id N``."""
-    p = argparse.ArgumentParser(prog="squall-worker")
-    p.add_argument("--master", required=True)
-    p.add_argument("--storm-id", required=True)
-    p.add_argument("--slot", required=True)
-    p.add_argument("--launch-id", type=int, required=True)
-    p.add_argument("--conf", help="cluster configuration as a YAML file", default=None)
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {args.slot} %(levelname)s %(message)s")
-    from .._config import cluster_conf  # the cluster's settings: defaults, squall.yaml, --conf
-    from ..cluster.logs import install_worker_logging
-    conf = cluster_conf(None, args.conf)
-    install_worker_logging(conf, args.storm_id, args.slot)  # <storm.log.dir>/workers-artifacts/ID/PORT/worker.log
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop: close/cleanup run
-    return run(args.master, args.storm_id, args.slot, args.launch_id, conf, stop)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,6 +21,7 @@ import yaml
 from ._errors import InvalidTopologyException
 from ._redact import is_secret_key, redact
 
+
 class Config(dict):
     """A topology's configuration: a dict of Storm's keys, with constants and setters.
 
@@ -30,9 +31,9 @@ class Config(dict):
     2
     """
 
-    # Every key squall knows is named here once, as Storm's Config.java names each; the values
-    # that are not given are in squall/defaults.yaml (`default_of`), except the keys in
-    # `KEYS_WITHOUT_DEFAULT`. Code reads a key by its constant through `conf_value`.
+    # Every key squall knows is named here once, as Storm's Config.java names each; their
+    # defaults are in squall/defaults.yaml and nowhere else (`default_of`), but for the keys in
+    # `KEYS_WITHOUT_DEFAULT`. Code reads a key by its constant, through `conf_value` or `setting`.
 
     # --- topology settings (a topology's Config may set these) -------------------------------
     TOPOLOGY_WORKERS = "topology.workers"
@@ -633,7 +634,7 @@ def _secret(v: Any) -> bool:
 
 MIN_FRAME_BYTES = 4096
 """The least ``nimbus.thrift.max_buffer_size``: the frames a stranger may send before the
-handshake (`squall.worker.rpc.PREAUTH_MAX_FRAME`) are this size, and a peer that holds the
+handshake (`squall._wire.PREAUTH_MAX_FRAME`) are this size, and a peer that holds the
 secret may send at least as much."""
 
 

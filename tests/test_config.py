@@ -6,7 +6,13 @@ import pytest
 
 from squall import Config, InvalidTopologyException, SquallError
 from squall._config import (
-    cluster_conf, component_conf, default_conf, find_conf_file, is_daemon_key, read_conf_file, topology_conf,
+    cluster_conf,
+    component_conf,
+    default_conf,
+    find_conf_file,
+    is_daemon_key,
+    read_conf_file,
+    topology_conf,
 )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from .._config import Config, conf_value
 from .._errors import InvalidTopologyException
@@ -59,7 +59,8 @@ class WaitStrategyProgressive(WaitStrategy):
     every 1 ms measured 3% of a core per loop) while a busy spout never gets past the first wait.
     """
 
-    _KEYS = {  # situation -> (level1 count, level2 count, level3 sleep ms, most sleep ms or None)
+    # situation -> (level1 count, level2 count, level3 sleep ms, most sleep ms or None)
+    _KEYS: ClassVar[dict[WaitSituation, tuple[str, str, str, str | None]]] = {
         WaitSituation.SPOUT_WAIT: (Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL1_COUNT,
                                    Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL2_COUNT,
                                    Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS,
@@ -98,8 +99,9 @@ class WaitStrategyPark(WaitStrategy):
     """Storm's park wait: every idle round waits ``topology.spout.wait.park.microsec`` (or
     ``topology.backpressure.wait.park.microsec``); 0 polls again at once (a busy spin)."""
 
-    _KEYS = {WaitSituation.SPOUT_WAIT: Config.TOPOLOGY_SPOUT_WAIT_PARK_MICROSEC,
-             WaitSituation.BACK_PRESSURE_WAIT: Config.TOPOLOGY_BACKPRESSURE_WAIT_PARK_MICROSEC}
+    _KEYS: ClassVar[dict[WaitSituation, str]] = {
+        WaitSituation.SPOUT_WAIT: Config.TOPOLOGY_SPOUT_WAIT_PARK_MICROSEC,
+        WaitSituation.BACK_PRESSURE_WAIT: Config.TOPOLOGY_BACKPRESSURE_WAIT_PARK_MICROSEC}
 
     def __init__(self) -> None:
         self.park_secs = 0.0001
@@ -120,7 +122,6 @@ class WaitStrategyUntilWoken(WaitStrategy):
 
     def idle(self, idle_count: int) -> None:
         """Always None: until woken."""
-        return None
 
 
 # Storm's names for the strategies it has, so that a Storm topology's configuration works as is

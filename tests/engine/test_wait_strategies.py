@@ -11,7 +11,12 @@ from squall.engine.clock import SimulatedClock
 from squall.engine.loop import Backpressure, ExecutorLoop, TopologyActivation
 from squall.engine.spout_executor import SpoutExecutor
 from squall.engine.wait import (
-    WaitSituation, WaitStrategy, WaitStrategyPark, WaitStrategyProgressive, WaitStrategyUntilWoken, wait_strategy,
+    WaitSituation,
+    WaitStrategy,
+    WaitStrategyPark,
+    WaitStrategyProgressive,
+    WaitStrategyUntilWoken,
+    wait_strategy,
 )
 
 
@@ -128,10 +133,10 @@ class CountingWait(WaitStrategy):
 
 
 def test_spouts_held_back_by_backpressure_use_the_backpressure_strategy():
-    loop, clock, spout = _idle_loop({Config.TOPOLOGY_SPOUT_WAIT_STRATEGY: "squall.engine.wait:WaitStrategyPark",
-                                     Config.TOPOLOGY_SPOUT_WAIT_PARK_MICROSEC: 250,
-                                     Config.TOPOLOGY_BACKPRESSURE_WAIT_STRATEGY: "squall.engine.wait:WaitStrategyPark",
-                                     Config.TOPOLOGY_BACKPRESSURE_WAIT_PARK_MICROSEC: 700}, rounds=3, throttled=True)
+    _, clock, spout = _idle_loop({Config.TOPOLOGY_SPOUT_WAIT_STRATEGY: "squall.engine.wait:WaitStrategyPark",
+                                  Config.TOPOLOGY_SPOUT_WAIT_PARK_MICROSEC: 250,
+                                  Config.TOPOLOGY_BACKPRESSURE_WAIT_STRATEGY: "squall.engine.wait:WaitStrategyPark",
+                                  Config.TOPOLOGY_BACKPRESSURE_WAIT_PARK_MICROSEC: 700}, rounds=3, throttled=True)
 
     assert clock.timeouts == [pytest.approx(0.0007)] * 3
     assert spout.polls == 0  # held back: never asked for tuples

@@ -4,10 +4,16 @@ import which (the import-linter contracts in pyproject.toml, run as CI runs them
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import squall
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # What a topology's process needs no part of: the master, its HA, the hosts, the worker
 # process, the UI, the CLI, Trident (loaded by a Trident topology when it is unpickled).
@@ -49,3 +55,38 @@ def test_a_name_squall_does_not_have_is_an_attribute_error_naming_it():
         assert "NoSuchName" in str(e)
     else:
         raise AssertionError("squall.NoSuchName did not raise")
+
+
+def lint_imports(where: Path, pythonpath: Path) -> subprocess.CompletedProcess:
+    """``lint-imports`` with the repository's contracts (pyproject.toml), over the squall package
+    found on ``pythonpath``."""
+    lint = shutil.which("lint-imports")
+    if lint is None:
+        pytest.fail("lint-imports is missing: pip install -e '.[test]' (import-linter)")
+    return subprocess.run([lint, "--no-cache", "--config", str(ROOT / "pyproject.toml")], cwd=where,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(pythonpath)},
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_every_package_imports_only_the_layers_below_it():
+    """docs/architecture.md's layers, as pyproject.toml's import-linter contracts write them."""
+    done = lint_imports(ROOT, ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Contracts: 2 kept, 0 broken." in done.stdout
+
+
+@pytest.mark.parametrize("module, line, broken", [
+    ("engine/plan.py", "from ..windowing import executor", "squall.engine is not allowed to import squall.windowing"),
+    ("_topology.py", "from .state import _wiring", "squall._topology is not allowed to import squall.state"),
+    ("worker/agent.py", "from ..cluster import seeds", "squall.worker is not allowed to import squall.cluster"),
+])
+def test_an_import_that_goes_up_a_layer_fails_the_check(tmp_path, module, line, broken):
+    copy = tmp_path / "squall"
+    shutil.copytree(ROOT / "squall", copy, ignore=shutil.ignore_patterns("*.so", "static", "__pycache__"))
+    path = copy / module
+    path.write_text(path.read_text() + f"\n{line}  # the violation\n")
+
+    done = lint_imports(tmp_path, tmp_path)
+
+    assert done.returncode != 0
+    assert broken in done.stdout, done.stdout

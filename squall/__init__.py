@@ -44,8 +44,8 @@ from ._fields import MessageId as MessageId
 from ._fields import Values as Values
 from ._grouping import CustomStreamGrouping as CustomStreamGrouping
 from ._grouping import Grouping as Grouping
-from ._system import DEFAULT_STREAM as DEFAULT_STREAM
 from ._submitter import StormSubmitter as StormSubmitter
+from ._system import DEFAULT_STREAM as DEFAULT_STREAM
 from ._topology import BoltDeclarer as BoltDeclarer
 from ._topology import SpoutDeclarer as SpoutDeclarer
 from ._topology import StormTopology as StormTopology
@@ -104,12 +104,12 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BaseStatefulBolt", "BaseStatefulWindowedBolt",
     "BaseWindowedBolt", "BasicBolt", "BasicOutputCollector", "Bolt", "BoltDeclarer", "CombinedMetric", "Config",
-    "Count", "CountMetric", "CustomStreamGrouping", "DRPCClient", "DRPCExecutionException", "DataPoint", "DiskWriteError", "Duration", "EmitError", "FailedException", "FailureCause",
-    "Fields", "GlobalStreamId", "Grouping", "ICombiner", "IMetric", "KeyValueState",
-    "IMetricsConsumer", "IReducer", "IllegalStateTransition", "InvalidTopologyException",
-    "LocalCluster", "LocalDRPC", "LoggingMetricsConsumer", "MeanReducer", "MessageId", "MultiCountMetric",
-    "MultiReducedMetric", "NotAliveException", "ReducedMetric", "TaskInfo", "OutputCollector", "OutputFieldsDeclarer",
-    "ReportedFailedException", "SerializationError", "Spout", "SpoutDeclarer",
-    "SpoutOutputCollector", "SquallError", "StormSubmitter", "StormTopology", "TopologyBuilder",
-    "TopologyContext", "TopologyStatus", "Tuple", "TupleWindow", "Values", "is_tick_tuple",
+    "Count", "CountMetric", "CustomStreamGrouping", "DRPCClient", "DRPCExecutionException", "DataPoint",
+    "DiskWriteError", "Duration", "EmitError", "FailedException", "FailureCause", "Fields", "GlobalStreamId",
+    "Grouping", "ICombiner", "IMetric", "IMetricsConsumer", "IReducer", "IllegalStateTransition",
+    "InvalidTopologyException", "KeyValueState", "LocalCluster", "LocalDRPC", "LoggingMetricsConsumer",
+    "MeanReducer", "MessageId", "MultiCountMetric", "MultiReducedMetric", "NotAliveException", "OutputCollector",
+    "OutputFieldsDeclarer", "ReducedMetric", "ReportedFailedException", "SerializationError", "Spout",
+    "SpoutDeclarer", "SpoutOutputCollector", "SquallError", "StormSubmitter", "StormTopology", "TaskInfo",
+    "TopologyBuilder", "TopologyContext", "TopologyStatus", "Tuple", "TupleWindow", "Values", "is_tick_tuple",
 ]

@@ -16,11 +16,19 @@ from ._config import Config
 from ._errors import InvalidTopologyException
 from ._fields import Fields, GlobalStreamId
 from ._grouping import (
-    ALL, CUSTOM, DIRECT, FIELDS, GLOBAL, LOCAL_OR_SHUFFLE, NONE, PARTIAL_KEY, SHUFFLE,
-    CustomStreamGrouping, Grouping,
+    ALL,
+    CUSTOM,
+    DIRECT,
+    FIELDS,
+    GLOBAL,
+    LOCAL_OR_SHUFFLE,
+    NONE,
+    PARTIAL_KEY,
+    SHUFFLE,
+    CustomStreamGrouping,
+    Grouping,
 )
 from ._system import DEFAULT_STREAM, SYSTEM_STREAM, is_system_id
-
 
 # The builder's extension points. The features on top of the core API (windowing, state, ...)
 # register here when they are imported, so that this module imports none of them: see

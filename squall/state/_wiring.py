@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._config import Config
 from .._collectors import StreamInfo
+from .._config import Config
 from .._fields import GlobalStreamId
 from .._grouping import ALL, Grouping
 from .._topology import ComponentSpec

@@ -50,7 +50,6 @@ import json
 import os
 import logging
 import re
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -75,9 +74,11 @@ from .shipping import pickle_topology
 from .master_records import (REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, PendingAction, SlotState, SupervisorInfo,
                              slots_from_json)
 from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
-from .master_ha import LEADER_ONLY, HaMaster
-from .store import (Change, DeleteTxState, MasterStore, PutPlan, PutSupervisors, PutTopology, PutTxState,
-                    RemovePlan, RemoveTopology, SetCounter, StoredPlan, store_for)
+from .seeds import NimbusAddress, nimbus_seeds
+from .ha import LEADER, NOT_A_LEADER, OFFLINE
+from .master_ha import Election
+from .store import (Change, DeleteTxState, MasterStore, PutPlan, PutSupervisors, PutTopology, PutTxState, RemovePlan,
+                    RemoveTopology, SetCounter, StoredPlan, ZooKeeperStore, store_for)
 from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
                     transition)
 
@@ -235,9 +236,10 @@ class _Persisted(NamedTuple):
                                for sid, s in master.supervisors.items()}, sort_keys=True))
 
 
-class Master(HaMaster):
-    """Nimbus; see the module docstring. Run with `serve` (or ``squall nimbus``); with
-    ``storm.zookeeper.servers``, one of several (Nimbus HA: `squall.cluster.master_ha`)."""
+class Master:
+    """Nimbus's state and verbs; see the module docstring. Served by a
+    `squall.cluster.server.MasterServer` (``squall nimbus``; `serve` starts one); with a
+    `ZooKeeperStore`, one of several (Nimbus HA: its ``election``, `squall.cluster.master_ha`)."""
 
     def __init__(self, conf: dict[str, Any], strict_slots: Any = None, clock: Clock | None = None,
                  store: MasterStore | None = None) -> None:
@@ -255,9 +257,7 @@ class Master(HaMaster):
         self.strict_slots = strict_slots
         self.store = store if store is not None else store_for(conf)
         self.secret = self.store.secret
-        self.rpc: Any = None  # the RPC server's settings, once `serve` runs
-        self._connections: Any = None  # the RPC server's ConnectionTable, once `serve` runs
-        self.port: int | None = None  # the port `serve` listens on, once it does
+        self.port: int | None = None  # the port its server listens on, once it does (`serve`)
         self.topologies: dict[str, _Topo] = {}
         self.supervisors: dict[str, SupervisorInfo] = {}  # by supervisor id
         self.counter = 0
@@ -271,13 +271,15 @@ class Master(HaMaster):
         self._persisted = _Persisted()
         # Nimbus HA (`squall.cluster.ha`): with a ZooKeeperStore, this master leads or follows;
         # it joins the election once it listens, and only the leader writes the state
-        self.ha: Coordinator | None = getattr(self.store, "coordinator", None)
-        self.leading = self.ha is None
-        self._replicating: set[str] = getattr(self.store, "replicating", set())  # submissions waiting for their code's replication
-        self._plans: dict[str, TopologyPlan] = {}  # code digest -> plan (a follower's cache)
-        self._beats_written: dict[tuple[str, str], float] = {}
-        if self.ha is None:
+        self.election = Election(self, self.store) if isinstance(self.store, ZooKeeperStore) else None
+        self.leading = self.election is None
+        if self.election is None:
             self._load()
+
+    @property
+    def ha(self) -> Coordinator | None:
+        """This master's ZooKeeper session, with Nimbus HA (None: a lone master)."""
+        return None if self.election is None else self.election.ha
 
     @property
     def local_dir(self) -> Path:
@@ -317,6 +319,11 @@ class Master(HaMaster):
             self.store.apply(changes)
             self._persisted = now
 
+    def forget_persisted(self) -> None:
+        """Hand the store the whole state at the next `_commit` (a new leader: another master
+        may have written since)."""
+        self._persisted = _Persisted()
+
     def _save_plan(self, plan: TopologyPlan) -> str | None:
         """Keep ``plan`` (`PutPlan`); its digest (the code's version, which Nimbus HA's followers
         fetch when theirs differs), None in memory, where it is kept as it is."""
@@ -333,8 +340,8 @@ class Master(HaMaster):
         sealed = seal(self.secret, _PLAN, pickle_topology(plan.topology, plan))
         digest = hashlib.sha256(sealed).hexdigest()
         self.store.apply([PutPlan(plan.storm_id, sealed, digest)])
-        if self.ha is not None:
-            self._plans[digest] = plan
+        if self.election is not None:
+            self.election.hold_plan(digest, plan)
         return digest
 
     def _load(self) -> None:
@@ -400,6 +407,78 @@ class Master(HaMaster):
             log.warning("skipped %s: it holds a %s, not a plan", path, type(plan).__name__)
             return None
         return plan
+
+    # --- what any master answers -----------------------------------------------------------------
+    def me(self) -> NimbusAddress:
+        """Where this master listens."""
+        return NimbusAddress(str(self.conf.get("nimbus.host") or "127.0.0.1"), int(self.port or 0))
+
+    def op_get_leader(self) -> dict[str, Any] | None:
+        """The master that leads (Storm's ``getLeader``): ``{"host", "port"}``, None while an
+        election is under way. A lone master (no ZooKeeper) leads."""
+        leader = self.me() if self.ha is None else self.ha.leader()
+        return None if leader is None else {"host": leader.host, "port": leader.port}
+
+    def op_nimbuses(self) -> list[dict[str, Any]]:
+        """Each master, as Storm's UI nimbus summary lists them: ``host``, ``port``, ``status``
+        (``Leader``, ``Not a Leader``, or ``Offline`` for a seed that does not run),
+        ``uptime_secs`` and ``version`` (None when offline). Who leads is read from the
+        election now, not from a stored flag."""
+        from .. import __version__
+        now = self.clock.wall()
+        if self.ha is None:
+            return [{"host": self.me().host, "port": self.me().port, "status": LEADER,
+                     "uptime_secs": now - self.started, "version": __version__}]
+        leader = self.ha.leader()
+        alive = self.ha.nimbuses()
+        out = [{"host": n.host, "port": n.port, "status": LEADER if n.address == leader else NOT_A_LEADER,
+                "uptime_secs": max(0.0, now - n.started), "version": n.version}
+               for n in sorted(alive, key=lambda n: n.address)]
+        running = {n.address for n in alive}
+        out += [{"host": s.host, "port": s.port, "status": OFFLINE, "uptime_secs": None, "version": None}
+                for s in nimbus_seeds(self.conf) if s not in running]
+        return out
+
+    def replication_count(self, topo: Any) -> int:
+        """How many masters hold ``topo``'s current code (Storm's UI ``replicationCount``); a
+        lone master holds all."""
+        if self.ha is None or not topo.code:
+            return 1
+        try:
+            return len(self.ha.holders(topo.plan.storm_id, topo.code))
+        except Exception:  # ZooKeeper unreachable: a summary still answers
+            return 0
+
+    def op_code(self, storm_id: str) -> bytes:
+        """The sealed plan of ``storm_id`` that this master holds (another master fetches it).
+
+        Raises:
+            NotAliveException: this master holds no code for ``storm_id``.
+        """
+        if not isinstance(storm_id, str) or not _NAME_RE.match(storm_id):  # storm ids: no path separators
+            raise NotAliveException(f"no code for {storm_id!r}")
+        sealed = self.store.sealed_plan(storm_id)
+        if sealed is None:
+            raise NotAliveException(f"this master holds no code for {storm_id}")
+        return sealed
+
+    # --- the leader-only rule (Nimbus HA: `squall.cluster.master_ha.Election`) ---------------------------
+    def _assert_leader(self) -> None:
+        """Storm's ``assertIsLeader``: refuse unless this master leads now (a lone master does).
+
+        Raises:
+            NotLeaderException: another master leads, or none does yet (said which).
+        """
+        if self.election is not None:
+            self.election.assert_leader()
+
+    async def _submit_replicated(self, name: str, conf: dict[str, Any], topology: bytes,
+                                 initial_status: str = "ACTIVE") -> str:
+        """``submit`` on the leader with Nimbus HA: see `Election.submit_replicated`."""
+        assert self.election is not None, "a lone master submits at once"
+        return await self.election.submit_replicated(name, conf, topology, initial_status)
+
+
 
     # --- requests ---------------------------------------------------------------------------------------
     async def handle(self, op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
@@ -1157,61 +1236,14 @@ class Master(HaMaster):
             self._commit()
 
     async def serve(self, ready: asyncio.Event | None = None) -> None:
-        """Listen on ``nimbus.host``:``nimbus.thrift.port`` until cancelled.
+        """Serve this master (`squall.cluster.server.MasterServer`) until cancelled; ``ready`` is
+        set once it listens (its port: `port`).
 
         Raises:
             SquallError: ``squall.encryption`` or ``nimbus.thrift.max_buffer_size`` is invalid (named).
         """
-        import asyncio  # imported here: a LocalCluster's master is never served
-
-        from .._connlimit import ACCEPT_BACKLOG, ConnectionTable, FullTableLog, connection_cap, open_files_limit
-        from ..worker.rpc import rpc_settings
-        self.rpc = rpc_settings(self.conf)
-        host = self.conf.get("nimbus.host") or "127.0.0.1"
-        port = self.conf.get("nimbus.thrift.port")
-        port = 6627 if port is None else int(port)  # 0: any free port (tests, SparkCluster)
-        files = open_files_limit()
-        self._connections = ConnectionTable(connection_cap(self.rpc.max_connections, files))
-        FullTableLog(log, "the master").install(asyncio.get_running_loop())
-        server = await asyncio.start_server(self._connection, host, port, backlog=ACCEPT_BACKLOG)
-        self.port = server.sockets[0].getsockname()[1]
-        log.info("squall master listening on %s:%s (at most %d connections; open files limit %d)",
-                 host, self.port, self._connections.cap, files)
-        if self.ha is not None:
-            self._ha_join()
-        if ready is not None:
-            ready.set()
-        freq = min(float(self.conf.get("nimbus.monitor.freq.secs") or 1), 1.0)
-        # with Nimbus HA, the election is watched 4 times a second (a follower takes the lead
-        # within a quarter of a second of winning it); only the leader monitors
-        tick = freq if self.ha is None else min(freq, 0.25)
-        monitored = time.monotonic()
-        try:
-            async with server:
-                while True:
-                    await asyncio.sleep(tick)
-                    try:
-                        if (self.ha is None or self._ha_tick()) and time.monotonic() - monitored >= freq:
-                            monitored = time.monotonic()
-                            self.monitor()
-                            if self.ha is not None:
-                                self._ha_monitor()
-                    except Exception:
-                        log.exception("monitor failed")
-        finally:
-            if self.ha is not None:
-                self.ha.close()  # our election node goes now: a follower leads at once
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        import asyncio
-
-        from ..worker.rpc import serve_connection
-        try:
-            await serve_connection(reader, writer, self.secret, self.handle, log, self.rpc, self._connections)
-        except asyncio.CancelledError:
-            # the master is stopping. Ending quietly: Python 3.11's start_server calls
-            # task.exception() on a cancelled connection task, logging a traceback per client
-            pass
+        from .server import MasterServer
+        await MasterServer(self).serve(ready)
 
 
 def _error(component: str, task: int, text: str, now: float, traceback: str = "") -> ErrorRecord:

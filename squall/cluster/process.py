@@ -31,6 +31,7 @@ from .._config import Config, conf_value
 from .._private import open_private_log, private_dir
 from .backoff import STEADY_SECS, crash_backoff
 from .master import Master
+from .server import MasterServer
 from .process_launcher import write_conf
 
 log = logging.getLogger("squall.master")
@@ -130,6 +131,7 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
     """Run the master until SIGINT/SIGTERM; with ``supervise``, also a supervisor process.
     ``on_ready(host, port)`` is called once the master listens."""
     master = Master(conf)
+    nimbus = MasterServer(master)
     keeper: SupervisorKeeper | None = None
 
     async def main() -> None:
@@ -139,7 +141,7 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         listening = asyncio.Event()
-        server = asyncio.create_task(master.serve(listening))
+        server = asyncio.create_task(nimbus.serve(listening))
         stopped = asyncio.create_task(stop.wait())
         ready = asyncio.create_task(listening.wait())
         waiting = {server, stopped, ready}

@@ -194,6 +194,40 @@ class MasterStore:
     def _flush(self) -> None:
         """After a batch of changes: write what the batch made stale (a whole file, say)."""
 
+    # --- plans as files in ``directory`` (as Storm's LocalFsBlobStore keeps them) --------------------
+    def plan_files(self) -> dict[str, StoredPlan]:
+        """Storm id -> the sealed plan file this master holds (an unreadable one skipped, named)."""
+        plans: dict[str, StoredPlan] = {}
+        for f in sorted(self.directory.glob("*.plan")) if self.directory is not None else ():
+            try:
+                plans[f.name[:-len(".plan")]] = StoredPlan(f.read_bytes(), str(f))
+            except OSError as e:
+                log.warning("skipped %s: %s; it was not loaded", f, e)
+        return plans
+
+    def sealed_plan(self, storm_id: str) -> bytes | None:
+        """The sealed plan file of ``storm_id`` (a storm id: no path separators), None if none."""
+        if self.directory is None:
+            return None
+        try:
+            return (self.directory / f"{storm_id}.plan").read_bytes()
+        except OSError:
+            return None
+
+    def write_plan_file(self, storm_id: str, sealed: bytes) -> None:
+        """Keep ``storm_id``'s sealed plan in ``directory``.
+
+        Raises:
+            DiskWriteError: it cannot be written (named); nothing is left behind.
+        """
+        assert self.directory is not None, "a store in memory keeps no files"
+        write_private(self.directory / f"{storm_id}.plan", sealed, plan_file(storm_id))
+
+    def remove_plan_file(self, storm_id: str) -> None:
+        """Remove ``storm_id``'s plan file, if any."""
+        if self.directory is not None:
+            (self.directory / f"{storm_id}.plan").unlink(missing_ok=True)
+
 
 class MemoryStore(MasterStore):
     """Everything in this process (a `LocalCluster`, tests): a master made again with the same
@@ -267,20 +301,14 @@ class LocalDirStore(MasterStore):
 
     def load(self) -> StoredState:
         """See `MasterStore.load`: ``state.json`` and every ``*.plan`` file."""
-        plans = {}
-        for f in sorted(self.directory.glob("*.plan")):
-            try:
-                plans[f.name[:-len(".plan")]] = StoredPlan(f.read_bytes(), str(f))
-            except OSError as e:
-                log.warning("skipped %s: %s; it was not loaded", f, e)
         s = self._state
-        return StoredState(s.counter, json.loads(json.dumps(s.topologies)), plans)
+        return StoredState(s.counter, json.loads(json.dumps(s.topologies)), self.plan_files())
 
     def _keep(self, change: Change) -> None:
         if isinstance(change, PutPlan):
-            write_private(self.directory / f"{change.storm_id}.plan", change.sealed, plan_file(change.storm_id))
+            self.write_plan_file(change.storm_id, change.sealed)
         elif isinstance(change, RemovePlan):
-            (self.directory / f"{change.storm_id}.plan").unlink(missing_ok=True)
+            self.remove_plan_file(change.storm_id)
         elif isinstance(change, (PutSupervisors, PutBeat)):
             return  # learnt again from the supervisors and workers within seconds of a restart
         else:
@@ -320,12 +348,7 @@ class ZooKeeperStore(MasterStore):
         from .ha import read_state
         read = read_state(self.coordinator)
         self.coordinator.sweep()
-        plans = {}
-        for f in sorted(self.directory.glob("*.plan")):
-            try:
-                plans[f.name[:-len(".plan")]] = StoredPlan(f.read_bytes(), str(f))
-            except OSError:
-                continue
+        plans = self.plan_files()
         topologies = {t.base["name"]: {**t.base, **t.assignment, "errors": t.errors, "storm_id": storm_id}
                       for storm_id, t in read.topologies.items()}
         beats = {storm_id: t.beats for storm_id, t in read.topologies.items()}
@@ -335,10 +358,10 @@ class ZooKeeperStore(MasterStore):
         from .ha import TopologyRecord, write_beat
         m = self._mirror
         if isinstance(change, PutPlan):
-            write_private(self.directory / f"{change.storm_id}.plan", change.sealed, plan_file(change.storm_id))
+            self.write_plan_file(change.storm_id, change.sealed)
             self.coordinator.publish_code(change.storm_id, change.digest)  # followers fetch it from us
         elif isinstance(change, RemovePlan):
-            (self.directory / f"{change.storm_id}.plan").unlink(missing_ok=True)
+            self.remove_plan_file(change.storm_id)
         elif isinstance(change, PutBeat):
             write_beat(self.coordinator, change.storm_id, change.slot, change.beat)
         elif isinstance(change, SetCounter):

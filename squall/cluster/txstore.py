@@ -1,14 +1,15 @@
-"""Where the master keeps Trident's transactional state (`squall._transactional`): values it
-stores for workers as opaque bytes, by topology name and key, and never unpickles.
+"""Where the master's store (`squall.cluster.store`) keeps Trident's transactional state
+(`squall._transactional`): values it stores for workers as opaque bytes, by topology name and
+key, and never unpickles.
 
-- `LocalCluster` (a master that is not durable): in memory (`MemoryBackend`), in the cluster,
-  which outlives its workers;
-- a lone durable master (the process and Spark hosts): `FileStore`, one sealed file per key
+- a `MemoryStore` (`LocalCluster`'s): in memory (`MemoryBackend`), in the cluster, which
+  outlives its workers;
+- a `LocalDirStore` (the process and Spark hosts): `FileStore`, one sealed file per key
   under ``<storm.local.dir>/nimbus/transactional/<topology>/`` (``<key>.v``, ``/`` in a key
   written ``~``), written atomically and fsynced;
-- Nimbus HA: `ZooKeeperStore`, one sealed node per key under
-  ``<storm.zookeeper.root>/transactional/<topology>/<key>`` (``/`` in a key is written ``~``), so a
-  new leader has it.
+- the store's `squall.cluster.store.ZooKeeperStore` (Nimbus HA): this module's `ZooKeeperStore`,
+  one sealed node per key under ``<storm.zookeeper.root>/transactional/<topology>/<key>`` (``/``
+  in a key is written ``~``), so a new leader has it.
 
 What is read back is checked before it is returned: a file must carry the cluster's seal for
 its own topology and key (a file copied to another key is refused), a node its seal for its

@@ -85,10 +85,10 @@ def test_while_no_master_leads_a_call_fails_as_an_unreachable_master_does():
 
 # --- masters on ZooKeeper -------------------------------------------------------------------------
 class _Running:
-    """A `Master` serving in a thread of this process, until `stop`."""
+    """A `Master` (``master``, else one of ``conf``) serving in a thread of this process, until `stop`."""
 
-    def __init__(self, conf):
-        self.master = Master(conf)
+    def __init__(self, conf, master=None):
+        self.master = master or Master(conf)
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self.thread = threading.Thread(target=self.loop.run_until_complete, args=(self._main(),), daemon=True)

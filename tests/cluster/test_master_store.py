@@ -12,7 +12,7 @@ from squall._config import cluster_conf
 from squall._errors import DiskWriteError
 from squall.cluster.master import Master
 from squall.cluster.store import (LocalDirStore, MemoryStore, PutPlan, PutSupervisors, PutTopology, PutTxState,
-                                  RemovePlan, RemoveTopology, SetCounter)
+                                  RemovePlan, RemoveTopology, SetCounter, ZooKeeperStore)
 from squall.engine.clock import SimulatedClock
 
 from .test_master import _register, _topology
@@ -141,3 +141,44 @@ def test_the_directory_store_writes_state_json_as_before_and_a_master_resumes_fr
     (tmp_path / "nimbus" / "state.json").write_text(json.dumps(data))
     again = Master(conf, clock=SimulatedClock(6.0))
     assert _launched(again, "t") == launches and again.op_list()[0]["id"] == storm_id
+
+
+class _FlakyZooKeeper:
+    """The parts of `squall.cluster.ha.Coordinator` the store writes through, in a dict, failing while ``down``."""
+
+    root = "/storm"
+
+    def __init__(self):
+        self.nodes = {}
+        self.down = False
+
+    def path(self, *parts):
+        return "/".join((self.root, *parts))
+
+    def write(self, path, value):
+        if self.down:
+            raise ConnectionError("ZooKeeper unreachable")
+        self.nodes[path] = value
+
+    def children(self, path):
+        return sorted({p[len(path) + 1:].split("/")[0] for p in self.nodes if p.startswith(path + "/")})
+
+    def delete(self, path):
+        self.nodes = {p: v for p, v in self.nodes.items() if p != path and not p.startswith(path + "/")}
+
+
+def test_a_zookeeper_write_that_fails_is_logged_and_written_at_the_next_refresh(tmp_path, caplog):
+    """As the leader always did: the operation is not failed, and the next save writes it."""
+    zk = _FlakyZooKeeper()
+    store = ZooKeeperStore(zk, tmp_path, b"s" * 32)
+    record = {"status": "ACTIVE", "previous": None, "launched": 1.0, "pending_action": None, "debug": {},
+              "code": "abc", "assignment": {}, "slots": {}, "errors": []}
+    zk.down = True
+    store.apply([SetCounter(1), PutTopology("t", "t-1-1", record)])
+    assert "cannot write the cluster state to ZooKeeper (the next save tries again)" in caplog.text
+    assert zk.nodes == {}
+    zk.down = False
+    store.refresh()
+    assert zk.nodes[zk.path("storms", "t-1-1")]["status"] == "ACTIVE" and zk.nodes[zk.path("counter")] == {"counter": 1}
+    store.apply([RemoveTopology("t", "t-1-1")])
+    assert zk.path("storms", "t-1-1") not in zk.nodes

@@ -4,22 +4,23 @@ without `squall._topology` or `squall.engine` importing it."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 
 import squall._topology as topology_module
 import squall.engine.loop as loop_module
 import squall.engine.plan as plan_module
 import squall.engine.serialize as serialize_module
-from squall import Bolt, Config, Fields, InvalidTopologyException, TopologyBuilder
+from squall import Bolt, Fields, InvalidTopologyException, TopologyBuilder
 from squall._config import default_conf, topology_conf
 from squall._topology import ComponentSpec, register_bolt_kind, register_topology_transform
+from squall._tuple import Tuple
 from squall.engine.loop import register_executor_timers
 from squall.engine.plan import SUBMIT_CHECK, make_plan, register_system_components
 from squall.engine.serialize import Serializer, register_record
 from squall.metric import DataPoint, TaskInfo
 from squall.testing import FeederSpout
-
-from squall._tuple import Tuple
 
 from .engine.test_serialize import SOURCES, flat, source_of
 
@@ -59,7 +60,7 @@ class SketchExecutor(Bolt):
 class Checked(Bolt):
     """A bolt that records its check at submit, or refuses the topology."""
 
-    seen: list = []
+    seen: ClassVar[list] = []
 
     def __init__(self, refuse: bool = False):
         self.refuse = refuse

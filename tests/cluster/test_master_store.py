@@ -164,7 +164,8 @@ class _FlakyZooKeeper:
         return sorted({p[len(path) + 1:].split("/")[0] for p in self.nodes if p.startswith(path + "/")})
 
     def delete(self, path):
-        self.nodes = {p: v for p, v in self.nodes.items() if p != path and not p.startswith(path + "/")}
+        for p in [p for p in self.nodes if p == path or p.startswith(path + "/")]:
+            del self.nodes[p]
 
 
 def test_a_zookeeper_write_that_fails_is_logged_and_written_at_the_next_refresh(tmp_path, caplog):
@@ -182,3 +183,83 @@ def test_a_zookeeper_write_that_fails_is_logged_and_written_at_the_next_refresh(
     assert zk.nodes[zk.path("storms", "t-1-1")]["status"] == "ACTIVE" and zk.nodes[zk.path("counter")] == {"counter": 1}
     store.apply([RemoveTopology("t", "t-1-1")])
     assert zk.path("storms", "t-1-1") not in zk.nodes
+
+
+class _Session(_FlakyZooKeeper):
+    """One master's stand-in `Coordinator` on a shared ``ensemble`` (its nodes, and who leads):
+    the election is whatever the test sets ``ensemble.leader`` to."""
+
+    hosts = "ensemble"
+    connected = True
+
+    def __init__(self, ensemble):
+        super().__init__()
+        self.ensemble = ensemble
+        self.nodes = ensemble.nodes  # one ZooKeeper for every master
+        self.me = None
+        self.in_election = True
+
+    def read(self, path):
+        return self.nodes.get(path)
+
+    def join(self, me, started, version):
+        self.me = me
+
+    def is_leader(self):
+        return self.ensemble.leader == self.me
+
+    def leader(self):
+        return self.ensemble.leader
+
+    def code_keys(self):
+        return {sid: self.read(self.path("blobstore", sid))["code"] for sid in self.children(self.path("blobstore"))}
+
+    def publish_code(self, storm_id, digest):
+        self.write(self.path("blobstore", storm_id), {"code": digest})
+
+    def holders(self, storm_id, digest):
+        return [self.me]
+
+    def register(self): ...
+    def sweep(self): ...
+    def hold(self, storm_id, digest): ...
+    def forget_writes(self): ...
+    def join_election(self): ...
+
+
+def test_a_follower_that_becomes_leader_reads_the_store_and_takes_the_workers_over(tmp_path):
+    """Nimbus HA on a SimulatedClock, ZooKeeper stood in for: the leader's commits reach the
+    store; the follower, once it wins the election, reads them and leads with the same
+    topologies, launch ids and counter, giving the workers the launch timeout to beat again."""
+    from types import SimpleNamespace
+
+    from squall.cluster.seeds import NimbusAddress
+
+    ensemble = SimpleNamespace(nodes={}, leader=None)
+    clock = SimulatedClock(50.0)
+    conf = {**CONF, "storm.local.dir": str(tmp_path)}  # the same plan files: no code to fetch
+
+    def master(port):
+        m = Master(conf, clock=clock, store=ZooKeeperStore(_Session(ensemble), tmp_path / "nimbus", b"s" * 32))
+        m.port = port
+        m.election.join()
+        return m
+
+    a = master(1)
+    ensemble.leader = NimbusAddress("127.0.0.1", 1)
+    assert a.election.tick() and a.leading
+    _register(a)
+    storm_id = a.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    launches = _launched(a, "t")
+    assert launches and ensemble.nodes["/storm/storms/" + storm_id]["status"] == "ACTIVE"
+
+    b = master(2)
+    assert not b.election.tick() and not b.leading and "t" in b.topologies  # a follower reads the store
+    clock.advance(10)
+    a.op_deactivate(name="t")
+    ensemble.leader = NimbusAddress("127.0.0.1", 2)  # a's session ends: b wins the election
+    assert b.election.tick() and b.leading
+    assert b.op_list()[0]["status"] == "INACTIVE" and _launched(b, "t") == launches
+    assert all(w["alive"] is False for w in b.op_info(name="t")["workers"])  # waiting for their beats
+    assert b.op_submit(name="u", conf={}, topology=_topology()).startswith("u-2-")
+    assert ensemble.nodes["/storm/counter"] == {"counter": 2}

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import cloudpickle
 
+from .._config import Config, conf_value
 from .._nimbus import Assignment, Heartbeat, NimbusClient
 from .._transactional import MasterBackend, WorkerLaunch
 from ..engine.clock import Clock
@@ -107,8 +108,8 @@ class WorkerAgent:
         self.state_home = state_home
         # Trident's coordinators keep their state with the master's (squall.trident.txstate)
         self.transactional_home = MasterBackend(
-            transactional_link or master, retries=int(conf.get("storm.zookeeper.retry.times", 5)),
-            interval=float(conf.get("storm.zookeeper.retry.interval", 1000)) / 1000.0,
+            transactional_link or master, retries=int(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_TIMES)),
+            interval=float(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_INTERVAL)) / 1000.0,
             caller=WorkerLaunch(storm_id, slot, launch_id))
         self.worker: Worker | None = None
         self.transport: Transport | None = None
@@ -139,7 +140,7 @@ class WorkerAgent:
     # --- the run --------------------------------------------------------------------------------------
     def run(self) -> int:
         """Run until the master says stop, `stop`, or user code crashes; the exit status."""
-        deadline = time.monotonic() + float(self.conf.get("nimbus.task.launch.secs", 120))
+        deadline = time.monotonic() + float(conf_value(self.conf, Config.NIMBUS_TASK_LAUNCH_SECS))
         try:
             a = self._call_until(deadline, self.nimbus.get_assignment, self.storm_id, self.slot,
                                  launch_id=self.launch_id)
@@ -209,7 +210,7 @@ class WorkerAgent:
         self._set_peers(a.peers)
         transport.set_launches(a.launch_ids)
         self.state = TopologyActivation(active=a.active)
-        bp = Backpressure(plan.conf["topology.executor.receive.buffer.size"], self.clock)
+        bp = Backpressure(plan.conf[Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE], self.clock)
 
         def crashed(w: Any, rec: Any) -> None:
             self._crashed.set()
@@ -244,8 +245,8 @@ class WorkerAgent:
         link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}", others=others)
         self.worker = worker
         worker.start()
-        freq = float(self.conf.get("worker.heartbeat.frequency.secs") or 1)
-        stall_after = float(plan.conf.get("topology.executor.blocking.warn.millis") or 1000) / 1000.0
+        freq = float(conf_value(self.conf, Config.WORKER_HEARTBEAT_FREQUENCY_SECS))
+        stall_after = float(conf_value(plan.conf, Config.TOPOLOGY_EXECUTOR_BLOCKING_WARN_MILLIS)) / 1000.0
         stall_tick = max(MIN_STALL_TICK_SECS, min(STALL_TICK_SECS, stall_after / 2))
         status = 0
         next_beat = 0.0  # the first beat at once: the master activates the topology once all have beaten

@@ -87,14 +87,14 @@ class Election:
         self._followed_at = 0.0
         log.info("Nimbus HA: %s joined the election at ZooKeeper %s%s", self.master.me(), self.ha.hosts, self.ha.root)
 
-    def tick(self) -> bool:
-        """Lead or follow (called 4 times a second); whether this master leads."""
+    def tick(self, now: float) -> bool:
+        """Lead or follow (called 4 times a second; ``now``: the server's monotonic clock, in
+        seconds); whether this master leads."""
         leader = self.ha.is_leader()
         if self.master.leading and not leader:
             log.warning("lost the lead (ZooKeeper connection or session lost): following")
             self.master.leading = False
         if not self.master.leading:
-            now = time.monotonic()
             if leader:
                 self.take_lead()
             elif now - self._followed_at >= FOLLOW_SECS:
@@ -171,12 +171,12 @@ class Election:
                             for sid, s in state.supervisors.items()}
         return complete
 
-    def monitor(self) -> None:
-        """The leader's second: save, write heartbeat summaries that are due, keep holding code."""
+    def monitor(self, now: float) -> None:
+        """The leader's second (``now``: the server's monotonic clock): save, write heartbeat
+        summaries that are due, keep holding code."""
         self.master._commit()
         self.master.store.refresh()  # nodes someone else changed are written again
         every = float(self.conf.get("task.heartbeat.frequency.secs") or 3)
-        now = time.monotonic()
         try:
             self._sync_code(self.ha.code_keys())
             for topo in self.master.topologies.values():

@@ -69,12 +69,13 @@ class MasterServer:
             async with server:
                 while True:
                     await asyncio.sleep(tick)
+                    now = time.monotonic()
                     try:
-                        if (election is None or election.tick()) and time.monotonic() - monitored >= freq:
-                            monitored = time.monotonic()
+                        if (election is None or election.tick(now)) and now - monitored >= freq:
+                            monitored = now
                             master.monitor()
                             if election is not None:
-                                election.monitor()
+                                election.monitor(now)
                     except Exception:
                         log.exception("monitor failed")
         finally:

@@ -247,18 +247,18 @@ def test_a_follower_that_becomes_leader_reads_the_store_and_takes_the_workers_ov
 
     a = master(1)
     ensemble.leader = NimbusAddress("127.0.0.1", 1)
-    assert a.election.tick() and a.leading
+    assert a.election.tick(clock.now()) and a.leading
     _register(a)
     storm_id = a.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     launches = _launched(a, "t")
     assert launches and ensemble.nodes["/storm/storms/" + storm_id]["status"] == "ACTIVE"
 
     b = master(2)
-    assert not b.election.tick() and not b.leading and "t" in b.topologies  # a follower reads the store
+    assert not b.election.tick(clock.now()) and not b.leading and "t" in b.topologies  # a follower reads the store
     clock.advance(10)
     a.op_deactivate(name="t")
     ensemble.leader = NimbusAddress("127.0.0.1", 2)  # a's session ends: b wins the election
-    assert b.election.tick() and b.leading
+    assert b.election.tick(clock.now()) and b.leading
     assert b.op_list()[0]["status"] == "INACTIVE" and _launched(b, "t") == launches
     assert all(w["alive"] is False for w in b.op_info(name="t")["workers"])  # waiting for their beats
     assert b.op_submit(name="u", conf={}, topology=_topology()).startswith("u-2-")

@@ -20,6 +20,11 @@ into ``done-<task>.json``, which the run waits for. ``LastCounts`` keeps the las
 each word it saw and writes them on cleanup: correct means they equal W1's reference counts
 and every sentence was acked in a batch.
 
+The workers' CPU seconds are measured too: W1T's from each spout task's ``open`` to its last
+``ack`` (its worker process's CPU; on LocalCluster the whole process), core W1's as its record
+has them (``cpu_s``). ``cpu_ratio_to_w1`` is core W1's CPU per sentence over W1T's: on this
+shared machine, whose speed swings 2x within minutes, it moves less than the ratio of rates.
+
 ``topology.max.spout.pending`` is the batches in flight (``--max-pending``, default 3) and
 ``topology.trident.batch.emit.interval.millis`` is 0 here: Storm's 500 ms pause between batches
 would cap a 1,000-sentence batch at 2,000 sentences/s whatever the engine does.
@@ -67,6 +72,7 @@ class CorpusBatchSpout(IBatchSpout):
         self._exhausted = False
         self._acked = 0
         self._t_last_ack: float | None = None
+        self._cpu_last_ack = self._cpu_open
         self._done = False
 
     def emit_batch(self, batch_id: int, collector: Any) -> None:
@@ -90,6 +96,7 @@ class CorpusBatchSpout(IBatchSpout):
         self._latencies.append(now - started)
         self._acked += len(batch)
         self._t_last_ack = now
+        self._cpu_last_ack = _process_cpu()
         self._check_done()
 
     def _check_done(self) -> None:
@@ -97,7 +104,8 @@ class CorpusBatchSpout(IBatchSpout):
             self._done = True
             _write_json(Path(self.output_dir) / f"done-{self._task}.json", {
                 "task": self._task, "t_open": self._t_open, "cpu_open": self._cpu_open,
-                "t_last_ack": self._t_last_ack, "acked": self._acked, "latencies_s": self._latencies})
+                "t_last_ack": self._t_last_ack, "acked": self._acked,
+                "cpu_last_ack": self._cpu_last_ack, "latencies_s": self._latencies})
 
     def get_output_fields(self) -> Fields:
         return Fields("sentence")
@@ -150,6 +158,10 @@ def build(directory: str, output_dir: str, batch_size: int = DEFAULT_BATCH_SIZE,
     return topology.build(), conf
 
 
+def _cpu_us(cpu_s: float | None, n: int) -> float | None:
+    return None if cpu_s is None else round(1e6 * cpu_s / n, 2)
+
+
 def run_trident(n: int, host: str = "local", workers: int = 1, parallelism: int | None = None,
                 batch_size: int = DEFAULT_BATCH_SIZE, max_batches: int = DEFAULT_MAX_BATCHES,
                 corpus_dir: str | Path | None = None, timeout: float = 600.0,
@@ -193,7 +205,9 @@ def run_trident(n: int, host: str = "local", workers: int = 1, parallelism: int 
     wall = max(s["t_last_ack"] or 0.0 for s in spouts) - min(s["t_open"] for s in spouts)
     latencies = sorted(1000.0 * x for s in spouts for x in s["latencies_s"])
     acked = sum(s["acked"] for s in spouts)
+    cpu = sum(s["cpu_last_ack"] - s["cpu_open"] for s in spouts)
     return {"wall_s": round(wall, 3), "sentences_per_s": round(n / wall, 1),
+            "cpu_s": round(cpu, 3), "cpu_us_per_sentence": _cpu_us(cpu, n),
             "words_per_s": round(n * WORDS_PER_SENTENCE / wall, 1),
             "batches": len(latencies), "batch_latency_mean_ms": round(sum(latencies) / len(latencies), 3),
             "batch_latency_p50_ms": round(harness.percentile(latencies, 50), 3),
@@ -224,6 +238,9 @@ def run(n: int = 1_000_000, host: str = "local", workers: int = 1, parallelism: 
         w1_sentences_per_s=core["sentences_per_s"], w1_correct=core["correct"],
         w1_complete_latency_mean_ms=core["complete_latency_mean_ms"],
         ratio_to_w1=round(trident["sentences_per_s"] / core["sentences_per_s"], 4),
+        w1_cpu_us_per_sentence=_cpu_us(core.get("cpu_s"), n),
+        cpu_ratio_to_w1=(round(core["cpu_s"] / trident["cpu_s"], 4)
+                         if core.get("cpu_s") and trident["cpu_s"] else None),
     )
     record["correct"] = trident["correct"] and core["correct"]
     return harness.finish_record(record, meter)

@@ -355,7 +355,7 @@ def _squall_sources():
 # layering, the connectors' retries) is rewriting them now; each goes from here when its key
 # reads are moved to the constants.
 KEYS_STILL_SPELLED_IN = frozenset({
-    "cluster/master.py", "cluster/master_ha.py", "cluster/ha.py", "cluster/client.py", "cluster/local.py",
+    "cluster/master.py", "cluster/master_ha.py", "cluster/client.py", "cluster/local.py",
     "cluster/store.py", "cluster/server.py", "ui/link.py",
 })
 

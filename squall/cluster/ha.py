@@ -56,6 +56,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._config import Config, conf_value
 from .._errors import SquallError
 from .._keys import ZOOKEEPER, derive_key
 from .seeds import NimbusAddress, parse_seed
@@ -71,10 +72,10 @@ OFFLINE = "Offline"
 def zookeeper_servers(conf: Mapping[str, Any]) -> str | None:
     """kazoo's hosts string for ``storm.zookeeper.servers`` (each ``host`` at
     ``storm.zookeeper.port``, or ``host:port``); None when HA is off (no servers)."""
-    servers = conf.get("storm.zookeeper.servers")
+    servers = conf.get(Config.STORM_ZOOKEEPER_SERVERS)
     if not servers:
         return None
-    port = int(conf.get("storm.zookeeper.port") or 2181)
+    port = int(conf_value(conf, Config.STORM_ZOOKEEPER_PORT))
     return ",".join(str(parse_seed(str(s), port)) for s in servers)
 
 
@@ -203,12 +204,12 @@ class Coordinator:
             raise SquallError("storm.zookeeper.servers is set, so this master needs kazoo: "
                               "pip install 'squall[ha]'") from e
         self.hosts = zookeeper_servers(conf)
-        self.root = "/" + str(conf.get("storm.zookeeper.root") or "/storm").strip("/")
+        self.root = "/" + str(conf_value(conf, Config.STORM_ZOOKEEPER_ROOT)).strip("/")
         self.secret = secret
-        session = float(conf.get("storm.zookeeper.session.timeout") or 20000) / 1000.0
-        connect = float(conf.get("storm.zookeeper.connection.timeout") or 15000) / 1000.0
-        tries = int(conf.get("storm.zookeeper.retry.times") or 5)
-        interval = float(conf.get("storm.zookeeper.retry.interval") or 1000) / 1000.0
+        session = float(conf_value(conf, Config.STORM_ZOOKEEPER_SESSION_TIMEOUT)) / 1000.0
+        connect = float(conf_value(conf, Config.STORM_ZOOKEEPER_CONNECTION_TIMEOUT)) / 1000.0
+        tries = int(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_TIMES))
+        interval = float(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_INTERVAL)) / 1000.0
         self.credential = ZooKeeperCredential.of(secret)
         self.acl = self.credential.acl()
         self.zk = KazooClient(hosts=self.hosts, timeout=session,

@@ -42,6 +42,19 @@ class NotLeaderException(SquallError):
     current leader is HOST:PORT"); the message names the leader, if there is one."""
 
 
+class RpcError(SquallError):
+    """A peer of squall's control channel (`squall._wire`) could not be reached, refused us, or
+    broke the protocol."""
+
+
+class RemoteError(SquallError):
+    """The peer ran the request and it failed; ``type`` names the exception it raised."""
+
+    def __init__(self, message: str, type_name: str) -> None:
+        super().__init__(message)
+        self.type = type_name
+
+
 class IllegalStateTransition(SquallError):
     """The topology's status does not allow this operation (Storm's "No transition for event")."""
 

@@ -38,7 +38,7 @@ class StormSubmitter:
         # The master named by the configuration (imported here: the cluster layer sits above).
         from ._config import cluster_conf
         from .cluster.client import MasterClient
-        from .worker.rpc import RpcError
+        from ._errors import RpcError
         try:
             with MasterClient(cluster_conf(_daemon_conf)) as master:
                 master.submit_topology(name, None if conf is None else dict(conf), topology)

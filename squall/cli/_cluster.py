@@ -35,7 +35,8 @@ from ..cluster.health import HealthCheck
 from ..cluster.process import run_nimbus, running_supervisor
 from ..cluster.seeds import describe_seeds, nimbus_seeds
 from ..cluster.supervisor import run_process_supervisor
-from ..worker.rpc import AuthenticationError, RpcError
+from .._errors import RpcError
+from .._wire import AuthenticationError
 from ._drpc import drpc_beside_nimbus
 from ._local import last_time, times, user_components
 from ._options import UserError, cluster_conf_of

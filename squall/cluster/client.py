@@ -11,15 +11,10 @@ from typing import Any
 
 from .. import _errors
 from .._nimbus import READS, NimbusClient, NimbusIface, verb_named
+from .._errors import RemoteError, RpcError
+from .._secret import load_or_create_secret
 from .._topology import StormTopology
-from ..worker.rpc import (
-    AuthenticationError,
-    Client,
-    RemoteError,
-    RpcError,
-    load_or_create_secret,
-    rpc_settings,
-)
+from .._wire import AuthenticationError, Client, rpc_settings
 from .seeds import LeaderLink, NimbusAddress, nimbus_seeds
 from .shipping import pickle_topology
 

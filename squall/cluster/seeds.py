@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from .._config import Config, conf_value
 from .._errors import NotLeaderException
-from ..worker.calls import RemoteError, RpcError
+from .._errors import RemoteError, RpcError
 
 log = logging.getLogger("squall.client")
 
@@ -188,7 +188,9 @@ class LeaderLink:
 def master_link(conf: Mapping[str, Any], timeout: float = 10.0, first: NimbusAddress | None = None) -> LeaderLink:
     """The leader, over the authenticated RPC channel (`squall.worker.rpc.MasterConnection`), for a
     supervisor or a worker: ``first`` (the address a worker was started with) then the seeds."""
-    from ..worker.rpc import MasterConnection, load_or_create_secret, rpc_settings  # the network's parts
+    from .._secret import load_or_create_secret  # the network's parts
+    from .._wire import rpc_settings
+    from ..worker.rpc import MasterConnection
 
     secret, settings = load_or_create_secret(conf), rpc_settings(conf)
     return LeaderLink(nimbus_seeds(conf), lambda a: MasterConnection(a.host, a.port, secret, settings, timeout=timeout),

@@ -118,7 +118,7 @@ class DRPCSpout(Spout):
                 return
 
     def _fetch(self, server: _Server, now: float) -> dict | None:
-        from ..worker.rpc import RpcError
+        from .._errors import RpcError
         try:
             request = server.call("fetch_request", function=self.function)
         except RpcError as e:
@@ -151,7 +151,7 @@ class DRPCSpout(Spout):
             if drpc is not None:
                 drpc.fail_request(msg_id.request_id, why)
             return
-        from ..worker.rpc import RemoteError, RpcError
+        from .._errors import RemoteError, RpcError
         server = self._servers[msg_id.server]
         for attempt in range(1, _TRIES + 1):
             try:
@@ -214,7 +214,7 @@ class ReturnResults(Bolt):
         self._send(tup, info, result)
 
     def _send(self, tup: Any, info: ReturnInfo, result: str) -> None:
-        from ..worker.rpc import RemoteError, RpcError
+        from .._errors import RemoteError, RpcError
         try:
             server = self._server(info)
         except DRPCExecutionException as e:

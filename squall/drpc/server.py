@@ -3,7 +3,7 @@
 Two ports, as Storm's: callers (`DRPCClient`) on ``drpc.port`` (3772) run ``execute``; the
 topologies' DRPC spouts and return bolts on ``drpc.invocations.port`` (3773) run
 ``fetch_request``, ``result`` and ``fail_request``. Every connection is authenticated with the
-cluster's secret by `squall.worker.rpc`'s handshake and frames (as the master's), at most
+cluster's secret by `squall._wire`'s handshake and frames (as the master's), at most
 ``drpc.max.connections`` are open, and a frame over ``drpc.max_buffer_size`` bytes closes its
 connection. A request with no result within ``drpc.request.timeout.secs`` (600) fails with
 `DRPCExecutionException` (SERVER_TIMEOUT).
@@ -115,7 +115,7 @@ class DRPCServer:
             OSError: a port is taken (EADDRINUSE) or an address cannot be bound.
         """
         from .._connlimit import ACCEPT_BACKLOG, ConnectionTable, FullTableLog, connection_cap, open_files_limit
-        from ..worker.rpc import serve_connection
+        from .._wire import serve_connection
         table: ConnectionTable[asyncio.StreamWriter] = ConnectionTable(
             connection_cap(self.links.rpc.max_connections, open_files_limit()))
         FullTableLog(log, "the DRPC server").install(asyncio.get_running_loop())

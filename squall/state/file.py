@@ -164,7 +164,5 @@ class FileKeyValueStateProvider(StateProvider):
 
 
 def _local_key(root: Path) -> bytes:
-    from ..worker.rpc import (
-        load_or_create_secret,  # <root>/secret, owner-only, made on first use
-    )
+    from .._secret import load_or_create_secret  # <root>/secret, owner-only, made on first use
     return state_key(load_or_create_secret({Config.STORM_LOCAL_DIR: str(root)}))

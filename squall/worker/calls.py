@@ -9,19 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from .._errors import SquallError
+from .._errors import RemoteError, RpcError  # the channel's errors, raised by both seams
 
-
-class RpcError(SquallError):
-    """The peer could not be reached, refused us, or broke the protocol."""
-
-
-class RemoteError(SquallError):
-    """The peer ran the request and it failed; ``type`` names the exception it raised."""
-
-    def __init__(self, message: str, type_name: str) -> None:
-        super().__init__(message)
-        self.type = type_name
+__all__ = ["MasterCalls", "RemoteError", "RpcError"]
 
 
 class MasterCalls(Protocol):

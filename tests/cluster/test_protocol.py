@@ -118,3 +118,15 @@ def test_records_reach_the_master_as_the_maps_its_operations_read(master):
     assert args["exits"] == [{"storm_id": "x", "slot": "h:7000", "launch_id": 2, "status": 1, "started": False,
                               "output": "boom"}]
     assert args["running"] == [{"port": 7001, "storm_id": "y", "launch_id": 3}]
+
+
+def test_the_architecture_page_lists_every_verb_with_its_leader_and_read_marks():
+    from pathlib import Path
+    page = (Path(__file__).parents[2] / "docs" / "architecture.md").read_text()
+    table = page.split("### The master's protocol", 1)[1].split("\n\n|", 1)[1].split("\n\n", 1)[0]
+    listed = {}
+    for row in table.splitlines()[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for name in cells[0].replace("`", "").split(", "):
+            listed[name] = (cells[3] == "yes", cells[4] == "yes")
+    assert listed == {v.name: (v.leader_only, v.read) for v in VERBS.values()}

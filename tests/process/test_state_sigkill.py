@@ -1,6 +1,8 @@
 """Stateful bolts on the process host (issue 16): a worker SIGKILLed mid-run; its bolts' state
 comes back from the file store under storm.local.dir as last committed, the spout replays what
-was not committed, and no update is lost (Storm's at-least-once state)."""
+was not committed, and no update is lost (Storm's at-least-once state). The tests share one
+cluster (a worker is killed, never the master or its supervisor): each runs its own topology,
+killed at its end, with its state under its own name."""
 
 from ..conftest import wait_until
 from ..state.counting import (
@@ -16,7 +18,8 @@ from .semantics_topology import topology_conf
 
 
 
-def test_state_rolls_back_and_no_update_is_lost_after_a_worker_is_sigkilled(cluster, tmp_path):
+def test_state_rolls_back_and_no_update_is_lost_after_a_worker_is_sigkilled(shared_cluster, tmp_path):
+    cluster = shared_cluster
     out = tmp_path / "out"
     out.mkdir()
     conf = topology_conf(out, **{"topology.message.timeout.secs": 5, "topology.max.spout.pending": 200,
@@ -34,9 +37,10 @@ def test_state_rolls_back_and_no_update_is_lost_after_a_worker_is_sigkilled(clus
     print(f"process host SIGKILL: {twice} updates applied twice, {replayed} tuples replayed")
 
 
-def test_persistent_windows_resume_from_the_file_store_after_a_worker_is_sigkilled(cluster, tmp_path):
+def test_persistent_windows_resume_from_the_file_store_after_a_worker_is_sigkilled(shared_cluster, tmp_path):
     """The same with `WindowCounts`, a persistent windowed bolt: its windows come back from the
     file store; every id is counted in some window (no window content lost)."""
+    cluster = shared_cluster
     out = tmp_path / "out"
     out.mkdir()
     conf = topology_conf(out, **{"topology.message.timeout.secs": 5, "topology.max.spout.pending": 200,

@@ -1,6 +1,6 @@
 """The UI daemon's ASGI app: Storm's REST API under ``/api/v1/`` (docs/ui.md, "REST API").
 
-`create_app` builds it over a `MasterLink`. Every master call runs on a worker thread, never on
+`create_app` builds it over a `UiMasterLink`. Every master call runs on a worker thread, never on
 the event loop, so a slow or dead master holds up only the requests that need it: a master that
 cannot be reached makes each such request answer 503 with Storm's error JSON, and the daemon
 goes on serving (and answers again once the master is back). Every error is Storm's shape,
@@ -35,7 +35,7 @@ from .._errors import (
 )
 from . import storm_json as sj
 from .guard import ActionGuard, allowed_hosts, host_allowed
-from .link import MasterLink, MasterUnavailable
+from .link import UiMasterLink, MasterUnavailable
 from .openapi import openapi_document
 
 log = logging.getLogger("squall.ui")
@@ -107,7 +107,7 @@ def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 class _Api:
     """The endpoints, over one master link."""
 
-    def __init__(self, link: MasterLink, guard: ActionGuard) -> None:
+    def __init__(self, link: UiMasterLink, guard: ActionGuard) -> None:
         self.link = link
         self.guard = guard
 
@@ -240,7 +240,7 @@ async def _json_body(request: Request) -> Any:
         raise ApiError(400, f"the body is not valid JSON: {e}") from None
 
 
-def api_routes(link: MasterLink, guard: ActionGuard) -> list[BaseRoute]:
+def api_routes(link: UiMasterLink, guard: ActionGuard) -> list[BaseRoute]:
     """Storm's REST endpoints under `API`."""
     api = _Api(link, guard)
     topo = f"{API}/topology/{{id}}"
@@ -297,7 +297,7 @@ class HostCheck:
         await self.app(scope, receive, send)
 
 
-def create_app(link: MasterLink, conf: Mapping[str, Any], *, secret: bytes | None,
+def create_app(link: UiMasterLink, conf: Mapping[str, Any], *, secret: bytes | None,
                extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The UI daemon's app over ``link``.
 

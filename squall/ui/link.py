@@ -1,4 +1,4 @@
-"""How the UI daemon reaches the master: `MasterLink`, the few calls its pages and actions need,
+"""How the UI daemon reaches the master: `UiMasterLink`, the few calls its pages and actions need,
 over RPC (`RpcLink`, the ``squall ui`` daemon and the Spark driver) or direct (`DirectLink`, a
 `LocalCluster` in this process).
 
@@ -30,7 +30,7 @@ class MasterUnavailable(SquallError):
     """The master cannot be reached (down, restarting, or refusing our secret)."""
 
 
-class MasterLink(Protocol):
+class UiMasterLink(Protocol):
     """The master's calls the UI daemon makes; each blocks until the master answers."""
 
     def read(self, op: str, **args: Any) -> Any:
@@ -67,36 +67,36 @@ def _check_read(op: str) -> None:
 
 
 class _VerbLink:
-    """The actions of `MasterLink`, written once over a cluster's verbs (`NimbusVerbs` of a
+    """The actions of `UiMasterLink`, written once over a cluster's verbs (`NimbusVerbs` of a
     `MasterClient`, or a `LocalCluster`), which `_run` lends each call."""
 
     def _run(self, action: Callable[[Any], R]) -> R:
         raise NotImplementedError
 
     def activate(self, name: str) -> None:
-        """`MasterLink.activate`: the cluster's ``activate``."""
+        """`UiMasterLink.activate`: the cluster's ``activate``."""
         self._run(lambda cluster: cluster.activate(name))
 
     def deactivate(self, name: str) -> None:
-        """`MasterLink.deactivate`: the cluster's ``deactivate``."""
+        """`UiMasterLink.deactivate`: the cluster's ``deactivate``."""
         self._run(lambda cluster: cluster.deactivate(name))
 
     def kill(self, name: str, wait_secs: float) -> None:
-        """`MasterLink.kill`: the cluster's ``kill_topology``."""
+        """`UiMasterLink.kill`: the cluster's ``kill_topology``."""
         self._run(lambda cluster: cluster.kill_topology(name, wait_secs=wait_secs))
 
     def rebalance(self, name: str, num_workers: int | None, executors: dict[str, int] | None,
                   wait_secs: float) -> None:
-        """`MasterLink.rebalance`: the cluster's ``rebalance``."""
+        """`UiMasterLink.rebalance`: the cluster's ``rebalance``."""
         self._run(lambda cluster: cluster.rebalance(name, num_workers, executors, wait_secs=wait_secs))
 
     def debug(self, name: str, component: str | None, enable: bool, pct: float) -> None:
-        """`MasterLink.debug`: the cluster's ``debug``."""
+        """`UiMasterLink.debug`: the cluster's ``debug``."""
         self._run(lambda cluster: cluster.debug(name, component, enable, pct))
 
 
 class RpcLink(_VerbLink):
-    """`MasterLink` over the master's authenticated RPC channel (`MasterClient`). The connection
+    """`UiMasterLink` over the master's authenticated RPC channel (`MasterClient`). The connection
     is opened on first use, and again after a failure: the UI outlives a master restart."""
 
     def __init__(self, conf: dict[str, Any], timeout: float = 10.0) -> None:
@@ -131,7 +131,7 @@ class RpcLink(_VerbLink):
         self._client = None
 
     def read(self, op: str, **args: Any) -> Any:
-        """`MasterLink.read` over RPC; `ValueError` if ``op`` is not a read verb, `MasterUnavailable`
+        """`UiMasterLink.read` over RPC; `ValueError` if ``op`` is not a read verb, `MasterUnavailable`
         if the master cannot be reached."""
         _check_read(op)
         return self._run(lambda client: client.request(op, **args))
@@ -143,7 +143,7 @@ class RpcLink(_VerbLink):
 
 
 class DirectLink(_VerbLink):
-    """`MasterLink` to a `LocalCluster` in this process: reads are the master's verbs under its
+    """`UiMasterLink` to a `LocalCluster` in this process: reads are the master's verbs under its
     lock (`squall.cluster.inprocess.DirectMaster.request`), actions the cluster's own verbs,
     which also tell its in-process workers and supervisors at once."""
 
@@ -156,7 +156,7 @@ class DirectLink(_VerbLink):
         return action(self._cluster)
 
     def read(self, op: str, **args: Any) -> Any:
-        """`MasterLink.read`: the master's verb ``op`` (``info``: the cluster's `get_topology_info`,
+        """`UiMasterLink.read`: the master's verb ``op`` (``info``: the cluster's `get_topology_info`,
         with the workers' figures of this moment); `ValueError` if ``op`` is not a read verb,
         `MasterUnavailable` once the cluster is shut down."""
         _check_read(op)

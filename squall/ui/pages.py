@@ -24,14 +24,14 @@ from .history import HistorySampler, Totals
 from .link import MasterUnavailable
 
 if TYPE_CHECKING:
-    from .link import MasterLink
+    from .link import UiMasterLink
 
 STATIC = Path(__file__).with_name("static")
 PAGES = ("index.html", "topology.html", "component.html")
 ALL_TIME = ":all-time"
 
 
-def read_totals(link: MasterLink) -> Iterator[Totals]:
+def read_totals(link: UiMasterLink) -> Iterator[Totals]:
     """Every running topology's all-time spout totals, from the master's topology page (one
     source of figures: the same numbers the page's tables show)."""
     for t in link.read("list"):
@@ -48,7 +48,7 @@ def read_totals(link: MasterLink) -> Iterator[Totals]:
 class WebPages:
     """The pages' routes and the history sampler behind their charts, over one master link."""
 
-    def __init__(self, link: MasterLink, conf: Mapping[str, Any]) -> None:
+    def __init__(self, link: UiMasterLink, conf: Mapping[str, Any]) -> None:
         self._link = link
         self.sampler = HistorySampler(lambda: list(read_totals(link)),
                                       interval_secs=float(setting(conf, Config.SQUALL_UI_HISTORY_INTERVAL_SECS)),

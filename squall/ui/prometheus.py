@@ -24,7 +24,7 @@ from starlette.routing import Route
 from .._errors import NotAliveException
 from ..engine.stats import GAUGES, LATENCIES
 from .app import error_response
-from .link import MasterLink, MasterUnavailable
+from .link import UiMasterLink, MasterUnavailable
 
 _TASK_LABELS = ["topology", "component", "task", "source", "stream"]
 _WORKER_LABELS = ["topology", "host", "port"]
@@ -82,7 +82,7 @@ class _Snapshot:
         yield from workers.values()
 
 
-def _scrape(link: MasterLink) -> bytes:
+def _scrape(link: UiMasterLink) -> bytes:
     topologies = []
     for t in link.read("list"):
         try:
@@ -94,7 +94,7 @@ def _scrape(link: MasterLink) -> bytes:
     return generate_latest(registry)
 
 
-def metrics_route(link: MasterLink) -> Route:
+def metrics_route(link: UiMasterLink) -> Route:
     """The ``/metrics`` route over ``link``; 503 (Storm's error JSON) while the master is down."""
     async def metrics(request: Request) -> Response:
         try:

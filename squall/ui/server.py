@@ -16,7 +16,7 @@ from .._config import SECRET_KEY, Config, conf_value, setting
 from .._connlimit import ACCEPT_BACKLOG
 from .._errors import SquallError
 from .app import create_app
-from .link import DirectLink, MasterLink, RpcLink
+from .link import DirectLink, UiMasterLink, RpcLink
 from .pages import WebPages
 from .slow_clients import GuardedServer, UiLimits, guarded_protocol, ui_limits
 
@@ -60,7 +60,7 @@ def local_app(cluster: LocalCluster) -> Starlette:
     return _app(DirectLink(cluster), cluster.conf, secret)
 
 
-def _app(link: MasterLink, conf: Mapping[str, Any], secret: bytes | None) -> Starlette:
+def _app(link: UiMasterLink, conf: Mapping[str, Any], secret: bytes | None) -> Starlette:
     """The REST API, the web pages (whose history sampler `UiServer.run` starts and stops with
     the serving) and `ui_routes`."""
     from .prometheus import metrics_route

@@ -8,7 +8,7 @@ from squall.ui.pages import WebPages, read_totals
 
 
 class _Link:
-    """A MasterLink whose `read` answers ``list`` and ``topology_page`` from fixed figures."""
+    """A UiMasterLink whose `read` answers ``list`` and ``topology_page`` from fixed figures."""
 
     def __init__(self, acked: int = 0, down: bool = False) -> None:
         self.acked = acked

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from squall import Config, InvalidTopologyException, SquallError
@@ -344,11 +346,16 @@ def test_conf_value_falls_back_to_the_defaults_file_when_a_key_is_missing_or_nul
         default_of(Config.TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT)
 
 
-def _squall_sources():
+@functools.cache
+def _squall_trees():
+    """Every module of ``squall/`` but ``_config.py``, parsed once for the scans below: its path
+    relative to ``squall/`` -> its ast."""
+    import ast
     import pathlib
 
     root = pathlib.Path(__file__).resolve().parent.parent / "squall"
-    return root, sorted(p for p in root.rglob("*.py") if p.name != "_config.py")
+    return {p.relative_to(root).as_posix(): ast.parse(p.read_text(), str(p))
+            for p in sorted(root.rglob("*.py")) if p.name != "_config.py"}
 
 
 # Files whose keys are still spelled out: other work of issue 35 (the master, the protocol, the
@@ -356,11 +363,11 @@ def _squall_sources():
 # reads are moved to the constants.
 KEYS_STILL_SPELLED_IN = frozenset({
     "cluster/master.py", "cluster/master_ha.py", "cluster/client.py", "cluster/local.py",
-    "cluster/store.py", "cluster/server.py", "ui/link.py",
+    "cluster/store.py", "cluster/server.py",
 })
 
 
-def _key_readers(sources):
+def _key_readers(trees):
     """For each source file, a function giving the key an expression names: ``Config.X``, the
     key's string, or a module-level alias of a constant (``BUCKET_KEY = Config.X``, its own or
     one imported, when its name is not used for two keys); else None."""
@@ -370,33 +377,33 @@ def _key_readers(sources):
     from squall._config import config_keys
 
     keys = config_keys()
-    trees = {path: ast.parse(path.read_text()) for path in sources}
-    own: dict = {path: {} for path in sources}
+    key_strings = set(keys.values())
+    own: dict = {name: {} for name in trees}
     everywhere = collections.defaultdict(set)
-    for path, tree in trees.items():
+    for name, tree in trees.items():
         for node in tree.body:
             value = getattr(node, "value", None)
             if isinstance(node, ast.Assign) and isinstance(value, ast.Attribute) \
                     and isinstance(value.value, ast.Name) and value.value.id == "Config" and value.attr in keys:
                 for target in node.targets:
                     if isinstance(target, ast.Name):
-                        own[path][target.id] = keys[value.attr]
+                        own[name][target.id] = keys[value.attr]
                         everywhere[target.id].add(keys[value.attr])
-    unique = {name: next(iter(ks)) for name, ks in everywhere.items() if len(ks) == 1}
+    unique = {alias: next(iter(ks)) for alias, ks in everywhere.items() if len(ks) == 1}
 
-    def reader(path):
-        names = {**unique, **own[path]}
+    def reader(name):
+        names = {**unique, **own[name]}
 
         def key_of(node):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Config":
                 return keys.get(node.attr)
-            if isinstance(node, ast.Constant) and node.value in set(keys.values()):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in key_strings:
                 return node.value
             if isinstance(node, ast.Name):
                 return names.get(node.id)
             return None
         return key_of
-    return trees, reader
+    return reader
 
 
 def test_no_configuration_key_is_spelled_outside_config():
@@ -405,17 +412,70 @@ def test_no_configuration_key_is_spelled_outside_config():
     from squall._config import config_keys
 
     keys = set(config_keys().values())
-    root, sources = _squall_sources()
-    found = []
-    for path in sources:
-        name = path.relative_to(root).as_posix()
-        if name in KEYS_STILL_SPELLED_IN:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and node.value in keys:
-                found.append(f"{name}:{node.lineno}: {node.value!r}")
+    found = [f"squall/{name}:{node.lineno}: {node.value!r}"
+             for name, tree in _squall_trees().items() if name not in KEYS_STILL_SPELLED_IN
+             for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in keys]
 
-    assert found == []  # read it by its constant, Config.<NAME>
+    assert found == [], ("configuration keys spelled as strings; name each by its constant, Config.<NAME> "
+                         "(squall/_config.py), as the other modules do:\n" + "\n".join(found))
+
+
+def _repeated_default(node, module_literals):
+    """The default written at a read site, or None: a literal, arithmetic of literals
+    (``16 << 20``), a ``DEFAULT_*`` name, or a name the module binds to a literal
+    (``TCP_WIRE = "tcp"`` given as ``setting(conf, WIRE_KEY, TCP_WIRE)``)."""
+    import ast
+
+    if isinstance(node, ast.Name):
+        if node.id.startswith("DEFAULT"):
+            return node.id
+        return module_literals.get(node.id)
+    if isinstance(node, ast.BinOp):
+        left = _repeated_default(node.left, module_literals)
+        return left if left is not None and _repeated_default(node.right, module_literals) is not None else None
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None
+
+
+def _module_literals(tree):
+    """The module-level names ``tree`` binds once to a literal (``TCP_WIRE = "tcp"``)."""
+    import ast
+    import collections
+
+    bound = collections.defaultdict(list)
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(target, ast.Name):
+                    try:
+                        bound[target.id].append(ast.literal_eval(node.value))
+                    except ValueError:
+                        bound[target.id].append(None)
+    return {name: values[0] for name, values in bound.items() if len(values) == 1 and values[0] is not None}
+
+
+def _default_reads(tree):
+    """(key expression, default expression, line) of each read in ``tree`` that gives a default:
+    ``m.get(key, d)``, ``m.get(key) or d``, and ``setting(conf, key, d)`` (``default=d`` too)."""
+    import ast
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and len(node.args) == 2:
+            yield node.args[0], node.args[1], node.lineno
+        elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+            first = node.values[0]
+            if isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute) and first.func.attr == "get" \
+                    and len(first.args) == 1:
+                yield first.args[0], node.values[1], node.lineno
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setting" \
+                and len(node.args) >= 2:
+            given = node.args[2] if len(node.args) >= 3 else next(
+                (kw.value for kw in node.keywords if kw.arg == "default"), None)
+            if given is not None:
+                yield node.args[1], given, node.lineno
 
 
 def test_no_default_is_repeated_where_a_key_is_read():
@@ -423,42 +483,42 @@ def test_no_default_is_repeated_where_a_key_is_read():
     default is in defaults.yaml: read it with conf_value (or setting without a default) instead."""
     import ast
 
-    def literal(node):  # a value written at the read site: a literal, arithmetic of them, or a DEFAULT_* name
-        if isinstance(node, ast.Name) and node.id.startswith("DEFAULT"):
-            return node.id
-        if isinstance(node, ast.BinOp):
-            return literal(node.left) if literal(node.right) is not None else None
-        try:
-            return ast.literal_eval(node)
-        except ValueError:
-            return None
-
     defaults = default_conf()
-    root, sources = _squall_sources()
-    trees, reader = _key_readers(sources)
+    trees = _squall_trees()
+    reader = _key_readers(trees)
     found = []
-    for path in sources:
-        name = path.relative_to(root).as_posix()
+    for name, tree in trees.items():
         if name in KEYS_STILL_SPELLED_IN:
             continue
-        key_of = reader(path)
-        for node in ast.walk(trees[path]):
-            read = None
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
-                    and len(node.args) == 2:
-                read = (node.args[0], node.args[1])
-            elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
-                first = node.values[0]
-                if isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute) and first.func.attr == "get" \
-                        and len(first.args) == 1:
-                    read = (first.args[0], node.values[-1])
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setting" \
-                    and len(node.args) == 3:
-                read = (node.args[1], node.args[2])
-            if read is None:
-                continue
-            key = key_of(read[0])
-            if key is not None and defaults.get(key) is not None and literal(read[1]) is not None:
-                found.append(f"{name}:{node.lineno}: {key} read with its default {ast.unparse(read[1])}")
+        key_of, literals = reader(name), _module_literals(tree)
+        for key_node, default_node, line in _default_reads(tree):
+            key = key_of(key_node)
+            if key is not None and defaults.get(key) is not None \
+                    and _repeated_default(default_node, literals) is not None:
+                found.append(f"squall/{name}:{line}: {key} read with its default {ast.unparse(default_node)}")
 
-    assert found == []
+    assert found == [], ("a default written again where its key is read; read the key with "
+                         "conf_value(conf, Config.<NAME>), or setting(conf, Config.<NAME>) without a default, "
+                         "so that squall/defaults.yaml stays the one place it lives:\n" + "\n".join(found))
+
+
+def test_the_default_scan_sees_each_way_of_repeating_a_default():
+    """The scan above finds what it is meant to find (so its pass means something)."""
+    import ast
+
+    tree = ast.parse(
+        "TCP_WIRE = 'tcp'\n"
+        "a = conf.get(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30)\n"
+        "b = conf.get('topology.message.timeout.secs') or 30\n"
+        "c = setting(conf, Config.SQUALL_TRANSPORT_WIRE, TCP_WIRE)\n"
+        "d = setting(conf, Config.UI_PORT, default=8080)\n"
+        "e = setting(conf, Config.FILESPOUT, DEFAULT_MAX_RECORD_BYTES, 'where')\n"
+        "f = conf.get(Config.NIMBUS_THRIFT_MAX_BUFFER_SIZE, 64 << 20)\n"
+        "ok1 = conf_value(conf, Config.UI_PORT)\n"
+        "ok2 = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)\n"
+        "ok3 = setting(conf, Config.UI_PORT)\n"
+        "ok4 = conf.get(Config.TOPOLOGY_NAME, computed())\n")
+    literals = _module_literals(tree)
+    repeated = [line for _, default, line in _default_reads(tree) if _repeated_default(default, literals) is not None]
+
+    assert repeated == [2, 3, 4, 5, 6, 7]

@@ -17,7 +17,7 @@ from .tcp import TcpTransport
 from .transport import MAX_MESSAGE_KEY, ZmqTransport
 
 WIRE_KEY = Config.SQUALL_TRANSPORT_WIRE
-TCP_WIRE = "tcp"  # the default; "zmq" is the other value
+TCP_WIRE = "tcp"  # squall.transport.wire's value for TcpTransport; "zmq" is the other
 
 
 def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, origin: Origin,
@@ -32,7 +32,7 @@ def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, orig
     `TcpTransport` refuses to send to a peer that would be encrypted (docs/cluster.md).
     """
     options = _transport_options(conf)
-    if setting(conf, WIRE_KEY, TCP_WIRE) == TCP_WIRE and not curve.wants_encryption(options["encryption"], bind):
+    if setting(conf, WIRE_KEY) == TCP_WIRE and not curve.wants_encryption(options["encryption"], bind):
         return TcpTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
     return ZmqTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
 

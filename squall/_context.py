@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._fields import Fields, GlobalStreamId
 from ._system import DEFAULT_STREAM
+from ._transactional import TransactionalState, transactional_state
 
 if TYPE_CHECKING:
     from ._grouping import Grouping
@@ -124,15 +125,15 @@ class TopologyContext:
         """The topology's configuration as this task sees it."""
         return self._conf
 
-    def transactional_state(self, name: str) -> Any:
+    def transactional_state(self, name: str) -> TransactionalState:
         """The topology's durable state ``name`` where the host keeps it (Storm's ZooKeeper
-        ``/transactional/<name>``): a `squall.trident.txstate.TransactionalState`, the same for
-        every task of the topology and for the topology submitted again under the same name.
+        ``/transactional/<name>``): a `TransactionalState` (`squall._transactional`, which
+        Trident re-exports as `squall.trident.txstate.TransactionalState`), the same for every
+        task of the topology and for the topology submitted again under the same name.
 
         Raises:
-            squall.trident.txstate.TransactionalStateError: a bad ``name``, or a host that lends none.
+            TransactionalStateError: a bad ``name``, or a host that lends none.
         """
-        from .trident.txstate import transactional_state
         return transactional_state(self, name)
 
     def register_metric(self, name: str, metric: Any, bucket_secs: int) -> Any:

@@ -208,7 +208,9 @@ class Coordinator:
         self.secret = secret
         session = float(conf_value(conf, Config.STORM_ZOOKEEPER_SESSION_TIMEOUT)) / 1000.0
         connect = float(conf_value(conf, Config.STORM_ZOOKEEPER_CONNECTION_TIMEOUT)) / 1000.0
-        tries = int(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_TIMES))
+        # Storm's key counts retries after the first try (Curator's); kazoo's max_tries counts
+        # tries, and its 0 would retry for ever
+        tries = int(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_TIMES)) + 1
         interval = float(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_INTERVAL)) / 1000.0
         self.credential = ZooKeeperCredential.of(secret)
         self.acl = self.credential.acl()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 
 import pytest
 
 from squall import Config, InvalidTopologyException
-from squall.engine.clock import SimulatedClock
+from squall.engine.clock import Clock, SimulatedClock
 from squall.engine.loop import Backpressure, ExecutorLoop, TopologyActivation
 from squall.engine.spout_executor import SpoutExecutor
 from squall.engine.wait import (
@@ -177,3 +178,84 @@ def test_progressive_yields_through_level_two_before_it_sleeps():
 
     assert waits == pytest.approx([0.0, 0.0, 0.0, 0.003, 0.003])  # backpressure's level 3 does not double
     assert pauses == [0, 0]  # rounds 2 and 3 yielded the thread
+
+
+# --- a waiting loop is woken by what it waits for, whatever the strategy says --------------------
+
+class _WaitsSeen(Clock):
+    """Real time, and an event set once the loop waits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = threading.Event()
+        self.timeouts: list[float | None] = []
+
+    def wait(self, event, timeout):
+        self.timeouts.append(timeout)
+        self.waiting.set()
+        return super().wait(event, timeout)
+
+
+class _SpoutWithReplies(_IdleSpout):
+    """An idle spout whose inbox takes its acker's replies, and which says when it is polled."""
+
+    def __init__(self, backpressure: Backpressure) -> None:
+        super().__init__(backpressure)
+        self.inboxes = {1: collections.deque()}
+        self.drained = threading.Event()
+        self.polled = threading.Event()
+
+    def drain(self, limit: int) -> int:
+        q = self.inboxes[1]
+        n = len(q)
+        q.clear()
+        if n:
+            self.drained.set()
+        return n
+
+    def produce(self, burst: int) -> int:
+        self.polled.set()
+        return super().produce(burst)
+
+
+def _waiting_loop(conf: dict, throttled: bool = False) -> tuple[ExecutorLoop, _WaitsSeen, _SpoutWithReplies, Backpressure]:
+    clock = _WaitsSeen()
+    backpressure = Backpressure(high=10, clock=clock)
+    if throttled:
+        backpressure.check(task=2, backlog=10)
+    loop = ExecutorLoop("test-loop", TopologyActivation(active=True), backpressure, clock, conf, lambda *a: None)
+    spout = _SpoutWithReplies(backpressure)
+    loop.add(spout)
+    loop.start()
+    assert clock.waiting.wait(30)
+    spout.polled.clear()
+    return loop, clock, spout, backpressure
+
+
+def test_a_reply_wakes_a_spout_loop_in_its_progressive_sleep():
+    # a ten-minute sleep: only the wake can end it within the test
+    loop, clock, spout, _ = _waiting_loop({Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS: 600_000,
+                                           Config.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_MAX_SLEEP_MILLIS: 600_000})
+    try:
+        assert clock.timeouts[0] == pytest.approx(600.0)
+        spout.inboxes[1].append(("ack", 7))  # as Worker.receive delivers it
+        if loop.sleeping:
+            loop.wake()
+
+        assert spout.drained.wait(30)
+        assert spout.polled.wait(30)  # and the spout is asked for tuples again
+    finally:
+        loop.stop()
+        assert loop.join(30)
+
+
+def test_spouts_waiting_until_woken_under_backpressure_are_woken_when_it_ends():
+    loop, clock, spout, backpressure = _waiting_loop({}, throttled=True)
+    try:
+        assert clock.timeouts == [None]  # until woken: no timer, no poll
+        backpressure.check(task=2, backlog=0)  # the bolt's inbox drained below its low mark
+
+        assert spout.polled.wait(30)
+    finally:
+        loop.stop()
+        assert loop.join(30)

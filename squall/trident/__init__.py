@@ -17,18 +17,6 @@ from .builtin import Negate as Negate
 from .builtin import SnapshotGet as SnapshotGet
 from .builtin import Sum as Sum
 from .builtin import TupleCollectionGet as TupleCollectionGet
-from .builtin import Count as Count
-from .builtin import Debug as Debug
-from .builtin import Equals as Equals
-from .builtin import FilterNull as FilterNull
-from .builtin import FirstN as FirstN
-from .builtin import MapGet as MapGet
-from .builtin import Max as Max
-from .builtin import Min as Min
-from .builtin import Negate as Negate
-from .builtin import SnapshotGet as SnapshotGet
-from .builtin import Sum as Sum
-from .builtin import TupleCollectionGet as TupleCollectionGet
 from .coordinator import TransactionAttempt as TransactionAttempt
 from .drpc import DRPCClient as DRPCClient
 from .drpc import DRPCExecutionException as DRPCExecutionException
@@ -53,7 +41,6 @@ from .operation import TridentOperationContext as TridentOperationContext
 from .spout import BatchCoordinator as BatchCoordinator
 from .spout import Emitter as Emitter
 from .spout import FeederBatchSpout as FeederBatchSpout
-from .spout import FixedBatchSpout as FixedBatchSpout
 from .spout import FixedBatchSpout as FixedBatchSpout
 from .spout import IBatchSpout as IBatchSpout
 from .spout import ITridentSpout as ITridentSpout

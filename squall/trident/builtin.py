@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 class Count(CombinerAggregator):
     """The number of tuples (Storm's ``Count``); takes no input field."""
 
-    def init(self, tuple: TridentTuple) -> int:  # noqa: A002
+    def init(self, tuple: TridentTuple) -> int:
         return 1
 
     def combine(self, val1: int, val2: int) -> int:
@@ -47,7 +47,7 @@ class Sum(CombinerAggregator):
     """The sum of the first input field (Storm's ``Sum``): ints stay ints, a float makes a float,
     a `Decimal` makes a `Decimal` (a float turned into one exactly, as Java's ``BigDecimal``)."""
 
-    def init(self, tuple: TridentTuple) -> Any:  # noqa: A002
+    def init(self, tuple: TridentTuple) -> Any:
         value = tuple.get_value(0)
         if isinstance(value, bool) or not isinstance(value, (numbers.Number, Decimal)):
             name = tuple.get_fields()[0] if len(tuple.get_fields()) else "?"
@@ -91,7 +91,7 @@ class _Comparison(BaseAggregator):
     def init(self, batch_id: Any, collector: TridentCollector) -> _Best:
         return _Best()
 
-    def aggregate(self, state: _Best, tuple: TridentTuple, collector: TridentCollector) -> None:  # noqa: A002
+    def aggregate(self, state: _Best, tuple: TridentTuple, collector: TridentCollector) -> None:
         value = self._value(tuple)
         if value is None:
             return
@@ -127,7 +127,7 @@ class _FirstNAgg(BaseAggregator):
     def init(self, batch_id: Any, collector: TridentCollector) -> list[int]:
         return [0]
 
-    def aggregate(self, state: list[int], tuple: TridentTuple, collector: TridentCollector) -> None:  # noqa: A002
+    def aggregate(self, state: list[int], tuple: TridentTuple, collector: TridentCollector) -> None:
         if state[0] < self.n:
             collector.emit(list(tuple.values))
             state[0] += 1
@@ -148,7 +148,7 @@ class _FirstNSortedAgg(BaseAggregator):
     def init(self, batch_id: Any, collector: TridentCollector) -> list[TridentTuple]:
         return []
 
-    def aggregate(self, state: list[TridentTuple], tuple: TridentTuple, collector: TridentCollector) -> None:  # noqa: A002
+    def aggregate(self, state: list[TridentTuple], tuple: TridentTuple, collector: TridentCollector) -> None:
         state.append(tuple)
 
     def complete(self, state: list[TridentTuple], collector: TridentCollector) -> None:
@@ -188,7 +188,7 @@ class Debug(BaseFilter):
     def __init__(self, prefix: str = "") -> None:
         self.name = f"DEBUG({prefix}): " if prefix else "DEBUG: "
 
-    def is_keep(self, tuple: TridentTuple) -> bool:  # noqa: A002
+    def is_keep(self, tuple: TridentTuple) -> bool:
         print(f"<{datetime.datetime.now()}> {self.name}{tuple.values}", flush=True)
         return True
 
@@ -196,14 +196,14 @@ class Debug(BaseFilter):
 class FilterNull(BaseFilter):
     """Keeps the tuples with no None among its input fields (Storm's ``FilterNull``)."""
 
-    def is_keep(self, tuple: TridentTuple) -> bool:  # noqa: A002
+    def is_keep(self, tuple: TridentTuple) -> bool:
         return all(v is not None for v in tuple.values)
 
 
 class Equals(BaseFilter):
     """Keeps the tuples whose input fields are all equal (Storm's ``Equals``)."""
 
-    def is_keep(self, tuple: TridentTuple) -> bool:  # noqa: A002
+    def is_keep(self, tuple: TridentTuple) -> bool:
         vals = tuple.values
         return all(vals[i] == vals[i + 1] for i in range(len(vals) - 1))
 
@@ -211,7 +211,7 @@ class Equals(BaseFilter):
 class Negate(BaseFilter):
     """Keeps what ``filter`` drops (Storm's ``Negate``); prepares and cleans up ``filter``."""
 
-    def __init__(self, filter: BaseFilter) -> None:  # noqa: A002 (Storm's name)
+    def __init__(self, filter: BaseFilter) -> None:
         if not callable(getattr(filter, "is_keep", None)):
             raise TypeError(f"Negate: {type(filter).__name__} is not a filter (it has no is_keep)")
         self.delegate = filter
@@ -222,7 +222,7 @@ class Negate(BaseFilter):
     def cleanup(self) -> None:
         self.delegate.cleanup()
 
-    def is_keep(self, tuple: TridentTuple) -> bool:  # noqa: A002
+    def is_keep(self, tuple: TridentTuple) -> bool:
         return not self.delegate.is_keep(tuple)
 
 
@@ -239,7 +239,7 @@ class MapGet(BaseQueryFunction):
         _need(state, MapState, "MapGet")
         return state.multi_get([t.values for t in tuples])  # type: ignore[attr-defined]
 
-    def execute(self, tuple: TridentTuple, result: Any, collector: TridentCollector) -> None:  # noqa: A002
+    def execute(self, tuple: TridentTuple, result: Any, collector: TridentCollector) -> None:
         collector.emit([result])
 
 
@@ -251,7 +251,7 @@ class SnapshotGet(BaseQueryFunction):
         snapshot = state.get()  # type: ignore[attr-defined]
         return [snapshot] * len(tuples)
 
-    def execute(self, tuple: TridentTuple, result: Any, collector: TridentCollector) -> None:  # noqa: A002
+    def execute(self, tuple: TridentTuple, result: Any, collector: TridentCollector) -> None:
         collector.emit([result])
 
 
@@ -263,7 +263,7 @@ class TupleCollectionGet(BaseQueryFunction):
         _need(state, ITupleCollection, "TupleCollectionGet")
         return [state.get_tuples() for _ in tuples]  # type: ignore[attr-defined]
 
-    def execute(self, tuple: TridentTuple, result: Iterator[list[Any]], collector: TridentCollector) -> None:  # noqa: A002
+    def execute(self, tuple: TridentTuple, result: Iterator[list[Any]], collector: TridentCollector) -> None:
         for values in result:
             collector.emit(list(values))
 

@@ -16,18 +16,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._config import Config
 from .._collectors import BasicOutputCollector, OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import BasicBolt, Spout
+from .._config import Config
 from .._errors import FailedException
-from .._transactional import LaunchRefusedError
 from .._fields import Fields
+from .._transactional import LaunchRefusedError
 from .._tuple import Tuple
-from .executor import BATCH_STREAM as BATCH_STREAM
-from .executor import COMMIT_STREAM as COMMIT_STREAM
-from .executor import SUCCESS_STREAM as SUCCESS_STREAM
-from .executor import BatchBody, BatchInfo, BatchOutput
-from .executor import master_coordinator_id as master_coordinator_id
+from .executor import (
+    BATCH_STREAM,
+    COMMIT_STREAM,
+    SUCCESS_STREAM,
+    BatchBody,
+    BatchInfo,
+    BatchOutput,
+    master_coordinator_id,
+)
 from .operation import TridentCollector
 from .stats import BatchTimes
 from .txstate import TransactionalState, check_name, transactional_state
@@ -36,6 +40,16 @@ if TYPE_CHECKING:
     from .spout import ITridentSpout
 
 log = logging.getLogger(__name__)
+
+# the public names; BATCH_STREAM, COMMIT_STREAM, SUCCESS_STREAM and master_coordinator_id are
+# executor's, re-exported (the planner and tests import them from here)
+__all__ = [
+    "BATCH_STREAM", "COMMIT_STREAM", "CURRENT_ATTEMPTS", "CURRENT_TX", "EMIT_INTERVAL_KEY", "LAST_COMMITTED",
+    "MAX_PENDING_KEY", "META_PREFIX", "SPOUT_COORDINATOR_PREFIX", "SUCCESS_STREAM", "AttemptState",
+    "BatchCoordinatorCore", "CoordinatorEmit", "CoordinatorSnapshot", "MasterBatchCoordinator",
+    "SpoutEmitterBody", "TransactionAttempt", "TridentSpoutCoordinator", "TxStatus", "load_snapshot",
+    "master_coordinator_id", "max_active_batches", "spout_coordinator_id",
+]
 
 EMIT_INTERVAL_KEY = Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS
 MAX_PENDING_KEY = Config.TOPOLOGY_MAX_SPOUT_PENDING
@@ -386,13 +400,13 @@ class MasterBatchCoordinator(Spout):
         except LaunchRefusedError as e:
             self._refusal.note(self._component, e)
             return
-        for e in emits:
-            if e.stream == SUCCESS_STREAM:
-                self.collector.emit([e.attempt], stream=SUCCESS_STREAM)
+        for emit in emits:
+            if emit.stream == SUCCESS_STREAM:
+                self.collector.emit([emit.attempt], stream=SUCCESS_STREAM)
             else:
-                kind = "batch" if e.stream == BATCH_STREAM else "commit"
-                self.collector.emit([e.attempt], msg_id=(kind, e.attempt.txid, e.attempt.attempt_id),
-                                    stream=e.stream)
+                kind = "batch" if emit.stream == BATCH_STREAM else "commit"
+                self.collector.emit([emit.attempt], msg_id=(kind, emit.attempt.txid, emit.attempt.attempt_id),
+                                    stream=emit.stream)
 
     def _save(self) -> None:
         snapshot = self.core.snapshot()

@@ -4,14 +4,16 @@ plain DRPC topologies; ``TridentTopology.new_drpc_stream`` puts a `DRPCSpout` at
 the stream and a `ReturnResults` bolt after the step that groups each request's results into
 ``json.dumps([values, ...])``."""
 
-from ..drpc import DRPCClient as DRPCClient
-from ..drpc import DRPCExceptionType as DRPCExceptionType
-from ..drpc import DRPCExecutionException as DRPCExecutionException
-from ..drpc import DRPCMessageId as DRPCMessageId
-from ..drpc import DRPCSpout as DRPCSpout
-from ..drpc import LocalDRPC as LocalDRPC
-from ..drpc import ReturnInfo as ReturnInfo
-from ..drpc import ReturnResults as ReturnResults
+from ..drpc import (
+           DRPCClient,
+           DRPCExceptionType,
+           DRPCExecutionException,
+           DRPCMessageId,
+           DRPCSpout,
+           LocalDRPC,
+           ReturnInfo,
+           ReturnResults,
+)
 
 __all__ = ["DRPCClient", "DRPCExceptionType", "DRPCExecutionException", "DRPCMessageId", "DRPCSpout",
            "LocalDRPC", "ReturnInfo", "ReturnResults"]

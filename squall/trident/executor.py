@@ -13,12 +13,13 @@ import abc
 import enum
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._config import Config, conf_value
 from .._collectors import OutputCollector, OutputFieldsDeclarer
 from .._components import Bolt
+from .._config import Config, conf_value
 from .._errors import FailedException, ReportedFailedException
 from .._fields import Fields
 from .._tuple import Tuple, is_tick_tuple
@@ -128,7 +129,7 @@ class BatchBody(abc.ABC):
     def execute(self, batch: BatchInfo, stream: str, values: list) -> None:
         """One data tuple of ``batch`` arrived on input ``stream`` (values without the tx)."""
 
-    def execute_many(self, batch: BatchInfo, stream: str, rows: list) -> None:
+    def execute_many(self, batch: BatchInfo, stream: str, rows: Sequence[Any]) -> None:
         """`execute` of each of ``rows`` in order: a pack's tuples, each a list (or a tuple,
         off the wire, which it makes a list)."""
         for values in rows:

@@ -10,7 +10,7 @@ fields it names exist in its input, and raises ``ValueError`` naming the operati
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .._fields import Fields
 from .._grouping import CustomStreamGrouping
@@ -27,7 +27,6 @@ from .operation import (
     MapFunction,
     ReducerAggregator,
 )
-
 from .state.api import (
     CombinerAggStateUpdater,
     MapCombinerAggStateUpdater,
@@ -86,7 +85,7 @@ class ProcessorNode(Node):
 class PartitionNode(Node):
     """A repartition: how tuples move from one bolt's tasks to the next one's."""
 
-    partitioning: Partitioning | None = None
+    partitioning: Partitioning = field(kw_only=True)  # every repartition says how
 
 
 @dataclass(eq=False)
@@ -161,7 +160,12 @@ class _Graph:
 
 # --- validation ----------------------------------------------------------------------------------
 
+@overload
+def _as_fields(fields: Fields | list[str] | tuple[str, ...] | str) -> Fields: ...
+@overload
+def _as_fields(fields: None) -> None: ...
 def _as_fields(fields: Fields | list[str] | tuple[str, ...] | str | None) -> Fields | None:
+    """``fields`` as `Fields` (None stays None)."""
     if fields is None or isinstance(fields, Fields):
         return fields
     if isinstance(fields, str):
@@ -414,7 +418,7 @@ class Stream:
                 raise ValueError(f"each: a filter ({type(op).__name__}) takes no function fields")
             return self._next(self._add("each", self.get_output_fields(), P.FilterProcessor(inputs, op)))
         if not isinstance(op, BaseFunction):
-            raise ValueError(f"each: {type(op).__name__} is neither a BaseFunction nor a BaseFilter")
+            raise ValueError(f"each: {type(op).__name__} is neither a BaseFunction nor a BaseFilter")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         out = _as_fields(function_fields)
         if out is None:
             raise ValueError(f"each: the function {type(op).__name__} needs function_fields")
@@ -424,18 +428,18 @@ class Stream:
     def map(self, function: MapFunction, out_fields: Fields | list[str] | None = None) -> Stream:
         """One tuple out per tuple in; with ``out_fields`` the output is only those fields."""
         if not isinstance(function, MapFunction):
-            raise ValueError(f"map: {type(function).__name__} is not a MapFunction")
+            raise ValueError(f"map: {type(function).__name__} is not a MapFunction")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         out = _as_fields(out_fields) or self.get_output_fields()
         return self._next(self._add("map", out, P.MapProcessor("map", function, self.get_output_fields())))
 
     def flat_map(self, function: FlatMapFunction, out_fields: Fields | list[str] | None = None) -> Stream:
         """Any number of tuples out per tuple in; with ``out_fields`` the output is only those fields."""
         if not isinstance(function, FlatMapFunction):
-            raise ValueError(f"flat_map: {type(function).__name__} is not a FlatMapFunction")
+            raise ValueError(f"flat_map: {type(function).__name__} is not a FlatMapFunction")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         out = _as_fields(out_fields) or self.get_output_fields()
         return self._next(self._add("flat_map", out, P.MapProcessor("flat_map", function, self.get_output_fields())))
 
-    def filter(self, input_fields_or_filter: Any, filter: BaseFilter | None = None) -> Stream:  # noqa: A002
+    def filter(self, input_fields_or_filter: Any, filter: BaseFilter | None = None) -> Stream:
         """``filter(f)`` sees the whole tuple; ``filter(input_fields, f)`` only those fields."""
         if filter is None:
             return self.each(self.get_output_fields(), input_fields_or_filter)
@@ -446,7 +450,7 @@ class Stream:
     def peek(self, consumer: Consumer) -> Stream:
         """``consumer.accept`` sees every tuple, which passes on unchanged."""
         if not isinstance(consumer, Consumer):
-            raise ValueError(f"peek: {type(consumer).__name__} is not a Consumer")
+            raise ValueError(f"peek: {type(consumer).__name__} is not a Consumer")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         fields = self.get_output_fields()
         return self._next(self._add("peek", fields, P.MapProcessor("peek", consumer, fields)))
 
@@ -503,13 +507,13 @@ class Stream:
     def partition(self, custom_grouping: CustomStreamGrouping) -> Stream:
         """Repartition with a `CustomStreamGrouping` (it sees the values after a leading batch id)."""
         if not isinstance(custom_grouping, CustomStreamGrouping):
-            raise ValueError(f"partition: {type(custom_grouping).__name__} is not a CustomStreamGrouping")
+            raise ValueError(f"partition: {type(custom_grouping).__name__} is not a CustomStreamGrouping")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         return self._partition("partition", Partitioning("custom", custom=custom_grouping))
 
     def apply_assembly(self, assembly: Assembly) -> Stream:
         """``assembly.apply(self)``."""
         if not isinstance(assembly, Assembly):
-            raise ValueError(f"apply_assembly: {type(assembly).__name__} is not an Assembly")
+            raise ValueError(f"apply_assembly: {type(assembly).__name__} is not an Assembly")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         return assembly.apply(self)
 
     # aggregation
@@ -593,7 +597,7 @@ class Stream:
         if inputs is None:
             inputs = self.get_output_fields()
         if not callable(getattr(updater, "update_state", None)):
-            raise ValueError(f"partition_persist: {type(updater).__name__} has no update_state")
+            raise ValueError(f"partition_persist: {type(updater).__name__} has no update_state")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         out = _as_fields(function_fields) or Fields()
         g = self._topology._graph
         state_id = g.next_state_id()
@@ -618,7 +622,7 @@ class Stream:
         if inputs is None:
             inputs = self.get_output_fields()
         if not callable(getattr(query_function, "batch_retrieve", None)):
-            raise ValueError(f"state_query: {type(query_function).__name__} has no batch_retrieve")
+            raise ValueError(f"state_query: {type(query_function).__name__} has no batch_retrieve")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         out = _need_fields("state_query", function_fields)
         _check_new("state_query", out, self.get_output_fields())
         state_id = state._state_id
@@ -670,7 +674,7 @@ def _aggregate(stream: Stream, operation: str, inputs: Fields | None, aggregator
     elif isinstance(aggregator, BaseAggregator):
         agg = aggregator
     else:
-        raise ValueError(f"{operation}: {type(aggregator).__name__} is not a CombinerAggregator, "
+        raise ValueError(f"{operation}: {type(aggregator).__name__} is not a CombinerAggregator, "  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
                          "ReducerAggregator or BaseAggregator")
     ins = inputs if inputs is not None else fields
     if scope == "partition":

@@ -12,7 +12,7 @@ import abc
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .._errors import FailedException as FailedException
+from .._errors import FailedException
 from .tuple import TridentTuple
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class BaseFunction(BaseOperation, abc.ABC):
     """
 
     @abc.abstractmethod
-    def execute(self, tuple: TridentTuple, collector: TridentCollector) -> None:  # noqa: A002
+    def execute(self, tuple: TridentTuple, collector: TridentCollector) -> None:
         """Handle one tuple (the projection on ``input_fields``); emit the function fields' values."""
 
 
@@ -85,7 +85,7 @@ class BaseFilter(BaseOperation, abc.ABC):
     """``each(input_fields, filter)`` / ``filter(filter)``: keeps the tuples it says yes to."""
 
     @abc.abstractmethod
-    def is_keep(self, tuple: TridentTuple) -> bool:  # noqa: A002
+    def is_keep(self, tuple: TridentTuple) -> bool:
         """True to keep the tuple."""
 
 
@@ -93,7 +93,7 @@ class MapFunction(BaseOperation, abc.ABC):
     """``map(function, out_fields=None)``: one tuple in, one out."""
 
     @abc.abstractmethod
-    def execute(self, tuple: TridentTuple) -> list:  # noqa: A002
+    def execute(self, tuple: TridentTuple) -> list:
         """The output tuple's values."""
 
 
@@ -101,7 +101,7 @@ class FlatMapFunction(BaseOperation, abc.ABC):
     """``flat_map(function, out_fields=None)``: one tuple in, any number out."""
 
     @abc.abstractmethod
-    def execute(self, tuple: TridentTuple) -> Iterable[list]:  # noqa: A002
+    def execute(self, tuple: TridentTuple) -> Iterable[list]:
         """The output tuples' values, one list each."""
 
 
@@ -109,7 +109,7 @@ class Consumer(BaseOperation, abc.ABC):
     """``peek(consumer)``: sees every tuple, which passes on unchanged."""
 
     @abc.abstractmethod
-    def accept(self, tuple: TridentTuple) -> None:  # noqa: A002
+    def accept(self, tuple: TridentTuple) -> None:
         """Look at one tuple."""
 
 
@@ -121,7 +121,7 @@ class CombinerAggregator(BaseOperation, abc.ABC):
     """
 
     @abc.abstractmethod
-    def init(self, tuple: TridentTuple) -> Any:  # noqa: A002
+    def init(self, tuple: TridentTuple) -> Any:
         """The value of one tuple."""
 
     @abc.abstractmethod
@@ -141,7 +141,7 @@ class ReducerAggregator(BaseOperation, abc.ABC):
         """The starting value."""
 
     @abc.abstractmethod
-    def reduce(self, curr: Any, tuple: TridentTuple) -> Any:  # noqa: A002
+    def reduce(self, curr: Any, tuple: TridentTuple) -> Any:
         """``curr`` updated with one tuple."""
 
 
@@ -157,7 +157,7 @@ class BaseAggregator(BaseOperation, abc.ABC):
         """The state for one batch (``batch_id`` is its `TransactionAttempt`)."""
 
     @abc.abstractmethod
-    def aggregate(self, state: Any, tuple: TridentTuple, collector: TridentCollector) -> None:  # noqa: A002
+    def aggregate(self, state: Any, tuple: TridentTuple, collector: TridentCollector) -> None:
         """Take one tuple into ``state`` (a mutable object, or kept by the aggregator)."""
 
     @abc.abstractmethod

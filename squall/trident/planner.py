@@ -44,8 +44,8 @@ from .coordinator import BATCH_STREAM, SUCCESS_STREAM, master_coordinator_id, sp
 from .executor import BatchBody, BatchInfo, BatchOutput, BoltSpec, InputSpec
 from .fluent import (
     Node,
-    PartitionNode,
     Partitioning,
+    PartitionNode,
     ProcessorNode,
     SpoutNode,
     StateNode,
@@ -217,12 +217,12 @@ def plan(topology: TridentTopology) -> Plan:
     bolts = []
     for gi, members in enumerate(groups):
         procs = sorted((n for n in members if isinstance(n, ProcessorNode)), key=lambda n: n.index)
-        position = {n: i for i, n in enumerate(procs)}
+        position: dict[Node, int] = {n: i for i, n in enumerate(procs)}
         subs: dict[str, Subscription] = {}
         inputs: dict[str, InputSpec] = {}
         body_nodes = []
         for n in procs:
-            parents = []
+            parents: list[tuple[str, Any]] = []
             for p in g.parents[n]:
                 if isinstance(p, PartitionNode):
                     source = g.parents[p][0]
@@ -240,10 +240,10 @@ def plan(topology: TridentTopology) -> Plan:
             name = n.name or type(n.processor).__name__
             body_nodes.append(BodyNode(name, n.processor, n.fields, tuple(parents), kids, outputs,
                                        getattr(n, "state_id", None)))
-        state_ids = {getattr(n, "state_id", None) for n in members} - {None}
-        outputs = tuple((s, bn.fields) for bn in body_nodes for s in bn.outputs)
+        state_ids = {sid for n in members if (sid := getattr(n, "state_id", None)) is not None}
+        bolt_outputs = tuple((s, bn.fields) for bn in body_nodes for s in bn.outputs)
         committer = any(n.committer for n in procs)
-        spec = BoltSpec(tuple(inputs.values()), outputs, committer, BATCH_GROUP)
+        spec = BoltSpec(tuple(inputs.values()), bolt_outputs, committer, BATCH_GROUP)
         body = SubtopologyBody(body_nodes, {s: i.fields for s, i in inputs.items()},
                                {sid: g.states[sid].factory for sid in sorted(state_ids)})
         bolts.append(BoltPlan(bolt_ids[gi], parallelism[members[0]], spec, body, tuple(subs.values())))
@@ -276,6 +276,7 @@ def _complete_drpc(work: TridentTopology) -> dict[Node, str]:
         results = Stream(work, last, None).batch_global()
         end = work._multi_reduce([infos, results], ReturnResultsReducer(), DRPC_RESULT_FIELDS,
                                  [Fields("return-info"), results.get_output_fields()])
+        assert spout.drpc_function is not None  # a DRPC stream's spout names its function
         out[end._node] = spout.drpc_function
     return out
 
@@ -442,7 +443,6 @@ def _trident_spout(spout: Any, max_batch_size: int | None = None) -> Any:
     if isinstance(spout, ITridentSpout):
         return spout
     from . import spout as spouts
-
     from .spout import IBatchSpout
     if isinstance(spout, IBatchSpout):
         return spouts.BatchSpoutAdapter(spout)
@@ -520,6 +520,7 @@ def _subscribe(declarer: Any, sub: Subscription) -> None:
     elif kind == "identity":
         declarer.custom_grouping(sub.component, IdentityGrouping(), sub.stream)
     elif kind == "custom":
+        assert sub.partitioning.custom is not None  # a custom partitioning is made with its grouping
         declarer.custom_grouping(sub.component, _Shifted(sub.partitioning.custom), sub.stream)
     else:
         raise ValueError(f"unknown partitioning {kind!r} of stream {sub.stream}")

@@ -132,7 +132,7 @@ class _View(TridentTuple):
 
     __slots__ = ()
 
-    def __init__(self, fields: Fields, values: list) -> None:  # noqa: D107 - a TridentTuple
+    def __init__(self, fields: Fields, values: list) -> None:
         self.values = values
         self._fields = fields
 
@@ -154,14 +154,15 @@ def _viewer(fields: Fields, idx: list[int] | None) -> Callable[[list], TridentTu
 class _Collector(TridentCollector):
     """The collector an operation emits through: appends to the input tuple, or emits fresh."""
 
-    __slots__ = ("_proc", "_append", "_width", "_emit", "batch", "input")
+    __slots__ = ("_append", "_emit", "_proc", "_width", "batch", "input")
 
     def __init__(self, proc: Processor, append: bool) -> None:
         self._proc = proc
         self._append = append
         self._width = -1
         self._emit: Receiver = _not_wired
-        self.batch: BatchInfo | None = None
+        # set by the receiver before the operation runs: no None check on the per-tuple path
+        self.batch: BatchInfo = None  # type: ignore[assignment]
         self.input: list = []
 
     def wire(self) -> None:
@@ -173,7 +174,7 @@ class _Collector(TridentCollector):
         out = [*self.input, *values] if self._append else list(values)
         if len(out) != self._width:
             proc = self._proc
-            proc._check_width(out, type(proc.op).__name__)
+            proc._check_width(out, type(getattr(proc, "op", proc)).__name__)
         self._emit(self.batch, out)
 
     def report_error(self, error: BaseException) -> None:
@@ -238,9 +239,9 @@ class EachProcessor(_SingleParent):
             # value it appends (the last): one receiver does both, with no list made in between
             key, group_idx, _, agg = fusable
             if type(agg) is Count and type(self.op.agg) is Count and len(group_idx) == 1:
-                self._receive = _grouped_count(key, group_idx[0])  # type: ignore[method-assign]
+                self._receive = _grouped_count(key, group_idx[0])  # type: ignore[method-assign, assignment]
             else:
-                self._receive = _grouped_combine(key, group_idx, -1, agg, self.op.agg.init, view)  # type: ignore[method-assign]
+                self._receive = _grouped_combine(key, group_idx, -1, agg, self.op.agg.init, view)  # type: ignore[method-assign, assignment]
             return
         counting = getattr(self.tctx.emit, "counting", None)
         if counting is not None and type(self.op) is not CombinerInitFunction:
@@ -264,11 +265,11 @@ class EachProcessor(_SingleParent):
             def receive(batch: BatchInfo, values: list) -> None:
                 emit(batch, [*values, init(view(values))])
         else:
-            coll, execute = self._coll, self.op.execute
+            out, execute = self._coll, self.op.execute
 
             def receive(batch: BatchInfo, values: list) -> None:
-                coll.batch, coll.input = batch, values
-                execute(view(values), coll)
+                out.batch, out.input = batch, values
+                execute(view(values), out)
 
         self._receive = receive  # type: ignore[method-assign]
 
@@ -279,7 +280,7 @@ class EachProcessor(_SingleParent):
 class FilterProcessor(_SingleParent):
     """``each(input_fields, filter)``: passes the tuples ``is_keep`` says yes to."""
 
-    def __init__(self, input_fields: Fields, filter: BaseFilter) -> None:  # noqa: A002
+    def __init__(self, input_fields: Fields, filter: BaseFilter) -> None:
         self.input_fields = input_fields
         self.op = filter
 
@@ -304,7 +305,7 @@ class FilterProcessor(_SingleParent):
 class TrueFilter(BaseFilter):
     """Keeps everything: the pass-through the planner puts between two repartitions."""
 
-    def is_keep(self, tuple: TridentTuple) -> bool:  # noqa: A002
+    def is_keep(self, tuple: TridentTuple) -> bool:
         return True
 
 
@@ -378,7 +379,7 @@ class AggregateProcessor(_SingleParent):
         op = self.op
         key = self.tctx.key
         if isinstance(op, GroupedAggregator) and type(op.agg) is CombinerCombineAggregator:
-            self._receive = _grouped_combine(  # type: ignore[method-assign]
+            self._receive = _grouped_combine(  # type: ignore[method-assign, assignment]
                 key, [parent.index(f) for f in op.group_fields], parent.index(op.input_fields[0]), op.agg.agg)
             self._combining = True
             return
@@ -386,11 +387,11 @@ class AggregateProcessor(_SingleParent):
         if type(op) is CombinerCombineAggregator:  # ungrouped: its state is [value]
             combine, at = op.agg.combine, parent.index(self.input_fields[0])
 
-            def receive(batch: BatchInfo, values: list) -> None:
+            def receive_combined(batch: BatchInfo, values: list) -> None:
                 state = batch.state[key]
                 state[0] = combine(state[0], values[at])
 
-            self._receive = receive  # type: ignore[method-assign]
+            self._receive = receive_combined  # type: ignore[method-assign]
             return
         view, aggregate, coll = _viewer(self.input_fields, self._idx), op.aggregate, self._coll
 
@@ -512,7 +513,7 @@ class PartitionPersistProcessor(_StateProcessor):
             # its update_state does first), so the batch keeps one dict and no tuple views
             op = self.op
             parent = self.tctx.parent_fields[0]
-            self._receive = _grouped_combine(  # type: ignore[method-assign]
+            self._receive = _grouped_combine(  # type: ignore[method-assign, assignment]
                 key, [parent.index(f) for f in op.group_fields], parent.index(op.input_fields[0]), op.agg,
                 first_as_is=True)
             return
@@ -674,7 +675,7 @@ class CombinerInitFunction(BaseFunction):
     def prepare(self, conf: dict, context: Any) -> None:
         self.agg.prepare(conf, context)
 
-    def execute(self, tuple: TridentTuple, collector: TridentCollector) -> None:  # noqa: A002
+    def execute(self, tuple: TridentTuple, collector: TridentCollector) -> None:
         collector.emit([self.agg.init(tuple)])
 
     def cleanup(self) -> None:
@@ -704,7 +705,7 @@ class CombinerCombineAggregator(BaseAggregator):
     def init(self, batch_id: Any, collector: TridentCollector) -> list:
         return [self.agg.zero()]
 
-    def aggregate(self, state: list, tuple: TridentTuple, collector: TridentCollector) -> None:  # noqa: A002
+    def aggregate(self, state: list, tuple: TridentTuple, collector: TridentCollector) -> None:
         state[0] = self.agg.combine(state[0], tuple.values[0])
 
     def complete(self, state: list, collector: TridentCollector) -> None:
@@ -723,7 +724,7 @@ class ReducerAggregatorImpl(BaseAggregator):
     def init(self, batch_id: Any, collector: TridentCollector) -> list:
         return [self.agg.init()]
 
-    def aggregate(self, state: list, tuple: TridentTuple, collector: TridentCollector) -> None:  # noqa: A002
+    def aggregate(self, state: list, tuple: TridentTuple, collector: TridentCollector) -> None:
         state[0] = self.agg.reduce(state[0], tuple)
 
     def complete(self, state: list, collector: TridentCollector) -> None:
@@ -766,7 +767,7 @@ class GroupedAggregator(BaseAggregator):
     def init(self, batch_id: Any, collector: TridentCollector) -> list:
         return [batch_id, _GroupCollector(collector), {}]
 
-    def aggregate(self, state: list, tuple: TridentTuple, collector: TridentCollector) -> None:  # noqa: A002
+    def aggregate(self, state: list, tuple: TridentTuple, collector: TridentCollector) -> None:
         layout = self._layout
         if layout is None or layout[0] is not tuple.fields:
             fields = tuple.fields
@@ -821,7 +822,7 @@ class SingleEmitAggregator(BaseAggregator):
     def init(self, batch_id: Any, collector: TridentCollector) -> list:
         return [batch_id, None, False]
 
-    def aggregate(self, state: list, tuple: TridentTuple, collector: TridentCollector) -> None:  # noqa: A002
+    def aggregate(self, state: list, tuple: TridentTuple, collector: TridentCollector) -> None:
         if not state[2]:
             state[1] = self.agg.init(state[0], collector)
             state[2] = True
@@ -900,7 +901,8 @@ class SubtopologyBody(BatchBody):
                     parent_fields.append(self.input_fields[ref])
                     inputs.setdefault(ref, []).append((node.processor, pi))
             tctx = ProcessorContext(node.name, parent_fields, node.fields, i, _not_wired,
-                                    output.report_error, self._states.get(node.state_id))
+                                    output.report_error,
+                                    self._states.get(node.state_id) if node.state_id is not None else None)
             contexts.append(tctx)
             node.processor.prepare(conf, context, tctx)
         # children first: a node's emit calls its children's receivers, which wire() binds
@@ -956,7 +958,7 @@ class SubtopologyBody(BatchBody):
     def execute(self, batch: BatchInfo, stream: str, values: list) -> None:
         self.execute_many(batch, stream, (values,))
 
-    def execute_many(self, batch: BatchInfo, stream: str, rows: list) -> None:
+    def execute_many(self, batch: BatchInfo, stream: str, rows: Sequence[Any]) -> None:
         """`execute` of each row (a pack's tuples), with the stream's receivers looked up once."""
         wired = self._receivers.get(stream)
         if wired is None:

@@ -8,14 +8,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._config import Config, conf_value
 from .._collectors import OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import Spout
+from .._config import Config, conf_value
 from .._fields import Fields
 from .._system import DEFAULT_STREAM
 from ..testing._registry import SharedCounter, SharedLog, SharedQueue
 from .coordinator import SPOUT_COORDINATOR_PREFIX, TransactionAttempt
-
 
 MAX_BATCH_SIZE_KEY = Config.TOPOLOGY_SPOUT_MAX_BATCH_SIZE
 

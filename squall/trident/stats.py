@@ -12,8 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from ..engine.stats import (TRIDENT_BATCH_LATENCY, TRIDENT_BATCHES_COMMITTED, TRIDENT_BATCHES_IN_FLIGHT,
-                            TRIDENT_CURRENT_TXID, TRIDENT_MAX_BATCHES_IN_FLIGHT, StatKey)
+from ..engine.stats import (
+    TRIDENT_BATCH_LATENCY,
+    TRIDENT_BATCHES_COMMITTED,
+    TRIDENT_BATCHES_IN_FLIGHT,
+    TRIDENT_CURRENT_TXID,
+    TRIDENT_MAX_BATCHES_IN_FLIGHT,
+    StatKey,
+)
 from .executor import BATCH_STREAM, SUCCESS_STREAM
 
 

@@ -19,7 +19,7 @@ class TridentTuple:
     ``t[0]``, ``t["word"]``, ``len(t)`` and iteration work as on the list of values.
     """
 
-    __slots__ = ("values", "_fields")
+    __slots__ = ("_fields", "values")
 
     def __init__(self, fields: Fields, values: list) -> None:
         if len(values) != len(fields):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..._fields import Fields
 from ..operation import BaseOperation, CombinerAggregator, ReducerAggregator, TridentCollector
@@ -127,17 +127,21 @@ class IBackingMap(abc.ABC):
         """Store ``values[i]`` under ``keys[i]``."""
 
 
-class StateUpdater(BaseOperation, abc.ABC):
+S = TypeVar("S", bound="State")
+"""The kind of state an updater takes (a `MapState`, a `Snapshottable`, ...)."""
+
+
+class StateUpdater(BaseOperation, abc.ABC, Generic[S]):
     """Applies a batch's tuples to a state (Storm's ``StateUpdater``), inside the state's
     ``begin_commit``/``commit``; what it emits goes to ``TridentState.new_values_stream()``.
     ``prepare(conf, context)`` and ``cleanup()`` are a `BaseOperation`'s."""
 
     @abc.abstractmethod
-    def update_state(self, state: State, tuples: list[TridentTuple], collector: TridentCollector) -> None:
+    def update_state(self, state: S, tuples: list[TridentTuple], collector: TridentCollector) -> None:
         """Apply ``tuples`` (this partition's part of one batch) to ``state``."""
 
 
-class BaseStateUpdater(StateUpdater):
+class BaseStateUpdater(StateUpdater[S]):
     """A `StateUpdater` with no-op ``prepare`` and ``cleanup`` (Storm's ``BaseStateUpdater``)."""
 
 
@@ -151,7 +155,7 @@ class QueryFunction(BaseOperation, abc.ABC):
         """One result per tuple, in order."""
 
     @abc.abstractmethod
-    def execute(self, tuple: TridentTuple, result: Any, collector: TridentCollector) -> None:  # noqa: A002
+    def execute(self, tuple: TridentTuple, result: Any, collector: TridentCollector) -> None:
         """Emit what ``tuple``'s ``result`` gives (any number of value lists)."""
 
 
@@ -193,7 +197,7 @@ def _project(t: TridentTuple, fields: Fields) -> TridentTuple:
     return TridentTuple(fields, t.select(fields))
 
 
-class _ReducerUpdater(BaseStateUpdater):
+class _ReducerUpdater(BaseStateUpdater[S]):
     """An updater around a reducer, which it prepares and cleans up: a persisted reducer runs
     nowhere else (in Storm nothing prepares it). A persisted combiner is prepared by the
     aggregation before the repartition, which shares it, so its updaters do not prepare it again."""
@@ -207,7 +211,7 @@ class _ReducerUpdater(BaseStateUpdater):
         self.agg.cleanup()
 
 
-class MapCombinerAggStateUpdater(BaseStateUpdater):
+class MapCombinerAggStateUpdater(BaseStateUpdater["MapState"]):
     """A grouped ``persistent_aggregate`` with a ``CombinerAggregator`` (Storm's
     ``MapCombinerAggStateUpdater``): each tuple is a group's values and its partial aggregate
     of the batch (``input_fields``, one field); the map combines it into the stored value and
@@ -255,7 +259,7 @@ class MapCombinerAggStateUpdater(BaseStateUpdater):
             emit([*key, value])
 
 
-class MapReducerAggStateUpdater(_ReducerUpdater):
+class MapReducerAggStateUpdater(_ReducerUpdater["MapState"]):
     """A grouped ``persistent_aggregate`` with a ``ReducerAggregator`` (Storm's
     ``MapReducerAggStateUpdater``): the batch's tuples are grouped by ``group_fields``, each
     group's ``input_fields`` reduced into its stored value; emits each group's values and its
@@ -276,7 +280,7 @@ class MapReducerAggStateUpdater(_ReducerUpdater):
             collector.emit([*key, value])
 
 
-class CombinerAggStateUpdater(BaseStateUpdater):
+class CombinerAggStateUpdater(BaseStateUpdater["Snapshottable"]):
     """An ungrouped ``persistent_aggregate`` with a ``CombinerAggregator`` (Storm's
     ``CombinerAggStateUpdater``): the batch's one global partial aggregate is combined into the
     `Snapshottable`'s value; emits the new value."""
@@ -291,7 +295,7 @@ class CombinerAggStateUpdater(BaseStateUpdater):
         collector.emit([state.update(CombinerValueUpdater(self.agg, tuples[0][0]))])
 
 
-class ReducerAggStateUpdater(_ReducerUpdater):
+class ReducerAggStateUpdater(_ReducerUpdater["Snapshottable"]):
     """An ungrouped ``persistent_aggregate`` with a ``ReducerAggregator`` (Storm's
     ``ReducerAggStateUpdater``): the batch's tuples (all in one partition) are reduced into the
     `Snapshottable`'s value; emits the new value."""

@@ -186,7 +186,7 @@ class _BatchReads:
         vals = _get(self.delegate, keys)
         written = self.written
         if written:
-            vals = [written[k] if k in written else v for k, v in zip(ks, vals)]
+            vals = [written.get(k, v) for k, v in zip(ks, vals)]
         return ks, vals
 
     def multi_put(self, keys: Sequence[Sequence[Any]], vals: Sequence[Any], ks: list[Key] | None = None) -> None:
@@ -305,7 +305,8 @@ class OpaqueMap(_TxidMap):
         written, curr_tx, combine = backing.written, self.curr_tx, agg.combine
         if written:  # what this batch wrote already is what it builds on (see _BatchReads)
             stored_vals = [written.get(k, v) for k, v in zip(ks, stored_vals)]
-        new_vals, ret = [], []
+        new_vals: list[OpaqueValue] = []
+        ret: list[Any] = []
         append_new, append_ret = new_vals.append, ret.append
         for k, stored, arg in zip(ks, stored_vals, args):
             if stored is None:

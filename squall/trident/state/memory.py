@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ...state._kv import MemoryStore, StateCodec
 from ...state._names import state_home, topology_of
@@ -116,7 +116,8 @@ class _MemoryBacking(IBackingMap, ITupleCollection):
             store.committed.update(changes)
 
     def multi_remove(self, keys: Sequence[Sequence[Any]]) -> None:
-        self.store.apply({self._key(k): None for k in keys})
+        # a plain key is a tuple in this store (see _key); apply() is typed for a KeyValueState's bytes
+        self.store.apply(cast("dict[bytes, bytes | None]", {self._key(k): None for k in keys}))
 
     def get_tuples(self) -> Iterator[list[Any]]:
         for k, v in self.store.items():
@@ -166,7 +167,7 @@ class MemoryMapStateFactory(StateFactory):
     ``id`` names the state; it is made once, when the factory is, and travels with its copies.
     """
 
-    def __init__(self, id: str | None = None) -> None:  # noqa: A002 (Storm's name)
+    def __init__(self, id: str | None = None) -> None:
         self.id = id or uuid.uuid4().hex
 
     def make_state(self, conf: dict[str, Any], metrics: Any, partition_index: int, num_partitions: int) -> State:

@@ -37,7 +37,7 @@ import secrets
 import socket
 import struct
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 import msgpack
 from cryptography.exceptions import InvalidTag
@@ -81,6 +81,9 @@ class RpcSettings(NamedTuple):
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_connections_key: str = MAX_CONNECTIONS_KEY  # what a refusal names (the DRPC server has its own)
+
+
+_DEFAULT_SETTINGS = RpcSettings()  # immutable: one shared by every default
 
 
 def rpc_settings(conf: Mapping[str, Any]) -> RpcSettings:
@@ -208,7 +211,7 @@ class Client:
     """A blocking, authenticated connection to an RPC server (one thread at a time)."""
 
     def __init__(self, host: str, port: int, secret: bytes, timeout: float = 10.0,
-                 settings: RpcSettings = RpcSettings()) -> None:
+                 settings: RpcSettings = _DEFAULT_SETTINGS) -> None:
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as e:
@@ -300,7 +303,7 @@ class Client:
         self._broken = self._broken or _CLOSED
         self._sock.close()
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -348,7 +351,7 @@ async def _handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 
 
 async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, secret: bytes,
-                           handle: Handler, log: Any, settings: RpcSettings = RpcSettings(),
+                           handle: Handler, log: Any, settings: RpcSettings = _DEFAULT_SETTINGS,
                            table: ConnectionTable[asyncio.StreamWriter] | None = None) -> None:
     """Authenticate one connection and answer its requests with ``handle(op, args, session)``.
 
@@ -390,11 +393,11 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
             try:
                 result = await handle(op, args, session)
                 reply = {"ok": True, "result": result}
-            except Exception as e:  # reported to the caller, never fatal to the server
+            except Exception as e:  # noqa: BLE001 (reported to the caller, never fatal to the server)
                 reply = {"ok": False, "error": str(e), "type": type(e).__name__}
             writer.write(codec.seal(reply))
             await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
+    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
         pass
     except RpcError as e:
         warn.warning("closed connection from %s: %s", peer, e)

@@ -7,11 +7,11 @@ import itertools
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 from .. import _errors
-from .._nimbus import READS, NimbusClient, NimbusIface, verb_named
 from .._errors import RemoteError, RpcError
+from .._nimbus import READS, NimbusClient, NimbusIface, verb_named
 from .._secret import load_or_create_secret
 from .._topology import StormTopology
 from .._wire import AuthenticationError, Client, rpc_settings
@@ -171,7 +171,7 @@ class MasterClient(NimbusVerbs):
         self._closed = True
         self._client.close()
 
-    def __enter__(self) -> MasterClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

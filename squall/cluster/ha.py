@@ -556,7 +556,7 @@ class Coordinator:
         try:
             self.zk.stop()
             self.zk.close()
-        except Exception as e:  # stopping anyway
+        except Exception as e:  # noqa: BLE001 (whatever kazoo raises on the way out: stopping anyway)
             log.debug("closing the ZooKeeper session: %s", e)
 
 
@@ -712,8 +712,8 @@ def read_state(c: Coordinator) -> ClusterState:
             log.warning("ZooKeeper node %s skipped: %s", c.path("storms", storm_id), problem)
             continue
         assignment = c.read(c.path("assignments", storm_id)) or {"assignment": {}, "slots": {}}
-        errors = c.read(c.path("errors", storm_id))
-        errors = errors.get("errors") if isinstance(errors, dict) and isinstance(errors.get("errors"), list) else []
+        stored = c.read(c.path("errors", storm_id))
+        errors = stored["errors"] if isinstance(stored, dict) and isinstance(stored.get("errors"), list) else []
         beats = {}
         for slot in c.children(c.path("workerbeats", storm_id)):
             beat = c.read(c.path("workerbeats", storm_id, slot))

@@ -21,7 +21,10 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self, cast
+
+if TYPE_CHECKING:
+    from .._context import TopologyContext
 
 from .._config import SECRET_KEY, cluster_conf, topology_conf
 from .._errors import SquallError
@@ -122,7 +125,7 @@ class LocalCluster:
         return self._closed
 
     # --- context manager ----------------------------------------------------------------------------
-    def __enter__(self) -> LocalCluster:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -151,7 +154,7 @@ class LocalCluster:
         try:
             self._direct.run(self.master.monitor)
             self._sync()
-        except Exception:
+        except Exception:  # noqa: BLE001 (logged: the next tick tries again, as the master's timer does)
             self._tick_log.exception("the local cluster's tick failed")
         self._timers.schedule(_TICK_SECS, self._tick)
 
@@ -201,8 +204,8 @@ class LocalCluster:
         given = dict(conf or {})
         try:
             workers = int(topology_conf(self.conf, given).get("topology.workers") or 1)
-        except Exception:
-            workers = 1  # the master names what is wrong with the configuration
+        except Exception:  # noqa: BLE001 (the master names what is wrong with the configuration)
+            workers = 1
         self._offer(workers)
         self._sync()  # the new slots are registered before the master places the topology
         storm_id = self._direct.run(self.master.submit, name, given, topology, initial_status)
@@ -370,7 +373,8 @@ class LocalCluster:
         if there is none."""
         if namespace not in self._state_memory.namespaces(name):
             return None
-        return get_state(namespace, {"topology.name": name}, _Home(self._state_home))
+        # a stand-in context: get_state reads only its state home and names
+        return get_state(namespace, {"topology.name": name}, cast("TopologyContext", _Home(self._state_home)))
 
     def is_idle(self, name: str) -> bool:
         """True when no tuple waits in any inbox of ``name`` and every loop sleeps."""

@@ -47,8 +47,8 @@ of the master), and a worker that knows another epoch is told every death this m
 from __future__ import annotations
 
 import json
-import os
 import logging
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -56,31 +56,50 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import cloudpickle
 
 from .._config import misspellings, topology_conf, visible_to_topology
-from .._nimbus import checked_request
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
-from .._redact import redact
-from .._transactional import LaunchRefusedError, TransactionalStateError
+from .._nimbus import checked_request
 from .._ratelimit import RateLimitedLog
+from .._redact import redact
 from .._system import ACKER_COMPONENT
 from .._topology import StormTopology
+from .._transactional import LaunchRefusedError, TransactionalStateError
 from ..engine.clock import Clock
 from ..engine.executor import ErrorRecord, add_error
 from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
-from . import stats_pages
 from ..worker.stats_history import ALL_TIME as ALL_WINDOW
+from . import stats_pages
 from .backoff import crash_backoff, launch_backoff
-from .shipping import pickle_topology
-from .master_records import (REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, PendingAction, SlotState, SupervisorInfo,
-                             slots_from_json)
-from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
-from .seeds import NimbusAddress, nimbus_seeds
 from .ha import LEADER, NOT_A_LEADER, OFFLINE
 from .master_ha import Election
-from .store import (Change, DeleteTxState, MasterStore, PutPlan, PutSupervisors, PutTopology, PutTxState, RemovePlan,
-                    RemoveTopology, SetCounter, StoredPlan, ZooKeeperStore, store_for)
-from .state import (ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus,
-                    transition)
+from .master_records import (
+    REBALANCE_ACTION,
+    REMOVE_ACTION,
+    Heartbeat,
+    PendingAction,
+    SlotState,
+    SupervisorInfo,
+    slots_from_json,
+)
+from .scheduler import SchedulerCluster, SchedulerTopology, load_scheduler
+from .seeds import NimbusAddress, nimbus_seeds
+from .shipping import pickle_topology
+from .state import ACTIVATE, DO_REBALANCE, INACTIVATE, KILL, REBALANCE, REMOVE, TopologyStatus, next_status, transition
+from .store import (
+    Change,
+    DeleteTxState,
+    MasterStore,
+    PutPlan,
+    PutSupervisors,
+    PutTopology,
+    PutTxState,
+    RemovePlan,
+    RemoveTopology,
+    SetCounter,
+    StoredPlan,
+    ZooKeeperStore,
+    store_for,
+)
 
 if TYPE_CHECKING:
     import asyncio
@@ -222,8 +241,8 @@ class _Persisted(NamedTuple):
     record as JSON (and storm id), the supervisors as JSON."""
 
     counter: int | None = None
-    topologies: dict[str, str] = {}
-    storm_ids: dict[str, str] = {}
+    topologies: dict[str, str] = {}  # noqa: RUF012 (a NamedTuple's default, never changed: of() makes new ones)
+    storm_ids: dict[str, str] = {}  # noqa: RUF012 (as above)
     supervisors: str | None = None
 
     @classmethod
@@ -305,6 +324,7 @@ class Master:
         for name in was.topologies.keys() - now.topologies.keys():
             out.append(RemoveTopology(name, was.storm_ids[name]))
         if now.supervisors != was.supervisors:
+            assert now.supervisors is not None  # _Persisted.of always writes them
             out.append(PutSupervisors(json.loads(now.supervisors)))
         return out, now
 
@@ -400,7 +420,7 @@ class Master:
             return None
         try:
             plan = cloudpickle.loads(payload)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (unpickling the user's plan can raise anything: the plan is skipped, said)
             log.warning("skipped %s: its topology cannot be loaded: %s: %s", path, type(e).__name__, e)
             return None
         if not isinstance(plan, TopologyPlan):
@@ -446,7 +466,7 @@ class Master:
             return 1
         try:
             return len(self.ha.holders(topo.plan.storm_id, topo.code))
-        except Exception:  # ZooKeeper unreachable: a summary still answers
+        except Exception:  # noqa: BLE001 (ZooKeeper unreachable, whatever kazoo raises: a summary still answers)
             return 0
 
     def op_code(self, storm_id: str) -> bytes:
@@ -619,7 +639,7 @@ class Master:
         `NotAliveException` if there is no such topology."""
         topo = self._get(name)
         wait = float(topo.plan.conf["topology.message.timeout.secs"]) if wait_secs is None else float(wait_secs)
-        topo.status = transition(topo.status, KILL)
+        topo.status = next_status(topo.status, KILL)
         topo.pending_action = PendingAction(REMOVE_ACTION, self.clock.wall() + wait)
         self._commit()
         if wait == 0:
@@ -629,14 +649,14 @@ class Master:
         """Storm's ``activate``: ``name``'s spouts may run again (workers learn it from their heartbeat
         replies). Raises `NotAliveException`, or `IllegalStateTransition` if it is killed or rebalancing."""
         topo = self._get(name)
-        topo.status = transition(topo.status, ACTIVATE)
+        topo.status = next_status(topo.status, ACTIVATE)
         self._commit()
 
     def op_deactivate(self, name: str) -> None:
         """Storm's ``deactivate``: ``name``'s spouts stop emitting (workers learn it from their heartbeat
         replies). Raises `NotAliveException`, or `IllegalStateTransition` if it is killed or rebalancing."""
         topo = self._get(name)
-        topo.status = transition(topo.status, INACTIVATE)
+        topo.status = next_status(topo.status, INACTIVATE)
         self._commit()
 
     def op_rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
@@ -652,7 +672,7 @@ class Master:
         self._check_slots(name, new_plan.num_workers, releasing=len(topo.assignment))
         wait = float(topo.plan.conf["topology.message.timeout.secs"]) if wait_secs is None else float(wait_secs)
         previous = topo.status
-        topo.status = transition(topo.status, REBALANCE)
+        topo.status = next_status(topo.status, REBALANCE)
         topo.previous = previous
         topo.pending_action = PendingAction(REBALANCE_ACTION, self.clock.wall() + wait, num_workers,
                                             dict(executors or {}))
@@ -674,7 +694,7 @@ class Master:
                 log.info("Killed topology: %s", name)
                 self._schedule()  # its slots are free: place topologies that wait for some
             else:
-                status = transition(topo.status, DO_REBALANCE, topo.previous)
+                status = next_status(topo.status, DO_REBALANCE, topo.previous)
                 topo.plan = topo.plan.with_parallelism(action.num_workers, action.executors)
                 topo.assignment = {}  # placed afresh; a reused slot gets a new launch id
                 topo.status = status

@@ -21,8 +21,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from .._errors import NotLeaderException
 from .. import _nimbus as nimbus_verbs
+from .._errors import NotLeaderException
 from .ha import check_assignment
 from .master_records import Heartbeat, SupervisorInfo
 from .store import PutBeat, RemovePlan, StoredState
@@ -117,7 +117,7 @@ class Election:
                 # the workers must find us first: the launch timeout, as after a restart
                 state.heartbeat = Heartbeat.launched(now) if hb is None else dataclasses.replace(
                     hb, time=now, starting=True)
-        self.master.store.lead()
+        self.store.lead()
         self.master.forget_persisted()
         self.master.leading = True
         log.info("this master (%s) is the leader now: %d topologies, %d supervisors", self.ha.me,
@@ -133,7 +133,7 @@ class Election:
             self.ha.register()
             self._sync_code(self.ha.code_keys())
             state = self.master.store.load()
-        except Exception as e:  # ZooKeeper unreachable: keep what we knew, try again
+        except Exception as e:  # noqa: BLE001 (ZooKeeper unreachable, whatever kazoo raises: keep what we knew, try again)
             log.warning("cannot read the cluster state from ZooKeeper: %s", e)
             return False
         complete = self._adopt(state)
@@ -175,7 +175,7 @@ class Election:
         """The leader's second (``now``: the server's monotonic clock): save, write heartbeat
         summaries that are due, keep holding code."""
         self.master._commit()
-        self.master.store.refresh()  # nodes someone else changed are written again
+        self.store.refresh()  # nodes someone else changed are written again
         every = float(self.conf.get("task.heartbeat.frequency.secs") or 3)
         try:
             self._sync_code(self.ha.code_keys())
@@ -190,7 +190,7 @@ class Election:
                         "address": hb.address})])
                     self._beats_written[key] = now
             self.ha.sweep()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (logged: the next second writes them again)
             log.error("cannot write heartbeat summaries to ZooKeeper: %s", e)
 
     # --- code ------------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ class Election:
                     blob = client.call("code", storm_id=storm_id)
                 finally:
                     client.close()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 (another holder is tried)
                 log.warning("cannot fetch the code of %s from %s: %s", storm_id, holder, e)
                 continue
             if not isinstance(blob, bytes) or hashlib.sha256(blob).hexdigest() != digest:

@@ -59,3 +59,15 @@ def transition(status: TopologyStatus, event: str, previous: TopologyStatus | No
     if event == DO_REBALANCE:
         return previous or TopologyStatus.ACTIVE
     return table[event]
+
+
+def next_status(status: TopologyStatus, event: str, previous: TopologyStatus | None = None) -> TopologyStatus:
+    """`transition` for an event that leaves the topology in place (every one but REMOVE).
+
+    Raises:
+        IllegalStateTransition: as `transition`, or ``event`` removes the topology.
+    """
+    new = transition(status, event, previous)
+    if new is None:
+        raise IllegalStateTransition(f"Event {event} removes the topology (status: {status})")
+    return new

@@ -27,10 +27,23 @@ from .._config import Config, shown_configuration, visible_to_topology
 from .._errors import BadParameterError, UnknownComponentError
 from ..engine.executor import ErrorRecord
 from ..engine.plan import ExecutorSpec, TopologyPlan
-from ..engine.stats import (ACKED, COMPLETE_LATENCY, EMITTED, EXECUTE_LATENCY, EXECUTED, FAILED,
-                            MAX_SPOUT_PENDING, PROCESS_LATENCY, TASK_FIGURES, TRANSFERRED, TRIDENT_BATCH_LATENCY,
-                            TRIDENT_BATCHES_COMMITTED, TRIDENT_BATCHES_IN_FLIGHT, TRIDENT_CURRENT_TXID,
-                            TRIDENT_MAX_BATCHES_IN_FLIGHT)
+from ..engine.stats import (
+    ACKED,
+    COMPLETE_LATENCY,
+    EMITTED,
+    EXECUTE_LATENCY,
+    EXECUTED,
+    FAILED,
+    MAX_SPOUT_PENDING,
+    PROCESS_LATENCY,
+    TASK_FIGURES,
+    TRANSFERRED,
+    TRIDENT_BATCH_LATENCY,
+    TRIDENT_BATCHES_COMMITTED,
+    TRIDENT_BATCHES_IN_FLIGHT,
+    TRIDENT_CURRENT_TXID,
+    TRIDENT_MAX_BATCHES_IN_FLIGHT,
+)
 from ..worker.stats_history import ALL_TIME, WINDOW_NAMES
 from .logs import worker_log_link
 
@@ -147,7 +160,7 @@ class _Acc:
         self.lat_weight: dict[str, float] = {}
 
     def count(self, metric: str) -> int:
-        return int(round(self.counts.get(metric, 0)))
+        return round(self.counts.get(metric, 0))
 
     def latency(self, metric: str) -> float:
         w = self.lat_weight.get(metric, 0)

@@ -29,7 +29,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from .._config import SECRET_KEY, setting
 from .._private import Kept, private_dir, write_private
@@ -125,8 +125,8 @@ class DeleteTxState:
     prefix: bool = False
 
 
-Change = Union[SetCounter, PutTopology, RemoveTopology, PutPlan, RemovePlan, PutSupervisors, PutBeat,
-               PutTxState, DeleteTxState]
+Change = (SetCounter | PutTopology | RemoveTopology | PutPlan | RemovePlan | PutSupervisors | PutBeat
+          | PutTxState | DeleteTxState)
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +282,8 @@ def _keep_in(state: StoredState, change: Change, where: str) -> bool:
 class LocalDirStore(MasterStore):
     """A lone master's ``directory`` (``<storm.local.dir>/nimbus``); see the module docstring."""
 
+    directory: Path
+
     def __init__(self, directory: Path, secret: bytes) -> None:
         from .txstore import FileStore
         self.directory = Path(directory)
@@ -392,7 +394,7 @@ class ZooKeeperStore(MasterStore):
         try:
             write_state(self.coordinator, self._mirror, frozenset(self.replicating))
             self._stale = False
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (logged: the next change or refresh writes it)
             log.error("cannot write the cluster state to ZooKeeper (the next save tries again): %s", e)
 
     def lead(self) -> None:

@@ -19,6 +19,7 @@ own path and version (`squall.cluster.ha`).
 from __future__ import annotations
 
 import base64
+import builtins
 import hashlib
 import logging
 import os
@@ -27,8 +28,19 @@ from typing import Any
 from urllib.parse import quote
 
 from .._private import Kept, fsync_dir, private_dir, write_private
-from .._transactional import (MAX_KEYS, MemoryBackend, TransactionalStateError, check_key, check_prefix,
-                              check_value, key_to_name, name_to_key, starting, too_many_keys, under)
+from .._transactional import (
+    MAX_KEYS,
+    MemoryBackend,
+    TransactionalStateError,
+    check_key,
+    check_prefix,
+    check_value,
+    key_to_name,
+    name_to_key,
+    starting,
+    too_many_keys,
+    under,
+)
 
 log = logging.getLogger("squall.master")
 
@@ -105,13 +117,13 @@ class FileStore:
         if keys and d.exists():
             fsync_dir(d)
 
-    def list(self, topology: str, prefix: str = "") -> list[str]:
+    def list(self, topology: str, prefix: str = "") -> builtins.list[str]:  # `list` is this method here
         """See `TransactionalBackend.list`."""
         return starting((name_to_key(n[:-len(_SUFFIX)]) for n in self._names(self._dir(topology))),
                         check_prefix(prefix))
 
     @staticmethod
-    def _names(d: Path) -> list[str]:
+    def _names(d: Path) -> builtins.list[str]:
         try:
             return [n for n in os.listdir(d) if n.endswith(_SUFFIX)]
         except FileNotFoundError:
@@ -153,6 +165,6 @@ class ZooKeeperStore:
         for k in (under(self.list(topology), key) if prefix else [check_key(key)]):
             self.zk.delete(self._path(topology, k))
 
-    def list(self, topology: str, prefix: str = "") -> list[str]:
+    def list(self, topology: str, prefix: str = "") -> builtins.list[str]:  # `list` is this method here
         """See `TransactionalBackend.list`."""
         return starting((name_to_key(n) for n in self.zk.children(self._path(topology))), check_prefix(prefix))

@@ -11,6 +11,7 @@ is a failure (over RPC a `RemoteError` naming its type), which the app answers 5
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -124,10 +125,9 @@ class RpcLink(_VerbLink):
 
     def _drop(self) -> None:
         if self._client is not None:
-            try:
+            # a broken connection may fail to close, whatever it raises: it is gone anyway
+            with contextlib.suppress(Exception):
                 self._client.close()
-            except Exception:  # noqa: BLE001 - a broken connection may fail to close: it is gone anyway
-                pass
         self._client = None
 
     def read(self, op: str, **args: Any) -> Any:

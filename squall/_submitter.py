@@ -37,8 +37,8 @@ class StormSubmitter:
             return
         # The master named by the configuration (imported here: the cluster layer sits above).
         from ._config import cluster_conf
-        from .cluster.client import MasterClient
         from ._errors import RpcError
+        from .cluster.client import MasterClient
         try:
             with MasterClient(cluster_conf(_daemon_conf)) as master:
                 master.submit_topology(name, None if conf is None else dict(conf), topology)

@@ -26,17 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from .._config import Config, conf_value, find_conf_file, misspellings
-from .._errors import SquallError
+from .._errors import RpcError, SquallError
 from .._redact import redact_logs
 from .._submitter import StormSubmitter
 from .._system import ACKER_COMPONENT
+from .._wire import AuthenticationError
 from ..cluster.client import MasterClient, master_address
 from ..cluster.health import HealthCheck
 from ..cluster.process import run_nimbus, running_supervisor
 from ..cluster.seeds import describe_seeds, nimbus_seeds
 from ..cluster.supervisor import run_process_supervisor
-from .._errors import RpcError
-from .._wire import AuthenticationError
 from ._drpc import drpc_beside_nimbus
 from ._local import last_time, times, user_components
 from ._options import UserError, cluster_conf_of

@@ -31,8 +31,8 @@ from .._config import Config, conf_value
 from .._private import open_private_log, private_dir
 from .backoff import STEADY_SECS, crash_backoff
 from .master import Master
-from .server import MasterServer
 from .process_launcher import write_conf
+from .server import MasterServer
 
 log = logging.getLogger("squall.master")
 

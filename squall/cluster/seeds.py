@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from .._config import Config, conf_value
-from .._errors import NotLeaderException
-from .._errors import RemoteError, RpcError
+from .._errors import NotLeaderException, RemoteError, RpcError
 
 log = logging.getLogger("squall.client")
 

@@ -21,6 +21,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
 from .._config import Config
 
 EXIT_LOST = -1  # the task ended without a record: cancelled, or its Python worker or executor died
@@ -47,8 +48,8 @@ def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
 
     def run_worker(_partition: Iterable[Any]) -> Iterator[dict[str, Any]]:
         from ..worker.agent import EXIT_CRASHED
-        from .worker_process import run
         from .logs import install_worker_logging
+        from .worker_process import run
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"%(asctime)s worker {slot} %(levelname)s %(message)s")
         try:

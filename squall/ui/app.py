@@ -35,7 +35,7 @@ from .._errors import (
 )
 from . import storm_json as sj
 from .guard import ActionGuard, allowed_hosts, host_allowed
-from .link import UiMasterLink, MasterUnavailable
+from .link import MasterUnavailable, UiMasterLink
 from .openapi import openapi_document
 
 log = logging.getLogger("squall.ui")

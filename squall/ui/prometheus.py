@@ -24,7 +24,7 @@ from starlette.routing import Route
 from .._errors import NotAliveException
 from ..engine.stats import GAUGES, LATENCIES
 from .app import error_response
-from .link import UiMasterLink, MasterUnavailable
+from .link import MasterUnavailable, UiMasterLink
 
 _TASK_LABELS = ["topology", "component", "task", "source", "stream"]
 _WORKER_LABELS = ["topology", "host", "port"]

@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 from .._collectors import OutputCollector, OutputFieldsDeclarer
-from .._config import Config, conf_value
 from .._components import Bolt
+from .._config import Config, conf_value
 from .._fields import Fields
 from .._ratelimit import RateLimitedLog
 from .._system import DEFAULT_STREAM

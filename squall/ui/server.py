@@ -16,7 +16,7 @@ from .._config import SECRET_KEY, Config, conf_value, setting
 from .._connlimit import ACCEPT_BACKLOG
 from .._errors import SquallError
 from .app import create_app
-from .link import DirectLink, UiMasterLink, RpcLink
+from .link import DirectLink, RpcLink, UiMasterLink
 from .pages import WebPages
 from .slow_clients import GuardedServer, UiLimits, guarded_protocol, ui_limits
 

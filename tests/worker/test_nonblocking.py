@@ -67,8 +67,8 @@ def test_epoll_ready_lists_the_ready_descriptors_and_nothing_when_none_is(pair):
 
 def test_wait_stale_returns_once_no_touch_came_for_its_span():
     watch = StaleWatch()
+    start = time.monotonic()  # read before the touch: the span is counted from the touch, which comes later
     watch.touch()
-    start = time.monotonic()
     assert watch.wait_stale(0.05) is True
     assert time.monotonic() - start >= 0.045
 
@@ -82,15 +82,19 @@ def test_touches_hold_wait_stale_off_until_they_stop():
 
     def loop():
         while time.monotonic() < stop:
+            before = time.monotonic()  # a time no later than the touch, kept once the touch is done
             watch.touch()
-            last[0] = time.monotonic()
+            last[0] = before
             time.sleep(0.01)
 
     t = threading.Thread(target=loop)
     t.start()
-    assert watch.wait_stale(0.1) is True
-    assert time.monotonic() - last[0] >= 0.095
+    # A span far above the loop's 10 ms gaps: only a toucher kept off the CPU for half a second
+    # could let the watch go stale before the loop ends.
+    assert watch.wait_stale(0.5) is True
+    returned = time.monotonic()
     t.join()
+    assert returned - last[0] >= 0.495
 
 
 def test_close_ends_a_wait_with_false_and_a_bad_span_is_refused():

@@ -22,13 +22,14 @@ runs. This module imports nothing of the cluster, so workers use it too.
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields, is_dataclass
 from functools import cache
-from typing import Any, Protocol, TypeVar, Union, get_args, get_origin
+from typing import Any, Protocol, TypeVar, Union, cast, get_args, get_origin
 
 from ._errors import SquallError
 
@@ -189,10 +190,16 @@ def decode(cls: type[R], data: Any, where: str = "") -> R:
     return _decode(data, cls, where or cls.__name__, "")
 
 
-@cache
+_FIELDS: dict[type, tuple[tuple[Any, Any], ...]] = {}
+
+
 def _fields(cls: type) -> tuple[tuple[Any, Any], ...]:
-    hints = typing.get_type_hints(cls)
-    return tuple((f, hints[f.name]) for f in fields(cls))
+    """A record's fields with their resolved types (read once per record type)."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        hints = typing.get_type_hints(cls)
+        found = _FIELDS[cls] = tuple((f, hints[f.name]) for f in fields(cls))
+    return found
 
 
 @cache
@@ -382,7 +389,7 @@ class NimbusIface(Protocol):
         ...
 
     @verb(read=True)
-    def supervisors(self) -> list[dict[str, Any]]:
+    def supervisors(self) -> builtins.list[dict[str, Any]]:
         """One summary per supervisor."""
         ...
 
@@ -424,7 +431,7 @@ class NimbusIface(Protocol):
         ...
 
     @verb(read=True)
-    def nimbuses(self) -> list[dict[str, Any]]:
+    def nimbuses(self) -> builtins.list[dict[str, Any]]:
         """Each master with its status."""
         ...
 
@@ -451,7 +458,7 @@ class NimbusIface(Protocol):
         ...
 
     @verb(leader_only=True)
-    def report_errors(self, storm_id: str, slot: str, launch_id: int, errors: list[dict[str, Any]]) -> None:
+    def report_errors(self, storm_id: str, slot: str, launch_id: int, errors: builtins.list[dict[str, Any]]) -> None:
         """A worker that could not start says why."""
         ...
 
@@ -476,7 +483,7 @@ class NimbusIface(Protocol):
 
     @verb(leader_only=True)
     def trident_state_list(self, topology: str, prefix: str = "", storm_id: str | None = None,
-                           slot: str | None = None, launch_id: int | None = None) -> list[str]:
+                           slot: str | None = None, launch_id: int | None = None) -> builtins.list[str]:
         """The keys of ``topology``'s transactional state under ``prefix``, sorted."""
         ...
 
@@ -557,7 +564,8 @@ def _verbs(iface: type) -> dict[str, Verb]:
             args = tuple(Arg(f.name, hint, _default(f)) for f, hint in _fields(record))
         else:
             args = tuple(Arg(p.name, hints[p.name], p.default) for p in params)
-        out[name] = Verb(name, args, hints["return"], *flags, record, sig)
+        leader_only, read = flags
+        out[name] = Verb(name, args, hints["return"], leader_only, read, record, sig)
     return out
 
 
@@ -596,13 +604,19 @@ def checked_request(op: Any, args: Mapping[str, Any]) -> Verb:
     return found
 
 
-class NimbusClient(NimbusIface):
+class NimbusClient:
     """`NimbusIface` over a transport ``call(op, **args)`` (an RPC link, or a master in this
     process): each method encodes its request, sends it, and returns the reply decoded (a record
-    where the verb declares one). The methods are made from `VERBS`, never written out."""
+    where the verb declares one). The methods are made from `VERBS`, never written out; make one
+    with `nimbus_client` to have them typed as `NimbusIface` declares them."""
 
     def __init__(self, call: Callable[..., Any]) -> None:
         self.call = call
+
+
+def nimbus_client(call: Callable[..., Any]) -> NimbusIface:
+    """A `NimbusClient` over ``call``, typed as the `NimbusIface` it implements."""
+    return cast(NimbusIface, NimbusClient(call))
 
 
 def _client_method(v: Verb) -> Callable[..., Any]:

@@ -11,7 +11,7 @@ from typing import Any, Self
 
 from .. import _errors
 from .._errors import RemoteError, RpcError
-from .._nimbus import READS, NimbusClient, NimbusIface, verb_named
+from .._nimbus import READS, NimbusIface, nimbus_client, verb_named
 from .._secret import load_or_create_secret
 from .._topology import StormTopology
 from .._wire import AuthenticationError, Client, rpc_settings
@@ -113,7 +113,7 @@ class MasterClient(NimbusVerbs):
         self._settings = rpc_settings(conf)
         self._closed = False
         self._client = LeaderLink(nimbus_seeds(conf), self._connect)
-        self.nimbus = NimbusClient(self._call)  # the master's verbs, typed, over this connection
+        self.nimbus = nimbus_client(self._call)  # the master's verbs, typed, over this connection
         # with several masters, finding the leader is tried again as Storm's NimbusClient does
         # (storm.nimbus.retry.*): during a failover there is none for a few seconds
         retries = int(conf.get("storm.nimbus.retry.times") or 0) if len(self._client.seeds) > 1 else 0

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 from .._config import SECRET_KEY, cluster_conf, topology_conf
 from .._errors import SquallError
-from .._nimbus import NimbusClient
+from .._nimbus import nimbus_client
 from .._ratelimit import RateLimitedLog
 from .._topology import StormTopology
 from ..engine.clock import Clock
@@ -79,7 +79,7 @@ class LocalCluster:
         self._rng_lock = threading.Lock()
         self.master = Master(self.conf, clock=self.clock, store=MemoryStore.for_conf(self.conf))
         self._direct = DirectMaster(self.master, on_change=self._news)
-        self._nimbus = NimbusClient(self._direct.request)  # the master's verbs, as over RPC but in this process
+        self._nimbus = nimbus_client(self._direct.request)  # the master's verbs, as over RPC but in this process
         self._networks = Networks()
         # stateful bolts' default state lives here, outside the workers, until shutdown (docs/state.md)
         self._state_memory = HostMemory()

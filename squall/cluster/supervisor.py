@@ -32,7 +32,7 @@ from typing import Any
 
 from .._config import Config, cluster_conf, conf_value, setting
 from .._errors import SquallError
-from .._nimbus import NimbusClient, RunningWorker, SupervisorSync, WorkerExit
+from .._nimbus import RunningWorker, SupervisorSync, WorkerExit, nimbus_client
 from .._private import private_dir, write_private
 from .._redact import redact_logs
 from ..worker.calls import MasterCalls, RpcError
@@ -61,7 +61,7 @@ class Supervisor:
         self.master = master
         self.health = health
         self.id = supervisor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
-        self.nimbus = NimbusClient(lambda op, **args: self.master.call(op, **args))  # the verbs, typed
+        self.nimbus = nimbus_client(lambda op, **args: self.master.call(op, **args))  # the verbs, typed
         self.exits: list[WorkerExit] = []  # reported at the next sync that reaches the master
         self._stopping = False
 

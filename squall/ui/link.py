@@ -107,8 +107,8 @@ class RpcLink(_VerbLink):
         self._lock = threading.Lock()  # one call at a time on the one connection
 
     def _run(self, action: Callable[[Any], R]) -> R:
+        from .._errors import RpcError
         from ..cluster.client import MasterClient
-        from ..worker.calls import RpcError
         # the master's refusals come back as squall's exceptions (MasterClient maps them by
         # name); any other RemoteError is the master's failure, for the app to answer 500
         with self._lock:

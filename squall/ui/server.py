@@ -42,7 +42,7 @@ def remote_app(conf: Mapping[str, Any]) -> Starlette:
     """The app for the master ``conf`` names (``nimbus.seeds``/``nimbus.host``,
     ``nimbus.thrift.port``), over RPC; actions need the cluster's secret (``squall.secret``,
     else ``<storm.local.dir>/secret``, as every daemon of the cluster reads it)."""
-    from ..worker.rpc import load_or_create_secret
+    from .._secret import load_or_create_secret
     secret_file = Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "secret"
     if setting(conf, SECRET_KEY) is None and not secret_file.exists():
         # not made up here: a secret of our own would match no master's, and leave a file behind

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import cloudpickle
 
 from .._config import Config, conf_value
-from .._nimbus import Assignment, Heartbeat, NimbusClient
+from .._nimbus import Assignment, Heartbeat, nimbus_client
 from .._transactional import MasterBackend, WorkerLaunch
 from ..engine.clock import Clock
 from ..engine.dropped_items import DroppedItemsLink
@@ -94,7 +94,7 @@ class WorkerAgent:
                  stop_loop_secs: float = 2.0, seed: int | None = None, state_home: Any = None,
                  transactional_link: MasterCalls | None = None) -> None:
         self.master = master
-        self.nimbus = NimbusClient(lambda op, **args: self.master.call(op, **args))  # the verbs, typed
+        self.nimbus = nimbus_client(lambda op, **args: self.master.call(op, **args))  # the verbs, typed
         self.storm_id, self.slot, self.launch_id = storm_id, slot, launch_id
         self.port = int(slot.rsplit(":", 1)[1])
         self.conf = conf

@@ -11,9 +11,23 @@ from typing import Any
 
 from .._errors import RemoteError, RpcError
 from .._secret import load_or_create_secret
-from .._wire import (DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME, HANDSHAKE_TIMEOUT_KEY,
-                     MAX_CONNECTIONS_KEY, MAX_FRAME_KEY, PREAUTH_MAX_FRAME, AuthenticationError, Client, FrameCodec,
-                     RpcSettings, pack, rpc_settings, serve_connection, session_keys)
+from .._wire import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_FRAME,
+    HANDSHAKE_TIMEOUT_KEY,
+    MAX_CONNECTIONS_KEY,
+    MAX_FRAME_KEY,
+    PREAUTH_MAX_FRAME,
+    AuthenticationError,
+    Client,
+    FrameCodec,
+    RpcSettings,
+    pack,
+    rpc_settings,
+    serve_connection,
+    session_keys,
+)
 
 __all__ = ["DEFAULT_HANDSHAKE_TIMEOUT", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_MAX_FRAME", "HANDSHAKE_TIMEOUT_KEY",
            "MAX_CONNECTIONS_KEY", "MAX_FRAME_KEY", "PREAUTH_MAX_FRAME", "AuthenticationError", "Client", "FrameCodec",

@@ -361,10 +361,7 @@ def _squall_trees():
 # Files whose keys are still spelled out: other work of issue 35 (the master, the protocol, the
 # layering, the connectors' retries) is rewriting them now; each goes from here when its key
 # reads are moved to the constants.
-KEYS_STILL_SPELLED_IN = frozenset({
-    "cluster/master.py", "cluster/master_ha.py", "cluster/client.py", "cluster/local.py",
-    "cluster/store.py", "cluster/server.py",
-})
+KEYS_STILL_SPELLED_IN = frozenset({"cluster/client.py", "cluster/local.py"})
 
 
 def _key_readers(trees):

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import cloudpickle
 
-from .._config import misspellings, topology_conf, visible_to_topology
+from .._config import Config, conf_value, misspellings, topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
 from .._nimbus import checked_request
 from .._ratelimit import RateLimitedLog
@@ -431,7 +431,7 @@ class Master:
     # --- what any master answers -----------------------------------------------------------------
     def me(self) -> NimbusAddress:
         """Where this master listens."""
-        return NimbusAddress(str(self.conf.get("nimbus.host") or "127.0.0.1"), int(self.port or 0))
+        return NimbusAddress(str(conf_value(self.conf, Config.NIMBUS_HOST)), int(self.port or 0))
 
     def op_get_leader(self) -> dict[str, Any] | None:
         """The master that leads (Storm's ``getLeader``): ``{"host", "port"}``, None while an
@@ -565,7 +565,7 @@ class Master:
         # the submitted name, whatever the Config says (Storm's Nimbus): tasks key their
         # transactional and persistent state by it, and a Config copied from another topology
         # would otherwise share that one's Trident coordinator state while both run
-        merged["topology.name"] = conf["topology.name"] = name
+        merged[Config.TOPOLOGY_NAME] = conf[Config.TOPOLOGY_NAME] = name
         storm_id = f"{name}-{self.counter + 1}-{int(self.clock.wall())}"
         plan = make_plan(name, storm_id, topology, merged, conf)
         component_blobs(plan)  # names a component that cannot be pickled
@@ -638,7 +638,7 @@ class Master:
         ``wait_secs`` (default: ``topology.message.timeout.secs``; 0: at once). Raises
         `NotAliveException` if there is no such topology."""
         topo = self._get(name)
-        wait = float(topo.plan.conf["topology.message.timeout.secs"]) if wait_secs is None else float(wait_secs)
+        wait = float(topo.plan.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]) if wait_secs is None else float(wait_secs)
         topo.status = next_status(topo.status, KILL)
         topo.pending_action = PendingAction(REMOVE_ACTION, self.clock.wall() + wait)
         self._commit()
@@ -670,7 +670,7 @@ class Master:
             raise InvalidTopologyException("rebalance: the acker's executors cannot be changed")
         new_plan = topo.plan.with_parallelism(num_workers, executors)  # validate now, apply after the wait
         self._check_slots(name, new_plan.num_workers, releasing=len(topo.assignment))
-        wait = float(topo.plan.conf["topology.message.timeout.secs"]) if wait_secs is None else float(wait_secs)
+        wait = float(topo.plan.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]) if wait_secs is None else float(wait_secs)
         previous = topo.status
         topo.status = next_status(topo.status, REBALANCE)
         topo.previous = previous
@@ -716,7 +716,7 @@ class Master:
         return {"supervisors": len(self.supervisors), "slots_total": self._slots_total(),
                 "slots_used": sum(t["num_workers"] for t in topologies), "topologies": topologies,
                 "nimbuses": self.op_nimbuses(),
-                "nimbus": {"host": self.conf.get("nimbus.host") or "127.0.0.1", "port": self.port,
+                "nimbus": {"host": conf_value(self.conf, Config.NIMBUS_HOST), "port": self.port,
                            "uptime_secs": self.clock.wall() - self.started}}
 
     def op_supervisors(self) -> list[dict[str, Any]]:
@@ -907,13 +907,13 @@ class Master:
         return self._sync_reply(desired)
 
     def _sync_reply(self, slots: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        return {"slots": slots, "master": {"host": self.conf.get("nimbus.host"),
-                                           "port": self.conf.get("nimbus.thrift.port")}}
+        return {"slots": slots, "master": {"host": self.conf.get(Config.NIMBUS_HOST),
+                                           "port": self.conf.get(Config.NIMBUS_THRIFT_PORT)}}
 
     def _replaced_after(self) -> float:
         """How long a supervisor must have been silent for a new one on its host and ports to
         take it for restarted (rather than for a second machine that claims the same address)."""
-        return 2 * float(self.conf.get("supervisor.monitor.frequency.secs") or 1)
+        return 2 * float(conf_value(self.conf, Config.SUPERVISOR_MONITOR_FREQUENCY_SECS))
 
     def _relaunch_not_running(self, host: str, ports: list[int], running: list[dict[str, Any]],
                               now: float) -> None:
@@ -1021,7 +1021,7 @@ class Master:
             failures = state.failed_starts = state.failed_starts + 1
             if state.reported_launch != launch:
                 add_error(topo.errors, _exit_error(slot, ex, now))  # it died before it could say why
-            limit = int(self.conf.get("squall.worker.max.launch.attempts") or 5)
+            limit = int(conf_value(self.conf, Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS))
             if failures >= limit:
                 state.given_up = True
                 add_error(topo.errors, _error("__master", -1, f"worker on {slot} failed to start {limit} times; "
@@ -1187,7 +1187,7 @@ class Master:
         """Restart workers that stopped heartbeating; run due kills and rebalances."""
         self._run_due_actions()
         now = self.clock.wall()
-        sup_timeout = float(self.conf.get("nimbus.supervisor.timeout.secs", 60))
+        sup_timeout = float(conf_value(self.conf, Config.NIMBUS_SUPERVISOR_TIMEOUT_SECS))
         dead = [sid for sid, sup in self.supervisors.items() if now - sup.seen > sup_timeout]
         for sid in dead:  # its slots are gone: move what ran there
             sup = self.supervisors.pop(sid)
@@ -1195,8 +1195,8 @@ class Master:
             self._drop_slots(sup.slots(), now)
         if dead:
             self._schedule()
-        timeout = float(self.conf.get("nimbus.task.timeout.secs", 30))
-        launch = float(self.conf.get("nimbus.task.launch.secs", 120))
+        timeout = float(conf_value(self.conf, Config.NIMBUS_TASK_TIMEOUT_SECS))
+        launch = float(conf_value(self.conf, Config.NIMBUS_TASK_LAUNCH_SECS))
         changed = False
         dead_nodes: set[str] = set()  # slots whose worker and supervisor both fell silent
         for topo in self.topologies.values():

@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .. import _nimbus as nimbus_verbs
+from .._config import Config, conf_value
 from .._errors import NotLeaderException
 from .ha import check_assignment
 from .master_records import Heartbeat, SupervisorInfo
@@ -176,7 +177,7 @@ class Election:
         summaries that are due, keep holding code."""
         self.master._commit()
         self.store.refresh()  # nodes someone else changed are written again
-        every = float(self.conf.get("task.heartbeat.frequency.secs") or 3)
+        every = float(conf_value(self.conf, Config.TASK_HEARTBEAT_FREQUENCY_SECS))
         try:
             self._sync_code(self.ha.code_keys())
             for topo in self.master.topologies.values():
@@ -274,8 +275,8 @@ class Election:
                 self.master._commit()
 
     async def _wait_for_replication(self, plan: TopologyPlan, code: str) -> None:
-        want = int(plan.conf.get("topology.min.replication.count") or 1)
-        limit = float(plan.conf.get("topology.max.replication.wait.time.sec", 60))
+        want = int(conf_value(plan.conf, Config.TOPOLOGY_MIN_REPLICATION_COUNT))
+        limit = float(conf_value(plan.conf, Config.TOPOLOGY_MAX_REPLICATION_WAIT_TIME_SEC))
         start = time.monotonic()
         while True:
             have = len(self.ha.holders(plan.storm_id, code))

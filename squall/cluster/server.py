@@ -16,6 +16,7 @@ import logging
 import time
 from typing import Any
 
+from .._config import Config, conf_value
 from .master import Master
 
 log = logging.getLogger("squall.master")
@@ -47,9 +48,8 @@ class MasterServer:
         from ..worker.rpc import rpc_settings
         master, election = self.master, self.master.election
         self.rpc = rpc_settings(self.conf)
-        host = self.conf.get("nimbus.host") or "127.0.0.1"
-        port = self.conf.get("nimbus.thrift.port")
-        port = 6627 if port is None else int(port)  # 0: any free port (tests, SparkCluster)
+        host = conf_value(self.conf, Config.NIMBUS_HOST)
+        port = int(conf_value(self.conf, Config.NIMBUS_THRIFT_PORT))  # 0: any free port (tests, SparkCluster)
         files = open_files_limit()
         self._connections = ConnectionTable(connection_cap(self.rpc.max_connections, files))
         FullTableLog(log, "the master").install(asyncio.get_running_loop())
@@ -61,7 +61,7 @@ class MasterServer:
             election.join()
         if ready is not None:
             ready.set()
-        freq = min(float(self.conf.get("nimbus.monitor.freq.secs") or 1), 1.0)
+        freq = min(float(conf_value(self.conf, Config.NIMBUS_MONITOR_FREQ_SECS)), 1.0)
         # with Nimbus HA, the election is watched 4 times a second; only the leader monitors
         tick = freq if election is None else min(freq, ELECTION_TICK_SECS)
         monitored = time.monotonic()

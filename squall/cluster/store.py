@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._config import SECRET_KEY, setting
+from .._config import SECRET_KEY, Config, conf_value, setting
 from .._private import Kept, private_dir, write_private
 from .._transactional import MemoryBackend
 
@@ -415,7 +415,7 @@ def store_for(conf: Mapping[str, Any]) -> MasterStore:
     """
     from ..worker.rpc import load_or_create_secret  # the network's parts: not in a LocalCluster
     from .ha import Coordinator, zookeeper_servers
-    directory = Path(conf.get("storm.local.dir") or "storm-local") / "nimbus"
+    directory = Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "nimbus"
     private_dir(directory)
     secret = load_or_create_secret(conf)
     if zookeeper_servers(conf):

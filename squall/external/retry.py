@@ -25,6 +25,10 @@ from typing import Generic, TypeVar
 # Storm's Integer.MAX_VALUE: retry for ever.
 FOREVER = 2**31 - 1
 
+# Stale heap entries (of records removed or rescheduled) a schedule tolerates beyond as many as
+# it has live ones before it rebuilds its heap.
+_SLACK = 64
+
 
 @dataclass(frozen=True)
 class RetryBackoff:
@@ -95,6 +99,21 @@ class RetrySchedule(Generic[M]):
         self._due[msg_id] = due
         self._order += 1
         heapq.heappush(self._heap, (due, self._order, msg_id))
+        # Kafka's service reads due records without popping them (`ready`), so the entries its
+        # removes and reschedules leave behind are never popped: rebuilt once they are most of
+        # the heap, memory follows the records scheduled, at amortised O(log n) a schedule
+        if len(self._heap) > 2 * len(self._due) + _SLACK:
+            self._compact()
+
+    def _compact(self) -> None:
+        """The heap rebuilt with one entry per scheduled record: its latest."""
+        live: dict[M, tuple[float, int, M]] = {}
+        for entry in self._heap:
+            due, order, msg_id = entry
+            if self._due.get(msg_id) == due and (msg_id not in live or live[msg_id][1] < order):
+                live[msg_id] = entry
+        self._heap = list(live.values())
+        heapq.heapify(self._heap)
 
     def is_scheduled(self, msg_id: M) -> bool:
         """True if ``msg_id`` waits for a retry (due or not)."""
@@ -126,8 +145,7 @@ class RetrySchedule(Generic[M]):
     def keep_only(self, where: Callable[[M], bool]) -> None:
         """Forgets every schedule whose id fails ``where(id)`` (after a rebalance...)."""
         self._due = {m: d for m, d in self._due.items() if where(m)}
-        self._heap = [e for e in self._heap if e[2] in self._due]
-        heapq.heapify(self._heap)
+        self._compact()
 
     def clear(self) -> None:
         """Forgets every schedule."""

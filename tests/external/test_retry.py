@@ -100,3 +100,41 @@ def test_a_file_spouts_max_retries_must_agree_with_its_backoff(tmp_path: Path):
         FileSpout(tmp_path, max_retries=5, backoff=RetryBackoff(max_retries=7))
     with pytest.raises(ValueError, match="FileSpout: max_retries must be >= 0"):
         FileSpout(tmp_path, max_retries=-1)
+
+
+def test_kafkas_retry_service_holds_memory_for_the_records_scheduled_not_for_every_failure_ever():
+    # The Kafka spout asks which records are due (ready) and unschedules each as it emits it
+    # again, never popping: 20,000 failures of 50 records, each failed again and again, must not
+    # keep an entry per failure. Before, its heap held all 20,000 (about 2.5 MB).
+    import tracemalloc
+
+    from squall.external.kafka import MessageId, RetryService
+
+    clock = SimulatedClock()
+    service = RetryService(RetryBackoff(initial_delay=0.0, delay_period=0.001, max_retries=None, max_delay=0.01),
+                           clock)
+    ids = [MessageId("t", 0, offset) for offset in range(50)]
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for n in range(20_000):
+            m = ids[n % 50]
+            assert service.schedule(m, 1 + n // 50 % 5)
+            if n % 50 == 49:               # a poll: every record is due and emitted again
+                clock.advance(0.01)
+                assert service.ready_message_count() == 50
+                for m in ids:
+                    assert service.is_ready(m) and service.remove(m)
+        grown = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert grown < 200_000, grown
+    # and a schedule rebuilt along the way still gives its records in due order, each once
+    s: RetrySchedule[int] = RetrySchedule(RetryBackoff(initial_delay=0.0, delay_period=1.0, max_retries=None,
+                                                       max_delay=100.0))
+    for n in range(1000):
+        s.schedule(n % 10, 1 + n % 7, now=float(n // 10))
+    for k in (0, 3, 6, 9):
+        s.remove(k)
+    due = [s.pop_ready(1e9) for _ in range(10)]
+    assert sorted(d for d in due if d is not None) == [1, 2, 4, 5, 7, 8] and len(s) == 0

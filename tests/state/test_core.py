@@ -8,12 +8,12 @@ import pytest
 from squall import BaseStatefulBolt, Bolt, Fields, KeyValueState, SerializationError, Spout, TopologyBuilder
 from squall._fields import GlobalStreamId
 from squall._tuple import Source, Tuple
-from squall.state import StateError, StateHome, get_state
+from squall.state import State, StateError, StateHome, StateProvider, get_state
 from squall.state._bolt import CheckpointBarrier, StatefulBoltExecutor
 from squall.state._kv import MemoryStore, StateCodec, TransactionalKeyValueState
 from squall.state.checkpoint import (
     COMMIT, COMMITTED, COMMITTING, INITIAL, INITSTATE, PREPARE, PREPARING, ROLLBACK, CheckPointState,
-    CheckpointProgress,
+    CheckpointProgress, CheckpointSpout,
 )
 from squall.state.file import FileStore, state_dir
 from squall.state.memory import HostMemory
@@ -195,6 +195,33 @@ def test_an_unknown_provider_is_an_error_naming_the_component_and_key():
     with pytest.raises(StateError) as e:
         get_state("count-3", {"topology.state.provider": "nowhere.at_all:Provider"}, Ctx())
     assert "component [count] task 3" in str(e.value) and "'topology.state.provider'" in str(e.value)
+
+
+class PlainState(State):
+    """A State that keeps no keys (Storm allows one; the checkpoint spout cannot use it)."""
+
+    def prepare_commit(self, txid):
+        pass
+
+    def commit(self, txid=None):
+        pass
+
+    def rollback(self):
+        pass
+
+
+class PlainStateProvider(StateProvider):
+    def new_state(self, namespace, conf, context):
+        return PlainState()
+
+
+def test_the_checkpoint_spout_refuses_a_state_without_keys_naming_the_component_and_key():
+    # it used to take whatever State the provider made and fail on its first get() with an AttributeError
+    conf = {"topology.name": "t", "topology.state.provider": f"{__name__}:PlainStateProvider"}
+    with pytest.raises(StateError) as e:
+        CheckpointSpout().open(conf, Ctx(component="$checkpointspout", task=1), None)
+    assert "component [$checkpointspout] task 1" in str(e.value)
+    assert "topology.state.provider" in str(e.value) and "PlainState, not a KeyValueState" in str(e.value)
 
 
 def test_the_file_provider_with_a_directory_of_its_own(tmp_path):

@@ -186,7 +186,7 @@ class MasterBackend:
     operations): what the worker agent hands its tasks on every host. One call at a time (the
     worker's tasks share it); a master that cannot be reached is tried ``retries`` more times,
     ``interval`` seconds apart (Storm's ``storm.zookeeper.retry.times``/``interval``, which its
-    coordinator's ZooKeeper client obeys), then `squall.worker.calls.RpcError` is raised. Every
+    coordinator's ZooKeeper client obeys), then `squall._errors.RpcError` is raised. Every
     operation is idempotent, so one the master may have run is safe to send again. ``caller``
     (`WorkerLaunch`) goes with every call."""
 
@@ -199,7 +199,7 @@ class MasterBackend:
         self._lock = threading.Lock()
 
     def _call(self, op: str, **args: Any) -> Any:
-        from .worker.calls import RemoteError, RpcError
+        from ._errors import RemoteError, RpcError
         with self._lock:
             for attempt in range(self.retries + 1):
                 try:

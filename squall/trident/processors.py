@@ -199,7 +199,12 @@ class _CountingCollector(_Collector):
         self._nvalues = self._width - len(self._proc.tctx.parent_fields[0])
 
     def emit(self, values: list) -> None:
-        if len(values) != self._nvalues:
+        try:
+            n = len(values)
+        except TypeError:  # an iterable without a length, which the generic collector takes too
+            values = list(values)
+            n = len(values)
+        if n != self._nvalues:
             super().emit(values)  # raises: the wrong number of values
         i = self._index
         group = (values[i],) if i >= 0 else (self.input[i],)

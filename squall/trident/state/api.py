@@ -247,9 +247,10 @@ class MapCombinerAggStateUpdater(BaseStateUpdater["MapState"]):
         """`update_state` once the batch's tuples are combined per group: ``partial`` maps each
         group's values (a tuple) to the group's partial aggregate. The persist bolt combines
         as the tuples arrive and calls this at the commit (one dict, no tuple kept)."""
-        combine_partials = getattr(state, "combine_partials", None)
-        if combine_partials is not None:  # the maps of this package: no updater per key
-            new = combine_partials(list(partial), list(partial.values()), self.agg)
+        from .map import inlines_combine  # map.py builds on this module
+
+        if inlines_combine(state):  # the maps of this package: no updater per key
+            new = state.combine_partials(list(partial), list(partial.values()), self.agg)
         else:
             keys = [list(k) for k in partial]  # Storm's List<List<Object>>: a backing map may rely on lists
             agg = self.agg

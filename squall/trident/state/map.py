@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, Self, TypeVar
+from typing import Any, Generic, NamedTuple, Self, TypeGuard, TypeVar
 
 from ...state import StateError
 from .api import CombinerValueUpdater, IBackingMap, MapState, Snapshottable, ValueUpdater
@@ -155,6 +155,16 @@ class _SnapshotMap(MapState, Snapshottable):
         each: what a grouped ``persistent_aggregate`` of a combiner does at its commit. A map
         may do it without an updater per key (`OpaqueMap` does)."""
         return self.multi_update([list(k) for k in ks], [CombinerValueUpdater(agg, a) for a in args])
+
+
+def inlines_combine(state: Any) -> TypeGuard[_SnapshotMap]:
+    """Whether a grouped combiner's commit may hand ``state`` the batch's partials
+    (`_SnapshotMap.combine_partials`) rather than `CombinerValueUpdater`s: only a map of this
+    package, whose ``combine_partials`` does what its ``multi_update`` does (a subclass that
+    overrides ``multi_update`` is sent there). A user's map, or a wrapper that forwards other names
+    to one of ours, is updated through its own ``multi_update``, as Storm's
+    ``MapCombinerAggStateUpdater`` does."""
+    return isinstance(state, _SnapshotMap)
 
 
 class _Read(NamedTuple):
@@ -298,6 +308,8 @@ class OpaqueMap(_TxidMap):
     def combine_partials(self, ks: list[Key], args: list[Any], agg: Any) -> list[Any]:
         """`multi_update` with `CombinerValueUpdater`s, inlined: per key one read, one
         ``combine`` and one new `OpaqueValue` (the commit of a grouped combiner aggregate)."""
+        if type(self).multi_update is not OpaqueMap.multi_update:  # a subclass's own update runs
+            return super().combine_partials(ks, args, agg)
         _check_pairs(ks, args, "partial aggregates")
         backing = self.backing
         keys = backing.delegate_keys(ks)
@@ -381,10 +393,10 @@ class SnapshottableMap(_SnapshotMap):
         self.delegate.multi_put(keys, values)
 
     def combine_partials(self, ks: list[Key], args: list[Any], agg: Any) -> list[Any]:
-        combine_partials = getattr(self.delegate, "combine_partials", None)
-        if combine_partials is None:
-            return super().combine_partials(ks, args, agg)
-        return combine_partials(ks, args, agg)
+        delegate = self.delegate
+        if type(self).multi_update is not SnapshottableMap.multi_update or not inlines_combine(delegate):
+            return super().combine_partials(ks, args, agg)  # through multi_update: a user's runs
+        return delegate.combine_partials(ks, args, agg)
 
     def begin_commit(self, txid: int | None) -> None:
         self.delegate.begin_commit(txid)

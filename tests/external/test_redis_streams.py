@@ -10,6 +10,7 @@ import pytest
 redis = pytest.importorskip("redis")
 
 from squall import Bolt, Fields, LocalCluster, TopologyBuilder
+from squall.engine.clock import SimulatedClock
 from squall.external.redis_streams import (
     ExponentialBackoff,
     LookupSpec,
@@ -393,28 +394,48 @@ def emitted_ids(collector) -> list[str]:
     return [msg_id for _, msg_id in collector.emitted]
 
 
+# The two claim tests below run the live task on a SimulatedClock and move the server's idle
+# times on by hand (XCLAIM ... IDLE, as much as the live task's clock moved), with claim_idle_ms a
+# minute: a test process the machine stalls cannot make the live task look dead. With real time
+# and claim_idle_ms of 300 ms, a 0.35 s stall between the live task's touch and the other task's
+# claim let that task claim the entry, and the test failed under load.
+IDLE_MS = 60_000
+TOUCH_SECS = IDLE_MS / 3000        # how often a task resets its entries' idle time
+
+
+def age(r, consumer: str, secs: float) -> None:
+    """As if ``secs`` passed on the server: every entry ``consumer`` holds idles that much longer
+    (its owner and delivery count unchanged)."""
+    for p in r.xpending_range(STREAM, GROUP, min="-", max="+", count=1000, consumername=consumer):
+        r.xclaim(STREAM, GROUP, consumer, 0, [p["message_id"]], idle=p["time_since_delivered"] + int(secs * 1000),
+                 justid=True)
+
+
 def test_an_entry_a_live_task_retries_past_the_idle_time_is_not_claimed_but_a_dead_consumers_is(redis_server):
     """Task 0 fails an entry and waits a backoff three times the claim idle time before its
     retry; task 1 claims all the while. It takes the entry of a consumer that is gone, never the
     one task 0 still retries."""
     r = redis_server.client()
-    kw = dict(fields=["user"], claim_idle_ms=300,
-              backoff=ExponentialBackoff(initial_delay=0.9, max_retries=None))
-    a, a_out = spout(redis_server.url, 0, claim_interval_secs=60, **kw)  # leaves claims to b
-    b, b_out = spout(redis_server.url, 1, claim_interval_secs=0, **kw)
+    clock = SimulatedClock()
+    a, a_out = spout(redis_server.url, 0, fields=["user"], claim_idle_ms=IDLE_MS, claim_interval_secs=10**6,
+                     backoff=ExponentialBackoff(initial_delay=3 * IDLE_MS / 1000, max_delay=3 * IDLE_MS / 1000,
+                                                max_retries=None), clock=clock)
+    b, b_out = spout(redis_server.url, 1, fields=["user"], claim_idle_ms=IDLE_MS, claim_interval_secs=0)
     [held] = add(r, 1)
     a.next_tuple()
     assert emitted_ids(a_out) == [held]
     a.fail(held)
     [dead] = add(r, 1, start=1)
     r.xreadgroup(GROUP, "gone-0", {STREAM: ">"}, count=1)  # taken by a consumer that never acks
-
-    def both():
-        a.next_tuple()
-        b.next_tuple()
-        return len(a_out.emitted) == 2 and dead in emitted_ids(b_out)
-
-    assert wait_until(both, 20, interval=0.02)
+    age(r, "gone-0", 2 * IDLE_MS / 1000)                    # ...and gone long ago
+    steps = 0
+    while len(a_out.emitted) < 2:   # until task 0's retry is due: 9 touch intervals on its clock
+        steps += 1
+        assert steps <= 10, "task 0's retry never came"
+        clock.advance(TOUCH_SECS)
+        age(r, "spout-0", TOUCH_SECS)
+        b.next_tuple()              # claims what idled past claim_idle_ms
+        a.next_tuple()              # touches its entries (due every TOUCH_SECS), re-emits when due
     assert emitted_ids(a_out) == [held, held]   # the retry, by its owner
     assert emitted_ids(b_out) == [dead]
     assert owner_and_deliveries(r, held)[0] == "spout-0"
@@ -431,30 +452,25 @@ def test_entries_in_flight_for_longer_than_the_idle_time_stay_with_their_live_ta
     and takes none of them; task 0's own claims leave them alone too (the delivery count an
     XAUTOCLAIM would raise stays 1)."""
     r = redis_server.client()
-    kw = dict(fields=["user"], batch_size=20, claim_idle_ms=600, claim_interval_secs=0)
-    a, a_out = spout(redis_server.url, 0, **kw)
+    clock = SimulatedClock()
+    kw = dict(fields=["user"], batch_size=20, claim_idle_ms=IDLE_MS, claim_interval_secs=0)
+    a, a_out = spout(redis_server.url, 0, clock=clock, **kw)
     b, b_out = spout(redis_server.url, 1, **kw)
     ids = add(r, 12)
     for _ in ids:
         a.next_tuple()
     assert emitted_ids(a_out) == ids
-    late = iter(ids[1:])
-
-    def acks_only():
-        a.ack(next(late))
+    for late in ids[1:]:            # 11 acks, a touch interval apart: 220 s, ids[0] still out
+        clock.advance(TOUCH_SECS)
+        age(r, "spout-0", TOUCH_SECS)
         b.next_tuple()
-        return len(a._tracked) == 1
-
-    assert wait_until(acks_only, 20, interval=0.15)   # 11 acks over 1.6 s, ids[0] still out
-    assert b_out.emitted == []
+        a.ack(late)                 # touches what task 0 still holds (due on its clock)
+    assert len(a._tracked) == 1 and b_out.emitted == []
     assert owner_and_deliveries(r, ids[0]) == ("spout-0", 1)
-    polls = iter(range(10))
-
-    def own_claims():
-        a.next_tuple()   # claims (claim_interval_secs=0) while ids[0] is in flight
-        return next(polls) == 9
-
-    assert wait_until(own_claims, 20, interval=0.1)
+    for _ in range(10):             # task 0 claims (claim_interval_secs=0) while ids[0] is in flight
+        clock.advance(TOUCH_SECS)
+        age(r, "spout-0", TOUCH_SECS)
+        a.next_tuple()
     assert owner_and_deliveries(r, ids[0]) == ("spout-0", 1)
     assert emitted_ids(a_out) == ids and b_out.emitted == []
     a.ack(ids[0])

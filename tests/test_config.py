@@ -358,12 +358,6 @@ def _squall_trees():
             for p in sorted(root.rglob("*.py")) if p.name != "_config.py"}
 
 
-# Files whose keys are still spelled out: other work of issue 35 (the master, the protocol, the
-# layering, the connectors' retries) is rewriting them now; each goes from here when its key
-# reads are moved to the constants.
-KEYS_STILL_SPELLED_IN = frozenset({"cluster/client.py", "cluster/local.py"})
-
-
 def _key_readers(trees):
     """For each source file, a function giving the key an expression names: ``Config.X``, the
     key's string, or a module-level alias of a constant (``BUCKET_KEY = Config.X``, its own or
@@ -410,7 +404,7 @@ def test_no_configuration_key_is_spelled_outside_config():
 
     keys = set(config_keys().values())
     found = [f"squall/{name}:{node.lineno}: {node.value!r}"
-             for name, tree in _squall_trees().items() if name not in KEYS_STILL_SPELLED_IN
+             for name, tree in _squall_trees().items()
              for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in keys]
 
     assert found == [], ("configuration keys spelled as strings; name each by its constant, Config.<NAME> "
@@ -485,8 +479,6 @@ def test_no_default_is_repeated_where_a_key_is_read():
     reader = _key_readers(trees)
     found = []
     for name, tree in trees.items():
-        if name in KEYS_STILL_SPELLED_IN:
-            continue
         key_of, literals = reader(name), _module_literals(tree)
         for key_node, default_node, line in _default_reads(tree):
             key = key_of(key_node)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 from .. import _errors
+from .._config import Config, conf_value
 from .._errors import RemoteError, RpcError
 from .._nimbus import READS, NimbusIface, nimbus_client, verb_named
 from .._secret import load_or_create_secret
@@ -116,8 +117,8 @@ class MasterClient(NimbusVerbs):
         self.nimbus = nimbus_client(self._call)  # the master's verbs, typed, over this connection
         # with several masters, finding the leader is tried again as Storm's NimbusClient does
         # (storm.nimbus.retry.*): during a failover there is none for a few seconds
-        retries = int(conf.get("storm.nimbus.retry.times") or 0) if len(self._client.seeds) > 1 else 0
-        interval = float(conf.get("storm.nimbus.retry.interval.millis") or 2000) / 1000.0
+        retries = int(conf_value(conf, Config.STORM_NIMBUS_RETRY_TIMES)) if len(self._client.seeds) > 1 else 0
+        interval = float(conf_value(conf, Config.STORM_NIMBUS_RETRY_INTERVAL_MILLIS)) / 1000.0
         for attempt in itertools.count():
             try:
                 self._client.connect()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Self, cast
 if TYPE_CHECKING:
     from .._context import TopologyContext
 
-from .._config import SECRET_KEY, cluster_conf, topology_conf
+from .._config import SECRET_KEY, Config, cluster_conf, conf_value, topology_conf
 from .._errors import SquallError
 from .._nimbus import nimbus_client
 from .._ratelimit import RateLimitedLog
@@ -41,7 +41,7 @@ from .timers import Timers
 log = logging.getLogger("squall.cluster")
 
 _TICK_SECS = 0.1  # how often the master looks at its timers and the supervisors sync
-SUPERVISORS_KEY = "squall.local.supervisors"
+SUPERVISORS_KEY = Config.SQUALL_LOCAL_SUPERVISORS
 
 
 class LocalCluster:
@@ -72,7 +72,7 @@ class LocalCluster:
                  clock: Clock | None = None, seed: int | None = None, ui_port: int | None = None) -> None:
         # Trident batches every 50 ms, not 500, as Storm's local mode (its LocalCluster sets it
         # over storm.yaml's, below the daemon configuration given)
-        self.conf = cluster_conf({"topology.trident.batch.emit.interval.millis": 50, **(daemon_conf or {})},
+        self.conf = cluster_conf({Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: 50, **(daemon_conf or {})},
                                  conf_file)
         self.clock = clock or Clock()
         self._rng = random.Random(seed)
@@ -84,7 +84,7 @@ class LocalCluster:
         # stateful bolts' default state lives here, outside the workers, until shutdown (docs/state.md)
         self._state_memory = HostMemory()
         state_home = self._state_home = StateHome(memory=self._state_memory, key=state_key(_state_secret(self.conf)))
-        n = int(self.conf.get(SUPERVISORS_KEY) or 1)
+        n = int(conf_value(self.conf, SUPERVISORS_KEY))
         hosts = ["localhost"] if n == 1 else [f"localhost-{i}" for i in range(1, n + 1)]
         self._launchers = [InProcessLauncher(self.conf, host, self._direct, self._networks, self.clock, self._seed,
                                              self._exited, state_home) for host in hosts]
@@ -203,7 +203,7 @@ class LocalCluster:
         self._check_open()
         given = dict(conf or {})
         try:
-            workers = int(topology_conf(self.conf, given).get("topology.workers") or 1)
+            workers = int(conf_value(topology_conf(self.conf, given), Config.TOPOLOGY_WORKERS))
         except Exception:  # noqa: BLE001 (the master names what is wrong with the configuration)
             workers = 1
         self._offer(workers)
@@ -218,7 +218,7 @@ class LocalCluster:
         ended), as Storm's LocalCluster returns from a submission with its workers up: a test
         may read the statistics of every task, or feed a spout, at once. User code (``open``,
         ``prepare``) runs on the workers' loops and is not waited for."""
-        deadline = time.monotonic() + float(self.conf.get("nimbus.task.launch.secs") or 120)
+        deadline = time.monotonic() + float(conf_value(self.conf, Config.NIMBUS_TASK_LAUNCH_SECS))
         while time.monotonic() < deadline:
             waiting = self._direct.run(self.master.unready_slots, storm_id)
             if not waiting & {agent.slot for agent in self._agents(storm_id)}:
@@ -374,7 +374,7 @@ class LocalCluster:
         if namespace not in self._state_memory.namespaces(name):
             return None
         # a stand-in context: get_state reads only its state home and names
-        return get_state(namespace, {"topology.name": name}, cast("TopologyContext", _Home(self._state_home)))
+        return get_state(namespace, {Config.TOPOLOGY_NAME: name}, cast("TopologyContext", _Home(self._state_home)))
 
     def is_idle(self, name: str) -> bool:
         """True when no tuple waits in any inbox of ``name`` and every loop sleeps."""

@@ -138,3 +138,33 @@ def test_kafkas_retry_service_holds_memory_for_the_records_scheduled_not_for_eve
         s.remove(k)
     due = [s.pop_ready(1e9) for _ in range(10)]
     assert sorted(d for d in due if d is not None) == [1, 2, 4, 5, 7, 8] and len(s) == 0
+
+
+def test_a_kafka_record_past_its_retries_is_dead_lettered_by_its_place_and_committed_past():
+    # 20 records, every third failed by its bolt each time: max_retries 2 lets each such record
+    # be emitted 3 times, then dead_letter gets its topic, partition and offset (no contents: the
+    # spout keeps none while a record is in flight) and the offset commits as if acked
+    from .test_kafka import TP, MemoryConsumer, open_spout
+
+    dead = []
+    consumer = MemoryConsumer({TP: [f"r{i}" for i in range(20)]})
+    spout, col, clock = open_spout(consumer, retry=RetryBackoff(initial_delay=0.0, delay_period=0.5, max_retries=2,
+                                                                max_delay=1.0),
+                                   dead_letter=lambda r, why: dead.append((r, why)))
+    acked, handled = set(), 0
+    for _ in range(500):
+        spout.next_tuple()
+        for _, msg_id in col.emitted[handled:]:
+            if msg_id.offset % 3 == 0:
+                spout.fail(msg_id)
+            else:
+                spout.ack(msg_id)
+                acked.add(msg_id.offset)
+        handled = len(col.emitted)
+        clock.advance(0.25)
+    assert sorted(acked) == [o for o in range(20) if o % 3]
+    assert sorted(r.offset for r, _ in dead) == [o for o in range(20) if o % 3 == 0]
+    assert all((r.topic, r.partition, r.key, r.value) == ("t", 0, None, None) for r, _ in dead)
+    assert all(why.startswith("failed 3 times (max_retries 2)") for _, why in dead)
+    assert [v[0] for v, m in col.emitted if m.offset == 0] == ["r0"] * 3   # the first emit and 2 retries
+    assert consumer.commits[TP].offset == 20                               # every record done

@@ -331,7 +331,7 @@ def _slots_note(t: dict[str, Any]) -> str | None:
 
 def _trident_note(master: MasterClient, t: dict[str, Any]) -> str | None:
     """A Trident topology's batches (a row of ``list``): its current txid, in flight, committed
-    and their latency, from its topology page (`squall.cluster.stats_pages.trident_stats`)."""
+    and their latency, from its topology page (`squall.ui.stats_pages.trident_stats`)."""
     try:
         trident = master.get_topology_page(t["name"])["trident"]
     except SquallError:

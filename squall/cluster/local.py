@@ -35,6 +35,7 @@ from ..engine.clock import Clock
 from ..state import HostMemory, StateHome, get_state, state_key
 from .inprocess import DirectMaster, InProcessLauncher, Networks
 from .master import Master
+from .served_ui import statistics_pages
 from .store import MemoryStore
 from .timers import Timers
 
@@ -77,7 +78,8 @@ class LocalCluster:
         self.clock = clock or Clock()
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
-        self.master = Master(self.conf, clock=self.clock, store=MemoryStore.for_conf(self.conf))
+        self.master = Master(self.conf, clock=self.clock, store=MemoryStore.for_conf(self.conf),
+                             pages=statistics_pages())
         self._direct = DirectMaster(self.master, on_change=self._news)
         self._nimbus = nimbus_client(self._direct.request)  # the master's verbs, as over RPC but in this process
         self._networks = Networks()

@@ -67,8 +67,6 @@ from ..engine.clock import Clock
 from ..engine.executor import ErrorRecord, add_error
 from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
-from ..worker.stats_history import ALL_TIME as ALL_WINDOW
-from . import stats_pages
 from .backoff import crash_backoff, launch_backoff
 from .ha import LEADER, NOT_A_LEADER, OFFLINE
 from .master_ha import Election
@@ -100,6 +98,7 @@ from .store import (
     ZooKeeperStore,
     store_for,
 )
+from .view import NoPagesError, StatisticsPages, TopologyView, WorkerView, parse_windows
 
 if TYPE_CHECKING:
     import asyncio
@@ -261,7 +260,7 @@ class Master:
     `ZooKeeperStore`, one of several (Nimbus HA: its ``election``, `squall.cluster.master_ha`)."""
 
     def __init__(self, conf: dict[str, Any], strict_slots: Any = None, clock: Clock | None = None,
-                 store: MasterStore | None = None) -> None:
+                 store: MasterStore | None = None, pages: StatisticsPages | None = None) -> None:
         """``clock``: every time the master reads (heartbeats, kill and rebalance waits, restarts,
         uptimes) is its ``wall()``, since these times are persisted and outlive the process; a
         test passes a `SimulatedClock` to move them without waiting. ``strict_slots``: when given, a topology that needs more workers than there are free
@@ -270,10 +269,14 @@ class Master:
         as in Storm, the topology runs on the slots there are. ``store``: where the state is
         kept and resumed from at the next start (`squall.cluster.store`; default `store_for`
         ``conf``: ``storm.local.dir``, or ZooKeeper with ``storm.zookeeper.servers``; a
-        `LocalCluster` passes a `MemoryStore`). Its secret is the cluster's."""
+        `LocalCluster` passes a `MemoryStore`). Its secret is the cluster's. ``pages``: what
+        answers the statistics pages' verbs (``topology_page`` ...: `squall.cluster.view`); the
+        hosts pass `squall.cluster.served_ui.statistics_pages()`, and a master given none refuses
+        those verbs with a `NoPagesError` naming the verb."""
         self.conf = conf
         self.clock = clock or Clock()
         self.strict_slots = strict_slots
+        self.pages = pages
         self.store = store if store is not None else store_for(conf)
         self.secret = self.store.secret
         self.port: int | None = None  # the port its server listens on, once it does (`serve`)
@@ -807,32 +810,37 @@ class Master:
                 "workers": [_worker_info(s, topo.slot(s), [plan.executors[i] for i in topo.assignment[s]])
                             for s in sorted(topo.assignment)]}
 
-    # --- Storm's statistics pages (`squall.cluster.stats_pages`) ------------------------------------------
+    # --- Storm's statistics pages: computed by the pages the host gave (`squall.cluster.view`) ---------
     def op_topology_page(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
         """Storm's topology page JSON (``GET /api/v1/topology/:id``) for ``window``."""
-        return stats_pages.topology_page(self._view(name), stats_pages.check_window(window), bool(sys))
+        return self._pages("topology_page").topology_page(self._view(name), window, bool(sys))
 
     def op_component_page(self, name: str, component: str, window: str | None = None,
                           sys: bool = False) -> dict[str, Any]:
         """Storm's component page JSON; an `UnknownComponentError` names an unknown component."""
-        return stats_pages.component_page(self._view(name), component, stats_pages.check_window(window), bool(sys))
+        return self._pages("component_page").component_page(self._view(name), component, window, bool(sys))
 
     def op_visualization(self, name: str, window: str | None = None, sys: bool = False) -> dict[str, Any]:
         """Storm's visualization JSON (``GET /api/v1/topology/:id/visualization``)."""
-        return stats_pages.visualization(self._view(name), stats_pages.check_window(window), bool(sys))
+        return self._pages("visualization").visualization(self._view(name), window, bool(sys))
 
     def op_visualization_init(self, name: str, sys: bool = False) -> dict[str, Any]:
         """Storm's ``visualization-init`` JSON: the input streams to draw."""
-        return stats_pages.visualization_init(self._view(name), bool(sys))
+        return self._pages("visualization_init").visualization_init(self._view(name), bool(sys))
 
     def op_statistics(self, name: str, window: str | None = None) -> dict[str, Any]:
-        """Every task's figures (``tasks``: `stats_pages.TaskRow` as lists) and every worker's row,
-        for exporters."""
-        view = self._view(name)
-        return {"id": view.plan.storm_id, "tasks": [list(r) for r in stats_pages.task_rows(view, window or ALL_WINDOW)],
-                "workers": stats_pages.worker_rows(view)}
+        """Every task's figures (``tasks``: `squall.ui.stats_pages.TaskRow` as lists) and every
+        worker's row, for exporters."""
+        return self._pages("statistics").statistics(self._view(name), window)
 
-    def _view(self, name: str) -> stats_pages.TopologyView:
+    def _pages(self, verb: str) -> StatisticsPages:
+        if self.pages is None:
+            raise NoPagesError(
+                f"{verb}: this master serves no statistics pages; its host gives them "
+                f"(Master(pages=squall.cluster.served_ui.statistics_pages()))")
+        return self.pages
+
+    def _view(self, name: str) -> TopologyView:
         topo = self._get(name)
         plan = topo.plan
         now = self.clock.wall()
@@ -843,14 +851,13 @@ class Master:
             hb = state.heartbeat
             host, port = slot.rsplit(":", 1)
             figures = hb.figures if hb is not None and isinstance(hb.figures, dict) else None
-            workers.append(stats_pages.WorkerView(
+            workers.append(WorkerView(
                 host=host, port=int(port), supervisor_id=supervisor_of.get(slot, ""),
                 executors=[plan.executors[i] for i in topo.assignment[slot]],
                 uptime_secs=float((figures or {}).get("uptime_secs", 0.0)), restarts=state.restarts,
-                figures=figures, windows=stats_pages.parse_windows(hb.windows if hb is not None else {})))
-        return stats_pages.TopologyView(plan=plan, status=topo.status.value, uptime_secs=now - topo.launched,
-                                        workers=workers, errors=list(topo.errors), now=now,
-                                        debug=dict(topo.debug))
+                figures=figures, windows=parse_windows(hb.windows if hb is not None else {})))
+        return TopologyView(plan=plan, status=topo.status.value, uptime_secs=now - topo.launched,
+                            workers=workers, errors=list(topo.errors), now=now, debug=dict(topo.debug))
 
     # --- supervisors and workers -------------------------------------------------------------------------
     def op_supervisor_sync(self, supervisor_id: str, host: str, ports: list[int],

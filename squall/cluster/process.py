@@ -32,6 +32,7 @@ from .._private import open_private_log, private_dir
 from .backoff import STEADY_SECS, crash_backoff
 from .master import Master
 from .process_launcher import write_conf
+from .served_ui import statistics_pages
 from .server import MasterServer
 
 log = logging.getLogger("squall.master")
@@ -130,7 +131,7 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
                on_ready: Callable[[str, int], None] | None = None) -> int:
     """Run the master until SIGINT/SIGTERM; with ``supervise``, also a supervisor process.
     ``on_ready(host, port)`` is called once the master listens."""
-    master = Master(conf)
+    master = Master(conf, pages=statistics_pages())
     nimbus = MasterServer(master)
     keeper: SupervisorKeeper | None = None
 

@@ -5,6 +5,10 @@ The UI reads the master (`squall.ui` imports `squall.cluster`), so the cluster d
 the UI: it defines what a served UI is (`ServedUi`) and finds the module that serves one,
 `squall.ui.server`, by its name when a host is asked for a UI, as Storm finds a pluggable daemon
 by its class name. That module needs the ``ui`` extra, so it is loaded only then.
+
+The statistics pages the master serves (``topology_page`` ...) are the UI's too
+(`squall.ui.stats_pages`, pure, needing no extra): every host gives its master the module
+`statistics_pages` finds by name, which implements `squall.cluster.view.StatisticsPages`.
 """
 
 from __future__ import annotations
@@ -12,12 +16,19 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
+
+from .view import StatisticsPages
 
 UI_SERVER = "squall.ui.server"
 """The module that serves the UI: ``UiServer(app, host, port).start()``, with ``local_app(cluster)``
 (a LocalCluster's master, called directly) and ``remote_app(conf)`` (the master ``conf`` names,
 over RPC)."""
+
+
+STATISTICS_PAGES = "squall.ui.stats_pages"
+"""The module that computes the statistics pages from a master's `TopologyView`: its functions
+are `StatisticsPages`'."""
 
 
 class ServedUi(Protocol):
@@ -44,3 +55,8 @@ def serve_remote_ui(conf: Mapping[str, Any], host: str, port: int) -> ServedUi:
 
 def _ui_server() -> ModuleType:
     return importlib.import_module(UI_SERVER)
+
+
+def statistics_pages() -> StatisticsPages:
+    """The statistics pages (`STATISTICS_PAGES`) a host gives its master: ``Master(conf, pages=...)``."""
+    return cast(StatisticsPages, importlib.import_module(STATISTICS_PAGES))

@@ -45,6 +45,7 @@ from ..worker.rpc import MasterConnection, rpc_settings
 from .client import MasterClient, master_address
 from .launcher import Launch, Launcher, WorkerExit
 from .master import Master
+from .served_ui import statistics_pages
 from .shipping import topology_modules
 from .spark_task import EXIT_LOST, worker_task
 from .supervisor import Supervisor
@@ -398,7 +399,8 @@ class SparkCluster(MasterClient):
         sc = self.spark.sparkContext
         base = cluster_conf(conf)
         listen, advertised = _master_addresses(sc, str(conf_value(base, Config.NIMBUS_HOST)))
-        self._master = Master({**base, Config.NIMBUS_HOST: listen}, strict_slots=lambda n: _describe_slots(sc, n))
+        self._master = Master({**base, Config.NIMBUS_HOST: listen}, strict_slots=lambda n: _describe_slots(sc, n),
+                              pages=statistics_pages())
         self._server = _MasterThread(self._master)
         # the secret travels to the tasks in their closure (Spark's own channel), not by file
         self.conf = {**base, Config.NIMBUS_HOST: advertised, Config.NIMBUS_SEEDS: [advertised],

@@ -4,7 +4,7 @@ batches in flight, and how long batches take from their first ``$batch`` to thei
 The coordinator spout hands each batch of emits to `BatchTimes.observe`; the worker's heartbeat
 reads `BatchTimes.figures` (through the spout's ``component_statistics``) into the task's
 statistics, which the master windows and shows as every other statistic
-(`squall.cluster.stats_pages.trident_stats`). Pure: time is passed in.
+(`squall.ui.stats_pages.trident_stats`). Pure: time is passed in.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from .. import __version__
 from .._errors import BadParameterError
-from ..cluster.stats_pages import pretty_uptime
+from .stats_pages import pretty_uptime
 
 WINDOWS = ("600", "10800", "86400", ":all-time")
 """Storm's statistics windows, as ``?window=`` takes them; ``:all-time`` is the default."""

@@ -1,13 +1,20 @@
-"""The master's verbs the UI adds: supervisors with their uptime and used slots, and the debug
-switch, clamped and kept across a restart of the master."""
+"""The master's verbs the UI adds: supervisors with their uptime and used slots, the debug
+switch, clamped and kept across a restart of the master, and the statistics pages, answered by
+the pages its host gives it (a master given none refuses them, naming the verb)."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
 from squall._config import cluster_conf
+from squall._errors import BadParameterError
 from squall.cluster.master import Master
+from squall.cluster.served_ui import statistics_pages
+from squall.cluster.view import NoPagesError
 from squall.engine.clock import SimulatedClock
+from squall.ui import stats_pages
 
 from .test_master import _register, _topology
 
@@ -40,3 +47,34 @@ def test_debug_is_clamped_named_and_kept_across_a_restart(conf):
     again = Master(conf)
     assert again.topologies["t"].debug == {storm_id: {"enable": True, "samplingpct": 100},
                                            "sink": {"enable": False, "samplingpct": 0}}
+
+
+PAGE_VERBS = {"topology_page": {"name": "t"}, "component_page": {"name": "t", "component": "sink"},
+              "visualization": {"name": "t"}, "visualization_init": {"name": "t"}, "statistics": {"name": "t"}}
+
+
+def test_a_master_given_no_pages_refuses_the_page_verbs_naming_each(conf):
+    m = Master(conf)  # the pages are the UI's (squall.ui.stats_pages): a bare master has none
+    m.op_submit(name="t", conf={}, topology=_topology())
+    for verb, args in PAGE_VERBS.items():
+        with pytest.raises(NoPagesError, match=f"^{verb}: this master serves no statistics pages"):
+            asyncio.run(m.handle(verb, args, {}))
+        with pytest.raises(NoPagesError, match=f"^{verb}:"):
+            getattr(m, f"op_{verb}")(**args)
+
+
+def test_the_pages_a_host_gives_its_master_answer_the_page_verbs(conf):
+    m = Master(conf, pages=statistics_pages())
+    assert m.pages is stats_pages  # found by name: the cluster imports nothing of the UI
+    storm_id = m.op_submit(name="t", conf={}, topology=_topology())
+    _register(m)
+    answers = {verb: asyncio.run(m.handle(verb, args, {})) for verb, args in PAGE_VERBS.items()}
+    assert answers["topology_page"]["id"] == storm_id and answers["topology_page"]["window"] == ":all-time"
+    assert [b["boltId"] for b in answers["topology_page"]["bolts"]] == ["sink"]
+    assert answers["component_page"]["id"] == "sink" and answers["component_page"]["tasks"] == 2
+    assert set(answers["visualization"]) == {"feed", "sink"}
+    assert answers["visualization_init"] == {"visualizationTable": [{"row": [
+        {"stream": "default", "sani-stream": "default", "checked": True}]}]}
+    assert answers["statistics"]["id"] == storm_id and len(answers["statistics"]["workers"]) == 1
+    with pytest.raises(BadParameterError, match="601"):
+        m.op_topology_page(name="t", window="601")

@@ -7,10 +7,10 @@ import random
 import pytest
 
 from squall._config import topology_conf
-from squall.cluster import stats_pages
-from squall.cluster.stats_pages import Stat, TopologyView, WorkerView
+from squall.cluster.view import Stat, TopologyView, WorkerView
 from squall.engine.plan import make_plan
 from squall.engine.stats import ACKED, EXECUTED, MAX_SPOUT_PENDING, EvenSampler, TaskStatistics, sample_freq
+from squall.ui import stats_pages
 from squall.worker.stats_history import StatsHistory
 
 

@@ -275,10 +275,11 @@ def rpc_master(tmp_path):
 
     from squall._config import cluster_conf
     from squall.cluster.master import Master
+    from squall.cluster.served_ui import statistics_pages
 
     from ..cluster.test_master import _topology
     conf = cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.thrift.port": 0, "squall.secret": SECRET})
-    master = Master(conf)
+    master = Master(conf, pages=statistics_pages())
     storm_id = master.op_submit(name="t", conf={}, topology=_topology())
     loop = asyncio.new_event_loop()
     listening = threading.Event()

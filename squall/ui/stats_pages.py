@@ -6,6 +6,13 @@ these pure functions aggregate them by Storm's rules into the JSON of Storm's UI
 figures: the REST API, the web UI, ``squall monitor``, ``squall local``'s live table and the
 Prometheus exposition all read these.
 
+The master serves them as its read verbs of the same names (``topology_page``, ``component_page``,
+``visualization``, ``visualization_init``, ``statistics``): it builds the `TopologyView`
+(`squall.cluster.view`) and calls these functions, this module being the `StatisticsPages` its
+host gives it (`squall.cluster.served_ui.statistics_pages` finds it by name, as the cluster
+imports nothing of the UI). Pure, and needing no library: a `LocalCluster` loads it without the
+``ui`` extra.
+
 Storm's rules kept here: topology acked, failed and complete latency come from spouts only;
 emitted and transferred sum every executor; latency averages are weighted by their counts
 (complete by acked, execute by executed, process by acked on the component page and by
@@ -19,14 +26,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from .._config import Config, shown_configuration, visible_to_topology
 from .._errors import BadParameterError, UnknownComponentError
-from ..engine.executor import ErrorRecord
-from ..engine.plan import ExecutorSpec, TopologyPlan
+from ..cluster.logs import worker_log_link
+from ..cluster.view import Stat, TopologyView, WorkerView
+from ..engine.plan import ExecutorSpec
 from ..engine.stats import (
     ACKED,
     COMPLETE_LATENCY,
@@ -45,49 +52,10 @@ from ..engine.stats import (
     TRIDENT_MAX_BATCHES_IN_FLIGHT,
 )
 from ..worker.stats_history import ALL_TIME, WINDOW_NAMES
-from .logs import worker_log_link
 
 ACKER = "__acker"
 WINDOW_PRETTY = {"600": "10m 0s", "10800": "3h 0m 0s", "86400": "1d 0h 0m 0s", ALL_TIME: "All time"}
 CAPACITY_WINDOW = "600"
-
-
-class Stat(NamedTuple):
-    """One windowed figure of one task: ``component`` is the input's source at bolts, "" for the
-    task's own streams; latencies are averages in ms."""
-
-    metric: str
-    component: str
-    stream: str
-    value: float
-
-
-@dataclass
-class WorkerView:
-    """What the master knows of one worker, for the pages."""
-
-    host: str
-    port: int
-    supervisor_id: str
-    executors: list[ExecutorSpec]
-    uptime_secs: float = 0.0
-    restarts: int = 0
-    figures: dict[str, Any] | None = None
-    # task -> window -> its figures (from the last heartbeat; empty before the first)
-    windows: dict[int, dict[str, list[Stat]]] = field(default_factory=dict)
-
-
-@dataclass
-class TopologyView:
-    """One topology as the pages need it."""
-
-    plan: TopologyPlan
-    status: str
-    uptime_secs: float
-    workers: list[WorkerView]
-    errors: list[ErrorRecord]        # oldest first
-    now: float                       # wall time, for errors' lapsed seconds
-    debug: dict[str, Any] = field(default_factory=dict)   # component id or storm id -> {enable, samplingpct}
 
 
 def check_window(window: Any) -> str:
@@ -96,29 +64,6 @@ def check_window(window: Any) -> str:
     if w not in WINDOW_NAMES:
         raise BadParameterError(f"window must be one of {', '.join(WINDOW_NAMES)}, not {window!r}")
     return w
-
-
-def parse_windows(raw: Any) -> dict[int, dict[str, list[Stat]]]:
-    """A heartbeat's ``windows`` as records; anything malformed (a worker's bytes are checked,
-    but not trusted to be well formed) is left out rather than raised."""
-    out: dict[int, dict[str, list[Stat]]] = {}
-    if not isinstance(raw, dict):
-        return out
-    for task, windows in raw.items():
-        try:
-            t = int(task)
-        except (TypeError, ValueError):
-            continue
-        if not isinstance(windows, dict):
-            continue
-        per: dict[str, list[Stat]] = {}
-        for w, rows in windows.items():
-            if w not in WINDOW_NAMES or not isinstance(rows, list):
-                continue
-            per[w] = [Stat(str(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in rows
-                      if isinstance(r, (list, tuple)) and len(r) == 4 and isinstance(r[3], (int, float))]
-        out[t] = per
-    return out
 
 
 def pretty_uptime(secs: float) -> str:
@@ -267,7 +212,7 @@ def _window_entry(window: str) -> dict[str, Any]:
     return {"window": window, "windowPretty": WINDOW_PRETTY[window]}
 
 
-def topology_page(view: TopologyView, window: str = ALL_TIME, sys: bool = False) -> dict[str, Any]:
+def topology_page(view: TopologyView, window: str | None = ALL_TIME, sys: bool = False) -> dict[str, Any]:
     """Storm's ``GET /api/v1/topology/:id`` JSON."""
     window = check_window(window)
     plan = view.plan
@@ -362,7 +307,8 @@ def _worker_row(view: TopologyView, w: WorkerView) -> dict[str, Any]:
             "rssBytes": int(fig.get("rss_bytes", 0)), "gcCollections": int(fig.get("gc_collections", 0))}
 
 
-def component_page(view: TopologyView, component: str, window: str = ALL_TIME, sys: bool = False) -> dict[str, Any]:
+def component_page(view: TopologyView, component: str, window: str | None = ALL_TIME,
+                   sys: bool = False) -> dict[str, Any]:
     """Storm's ``GET /api/v1/topology/:id/component/:component`` JSON; an `UnknownComponentError`
     names an unknown component."""
     window = check_window(window)
@@ -463,7 +409,7 @@ def _max_pending(acc: _Acc) -> int | None:
     return acc.count(MAX_SPOUT_PENDING) if MAX_SPOUT_PENDING in acc.counts else None
 
 
-def visualization(view: TopologyView, window: str = ALL_TIME, sys: bool = False) -> dict[str, Any]:
+def visualization(view: TopologyView, window: str | None = ALL_TIME, sys: bool = False) -> dict[str, Any]:
     """Storm's ``GET /api/v1/topology/:id/visualization`` JSON (keys keep Storm's colons)."""
     window = check_window(window)
     plan = view.plan
@@ -527,7 +473,7 @@ class TaskRow(NamedTuple):
     value: float
 
 
-def task_rows(view: TopologyView, window: str = ALL_TIME) -> list[TaskRow]:
+def task_rows(view: TopologyView, window: str | None = ALL_TIME) -> list[TaskRow]:
     """Every task's figures in ``window``, system components and streams included."""
     window = check_window(window)
     idx = _Index(view)
@@ -538,3 +484,10 @@ def task_rows(view: TopologyView, window: str = ALL_TIME) -> list[TaskRow]:
 def worker_rows(view: TopologyView) -> list[dict[str, Any]]:
     """Every worker's row of the topology page (host, port, uptime, restarts, CPU, memory, GC)."""
     return [_worker_row(view, w) for w in view.workers]
+
+
+def statistics(view: TopologyView, window: str | None = ALL_TIME) -> dict[str, Any]:
+    """The ``statistics`` verb: every task's figures (``tasks``: `TaskRow` as lists) and every
+    worker's row, for exporters."""
+    return {"id": view.plan.storm_id, "tasks": [list(r) for r in task_rows(view, window)],
+            "workers": worker_rows(view)}

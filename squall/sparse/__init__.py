@@ -1,0 +1,60 @@
+"""streamparse projects on squall, unchanged (docs/streamparse.md).
+
+`load` reads a streamparse project (`squall.sparse.project`: ``config.json``, the topology
+file, its ``Topology`` subclass), `translate` turns the topology's DSL into a squall topology
+(`squall.sparse.translate`), and its Python components run inside squall's workers through
+`SparseSpout`/`SparseBolt` (`squall.sparse.component`), which adapt pystorm's I/O to squall's
+collectors. ``squall sparse run`` and ``squall sparse submit`` (`squall.cli._sparse`) use these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .component import SparseBolt, SparseComponentError, SparseSpout
+from .project import Environment, Project, SparseProjectError, environment, find_project, load_topology, topology_file
+from .translate import Translation, translate
+
+__all__ = [
+    "Environment", "LoadedTopology", "Project", "SparseBolt", "SparseComponentError", "SparseProjectError",
+    "SparseSpout", "Translation", "environment", "find_project", "load", "load_topology", "topology_file",
+    "translate",
+]
+
+
+@dataclass(frozen=True)
+class LoadedTopology:
+    """A streamparse project's topology, ready to submit: its name, the squall topology and its
+    configuration (config.json's env options, then the Topology's ``config``, then ``options``)."""
+
+    name: str
+    topology: Any
+    conf: dict[str, Any]
+    path: Path
+
+
+def load(directory: str | Path = ".", name: str | None = None, *, env_name: str | None = None,
+         options: dict[str, Any] | None = None, multilang: bool = False) -> LoadedTopology:
+    """The topology ``name`` (default: the only one) of the streamparse project in
+    ``directory``, for environment ``env_name`` (default: the only one), with ``options``
+    (streamparse's ``-o``) over its configuration; Python components in process unless
+    ``multilang``.
+
+    Raises:
+        SparseProjectError: no project, no such topology, a file that does not import or
+            defines no Topology (naming the file and the name).
+        InvalidTopologyException: a component squall cannot run, or bad wiring (naming the
+            file and the component).
+    """
+    project = find_project(directory)
+    topology_name, path = topology_file(project, name)
+    env = environment(project, env_name)
+    topology_cls = load_topology(project, path)
+    serializer = str(env.settings.get("serializer") or project.config.get("serializer") or "json")
+    where = str(path.relative_to(project.root)) if path.is_relative_to(project.root) else str(path)
+    translation = translate(topology_cls, env_name=env.name, multilang=multilang, serializer=serializer,
+                            where=where)
+    conf = {**env.options(), **translation.conf, **(options or {})}
+    return LoadedTopology(topology_name, translation.topology, conf, path)

@@ -1,0 +1,380 @@
+"""streamparse's components (pystorm's `Bolt`, `Spout`, `ReliableSpout`, `BatchingBolt`,
+`TicklessBatchingBolt` and the user's subclasses) run inside squall's executors, no subprocess.
+
+A pystorm component talks to Storm through one object, its serializer: ``send_message(dict)``
+for what it says (``emit``, ``ack``, ``fail``, ``log``, ``error``, ``sync``) and
+``read_message()`` for what it hears (a tuple, ``next``, ``ack``, ``fail``, the task ids of an
+emit). `_Wire` is that serializer without the pipe: what the component says goes straight to
+squall's collector, what it hears is queued by the executor just before it calls the
+component's own ``_run()``. So pystorm's logic runs as it does under Storm, unchanged:
+auto-anchoring to the current tuples, auto ack and auto fail, `ReliableSpout`'s replays,
+`BatchingBolt`'s batches and tick counting, `TicklessBatchingBolt`'s batching thread and lock.
+
+What a subprocess would do differently, and what is done instead:
+
+- pystorm's ``run()`` loop is not used: squall's executor calls ``_run()`` once per tuple or
+  spout call, and handles an exception as ``run()`` does (the component's
+  ``_handle_run_exception``: the error reported, the current tuples failed when ``auto_fail``).
+  A component with ``exit_on_exception`` (the default) would then exit and Storm would start it
+  again: here a fresh instance replaces it (``initialize`` again; the inputs it held and did
+  not ack time out, as after a worker's restart).
+- Logging: the component's ``logger`` is pystorm's (``pystorm.component.<component>``, level
+  ``pystorm.log.level``), and its records go to squall's worker log; pystorm's StormHandler and
+  stdout redirection, made for the pipe, are not installed. ``log()`` writes to
+  ``squall.sparse.<component>`` at its level.
+- `TicklessBatchingBolt`'s batcher is a thread this module starts and stops (pystorm's signals
+  SIGUSR1 to the process on an error, which would hit the whole worker here).
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .._collectors import OutputCollector, OutputFieldsDeclarer, SpoutOutputCollector
+from .._components import Bolt, Spout
+from .._context import TopologyContext
+from .._fields import Fields
+from .._system import DEFAULT_STREAM
+from .._tuple import Tuple
+
+log = logging.getLogger("squall.sparse")
+
+# pystorm's log levels (STORM-414) as Python's, for ``log(message, level)`` commands
+_STORM_LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+_PYTHON_LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": logging.WARNING,
+                  "warn": logging.WARNING, "info": logging.INFO, "debug": logging.DEBUG, "trace": logging.DEBUG}
+
+Streams = dict[str, tuple[list[str], bool]]
+"""A component's output streams as the DSL declares them: ``{stream: (fields, direct)}``."""
+
+
+class SparseComponentError(RuntimeError):
+    """A streamparse component broke the protocol's rules (acked an unknown tuple, anchored to
+    one already acked, read past its input), naming the component and the id."""
+
+
+class _Wire:
+    """pystorm's serializer in process (the module docstring): ``send_message`` hands each
+    command to ``handle``; ``read_message`` pops what the executor queued with ``push``."""
+
+    def __init__(self, handle: Callable[[dict[str, Any]], None], where: str) -> None:
+        self.send_message = handle
+        self._inbox: collections.deque[Any] = collections.deque()
+        self.push = self._inbox.append
+        self._where = where
+        self.input_stream = self.output_stream = None  # pystorm compares output_stream to sys.stdout
+
+    def read_message(self) -> Any:
+        """What pystorm reads next: a command or tuple dict, or a list of task ids."""
+        try:
+            return self._inbox.popleft()
+        except IndexError:
+            raise SparseComponentError(f"{self._where} read a message when none was sent (pystorm's "
+                                       f"read_message outside _run)") from None
+
+
+def _construct(cls: type) -> Any:
+    """An instance of the user's pystorm class, with pipes that are never used and no signal
+    handler (pystorm's remote-debugger signal, and TicklessBatchingBolt's SIGUSR1)."""
+    from pystorm.bolt import TicklessBatchingBolt
+    streams = {"input_stream": io.BytesIO(), "output_stream": io.BytesIO(), "rdb_signal": None}
+    if not issubclass(cls, TicklessBatchingBolt):
+        return cls(**streams)
+    own = [k.__qualname__ for k in cls.__mro__[:cls.__mro__.index(TicklessBatchingBolt)]
+           if "__init__" in vars(k) and not k.__module__.startswith(("streamparse.", "pystorm."))]
+    if own:
+        raise TypeError(f"{cls.__qualname__}: a TicklessBatchingBolt that defines __init__ ({own[0]}) cannot run "
+                        f"in process; set it up in initialize(conf, context) instead")
+    # TicklessBatchingBolt.__init__ but its signal handler and thread (`SparseBolt._batcher`)
+    obj: Any = object.__new__(cls)
+    super(TicklessBatchingBolt, obj).__init__(**streams)
+    obj.exc_info = None
+    obj._batch_lock = threading.RLock()
+    return obj
+
+
+def storm_context(context: TopologyContext) -> dict[str, Any]:
+    """The context Storm's multilang handshake sends, from squall's `TopologyContext`: the
+    task, the component, every task's component, this component's output fields and its
+    sources' fields (pystorm names its tuples' values by those)."""
+    me = context.get_this_component_id()
+    sources: dict[str, dict[str, list[str]]] = {}
+    for gsid in context.get_this_sources():
+        fields = context.get_component_output_fields(gsid.component_id, gsid.stream_id)
+        sources.setdefault(gsid.component_id, {})[gsid.stream_id] = list(fields)
+    return {
+        "taskid": context.get_this_task_id(),
+        "componentid": me,
+        "task->component": {str(t): c for c in context.get_component_ids() for t in context.get_component_tasks(c)},
+        "stream->outputfields": {s: list(context.get_this_output_fields(s)) for s in context.get_this_streams()},
+        "source->stream->fields": sources,
+    }
+
+
+def _set_up(obj: Any, conf: dict[str, Any], context: dict[str, Any]) -> None:
+    """pystorm's ``_setup_component`` (the attributes it sets, and a Bolt's tuple types), minus
+    what is for the pipe: the StormHandler on the root logger and the stdout redirection."""
+    from pystorm.bolt import _IDENTIFIER_RE
+    from pystorm.bolt import Bolt as PystormBolt
+    obj.topology_name = conf.get("topology.name", "")
+    obj.task_id = context["taskid"]
+    obj.component_name = context["componentid"]
+    obj.debug = conf.get("topology.debug", False)
+    obj.storm_conf = conf
+    obj.context = context
+    obj.logger = logging.getLogger(f"pystorm.component.{obj.component_name}")
+    level = str(conf.get("pystorm.log.level", "info")).lower()
+    obj.logger.setLevel(logging.DEBUG if obj.debug else _PYTHON_LEVELS.get(level, logging.INFO))
+    if isinstance(obj, PystormBolt):
+        for source, streams in context["source->stream->fields"].items():
+            for stream, fields in streams.items():
+                name = _IDENTIFIER_RE.sub("_", source.title()) + _IDENTIFIER_RE.sub("_", stream.title()) + "Tuple"
+                obj._source_tuple_types[source][stream] = collections.namedtuple(name, fields)
+
+
+class _Hosted:
+    """What the spout and the bolt adapters share: the user's class, its declared streams, the
+    instance they run and how it is started, stepped and restarted."""
+
+    component_cls: type
+    streams: Streams
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """The streams the topology's spec declares (the class's ``outputs``, or ``Stream``s)."""
+        for stream, (fields, direct) in self.streams.items():
+            declarer.declare_stream(stream, Fields(fields), direct)
+
+    def _start(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        self._conf = dict(conf)
+        self._storm_context = storm_context(context)
+        self._where = (f"streamparse component {self.component_cls.__qualname__} "
+                       f"[{context.get_this_component_id()}] task {context.get_this_task_id()}")
+        self._logs = logging.getLogger(f"squall.sparse.{context.get_this_component_id()}")
+        self._running = False
+        self._deferred: list[dict[str, Any]] = []
+        self._restart_due = False
+        self._new_instance()
+
+    def _new_instance(self) -> None:
+        self.obj = obj = _construct(self.component_cls)
+        self.wire = _Wire(self._message, self._where)
+        obj.serializer = self.wire
+        _set_up(obj, self._conf, self._storm_context)
+        obj.initialize(self._conf, self._storm_context)
+
+    def _step(self, command: dict[str, Any]) -> None:
+        """Give the component ``command`` and let its ``_run()`` take it, as pystorm's ``run()``
+        loop would; then the commands that arrived meanwhile (an ack squall makes inside an
+        emit when acking is off)."""
+        if self._restart_due:
+            self._restart()
+        if self._running:
+            self._deferred.append(command)
+            return
+        self._running = True
+        try:
+            self._run_one(command)
+            while self._deferred:
+                self._run_one(self._deferred.pop(0))
+        finally:
+            self._running = False
+
+    def _run_one(self, command: dict[str, Any]) -> None:
+        obj = self.obj
+        self.wire.push(command)
+        try:
+            obj._run()
+        except Exception as e:  # noqa: BLE001 (pystorm's run(): any exception of the component's)
+            self._raised(obj, e)
+            if self._restart_due:
+                self._restart()
+
+    def _raised(self, obj: Any, error: Exception) -> None:
+        """pystorm's ``run()`` on an exception: log it, let the component handle it (report,
+        fail its current tuples), and, with ``exit_on_exception``, replace the instance."""
+        self._logs.error("Exception in %s.run() (%s)", type(obj).__name__, self._where, exc_info=error)
+        try:
+            obj._handle_run_exception(error)
+        except Exception:  # noqa: BLE001 (as run(): an error while handling one is logged)
+            self._logs.exception("While trying to handle previous exception (%s)", self._where)
+        if obj.exit_on_exception:
+            self._restart_due = True
+
+    def _restart(self) -> None:
+        """A fresh instance, as a restarted subprocess would be (initialize runs again)."""
+        self._restart_due = False
+        self._logs.warning("%s restarts after an exception (exit_on_exception)", self._where)
+        self._stop_instance()
+        self._forget_inputs()
+        self._new_instance()
+
+    def _stop_instance(self) -> None:
+        """Hook: stop what the instance runs beside the executor (a batcher thread)."""
+
+    def _forget_inputs(self) -> None:
+        """Hook: drop the ids of the tuples the instance held (they time out, as after a restart)."""
+
+    def _message(self, msg: dict[str, Any]) -> None:
+        """What the component says (pystorm's ``send_message``)."""
+        command = msg.get("command")
+        if command == "emit":
+            self._emit(msg)
+        elif command == "sync":
+            return
+        elif command == "log":
+            self._logs.log(_STORM_LEVELS.get(msg.get("level", 2), logging.INFO), "%s", msg.get("msg"))
+        elif command == "error":
+            self._collector().report_error(str(msg.get("msg")))
+        elif command == "metrics":
+            self._collector().report_error(
+                f"{self._where} reported metric {msg.get('name')!r}: no metric is registered under that name "
+                f"(Storm's ShellBolt needs it registered on the JVM side; squall registers none for "
+                f"streamparse components)")
+        else:
+            self._command(command, msg)
+
+    def _collector(self) -> Any:
+        raise NotImplementedError
+
+    def _emit(self, msg: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _command(self, command: Any, msg: dict[str, Any]) -> None:
+        raise SparseComponentError(f"{self._where} sent an unknown command {command!r}")
+
+
+class SparseSpout(_Hosted, Spout):
+    """A streamparse/pystorm spout class run as a squall spout (the module docstring)."""
+
+    def __init__(self, component_cls: type, streams: Streams) -> None:
+        self.component_cls = component_cls
+        self.streams = streams
+
+    def open(self, conf: dict, context: TopologyContext, collector: SpoutOutputCollector) -> None:
+        """Make the instance and run its ``initialize(storm_conf, context)``."""
+        self.collector = collector
+        self._start(conf, context)
+
+    def activate(self) -> None:
+        """pystorm's ``activate`` command."""
+        self._step({"command": "activate"})
+
+    def deactivate(self) -> None:
+        """pystorm's ``deactivate`` command."""
+        self._step({"command": "deactivate"})
+
+    def next_tuple(self) -> None:
+        """pystorm's ``next`` command: its ``next_tuple()``."""
+        self._step({"command": "next"})
+
+    def ack(self, msg_id: Any) -> None:
+        """pystorm's ``ack`` command: its ``ack(tup_id)``."""
+        self._step({"command": "ack", "id": msg_id})
+
+    def fail(self, msg_id: Any) -> None:
+        """pystorm's ``fail`` command: its ``fail(tup_id)`` (`ReliableSpout` replays)."""
+        self._step({"command": "fail", "id": msg_id})
+
+    def _collector(self) -> SpoutOutputCollector:
+        return self.collector
+
+    def _emit(self, msg: dict[str, Any]) -> None:
+        values, stream = list(msg["tuple"]), msg.get("stream") or DEFAULT_STREAM
+        task = msg.get("task")
+        if task is not None:
+            self.collector.emit_direct(task, values, msg.get("id"), stream)
+            return
+        tasks = self.collector.emit(values, msg.get("id"), stream)
+        if msg.get("need_task_ids", True):
+            self.wire.push(list(tasks))
+
+
+class SparseBolt(_Hosted, Bolt):
+    """A streamparse/pystorm bolt class run as a squall bolt (the module docstring). Each input
+    gets an id pystorm's messages name it by; acks, fails and anchors find it by that id."""
+
+    def __init__(self, component_cls: type, streams: Streams) -> None:
+        self.component_cls = component_cls
+        self.streams = streams
+
+    def prepare(self, conf: dict, context: TopologyContext, collector: OutputCollector) -> None:
+        """Make the instance and run its ``initialize(storm_conf, context)``."""
+        self.collector = collector
+        self._inputs: dict[str, Tuple] = {}
+        self._ids = map(str, itertools.count(1))
+        self._stop: threading.Event | None = None
+        self._start(conf, context)
+
+    def _new_instance(self) -> None:
+        super()._new_instance()
+        from pystorm.bolt import TicklessBatchingBolt
+        if isinstance(self.obj, TicklessBatchingBolt):
+            self._stop = threading.Event()
+            thread = threading.Thread(target=self._batcher, args=(self.obj, self._stop), daemon=True,
+                                      name=f"{type(self.obj).__name__}:_batcher-thread")
+            thread.start()
+
+    def execute(self, tup: Tuple) -> None:
+        """Hand ``tup`` to the component as pystorm reads a tuple, and run its ``_run()``."""
+        tid = next(self._ids)
+        self._inputs[tid] = tup
+        self._step({"id": tid, "comp": tup.source_component, "stream": tup.source_stream,
+                    "task": tup.source_task, "tuple": tup.values})
+
+    def cleanup(self) -> None:
+        """Stop a TicklessBatchingBolt's batcher."""
+        self._stop_instance()
+
+    def _batcher(self, obj: Any, stop: threading.Event) -> None:
+        """pystorm's ``_batch_entry``: every ``secs_between_batches``, ``process_batches()``
+        under the batch lock; an exception is handled as ``_run``'s, then the thread ends."""
+        while not stop.wait(obj.secs_between_batches):
+            with obj._batch_lock:
+                try:
+                    obj.process_batches()
+                except Exception as e:  # noqa: BLE001 (pystorm's: any exception of process_batch)
+                    self._raised(obj, e)
+                    return
+
+    def _stop_instance(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
+
+    def _forget_inputs(self) -> None:
+        self._inputs.clear()
+
+    def _collector(self) -> OutputCollector:
+        return self.collector
+
+    def _input(self, tid: Any, verb: str) -> Tuple:
+        tup = self._inputs.pop(tid, None) if verb != "anchored onto" else self._inputs.get(tid)
+        if tup is None:
+            raise SparseComponentError(f"{self._where} {verb} tuple id {tid!r}, which is unknown or already "
+                                       f"acked or failed")
+        return tup
+
+    def _emit(self, msg: dict[str, Any]) -> None:
+        values, stream = list(msg["tuple"]), msg.get("stream") or DEFAULT_STREAM
+        anchors = [self._input(a, "anchored onto") for a in msg.get("anchors") or ()]
+        task = msg.get("task")
+        if task is not None:
+            self.collector.emit_direct(task, values, anchors, stream)
+            return
+        tasks = self.collector.emit(values, anchors, stream)
+        if msg.get("need_task_ids", True):
+            self.wire.push(list(tasks))
+
+    def _command(self, command: Any, msg: dict[str, Any]) -> None:
+        if command == "ack":
+            self.collector.ack(self._input(msg.get("id"), "acked"))
+        elif command == "fail":
+            self.collector.fail(self._input(msg.get("id"), "failed"))
+        else:
+            super()._command(command, msg)

@@ -1,0 +1,164 @@
+"""A streamparse project on disk: its ``config.json``, the topology definitions in its
+``topology_specs`` directory (``topologies/``), and its components' source in ``src/``.
+
+Loading follows streamparse's ``sparse`` (``streamparse.util``): the project is the current
+directory; the topology is the one file in ``topologies/`` or the one ``-n NAME`` names; the
+file is imported with ``src/`` and ``topologies/`` on ``sys.path`` and its ``Topology``
+subclass is the topology. Each failure says which file and which name is wrong.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._errors import SquallError
+
+
+class SparseProjectError(SquallError):
+    """A streamparse project that cannot be loaded: the message names the file and the name."""
+
+
+@dataclass(frozen=True)
+class Project:
+    """A streamparse project: its directory and its parsed ``config.json``."""
+
+    root: Path
+    config: dict[str, Any]
+
+    @property
+    def topology_specs(self) -> Path:
+        """The directory of topology definitions (``topology_specs``, default ``topologies/``)."""
+        return self.root / str(self.config.get("topology_specs") or "topologies").rstrip("/")
+
+    @property
+    def src(self) -> Path:
+        """The components' source directory, ``src/`` beside ``topology_specs`` (streamparse's)."""
+        return self.topology_specs.parent / "src"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One of ``config.json``'s ``envs`` (None when it has none): its name and settings."""
+
+    name: str | None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def options(self) -> dict[str, Any]:
+        """The Storm options this environment gives a topology: its ``options`` and its
+        ``log.level`` as ``pystorm.log.level`` (the rest is about SSH, virtualenvs and Storm's
+        own nodes, which squall has no use for)."""
+        opts = dict(self.settings.get("options") or {})
+        level = (self.settings.get("log") or {}).get("level")
+        if isinstance(level, str) and level:
+            opts.setdefault("pystorm.log.level", level.lower())
+        return opts
+
+
+def find_project(directory: str | Path = ".") -> Project:
+    """The project in ``directory`` (its ``config.json``)."""
+    root = Path(directory).resolve()
+    path = root / "config.json"
+    if not path.is_file():
+        raise SparseProjectError(f"no config.json in {root}: run this in a streamparse project's directory "
+                                 f"(one that `sparse quickstart NAME` made), or give --project DIR")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise SparseProjectError(f"{path}: cannot read it as JSON: {e}") from e
+    if not isinstance(config, dict):
+        raise SparseProjectError(f"{path}: expected a JSON object, got {type(config).__name__}")
+    return Project(root, config)
+
+
+def topology_file(project: Project, name: str | None) -> tuple[str, Path]:
+    """The topology's name and definition file: ``topologies/NAME.py``, or the only one."""
+    specs = project.topology_specs
+    if not specs.is_dir():
+        raise SparseProjectError(f"{specs} (config.json's topology_specs) is not a directory")
+    found = sorted(p for p in specs.glob("*.py") if p.name != "__init__.py")
+    if name is not None:
+        path = specs / f"{name}.py"
+        if not path.is_file():
+            have = ", ".join(p.stem for p in found) or "none"
+            raise SparseProjectError(f"topology definition file not found: {path} (topologies in "
+                                     f"{specs}: {have})")
+        return name, path
+    if not found:
+        raise SparseProjectError(f"no topology definitions in {specs}: add one (topologies/NAME.py)")
+    if len(found) > 1:
+        raise SparseProjectError(f"more than one topology definition in {specs} "
+                                 f"({', '.join(p.stem for p in found)}): choose one with -n NAME")
+    return found[0].stem, found[0]
+
+
+def environment(project: Project, name: str | None) -> Environment:
+    """``config.json``'s environment ``name``, or its only one (streamparse's ``-e``)."""
+    envs = project.config.get("envs") or {}
+    if name is None:
+        if len(envs) > 1:
+            raise SparseProjectError(f"{project.root / 'config.json'} has several envs ({', '.join(envs)}): "
+                                     f"choose one with -e ENV")
+        if not envs:
+            return Environment(None)
+        name = next(iter(envs))
+    if name not in envs:
+        raise SparseProjectError(f"{project.root / 'config.json'} has no env {name!r} "
+                                 f"(it has: {', '.join(envs) or 'none'})")
+    return Environment(name, dict(envs[name] or {}))
+
+
+def load_topology(project: Project, path: Path) -> Any:
+    """Import the topology definition ``path`` and return its ``Topology`` subclass.
+
+    ``src/`` and the definitions' directory go first on ``sys.path`` (and stay: the components'
+    modules import from there when tasks start). Modules of the same names loaded from another
+    project before (a test that loads two projects) are dropped first, so this project's load.
+    """
+    from streamparse.dsl.topology import Topology, TopologyType
+
+    for directory in (path.parent, project.src):
+        _forget_modules_under_other_roots(directory)
+        if str(directory) not in sys.path:
+            sys.path.insert(0, str(directory))
+    module_name = f"_squall_sparse_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
+        del sys.modules[module_name]
+        raise SparseProjectError(f"error importing {path}: {type(e).__name__}: {e}") from e
+    found = [v for v in vars(module).values()
+             if isinstance(v, TopologyType) and v is not Topology and v.__module__ == module_name]
+    if not found:
+        raise SparseProjectError(f"{path} defines no streamparse Topology subclass "
+                                 f"(class NAME(Topology) with Spout.spec() and Bolt.spec() attributes)")
+    if len(found) > 1:
+        raise SparseProjectError(f"{path} defines several Topology subclasses "
+                                 f"({', '.join(t.__name__ for t in found)}): keep one per file")
+    return found[0]
+
+
+def _forget_modules_under_other_roots(directory: Path) -> None:
+    """Drop from ``sys.modules`` the packages and modules named like those in ``directory``
+    that were loaded from elsewhere."""
+    if not directory.is_dir():
+        return
+    names = {p.stem for p in directory.glob("*.py")} | {p.name for p in directory.iterdir() if p.is_dir()}
+    root = str(directory) + "/"
+    for mod_name, module in list(sys.modules.items()):
+        top = mod_name.partition(".")[0]
+        if top not in names or top in sys.stdlib_module_names:
+            continue
+        file = str(getattr(module, "__file__", None) or "")
+        if not file.startswith(root) and "site-packages" not in file:
+            del sys.modules[mod_name]

@@ -1,0 +1,207 @@
+"""A streamparse `Topology` class (its DSL: ``Spout.spec``, ``Bolt.spec``, ``Grouping``,
+``Stream``, ``par``, ``config``, inputs as a list or a dict) as a squall `StormTopology`.
+
+streamparse's metaclass has already checked the DSL and reduced it to Storm's Thrift shapes on
+each spec: ``spec.inputs`` maps ``GlobalStreamId(componentId, streamId)`` to a Thrift grouping
+(one of ``fields`` (empty: global), ``shuffle``, ``all``, ``none``, ``direct``,
+``local_or_shuffle``, ``custom_object``, ``custom_serialized`` is set), ``spec.outputs`` maps
+stream names to ``StreamInfo(output_fields, direct)``, ``spec.config`` is JSON. This module
+reads those and calls `TopologyBuilder`, so squall's own checks run as for any topology.
+
+Which object runs a spec:
+
+- a Python component (``Bolt.spec``/``Spout.spec`` of a pystorm class: Storm would run
+  ``streamparse_run module.Class``): `SparseBolt`/`SparseSpout`, in squall's workers; or,
+  with ``multilang=True``, that same command as a subprocess over Storm's multilang protocol;
+- a shell component (``ShellBolt.spec(command=..., script=...)``): multilang's `ShellBolt` or
+  `ShellSpout` running ``command script``;
+- a Java component (``JavaBolt.spec``/``JavaSpout.spec``): refused (squall runs no JVM).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import InvalidTopologyException
+from .._fields import Fields
+from .._grouping import CustomStreamGrouping
+from .._topology import BoltDeclarer, StormTopology, TopologyBuilder
+from .component import SparseBolt, SparseSpout, Streams
+
+STREAMPARSE_RUN = "streamparse_run"
+"""The command streamparse's ``Bolt.spec``/``Spout.spec`` give a Python component."""
+
+_PARTIAL_KEY_CLASSES = frozenset({"org.apache.storm.grouping.PartialKeyGrouping",
+                                  "backtype.storm.grouping.PartialKeyGrouping"})
+
+
+@dataclass(frozen=True)
+class Translation:
+    """A streamparse topology as squall's: the topology, and the configuration its class sets
+    (``Topology.config``)."""
+
+    topology: StormTopology
+    conf: dict[str, Any]
+
+
+def translate(topology_cls: Any, *, env_name: str | None = None, multilang: bool = False,
+              serializer: str = "json", where: str | None = None) -> Translation:
+    """``topology_cls`` (a subclass of streamparse's ``Topology``) as a squall topology.
+
+    ``env_name`` picks a component's ``par`` when it is a dict by environment (streamparse's
+    ``-e``); ``multilang`` runs the Python components as ``streamparse_run`` subprocesses over
+    Storm's multilang protocol (with ``serializer``), as Storm does, instead of in process.
+    ``where`` names the topology file in errors.
+
+    Raises:
+        InvalidTopologyException: naming the file, the component and what is wrong.
+    """
+    where = where or topology_cls.__qualname__
+    builder = TopologyBuilder()
+    for spec in topology_cls.specs:
+        _add(builder, spec, env_name, multilang, serializer, where)
+    try:
+        topology = builder.create_topology()
+    except InvalidTopologyException as e:
+        raise InvalidTopologyException(f"{where}: {e}") from e
+    return Translation(topology, dict(topology_cls.config or {}))
+
+
+def _add(builder: TopologyBuilder, spec: Any, env_name: str | None, multilang: bool, serializer: str,
+         where: str) -> None:
+    from streamparse.dsl.component import JavaComponentSpec
+    from streamparse.dsl.spout import JavaSpoutSpec, ShellSpoutSpec
+
+    name = spec.name
+    is_spout = isinstance(spec, (ShellSpoutSpec, JavaSpoutSpec))
+    if isinstance(spec, JavaComponentSpec):
+        java = spec.component_object.java_object
+        cls_name = java.full_class_name if java is not None else "serialized Java"
+        raise InvalidTopologyException(
+            f"{where}: component [{name}] is a Java {'spout' if is_spout else 'bolt'} ({cls_name}); squall runs "
+            f"no JVM: write it in Python, or run it as a shell component (ShellBolt.spec/ShellSpout.spec)")
+    par = _parallelism(spec, env_name, where)
+    streams: Streams = {s: (list(info.output_fields), bool(info.direct)) for s, info in spec.outputs.items()}
+    obj = _component(spec, streams, is_spout, multilang, serializer, where)
+    declarer = builder.set_spout(name, obj, par) if is_spout else builder.set_bolt(name, obj, par)
+    conf = json.loads(spec.config) if isinstance(spec.config, str) else dict(spec.config or {})
+    if conf:
+        declarer.add_configurations(conf)
+    if isinstance(declarer, BoltDeclarer):
+        for gsid, grouping in spec.inputs.items():
+            _subscribe(declarer, gsid.componentId, gsid.streamId, grouping, f"{where}: component [{name}]")
+
+
+def _parallelism(spec: Any, env_name: str | None, where: str) -> int:
+    par = spec.par
+    if isinstance(par, dict):
+        if env_name not in par:
+            envs = ", ".join(sorted(par))
+            raise InvalidTopologyException(
+                f"{where}: component [{spec.name}] gives par by environment ({envs}) and "
+                + ("no environment was chosen (-e ENV)" if env_name is None else f"not for environment {env_name!r}"))
+        par = par[env_name]
+    return int(par)
+
+
+def _component(spec: Any, streams: Streams, is_spout: bool, multilang: bool, serializer: str, where: str) -> Any:
+    from pystorm.bolt import Bolt as PystormBolt
+    from pystorm.spout import Spout as PystormSpout
+
+    shell = spec.component_object.shell
+    cls = spec.component_cls
+    python = shell.execution_command == STREAMPARSE_RUN
+    if python and not multilang:
+        base = PystormSpout if is_spout else PystormBolt
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise InvalidTopologyException(
+                f"{where}: component [{spec.name}]: {_qualname(cls)} is not a {base.__module__}.{base.__name__} "
+                f"subclass (streamparse's {'Spout' if is_spout else 'Bolt'})")
+        return (SparseSpout if is_spout else SparseBolt)(cls, streams)
+    if python:
+        command = [sys.executable, "-m", "streamparse.run", "-s", serializer, shell.script]
+    else:
+        command = [shell.execution_command, *shlex.split(shell.script)]
+    return _shell_component(spec.name, command, streams, is_spout, where)
+
+
+def _shell_component(name: str, command: list[str], streams: Streams, is_spout: bool, where: str) -> Any:
+    """multilang's ShellSpout/ShellBolt for ``command``, declaring ``streams``."""
+    try:
+        multilang = importlib.import_module("squall.multilang")
+    except ImportError:
+        multilang = None
+    kind = "ShellSpout" if is_spout else "ShellBolt"
+    base = getattr(multilang, kind, None)
+    if base is None:
+        raise InvalidTopologyException(
+            f"{where}: component [{name}] runs {' '.join(command)!r} over Storm's multilang protocol, and "
+            f"this squall has no squall.multilang.{kind}")
+    return shell_component(base, command, streams)
+
+
+def shell_component(base: type, command: list[str], streams: Streams) -> Any:
+    """An instance of a subclass of multilang's ``base`` (ShellBolt or ShellSpout) running
+    ``command`` that declares ``streams``, not only the default stream its constructor takes."""
+
+    class Declared(base):  # type: ignore[valid-type,misc]
+        def declare_output_fields(self, declarer: Any) -> None:
+            for stream, (fields, direct) in streams.items():
+                declarer.declare_stream(stream, Fields(fields), direct)
+
+    return Declared(command)
+
+
+def _subscribe(declarer: BoltDeclarer, source: str, stream: str, grouping: Any, where: str) -> None:
+    """One input: the Thrift grouping streamparse made, as the declarer's grouping."""
+    if grouping.fields is not None:
+        if grouping.fields:
+            declarer.fields_grouping(source, Fields(list(grouping.fields)), stream)
+        else:  # streamparse's Grouping.GLOBAL is Storm's: fields grouping on no fields
+            declarer.global_grouping(source, stream)
+    elif grouping.shuffle is not None:
+        declarer.shuffle_grouping(source, stream)
+    elif grouping.all is not None:
+        declarer.all_grouping(source, stream)
+    elif grouping.none is not None:
+        declarer.none_grouping(source, stream)
+    elif grouping.direct is not None:
+        declarer.direct_grouping(source, stream)
+    elif grouping.local_or_shuffle is not None:
+        declarer.local_or_shuffle_grouping(source, stream)
+    elif grouping.custom_object is not None:
+        _custom(declarer, source, stream, grouping.custom_object, where)
+    else:
+        raise InvalidTopologyException(f"{where}: the grouping of its input [{source}:{stream}] is a serialized "
+                                       f"Java object, which squall cannot run")
+
+
+def _custom(declarer: BoltDeclarer, source: str, stream: str, java_object: Any, where: str) -> None:
+    """``Grouping.custom_object(class, args)``: Storm's PartialKeyGrouping (args: the fields),
+    or a Python `CustomStreamGrouping` named ``module.Class`` (args: its constructor's)."""
+    from streamparse.dsl.util import to_python_arg_list
+
+    cls_name = java_object.full_class_name
+    args = to_python_arg_list(java_object.args_list)
+    if cls_name in _PARTIAL_KEY_CLASSES:
+        declarer.partial_key_grouping(source, Fields(args), stream)
+        return
+    module_name, _, attr = cls_name.replace(":", ".").rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr) if module_name else None
+    except ImportError:
+        cls = None
+    if not (isinstance(cls, type) and issubclass(cls, CustomStreamGrouping)):
+        raise InvalidTopologyException(
+            f"{where}: the grouping of its input [{source}:{stream}] is custom object {cls_name!r}, which is "
+            f"neither Storm's PartialKeyGrouping nor an importable squall CustomStreamGrouping (module.Class)")
+    declarer.custom_grouping(source, cls(*args), stream)
+
+
+def _qualname(obj: Any) -> str:
+    return f"{obj.__module__}.{obj.__qualname__}" if isinstance(obj, type) else repr(obj)

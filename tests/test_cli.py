@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import squall
 from squall.cli import main
 from squall.cli._options import parse_overrides
 from squall.worker.rpc import RpcError
@@ -131,7 +132,7 @@ def test_c_values_are_yaml_and_daemon_keys_go_to_the_cluster():
 
 def test_version(capsys):
     assert main(["version"]) == 0
-    assert capsys.readouterr().out.startswith("squall 0.1.0 ")
+    assert capsys.readouterr().out.startswith(f"squall {squall.__version__} ")
 
 
 def test_storm_style_file_submits_through_storm_submitter_with_overrides(tmp_path, capsys):
@@ -234,12 +235,12 @@ def test_squall_alone_prints_the_usage_and_the_version(capsys):
     out = capsys.readouterr().out
     assert out.startswith("usage: squall")
     assert "local" in out and "jar" in out and "monitor" in out
-    assert out.rstrip().splitlines()[-1].startswith("squall 0.1.0 (Python ")
+    assert out.rstrip().splitlines()[-1].startswith(f"squall {squall.__version__} (Python ")
 
 
 def test_dash_dash_version_prints_the_version(capsys):
     assert main(["--version"]) == 0
-    assert capsys.readouterr().out.startswith("squall 0.1.0 (Python ")
+    assert capsys.readouterr().out.startswith(f"squall {squall.__version__} (Python ")
 
 
 def test_the_live_table_shows_the_component_of_the_last_error():

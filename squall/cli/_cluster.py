@@ -37,6 +37,7 @@ from ..cluster.process import run_nimbus, running_supervisor
 from ..cluster.seeds import describe_seeds, nimbus_seeds
 from ..cluster.supervisor import run_process_supervisor
 from ._drpc import drpc_beside_nimbus
+from ._flux import FluxRun, from_args
 from ._local import last_time, times, user_components
 from ._options import UserError, cluster_conf_of
 from ._topology_file import check_file, on_sys_path, submit_file
@@ -218,14 +219,17 @@ def cmd_jar(args: argparse.Namespace) -> int:
     are killed (``squall kill``) or Ctrl-C."""
     _spark_options_after_file(args)
     conf, topology_over = cluster_conf_of(args)
-    path = check_file(args.file)
+    flux = from_args(args, args.args, "jar")  # a Flux FILE.yaml: built here; its ARGS are Flux's options
+    if flux is not None and flux.options.dry_run:
+        return 0
+    path = flux.path if flux is not None else check_file(args.file)
     if args.host == "spark":
-        return _jar_on_spark(args, conf, path, topology_over)
+        return _jar_on_spark(args, conf, path, topology_over, flux)
     if args.spark_master:
         raise UserError("--spark-master goes with --host spark", code=2)
     client_conf, missing = _client_conf(conf)
     with on_sys_path(path.parent), StormSubmitter.using_conf(client_conf), _master_errors(conf, missing, args):
-        submit_file(path, _ToMaster(client_conf), topology_over, args.name, args.args)
+        submit_file(path, _ToMaster(client_conf), topology_over, args.name, args.args, flux)
     return 0
 
 
@@ -249,13 +253,14 @@ def _spark_options_after_file(args: argparse.Namespace) -> None:
     args.args = out
 
 
-def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, topology_over: dict[str, Any]) -> int:
+def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, topology_over: dict[str, Any],
+                  flux: FluxRun | None = None) -> int:
     from ..cluster.spark import SparkCluster, exit_if_spark_gone, stop_on_signals
     _daemon_logging(args.debug)
     with SparkCluster(master=args.spark_master, conf=conf) as cluster:
         stop = stop_on_signals()
         with on_sys_path(path.parent), StormSubmitter.submitting_to(cluster):
-            names = submit_file(path, _ToCluster(cluster), topology_over, args.name, args.args)
+            names = submit_file(path, _ToCluster(cluster), topology_over, args.name, args.args, flux)
         where = f"{cluster.conf[Config.NIMBUS_HOST]}:{cluster.conf[Config.NIMBUS_THRIFT_PORT]}"
         print(f"squall master on Spark {cluster.spark.sparkContext.master} at {where}; running until "
               f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} killed (squall kill NAME) or Ctrl-C",

@@ -19,6 +19,7 @@ from .._config import Config
 from .._errors import NotAliveException
 from .._redact import RedactingFilter
 from ..cluster.local import LocalCluster
+from ._flux import from_args, sleep_seconds
 from ._options import conf_file, parse_overrides
 from ._topology_file import check_file, on_sys_path, submit_file
 
@@ -27,15 +28,19 @@ def cmd_local(args: argparse.Namespace) -> int:
     """``squall local FILE [--ttl SECONDS] [--name NAME]``."""
     topology_over, daemon_over = parse_overrides(args.overrides)
     config = conf_file(args.config)
-    path = check_file(args.file)
+    flux = from_args(args, [], "local")
+    if flux is not None and flux.options.dry_run:
+        return 0
+    path = flux.path if flux is not None else check_file(args.file)
+    ttl = args.ttl if args.ttl is not None or flux is None else sleep_seconds(flux.options)
     with on_sys_path(path.parent), _squall_logging(args.debug), _sigterm_stops():
         cluster = LocalCluster(daemon_over, conf_file=config, ui_port=_ui_port(args.ui, daemon_over, config))
         if cluster.ui_port is not None:
             print(f"squall UI at http://127.0.0.1:{cluster.ui_port}/api/v1/topology/summary", file=sys.stderr)
         try:
-            names = submit_file(path, cluster, topology_over, args.name, [])
+            names = submit_file(path, cluster, topology_over, args.name, [], flux)
             view = _LiveView() if sys.stdout.isatty() else _PlainView()
-            final, reason = _watch(cluster, names, args.ttl, view)
+            final, reason = _watch(cluster, names, ttl, view)
             for name in names:
                 with contextlib.suppress(NotAliveException):
                     cluster.kill_topology(name, wait_secs=0)

@@ -1,6 +1,7 @@
 """Finding the topology in the user's FILE, for ``squall local`` and ``squall jar``.
 
-In this order:
+A ``.yaml``/``.yml`` FILE is Storm's Flux file (`squall.cli._flux`, docs/flux.md). For a Python
+FILE, in this order:
 
 a. a module-level ``build()`` that returns a `StormTopology`; a module-level ``conf`` (a dict or
    `Config`), if present, is the topology's configuration;
@@ -29,12 +30,15 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidTopologyException, SquallError
 from .._submitter import StormSubmitter
 from .._topology import StormTopology, TopologyBuilder
 from ._options import UserError
+
+if TYPE_CHECKING:
+    from ._flux import FluxRun
 
 
 def check_file(arg: str) -> Path:
@@ -44,8 +48,8 @@ def check_file(arg: str) -> Path:
         raise UserError(f"file not found: {arg}")
     if not path.is_file():
         raise UserError(f"not a file: {arg}")
-    if path.suffix != ".py":
-        raise UserError(f"{arg} is not a Python file (expected FILE.py)")
+    if path.suffix != ".py" and path.suffix.lower() not in (".yaml", ".yml"):
+        raise UserError(f"{arg} is neither a Python file nor a Flux file (expected FILE.py or FILE.yaml)")
     return path.resolve()
 
 
@@ -270,10 +274,13 @@ def run_as_main(path: Path, argv: list[str], submitter: FileSubmitter) -> list[s
 
 
 def submit_file(path: Path, target: Any, topology_over: dict[str, Any], name: str | None,
-                args: list[str]) -> list[str]:
+                args: list[str], flux: FluxRun | None = None) -> list[str]:
     """Submit what FILE defines (``build()`` or ``topology``) or submits (run as ``__main__``
     with ``args``) to ``target``, each topology's conf under ``topology_over``; return the names
-    submitted. ``name`` (--name) overrides the topology's name."""
+    submitted. ``name`` (--name) overrides the topology's name. ``flux``: FILE is a Flux file,
+    whose topology `squall.cli._flux.from_args` built."""
+    if flux is not None:
+        return flux.submit(target, topology_over, name)
     found = topology_in(import_file(path), path) if binds_topology(path.read_bytes()) else None
     if found is not None:
         topology, conf = found

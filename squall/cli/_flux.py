@@ -1,0 +1,163 @@
+"""``squall local|jar FILE.yaml``: Storm's Flux options, and a Flux file's topology built,
+shown (Flux's topology details) and submitted. The Flux package is `squall.flux`; docs/flux.md."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._options import UserError
+
+# Flux's options (Storm's ``org.apache.storm.flux.Flux``): (short, long, takes a value, help).
+_OPTIONS = (
+    ("-f", "--filter", "FILE", "Flux file: replace ${key} with the key's value in this Java properties file"),
+    ("-e", "--env-filter", None, "Flux file: replace ${ENV-NAME} (or ${ENV.NAME}) with the environment variable NAME"),
+    ("-d", "--dry-run", None, "Flux file: build, check and print the topology; do not run it"),
+    ("-q", "--no-detail", None, "Flux file: do not print the topology's details"),
+    ("-n", "--no-splash", None, "Flux file: accepted for Flux's command lines (squall prints no splash)"),
+    ("-i", "--inactive", None, "Flux file: submit the topology inactive (squall local)"),
+    ("-R", "--resource", None, "Flux file: FILE is a resource, found under the sys.path entries"),
+    ("-l", "--local", None, "Flux file: ignored, as by Storm 2's Flux (squall local runs locally)"),
+    ("-r", "--remote", None, "Flux file: ignored, as by Storm 2's Flux (squall jar submits)"),
+    ("-s", "--sleep", "MS", "Flux file: with squall local, stop after MS milliseconds (as --ttl)"),
+    ("-z", "--zookeeper", "HOST:PORT", "Flux file: ignored, as by Storm 2's Flux"),
+)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """Declare Flux's options on ``squall local`` or ``squall jar``."""
+    group = parser.add_argument_group("Flux (FILE.yaml; docs/flux.md)")
+    for short, long, value, text in _OPTIONS:
+        dest = "flux_" + long[2:].replace("-", "_")
+        if value is None:
+            group.add_argument(short, long, dest=dest, action="store_true", help=text)
+        else:
+            group.add_argument(short, long, dest=dest, metavar=value, help=text)
+
+
+@dataclass(frozen=True)
+class FluxOptions:
+    """Flux's options as given (see `_OPTIONS`)."""
+
+    filter: str | None = None
+    env_filter: bool = False
+    dry_run: bool = False
+    no_detail: bool = False
+    no_splash: bool = False
+    inactive: bool = False
+    resource: bool = False
+    local: bool = False
+    remote: bool = False
+    sleep: str | None = None
+    zookeeper: str | None = None
+
+    def given(self) -> list[str]:
+        """The long names of the options given."""
+        return [f"--{name.replace('_', '-')}" for name, value in vars(self).items() if value not in (None, False)]
+
+
+def options_of(args: argparse.Namespace, rest: list[str]) -> FluxOptions:
+    """The Flux options of ``args``, and those in ``rest`` (``squall jar``'s arguments after
+    FILE, which for a Flux file are Flux's options)."""
+    values = {name: getattr(args, "flux_" + name, None) for name in FluxOptions.__dataclass_fields__}
+    if rest:
+        parser = argparse.ArgumentParser(prog="squall jar FILE.yaml", add_help=False, exit_on_error=False)
+        add_options(parser)
+        try:
+            parsed, unknown = parser.parse_known_args(rest)
+        except argparse.ArgumentError as e:
+            raise UserError(f"{e}", code=2) from e
+        if unknown:
+            raise UserError(f"a Flux file takes Flux's options after it, not {' '.join(unknown)!r} "
+                            f"(docs/flux.md)", code=2)
+        for name in values:
+            more = getattr(parsed, "flux_" + name)
+            if more not in (None, False):
+                values[name] = more
+    return FluxOptions(**{k: v for k, v in values.items() if v is not None})
+
+
+def flux_path(arg: str, options: FluxOptions) -> Path:
+    """FILE, or with ``-R`` the resource FILE names."""
+    if not options.resource:
+        return Path(arg)
+    from ..flux import resource_path
+    return resource_path(arg)
+
+
+@dataclass(frozen=True)
+class FluxRun:
+    """A Flux file's topology, built, with the options it was given."""
+
+    path: Path
+    options: FluxOptions
+    flux: Any  # squall.flux.FluxTopology
+
+    def name(self, rename: str | None) -> str:
+        """``--name``, else the file's ``name``, else the file's stem."""
+        from ._topology_file import topology_name
+        return rename or self.flux.name or topology_name(self.path)
+
+    def submit(self, target: Any, topology_over: dict[str, Any], rename: str | None) -> list[str]:
+        """Submit the topology to ``target`` with ``-c``'s keys over the file's ``config``."""
+        name = self.name(rename)
+        conf = {**self.flux.conf, **topology_over}
+        if self.options.inactive:
+            target.submit_topology(name, conf, self.flux.topology, initial_status="INACTIVE")
+        else:
+            target.submit_topology(name, conf, self.flux.topology)
+        return [name]
+
+
+def prepare(path: Path, options: FluxOptions, rename: str | None, verb: str) -> FluxRun:
+    """Build the Flux file's topology and print its details (unless ``-q``)."""
+    from ..flux import describe, load
+    for ignored in ("local", "remote", "zookeeper"):
+        if getattr(options, ignored):
+            print(f"squall: warning: --{ignored} is ignored, as Storm 2's Flux ignores it "
+                  f"(squall local runs a Flux file here, squall jar submits it)", file=sys.stderr)
+    if options.inactive and verb != "local":
+        raise UserError("-i/--inactive: squall jar submits active; run `squall deactivate NAME` after it", code=2)
+    if options.sleep is not None and verb != "local":
+        print("squall: warning: --sleep is ignored by squall jar (it is squall local's --ttl)", file=sys.stderr)
+    run = FluxRun(path, options, load(path, filter_file=options.filter, env_filter=options.env_filter))
+    if not options.no_detail or options.dry_run:
+        print(describe(run.flux, run.name(rename)), flush=True)
+    return run
+
+
+def sleep_seconds(options: FluxOptions) -> float | None:
+    """``-s MS`` as seconds (squall local's ``--ttl``)."""
+    if options.sleep is None:
+        return None
+    try:
+        ms = float(options.sleep)
+    except ValueError:
+        ms = -1.0
+    if not ms > 0:
+        raise UserError(f"--sleep: expected a positive number of milliseconds, got {options.sleep!r}", code=2)
+    return ms / 1000.0
+
+
+def refuse_options(options: FluxOptions, file: str) -> None:
+    """A Python FILE takes no Flux option."""
+    given = options.given()
+    if given:
+        raise UserError(f"{', '.join(given)}: Flux's options go with a Flux FILE.yaml, not {file}", code=2)
+
+
+def from_args(args: argparse.Namespace, rest: list[str], verb: str) -> FluxRun | None:
+    """For a Flux FILE (``.yaml``/``.yml``), its topology built and shown; None for a Python
+    FILE (which takes no Flux option). ``rest``: ``squall jar``'s arguments after FILE."""
+    from ..flux import is_flux_file
+    from ._topology_file import check_file, on_sys_path
+    if not is_flux_file(args.file):
+        refuse_options(options_of(args, []), args.file)
+        return None
+    options = options_of(args, rest)
+    path = check_file(str(flux_path(args.file, options)))
+    with on_sys_path(path.parent):  # its classes are found beside it, as a Python FILE's imports are
+        return prepare(path, options, args.name, verb)

@@ -1,0 +1,296 @@
+"""Making the topology a Flux file describes (Storm's ``FluxBuilder``): its configuration, its
+components in order (each may name those above it with ``ref``/``reflist``), then either the
+spouts, bolts and streams, or the ``topologySource``'s topology. ``className`` is a Python
+``module.Class``; Flux's Java wrapper classes name squall's equivalents (`JAVA_CLASSES`).
+Every error names the file, line and key of the definition at fault."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._config import validate
+from .._errors import InvalidTopologyException
+from .._grouping import CustomStreamGrouping
+from .._system import DEFAULT_STREAM
+from .._topology import BoltDeclarer, StormTopology, TopologyBuilder, _Declarer
+from .model import FluxError, GroupingDef, ObjectDef, Ref, RefList, StreamDef, TopologyDef, VertexDef, Where
+
+# Flux's and Storm's Java class names a Flux file may use, and the squall classes they name.
+JAVA_CLASSES = {
+    "org.apache.storm.flux.wrappers.bolts.FluxShellBolt": "squall.flux.shell.FluxShellBolt",
+    "org.apache.storm.flux.wrappers.spouts.FluxShellSpout": "squall.flux.shell.FluxShellSpout",
+    "org.apache.storm.task.ShellBolt": "squall.flux.shell.FluxShellBolt",
+    "org.apache.storm.spout.ShellSpout": "squall.flux.shell.FluxShellSpout",
+    "org.apache.storm.flux.wrappers.bolts.LogInfoBolt": "squall.flux.wrappers.LogInfoBolt",
+}
+
+
+@dataclass(frozen=True)
+class FluxTopology:
+    """What a Flux file gives: the topology's name (None: the file has none), configuration
+    (the file's ``config``) and topology, and the definition it was built from."""
+
+    name: str | None
+    conf: dict[str, Any]
+    topology: StormTopology
+    definition: TopologyDef
+
+
+def build(definition: TopologyDef) -> FluxTopology:
+    """Build ``definition``'s topology (Flux's ``buildConfig`` and ``buildTopology``)."""
+    conf = _config(definition)
+    components: dict[str, Any] = {}
+    for bean in definition.components.values():
+        components[bean.id] = make(bean, components)
+    if definition.topology_source is not None:
+        topology = _from_source(definition, conf, components)
+    else:
+        topology = _wire(definition, components)
+    return FluxTopology(definition.name, conf, topology, definition)
+
+
+def _config(definition: TopologyDef) -> dict[str, Any]:
+    """The ``config`` section, each key checked by its rule (Flux validates it up front too)."""
+    for key, value in definition.config.items():
+        where = definition.config_where.get(key) or Where(definition.file, 1, f"config.{key}")
+        try:
+            validate({key: value}, "config")
+        except InvalidTopologyException as e:
+            raise FluxError(where, str(e)) from e
+    return dict(definition.config)
+
+
+# --- objects ------------------------------------------------------------------------------------------
+def find_class(name: str, where: Where) -> Any:
+    """The class (or any attribute) ``module.Name`` names, importing the longest module prefix."""
+    target = JAVA_CLASSES.get(name, name)
+    parts = target.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name is not None and module_name.startswith(e.name):
+                continue  # this prefix is no module: try a shorter one
+            raise FluxError(where, f"importing {module_name} for {name!r} failed: {e}") from e
+        except Exception as e:
+            raise FluxError(where, f"importing {module_name} for {name!r} raised {type(e).__name__}: {e}") from e
+        obj: Any = module
+        for i, attr in enumerate(parts[cut:]):
+            if not hasattr(obj, attr):
+                raise FluxError(where, f"unknown class {name!r}: {'.'.join(parts[:cut + i])} has no {attr!r}")
+            obj = getattr(obj, attr)
+        return obj
+    hint = (" (a Java class: in squall, className is a Python module.Class; docs/flux.md)"
+            if target.startswith(("org.", "com.", "java.")) else "")
+    raise FluxError(where, f"unknown class {name!r}: no module {parts[0]!r} on sys.path{hint}"
+                    if len(parts) > 1 else f"unknown class {name!r}: expected module.Class")
+
+
+def make(definition: ObjectDef, components: dict[str, Any]) -> Any:
+    """The object ``definition`` describes (Flux's ``buildObject``): constructed with its
+    ``constructorArgs``, or else by its ``factory`` with ``factoryArgs``; then its
+    ``properties`` set and its ``configMethods`` called, in order."""
+    where = definition.where
+    cls = find_class(definition.class_name, where)
+    if definition.constructor_args or not definition.factory:
+        args = resolve(definition.constructor_args, components)
+        obj = call(cls, args, where, definition.class_name)
+    else:
+        factory = _member(cls, definition.factory)
+        if factory is None:
+            raise FluxError(where.child("factory", where.line),
+                            f"{definition.class_name} has no factory method {definition.factory!r}")
+        obj = call(factory, resolve(definition.factory_args, components), where.child("factory", where.line),
+                   f"{definition.class_name}.{definition.factory}")
+    for prop in definition.properties:
+        _set_property(obj, prop.name, resolve([prop.value], components)[0], prop.where)
+    for method_def in definition.config_methods:
+        method = _member(obj, method_def.name)
+        if method is None or not callable(method):
+            raise FluxError(method_def.where, f"{type(obj).__name__} has no method {method_def.name!r}"
+                                              f"{_snake_hint(method_def.name)}")
+        call(method, resolve(method_def.args, components), method_def.where,
+             f"{type(obj).__name__}.{method_def.name}")
+    return obj
+
+
+def resolve(args: Sequence[Any], components: dict[str, Any]) -> list[Any]:
+    """``args`` with each `Ref` the component it names and each `RefList` the list of them."""
+    def one(ref_id: str, where: Where) -> Any:
+        if ref_id not in components:
+            declared = ", ".join(components) or "none"
+            raise FluxError(where, f"no component {ref_id!r} declared above (components declared: {declared})")
+        return components[ref_id]
+
+    out = []
+    for arg in args:
+        if isinstance(arg, Ref):
+            out.append(one(arg.id, arg.where))
+        elif isinstance(arg, RefList):
+            out.append([one(i, arg.where) for i in arg.ids])
+        else:
+            out.append(arg)
+    return out
+
+
+def call(target: Callable[..., Any], args: Sequence[Any], where: Where, what: str) -> Any:
+    """``target(*args)``, with a mismatch of arguments and what ``target`` raises named at ``where``."""
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        signature = None  # a builtin without one: let the call say
+    if signature is not None:
+        try:
+            signature.bind(*args)
+        except TypeError as e:
+            raise FluxError(where, f"{what}{signature} cannot take the {len(args)} argument(s) "
+                                   f"{list(args)!r}: {e}") from e
+    try:
+        return target(*args)
+    except FluxError:
+        raise
+    except Exception as e:
+        raise FluxError(where, f"{what}(...) raised {type(e).__name__}: {e}") from e
+
+
+def snake_case(name: str) -> str:
+    """``setNamedStream`` -> ``set_named_stream`` (Java's names of a Flux file, Python's methods)."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+def _member(obj: Any, name: str) -> Any:
+    """``obj.name``, else its snake_case spelling, else None."""
+    for candidate in (name, snake_case(name)):
+        if hasattr(obj, candidate):
+            return getattr(obj, candidate)
+    return None
+
+
+def _snake_hint(name: str) -> str:
+    snake = snake_case(name)
+    return f" (nor {snake!r})" if snake != name else ""
+
+
+def _set_property(obj: Any, name: str, value: Any, where: Where) -> None:
+    """Flux's ``applyProperties``: a setter (``set_name``, or Java's ``setName``) if there is one,
+    else the attribute, which must exist (Flux refuses a field the class does not have)."""
+    camel = "set" + name[:1].upper() + name[1:]
+    for setter_name in (snake_case(camel), camel):
+        setter = getattr(obj, setter_name, None)
+        if callable(setter):
+            call(setter, [value], where, f"{type(obj).__name__}.{setter_name}")
+            return
+    for attr in (name, snake_case(name)):
+        if hasattr(obj, attr):
+            try:
+                setattr(obj, attr, value)
+            except Exception as e:
+                raise FluxError(where, f"setting {type(obj).__name__}.{attr} raised {type(e).__name__}: {e}") from e
+            return
+    raise FluxError(where, f"{type(obj).__name__} has no property {name!r}: no {snake_case(camel)}() or "
+                           f"{camel}() setter and no attribute {name!r}{_snake_hint(name)}")
+
+
+# --- the topology ---------------------------------------------------------------------------------------
+def _from_source(definition: TopologyDef, conf: dict[str, Any], components: dict[str, Any]) -> StormTopology:
+    source_def = definition.topology_source
+    assert source_def is not None
+    source = make(source_def, components)
+    where = source_def.where
+    method = _member(source, source_def.method_name)
+    if method is None or not callable(method):
+        raise FluxError(where, f"{source_def.class_name} has no method {source_def.method_name!r}"
+                               f"{_snake_hint(source_def.method_name)} (topologySource.methodName)")
+    topology = call(method, [dict(conf)], where, f"{source_def.class_name}.{source_def.method_name}")
+    if not isinstance(topology, StormTopology):
+        raise FluxError(where, f"{source_def.class_name}.{source_def.method_name}(config) returned "
+                               f"{type(topology).__name__}, expected a StormTopology")
+    return topology
+
+
+def _wire(definition: TopologyDef, components: dict[str, Any]) -> StormTopology:
+    if not definition.spouts:
+        raise FluxError(Where(definition.file, 1, "spouts"),
+                        "no spouts: a Flux file needs spouts, bolts and streams, or a topologySource")
+    builder = TopologyBuilder()
+    for spout in definition.spouts.values():
+        _declare(spout, lambda v, obj: builder.set_spout(v.id, obj, v.parallelism), components)
+    declarers: dict[str, BoltDeclarer] = {}
+    for bolt in definition.bolts.values():
+        declarer = _declare(bolt, lambda v, obj: builder.set_bolt(v.id, obj, v.parallelism), components)
+        assert isinstance(declarer, BoltDeclarer)
+        declarers[bolt.id] = declarer
+    for stream in definition.streams:
+        _subscribe(stream, definition, declarers, components)
+    try:
+        return builder.create_topology()
+    except InvalidTopologyException as e:
+        raise FluxError(_culprit(str(e), definition), f"the topology is not valid: {e}") from e
+
+
+def _declare(vertex: VertexDef, add: Callable[[VertexDef, Any], _Declarer], components: dict[str, Any]) -> _Declarer:
+    obj = make(vertex, components)
+    try:
+        declarer = add(vertex, obj)
+        if vertex.num_tasks is not None:
+            declarer.set_num_tasks(vertex.num_tasks)
+        if vertex.config:
+            declarer.add_configurations(vertex.config)
+    except InvalidTopologyException as e:
+        raise FluxError(vertex.where, str(e)) from e
+    return declarer
+
+
+def _subscribe(stream: StreamDef, definition: TopologyDef, declarers: dict[str, BoltDeclarer],
+               components: dict[str, Any]) -> None:
+    named = f"stream {stream.name!r}" if stream.name else "stream"
+    if stream.source not in definition.spouts and stream.source not in definition.bolts:
+        raise FluxError(stream.where.child("from"), f"{named} is from {stream.source!r}, which is no spout or bolt "
+                                                    f"of this file")
+    declarer = declarers.get(stream.target)
+    if declarer is None:
+        what = "a spout (streams go to bolts)" if stream.target in definition.spouts else "no bolt of this file"
+        raise FluxError(stream.where.child("to"), f"{named} goes to {stream.target!r}, which is {what}")
+    grouping = stream.grouping
+    stream_id = grouping.stream_id or DEFAULT_STREAM
+    subscribe: dict[str, Callable[[], Any]] = {
+        "SHUFFLE": lambda: declarer.shuffle_grouping(stream.source, stream_id),
+        "FIELDS": lambda: declarer.fields_grouping(stream.source, list(grouping.args), stream_id),
+        "ALL": lambda: declarer.all_grouping(stream.source, stream_id),
+        "DIRECT": lambda: declarer.direct_grouping(stream.source, stream_id),
+        "GLOBAL": lambda: declarer.global_grouping(stream.source, stream_id),
+        "LOCAL_OR_SHUFFLE": lambda: declarer.local_or_shuffle_grouping(stream.source, stream_id),
+        "NONE": lambda: declarer.none_grouping(stream.source, stream_id),
+        "CUSTOM": lambda: declarer.custom_grouping(stream.source, _custom(grouping, components), stream_id),
+    }
+    try:
+        subscribe[grouping.type]()
+    except InvalidTopologyException as e:
+        raise FluxError(grouping.where, str(e)) from e
+
+
+def _custom(grouping: GroupingDef, components: dict[str, Any]) -> CustomStreamGrouping:
+    assert grouping.custom_class is not None
+    obj = make(grouping.custom_class, components)
+    if not isinstance(obj, CustomStreamGrouping):
+        raise FluxError(grouping.custom_class.where, f"{grouping.custom_class.class_name} is no "
+                                                     f"squall.CustomStreamGrouping (got a {type(obj).__name__})")
+    return obj
+
+
+def _culprit(message: str, definition: TopologyDef) -> Where:
+    """Where the definition ``create_topology``'s error names is: the stream between the two
+    components it names, else the component."""
+    for stream in definition.streams:
+        if f"[{stream.target}]" in message and f"[{stream.source}]" in message:
+            return stream.where
+    for vertex in (*definition.spouts.values(), *definition.bolts.values()):
+        if f"[{vertex.id}]" in message:
+            return vertex.where
+    return Where(definition.file, 1, "")

@@ -1,0 +1,125 @@
+"""``squall sparse run`` and ``squall sparse submit``: streamparse's ``sparse run`` and ``sparse
+submit``, on squall, in a streamparse project's directory (docs/streamparse.md).
+
+``run`` runs the project's topology on an in-process `LocalCluster` with ``squall local``'s
+live figures and summary, for ``-t`` seconds (0, the default: until Ctrl-C), as ``sparse run``
+does on Storm's local mode. ``submit`` sends it to the running squall master (``squall jar``'s
+way: ``--config``/``-c`` name the cluster) or, with ``--host spark``, to a master started here
+in a new Spark driver. sparse's options keep their letters: ``-n NAME``, ``-e ENV``,
+``-o KEY=VALUE``, ``-w WORKERS``, ``-a ACKERS``; ``--multilang`` runs the Python components as
+``streamparse_run`` subprocesses over Storm's multilang protocol, as Storm does, instead of in
+squall's workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .._config import Config
+from .._errors import NotAliveException, SquallError
+from .._submitter import StormSubmitter
+from ..cluster.local import LocalCluster
+from ..sparse import LoadedTopology, load
+from ._cluster import _client_conf, _daemon_logging, _master_errors, _ToCluster, _ToMaster
+from ._local import _LiveView, _PlainView, _print_summary, _sigterm_stops, _squall_logging, _watch
+from ._options import UserError, cluster_conf_of, conf_file, parse_overrides, positive_int
+
+
+def register(verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
+    """Add ``squall sparse run|submit`` to the ``squall`` parser's verbs."""
+    sparse = verbs.add_parser("sparse", help="run or submit a streamparse project's topology",
+                              description="streamparse's sparse run / sparse submit, on squall, in a streamparse "
+                                          "project's directory (docs/streamparse.md).")
+    sub = sparse.add_subparsers(dest="sparse_verb", metavar="VERB", required=True)
+    run = sub.add_parser("run", parents=list(parents), help="run the project's topology on an in-process LocalCluster",
+                         description="Run the streamparse project's topology on an in-process LocalCluster, "
+                                     "showing live figures, for -t seconds (default: until Ctrl-C).")
+    run.set_defaults(run=cmd_run)
+    run.add_argument("-t", "--time", type=int, default=0, metavar="SECS",
+                     help="seconds to run; 0 or less: until Ctrl-C (default: 0)")
+    submit = sub.add_parser("submit", parents=list(parents), help="submit the project's topology to the cluster",
+                            description="Submit the streamparse project's topology to the running squall master "
+                                        "(as squall jar), or with --host spark to a master started here in a new "
+                                        "Spark driver, which runs until the topology is killed or Ctrl-C.")
+    submit.set_defaults(run=cmd_submit)
+    submit.add_argument("--host", choices=("process", "spark"), default="process",
+                        help="the running master (default), or a new Spark driver (docs/spark.md)")
+    submit.add_argument("--spark-master", metavar="URL", help="with --host spark: the Spark master")
+    for p in (run, submit):
+        p.add_argument("-n", "--name", help="the topology (topologies/NAME.py); needed when there are several")
+        p.add_argument("-e", "--environment", metavar="ENV", help="the env of config.json (needed when it has several)")
+        p.add_argument("-o", "--option", dest="options", action="append", metavar="KEY=VALUE",
+                       help="a topology option, VALUE read as YAML (repeatable), as sparse's -o")
+        p.add_argument("-w", "--workers", type=positive_int, help="topology.workers")
+        p.add_argument("-a", "--ackers", type=int, metavar="N", help="topology.acker.executors")
+        p.add_argument("--project", metavar="DIR", default=".", help="the project's directory (default: .)")
+        p.add_argument("--multilang", action="store_true",
+                       help="run the Python components as streamparse_run subprocesses over the multilang "
+                            "protocol (Storm's way) instead of in squall's workers")
+
+
+def _load(args: argparse.Namespace, topology_over: dict[str, Any]) -> LoadedTopology:
+    topology_keys, other_keys = parse_overrides(args.options)
+    options = {**topology_keys, **other_keys}  # sparse's -o: every key is the topology's
+    if args.workers is not None:
+        options[Config.TOPOLOGY_WORKERS] = args.workers
+    if args.ackers is not None:
+        options[Config.TOPOLOGY_ACKER_EXECUTORS] = args.ackers
+    return load(args.project, args.name, env_name=args.environment, options={**options, **topology_over},
+                multilang=args.multilang)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``squall sparse run [-n NAME] [-t SECS] ...``: sparse run on a LocalCluster."""
+    topology_over, daemon_over = parse_overrides(args.overrides)
+    config = conf_file(args.config)
+    loaded = _load(args, topology_over)
+    ttl = float(args.time) if args.time > 0 else None
+    with _squall_logging(args.debug), _sigterm_stops():
+        cluster = LocalCluster(daemon_over, conf_file=config)
+        try:
+            cluster.submit_topology(loaded.name, loaded.conf, loaded.topology)
+            view = _LiveView() if sys.stdout.isatty() else _PlainView()
+            final, reason = _watch(cluster, [loaded.name], ttl, view)
+            with contextlib.suppress(NotAliveException):
+                cluster.kill_topology(loaded.name, wait_secs=0)
+        finally:
+            cluster.shutdown()
+    _print_summary(final, reason, args.debug)
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """``squall sparse submit [-n NAME] [--host process|spark] ...``: sparse submit to squall."""
+    conf, topology_over = cluster_conf_of(args)
+    loaded = _load(args, topology_over)
+    if args.host == "spark":
+        return _submit_on_spark(args, conf, loaded)
+    if args.spark_master:
+        raise UserError("--spark-master goes with --host spark", code=2)
+    client_conf, missing = _client_conf(conf)
+    with StormSubmitter.using_conf(client_conf), _master_errors(conf, missing, args):
+        _ToMaster(client_conf).submit_topology(loaded.name, loaded.conf, loaded.topology)
+    return 0
+
+
+def _submit_on_spark(args: argparse.Namespace, conf: dict[str, Any], loaded: LoadedTopology) -> int:
+    from ..cluster.spark import SparkCluster, exit_if_spark_gone, stop_on_signals
+    _daemon_logging(args.debug)
+    with SparkCluster(master=args.spark_master, conf=conf) as cluster:
+        stop = stop_on_signals()
+        _ToCluster(cluster).submit_topology(loaded.name, loaded.conf, loaded.topology)
+        print(f"squall master on Spark {cluster.spark.sparkContext.master}; running until {loaded.name} is "
+              f"killed (squall kill {loaded.name}) or Ctrl-C", flush=True)
+        while not stop.wait(1.0):
+            exit_if_spark_gone(cluster)
+            if not cluster.list_topologies():
+                return 0
+        with contextlib.suppress(SquallError):
+            cluster.kill_topology(loaded.name, wait_secs=0)
+        print(f"Killed topology: {loaded.name}", flush=True)
+    return 0

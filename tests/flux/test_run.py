@@ -1,0 +1,125 @@
+"""Flux files run on a LocalCluster: Storm's flux-examples word count with Python classes,
+counting every word of every sentence, with components, refs, properties, configMethods,
+factories, includes, filtering, a topologySource, grouping types and a shell bolt."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections import Counter
+
+import pytest
+
+from squall import flux
+
+from ..conftest import wait_until
+from .conftest import FILES
+
+STOP = {"the", "a", "an"}
+
+
+def words(sentences, lower=False, stop=frozenset()):
+    """What the word count should count."""
+    return Counter(w for s in sentences for w in (s.lower() if lower else s).split() if w not in stop)
+
+
+def run(cluster, loaded, sink, sentences, **submit):
+    """Submit ``loaded``, wait until every sentence is acked, kill it; the sink's module."""
+    import flux_words
+    flux_words.reset(sink)
+    cluster.submit_topology(loaded.name, loaded.conf, loaded.topology, **submit)
+    try:
+        assert wait_until(lambda: len(flux_words.ACKED[sink]) == len(sentences), 30), \
+            f"acked {sorted(flux_words.ACKED[sink])} of {len(sentences)}"
+        assert flux_words.FAILED[sink] == set()
+    finally:
+        cluster.kill_topology(loaded.name, wait_secs=0)
+    return flux_words
+
+
+def test_storms_word_count_with_components_refs_properties_and_config_methods_counts_every_word(cluster):
+    loaded = flux.load(FILES / "wordcount.yaml")
+    morning = ["the cow jumped over the moon", "an apple a day keeps the doctor away"] * 3  # property repeat: 3
+    evening = ["four score and seven years ago", "snow white and the seven dwarfs"]
+    assert loaded.name == "flux-wordcount"
+    assert loaded.conf == {"topology.workers": 1, "topology.max.spout.pending": 50}
+    spec = loaded.topology.components
+    assert (spec["split"].parallelism, spec["count"].parallelism, spec["count"].conf["topology.tasks"]) == (2, 3, 4)
+    assert type(spec["log"].obj).__module__ == "squall.flux.wrappers"  # Flux's LogInfoBolt
+
+    fw = run(cluster, loaded, "wordcount", morning + evening)
+
+    # the ref'd StopWords (made by its factory) dropped, lower-cased (a property), split at the config method's " "
+    assert fw.COUNTS["wordcount"] == words(morning + evening, lower=True, stop=STOP)
+    assert sum(fw.COUNTS["wordcount"].values()) == 38
+    tasks_of = {}
+    for word, task in fw.TASKS["wordcount"]:
+        tasks_of.setdefault(word, set()).add(task)
+    assert all(len(t) == 1 for t in tasks_of.values())  # FIELDS on word: one task per word
+
+
+def test_properties_and_environment_filtering_fill_the_file_before_it_is_read(cluster):
+    loaded = flux.load(FILES / "filtered.yaml", filter_file=FILES / "dev.properties", env_filter=True,
+                       environ={"FLUX_SENTENCE": "iota kappa", "FLUX_GREETING": "hello"})
+    sentences = ["iota kappa", "gamma delta epsilon", "zeta eta theta"]  # env, list item [1], a continued line
+    assert loaded.name == "flux-filtered"
+    assert loaded.conf == {"topology.workers": 1, "flux.greeting": "hello"}  # ${workers} read as YAML: the int 1
+    assert loaded.topology.components["count"].parallelism == 2
+
+    fw = run(cluster, loaded, "filtered", sentences)
+
+    assert fw.COUNTS["filtered"] == words(sentences)
+
+
+def test_includes_merge_as_flux_does_and_the_result_runs(cluster, caplog):
+    definition = flux.read(FILES / "includes.yaml")
+    assert definition.name == "flux-includes"  # override: false keeps this file's name
+    # this file's 10 beat include_common's 99 (override: false); the resource's 20 beat both (override: true)
+    assert definition.config == {"topology.max.spout.pending": 20, "topology.message.timeout.secs": 30}
+    assert list(definition.bolts) == ["split", "count"] and definition.bolts["split"].parallelism == 3
+    assert [s.name for s in definition.streams] == ["split --> count", "spout --> split"]
+    assert "includes of an included file are ignored" in caplog.text
+
+    loaded = flux.build(definition)
+    sentences = ["one two three", "four five"]
+    fw = run(cluster, loaded, "includes", sentences)
+    assert fw.COUNTS["includes"] == words(sentences)
+
+
+def test_a_topology_source_builds_the_topology_from_the_files_config(cluster):
+    loaded = flux.load(FILES / "topology_source.yaml")
+    assert sorted(loaded.topology.components) == ["count", "split", "spout"]
+
+    fw = run(cluster, loaded, "source", ["red green", "blue red"])
+
+    assert fw.COUNTS["source"] == Counter({"red": 2, "green": 1, "blue": 1})
+
+
+def test_each_flux_grouping_type_routes_as_storms(cluster):
+    loaded = flux.load(FILES / "groupings.yaml")
+    sentences = ["a b c", "c d e f", "g"]
+    expected = words(sentences)
+
+    fw = run(cluster, loaded, "groupings", sentences)
+
+    assert fw.COUNTS["custom"] == expected and len({t for _, t in fw.TASKS["custom"]}) == 1  # FirstTask(1)
+    assert fw.COUNTS["all"] == Counter({w: 2 * n for w, n in expected.items()})  # ALL: both tasks
+    assert len({t for _, t in fw.TASKS["all"]}) == 2
+    assert fw.COUNTS["global"] == expected and len({t for _, t in fw.TASKS["global"]}) == 1
+    assert fw.COUNTS["none"] == expected
+
+
+def test_a_flux_shell_bolt_runs_a_multilang_subprocess(cluster):
+    pytest.importorskip("squall.multilang")
+    loaded = flux.load(FILES / "shell.yaml", env_filter=True,
+                       environ={"PYTHON": shutil.which("python3") or sys.executable, "FLUX_FILES": str(FILES)})
+    from squall.flux.shell import FluxShellBolt
+    from squall.multilang import ShellBolt
+    bolt = loaded.topology.components["splitsentence"]
+    assert isinstance(bolt.obj, FluxShellBolt) and isinstance(bolt.obj, ShellBolt)
+    assert bolt.conf["flux.shell.note"] == "set by Flux"  # addComponentConfig, a configMethod
+    sentences = ["the quick brown fox", "jumps over the lazy dog"]
+
+    fw = run(cluster, loaded, "shell", sentences)
+
+    assert fw.COUNTS["shell"] == words(sentences)

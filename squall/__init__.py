@@ -69,6 +69,8 @@ from .metric import MultiCountMetric as MultiCountMetric
 from .metric import MultiReducedMetric as MultiReducedMetric
 from .metric import ReducedMetric as ReducedMetric
 from .metric import TaskInfo as TaskInfo
+from .multilang import ShellBolt as ShellBolt
+from .multilang import ShellSpout as ShellSpout
 from .state import BaseStatefulBolt as BaseStatefulBolt
 from .state import BaseStatefulWindowedBolt as BaseStatefulWindowedBolt
 from .state import KeyValueState as KeyValueState
@@ -109,7 +111,7 @@ __all__ = [
     "Grouping", "ICombiner", "IMetric", "IMetricsConsumer", "IReducer", "IllegalStateTransition",
     "InvalidTopologyException", "KeyValueState", "LocalCluster", "LocalDRPC", "LoggingMetricsConsumer",
     "MeanReducer", "MessageId", "MultiCountMetric", "MultiReducedMetric", "NotAliveException", "OutputCollector",
-    "OutputFieldsDeclarer", "ReducedMetric", "ReportedFailedException", "SerializationError", "Spout",
+    "OutputFieldsDeclarer", "ReducedMetric", "ReportedFailedException", "SerializationError", "ShellBolt", "ShellSpout", "Spout",
     "SpoutDeclarer", "SpoutOutputCollector", "SquallError", "StormSubmitter", "StormTopology", "TaskInfo",
     "TopologyBuilder", "TopologyContext", "TopologyStatus", "Tuple", "TupleWindow", "Values", "is_tick_tuple",
 ]

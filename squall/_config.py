@@ -152,6 +152,14 @@ class Config(dict):
     """Nimbus HA: masters that must hold a topology's code before it starts."""
     TOPOLOGY_MAX_REPLICATION_WAIT_TIME_SEC = "topology.max.replication.wait.time.sec"
     """Nimbus HA: seconds a submission waits for replication (-1: as long as it takes)."""
+    TOPOLOGY_MULTILANG_SERIALIZER = "topology.multilang.serializer"
+    """Multilang: how ShellBolt/ShellSpout talk to their subprocess: Storm's JsonSerializer
+    (``"json"``) or MessagePack (``"msgpack"``); see docs/multilang.md."""
+    TOPOLOGY_SHELLBOLT_MAX_PENDING = "topology.shellbolt.max.pending"
+    """Multilang: tuples a ShellBolt holds for its subprocess before its execute waits."""
+    TOPOLOGY_SUBPROCESS_TIMEOUT_SECS = "topology.subprocess.timeout.secs"
+    """Multilang: seconds a shell subprocess may stay silent before it is a fault (None:
+    ``supervisor.worker.timeout.secs``)."""
 
     # --- windowed bolts' component keys (set by BaseWindowedBolt's builders; no default) -------
     TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT = "topology.bolts.window.length.count"
@@ -380,7 +388,10 @@ DAEMON_PREFIXES = ("storm.", "nimbus.", "supervisor.", "worker.", "ui.", "logvie
 # (squall.secret above all, and paths, ports and timeouts of the daemons) stays with the daemons:
 # a worker reads its own from the configuration file its supervisor wrote for it.
 TOPOLOGY_VISIBLE_DAEMON_KEYS = frozenset({Config.STORM_CLUSTER_MODE, Config.NIMBUS_SEEDS, Config.NIMBUS_HOST,
-                                          Config.NIMBUS_THRIFT_PORT})
+                                          Config.NIMBUS_THRIFT_PORT,
+                                          # a shell subprocess's silence limit when
+                                          # topology.subprocess.timeout.secs is unset (Storm's ShellBolt)
+                                          Config.SUPERVISOR_WORKER_TIMEOUT_SECS})
 
 # The keys with no entry in defaults.yaml, and why: a window is unset until a windowed bolt's
 # builder sets it (its keys' fallbacks are the window's rules, squall.windowing.config); the
@@ -615,6 +626,20 @@ def _gc_thresholds(v: Any) -> bool:
     return isinstance(v, list) and 1 <= len(v) <= 3 and all(_non_negative_int(x) for x in v)
 
 
+MULTILANG_SERIALIZERS = {
+    "json": "json", "org.apache.storm.multilang.JsonSerializer": "json",
+    "msgpack": "msgpack", "org.apache.storm.multilang.MessagePackSerializer": "msgpack",
+    "com.yelp.pyleus.serializer.MessagePackSerializer": "msgpack",
+}
+"""``topology.multilang.serializer``'s accepted values and the wire each names
+(`squall.multilang.serializer`): short names, and the Java class names Storm users set (Storm's
+JSON one; the MessagePack ones of STORM-1565 and of pyleus, which pystorm users ran)."""
+
+
+def _multilang_serializer(v: Any) -> bool:
+    return isinstance(v, str) and v in MULTILANG_SERIALIZERS
+
+
 def _encryption(v: Any) -> bool:
     from ._encryption import parse_encryption  # here: _encryption names its key by its Config constant
     return parse_encryption(v) is not None
@@ -718,6 +743,11 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: (_non_negative_number, "a non-negative number of milliseconds",
                                                          False),
     Config.TOPOLOGY_SPOUT_MAX_BATCH_SIZE: (_positive_int, "a positive integer", False),
+    Config.TOPOLOGY_MULTILANG_SERIALIZER: (_multilang_serializer,
+                                           ("\"json\", \"msgpack\" or Storm's class name of either "
+                                            "(docs/multilang.md)"), False),
+    Config.TOPOLOGY_SHELLBOLT_MAX_PENDING: (_positive_int, "a positive integer", False),
+    Config.TOPOLOGY_SUBPROCESS_TIMEOUT_SECS: (_positive_number, "a positive number of seconds or null", True),
     # the cluster's (checked when a daemon or client reads its configuration, and at submit)
     Config.STORM_LOCAL_DIR: (_string, "a directory (a non-empty string)", False),
     Config.STORM_LOCAL_HOSTNAME: (_string, "a host name or null", True),

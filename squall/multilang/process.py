@@ -1,0 +1,257 @@
+"""`ShellProcess`: one multilang subprocess and its pipes (Storm's ``ShellProcess``).
+
+It starts the command, makes the handshake (configuration, context, pid directory; the answer
+is the subprocess's pid), writes messages, reads them with an optional time limit, and kills
+it. What the subprocess writes to stderr is logged line by line on ``squall.multilang`` and its
+last lines go into every error, so that a Python traceback or a Node stack in the subprocess
+is what the user reads in the UI, not squall's.
+
+Reads go through ``os.read`` on the pipe and the serializer's framing, never a buffered file,
+so that a read can wait with a time limit (``select``) without data hiding in a buffer.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .messages import MultilangError, ProtocolError, ShellMsg, parse_shell_msg, setup_message
+from .serializer import JsonSerializer, MsgpackSerializer, shown
+
+if TYPE_CHECKING:
+    from .._context import TopologyContext
+
+log = logging.getLogger("squall.multilang")
+
+STDERR_LINES = 20  # the last lines of the subprocess's stderr an error shows
+_READ_BYTES = 1 << 16
+
+
+class SubprocessTimeout(MultilangError):
+    """The subprocess said nothing within the time limit of a read."""
+
+
+class ShellProcess:
+    """A multilang subprocess of one task; see the module docstring.
+
+    Args:
+        command: the program and its arguments.
+        serializer: the wire (`squall.multilang.serializer`).
+        where: who runs it, for messages and logs (``ShellBolt [split] task 3``).
+        cwd: its working directory (None: the worker's).
+        env: variables added to the worker's environment (a ``PATH`` is appended to the
+            worker's, as Storm's ``setEnv`` does).
+    """
+
+    def __init__(self, command: Sequence[str], serializer: JsonSerializer | MsgpackSerializer, where: str,
+                 cwd: str | None = None, env: Mapping[str, str] | None = None) -> None:
+        self.command = list(command)
+        self.serializer = serializer
+        self.where = where
+        self.cwd = cwd
+        self.env = dict(env or {})
+        self.pid: int | None = None
+        self._proc: subprocess.Popen | None = None
+        self._ready: collections.deque[Any] = collections.deque()  # decoded, not yet read
+        self._write_lock = threading.Lock()
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._stderr_thread: threading.Thread | None = None
+        self._pid_dir: str | None = None
+        self._eof = False
+        self.killed_because = ""  # set by `kill`: why squall ended it, for the error that follows
+
+    # --- start ----------------------------------------------------------------------------------
+    def launch(self, conf: dict[str, Any], context: TopologyContext, timeout: float | None) -> int:
+        """Start the subprocess and make the handshake; its pid.
+
+        Raises:
+            MultilangError: it cannot be started, or it did not answer the handshake with its
+                pid within ``timeout`` seconds (naming the command, with its stderr).
+        """
+        env = None
+        if self.env:
+            env = dict(os.environ)
+            for k, v in self.env.items():
+                env[k] = f"{env['PATH']}{os.pathsep}{v}" if k == "PATH" and env.get("PATH") else v
+        self._pid_dir = tempfile.mkdtemp(prefix="squall-multilang-pids-")
+        try:
+            self._proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, cwd=self.cwd, env=env)
+        except OSError as e:
+            self._remove_pid_dir()
+            raise MultilangError(f"{self.where}: cannot start {self.command} "
+                                 f"(in {self.cwd or os.getcwd()}): {e.strerror or e}") from None
+        self._stderr_thread = threading.Thread(target=self._log_stderr, name=f"{self.where} stderr", daemon=True)
+        self._stderr_thread.start()
+        try:
+            self.write(setup_message(conf, context, self._pid_dir))
+            answer = self.read_raw(timeout)
+        except SubprocessTimeout:
+            self.kill("it did not answer the handshake")
+            raise self.failure(f"no answer to the handshake within {timeout:g} s (it must write its pid, "
+                               f"{{\"pid\": N}}, first)") from None
+        except MultilangError:
+            self.kill("")
+            raise
+        pid = answer.get("pid") if isinstance(answer, dict) else None
+        if type(pid) is not int:
+            self.kill("")
+            raise self.failure(f"the handshake's answer must be {{\"pid\": N}}, got {shown(repr(answer))}")
+        self.pid = pid
+        return pid
+
+    # --- messages -------------------------------------------------------------------------------
+    def write(self, message: Any) -> None:
+        """Write one message (any thread).
+
+        Raises:
+            ProtocolError: the message holds a value the wire cannot carry.
+            MultilangError: the subprocess no longer reads (it exited).
+        """
+        self.write_bytes(self.serializer.encode(message))
+
+    def write_bytes(self, data: bytes) -> None:
+        """Write a message the serializer encoded already (`write`)."""
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            raise self.failure("it is not running")
+        with self._write_lock:
+            try:
+                proc.stdin.write(data)
+                proc.stdin.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                raise self.failure("it stopped reading its input (it exited)") from None
+
+    def read(self, timeout: float | None = None) -> ShellMsg:
+        """The next message from the subprocess, checked (`parse_shell_msg`).
+
+        Raises:
+            SubprocessTimeout: nothing came within ``timeout`` seconds.
+            ProtocolError: what came is not a message of the protocol.
+            MultilangError: the subprocess closed its output (it exited).
+        """
+        return parse_shell_msg(self.read_raw(timeout))
+
+    def read_raw(self, timeout: float | None = None) -> Any:
+        """The next decoded message, unchecked (`read`)."""
+        if self._ready:
+            return self._ready.popleft()
+        proc = self._proc
+        if proc is None or proc.stdout is None:
+            raise self.failure("it is not running")
+        fd = proc.stdout.fileno()
+        while not self._ready:
+            if timeout is not None:
+                ready, _, _ = select.select([fd], [], [], timeout)
+                if not ready:
+                    raise SubprocessTimeout(f"{self.where}: nothing from the subprocess within {timeout:g} s")
+            try:
+                data = os.read(fd, _READ_BYTES)
+            except (OSError, ValueError):
+                data = b""
+            if not data:
+                self._eof = True
+                left = self.serializer.pending()
+                raise self.failure("it exited" if not left else f"it exited in the middle of a message: {shown(left)}")
+            self._ready.extend(self.serializer.feed(data))
+        return self._ready.popleft()
+
+    # --- end ------------------------------------------------------------------------------------
+    def kill(self, because: str) -> None:
+        """End the subprocess now (SIGKILL) and free its pipes; ``because`` says why, in the
+        error a read or write that fails next raises. Any thread; idempotent."""
+        if because and not self.killed_because:
+            self.killed_because = because
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.kill()
+            except OSError:
+                pass
+        if proc is not None:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                log.warning("%s: subprocess %s did not end after SIGKILL", self.where, proc.pid)
+        self._remove_pid_dir()
+
+    def close(self) -> None:
+        """End the subprocess on a clean shutdown: close its input (a multilang library exits
+        at end of input), SIGTERM it if it is still there a moment later, then SIGKILL."""
+        proc = self._proc
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill("")
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+    def failure(self, what: str) -> MultilangError:
+        """The error for ``what`` happened to the subprocess: who runs it, its pid and command,
+        how it ended (if it did) and the last lines of its stderr."""
+        if self.killed_because:
+            what = f"{self.killed_because} (squall killed it); then {what}"
+        parts = [f"{self.where}: subprocess {self.command} (pid {self.pid or '?'}): {what}"]
+        proc = self._proc
+        if proc is not None:
+            try:  # after end of file it is exiting: wait a moment for its status
+                code = proc.wait(timeout=1) if self._eof else proc.poll()
+            except subprocess.TimeoutExpired:
+                code = None
+            if code is not None:
+                parts.append(f"exit code {code}" if code >= 0 else f"killed by {_signal_name(-code)}")
+        if self._stderr_thread is not None:
+            self._stderr_thread.join(0.5)  # what it wrote just before it ended
+        if self._stderr:
+            parts.append("its stderr ended with:\n  " + "\n  ".join(self._stderr))
+        return MultilangError("; ".join(parts[:2]) + ("\n" + parts[2] if len(parts) > 2 else ""))
+
+    def protocol_error(self, error: ProtocolError, context: str = "") -> MultilangError:
+        """`failure` for a message that broke the protocol."""
+        return self.failure(f"broke the multilang protocol: {context}{error}")
+
+    def _log_stderr(self) -> None:
+        proc = self._proc
+        if proc is None or proc.stderr is None:
+            return
+        for raw in iter(proc.stderr.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip()
+            self._stderr.append(line)
+            log.info("%s stderr: %s", self.where, line)
+
+    def _remove_pid_dir(self) -> None:
+        if self._pid_dir is not None:
+            shutil.rmtree(self._pid_dir, ignore_errors=True)
+            self._pid_dir = None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

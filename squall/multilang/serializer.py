@@ -1,0 +1,132 @@
+"""The two wires of Storm's multilang protocol, as pure framing: bytes in, messages out.
+
+JSON is Storm's ``JsonSerializer``: each message is one JSON value followed by a line holding
+``end`` (the JSON itself may span lines; blank lines between messages are skipped, as pystorm
+skips them). MessagePack is the one pystorm and pyleus speak: a stream of MessagePack objects,
+which delimit themselves, no ``end``. Neither knows about processes: `ShellProcess` feeds them
+what it reads and writes what they encode, so they are tested without one.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+import msgpack
+
+from .._config import MULTILANG_SERIALIZERS, Config, setting
+from .messages import ProtocolError
+
+
+class Serializer(Protocol):
+    """One side of a subprocess's pipes: `encode` what is written, `feed` what is read."""
+
+    name: str
+
+    def encode(self, message: Any) -> bytes:
+        """``message`` (a dict, or a list of task ids) as the bytes to write.
+
+        Raises:
+            ProtocolError: it holds a value this wire cannot carry (naming it).
+        """
+        ...
+
+    def feed(self, data: bytes) -> list[Any]:
+        """The messages completed by ``data`` (read from the subprocess), in order; an incomplete
+        one waits for the next feed.
+
+        Raises:
+            ProtocolError: what arrived is not a message of this wire (showing the start of it).
+        """
+        ...
+
+    def pending(self) -> bytes:
+        """What was fed but does not make a message yet (for an error after end of file)."""
+        ...
+
+
+_END = b"end"
+_SHOWN = 200  # characters of a bad message an error shows
+
+
+def shown(data: bytes | str) -> str:
+    """The start of a message for an error: at most `_SHOWN` characters, escaped."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return repr(text[:_SHOWN]) + ("..." if len(text) > _SHOWN else "")
+
+
+class JsonSerializer:
+    """Storm's JSON wire (``org.apache.storm.multilang.JsonSerializer``)."""
+
+    name = "json"
+
+    def __init__(self) -> None:
+        self._partial = b""  # an unfinished line
+        self._lines: list[bytes] = []  # the lines of the message being read
+
+    def encode(self, message: Any) -> bytes:
+        try:
+            text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise ProtocolError(f"cannot be written as JSON ({e}); use values JSON can carry "
+                                f"(str, numbers, bool, None, lists, dicts), or the msgpack serializer for bytes") from None
+        return text.encode("utf-8") + b"\nend\n"
+
+    def feed(self, data: bytes) -> list[Any]:
+        out = []
+        *complete, self._partial = (self._partial + data).split(b"\n")
+        for line in complete:
+            line = line.rstrip(b"\r")
+            if line != _END:
+                if line or self._lines:
+                    self._lines.append(line)
+                continue
+            raw = b"\n".join(self._lines)
+            self._lines = []
+            try:
+                out.append(json.loads(raw.decode("utf-8")))
+            except (UnicodeDecodeError, ValueError) as e:
+                raise ProtocolError(f"a message that is not valid JSON ({e}): {shown(raw)}") from None
+        return out
+
+    def pending(self) -> bytes:
+        return b"\n".join([*self._lines, self._partial]).strip()
+
+
+class MsgpackSerializer:
+    """MessagePack: self-delimited objects, strings as UTF-8, bytes as bin (pystorm's)."""
+
+    name = "msgpack"
+
+    def __init__(self) -> None:
+        self._unpacker = msgpack.Unpacker(raw=False)
+        self._fed = 0
+
+    def encode(self, message: Any) -> bytes:
+        try:
+            return msgpack.packb(message, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise ProtocolError(f"cannot be written as MessagePack ({e})") from None
+
+    def feed(self, data: bytes) -> list[Any]:
+        self._unpacker.feed(data)
+        self._fed += len(data)
+        try:
+            return list(self._unpacker)
+        except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
+            raise ProtocolError(f"a message that is not valid MessagePack ({type(e).__name__}: {e}): "
+                                f"{shown(data)}") from None
+
+    def pending(self) -> bytes:
+        return b"<%d bytes of an unfinished MessagePack object>" % (self._fed - self._unpacker.tell()) \
+            if self._fed > self._unpacker.tell() else b""
+
+
+def serializer_for(conf: dict[str, Any], where: str) -> JsonSerializer | MsgpackSerializer:
+    """A fresh serializer of the wire ``topology.multilang.serializer`` names.
+
+    Raises:
+        InvalidTopologyException: not a name it takes (naming the key and ``where``).
+    """
+    kind = MULTILANG_SERIALIZERS[setting(conf, Config.TOPOLOGY_MULTILANG_SERIALIZER, where=where)]
+    return MsgpackSerializer() if kind == "msgpack" else JsonSerializer()

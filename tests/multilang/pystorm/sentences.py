@@ -1,0 +1,33 @@
+"""A pystorm spout (pystorm from PyPI, unchanged) run by squall's ShellSpout: it emits
+``test.sentences`` sentences with ids 0..n-1, emits a failed one again, and appends the id of
+every acked one to the file named by ``test.acks.file`` (the configuration the handshake gave)."""
+
+import sys
+import time
+
+from pystorm import Spout
+
+
+class Sentences(Spout):
+    def initialize(self, storm_conf, context):
+        self.total = int(storm_conf["test.sentences"])
+        self.acks = open(storm_conf["test.acks.file"], "a", buffering=1)
+        self.todo = list(range(self.total))
+        self.component = context["componentid"]
+
+    def next_tuple(self):
+        if not self.todo:
+            time.sleep(0.005)  # nothing to emit: Storm's advice, sleep a little before the sync
+            return
+        i = self.todo.pop(0)
+        self.emit([f"the quick {i} fox jumps"], tup_id=str(i))
+
+    def ack(self, tup_id):
+        self.acks.write(f"{tup_id}\n")
+
+    def fail(self, tup_id):
+        self.todo.append(int(tup_id))
+
+
+if __name__ == "__main__":
+    Sentences(serializer=sys.argv[1] if len(sys.argv) > 1 else "json").run()

@@ -1,0 +1,137 @@
+"""The multilang wire and messages without a subprocess: Storm's JSON framing, MessagePack, the
+checks of what a subprocess sends, and the handshake's context."""
+
+from __future__ import annotations
+
+import logging
+
+import msgpack
+import pytest
+
+from squall import Config, Fields, InvalidTopologyException, ShellBolt, ShellSpout, TopologyBuilder
+from squall._config import topology_conf
+from squall._context import TopologyContext
+from squall.multilang.messages import (ProtocolError, bolt_message, context_json, heartbeat_message,
+                                       parse_shell_msg, setup_message)
+from squall.multilang.serializer import JsonSerializer, MsgpackSerializer, serializer_for
+
+
+def test_json_is_storms_framing_each_message_then_a_line_end():
+    assert JsonSerializer().encode({"command": "next", "id": ""}) == b'{"command":"next","id":""}\nend\n'
+    assert JsonSerializer().encode([3, 4]) == b"[3,4]\nend\n"
+
+
+def test_json_messages_are_read_whatever_the_chunks_and_may_span_lines():
+    data = b'{"command": "emit",\n "tuple": ["a\xc3\xa9"]}\nend\n\n[1, 2]\nend\n{"pid": 7}\nend\n'
+    for size in (1, 3, 7, len(data)):
+        ser = JsonSerializer()
+        got = [m for i in range(0, len(data), size) for m in ser.feed(data[i:i + size])]
+        assert got == [{"command": "emit", "tuple": ["a\u00e9"]}, [1, 2], {"pid": 7}]
+        assert ser.pending() == b""
+
+
+def test_json_that_is_not_json_is_an_error_showing_it():
+    with pytest.raises(ProtocolError, match=r"not valid JSON .*\{command: emit"):
+        JsonSerializer().feed(b"{command: emit}\nend\n")
+
+
+def test_a_value_json_cannot_carry_is_named():
+    with pytest.raises(ProtocolError, match="bytes is not JSON serializable.*msgpack"):
+        JsonSerializer().encode({"tuple": [b"\x00"]})
+
+
+def test_msgpack_objects_delimit_themselves_and_carry_bytes():
+    ser = MsgpackSerializer()
+    data = ser.encode({"command": "emit", "tuple": [b"\x00\xff", "w"]}) + ser.encode([5])
+    got = [m for i in range(len(data)) for m in ser.feed(data[i:i + 1])]
+    assert got == [{"command": "emit", "tuple": [b"\x00\xff", "w"]}, [5]]
+    assert msgpack.unpackb(ser.encode({"pid": 1})) == {"pid": 1}
+
+
+def test_the_serializer_is_chosen_by_short_or_storm_class_name_and_a_bad_one_is_named():
+    for name, kind in [("json", JsonSerializer), ("org.apache.storm.multilang.JsonSerializer", JsonSerializer),
+                       ("msgpack", MsgpackSerializer),
+                       ("com.yelp.pyleus.serializer.MessagePackSerializer", MsgpackSerializer)]:
+        assert type(serializer_for({Config.TOPOLOGY_MULTILANG_SERIALIZER: name}, "here")) is kind
+    assert type(serializer_for({}, "here")) is JsonSerializer  # Storm's default
+    with pytest.raises(InvalidTopologyException, match="topology.multilang.serializer.*'thrift'"):
+        topology_conf({}, {Config.TOPOLOGY_MULTILANG_SERIALIZER: "thrift"})
+    with pytest.raises(InvalidTopologyException, match="topology.shellbolt.max.pending"):
+        topology_conf({}, {Config.TOPOLOGY_SHELLBOLT_MAX_PENDING: 0})
+
+
+def test_a_shell_message_is_checked_into_storms_defaults():
+    msg = parse_shell_msg({"command": "emit", "tuple": [1], "anchors": "7"})
+    assert (msg.stream, msg.task, msg.need_task_ids, msg.anchors) == ("default", 0, True, ("7",))
+    msg = parse_shell_msg({"command": "emit", "tuple": [], "stream": "s", "task": 4, "need_task_ids": False,
+                           "anchors": ["1", 2]})
+    assert (msg.stream, msg.task, msg.need_task_ids, msg.anchors) == ("s", 4, False, ("1", "2"))
+    assert parse_shell_msg({"command": "log", "msg": "hi", "level": 3}).level == logging.WARNING
+    assert parse_shell_msg({"command": "log", "msg": "hi", "level": "x"}).level == logging.INFO
+
+
+@pytest.mark.parametrize("obj, what", [
+    ([1, 2], "expected an object"),
+    ({"tuple": []}, "without a \"command\""),
+    ({"command": "emit"}, "\"tuple\" must be a list"),
+    ({"command": "emit", "tuple": [], "task": "3"}, "\"task\" must be an integer"),
+    ({"command": "emit", "tuple": [], "stream": 4}, "\"stream\" must be a string"),
+    ({"command": "emit", "tuple": [], "need_task_ids": "no"}, "\"need_task_ids\" must be true or false"),
+    ({"command": "emit", "tuple": [], "anchors": [None]}, "\"anchors\" must be a list of tuple ids"),
+    ({"command": "ack"}, "ack without the \"id\""),
+])
+def test_a_message_that_breaks_the_protocol_says_what_is_wrong(obj, what):
+    with pytest.raises(ProtocolError) as e:
+        parse_shell_msg(obj)
+    assert what in str(e.value)
+
+
+class Words(ShellBolt):
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(["word"]))
+        declarer.declare_stream("lengths", Fields(["word", "n"]))
+
+
+def _context(component):
+    b = TopologyBuilder()
+    b.set_spout("sentences", ShellSpout(["true"], ["sentence"]), 2)
+    b.set_bolt("split", Words(["true"]), 2).fields_grouping("sentences", Fields(["sentence"]))
+    b.set_bolt("count", ShellBolt(["true"])).shuffle_grouping("split").global_grouping("split", "lengths")
+    topology = b.create_topology()
+    tasks = {1: "sentences", 2: "sentences", 3: "split", 4: "split", 5: "count"}
+    task = next(t for t, c in tasks.items() if c == component)
+    return TopologyContext(topology, "t-1", tasks, task, 6700, [1, 2, 3, 4, 5], {})
+
+
+def test_the_handshake_context_is_storms():
+    ctx = context_json(_context("split"))
+    assert ctx == {
+        "task->component": {"1": "sentences", "2": "sentences", "3": "split", "4": "split", "5": "count"},
+        "taskid": 3, "componentid": "split",
+        "streams": ["default", "lengths"],
+        "stream->outputfields": {"default": ["word"], "lengths": ["word", "n"]},
+        "stream->target->grouping": {"default": {"count": {"type": "SHUFFLE"}},
+                                     "lengths": {"count": {"type": "FIELDS", "fields": []}}},
+        "source->stream->grouping": {"sentences": {"default": {"type": "FIELDS", "fields": ["sentence"]}}},
+        "source->stream->fields": {"sentences": {"default": ["sentence"]}},
+    }
+    setup = setup_message({"topology.name": "t", "x": Fields(["a"])}, _context("count"), "/tmp/p")
+    assert setup["pidDir"] == "/tmp/p" and setup["conf"]["topology.name"] == "t"
+    assert isinstance(setup["conf"]["x"], str)  # a value the wire cannot carry goes as its text
+    JsonSerializer().encode(setup)
+
+
+def test_bolt_and_heartbeat_tuples_are_storms():
+    from squall._tuple import Source, Tuple
+    tup = Tuple(["a", 1], Source("split", "default", 3, Fields(["w", "n"])))
+    assert bolt_message("42", tup) == {"id": "42", "comp": "split", "stream": "default", "task": 3,
+                                       "tuple": ["a", 1]}
+    assert heartbeat_message("9") == {"id": "9", "comp": None, "stream": "__heartbeat", "task": -1, "tuple": []}
+
+
+def test_a_command_must_be_a_list_of_strings():
+    with pytest.raises(TypeError, match=r"ShellBolt: command must be a non-empty list of strings"):
+        ShellBolt("python3 splitter.py")
+    with pytest.raises(TypeError, match="ShellSpout"):
+        ShellSpout([])
+    assert ShellBolt(("node", "x.js"), ["w"]).command == ["node", "x.js"]

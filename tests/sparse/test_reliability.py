@@ -1,0 +1,115 @@
+"""pystorm's reliability API in squall's workers: a ReliableSpout's ids are acked once each, its
+failed tuples replay (an explicit fail, and an exception under auto_fail); emits anchor to the
+inputs (given as Tuples or ids, or auto_anchor), need_task_ids returns the tasks, direct_task
+reaches that task, and a component that raised restarts (exit_on_exception) with its error
+reported."""
+
+from __future__ import annotations
+
+from streamparse import Bolt, Grouping, ReliableSpout, Stream, Topology
+
+from squall import LocalCluster
+from squall.sparse import translate
+from squall.testing._registry import SharedLog
+from tests.conftest import wait_until
+
+TOTAL = 60
+
+
+class Numbers(ReliableSpout):
+    outputs = ["n"]
+    max_fails = 5
+    events: SharedLog
+
+    def initialize(self, conf, context):
+        self.next = 0
+        self.events.append(("splitters", {int(t) for t, c in context["task->component"].items() if c == "splitter"}))
+
+    def next_tuple(self):
+        if self.next < TOTAL:
+            tasks = self.emit([self.next], tup_id=self.next, need_task_ids=True)
+            self.events.append(("tasks", self.next, tuple(tasks)))
+            self.next += 1
+
+    def ack(self, tup_id):
+        super().ack(tup_id)
+        self.events.append(("acked", tup_id))
+
+    def fail(self, tup_id):
+        self.events.append(("failed", tup_id))
+        super().fail(tup_id)  # ReliableSpout emits it again
+
+
+class Splitter(Bolt):
+    """Acks and anchors by hand; fails each multiple of 3 once."""
+    outputs = [Stream(["n", "part"]), Stream(["n", "task"], name="direct", direct=True)]
+    auto_ack = False
+    auto_anchor = False
+
+    def initialize(self, conf, context):
+        self.failed_once = set()
+        self.sinks = sorted(int(t) for t, c in context["task->component"].items() if c == "sink")
+
+    def process(self, tup):
+        n = tup.values.n  # pystorm names the values by the source's fields
+        if n % 3 == 0 and n not in self.failed_once:
+            self.failed_once.add(n)
+            self.fail(tup)
+            return
+        self.emit([n, "a"], anchors=[tup])
+        self.emit([n, "b"], anchors=[tup.id])
+        target = self.sinks[n % len(self.sinks)]
+        self.emit([n, target], stream="direct", anchors=[tup], direct_task=target)
+        self.ack(tup)
+
+
+class Checker(Bolt):
+    """auto_ack, auto_anchor, auto_fail: raises once on each multiple of 5's part b."""
+    outputs = ["n"]
+    raised: SharedLog
+
+    def process(self, tup):
+        n, part = tup.values
+        if part == "b" and n % 5 == 0 and n not in self.raised.items():
+            self.raised.append(n)
+            raise ValueError(f"boom {n}")
+        self.emit([n])
+
+
+class Sink(Bolt):
+    landed: SharedLog
+
+    def process(self, tup):
+        self.landed.append((tup.values.task, self.task_id))
+
+
+class Reliable(Topology):
+    numbers = Numbers.spec()
+    splitter = Splitter.spec(inputs=[numbers], par=2)
+    checker = Checker.spec(inputs={splitter: Grouping.fields("n")}, par=2)
+    sink = Sink.spec(inputs={splitter["direct"]: Grouping.DIRECT}, par=3)
+
+
+def test_failed_tuples_replay_until_every_id_is_acked_once() -> None:
+    Numbers.events, Checker.raised, Sink.landed = SharedLog(), SharedLog(), SharedLog()
+    t = translate(Reliable)
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology("reliable", t.conf, t.topology)
+        assert wait_until(lambda: len([e for e in Numbers.events.items() if e[0] == "acked"]) >= TOTAL, 60)
+        info = cluster.get_topology_info("reliable")
+
+    events = Numbers.events.items()
+    acked = [e[1] for e in events if e[0] == "acked"]
+    failed = {e[1] for e in events if e[0] == "failed"}
+    assert sorted(acked) == list(range(TOTAL))  # every id, once
+    assert failed == {n for n in range(TOTAL) if n % 3 == 0 or n % 5 == 0}  # explicit fails and exceptions
+    assert sorted(Checker.raised.items()) == [n for n in range(TOTAL) if n % 5 == 0]
+    tasks = [e[2] for e in events if e[0] == "tasks"]
+    assert len(tasks) == TOTAL and all(len(ts) == 1 and isinstance(ts[0], int) for ts in tasks)  # shuffle: one
+    [splitters] = [e[1] for e in events if e[0] == "splitters"]
+    assert len(splitters) == 2 and {ts[0] for ts in tasks} == splitters  # the ids of the tasks it went to
+    landed = Sink.landed.items()
+    assert landed and all(target == task for target, task in landed)  # direct_task reached that task
+    errors = [e for e in info["errors"] if e["component"] == "checker"]
+    assert errors and all("ValueError" in e["error"] and "boom" in e["error"] for e in errors)

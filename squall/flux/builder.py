@@ -98,15 +98,16 @@ def make(definition: ObjectDef, components: dict[str, Any]) -> Any:
     ``properties`` set and its ``configMethods`` called, in order."""
     where = definition.where
     cls = find_class(definition.class_name, where)
+    args_where = definition.args_where or where
     if definition.constructor_args or not definition.factory:
         args = resolve(definition.constructor_args, components)
-        obj = call(cls, args, where, definition.class_name)
+        obj = call(cls, args, args_where, definition.class_name)
     else:
         factory = _member(cls, definition.factory)
         if factory is None:
-            raise FluxError(where.child("factory", where.line),
-                            f"{definition.class_name} has no factory method {definition.factory!r}")
-        obj = call(factory, resolve(definition.factory_args, components), where.child("factory", where.line),
+            raise FluxError(where, f"{definition.class_name} has no factory method {definition.factory!r}"
+                                   f"{_snake_hint(definition.factory)}")
+        obj = call(factory, resolve(definition.factory_args, components), args_where,
                    f"{definition.class_name}.{definition.factory}")
     for prop in definition.properties:
         _set_property(obj, prop.name, resolve([prop.value], components)[0], prop.where)
@@ -251,12 +252,12 @@ def _subscribe(stream: StreamDef, definition: TopologyDef, declarers: dict[str, 
                components: dict[str, Any]) -> None:
     named = f"stream {stream.name!r}" if stream.name else "stream"
     if stream.source not in definition.spouts and stream.source not in definition.bolts:
-        raise FluxError(stream.where.child("from"), f"{named} is from {stream.source!r}, which is no spout or bolt "
+        raise FluxError(stream.source_where, f"{named} is from {stream.source!r}, which is no spout or bolt "
                                                     f"of this file")
     declarer = declarers.get(stream.target)
     if declarer is None:
         what = "a spout (streams go to bolts)" if stream.target in definition.spouts else "no bolt of this file"
-        raise FluxError(stream.where.child("to"), f"{named} goes to {stream.target!r}, which is {what}")
+        raise FluxError(stream.target_where, f"{named} goes to {stream.target!r}, which is {what}")
     grouping = stream.grouping
     stream_id = grouping.stream_id or DEFAULT_STREAM
     subscribe: dict[str, Callable[[], Any]] = {

@@ -21,11 +21,6 @@ class Where:
     def __str__(self) -> str:
         return f"{self.file}:{self.line}: {self.key}" if self.key else f"{self.file}:{self.line}"
 
-    def child(self, key: str, line: int | None = None) -> Where:
-        """The place of ``key`` under this one (on ``line``, default this one's)."""
-        path = f"{self.key}{key}" if key.startswith("[") or not self.key else f"{self.key}.{key}"
-        return Where(self.file, self.line if line is None else line, path)
-
 
 class FluxError(SquallError):
     """A mistake in a Flux file (or its include, properties file or classes), naming where."""
@@ -77,6 +72,7 @@ class ObjectDef:
     class_name: str
     where: Where
     constructor_args: tuple[Any, ...] = ()
+    args_where: Where | None = None  # of constructorArgs, else of factoryArgs
     factory: str | None = None
     factory_args: tuple[Any, ...] = ()
     properties: tuple[PropertyDef, ...] = ()
@@ -134,6 +130,8 @@ class StreamDef:
     target: str
     grouping: GroupingDef
     where: Where
+    source_where: Where
+    target_where: Where
 
 
 @dataclass(frozen=True)

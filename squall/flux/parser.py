@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -130,9 +131,11 @@ def parse_text(text: str, file: str, filters: Filters) -> TopologyDef:
 
 
 def key_at(text: str, line: int) -> str:
-    """The path of the key whose value starts on ``line`` (1-based), or "" (not YAML yet)."""
+    """The path of the key whose value starts on ``line`` (1-based), or "" (not YAML). The
+    ``${...}`` references are masked first: one in a flow mapping is no YAML until replaced."""
+    masked = re.sub(r"\$\{[^}]*\}", lambda m: "_" * len(m.group(0)), text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(masked, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return ""
     best = ""
@@ -238,8 +241,9 @@ class _Reader:
     # --- the sections ---------------------------------------------------------------------------
     def topology(self, root: Node) -> TopologyDef:
         top = self.mapping(root, "", _TOP)
+        key_lines = {k.value: k for k, _ in root.value} if isinstance(root, MappingNode) else {}
         if "workerHooks" in top and not _is_null(top["workerHooks"]):
-            raise FluxError(self.where(top["workerHooks"], "workerHooks"),
+            raise FluxError(self.where(key_lines["workerHooks"], "workerHooks"),
                             "worker hooks are not supported by squall (it has no IWorkerHook)")
         name = name_where = None
         if "name" in top:
@@ -256,7 +260,7 @@ class _Reader:
             source = self.topology_source(top["topologySource"], "topologySource")
             wired = next((k for k in ("spouts", "bolts", "streams") if not _is_null(top.get(k))), None)
             if wired is not None:
-                raise FluxError(self.where(top[wired], wired),
+                raise FluxError(self.where(key_lines[wired], wired),
                                 "a topologySource and spouts, bolts or streams cannot be in the same file")
         return TopologyDef(file=self.file, name=name, name_where=name_where, config=config,
                            config_where=config_where, components=components, spouts=spouts, bolts=bolts,
@@ -276,12 +280,14 @@ class _Reader:
             "class_name": self.string(entries["className"], f"{key}.className"),
             "where": self.where(entries["className"], f"{key}.className"),
         }
-        if "constructorArgs" in entries:
-            fields["constructor_args"] = self.args(entries["constructorArgs"], f"{key}.constructorArgs")
         if "factory" in entries:
             fields["factory"] = self.string(entries["factory"], f"{key}.factory")
         if "factoryArgs" in entries:
             fields["factory_args"] = self.args(entries["factoryArgs"], f"{key}.factoryArgs")
+            fields["args_where"] = self.where(entries["factoryArgs"], f"{key}.factoryArgs")
+        if "constructorArgs" in entries:
+            fields["constructor_args"] = self.args(entries["constructorArgs"], f"{key}.constructorArgs")
+            fields["args_where"] = self.where(entries["constructorArgs"], f"{key}.constructorArgs")
         if "properties" in entries:
             fields["properties"] = tuple(self.property(n, k)
                                          for k, n in self.items(entries["properties"], f"{key}.properties"))
@@ -360,7 +366,8 @@ class _Reader:
         name = self.value(entries["name"]) if "name" in entries else None
         return StreamDef(None if name is None else str(name), self.string(entries["from"], f"{key}.from"),
                          self.string(entries["to"], f"{key}.to"), self.grouping(entries["grouping"], f"{key}.grouping"),
-                         self.where(node, key))
+                         self.where(node, key), self.where(entries["from"], f"{key}.from"),
+                         self.where(entries["to"], f"{key}.to"))
 
     def grouping(self, node: Node, key: str) -> GroupingDef:
         entries = self.mapping(node, key, ("type", "streamId", "args", "customClass"), ("type",))

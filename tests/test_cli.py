@@ -387,3 +387,45 @@ def test_a_broken_pipe_that_is_not_stdout_is_still_an_error(monkeypatch, capsys)
     monkeypatch.setattr(_cluster, "cmd_list", broken)
     assert main(["list"]) == 1
     assert "squall: error: unexpected BrokenPipeError: [Errno 32] Broken pipe" in capsys.readouterr().err
+
+
+def _out(capsys, *argv: str) -> str:
+    assert main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def test_help_verb_prints_the_verbs_usage_and_description_as_storm_help_does(capsys):
+    """Storm's `storm help COMMAND`: squall help VERB prints what squall VERB --help prints, an
+    alias the help of the verb it names; squall help alone, squall's own (the verbs)."""
+    kill = _out(capsys, "help", "kill")
+    assert kill.startswith("usage: squall kill ") and "Deactivate the topology's spouts for -w seconds" in kill
+    assert kill == _out(capsys, "kill", "--help")
+    assert _out(capsys, "help", "get_errors") == _out(capsys, "help", "get-errors") == _out(capsys, "get-errors", "-h")
+    everything = _out(capsys, "help")
+    assert everything == _out(capsys, "--help") and "get-errors" in everything and "help" in everything
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("help", "nosuch"), "squall: error: squall has no verb 'nosuch' (its verbs: activate, deactivate, "),
+    (("help", "kill", "now"), "squall: error: squall kill takes no verb after it, got 'now'"),
+])
+def test_help_of_a_verb_that_does_not_exist_is_a_usage_error_naming_it(capsys, argv, message):
+    assert main(list(argv)) == 2
+    assert error_line(capsys).startswith(message)
+
+
+def test_get_errors_keeps_each_components_newest_error_as_the_master_orders_them():
+    """The master's errors come oldest first, and a repeat folded into an earlier record moves that
+    record last; a component with no error is absent, as in Storm's get-errors."""
+    from squall.cli._errors_verb import last_errors
+    from squall.engine.executor import ErrorRecord, add_error
+
+    errors: list[ErrorRecord] = []
+    for component, text in [("split", "ValueError: first"), ("count", "KeyError: 'w'"),
+                            ("split", "ValueError: second"), ("split", "ValueError: second"),
+                            ("__master", "worker on host:6700 failed to start 3 times; gave up")]:
+        add_error(errors, ErrorRecord(component, 1, 0.0, text, ""))
+    assert last_errors([e.as_dict() for e in errors]) == {
+        "split": "ValueError: second", "count": "KeyError: 'w'",
+        "__master": "worker on host:6700 failed to start 3 times; gave up"}
+    assert last_errors([]) == {}

@@ -316,7 +316,7 @@ BROKEN = NUMBERS_TOPOLOGY.replace("class Sink(Bolt):", '''class Sink(Bolt):
 ''')
 
 
-def test_a_worker_that_cannot_start_shows_its_error_in_list_and_monitor(nimbus, tmp_path):
+def test_a_worker_that_cannot_start_shows_its_error_in_list_monitor_and_get_errors(nimbus, tmp_path):
     path = write(tmp_path, "broken.py", BROKEN)
     assert nimbus.ok("jar", "--name", "broken", path) == "Submitted topology: broken\n"
     try:
@@ -326,6 +326,13 @@ def test_a_worker_that_cannot_start_shows_its_error_in_list_and_monitor(nimbus, 
         assert note.endswith(" (squall info broken)\n")
         proc = nimbus.run("monitor", "broken", "-i", "0.2", "--count", "1")
         assert proc.returncode == 0 and "squall: broken: error in [sink]: " in proc.stderr
+        # Storm's get-errors: the last error of each component that has one (the master's own,
+        # once it gives up starting the worker, under __master)
+        reply = json.loads(nimbus.ok("get-errors", "broken"))
+        assert reply["Topology Name"] == "broken" and set(reply["Comp-Errors"]) <= {"sink", "__master"}
+        assert "ConnectionError: no database at db:5432" in reply["Comp-Errors"]["sink"]
+        proc = nimbus.run("get_errors", "nosuch")
+        assert (proc.returncode, json.loads(proc.stdout)) == (1, {"Failure": "No topologies running with name nosuch"})
     finally:
         assert nimbus.ok("kill", "broken", "-w", "0") == "Killed topology: broken\n"
 

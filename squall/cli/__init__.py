@@ -9,6 +9,7 @@ short functions over the Python API:
 - `squall.cli._logs`: ``logs`` (a topology's worker logs on this machine);
 - `squall.cli._ui`: ``ui`` (the UI daemon's REST API for the cluster's master);
 - `squall.cli._drpc`: ``drpc`` (Storm's DRPC server; also started by ``nimbus``);
+- `squall.cli._errors_verb`: ``get-errors`` (each component's last error, through the master's ``info``);
 - `squall.cli._topology_file`: finding the topology in FILE (``local`` and ``jar``);
 - `squall.cli._options`: ``-c``/``--config`` as configuration, the user error, argparse types.
 
@@ -33,7 +34,7 @@ from typing import Any
 
 from .. import __version__
 from .._errors import SquallError
-from . import _cluster, _drpc, _flux, _local, _logs, _sparse, _ui
+from . import _cluster, _drpc, _errors_verb, _flux, _local, _logs, _sparse, _ui
 from ._options import UserError, parse_overrides, port_number, positive_int, positive_seconds, wait_seconds
 
 _SPARK_MASTER_HELP = ("with --host spark: the Spark master (local[N], spark://HOST:7077, yarn, k8s://...; "
@@ -124,8 +125,10 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
 
     def verb(name: str, run, summary: str, description: str | None = None,
-             parents: tuple[argparse.ArgumentParser, ...] = (common,)) -> argparse.ArgumentParser:
-        p = verbs.add_parser(name, parents=list(parents), help=summary, description=description or summary)
+             parents: tuple[argparse.ArgumentParser, ...] = (common,),
+             aliases: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+        p = verbs.add_parser(name, parents=list(parents), help=summary, description=description or summary,
+                             aliases=list(aliases))
         p.set_defaults(run=run)
         return p
 
@@ -248,6 +251,19 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     logs.set_defaults(overrides=None)  # filled by -c KEY=VALUE
 
     _sparse.register(verbs, (common,))
+    get_errors = verb("get-errors", _errors_verb.cmd_get_errors,
+                      "print the last error of each component of a topology as JSON",
+                      "Print the last error of each component of TOPOLOGY that has one, as Storm's get-errors "
+                      'does: {"Topology Name": TOPOLOGY, "Comp-Errors": {COMPONENT: ERROR, ...}}. If the master '
+                      'has no such topology, print Storm\'s {"Failure": ...} and exit 1.', aliases=("get_errors",))
+    get_errors.add_argument("name", metavar="TOPOLOGY")
+
+    help_verb = verb("help", lambda args: _cmd_help(parser, args), "print a verb's usage and description",
+                     "Print VERB's usage, description and options, as squall VERB --help does (Storm's "
+                     "storm help COMMAND); with no VERB, the list of verbs. A verb's own verbs follow it "
+                     "(squall help VERB SUBVERB).", parents=(base,))
+    help_verb.add_argument("topic", nargs="*", metavar="VERB")
+
     verb("version", _cmd_version, "print squall's version")
     return parser
 
@@ -262,6 +278,30 @@ class _ComponentOrOverride(argparse.Action):
             namespace.overrides = [*(getattr(namespace, "overrides", None) or []), value]
         else:
             namespace.component = value
+
+
+def _cmd_help(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``squall help [VERB ...]``: the help of the verb (or of a verb's verb) that ``args.topic``
+    names, or of ``squall`` itself; a name that is no verb is a usage error listing the verbs."""
+    target, said = parser, ["squall"]
+    for word in args.topic:
+        choices = _verbs_of(target)
+        if not choices:
+            raise UserError(f"{' '.join(said)} takes no verb after it, got {word!r}", code=2)
+        if word not in choices:
+            raise UserError(f"{' '.join(said)} has no verb {word!r} (its verbs: {', '.join(sorted(choices))})", code=2)
+        target = choices[word]
+        said.append(word)
+    target.print_help()
+    return 0
+
+
+def _verbs_of(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The verbs ``parser`` takes (their aliases too), by name; none for a verb without verbs."""
+    for action in parser._actions:  # argparse has no public way to list a parser's subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def _cmd_version(args: argparse.Namespace) -> int:

@@ -11,8 +11,14 @@ import pytest
 from squall import Config, Fields, InvalidTopologyException, ShellBolt, ShellSpout, TopologyBuilder
 from squall._config import topology_conf
 from squall._context import TopologyContext
-from squall.multilang.messages import (ProtocolError, bolt_message, context_json, heartbeat_message,
-                                       parse_shell_msg, setup_message)
+from squall.multilang.messages import (
+    ProtocolError,
+    bolt_message,
+    context_json,
+    heartbeat_message,
+    parse_shell_msg,
+    setup_message,
+)
 from squall.multilang.serializer import JsonSerializer, MsgpackSerializer, serializer_for
 
 

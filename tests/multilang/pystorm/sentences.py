@@ -11,7 +11,7 @@ from pystorm import Spout
 class Sentences(Spout):
     def initialize(self, storm_conf, context):
         self.total = int(storm_conf["test.sentences"])
-        self.acks = open(storm_conf["test.acks.file"], "a", buffering=1)
+        self.acks = open(storm_conf["test.acks.file"], "a", buffering=1)  # noqa: SIM115 (open while the spout runs)
         self.todo = list(range(self.total))
         self.component = context["componentid"]
 

@@ -1,0 +1,74 @@
+"""A project squall cannot run says what is wrong, naming the file and the name, in one line
+(``squall: error: ...``, exit 1) from ``squall sparse run``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from squall.cli import main
+
+
+@pytest.fixture
+def project(quickstart: Path, tmp_path: Path) -> Path:
+    """A copy of the quickstart project, for a test to break."""
+    return Path(shutil.copytree(quickstart, tmp_path / "wordcount"))
+
+
+def _error(capsys, *argv: str) -> str:
+    assert main(["sparse", "run", "-t", "1", *argv]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("squall: error: ") and "\n" not in err, err
+    return err
+
+
+def test_no_project_here(tmp_path: Path, capsys) -> None:
+    err = _error(capsys, "--project", str(tmp_path))
+    assert f"no config.json in {tmp_path}" in err
+
+
+def test_a_topology_name_that_has_no_file(project: Path, capsys) -> None:
+    err = _error(capsys, "--project", str(project), "-n", "wordcont")
+    assert f"topology definition file not found: {project / 'topologies' / 'wordcont.py'}" in err
+    assert "(topologies in" in err and ": wordcount)" in err
+
+
+def test_several_topologies_need_a_name(project: Path, capsys) -> None:
+    shutil.copy(project / "topologies" / "wordcount.py", project / "topologies" / "other.py")
+    err = _error(capsys, "--project", str(project))
+    assert "more than one topology definition" in err and "(other, wordcount): choose one with -n NAME" in err
+
+
+def test_an_unknown_component_class(project: Path, capsys) -> None:
+    path = project / "topologies" / "wordcount.py"
+    path.write_text(path.read_text().replace("import WordCountBolt", "import WordCounterBolt")
+                    .replace("WordCountBolt.spec", "WordCounterBolt.spec"))
+    err = _error(capsys, "--project", str(project))
+    assert f"error importing {path}: ImportError: cannot import name 'WordCounterBolt' from 'bolts.wordcount'" in err
+
+
+def test_a_file_without_a_topology(project: Path, capsys) -> None:
+    path = project / "topologies" / "wordcount.py"
+    path.write_text("from streamparse import Topology\n")
+    err = _error(capsys, "--project", str(project))
+    assert f"{path} defines no streamparse Topology subclass" in err
+
+
+def test_a_component_spec_of_a_class_that_is_no_bolt(project: Path, capsys) -> None:
+    path = project / "topologies" / "wordcount.py"
+    path.write_text(path.read_text().replace(
+        "count_bolt = WordCountBolt.spec(", "count_bolt = ShellBolt.spec(command='streamparse_run', script='x.Y', ")
+        .replace("from streamparse import Grouping, Topology", "from streamparse import Grouping, ShellBolt, Topology"))
+    err = _error(capsys, "--project", str(project))
+    assert "topologies/wordcount.py: component [count_bolt]: streamparse.storm.bolt.ShellBolt is not a " \
+           "pystorm.bolt.Bolt subclass" in err
+
+
+def test_an_environment_config_json_does_not_have(project: Path, capsys) -> None:
+    config = json.loads((project / "config.json").read_text())
+    assert list(config["envs"]) == ["prod"]
+    err = _error(capsys, "--project", str(project), "-e", "staging")
+    assert f"{project / 'config.json'} has no env 'staging' (it has: prod)" in err

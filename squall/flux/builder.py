@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from .._grouping import CustomStreamGrouping
 from .._system import DEFAULT_STREAM
 from .._topology import BoltDeclarer, StormTopology, TopologyBuilder, _Declarer
 from .model import FluxError, GroupingDef, ObjectDef, Ref, RefList, StreamDef, TopologyDef, VertexDef, Where
+
+log = logging.getLogger(__name__)
 
 # Flux's and Storm's Java class names a Flux file may use, and the squall classes they name.
 JAVA_CLASSES = {
@@ -236,6 +239,9 @@ def _wire(definition: TopologyDef, components: dict[str, Any]) -> StormTopology:
 
 
 def _declare(vertex: VertexDef, add: Callable[[VertexDef, Any], _Declarer], components: dict[str, Any]) -> _Declarer:
+    if vertex.resources:
+        log.warning("%s: %s ignored: squall has no resource-aware scheduler", vertex.where.file,
+                    ", ".join(f"{vertex.id}'s {k}" for k in vertex.resources))
     obj = make(vertex, components)
     try:
         declarer = add(vertex, obj)

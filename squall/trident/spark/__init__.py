@@ -1,0 +1,66 @@
+"""Trident on Spark's own engine: a `TridentTopology` as one Structured Streaming query.
+
+`start(topology, spark, checkpoint_location)` compiles the topology (``compiler.py``), reads each
+transactional spout through the ``squall_trident`` Python Data Source (``source.py``: the spout's
+batch metadata is the offset) and runs every micro-batch as Trident batch ``txid = batchId + 1``
+in ``foreachBatch`` (``runner.py``): the stateless operations in Spark tasks through
+``mapInArrow``, the states on the driver with the same ``begin_commit``/``commit`` calls as on
+squall's engine. Needs pyspark 4.2 or later (the extra ``trident-spark``). See docs/trident.md,
+"On Spark's engine".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .compiler import SparkBolt, SparkPlan, SparkSpout, compile_topology
+from .runner import BatchRunner
+from .source import SOURCE_NAME, SpoutSpec, TridentSpoutSource, check_spout
+
+__all__ = ["SOURCE_NAME", "BatchRunner", "SparkBolt", "SparkPlan", "SparkSpout", "SpoutSpec", "TridentSpoutSource",
+           "check_spout", "compile_topology", "start"]
+
+
+def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any = None,
+          query_name: str | None = None, conf: Mapping[str, Any] | None = None) -> Any:
+    """Run ``topology`` (a `TridentTopology`) on ``spark`` (a SparkSession); return the `StreamingQuery`.
+
+    ``checkpoint_location`` keeps the offsets (each batch's spout metadata) and commits; a query
+    started again on it resumes after the last committed batch, and re-runs a batch that was
+    planned but not committed with the same txid and tuples. ``trigger``: as
+    ``DataStreamWriter.trigger`` takes it, a dict (``{"processingTime": "2 seconds"}``,
+    ``{"availableNow": True}``) or a processing-time string (default: Spark's, a batch as soon as
+    the previous one ended and a spout has more). ``conf``: the topology configuration the
+    operations and spouts see in ``prepare``/``open``.
+
+    Raises:
+        ValueError: something the topology holds cannot run on Spark's engine (a DRPC stream, a
+            non-transactional spout, a broadcast or custom repartition), named with the reason.
+    """
+    from pyspark.sql.functions import col, lit
+
+    from .rows import KEY, STREAM, TUPLE, to_option
+
+    if not isinstance(checkpoint_location, str) or not checkpoint_location:
+        raise ValueError(f"start: checkpoint_location must be a non-empty path or URI, got {checkpoint_location!r}")
+    plan = compile_topology(topology)
+    if not plan.spouts:
+        raise ValueError("start: the topology has no spout (new_stream), so nothing to run")
+    settings = dict(conf or {})
+    spark.dataSource.register(TridentSpoutSource)
+    frames = []
+    for s in plan.spouts:
+        source = spark.readStream.format(SOURCE_NAME).option("spout", to_option(SpoutSpec(s.txid, s.spout, settings))) \
+            .load()
+        for stream in s.outputs:
+            frames.append(source.select(lit(stream).alias(STREAM), lit(None).cast("binary").alias(KEY), col(TUPLE)))
+    rows = frames[0]
+    for other in frames[1:]:
+        rows = rows.unionByName(other)
+    writer = rows.writeStream.foreachBatch(BatchRunner(plan, settings)).option("checkpointLocation", checkpoint_location)
+    if trigger is not None:
+        writer = writer.trigger(**trigger) if isinstance(trigger, Mapping) else writer.trigger(processingTime=trigger)
+    if query_name is not None:
+        writer = writer.queryName(query_name)
+    return writer.start()

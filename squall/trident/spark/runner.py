@@ -1,0 +1,194 @@
+"""What runs each micro-batch: the Trident bolts in Spark tasks, then the states on the driver.
+
+`BatchRunner` is the query's ``foreachBatch`` function. For micro-batch ``batchId`` it runs
+Trident batch ``txid = batchId + 1`` (attempt 0): it builds, on the batch's DataFrame of source
+rows, each executor bolt's ``mapInArrow`` (`run_partition`: one fresh copy of the bolt's body per
+Spark task, the tuples of its partition, then ``finish_batch``), collects what the driver bolts
+read, and runs those bolts in this process, where their `State` objects live for the query's
+life. A state's ``begin_commit(txid)``/``commit(txid)`` run once a batch, in batchId order (Spark
+starts a batch after the previous one committed); when Spark re-runs a batch (a restart from the
+checkpoint after the state was written but before Spark's commit log was), the same txid reaches
+the state again and `TransactionalMap`/`OpaqueMap` apply it once.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..coordinator import TransactionAttempt
+from ..executor import BatchInfo, BatchOutput
+from .compiler import SparkBolt, SparkPlan
+from .context import SparkContext
+from .rows import KEY, ROW_SCHEMA, STREAM, TUPLE, dumps, loads
+
+log = logging.getLogger("squall.trident.spark")
+
+_FLUSH_ROWS = 4096
+
+
+class _ArrowOutput(BatchOutput):
+    """Where an executor bolt emits: rows of (stream, key, tuple), handed out as Arrow batches."""
+
+    def __init__(self, keys: dict[str, tuple[int, ...]], component: str) -> None:
+        self.keys = keys
+        self.component = component
+        self.streams: list[str] = []
+        self.key_values: list[bytes | None] = []
+        self.tuples: list[bytes] = []
+
+    def emit(self, batch: BatchInfo, stream: str, values: list) -> None:
+        idx = self.keys.get(stream)
+        self.streams.append(stream)
+        self.key_values.append(None if idx is None else dumps([values[i] for i in idx]))
+        self.tuples.append(dumps(values))
+
+    def report_error(self, error: BaseException) -> None:
+        log.error("Trident bolt %s reported: %s: %s", self.component, type(error).__name__, error)
+
+    def flush(self) -> Any:
+        import pyarrow as pa
+
+        rb = pa.RecordBatch.from_arrays(
+            [pa.array(self.streams, pa.string()), pa.array(self.key_values, pa.binary()),
+             pa.array(self.tuples, pa.binary())], names=[STREAM, KEY, TUPLE])
+        self.streams, self.key_values, self.tuples = [], [], []
+        return rb
+
+
+def run_partition(body_bytes: bytes, component: str, tasks: int, txid: int, conf: dict,
+                  keys: dict[str, tuple[int, ...]]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The ``mapInArrow`` function of one executor bolt for batch ``txid``."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark import TaskContext
+
+        task = TaskContext.get()
+        index = task.partitionId() if task is not None else 0
+        body = pickle.loads(body_bytes)
+        out = _ArrowOutput(keys, component)
+        body.prepare(conf, SparkContext(component, index, max(tasks, index + 1), conf), out)
+        batch = BatchInfo(TransactionAttempt(txid, 0))
+        try:
+            body.init_batch(batch)
+            for rb in batches:
+                streams = rb.column(rb.schema.get_field_index(STREAM)).to_pylist()
+                tuples = rb.column(rb.schema.get_field_index(TUPLE)).to_pylist()
+                start = 0
+                for i in range(1, len(streams) + 1):
+                    if i == len(streams) or streams[i] != streams[start]:
+                        body.execute_many(batch, streams[start], [loads(t) for t in tuples[start:i]])
+                        start = i
+                if len(out.tuples) >= _FLUSH_ROWS:
+                    yield out.flush()
+            body.finish_batch(batch)
+            if out.tuples:
+                yield out.flush()
+        finally:
+            body.cleanup()
+
+    return run
+
+
+class _ListOutput(BatchOutput):
+    """Where a driver bolt emits: the values, by stream, for the driver bolts after it."""
+
+    def __init__(self, rows: dict[str, list[list]], component: str) -> None:
+        self.rows = rows
+        self.component = component
+
+    def emit(self, batch: BatchInfo, stream: str, values: list) -> None:
+        self.rows.setdefault(stream, []).append(values)
+
+    def report_error(self, error: BaseException) -> None:
+        log.error("Trident bolt %s reported: %s: %s", self.component, type(error).__name__, error)
+
+
+class BatchRunner:
+    """The ``foreachBatch`` function of a compiled Trident topology (see the module docstring)."""
+
+    def __init__(self, plan: SparkPlan, conf: dict) -> None:
+        import cloudpickle
+
+        self.plan = plan
+        self.conf = dict(conf)
+        # pickled before anything is prepared: each task starts from the body as built
+        self._bodies = {b.component: cloudpickle.dumps(b.body) for b in plan.executor_bolts()}
+        self._rows: dict[str, list[list]] = {}
+        self._prepared = False
+        self.last_txid = 0
+
+    def _prepare_driver(self) -> None:
+        for b in self.plan.driver_bolts():
+            b.body.prepare(self.conf, SparkContext(b.component, 0, 1, self.conf), _ListOutput(self._rows, b.component))
+        self._prepared = True
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        """Run Trident batch ``batch_id + 1`` over ``df``, the micro-batch's source rows."""
+        if not self._prepared:
+            self._prepare_driver()
+        txid = int(batch_id) + 1
+        frames: dict[str, Any] = {s: df for spout in self.plan.spouts for s in spout.outputs}
+        leaves = []
+        for b in self.plan.executor_bolts():
+            frame = _repartition(_input(frames, b.inputs), b)
+            fn = run_partition(self._bodies[b.component], b.component, b.partitions, txid, self.conf, self.plan.keys)
+            out = frame.mapInArrow(fn, ROW_SCHEMA)
+            for s in b.outputs:
+                frames[s] = out
+            if not b.outputs:
+                leaves.append(out)
+        for leaf in leaves:  # a bolt whose output nothing reads still runs
+            leaf.write.format("noop").mode("overwrite").save()
+        driver_inputs = tuple(sorted({s for b in self.plan.driver_bolts() for s in b.inputs if s in frames}))
+        self._rows.clear()
+        if driver_inputs:
+            table = _input(frames, driver_inputs).select(STREAM, TUPLE).toArrow()
+            for stream, data in zip(table.column(STREAM).to_pylist(), table.column(TUPLE).to_pylist()):
+                self._rows.setdefault(stream, []).append(loads(data))
+        for b in self.plan.driver_bolts():
+            batch = BatchInfo(TransactionAttempt(txid, 0))
+            b.body.init_batch(batch)
+            for s in b.inputs:
+                rows = self._rows.get(s)
+                if rows:
+                    b.body.execute_many(batch, s, rows)
+            b.body.finish_batch(batch)
+        self._rows.clear()
+        self.last_txid = txid
+
+    def close(self) -> None:
+        """Clean up the driver bolts (their operations' ``cleanup``)."""
+        if self._prepared:
+            for b in self.plan.driver_bolts():
+                b.body.cleanup()
+            self._prepared = False
+
+
+def _input(frames: dict[str, Any], streams: tuple[str, ...]) -> Any:
+    """The rows of ``streams``: the union of the frames holding them, filtered to them."""
+    from pyspark.sql.functions import col
+
+    distinct: list[Any] = []
+    for s in streams:
+        if all(frames[s] is not f for f in distinct):
+            distinct.append(frames[s])
+    frame = distinct[0]
+    for other in distinct[1:]:
+        frame = frame.unionByName(other)
+    return frame.filter(col(STREAM).isin(list(streams)))
+
+
+def _repartition(frame: Any, bolt: SparkBolt) -> Any:
+    if bolt.repartition == "hash":
+        return frame.repartition(bolt.partitions, KEY)
+    if bolt.repartition == "single":
+        return frame.repartition(1)
+    if bolt.repartition == "round_robin":
+        return frame.repartition(bolt.partitions)
+    return frame
+
+
+__all__ = ["BatchRunner", "run_partition"]

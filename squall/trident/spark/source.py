@@ -1,0 +1,289 @@
+"""A transactional Trident spout as a Spark source (PySpark's Python Data Source API).
+
+Storm's contract for a transactional spout is Spark's for a replayable source: the same batch for
+the same txid, like the same rows for the same offsets. So a spout's batch metadata *is* the
+offset. Each micro-batch is one batch of the spout:
+
+- ``latestOffset(start)`` (on the driver) plans the next batch, ``txid = start.txid + 1``: the
+  spout's coordinator says whether it is ready and gives the batch's metadata, and the emitter
+  emits it once there, counted and digested (a batch of nothing is no batch: the offset stays, so
+  Spark runs no empty micro-batch). Spark writes the offset to its checkpoint's write-ahead log
+  before the batch runs.
+- ``read(partition)`` (in a Spark task) emits the batch again from that metadata; a re-run of the
+  micro-batch (a task retried, the driver restarted) reads the same offsets, so the same tuples.
+  For a spout whose replay cannot check itself, the tuples' digest must equal the planned one, or
+  the task fails naming the spout and the txid: the spout is not transactional.
+
+Kinds: an `IBatchSpout` or an `ITridentSpout` (metadata from its coordinator, one partition); an
+`IPartitionedTridentSpout` (Storm's partitions are Spark's input partitions: each partition's
+metadata is in the offset, a new txid is planned with ``emit_batch_new`` after the previous
+metadata, a task re-emits its partition with ``re_emit_partition_batch``). Refused, by
+`check_spout`: a plain `Spout` (at least once: a replay is what failed, not the same batch) and
+an opaque spout (a replayed txid may hold other records), naming the spout and the reason.
+
+The planning emit reads the batch on the driver and the task reads it again: twice the reading
+for a spout over a remote source, and what the spout reads in one batch must fit the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from ..coordinator import TransactionAttempt
+from .context import SparkContext
+from .rows import SOURCE_SCHEMA, digest, dumps, from_offset, from_option, to_offset
+
+SOURCE_NAME = "squall_trident"
+
+
+@dataclass(frozen=True)
+class SpoutSpec:
+    """What the source is given (pickled in its ``spout`` option): the spout and its txid key."""
+
+    txid: str
+    spout: Any                  # the spout as new_stream got it
+    conf: dict
+
+
+def check_spout(txid: str, spout: Any) -> str:
+    """The kind of reader ``spout`` gets (``partitioned`` or ``batch``), or ValueError naming it.
+
+    Raises:
+        ValueError: the spout cannot give the same batch for the same txid (plain, opaque).
+    """
+    from ..._components import Spout
+    from ..partitioned import (
+        IOpaquePartitionedTridentSpout,
+        IPartitionedTridentSpout,
+        OpaquePartitionedTridentSpoutExecutor,
+        PartitionedTridentSpoutExecutor,
+    )
+    from ..spout import IBatchSpout, ITridentSpout, RichSpoutAdapter
+
+    where = f"new_stream({txid!r}, {type(spout).__name__})"
+    if isinstance(spout, (Spout, RichSpoutAdapter)):
+        raise ValueError(  # noqa: TRY004 (API.md: what start refuses is a ValueError naming it)
+            f"{where}: a plain Spout is at least once (a replayed txid re-emits what failed, not "
+                         "the same batch), and Spark re-runs a micro-batch from its offsets, which needs the same "
+                         "batch for the same txid: use a transactional Trident spout (an IBatchSpout, an "
+                         "IPartitionedTridentSpout, an ITridentSpout) or run the topology on squall's engine")
+    if isinstance(spout, (IOpaquePartitionedTridentSpout, OpaquePartitionedTridentSpoutExecutor)):
+        raise ValueError(  # noqa: TRY004 (API.md: what start refuses is a ValueError naming it)
+            f"{where}: an opaque spout may put other records in a replayed txid, and Spark re-runs "
+                         "a micro-batch from its offsets, which needs the same batch for the same txid: use the "
+                         "spout's transactional form (e.g. KafkaTridentSpoutTransactional) or squall's engine")
+    if isinstance(spout, (IPartitionedTridentSpout, PartitionedTridentSpoutExecutor)):
+        return "partitioned"
+    if isinstance(spout, (IBatchSpout, ITridentSpout)):
+        return "batch"
+    raise ValueError(f"{where}: not a Trident spout")
+
+
+class TridentSpoutSource(DataSource):
+    """The Data Source ``squall_trident``: option ``spout`` is a pickled `SpoutSpec`."""
+
+    @classmethod
+    def name(cls) -> str:
+        """``squall_trident``."""
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        """One pickled tuple per row."""
+        return SOURCE_SCHEMA
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        """The reader for the spout's kind."""
+        spec: SpoutSpec = from_option(self.options["spout"])
+        if check_spout(spec.txid, spec.spout) == "partitioned":
+            return PartitionedSpoutReader(spec)
+        return BatchSpoutReader(spec)
+
+
+class _Collect:
+    """A `TridentCollector` keeping the pickled tuples."""
+
+    def __init__(self) -> None:
+        self.rows: list[bytes] = []
+
+    def emit(self, values: Any) -> None:
+        self.rows.append(dumps(list(values)))
+
+    def report_error(self, error: BaseException) -> None:
+        raise error
+
+
+class _Reader(DataSourceStreamReader):
+    """What both readers share: the spec, its context, offsets from txid 0."""
+
+    def __init__(self, spec: SpoutSpec) -> None:
+        self.spec = spec
+        self._live: dict[str, Any] = {}     # the driver's coordinator and emitter, never pickled
+
+    def __getstate__(self) -> dict:
+        return {"spec": self.spec, "_live": {}}
+
+    def _context(self, component: str) -> SparkContext:
+        return SparkContext(component, 0, 1, dict(self.spec.conf))
+
+    def initialOffset(self) -> dict:
+        """Before txid 1."""
+        return {"txid": 0}
+
+    def stop(self) -> None:
+        """Close what the driver opened."""
+        for thing in self._live.values():
+            close = getattr(thing, "close", None)
+            if close is not None:
+                close()
+        self._live.clear()
+
+
+class BatchSpoutReader(_Reader):
+    """An `IBatchSpout` or `ITridentSpout`: one partition a batch, checked against its digest."""
+
+    def _spout(self) -> Any:
+        from ..planner import _trident_spout
+
+        return _trident_spout(self.spec.spout)
+
+    def _coordinator(self) -> Any:
+        if "coordinator" not in self._live:
+            self._live["coordinator"] = self._spout().get_coordinator(
+                self.spec.txid, self.spec.conf, self._context(f"$spoutcoord-{self.spec.txid}"))
+        return self._live["coordinator"]
+
+    def _emitter(self) -> Any:
+        if "emitter" not in self._live:
+            self._live["emitter"] = self._spout().get_emitter(self.spec.txid, self.spec.conf,
+                                                              self._context(self.spec.txid))
+        return self._live["emitter"]
+
+    def latestOffset(self, start: dict, limit: Any = None) -> dict:
+        """The next txid's metadata, once ready and not empty; else ``start``."""
+        txid = int(start["txid"]) + 1
+        if not self._coordinator().is_ready(txid):
+            return start
+        meta = self._coordinator().initialize_transaction(txid, from_offset(start.get("meta")), None)
+        out = _Collect()
+        self._emitter().emit_batch(TransactionAttempt(txid, 0), meta, out)
+        if not out.rows:
+            return start
+        return {"txid": txid, "meta": to_offset(meta), "tuples": len(out.rows), "digest": digest(out.rows)}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        """The batch ``end`` names, in one partition (none when nothing is new)."""
+        if int(end["txid"]) == int(start["txid"]):
+            return []
+        return [InputPartition(end)]
+
+    def read(self, partition: InputPartition) -> Any:
+        """Emit the batch again, in a task; its tuples must be the planned ones."""
+        end = partition.value
+        txid = int(end["txid"])
+        out = _Collect()
+        emitter = self._spout().get_emitter(self.spec.txid, self.spec.conf, self._context(self.spec.txid))
+        try:
+            emitter.emit_batch(TransactionAttempt(txid, 0), from_offset(end.get("meta")), out)
+        finally:
+            emitter.close()
+        if len(out.rows) != end["tuples"] or digest(out.rows) != end["digest"]:
+            raise ValueError(f"new_stream({self.spec.txid!r}, {type(self.spec.spout).__name__}): batch txid {txid} "
+                             f"was {end['tuples']} tuples when planned and {len(out.rows)} other tuples when "
+                             "emitted again: the spout is not transactional (the same batch for the same txid)")
+        for row in out.rows:
+            yield (row,)
+
+    def commit(self, end: dict) -> None:
+        """The batch is committed: the spout's ``success`` (an IBatchSpout's ``ack``)."""
+        txid = int(end["txid"])
+        if txid == 0:
+            return
+        self._coordinator().success(txid)
+        self._emitter().success(TransactionAttempt(txid, 0))
+
+
+@dataclass(frozen=True)
+class _PartitionTask:
+    """One partition of a partitioned spout's batch: what a task re-emits."""
+
+    txid: int
+    partition: Any
+    meta: Any
+
+
+class PartitionedSpoutReader(_Reader):
+    """An `IPartitionedTridentSpout`: its partitions are Spark's, each one's metadata in the offset."""
+
+    def _raw(self) -> Any:
+        from ..partitioned import PartitionedTridentSpoutExecutor
+
+        spout = self.spec.spout
+        return spout.get_partitioned_spout() if isinstance(spout, PartitionedTridentSpoutExecutor) else spout
+
+    def _coordinator(self) -> Any:
+        if "coordinator" not in self._live:
+            self._live["coordinator"] = self._raw().get_coordinator(
+                self.spec.conf, self._context(f"$spoutcoord-{self.spec.txid}"))
+        return self._live["coordinator"]
+
+    def _emitter(self) -> Any:
+        if "emitter" not in self._live:
+            self._live["emitter"] = self._raw().get_emitter(self.spec.conf, self._context(self.spec.txid))
+        return self._live["emitter"]
+
+    def latestOffset(self, start: dict, limit: Any = None) -> dict:
+        """Each partition's next batch after its metadata in ``start``; ``start`` when none emits."""
+        txid = int(start["txid"]) + 1
+        coordinator = self._coordinator()
+        if not coordinator.is_ready(txid):
+            return start
+        info = coordinator.get_partitions_for_batch()
+        emitter = self._emitter()
+        ordered = emitter.get_ordered_partitions(info)
+        if self._live.get("info") != info:
+            emitter.refresh_partitions(ordered)
+            self._live["info"] = info
+        parts = dict(start.get("parts", {}))
+        prev = {p: from_offset(parts.get(p.get_id())) for p in ordered}
+        out = _Collect()
+        metas = emitter.emit_batch_new(TransactionAttempt(txid, 0), out, set(ordered), prev)
+        if not out.rows:
+            return start
+        batch = []
+        for partition, meta in metas.items():
+            if meta is None:
+                continue
+            pid = partition if isinstance(partition, str) else partition.get_id()
+            parts[pid] = to_offset(meta)
+            batch.append(pid)
+        return {"txid": txid, "info": to_offset(info), "parts": parts, "batch": sorted(batch)}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        """One input partition per spout partition that has a range in the batch."""
+        if int(end["txid"]) == int(start["txid"]):
+            return []
+        ordered = self._emitter().get_ordered_partitions(from_offset(end["info"]))
+        by_id = {p.get_id(): p for p in ordered}
+        return [InputPartition(_PartitionTask(int(end["txid"]), by_id[pid], end["parts"][pid]))
+                for pid in end["batch"] if pid in by_id]
+
+    def read(self, partition: InputPartition) -> Any:
+        """The partition's batch again (``re_emit_partition_batch``: the spout's replay)."""
+        task: _PartitionTask = partition.value
+        out = _Collect()
+        emitter = self._raw().get_emitter(self.spec.conf, self._context(self.spec.txid))
+        try:
+            emitter.refresh_partitions([task.partition])
+            emitter.re_emit_partition_batch(TransactionAttempt(task.txid, 0), out, task.partition,
+                                            from_offset(task.meta))
+        finally:
+            emitter.close()
+        for row in out.rows:
+            yield (row,)
+
+
+__all__ = ["SOURCE_NAME", "BatchSpoutReader", "PartitionedSpoutReader", "SpoutSpec", "TridentSpoutSource",
+           "check_spout"]

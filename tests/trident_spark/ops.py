@@ -1,0 +1,86 @@
+"""Operations and a file-gated state for the Trident-on-Spark tests (importable by Spark's Python
+workers: the tests put the repository on their PYTHONPATH)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from squall.trident import BaseFunction
+from squall.trident.state import State, StateFactory
+
+
+class Split(BaseFunction):
+    """A sentence's words; a sentence ``hold:<dir>`` first writes this worker's pid to
+    ``<dir>/pid`` and waits for ``<dir>/go`` (once per directory: a retried task passes)."""
+
+    def execute(self, tuple, collector):
+        sentence = tuple[0]
+        if sentence.startswith("hold:"):
+            gate = Path(sentence.split(":", 1)[1])
+            if not (gate / "pid").exists():
+                (gate / "pid.tmp").write_text(str(os.getpid()))
+                os.replace(gate / "pid.tmp", gate / "pid")
+                while not (gate / "go").exists():
+                    time.sleep(0.05)
+            return
+        for word in sentence.split():
+            collector.emit([word])
+
+
+class _GatedState(State):
+    """A state that, at commit of txid ``hold_txid``, after the inner state committed, records
+    it in ``<gate>/committed`` and waits for ``<gate>/go`` (then the driver is killed there:
+    the state has the batch, Spark's commit log does not)."""
+
+    def __init__(self, inner, gate: str, hold_txid: int) -> None:
+        self.inner, self.gate, self.hold_txid = inner, Path(gate), hold_txid
+
+    def begin_commit(self, txid):
+        self.inner.begin_commit(txid)
+
+    def commit(self, txid):
+        self.inner.commit(txid)
+        if txid == self.hold_txid and not (self.gate / "go").exists():
+            (self.gate / "committed").write_text(str(txid))
+            while not (self.gate / "go").exists():
+                time.sleep(0.05)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class GatedStateFactory(StateFactory):
+    """``factory``'s states, held after committing txid ``hold_txid`` (see `_GatedState`)."""
+
+    def __init__(self, factory, gate: str, hold_txid: int) -> None:
+        self.factory, self.gate, self.hold_txid = factory, gate, hold_txid
+
+    def make_state(self, conf, metrics, partition_index, num_partitions):
+        return _GatedState(self.factory.make_state(conf, metrics, partition_index, num_partitions),
+                           self.gate, self.hold_txid)
+
+
+def word_count(directory: str, factory, max_batch_records: int = 3):
+    """Storm's word count over the lines of ``directory``'s files, counted into ``factory``'s map."""
+    from squall import Fields
+    from squall.external.trident_files import FileTridentSpout
+    from squall.trident import TridentTopology
+    from squall.trident.builtin import Count
+
+    topology = TridentTopology()
+    topology.new_stream("lines", FileTridentSpout(directory, ["sentence"], max_batch_records=max_batch_records)) \
+        .each(Fields("sentence"), Split(), Fields("word")) \
+        .group_by(Fields("word")) \
+        .persistent_aggregate(factory, Count(), Fields("count"))
+    return topology
+
+
+def delta_counts_factory(table: str, app_id: str = "wc"):
+    """A transactional Delta map state of word -> count at ``table``."""
+    import pyarrow as pa
+
+    from squall.external.trident_delta import DeltaMapState
+
+    return DeltaMapState.transactional(table, pa.schema([("word", pa.string())]), pa.int64(), app_id=app_id)

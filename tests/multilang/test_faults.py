@@ -1,0 +1,195 @@
+"""A shell subprocess that dies, stops answering or breaks the protocol is a fault of its worker,
+as in Storm: the error, naming the component and what happened, is in the topology's errors (the
+UI's, ``squall get_errors``), the worker is restarted, and no spout tuple is lost."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from squall import Bolt, Config, Fields, LocalCluster, ShellBolt, ShellSpout, Spout, TopologyBuilder
+
+from ..conftest import processes_mentioning, wait_until
+
+HERE = Path(__file__).parent
+FAULTY = HERE / "faulty"
+
+_LOCK = threading.Lock()
+SOURCE = {"todo": collections.deque(), "in_flight": set(), "emitted": collections.Counter(),
+          "acked": collections.Counter()}
+WORDS: collections.Counter = collections.Counter()
+
+
+def sentence(i: int) -> str:
+    return f"hold sentence {i}" if i == 10 else f"the quick {i} fox jumps"
+
+
+class ReplayingSource(Spout):
+    """A reliable source kept outside the workers (as a queue's unacknowledged messages are):
+    a failed id is emitted again, and so is every id in flight when a spout task starts again
+    (its worker crashed before they were acked)."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(["sentence"]))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        with _LOCK:
+            SOURCE["todo"].extend(sorted(SOURCE["in_flight"]))
+            SOURCE["in_flight"].clear()
+
+    def next_tuple(self):
+        with _LOCK:
+            if not SOURCE["todo"]:
+                return
+            i = SOURCE["todo"].popleft()
+            SOURCE["in_flight"].add(i)
+            SOURCE["emitted"][i] += 1
+        self.collector.emit([sentence(i)], i)
+
+    def ack(self, msg_id):
+        with _LOCK:
+            SOURCE["in_flight"].discard(msg_id)
+            SOURCE["acked"][msg_id] += 1
+
+    def fail(self, msg_id):
+        with _LOCK:
+            if msg_id in SOURCE["in_flight"]:
+                SOURCE["in_flight"].discard(msg_id)
+                SOURCE["todo"].append(msg_id)
+
+
+class CountWords(Bolt):
+    def execute(self, tup):
+        with _LOCK:
+            WORDS[tup[0]] += 1
+        self.collector.ack(tup)
+
+
+def test_a_subprocess_killed_mid_run_restarts_its_worker_and_every_spout_tuple_is_acked(tmp_path):
+    """The pystorm bolt keeps sentence 10 unacked and says its pid; the test kills it (SIGKILL)
+    with that tuple in it while the spout goes on emitting. The ShellBolt's worker dies and is
+    restarted with a new subprocess, and every sentence id is acked, the lost ones after a
+    replay (at-least-once: duplicates are allowed, and counted)."""
+    n = 120
+    with _LOCK:
+        SOURCE["todo"].clear()
+        SOURCE["todo"].extend(range(n))
+        for k in ("in_flight", "emitted", "acked"):
+            SOURCE[k].clear()
+        WORDS.clear()
+    hold = tmp_path / "held-by-pid"
+    b = TopologyBuilder()
+    b.set_spout("source", ReplayingSource())
+    b.set_bolt("split", ShellBolt([sys.executable, "hold.py"], ["word"], cwd=str(HERE / "pystorm"))) \
+        .shuffle_grouping("source")
+    b.set_bolt("count", CountWords()).shuffle_grouping("split")
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_max_spout_pending(20)
+    conf["test.hold.file"] = str(hold)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("killed", conf, b.create_topology())
+        assert wait_until(hold.exists, 30)
+        os.kill(int(hold.read_text()), signal.SIGKILL)
+
+        assert wait_until(lambda: set(SOURCE["acked"]) == set(range(n)), 40), sorted(set(range(n)) - set(SOURCE["acked"]))
+        info = cluster.get_topology_info("killed")
+        errors = [e for e in info["errors"] if e["component"] == "split"]
+        assert errors and errors[0]["fatal"]
+        assert "ShellBolt [split]" in errors[0]["error"] and "killed by SIGKILL" in errors[0]["error"]
+        assert sum(w["restarts"] for w in info["workers"]) >= 1
+
+    assert SOURCE["emitted"][10] >= 2  # the held sentence came back after the crash
+    duplicates = sum(SOURCE["emitted"].values()) - n
+    print(f"{n} sentences, {duplicates} emitted again after the crash, acked {sum(SOURCE['acked'].values())} times")
+    for word in ("hold", "the", "quick", "fox", "jumps"):
+        assert WORDS[word] >= (1 if word == "hold" else n - 1)
+    assert all(WORDS[str(i)] >= 1 for i in range(n))
+
+
+def _run_until_error(name, component, conf=None):
+    """Run ``component`` as bolt "bad" after a spout of one sentence per next; the first error
+    the topology reports for "bad", and what `processes_mentioning` finds of its scripts after."""
+    from squall.testing import FeederSpout
+    feed = FeederSpout(Fields(["sentence"]))
+    b = TopologyBuilder()
+    b.set_spout("feed", feed)
+    b.set_bolt("bad", component).shuffle_grouping("feed")
+    with LocalCluster() as cluster:
+        cluster.submit_topology(name, conf or Config(), b.create_topology())
+        feed.feed(["a sentence"], 1)
+        assert wait_until(lambda: any(e["component"] == "bad" for e in cluster.get_topology_info(name)["errors"]), 30)
+        error = next(e for e in cluster.get_topology_info(name)["errors"] if e["component"] == "bad")
+    return error
+
+
+def test_a_subprocess_that_stops_answering_heartbeats_is_a_fault_of_its_worker():
+    conf = Config()
+    conf[Config.TOPOLOGY_SUBPROCESS_TIMEOUT_SECS] = 1
+    marker = f"silent-{os.getpid()}"
+    error = _run_until_error("silent", ShellBolt([sys.executable, "silent.py", marker], cwd=str(FAULTY)), conf)
+
+    assert error["fatal"]
+    assert error["error"].startswith("MultilangError: ShellBolt [bad] task ")
+    assert "it sent nothing, not even a sync for a heartbeat" in error["error"]
+    assert "topology.subprocess.timeout.secs 1" in error["error"]
+    assert wait_until(lambda: not processes_mentioning(marker), 5)  # killed, and the restarted ones too
+
+
+def test_a_spout_subprocess_that_does_not_sync_is_a_fault_of_its_worker():
+    conf = Config()
+    conf[Config.TOPOLOGY_SUBPROCESS_TIMEOUT_SECS] = 1
+    marker = f"silent-spout-{os.getpid()}"
+    b = TopologyBuilder()
+    b.set_spout("bad", ShellSpout([sys.executable, "silent.py", marker], ["x"], cwd=str(FAULTY)))
+    with LocalCluster() as cluster:
+        cluster.submit_topology("nosync", conf, b.create_topology())
+        assert wait_until(lambda: cluster.get_topology_info("nosync")["errors"], 30)
+        error = cluster.get_topology_info("nosync")["errors"][0]
+
+    assert error["fatal"] and error["error"].startswith("MultilangError: ShellSpout [bad] task ")
+    assert "no sync for activate within 1 s (topology.subprocess.timeout.secs)" in error["error"]
+    assert wait_until(lambda: not processes_mentioning(marker), 5)
+
+
+def test_a_malformed_message_is_an_error_naming_the_component_and_what_was_wrong():
+    error = _run_until_error("garbage", ShellBolt([sys.executable, "garbage.py"], cwd=str(FAULTY)))
+
+    assert error["fatal"]
+    first = error["error"].splitlines()[0]
+    assert first.startswith("MultilangError: ShellBolt [bad] task ")
+    assert "broke the multilang protocol: a message that is not valid JSON" in first
+    assert "'{command: emit, tuple: [1]}'" in first
+    assert "json/decoder.py" not in error["traceback"]  # squall's error, not the parser's insides
+
+
+def test_a_spout_subprocess_that_raises_shows_its_own_traceback_in_the_error():
+    b = TopologyBuilder()
+    b.set_spout("bad", ShellSpout([sys.executable, "dies.py"], ["x"], cwd=str(FAULTY)))
+    with LocalCluster() as cluster:
+        cluster.submit_topology("dies", Config(), b.create_topology())
+        assert wait_until(lambda: cluster.get_topology_info("dies")["errors"], 30)
+        error = cluster.get_topology_info("dies")["errors"][0]
+
+    assert error["fatal"] and error["component"] == "bad"
+    assert error["error"].startswith("MultilangError: ShellSpout [bad] task ")
+    assert "it exited; exit code 1" in error["error"]
+    assert "ValueError: the source is gone" in error["error"]  # the last lines of its stderr
+
+
+@pytest.mark.parametrize("command, what", [
+    (["/nonexistent/program"], "cannot start ['/nonexistent/program']"),
+    ([sys.executable, "-c", "print('[1]'); print('end'); input()"], "the handshake's answer must be {\"pid\": N}"),
+    ([sys.executable, "-c", "print('hello')"], "it exited in the middle of a message: 'hello'"),
+])
+def test_a_subprocess_that_cannot_start_is_a_failed_start_naming_the_command(command, what):
+    error = _run_until_error("nostart", ShellBolt(command))
+
+    assert error["fatal"] and what in error["error"]

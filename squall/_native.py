@@ -36,6 +36,11 @@ of each class):
   `Serializer._group`).
 - `sender`: a task's sender to another worker (`squall.worker.transport.ZmqTransport.sender`);
   its pure twin uses `plain_check`, which the in-memory transport uses too.
+- `opaque_commit`: a grouped combiner's commit into an opaque in-memory map (Trident's
+  `MemoryMapState`, `squall.trident.state.memory`), with `plain_value` and the key and value
+  types it keeps as they are.
+- `CountingEmit`: the emit of a Trident function whose emits a fused grouped ``Count`` counts
+  (`squall.trident.processors._CountingCollector`).
 
 The two implementations have the same semantics; the C one hands every case outside the quick
 path back to the Python collector, so errors come from the same code on both. Why it is worth it,
@@ -432,6 +437,108 @@ def sender(queue: list, task: int, tuple_type: type, plain: frozenset, check: An
     return send
 
 
+PLAIN_KEY_TYPES = frozenset({str, bytes, int})
+"""The parts of a key an in-memory map keeps as it is: no two of different encodings are equal (1
+and 1.0 and True are equal in Python and distinct encoded, so floats and bools keep their encoding)."""
+
+PLAIN_VALUE_TYPES = frozenset({str, bytes, int, float, bool, complex, type(None)})
+"""Values that cannot change: an in-memory map keeps them as they are (a read needs no copy)."""
+
+
+def plain_value(value: Any) -> bool:
+    """Whether ``value`` cannot change: a `PLAIN_VALUE_TYPES` or a tuple of such values."""
+    t = type(value)
+    if t in PLAIN_VALUE_TYPES:
+        return True
+    return t is tuple and all(plain_value(v) for v in value)
+
+
+def opaque_commit(committed: dict, written: dict, ks: list, args: list, curr_tx: Any, combine: Any,
+                  value_type: Any) -> tuple[list, list[int], list[int]]:
+    """A grouped combiner's commit of batch ``curr_tx`` into an opaque in-memory map, key by key
+    (what `squall.trident.state.map.OpaqueMap.combine_partials` does over a backing map).
+
+    ``committed`` maps each key (a tuple) to its stored ``value_type`` (an `OpaqueValue`) or to
+    something kept encoded; ``written`` is what this batch wrote already, which it builds on as
+    Storm's ``CachedBatchReadsMap``. Key ``ks[i]`` is combined with the partial ``args[i]``
+    (``combine(stored, arg)``, or ``stored + arg`` when ``combine`` is None: the built-in
+    Count's) by Storm's opaque rule; its new value goes to ``written`` and, if both its values
+    are plain (`plain_value`), to ``committed``. Returns the new values (None where handed back),
+    the indices handed back untouched (a key whose parts are not `PLAIN_KEY_TYPES` or whose
+    stored value is encoded: the caller decodes) and the indices whose new value, in
+    ``written``, the caller must encode into ``committed``. A stored txid newer than ``curr_tx``
+    raises the value's own error (`OpaqueValue._base`)."""
+    if len(ks) != len(args):
+        raise ValueError(f"{len(ks)} keys and {len(args)} partial aggregates: one per key is needed")
+    ret: list[Any] = [None] * len(ks)
+    left: list[int] = []
+    encode: list[int] = []
+    plain_parts = PLAIN_KEY_TYPES
+    for i, (k, arg) in enumerate(zip(ks, args)):
+        if type(k) is not tuple or any(type(part) not in plain_parts for part in k):
+            left.append(i)
+            continue
+        stored: Any = written.get(k)
+        cached = stored is not None
+        if stored is None:
+            stored = committed.get(k)
+        if stored is None:
+            prev, new = None, arg
+        else:
+            if type(stored) is not value_type:
+                left.append(i)
+                continue
+            stored_tx = stored.curr_txid
+            if curr_tx is None or stored_tx is None or stored_tx < curr_tx:
+                prev = stored.curr
+            elif stored_tx == curr_tx:
+                prev = stored.prev
+            else:
+                prev = stored._base(curr_tx)  # raises: the state is ahead of this batch
+            base = stored.curr if cached else prev
+            new = arg if base is None else base + arg if combine is None else combine(base, arg)
+        value = value_type(curr_tx, new, prev)
+        written[k] = value
+        if plain_value(new) and plain_value(prev):
+            committed[k] = value
+        else:
+            encode.append(i)
+        ret[i] = new
+    return ret, left, encode
+
+
+class CountingEmit:
+    """``emit(values)`` of a Trident function whose every emit a fused grouped ``Count`` counts
+    (`squall.trident.processors._CountingCollector`): adds one to the group's count in ``groups``
+    (``{(group value,): count}``), the group value being ``values[index]``, or ``input[index]``
+    when ``index`` < 0 (a field of the tuple the function executes). Values that are not a list
+    or tuple of ``nvalues`` values, and a group that cannot be hashed, go to ``general(values)``
+    (the collector's Python emit, which counts them or raises its error)."""
+
+    __slots__ = ("general", "groups", "index", "input", "nvalues")
+
+    def __init__(self, index: int, general: Any) -> None:
+        self.index = index
+        self.general = general
+        self.groups: dict = {}
+        self.input: list = []
+        self.nvalues = -1
+
+    def __call__(self, values: Any) -> None:
+        t = type(values)
+        if (t is list or t is tuple) and len(values) == self.nvalues:
+            i = self.index
+            if i >= 0 or -i <= len(self.input):
+                group = (values[i],) if i >= 0 else (self.input[i],)
+                groups = self.groups
+                try:
+                    groups[group] = groups.get(group, 0) + 1
+                    return
+                except TypeError:  # unhashable: the general path raises its error
+                    pass
+        self.general(values)
+
+
 _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
                    "TaskStatsBase": "TaskStatsBase", "SpoutExecutorBase": "SpoutExecutorBase",
@@ -442,7 +549,8 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "BoltCollectorBase": "BoltCollectorBase", "epoll_ready": "epoll_ready",
                    "send_nb": "send_nb", "recv_nb": "recv_nb",
                    "pack_batch": "pack_batch", "StaleWatch": "StaleWatch", "send_acks": "send_acks",
-                   "drain_inbox": "drain_inbox", "KeyStatsBase": "KeyStatsBase"}
+                   "drain_inbox": "drain_inbox", "KeyStatsBase": "KeyStatsBase",
+                   "opaque_commit": "opaque_commit", "CountingEmit": "CountingEmit"}
 
 
 class StaleWatch:

@@ -22,6 +22,8 @@
  *                   a bolt's ack of a one-tree input on its loop (bolt_executor.BoltCollector)
  *   SpoutCollectorBase.emit
  *                   a spout's emit, untracked or tracked with acking on (spout_executor.SpoutCollector)
+ *   opaque_commit   a grouped combiner's commit into an opaque MemoryMapState (trident.state.memory)
+ *   CountingEmit    the emit of a Trident function counted by a fused grouped Count (trident.processors)
  *
  * Why C: py-spy put 52% of W1's loop time (acking on, one worker) in those two functions' own
  * lines; each line is an attribute load or an int operation that CPython's bytecode pays 15-30 ns
@@ -3150,7 +3152,333 @@ static PyTypeObject StaleWatch_Type = {
     .tp_methods = StaleWatch_methods,
 };
 
+/* ---------------------------------------------------------------------------------------------
+ * opaque_commit: the per-key commit of a grouped combiner into an opaque MemoryMapState
+ * (squall.trident.state.memory._MemoryBacking.commit_opaque; its twin is squall._native's).
+ *
+ * Why C: py-spy put 29% of W1T's worker time in this loop in Python (a read, Storm's opaque rule,
+ * one new OpaqueValue made through its frozen dataclass __init__, two dict writes per key, 2.8
+ * keys a sentence). Here an OpaqueValue is made as object.__new__ and object.__setattr__ make it
+ * (what the dataclass's __init__ does, without its Python frame), so it is the same object.
+ * Every key it does not handle (a key or a stored value kept encoded) is handed back by index.
+ */
+static PyObject *str_curr_txid, *str_curr, *str_prev, *str_base, *EMPTY_TUPLE;
+
+/* what _MemoryBacking keeps as it is: a key of exact str, bytes and int parts */
+static inline int
+plain_key(PyObject *k)
+{
+    if (!PyTuple_CheckExact(k))
+        return 0;
+    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(k); i < n; i++) {
+        PyObject *p = PyTuple_GET_ITEM(k, i);
+        if (!PyUnicode_CheckExact(p) && !PyBytes_CheckExact(p) && !PyLong_CheckExact(p))
+            return 0;
+    }
+    return 1;
+}
+
+/* a value that cannot change (squall._native.plain_value): 1, 0, or -1 with an exception set */
+static int
+plain_value(PyObject *v)
+{
+    if (v == Py_None || PyLong_CheckExact(v) || PyUnicode_CheckExact(v) || PyFloat_CheckExact(v) ||
+        PyBytes_CheckExact(v) || PyBool_Check(v) || PyComplex_CheckExact(v))
+        return 1;
+    if (!PyTuple_CheckExact(v))
+        return 0;
+    if (Py_EnterRecursiveCall(" in opaque_commit's check of a stored value"))
+        return -1;
+    int plain = 1;
+    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(v); i < n && plain == 1; i++)
+        plain = plain_value(PyTuple_GET_ITEM(v, i));
+    Py_LeaveRecursiveCall();
+    return plain;
+}
+
+static int
+append_index(PyObject *list, Py_ssize_t i)
+{
+    PyObject *index = PyLong_FromSsize_t(i);
+    if (index == NULL)
+        return -1;
+    int r = PyList_Append(list, index);
+    Py_DECREF(index);
+    return r;
+}
+
+static PyObject *
+opaque_commit(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7 || !PyDict_CheckExact(args[0]) || !PyDict_CheckExact(args[1]) || !PyList_CheckExact(args[2]) ||
+        !PyList_CheckExact(args[3]) || !PyType_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "opaque_commit(committed: dict, written: dict, ks: list, args: list, curr_tx, combine, value_type: type)");
+        return NULL;
+    }
+    PyObject *committed = args[0], *written = args[1], *ks = args[2], *vals = args[3], *curr_tx = args[4],
+             *combine = args[5];
+    PyTypeObject *ov_type = (PyTypeObject *)args[6];
+    Py_ssize_t n = PyList_GET_SIZE(ks);
+    if (PyList_GET_SIZE(vals) != n) {
+        PyErr_Format(PyExc_ValueError, "%zd keys and %zd partial aggregates: one per key is needed", n,
+                     PyList_GET_SIZE(vals));
+        return NULL;
+    }
+    PyObject *ret = PyList_New(n), *left = PyList_New(0), *encode = PyList_New(0);
+    PyObject *stx = NULL, *scurr = NULL, *sprev = NULL, *k = NULL, *arg = NULL, *new = NULL, *ov = NULL;
+    if (ret == NULL || left == NULL || encode == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyList_SET_ITEM(ret, i, Py_NewRef(Py_None));
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* references of their own: combine (Python) may change the lists and dicts */
+        k = Py_NewRef(PyList_GET_ITEM(ks, i));
+        arg = Py_NewRef(PyList_GET_ITEM(vals, i));
+        PyObject *prev = Py_None;
+        if (!plain_key(k))
+            goto hand_back;
+        PyObject *stored = PyDict_GetItemWithError(written, k);
+        int cached = stored != NULL;
+        if (stored == NULL) {
+            if (PyErr_Occurred())
+                goto fail;
+            stored = PyDict_GetItemWithError(committed, k);
+            if (stored == NULL && PyErr_Occurred())
+                goto fail;
+        }
+        if (stored == NULL) {
+            new = Py_NewRef(arg);
+        }
+        else {
+            if (Py_TYPE(stored) != ov_type)  /* kept encoded: the Python path decodes it */
+                goto hand_back;
+            Py_INCREF(stored);
+            stx = PyObject_GetAttr(stored, str_curr_txid);
+            scurr = stx ? PyObject_GetAttr(stored, str_curr) : NULL;
+            sprev = scurr ? PyObject_GetAttr(stored, str_prev) : NULL;
+            if (sprev == NULL) {
+                Py_DECREF(stored);
+                goto fail;
+            }
+            /* OpaqueValue._base: the value this batch builds on and keeps as prev */
+            int older = curr_tx == Py_None || stx == Py_None;
+            if (!older && (older = PyObject_RichCompareBool(stx, curr_tx, Py_LT)) < 0) {
+                Py_DECREF(stored);
+                goto fail;
+            }
+            if (older) {
+                prev = scurr;
+            }
+            else {
+                int same = PyObject_RichCompareBool(stx, curr_tx, Py_EQ);
+                if (same <= 0) {  /* the state is ahead of this batch: _base raises its error */
+                    if (same == 0) {
+                        PyObject *r = PyObject_CallMethodOneArg(stored, str_base, curr_tx);
+                        if (r != NULL) {
+                            Py_DECREF(r);
+                            PyErr_SetString(PyExc_RuntimeError, "opaque_commit: a stored value ahead of the batch");
+                        }
+                    }
+                    Py_DECREF(stored);
+                    goto fail;
+                }
+                prev = sprev;
+            }
+            Py_DECREF(stored);
+            PyObject *base = cached ? scurr : prev;
+            if (base == Py_None)
+                new = Py_NewRef(arg);
+            else if (combine == Py_None)
+                new = PyNumber_Add(base, arg);
+            else
+                new = PyObject_CallFunctionObjArgs(combine, base, arg, NULL);
+            if (new == NULL)
+                goto fail;
+        }
+        ov = PyBaseObject_Type.tp_new(ov_type, EMPTY_TUPLE, NULL);
+        if (ov == NULL || PyObject_GenericSetAttr(ov, str_curr_txid, curr_tx) < 0 ||
+            PyObject_GenericSetAttr(ov, str_curr, new) < 0 || PyObject_GenericSetAttr(ov, str_prev, prev) < 0)
+            goto fail;
+        if (PyDict_SetItem(written, k, ov) < 0)
+            goto fail;
+        int plain = plain_value(new);
+        if (plain == 1)
+            plain = plain_value(prev);
+        if (plain < 0)
+            goto fail;
+        if ((plain ? PyDict_SetItem(committed, k, ov) : append_index(encode, i)) < 0)
+            goto fail;
+        PyObject *none = PyList_GET_ITEM(ret, i);
+        PyList_SET_ITEM(ret, i, new);  /* new's reference moves into ret */
+        Py_DECREF(none);
+        new = NULL;
+        goto next;
+    hand_back:
+        if (append_index(left, i) < 0)
+            goto fail;
+    next:
+        Py_CLEAR(ov);
+        Py_CLEAR(stx);
+        Py_CLEAR(scurr);
+        Py_CLEAR(sprev);
+        Py_CLEAR(k);
+        Py_CLEAR(arg);
+    }
+    return Py_BuildValue("(NNN)", ret, left, encode);
+fail:
+    Py_XDECREF(ov);
+    Py_XDECREF(new);
+    Py_XDECREF(stx);
+    Py_XDECREF(scurr);
+    Py_XDECREF(sprev);
+    Py_XDECREF(k);
+    Py_XDECREF(arg);
+    Py_XDECREF(ret);
+    Py_XDECREF(left);
+    Py_XDECREF(encode);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * CountingEmit(index, general): the emit of a Trident function whose every emit is counted by a
+ * fused grouped Count (squall.trident.processors._CountingCollector): one emit adds one to its
+ * group's count in ``groups`` (the group value at ``index`` of the emitted values, or of
+ * ``input`` when ``index`` < 0), without a Python frame. Anything else (another length than
+ * ``nvalues``, an iterable that is not a list or tuple, an unhashable group) goes to ``general``,
+ * the Python emit, which counts it or raises its error.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *groups;
+    PyObject *input;
+    PyObject *general;
+    Py_ssize_t index;
+    Py_ssize_t nvalues;
+} CountingEmit;
+
+static int
+CountingEmit_traverse(CountingEmit *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->groups);
+    Py_VISIT(self->input);
+    Py_VISIT(self->general);
+    return 0;
+}
+
+static int
+CountingEmit_clear(CountingEmit *self)
+{
+    Py_CLEAR(self->groups);
+    Py_CLEAR(self->input);
+    Py_CLEAR(self->general);
+    return 0;
+}
+
+static void
+CountingEmit_dealloc(CountingEmit *self)
+{
+    PyObject_GC_UnTrack(self);
+    CountingEmit_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+CountingEmit_call(CountingEmit *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "emit(values) takes one argument");
+        return NULL;
+    }
+    PyObject *values = args[0], *v = NULL, *groups = self->groups, *input = self->input;
+    if ((PyList_CheckExact(values) || PyTuple_CheckExact(values)) && Py_SIZE(values) == self->nvalues &&
+        groups != NULL && PyDict_CheckExact(groups)) {
+        Py_ssize_t i = self->index;
+        if (i >= 0) {
+            if (i < Py_SIZE(values))
+                v = PySequence_Fast_GET_ITEM(values, i);
+        }
+        else if (input != NULL && PyList_CheckExact(input) && -i <= PyList_GET_SIZE(input)) {
+            v = PyList_GET_ITEM(input, PyList_GET_SIZE(input) + i);
+        }
+    }
+    if (v != NULL) {
+        PyObject *group = PyTuple_Pack(1, v);
+        if (group == NULL)
+            return NULL;
+        Py_INCREF(groups);  /* a value's __eq__ (Python) may replace self->groups */
+        PyObject *old = PyDict_GetItemWithError(groups, group);
+        if (old == NULL && PyErr_Occurred()) {  /* unhashable: the general path raises its error */
+            PyErr_Clear();
+            Py_DECREF(group);
+            Py_DECREF(groups);
+            return PyObject_CallOneArg(self->general, values);
+        }
+        PyObject *n = old == NULL ? Py_NewRef(ONE) : PyNumber_Add(old, ONE);
+        int r = n == NULL ? -1 : PyDict_SetItem(groups, group, n);
+        Py_XDECREF(n);
+        Py_DECREF(group);
+        Py_DECREF(groups);
+        if (r < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    return PyObject_CallOneArg(self->general, values);
+}
+
+static PyObject *
+CountingEmit_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    Py_ssize_t index;
+    PyObject *general;
+    if (!PyArg_ParseTuple(args, "nO:CountingEmit", &index, &general))
+        return NULL;
+    CountingEmit *self = (CountingEmit *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = (vectorcallfunc)CountingEmit_call;
+    self->index = index;
+    self->nvalues = -1;
+    self->general = Py_NewRef(general);
+    self->groups = PyDict_New();
+    self->input = PyList_New(0);
+    if (self->groups == NULL || self->input == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static PyMemberDef CountingEmit_members[] = {
+    {"groups", T_OBJECT_EX, offsetof(CountingEmit, groups), 0, "The batch's counts: {(group value,): count}."},
+    {"input", T_OBJECT_EX, offsetof(CountingEmit, input), 0, "The values of the tuple the function is executing."},
+    {"general", T_OBJECT_EX, offsetof(CountingEmit, general), 0, "The Python emit, for every other case."},
+    {"index", T_PYSSIZET, offsetof(CountingEmit, index), 0, "The group value's index (< 0: in input)."},
+    {"nvalues", T_PYSSIZET, offsetof(CountingEmit, nvalues), 0, "The number of values an emit takes."},
+    {NULL}
+};
+
+static PyTypeObject CountingEmit_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "squall._speedups.CountingEmit",
+    .tp_basicsize = sizeof(CountingEmit),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "CountingEmit(index, general): emit(values) adds one to its group's count in groups.",
+    .tp_vectorcall_offset = offsetof(CountingEmit, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = CountingEmit_new,
+    .tp_members = CountingEmit_members,
+    .tp_traverse = (traverseproc)CountingEmit_traverse,
+    .tp_clear = (inquiry)CountingEmit_clear,
+    .tp_dealloc = (destructor)CountingEmit_dealloc,
+};
+
 static PyMethodDef speedups_functions[] = {
+    {"opaque_commit", (PyCFunction)(void (*)(void))opaque_commit, METH_FASTCALL,
+     "opaque_commit(committed, written, ks, args, curr_tx, combine, value_type): a grouped combiner's "
+     "commit into an opaque memory map: (new values, indices handed back, indices to encode)."},
     {"epoll_ready", (PyCFunction)(void (*)(void))epoll_ready, METH_FASTCALL,
      "epoll_ready(epoll): [(fd, events)] ready now (epoll_wait with timeout 0), keeping the GIL."},
     {"send_nb", (PyCFunction)(void (*)(void))send_nb, METH_FASTCALL,
@@ -3233,6 +3561,13 @@ PyInit__speedups(void)
     str_max_open = PyUnicode_InternFromString("max_open");
     str_close_sample = PyUnicode_InternFromString("close_sample");
     ACK_KIND = PyLong_FromLong(1);
+    str_curr_txid = PyUnicode_InternFromString("curr_txid");
+    str_curr = PyUnicode_InternFromString("curr");
+    str_prev = PyUnicode_InternFromString("prev");
+    str_base = PyUnicode_InternFromString("_base");
+    EMPTY_TUPLE = PyTuple_New(0);
+    if (!str_curr_txid || !str_curr || !str_prev || !str_base || !EMPTY_TUPLE)
+        return NULL;
     if (!str_left || !str_by_handle || !str_key_of || !str_open_samples || !str_freq || !str_gaps || !str_max_open || !str_close_sample)
         return NULL;
     if (!ZERO || !ONE || !MINUS_ONE || !DEFAULT_STREAM || !str_emit || !str_send_multi || !str_acks ||
@@ -3243,10 +3578,11 @@ PyInit__speedups(void)
         return NULL;
     PyTypeObject *types[] = {&IdSource_Type, &TupleBase_Type, &RouterBase_Type, &TaskStatsBase_Type, &SpoutExecutorBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
                              &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type,
-                             &BoltCollectorBase_Type, &NextChooser_Type, &StaleWatch_Type, &KeyStatsBase_Type};
+                             &BoltCollectorBase_Type, &NextChooser_Type, &StaleWatch_Type, &KeyStatsBase_Type,
+                             &CountingEmit_Type};
     const char *names[] = {"IdSource", "TupleBase", "RouterBase", "TaskStatsBase", "SpoutExecutorBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase",
                            "MemoChooser", "Sender", "SpoutCollectorBase",
-                           "BoltCollectorBase", "NextChooser", "StaleWatch", "KeyStatsBase"};
+                           "BoltCollectorBase", "NextChooser", "StaleWatch", "KeyStatsBase", "CountingEmit"};
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;

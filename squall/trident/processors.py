@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._fields import Fields
+from .._native import CountingEmit
 from .builtin import Count
 from .executor import BatchBody, BatchInfo, BatchOutput
 from .operation import (
@@ -183,32 +184,35 @@ class _Collector(TridentCollector):
 
 class _CountingCollector(_Collector):
     """The collector of a function whose every emit goes to a fused grouped `Count` (see
-    `_grouped_count`): an emit adds one to its group's count in the batch's ``groups`` (the
-    group field at ``index`` of ``[*input, *emitted]``) without making the appended tuple."""
+    `_grouped_count`): an emit adds one to its group's count in the batch's groups (the group
+    field at ``index`` of ``[*input, *emitted]``) without making the appended tuple. Its ``emit``
+    is a `squall._native.CountingEmit` (C when built), whose ``groups`` and ``input`` the
+    receiver sets per tuple; what it does not take goes to `_emit_general`."""
 
-    __slots__ = ("_index", "_nvalues", "groups")
+    __slots__ = ("_index", "emit")
 
     def __init__(self, proc: Processor, index: int, input_width: int) -> None:
         super().__init__(proc, append=True)
-        self.groups: dict = {}
         self._index = index - input_width  # < 0: the group field is one of the input's
-        self._nvalues = -1
+        self.emit = CountingEmit(self._index, self._emit_general)  # type: ignore[assignment]
 
     def wire(self) -> None:
         super().wire()
-        self._nvalues = self._width - len(self._proc.tctx.parent_fields[0])
+        self.emit.nvalues = self._width - len(self._proc.tctx.parent_fields[0])  # type: ignore[attr-defined]
 
-    def emit(self, values: list) -> None:
+    def _emit_general(self, values: Any) -> None:
+        counter: Any = self.emit
+        self.input = counter.input
         try:
             n = len(values)
         except TypeError:  # an iterable without a length, which the generic collector takes too
             values = list(values)
             n = len(values)
-        if n != self._nvalues:
-            super().emit(values)  # raises: the wrong number of values
+        if n != counter.nvalues:
+            _Collector.emit(self, values)  # raises: the wrong number of values
         i = self._index
         group = (values[i],) if i >= 0 else (self.input[i],)
-        groups = self.groups
+        groups = counter.groups
         try:
             groups[group] = groups.get(group, 0) + 1
         except TypeError:
@@ -257,8 +261,10 @@ class EachProcessor(_SingleParent):
             coll.wire()
             self._coll = coll
 
+            counter: Any = coll.emit
+
             def receive(batch: BatchInfo, values: list) -> None:
-                coll.batch, coll.input, coll.groups = batch, values, batch.state[key]
+                coll.batch, counter.input, counter.groups = batch, values, batch.state[key]
                 execute(view(values), coll)
 
             self._receive = receive  # type: ignore[method-assign]

@@ -307,10 +307,23 @@ class OpaqueMap(_TxidMap):
 
     def combine_partials(self, ks: list[Key], args: list[Any], agg: Any) -> list[Any]:
         """`multi_update` with `CombinerValueUpdater`s, inlined: per key one read, one
-        ``combine`` and one new `OpaqueValue` (the commit of a grouped combiner aggregate)."""
+        ``combine`` and one new `OpaqueValue` (the commit of a grouped combiner aggregate). A
+        backing map that can do this itself (``commit_opaque``: `MemoryMapState`'s) does the
+        keys it can, without a read or a write through its interface."""
         if type(self).multi_update is not OpaqueMap.multi_update:  # a subclass's own update runs
             return super().combine_partials(ks, args, agg)
         _check_pairs(ks, args, "partial aggregates")
+        backing = self.backing
+        commit = getattr(backing.delegate, "commit_opaque", None)
+        if commit is None:
+            return self._combine(ks, args, agg)
+        ret, left = commit(backing.written, ks, args, self.curr_tx, agg)
+        if left:
+            for i, new in zip(left, self._combine([ks[i] for i in left], [args[i] for i in left], agg)):
+                ret[i] = new
+        return ret
+
+    def _combine(self, ks: list[Key], args: list[Any], agg: Any) -> list[Any]:
         backing = self.backing
         keys = backing.delegate_keys(ks)
         stored_vals = _get(backing.delegate, keys)

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
+from ..._native import PLAIN_KEY_TYPES, PLAIN_VALUE_TYPES, opaque_commit, plain_value
 from ...state._kv import MemoryStore, StateCodec
 from ...state._names import state_home, topology_of
 from .api import IBackingMap, ITupleCollection, RemovableMapState, State, StateFactory
@@ -51,19 +52,9 @@ def _store(conf: Mapping[str, Any], context: Any, namespace: str) -> MemoryStore
         return s
 
 
-_PLAIN_KEY_TYPES = frozenset({str, bytes, int})
-"""Key parts kept as they are: no two of different encodings are equal (1 and 1.0 and True are
-equal in Python and distinct encoded, so floats and bools keep their encoding)."""
-
-_PLAIN_VALUE_TYPES = frozenset({str, bytes, int, float, bool, complex, type(None)})
-"""Values that cannot change: reading one back needs no copy."""
-
-
-def _plain_value(value: Any) -> bool:
-    t = type(value)
-    if t in _PLAIN_VALUE_TYPES:
-        return True
-    return t is tuple and all(_plain_value(v) for v in value)
+_PLAIN_KEY_TYPES = PLAIN_KEY_TYPES
+_PLAIN_VALUE_TYPES = PLAIN_VALUE_TYPES
+_plain_value = plain_value
 
 
 class _MemoryBacking(IBackingMap, ITupleCollection):
@@ -114,6 +105,25 @@ class _MemoryBacking(IBackingMap, ITupleCollection):
         store = self.store
         with store.lock:  # MemoryStore.apply without its per-key test for a deletion (none here)
             store.committed.update(changes)
+
+    def commit_opaque(self, written: dict[tuple, Any], ks: list[tuple], args: list[Any], curr_tx: int | None,
+                      agg: Any) -> tuple[list[Any], list[int]]:
+        """`OpaqueMap.combine_partials` of the keys it can do here, without a read or a write
+        through this map's interface (`squall._native.opaque_commit`, in C when built): the new
+        values, and the indices of the keys left to the caller (None in the values), whose key
+        or stored value is kept encoded. ``written`` is the map's batch's writes
+        (`_BatchReads.written`), which this adds to as its ``multi_put`` would."""
+        from ..builtin import Count  # the builtins import this package
+
+        store = self.store
+        with store.lock:  # a restarted task may overlap its dying predecessor (MemoryStore)
+            ret, left, encode = opaque_commit(store.committed, written, ks, args, curr_tx,
+                                              None if type(agg) is Count else agg.combine, OpaqueValue)
+        if encode:  # a value that can change is stored serialized (the module docstring)
+            changes = {k: self.codec.value(list(k), written[k].to_list()) for k in (ks[i] for i in encode)}
+            with store.lock:
+                store.committed.update(changes)
+        return ret, left
 
     def multi_remove(self, keys: Sequence[Sequence[Any]]) -> None:
         # a plain key is a tuple in this store (see _key); apply() is typed for a KeyValueState's bytes

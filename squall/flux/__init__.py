@@ -17,11 +17,12 @@ from pathlib import Path
 
 from .builder import FluxTopology, build
 from .details import describe
-from .model import FluxError, TopologyDef, Where
+from .model import FluxError, TopologyDef
 from .parser import Filters, find_resource, parse_file
 from .substitution import read_properties
 
-__all__ = ["FluxError", "FluxTopology", "TopologyDef", "describe", "is_flux_file", "load", "read"]
+__all__ = ["FluxError", "FluxTopology", "TopologyDef", "build", "describe", "is_flux_file", "load", "read",
+           "resource_path"]
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -60,5 +61,5 @@ def resource_path(name: str) -> Path:
     """``-R``: the Flux file ``name`` found under the ``sys.path`` entries (Flux's classpath resource)."""
     found = find_resource(name)
     if found is None:
-        raise FluxError(Where(name, 0, "").file, "no such resource on sys.path (-R/--resource)")
+        raise FluxError(name, "no such resource on sys.path (-R/--resource)")
     return found

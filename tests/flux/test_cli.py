@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from squall.cli import main
-from squall.cli._flux import FluxOptions, FluxRun
+from squall.cli._flux import FluxOptions, FluxRun, sleep_seconds
+from squall.cli._options import UserError
 
 from .conftest import FILES
 
@@ -121,3 +122,15 @@ def test_inactive_is_refused_by_jar(capsys):
     assert "-i/--inactive: squall jar submits active" in capsys.readouterr().err
 
 
+
+
+def test_sleep_is_squall_locals_ttl_in_milliseconds():
+    assert sleep_seconds(FluxOptions(sleep="1500")) == 1.5
+    assert sleep_seconds(FluxOptions()) is None
+    for bad in ("0", "-3", "soon"):
+        try:
+            sleep_seconds(FluxOptions(sleep=bad))
+        except UserError as e:
+            assert f"--sleep: expected a positive number of milliseconds, got {bad!r}" == str(e)
+        else:
+            raise AssertionError(f"--sleep {bad} was taken")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import random
 import threading
 from collections.abc import Callable, Sequence
@@ -86,8 +87,12 @@ class ShellBolt(ShellComponent, Bolt):
             ``prepare``.
         output_fields: the fields of the default stream (a list or `Fields`); None declares
             nothing: subclass and override ``declare_output_fields`` for other streams.
-        cwd: the subprocess's working directory (None: the worker's).
+        cwd: the subprocess's working directory (None: the worker's, or its resources'; relative:
+            inside its resources).
         env: environment variables for it, added to the worker's (``PATH`` is appended).
+        resources: a directory whose files travel with the topology to every worker, as a jar's
+            ``resources/`` in Storm: each task's subprocess runs in a copy of it (read where the
+            component is made, at most 64 MB; permission bits kept).
 
     ``topology.multilang.serializer`` picks the wire (JSON or MessagePack). The bolt's tasks
     each run on their own thread (its component configuration sets
@@ -98,8 +103,9 @@ class ShellBolt(ShellComponent, Bolt):
     squall_fail_fast = True  # its faults crash the worker, as Storm's ShellBolt halts it (see the module docstring)
 
     def __init__(self, command: Sequence[str], output_fields: Sequence[str] | Fields | None = None, *,
-                 cwd: str | None = None, env: dict[str, str] | None = None) -> None:
-        super().__init__(command, output_fields, cwd=cwd, env=env)
+                 cwd: str | None = None, env: dict[str, str] | None = None,
+                 resources: str | os.PathLike | None = None) -> None:
+        super().__init__(command, output_fields, cwd=cwd, env=env, resources=resources)
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         """Start the subprocess (handshake with the configuration, context and pid directory)

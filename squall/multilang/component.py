@@ -4,6 +4,7 @@ start, and the commands both kinds of subprocess may send (``log``, ``error``, `
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ from .._config import Config, conf_value
 from .._fields import Fields
 from .messages import ProtocolError, ShellMsg
 from .process import ShellProcess
+from .resources import pack, unpack
 from .serializer import serializer_for
 
 log = logging.getLogger("squall.multilang")
@@ -36,8 +38,10 @@ class ShellComponent:
     kind = "Shell component"
 
     def __init__(self, command: Sequence[str], output_fields: Sequence[str] | Fields | None = None, *,
-                 cwd: str | None = None, env: dict[str, str] | None = None) -> None:
+                 cwd: str | None = None, env: dict[str, str] | None = None,
+                 resources: str | os.PathLike | None = None) -> None:
         self.command = checked_command(command, type(self).__name__)
+        self.resources = None if resources is None else pack(resources, f"{type(self).__name__} {self.command}")
         self.output_fields = None if output_fields is None else (
             output_fields if isinstance(output_fields, Fields) else Fields(list(output_fields)))
         self.cwd = cwd
@@ -59,7 +63,11 @@ class ShellComponent:
     def _launch(self, conf: dict[str, Any], context: Any) -> ShellProcess:
         where = f"{self.kind} [{context.get_this_component_id()}] task {context.get_this_task_id()}"
         self._timeout = float(subprocess_timeout(conf))
-        process = ShellProcess(self.command, serializer_for(conf, where), where, self.cwd, self.env)
+        cwd, owned = self.cwd, None
+        if self.resources is not None:  # a directory of its own, as Storm's code directory, unless cwd says otherwise
+            owned = unpack(self.resources, f"squall-multilang-{context.get_this_component_id()}-")
+            cwd = os.path.join(owned, cwd) if cwd else owned
+        process = ShellProcess(self.command, serializer_for(conf, where), where, cwd, self.env, owned)
         pid = process.launch(conf, context, self._timeout)
         log.info("%s: launched subprocess %s with pid %s", where, self.command, pid)
         self._process = process

@@ -50,10 +50,11 @@ class ShellProcess:
         cwd: its working directory (None: the worker's).
         env: variables added to the worker's environment (a ``PATH`` is appended to the
             worker's, as Storm's ``setEnv`` does).
+        owned_dir: a directory made for this subprocess alone (its resources), removed with it.
     """
 
     def __init__(self, command: Sequence[str], serializer: JsonSerializer | MsgpackSerializer, where: str,
-                 cwd: str | None = None, env: Mapping[str, str] | None = None) -> None:
+                 cwd: str | None = None, env: Mapping[str, str] | None = None, owned_dir: str | None = None) -> None:
         self.command = list(command)
         self.serializer = serializer
         self.where = where
@@ -65,7 +66,7 @@ class ShellProcess:
         self._write_lock = threading.Lock()
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._stderr_thread: threading.Thread | None = None
-        self._pid_dir: str | None = None
+        self._dirs = [owned_dir] if owned_dir else []  # removed when it ends: its resources, its pid directory
         self._eof = False
         self.killed_because = ""  # set by `kill`: why squall ended it, for the error that follows
 
@@ -82,18 +83,19 @@ class ShellProcess:
             env = dict(os.environ)
             for k, v in self.env.items():
                 env[k] = f"{env['PATH']}{os.pathsep}{v}" if k == "PATH" and env.get("PATH") else v
-        self._pid_dir = tempfile.mkdtemp(prefix="squall-multilang-pids-")
+        pid_dir = tempfile.mkdtemp(prefix="squall-multilang-pids-")
+        self._dirs.append(pid_dir)
         try:
             self._proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, cwd=self.cwd, env=env)
         except OSError as e:
-            self._remove_pid_dir()
+            self._remove_dirs()
             raise MultilangError(f"{self.where}: cannot start {self.command} "
                                  f"(in {self.cwd or os.getcwd()}): {e.strerror or e}") from None
         self._stderr_thread = threading.Thread(target=self._log_stderr, name=f"{self.where} stderr", daemon=True)
         self._stderr_thread.start()
         try:
-            self.write(setup_message(conf, context, self._pid_dir))
+            self.write(setup_message(conf, context, pid_dir))
             answer = self.read_raw(timeout)
         except SubprocessTimeout:
             self.kill("it did not answer the handshake")
@@ -182,7 +184,7 @@ class ShellProcess:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 log.warning("%s: subprocess %s did not end after SIGKILL", self.where, proc.pid)
-        self._remove_pid_dir()
+        self._remove_dirs()
 
     def close(self) -> None:
         """End the subprocess on a clean shutdown: close its input (a multilang library exits
@@ -244,10 +246,9 @@ class ShellProcess:
             self._stderr.append(line)
             log.info("%s stderr: %s", self.where, line)
 
-    def _remove_pid_dir(self) -> None:
-        if self._pid_dir is not None:
-            shutil.rmtree(self._pid_dir, ignore_errors=True)
-            self._pid_dir = None
+    def _remove_dirs(self) -> None:
+        while self._dirs:
+            shutil.rmtree(self._dirs.pop(), ignore_errors=True)
 
 
 def _signal_name(number: int) -> str:

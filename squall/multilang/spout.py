@@ -11,6 +11,7 @@ replays (its own pending list, a queue's unacknowledged messages) sends again wh
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,8 +35,12 @@ class ShellSpout(ShellComponent, Spout):
             ``open``.
         output_fields: the fields of the default stream (a list or `Fields`); None declares
             nothing: subclass and override ``declare_output_fields`` for other streams.
-        cwd: the subprocess's working directory (None: the worker's).
+        cwd: the subprocess's working directory (None: the worker's, or its resources'; relative:
+            inside its resources).
         env: environment variables for it, added to the worker's (``PATH`` is appended).
+        resources: a directory whose files travel with the topology to every worker, as a jar's
+            ``resources/`` in Storm: each task's subprocess runs in a copy of it (read where the
+            component is made, at most 64 MB; permission bits kept).
 
     Like every spout, ``next_tuple`` is called by squall only while the spout is under
     ``topology.max.spout.pending``; the subprocess should sleep a little before its ``sync``
@@ -45,8 +50,9 @@ class ShellSpout(ShellComponent, Spout):
     kind = "ShellSpout"
 
     def __init__(self, command: Sequence[str], output_fields: Sequence[str] | Fields | None = None, *,
-                 cwd: str | None = None, env: dict[str, str] | None = None) -> None:
-        super().__init__(command, output_fields, cwd=cwd, env=env)
+                 cwd: str | None = None, env: dict[str, str] | None = None,
+                 resources: str | os.PathLike | None = None) -> None:
+        super().__init__(command, output_fields, cwd=cwd, env=env, resources=resources)
 
     def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         """Start the subprocess (handshake with the configuration, context and pid directory).

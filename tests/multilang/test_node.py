@@ -6,8 +6,10 @@ component registered."""
 from __future__ import annotations
 
 import collections
+import os
 import re
 import shutil
+import tempfile
 import threading
 from pathlib import Path
 
@@ -64,8 +66,9 @@ def test_a_node_bolt_speaking_the_protocol_splits_every_sentence_and_every_word_
     feed.set_ack_fail_delegate(tracker)
     b = TopologyBuilder()
     b.set_spout("feed", feed)
-    b.set_bolt("split", NodeSplitter([NODE, "splitter.js"], ["word"], cwd=str(HERE)), 2).shuffle_grouping("feed")
-    b.set_bolt("count", CountWords()).shuffle_grouping("split")
+    # resources: node/ travels with the topology, and each task's subprocess runs in a copy of it
+    b.set_bolt("split-node", NodeSplitter([NODE, "splitter.js"], ["word"], resources=HERE), 2).shuffle_grouping("feed")
+    b.set_bolt("count", CountWords()).shuffle_grouping("split-node")
     with LocalCluster() as cluster:
         cluster.submit_topology("node", Config(), b.create_topology())
         for i in range(SENTENCES):
@@ -77,7 +80,9 @@ def test_a_node_bolt_speaking_the_protocol_splits_every_sentence_and_every_word_
     assert WORDS == collections.Counter({"a": SENTENCES, "node": SENTENCES, "said": SENTENCES,
                                          **{str(i): 1 for i in range(SENTENCES)}})
     assert sorted(REPORTED) == [4] * SENTENCES
+    # the copies of its resources went with the subprocesses
+    assert not [d for d in os.listdir(tempfile.gettempdir()) if d.startswith("squall-multilang-split-node-")]
     # its "log" command, in the worker's log: each task's subprocess got that task's context
-    logged = [re.fullmatch(r"ShellLog ShellBolt \[split\] task (\d+) pid \d+: splitter split task (\d+) ready",
+    logged = [re.fullmatch(r"ShellLog ShellBolt \[split-node\] task (\d+) pid \d+: splitter split-node task (\d+) ready",
                            r.getMessage()) for r in caplog.records if "ShellLog" in r.getMessage()]
     assert len(logged) == 2 and all(m and m[1] == m[2] for m in logged)

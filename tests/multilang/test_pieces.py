@@ -1,0 +1,59 @@
+"""The pieces of the shell components that need no subprocess: the bolt's pending writes
+(``topology.shellbolt.max.pending``) and the resources that travel with a component."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from squall import ShellBolt
+from squall.multilang import resources
+from squall.multilang.bolt import PendingWrites
+from squall.multilang.resources import unpack
+
+
+def test_pending_writes_hold_at_most_max_pending_tuples_and_send_task_ids_and_heartbeats_first():
+    q = PendingWrites(2)
+    assert q.put(b"t1", 0) and q.put(b"t2", 0)
+    assert not q.put(b"t3", 0)  # full: execute waits (here: gives up at once)
+    q.put_first([4, 5])  # never held back: the subprocess may be waiting for it
+    q.put_first({"stream": "__heartbeat"})
+    assert [q.take(0) for _ in range(4)] == [[4, 5], {"stream": "__heartbeat"}, b"t1", b"t2"]
+    assert q.take(0) is None
+    assert q.put(b"t3", 0)  # room again
+
+
+def test_resources_travel_inside_the_component_with_their_modes(tmp_path):
+    src = tmp_path / "resources"
+    (src / "lib").mkdir(parents=True)
+    (src / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (src / "run.sh").chmod(0o755)
+    (src / "lib" / "words.txt").write_text("a b c")
+    (src / "__pycache__").mkdir()
+    (src / "__pycache__" / "x.pyc").write_bytes(b"\0")
+
+    bolt = pickle.loads(pickle.dumps(ShellBolt(["./run.sh"], ["w"], resources=src)))
+    (src / "run.sh").unlink()  # read where the component was made, not where it runs
+    copy = unpack(bolt.resources, "squall-test-resources-")
+    try:
+        assert sorted(os.path.relpath(os.path.join(d, f), copy) for d, _, fs in os.walk(copy) for f in fs) == [
+            "lib/words.txt", "run.sh"]
+        assert stat.S_IMODE(os.stat(os.path.join(copy, "run.sh")).st_mode) == 0o755
+        assert Path(copy, "lib", "words.txt").read_text() == "a b c"
+    finally:
+        shutil.rmtree(copy)
+
+
+def test_resources_that_are_not_a_directory_or_too_large_are_named(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match=r"ShellBolt \['node', 'x.js'\]: resources '.*nowhere' is not a directory"):
+        ShellBolt(["node", "x.js"], resources=tmp_path / "nowhere")
+    (tmp_path / "big").mkdir()
+    (tmp_path / "big" / "f").write_bytes(b"x" * 10)
+    monkeypatch.setattr(resources, "MAX_RESOURCE_BYTES", 5)
+    with pytest.raises(ValueError, match="ShellBolt: resources '.*big' hold more than 0 MB"):
+        resources.pack(tmp_path / "big", "ShellBolt")

@@ -30,6 +30,8 @@ JAVA_CLASSES = {
     "org.apache.storm.task.ShellBolt": "squall.flux.shell.FluxShellBolt",
     "org.apache.storm.spout.ShellSpout": "squall.flux.shell.FluxShellSpout",
     "org.apache.storm.flux.wrappers.bolts.LogInfoBolt": "squall.flux.wrappers.LogInfoBolt",
+    "org.apache.storm.topology.base.BaseWindowedBolt$Count": "squall.windowing.Count",
+    "org.apache.storm.topology.base.BaseWindowedBolt$Duration": "squall.windowing.Duration",
 }
 
 
@@ -70,8 +72,9 @@ def _config(definition: TopologyDef) -> dict[str, Any]:
 
 # --- objects ------------------------------------------------------------------------------------------
 def find_class(name: str, where: Where) -> Any:
-    """The class (or any attribute) ``module.Name`` names, importing the longest module prefix."""
-    target = JAVA_CLASSES.get(name, name)
+    """The class (or any attribute) ``module.Name`` names, importing the longest module prefix;
+    Java's ``Outer$Inner`` is read as ``Outer.Inner``."""
+    target = JAVA_CLASSES.get(name, name).replace("$", ".")
     parts = target.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         module_name = ".".join(parts[:cut])

@@ -123,3 +123,19 @@ def test_a_flux_shell_bolt_runs_a_multilang_subprocess(cluster):
     fw = run(cluster, loaded, "shell", sentences)
 
     assert fw.COUNTS["shell"] == words(sentences)
+
+
+def test_storms_windowing_example_gives_count_windows_by_ref_to_a_config_method(cluster):
+    import flux_words
+    loaded = flux.load(FILES / "windowing.yaml")
+    flux_words.reset("windowing")
+    flux_words.WINDOWS.pop("windowing", None)
+    cluster.submit_topology(loaded.name, loaded.conf, loaded.topology)
+    try:
+        # a window of the last 5 every 3 tuples: 4 windows for 12 tuples (the last ones stay in
+        # the window, unacked, until later tuples push them out)
+        assert wait_until(lambda: len(flux_words.WINDOWS.get("windowing", [])) == 4, 30)
+    finally:
+        cluster.kill_topology(loaded.name, wait_secs=0)
+    w = [f"w{i}" for i in range(1, 13)]
+    assert flux_words.WINDOWS["windowing"] == [w[0:3], w[1:6], w[4:9], w[7:12]]

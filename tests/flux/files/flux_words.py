@@ -8,7 +8,16 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from squall import BasicBolt, Bolt, CustomStreamGrouping, Fields, Spout, StormTopology, TopologyBuilder
+from squall import (
+    BaseWindowedBolt,
+    BasicBolt,
+    Bolt,
+    CustomStreamGrouping,
+    Fields,
+    Spout,
+    StormTopology,
+    TopologyBuilder,
+)
 
 _lock = threading.RLock()
 COUNTS: dict[str, Counter] = {}
@@ -152,3 +161,18 @@ class ExistingTopology:
         builder.set_bolt("split", SplitSentence(), 2).shuffle_grouping("spout")
         builder.set_bolt("count", WordCounter(self.sink), 2).fields_grouping("split", ["word"])
         return builder.create_topology()
+
+
+WINDOWS: dict[str, list] = {}
+
+
+class WindowSizes(BaseWindowedBolt):
+    """Storm's flux-examples TestWindowBolt: records the size of each window it is given."""
+
+    def __init__(self, sink):
+        super().__init__()
+        self.sink = sink
+
+    def execute(self, window):
+        with _lock:
+            WINDOWS.setdefault(self.sink, []).append([t.get_value(0) for t in window.get()])

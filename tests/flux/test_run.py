@@ -125,6 +125,20 @@ def test_a_flux_shell_bolt_runs_a_multilang_subprocess(cluster):
     assert fw.COUNTS["shell"] == words(sentences)
 
 
+def test_a_flux_shell_spout_feeds_a_python_bolt(cluster):
+    pytest.importorskip("squall.multilang")
+    import flux_words
+    loaded = flux.load(FILES / "shell_spout.yaml", env_filter=True,
+                       environ={"PYTHON": shutil.which("python3") or sys.executable, "FLUX_FILES": str(FILES)})
+    flux_words.reset("shell-spout")
+    cluster.submit_topology(loaded.name, loaded.conf, loaded.topology)
+    try:  # the acks go back to the subprocess: the words counted are what the test can see
+        assert wait_until(lambda: sum(flux_words.COUNTS["shell-spout"].values()) == 6, 30)
+    finally:
+        cluster.kill_topology(loaded.name, wait_secs=0)
+    assert flux_words.COUNTS["shell-spout"] == Counter({"blue": 3, "green": 2, "red": 1})
+
+
 def test_storms_windowing_example_gives_count_windows_by_ref_to_a_config_method(cluster):
     import flux_words
     loaded = flux.load(FILES / "windowing.yaml")

@@ -11,6 +11,7 @@ short functions over the Python API:
 - `squall.cli._drpc`: ``drpc`` (Storm's DRPC server; also started by ``nimbus``);
 - `squall.cli._errors_verb`: ``get-errors`` (each component's last error, through the master's ``info``);
 - `squall.cli._topology_file`: finding the topology in FILE (``local`` and ``jar``);
+- `squall.cli._flux`: Flux's options and a Flux FILE.yaml's topology (``local`` and ``jar``; `squall.flux`);
 - `squall.cli._options`: ``-c``/``--config`` as configuration, the user error, argparse types.
 
 Every verb shares ``--config FILE`` (a ``squall.yaml`` to use as the cluster configuration),

@@ -18,7 +18,7 @@ from squall import Bolt, Config, Fields, LocalCluster, ShellBolt, ShellSpout, Sp
 from ..conftest import processes_mentioning, wait_until
 
 HERE = Path(__file__).parent
-FAULTY = HERE / "faulty"
+BARE = HERE / "bare"  # components written without a library, most of them faulty
 
 _LOCK = threading.Lock()
 SOURCE = {"todo": collections.deque(), "in_flight": set(), "emitted": collections.Counter(),
@@ -134,7 +134,7 @@ def test_a_subprocess_that_stops_answering_heartbeats_is_a_fault_of_its_worker()
     conf = Config()
     conf[Config.TOPOLOGY_SUBPROCESS_TIMEOUT_SECS] = 1
     marker = f"silent-{os.getpid()}"
-    error = _run_until_error("silent", ShellBolt([sys.executable, "silent.py", marker], cwd=str(FAULTY)), conf)
+    error = _run_until_error("silent", ShellBolt([sys.executable, "silent.py", marker], cwd=str(BARE)), conf)
 
     assert error["fatal"]
     assert error["error"].startswith("MultilangError: ShellBolt [bad] task ")
@@ -148,7 +148,7 @@ def test_a_spout_subprocess_that_does_not_sync_is_a_fault_of_its_worker():
     conf[Config.TOPOLOGY_SUBPROCESS_TIMEOUT_SECS] = 1
     marker = f"silent-spout-{os.getpid()}"
     b = TopologyBuilder()
-    b.set_spout("bad", ShellSpout([sys.executable, "silent.py", marker], ["x"], cwd=str(FAULTY)))
+    b.set_spout("bad", ShellSpout([sys.executable, "silent.py", marker], ["x"], cwd=str(BARE)))
     with LocalCluster() as cluster:
         cluster.submit_topology("nosync", conf, b.create_topology())
         assert wait_until(lambda: cluster.get_topology_info("nosync")["errors"], 30)
@@ -160,7 +160,7 @@ def test_a_spout_subprocess_that_does_not_sync_is_a_fault_of_its_worker():
 
 
 def test_a_malformed_message_is_an_error_naming_the_component_and_what_was_wrong():
-    error = _run_until_error("garbage", ShellBolt([sys.executable, "garbage.py"], cwd=str(FAULTY)))
+    error = _run_until_error("garbage", ShellBolt([sys.executable, "garbage.py"], cwd=str(BARE)))
 
     assert error["fatal"]
     first = error["error"].splitlines()[0]
@@ -172,7 +172,7 @@ def test_a_malformed_message_is_an_error_naming_the_component_and_what_was_wrong
 
 def test_a_spout_subprocess_that_raises_shows_its_own_traceback_in_the_error():
     b = TopologyBuilder()
-    b.set_spout("bad", ShellSpout([sys.executable, "dies.py"], ["x"], cwd=str(FAULTY)))
+    b.set_spout("bad", ShellSpout([sys.executable, "dies.py"], ["x"], cwd=str(BARE)))
     with LocalCluster() as cluster:
         cluster.submit_topology("dies", Config(), b.create_topology())
         assert wait_until(lambda: cluster.get_topology_info("dies")["errors"], 30)

@@ -1,4 +1,4 @@
-"""The handshake every faulty component here makes before it misbehaves (Storm's JSON wire)."""
+"""The handshake every component here makes first (Storm's JSON wire, no library)."""
 
 import json
 import os

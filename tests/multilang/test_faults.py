@@ -87,7 +87,7 @@ def test_a_subprocess_killed_mid_run_restarts_its_worker_and_every_spout_tuple_i
     hold = tmp_path / "held-by-pid"
     b = TopologyBuilder()
     b.set_spout("source", ReplayingSource())
-    b.set_bolt("split", ShellBolt([sys.executable, "hold.py"], ["word"], cwd=str(HERE / "pystorm"))) \
+    b.set_bolt("split", ShellBolt([sys.executable, "hold.py"], ["word"], cwd=str(HERE / "with_pystorm"))) \
         .shuffle_grouping("source")
     b.set_bolt("count", CountWords()).shuffle_grouping("split")
     conf = Config()

@@ -17,7 +17,7 @@ from ..conftest import wait_until
 
 pytest.importorskip("pystorm")
 
-HERE = Path(__file__).parent / "pystorm"
+HERE = Path(__file__).parent / "with_pystorm"
 SENTENCES = 60
 
 WORDS: collections.Counter = collections.Counter()

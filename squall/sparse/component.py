@@ -63,20 +63,14 @@ class _Wire:
     """pystorm's serializer in process (the module docstring): ``send_message`` hands each
     command to ``handle``; ``read_message`` pops what the executor queued with ``push``."""
 
-    def __init__(self, handle: Callable[[dict[str, Any]], None], where: str) -> None:
+    def __init__(self, handle: Callable[[dict[str, Any]], None]) -> None:
         self.send_message = handle
-        self._inbox: collections.deque[Any] = collections.deque()
-        self.push = self._inbox.append
-        self._where = where
+        inbox: collections.deque[Any] = collections.deque()
+        self.push = inbox.append
+        # what pystorm reads next: a command or tuple dict, or a list of task ids (IndexError
+        # if it reads what was never queued: pystorm's read_message called outside _run)
+        self.read_message = inbox.popleft
         self.input_stream = self.output_stream = None  # pystorm compares output_stream to sys.stdout
-
-    def read_message(self) -> Any:
-        """What pystorm reads next: a command or tuple dict, or a list of task ids."""
-        try:
-            return self._inbox.popleft()
-        except IndexError:
-            raise SparseComponentError(f"{self._where} read a message when none was sent (pystorm's "
-                                       f"read_message outside _run)") from None
 
 
 def _construct(cls: type) -> Any:
@@ -163,7 +157,7 @@ class _Hosted:
 
     def _new_instance(self) -> None:
         self.obj = obj = _construct(self.component_cls)
-        self.wire = _Wire(self._message, self._where)
+        self.wire = _Wire(self._message)
         obj.serializer = self.wire
         _set_up(obj, self._conf, self._storm_context)
         obj.initialize(self._conf, self._storm_context)
@@ -179,21 +173,20 @@ class _Hosted:
             return
         self._running = True
         try:
-            self._run_one(command)
-            while self._deferred:
-                self._run_one(self._deferred.pop(0))
+            while True:
+                obj = self.obj
+                self.wire.push(command)
+                try:
+                    obj._run()
+                except Exception as e:  # noqa: BLE001 (pystorm's run(): any exception of the component's)
+                    self._raised(obj, e)
+                    if self._restart_due:
+                        self._restart()
+                if not self._deferred:
+                    return
+                command = self._deferred.pop(0)
         finally:
             self._running = False
-
-    def _run_one(self, command: dict[str, Any]) -> None:
-        obj = self.obj
-        self.wire.push(command)
-        try:
-            obj._run()
-        except Exception as e:  # noqa: BLE001 (pystorm's run(): any exception of the component's)
-            self._raised(obj, e)
-            if self._restart_due:
-                self._restart()
 
     def _raised(self, obj: Any, error: Exception) -> None:
         """pystorm's ``run()`` on an exception: log it, let the component handle it (report,
@@ -225,8 +218,8 @@ class _Hosted:
         command = msg.get("command")
         if command == "emit":
             self._emit(msg)
-        elif command == "sync":
-            return
+        elif command in ("ack", "fail", "sync"):
+            self._command(command, msg)
         elif command == "log":
             self._logs.log(_STORM_LEVELS.get(msg.get("level", 2), logging.INFO), "%s", msg.get("msg"))
         elif command == "error":
@@ -246,7 +239,9 @@ class _Hosted:
         raise NotImplementedError
 
     def _command(self, command: Any, msg: dict[str, Any]) -> None:
-        raise SparseComponentError(f"{self._where} sent an unknown command {command!r}")
+        """``ack``, ``fail``, ``sync`` and what else a kind of component may send."""
+        if command != "sync":
+            raise SparseComponentError(f"{self._where} sent an unknown command {command!r}")
 
 
 class SparseSpout(_Hosted, Spout):
@@ -353,16 +348,17 @@ class SparseBolt(_Hosted, Bolt):
     def _collector(self) -> OutputCollector:
         return self.collector
 
-    def _input(self, tid: Any, verb: str) -> Tuple:
-        tup = self._inputs.pop(tid, None) if verb != "anchored onto" else self._inputs.get(tid)
-        if tup is None:
-            raise SparseComponentError(f"{self._where} {verb} tuple id {tid!r}, which is unknown or already "
-                                       f"acked or failed")
-        return tup
+    def _unknown(self, tid: Any, verb: str) -> SparseComponentError:
+        return SparseComponentError(f"{self._where} {verb} tuple id {tid!r}, which is unknown or already "
+                                    f"acked or failed")
 
     def _emit(self, msg: dict[str, Any]) -> None:
         values, stream = list(msg["tuple"]), msg.get("stream") or DEFAULT_STREAM
-        anchors = [self._input(a, "anchored onto") for a in msg.get("anchors") or ()]
+        inputs = self._inputs
+        try:
+            anchors = [inputs[a] for a in msg.get("anchors") or ()]
+        except KeyError as e:
+            raise self._unknown(e.args[0], "anchored onto") from None
         task = msg.get("task")
         if task is not None:
             self.collector.emit_direct(task, values, anchors, stream)
@@ -372,9 +368,10 @@ class SparseBolt(_Hosted, Bolt):
             self.wire.push(list(tasks))
 
     def _command(self, command: Any, msg: dict[str, Any]) -> None:
-        if command == "ack":
-            self.collector.ack(self._input(msg.get("id"), "acked"))
-        elif command == "fail":
-            self.collector.fail(self._input(msg.get("id"), "failed"))
-        else:
-            super()._command(command, msg)
+        if command == "sync":
+            return
+        tid = msg.get("id")
+        tup = self._inputs.pop(tid, None) if isinstance(tid, str) else None
+        if tup is None:
+            raise self._unknown(tid, f"{command}ed")
+        (self.collector.ack if command == "ack" else self.collector.fail)(tup)

@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 rec = run_native(args.n, acking, directory, args.timeout)
             else:
                 rec = run_sparse(args.n, acking, mode == "multilang", directory, args.timeout)
-            if records.get("native"):
+            if mode != "native" and records.get("native"):
                 rec["ratio_to_native"] = round(rec["sentences_per_s"] / records["native"][-1]["sentences_per_s"], 4)
             records[mode].append(rec)
             harness.emit_record(rec, None if args.no_save else RESULTS)

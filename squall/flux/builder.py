@@ -11,7 +11,9 @@ import inspect
 import logging
 import re
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .._config import validate
@@ -46,16 +48,29 @@ class FluxTopology:
     definition: TopologyDef
 
 
+_directory: ContextVar[str] = ContextVar("squall_flux_directory", default=".")
+
+
+def flux_directory() -> Path:
+    """The directory of the Flux file being built (while `build` runs; else the current one):
+    where a relative path the file gives starts, as a jar's resources are found in the jar."""
+    return Path(_directory.get())
+
+
 def build(definition: TopologyDef) -> FluxTopology:
     """Build ``definition``'s topology (Flux's ``buildConfig`` and ``buildTopology``)."""
     conf = _config(definition)
-    components: dict[str, Any] = {}
-    for bean in definition.components.values():
-        components[bean.id] = make(bean, components)
-    if definition.topology_source is not None:
-        topology = _from_source(definition, conf, components)
-    else:
-        topology = _wire(definition, components)
+    token = _directory.set(definition.directory)
+    try:
+        components: dict[str, Any] = {}
+        for bean in definition.components.values():
+            components[bean.id] = make(bean, components)
+        if definition.topology_source is not None:
+            topology = _from_source(definition, conf, components)
+        else:
+            topology = _wire(definition, components)
+    finally:
+        _directory.reset(token)
     return FluxTopology(definition.name, conf, topology, definition)
 
 

@@ -151,6 +151,7 @@ class TopologyDef:
     keyed by id in the order they were declared (an include that overrides one keeps its place)."""
 
     file: str
+    directory: str = "."  # the file's directory: where relative paths in it start (a shell component's resources)
     name: str | None = None
     name_where: Where | None = None
     config: dict[str, Any] = field(default_factory=dict)

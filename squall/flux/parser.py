@@ -55,7 +55,7 @@ def parse_file(path: Path, filters: Filters, *, includes: bool = True) -> Topolo
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise FluxError(str(path), f"cannot read the Flux file: {e.strerror or e}") from e
-    topology = parse_text(text, path.name, filters)
+    topology = dataclasses.replace(parse_text(text, path.name, filters), directory=str(path.parent))
     if not includes:
         return topology
     for include in topology.includes:

@@ -6,17 +6,22 @@ setNamedStream``, ``addComponentConfig``). Imported only when a Flux file names 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .._fields import Fields
 from .._system import DEFAULT_STREAM
 from ..multilang import ShellBolt, ShellSpout
+from ..multilang.resources import pack
+from .builder import flux_directory
 
 
 class _FluxShell:
     """What both wrappers add: streams by name, and component configuration."""
 
     output_fields: Fields | None
+    command: list[str]
+    resources: Any
 
     def _flux_init(self) -> None:
         self.streams: dict[str, list[str]] = {}
@@ -31,6 +36,14 @@ class _FluxShell:
     def set_named_stream(self, name: str, output_fields: Sequence[str]) -> None:
         """Declare stream ``name`` with ``output_fields`` (Flux's ``setNamedStream``)."""
         self.streams[name] = list(output_fields)
+
+    def set_resources(self, directory: str) -> None:
+        """Carry ``directory`` (relative to the Flux file's directory) with the component; each
+        task's subprocess runs in its own copy, as Storm runs it in the jar's ``resources/``
+        (the ``resources`` property; `squall.multilang`'s ``resources=``)."""
+        path = Path(directory)
+        self.resources = pack(path if path.is_absolute() else flux_directory() / path,
+                              f"{type(self).__name__} {self.command}")
 
     def add_component_config(self, key: str, value: Any) -> None:
         """Set ``key`` in this component's configuration (Flux's ``addComponentConfig``)."""

@@ -111,13 +111,13 @@ def test_each_flux_grouping_type_routes_as_storms(cluster):
 
 def test_a_flux_shell_bolt_runs_a_multilang_subprocess(cluster):
     pytest.importorskip("squall.multilang")
-    loaded = flux.load(FILES / "shell.yaml", env_filter=True,
-                       environ={"PYTHON": shutil.which("python3") or sys.executable, "FLUX_FILES": str(FILES)})
+    loaded = flux.load(FILES / "shell.yaml", env_filter=True, environ={"PYTHON": shutil.which("python3") or sys.executable})
     from squall.flux.shell import FluxShellBolt
     from squall.multilang import ShellBolt
     bolt = loaded.topology.components["splitsentence"]
     assert isinstance(bolt.obj, FluxShellBolt) and isinstance(bolt.obj, ShellBolt)
     assert bolt.conf["flux.shell.note"] == "set by Flux"  # addComponentConfig, a configMethod
+    assert [f[0] for f in bolt.obj.resources.files] == ["sentence_spout.py", "split_sentence.py"]  # files/multilang
     sentences = ["the quick brown fox", "jumps over the lazy dog"]
 
     fw = run(cluster, loaded, "shell", sentences)

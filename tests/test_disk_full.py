@@ -19,6 +19,7 @@ from squall import DiskWriteError, TopologyBuilder
 from squall._config import cluster_conf
 from squall._private import Kept, disk_error_message
 from squall.cluster.master import Master
+from squall.cluster.server import Keeper
 from squall.external.files import FileSpout, load_progress
 from squall.state.file import FileKeyValueStateProvider
 from squall.testing import FeederSpout
@@ -153,21 +154,24 @@ def test_a_file_spouts_progress_and_dead_letters_on_a_full_disk_name_the_file_an
 
 
 def test_the_masters_state_and_plans_on_a_full_disk_name_the_file_and_the_state_still_loads(disk):
+    """Through the path a client's request takes (`Master.handle`, its changes kept by the
+    server's `Keeper` before the reply): the verb fails, naming the file; nothing it changed is
+    lost, and the next write once there is space again keeps it."""
     filler = Filler(disk)
     conf = cluster_conf({"storm.local.dir": str(disk), "squall.secret": "s" * 32})
     b = TopologyBuilder()
     b.set_spout("feed", FeederSpout(["x"]), 1)
     b.set_bolt("sink", AckBolt(), 1).shuffle_grouping("feed")
     topology = cloudpickle.dumps(b.create_topology())
-    m = Master(conf)
-    m.op_submit(name="t", conf={}, topology=topology)
+    server = Keeper(Master(conf))
+    server.request("submit", {"name": "t", "conf": {}, "topology": topology})
     nimbus = disk / "nimbus"
 
     filler.fill()
     with pytest.raises(DiskWriteError) as submit:
-        m.op_submit(name="u", conf={}, topology=topology)
+        server.request("submit", {"name": "u", "conf": {}, "topology": topology})
     with pytest.raises(DiskWriteError) as deactivate:
-        m.op_deactivate(name="t")
+        server.request("deactivate", {"name": "t"})
     filler.free()
 
     [plan] = [p for p in nimbus.iterdir() if p.name.startswith(".u-") or p.name.startswith("u-")] or [None]
@@ -175,8 +179,11 @@ def test_the_masters_state_and_plans_on_a_full_disk_name_the_file_and_the_state_
     says_what_and_where(str(submit.value), Path(submit.value.filename), "the plan of topology u-", "storm.local.dir")
     says_what_and_where(str(deactivate.value), nimbus / "state.json", "the master's state", "storm.local.dir",
                         "state.json as last written is intact")
+    assert [(t["name"], t["status"]) for t in Master(conf).op_list()] == [("t", "ACTIVE")]  # as last written
+    server.request("debug", {"name": "t", "component": None, "enable": True, "pct": 5})  # space again: kept
     again = Master(conf)
-    assert [(t["name"], t["status"]) for t in again.op_list()] == [("t", "ACTIVE")]
+    assert [(t["name"], t["status"]) for t in again.op_list()] == [("t", "INACTIVE")]  # the deactivation too
+    assert again.topologies["t"].debug[again.storm_id_of("t")]["enable"] is True
 
 
 def test_a_submit_whose_state_cannot_be_saved_is_not_run(tmp_path, monkeypatch):
@@ -188,7 +195,7 @@ def test_a_submit_whose_state_cannot_be_saved_is_not_run(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     monkeypatch.setattr("squall._private.os.replace", full)  # the plan's write and the state's
     with pytest.raises(DiskWriteError):
-        m.op_submit(name="t", conf={}, topology=cloudpickle.dumps(b.create_topology()))
+        Keeper(m).request("submit", {"name": "t", "conf": {}, "topology": cloudpickle.dumps(b.create_topology())})
     assert m.op_list() == [] and "t" not in m.topologies
 
 

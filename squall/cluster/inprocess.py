@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._config import Config
-from .._nimbus import checked_request
 from ..engine.plan import TopologyPlan
 from ..engine.serialize import Serializer, source_cache
 from ..engine.transport import InMemoryNetwork, InMemoryTransport, Origin
@@ -27,6 +26,7 @@ from ..worker.calls import RemoteError
 from .launcher import Launch, Launcher, WorkerExit
 from .logs import OneWorkerFilter, worker_log_handler, worker_log_path
 from .master import Master
+from .server import Keeper
 
 log = logging.getLogger("squall.cluster")
 
@@ -61,8 +61,10 @@ class DirectMaster:
     """The master, called in this process one call at a time (its RPC server's discipline).
 
     ``call`` is what a supervisor or worker uses: a failure comes back as `RemoteError`, as over
-    RPC. `request` (a verb) and `run` (any of the master's methods) are for the cluster's own
-verbs, which raise the master's exceptions unchanged.
+    RPC. `request` (a verb), `submit`, `tick` and `run` (any of the master's methods that
+    change nothing) are for the cluster's own verbs, which raise the master's exceptions
+    unchanged. What a verb or tick changed is kept (`squall.cluster.server.Keeper`) before it
+    returns, as its server would.
     After every call, ``on_change(storm_id)`` is told of each topology whose news for its
     workers changed (status, readiness, peers, deaths), so that they hear of it at once rather
     than at their next heartbeat.
@@ -70,6 +72,7 @@ verbs, which raise the master's exceptions unchanged.
 
     def __init__(self, master: Master, on_change: Callable[[str], None]) -> None:
         self.master = master
+        self.keeper = Keeper(master)
         self.on_change = on_change
         self.lock = threading.RLock()
 
@@ -85,17 +88,26 @@ verbs, which raise the master's exceptions unchanged.
         """The verb ``op`` (`squall._nimbus.VERBS`): the master's ``op_<op>(**args)`` through `run`,
         once ``args`` passed the verb's checks as over RPC (``get_assignment`` with the master's
         own plan object). The master's exceptions are raised unchanged (`LocalCluster`'s verbs)."""
-        checked_request(op, args)
-        fn = self._assignment if op == "get_assignment" else getattr(self.master, f"op_{op}")
-        return self.run(fn, **args)
+        if op == "get_assignment":
+            return self.run(self._assignment, args)
+        return self.run(self.keeper.request, op, args)
 
-    def _assignment(self, storm_id: str, want_plan: bool = True, **args: Any) -> dict[str, Any]:
+    def submit(self, name: str, conf: dict[str, Any] | None, topology: Any, initial_status: str) -> str:
+        """`Master.submit` of the topology object itself (no pickled copy in this process), kept; its storm id."""
+        return self.run(lambda: self.keeper.keep(self.master.submit(name, conf, topology, initial_status)))
+
+    def tick(self) -> None:
+        """The master's timer (`Master.monitor`), its changes kept."""
+        self.run(lambda: self.keeper.keep(self.master.monitor()))
+
+    def _assignment(self, args: dict[str, Any]) -> dict[str, Any]:
         """``get_assignment`` with the master's own plan object, read in the same call as the
         assignment (workers in this process need no pickled copy; two calls could straddle a
         rebalance and pair old executor indexes with a new plan)."""
-        reply = self.master.op_get_assignment(storm_id=storm_id, want_plan=False, **args)
+        want_plan = args.get("want_plan", True)
+        reply = self.keeper.request("get_assignment", {**args, "want_plan": False})
         if want_plan:
-            reply["plan"] = self.master.plan_of(storm_id)
+            reply["plan"] = self.master.plan_of(args["storm_id"])
         return reply
 
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -154,7 +154,7 @@ class LocalCluster:
         if self._closed:
             return
         try:
-            self._direct.run(self.master.monitor)
+            self._direct.tick()
             self._sync()
         except Exception:  # noqa: BLE001 (logged: the next tick tries again, as the master's timer does)
             self._tick_log.exception("the local cluster's tick failed")
@@ -210,7 +210,7 @@ class LocalCluster:
             workers = 1
         self._offer(workers)
         self._sync()  # the new slots are registered before the master places the topology
-        storm_id = self._direct.run(self.master.submit, name, given, topology, initial_status)
+        storm_id = self._direct.submit(name, given, topology, initial_status)
         self._sync()
         self._await_workers(storm_id)
         log.info("Submitted topology %s (%s)", name, storm_id)
@@ -364,7 +364,7 @@ class LocalCluster:
             self._sync()
             for agent in self._agents():
                 agent.beat()
-            self._direct.run(self.master.monitor)
+            self._direct.tick()
             self._sync()
             time.sleep(0.01)  # let the loops see each step, as Storm waits for idle between steps
 

@@ -2,7 +2,9 @@
 state machine, heartbeats and restarts. What must outlive it goes to its store
 (`squall.cluster.store`: ``storm.local.dir``; with ``storm.zookeeper.servers``, ZooKeeper, one of
 several masters, `squall.cluster.master_ha`; in memory for a `LocalCluster`), as the changes each
-operation made (`Master._commit`).
+operation made: every verb and tick returns an `Outcome` (its reply and its changes), and the
+master's server keeps those changes before the reply goes out (`squall.cluster.server.Keeper`).
+The master itself does no I/O but reads (its start, ``code``, Trident's transactional state).
 
 Who talks to it, all over the authenticated RPC channel (`squall.worker.rpc`):
 
@@ -46,12 +48,14 @@ of the master), and a worker that knows another epoch is told every death this m
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import cloudpickle
 
@@ -68,13 +72,14 @@ from ..engine.executor import ErrorRecord, add_error
 from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
 from .backoff import crash_backoff, launch_backoff
-from .ha import LEADER, NOT_A_LEADER, OFFLINE
-from .master_ha import Election
+from .ha import LEADER, NOT_A_LEADER, OFFLINE, check_assignment
 from .master_records import (
     REBALANCE_ACTION,
     REMOVE_ACTION,
     Heartbeat,
+    Outcome,
     PendingAction,
+    Planned,
     SlotState,
     SupervisorInfo,
     slots_from_json,
@@ -95,14 +100,12 @@ from .store import (
     RemoveTopology,
     SetCounter,
     StoredPlan,
-    ZooKeeperStore,
+    StoredState,
     store_for,
 )
 from .view import NoPagesError, StatisticsPages, TopologyView, WorkerView, parse_windows
 
 if TYPE_CHECKING:
-    import asyncio
-
     from .ha import Coordinator
 
 log = logging.getLogger("squall.master")
@@ -130,6 +133,21 @@ class News(NamedTuple):
     lost_generation: int         # peers died
     launch_ids: tuple            # (slot, launch id) pairs: peers restarted
     slots: tuple                 # the assignment's slots: workers moved
+
+
+class Leadership(Protocol):
+    """What a master whose store several masters share (Nimbus HA) asks of its election: who
+    leads, and whether this master may change the state now. `squall.cluster.master_ha.Election`
+    is one; the master's server (`squall.cluster.server.MasterServer`) makes it and sets it as
+    the master's ``election``, so this module imports neither."""
+
+    ha: Coordinator
+
+    def assert_leader(self) -> None:
+        """Refuse (`NotLeaderException`, naming the leader) unless this master leads now."""
+
+    def hold_plan(self, digest: str, plan: TopologyPlan) -> None:
+        """This master wrote ``plan`` (code ``digest``): it holds that code."""
 
 
 class _Topo:
@@ -236,7 +254,7 @@ class _Topo:
 
 
 class _Persisted(NamedTuple):
-    """What a master last handed its store (`Master._commit`): the counter, each topology's
+    """What a master last handed its store (`Master._outcome`): the counter, each topology's
     record as JSON (and storm id), the supervisors as JSON."""
 
     counter: int | None = None
@@ -256,8 +274,9 @@ class _Persisted(NamedTuple):
 
 class Master:
     """Nimbus's state and verbs; see the module docstring. Served by a
-    `squall.cluster.server.MasterServer` (``squall nimbus``; `serve` starts one); with a
-    `ZooKeeperStore`, one of several (Nimbus HA: its ``election``, `squall.cluster.master_ha`)."""
+    `squall.cluster.server.MasterServer` (``squall nimbus``), or called directly by a
+    `LocalCluster` (`squall.cluster.inprocess.DirectMaster`); with a `ZooKeeperStore`, one of
+    several (Nimbus HA: its ``election``, `squall.cluster.master_ha`)."""
 
     def __init__(self, conf: dict[str, Any], strict_slots: Any = None, clock: Clock | None = None,
                  store: MasterStore | None = None, pages: StatisticsPages | None = None) -> None:
@@ -289,13 +308,17 @@ class Master:
         self.scheduler = load_scheduler(conf)
         # one line a minute at most: two supervisors that claim one address sync every second
         self._clash_log = RateLimitedLog(log, limit=1, period=60.0)
-        # what the store holds, as `_commit` last gave it: it hands the store what differs
+        # what the store was last handed (`_outcome`): the next outcome carries what differs
         self._persisted = _Persisted()
-        # Nimbus HA (`squall.cluster.ha`): with a ZooKeeperStore, this master leads or follows;
-        # it joins the election once it listens, and only the leader writes the state
-        self.election = Election(self, self.store) if isinstance(self.store, ZooKeeperStore) else None
-        self.leading = self.election is None
-        if self.election is None:
+        self._dirty = False  # the persisted part may have changed since the last outcome
+        self._noted: list[Change] = []  # changes that are not a diff of the state (plans, Trident's state)
+        self._submitted: str | None = None  # the topology this stimulus started, if one
+        # Nimbus HA (`squall.cluster.ha`): with a store several masters share, this master leads
+        # or follows. Its server gives it its ``election`` (`Leadership`) and joins the election
+        # once it listens; only the leader hands over its state
+        self.election: Leadership | None = None
+        self.leading = not self.store.shared
+        if self.leading:
             self._load()
 
     @property
@@ -315,8 +338,86 @@ class Master:
         return self.store.directory
 
     # --- what is kept (`squall.cluster.store`) -------------------------------------------------------
+    # Every stimulus (a verb: `handle`; a tick: `monitor`; a leader's second: `pending`) returns an
+    # `Outcome`: its reply and the changes its store must keep. The master itself never writes:
+    # its server (`squall.cluster.server.Keeper`) hands the store those changes before the reply
+    # goes out. It reads its store only to resume (`_load`), to serve a plan (`op_code`) and
+    # for Trident's transactional reads.
+    def _changed(self) -> None:
+        """The persisted part of the state may have changed: the next outcome carries the diff."""
+        self._dirty = True
+
+    def _note(self, change: Change) -> None:
+        """A change that is not a diff of the state (a plan, Trident's state): the next outcome carries it."""
+        self._noted.append(change)
+
+    def _outcome(self, reply: Any = None, full: bool = False) -> Outcome:
+        """``reply``, with the changes made since the last outcome (``full``: the whole persisted
+        part compared, changed or not, as Nimbus HA's leader does each second). A follower hands
+        over no state: only the leader writes it."""
+        changes, self._noted = self._noted, []
+        if self.leading and (self._dirty or full):
+            diff, self._persisted = self._changes()
+            changes += diff
+            self._dirty = False
+        submitted, self._submitted = self._submitted, None
+        return Outcome(reply, tuple(changes), submitted)
+
+    def pending(self, full: bool = False) -> Outcome:
+        """What changed and is not handed over yet (a new leader's whole state; with ``full``,
+        anything a verb changed without saying so)."""
+        return self._outcome(None, full)
+
+    def unkept(self, outcome: Outcome) -> Outcome:
+        """The store could not keep ``outcome``'s changes (a full disk: its caller is told).
+        A topology it submitted is dropped (not kept, so not run), and its plan goes; what else it
+        changed stays, and its server hands it over again with the next changes."""
+        topo = self.topologies.get(outcome.submitted or "")
+        if topo is not None:
+            del self.topologies[topo.plan.name]
+            self._note(RemovePlan(topo.plan.storm_id))
+            self._changed()
+            log.error("topology %s was not started: the master could not keep it", topo.plan.name)
+        return self._outcome()
+
+    def adopt(self, state: StoredState, plans: Mapping[str, TopologyPlan]) -> bool:
+        """A Nimbus HA follower takes the leader's ``state`` (as it read it from ZooKeeper) for
+        its own; ``plans``: the code it holds, by digest. Whether every topology's code was held
+        (a topology whose code is not is left out until it is fetched)."""
+        complete = True
+        topologies = {}
+        for name, t in state.topologies.items():
+            storm_id = t["storm_id"]
+            plan = plans.get(t["code"])
+            if plan is None or plan.storm_id != storm_id:
+                complete = False  # not fetched yet
+                continue
+            problem = check_assignment(t, len(plan.executors))
+            if problem:
+                log.warning("the assignment of %s in ZooKeeper ignored: %s", storm_id, problem)
+                t.update(assignment={}, slots={})
+            topo = self.restore(plan, t)
+            for slot, beat in state.beats.get(storm_id, {}).items():
+                if slot in topo.assignment:
+                    topo.slot(slot).heartbeat = Heartbeat(float(beat["time"]), stats=beat["stats"],
+                                                          figures=beat.get("figures"), pid=beat.get("pid"),
+                                                          address=beat.get("address"))
+            topologies[name] = topo
+        self.topologies = topologies
+        self.counter = max(self.counter, state.counter)
+        now = self.clock.wall()
+        self.supervisors = {sid: SupervisorInfo(s["host"], list(s["ports"]), now, s.get("since"))
+                            for sid, s in state.supervisors.items()}
+        return complete
+
+    def heartbeats(self) -> list[tuple[str, str, Heartbeat]]:
+        """(storm id, slot, its last heartbeat) of each assigned worker that has beaten (Nimbus
+        HA's leader writes them for the followers' pages)."""
+        return [(t.plan.storm_id, slot, hb) for t in self.topologies.values() for slot in t.assignment
+                if (hb := t.slot(slot).heartbeat) is not None]
+
     def _changes(self) -> tuple[list[Change], _Persisted]:
-        """What changed in the persisted part of the state since the last `_commit`, and that part now."""
+        """What changed in the persisted part of the state since the last outcome, and that part now."""
         was, now = self._persisted, _Persisted.of(self)
         out: list[Change] = []
         if now.counter != was.counter:
@@ -331,21 +432,22 @@ class Master:
             out.append(PutSupervisors(json.loads(now.supervisors)))
         return out, now
 
-    def _commit(self) -> None:
-        """Hand the store what changed (only the leader writes, with Nimbus HA). A write that
-        fails raises (a full disk: `DiskWriteError`, naming the file), and what it did not keep
-        is handed over again at the next commit."""
-        if not self.leading:
-            return
-        changes, now = self._changes()
-        if changes:
-            self.store.apply(changes)
-            self._persisted = now
-
-    def forget_persisted(self) -> None:
-        """Hand the store the whole state at the next `_commit` (a new leader: another master
-        may have written since)."""
+    def lead(self) -> None:
+        """This master leads from now (Nimbus HA): the workers get the launch timeout to find it,
+        as after a restart, and its next outcome hands over the whole state (another master may
+        have written since)."""
+        now = self.clock.wall()
+        for topo in self.topologies.values():
+            for slot in topo.assignment:
+                state = topo.slot(slot)
+                hb = state.heartbeat
+                state.heartbeat = Heartbeat.launched(now) if hb is None else dataclasses.replace(
+                    hb, time=now, starting=True)
         self._persisted = _Persisted()
+        self.leading = True
+        self._changed()
+        log.info("this master (%s) is the leader now: %d topologies, %d supervisors", self.me(),
+                 len(self.topologies), len(self.supervisors))
 
     def _save_plan(self, plan: TopologyPlan) -> str | None:
         """Keep ``plan`` (`PutPlan`); its digest (the code's version, which Nimbus HA's followers
@@ -355,14 +457,14 @@ class Master:
         # classes by reference, which a later master or a worker elsewhere cannot import.
         # Sealed: `_load` unpickles only what carries our MAC
         if self.store.directory is None:
-            self.store.apply([PutPlan(plan.storm_id, b"", None, plan)])
+            self._note(PutPlan(plan.storm_id, b"", None, plan))
             return None
         import hashlib
 
         from .._sealed import seal  # with OpenSSL's hmac: loaded by a master that writes files only
         sealed = seal(self.secret, _PLAN, pickle_topology(plan.topology, plan))
         digest = hashlib.sha256(sealed).hexdigest()
-        self.store.apply([PutPlan(plan.storm_id, sealed, digest)])
+        self._note(PutPlan(plan.storm_id, sealed, digest))
         if self.election is not None:
             self.election.hold_plan(digest, plan)
         return digest
@@ -381,16 +483,16 @@ class Master:
             if plan is None:
                 log.error("state names topology %s but its plan is missing; dropped", name)
                 continue
-            self.topologies[name] = self._restore(plan, t)
+            self.topologies[name] = self.restore(plan, t)
         self._persisted = _Persisted.of(self)
         if stored.topologies:
             log.info("recovered %d topologies from %s", len(self.topologies), self.store.directory or "memory")
 
     def _stored_plan(self, stored: StoredPlan) -> TopologyPlan | None:
-        """The plan a store kept (unsealed if sealed: see `_unseal_plan`)."""
-        return stored.plan if stored.plan is not None else self._unseal_plan(stored.sealed, stored.where)
+        """The plan a store kept (unsealed if sealed: see `unseal_plan`)."""
+        return stored.plan if stored.plan is not None else self.unseal_plan(stored.sealed, stored.where)
 
-    def _restore(self, plan: TopologyPlan, t: dict[str, Any]) -> _Topo:
+    def restore(self, plan: TopologyPlan, t: dict[str, Any]) -> _Topo:
         """A topology as `_Topo.to_json` saved it, for a master that takes over its workers
         (restarted, or the new leader): they get the launch timeout to beat again."""
         topo = _Topo(plan, TopologyStatus(t["status"]), t["launched"])
@@ -412,7 +514,7 @@ class Master:
             state.held_launch = state.launch_id  # and their peers may have sent them tuples
         return topo
 
-    def _unseal_plan(self, blob: bytes, path: Any) -> TopologyPlan | None:
+    def unseal_plan(self, blob: bytes, path: Any) -> TopologyPlan | None:
         """The plan sealed in ``blob`` (from ``path``: a file, or the master it was fetched
         from) if this cluster's master sealed it, else None with a warning naming ``path``."""
         from .._sealed import SealError, unseal
@@ -485,38 +587,22 @@ class Master:
             raise NotAliveException(f"this master holds no code for {storm_id}")
         return sealed
 
-    # --- the leader-only rule (Nimbus HA: `squall.cluster.master_ha.Election`) ---------------------------
-    def _assert_leader(self) -> None:
-        """Storm's ``assertIsLeader``: refuse unless this master leads now (a lone master does).
+    # --- requests ---------------------------------------------------------------------------------------
+    def handle(self, op: str, args: dict[str, Any]) -> Outcome:
+        """One verb (``op_<op>(**args)``): its reply and the changes it made (`Outcome`), which
+        its server keeps before the reply goes out. What arrived is checked first against the
+        verb's declaration (`squall._nimbus.NimbusIface`): `ProtocolError` (a `ValueError`) names
+        the verb and the field that is wrong, or an unknown ``op``. With Nimbus HA a follower
+        refuses the `LEADER_ONLY` verbs (`NotLeaderException`); its server runs ``submit``
+        itself, waiting for the code's replication (`squall.cluster.master_ha.Election`).
 
         Raises:
-            NotLeaderException: another master leads, or none does yet (said which).
+            Exception: what the verb raises (its changes so far go with the next outcome).
         """
-        if self.election is not None:
-            self.election.assert_leader()
-
-    async def _submit_replicated(self, name: str, conf: dict[str, Any], topology: bytes,
-                                 initial_status: str = "ACTIVE") -> str:
-        """``submit`` on the leader with Nimbus HA: see `Election.submit_replicated`."""
-        assert self.election is not None, "a lone master submits at once"
-        return await self.election.submit_replicated(name, conf, topology, initial_status)
-
-
-
-    # --- requests ---------------------------------------------------------------------------------------
-    async def handle(self, op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
-        """The RPC server's handler (`squall.worker.rpc.serve_connection`): runs ``op_<op>(**args)``
-        (``session`` unused). Raises `ValueError` for an unknown ``op``; with Nimbus HA a follower
-        refuses `LEADER_ONLY` ones (`NotLeaderException`), and ``submit`` waits for code replication.
-        What arrived is checked first against the verb's declaration (`squall._nimbus.NimbusIface`):
-        `ProtocolError` (a `ValueError`) names the verb and the field that is wrong."""
         verb = checked_request(op, args)
-        method = getattr(self, f"op_{op}")
-        if self.ha is not None and verb.leader_only:
-            self._assert_leader()
-            if op == "submit":
-                return await self._submit_replicated(**args)
-        return method(**args)
+        if verb.leader_only and self.election is not None:
+            self.election.assert_leader()  # Storm's assertIsLeader
+        return self._outcome(getattr(self, f"op_{op}")(**args))
 
     def _get(self, name: str) -> _Topo:
         topo = self.topologies.get(name)
@@ -525,10 +611,34 @@ class Master:
         return topo
 
     def op_submit(self, name: str, conf: dict[str, Any], topology: bytes, initial_status: str = "ACTIVE") -> str:
-        """Storm's ``submitTopology`` over RPC: `submit` of the pickled ``topology``, unpickled only once
-        ``name`` passed its checks; returns the storm id. Raises as `submit` does."""
+        """Storm's ``submitTopology`` over RPC: the pickled ``topology``, unpickled only once
+        ``name`` passed its checks, planned and started; returns the storm id. Raises as `submit` does."""
+        return self._start(self._planned(name, conf, topology, initial_status))
+
+    def _planned(self, name: str, conf: dict[str, Any], topology: bytes, initial_status: str) -> Planned:
         self._check_new_name(name)
-        return self.submit(name, conf, cloudpickle.loads(topology), initial_status)  # from an authenticated client only
+        return self._new_plan(name, conf, cloudpickle.loads(topology), initial_status)  # an authenticated client's
+
+    def plan_submission(self, name: str, conf: dict[str, Any], topology: bytes,
+                        initial_status: str = "ACTIVE") -> Outcome:
+        """``submit``'s first half, for Nimbus HA's leader: the checks and the plan, its reply a
+        `Planned` whose plan is among the changes (kept, it is offered to the other masters), not
+        started yet (`start`). Raises as `submit` does."""
+        return self._outcome(self._planned(name, conf, topology, initial_status))
+
+    def start(self, planned: Planned) -> Outcome:
+        """``submit``'s second half: start ``planned``; the reply is its storm id.
+
+        Raises:
+            AlreadyAliveException: a topology of its name was submitted meanwhile.
+        """
+        return self._outcome(self._start(planned))
+
+    def abandon(self, planned: Planned) -> Outcome:
+        """``planned`` will not start (its code did not replicate, or this master lost the lead): its plan goes."""
+        self._note(RemovePlan(planned.plan.storm_id))
+        self._changed()  # the counter it took stays taken
+        return self._outcome()
 
     def _check_new_name(self, name: Any) -> None:
         if not isinstance(name, str) or not _NAME_RE.match(name):
@@ -536,20 +646,21 @@ class Master:
         if name in self.topologies:
             raise AlreadyAliveException(f"Topology with name `{name}` already exists on cluster")
 
-    def submit(self, name: str, conf: dict[str, Any] | None, topology: Any, initial_status: str = "ACTIVE") -> str:
+    def submit(self, name: str, conf: dict[str, Any] | None, topology: Any, initial_status: str = "ACTIVE") -> Outcome:
         """Validate, plan and place ``topology`` under ``name`` (Storm's ``submitTopology``,
-        ``initial_status`` its ``SubmitOptions``); returns its storm id.
+        ``initial_status`` its ``SubmitOptions``; a `LocalCluster`'s, with the topology object
+        itself); the reply is its storm id.
 
         Raises:
             AlreadyAliveException: a topology of that name is alive.
             InvalidTopologyException: bad name, configuration or component (named).
         """
-        return self._start(*self._new_plan(name, conf, topology, initial_status))
+        return self._outcome(self._start(self._new_plan(name, conf, topology, initial_status)))
 
     def _new_plan(self, name: str, conf: dict[str, Any] | None, topology: Any,
-                  initial_status: str) -> tuple[TopologyPlan, TopologyStatus, str | None]:
-        """`submit`'s checks, and the plan (written to ``storm.local.dir``, and with Nimbus HA
-        offered to the other masters) under a new storm id, and its digest; not started yet."""
+                  initial_status: str) -> Planned:
+        """`submit`'s checks, and the plan under a new storm id (handed to the store: written to
+        ``storm.local.dir``, and with Nimbus HA offered to the other masters); not started yet."""
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise InvalidTopologyException(f"Topology name {name!r} is invalid: it must match ^[^/.:\\\\]+$")
         if not isinstance(topology, StormTopology):
@@ -574,20 +685,19 @@ class Master:
         component_blobs(plan)  # names a component that cannot be pickled
         self._check_slots(name, plan.num_workers)
         self.counter += 1
-        return plan, status, self._save_plan(plan)
+        self._changed()
+        return Planned(plan, status, self._save_plan(plan))
 
-    def _start(self, plan: TopologyPlan, status: TopologyStatus, code: str | None) -> str:
+    def _start(self, planned: Planned) -> str:
         """Start the topology of a `_new_plan`: place it, and save."""
+        plan = planned.plan
         if plan.name in self.topologies:  # submitted under the same name meanwhile (Nimbus HA's wait)
             raise AlreadyAliveException(f"Topology with name `{plan.name}` already exists on cluster")
-        topo = _Topo(plan, status, self.clock.wall())
-        topo.code = code
+        topo = _Topo(plan, planned.status, self.clock.wall())
+        topo.code = planned.code
         self.topologies[plan.name] = topo
-        try:
-            self._commit()
-        except OSError:  # not kept, so not run: the caller is told it failed (a full disk, say)
-            del self.topologies[plan.name]
-            raise
+        self._changed()
+        self._submitted = plan.name  # not kept, it is dropped again (`unkept`): not run
         self._schedule()
         log.info("Submitted topology %s (%s) on %d workers", plan.name, plan.storm_id, len(topo.assignment))
         return plan.storm_id
@@ -634,7 +744,7 @@ class Master:
                 if slot not in new:
                     state.heartbeat = None
             log.info("assigned %s to %s", t.plan.name, sorted(new))
-            self._commit()
+            self._changed()
 
     def op_kill(self, name: str, wait_secs: float | None = None) -> None:
         """Storm's ``killTopology``: ``name`` goes KILLED (its spouts stop) and is removed after
@@ -644,7 +754,7 @@ class Master:
         wait = float(topo.plan.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]) if wait_secs is None else float(wait_secs)
         topo.status = next_status(topo.status, KILL)
         topo.pending_action = PendingAction(REMOVE_ACTION, self.clock.wall() + wait)
-        self._commit()
+        self._changed()
         if wait == 0:
             self._run_due_actions()
 
@@ -653,14 +763,14 @@ class Master:
         replies). Raises `NotAliveException`, or `IllegalStateTransition` if it is killed or rebalancing."""
         topo = self._get(name)
         topo.status = next_status(topo.status, ACTIVATE)
-        self._commit()
+        self._changed()
 
     def op_deactivate(self, name: str) -> None:
         """Storm's ``deactivate``: ``name``'s spouts stop emitting (workers learn it from their heartbeat
         replies). Raises `NotAliveException`, or `IllegalStateTransition` if it is killed or rebalancing."""
         topo = self._get(name)
         topo.status = next_status(topo.status, INACTIVATE)
-        self._commit()
+        self._changed()
 
     def op_rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
                      wait_secs: float | None = None) -> None:
@@ -679,7 +789,7 @@ class Master:
         topo.previous = previous
         topo.pending_action = PendingAction(REBALANCE_ACTION, self.clock.wall() + wait, num_workers,
                                             dict(executors or {}))
-        self._commit()
+        self._changed()
         if wait == 0:
             self._run_due_actions()
 
@@ -693,7 +803,7 @@ class Master:
             if action.kind == REMOVE_ACTION:
                 transition(topo.status, REMOVE)
                 del self.topologies[name]
-                self.store.apply([RemovePlan(topo.plan.storm_id)])
+                self._note(RemovePlan(topo.plan.storm_id))
                 log.info("Killed topology: %s", name)
                 self._schedule()  # its slots are free: place topologies that wait for some
             else:
@@ -704,7 +814,7 @@ class Master:
                 topo.code = self._save_plan(topo.plan)
                 self._schedule()
                 log.info("Rebalanced topology %s: %d workers", name, len(topo.assignment))
-            self._commit()
+            self._changed()
 
     def op_cluster_info(self) -> dict[str, Any]:
         """A summary of the cluster: its slots, supervisors and topologies."""
@@ -753,7 +863,7 @@ class Master:
             raise UnknownComponentError(f"topology {name!r} has no component {component!r}")
         record = {"enable": bool(enable), "samplingpct": int(min(100.0, max(0.0, float(pct))))}
         topo.debug[component or topo.plan.storm_id] = record
-        self._commit()
+        self._changed()
         return dict(record)
 
     def op_list(self) -> list[dict[str, Any]]:
@@ -901,7 +1011,7 @@ class Master:
             log.info("supervisor %s on %s passes its health checks again", supervisor_id, host)
         if before is None or before.ports != list(ports) or health_changed:
             self._schedule()  # new slots (or slots gone unhealthy): place what waits for some
-            self._commit()  # a new supervisor is kept too (Nimbus HA's followers list it)
+            self._changed()  # a new supervisor is kept too (Nimbus HA's followers list it)
         if running is not None:
             self._relaunch_not_running(host, ports, running, now)
         desired = {}
@@ -946,7 +1056,7 @@ class Master:
                 topo.relaunch(slot, now)
                 changed = True
         if changed:
-            self._commit()
+            self._changed()
 
     def _supervisor_replaced(self, sup: SupervisorInfo) -> None:
         """A supervisor's workers died with it: each of its slots gets a new launch id, so
@@ -958,7 +1068,7 @@ class Master:
         for topo in self.topologies.values():
             for slot in slots & set(topo.assignment):
                 topo.relaunch(slot, now)
-        self._commit()
+        self._changed()
 
     def plan_of(self, storm_id: str) -> TopologyPlan:
         """The plan of the topology ``storm_id`` (for workers in the master's own process)."""
@@ -1035,7 +1145,7 @@ class Master:
                                                               f"gave up (see the errors above)", now))
             else:
                 state.retry_at = now + launch_backoff(failures)
-        self._commit()
+        self._changed()
 
     def _hold_after_crash(self, topo: _Topo, slot: str, now: float) -> None:
         """``slot``'s worker crashed after it had started: restart it at once, or after 1, 2, 4 ...
@@ -1128,7 +1238,7 @@ class Master:
             add_error(topo.errors, new)
             if new.fatal:  # not the record it folds into, which may be an earlier launch's crash
                 topo.slot(slot).fatal_launch = launch_id
-        self._commit()
+        self._changed()
 
     def _active(self, topo: _Topo) -> bool:
         """Whether a topology's spouts may run: ACTIVE, and (as Storm activates a topology only
@@ -1170,19 +1280,22 @@ class Master:
     def op_trident_state_get(self, topology: str, key: str, storm_id: str | None = None, slot: str | None = None,
                              launch_id: int | None = None) -> bytes | None:
         """The value of ``key`` in ``topology``'s transactional state, None if none (the worker
-        launch asking: see `_check_transactional`)."""
+        launch asking: see `_check_transactional`). Read from the store at each call, not from a
+        copy the master keeps: under Nimbus HA the store (ZooKeeper) is the authority, and a
+        node changed there behind the leader's back (a forged or stale value) must be refused by
+        the store's checks on every read, not served from memory."""
         return self.store.tx_get(self._check_transactional(topology, storm_id, slot, launch_id), key)
 
     def op_trident_state_put(self, topology: str, key: str, value: bytes, storm_id: str | None = None,
                              slot: str | None = None, launch_id: int | None = None) -> None:
-        """Set ``key`` of ``topology``'s transactional state to ``value`` (durable once it returns)."""
-        self.store.apply([PutTxState(self._check_transactional(topology, storm_id, slot, launch_id), key, value)])
+        """Set ``key`` of ``topology``'s transactional state to ``value`` (durable once the reply
+        goes: its server keeps the change first)."""
+        self._note(PutTxState(self._check_transactional(topology, storm_id, slot, launch_id), key, value))
 
     def op_trident_state_delete(self, topology: str, key: str, prefix: bool = False, storm_id: str | None = None,
                                 slot: str | None = None, launch_id: int | None = None) -> None:
         """Remove ``key`` of ``topology``'s transactional state (``prefix``: and every key under it)."""
-        self.store.apply([DeleteTxState(self._check_transactional(topology, storm_id, slot, launch_id), key,
-                                        bool(prefix))])
+        self._note(DeleteTxState(self._check_transactional(topology, storm_id, slot, launch_id), key, bool(prefix)))
 
     def op_trident_state_list(self, topology: str, prefix: str = "", storm_id: str | None = None,
                               slot: str | None = None, launch_id: int | None = None) -> list[str]:
@@ -1190,8 +1303,14 @@ class Master:
         return self.store.tx_list(self._check_transactional(topology, storm_id, slot, launch_id), prefix)
 
     # --- monitoring -----------------------------------------------------------------------------------------
-    def monitor(self) -> None:
-        """Restart workers that stopped heartbeating; run due kills and rebalances."""
+    def monitor(self) -> Outcome:
+        """The master's timer (Storm's nimbus monitor, every ``nimbus.monitor.freq.secs`` at most a
+        second, run by its server): restart workers that stopped heartbeating, take silent
+        machines for lost, run due kills and rebalances; the changes are the `Outcome`'s."""
+        self._check_timeouts()
+        return self._outcome()
+
+    def _check_timeouts(self) -> None:
         self._run_due_actions()
         now = self.clock.wall()
         sup_timeout = float(conf_value(self.conf, Config.NIMBUS_SUPERVISOR_TIMEOUT_SECS))
@@ -1226,7 +1345,7 @@ class Master:
         if dead_nodes:
             self._node_lost(dead_nodes, now, timeout)
         if changed:
-            self._commit()
+            self._changed()
 
     def _supervised(self, slot: str, now: float, timeout: float) -> bool:
         """True if a supervisor that synced within ``timeout`` seconds offers ``slot`` (and so can
@@ -1260,17 +1379,7 @@ class Master:
                 changed = True
             topo.assignment = {s: i for s, i in topo.assignment.items() if s not in lost}
         if changed:
-            self._commit()
-
-    async def serve(self, ready: asyncio.Event | None = None) -> None:
-        """Serve this master (`squall.cluster.server.MasterServer`) until cancelled; ``ready`` is
-        set once it listens (its port: `port`).
-
-        Raises:
-            SquallError: ``squall.encryption`` or ``nimbus.thrift.max_buffer_size`` is invalid (named).
-        """
-        from .server import MasterServer
-        await MasterServer(self).serve(ready)
+            self._changed()
 
 
 def _error(component: str, task: int, text: str, now: float, traceback: str = "") -> ErrorRecord:

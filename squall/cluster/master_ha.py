@@ -1,7 +1,9 @@
 """The master's side of Nimbus HA (`squall.cluster.ha`): `Election`, leading or following, the
 state in ZooKeeper (`squall.cluster.store.ZooKeeperStore`), code replication, and the leader-only
-rule. A `squall.cluster.master.Master` whose store is a `ZooKeeperStore` has one (its
-``election``); the server (`squall.cluster.server.MasterServer`) drives it.
+rule. The server (`squall.cluster.server.MasterServer`) of a master whose store is a
+`ZooKeeperStore` makes one, gives it to the master (its ``election``) and drives it. The election
+reaches its master only through `ElectedMaster`, and this module imports neither the master nor
+the server (tests/test_layers.py checks it).
 
 A master that leads does what a lone master does, and its store writes its state to ZooKeeper
 (changed nodes only) each time it commits, and at least every second. A follower refuses what
@@ -15,23 +17,22 @@ each gets the launch timeout to beat again (they rediscover the leader through
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _nimbus as nimbus_verbs
 from .._config import Config, conf_value
 from .._errors import NotLeaderException
-from .ha import check_assignment
-from .master_records import Heartbeat, SupervisorInfo
-from .store import PutBeat, RemovePlan, StoredState
+from .master_records import Heartbeat, Outcome, Planned
+from .store import PutBeat, StoredState
 
 if TYPE_CHECKING:
     from ..engine.plan import TopologyPlan
     from .ha import Coordinator
-    from .master import Master
+    from .seeds import NimbusAddress
     from .store import ZooKeeperStore
 
 log = logging.getLogger("squall.master")
@@ -44,13 +45,58 @@ themselves."""
 FOLLOW_SECS = 1.0  # how often a follower reads the leader's state and fetches code
 
 
+class ElectedMaster(Protocol):
+    """What the election asks of its master (`squall.cluster.master.Master` is one): whether it
+    leads, to lead, to take the leader's state as a follower, to open sealed code, and
+    ``submit`` in two halves around the wait for replication. Each change of the master's state
+    comes back as an `Outcome`, which the caller's ``keep`` (`squall.cluster.server.Keeper.keep`)
+    hands to the store."""
+
+    conf: dict[str, Any]
+    secret: bytes
+    started: float
+    leading: bool
+
+    def me(self) -> NimbusAddress:
+        """Where it listens."""
+        ...
+
+    def lead(self) -> None:
+        """It leads from now: the workers get the launch timeout to find it; its next outcome holds its whole state."""
+
+    def adopt(self, state: StoredState, plans: Mapping[str, TopologyPlan]) -> bool:
+        """Take the leader's ``state`` (``plans``: the code held, by digest); whether every topology's code was held."""
+        ...
+
+    def heartbeats(self) -> list[tuple[str, str, Heartbeat]]:
+        """(storm id, slot, last heartbeat) of each assigned worker that has beaten."""
+        ...
+
+    def unseal_plan(self, blob: bytes, path: Any) -> TopologyPlan | None:
+        """The plan sealed in ``blob`` by this cluster's master (else None, with a warning naming ``path``)."""
+        ...
+
+    def plan_submission(self, name: str, conf: dict[str, Any], topology: bytes,
+                        initial_status: str = "ACTIVE") -> Outcome:
+        """``submit``'s checks and plan: a `Planned`, not started."""
+        ...
+
+    def start(self, planned: Planned) -> Outcome:
+        """Start ``planned``: its storm id."""
+        ...
+
+    def abandon(self, planned: Planned) -> Outcome:
+        """``planned`` will not start: its plan goes."""
+        ...
+
+
 class Election:
     """Nimbus HA for one `Master` whose store is a `ZooKeeperStore`: its election, following and
     leading, and code replication; see the module docstring. Run by the master's server
     (`squall.cluster.server.MasterServer`), which calls `join` once it listens, then `tick` four
     times a second and `monitor` each second while it leads."""
 
-    def __init__(self, master: Master, store: ZooKeeperStore) -> None:
+    def __init__(self, master: ElectedMaster, store: ZooKeeperStore) -> None:
         self.master = master
         self.store = store
         self.ha: Coordinator = store.coordinator
@@ -110,20 +156,8 @@ class Election:
             log.warning("won the election but lacks the code of some topology: leaving it until the code is fetched")
             self.ha.quit_election()
             return
-        now = self.master.clock.wall()
-        for topo in self.master.topologies.values():
-            for slot in topo.assignment:
-                state = topo.slot(slot)
-                hb = state.heartbeat
-                # the workers must find us first: the launch timeout, as after a restart
-                state.heartbeat = Heartbeat.launched(now) if hb is None else dataclasses.replace(
-                    hb, time=now, starting=True)
-        self.store.lead()
-        self.master.forget_persisted()
-        self.master.leading = True
-        log.info("this master (%s) is the leader now: %d topologies, %d supervisors", self.ha.me,
-                 len(self.master.topologies), len(self.master.supervisors))
-        self.master._commit()
+        self.store.lead()  # written whole: another master may have written since
+        self.master.lead()  # its whole state goes with its next outcome (the server keeps it)
 
     def follow(self) -> bool:
         """Read the leader's state into this master, fetch the code it lacks, and (re)enter the
@@ -133,66 +167,36 @@ class Election:
         try:
             self.ha.register()
             self._sync_code(self.ha.code_keys())
-            state = self.master.store.load()
+            state = self.store.load()
         except Exception as e:  # noqa: BLE001 (ZooKeeper unreachable, whatever kazoo raises: keep what we knew, try again)
             log.warning("cannot read the cluster state from ZooKeeper: %s", e)
             return False
-        complete = self._adopt(state)
+        complete = self.master.adopt(state, self._plans)
         if complete and not self.ha.in_election:
             self.ha.join_election()
             log.info("holds every topology's code: back in the election")
         return complete
 
-    def _adopt(self, state: StoredState) -> bool:
-        """Make ``state`` (read from ZooKeeper) this master's; whether every topology's code
-        was there."""
-        complete = True
-        topologies = {}
-        for name, t in state.topologies.items():
-            storm_id = t["storm_id"]
-            plan = self._plans.get(t["code"])
-            if plan is None or plan.storm_id != storm_id:
-                complete = False  # not fetched yet
-                continue
-            problem = check_assignment(t, len(plan.executors))
-            if problem:
-                log.warning("ZooKeeper node %s ignored: %s", self.ha.path("assignments", storm_id), problem)
-                t.update(assignment={}, slots={})
-            topo = self.master._restore(plan, t)
-            for slot, beat in state.beats.get(storm_id, {}).items():
-                if slot in topo.assignment:
-                    topo.slot(slot).heartbeat = Heartbeat(float(beat["time"]), stats=beat["stats"],
-                                                          figures=beat.get("figures"), pid=beat.get("pid"),
-                                                          address=beat.get("address"))
-            topologies[name] = topo
-        self.master.topologies = topologies
-        self.master.counter = max(self.master.counter, state.counter)
-        now = self.master.clock.wall()
-        self.master.supervisors = {sid: SupervisorInfo(s["host"], list(s["ports"]), now, s.get("since"))
-                            for sid, s in state.supervisors.items()}
-        return complete
-
-    def monitor(self, now: float) -> None:
-        """The leader's second (``now``: the server's monotonic clock): save, write heartbeat
-        summaries that are due, keep holding code."""
-        self.master._commit()
+    def monitor(self, now: float) -> list[PutBeat]:
+        """The leader's second (``now``: the server's monotonic clock), after its server kept the
+        master's changes: write the state again where ZooKeeper's differs, keep holding code,
+        and return the heartbeat summaries due for the followers (the server keeps them)."""
         self.store.refresh()  # nodes someone else changed are written again
         every = float(conf_value(self.conf, Config.TASK_HEARTBEAT_FREQUENCY_SECS))
+        beats = []
+        for storm_id, slot, hb in self.master.heartbeats():
+            key = (storm_id, slot)
+            if hb.starting or now - self._beats_written.get(key, -every) < every:
+                continue
+            beats.append(PutBeat(storm_id, slot, {"time": hb.time, "stats": hb.stats, "figures": hb.figures,
+                                                  "pid": hb.pid, "address": hb.address}))
+            self._beats_written[key] = now
         try:
             self._sync_code(self.ha.code_keys())
-            for topo in self.master.topologies.values():
-                for slot in topo.assignment:
-                    hb = topo.slot(slot).heartbeat
-                    key = (topo.plan.storm_id, slot)
-                    if hb is None or hb.starting or now - self._beats_written.get(key, -every) < every:
-                        continue
-                    self.master.store.apply([PutBeat(topo.plan.storm_id, slot, {
-                        "time": hb.time, "stats": hb.stats, "figures": hb.figures, "pid": hb.pid,
-                        "address": hb.address})])
-                    self._beats_written[key] = now
             self.ha.sweep()
-        except Exception as e:  # noqa: BLE001 (logged: the next second writes them again)
-            log.error("cannot write heartbeat summaries to ZooKeeper: %s", e)
+        except Exception as e:  # noqa: BLE001 (logged: the next second tries again)
+            log.error("cannot hold the topologies' code in ZooKeeper: %s", e)
+        return beats
 
     # --- code ------------------------------------------------------------------------------------
     def hold_plan(self, digest: str, plan: TopologyPlan) -> None:
@@ -202,7 +206,7 @@ class Election:
     def _codes_at_start(self) -> None:
         """The plans this master's ``storm.local.dir`` holds from an earlier run, by digest."""
         for stored in self.store.plan_files().values():
-            plan = self.master._unseal_plan(stored.sealed, stored.where)
+            plan = self.master.unseal_plan(stored.sealed, stored.where)
             if plan is not None:
                 self._plans[hashlib.sha256(stored.sealed).hexdigest()] = plan
 
@@ -240,7 +244,7 @@ class Election:
             if not isinstance(blob, bytes) or hashlib.sha256(blob).hexdigest() != digest:
                 log.warning("the code of %s from %s does not match its digest: not kept", storm_id, holder)
                 continue
-            plan = self.master._unseal_plan(blob, f"the code of {storm_id} from {holder}")
+            plan = self.master.unseal_plan(blob, f"the code of {storm_id} from {holder}")
             if plan is None or plan.storm_id != storm_id:
                 continue
             self.store.write_plan_file(storm_id, blob)
@@ -250,29 +254,30 @@ class Election:
             return True
         return False
 
-    async def submit_replicated(self, name: str, conf: dict[str, Any], topology: bytes,
-                                 initial_status: str = "ACTIVE") -> str:
-        """``submit`` on the leader: the plan is offered to the other masters, and the topology
-        starts once ``topology.min.replication.count`` masters hold it, or after
+    async def submit_replicated(self, keep: Callable[[Outcome], Any], name: str, conf: dict[str, Any],
+                                topology: bytes, initial_status: str = "ACTIVE") -> str:
+        """``submit`` on the leader: the plan is kept (``keep``: the server's
+        `squall.cluster.server.Keeper.keep`) and so offered to the other masters, and the
+        topology starts once ``topology.min.replication.count`` masters hold it, or after
         ``topology.max.replication.wait.time.sec`` (-1: no limit) with a warning (Storm's
         ``wait-for-desired-code-replication``)."""
-        import cloudpickle
-        self.master._check_new_name(name)
-        plan, status, code = self.master._new_plan(name, conf, cloudpickle.loads(topology), initial_status)
-        self._replicating.add(plan.storm_id)
+        planning = self.master.plan_submission(name, conf, topology, initial_status)
+        planned: Planned = planning.reply
+        plan = planned.plan
+        self._replicating.add(plan.storm_id)  # first: the state written with its code must not sweep that away
         started = False
         try:
-            await self._wait_for_replication(plan, code or "")
+            keep(planning)
+            await self._wait_for_replication(plan, planned.code or "")
             self.assert_leader()
-            storm_id: str = self.master._start(plan, status, code)
+            storm_id: str = keep(self.master.start(planned))
             started = True
             return storm_id
         finally:
             self._replicating.discard(plan.storm_id)
             if not started:
-                self._plans.pop(code or "", None)
-                self.master.store.apply([RemovePlan(plan.storm_id)])
-                self.master._commit()
+                self._plans.pop(planned.code or "", None)
+                keep(self.master.abandon(planned))
 
     async def _wait_for_replication(self, plan: TopologyPlan, code: str) -> None:
         want = int(conf_value(plan.conf, Config.TOPOLOGY_MIN_REPLICATION_COUNT))

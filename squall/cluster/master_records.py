@@ -12,7 +12,12 @@ edges, and `SlotState.to_json` / `PendingAction.to_json` write ``state.json``, w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..engine.plan import TopologyPlan
+    from .state import TopologyStatus
+    from .store import Change
 
 REMOVE_ACTION = "remove"        # a killed topology's wait is over: drop it, free its slots
 REBALANCE_ACTION = "rebalance"  # a rebalance's wait is over: apply the new parallelism
@@ -128,3 +133,28 @@ class SupervisorInfo:
     def slots(self) -> set[str]:
         """Its slots, as the assignment names them."""
         return {f"{self.host}:{p}" for p in self.ports}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one stimulus made of the master (a verb, a monitor tick, a new leader): the ``reply``
+    its caller gets, and the ``changes`` its store must keep (`squall.cluster.store`), in order,
+    before that reply goes out (`squall.cluster.server.Keeper`). The master does no I/O: it
+    hands these over, and whoever serves it keeps them.
+
+    ``submitted``: the name of a topology this stimulus started. If the store cannot keep the
+    changes, that topology is dropped again (`Master.unkept`): not kept, so not run."""
+
+    reply: Any = None
+    changes: tuple[Change, ...] = ()
+    submitted: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A submission planned and its plan handed to the store, not started yet (Nimbus HA waits
+    here for the code to reach other masters): `Master.start` starts it, `Master.abandon` drops it."""
+
+    plan: TopologyPlan
+    status: TopologyStatus  # what it starts as
+    code: str | None  # its plan's digest (None in memory)

@@ -1,12 +1,15 @@
-"""`MasterServer`: the master as a daemon (what ``squall nimbus`` runs).
+"""`MasterServer`: the master as a daemon (what ``squall nimbus`` runs), and `Keeper`, the one
+place the master's changes reach its store.
 
-The `squall.cluster.master.Master` holds the Nimbus state and answers its verbs; the server
-owns what makes it a network service: the authenticated RPC listener
-(`squall.worker.rpc.serve_connection`, each request answered by `Master.handle`), the
-connection cap, the monitor timer (``nimbus.monitor.freq.secs``, at most a second: restarts,
-due kills and rebalances) and, with Nimbus HA, the election's tick and the leader's second
-(`squall.cluster.master_ha.Election`). A `LocalCluster`'s master is never served: its verbs are
-called directly.
+The `squall.cluster.master.Master` holds the Nimbus state and answers its verbs, doing no I/O:
+each verb and tick returns an `Outcome` (its reply and the changes to keep). The server owns
+what makes it a network service: the authenticated RPC listener
+(`squall.worker.rpc.serve_connection`, each request answered by `Master.handle` and its changes
+kept by the `Keeper` before the reply goes), the connection cap, the monitor timer
+(``nimbus.monitor.freq.secs``, at most a second: restarts, due kills and rebalances) and, with
+Nimbus HA, the election (`squall.cluster.master_ha.Election`, which it makes and gives the
+master), its tick and the leader's second. A `LocalCluster`'s master is never served: its verbs
+are called directly (`squall.cluster.inprocess.DirectMaster`), through a `Keeper` too.
 """
 
 from __future__ import annotations
@@ -17,19 +20,108 @@ import time
 from typing import Any
 
 from .._config import Config, conf_value
+from .._nimbus import checked_request
 from .master import Master
+from .master_ha import Election
+from .master_records import Outcome
+from .store import (
+    Change,
+    DeleteTxState,
+    PutBeat,
+    PutPlan,
+    PutSupervisors,
+    PutTopology,
+    PutTxState,
+    RemovePlan,
+    RemoveTopology,
+    SetCounter,
+    ZooKeeperStore,
+)
 
 log = logging.getLogger("squall.master")
 
 ELECTION_TICK_SECS = 0.25  # with Nimbus HA, a follower takes the lead within this of winning it
 
 
+class Keeper:
+    """Keeps what the master's stimuli changed: `keep` hands the master's store the changes of
+    an `Outcome`, in order, and only then returns its reply.
+
+    A write that fails (a full disk: `DiskWriteError`, naming the file) fails the call: its
+    caller gets the error. What the store did not keep is handed over again, first, with the
+    next outcome that changes something, as the master's own saves did before this seam (a
+    read still answers meanwhile); a topology the outcome submitted is dropped (`Master.unkept`). Trident's transactional
+    writes are not repeated: their caller was told they failed, and writes them again itself."""
+
+    def __init__(self, master: Master) -> None:
+        self.master = master
+        self.store = master.store
+        self._unkept: list[Change] = []
+
+    def keep(self, outcome: Outcome) -> Any:
+        """Keep ``outcome``'s changes (and any left from a failed write before them); its reply.
+
+        Raises:
+            Exception: what the store raised (`DiskWriteError` ...): nothing of the reply went out.
+        """
+        if not outcome.changes:
+            return outcome.reply  # a read: it answers even while the store cannot write
+        batch = _latest(self._unkept + list(outcome.changes)) if self._unkept else outcome.changes
+        if batch:
+            self._unkept = []
+            try:
+                self.store.apply(batch)
+            except BaseException:
+                self._unkept = [c for c in batch if not isinstance(c, (PutTxState, DeleteTxState))]
+                if outcome.submitted is not None:
+                    self._unkept = _latest(self._unkept + list(self.master.unkept(outcome).changes))
+                raise
+        return outcome.reply
+
+    def request(self, op: str, args: dict[str, Any]) -> Any:
+        """The verb ``op`` (`Master.handle`), its changes kept; its reply."""
+        return self.keep(self.master.handle(op, args))
+
+
+def _latest(changes: list[Change]) -> list[Change]:
+    """``changes`` with each superseded one left out (a topology's record written twice: the
+    later), in order: what piles up while a disk is full stays one record per thing."""
+    seen: set[tuple[Any, ...]] = set()
+    out: list[Change] = []
+    for change in reversed(changes):
+        key = _what(change)
+        if key is None or key not in seen:
+            out.append(change)
+            if key is not None:
+                seen.add(key)
+    out.reverse()
+    return out
+
+
+def _what(change: Change) -> tuple[Any, ...] | None:
+    """What ``change`` writes, where a later change of the same replaces it (None: none does)."""
+    if isinstance(change, (PutTopology, RemoveTopology)):
+        return ("topology", change.name)
+    if isinstance(change, (PutPlan, RemovePlan)):
+        return ("plan", change.storm_id)
+    if isinstance(change, PutBeat):
+        return ("beat", change.storm_id, change.slot)
+    if isinstance(change, (SetCounter, PutSupervisors)):
+        return (type(change).__name__,)  # one of each
+    return None  # Trident's transactional writes: each its caller's, never left out
+
+
 class MasterServer:
-    """Serves ``master`` on ``nimbus.host``:``nimbus.thrift.port``; see the module docstring."""
+    """Serves ``master`` on ``nimbus.host``:``nimbus.thrift.port``; see the module docstring.
+    With a store several masters share (Nimbus HA), it makes the master's election."""
 
     def __init__(self, master: Master) -> None:
         self.master = master
         self.conf = master.conf
+        self.keeper = Keeper(master)
+        store = master.store
+        self.election = Election(master, store) if isinstance(store, ZooKeeperStore) else None
+        master.election = self.election
         self.rpc: Any = None  # the RPC server's settings, once `serve` runs
         self._connections: Any = None  # the RPC server's ConnectionTable, once `serve` runs
 
@@ -46,7 +138,7 @@ class MasterServer:
         """
         from .._connlimit import ACCEPT_BACKLOG, ConnectionTable, FullTableLog, connection_cap, open_files_limit
         from ..worker.rpc import rpc_settings
-        master, election = self.master, self.master.election
+        master, election, keep = self.master, self.election, self.keeper.keep
         self.rpc = rpc_settings(self.conf)
         host = conf_value(self.conf, Config.NIMBUS_HOST)
         port = int(conf_value(self.conf, Config.NIMBUS_THRIFT_PORT))  # 0: any free port (tests, SparkCluster)
@@ -71,11 +163,15 @@ class MasterServer:
                     await asyncio.sleep(tick)
                     now = time.monotonic()
                     try:
-                        if (election is None or election.tick(now)) and now - monitored >= freq:
+                        leading = election is None or election.tick(now)
+                        if election is not None and leading:
+                            keep(master.pending())  # a new leader's whole state goes at once
+                        if leading and now - monitored >= freq:
                             monitored = now
-                            master.monitor()
+                            keep(master.monitor())
                             if election is not None:
-                                election.monitor(now)
+                                keep(master.pending(full=True))  # the leader's second: all that differs
+                                keep(Outcome(changes=tuple(election.monitor(now))))
                     except Exception:
                         log.exception("monitor failed")
         finally:
@@ -85,9 +181,19 @@ class MasterServer:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from ..worker.rpc import serve_connection
         try:
-            await serve_connection(reader, writer, self.master.secret, self.master.handle, log, self.rpc,
+            await serve_connection(reader, writer, self.master.secret, self._handle, log, self.rpc,
                                    self._connections)
         except asyncio.CancelledError:
             # the master is stopping. Ending quietly: Python 3.11's start_server calls
             # task.exception() on a cancelled connection task, logging a traceback per client
             pass
+
+    async def _handle(self, op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
+        """The RPC server's handler (`squall.worker.rpc.serve_connection`; ``session`` unused): the
+        master's `Master.handle`, its changes kept before the reply goes. With Nimbus HA the
+        election runs ``submit``, which waits for the code to reach other masters."""
+        if op == "submit" and self.election is not None:
+            checked_request(op, args)
+            self.election.assert_leader()
+            return await self.election.submit_replicated(self.keeper.keep, **args)
+        return self.keeper.request(op, args)

@@ -46,6 +46,7 @@ from .client import MasterClient, master_address
 from .launcher import Launch, Launcher, WorkerExit
 from .master import Master
 from .served_ui import statistics_pages
+from .server import MasterServer
 from .shipping import topology_modules
 from .spark_task import EXIT_LOST, worker_task
 from .supervisor import Supervisor
@@ -338,7 +339,7 @@ class _MasterThread:
         ready = asyncio.Event()
 
         async def main() -> None:
-            self._task = asyncio.create_task(self.master.serve(ready))
+            self._task = asyncio.create_task(MasterServer(self.master).serve(ready))
             waiter = asyncio.create_task(ready.wait())
             await asyncio.wait({self._task, waiter}, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()

@@ -159,6 +159,7 @@ class MasterStore:
     secret: bytes  # the cluster's secret: the master seals plans with it, and serves RPC with it
     transactional: Any
     directory: Path | None = None  # where plans are files (None: in memory)
+    shared = False  # several masters share it (Nimbus HA): only the one that leads writes
 
     def apply(self, changes: Iterable[Change]) -> None:
         """Keep ``changes``, in order.
@@ -326,6 +327,8 @@ class LocalDirStore(MasterStore):
 class ZooKeeperStore(MasterStore):
     """Nimbus HA's store: the cluster state in ZooKeeper through ``coordinator``
     (`squall.cluster.ha.Coordinator`), the plans in ``directory``; see the module docstring."""
+
+    shared = True
 
     def __init__(self, coordinator: Any, directory: Path, secret: bytes) -> None:
         from .ha import ClusterState

@@ -15,9 +15,9 @@ from squall.cluster.client import MasterClient
 from squall.cluster.ha import ClusterState, Coordinator, TopologyRecord, read_state, write_state
 from squall.cluster.master import Master
 from squall.cluster.seeds import LeaderLink, NimbusAddress, parse_seed
-from squall.worker.calls import RemoteError, RpcError
-
+from squall.cluster.server import MasterServer
 from squall.ui.storm_json import topology_summary
+from squall.worker.calls import RemoteError, RpcError
 
 from ..conftest import wait_until
 from ..process.conftest import _free_ports
@@ -98,7 +98,7 @@ class _Running:
     async def _main(self):
         self.task = asyncio.current_task()
         ready = asyncio.Event()
-        serve = asyncio.ensure_future(self.master.serve(ready))
+        serve = asyncio.ensure_future(MasterServer(self.master).serve(ready))
         await ready.wait()
         self._ready.set()
         try:
@@ -156,7 +156,7 @@ def test_a_master_that_lacks_code_does_not_take_the_lead_until_it_fetched_it(ha_
     assert wait_until(lambda: b.master.op_get_leader() is None, 10), b.master.op_get_leader()
     assert not b.master.leading
     with pytest.raises(NotLeaderException, match="no master leads yet"):
-        b.master._assert_leader()
+        b.master.election.assert_leader()
     a2 = running(ha_conf("a"))  # the same storm.local.dir: it holds the code
     assert wait_until(lambda: a2.master.leading, 10)
     assert wait_until(lambda: b.master.ha.in_election and "t" in b.master.topologies, 10)
@@ -428,7 +428,7 @@ def test_no_leader_is_named_while_zookeeper_is_unreachable(own_zookeeper, tmp_pa
     assert wait_until(lambda: not a.master.ha.connected and not b.master.ha.connected, 20)
     assert a.master.op_get_leader() is None and b.master.op_get_leader() is None
     with pytest.raises(NotLeaderException, match="cannot reach ZooKeeper"):
-        b.master._assert_leader()
+        b.master.election.assert_leader()
     with pytest.raises(RpcError, match="Could not find a nimbus leader"), _client(a, b) as m:
         m.deactivate("t")
     server.start()

@@ -1,4 +1,5 @@
-"""The master's bookkeeping, driven through its operations directly (no sockets, no processes)."""
+"""The master's bookkeeping, driven as its server drives it (each verb through `Master.handle`, its
+changes kept before it returns: `tests/cluster/served.py`), with no sockets and no processes."""
 
 import json
 import os
@@ -13,12 +14,13 @@ from squall import (AlreadyAliveException, Config, IllegalStateTransition, Inval
 from squall._config import cluster_conf
 from squall._errors import SquallError
 from squall._sealed import seal, unseal
-from squall.cluster.master import Master
 from squall.cluster.master_records import REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, PendingAction
+from squall.cluster.server import MasterServer
 from squall.engine.clock import SimulatedClock
 from squall.testing import FeederSpout
 
 from ..acceptance.components import AckBolt
+from .served import served
 
 
 def _topology():
@@ -39,7 +41,7 @@ def _register(master, ports=(7000, 7001)):
 
 
 def test_a_submitted_topology_is_assigned_once_slots_exist(conf):
-    m = Master(conf)
+    m = served(conf)
     m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     assert m.op_list()[0]["num_workers"] == 0  # no supervisor yet: it waits, as in Storm
     reply = _register(m)
@@ -49,11 +51,11 @@ def test_a_submitted_topology_is_assigned_once_slots_exist(conf):
 
 
 def test_state_survives_a_restart_of_the_master(conf):
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     m.op_deactivate(name="t")
-    again = Master(conf)
+    again = served(conf)
     assert [t["name"] for t in again.op_list()] == ["t"]
     assert again.op_info(name="t")["status"] == "INACTIVE"
     # a worker of the old launch keeps its slot: its heartbeat is accepted
@@ -63,7 +65,7 @@ def test_state_survives_a_restart_of_the_master(conf):
 
 
 def test_a_silent_worker_gets_a_new_launch_id(conf):
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     topo = m.topologies["t"]
@@ -76,14 +78,15 @@ def test_a_silent_worker_gets_a_new_launch_id(conf):
 
 
 def test_a_worker_that_keeps_failing_to_start_is_given_up_with_an_error(conf):
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     slot = next(iter(m.topologies["t"].assignment))
     for _ in range(3):
         m.op_supervisor_sync(
             supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
-            exits=[{"storm_id": storm_id, "slot": slot, "status": 3, "started": False}])
+            exits=[{"storm_id": storm_id, "slot": slot, "launch_id": m.topologies["t"].launch_ids[slot], "status": 3,
+                    "started": False}])
     info = m.op_info(name="t")
     assert info["workers"][0]["given_up"]
     assert "failed to start 3 times" in info["errors"][-1]["error"]
@@ -91,7 +94,7 @@ def test_a_worker_that_keeps_failing_to_start_is_given_up_with_an_error(conf):
 
 
 def test_kill_and_state_machine_errors(conf):
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     m.op_submit(name="t", conf={}, topology=_topology())
     m.op_kill(name="t", wait_secs=5)
@@ -105,7 +108,7 @@ def test_kill_and_state_machine_errors(conf):
 
 
 def test_rebalance_moves_to_new_worker_and_executor_counts(conf):
-    m = Master(conf)
+    m = served(conf)
     _register(m, (7000, 7001, 7002))
     m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     m.op_rebalance(name="t", num_workers=2, executors={"sink": 1}, wait_secs=0)
@@ -115,7 +118,7 @@ def test_rebalance_moves_to_new_worker_and_executor_counts(conf):
 
 
 def test_topology_conf_may_not_set_daemon_keys(conf):
-    m = Master(conf)
+    m = served(conf)
     with pytest.raises(Exception, match="nimbus.task.timeout.secs"):
         m.op_submit(name="t", conf=Config({"nimbus.task.timeout.secs": 3}), topology=_topology())
 
@@ -123,7 +126,7 @@ def test_topology_conf_may_not_set_daemon_keys(conf):
 def test_spouts_run_only_once_every_worker_has_reported_in(conf):
     """As Storm activates a topology once its workers are up: the first worker to start must not
     flood peers that are still starting."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     first, second = sorted(m.topologies["t"].assignment)
@@ -140,7 +143,7 @@ def test_spouts_run_only_once_every_worker_has_reported_in(conf):
 
 
 def test_info_counts_only_the_slots_a_topology_holds_now(conf):
-    m = Master(conf)
+    m = served(conf)
     _register(m, (7000, 7001, 7002))
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = m.topologies["t"]
@@ -157,7 +160,7 @@ def test_workers_get_their_peers_addresses_once_every_worker_reported_one(conf):
     """On Spark a worker's address is known only once its task runs: the table has None for
     peers not yet reported, and a worker that restarts elsewhere reaches its peers through
     their next heartbeat reply."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = m.topologies["t"]
@@ -182,7 +185,7 @@ def test_workers_get_their_peers_addresses_once_every_worker_reported_one(conf):
 
 
 def test_a_worker_that_ended_gets_a_fresh_launch_id_and_its_old_copy_is_told_to_stop(conf):
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     topo = m.topologies["t"]
@@ -201,7 +204,7 @@ def test_a_worker_that_ended_gets_a_fresh_launch_id_and_its_old_copy_is_told_to_
 
 
 def test_with_strict_slots_too_many_workers_is_refused_naming_the_slots(conf):
-    m = Master(conf, strict_slots=lambda n: f"the application has {n} task slots")
+    m = served(conf, strict_slots=lambda n: f"the application has {n} task slots")
     _register(m)
     with pytest.raises(InvalidTopologyException, match=r"needs 3 workers .* only 2 of 2 task slots are free: "
                                                        r"the application has 2 task slots"):
@@ -219,9 +222,9 @@ def test_port_zero_listens_on_a_free_port(conf):
     import asyncio
 
     async def start():
-        m = Master({**conf, "nimbus.thrift.port": 0})
+        m = served({**conf, "nimbus.thrift.port": 0})
         ready = asyncio.Event()
-        task = asyncio.create_task(m.serve(ready))
+        task = asyncio.create_task(MasterServer(m).serve(ready))
         await ready.wait()
         task.cancel()
         return m.port
@@ -238,7 +241,7 @@ def _modes(root):
 def test_the_secret_and_daemon_settings_reach_no_plan_conf_file_or_info(tmp_path):
     conf = cluster_conf({"storm.local.dir": str(tmp_path / "local"), "squall.secret": "s3cret-never-shown",
                          "nimbus.task.timeout.secs": 9, "custom.cluster.key": "yes"})
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     plan = m.topologies["t"].plan
@@ -253,7 +256,7 @@ def test_the_secret_and_daemon_settings_reach_no_plan_conf_file_or_info(tmp_path
 
 def test_everything_the_master_writes_is_owner_only(tmp_path, conf):
     os.umask(0o022)
-    m = Master({**conf, "storm.local.dir": str(tmp_path / "local")})
+    m = served({**conf, "storm.local.dir": str(tmp_path / "local")})
     _register(m)
     m.op_submit(name="t", conf={}, topology=_topology())
     modes = _modes(tmp_path / "local")
@@ -270,12 +273,12 @@ def test_a_secret_file_others_can_read_or_that_is_empty_is_refused_saying_how_to
     secret.write_bytes(content)
     os.chmod(secret, mode)
     with pytest.raises(SquallError, match=fix) as e:
-        Master(cluster_conf({"storm.local.dir": str(tmp_path)}))
+        served(cluster_conf({"storm.local.dir": str(tmp_path)}))
     assert str(secret) in str(e.value) and "delete it" in str(e.value)
 
 
 def test_a_stray_plan_in_the_state_directory_is_not_unpickled(conf, tmp_path, caplog):
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     m.op_submit(name="t", conf={}, topology=_topology())
     marker = tmp_path / "pwned"
@@ -286,7 +289,7 @@ def test_a_stray_plan_in_the_state_directory_is_not_unpickled(conf, tmp_path, ca
     stray = m.local_dir / "evil.plan"
     stray.write_bytes(pickle.dumps(Evil()))
 
-    again = Master(conf)
+    again = served(conf)
     assert not marker.exists()
     assert [t["name"] for t in again.op_list()] == ["t"]
     assert any(str(stray) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
@@ -294,7 +297,7 @@ def test_a_stray_plan_in_the_state_directory_is_not_unpickled(conf, tmp_path, ca
 
 @pytest.mark.parametrize("spoil", ["flip", "other secret"])
 def test_a_tampered_plan_is_skipped_with_a_warning_naming_it(conf, caplog, spoil):
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     m.op_submit(name="t", conf={}, topology=_topology())
     plan = m.local_dir / f"{m.topologies['t'].plan.storm_id}.plan"
@@ -305,13 +308,13 @@ def test_a_tampered_plan_is_skipped_with_a_warning_naming_it(conf, caplog, spoil
         blob = bytearray(seal(b"another secret", b"plan", unseal(m.secret, b"plan", bytes(blob))))
     plan.write_bytes(bytes(blob))
 
-    again = Master(conf)
+    again = served(conf)
     assert again.op_list() == []
     assert any(str(plan) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
 
 
 def test_a_topology_waiting_for_slots_is_placed_when_a_kill_or_a_rebalance_frees_some(conf):
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     m.op_submit(name="first", conf={"topology.workers": 2}, topology=_topology())
     m.op_submit(name="second", conf={"topology.workers": 2}, topology=_topology())
@@ -334,7 +337,7 @@ def test_a_restarted_supervisor_takes_over_its_slots_with_new_launches(conf):
     a new launch id: the new workers count their messages from 0 again, and peers that
     remember a dead worker's last number would drop all of them as replayed under the old id.
     The others hear of the deaths at once, to fail what the dead workers held."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = m.topologies["t"]
@@ -364,7 +367,7 @@ def test_two_live_supervisors_that_claim_one_address_do_not_restart_each_others_
     """Two machines both left at --host 127.0.0.1: each would replace the other at every sync,
     and every slot would get a new launch every second. The newcomer gets no slots and an error
     names both; the first keeps its workers and their launches."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = m.topologies["t"]
@@ -380,13 +383,13 @@ def test_two_live_supervisors_that_claim_one_address_do_not_restart_each_others_
 
 def _reloaded_with_running_workers(conf):
     """A master whose two workers started, stopped and loaded again from its state."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = m.topologies["t"]
     for slot in topo.assignment:
         m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
-    return Master(conf), storm_id
+    return served(conf), storm_id
 
 
 def _running(topo, storm_id):
@@ -410,12 +413,12 @@ def test_workers_that_died_while_the_master_was_down_get_new_launches(conf):
     m.op_supervisor_sync(supervisor_id="s9", host="127.0.0.1", ports=[7000, 7001], running=_running(topo, storm_id))
     assert topo.launch_ids == {slot: ids[slot] + 1 for slot in ids}
     # and the new launches are saved: a master loaded again does not hand the old ones out
-    assert Master(conf).topologies["t"].launch_ids == topo.launch_ids
+    assert served(conf).topologies["t"].launch_ids == topo.launch_ids
 
 
 def test_a_pending_rebalance_and_the_slots_failed_starts_survive_a_restart_of_the_master(conf):
     clock = SimulatedClock(1000.0)
-    m = Master(conf, clock=clock)
+    m = served(conf, clock=clock)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = m.topologies["t"]
@@ -425,7 +428,7 @@ def test_a_pending_rebalance_and_the_slots_failed_starts_survive_a_restart_of_th
             {"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": 1, "started": False}])
     m.op_rebalance(name="t", num_workers=1, executors={"sink": 1}, wait_secs=30)
 
-    again = Master(conf, clock=clock)
+    again = served(conf, clock=clock)
     t2 = again.topologies["t"]
     assert t2.launch_ids == topo.launch_ids and t2.slot(b).failed_starts == 2 and not t2.slot(b).given_up
     assert t2.pending_action == PendingAction(REBALANCE_ACTION, 1030.0, 1, {"sink": 1})
@@ -440,7 +443,7 @@ def test_a_state_file_an_older_master_wrote_still_loads(conf):
     """Before the master kept one record per slot, state.json held each topology's launch ids,
     failed starts and given-up slots as three maps, and its pending kill or rebalance as a
     ``[kind, due, args]`` list: a master upgraded in place reads them."""
-    m = Master(conf)
+    m = served(conf)
     _register(m, ports=(7000, 7001, 7002))
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     m.op_submit(name="k", conf={"topology.workers": 1}, topology=_topology())
@@ -456,7 +459,7 @@ def test_a_state_file_an_older_master_wrote_still_loads(conf):
     k.update({"status": "KILLED", "pending_action": ["remove", time.time() - 1, {}]})
     path.write_text(json.dumps(data))
 
-    again = Master(conf)
+    again = served(conf)
     topo = again.topologies["t"]
     assert topo.launch_ids == {a: 3, b: 1}
     assert (topo.slot(a).failed_starts, topo.slot(b).failed_starts) == (0, 2) and topo.given_up() == [b]
@@ -479,7 +482,7 @@ def test_workers_that_survived_the_master_keep_their_launches(conf):
 
 
 def test_a_launch_about_to_start_for_the_first_time_is_not_taken_for_dead(conf):
-    m = Master(conf)
+    m = served(conf)
     m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], running=[])
     m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = m.topologies["t"]
@@ -538,7 +541,7 @@ def _exit(m, storm_id, slot, status, output=""):
 def test_a_worker_that_dies_before_it_reports_counts_as_a_failed_start_shows_its_output_and_backs_off(conf):
     """Exit status 1 with a traceback, before any heartbeat (a bad conf, an import error before
     the worker reached the master): a failed start, whatever the supervisor thinks."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     topo = m.topologies["t"]
@@ -564,7 +567,7 @@ def test_a_worker_that_dies_before_it_reports_counts_as_a_failed_start_shows_its
 
 
 def test_a_worker_that_started_and_then_died_is_restarted_at_once_and_resets_the_count(conf):
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     topo = m.topologies["t"]
@@ -582,7 +585,7 @@ def test_a_worker_that_started_and_then_died_is_restarted_at_once_and_resets_the
 def test_a_dead_worker_is_told_to_the_others_in_their_heartbeat_replies(conf):
     """Beyond Storm: a reported exit, or a worker whose heartbeats stopped, makes a notice of
     its slot and tasks that every other worker gets once, in its next heartbeat reply."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = m.topologies["t"]
@@ -623,7 +626,7 @@ def test_a_worker_that_keeps_crashing_soon_after_it_starts_backs_off_is_never_gi
     kill -9 costs nothing); each further one within a minute of its start waits 1, 2, 4 ... s;
     these are not failed starts, so squall.worker.max.launch.attempts (3 here) never gives the
     slot up; the error is one record with a count."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     topo = m.topologies["t"]
@@ -664,7 +667,7 @@ def test_a_reported_error_folded_into_an_earlier_crash_does_not_make_its_launch_
     """A launch's report_error (not fatal) whose text is that of an earlier launch's crash
     counts on the crash's record, which stays fatal; the launch that reported it did not crash:
     its clean exit is not a quick crash held back by the backoff."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     topo = m.topologies["t"]
@@ -684,7 +687,7 @@ def test_a_reported_error_folded_into_an_earlier_crash_does_not_make_its_launch_
 def test_identical_errors_count_on_one_record_and_survive_a_restart_of_the_master(conf):
     """Same component and text, whatever the task: one record, counted. Another text of the
     same component is a new record; another component's error in between does not break the run."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     topo = m.topologies["t"]
@@ -698,7 +701,7 @@ def test_identical_errors_count_on_one_record_and_survive_a_restart_of_the_maste
     report(_crash_report(3, "ValueError: b"))
     summary = [(e["component"], e["error"], e["count"]) for e in m.op_info(name="t")["errors"]]
     assert summary == [("sink", "KeyError: x", 1), ("split", "ValueError: a", 3), ("split", "ValueError: b", 1)]
-    again = Master(conf)
+    again = served(conf)
     assert [(e["error"], e["count"]) for e in again.op_info(name="t")["errors"]] == [
         ("KeyError: x", 1), ("ValueError: a", 3), ("ValueError: b", 1)]
 
@@ -707,7 +710,7 @@ def test_only_a_worker_that_may_have_held_tuples_is_told_as_lost(conf):
     """A worker that never reported its data address was sent nothing: its failed starts and
     launch timeouts must not make the spouts fail their whole pending set each time. One whose
     address its peers had (reported, or started) may have held tuples: its death is told."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = m.topologies["t"]
@@ -733,7 +736,7 @@ def test_a_worker_is_told_every_death_when_the_master_restarted_since_it_last_he
     """Lost generations are not persisted: a restarted master counts from 0 again. A worker
     whose generation happens to equal the new master's would hear nothing; the master's epoch,
     new at each start, tells it that its generation is from another master."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = m.topologies["t"]
@@ -745,7 +748,7 @@ def test_a_worker_is_told_every_death_when_the_master_restarted_since_it_last_he
     old = m.op_get_assignment(storm_id=storm_id, slot=a, launch_id=topo.launch_ids[a])
     assert old["lost_generation"] == 1  # a knows of b's death: generation 1 of the old master
 
-    again = Master(conf)
+    again = served(conf)
     _register(again)
     t2 = again.topologies["t"]
     again.op_heartbeat(storm_id=storm_id, slot=b, launch_id=t2.launch_ids[b], started=True)
@@ -762,7 +765,7 @@ def test_a_worker_is_told_every_death_when_the_master_restarted_since_it_last_he
 def test_reports_for_slots_outside_the_assignment_create_nothing(conf):
     """An authenticated but confused (or hostile) supervisor or worker naming slots the master
     never assigned: no record is made for them, nothing is saved for them."""
-    m = Master(conf)
+    m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={}, topology=_topology())
     topo = m.topologies["t"]
@@ -779,7 +782,7 @@ def test_a_machine_whose_supervisor_and_workers_fall_silent_loses_its_executors_
     as Storm reassigns timed-out executors; a worker silent on a machine whose supervisor still
     syncs is restarted in place instead. A machine that comes back is given nothing of it."""
     clock = SimulatedClock(1000.0)
-    m = Master(conf, clock=clock)
+    m = served(conf, clock=clock)
     for sid, host in (("s1", "10.0.0.1"), ("s2", "10.0.0.2")):
         m.op_supervisor_sync(supervisor_id=sid, host=host, ports=[7000])
     storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())

@@ -13,8 +13,10 @@ from squall._errors import DiskWriteError
 from squall.cluster.master import Master
 from squall.cluster.store import (LocalDirStore, MemoryStore, PutPlan, PutSupervisors, PutTopology, PutTxState,
                                   RemovePlan, RemoveTopology, SetCounter, ZooKeeperStore)
+from squall.cluster.server import MasterServer
 from squall.engine.clock import SimulatedClock
 
+from .served import served
 from .test_master import _register, _topology
 
 CONF = cluster_conf({"squall.secret": "store-test-secret-0123456789abcdef", "nimbus.task.timeout.secs": 1,
@@ -50,7 +52,7 @@ def _launched(master, name):
 def test_a_master_made_again_from_the_store_resumes_assignments_launch_ids_and_trident_state():
     clock = SimulatedClock(1000.0)
     store = _store()
-    first = Master(CONF, clock=clock, store=store)
+    first = served(CONF, clock=clock, store=store)
     _register(first)
     storm_id = first.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     launches = _launched(first, "t")
@@ -60,7 +62,7 @@ def test_a_master_made_again_from_the_store_resumes_assignments_launch_ids_and_t
     first.op_deactivate(name="t")
 
     clock.advance(30)
-    again = Master(CONF, clock=clock, store=store)  # the first one is gone; the store outlived it
+    again = served(CONF, clock=clock, store=store)  # the first one is gone; the store outlived it
     assert [(t["name"], t["id"], t["status"]) for t in again.op_list()] == [("t", storm_id, "INACTIVE")]
     assert _launched(again, "t") == launches  # its workers keep running: nothing relaunched
     assert again.op_trident_state_get(topology="t", key="coordinator/currtx") == b"41"
@@ -76,7 +78,7 @@ def test_a_master_made_again_from_the_store_resumes_assignments_launch_ids_and_t
 
 def test_an_operation_hands_the_store_only_what_it_changed():
     store = _store()
-    m = Master(CONF, clock=SimulatedClock(5.0), store=store)
+    m = served(CONF, clock=SimulatedClock(5.0), store=store)
     _register(m)
     storm_id = m.op_submit(name="t", conf={}, topology=_topology())
     m.op_submit(name="u", conf={}, topology=_topology())
@@ -94,11 +96,54 @@ def test_an_operation_hands_the_store_only_what_it_changed():
     assert "t" not in store.load().topologies and storm_id not in store.load().plans
 
 
+def test_an_outcome_carries_exactly_the_changes_its_stimulus_made_and_its_server_keeps_them_once():
+    """The master does no I/O: `Master.handle` and `Master.monitor` return an `Outcome` (the reply
+    and the changes), the store is untouched until the server's `Keeper` hands it those changes,
+    once each, and a read or a tick that changed nothing writes nothing."""
+    clock = SimulatedClock(5.0)
+    store = _store()
+    m = Master(CONF, clock=clock, store=store)
+    server = MasterServer(m).keeper  # what the server keeps each request's changes with
+    server.request("supervisor_sync", {"supervisor_id": "s1", "host": "127.0.0.1", "ports": [7000]})
+    store.batches.clear()
+
+    submitted = m.handle("submit", {"name": "t", "conf": {}, "topology": _topology()})
+    assert store.batches == [] and "t" not in store.load().topologies  # nothing written by the master
+    storm_id = submitted.reply
+    assert [type(c) for c in submitted.changes] == [PutPlan, SetCounter, PutTopology]
+    plan, counter, record = submitted.changes
+    assert (plan.storm_id, counter.counter, record.storm_id) == (storm_id, 1, storm_id) and submitted.submitted == "t"
+    assert server.keep(submitted) == storm_id
+    assert store.batches == [list(submitted.changes)]  # kept once, in order
+    assert store.load().topologies["t"] == record.record
+
+    listed = m.handle("list", {})
+    assert listed.changes == () and server.keep(listed) == listed.reply and len(store.batches) == 1
+    [slot] = m.topologies["t"].assignment
+    launch = m.topologies["t"].launch_ids[slot]
+    assert m.monitor().changes == ()  # nothing due yet: the tick writes nothing
+
+    deactivated = m.handle("deactivate", {"name": "t"})
+    [change] = deactivated.changes
+    assert isinstance(change, PutTopology) and change.record["status"] == "INACTIVE"
+    server.keep(deactivated)
+    assert store.batches[1:] == [[change]]
+
+    clock.advance(3)  # past nimbus.task.launch.secs (2): the silent worker is relaunched by the tick
+    sync = {"supervisor_id": "s1", "host": "127.0.0.1", "ports": [7000]}
+    assert m.handle("supervisor_sync", sync).changes == ()  # its supervisor is alive: nothing to keep
+    ticked = m.monitor()
+    [change] = ticked.changes
+    assert change.record["slots"][slot]["launch_id"] == launch + 1
+    server.keep(ticked)
+    assert len(store.batches) == 3 and store.load().topologies["t"]["slots"][slot]["launch_id"] == launch + 1
+
+
 def test_a_store_that_cannot_write_fails_the_operation_and_gets_the_change_at_the_next_commit():
     """As with a full disk: a submission that cannot be kept is not run; a deactivation that
     cannot be kept raises, and is kept by the next write that succeeds."""
     store = _store()
-    m = Master(CONF, clock=SimulatedClock(5.0), store=store)
+    m = served(CONF, clock=SimulatedClock(5.0), store=store)
     _register(m)
     m.op_submit(name="t", conf={}, topology=_topology())
     store.full = True
@@ -116,7 +161,7 @@ def test_a_store_that_cannot_write_fails_the_operation_and_gets_the_change_at_th
 
 def test_supervisors_and_transactional_writes_are_named_changes():
     store = _store()
-    m = Master(CONF, clock=SimulatedClock(5.0), store=store)
+    m = served(CONF, clock=SimulatedClock(5.0), store=store)
     _register(m)
     assert any(isinstance(c, PutSupervisors) and c.supervisors["s1"]["ports"] == [7000, 7001]
                for batch in store.batches for c in batch)
@@ -126,7 +171,7 @@ def test_supervisors_and_transactional_writes_are_named_changes():
 
 def test_the_directory_store_writes_state_json_as_before_and_a_master_resumes_from_it(tmp_path):
     conf = {**CONF, "storm.local.dir": str(tmp_path)}
-    m = Master(conf, clock=SimulatedClock(5.0))
+    m = served(conf, clock=SimulatedClock(5.0))
     assert isinstance(m.store, LocalDirStore)
     _register(m)
     storm_id = m.op_submit(name="t", conf={}, topology=_topology())
@@ -139,7 +184,7 @@ def test_the_directory_store_writes_state_json_as_before_and_a_master_resumes_fr
     t.pop("code")
     t.update(launch_ids=launches, launch_failures={}, given_up=[])
     (tmp_path / "nimbus" / "state.json").write_text(json.dumps(data))
-    again = Master(conf, clock=SimulatedClock(6.0))
+    again = served(conf, clock=SimulatedClock(6.0))
     assert _launched(again, "t") == launches and again.op_list()[0]["id"] == storm_id
 
 
@@ -240,8 +285,9 @@ def test_a_follower_that_becomes_leader_reads_the_store_and_takes_the_workers_ov
     conf = {**CONF, "storm.local.dir": str(tmp_path)}  # the same plan files: no code to fetch
 
     def master(port):
-        m = Master(conf, clock=clock, store=ZooKeeperStore(_Session(ensemble), tmp_path / "nimbus", b"s" * 32))
+        m = served(conf, clock=clock, store=ZooKeeperStore(_Session(ensemble), tmp_path / "nimbus", b"s" * 32))
         m.port = port
+        MasterServer(m.master)  # gives the master its election, as when it serves
         m.election.join()
         return m
 

@@ -4,18 +4,17 @@ the pages its host gives it (a master given none refuses them, naming the verb).
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from squall._config import cluster_conf
 from squall._errors import BadParameterError
-from squall.cluster.master import Master
 from squall.cluster.served_ui import statistics_pages
+from squall.cluster.server import Keeper
 from squall.cluster.view import NoPagesError
 from squall.engine.clock import SimulatedClock
 from squall.ui import stats_pages
 
+from .served import served
 from .test_master import _register, _topology
 
 
@@ -26,7 +25,7 @@ def conf(tmp_path):
 
 def test_supervisors_report_uptime_and_used_slots(conf):
     clock = SimulatedClock()
-    m = Master(conf, clock=clock)
+    m = served(conf, clock=clock)
     _register(m)
     m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     clock.advance(75)
@@ -38,13 +37,13 @@ def test_supervisors_report_uptime_and_used_slots(conf):
 
 
 def test_debug_is_clamped_named_and_kept_across_a_restart(conf):
-    m = Master(conf)
+    m = served(conf)
     storm_id = m.op_submit(name="t", conf={}, topology=_topology())
     assert m.op_debug(name="t", component=None, enable=True, pct=300) == {"enable": True, "samplingpct": 100}
     assert m.op_debug(name="t", component="sink", enable=False, pct=-1) == {"enable": False, "samplingpct": 0}
     with pytest.raises(KeyError, match="nope"):
         m.op_debug(name="t", component="nope", enable=True, pct=5)
-    again = Master(conf)
+    again = served(conf)
     assert again.topologies["t"].debug == {storm_id: {"enable": True, "samplingpct": 100},
                                            "sink": {"enable": False, "samplingpct": 0}}
 
@@ -54,21 +53,21 @@ PAGE_VERBS = {"topology_page": {"name": "t"}, "component_page": {"name": "t", "c
 
 
 def test_a_master_given_no_pages_refuses_the_page_verbs_naming_each(conf):
-    m = Master(conf)  # the pages are the UI's (squall.ui.stats_pages): a bare master has none
+    m = served(conf)  # the pages are the UI's (squall.ui.stats_pages): a bare master has none
     m.op_submit(name="t", conf={}, topology=_topology())
     for verb, args in PAGE_VERBS.items():
         with pytest.raises(NoPagesError, match=f"^{verb}: this master serves no statistics pages"):
-            asyncio.run(m.handle(verb, args, {}))
+            Keeper(m).request(verb, args)
         with pytest.raises(NoPagesError, match=f"^{verb}:"):
             getattr(m, f"op_{verb}")(**args)
 
 
 def test_the_pages_a_host_gives_its_master_answer_the_page_verbs(conf):
-    m = Master(conf, pages=statistics_pages())
+    m = served(conf, pages=statistics_pages())
     assert m.pages is stats_pages  # found by name: the cluster imports nothing of the UI
     storm_id = m.op_submit(name="t", conf={}, topology=_topology())
     _register(m)
-    answers = {verb: asyncio.run(m.handle(verb, args, {})) for verb, args in PAGE_VERBS.items()}
+    answers = {verb: Keeper(m).request(verb, args) for verb, args in PAGE_VERBS.items()}
     assert answers["topology_page"]["id"] == storm_id and answers["topology_page"]["window"] == ":all-time"
     assert [b["boltId"] for b in answers["topology_page"]["bolts"]] == ["sink"]
     assert answers["component_page"]["id"] == "sink" and answers["component_page"]["tasks"] == 2

@@ -2,8 +2,6 @@
 records cross either transport, and a request or reply of the wrong shape is refused with an
 error naming the verb and the field."""
 
-import asyncio
-
 import cloudpickle
 import pytest
 
@@ -13,6 +11,7 @@ from squall._nimbus import (LEADER_ONLY, READS, VERBS, Heartbeat, HeartbeatReply
                             RunningWorker, SupervisorSync, SyncReply, WorkerExit, checked_request)
 from squall.cluster.inprocess import DirectMaster
 from squall.cluster.master import Master
+from squall.cluster.server import Keeper
 from squall.testing import FeederSpout
 from squall.worker.calls import RemoteError
 
@@ -33,7 +32,7 @@ def _direct(master):
 
 
 def _handle(master, op, **args):
-    return asyncio.run(master.handle(op, args, {}))
+    return Keeper(master).request(op, args)
 
 
 def test_every_verb_the_master_serves_is_declared_once_and_every_declared_one_is_served(master):

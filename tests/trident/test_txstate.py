@@ -12,12 +12,12 @@ from squall import LocalCluster, TopologyBuilder, TopologyContext
 from squall._config import cluster_conf
 from squall._transactional import (MAX_KEY_CHARS, MAX_KEYS, MAX_VALUE_BYTES, MasterBackend, MemoryBackend,
                                    TransactionalStateError)
-from squall.cluster.master import Master
 from squall.cluster.store import MemoryStore
 from squall.cluster.txstore import FileStore
 from squall.trident.txstate import BackedTransactionalState, MemoryTransactionalState, name_key, transactional_state
 from squall.worker.calls import RemoteError, RpcError
 
+from ..cluster.served import served  # a master as its server drives it: each verb's changes kept
 from ..conftest import wait_until
 from .txstate_topology import OpensSpout, opens, opens_topology
 
@@ -152,11 +152,11 @@ def test_the_file_store_keeps_values_sealed_per_key(tmp_path, monkeypatch):
 
 def test_the_master_keeps_the_state_across_its_restart_and_never_unpickles_it(tmp_path):
     conf = cluster_conf({"storm.local.dir": str(tmp_path)})
-    m = Master(conf)
+    m = served(conf)
     blob = pickle.dumps({"txid": 12})
     m.op_trident_state_put(topology="words", key="coordinator/currtx", value=blob)
     m.op_trident_state_put(topology="words", key="spout/meta/12", value=b"not a pickle at all")
-    again = Master(conf)
+    again = served(conf)
     assert again.op_trident_state_get(topology="words", key="coordinator/currtx") == blob
     assert again.op_trident_state_get(topology="words", key="spout/meta/12") == b"not a pickle at all"
     assert again.op_trident_state_list(topology="words", prefix="spout/") == ["spout/meta/12"]
@@ -185,7 +185,7 @@ class _FlakyLink:
 
 
 def test_a_worker_retries_an_unreachable_master_then_gives_up():
-    master = Master(cluster_conf({}), store=MemoryStore.for_conf({}))  # LocalCluster's: in memory
+    master = served(cluster_conf({}), store=MemoryStore.for_conf({}))  # LocalCluster's: in memory
     slept = []
     backend = MasterBackend(_FlakyLink(master, down=2), retries=2, interval=0.5, sleep=slept.append)
     s = BackedTransactionalState(backend, "words", "coordinator")
@@ -210,7 +210,7 @@ def test_the_master_refuses_the_state_to_a_launch_not_running_and_to_another_top
     from squall._transactional import LaunchRefusedError, WorkerLaunch
     from squall.cluster.master_records import Heartbeat
 
-    m = Master(cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.task.timeout.secs": 1}))
+    m = served(cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.task.timeout.secs": 1}))
     m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000])
     storm_id = m.op_submit(name="words", conf={}, topology=cloudpickle.dumps(opens_topology(tmp_path)))
     m.op_submit(name="other", conf={}, topology=cloudpickle.dumps(opens_topology(tmp_path)))

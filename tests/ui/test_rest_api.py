@@ -276,6 +276,7 @@ def rpc_master(tmp_path):
     from squall._config import cluster_conf
     from squall.cluster.master import Master
     from squall.cluster.served_ui import statistics_pages
+    from squall.cluster.server import MasterServer
 
     from ..cluster.test_master import _topology
     conf = cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.thrift.port": 0, "squall.secret": SECRET})
@@ -286,7 +287,7 @@ def rpc_master(tmp_path):
 
     async def serve():
         ready = asyncio.Event()
-        task = asyncio.create_task(master.serve(ready))
+        task = asyncio.create_task(MasterServer(master).serve(ready))
         await ready.wait()
         listening.set()
         try:

@@ -9,6 +9,7 @@ short functions over the Python API:
 - `squall.cli._logs`: ``logs`` (a topology's worker logs on this machine);
 - `squall.cli._ui`: ``ui`` (the UI daemon's REST API for the cluster's master);
 - `squall.cli._drpc`: ``drpc`` (Storm's DRPC server; also started by ``nimbus``);
+- `squall.cli._trident`: ``trident`` (a Trident topology FILE as a Spark Structured Streaming query);
 - `squall.cli._errors_verb`: ``get-errors`` (each component's last error, through the master's ``info``);
 - `squall.cli._topology_file`: finding the topology in FILE (``local`` and ``jar``);
 - `squall.cli._flux`: Flux's options and a Flux FILE.yaml's topology (``local`` and ``jar``; `squall.flux`);
@@ -35,7 +36,7 @@ from typing import Any
 
 from .. import __version__
 from .._errors import SquallError
-from . import _cluster, _drpc, _errors_verb, _flux, _local, _logs, _sparse, _ui
+from . import _cluster, _drpc, _errors_verb, _flux, _local, _logs, _sparse, _trident, _ui
 from ._options import UserError, parse_overrides, port_number, positive_int, positive_seconds, wait_seconds
 
 _SPARK_MASTER_HELP = ("with --host spark: the Spark master (local[N], spark://HOST:7077, yarn, k8s://...; "
@@ -265,6 +266,7 @@ def _create_arg_parser() -> argparse.ArgumentParser:
                      "(squall help VERB SUBVERB).", parents=(base,))
     help_verb.add_argument("topic", nargs="*", metavar="VERB")
 
+    _trident.add_verb(verb)
     verb("version", _cmd_version, "print squall's version")
     return parser
 

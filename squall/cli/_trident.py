@@ -1,0 +1,117 @@
+"""``squall trident FILE --host spark --checkpoint DIR``: a Trident topology as one Spark
+Structured Streaming query (`squall.trident.spark.start`), this process being its driver.
+
+FILE defines ``build()`` returning a `TridentTopology`, or a module-level ``topology`` that is
+one; a module-level ``conf`` (a dict), if present, is what the operations and spouts are
+prepared with, and ``-c key=value`` overrides it. The driver runs until Ctrl-C or SIGTERM (the
+query stops; a start on the same ``--checkpoint`` resumes it) or until the query fails (exit 1,
+with Spark's error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ._options import UserError, parse_overrides
+from ._topology_file import check_file, import_file, on_sys_path, topology_name
+
+
+def add_verb(verb: Callable[..., argparse.ArgumentParser]) -> None:
+    """Declare the ``trident`` verb with ``verb`` (`squall.cli._create_arg_parser`'s helper)."""
+    p = verb("trident", cmd_trident, "run a Trident topology file as a Spark Structured Streaming query",
+             "Compile the TridentTopology FILE defines (build() or topology, and optionally conf) into one "
+             "Structured Streaming query and run it in this process, its Spark driver, until Ctrl-C or "
+             "SIGTERM; each micro-batch is one Trident batch, its offsets and commits kept in --checkpoint, "
+             "where a new start resumes (docs/trident.md, \"On Spark's engine\").")
+    p.add_argument("file", metavar="FILE", help="a .py file that defines a TridentTopology")
+    p.add_argument("--host", choices=("spark",), default="spark",
+                   help="the engine: spark (Spark's own; squall's engine runs a Trident topology with "
+                        "`squall local` or `squall jar`)")
+    p.add_argument("--checkpoint", required=True, metavar="DIR",
+                   help="the query's checkpoint location (a path or a URI Spark can write)")
+    p.add_argument("--spark-master", metavar="URL",
+                   help="the Spark master (local[N], spark://HOST:7077, yarn, k8s://...; default: "
+                        "spark-submit's, else local[*])")
+    p.add_argument("--name", help="the query's name (default: FILE's stem)")
+    p.add_argument("--trigger", metavar="INTERVAL",
+                   help="a processing-time trigger, e.g. '2 seconds' (default: Spark's, a batch as soon as "
+                        "the previous one ended and a spout has more)")
+
+
+def trident_in(path: Path) -> tuple[Any, dict[str, Any]]:
+    """The `TridentTopology` FILE defines and its ``conf``, or a `UserError` saying what it holds."""
+    from ..trident import TridentTopology
+
+    module = import_file(path)
+    where = path.name
+    if hasattr(module, "build"):
+        try:
+            topology = module.build()
+        except Exception as e:
+            raise UserError(f"{where}: build() raised {type(e).__name__}: {e}") from e
+        what = "build() returned"
+    elif hasattr(module, "topology"):
+        topology, what = module.topology, "topology is"
+    else:
+        raise UserError(f"{where} defines neither build() nor topology (a TridentTopology)")
+    if not isinstance(topology, TridentTopology):
+        raise UserError(f"{where}: {what} a {type(topology).__name__}, expected a TridentTopology")
+    conf = getattr(module, "conf", None)
+    if conf is not None and not isinstance(conf, Mapping):
+        raise UserError(f"{where}: conf is a {type(conf).__name__}, expected a dict")
+    return topology, dict(conf or {})
+
+
+def cmd_trident(args: argparse.Namespace) -> int:
+    """``squall trident FILE --host spark --checkpoint DIR [--spark-master URL]``."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise UserError("squall trident --host spark needs pyspark 4.2 or later (pip install 'squall[trident-spark]')") \
+            from None
+    from ..trident.spark import start
+
+    topology_over, _ = parse_overrides(args.overrides)
+    path = check_file(args.file)
+    name = args.name or topology_name(path)
+    with on_sys_path(path.parent):
+        topology, conf = trident_in(path)
+        builder = SparkSession.builder.appName(name)
+        if args.spark_master:
+            builder = builder.master(args.spark_master)
+        spark = builder.getOrCreate()
+        try:
+            try:
+                query = start(topology, spark, args.checkpoint, trigger=args.trigger, query_name=name,
+                              conf={**conf, **topology_over})
+            except ValueError as e:
+                raise UserError(f"{path.name}: {e}") from None
+            print(f"squall trident: query {name} ({query.id}) running on {spark.sparkContext.master}; "
+                  f"checkpoint {args.checkpoint}", file=sys.stderr, flush=True)
+            return _run_until_stopped(query)
+        finally:
+            spark.stop()
+
+
+def _run_until_stopped(query: Any) -> int:
+    """Wait for the query; SIGTERM or Ctrl-C stops it. 0 when stopped, 1 when it failed."""
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.is_set() and query.isActive:
+            query.awaitTermination(0.5)
+    except KeyboardInterrupt:
+        pass
+    failed = query.exception()
+    query.stop()
+    if failed is not None:
+        print(f"squall trident: the query failed: {failed}", file=sys.stderr)
+        return 1
+    return 0

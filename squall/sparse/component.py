@@ -73,6 +73,20 @@ class _Wire:
         self.input_stream = self.output_stream = None  # pystorm compares output_stream to sys.stdout
 
 
+def in_process_problem(cls: type) -> str | None:
+    """Why the pystorm class ``cls`` cannot run in process, or None: a TicklessBatchingBolt
+    that defines ``__init__`` (its own ``__init__`` is replaced, see `_construct`)."""
+    from pystorm.bolt import TicklessBatchingBolt
+    if not issubclass(cls, TicklessBatchingBolt):
+        return None
+    own = [k.__qualname__ for k in cls.__mro__[:cls.__mro__.index(TicklessBatchingBolt)]
+           if "__init__" in vars(k) and not k.__module__.startswith(("streamparse.", "pystorm."))]
+    if not own:
+        return None
+    return (f"{cls.__qualname__} is a TicklessBatchingBolt that defines __init__ ({own[0]}), which cannot run in "
+            f"process: set it up in initialize(conf, context) instead, or run it with --multilang")
+
+
 def _construct(cls: type) -> Any:
     """An instance of the user's pystorm class, with pipes that are never used and no signal
     handler (pystorm's remote-debugger signal, and TicklessBatchingBolt's SIGUSR1)."""
@@ -80,11 +94,9 @@ def _construct(cls: type) -> Any:
     streams = {"input_stream": io.BytesIO(), "output_stream": io.BytesIO(), "rdb_signal": None}
     if not issubclass(cls, TicklessBatchingBolt):
         return cls(**streams)
-    own = [k.__qualname__ for k in cls.__mro__[:cls.__mro__.index(TicklessBatchingBolt)]
-           if "__init__" in vars(k) and not k.__module__.startswith(("streamparse.", "pystorm."))]
-    if own:
-        raise TypeError(f"{cls.__qualname__}: a TicklessBatchingBolt that defines __init__ ({own[0]}) cannot run "
-                        f"in process; set it up in initialize(conf, context) instead")
+    problem = in_process_problem(cls)
+    if problem is not None:
+        raise TypeError(problem)
     # TicklessBatchingBolt.__init__ but its signal handler and thread (`SparseBolt._batcher`)
     obj: Any = object.__new__(cls)
     super(TicklessBatchingBolt, obj).__init__(**streams)

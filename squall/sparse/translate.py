@@ -31,7 +31,7 @@ from .._errors import InvalidTopologyException
 from .._fields import Fields
 from .._grouping import CustomStreamGrouping
 from .._topology import BoltDeclarer, StormTopology, TopologyBuilder
-from .component import SparseBolt, SparseSpout, Streams
+from .component import SparseBolt, SparseSpout, Streams, in_process_problem
 
 STREAMPARSE_RUN = "streamparse_run"
 """The command streamparse's ``Bolt.spec``/``Spout.spec`` give a Python component."""
@@ -50,13 +50,14 @@ class Translation:
 
 
 def translate(topology_cls: Any, *, env_name: str | None = None, multilang: bool = False,
-              serializer: str = "json", where: str | None = None) -> Translation:
+              serializer: str = "json", where: str | None = None, shell_cwd: str | None = None) -> Translation:
     """``topology_cls`` (a subclass of streamparse's ``Topology``) as a squall topology.
 
     ``env_name`` picks a component's ``par`` when it is a dict by environment (streamparse's
     ``-e``); ``multilang`` runs the Python components as ``streamparse_run`` subprocesses over
     Storm's multilang protocol (with ``serializer``), as Storm does, instead of in process.
-    ``where`` names the topology file in errors.
+    ``where`` names the topology file in errors; ``shell_cwd`` is where subprocesses start
+    (the project's ``src/``, what Storm's jar holds as its resources).
 
     Raises:
         InvalidTopologyException: naming the file, the component and what is wrong.
@@ -64,7 +65,7 @@ def translate(topology_cls: Any, *, env_name: str | None = None, multilang: bool
     where = where or topology_cls.__qualname__
     builder = TopologyBuilder()
     for spec in topology_cls.specs:
-        _add(builder, spec, env_name, multilang, serializer, where)
+        _add(builder, spec, _Run(env_name, multilang, serializer, where, shell_cwd))
     try:
         topology = builder.create_topology()
     except InvalidTopologyException as e:
@@ -72,12 +73,22 @@ def translate(topology_cls: Any, *, env_name: str | None = None, multilang: bool
     return Translation(topology, dict(topology_cls.config or {}))
 
 
-def _add(builder: TopologyBuilder, spec: Any, env_name: str | None, multilang: bool, serializer: str,
-         where: str) -> None:
+@dataclass(frozen=True)
+class _Run:
+    """How `translate` was asked to run the components (its arguments)."""
+
+    env_name: str | None
+    multilang: bool
+    serializer: str
+    where: str
+    shell_cwd: str | None
+
+
+def _add(builder: TopologyBuilder, spec: Any, run: _Run) -> None:
     from streamparse.dsl.component import JavaComponentSpec
     from streamparse.dsl.spout import JavaSpoutSpec, ShellSpoutSpec
 
-    name = spec.name
+    name, where = spec.name, run.where
     is_spout = isinstance(spec, (ShellSpoutSpec, JavaSpoutSpec))
     if isinstance(spec, JavaComponentSpec):
         java = spec.component_object.java_object
@@ -85,9 +96,9 @@ def _add(builder: TopologyBuilder, spec: Any, env_name: str | None, multilang: b
         raise InvalidTopologyException(
             f"{where}: component [{name}] is a Java {'spout' if is_spout else 'bolt'} ({cls_name}); squall runs "
             f"no JVM: write it in Python, or run it as a shell component (ShellBolt.spec/ShellSpout.spec)")
-    par = _parallelism(spec, env_name, where)
+    par = _parallelism(spec, run.env_name, where)
     streams: Streams = {s: (list(info.output_fields), bool(info.direct)) for s, info in spec.outputs.items()}
-    obj = _component(spec, streams, is_spout, multilang, serializer, where)
+    obj = _component(spec, streams, is_spout, run)
     declarer = builder.set_spout(name, obj, par) if is_spout else builder.set_bolt(name, obj, par)
     conf = json.loads(spec.config) if isinstance(spec.config, str) else dict(spec.config or {})
     if conf:
@@ -109,28 +120,31 @@ def _parallelism(spec: Any, env_name: str | None, where: str) -> int:
     return int(par)
 
 
-def _component(spec: Any, streams: Streams, is_spout: bool, multilang: bool, serializer: str, where: str) -> Any:
+def _component(spec: Any, streams: Streams, is_spout: bool, run: _Run) -> Any:
     from pystorm.bolt import Bolt as PystormBolt
     from pystorm.spout import Spout as PystormSpout
 
     shell = spec.component_object.shell
     cls = spec.component_cls
     python = shell.execution_command == STREAMPARSE_RUN
-    if python and not multilang:
+    if python and not run.multilang:
         base = PystormSpout if is_spout else PystormBolt
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise InvalidTopologyException(
-                f"{where}: component [{spec.name}]: {_qualname(cls)} is not a {base.__module__}.{base.__name__} "
+                f"{run.where}: component [{spec.name}]: {_qualname(cls)} is not a {base.__module__}.{base.__name__} "
                 f"subclass (streamparse's {'Spout' if is_spout else 'Bolt'})")
+        problem = in_process_problem(cls)
+        if problem is not None:
+            raise InvalidTopologyException(f"{run.where}: component [{spec.name}]: {problem}")
         return (SparseSpout if is_spout else SparseBolt)(cls, streams)
     if python:
-        command = [sys.executable, "-m", "streamparse.run", "-s", serializer, shell.script]
+        command = [sys.executable, "-m", "streamparse.run", "-s", run.serializer, shell.script]
     else:
         command = [shell.execution_command, *shlex.split(shell.script)]
-    return _shell_component(spec.name, command, streams, is_spout, where)
+    return _shell_component(spec.name, command, streams, is_spout, run)
 
 
-def _shell_component(name: str, command: list[str], streams: Streams, is_spout: bool, where: str) -> Any:
+def _shell_component(name: str, command: list[str], streams: Streams, is_spout: bool, run: _Run) -> Any:
     """multilang's ShellSpout/ShellBolt for ``command``, declaring ``streams``."""
     try:
         multilang = importlib.import_module("squall.multilang")
@@ -140,12 +154,12 @@ def _shell_component(name: str, command: list[str], streams: Streams, is_spout: 
     base = getattr(multilang, kind, None)
     if base is None:
         raise InvalidTopologyException(
-            f"{where}: component [{name}] runs {' '.join(command)!r} over Storm's multilang protocol, and "
+            f"{run.where}: component [{name}] runs {' '.join(command)!r} over Storm's multilang protocol, and "
             f"this squall has no squall.multilang.{kind}")
-    return shell_component(base, command, streams)
+    return shell_component(base, command, streams, run.shell_cwd)
 
 
-def shell_component(base: type, command: list[str], streams: Streams) -> Any:
+def shell_component(base: type, command: list[str], streams: Streams, cwd: str | None = None) -> Any:
     """An instance of a subclass of multilang's ``base`` (ShellBolt or ShellSpout) running
     ``command`` that declares ``streams``, not only the default stream its constructor takes."""
 
@@ -154,7 +168,7 @@ def shell_component(base: type, command: list[str], streams: Streams) -> Any:
             for stream, (fields, direct) in streams.items():
                 declarer.declare_stream(stream, Fields(fields), direct)
 
-    return Declared(command)
+    return Declared(command, cwd=cwd)
 
 
 def _subscribe(declarer: BoltDeclarer, source: str, stream: str, grouping: Any, where: str) -> None:

@@ -140,3 +140,22 @@ def test_a_component_class_that_is_not_streamparses_is_refused_naming_it() -> No
 
     with pytest.raises(InvalidTopologyException, match=r"component \[odd\]: .*NotABolt is not a pystorm.bolt.Bolt"):
         translate(Odd, where="topologies/odd.py")
+
+
+def test_a_tickless_batching_bolt_with_its_own_init_is_refused_naming_it() -> None:
+    from streamparse import TicklessBatchingBolt
+
+    class OwnInit(TicklessBatchingBolt):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+
+        def process_batch(self, key, tups):
+            pass
+
+    class WithOwnInit(Topology):
+        words = Words.spec()
+        batches = OwnInit.spec(inputs=[words])
+
+    with pytest.raises(InvalidTopologyException, match=r"topologies/t.py: component \[batches\]: .*OwnInit is a "
+                                                       r"TicklessBatchingBolt that defines __init__"):
+        translate(WithOwnInit, where="topologies/t.py")

@@ -113,3 +113,28 @@ def test_failed_tuples_replay_until_every_id_is_acked_once() -> None:
     assert landed and all(target == task for target, task in landed)  # direct_task reached that task
     errors = [e for e in info["errors"] if e["component"] == "checker"]
     assert errors and all("ValueError" in e["error"] and "boom" in e["error"] for e in errors)
+
+
+class Drop(Bolt):
+    def process(self, tup):
+        pass
+
+
+class Unacked(Topology):
+    numbers = Numbers.spec()
+    drop = Drop.spec(inputs=[numbers])
+
+
+def test_with_acking_off_each_id_is_acked_at_its_emit() -> None:
+    Numbers.events = SharedLog()
+    t = translate(Unacked)
+
+    with LocalCluster() as cluster:  # squall acks inside the emit: pystorm hears it after its next_tuple
+        cluster.submit_topology("unacked", {**t.conf, "topology.acker.executors": 0}, t.topology)
+        assert wait_until(lambda: len([e for e in Numbers.events.items() if e[0] == "acked"]) >= TOTAL, 30)
+        errors = cluster.get_topology_info("unacked")["errors"]
+
+    events = [e for e in Numbers.events.items() if e[0] in ("tasks", "acked")]
+    assert [e[1] for e in events if e[0] == "acked"] == list(range(TOTAL))
+    assert all(events[2 * i][:2] == ("tasks", i) and events[2 * i + 1] == ("acked", i) for i in range(TOTAL))
+    assert errors == []

@@ -138,3 +138,40 @@ def test_with_acking_off_each_id_is_acked_at_its_emit() -> None:
     assert [e[1] for e in events if e[0] == "acked"] == list(range(TOTAL))
     assert all(events[2 * i][:2] == ("tasks", i) and events[2 * i + 1] == ("acked", i) for i in range(TOTAL))
     assert errors == []
+
+
+class Flaky(ReliableSpout):
+    """Raises in its third next_tuple of each life; says hello through log() when it starts."""
+    outputs = ["n"]
+    lives: SharedLog
+
+    def initialize(self, conf, context):
+        self.lives.append(context["taskid"])
+        self.log(f"life {len(self.lives.items())}", "warning")
+        self.calls = 0
+
+    def next_tuple(self):
+        self.calls += 1
+        if self.calls == 3:
+            raise RuntimeError("flaky spout")
+
+
+class Restarts(Topology):
+    flaky = Flaky.spec()
+    drop = Drop.spec(inputs=[flaky])
+
+
+def test_a_spout_that_raises_is_reported_and_started_again(caplog) -> None:
+    Flaky.lives = SharedLog()
+    t = translate(Restarts)
+
+    with caplog.at_level("WARNING", logger="squall.sparse.flaky"), LocalCluster() as cluster:
+        cluster.submit_topology("restarts", t.conf, t.topology)
+        assert wait_until(lambda: len(Flaky.lives.items()) >= 3, 30)  # started, raised, started again ...
+        assert wait_until(lambda: cluster.get_topology_info("restarts")["errors"], 10)
+        errors = cluster.get_topology_info("restarts")["errors"]
+
+    assert len(set(Flaky.lives.items())) == 1  # the same task, a new instance each time
+    assert all(e["component"] == "flaky" and "RuntimeError" in e["error"] for e in errors)
+    lines = [r.getMessage() for r in caplog.records if r.name == "squall.sparse.flaky"]
+    assert "life 1" in lines and "life 2" in lines

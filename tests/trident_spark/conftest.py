@@ -23,6 +23,7 @@ def spark_session(master: str):
 
     spark = (SparkSession.builder.master(master).appName("trident-spark-tests")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.adaptive.enabled", "false")
              .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:

@@ -84,3 +84,17 @@ def delta_counts_factory(table: str, app_id: str = "wc"):
     from squall.external.trident_delta import DeltaMapState
 
     return DeltaMapState.transactional(table, pa.schema([("word", pa.string())]), pa.int64(), app_id=app_id)
+
+
+def plain_spout():
+    """A plain (at-least-once) `Spout` of one field, ``sentence``."""
+    from squall import Spout
+
+    class SentenceSpout(Spout):
+        def declare_output_fields(self, declarer):
+            declarer.declare(["sentence"])
+
+        def next_tuple(self):
+            pass
+
+    return SentenceSpout()

@@ -1,0 +1,66 @@
+"""What the compiler does with a Trident topology before any Spark query exists (issue 36
+items 2-3): where each bolt runs, and the ValueError naming what cannot run on Spark's engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from squall import Fields
+from squall.trident import LocalDRPC, MemoryMapState, TridentTopology
+from squall.trident.builtin import Count
+from squall.trident.spark import compile_topology
+from squall.trident.spout import FixedBatchSpout
+
+from .ops import Split, plain_spout
+
+pytest.importorskip("pyspark.sql.datasource")
+
+
+def _sentences():
+    return FixedBatchSpout(Fields("sentence"), 2, ["a b"], ["b c"])
+
+
+def test_the_word_counts_split_runs_in_spark_tasks_and_its_state_on_the_driver_after_a_hash_exchange():
+    topology = TridentTopology()
+    topology.new_stream("s", _sentences()).each(Fields("sentence"), Split(), Fields("word")) \
+        .group_by(Fields("word")).persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count")) \
+        .parallelism_hint(3)
+    plan = compile_topology(topology)
+    [split], [persist] = plan.executor_bolts(), plan.driver_bolts()
+    assert "EachProcessor" in [type(n.processor).__name__ for n in split.body.nodes]
+    assert "PartitionPersistProcessor" in [type(n.processor).__name__ for n in persist.body.nodes]
+    assert (persist.repartition, persist.partitions) == ("hash", 3)
+    # the partial counts go out keyed by the word: its place in [sentence, word] -> [word, count]
+    [edge] = persist.inputs
+    assert plan.keys[edge] == (0,)
+
+
+def test_a_drpc_stream_is_refused_naming_its_function():
+    topology = TridentTopology()
+    with LocalDRPC() as drpc:
+        topology.new_drpc_stream("words", drpc).each(Fields("args"), Split(), Fields("word"))
+        with pytest.raises(ValueError, match=r"new_drpc_stream\('words'\): a DRPC stream cannot run on Spark's engine"):
+            compile_topology(topology)
+
+
+def test_a_plain_spout_is_refused_naming_it_and_why():
+    topology = TridentTopology()
+    topology.new_stream("plain", plain_spout()).each(Fields("sentence"), Split(), Fields("word"))
+    with pytest.raises(ValueError, match=r"new_stream\('plain', SentenceSpout\): a plain Spout is at least once"):
+        compile_topology(topology)
+
+
+def test_an_opaque_spout_is_refused_naming_it_and_why():
+    from squall.external.trident_kafka import KafkaTridentSpoutOpaque
+    from squall.trident.spark import check_spout
+
+    spout = KafkaTridentSpoutOpaque.__new__(KafkaTridentSpoutOpaque)  # no broker: only its kind is read
+    with pytest.raises(ValueError, match=r"new_stream\('kafka', KafkaTridentSpoutOpaque\): an opaque spout"):
+        check_spout("kafka", spout)
+
+
+def test_a_broadcast_into_operations_in_spark_tasks_is_refused_naming_it():
+    topology = TridentTopology()
+    topology.new_stream("s", _sentences()).broadcast().each(Fields("sentence"), Split(), Fields("word"))
+    with pytest.raises(ValueError, match=r"broadcast\(\) before b-\d+ \(EachProcessor\): Spark has no exchange"):
+        compile_topology(topology)

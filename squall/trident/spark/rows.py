@@ -65,7 +65,7 @@ def from_offset(value: Any) -> Any:
 
 def to_option(obj: Any) -> str:
     """``obj`` (a spout with its functions) as a Data Source option string."""
-    import cloudpickle
+    from pyspark import cloudpickle
 
     return base64.b64encode(cloudpickle.dumps(obj)).decode("ascii")
 

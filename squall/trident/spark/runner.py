@@ -110,7 +110,7 @@ class BatchRunner:
     """The ``foreachBatch`` function of a compiled Trident topology (see the module docstring)."""
 
     def __init__(self, plan: SparkPlan, conf: dict) -> None:
-        import cloudpickle
+        from pyspark import cloudpickle
 
         self.plan = plan
         self.conf = dict(conf)

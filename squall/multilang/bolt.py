@@ -124,7 +124,6 @@ class ShellBolt(ShellComponent, Bolt):
         self._heard_seen = -1
         self._heard_at = 0.0
         self._now: Callable[[], float] | None = None
-        self._owner = threading.current_thread()  # the bolt's thread: the subprocess does not outlive it
         process = self._launch(conf, context)
         self._reader = threading.Thread(target=self._read_loop, args=(process,), name=f"{process.where} reader",
                                         daemon=True)
@@ -141,12 +140,12 @@ class ShellBolt(ShellComponent, Bolt):
         Raises:
             MultilangError: the subprocess failed (a fault of the worker).
         """
-        self._owner = threading.current_thread()
+        process = self._process
+        assert process is not None
+        process.owner = threading.current_thread()
         if self._death is not None:
             raise self._death
         tuple_id = str(self._ids.getrandbits(63))
-        process = self._process
-        assert process is not None
         try:
             data = process.serializer.encode(bolt_message(tuple_id, tup))
         except ProtocolError as e:
@@ -165,7 +164,8 @@ class ShellBolt(ShellComponent, Bolt):
         return [(HEARTBEAT_SECS, self._heartbeat)]
 
     def _heartbeat(self) -> None:
-        self._owner = threading.current_thread()
+        if self._process is not None:
+            self._process.owner = threading.current_thread()
         self._check()
         self._pending.put_first(heartbeat_message(str(self._ids.getrandbits(63))))
 
@@ -220,9 +220,8 @@ class ShellBolt(ShellComponent, Bolt):
             while self._running:
                 item = self._pending.take(HEARTBEAT_SECS)
                 if item is None:
-                    if not self._owner.is_alive():  # the worker stopped without cleanup (a crash)
-                        self._running = False
-                        process.kill("")
+                    if not process.running():  # killed (the reaper's, squall.multilang.process)
+                        return
                     continue
                 if isinstance(item, bytes):
                     process.write_bytes(item)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,6 +69,7 @@ class ShellComponent:
             owned = unpack(self.resources, f"squall-multilang-{context.get_this_component_id()}-")
             cwd = os.path.join(owned, cwd) if cwd else owned
         process = ShellProcess(self.command, serializer_for(conf, where), where, cwd, self.env, owned)
+        process.owner = threading.current_thread()
         pid = process.launch(conf, context, self._timeout)
         log.info("%s: launched subprocess %s with pid %s", where, self.command, pid)
         self._process = process

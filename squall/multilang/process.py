@@ -21,6 +21,8 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +70,7 @@ class ShellProcess:
         self._stderr_thread: threading.Thread | None = None
         self._dirs = [owned_dir] if owned_dir else []  # removed when it ends: its resources, its pid directory
         self._eof = False
+        self.owner: threading.Thread | None = None  # the component's thread: the subprocess does not outlive it
         self.killed_because = ""  # set by `kill`: why squall ended it, for the error that follows
 
     # --- start ----------------------------------------------------------------------------------
@@ -92,6 +95,7 @@ class ShellProcess:
             self._remove_dirs()
             raise MultilangError(f"{self.where}: cannot start {self.command} "
                                  f"(in {self.cwd or os.getcwd()}): {e.strerror or e}") from None
+        _REAPER.watch(self)
         self._stderr_thread = threading.Thread(target=self._log_stderr, name=f"{self.where} stderr", daemon=True)
         self._stderr_thread.start()
         try:
@@ -186,6 +190,10 @@ class ShellProcess:
                 log.warning("%s: subprocess %s did not end after SIGKILL", self.where, proc.pid)
         self._remove_dirs()
 
+    def running(self) -> bool:
+        """Whether the subprocess was started and has not ended."""
+        return self._proc is not None and self._proc.poll() is None
+
     def close(self) -> None:
         """End the subprocess on a clean shutdown: close its input (a multilang library exits
         at end of input), SIGTERM it if it is still there a moment later, then SIGKILL."""
@@ -249,6 +257,41 @@ class ShellProcess:
     def _remove_dirs(self) -> None:
         while self._dirs:
             shutil.rmtree(self._dirs.pop(), ignore_errors=True)
+
+
+class _Reaper:
+    """Kills the subprocesses whose component's thread ended without ending them: a worker that
+    crashed on another component's error stops its threads without any close or cleanup, and
+    its shell subprocesses must not outlive it (Storm's supervisor kills what a dead worker's
+    pid directory lists). One thread for the process, started with the first subprocess; it
+    looks every second."""
+
+    def __init__(self) -> None:
+        self._watched: weakref.WeakSet[ShellProcess] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, process: ShellProcess) -> None:
+        with self._lock:
+            self._watched.add(process)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="squall-multilang-reaper", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(1.0)
+            with self._lock:
+                watched = list(self._watched)
+            for process in watched:
+                owner = process.owner
+                if owner is not None and not owner.is_alive() and process.running():
+                    log.info("%s: its thread ended without closing it (its worker stopped): killing subprocess %s",
+                             process.where, process.pid)
+                    process.kill("its worker stopped")
+
+
+_REAPER = _Reaper()
 
 
 def _signal_name(number: int) -> str:

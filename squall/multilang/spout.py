@@ -12,6 +12,7 @@ replays (its own pending list, a queue's unacknowledged messages) sends again wh
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -92,6 +93,7 @@ class ShellSpout(ShellComponent, Spout):
         process = self._process
         if process is None:
             raise MultilangError(f"{self.kind} {self.command}: {command} before open (or after close)")
+        process.owner = threading.current_thread()
         try:
             process.write(spout_command(command, msg_id))
             while True:

@@ -184,6 +184,47 @@ def test_a_spout_subprocess_that_raises_shows_its_own_traceback_in_the_error():
     assert "ValueError: the source is gone" in error["error"]  # the last lines of its stderr
 
 
+CRASH = {"armed": False}
+SEEN = collections.Counter()
+
+
+class CrashesWhenArmed(Bolt):
+    """Crashes its worker (fail fast) on the first tuple after the test arms it, once."""
+
+    def execute(self, tup):
+        with _LOCK:
+            crash, CRASH["armed"] = CRASH["armed"], False
+            SEEN["tuples"] += 1
+        if crash:
+            raise RuntimeError("another component's crash")
+        self.collector.ack(tup)
+
+
+def test_a_shell_subprocess_does_not_outlive_its_worker_crashed_by_another_component():
+    """The worker of a shell spout crashes on a Python bolt's error: no close or cleanup runs,
+    but the spout's subprocess goes with the worker; the restarted worker has a new one."""
+    CRASH["armed"] = False
+    SEEN.clear()
+    marker = f"outlive-{os.getpid()}"
+    b = TopologyBuilder()
+    b.set_spout("numbers", ShellSpout([sys.executable, "numbers.py", marker], ["n"], cwd=str(BARE)))
+    b.set_bolt("crash", CrashesWhenArmed()).shuffle_grouping("numbers")
+    conf = Config()
+    conf[Config.TOPOLOGY_BOLT_FAIL_FAST] = True
+    conf["test.numbers"] = 10 ** 9
+    with LocalCluster() as cluster:
+        cluster.submit_topology("outlive", conf, b.create_topology())
+        assert wait_until(lambda: SEEN["tuples"] > 0, 30)
+        first = set(processes_mentioning(marker))
+        assert len(first) == 1
+        CRASH["armed"] = True
+        assert wait_until(lambda: cluster.get_topology_info("outlive")["errors"], 30)
+        # the first subprocess is gone, and the restarted worker started its own
+        assert wait_until(lambda: (now := set(processes_mentioning(marker))) and not now & first, 10)
+        assert len(processes_mentioning(marker)) == 1
+    assert wait_until(lambda: not processes_mentioning(marker), 5)
+
+
 @pytest.mark.parametrize("command, what", [
     (["/nonexistent/program"], "cannot start ['/nonexistent/program']"),
     ([sys.executable, "-c", "print('[1]'); print('end'); input()"], "the handshake's answer must be {\"pid\": N}"),

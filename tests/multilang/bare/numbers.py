@@ -7,15 +7,15 @@ import time
 from handshake import handshake, read_message, send
 
 setup = handshake()
-todo = list(range(setup["conf"]["test.numbers"]))
+n, i = setup["conf"]["test.numbers"], 0
 while True:
     command = read_message()
     if command["command"] == "next":
-        if todo:
-            i = todo.pop(0)
+        if i < n:
             send({"command": "emit", "id": i, "tuple": [i]})
             tasks = read_message()
             send({"command": "log", "msg": f"emitted {i} to {tasks}"})
+            i += 1
         else:
             time.sleep(0.005)
     elif command["command"] in ("ack", "fail"):

@@ -37,7 +37,6 @@ WORDS_KEY = "bench.w1.words"
 CORPUS_KEY = "bench.w1.corpus"
 RELIABLE_KEY = "bench.w1.reliable"
 RESULTS = harness.RESULTS_DIR / "sparse.jsonl"
-REPO = Path(__file__).resolve().parents[1]
 
 
 class SentenceSpout(Spout):
@@ -108,7 +107,7 @@ def run_sparse(n: int, acking: bool, multilang: bool, directory: Path, timeout: 
     words = n * WORDS_PER_SENTENCE
     output_dir = Path(tempfile.mkdtemp(prefix="squall-bench-w1-sparse-"))
     try:
-        translation = translate(WordCount, multilang=multilang, shell_cwd=str(REPO))
+        translation = translate(WordCount, multilang=multilang)  # subprocesses start in this directory
         conf = {**translation.conf, CORPUS_KEY: str(directory), RELIABLE_KEY: acking, WORDS_KEY: words,
                 OUTPUT_DIR_KEY: str(output_dir)}
         conf.update({"topology.max.spout.pending": 1000} if acking else {"topology.acker.executors": 0})

@@ -55,6 +55,6 @@ def load(directory: str | Path = ".", name: str | None = None, *, env_name: str 
     serializer = str(env.settings.get("serializer") or project.config.get("serializer") or "json")
     where = str(path.relative_to(project.root)) if path.is_relative_to(project.root) else str(path)
     translation = translate(topology_cls, env_name=env.name, multilang=multilang, serializer=serializer,
-                            where=where)
+                            where=where, resources=str(project.src) if project.src.is_dir() else None)
     conf = {**env.options(), **translation.conf, **(options or {})}
     return LoadedTopology(topology_name, translation.topology, conf, path)

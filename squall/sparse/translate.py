@@ -50,14 +50,15 @@ class Translation:
 
 
 def translate(topology_cls: Any, *, env_name: str | None = None, multilang: bool = False,
-              serializer: str = "json", where: str | None = None, shell_cwd: str | None = None) -> Translation:
+              serializer: str = "json", where: str | None = None, resources: str | None = None) -> Translation:
     """``topology_cls`` (a subclass of streamparse's ``Topology``) as a squall topology.
 
     ``env_name`` picks a component's ``par`` when it is a dict by environment (streamparse's
     ``-e``); ``multilang`` runs the Python components as ``streamparse_run`` subprocesses over
     Storm's multilang protocol (with ``serializer``), as Storm does, instead of in process.
-    ``where`` names the topology file in errors; ``shell_cwd`` is where subprocesses start
-    (the project's ``src/``, what Storm's jar holds as its resources).
+    ``where`` names the topology file in errors; ``resources`` is a directory shipped with the
+    subprocesses' components, each started in its own copy (the project's ``src/``: what
+    streamparse puts in the jar's ``resources/``); None: they start in the worker's directory.
 
     Raises:
         InvalidTopologyException: naming the file, the component and what is wrong.
@@ -65,7 +66,7 @@ def translate(topology_cls: Any, *, env_name: str | None = None, multilang: bool
     where = where or topology_cls.__qualname__
     builder = TopologyBuilder()
     for spec in topology_cls.specs:
-        _add(builder, spec, _Run(env_name, multilang, serializer, where, shell_cwd))
+        _add(builder, spec, _Run(env_name, multilang, serializer, where, resources))
     try:
         topology = builder.create_topology()
     except InvalidTopologyException as e:
@@ -81,7 +82,7 @@ class _Run:
     multilang: bool
     serializer: str
     where: str
-    shell_cwd: str | None
+    resources: str | None
 
 
 def _add(builder: TopologyBuilder, spec: Any, run: _Run) -> None:
@@ -156,10 +157,10 @@ def _shell_component(name: str, command: list[str], streams: Streams, is_spout: 
         raise InvalidTopologyException(
             f"{run.where}: component [{name}] runs {' '.join(command)!r} over Storm's multilang protocol, and "
             f"this squall has no squall.multilang.{kind}")
-    return shell_component(base, command, streams, run.shell_cwd)
+    return shell_component(base, command, streams, run.resources)
 
 
-def shell_component(base: type, command: list[str], streams: Streams, cwd: str | None = None) -> Any:
+def shell_component(base: type, command: list[str], streams: Streams, resources: str | None = None) -> Any:
     """An instance of a subclass of multilang's ``base`` (ShellBolt or ShellSpout) running
     ``command`` that declares ``streams``, not only the default stream its constructor takes."""
 
@@ -168,7 +169,7 @@ def shell_component(base: type, command: list[str], streams: Streams, cwd: str |
             for stream, (fields, direct) in streams.items():
                 declarer.declare_stream(stream, Fields(fields), direct)
 
-    return Declared(command, cwd=cwd)
+    return Declared(command, resources=resources)
 
 
 def _subscribe(declarer: BoltDeclarer, source: str, stream: str, grouping: Any, where: str) -> None:

@@ -109,16 +109,17 @@ def test_a_java_component_is_refused_naming_it() -> None:
         translate(WithJava, where="topologies/j.py")
 
 
-def test_a_shell_component_runs_over_multilang_in_the_project_src(tmp_path) -> None:
+def test_a_shell_component_runs_over_multilang_with_the_project_src_as_resources(tmp_path) -> None:
     class WithShell(Topology):
         words = Words.spec()
         upper = ShellBolt.spec(command="node", script="upper.js --fast", inputs=[words],
                                outputs=[Stream(["word"]), Stream(["n"], name="sizes")])
 
-    t = translate(WithShell, shell_cwd=str(tmp_path))
+    (tmp_path / "upper.js").write_text("// the shell component's code\n")
+    t = translate(WithShell, resources=str(tmp_path))
     upper = t.topology.components["upper"]
     assert isinstance(upper.obj, MultilangShellBolt)
-    assert upper.obj.command == ["node", "upper.js", "--fast"] and upper.obj.cwd == str(tmp_path)
+    assert upper.obj.command == ["node", "upper.js", "--fast"] and upper.obj.resources is not None
     assert upper.streams["default"].fields == Fields("word") and upper.streams["sizes"].fields == Fields("n")
 
 

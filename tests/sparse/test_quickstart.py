@@ -8,12 +8,14 @@ from pathlib import Path
 
 from squall import LocalCluster
 from squall.cli import main
+from squall.multilang import ShellBolt, ShellSpout
 from squall.sparse import SparseBolt, SparseSpout, load
 from squall.testing import complete_topology, read_tuples
+from tests.conftest import wait_until
 
 
 def test_squall_sparse_run_runs_the_quickstart_word_count(quickstart: Path, capsys) -> None:
-    status = main(["sparse", "run", "-t", "1", "--project", str(quickstart)])
+    status = main(["sparse", "run", "-t", "2", "--project", str(quickstart)])
 
     out = capsys.readouterr().out
     assert status == 0, out
@@ -41,3 +43,20 @@ def test_the_quickstart_topology_counts_every_word(quickstart: Path) -> None:
     assert len(emitted) == len(words)  # one [word, count] per word, each input acked (complete_topology)
     last = {word: count for word, count in emitted}  # fields grouping: a word's counts come from one task
     assert last == {w: n * (10 if w == "dog" else 1) for w, n in counts.items()}  # the bolt counts a dog as 10
+
+
+
+def test_over_multilang_its_components_run_as_streamparse_run_processes(quickstart: Path) -> None:
+    loaded = load(quickstart, multilang=True)
+    components = loaded.topology.components
+    assert isinstance(components["word_spout"].obj, ShellSpout) and isinstance(components["count_bolt"].obj, ShellBolt)
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology(loaded.name, loaded.conf, loaded.topology)
+
+        def counted() -> bool:
+            bolt = cluster.get_topology_info(loaded.name)["components"]["count_bolt"]
+            return bolt["executed"] >= 100 and bolt["emitted"] >= 100
+
+        assert wait_until(counted, 60)
+        assert cluster.get_topology_info(loaded.name)["errors"] == []

@@ -4,12 +4,12 @@ project's src/ modules shipped with the topology) and count there."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from squall.cluster.client import MasterClient
 from tests.conftest import wait_until
 from tests.test_cli_cluster import Nimbus
 
@@ -25,15 +25,16 @@ def test_sparse_submit_runs_the_quickstart_on_the_process_host(quickstart: Path,
         assert done.returncode == 0, done.stderr
         assert "Submitted topology: wordcount" in done.stdout
 
-        def counted() -> dict | None:
-            info = json.loads(nimbus.ok("info", "wordcount"))
-            bolt = info["components"]["count_bolt"]
-            return info if bolt["executed"] > 0 and info["num_workers"] == 2 else None
+        with MasterClient(nimbus.conf) as master:
+            def counted() -> dict | None:
+                info = master.get_topology_info("wordcount")
+                bolt = info["components"]["count_bolt"]
+                return info if bolt["executed"] > 0 and info["num_workers"] == 2 else None
 
-        assert wait_until(counted, 60, 0.5), nimbus.ok("info", "wordcount")
-        info = counted()
-        assert info is not None and info["errors"] == []
-        nimbus.ok("kill", "wordcount", "-w", "0")
+            assert wait_until(counted, 60, 0.2), master.get_topology_info("wordcount")
+            info = counted()
+            assert info is not None and info["errors"] == []
+            master.kill_topology("wordcount", wait_secs=0)
         assert nimbus.stop() == 0
     finally:
         nimbus.clean_up()

@@ -49,9 +49,10 @@ class Keeper:
 
     A write that fails (a full disk: `DiskWriteError`, naming the file) fails the call: its
     caller gets the error. What the store did not keep is handed over again, first, with the
-    next outcome that changes something, as the master's own saves did before this seam (a
-    read still answers meanwhile); a topology the outcome submitted is dropped (`Master.unkept`). Trident's transactional
-    writes are not repeated: their caller was told they failed, and writes them again itself."""
+    next outcome that changes something, as the master's own saves were before this seam (a read
+    still answers meanwhile); a topology the outcome submitted is dropped (`Master.unkept`).
+    Trident's transactional writes are not repeated: their caller was told they failed, and
+    writes them again itself."""
 
     def __init__(self, master: Master) -> None:
         self.master = master
@@ -66,16 +67,15 @@ class Keeper:
         """
         if not outcome.changes:
             return outcome.reply  # a read: it answers even while the store cannot write
-        batch = _latest(self._unkept + list(outcome.changes)) if self._unkept else outcome.changes
-        if batch:
-            self._unkept = []
-            try:
-                self.store.apply(batch)
-            except BaseException:
-                self._unkept = [c for c in batch if not isinstance(c, (PutTxState, DeleteTxState))]
-                if outcome.submitted is not None:
-                    self._unkept = _latest(self._unkept + list(self.master.unkept(outcome).changes))
-                raise
+        batch = _latest(self._unkept + list(outcome.changes)) if self._unkept else list(outcome.changes)
+        self._unkept = []
+        try:
+            self.store.apply(batch)
+        except BaseException:
+            self._unkept = [c for c in batch if not isinstance(c, (PutTxState, DeleteTxState))]
+            if outcome.submitted is not None:
+                self._unkept = _latest(self._unkept + list(self.master.unkept(outcome).changes))
+            raise
         return outcome.reply
 
     def request(self, op: str, args: dict[str, Any]) -> Any:

@@ -41,6 +41,8 @@ of each class):
   types it keeps as they are.
 - `CountingEmit`: the emit of a Trident function whose emits a fused grouped ``Count`` counts
   (`squall.trident.processors._CountingCollector`).
+- `pack_rows`: the rows a Trident bolt emits on a packed stream, into their tasks' packs
+  (`squall.trident.executor`).
 
 The two implementations have the same semantics; the C one hands every case outside the quick
 path back to the Python collector, so errors come from the same code on both. Why it is worth it,
@@ -539,6 +541,28 @@ class CountingEmit:
         self.general(values)
 
 
+def pack_rows(rows: list, attempt: Any, choose: Any, nfields: int, packs: dict, stream: Any,
+              counts: dict) -> tuple[int, int]:
+    """Each of ``rows`` (a Trident bolt's emits on packed stream ``stream``) appended to the pack
+    ``packs[(stream, task)]`` of every task ``choose([attempt, *row])`` names, and counted in
+    ``counts[task]`` (`squall.trident.executor._Output.emit_many`). Stops at the first row whose
+    length is not ``nfields``. Returns (rows packed, tuples transferred)."""
+    transferred = 0
+    for i, values in enumerate(rows):
+        if len(values) != nfields:
+            return i, transferred
+        tasks = choose([attempt, *values])
+        transferred += len(tasks)
+        for task in tasks:
+            pack = packs.get((stream, task))
+            if pack is None:
+                packs[(stream, task)] = [values]
+            else:
+                pack.append(values)
+            counts[task] = counts.get(task, 0) + 1
+    return len(rows), transferred
+
+
 _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
                    "TaskStatsBase": "TaskStatsBase", "SpoutExecutorBase": "SpoutExecutorBase",
@@ -550,7 +574,8 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "send_nb": "send_nb", "recv_nb": "recv_nb",
                    "pack_batch": "pack_batch", "StaleWatch": "StaleWatch", "send_acks": "send_acks",
                    "drain_inbox": "drain_inbox", "KeyStatsBase": "KeyStatsBase",
-                   "opaque_commit": "opaque_commit", "CountingEmit": "CountingEmit"}
+                   "opaque_commit": "opaque_commit", "CountingEmit": "CountingEmit",
+                   "pack_rows": "pack_rows"}
 
 
 class StaleWatch:

@@ -492,16 +492,30 @@ class TridentSpoutCoordinator(BasicBolt):
 
 
 class _EmitterCollector(TridentCollector):
-    """What an `Emitter` emits through: one batch's tuples onto the spout's stream."""
+    """What an `Emitter` emits through: one batch's tuples onto the spout's stream, kept until
+    the emitter returns and then handed on in one call (`flush`): one Python call per tuple,
+    not one per layer of outputs. A tuple of the wrong width is refused at its ``emit``."""
 
-    def __init__(self, output: BatchOutput, batch: BatchInfo, stream: str) -> None:
+    def __init__(self, output: BatchOutput, batch: BatchInfo, stream: str, width: int) -> None:
         self._output = output
         self._batch = batch
         self._stream = stream
+        self._width = width
+        self.rows: list[list] = []
 
     def emit(self, values: list) -> None:
         """Emit one tuple of the batch."""
-        self._output.emit(self._batch, self._stream, list(values))
+        row = list(values)
+        if len(row) != self._width:
+            self._output.emit(self._batch, self._stream, row)  # its error when the width is wrong
+            return
+        self.rows.append(row)
+
+    def flush(self) -> None:
+        """Hand on what was emitted, in order."""
+        rows, self.rows = self.rows, []
+        if rows:
+            self._output.emit_many(self._batch, self._stream, rows)
 
     def report_error(self, error: BaseException) -> None:
         """Report ``error`` without failing the batch."""
@@ -530,6 +544,8 @@ class SpoutEmitterBody(BatchBody):
         self._output = output
         key = self.txid_key if self.txid_key is not None else context.get_this_component_id()
         self.emitter = self.spout.get_emitter(key, conf, context)
+        # another width goes out through the output's emit, which emits it or raises its error
+        self._width = len(self.spout.get_output_fields())
 
     def init_batch(self, batch: BatchInfo) -> None:
         """Nothing to set up: the whole batch is emitted in `execute`."""
@@ -539,7 +555,11 @@ class SpoutEmitterBody(BatchBody):
         if stream != BATCH_STREAM:
             raise ValueError(f"the spout executor of stream {self.stream!r} takes only the spout coordinator's "
                              f"{BATCH_STREAM}, got a tuple on {stream!r}")
-        self.emitter.emit_batch(batch.attempt, values[0], _EmitterCollector(self._output, batch, self.stream))
+        collector = _EmitterCollector(self._output, batch, self.stream, self._width)
+        try:
+            self.emitter.emit_batch(batch.attempt, values[0], collector)
+        finally:  # what was emitted before a failure goes out as it did (the batch fails anyway)
+            collector.flush()
 
     def finish_batch(self, batch: BatchInfo) -> None:
         """Nothing left: the executor sends the counts."""

@@ -22,6 +22,7 @@ from .._components import Bolt
 from .._config import Config, conf_value
 from .._errors import FailedException, ReportedFailedException
 from .._fields import Fields
+from .._native import pack_rows
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.routing import wrong_size
 
@@ -404,22 +405,15 @@ class _Output(BatchOutput):
             if self._packs:
                 self.flush()
             self._attempt = attempt
-        nfields, choose, packs = router.nfields - 1, router.choose, self._packs
         counts: dict[int, int] = {}
-        transferred = 0
+        if type(rows) is not list:
+            rows = list(rows)
+        packed, transferred = 0, 0
         try:
-            for values in rows:
-                if len(values) != nfields:
-                    raise wrong_size(router, [attempt, *values])
-                tasks = choose([attempt, *values])
-                transferred += len(tasks)
-                for task in tasks:
-                    pack = packs.get((stream, task))
-                    if pack is None:
-                        packs[(stream, task)] = [values]
-                    else:
-                        pack.append(values)
-                    counts[task] = counts.get(task, 0) + 1
+            packed, transferred = pack_rows(rows, attempt, router.choose, router.nfields - 1, self._packs, stream,
+                                            counts)
+            if packed < len(rows):
+                raise wrong_size(router, [attempt, *rows[packed]])
         finally:
             router.emitted += len(rows)
             router.transferred += transferred

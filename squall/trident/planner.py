@@ -586,6 +586,11 @@ class _FanOutOutput(BatchOutput):
         for s in self.outputs:
             self.output.emit(batch, s, values)
 
+    def emit_many(self, batch: BatchInfo, stream: str, rows: list[list]) -> None:
+        last = len(self.outputs) - 1
+        for i, s in enumerate(self.outputs):  # each edge's receivers get lists of their own
+            self.output.emit_many(batch, s, rows if i == last else [list(values) for values in rows])
+
     def report_error(self, error: BaseException) -> None:
         self.output.report_error(error)
 

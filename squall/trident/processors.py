@@ -178,6 +178,18 @@ class _Collector(TridentCollector):
             proc._check_width(out, type(getattr(proc, "op", proc)).__name__)
         self._emit(self.batch, out)
 
+    def emit_many(self, rows: list[list]) -> None:
+        """`emit` of each of ``rows`` (lists made for this and not kept), handed on in one call."""
+        if self._append:
+            for values in rows:
+                self.emit(values)
+            return
+        width = self._width
+        for values in rows:
+            if len(values) != width:
+                self.emit(values)  # raises: the wrong number of values
+        self._proc.tctx.emit_many(self.batch, rows)
+
     def report_error(self, error: BaseException) -> None:
         self._proc.tctx.report_error(error)
 

@@ -180,3 +180,28 @@ def test_a_counting_emit_counts_groups_and_hands_everything_else_to_the_general_
     by_input.input = ["short"]  # the input is too short for the index: the general emit's error
     by_input(["x"])
     assert general[-1] == ["x"]
+
+
+@pytest.mark.parametrize("pack_rows", [native.pack_rows, PURE.pack_rows], ids=["in use", "pure"])
+def test_rows_go_into_the_packs_of_the_tasks_their_grouping_chooses(pack_rows):
+    seen: list = []
+
+    def choose(values: list) -> list[int]:
+        seen.append(values)
+        return [1, 2] if values[1] == "all" else [len(values[1])]
+
+    packs: dict = {("s1", 3): [["old", 0]]}
+    counts: dict = {}
+    rows = [["abc", 1], ["all", 2], ["xyz", 3], ["de", 4]]
+    assert pack_rows(rows, "tx", choose, 2, packs, "s1", counts) == (4, 5)
+    assert seen == [["tx", "abc", 1], ["tx", "all", 2], ["tx", "xyz", 3], ["tx", "de", 4]]
+    assert all(type(v) is list for v in seen)
+    assert packs == {("s1", 3): [["old", 0], ["abc", 1], ["xyz", 3]], ("s1", 1): [["all", 2]],
+                     ("s1", 2): [["all", 2], ["de", 4]]}
+    assert packs[("s1", 1)][0] is rows[1] and packs[("s1", 2)][0] is rows[1], "the rows themselves, not copies"
+    assert counts == {3: 2, 1: 1, 2: 2}
+    # a row of another width stops the packing there: the caller raises the engine's error for it
+    assert pack_rows([["ab", 1], ["short"], ["cd", 2]], "tx", choose, 2, packs, "s2", counts) == (1, 1)
+    assert packs[("s2", 2)] == [["ab", 1]] and counts[2] == 3
+    with pytest.raises(ZeroDivisionError):
+        pack_rows([["ab", 1]], "tx", lambda values: 1 / 0, 2, packs, "s3", counts)

@@ -255,9 +255,14 @@ class MapCombinerAggStateUpdater(BaseStateUpdater["MapState"]):
             keys = [list(k) for k in partial]  # Storm's List<List<Object>>: a backing map may rely on lists
             agg = self.agg
             new = state.multi_update(keys, [CombinerValueUpdater(agg, a) for a in partial.values()])
+        rows = [[*key, value] for key, value in zip(partial, new)]
+        emit_many = getattr(collector, "emit_many", None)  # the bolt's collector: the rows in one call
+        if emit_many is not None:
+            emit_many(rows)
+            return
         emit = collector.emit
-        for key, value in zip(partial, new):
-            emit([*key, value])
+        for row in rows:
+            emit(row)
 
 
 class MapReducerAggStateUpdater(_ReducerUpdater["MapState"]):

@@ -157,6 +157,7 @@ def test_a_store_that_cannot_write_fails_the_operation_and_gets_the_change_at_th
     m.op_debug(name="t", component="feed", enable=True, pct=5)
     kept = store.load().topologies["t"]
     assert kept["status"] == "INACTIVE" and kept["debug"]["feed"]["enable"] is True
+    assert list(store.load().topologies) == ["t"] and [p for p in store.load().plans if p.startswith("u-")] == []
 
 
 def test_supervisors_and_transactional_writes_are_named_changes():

@@ -30,6 +30,12 @@ kill, `bench.recovery.recovery` gives the time until the acked rate was back to 
 over the 5 s before the kill (``recovery_s``) and more (see there). ``end_to_end_ms`` is the mean
 time from the source's ``XADD`` to the sink's (both entry ids are millisecond times).
 
+Steady state: the spout is `TimedSpout`, the product's spout with each tuple's complete latency
+(emit to ack, on the spout task, as the engine's own mean) kept per tuple and pushed to the list
+``w5:latency`` once a second; ``steady_latency_{mean,p50,p99}_ms`` are of the tuples acked from
+``STEADY_SKIP_SECS`` after the first ack until the first kill (the end of the watch if none), and
+``steady_cpu_ms_per_event`` the workers' CPU over that window per event acked in it.
+
 The proof (``correct``): the set of event ids in ``w5:out`` equals the set fed, with no id
 twice; ``w5:out:written`` holds exactly the ids fed; the group has nothing pending and the
 dead-letter stream is empty; every kill recovered; no component reported an error other than
@@ -67,6 +73,8 @@ DEFAULT_KILL_EVERY = 20.0
 DEFAULT_KILLS = 3
 DEFAULT_TIMEOUT = 30
 DEFAULT_MAX_PENDING = 1000
+LATENCY = "w5:latency"
+STEADY_SKIP_SECS = 5.0
 
 
 # --- the topology ------------------------------------------------------------------------------------
@@ -133,16 +141,82 @@ class Aggregator(Bolt):
         self.collector.ack(tup)
 
 
+class _EmitTimes:
+    """A spout's collector that keeps the time of each tracked emit (everything else is the
+    collector's own)."""
+
+    def __init__(self, inner: Any, times: dict[Any, float]) -> None:
+        self._inner = inner
+        self._times = times
+
+    def emit(self, values: list, msg_id: Any = None, stream: str = "default") -> list[int]:
+        """Notes the emit's time, then emits."""
+        if msg_id is not None:
+            self._times[msg_id] = time.monotonic()
+        return self._inner.emit(values, msg_id=msg_id, stream=stream)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def timed_spout(url: str, *args: Any, **kw: Any) -> Any:
+    """`RedisStreamSpout` whose every complete latency (ms, with its ack's wall time) goes to
+    the list ``LATENCY`` (module docstring): built as a subclass here so that this module
+    imports without the ``redis`` extra."""
+    import redis
+
+    from squall.external.redis_streams import RedisStreamSpout
+
+    class TimedSpout(RedisStreamSpout):
+        """`RedisStreamSpout` recording complete latencies (see `timed_spout`)."""
+
+        def open(self, conf, context, collector) -> None:
+            """Wraps the collector to note emit times."""
+            self._times: dict[Any, float] = {}
+            self._latencies: list[str] = []
+            self._lat_client = redis.Redis.from_url(self.url, decode_responses=True)
+            self._push_at = time.monotonic() + 1.0
+            super().open(conf, context, _EmitTimes(collector, self._times))
+
+        def ack(self, msg_id: Any) -> None:
+            """Records the tuple's complete latency, then acks."""
+            now = time.monotonic()
+            t = self._times.pop(msg_id, None)
+            if t is not None:
+                self._latencies.append(f"{time.time():.3f} {1000.0 * (now - t):.3f}")
+            if now >= self._push_at and self._latencies:
+                self._push_at = now + 1.0
+                self._lat_client.rpush(LATENCY, *self._latencies)
+                self._latencies = []
+            super().ack(msg_id)
+
+        def fail_with(self, msg_id: Any, cause: Any) -> None:
+            """Forgets the emit time (a replay's emit starts its own)."""
+            self._times.pop(msg_id, None)
+            super().fail_with(msg_id, cause)
+
+    return TimedSpout(url, *args, **kw)
+
+
+def latencies(client: Any, t0: float, t1: float) -> list[float]:
+    """The complete latencies (ms, ascending) of the tuples acked in ``[t0, t1)`` wall time."""
+    out = []
+    for row in client.lrange(LATENCY, 0, -1):
+        at, ms = row.split()
+        if t0 <= float(at) < t1:
+            out.append(float(ms))
+    return sorted(out)
+
+
 def build(url: str, workers: int, parallelism: int, max_pending: int, timeout: int):
     """The topology and its configuration (module docstring)."""
     from squall.external.redis_streams import (
         ExponentialBackoff,
         RedisStreamSinkBolt,
-        RedisStreamSpout,
     )
 
     b = TopologyBuilder()
-    spout = RedisStreamSpout(url, STREAM, GROUP, ("event_id", "user_id", "ts"), id_field="entry",
+    spout = timed_spout(url, STREAM, GROUP, ("event_id", "user_id", "ts"), id_field="entry",
                              backoff=ExponentialBackoff(max_retries=None), dead_letter_stream=DEAD)
     b.set_spout("events", spout, parallelism)
     b.set_bolt("distributor", Distributor(), parallelism).shuffle_grouping("events")
@@ -350,6 +424,10 @@ def run(host: str = "process", workers: int = 4, parallelism: int | None = None,
                         raise RuntimeError("W5: the spout acked nothing within 60 s")
                     time.sleep(SAMPLE_SECS)
                 t0 = time.time()
+                steady_from = t0 + STEADY_SKIP_SECS
+                steady_until = t0 + kill_every  # the first kill, or the end of the watch
+                cpu_start: dict[str, Any] | None = None
+                cpu_end: dict[str, Any] | None = None
                 kill_times: list[float] = []
                 killed: list[dict[str, Any]] = []
                 next_kill = t0 + kill_every
@@ -359,6 +437,10 @@ def run(host: str = "process", workers: int = 4, parallelism: int | None = None,
                     time.sleep(SAMPLE_SECS)
                     sampler.sample()
                     now = time.time()
+                    if cpu_start is None and now >= steady_from:
+                        cpu_start, acked_start = h.samples(), sampler.rows[-1][1]
+                    if cpu_end is None and now >= steady_until - SAMPLE_SECS:
+                        cpu_end, acked_end = h.samples(), sampler.rows[-1][1]
                     if now >= next_lat:
                         next_lat += 1.0
                         info = h.info(name)
@@ -384,6 +466,7 @@ def run(host: str = "process", workers: int = 4, parallelism: int | None = None,
                 h.kill(name, wait_secs=0)
                 h.wait_no_workers()
             proof = prove(client, feeder.fed)
+            steady = latencies(client, steady_from, steady_until)
             client.close()
         finally:
             try:
@@ -407,12 +490,27 @@ def run(host: str = "process", workers: int = 4, parallelism: int | None = None,
                     and proof["pending_at_end"] == 0 and proof["dead_lettered"] == 0)
     recovered = len(per_kill) == kills and all(k["recovery_s"] is not None for k in per_kill)
     rates = [r for _, r, _ in series]
+    cpu_ms = None
+    if cpu_start is not None and cpu_end is not None and acked_end > acked_start:
+        from .hosts import usage_between
+        cpu_ms = round(1000.0 * usage_between(cpu_start, cpu_end)["cpu_s"] / (acked_end - acked_start), 3)
+    steady_figures = {
+        "steady_latency_n": len(steady),
+        "steady_latency_mean_ms": round(sum(steady) / len(steady), 2) if steady else None,
+        "steady_latency_p50_ms": harness.percentile(steady, 50),
+        "steady_latency_p99_ms": harness.percentile(steady, 99),
+        "steady_cpu_ms_per_event": cpu_ms}
+    if not quiet:
+        print(f"steady state ({len(steady)} tuples acked from {STEADY_SKIP_SECS:g} s until "
+              f"{round(steady_until - t0, 1)} s): complete latency mean "
+              f"{steady_figures['steady_latency_mean_ms']} ms, p50 {steady_figures['steady_latency_p50_ms']} ms, "
+              f"p99 {steady_figures['steady_latency_p99_ms']} ms; workers' CPU {cpu_ms} ms per event")
     record = harness.base_record(
         "W5", True, **host_fields, workers=workers, parallelism=parallelism, target_rate=rate,
         kill_every_s=kill_every, kills=kills, max_spout_pending=max_pending, message_timeout_secs=timeout,
         mean_acked_per_s=round(sum(rates) / len(rates), 1) if rates else 0.0, drained_s=drained_s,
         per_kill=per_kill, **proof, exactly_once=exactly_once, recovered=recovered, errors=len(errors),
-        per_second=series, correct=exactly_once and recovered and not errors)
+        **steady_figures, per_second=series, correct=exactly_once and recovered and not errors)
     return harness.finish_record(record, None)
 
 

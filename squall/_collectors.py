@@ -78,6 +78,12 @@ class SpoutOutputCollector(abc.ABC):
     def report_error(self, error: BaseException | str) -> None:
         """Record an error for this task (shown in the topology's info); processing goes on."""
 
+    def wake(self) -> None:
+        """Tell the spout's loop that ``next_tuple`` has something to emit now. The one method
+        any thread may call: a spout whose source is read by a thread of its own calls it when
+        data arrives, so the loop, which may be waiting out the spout wait strategy's sleep,
+        calls ``next_tuple`` at once instead of at its next poll. Does nothing by default."""
+
 
 class OutputCollector(abc.ABC):
     """A bolt's collector. Thread-safe: a bolt may emit and ack from its own threads."""

@@ -296,6 +296,12 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         if conf.get(Config.TOPOLOGY_DEBUG):
             self.emit = self._debug_emit  # type: ignore[method-assign]
 
+    def wake(self) -> None:
+        """Wakes the loop this spout runs on (any thread may call it; `SpoutOutputCollector.wake`)."""
+        loop = self._ex.wiring.loop
+        if loop is not None:
+            loop.wake()
+
     def _root_maker(self, w: Wiring) -> Callable[[], int]:
         """How a new root id is drawn: 64 random bits (0 is taken as 1: a root is never 0,
         which means untracked), except that with several ackers, some

@@ -12,6 +12,14 @@ looking idle: it resets their idle time (``XCLAIM ... JUSTID``, only while it st
 when it re-emits them and every third of ``claim_idle_ms``, so only a dead consumer's entries
 are ever claimed.
 
+The spout never waits on Redis for new entries on its loop's thread, which a worker's other
+executors share: a thread of its own (`_Reader`) does the blocking ``XREADGROUP ... BLOCK`` on a
+connection of its own, only when the spout has nothing left to emit, and wakes the loop
+(`SpoutOutputCollector.wake`) when entries arrive, so an entry is emitted as soon as Redis has it,
+whatever the spout wait strategy's sleep, and the bolts beside the spout are never held up by
+the read. Acks are sent as one ``XACK`` per loop round (at the next ``next_tuple``, or at once
+when ``batch_size`` of them are waiting), not one round trip per tuple.
+
 `RedisStreamSinkBolt` writes tuples idempotently (``HSET`` on a key made of an id field, or an
 ``XADD`` guarded by a set of written ids in one Lua script), so a replayed tuple overwrites
 instead of duplicating, and acks only after the write. `RedisLookupBolt` and `RedisFilterBolt`
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -112,6 +121,62 @@ class _Tracked:
     retries: int = 0
 
 
+class _Reader(threading.Thread):
+    """Reads new entries (``XREADGROUP ... >``, BLOCK ``block_ms``) for one spout task on a
+    connection of its own, one batch per `request`, and hands each batch (or the error a read
+    raised) to the task's loop through `arrived`, waking it with ``wake``. It reads only when
+    asked, i.e. when the task has nothing left to emit: an entry waits in Redis, not here, and
+    a task held at max spout pending or deactivated reads nothing more."""
+
+    def __init__(self, client: Any, stream: str, group: str, consumer: str, count: int,
+                 block_ms: int, wake: Callable[[], None]) -> None:
+        super().__init__(name=f"redis-stream-reader-{consumer}", daemon=True)
+        self.client = client
+        self.stream, self.group, self.consumer = stream, group, consumer
+        self.count, self.block_ms = count, block_ms
+        self.wake = wake
+        # batches of (id, fields) pairs, or the exception a read raised; popped by the loop
+        self.arrived: deque[list[tuple[str, dict[str, str]]] | Exception] = deque()
+        self._wanted = threading.Event()
+        self._stopping = False
+
+    def request(self) -> None:
+        """Read one more batch (at once if one is not being read already)."""
+        self._wanted.set()
+
+    def run(self) -> None:
+        """Reads a batch per request until `stop`."""
+        while True:
+            self._wanted.wait()
+            if self._stopping:
+                return
+            self._wanted.clear()
+            try:
+                reply = cast("list[tuple[str, list[tuple[str, dict[str, str]]]]]", self.client.xreadgroup(
+                    self.group, self.consumer, {self.stream: ">"}, count=self.count, block=self.block_ms))
+            except Exception as e:  # noqa: BLE001 - the loop handles it as its own read's error
+                if self._stopping:
+                    return
+                self.arrived.append(e)
+                self.wake()
+                continue
+            # an empty batch too: nothing came within block_ms, and the loop asks again
+            self.arrived.append(reply[0][1] if reply else [])
+            self.wake()
+
+    def stop(self) -> None:
+        """Ends the thread: a read under way is cut short by closing its connection (entries it
+        took stay pending under this consumer, replayed by its next task)."""
+        self._stopping = True
+        self._wanted.set()
+        self.client.close()
+        self.join(1.0)
+
+
+def _no_wake() -> None:
+    """For a collector that cannot wake its loop: the next poll finds what arrived."""
+
+
 @dataclass
 class _Outage:
     """Whether the server is known down, and until when to leave it alone."""
@@ -155,15 +220,16 @@ class RedisStreamSpout(Spout):
     ``fields``: the entry fields the tuple carries (default translator); ``id_field``: the name
     of the leading field holding the entry id (None: no id field). ``translator(stream, entry)``
     replaces the default and must then come with ``output_fields``. ``batch_size`` is
-    ``XREADGROUP``'s COUNT; ``block_ms`` its BLOCK (kept short: ``next_tuple`` must not block
-    long). ``dead_letter_stream`` defaults to ``<stream>:dead``. ``down_retry_secs``: how long to
+    ``XREADGROUP``'s COUNT and the most acks held back for one ``XACK``; ``block_ms`` the BLOCK
+    of the reading thread's ``XREADGROUP`` (how long it waits for an entry before the spout
+    asks again; ``next_tuple`` itself never blocks on it). ``dead_letter_stream`` defaults to ``<stream>:dead``. ``down_retry_secs``: how long to
     leave an unreachable server alone before trying again.
     """
 
     def __init__(self, url: str, stream: str, group: str, fields: Sequence[str] = ("value",), *,
                  id_field: str | None = "id", translator: Callable[[str, Entry], list] | None = None,
                  output_fields: Sequence[str] | None = None, batch_size: int = 100,
-                 block_ms: int = 10, backoff: RetryBackoff = _DEFAULT_BACKOFF,
+                 block_ms: int = 1000, backoff: RetryBackoff = _DEFAULT_BACKOFF,
                  dead_letter_stream: str | None = None, claim_idle_ms: int = 60_000,
                  claim_interval_secs: float = 5.0, down_retry_secs: float = 1.0,
                  clock: Clock | None = None) -> None:
@@ -203,6 +269,10 @@ class RedisStreamSpout(Spout):
         self.consumer = consumer_name(context.get_this_component_id(), context.get_this_task_index())
         self.client = redis.Redis.from_url(self.url, decode_responses=True)
         self._touch_script = self.client.register_script(_TOUCH)
+        self._reader = _Reader(redis.Redis.from_url(self.url, decode_responses=True), self.stream, self.group,
+                               self.consumer, self.batch_size, self.block_ms,
+                               getattr(collector, "wake", None) or _no_wake)
+        self._reading = False                      # a batch was requested and has not arrived
         self._ready: deque[str] = deque()          # entry ids to emit, in order
         self._tracked: dict[str, _Tracked] = {}    # taken, not acked (ready, in flight, waiting)
         self._retrying: RetrySchedule[str] = RetrySchedule(self.backoff)  # failed ids, by due time
@@ -218,8 +288,19 @@ class RedisStreamSpout(Spout):
         self._outage = _Outage()
 
     def close(self) -> None:
-        """Closes the connection; entries not acked stay pending for the next task."""
+        """Sends the acks held back, stops the reading thread and closes the connections;
+        entries not acked stay pending for the next task."""
+        self._safely(self.clock.now(), self._flush_acks)
+        if self._reader.is_alive():
+            self._reader.stop()
+        else:
+            self._reader.client.close()
         self.client.close()
+
+    def deactivate(self) -> None:
+        """Sends the acks held back (``next_tuple``, which sends them, is not called until
+        ``activate``)."""
+        self._safely(self.clock.now(), self._flush_acks)
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -239,17 +320,22 @@ class RedisStreamSpout(Spout):
                 return
 
     def ack(self, msg_id: Any) -> None:
-        """XACKs the entry; if the server is down, the ack is kept and sent when it is back
-        (until then the entry stays pending, so a crash meanwhile replays it: at least once)."""
+        """Queues the entry's XACK: the acks of a round go in one XACK at the next
+        ``next_tuple`` (the loop calls it after the acks it delivered, whenever the spout may
+        emit), or here once ``batch_size`` are waiting. If the server is down, they are kept and
+        sent when it is back (until then the entry stays pending, so a crash meanwhile replays
+        it: at least once); a held-back ack's entry is touched like one in flight."""
         self._tracked.pop(msg_id, None)
         self._to_ack.append(msg_id)
         now = self.clock.now()
         # a slow topology at max spout pending calls ack and fail but not next_tuple: the
         # entries it holds are kept from looking idle here too
         def flush_and_touch() -> None:
-            self._flush_acks()
+            if len(self._to_ack) >= self.batch_size:
+                self._flush_acks()
             self._touch_due(now)
-        self._safely(now, flush_and_touch)
+        if now >= self._outage.retry_at:
+            self._safely(now, flush_and_touch)
 
     def fail(self, msg_id: Any) -> None:
         """A failure without a cause: counted as one the entry caused (`fail_with`)."""
@@ -301,7 +387,8 @@ class RedisStreamSpout(Spout):
             self._down(now, e)
             return False
         except redis.ResponseError as e:
-            if "NOGROUP" not in str(e):
+            # UNBLOCKED: the stream was deleted under the reading thread's blocked XREADGROUP
+            if "NOGROUP" not in str(e) and "UNBLOCKED" not in str(e):
                 raise
             self._group_gone(e)
             return False
@@ -309,14 +396,30 @@ class RedisStreamSpout(Spout):
 
     def _fill(self, now: float) -> None:
         if self._history_from is not None:
-            if self._read(self._history_from, block=False):
+            if self._read_history(self._history_from):
                 return
             self._history_from = None
         if now >= self._next_claim:
             self._next_claim = now + self.claim_interval_secs
             if self._claim():
                 return
-        self._read(">", block=True)
+        self._take_arrived()
+        if not self._ready and not self._reading:
+            if not self._reader.is_alive():
+                self._reader.start()
+            self._reading = True
+            self._reader.request()
+
+    def _take_arrived(self) -> None:
+        """Takes the batches the reading thread delivered; a read's error is raised here, on
+        the loop, as if the read had been the loop's own."""
+        arrived = self._reader.arrived
+        while arrived:
+            batch = arrived.popleft()
+            self._reading = False
+            if isinstance(batch, Exception):
+                raise batch
+            self._take(Entry(i, f) for i, f in batch)
 
     def _create_group(self) -> None:
         try:
@@ -325,14 +428,13 @@ class RedisStreamSpout(Spout):
             if "BUSYGROUP" not in str(e):
                 raise
 
-    def _read(self, start: str, block: bool) -> bool:
-        """One XREADGROUP from ``start`` (">": new entries; an id: own pending after it)."""
+    def _read_history(self, start: str) -> bool:
+        """One XREADGROUP of own pending entries after ``start``, without blocking."""
         # [[stream, [(id, fields), ...]]] (redis types the reply as any protocol version's shape)
         reply = cast("list[tuple[str, list[tuple[str, dict[str, str]]]]]", self.client.xreadgroup(
-            self.group, self.consumer, {self.stream: start}, count=self.batch_size,
-            block=self.block_ms if block else None))
+            self.group, self.consumer, {self.stream: start}, count=self.batch_size))
         entries = reply[0][1] if reply else []
-        if start != ">" and entries:
+        if entries:
             self._history_from = entries[-1][0]
         self._take(Entry(i, f) for i, f in entries)
         return bool(entries)
@@ -387,8 +489,8 @@ class RedisStreamSpout(Spout):
         """Resets the idle time of every entry held here, once per ``claim_idle_ms / 3``."""
         if now < self._next_touch:
             return
-        if self._tracked and self._set_up:
-            self._touch(list(self._tracked))
+        if (self._tracked or self._to_ack) and self._set_up:
+            self._touch([*self._tracked, *self._to_ack])
         self._next_touch = now + self._touch_every
 
     def _touch(self, ids: list[str]) -> None:

@@ -4,6 +4,8 @@ LocalCluster: flow and ack, replay on fail, dead letters, restart, claims, Redis
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import pytest
 
@@ -229,6 +231,10 @@ class Recorder:
 
     def __init__(self):
         self.emitted, self.acked, self.failed, self.errors = [], [], [], []
+        self.woken = threading.Event()
+
+    def wake(self):
+        self.woken.set()
 
     def emit(self, values, stream="default", msg_id=None, anchors=None):
         self.emitted.append((list(values), msg_id))
@@ -306,6 +312,18 @@ def spout(url, index: int = 0, **kw):
     return s, collector
 
 
+def pump(s, collector, n: int) -> None:
+    """Calls ``s.next_tuple()`` until ``collector`` has ``n`` emits in all, waiting between
+    calls for the spout's reading thread to wake it (as the loop does)."""
+    deadline = time.monotonic() + 20
+    while len(collector.emitted) < n:
+        assert time.monotonic() < deadline, f"{len(collector.emitted)} of {n} emitted"
+        collector.woken.clear()
+        s.next_tuple()
+        if len(collector.emitted) < n:
+            collector.woken.wait(1.0)
+
+
 def test_a_translator_raising_any_error_dead_letters_the_entry_instead_of_killing_the_worker(redis_server):
     import json
 
@@ -314,13 +332,13 @@ def test_a_translator_raising_any_error_dead_letters_the_entry_instead_of_killin
     bad = r.xadd(STREAM, {"doc": "{not json"})
     s, collector = spout(redis_server.url, translator=lambda stream, e: [json.loads(e.fields["doc"])["user"]],
                          output_fields=["user"])
-    for _ in range(3):
-        s.next_tuple()
+    pump(s, collector, 1)
     assert collector.emitted == [(["u0"], good)]
     [(_, dead)] = r.xrange(f"{STREAM}:dead")
     assert dead["id"] == bad
     assert dead["error"].startswith(f"stream 'events' entry {bad}: translator raised JSONDecodeError")
     s.ack(good)
+    s.next_tuple()  # sends the acks held back
     assert pending(r) == 0
     s.close()
 
@@ -329,9 +347,10 @@ def test_a_spout_recreates_its_group_after_the_server_lost_everything(redis_serv
     r = redis_server.client()
     [first] = add(r, 1)
     s, collector = spout(redis_server.url, fields=["user"])
-    s.next_tuple()
+    pump(s, collector, 1)
     assert collector.emitted == [([first, "u0"], first)]
     s.ack(first)
+    s.next_tuple()
     r.flushall()  # as a restart without persistence: stream and group are gone
     with caplog.at_level(logging.WARNING, "squall.external.redis_streams"):
         for _ in range(3):
@@ -341,9 +360,10 @@ def test_a_spout_recreates_its_group_after_the_server_lost_everything(redis_serv
     assert pending(r) == 0
     assert any("is gone from Redis" in m and "recreating" in m for m in caplog.messages)
     [second] = add(r, 1, start=1)
-    s.next_tuple()
+    pump(s, collector, 2)
     assert collector.emitted[-1] == ([second, "u1"], second)
     s.ack(second)
+    s.next_tuple()
     assert pending(r) == 0
     s.close()
 
@@ -422,7 +442,7 @@ def test_an_entry_a_live_task_retries_past_the_idle_time_is_not_claimed_but_a_de
                                                 max_retries=None), clock=clock)
     b, b_out = spout(redis_server.url, 1, fields=["user"], claim_idle_ms=IDLE_MS, claim_interval_secs=0)
     [held] = add(r, 1)
-    a.next_tuple()
+    pump(a, a_out, 1)
     assert emitted_ids(a_out) == [held]
     a.fail(held)
     [dead] = add(r, 1, start=1)
@@ -441,6 +461,8 @@ def test_an_entry_a_live_task_retries_past_the_idle_time_is_not_claimed_but_a_de
     assert owner_and_deliveries(r, held)[0] == "spout-0"
     a.ack(held)
     b.ack(dead)
+    a.next_tuple()  # each sends the acks it held back
+    b.next_tuple()
     assert pending(r) == 0
     a.close()
     b.close()
@@ -457,8 +479,7 @@ def test_entries_in_flight_for_longer_than_the_idle_time_stay_with_their_live_ta
     a, a_out = spout(redis_server.url, 0, clock=clock, **kw)
     b, b_out = spout(redis_server.url, 1, **kw)
     ids = add(r, 12)
-    for _ in ids:
-        a.next_tuple()
+    pump(a, a_out, len(ids))
     assert emitted_ids(a_out) == ids
     for late in ids[1:]:            # 11 acks, a touch interval apart: 220 s, ids[0] still out
         clock.advance(TOUCH_SECS)
@@ -474,6 +495,7 @@ def test_entries_in_flight_for_longer_than_the_idle_time_stay_with_their_live_ta
     assert owner_and_deliveries(r, ids[0]) == ("spout-0", 1)
     assert emitted_ids(a_out) == ids and b_out.emitted == []
     a.ack(ids[0])
+    a.next_tuple()
     assert pending(r) == 0
     a.close()
     b.close()

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import InvalidTopologyException, SquallError
 from .._submitter import StormSubmitter
 from .._topology import StormTopology, TopologyBuilder
+from ..sparse import load, project_of
 from ._options import UserError
 
 if TYPE_CHECKING:
@@ -281,6 +282,11 @@ def submit_file(path: Path, target: Any, topology_over: dict[str, Any], name: st
     whose topology `squall.cli._flux.from_args` built."""
     if flux is not None:
         return flux.submit(target, topology_over, name)
+    project = project_of(path)
+    if project is not None:  # a streamparse project's topologies/NAME.py: as `squall sparse run -n NAME`
+        loaded = load(project, path.stem, options=topology_over)
+        target.submit_topology(name or loaded.name, loaded.conf, loaded.topology)
+        return [name or loaded.name]
     found = topology_in(import_file(path), path) if binds_topology(path.read_bytes()) else None
     if found is not None:
         topology, conf = found

@@ -14,13 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from .component import SparseBolt, SparseComponentError, SparseSpout
-from .project import Environment, Project, SparseProjectError, environment, find_project, load_topology, topology_file
+from .project import (
+    Environment,
+    Project,
+    SparseProjectError,
+    environment,
+    find_project,
+    load_topology,
+    project_of,
+    topology_file,
+)
 from .translate import Translation, translate
 
 __all__ = [
     "Environment", "LoadedTopology", "Project", "SparseBolt", "SparseComponentError", "SparseProjectError",
-    "SparseSpout", "Translation", "environment", "find_project", "load", "load_topology", "topology_file",
-    "translate",
+    "SparseSpout", "Translation", "environment", "find_project", "load", "load_topology", "project_of",
+    "topology_file", "translate",
 ]
 
 
@@ -48,6 +57,11 @@ def load(directory: str | Path = ".", name: str | None = None, *, env_name: str 
         InvalidTopologyException: a component squall cannot run, or bad wiring (naming the
             file and the component).
     """
+    try:
+        import streamparse  # noqa: F401 (its DSL and pystorm's components are what is loaded)
+    except ImportError as e:
+        raise SparseProjectError(f"a streamparse project needs streamparse: pip install 'squall[streamparse]' "
+                                 f"({e})") from e
     project = find_project(directory)
     topology_name, path = topology_file(project, name)
     env = environment(project, env_name)

@@ -75,6 +75,24 @@ def find_project(directory: str | Path = ".") -> Project:
     return Project(root, config)
 
 
+def project_of(topology_path: str | Path) -> Path | None:
+    """The directory of the streamparse project whose topology definition ``topology_path``
+    is (a ``config.json`` that names the file's directory as its ``topology_specs``, as
+    ``sparse quickstart`` writes it), or None."""
+    path = Path(topology_path).resolve()
+    for root in (path.parent.parent, path.parent):
+        config = root / "config.json"
+        if not config.is_file():
+            continue
+        try:
+            project = find_project(root)
+        except SparseProjectError:
+            return None
+        named = "topology_specs" in project.config
+        return root if named and project.topology_specs.resolve() == path.parent else None
+    return None
+
+
 def topology_file(project: Project, name: str | None) -> tuple[str, Path]:
     """The topology's name and definition file: ``topologies/NAME.py``, or the only one."""
     specs = project.topology_specs

@@ -60,3 +60,14 @@ def test_over_multilang_its_components_run_as_streamparse_run_processes(quicksta
 
         assert wait_until(counted, 60)
         assert cluster.get_topology_info(loaded.name)["errors"] == []
+
+
+def test_squall_local_given_the_projects_topology_file_runs_it(quickstart: Path, capsys) -> None:
+    status = main(["local", str(quickstart / "topologies" / "wordcount.py"), "--ttl", "2"])
+
+    out = capsys.readouterr().out
+    assert status == 0, out
+    summary = out[out.index("Summary of topology wordcount"):]
+    rows = {line.split()[0]: line.split() for line in summary.splitlines()[2:4]}
+    assert int(rows["word_spout"][4]) > 0 and int(rows["count_bolt"][7]) > 0  # emitted, executed
+    assert "errors: none" in summary

@@ -55,8 +55,8 @@ Streams = dict[str, tuple[list[str], bool]]
 
 
 class SparseComponentError(RuntimeError):
-    """A streamparse component broke the protocol's rules (acked an unknown tuple, anchored to
-    one already acked, read past its input), naming the component and the id."""
+    """A streamparse component broke the protocol's rules (acked or failed an unknown tuple,
+    anchored to one already acked, sent an unknown command), naming the component and the id."""
 
 
 class _Wire:

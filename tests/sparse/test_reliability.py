@@ -175,3 +175,29 @@ def test_a_spout_that_raises_is_reported_and_started_again(caplog) -> None:
     assert all(e["component"] == "flaky" and "RuntimeError" in e["error"] for e in errors)
     lines = [r.getMessage() for r in caplog.records if r.name == "squall.sparse.flaky"]
     assert "life 1" in lines and "life 2" in lines
+
+
+class AcksTwice(Bolt):
+    """Acks by hand while auto_ack is on: pystorm then acks the same tuple again."""
+
+    def process(self, tup):
+        self.ack(tup)
+
+
+class Twice(Topology):
+    numbers = Numbers.spec()
+    twice = AcksTwice.spec(inputs=[numbers])
+
+
+def test_acking_a_tuple_twice_is_an_error_naming_the_component_and_the_id() -> None:
+    Numbers.events = SharedLog()
+    t = translate(Twice)
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology("twice", t.conf, t.topology)
+        assert wait_until(lambda: cluster.get_topology_info("twice")["errors"], 30)
+        errors = cluster.get_topology_info("twice")["errors"]
+
+    assert errors[0]["component"] == "twice"
+    assert "SparseComponentError" in errors[0]["error"] and "[twice] task" in errors[0]["error"]
+    assert "acked tuple id '1', which is unknown or already acked or failed" in errors[0]["error"]

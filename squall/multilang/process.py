@@ -135,6 +135,7 @@ class ShellProcess:
                 proc.stdin.write(data)
                 proc.stdin.flush()
             except (BrokenPipeError, ValueError, OSError):
+                self._eof = True  # it is exiting: the error waits a moment for its status
                 raise self.failure("it stopped reading its input (it exited)") from None
 
     def read(self, timeout: float | None = None) -> ShellMsg:

@@ -93,6 +93,9 @@ def test_a_subprocess_killed_mid_run_restarts_its_worker_and_every_spout_tuple_i
     conf = Config()
     conf.set_num_workers(2)
     conf.set_max_spout_pending(20)
+    # what the restarted worker's peers do not learn was lost (sent while it restarted) is
+    # failed by the message timeout, as in Storm: a short one keeps the test short
+    conf.set_message_timeout_secs(5)
     conf["test.hold.file"] = str(hold)
     with LocalCluster() as cluster:
         cluster.submit_topology("killed", conf, b.create_topology())

@@ -39,7 +39,7 @@ def test_a_python_worker_killed_mid_batch_is_retried_and_every_word_counts_once(
     lines = sentences(16, seed=7)
     held = [*lines[:3], f"hold:{gate}", *lines[3:]]  # the Split of the first batch waits there
     write_lines(data / "a.txt", held)
-    query = start(word_count(str(data), delta_counts_factory(str(table)), max_batch_records=8), spark,
+    query = start(word_count(str(data), delta_counts_factory(str(table)), max_batch_records=20), spark,
                   str(tmp_path / "checkpoint"))
     try:
         assert wait_until(lambda: (gate / "pid").exists() or query.exception() is not None, 240, 0.05)

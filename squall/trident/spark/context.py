@@ -2,7 +2,7 @@
 
 On squall's engine that is the task's `TopologyContext`; under Spark an operation runs in one
 Spark task (an executor's Python worker: one partition of one micro-batch) or on the driver
-(the states), and a spout's coordinator and emitter in the Data Source's reader. `SparkContext`
+(the states), and a spout's coordinator and emitter in the Data Source's reader. `SparkTaskContext`
 answers the calls Trident's operations and spouts make: which component and partition this is,
 how many there are, the configuration, and an in-memory transactional state (a spout's metadata
 lives in Spark's offsets, so nothing needs to outlive the process).
@@ -15,7 +15,7 @@ from typing import Any
 
 
 @dataclass
-class SparkContext:
+class SparkTaskContext:
     """A `TopologyContext` stand-in: ``component`` in ``num_tasks`` partitions, this one ``task_index``."""
 
     component: str
@@ -79,4 +79,4 @@ class _DictState:
             del self._data[k]
 
 
-__all__ = ["SparkContext"]
+__all__ = ["SparkTaskContext"]

@@ -21,7 +21,7 @@ from typing import Any
 from ..coordinator import TransactionAttempt
 from ..executor import BatchInfo, BatchOutput
 from .compiler import SparkBolt, SparkPlan
-from .context import SparkContext
+from .context import SparkTaskContext
 from .rows import KEY, ROW_SCHEMA, STREAM, TUPLE, dumps, loads
 
 log = logging.getLogger("squall.trident.spark")
@@ -69,7 +69,7 @@ def run_partition(body_bytes: bytes, component: str, tasks: int, txid: int, conf
         index = task.partitionId() if task is not None else 0
         body = pickle.loads(body_bytes)
         out = _ArrowOutput(keys, component)
-        body.prepare(conf, SparkContext(component, index, max(tasks, index + 1), conf), out)
+        body.prepare(conf, SparkTaskContext(component, index, max(tasks, index + 1), conf), out)
         batch = BatchInfo(TransactionAttempt(txid, 0))
         try:
             body.init_batch(batch)
@@ -122,7 +122,7 @@ class BatchRunner:
 
     def _prepare_driver(self) -> None:
         for b in self.plan.driver_bolts():
-            b.body.prepare(self.conf, SparkContext(b.component, 0, 1, self.conf), _ListOutput(self._rows, b.component))
+            b.body.prepare(self.conf, SparkTaskContext(b.component, 0, 1, self.conf), _ListOutput(self._rows, b.component))
         self._prepared = True
 
     def __call__(self, df: Any, batch_id: int) -> None:

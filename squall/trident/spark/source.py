@@ -33,7 +33,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from ..coordinator import TransactionAttempt
-from .context import SparkContext
+from .context import SparkTaskContext
 from .rows import SOURCE_SCHEMA, digest, dumps, from_offset, from_option, to_offset
 
 SOURCE_NAME = "squall_trident"
@@ -125,8 +125,8 @@ class _Reader(DataSourceStreamReader):
     def __getstate__(self) -> dict:
         return {"spec": self.spec, "_live": {}}
 
-    def _context(self, component: str) -> SparkContext:
-        return SparkContext(component, 0, 1, dict(self.spec.conf))
+    def _context(self, component: str) -> SparkTaskContext:
+        return SparkTaskContext(component, 0, 1, dict(self.spec.conf))
 
     def initialOffset(self) -> dict:
         """Before txid 1."""

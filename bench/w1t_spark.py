@@ -1,0 +1,126 @@
+"""W1T on Spark's engine (issue 36 item 6): W1 as a Trident word count compiled to one
+Structured Streaming query (`squall.trident.spark.start`), beside, in the same run and on the
+same corpus, hand-written Structured Streaming (``bench.peers.spark_w1``: the SQL split and the
+Python UDF split) and the same Trident topology on squall's engine (``bench.w1t_trident`` on
+LocalCluster).
+
+    new_stream("w1t", FileTridentSpout(corpus, max_batch_records=--batch-size))
+      .each(sentence, Split -> word)                          mapInArrow, fused with the partial count
+      .group_by(word)                                         Exchange hashpartitioning(trident_key)
+      .persistent_aggregate(MemoryMapState, Count -> count)   the driver, in foreachBatch
+
+All Spark runs use ``local[1]`` (the peers' setting) with the SparkSession made before the clock
+starts. The Trident query's time is from ``start()`` to the end of ``processAllAvailable()``;
+its batch latency is each micro-batch's ``triggerExecution`` (Spark's own progress), and
+``where`` splits it into Spark's phases (``latestOffset``: the spout's planning emit on the
+driver; ``addBatch``: the Trident batch, its jobs and the state commit; the WAL writes).
+Correct means the driver's counts equal the corpus's reference counts.
+
+    python -m bench.w1t_spark --n 100000 --batch-size 2500
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .corpus import corpus_files, ensure_corpus, reference_counts
+
+DEFAULT_BATCH_SIZE = 2_500  # lines of each corpus file a batch reads: 10 files of 10,000 sentences, 4 batches
+
+
+def _trident_on_spark(directory: Path, batch_size: int) -> dict[str, Any]:
+    from pyspark.sql import SparkSession
+
+    from squall import Fields
+    from squall.external.trident_files import FileTridentSpout
+    from squall.trident import MemoryMapState, TridentTopology
+    from squall.trident.builtin import Count
+    from squall.trident.spark import start
+
+    from .w1t_trident import Split
+
+    # the spout reads every file of its directory: the corpus's text files only, linked
+    lines_dir = Path(tempfile.mkdtemp(prefix="squall-bench-w1t-spark-in-"))
+    checkpoint = tempfile.mkdtemp(prefix="squall-bench-w1t-spark-ckpt-")
+    for f in corpus_files(directory):
+        os.symlink(f, lines_dir / f.name)
+    spark = (SparkSession.builder.master("local[1]").appName("squall-bench-w1t-spark")
+             .config("spark.sql.shuffle.partitions", "1").config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        factory = MemoryMapState.factory()
+        topology = TridentTopology()
+        topology.new_stream("w1t", FileTridentSpout(str(lines_dir), ["sentence"], max_batch_records=batch_size)) \
+            .each(Fields("sentence"), Split(), Fields("word")) \
+            .group_by(Fields("word")).persistent_aggregate(factory, Count(), Fields("count"))
+        t0 = time.perf_counter()
+        query = start(topology, spark, checkpoint, query_name="w1t_spark")
+        query.processAllAvailable()
+        wall = time.perf_counter() - t0
+        progress = [p for p in query.recentProgress if p.get("numInputRows")]
+        query.stop()
+        counts = {word: count for word, count in factory.make_state({}, None, 0, 1).get_tuples()}
+    finally:
+        spark.stop()
+        shutil.rmtree(lines_dir, ignore_errors=True)
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    latencies = [p["durationMs"]["triggerExecution"] for p in progress]
+    phases: dict[str, float] = {}
+    for p in progress:
+        for phase, ms in p["durationMs"].items():
+            phases[phase] = phases.get(phase, 0.0) + ms
+    return {"wall_s": round(wall, 3), "batches": len(progress),
+            "batch_latency_mean_ms": round(sum(latencies) / len(latencies), 1) if latencies else None,
+            "where_ms": {k: round(v) for k, v in sorted(phases.items())}, "counts": counts}
+
+
+def run(n: int = 100_000, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = True) -> dict[str, Any]:
+    """One record: sentences/s of each way, batch latency of the Trident ones, correctness."""
+    from .peers import spark_w1
+
+    directory = ensure_corpus(n)
+    reference = reference_counts(directory)
+    record: dict[str, Any] = {"workload": "W1T-spark", "n": n, "batch_size": batch_size}
+    trident = _trident_on_spark(directory, batch_size)
+    record["trident_spark"] = {"sentences_per_s": round(n / trident["wall_s"], 1),
+                               **{k: v for k, v in trident.items() if k != "counts"},
+                               "correct": trident["counts"] == reference}
+    for split in ("sql", "udf"):
+        wall, counts, version = spark_w1.measure(directory, split)
+        record[f"spark_{split}"] = {"wall_s": round(wall, 3), "sentences_per_s": round(n / wall, 1),
+                                    "correct": counts == reference}
+        record["pyspark"] = version
+    if engine:
+        from .w1t_trident import run_trident
+
+        squall = run_trident(n, "local")  # its own batches: --batch-size sentences over all files
+        record["trident_squall"] = {k: squall[k] for k in ("wall_s", "sentences_per_s", "batches",
+                                                          "batch_latency_mean_ms", "correct")}
+    record["ratio_to_spark_sql"] = round(record["trident_spark"]["sentences_per_s"]
+                                         / record["spark_sql"]["sentences_per_s"], 3)
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.w1t_spark [--n N] [--batch-size B] [--no-engine]``: print the record as JSON."""
+    parser = argparse.ArgumentParser(prog="python -m bench.w1t_spark", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=100_000, help="sentences (default 100,000)")
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
+                        help="lines of each corpus file one Trident batch reads (default 2,500)")
+    parser.add_argument("--no-engine", action="store_true", help="skip the run on squall's engine")
+    args = parser.parse_args(argv)
+    json.dump(run(args.n, args.batch_size, not args.no_engine), sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

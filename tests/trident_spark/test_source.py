@@ -1,0 +1,73 @@
+"""The squall_trident source's readers without a query (issue 36 item 2): a spout's batch
+metadata as the offset, planned once and emitted again the same; a spout that emits another
+batch for the same txid fails the task naming it."""
+
+from __future__ import annotations
+
+import pytest
+
+from squall import Fields
+from squall.trident.spout import IBatchSpout
+
+pytest.importorskip("pyspark.sql.datasource")
+
+from squall.trident.spark.rows import loads  # noqa: E402 (after the skip: pyspark's Data Source API)
+from squall.trident.spark.source import BatchSpoutReader, PartitionedSpoutReader, SpoutSpec  # noqa: E402
+
+from .conftest import write_lines  # noqa: E402
+
+
+def _read(reader, start, end):
+    return [loads(row) for p in reader.partitions(start, end) for (row,) in reader.read(p)]
+
+
+def test_a_file_spouts_offsets_are_each_files_byte_range_and_a_replay_reads_the_same_lines(tmp_path):
+    from squall.external.trident_files import FileTridentSpout
+
+    write_lines(tmp_path / "a.txt", ["one", "two", "three"])
+    write_lines(tmp_path / "b.txt", ["four"])
+    reader = PartitionedSpoutReader(SpoutSpec("files", FileTridentSpout(str(tmp_path), max_batch_records=2), {}))
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, None)
+    assert first["txid"] == 1 and first["parts"]["a.txt"] == {"start": 0, "end": 8, "sha256": first["parts"]["a.txt"]["sha256"]}
+    assert sorted(_read(reader, start, first)) == [["four"], ["one"], ["two"]]
+    assert sorted(_read(reader, start, first)) == [["four"], ["one"], ["two"]]  # a re-run: the same
+    second = reader.latestOffset(first, None)
+    assert second["txid"] == 2 and _read(reader, first, second) == [["three"]]
+    assert reader.latestOffset(second, None) == second  # nothing new: no batch
+    write_lines(tmp_path / "b.txt", ["five"])
+    third = reader.latestOffset(second, None)
+    assert third["txid"] == 3 and _read(reader, second, third) == [["five"]]
+
+
+class _Drifting(IBatchSpout):
+    """Emits a different tuple each time it is asked for a batch: not transactional."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def open(self, conf, context):
+        pass
+
+    def emit_batch(self, batch_id, collector):
+        self.calls += 1
+        collector.emit([f"{batch_id}-{self.calls}"])
+
+    def ack(self, batch_id):
+        pass
+
+    def get_output_fields(self):
+        return Fields("x")
+
+
+def test_a_batch_spout_that_replays_another_batch_fails_the_task_naming_it():
+    reader = BatchSpoutReader(SpoutSpec("drift", _Drifting(), {}))
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, None)
+    assert end["txid"] == 1 and end["tuples"] == 1
+    [partition] = reader.partitions(start, end)
+    spout_copy = BatchSpoutReader(SpoutSpec("drift", _Drifting(), {}))  # a task's copy: its own calls
+    spout_copy.spec.spout.calls = 5
+    with pytest.raises(ValueError, match=r"new_stream\('drift', _Drifting\): batch txid 1 was 1 tuples when planned"
+                                         r".*not transactional"):
+        list(spout_copy.read(partition))

@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 
 from squall import Bolt, Config, Fields, LocalCluster, ShellBolt, ShellSpout, TopologyBuilder
-from squall.testing import AckFailMapTracker, FeederSpout
 
 from ..conftest import wait_until
+from .feeding import fed_builder
 
 BARE = Path(__file__).parent / "bare"
 RECEIVED: list = []  # (sink task, value)
@@ -36,11 +36,7 @@ class Direct(ShellBolt):
 
 def test_a_shell_bolt_emits_direct_to_the_tasks_its_context_names():
     RECEIVED.clear()
-    feed = FeederSpout(Fields(["value"]))
-    tracker = AckFailMapTracker()
-    feed.set_ack_fail_delegate(tracker)
-    b = TopologyBuilder()
-    b.set_spout("feed", feed)
+    b, feed, tracker = fed_builder("value")
     b.set_bolt("direct", Direct()).shuffle_grouping("feed")
     b.set_bolt("sink", Sink(), 2).direct_grouping("direct", "direct")
     with LocalCluster() as cluster:
@@ -77,11 +73,7 @@ def test_a_shell_spouts_task_ids_are_where_its_tuples_went_and_its_acks_come_bac
 
 
 def test_a_value_the_wire_cannot_carry_fails_its_tuple_only_and_is_reported():
-    feed = FeederSpout(Fields(["value"]))
-    tracker = AckFailMapTracker()
-    feed.set_ack_fail_delegate(tracker)
-    b = TopologyBuilder()
-    b.set_spout("feed", feed)
+    b, feed, tracker = fed_builder("value")
     b.set_bolt("direct", Direct()).shuffle_grouping("feed")
     b.set_bolt("sink", Sink()).direct_grouping("direct", "direct")
     with LocalCluster() as cluster:

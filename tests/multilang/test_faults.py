@@ -16,6 +16,7 @@ import pytest
 from squall import Bolt, Config, Fields, LocalCluster, ShellBolt, ShellSpout, Spout, TopologyBuilder
 
 from ..conftest import processes_mentioning, wait_until
+from .feeding import fed_builder
 
 HERE = Path(__file__).parent
 BARE = HERE / "bare"  # components written without a library, most of them faulty
@@ -120,10 +121,7 @@ def test_a_subprocess_killed_mid_run_restarts_its_worker_and_every_spout_tuple_i
 def _run_until_error(name, component, conf=None):
     """Run ``component`` as bolt "bad" after a spout of one sentence per next; the first error
     the topology reports for "bad", and what `processes_mentioning` finds of its scripts after."""
-    from squall.testing import FeederSpout
-    feed = FeederSpout(Fields(["sentence"]))
-    b = TopologyBuilder()
-    b.set_spout("feed", feed)
+    b, feed, _ = fed_builder("sentence")
     b.set_bolt("bad", component).shuffle_grouping("feed")
     with LocalCluster() as cluster:
         cluster.submit_topology(name, conf or Config(), b.create_topology())

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from squall import Bolt, Config, Fields, LocalCluster, ShellBolt, TopologyBuilder
-from squall.testing import AckFailMapTracker, FeederSpout
+from squall import Bolt, Config, LocalCluster, ShellBolt
 
 from ..conftest import wait_until
+from .feeding import fed_builder
 
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="needs node (Node.js) on PATH")
@@ -61,11 +61,7 @@ def test_a_node_bolt_speaking_the_protocol_splits_every_sentence_and_every_word_
     caplog.set_level("INFO", logger="squall.multilang")
     WORDS.clear()
     REPORTED.clear()
-    feed = FeederSpout(Fields(["sentence"]))
-    tracker = AckFailMapTracker()
-    feed.set_ack_fail_delegate(tracker)
-    b = TopologyBuilder()
-    b.set_spout("feed", feed)
+    b, feed, tracker = fed_builder("sentence")
     # resources: node/ travels with the topology, and each task's subprocess runs in a copy of it
     b.set_bolt("split-node", NodeSplitter([NODE, "splitter.js"], ["word"], resources=HERE), 2).shuffle_grouping("feed")
     b.set_bolt("count", CountWords()).shuffle_grouping("split-node")

@@ -71,3 +71,40 @@ def test_a_batch_spout_that_replays_another_batch_fails_the_task_naming_it():
     with pytest.raises(ValueError, match=r"new_stream\('drift', _Drifting\): batch txid 1 was 1 tuples when planned"
                                          r".*not transactional"):
         list(spout_copy.read(partition))
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A fresh redis-server on loopback (bench.redis_server), stopped by its PID."""
+    from bench.redis_server import RedisServer, redis_server_binary
+
+    binary = redis_server_binary()
+    if binary is None:
+        pytest.skip("redis-server is not installed: run scripts/install-system-deps.sh")
+    server = RedisServer(binary, tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_redis_streams_spouts_offsets_are_each_streams_entry_ids_and_a_replay_reads_the_same(redis_server):
+    import redis
+
+    from squall.external.trident_redis_streams import RedisStreamTridentSpout
+
+    client = redis.Redis.from_url(redis_server.url)
+    for i in range(5):
+        client.xadd("s1", {"value": f"a{i}"})
+    client.xadd("s2", {"value": "b0"})
+    spout = RedisStreamTridentSpout(redis_server.url, ["s1", "s2"], id_field=None, max_batch_entries=3)
+    reader = PartitionedSpoutReader(SpoutSpec("redis", spout, {}))
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, None)
+    assert first["txid"] == 1 and first["parts"]["s1"]["count"] == 3  # JSON as the spout's metadata is
+    assert sorted(_read(reader, start, first)) == [["a0"], ["a1"], ["a2"], ["b0"]]
+    assert sorted(_read(reader, start, first)) == [["a0"], ["a1"], ["a2"], ["b0"]]
+    second = reader.latestOffset(first, None)
+    assert sorted(_read(reader, first, second)) == [["a3"], ["a4"]]
+    assert reader.latestOffset(second, None) == second

@@ -108,3 +108,24 @@ def test_a_redis_streams_spouts_offsets_are_each_streams_entry_ids_and_a_replay_
     second = reader.latestOffset(first, None)
     assert sorted(_read(reader, first, second)) == [["a3"], ["a4"]]
     assert reader.latestOffset(second, None) == second
+
+
+def test_a_kafka_transactional_spouts_offsets_replay_exactly_their_records():
+    from squall.external.kafka import KafkaSpoutConfig, TopicPartition
+    from squall.external.trident_kafka import KafkaTridentSpoutTransactional
+
+    from ..external.test_kafka import MemoryConsumer
+
+    logs = {TopicPartition("t", 0): [f"a{i}" for i in range(3)], TopicPartition("t", 1): ["b0"]}
+    config = KafkaSpoutConfig("mem:0", ["t"], "g", consumer_factory=lambda props: MemoryConsumer(logs),
+                              translator=lambda r: [r.partition, r.offset, r.value],
+                              output_fields=["partition", "offset", "value"])
+    reader = PartitionedSpoutReader(SpoutSpec("kafka", KafkaTridentSpoutTransactional(config), {}))
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, None)
+    records = sorted(_read(reader, start, first))
+    assert records == [[0, 0, "a0"], [0, 1, "a1"], [0, 2, "a2"], [1, 0, "b0"]]
+    logs[TopicPartition("t", 0)].append("a3")  # more data: a re-run of txid 1 must not take it
+    assert sorted(_read(reader, start, first)) == records
+    second = reader.latestOffset(first, None)
+    assert _read(reader, first, second) == [[0, 3, "a3"]]

@@ -563,6 +563,46 @@ class RedisStreamSpout(Spout):
             self._outage = _Outage()
 
 
+class _Writer(threading.Thread):
+    """The sink's writes, off its loop's thread: it takes every write queued since its last
+    round trip and sends them as one pipeline, then acks (or fails) each tuple. No flush
+    interval: a write queued while none is under way goes at once; one queued meanwhile goes
+    with the next pipeline, right after."""
+
+    MAX_BATCH = 1000   # writes per pipeline at most: bounds a pipeline's memory and run in Redis
+
+    def __init__(self, sink: RedisStreamSinkBolt) -> None:
+        super().__init__(name=f"redis-sink-writer-{sink.target}", daemon=True)
+        self.sink = sink
+        self.queued: deque[tuple[Any, str, dict[str, Any]]] = deque()   # (tuple, key, other fields)
+        self._ready = threading.Event()
+        self._stopping = False
+
+    def put(self, tup: Any, key: str, values: dict[str, Any]) -> None:
+        """Queues one tuple's write (any thread)."""
+        self.queued.append((tup, key, values))
+        self._ready.set()
+
+    def run(self) -> None:
+        """Writes what is queued, a pipeline at a time, until `stop` and the queue is empty."""
+        queued = self.queued
+        while True:
+            self._ready.wait()
+            self._ready.clear()
+            while queued:
+                batch = [queued.popleft() for _ in range(min(len(queued), self.MAX_BATCH))]
+                self.sink._write(batch)
+            if self._stopping and not queued:
+                return
+
+    def stop(self) -> None:
+        """Writes what is queued, then ends the thread (at most a few seconds: what is left is
+        not acked, and is replayed)."""
+        self._stopping = True
+        self._ready.set()
+        self.join(5.0)
+
+
 class RedisStreamSinkBolt(Bolt):
     """Writes each tuple to Redis idempotently, then acks it; a write error fails it (replay).
 
@@ -570,6 +610,11 @@ class RedisStreamSinkBolt(Bolt):
     replay overwrites. ``mode="stream"``: ``XADD target`` of the tuple's fields, skipped when
     ``tuple[id_field]`` is already in the set ``<target>:written`` (one Lua script, atomic), so a
     replay does not append twice.
+
+    The writes go from a thread of the bolt's own (`_Writer`), which sends whatever is queued
+    in one pipeline per round trip, and acks each tuple after its write: ``execute`` never waits
+    on Redis, so neither the bolt's loop nor the executors sharing it wait out one round trip
+    per tuple, and a tuple is written as soon as the write before it returned.
     """
 
     # Redis does not roll a script back when it errors half-way: mark the id written only
@@ -599,10 +644,12 @@ return id
         super().prepare(conf, context, collector)
         self.client = redis.Redis.from_url(self.url, decode_responses=True)
         self._xadd_once = self.client.register_script(self._XADD_ONCE)
+        self._script_loaded = False
         self._failing = False
+        self._writer = _Writer(self)
 
     def execute(self, tup) -> None:
-        """Writes, then acks; fails the tuple on a server error."""
+        """Queues the tuple's write (acked once written, failed on a server error)."""
         fields = tup.get_fields().to_list()
         if self.id_field not in fields:
             self.collector.report_error(f"RedisStreamSinkBolt: tuple from {tup.get_source_component()!r} "
@@ -612,26 +659,48 @@ return id
             return
         values = dict(zip(fields, tup.get_values()))
         key = str(values.pop(self.id_field))
+        if not self._writer.is_alive():
+            self._writer.start()
+        self._writer.put(tup, key, values)
+
+    def _write(self, batch: list[tuple[Any, str, dict[str, Any]]]) -> None:
+        """Writes ``batch`` in one pipeline (on the writer's thread), then acks each tuple
+        written and fails each one whose write failed."""
         try:
-            if self.mode == "hash":
-                self.client.hset(self.key_prefix + key, mapping={k: _text(v) for k, v in values.items()})
-            else:
-                flat = [x for k, v in values.items() for x in (k, _text(v))]
-                self._xadd_once(keys=[self.target, f"{self.target}:written"],
-                                args=[key, self.id_field, key, *flat])
+            if self.mode == "stream" and not self._script_loaded:
+                # loaded once, not checked per pipeline (a script in a pipeline costs redis-py
+                # a SCRIPT EXISTS round trip at every execute)
+                self.client.script_load(self._XADD_ONCE)
+                self._script_loaded = True
+            with self.client.pipeline(transaction=False) as p:
+                for _tup, key, values in batch:
+                    if self.mode == "hash":
+                        p.hset(self.key_prefix + key, mapping={k: _text(v) for k, v in values.items()})
+                    else:
+                        flat = [x for k, v in values.items() for x in (k, _text(v))]
+                        p.evalsha(self._xadd_once.sha, 2, self.target, f"{self.target}:written",
+                                  key, self.id_field, key, *flat)
+                results = p.execute(raise_on_error=False)
         except redis.RedisError as e:
-            if not self._failing:
-                log.error("RedisStreamSinkBolt: cannot write %r to %s (%s); failing tuples for replay",
-                          self.target, redact_text(self.url), e)
-                self.collector.report_error(f"RedisStreamSinkBolt: cannot write {self.target!r}: {e}")
-            self._failing = True
-            self.collector.fail(tup)
-            return
-        self._failing = False
-        self.collector.ack(tup)
+            results = [e] * len(batch)
+        if any(isinstance(r, redis.exceptions.NoScriptError) for r in results):
+            self._script_loaded = False   # the server restarted: loaded again before the next write
+        error = next((r for r in results if isinstance(r, Exception)), None)
+        if error is not None and not self._failing:
+            log.error("RedisStreamSinkBolt: cannot write %r to %s (%s); failing tuples for replay",
+                      self.target, redact_text(self.url), error)
+            self.collector.report_error(f"RedisStreamSinkBolt: cannot write {self.target!r}: {error}")
+        self._failing = error is not None
+        for (tup, _key, _values), result in zip(batch, results):
+            if isinstance(result, Exception):
+                self.collector.fail(tup)
+            else:
+                self.collector.ack(tup)
 
     def cleanup(self) -> None:
-        """Closes the connection."""
+        """Writes what is queued, then closes the connection."""
+        if self._writer.is_alive():
+            self._writer.stop()
         self.client.close()
 
 

@@ -289,20 +289,30 @@ def sink(url, **kw):
     return bolt, collector
 
 
+def settled(collector, n: int) -> bool:
+    """Whether the sink's writer has acked or failed ``n`` tuples in all (waits for it)."""
+    return wait_until(lambda: len(collector.acked) + len(collector.failed) >= n, 10)
+
+
 def test_a_stream_write_that_fails_is_not_marked_written_and_its_replay_is_written(redis_server):
     r = redis_server.client()
     r.set("out", "not a stream")  # XADD fails with WRONGTYPE
     bolt, collector = sink(redis_server.url, mode="stream")
     t = Tup(id="e1", user="u1")
     bolt.execute(t)
+    assert settled(collector, 1)
     assert collector.failed == [t] and not collector.acked
     assert not r.sismember("out:written", "e1")
     r.delete("out")
     bolt.execute(t)  # the replay
+    assert settled(collector, 2)
     assert collector.acked == [t]
     assert [f for _, f in r.xrange("out")] == [{"id": "e1", "user": "u1"}]
     bolt.execute(t)  # a second replay is still skipped
+    assert settled(collector, 3)
+    assert collector.acked == [t, t]
     assert r.xlen("out") == 1
+    bolt.cleanup()
 
 
 def spout(url, index: int = 0, **kw):
@@ -319,8 +329,9 @@ def pump(s, collector, n: int) -> None:
     while len(collector.emitted) < n:
         assert time.monotonic() < deadline, f"{len(collector.emitted)} of {n} emitted"
         collector.woken.clear()
+        before = len(collector.emitted)
         s.next_tuple()
-        if len(collector.emitted) < n:
+        if len(collector.emitted) == before:   # nothing buffered: wait for the reading thread
             collector.woken.wait(1.0)
 
 
@@ -376,6 +387,7 @@ def test_an_unreachable_server_is_logged_and_reported_without_its_password(caplo
     bolt, sink_collector = sink(url, mode="stream")
     with caplog.at_level(logging.ERROR, "squall.external.redis_streams"):
         bolt.execute(Tup(id="e1", user="u1"))
+        assert settled(sink_collector, 1)
     said = caplog.messages + collector.errors + sink_collector.errors
     assert any("unreachable" in m for m in said) and sink_collector.failed
     assert any("redis://:***@127.0.0.1:1/0" in m for m in said)
@@ -385,6 +397,7 @@ def test_an_unreachable_server_is_logged_and_reported_without_its_password(caplo
 def test_the_sink_writes_booleans_and_none_as_json_instead_of_failing_forever(redis_server):
     bolt, collector = sink(redis_server.url, mode="hash")
     bolt.execute(Tup(id="e1", ok=True, gone=None, n=3))
+    assert settled(collector, 1)
     assert collector.acked and not collector.failed
     assert redis_server.client().hgetall("out:e1") == {"ok": "true", "gone": "null", "n": "3"}
 

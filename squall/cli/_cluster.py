@@ -21,7 +21,7 @@ import logging
 import secrets
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -255,12 +255,21 @@ def _spark_options_after_file(args: argparse.Namespace) -> None:
 
 def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, topology_over: dict[str, Any],
                   flux: FluxRun | None = None) -> int:
+    def submit(cluster: Any) -> list[str]:
+        with on_sys_path(path.parent), StormSubmitter.submitting_to(cluster):
+            return submit_file(path, _ToCluster(cluster), topology_over, args.name, args.args, flux)
+    return run_on_spark(args, conf, submit)
+
+
+def run_on_spark(args: argparse.Namespace, conf: dict[str, Any], submit: Callable[[Any], list[str]]) -> int:
+    """A master started here in a new Spark driver (``--spark-master``), to which ``submit``
+    sends the topologies (returning their names); it runs until they are killed (``squall
+    kill``) or Ctrl-C, which kills them (``jar --host spark``, ``sparse submit --host spark``)."""
     from ..cluster.spark import SparkCluster, exit_if_spark_gone, stop_on_signals
     _daemon_logging(args.debug)
     with SparkCluster(master=args.spark_master, conf=conf) as cluster:
         stop = stop_on_signals()
-        with on_sys_path(path.parent), StormSubmitter.submitting_to(cluster):
-            names = submit_file(path, _ToCluster(cluster), topology_over, args.name, args.args, flux)
+        names = submit(cluster)
         where = f"{cluster.conf[Config.NIMBUS_HOST]}:{cluster.conf[Config.NIMBUS_THRIFT_PORT]}"
         print(f"squall master on Spark {cluster.spark.sparkContext.master} at {where}; running until "
               f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} killed (squall kill NAME) or Ctrl-C",

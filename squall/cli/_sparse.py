@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._config import Config
-from .._errors import NotAliveException, SquallError
+from .._errors import NotAliveException
 from .._submitter import StormSubmitter
 from ..cluster.local import LocalCluster
 from ..sparse import LoadedTopology, load
-from ._cluster import _client_conf, _daemon_logging, _master_errors, _ToCluster, _ToMaster
+from ._cluster import _client_conf, _master_errors, _ToCluster, _ToMaster, run_on_spark
 from ._local import _LiveView, _PlainView, _print_summary, _sigterm_stops, _squall_logging, _watch
 from ._options import UserError, cluster_conf_of, conf_file, parse_overrides, positive_int
 
@@ -108,18 +108,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _submit_on_spark(args: argparse.Namespace, conf: dict[str, Any], loaded: LoadedTopology) -> int:
-    from ..cluster.spark import SparkCluster, exit_if_spark_gone, stop_on_signals
-    _daemon_logging(args.debug)
-    with SparkCluster(master=args.spark_master, conf=conf) as cluster:
-        stop = stop_on_signals()
+    def submit(cluster: Any) -> list[str]:
         _ToCluster(cluster).submit_topology(loaded.name, loaded.conf, loaded.topology)
-        print(f"squall master on Spark {cluster.spark.sparkContext.master}; running until {loaded.name} is "
-              f"killed (squall kill {loaded.name}) or Ctrl-C", flush=True)
-        while not stop.wait(1.0):
-            exit_if_spark_gone(cluster)
-            if not cluster.list_topologies():
-                return 0
-        with contextlib.suppress(SquallError):
-            cluster.kill_topology(loaded.name, wait_secs=0)
-        print(f"Killed topology: {loaded.name}", flush=True)
-    return 0
+        return [loaded.name]
+    return run_on_spark(args, conf, submit)

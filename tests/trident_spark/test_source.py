@@ -14,6 +14,7 @@ pytest.importorskip("pyspark.sql.datasource")
 from squall.trident.spark.rows import loads  # noqa: E402 (after the skip: pyspark's Data Source API)
 from squall.trident.spark.source import BatchSpoutReader, PartitionedSpoutReader, SpoutSpec  # noqa: E402
 
+from ..external.conftest import redis_server  # noqa: E402, F401 (its fixture: a redis-server on loopback)
 from .conftest import write_lines  # noqa: E402
 
 
@@ -71,22 +72,6 @@ def test_a_batch_spout_that_replays_another_batch_fails_the_task_naming_it():
     with pytest.raises(ValueError, match=r"new_stream\('drift', _Drifting\): batch txid 1 was 1 tuples when planned"
                                          r".*not transactional"):
         list(spout_copy.read(partition))
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    """A fresh redis-server on loopback (bench.redis_server), stopped by its PID."""
-    from bench.redis_server import RedisServer, redis_server_binary
-
-    binary = redis_server_binary()
-    if binary is None:
-        pytest.skip("redis-server is not installed: run scripts/install-system-deps.sh")
-    server = RedisServer(binary, tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_a_redis_streams_spouts_offsets_are_each_streams_entry_ids_and_a_replay_reads_the_same(redis_server):

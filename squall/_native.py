@@ -43,6 +43,10 @@ of each class):
   (`squall.trident.processors._CountingCollector`).
 - `pack_rows`: the rows a Trident bolt emits on a packed stream, into their tasks' packs
   (`squall.trident.executor`).
+- `combine_rows`: a pack's rows combined per group into a grouped combiner's persist
+  (`squall.trident.processors`).
+- `TridentTupleBase`, `view_of`: the slots of `squall.trident.TridentTuple` with ``t[i]`` and
+  ``len(t)``, and one of its subtypes made without its ``__init__`` (a Trident bolt's views).
 
 The two implementations have the same semantics; the C one hands every case outside the quick
 path back to the Python collector, so errors come from the same code on both. Why it is worth it,
@@ -563,6 +567,59 @@ def pack_rows(rows: list, attempt: Any, choose: Any, nfields: int, packs: dict, 
     return len(rows), transferred
 
 
+def combine_rows(rows: Any, groups: dict, width: int, group_index: int, value_index: int, combine: Any) -> int:
+    """A pack's ``rows`` taken by a grouped combiner's persist (one group field): the group
+    ``(row[group_index],)`` gets ``row[value_index]`` if new, else ``combine(old, value)``
+    (``old + value`` when ``combine`` is None: the built-in Count's). Stops at the first row that
+    is not a list or tuple of ``width`` values or whose group cannot be hashed, for the caller to
+    take on from there (and raise its error). Returns the rows done."""
+    if not (0 <= group_index < width and 0 <= value_index < width):
+        raise ValueError("combine_rows: the group and value indices must be within the width")
+    for i, row in enumerate(rows):
+        t = type(row)
+        if (t is not list and t is not tuple) or len(row) != width:
+            return i
+        group = (row[group_index],)
+        value = row[value_index]
+        try:
+            old = groups.get(group, _ABSENT)
+        except TypeError:  # unhashable: the caller's path raises its error
+            return i
+        groups[group] = value if old is _ABSENT else old + value if combine is None else combine(old, value)
+    return len(rows)
+
+
+_ABSENT = object()
+
+
+class TridentTupleBase:
+    """The slots of `squall.trident.TridentTuple` (``values``, ``_fields``), ``t[i]`` (an index,
+    a slice, or a field's name) and ``len(t)``."""
+
+    __slots__ = ("_fields", "values")
+    values: list
+    _fields: Any
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return self.values[self._fields.index(key)]
+        return self.values[key]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def view_of(cls: Any, fields: Any, values: Any) -> Any:
+    """An instance of ``cls`` (a `TridentTupleBase` subtype) holding ``fields`` and ``values``,
+    made without its ``__init__``."""
+    if not (isinstance(cls, type) and issubclass(cls, TridentTupleBase)):
+        raise TypeError("view_of(type: a TridentTupleBase subtype, fields, values)")
+    t = cls.__new__(cls)
+    t.values = values
+    t._fields = fields
+    return t
+
+
 _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
                    "TaskStatsBase": "TaskStatsBase", "SpoutExecutorBase": "SpoutExecutorBase",
@@ -575,7 +632,8 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "pack_batch": "pack_batch", "StaleWatch": "StaleWatch", "send_acks": "send_acks",
                    "drain_inbox": "drain_inbox", "KeyStatsBase": "KeyStatsBase",
                    "opaque_commit": "opaque_commit", "CountingEmit": "CountingEmit",
-                   "pack_rows": "pack_rows"}
+                   "pack_rows": "pack_rows", "TridentTupleBase": "TridentTupleBase", "view_of": "view_of",
+                   "combine_rows": "combine_rows"}
 
 
 class StaleWatch:

@@ -25,6 +25,9 @@
  *   opaque_commit   a grouped combiner's commit into an opaque MemoryMapState (trident.state.memory)
  *   CountingEmit    the emit of a Trident function counted by a fused grouped Count (trident.processors)
  *   pack_rows       a Trident bolt's rows into the packs of the tasks their grouping chooses (trident.executor)
+ *   combine_rows    a pack's rows combined per group into a grouped combiner's persist (trident.processors)
+ *   TridentTupleBase, view_of
+ *                   the slots of a TridentTuple with t[i] and len(t), and a view made without __init__ (trident.tuple)
  *
  * Why C: py-spy put 52% of W1's loop time (acking on, one worker) in those two functions' own
  * lines; each line is an attribute load or an int operation that CPython's bytecode pays 15-30 ns
@@ -3573,7 +3576,196 @@ pack_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nn)", i, transferred);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * TridentTupleBase: the slots of squall.trident.TridentTuple (values, _fields) and its t[i] and
+ * len(t) in C, which every Trident operation calls per tuple; view_of(type, fields, values) makes
+ * one of a subtype without its __init__ (the bolt's views, whose width is right by construction).
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *values;
+    PyObject *fields;
+} TridentTupleBase;
+
+static PyTypeObject TridentTupleBase_Type;
+static PyObject *str_index;
+
+static int
+TridentTupleBase_traverse(TridentTupleBase *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->values);
+    Py_VISIT(self->fields);
+    return 0;
+}
+
+static int
+TridentTupleBase_clear(TridentTupleBase *self)
+{
+    Py_CLEAR(self->values);
+    Py_CLEAR(self->fields);
+    return 0;
+}
+
+static void
+TridentTupleBase_dealloc(TridentTupleBase *self)
+{
+    PyObject_GC_UnTrack(self);
+    TridentTupleBase_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+TridentTupleBase_values(TridentTupleBase *self)
+{
+    if (self->values == NULL)
+        PyErr_SetString(PyExc_AttributeError, "'TridentTuple' object has no attribute 'values'");
+    return self->values;
+}
+
+static PyObject *
+TridentTupleBase_subscript(TridentTupleBase *self, PyObject *key)
+{
+    PyObject *values = TridentTupleBase_values(self);
+    if (values == NULL)
+        return NULL;
+    if (!PyUnicode_Check(key))
+        return PyObject_GetItem(values, key);
+    if (self->fields == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "'TridentTuple' object has no attribute '_fields'");
+        return NULL;
+    }
+    Py_INCREF(values);
+    PyObject *index = PyObject_CallMethodOneArg(self->fields, str_index, key);
+    PyObject *r = index == NULL ? NULL : PyObject_GetItem(values, index);
+    Py_XDECREF(index);
+    Py_DECREF(values);
+    return r;
+}
+
+static Py_ssize_t
+TridentTupleBase_length(TridentTupleBase *self)
+{
+    PyObject *values = TridentTupleBase_values(self);
+    return values == NULL ? -1 : PyObject_Size(values);
+}
+
+static PyMappingMethods TridentTupleBase_mapping = {
+    .mp_length = (lenfunc)TridentTupleBase_length,
+    .mp_subscript = (binaryfunc)TridentTupleBase_subscript,
+};
+
+static PyMemberDef TridentTupleBase_members[] = {
+    {"values", T_OBJECT_EX, offsetof(TridentTupleBase, values), 0, "The values."},
+    {"_fields", T_OBJECT_EX, offsetof(TridentTupleBase, fields), 0, NULL},
+    {NULL}
+};
+
+static PyTypeObject TridentTupleBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "squall._speedups.TridentTupleBase",
+    .tp_doc = "The slots of squall.trident.TridentTuple, t[i] and len(t) (see squall.trident.tuple).",
+    .tp_basicsize = sizeof(TridentTupleBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)TridentTupleBase_traverse,
+    .tp_clear = (inquiry)TridentTupleBase_clear,
+    .tp_dealloc = (destructor)TridentTupleBase_dealloc,
+    .tp_members = TridentTupleBase_members,
+    .tp_as_mapping = &TridentTupleBase_mapping,
+};
+
+static PyObject *
+view_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyType_Check(args[0]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[0], &TridentTupleBase_Type)) {
+        PyErr_SetString(PyExc_TypeError, "view_of(type: a TridentTupleBase subtype, fields, values)");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    TridentTupleBase *self = (TridentTupleBase *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->fields = Py_NewRef(args[1]);
+    self->values = Py_NewRef(args[2]);
+    return (PyObject *)self;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * combine_rows(rows, groups, width, group_index, value_index, combine): a grouped combiner's
+ * persist taking a pack's rows (squall.trident.processors._grouped_combine with first_as_is, one
+ * group field; its twin is squall._native's): groups[(row[group_index],)] becomes row[value_index]
+ * for a new group, else combine(old, value) (old + value when combine is None: the built-in
+ * Count's). Stops at the first row that is not a list or tuple of width values or whose group
+ * cannot be hashed, for the caller's Python path to take on from there (and raise its error).
+ * Returns the rows done.
+ */
+static PyObject *
+combine_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "combine_rows(rows, groups: dict, width, group_index, value_index, combine)");
+        return NULL;
+    }
+    PyObject *groups = args[1], *combine = args[5];
+    Py_ssize_t width = PyLong_AsSsize_t(args[2]), gi = PyLong_AsSsize_t(args[3]), vi = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (gi < 0 || vi < 0 || gi >= width || vi >= width) {
+        PyErr_SetString(PyExc_ValueError, "combine_rows: the group and value indices must be within the width");
+        return NULL;
+    }
+    PyObject *rows = PySequence_Fast(args[0], "combine_rows: rows is not a sequence");
+    if (rows == NULL)
+        return NULL;
+    Py_INCREF(groups);
+    Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(rows);
+    for (; i < n; i++) {
+        PyObject *row = PySequence_Fast_GET_ITEM(rows, i);
+        if (!(PyList_CheckExact(row) || PyTuple_CheckExact(row)) || Py_SIZE(row) != width)
+            break;
+        PyObject *group = PyTuple_Pack(1, PySequence_Fast_GET_ITEM(row, gi));
+        PyObject *value = Py_NewRef(PySequence_Fast_GET_ITEM(row, vi));
+        if (group == NULL) {
+            Py_DECREF(value);
+            goto fail;
+        }
+        PyObject *old = PyDict_GetItemWithError(groups, group);
+        if (old == NULL && PyErr_Occurred()) {  /* unhashable: the Python path raises its error */
+            PyErr_Clear();
+            Py_DECREF(group);
+            Py_DECREF(value);
+            break;
+        }
+        PyObject *new;
+        if (old == NULL)
+            new = Py_NewRef(value);
+        else if (combine == Py_None)
+            new = PyNumber_Add(old, value);
+        else
+            new = PyObject_CallFunctionObjArgs(combine, old, value, NULL);
+        int r = new == NULL ? -1 : PyDict_SetItem(groups, group, new);
+        Py_XDECREF(new);
+        Py_DECREF(group);
+        Py_DECREF(value);
+        if (r < 0)
+            goto fail;
+    }
+    Py_DECREF(groups);
+    Py_DECREF(rows);
+    return PyLong_FromSsize_t(i);
+fail:
+    Py_DECREF(groups);
+    Py_DECREF(rows);
+    return NULL;
+}
+
 static PyMethodDef speedups_functions[] = {
+    {"combine_rows", (PyCFunction)(void (*)(void))combine_rows, METH_FASTCALL,
+     "combine_rows(rows, groups, width, group_index, value_index, combine): a pack's rows combined into "
+     "groups per group value; the rows done."},
+    {"view_of", (PyCFunction)(void (*)(void))view_of, METH_FASTCALL,
+     "view_of(type, fields, values): a TridentTupleBase subtype's instance holding them, without its __init__."},
     {"pack_rows", (PyCFunction)(void (*)(void))pack_rows, METH_FASTCALL,
      "pack_rows(rows, attempt, choose, nfields, packs, stream, counts): each row into the packs of "
      "the tasks choose([attempt, *row]) names: (rows packed, tuples transferred)."},
@@ -3665,6 +3857,9 @@ PyInit__speedups(void)
     str_curr_txid = PyUnicode_InternFromString("curr_txid");
     str_curr = PyUnicode_InternFromString("curr");
     str_prev = PyUnicode_InternFromString("prev");
+    str_index = PyUnicode_InternFromString("index");
+    if (!str_index)
+        return NULL;
     str_base = PyUnicode_InternFromString("_base");
     EMPTY_TUPLE = PyTuple_New(0);
     if (!str_curr_txid || !str_curr || !str_prev || !str_base || !EMPTY_TUPLE)
@@ -3680,10 +3875,10 @@ PyInit__speedups(void)
     PyTypeObject *types[] = {&IdSource_Type, &TupleBase_Type, &RouterBase_Type, &TaskStatsBase_Type, &SpoutExecutorBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
                              &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type,
                              &BoltCollectorBase_Type, &NextChooser_Type, &StaleWatch_Type, &KeyStatsBase_Type,
-                             &CountingEmit_Type};
+                             &CountingEmit_Type, &TridentTupleBase_Type};
     const char *names[] = {"IdSource", "TupleBase", "RouterBase", "TaskStatsBase", "SpoutExecutorBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase",
                            "MemoChooser", "Sender", "SpoutCollectorBase",
-                           "BoltCollectorBase", "NextChooser", "StaleWatch", "KeyStatsBase", "CountingEmit"};
+                           "BoltCollectorBase", "NextChooser", "StaleWatch", "KeyStatsBase", "CountingEmit", "TridentTupleBase"};
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;

@@ -17,6 +17,7 @@ combiners and reducers into the one `BaseAggregator` interface the aggregate pro
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._fields import Fields
-from .._native import CountingEmit
+from .._native import CountingEmit, combine_rows, view_of
 from .builtin import Count
 from .executor import BatchBody, BatchInfo, BatchOutput
 from .operation import (
@@ -148,8 +149,8 @@ def _indices(fields: Fields, parent: Fields) -> list[int] | None:
 def _viewer(fields: Fields, idx: list[int] | None) -> Callable[[list], TridentTuple]:
     """Makes the `TridentTuple` of ``fields`` (at ``idx`` of the parent's values) an operation sees."""
     if idx is None:
-        return lambda values: _View(fields, values)
-    return lambda values: _View(fields, [values[i] for i in idx])
+        return functools.partial(view_of, _View, fields)  # no Python frame per tuple when compiled
+    return lambda values: view_of(_View, fields, [values[i] for i in idx])
 
 
 class _Collector(TridentCollector):
@@ -472,6 +473,8 @@ def _grouped_combine(key: int, group_idx: list[int], value_idx: int, agg: Combin
             groups[group] = combine(old, value)
 
     receive.fusable = (key, group_idx, value_idx, agg)  # type: ignore[attr-defined]
+    if first_as_is and single is not None:  # the persist's: a pack's rows may go in at once (combine_rows)
+        receive.rows = (key, single, value_idx, None if type(agg) is Count else agg.combine)  # type: ignore[attr-defined]
     return receive
 
 
@@ -936,6 +939,10 @@ class SubtopologyBody(BatchBody):
         self._receivers: dict[str, tuple[int, list[Receiver]]] = {
             stream: (len(self.input_fields[stream]), [proc.receiver(pi) for proc, pi in procs])
             for stream, procs in inputs.items()}
+        # a stream whose one reader is a grouped combiner's persist: its rows combine in one call
+        self._combining: dict[str, tuple[int, int, int, Any]] = {
+            stream: receivers[0].rows for stream, (_, receivers) in self._receivers.items()  # type: ignore[attr-defined]
+            if len(receivers) == 1 and hasattr(receivers[0], "rows")}
 
     def _emitter(self, node: BodyNode) -> Receiver:
         receivers = [self.nodes[c].processor.receiver(pi) for c, pi in node.children]
@@ -987,6 +994,13 @@ class SubtopologyBody(BatchBody):
         if wired is None:
             raise ValueError(f"Trident bolt got a tuple on stream {stream!r}, which it does not read")
         width, receivers = wired
+        combining = self._combining.get(stream)
+        if combining is not None:
+            key, group_index, value_index, combine = combining
+            done = combine_rows(rows, batch.state[key], width, group_index, value_index, combine)
+            if done == len(rows):
+                return
+            rows = rows[done:]  # the rest, one by one: the first of them raises its error
         for values in rows:
             if type(values) is not list:
                 values = list(values)

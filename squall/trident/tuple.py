@@ -11,15 +11,17 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._fields import Fields
+from .._native import TridentTupleBase
 
 
-class TridentTuple:
+class TridentTuple(TridentTupleBase):
     """Values of one Trident tuple and the fields naming them.
 
-    ``t[0]``, ``t["word"]``, ``len(t)`` and iteration work as on the list of values.
+    ``t[0]``, ``t["word"]``, ``len(t)`` and iteration work as on the list of values (``t[i]``
+    and ``len(t)`` are `squall._native.TridentTupleBase`'s: C when built).
     """
 
-    __slots__ = ("_fields", "values")
+    __slots__ = ()
 
     def __init__(self, fields: Fields, values: list) -> None:
         if len(values) != len(fields):
@@ -60,14 +62,6 @@ class TridentTuple:
     def get_integer(self, i: int) -> int:
         """The value at position ``i``."""
         return self.values[i]
-
-    def __getitem__(self, key: int | str) -> Any:
-        if isinstance(key, str):
-            return self.values[self._fields.index(key)]
-        return self.values[key]
-
-    def __len__(self) -> int:
-        return len(self.values)
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.values)

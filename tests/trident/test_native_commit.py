@@ -205,3 +205,46 @@ def test_rows_go_into_the_packs_of_the_tasks_their_grouping_chooses(pack_rows):
     assert packs[("s2", 2)] == [["ab", 1]] and counts[2] == 3
     with pytest.raises(ZeroDivisionError):
         pack_rows([["ab", 1]], "tx", lambda values: 1 / 0, 2, packs, "s3", counts)
+
+
+@pytest.mark.parametrize("impl", [native, PURE], ids=["in use", "pure"])
+def test_a_trident_tuple_reads_by_index_slice_and_name_and_a_view_skips_its_init(impl):
+    from squall import Fields
+
+    class Checked(impl.TridentTupleBase):
+        __slots__ = ()
+
+        def __init__(self, fields: Any, values: Any) -> None:
+            raise AssertionError("a view is made without __init__")
+
+    fields = Fields(["word", "count"])
+    t = impl.view_of(Checked, fields, ["cow", 3])
+    assert (t[0], t[-1], t[0:1], t["count"], len(t)) == ("cow", 3, ["cow"], 3, 2)
+    assert t.values == ["cow", 3] and t._fields is fields
+    with pytest.raises(ValueError, match="'nope' does not exist"):
+        t["nope"]
+    with pytest.raises(IndexError):
+        t[2]
+    empty = Checked.__new__(Checked)
+    with pytest.raises(AttributeError):
+        empty[0]
+    with pytest.raises(TypeError):
+        impl.view_of(dict, fields, [])
+
+
+@pytest.mark.parametrize("combine_rows", [native.combine_rows, PURE.combine_rows], ids=["in use", "pure"])
+def test_a_packs_rows_combine_per_group_and_stop_where_the_python_path_must_raise(combine_rows):
+    groups: dict = {("a",): 5}
+    rows = [["a", 2], ("b", 1), ["a", 1], ["c", 4]]
+    assert combine_rows(rows, groups, 2, 0, 1, None) == 4
+    assert groups == {("a",): 8, ("b",): 1, ("c",): 4}
+    assert combine_rows([[3, "x"], [3, "y"]], groups, 2, 1, 0, lambda a, b: a * 10 + b) == 2
+    assert groups[("x",)] == 3 and groups[("y",)] == 3
+    assert combine_rows([[1, "x"], [2, "x"]], groups, 2, 1, 0, lambda a, b: a * 10 + b) == 2
+    assert groups[("x",)] == 312
+    for bad in (["a"], ["a", 1, 2], "ab", [["unhashable"], 1]):
+        before = dict(groups)
+        assert combine_rows([["a", 1], bad, ["a", 1]], groups, 2, 0, 1, None) == 1
+        assert groups == {**before, ("a",): before[("a",)] + 1}
+    with pytest.raises(ValueError):
+        combine_rows([], groups, 2, 2, 1, None)

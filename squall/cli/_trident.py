@@ -3,7 +3,8 @@ Structured Streaming query (`squall.trident.spark.start`), this process being it
 
 FILE defines ``build()`` returning a `TridentTopology`, or a module-level ``topology`` that is
 one; a module-level ``conf`` (a dict), if present, is what the operations and spouts are
-prepared with, and ``-c key=value`` overrides it. The driver runs until Ctrl-C or SIGTERM (the
+prepared with, and ``-c key=value`` overrides it; ``-c spark.KEY=VALUE`` configures the
+SparkSession instead (``-c spark.sql.shuffle.partitions=4``). The driver runs until Ctrl-C or SIGTERM (the
 query stops; a start on the same ``--checkpoint`` resumes it) or until the query fails (exit 1,
 with Spark's error).
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ._options import UserError, parse_overrides
-from ._topology_file import check_file, import_file, on_sys_path, topology_name
+from ._topology_file import _a, check_file, import_file, on_sys_path, topology_name
 
 
 def add_verb(verb: Callable[..., argparse.ArgumentParser]) -> None:
@@ -61,10 +62,10 @@ def trident_in(path: Path) -> tuple[Any, dict[str, Any]]:
     else:
         raise UserError(f"{where} defines neither build() nor topology (a TridentTopology)")
     if not isinstance(topology, TridentTopology):
-        raise UserError(f"{where}: {what} a {type(topology).__name__}, expected a TridentTopology")
+        raise UserError(f"{where}: {what} {_a(topology)}, expected a TridentTopology")
     conf = getattr(module, "conf", None)
     if conf is not None and not isinstance(conf, Mapping):
-        raise UserError(f"{where}: conf is a {type(conf).__name__}, expected a dict")
+        raise UserError(f"{where}: conf is {_a(conf)}, expected a dict")
     return topology, dict(conf or {})
 
 
@@ -75,21 +76,29 @@ def cmd_trident(args: argparse.Namespace) -> int:
     except ImportError:
         raise UserError("squall trident --host spark needs pyspark 4.2 or later (pip install 'squall[trident-spark]')") \
             from None
-    from ..trident.spark import start
+    from ..trident.spark import compile_topology, start
 
-    topology_over, _ = parse_overrides(args.overrides)
+    topology_over, daemon_over = parse_overrides(args.overrides)
+    overrides = {**daemon_over, **topology_over}
+    spark_conf = {k: v for k, v in overrides.items() if k.startswith("spark.")}
     path = check_file(args.file)
     name = args.name or topology_name(path)
     with on_sys_path(path.parent):
         topology, conf = trident_in(path)
+        try:
+            compile_topology(topology)  # what cannot run is refused before a JVM starts
+        except ValueError as e:
+            raise UserError(f"{path.name}: {e}") from None
         builder = SparkSession.builder.appName(name)
         if args.spark_master:
             builder = builder.master(args.spark_master)
+        for key, value in spark_conf.items():
+            builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
         spark = builder.getOrCreate()
         try:
             try:
                 query = start(topology, spark, args.checkpoint, trigger=args.trigger, query_name=name,
-                              conf={**conf, **topology_over})
+                              conf={**conf, **{k: v for k, v in overrides.items() if k not in spark_conf}})
             except ValueError as e:
                 raise UserError(f"{path.name}: {e}") from None
             print(f"squall trident: query {name} ({query.id}) running on {spark.sparkContext.master}; "

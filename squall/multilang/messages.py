@@ -98,12 +98,15 @@ def parse_shell_msg(obj: Any) -> ShellMsg:
         anchors = tuple(str(a) for a in anchors)
     else:
         raise ProtocolError(f"{command}: \"anchors\" must be a list of tuple ids, got {_short(anchors)}")
-    if command in ("ack", "fail") and obj.get("id") is None:
+    msg_id = obj.get("id")
+    if msg_id is not None and (not isinstance(msg_id, (str, int, float)) or isinstance(msg_id, bool)):
+        raise ProtocolError(f"{command}: \"id\" must be a string or a number, got {_short(msg_id)}")
+    if command in ("ack", "fail") and msg_id is None:
         raise ProtocolError(f"{command} without the \"id\" of the tuple: {_short(obj)}")
     msg = obj.get("msg")
     name = obj.get("name")
     level = obj.get("level")
-    return ShellMsg(command, obj.get("id"), anchors, stream, task, "" if msg is None else str(msg),
+    return ShellMsg(command, msg_id, anchors, stream, task, "" if msg is None else str(msg),
                     values if isinstance(values, list) else [], need,
                     name if isinstance(name, str) else "", obj.get("params"),
                     LOG_LEVELS.get(level, logging.INFO) if type(level) is int else logging.INFO)

@@ -85,6 +85,7 @@ def test_a_shell_message_is_checked_into_storms_defaults():
     ({"command": "emit", "tuple": [], "need_task_ids": "no"}, "\"need_task_ids\" must be true or false"),
     ({"command": "emit", "tuple": [], "anchors": [None]}, "\"anchors\" must be a list of tuple ids"),
     ({"command": "ack"}, "ack without the \"id\""),
+    ({"command": "emit", "tuple": [], "id": [1]}, "emit: \"id\" must be a string or a number"),
 ])
 def test_a_message_that_breaks_the_protocol_says_what_is_wrong(obj, what):
     with pytest.raises(ProtocolError) as e:

@@ -98,7 +98,7 @@ class DirectMaster:
 
     def tick(self) -> None:
         """The master's timer (`Master.monitor`), its changes kept."""
-        self.run(lambda: self.keeper.keep(self.master.monitor()))
+        self.run(lambda: self.keeper.tick(self.master.monitor()))
 
     def _assignment(self, args: dict[str, Any]) -> dict[str, Any]:
         """``get_assignment`` with the master's own plan object, read in the same call as the

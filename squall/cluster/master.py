@@ -318,6 +318,9 @@ class Master:
         # once it listens; only the leader hands over its state
         self.election: Leadership | None = None
         self.leading = not self.store.shared
+        # how many times it took the lead: what it failed to write in an earlier term is not
+        # written after it (`squall.cluster.server.Keeper`)
+        self.terms = 0
         if self.leading:
             self._load()
 
@@ -445,6 +448,7 @@ class Master:
                     hb, time=now, starting=True)
         self._persisted = _Persisted()
         self.leading = True
+        self.terms += 1
         self._changed()
         log.info("this master (%s) is the leader now: %d topologies, %d supervisors", self.me(),
                  len(self.topologies), len(self.supervisors))

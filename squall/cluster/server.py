@@ -49,15 +49,19 @@ class Keeper:
 
     A write that fails (a full disk: `DiskWriteError`, naming the file) fails the call: its
     caller gets the error. What the store did not keep is handed over again, first, with the
-    next outcome that changes something, as the master's own saves were before this seam (a read
-    still answers meanwhile); a topology the outcome submitted is dropped (`Master.unkept`).
-    Trident's transactional writes are not repeated: their caller was told they failed, and
-    writes them again itself."""
+    next outcome that changes something or the next tick of the master's timer (`tick`), as the
+    master's own saves were before this seam (a read still answers meanwhile, writing nothing); a
+    topology the outcome submitted is dropped (`Master.unkept`). Trident's transactional writes
+    are not repeated: their caller was told they failed, and writes them again itself. What a
+    Nimbus HA leader could not write is dropped once it has lost the lead: when it leads again it
+    writes its whole state as it then is, and an older change would overwrite what another
+    leader wrote meanwhile (`Master.terms`)."""
 
     def __init__(self, master: Master) -> None:
         self.master = master
         self.store = master.store
         self._unkept: list[Change] = []
+        self._term = master.terms  # the master's term as leader when `_unkept` was left
 
     def keep(self, outcome: Outcome) -> Any:
         """Keep ``outcome``'s changes (and any left from a failed write before them); its reply.
@@ -67,12 +71,36 @@ class Keeper:
         """
         if not outcome.changes:
             return outcome.reply  # a read: it answers even while the store cannot write
-        batch = _latest(self._unkept + list(outcome.changes)) if self._unkept else list(outcome.changes)
+        return self._write(outcome)
+
+    def tick(self, outcome: Outcome) -> None:
+        """Keep the outcome of the master's timer (`Master.monitor`) as `keep` does, and write
+        what a failed write left even when the tick changed nothing: space may have returned,
+        and a master restarted before its next change must not lose it.
+
+        Raises:
+            Exception: what the store raised (its server logs it; the next tick tries again).
+        """
+        if outcome.changes or self._pending():
+            self._write(outcome)
+
+    def _pending(self) -> list[Change]:
+        """What a failed write left to write (nothing, once the master's term changed)."""
+        if self._unkept and self._term != self.master.terms:
+            log.warning("%d changes this master could not write before it lost the lead are dropped: "
+                        "it writes its whole state as it leads again", len(self._unkept))
+            self._unkept = []
+        return self._unkept
+
+    def _write(self, outcome: Outcome) -> Any:
+        unkept = self._pending()
+        batch = _latest(unkept + list(outcome.changes)) if unkept else list(outcome.changes)
         self._unkept = []
         try:
             self.store.apply(batch)
         except BaseException:
             self._unkept = [c for c in batch if not isinstance(c, (PutTxState, DeleteTxState))]
+            self._term = self.master.terms
             if outcome.submitted is not None:
                 self._unkept = _latest(self._unkept + list(self.master.unkept(outcome).changes))
             raise
@@ -168,7 +196,7 @@ class MasterServer:
                             keep(master.pending())  # a new leader's whole state goes at once
                         if leading and now - monitored >= freq:
                             monitored = now
-                            keep(master.monitor())
+                            self.keeper.tick(master.monitor())
                             if election is not None:
                                 keep(master.pending(full=True))  # the leader's second: all that differs
                                 keep(Outcome(changes=tuple(election.monitor(now))))

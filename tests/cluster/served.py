@@ -22,7 +22,7 @@ class Served:
             verb = name[len("op_"):]
             return lambda **args: self.keeper.request(verb, args)
         if name == "monitor":
-            return lambda: self.keeper.keep(self.master.monitor())
+            return lambda: self.keeper.tick(self.master.monitor())
         return getattr(self.master, name)
 
     def __setattr__(self, name: str, value: Any) -> None:

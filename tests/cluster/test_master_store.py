@@ -310,3 +310,72 @@ def test_a_follower_that_becomes_leader_reads_the_store_and_takes_the_workers_ov
     assert all(w["alive"] is False for w in b.op_info(name="t")["workers"])  # waiting for their beats
     assert b.op_submit(name="u", conf={}, topology=_topology()).startswith("u-2-")
     assert ensemble.nodes["/storm/counter"] == {"counter": 2}
+
+
+def test_what_a_failed_write_left_is_kept_by_the_next_tick_though_nothing_changed_since():
+    """A deactivation the store could not keep, then space again and no other verb: the master's
+    timer writes it (a master restarted after that tick must not come back ACTIVE). A read meanwhile
+    still answers without writing."""
+    store = _store()
+    m = served(CONF, clock=SimulatedClock(5.0), store=store)
+    _register(m)
+    m.op_submit(name="t", conf={}, topology=_topology())
+    store.full = True
+    with pytest.raises(DiskWriteError):
+        m.op_deactivate(name="t")
+    with pytest.raises(DiskWriteError):
+        m.monitor()  # still full: the tick's write fails again (its server logs it)
+    store.full = False
+    before = len(store.batches)
+    assert m.op_list()[0]["status"] == "INACTIVE" and len(store.batches) == before  # a read writes nothing
+    m.monitor()
+    assert store.load().topologies["t"]["status"] == "INACTIVE"
+    again = Master(CONF, clock=SimulatedClock(6.0), store=store)
+    assert [(t["name"], t["status"]) for t in again.op_list()] == [("t", "INACTIVE")]
+    m.monitor()
+    assert len(store.batches) == before + 1  # written once: the next tick has nothing left to write
+
+
+class _Shared(_Recording):
+    """A `_Recording` store several masters share (Nimbus HA's kind): only the leader writes.
+    Plans are sealed (a ``directory``: their digests name the code the masters hold)."""
+
+    shared = True
+
+    def __init__(self, secret, directory):
+        super().__init__(secret)
+        self.directory = directory
+
+    def _keep(self, change):
+        if isinstance(change, PutTopology):  # as ZooKeeperStore.load reads a record back: with its storm id
+            change = PutTopology(change.name, change.storm_id, {**change.record, "storm_id": change.storm_id})
+        super()._keep(change)
+
+
+def test_what_a_leader_failed_to_write_is_not_written_after_it_leads_again(tmp_path):
+    """A leader whose write failed loses the lead; another master kills the topology; this one
+    follows (adopting that state) and leads again. Its next outcome holds its whole state; what
+    the earlier term left unwritten is not written over it (the killed topology stays gone)."""
+    store = _Shared(MemoryStore.for_conf(CONF).secret, tmp_path)
+    clock = SimulatedClock(5.0)
+    m = served(CONF, clock=clock, store=store)
+    m.lead()
+    _register(m)
+    m.op_submit(name="t", conf={}, topology=_topology())
+    m.op_submit(name="u", conf={}, topology=_topology())
+    code = {topo.code: topo.plan for topo in m.topologies.values()}  # the code both masters hold
+    store.full = True
+    with pytest.raises(DiskWriteError):
+        m.op_deactivate(name="t")
+    m.leading = False  # lost the lead (its election's tick)
+    store.full = False
+    other = served(CONF, clock=clock, store=store)  # the new leader
+    assert other.adopt(store.load(), code)
+    other.lead()
+    other.keeper.keep(other.pending())  # a new leader's whole state, as its server writes it at once
+    other.op_kill(name="t", wait_secs=0)
+    assert list(store.load().topologies) == ["u"]
+    assert m.adopt(store.load(), code)  # this master follows it
+    m.lead()  # and leads again: its whole state goes with its next outcome
+    m.keeper.keep(m.pending())
+    assert list(store.load().topologies) == ["u"]

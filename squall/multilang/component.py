@@ -64,11 +64,12 @@ class ShellComponent:
     def _launch(self, conf: dict[str, Any], context: Any) -> ShellProcess:
         where = f"{self.kind} [{context.get_this_component_id()}] task {context.get_this_task_id()}"
         self._timeout = float(subprocess_timeout(conf))
+        serializer = serializer_for(conf, where)
         cwd, owned = self.cwd, None
         if self.resources is not None:  # a directory of its own, as Storm's code directory, unless cwd says otherwise
             owned = unpack(self.resources, f"squall-multilang-{context.get_this_component_id()}-")
             cwd = os.path.join(owned, cwd) if cwd else owned
-        process = ShellProcess(self.command, serializer_for(conf, where), where, cwd, self.env, owned)
+        process = ShellProcess(self.command, serializer, where, cwd, self.env, owned)
         process.owner = threading.current_thread()
         pid = process.launch(conf, context, self._timeout)
         log.info("%s: launched subprocess %s with pid %s", where, self.command, pid)

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from squall import ShellBolt
+from squall import Config, ShellBolt
+from squall._config import cluster_conf, topology_conf
 from squall.multilang import resources
 from squall.multilang.bolt import PendingWrites
+from squall.multilang.component import subprocess_timeout
 from squall.multilang.resources import unpack
 
 
@@ -57,3 +59,11 @@ def test_resources_that_are_not_a_directory_or_too_large_are_named(tmp_path, mon
     monkeypatch.setattr(resources, "MAX_RESOURCE_BYTES", 5)
     with pytest.raises(ValueError, match="ShellBolt: resources '.*big' hold more than 0 MB"):
         resources.pack(tmp_path / "big", "ShellBolt")
+
+
+def test_the_silence_limit_is_the_topologys_else_the_supervisors_worker_timeout_as_in_storm():
+    assert subprocess_timeout({}) == 30  # supervisor.worker.timeout.secs's default
+    cluster = cluster_conf({Config.SUPERVISOR_WORKER_TIMEOUT_SECS: 7})
+    seen = topology_conf(cluster, {})  # what a component's configuration starts from
+    assert subprocess_timeout(seen) == 7
+    assert subprocess_timeout(topology_conf(cluster, {Config.TOPOLOGY_SUBPROCESS_TIMEOUT_SECS: 2.5})) == 2.5

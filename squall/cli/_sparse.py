@@ -85,6 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             cluster.submit_topology(loaded.name, loaded.conf, loaded.topology)
             view = _LiveView() if sys.stdout.isatty() else _PlainView()
             final, reason = _watch(cluster, [loaded.name], ttl, view)
+            reason = reason.replace("--ttl", "-t")  # the summary names sparse's option
             with contextlib.suppress(NotAliveException):
                 cluster.kill_topology(loaded.name, wait_secs=0)
         finally:

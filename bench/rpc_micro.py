@@ -1,4 +1,4 @@
-"""Micro benchmark of the control channel (`squall.worker.rpc`): µs per call to a real `Master`
+"""Micro benchmark of the control channel (`squall._wire`): µs per call to a real `Master`
 on loopback, with the session authenticated only (``squall.encryption: false``, HMAC per frame)
 and encrypted (``true``, ChaCha20-Poly1305 per frame).
 
@@ -24,7 +24,7 @@ from squall import TopologyBuilder
 from squall._config import cluster_conf
 from squall.cluster.master import Master
 from squall.testing import FeederSpout, TupleCaptureBolt
-from squall.worker.rpc import Client, RpcSettings
+from squall._wire import Client, RpcSettings
 
 
 def _master(local_dir: str, encryption: str) -> tuple[Master, threading.Thread, asyncio.AbstractEventLoop]:

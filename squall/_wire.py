@@ -310,6 +310,31 @@ class Client:
         self.close()
 
 
+class ReconnectingClient:
+    """A `Client` made again on the call after one that failed (a failed call closes its
+    `Client`; callers retry: workers and supervisors every period, a starting worker until
+    ``nimbus.task.launch.secs``, a DRPC spout each request). ``call`` raises `RpcError` while the
+    server is unreachable, `RemoteError` when it refused the call. Workers and supervisors reach
+    the master through one (`squall.worker.calls.MasterCalls`), DRPC spouts their servers."""
+
+    def __init__(self, host: str, port: int, secret: bytes, settings: RpcSettings, timeout: float = 10.0) -> None:
+        self.host, self.port, self.secret, self.settings = host, port, secret, settings
+        self.timeout = timeout
+        self._client: Client | None = None
+
+    def call(self, op: str, **args: Any) -> Any:
+        """``op`` on the server with ``args``; its reply."""
+        if self._client is None or self._client.broken:
+            self._client = Client(self.host, self.port, self.secret, timeout=self.timeout, settings=self.settings)
+        return self._client.call(op, **args)
+
+    def close(self) -> None:
+        """Close the connection (the next call makes a new one)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
 # --- server side (asyncio: the master) --------------------------------------------------------------
 Handler = Callable[[str, dict, dict], Awaitable[Any]]
 

@@ -14,7 +14,7 @@ import pytest
 import squall
 from squall.cli import main
 from squall.cli._options import parse_overrides
-from squall.worker.rpc import RpcError
+from squall._errors import RpcError
 
 NUMBERS_TOPOLOGY = '''
 from squall import Bolt, Fields, Spout, TopologyBuilder
@@ -302,7 +302,7 @@ def test_jar_says_submitted_when_the_master_cannot_be_reached_after_the_submit(m
     that succeeded into "cannot reach the master"."""
     from squall import StormSubmitter
     from squall.cli import _cluster
-    from squall.worker.rpc import RpcError
+    from squall._errors import RpcError
 
     submitted = []
     monkeypatch.setattr(StormSubmitter, "submit_topology", lambda name, conf, topology: submitted.append(name))

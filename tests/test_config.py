@@ -219,7 +219,7 @@ def test_a_bad_cluster_value_is_rejected_naming_the_key(key, value, what):
     (["a-secret-long-enough-in-a-list"], "a value of type list"),
 ])
 def test_a_secret_that_is_not_a_long_enough_string_is_refused_naming_the_key_never_the_value(value, described):
-    from squall.worker.rpc import load_or_create_secret
+    from squall._secret import load_or_create_secret
     with pytest.raises(InvalidTopologyException) as e:
         cluster_conf({"squall.secret": value})
     message = str(e.value)
@@ -233,7 +233,7 @@ def test_a_secret_that_is_not_a_long_enough_string_is_refused_naming_the_key_nev
 
 
 def test_a_long_enough_secret_is_the_clusters():
-    from squall.worker.rpc import load_or_create_secret
+    from squall._secret import load_or_create_secret
     assert load_or_create_secret(cluster_conf({"squall.secret": "0123456789abcdef"})) == b"0123456789abcdef"
     assert load_or_create_secret({"squall.secret": b"0123456789abcdef"}) == b"0123456789abcdef"
 
@@ -241,7 +241,7 @@ def test_a_long_enough_secret_is_the_clusters():
 # --- one rule per key, wherever it is read -----------------------------------------------------------------
 @pytest.mark.parametrize("value", [1, 4095])
 def test_the_control_channels_frame_limit_has_one_rule(value):
-    from squall.worker.rpc import rpc_settings
+    from squall._wire import rpc_settings
     key = "nimbus.thrift.max_buffer_size"
     with pytest.raises(InvalidTopologyException, match=f"{key!r} must be a number of bytes of at least 4096"):
         cluster_conf({key: value})

@@ -213,7 +213,7 @@ def test_each_cause_is_named_with_what_to_do(code, says, todo):
 
 
 def test_a_secret_that_cannot_be_written_is_not_left_empty(disk):
-    from squall.worker.rpc import load_or_create_secret
+    from squall._secret import load_or_create_secret
     filler = Filler(disk)
     filler.fill()
     with pytest.raises(DiskWriteError, match=r"the cluster's secret.*no space is left"):

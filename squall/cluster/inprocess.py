@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._config import Config
+from .._errors import RemoteError
 from ..engine.plan import TopologyPlan
 from ..engine.serialize import Serializer, source_cache
 from ..engine.transport import InMemoryNetwork, InMemoryTransport, Origin
 from ..worker.agent import EXIT_CANNOT_START, WorkerAgent
-from ..worker.calls import RemoteError
 from .launcher import Launch, Launcher, WorkerExit
 from .logs import OneWorkerFilter, worker_log_handler, worker_log_path
 from .master import Master

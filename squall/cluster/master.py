@@ -6,7 +6,7 @@ operation made: every verb and tick returns an `Outcome` (its reply and its chan
 master's server keeps those changes before the reply goes out (`squall.cluster.server.Keeper`).
 The master itself does no I/O but reads (its start, ``code``, Trident's transactional state).
 
-Who talks to it, all over the authenticated RPC channel (`squall.worker.rpc`):
+Who talks to it, all over the authenticated RPC channel (`squall._wire`):
 
 - clients (`StormSubmitter`, the CLI): ``submit``, ``kill``, ``activate``, ``deactivate``,
   ``rebalance``, ``list``, ``info``;

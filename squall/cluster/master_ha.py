@@ -228,7 +228,7 @@ class Election:
     def _fetch_code(self, storm_id: str, digest: str) -> bool:
         """Fetch ``storm_id``'s code ``digest`` from a master that holds it; whether we have it.
         What comes back must match the digest and carry the cluster's seal before it is kept."""
-        from ..worker.rpc import Client, rpc_settings
+        from .._wire import Client, rpc_settings
         for holder in self.ha.holders(storm_id, digest):
             if holder == self.ha.me:
                 continue

@@ -79,7 +79,7 @@ class LeaderLink:
     """`MasterCalls` to whichever master leads, found among the seeds (see the module docstring).
 
     ``connect(address)`` opens a link with ``call`` and ``close`` to one master
-    (`squall.worker.rpc.MasterConnection`, or a `Client` for `MasterClient`). A call that cannot reach
+    (`squall._wire.ReconnectingClient`, or a `Client` for `MasterClient`). A call that cannot reach
     its master, or that a follower refuses, looks for the leader again and is sent once more (a
     read or a sync: callers retry what fails anyway); while no master leads (an election is
     under way) it raises `RpcError`, which workers and supervisors ride out as they ride out a
@@ -185,12 +185,11 @@ class LeaderLink:
 
 
 def master_link(conf: Mapping[str, Any], timeout: float = 10.0, first: NimbusAddress | None = None) -> LeaderLink:
-    """The leader, over the authenticated RPC channel (`squall.worker.rpc.MasterConnection`), for a
+    """The leader, over the authenticated RPC channel (`squall._wire.ReconnectingClient`), for a
     supervisor or a worker: ``first`` (the address a worker was started with) then the seeds."""
     from .._secret import load_or_create_secret  # the network's parts
-    from .._wire import rpc_settings
-    from ..worker.rpc import MasterConnection
+    from .._wire import ReconnectingClient, rpc_settings
 
     secret, settings = load_or_create_secret(conf), rpc_settings(conf)
-    return LeaderLink(nimbus_seeds(conf), lambda a: MasterConnection(a.host, a.port, secret, settings, timeout=timeout),
+    return LeaderLink(nimbus_seeds(conf), lambda a: ReconnectingClient(a.host, a.port, secret, settings, timeout=timeout),
                       first)

@@ -4,7 +4,7 @@ place the master's changes reach its store.
 The `squall.cluster.master.Master` holds the Nimbus state and answers its verbs, doing no I/O:
 each verb and tick returns an `Outcome` (its reply and the changes to keep). The server owns
 what makes it a network service: the authenticated RPC listener
-(`squall.worker.rpc.serve_connection`, each request answered by `Master.handle` and its changes
+(`squall._wire.serve_connection`, each request answered by `Master.handle` and its changes
 kept by the `Keeper` before the reply goes), the connection cap, the monitor timer
 (``nimbus.monitor.freq.secs``, at most a second: restarts, due kills and rebalances) and, with
 Nimbus HA, the election (`squall.cluster.master_ha.Election`, which it makes and gives the
@@ -165,7 +165,7 @@ class MasterServer:
             SquallError: ``squall.encryption`` or ``nimbus.thrift.max_buffer_size`` is invalid (named).
         """
         from .._connlimit import ACCEPT_BACKLOG, ConnectionTable, FullTableLog, connection_cap, open_files_limit
-        from ..worker.rpc import rpc_settings
+        from .._wire import rpc_settings
         master, election, keep = self.master, self.election, self.keeper.keep
         self.rpc = rpc_settings(self.conf)
         host = conf_value(self.conf, Config.NIMBUS_HOST)
@@ -207,7 +207,7 @@ class MasterServer:
                 election.ha.close()  # our election node goes now: a follower leads at once
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from ..worker.rpc import serve_connection
+        from .._wire import serve_connection
         try:
             await serve_connection(reader, writer, self.master.secret, self._handle, log, self.rpc,
                                    self._connections)
@@ -217,7 +217,7 @@ class MasterServer:
             pass
 
     async def _handle(self, op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
-        """The RPC server's handler (`squall.worker.rpc.serve_connection`; ``session`` unused): the
+        """The RPC server's handler (`squall._wire.serve_connection`; ``session`` unused): the
         master's `Master.handle`, its changes kept before the reply goes. With Nimbus HA the
         election runs ``submit``, which waits for the code to reach other masters."""
         if op == "submit" and self.election is not None:

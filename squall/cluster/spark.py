@@ -40,8 +40,8 @@ from typing import Any, Self
 from .._config import Config, cluster_conf, conf_value
 from .._errors import SquallError
 from .._topology import StormTopology
+from .._wire import ReconnectingClient, rpc_settings
 from ..worker.agent import EXIT_CANNOT_START
-from ..worker.rpc import MasterConnection, rpc_settings
 from .client import MasterClient, master_address
 from .launcher import Launch, Launcher, WorkerExit
 from .master import Master
@@ -409,7 +409,7 @@ class SparkCluster(MasterClient):
         n = slots if slots is not None else self._wait_for_slots(sc, base)
         self.launcher = SparkLauncher(self.conf, sc, n)
         assert self._master.port is not None  # it listens
-        link = MasterConnection(advertised, self._master.port, self._master.secret, rpc_settings(self.conf), timeout=5)
+        link = ReconnectingClient(advertised, self._master.port, self._master.secret, rpc_settings(self.conf), timeout=5)
         self.supervisor = Supervisor(self.conf, self.launcher, link)
         self.supervisor.sync()  # register the slots before the first submission
         self._sup_thread = threading.Thread(target=self.supervisor.run, name="squall-spark-supervisor", daemon=True)

@@ -416,7 +416,7 @@ def store_for(conf: Mapping[str, Any]) -> MasterStore:
         SquallError: the secret is invalid, or ZooKeeper cannot be reached (named).
         DiskWriteError: the secret file or directory cannot be made.
     """
-    from ..worker.rpc import load_or_create_secret  # the network's parts: not in a LocalCluster
+    from .._secret import load_or_create_secret  # the network's parts: not in a LocalCluster
     from .ha import Coordinator, zookeeper_servers
     directory = Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "nimbus"
     private_dir(directory)

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from .._config import Config, cluster_conf, conf_value, setting
-from .._errors import SquallError
+from .._errors import RpcError, SquallError
 from .._nimbus import RunningWorker, SupervisorSync, WorkerExit, nimbus_client
 from .._private import private_dir, write_private
 from .._redact import redact_logs
-from ..worker.calls import MasterCalls, RpcError
+from ..worker.calls import MasterCalls
 from .health import HealthCheck, HealthMonitor
 from .launcher import Launcher
 from .logs import log_own_output

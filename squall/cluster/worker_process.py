@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .._config import Config, conf_value
+from .._secret import load_or_create_secret
 from ..drpc.client import remember_cluster
 from ..engine.serialize import Serializer, source_cache
 from ..state import StateHome, state_key
@@ -32,7 +33,6 @@ from ..worker.agent import WorkerAgent
 from ..worker.batching import BatchingTransport
 from ..worker.envelope import Origin
 from ..worker.process import open_transport
-from ..worker.rpc import load_or_create_secret
 from .logs import install_worker_logging
 from .seeds import NimbusAddress, master_link
 

@@ -2,7 +2,7 @@
 and the invocations links of the DRPC spouts and return bolts (Storm's
 ``DRPCInvocationsClient``, on ``drpc.invocations.port``).
 
-Every connection is authenticated with the cluster's secret, by `squall.worker.rpc`'s handshake.
+Every connection is authenticated with the cluster's secret, by `squall._wire`'s handshake.
 A caller has the secret in its configuration (``squall.secret`` or ``<storm.local.dir>/secret``);
 a topology's components never see it in theirs, so the worker process records how it reaches
 the cluster (`remember_cluster`) and the spouts and bolts ask for that (`worker_cluster`).
@@ -69,7 +69,7 @@ class ClusterLinks:
     DRPC keys of its configuration."""
 
     secret: bytes = field(repr=False)
-    rpc: Any  # squall.worker.rpc.RpcSettings, with drpc.max_buffer_size as its frame limit
+    rpc: Any  # squall._wire.RpcSettings, with drpc.max_buffer_size as its frame limit
     drpc: DrpcSettings
 
     @classmethod
@@ -79,17 +79,18 @@ class ClusterLinks:
         Raises:
             SquallError: a key is invalid, or the secret cannot be read (named).
         """
-        from ..worker.rpc import load_or_create_secret, rpc_settings
+        from .._secret import load_or_create_secret
+        from .._wire import rpc_settings
         drpc = DrpcSettings.of(conf)
         rpc = rpc_settings(conf)._replace(max_frame=drpc.max_buffer, max_connections=drpc.max_connections,
                                           max_connections_key=Config.DRPC_MAX_CONNECTIONS)
         return cls(load_or_create_secret(conf) if secret is None else secret, rpc, drpc)
 
     def link(self, host: str, port: int, timeout: float = 10.0) -> Any:
-        """A `squall.worker.rpc.MasterConnection`-style connection to ``host:port`` that reconnects on
-        the call after one that failed."""
-        from ..worker.rpc import MasterConnection
-        return MasterConnection(host, port, self.secret, self.rpc, timeout=timeout)
+        """A connection to ``host:port`` that reconnects on the call after one that failed
+        (`squall._wire.ReconnectingClient`)."""
+        from .._wire import ReconnectingClient
+        return ReconnectingClient(host, port, self.secret, self.rpc, timeout=timeout)
 
 
 _worker_lock = threading.Lock()
@@ -168,7 +169,7 @@ class DRPCClient:
     def _take(self) -> Any:
         with self._lock:
             if self._closed:
-                from ..worker.rpc import RpcError
+                from .._errors import RpcError
                 raise RpcError("the DRPCClient was closed")
             if self._idle:
                 return self._idle.pop()
@@ -182,7 +183,8 @@ class DRPCClient:
         client.close()
 
     def _connect(self) -> Any:
-        from ..worker.rpc import AuthenticationError, Client, RpcError
+        from .._errors import RpcError
+        from .._wire import AuthenticationError, Client
         timeout = self._links.drpc.request_timeout + REPLY_SLACK_SECS
         port, errors = self._links.drpc.port, []
         for host in self._servers:

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import cloudpickle
 
 from .._config import Config, conf_value
+from .._errors import RemoteError, RpcError
 from .._nimbus import Assignment, Heartbeat, nimbus_client
 from .._transactional import MasterBackend, WorkerLaunch
 from ..engine.clock import Clock
@@ -41,7 +42,7 @@ from ..engine.plan import TopologyPlan
 from ..engine.remote_backpressure import BackpressureLink
 from ..engine.transport import Origin, Transport
 from ..engine.worker import Worker, component_blobs
-from .calls import MasterCalls, RemoteError, RpcError
+from .calls import MasterCalls
 from .stats_history import StatsHistory, WorkerFigures
 
 log = logging.getLogger("squall.worker")

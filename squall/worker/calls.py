@@ -1,6 +1,7 @@
-"""The seam between workers, supervisors and the master: ``call(op, **args)`` and its two errors.
+"""The seam between workers, supervisors and the master: ``call(op, **args)`` and its two errors
+(`squall._errors.RpcError`, `squall._errors.RemoteError`).
 
-Over the network it is `squall.worker.rpc.MasterConnection`; in a `LocalCluster` it is
+Over the network it is `squall._wire.ReconnectingClient`; in a `LocalCluster` it is
 `squall.cluster.inprocess.DirectMaster`. Callers see the same errors from both, and import
 neither the RPC machinery nor its cryptography when they need only this.
 """
@@ -8,10 +9,6 @@ neither the RPC machinery nor its cryptography when they need only this.
 from __future__ import annotations
 
 from typing import Any, Protocol
-
-from .._errors import RemoteError, RpcError  # the channel's errors, raised by both seams
-
-__all__ = ["MasterCalls", "RemoteError", "RpcError"]
 
 
 class MasterCalls(Protocol):

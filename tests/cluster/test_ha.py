@@ -17,7 +17,7 @@ from squall.cluster.master import Master
 from squall.cluster.seeds import LeaderLink, NimbusAddress, parse_seed
 from squall.cluster.server import MasterServer
 from squall.ui.storm_json import topology_summary
-from squall.worker.calls import RemoteError, RpcError
+from squall._errors import RemoteError, RpcError
 
 from ..conftest import wait_until
 from ..process.conftest import _free_ports

@@ -13,7 +13,7 @@ from squall.cluster.inprocess import DirectMaster
 from squall.cluster.master import Master
 from squall.cluster.server import Keeper
 from squall.testing import FeederSpout
-from squall.worker.calls import RemoteError
+from squall._errors import RemoteError
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import yaml
 
 from squall import DRPCClient, DRPCExecutionException
 from squall.drpc import DRPCExceptionType
-from squall.worker.rpc import AuthenticationError
+from squall._wire import AuthenticationError
 
 from ..test_cli import write
 from ..test_cli_cluster import Nimbus, free_ports, squall

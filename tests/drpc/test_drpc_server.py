@@ -13,7 +13,8 @@ from squall import DRPCClient, DRPCExecutionException
 from squall.drpc import DRPCExceptionType
 from squall.drpc.client import ClusterLinks
 from squall.drpc.server import BackgroundDRPC, local_entries
-from squall.worker.rpc import AuthenticationError, RpcError
+from squall._errors import RpcError
+from squall._wire import AuthenticationError
 
 from ..test_cli_cluster import free_ports
 from .calls import HANG_GUARD, concurrent_answers

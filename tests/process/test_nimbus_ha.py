@@ -12,8 +12,8 @@ import yaml
 from squall._config import cluster_conf
 from squall.cluster.client import MasterClient
 from squall.ui.storm_json import nimbus_summary
-from squall.worker.calls import RemoteError
-from squall.worker.rpc import Client
+from squall._errors import RemoteError
+from squall._wire import Client
 
 from ..conftest import wait_until
 from .conftest import _free_ports, _squall_processes

@@ -15,7 +15,7 @@ from squall._transactional import (MAX_KEY_CHARS, MAX_KEYS, MAX_VALUE_BYTES, Mas
 from squall.cluster.store import MemoryStore
 from squall.cluster.txstore import FileStore
 from squall.trident.txstate import BackedTransactionalState, MemoryTransactionalState, name_key, transactional_state
-from squall.worker.calls import RemoteError, RpcError
+from squall._errors import RemoteError, RpcError
 
 from ..cluster.served import served  # a master as its server drives it: each verb's changes kept
 from ..conftest import wait_until

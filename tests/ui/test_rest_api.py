@@ -309,7 +309,7 @@ def rpc_master(tmp_path):
 
 def test_the_masters_refusals_cross_the_rpc_as_squalls_errors_and_its_failures_do_not(rpc_master):
     from squall._errors import BadParameterError, NotAliveException, UnknownComponentError
-    from squall.worker.calls import RemoteError
+    from squall._errors import RemoteError
     conf, storm_id = rpc_master
     link = RpcLink(conf, timeout=5)
     try:

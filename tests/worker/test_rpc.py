@@ -18,8 +18,8 @@ from squall._connlimit import ConnectionTable
 from squall._encryption import is_loopback, wants_encryption
 from squall._ratelimit import DEFAULT_LIMIT
 from squall.cluster.client import MasterClient
-from squall.worker.rpc import (PREAUTH_MAX_FRAME, AuthenticationError, Client, FrameCodec, RemoteError, RpcError,
-                               RpcSettings, serve_connection)
+from squall._errors import RemoteError, RpcError
+from squall._wire import PREAUTH_MAX_FRAME, AuthenticationError, Client, FrameCodec, RpcSettings, serve_connection
 
 log = logging.getLogger("test-rpc")
 
@@ -130,10 +130,10 @@ def test_after_a_timeout_the_late_reply_is_never_taken_for_the_next_calls():
 
 
 def test_a_workers_link_to_the_master_reconnects_after_a_timeout():
-    from squall.worker.rpc import MasterConnection
+    from squall._wire import ReconnectingClient
     s = _Server(hold={"info"})
     try:
-        link = MasterConnection("127.0.0.1", s.port, b"secret", RpcSettings())
+        link = ReconnectingClient("127.0.0.1", s.port, b"secret", RpcSettings())
         link.call("echo", n=1)
         link._client._sock.settimeout(0.5)
         with pytest.raises(RpcError, match="timed out"):

@@ -54,8 +54,8 @@ def register(verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
         p.add_argument("-e", "--environment", metavar="ENV", help="the env of config.json (needed when it has several)")
         p.add_argument("-o", "--option", dest="options", action="append", metavar="KEY=VALUE",
                        help="a topology option, VALUE read as YAML (repeatable), as sparse's -o")
-        p.add_argument("-w", "--workers", type=positive_int, help="topology.workers")
-        p.add_argument("-a", "--ackers", type=int, metavar="N", help="topology.acker.executors")
+        p.add_argument("-w", "--workers", type=positive_int, help=Config.TOPOLOGY_WORKERS)
+        p.add_argument("-a", "--ackers", type=int, metavar="N", help=Config.TOPOLOGY_ACKER_EXECUTORS)
         p.add_argument("--project", metavar="DIR", default=".", help="the project's directory (default: .)")
         p.add_argument("--multilang", action="store_true",
                        help="run the Python components as streamparse_run subprocesses over the multilang "

@@ -38,6 +38,7 @@ from typing import Any
 
 from .._collectors import OutputCollector, OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import Bolt, Spout
+from .._config import Config
 from .._context import TopologyContext
 from .._fields import Fields
 from .._system import DEFAULT_STREAM
@@ -128,10 +129,10 @@ def _set_up(obj: Any, conf: dict[str, Any], context: dict[str, Any]) -> None:
     what is for the pipe: the StormHandler on the root logger and the stdout redirection."""
     from pystorm.bolt import _IDENTIFIER_RE
     from pystorm.bolt import Bolt as PystormBolt
-    obj.topology_name = conf.get("topology.name", "")
+    obj.topology_name = conf.get(Config.TOPOLOGY_NAME) or ""  # pystorm's is a string
     obj.task_id = context["taskid"]
     obj.component_name = context["componentid"]
-    obj.debug = conf.get("topology.debug", False)
+    obj.debug = bool(conf.get(Config.TOPOLOGY_DEBUG))
     obj.storm_conf = conf
     obj.context = context
     obj.logger = logging.getLogger(f"pystorm.component.{obj.component_name}")

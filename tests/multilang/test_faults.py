@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from squall import Bolt, Config, Fields, LocalCluster, ShellBolt, ShellSpout, Spout, TopologyBuilder
+from squall.engine.clock import SimulatedClock
 
 from ..conftest import processes_mentioning, wait_until
 from .feeding import fed_builder
@@ -142,6 +143,24 @@ def test_a_subprocess_that_stops_answering_heartbeats_is_a_fault_of_its_worker()
     assert "it sent nothing, not even a sync for a heartbeat" in error["error"]
     assert "topology.subprocess.timeout.secs 1" in error["error"]
     assert wait_until(lambda: not processes_mentioning(marker), 5)  # killed, and the restarted ones too
+
+
+def test_a_bolts_heartbeat_follows_the_clusters_clock():
+    """On a simulated clock the silent bolt's 30 s (supervisor.worker.timeout.secs) pass
+    without waiting for them: no fault before, a fault after."""
+    b, feed, _ = fed_builder("sentence")
+    b.set_bolt("bad", ShellBolt([sys.executable, "silent.py"], cwd=str(BARE))).shuffle_grouping("feed")
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("simulated", Config(), b.create_topology())
+        feed.feed(["a sentence"], 1)  # once it is executed, the bolt's heartbeat timer runs
+        assert wait_until(lambda: cluster.get_topology_info("simulated")["components"]["bad"]["executed"] == 1, 30)
+        cluster.advance_cluster_time(25)
+        assert cluster.get_topology_info("simulated")["errors"] == []
+        cluster.advance_cluster_time(10)
+        assert wait_until(lambda: cluster.get_topology_info("simulated")["errors"], 10)
+        error = cluster.get_topology_info("simulated")["errors"][0]
+
+    assert "(topology.subprocess.timeout.secs 30)" in error["error"]
 
 
 def test_a_spout_subprocess_that_does_not_sync_is_a_fault_of_its_worker():

@@ -9,8 +9,9 @@ is ``0.002``): after a record's ``n``-th failure its retry is due
 - ``delay_period * 2 ** (n - 1)`` later otherwise,
 
 never more than ``max_delay`` later; a record failed more than ``max_retries`` times is given up
-(Storm acks it; squall dead-letters it). Storm's default service is ``(0 s, 2 ms, Integer.MAX_VALUE,
-10 s)``, this module's `RetryBackoff()`.
+(Storm acks it; squall dead-letters it). ``max_retries`` None is "no limit", the one spelling of
+Storm's ``Integer.MAX_VALUE`` (as every spout's ``max_retries`` takes it). Storm's default service
+is ``(0 s, 2 ms, Integer.MAX_VALUE, 10 s)``, this module's `RetryBackoff()`.
 
 Pure: the caller passes the time; nothing here reads a clock.
 """
@@ -22,9 +23,6 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-# Storm's Integer.MAX_VALUE: retry for ever.
-FOREVER = 2**31 - 1
-
 # Stale heap entries (of records removed or rescheduled) a schedule tolerates beyond as many as
 # it has live ones before it rebuilds its heap.
 _SLACK = 64
@@ -33,12 +31,12 @@ _SLACK = 64
 @dataclass(frozen=True)
 class RetryBackoff:
     """``KafkaSpoutRetryExponentialBackoff(initialDelay, delayPeriod, maxRetries, maxDelay)``, its
-    intervals in seconds. ``max_retries`` None is the same as Storm's ``Integer.MAX_VALUE``: no
-    limit; 0: a failed record is never retried."""
+    intervals in seconds. ``max_retries`` None: no limit (Storm's ``Integer.MAX_VALUE``, the
+    default); 0: a failed record is never retried; n: retried n times, then given up."""
 
     initial_delay: float = 0.0
     delay_period: float = 0.002
-    max_retries: int | None = FOREVER
+    max_retries: int | None = None
     max_delay: float = 10.0
 
     def __post_init__(self) -> None:

@@ -16,11 +16,16 @@ from .ops import Split, plain_spout
 pytest.importorskip("pyspark.sql.datasource")
 
 
+class _Len(Split.__mro__[1]):
+    def execute(self, tuple, collector):
+        collector.emit([len(tuple[0])])
+
+
 def _sentences():
     return FixedBatchSpout(Fields("sentence"), 2, ["a b"], ["b c"])
 
 
-def test_the_word_counts_split_runs_in_spark_tasks_and_its_state_on_the_driver_after_a_hash_exchange():
+def test_the_word_counts_split_runs_in_spark_tasks_and_its_state_on_the_driver():
     topology = TridentTopology()
     topology.new_stream("s", _sentences()).each(Fields("sentence"), Split(), Fields("word")) \
         .group_by(Fields("word")).persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count")) \
@@ -29,7 +34,7 @@ def test_the_word_counts_split_runs_in_spark_tasks_and_its_state_on_the_driver_a
     [split], [persist] = plan.executor_bolts(), plan.driver_bolts()
     assert "EachProcessor" in [type(n.processor).__name__ for n in split.body.nodes]
     assert "PartitionPersistProcessor" in [type(n.processor).__name__ for n in persist.body.nodes]
-    assert (persist.repartition, persist.partitions) == ("hash", 3)
+    assert persist.repartition == "hash" and persist.partitions == 1  # on the driver: one partition
     # the partial counts go out keyed by the word: its place in [sentence, word] -> [word, count]
     [edge] = persist.inputs
     assert plan.keys[edge] == (0,)
@@ -64,3 +69,18 @@ def test_a_broadcast_into_operations_in_spark_tasks_is_refused_naming_it():
     topology.new_stream("s", _sentences()).broadcast().each(Fields("sentence"), Split(), Fields("word"))
     with pytest.raises(ValueError, match=r"broadcast\(\) before b-\d+ \(EachProcessor\): Spark has no exchange"):
         compile_topology(topology)
+
+
+def test_a_global_aggregate_runs_in_one_spark_partition_whatever_its_hint():
+    from squall.trident.builtin import Sum
+
+    topology = TridentTopology()
+    topology.new_stream("s", _sentences()).each(Fields("sentence"), Split(), Fields("word")).parallelism_hint(4) \
+        .each(Fields("word"), _Len(), Fields("n")).aggregate(Fields("n"), Sum(), Fields("total")).parallelism_hint(3) \
+        .each(Fields("total"), Split(), Fields("w"))
+    plan = compile_topology(topology)
+    partial, total = plan.bolts
+    # the partial sums per partition, then every partial to one Spark partition (hint 3 or not)
+    assert [type(n.processor).__name__ for n in total.body.nodes] == ["AggregateProcessor", "EachProcessor"]
+    assert (total.repartition, total.partitions, total.on_driver) == ("single", 1, False)
+    assert partial.outputs == total.inputs

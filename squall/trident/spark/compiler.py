@@ -140,8 +140,9 @@ def compile_topology(topology: TridentTopology) -> SparkPlan:
         else:
             repartition = "none"
         outputs = tuple(stream for stream, _ in b.spec.outputs)
+        partitions = 1 if repartition == "single" or on_driver else b.parallelism
         bolts.append(SparkBolt(b.component, b.body, tuple(sorted(fields)), outputs, repartition,
-                               b.parallelism, on_driver))
+                               partitions, on_driver))
     return SparkPlan(spouts, tuple(bolts), keys)
 
 

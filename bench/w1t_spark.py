@@ -52,6 +52,9 @@ def _trident_on_spark(directory: Path, batch_size: int) -> dict[str, Any]:
     checkpoint = tempfile.mkdtemp(prefix="squall-bench-w1t-spark-ckpt-")
     for f in corpus_files(directory):
         os.symlink(f, lines_dir / f.name)
+    # Spark's Python workers unpickle the bench's Split by reference: they need the repository
+    repo = str(Path(__file__).resolve().parents[1])
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p)
     spark = (SparkSession.builder.master("local[1]").appName("squall-bench-w1t-spark")
              .config("spark.sql.shuffle.partitions", "1").config("spark.ui.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

@@ -27,7 +27,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from functools import cache
 from typing import Any, Protocol, TypeVar, Union, cast, get_args, get_origin
 
@@ -65,6 +65,31 @@ class Heartbeat:
     epoch: str | None = None
     windows: dict[Any, Any] | None = None
     figures: dict[Any, Any] | None = None
+    log_config_digest: str | None = None  # of the `LogConfig` it applied (None: it applies none)
+
+
+@dataclass(frozen=True)
+class LogLevel:
+    """One logger's setting of a topology's `LogConfig` (Storm's ``LogLevel``): ``action``
+    (``"UPDATE"``: set it; ``"REMOVE"``: drop the setting and restore the level the logger had),
+    the ``target_log_level`` (one of Storm's names, `squall.worker.log_levels.LEVELS`), the
+    ``reset_log_level_timeout_secs`` a client asked for (0: none) and the wall time, in seconds,
+    the master computed from it (``reset_log_level_timeout_epoch``), after which workers restore
+    the logger; ``reset_log_level``: the level restored, as a worker's manager records it."""
+
+    action: str = "UPDATE"
+    target_log_level: str | None = None
+    reset_log_level_timeout_secs: int = 0
+    reset_log_level_timeout_epoch: float | None = None
+    reset_log_level: str | None = None
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """A topology's log levels by logger name (Storm's ``LogConfig``; ``ROOT``: the root logger),
+    set with ``set_log_config`` (``squall set_log_level``) and kept with the topology."""
+
+    named_logger_level: dict[str, LogLevel] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -95,6 +120,8 @@ class HeartbeatReply:
     lost: tuple[WorkerLost, ...] = ()
     lost_generation: int | None = None
     epoch: str | None = None
+    log_config: LogConfig | None = None  # when it differs from the beat's ``log_config_digest``
+    log_config_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +141,8 @@ class Assignment:
     launch_ids: dict[str, int]
     launch_id: int
     active: bool
+    log_config: LogConfig | None = None  # the topology's log levels (`set_log_config`)
+    log_config_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -372,7 +401,18 @@ class NimbusIface(Protocol):
         """Set the debug switch of ``name`` (or of its ``component``); the record kept."""
         ...
 
+    @verb(leader_only=True)
+    def set_log_config(self, name: str, config: LogConfig) -> LogConfig:
+        """Storm's ``setLogConfig``: merge ``config``'s settings (``UPDATE``, ``REMOVE``) into
+        ``name``'s log levels; the topology's `LogConfig` now."""
+        ...
+
     # reads: any master answers them
+    @verb(read=True)
+    def get_log_config(self, name: str) -> LogConfig:
+        """Storm's ``getLogConfig``: ``name``'s log levels."""
+        ...
+
     @verb(read=True)
     def list(self) -> list[dict[str, Any]]:
         """One summary per topology."""

@@ -12,7 +12,7 @@ from typing import Any, Self
 from .. import _errors
 from .._config import Config, conf_value
 from .._errors import RemoteError, RpcError
-from .._nimbus import READS, NimbusIface, nimbus_client, verb_named
+from .._nimbus import READS, LogConfig, NimbusIface, nimbus_client, verb_named
 from .._secret import load_or_create_secret
 from .._topology import StormTopology
 from .._wire import AuthenticationError, Client, rpc_settings
@@ -70,6 +70,15 @@ class NimbusVerbs:
         """Storm's ``debug``: set the debug switch of ``name`` (or of its ``component``), sampling
         ``pct`` percent; returns the record kept (``{"enable", "samplingpct"}``)."""
         return self.nimbus.debug(name, component, enable, pct)
+
+    def set_log_config(self, name: str, config: LogConfig) -> LogConfig:
+        """Storm's ``setLogConfig``: merge ``config``'s settings into ``name``'s log levels, which
+        every worker applies (``squall set_log_level``); returns the topology's `LogConfig` now."""
+        return self.nimbus.set_log_config(name, config)
+
+    def get_log_config(self, name: str) -> LogConfig:
+        """Storm's ``getLogConfig``: ``name``'s log levels."""
+        return self.nimbus.get_log_config(name)
 
     def list_topologies(self) -> list[dict[str, Any]]:
         """One summary dict per topology."""

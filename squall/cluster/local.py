@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 from .._config import SECRET_KEY, Config, cluster_conf, conf_value, topology_conf
 from .._errors import SquallError
-from .._nimbus import nimbus_client
+from .._nimbus import LogConfig, nimbus_client
 from .._ratelimit import RateLimitedLog
 from .._topology import StormTopology
 from ..engine.clock import Clock
@@ -279,6 +279,16 @@ class LocalCluster:
         the whole topology), sampling ``pct`` percent; returns the record kept. The topology and
         component pages show it. Raises `NotAliveException`, `UnknownComponentError`."""
         return self._nimbus.debug(name, component, enable, pct)
+
+    def set_log_config(self, name: str, config: LogConfig) -> LogConfig:
+        """Storm's ``setLogConfig``: merge ``config``'s settings into ``name``'s log levels; its
+        workers apply them at once (`squall.worker.log_levels`). Returns the topology's `LogConfig`.
+        Raises `NotAliveException`, `BadParameterError` (a level or logger name, named)."""
+        return self._nimbus.set_log_config(name, config)
+
+    def get_log_config(self, name: str) -> LogConfig:
+        """Storm's ``getLogConfig``: ``name``'s log levels. Raises `NotAliveException`."""
+        return self._nimbus.get_log_config(name)
 
     def shutdown(self) -> None:
         """Stop every topology at once (no wait) and the cluster."""

@@ -61,7 +61,7 @@ import cloudpickle
 
 from .._config import Config, conf_value, misspellings, topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
-from .._nimbus import checked_request
+from .._nimbus import LogConfig, LogLevel, checked_request, decode, encode
 from .._ratelimit import RateLimitedLog
 from .._redact import redact
 from .._system import ACKER_COMPONENT
@@ -71,6 +71,7 @@ from ..engine.clock import Clock
 from ..engine.executor import ErrorRecord, add_error
 from ..engine.plan import ExecutorSpec, TopologyPlan, make_plan
 from ..engine.worker import component_blobs
+from ..worker.log_levels import config_digest, merge_log_config
 from .backoff import crash_backoff, launch_backoff
 from .ha import LEADER, NOT_A_LEADER, OFFLINE, check_assignment
 from .master_records import (
@@ -133,6 +134,7 @@ class News(NamedTuple):
     lost_generation: int         # peers died
     launch_ids: tuple            # (slot, launch id) pairs: peers restarted
     slots: tuple                 # the assignment's slots: workers moved
+    log_config: str = ""         # the digest of its log levels (`Master.op_set_log_config`)
 
 
 class Leadership(Protocol):
@@ -167,6 +169,8 @@ class _Topo:
         # component id (the storm id for the whole topology) -> {"enable", "samplingpct"}: the
         # UI's debug switch, as Storm's StormBase ``component->debug`` (see `Master.op_debug`)
         self.debug: dict[str, dict[str, Any]] = {}
+        # logger -> its level in every worker (Storm's topology log config, `Master.op_set_log_config`)
+        self.log_config: dict[str, LogLevel] = {}
         # counts changes of the slots' data addresses (on Spark one is known only once the task
         # runs, and changes when the task restarts elsewhere): workers fetch the table only anew
         self.addresses_version = 0
@@ -250,7 +254,13 @@ class _Topo:
                 "slots": {slot: s.to_json() for slot, s in self.slots.items()},
                 "errors": [e.as_dict() for e in self.errors],
                 "pending_action": self.pending_action.to_json() if self.pending_action else None,
-                "debug": self.debug, "code": self.code}
+                "debug": self.debug, "code": self.code,
+                "log_config": {name: encode(level) for name, level in self.log_config.items()}}
+
+    def log_levels(self) -> tuple[LogConfig, str]:
+        """Its `LogConfig` and that config's digest (what a worker's beat says it applied)."""
+        config = LogConfig(dict(self.log_config))
+        return config, config_digest(config)
 
 
 class _Persisted(NamedTuple):
@@ -508,6 +518,8 @@ class Master:
         topo.pending_action = PendingAction.from_json(t.get("pending_action"))
         topo.debug = {c: {"enable": bool(d.get("enable")), "samplingpct": int(d.get("samplingpct", 10))}
                       for c, d in (t.get("debug") or {}).items() if isinstance(d, dict)}
+        topo.log_config = decode(LogConfig, {"named_logger_level": t.get("log_config") or {}},
+                                 f"the log config of {plan.name}").named_logger_level
         # heartbeats are not persisted: give running workers the launch timeout to report
         now = self.clock.wall()
         for slot in topo.assignment:
@@ -870,6 +882,29 @@ class Master:
         self._changed()
         return dict(record)
 
+    def op_set_log_config(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
+        """Storm's ``setLogConfig``: merge ``config`` (a `LogConfig`'s map) into ``name``'s log
+        levels (`merge_log_config`: a timeout ends at this master's wall time plus its seconds);
+        its workers learn them from their next heartbeat reply (at once in a `LocalCluster`),
+        and they are kept with the topology. Returns the topology's `LogConfig` as a map.
+
+        Raises:
+            NotAliveException: no topology ``name``.
+            BadParameterError: an empty logger name or a level that is none of Storm's (named).
+        """
+        topo = self._get(name)
+        request = decode(LogConfig, config, "set_log_config")
+        topo.log_config = merge_log_config(topo.log_config, request, self.clock.wall())
+        log.info("log config of %s: %s", name, {n: lvl.target_log_level for n, lvl in topo.log_config.items()})
+        self._changed()
+        return encode(topo.log_levels()[0])
+
+    def op_get_log_config(self, name: str) -> dict[str, Any]:
+        """Storm's ``getLogConfig``: ``name``'s log levels (a `LogConfig`'s map); a setting whose
+        timeout passed stays listed, as in Storm, though workers restored its logger.
+        Raises `NotAliveException` if no such topology."""
+        return encode(self._get(name).log_levels()[0])
+
     def op_list(self) -> list[dict[str, Any]]:
         """A summary of each topology, by name (``squall list``, the UI's index): id, status, tasks,
         workers (assigned and wanted), slots, uptime, error count (given-up slots too), last error."""
@@ -1086,7 +1121,8 @@ class Master:
         own process compares it across a call to tell them at once when it changed
         (`squall.cluster.inprocess.DirectMaster`)."""
         return {t.plan.storm_id: News(t.status, self._active(t), t.addresses_version, t.lost_generation,
-                                      tuple(sorted(t.launch_ids.items())), tuple(sorted(t.assignment)))
+                                      tuple(sorted(t.launch_ids.items())), tuple(sorted(t.assignment)),
+                                      t.log_levels()[1])
                 for t in self.topologies.values()}
 
     def storm_id_of(self, name: str) -> str:
@@ -1176,19 +1212,22 @@ class Master:
         state = topo.slot(slot)
         if launch_id is None or launch_id == state.launch_id:
             topo.note_address(slot, address)
+        log_config, digest = topo.log_levels()
         return {"plan": pickle_topology(topo.plan.topology, topo.plan) if want_plan else None,
                 "executors": topo.assignment[slot], "peers": topo.peers(),
                 "addresses_version": topo.addresses_version, "lost_generation": topo.lost_generation,
                 "epoch": self.epoch,
                 "launch_ids": topo.launch_ids,
-                "launch_id": state.launch_id, "active": self._active(topo)}
+                "launch_id": state.launch_id, "active": self._active(topo),
+                "log_config": encode(log_config), "log_config_digest": digest}
 
     def op_heartbeat(self, storm_id: str, slot: str, launch_id: int, stats: dict | None = None,
                      errors: list[dict[str, Any]] | None = None, started: bool = True,
                      address: str | None = None, addresses_version: int | None = None,
                      pid: int | None = None, lost_generation: int | None = None,
                      transport: dict[str, Any] | None = None, epoch: str | None = None,
-                     windows: dict[Any, Any] | None = None, figures: dict[str, Any] | None = None) -> dict[str, Any]:
+                     windows: dict[Any, Any] | None = None, figures: dict[str, Any] | None = None,
+                     log_config_digest: str | None = None) -> dict[str, Any]:
         """A worker's beat (``stats``: its exact engine counters; ``windows``: Storm's windowed
         statistics of its tasks, `squall.worker.stats_history`; ``figures``: its process's
         `WorkerFigures`; ``transport``: its data transport's counts of dropped messages). The
@@ -1230,6 +1269,10 @@ class Master:
             reply["lost"] = topo.lost_since(0 if other_epoch else lost_generation)
             reply["lost_generation"] = topo.lost_generation
             reply["epoch"] = self.epoch
+        log_config, digest = topo.log_levels()
+        if log_config_digest is not None and log_config_digest != digest:  # its log levels changed
+            reply["log_config"] = encode(log_config)
+            reply["log_config_digest"] = digest
         return reply
 
     def _add_errors(self, topo: _Topo, slot: str, launch_id: int, errors: list[Any]) -> None:

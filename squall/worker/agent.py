@@ -43,6 +43,7 @@ from ..engine.remote_backpressure import BackpressureLink
 from ..engine.transport import Origin, Transport
 from ..engine.worker import Worker, component_blobs
 from .calls import MasterCalls
+from .log_levels import LogLevelManager
 from .stats_history import StatsHistory, WorkerFigures
 
 log = logging.getLogger("squall.worker")
@@ -127,6 +128,9 @@ class WorkerAgent:
         self._peers: dict[int, str] = {}
         self._dropped: DroppedItemsLink | None = None
         self._history = StatsHistory(self.clock.wall())  # Storm's windows start with the worker
+        # the topology's log levels (squall set_log_level), restored when their timeouts pass
+        self.log_levels = LogLevelManager()
+        self._log_config_digest: str | None = None  # of the config applied (None: before the assignment)
 
     # --- from outside -------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -210,6 +214,9 @@ class WorkerAgent:
         self._epoch = a.epoch  # the master's: a restarted master counts generations afresh
         self._set_peers(a.peers)
         transport.set_launches(a.launch_ids)
+        if a.log_config is not None:
+            self.log_levels.apply(a.log_config, self.clock.wall())
+        self._log_config_digest = a.log_config_digest
         self.state = TopologyActivation(active=a.active)
         bp = Backpressure(plan.conf[Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE], self.clock)
 
@@ -275,6 +282,7 @@ class WorkerAgent:
                     return 0
         finally:
             worker.stop(clean=status == 0, timeout=self.stop_loop_secs)
+            self.log_levels.close()
             link.stop()  # after the worker: the "under" it forgot on stopping reaches the peers first
             if loads is not None:
                 loads.stop()
@@ -289,8 +297,9 @@ class WorkerAgent:
             pending = []
             while self._errors:  # popleft, not a copy and a clear: an executor may append meanwhile
                 pending.append(self._errors.popleft())
+            now = self.clock.wall()
+            self.log_levels.expire(now)  # whether or not the master answers
             try:
-                now = self.clock.wall()
                 snapshots = worker.sampled_snapshots()
                 self._history.record(now, snapshots)
                 windows = self._history.render(now, snapshots)
@@ -299,7 +308,8 @@ class WorkerAgent:
                     figures=WorkerFigures.read(self._history.start, now)._asdict(),
                     errors=pending, started=worker.opened(), address=transport.address,
                     addresses_version=self._addresses_version, pid=os.getpid(),
-                    lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics()))
+                    lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics(),
+                    log_config_digest=self._log_config_digest))
             except RpcError:
                 self._errors.extendleft(reversed(pending))  # for when the master is back; go on processing
                 return
@@ -321,6 +331,9 @@ class WorkerAgent:
                 self._lost_generation = reply.lost_generation
             if reply.epoch is not None:
                 self._epoch = reply.epoch
+            if reply.log_config is not None:
+                self.log_levels.apply(reply.log_config, now)
+                self._log_config_digest = reply.log_config_digest
             self._activating = reply.activating
             state.set_active(reply.active)
 

@@ -211,6 +211,7 @@ if #mine > 0 then
 end
 return lost
 """
+_READ_MARGIN_SECS = 5.0   # the reading connection's socket timeout beyond its BLOCK
 _TOUCH_BATCH = 1000   # ids per script call: bounds the script's run (Redis serves nothing else)
 
 
@@ -250,6 +251,11 @@ class RedisStreamSpout(Spout):
             # ever (Redis's BLOCK 0); a claim or retry interval of 0 means at every step
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value < least:
                 raise ValueError(f"RedisStreamSpout: {name} must be a number of at least {least}, got {value!r}")
+        url_timeout = redis.connection.parse_url(url).get("socket_timeout")
+        if url_timeout is not None and url_timeout * 1000 <= block_ms:
+            raise ValueError(f"RedisStreamSpout: block_ms {block_ms} must be below the socket_timeout "
+                             f"of the URL ({url_timeout} s): a read blocked that long would look like "
+                             "a server that is down")
         self.batch_size = batch_size
         self.block_ms = block_ms
         self.backoff = backoff
@@ -269,7 +275,11 @@ class RedisStreamSpout(Spout):
         self.consumer = consumer_name(context.get_this_component_id(), context.get_this_task_index())
         self.client = redis.Redis.from_url(self.url, decode_responses=True)
         self._touch_script = self.client.register_script(_TOUCH)
-        self._reader = _Reader(redis.Redis.from_url(self.url, decode_responses=True), self.stream, self.group,
+        # the reading connection's socket timeout outlasts its BLOCK (redis-py's default, 5 s,
+        # would end a longer one as if the server were down); a URL's socket_timeout is kept
+        reader_client = redis.Redis.from_url(self.url, decode_responses=True,
+                                             socket_timeout=self.block_ms / 1000 + _READ_MARGIN_SECS)
+        self._reader = _Reader(reader_client, self.stream, self.group,
                                self.consumer, self.batch_size, self.block_ms,
                                getattr(collector, "wake", None) or _no_wake)
         self._reading = False                      # a batch was requested and has not arrived

@@ -607,3 +607,38 @@ def test_a_spout_setting_out_of_range_is_refused_naming_it(name, bad, least):
     from squall.external.redis_streams import RedisStreamSpout
     with pytest.raises(ValueError, match=f"^RedisStreamSpout: {name} must be a number of at least {least}, got {bad}"):
         RedisStreamSpout("redis://127.0.0.1:1", "s", "g", **{name: bad})
+
+
+def test_a_read_block_the_urls_socket_timeout_would_cut_short_is_refused_naming_both():
+    with pytest.raises(ValueError, match=r"^RedisStreamSpout: block_ms 5000 must be below the socket_timeout "
+                                         r"of the URL \(2.0 s\)"):
+        RedisStreamSpout("redis://127.0.0.1:1/0?socket_timeout=2", "s", "g", block_ms=5000)
+
+
+def test_at_low_load_each_entry_is_written_and_acked_without_waiting_out_the_read_block(redis_server):
+    """Entries come one at a time into an idle topology whose spout's XREADGROUP blocks for a
+    minute (block_ms) and whose worker's watchdog may not move executors off a blocked loop:
+    each is written by the sink and acked while the next one does not exist yet, i.e. neither
+    the read's block nor a flush interval holds it (the read blocks on the spout's own thread,
+    and the sink writes as soon as it has a tuple). Every entry is written exactly once."""
+    r = redis_server.client()
+    b = TopologyBuilder()
+    # the URL's socket timeout outlasts the block: else redis-py's default (5 s) would end it
+    url = f"{redis_server.url}?socket_timeout=120"
+    b.set_spout("spout", RedisStreamSpout(url, STREAM, GROUP, ["user"], block_ms=60_000))
+    b.set_bolt("sink", RedisStreamSinkBolt(redis_server.url, "out", mode="stream")).shuffle_grouping("spout")
+    conf = {**CONF, "topology.executor.blocking.move": False}
+    ids = []
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", conf, b.create_topology())
+        assert wait_until(lambda: pending(r) == 0, 20)   # the group exists: the spout reads
+        for n in range(5):
+            [entry] = add(r, 1, start=n)
+            ids.append(entry)
+            assert wait_until(lambda: r.xlen("out") == len(ids) and pending(r) == 0, 20), \
+                f"entry {n} not written and acked while the read blocks for 60 s"
+        info = cluster.get_topology_info("t")["components"]["spout"]
+    out = [fields for _, fields in r.xrange("out")]
+    assert [f["id"] for f in out] == ids and [f["user"] for f in out] == [f"u{n}" for n in range(5)]
+    assert r.smembers("out:written") == set(ids)
+    assert info["failed"] == 0

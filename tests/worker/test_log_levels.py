@@ -4,12 +4,18 @@ when its timeout passes on a simulated clock, and when the setting is removed (`
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
+from squall import BasicBolt, Fields, LocalCluster, TopologyBuilder
 from squall._errors import BadParameterError
 from squall._nimbus import LogConfig, LogLevel
 from squall.engine.clock import SimulatedClock
+from squall.testing import FeederSpout
 from squall.worker.log_levels import LogLevelManager, ProcessLoggers, merge_log_config
+
+from tests.conftest import wait_until
 
 
 class MapLevels:
@@ -78,3 +84,65 @@ def test_workers_sharing_a_process_restore_a_logger_when_the_last_lets_it_go():
     assert levels.levels["app"] == 10  # the second worker still holds it
     second.close()
     assert levels.levels["app"] == 20
+
+
+# --- on a LocalCluster: a bolt's DEBUG lines appear while the level is set, and stop after --------------
+class Chatty(BasicBolt):
+    """Logs each value at DEBUG, then says it is done at INFO (logger ``lg37.bolt``)."""
+
+    def execute(self, tup, collector):
+        chat = logging.getLogger("lg37.bolt")
+        chat.debug("debug %s", tup[0])
+        chat.info("done %s", tup[0])
+
+
+class Lines(logging.Handler):
+    """The messages that reached logger ``lg37``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def lg37_lines():
+    parent, bolt = logging.getLogger("lg37"), logging.getLogger("lg37.bolt")
+    lines = Lines()
+    was = parent.level
+    parent.setLevel(logging.INFO)  # what lg37.bolt inherits, whatever the root's level in this run
+    parent.addHandler(lines)
+    try:
+        yield lines
+    finally:
+        parent.removeHandler(lines)
+        parent.setLevel(was)
+        bolt.setLevel(logging.NOTSET)
+
+
+def test_set_log_level_reaches_a_local_clusters_workers_and_ends_with_its_timeout(lg37_lines):
+    feed = FeederSpout(Fields(["word"]))
+    builder = TopologyBuilder()
+    builder.set_spout("feed", feed)
+    builder.set_bolt("chatty", Chatty(), 2).shuffle_grouping("feed")
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("chat", {"topology.workers": 2}, builder.create_topology())
+
+        def say(word: str) -> None:
+            feed.feed([word])
+            assert wait_until(lambda: f"done {word}" in lg37_lines.lines)
+        say("before")
+        config = cluster.set_log_config("chat", LogConfig({"lg37.bolt": update("debug", 10)}))
+        assert config.named_logger_level["lg37.bolt"].target_log_level == "DEBUG"
+        assert cluster.get_log_config("chat") == config
+        assert wait_until(lambda: logging.getLogger("lg37.bolt").level == logging.DEBUG)
+        say("during")
+        cluster.advance_cluster_time(10)
+        assert logging.getLogger("lg37.bolt").level == logging.NOTSET
+        say("after")
+        with pytest.raises(BadParameterError, match=r"logger lg37\.bolt: 'LOUD' is not a log level"):
+            cluster.set_log_config("chat", LogConfig({"lg37.bolt": update("LOUD")}))
+    assert [line for line in lg37_lines.lines if line.startswith("debug")] == ["debug during"]
+    assert lg37_lines.lines.index("debug during") == lg37_lines.lines.index("done during") - 1

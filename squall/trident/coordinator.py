@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import enum
 import logging
+import pickle
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import cloudpickle
 
 from .._collectors import BasicOutputCollector, OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import BasicBolt, Spout
@@ -456,6 +459,7 @@ class TridentSpoutCoordinator(BasicBolt):
         super().prepare(conf, context)
         self.coordinator = self.spout.get_coordinator(self.txid_key, conf, context)
         self.state = transactional_state(context, self.txid_key)
+        self._meta: dict[str, bytes] | None = None
         self._component = context.get_this_component_id()
         self._refusal = _Refusal()
 
@@ -471,19 +475,32 @@ class TridentSpoutCoordinator(BasicBolt):
             self._refusal.note(self._component, e)
             raise FailedException(f"{self._component}: the master no longer runs this worker launch") from None
 
+    def _metas(self) -> dict[str, bytes]:
+        # This task is its spout's only writer of meta/ (one task; a replaced launch is refused),
+        # so the state is read once, and then mirrored as it is written: a batch costs one write
+        # to the master and no read (on the process host each was a round trip the loop waited
+        # for). Kept pickled, so that what the coordinator gets is a copy, as from the state.
+        if self._meta is None:
+            self._meta = {k: cloudpickle.dumps(self.state.get(k)) for k in self.state.list(META_PREFIX)}
+        return self._meta
+
     def _execute(self, tup: Tuple, collector: BasicOutputCollector) -> None:
         attempt = tup.values[0]
+        metas = self._metas()
+        key = _meta_key(attempt.txid)
+        earlier = sorted(k for k in metas if k < key)
         if tup.source_stream == SUCCESS_STREAM:
-            for key in self.state.list(META_PREFIX):
-                if key < _meta_key(attempt.txid):
-                    self.state.delete(key)
+            for old in earlier:
+                self.state.delete(old)
+                del metas[old]
             self.coordinator.success(attempt.txid)
             return
-        earlier = [k for k in self.state.list(META_PREFIX) if k < _meta_key(attempt.txid)]
-        previous = self.state.get(earlier[-1]) if earlier else None
+        previous = pickle.loads(metas[earlier[-1]]) if earlier else None
+        own = metas.get(key)
         metadata = self.coordinator.initialize_transaction(attempt.txid, previous,
-                                                           self.state.get(_meta_key(attempt.txid)))
-        self.state.put(_meta_key(attempt.txid), metadata)
+                                                           None if own is None else pickle.loads(own))
+        self.state.put(key, metadata)
+        metas[key] = cloudpickle.dumps(metadata)
         collector.emit([attempt, metadata], stream=BATCH_STREAM)
 
     def cleanup(self) -> None:

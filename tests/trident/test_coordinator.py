@@ -3,6 +3,8 @@ the spout coordinator bolt resuming after their worker dies."""
 
 from __future__ import annotations
 
+import squall.trident.spout as spout_api
+
 import collections
 
 import pytest
@@ -499,3 +501,93 @@ def test_a_transaction_attempt_crosses_workers_without_pickle() -> None:
     receiver = Serializer({"topology.fall.back.on.pickle": False}, lambda task, stream: src)
     target, tup = receiver.decode_batch(batch)
     assert target == 7 and tup.values == values and type(tup.values[0]) is TransactionAttempt
+
+
+class CountingBackend(MemoryBackend):
+    """The master's store, counting the calls a worker makes to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def get(self, topology, key):
+        self.calls.append("get")
+        return super().get(topology, key)
+
+    def put(self, topology, key, blob):
+        self.calls.append("put")
+        super().put(topology, key, blob)
+
+    def delete(self, topology, key, prefix=False):
+        self.calls.append("delete")
+        super().delete(topology, key, prefix)
+
+    def list(self, topology, prefix=""):
+        self.calls.append("list")
+        return super().list(topology, prefix)
+
+
+class Metas(spout_api.BatchCoordinator):
+    """Metadata: the txid and what the coordinator was given, in a list it then changes in place
+    (what it gets must be copies, as from the state)."""
+
+    def __init__(self) -> None:
+        self.seen: list = []
+
+    def initialize_transaction(self, txid, prev_metadata, curr_metadata):
+        self.seen.append((txid, None if prev_metadata is None else list(prev_metadata),
+                          None if curr_metadata is None else list(curr_metadata)))
+        meta = [txid]
+        for given in (prev_metadata, curr_metadata):
+            if given is not None:
+                given.append("changed")
+        return meta
+
+    def success(self, txid):
+        pass
+
+    def is_ready(self, txid):
+        return True
+
+    def close(self):
+        pass
+
+
+class MetaSpout(BatchSpoutAdapter):
+    def __init__(self, coordinator: Metas) -> None:
+        super().__init__(FixedBatchSpout(Fields("w"), 1, ["a"]))
+        self.metas = coordinator
+
+    def get_coordinator(self, txid_key, conf, context):
+        return self.metas
+
+
+def _spout_coordinator(backend, metas):
+    coordinator = TridentSpoutCoordinator("spout0", MetaSpout(metas))
+    b = TopologyBuilder()
+    b.set_spout("$mastercoord-bg0", MasterBatchCoordinator(["spout0"], [coordinator.spout]))
+    b.set_bolt("$spoutcoord-spout0", coordinator).global_grouping("$mastercoord-bg0", BATCH_STREAM)
+    conf = {"topology.name": "t"}
+    context = TopologyContext(b.create_topology(), "t-1-2", {1: "$mastercoord-bg0", 2: "$spoutcoord-spout0"}, 2,
+                              6700, [1, 2], conf, transactional_home=backend)
+    coordinator.prepare(conf, context)
+    return coordinator
+
+
+def test_a_spout_coordinator_reads_its_metadata_once_then_writes_each_batchs_and_hands_out_copies() -> None:
+    """It is its spout's only writer of the metadata: after one read at its first batch, a batch
+    costs the master one write and a $success one delete per older txid (each was a round trip
+    on the process host). A replay gets the txid's own metadata and the previous txid's, copies
+    as the state's are; a restarted coordinator reads what the master kept."""
+    backend, metas = CountingBackend(), Metas()
+    coordinator, out = _spout_coordinator(backend, metas), _Emits()
+    for stream, attempt in ((BATCH_STREAM, tx(1)), (BATCH_STREAM, tx(2)), (BATCH_STREAM, tx(2, 1)),
+                            (SUCCESS_STREAM, tx(2)), (BATCH_STREAM, tx(3))):
+        coordinator.execute(_Input(stream, [attempt]), out)
+    assert backend.calls == ["list", "put", "put", "put", "delete", "put"]
+    assert metas.seen == [(1, None, None), (2, [1], None), (2, [1], [2]), (3, [2], None)]
+    assert [v[1] for s, v in out.emitted] == [[1], [2], [2], [3]]
+    restarted = _spout_coordinator(backend, Metas())
+    restarted.execute(_Input(BATCH_STREAM, [tx(3, 1)]), out)
+    assert restarted.coordinator.seen == [(3, [2], [3])], "the restarted one reads the master's (txid 1 deleted)"
+    coordinator.cleanup()

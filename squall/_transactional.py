@@ -192,18 +192,22 @@ class MasterBackend:
 
     def __init__(self, master: Any, retries: int = 5, interval: float = 1.0,
                  sleep: Callable[[float], None] = time.sleep, caller: WorkerLaunch | None = None) -> None:
+        from ._nimbus import nimbus_client
         self.master = master  # squall.worker.calls.MasterCalls
+        self._nimbus = nimbus_client(self._call)  # the trident_state_* verbs, as NimbusIface declares them
         # sent with every call: the master refuses a launch that no longer runs, or another topology
         self._caller = caller._asdict() if caller is not None else {}
         self.retries, self.interval, self._sleep = retries, interval, sleep
         self._lock = threading.Lock()
 
     def _call(self, op: str, **args: Any) -> Any:
+        """``op`` on the master, tried again while it is unreachable; the master's refusals of
+        the launch or of a limit raised as themselves."""
         from ._errors import RemoteError, RpcError
         with self._lock:
             for attempt in range(self.retries + 1):
                 try:
-                    return self.master.call(op, **args, **self._caller)
+                    return self.master.call(op, **args)
                 except RpcError:
                     if attempt == self.retries:
                         raise
@@ -218,20 +222,20 @@ class MasterBackend:
 
     def get(self, topology: str, key: str) -> bytes | None:
         """See `TransactionalBackend.get`."""
-        return self._call("trident_state_get", topology=topology, key=check_key(key))
+        return self._nimbus.trident_state_get(topology, check_key(key), **self._caller)
 
     def put(self, topology: str, key: str, blob: bytes) -> None:
         """See `TransactionalBackend.put`."""
-        self._call("trident_state_put", topology=topology, key=check_key(key), value=check_value(key, blob))
+        self._nimbus.trident_state_put(topology, check_key(key), check_value(key, blob), **self._caller)
 
     def delete(self, topology: str, key: str, prefix: bool = False) -> None:
         """See `TransactionalBackend.delete`."""
-        self._call("trident_state_delete", topology=topology, key=check_prefix(key) if prefix else check_key(key),
-                   prefix=bool(prefix))
+        self._nimbus.trident_state_delete(topology, check_prefix(key) if prefix else check_key(key), bool(prefix),
+                                          **self._caller)
 
     def list(self, topology: str, prefix: str = "") -> list[str]:
         """See `TransactionalBackend.list`."""
-        return list(self._call("trident_state_list", topology=topology, prefix=check_prefix(prefix)))
+        return list(self._nimbus.trident_state_list(topology, check_prefix(prefix), **self._caller))
 
 
 class TransactionalState(abc.ABC):

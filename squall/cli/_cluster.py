@@ -295,7 +295,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     """``squall list``: Storm's table, or ``No topologies running.``."""
     with _master(args) as master:
         topologies = master.list_topologies()
-        nimbuses = master.request("nimbuses")
+        nimbuses = master.nimbus.nimbuses()
         trident = {t["name"]: _trident_note(master, t) for t in topologies}
     if not topologies:
         print("No topologies running.")

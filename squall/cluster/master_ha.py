@@ -235,7 +235,7 @@ class Election:
             try:
                 client = Client(holder.host, holder.port, self.secret, timeout=5.0, settings=rpc_settings(self.conf))
                 try:
-                    blob = client.call("code", storm_id=storm_id)
+                    blob = nimbus_verbs.nimbus_client(client.call).code(storm_id)
                 finally:
                     client.close()
             except Exception as e:  # noqa: BLE001 (another holder is tried)

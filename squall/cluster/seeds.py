@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from .._config import Config, conf_value
 from .._errors import NotLeaderException, RemoteError, RpcError
+from .._nimbus import nimbus_client
 
 log = logging.getLogger("squall.client")
 
@@ -154,7 +155,7 @@ class LeaderLink:
                 errors.append(f"{seed}: {e}")
                 continue
             try:
-                leader = leader_of(link.call("get_leader"))
+                leader = leader_of(nimbus_client(link.call).get_leader())
             except (RpcError, RemoteError) as e:
                 link.close()
                 errors.append(f"{seed}: {e}")

@@ -129,3 +129,20 @@ def test_the_architecture_page_lists_every_verb_with_its_leader_and_read_marks()
         for name in cells[0].replace("`", "").split(", "):
             listed[name] = (cells[3] == "yes", cells[4] == "yes")
     assert listed == {v.name: (v.leader_only, v.read) for v in VERBS.values()}
+
+
+def test_no_client_in_squall_calls_a_verb_by_its_name_but_through_the_protocol():
+    """Clients are written against `squall._nimbus.NimbusIface` (`nimbus_client`), not copies of
+    its verbs: no ``.call("heartbeat", ...)``/``.request("list")`` of a verb spelt out by hand in
+    ``squall/`` (the UI's reads go through `UiMasterLink.read`, checked against `READS`; a server,
+    its `Keeper.request` among them, dispatches the op it was sent)."""
+    import re
+    from pathlib import Path
+
+    import squall
+    root = Path(squall.__file__).parent
+    spelt = re.compile(r"(?<!keeper)\.(?:call|request|_call)\(\s*[\"'](" + "|".join(map(re.escape, VERBS)) + r")[\"']")
+    found = [f"{path.relative_to(root.parent)}:{n}: {m.group(1)}" for path in sorted(root.rglob("*.py"))
+             if path.name != "_nimbus.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if (m := spelt.search(line))]
+    assert found == []

@@ -59,7 +59,7 @@ def _lose_machines(cluster, machines, out, losses):
     tuples flow (the spout runs until the test stops it, however fast the machine), and every
     id be acked in the end. Returns the machines lost."""
     with cluster.client() as m:  # all registered first, so that the topology starts on two machines
-        assert wait_until(lambda: len(m.request("supervisors")) == len(machines), 30), \
+        assert wait_until(lambda: len(m.nimbus.supervisors()) == len(machines), 30), \
             "the supervisors did not register\n" + _why(cluster, machines)
     with StormSubmitter.using_conf(cluster.conf):
         StormSubmitter.submit_topology("spread", topology_conf(out, **RECOVERY_CONF), recovery_topology())
@@ -165,9 +165,9 @@ def test_a_machine_that_fails_its_health_checks_hands_its_workers_to_healthy_mac
                                  [lambda mc: (tmp_path / f"sick-{mc.name}").write_text("")])
         assert not sick.workers()
         with cluster.client() as m:
-            (info,) = [s for s in m.request("supervisors") if s["host"] == sick.address]
+            (info,) = [s for s in m.nimbus.supervisors() if s["host"] == sick.address]
             assert not info["healthy"] and info["health_problem"] == f"disk: ERROR disk full on {sick.name}"
             (tmp_path / f"sick-{sick.name}").unlink()
-            assert wait_until(lambda: all(s["healthy"] for s in m.request("supervisors")), 10)
+            assert wait_until(lambda: all(s["healthy"] for s in m.nimbus.supervisors()), 10)
     finally:
         _stop(cluster, machines)

@@ -87,6 +87,20 @@ def test_the_core_contract_names_every_core_module():
     assert sorted(core["source_modules"]) == sorted(on_disk)
 
 
+
+def test_every_package_is_in_a_layer_and_forbidden_to_the_core():
+    """A package that no layer names is checked by nothing (import-linter ignores it): each of
+    squall's packages but ``squall.testing`` (helpers above the cluster, as docs/architecture.md
+    says) is in the "layers" contract and among the modules the core may not import."""
+    import tomllib
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["id"] == "layers")
+    core = next(c for c in contracts if c["id"] == "core")
+    placed = {name.strip() for layer in layers["layers"] for name in layer.split("|")}
+    packages = {f"squall.{p.parent.name}" for p in (ROOT / "squall").glob("*/__init__.py")} - {"squall.testing"}
+    assert sorted(packages - placed) == []
+    assert sorted(packages - set(core["forbidden_modules"])) == []
+
 @pytest.mark.parametrize("module, line, broken", [
     ("engine/plan.py", "from ..windowing import executor", "squall.engine is not allowed to import squall.windowing"),
     ("_topology.py", "from .state import _wiring", "squall._topology is not allowed to import squall.state"),

@@ -22,7 +22,6 @@ Correct means the driver's counts equal the corpus's reference counts.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -113,15 +112,20 @@ def run(n: int = 100_000, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = T
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.w1t_spark [--n N] [--batch-size B] [--no-engine]``: print the record as JSON."""
+    """``python -m bench.w1t_spark [--n N] [--batch-size B] [--no-engine]``: print the record as one JSON
+    line and append it to ``bench/results/w1t_spark.jsonl``."""
     parser = argparse.ArgumentParser(prog="python -m bench.w1t_spark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=100_000, help="sentences (default 100,000)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
                         help="lines of each corpus file one Trident batch reads (default 2,500)")
     parser.add_argument("--no-engine", action="store_true", help="skip the run on squall's engine")
     args = parser.parse_args(argv)
-    json.dump(run(args.n, args.batch_size, not args.no_engine), sys.stdout, indent=2)
-    print()
+    from . import harness
+
+    before = round(os.getloadavg()[0], 2)
+    record = harness.finish_record(run(args.n, args.batch_size, not args.no_engine))
+    record["loadavg_1m_before"] = before
+    harness.emit_record(record, harness.RESULTS_DIR / "w1t_spark.jsonl")
     return 0
 
 

@@ -473,9 +473,27 @@ def _grouped_combine(key: int, group_idx: list[int], value_idx: int, agg: Combin
             groups[group] = combine(old, value)
 
     receive.fusable = (key, group_idx, value_idx, agg)  # type: ignore[attr-defined]
-    if first_as_is and single is not None:  # the persist's: a pack's rows may go in at once (combine_rows)
+    # rows may go in at once (combine_rows): the persist's (first value as it is), and Count's,
+    # whose zero() + a partial is the partial (0 + an int)
+    if init is None and single is not None and (first_as_is or type(agg) is Count):
         receive.rows = (key, single, value_idx, None if type(agg) is Count else agg.combine)  # type: ignore[attr-defined]
     return receive
+
+
+def _combine_many(receive: Receiver, width: int) -> Callable[[BatchInfo, Sequence[Any]], int] | None:
+    """``receive(batch, values)`` of a batch's rows in one `combine_rows` call when ``receive``
+    is a grouped combine that takes rows so (else None): returns how many it took; the caller
+    hands the rest (from a row of the wrong width or with an unhashable group) to its own path,
+    which raises the error."""
+    spec = getattr(receive, "rows", None)
+    if spec is None:
+        return None
+    key, group_index, value_index, combine = spec
+
+    def receive_many(batch: BatchInfo, rows: Sequence[Any]) -> int:
+        return combine_rows(rows, batch.state[key], width, group_index, value_index, combine)
+
+    return receive_many
 
 
 def _grouped_count(key: int, index: int) -> Receiver:
@@ -939,10 +957,12 @@ class SubtopologyBody(BatchBody):
         self._receivers: dict[str, tuple[int, list[Receiver]]] = {
             stream: (len(self.input_fields[stream]), [proc.receiver(pi) for proc, pi in procs])
             for stream, procs in inputs.items()}
-        # a stream whose one reader is a grouped combiner's persist: its rows combine in one call
-        self._combining: dict[str, tuple[int, int, int, Any]] = {
-            stream: receivers[0].rows for stream, (_, receivers) in self._receivers.items()  # type: ignore[attr-defined]
-            if len(receivers) == 1 and hasattr(receivers[0], "rows")}
+        # a stream whose one reader is a grouped combine: a pack's rows combine in one call
+        self._combining: dict[str, Callable[[BatchInfo, Sequence[Any]], int]] = {}
+        for stream, (width, receivers) in self._receivers.items():
+            many = _combine_many(receivers[0], width) if len(receivers) == 1 else None
+            if many is not None:
+                self._combining[stream] = many
 
     def _emitter(self, node: BodyNode) -> Receiver:
         receivers = [self.nodes[c].processor.receiver(pi) for c, pi in node.children]
@@ -967,6 +987,14 @@ class SubtopologyBody(BatchBody):
         return emit
 
     def _many_emitter(self, node: BodyNode, emit: Receiver) -> Callable[[BatchInfo, list[list]], None]:
+        if len(node.children) == 1 and not node.outputs:
+            many = _combine_many(emit, len(node.fields))  # emit is the one child's receiver
+            if many is not None:
+                def combine_each(batch: BatchInfo, rows: list[list]) -> None:
+                    for values in rows[many(batch, rows):]:
+                        emit(batch, values)  # raises: an unhashable group
+
+                return combine_each
         if not node.children and len(node.outputs) == 1:
             stream, emit_many = node.outputs[0], self._output.emit_many
 
@@ -996,8 +1024,7 @@ class SubtopologyBody(BatchBody):
         width, receivers = wired
         combining = self._combining.get(stream)
         if combining is not None:
-            key, group_index, value_index, combine = combining
-            done = combine_rows(rows, batch.state[key], width, group_index, value_index, combine)
+            done = combining(batch, rows)
             if done == len(rows):
                 return
             rows = rows[done:]  # the rest, one by one: the first of them raises its error

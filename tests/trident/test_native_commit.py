@@ -248,3 +248,41 @@ def test_a_packs_rows_combine_per_group_and_stop_where_the_python_path_must_rais
         assert groups == {**before, ("a",): before[("a",)] + 1}
     with pytest.raises(ValueError):
         combine_rows([], groups, 2, 2, 1, None)
+
+
+def _count_combine_body() -> Any:
+    """A bolt after a repartition that combines Count partials per word (the count bolt's first
+    node), emitting the combined counts on s1."""
+    from squall import Fields
+    from squall.trident.processors import AggregateProcessor, BodyNode, CombinerCombineAggregator, \
+        GroupedAggregator, SubtopologyBody
+
+    from .test_processors import Context, Output
+
+    nodes = [BodyNode("combine", AggregateProcessor(Fields("word", "count"), GroupedAggregator(
+        CombinerCombineAggregator(Count(), owns_lifecycle=True), Fields("word"), Fields("count"))),
+        Fields("word", "count"), (("stream", "s0"),), (), ("s1",))]
+    body = SubtopologyBody(nodes, {"s0": Fields("word", "count")}, {})
+    out = Output()
+    body.prepare({}, Context(), out)
+    return body, out
+
+
+def test_a_packs_count_partials_combine_in_one_call_and_bad_rows_fail_as_before():
+    from squall.trident.coordinator import TransactionAttempt
+    from squall.trident.executor import BatchInfo
+
+    body, out = _count_combine_body()
+    assert "s0" in body._combining, "a grouped Count after a repartition takes a pack's rows at once"
+    batch = BatchInfo(TransactionAttempt(1, 0))
+    body.init_batch(batch)
+    body.execute_many(batch, "s0", [["a", 2], ("b", 1), ["a", 3]])
+    body.execute(batch, "s0", ["c", 1])
+    body.finish_batch(batch)
+    assert sorted(out.emitted) == [("s1", ["a", 5]), ("s1", ["b", 1]), ("s1", ["c", 1])]
+    body.init_batch(batch := BatchInfo(TransactionAttempt(2, 0)))
+    with pytest.raises(ValueError, match=r"fields \['word', 'count'\] on stream 's0' got 3 values"):
+        body.execute_many(batch, "s0", [["a", 1], ["a", 1, 2]])
+    with pytest.raises(ValueError, match=r"group_by: the group values \[\['x'\]\] are not hashable"):
+        body.execute_many(batch, "s0", [["a", 1], [["x"], 1]])
+    assert batch.state[0] == {("a",): 2}, "the rows before the bad one were combined, once each"

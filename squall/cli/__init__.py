@@ -11,6 +11,7 @@ short functions over the Python API:
 - `squall.cli._drpc`: ``drpc`` (Storm's DRPC server; also started by ``nimbus``);
 - `squall.cli._trident`: ``trident`` (a Trident topology FILE as a Spark Structured Streaming query);
 - `squall.cli._errors_verb`: ``get-errors`` (each component's last error, through the master's ``info``);
+- `squall.cli._log_level`: ``set_log_level`` (a topology's log levels in every worker, Storm's syntax);
 - `squall.cli._topology_file`: finding the topology in FILE (``local`` and ``jar``);
 - `squall.cli._flux`: Flux's options and a Flux FILE.yaml's topology (``local`` and ``jar``; `squall.flux`);
 - `squall.cli._options`: ``-c``/``--config`` as configuration, the user error, argparse types.
@@ -36,7 +37,7 @@ from typing import Any
 
 from .. import __version__
 from .._errors import SquallError
-from . import _cluster, _drpc, _errors_verb, _flux, _local, _logs, _sparse, _trident, _ui
+from . import _cluster, _drpc, _errors_verb, _flux, _local, _log_level, _logs, _sparse, _trident, _ui
 from ._options import UserError, parse_overrides, port_number, positive_int, positive_seconds, wait_seconds
 
 _SPARK_MASTER_HELP = ("with --host spark: the Spark master (local[N], spark://HOST:7077, yarn, k8s://...; "
@@ -259,6 +260,18 @@ def _create_arg_parser() -> argparse.ArgumentParser:
                       'does: {"Topology Name": TOPOLOGY, "Comp-Errors": {COMPONENT: ERROR, ...}}. If the master '
                       'has no such topology, print Storm\'s {"Failure": ...} and exit 1.', aliases=("get_errors",))
     get_errors.add_argument("name", metavar="TOPOLOGY")
+
+    log_level = verb("set_log_level", _log_level.cmd_set_log_level, "set a topology's log levels in every worker",
+                     "Set the level of each -l LOGGER (ROOT: the root logger) in every worker of TOPOLOGY, "
+                     "for TIMEOUT seconds if given (then the level it had comes back), or clear each -r "
+                     "LOGGER's setting (its level comes back), as Storm's set_log_level does. LEVEL: ALL, TRACE, "
+                     "DEBUG, INFO, WARN, ERROR, FATAL or OFF. The master keeps the levels with the topology.",
+                     aliases=("set-log-level",))
+    log_level.add_argument("-l", "--log-setting", dest="settings", action="append", metavar="LOGGER=LEVEL[:TIMEOUT]",
+                           help="set LOGGER to LEVEL, for TIMEOUT seconds if given (repeatable)")
+    log_level.add_argument("-r", "--remove-log-setting", dest="removals", action="append", metavar="LOGGER",
+                           help="clear LOGGER's setting: its level before comes back (repeatable)")
+    log_level.add_argument("name", metavar="TOPOLOGY")
 
     help_verb = verb("help", lambda args: _cmd_help(parser, args), "print a verb's usage and description",
                      "Print VERB's usage, description and options, as squall VERB --help does (Storm's "

@@ -9,13 +9,18 @@ import logging
 import pytest
 
 from squall import BasicBolt, Fields, LocalCluster, TopologyBuilder
+from squall._config import cluster_conf
 from squall._errors import BadParameterError
-from squall._nimbus import LogConfig, LogLevel
+from squall._nimbus import Assignment, HeartbeatReply, LogConfig, LogLevel, decode, encode
+from squall.cluster.store import MemoryStore
 from squall.engine.clock import SimulatedClock
 from squall.testing import FeederSpout
 from squall.worker.log_levels import LogLevelManager, ProcessLoggers, merge_log_config
-
+from tests.cluster.served import served
+from tests.cluster.test_master import _register, _topology
 from tests.conftest import wait_until
+
+STORE_CONF = cluster_conf({"squall.secret": "log-levels-test-secret-0123456789ab"})
 
 
 class MapLevels:
@@ -146,3 +151,32 @@ def test_set_log_level_reaches_a_local_clusters_workers_and_ends_with_its_timeou
             cluster.set_log_config("chat", LogConfig({"lg37.bolt": update("LOUD")}))
     assert [line for line in lg37_lines.lines if line.startswith("debug")] == ["debug during"]
     assert lg37_lines.lines.index("debug during") == lg37_lines.lines.index("done during") - 1
+
+
+# --- the master: kept with the topology, sent to a worker whose beat has another digest ---------------
+def test_the_master_keeps_a_topologys_log_config_and_sends_it_to_workers_that_lack_it():
+    clock = SimulatedClock(1000.0)
+    store = MemoryStore.for_conf(STORE_CONF)
+    first = served(STORE_CONF, clock=clock, store=store)
+    _register(first)
+    storm_id = first.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    request = LogConfig({"app.db": update("debug", 30), "ROOT": update("warn")})
+    kept = first.op_set_log_config(name="t", config=encode(request))
+    assert decode(LogConfig, kept) == LogConfig({"app.db": LogLevel("UPDATE", "DEBUG", 30, 1030.0),
+                                                 "ROOT": LogLevel("UPDATE", "WARN", 0, None)})
+    (slot, launch), = ((w["slot"], w["launch_id"]) for w in first.op_info(name="t")["workers"])
+    assignment = decode(Assignment, first.op_get_assignment(storm_id=storm_id, slot=slot, launch_id=launch,
+                                                            want_plan=False))
+    assert encode(assignment.log_config) == kept and assignment.log_config_digest
+
+    def beat(digest):
+        return decode(HeartbeatReply, first.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=launch,
+                                                         log_config_digest=digest))
+    assert beat(assignment.log_config_digest).log_config is None  # it has it: nothing sent
+    assert beat("").log_config == assignment.log_config
+    assert beat(None).log_config is None  # a worker that applies none (older) is sent none
+
+    again = served(STORE_CONF, clock=clock, store=store)  # a master made again from the store
+    assert again.op_get_log_config(name="t") == kept
+    removed = again.op_set_log_config(name="t", config=encode(LogConfig({"ROOT": LogLevel("REMOVE")})))
+    assert removed == encode(LogConfig({"app.db": LogLevel("UPDATE", "DEBUG", 30, 1030.0)}))

@@ -139,14 +139,20 @@ def test_an_outcome_carries_exactly_the_changes_its_stimulus_made_and_its_server
     assert len(store.batches) == 3 and store.load().topologies["t"]["slots"][slot]["launch_id"] == launch + 1
 
 
-def test_a_store_that_cannot_write_fails_the_operation_and_gets_the_change_at_the_next_commit():
-    """As with a full disk: a submission that cannot be kept is not run; a deactivation that
-    cannot be kept raises, and is kept by the next write that succeeds."""
+def _submitted_then_full():
+    """A served master whose topology ``t`` is kept, then a store that cannot write."""
     store = _store()
     m = served(CONF, clock=SimulatedClock(5.0), store=store)
     _register(m)
     m.op_submit(name="t", conf={}, topology=_topology())
     store.full = True
+    return store, m
+
+
+def test_a_store_that_cannot_write_fails_the_operation_and_gets_the_change_at_the_next_commit():
+    """As with a full disk: a submission that cannot be kept is not run; a deactivation that
+    cannot be kept raises, and is kept by the next write that succeeds."""
+    store, m = _submitted_then_full()
     with pytest.raises(DiskWriteError):
         m.op_submit(name="u", conf={}, topology=_topology())
     assert [t["name"] for t in m.op_list()] == ["t"]
@@ -316,11 +322,7 @@ def test_what_a_failed_write_left_is_kept_by_the_next_tick_though_nothing_change
     """A deactivation the store could not keep, then space again and no other verb: the master's
     timer writes it (a master restarted after that tick must not come back ACTIVE). A read meanwhile
     still answers without writing."""
-    store = _store()
-    m = served(CONF, clock=SimulatedClock(5.0), store=store)
-    _register(m)
-    m.op_submit(name="t", conf={}, topology=_topology())
-    store.full = True
+    store, m = _submitted_then_full()
     with pytest.raises(DiskWriteError):
         m.op_deactivate(name="t")
     with pytest.raises(DiskWriteError):

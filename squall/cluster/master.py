@@ -61,7 +61,7 @@ import cloudpickle
 
 from .._config import Config, conf_value, misspellings, topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
-from .._nimbus import LogConfig, LogLevel, checked_request, decode, encode
+from .._nimbus import LogConfig, LogLevel, WorkerExit, checked_request, decode, encode
 from .._ratelimit import RateLimitedLog
 from .._redact import redact
 from .._system import ACKER_COMPONENT
@@ -1039,8 +1039,8 @@ class Master:
             self._supervisor_replaced(sup)
         sup = self.supervisors[supervisor_id] = SupervisorInfo(host, list(ports), now, before.since if before else now,
                                                                None if unhealthy is None else str(unhealthy))
-        for ex in exits or []:
-            self._worker_exited(ex)
+        for ex in exits or []:  # checked against `SupervisorSync.exits` already: each a `WorkerExit`
+            self._worker_exited(decode(WorkerExit, ex, "supervisor_sync exits"))
         health_changed = before is not None and (before.unhealthy is None) != (unhealthy is None)
         if sup.unhealthy is not None and (before is None or health_changed):
             log.warning("supervisor %s on %s fails its health checks (%s): moving its workers to healthy nodes",
@@ -1153,15 +1153,15 @@ class Master:
                 return topo
         return None
 
-    def _worker_exited(self, ex: dict[str, Any]) -> None:
+    def _worker_exited(self, ex: WorkerExit) -> None:
         """A supervisor saw a worker end. Unless a newer launch already replaced it, the slot
         gets a fresh launch id: the supervisor starts it again, and a copy of the old launch
         that turns up later (Spark re-running a lost task on its own) is told to stop."""
-        topo = self._find(ex.get("storm_id", ""))
-        slot = ex.get("slot")
+        topo = self._find(ex.storm_id)
+        slot = ex.slot
         if topo is None or slot not in topo.slots:
             return  # of a topology gone since, or a slot never launched: nothing to record
-        launch = ex.get("launch_id")
+        launch = ex.launch_id
         now = self.clock.wall()
         state = topo.slot(slot)
         current = slot in topo.assignment and launch == state.launch_id
@@ -1170,11 +1170,11 @@ class Master:
         # started: its executors opened, as its own heartbeat said (the supervisor's word alone
         # is not enough: a worker that dies before it reaches the master, on a bad import or a
         # bad configuration, exits like any crash)
-        if ex.get("started", True) and state.started_launch == launch:
+        if ex.started and state.started_launch == launch:
             state.failed_starts = 0
-            if current and (ex.get("status") != 0 or state.fatal_launch == launch):
+            if current and (ex.status != 0 or state.fatal_launch == launch):
                 self._hold_after_crash(topo, slot, now)
-        elif ex.get("status") != 0:
+        elif ex.status != 0:
             failures = state.failed_starts = state.failed_starts + 1
             if state.reported_launch != launch:
                 add_error(topo.errors, _exit_error(slot, ex, now))  # it died before it could say why
@@ -1443,12 +1443,12 @@ def _worker_info(slot: str, state: SlotState, executors: list[ExecutorSpec]) -> 
             "transport": hb.transport if hb else None, "given_up": state.given_up}
 
 
-def _exit_error(slot: str, ex: dict[str, Any], now: float) -> ErrorRecord:
+def _exit_error(slot: str, ex: WorkerExit, now: float) -> ErrorRecord:
     """The error of a worker that died before it started and before it reported anything: its
     exit status and the last line of its output (the whole tail goes in the traceback)."""
-    output = str(ex.get("output") or "").rstrip()
+    output = ex.output.rstrip()
     last = output.splitlines()[-1].strip() if output else "no output"
-    rec = _error("__worker", -1, f"worker on {slot} exited with status {ex.get('status')} before it "
+    rec = _error("__worker", -1, f"worker on {slot} exited with status {ex.status} before it "
                                  f"started: {last}", now, output)
     rec.host, rec.worker = _slot_address(slot)
     return rec

@@ -49,7 +49,8 @@ class Heartbeat:
     Storm's windowed statistics of its tasks (``windows``), its process's figures (``figures``),
     the errors since the last beat, whether every executor opened (``started``), the data
     ``address`` it bound, what it knows of its peers (``addresses_version``) and of deaths
-    (``lost_generation`` of the master's ``epoch``), its ``pid`` and its transport's counts."""
+    (``lost_generation`` of the master's ``epoch``), its ``pid``, its transport's counts and the
+    digest of the topology's `LogConfig` it applied (``log_config_digest``)."""
 
     storm_id: str
     slot: str
@@ -109,7 +110,8 @@ class HeartbeatReply:
     whether spouts may run (``active``; ``activating``: not yet, only because other workers have
     not beaten yet, so beat again soon), and only when they changed since what the beat said:
     the peers' addresses and launch ids (with the new ``addresses_version``), and the deaths
-    (``lost``, with the new ``lost_generation`` and the master's ``epoch``)."""
+    (``lost``, with the new ``lost_generation`` and the master's ``epoch``), and the topology's
+    log levels (``log_config``, with its digest)."""
 
     stop: bool
     active: bool = False

@@ -1235,7 +1235,8 @@ class Master:
         other workers have not beaten yet), when a peer moved or restarted since
         the worker's ``addresses_version``, the new ``peers`` and ``launch_ids`` tables, and when
         workers died since its ``lost_generation`` of this master's ``epoch`` (another epoch: since
-        ever), which (``lost``: `LostWorker` as dicts, with the current generation and epoch)."""
+        ever), which (``lost``: `LostWorker` as dicts, with the current generation and epoch), and
+        when the topology's log levels differ from its ``log_config_digest``, them (``log_config``)."""
         topo = self._find(storm_id)
         if topo is None or slot not in topo.assignment or topo.slot(slot).launch_id != launch_id:
             return {"stop": True}  # killed, rebalanced away, or superseded by a newer launch

@@ -214,9 +214,6 @@ class WorkerAgent:
         self._epoch = a.epoch  # the master's: a restarted master counts generations afresh
         self._set_peers(a.peers)
         transport.set_launches(a.launch_ids)
-        if a.log_config is not None:
-            self.log_levels.apply(a.log_config, self.clock.wall())
-        self._log_config_digest = a.log_config_digest
         self.state = TopologyActivation(active=a.active)
         bp = Backpressure(plan.conf[Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE], self.clock)
 
@@ -253,6 +250,9 @@ class WorkerAgent:
         link = BackpressureLink(bp, transport, name=f"squall-backpressure-{self.port}", others=others)
         self.worker = worker
         worker.start()
+        if a.log_config is not None:  # from here on the loop's finally gives the loggers back
+            self.log_levels.apply(a.log_config, self.clock.wall())
+        self._log_config_digest = a.log_config_digest
         freq = float(conf_value(self.conf, Config.WORKER_HEARTBEAT_FREQUENCY_SECS))
         stall_after = float(conf_value(plan.conf, Config.TOPOLOGY_EXECUTOR_BLOCKING_WARN_MILLIS)) / 1000.0
         stall_tick = max(MIN_STALL_TICK_SECS, min(STALL_TICK_SECS, stall_after / 2))

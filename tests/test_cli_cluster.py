@@ -337,6 +337,79 @@ def test_a_worker_that_cannot_start_shows_its_error_in_list_monitor_and_get_erro
         assert nimbus.ok("kill", "broken", "-w", "0") == "Killed topology: broken\n"
 
 
+CHATTY = '''
+import logging
+import time
+
+from squall import Bolt, Fields, Spout, TopologyBuilder
+
+
+class Paced(Spout):
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.n, self.due = 0, 0.0
+
+    def next_tuple(self):
+        if time.monotonic() >= self.due:  # 20 a second: the DEBUG lines stay few
+            self.due = time.monotonic() + 0.05
+            self.n += 1
+            self.collector.emit([self.n], self.n)
+
+
+class Chat(Bolt):
+    def execute(self, tup):
+        logging.getLogger("lg37.chat").debug("chat %s", tup[0])
+        self.collector.ack(tup)
+
+
+def build():
+    builder = TopologyBuilder()
+    builder.set_spout("paced", Paced())
+    builder.set_bolt("chat", Chat()).shuffle_grouping("paced")
+    return builder.create_topology()
+
+
+conf = {"topology.workers": 1}
+'''
+"""A file whose bolt logs each tuple at DEBUG under the logger ``lg37.chat``."""
+
+
+def test_set_log_level_sets_a_loggers_level_in_the_workers_until_it_is_removed(nimbus, tmp_path, capsys):
+    """Storm's syntax: the worker (a process of its own) logs the bolt's DEBUG lines once
+    ``-l lg37.chat=debug:60`` reached it, and says it restored the logger after ``-r``; a bad level
+    or an unknown topology is one line. (One verb as a process; the rest in this one, quicker.)"""
+    assert nimbus.ok("jar", "--name", "chatty", write(tmp_path, "chatty.py", CHATTY)) == "Submitted topology: chatty\n"
+    with MasterClient(nimbus.conf) as master:  # in this process: a squall info per poll costs seconds
+        try:
+            assert wait_until(lambda: master.get_topology_info("chatty")["components"]["chat"]["executed"] > 0, 30, 0.1)
+            storm_id = master.get_topology_info("chatty")["id"]
+
+            def worker_log() -> str:
+                return "".join(p.read_text() for p in nimbus.dir.glob(f"logs/workers-artifacts/{storm_id}/*/worker.log"))
+            assert "chat " not in worker_log()
+            assert nimbus.ok("set_log_level", "-l", "lg37.chat=debug:60", "chatty") == (
+                "Log config sent for topology chatty; its levels now: lg37.chat=DEBUG for 60 s\n")
+            assert wait_until(lambda: "chat " in worker_log(), 20, 0.1), worker_log()[-2000:]
+
+            def verb(*args: str) -> tuple[int, str, str]:
+                status = main([args[0], "--config", str(nimbus.config), *args[1:]])
+                out = capsys.readouterr()
+                return status, out.out, out.err
+            assert verb("set-log-level", "-r", "lg37.chat", "chatty") == (
+                0, "Log config sent for topology chatty; its levels now: none (every logger at its own level)\n", "")
+            assert wait_until(lambda: "logger lg37.chat: level back to NOTSET (removed)" in worker_log(), 20, 0.1)
+            assert verb("set_log_level", "-l", "lg37.chat=LOUD", "chatty") == (
+                2, "", "squall: error: -l 'lg37.chat=LOUD': logger lg37.chat: 'LOUD' is not a log level (one of "
+                       "ALL, TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF)\n")
+            assert verb("set_log_level", "-l", "ROOT=INFO", "nosuch") == (
+                1, "", "squall: error: Topology 'nosuch' is not alive\n")
+        finally:
+            master.kill_topology("chatty", 0)
+
+
 @pytest.mark.parametrize("verb, item, message", [
     ("nimbus", "nimbus.thrift.port=abc",
      "'nimbus.thrift.port' must be a port number (0 to 65535; 0: any free port), got 'abc'"),

@@ -282,7 +282,8 @@ class WorkerAgent:
                     return 0
         finally:
             worker.stop(clean=status == 0, timeout=self.stop_loop_secs)
-            self.log_levels.close()
+            with self._beat_lock:  # a host's own beat (advance_cluster_time) may be applying meanwhile
+                self.log_levels.close()
             link.stop()  # after the worker: the "under" it forgot on stopping reaches the peers first
             if loads is not None:
                 loads.stop()

@@ -102,9 +102,12 @@ class ShellProcess:
             self.write(setup_message(conf, context, pid_dir))
             answer = self.read_raw(timeout)
         except SubprocessTimeout:
-            self.kill("it did not answer the handshake")
+            self.kill("")
             raise self.failure(f"no answer to the handshake within {timeout:g} s (it must write its pid, "
                                f"{{\"pid\": N}}, first)") from None
+        except ProtocolError as e:
+            self.kill("")
+            raise self.protocol_error(e, "the handshake: ") from None
         except MultilangError:
             self.kill("")
             raise
@@ -174,8 +177,8 @@ class ShellProcess:
 
     # --- end ------------------------------------------------------------------------------------
     def kill(self, because: str) -> None:
-        """End the subprocess now (SIGKILL) and free its pipes; ``because`` says why, in the
-        error a read or write that fails next raises. Any thread; idempotent."""
+        """End the subprocess now (SIGKILL) and remove its directories; ``because`` says why, in
+        the error a read or write that fails next raises. Any thread; idempotent."""
         if because and not self.killed_because:
             self.killed_because = because
         proc = self._proc

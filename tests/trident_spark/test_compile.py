@@ -84,3 +84,17 @@ def test_a_global_aggregate_runs_in_one_spark_partition_whatever_its_hint():
     assert [type(n.processor).__name__ for n in total.body.nodes] == ["AggregateProcessor", "EachProcessor"]
     assert (total.repartition, total.partitions, total.on_driver) == ("single", 1, False)
     assert partial.outputs == total.inputs
+
+
+def test_a_state_query_of_the_state_the_query_writes_runs_with_it_on_the_driver():
+    from squall.trident.builtin import MapGet
+
+    topology = TridentTopology()
+    words = topology.new_stream("s", _sentences()).each(Fields("sentence"), Split(), Fields("word"))
+    counts = words.group_by(Fields("word")).persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count"))
+    words.group_by(Fields("word")).state_query(counts, Fields("word"), MapGet(), Fields("stored"))
+    plan = compile_topology(topology)
+    [state_bolt] = [b for b in plan.bolts
+                    if "StateQueryProcessor" in [type(n.processor).__name__ for n in b.body.nodes]]
+    assert state_bolt.on_driver
+    assert "PartitionPersistProcessor" in [type(n.processor).__name__ for n in state_bolt.body.nodes]

@@ -70,8 +70,8 @@ def merge_log_config(current: dict[str, LogLevel], request: LogConfig, now: floa
     """A topology's log levels ``current`` with a ``set_log_config`` ``request`` merged in at wall
     time ``now``, as Storm's Nimbus merges them: an ``UPDATE`` replaces the logger's setting (its
     level checked, a timeout of N > 0 seconds ending at ``now + N``, none otherwise), a ``REMOVE``
-    drops it, anything else changes nothing. Raises `BadParameterError` for an empty logger name
-    or a level that is none of Storm's, naming the logger."""
+    drops it, ``UNCHANGED`` changes nothing. Raises `BadParameterError` for an empty logger name,
+    a level or an action that is none of Storm's, naming the logger."""
     merged = dict(current)
     for name, setting in request.named_logger_level.items():
         if not name:
@@ -83,6 +83,9 @@ def merge_log_config(current: dict[str, LogLevel], request: LogConfig, now: floa
             merged[name] = LogLevel("UPDATE", target, secs, now + secs if secs > 0 else None)
         elif setting.action == "REMOVE":
             merged.pop(name, None)
+        elif setting.action != "UNCHANGED":
+            raise BadParameterError(f"logger {name}: the action {setting.action!r} is none of UPDATE, REMOVE, "
+                                    "UNCHANGED")
     return merged
 
 

@@ -47,6 +47,8 @@ def test_a_request_merges_as_storms_nimbus_with_the_timeout_from_the_masters_clo
     assert merged == {"ROOT": LogLevel("UPDATE", "WARN", 0, None)}
     with pytest.raises(BadParameterError, match=r"logger app\.db: 'LOUD' is not a log level \(one of ALL, TRACE"):
         merge_log_config({}, LogConfig({"app.db": update("LOUD")}), now=0.0)
+    with pytest.raises(BadParameterError, match=r"logger app: the action 'DELETE' is none of UPDATE, REMOVE"):
+        merge_log_config({}, LogConfig({"app": LogLevel("DELETE")}), now=0.0)
     with pytest.raises(BadParameterError, match="use ROOT for the root logger"):
         merge_log_config({}, LogConfig({"": update("INFO")}), now=0.0)
 

@@ -101,6 +101,10 @@ class Loggers(Protocol):
         (that level; None while another holder keeps it)."""
         ...
 
+    def before(self, name: str) -> int | None:
+        """The level ``name`` had before it was held (None: not held)."""
+        ...
+
 
 class Levels(Protocol):
     """Reads and sets a logger's level (`logging`'s, or a test's map)."""
@@ -216,10 +220,9 @@ class LogLevelManager:
 
     def applied(self) -> dict[str, LogLevel]:
         """What this worker set now, by logger, with the level it restores (``reset_log_level``)."""
-        before = getattr(self.loggers, "before", None)
         out = {}
         for name, setting in self._applied.items():
-            level = before(name) if before is not None else None
+            level = self.loggers.before(name)
             reset = None if level is None else _level_text(level)
             out[name] = LogLevel(setting.action, setting.target_log_level, setting.reset_log_level_timeout_secs,
                                  setting.reset_log_level_timeout_epoch, reset)

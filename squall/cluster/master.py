@@ -77,7 +77,7 @@ from .ha import LEADER, NOT_A_LEADER, OFFLINE, check_assignment
 from .master_records import (
     REBALANCE_ACTION,
     REMOVE_ACTION,
-    Heartbeat,
+    LastBeat,
     Outcome,
     PendingAction,
     Planned,
@@ -215,7 +215,7 @@ class _Topo:
         if died:
             state.restarts += 1
         state.launch_id = (state.launch_id or 0) + 1
-        state.heartbeat = Heartbeat.launched(now)
+        state.heartbeat = LastBeat.launched(now)
         self.note_address(slot, None)
 
     def lost_since(self, generation: int) -> list[dict[str, Any]]:
@@ -412,7 +412,7 @@ class Master:
             topo = self.restore(plan, t)
             for slot, beat in state.beats.get(storm_id, {}).items():
                 if slot in topo.assignment:
-                    topo.slot(slot).heartbeat = Heartbeat(float(beat["time"]), stats=beat["stats"],
+                    topo.slot(slot).heartbeat = LastBeat(float(beat["time"]), stats=beat["stats"],
                                                           figures=beat.get("figures"), pid=beat.get("pid"),
                                                           address=beat.get("address"))
             topologies[name] = topo
@@ -423,7 +423,7 @@ class Master:
                             for sid, s in state.supervisors.items()}
         return complete
 
-    def heartbeats(self) -> list[tuple[str, str, Heartbeat]]:
+    def heartbeats(self) -> list[tuple[str, str, LastBeat]]:
         """(storm id, slot, its last heartbeat) of each assigned worker that has beaten (Nimbus
         HA's leader writes them for the followers' pages)."""
         return [(t.plan.storm_id, slot, hb) for t in self.topologies.values() for slot in t.assignment
@@ -454,7 +454,7 @@ class Master:
             for slot in topo.assignment:
                 state = topo.slot(slot)
                 hb = state.heartbeat
-                state.heartbeat = Heartbeat.launched(now) if hb is None else dataclasses.replace(
+                state.heartbeat = LastBeat.launched(now) if hb is None else dataclasses.replace(
                     hb, time=now, starting=True)
         self._persisted = _Persisted()
         self.leading = True
@@ -524,7 +524,7 @@ class Master:
         now = self.clock.wall()
         for slot in topo.assignment:
             state = topo.slot(slot)
-            state.heartbeat = Heartbeat.launched(now)
+            state.heartbeat = LastBeat.launched(now)
             state.ready = True  # they were running: do not pause their spouts
         for state in topo.slots.values():
             state.held_launch = state.launch_id  # and their peers may have sent them tuples
@@ -1244,7 +1244,7 @@ class Master:
         if address and state.address is None:
             topo.note_address(slot, address)  # a master restarted since learns them again
         now = self.clock.wall()
-        state.heartbeat = Heartbeat(now, stats=stats or {}, windows=windows or {}, figures=figures, pid=pid,
+        state.heartbeat = LastBeat(now, stats=stats or {}, windows=windows or {}, figures=figures, pid=pid,
                                     address=address, transport=transport)
         if started:
             if state.started_launch != launch_id:

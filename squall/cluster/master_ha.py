@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .. import _nimbus as nimbus_verbs
 from .._config import Config, conf_value
 from .._errors import NotLeaderException
-from .master_records import Heartbeat, Outcome, Planned
+from .master_records import LastBeat, Outcome, Planned
 from .store import PutBeat, StoredState
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class ElectedMaster(Protocol):
         """Take the leader's ``state`` (``plans``: the code held, by digest); whether every topology's code was held."""
         ...
 
-    def heartbeats(self) -> list[tuple[str, str, Heartbeat]]:
+    def heartbeats(self) -> list[tuple[str, str, LastBeat]]:
         """(storm id, slot, last heartbeat) of each assigned worker that has beaten."""
         ...
 

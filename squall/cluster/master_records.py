@@ -24,7 +24,7 @@ REBALANCE_ACTION = "rebalance"  # a rebalance's wait is over: apply the new para
 
 
 @dataclass(frozen=True, slots=True)
-class Heartbeat:
+class LastBeat:
     """The last word the master has from a slot's current launch (never persisted: a restarted
     master gives every worker the launch timeout to beat again)."""
 
@@ -39,7 +39,7 @@ class Heartbeat:
     transport: dict[str, Any] | None = None  # its transport's counts of dropped messages
 
     @classmethod
-    def launched(cls, now: float) -> Heartbeat:
+    def launched(cls, now: float) -> LastBeat:
         """What a new launch (or one a restarted master does not know yet) counts as: not heard
         from, waiting since ``now``."""
         return cls(now, starting=True)
@@ -61,7 +61,7 @@ class SlotState:
     failed_starts: int = 0           # launches in a row that exited before they said they started
     given_up: bool = False           # ``squall.worker.max.launch.attempts`` failed starts: not started again
     # --- learnt from workers and supervisors
-    heartbeat: Heartbeat | None = None
+    heartbeat: LastBeat | None = None
     ready: bool = False              # heard from since its executors were assigned (spouts wait for all)
     address: str | None = None       # the data address its current launch reported ("tcp://host:port")
     held_launch: int | None = None   # the launch whose address peers may have: its death may lose tuples

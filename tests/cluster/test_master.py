@@ -14,7 +14,7 @@ from squall import (AlreadyAliveException, Config, IllegalStateTransition, Inval
 from squall._config import cluster_conf
 from squall._errors import SquallError
 from squall._sealed import seal, unseal
-from squall.cluster.master_records import REBALANCE_ACTION, REMOVE_ACTION, Heartbeat, PendingAction
+from squall.cluster.master_records import REBALANCE_ACTION, REMOVE_ACTION, LastBeat, PendingAction
 from squall.cluster.server import MasterServer
 from squall.engine.clock import SimulatedClock
 from squall.testing import FeederSpout
@@ -71,7 +71,7 @@ def test_a_silent_worker_gets_a_new_launch_id(conf):
     topo = m.topologies["t"]
     slot = next(iter(topo.assignment))
     before = topo.launch_ids[slot]
-    topo.slot(slot).heartbeat = Heartbeat(time.time() - 5)  # it reported once, then stopped
+    topo.slot(slot).heartbeat = LastBeat(time.time() - 5)  # it reported once, then stopped
     m.monitor()
     assert topo.launch_ids[slot] == before + 1
     assert m.op_heartbeat(storm_id=topo.plan.storm_id, slot=slot, launch_id=before) == {"stop": True}
@@ -609,7 +609,7 @@ def test_a_dead_worker_is_told_to_the_others_in_their_heartbeat_replies(conf):
     b_gen = m.op_get_assignment(storm_id=storm_id, slot=b, launch_id=topo.launch_ids[b])["lost_generation"]
     assert "lost" not in beat(b, b_gen)
     # a worker whose heartbeats stop is a death too
-    topo.slot(b).heartbeat = Heartbeat(time.time() - 5)
+    topo.slot(b).heartbeat = LastBeat(time.time() - 5)
     m.monitor()
     reply = beat(a, gen)
     assert [n["slot"] for n in reply["lost"]] == [b] and reply["lost_generation"] > gen
@@ -722,7 +722,7 @@ def test_only_a_worker_that_may_have_held_tuples_is_told_as_lost(conf):
         m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
             {"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": 3, "started": False}])
         topo.slot(b).retry_at = time.time() - 1
-    topo.slot(b).heartbeat = Heartbeat(time.time() - 5, starting=True)  # and then a launch that timed out
+    topo.slot(b).heartbeat = LastBeat(time.time() - 5, starting=True)  # and then a launch that timed out
     m.monitor()
     assert lost_told_to_a() is None
     # b reports its address (peers may send to it now), then dies before it said it started

@@ -208,7 +208,7 @@ def test_the_master_refuses_the_state_to_a_launch_not_running_and_to_another_top
     import cloudpickle
 
     from squall._transactional import LaunchRefusedError, WorkerLaunch
-    from squall.cluster.master_records import Heartbeat
+    from squall.cluster.master_records import LastBeat
 
     m = served(cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.task.timeout.secs": 1}))
     m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000])
@@ -226,7 +226,7 @@ def test_the_master_refuses_the_state_to_a_launch_not_running_and_to_another_top
         elsewhere.put("currtx", 1)
     with pytest.raises(LaunchRefusedError, match="not running now"):  # a coordinator stops on it
         MasterBackend(link, caller=WorkerLaunch("words-99-0", slot, launch)).get("words", "c/currtx")
-    topo.slot(slot).heartbeat = Heartbeat(0.0)  # it went silent: the master relaunches the slot
+    topo.slot(slot).heartbeat = LastBeat(0.0)  # it went silent: the master relaunches the slot
     m.monitor()
     assert topo.launch_ids[slot] == launch + 1
     with pytest.raises(LaunchRefusedError, match=f"launch {launch} .* not running now"):

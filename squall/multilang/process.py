@@ -267,8 +267,8 @@ class _Reaper:
     """Kills the subprocesses whose component's thread ended without ending them: a worker that
     crashed on another component's error stops its threads without any close or cleanup, and
     its shell subprocesses must not outlive it (Storm's supervisor kills what a dead worker's
-    pid directory lists). One thread for the process, started with the first subprocess; it
-    looks every second."""
+    pid directory lists). One thread for the process while any subprocess runs; it looks every
+    second, and ends when none is left."""
 
     def __init__(self) -> None:
         self._watched: weakref.WeakSet[ShellProcess] = weakref.WeakSet()
@@ -286,7 +286,12 @@ class _Reaper:
         while True:
             time.sleep(1.0)
             with self._lock:
+                for process in [p for p in self._watched if not p.running()]:
+                    self._watched.discard(process)
                 watched = list(self._watched)
+                if not watched:  # no subprocess left: no thread either, until the next one starts
+                    self._thread = None
+                    return
             for process in watched:
                 owner = process.owner
                 if owner is not None and not owner.is_alive() and process.running():

@@ -19,16 +19,22 @@ from .conftest import REPO, delta_counts, expected_counts, sentences, write_line
 pytestmark = pytest.mark.timeout(480)  # two cold drivers on a loaded machine
 
 
-def _driver(tmp_path, log):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+def _driver(tmp_path, log, master, env):
+    env = {**(env or os.environ),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
            "WC_DATA": str(tmp_path / "in"), "WC_TABLE": str(tmp_path / "counts"), "WC_GATE": str(tmp_path / "gate")}
     return subprocess.Popen([sys.executable, "-m", "squall", "trident", str(REPO / "tests/trident_spark/wc_topology.py"),
-                             "--host", "spark", "--checkpoint", str(tmp_path / "checkpoint"), "--spark-master", "local[2]",
+                             "--host", "spark", "--checkpoint", str(tmp_path / "checkpoint"), "--spark-master", master,
                              "-c", "spark.ui.enabled=false", "-c", "spark.sql.adaptive.enabled=false"],
                             cwd=tmp_path, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
 
 
 def test_a_driver_killed_between_the_state_commit_and_sparks_commit_counts_every_word_once(tmp_path):
+    driver_killed_at_the_commit(tmp_path, "local[2]")
+
+
+def driver_killed_at_the_commit(tmp_path, master, env=None):
+    """The test above on ``master`` (``env``: the driver's environment, default this process's)."""
     data, table, checkpoint, gate = tmp_path / "in", tmp_path / "counts", tmp_path / "checkpoint", tmp_path / "gate"
     data.mkdir()
     gate.mkdir()
@@ -38,7 +44,7 @@ def test_a_driver_killed_between_the_state_commit_and_sparks_commit_counts_every
     log_path = tmp_path / "driver.log"
     log = log_path.open("ab")
 
-    first = _driver(tmp_path, log)
+    first = _driver(tmp_path, log, master, env)
     try:
         assert wait_until(lambda: (gate / "committed").exists() or first.poll() is not None, 300, 0.1)
         assert first.poll() is None, log_path.read_text()[-3000:]
@@ -50,7 +56,7 @@ def test_a_driver_killed_between_the_state_commit_and_sparks_commit_counts_every
         first.wait()
 
     (gate / "go").write_text("go")
-    second = _driver(tmp_path, log)
+    second = _driver(tmp_path, log, master, env)
     total = sum(expected_counts(lines).values())
     try:
         # Spark re-runs batch 1 (txid 2) and commits it: the state must not count it again

@@ -4,9 +4,9 @@ run it with `squall local word_count_topology.py`, submit it with `squall jar`."
 import sys
 from pathlib import Path
 
-from squall import Config, Fields, ShellBolt, TopologyBuilder
-
 from words import SentenceSpout, WordCount
+
+from squall import Config, Fields, ShellBolt, TopologyBuilder
 
 HERE = Path(__file__).resolve().parent
 SENTENCES = ["the cow jumped over the moon", "an apple a day keeps the doctor away",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import pytest
 
@@ -82,8 +83,12 @@ def test_the_redis_spout_charges_only_failures_the_entry_caused(redis_server):
     clock = SimulatedClock()
     spout = RedisStreamSpout(redis_server.url, "events", "g", backoff=ExponentialBackoff(max_retries=1), clock=clock)
     emitted = []
-    spout.open({}, _Context(), _Collector(emitted))
-    spout.next_tuple()
+    collector = _Collector(emitted)
+    spout.open({}, _Context(), collector)
+    while not emitted:   # the spout's reading thread reads the entry and wakes the "loop"
+        collector.woken.clear()
+        spout.next_tuple()
+        assert emitted or collector.woken.wait(10), "the spout's read never came back"
     assert emitted == [entry]
     for cause in [LOST, TIMED_OUT, RAISED, LOST]:
         spout.fail_with(entry, cause)
@@ -109,6 +114,10 @@ class _Context:
 class _Collector:
     def __init__(self, emitted):
         self.emitted = emitted
+        self.woken = threading.Event()
+
+    def wake(self):
+        self.woken.set()
 
     def emit(self, values, msg_id=None, stream="default"):
         self.emitted.append(msg_id)

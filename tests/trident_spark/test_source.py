@@ -11,11 +11,11 @@ from squall.trident.spout import IBatchSpout
 
 pytest.importorskip("pyspark.sql.datasource")
 
-from squall.trident.spark.rows import loads  # noqa: E402 (after the skip: pyspark's Data Source API)
-from squall.trident.spark.source import BatchSpoutReader, PartitionedSpoutReader, SpoutSpec  # noqa: E402
+from squall.trident.spark.rows import loads
+from squall.trident.spark.source import BatchSpoutReader, PartitionedSpoutReader, SpoutSpec
 
-from ..external.conftest import redis_server  # noqa: E402, F401 (its fixture: a redis-server on loopback)
-from .conftest import write_lines  # noqa: E402
+from ..external.conftest import redis_server  # noqa: F401 (its fixture: a redis-server on loopback)
+from .conftest import write_lines
 
 
 def _read(reader, start, end):
@@ -74,7 +74,7 @@ def test_a_batch_spout_that_replays_another_batch_fails_the_task_naming_it():
         list(spout_copy.read(partition))
 
 
-def test_a_redis_streams_spouts_offsets_are_each_streams_entry_ids_and_a_replay_reads_the_same(redis_server):
+def test_a_redis_streams_spouts_offsets_are_each_streams_entry_ids_and_a_replay_reads_the_same(redis_server):  # noqa: F811 (the fixture imported above)
     import redis
 
     from squall.external.trident_redis_streams import RedisStreamTridentSpout

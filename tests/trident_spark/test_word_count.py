@@ -17,7 +17,6 @@ from squall.trident.spout import FixedBatchSpout
 from .conftest import delta_counts, expected_counts, sentences, spark_session, write_lines
 from .ops import Split, delta_counts_factory, plain_spout, word_count
 
-
 pytestmark = pytest.mark.timeout(300)  # a cold SparkSession and a few micro-batches on a loaded machine
 
 

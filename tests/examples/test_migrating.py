@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -144,3 +145,37 @@ def test_every_example_file_is_in_the_doc_as_it_is():
     assert sorted(named) == sorted(f"examples/migrating/{f}" for f in FILES), named
     for name, text in blocks:
         assert text == (ROOT / name).read_text(), f"docs/migrating.md's block of {name} differs from the file"
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor, as GitHub makes it."""
+    return re.sub(r"[^\w -]", "", heading.lower()).replace(" ", "-")
+
+
+def test_each_squall_command_of_the_doc_parses_and_names_a_file_that_exists():
+    from squall.cli import _create_arg_parser
+    commands = 0
+    for block in re.findall(r"^```sh\n(.*?)^```$", DOC.read_text(), flags=re.MULTILINE | re.DOTALL):
+        cwd = ROOT
+        for line in block.splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:1] == ["cd"] and (ROOT / words[1]).is_dir():
+                cwd = ROOT / words[1]
+            if words[:1] != ["squall"]:
+                continue
+            commands += 1
+            args = _create_arg_parser().parse_args(words[1:])  # a usage error raises SystemExit
+            file = getattr(args, "file", None)
+            in_quickstart = file is not None and file.startswith("topologies/")  # sparse quickstart's project
+            assert file is None or in_quickstart or (cwd / file).is_file(), f"{line}: no {cwd / file}"
+    assert commands >= 10
+
+
+def test_each_link_of_the_doc_names_a_page_and_heading_that_exist():
+    text = DOC.read_text()
+    for page, anchor in re.findall(r"\]\(([\w-]*(?:\.md)?)(?:#([\w-]+))?\)", text):
+        target = DOC.parent / page if page else DOC
+        assert target.is_file(), f"docs/migrating.md links {page}, which does not exist"
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", target.read_text(), flags=re.MULTILINE)
+            assert anchor in {_slug(h) for h in headings}, f"{target.name} has no heading for #{anchor}"

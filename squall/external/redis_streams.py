@@ -223,7 +223,8 @@ class RedisStreamSpout(Spout):
     replaces the default and must then come with ``output_fields``. ``batch_size`` is
     ``XREADGROUP``'s COUNT and the most acks held back for one ``XACK``; ``block_ms`` the BLOCK
     of the reading thread's ``XREADGROUP`` (how long it waits for an entry before the spout
-    asks again; ``next_tuple`` itself never blocks on it). ``dead_letter_stream`` defaults to ``<stream>:dead``. ``down_retry_secs``: how long to
+    asks again; ``next_tuple`` itself never blocks on it). ``dead_letter_stream`` defaults to
+    ``<stream>:dead``. ``down_retry_secs``: how long to
     leave an unreachable server alone before trying again.
     """
 
@@ -308,9 +309,13 @@ class RedisStreamSpout(Spout):
         self.client.close()
 
     def deactivate(self) -> None:
-        """Sends the acks held back (``next_tuple``, which sends them, is not called until
-        ``activate``)."""
-        self._safely(self.clock.now(), self._flush_acks)
+        """Sends the acks held back and takes what the reading thread delivered (``next_tuple``,
+        which does both, is not called until ``activate``), so those entries are held like the
+        others: touched while acks come, emitted after ``activate``."""
+        def flush_and_take() -> None:
+            self._flush_acks()
+            self._take_arrived()
+        self._safely(self.clock.now(), flush_and_take)
 
     # --- the loop ---------------------------------------------------------------------------
 

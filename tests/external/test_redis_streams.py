@@ -642,3 +642,32 @@ def test_at_low_load_each_entry_is_written_and_acked_without_waiting_out_the_rea
     assert [f["id"] for f in out] == ids and [f["user"] for f in out] == [f"u{n}" for n in range(5)]
     assert r.smembers("out:written") == set(ids)
     assert info["failed"] == 0
+
+
+def xack_calls(r) -> int:
+    return int(r.info("commandstats").get("cmdstat_xack", {}).get("calls", 0))
+
+
+def still_pending(r, ids) -> list[str]:
+    return [i for i in ids if r.xpending_range(STREAM, GROUP, min=i, max=i, count=1)]
+
+
+def test_the_acks_of_a_round_go_in_one_xack_and_batch_size_of_them_at_once(redis_server):
+    """Acks wait for the next next_tuple (the loop's next round), which sends them in one XACK;
+    batch_size acks waiting are sent at once, without it. Every entry ends acked."""
+    r = redis_server.client()
+    ids = add(r, 7)
+    s, collector = spout(redis_server.url, fields=["user"], batch_size=4)
+    pump(s, collector, 4)
+    before = xack_calls(r)
+    for entry_id in ids[:3]:
+        s.ack(entry_id)
+    assert xack_calls(r) == before and still_pending(r, ids[:3]) == ids[:3]   # held back
+    s.next_tuple()
+    assert xack_calls(r) == before + 1 and still_pending(r, ids[:4]) == ids[3:4]   # one XACK, three ids
+    pump(s, collector, 7)
+    for entry_id in ids[3:]:
+        s.ack(entry_id)   # the 4th held-back ack reaches batch_size: sent at once
+    assert xack_calls(r) == before + 2 and pending(r) == 0
+    assert [m for _, m in collector.emitted] == ids
+    s.close()

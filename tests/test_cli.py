@@ -297,6 +297,22 @@ def test_the_live_latency_is_of_the_last_second_or_a_dash_when_nothing_was_acked
     assert "latency=2.00ms" in readings[0] and "latency=5.00ms" in readings[1] and "latency=-" in readings[2]
 
 
+@pytest.mark.parametrize(("acked", "latency_ms", "shown"), [
+    (0, 0.0, "mean complete latency - (no acked tuple sampled)"),  # a spout that sends no message ids
+    (2, 0.0, "mean complete latency - (no acked tuple sampled)"),  # acked, but none sampled
+    (4, 3.5, "mean complete latency 3.50 ms"),
+])
+def test_the_summary_shows_no_latency_figure_when_none_was_measured(capsys, acked, latency_ms, shown):
+    """The summary's latency, like the live lines', is "-" when nothing was measured: 0.00 ms would
+    read as a measured latency."""
+    from squall.cli._local import _print_summary
+
+    spout = {"type": "spout", "executors": 1, "tasks": 1, "emitted": 4, "acked": acked, "failed": 0,
+             "executed": 0, "complete_latency_ms": latency_ms}
+    _print_summary({"t": {"uptime_secs": 2.0, "errors": [], "components": {"s": spout}}}, "stopped", False)
+    assert shown in capsys.readouterr().out
+
+
 def test_jar_says_submitted_when_the_master_cannot_be_reached_after_the_submit(monkeypatch, capsys):
     """The note about free slots needs a second connection; losing it must not turn a submit
     that succeeded into "cannot reach the master"."""

@@ -349,8 +349,11 @@ def _print_summary(final: dict[str, dict[str, Any]], reason: str, debug: bool) -
         acked = sum(c["acked"] for c in spouts)
         failed = sum(c["failed"] for c in spouts)
         latency = sum(c["complete_latency_ms"] * c["acked"] for c in spouts) / acked if acked else 0.0
+        # No acked tuple, or none of them sampled, is "no figure", as the live lines show it: a 0.00 would
+        # read as a measured latency.
+        shown_latency = f"{latency:.2f} ms" if latency > 0 else "- (no acked tuple sampled)"
         print(f"  spouts: {emitted / secs:.1f} tuples/s emitted, {acked / secs:.1f}/s acked, "
-              f"{failed} failed; mean complete latency {latency:.2f} ms")
+              f"{failed} failed; mean complete latency {shown_latency}")
         errors = sorted(info["errors"], key=lambda e: e["time"])
         if not errors:
             print("  errors: none")

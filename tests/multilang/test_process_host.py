@@ -1,9 +1,11 @@
 """Shell components on the process host: their scripts travel as ``resources`` to worker
-processes that run in another directory, and the pystorm spout is told every sentence's ack."""
+processes that run in another directory, and the pystorm spout is told every sentence's ack;
+the configuration its handshake carries holds no cluster secret."""
 
 from __future__ import annotations
 
 import collections
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -19,6 +21,7 @@ from .test_node import NodeSplitter
 HERE = Path(__file__).parent
 NODE = shutil.which("node")
 SENTENCES = 50
+SECRET = "the-clusters-secret-r37-0123456789"
 
 
 @pytest.mark.skipif(NODE is None, reason="needs node (Node.js) on PATH")
@@ -35,7 +38,8 @@ def test_shell_components_run_on_worker_processes_with_their_resources(tmp_path)
     conf.set_num_workers(2)
     conf["test.sentences"] = SENTENCES
     conf["test.acks.file"] = str(acks)
-    cluster = Cluster(tmp_path)
+    conf["test.conf.file"] = str(tmp_path / "handshake-conf.json")
+    cluster = Cluster(tmp_path, **{Config.SQUALL_SECRET: SECRET})
     try:
         with StormSubmitter.using_conf(cluster.conf):
             StormSubmitter.submit_topology("shell", conf, b.create_topology())
@@ -48,3 +52,7 @@ def test_shell_components_run_on_worker_processes_with_their_resources(tmp_path)
         cluster.stop()
 
     assert collections.Counter(acks.read_text().split()) == collections.Counter(str(i) for i in range(SENTENCES))
+    # the handshake gives the topology's configuration, never the cluster's secret
+    handshake = (tmp_path / "handshake-conf.json").read_text()
+    assert json.loads(handshake)["test.sentences"] == SENTENCES
+    assert SECRET not in handshake and Config.SQUALL_SECRET not in handshake

@@ -2,6 +2,7 @@
 ``test.sentences`` sentences with ids 0..n-1, emits a failed one again, and appends the id of
 every acked one to the file named by ``test.acks.file`` (the configuration the handshake gave)."""
 
+import json
 import sys
 import time
 
@@ -14,6 +15,9 @@ class Sentences(Spout):
         self.acks = open(storm_conf["test.acks.file"], "a", buffering=1)  # noqa: SIM115 (open while the spout runs)
         self.todo = list(range(self.total))
         self.component = context["componentid"]
+        if "test.conf.file" in storm_conf:  # what the handshake carried, for a test to check
+            with open(storm_conf["test.conf.file"], "w") as f:
+                json.dump(storm_conf, f)
 
     def next_tuple(self):
         if not self.todo:

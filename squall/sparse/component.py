@@ -16,8 +16,10 @@ What a subprocess would do differently, and what is done instead:
   spout call, and handles an exception as ``run()`` does (the component's
   ``_handle_run_exception``: the error reported, the current tuples failed when ``auto_fail``).
   A component with ``exit_on_exception`` (the default) would then exit and Storm would start it
-  again: here a fresh instance replaces it (``initialize`` again; the inputs it held and did
-  not ack time out, as after a worker's restart).
+  again: here a fresh instance replaces it (``initialize`` again). The inputs the old instance
+  held and had not acked or failed (a batch, tuples kept for later) are failed then, so their
+  spouts replay them at once; under Storm they would time out after the worker's restart,
+  ``topology.message.timeout.secs`` later, with the same outcome.
 - Logging: the component's ``logger`` is pystorm's (``pystorm.component.<component>``, level
   ``pystorm.log.level``), and its records go to squall's worker log; pystorm's StormHandler and
   stdout redirection, made for the pipe, are not installed. ``log()`` writes to
@@ -217,14 +219,14 @@ class _Hosted:
         self._restart_due = False
         self._logs.warning("%s restarts after an exception (exit_on_exception)", self._where)
         self._stop_instance()
-        self._forget_inputs()
+        self._fail_inputs()
         self._new_instance()
 
     def _stop_instance(self) -> None:
         """Hook: stop what the instance runs beside the executor (a batcher thread)."""
 
-    def _forget_inputs(self) -> None:
-        """Hook: drop the ids of the tuples the instance held (they time out, as after a restart)."""
+    def _fail_inputs(self) -> None:
+        """Hook: fail the tuples the old instance held (the module docstring)."""
 
     def _message(self, msg: dict[str, Any]) -> None:
         """What the component says (pystorm's ``send_message``)."""
@@ -355,8 +357,10 @@ class SparseBolt(_Hosted, Bolt):
             self._stop.set()
             self._stop = None
 
-    def _forget_inputs(self) -> None:
-        self._inputs.clear()
+    def _fail_inputs(self) -> None:
+        held, self._inputs = self._inputs, {}
+        for tup in held.values():
+            self.collector.fail(tup)
 
     def _collector(self) -> OutputCollector:
         return self.collector

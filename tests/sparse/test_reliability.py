@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from streamparse import Bolt, Grouping, ReliableSpout, Stream, Topology
 
-from squall import LocalCluster
+from squall import Config, LocalCluster
 from squall.sparse import translate
 from squall.testing._registry import SharedLog
 from tests.conftest import wait_until
@@ -201,3 +201,45 @@ def test_acking_a_tuple_twice_is_an_error_naming_the_component_and_the_id() -> N
     assert errors[0]["component"] == "twice"
     assert "SparseComponentError" in errors[0]["error"] and "[twice] task" in errors[0]["error"]
     assert "acked tuple id '1', which is unknown or already acked or failed" in errors[0]["error"]
+
+
+class Holder(Bolt):
+    """Holds its first 4 inputs unacked, then raises on the 5th (auto_fail fails that one):
+    the instance that replaces it acks everything."""
+    outputs = ["n"]
+    auto_ack = False
+    lives: SharedLog
+
+    def initialize(self, conf, context):
+        self.lives.append(context["taskid"])
+        self.held = [] if len(self.lives.items()) == 1 else None
+
+    def process(self, tup):
+        if self.held is None:
+            self.ack(tup)
+        elif len(self.held) < 4:
+            self.held.append(tup)
+        else:
+            raise RuntimeError("holder")
+
+
+class Held(Topology):
+    config = {Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 600}  # a replay of held tuples must not wait for it
+    numbers = Numbers.spec()
+    holder = Holder.spec(inputs=[numbers])
+
+
+def test_the_tuples_a_restarted_bolt_held_are_failed_and_replay_at_once() -> None:
+    Numbers.events, Holder.lives = SharedLog(), SharedLog()
+    t = translate(Held)
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology("held", t.conf, t.topology)
+        # before the fix the 4 held ids were dropped with the old instance and replayed only
+        # after topology.message.timeout.secs (600 s)
+        assert wait_until(lambda: len([e for e in Numbers.events.items() if e[0] == "acked"]) >= TOTAL, 60)
+
+    events = Numbers.events.items()
+    assert sorted(e[1] for e in events if e[0] == "acked") == list(range(TOTAL))  # every id, once
+    failed = [e[1] for e in events if e[0] == "failed"]
+    assert len(Holder.lives.items()) == 2 and len(failed) == 5 and len(set(failed)) == 5  # 4 held + the one raised

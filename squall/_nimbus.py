@@ -16,8 +16,9 @@ gets a `ProtocolError` naming the verb and the field, not a failure deep inside 
 Two transports carry a verb: squall's authenticated RPC channel (`squall._wire`) and a direct
 call in this process (`squall.cluster.inprocess.DirectMaster`, for a `LocalCluster`). Both are
 a function ``call(op, **args)``; `NimbusClient` puts the typed methods of `NimbusIface` over
-either. On the master's side, `checked_request` validates what arrived before ``op_<name>``
-runs. This module imports nothing of the cluster, so workers use it too.
+either (over RPC a request goes as its wire map; to a master in this process, ``typed``, its
+records go as they are). On the master's side, `decoded_request` checks what arrived and makes
+the arguments of ``op_<name>``: the records built once from the wire's maps, or passed through. This module imports nothing of the cluster, so workers use it too.
 """
 
 from __future__ import annotations
@@ -210,8 +211,13 @@ class SyncReply:
 
 
 # --- records to and from the wire ---------------------------------------------------------------------
-def encode(record: Any) -> dict[str, Any]:
-    """A record's msgpack-able map (nested records as maps, tuples as lists)."""
+def encode(record: Any, sparse: bool = False) -> dict[str, Any]:
+    """A record's msgpack-able map (nested records as maps, tuples as lists). ``sparse``: the
+    fields at their default left out (`decode` puts them back): a master's replies, most of whose
+    fields are usually at their default, go so."""
+    if sparse:
+        return {f.name: _encode(value, hint) for f, hint, default in _sparse_fields(type(record))
+                if (value := getattr(record, f.name)) is not default and value != default}
     return {f.name: _encode(getattr(record, f.name), hint) for f, hint in _fields(type(record))}
 
 
@@ -230,6 +236,17 @@ def _fields(cls: type) -> tuple[tuple[Any, Any], ...]:
     if found is None:
         hints = typing.get_type_hints(cls)
         found = _FIELDS[cls] = tuple((f, hints[f.name]) for f in fields(cls))
+    return found
+
+
+_SPARSE: dict[type, tuple[tuple[Any, Any, Any], ...]] = {}
+
+
+def _sparse_fields(cls: type) -> tuple[tuple[Any, Any, Any], ...]:
+    """A record's fields with their resolved types and defaults (`REQUIRED`: none), read once."""
+    found = _SPARSE.get(cls)
+    if found is None:
+        found = _SPARSE[cls] = tuple((f, hint, _default(f)) for f, hint in _fields(cls))
     return found
 
 
@@ -293,6 +310,8 @@ def _decode(value: Any, spec: Any, verb_name: str, path: str) -> Any:
             raise _mistyped(value, spec, verb_name, path)
         return None
     if isinstance(spec, type) and is_dataclass(spec):
+        if isinstance(value, spec):
+            return value  # the record itself, passed in this process (the direct transport)
         if not isinstance(value, Mapping):
             raise _mistyped(value, spec, verb_name, path)
         known = {f.name for f in fields(spec)}
@@ -334,7 +353,7 @@ def _fits(value: Any, spec: Any) -> bool:
     if spec is Any:
         return True
     if isinstance(spec, type) and is_dataclass(spec):
-        return isinstance(value, Mapping)
+        return isinstance(value, (Mapping, spec))
     if origin in (list, tuple):
         return isinstance(value, (list, tuple))
     allowed = _SCALARS.get(origin, (origin,))
@@ -547,7 +566,8 @@ REQUIRED = inspect.Parameter.empty
 class Verb:
     """One verb of `NimbusIface`: its wire name, request fields, reply type and flags.
 
-    ``record``: the request is that record (`Heartbeat`, `SupervisorSync`), sent as its fields."""
+    ``record``: the request is that record (`Heartbeat`, `SupervisorSync`), the one argument
+    ``param`` (``beat``, ``sync``) of ``Master.op_<name>``, sent over RPC as its fields."""
 
     name: str
     args: tuple[Arg, ...]
@@ -555,10 +575,12 @@ class Verb:
     leader_only: bool
     read: bool
     record: type | None
+    param: str | None
     signature: inspect.Signature
 
-    def encode_request(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """The wire arguments of a call ``verb(*args, **kwargs)`` made as `NimbusIface` declares it."""
+    def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The arguments of a call ``verb(*args, **kwargs)`` made as `NimbusIface` declares it, by
+        name (a record verb's: its record, checked to be one)."""
         bound = self.signature.bind(None, *args, **kwargs)
         given = dict(bound.arguments)
         given.pop("self")
@@ -566,28 +588,51 @@ class Verb:
             (value,) = given.values()
             if not isinstance(value, self.record):
                 raise ProtocolError(f"{self.name}: needs a {self.record.__name__}, got {type(value).__name__}")
-            return encode(value)
+        return given
+
+    def encode_request(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The wire arguments of a call ``verb(*args, **kwargs)`` made as `NimbusIface` declares it."""
+        given = self.bind(*args, **kwargs)
+        if self.param is not None:
+            return encode(given[self.param])
         return {a.name: _encode(given[a.name], a.type) for a in self.args if a.name in given}
 
-    def check_request(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """``args`` as received, each field checked against its declared type (defaults left to
-        the master's method). Raises `ProtocolError` naming the verb and the field."""
+    def decode_request(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments of ``Master.op_<name>``, as `NimbusIface` declares them, of a
+        request as it arrived: over RPC its wire map (a record verb's record sent as its
+        fields), each field checked against its declared type and each record built from its
+        map; from a transport in this process, those arguments themselves, a record passed as it
+        is (a record verb's ``{param: record}``). Defaults are left to the master's method.
+        Raises `ProtocolError` naming the verb and the field."""
         if not isinstance(args, Mapping):
             raise ProtocolError(f"{self.name}: the request is a {type(args).__name__}, not a map")
+        if self.param is not None:
+            given = args.get(self.param)
+            if isinstance(given, self.record) and len(args) == 1:  # type: ignore[arg-type]
+                return {self.param: given}
+            return {self.param: _decode(args, self.record, self.name, "")}
         known = {a.name for a in self.args}
         unknown = sorted(str(k) for k in args if k not in known)
         if unknown:
             raise ProtocolError(f"{self.name}: unknown field {unknown[0]!r}")
+        decoded = {}
         for a in self.args:
             if a.name in args:
-                _decode(args[a.name], a.type, self.name, a.name)
+                decoded[a.name] = _decode(args[a.name], a.type, self.name, a.name)
             elif a.default is REQUIRED:
                 raise ProtocolError(f"{self.name}: field {a.name!r} is missing")
-        return dict(args)
+        return decoded
+
+    def encode_reply(self, value: Any) -> Any:
+        """The reply ``Master.op_<name>`` returned, as it goes on the wire: a record as its map,
+        without the fields at their default (`encode`'s ``sparse``; `decode_reply` restores them)."""
+        if is_dataclass(value) and not isinstance(value, type):
+            return encode(value, sparse=True)
+        return _encode(value, self.reply)
 
     def decode_reply(self, value: Any) -> Any:
-        """The reply as `NimbusIface` declares it (a record built from its map). Raises
-        `ProtocolError` naming the verb and the field."""
+        """The reply as `NimbusIface` declares it (a record built from its map, or taken as it is
+        from a master in this process). Raises `ProtocolError` naming the verb and the field."""
         return _decode(value, self.reply, f"{self.name} reply", "")
 
 
@@ -600,14 +645,14 @@ def _verbs(iface: type) -> dict[str, Verb]:
         hints = typing.get_type_hints(fn)
         sig = inspect.signature(fn)
         params = [p for p in sig.parameters.values() if p.name != "self"]
-        record = None
+        record = param = None
         if len(params) == 1 and is_dataclass(hints[params[0].name]):
-            record = hints[params[0].name]
+            record, param = hints[params[0].name], params[0].name
             args = tuple(Arg(f.name, hint, _default(f)) for f, hint in _fields(record))
         else:
             args = tuple(Arg(p.name, hints[p.name], p.default) for p in params)
         leader_only, read = flags
-        out[name] = Verb(name, args, hints["return"], leader_only, read, record, sig)
+        out[name] = Verb(name, args, hints["return"], leader_only, read, record, param, sig)
     return out
 
 
@@ -638,31 +683,38 @@ def verb_named(op: Any) -> Verb:
     return found
 
 
-def checked_request(op: Any, args: Mapping[str, Any]) -> Verb:
-    """The verb ``op``, once ``args`` passed its checks (`Verb.check_request`): what a master runs
-    before ``op_<name>(**args)``. Raises `ProtocolError` naming the verb and the field."""
+def decoded_request(op: Any, args: Mapping[str, Any]) -> tuple[Verb, dict[str, Any]]:
+    """The verb ``op`` and the arguments of ``Master.op_<name>`` (`Verb.decode_request`): what a
+    master runs on what arrived, from the wire or from this process. Raises `ProtocolError`
+    naming the verb and the field, or an unknown ``op``."""
     found = verb_named(op)
-    found.check_request(args)
-    return found
+    return found, found.decode_request(args)
 
 
 class NimbusClient:
-    """`NimbusIface` over a transport ``call(op, **args)`` (an RPC link, or a master in this
-    process): each method encodes its request, sends it, and returns the reply decoded (a record
-    where the verb declares one). The methods are made from `VERBS`, never written out; make one
-    with `nimbus_client` to have them typed as `NimbusIface` declares them."""
+    """`NimbusIface` over a transport ``call(op, **args)``: each method sends its request and
+    returns the reply as the verb declares it (a record where it declares one). Over an RPC
+    link the request goes as its wire map and the reply is decoded from its own; with
+    ``typed``, the transport is a master in this process (`squall.cluster.inprocess.DirectMaster`)
+    that takes the arguments and returns the reply as they are, records and all, no map
+    between. The methods are made from `VERBS`, never written out; make one with `nimbus_client`
+    to have them typed as `NimbusIface` declares them."""
 
-    def __init__(self, call: Callable[..., Any]) -> None:
+    def __init__(self, call: Callable[..., Any], typed: bool = False) -> None:
         self.call = call
+        self.typed = typed
 
 
-def nimbus_client(call: Callable[..., Any]) -> NimbusIface:
-    """A `NimbusClient` over ``call``, typed as the `NimbusIface` it implements."""
-    return cast(NimbusIface, NimbusClient(call))
+def nimbus_client(call: Callable[..., Any], typed: bool = False) -> NimbusIface:
+    """A `NimbusClient` over ``call`` (``typed``: a master in this process), typed as the
+    `NimbusIface` it implements."""
+    return cast(NimbusIface, NimbusClient(call, typed))
 
 
 def _client_method(v: Verb) -> Callable[..., Any]:
     def method(self: NimbusClient, *args: Any, **kwargs: Any) -> Any:
+        if self.typed:
+            return self.call(v.name, **v.bind(*args, **kwargs))
         return v.decode_reply(self.call(v.name, **v.encode_request(*args, **kwargs)))
     method.__name__ = method.__qualname__ = v.name
     method.__doc__ = getattr(NimbusIface, v.name).__doc__

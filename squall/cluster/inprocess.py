@@ -11,6 +11,7 @@ through the caller's `logging`; with ``storm.log.dir`` set each also writes its 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from typing import Any
 
 from .._config import Config
 from .._errors import RemoteError
+from .._nimbus import Assignment
 from ..engine.plan import TopologyPlan
 from ..engine.serialize import Serializer, source_cache
 from ..engine.transport import InMemoryNetwork, InMemoryTransport, Origin
@@ -67,8 +69,11 @@ class DirectMaster:
     returns, as its server would.
     After every call, ``on_change(storm_id)`` is told of each topology whose news for its
     workers changed (status, readiness, peers, deaths), so that they hear of it at once rather
-    than at their next heartbeat.
+    than at their next heartbeat. Records pass as they are both ways (`RecordCalls`): a worker's
+    `Heartbeat` reaches ``Master.op_heartbeat`` and its `HeartbeatReply` comes back, no map between.
     """
+
+    passes_records = True  # `squall.worker.calls.RecordCalls`
 
     def __init__(self, master: Master, on_change: Callable[[str], None]) -> None:
         self.master = master
@@ -100,14 +105,14 @@ class DirectMaster:
         """The master's timer (`Master.monitor`), its changes kept."""
         self.run(lambda: self.keeper.tick(self.master.monitor()))
 
-    def _assignment(self, args: dict[str, Any]) -> dict[str, Any]:
+    def _assignment(self, args: dict[str, Any]) -> Assignment:
         """``get_assignment`` with the master's own plan object, read in the same call as the
         assignment (workers in this process need no pickled copy; two calls could straddle a
         rebalance and pair old executor indexes with a new plan)."""
         want_plan = args.get("want_plan", True)
-        reply = self.keeper.request("get_assignment", {**args, "want_plan": False})
+        reply: Assignment = self.keeper.request("get_assignment", {**args, "want_plan": False})
         if want_plan:
-            reply["plan"] = self.master.plan_of(args["storm_id"])
+            return dataclasses.replace(reply, plan=self.master.plan_of(args["storm_id"]))
         return reply
 
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

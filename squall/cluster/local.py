@@ -81,7 +81,7 @@ class LocalCluster:
         self.master = Master(self.conf, clock=self.clock, store=MemoryStore.for_conf(self.conf),
                              pages=statistics_pages())
         self._direct = DirectMaster(self.master, on_change=self._news)
-        self._nimbus = nimbus_client(self._direct.request)  # the master's verbs, as over RPC but in this process
+        self._nimbus = nimbus_client(self._direct.request, typed=True)  # the master's verbs, its records as they are
         self._networks = Networks()
         # stateful bolts' default state lives here, outside the workers, until shutdown (docs/state.md)
         self._state_memory = HostMemory()

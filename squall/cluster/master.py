@@ -15,7 +15,7 @@ Who talks to it, all over the authenticated RPC channel (`squall._wire`):
   topology (and which launch) each slot must run, as Storm's supervisors read assignments;
 - workers: ``get_assignment`` once at start, then ``heartbeat`` every second with their
   statistics and errors; the reply carries whether the topology is active, and which workers
-  died since the worker last heard (`LostWorker`).
+  died since the worker last heard (`WorkerLost`).
 
 The master never holds a worker: if it dies, supervisors keep their workers and workers keep
 processing (the Storm paper's key property); when it restarts it reloads its state and picks
@@ -37,7 +37,7 @@ The scheduler runs again whenever slots may have freed or appeared: a kill's rem
 rebalance, a supervisor that joins or leaves.
 
 Beyond Storm: when the master learns that a worker died (its supervisor reports the exit, its
-heartbeats time out, or its supervisor is gone), it records a `LostWorker` under the topology's
+heartbeats time out, or its supervisor is gone), it records a `WorkerLost` under the topology's
 next "lost generation". Every worker's heartbeat says the last generation it knows, and the reply
 lists the deaths since; the worker's spouts then fail at once the pending tuples that may have
 been in the dead worker, rather than one to two message timeouts later. Only a worker that may
@@ -61,7 +61,23 @@ import cloudpickle
 
 from .._config import Config, conf_value, misspellings, topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
-from .._nimbus import LogConfig, LogLevel, WorkerExit, checked_request, decode, encode
+from .._nimbus import (
+    Assignment,
+    Heartbeat,
+    HeartbeatReply,
+    Launch,
+    LogConfig,
+    LogLevel,
+    MasterAddress,
+    RunningWorker,
+    SupervisorSync,
+    SyncReply,
+    WorkerExit,
+    WorkerLost,
+    decode,
+    decoded_request,
+    encode,
+)
 from .._ratelimit import RateLimitedLog
 from .._redact import redact
 from .._system import ACKER_COMPONENT
@@ -116,15 +132,6 @@ _PLAN = b"plan"  # the kind plans are sealed as (squall._sealed)
 MAX_LOST = 100  # deaths a topology remembers for workers that have not heard yet
 
 
-class LostWorker(NamedTuple):
-    """A worker of a topology died: the items in it, or on their way to its ``tasks``, may be lost."""
-
-    generation: int   # the topology's lost generation this death made
-    slot: str
-    tasks: list[int]
-    time: float       # when the master learned it (its wall clock)
-
-
 class News(NamedTuple):
     """What a topology's workers learn from the master's heartbeat replies (`Master.news_marks`)."""
 
@@ -174,8 +181,8 @@ class _Topo:
         # counts changes of the slots' data addresses (on Spark one is known only once the task
         # runs, and changes when the task restarts elsewhere): workers fetch the table only anew
         self.addresses_version = 0
-        # the deaths workers are told of in their heartbeat replies (`LostWorker`)
-        self.lost: list[LostWorker] = []
+        # the deaths workers are told of in their heartbeat replies (`WorkerLost`)
+        self.lost: list[WorkerLost] = []
         self.lost_generation = 0
         self.code: str | None = None  # the digest of its sealed plan file (Nimbus HA: `squall.cluster.ha`)
 
@@ -193,7 +200,7 @@ class _Topo:
         return {slot: s.launch_id for slot, s in self.slots.items() if s.launch_id is not None}
 
     def note_lost(self, slot: str, now: float) -> None:
-        """``slot``'s current launch died (the master learned it at wall time ``now``): tell the other workers (`LostWorker`), if it may have
+        """``slot``'s current launch died (the master learned it at wall time ``now``): tell the other workers (`WorkerLost`), if it may have
         held tuples. One that died before it reported its data address was sent none (one that
         failed in ``prepare`` had reported it): a slot that keeps dying that early must not make
         the spouts fail their whole pending set each time."""
@@ -202,7 +209,7 @@ class _Topo:
             return
         self.lost_generation += 1
         tasks = [t for i in idx for t in self.plan.executors[i].tasks]
-        self.lost.append(LostWorker(self.lost_generation, slot, tasks, now))
+        self.lost.append(WorkerLost(self.lost_generation, slot, tasks, now))
         del self.lost[:-MAX_LOST]
 
     def relaunch(self, slot: str, now: float, died: bool = True) -> None:
@@ -218,12 +225,12 @@ class _Topo:
         state.heartbeat = LastBeat.launched(now)
         self.note_address(slot, None)
 
-    def lost_since(self, generation: int) -> list[dict[str, Any]]:
+    def lost_since(self, generation: int) -> tuple[WorkerLost, ...]:
         """The deaths a worker that knows up to ``generation`` has not heard of. A generation
         ahead of ours is from before this master restarted: all we know is new to it."""
         if generation > self.lost_generation:
             generation = 0
-        return [lost._asdict() for lost in self.lost if lost.generation > generation]
+        return tuple(lost for lost in self.lost if lost.generation > generation)
 
     def note_address(self, slot: str, address: str | None) -> None:
         """``slot``'s current launch reported its data address (None: it is restarting)."""
@@ -604,21 +611,25 @@ class Master:
         return sealed
 
     # --- requests ---------------------------------------------------------------------------------------
-    def handle(self, op: str, args: dict[str, Any]) -> Outcome:
-        """One verb (``op_<op>(**args)``): its reply and the changes it made (`Outcome`), which
-        its server keeps before the reply goes out. What arrived is checked first against the
-        verb's declaration (`squall._nimbus.NimbusIface`): `ProtocolError` (a `ValueError`) names
-        the verb and the field that is wrong, or an unknown ``op``. With Nimbus HA a follower
-        refuses the `LEADER_ONLY` verbs (`NotLeaderException`); its server runs ``submit``
-        itself, waiting for the code's replication (`squall.cluster.master_ha.Election`).
+    def handle(self, op: str, args: Mapping[str, Any]) -> Outcome:
+        """One verb (``op_<op>``): its reply and the changes it made (`Outcome`), which its server
+        keeps before the reply goes out. ``args``: the request as it arrived over RPC (its wire
+        map), or its arguments as `squall._nimbus.NimbusIface` declares them (records and all:
+        a master in this process); either way `squall._nimbus.decoded_request` makes the
+        arguments of ``op_<op>`` once, checked against the verb's declaration:
+        `ProtocolError` (a `ValueError`) names the verb and the field that is wrong, or an
+        unknown ``op``. The reply is as the verb declares it (a record where it declares one).
+        With Nimbus HA a follower refuses the `LEADER_ONLY` verbs (`NotLeaderException`); its
+        server runs ``submit`` itself, waiting for the code's replication
+        (`squall.cluster.master_ha.Election`).
 
         Raises:
             Exception: what the verb raises (its changes so far go with the next outcome).
         """
-        verb = checked_request(op, args)
+        verb, request = decoded_request(op, args)
         if verb.leader_only and self.election is not None:
             self.election.assert_leader()  # Storm's assertIsLeader
-        return self._outcome(getattr(self, f"op_{op}")(**args))
+        return self._outcome(getattr(self, f"op_{op}")(**request))
 
     def _get(self, name: str) -> _Topo:
         topo = self.topologies.get(name)
@@ -882,28 +893,27 @@ class Master:
         self._changed()
         return dict(record)
 
-    def op_set_log_config(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
-        """Storm's ``setLogConfig``: merge ``config`` (a `LogConfig`'s map) into ``name``'s log
-        levels (`merge_log_config`: a timeout ends at this master's wall time plus its seconds);
-        its workers learn them from their next heartbeat reply (at once in a `LocalCluster`),
-        and they are kept with the topology. Returns the topology's `LogConfig` as a map.
+    def op_set_log_config(self, name: str, config: LogConfig) -> LogConfig:
+        """Storm's ``setLogConfig``: merge ``config`` into ``name``'s log levels
+        (`merge_log_config`: a timeout ends at this master's wall time plus its seconds); its
+        workers learn them from their next heartbeat reply (at once in a `LocalCluster`), and
+        they are kept with the topology. Returns the topology's `LogConfig`.
 
         Raises:
             NotAliveException: no topology ``name``.
             BadParameterError: an empty logger name or a level that is none of Storm's (named).
         """
         topo = self._get(name)
-        request = decode(LogConfig, config, "set_log_config")
-        topo.log_config = merge_log_config(topo.log_config, request, self.clock.wall())
+        topo.log_config = merge_log_config(topo.log_config, config, self.clock.wall())
         log.info("log config of %s: %s", name, {n: lvl.target_log_level for n, lvl in topo.log_config.items()})
         self._changed()
-        return encode(topo.log_levels()[0])
+        return topo.log_levels()[0]
 
-    def op_get_log_config(self, name: str) -> dict[str, Any]:
-        """Storm's ``getLogConfig``: ``name``'s log levels (a `LogConfig`'s map); a setting whose
-        timeout passed stays listed, as in Storm, though workers restored its logger.
+    def op_get_log_config(self, name: str) -> LogConfig:
+        """Storm's ``getLogConfig``: ``name``'s log levels; a setting whose timeout passed stays
+        listed, as in Storm, though workers restored its logger.
         Raises `NotAliveException` if no such topology."""
-        return encode(self._get(name).log_levels()[0])
+        return self._get(name).log_levels()[0]
 
     def op_list(self) -> list[dict[str, Any]]:
         """A summary of each topology, by name (``squall list``, the UI's index): id, status, tasks,
@@ -1009,14 +1019,13 @@ class Master:
                             workers=workers, errors=list(topo.errors), now=now, debug=dict(topo.debug))
 
     # --- supervisors and workers -------------------------------------------------------------------------
-    def op_supervisor_sync(self, supervisor_id: str, host: str, ports: list[int],
-                           exits: list[dict[str, Any]] | None = None,
-                           running: list[dict[str, Any]] | None = None,
-                           unhealthy: str | None = None) -> dict[str, Any]:
-        """Register a supervisor's slots and tell it what each must run; it reports worker exits,
-        (``running``: ``{port, storm_id, launch_id}`` each; None from a supervisor too old to
-        say) the workers it runs, and (``unhealthy``) why its node fails its health checks, if
-        it does: such a node is given nothing, and what it ran moves to healthy nodes at once."""
+    def op_supervisor_sync(self, sync: SupervisorSync) -> SyncReply:
+        """Register a supervisor's slots and tell it what each must run (the `Launch` of each of
+        its ports that runs one); it reports worker exits, the workers it runs (``running``;
+        None from a supervisor too old to say), and (``unhealthy``) why its node fails its
+        health checks, if it does: such a node is given nothing, and what it ran moves to
+        healthy nodes at once."""
+        supervisor_id, host, ports, unhealthy = sync.supervisor_id, sync.host, sync.ports, sync.unhealthy
         now = self.clock.wall()
         before = self.supervisors.get(supervisor_id)
         for sid, sup in list(self.supervisors.items()):
@@ -1039,8 +1048,8 @@ class Master:
             self._supervisor_replaced(sup)
         sup = self.supervisors[supervisor_id] = SupervisorInfo(host, list(ports), now, before.since if before else now,
                                                                None if unhealthy is None else str(unhealthy))
-        for ex in exits or []:  # checked against `SupervisorSync.exits` already: each a `WorkerExit`
-            self._worker_exited(decode(WorkerExit, ex, "supervisor_sync exits"))
+        for ex in sync.exits:
+            self._worker_exited(ex)
         health_changed = before is not None and (before.unhealthy is None) != (unhealthy is None)
         if sup.unhealthy is not None and (before is None or health_changed):
             log.warning("supervisor %s on %s fails its health checks (%s): moving its workers to healthy nodes",
@@ -1051,27 +1060,28 @@ class Master:
         if before is None or before.ports != list(ports) or health_changed:
             self._schedule()  # new slots (or slots gone unhealthy): place what waits for some
             self._changed()  # a new supervisor is kept too (Nimbus HA's followers list it)
-        if running is not None:
-            self._relaunch_not_running(host, ports, running, now)
+        if sync.running is not None:
+            self._relaunch_not_running(host, ports, sync.running, now)
         desired = {}
         for name, topo in self.topologies.items():
             for slot in topo.assignment:
                 h, p = slot.rsplit(":", 1)
                 state = topo.slot(slot)
-                if h == host and int(p) in ports and not state.given_up and state.retry_at <= now:
-                    desired[p] = {"storm_id": topo.plan.storm_id, "name": name, "launch_id": state.launch_id}
+                launch = state.launch_id  # every assigned slot has one (`_schedule`)
+                if h == host and int(p) in ports and not state.given_up and state.retry_at <= now \
+                        and launch is not None:
+                    desired[p] = Launch(topo.plan.storm_id, name, launch)
         return self._sync_reply(desired)
 
-    def _sync_reply(self, slots: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        return {"slots": slots, "master": {"host": self.conf.get(Config.NIMBUS_HOST),
-                                           "port": self.conf.get(Config.NIMBUS_THRIFT_PORT)}}
+    def _sync_reply(self, slots: dict[str, Launch]) -> SyncReply:
+        return SyncReply(slots, MasterAddress(self.conf.get(Config.NIMBUS_HOST), self.conf.get(Config.NIMBUS_THRIFT_PORT)))
 
     def _replaced_after(self) -> float:
         """How long a supervisor must have been silent for a new one on its host and ports to
         take it for restarted (rather than for a second machine that claims the same address)."""
         return 2 * float(conf_value(self.conf, Config.SUPERVISOR_MONITOR_FREQUENCY_SECS))
 
-    def _relaunch_not_running(self, host: str, ports: list[int], running: list[dict[str, Any]],
+    def _relaunch_not_running(self, host: str, ports: list[int], running: tuple[RunningWorker, ...],
                               now: float) -> None:
         """Give a new launch id to each slot of this supervisor whose current launch may have run
         (peers may have had its address: `SlotState.held_launch`) but is not among the workers it runs. It
@@ -1080,7 +1090,7 @@ class Master:
         Started again under the same id, its worker would number its messages from 0 again,
         and the peers that remember the old one's numbers would drop them all as replayed. A
         launch never held has not run: its supervisor is about to start it for the first time."""
-        alive = {(f"{host}:{r.get('port')}", r.get("storm_id"), r.get("launch_id")) for r in running}
+        alive = {(f"{host}:{r.port}", r.storm_id, r.launch_id) for r in running}
         changed = False
         for topo in self.topologies.values():
             for slot in topo.assignment:
@@ -1201,80 +1211,72 @@ class Master:
                         "in %.0f s (see the topology's errors)", slot, topo.plan.name, state.crashes, delay)
 
     def op_get_assignment(self, storm_id: str, slot: str, address: str | None = None,
-                          launch_id: int | None = None, want_plan: bool = True) -> dict[str, Any]:
+                          launch_id: int | None = None, want_plan: bool = True) -> Assignment:
         """A starting worker's assignment; it reports the data ``address`` it bound. ``peers``
         (task -> address) holds None for workers that have not reported theirs yet: the worker
         asks again until none is missing (``plan`` is sent only with ``want_plan``); ``launch_ids``
         (slot -> launch id) lets it drop messages from replaced launches of its peers."""
         topo = self._find(storm_id)
-        if topo is None or slot not in topo.assignment:
+        state = None if topo is None or slot not in topo.assignment else topo.slot(slot)
+        if topo is None or state is None or state.launch_id is None:  # an assigned slot has a launch id
             raise NotAliveException(f"no assignment for {storm_id} on {slot}")
-        state = topo.slot(slot)
         if launch_id is None or launch_id == state.launch_id:
             topo.note_address(slot, address)
         log_config, digest = topo.log_levels()
-        return {"plan": pickle_topology(topo.plan.topology, topo.plan) if want_plan else None,
-                "executors": topo.assignment[slot], "peers": topo.peers(),
-                "addresses_version": topo.addresses_version, "lost_generation": topo.lost_generation,
-                "epoch": self.epoch,
-                "launch_ids": topo.launch_ids,
-                "launch_id": state.launch_id, "active": self._active(topo),
-                "log_config": encode(log_config), "log_config_digest": digest}
+        return Assignment(plan=pickle_topology(topo.plan.topology, topo.plan) if want_plan else None,
+                          executors=topo.assignment[slot], peers=topo.peers(),
+                          addresses_version=topo.addresses_version, lost_generation=topo.lost_generation,
+                          epoch=self.epoch, launch_ids=topo.launch_ids, launch_id=state.launch_id,
+                          active=self._active(topo), log_config=log_config, log_config_digest=digest)
 
-    def op_heartbeat(self, storm_id: str, slot: str, launch_id: int, stats: dict | None = None,
-                     errors: list[dict[str, Any]] | None = None, started: bool = True,
-                     address: str | None = None, addresses_version: int | None = None,
-                     pid: int | None = None, lost_generation: int | None = None,
-                     transport: dict[str, Any] | None = None, epoch: str | None = None,
-                     windows: dict[Any, Any] | None = None, figures: dict[str, Any] | None = None,
-                     log_config_digest: str | None = None) -> dict[str, Any]:
-        """A worker's beat (``stats``: its exact engine counters; ``windows``: Storm's windowed
-        statistics of its tasks, `squall.worker.stats_history`; ``figures``: its process's
-        `WorkerFigures`; ``transport``: its data transport's counts of dropped messages). The
-        reply says whether to stop, whether spouts may run (``activating``: not yet, only because
-        other workers have not beaten yet), when a peer moved or restarted since
-        the worker's ``addresses_version``, the new ``peers`` and ``launch_ids`` tables, and when
-        workers died since its ``lost_generation`` of this master's ``epoch`` (another epoch: since
-        ever), which (``lost``: `LostWorker` as dicts, with the current generation and epoch), and
-        when the topology's log levels differ from its ``log_config_digest``, them (``log_config``)."""
-        topo = self._find(storm_id)
+    def op_heartbeat(self, beat: Heartbeat) -> HeartbeatReply:
+        """A worker's beat (`Heartbeat`: ``stats``, its exact engine counters; ``windows``, Storm's
+        windowed statistics of its tasks, `squall.worker.stats_history`; ``figures``, its
+        process's `WorkerFigures`; ``transport``, its data transport's counts of dropped
+        messages). The reply says whether to stop, whether spouts may run (``activating``: not
+        yet, only because other workers have not beaten yet), when a peer moved or restarted
+        since the worker's ``addresses_version``, the new ``peers`` and ``launch_ids`` tables,
+        and when workers died since its ``lost_generation`` of this master's ``epoch`` (another
+        epoch: since ever), which (``lost``, with the current generation and epoch), and when
+        the topology's log levels differ from its ``log_config_digest``, them (``log_config``)."""
+        topo = self._find(beat.storm_id)
+        slot, launch_id = beat.slot, beat.launch_id
         if topo is None or slot not in topo.assignment or topo.slot(slot).launch_id != launch_id:
-            return {"stop": True}  # killed, rebalanced away, or superseded by a newer launch
+            return HeartbeatReply(stop=True)  # killed, rebalanced away, or superseded by a newer launch
         state = topo.slot(slot)
-        if address and state.address is None:
-            topo.note_address(slot, address)  # a master restarted since learns them again
+        if beat.address and state.address is None:
+            topo.note_address(slot, beat.address)  # a master restarted since learns them again
         now = self.clock.wall()
-        state.heartbeat = LastBeat(now, stats=stats or {}, windows=windows or {}, figures=figures, pid=pid,
-                                    address=address, transport=transport)
-        if started:
+        state.heartbeat = LastBeat(now, stats=beat.stats or {}, windows=beat.windows or {}, figures=beat.figures,
+                                    pid=beat.pid, address=beat.address, transport=beat.transport)
+        if beat.started:
             if state.started_launch != launch_id:
                 state.started_launch = launch_id
                 state.started_at = now
             state.held_launch = launch_id  # it got its peers' addresses, so they have its own
             state.failed_starts = 0
-        if errors:
-            self._add_errors(topo, slot, launch_id, errors)
+        if beat.errors:
+            self._add_errors(topo, slot, launch_id, beat.errors)
         state.ready = True
         active = self._active(topo)
-        reply: dict[str, Any] = {"stop": False, "active": active}
-        if not active and topo.status == TopologyStatus.ACTIVE:
-            # it activates once the other workers have beaten: this one learns of it only from a
-            # beat's reply, so it should beat again soon rather than a period later
-            reply["activating"] = True
-        if addresses_version is not None and addresses_version != topo.addresses_version:
-            reply["peers"] = topo.peers()
-            reply["launch_ids"] = topo.launch_ids
-            reply["addresses_version"] = topo.addresses_version
-        other_epoch = epoch is not None and epoch != self.epoch
-        if lost_generation is not None and (other_epoch or lost_generation != topo.lost_generation):
-            reply["lost"] = topo.lost_since(0 if other_epoch else lost_generation)
-            reply["lost_generation"] = topo.lost_generation
-            reply["epoch"] = self.epoch
+        # not active only because the other workers have not beaten yet: this one learns of its
+        # activation only from a beat's reply, so it should beat again soon, not a period later
+        activating = not active and topo.status == TopologyStatus.ACTIVE
+        peers = launch_ids = addresses_version = None
+        if beat.addresses_version is not None and beat.addresses_version != topo.addresses_version:
+            peers, launch_ids, addresses_version = topo.peers(), topo.launch_ids, topo.addresses_version
+        lost: tuple[WorkerLost, ...] = ()
+        lost_generation = epoch = None
+        other_epoch = beat.epoch is not None and beat.epoch != self.epoch
+        if beat.lost_generation is not None and (other_epoch or beat.lost_generation != topo.lost_generation):
+            lost = topo.lost_since(0 if other_epoch else beat.lost_generation)
+            lost_generation, epoch = topo.lost_generation, self.epoch
         log_config, digest = topo.log_levels()
-        if log_config_digest is not None and log_config_digest != digest:  # its log levels changed
-            reply["log_config"] = encode(log_config)
-            reply["log_config_digest"] = digest
-        return reply
+        changed_levels = beat.log_config_digest is not None and beat.log_config_digest != digest
+        return HeartbeatReply(stop=False, active=active, activating=activating, peers=peers, launch_ids=launch_ids,
+                              addresses_version=addresses_version, lost=lost, lost_generation=lost_generation,
+                              epoch=epoch, log_config=log_config if changed_levels else None,
+                              log_config_digest=digest if changed_levels else None)
 
     def _add_errors(self, topo: _Topo, slot: str, launch_id: int, errors: list[Any]) -> None:
         """Record a worker's errors (an identical repeat counts on its record) and save."""
@@ -1418,7 +1420,7 @@ class Master:
 
     def _drop_slots(self, lost: set[str], now: float) -> None:
         """Slots that are gone (their machine died, fell silent or fails its health checks):
-        their workers are lost (`LostWorker`: the spouts fail what they held), and their
+        their workers are lost (`WorkerLost`: the spouts fail what they held), and their
         executors are left for `_schedule` to place elsewhere."""
         changed = False
         for topo in self.topologies.values():

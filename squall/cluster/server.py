@@ -5,11 +5,13 @@ The `squall.cluster.master.Master` holds the Nimbus state and answers its verbs,
 each verb and tick returns an `Outcome` (its reply and the changes to keep). The server owns
 what makes it a network service: the authenticated RPC listener
 (`squall._wire.serve_connection`, each request answered by `Master.handle` and its changes
-kept by the `Keeper` before the reply goes), the connection cap, the monitor timer
+kept by the `Keeper` before the reply goes, a record replied as its map:
+`Keeper.request_from_wire`), the connection cap, the monitor timer
 (``nimbus.monitor.freq.secs``, at most a second: restarts, due kills and rebalances) and, with
 Nimbus HA, the election (`squall.cluster.master_ha.Election`, which it makes and gives the
 master), its tick and the leader's second. A `LocalCluster`'s master is never served: its verbs
-are called directly (`squall.cluster.inprocess.DirectMaster`), through a `Keeper` too.
+are called directly (`squall.cluster.inprocess.DirectMaster`), through a `Keeper` too, their
+records passed as they are.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from .._config import Config, conf_value
-from .._nimbus import checked_request
+from .._nimbus import decoded_request, verb_named
 from .master import Master
 from .master_ha import Election
 from .master_records import Outcome
@@ -106,9 +109,15 @@ class Keeper:
             raise
         return outcome.reply
 
-    def request(self, op: str, args: dict[str, Any]) -> Any:
-        """The verb ``op`` (`Master.handle`), its changes kept; its reply."""
+    def request(self, op: str, args: Mapping[str, Any]) -> Any:
+        """The verb ``op`` (`Master.handle`), its changes kept; its reply as the verb declares it
+        (a record where it declares one)."""
         return self.keep(self.master.handle(op, args))
+
+    def request_from_wire(self, op: str, args: Mapping[str, Any]) -> Any:
+        """`request` of a verb as it arrived over RPC (``args``: its wire map); its reply as it
+        goes back on the wire (`squall._nimbus.Verb.encode_reply`: a record as its map)."""
+        return verb_named(op).encode_reply(self.request(op, args))
 
 
 def _latest(changes: list[Change]) -> list[Change]:
@@ -221,7 +230,7 @@ class MasterServer:
         master's `Master.handle`, its changes kept before the reply goes. With Nimbus HA the
         election runs ``submit``, which waits for the code to reach other masters."""
         if op == "submit" and self.election is not None:
-            checked_request(op, args)
+            _, request = decoded_request(op, args)
             self.election.assert_leader()
-            return await self.election.submit_replicated(self.keeper.keep, **args)
-        return self.keeper.request(op, args)
+            return await self.election.submit_replicated(self.keeper.keep, **request)
+        return self.keeper.request_from_wire(op, args)

@@ -32,10 +32,10 @@ from typing import Any
 
 from .._config import Config, cluster_conf, conf_value, setting
 from .._errors import RpcError, SquallError
-from .._nimbus import RunningWorker, SupervisorSync, WorkerExit, nimbus_client
+from .._nimbus import RunningWorker, SupervisorSync, WorkerExit
 from .._private import private_dir, write_private
 from .._redact import redact_logs
-from ..worker.calls import MasterCalls
+from ..worker.calls import MasterCalls, nimbus_of
 from .health import HealthCheck, HealthMonitor
 from .launcher import Launcher
 from .logs import log_own_output
@@ -61,7 +61,7 @@ class Supervisor:
         self.master = master
         self.health = health
         self.id = supervisor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
-        self.nimbus = nimbus_client(lambda op, **args: self.master.call(op, **args))  # the verbs, typed
+        self.nimbus = nimbus_of(master)  # the verbs, typed (records passed as they are to a master in this process)
         self.exits: list[WorkerExit] = []  # reported at the next sync that reaches the master
         self._stopping = False
 

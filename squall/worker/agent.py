@@ -31,7 +31,7 @@ import cloudpickle
 
 from .._config import Config, conf_value
 from .._errors import RemoteError, RpcError
-from .._nimbus import Assignment, Heartbeat, nimbus_client
+from .._nimbus import Assignment, Heartbeat
 from .._transactional import MasterBackend, WorkerLaunch
 from ..engine.clock import Clock
 from ..engine.dropped_items import DroppedItemsLink
@@ -42,7 +42,7 @@ from ..engine.plan import TopologyPlan
 from ..engine.remote_backpressure import BackpressureLink
 from ..engine.transport import Origin, Transport
 from ..engine.worker import Worker, component_blobs
-from .calls import MasterCalls
+from .calls import MasterCalls, nimbus_of
 from .log_levels import LogLevelManager
 from .stats_history import StatsHistory, WorkerFigures
 
@@ -96,7 +96,7 @@ class WorkerAgent:
                  stop_loop_secs: float = 2.0, seed: int | None = None, state_home: Any = None,
                  transactional_link: MasterCalls | None = None) -> None:
         self.master = master
-        self.nimbus = nimbus_client(lambda op, **args: self.master.call(op, **args))  # the verbs, typed
+        self.nimbus = nimbus_of(master)  # the verbs, typed (records passed as they are to a master in this process)
         self.storm_id, self.slot, self.launch_id = storm_id, slot, launch_id
         self.port = int(slot.rsplit(":", 1)[1])
         self.conf = conf

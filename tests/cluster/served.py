@@ -9,9 +9,11 @@ from squall.cluster.server import Keeper
 
 
 class Served:
-    """``master`` as `squall.cluster.server.MasterServer` runs it: ``op_<verb>(**args)`` goes
-    through `Master.handle` and its changes are kept (`Keeper`) before it returns, as is each
-    `monitor` tick's; anything else is the master's own (its topologies, its clock ...)."""
+    """``master`` as `squall.cluster.server.MasterServer` runs it: ``op_<verb>(**args)`` is a
+    request as it arrives over RPC (its wire map: `Keeper.request_from_wire`), through
+    `Master.handle`, its changes kept (`Keeper`) before it returns its reply as it goes back on
+    the wire (a record as its map), as is each `monitor` tick's; anything else is the master's
+    own (its topologies, its clock ...)."""
 
     def __init__(self, master: Master) -> None:
         object.__setattr__(self, "master", master)
@@ -20,7 +22,7 @@ class Served:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("op_"):
             verb = name[len("op_"):]
-            return lambda **args: self.keeper.request(verb, args)
+            return lambda **args: self.keeper.request_from_wire(verb, args)
         if name == "monitor":
             return lambda: self.keeper.tick(self.master.monitor())
         return getattr(self.master, name)

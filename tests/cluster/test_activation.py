@@ -8,6 +8,7 @@ from squall.cluster.master import Master
 from squall.engine.transport import InMemoryNetwork, InMemoryTransport
 from squall.worker.agent import WorkerAgent
 
+from .served import Served
 from .test_master import _register, _topology, conf  # noqa: F401 (conf: a fixture)
 from ..conftest import wait_until
 
@@ -21,7 +22,7 @@ class _Calls:
 
     def call(self, op: str, **args):
         with self.lock:
-            return getattr(self.master, f"op_{op}")(**args)
+            return self.master.handle(op, args).reply  # the request as over RPC, the reply record as it is
 
 
 def test_the_worker_that_beat_first_hears_of_the_activation_without_waiting_a_heartbeat_period(conf):  # noqa: F811
@@ -29,7 +30,7 @@ def test_the_worker_that_beat_first_hears_of_the_activation_without_waiting_a_he
     first learns it only from a beat's reply: it must not wait its heartbeat period (here 60 s)
     for it, or its spouts start that much after the others'."""
     master = Master(conf)
-    _register(master)
+    _register(Served(master))  # its supervisor's sync, as over RPC
     storm_id = master.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = master.topologies["t"]
     calls = _Calls(master)

@@ -135,7 +135,7 @@ class Direct:
         self.master = master
 
     def call(self, op, **args):
-        return getattr(self.master, f"op_{op}")(**args)
+        return self.master.handle(op, args).reply  # the request as over RPC, the reply record as it is
 
 
 def test_an_unhealthy_node_stops_its_workers_and_the_master_moves_them_to_a_healthy_one(tmp_path):

@@ -11,13 +11,13 @@ import pytest
 
 from squall import InvalidTopologyException, LocalCluster, TopologyBuilder
 from squall._config import cluster_conf
-from squall.cluster.master import Master
 from squall.cluster.scheduler import IScheduler
 from squall.engine.executor import MAX_ERRORS_PER_COMPONENT, ErrorRecord, add_error
 from squall.testing import AckFailMapTracker, FeederSpout
 
 from ..acceptance.components import AckBolt, Recorder
 from ..conftest import wait_until
+from .served import served
 
 
 def _topology(bolts: int = 2):
@@ -77,7 +77,7 @@ def test_a_local_cluster_writes_nothing_to_disk(tmp_path, monkeypatch):
 
 def test_local_cluster_info_is_the_masters_info(tmp_path):
     """One info for every host: LocalCluster's is the master's ``op_info``."""
-    m = Master(cluster_conf({"storm.local.dir": str(tmp_path)}))
+    m = served(cluster_conf({"storm.local.dir": str(tmp_path)}))
     m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001])
     m.op_submit(name="t", conf={}, topology=cloudpickle.dumps(_topology()))
     remote = m.op_info(name="t")

@@ -61,7 +61,7 @@ def test_state_survives_a_restart_of_the_master(conf):
     # a worker of the old launch keeps its slot: its heartbeat is accepted
     slot = sorted(again.topologies["t"].assignment)[0]
     reply = again.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=again.topologies["t"].launch_ids[slot])
-    assert reply == {"stop": False, "active": False}
+    assert reply == {"stop": False}  # not active: the wire leaves out a reply's fields at their default
 
 
 def test_a_silent_worker_gets_a_new_launch_id(conf):
@@ -133,13 +133,13 @@ def test_spouts_run_only_once_every_worker_has_reported_in(conf):
     ids = m.topologies["t"].launch_ids
     assert m.op_get_assignment(storm_id=storm_id, slot=first)["active"] is False
     reply = m.op_heartbeat(storm_id=storm_id, slot=first, launch_id=ids[first])
-    assert reply["active"] is False and reply["activating"] is True  # so it beats again soon
+    assert "active" not in reply and reply["activating"] is True  # not active (a default: off the wire): beat again soon
     reply = m.op_heartbeat(storm_id=storm_id, slot=second, launch_id=ids[second])
     assert reply["active"] is True and "activating" not in reply
     assert m.op_heartbeat(storm_id=storm_id, slot=first, launch_id=ids[first])["active"] is True
     m.op_deactivate(name="t")  # inactive by the user's choice: nothing to wait for
     reply = m.op_heartbeat(storm_id=storm_id, slot=first, launch_id=ids[first])
-    assert reply["active"] is False and "activating" not in reply
+    assert "active" not in reply and "activating" not in reply
 
 
 def test_info_counts_only_the_slots_a_topology_holds_now(conf):
@@ -356,7 +356,7 @@ def test_a_restarted_supervisor_takes_over_its_slots_with_new_launches(conf):
     assert {d["launch_id"] for d in reply["slots"].values()} == set(topo.launch_ids.values())
     assert all(d["storm_id"] == storm_id for d in reply["slots"].values())
     assert topo.peers() and set(topo.peers().values()) == {None}  # old addresses are gone
-    assert sorted(n["slot"] for n in topo.lost_since(generation)) == slots
+    assert sorted(n.slot for n in topo.lost_since(generation)) == slots
     # the new supervisor's next sync changes nothing more
     m.op_supervisor_sync(supervisor_id="s2", host="127.0.0.1", ports=[7000, 7001])
     assert topo.launch_ids == {slot: ids[slot] + 1 for slot in slots}
@@ -804,7 +804,7 @@ def test_a_machine_whose_supervisor_and_workers_fall_silent_loses_its_executors_
     second_passes()
     assert list(topo.assignment) == ["10.0.0.2:7000"]
     assert set(m.supervisors) == {"s2"}
-    assert [n["slot"] for n in topo.lost_since(generation)] == ["10.0.0.1:7000"]  # the spouts are told
+    assert [n.slot for n in topo.lost_since(generation)] == ["10.0.0.1:7000"]  # the spouts are told
     # the new worker never reports, but its supervisor syncs: restarted in place, not moved
     before = topo.launch_ids["10.0.0.2:7000"]
     for _ in range(5):

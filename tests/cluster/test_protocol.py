@@ -7,13 +7,28 @@ import pytest
 
 from squall import TopologyBuilder
 from squall._config import cluster_conf
-from squall._nimbus import (LEADER_ONLY, READS, VERBS, Heartbeat, HeartbeatReply, NimbusClient, ProtocolError,
-                            RunningWorker, SupervisorSync, SyncReply, WorkerExit, checked_request)
+from squall._errors import RemoteError
+from squall._nimbus import (
+    LEADER_ONLY,
+    READS,
+    VERBS,
+    Assignment,
+    Heartbeat,
+    HeartbeatReply,
+    LogConfig,
+    LogLevel,
+    NimbusClient,
+    ProtocolError,
+    RunningWorker,
+    SupervisorSync,
+    SyncReply,
+    WorkerExit,
+    decoded_request,
+)
 from squall.cluster.inprocess import DirectMaster
 from squall.cluster.master import Master
 from squall.cluster.server import Keeper
 from squall.testing import FeederSpout
-from squall._errors import RemoteError
 
 
 @pytest.fixture
@@ -113,7 +128,7 @@ def test_records_reach_the_master_as_the_maps_its_operations_read(master):
     nimbus.supervisor_sync(SupervisorSync("s", "h", [7000], (WorkerExit("x", "h:7000", 2, 1, False, "boom"),),
                                           (RunningWorker(7001, "y", 3),)))
     ((op, args),) = sent
-    assert op == "supervisor_sync" and checked_request(op, args).name == op
+    assert op == "supervisor_sync" and decoded_request(op, args)[0].name == op
     assert args["exits"] == [{"storm_id": "x", "slot": "h:7000", "launch_id": 2, "status": 1, "started": False,
                               "output": "boom"}]
     assert args["running"] == [{"port": 7001, "storm_id": "y", "launch_id": 3}]
@@ -146,3 +161,48 @@ def test_no_client_in_squall_calls_a_verb_by_its_name_but_through_the_protocol()
              if path.name != "_nimbus.py"
              for n, line in enumerate(path.read_text().splitlines(), 1) if (m := spelt.search(line))]
     assert found == []
+
+
+def test_a_heartbeat_through_handle_is_answered_with_the_masters_decisions_and_its_change(master):
+    """`Master.handle` takes the worker's `Heartbeat` itself (the direct transport's form) and
+    returns an `Outcome` whose reply is a `HeartbeatReply` of what the master decided (the log
+    levels it changed since the beat's digest, the peers since its addresses version, then the
+    kill) and whose changes hold what the beat changed (its error, kept with the topology)."""
+    keeper = Keeper(master)
+    storm_id = keeper.request("submit", {"name": "t", "conf": {}, "topology": _topology()})
+    sync = keeper.request("supervisor_sync", {"sync": SupervisorSync("s1", "127.0.0.1", [7000])})
+    (launch,) = sync.slots.values()
+    slot = "127.0.0.1:7000"
+    assignment = keeper.request("get_assignment", {"storm_id": storm_id, "slot": slot, "address": "tcp://h:1",
+                                                   "launch_id": launch.launch_id, "want_plan": False})
+    assert isinstance(assignment, Assignment) and assignment.plan is None
+    levels = keeper.request("set_log_config", {"name": "t", "config": LogConfig({"app": LogLevel("UPDATE", "DEBUG")})})
+    assert isinstance(levels, LogConfig) and levels.named_logger_level["app"].target_log_level == "DEBUG"
+
+    beat = Heartbeat(storm_id, slot, launch.launch_id, addresses_version=assignment.addresses_version - 1,
+                     log_config_digest=assignment.log_config_digest,
+                     errors=[{"component": "feed", "task": 1, "time": 5.0, "error": "boom"}])
+    outcome = master.handle("heartbeat", {"beat": beat})
+    reply = outcome.reply
+    assert isinstance(reply, HeartbeatReply) and not reply.stop and reply.active
+    assert reply.log_config == levels and reply.log_config_digest not in (None, assignment.log_config_digest)
+    assert reply.peers == assignment.peers and set(reply.peers.values()) == {"tcp://h:1"}  # every task here
+    assert reply.addresses_version == assignment.addresses_version
+    assert reply.launch_ids == {slot: launch.launch_id}
+    assert reply.lost == () and reply.lost_generation is None  # it asked nothing of deaths
+    (change,) = outcome.changes
+    assert change.storm_id == storm_id and [e["error"] for e in change.record["errors"]] == ["boom"]
+    keeper.keep(outcome)
+
+    keeper.request("kill", {"name": "t", "wait_secs": 0})
+    killed = master.handle("heartbeat", {"beat": Heartbeat(storm_id, slot, launch.launch_id)})
+    assert killed.reply == HeartbeatReply(stop=True)
+
+
+def test_a_reply_record_goes_on_the_wire_without_its_defaults_and_comes_back_whole():
+    sent = VERBS["heartbeat"].encode_reply(HeartbeatReply(stop=False, active=True))
+    assert sent == {"stop": False, "active": True}
+    assert VERBS["heartbeat"].decode_reply(sent) == HeartbeatReply(stop=False, active=True)
+    beat = Heartbeat("x", "h:1", 2, started=False)
+    assert VERBS["heartbeat"].decode_request(VERBS["heartbeat"].encode_request(beat)) == {"beat": beat}
+    assert VERBS["heartbeat"].decode_request({"beat": beat})["beat"] is beat  # in this process: as it is

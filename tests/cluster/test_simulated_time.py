@@ -8,12 +8,12 @@ import pytest
 
 from squall import Bolt, Config, Fields, LocalCluster, TopologyBuilder
 from squall._config import cluster_conf
-from squall.cluster.master import Master
 from squall.cluster.timers import Timers
 from squall.engine.clock import SimulatedClock
 from squall.testing import AckFailMapTracker, FeederSpout
 
 from ..acceptance.components import AlwaysCrashingBolt, FloodSpout, Recorder
+from .served import served
 from .test_master import _register, _topology
 
 
@@ -90,7 +90,7 @@ def sim_master(tmp_path):
     clock = SimulatedClock(1000.0)
     conf = cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.task.timeout.secs": 30,
                          "nimbus.task.launch.secs": 120})
-    master = Master(conf, clock=clock)
+    master = served(conf, clock=clock)
     _register(master)
     master.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     return master, clock

@@ -369,26 +369,30 @@ class SparseBolt(_Hosted, Bolt):
         return SparseComponentError(f"{self._where} {verb} tuple id {tid!r}, which is unknown or already "
                                     f"acked or failed")
 
-    def _emit(self, msg: dict[str, Any]) -> None:
-        values, stream = list(msg["tuple"]), msg.get("stream") or DEFAULT_STREAM
-        inputs = self._inputs
-        try:
-            anchors = [inputs[a] for a in msg.get("anchors") or ()]
-        except KeyError as e:
-            raise self._unknown(e.args[0], "anchored onto") from None
-        task = msg.get("task")
-        if task is not None:
-            self.collector.emit_direct(task, values, anchors, stream)
-            return
-        tasks = self.collector.emit(values, anchors, stream)
-        if msg.get("need_task_ids", True):
-            self.wire.push(list(tasks))
-
-    def _command(self, command: Any, msg: dict[str, Any]) -> None:
-        if command == "sync":
-            return
-        tid = msg.get("id")
-        tup = self._inputs.pop(tid, None) if isinstance(tid, str) else None
-        if tup is None:
-            raise self._unknown(tid, f"{command}ed")
-        (self.collector.ack if command == "ack" else self.collector.fail)(tup)
+    def _message(self, msg: dict[str, Any]) -> None:
+        """What the component says: a bolt's emits, acks and fails are handled here, in one
+        call each (they are most of its messages, one per tuple or more); the rest as
+        `_Hosted._message` does."""
+        command = msg.get("command")
+        if command == "emit":
+            values, stream = list(msg["tuple"]), msg.get("stream") or DEFAULT_STREAM
+            inputs = self._inputs
+            try:
+                anchors = [inputs[a] for a in msg.get("anchors") or ()]
+            except KeyError as e:
+                raise self._unknown(e.args[0], "anchored onto") from None
+            task = msg.get("task")
+            if task is not None:
+                self.collector.emit_direct(task, values, anchors, stream)
+                return
+            tasks = self.collector.emit(values, anchors, stream)
+            if msg.get("need_task_ids", True):
+                self.wire.push(list(tasks))
+        elif command == "ack" or command == "fail":
+            tid = msg.get("id")
+            tup = self._inputs.pop(tid, None) if isinstance(tid, str) else None
+            if tup is None:
+                raise self._unknown(tid, f"{command}ed")
+            (self.collector.ack if command == "ack" else self.collector.fail)(tup)
+        else:
+            _Hosted._message(self, msg)

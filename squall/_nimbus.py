@@ -195,7 +195,8 @@ class Launch:
 
 @dataclass(frozen=True)
 class MasterAddress:
-    """Where the master that answered listens (``nimbus.host``, ``nimbus.thrift.port``)."""
+    """Where a master listens (``nimbus.host``, ``nimbus.thrift.port``): the one that answered a
+    sync (`SyncReply`), or the leader (``get_leader``)."""
 
     host: str | None
     port: int | None
@@ -216,9 +217,10 @@ def encode(record: Any, sparse: bool = False) -> dict[str, Any]:
     fields at their default left out (`decode` puts them back): a master's replies, most of whose
     fields are usually at their default, go so."""
     if sparse:
-        return {f.name: _encode(value, hint) for f, hint, default in _sparse_fields(type(record))
-                if (value := getattr(record, f.name)) is not default and value != default}
-    return {f.name: _encode(getattr(record, f.name), hint) for f, hint in _fields(type(record))}
+        return {name: _encode(value, hint) if nested else value for name, hint, default, nested in _layout(type(record))
+                if (value := getattr(record, name)) is not default and value != default}
+    return {name: _encode(getattr(record, name), hint) if nested else getattr(record, name)
+            for name, hint, _, nested in _layout(type(record))}
 
 
 def decode(cls: type[R], data: Any, where: str = "") -> R:
@@ -239,14 +241,18 @@ def _fields(cls: type) -> tuple[tuple[Any, Any], ...]:
     return found
 
 
-_SPARSE: dict[type, tuple[tuple[Any, Any, Any], ...]] = {}
+_LAYOUTS: dict[type, tuple[tuple[str, Any, Any, bool], ...]] = {}
+_NAMES: dict[type, frozenset[str]] = {}
 
 
-def _sparse_fields(cls: type) -> tuple[tuple[Any, Any, Any], ...]:
-    """A record's fields with their resolved types and defaults (`REQUIRED`: none), read once."""
-    found = _SPARSE.get(cls)
+def _layout(cls: type) -> tuple[tuple[str, Any, Any, bool], ...]:
+    """A record's fields as (name, resolved type, default (`REQUIRED`: none), whether its values
+    may hold a record), read once per record type: a heartbeat is decoded and its reply encoded
+    many times a second, and `dataclasses.fields` and the typing module are slow."""
+    found = _LAYOUTS.get(cls)
     if found is None:
-        found = _SPARSE[cls] = tuple((f, hint, _default(f)) for f, hint in _fields(cls))
+        found = _LAYOUTS[cls] = tuple((f.name, hint, _default(f), _holds_record(hint)) for f, hint in _fields(cls))
+        _NAMES[cls] = frozenset(name for name, _, _, _ in found)
     return found
 
 
@@ -296,6 +302,14 @@ def _decode(value: Any, spec: Any, verb_name: str, path: str) -> Any:
     """``value`` checked against ``spec`` (records built from their maps, tuples from lists)."""
     if spec is Any:
         return value
+    if type(spec) is type:  # the common fields first: a scalar, a record
+        allowed = _SCALARS.get(spec)
+        if allowed is not None:
+            if not isinstance(value, allowed) or (spec in (int, float) and isinstance(value, bool)):
+                raise _mistyped(value, spec, verb_name, path)
+            return value
+        if is_dataclass(spec):
+            return _decode_record(value, spec, verb_name, path)
     origin = get_origin(spec)
     if origin in (Union, types.UnionType):
         options = get_args(spec)
@@ -309,22 +323,6 @@ def _decode(value: Any, spec: Any, verb_name: str, path: str) -> Any:
         if value is not None:
             raise _mistyped(value, spec, verb_name, path)
         return None
-    if isinstance(spec, type) and is_dataclass(spec):
-        if isinstance(value, spec):
-            return value  # the record itself, passed in this process (the direct transport)
-        if not isinstance(value, Mapping):
-            raise _mistyped(value, spec, verb_name, path)
-        known = {f.name for f in fields(spec)}
-        unknown = sorted(str(k) for k in value if k not in known)
-        if unknown:
-            raise ProtocolError(f"{verb_name}: unknown field {_join(path, unknown[0])!r}")
-        made = {}
-        for f, hint in _fields(spec):
-            if f.name in value:
-                made[f.name] = _decode(value[f.name], hint, verb_name, _join(path, f.name))
-            elif _default(f) is REQUIRED:
-                raise ProtocolError(f"{verb_name}: field {_join(path, f.name)!r} is missing")
-        return spec(**made)
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
             raise _mistyped(value, spec, verb_name, path)
@@ -345,6 +343,26 @@ def _decode(value: Any, spec: Any, verb_name: str, path: str) -> Any:
     if not isinstance(value, allowed) or (spec in (int, float) and isinstance(value, bool)):
         raise _mistyped(value, spec, verb_name, path)
     return value
+
+
+def _decode_record(value: Any, spec: type, verb_name: str, path: str) -> Any:
+    """The record ``spec`` of the map ``value`` (each field checked), or ``value`` itself when it
+    is that record already (passed in this process: the direct transport)."""
+    if isinstance(value, spec):
+        return value
+    if not isinstance(value, Mapping):
+        raise _mistyped(value, spec, verb_name, path)
+    layout = _layout(spec)
+    if not _NAMES[spec].issuperset(value):
+        unknown = sorted(str(k) for k in value if k not in _NAMES[spec])
+        raise ProtocolError(f"{verb_name}: unknown field {_join(path, unknown[0])!r}")
+    made = {}
+    for name, hint, default, _ in layout:
+        if name in value:
+            made[name] = _decode(value[name], hint, verb_name, _join(path, name))
+        elif default is REQUIRED:
+            raise ProtocolError(f"{verb_name}: field {_join(path, name)!r} is missing")
+    return spec(**made)
 
 
 def _fits(value: Any, spec: Any) -> bool:
@@ -487,8 +505,8 @@ class NimbusIface(Protocol):
 
     # Nimbus HA
     @verb(read=True)
-    def get_leader(self) -> dict[str, Any] | None:
-        """The leader's ``{"host", "port"}``; None while an election is under way."""
+    def get_leader(self) -> MasterAddress | None:
+        """Where the leader listens; None while an election is under way."""
         ...
 
     @verb(read=True)

@@ -561,11 +561,11 @@ class Master:
         """Where this master listens."""
         return NimbusAddress(str(conf_value(self.conf, Config.NIMBUS_HOST)), int(self.port or 0))
 
-    def op_get_leader(self) -> dict[str, Any] | None:
-        """The master that leads (Storm's ``getLeader``): ``{"host", "port"}``, None while an
-        election is under way. A lone master (no ZooKeeper) leads."""
+    def op_get_leader(self) -> MasterAddress | None:
+        """Where the master that leads listens (Storm's ``getLeader``), None while an election is
+        under way. A lone master (no ZooKeeper) leads."""
         leader = self.me() if self.ha is None else self.ha.leader()
-        return None if leader is None else {"host": leader.host, "port": leader.port}
+        return None if leader is None else MasterAddress(leader.host, leader.port)
 
     def op_nimbuses(self) -> list[dict[str, Any]]:
         """Each master, as Storm's UI nimbus summary lists them: ``host``, ``port``, ``status``

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from .._config import Config, conf_value
 from .._errors import NotLeaderException, RemoteError, RpcError
-from .._nimbus import nimbus_client
+from .._nimbus import MasterAddress, nimbus_client
 
 log = logging.getLogger("squall.client")
 
@@ -66,14 +66,11 @@ def describe_seeds(conf: Mapping[str, Any]) -> str:
     return str(seeds[0]) if len(seeds) == 1 else "[" + ", ".join(map(str, seeds)) + "]"
 
 
-def leader_of(reply: Any) -> NimbusAddress | None:
-    """The leader a ``get_leader`` reply names (None: no leader now, or a malformed reply)."""
-    if not isinstance(reply, dict):
+def leader_of(reply: MasterAddress | None) -> NimbusAddress | None:
+    """The leader a ``get_leader`` reply names (None: no leader now, or one without an address)."""
+    if reply is None or reply.host is None or reply.port is None:
         return None
-    host, port = reply.get("host"), reply.get("port")
-    if not isinstance(host, str) or not isinstance(port, int) or isinstance(port, bool):
-        return None
-    return NimbusAddress(host, port)
+    return NimbusAddress(reply.host, reply.port)
 
 
 class LeaderLink:

@@ -10,6 +10,7 @@ import pytest
 
 from squall._config import cluster_conf
 from squall._errors import NotLeaderException, SquallError
+from squall._nimbus import MasterAddress
 from squall._sealed import seal
 from squall.cluster.client import MasterClient
 from squall.cluster.ha import ClusterState, Coordinator, TopologyRecord, read_state, write_state
@@ -423,7 +424,7 @@ def test_no_leader_is_named_while_zookeeper_is_unreachable(own_zookeeper, tmp_pa
     a = running(conf("a"))
     assert wait_until(lambda: a.master.leading, 10)
     b = running(conf("b"))
-    assert wait_until(lambda: b.master.op_get_leader() == {"host": "127.0.0.1", "port": a.master.port}, 10)
+    assert wait_until(lambda: b.master.op_get_leader() == MasterAddress("127.0.0.1", a.master.port), 10)
     server.stop()
     assert wait_until(lambda: not a.master.ha.connected and not b.master.ha.connected, 20)
     assert a.master.op_get_leader() is None and b.master.op_get_leader() is None

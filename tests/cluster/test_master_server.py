@@ -4,6 +4,7 @@ first did; Nimbus HA's election is driven by the server, not by the master (`tes
 a real ZooKeeper)."""
 
 from squall._config import cluster_conf
+from squall._nimbus import MasterAddress
 from squall.cluster.master import Master
 from squall.cluster.store import MemoryStore
 from squall.engine.clock import SimulatedClock
@@ -22,7 +23,7 @@ def test_a_served_master_keeps_its_state_in_its_store_and_a_new_one_resumes_from
         assert first.master.election is None  # a lone master: no election to drive
         with _client(first) as m:
             m.submit_topology("t", {}, recovery_topology(10), initial_status="INACTIVE")
-        assert first.master.op_get_leader() == {"host": "127.0.0.1", "port": first.master.port}
+        assert first.master.op_get_leader() == MasterAddress("127.0.0.1", first.master.port)
     finally:
         first.stop()
     again = _Running(CONF, Master(CONF, clock=clock, store=store))

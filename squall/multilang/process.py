@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("squall.multilang")
 
 STDERR_LINES = 20  # the last lines of the subprocess's stderr an error shows
+CLOSE_WAIT_SECS = 2.0  # how long close() waits for a read in progress (it ends at the killed subprocess's EOF)
 _READ_BYTES = 1 << 16
 
 
@@ -66,6 +67,10 @@ class ShellProcess:
         self._proc: subprocess.Popen | None = None
         self._ready: collections.deque[Any] = collections.deque()  # decoded, not yet read
         self._write_lock = threading.Lock()
+        # held by a read of the pipe, so that close() never closes its descriptor under the read:
+        # the number could be reused at once by another subprocess's pipe, and the read take its data
+        self._read_lock = threading.Lock()
+        self._closed = False
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._stderr_thread: threading.Thread | None = None
         self._dirs = [owned_dir] if owned_dir else []  # removed when it ends: its resources, its pid directory
@@ -155,7 +160,13 @@ class ShellProcess:
         """The next decoded message, unchecked (`read`)."""
         if self._ready:
             return self._ready.popleft()
+        with self._read_lock:
+            return self._read_locked(timeout)
+
+    def _read_locked(self, timeout: float | None) -> Any:
         proc = self._proc
+        if self._closed:
+            raise self.failure("it was closed (its component ended)")
         if proc is None or proc.stdout is None:
             raise self.failure("it is not running")
         fd = proc.stdout.fileno()
@@ -218,7 +229,19 @@ class ShellProcess:
             except subprocess.TimeoutExpired:
                 pass
         self.kill("")
-        for stream in (proc.stdout, proc.stderr):
+        # the pipes are closed once no thread reads them (a reader ends at the EOF the kill
+        # made); one still read after CLOSE_WAIT_SECS (a child of the subprocess keeps the pipe
+        # open) is left to the garbage collector rather than closed under its reader
+        streams = []
+        if self._read_lock.acquire(timeout=CLOSE_WAIT_SECS):
+            self._closed = True
+            streams.append(proc.stdout)
+            self._read_lock.release()
+        if self._stderr_thread is not None:
+            self._stderr_thread.join(CLOSE_WAIT_SECS)
+        if self._stderr_thread is None or not self._stderr_thread.is_alive():
+            streams.append(proc.stderr)
+        for stream in streams:
             if stream is not None:
                 try:
                     stream.close()

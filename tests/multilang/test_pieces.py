@@ -7,16 +7,21 @@ import os
 import pickle
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 import pytest
 
 from squall import Config, ShellBolt
 from squall._config import cluster_conf, topology_conf
+from squall.multilang import process as process_module
 from squall.multilang import resources
 from squall.multilang.bolt import PendingWrites
 from squall.multilang.component import subprocess_timeout
+from squall.multilang.messages import MultilangError
+from squall.multilang.process import ShellProcess
 from squall.multilang.resources import unpack
+from squall.multilang.serializer import JsonSerializer
 
 
 def test_pending_writes_hold_at_most_max_pending_tuples_and_send_task_ids_and_heartbeats_first():
@@ -67,3 +72,17 @@ def test_the_silence_limit_is_the_topologys_else_the_supervisors_worker_timeout_
     seen = topology_conf(cluster, {})  # what a component's configuration starts from
     assert subprocess_timeout(seen) == 7
     assert subprocess_timeout(topology_conf(cluster, {Config.TOPOLOGY_SUBPROCESS_TIMEOUT_SECS: 2.5})) == 2.5
+
+
+def test_a_read_after_close_is_a_multilang_error_and_never_touches_a_reused_descriptor(monkeypatch):
+    """close() may run on the bolt's thread while its reader thread is about to read: the pipe's
+    descriptor must not be closed under that read (the number could already be another
+    subprocess's pipe), and the read says the subprocess was closed, not ValueError."""
+    monkeypatch.setattr(process_module, "setup_message",
+                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
+    p = ShellProcess([sys.executable, "silent.py"], JsonSerializer(), "ShellBolt [t] task 1",
+                     cwd=str(Path(__file__).parent / "bare"))
+    p.launch({}, None, 30)
+    p.close()
+    with pytest.raises(MultilangError, match=r"ShellBolt \[t\] task 1: .*closed"):
+        p.read()

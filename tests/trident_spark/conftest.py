@@ -1,4 +1,5 @@
-"""Trident on Spark's engine: one SparkSession per module (a cold start costs seconds), Spark's
+"""Trident on Spark's engine: one SparkSession for the whole directory (``spark``, package-scoped:
+a cold session and its first query cost 30-40 s on a loaded machine, a warm query 3-5 s), Spark's
 Python workers given the repository on their path (they import tests.trident_spark.ops)."""
 
 from __future__ import annotations
@@ -16,20 +17,46 @@ pytest.importorskip("deltalake")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def spark_session(master: str):
-    """A SparkSession on ``master`` for one module; stopped after it."""
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+# What makes a local session start and run small batches fast on 2 cores: no UI, 2 shuffle
+# partitions, no adaptive planning, no Hive catalog, and a driver JVM with the client compiler
+# only and the serial collector (JIT threads otherwise take half the CPU for the first minute).
+# Spark's Python workers are reused (its default, said here since the tests rely on it: a batch
+# after the first does not start Python again).
+FAST_SPARK = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.catalogImplementation": "in-memory",
+    "spark.python.worker.reuse": "true",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+
+
+def with_repo_on_pythonpath(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default this process's) with the repository first on PYTHONPATH."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+@pytest.fixture(scope="package")
+def spark():
+    """The directory's SparkSession on local[2,4] (two threads; a task tried up to 4 times, as a
+    cluster retries one, for test_word_count's killed Python worker); stopped after the package."""
+    os.environ["PYTHONPATH"] = with_repo_on_pythonpath()["PYTHONPATH"]
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(master).appName("trident-spark-tests")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.adaptive.enabled", "false")
-             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    builder = SparkSession.builder.master("local[2,4]").appName("trident-spark-tests")
+    for key, value in FAST_SPARK.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
     try:
-        yield spark
+        yield session
     finally:
-        spark.stop()
+        session.stop()
 
 
 def write_lines(path: Path, lines: list[str]) -> None:

@@ -77,6 +77,12 @@ def word_count(directory: str, factory, max_batch_records: int = 3):
     return topology
 
 
+def gated_word_count(directory: str, table: str, gate: str):
+    """test_driver_kill's word count: 4 lines a file a batch into the transactional Delta map at
+    ``table``, held after committing txid 2 until ``<gate>/go`` exists (see `_GatedState`)."""
+    return word_count(directory, GatedStateFactory(delta_counts_factory(table), gate, 2), max_batch_records=4)
+
+
 def delta_counts_factory(table: str, app_id: str = "wc"):
     """A transactional Delta map state of word -> count at ``table``."""
     import pyarrow as pa

@@ -1,8 +1,10 @@
 """Exactly once across a SIGKILLed Spark driver (issue 36 item 5a, local[2]), the driver being
 ``squall trident FILE --host spark --checkpoint DIR`` (item 1). The driver is killed after its
 Delta state committed txid 2 and before Spark's commit log recorded batch 1; started again from
-the checkpoint, Spark re-runs batch 1 with the same offsets, the transactional map skips what
-txid 2 already wrote, and the stored counts equal the input. SIGTERM then stops the driver."""
+the checkpoint (here in this process's session: a second cold driver would add half a minute to
+the same claim; test_standalone restarts a ``squall trident`` driver and stops it with SIGTERM),
+Spark re-runs batch 1 with the same offsets, the transactional map skips what txid 2 already
+wrote, and the stored counts equal the input."""
 
 from __future__ import annotations
 
@@ -10,64 +12,99 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
 
 import pytest
 
 from ..conftest import wait_until
-from .conftest import REPO, delta_counts, expected_counts, sentences, write_lines
+from .conftest import FAST_SPARK, REPO, delta_counts, expected_counts, sentences, with_repo_on_pythonpath, write_lines
 
-pytestmark = pytest.mark.timeout(480)  # two cold drivers on a loaded machine
+pytestmark = pytest.mark.timeout(480)  # a cold driver on a loaded machine
 
 
-def _driver(tmp_path, log, master, env):
-    env = {**(env or os.environ),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
-           "WC_DATA": str(tmp_path / "in"), "WC_TABLE": str(tmp_path / "counts"), "WC_GATE": str(tmp_path / "gate")}
+@dataclass
+class KilledRun:
+    """A word count whose first driver was SIGKILLed at txid 2's commit: where its files are."""
+
+    root: Path
+    lines: list[str]
+    log: IO[bytes]
+
+    @property
+    def data(self) -> Path:
+        return self.root / "in"
+
+    @property
+    def table(self) -> Path:
+        return self.root / "counts"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "checkpoint"
+
+    @property
+    def gate(self) -> Path:
+        return self.root / "gate"
+
+    def tail(self) -> str:
+        """The end of the drivers' log, for a failed assertion."""
+        self.log.flush()
+        return (self.root / "driver.log").read_text()[-3000:]
+
+
+def driver(run: KilledRun, master: str, env: dict[str, str] | None) -> subprocess.Popen:
+    """``squall trident wc_topology.py`` on ``master``, in its own process group."""
+    env = {**with_repo_on_pythonpath(env), "WC_DATA": str(run.data), "WC_TABLE": str(run.table),
+           "WC_GATE": str(run.gate)}
+    spark_conf = [arg for key, value in FAST_SPARK.items() for arg in ("-c", f"{key}={value}")]
     return subprocess.Popen([sys.executable, "-m", "squall", "trident", str(REPO / "tests/trident_spark/wc_topology.py"),
-                             "--host", "spark", "--checkpoint", str(tmp_path / "checkpoint"), "--spark-master", master,
-                             "-c", "spark.ui.enabled=false", "-c", "spark.sql.adaptive.enabled=false"],
-                            cwd=tmp_path, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+                             "--host", "spark", "--checkpoint", str(run.checkpoint), "--spark-master", master,
+                             *spark_conf],
+                            cwd=run.root, env=env, start_new_session=True, stdout=run.log, stderr=subprocess.STDOUT)
 
 
-def test_a_driver_killed_between_the_state_commit_and_sparks_commit_counts_every_word_once(tmp_path):
-    driver_killed_at_the_commit(tmp_path, "local[2]")
-
-
-def driver_killed_at_the_commit(tmp_path, master, env=None):
-    """The test above on ``master`` (``env``: the driver's environment, default this process's)."""
-    data, table, checkpoint, gate = tmp_path / "in", tmp_path / "counts", tmp_path / "checkpoint", tmp_path / "gate"
-    data.mkdir()
-    gate.mkdir()
-    lines = sentences(16, seed=5)
-    write_lines(data / "a.txt", lines[:8])
-    write_lines(data / "b.txt", lines[8:])  # 4 lines a file a batch: 2 batches
-    log_path = tmp_path / "driver.log"
-    log = log_path.open("ab")
-
-    first = _driver(tmp_path, log, master, env)
+def driver_killed_at_the_commit(root: Path, master: str, env: dict[str, str] | None = None) -> KilledRun:
+    """Run the word count's first driver on ``master`` until its state committed txid 2 and
+    SIGKILL it there (``env``: the driver's environment, default this process's). The gate is
+    then open: a driver started again does not hold."""
+    run = KilledRun(root, sentences(16, seed=5), (root / "driver.log").open("ab"))
+    run.data.mkdir()
+    run.gate.mkdir()
+    write_lines(run.data / "a.txt", run.lines[:8])
+    write_lines(run.data / "b.txt", run.lines[8:])  # 4 lines a file a batch: 2 batches
+    first = driver(run, master, env)
     try:
-        assert wait_until(lambda: (gate / "committed").exists() or first.poll() is not None, 300, 0.1)
-        assert first.poll() is None, log_path.read_text()[-3000:]
+        assert wait_until(lambda: (run.gate / "committed").exists() or first.poll() is not None, 300, 0.1)
+        assert first.poll() is None, run.tail()
         # the state has txid 2; Spark planned batch 1 and has not committed it
-        assert (checkpoint / "offsets" / "1").exists() and not (checkpoint / "commits" / "1").exists()
-        assert delta_counts(table) == expected_counts(lines)  # both batches are in the state
+        assert (run.checkpoint / "offsets" / "1").exists() and not (run.checkpoint / "commits" / "1").exists()
+        assert delta_counts(run.table) == expected_counts(run.lines)  # both batches are in the state
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the driver's process group: Python, its JVM, its workers
         first.wait()
+    (run.gate / "go").write_text("go")
+    return run
 
-    (gate / "go").write_text("go")
-    second = _driver(tmp_path, log, master, env)
-    total = sum(expected_counts(lines).values())
+
+def assert_counted_once(run: KilledRun) -> None:
+    """Batch 1 re-ran and committed, its words counted once, and nothing more was read."""
+    assert (run.checkpoint / "commits" / "1").exists(), run.tail()
+    assert delta_counts(run.table) == expected_counts(run.lines), "the re-run batch counted other than once"
+    assert not (run.checkpoint / "offsets" / "2").exists()  # nothing more was read: no batch of nothing
+
+
+def test_a_driver_killed_between_the_state_commit_and_sparks_commit_counts_every_word_once(spark, tmp_path):
+    from squall.trident.spark import start
+
+    from .ops import gated_word_count
+
+    run = driver_killed_at_the_commit(tmp_path, "local[2]")
+    query = start(gated_word_count(str(run.data), str(run.table), str(run.gate)), spark, str(run.checkpoint))
     try:
-        # Spark re-runs batch 1 (txid 2) and commits it: the state must not count it again
-        assert wait_until(lambda: (checkpoint / "commits" / "1").exists() or second.poll() is not None, 300, 0.1), \
-            log_path.read_text()[-3000:]
-        assert sum(delta_counts(table).values()) == total
-        second.send_signal(signal.SIGTERM)
-        assert second.wait(timeout=120) == 0, log_path.read_text()[-3000:]
+        query.processAllAvailable()  # Spark re-runs batch 1 (txid 2) from the checkpoint's offsets
+        assert query.exception() is None
     finally:
-        if second.poll() is None:
-            os.killpg(second.pid, signal.SIGKILL)
-            second.wait()
-    assert delta_counts(table) == expected_counts(lines)
-    assert not (checkpoint / "offsets" / "2").exists()  # nothing more was read: no batch of nothing
+        query.stop()
+    assert_counted_once(run)

@@ -1,10 +1,14 @@
-"""Trident's word count as one Structured Streaming query on local[2] (issue 36 items 1-4, 5c):
-stored counts equal the input exactly, also after the query is stopped and started again from
-its checkpoint, and each micro-batch is Trident batch batchId + 1."""
+"""Trident's word count as one Structured Streaming query on local[2,4] (issue 36 items 1-4, 5b,
+5c): stored counts equal the input exactly, after a Spark task's Python worker is SIGKILLed
+mid-batch and after the query is stopped and started again from its checkpoint (one query's life
+shows both), and each micro-batch is Trident batch batchId + 1."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+from pathlib import Path
 
 import pytest
 
@@ -14,15 +18,22 @@ from squall.trident.builtin import Count
 from squall.trident.spark import start
 from squall.trident.spout import FixedBatchSpout
 
-from .conftest import delta_counts, expected_counts, sentences, spark_session, write_lines
+from ..conftest import wait_until
+from .conftest import delta_counts, expected_counts, sentences, write_lines
 from .ops import Split, delta_counts_factory, plain_spout, word_count
 
-pytestmark = pytest.mark.timeout(300)  # a cold SparkSession and a few micro-batches on a loaded machine
+pytestmark = pytest.mark.timeout(300)  # the first test pays the cold SparkSession on a loaded machine
 
 
-@pytest.fixture(scope="module")
-def spark():
-    yield from spark_session("local[2]")
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _batch_ids(directory: Path) -> list[int]:
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
 
 
 def test_a_fixed_batch_spout_word_count_counts_every_word_into_the_drivers_memory_map(spark, tmp_path):
@@ -42,26 +53,35 @@ def test_a_fixed_batch_spout_word_count_counts_every_word_into_the_drivers_memor
     state = factory.make_state({}, None, 0, 1)
     assert {word: count for word, count in state.get_tuples()} == expected_counts(lines)
     # 9 sentences, 5 a batch: batches 0 and 1 (txid 1 and 2), the third never planned (it is empty)
-    offsets = sorted(int(p.name) for p in (tmp_path / "checkpoint" / "offsets").iterdir() if p.name.isdigit())
-    assert offsets == [0, 1]
+    assert _batch_ids(tmp_path / "checkpoint" / "offsets") == [0, 1]
     last = (tmp_path / "checkpoint" / "offsets" / "1").read_text().splitlines()[-1]
     assert json.loads(last)["txid"] == 2  # the spout's txid is batchId + 1
 
 
-def test_a_file_word_count_into_delta_is_exact_after_the_query_is_stopped_and_started_again(spark, tmp_path):
-    data, table, checkpoint = tmp_path / "in", tmp_path / "counts", str(tmp_path / "checkpoint")
+def test_a_file_word_count_into_delta_is_exact_after_a_python_worker_is_killed_and_a_stop_and_start(spark, tmp_path):
+    data, table, gate = tmp_path / "in", tmp_path / "counts", tmp_path / "gate"
+    checkpoint = str(tmp_path / "checkpoint")
     data.mkdir()
+    gate.mkdir()
     first = sentences(20, seed=2)
-    write_lines(data / "a.txt", first[:12])
+    # the Split of the first batch waits at the gate line, its worker's pid in gate/pid
+    write_lines(data / "a.txt", [*first[:3], f"hold:{gate}", *first[3:12]])
     write_lines(data / "b.txt", first[12:])
-    topology = word_count(str(data), delta_counts_factory(str(table)), max_batch_records=12)
-    query = start(topology, spark, checkpoint)
+    query = start(word_count(str(data), delta_counts_factory(str(table)), max_batch_records=12), spark, checkpoint)
     try:
-        query.processAllAvailable()
+        assert wait_until(lambda: (gate / "pid").exists() or query.exception() is not None, 240, 0.05), \
+            "the first batch's Split never reached the gate"
+        pid = int((gate / "pid").read_text())
+        assert "pyspark" in _cmdline(pid) and pid != os.getpid()  # a Spark Python worker, not this process
+        os.kill(pid, signal.SIGKILL)
+        (gate / "go").write_text("go")
+        query.processAllAvailable()  # Spark retries the killed task (local[2,4]: up to 4 tries)
+        assert query.exception() is None and query.isActive
     finally:
         query.stop()
-    assert delta_counts(table) == expected_counts(first)
-    committed = sorted(int(p.name) for p in (tmp_path / "checkpoint" / "commits").iterdir() if p.name.isdigit())
+    after_the_worker_kill = delta_counts(table)
+    assert after_the_worker_kill == expected_counts(first), "a killed Python worker's batch counted other than once"
+    committed = _batch_ids(tmp_path / "checkpoint" / "commits")
 
     second = sentences(15, seed=3)
     write_lines(data / "a.txt", second[:5])   # a file grows
@@ -71,8 +91,8 @@ def test_a_file_word_count_into_delta_is_exact_after_the_query_is_stopped_and_st
         query.processAllAvailable()
     finally:
         query.stop()
-    assert delta_counts(table) == expected_counts(first + second)
-    resumed = sorted(int(p.name) for p in (tmp_path / "checkpoint" / "commits").iterdir() if p.name.isdigit())
+    assert delta_counts(table) == expected_counts(first + second), "counts not exact after a stop and a start"
+    resumed = _batch_ids(tmp_path / "checkpoint" / "commits")
     assert resumed[:len(committed)] == committed and resumed[len(committed)] == committed[-1] + 1  # batch ids go on
 
 

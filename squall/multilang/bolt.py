@@ -31,7 +31,7 @@ from .._fields import Fields
 from .._tuple import Tuple
 from .component import ShellComponent
 from .messages import MultilangError, ProtocolError, ShellMsg, bolt_message, heartbeat_message
-from .process import ShellProcess
+from .process import CLOSE_WAIT_SECS, ShellProcess
 
 log = logging.getLogger("squall.multilang")
 
@@ -48,6 +48,13 @@ class PendingWrites:
         self._first: collections.deque[Any] = collections.deque()
         self._tuples: collections.deque[Any] = collections.deque()
         self._cond = threading.Condition()
+        self._closed = False
+
+    def close(self) -> None:
+        """Wake the writer for good: `take` returns None from now on."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
 
     def put(self, item: Any, timeout: float) -> bool:
         """Queue a tuple's message; False if ``capacity`` are still waiting after ``timeout`` s."""
@@ -65,9 +72,10 @@ class PendingWrites:
             self._cond.notify_all()
 
     def take(self, timeout: float) -> Any:
-        """The next item to write, or None after ``timeout`` s with nothing."""
+        """The next item to write, or None after ``timeout`` s with nothing or once `close`d."""
         with self._cond:
-            if not self._cond.wait_for(lambda: self._first or self._tuples, timeout):
+            if not self._cond.wait_for(lambda: self._first or self._tuples or self._closed, timeout) \
+                    or self._closed:
                 return None
             if self._first:
                 return self._first.popleft()
@@ -124,11 +132,13 @@ class ShellBolt(ShellComponent, Bolt):
         self._heard_seen = -1
         self._heard_at = 0.0
         self._now: Callable[[], float] | None = None
+        self._threads: list[threading.Thread] = []
         process = self._launch(conf, context)
         self._reader = threading.Thread(target=self._read_loop, args=(process,), name=f"{process.where} reader",
                                         daemon=True)
         self._writer = threading.Thread(target=self._write_loop, args=(process,), name=f"{process.where} writer",
                                         daemon=True)
+        self._threads = [self._reader, self._writer]
         self._reader.start()
         self._writer.start()
 
@@ -192,10 +202,17 @@ class ShellBolt(ShellComponent, Bolt):
             self._process.kill(because)
 
     def cleanup(self) -> None:
-        """End the subprocess (its input closed, then SIGTERM, then SIGKILL) and the threads."""
+        """End the subprocess (its input closed, then SIGTERM, then SIGKILL) and its reader and
+        writer threads (waiting for each at most ``CLOSE_WAIT_SECS``)."""
         self._running = False
+        self._pending.close()
         if self._process is not None:
             self._process.close()
+        # Storm's cleanup interrupts its reader and writer threads: these end now (the writer
+        # woken above, the reader at the subprocess's end of output), none outlives the task
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(CLOSE_WAIT_SECS)
         self._inputs.clear()
 
     # --- the threads ---------------------------------------------------------------------------

@@ -59,6 +59,8 @@ def test_a_pystorm_spout_and_bolt_run_under_shell_components_and_every_tuple_is_
         assert info["errors"] == []
         assert wait_until(lambda: sum(WORDS.values()) == 5 * SENTENCES)
 
+    # the shell bolts' reader and writer threads ended with their tasks (Storm's cleanup interrupts them)
+    assert [t.name for t in threading.enumerate() if t.name.startswith(("ShellBolt [", "ShellSpout ["))] == []
     assert acked(acks) == collections.Counter(str(i) for i in range(SENTENCES))  # each once: nothing failed
     assert WORDS == collections.Counter({"the": SENTENCES, "quick": SENTENCES, "fox": SENTENCES,
                                          "jumps": SENTENCES, **{str(i): 1 for i in range(SENTENCES)}})

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -65,10 +66,12 @@ def driver(run: KilledRun, master: str, env: dict[str, str] | None) -> subproces
                             cwd=run.root, env=env, start_new_session=True, stdout=run.log, stderr=subprocess.STDOUT)
 
 
-def driver_killed_at_the_commit(root: Path, master: str, env: dict[str, str] | None = None) -> KilledRun:
+def driver_killed_at_the_commit(root: Path, master: str, env: dict[str, str] | None = None,
+                                meanwhile: Callable[[], object] = lambda: None) -> KilledRun:
     """Run the word count's first driver on ``master`` until its state committed txid 2 and
-    SIGKILL it there (``env``: the driver's environment, default this process's). The gate is
-    then open: a driver started again does not hold."""
+    SIGKILL it there (``env``: the driver's environment, default this process's; ``meanwhile``:
+    called once the driver is starting, what the caller can do while it runs). The gate is then
+    open: a driver started again does not hold."""
     run = KilledRun(root, sentences(16, seed=5), (root / "driver.log").open("ab"))
     run.data.mkdir()
     run.gate.mkdir()
@@ -76,6 +79,7 @@ def driver_killed_at_the_commit(root: Path, master: str, env: dict[str, str] | N
     write_lines(run.data / "b.txt", run.lines[8:])  # 4 lines a file a batch: 2 batches
     first = driver(run, master, env)
     try:
+        meanwhile()
         assert wait_until(lambda: (run.gate / "committed").exists() or first.poll() is not None, 300, 0.1)
         assert first.poll() is None, run.tail()
         # the state has txid 2; Spark planned batch 1 and has not committed it
@@ -95,12 +99,15 @@ def assert_counted_once(run: KilledRun) -> None:
     assert not (run.checkpoint / "offsets" / "2").exists()  # nothing more was read: no batch of nothing
 
 
-def test_a_driver_killed_between_the_state_commit_and_sparks_commit_counts_every_word_once(spark, tmp_path):
+def test_a_driver_killed_between_the_state_commit_and_sparks_commit_counts_every_word_once(request, tmp_path):
     from squall.trident.spark import start
 
     from .ops import gated_word_count
 
-    run = driver_killed_at_the_commit(tmp_path, "local[2]")
+    # this process's session (cold when this test runs first) starts while the driver runs
+    sessions = []
+    run = driver_killed_at_the_commit(tmp_path, "local[2]", meanwhile=lambda: sessions.append(request.getfixturevalue("spark")))
+    [spark] = sessions
     query = start(gated_word_count(str(run.data), str(run.table), str(run.gate)), spark, str(run.checkpoint))
     try:
         query.processAllAvailable()  # Spark re-runs batch 1 (txid 2) from the checkpoint's offsets

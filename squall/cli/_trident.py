@@ -96,26 +96,54 @@ def cmd_trident(args: argparse.Namespace) -> int:
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
         spark = builder.getOrCreate()
         try:
-            try:
-                query = start(topology, spark, args.checkpoint, trigger=args.trigger, query_name=name,
-                              conf={**conf, **{k: v for k, v in overrides.items() if k not in spark_conf}})
-            except ValueError as e:
-                raise UserError(f"{path.name}: {e}") from None
-            print(f"squall trident: query {name} ({query.id}) running on {spark.sparkContext.master}; "
-                  f"checkpoint {args.checkpoint}", file=sys.stderr, flush=True)
-            return _run_until_stopped(query)
+            def start_query() -> Any:
+                try:
+                    query = start(topology, spark, args.checkpoint, trigger=args.trigger, query_name=name,
+                                  conf={**conf, **{k: v for k, v in overrides.items() if k not in spark_conf}})
+                except ValueError as e:
+                    raise UserError(f"{path.name}: {e}") from None
+                print(f"squall trident: query {name} ({query.id}) running on {spark.sparkContext.master}; "
+                      f"checkpoint {args.checkpoint}", file=sys.stderr, flush=True)
+                return query
+
+            return _run_until_stopped(start_query)
         finally:
             spark.stop()
 
 
-def _run_until_stopped(query: Any) -> int:
-    """Wait for the query; SIGTERM or Ctrl-C stops it. 0 when stopped, 1 when it failed."""
+# Spark waits a fixed 10 s (Spark 4.3's PythonWorkerFactory.createSimpleWorker; no setting
+# lengthens it) for the Python process that plans a Python Data Source's batches to connect back;
+# on a starved machine a query's start can miss it. Starting again from the checkpoint is safe
+# (the same offsets, the states apply each txid once), so the driver does, a few times.
+PYTHON_CONNECT_TIMEOUT = "Timed out while waiting for the Python worker to connect back"
+START_RETRIES = 3
+
+
+def _run_until_stopped(start_query: Callable[[], Any], retries: int = START_RETRIES) -> int:
+    """Start the query (``start_query``) and wait for it; SIGTERM or Ctrl-C stops it. A query that
+    failed because Spark's Python source process did not connect back in time is started again,
+    up to ``retries`` times. 0 when stopped, 1 when it failed."""
+    from pyspark.errors import StreamingQueryException
+
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    query = start_query()
     try:
-        while not stop.is_set() and query.isActive:
-            query.awaitTermination(0.5)
+        while True:
+            while not stop.is_set() and query.isActive:
+                try:
+                    query.awaitTermination(0.5)
+                except StreamingQueryException:  # it failed: query.exception() says how, below
+                    break
+            failed = query.exception()
+            if failed is None or stop.is_set() or retries <= 0 or PYTHON_CONNECT_TIMEOUT not in str(failed):
+                break
+            retries -= 1
+            print("squall trident: Spark's Python source process did not connect back within Spark's fixed "
+                  "10 s (a starved machine); starting the query again from its checkpoint", file=sys.stderr,
+                  flush=True)
+            query = start_query()
     except KeyboardInterrupt:
         pass
     failed = query.exception()

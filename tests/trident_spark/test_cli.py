@@ -37,3 +37,50 @@ def test_a_file_without_a_trident_topology_is_refused_naming_what_it_holds(tmp_p
     path.write_text("topology = 42\n")
     assert main(["trident", str(path), "--checkpoint", str(tmp_path / "ckpt")]) == 1
     assert "squall: error: storm.py: topology is an int, expected a TridentTopology" in capsys.readouterr().err
+
+
+class _Query:
+    """A StreamingQuery that has already ended, with ``failure`` (None: stopped)."""
+
+    def __init__(self, failure: str | None) -> None:
+        self.failure, self.isActive, self.stopped = failure, False, False
+
+    def awaitTermination(self, timeout):
+        pass
+
+    def exception(self):
+        return None if self.failure is None else RuntimeError(self.failure)
+
+    def stop(self):
+        self.stopped = True
+
+
+def _starts(*failures):
+    queries = [_Query(f) for f in failures]
+    started = []
+
+    def start_query():
+        started.append(queries[len(started)])
+        return started[-1]
+
+    return start_query, started
+
+
+def test_a_query_whose_python_source_did_not_connect_back_in_time_is_started_again_from_its_checkpoint(capsys):
+    from squall.cli._trident import PYTHON_CONNECT_TIMEOUT, _run_until_stopped
+
+    start_query, started = _starts(f"[STREAM_FAILED] ... SocketTimeoutException: {PYTHON_CONNECT_TIMEOUT}", None)
+    assert _run_until_stopped(start_query) == 0
+    assert len(started) == 2 and started[-1].stopped
+    assert "did not connect back within Spark's fixed 10 s" in capsys.readouterr().err
+
+
+def test_a_query_that_failed_otherwise_or_too_often_is_not_started_again(capsys):
+    from squall.cli._trident import PYTHON_CONNECT_TIMEOUT, _run_until_stopped
+
+    start_query, started = _starts("division by zero")
+    assert _run_until_stopped(start_query) == 1
+    assert len(started) == 1 and "the query failed: division by zero" in capsys.readouterr().err
+    start_query, started = _starts(*[PYTHON_CONNECT_TIMEOUT] * 3)
+    assert _run_until_stopped(start_query, retries=2) == 1
+    assert len(started) == 3

@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # What makes a local session start and run small batches fast on 2 cores: no UI, 2 shuffle
-# partitions, no adaptive planning, no Hive catalog, and a driver JVM with the client compiler
-# only and the serial collector (JIT threads otherwise take half the CPU for the first minute).
+# partitions, no adaptive planning, no Hive catalog, and driver and executor JVMs (a standalone
+# cluster's) with the client compiler only and the serial collector (JIT threads otherwise take
+# half the CPU for the first minute).
 # Spark's Python workers are reused (its default, said here since the tests rely on it: a batch
 # after the first does not start Python again).
 FAST_SPARK = {
@@ -31,6 +32,7 @@ FAST_SPARK = {
     "spark.python.worker.reuse": "true",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 }
 
 

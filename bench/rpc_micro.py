@@ -22,25 +22,30 @@ import cloudpickle
 
 from squall import TopologyBuilder
 from squall._config import cluster_conf
+from squall._nimbus import SupervisorSync
 from squall.cluster.master import Master
+from squall.cluster.server import MasterServer
 from squall.testing import FeederSpout, TupleCaptureBolt
 from squall._wire import Client, RpcSettings
 
 
 def _master(local_dir: str, encryption: str) -> tuple[Master, threading.Thread, asyncio.AbstractEventLoop]:
     m = Master(cluster_conf({"storm.local.dir": local_dir, "nimbus.thrift.port": 0, "squall.encryption": encryption}))
-    m.op_supervisor_sync(supervisor_id="s", host="127.0.0.1", ports=[7000])
+    server = MasterServer(m)
+    # Through the server's keeper, as a client's verbs go: each outcome's changes are kept.
+    server.keeper.keep(m.handle("supervisor_sync", {"sync": SupervisorSync("s", "127.0.0.1", [7000])}))
     b = TopologyBuilder()
     b.set_spout("feed", FeederSpout(["word"]), 2)
     b.set_bolt("count", TupleCaptureBolt(), 4).fields_grouping("feed", ["word"])
-    m.op_submit(name="bench", conf={}, topology=cloudpickle.dumps(b.create_topology()))
+    server.keeper.keep(m.handle("submit", {"name": "bench", "conf": {},
+                                           "topology": cloudpickle.dumps(b.create_topology())}))
     loop = asyncio.new_event_loop()
     ready = threading.Event()
 
     def run() -> None:
         asyncio.set_event_loop(loop)
         ev = asyncio.Event()
-        task = loop.create_task(m.serve(ev))
+        task = loop.create_task(server.serve(ev))
         loop.create_task(_set_when(ev, ready))
         try:
             loop.run_until_complete(task)

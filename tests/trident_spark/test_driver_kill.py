@@ -95,6 +95,7 @@ def driver_killed_at_the_commit(root: Path, master: str, env: dict[str, str] | N
 def assert_counted_once(run: KilledRun) -> None:
     """Batch 1 re-ran and committed, its words counted once, and nothing more was read."""
     assert (run.checkpoint / "commits" / "1").exists(), run.tail()
+    run.log.close()
     assert delta_counts(run.table) == expected_counts(run.lines), "the re-run batch counted other than once"
     assert not (run.checkpoint / "offsets" / "2").exists()  # nothing more was read: no batch of nothing
 

@@ -10,7 +10,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "trident.md"
 
 
 def python_blocks(text: str) -> list[str]:
-    """The ```python blocks of a Markdown text, in order."""
+    """The ```python blocks of a Markdown text, in order. A ```py block is shown, not run: the
+    page's Spark-engine example blocks on a running query (tests/trident_spark runs `start`)."""
     return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
 
 

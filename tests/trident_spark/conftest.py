@@ -36,6 +36,10 @@ FAST_SPARK = {
 }
 
 
+# two threads; a failed task tried up to 4 times in all, as a cluster retries one
+SPARK_MASTER = "local[2,4]"
+
+
 def with_repo_on_pythonpath(env: dict[str, str] | None = None) -> dict[str, str]:
     """``env`` (default this process's) with the repository first on PYTHONPATH."""
     env = dict(os.environ if env is None else env)
@@ -48,12 +52,21 @@ def spark():
     """The directory's SparkSession on local[2,4] (two threads; a task tried up to 4 times, as a
     cluster retries one, for test_word_count's killed Python worker); stopped after the package."""
     os.environ["PYTHONPATH"] = with_repo_on_pythonpath()["PYTHONPATH"]
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master("local[2,4]").appName("trident-spark-tests")
+    # getOrCreate would hand back a SparkContext that an earlier test left running in this
+    # process (tests/trident/test_docs.py runs a docs block that builds one on local[2]), with its
+    # master and settings, not these: on local[2] a task is tried once, and test_word_count's
+    # killed Python worker fails the query instead of being retried. A leftover is stopped first.
+    leftover = SparkContext._active_spark_context
+    if leftover is not None:
+        leftover.stop()
+    builder = SparkSession.builder.master(SPARK_MASTER).appName("trident-spark-tests")
     for key, value in FAST_SPARK.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
+    assert session.sparkContext.master == SPARK_MASTER, session.sparkContext.master
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session

@@ -9,7 +9,9 @@
 # - Debian's zookeeper (its jars in /usr/share/java: the real ZooKeeper the Nimbus HA tests
 #   start themselves, tests/zookeeper_server.py; Java comes with it);
 # - gcc, which `pip install` uses to compile squall's C hot path (squall/_speedups.c; without it
-#   squall runs on the pure-Python twins and tests/test_native.py says the build is missing).
+#   squall runs on the pure-Python twins and tests/test_native.py says the build is missing);
+# - Debian's nodejs (`node`: tests/multilang/test_node.py runs a Node.js component over Storm's
+#   multilang protocol; without it those tests skip).
 # Idempotent: installs only what is missing, so CI and developers can run it every time.
 set -euo pipefail
 
@@ -43,6 +45,11 @@ if ! command -v valgrind >/dev/null 2>&1; then  # python -m bench instructions (
     missing+=(valgrind)
 else
     echo "install-system-deps: valgrind already installed ($(command -v valgrind))"
+fi
+if ! command -v node >/dev/null 2>&1; then
+    missing+=(nodejs)
+else
+    echo "install-system-deps: nodejs already installed ($(command -v node))"
 fi
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import importlib.util
 import itertools
 import runpy
 import sys
@@ -33,6 +32,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidTopologyException, SquallError
+from .._modules import import_file_as
 from .._submitter import StormSubmitter
 from .._topology import StormTopology, TopologyBuilder
 from ..sparse import load, project_of
@@ -79,19 +79,12 @@ def _module_name(path: Path) -> str:
 
 def import_file(path: Path) -> ModuleType:
     """Import FILE as a module of its own name (its ``__main__`` block does not run)."""
-    name = _module_name(path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # so its classes pickle by reference, and dataclasses work
     try:
-        spec.loader.exec_module(module)
+        return import_file_as(path, _module_name(path))
     except KeyboardInterrupt:
         raise
     except BaseException as e:
-        del sys.modules[name]
         raise UserError(f"error importing {path.name}: {type(e).__name__}: {e}") from e
-    return module
 
 
 def topology_in(module: ModuleType, path: Path) -> tuple[StormTopology, dict[str, Any]] | None:

@@ -9,7 +9,6 @@ subclass is the topology. Each failure says which file and which name is wrong.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import SquallError
+from .._modules import import_file_as
 
 
 class SparseProjectError(SquallError):
@@ -144,16 +144,11 @@ def load_topology(project: Project, path: Path) -> Any:
         if str(directory) not in sys.path:
             sys.path.insert(0, str(directory))
     module_name = f"_squall_sparse_{path.stem}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        module = import_file_as(path, module_name)
     except KeyboardInterrupt:
         raise
     except BaseException as e:
-        del sys.modules[module_name]
         raise SparseProjectError(f"error importing {path}: {type(e).__name__}: {e}") from e
     found = [v for v in vars(module).values()
              if isinstance(v, TopologyType) and v is not Topology and v.__module__ == module_name]

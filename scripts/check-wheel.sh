@@ -30,7 +30,7 @@ wheel="${wheels[0]}"
 members="$("$python" -m zipfile -l "$wheel")"
 grep -Eq '^squall/_speedups\.[^ ]+\.so ' <<<"$members" \
     || fail "$(basename "$wheel") has no squall/_speedups*.so: the C extension was not built (a compiler and python3-dev are needed to build the wheel; see $work/build.log)"
-! grep -q '^squall/_speedups\.c ' <<<"$members" || fail "$(basename "$wheel") carries squall/_speedups.c"
+! grep -Eq '^squall/_speedups(_[a-z]+)?\.c ' <<<"$members" || fail "$(basename "$wheel") carries squall/_speedups*.c"
 wheel_version="$(basename "$wheel" | cut -d- -f2)"
 echo "check-wheel: built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) kB) and $(basename "$work"/dist/*.tar.gz) in $((SECONDS - started)) s"
 

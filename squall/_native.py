@@ -689,19 +689,29 @@ def recv_nb(sock: Any, size: int) -> bytes | None:
 
 
 class StaleBuildError(ImportError):
-    """``squall._speedups`` was built from another version of ``squall/_speedups.c`` than the
-    one beside it: an edit without a rebuild, whose old C would run silently."""
+    """``squall._speedups`` was built from another version of ``squall/_speedups.c`` (or a
+    ``_speedups_*.c`` it includes) than the one beside it: an edit without a rebuild, whose old
+    C would run silently."""
+
+
+def source_digest(source: Path) -> str:
+    """The SHA-256 that ``setup.py`` records for a build from ``source`` (``_speedups.c``): over
+    its bytes, then those of each ``_speedups_*.c`` beside it that it includes, in name order."""
+    digest = hashlib.sha256(source.read_bytes())
+    for included in sorted(source.parent.glob(f"{source.stem}_*.c")):
+        digest.update(included.read_bytes())
+    return digest.hexdigest()
 
 
 def check_build(module: Any, source: Path) -> None:
     """Raise `StaleBuildError` unless ``module`` (the compiled ``_speedups``) was built from
-    ``source`` as it is now: ``setup.py`` records the source's SHA-256 in the module's
-    ``SOURCE_SHA256``. With no source beside the module (an installed wheel) there is nothing
-    to compare, and the build is taken as it is."""
+    ``source`` and the files it includes as they are now (`source_digest`, which ``setup.py``
+    records in the module's ``SOURCE_SHA256``). With no source beside the module (an installed
+    wheel) there is nothing to compare, and the build is taken as it is."""
     if not source.is_file():
         return
     built = getattr(module, "SOURCE_SHA256", "")
-    now = hashlib.sha256(source.read_bytes()).hexdigest()
+    now = source_digest(source)
     if built != now:
         raise StaleBuildError(
             f"{getattr(module, '__file__', module)} was built from another version of {source} "

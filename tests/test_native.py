@@ -291,7 +291,12 @@ def test_the_fields_chooser_picks_as_the_stable_hash_does_for_any_key():
 @pytest.mark.skipif(bool(os.environ.get("SQUALL_PURE_PYTHON")), reason="SQUALL_PURE_PYTHON=1 leaves the compiled module unloaded")
 def test_the_compiled_module_records_the_hash_of_the_source_it_was_built_from():
     from squall import _speedups  # type: ignore[attr-defined]
-    assert _speedups.SOURCE_SHA256 == hashlib.sha256((ROOT / "squall" / "_speedups.c").read_bytes()).hexdigest()
+    source = ROOT / "squall" / "_speedups.c"
+    digest = hashlib.sha256(source.read_bytes())
+    for included in sorted((ROOT / "squall").glob("_speedups_*.c")):
+        assert f'#include "{included.name}"' in source.read_text()
+        digest.update(included.read_bytes())
+    assert _speedups.SOURCE_SHA256 == digest.hexdigest() == _native.source_digest(source)
 
 
 def test_a_module_built_from_another_source_is_refused_saying_how_to_rebuild(tmp_path):
@@ -306,6 +311,9 @@ def test_a_module_built_from_another_source_is_refused_saying_how_to_rebuild(tmp
         assert "pip install -e ." in message and "SQUALL_PURE_PYTHON=1" in message
     fresh = SimpleNamespace(SOURCE_SHA256=hashlib.sha256(source.read_bytes()).hexdigest())
     _native.check_build(fresh, source)  # built from this very source: taken
+    (tmp_path / "_speedups_part.c").write_bytes(b"/* a file it includes, edited after the build */\n")
+    with pytest.raises(_native.StaleBuildError):
+        _native.check_build(fresh, source)
     _native.check_build(SimpleNamespace(), tmp_path / "absent.c")  # an installed wheel, no source beside it
 
 

@@ -1,5 +1,6 @@
 """squall.external.kafka: the offset manager, retry service, assignment, first-poll strategies and
-the spout driven by an in-memory consumer."""
+the spout driven by an in-memory consumer on a simulated clock (test_kafka_broker.py runs it with
+the real consumer against a Kafka-protocol broker)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 
 import pytest
 
-from squall import Bolt, LocalCluster, TopologyBuilder
 from squall.engine.clock import SimulatedClock
 from squall.external.kafka import (
     Committed,
@@ -26,9 +26,6 @@ from squall.external.kafka import (
     is_pollable,
     round_robin_assignment,
 )
-from squall.testing._registry import SharedLog
-
-from ..conftest import wait_until
 
 TP = TopicPartition("t", 0)
 
@@ -475,53 +472,3 @@ def test_spout_logs_unavailable_broker_once_and_recovers(caplog):
     clock.advance(1.0)
     run(spout, 3)
     assert values(col) == ["a", "b"]
-
-
-# --- against a real Kafka-protocol broker: librdkafka's mock cluster, on a LocalCluster --------
-
-
-class FailOnce(Bolt):
-    """Records every value; fails ``v3`` the first time it sees it, acks everything else."""
-
-    def __init__(self, log):
-        self.log = log
-
-    def execute(self, tup):
-        value = tup.values[0]
-        self.log.append(value)
-        if value == "v3" and self.log.items().count("v3") == 1:
-            self.collector.fail(tup)
-        else:
-            self.collector.ack(tup)
-
-
-def test_spout_against_librdkafka_mock_broker_replays_a_failure_and_commits_everything():
-    ck = pytest.importorskip("confluent_kafka")
-    producer = ck.Producer({"test.mock.num.brokers": 1, "log_level": 0})  # owns the broker
-    broker = next(iter(producer.list_topics(timeout=10).brokers.values()))
-    bootstrap = f"{broker.host}:{broker.port}"
-    for i in range(20):
-        producer.produce("events", value=f"v{i}".encode(), partition=i % 4)
-    assert producer.flush(10) == 0
-    log = SharedLog()
-    config = KafkaSpoutConfig(bootstrap, ["events"], "squall-test", offset_commit_period_ms=100,
-                              retry=RetryBackoff(initial_delay=0.05), poll_timeout_ms=50,
-                              translator=lambda r: [r.value.decode()], output_fields=["value"],
-                              props={"log_level": 0})
-    builder = TopologyBuilder()
-    builder.set_spout("kafka", KafkaSpout(config), 2)
-    builder.set_bolt("rec", FailOnce(log), 2).shuffle_grouping("kafka")
-    reader = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "squall-test", "log_level": 0})
-    parts = [ck.TopicPartition("events", p) for p in range(4)]
-
-    def committed():
-        return sum(max(tp.offset, 0) for tp in reader.committed(parts, timeout=5))
-
-    with LocalCluster() as cluster:
-        cluster.submit_topology("k", {"topology.message.timeout.secs": 60}, builder.create_topology())
-        assert wait_until(lambda: committed() == 20, timeout=30)
-        cluster.kill_topology("k", wait_secs=0)
-    reader.close()
-    seen = log.items()
-    assert sorted(set(seen)) == sorted(f"v{i}" for i in range(20))
-    assert seen.count("v3") == 2 and len(seen) == 21  # the failure replayed, nothing else twice

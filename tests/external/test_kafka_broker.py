@@ -1,0 +1,150 @@
+"""`KafkaSpout` through its real code path: the real ``confluent_kafka`` Consumer (`ConfluentConsumer`),
+against a Kafka-protocol broker in another process (librdkafka's built-in test broker, not Apache
+Kafka: tests/kafka_broker.py says why). At least once, every record produced counted: on a
+LocalCluster with failed tuples replayed, and on the process host with a worker SIGKILLed while it
+holds a record; both end with every record seen and the group's committed offsets at the log end
+of every partition (the spout commits only a contiguous acked prefix, so every offset was acked)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from squall import Bolt, Config, LocalCluster, TopologyBuilder
+from squall.external.kafka import KafkaSpout, KafkaSpoutConfig, RetryBackoff
+from squall.testing import shared_state_dir
+from squall.testing._registry import SharedLog
+
+from ..conftest import wait_until
+from ..kafka_broker import kafka_broker, utf8_value  # noqa: F401 (the module-scoped broker fixture)
+from ..process.conftest import Cluster
+
+pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed: pip install -e '.[test]'")
+
+
+def spout_config(broker, topic: str, group: str) -> KafkaSpoutConfig:
+    """At least once, committing every 100 ms, a failure retried after 50 ms."""
+    return KafkaSpoutConfig(broker.bootstrap, [topic], group, offset_commit_period_ms=100,
+                            retry=RetryBackoff(initial_delay=0.05), poll_timeout_ms=50,
+                            translator=utf8_value, output_fields=["value"], props={"log_level": 0})
+
+
+def at_log_end(broker, group: str, topic: str) -> bool:
+    """Whether ``group`` committed every partition of ``topic`` at its log end."""
+    return broker.committed(group, topic) == broker.end_offsets(topic)
+
+
+class FailFirst(Bolt):
+    """Records every value it gets; fails the first delivery of each value in ``fail``, acks the rest."""
+
+    def __init__(self, log: SharedLog, fail: frozenset[str]) -> None:
+        self.log = log
+        self.fail = fail
+
+    def execute(self, tup):
+        value = tup.values[0]
+        self.log.append(value)
+        if value in self.fail and self.log.items().count(value) == 1:
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+
+def test_local_cluster_replays_failed_records_and_commits_every_offset(kafka_broker):  # noqa: F811
+    values = [f"v{i}" for i in range(400)]
+    kafka_broker.produce("events", values)
+    failed = frozenset(values[7::50])  # 8 records, over every partition
+    log = SharedLog()
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(spout_config(kafka_broker, "events", "local")), 2)
+    builder.set_bolt("rec", FailFirst(log, failed), 2).shuffle_grouping("kafka")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("k", {"topology.message.timeout.secs": 60}, builder.create_topology())
+        assert wait_until(lambda: at_log_end(kafka_broker, "local", "events"), 60, 0.1), \
+            (kafka_broker.committed("local", "events"), kafka_broker.end_offsets("events"))
+        cluster.kill_topology("k", wait_secs=0)
+    seen = Counter(log.items())
+    assert set(seen) == set(values)
+    # each failure replayed once, and nothing else emitted twice (a restart or timeout would)
+    assert {v for v, n in seen.items() if n > 1} == failed and all(seen[v] == 2 for v in failed)
+    assert sum(seen.values()) == len(values) + len(failed)
+
+
+CLAIM, HELD = "claimed", "held"
+
+
+class HoldOne(Bolt):
+    """Records every value it acks in ``log``; the first task to get ``hold`` claims it (a file
+    made with O_EXCL under ``directory``), writes its worker's pid to ``held`` and holds the tuple
+    (120 s at most) for the test to SIGKILL its worker: the record is then in flight, and the
+    tuples queued behind it too. Its replay passes (the claim stays)."""
+
+    def __init__(self, log: SharedLog, hold: str, directory: str) -> None:
+        self.log = log
+        self.hold = hold
+        self.directory = directory
+
+    def execute(self, tup):
+        value = tup.values[0]
+        if value == self.hold and self._claim():
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                time.sleep(0.05)  # until the worker is killed
+        self.collector.ack(tup)
+        self.log.append(value)
+
+    def _claim(self) -> bool:
+        here = Path(self.directory)
+        try:
+            os.close(os.open(here / CLAIM, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            return False
+        (here / f"{HELD}.tmp").write_text(str(os.getpid()))
+        os.rename(here / f"{HELD}.tmp", here / HELD)  # whole when seen
+        return True
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+@pytest.mark.timeout(180)
+def test_process_host_worker_sigkilled_holding_a_record_every_record_acked_and_committed(kafka_broker, tmp_path):  # noqa: F811
+    values = [f"p{i}" for i in range(2000)]
+    kafka_broker.produce("orders", values)
+    hold = values[601]
+    gate = tmp_path / "gate"
+    gate.mkdir(mode=0o700)
+    with shared_state_dir(tmp_path / "shared"):
+        log = SharedLog()
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(spout_config(kafka_broker, "orders", "process")), 2)
+    builder.set_bolt("rec", HoldOne(log, hold, str(gate)), 2).shuffle_grouping("kafka")
+    cluster = Cluster(tmp_path)
+    try:
+        with cluster.client() as m:
+            conf = Config()
+            conf.set_num_workers(2)
+            conf.update({"topology.message.timeout.secs": 3, "topology.max.spout.pending": 100})
+            m.submit_topology("kafka-kill", conf, builder.create_topology())
+            assert wait_until(lambda: (gate / HELD).exists(), 90, 0.05), "no task got the record to hold"
+            pid = int((gate / HELD).read_text())
+            assert "squall.worker" in _cmdline(pid), _cmdline(pid)  # a worker, not this process
+            os.kill(pid, signal.SIGKILL)
+            assert wait_until(lambda: at_log_end(kafka_broker, "process", "orders"), 120, 0.2), \
+                (kafka_broker.committed("process", "orders"), kafka_broker.end_offsets("orders"))
+            m.kill_topology("kafka-kill", wait_secs=0)
+    finally:
+        cluster.stop()
+    seen = Counter(log.items())
+    assert set(seen) == set(values), f"{len(set(values) - set(seen))} records never acked"
+    print(f"{len(values)} records, {sum(seen.values())} acks ({sum(seen.values()) - len(values)} replays acked "
+          "again), every partition committed at its log end")

@@ -1,0 +1,153 @@
+"""A Kafka-protocol broker for the tests: librdkafka's built-in Kafka-protocol broker (the client
+library's test broker, its "mock cluster"), not Apache Kafka.
+
+Why not Apache Kafka: no Kafka (nor Redpanda) broker can be installed on the project's machines:
+none is packaged on PyPI, Debian or npm, and Kafka's JVM distribution cannot be downloaded. The
+``confluent-kafka`` wheel (the ``kafka`` and ``test`` extras) bundles librdkafka, and a client
+made with ``{"test.mock.num.brokers": 1}`` starts a broker that speaks the Kafka protocol on an
+ephemeral 127.0.0.1 port: produce, fetch, list offsets, group offset commits with their metadata,
+and topics created on first use with 4 partitions. Real ``confluent_kafka`` Producers and Consumers
+in other processes (squall's workers, Spark's Python workers) reach it over TCP through
+``bootstrap.servers``. It does not do what a cluster of brokers does (replication, a broker
+restarted with its log on disk, CreateTopics): the tests here need none of it.
+
+`KafkaBroker` runs it as its own process (this file run as a script: it holds the broker, prints
+its bootstrap address, and exits when its standard input closes, so it never outlives the test
+process), stopped by its PID. The ``kafka_broker`` fixture gives one per test module.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pytest
+
+PARTITIONS = 4
+"""How many partitions a topic gets when it is first used (librdkafka's mock default)."""
+
+QUIET = {"log_level": 0}
+"""Client properties that keep librdkafka's own log lines (connection chatter) off stderr."""
+
+
+class KafkaBroker:
+    """librdkafka's test broker in a process of its own; `start`, then `stop`."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log = Path(log_dir) / "kafka-broker.log"
+        self.proc: subprocess.Popen | None = None
+        self.bootstrap = ""
+
+    def start(self, timeout: float = 30.0) -> KafkaBroker:
+        """Start the broker; returns once it printed its address (``host:port``, on loopback)."""
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().decode().strip()  # the script prints its address first
+        if not line.startswith("127.0.0.1:"):
+            self.stop()
+            raise RuntimeError(f"librdkafka's test broker did not start: {line!r} (see {self.log})")
+        self.bootstrap = line
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Close its standard input (it exits), then SIGKILL its PID if it has not."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout)
+
+    # --- what the tests do with it --------------------------------------------------------------
+
+    def client_props(self, **extra: object) -> dict:
+        """Properties of a client of this broker."""
+        return {"bootstrap.servers": self.bootstrap, **QUIET, **extra}
+
+    def produce(self, topic: str, values: Iterable[bytes | str]) -> list[tuple[int, int]]:
+        """Writes ``values`` to ``topic``, the i-th to partition ``i % PARTITIONS``, and waits until
+        every one is acknowledged; returns each one's (partition, offset), in order."""
+        import confluent_kafka as ck
+
+        producer = ck.Producer(self.client_props(**{"linger.ms": 5}))
+        placed: list[tuple[int, int] | None] = []
+        errors: list[str] = []
+
+        def delivered(i: int):
+            def report(err, msg) -> None:
+                if err is not None:
+                    errors.append(f"value {i}: {err}")
+                else:
+                    placed[i] = (msg.partition(), msg.offset())
+            return report
+
+        for i, value in enumerate(values):
+            placed.append(None)
+            producer.produce(topic, value=value, partition=i % PARTITIONS, on_delivery=delivered(i))
+            producer.poll(0)
+        left = producer.flush(30)
+        assert left == 0 and not errors, f"{left} values of {topic!r} not acknowledged; {errors[:5]}"
+        assert all(p is not None for p in placed)
+        return [p for p in placed if p is not None]
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """partition -> the offset after its last record (the log end)."""
+        import confluent_kafka as ck
+
+        consumer = ck.Consumer(self.client_props(**{"group.id": "squall-tests-watermarks"}))
+        try:
+            parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            return {p: consumer.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        finally:
+            consumer.close()
+
+    def committed(self, group: str, topic: str, partitions: Sequence[int] = range(PARTITIONS)) -> dict[int, int]:
+        """partition -> the offset ``group`` committed (-1001: none)."""
+        import confluent_kafka as ck
+
+        consumer = ck.Consumer(self.client_props(**{"group.id": group}))
+        try:
+            got = consumer.committed([ck.TopicPartition(topic, p) for p in partitions], timeout=10)
+            return {tp.partition: tp.offset for tp in got}
+        finally:
+            consumer.close()
+
+
+@pytest.fixture(scope="module")
+def kafka_broker(tmp_path_factory):
+    """librdkafka's test broker (not Apache Kafka; see the module docstring), one per test module."""
+    pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed: pip install -e '.[test]'")
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def utf8_value(record) -> list:
+    """A `KafkaSpoutConfig` translator: the record's value as text (one field)."""
+    return [record.value.decode()]
+
+
+def _serve() -> None:
+    """Hold the broker: print its address, then wait for standard input to close."""
+    import confluent_kafka as ck
+
+    owner = ck.Producer({"test.mock.num.brokers": 1, **QUIET})  # the broker lives as long as it does
+    brokers = owner.list_topics(timeout=10).brokers
+    (broker,) = brokers.values()
+    print(f"{broker.host}:{broker.port}", flush=True)
+    sys.stdin.buffer.read()
+
+
+if __name__ == "__main__":
+    _serve()

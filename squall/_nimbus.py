@@ -211,6 +211,15 @@ class SyncReply:
     master: MasterAddress | None = None
 
 
+@dataclass(frozen=True)
+class TxWrite:
+    """One change in a `NimbusIface.trident_state_write`: ``key`` set to ``value``, or, with
+    ``value`` None, ``key`` and every key under it removed (`squall._transactional`)."""
+
+    key: str
+    value: bytes | None = None
+
+
 # --- records to and from the wire ---------------------------------------------------------------------
 def encode(record: Any, sparse: bool = False) -> dict[str, Any]:
     """A record's msgpack-able map (nested records as maps, tuples as lists). ``sparse``: the
@@ -558,6 +567,13 @@ class NimbusIface(Protocol):
     def trident_state_delete(self, topology: str, key: str, prefix: bool = False, storm_id: str | None = None,
                              slot: str | None = None, launch_id: int | None = None) -> None:
         """Remove ``key`` (``prefix``: and every key under it) of ``topology``'s transactional state."""
+        ...
+
+    @verb(leader_only=True)
+    def trident_state_write(self, topology: str, writes: builtins.list[TxWrite], storm_id: str | None = None,
+                            slot: str | None = None, launch_id: int | None = None) -> None:
+        """Apply ``writes`` to ``topology``'s transactional state, in order, in one call (a
+        Trident coordinator's keys of one step: one round trip, not one a key)."""
         ...
 
     @verb(leader_only=True)

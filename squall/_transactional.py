@@ -20,13 +20,14 @@ import pickle
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import cloudpickle
 
 from ._config import Config
 from ._errors import SquallError
+from ._nimbus import TxWrite
 
 MAX_KEY_CHARS = 200
 """A key's longest length: it is a file name on the process host, a node name in ZooKeeper."""
@@ -79,6 +80,14 @@ def check_prefix(prefix: Any) -> str:
     return prefix
 
 
+def checked_write(w: TxWrite) -> TxWrite:
+    """``w`` if its key (a prefix, for a delete) and value are valid, else `TransactionalStateError`."""
+    if w.value is None:
+        check_prefix(w.key)
+        return w
+    return TxWrite(check_key(w.key), check_value(w.key, w.value))
+
+
 def check_value(key: str, blob: Any) -> bytes:
     """``blob`` if it is bytes within `MAX_VALUE_BYTES`, else `TransactionalStateError` naming ``key``."""
     if not isinstance(blob, (bytes, bytearray)):
@@ -121,6 +130,11 @@ class TransactionalBackend(Protocol):
         """The keys that start with ``prefix``, sorted."""
         ...
 
+    def write(self, topology: str, writes: Sequence[TxWrite]) -> None:
+        """Apply ``writes`` in order (`TxWrite`: a put, or a prefix delete), each durable once
+        this returns; over a link, in one call."""
+        ...
+
 
 class MemoryBackend:
     """A `TransactionalBackend` in a dict: a `LocalCluster`'s master (which outlives its
@@ -150,6 +164,20 @@ class MemoryBackend:
     def list(self, topology: str, prefix: str = "") -> list[str]:
         """See `TransactionalBackend.list`."""
         return starting(self._data.get(topology, {}), check_prefix(prefix))
+
+    def write(self, topology: str, writes: Sequence[TxWrite]) -> None:
+        """See `TransactionalBackend.write`."""
+        write_each(self, topology, writes)
+
+
+def write_each(backend: TransactionalBackend, topology: str, writes: Sequence[TxWrite]) -> None:
+    """`TransactionalBackend.write` as ``backend``'s puts and prefix deletes, in order: what a
+    store that keeps each key apart (memory, files, ZooKeeper nodes) does."""
+    for w in writes:
+        if w.value is None:
+            backend.delete(topology, w.key, prefix=True)
+        else:
+            backend.put(topology, w.key, w.value)
 
 
 def too_many_keys(topology: str, key: str, limit: int) -> str:
@@ -237,6 +265,23 @@ class MasterBackend:
         """See `TransactionalBackend.list`."""
         return list(self._nimbus.trident_state_list(topology, check_prefix(prefix), **self._caller))
 
+    def write(self, topology: str, writes: Sequence[TxWrite]) -> None:
+        """See `TransactionalBackend.write`: one call to the master."""
+        self._nimbus.trident_state_write(topology, [checked_write(w) for w in writes], **self._caller)
+
+
+class Put(NamedTuple):
+    """One change of a `TransactionalState.write`: ``key`` set to ``value``."""
+
+    key: str
+    value: Any
+
+
+class Delete(NamedTuple):
+    """One change of a `TransactionalState.write`: ``key`` and every key below ``key/`` removed."""
+
+    key: str
+
 
 class TransactionalState(abc.ABC):
     """A durable map from string keys to picklable values (Storm's ``TransactionalState``:
@@ -263,6 +308,20 @@ class TransactionalState(abc.ABC):
     def list(self, prefix: str = "") -> list[str]:
         """The keys that start with ``prefix`` (``""``: all), sorted."""
 
+    def write(self, changes: Sequence[Put | Delete]) -> None:
+        """Apply ``changes`` in order, as `put` and `delete` would, each durable once this
+        returns; where the state is the master's, in one round trip.
+
+        Raises:
+            TransactionalStateError: as `put` would, for the first change refused; the changes
+                before it may have been applied.
+        """
+        for change in changes:
+            if isinstance(change, Put):
+                self.put(change.key, change.value)
+            else:
+                self.delete(change.key)
+
 
 class BackedTransactionalState(TransactionalState):
     """A `TransactionalState` over a host's `TransactionalBackend`: the keys of ``topology``
@@ -283,7 +342,16 @@ class BackedTransactionalState(TransactionalState):
 
     def put(self, key: str, value: Any) -> None:
         """See `TransactionalState.put`."""
-        full = self._full(key)
+        self.backend.put(self.topology, self._full(key), self._blob(key, value))
+
+    def write(self, changes: Sequence[Put | Delete]) -> None:
+        """See `TransactionalState.write`: one `TransactionalBackend.write`."""
+        self.backend.write(self.topology, [
+            TxWrite(self._full(c.key), self._blob(c.key, c.value)) if isinstance(c, Put) else TxWrite(self._full(c.key))
+            for c in changes])
+
+    @staticmethod
+    def _blob(key: str, value: Any) -> bytes:
         try:
             blob = cloudpickle.dumps(value)
         except Exception as e:
@@ -292,7 +360,7 @@ class BackedTransactionalState(TransactionalState):
         if len(blob) > MAX_VALUE_BYTES:
             raise TransactionalStateError(f"transactional state value of key {key!r} is {len(blob)} bytes "
                                           f"pickled; the limit is {MAX_VALUE_BYTES}")
-        self.backend.put(self.topology, full, blob)
+        return blob
 
     def delete(self, key: str) -> None:
         """See `TransactionalState.delete`."""

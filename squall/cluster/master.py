@@ -72,6 +72,7 @@ from .._nimbus import (
     RunningWorker,
     SupervisorSync,
     SyncReply,
+    TxWrite,
     WorkerExit,
     WorkerLost,
     decode,
@@ -1346,6 +1347,16 @@ class Master:
                                 slot: str | None = None, launch_id: int | None = None) -> None:
         """Remove ``key`` of ``topology``'s transactional state (``prefix``: and every key under it)."""
         self._note(DeleteTxState(self._check_transactional(topology, storm_id, slot, launch_id), key, bool(prefix)))
+
+    def op_trident_state_write(self, topology: str, writes: list[TxWrite], storm_id: str | None = None,
+                               slot: str | None = None, launch_id: int | None = None) -> None:
+        """Apply ``writes`` to ``topology``'s transactional state in their order (each as
+        `op_trident_state_put`, or with no value `op_trident_state_delete` of it and every key
+        under it): kept, in that order, before the reply goes."""
+        topology = self._check_transactional(topology, storm_id, slot, launch_id)
+        for w in writes:
+            self._note(PutTxState(topology, w.key, w.value) if w.value is not None
+                       else DeleteTxState(topology, w.key, True))
 
     def op_trident_state_list(self, topology: str, prefix: str = "", storm_id: str | None = None,
                               slot: str | None = None, launch_id: int | None = None) -> list[str]:

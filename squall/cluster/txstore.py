@@ -23,10 +23,12 @@ import builtins
 import hashlib
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from .._nimbus import TxWrite
 from .._private import Kept, fsync_dir, private_dir, write_private
 from .._transactional import (
     MAX_KEYS,
@@ -40,6 +42,7 @@ from .._transactional import (
     starting,
     too_many_keys,
     under,
+    write_each,
 )
 
 log = logging.getLogger("squall.master")
@@ -122,6 +125,10 @@ class FileStore:
         return starting((name_to_key(n[:-len(_SUFFIX)]) for n in self._names(self._dir(topology))),
                         check_prefix(prefix))
 
+    def write(self, topology: str, writes: Sequence[TxWrite]) -> None:
+        """See `TransactionalBackend.write`: each key as its own put or delete, in order."""
+        write_each(self, topology, writes)
+
     @staticmethod
     def _names(d: Path) -> builtins.list[str]:
         try:
@@ -168,3 +175,7 @@ class ZooKeeperStore:
     def list(self, topology: str, prefix: str = "") -> builtins.list[str]:  # `list` is this method here
         """See `TransactionalBackend.list`."""
         return starting((name_to_key(n) for n in self.zk.children(self._path(topology))), check_prefix(prefix))
+
+    def write(self, topology: str, writes: Sequence[TxWrite]) -> None:
+        """See `TransactionalBackend.write`: each key as its own put or delete, in order."""
+        write_each(self, topology, writes)

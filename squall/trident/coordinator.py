@@ -24,7 +24,7 @@ from .._components import BasicBolt, Spout
 from .._config import Config
 from .._errors import FailedException
 from .._fields import Fields
-from .._transactional import LaunchRefusedError
+from .._transactional import Delete, LaunchRefusedError, Put
 from .._tuple import Tuple
 from .executor import (
     BATCH_STREAM,
@@ -347,20 +347,15 @@ class MasterBatchCoordinator(Spout):
 
     def next_tuple(self) -> None:
         """Start a batch or commit one, if due (nothing once the master refused this launch)."""
-        if self._refusal.refused:
-            return
-        if self._resend:
-            resend, self._resend = self._resend, []
-            self._send(resend)
-        self._send(self.core.next(time.monotonic(), self._ready) if self._active else [])
+        if not self._refusal.refused:
+            self._step([])
 
     def ack(self, msg_id: Any) -> None:
         """A ``$batch`` or ``$commit`` tree completed."""
         if self._refusal.refused:
             return
         stream, attempt = self._parse(msg_id)
-        self._send(self.core.acked(stream, attempt))
-        self.next_tuple()
+        self._step(self.core.acked(stream, attempt))
 
     def fail(self, msg_id: Any) -> None:
         """A ``$batch`` or ``$commit`` tree failed or timed out: the core replays it."""
@@ -368,8 +363,16 @@ class MasterBatchCoordinator(Spout):
             return
         stream, attempt = self._parse(msg_id)
         log.info("Trident batch %s failed on %s; it is replayed", attempt, stream)
-        self._send(self.core.failed(stream, attempt))
-        self.next_tuple()
+        self._step(self.core.failed(stream, attempt))
+
+    def _step(self, emits: list[CoordinatorEmit]) -> None:
+        # what an ack or fail decided and what may start after it go out behind one save: a
+        # commit's three keys and the next batch's attempt id in one call to the master
+        if self._resend:
+            emits, self._resend = self._resend + emits, []
+        if self._active:
+            emits += self.core.next(time.monotonic(), self._ready)
+        self._send(emits)
 
     def close(self) -> None:
         """Close the spouts' coordinators."""
@@ -415,19 +418,22 @@ class MasterBatchCoordinator(Spout):
         snapshot = self.core.snapshot()
         if snapshot == self._saved:
             return
+        # One write a state (one round trip to the master), its keys applied in this order: the
+        # current txid first: a commit moves it past a txid whose attempt id it drops, and a
+        # store stopped between the two keys must not leave that txid current without its
+        # attempt id (its replay would reuse attempt 0); the other way round leaves a stale
+        # attempt id of a txid behind the current one, which restore ignores. The committed
+        # attempt before the current txid: stopped between them, it is not past the current
+        # txid, whose $success is then not re-sent at the restart (it is replayed)
+        changes: list[Put | Delete] = []
+        if snapshot.last_committed != self._saved.last_committed:
+            changes.append(Put(LAST_COMMITTED, snapshot.last_committed))
+        if snapshot.current_txid != self._saved.current_txid:
+            changes.append(Put(CURRENT_TX, snapshot.current_txid))
+        if snapshot.attempt_ids != self._saved.attempt_ids:
+            changes.append(Put(CURRENT_ATTEMPTS, dict(snapshot.attempt_ids)))
         for state in self._states:
-            # the current txid first: a commit moves it past a txid whose attempt id it drops, and
-            # a worker dying between the two writes must not leave that txid current without its
-            # attempt id (its replay would reuse attempt 0); the other way round leaves a stale
-            # attempt id of a txid behind the current one, which restore ignores. The committed
-            # attempt before the current txid: a worker dying between them leaves it not past the
-            # current txid, whose $success is then not re-sent at the restart (it is replayed)
-            if snapshot.last_committed != self._saved.last_committed:
-                state.put(LAST_COMMITTED, snapshot.last_committed)
-            if snapshot.current_txid != self._saved.current_txid:
-                state.put(CURRENT_TX, snapshot.current_txid)
-            if snapshot.attempt_ids != self._saved.attempt_ids:
-                state.put(CURRENT_ATTEMPTS, dict(snapshot.attempt_ids))
+            state.write(changes)
         self._saved = snapshot
 
 
@@ -460,6 +466,7 @@ class TridentSpoutCoordinator(BasicBolt):
         self.coordinator = self.spout.get_coordinator(self.txid_key, conf, context)
         self.state = transactional_state(context, self.txid_key)
         self._meta: dict[str, bytes] | None = None
+        self._stale: list[Delete] = []  # metadata a $success made stale: deleted with the next batch's put
         self._component = context.get_this_component_id()
         self._refusal = _Refusal()
 
@@ -479,7 +486,7 @@ class TridentSpoutCoordinator(BasicBolt):
         # This task is its spout's only writer of meta/ (one task; a replaced launch is refused),
         # so the state is read once, and then mirrored as it is written: a batch costs one write
         # to the master and no read (on the process host each was a round trip the loop waited
-        # for). Kept pickled, so that what the coordinator gets is a copy, as from the state.
+        # for; the stale keys a $success leaves go with the next batch's put). Kept pickled, so that what the coordinator gets is a copy, as from the state.
         if self._meta is None:
             self._meta = {k: cloudpickle.dumps(self.state.get(k)) for k in self.state.list(META_PREFIX)}
         return self._meta
@@ -490,8 +497,10 @@ class TridentSpoutCoordinator(BasicBolt):
         key = _meta_key(attempt.txid)
         earlier = sorted(k for k in metas if k < key)
         if tup.source_stream == SUCCESS_STREAM:
+            # their deletes wait for the next batch's put: a worker dying first leaves them, and
+            # the next $success after its restart finds them again
             for old in earlier:
-                self.state.delete(old)
+                self._stale.append(Delete(old))
                 del metas[old]
             self.coordinator.success(attempt.txid)
             return
@@ -499,7 +508,8 @@ class TridentSpoutCoordinator(BasicBolt):
         own = metas.get(key)
         metadata = self.coordinator.initialize_transaction(attempt.txid, previous,
                                                            None if own is None else pickle.loads(own))
-        self.state.put(key, metadata)
+        self.state.write([*self._stale, Put(key, metadata)])
+        self._stale = []
         metas[key] = cloudpickle.dumps(metadata)
         collector.emit([attempt, metadata], stream=BATCH_STREAM)
 

@@ -22,6 +22,9 @@ name (or its state deleted). Killing a topology leaves its transactional state i
 worker's calls name its launch (`squall._transactional.WorkerLaunch`): the master refuses a launch
 it no longer runs, and another topology's state.
 
+`TransactionalState.write` applies several puts (`Put`) and deletes (`Delete`) in order in one
+call: on the process and Spark hosts, one round trip to the master, not one a key.
+
 Values are any picklable Python object: the task pickles them (so a later change to the object
 put is not stored) and unpickles what it reads back; the master stores only bytes and never
 unpickles them. Keys are ``/``-separated paths of ``A-Za-z0-9_.-``, no part ``.`` or ``..``
@@ -33,7 +36,9 @@ from __future__ import annotations
 
 from .._transactional import (
     BackedTransactionalState,
+    Delete,
     MemoryBackend,
+    Put,
     TransactionalState,
     TransactionalStateError,
     check_name,
@@ -41,7 +46,7 @@ from .._transactional import (
     transactional_state,
 )
 
-__all__ = ["BackedTransactionalState", "MemoryTransactionalState", "TransactionalState",
+__all__ = ["BackedTransactionalState", "Delete", "MemoryTransactionalState", "Put", "TransactionalState",
            "TransactionalStateError", "check_name", "name_key", "transactional_state"]
 
 

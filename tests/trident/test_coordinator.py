@@ -18,6 +18,7 @@ from squall.trident.coordinator import (
     SUCCESS_STREAM,
     BatchCoordinatorCore,
     CoordinatorEmit,
+    CoordinatorSnapshot,
     MasterBatchCoordinator,
     SpoutEmitterBody,
     TransactionAttempt,
@@ -368,8 +369,10 @@ def test_a_worker_dying_while_it_saves_a_commit_never_reuses_an_attempt_id(spout
     batches = [a for s, a in first.emitted + second.emitted if s == BATCH_STREAM]
     assert len(batches) == len(set(batches)) == 2, batches
     # resumed at txid 1 (its commit not recorded: replayed, a new attempt) or at txid 2, after
-    # the $success of txid 1, which the dead worker may not have sent
-    assert second.emitted in ([(BATCH_STREAM, tx(1, 1))], [(SUCCESS_STREAM, tx(1)), (BATCH_STREAM, tx(2))])
+    # the $success of txid 1, which the dead worker may not have sent; the commit's save holds
+    # txid 2's first attempt id too (one write), so a state that kept it starts txid 2 at attempt 1
+    assert second.emitted in ([(BATCH_STREAM, tx(1, 1))], [(SUCCESS_STREAM, tx(1)), (BATCH_STREAM, tx(2))],
+                              [(SUCCESS_STREAM, tx(1)), (BATCH_STREAM, tx(2, 1))])
 
 
 def test_a_restarted_coordinator_sends_the_success_of_the_newest_committed_txid_again() -> None:
@@ -526,6 +529,34 @@ class CountingBackend(MemoryBackend):
         self.calls.append("list")
         return super().list(topology, prefix)
 
+    def write(self, topology, writes):
+        self.calls.append(" ".join(["write"] + [("put " if w.value is not None else "delete ") + w.key for w in writes]))
+        for w in writes:  # one call: its parts not counted again
+            if w.value is None:
+                MemoryBackend.delete(self, topology, w.key, prefix=True)
+            else:
+                MemoryBackend.put(self, topology, w.key, w.value)
+
+
+def test_the_master_coordinator_saves_once_a_step_a_commit_and_the_next_batch_together() -> None:
+    """Its keys change at a batch's start (the attempt ids) and at a commit (the committed
+    attempt, the current txid, the attempt ids): each step is one write to the master, and a
+    commit's write carries the next batch's attempt id (4 round trips a batch before: 1 + 3)."""
+    backend = CountingBackend()
+    master, out = open_master(backend)
+    backend.calls.clear()
+    master.next_tuple()
+    master.ack(("batch", 1, 0))
+    master.ack(("commit", 1, 0))
+    master.ack(("batch", 2, 0))
+    assert out.emitted == [(BATCH_STREAM, tx(1)), (COMMIT_STREAM, tx(1)), (SUCCESS_STREAM, tx(1)),
+                           (BATCH_STREAM, tx(2)), (COMMIT_STREAM, tx(2))]
+    key = "spout0/coordinator/"
+    assert backend.calls == [f"write put {key}currattempts",
+                             f"write put {key}committed put {key}currtx put {key}currattempts"]
+    again, _ = open_master(backend)
+    assert again.core.snapshot() == CoordinatorSnapshot(2, ((2, 0),), tx(1))
+
 
 class Metas(spout_api.BatchCoordinator):
     """Metadata: the txid and what the coordinator was given, in a list it then changes in place
@@ -576,15 +607,17 @@ def _spout_coordinator(backend, metas):
 
 def test_a_spout_coordinator_reads_its_metadata_once_then_writes_each_batchs_and_hands_out_copies() -> None:
     """It is its spout's only writer of the metadata: after one read at its first batch, a batch
-    costs the master one write and a $success one delete per older txid (each was a round trip
-    on the process host). A replay gets the txid's own metadata and the previous txid's, copies
+    costs the master one write, which also deletes what the last $success made stale (each was
+    a round trip on the process host). A replay gets the txid's own metadata and the previous txid's, copies
     as the state's are; a restarted coordinator reads what the master kept."""
     backend, metas = CountingBackend(), Metas()
     coordinator, out = _spout_coordinator(backend, metas), _Emits()
     for stream, attempt in ((BATCH_STREAM, tx(1)), (BATCH_STREAM, tx(2)), (BATCH_STREAM, tx(2, 1)),
                             (SUCCESS_STREAM, tx(2)), (BATCH_STREAM, tx(3))):
         coordinator.execute(_Input(stream, [attempt]), out)
-    assert backend.calls == ["list", "put", "put", "put", "delete", "put"]
+    meta = [f"spout0/meta/{txid:020d}" for txid in range(4)]
+    assert backend.calls == ["list", f"write put {meta[1]}", f"write put {meta[2]}", f"write put {meta[2]}",
+                             f"write delete {meta[1]} put {meta[3]}"]
     assert metas.seen == [(1, None, None), (2, [1], None), (2, [1], [2]), (3, [2], None)]
     assert [v[1] for s, v in out.emitted] == [[1], [2], [2], [3]]
     restarted = _spout_coordinator(backend, Metas())

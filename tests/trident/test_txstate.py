@@ -16,6 +16,7 @@ from squall.cluster.store import MemoryStore
 from squall.cluster.txstore import FileStore
 from squall.trident.txstate import BackedTransactionalState, MemoryTransactionalState, name_key, transactional_state
 from squall._errors import RemoteError, RpcError
+from squall._nimbus import TxWrite
 
 from ..cluster.served import served  # a master as its server drives it: each verb's changes kept
 from ..conftest import wait_until
@@ -233,6 +234,32 @@ def test_the_master_refuses_the_state_to_a_launch_not_running_and_to_another_top
         worker.put("currtx", 3)  # the old launch, still running somewhere
     relaunched = MasterBackend(link, caller=WorkerLaunch(storm_id, slot, launch + 1))
     assert BackedTransactionalState(relaunched, "words", "c").get("currtx") == 4
+
+
+def test_a_write_applies_its_puts_and_deletes_in_order_in_one_call_to_the_master(tmp_path):
+    """`TransactionalState.write`: one round trip to the master (a coordinator's keys of one
+    step), the changes kept in their order, in the master's sealed files as the single puts are."""
+    from squall._transactional import Delete, Put
+
+    conf = cluster_conf({"storm.local.dir": str(tmp_path)})
+    master = served(conf)
+    link = _FlakyLink(master, down=0)
+    s = BackedTransactionalState(MasterBackend(link), "words", "spout")
+    s.put("meta/1", "one")
+    s.put("meta/2", "two")
+    calls = link.calls
+    s.write([Delete("meta/1"), Put("meta/3", "three"), Put("meta/2", "again"), Delete("meta/3"), Put("meta/3", 3)])
+    assert link.calls == calls + 1
+    again = BackedTransactionalState(MasterBackend(_FlakyLink(served(conf), down=0)), "words", "spout")
+    assert again.list() == ["meta/2", "meta/3"] and again.get("meta/2") == "again" and again.get("meta/3") == 3
+    with pytest.raises(TransactionalStateError, match="key 'x' is"):  # refused before it leaves the worker
+        s.write([Put("x", b"x" * MAX_VALUE_BYTES)])
+    with pytest.raises(TransactionalStateError, match="'..'"):
+        s.backend.write("words", [TxWrite("spout/../k", b"")])
+    assert link.calls == calls + 1
+    memory = MemoryTransactionalState()  # a backend kept in this process does the same
+    memory.write([Put("a", 1), Put("b/c", 2), Delete("b")])
+    assert memory.list() == ["a"]
 
 
 # --- LocalCluster ----------------------------------------------------------------------------------

@@ -149,3 +149,23 @@ def test_a_parquet_directory_that_spark_jobs_write_is_counted_once_across_a_rest
     assert _offset(checkpoint, 1)["batch"] == files[2:]
     later = sorted(p.name for p in source.iterdir() if p.name.endswith(".parquet") and p.name not in files)
     assert sorted(_offset(checkpoint, 2)["batch"]) == later
+
+
+def test_a_table_the_source_cannot_read_fails_its_planning_naming_it(tmp_path):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from squall.external.trident_tables import DeltaTridentSpout, TableSourceError
+    from squall.trident.spark.source import PartitionedSpoutReader, SpoutSpec
+
+    (tmp_path / "plain").mkdir()
+    reader = PartitionedSpoutReader(SpoutSpec("table", DeltaTridentSpout(str(tmp_path / "plain"), ["sentence"]), {}))
+    with pytest.raises(TableSourceError, match=rf"{tmp_path / 'plain'} is not a Delta table"):
+        reader.latestOffset(reader.initialOffset(), None)
+    table = tmp_path / "t"
+    write_deltalake(str(table), pa.table({"sentence": ["a b", "c"]}))
+    reader = PartitionedSpoutReader(SpoutSpec("table", DeltaTridentSpout(str(table), ["sentence"]), {}))
+    first = reader.latestOffset(reader.initialOffset(), None)
+    DeltaTable(str(table)).update({"sentence": "'d'"})  # version 1 rewrites a file: not an append
+    with pytest.raises(TableSourceError, match=rf"table {table} version 1 \(UPDATE\) removes data"):
+        reader.latestOffset(first, None)

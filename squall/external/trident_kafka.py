@@ -11,9 +11,11 @@ partitions ``i, i + n, ...`` of them, sorted by (topic, partition).
 
 A batch of a partition is what one poll returns after the previous batch's last offset; its
 metadata is ``{"first_offset", "last_offset", "topology_id", "empty"}`` (storm-kafka-client's
-``KafkaTridentSpoutBatchMetadata``); a partition with nothing new gets the consumer's position
-minus one as both, so the next batch starts there, and ``empty`` set, so its replay emits nothing
-(Storm's replays the record at that offset, the previous batch's last). A transactional replay seeks to
+``KafkaTridentSpoutBatchMetadata``); a partition with nothing new gets the offset its batch
+started at minus one as both (Storm's: the consumer's position minus one, which librdkafka does
+not know after a seek), so the next batch starts there, and ``empty`` set, so its replay emits
+nothing (Storm's replays the record at that offset, the previous batch's last). A batch seeks only
+a partition whose consumer is not already where the batch starts. A transactional replay seeks to
 ``first_offset`` and polls that partition alone until ``last_offset``: a record past it (log
 compaction removed the ones in between) is an error, since compacted topics cannot be read
 transactionally (use the opaque spout). Where a partition starts on its first poll follows the
@@ -32,6 +34,7 @@ from typing import Any
 from .._errors import FailedException
 from .._stable_hash import stable_hash_one
 from ..engine.clock import Clock
+from ..trident.coordinator import max_active_batches
 from ..trident.partitioned import IOpaquePartitionedTridentSpout, IPartitionedTridentSpout
 from .kafka import (
     ConfluentConsumer,
@@ -131,12 +134,18 @@ class KafkaTridentSpoutCoordinator(IPartitionedTridentSpout.Coordinator,
 class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitionedTridentSpout.Emitter):
     """Storm's ``KafkaTridentSpoutEmitter``, for both spouts; see the module docstring."""
 
-    def __init__(self, config: KafkaSpoutConfig, context: Any) -> None:
+    def __init__(self, config: KafkaSpoutConfig, context: Any, max_pending: int = 1) -> None:
         self.config = config
         self.consumer = _consumer(config)
         self.topology_id = context.get_storm_id()
+        self.max_pending = max_pending
+        # per txid still in flight, the last offset of each partition that an attempt of it read
+        self.read_through: dict[int, dict[TopicPartition, int]] = {}
         self.assigned: set[TopicPartition] = set()
         self.first_seek: dict[TopicPartition, int] = {}
+        # per partition, the offset the consumer's next record comes from: where it was assigned
+        # or sought, or one past the last record a poll returned (see `_seek_to`)
+        self.next_offset: dict[TopicPartition, int] = {}
 
     def get_ordered_partitions(self, all_partition_info: Any) -> list[KafkaTridentSpoutTopicPartition]:
         """The partitions sorted by (topic, partition)."""
@@ -157,9 +166,32 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
         _call("assign", self.consumer.assign, added, sorted(self.assigned - mine))
         for tp in self.assigned - mine:
             self.first_seek.pop(tp, None)
+            self.next_offset.pop(tp, None)
+        self.next_offset.update(added)
         self.assigned = mine
 
-    def _seek(self, tp: TopicPartition, last: BatchMeta | None) -> None:
+    def _seek_to(self, tp: TopicPartition, offset: int) -> None:
+        """The next record of ``tp`` polled is at ``offset`` (or the first after it). A consumer
+        already there is left alone: librdkafka's seek drops what was fetched ahead and restarts
+        fetching, which first waits out the fetch parked at the broker (``fetch.wait.max.ms``), so
+        a batch that sought where it already was polled nothing (Java's seek to the current
+        position keeps what was fetched)."""
+        if self.next_offset.get(tp) != offset:
+            _call("seek", self.consumer.seek, tp, offset)
+            self.next_offset[tp] = offset
+
+    def _poll(self, paused: list[TopicPartition]) -> list[Record]:
+        try:
+            records = _call("poll", self.consumer.poll, self.config.poll_timeout_ms / 1000, paused)
+        except FailedException:
+            self.next_offset.clear()  # where the consumer is now is not known: seek before reading again
+            raise
+        for record in records:
+            self.next_offset[record.tp] = record.offset + 1
+        return records
+
+    def _seek(self, tp: TopicPartition, last: BatchMeta | None) -> int:
+        """Seeks ``tp`` to where its next batch starts, after ``last``; returns that offset."""
         S = FirstPollOffsetStrategy
         strategy = self.config.first_poll_offset_strategy
         if tp not in self.first_seek:
@@ -178,7 +210,8 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
             offset = last.last_offset + 1
         else:
             offset = self.first_seek[tp]
-        _call("seek", self.consumer.seek, tp, offset)
+        self._seek_to(tp, offset)
+        return offset
 
     def _emit(self, collector: Any, record: Record) -> None:
         values = self.config.translator(record)
@@ -187,13 +220,11 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
 
     def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
         """One poll after each partition's previous batch; see the module docstring."""
+        starts = {}
         for p in partitions:
             last = last_partition_meta.get(p)
-            self._seek(p.tp, None if last is None else BatchMeta.from_map(last))
-        timeout = self.config.poll_timeout_ms / 1000
-        by_tp: dict[TopicPartition, list[Record]] = {}
-        for record in _call("poll", self.consumer.poll, timeout, []):
-            by_tp.setdefault(record.tp, []).append(record)
+            starts[p] = self._seek(p.tp, None if last is None else BatchMeta.from_map(last))
+        by_tp = self._poll_through(tx, {p.tp: starts[p] for p in partitions})
         metas = {}
         for p in partitions:
             records = by_tp.get(p.tp, [])
@@ -202,11 +233,46 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
             if records:
                 meta = BatchMeta(records[0].offset, records[-1].offset, self.topology_id)
             else:
-                position = _call("position", self.consumer.position, p.tp)
-                at = (position if position is not None else self.first_seek[p.tp]) - 1
+                # where this batch started, not the consumer's position: librdkafka knows none
+                # after a seek until a record comes, and one from before it is another batch's
+                at = starts[p] - 1
                 meta = BatchMeta(at, at, self.topology_id, empty=True)
             metas[p] = meta.to_map()
         return metas
+
+    def _poll_through(self, tx: Any, starts: Mapping[TopicPartition, int]) -> dict[TopicPartition, list[Record]]:
+        """One poll; for an attempt of a txid that an earlier attempt in this task read, more
+        polls until each partition is read at least as far as that attempt read, so the replay
+        holds every record the earlier attempt held (and perhaps more).
+
+        Why: an earlier attempt may have been committed by some of the state's partitions before
+        the batch failed (a task's commit failed after another's succeeded). An `OpaqueMap`
+        recomputes a key from its previous value only when the replay updates it again: a key
+        of a record the earlier attempt held and the replay does not keep the earlier attempt's
+        count, and the record, read by the next txid, is counted twice. A poll after a seek can
+        return nothing for a while (the consumer restarts fetching), so a replay would often
+        hold less."""
+        for t in [t for t in self.read_through if t <= tx.txid - self.max_pending]:
+            del self.read_through[t]  # committed: no attempt of it comes again
+        earlier = self.read_through.setdefault(tx.txid, {})
+        targets = {tp: last for tp, last in earlier.items() if tp in starts and last >= starts[tp]}
+        by_tp: dict[TopicPartition, list[Record]] = {}
+        empty = 0
+        while True:
+            records = [r for r in self._poll([]) if r.tp in starts]
+            for record in records:
+                by_tp.setdefault(record.tp, []).append(record)
+            short = [tp for tp, last in targets.items() if not by_tp.get(tp) or by_tp[tp][-1].offset < last]
+            if not short:
+                break
+            empty = 0 if records else empty + 1
+            if empty >= _REPLAY_EMPTY_POLLS:
+                raise FailedException(f"Kafka Trident spout: attempt {tx.attempt_id} of txid {tx.txid}: offsets up to "
+                                      f"{ {f'{tp.topic}@{tp.partition}': targets[tp] for tp in short} }, which an "
+                                      "earlier attempt read, could not be read again")
+        for tp, records in by_tp.items():
+            earlier[tp] = max(earlier.get(tp, -1), records[-1].offset)
+        return by_tp
 
     def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
         """The records ``first_offset..last_offset`` of ``partition`` again."""
@@ -219,12 +285,11 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
             # of a single record, and replays the previous batch's last record; the flag can
             return
         tp = partition.tp
-        _call("seek", self.consumer.seek, tp, meta.first_offset)
+        self._seek_to(tp, meta.first_offset)
         paused = sorted(self.assigned - {tp})
         next_offset, empty = meta.first_offset, 0
         while next_offset <= meta.last_offset:
-            records = [r for r in _call("poll", self.consumer.poll, self.config.poll_timeout_ms / 1000, paused)
-                       if r.tp == tp]
+            records = [r for r in self._poll(paused) if r.tp == tp]
             empty = 0 if records else empty + 1
             if empty >= _REPLAY_EMPTY_POLLS:
                 raise FailedException(f"Kafka Trident spout: replaying txid {tx.txid} of {partition.get_id()}: "
@@ -262,7 +327,7 @@ class _KafkaTridentSpout:
 
     def get_emitter(self, conf: dict, context: Any) -> KafkaTridentSpoutEmitter:
         """Storm's ``KafkaTridentSpoutEmitter``."""
-        return KafkaTridentSpoutEmitter(self.config, context)
+        return KafkaTridentSpoutEmitter(self.config, context, max_active_batches(conf))
 
     def get_output_fields(self):
         """The translator's fields."""

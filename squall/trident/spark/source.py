@@ -34,7 +34,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from ..coordinator import TransactionAttempt
 from .context import SparkTaskContext
-from .rows import SOURCE_SCHEMA, digest, dumps, from_offset, from_option, to_offset
+from .rows import SOURCE_SCHEMA, TUPLE, digest, dumps, from_offset, from_option, to_offset
 
 SOURCE_NAME = "squall_trident"
 
@@ -107,6 +107,13 @@ class _Collect:
 
     def __init__(self) -> None:
         self.rows: list[bytes] = []
+
+    def record_batch(self) -> Any:
+        """The tuples as one Arrow batch of the source's schema: Spark takes it as it is, where a
+        row per tuple would be converted by pyspark one by one."""
+        import pyarrow as pa
+
+        return pa.RecordBatch.from_arrays([pa.array(self.rows, pa.binary())], names=[TUPLE])
 
     def emit(self, values: Any) -> None:
         self.rows.append(dumps(list(values)))
@@ -193,8 +200,7 @@ class BatchSpoutReader(_Reader):
             raise ValueError(f"new_stream({self.spec.txid!r}, {type(self.spec.spout).__name__}): batch txid {txid} "
                              f"was {end['tuples']} tuples when planned and {len(out.rows)} other tuples when "
                              "emitted again: the spout is not transactional (the same batch for the same txid)")
-        for row in out.rows:
-            yield (row,)
+        yield out.record_batch()
 
     def commit(self, end: dict) -> None:
         """The batch is committed: the spout's ``success`` (an IBatchSpout's ``ack``)."""
@@ -281,8 +287,8 @@ class PartitionedSpoutReader(_Reader):
                                             from_offset(task.meta))
         finally:
             emitter.close()
-        for row in out.rows:
-            yield (row,)
+        if out.rows:
+            yield out.record_batch()
 
 
 __all__ = ["SOURCE_NAME", "BatchSpoutReader", "PartitionedSpoutReader", "SpoutSpec", "TridentSpoutSource",

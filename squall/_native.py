@@ -26,9 +26,12 @@ of each class):
 - `KeyStatsBase`: the figures of `squall.engine.stats.KeyStats`; compiled, C numbers.
 - `spout_replies`: a spout's inner loop over the acker's replies (n calls of `SpoutExecutor._reply`;
   compiled, an ack is handled in C, its statistics counted exactly).
+- `spout_produce`: a spout executor's rounds of ``next_tuple`` calls (`SpoutExecutor.produce`).
 - `memo_chooser`: the fields grouping's choice for a str key (computed for ASCII, else remembered).
 - `next_chooser`: the shuffle grouping's chooser, which ignores the values.
 - `batch_items`: a received batch's Tuples, made from its columns (`squall.engine.serialize`).
+- `unpack_batch`: a received batch of plain values, decoded from its bytes into its items
+  (compiled only: the pure path is msgpack and `batch_items`).
 - `deliver_items`: a received batch's items into their inboxes (`squall.engine.worker`).
 - `interleave`: targets and items as one flat list (received acker messages and replies, and the
   pure `batch_items`); the same Python on both paths, as slice assignment is C already.
@@ -343,6 +346,23 @@ def spout_replies(executor, pop, n: int, now) -> None:
         reply(*pop())
 
 
+def spout_produce(executor: Any, calls: list, budget: int, throttle: Any) -> int:
+    """Up to ``budget`` rounds of ``next_tuple`` calls, ``calls`` being a spout executor's
+    ``(task, next_tuple)`` pairs, each call made as its task (``executor.current_task``); a round
+    that emitted nothing, a ``throttle.throttled`` or ``executor.in_flight`` at its
+    ``max_pending`` (when not 0) ends them. Returns the emits made (`SpoutExecutor.produce`)."""
+    start = executor.emits
+    max_pending = executor.max_pending
+    for _ in range(budget):
+        before = executor.emits
+        for t, next_tuple in calls:
+            executor.current_task = t
+            next_tuple()
+        if executor.emits == before or (max_pending and executor.in_flight >= max_pending) or throttle.throttled:
+            break
+    return executor.emits - start
+
+
 def memo_chooser(memo: dict, index: int, slow: Any, choices: list) -> Any:
     """The fields grouping's chooser for one key field (`squall._grouping.FieldsGrouping.chooser`):
     ``slow(values)``, which computes the choice among ``choices`` and remembers a str key's in
@@ -415,6 +435,13 @@ def pack_batch(items: list, tuple_type: type) -> bytes | None:
     """A batch's bytes made in C without msgpack's lists of columns
     (`squall.engine.serialize.Serializer.encode_batch`); here None, and the serializer packs the
     batch with msgpack, which writes the same bytes."""
+    return None
+
+
+def unpack_batch(data: Any, source_of: Any, tuple_type: type, words: list) -> list | None:
+    """A received batch of plain values decoded in C straight from its bytes into its flat items,
+    remembering short words in ``words`` (`squall.engine.serialize.Serializer.decode_batch`);
+    here None, and the serializer decodes the batch with msgpack, into the same items."""
     return None
 
 
@@ -623,13 +650,14 @@ def view_of(cls: Any, fields: Any, values: Any) -> Any:
 _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
                    "TaskStatsBase": "TaskStatsBase", "SpoutExecutorBase": "SpoutExecutorBase",
-                   "acker_run": "acker_run", "execute_run": "execute_run", "spout_replies": "spout_replies", "memo_chooser": "MemoChooser",
+                   "acker_run": "acker_run", "execute_run": "execute_run", "spout_replies": "spout_replies",
+                   "spout_produce": "spout_produce", "memo_chooser": "MemoChooser",
                    "next_chooser": "NextChooser", "batch_items": "batch_items",
                    "group_items": "group_items", "deliver_items": "deliver_items",
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",
                    "BoltCollectorBase": "BoltCollectorBase", "epoll_ready": "epoll_ready",
                    "send_nb": "send_nb", "recv_nb": "recv_nb",
-                   "pack_batch": "pack_batch", "StaleWatch": "StaleWatch", "send_acks": "send_acks",
+                   "pack_batch": "pack_batch", "unpack_batch": "unpack_batch", "StaleWatch": "StaleWatch", "send_acks": "send_acks",
                    "drain_inbox": "drain_inbox", "KeyStatsBase": "KeyStatsBase",
                    "opaque_commit": "opaque_commit", "CountingEmit": "CountingEmit",
                    "pack_rows": "pack_rows", "TridentTupleBase": "TridentTupleBase", "view_of": "view_of",

@@ -1465,6 +1465,67 @@ done:
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * spout_produce(executor, calls, budget, throttle): SpoutExecutor.produce's rounds of next_tuple
+ * calls (its twin in squall._native says the rules). W2's spout ran them in a Python frame, 13%
+ * of its loop's time (py-spy): a for, a set of current_task and three compares per tuple.
+ */
+static PyObject *str_max_pending, *str_throttled;
+
+static PyObject *
+spout_produce(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "spout_produce(executor, calls: list, budget, throttle)");
+        return NULL;
+    }
+    PyObject *ex = args[0], *calls = args[1], *throttle = args[3];
+    if (!is_a(ex, &SpoutExecutorBase_Type, &seen_spout_executor)) {
+        PyErr_SetString(PyExc_TypeError, "spout_produce needs a SpoutExecutor");
+        return NULL;
+    }
+    SpoutExecutorBase *s = (SpoutExecutorBase *)ex;
+    Py_ssize_t budget = PyLong_AsSsize_t(args[2]);
+    if (budget == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *mp = PyObject_GetAttr(ex, str_max_pending);
+    long long max_pending = mp == NULL ? -1 : mp == Py_None ? 0 : PyLong_AsLongLong(mp);
+    Py_XDECREF(mp);
+    if (max_pending == -1 && PyErr_Occurred())
+        return NULL;
+    long long start = s->emits;
+    Py_ssize_t ncalls = PyList_GET_SIZE(calls);
+    for (Py_ssize_t round = 0; round < budget; round++) {
+        long long before = s->emits;
+        for (Py_ssize_t i = 0; i < ncalls && i < PyList_GET_SIZE(calls); i++) {
+            PyObject *call = PyList_GET_ITEM(calls, i);
+            if (!PyTuple_Check(call) || PyTuple_GET_SIZE(call) != 2) {
+                PyErr_SetString(PyExc_TypeError, "spout_produce's calls are (task, next_tuple) pairs");
+                return NULL;
+            }
+            Py_INCREF(call);
+            /* one task: current_task stays its own for the whole burst (nothing else on this
+               thread sets it during next_tuple), so it is set once */
+            int rc = (ncalls > 1 || round == 0) ? PyObject_SetAttr(ex, str_current_task, PyTuple_GET_ITEM(call, 0)) : 0;
+            PyObject *r = rc < 0 ? NULL : PyObject_CallNoArgs(PyTuple_GET_ITEM(call, 1));
+            Py_DECREF(call);
+            if (r == NULL)
+                return NULL;
+            Py_DECREF(r);
+        }
+        if (s->emits == before || (max_pending && s->in_flight >= max_pending))
+            break;
+        PyObject *t = PyObject_GetAttr(throttle, str_throttled);
+        int throttled = t == NULL ? -1 : PyObject_IsTrue(t);
+        Py_XDECREF(t);
+        if (throttled < 0)
+            return NULL;
+        if (throttled)
+            break;
+    }
+    return PyLong_FromLongLong(s->emits - start);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * MemoChooser(memo, index, slow, choices): the fields grouping's choice for one str key
  * (_grouping.FieldsGrouping.chooser). Calling it with a tuple's values returns the choice for
  * values[index] when that value is a str: computed here for an ASCII str (its text is its UTF-8),
@@ -2720,6 +2781,370 @@ fail:
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * unpack_batch(data, source_of, tuple_type, words): the items of a batch that pack_batch (or
+ * msgpack, the same bytes) wrote, decoded straight from its bytes into the flat list a decoder
+ * returns (engine.serialize.Serializer.decode_batch: [target, item, ...], the Tuples first, then
+ * acker messages, then spout replies), without msgpack's lists of columns, the pairs of zip and
+ * the interleaving. Its values are plain (nil, bools, ints of 64 bits, floats, str, bin); for
+ * anything else (an ext type, a map, a nested array, a batch of several trees a Tuple, bytes
+ * that are not such a batch at all) it returns None, and the serializer decodes the batch with
+ * msgpack, which rebuilds the value or words the error. The bytes have passed their MAC, but are
+ * read as if hostile: every length is checked against the end before it is read.
+ *
+ * words is a list (its length a power of two) that remembers the short ASCII strs decoded
+ * lately, each at the slot its bytes hash to: a word that comes again is the same str object,
+ * so no str is made and freed for it, and the receiving bolt's dict finds it by identity with
+ * its hash already computed (W1's words are Zipf-distributed: a few hundred make most of them).
+ */
+typedef struct {
+    const unsigned char *p, *end;
+    PyObject *words;  /* a list, or NULL */
+} Reader;
+
+#define R_NEED(r, n) ((r)->end - (r)->p >= (Py_ssize_t)(n))
+
+static inline uint64_t
+r_be(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < bytes; k++)
+        v = (v << 8) | p[k];
+    return v;
+}
+
+/* an array's length into *n; 0, or -1 when the next value is not an array (or is cut short) */
+static int
+r_array(Reader *r, Py_ssize_t *n)
+{
+    if (!R_NEED(r, 1))
+        return -1;
+    unsigned char tag = *r->p;
+    if (tag >= 0x90 && tag <= 0x9f) {
+        *n = tag & 0x0f;
+        r->p += 1;
+    } else if (tag == 0xdc && R_NEED(r, 3)) {
+        *n = (Py_ssize_t)r_be(r->p + 1, 2);
+        r->p += 3;
+    } else if (tag == 0xdd && R_NEED(r, 5)) {
+        *n = (Py_ssize_t)r_be(r->p + 1, 4);
+        r->p += 5;
+    } else {
+        return -1;
+    }
+    return *n <= r->end - r->p ? 0 : -1;  /* every item takes a byte at least */
+}
+
+/* a str of n bytes at p: from words when it is there, else made (and remembered when short ASCII) */
+static PyObject *
+r_str(Reader *r, const unsigned char *p, Py_ssize_t n)
+{
+    if (r->words == NULL || n > 32)
+        return PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+    uint32_t h = 2166136261u;  /* FNV-1a, which also finds whether every byte is ASCII */
+    unsigned char high = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        high |= p[k];
+        h = (h ^ p[k]) * 16777619u;
+    }
+    if (high & 0x80)
+        return PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+    Py_ssize_t slot = (Py_ssize_t)(h & (uint32_t)(PyList_GET_SIZE(r->words) - 1));
+    PyObject *seen = PyList_GET_ITEM(r->words, slot);
+    if (seen != Py_None && PyUnicode_GET_LENGTH(seen) == n && memcmp(PyUnicode_1BYTE_DATA(seen), p, (size_t)n) == 0)
+        return Py_NewRef(seen);
+    PyObject *s = PyUnicode_New(n, 127);
+    if (s == NULL)
+        return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(s), p, (size_t)n);
+    PyList_SetItem(r->words, slot, Py_NewRef(s));  /* steals the new reference, frees the one before */
+    return s;
+}
+
+/* the next plain value; NULL without an exception for anything else (the caller gives up) */
+static PyObject *
+r_plain(Reader *r)
+{
+    if (!R_NEED(r, 1))
+        return NULL;
+    const unsigned char *p = r->p;
+    unsigned char tag = *p;
+    Py_ssize_t n;
+    if (tag <= 0x7f) {
+        r->p += 1;
+        return PyLong_FromLong(tag);
+    }
+    if (tag >= 0xe0) {
+        r->p += 1;
+        return PyLong_FromLong((long)(signed char)tag);
+    }
+    if (tag >= 0xa0 && tag <= 0xbf) {
+        n = tag & 0x1f;
+        p += 1;
+        goto str;
+    }
+    switch (tag) {
+    case 0xc0: r->p += 1; return Py_NewRef(Py_None);
+    case 0xc2: r->p += 1; return Py_NewRef(Py_False);
+    case 0xc3: r->p += 1; return Py_NewRef(Py_True);
+    case 0xcc: case 0xcd: case 0xce: case 0xcf: {
+        int bytes = 1 << (tag - 0xcc);
+        if (!R_NEED(r, 1 + bytes))
+            return NULL;
+        r->p += 1 + bytes;
+        return PyLong_FromUnsignedLongLong(r_be(p + 1, bytes));
+    }
+    case 0xd0: case 0xd1: case 0xd2: case 0xd3: {
+        int bytes = 1 << (tag - 0xd0);
+        if (!R_NEED(r, 1 + bytes))
+            return NULL;
+        uint64_t u = r_be(p + 1, bytes);
+        int shift = 64 - 8 * bytes;  /* sign-extend from its width */
+        long long v = shift ? (long long)(u << shift) >> shift : (long long)u;
+        r->p += 1 + bytes;
+        return PyLong_FromLongLong(v);
+    }
+    case 0xca: case 0xcb: {
+        if (!R_NEED(r, tag == 0xca ? 5 : 9))
+            return NULL;
+        double d;
+        if (tag == 0xca) {
+            uint32_t bits = (uint32_t)r_be(p + 1, 4);
+            float f;
+            memcpy(&f, &bits, 4);
+            d = f;
+        } else {
+            uint64_t bits = r_be(p + 1, 8);
+            memcpy(&d, &bits, 8);
+        }
+        r->p += tag == 0xca ? 5 : 9;
+        return PyFloat_FromDouble(d);
+    }
+    case 0xd9: case 0xda: case 0xdb: case 0xc4: case 0xc5: case 0xc6: {
+        int bytes = tag == 0xd9 || tag == 0xc4 ? 1 : tag == 0xda || tag == 0xc5 ? 2 : 4;
+        if (!R_NEED(r, 1 + bytes))
+            return NULL;
+        n = (Py_ssize_t)r_be(p + 1, bytes);
+        p += 1 + bytes;
+        if (tag <= 0xc6) {  /* bin */
+            if (r->end - p < n)
+                return NULL;
+            r->p = p + n;
+            return PyBytes_FromStringAndSize((const char *)p, n);
+        }
+        goto str;
+    }
+    default:
+        return NULL;
+    }
+str:
+    if (r->end - p < n)
+        return NULL;
+    r->p = p + n;
+    return r_str(r, p, n);
+}
+
+/* the next array of plain values as a list; NULL as r_plain */
+static PyObject *
+r_plain_list(Reader *r)
+{
+    Py_ssize_t n;
+    if (r_array(r, &n) < 0)
+        return NULL;
+    PyObject *list = PyList_New(n);
+    if (list == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = r_plain(r);
+        if (v == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, v);
+    }
+    return list;
+}
+
+/* appends target, then item, to out (stealing item); -1 on an error */
+static int
+out_pair(PyObject *out, PyObject *target, PyObject *item)
+{
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(out, target);
+    if (rc == 0 && (rc = PyList_Append(out, item)) < 0) {  /* no memory: take the target back */
+        Py_ssize_t len = PyList_GET_SIZE(out);
+        PyList_SetSlice(out, len - 1, len, NULL);
+    }
+    Py_DECREF(item);
+    return rc;
+}
+
+/* the next array of plain values, each checked by ok (NULL: any), as a list; NULL as r_plain */
+static PyObject *
+r_column(Reader *r, Py_ssize_t n, int ints_or_none)
+{
+    Py_ssize_t k;
+    if (r_array(r, &k) < 0 || k != n)
+        return NULL;
+    PyObject *list = PyList_New(n);
+    if (list == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = r_plain(r);
+        if (v == NULL || (ints_or_none && v != Py_None && !PyLong_CheckExact(v))) {
+            Py_XDECREF(v);
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, v);
+    }
+    return list;
+}
+
+/* one run [src_task, stream, targets, values, roots, vals] of Tuples appended to out; -1 */
+static int
+r_run(Reader *r, PyObject *out, PyObject *source_of, PyTypeObject *tt)
+{
+    Py_ssize_t six, n;
+    if (r_array(r, &six) < 0 || six != 6)
+        return -1;
+    PyObject *task = r_plain(r);
+    PyObject *stream = task ? r_plain(r) : NULL;
+    PyObject *src = stream ? PyObject_CallFunctionObjArgs(source_of, task, stream, NULL) : NULL;
+    Py_XDECREF(task);
+    Py_XDECREF(stream);
+    if (src == NULL || r_array(r, &n) < 0) {  /* an unknown source: the Python path words it */
+        Py_XDECREF(src);
+        return -1;
+    }
+    int rc = -1;
+    PyObject *values = NULL, *roots = NULL, *vals = NULL, *root = NULL;
+    PyObject *targets = PyList_New(n);
+    if (targets == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = r_plain(r);
+        if (t == NULL)
+            goto done;
+        PyList_SET_ITEM(targets, i, t);
+    }
+    Py_ssize_t k;
+    if (r_array(r, &k) < 0 || k != n || (values = PyList_New(n)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = r_plain_list(r);
+        if (v == NULL)
+            goto done;
+        PyList_SET_ITEM(values, i, v);
+    }
+    int tracked = !(R_NEED(r, 2) && r->p[0] == 0xc0 && r->p[1] == 0xc0);
+    if (!tracked)
+        r->p += 2;  /* an untracked run: nil for its roots and its vals */
+    else if ((roots = r_column(r, n, 1)) == NULL || (vals = r_column(r, n, 1)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (tracked && PyList_GET_ITEM(roots, i) != Py_None)
+            root = PyList_GET_ITEM(roots, i);  /* borrowed from roots */
+        else if (tracked && root == NULL)
+            goto done;  /* a run that begins with "the previous tuple's root" */
+        PyObject *t = tuple_make(tt, PyList_GET_ITEM(values, i), src, tracked ? root : ZERO,
+                                 tracked ? PyList_GET_ITEM(vals, i) : ZERO, ZERO);
+        if (out_pair(out, PyList_GET_ITEM(targets, i), t) < 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(targets);
+    Py_XDECREF(values);
+    Py_XDECREF(roots);
+    Py_XDECREF(vals);
+    Py_DECREF(src);
+    return rc;
+}
+
+/* size-tuples of plain values for count targets (acker messages: 4; spout replies: 3); -1 */
+static int
+r_messages(Reader *r, PyObject *out, Py_ssize_t size)
+{
+    Py_ssize_t n, k;
+    if (r_array(r, &n) < 0)
+        return -1;
+    PyObject *targets = PyList_New(n);
+    if (targets == NULL)
+        return -1;
+    int rc = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = r_plain(r);
+        if (t == NULL)
+            goto done;
+        PyList_SET_ITEM(targets, i, t);
+    }
+    if (r_array(r, &k) < 0 || k != n * size)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *msg = PyTuple_New(size);
+        if (msg == NULL)
+            goto done;
+        for (Py_ssize_t f = 0; f < size; f++) {
+            PyObject *v = r_plain(r);
+            if (v == NULL) {
+                Py_DECREF(msg);
+                goto done;
+            }
+            PyTuple_SET_ITEM(msg, f, v);
+        }
+        if (out_pair(out, PyList_GET_ITEM(targets, i), msg) < 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    Py_DECREF(targets);
+    return rc;
+}
+
+static PyObject *
+unpack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyType_Check(args[2]) || !PyType_IsSubtype((PyTypeObject *)args[2], &TupleBase_Type) ||
+            !PyList_Check(args[3]) || PyList_GET_SIZE(args[3]) == 0 ||
+            (PyList_GET_SIZE(args[3]) & (PyList_GET_SIZE(args[3]) - 1))) {
+        PyErr_SetString(PyExc_TypeError, "unpack_batch(data, source_of, tuple_type: a TupleBase type, "
+                                         "words: a list whose length is a power of two)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, args[3]};
+    PyObject *out = PyList_New(0);
+    Py_ssize_t n, nruns;
+    if (out == NULL)
+        goto fail;
+    if (r_array(&r, &n) < 0 || n != 6 || !R_NEED(&r, 1) || *r.p != 0x02)  /* serialize.FORMAT */
+        goto not_ours;
+    r.p += 1;
+    if (r_array(&r, &nruns) < 0)
+        goto not_ours;
+    for (Py_ssize_t i = 0; i < nruns; i++)
+        if (r_run(&r, out, args[1], (PyTypeObject *)args[2]) < 0)
+            goto not_ours;
+    if (r_messages(&r, out, 4) < 0 || r_messages(&r, out, 3) < 0 || r.p != r.end)
+        goto not_ours;
+    PyBuffer_Release(&view);
+    return out;
+not_ours:
+    /* not a batch of plain values, or not a batch: msgpack's path decodes it or words the error
+       (a MemoryError too: it meets the same) */
+    PyErr_Clear();
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * execute_run(execute, pop, n, stats, on_error=None): execute(pop()) n times, adding the inputs
  * executed (those before one that raised, on an exception) to stats.executed: a bolt executor's
  * plain inputs between two sampled ones (squall.engine.bolt_executor.BoltExecutor.drain). With
@@ -3185,6 +3610,9 @@ static PyMethodDef speedups_functions[] = {
     {"pack_batch", (PyCFunction)(void (*)(void))pack_batch, METH_FASTCALL,
      "pack_batch(items, tuple_type): a batch's bytes as msgpack writes them, or None if an item "
      "or value is not plain."},
+    {"unpack_batch", (PyCFunction)(void (*)(void))unpack_batch, METH_FASTCALL,
+     "unpack_batch(data, source_of, tuple_type, words): a batch of plain values decoded into its "
+     "flat items, or None when it is not one."},
     {"batch_items", (PyCFunction)(void (*)(void))batch_items, METH_FASTCALL,
      "batch_items(out, targets, values, src, roots, vals, tuple_type): append a batch run's "
      "(target, Tuple) pairs to out."},
@@ -3192,6 +3620,8 @@ static PyMethodDef speedups_functions[] = {
      "execute_run(execute, pop, n, stats, on_error=None): execute(pop()) n times, counting them in stats.executed."},
     {"spout_replies", (PyCFunction)(void (*)(void))spout_replies, METH_FASTCALL,
      "spout_replies(executor, pop, n, now): n replies from pop() as SpoutExecutor._reply would."},
+    {"spout_produce", (PyCFunction)(void (*)(void))spout_produce, METH_FASTCALL,
+     "spout_produce(executor, calls, budget, throttle): SpoutExecutor.produce's rounds of next_tuple calls."},
     {NULL}
 };
 
@@ -3246,6 +3676,10 @@ PyInit__speedups(void)
     str_gaps = PyUnicode_InternFromString("gaps");
     str_max_open = PyUnicode_InternFromString("max_open");
     str_close_sample = PyUnicode_InternFromString("close_sample");
+    str_max_pending = PyUnicode_InternFromString("max_pending");
+    str_throttled = PyUnicode_InternFromString("throttled");
+    if (!str_max_pending || !str_throttled)
+        return NULL;
     ACK_KIND = PyLong_FromLong(1);
     if (!str_left || !str_by_handle || !str_key_of || !str_open_samples || !str_freq || !str_gaps || !str_max_open || !str_close_sample)
         return NULL;

@@ -59,7 +59,7 @@ import msgpack
 
 from .._config import Config, conf_value
 from .._errors import SerializationError
-from .._native import batch_items, group_items, interleave, pack_batch, plain_check
+from .._native import batch_items, group_items, interleave, pack_batch, plain_check, unpack_batch
 from .._tuple import Source, Tuple
 from . import code_pickler
 
@@ -74,6 +74,9 @@ SAME_ROOT = None
 """A run's root that repeats the previous Tuple's (same int object at the sender): a fan-out's
 children travel together, and a receiver then makes one root int for all of them, whose
 identity the held-ack and acker look-ups compare first (format 2)."""
+
+WORD_SLOTS = 4096
+"""Short words a worker's decoder remembers (a power of two; `Serializer.decode_batch`)."""
 
 EXT_BIGINT = 1
 EXT_TUPLE = 2
@@ -280,6 +283,9 @@ class Serializer:
         attempt = _TransactionAttemptSerializer.NAME  # found by name at its first encode (see _default)
         self._by_name[attempt] = _Registered(attempt, object, _TransactionAttemptSerializer())
         self._packers = _Packers()
+        # the short words this worker received lately, one per slot their bytes hash to (compiled
+        # decoding, `squall._native.unpack_batch`): a word that comes again is the same str
+        self._words: list = [None] * WORD_SLOTS
         self._unpack_opts = {"ext_hook": self._ext_hook, "strict_map_key": False, "raw": False}
 
     @staticmethod
@@ -557,6 +563,11 @@ class Serializer:
             SerializationError: the bytes are not a batch (corrupt, truncated, another format), or
                 hold a value this worker cannot rebuild.
         """
+        # compiled: a batch of plain values straight from its bytes; None (another value, not a
+        # batch at all, or the pure path): with msgpack, which decodes it or words the error
+        items = unpack_batch(data, self.source_of, Tuple, self._words)
+        if items is not None:
+            return items
         try:
             batch = msgpack.unpackb(data, **self._unpack_opts)
             fmt, runs, ack_targets, acks, reply_targets, replies = batch

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import random
 import threading
@@ -15,6 +16,8 @@ from squall import Config, Fields, _native
 from squall._tuple import Source, Tuple
 from squall.engine.acker import ACK, ACKED, FAIL, FAILED, INIT, RESET_TIMEOUT
 from squall.engine.serialize import FORMAT, SerializationError, Serializer
+
+from ..conftest import stable_id
 
 SOURCES = {
     (3, "words"): Source("split", "words", 3, Fields("word")),
@@ -147,7 +150,7 @@ VALUES = [
 ]
 
 
-@pytest.mark.parametrize("value", VALUES, ids=repr)
+@pytest.mark.parametrize("value", VALUES, ids=stable_id)
 def test_values_round_trip_with_their_exact_types(value):
     assert same(round_trip_value(value), value)
 
@@ -552,7 +555,7 @@ def test_the_compiled_packer_writes_msgpacks_bytes_byte_for_byte():
 
 
 @pytest.mark.parametrize("values", [[[1]], [{"a": 1}], [(1, 2)], [{1}], [2**64], [-(2**63) - 1], ["\ud800"],
-                                    [bytearray(b"x")], [Point(1, 2)], [True, [None]]], ids=repr)
+                                    [bytearray(b"x")], [Point(1, 2)], [True, [None]]], ids=stable_id)
 def test_a_batch_with_a_value_that_is_not_plain_is_packed_by_msgpack(values):
     """The compiled packer gives such a batch up whole (None), and msgpack encodes it, or words
     the error, as before."""
@@ -583,3 +586,105 @@ def test_tuples_of_several_trees_or_values_not_in_a_list_are_packed_by_msgpack()
 def test_the_compiled_packer_refuses_a_tuple_type_whose_slots_it_cannot_read():
     with pytest.raises(TypeError, match="TupleBase"):
         _native.pack_batch([1, (1, 2, 3, 4)], tuple)
+
+
+# --- the compiled decoder (squall._native.unpack_batch) ----------------------------------------
+def msgpack_items(ser: Serializer, data: bytes) -> list:
+    """What `decode_batch` makes of ``data`` with msgpack (its path for what the decoder gives up)."""
+    real = squall.engine.serialize.unpack_batch
+    squall.engine.serialize.unpack_batch = lambda *args: None
+    try:
+        return ser.decode_batch(data)
+    finally:
+        squall.engine.serialize.unpack_batch = real
+
+
+def same_items(a: list, b: list) -> bool:
+    """Two decoded batches alike: the same targets, and Tuples with the same values (of the same
+    types), source, root and ack value; acker messages and replies equal."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if type(x) is Tuple or type(y) is Tuple:
+            if not (type(x) is type(y) and same(x.values, y.values) and x._src is y._src
+                    and same(x._root, y._root) and same(x._val, y._val) and same(x._oav, y._oav)):
+                return False
+        elif not same(x, y):
+            return False
+    return True
+
+
+@pytest.mark.skipif(not _native.COMPILED, reason="pure path (SQUALL_PURE_PYTHON): unpack_batch returns None, "
+                    "and msgpack decodes every batch")
+def test_the_compiled_decoder_makes_what_msgpack_makes_of_every_plain_batch():
+    """unpack_batch reads pack_batch's bytes (msgpack's, byte for byte) into the same items as
+    msgpack and batch_items: every int, str, bytes and array length at its encodings' edges, runs
+    tracked and not, acker messages and replies."""
+    ser = serializer()
+    src = SOURCES[(1, "default")]
+    # the last: a run and its columns of 32-bit array lengths
+    for items in [*itertools.islice(plain_batches(), 7), [(5, Tuple([], src))] * 70_000]:  # sizes 0-300
+        data = ser.encode_batch(flat(items))
+        mine = _native.unpack_batch(data, source_of, Tuple, [None] * 64)
+        assert mine is not None
+        assert same_items(mine, msgpack_items(ser, data))
+
+
+@pytest.mark.skipif(not _native.COMPILED, reason="pure path (SQUALL_PURE_PYTHON): unpack_batch returns None")
+def test_a_word_that_comes_again_is_the_same_str_and_the_table_holds_one_per_slot():
+    """Short ASCII strs are remembered by the bytes' slot: the second batch's words are the first
+    batch's objects (no str made and freed, and a dict finds them by identity); a word of another
+    slot or a longer or non-ASCII str is made anew each time."""
+    src = SOURCES[(3, "words")]
+    words = [None] * 1024
+    batch = flat([(7, Tuple([w], src, 5, 6)) for w in ("the", "cat", "x" * 33, "héllo")])
+    data = serializer().encode_batch(batch)
+    first = unflat(_native.unpack_batch(data, source_of, Tuple, words))
+    second = unflat(_native.unpack_batch(data, source_of, Tuple, words))
+    assert [t.values[0] for _, t in second] == ["the", "cat", "x" * 33, "héllo"]
+    assert [a[1].values[0] is b[1].values[0] for a, b in zip(first, second)] == [True, True, False, False]
+    assert sorted(w for w in words if w is not None) == ["cat", "the", "words"]  # the stream's name too
+    with pytest.raises(TypeError, match="power of two"):
+        _native.unpack_batch(data, source_of, Tuple, [None] * 1000)
+
+
+@pytest.mark.parametrize("values", [[[1]], [{"a": 1}], [(1, 2)], [{1}], [2**64], [-(2**63) - 1],
+                                    [Point(1, 2)], [True, [None]]], ids=stable_id)
+def test_a_batch_with_a_value_that_is_not_plain_is_decoded_by_msgpack(values):
+    """The compiled decoder gives such a batch up whole (None), and msgpack rebuilds it."""
+    src = SOURCES[(1, "default")]
+    ser = registered((Point, None))
+    data = ser.encode_batch(flat([(3, Tuple(["plain"], src, 5, 6)), (3, Tuple(values, src, 5, 7))]))
+    assert _native.unpack_batch(data, source_of, Tuple, [None] * 8) is None
+    back = unflat(ser.decode_batch(data))
+    assert same(back[0][1].values, ["plain"]) and back[1][1].values == values
+
+
+def test_damaged_batches_are_refused_or_decoded_as_msgpack_decodes_them():
+    """Bytes past the MAC are a peer's, but read as if hostile: each cut and each changed byte
+    of a batch is either given up by the compiled decoder (None: msgpack then decodes it, or
+    raises SerializationError) or decoded into exactly what msgpack makes of it."""
+    rnd = random.Random(11)
+    ser = serializer()
+    src = SOURCES[(3, "words")]
+    pairs = [(7, Tuple([f"w{i % 5}", i * 1000, 2.5, b"b", None, True], src, 10**15 + i // 3, rnd.getrandbits(64)))
+             for i in range(12)] + [(2, (INIT, 99, 77, 1)), (1, (ACKED, 99, 0.5))]
+    data = ser.encode_batch(flat(pairs))
+    damaged = [data[:n] for n in range(len(data))] + [data + b"\x00"]
+    for _ in range(1500):
+        b = bytearray(data)
+        for _ in range(rnd.choice((1, 1, 2, 3))):
+            b[rnd.randrange(len(b))] = rnd.randrange(256)
+        damaged.append(bytes(b))
+    decoded = 0
+    for d in damaged:
+        try:
+            expected = msgpack_items(ser, d)
+        except SerializationError:
+            expected = None
+        mine = _native.unpack_batch(d, source_of, Tuple, [None] * 16)
+        if mine is None:
+            continue  # the serializer then decodes it with msgpack: expected, or its error
+        decoded += 1
+        assert expected is not None and same_items(mine, expected), d
+    assert decoded > 100 or not _native.COMPILED

@@ -182,6 +182,50 @@ def test_acker_run_replies_as_acker_update_does_in_any_order():
     assert replay(_native.acker_run) == expected
 
 
+def test_a_spout_s_rounds_of_next_tuple_stop_as_its_executor_s_produce_did():
+    """`spout_produce` (C when compiled): each next_tuple called as its task, round after round,
+    until a round emits nothing, the spout reaches max pending or the worker is throttled, or the
+    budget is spent; an exception from next_tuple leaves with its task current."""
+
+    class Executor(_native.SpoutExecutorBase):
+        def __init__(self, max_pending):
+            self.emits = self.in_flight = 0
+            self.max_pending, self.current_task, self.seen = max_pending, None, []
+
+    class Spout:
+        def __init__(self, ex, task, stock, throttle=None, tracked=True):
+            self.ex, self.task, self.stock, self.throttle, self.tracked = ex, task, stock, throttle, tracked
+
+        def next_tuple(self):
+            self.ex.seen.append((self.task, self.ex.current_task))
+            if self.stock == "raise":
+                raise ValueError(f"next_tuple of task {self.task}")
+            if self.stock:
+                self.stock -= 1
+                self.ex.emits += 1
+                self.ex.in_flight += self.tracked
+                if self.throttle is not None and self.stock == 2:
+                    self.throttle.throttled = True
+
+    def run(max_pending, stocks, budget, throttle_at=None, tracked=True):
+        ex = Executor(max_pending)
+        throttle = SimpleNamespace(throttled=False)
+        spouts = [Spout(ex, t, n, throttle if t == throttle_at else None, tracked) for t, n in stocks]
+        made = _native.spout_produce(ex, [(s.task, s.next_tuple) for s in spouts], budget, throttle)
+        return made, ex.emits, len(ex.seen), all(t == current for t, current in ex.seen)
+
+    assert run(0, [(3, 5), (4, 9)], 64) == (14, 14, 20, True)  # until a round emits nothing
+    assert run(0, [(3, 50)], 7) == (7, 7, 7, True)  # the budget
+    assert run(6, [(3, 50), (4, 50)], 64) == (6, 6, 6, True)  # max pending, checked per round
+    assert run(6, [(3, 50)], 64, tracked=False) == (50, 50, 51, True)  # nothing in flight: no limit
+    assert run(0, [(3, 10), (4, 10)], 64, throttle_at=4) == (16, 16, 16, True)  # throttled
+    ex = Executor(0)
+    with pytest.raises(ValueError, match="task 4"):
+        _native.spout_produce(ex, [(3, Spout(ex, 3, 9).next_tuple), (4, Spout(ex, 4, "raise").next_tuple)],
+                              64, SimpleNamespace(throttled=False))
+    assert ex.current_task == 4 and ex.emits == 1
+
+
 def test_spout_replies_do_what_spout_executor_reply_does():
     """`spout_replies` (C when compiled) against `SpoutExecutor._reply` called one reply at a
     time: acks, fails, timeout resets and late replies over two tasks and both buckets."""

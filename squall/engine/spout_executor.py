@@ -29,7 +29,7 @@ from .._collectors import SpoutOutputCollector
 from .._config import Config, conf_value
 from .._errors import EmitError
 from .._failure import TIMEOUT, WORKER_LOST, FailureCause
-from .._native import IdSource, SpoutCollectorBase, SpoutExecutorBase, spout_replies
+from .._native import IdSource, SpoutCollectorBase, SpoutExecutorBase, spout_produce, spout_replies
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
 from .acker import ACKED, FAILED, INIT
@@ -108,18 +108,9 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
 
     def produce(self, budget: int) -> int:
         """Call ``next_tuple`` while it emits, up to ``budget`` rounds; return the emits made."""
-        start = self.emits
-        max_pending = self.max_pending
-        bp = self.wiring.backpressure
+        # next_tuple looked up per burst: a spout may replace it on its instance
         calls = [(t, self.objs[t].next_tuple) for t in self.task_ids]
-        for _ in range(budget):
-            before = self.emits
-            for t, next_tuple in calls:
-                self.current_task = t
-                next_tuple()
-            if self.emits == before or bp.throttled or (max_pending and self.in_flight >= max_pending):
-                break
-        return self.emits - start
+        return spout_produce(self, calls, budget, self.wiring.backpressure)
 
     def drain(self, limit: int) -> int:
         done = 0

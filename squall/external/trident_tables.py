@@ -12,7 +12,7 @@ Its metadata is ``{"rows", "size"}``; a replay reads the file again and must fin
 and row count, else `TableSourceError` names the file and the txid. Files are expected to be
 put in place complete (Spark's commit protocol moves them out of ``_temporary/``; squall's
 `ParquetSinkBolt` renames them): names starting with ``.`` or ``_`` and directories are skipped,
-and a file that does not yet end with Parquet's footer magic waits for a later batch.
+and a file not read yet that does not end with Parquet's footer magic waits for a later batch.
 
 `DeltaTridentSpout`: one partition, the table. A batch reads the commits of versions
 ``first_version..last_version`` (the range after the previous batch's, up to ``max_batch_files``
@@ -20,8 +20,8 @@ data files, at least one commit) from ``_delta_log/<version>.json``: the files e
 with ``dataChange``. The log's commits never change, so a replay reads exactly the same files.
 Commits that change no data (OPTIMIZE's rewrites, ``dataChange: false``; metadata changes) add
 nothing. A commit that removes data (DELETE, UPDATE, MERGE, an overwrite) is an error naming the
-table, the version and the operation: rows the spout emitted would be taken back, which no
-Trident state can undo.
+table, the version and the operation, raised by the batch it would start (the appends before it
+are read first): rows the spout emitted would be taken back, which no Trident state can undo.
 """
 
 from __future__ import annotations
@@ -119,30 +119,14 @@ class _ParquetCoordinator(IPartitionedTridentSpout.Coordinator):
         self.location = _Location(spout.directory)
 
     def get_partitions_for_batch(self) -> list[str]:
-        """The names of the directory's Parquet files that are complete, sorted."""
+        """The names of the directory's files that may be Parquet, sorted."""
         try:
             infos = self.location.listing()
         except (OSError, pa.ArrowException) as e:
             raise TableSourceError(f"ParquetTridentSpout: cannot list {self.spout.directory}: {e}") from None
-        names = []
-        for info in infos:
-            if info.type != pafs.FileType.File or info.base_name.startswith((".", "_")):
-                continue
-            if info.base_name.endswith((".crc", ".inprogress", ".tmp")) or not self._complete(info):
-                continue
-            names.append(info.base_name)
-        return sorted(names)
-
-    def _complete(self, info: pafs.FileInfo) -> bool:
-        """Whether the file ends with Parquet's magic, written last (a partial file waits)."""
-        if info.size is None or info.size < 12:
-            return False
-        try:
-            with self.location.fs.open_input_file(info.path) as f:
-                f.seek(info.size - 4)
-                return f.read(4) == _MAGIC
-        except (OSError, pa.ArrowException):
-            return False  # gone or unreadable since the listing: a later listing decides
+        return sorted(info.base_name for info in infos
+                      if info.type == pafs.FileType.File and not info.base_name.startswith((".", "_"))
+                      and not info.base_name.endswith((".crc", ".inprogress", ".tmp")))
 
 
 class _ParquetEmitter(IPartitionedTridentSpout.Emitter):
@@ -158,16 +142,34 @@ class _ParquetEmitter(IPartitionedTridentSpout.Emitter):
         """The files whose name hashes to this task (none changes task as files come)."""
         return [p for p in ordered if stable_hash_one(p.name) % num_tasks == task_index]
 
+    def _complete(self, name: str) -> int | None:
+        """The file's size once it ends with Parquet's magic (written last), else None: a file
+        being written, or gone since the listing, waits for a later batch."""
+        path = self.location.path(name)
+        try:
+            size = self.location.fs.get_file_info(path).size
+            if size is None or size < 12:
+                return None
+            with self.location.fs.open_input_file(path) as f:
+                f.seek(size - 4)
+                return size if f.read(4) == _MAGIC else None
+        except (OSError, pa.ArrowException):
+            return None
+
     def _read(self, name: str, txid: int) -> list[list]:
         return _read_columns(self.location, name, self.spout.fields, {},
                              f"ParquetTridentSpout {self.spout.directory} txid {txid}")
 
     def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
-        """The files not read yet, whole, up to ``max_batch_files`` of them by name."""
+        """The complete files not read yet, whole, up to ``max_batch_files`` of them by name."""
         new = sorted((p for p in partitions if last_partition_meta.get(p) is None), key=TablePartition.get_id)
         metas = {}
-        for p in new[:self.spout.max_batch_files]:
-            size = self.location.fs.get_file_info(self.location.path(p.name)).size
+        for p in new:
+            if len(metas) == self.spout.max_batch_files:
+                break
+            size = self._complete(p.name)
+            if size is None:
+                continue
             rows = self._read(p.name, tx.txid)
             for values in rows:
                 collector.emit(values)
@@ -297,7 +299,11 @@ class _DeltaLog:
                 if add.get("deletionVector"):
                     raise TableSourceError(f"DeltaTridentSpout: table {uri} version {version} ({operation}) adds "
                                            f"{add['path']} with a deletion vector: not an append")
-                files.append(_AddedFile(unquote(add["path"]), dict(add.get("partitionValues") or {})))
+                path = unquote(add["path"])
+                if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):
+                    raise TableSourceError(f"DeltaTridentSpout: table {uri} version {version} adds {path}, a file "
+                                           "outside the table (a shallow clone?), which the spout does not read")
+                files.append(_AddedFile(path, dict(add.get("partitionValues") or {})))
         return files
 
     def _check_schema(self, version: int, schema_string: str) -> None:
@@ -353,7 +359,12 @@ class _DeltaEmitter(IPartitionedTridentSpout.Emitter):
             versions: list[int] = []
             files: list[_AddedFile] = []
             for version in self.log.versions_from(first):
-                added = self.log.added(version)
+                try:
+                    added = self.log.added(version)
+                except TableSourceError:
+                    if not versions:
+                        raise
+                    break  # the appends before it are a batch; the next batch stops at it
                 if versions and len(files) + len(added) > self.spout.max_batch_files:
                     break
                 versions.append(version)

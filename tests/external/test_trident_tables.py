@@ -54,9 +54,11 @@ def test_delta_spout_batches_are_version_ranges_replayed_exactly(tmp_path):
     assert d.emit(1) == first[1] and d.emit(2) == first[2]
     assert d.emit(3) == [["c0", 0]]                           # versions 2..3: OPTIMIZE adds nothing
     assert d.emit(4) == []
-    deltalake.DeltaTable(str(uri)).delete("text = 'a0'")      # version 4
-    with pytest.raises(TableSourceError, match=rf"table {uri} version 4 \(DELETE\) removes data .*append-only"):
-        d.emit(5)
+    append_delta(uri, ["e0"])                                 # version 4
+    deltalake.DeltaTable(str(uri)).delete("text = 'a0'")      # version 5
+    assert d.emit(5) == [["e0", 0]]                           # the appends before it come first
+    with pytest.raises(TableSourceError, match=rf"table {uri} version 5 \(DELETE\) removes data .*append-only"):
+        d.emit(6)
     assert d.emit(3) == [["c0", 0]]                           # what was read stays replayable
 
 
@@ -82,8 +84,9 @@ def test_delta_spout_refuses_what_it_cannot_read_naming_it(tmp_path):
     append_delta(tmp_path / "o", ["a"])
     deltalake.write_deltalake(str(tmp_path / "o"), pa.table({"text": ["b"], "n": [0]}), mode="overwrite")
     d = Driver(PartitionedTridentSpoutExecutor(DeltaTridentSpout(tmp_path / "o", ["text"])))
+    assert d.emit(1) == [["a"]]                               # version 0, before the overwrite
     with pytest.raises(TableSourceError, match=r"version 1 \(WRITE\) removes data"):
-        d.emit(1)
+        d.emit(2)
 
 
 def test_parquet_spout_reads_each_complete_file_once_and_replays_it(tmp_path):

@@ -163,7 +163,7 @@ class _ParquetEmitter(IPartitionedTridentSpout.Emitter):
     def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
         """The complete files not read yet, whole, up to ``max_batch_files`` of them by name."""
         new = sorted((p for p in partitions if last_partition_meta.get(p) is None), key=TablePartition.get_id)
-        metas = {}
+        metas: dict[TablePartition, dict[str, int]] = {}
         for p in new:
             if len(metas) == self.spout.max_batch_files:
                 break
@@ -352,7 +352,7 @@ class _DeltaEmitter(IPartitionedTridentSpout.Emitter):
 
     def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
         """The commits after the previous batch's, up to ``max_batch_files`` data files."""
-        metas = {}
+        metas: dict[TablePartition, dict[str, int]] = {}
         for p in partitions:
             last = last_partition_meta.get(p)
             first = int(last["last_version"]) + 1 if last else self.spout.starting_version

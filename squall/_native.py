@@ -20,6 +20,7 @@ of each class):
 - `PendingTreeBase`: the fields of `squall.engine.acker.PendingTree`.
 - `send_acks`: a bolt executor's held acks, sent (`squall.engine.bolt_executor.BoltExecutor.flush_acks`).
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
+- `acker_drain`: an acker task's messages, plain runs (`acker_run`) and the sampled ones counted.
 - `execute_run`: a bolt executor's inner loop over its plain (not sampled) inputs (an exception
   that ``execute`` raises goes to its ``on_error`` when one is given).
 - `drain_inbox`: a bolt task's inputs, plain runs and sampled ones (timed), as its executor drains them.
@@ -269,6 +270,36 @@ def acker_run(acker, pop, n: int, now: float, deliver) -> None:
             deliver[reply[0]](reply[1:])
 
 
+def acker_drain(acker: Any, pop: Any, n: int, now: float, deliver: Any, sampled: Any, key_of: Any) -> int:
+    """An acker task's ``n`` messages from ``pop()`` (`acker_run`), with Storm's sampled
+    statistics: the last of each run of ``sampled.left`` messages is counted, ``sampled.freq``
+    times, in the `KeyStats` of its handle (``(INIT, spout_task)`` for an init, else its kind) in
+    ``sampled.by_handle``, else in ``key_of(kind, spout_task)``'s; then the next gap is drawn.
+    ``sampled.left`` is kept, on an exception too. Returns ``n`` (`AckerExecutor.drain`)."""
+    left = sampled.left
+    ran = 0
+    try:
+        while ran < n:
+            run = left - 1 if left - 1 < n - ran else n - ran  # noqa: FURB136 (a compare, not a min() call, on the drain path)
+            acker_run(acker, pop, run, now, deliver)
+            ran += run
+            left -= run
+            if ran < n:
+                kind, root, val, spout_task = pop()
+                reply = acker.update(kind, root, val, spout_task, now)
+                if reply is not None:
+                    deliver[reply[0]](reply[1:])
+                ran += 1
+                ks = sampled.by_handle.get((kind, spout_task) if kind == 0 else kind)  # 0: INIT
+                if ks is None:
+                    ks = key_of(kind, spout_task)
+                ks.executed += sampled.freq
+                left = sampled.gaps()
+    finally:
+        sampled.left = left
+    return ran
+
+
 class KeyStatsBase:
     """The figures of `squall.engine.stats.KeyStats`."""
 
@@ -500,7 +531,7 @@ def opaque_commit(committed: dict, written: dict, ks: list, args: list, curr_tx:
     the indices handed back untouched (a key whose parts are not `PLAIN_KEY_TYPES` or whose
     stored value is encoded: the caller decodes) and the indices whose new value, in
     ``written``, the caller must encode into ``committed``. A stored txid newer than ``curr_tx``
-    raises the value's own error (`OpaqueValue._base`)."""
+    raises the value's own error (``value_type.for_batch``, which holds the rule)."""
     if len(ks) != len(args):
         raise ValueError(f"{len(ks)} keys and {len(args)} partial aggregates: one per key is needed")
     ret: list[Any] = [None] * len(ks)
@@ -521,14 +552,8 @@ def opaque_commit(committed: dict, written: dict, ks: list, args: list, curr_tx:
             if type(stored) is not value_type:
                 left.append(i)
                 continue
-            stored_tx = stored.curr_txid
-            if curr_tx is None or stored_tx is None or stored_tx < curr_tx:
-                prev = stored.curr
-            elif stored_tx == curr_tx:
-                prev = stored.prev
-            else:
-                prev = stored._base(curr_tx)  # raises: the state is ahead of this batch
-            base = stored.curr if cached else prev
+            # the rule's one home is the value's (`OpaqueValue.for_batch`); the C is its twin
+            base, prev = stored.for_batch(curr_tx, cached)
             new = arg if base is None else base + arg if combine is None else combine(base, arg)
         value = value_type(curr_tx, new, prev)
         written[k] = value
@@ -650,7 +675,7 @@ def view_of(cls: Any, fields: Any, values: Any) -> Any:
 _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
                    "TaskStatsBase": "TaskStatsBase", "SpoutExecutorBase": "SpoutExecutorBase",
-                   "acker_run": "acker_run", "execute_run": "execute_run", "spout_replies": "spout_replies",
+                   "acker_run": "acker_run", "acker_drain": "acker_drain", "execute_run": "execute_run", "spout_replies": "spout_replies",
                    "spout_produce": "spout_produce", "memo_chooser": "MemoChooser",
                    "next_chooser": "NextChooser", "batch_items": "batch_items",
                    "group_items": "group_items", "deliver_items": "deliver_items",

@@ -112,7 +112,7 @@ opaque_commit(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 Py_DECREF(stored);
                 goto fail;
             }
-            /* OpaqueValue._base: the value this batch builds on and keeps as prev */
+            /* OpaqueValue.for_batch (the rule's home), in C: what this batch builds on and keeps as prev */
             int older = curr_tx == Py_None || stx == Py_None;
             if (!older && (older = PyObject_RichCompareBool(stx, curr_tx, Py_LT)) < 0) {
                 Py_DECREF(stored);

@@ -92,6 +92,33 @@ def test_opaque_value_get_and_update_follow_storm():
     assert up_same != v and up_next != v
 
 
+def test_the_opaque_rule_has_one_home_that_every_opaque_update_and_the_compiled_commit_agree_with():
+    """`OpaqueValue.for_batch`: what a batch builds on and keeps as prev, given whether the value
+    is the batch's own write (Storm's CachedBatchReadsMap); OpaqueMap's updates and
+    `opaque_commit`'s pure twin call it, and the compiled commit gives the same values."""
+    from squall import _native
+
+    v = OpaqueValue(8, 10, 4)
+    assert v.for_batch(9, False) == (10, 10) and v.for_batch(None, False) == (10, 10)
+    assert v.for_batch(8, False) == (4, 4), "a replay builds on prev"
+    assert v.for_batch(8, True) == (10, 4), "the batch's own write: builds on it, keeps its prev"
+    with pytest.raises(StateError, match=r"Current batch \(7\) is behind"):
+        v.for_batch(7, False)
+    for commit in [_native.opaque_commit]:  # compiled, or the pure twin under SQUALL_PURE_PYTHON=1
+        committed = {("a",): OpaqueValue(8, 10, 4), ("b",): OpaqueValue(5, 1, None)}
+        written: dict = {}
+        ret, left, encode = commit(committed, written, [("a",), ("b",), ("c",), ("a",)], [1, 2, 3, 5], 8, None,
+                                   OpaqueValue)
+        assert (ret, left, encode) == ([5, 3, 3, 10], [], []), commit
+        assert committed == {("a",): OpaqueValue(8, 10, 4), ("b",): OpaqueValue(8, 3, 1), ("c",): OpaqueValue(8, 3)}
+    m = OpaqueMap.build(MemoryBackingMap())
+    m.begin_commit(8)
+    single_update(m, "a", 1)
+    m.commit(8)
+    m.begin_commit(8)  # a replay: built on prev (None), then on its own write
+    assert single_update(m, "a", 2) == 2 and single_update(m, "a", 3) == 5
+
+
 def test_a_batch_behind_the_state_is_an_error_naming_both_txids():
     v = OpaqueValue(8, "v1", "v0")
     with pytest.raises(StateError, match=r"Current batch \(7\) is behind state's batch.*curr_txid=8"):

@@ -85,6 +85,19 @@ class OpaqueValue(Generic[T]):
         """
         return self._base(batch_txid)
 
+    def for_batch(self, batch_txid: int | None, its_own: bool) -> tuple[T | None, T | None]:
+        """Storm's opaque rule for one key: (the value batch ``batch_txid`` builds on, the one
+        its new value keeps as ``prev``). ``its_own``: this value is what the batch itself wrote
+        earlier (Storm's ``CachedBatchReadsMap``), so the batch builds on its ``curr``. Every
+        opaque update goes through here (`OpaqueMap`'s, `squall._native.opaque_commit`'s pure
+        twin); the compiled ``opaque_commit`` is this rule's twin in C.
+
+        Raises:
+            StateError: ``batch_txid`` is older than the stored txid.
+        """
+        prev = self._base(batch_txid)
+        return (self.curr if its_own else prev), prev
+
     def _base(self, batch_txid: int | None) -> T | None:
         # a stored txid of None (written outside any batch) is older than every batch
         if batch_txid is None or self.curr_txid is None or self.curr_txid < batch_txid:
@@ -295,8 +308,9 @@ class OpaqueMap(_TxidMap):
                 new = updater.update(None)
                 new_vals.append(OpaqueValue(curr_tx, new))
             else:
-                new = updater.update(stored.curr if k in written else stored.get(curr_tx))
-                new_vals.append(stored.update(curr_tx, new))
+                base, prev = stored.for_batch(curr_tx, k in written)
+                new = updater.update(base)
+                new_vals.append(OpaqueValue(curr_tx, new, prev))
             ret.append(new)
         self.backing.multi_put(keys, new_vals, ks)
         return ret
@@ -338,15 +352,7 @@ class OpaqueMap(_TxidMap):
                 append_new(OpaqueValue(curr_tx, arg))
                 append_ret(arg)
                 continue
-            # OpaqueValue._base, inlined: the value this batch builds on and keeps as prev
-            stored_tx = stored.curr_txid
-            if curr_tx is None or stored_tx is None or stored_tx < curr_tx:
-                prev = stored.curr
-            elif stored_tx == curr_tx:
-                prev = stored.prev
-            else:
-                prev = stored._base(curr_tx)  # raises: the state is ahead of this batch
-            base = stored.curr if k in written else prev
+            base, prev = stored.for_batch(curr_tx, k in written)
             new = arg if base is None else combine(base, arg)
             append_new(OpaqueValue(curr_tx, new, prev))
             append_ret(new)

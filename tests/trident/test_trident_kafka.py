@@ -3,7 +3,10 @@ KafkaTridentSpoutOpaque) over the in-memory `Consumer` the Kafka spout's tests u
 broker can be had here: none is packaged for the registries this project reaches): a replayed
 txid re-reads exactly its offsets, also from a restarted task; the opaque spout puts every record
 in exactly one successful batch; compaction breaks a transactional replay loudly; EARLIEST applies
-on a new submission only; a broker that is down fails the batch."""
+on a new submission only; a broker that is down fails the batch. A consumer that behaves as
+librdkafka's does after a seek (no position, nothing on the next poll) shows what the real one
+found (test_trident_kafka_broker.py): an empty batch resumes where it started, and an opaque
+replay holds every record of its earlier attempt."""
 
 from __future__ import annotations
 
@@ -141,3 +144,68 @@ def test_a_new_partition_moves_no_partition_to_another_task():
         emitter.emit_batch(TransactionAttempt(txid, 0), meta[txid], emitted[txid])
     got = sorted(tuple(v) for r in emitted.values() for v in r.values)
     assert got == [("a", 0, 0), ("a", 1, 0), ("b", 0, 0), ("b", 0, 1)]
+
+
+class LaggingConsumer(MemoryConsumer):
+    """`MemoryConsumer` as librdkafka's consumer behaves after a seek: the position is unknown
+    (None) until a record of the partition is polled, and the first poll after the seek brings
+    nothing of it (fetching starts again)."""
+
+    def __init__(self, logs):
+        super().__init__(logs)
+        self.restarting: set = set()
+        self.seeks = 0
+
+    def seek(self, tp, offset):
+        super().seek(tp, offset)
+        self.seeks += 1
+        self.restarting.add(tp)
+
+    def position(self, tp):
+        return None if tp in self.restarting else super().position(tp)
+
+    def poll(self, timeout, paused):
+        lagging = set(self.restarting)
+        self.restarting -= lagging
+        return super().poll(timeout, [*paused, *lagging])
+
+
+def lagging_config(logs, consumers):
+    def factory(props):
+        consumers.append(LaggingConsumer(logs))
+        return consumers[-1]
+    return KafkaSpoutConfig("mem:0", ["t"], "g", consumer_factory=factory,
+                            translator=lambda r: [r.partition, r.offset, r.value],
+                            output_fields=["partition", "offset", "value"])
+
+
+def test_a_partition_with_nothing_new_resumes_where_its_batch_started_without_a_seek():
+    # the empty batch's metadata was the consumer's position minus one; librdkafka has none after
+    # a seek, so it fell back to the first offset ever sought and the next batch read it all again
+    logs = {T0: [], T1: []}
+    produce(logs, 2)
+    consumers = []
+    d = Driver(PartitionedTridentSpoutExecutor(KafkaTridentSpoutTransactional(lagging_config(logs, consumers))))
+    got = [d.emit(t) for t in (1, 2)]  # 1: the first poll after the first seek; 2: the records
+    seeks = consumers[-1].seeks
+    got += [d.emit(3)]                 # nothing new: an empty batch
+    produce(logs, 2)
+    got += [d.emit(t) for t in (4, 5, 6)]
+    assert sorted(offsets(b for batch in got for b in batch)) == sorted(
+        (tp.partition, o) for tp in logs for o in range(len(logs[tp])))  # each record once
+    assert consumers[-1].seeks == seeks  # a partition already where its batch starts is not sought
+
+
+def test_an_opaque_replay_holds_every_record_its_earlier_attempt_held():
+    logs = {T0: [], T1: []}
+    produce(logs, 2)
+    consumers = []
+    d = Driver(OpaquePartitionedTridentSpoutExecutor(KafkaTridentSpoutOpaque(lagging_config(logs, consumers))))
+    first = d.emit(1)
+    assert sorted(offsets(first)) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    produce(logs, 1)
+    replay = d.emit(1)  # seeks back: its first poll brings nothing, so it polls until it is as far
+    assert set(offsets(first)) <= set(offsets(replay))
+    d.success(1)
+    rest = d.emit(2) + d.emit(3)
+    assert sorted(offsets(replay) + offsets(rest)) == sorted((tp.partition, o) for tp in logs for o in range(3))

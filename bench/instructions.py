@@ -130,13 +130,16 @@ def count_workers(n: int, acking: bool, workers: int) -> int:
         if not record.get("correct"):
             raise RuntimeError(f"W1 n={n} on {workers} workers under valgrind failed (exit {done.returncode}, "
                                f"correct: {record.get('correct')}):\n{done.stderr[-3000:]}")
-        return worker_instructions(Path(out))
+        return worker_instructions(Path(out), workers)
 
 
-def worker_instructions(directory: Path) -> int:
+def worker_instructions(directory: Path, expected: int | None = None) -> int:
     """The instructions counted in ``directory``'s cachegrind files of squall worker processes
     (their ``cmd:`` line runs ``squall.worker``): the master, the supervisor and the benchmark
-    are left out."""
+    are left out. With ``expected``, fewer worker files than that is an error: a worker that
+    the supervisor killed (it waits 3 s for a worker to stop, which a worker under Valgrind on a
+    loaded machine can outlast) writes none, and its run would count one worker's instructions
+    as two workers'."""
     total = workers = 0
     for path in directory.glob("cachegrind.*"):
         cmd = summary = None
@@ -151,6 +154,10 @@ def worker_instructions(directory: Path) -> int:
             workers += 1
     if not workers:
         raise RuntimeError(f"no worker process's cachegrind file in {directory}")
+    if expected is not None and workers < expected:
+        raise RuntimeError(f"{workers} of {expected} worker processes wrote their cachegrind file in {directory}: "
+                           f"the others were killed before they exited (a machine too loaded for Valgrind's "
+                           f"workers to stop within the supervisor's 3 s); run again when it is quieter")
     return total
 
 

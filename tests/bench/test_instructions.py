@@ -39,6 +39,11 @@ def test_only_the_worker_processes_instructions_are_summed(tmp_path):
     cachegrind(13, "python -m squall.worker --master 127.0.0.1:1 --slot 127.0.0.1:2", 1_000)
     cachegrind(14, "python -m squall.worker --master 127.0.0.1:1 --slot 127.0.0.1:3", 2_000)
     assert instructions.worker_instructions(tmp_path) == 3_000
+    assert instructions.worker_instructions(tmp_path, expected=2) == 3_000
+    # a worker killed before it exited wrote no file: one worker's count is not two workers'
+    (tmp_path / "cachegrind.14").unlink()
+    with pytest.raises(RuntimeError, match="1 of 2 worker processes wrote their cachegrind file"):
+        instructions.worker_instructions(tmp_path, expected=2)
     for f in tmp_path.glob("cachegrind.1[34]"):
         f.unlink()
     with pytest.raises(RuntimeError, match="no worker process"):

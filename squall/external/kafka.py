@@ -317,14 +317,20 @@ class ConfluentConsumer:
         finally:
             if paused:
                 self._c.resume(self._tps(paused))
-        out = []
+        out, errors = [], []
         for m in msgs:
             err = m.error()
             if err is not None:
-                if err.code() == self._ck.KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaUnavailable(f"poll: {err}")
+                if err.code() != self._ck.KafkaError._PARTITION_EOF:
+                    errors.append(err)
+                continue
             out.append(Record(m.topic(), m.partition(), m.offset(), m.key(), m.value()))
+        if errors and not out:
+            raise KafkaUnavailable(f"poll: {errors[0]}")
+        if errors:
+            # the records came with them and the consumer's position is past them now: raising
+            # would drop them, and the spout would commit past offsets it never emitted
+            log.warning("Kafka consumer: %d records polled with errors, the first: %s", len(out), errors[0])
         return out
 
     def commit(self, offsets, metadata):

@@ -472,3 +472,61 @@ def test_spout_logs_unavailable_broker_once_and_recovers(caplog):
     clock.advance(1.0)
     run(spout, 3)
     assert values(col) == ["a", "b"]
+
+
+# --- ConfluentConsumer over a stand-in for confluent_kafka's consumer -------------------------
+
+
+class _Message:
+    def __init__(self, offset=None, err=None):
+        self._offset, self._err = offset, err
+
+    def error(self):
+        return self._err
+
+    def topic(self):
+        return "t"
+
+    def partition(self):
+        return 0
+
+    def offset(self):
+        return self._offset
+
+    def key(self):
+        return None
+
+    def value(self):
+        return f"v{self._offset}".encode()
+
+
+class _Polled:
+    """What confluent_kafka's ``Consumer.consume`` returns, one list a call."""
+
+    def __init__(self, *batches):
+        self.batches = list(batches)
+
+    def consume(self, num, timeout):
+        return self.batches.pop(0)
+
+
+def test_confluent_consumer_keeps_the_records_polled_with_an_error():
+    # consume() hands back records and errors together; raising on the error dropped the records,
+    # the consumer's position was already past them, and the spout committed past offsets it
+    # never emitted (they count as compacted away)
+    ck = pytest.importorskip("confluent_kafka")
+    from squall.external.kafka import ConfluentConsumer
+
+    consumer = ConfluentConsumer({"group.id": "g", "bootstrap.servers": "127.0.0.1:9", "log_level": 0})
+    real = consumer._c
+    transport = ck.KafkaError(ck.KafkaError._TRANSPORT)
+    consumer._c = _Polled([_Message(0), _Message(err=transport), _Message(1)],
+                          [_Message(err=ck.KafkaError(ck.KafkaError._PARTITION_EOF))],
+                          [_Message(err=transport)])
+    try:
+        assert [r.offset for r in consumer.poll(0.1, [])] == [0, 1]
+        assert consumer.poll(0.1, []) == []  # the end of a partition is no error
+        with pytest.raises(KafkaUnavailable, match="poll: "):
+            consumer.poll(0.1, [])  # nothing but an error: the broker is away
+    finally:
+        real.close()

@@ -2515,6 +2515,16 @@ w_header(Writer *w, Py_ssize_t n, unsigned char fix, Py_ssize_t fix_max, unsigne
 static int
 w_plain(Writer *w, PyObject *o)
 {
+    if (PyUnicode_CheckExact(o) && PyUnicode_IS_COMPACT_ASCII(o) && PyUnicode_GET_LENGTH(o) < 32) {
+        /* a short ASCII str (a word): a one-byte header, then the object's own bytes */
+        Py_ssize_t n = PyUnicode_GET_LENGTH(o);
+        if (w_reserve(w, 1 + n) < 0)
+            return -1;
+        w->buf[w->len++] = (char)(0xa0 | n);
+        memcpy(w->buf + w->len, PyUnicode_DATA(o), (size_t)n);
+        w->len += n;
+        return 0;
+    }
     if (w_reserve(w, 9) < 0)
         return -1;
     if (o == Py_None) {
@@ -2656,7 +2666,11 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (!PyLong_CheckExact(root))  /* several trees: a dict */
                 goto plain_not;
             count++;
+#if PY_VERSION_HEX < 0x030C0000
+            tracked |= Py_SIZE(root) != 0;  /* an exact int's truth, without a call */
+#else
             tracked |= PyObject_IsTrue(root);  /* an int's: never fails */
+#endif
         }
         W(W_ARRAY(&w, 6));
         W(w_attr(&w, src, str_task));
@@ -2684,7 +2698,10 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                     if (!PyList_CheckExact(t->values))
                         goto plain_not;
                     Py_ssize_t k = PyList_GET_SIZE(t->values);
-                    W(W_ARRAY(&w, k));
+                    if (k < 16 && w_reserve(&w, 1) == 0)  /* a fixarray: one byte */
+                        w.buf[w.len++] = (char)(0x90 | k);
+                    else
+                        W(W_ARRAY(&w, k));
                     for (Py_ssize_t j = 0; j < k; j++)  /* the list may not change under us: no Python runs here */
                         W(w_plain(&w, PyList_GET_ITEM(t->values, j)));
                 }

@@ -11,10 +11,13 @@ partitions ``i, i + n, ...`` of them, sorted by (topic, partition).
 
 A batch of a partition is what one poll returns after the previous batch's last offset; its
 metadata is ``{"first_offset", "last_offset", "topology_id", "empty"}`` (storm-kafka-client's
-``KafkaTridentSpoutBatchMetadata``); a partition with nothing new gets the offset its batch
-started at minus one as both (Storm's: the consumer's position minus one, which librdkafka does
-not know after a seek), so the next batch starts there, and ``empty`` set, so its replay emits
-nothing (Storm's replays the record at that offset, the previous batch's last). A batch seeks only
+``KafkaTridentSpoutBatchMetadata``). A partition with nothing new after its previous batch emits
+nothing in the txid (None: the next txid starts after the same batch, and a Spark source reads
+no input partition for it); one with nothing where it started anew (its first batch, or EARLIEST
+or LATEST on a new submission) gets the offset its batch started at minus one as both (Storm's:
+the consumer's position minus one, which librdkafka does not know after a seek), so the next
+batch starts there, and ``empty`` set, so its replay emits nothing (Storm's replays the record at
+that offset, the previous batch's last). A batch seeks only
 a partition whose consumer is not already where the batch starts. A transactional replay seeks to
 ``first_offset`` and polls that partition alone until ``last_offset``: a record past it (log
 compaction removed the ones in between) is an error, since compacted topics cannot be read
@@ -220,18 +223,25 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
 
     def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
         """One poll after each partition's previous batch; see the module docstring."""
-        starts = {}
+        starts, lasts = {}, {}
         for p in partitions:
             last = last_partition_meta.get(p)
-            starts[p] = self._seek(p.tp, None if last is None else BatchMeta.from_map(last))
+            lasts[p] = None if last is None else BatchMeta.from_map(last)
+            starts[p] = self._seek(p.tp, lasts[p])
         by_tp = self._poll_through(tx, {p.tp: starts[p] for p in partitions})
-        metas = {}
+        metas: dict[Any, Any] = {}
         for p in partitions:
             records = by_tp.get(p.tp, [])
             for record in records:
                 self._emit(collector, record)
+            last = lasts[p]
             if records:
                 meta = BatchMeta(records[0].offset, records[-1].offset, self.topology_id)
+            elif last is not None and starts[p] == last.last_offset + 1:
+                # nothing new after the previous batch: nothing emitted (the next txid starts after
+                # that batch too), so a Spark source reads no input partition for it
+                metas[p] = None
+                continue
             else:
                 # where this batch started, not the consumer's position: librdkafka knows none
                 # after a seek until a record comes, and one from before it is another batch's

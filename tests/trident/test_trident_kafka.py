@@ -209,3 +209,23 @@ def test_an_opaque_replay_holds_every_record_its_earlier_attempt_held():
     d.success(1)
     rest = d.emit(2) + d.emit(3)
     assert sorted(offsets(replay) + offsets(rest)) == sorted((tp.partition, o) for tp in logs for o in range(3))
+
+
+def test_a_partition_with_nothing_new_emits_nothing_and_a_spark_batch_reads_only_those_that_have_records():
+    pytest.importorskip("pyspark.sql.datasource")
+    from squall.trident.spark.source import PartitionedSpoutReader, SpoutSpec
+
+    logs = {T0: ["a0"], T1: []}
+    reader = PartitionedSpoutReader(SpoutSpec("kafka", KafkaTridentSpoutTransactional(config(logs)), {}))
+    first = reader.latestOffset(reader.initialOffset(), None)
+    assert first["batch"] == ["t@0", "t@1"]  # t@1 found nothing where it started: its start is kept
+    assert first["parts"]["t@1"] is not None
+    logs[T0].append("a1")
+    second = reader.latestOffset(first, None)
+    assert second["batch"] == ["t@0"] and second["parts"]["t@1"] == first["parts"]["t@1"]
+    assert [p.value.partition.get_id() for p in reader.partitions(first, second)] == ["t@0"]  # one Spark task
+    logs[T1].append("b0")
+    third = reader.latestOffset(second, None)
+    assert third["batch"] == ["t@1"]
+    assert [(p.value.partition.get_id(), p.value.meta["first_offset"]) for p in reader.partitions(second, third)] \
+        == [("t@1", 0)]

@@ -148,3 +148,40 @@ def test_process_host_worker_sigkilled_holding_a_record_every_record_acked_and_c
     assert set(seen) == set(values), f"{len(set(values) - set(seen))} records never acked"
     print(f"{len(values)} records, {sum(seen.values())} acks ({sum(seen.values()) - len(values)} replays acked "
           "again), every partition committed at its log end")
+
+
+def test_a_restarted_spout_resumes_at_its_topologys_commit_read_back_with_its_metadata(kafka_broker):  # noqa: F811
+    from squall.external.kafka import FirstPollOffsetStrategy
+
+    from .test_kafka import Collector, Context
+
+    kafka_broker.produce("resume", [f"r{i}" for i in range(8)])  # two a partition
+
+    def opened(storm_id):
+        config = spout_config(kafka_broker, "resume", "resume")
+        config.first_poll_offset_strategy = FirstPollOffsetStrategy.EARLIEST
+        spout, collector = KafkaSpout(config), Collector()
+        spout.open({}, Context(storm_id), collector)
+        return spout, collector
+
+    def emitted(spout, collector, n):
+        assert wait_until(lambda: spout.next_tuple() or len(collector.emitted) >= n, 30, 0), collector.emitted
+        return collector.emitted
+
+    spout, collector = opened("topo-1")
+    first = emitted(spout, collector, 8)
+    for _, msg_id in first:
+        if msg_id.offset == 0:
+            spout.ack(msg_id)  # offset 0 of every partition
+    spout.close()  # commits 1 on each partition, with {"topologyId": "topo-1", ...}
+    assert kafka_broker.committed("resume", "resume") == {p: 1 for p in range(4)}
+    # the same topology again: its own commit is resumed, EARLIEST or not
+    spout, collector = opened("topo-1")
+    again = emitted(spout, collector, 4)
+    spout.close()
+    assert sorted(v[0] for v, _ in again) == sorted(f"r{i}" for i in range(4, 8))
+    # another topology: EARLIEST starts over
+    spout, collector = opened("topo-2")
+    anew = emitted(spout, collector, 8)
+    spout.close()
+    assert sorted(v[0] for v, _ in anew) == sorted(f"r{i}" for i in range(8))

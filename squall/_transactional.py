@@ -222,7 +222,9 @@ class MasterBackend:
                  sleep: Callable[[float], None] = time.sleep, caller: WorkerLaunch | None = None) -> None:
         from ._nimbus import nimbus_client
         self.master = master  # squall.worker.calls.MasterCalls
-        self._nimbus = nimbus_client(self._call)  # the trident_state_* verbs, as NimbusIface declares them
+        # the trident_state_* verbs, as NimbusIface declares them; to a master in this process
+        # (LocalCluster's, `squall.worker.calls.RecordCalls`) the records go as they are, no wire map
+        self._nimbus = nimbus_client(self._call, typed=getattr(master, "passes_records", False) is True)
         # sent with every call: the master refuses a launch that no longer runs, or another topology
         self._caller = caller._asdict() if caller is not None else {}
         self.retries, self.interval, self._sleep = retries, interval, sleep

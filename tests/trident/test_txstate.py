@@ -262,6 +262,30 @@ def test_a_write_applies_its_puts_and_deletes_in_order_in_one_call_to_the_master
     assert memory.list() == ["a"]
 
 
+def test_to_a_master_in_this_process_a_write_goes_as_its_records_with_no_wire_map():
+    """LocalCluster's master link passes records (`RecordCalls`): a coordinator's write reaches
+    the master as its `TxWrite`s, not encoded to maps and decoded again (each batch's save)."""
+    from squall._transactional import Put
+    from squall.cluster.inprocess import DirectMaster
+
+    master = served(cluster_conf({}), store=MemoryStore.for_conf({}))
+
+    class Link(DirectMaster):
+        def __init__(self):
+            super().__init__(master.master, on_change=lambda storm_id: None)
+            self.seen = []
+
+        def call(self, op, **args):
+            self.seen.append(args.get("writes"))
+            return super().call(op, **args)
+
+    link = Link()
+    s = BackedTransactionalState(MasterBackend(link), "words", "spout")
+    s.write([Put("meta/1", "one")])
+    assert s.get("meta/1") == "one"
+    assert type(link.seen[0][0]) is TxWrite and link.seen[0][0].key == "spout/meta/1"
+
+
 # --- LocalCluster ----------------------------------------------------------------------------------
 def test_on_local_cluster_the_state_outlives_a_crashed_worker_and_the_topology(tmp_path):
     with LocalCluster() as cluster:

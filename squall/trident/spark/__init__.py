@@ -40,7 +40,7 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
     """
     from pyspark.sql.functions import col, lit
 
-    from .rows import KEY, STREAM, TUPLE, to_option
+    from .rows import KEY, STREAM, TUPLE, VALUE, to_option
 
     if not isinstance(checkpoint_location, str) or not checkpoint_location:
         raise ValueError(f"start: checkpoint_location must be a non-empty path or URI, got {checkpoint_location!r}")
@@ -54,7 +54,8 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
         source = spark.readStream.format(SOURCE_NAME).option("spout", to_option(SpoutSpec(s.txid, s.spout, settings))) \
             .load()
         for stream in s.outputs:
-            frames.append(source.select(lit(stream).alias(STREAM), lit(None).cast("binary").alias(KEY), col(TUPLE)))
+            frames.append(source.select(lit(stream).alias(STREAM), lit(None).cast("binary").alias(KEY), col(TUPLE),
+                                        lit(None).cast("bigint").alias(VALUE)))
     rows = frames[0]
     for other in frames[1:]:
         rows = rows.unionByName(other)

@@ -14,20 +14,26 @@ code runs them (``SubtopologyBody``). Then each piece gets its place under Spark
   over ``n`` (the bolt's parallelism); an identity edge keeps the partitions;
 - each bolt holding a state (``persistent_aggregate``, ``partition_persist``, a ``state_query`` of
   that state) and every bolt after one -> the driver, in ``foreachBatch``, as one partition: its
-  input is collected (for a grouped aggregate that is one partial per key and upstream
-  partition) and its `State` gets ``begin_commit(txid)``, the updates and ``commit(txid)``.
+  input is collected and its `State` gets ``begin_commit(txid)``, the updates and
+  ``commit(txid)``;
+- a grouped ``persistent_aggregate`` (or ``aggregate``) of the built-in `Count` or `Sum` on the
+  driver (`SqlCombine`): the partials the tasks send it (one per group and partition) are summed
+  in Spark SQL,
+  ``groupBy(stream, key).agg(sum(value))``, so the driver gets one row per group; a partial that
+  is not an int (a float or Decimal sum) goes on pickled, and the driver combines it as before.
 
 What cannot run raises ValueError naming the operation, here, before any query starts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..builtin import Count, Sum
 from ..fluent import SpoutNode, TridentTopology
 from ..planner import BoltPlan, plan
-from ..processors import SubtopologyBody
+from ..processors import AggregateProcessor, CombinerCombineAggregator, GroupedAggregator, SubtopologyBody
 from .source import check_spout
 
 
@@ -58,13 +64,26 @@ class SparkBolt:
 
 
 @dataclass(frozen=True)
+class SqlCombine:
+    """A stream into the driver whose one reader is a grouped `Count`/`Sum` persist: its tuples
+    are partials ``[group..., value]``, which Spark SQL sums per group (the key column holds the
+    group's values, at ``group``) when the value (at ``value``) is an int."""
+
+    stream: str
+    group: tuple[int, ...]
+    value: int
+
+
+@dataclass(frozen=True)
 class SparkPlan:
-    """The spouts, the bolts in an order where every bolt comes after those it reads, and per
-    stream the positions of the fields its reader partitions it by (the key column)."""
+    """The spouts, the bolts in an order where every bolt comes after those it reads, per
+    stream the positions of the fields its reader partitions it by (the key column), and the
+    streams whose partials Spark SQL sums before the driver (`SqlCombine`)."""
 
     spouts: tuple[SparkSpout, ...]
     bolts: tuple[SparkBolt, ...]
     keys: dict[str, tuple[int, ...]]
+    combines: dict[str, SqlCombine] = field(default_factory=dict)
 
     def executor_bolts(self) -> list[SparkBolt]:
         """The bolts that run in Spark tasks."""
@@ -143,7 +162,37 @@ def compile_topology(topology: TridentTopology) -> SparkPlan:
         partitions = 1 if repartition == "single" or on_driver else b.parallelism
         bolts.append(SparkBolt(b.component, b.body, tuple(sorted(fields)), outputs, repartition,
                                partitions, on_driver))
-    return SparkPlan(spouts, tuple(bolts), keys)
+    combines = {c.stream: c for b in bolts if b.on_driver for c in _sql_combines(b)}
+    for c in combines.values():
+        keys[c.stream] = c.group  # the key SQL groups by is the group's values
+    return SparkPlan(spouts, tuple(bolts), keys, combines)
 
 
-__all__ = ["SparkBolt", "SparkPlan", "SparkSpout", "compile_topology"]
+def _sql_combines(bolt: SparkBolt) -> list[SqlCombine]:
+    """The input streams of driver bolt ``bolt`` that Spark SQL can sum before it: read by one
+    node, the grouped combine of the partials of the built-in Count or Sum (the first step of
+    their ``persistent_aggregate``, whose combine is ``+``, so the sum of the int partials in any
+    order is what it would make of them). Only the streams the driver collects from Spark tasks
+    go through SQL; one from another driver bolt is in memory."""
+    readers: dict[str, int] = {}
+    for node in bolt.body.nodes:
+        for kind, ref in node.parents:
+            if kind == "stream":
+                readers[ref] = readers.get(ref, 0) + 1
+    found = []
+    for node in bolt.body.nodes:
+        proc = node.processor
+        if len(node.parents) != 1 or node.parents[0][0] != "stream" or type(proc) is not AggregateProcessor:
+            continue
+        stream = node.parents[0][1]
+        op = proc.op
+        if readers[stream] != 1 or type(op) is not GroupedAggregator or type(op.agg) is not CombinerCombineAggregator \
+                or type(op.agg.agg) not in (Count, Sum):
+            continue
+        fields = bolt.body.input_fields[stream]
+        found.append(SqlCombine(stream, tuple(fields.index(f) for f in op.group_fields),
+                                fields.index(op.input_fields[0])))
+    return found
+
+
+__all__ = ["SparkBolt", "SparkPlan", "SparkSpout", "SqlCombine", "compile_topology"]

@@ -1,10 +1,12 @@
 """How Trident tuples travel through Spark: one row per tuple, its values pickled.
 
-Every DataFrame the compiled query builds has the same three columns, so the edges of any
+Every DataFrame the compiled query builds has the same four columns, so the edges of any
 Trident bolt (a merge of several streams, a join's two sides) are one ``union`` away:
 ``trident_stream`` (the planner's stream id, ``s<N>``), ``trident_key`` (the pickled values of
-the fields the next repartition hashes, else null) and ``trident_tuple`` (the pickled list of the
-tuple's values). Trident values are any picklable Python objects, which no Spark type holds;
+the fields the next repartition hashes, else null), ``trident_tuple`` (the pickled list of the
+tuple's values) and ``trident_value`` (on a stream Spark SQL sums before the driver, a partial
+that is an int, its tuple then null: see ``compiler.SqlCombine``; else null). Trident values are
+any picklable Python objects, which no Spark type holds;
 equal keys pickle to equal bytes for the values a grouping uses (strings, numbers, tuples of
 them), so Spark's hash partitioning of the bytes sends equal keys to the same partition.
 
@@ -21,8 +23,8 @@ import pickle
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-STREAM, KEY, TUPLE = "trident_stream", "trident_key", "trident_tuple"
-ROW_SCHEMA = f"{STREAM} STRING, {KEY} BINARY, {TUPLE} BINARY"
+STREAM, KEY, TUPLE, VALUE = "trident_stream", "trident_key", "trident_tuple", "trident_value"
+ROW_SCHEMA = f"{STREAM} STRING, {KEY} BINARY, {TUPLE} BINARY, {VALUE} BIGINT"
 SOURCE_SCHEMA = f"{TUPLE} BINARY"
 _PICKLED = "$pickle"
 
@@ -75,5 +77,5 @@ def from_option(text: str) -> Any:
     return pickle.loads(base64.b64decode(text))
 
 
-__all__ = ["KEY", "ROW_SCHEMA", "SOURCE_SCHEMA", "STREAM", "TUPLE", "digest", "dumps", "from_offset",
+__all__ = ["KEY", "ROW_SCHEMA", "SOURCE_SCHEMA", "STREAM", "TUPLE", "VALUE", "digest", "dumps", "from_offset",
            "from_option", "loads", "to_offset", "to_option"]

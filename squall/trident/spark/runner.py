@@ -4,8 +4,9 @@
 Trident batch ``txid = batchId + 1`` (attempt 0): it builds, on the batch's DataFrame of source
 rows, each executor bolt's ``mapInArrow`` (`run_partition`: one fresh copy of the bolt's body per
 Spark task, the tuples of its partition, then ``finish_batch``), collects what the driver bolts
-read, and runs those bolts in this process, where their `State` objects live for the query's
-life. A state's ``begin_commit(txid)``/``commit(txid)`` run once a batch, in batchId order (Spark
+read (the partials of a grouped Count/Sum summed per group in Spark SQL first, see
+``compiler.SqlCombine``), and runs those bolts in this process, where their `State` objects live
+for the query's life. A state's ``begin_commit(txid)``/``commit(txid)`` run once a batch, in batchId order (Spark
 starts a batch after the previous one committed); when Spark re-runs a batch (a restart from the
 checkpoint after the state was written but before Spark's commit log was), the same txid reaches
 the state again and `TransactionalMap`/`OpaqueMap` apply it once.
@@ -20,30 +21,43 @@ from typing import Any
 
 from ..coordinator import TransactionAttempt
 from ..executor import BatchInfo, BatchOutput
-from .compiler import SparkBolt, SparkPlan
+from .compiler import SparkBolt, SparkPlan, SqlCombine
 from .context import SparkTaskContext
-from .rows import KEY, ROW_SCHEMA, STREAM, TUPLE, dumps, loads
+from .rows import KEY, ROW_SCHEMA, STREAM, TUPLE, VALUE, dumps, loads
 
 log = logging.getLogger("squall.trident.spark")
 
 _FLUSH_ROWS = 4096
+_INT64 = (-(1 << 63), (1 << 63) - 1)  # what the trident_value column (BIGINT) holds
 
 
 class _ArrowOutput(BatchOutput):
-    """Where an executor bolt emits: rows of (stream, key, tuple), handed out as Arrow batches."""
+    """Where an executor bolt emits: rows of (stream, key, tuple, value), handed out as Arrow
+    batches. On a stream SQL sums (``combines``: the partial's position) an int partial goes in
+    the value column and no tuple is pickled: SQL rebuilds nothing but the sum, the driver the row."""
 
-    def __init__(self, keys: dict[str, tuple[int, ...]], component: str) -> None:
+    def __init__(self, keys: dict[str, tuple[int, ...]], combines: dict[str, int], component: str) -> None:
         self.keys = keys
+        self.combines = combines
         self.component = component
         self.streams: list[str] = []
         self.key_values: list[bytes | None] = []
-        self.tuples: list[bytes] = []
+        self.tuples: list[bytes | None] = []
+        self.values: list[int | None] = []
 
     def emit(self, batch: BatchInfo, stream: str, values: list) -> None:
         idx = self.keys.get(stream)
         self.streams.append(stream)
         self.key_values.append(None if idx is None else dumps([values[i] for i in idx]))
+        at = self.combines.get(stream)
+        if at is not None:
+            value = values[at]
+            if type(value) is int and _INT64[0] <= value <= _INT64[1]:
+                self.tuples.append(None)
+                self.values.append(value)
+                return
         self.tuples.append(dumps(values))
+        self.values.append(None)
 
     def report_error(self, error: BaseException) -> None:
         log.error("Trident bolt %s reported: %s: %s", self.component, type(error).__name__, error)
@@ -53,14 +67,16 @@ class _ArrowOutput(BatchOutput):
 
         rb = pa.RecordBatch.from_arrays(
             [pa.array(self.streams, pa.string()), pa.array(self.key_values, pa.binary()),
-             pa.array(self.tuples, pa.binary())], names=[STREAM, KEY, TUPLE])
-        self.streams, self.key_values, self.tuples = [], [], []
+             pa.array(self.tuples, pa.binary()), pa.array(self.values, pa.int64())], names=[STREAM, KEY, TUPLE, VALUE])
+        self.streams, self.key_values, self.tuples, self.values = [], [], [], []
         return rb
 
 
 def run_partition(body_bytes: bytes, component: str, tasks: int, txid: int, conf: dict,
-                  keys: dict[str, tuple[int, ...]]) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The ``mapInArrow`` function of one executor bolt for batch ``txid``."""
+                  keys: dict[str, tuple[int, ...]], combines: dict[str, int] | None = None,
+                  ) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The ``mapInArrow`` function of one executor bolt for batch ``txid``; ``combines``: the
+    streams whose int partials go out in the value column (a stream -> the partial's position)."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
@@ -68,7 +84,7 @@ def run_partition(body_bytes: bytes, component: str, tasks: int, txid: int, conf
         task = TaskContext.get()
         index = task.partitionId() if task is not None else 0
         body = pickle.loads(body_bytes)
-        out = _ArrowOutput(keys, component)
+        out = _ArrowOutput(keys, combines or {}, component)
         body.prepare(conf, SparkTaskContext(component, index, max(tasks, index + 1), conf), out)
         batch = BatchInfo(TransactionAttempt(txid, 0))
         try:
@@ -117,8 +133,11 @@ class BatchRunner:
         # pickled before anything is prepared: each task starts from the body as built
         self._bodies = {b.component: cloudpickle.dumps(b.body) for b in plan.executor_bolts()}
         self._rows: dict[str, list[list]] = {}
+        self._widths = {s: len(f) for b in plan.driver_bolts() for s, f in b.body.input_fields.items()}
         self._prepared = False
         self.last_txid = 0
+        # rows the driver collected in the last batch (a SQL-summed stream: one per group)
+        self.last_collected = 0
 
     def _prepare_driver(self) -> None:
         for b in self.plan.driver_bolts():
@@ -134,7 +153,8 @@ class BatchRunner:
         leaves = []
         for b in self.plan.executor_bolts():
             frame = _repartition(_input(frames, b.inputs), b)
-            fn = run_partition(self._bodies[b.component], b.component, b.partitions, txid, self.conf, self.plan.keys)
+            fn = run_partition(self._bodies[b.component], b.component, b.partitions, txid, self.conf, self.plan.keys,
+                               {s: self.plan.combines[s].value for s in b.outputs if s in self.plan.combines})
             out = frame.mapInArrow(fn, ROW_SCHEMA)
             for s in b.outputs:
                 frames[s] = out
@@ -144,10 +164,9 @@ class BatchRunner:
             leaf.write.format("noop").mode("overwrite").save()
         driver_inputs = tuple(sorted({s for b in self.plan.driver_bolts() for s in b.inputs if s in frames}))
         self._rows.clear()
+        self.last_collected = 0
         if driver_inputs:
-            table = _input(frames, driver_inputs).select(STREAM, TUPLE).toArrow()
-            for stream, data in zip(table.column(STREAM).to_pylist(), table.column(TUPLE).to_pylist()):
-                self._rows.setdefault(stream, []).append(loads(data))
+            self._collect(_input(frames, driver_inputs), driver_inputs)
         for b in self.plan.driver_bolts():
             batch = BatchInfo(TransactionAttempt(txid, 0))
             b.body.init_batch(batch)
@@ -159,12 +178,46 @@ class BatchRunner:
         self._rows.clear()
         self.last_txid = txid
 
+    def _collect(self, frame: Any, streams: tuple[str, ...]) -> None:
+        """The rows of ``streams`` into ``self._rows``: a summed partial as its row
+        ``[group..., sum]``, every other tuple unpickled."""
+        from pyspark.sql import functions as F
+
+        combines = {s: self.plan.combines[s] for s in streams if s in self.plan.combines}
+        if combines:
+            # Spark SQL adds the int partials per group (decimal: exact, as Python's ints are)
+            total = F.col(VALUE).cast("decimal(38,0)")
+            summed = frame.filter(F.col(VALUE).isNotNull()).groupBy(STREAM, KEY).agg(F.sum(total).alias(VALUE)) \
+                .select(STREAM, KEY, F.lit(None).cast("binary").alias(TUPLE), VALUE)
+            frame = summed.unionByName(frame.filter(F.col(VALUE).isNull()).select(STREAM, KEY, TUPLE, total.alias(VALUE)))
+            table = frame.toArrow()
+            keys, sums = table.column(KEY).to_pylist(), table.column(VALUE).to_pylist()
+        else:
+            table = frame.select(STREAM, TUPLE).toArrow()
+        rows = self._rows
+        self.last_collected = table.num_rows
+        for i, (stream, data) in enumerate(zip(table.column(STREAM).to_pylist(), table.column(TUPLE).to_pylist())):
+            if data is not None:
+                rows.setdefault(stream, []).append(loads(data))
+            else:
+                rows.setdefault(stream, []).append(_partial_row(combines[stream], self._widths[stream],
+                                                                loads(keys[i]), int(sums[i])))
+
     def close(self) -> None:
         """Clean up the driver bolts (their operations' ``cleanup``)."""
         if self._prepared:
             for b in self.plan.driver_bolts():
                 b.body.cleanup()
             self._prepared = False
+
+
+def _partial_row(combine: SqlCombine, width: int, group: list, total: int) -> list:
+    """The tuple ``[group..., total]`` of a group whose partials SQL summed, its values in place."""
+    row: list = [None] * width
+    for at, value in zip(combine.group, group):
+        row[at] = value
+    row[combine.value] = total
+    return row
 
 
 def _input(frames: dict[str, Any], streams: tuple[str, ...]) -> Any:

@@ -1,4 +1,4 @@
-"""A Delta table and a directory of Parquet files that other jobs write, as the sources of a
+"""A Delta table and a directory of Parquet files that other jobs write, as the two sources of a
 Trident word count compiled to Spark (issue 36 item 2): every sentence counted once, including
 when the query died between its state's commit and Spark's (the point test_driver_kill SIGKILLs
 its driver at) and is started again from its checkpoint while the table grew meanwhile: the
@@ -53,102 +53,104 @@ class DiesAfterCommit(StateFactory):
                                 self.marker, self.txid)
 
 
-def _word_count(spout, factory):
+def _word_count(factory, *spouts):
     from squall import Fields
     from squall.trident import TridentTopology
     from squall.trident.builtin import Count
 
     topology = TridentTopology()
-    topology.new_stream("table", spout).each(Fields("sentence"), Split(), Fields("word")) \
+    streams = [topology.new_stream(f"table{i}", spout) for i, spout in enumerate(spouts)]
+    topology.merge(*streams).each(Fields("sentence"), Split(), Fields("word")) \
         .group_by(Fields("word")).persistent_aggregate(factory, Count(), Fields("count"))
     return topology
 
 
-def _offset(checkpoint: Path, batch_id: int) -> dict:
-    return json.loads((checkpoint / "offsets" / str(batch_id)).read_text().splitlines()[-1])
+def _offset(checkpoint: Path, batch_id: int, partition: str) -> dict:
+    """Batch ``batch_id``'s offset of the source that has ``partition`` (lines 3 on: a source each)."""
+    sources = [json.loads(line) for line in (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()[2:]]
+    [offset] = [o for o in sources if partition in o.get("parts", {})]
+    return offset
 
 
-def _dies_at_txid_2_then_restarts(spark, tmp_path: Path, spout, meanwhile) -> Path:
-    """Run the word count of ``spout`` into a Delta map until it dies after committing txid 2;
-    call ``meanwhile`` (the table grows); start it again from the checkpoint and run it until
-    it has read everything. Returns the checkpoint."""
-    table, checkpoint = tmp_path / "counts", tmp_path / "checkpoint"
-    factory = DiesAfterCommit(delta_counts_factory(str(table)), tmp_path / "died", 2)
-    query = start(_word_count(spout, factory), spark, str(checkpoint))
-    try:
-        with pytest.raises(Exception, match="the driver dies after the state committed txid 2"):
-            query.awaitTermination()
-    finally:
-        query.stop()
-    # as a driver killed there leaves it: batch 1 (txid 2) planned and in the state, not committed
-    assert (checkpoint / "offsets" / "1").exists() and not (checkpoint / "commits" / "1").exists()
-    meanwhile()
-    query = start(_word_count(spout, factory), spark, str(checkpoint))
-    try:
-        query.processAllAvailable()
-        assert query.exception() is None
-    finally:
-        query.stop()
-    assert (checkpoint / "commits" / "1").exists()
-    return checkpoint
+def _run(spark, topology, checkpoint: Path, *, until_it_dies: bool) -> None:
+    """Start ``topology`` on ``checkpoint`` and run it until it failed (``until_it_dies``) or has
+    read everything. A start whose Python source process missed Spark's fixed 10 s to connect back
+    (a starved machine) is started again from the checkpoint, as ``squall trident`` does."""
+    from pyspark.errors import StreamingQueryException
+
+    from squall.cli._trident import PYTHON_CONNECT_TIMEOUT, START_RETRIES
+
+    failure = ""
+    for _ in range(START_RETRIES + 1):
+        query = start(topology, spark, str(checkpoint))
+        try:
+            if until_it_dies:
+                query.awaitTermination()
+                pytest.fail("the query ended without failing")
+            query.processAllAvailable()
+            return
+        except StreamingQueryException as e:
+            failure = str(e)
+        finally:
+            query.stop()
+        if PYTHON_CONNECT_TIMEOUT not in failure:
+            break
+    assert until_it_dies and "the driver dies after the state committed txid 2" in failure, failure
 
 
-def test_a_delta_tables_appends_are_counted_once_across_a_restart_from_the_checkpoint(spark, tmp_path):
+def test_a_delta_table_and_a_parquet_directory_are_counted_once_across_a_restart_from_the_checkpoint(spark, tmp_path):
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from squall.external.trident_tables import DeltaTridentSpout
+    from squall.external.trident_tables import DeltaTridentSpout, ParquetTridentSpout
 
-    source = tmp_path / "sentences"
-    lines = sentences(40, seed=11)
-    chunks = [lines[:10], lines[10:18], lines[18:]]
+    delta, parquet = tmp_path / "delta", tmp_path / "parquet"
+    delta_lines, parquet_lines = sentences(30, seed=11), sentences(36, seed=12)
+    delta_chunks = [delta_lines[:10], delta_lines[10:18], delta_lines[18:]]
 
-    def append(chunk):
-        write_deltalake(str(source), pa.table({"sentence": chunk}), mode="append")
+    def commit(chunk):
+        write_deltalake(str(delta), pa.table({"sentence": chunk}), mode="append")
 
-    append(chunks[0])   # version 0
-    append(chunks[1])   # version 1
-    spout = DeltaTridentSpout(str(source), ["sentence"], max_batch_files=1)  # a commit a batch
+    def spark_job(chunk, tasks):
+        # a Spark job: a part file per task, moved into place at the job's commit (_SUCCESS, .crc
+        # files and _temporary/ beside them)
+        spark.createDataFrame([(s,) for s in chunk], "sentence string").repartition(tasks) \
+            .write.mode("append").parquet(str(parquet))
 
-    def meanwhile():
-        append(chunks[2])                        # version 2
-        DeltaTable(str(source)).optimize.compact()  # version 3: rewrites every file, adds no data
+    def part_files():
+        return sorted(p.name for p in parquet.iterdir() if p.name.endswith(".parquet") and not p.name.startswith("."))
 
-    checkpoint = _dies_at_txid_2_then_restarts(spark, tmp_path, spout, meanwhile)
-    assert DeltaTable(str(source)).history(1)[0]["operation"] == "OPTIMIZE"
-    assert delta_counts(tmp_path / "counts") == expected_counts(lines)
-    # the re-run batch read the range its offset named, which the new commits did not change
-    assert _offset(checkpoint, 1)["parts"][str(source)] == {"first_version": 1, "last_version": 1, "files": 1,
-                                                            "rows": len(chunks[1])}
-    assert _offset(checkpoint, 2)["parts"][str(source)] == {"first_version": 2, "last_version": 3, "files": 1,
-                                                            "rows": len(chunks[2])}
-    assert not (checkpoint / "offsets" / "3").exists()
-
-
-def test_a_parquet_directory_that_spark_jobs_write_is_counted_once_across_a_restart_from_the_checkpoint(spark, tmp_path):
-    from squall.external.trident_tables import ParquetTridentSpout
-
-    source = tmp_path / "sentences"
-    lines = sentences(36, seed=12)
-
-    def spark_job(chunk):
-        # a Spark job: two tasks, two part files, moved into place at the job's commit (_SUCCESS,
-        # .crc files and _temporary/ beside them)
-        spark.createDataFrame([(s,) for s in chunk], "sentence string").repartition(2) \
-            .write.mode("append").parquet(str(source))
-
-    spark_job(lines[:12])
-    spark_job(lines[12:20])
-    files = sorted(p.name for p in source.iterdir() if p.name.endswith(".parquet") and not p.name.startswith("."))
+    commit(delta_chunks[0])                 # version 0
+    commit(delta_chunks[1])                 # version 1
+    spark_job(parquet_lines[:20], 4)
+    files = part_files()
     assert len(files) == 4
-    spout = ParquetTridentSpout(str(source), ["sentence"], max_batch_files=2)  # two files a batch (by name)
+    # a commit a batch, and two Parquet files a batch (by name): batch 0 (txid 1) and 1 (txid 2)
+    spouts = DeltaTridentSpout(str(delta), ["sentence"], max_batch_files=1), \
+        ParquetTridentSpout(str(parquet), ["sentence"], max_batch_files=2)
+    table, checkpoint = tmp_path / "counts", tmp_path / "checkpoint"
+    factory = DiesAfterCommit(delta_counts_factory(str(table)), tmp_path / "died", 2)
+    _run(spark, _word_count(factory, *spouts), checkpoint, until_it_dies=True)
+    # as a driver killed there leaves it: batch 1 (txid 2) planned and in the state, not committed
+    assert (checkpoint / "offsets" / "1").exists() and not (checkpoint / "commits" / "1").exists()
 
-    checkpoint = _dies_at_txid_2_then_restarts(spark, tmp_path, spout, lambda: spark_job(lines[20:]))
-    assert delta_counts(tmp_path / "counts") == expected_counts(lines)
-    # the batch re-run after the restart read the files its offset names, the new ones came after
-    assert _offset(checkpoint, 1)["batch"] == files[2:]
-    later = sorted(p.name for p in source.iterdir() if p.name.endswith(".parquet") and p.name not in files)
-    assert sorted(_offset(checkpoint, 2)["batch"]) == later
+    commit(delta_chunks[2])                 # version 2
+    DeltaTable(str(delta)).optimize.compact()  # version 3: rewrites every file, adds no data
+    assert DeltaTable(str(delta)).history(1)[0]["operation"] == "OPTIMIZE"
+    spark_job(parquet_lines[20:], 2)
+    _run(spark, _word_count(factory, *spouts), checkpoint, until_it_dies=False)
+
+    assert delta_counts(table) == expected_counts(delta_lines + parquet_lines)
+    # the re-run batch 1 read what its offset named, which the new commits and files did not change
+    assert (checkpoint / "commits" / "1").exists()
+    assert _offset(checkpoint, 1, str(delta))["parts"][str(delta)] == \
+        {"first_version": 1, "last_version": 1, "files": 1, "rows": len(delta_chunks[1])}
+    assert _offset(checkpoint, 1, files[0])["batch"] == files[2:]
+    # batch 2 read the rest: versions 2..3 (OPTIMIZE adding nothing) and the new job's files
+    assert _offset(checkpoint, 2, str(delta))["parts"][str(delta)] == \
+        {"first_version": 2, "last_version": 3, "files": 1, "rows": len(delta_chunks[2])}
+    assert _offset(checkpoint, 2, files[0])["batch"] == sorted(set(part_files()) - set(files))
+    assert not (checkpoint / "offsets" / "3").exists()
 
 
 def test_a_table_the_source_cannot_read_fails_its_planning_naming_it(tmp_path):

@@ -9,9 +9,12 @@ ids) in the topology's transactional state, so a restarted worker resumes where 
 
 from __future__ import annotations
 
+import collections
 import enum
 import logging
 import pickle
+import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,7 +27,7 @@ from .._components import BasicBolt, Spout
 from .._config import Config
 from .._errors import FailedException
 from .._fields import Fields
-from .._transactional import Delete, LaunchRefusedError, Put
+from .._transactional import Delete, LaunchRefusedError, MasterBackend, Put
 from .._tuple import Tuple
 from .executor import (
     BATCH_STREAM,
@@ -83,6 +86,66 @@ class _Refusal:
             self.refused = True
             log.warning("Trident coordinator %s stops: the master no longer runs this worker launch "
                         "(topology killed, worker moved or relaunched): %s", component, error)
+
+
+class _BackgroundSaves:
+    """The master coordinator's saves to a master over the network, on a thread of their own,
+    in order: each save's emits are handed back (`done`) once it is durable, and ``wake`` tells
+    the spout's loop, which meanwhile runs the worker's other executors instead of waiting out
+    the round trip (Storm's coordinator blocks only its own executor's thread on ZooKeeper)."""
+
+    def __init__(self, name: str, wake: Callable[[], None]) -> None:
+        self._wake = wake
+        self._todo: queue.SimpleQueue[tuple[Callable[[], None], list[CoordinatorEmit]] | None] = queue.SimpleQueue()
+        self._done: collections.deque[list[CoordinatorEmit]] = collections.deque()
+        self._error: BaseException | None = None
+        self.in_flight = 0  # saves submitted and not yet handed back by `done`
+        self._thread = threading.Thread(target=self._run, name=f"squall-trident-saves-{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, save: Callable[[], None], emits: list[CoordinatorEmit]) -> None:
+        """Run ``save``, then hand ``emits`` back."""
+        self.in_flight += 1
+        self._todo.put((save, emits))
+
+    def done(self) -> list[CoordinatorEmit]:
+        """The emits of the saves finished since the last call, in order.
+
+        Raises:
+            BaseException: what a save raised (the saves after it are not run).
+        """
+        out: list[CoordinatorEmit] = []
+        while self._done:
+            out += self._done.popleft()
+            self.in_flight -= 1
+        if not out and self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return out
+
+    def close(self) -> None:
+        """No more saves: the thread ends once the one running finished."""
+        self._todo.put(None)
+
+    def _run(self) -> None:
+        while (item := self._todo.get()) is not None:
+            save, emits = item
+            try:
+                save()
+            except BaseException as e:  # noqa: BLE001 (raised in the spout's loop by `done`)
+                self._error = e
+                self._wake()
+                return
+            self._done.append(emits)
+            self._wake()
+
+
+def _over_the_network(states: Sequence[TransactionalState]) -> bool:
+    """Whether the states are the master's through a link that crosses processes (the process
+    and Spark hosts), where a save is a round trip worth taking off the spout's loop."""
+    backends = [getattr(s, "backend", None) for s in states]
+    return all(isinstance(b, MasterBackend) and getattr(b.master, "passes_records", False) is not True
+               for b in backends)
 
 
 def spout_coordinator_id(spout_id: str) -> str:
@@ -335,6 +398,7 @@ class MasterBatchCoordinator(Spout):
         self._active = True
         self._component = context.get_this_component_id()
         self._refusal = _Refusal()
+        self._saves = _BackgroundSaves(self._component, collector.wake) if _over_the_network(self._states) else None
         log.info("Trident coordinator %s resumes at txid %d", self._component, self.core.current_txid)
 
     def activate(self) -> None:
@@ -346,12 +410,15 @@ class MasterBatchCoordinator(Spout):
         self._active = False
 
     def next_tuple(self) -> None:
-        """Start a batch or commit one, if due (nothing once the master refused this launch)."""
+        """Emit what saves made durable; start a batch or commit one, if due (nothing once the
+        master refused this launch)."""
+        self._emit_saved()
         if not self._refusal.refused:
             self._step([])
 
     def ack(self, msg_id: Any) -> None:
         """A ``$batch`` or ``$commit`` tree completed."""
+        self._emit_saved()
         if self._refusal.refused:
             return
         stream, attempt = self._parse(msg_id)
@@ -359,6 +426,7 @@ class MasterBatchCoordinator(Spout):
 
     def fail(self, msg_id: Any) -> None:
         """A ``$batch`` or ``$commit`` tree failed or timed out: the core replays it."""
+        self._emit_saved()
         if self._refusal.refused:
             return
         stream, attempt = self._parse(msg_id)
@@ -376,6 +444,9 @@ class MasterBatchCoordinator(Spout):
 
     def close(self) -> None:
         """Close the spouts' coordinators."""
+        saves = getattr(self, "_saves", None)
+        if saves is not None:
+            saves.close()
         for coordinator in getattr(self, "_coordinators", []):
             coordinator.close()
 
@@ -401,11 +472,31 @@ class MasterBatchCoordinator(Spout):
                                 len(self.core.active), time.monotonic())
         if not emits:
             return
+        # saved before emitted: a restarted coordinator must not reuse an attempt id
+        changes = self._changes()
+        saves = self._saves
+        if saves is not None and (changes or saves.in_flight):  # behind the saves before it, in order
+            saves.submit(lambda: self._write(changes), emits)
+            return
         try:
-            self._save()  # before the emit: a restarted coordinator must not reuse an attempt id
+            self._write(changes)
         except LaunchRefusedError as e:
             self._refusal.note(self._component, e)
             return
+        self._emit(emits)
+
+    def _emit_saved(self) -> None:
+        if self._saves is None or not self._saves.in_flight:
+            return
+        try:
+            emits = self._saves.done()
+        except LaunchRefusedError as e:
+            self._refusal.note(self._component, e)
+            return
+        if not self._refusal.refused:
+            self._emit(emits)
+
+    def _emit(self, emits: list[CoordinatorEmit]) -> None:
         for emit in emits:
             if emit.stream == SUCCESS_STREAM:
                 self.collector.emit([emit.attempt], stream=SUCCESS_STREAM)
@@ -414,10 +505,16 @@ class MasterBatchCoordinator(Spout):
                 self.collector.emit([emit.attempt], msg_id=(kind, emit.attempt.txid, emit.attempt.attempt_id),
                                     stream=emit.stream)
 
-    def _save(self) -> None:
+    def _write(self, changes: list[Put | Delete]) -> None:
+        if changes:
+            for state in self._states:
+                state.write(changes)
+
+    def _changes(self) -> list[Put | Delete]:
+        """What the durable part changed since the last save, as one write (marked saved)."""
         snapshot = self.core.snapshot()
         if snapshot == self._saved:
-            return
+            return []
         # One write a state (one round trip to the master), its keys applied in this order: the
         # current txid first: a commit moves it past a txid whose attempt id it drops, and a
         # store stopped between the two keys must not leave that txid current without its
@@ -432,9 +529,8 @@ class MasterBatchCoordinator(Spout):
             changes.append(Put(CURRENT_TX, snapshot.current_txid))
         if snapshot.attempt_ids != self._saved.attempt_ids:
             changes.append(Put(CURRENT_ATTEMPTS, dict(snapshot.attempt_ids)))
-        for state in self._states:
-            state.write(changes)
         self._saved = snapshot
+        return changes
 
 
 class TridentSpoutCoordinator(BasicBolt):

@@ -27,7 +27,7 @@ from squall.trident.coordinator import (
 )
 from squall.trident.executor import BatchBody, BoltSpec, InputSpec, TridentBoltExecutor, wire
 from squall.trident.spout import BatchSpoutAdapter, FixedBatchSpout
-from squall.trident.txstate import TransactionalStateError
+from squall.trident.txstate import BackedTransactionalState, TransactionalStateError
 
 from ..conftest import wait_until
 
@@ -556,6 +556,74 @@ def test_the_master_coordinator_saves_once_a_step_a_commit_and_the_next_batch_to
                              f"write put {key}committed put {key}currtx put {key}currattempts"]
     again, _ = open_master(backend)
     assert again.core.snapshot() == CoordinatorSnapshot(2, ((2, 0),), tx(1))
+
+
+class _HeldLink:
+    """A master over the network whose trident_state_write replies wait until ``release``d."""
+
+    def __init__(self) -> None:
+        import threading
+
+        from squall._config import cluster_conf
+        from squall.cluster.store import MemoryStore
+
+        from ..cluster.served import served
+        self.master = served(cluster_conf({}), store=MemoryStore.for_conf({}))
+        self.release = threading.Semaphore(0)
+        self.writes = 0
+
+    def call(self, op, **args):
+        if op == "trident_state_write":
+            if not self.release.acquire(timeout=10):  # a save made on the spout's loop holds it here
+                raise RuntimeError("the save waited for a release that the held loop could not give")
+            self.writes += 1
+        return getattr(self.master, f"op_{op}")(**args)
+
+
+def test_over_the_network_the_master_coordinator_saves_off_its_loop_and_emits_once_saved() -> None:
+    """On the process host a save is a round trip to the master: it runs on a thread of its own
+    and the spout's loop goes on (the worker's other executors run meanwhile); what it must
+    precede is emitted at the first call after it is durable, which ``wake`` brings at once."""
+    import threading
+
+    from squall._transactional import MasterBackend
+
+    link = _HeldLink()
+    woken = threading.Event()
+
+    class Waking(RecordingCollector):
+        def wake(self):
+            woken.set()
+
+    master = MasterBatchCoordinator(["spout0"], [BatchSpoutAdapter(FixedBatchSpout(Fields("w"), 1, ["a"]))])
+    b = TopologyBuilder()
+    b.set_spout("$mastercoord-bg0", master)
+    conf = {"topology.name": "t", "topology.max.spout.pending": 1, "topology.trident.batch.emit.interval.millis": 0}
+    context = TopologyContext(b.create_topology(), "t-1-2", {1: "$mastercoord-bg0"}, 1, 6700, [1], conf,
+                              transactional_home=MasterBackend(link))
+    out = Waking()
+    master.open(conf, context, out)
+
+    def saved_then_emitted(expected):
+        master.next_tuple()
+        assert out.emitted == before, "nothing goes out before its save is durable"
+        woken.clear()
+        link.release.release()
+        assert woken.wait(10)
+        master.next_tuple()
+        assert out.emitted == before + expected
+
+    before: list = []
+    saved_then_emitted([(BATCH_STREAM, tx(1))])
+    master.ack(("batch", 1, 0))  # nothing to save: the commit goes out at once
+    assert out.emitted[-1] == (COMMIT_STREAM, tx(1))
+    before = list(out.emitted)
+    master.ack(("commit", 1, 0))
+    saved_then_emitted([(SUCCESS_STREAM, tx(1)), (BATCH_STREAM, tx(2))])
+    assert link.writes == 2
+    state = BackedTransactionalState(MasterBackend(link), "t", "spout0")
+    assert (state.get("coordinator/currtx"), state.get("coordinator/currattempts")) == (2, {2: 0})
+    master.close()
 
 
 class Metas(spout_api.BatchCoordinator):

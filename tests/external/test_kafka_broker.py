@@ -20,7 +20,7 @@ from squall.external.kafka import KafkaSpout, KafkaSpoutConfig, RetryBackoff
 from squall.testing import shared_state_dir
 from squall.testing._registry import SharedLog
 
-from ..conftest import wait_until
+from ..conftest import processes_mentioning, wait_until
 from ..kafka_broker import kafka_broker, utf8_value  # noqa: F401 (the module-scoped broker fixture)
 from ..process.conftest import Cluster
 
@@ -109,12 +109,6 @@ class HoldOne(Bolt):
         return True
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
 
 @pytest.mark.timeout(180)
 def test_process_host_worker_sigkilled_holding_a_record_every_record_acked_and_committed(kafka_broker, tmp_path):  # noqa: F811
@@ -137,7 +131,7 @@ def test_process_host_worker_sigkilled_holding_a_record_every_record_acked_and_c
             m.submit_topology("kafka-kill", conf, builder.create_topology())
             assert wait_until(lambda: (gate / HELD).exists(), 90, 0.05), "no task got the record to hold"
             pid = int((gate / HELD).read_text())
-            assert "squall.worker" in _cmdline(pid), _cmdline(pid)  # a worker, not this process
+            assert pid in processes_mentioning("squall.worker")  # a worker, not this process
             os.kill(pid, signal.SIGKILL)
             assert wait_until(lambda: at_log_end(kafka_broker, "process", "orders"), 120, 0.2), \
                 (kafka_broker.committed("process", "orders"), kafka_broker.end_offsets("orders"))

@@ -1,9 +1,11 @@
 """Shared test helpers: polling with a deadline instead of fixed sleeps, finding the processes a
-test's cluster started, and a local Spark session for tests that read squall's output."""
+test's cluster started, and a local Spark session for tests that read squall's output; and how
+the suite is shared out between pytest-xdist's workers (the README's ``-n 2 --dist loadgroup``)."""
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +27,25 @@ def wait_until(pred: Callable[[], object], timeout: float = 10.0, interval: floa
         if time.monotonic() >= deadline:
             return bool(pred())
         time.sleep(interval)
+
+
+def stable_id(value: object) -> str:
+    """A parametrized test's id for ``value`` that every process gives it alike: ``repr`` but
+    with a set's members sorted by their own ids and no object address. pytest-xdist's workers
+    collect on their own and must agree on every id; a set's ``repr`` follows the process's hash
+    seed and an object's default ``repr`` its address."""
+    if isinstance(value, (set, frozenset)):
+        members = ", ".join(sorted(stable_id(v) for v in value))
+        if isinstance(value, frozenset):
+            return f"frozenset({{{members}}})" if value else "frozenset()"
+        return f"{{{members}}}" if value else "set()"
+    if isinstance(value, list):
+        return "[" + ", ".join(stable_id(v) for v in value) + "]"
+    if isinstance(value, tuple) and type(value) is tuple:
+        return "(" + ", ".join(stable_id(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{stable_id(k)}: {stable_id(v)}" for k, v in value.items()) + "}"
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
 
 
 def processes_mentioning(marker: str) -> dict[int, str]:
@@ -68,3 +89,52 @@ def zookeeper(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+# --- pytest-xdist: which tests run in the same worker, and in what order ----------------------
+# Under ``--dist loadgroup`` a group is one unit of work: its tests run in one worker, in order.
+# Each module is a group of its own (its module-scoped servers and Spark sessions start once,
+# as in a serial run), but where a fixture wider than a module is shared by several modules,
+# those modules are one group, or each worker would start the server (a SparkSession is 5-10 s
+# of a cold JVM and ~400 MB).
+SHARED_BY_PACKAGE = ("tests/trident_spark/",)
+"""Directories whose tests share a package-scoped SparkSession (tests/trident_spark/conftest.py)."""
+
+REMOTE_HOST_GROUP = "acceptance-{host}"
+"""The group of the acceptance tests run on a remote host (``process``, ``spark``): the package's
+one master and supervisor, or its one SparkCluster (tests/acceptance/conftest.py)."""
+
+LONG_FIRST = ("tests/trident_spark/", "tests/spark/", "tests/test_native.py", "tests/acceptance/", "tests/process/",
+              "tests/bench/", "tests/examples/", "tests/external/")
+"""Where the long groups are, handed out first (in this order) so that the last minutes of a
+run are not one long group on one worker while the other waits. Only the order of the work
+changes; a group left out here just comes later."""
+
+
+def xdist_group_of(item: pytest.Item) -> str:
+    """The group ``item`` runs in under ``--dist loadgroup`` (see the note above)."""
+    path = item.nodeid.split("::")[0]
+    host = getattr(item, "callspec", None) and item.callspec.params.get("cluster")
+    if path.startswith("tests/acceptance/") and host in ("process", "spark"):
+        return REMOTE_HOST_GROUP.format(host=host)
+    for directory in SHARED_BY_PACKAGE:
+        if path.startswith(directory):
+            return directory.rstrip("/")
+    return path
+
+
+def _order(item: pytest.Item) -> int:
+    return next((i for i, where in enumerate(LONG_FIRST) if item.nodeid.startswith(where)), len(LONG_FIRST))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a pytest-xdist worker: each test's ``xdist_group`` (a test that names its own keeps
+    it), and the long groups first. tryfirst: xdist reads the marks in this same hook."""
+    if not hasattr(config, "workerinput"):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
+    # stable: each file keeps its order; a group's place is where its first test is
+    items.sort(key=_order)

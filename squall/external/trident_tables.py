@@ -69,7 +69,6 @@ class _Location:
     """A directory on a pyarrow file system: where the spout reads, named as the user gave it."""
 
     def __init__(self, uri: str) -> None:
-        self.uri = uri
         try:
             if "://" in uri:
                 self.fs, self.root = pafs.FileSystem.from_uri(uri)
@@ -81,9 +80,8 @@ class _Location:
     def path(self, name: str) -> str:
         return f"{self.root.rstrip('/')}/{name}"
 
-    def is_dir(self, name: str = "") -> bool:
-        info = self.fs.get_file_info(self.path(name) if name else self.root)
-        return info.type == pafs.FileType.Directory
+    def is_dir(self) -> bool:
+        return self.fs.get_file_info(self.root).type == pafs.FileType.Directory
 
     def listing(self, name: str = "") -> list[pafs.FileInfo]:
         return self.fs.get_file_info(pafs.FileSelector(self.path(name) if name else self.root))
@@ -104,11 +102,11 @@ def _read_columns(location: _Location, name: str, fields: Sequence[str], constan
                                        f"{', '.join(parquet.schema_arrow.names)})")
             table = parquet.read(columns=in_file)
     except FileNotFoundError:
-        raise TableSourceError(f"{where}: {path} is gone (removed by VACUUM or by hand?)") from None
+        raise TableSourceError(f"{where}: {path} is gone (deleted, or removed by Delta's VACUUM)") from None
     except (OSError, pa.ArrowException) as e:
         raise TableSourceError(f"{where}: {path} cannot be read as Parquet ({e})") from None
     columns = [table.column(f).to_pylist() if f in in_file else [constants[f]] * table.num_rows for f in fields]
-    return [list(row) for row in zip(*columns)] if columns else [[] for _ in range(table.num_rows)]
+    return [list(row) for row in zip(*columns)]
 
 
 # -- Parquet directory --------------------------------------------------------------------------

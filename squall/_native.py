@@ -675,7 +675,7 @@ def view_of(cls: Any, fields: Any, values: Any) -> Any:
 _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollectorBase", "BasicExecute": "BasicExecute",
                    "PendingTreeBase": "PendingTreeBase", "RouterBase": "RouterBase", "TupleBase": "TupleBase",
                    "TaskStatsBase": "TaskStatsBase", "SpoutExecutorBase": "SpoutExecutorBase",
-                   "acker_run": "acker_run", "execute_run": "execute_run", "spout_replies": "spout_replies",
+                   "acker_run": "acker_run", "acker_drain": "acker_drain", "execute_run": "execute_run", "spout_replies": "spout_replies",
                    "spout_produce": "spout_produce", "memo_chooser": "MemoChooser",
                    "next_chooser": "NextChooser", "batch_items": "batch_items",
                    "group_items": "group_items", "deliver_items": "deliver_items",

@@ -127,15 +127,14 @@ def test_emit_and_execute_keep_no_reference_they_should_not():
     assert grown < 20_000, f"{grown} bytes left after 20,000 inputs"  # one object per input would be >= 640,000
 
 
-def test_acker_run_replies_as_acker_update_does_in_any_order():
-    """`acker_run` (C when compiled) against `Acker.update` called one message at a time, on
-    shuffled trees with acks before inits, fails and timeout resets, and a rotation midway."""
+def _acker_messages(seed):
+    """Shuffled trees with acks before inits, fails (with a cause and without) and timeout
+    resets, some left pending: the messages of an acker, from spout tasks 3 and 4."""
     import random
-    from collections import deque
 
-    from squall.engine.acker import ACK, FAIL, INIT, RESET, Acker
+    from squall.engine.acker import ACK, FAIL, INIT, RESET
 
-    rng = random.Random(5)
+    rng = random.Random(seed)
     # ids of every width the C path reads on its own (0 to 3 digits of 30 bits), and its edges
     edge_ids = [0, 1, 2 ** 30 - 1, 2 ** 30, 2 ** 60 - 1, 2 ** 60, 2 ** 63, 2 ** 64 - 1]
     messages = []
@@ -157,29 +156,89 @@ def test_acker_run_replies_as_acker_update_does_in_any_order():
         rng.shuffle(tree)
         messages += tree
     rng.shuffle(messages)
+    return messages
 
-    def replay(run):
-        acker, got = Acker(), []
-        deliver = {3: lambda m: got.append((3, *m)), 4: lambda m: got.append((4, *m))}
-        half = len(messages) // 2
-        for part, now in ((messages[:half], 10.0), (messages[half:], 12.5)):
-            run(acker, deque(part).popleft, len(part), now, deliver)
-            acker.rotate()
-        pending = {root: (e.xor, e.spout_task, e.start, e.failed, e.reset, e.cause)
-                   for b in acker.pending._buckets for root, e in b.items()}
-        return got, pending
 
-    def one_by_one(acker, pop, n, now, deliver):
-        for _ in range(n):
-            reply = acker.update(*pop(), now)
-            if reply is not None:
-                deliver[reply[0]](reply[1:])
+def _acker_replay(messages, run):
+    """``run(acker, pop, n, now, deliver)`` over the messages in two parts with a rotation
+    after each: the replies, and the trees left pending."""
+    from collections import deque
 
-    expected = replay(one_by_one)
+    from squall.engine.acker import Acker
+
+    acker, got = Acker(), []
+    deliver = {3: lambda m: got.append((3, *m)), 4: lambda m: got.append((4, *m))}
+    half = len(messages) // 2
+    for part, now in ((messages[:half], 10.0), (messages[half:], 12.5)):
+        run(acker, deque(part).popleft, len(part), now, deliver)
+        acker.rotate()
+    pending = {root: (e.xor, e.spout_task, e.start, e.failed, e.reset, e.cause)
+               for b in acker.pending._buckets for root, e in b.items()}
+    return got, pending
+
+
+def _acker_one_by_one(acker, pop, n, now, deliver):
+    for _ in range(n):
+        reply = acker.update(*pop(), now)
+        if reply is not None:
+            deliver[reply[0]](reply[1:])
+
+
+def test_acker_run_replies_as_acker_update_does_in_any_order():
+    """`acker_run` (C when compiled) against `Acker.update` called one message at a time, on
+    shuffled trees with acks before inits, fails and timeout resets, and a rotation midway."""
+    messages = _acker_messages(5)
+    expected = _acker_replay(messages, _acker_one_by_one)
     assert len(expected[0]) > 250 and expected[1]  # replies of every kind, and trees left pending
     causes = {reply[3] for reply in expected[0] if reply[1] == 2}  # FAILED replies carry the cause
     assert causes >= {None, ("exception", "parse", 3, "ValueError", "x")}, causes
-    assert replay(_native.acker_run) == expected
+    assert _acker_replay(messages, _native.acker_run) == expected
+
+
+def test_acker_drain_replies_as_acker_update_does_and_counts_every_sampled_message_in_its_stream():
+    """`acker_drain` (C when compiled): the same replies and pending trees as `Acker.update` one
+    message at a time, and Storm's sampled figures: the last message of each gap counted
+    ``freq`` times under its stream (an init's also under its spout task's component), the gap
+    left over kept for the next drain."""
+    import random
+
+    from squall.engine.acker import INIT
+    from squall.engine.acker_executor import ACKER_STREAMS
+    from squall.engine.stats import TaskStatistics
+
+    messages = _acker_messages(6)
+    components = {3: "words", 4: "lines"}
+
+    def figures(sampled):
+        return {k: ks.executed for k, ks in sampled.keys.items()}, sampled.left
+
+    def sample_key(sampled, kind, spout_task):
+        handle = (kind, spout_task) if kind == INIT else kind
+        return sampled.key(components[spout_task] if kind == INIT else "", ACKER_STREAMS[kind], handle)
+
+    def sampled_reference(sampled):
+        def run(acker, pop, n, now, deliver):
+            for _ in range(n):
+                msg = pop()
+                _acker_one_by_one(acker, iter((msg,)).__next__, 1, now, deliver)
+                sampled.left -= 1
+                if not sampled.left:
+                    sample_key(sampled, msg[0], msg[3]).executed += sampled.freq
+                    sampled.left = sampled.gaps()
+        return run
+
+    expected_stats = TaskStatistics(3, random.Random(1))
+    expected = _acker_replay(messages, sampled_reference(expected_stats))
+    stats = TaskStatistics(3, random.Random(1))
+    got = _acker_replay(messages, lambda acker, pop, n, now, deliver: _native.acker_drain(
+        acker, pop, n, now, deliver, stats, lambda kind, task: sample_key(stats, kind, task)))
+    assert got == expected
+    counted, left = figures(expected_stats)
+    assert set(counted) == {("words", "__ack_init"), ("lines", "__ack_init"), ("", "__ack_ack"),
+                            ("", "__ack_fail"), ("", "__ack_reset_timeout")}, counted
+    # one message in 3 sampled, each counted 3 times: the estimate is within a block of the truth
+    assert abs(sum(counted.values()) - len(messages)) <= 3
+    assert figures(stats) == (counted, left)
 
 
 def test_a_spout_s_rounds_of_next_tuple_stop_as_its_executor_s_produce_did():

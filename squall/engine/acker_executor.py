@@ -7,8 +7,11 @@ a dedicated inbox made the acking path about 1.9x faster (ENGINE-SPEED.md, lesso
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 from .._config import Config, conf_value
-from .._native import acker_run
+from .._native import acker_drain
 from .acker import ACK, FAIL, INIT, RESET, Acker
 from .executor import Executor, Wiring
 from .plan import ExecutorSpec
@@ -26,6 +29,15 @@ class AckerExecutor(Executor):
         super().__init__(spec, wiring)
         self.conf = conf
         self.ackers = {t: Acker() for t in self.task_ids}
+        self._sample_keys = {t: functools.partial(self._sample_key, t) for t in self.task_ids}
+
+    def _sample_key(self, task: int, kind: int, spout_task: int) -> Any:
+        """The figures of a sampled message of ``kind`` from ``spout_task`` at acker ``task``:
+        Storm's per input stream (an init's also per spout component), found by its handle from
+        then on."""
+        handle = (kind, spout_task) if kind == INIT else kind
+        source = self.wiring.plan.task_to_component.get(spout_task, "") if kind == INIT else ""
+        return self.sampled[task].key(source, ACKER_STREAMS[kind], handle)
 
     def drain(self, limit: int) -> int:
         done = 0
@@ -37,32 +49,9 @@ class AckerExecutor(Executor):
                 continue
             if n > limit:  # noqa: PLR1730 (a compare, not a min() call, on the drain path)
                 n = limit
-            acker = self.ackers[t]
-            update = acker.update
-            pop = q.popleft
-            # Storm's sampled statistics, per input stream of the acker: runs of `left - 1`
-            # plain messages, then a sampled one
-            sampled = self.sampled[t]
-            ran = 0
-            while ran < n:
-                left = sampled.left
-                run = left - 1 if left - 1 < n - ran else n - ran  # noqa: FURB136 (a compare, not a min() call, on the drain path)
-                acker_run(acker, pop, run, now, deliver)
-                ran += run
-                sampled.left = left - run
-                if ran < n:
-                    kind, root, val, spout_task = pop()
-                    reply = update(kind, root, val, spout_task, now)
-                    if reply is not None:
-                        deliver[reply[0]](reply[1:])
-                    handle = (kind, spout_task) if kind == INIT else kind
-                    ks = sampled.by_handle.get(handle)
-                    if ks is None:
-                        source = self.wiring.plan.task_to_component.get(spout_task, "") if kind == INIT else ""
-                        ks = sampled.key(source, ACKER_STREAMS[kind], handle)
-                    ks.executed += sampled.freq
-                    sampled.next_gap()
-                    ran += 1
+            # Storm's sampled statistics, per input stream of the acker: runs of plain
+            # messages, then a sampled one, counted in its stream's figures
+            acker_drain(self.ackers[t], q.popleft, n, now, deliver, self.sampled[t], self._sample_keys[t])
             stats = self.stats[t]
             stats.executed += n
             done += n

@@ -38,7 +38,7 @@ from .._errors import FailedException
 from .._stable_hash import stable_hash_one
 from ..engine.clock import Clock
 from ..trident.coordinator import max_active_batches
-from ..trident.partitioned import IOpaquePartitionedTridentSpout, IPartitionedTridentSpout
+from ..trident.partitioned import IOpaquePartitionedTridentSpout, IPartitionedTridentSpout, partition_key
 from .kafka import (
     ConfluentConsumer,
     Consumer,
@@ -96,6 +96,10 @@ class BatchMeta:
                    bool(meta.get("empty", False)))
 
 
+def _key(tp: TopicPartition) -> str:
+    return partition_key(f"{tp.topic}@{tp.partition}")
+
+
 def _consumer(config: KafkaSpoutConfig) -> Consumer:
     return (config.consumer_factory or ConfluentConsumer)(config.consumer_props())
 
@@ -137,13 +141,16 @@ class KafkaTridentSpoutCoordinator(IPartitionedTridentSpout.Coordinator,
 class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitionedTridentSpout.Emitter):
     """Storm's ``KafkaTridentSpoutEmitter``, for both spouts; see the module docstring."""
 
-    def __init__(self, config: KafkaSpoutConfig, context: Any, max_pending: int = 1) -> None:
+    def __init__(self, config: KafkaSpoutConfig, context: Any, max_pending: int = 1, durable: bool = False) -> None:
         self.config = config
         self.consumer = _consumer(config)
         self.topology_id = context.get_storm_id()
         self.max_pending = max_pending
-        # per txid still in flight, the last offset of each partition that an attempt of it read
-        self.read_through: dict[int, dict[TopicPartition, int]] = {}
+        # per partition, the last offset that the attempts of each txid still in flight read there
+        self.read_through: dict[TopicPartition, dict[int, int]] = {}
+        # the opaque spout keeps it durably too, so that a restarted task's replay reads as far
+        self.kept = (context.transactional_state(f"kafka-trident/{partition_key(context.get_this_component_id())}")
+                     if durable else None)
         self.assigned: set[TopicPartition] = set()
         self.first_seek: dict[TopicPartition, int] = {}
         # per partition, the offset the consumer's next record comes from: where it was assigned
@@ -251,9 +258,10 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
         return metas
 
     def _poll_through(self, tx: Any, starts: Mapping[TopicPartition, int]) -> dict[TopicPartition, list[Record]]:
-        """One poll; for an attempt of a txid that an earlier attempt in this task read, more
-        polls until each partition is read at least as far as that attempt read, so the replay
-        holds every record the earlier attempt held (and perhaps more).
+        """One poll; for an attempt of a txid that an earlier attempt read, more polls until each
+        partition is read at least as far as that attempt read, so the replay holds every record
+        the earlier attempt held (and perhaps more). The opaque spout keeps how far in the
+        topology's transactional state, so a task restarted since knows it too.
 
         Why: an earlier attempt may have been committed by some of the state's partitions before
         the batch failed (a task's commit failed after another's succeeded). An `OpaqueMap`
@@ -262,10 +270,14 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
         count, and the record, read by the next txid, is counted twice. A poll after a seek can
         return nothing for a while (the consumer restarts fetching), so a replay would often
         hold less."""
-        for t in [t for t in self.read_through if t <= tx.txid - self.max_pending]:
-            del self.read_through[t]  # committed: no attempt of it comes again
-        earlier = self.read_through.setdefault(tx.txid, {})
-        targets = {tp: last for tp, last in earlier.items() if tp in starts and last >= starts[tp]}
+        targets = {}
+        for tp, start in starts.items():
+            read = self._read_through(tp)
+            for t in [t for t in read if t <= tx.txid - self.max_pending]:
+                del read[t]  # committed: no attempt of it comes again
+            last = read.get(tx.txid)
+            if last is not None and last >= start:
+                targets[tp] = last
         by_tp: dict[TopicPartition, list[Record]] = {}
         empty = 0
         while True:
@@ -281,8 +293,18 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
                                       f"{ {f'{tp.topic}@{tp.partition}': targets[tp] for tp in short} }, which an "
                                       "earlier attempt read, could not be read again")
         for tp, records in by_tp.items():
-            earlier[tp] = max(earlier.get(tp, -1), records[-1].offset)
+            read = self.read_through[tp]
+            if records[-1].offset > read.get(tx.txid, -1):
+                read[tx.txid] = records[-1].offset
+                if self.kept is not None:  # before the batch is emitted
+                    self.kept.put(_key(tp), {str(t): o for t, o in sorted(read.items())})
         return by_tp
+
+    def _read_through(self, tp: TopicPartition) -> dict[int, int]:
+        if tp not in self.read_through:
+            kept = self.kept.get(_key(tp)) if self.kept is not None else None
+            self.read_through[tp] = {int(t): int(o) for t, o in (kept or {}).items()}
+        return self.read_through[tp]
 
     def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
         """The records ``first_offset..last_offset`` of ``partition`` again."""
@@ -337,7 +359,8 @@ class _KafkaTridentSpout:
 
     def get_emitter(self, conf: dict, context: Any) -> KafkaTridentSpoutEmitter:
         """Storm's ``KafkaTridentSpoutEmitter``."""
-        return KafkaTridentSpoutEmitter(self.config, context, max_active_batches(conf))
+        return KafkaTridentSpoutEmitter(self.config, context, max_active_batches(conf),
+                                        durable=isinstance(self, IOpaquePartitionedTridentSpout))
 
     def get_output_fields(self):
         """The translator's fields."""

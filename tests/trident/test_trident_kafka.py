@@ -209,6 +209,13 @@ def test_an_opaque_replay_holds_every_record_its_earlier_attempt_held():
     d.success(1)
     rest = d.emit(2) + d.emit(3)
     assert sorted(offsets(replay) + offsets(rest)) == sorted((tp.partition, o) for tp in logs for o in range(3))
+    produce(logs, 2)
+    second = d.emit(4)
+    assert offsets(second)
+    produce(logs, 1)
+    d.restart()  # the worker died with txid 4 in flight: the task's memory is gone, the state kept it
+    again = d.emit(4)
+    assert set(offsets(second)) <= set(offsets(again))
 
 
 def test_a_partition_with_nothing_new_emits_nothing_and_a_spark_batch_reads_only_those_that_have_records():

@@ -17,11 +17,12 @@ no input partition for it); one with nothing where it started anew (its first ba
 or LATEST on a new submission) gets the offset its batch started at minus one as both (Storm's:
 the consumer's position minus one, which librdkafka does not know after a seek), so the next
 batch starts there, and ``empty`` set, so its replay emits nothing (Storm's replays the record at
-that offset, the previous batch's last). A batch seeks only
-a partition whose consumer is not already where the batch starts. A transactional replay seeks to
-``first_offset`` and polls that partition alone until ``last_offset``: a record past it (log
-compaction removed the ones in between) is an error, since compacted topics cannot be read
-transactionally (use the opaque spout). Where a partition starts on its first poll follows the
+that offset, the previous batch's last). A batch seeks only a partition whose consumer is not
+already where the batch starts. An opaque attempt of a txid reads each partition at least as far
+as an earlier attempt of it did (kept in the topology's transactional state). A transactional
+replay seeks to ``first_offset`` and polls that partition alone until ``last_offset``: a record
+past it (log compaction removed the ones in between) is an error, since compacted topics cannot
+be read transactionally (use the opaque spout). Where a partition starts on its first poll follows the
 strategy as Storm's emitter does: EARLIEST and LATEST apply on each new submission (the previous
 batch's metadata names another topology id), the UNCOMMITTED_ strategies continue from the
 previous batch. Trident spouts commit no offsets to Kafka: the batches' metadata, kept with the

@@ -445,7 +445,7 @@ def test_trident_state_is_kept_in_zookeeper_sealed_and_the_new_leader_has_it(ha_
     import base64
     import pickle
 
-    from squall._transactional import MasterBackend
+    from squall._transactional import Delete, MasterBackend, Put
     from squall.cluster.seeds import master_link
     from squall.trident.txstate import BackedTransactionalState
 
@@ -468,6 +468,10 @@ def test_trident_state_is_kept_in_zookeeper_sealed_and_the_new_leader_has_it(ha_
         state.put("currtx", 42)
         state.delete("meta")
         assert state.get("currtx") == 42 and state.list() == ["currtx"]
+        # a coordinator's step: one trident_state_write, the same sealed nodes, in order
+        state.write([Put("meta/42", 1), Put("currtx", 43), Delete("meta"), Put("meta/43", 2)])
+        assert state.list() == ["currtx", "meta/43"] and state.get("meta/43") == 2
+        assert pickle.loads(base64.b64decode(b.master.ha.read(node)["value"])) == 43
         # a sealed value copied to another key's node is refused, naming the node
         forged = b.master.ha.path("transactional", "words", "coordinator~forged")
         b.master.ha.zk.create(forged, b.master.ha.zk.get(node)[0], makepath=True)

@@ -65,13 +65,17 @@ def test_state_survives_a_restart_of_the_master(conf):
 
 
 def test_a_silent_worker_gets_a_new_launch_id(conf):
-    m = served(conf)
+    # on the master's own clock: its supervisor beat "just now", however long the machine took
+    # to get here (on the wall clock a loaded machine made the supervisor silent too, and the
+    # master moved the executors instead of relaunching the worker)
+    clock = SimulatedClock(1000.0)
+    m = served(conf, clock=clock)
     _register(m)
     m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     topo = m.topologies["t"]
     slot = next(iter(topo.assignment))
     before = topo.launch_ids[slot]
-    topo.slot(slot).heartbeat = LastBeat(time.time() - 5)  # it reported once, then stopped
+    topo.slot(slot).heartbeat = LastBeat(clock.wall() - 5)  # it reported once, then stopped
     m.monitor()
     assert topo.launch_ids[slot] == before + 1
     assert m.op_heartbeat(storm_id=topo.plan.storm_id, slot=slot, launch_id=before) == {"stop": True}
@@ -314,7 +318,8 @@ def test_a_tampered_plan_is_skipped_with_a_warning_naming_it(conf, caplog, spoil
 
 
 def test_a_topology_waiting_for_slots_is_placed_when_a_kill_or_a_rebalance_frees_some(conf):
-    m = served(conf)
+    clock = SimulatedClock(1000.0)  # the supervisor stays alive however slow the machine is
+    m = served(conf, clock=clock)
     _register(m)
     m.op_submit(name="first", conf={"topology.workers": 2}, topology=_topology())
     m.op_submit(name="second", conf={"topology.workers": 2}, topology=_topology())
@@ -325,7 +330,7 @@ def test_a_topology_waiting_for_slots_is_placed_when_a_kill_or_a_rebalance_frees
     assert len(m.topologies["second"].assignment) == 1  # the slot the rebalance freed
     m.op_kill(name="first", wait_secs=5)
     assert m.op_list()[0]["num_workers"] == 1  # a killed topology keeps its slot until removed
-    m.topologies["first"].pending_action = PendingAction(REMOVE_ACTION, time.time() - 1)  # its wait is over
+    m.topologies["first"].pending_action = PendingAction(REMOVE_ACTION, clock.wall() - 1)  # its wait is over
     m.monitor()
     assert len(m.topologies["third"].assignment) == 1 and not m.topologies["third"].given_up()
     reply = _register(m)
@@ -541,7 +546,8 @@ def _exit(m, storm_id, slot, status, output=""):
 def test_a_worker_that_dies_before_it_reports_counts_as_a_failed_start_shows_its_output_and_backs_off(conf):
     """Exit status 1 with a traceback, before any heartbeat (a bad conf, an import error before
     the worker reached the master): a failed start, whatever the supervisor thinks."""
-    m = served(conf)
+    clock = SimulatedClock(1000.0)  # the supervisor stays alive however slow the machine is
+    m = served(conf, clock=clock)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
     topo = m.topologies["t"]
@@ -554,13 +560,13 @@ def test_a_worker_that_dies_before_it_reports_counts_as_a_failed_start_shows_its
     assert row["errors"] == 1
     assert row["last_error"] == f"[__worker] worker on {slot} exited with status 1 before it started: ValueError: bad thing"
     assert "Traceback" in m.op_info(name="t")["errors"][-1]["traceback"]
-    first_wait = topo.slot(slot).retry_at - time.time()
-    topo.slot(slot).retry_at = time.time() - 1  # the wait is over
+    first_wait = topo.slot(slot).retry_at - clock.wall()
+    topo.slot(slot).retry_at = clock.wall() - 1  # the wait is over
     m.monitor()
     assert _register(m)["slots"][port]["launch_id"] == topo.launch_ids[slot]
     _exit(m, storm_id, slot, 1, "ValueError: bad thing")
-    assert topo.slot(slot).retry_at - time.time() > first_wait  # the wait grows
-    topo.slot(slot).retry_at = time.time() - 1
+    assert topo.slot(slot).retry_at - clock.wall() > first_wait  # the wait grows
+    topo.slot(slot).retry_at = clock.wall() - 1
     _exit(m, storm_id, slot, 1, "ValueError: bad thing")
     assert topo.slot(slot).given_up  # squall.worker.max.launch.attempts: 3
     assert m.op_list()[0]["last_error"].startswith(f"[__master] worker on {slot} failed to start 3 times")
@@ -585,7 +591,8 @@ def test_a_worker_that_started_and_then_died_is_restarted_at_once_and_resets_the
 def test_a_dead_worker_is_told_to_the_others_in_their_heartbeat_replies(conf):
     """Beyond Storm: a reported exit, or a worker whose heartbeats stopped, makes a notice of
     its slot and tasks that every other worker gets once, in its next heartbeat reply."""
-    m = served(conf)
+    clock = SimulatedClock(1000.0)  # the supervisor stays alive however slow the machine is
+    m = served(conf, clock=clock)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = m.topologies["t"]
@@ -609,7 +616,7 @@ def test_a_dead_worker_is_told_to_the_others_in_their_heartbeat_replies(conf):
     b_gen = m.op_get_assignment(storm_id=storm_id, slot=b, launch_id=topo.launch_ids[b])["lost_generation"]
     assert "lost" not in beat(b, b_gen)
     # a worker whose heartbeats stop is a death too
-    topo.slot(b).heartbeat = LastBeat(time.time() - 5)
+    topo.slot(b).heartbeat = LastBeat(clock.wall() - 5)
     m.monitor()
     reply = beat(a, gen)
     assert [n["slot"] for n in reply["lost"]] == [b] and reply["lost_generation"] > gen
@@ -710,7 +717,8 @@ def test_only_a_worker_that_may_have_held_tuples_is_told_as_lost(conf):
     """A worker that never reported its data address was sent nothing: its failed starts and
     launch timeouts must not make the spouts fail their whole pending set each time. One whose
     address its peers had (reported, or started) may have held tuples: its death is told."""
-    m = served(conf)
+    clock = SimulatedClock(1000.0)  # the supervisor stays alive however slow the machine is
+    m = served(conf, clock=clock)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
     topo = m.topologies["t"]
@@ -721,8 +729,8 @@ def test_only_a_worker_that_may_have_held_tuples_is_told_as_lost(conf):
     for _ in range(2):  # b fails to start, before it reported an address
         m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
             {"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": 3, "started": False}])
-        topo.slot(b).retry_at = time.time() - 1
-    topo.slot(b).heartbeat = LastBeat(time.time() - 5, starting=True)  # and then a launch that timed out
+        topo.slot(b).retry_at = clock.wall() - 1
+    topo.slot(b).heartbeat = LastBeat(clock.wall() - 5, starting=True)  # and then a launch that timed out
     m.monitor()
     assert lost_told_to_a() is None
     # b reports its address (peers may send to it now), then dies before it said it started

@@ -369,12 +369,33 @@ def execute_run(execute: Any, pop: Any, n: int, stats: Any, on_error: Any = None
     return done
 
 
-def spout_replies(executor, pop, n: int, now) -> None:
+def spout_replies(executor, pop, n: int, now, task_sampled: Any = None) -> None:
     """Apply ``n`` replies ``(kind, root, delta_secs)`` from ``pop()`` as ``executor._reply`` does
-    (`SpoutExecutor`); ``now()`` is the clock the complete latency is measured with."""
+    (`SpoutExecutor`); ``now()`` is the clock the complete latency is measured with. With
+    ``task_sampled`` (the task's `TaskStatistics`), Storm's sampled statistics: the last reply of
+    each gap of ``task_sampled.left`` is a sampled one (``_reply(..., True)``), the next gap
+    drawn before it; ``task_sampled.left`` is kept, on an exception too."""
     reply = executor._reply
-    for _ in range(n):
-        reply(*pop())
+    if task_sampled is None:
+        for _ in range(n):
+            reply(*pop())
+        return
+    left = task_sampled.left
+    ran = 0
+    try:
+        while ran < n:
+            run = left - 1 if left - 1 < n - ran else n - ran  # noqa: FURB136 (a compare, not a min() call, on the drain path)
+            for _ in range(run):
+                reply(*pop())
+            ran += run
+            left -= run
+            if ran < n:
+                left = task_sampled.gaps()
+                kind, root, detail = pop()
+                reply(kind, root, detail, True)
+                ran += 1
+    finally:
+        task_sampled.left = left
 
 
 def spout_produce(executor: Any, calls: list, budget: int, throttle: Any) -> int:

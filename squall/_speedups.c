@@ -1446,7 +1446,7 @@ stream_stats(PyObject *sampled, PyObject *task, PyObject *stream, StreamStatsCac
 
 static int
 spout_acked(PyObject *executor, PyObject *buckets, PyObject *stats, PyObject *objs, PyObject *now,
-            PyObject *root, PyObject **last_task, PyObject *sampled, StreamStatsCache *cache)
+            PyObject *root, PyObject **last_task, PyObject *sampled, StreamStatsCache *cache, int sample)
 {
     PyObject *info = NULL;
     for (Py_ssize_t b = 0; b < PyList_GET_SIZE(buckets); b++) {  /* RotatingMap.remove */
@@ -1504,6 +1504,14 @@ spout_acked(PyObject *executor, PyObject *buckets, PyObject *stats, PyObject *ob
     PyObject *ks = stream_stats(sampled, task, PyTuple_GET_ITEM(info, 2), cache);
     if (ks == NULL || count(ks, &KeyStatsBase_Type, &seen_key_stats, offsetof(KeyStatsBase, acked), str_acked, 1) < 0)
         goto done;
+    if (sample) {  /* a sampled tree: its complete latency goes into the stream's average */
+        if (!is_a(ks, &KeyStatsBase_Type, &seen_key_stats) || !PyFloat_CheckExact(latency)) {
+            PyErr_SetString(PyExc_TypeError, "a spout's sampled statistics need a KeyStats and a float clock");
+            goto done;
+        }
+        ((KeyStatsBase *)ks)->latency_ms += 1000.0 * PyFloat_AS_DOUBLE(latency);
+        ((KeyStatsBase *)ks)->latency_n++;
+    }
     Py_INCREF(obj);  /* the spout's ack may run anything */
     PyObject *r = PyObject_CallMethodOneArg(obj, str_ack, msg_id);
     Py_DECREF(obj);
@@ -1521,14 +1529,28 @@ done:
 static PyObject *
 spout_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "spout_replies(executor, pop, n, now)");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "spout_replies(executor, pop, n, now, task_sampled=None)");
         return NULL;
     }
     PyObject *executor = args[0], *pop = args[1], *now = args[3];
+    PyObject *task_sampled = nargs == 5 && args[4] != Py_None ? args[4] : NULL;
     Py_ssize_t n = PyLong_AsSsize_t(args[2]);
     if (n == -1 && PyErr_Occurred())
         return NULL;
+    /* with task_sampled (the task's TaskStatistics): its countdown, one reply in a gap sampled */
+    long long left = LLONG_MAX;
+    PyObject *gaps = NULL;
+    if (task_sampled != NULL) {
+        PyObject *o = PyObject_GetAttr(task_sampled, str_left);
+        left = o ? PyLong_AsLongLong(o) : -1;
+        Py_XDECREF(o);
+        if (left == -1 && PyErr_Occurred())
+            return NULL;
+        gaps = PyObject_GetAttr(task_sampled, str_gaps);
+        if (gaps == NULL)
+            return NULL;
+    }
     PyObject *pending = PyObject_GetAttr(executor, str_pending);
     PyObject *buckets = pending ? PyObject_GetAttr(pending, str_buckets) : NULL;
     PyObject *stats = PyObject_GetAttr(executor, str_stats);
@@ -1545,16 +1567,31 @@ spout_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        int sample = --left == 0;
+        if (sample) {  /* the gap drawn before the sampled reply is handled, as the Python drain did */
+            PyObject *gap = PyObject_CallNoArgs(gaps);
+            left = gap ? PyLong_AsLongLong(gap) : -1;
+            Py_XDECREF(gap);
+            if (left == -1 && PyErr_Occurred())
+                goto done;
+        }
         PyObject *msg = PyObject_CallNoArgs(pop);
         if (msg == NULL)
             goto done;
         int rc;
         if (PyTuple_CheckExact(msg) && PyTuple_GET_SIZE(msg) == 3 && PyLong_CheckExact(PyTuple_GET_ITEM(msg, 0)) &&
                 PyLong_AsLong(PyTuple_GET_ITEM(msg, 0)) == ACKED) {
-            rc = spout_acked(executor, buckets, stats, objs, now, PyTuple_GET_ITEM(msg, 1), &last_task, sampled, &cache);
+            rc = spout_acked(executor, buckets, stats, objs, now, PyTuple_GET_ITEM(msg, 1), &last_task, sampled, &cache,
+                             sample);
         } else {  /* failed, timeout reset, or not a reply: Python's rules and errors */
             Py_CLEAR(last_task);  /* _reply sets current_task itself */
-            PyObject *r = PyTuple_Check(msg) ? PyObject_Call(reply, msg, NULL) : PyObject_CallOneArg(reply, msg);
+            PyObject *r;
+            if (sample && PyTuple_Check(msg) && PyTuple_GET_SIZE(msg) == 3) {
+                PyObject *call[4] = {PyTuple_GET_ITEM(msg, 0), PyTuple_GET_ITEM(msg, 1), PyTuple_GET_ITEM(msg, 2), Py_True};
+                r = PyObject_Vectorcall(reply, call, 4, NULL);
+            } else {
+                r = PyTuple_Check(msg) ? PyObject_Call(reply, msg, NULL) : PyObject_CallOneArg(reply, msg);
+            }
             rc = r ? 0 : -1;
             Py_XDECREF(r);
         }
@@ -1565,6 +1602,21 @@ spout_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     result = Py_None;
     Py_INCREF(result);
 done:
+    if (task_sampled != NULL) {  /* task_sampled.left = left, also on an exception, which stays the one raised */
+        PyObject *type = NULL, *value = NULL, *tb = NULL;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *l = left >= 0 ? PyLong_FromLongLong(left) : NULL;
+        int set = l ? PyObject_SetAttr(task_sampled, str_left, l) : -1;
+        Py_XDECREF(l);
+        if (type != NULL) {
+            if (set < 0)
+                PyErr_Clear();
+            PyErr_Restore(type, value, tb);
+        } else if (set < 0) {
+            Py_CLEAR(result);
+        }
+    }
+    Py_XDECREF(gaps);
     Py_XDECREF(last_task);
     Py_XDECREF(cache.task);
     Py_XDECREF(cache.stream);
@@ -3749,7 +3801,8 @@ static PyMethodDef speedups_functions[] = {
     {"execute_run", (PyCFunction)(void (*)(void))execute_run, METH_FASTCALL,
      "execute_run(execute, pop, n, stats, on_error=None): execute(pop()) n times, counting them in stats.executed."},
     {"spout_replies", (PyCFunction)(void (*)(void))spout_replies, METH_FASTCALL,
-     "spout_replies(executor, pop, n, now): n replies from pop() as SpoutExecutor._reply would."},
+     "spout_replies(executor, pop, n, now, task_sampled=None): n replies from pop() as SpoutExecutor._reply would "
+     "(with task_sampled, the task's TaskStatistics, one in a gap sampled)."},
     {"acker_drain", (PyCFunction)(void (*)(void))acker_drain, METH_FASTCALL,
      "acker_drain(acker, pop, n, now, deliver, sampled, key_of): an acker task's n messages, sampled as Storm samples them."},
     {"spout_produce", (PyCFunction)(void (*)(void))spout_produce, METH_FASTCALL,

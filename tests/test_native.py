@@ -360,6 +360,31 @@ def test_spout_replies_do_what_spout_executor_reply_does():
     assert fails and all(c[2] == FailureCause(*cause) for c in fails)
     assert replay(_native.spout_replies) == expected
 
+    # with the task's statistics: one reply in each gap sampled (its complete latency averaged)
+    def sampled_one_by_one(ex, pop, n, now):
+        sampled = ex.sampled[3]
+        for _ in range(n):
+            sampled.left -= 1
+            if sampled.left:
+                ex._reply(*pop())
+            else:
+                sampled.next_gap()
+                ex._reply(*pop(), True)
+
+    def latencies(ex):
+        return {t: {k: (ks.latency_n, ks.latency_ms) for k, ks in s.keys.items()} for t, s in ex.sampled.items()}, ex.sampled[3].left
+
+    def with_latencies(run):
+        def ran(ex, pop, n, now):
+            run(ex, pop, n, now)
+            seen.append(latencies(ex))
+        seen = []
+        return replay(ran), seen
+
+    expected = with_latencies(sampled_one_by_one)
+    assert sum(n for by_key in expected[1][0][0].values() for n, _ms in by_key.values()) > 5  # sampled acks
+    assert with_latencies(lambda ex, pop, n, now: _native.spout_replies(ex, pop, n, now, ex.sampled[3])) == expected
+
 
 def test_the_fields_chooser_picks_as_the_stable_hash_does_for_any_key():
     """The compiled chooser answers a remembered str key itself and hands everything else to the

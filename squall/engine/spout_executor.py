@@ -120,23 +120,8 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
                 continue
             if n > limit:  # noqa: PLR1730 (a compare, not a min() call, on the drain path)
                 n = limit
-            pop = q.popleft
-            reply = self._reply
-            now = self.wiring.clock.now
-            # Storm's sampled statistics: runs of `left - 1` plain replies, then a sampled one
-            sampled = self.sampled[t]
-            ran = 0
-            while ran < n:
-                left = sampled.left
-                run = left - 1 if left - 1 < n - ran else n - ran  # noqa: FURB136 (a compare, not a min() call, on the drain path)
-                spout_replies(self, pop, run, now)
-                ran += run
-                sampled.left = left - run
-                if ran < n:
-                    sampled.next_gap()
-                    kind, root, detail = pop()
-                    reply(kind, root, detail, True)
-                    ran += 1
+            # Storm's sampled statistics: runs of plain replies, then a sampled one
+            spout_replies(self, q.popleft, n, self.wiring.clock.now, self.sampled[t])
             done += n
         # after the replies that came: a tuple the acker answered (say, failed by the bolt that
         # raised in a worker that then crashed) keeps that answer, not "worker lost"

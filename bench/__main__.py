@@ -1,7 +1,7 @@
 """Command line of the benchmarks.
 
     python -m bench run W1 --acking on|off [--n 1000000] [--repeat 3] [--max-pending 1000|auto]
-    python -m bench run W1T [--n 1000000] [--batch-size 1000] [--max-pending 3] [--repeat 3]
+    python -m bench run W1T [--n 1000000] [--batch-size 2500] [--max-pending 3] [--repeat 3]
         [--host local|process] [--workers 2]
     python -m bench run W2 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
     python -m bench run W3 --acking on|off [--secs 30] [--warmup 10] [--repeat 1]
@@ -37,7 +37,8 @@ and host, so that the two are interleaved: the record has W1T's sentences/s, wor
 latency (mean, p50, p99: a batch's first emit to its ``$success`` back at the spout), core W1's
 sentences/s beside them and ``ratio_to_w1`` (the target is at least 1.0). ``--max-pending``
 is W1T's batches in flight (default 3; core W1 keeps its 1,000 tuples) and ``--batch-size`` the
-sentences a spout task puts in a batch; the batch emit interval is 0 (Storm's 500 ms would cap
+sentences a spout task puts in a batch (default 2,500, chosen from measurements of 1,000, 2,500
+and 5,000: docs/profiles/w1t.md); the batch emit interval is 0 (Storm's 500 ms would cap
 a batch of 1,000 at 2,000 sentences/s). Correct means its counts equal W1's reference and core
 W1's run was correct too.
 
@@ -314,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--acking", choices=["on", "off"], default=None,
                      help="W1-W3: required; W4 and MEM: always on")
     run.add_argument("--n", type=int, default=1_000_000, help="W1, W1T: sentences (default 1,000,000)")
-    run.add_argument("--batch-size", type=int, default=1000,
-                     help="W1T: sentences per Trident batch and spout task (default 1,000)")
+    run.add_argument("--batch-size", type=int, default=2500,
+                     help="W1T: sentences per Trident batch and spout task (default 2,500)")
     run.add_argument("--secs", type=float, default=30.0, help="W2/W3/W4: measured window (default 30)")
     run.add_argument("--stats", choices=["on", "off"], default="on",
                      help="W2/W3 on LocalCluster: Storm's statistics on (default) or off "

@@ -1,6 +1,6 @@
 """W1T: W1 as a Trident word count persisted into a map state, beside core W1 in the same run.
 
-    new_stream("w1t", CorpusBatchSpout)          batches of --batch-size sentences
+    new_stream("w1t", CorpusBatchSpout)          batches of --batch-size sentences (default 2,500)
       .each(sentence, Split -> word)             fused with the partial count before the repartition
       .group_by(word)
       .persistent_aggregate(MemoryMapState, Count -> count)   one commit per batch, txid order
@@ -49,7 +49,10 @@ from . import harness, w1_wordcount
 from .corpus import WORDS_PER_SENTENCE, claim_sentences, ensure_corpus, reference_counts
 from .w1_wordcount import OUTPUT_DIR_KEY, _merge_counts, _process_cpu, _write_json
 
-DEFAULT_BATCH_SIZE = 1000
+DEFAULT_BATCH_SIZE = 2500
+"""Sentences a spout task puts in a batch: a Storm user sizes batches for throughput, and 2,500
+is where W1T passed core W1 on both hosts with a batch p50 under a second (1,000 and 5,000
+measured beside it: docs/profiles/w1t.md)."""
 DEFAULT_MAX_BATCHES = 3
 
 

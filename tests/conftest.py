@@ -94,32 +94,35 @@ def zookeeper(tmp_path_factory):
 # --- pytest-xdist: which tests run in the same worker, and in what order ----------------------
 # Under ``--dist loadgroup`` a group is one unit of work: its tests run in one worker, in order.
 # Each module is a group of its own (its module-scoped servers and Spark sessions start once,
-# as in a serial run), but where a fixture wider than a module is shared by several modules,
-# those modules are one group, or each worker would start the server (a SparkSession is 5-10 s
-# of a cold JVM and ~400 MB).
-SHARED_BY_PACKAGE = ("tests/trident_spark/",)
-"""Directories whose tests share a package-scoped SparkSession (tests/trident_spark/conftest.py)."""
+# as in a serial run), but the tests that ask for a fixture wider than a module that starts a
+# server are one group, or each worker would start it (a SparkSession is 5-10 s of a cold JVM
+# and ~400 MB). Only those tests: a group is never split, so a module of one long test that
+# does not need the server (tests/trident_spark/test_standalone.py) stays out of it.
+SHARED_FIXTURES = {("tests/trident_spark/", "spark"): "tests/trident_spark:spark"}
+"""(directory, fixture name) -> the group of the tests there that ask for that fixture: the
+package-scoped SparkSession of tests/trident_spark/conftest.py."""
 
-REMOTE_HOST_GROUP = "acceptance-{host}"
+REMOTE_HOST_GROUP = "tests/acceptance:{host}_host"
 """The group of the acceptance tests run on a remote host (``process``, ``spark``): the package's
 one master and supervisor, or its one SparkCluster (tests/acceptance/conftest.py)."""
 
-LONG_FIRST = ("tests/trident_spark/", "tests/spark/", "tests/test_native.py", "tests/acceptance/", "tests/process/",
-              "tests/bench/", "tests/examples/", "tests/external/")
+LONG_FIRST = ("tests/trident_spark/", "tests/spark/", "tests/test_native.py", "tests/test_cli_cluster.py", "tests/acceptance/",
+              "tests/process/", "tests/bench/", "tests/examples/", "tests/cluster/", "tests/ui/", "tests/external/")
 """Where the long groups are, handed out first (in this order) so that the last minutes of a
 run are not one long group on one worker while the other waits. Only the order of the work
 changes; a group left out here just comes later."""
 
 
 def xdist_group_of(item: pytest.Item) -> str:
-    """The group ``item`` runs in under ``--dist loadgroup`` (see the note above)."""
+    """The group ``item`` runs in under ``--dist loadgroup`` (see the note above). xdist appends
+    it to the test's id after an ``@``: a name holds no ``@`` and no ``]``."""
     path = item.nodeid.split("::")[0]
     host = getattr(item, "callspec", None) and item.callspec.params.get("cluster")
     if path.startswith("tests/acceptance/") and host in ("process", "spark"):
         return REMOTE_HOST_GROUP.format(host=host)
-    for directory in SHARED_BY_PACKAGE:
-        if path.startswith(directory):
-            return directory.rstrip("/")
+    for (directory, fixture), group in SHARED_FIXTURES.items():
+        if path.startswith(directory) and fixture in getattr(item, "fixturenames", ()):
+            return group
     return path
 
 

@@ -92,6 +92,8 @@ def cmd_trident(args: argparse.Namespace) -> int:
         builder = SparkSession.builder.appName(name)
         if args.spark_master:
             builder = builder.master(args.spark_master)
+        # Spark's Python processes import the installed, compiled pyspark (see the module); -c overrides
+        builder = builder.config("spark.python.daemon.module", "squall.trident.spark.daemon")
         for key, value in spark_conf.items():
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
         spark = builder.getOrCreate()

@@ -30,6 +30,8 @@ FAST_SPARK = {
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.catalogImplementation": "in-memory",
     "spark.python.worker.reuse": "true",
+    # the installed, compiled pyspark in Spark's Python processes, not pyspark.zip's source
+    "spark.python.daemon.module": "squall.trident.spark.daemon",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",

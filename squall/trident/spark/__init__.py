@@ -11,12 +11,28 @@ squall's engine. Needs pyspark 4.2 or later (the extra ``trident-spark``). See d
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .compiler import SparkBolt, SparkPlan, SparkSpout, compile_topology
-from .runner import BatchRunner
-from .source import SOURCE_NAME, SpoutSpec, TridentSpoutSource, check_spout
+if TYPE_CHECKING:
+    from .compiler import SparkBolt, SparkPlan, SparkSpout, compile_topology
+    from .runner import BatchRunner
+    from .source import SOURCE_NAME, SpoutSpec, TridentSpoutSource, check_spout
+
+# imported when first asked for, not with the package: `python -m squall.trident.spark.daemon`
+# runs this file before its own, and must reorder sys.path before anything imports pyspark
+_LAZY = {"SparkBolt": "compiler", "SparkPlan": "compiler", "SparkSpout": "compiler", "compile_topology": "compiler",
+         "BatchRunner": "runner", "SOURCE_NAME": "source", "SpoutSpec": "source", "TridentSpoutSource": "source",
+         "check_spout": "source"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
 
 __all__ = ["SOURCE_NAME", "BatchRunner", "SparkBolt", "SparkPlan", "SparkSpout", "SpoutSpec", "TridentSpoutSource",
            "check_spout", "compile_topology", "start"]
@@ -40,7 +56,10 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
     """
     from pyspark.sql.functions import col, lit
 
+    from .compiler import compile_topology
     from .rows import KEY, STREAM, TUPLE, VALUE, to_option
+    from .runner import BatchRunner
+    from .source import SOURCE_NAME, SpoutSpec, TridentSpoutSource
 
     if not isinstance(checkpoint_location, str) or not checkpoint_location:
         raise ValueError(f"start: checkpoint_location must be a non-empty path or URI, got {checkpoint_location!r}")

@@ -29,6 +29,7 @@ log = logging.getLogger("squall.trident.spark")
 
 _FLUSH_ROWS = 4096
 _INT64 = (-(1 << 63), (1 << 63) - 1)  # what the trident_value column (BIGINT) holds
+_COUNT = "trident_count"
 
 
 class _ArrowOutput(BatchOutput):
@@ -138,6 +139,7 @@ class BatchRunner:
         self.last_txid = 0
         # rows the driver collected in the last batch (a SQL-summed stream: one per group)
         self.last_collected = 0
+        self._default_parallelism: int | None = None
 
     def _prepare_driver(self) -> None:
         for b in self.plan.driver_bolts():
@@ -152,7 +154,7 @@ class BatchRunner:
         frames: dict[str, Any] = {s: df for spout in self.plan.spouts for s in spout.outputs}
         leaves = []
         for b in self.plan.executor_bolts():
-            frame = _repartition(_input(frames, b.inputs), b)
+            frame = _repartition(_input(frames, b.inputs), b, self._parallelism(df))
             fn = run_partition(self._bodies[b.component], b.component, b.partitions, txid, self.conf, self.plan.keys,
                                {s: self.plan.combines[s].value for s in b.outputs if s in self.plan.combines})
             out = frame.mapInArrow(fn, ROW_SCHEMA)
@@ -178,30 +180,38 @@ class BatchRunner:
         self._rows.clear()
         self.last_txid = txid
 
+    def _parallelism(self, df: Any) -> int:
+        if self._default_parallelism is None:
+            self._default_parallelism = int(df.sparkSession.sparkContext.defaultParallelism)
+        return self._default_parallelism
+
     def _collect(self, frame: Any, streams: tuple[str, ...]) -> None:
         """The rows of ``streams`` into ``self._rows``: a summed partial as its row
         ``[group..., sum]``, every other tuple unpickled."""
         from pyspark.sql import functions as F
 
         combines = {s: self.plan.combines[s] for s in streams if s in self.plan.combines}
-        if combines:
-            # Spark SQL adds the int partials per group (decimal: exact, as Python's ints are)
-            total = F.col(VALUE).cast("decimal(38,0)")
-            summed = frame.filter(F.col(VALUE).isNotNull()).groupBy(STREAM, KEY).agg(F.sum(total).alias(VALUE)) \
-                .select(STREAM, KEY, F.lit(None).cast("binary").alias(TUPLE), VALUE)
-            frame = summed.unionByName(frame.filter(F.col(VALUE).isNull()).select(STREAM, KEY, TUPLE, total.alias(VALUE)))
-            table = frame.toArrow()
-            keys, sums = table.column(KEY).to_pylist(), table.column(VALUE).to_pylist()
-        else:
-            table = frame.select(STREAM, TUPLE).toArrow()
         rows = self._rows
-        self.last_collected = table.num_rows
-        for i, (stream, data) in enumerate(zip(table.column(STREAM).to_pylist(), table.column(TUPLE).to_pylist())):
-            if data is not None:
+        if not combines:
+            table = frame.select(STREAM, TUPLE).toArrow()
+            self.last_collected = table.num_rows
+            for stream, data in zip(table.column(STREAM).to_pylist(), table.column(TUPLE).to_pylist()):
                 rows.setdefault(stream, []).append(loads(data))
-            else:
+            return
+        # One pass (a union of two filters would run the tasks twice): Spark SQL adds the int
+        # partials per group (decimal: exact, as Python's ints are; their tuple is null), and
+        # counts each other tuple, which the driver then takes that many times.
+        table = frame.groupBy(STREAM, KEY, TUPLE) \
+            .agg(F.sum(F.col(VALUE).cast("decimal(38,0)")).alias(VALUE), F.count(F.lit(1)).alias(_COUNT)).toArrow()
+        self.last_collected = table.num_rows
+        columns = [table.column(c).to_pylist() for c in (STREAM, KEY, TUPLE, VALUE, _COUNT)]
+        for stream, key, data, total, count in zip(*columns):
+            if data is None:
                 rows.setdefault(stream, []).append(_partial_row(combines[stream], self._widths[stream],
-                                                                loads(keys[i]), int(sums[i])))
+                                                                loads(key), int(total)))
+            else:
+                values = loads(data)
+                rows.setdefault(stream, []).extend([values] + [list(values) for _ in range(count - 1)])
 
     def close(self) -> None:
         """Clean up the driver bolts (their operations' ``cleanup``)."""
@@ -234,14 +244,18 @@ def _input(frames: dict[str, Any], streams: tuple[str, ...]) -> Any:
     return frame.filter(col(STREAM).isin(list(streams)))
 
 
-def _repartition(frame: Any, bolt: SparkBolt) -> Any:
+def _repartition(frame: Any, bolt: SparkBolt, parallelism: int) -> Any:
+    """``frame`` partitioned for ``bolt``'s input. With no repartition before it (an identity
+    edge), the source's partitions (a spout's: one per file, Kafka partition...) are coalesced
+    into the bolt's hint or Spark's default parallelism, whichever is more: each Spark task pays
+    a Python round trip and a fresh copy of the bolt, which a partition per file multiplied."""
     if bolt.repartition == "hash":
         return frame.repartition(bolt.partitions, KEY)
     if bolt.repartition == "single":
         return frame.repartition(1)
     if bolt.repartition == "round_robin":
         return frame.repartition(bolt.partitions)
-    return frame
+    return frame.coalesce(max(bolt.partitions, parallelism))
 
 
 __all__ = ["BatchRunner", "run_partition"]

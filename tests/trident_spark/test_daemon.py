@@ -1,0 +1,39 @@
+"""squall.trident.spark.daemon (issue 36 item 6): Spark's Python processes import the installed,
+compiled pyspark instead of compiling pyspark.zip's source in each process."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("pyspark.sql.datasource")
+
+from squall.trident.spark.daemon import installed_first
+
+
+def test_only_the_installed_pysparks_own_zips_leave_the_path():
+    import pyspark
+
+    lib = os.path.join(os.path.dirname(pyspark.__file__), "python", "lib")
+    own = [os.path.join(lib, "pyspark.zip"), os.path.join(lib, "py4j-0.10.9.9-src.zip")]
+    other = "/opt/spark/python/lib/pyspark.zip"  # another Spark's: must match its JVM, so it stays first
+    path = [*own, other, "/work/repo", *[p for p in sys.path if not p.endswith(".zip")]]
+    assert installed_first(path) == [other, "/work/repo", *path[4:]]
+
+
+def test_a_python_worker_under_the_daemon_imports_pyspark_from_the_installed_package(spark):
+    # the package's session runs its Python processes through the daemon (conftest's FAST_SPARK)
+    assert spark.conf.get("spark.python.daemon.module") == "squall.trident.spark.daemon"
+
+    def where(_):
+        import sys
+
+        import pyspark
+
+        return pyspark.__file__, "squall.trident" in sys.modules
+
+    [(origin, squall_loaded)] = spark.sparkContext.parallelize([0], 1).map(where).collect()
+    assert ".zip" not in origin and origin.endswith(os.path.join("pyspark", "__init__.py"))
+    assert squall_loaded  # imported once in the daemon, before it forked the worker

@@ -16,6 +16,9 @@ from .conftest import _descendants
 pytest.importorskip("pyspark")
 
 REPO = Path(__file__).resolve().parents[2]
+CLI_POLL = 0.5
+"""Seconds between two polls that run the CLI: each is a Python process of ~0.5 s of CPU, which
+back to back would take a core from the Spark driver the test waits for."""
 
 
 def _config(tmp_path):
@@ -59,12 +62,12 @@ def _run_and_kill(driver, config, name):
         assert wait_until(lambda: driver.saw(f"Submitted topology: {name}") or driver.proc.poll() is not None, 90), \
             "".join(driver.lines)
         assert driver.proc.poll() is None, "".join(driver.lines)
-        assert wait_until(lambda: name in _squall("list", "--config", config).stdout, 30)
+        assert wait_until(lambda: name in _squall("list", "--config", config).stdout, 30, CLI_POLL)
 
         def emitting():
             out = _squall("info", "--config", config, name).stdout
             return '"emitted": 0' not in out and '"emitted"' in out
-        assert wait_until(emitting, 60), _squall("info", "--config", config, name).stdout
+        assert wait_until(emitting, 60, CLI_POLL), _squall("info", "--config", config, name).stdout
         family = _descendants(driver.proc.pid)
         assert _squall("kill", "--config", config, name, "-w", "0").returncode == 0
         assert driver.proc.wait(60) == 0, "".join(driver.lines)
@@ -108,7 +111,7 @@ def test_nimbus_on_spark_serves_squall_jar_and_a_restarted_nimbus_resumes_its_to
         assert first.saw("(Spark local[2], 2 task slots)"), "".join(first.lines)
         submitted = _squall("jar", "--config", config, "examples/word_count.py")
         assert submitted.stdout == "Submitted topology: word_count\n", submitted.stderr
-        assert wait_until(lambda: _emitted(config) > 0, 60)
+        assert wait_until(lambda: _emitted(config) > 0, 60, CLI_POLL)
         first.proc.terminate()
         assert first.proc.wait(60) == 0, "".join(first.lines)
     finally:
@@ -116,7 +119,7 @@ def test_nimbus_on_spark_serves_squall_jar_and_a_restarted_nimbus_resumes_its_to
     second = _Driver([sys.executable, "-m", *nimbus])
     try:
         assert wait_until(lambda: second.saw("squall nimbus ready at 127.0.0.1:"), 90), "".join(second.lines)
-        assert wait_until(lambda: _emitted(config) > 0, 60), "the resumed topology does not run"
+        assert wait_until(lambda: _emitted(config) > 0, 60, CLI_POLL), "the resumed topology does not run"
         assert _squall("kill", "--config", config, "word_count", "-w", "0").returncode == 0
     finally:
         second.stop()

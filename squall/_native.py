@@ -214,6 +214,8 @@ def BasicExecute(user_execute, basic, ack, on_failed, failed_type, acks, stats, 
     check: this runs on the loop's thread) and coalesced: held, xor-combined per root, while the
     next tuple waiting in ``inbox`` belongs to the same root, in ``acks`` (the executor's dict, root
     -> xor; see `BoltExecutor.flush_acks`), which the last sibling's ack sends (`send_acks`).
+    Compiled, a run of siblings' acks made while ``acks`` is empty is held in C instead, and
+    ``execute.spill()`` hands it to ``acks`` (the executor calls it after each drain of the task).
     """
 
     def execute(tup) -> None:
@@ -239,7 +241,13 @@ def BasicExecute(user_execute, basic, ack, on_failed, failed_type, acks, stats, 
         stats.acked += 1
         if samples:  # sampled.open_samples: an ack closes a sampled input's sample
             sampled.close_sample(id(tup), True, now())
+    # the compiled one holds a run of siblings' acks itself until spill(); here they are in acks
+    execute.spill = _nothing  # type: ignore[attr-defined]
     return execute
+
+
+def _nothing() -> None:
+    """Does nothing."""
 
 
 def send_acks(acks: dict, ackers: list, kind: Any) -> None:

@@ -807,6 +807,12 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *user_execute, *basic, *ack, *on_failed, *failed_type, *acks, *stats, *samples,
              *sampled, *now, *inbox, *ackers, *ack_tag;
+    /* A run of siblings' acks held here, not in acks, while acks is empty: held_root's xor so far
+     * (W1's count bolt: ten words of a sentence, one in a row after the other; a dict look-up,
+     * a store and a new int a word before). spill() hands it to acks, which the executor does
+     * after every drain of the task, so that what Python sends (flush_acks) includes it. */
+    PyObject *held_root;
+    unsigned long long held_x;
 } BasicExecute;
 
 #define BE_FIELDS(X) X(user_execute) X(basic) X(ack) X(on_failed) X(failed_type) X(acks) \
@@ -820,6 +826,7 @@ BasicExecute_traverse(BasicExecute *self, visitproc visit, void *arg)
 #define V(f) Py_VISIT(self->f);
     BE_FIELDS(V)
 #undef V
+    Py_VISIT(self->held_root);
     return 0;
 }
 
@@ -829,6 +836,7 @@ BasicExecute_clear(BasicExecute *self)
 #define C(f) Py_CLEAR(self->f);
     BE_FIELDS(C)
 #undef C
+    Py_CLEAR(self->held_root);
     return 0;
 }
 
@@ -958,6 +966,35 @@ hand_error_to(PyObject *handler, PyObject *item)
     return 0;
 }
 
+/* the run of acks held in C, into acks (acks[root] ^= xor); 0, or -1 with an error */
+static int
+be_spill(BasicExecute *self)
+{
+    if (self->held_root == NULL)
+        return 0;
+    PyObject *root = self->held_root;
+    self->held_root = NULL;
+    PyObject *x = PyLong_FromUnsignedLongLong(self->held_x);
+    int rc = x == NULL ? -1 : hold_ack(self->acks, root, x, ZERO);
+    Py_XDECREF(x);
+    Py_DECREF(root);
+    return rc;
+}
+
+static PyObject *
+BasicExecute_spill(BasicExecute *self, PyObject *Py_UNUSED(ignored))
+{
+    if (be_spill(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef BasicExecute_methods[] = {
+    {"spill", (PyCFunction)BasicExecute_spill, METH_NOARGS,
+     "Hand the acks held in C (a run of siblings) to the executor's dict of held acks."},
+    {NULL}
+};
+
 static PyObject *
 BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -987,7 +1024,27 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
     Py_ssize_t nackers = PyList_GET_SIZE(self->ackers);
     if (tracked && nackers) {
         int rc = sibling_next(self->inbox, root);  /* 1: a sibling is next, hold and combine */
-        if (rc == 0 && !PyDict_GET_SIZE(self->acks)) {  /* nothing held: send at once, no dict */
+        unsigned long long v, o;
+        if (rc >= 0 && self->held_root != NULL && self->held_root != root) {  /* siblings share their root's int */
+            int same = PyObject_RichCompareBool(self->held_root, root, Py_EQ);
+            rc = same < 0 ? -1 : same ? rc : be_spill(self) < 0 ? -1 : rc;
+        }
+        if (rc >= 0 && !PyDict_GET_SIZE(self->acks) && PyLong_CheckExact(t->val) && PyLong_CheckExact(t->oav) &&
+                u64_of(t->val, &v) == 0 && u64_of(t->oav, &o) == 0) {  /* the run held in C */
+            unsigned long long x = v ^ o ^ (self->held_root != NULL ? self->held_x : 0);
+            if (rc == 1) {
+                if (self->held_root == NULL)
+                    self->held_root = Py_NewRef(root);
+                self->held_x = x;
+            } else {  /* the run's last ack, or a tree of one: sent at once */
+                Py_CLEAR(self->held_root);
+                PyObject *px = PyLong_FromUnsignedLongLong(x);
+                rc = px == NULL ? -1 : send_ack(self->ackers, self->ack_tag, root, px);
+                Py_XDECREF(px);
+            }
+        } else if (rc >= 0 && be_spill(self) < 0) {
+            rc = -1;
+        } else if (rc == 0 && !PyDict_GET_SIZE(self->acks)) {  /* nothing held: send at once, no dict */
             PyObject *x = xor_of(t->val, t->oav, NULL);
             rc = x == NULL ? -1 : send_ack(self->ackers, self->ack_tag, root, x);
             Py_XDECREF(x);
@@ -1051,6 +1108,7 @@ static PyTypeObject BasicExecute_Type = {
     .tp_vectorcall_offset = offsetof(BasicExecute, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_new = BasicExecute_new,
+    .tp_methods = BasicExecute_methods,
     .tp_traverse = (traverseproc)BasicExecute_traverse,
     .tp_clear = (inquiry)BasicExecute_clear,
     .tp_dealloc = (destructor)BasicExecute_dealloc,
@@ -3125,25 +3183,31 @@ str:
     return r_str(r, p, n);
 }
 
-/* the next array of plain values as a list; NULL as r_plain */
+/* the next n plain values as a list (with ints_or_none, each an int or None); NULL as r_plain */
 static PyObject *
-r_plain_list(Reader *r)
+r_values(Reader *r, Py_ssize_t n, int ints_or_none)
 {
-    Py_ssize_t n;
-    if (r_array(r, &n) < 0)
-        return NULL;
     PyObject *list = PyList_New(n);
     if (list == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *v = r_plain(r);
-        if (v == NULL) {
+        if (v == NULL || (ints_or_none && v != Py_None && !PyLong_CheckExact(v))) {
+            Py_XDECREF(v);
             Py_DECREF(list);
             return NULL;
         }
         PyList_SET_ITEM(list, i, v);
     }
     return list;
+}
+
+/* the next array of plain values as a list; NULL as r_plain */
+static PyObject *
+r_plain_list(Reader *r)
+{
+    Py_ssize_t n;
+    return r_array(r, &n) < 0 ? NULL : r_values(r, n, 0);
 }
 
 /* appends target, then item, to out (stealing item); -1 on an error */
@@ -3161,26 +3225,12 @@ out_pair(PyObject *out, PyObject *target, PyObject *item)
     return rc;
 }
 
-/* the next array of plain values, each checked by ok (NULL: any), as a list; NULL as r_plain */
+/* the next array, of n ints or None, as a list (a run's roots or vals); NULL as r_plain */
 static PyObject *
-r_column(Reader *r, Py_ssize_t n, int ints_or_none)
+r_column(Reader *r, Py_ssize_t n)
 {
     Py_ssize_t k;
-    if (r_array(r, &k) < 0 || k != n)
-        return NULL;
-    PyObject *list = PyList_New(n);
-    if (list == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = r_plain(r);
-        if (v == NULL || (ints_or_none && v != Py_None && !PyLong_CheckExact(v))) {
-            Py_XDECREF(v);
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, i, v);
-    }
-    return list;
+    return r_array(r, &k) < 0 || k != n ? NULL : r_values(r, n, 1);
 }
 
 /* one run [src_task, stream, targets, values, roots, vals] of Tuples appended to out; -1 */
@@ -3201,15 +3251,9 @@ r_run(Reader *r, PyObject *out, PyObject *source_of, PyTypeObject *tt)
     }
     int rc = -1;
     PyObject *values = NULL, *roots = NULL, *vals = NULL, *root = NULL;
-    PyObject *targets = PyList_New(n);
+    PyObject *targets = r_values(r, n, 0);
     if (targets == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = r_plain(r);
-        if (t == NULL)
-            goto done;
-        PyList_SET_ITEM(targets, i, t);
-    }
     Py_ssize_t k;
     if (r_array(r, &k) < 0 || k != n || (values = PyList_New(n)) == NULL)
         goto done;
@@ -3222,7 +3266,7 @@ r_run(Reader *r, PyObject *out, PyObject *source_of, PyTypeObject *tt)
     int tracked = !(R_NEED(r, 2) && r->p[0] == 0xc0 && r->p[1] == 0xc0);
     if (!tracked)
         r->p += 2;  /* an untracked run: nil for its roots and its vals */
-    else if ((roots = r_column(r, n, 1)) == NULL || (vals = r_column(r, n, 1)) == NULL)
+    else if ((roots = r_column(r, n)) == NULL || (vals = r_column(r, n)) == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (tracked && PyList_GET_ITEM(roots, i) != Py_None)
@@ -3249,18 +3293,10 @@ static int
 r_messages(Reader *r, PyObject *out, Py_ssize_t size)
 {
     Py_ssize_t n, k;
-    if (r_array(r, &n) < 0)
-        return -1;
-    PyObject *targets = PyList_New(n);
+    PyObject *targets = r_array(r, &n) < 0 ? NULL : r_values(r, n, 0);
     if (targets == NULL)
         return -1;
     int rc = -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = r_plain(r);
-        if (t == NULL)
-            goto done;
-        PyList_SET_ITEM(targets, i, t);
-    }
     if (r_array(r, &k) < 0 || k != n * size)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {

@@ -662,6 +662,57 @@ def test_a_bolt_s_ack_does_what_its_general_python_path_does():
     assert expected[2] == len(inputs) and any(type(m) is tuple and m[0] == "other" for m in expected[0])
 
 
+def test_a_basic_bolt_acks_each_run_of_siblings_once_and_a_run_cut_by_the_drain_is_spilled_whole():
+    """`BasicExecute` (C when compiled): the acks of a run of siblings (inputs of one tree in a
+    row) go to the acker as one message, their xor; a run that a drain's end cuts is held until
+    ``spill()`` hands it to the executor's dict, from which `send_acks` sends it, and the rest of
+    the run then adds to it there. Every tree's acks add up to the xor of its inputs' ack values."""
+    import random
+    from collections import deque
+
+    from squall._errors import FailedException
+    from squall.engine.executor import TaskStats
+    from squall.engine.stats import TaskStatistics
+
+    src = Source("split", "default", 3, Fields("word"))
+    rng = random.Random(9)
+    inputs = []
+    for _ in range(40):  # trees of 1 to 12 children in a row (W1's split: a sentence's words)
+        root = rng.getrandbits(64) | 1
+        inputs += [Tuple([f"w{len(inputs)}"], src, root, rng.getrandbits(64), rng.getrandbits(64))
+                   for _ in range(rng.randrange(1, 13))]
+    inputs.insert(7, Tuple(["untracked"], src))
+    sent, executed = [], []
+    acks, inbox = {}, deque(inputs)
+    basic = _native.BasicCollectorBase()
+    sampled = TaskStatistics(0, random.Random(1))
+    execute = _native.BasicExecute(lambda tup, collector: executed.append(tup.values[0]), basic, None, None,
+                                   FailedException, acks, TaskStats(), sampled.open_samples, sampled, lambda: 0.0,
+                                   inbox, [sent.append], 1)
+    expected: dict = {}
+    for tup in inputs:
+        if tup._root:
+            expected[tup._root] = expected.get(tup._root, 0) ^ tup._val ^ tup._oav
+    # runs: inputs of one tree in a row (the untracked input may cut one in two)
+    runs = sum(1 for i, t in enumerate(inputs) if t._root and (i == 0 or inputs[i - 1]._root != t._root))
+    cuts = 0
+    while inbox:  # drains of 17 inputs each, as BoltExecutor.drain: then spill, then flush
+        for _ in range(min(17, len(inbox))):
+            last = inbox.popleft()
+            execute(last)
+        cut = bool(inbox) and last._root != 0 and inbox[0]._root == last._root  # a sibling waits
+        cuts += cut
+        execute.spill()
+        assert bool(acks) == cut, "a run cut by the drain's end is in the executor's dict after spill"
+        _native.send_acks(acks, [sent.append], 1)
+    got: dict = {}
+    for kind, root, x, task in sent:
+        assert (kind, task) == (1, -1)
+        got[root] = got.get(root, 0) ^ x
+    assert got == expected and len(executed) == len(inputs)
+    assert cuts > 3 and len(sent) == runs + cuts  # one message a run, and one more for each cut
+
+
 def test_a_bolt_s_ack_keeps_no_reference_it_should_not():
     import threading
     from collections import deque

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import random
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .._collectors import BasicOutputCollector, OutputCollector
@@ -33,6 +34,10 @@ from .routing import _NOWHERE, Router, build_routers, wrong_size
 _get_ident = threading.get_ident
 
 
+def _nothing() -> None:
+    """A task's spill when it holds no acks in C (a bolt that is no BasicBolt)."""
+
+
 class BoltExecutor(Executor):
     """Runs the tasks of one bolt component: ``execute`` per inbox tuple, ticks on a timer."""
 
@@ -46,6 +51,8 @@ class BoltExecutor(Executor):
         self.conf = conf
         self.collectors: dict[int, BoltCollector] = {}
         self.execute: dict[int, Any] = {}
+        # per task: what hands a BasicBolt's acks held in C to self.acks (`_basic_execute`)
+        self.spill: dict[int, Callable[[], None]] = dict.fromkeys(self.task_ids, _nothing)
         self.acks: dict[int, int] = {}  # root -> xor of acks made this drain (see flush_acks)
         rng = random.Random(wiring.seed ^ spec.tasks[0])
         for t in self.task_ids:
@@ -69,7 +76,8 @@ class BoltExecutor(Executor):
             collector = self.collectors[t]
             if isinstance(obj, BasicBolt):
                 obj.prepare(self.conf, self.contexts[t])
-                self.execute[t] = _basic_execute(obj, collector, BasicCollector(collector))
+                self.execute[t] = execute = _basic_execute(obj, collector, BasicCollector(collector))
+                self.spill[t] = execute.spill
             else:
                 obj.prepare(self.conf, self.contexts[t], collector)
                 self.execute[t] = obj.execute
@@ -87,6 +95,7 @@ class BoltExecutor(Executor):
             self.current_task = t
             # Storm's sampled statistics: runs of plain inputs, then a sampled one (timed)
             drain_inbox(self.execute[t], q.popleft, n, self.stats[t], self.sampled[t], now, self.on_error[t])
+            self.spill[t]()  # a BasicBolt's acks held in C, into self.acks: flushed below
             done += n
         if self.acks:
             self.flush_acks()

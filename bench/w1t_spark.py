@@ -6,17 +6,21 @@ LocalCluster).
 
     new_stream("w1t", FileTridentSpout(corpus, max_batch_records=--batch-size))
       .each(sentence, Split -> word)                          mapInArrow, fused with the partial count
-      .group_by(word)                                         Exchange hashpartitioning(trident_key)
+      .group_by(word)                                         the partials summed in SQL: groupBy(key).agg(sum)
       .persistent_aggregate(MemoryMapState, Count -> count)   the driver, in foreachBatch
 
 All Spark runs use ``local[1]`` (the peers' setting) with the SparkSession made before the clock
-starts. The Trident query's time is from ``start()`` to the end of ``processAllAvailable()``;
+starts, and the same number of micro-batches of the same size where whole files allow it (the
+peers read ``maxFilesPerTrigger`` files a batch: ``--n 200000 --batch-size 2500`` is 4 batches
+of 50,000 sentences for all three). The Trident query's session runs Spark's Python processes
+through ``squall.trident.spark.daemon`` (as ``squall trident`` does); the peers' are Spark's
+defaults. The Trident query's time is from ``start()`` to the end of ``processAllAvailable()``;
 its batch latency is each micro-batch's ``triggerExecution`` (Spark's own progress), and
 ``where`` splits it into Spark's phases (``latestOffset``: the spout's planning emit on the
 driver; ``addBatch``: the Trident batch, its jobs and the state commit; the WAL writes).
 Correct means the driver's counts equal the corpus's reference counts.
 
-    python -m bench.w1t_spark --n 100000 --batch-size 2500
+    python -m bench.w1t_spark --n 200000 --batch-size 2500
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .corpus import corpus_files, ensure_corpus, reference_counts
+from .corpus import LINES_PER_FILE, corpus_files, ensure_corpus, reference_counts
 
 DEFAULT_BATCH_SIZE = 2_500  # lines of each corpus file a batch reads: 10 files of 10,000 sentences, 4 batches
 
@@ -55,7 +59,8 @@ def _trident_on_spark(directory: Path, batch_size: int) -> dict[str, Any]:
     repo = str(Path(__file__).resolve().parents[1])
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p)
     spark = (SparkSession.builder.master("local[1]").appName("squall-bench-w1t-spark")
-             .config("spark.sql.shuffle.partitions", "1").config("spark.ui.enabled", "false").getOrCreate())
+             .config("spark.sql.shuffle.partitions", "1").config("spark.ui.enabled", "false")
+             .config("spark.python.daemon.module", "squall.trident.spark.daemon").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
         factory = MemoryMapState.factory()
@@ -95,8 +100,13 @@ def run(n: int = 100_000, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = T
     record["trident_spark"] = {"sentences_per_s": round(n / trident["wall_s"], 1),
                                **{k: v for k, v in trident.items() if k != "counts"},
                                "correct": trident["counts"] == reference}
+    # the peers' micro-batches as many and as large as the Trident query's, as far as whole files
+    # allow: a Trident batch is batch_size lines of every file, a peer's batch whole files
+    batches = -(-LINES_PER_FILE // batch_size)
+    files = len(corpus_files(directory))
+    record["batches"] = batches
     for split in ("sql", "udf"):
-        wall, counts, version = spark_w1.measure(directory, split)
+        wall, counts, version = spark_w1.measure(directory, split, files_per_batch=-(-files // batches))
         record[f"spark_{split}"] = {"wall_s": round(wall, 3), "sentences_per_s": round(n / wall, 1),
                                     "correct": counts == reference}
         record["pyspark"] = version

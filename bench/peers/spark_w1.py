@@ -40,8 +40,10 @@ def _session():
             .getOrCreate())
 
 
-def measure(directory: Path, split: str = "sql") -> tuple[float, dict[str, int], str | None]:
-    """(seconds, counts, version) of one streaming query over the corpus; ``split`` "sql" or "udf"."""
+def measure(directory: Path, split: str = "sql", files_per_batch: int = FILES_PER_BATCH
+            ) -> tuple[float, dict[str, int], str | None]:
+    """(seconds, counts, version) of one streaming query over the corpus; ``split`` "sql" or "udf";
+    ``files_per_batch``: the corpus files a micro-batch reads (``maxFilesPerTrigger``)."""
     import pyspark
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, StringType
@@ -53,7 +55,7 @@ def measure(directory: Path, split: str = "sql") -> tuple[float, dict[str, int],
     checkpoint = tempfile.mkdtemp(prefix="squall-bench-peers-spark-")
     try:
         lines = (spark.readStream.format("text").option("pathGlobFilter", "part-*.txt")
-                 .option("maxFilesPerTrigger", FILES_PER_BATCH).load(str(directory)))
+                 .option("maxFilesPerTrigger", files_per_batch).load(str(directory)))
         if split == "sql":
             tokens = F.split(lines.value, " ")
         else:

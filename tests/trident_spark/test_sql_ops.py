@@ -102,3 +102,31 @@ def test_a_reducer_persist_is_not_summed_in_sql():
         .group_by(Fields("word")).persistent_aggregate(MemoryMapState.factory(), Fields("word"), Longest(),
                                                        Fields("longest"))
     assert compile_topology(topology).combines == {}
+
+
+class TaskIndex(BaseFunction):
+    """The index of the Spark task running the bolt (its partition)."""
+
+    def prepare(self, conf, context):
+        self.index = context.get_this_task_index()
+
+    def execute(self, tuple, collector):
+        collector.emit([self.index])
+
+
+def test_a_bolt_after_the_spouts_own_partitions_runs_in_spark_default_parallelism_tasks(spark):
+    factory = MemoryMapState.factory()
+    topology = TridentTopology()
+    topology.new_stream("s", _spout()).each(Fields("sentence"), TaskIndex(), Fields("task")) \
+        .group_by(Fields("task")).persistent_aggregate(factory, Count(), Fields("count"))
+    plan = compile_topology(topology)
+    [stream] = plan.spouts[0].outputs
+    # six source partitions (a spout's files, say) into a bolt of hint 1, on local[2,4]: its
+    # tuples go through max(1, 2) tasks, not one per source partition
+    rows = spark.sparkContext.parallelize([(stream, None, dumps([line]), None) for line in LINES], 6)
+    runner = BatchRunner(plan, {})
+    runner(spark.createDataFrame(rows, ROW_SCHEMA), 0)
+    runner.close()
+    stored = dict(factory.make_state({}, None, 0, 1).get_tuples())
+    assert spark.sparkContext.defaultParallelism == 2
+    assert set(stored) <= {0, 1} and sum(stored.values()) == len(LINES)

@@ -22,7 +22,7 @@ from squall.trident.builtin import Count
 
 pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed: pip install -e '.[test]'")
 
-from squall.cli._trident import PYTHON_CONNECT_TIMEOUT
+from squall.cli._trident import PYTHON_CONNECT_TIMEOUT, START_RETRIES
 from squall.trident.spark import start  # after the skips: it needs pyspark
 
 from ..conftest import processes_mentioning, wait_until
@@ -49,7 +49,7 @@ def kafka_word_count(bootstrap: str, topic: str, factory) -> TridentTopology:
 class Running:
     """The query of ``topology`` from ``checkpoint``, started again from its checkpoint when it
     failed because Spark's Python source process did not connect back within Spark's fixed 10 s
-    (a starved machine), as ``squall trident`` does (squall.cli._trident); up to 3 times."""
+    (a starved machine), as ``squall trident`` does (squall.cli._trident); up to START_RETRIES times."""
 
     def __init__(self, topology: TridentTopology, spark, checkpoint: str) -> None:
         self.args = (topology, spark, checkpoint)
@@ -59,7 +59,7 @@ class Running:
     def failed(self) -> object:
         """The query's failure (None: it runs), after starting it again if it missed the 10 s."""
         failure = self.query.exception()
-        if failure is not None and PYTHON_CONNECT_TIMEOUT in str(failure) and self.restarts < 3:
+        if failure is not None and PYTHON_CONNECT_TIMEOUT in str(failure) and self.restarts < START_RETRIES:
             self.restarts += 1
             self.query.stop()
             self.query = start(*self.args)

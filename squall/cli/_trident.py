@@ -108,48 +108,52 @@ def cmd_trident(args: argparse.Namespace) -> int:
                       f"checkpoint {args.checkpoint}", file=sys.stderr, flush=True)
                 return query
 
-            return _run_until_stopped(start_query)
+            return _run_until_stopped(start_query, name=name)
         finally:
             spark.stop()
 
 
-# Spark waits a fixed 10 s (Spark 4.3's PythonWorkerFactory.createSimpleWorker; no setting
-# lengthens it) for the Python process that plans a Python Data Source's batches to connect back;
-# on a starved machine a query's start can miss it. Starting again from the checkpoint is safe
-# (the same offsets, the states apply each txid once), so the driver does, a few times.
-PYTHON_CONNECT_TIMEOUT = "Timed out while waiting for the Python worker to connect back"
-START_RETRIES = 3
+class _Failed(Exception):
+    """The running query's own failure (``query.exception()``), raised out of `_wait` so that
+    `run_restarting` can tell a missed connect-back from the rest; its message is the failure's."""
 
 
-def _run_until_stopped(start_query: Callable[[], Any], retries: int = START_RETRIES) -> int:
+def _wait(query: Any, stop: threading.Event) -> BaseException | None:
+    """Wait for ``query`` until it ends or ``stop`` is set (SIGTERM) or Ctrl-C. Raises `_Failed`
+    when it failed while running; returns its failure, if any, when it was stopped."""
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        while not stop.is_set() and query.isActive:
+            try:
+                query.awaitTermination(0.5)
+            except StreamingQueryException:  # it failed: query.exception() says how, below
+                break
+    except KeyboardInterrupt:
+        stop.set()
+    failed = query.exception()
+    if failed is not None and not stop.is_set():
+        raise _Failed(str(failed)) from failed
+    return failed
+
+
+def _run_until_stopped(start_query: Callable[[], Any], retries: int | None = None, name: str = "trident") -> int:
     """Start the query (``start_query``) and wait for it; SIGTERM or Ctrl-C stops it. A query that
     failed because Spark's Python source process did not connect back in time is started again,
-    up to ``retries`` times. 0 when stopped, 1 when it failed."""
-    from pyspark.errors import StreamingQueryException
+    up to ``retries`` times (default START_RETRIES: `squall.trident.spark.restart`, imported here
+    and not with the CLI, which would import squall.trident for every verb). 0 when stopped, 1
+    when it failed."""
+    from ..trident.spark.restart import START_RETRIES, ConnectBackMissed, run_restarting
 
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    query = start_query()
     try:
-        while True:
-            while not stop.is_set() and query.isActive:
-                try:
-                    query.awaitTermination(0.5)
-                except StreamingQueryException:  # it failed: query.exception() says how, below
-                    break
-            failed = query.exception()
-            if failed is None or stop.is_set() or retries <= 0 or PYTHON_CONNECT_TIMEOUT not in str(failed):
-                break
-            retries -= 1
-            print("squall trident: Spark's Python source process did not connect back within Spark's fixed "
-                  "10 s (a starved machine); starting the query again from its checkpoint", file=sys.stderr,
-                  flush=True)
-            query = start_query()
-    except KeyboardInterrupt:
-        pass
-    failed = query.exception()
-    query.stop()
+        failed = run_restarting(start_query, lambda query: _wait(query, stop), name=name,
+                                retries=START_RETRIES if retries is None else retries,
+                                on_restart=lambda line: print(f"squall trident: {line}", file=sys.stderr, flush=True))
+    except (_Failed, ConnectBackMissed) as e:
+        failed = e
     if failed is not None:
         print(f"squall trident: the query failed: {failed}", file=sys.stderr)
         return 1

@@ -67,7 +67,8 @@ def _starts(*failures):
 
 
 def test_a_query_whose_python_source_did_not_connect_back_in_time_is_started_again_from_its_checkpoint(capsys):
-    from squall.cli._trident import PYTHON_CONNECT_TIMEOUT, _run_until_stopped
+    from squall.cli._trident import _run_until_stopped
+    from squall.trident.spark.restart import PYTHON_CONNECT_TIMEOUT
 
     start_query, started = _starts(f"[STREAM_FAILED] ... SocketTimeoutException: {PYTHON_CONNECT_TIMEOUT}", None)
     assert _run_until_stopped(start_query) == 0
@@ -76,7 +77,8 @@ def test_a_query_whose_python_source_did_not_connect_back_in_time_is_started_aga
 
 
 def test_a_query_that_failed_otherwise_or_too_often_is_not_started_again(capsys):
-    from squall.cli._trident import PYTHON_CONNECT_TIMEOUT, _run_until_stopped
+    from squall.cli._trident import _run_until_stopped
+    from squall.trident.spark.restart import PYTHON_CONNECT_TIMEOUT
 
     start_query, started = _starts("division by zero")
     assert _run_until_stopped(start_query) == 1

@@ -22,8 +22,8 @@ from squall.trident.builtin import Count
 
 pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed: pip install -e '.[test]'")
 
-from squall.cli._trident import PYTHON_CONNECT_TIMEOUT, START_RETRIES
 from squall.trident.spark import start  # after the skips: it needs pyspark
+from squall.trident.spark.restart import run_restarting
 
 from ..conftest import processes_mentioning, wait_until
 from ..kafka_broker import QUIET, kafka_broker, utf8_value  # noqa: F401 (the module-scoped broker fixture)
@@ -46,29 +46,12 @@ def kafka_word_count(bootstrap: str, topic: str, factory) -> TridentTopology:
     return topology
 
 
-class Running:
-    """The query of ``topology`` from ``checkpoint``, started again from its checkpoint when it
-    failed because Spark's Python source process did not connect back within Spark's fixed 10 s
-    (a starved machine), as ``squall trident`` does (squall.cli._trident); up to START_RETRIES times."""
-
-    def __init__(self, topology: TridentTopology, spark, checkpoint: str) -> None:
-        self.args = (topology, spark, checkpoint)
-        self.query = start(*self.args)
-        self.restarts = 0
-
-    def failed(self) -> object:
-        """The query's failure (None: it runs), after starting it again if it missed the 10 s."""
-        failure = self.query.exception()
-        if failure is not None and PYTHON_CONNECT_TIMEOUT in str(failure) and self.restarts < START_RETRIES:
-            self.restarts += 1
-            self.query.stop()
-            self.query = start(*self.args)
-            return None
-        return failure
-
-    def stop(self) -> None:
-        """Stops the query."""
-        self.query.stop()
+def raise_failure(query) -> None:
+    """Raise ``query``'s failure, if it failed (`run_restarting` starts it again when that was a
+    missed connect-back of Spark's Python source process on a starved machine)."""
+    failure = query.exception()
+    if failure is not None:
+        raise failure
 
 
 def test_a_kafka_word_count_on_spark_is_exact_after_a_python_worker_kill_and_a_stop_and_start(
@@ -81,37 +64,36 @@ def test_a_kafka_word_count_on_spark_is_exact_after_a_python_worker_kill_and_a_s
     def counts() -> dict:
         return dict(factory.make_state({}, None, 0, 1).get_tuples())
 
-    def counted_all(query: Running, lines: list[str]) -> dict:
+    def counted_all(query, lines: list[str]) -> dict:
         """The counts once they hold as many words as ``lines`` (more, if some were counted twice)."""
         words = sum(expected_counts(lines).values())
-        assert wait_until(lambda: sum(counts().values()) >= words or query.failed() is not None, 120, 0.1), \
-            (query.failed(), counts())
-        assert query.failed() is None
+        assert wait_until(lambda: sum(counts().values()) >= words or query.exception() is not None, 120, 0.1), \
+            counts()
+        raise_failure(query)
         return counts()
 
-    first = sentences(40, seed=11)
-    # the gate line: the Split of the batch holding it waits there for the kill
-    kafka_broker.produce("lines", [f"hold:{gate}", *first])
-    query = Running(kafka_word_count(kafka_broker.bootstrap, "lines", factory), spark, checkpoint)
-    try:
-        assert wait_until(lambda: (gate / "pid").exists() or query.failed() is not None, 240, 0.05), \
-            f"the first batch's Split never reached the gate: {query.failed()}"
+    def kill_the_python_worker_at_the_gate(query) -> None:
+        assert wait_until(lambda: (gate / "pid").exists() or query.exception() is not None, 240, 0.05), \
+            "the first batch's Split never reached the gate"
+        raise_failure(query)
         pid = int((gate / "pid").read_text())
         assert pid in processes_mentioning("pyspark")  # a Spark Python worker, not this process
         os.kill(pid, signal.SIGKILL)
         (gate / "go").write_text("go")
         assert counted_all(query, first) == expected_counts(first), "a killed Python worker's batch counted other than once"
-    finally:
-        query.stop()
+
+    def word_count():
+        return start(kafka_word_count(kafka_broker.bootstrap, "lines", factory), spark, checkpoint)
+
+    first = sentences(40, seed=11)
+    # the gate line: the Split of the batch holding it waits there for the kill
+    kafka_broker.produce("lines", [f"hold:{gate}", *first])
+    run_restarting(word_count, kill_the_python_worker_at_the_gate, name="kafka word count")
 
     second = sentences(30, seed=12)
     kafka_broker.produce("lines", second)  # while no query runs
-    query = Running(kafka_word_count(kafka_broker.bootstrap, "lines", factory), spark, checkpoint)
-    try:
-        assert counted_all(query, first + second) == expected_counts(first + second), \
-            "counts not exact after a stop and a start"
-    finally:
-        query.stop()
+    assert run_restarting(word_count, lambda query: counted_all(query, first + second), name="kafka word count") \
+        == expected_counts(first + second), "counts not exact after a stop and a start"
     everything = expected_counts(first + second)
     assert counts() == everything  # nothing more came after the query stopped
     ends = kafka_broker.end_offsets("lines")

@@ -73,29 +73,25 @@ def _offset(checkpoint: Path, batch_id: int, partition: str) -> dict:
 
 
 def _run(spark, topology, checkpoint: Path, *, until_it_dies: bool) -> None:
-    """Start ``topology`` on ``checkpoint`` and run it until it failed (``until_it_dies``) or has
-    read everything. A start whose Python source process missed Spark's fixed 10 s to connect back
-    (a starved machine) is started again from the checkpoint, as ``squall trident`` does."""
+    """Start ``topology`` on ``checkpoint`` and run it until it failed (``until_it_dies``: at the
+    state's commit of txid 2) or has read everything; `run_restarting` starts it again when Spark's
+    Python source process missed its connect-back (a starved machine), as ``squall trident`` does."""
     from pyspark.errors import StreamingQueryException
 
-    from squall.cli._trident import PYTHON_CONNECT_TIMEOUT, START_RETRIES
+    from squall.trident.spark.restart import run_restarting
 
-    failure = ""
-    for _ in range(START_RETRIES + 1):
-        query = start(topology, spark, str(checkpoint))
-        try:
-            if until_it_dies:
-                query.awaitTermination()
-                pytest.fail("the query ended without failing")
-            query.processAllAvailable()
-            return
-        except StreamingQueryException as e:
-            failure = str(e)
-        finally:
-            query.stop()
-        if PYTHON_CONNECT_TIMEOUT not in failure:
-            break
-    assert until_it_dies and "the driver dies after the state committed txid 2" in failure, failure
+    def until_it_died(query) -> None:
+        query.awaitTermination()
+        pytest.fail("the query ended without failing")
+
+    def start_query():
+        return start(topology, spark, str(checkpoint))
+
+    if not until_it_dies:
+        run_restarting(start_query, lambda query: query.processAllAvailable(), name="table word count")
+        return
+    with pytest.raises(StreamingQueryException, match="the driver dies after the state committed txid 2"):
+        run_restarting(start_query, until_it_died, name="table word count")
 
 
 def test_a_delta_table_and_a_parquet_directory_are_counted_once_across_a_restart_from_the_checkpoint(spark, tmp_path):

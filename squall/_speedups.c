@@ -60,7 +60,10 @@ typedef struct {
     PyObject *src;
     PyObject *root;
     PyObject *val;
-    PyObject *oav;
+    /* the xor of the edge ids of the tuples anchored to this one (Storm's outAckVal): 64 bits in C,
+     * so that each emit xors without making an int and freeing the one before (`_oav` in Python
+     * reads and writes it as an int) */
+    unsigned long long oav;
 } TupleBase;
 
 static PyTypeObject TupleBase_Type;
@@ -87,10 +90,15 @@ is_a(PyObject *o, PyTypeObject *base, PyTypeObject **seen)
     return 1;
 }
 
+static int oav_bits(PyObject *oav, unsigned long long *bits);
+
 static PyObject *
 tuple_make(PyTypeObject *type, PyObject *values, PyObject *src, PyObject *root, PyObject *val,
            PyObject *oav)
 {
+    unsigned long long bits = 0;
+    if (oav != ZERO && oav_bits(oav, &bits) < 0)
+        return NULL;
     TupleBase *self = (TupleBase *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
@@ -98,7 +106,7 @@ tuple_make(PyTypeObject *type, PyObject *values, PyObject *src, PyObject *root, 
     Py_INCREF(src); self->src = src;
     Py_INCREF(root); self->root = root;
     Py_INCREF(val); self->val = val;
-    Py_INCREF(oav); self->oav = oav;
+    self->oav = bits;
     return (PyObject *)self;
 }
 
@@ -125,7 +133,6 @@ TupleBase_traverse(TupleBase *self, visitproc visit, void *arg)
     Py_VISIT(self->src);
     Py_VISIT(self->root);
     Py_VISIT(self->val);
-    Py_VISIT(self->oav);
     return 0;
 }
 
@@ -136,7 +143,6 @@ TupleBase_clear(TupleBase *self)
     Py_CLEAR(self->src);
     Py_CLEAR(self->root);
     Py_CLEAR(self->val);
-    Py_CLEAR(self->oav);
     return 0;
 }
 
@@ -151,16 +157,36 @@ TupleBase_dealloc(TupleBase *self)
 static PyObject *
 TupleBase_reduce(TupleBase *self, PyObject *Py_UNUSED(ignored))
 {
-    return Py_BuildValue("O(OOOOO)", (PyObject *)Py_TYPE(self), self->values, self->src, self->root,
+    return Py_BuildValue("O(OOOOK)", (PyObject *)Py_TYPE(self), self->values, self->src, self->root,
                          self->val, self->oav);
 }
+
+static PyObject *
+TupleBase_get_oav(TupleBase *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->oav);
+}
+
+static int
+TupleBase_set_oav(TupleBase *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "a Tuple's _oav cannot be deleted");
+        return -1;
+    }
+    return oav_bits(value, &self->oav);
+}
+
+static PyGetSetDef TupleBase_getset[] = {
+    {"_oav", (getter)TupleBase_get_oav, (setter)TupleBase_set_oav, NULL, NULL},
+    {NULL}
+};
 
 static PyMemberDef TupleBase_members[] = {
     {"values", T_OBJECT_EX, offsetof(TupleBase, values), 0, "The values."},
     {"_src", T_OBJECT_EX, offsetof(TupleBase, src), 0, NULL},
     {"_root", T_OBJECT_EX, offsetof(TupleBase, root), 0, NULL},
     {"_val", T_OBJECT_EX, offsetof(TupleBase, val), 0, NULL},
-    {"_oav", T_OBJECT_EX, offsetof(TupleBase, oav), 0, NULL},
     {NULL}
 };
 
@@ -180,6 +206,7 @@ static PyTypeObject TupleBase_Type = {
     .tp_clear = (inquiry)TupleBase_clear,
     .tp_dealloc = (destructor)TupleBase_dealloc,
     .tp_members = TupleBase_members,
+    .tp_getset = TupleBase_getset,
     .tp_methods = TupleBase_methods,
 };
 
@@ -447,6 +474,21 @@ u64_of(PyObject *v, unsigned long long *out)
     return 0;
 }
 
+/* *bits = oav, a Tuple's xor of 64-bit edge ids; -1 with an error naming it when oav is not an
+ * int of 0 .. 2**64 - 1 */
+static int
+oav_bits(PyObject *oav, unsigned long long *bits)
+{
+    unsigned long long b;  /* *bits is left as it was on an error */
+    if (PyLong_Check(oav) && u64_of(oav, &b) == 0) {
+        *bits = b;
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "a Tuple's _oav is the xor of 64-bit edge ids, an int from 0 to "
+                 "2**64 - 1: got %R", oav);
+    return -1;
+}
+
 /* a ^ b ^ c (c NULL: 0) as a new int: on 64 bits, making one int instead of one a step, when
    all are ints of 0 .. 2**64 - 1 (tuple and ack ids always are); else with Python's ^ */
 static PyObject *
@@ -546,6 +588,37 @@ static PyTypeObject IdSource_Type = {
 };
 
 /* ---------------------------------------------------------------------------------------------
+ * RouterCache: a collector's router of the default stream, remembered. A task's routers (stream
+ * -> Router, routing.build_routers) are made once and never replaced: a Router holds the
+ * stream's emitted and transferred counts for the task's life. Remembered with the dict it came
+ * from (held, so that its address is no other dict's), the look-up of "default" by name, about
+ * 110 instructions an emit (W1: 20 emits a sentence), is made once.
+ */
+static PyObject *DEFAULT_STREAM;   /* "default" */
+
+typedef struct {
+    PyObject *routers;   /* the dict the router was found in */
+    PyObject *router;
+} RouterCache;
+
+/* routers[stream], borrowed; NULL when there is none (an error set if the look-up raised) */
+static inline PyObject *
+router_of(RouterCache *c, PyObject *routers, PyObject *stream)
+{
+    if (stream == DEFAULT_STREAM && routers == c->routers && c->router != NULL)
+        return c->router;
+    PyObject *r = PyDict_GetItemWithError(routers, stream);
+    if (r != NULL && stream == DEFAULT_STREAM) {
+        Py_XSETREF(c->router, Py_NewRef(r));
+        Py_XSETREF(c->routers, Py_NewRef(routers));
+    }
+    return r;
+}
+
+#define ROUTER_CACHE_VISIT(c) do { Py_VISIT((c).routers); Py_VISIT((c).router); } while (0)
+#define ROUTER_CACHE_CLEAR(c) do { Py_CLEAR((c).routers); Py_CLEAR((c).router); } while (0)
+
+/* ---------------------------------------------------------------------------------------------
  * BasicCollectorBase: the slots of a BasicBolt's collector, and its emit.
  */
 typedef struct {
@@ -557,6 +630,7 @@ typedef struct {
     PyObject *rand;      /* () -> 64-bit edge id */
     PyObject *tuple_type;
     PyObject *nowhere;   /* routing's shared empty list */
+    RouterCache dflt;    /* the default stream's router */
     char acking;
 } BasicCollectorBase;
 
@@ -570,6 +644,7 @@ BasicCollectorBase_traverse(BasicCollectorBase *self, visitproc visit, void *arg
     Py_VISIT(self->rand);
     Py_VISIT(self->tuple_type);
     Py_VISIT(self->nowhere);
+    ROUTER_CACHE_VISIT(self->dflt);
     return 0;
 }
 
@@ -583,6 +658,7 @@ BasicCollectorBase_clear(BasicCollectorBase *self)
     Py_CLEAR(self->rand);
     Py_CLEAR(self->tuple_type);
     Py_CLEAR(self->nowhere);
+    ROUTER_CACHE_CLEAR(self->dflt);
     return 0;
 }
 
@@ -594,7 +670,6 @@ BasicCollectorBase_dealloc(BasicCollectorBase *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *DEFAULT_STREAM;   /* "default" */
 static PyObject *str_emit;
 static PyObject *str_send_multi;
 
@@ -630,6 +705,31 @@ deliver_to_all(PyObject *deliver, PyObject *targets, PyObject *item)
     return 0;
 }
 
+/* a new id from rand(), its 64 bits in *bits; NULL with an exception set when it is not a
+ * 64-bit int (what: "edge" or "root", for the message); a spout's and a bolt's emits */
+static PyObject *
+draw_id(PyObject *rand, unsigned long long *bits, const char *what)
+{
+    if (Py_IS_TYPE(rand, &IdSource_Type)) {  /* the bits without reading them back out of an int */
+        *bits = id_next((IdSource *)rand);
+        return PyLong_FromUnsignedLongLong(*bits);
+    }
+    PyObject *id = PyObject_CallNoArgs(rand);
+    if (id == NULL)
+        return NULL;
+    if (!PyLong_CheckExact(id)) {
+        PyErr_Format(PyExc_TypeError, "a %s id must be an int, got %R", what, id);
+        Py_DECREF(id);
+        return NULL;
+    }
+    *bits = as_u64(id);
+    if (*bits == (unsigned long long)-1 && PyErr_Occurred()) {
+        Py_DECREF(id);
+        return NULL;
+    }
+    return id;
+}
+
 static PyObject *
 emit_by_python(BasicCollectorBase *self, PyObject *values, PyObject *stream)
 {
@@ -661,7 +761,9 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
         PyErr_SetString(PyExc_TypeError, "emit() missing required argument 'values'");
         return NULL;
     }
-    PyObject *ro = PyDict_GetItemWithError(self->routers, stream);
+    if (self->routers == NULL || !PyDict_Check(self->routers))
+        return emit_by_python(self, values, stream);
+    PyObject *ro = router_of(&self->dflt, self->routers, stream);
     if (ro == NULL) {
         if (PyErr_Occurred())
             return NULL;
@@ -725,16 +827,11 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
     if (tracked && self->acking) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(targets); i++) {
             PyObject *task = PyList_GET_ITEM(targets, i);
-            PyObject *edge = Py_IS_TYPE(self->rand, &IdSource_Type)  /* squall's: drawn without a call */
-                ? PyLong_FromUnsignedLongLong(id_next((IdSource *)self->rand)) : PyObject_CallNoArgs(self->rand);
+            unsigned long long e;
+            PyObject *edge = draw_id(self->rand, &e, "edge");  /* squall's IdSource: without a call */
             if (edge == NULL)
                 goto fail_root;
-            PyObject *oav = xor_of(a->oav, edge, NULL);
-            if (oav == NULL) {
-                Py_DECREF(edge);
-                goto fail_root;
-            }
-            Py_SETREF(a->oav, oav);
+            a->oav ^= e;
             PyObject *t = tuple_make(tt, values, r->src, root, edge, ZERO);
             Py_DECREF(edge);
             if (t == NULL)
@@ -846,6 +943,19 @@ BasicExecute_dealloc(BasicExecute *self)
     PyObject_GC_UnTrack(self);
     BasicExecute_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* what an ack of t sends its tree: t._val ^ t._oav, a new int */
+static PyObject *
+ack_value(TupleBase *t)
+{
+    unsigned long long v;
+    if (PyLong_CheckExact(t->val) && u64_of(t->val, &v) == 0)
+        return PyLong_FromUnsignedLongLong(v ^ t->oav);
+    PyObject *oav = PyLong_FromUnsignedLongLong(t->oav);
+    PyObject *x = oav ? PyNumber_Xor(t->val, oav) : NULL;
+    Py_XDECREF(oav);
+    return x;
 }
 
 /* acks[root] = acks.get(root, 0) ^ val ^ oav */
@@ -1029,8 +1139,9 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
             int same = PyObject_RichCompareBool(self->held_root, root, Py_EQ);
             rc = same < 0 ? -1 : same ? rc : be_spill(self) < 0 ? -1 : rc;
         }
-        if (rc >= 0 && !PyDict_GET_SIZE(self->acks) && PyLong_CheckExact(t->val) && PyLong_CheckExact(t->oav) &&
-                u64_of(t->val, &v) == 0 && u64_of(t->oav, &o) == 0) {  /* the run held in C */
+        if (rc >= 0 && !PyDict_GET_SIZE(self->acks) && PyLong_CheckExact(t->val) &&
+                u64_of(t->val, &v) == 0) {  /* the run held in C */
+            o = t->oav;
             unsigned long long x = v ^ o ^ (self->held_root != NULL ? self->held_x : 0);
             if (rc == 1) {
                 if (self->held_root == NULL)
@@ -1045,12 +1156,14 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
         } else if (rc >= 0 && be_spill(self) < 0) {
             rc = -1;
         } else if (rc == 0 && !PyDict_GET_SIZE(self->acks)) {  /* nothing held: send at once, no dict */
-            PyObject *x = xor_of(t->val, t->oav, NULL);
+            PyObject *x = ack_value(t);
             rc = x == NULL ? -1 : send_ack(self->ackers, self->ack_tag, root, x);
             Py_XDECREF(x);
         } else if (rc >= 0) {
             int last = rc == 0;  /* no sibling next: what is held goes out with this one */
-            rc = hold_ack(self->acks, root, t->val, t->oav);
+            PyObject *oav = PyLong_FromUnsignedLongLong(t->oav);
+            rc = oav == NULL ? -1 : hold_ack(self->acks, root, t->val, oav);
+            Py_XDECREF(oav);
             if (rc == 0 && last)
                 rc = send_held(self->acks, self->ackers, self->ack_tag);
         }
@@ -2101,6 +2214,7 @@ typedef struct {
     PyObject *root;        /* () -> a new root id, below 2**64 (0 is taken as 1) */
     PyObject *now;         /* () -> the clock's time: the pending entry's start */
     PyObject *tuple_type;
+    RouterCache dflt;      /* the default stream's router */
     char acking;
 } SpoutCollectorBase;
 
@@ -2112,6 +2226,7 @@ SpoutCollectorBase_traverse(SpoutCollectorBase *self, visitproc visit, void *arg
 #define V(f) Py_VISIT(self->f);
     SPOUT_COLLECTOR_FIELDS(V)
 #undef V
+    ROUTER_CACHE_VISIT(self->dflt);
     return 0;
 }
 
@@ -2121,6 +2236,7 @@ SpoutCollectorBase_clear(SpoutCollectorBase *self)
 #define C(f) Py_CLEAR(self->f);
     SPOUT_COLLECTOR_FIELDS(C)
 #undef C
+    ROUTER_CACHE_CLEAR(self->dflt);
     return 0;
 }
 
@@ -2133,31 +2249,6 @@ SpoutCollectorBase_dealloc(SpoutCollectorBase *self)
 }
 
 static PyObject *str_emit_general, *str_emits, *str_newest;
-
-/* a new id from rand(), its 64 bits in *bits; NULL with an exception set when it is not a
- * 64-bit int (what: "edge" or "root", for the message) */
-static PyObject *
-draw_id(PyObject *rand, unsigned long long *bits, const char *what)
-{
-    if (Py_IS_TYPE(rand, &IdSource_Type)) {  /* the bits without reading them back out of an int */
-        *bits = id_next((IdSource *)rand);
-        return PyLong_FromUnsignedLongLong(*bits);
-    }
-    PyObject *id = PyObject_CallNoArgs(rand);
-    if (id == NULL)
-        return NULL;
-    if (!PyLong_CheckExact(id)) {
-        PyErr_Format(PyExc_TypeError, "a spout's %s id must be an int, got %R", what, id);
-        Py_DECREF(id);
-        return NULL;
-    }
-    *bits = as_u64(id);
-    if (*bits == (unsigned long long)-1 && PyErr_Occurred()) {
-        Py_DECREF(id);
-        return NULL;
-    }
-    return id;
-}
 
 /* deliver a tracked tuple to every target; the xor of their edge ids in *xor */
 static int
@@ -2267,7 +2358,7 @@ SpoutCollectorBase_emit(SpoutCollectorBase *self, PyObject *const *args, Py_ssiz
         return NULL;
     }
     int tracked = msg_id != Py_None;
-    PyObject *ro = self->routers ? PyDict_GetItemWithError(self->routers, stream) : NULL;
+    PyObject *ro = self->routers && PyDict_Check(self->routers) ? router_of(&self->dflt, self->routers, stream) : NULL;
     if (ro == NULL && PyErr_Occurred())
         return NULL;
     RouterBase *r = (RouterBase *)ro;
@@ -2436,7 +2527,7 @@ BoltCollectorBase_ack(BoltCollectorBase *self, PyObject *tup)
         return NULL;
     if (sibling)
         goto general;
-    PyObject *x = xor_of(t->val, t->oav, NULL);
+    PyObject *x = ack_value(t);
     if (x == NULL)
         return NULL;
     int rc = send_ack(self->ackers, ACK_KIND, root, x);  /* (ACK, root, val ^ oav, -1) */

@@ -61,6 +61,22 @@ def test_a_tuple_keeps_its_ack_slots_through_pickle_and_attribute_writes():
         t.other = 1  # no __dict__: a Tuple stays small on both paths
 
 
+
+
+@pytest.mark.skipif(not _native.COMPILED, reason="the compiled Tuple keeps _oav in 64 bits; the twin's is a plain slot")
+def test_the_compiled_tuples_oav_holds_any_64_bit_xor_and_refuses_other_values_naming_it():
+    # _oav (Storm's outAckVal) is the xor of 64-bit edge ids, kept as C bits: every emit xors
+    # into it without making an int
+    src = Source("split", "default", 3, Fields("word"))
+    t = Tuple(["a"], src, 5, 7, 2**64 - 1)
+    t._oav ^= 2**63
+    assert t._oav == 2**63 - 1 and pickle.loads(pickle.dumps(t))._oav == 2**63 - 1
+    for bad in (2**64, -1, "3", None):
+        with pytest.raises(ValueError, match=r"_oav is the xor of 64-bit edge ids.*got"):
+            t._oav = bad
+        with pytest.raises(ValueError, match=r"_oav is the xor of 64-bit edge ids"):
+            Tuple(["a"], src, 5, 7, bad)
+    assert t._oav == 2**63 - 1
 def _bytes_left_by(run) -> int:
     """The bytes still allocated after ``run(20_000)`` (after a warm-up ``run(1000)``): a
     reference leaked per call leaves at least one object per call."""

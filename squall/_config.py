@@ -101,6 +101,10 @@ class Config(dict):
     """Tuples an executor's inbox holds before backpressure."""
     TOPOLOGY_PRODUCER_BATCH_SIZE = "topology.producer.batch.size"
     """Tuples batched per destination before they are sent (Storm's)."""
+    TOPOLOGY_TRANSFER_BATCH_SIZE = "topology.transfer.batch.size"
+    """Items queued for a peer worker that make a message go out at once, however young (Storm's)."""
+    TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS = "topology.batch.flush.interval.millis"
+    """How long items for a peer worker may wait for more while the loop works (Storm's; 0: every round)."""
     TOPOLOGY_SPOUT_RECVQ_SKIPS = "topology.spout.recvq.skips"
     """Storm's: rounds a spout skips reading its inbox when acking is off."""
     TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS = "topology.error.throttle.interval.secs"
@@ -705,6 +709,9 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.TOPOLOGY_BOLT_FAIL_FAST: (_bool, "true, false or null", True),
     Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: (_positive_int, "a positive integer", False),
     Config.TOPOLOGY_PRODUCER_BATCH_SIZE: (_positive_int, "a positive integer", False),
+    Config.TOPOLOGY_TRANSFER_BATCH_SIZE: (_positive_int, "a positive integer (items a message)", False),
+    Config.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS: (_non_negative_number, "a non-negative number of milliseconds",
+                                                  False),
     Config.TOPOLOGY_SPOUT_RECVQ_SKIPS: (_positive_int, "a positive integer", False),
     Config.TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS: _SECONDS,
     Config.TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL: (_positive_int, "a positive integer", False),

@@ -63,6 +63,7 @@ import functools
 import hashlib
 import os
 import random
+import select
 import time
 from itertools import repeat
 from pathlib import Path
@@ -720,26 +721,38 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
 
 class StaleWatch:
     """When a worker's loops last polled the TCP wire (`squall.worker.tcp.TcpTransport`), and a
-    wait until that is too long ago. Compiled, the wait sleeps without the GIL, so the
-    transport's watchman does not take the GIL from a busy loop to find it has nothing to do."""
+    wait until that is too long ago and, given ``fd`` (the transport's epoll), something is there
+    to read. Compiled, the wait sleeps without the GIL, so the transport's watchman does not take
+    the GIL from a busy loop to find it has nothing to do."""
 
-    def __init__(self) -> None:
+    def __init__(self, fd: Any = None) -> None:
         self._polled = time.monotonic()
         self._closed = False
+        self._fd = fd
 
     def touch(self) -> None:
         """A loop polls now."""
         self._polled = time.monotonic()
 
     def wait_stale(self, secs: float) -> bool:
-        """True once ``secs`` have passed since the last `touch`; False once `close` was called."""
+        """True once ``secs`` have passed since the last `touch` and, given ``fd``, it is
+        readable; False once `close` was called."""
         if not 0.0 < secs < 3600.0:
             raise ValueError("StaleWatch.wait_stale: secs must be above 0 and below 3600")
         while not self._closed:
             left = self._polled + secs - time.monotonic()
-            if left <= 0:
+            if left > 0:
+                time.sleep(left)
+                continue
+            if self._fd is None:
                 return True
-            time.sleep(left)
+            # stale: wait (a span at most, to see a close or a touch) for something to read
+            try:
+                readable = bool(select.select([self._fd], [], [], secs)[0])
+            except (OSError, ValueError):
+                readable = True  # the caller's read reports it
+            if readable and self._polled + secs - time.monotonic() <= 0:
+                return True
         return False
 
     def close(self) -> None:

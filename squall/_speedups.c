@@ -44,6 +44,7 @@
 #include <structmember.h>
 #include <errno.h>
 #include <sys/epoll.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -3804,12 +3805,17 @@ recv_nb(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * wait_stale(secs) sleeps until secs have passed since the last touch and returns True, or
  * returns False once close() was called. The transport's watchman thread reads for the loops
  * only when a loop is in a long round; waiting in Python, it took the GIL 200 times a second
- * from a busy loop to find out that it had nothing to do.
+ * from a busy loop to find out that it had nothing to do. StaleWatch(fd) also waits, once
+ * stale, until fd (the transport's epoll) is readable: a loop whose rounds are longer than
+ * the span (W1's on a loaded machine) lost the GIL to a watchman that had nothing to read, every
+ * span, each a switch of threads that left the loop waiting for the GIL (py-spy: 8% of one
+ * worker's loop in the GIL's waits, with nothing crossing).
  */
 typedef struct {
     PyObject_HEAD
     _Atomic long long polled_ns;
     _Atomic int closed;
+    int fd;  /* -1: stale is enough */
 } StaleWatch;
 
 static long long
@@ -3823,14 +3829,22 @@ monotonic_ns(void)
 static PyObject *
 StaleWatch_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    if (PyTuple_GET_SIZE(args) != 0 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
-        PyErr_SetString(PyExc_TypeError, "StaleWatch() takes no arguments");
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (nargs > 1 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "StaleWatch(fd=None) takes at most 1 positional argument");
         return NULL;
+    }
+    int fd = -1;
+    if (nargs == 1 && PyTuple_GET_ITEM(args, 0) != Py_None) {
+        fd = PyObject_AsFileDescriptor(PyTuple_GET_ITEM(args, 0));
+        if (fd < 0)
+            return NULL;
     }
     StaleWatch *self = (StaleWatch *)type->tp_alloc(type, 0);
     if (self != NULL) {
         atomic_store(&self->polled_ns, monotonic_ns());
         atomic_store(&self->closed, 0);
+        self->fd = fd;
     }
     return (PyObject *)self;
 }
@@ -3860,16 +3874,28 @@ StaleWatch_wait_stale(StaleWatch *self, PyObject *arg)
         return NULL;
     }
     long long span = (long long)(secs * 1e9);
+    int span_ms = (int)((span + 999999LL) / 1000000LL);
     int stale = 0;
     Py_BEGIN_ALLOW_THREADS
     while (!atomic_load(&self->closed)) {
         long long left = atomic_load_explicit(&self->polled_ns, memory_order_relaxed) + span - monotonic_ns();
-        if (left <= 0) {
+        if (left > 0) {
+            struct timespec ts = {(time_t)(left / 1000000000LL), (long)(left % 1000000000LL)};
+            nanosleep(&ts, NULL);  /* woken early by a signal: the loop looks again */
+            continue;
+        }
+        if (self->fd < 0) {
             stale = 1;
             break;
         }
-        struct timespec ts = {(time_t)(left / 1000000000LL), (long)(left % 1000000000LL)};
-        nanosleep(&ts, NULL);  /* woken early by a signal: the loop looks again */
+        /* stale: wait (a span at most, to see a close or a touch) for something to read */
+        struct pollfd p = {self->fd, POLLIN, 0};
+        int ready = poll(&p, 1, span_ms);
+        if (ready != 0 && (ready > 0 || errno != EINTR)
+            && atomic_load_explicit(&self->polled_ns, memory_order_relaxed) + span - monotonic_ns() <= 0) {
+            stale = 1;  /* readable (or an error, which the caller's read reports) and still stale */
+            break;
+        }
     }
     Py_END_ALLOW_THREADS
     return PyBool_FromLong(stale && !atomic_load(&self->closed));
@@ -3879,7 +3905,7 @@ static PyMethodDef StaleWatch_methods[] = {
     {"touch", (PyCFunction)StaleWatch_touch, METH_NOARGS, "touch(): a loop polls now."},
     {"wait_stale", (PyCFunction)StaleWatch_wait_stale, METH_O,
      "wait_stale(secs): True once secs have passed since the last touch (sleeping without the GIL "
-     "until then); False once closed."},
+     "until then) and, given fd, fd is readable; False once closed."},
     {"close", (PyCFunction)StaleWatch_close, METH_NOARGS, "close(): wait_stale returns False."},
     {NULL}
 };
@@ -3889,7 +3915,8 @@ static PyTypeObject StaleWatch_Type = {
     .tp_name = "squall._speedups.StaleWatch",
     .tp_basicsize = sizeof(StaleWatch),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "StaleWatch(): when the loops last polled, and a wait without the GIL until that is too long ago.",
+    .tp_doc = "StaleWatch(fd=None): when the loops last polled, and a wait without the GIL until that is too "
+              "long ago (and, given fd, fd is readable).",
     .tp_new = StaleWatch_new,
     .tp_methods = StaleWatch_methods,
 };

@@ -54,7 +54,7 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
 
     def make_transport(plan: Any, origin: Origin, receive: Any) -> BatchingTransport:
         return open_transport(bind or f"tcp://{slot}", Serializer(plan.conf, source_cache(plan)), secret, receive,
-                              origin, conf)
+                              origin, conf, plan.conf)
     # stateful bolts' states: sealed files under storm.local.dir, which outlive the worker
     home = StateHome(directory=Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "state", key=state_key(secret))
     # Trident's transactional state: a link of its own, as the agent's beats take the first

@@ -209,6 +209,7 @@ class ExecutorLoop:
         self._boundary = threading.Lock()
         self._moved = False
         self.flush: Callable[[], None] = _nothing  # the transport's flush, set by the worker
+        self.flush_due: Callable[[], None] = _nothing  # its flush after a working round (Transport.flush_due)
         self.poll: Callable[[], int] = _none_arrived  # the transport's poll, set by the worker
 
     def add(self, executor: Executor) -> None:
@@ -344,6 +345,7 @@ class ExecutorLoop:
         busy_secs, busy_due, last_now = 0.0, now + BUSY_WINDOW_SECS, now
         track_busy = self.track_busy
         flush = self.flush
+        flush_due = self.flush_due
         poll = self.poll
         returned = self._returned
         while not self._stop:
@@ -368,7 +370,7 @@ class ExecutorLoop:
                 # what the bolts emitted for other workers leaves before the spouts' burst: the
                 # peers have it a burst sooner, and its Tuples are freed while still in the cache
                 # (W1 on 2 workers: 1-4% less CPU a sentence, and a lower latency; w1-scaling-model.md)
-                flush()
+                flush_due()
             may_emit = False
             if active:
                 for sp in spouts:
@@ -403,7 +405,7 @@ class ExecutorLoop:
                 next_due = min(t[0] for t in timers)
             if worked:
                 idle = 0
-                flush()
+                flush_due()
                 continue
             idle += 1
             if may_emit:
@@ -415,6 +417,7 @@ class ExecutorLoop:
             if timeout is None:  # until woken, or the next timer
                 timeout = None if next_due == float("inf") else next_due - now
             elif timeout <= 0.0:
+                flush()  # an idle round: what flush_due held waits no longer
                 continue  # poll again at once
             else:
                 timeout = min(timeout, next_due - now)

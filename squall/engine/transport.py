@@ -91,8 +91,15 @@ class Transport(abc.ABC):
         """
 
     def flush(self) -> None:
-        """Send what the senders have batched. Loops call it after every round that did work
-        and before they sleep, so a batch never waits longer than one round."""
+        """Send what the senders have batched. Loops call it before they sleep (and `flush_due`
+        after a round that did work), so a batch never waits while its worker is idle."""
+
+    def flush_due(self) -> None:
+        """Send what the senders have batched and should not wait for more: a loop calls it
+        after a round that did work and goes on working. A transport that pays per message
+        keeps a peer's items a little longer, to send them in fewer, larger messages
+        (`squall.worker.batching.BatchingTransport.flush_due`); by default, `flush`."""
+        self.flush()
 
     @abc.abstractmethod
     def set_receiver(self, receive: Receiver, receive_batch: BatchReceiver | None = None) -> None:

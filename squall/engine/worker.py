@@ -117,6 +117,7 @@ class Worker:
         self.loop_of_task = {t: loop_of_exec[e] for e in assignment for t in e.tasks}
         for lp in self.loops:
             lp.flush = transport.flush
+            lp.flush_due = transport.flush_due
             lp.poll = transport.poll
 
         depths = component_depths(plan)
@@ -335,6 +336,7 @@ class Worker:
         new = ExecutorLoop(f"{loop.name}-{self._splits}", self.state, self.backpressure, self.clock,
                            self.plan.conf, self._crash, self._loop_event())
         new.flush = loop.flush
+        new.flush_due = loop.flush_due
         new.poll = loop.poll
         new.track_busy = loop.track_busy
         blocked = loop.take_over(calls, new, keep)

@@ -11,7 +11,7 @@ from typing import Any
 from .._config import Config, setting
 from .._encryption import encryption_setting
 from . import curve
-from .batching import BatchingTransport
+from .batching import FLUSH_INTERVAL_KEY, TRANSFER_BATCH_KEY, BatchingTransport
 from .envelope import Origin
 from .tcp import TcpTransport
 from .transport import MAX_MESSAGE_KEY, ZmqTransport
@@ -21,7 +21,7 @@ TCP_WIRE = "tcp"  # squall.transport.wire's value for TcpTransport; "zmq" is the
 
 
 def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, origin: Origin,
-                   conf: dict[str, Any]) -> BatchingTransport:
+                   conf: dict[str, Any], topology_conf: dict[str, Any] | None = None) -> BatchingTransport:
     """A worker's transport, bound on ``bind``: `TcpTransport` (no thread woken per message)
     where the data port is not encrypted, `ZmqTransport` (with CurveZMQ) where it is or where
     ``squall.transport.wire`` is ``zmq``.
@@ -30,15 +30,25 @@ def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, orig
     reaches each peer at the address the peer bound, so the two ends of a connection agree as
     long as the cluster's workers are all on loopback or all not (``squall.encryption: auto``);
     `TcpTransport` refuses to send to a peer that would be encrypted (docs/cluster.md).
+
+    How long items wait to share a message (``topology.transfer.batch.size`` and
+    ``topology.batch.flush.interval.millis``) is the topology's (``topology_conf``), else the
+    cluster's.
     """
-    options = _transport_options(conf)
+    options = _transport_options(conf, topology_conf or {})
     if setting(conf, WIRE_KEY) == TCP_WIRE and not curve.wants_encryption(options["encryption"], bind):
         return TcpTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
     return ZmqTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
 
 
-def _transport_options(conf: dict[str, Any]) -> dict[str, Any]:
-    """The transport settings of the cluster's configuration (checked by the keys' rules in
-    `squall._config`; an error names a bad key)."""
+def _transport_options(conf: dict[str, Any], topology_conf: dict[str, Any]) -> dict[str, Any]:
+    """The transport settings of the cluster's configuration, and the topology's batching ones
+    (checked by the keys' rules in `squall._config`; an error names a bad key)."""
+    def batching(key: str) -> Any:
+        if topology_conf.get(key) is not None:
+            return setting(topology_conf, key, where="topology configuration")
+        return setting(conf, key)
     return {"max_message_bytes": setting(conf, MAX_MESSAGE_KEY),
-            "encryption": encryption_setting(conf)}
+            "encryption": encryption_setting(conf),
+            "transfer_batch_size": batching(TRANSFER_BATCH_KEY),
+            "flush_interval_ms": batching(FLUSH_INTERVAL_KEY)}

@@ -9,9 +9,9 @@ flushes writes each sealed message to its peer's socket itself, without blocking
 that polls reads its sockets itself, at the start of each round. A loop with nothing to do
 sleeps in ``poll(2)`` on its wake-up descriptor and on this transport's epoll descriptor
 (`loop_event`), so the data that arrives for a sleeping worker wakes its loop directly. One
-thread, the watchman, sleeps until no loop has polled for `STALE_SECS` (without the GIL, in
-`squall._native.StaleWatch`) and then reads for the loops (they are in a long round: a slow
-bolt), so that a flood still reaches the inboxes and flips backpressure.
+thread, the watchman, sleeps until no loop has polled for `STALE_SECS` and something has come
+to read (without the GIL, in `squall._native.StaleWatch`) and then reads for the loops (they are
+in a long round: a slow bolt), so that a flood still reaches the inboxes and flips backpressure.
 
 The wire is a stream of frames per connection: a 4-byte big-endian length, then one message
 sealed as `squall.worker.envelope` says (MAC, header, data), checked before anything in it is
@@ -169,10 +169,11 @@ class TcpTransport(BatchingTransport):
     Args:
         bind: address to listen on, e.g. ``tcp://127.0.0.1:6700`` (port 0: any free port;
             `address` tells which).
-        peers, serializer, secret, receive, origin, max_message_bytes: as `BatchingTransport`'s.
+        peers, serializer, secret, receive, origin, max_message_bytes, transfer_batch_size,
+            flush_interval_ms: as `BatchingTransport`'s.
         encryption: ``squall.encryption``: a peer whose address it would encrypt is refused
             (its worker uses `ZmqTransport`), with an error in the log.
-        now: what time it is (``time.monotonic`` by default), for reconnecting.
+        now: what time it is (``time.monotonic`` by default), for reconnecting and the flush interval.
 
     Raises:
         ValueError: ``bind`` is not a ``tcp://host:port`` address.
@@ -182,9 +183,9 @@ class TcpTransport(BatchingTransport):
     def __init__(self, bind: str, peers: dict[int, str], serializer: Any, secret: bytes,
                  receive: Callable[[int, Any], None] | None = None, *, origin: Origin,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, encryption: str = AUTO,
-                 now: Callable[[], float] = monotonic) -> None:
-        super().__init__(peers, serializer, secret, receive, origin=origin, max_message_bytes=max_message_bytes)
-        self._now = now
+                 now: Callable[[], float] = monotonic, **batching: Any) -> None:
+        super().__init__(peers, serializer, secret, receive, origin=origin, max_message_bytes=max_message_bytes,
+                         now=now, **batching)
         self._encryption = encryption
         host, port = split_address(bind)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -198,7 +199,8 @@ class TcpTransport(BatchingTransport):
         self._outbound: dict[str, _Outbound] = {}
         self._out_fds: dict[int, str] = {}  # fd of a watched outbound connection -> its peer's key
         self._events: list[LoopEvent] = []
-        self._stale = StaleWatch()  # when a poll last began
+        # when a poll last began; the watchman reads only once there is something to read
+        self._stale = StaleWatch(self._epoll.fileno())
         self._watchman = threading.Thread(target=self._watch_loops, name=f"squall-watchman-{self.address}",
                                           daemon=True)
         self._watchman.start()
@@ -237,9 +239,11 @@ class TcpTransport(BatchingTransport):
 
     def _watch_loops(self) -> None:
         """Read for the loops while none has polled for `STALE_SECS` (they are in a long
-        round). Compiled, the wait for that holds no GIL (`squall._native.StaleWatch`): waiting
-        in Python, this thread took the GIL from a busy loop 200 times a second to find it had
-        nothing to do (2.4-2.8% of each worker's GIL samples in a 2-worker W1)."""
+        round) and something has come. Compiled, the wait for that holds no GIL
+        (`squall._native.StaleWatch`): waiting in Python, this thread took the GIL from a busy
+        loop 200 times a second to find it had nothing to do (2.4-2.8% of each worker's GIL
+        samples in a 2-worker W1); looking whenever the loops' rounds outlasted the span, it
+        still did, each time leaving the loop to wait for the GIL back."""
         while self._stale.wait_stale(STALE_SECS):
             try:
                 self.poll()

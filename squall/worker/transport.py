@@ -86,15 +86,17 @@ class ZmqTransport(BatchingTransport):
     Args:
         bind: address to bind this worker's PULL socket to, e.g. ``tcp://127.0.0.1:6700``
             (port 0: any free port; `address` tells which).
-        peers, serializer, secret, receive, origin, max_message_bytes: as `BatchingTransport`'s.
+        peers, serializer, secret, receive, origin, max_message_bytes: as `BatchingTransport`'s,
+            and its other keyword arguments (``batching``).
         encryption: ``squall.encryption``: ``"auto"``, ``"true"`` or ``"false"`` (`squall.worker.curve`).
     """
 
     def __init__(self, bind: str, peers: dict[int, str], serializer: Any, secret: bytes,
                  receive: Callable[[int, Any], None] | None = None, ctx: zmq.Context | None = None, *,
                  origin: Origin, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 encryption: str = AUTO) -> None:
-        super().__init__(peers, serializer, secret, receive, origin=origin, max_message_bytes=max_message_bytes)
+                 encryption: str = AUTO, **batching: Any) -> None:
+        super().__init__(peers, serializer, secret, receive, origin=origin, max_message_bytes=max_message_bytes,
+                         **batching)
         self._ctx = ctx or zmq.Context.instance()
         # messages as they came off the wire, waiting for a loop's `poll` to check and deliver them
         self._arrived: deque[bytes] = deque()

@@ -123,3 +123,28 @@ def test_close_ends_a_wait_with_false_and_a_bad_span_is_refused():
     for bad in (0.0, -1.0, 1e9):
         with pytest.raises(ValueError, match="secs"):
             watch.wait_stale(bad)
+
+
+def test_given_a_descriptor_wait_stale_returns_only_once_it_is_readable_as_well(pair):
+    """The watchman of a loop in long rounds takes the GIL only when there is something for it
+    to read: stale and nothing readable keeps it asleep, data arriving wakes it."""
+    a, b = pair
+    watch = StaleWatch(b.fileno())
+    results = []
+    waiter = threading.Thread(target=lambda: results.append(watch.wait_stale(0.01)))
+    waiter.start()
+    waiter.join(0.3)  # 30 spans stale with nothing to read: still waiting
+    assert waiter.is_alive() and results == []
+    before = time.monotonic()
+    a.send(b"x")
+    waiter.join(5)
+    assert results == [True]
+    assert time.monotonic() - before < 1.0  # woken by the data (within a span or two), not by a timeout
+    assert watch.wait_stale(0.01) is True  # still readable and stale: at once
+    watch.touch()
+    start = time.monotonic()
+    assert watch.wait_stale(0.05) is True  # readable, but stale only a span after the touch
+    assert time.monotonic() - start >= 0.045
+    watch.close()
+    b.recv(1)
+    assert watch.wait_stale(0.01) is False

@@ -200,3 +200,8 @@ class FileTridentSpout(IPartitionedTridentSpout):
     def get_output_fields(self) -> Fields:
         """``fields``."""
         return Fields(self.fields)
+
+    def field_types(self) -> dict[str, type]:
+        """The field whose type every tuple keeps: the default translator's line, a str (on
+        Spark's engine it travels in a typed column); none for another translator."""
+        return {self.fields[0]: str} if self.translator is translate_text and len(self.fields) == 1 else {}

@@ -1,5 +1,6 @@
 """squall.trident.spark.daemon (issue 36 item 6): Spark's Python processes import the installed,
-compiled pyspark instead of compiling pyspark.zip's source in each process."""
+compiled pyspark instead of compiling pyspark.zip's source in each process, and the workers it
+forks start with squall, pyarrow and pandas imported and frozen out of the garbage collector."""
 
 from __future__ import annotations
 
@@ -28,12 +29,16 @@ def test_a_python_worker_under_the_daemon_imports_pyspark_from_the_installed_pac
     assert spark.conf.get("spark.python.daemon.module") == "squall.trident.spark.daemon"
 
     def where(_):
+        import gc
         import sys
 
         import pyspark
 
-        return pyspark.__file__, "squall.trident" in sys.modules
+        return pyspark.__file__, {m for m in ("squall.trident", "pyarrow", "pandas") if m in sys.modules}, \
+            gc.get_freeze_count()
 
-    [(origin, squall_loaded)] = spark.sparkContext.parallelize([0], 1).map(where).collect()
+    [(origin, loaded, frozen)] = spark.sparkContext.parallelize([0], 1).map(where).collect()
     assert ".zip" not in origin and origin.endswith(os.path.join("pyspark", "__init__.py"))
-    assert squall_loaded  # imported once in the daemon, before it forked the worker
+    assert loaded == {"squall.trident", "pyarrow", "pandas"}  # imported once in the daemon, before it forked
+    # the daemon's objects are frozen out of the full collection pyspark runs after every task
+    assert frozen > 10_000

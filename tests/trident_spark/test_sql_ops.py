@@ -5,13 +5,16 @@ SparkSession: no stream to start, a few seconds a test."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
 
 from squall import Fields
+from squall.testing._registry import SharedLog
 from squall.trident import BaseFunction, MemoryMapState, TridentTopology
 from squall.trident.builtin import Count, Sum
+from squall.trident.operation import Consumer
 from squall.trident.spark import BatchRunner, compile_topology
 from squall.trident.spark.compiler import SqlCombine
 from squall.trident.spark.rows import ROW_SCHEMA, dumps
@@ -130,3 +133,156 @@ def test_a_bolt_after_the_spouts_own_partitions_runs_in_spark_default_parallelis
     stored = dict(factory.make_state({}, None, 0, 1).get_tuples())
     assert spark.sparkContext.defaultParallelism == 2
     assert set(stored) <= {0, 1} and sum(stored.values()) == len(LINES)
+
+
+# --- project, FilterNull and Equals in Spark SQL over typed columns (issue 36 item 3) -------------
+
+TYPES = {"s": {"a": str, "b": float, "c": float, "d": float, "n": int}}
+NAN = float("nan")
+
+
+def _typed_tuples():
+    """200 tuples [a, b, c, d, n] with every case the three operations tell apart: a None in a
+    or b (FilterNull drops it), a NaN in b (kept), c and d equal, unequal, 0.0 and -0.0 (equal),
+    NaN and NaN (not equal), None and None (equal), None and a number (not equal)."""
+    import random
+
+    rnd = random.Random(36)
+    floats = [0.0, -0.0, 2.0, NAN, None]
+    return [[rnd.choice(["x", "y", "z", None]), rnd.choice([1.5, None, NAN]), rnd.choice(floats),
+             rnd.choice(floats), i] for i in range(200)]
+
+
+class _Log(Consumer):
+    """Appends every tuple it sees to a shared log."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def accept(self, tuple):
+        self.log.append(list(tuple.values))
+
+
+def _typed_topology(factory, spout, log=None):
+    """FilterNull(a, b), Equals(c, d), project(a, n), then Sum(n) per a; each batch's new
+    totals into ``log``, if given."""
+    from squall.trident.builtin import Equals, FilterNull
+
+    topology = TridentTopology()
+    totals = topology.new_stream("s", spout).each(Fields("a", "b"), FilterNull()).each(Fields("c", "d"), Equals()) \
+        .project(Fields("a", "n")).group_by(Fields("a")) \
+        .persistent_aggregate(factory, Fields("n"), Sum(), Fields("total"))
+    if log is not None:
+        totals.new_values_stream().peek(_Log(log))
+    return topology
+
+
+def _storm_totals(tuples):
+    """What Storm's FilterNull, Equals, project and Sum make of ``tuples``, in plain Python."""
+    totals: dict = {}
+    for a, b, c, d, n in tuples:
+        if a is not None and b is not None and c == d:
+            totals[a] = totals.get(a, 0) + n
+    return totals
+
+
+def _source_batches(spark, plan):
+    """Each batch of the plan's one spout as the squall_trident source reads it (its reader's own
+    Arrow batches: typed columns), as the frame of source rows foreachBatch gets: in two
+    partitions of an RDD, not a local relation, which Spark's optimizer would evaluate whole."""
+    import pyarrow as pa
+
+    from squall.trident.spark.runner import source_frame
+    from squall.trident.spark.source import BatchSpoutReader, SpoutSpec
+
+    [s] = plan.spouts
+    spec = SpoutSpec(s.txid, s.spout, {}, s.fields, s.typed)
+    reader = BatchSpoutReader(spec)
+    start = reader.initialOffset()
+    while (end := reader.latestOffset(start, None)) != start:
+        table = pa.Table.from_batches([rb for p in reader.partitions(start, end) for rb in reader.read(p)])
+        rows = [tuple(row.values()) for row in table.to_pylist()]
+        yield source_frame(spark.createDataFrame(spark.sparkContext.parallelize(rows, 2), spec.schema()), s)
+        start = end
+
+
+def test_filter_null_equals_and_project_run_in_spark_sql_and_store_what_local_cluster_stores(spark):
+    from squall import LocalCluster
+
+    from ..conftest import wait_until
+
+    tuples = _typed_tuples()
+    expected = _storm_totals(tuples)
+    assert len(expected) == 3 and sum(1 for t in tuples if t[0] is not None and t[1] is not None and t[2] == t[3]) > 20
+
+    # squall's engine: what Storm's operations make of the tuples (each key's last new value)
+    log = SharedLog()
+    cluster = LocalCluster()
+    try:
+        cluster.submit_topology("typed", {}, _typed_topology(MemoryMapState.factory(), FixedBatchSpout(
+            Fields("a", "b", "c", "d", "n"), 50, *tuples), log).build())
+        assert wait_until(lambda: {a: total for a, total in log.items()} == expected, 60), log.items()
+    finally:
+        cluster.shutdown()
+
+    # Spark's engine: the three operations are SqlOps, out of the bolt's Python
+    factory = MemoryMapState.factory()
+    plan = compile_topology(_typed_topology(factory, FixedBatchSpout(Fields("a", "b", "c", "d", "n"), 50, *tuples)),
+                            TYPES)
+    [bolt] = plan.executor_bolts()
+    assert [op.kind for op in bolt.sql] == ["not_null", "equals", "project"]
+    assert [type(n.processor).__name__ for n in bolt.body.nodes] == ["EachProcessor", "AggregateProcessor"]
+    runner = BatchRunner(plan, {})
+    frames = list(_source_batches(spark, plan))
+    assert len(frames) == 4  # 200 tuples in batches of 50
+    sql_frames, _ = runner.frames(frames[0], 1)
+    projected = sql_frames[bolt.sql[-1].stream]
+    executed = projected._jdf.queryExecution().executedPlan().toString()
+    # the filters and the projection are Spark's own operators; no Python runs for them
+    assert "isnotnull(trident_s0_f0" in executed and "<=>" in executed and "isnan" in executed
+    assert not any(word in executed for word in ("Python", "ArrowEval", "MapInArrow", "MapInPandas"))
+    # what the projection emits: a and n, from their typed columns, the others dropped
+    assert set(projected.columns) >= {"trident_s0_f0", "trident_s0_f4"}
+    assert not {"trident_s0_f1", "trident_s0_f2", "trident_s0_f3"} & set(projected.columns)
+    for batch_id, frame in enumerate(frames):
+        runner(frame, batch_id)
+    runner.close()
+    assert dict(factory.make_state({}, None, 0, 1).get_tuples()) == expected
+
+
+def test_an_equals_of_columns_of_two_types_and_a_filter_of_a_pickled_field_stay_in_python():
+    from squall.trident.builtin import Equals, FilterNull
+
+    topology = TridentTopology()
+    topology.new_stream("s", FixedBatchSpout(Fields("i", "f", "o"), 2, [1, 1.0, None])) \
+        .each(Fields("i", "f"), Equals()).each(Fields("o"), FilterNull()) \
+        .group_by(Fields("i")).persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count"))
+    plan = compile_topology(topology, {"s": {"i": int, "f": float}})  # o: pickled
+    [bolt] = plan.executor_bolts()
+    # 1 == 1.0 in Python; SQL would compare after a cast, so Equals stays; o is no column
+    assert bolt.sql == ()
+    assert [type(n.processor).__name__ for n in bolt.body.nodes][:2] == ["FilterProcessor", "FilterProcessor"]
+
+
+@pytest.mark.parametrize(("value", "shown"), [(True, "True (bool)"), ("7", "'7' (str)"), (1 << 70, f"{1 << 70} (int) in it (out of a BIGINT's range)")])
+def test_a_value_not_of_its_declared_type_fails_the_batch_naming_spout_field_and_txid(value, shown):
+    from squall.trident.spark.source import BatchSpoutReader, SpoutSpec
+
+    plan = compile_topology(_typed_topology(MemoryMapState.factory(), FixedBatchSpout(
+        Fields("a", "b", "c", "d", "n"), 1, ["x", 1.0, 1.0, 1.0, 3], ["x", 1.0, 1.0, 1.0, value])), TYPES)
+    [s] = plan.spouts
+    reader = BatchSpoutReader(SpoutSpec(s.txid, s.spout, {}, s.fields, s.typed))
+    first = reader.latestOffset(reader.initialOffset(), None)
+    with pytest.raises(ValueError, match=r"new_stream\('s', FixedBatchSpout\): field 'n' is declared int, and "
+                                         "txid 2 emitted " + re.escape(shown)):
+        reader.latestOffset(first, None)
+
+
+def test_field_types_that_name_no_field_or_no_column_type_are_refused():
+    topology = _typed_topology(MemoryMapState.factory(), FixedBatchSpout(Fields("a", "b", "c", "d", "n"), 1))
+    with pytest.raises(ValueError, match=r"new_stream\('s', FixedBatchSpout\): field_types names 'e', which is not"):
+        compile_topology(topology, {"s": {"e": str}})
+    with pytest.raises(ValueError, match=r"field 'a' declared <class 'list'>: a typed column holds one of str, int"):
+        compile_topology(topology, {"s": {"a": list}})
+    with pytest.raises(ValueError, match=r"field_types names \['t'\], which are not spouts"):
+        compile_topology(topology, {"t": {"a": str}})

@@ -39,7 +39,8 @@ __all__ = ["SOURCE_NAME", "BatchRunner", "SparkBolt", "SparkPlan", "SparkSpout",
 
 
 def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any = None,
-          query_name: str | None = None, conf: Mapping[str, Any] | None = None) -> Any:
+          query_name: str | None = None, conf: Mapping[str, Any] | None = None,
+          field_types: Mapping[str, Mapping[str, type]] | None = None) -> Any:
     """Run ``topology`` (a `TridentTopology`) on ``spark`` (a SparkSession); return the `StreamingQuery`.
 
     ``checkpoint_location`` keeps the offsets (each batch's spout metadata) and commits; a query
@@ -48,36 +49,35 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
     ``DataStreamWriter.trigger`` takes it, a dict (``{"processingTime": "2 seconds"}``,
     ``{"availableNow": True}``) or a processing-time string (default: Spark's, a batch as soon as
     the previous one ended and a spout has more). ``conf``: the topology configuration the
-    operations and spouts see in ``prepare``/``open``.
+    operations and spouts see in ``prepare``/``open``. ``field_types``: per spout (its txid key),
+    ``{field: type}`` for the fields that travel in typed columns, each type one of str, int,
+    float, bool, bytes (default: what the spout's ``field_types()`` declares, if it has one);
+    ``project``, ``FilterNull`` and ``Equals`` over such fields run in Spark SQL.
 
     Raises:
         ValueError: something the topology holds cannot run on Spark's engine (a DRPC stream, a
             non-transactional spout, a broadcast or custom repartition), named with the reason.
     """
-    from pyspark.sql.functions import col, lit
-
     from .compiler import compile_topology
-    from .rows import KEY, STREAM, TUPLE, VALUE, to_option
-    from .runner import BatchRunner
+    from .rows import to_option
+    from .runner import BatchRunner, source_frame, union
     from .source import SOURCE_NAME, SpoutSpec, TridentSpoutSource
 
     if not isinstance(checkpoint_location, str) or not checkpoint_location:
         raise ValueError(f"start: checkpoint_location must be a non-empty path or URI, got {checkpoint_location!r}")
-    plan = compile_topology(topology)
+    plan = compile_topology(topology, field_types)
     if not plan.spouts:
         raise ValueError("start: the topology has no spout (new_stream), so nothing to run")
     settings = dict(conf or {})
     spark.dataSource.register(TridentSpoutSource)
     frames = []
+    tasks = int(spark.sparkContext.defaultParallelism)
     for s in plan.spouts:
-        source = spark.readStream.format(SOURCE_NAME).option("spout", to_option(SpoutSpec(s.txid, s.spout, settings))) \
-            .load()
-        for stream in s.outputs:
-            frames.append(source.select(lit(stream).alias(STREAM), lit(None).cast("binary").alias(KEY), col(TUPLE),
-                                        lit(None).cast("bigint").alias(VALUE)))
-    rows = frames[0]
-    for other in frames[1:]:
-        rows = rows.unionByName(other)
+        hints = [b.partitions for b in plan.executor_bolts()
+                 if (set(b.inputs) | {op.source for op in b.sql}) & set(s.outputs)]
+        spec = SpoutSpec(s.txid, s.spout, settings, s.fields, s.typed, max([tasks, *hints]))
+        frames.append(source_frame(spark.readStream.format(SOURCE_NAME).option("spout", to_option(spec)).load(), s))
+    rows = union(frames)
     writer = rows.writeStream.foreachBatch(BatchRunner(plan, settings)).option("checkpointLocation", checkpoint_location)
     if trigger is not None:
         writer = writer.trigger(**trigger) if isinstance(trigger, Mapping) else writer.trigger(processingTime=trigger)

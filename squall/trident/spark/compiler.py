@@ -16,6 +16,11 @@ code runs them (``SubtopologyBody``). Then each piece gets its place under Spark
   that state) and every bolt after one -> the driver, in ``foreachBatch``, as one partition: its
   input is collected and its `State` gets ``begin_commit(txid)``, the updates and
   ``commit(txid)``;
+- at the head of a bolt in tasks (with no hash repartition before it), ``project``, ``FilterNull``
+  and ``Equals`` on a stream whose fields they read are in typed columns (a spout's, see
+  ``rows.py``) -> Spark SQL (`SqlOp`: a ``select``, an ``isNotNull`` or a null-safe equality
+  ``filter``), taken out of the bolt's Python; what they emit is a typed stream again, so the
+  ones after them can go too. A bolt left with nothing runs no Python stage;
 - a grouped ``persistent_aggregate`` (or ``aggregate``) of the built-in `Count` or `Sum` on the
   driver (`SqlCombine`): the partials the tasks send it (one per group and partition) are summed
   in Spark SQL,
@@ -27,23 +32,62 @@ What cannot run raises ValueError naming the operation, here, before any query s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..builtin import Count, Sum
+from ..builtin import Count, Equals, FilterNull, Sum
 from ..fluent import SpoutNode, TridentTopology
 from ..planner import BoltPlan, plan
-from ..processors import AggregateProcessor, CombinerCombineAggregator, GroupedAggregator, SubtopologyBody
-from .source import check_spout
+from ..processors import (
+    AggregateProcessor,
+    BodyNode,
+    CombinerCombineAggregator,
+    FilterProcessor,
+    GroupedAggregator,
+    ProjectProcessor,
+    SubtopologyBody,
+)
+from .rows import Layout
+from .source import TypedField, check_spout, typed_fields
 
 
 @dataclass(frozen=True)
 class SparkSpout:
-    """A spout: its txid key, the spout, the streams its tuples go out on."""
+    """A spout: its txid key, the spout, the streams its tuples go out on, its fields and those
+    of them in typed columns."""
 
     txid: str
     spout: Any
     outputs: tuple[str, ...]
+    fields: tuple[str, ...] = ()
+    typed: tuple[TypedField, ...] = ()
+
+    def layout(self) -> Layout:
+        """Where its fields are in the source's rows: a typed column, else the pickled rest."""
+        columns = {t.position: t.column for t in self.typed}
+        rest = iter(range(len(self.fields)))
+        return Layout(tuple(columns[i] if i in columns else next(rest) for i in range(len(self.fields))))
+
+
+@dataclass(frozen=True)
+class SqlOp:
+    """An operation Spark SQL runs instead of a bolt's Python (see the module docstring).
+
+    ``kind``: ``project`` (keeps the columns of ``layout``), ``not_null`` or ``equals`` (over
+    ``columns``; ``nan``: they are DOUBLE, and NaN equals nothing, as in Python). Reads stream
+    ``source``; its rows are stream ``stream`` (``layout``), and again ``outputs`` (streams that
+    leave the bolt from it).
+    """
+
+    operation: str
+    kind: str
+    source: str
+    stream: str
+    layout: Layout
+    columns: tuple[str, ...] = ()
+    nan: bool = False
+    outputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,6 +105,7 @@ class SparkBolt:
     repartition: str
     partitions: int
     on_driver: bool
+    sql: tuple[SqlOp, ...] = ()  # its head, in Spark SQL, before ``body`` (which may then be empty)
 
 
 @dataclass(frozen=True)
@@ -84,6 +129,7 @@ class SparkPlan:
     bolts: tuple[SparkBolt, ...]
     keys: dict[str, tuple[int, ...]]
     combines: dict[str, SqlCombine] = field(default_factory=dict)
+    layouts: dict[str, Layout] = field(default_factory=dict)  # the streams with typed columns
 
     def executor_bolts(self) -> list[SparkBolt]:
         """The bolts that run in Spark tasks."""
@@ -101,12 +147,15 @@ def _describe(kind: str, partitioning: Any) -> str:
     return f"partition({type(custom).__name__})"
 
 
-def compile_topology(topology: TridentTopology) -> SparkPlan:
-    """The `SparkPlan` of ``topology``.
+def compile_topology(topology: TridentTopology,
+                     field_types: Mapping[str, Mapping[str, type]] | None = None) -> SparkPlan:
+    """The `SparkPlan` of ``topology``; ``field_types``: per spout (its txid key), the Python
+    type of each field that travels in a typed column (default: the spout's ``field_types()``).
 
     Raises:
         ValueError: a DRPC stream, a non-transactional spout, a broadcast or custom repartition
-            into operations that run in Spark tasks (naming each, and why).
+            into operations that run in Spark tasks, a field type no column holds (naming each,
+            and why).
     """
     for node in topology._graph.nodes:
         if isinstance(node, SpoutNode) and node.drpc_function:
@@ -117,7 +166,16 @@ def compile_topology(topology: TridentTopology) -> SparkPlan:
             check_spout(node.txid, node.spout)
     p = plan(topology)
     raw = {n.txid: n.spout for n in topology._graph.nodes if isinstance(n, SpoutNode)}
-    spouts = tuple(SparkSpout(s.txid, raw[s.txid], s.outputs) for s in p.spouts)
+    declared = dict(field_types or {})
+    unknown = set(declared) - set(raw)
+    if unknown:
+        raise ValueError(f"field_types names {sorted(unknown)}, which are not spouts of the topology {sorted(raw)}")
+    spouts = tuple(SparkSpout(s.txid, raw[s.txid], s.outputs, tuple(s.fields),
+                              typed_fields(s.txid, raw[s.txid], list(s.fields), f"trident_s{k}",
+                                           dict(declared[s.txid]) if s.txid in declared else None))
+                   for k, s in enumerate(p.spouts))
+    layouts = {stream: s.layout() for s in spouts if s.typed for stream in s.outputs}
+    types = {t.column: t.type for s in spouts for t in s.typed}
     by_id = {b.component: b for b in p.bolts}
     driver: set[str] = set()
     ordered: list[BoltPlan] = []
@@ -160,12 +218,85 @@ def compile_topology(topology: TridentTopology) -> SparkPlan:
             repartition = "none"
         outputs = tuple(stream for stream, _ in b.spec.outputs)
         partitions = 1 if repartition == "single" or on_driver else b.parallelism
-        bolts.append(SparkBolt(b.component, b.body, tuple(sorted(fields)), outputs, repartition,
-                               partitions, on_driver))
+        bolt = SparkBolt(b.component, b.body, tuple(sorted(fields)), outputs, repartition, partitions, on_driver)
+        if not on_driver and repartition != "hash":  # a filter before a hash repartition would move its key
+            bolt = _sql_head(bolt, layouts, types)
+        bolts.append(bolt)
     combines = {c.stream: c for b in bolts if b.on_driver for c in _sql_combines(b)}
     for c in combines.values():
         keys[c.stream] = c.group  # the key SQL groups by is the group's values
-    return SparkPlan(spouts, tuple(bolts), keys, combines)
+    return SparkPlan(spouts, tuple(bolts), keys, combines, layouts)
+
+
+def _sql_head(bolt: SparkBolt, layouts: dict[str, Layout], types: dict[str, type]) -> SparkBolt:
+    """``bolt`` with the operations at its head that Spark SQL can run (`SqlOp`) taken out of its
+    body, in order; each one's rows become a stream of their own, with its layout in ``layouts``."""
+    body = bolt.body
+    nodes = list(body.nodes)
+    input_fields = dict(body.input_fields)
+    ops: list[SqlOp] = []
+    peeled: set[int] = set()
+    progress = True
+    while progress:
+        progress = False
+        for i, node in enumerate(nodes):
+            if i in peeled or node.state_id is not None or len(node.parents) != 1 or node.parents[0][0] != "stream":
+                continue
+            source = node.parents[0][1]
+            layout = layouts.get(source)
+            if layout is None:
+                continue
+            stream = f"{bolt.component}-sql{len(ops)}"
+            op = _as_sql(node, input_fields[source], layout, types, source, stream)
+            if op is None:
+                continue
+            ops.append(replace(op, outputs=node.outputs))
+            layouts[stream] = op.layout
+            for o in node.outputs:
+                layouts[o] = op.layout
+            input_fields[stream] = node.fields
+            peeled.add(i)
+            for child, pi in node.children:  # its children read the SQL's rows as a stream now
+                parents = list(nodes[child].parents)
+                parents[pi] = ("stream", stream)
+                nodes[child] = replace(nodes[child], parents=tuple(parents))
+            progress = True
+    if not ops:
+        return bolt
+    keep = [i for i in range(len(nodes)) if i not in peeled]
+    index = {old: new for new, old in enumerate(keep)}
+    remaining = []
+    for i in keep:
+        n = nodes[i]
+        remaining.append(replace(n, parents=tuple((k, index[r]) if k == "node" else (k, r) for k, r in n.parents),
+                                 children=tuple((index[c], pi) for c, pi in n.children)))
+    read = {r for n in remaining for k, r in n.parents if k == "stream"}
+    new_body = SubtopologyBody(remaining, {s: f for s, f in input_fields.items() if s in read}, body.state_factories)
+    return replace(bolt, body=new_body, inputs=tuple(sorted(read)), sql=tuple(ops))
+
+
+def _as_sql(node: BodyNode, fields: Any, layout: Layout, types: dict[str, type], source: str,
+            stream: str) -> SqlOp | None:
+    """``node`` (reading ``source``, of ``fields`` at ``layout``; ``types``: each typed column's
+    Python type) as Spark SQL, if it is a
+    projection, or a FilterNull or Equals of fields all in typed columns (Equals: of one
+    type, a DOUBLE's NaN equal to nothing); else None."""
+    proc = node.processor
+    if type(proc) is ProjectProcessor:
+        return SqlOp(node.name, "project", source, stream,
+                     Layout(tuple(layout.slots[fields.index(f)] for f in proc.fields)))
+    if type(proc) is not FilterProcessor or type(proc.op) not in (FilterNull, Equals):
+        return None
+    slots = [layout.slots[fields.index(f)] for f in proc.input_fields]
+    if not all(isinstance(c, str) for c in slots):
+        return None
+    columns = tuple(str(c) for c in slots)
+    if type(proc.op) is FilterNull:
+        return SqlOp(node.name, "not_null", source, stream, layout, columns)
+    kinds = {types[c] for c in columns}
+    if len(kinds) > 1:
+        return None  # 1 == 1.0 == True in Python; SQL would cast one side
+    return SqlOp(node.name, "equals", source, stream, layout, columns, nan=kinds == {float})
 
 
 def _sql_combines(bolt: SparkBolt) -> list[SqlCombine]:
@@ -195,4 +326,4 @@ def _sql_combines(bolt: SparkBolt) -> list[SqlCombine]:
     return found
 
 
-__all__ = ["SparkBolt", "SparkPlan", "SparkSpout", "SqlCombine", "compile_topology"]
+__all__ = ["SparkBolt", "SparkPlan", "SparkSpout", "SqlCombine", "SqlOp", "compile_topology"]

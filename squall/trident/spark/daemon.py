@@ -8,14 +8,17 @@ profile of W1 on Spark's engine (``bench.w1t_spark``), compiling pyspark's sourc
 single cost of the Python workers. When the zip is the installed pyspark's own (a pip install:
 ``site-packages/pyspark/python/lib/pyspark.zip``, the same files), this daemon takes it and
 py4j's zip off ``sys.path`` before anything imports pyspark, so the daemon and the workers it
-forks import the compiled modules of the package. Squall's Trident modules are imported here
-once, before the fork (they start no thread), so a worker unpickles the bolts without importing
-them. A zip from another Spark (``SPARK_HOME`` elsewhere) is left first: its pyspark must match
-its JVM. Then it is pyspark's daemon, unchanged (`pyspark.daemon.manager`).
+forks import the compiled modules of the package. Squall's Trident modules, pyarrow, pandas and
+pyspark's worker are imported here once, before the fork (they start no thread), so a worker
+unpickles the bolts and runs an Arrow function without importing them; then every object so far is frozen out of the garbage collector (``gc.freeze``), which
+pyspark's reused workers run in full after each task. A zip from another Spark (``SPARK_HOME``
+elsewhere) is left first: its pyspark must match its JVM. Then it is pyspark's daemon, unchanged
+(`pyspark.daemon.manager`).
 """
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import sys
@@ -43,6 +46,19 @@ def main() -> None:
 
     import squall.trident  # noqa: F401 (imported once, before the daemon forks its workers)
 
+    # what a worker running an Arrow function (mapInArrow, the Data Source's read) imports on its
+    # first task: pyarrow and pandas took 1-2 s of CPU in each worker forked (py-spy)
+    for module in ("pyarrow", "pandas", "pyspark.sql.pandas.serializers", "pyspark.worker"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass  # an install without the trident-spark extra: the worker imports what it has
+
+    # pyspark's reused worker runs gc.collect() after every task: with pyspark, pyarrow and
+    # squall imported, walking those objects cost more than a W1 batch's own Python (py-spy).
+    # What is frozen here is never collected (it lives as long as the process anyway), and a
+    # worker's collections walk what it made since the fork.
+    gc.freeze()
     manager()
 
 

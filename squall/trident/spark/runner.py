@@ -21,14 +21,13 @@ from typing import Any
 
 from ..coordinator import TransactionAttempt
 from ..executor import BatchInfo, BatchOutput
-from .compiler import SparkBolt, SparkPlan, SqlCombine
+from .compiler import SparkBolt, SparkPlan, SparkSpout, SqlCombine, SqlOp
 from .context import SparkTaskContext
-from .rows import KEY, ROW_SCHEMA, STREAM, TUPLE, VALUE, dumps, loads
+from .rows import INT64, KEY, ROW_SCHEMA, STREAM, TUPLE, VALUE, Layout, dumps, loads, stream_rows
 
 log = logging.getLogger("squall.trident.spark")
 
 _FLUSH_ROWS = 4096
-_INT64 = (-(1 << 63), (1 << 63) - 1)  # what the trident_value column (BIGINT) holds
 _COUNT = "trident_count"
 
 
@@ -53,7 +52,7 @@ class _ArrowOutput(BatchOutput):
         at = self.combines.get(stream)
         if at is not None:
             value = values[at]
-            if type(value) is int and _INT64[0] <= value <= _INT64[1]:
+            if type(value) is int and INT64[0] <= value <= INT64[1]:  # what the BIGINT column holds
                 self.tuples.append(None)
                 self.values.append(value)
                 return
@@ -75,9 +74,11 @@ class _ArrowOutput(BatchOutput):
 
 def run_partition(body_bytes: bytes, component: str, tasks: int, txid: int, conf: dict,
                   keys: dict[str, tuple[int, ...]], combines: dict[str, int] | None = None,
-                  ) -> Callable[[Iterator[Any]], Iterator[Any]]:
+                  layouts: dict[str, Layout] | None = None) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function of one executor bolt for batch ``txid``; ``combines``: the
-    streams whose int partials go out in the value column (a stream -> the partial's position)."""
+    streams whose int partials go out in the value column (a stream -> the partial's position);
+    ``layouts``: the input streams with typed columns (the others are pickled whole)."""
+    typed = layouts or {}
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
@@ -91,13 +92,8 @@ def run_partition(body_bytes: bytes, component: str, tasks: int, txid: int, conf
         try:
             body.init_batch(batch)
             for rb in batches:
-                streams = rb.column(rb.schema.get_field_index(STREAM)).to_pylist()
-                tuples = rb.column(rb.schema.get_field_index(TUPLE)).to_pylist()
-                start = 0
-                for i in range(1, len(streams) + 1):
-                    if i == len(streams) or streams[i] != streams[start]:
-                        body.execute_many(batch, streams[start], [loads(t) for t in tuples[start:i]])
-                        start = i
+                for stream, rows in stream_rows(rb, typed):
+                    body.execute_many(batch, stream, rows)
                 if len(out.tuples) >= _FLUSH_ROWS:
                     yield out.flush()
             body.finish_batch(batch)
@@ -151,17 +147,7 @@ class BatchRunner:
         if not self._prepared:
             self._prepare_driver()
         txid = int(batch_id) + 1
-        frames: dict[str, Any] = {s: df for spout in self.plan.spouts for s in spout.outputs}
-        leaves = []
-        for b in self.plan.executor_bolts():
-            frame = _repartition(_input(frames, b.inputs), b, self._parallelism(df))
-            fn = run_partition(self._bodies[b.component], b.component, b.partitions, txid, self.conf, self.plan.keys,
-                               {s: self.plan.combines[s].value for s in b.outputs if s in self.plan.combines})
-            out = frame.mapInArrow(fn, ROW_SCHEMA)
-            for s in b.outputs:
-                frames[s] = out
-            if not b.outputs:
-                leaves.append(out)
+        frames, leaves = self.frames(df, txid)
         for leaf in leaves:  # a bolt whose output nothing reads still runs
             leaf.write.format("noop").mode("overwrite").save()
         driver_inputs = tuple(sorted({s for b in self.plan.driver_bolts() for s in b.inputs if s in frames}))
@@ -180,6 +166,30 @@ class BatchRunner:
         self._rows.clear()
         self.last_txid = txid
 
+    def frames(self, df: Any, txid: int) -> tuple[dict[str, Any], list[Any]]:
+        """The DataFrames of batch ``txid`` over ``df`` (the micro-batch's source rows), not run:
+        each stream's (where the driver bolts read), and the outputs of the bolts whose output
+        nothing reads (run for what they do)."""
+        frames: dict[str, Any] = {s: df for spout in self.plan.spouts for s in spout.outputs}
+        leaves = []
+        for b in self.plan.executor_bolts():
+            for op in b.sql:
+                frames[op.stream] = _sql(frames[op.source], op)
+                for o in op.outputs:
+                    frames[o] = _relabel(frames[op.stream], o)
+            if not b.body.nodes:
+                continue  # all of it in SQL
+            frame = _repartition(_input(frames, b.inputs), b, self._parallelism(df))
+            fn = run_partition(self._bodies[b.component], b.component, b.partitions, txid, self.conf, self.plan.keys,
+                               {s: self.plan.combines[s].value for s in b.outputs if s in self.plan.combines},
+                               {s: self.plan.layouts[s] for s in b.inputs if s in self.plan.layouts})
+            out = frame.mapInArrow(fn, ROW_SCHEMA)
+            for s in b.outputs:
+                frames[s] = out
+            if not b.outputs:
+                leaves.append(out)
+        return frames, leaves
+
     def _parallelism(self, df: Any) -> int:
         if self._default_parallelism is None:
             self._default_parallelism = int(df.sparkSession.sparkContext.defaultParallelism)
@@ -192,26 +202,29 @@ class BatchRunner:
 
         combines = {s: self.plan.combines[s] for s in streams if s in self.plan.combines}
         rows = self._rows
+        layouts = {s: self.plan.layouts[s] for s in streams if s in self.plan.layouts}
+        typed = sorted({c for layout in layouts.values() for c in layout.columns()})
         if not combines:
-            table = frame.select(STREAM, TUPLE).toArrow()
+            table = frame.select(STREAM, TUPLE, *typed).toArrow()
             self.last_collected = table.num_rows
-            for stream, data in zip(table.column(STREAM).to_pylist(), table.column(TUPLE).to_pylist()):
-                rows.setdefault(stream, []).append(loads(data))
+            for stream, values in stream_rows(table, layouts):
+                rows.setdefault(stream, []).extend(values)
             return
         # One pass (a union of two filters would run the tasks twice): Spark SQL adds the int
         # partials per group (decimal: exact, as Python's ints are; their tuple is null), and
         # counts each other tuple, which the driver then takes that many times.
-        table = frame.groupBy(STREAM, KEY, TUPLE) \
+        table = frame.groupBy(STREAM, KEY, TUPLE, *typed) \
             .agg(F.sum(F.col(VALUE).cast("decimal(38,0)")).alias(VALUE), F.count(F.lit(1)).alias(_COUNT)).toArrow()
         self.last_collected = table.num_rows
         columns = [table.column(c).to_pylist() for c in (STREAM, KEY, TUPLE, VALUE, _COUNT)]
-        for stream, key, data, total, count in zip(*columns):
-            if data is None:
+        for r, (stream, key, data, total, count) in enumerate(zip(*columns)):
+            if stream in combines and data is None:
                 rows.setdefault(stream, []).append(_partial_row(combines[stream], self._widths[stream],
                                                                 loads(key), int(total)))
-            else:
-                values = loads(data)
-                rows.setdefault(stream, []).extend([values] + [list(values) for _ in range(count - 1)])
+                continue
+            layout = layouts.get(stream)
+            one = loads(data) if layout is None else layout.decode(table.slice(r, 1))[0]
+            rows.setdefault(stream, []).extend([one] + [list(one) for _ in range(count - 1)])
 
     def close(self) -> None:
         """Clean up the driver bolts (their operations' ``cleanup``)."""
@@ -230,6 +243,25 @@ def _partial_row(combine: SqlCombine, width: int, group: list, total: int) -> li
     return row
 
 
+def union(frames: list[Any]) -> Any:
+    """The rows of ``frames`` in one DataFrame: by column name, a typed column that one lacks
+    (another spout's) null there."""
+    frame = frames[0]
+    for other in frames[1:]:
+        frame = frame.unionByName(other, allowMissingColumns=True)
+    return frame
+
+
+def source_frame(source: Any, spout: SparkSpout) -> Any:
+    """The rows of ``spout``'s streams from ``source``, its Data Source's DataFrame: the four
+    columns of every frame (``rows.py``), then its typed columns."""
+    from pyspark.sql.functions import col, lit
+
+    typed = [col(t.column) for t in spout.typed]
+    return union([source.select(lit(stream).alias(STREAM), lit(None).cast("binary").alias(KEY), col(TUPLE),
+                                lit(None).cast("bigint").alias(VALUE), *typed) for stream in spout.outputs])
+
+
 def _input(frames: dict[str, Any], streams: tuple[str, ...]) -> Any:
     """The rows of ``streams``: the union of the frames holding them, filtered to them."""
     from pyspark.sql.functions import col
@@ -238,10 +270,37 @@ def _input(frames: dict[str, Any], streams: tuple[str, ...]) -> Any:
     for s in streams:
         if all(frames[s] is not f for f in distinct):
             distinct.append(frames[s])
-    frame = distinct[0]
-    for other in distinct[1:]:
-        frame = frame.unionByName(other)
-    return frame.filter(col(STREAM).isin(list(streams)))
+    return union(distinct).filter(col(STREAM).isin(list(streams)))
+
+
+def _relabel(frame: Any, stream: str) -> Any:
+    """``frame``'s rows as stream ``stream``."""
+    from pyspark.sql.functions import lit
+
+    return frame.withColumn(STREAM, lit(stream))
+
+
+def _sql(frame: Any, op: SqlOp) -> Any:
+    """The rows ``op`` makes of its source stream's in ``frame``, labelled ``op.stream``."""
+    from functools import reduce
+
+    from pyspark.sql.functions import col, isnan, lit
+
+    rows = frame.filter(col(STREAM) == op.source)
+    if op.kind == "project":
+        pickled = any(isinstance(s, int) for s in op.layout.slots)
+        return rows.select(lit(op.stream).alias(STREAM), lit(None).cast("binary").alias(KEY),
+                           col(TUPLE) if pickled else lit(None).cast("binary").alias(TUPLE),
+                           lit(None).cast("bigint").alias(VALUE), *[col(c) for c in dict.fromkeys(op.layout.columns())])
+    if op.kind == "not_null":
+        test = [col(c).isNotNull() for c in op.columns]
+    else:  # equals: Python's ==, None == None too; NaN equals nothing (SQL's NaN = NaN is true)
+        test = [col(a).eqNullSafe(col(b)) for a, b in zip(op.columns, op.columns[1:])]
+        if op.nan and len(op.columns) > 1:
+            test += [~isnan(col(c)) | col(c).isNull() for c in op.columns]
+    if test:
+        rows = rows.filter(reduce(lambda a, b: a & b, test))
+    return _relabel(rows, op.stream)
 
 
 def _repartition(frame: Any, bolt: SparkBolt, parallelism: int) -> Any:
@@ -258,4 +317,4 @@ def _repartition(frame: Any, bolt: SparkBolt, parallelism: int) -> Any:
     return frame.coalesce(max(bolt.partitions, parallelism))
 
 
-__all__ = ["BatchRunner", "run_partition"]
+__all__ = ["BatchRunner", "run_partition", "source_frame", "union"]

@@ -23,29 +23,80 @@ an opaque spout (a replayed txid may hold other records), naming the spout and t
 
 The planning emit reads the batch on the driver and the task reads it again: twice the reading
 for a spout over a remote source, and what the spout reads in one batch must fit the driver.
+
+Columns: one typed column per field whose type is declared (`TypedField`: the spout's
+``field_types()``, or ``start``'s ``field_types``), ``trident_tuple`` the pickled list of the
+other fields (null when there are none). A value that is neither None nor exactly the declared
+type (a bool is not an int, an int is not a float) fails the batch with a ValueError naming the
+spout, the field and the txid: Spark would otherwise cast it, and the operations after would see
+another value than on squall's engine.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from ..coordinator import TransactionAttempt
 from .context import SparkTaskContext
-from .rows import SOURCE_SCHEMA, TUPLE, digest, dumps, from_offset, from_option, to_offset
+from .rows import INT64, SQL_TYPES, TUPLE, digest, dumps, from_offset, from_option, to_offset
 
 SOURCE_NAME = "squall_trident"
 
 
+class TypedField(NamedTuple):
+    """A spout's field that travels in a typed column: its position, name, column and Python type."""
+
+    position: int
+    name: str
+    column: str
+    type: type
+
+
 @dataclass(frozen=True)
 class SpoutSpec:
-    """What the source is given (pickled in its ``spout`` option): the spout and its txid key."""
+    """What the source is given (pickled in its ``spout`` option): the spout and its txid key,
+    its output fields and those of them that travel in typed columns."""
 
     txid: str
     spout: Any                  # the spout as new_stream got it
     conf: dict
+    fields: tuple[str, ...] = ()
+    typed: tuple[TypedField, ...] = ()
+    # a partitioned spout's partitions go to at most this many Spark input partitions (0: one each)
+    tasks: int = 0
+
+    def schema(self) -> str:
+        """The source's columns: the pickled rest, then each typed field's."""
+        return ", ".join([f"{TUPLE} BINARY"] + [f"{t.column} {SQL_TYPES[t.type]}" for t in self.typed])
+
+    def where(self) -> str:
+        """The spout as errors name it."""
+        return f"new_stream({self.txid!r}, {type(self.spout).__name__})"
+
+
+def typed_fields(txid: str, spout: Any, fields: list[str], column_prefix: str,
+                 declared: dict[str, type] | None = None) -> tuple[TypedField, ...]:
+    """The fields of ``spout`` that get typed columns: those ``declared`` (else the spout's own
+    ``field_types()``, when it has one) to hold one of `SQL_TYPES`, or ValueError naming the
+    spout and the field."""
+    where = f"new_stream({txid!r}, {type(spout).__name__})"
+    if declared is None:
+        own = getattr(spout, "field_types", None)
+        declared = dict(own()) if callable(own) else {}
+    typed = []
+    for name, kind in declared.items():
+        if name not in fields:
+            raise ValueError(f"{where}: field_types names {name!r}, which is not one of its fields {fields}")
+        if kind not in SQL_TYPES:
+            raise ValueError(f"{where}: field {name!r} declared {kind!r}: a typed column holds one of "
+                             f"{', '.join(t.__name__ for t in SQL_TYPES)}")
+    for i, name in enumerate(fields):
+        if name in declared:
+            typed.append(TypedField(i, name, f"{column_prefix}_f{i}", declared[name]))
+    return tuple(typed)
 
 
 def check_spout(txid: str, spout: Any) -> str:
@@ -91,8 +142,9 @@ class TridentSpoutSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        """One pickled tuple per row."""
-        return SOURCE_SCHEMA
+        """The pickled fields, then a typed column per declared field (`SpoutSpec.schema`)."""
+        spec: SpoutSpec = from_option(self.options["spout"])
+        return spec.schema()
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         """The reader for the spout's kind."""
@@ -102,21 +154,63 @@ class TridentSpoutSource(DataSource):
         return BatchSpoutReader(spec)
 
 
-class _Collect:
-    """A `TridentCollector` keeping the pickled tuples."""
+_ARROW_TYPES = {str: "string", int: "int64", float: "float64", bool: "bool_", bytes: "binary"}
 
-    def __init__(self) -> None:
-        self.rows: list[bytes] = []
+
+class _Collect:
+    """A `TridentCollector` keeping a batch's tuples as the source's columns (see the module
+    docstring); ``checked``: also digest each tuple, pickled whole (a replay compares it)."""
+
+    def __init__(self, spec: SpoutSpec, txid: int, checked: bool = False) -> None:
+        self.spec = spec
+        self.txid = txid
+        self.count = 0
+        self.typed = [(t.position, t.type) for t in spec.typed]
+        self.columns: list[list] = [[] for _ in spec.typed]
+        typed = {t.position for t in spec.typed}
+        # no fields told (a spec made by hand): every tuple pickled whole, of any width
+        self.rest: list[int] | None = [i for i in range(len(spec.fields)) if i not in typed] if spec.fields else None
+        self.pickled: list[bytes | None] = []
+        self.whole: list[bytes] | None = [] if checked else None
+        self.width = len(spec.fields)
+
+    def digest(self) -> str:
+        """The digest of the tuples (a checked collector's)."""
+        assert self.whole is not None
+        return digest(self.whole)
 
     def record_batch(self) -> Any:
         """The tuples as one Arrow batch of the source's schema: Spark takes it as it is, where a
         row per tuple would be converted by pyspark one by one."""
         import pyarrow as pa
 
-        return pa.RecordBatch.from_arrays([pa.array(self.rows, pa.binary())], names=[TUPLE])
+        arrays = [pa.array(self.pickled, pa.binary())]
+        arrays += [pa.array(c, getattr(pa, _ARROW_TYPES[t.type])()) for c, t in zip(self.columns, self.spec.typed)]
+        return pa.RecordBatch.from_arrays(arrays, names=[TUPLE] + [t.column for t in self.spec.typed])
 
     def emit(self, values: Any) -> None:
-        self.rows.append(dumps(list(values)))
+        values = list(values)
+        if self.rest is None:
+            self.pickled.append(dumps(values))
+            if self.whole is not None:
+                self.whole.append(self.pickled[-1])  # type: ignore[arg-type]
+            self.count += 1
+            return
+        if len(values) != self.width:
+            raise ValueError(f"{self.spec.where()}: txid {self.txid} emitted {len(values)} values {values!r} for "
+                             f"its fields {list(self.spec.fields)}")
+        for column, (i, kind) in zip(self.columns, self.typed):
+            value = values[i]
+            if value is not None and (type(value) is not kind or (kind is int and not INT64[0] <= value <= INT64[1])):  # type: ignore[operator]
+                raise ValueError(f"{self.spec.where()}: field {self.spec.fields[i]!r} is declared {kind.__name__}, "
+                                 f"and txid {self.txid} emitted {value!r} ({type(value).__name__}) in it"
+                                 + (" (out of a BIGINT's range)" if type(value) is int else "")
+                                 + ": a typed column takes that type only, or None")
+            column.append(value)
+        self.pickled.append(dumps([values[i] for i in self.rest]) if self.rest else None)
+        if self.whole is not None:
+            self.whole.append(dumps(values))
+        self.count += 1
 
     def report_error(self, error: BaseException) -> None:
         raise error
@@ -174,11 +268,11 @@ class BatchSpoutReader(_Reader):
         if not self._coordinator().is_ready(txid):
             return start
         meta = self._coordinator().initialize_transaction(txid, from_offset(start.get("meta")), None)
-        out = _Collect()
+        out = _Collect(self.spec, txid, checked=True)
         self._emitter().emit_batch(TransactionAttempt(txid, 0), meta, out)
-        if not out.rows:
+        if not out.count:
             return start
-        return {"txid": txid, "meta": to_offset(meta), "tuples": len(out.rows), "digest": digest(out.rows)}
+        return {"txid": txid, "meta": to_offset(meta), "tuples": out.count, "digest": out.digest()}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         """The batch ``end`` names, in one partition (none when nothing is new)."""
@@ -190,15 +284,15 @@ class BatchSpoutReader(_Reader):
         """Emit the batch again, in a task; its tuples must be the planned ones."""
         end = partition.value
         txid = int(end["txid"])
-        out = _Collect()
+        out = _Collect(self.spec, txid, checked=True)
         emitter = self._spout().get_emitter(self.spec.txid, self.spec.conf, self._context(self.spec.txid))
         try:
             emitter.emit_batch(TransactionAttempt(txid, 0), from_offset(end.get("meta")), out)
         finally:
             emitter.close()
-        if len(out.rows) != end["tuples"] or digest(out.rows) != end["digest"]:
-            raise ValueError(f"new_stream({self.spec.txid!r}, {type(self.spec.spout).__name__}): batch txid {txid} "
-                             f"was {end['tuples']} tuples when planned and {len(out.rows)} other tuples when "
+        if out.count != end["tuples"] or out.digest() != end["digest"]:
+            raise ValueError(f"{self.spec.where()}: batch txid {txid} "
+                             f"was {end['tuples']} tuples when planned and {out.count} other tuples when "
                              "emitted again: the spout is not transactional (the same batch for the same txid)")
         yield out.record_batch()
 
@@ -218,6 +312,15 @@ class _PartitionTask:
     txid: int
     partition: Any
     meta: Any
+
+
+def spread(items: list, tasks: int) -> list[list]:
+    """``items`` in at most ``tasks`` groups (every ``tasks``-th together; ``tasks`` 0: one
+    each): a Spark task per group, where each task costs a Python worker's round trip and a
+    full garbage collection after it (pyspark's daemon), whatever its size."""
+    if tasks <= 0 or tasks >= len(items):
+        return [[item] for item in items]
+    return [items[i::tasks] for i in range(tasks)]
 
 
 class PartitionedSpoutReader(_Reader):
@@ -254,9 +357,9 @@ class PartitionedSpoutReader(_Reader):
             self._live["info"] = info
         parts = dict(start.get("parts", {}))
         prev = {p: from_offset(parts.get(p.get_id())) for p in ordered}
-        out = _Collect()
+        out = _Collect(self.spec, txid)
         metas = emitter.emit_batch_new(TransactionAttempt(txid, 0), out, set(ordered), prev)
-        if not out.rows:
+        if not out.count:
             return start
         batch = []
         for partition, meta in metas.items():
@@ -268,28 +371,30 @@ class PartitionedSpoutReader(_Reader):
         return {"txid": txid, "info": to_offset(info), "parts": parts, "batch": sorted(batch)}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        """One input partition per spout partition that has a range in the batch."""
+        """The spout partitions that have a range in the batch, in at most ``spec.tasks`` input
+        partitions (`spread`)."""
         if int(end["txid"]) == int(start["txid"]):
             return []
         ordered = self._emitter().get_ordered_partitions(from_offset(end["info"]))
         by_id = {p.get_id(): p for p in ordered}
-        return [InputPartition(_PartitionTask(int(end["txid"]), by_id[pid], end["parts"][pid]))
-                for pid in end["batch"] if pid in by_id]
+        tasks = [_PartitionTask(int(end["txid"]), by_id[pid], end["parts"][pid]) for pid in end["batch"] if pid in by_id]
+        return [InputPartition(tuple(group)) for group in spread(tasks, self.spec.tasks)]
 
     def read(self, partition: InputPartition) -> Any:
-        """The partition's batch again (``re_emit_partition_batch``: the spout's replay)."""
-        task: _PartitionTask = partition.value
-        out = _Collect()
+        """The partitions' batch again (``re_emit_partition_batch``: the spout's replay)."""
+        tasks: tuple[_PartitionTask, ...] = partition.value
         emitter = self._raw().get_emitter(self.spec.conf, self._context(self.spec.txid))
         try:
-            emitter.refresh_partitions([task.partition])
-            emitter.re_emit_partition_batch(TransactionAttempt(task.txid, 0), out, task.partition,
-                                            from_offset(task.meta))
+            emitter.refresh_partitions([t.partition for t in tasks])
+            for task in tasks:
+                out = _Collect(self.spec, task.txid)
+                emitter.re_emit_partition_batch(TransactionAttempt(task.txid, 0), out, task.partition,
+                                                from_offset(task.meta))
+                if out.count:
+                    yield out.record_batch()
         finally:
             emitter.close()
-        if out.rows:
-            yield out.record_batch()
 
 
-__all__ = ["SOURCE_NAME", "BatchSpoutReader", "PartitionedSpoutReader", "SpoutSpec", "TridentSpoutSource",
-           "check_spout"]
+__all__ = ["SOURCE_NAME", "BatchSpoutReader", "PartitionedSpoutReader", "SpoutSpec", "TridentSpoutSource", "TypedField",
+           "check_spout", "spread", "typed_fields"]

@@ -180,6 +180,7 @@ class SpoutCollectorBase:
         "_deliver",
         "_ex",
         "_now",
+        "_pending",
         "_rand",
         "_root",
         "_task",
@@ -199,7 +200,7 @@ class BoltCollectorBase:
     input its own tree), and hands every other case to ``_ack_general``, whose semantics it has;
     here it is ``_ack_general`` for every case."""
 
-    __slots__ = ("_ackers", "_close_sample", "_ex", "_inbox", "_loop_ident", "_now", "_samples", "_stats")
+    __slots__ = ("_ackers", "_acks", "_close_sample", "_ex", "_inbox", "_loop_ident", "_now", "_samples", "_stats")
 
     def ack(self, tup):
         """Ack ``tup``."""

@@ -619,6 +619,20 @@ router_of(RouterCache *c, PyObject *routers, PyObject *stream)
 #define ROUTER_CACHE_VISIT(c) do { Py_VISIT((c).routers); Py_VISIT((c).router); } while (0)
 #define ROUTER_CACHE_CLEAR(c) do { Py_CLEAR((c).routers); Py_CLEAR((c).router); } while (0)
 
+/* DeliverCache: the callable a collector last delivered to, remembered with its task and the
+ * version of the deliver dict (task -> callable) it was read at. CPython 3.11's dicts carry a
+ * version that changes with every change (ma_version_tag): a worker that moves a task to
+ * another loop replaces its callable (engine/worker.py), and the next delivery reads it again.
+ * Saves the look-up by task, about 110 instructions a delivery; on later versions, where the
+ * tag is gone, every delivery looks up. */
+typedef struct {
+    PyObject *deliver, *task, *fn;
+    uint64_t version;
+} DeliverCache;
+
+#define DELIVER_CACHE_VISIT(c) do { Py_VISIT((c).deliver); Py_VISIT((c).task); Py_VISIT((c).fn); } while (0)
+#define DELIVER_CACHE_CLEAR(c) do { Py_CLEAR((c).deliver); Py_CLEAR((c).task); Py_CLEAR((c).fn); } while (0)
+
 /* ---------------------------------------------------------------------------------------------
  * BasicCollectorBase: the slots of a BasicBolt's collector, and its emit.
  */
@@ -632,6 +646,7 @@ typedef struct {
     PyObject *tuple_type;
     PyObject *nowhere;   /* routing's shared empty list */
     RouterCache dflt;    /* the default stream's router */
+    DeliverCache sent;   /* the callable of the task delivered to last */
     char acking;
 } BasicCollectorBase;
 
@@ -646,6 +661,7 @@ BasicCollectorBase_traverse(BasicCollectorBase *self, visitproc visit, void *arg
     Py_VISIT(self->tuple_type);
     Py_VISIT(self->nowhere);
     ROUTER_CACHE_VISIT(self->dflt);
+    DELIVER_CACHE_VISIT(self->sent);
     return 0;
 }
 
@@ -660,6 +676,7 @@ BasicCollectorBase_clear(BasicCollectorBase *self)
     Py_CLEAR(self->tuple_type);
     Py_CLEAR(self->nowhere);
     ROUTER_CACHE_CLEAR(self->dflt);
+    DELIVER_CACHE_CLEAR(self->sent);
     return 0;
 }
 
@@ -691,14 +708,50 @@ deliver_to(PyObject *deliver, PyObject *task, PyObject *item)
     return 0;
 }
 
+/* deliver_to, the callable remembered in c while deliver is unchanged (c NULL: deliver_to) */
+static int
+deliver_cached(DeliverCache *c, PyObject *deliver, PyObject *task, PyObject *item)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (c == NULL || !PyDict_CheckExact(deliver))
+        return deliver_to(deliver, task, item);
+    PyObject *d;
+    uint64_t version = ((PyDictObject *)deliver)->ma_version_tag;
+    if (c->deliver == deliver && c->task == task && c->version == version) {
+        d = c->fn;
+    } else {
+        d = PyDict_GetItemWithError(deliver, task);
+        if (d == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, task);
+            return -1;
+        }
+        Py_XSETREF(c->fn, Py_NewRef(d));
+        Py_XSETREF(c->task, Py_NewRef(task));
+        Py_XSETREF(c->deliver, Py_NewRef(deliver));
+        c->version = version;
+    }
+    Py_INCREF(d);  /* held while it runs: a delivery may change the cache */
+    PyObject *r = PyObject_CallOneArg(d, item);
+    Py_DECREF(d);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+#else
+    (void)c;
+    return deliver_to(deliver, task, item);
+#endif
+}
+
 /* deliver_to for every task of the list targets, the same item */
 static int
-deliver_to_all(PyObject *deliver, PyObject *targets, PyObject *item)
+deliver_to_all(DeliverCache *c, PyObject *deliver, PyObject *targets, PyObject *item)
 {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(targets); i++) {
         PyObject *task = PyList_GET_ITEM(targets, i);
         Py_INCREF(task);  /* the list may change while an item is delivered */
-        int rc = deliver_to(deliver, task, item);
+        int rc = deliver_cached(c, deliver, task, item);
         Py_DECREF(task);
         if (rc < 0)
             return -1;
@@ -770,12 +823,13 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
             return NULL;
         return emit_by_python(self, values, stream);
     }
-    if (!is_a(ro, &RouterBase_Type, &seen_router) || is_a(values, &TupleBase_Type, &seen_tuple))
+    int is_list = PyList_CheckExact(values);  /* the common case: no Tuple, its size at hand */
+    if (!is_a(ro, &RouterBase_Type, &seen_router) || (!is_list && is_a(values, &TupleBase_Type, &seen_tuple)))
         return emit_by_python(self, values, stream);
     RouterBase *r = (RouterBase *)ro;
     if (r->direct != Py_False || r->nfields == NULL || r->silent == NULL)  /* a direct stream, or a router not set up: Python's errors */
         return emit_by_python(self, values, stream);
-    Py_ssize_t n = PyObject_Size(values);
+    Py_ssize_t n = is_list ? PyList_GET_SIZE(values) : PyObject_Size(values);
     if (n < 0) {
         PyErr_Clear();
         return emit_by_python(self, values, stream);
@@ -838,7 +892,7 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
             if (t == NULL)
                 goto fail_root;
             Py_INCREF(task);
-            int rc = deliver_to(self->deliver, task, t);
+            int rc = deliver_cached(&self->sent, self->deliver, task, t);
             Py_DECREF(task);
             Py_DECREF(t);
             if (rc < 0)
@@ -848,7 +902,7 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
         PyObject *t = tuple_make(tt, values, r->src, ZERO, ZERO, ZERO);
         if (t == NULL)
             goto fail_root;
-        int rc = deliver_to_all(self->deliver, targets, t);
+        int rc = deliver_to_all(&self->sent, self->deliver, targets, t);
         Py_DECREF(t);
         if (rc < 0)
             goto fail_root;
@@ -1118,8 +1172,10 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
     BasicCollectorBase *basic = (BasicCollectorBase *)self->basic;
     Py_INCREF(tup);
     Py_XSETREF(basic->input, tup);
-    PyObject *uargs[2] = {tup, self->basic};
-    PyObject *res = PyObject_Vectorcall(self->user_execute, uargs, 2, NULL);
+    /* a slot before the arguments: a bound method (the bolt's execute) puts its self there
+     * instead of copying them (PY_VECTORCALL_ARGUMENTS_OFFSET) */
+    PyObject *uargs[3] = {NULL, tup, self->basic};
+    PyObject *res = PyObject_Vectorcall(self->user_execute, uargs + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     if (res == NULL) {
         if (!PyErr_ExceptionMatches(self->failed_type) || hand_error_to(self->on_failed, tup) < 0)
             return NULL;
@@ -2003,12 +2059,18 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *next;
+    /* when next is the __next__ of an iterator of a compiled type (itertools' repeat, cycle,
+     * chain: the groupings' choices), that iterator and its type's tp_iternext, called without
+     * the method-wrapper's generic call (about 110 instructions an emit) */
+    PyObject *iter;
+    iternextfunc iternext;
 } NextChooser;
 
 static int
 NextChooser_traverse(NextChooser *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->next);
+    Py_VISIT(self->iter);
     return 0;
 }
 
@@ -2016,7 +2078,29 @@ static int
 NextChooser_clear(NextChooser *self)
 {
     Py_CLEAR(self->next);
+    Py_CLEAR(self->iter);
     return 0;
+}
+
+static PyTypeObject *method_wrapper_type;  /* the type of iter(()).__next__ */
+
+/* the iterator whose tp_iternext next calls, when next is the method-wrapper __next__ of an
+ * iterator of a static (compiled) type, whose __next__ is that slot; else NULL (no error) */
+static PyObject *
+iterator_of(PyObject *next)
+{
+    if (method_wrapper_type == NULL || !Py_IS_TYPE(next, method_wrapper_type))
+        return NULL;
+    PyObject *name = PyObject_GetAttrString(next, "__name__");
+    PyObject *it = name ? PyObject_GetAttrString(next, "__self__") : NULL;
+    int is_next = name && PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__next__") == 0;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    if (it == NULL || !is_next || Py_TYPE(it)->tp_iternext == NULL || Py_TYPE(it)->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        Py_XDECREF(it);
+        return NULL;
+    }
+    return it;
 }
 
 static void
@@ -2034,6 +2118,12 @@ NextChooser_call(NextChooser *self, PyObject *const *args, size_t nargsf, PyObje
         PyErr_SetString(PyExc_TypeError, "choose(values) takes one argument");
         return NULL;
     }
+    if (self->iter != NULL) {
+        PyObject *r = self->iternext(self->iter);
+        if (r == NULL && !PyErr_Occurred())
+            PyErr_SetNone(PyExc_StopIteration);  /* as next() of the method-wrapper */
+        return r;
+    }
     return PyObject_CallNoArgs(self->next);
 }
 
@@ -2048,6 +2138,9 @@ NextChooser_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     self->vectorcall = (vectorcallfunc)NextChooser_call;
     self->next = Py_NewRef(next);
+    self->iter = iterator_of(next);
+    if (self->iter != NULL)
+        self->iternext = Py_TYPE(self->iter)->tp_iternext;
     return (PyObject *)self;
 }
 
@@ -2215,11 +2308,13 @@ typedef struct {
     PyObject *root;        /* () -> a new root id, below 2**64 (0 is taken as 1) */
     PyObject *now;         /* () -> the clock's time: the pending entry's start */
     PyObject *tuple_type;
+    PyObject *pending;     /* the executor's pending map (ex.pending, never rebound), read without a look-up by name */
     RouterCache dflt;      /* the default stream's router */
+    DeliverCache sent;     /* the callable of the task delivered to last */
     char acking;
 } SpoutCollectorBase;
 
-#define SPOUT_COLLECTOR_FIELDS(X) X(ex) X(task) X(routers) X(deliver) X(ackers) X(rand) X(root) X(now) X(tuple_type)
+#define SPOUT_COLLECTOR_FIELDS(X) X(ex) X(task) X(routers) X(deliver) X(ackers) X(rand) X(root) X(now) X(tuple_type) X(pending)
 
 static int
 SpoutCollectorBase_traverse(SpoutCollectorBase *self, visitproc visit, void *arg)
@@ -2228,6 +2323,7 @@ SpoutCollectorBase_traverse(SpoutCollectorBase *self, visitproc visit, void *arg
     SPOUT_COLLECTOR_FIELDS(V)
 #undef V
     ROUTER_CACHE_VISIT(self->dflt);
+    DELIVER_CACHE_VISIT(self->sent);
     return 0;
 }
 
@@ -2238,6 +2334,7 @@ SpoutCollectorBase_clear(SpoutCollectorBase *self)
     SPOUT_COLLECTOR_FIELDS(C)
 #undef C
     ROUTER_CACHE_CLEAR(self->dflt);
+    DELIVER_CACHE_CLEAR(self->sent);
     return 0;
 }
 
@@ -2269,7 +2366,7 @@ spout_send_tracked(SpoutCollectorBase *self, RouterBase *r, PyObject *targets, P
         if (t == NULL)
             return -1;
         Py_INCREF(task);
-        int rc = deliver_to(self->deliver, task, t);
+        int rc = deliver_cached(&self->sent, self->deliver, task, t);
         Py_DECREF(task);
         Py_DECREF(t);
         if (rc < 0)
@@ -2295,7 +2392,7 @@ spout_track(SpoutCollectorBase *self, RouterBase *r, PyObject *targets, PyObject
     if (spout_send_tracked(self, r, targets, values, root, &xor) < 0)
         goto done;
     /* a fresh random 64-bit root is in no bucket: store it without RotatingMap.put's scan */
-    pending = PyObject_GetAttr(self->ex, str_pending);
+    pending = self->pending ? Py_NewRef(self->pending) : PyObject_GetAttr(self->ex, str_pending);
     newest = pending ? PyObject_GetAttr(pending, str_newest) : NULL;
     started = newest ? PyObject_CallNoArgs(self->now) : NULL;
     entry = started ? PyTuple_Pack(4, msg_id, self->task, r->stream, started) : NULL;
@@ -2398,7 +2495,7 @@ SpoutCollectorBase_emit(SpoutCollectorBase *self, PyObject *const *args, Py_ssiz
         PyObject *t = tuple_make((PyTypeObject *)self->tuple_type, values, r->src, ZERO, ZERO, ZERO);
         if (t == NULL)
             goto fail;
-        int rc = deliver_to_all(self->deliver, targets, t);
+        int rc = deliver_to_all(&self->sent, self->deliver, targets, t);
         Py_DECREF(t);
         if (rc < 0)
             goto fail;
@@ -2431,6 +2528,7 @@ static PyMemberDef SpoutCollectorBase_members[] = {
     {"_root", T_OBJECT, offsetof(SpoutCollectorBase, root), 0, NULL},
     {"_now", T_OBJECT, offsetof(SpoutCollectorBase, now), 0, NULL},
     {"_tuple_type", T_OBJECT, offsetof(SpoutCollectorBase, tuple_type), 0, NULL},
+    {"_pending", T_OBJECT, offsetof(SpoutCollectorBase, pending), 0, NULL},
     {"_acking", T_BOOL, offsetof(SpoutCollectorBase, acking), 0, NULL},
     {NULL}
 };
@@ -2465,9 +2563,10 @@ typedef struct {
     PyObject *close_sample;
     PyObject *now;
     PyObject *loop_ident;    /* the loop thread's ident, an int (-1 until the loop starts) */
+    PyObject *acks;          /* the executor's dict of held acks (ex.acks), read without a look-up by name */
 } BoltCollectorBase;
 
-#define BOLT_COLLECTOR_FIELDS(X) X(ex) X(inbox) X(ackers) X(stats) X(samples) X(close_sample) X(now) X(loop_ident)
+#define BOLT_COLLECTOR_FIELDS(X) X(ex) X(inbox) X(ackers) X(stats) X(samples) X(close_sample) X(now) X(loop_ident) X(acks)
 
 static int
 BoltCollectorBase_traverse(BoltCollectorBase *self, visitproc visit, void *arg)
@@ -2514,11 +2613,16 @@ BoltCollectorBase_ack(BoltCollectorBase *self, PyObject *tup)
         return NULL;
     if (!tracked)
         goto general;
-    PyObject *acks = PyObject_GetAttr(self->ex, str_acks);
-    if (acks == NULL)
-        return NULL;
-    int held = PyObject_IsTrue(acks);
-    Py_DECREF(acks);
+    int held;
+    if (self->acks != NULL && PyDict_CheckExact(self->acks)) {
+        held = PyDict_GET_SIZE(self->acks) != 0;
+    } else {
+        PyObject *acks = PyObject_GetAttr(self->ex, str_acks);
+        if (acks == NULL)
+            return NULL;
+        held = PyObject_IsTrue(acks);
+        Py_DECREF(acks);
+    }
     if (held < 0)
         return NULL;
     if (held)
@@ -3491,7 +3595,8 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             failed = 1;
             break;
         }
-        PyObject *r = PyObject_Vectorcall(execute, &item, 1, NULL);
+        PyObject *args[2] = {NULL, item};  /* the slot before it for a bound method's self */
+        PyObject *r = PyObject_Vectorcall(execute, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         int handled = r == NULL ? on_execute_error(on_error, item) : 0;
         Py_DECREF(item);
         if (handled < 0) {
@@ -3979,6 +4084,17 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     crc32_init();
+    PyObject *empty = PyTuple_New(0), *it = empty ? PyObject_GetIter(empty) : NULL;
+    PyObject *wrapper = it ? PyObject_GetAttrString(it, "__next__") : NULL;
+    if (wrapper == NULL) {
+        Py_XDECREF(it);
+        Py_XDECREF(empty);
+        return NULL;
+    }
+    method_wrapper_type = (PyTypeObject *)Py_NewRef((PyObject *)Py_TYPE(wrapper));
+    Py_DECREF(wrapper);
+    Py_DECREF(it);
+    Py_DECREF(empty);
     ZERO = PyLong_FromLong(0);
     ONE = PyLong_FromLong(1);
     MINUS_ONE = PyLong_FromLong(-1);

@@ -552,6 +552,7 @@ def _spout_collector(acking: bool, counters: type = SimpleNamespace, id_source: 
     c._now = lambda: float(next(ticks))
     c._stats = TaskStats()
     c._tuple_type = Tuple
+    c._pending = ex.pending  # as SpoutCollector.__init__: the compiled emit stores tracked tuples here
     return c, ex, sent, acked
 
 
@@ -650,6 +651,7 @@ def test_a_bolt_s_ack_does_what_its_general_python_path_does():
 
         c = BoltCollector.__new__(BoltCollector)
         c._ex = Executor()
+        c._acks = c._ex.acks  # as BoltCollector.__init__: the compiled ack reads the held acks here
         c._ackers, c._nackers = c._ex.wiring.ackers, 2
         c._stats = TaskStats()
         c._samples = {}
@@ -772,6 +774,43 @@ def test_the_shuffle_chooser_takes_the_grouping_s_next_choice_whatever_the_value
     assert sorted(map(tuple, picks[:3])) == [(4,), (5,), (6,)] and picks[3:] == picks[:2]  # one cycle, shared
     with pytest.raises(TypeError):
         a()
+
+
+def test_the_next_chooser_gives_what_its_next_gives_from_iterators_and_callables_alike():
+    # compiled, the __next__ of an itertools iterator is called through its type's slot (no
+    # method-wrapper call); every other callable is called; an exhausted iterator still stops
+    import itertools
+
+    def picks(make):
+        choose, out = _native.next_chooser(make()), []
+        for values in (["a"], [1, 2], ()):
+            try:
+                out.append(choose(values))
+            except StopIteration:
+                out.append("stop")
+        return out
+
+    assert picks(lambda: itertools.repeat([4]).__next__) == [[4], [4], [4]]
+    assert picks(lambda: itertools.cycle([[4], [5]]).__next__) == [[4], [5], [4]]
+    assert picks(lambda: itertools.chain([[6]], [[7]]).__next__) == [[6], [7], "stop"]
+    assert picks(lambda: iter([[8]]).__next__) == [[8], "stop", "stop"]
+    assert picks(lambda: (x for x in ([9], [10])).__next__) == [[9], [10], "stop"]
+    drawn = iter(range(3))
+    assert picks(lambda: lambda: [next(drawn)]) == [[0], [1], [2]]
+
+
+def test_an_emit_after_its_task_moved_to_another_loop_goes_to_the_new_delivery():
+    # the compiled collectors remember the callable they delivered to last, with the deliver
+    # dict's version: the worker replaces a task's callable when it moves the task (worker.py)
+    c, ex, sent, acked = _spout_collector(True, _Counters, id_source=True)
+    moved: list = []
+    c.emit(["a", 1], "m1")
+    c._deliver[7] = lambda item: moved.append(item)
+    c.emit(["b", 2], "m2")
+    c.emit(["c", 3])
+    assert [i.values for t, i in sent if t == 7] == [["a", 1]]
+    assert [i.values for i in moved] == [["b", 2], ["c", 3]]
+    assert [i.values for t, i in sent if t == 8] == [["a", 1], ["b", 2], ["c", 3]]
 
 
 def test_a_batch_s_tuples_are_made_from_its_columns_as_the_python_path_makes_them():

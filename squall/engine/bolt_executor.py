@@ -199,6 +199,7 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         self._rand = IdSource(w.seed ^ (task << 20))
         self._loop_ident = -1  # set by the loop when it starts; emits from other threads wake it
         self._inbox = executor.inboxes[task]
+        self._acks = executor.acks  # the held acks the compiled ack reads (never rebound: send_acks clears it)
         self._key_of = executor.sampled[task].key_of
         self._explicit = FailureCause(EXPLICIT, self._component, task)  # the cause of a plain fail
         if conf.get(Config.TOPOLOGY_DEBUG):

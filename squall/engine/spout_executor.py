@@ -269,6 +269,7 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         self._rand = IdSource(w.seed ^ (task << 20))
         self._root = self._root_maker(w)
         self._tuple_type = Tuple
+        self._pending = executor.pending  # what the compiled emit stores a tracked tuple in (never rebound)
         if conf.get(Config.TOPOLOGY_DEBUG):
             self.emit = self._debug_emit  # type: ignore[method-assign]
 

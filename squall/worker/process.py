@@ -35,17 +35,17 @@ def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, orig
     ``topology.batch.flush.interval.millis``) is the topology's (``topology_conf``), else the
     cluster's.
     """
-    options = _transport_options(conf, topology_conf or {})
+    options = _transport_options(conf, topology_conf)
     if setting(conf, WIRE_KEY) == TCP_WIRE and not curve.wants_encryption(options["encryption"], bind):
         return TcpTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
     return ZmqTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
 
 
-def _transport_options(conf: dict[str, Any], topology_conf: dict[str, Any]) -> dict[str, Any]:
+def _transport_options(conf: dict[str, Any], topology_conf: dict[str, Any] | None = None) -> dict[str, Any]:
     """The transport settings of the cluster's configuration, and the topology's batching ones
     (checked by the keys' rules in `squall._config`; an error names a bad key)."""
     def batching(key: str) -> Any:
-        if topology_conf.get(key) is not None:
+        if topology_conf is not None and topology_conf.get(key) is not None:
             return setting(topology_conf, key, where="topology configuration")
         return setting(conf, key)
     return {"max_message_bytes": setting(conf, MAX_MESSAGE_KEY),

@@ -1,6 +1,7 @@
 """Shared test helpers: polling with a deadline instead of fixed sleeps, finding the processes a
-test's cluster started, and a local Spark session for tests that read squall's output; and how
-the suite is shared out between pytest-xdist's workers (the README's ``-n 2 --dist loadgroup``)."""
+test's cluster started, and a local Spark session for tests that read squall's output; which
+tests start Spark (the ``spark`` mark), and how the rest is shared out between pytest-xdist's
+workers (scripts/test: ``-n 2 -m "not spark"``, then ``-m spark`` one at a time)."""
 
 from __future__ import annotations
 
@@ -96,6 +97,53 @@ def zookeeper(tmp_path_factory):
         server.stop()
 
 
+# --- which tests start Spark ------------------------------------------------------------------
+# scripts/test (the README's and CI's command) runs the tests that start no Spark on two
+# pytest-xdist workers, then the ones that do one at a time: two workers each starting Spark
+# (its JVMs, executors and Python workers) starved each other's executors and failed (the whole
+# suite under -n 2 took 30 min, against 20 min one at a time). A test starts Spark when it is
+# in one of these directories or files, asks for one of these fixtures, or is an acceptance test
+# run on the Spark host; in an xdist worker, a test without the mark that leaves pyspark's JVM
+# running fails, naming this list (see `pytest_runtest_teardown`).
+SPARK_PATHS = ("tests/spark/", "tests/trident_spark/", "tests/bench/test_spark_host.py",
+               "tests/examples/test_events_to_delta.py",
+               "tests/bench/test_peers.py::test_spark_sql_and_udf_splits_are_correct")
+"""Node id prefixes of the tests that start Spark themselves (a cluster, a driver, a session)."""
+
+SPARK_FIXTURES = frozenset({"spark", "spark_cluster", "spark_host"})
+"""Fixtures that start a Spark session: the root and tests/trident_spark's ``spark``, a module's
+``spark_cluster`` (tests/spark), the acceptance package's ``spark_host``."""
+
+
+def starts_spark(item: pytest.Item) -> bool:
+    """Whether ``item`` starts Spark (see the note above)."""
+    if item.nodeid.startswith(SPARK_PATHS) or SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return item.nodeid.startswith("tests/acceptance/") and callspec is not None \
+        and callspec.params.get("cluster") == "spark"
+
+
+def _spark_jvm_started() -> bool:
+    """pyspark has started its JVM in this process (it stays until the process ends, after
+    ``SparkSession.stop``): a test ran Spark here."""
+    import sys
+    context = sys.modules.get("pyspark.core.context") or sys.modules.get("pyspark.context")
+    return context is not None and getattr(context.SparkContext, "_gateway", None) is not None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item):
+    """In an xdist worker (the parallel part of scripts/test): fail the first test without the
+    ``spark`` mark after which pyspark's JVM runs, so that a test that starts Spark is not
+    missed by `starts_spark` and run beside another Spark test."""
+    outcome = yield
+    if hasattr(item.config, "workerinput") and item.get_closest_marker("spark") is None and _spark_jvm_started():
+        outcome.force_exception(AssertionError(
+            f"{item.nodeid} (or a fixture it shares) started Spark but has no spark mark: add it to "
+            "tests/conftest.py's SPARK_PATHS or SPARK_FIXTURES, so that scripts/test runs it one at a time"))
+
+
 # --- pytest-xdist: which tests run in the same worker, and in what order ----------------------
 # Under ``--dist loadgroup`` a group is one unit of work: its tests run in one worker, in order.
 # Each module is a group of its own (its module-scoped servers and Spark sessions start once,
@@ -137,8 +185,12 @@ def _order(item: pytest.Item) -> int:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In a pytest-xdist worker: each test's ``xdist_group`` (a test that names its own keeps
-    it), and the long groups first. tryfirst: xdist reads the marks in this same hook."""
+    """The ``spark`` mark of the tests that start Spark (`starts_spark`); in a pytest-xdist
+    worker, each test's ``xdist_group`` (a test that names its own keeps it) and the long groups
+    first. tryfirst: ``-m`` and xdist read the marks after this hook."""
+    for item in items:
+        if starts_spark(item):
+            item.add_marker(pytest.mark.spark)
     if not hasattr(config, "workerinput"):
         return
     for item in items:

@@ -4,6 +4,7 @@ an installed wheel, in scripts/check-wheel.sh."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -36,7 +37,14 @@ def squall_commands() -> list[list[str]]:
 
 def test_the_readme_has_the_main_job_and_the_test_command():
     assert ["local", "examples/word_count.py", "--ttl", "30"] in squall_commands()
-    assert any("python -m pytest" in block for block in blocks("sh"))
+    assert any("&& scripts/test" in block for block in blocks("sh"))
+
+
+def test_ci_runs_the_readmes_test_command():
+    """.ci/run runs the suite as the README says (scripts/test), and the script exists."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "&& scripts/test ||" in ci and "python -m pytest" not in ci
+    assert os.access(ROOT / "scripts" / "test", os.X_OK)
 
 
 @pytest.mark.parametrize("argv", squall_commands(), ids=" ".join)

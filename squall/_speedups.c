@@ -52,6 +52,22 @@
 static PyObject *ZERO;   /* the int 0: an untracked tuple's root and value */
 static PyObject *ONE;
 
+/* A dict's look-up, store, removal and test of a key whose hash is already known: the acker's
+ * and the spout's pending maps take one message's root through several buckets, and a 64-bit
+ * int's hash is computed anew at every call (CPython 3.11 and 3.12 export these; later versions
+ * hash each time). */
+#if PY_VERSION_HEX < 0x030D0000
+#define DICT_GET_H(d, k, h) _PyDict_GetItem_KnownHash((d), (k), (h))
+#define DICT_SET_H(d, k, v, h) _PyDict_SetItem_KnownHash((d), (k), (v), (h))
+#define DICT_DEL_H(d, k, h) _PyDict_DelItem_KnownHash((d), (k), (h))
+#define DICT_CONTAINS_H(d, k, h) _PyDict_Contains_KnownHash((d), (k), (h))
+#else
+#define DICT_GET_H(d, k, h) ((void)(h), PyDict_GetItemWithError((d), (k)))
+#define DICT_SET_H(d, k, v, h) ((void)(h), PyDict_SetItem((d), (k), (v)))
+#define DICT_DEL_H(d, k, h) ((void)(h), PyDict_DelItem((d), (k)))
+#define DICT_CONTAINS_H(d, k, h) ((void)(h), PyDict_Contains((d), (k)))
+#endif
+
 /* ---------------------------------------------------------------------------------------------
  * TupleBase
  */
@@ -1335,15 +1351,15 @@ static PyObject *str_pending, *str_buckets, *str_tree_type;
 
 /* RotatingMap.put's and .remove's effect on its buckets (a list of dicts, newest first) */
 static int
-drop_from(PyObject *buckets, Py_ssize_t first, PyObject *root, int only_first_found)
+drop_from(PyObject *buckets, Py_ssize_t first, PyObject *root, Py_hash_t hash, int only_first_found)
 {
     for (Py_ssize_t b = first; b < PyList_GET_SIZE(buckets); b++) {
         PyObject *d = PyList_GET_ITEM(buckets, b);
-        int has = PyDict_Contains(d, root);
+        int has = DICT_CONTAINS_H(d, root, hash);
         if (has < 0)
             return -1;
         if (has) {
-            if (PyDict_DelItem(d, root) < 0)
+            if (DICT_DEL_H(d, root, hash) < 0)
                 return -1;
             if (only_first_found)
                 return 0;
@@ -1355,7 +1371,7 @@ drop_from(PyObject *buckets, Py_ssize_t first, PyObject *root, int only_first_fo
 /* (kind, root, delta) to the spout task; a FAILED reply carries the tree's cause (or None) in
  * delta's place */
 static int
-reply_to(PyObject *deliver, long task, long kind, PyObject *root, double delta, PyObject *cause)
+reply_to(DeliverCache *c, PyObject *deliver, long task, long kind, PyObject *root, double delta, PyObject *cause)
 {
     PyObject *t = PyLong_FromLong(task);
     if (t == NULL)
@@ -1371,7 +1387,7 @@ reply_to(PyObject *deliver, long task, long kind, PyObject *root, double delta, 
         PyTuple_SET_ITEM(msg, 1, Py_NewRef(root));
         PyTuple_SET_ITEM(msg, 2, d);
     }
-    int rc = msg ? deliver_to(deliver, t, msg) : -1;
+    int rc = msg ? deliver_cached(c, deliver, t, msg) : -1;
     Py_XDECREF(msg);
     Py_DECREF(t);
     return rc;
@@ -1379,7 +1395,8 @@ reply_to(PyObject *deliver, long task, long kind, PyObject *root, double delta, 
 
 /* One message; 0, or -1 with an exception set. */
 static int
-acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double now, PyObject *deliver)
+acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double now, PyObject *deliver,
+             DeliverCache *sent)
 {
     if (!PyTuple_CheckExact(msg) || PyTuple_GET_SIZE(msg) != 4) {
         PyErr_Format(PyExc_TypeError, "an acker message is (kind, root, value, spout_task), got %R", msg);
@@ -1393,9 +1410,12 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
     if (PyList_GET_SIZE(buckets) < 1)
         return 0;
     PyObject *newest = PyList_GET_ITEM(buckets, 0);
-    PyObject *e = PyDict_GetItemWithError(newest, root);  /* nearly always there */
+    Py_hash_t hash = PyObject_Hash(root);  /* once for the message's look-ups, store and removal */
+    if (hash == -1)
+        return -1;
+    PyObject *e = DICT_GET_H(newest, root, hash);  /* nearly always there */
     for (Py_ssize_t b = 1; e == NULL && !PyErr_Occurred() && b < PyList_GET_SIZE(buckets); b++)
-        e = PyDict_GetItemWithError(PyList_GET_ITEM(buckets, b), root);
+        e = DICT_GET_H(PyList_GET_ITEM(buckets, b), root, hash);
     if (e == NULL) {
         if (PyErr_Occurred())
             return -1;
@@ -1406,7 +1426,7 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
         fresh->xor = 0;
         fresh->spout_task = -1;
         fresh->start = now;
-        if (PyDict_SetItem(newest, root, (PyObject *)fresh) < 0) {
+        if (DICT_SET_H(newest, root, (PyObject *)fresh, hash) < 0) {
             Py_DECREF(fresh);
             return -1;
         }
@@ -1430,7 +1450,7 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
                 Py_XSETREF(entry->cause, Py_NewRef(val));
         } else
             entry->reset = 1;
-        if (PyDict_SetItem(newest, root, e) < 0 || drop_from(buckets, 1, root, 0) < 0)
+        if (DICT_SET_H(newest, root, e, hash) < 0 || drop_from(buckets, 1, root, hash, 0) < 0)
             goto done;
     }
     rc = 0;
@@ -1439,13 +1459,13 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
         goto done;  /* init not seen yet: an ack or fail overtook it */
     int nonzero = entry->xor != 0;
     if (!nonzero || entry->failed) {
-        if (drop_from(buckets, 0, root, 1) < 0)
+        if (drop_from(buckets, 0, root, hash, 1) < 0)
             rc = -1;
         else
-            rc = reply_to(deliver, task, nonzero ? FAILED : ACKED, root, now - entry->start, entry->cause);
+            rc = reply_to(sent, deliver, task, nonzero ? FAILED : ACKED, root, now - entry->start, entry->cause);
     } else if (entry->reset) {
         entry->reset = 0;
-        rc = reply_to(deliver, task, RESET_TIMEOUT, root, now - entry->start, NULL);
+        rc = reply_to(sent, deliver, task, RESET_TIMEOUT, root, now - entry->start, NULL);
     }
 done:
     Py_DECREF(e);
@@ -1477,19 +1497,21 @@ acker_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *result = Py_None;
+    DeliverCache sent = {NULL, NULL, NULL, 0};  /* the spout task replied to last, for this call */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *msg = PyObject_CallNoArgs(pop);
         if (msg == NULL) {
             result = NULL;
             break;
         }
-        int rc = acker_update(buckets, (PyTypeObject *)tree_type, msg, now, deliver);
+        int rc = acker_update(buckets, (PyTypeObject *)tree_type, msg, now, deliver, &sent);
         Py_DECREF(msg);
         if (rc < 0) {
             result = NULL;
             break;
         }
     }
+    DELIVER_CACHE_CLEAR(sent);
     Py_DECREF(buckets);
     Py_DECREF(tree_type);
     Py_XINCREF(result);
@@ -1560,13 +1582,14 @@ acker_drain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t ran = 0;
     int failed = 0;
+    DeliverCache sent = {NULL, NULL, NULL, 0};  /* the spout task replied to last, for this call */
     while (ran < n && !failed) {
         PyObject *msg = PyObject_CallNoArgs(pop);
         if (msg == NULL) {
             failed = 1;
             break;
         }
-        if (acker_update(buckets, (PyTypeObject *)tree_type, msg, now, deliver) < 0) {
+        if (acker_update(buckets, (PyTypeObject *)tree_type, msg, now, deliver, &sent) < 0) {
             Py_DECREF(msg);
             failed = 1;
             break;
@@ -1592,6 +1615,7 @@ acker_drain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *type = NULL, *value = NULL, *tb = NULL;
     if (failed)
         PyErr_Fetch(&type, &value, &tb);
+    DELIVER_CACHE_CLEAR(sent);
     PyObject *l = left >= 0 ? PyLong_FromLongLong(left) : NULL;
     int rc = l ? PyObject_SetAttr(sampled, str_left, l) : -1;
     Py_XDECREF(l);
@@ -1638,6 +1662,9 @@ add_to_attr(PyObject *obj, PyObject *name, PyObject *by)
  * else sampled[task].key("", stream, stream). Borrowed from *ks, which holds it. */
 typedef struct {
     PyObject *task, *stream, *ks;  /* held */
+    /* the TaskStats and spout object of the task of the previous reply (one spout_replies call
+     * is one task's replies: two look-ups by task a reply spared) */
+    PyObject *st_task, *st, *obj;  /* held */
 } StreamStatsCache;
 
 static PyObject *
@@ -1677,12 +1704,15 @@ spout_acked(PyObject *executor, PyObject *buckets, PyObject *stats, PyObject *ob
             PyObject *root, PyObject **last_task, PyObject *sampled, StreamStatsCache *cache, int sample)
 {
     PyObject *info = NULL;
+    Py_hash_t hash = PyObject_Hash(root);  /* once for the look-ups and the removal */
+    if (hash == -1)
+        return -1;
     for (Py_ssize_t b = 0; b < PyList_GET_SIZE(buckets); b++) {  /* RotatingMap.remove */
         PyObject *d = PyList_GET_ITEM(buckets, b);
-        info = PyDict_GetItemWithError(d, root);
+        info = DICT_GET_H(d, root, hash);
         if (info != NULL) {
             Py_INCREF(info);
-            if (PyDict_DelItem(d, root) < 0) {
+            if (DICT_DEL_H(d, root, hash) < 0) {
                 Py_DECREF(info);
                 return -1;
             }
@@ -1708,12 +1738,21 @@ spout_acked(PyObject *executor, PyObject *buckets, PyObject *stats, PyObject *ob
         Py_INCREF(task);
         Py_XSETREF(*last_task, task);  /* held: an id freed and reused would fool the identity test */
     }
-    PyObject *st = PyDict_GetItemWithError(stats, task);
-    PyObject *obj = st ? PyDict_GetItemWithError(objs, task) : NULL;
-    if (obj == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetObject(PyExc_KeyError, task);
-        goto done;
+    PyObject *st, *obj;
+    if (cache->st != NULL && cache->st_task == task) {
+        st = cache->st;
+        obj = cache->obj;
+    } else {
+        st = PyDict_GetItemWithError(stats, task);
+        obj = st ? PyDict_GetItemWithError(objs, task) : NULL;
+        if (obj == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, task);
+            goto done;
+        }
+        Py_XSETREF(cache->st_task, Py_NewRef(task));
+        Py_XSETREF(cache->st, Py_NewRef(st));
+        Py_XSETREF(cache->obj, Py_NewRef(obj));
     }
     t = PyObject_CallNoArgs(now);
     latency = t ? PyNumber_Subtract(t, PyTuple_GET_ITEM(info, 3)) : NULL;
@@ -1786,7 +1825,7 @@ spout_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *reply = PyObject_GetAttr(executor, str_reply);
     PyObject *sampled = PyObject_GetAttr(executor, str_sampled);
     PyObject *result = NULL, *last_task = NULL;
-    StreamStatsCache cache = {NULL, NULL, NULL};
+    StreamStatsCache cache = {NULL, NULL, NULL, NULL, NULL, NULL};
     Py_XDECREF(pending);
     if (buckets == NULL || stats == NULL || objs == NULL || reply == NULL || sampled == NULL)
         goto done;
@@ -1849,6 +1888,9 @@ done:
     Py_XDECREF(cache.task);
     Py_XDECREF(cache.stream);
     Py_XDECREF(cache.ks);
+    Py_XDECREF(cache.st_task);
+    Py_XDECREF(cache.st);
+    Py_XDECREF(cache.obj);
     Py_XDECREF(buckets);
     Py_XDECREF(stats);
     Py_XDECREF(objs);

@@ -286,3 +286,23 @@ def test_field_types_that_name_no_field_or_no_column_type_are_refused():
         compile_topology(topology, {"s": {"a": list}})
     with pytest.raises(ValueError, match=r"field_types names \['t'\], which are not spouts"):
         compile_topology(topology, {"t": {"a": str}})
+
+
+def test_a_partition_by_right_after_a_spout_hashes_its_typed_key_column_over_the_bolts_tasks(spark):
+    words = [[f"w{i}"] for i in range(30)] * 2  # each word twice
+    factory = MemoryMapState.factory()
+    topology = TridentTopology()
+    topology.new_stream("s", FixedBatchSpout(Fields("word"), 60, *words)).partition_by(Fields("word")) \
+        .each(Fields("word"), TaskIndex(), Fields("task")).parallelism_hint(2) \
+        .group_by(Fields("word", "task")).persistent_aggregate(factory, Count(), Fields("count"))
+    plan = compile_topology(topology, {"s": {"word": str}})
+    [hashed] = plan.executor_bolts()
+    assert (hashed.repartition, hashed.partitions) == ("hash", 2)
+    runner = BatchRunner(plan, {})
+    [frame] = _source_batches(spark, plan)
+    runner(frame, 0)
+    runner.close()
+    stored = {(w, t): n for w, t, n in factory.make_state({}, None, 0, 1).get_tuples()}
+    # every word in one task, twice; both tasks used (a null key column sent all to one)
+    assert sorted(w for w, _ in stored) == sorted(w for [w] in words[:30])
+    assert set(stored.values()) == {2} and {t for _, t in stored} == {0, 1}

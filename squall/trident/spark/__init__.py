@@ -12,6 +12,7 @@ squall's engine. Needs pyspark 4.2 or later (the extra ``trident-spark``). See d
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from .compiler import SparkBolt, SparkPlan, SparkSpout, compile_topology
     from .runner import BatchRunner
     from .source import SOURCE_NAME, SpoutSpec, TridentSpoutSource, check_spout
+
+log = logging.getLogger("squall.trident.spark")
 
 # imported when first asked for, not with the package: `python -m squall.trident.spark.daemon`
 # runs this file before its own, and must reorder sys.path before anything imports pyspark
@@ -34,7 +37,7 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
-__all__ = ["SOURCE_NAME", "BatchRunner", "SparkBolt", "SparkPlan", "SparkSpout", "SpoutSpec", "TridentSpoutSource",
+__all__ = ["SOURCE_NAME", "WARM_JOB_GROUP", "BatchRunner", "SparkBolt", "SparkPlan", "SparkSpout", "SpoutSpec", "TridentSpoutSource",
            "check_spout", "compile_topology", "start"]
 
 
@@ -83,4 +86,35 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
         writer = writer.trigger(**trigger) if isinstance(trigger, Mapping) else writer.trigger(processingTime=trigger)
     if query_name is not None:
         writer = writer.queryName(query_name)
-    return writer.start()
+    query = writer.start()
+    _warm_python_workers(spark.sparkContext, tasks)
+    return query
+
+
+WARM_JOB_GROUP = "squall-trident-spark-warm"
+"""The Spark job group of the job `start` runs to start the Python workers early."""
+
+
+def _noop(_: Any) -> None:
+    """What the warm-up task runs."""
+
+
+def _warm_python_workers(sc: Any, tasks: int) -> Any:
+    """Start Spark's Python workers while the query starts, not in its first batch: one job of
+    ``tasks`` empty Python tasks, on a thread of its own. Starting the query runs Spark's
+    Data Source planning processes one after another for seconds (each importing pyspark); the
+    workers' daemon (importing pyspark, squall, pyarrow and pandas) would otherwise start only
+    when the first batch's tasks need it. The workers are reused (``spark.python.worker.reuse``)
+    by the batches. Returns the thread."""
+    import threading
+
+    def run() -> None:
+        try:
+            sc.setJobGroup(WARM_JOB_GROUP, "squall.trident.spark: start the Python workers")
+            sc.parallelize(range(tasks), tasks).foreach(_noop)
+        except Exception as e:  # noqa: BLE001 (a head start only: the query's own tasks start them otherwise)
+            log.debug("starting Spark's Python workers early failed: %s", e)
+
+    thread = threading.Thread(target=run, name="squall-trident-spark-warm", daemon=True)
+    thread.start()
+    return thread

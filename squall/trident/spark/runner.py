@@ -179,7 +179,7 @@ class BatchRunner:
                     frames[o] = _relabel(frames[op.stream], o)
             if not b.body.nodes:
                 continue  # all of it in SQL
-            frame = _repartition(_input(frames, b.inputs), b, self._parallelism(df))
+            frame = _repartition(_input(frames, b.inputs), b, self._parallelism(df), self._key_columns(b))
             fn = run_partition(self._bodies[b.component], b.component, b.partitions, txid, self.conf, self.plan.keys,
                                {s: self.plan.combines[s].value for s in b.outputs if s in self.plan.combines},
                                {s: self.plan.layouts[s] for s in b.inputs if s in self.plan.layouts})
@@ -189,6 +189,18 @@ class BatchRunner:
             if not b.outputs:
                 leaves.append(out)
         return frames, leaves
+
+    def _key_columns(self, bolt: SparkBolt) -> list[str] | None:
+        """The typed columns ``bolt``'s hash repartition hashes, when it reads one stream whose
+        key fields are all typed columns (else None: the pickled key column)."""
+        if bolt.repartition != "hash" or len(bolt.inputs) != 1:
+            return None
+        [stream] = bolt.inputs
+        layout, key = self.plan.layouts.get(stream), self.plan.keys.get(stream)
+        if layout is None or not key:
+            return None
+        slots = [layout.slots[i] for i in key]
+        return [str(c) for c in slots] if all(isinstance(c, str) for c in slots) else None
 
     def _parallelism(self, df: Any) -> int:
         if self._default_parallelism is None:
@@ -303,13 +315,13 @@ def _sql(frame: Any, op: SqlOp) -> Any:
     return _relabel(rows, op.stream)
 
 
-def _repartition(frame: Any, bolt: SparkBolt, parallelism: int) -> Any:
-    """``frame`` partitioned for ``bolt``'s input. With no repartition before it (an identity
-    edge), the source's partitions (a spout's: one per file, Kafka partition...) are coalesced
-    into the bolt's hint or Spark's default parallelism, whichever is more: each Spark task pays
-    a Python round trip and a fresh copy of the bolt, which a partition per file multiplied."""
+def _repartition(frame: Any, bolt: SparkBolt, parallelism: int, key_columns: list[str] | None = None) -> Any:
+    """``frame`` partitioned for ``bolt``'s input: a hash repartition on ``key_columns`` (typed)
+    or the pickled key. With no repartition before it (an identity edge), the source's
+    partitions are coalesced into the bolt's hint or Spark's default parallelism, whichever is
+    more: each Spark task pays a Python round trip and a fresh copy of the bolt."""
     if bolt.repartition == "hash":
-        return frame.repartition(bolt.partitions, KEY)
+        return frame.repartition(bolt.partitions, *(key_columns or [KEY]))
     if bolt.repartition == "single":
         return frame.repartition(1)
     if bolt.repartition == "round_robin":

@@ -77,6 +77,39 @@ def test_the_compiled_tuples_oav_holds_any_64_bit_xor_and_refuses_other_values_n
         with pytest.raises(ValueError, match=r"_oav is the xor of 64-bit edge ids"):
             Tuple(["a"], src, 5, 7, bad)
     assert t._oav == 2**63 - 1
+def test_tuples_and_their_subclasses_are_freed_whole_and_a_subclass_s_del_still_runs():
+    # compiled, squall.Tuple (a subclass of TupleBase that adds nothing) is made and freed without
+    # the generic paths; a subclass that adds a __del__ or a __dict__ keeps Python's own
+    import sys
+
+    src = Source("split", "default", 3, Fields("word"))
+    freed: list = []
+
+    class Noted(Tuple):
+        def __del__(self):
+            freed.append(self.values[0])
+
+    class Roomy(Tuple):
+        __slots__ = ("extra",)
+
+    def run(n):
+        for i in range(n):
+            Tuple([i], src, 5, 7)
+            r = Roomy([i], src)
+            r.extra = [i]
+
+    run(1)  # (the compiled module holds the type it adopted at its first tuple)
+    refs = sys.getrefcount(Tuple), sys.getrefcount(Roomy)
+    assert _bytes_left_by(run) < 20_000
+    assert (sys.getrefcount(Tuple), sys.getrefcount(Roomy)) == refs  # each instance let its type go
+    Noted(["n"], src)
+    assert freed == ["n"]
+    kept = Noted(["m"], src, 5, 7, 9)
+    assert (kept.values, kept._root, kept._val, kept._oav, freed) == (["m"], 5, 7, 9, ["n"])
+    del kept
+    assert freed == ["n", "m"]
+
+
 def _bytes_left_by(run) -> int:
     """The bytes still allocated after ``run(20_000)`` (after a warm-up ``run(1000)``): a
     reference leaked per call leaves at least one object per call."""

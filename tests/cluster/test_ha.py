@@ -137,8 +137,9 @@ def running():
         r.stop()
 
 
-def _client(*masters):
-    return MasterClient(cluster_conf({"squall.secret": SECRET, "nimbus.seeds": [str(m.address) for m in masters]}))
+def _client(*masters, **settings):
+    return MasterClient(cluster_conf({"squall.secret": SECRET, "nimbus.seeds": [str(m.address) for m in masters],
+                                      **settings}))
 
 
 def test_a_master_that_lacks_code_does_not_take_the_lead_until_it_fetched_it(ha_conf, running):
@@ -430,7 +431,9 @@ def test_no_leader_is_named_while_zookeeper_is_unreachable(own_zookeeper, tmp_pa
     assert a.master.op_get_leader() is None and b.master.op_get_leader() is None
     with pytest.raises(NotLeaderException, match="cannot reach ZooKeeper"):
         b.master.election.assert_leader()
-    with pytest.raises(RpcError, match="Could not find a nimbus leader"), _client(a, b) as m:
+    # asked once: storm.nimbus.retry.times' 5 tries 2 s apart would give the same answer 10 s later
+    with pytest.raises(RpcError, match="Could not find a nimbus leader"), \
+            _client(a, b, **{"storm.nimbus.retry.times": 0}) as m:
         m.deactivate("t")
     server.start()
     assert wait_until(lambda: a.master.op_get_leader() is not None

@@ -314,6 +314,7 @@ class ExecutorLoop:
             with self._boundary:
                 self._moved = False
             self._serve()
+        self.flush()  # what flush_due held for a later round leaves before the loop ends
         if self._clean:
             for ex in self.executors:
                 if ex.opened:

@@ -140,3 +140,33 @@ def test_two_live_endpoints_cannot_share_an_address():
     InMemoryTransport(net, "a")
     with pytest.raises(ValueError, match="address a already has an endpoint"):
         InMemoryTransport(net, "a")
+
+
+def test_a_working_loop_flushes_what_is_due_and_a_stopping_loop_sends_everything():
+    """A loop calls the transport's flush_due after each working round (a peer's items may wait
+    there for more, `BatchingTransport.flush_due`) and its flush when it ends, so nothing held
+    for a later round stays behind a stopped loop."""
+    import threading
+
+    from squall.engine.clock import Clock
+    from squall.engine.loop import Backpressure, ExecutorLoop, TopologyActivation
+
+    calls: list[str] = []
+    rounds = threading.Event()
+    clock = Clock()
+    loop = ExecutorLoop("test-loop", TopologyActivation(active=True), Backpressure(high=10, clock=clock), clock, {},
+                        lambda *a: None)
+    loop.poll = lambda: 1  # every round works: the loop never sleeps
+
+    def flush_due():
+        calls.append("due")
+        if calls.count("due") >= 3:
+            rounds.set()
+
+    loop.flush_due = flush_due
+    loop.flush = lambda: calls.append("all")
+    loop.start()
+    assert rounds.wait(30)
+    loop.stop()
+    assert loop.join(30)
+    assert calls[-1] == "all" and "all" not in calls[:-1]

@@ -47,7 +47,7 @@ def test_a_python_worker_under_the_daemon_imports_pyspark_from_the_installed_pac
 def test_start_sets_the_python_workers_going_on_a_thread_of_its_own(spark):
     from squall.trident.spark import WARM_JOB_GROUP, _warm_python_workers
 
-    _warm_python_workers(spark.sparkContext, 2).join(60)
+    _warm_python_workers(spark, 2).join(60)
     tracker = spark.sparkContext.statusTracker()
     jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(WARM_JOB_GROUP)]
     assert jobs and jobs[-1].status == "SUCCEEDED"

@@ -72,9 +72,10 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
     if not plan.spouts:
         raise ValueError("start: the topology has no spout (new_stream), so nothing to run")
     settings = dict(conf or {})
+    tasks = int(spark.sparkContext.defaultParallelism)
+    _warm_python_workers(spark, tasks)  # first: what follows starts Python processes for seconds
     spark.dataSource.register(TridentSpoutSource)
     frames = []
-    tasks = int(spark.sparkContext.defaultParallelism)
     for s in plan.spouts:
         hints = [b.partitions for b in plan.executor_bolts()
                  if (set(b.inputs) | {op.source for op in b.sql}) & set(s.outputs)]
@@ -86,32 +87,34 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
         writer = writer.trigger(**trigger) if isinstance(trigger, Mapping) else writer.trigger(processingTime=trigger)
     if query_name is not None:
         writer = writer.queryName(query_name)
-    query = writer.start()
-    _warm_python_workers(spark.sparkContext, tasks)
-    return query
+    return writer.start()
 
 
 WARM_JOB_GROUP = "squall-trident-spark-warm"
 """The Spark job group of the job `start` runs to start the Python workers early."""
 
 
-def _noop(_: Any) -> None:
-    """What the warm-up task runs."""
+def _passing(batches: Any) -> Any:
+    """What the warm-up tasks run: their Arrow batches (a row each) back."""
+    yield from batches
 
 
-def _warm_python_workers(sc: Any, tasks: int) -> Any:
+def _warm_python_workers(spark: Any, tasks: int) -> Any:
     """Start Spark's Python workers while the query starts, not in its first batch: one job of
-    ``tasks`` empty Python tasks, on a thread of its own. Starting the query runs Spark's
-    Data Source planning processes one after another for seconds (each importing pyspark); the
-    workers' daemon (importing pyspark, squall, pyarrow and pandas) would otherwise start only
-    when the first batch's tasks need it. The workers are reused (``spark.python.worker.reuse``)
-    by the batches. Returns the thread."""
+    ``tasks`` empty ``mapInArrow`` tasks, on a thread of its own (an RDD's Python tasks would
+    start another daemon: Spark keeps one per set of environment variables, and SQL's Python
+    runners set their own). Registering and loading the source and
+    starting the query run Spark's Data Source processes one after another for seconds (each a
+    Python process importing pyspark and squall; 15 s of `start` at load 8); the workers' daemon
+    (importing pyspark, squall, pyarrow and pandas) would otherwise start only when the first
+    batch's tasks need it. The batches reuse its workers (``spark.python.worker.reuse``).
+    Returns the thread."""
     import threading
 
     def run() -> None:
         try:
-            sc.setJobGroup(WARM_JOB_GROUP, "squall.trident.spark: start the Python workers")
-            sc.parallelize(range(tasks), tasks).foreach(_noop)
+            spark.sparkContext.setJobGroup(WARM_JOB_GROUP, "squall.trident.spark: start the Python workers")
+            spark.range(0, tasks, 1, tasks).mapInArrow(_passing, "id BIGINT").write.format("noop").mode("overwrite").save()
         except Exception as e:  # noqa: BLE001 (a head start only: the query's own tasks start them otherwise)
             log.debug("starting Spark's Python workers early failed: %s", e)
 

@@ -230,9 +230,10 @@ def test_a_partition_with_nothing_new_emits_nothing_and_a_spark_batch_reads_only
     logs[T0].append("a1")
     second = reader.latestOffset(first, None)
     assert second["batch"] == ["t@0"] and second["parts"]["t@1"] == first["parts"]["t@1"]
-    assert [p.value.partition.get_id() for p in reader.partitions(first, second)] == ["t@0"]  # one Spark task
+    # one Spark task (an input partition holds a tuple of spout partitions)
+    assert [[t.partition.get_id() for t in p.value] for p in reader.partitions(first, second)] == [["t@0"]]
     logs[T1].append("b0")
     third = reader.latestOffset(second, None)
     assert third["batch"] == ["t@1"]
-    assert [(p.value.partition.get_id(), p.value.meta["first_offset"]) for p in reader.partitions(second, third)] \
-        == [("t@1", 0)]
+    assert [[(t.partition.get_id(), t.meta["first_offset"]) for t in p.value] for p in reader.partitions(second, third)] \
+        == [[("t@1", 0)]]

@@ -132,13 +132,19 @@ def _spark_jvm_started() -> bool:
     return context is not None and getattr(context.SparkContext, "_gateway", None) is not None
 
 
+_marked_spark_ran = False  # in this process: after one, pyspark's JVM is expected to run
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item):
     """In an xdist worker (the parallel part of scripts/test): fail the first test without the
-    ``spark`` mark after which pyspark's JVM runs, so that a test that starts Spark is not
-    missed by `starts_spark` and run beside another Spark test."""
+    ``spark`` mark after which pyspark's JVM runs (while no marked test ran in this worker), so
+    that a test that starts Spark is not missed by `starts_spark` and run beside another."""
+    global _marked_spark_ran
     outcome = yield
-    if hasattr(item.config, "workerinput") and item.get_closest_marker("spark") is None and _spark_jvm_started():
+    if item.get_closest_marker("spark") is not None:
+        _marked_spark_ran = True
+    elif hasattr(item.config, "workerinput") and not _marked_spark_ran and _spark_jvm_started():
         outcome.force_exception(AssertionError(
             f"{item.nodeid} (or a fixture it shares) started Spark but has no spark mark: add it to "
             "tests/conftest.py's SPARK_PATHS or SPARK_FIXTURES, so that scripts/test runs it one at a time"))

@@ -135,11 +135,9 @@ def test_given_a_descriptor_wait_stale_returns_only_once_it_is_readable_as_well(
     waiter.start()
     waiter.join(0.3)  # 30 spans stale with nothing to read: still waiting
     assert waiter.is_alive() and results == []
-    before = time.monotonic()
     a.send(b"x")
-    waiter.join(5)
+    waiter.join(30)  # only the data can end this wait (or a close, which returns False)
     assert results == [True]
-    assert time.monotonic() - before < 1.0  # woken by the data (within a span or two), not by a timeout
     assert watch.wait_stale(0.01) is True  # still readable and stale: at once
     watch.touch()
     start = time.monotonic()

@@ -441,6 +441,9 @@ class SparkHost(_Host):
 
 
 HOST_CONF_ENV = "SQUALL_BENCH_HOST_CONF"  # JSON: extra cluster settings (``python -m bench run --conf``)
+# seconds the process host waits for its master and supervisor to start (`ProcessHost`'s
+# start_timeout, 30 unless set): `bench.instructions` runs them under Valgrind, ~50x slower
+START_TIMEOUT_ENV = "SQUALL_BENCH_START_TIMEOUT"
 
 
 def make_host(host: str, workers: int, spark_master: str | None = None) -> ProcessHost | SparkHost:
@@ -448,7 +451,7 @@ def make_host(host: str, workers: int, spark_master: str | None = None) -> Proce
     cluster settings of ``$SQUALL_BENCH_HOST_CONF`` (a JSON object), if set."""
     conf = json.loads(os.environ.get(HOST_CONF_ENV) or "{}")
     if host == "process":
-        return ProcessHost(workers, conf)
+        return ProcessHost(workers, conf, start_timeout=float(os.environ.get(START_TIMEOUT_ENV) or 30.0))
     if host == "spark":
         return SparkHost(workers, spark_master, conf)
     raise ValueError(f"unknown host {host!r} (process or spark)")

@@ -35,6 +35,7 @@ about 50x slower than natively: W1 with the default sizes takes about half a min
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -45,13 +46,17 @@ from typing import Any
 
 from squall import LocalCluster
 
-from . import harness, w1_wordcount, w2_const_null
+from . import harness, hosts, w1_wordcount, w2_const_null
 
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 DEFAULT_N = {"W1": (4000, 12000), "W2": (20000, 60000)}
 # W1 on the process host: a run of the smaller size is about 40 s under Valgrind (the workers'
 # start-up is most of it), one of the larger about 90 s
 PROCESS_N = (3000, 15000)
+# How long the process host may take to start its master and supervisor under Valgrind: on a
+# loaded machine they did not answer within its usual 30 s (the workers are their children, so
+# they cannot run natively while the workers are traced)
+START_TIMEOUT_SECS = 600
 # How often a run looks at its topology's progress: seldom, as each look costs instructions,
 # and under Valgrind a second passes for every few thousand tuples
 LOOK_SECS = 0.5
@@ -124,7 +129,8 @@ def count_workers(n: int, acking: bool, workers: int) -> int:
                f"--cachegrind-out-file={out}/cachegrind.%p", sys.executable, "-m", "bench", "run", "W1",
                "--acking", "on" if acking else "off", "--host", "process", "--workers", str(workers),
                "--n", str(n), "--no-save"]
-        done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+        env = dict(os.environ, **{hosts.START_TIMEOUT_ENV: str(START_TIMEOUT_SECS)})
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], env=env)
         lines = done.stdout.strip().splitlines()
         record = json.loads(lines[-1]) if done.returncode == 0 and lines else {}
         if not record.get("correct"):

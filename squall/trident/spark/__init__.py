@@ -3,8 +3,8 @@
 `start(topology, spark, checkpoint_location)` compiles the topology (``compiler.py``), reads each
 transactional spout through the ``squall_trident`` Python Data Source (``source.py``: the spout's
 batch metadata is the offset) and runs every micro-batch as Trident batch ``txid = batchId + 1``
-in ``foreachBatch`` (``runner.py``): the stateless operations in Spark tasks through
-``mapInArrow``, the states on the driver with the same ``begin_commit``/``commit`` calls as on
+in ``foreachBatch`` (``runner.py``): ``project``/``FilterNull``/``Equals`` over typed columns
+in Spark SQL, the other stateless operations in Spark tasks through ``mapInArrow``, the states on the driver with the same ``begin_commit``/``commit`` calls as on
 squall's engine. Needs pyspark 4.2 or later (the extra ``trident-spark``). See docs/trident.md,
 "On Spark's engine".
 """

@@ -2,7 +2,8 @@
 
 `BatchRunner` is the query's ``foreachBatch`` function. For micro-batch ``batchId`` it runs
 Trident batch ``txid = batchId + 1`` (attempt 0): it builds, on the batch's DataFrame of source
-rows, each executor bolt's ``mapInArrow`` (`run_partition`: one fresh copy of the bolt's body per
+rows, each executor bolt's head in Spark SQL (``compiler.SqlOp``: ``select``/``filter`` over
+typed columns), then its ``mapInArrow`` (`run_partition`: one fresh copy of the bolt's body per
 Spark task, the tuples of its partition, then ``finish_batch``), collects what the driver bolts
 read (the partials of a grouped Count/Sum summed per group in Spark SQL first, see
 ``compiler.SqlCombine``), and runs those bolts in this process, where their `State` objects live
@@ -264,14 +265,20 @@ def union(frames: list[Any]) -> Any:
     return frame
 
 
-def source_frame(source: Any, spout: SparkSpout) -> Any:
-    """The rows of ``spout``'s streams from ``source``, its Data Source's DataFrame: the four
-    columns of every frame (``rows.py``), then its typed columns."""
+def _columns(stream: str, pickled: bool, typed: list[str]) -> list[Any]:
+    """A frame's columns (``rows.py``) for rows of ``stream``: no key or value, the pickled
+    ``trident_tuple`` kept (else null), then the ``typed`` columns."""
     from pyspark.sql.functions import col, lit
 
-    typed = [col(t.column) for t in spout.typed]
-    return union([source.select(lit(stream).alias(STREAM), lit(None).cast("binary").alias(KEY), col(TUPLE),
-                                lit(None).cast("bigint").alias(VALUE), *typed) for stream in spout.outputs])
+    return [lit(stream).alias(STREAM), lit(None).cast("binary").alias(KEY),
+            col(TUPLE) if pickled else lit(None).cast("binary").alias(TUPLE), lit(None).cast("bigint").alias(VALUE),
+            *[col(c) for c in typed]]
+
+
+def source_frame(source: Any, spout: SparkSpout) -> Any:
+    """The rows of ``spout``'s streams from ``source``, its Data Source's DataFrame."""
+    typed = [t.column for t in spout.typed]
+    return union([source.select(*_columns(stream, True, typed)) for stream in spout.outputs])
 
 
 def _input(frames: dict[str, Any], streams: tuple[str, ...]) -> Any:
@@ -296,14 +303,12 @@ def _sql(frame: Any, op: SqlOp) -> Any:
     """The rows ``op`` makes of its source stream's in ``frame``, labelled ``op.stream``."""
     from functools import reduce
 
-    from pyspark.sql.functions import col, isnan, lit
+    from pyspark.sql.functions import col, isnan
 
     rows = frame.filter(col(STREAM) == op.source)
     if op.kind == "project":
         pickled = any(isinstance(s, int) for s in op.layout.slots)
-        return rows.select(lit(op.stream).alias(STREAM), lit(None).cast("binary").alias(KEY),
-                           col(TUPLE) if pickled else lit(None).cast("binary").alias(TUPLE),
-                           lit(None).cast("bigint").alias(VALUE), *[col(c) for c in dict.fromkeys(op.layout.columns())])
+        return rows.select(*_columns(op.stream, pickled, list(dict.fromkeys(op.layout.columns()))))
     if op.kind == "not_null":
         test = [col(c).isNotNull() for c in op.columns]
     else:  # equals: Python's ==, None == None too; NaN equals nothing (SQL's NaN = NaN is true)

@@ -74,7 +74,12 @@ class SpoutSpec:
 
     def where(self) -> str:
         """The spout as errors name it."""
-        return f"new_stream({self.txid!r}, {type(self.spout).__name__})"
+        return _where(self.txid, self.spout)
+
+
+def _where(txid: str, spout: Any) -> str:
+    """A spout as errors name it: ``new_stream('txid', SpoutClass)``."""
+    return f"new_stream({txid!r}, {type(spout).__name__})"
 
 
 def typed_fields(txid: str, spout: Any, fields: list[str], column_prefix: str,
@@ -82,7 +87,7 @@ def typed_fields(txid: str, spout: Any, fields: list[str], column_prefix: str,
     """The fields of ``spout`` that get typed columns: those ``declared`` (else the spout's own
     ``field_types()``, when it has one) to hold one of `SQL_TYPES`, or ValueError naming the
     spout and the field."""
-    where = f"new_stream({txid!r}, {type(spout).__name__})"
+    where = _where(txid, spout)
     if declared is None:
         own = getattr(spout, "field_types", None)
         declared = dict(own()) if callable(own) else {}
@@ -114,7 +119,7 @@ def check_spout(txid: str, spout: Any) -> str:
     )
     from ..spout import IBatchSpout, ITridentSpout, RichSpoutAdapter
 
-    where = f"new_stream({txid!r}, {type(spout).__name__})"
+    where = _where(txid, spout)
     if isinstance(spout, (Spout, RichSpoutAdapter)):
         raise ValueError(  # noqa: TRY004 (API.md: what start refuses is a ValueError naming it)
             f"{where}: a plain Spout is at least once (a replayed txid re-emits what failed, not "

@@ -13,7 +13,8 @@ pyspark's worker are imported here once, before the fork (they start no thread),
 unpickles the bolts and runs an Arrow function without importing them; then every object so far is frozen out of the garbage collector (``gc.freeze``), which
 pyspark's reused workers run in full after each task. A zip from another Spark (``SPARK_HOME``
 elsewhere) is left first: its pyspark must match its JVM. Then it is pyspark's daemon, unchanged
-(`pyspark.daemon.manager`).
+(`pyspark.daemon.manager`). `launch` keeps the same rule for ``PYTHONPATH``, for the Python
+processes Spark starts without this daemon (``launcher.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,23 @@ def installed_first(path: list[str]) -> list[str]:
         return path
     own = os.path.join(os.path.dirname(spec.origin), "python", "lib") + os.sep
     return [p for p in path if not (p.endswith(".zip") and os.path.abspath(p).startswith(own))]
+
+
+def without_own_zips(pythonpath: str, path: list[str]) -> str:
+    """``pythonpath`` (a ``PYTHONPATH`` value) without the installed pyspark's own zips; ``path``
+    (``sys.path``) is where the installed pyspark is looked for. Every other entry stays, in order."""
+    entries = pythonpath.split(os.pathsep)
+    kept = set(installed_first([*entries, *path]))
+    return os.pathsep.join(p for p in entries if p in kept)
+
+
+def launch(argv: list[str]) -> None:
+    """Run this interpreter with ``argv`` and the installed pyspark's zips off ``PYTHONPATH``: what
+    the script of ``launcher.py`` (Spark's ``PYSPARK_PYTHON``) calls, loading this file by its path."""
+    pythonpath = os.environ.get("PYTHONPATH")
+    if pythonpath is not None:
+        os.environ["PYTHONPATH"] = without_own_zips(pythonpath, sys.path)
+    os.execv(sys.executable, [sys.executable, *argv])
 
 
 def main() -> None:

@@ -1,0 +1,64 @@
+"""Spark's Python executable for Trident on Spark's engine, with pyspark imported from its
+installed package: ``PYSPARK_PYTHON`` set to a small script that takes the installed pyspark's own
+zips off ``PYTHONPATH`` and then runs the same interpreter with the same arguments.
+
+``squall.trident.spark.daemon`` does this for the daemon and the workers it forks, but the driver
+JVM also starts Python processes of its own, one after another, without the daemon: the Python Data
+Source's planners (``pyspark.sql.worker.plan_data_source_read`` and the streaming reader's), which
+``start()`` waits for before the first batch. Each starts with ``pyspark.zip`` first on its
+``PYTHONPATH`` and compiles the pyspark it imports anew (zipimport keeps no bytecode). The script
+reaches them because pyspark gives every Python function, the Data Source among them, the
+SparkContext's ``pythonExec``: ``PYSPARK_PYTHON`` when the context is made.
+
+The script loads ``daemon.py`` by its file (not the ``squall`` package, which would cost more
+than it saves) and calls its `launch`, which keeps `installed_first`'s rule: a zip from another Spark (``SPARK_HOME`` elsewhere)
+stays first. The script lives in a private temporary directory of the driver, so it is set only
+for a local master (``local``, ``local[N]``...): an executor on another machine could not run it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import MutableMapping
+
+_SCRIPT = """#!{python}
+# squall's Spark Python launcher (squall/trident/spark/launcher.py): the installed pyspark first
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("_squall_spark_daemon", {daemon!r})
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+module.launch(sys.argv[1:])
+"""
+
+
+def write_script(directory: str) -> str:
+    """Write the launcher script (executable) into ``directory``; return its path."""
+    path = os.path.join(directory, "squall-spark-python")
+    # by its file: importing the squall package would cost more than the script saves
+    daemon = os.path.join(os.path.dirname(os.path.abspath(__file__)), "daemon.py")
+    with open(path, "w") as f:
+        f.write(_SCRIPT.format(python=sys.executable, daemon=daemon))
+    os.chmod(path, 0o700)
+    return path
+
+
+def is_local(master: str | None) -> bool:
+    """Whether ``master`` runs the executors in this process (``local``, ``local[N]``, ``local[N,F]``)."""
+    return master is None or master == "local" or master.startswith("local[")
+
+
+def use_installed_pyspark(spark_conf: MutableMapping[str, str] | None = None, master: str | None = None,
+                          environ: MutableMapping[str, str] = os.environ) -> str | None:
+    """Set ``PYSPARK_PYTHON`` in ``environ`` to the launcher before a SparkSession is made; return
+    the script's path, or None when left alone: the user chose a Python (``PYSPARK_PYTHON``,
+    ``spark.pyspark.python``) or the master is not local. The script's directory is removed at exit."""
+    if environ.get("PYSPARK_PYTHON") or (spark_conf or {}).get("spark.pyspark.python") or not is_local(master):
+        return None
+    directory = tempfile.mkdtemp(prefix="squall-spark-python-")
+    atexit.register(shutil.rmtree, directory, True)
+    environ["PYSPARK_PYTHON"] = path = write_script(directory)
+    return path

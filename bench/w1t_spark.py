@@ -13,8 +13,9 @@ All Spark runs use ``local[1]`` (the peers' setting) with the SparkSession made 
 starts, and the same number of micro-batches of the same size where whole files allow it (the
 peers read ``maxFilesPerTrigger`` files a batch: ``--n 200000 --batch-size 2500`` is 4 batches
 of 50,000 sentences for all three). The Trident query's session runs Spark's Python processes
-through ``squall.trident.spark.daemon`` (as ``squall trident`` does); the peers' are Spark's
-defaults. The Trident query's time is from ``start()`` to the end of ``processAllAvailable()``;
+through ``squall.trident.spark.daemon`` and, unless ``--no-launcher``, with
+``squall.trident.spark.launcher`` as their Python executable (as ``squall trident`` does); the
+peers' are Spark's defaults. The Trident query's time is from ``start()`` to the end of ``processAllAvailable()``;
 its batch latency is each micro-batch's ``triggerExecution`` (Spark's own progress: the mean,
 and each batch's in ``batch_latency_ms``), ``first_batch_after_s`` the time before the first
 batch started (the query's Python processes starting), and ``where`` splits the batches into
@@ -41,7 +42,7 @@ from .corpus import LINES_PER_FILE, corpus_files, ensure_corpus, reference_count
 DEFAULT_BATCH_SIZE = 2_500  # lines of each corpus file a batch reads: 10 files of 10,000 sentences, 4 batches
 
 
-def _trident_on_spark(directory: Path, batch_size: int) -> dict[str, Any]:
+def _trident_on_spark(directory: Path, batch_size: int, launcher: bool = True) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
     from squall import Fields
@@ -60,6 +61,11 @@ def _trident_on_spark(directory: Path, batch_size: int) -> dict[str, Any]:
     # Spark's Python workers unpickle the bench's Split by reference: they need the repository
     repo = str(Path(__file__).resolve().parents[1])
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p)
+    user_python = os.environ.get("PYSPARK_PYTHON")
+    if launcher:  # as squall trident does: Spark's own Python processes import the installed pyspark
+        from squall.trident.spark.launcher import use_installed_pyspark
+
+        use_installed_pyspark(master="local[1]")
     spark = (SparkSession.builder.master("local[1]").appName("squall-bench-w1t-spark")
              .config("spark.sql.shuffle.partitions", "1").config("spark.ui.enabled", "false")
              .config("spark.python.daemon.module", "squall.trident.spark.daemon").getOrCreate())
@@ -79,6 +85,11 @@ def _trident_on_spark(directory: Path, batch_size: int) -> dict[str, Any]:
         counts = {word: count for word, count in factory.make_state({}, None, 0, 1).get_tuples()}
     finally:
         spark.stop()
+        # the peers' sessions are Spark's defaults
+        if user_python is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = user_python
         shutil.rmtree(lines_dir, ignore_errors=True)
         shutil.rmtree(checkpoint, ignore_errors=True)
     latencies = [p["durationMs"]["triggerExecution"] for p in progress]
@@ -93,14 +104,15 @@ def _trident_on_spark(directory: Path, batch_size: int) -> dict[str, Any]:
             "where_ms": {k: round(v) for k, v in sorted(phases.items())}, "counts": counts}
 
 
-def run(n: int = 100_000, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = True) -> dict[str, Any]:
+def run(n: int = 100_000, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = True,
+        launcher: bool = True) -> dict[str, Any]:
     """One record: sentences/s of each way, batch latency of the Trident ones, correctness."""
     from .peers import spark_w1
 
     directory = ensure_corpus(n)
     reference = reference_counts(directory)
-    record: dict[str, Any] = {"workload": "W1T-spark", "n": n, "batch_size": batch_size}
-    trident = _trident_on_spark(directory, batch_size)
+    record: dict[str, Any] = {"workload": "W1T-spark", "n": n, "batch_size": batch_size, "launcher": launcher}
+    trident = _trident_on_spark(directory, batch_size, launcher)
     record["trident_spark"] = {"sentences_per_s": round(n / trident["wall_s"], 1),
                                **{k: v for k, v in trident.items() if k != "counts"},
                                "correct": trident["counts"] == reference}
@@ -126,18 +138,20 @@ def run(n: int = 100_000, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = T
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.w1t_spark [--n N] [--batch-size B] [--no-engine]``: print the record as one JSON
+    """``python -m bench.w1t_spark [--n N] [--batch-size B] [--no-engine] [--no-launcher]``: print the record as one JSON
     line and append it to ``bench/results/w1t_spark.jsonl``."""
     parser = argparse.ArgumentParser(prog="python -m bench.w1t_spark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=100_000, help="sentences (default 100,000)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
                         help="lines of each corpus file one Trident batch reads (default 2,500)")
     parser.add_argument("--no-engine", action="store_true", help="skip the run on squall's engine")
+    parser.add_argument("--no-launcher", action="store_true",
+                        help="Spark's default Python executable for the Trident query, not squall's launcher")
     args = parser.parse_args(argv)
     from . import harness
 
     before = round(os.getloadavg()[0], 2)
-    record = harness.finish_record(run(args.n, args.batch_size, not args.no_engine))
+    record = harness.finish_record(run(args.n, args.batch_size, not args.no_engine, not args.no_launcher))
     record["loadavg_1m_before"] = before
     harness.emit_record(record, harness.RESULTS_DIR / "w1t_spark.jsonl")
     return 0

@@ -77,6 +77,7 @@ def cmd_trident(args: argparse.Namespace) -> int:
         raise UserError("squall trident --host spark needs pyspark 4.2 or later (pip install 'squall[trident-spark]')") \
             from None
     from ..trident.spark import compile_topology, start
+    from ..trident.spark.launcher import use_installed_pyspark
 
     topology_over, daemon_over = parse_overrides(args.overrides)
     overrides = {**daemon_over, **topology_over}
@@ -94,6 +95,9 @@ def cmd_trident(args: argparse.Namespace) -> int:
             builder = builder.master(args.spark_master)
         # Spark's Python processes import the installed, compiled pyspark (see the module); -c overrides
         builder = builder.config("spark.python.daemon.module", "squall.trident.spark.daemon")
+        # and so do the ones the driver starts without the daemon (the Data Source's planners),
+        # unless the user chose Spark's Python (PYSPARK_PYTHON, -c spark.pyspark.python)
+        use_installed_pyspark(spark_conf, args.spark_master or spark_conf.get("spark.master"))
         for key, value in spark_conf.items():
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
         spark = builder.getOrCreate()

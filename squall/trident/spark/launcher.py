@@ -23,7 +23,8 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
+from typing import Any
 
 _SCRIPT = """#!{python}
 # squall's Spark Python launcher (squall/trident/spark/launcher.py): the installed pyspark first
@@ -51,11 +52,12 @@ def is_local(master: str | None) -> bool:
     return master is None or master == "local" or master.startswith("local[")
 
 
-def use_installed_pyspark(spark_conf: MutableMapping[str, str] | None = None, master: str | None = None,
+def use_installed_pyspark(spark_conf: Mapping[str, Any] | None = None, master: str | None = None,
                           environ: MutableMapping[str, str] = os.environ) -> str | None:
     """Set ``PYSPARK_PYTHON`` in ``environ`` to the launcher before a SparkSession is made; return
     the script's path, or None when left alone: the user chose a Python (``PYSPARK_PYTHON``,
-    ``spark.pyspark.python``) or the master is not local. The script's directory is removed at exit."""
+    ``spark.pyspark.python``) or the master is not local. The script's directory is removed at exit
+    (a driver killed by SIGKILL leaves it behind: one small file)."""
     if environ.get("PYSPARK_PYTHON") or (spark_conf or {}).get("spark.pyspark.python") or not is_local(master):
         return None
     directory = tempfile.mkdtemp(prefix="squall-spark-python-")

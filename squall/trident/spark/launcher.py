@@ -3,17 +3,19 @@ installed package: ``PYSPARK_PYTHON`` set to a small script that takes the insta
 zips off ``PYTHONPATH`` and then runs the same interpreter with the same arguments.
 
 ``squall.trident.spark.daemon`` does this for the daemon and the workers it forks, but the driver
-JVM also starts Python processes of its own, one after another, without the daemon: the Python Data
-Source's planners (``pyspark.sql.worker.plan_data_source_read`` and the streaming reader's), which
-``start()`` waits for before the first batch. Each starts with ``pyspark.zip`` first on its
+JVM also starts Python processes of its own, one after another, without squall's daemon: the
+Python Data Source's lookup, creation and read planning (under ``pyspark.daemon``) and the
+streaming source's runner, which ``start()`` waits for before the first batch. Each starts with ``pyspark.zip`` first on its
 ``PYTHONPATH`` and compiles the pyspark it imports anew (zipimport keeps no bytecode). The script
 reaches them because pyspark gives every Python function, the Data Source among them, the
 SparkContext's ``pythonExec``: ``PYSPARK_PYTHON`` when the context is made.
 
 The script loads ``daemon.py`` by its file (not the ``squall`` package, which would cost more
-than it saves) and calls its `launch`, which keeps `installed_first`'s rule: a zip from another Spark (``SPARK_HOME`` elsewhere)
-stays first. The script lives in a private temporary directory of the driver, so it is set only
-for a local master (``local``, ``local[N]``...): an executor on another machine could not run it.
+than it saves) and calls its `launch`, which keeps `installed_first`'s rule: a zip from another Spark
+(``SPARK_HOME`` elsewhere) stays first. The script lives in a private temporary directory of the
+driver, so it is set only for a local master (``local``, ``local[N]``...): an executor on another
+machine could not run it. An unset master counts as local (pyspark's default, unless a
+``spark-defaults.conf`` says otherwise).
 """
 
 from __future__ import annotations

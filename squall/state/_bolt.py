@@ -18,13 +18,16 @@ is never lost, and it may apply twice only when its commit went through and its 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt, Bolt, _Component
 from .._errors import EmitError, FailedException, ReportedFailedException
 from .._system import DEFAULT_STREAM
-from .._tuple import Tuple
+from .._tuple import Tuple, is_tick_tuple
 from ..engine.plan import SUBMIT_CHECK
 from ._names import get_state
 from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK
@@ -69,10 +72,12 @@ class AnchoringCollector(OutputCollector):
     """A bolt's collector in a stateful topology: unanchored emits raise; with ``defer_acks``,
     ``ack`` records the tuple for the next commit (`StatefulBoltExecutor`)."""
 
-    def __init__(self, out: OutputCollector, component: str, defer_acks: bool) -> None:
+    def __init__(self, out: OutputCollector, component: str, defer_acks: bool,
+                 settled: Callable[[Tuple, bool], None] | None = None) -> None:
         self._out = out
         self._component = component
         self._defer = defer_acks
+        self._settled = settled  # told of each ack or fail (tuple, failed), after it is made
         self.acked: list[Tuple] = []
 
     def _anchored(self, anchors: Any, stream: str) -> None:
@@ -91,8 +96,10 @@ class AnchoringCollector(OutputCollector):
     def ack(self, tup):
         if self._defer:
             self.acked.append(tup)
-        else:
-            self._out.ack(tup)
+            return
+        self._out.ack(tup)
+        if self._settled is not None:
+            self._settled(tup, False)
 
     def unchecked(self) -> OutputCollector:
         """The collector underneath, whose emits may be unanchored: for a persistent window's
@@ -106,6 +113,8 @@ class AnchoringCollector(OutputCollector):
 
     def fail(self, tup):
         self._out.fail(tup)
+        if self._settled is not None:
+            self._settled(tup, True)
 
     def reset_timeout(self, tup):
         self._out.reset_timeout(tup)
@@ -256,13 +265,68 @@ class StatefulBoltExecutor(_CheckpointAware):
         return True
 
 
+class InputsInFlight:
+    """The inputs a forwarded bolt was given and has not acked or failed yet, and the checkpoints
+    held behind them (`CheckpointTupleForwarder`). Thread-safe: a bolt may ack from a thread of
+    its own (a sink that writes in the background acks each tuple once written)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._arrived = 0  # inputs given to the bolt so far; an input's number is its place
+        self._open: dict[int, tuple[int, Tuple]] = {}  # id(input) -> (its number, it)
+        self._failed_since_checkpoint = False
+        self._held: deque[tuple[int, Callable[[bool], None]]] = deque()
+
+    def given(self, tup: Tuple) -> None:
+        """``tup`` is handed to the bolt."""
+        with self._lock:
+            self._open[id(tup)] = (self._arrived, tup)
+            self._arrived += 1
+
+    def settled(self, tup: Tuple, failed: bool) -> None:
+        """The bolt acked (or failed) ``tup``: pass on the checkpoints no longer behind an input."""
+        with self._lock:
+            if self._open.pop(id(tup), None) is None:
+                return  # acked twice, or not an input of the bolt's
+            self._failed_since_checkpoint |= failed
+            self._release()
+
+    def hold(self, release: Callable[[bool], None]) -> None:
+        """A checkpoint arrived: call ``release(failed)`` once every input given before it is
+        settled (at once if none is open); ``failed`` says whether an input was failed since the
+        previous checkpoint was released (one given after this checkpoint may count too: a
+        PREPARE failed for it only costs a rollback, never a result)."""
+        with self._lock:
+            self._held.append((self._arrived, release))
+            self._release()
+
+    def _release(self) -> None:
+        oldest = min((n for n, _t in self._open.values()), default=self._arrived)
+        while self._held and self._held[0][0] <= oldest:
+            _upto, release = self._held.popleft()
+            failed, self._failed_since_checkpoint = self._failed_since_checkpoint, False
+            release(failed)
+
+
 class CheckpointTupleForwarder(_CheckpointAware):
     """Wraps a plain `Bolt` or `BasicBolt` of a stateful topology: passes checkpoints on, and
-    raises on unanchored emits (a `BasicBolt`'s are anchored anyway)."""
+    raises on unanchored emits (a `BasicBolt`'s are anchored anyway).
+
+    Beyond Storm, a checkpoint is passed on only once the bolt has acked or failed every input
+    it was given before it (`InputsInFlight`; ticks excepted), and a PREPARE is failed if one
+    of those inputs was failed. A persistent window's emits are unanchored (its inputs are acked at the commit):
+    if a sink that writes in the background let the PREPARE through before writing them, the
+    commit would record the window as fired while its results could still die with the
+    sink's worker, never to be emitted again. Held here, the PREPARE fails with the worker, and
+    the window rolls back and fires again. A bolt must therefore ack or fail every input, or
+    no checkpoint passes it.
+    """
 
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         self._start(context, collector)
-        out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=False)
+        self.in_flight = InputsInFlight()
+        out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=False,
+                                 settled=self.in_flight.settled)
         if isinstance(self.bolt, BasicBolt):
             self.bolt.prepare(conf, context)
             self.basic: _Basic | None = _Basic(out)
@@ -273,10 +337,23 @@ class CheckpointTupleForwarder(_CheckpointAware):
     def execute(self, tup: Tuple) -> None:
         if tup.source_stream == CHECKPOINT_STREAM_ID:
             self._checkpoint(tup)
-        elif self.basic is None:
+            return
+        if not is_tick_tuple(tup):  # a tick needs no ack: none would ever settle it
+            self.in_flight.given(tup)
+        if self.basic is None:
             self.bolt.execute(tup)
         else:
             self.basic.run(self.bolt, tup)
+
+    def handle_checkpoint(self, tup: Tuple, action: str, txid: int) -> bool:
+        def release(failed: bool) -> None:  # on whichever thread settled the last input before it
+            if failed and action == PREPARE:
+                self.collector.fail(tup)
+                return
+            self.collector.emit([txid, action], tup, CHECKPOINT_STREAM_ID)
+            self.collector.ack(tup)
+        self.in_flight.hold(release)
+        return False  # passed on (or failed) by release
 
 
 class _Basic(BasicOutputCollector):

@@ -9,7 +9,7 @@ from squall import BaseStatefulBolt, Bolt, Fields, KeyValueState, SerializationE
 from squall._fields import GlobalStreamId
 from squall._tuple import Source, Tuple
 from squall.state import State, StateError, StateHome, StateProvider, get_state
-from squall.state._bolt import CheckpointBarrier, StatefulBoltExecutor
+from squall.state._bolt import CheckpointBarrier, CheckpointTupleForwarder, StatefulBoltExecutor
 from squall.state._kv import MemoryStore, StateCodec, TransactionalKeyValueState
 from squall.state.checkpoint import (
     COMMIT, COMMITTED, COMMITTING, INITIAL, INITSTATE, PREPARE, PREPARING, ROLLBACK, CheckPointState,
@@ -408,6 +408,64 @@ def test_unanchored_emits_raise():
     ex.execute(cp(-1, INITSTATE))
     with pytest.raises(Exception, match=r"must emit anchored tuples \(component \[count\]"):
         ex.execute(Tuple(["a"], DATA))
+
+
+class WritesLater(Bolt):
+    """A sink that acks each input only once written, later, as RedisStreamSinkBolt's writer
+    thread does: `write` acks (or fails) what it was given so far."""
+
+    def prepare(self, conf, context, collector):
+        self.collector, self.queued = collector, []
+
+    def execute(self, tup):
+        self.queued.append(tup)
+
+    def write(self, fail=False):
+        done, self.queued = self.queued, []
+        for t in done:
+            (self.collector.fail if fail else self.collector.ack)(t)
+
+
+def forwarder():
+    sink = WritesLater()
+    ex, rec = CheckpointTupleForwarder(sink), Recorder()
+    ex.prepare({}, BoltCtx(HostMemory(), {"$checkpointspout": [9]}), rec)
+    return ex, sink, rec
+
+
+def passed_on(rec):
+    return [values for stream, values, _anchor in rec.emitted if stream == "$checkpoint"]
+
+
+def test_a_checkpoint_passes_a_bolt_only_once_it_acked_every_input_before_it():
+    """A persistent window's results are unanchored: a PREPARE that went past the sink before
+    they were written let the window's fire be committed, and a SIGKILL of the sink's worker
+    then lost them for good (the Spark host's exact-windows test, issue 33)."""
+    ex, sink, rec = forwarder()
+    before, after = Tuple(["w1"], DATA), Tuple(["w2"], DATA)
+    ex.execute(before)
+    prepare = cp(0, PREPARE)
+    ex.execute(prepare)
+    ex.execute(after)  # an input after the checkpoint does not hold it back
+    assert passed_on(rec) == [] and prepare not in rec.acked
+    writer = threading.Thread(target=sink.write)  # acked from the sink's own thread
+    writer.start()
+    writer.join()
+    assert passed_on(rec) == [[0, PREPARE]] and prepare in rec.acked
+    assert rec.acked == [before, prepare, after]  # passed on once the input before it was acked
+    ex.execute(cp(0, COMMIT))  # nothing open: passed on at once
+    assert passed_on(rec) == [[0, PREPARE], [0, COMMIT]]
+
+
+def test_a_prepare_behind_a_failed_input_fails_so_the_state_rolls_back():
+    ex, sink, rec = forwarder()
+    ex.execute(Tuple(["w1"], DATA))
+    prepare = cp(0, PREPARE)
+    ex.execute(prepare)
+    sink.write(fail=True)
+    assert passed_on(rec) == [] and prepare in rec.failed
+    ex.execute(cp(0, ROLLBACK))  # the next one passes
+    assert passed_on(rec) == [[0, ROLLBACK]]
 
 
 # --- the builder's wiring -------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
 
 Both wrappers are plain bolts. A checkpoint tuple counts only once it has come from every task
 that sends this bolt checkpoints (`CheckpointBarrier`); the ones before are acked. Then the
-stateful one acts on it (below); the forwarder only passes it on. Either emits it on its own
+stateful one acts on it (below); the forwarder passes it on once its bolt has acked or failed
+every input it got before it (`InputsInFlight`). Either emits it on its own
 ``$checkpoint`` stream anchored to it, then acks it, so the spout's step completes only once it
 has gone through the whole topology.
 
@@ -314,10 +315,10 @@ class CheckpointTupleForwarder(_CheckpointAware):
 
     Beyond Storm, a checkpoint is passed on only once the bolt has acked or failed every input
     it was given before it (`InputsInFlight`; ticks excepted), and a PREPARE is failed if one
-    of those inputs was failed. A persistent window's emits are unanchored (its inputs are acked at the commit):
-    if a sink that writes in the background let the PREPARE through before writing them, the
-    commit would record the window as fired while its results could still die with the
-    sink's worker, never to be emitted again. Held here, the PREPARE fails with the worker, and
+    of those inputs was failed. A persistent window's emits are unanchored (its inputs are
+    acked at the commit): if a sink that writes in the background let the PREPARE through
+    before writing them, the commit would record the window as fired while its results could
+    still die with the sink's worker, never to be emitted again. Held here, the PREPARE fails with the worker, and
     the window rolls back and fires again. A bolt must therefore ack or fail every input, or
     no checkpoint passes it.
     """

@@ -27,9 +27,18 @@ FILE_RESERVE = 64
 """File descriptors kept free of connections for everything else a server opens (its logs, state
 files, the master's ZooKeeper session, the UI's connection to the master)."""
 
-ACCEPT_BACKLOG = 64
+ACCEPT_BACKLOG = 32
 """The listen backlog both servers pass to asyncio, which also accepts up to this many
-connections in one go before a protocol sees any: the cap leaves room for such a burst."""
+connections in one go before a protocol sees any: the cap leaves room for such bursts
+(`ACCEPT_BURSTS_OPEN`)."""
+
+ACCEPT_BURSTS_OPEN = 3
+"""How many bursts of `ACCEPT_BACKLOG` descriptors an asyncio server can hold beyond its admitted
+connections: asyncio's accept handler accepts a burst each loop tick but a protocol's
+``connection_made`` (where the table admits it) runs two ticks later, so when a burst is accepted
+the one before is not admitted yet; and a connection evicted to admit one closes its socket a
+tick after eviction (``transport.close`` calls ``connection_lost`` soon). Counting one burst, as
+before, let 300 half-header sockets take a UI with a 256-file limit to 251 descriptors."""
 
 FULL_TABLE_LOG_SECS = 60.0
 """A full file table is logged at most once in this many seconds, with the count held back."""
@@ -47,9 +56,9 @@ def open_files_limit() -> int:
 
 def connection_cap(configured: int, files_limit: int) -> int:
     """The connections a server keeps open at most: ``configured``, lowered to leave
-    `FILE_RESERVE` descriptors of ``files_limit`` free, and room for a burst of `ACCEPT_BACKLOG`
-    accepts (at least 1)."""
-    return max(1, min(configured, files_limit - FILE_RESERVE - ACCEPT_BACKLOG))
+    `FILE_RESERVE` descriptors of ``files_limit`` free, and room for the `ACCEPT_BURSTS_OPEN`
+    bursts of `ACCEPT_BACKLOG` accepts not (or no longer) in the table (at least 1)."""
+    return max(1, min(configured, files_limit - FILE_RESERVE - ACCEPT_BURSTS_OPEN * ACCEPT_BACKLOG))
 
 
 class Admission(NamedTuple, Generic[C]):

@@ -115,13 +115,6 @@ SPARK_FIXTURES = frozenset({"spark", "spark_cluster", "spark_host"})
 ``spark_cluster`` (tests/spark), the acceptance package's ``spark_host``."""
 
 
-ALONE = ("tests/test_cli_cluster.py::test_a_topology_submitted_with_jar_is_listed_monitored_rebalanced_and_killed",)
-"""Tests that start no Spark but run in scripts/test's one-at-a-time part (the ``alone`` mark):
-this one's ``squall monitor`` was still running 30 s after its SIGINT in both whole runs of the
-parallel part (load 9-10), and passed alone, with its module under -n 1 and beside
-tests/test_native.py; the cause is not found yet."""
-
-
 def starts_spark(item: pytest.Item) -> bool:
     """Whether ``item`` starts Spark (see the note above)."""
     if item.nodeid.startswith(SPARK_PATHS) or SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
@@ -198,14 +191,12 @@ def _order(item: pytest.Item) -> int:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The ``spark`` mark of the tests that start Spark (`starts_spark`), ``alone`` (`ALONE`); in a pytest-xdist
+    """The ``spark`` mark of the tests that start Spark (`starts_spark`); in a pytest-xdist
     worker, each test's ``xdist_group`` (a test that names its own keeps it) and the long groups
     first. tryfirst: ``-m`` and xdist read the marks after this hook."""
     for item in items:
         if starts_spark(item):
             item.add_marker(pytest.mark.spark)
-        elif item.nodeid.startswith(ALONE):
-            item.add_marker(pytest.mark.alone)
     if not hasattr(config, "workerinput"):
         return
     for item in items:

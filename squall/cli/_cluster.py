@@ -19,7 +19,9 @@ import itertools
 import json
 import logging
 import secrets
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -444,7 +446,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     output stats, all time); a count that went down (a worker restarted, and its counts with
     it) is counted from zero.
     """
-    with _master(args) as master:
+    with _master(args) as master, _interrupted_by_sigint():
         info = master.get_topology_info(args.name)
         watched = _watched(info, args.component)
         print(f"topology\tcomponent\tparallelism\tstream\ttime-diff ms\t{args.watch}\tthroughput (Kt/s)",
@@ -489,6 +491,24 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             pass  # Ctrl-C is how monitor ends
     return 0
+
+
+@contextlib.contextmanager
+def _interrupted_by_sigint() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt here even if this process started with it ignored.
+
+    A command started with ``&`` by a shell without job control (a script, ``nohup``) inherits
+    SIGINT ignored, and Python then leaves it ignored: monitor, which only Ctrl-C ends, would
+    outlive every SIGINT sent to it. The previous handler is put back after (``main`` called in
+    a test's process); outside the main thread, where signals cannot be set, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _print_errors(info: dict[str, Any], since: float | None) -> float:

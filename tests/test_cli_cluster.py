@@ -197,8 +197,8 @@ def test_a_topology_submitted_with_jar_is_listed_monitored_rebalanced_and_killed
 
         # monitor's rows count from its first poll: the spout sends once a row is out, and monitor
         # (ended by Ctrl-C, as a user ends it) must show the numbers flowing within 30 intervals.
-        # It starts with SIGINT ignored, as what a shell script starts with `&` does (and so the
-        # whole suite's, when the suite itself was started so): Ctrl-C must end it all the same.
+        # It starts with SIGINT ignored, as a command a script starts with `&` does (and every test's
+        # child when the suite was started so: what failed in two runs): Ctrl-C must end it all the same.
         monitor = subprocess.Popen([sys.executable, "-c", SIGINT_IGNORED, "monitor", "--config", str(nimbus.config),
                                     "paced", "-i", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         watchdog = threading.Timer(60, monitor.kill)  # a monitor that hangs fails the test, not the run

@@ -497,7 +497,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 def _interrupted_by_sigint() -> Iterator[None]:
     """SIGINT raises KeyboardInterrupt here even if this process started with it ignored.
 
-    A command started with ``&`` by a shell without job control (a script, ``nohup``) inherits
+    A command started with ``&`` by a shell without job control (a script, ``nohup CMD &``) inherits
     SIGINT ignored, and Python then leaves it ignored: monitor, which only Ctrl-C ends, would
     outlive every SIGINT sent to it. The previous handler is put back after (``main`` called in
     a test's process); outside the main thread, where signals cannot be set, nothing changes."""

@@ -107,6 +107,48 @@ is_a(PyObject *o, PyTypeObject *base, PyTypeObject **seen)
     return 1;
 }
 
+/* f(arg), or f() when arg is NULL. A bound builtin method of METH_O (an inbox's deque.append) or
+ * METH_NOARGS (its popleft) is called through its C function at once: the vectorcall's dispatch,
+ * recursion check and result check cost about 40 instructions a call, and W1 makes some thirty
+ * such calls a sentence (a pop and an append for each of its tuples, the acker's messages). What
+ * the function returns and raises is the same; anything else goes through the vectorcall. */
+static inline PyObject *
+call_quick(PyObject *f, PyObject *arg)
+{
+    if (PyCFunction_CheckExact(f)) {
+        PyMethodDef *ml = ((PyCFunctionObject *)f)->m_ml;
+        int kind = ml->ml_flags & (METH_VARARGS | METH_FASTCALL | METH_NOARGS | METH_O | METH_KEYWORDS | METH_METHOD);
+        if (kind == (arg == NULL ? METH_NOARGS : METH_O))
+            return ml->ml_meth(PyCFunction_GET_SELF(f), arg);
+    }
+    return arg == NULL ? PyObject_CallNoArgs(f) : PyObject_CallOneArg(f, arg);
+}
+
+/* whether root, a tuple's root, is tracked: an exact int's truth without the number protocol */
+static inline int
+is_tracked(PyObject *root)
+{
+    if (PyLong_CheckExact(root))
+        return Py_SIZE(root) != 0;
+    return PyObject_IsTrue(root);
+}
+
+/* whether n values fit a router's nfields (an int): a small int's one digit read at once */
+static inline int
+fits_nfields(Py_ssize_t n, PyObject *nfields)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyLong_CheckExact(nfields) && Py_SIZE(nfields) == 1)
+        return n == (Py_ssize_t)((PyLongObject *)nfields)->ob_digit[0];
+    if (PyLong_CheckExact(nfields) && Py_SIZE(nfields) == 0)
+        return n == 0;
+#endif
+    Py_ssize_t want = PyLong_AsSsize_t(nfields);
+    if (want == -1 && PyErr_Occurred())
+        return -1;
+    return n == want;
+}
+
 static int oav_bits(PyObject *oav, unsigned long long *bits);
 static int TupleBase_clear(TupleBase *self);
 
@@ -764,7 +806,7 @@ deliver_to(PyObject *deliver, PyObject *task, PyObject *item)
             PyErr_SetObject(PyExc_KeyError, task);
         return -1;
     }
-    PyObject *r = PyObject_CallOneArg(d, item);
+    PyObject *r = call_quick(d, item);
     if (r == NULL)
         return -1;
     Py_DECREF(r);
@@ -795,7 +837,7 @@ deliver_cached(DeliverCache *c, PyObject *deliver, PyObject *task, PyObject *ite
         c->version = version;
     }
     Py_INCREF(d);  /* held while it runs: a delivery may change the cache */
-    PyObject *r = PyObject_CallOneArg(d, item);
+    PyObject *r = call_quick(d, item);
     Py_DECREF(d);
     if (r == NULL)
         return -1;
@@ -897,8 +939,9 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
         PyErr_Clear();
         return emit_by_python(self, values, stream);
     }
-    if (n != PyLong_AsSsize_t(r->nfields)) {
-        if (PyErr_Occurred())
+    int fits = fits_nfields(n, r->nfields);
+    if (fits <= 0) {
+        if (fits < 0)
             return NULL;
         return emit_by_python(self, values, stream);
     }
@@ -938,7 +981,7 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
         Py_DECREF(res);
         return targets;
     }
-    int tracked = PyObject_IsTrue(root);
+    int tracked = is_tracked(root);
     if (tracked < 0)
         goto fail;
     Py_INCREF(root);  /* a->root may be replaced while we deliver */
@@ -1133,7 +1176,7 @@ send_ack(PyObject *ackers, PyObject *kind, PyObject *root, PyObject *x)
     }
     PyObject *send = Py_NewRef(PyList_GET_ITEM(ackers, i));
     PyObject *msg = PyTuple_Pack(4, kind, root, x, MINUS_ONE);
-    PyObject *res = msg ? PyObject_CallOneArg(send, msg) : NULL;
+    PyObject *res = msg ? call_quick(send, msg) : NULL;
     Py_XDECREF(msg);
     Py_DECREF(send);
     if (res == NULL)
@@ -1250,7 +1293,7 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
     TupleBase *t = (TupleBase *)tup;
     PyObject *root = t->root;
     Py_INCREF(root);
-    int tracked = PyObject_IsTrue(root);
+    int tracked = is_tracked(root);
     Py_ssize_t nackers = PyList_GET_SIZE(self->ackers);
     if (tracked && nackers) {
         int rc = sibling_next(self->inbox, root);  /* 1: a sibling is next, hold and combine */
@@ -1546,7 +1589,7 @@ acker_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result = Py_None;
     DeliverCache sent = {NULL, NULL, NULL, 0};  /* the spout task replied to last, for this call */
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *msg = PyObject_CallNoArgs(pop);
+        PyObject *msg = call_quick(pop, NULL);
         if (msg == NULL) {
             result = NULL;
             break;
@@ -1631,7 +1674,7 @@ acker_drain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int failed = 0;
     DeliverCache sent = {NULL, NULL, NULL, 0};  /* the spout task replied to last, for this call */
     while (ran < n && !failed) {
-        PyObject *msg = PyObject_CallNoArgs(pop);
+        PyObject *msg = call_quick(pop, NULL);
         if (msg == NULL) {
             failed = 1;
             break;
@@ -1889,7 +1932,7 @@ spout_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (left == -1 && PyErr_Occurred())
                 goto done;
         }
-        PyObject *msg = PyObject_CallNoArgs(pop);
+        PyObject *msg = call_quick(pop, NULL);
         if (msg == NULL)
             goto done;
         int rc;
@@ -3679,7 +3722,7 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     int failed = 0;
     while (done < n) {
-        PyObject *item = PyObject_CallNoArgs(pop);
+        PyObject *item = call_quick(pop, NULL);
         if (item == NULL) {
             failed = 1;
             break;
@@ -3859,7 +3902,7 @@ drain_inbox(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         ran += run;
         left -= run;
         if (ran < n) {
-            PyObject *tup = PyObject_CallNoArgs(pop);
+            PyObject *tup = call_quick(pop, NULL);
             if (tup == NULL || sampled_execute(execute, tup, sampled, now, freq, on_error) < 0) {
                 Py_XDECREF(tup);
                 failed = 1;

@@ -76,7 +76,10 @@ typedef struct {
     PyObject *values;
     PyObject *src;
     PyObject *root;
-    PyObject *val;
+    /* the edge value of a tuple of one tree (0 untracked or of several trees): 64 bits in C, so that
+     * an anchored emit makes no int for it and its ack frees none (`_val` in Python reads and
+     * writes it as an int) */
+    unsigned long long val;
     /* the xor of the edge ids of the tuples anchored to this one (Storm's outAckVal): 64 bits in C,
      * so that each emit xors without making an int and freeing the one before (`_oav` in Python
      * reads and writes it as an int) */
@@ -150,6 +153,7 @@ fits_nfields(Py_ssize_t n, PyObject *nfields)
 }
 
 static int oav_bits(PyObject *oav, unsigned long long *bits);
+static int val_bits(PyObject *val, unsigned long long *bits);
 static int TupleBase_clear(TupleBase *self);
 
 /* A Python subclass of TupleBase that adds nothing (squall.Tuple: __slots__ = (), no __del__,
@@ -181,13 +185,24 @@ adds_nothing(PyTypeObject *type)
            type->tp_free == PyObject_GC_Del;
 }
 
+static PyObject *tuple_make_bits(PyTypeObject *type, PyObject *values, PyObject *src, PyObject *root,
+                                 unsigned long long val, unsigned long long oav);
+
 static PyObject *
 tuple_make(PyTypeObject *type, PyObject *values, PyObject *src, PyObject *root, PyObject *val,
            PyObject *oav)
 {
-    unsigned long long bits = 0;
-    if (oav != ZERO && oav_bits(oav, &bits) < 0)
+    unsigned long long bits = 0, vbits = 0;
+    if ((oav != ZERO && oav_bits(oav, &bits) < 0) || (val != ZERO && val_bits(val, &vbits) < 0))
         return NULL;
+    return tuple_make_bits(type, values, src, root, vbits, bits);
+}
+
+/* a Tuple of type (squall.Tuple, or a subclass) with its edge value and outAckVal as 64 bits */
+static PyObject *
+tuple_make_bits(PyTypeObject *type, PyObject *values, PyObject *src, PyObject *root,
+                unsigned long long val, unsigned long long bits)
+{
     TupleBase *self;
     if (type == lean_tuple_type || (lean_tuple_type == NULL && adds_nothing(type))) {
         if (lean_tuple_type == NULL) {
@@ -200,7 +215,7 @@ tuple_make(PyTypeObject *type, PyObject *values, PyObject *src, PyObject *root, 
         self->values = Py_NewRef(values);
         self->src = Py_NewRef(src);
         self->root = Py_NewRef(root);
-        self->val = Py_NewRef(val);
+        self->val = val;
         self->oav = bits;
         PyObject_GC_Track(self);
         return (PyObject *)self;
@@ -211,7 +226,7 @@ tuple_make(PyTypeObject *type, PyObject *values, PyObject *src, PyObject *root, 
     Py_INCREF(values); self->values = values;
     Py_INCREF(src); self->src = src;
     Py_INCREF(root); self->root = root;
-    Py_INCREF(val); self->val = val;
+    self->val = val;
     self->oav = bits;
     return (PyObject *)self;
 }
@@ -238,7 +253,6 @@ TupleBase_traverse(TupleBase *self, visitproc visit, void *arg)
     Py_VISIT(self->values);
     Py_VISIT(self->src);
     Py_VISIT(self->root);
-    Py_VISIT(self->val);
     return 0;
 }
 
@@ -248,7 +262,6 @@ TupleBase_clear(TupleBase *self)
     Py_CLEAR(self->values);
     Py_CLEAR(self->src);
     Py_CLEAR(self->root);
-    Py_CLEAR(self->val);
     return 0;
 }
 
@@ -263,7 +276,7 @@ TupleBase_dealloc(TupleBase *self)
 static PyObject *
 TupleBase_reduce(TupleBase *self, PyObject *Py_UNUSED(ignored))
 {
-    return Py_BuildValue("O(OOOOK)", (PyObject *)Py_TYPE(self), self->values, self->src, self->root,
+    return Py_BuildValue("O(OOOKK)", (PyObject *)Py_TYPE(self), self->values, self->src, self->root,
                          self->val, self->oav);
 }
 
@@ -283,8 +296,25 @@ TupleBase_set_oav(TupleBase *self, PyObject *value, void *Py_UNUSED(closure))
     return oav_bits(value, &self->oav);
 }
 
+static PyObject *
+TupleBase_get_val(TupleBase *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->val);
+}
+
+static int
+TupleBase_set_val(TupleBase *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "a Tuple's _val cannot be deleted");
+        return -1;
+    }
+    return val_bits(value, &self->val);
+}
+
 static PyGetSetDef TupleBase_getset[] = {
     {"_oav", (getter)TupleBase_get_oav, (setter)TupleBase_set_oav, NULL, NULL},
+    {"_val", (getter)TupleBase_get_val, (setter)TupleBase_set_val, NULL, NULL},
     {NULL}
 };
 
@@ -292,7 +322,6 @@ static PyMemberDef TupleBase_members[] = {
     {"values", T_OBJECT_EX, offsetof(TupleBase, values), 0, "The values."},
     {"_src", T_OBJECT_EX, offsetof(TupleBase, src), 0, NULL},
     {"_root", T_OBJECT_EX, offsetof(TupleBase, root), 0, NULL},
-    {"_val", T_OBJECT_EX, offsetof(TupleBase, val), 0, NULL},
     {NULL}
 };
 
@@ -595,6 +624,21 @@ oav_bits(PyObject *oav, unsigned long long *bits)
     return -1;
 }
 
+/* *bits = val, a Tuple's edge value (an edge id, or the xor of several); -1 with an error naming
+ * it when val is not an int of 0 .. 2**64 - 1 */
+static int
+val_bits(PyObject *val, unsigned long long *bits)
+{
+    unsigned long long b;
+    if (PyLong_Check(val) && u64_of(val, &b) == 0) {
+        *bits = b;
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "a Tuple's _val is a 64-bit edge value, an int from 0 to 2**64 - 1: "
+                 "got %R", val);
+    return -1;
+}
+
 /* a ^ b ^ c (c NULL: 0) as a new int: on 64 bits, making one int instead of one a step, when
    all are ints of 0 .. 2**64 - 1 (tuple and ack ids always are); else with Python's ^ */
 static PyObject *
@@ -889,6 +933,21 @@ draw_id(PyObject *rand, unsigned long long *bits, const char *what)
     return id;
 }
 
+/* draw_id's bits alone: squall's IdSource makes no int */
+static int
+draw_bits(PyObject *rand, unsigned long long *bits)
+{
+    if (Py_IS_TYPE(rand, &IdSource_Type)) {
+        *bits = id_next((IdSource *)rand);
+        return 0;
+    }
+    PyObject *id = draw_id(rand, bits, "edge");
+    if (id == NULL)
+        return -1;
+    Py_DECREF(id);
+    return 0;
+}
+
 static PyObject *
 emit_by_python(BasicCollectorBase *self, PyObject *values, PyObject *stream)
 {
@@ -989,12 +1048,10 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(targets); i++) {
             PyObject *task = PyList_GET_ITEM(targets, i);
             unsigned long long e;
-            PyObject *edge = draw_id(self->rand, &e, "edge");  /* squall's IdSource: without a call */
-            if (edge == NULL)
+            if (draw_bits(self->rand, &e) < 0)  /* squall's IdSource: without a call or an int */
                 goto fail_root;
             a->oav ^= e;
-            PyObject *t = tuple_make(tt, values, r->src, root, edge, ZERO);
-            Py_DECREF(edge);
+            PyObject *t = tuple_make_bits(tt, values, r->src, root, e, 0);
             if (t == NULL)
                 goto fail_root;
             Py_INCREF(task);
@@ -1071,6 +1128,10 @@ typedef struct {
      * after every drain of the task, so that what Python sends (flush_acks) includes it. */
     PyObject *held_root;
     unsigned long long held_x;
+    /* user_execute's function and instance when it is a bound method (a bolt's execute, bound
+     * once after prepare): called with the instance as the first argument, without the bound
+     * method's own call in between (about 40 instructions an input) */
+    PyObject *user_fn, *user_self;
 } BasicExecute;
 
 #define BE_FIELDS(X) X(user_execute) X(basic) X(ack) X(on_failed) X(failed_type) X(acks) \
@@ -1085,6 +1146,8 @@ BasicExecute_traverse(BasicExecute *self, visitproc visit, void *arg)
     BE_FIELDS(V)
 #undef V
     Py_VISIT(self->held_root);
+    Py_VISIT(self->user_fn);
+    Py_VISIT(self->user_self);
     return 0;
 }
 
@@ -1095,6 +1158,8 @@ BasicExecute_clear(BasicExecute *self)
     BE_FIELDS(C)
 #undef C
     Py_CLEAR(self->held_root);
+    Py_CLEAR(self->user_fn);
+    Py_CLEAR(self->user_self);
     return 0;
 }
 
@@ -1110,13 +1175,7 @@ BasicExecute_dealloc(BasicExecute *self)
 static PyObject *
 ack_value(TupleBase *t)
 {
-    unsigned long long v;
-    if (PyLong_CheckExact(t->val) && u64_of(t->val, &v) == 0)
-        return PyLong_FromUnsignedLongLong(v ^ t->oav);
-    PyObject *oav = PyLong_FromUnsignedLongLong(t->oav);
-    PyObject *x = oav ? PyNumber_Xor(t->val, oav) : NULL;
-    Py_XDECREF(oav);
-    return x;
+    return PyLong_FromUnsignedLongLong(t->val ^ t->oav);
 }
 
 /* acks[root] = acks.get(root, 0) ^ val ^ oav */
@@ -1280,8 +1339,14 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
     Py_XSETREF(basic->input, tup);
     /* a slot before the arguments: a bound method (the bolt's execute) puts its self there
      * instead of copying them (PY_VECTORCALL_ARGUMENTS_OFFSET) */
-    PyObject *uargs[3] = {NULL, tup, self->basic};
-    PyObject *res = PyObject_Vectorcall(self->user_execute, uargs + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    PyObject *res;
+    if (self->user_fn != NULL) {
+        PyObject *uargs[4] = {NULL, self->user_self, tup, self->basic};
+        res = PyObject_Vectorcall(self->user_fn, uargs + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    } else {
+        PyObject *uargs[3] = {NULL, tup, self->basic};
+        res = PyObject_Vectorcall(self->user_execute, uargs + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
     if (res == NULL) {
         if (!PyErr_ExceptionMatches(self->failed_type) || hand_error_to(self->on_failed, tup) < 0)
             return NULL;
@@ -1297,15 +1362,12 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
     Py_ssize_t nackers = PyList_GET_SIZE(self->ackers);
     if (tracked && nackers) {
         int rc = sibling_next(self->inbox, root);  /* 1: a sibling is next, hold and combine */
-        unsigned long long v, o;
         if (rc >= 0 && self->held_root != NULL && self->held_root != root) {  /* siblings share their root's int */
             int same = PyObject_RichCompareBool(self->held_root, root, Py_EQ);
             rc = same < 0 ? -1 : same ? rc : be_spill(self) < 0 ? -1 : rc;
         }
-        if (rc >= 0 && !PyDict_GET_SIZE(self->acks) && PyLong_CheckExact(t->val) &&
-                u64_of(t->val, &v) == 0) {  /* the run held in C */
-            o = t->oav;
-            unsigned long long x = v ^ o ^ (self->held_root != NULL ? self->held_x : 0);
+        if (rc >= 0 && !PyDict_GET_SIZE(self->acks)) {  /* the run held in C */
+            unsigned long long x = t->val ^ t->oav ^ (self->held_root != NULL ? self->held_x : 0);
             if (rc == 1) {
                 if (self->held_root == NULL)
                     self->held_root = Py_NewRef(root);
@@ -1318,15 +1380,11 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
             }
         } else if (rc >= 0 && be_spill(self) < 0) {
             rc = -1;
-        } else if (rc == 0 && !PyDict_GET_SIZE(self->acks)) {  /* nothing held: send at once, no dict */
-            PyObject *x = ack_value(t);
-            rc = x == NULL ? -1 : send_ack(self->ackers, self->ack_tag, root, x);
-            Py_XDECREF(x);
-        } else if (rc >= 0) {
+        } else if (rc >= 0) {  /* acks held in the dict (spilled, or from another path): this one joins them */
             int last = rc == 0;  /* no sibling next: what is held goes out with this one */
-            PyObject *oav = PyLong_FromUnsignedLongLong(t->oav);
-            rc = oav == NULL ? -1 : hold_ack(self->acks, root, t->val, oav);
-            Py_XDECREF(oav);
+            PyObject *x = ack_value(t);
+            rc = x == NULL ? -1 : hold_ack(self->acks, root, x, ZERO);
+            Py_XDECREF(x);
             if (rc == 0 && last)
                 rc = send_held(self->acks, self->ackers, self->ack_tag);
         }
@@ -1370,6 +1428,10 @@ BasicExecute_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                         "and a list of ackers");
         Py_DECREF(self);
         return NULL;
+    }
+    if (PyMethod_Check(self->user_execute)) {
+        self->user_fn = Py_NewRef(PyMethod_GET_FUNCTION(self->user_execute));
+        self->user_self = Py_NewRef(PyMethod_GET_SELF(self->user_execute));
     }
     self->vectorcall = (vectorcallfunc)BasicExecute_call;
     return (PyObject *)self;
@@ -2890,6 +2952,18 @@ done:
  */
 static PyObject *str_task, *str_stream;
 
+/* list.append(an int of v) */
+static int
+append_u64(PyObject *list, unsigned long long v)
+{
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    if (o == NULL)
+        return -1;
+    int rc = PyList_Append(list, o);
+    Py_DECREF(o);
+    return rc;
+}
+
 static PyObject *
 group_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -2949,7 +3023,7 @@ group_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyObject *root = PyLong_CheckExact(t->root) && t->root == prev_root ? Py_None : t->root;
             prev_root = t->root;
             if (PyList_Append(targets, target) < 0 || PyList_Append(values, t->values) < 0 ||
-                    PyList_Append(roots, root) < 0 || PyList_Append(vals, t->val) < 0)
+                    PyList_Append(roots, root) < 0 || append_u64(vals, t->val) < 0)
                 goto done;
         } else if (PyTuple_CheckExact(item) && (PyTuple_GET_SIZE(item) == 4 || PyTuple_GET_SIZE(item) == 3)) {
             int ack = PyTuple_GET_SIZE(item) == 4;
@@ -3243,8 +3317,13 @@ pack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 } else if (column == 2) {  /* the previous Tuple's root again: nil (serialize.SAME_ROOT) */
                     W(w_plain(&w, t->root == prev_root ? Py_None : t->root));
                     prev_root = t->root;
-                } else if (column == 3) {
-                    W(w_plain(&w, t->val));
+                } else if (column == 3) {  /* the edge value, 64 bits in the Tuple */
+                    PyObject *v = PyLong_FromUnsignedLongLong(t->val);
+                    if (v == NULL)
+                        goto done;
+                    int wrote = w_plain(&w, v);
+                    Py_DECREF(v);
+                    W(wrote);
                 } else {
                     if (!PyList_CheckExact(t->values))
                         goto plain_not;

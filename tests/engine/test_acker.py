@@ -176,8 +176,8 @@ def test_held_acks_go_to_the_acker_of_their_root_and_are_forgotten():
 
 def test_a_basic_bolt_holds_a_tree_s_acks_as_one_xor_whatever_the_ids():
     """A BasicBolt's inputs of one tree in a row are acked as one message: the xor of each
-    input's id and what it emitted (C when compiled, which works on 64 bits and must fall back
-    on Python's ^ for an id of another width: here ids past 64 bits and negative ones)."""
+    input's id and what it emitted, exact over the whole 64 bits (C when compiled, which keeps
+    both in 64 bits: a Tuple refuses any other value for them, see test_native)."""
     import functools
     import random
     from collections import deque
@@ -195,9 +195,9 @@ def test_a_basic_bolt_holds_a_tree_s_acks_as_one_xor_whatever_the_ids():
     basic.input, basic._out, basic._routers, basic._deliver = None, None, {}, {}
     basic._rand = functools.partial(random.Random(1).getrandbits, 64)
     basic._tuple_type, basic._nowhere, basic._acking = Tuple, _NOWHERE, True
-    widths = [(0, 0), (1, 2**64 - 1), (2**64 - 1, 2**63), (2**64, 3), (2**70 + 5, 2**64 - 1), (-3, 7)]
+    widths = [(0, 0), (1, 2**64 - 1), (2**64 - 1, 2**63), (2**63 + 3, 3), (2**32 + 5, 2**64 - 1), (2**64 - 2, 7)]
     rng = random.Random(4)
-    trees = {ROOT: widths, 6: [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(5)], 9: [(2**64 + 1, 0)]}
+    trees = {ROOT: widths, 6: [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(5)], 9: [(2**64 - 1, 0)]}
     q = deque()
     for root, ids in trees.items():
         for val, oav in ids:
@@ -218,3 +218,35 @@ def test_a_basic_bolt_holds_a_tree_s_acks_as_one_xor_whatever_the_ids():
         expected.append((ACK, root, x, -1))
     assert acker == expected
     assert stats.acked == sum(map(len, trees.values()))
+
+
+def test_a_tuple_s_edge_value_holds_any_64_bit_value_and_refuses_others_naming_it():
+    """Compiled, a Tuple keeps ``_val`` (its edge value in its one tree) in 64 bits, as it keeps
+    ``_oav``, so an anchored emit makes no int for it: every 64-bit value reads back, survives
+    pickling and acks exactly; a value no 64-bit edge id makes is refused, naming ``_val``."""
+    import pickle
+
+    import pytest
+
+    from squall import Fields, _native
+    from squall._tuple import Source, Tuple
+
+    src = Source("split", "default", 3, Fields("word"))
+    for val in (0, 1, 2**32, 2**63, 2**64 - 1):
+        t = Tuple(["a"], src, 5, val, 2**64 - 1)
+        back = pickle.loads(pickle.dumps(t))
+        assert (t._val, back._val, back._oav, back._root) == (val, val, 2**64 - 1, 5)
+        t._val ^= 2**63
+        assert t._val == val ^ 2**63
+        assert t.message_id.get_anchors_to_ids() == {5: val ^ 2**63}
+    if not _native.COMPILED:
+        return  # the twin's _val is a plain slot: it keeps whatever int it is given
+    t = Tuple(["a"], src, 5, 7)
+    for bad in (2**64, -1, "3", None):
+        with pytest.raises(ValueError, match=r"_val is a 64-bit edge value.*got"):
+            t._val = bad
+        with pytest.raises(ValueError, match=r"_val is a 64-bit edge value"):
+            Tuple(["a"], src, 5, bad)
+    assert t._val == 7
+    with pytest.raises(AttributeError, match="_val cannot be deleted"):
+        del t._val

@@ -23,14 +23,28 @@ Spark's phases (``latestOffset``: the spout's planning emit on the
 driver; ``addBatch``: the Trident batch, its jobs and the state commit; the WAL writes).
 Correct means the driver's counts equal the corpus's reference counts.
 
+The JVM (``--jvm``): a Spark way's time depends on how warm its JVM is (class loading, the JIT,
+Spark's code generation, pyspark's first imports in the driver): the SQL split took 20.1 s in a
+fresh JVM, then 6.8 s and 4.1 s in the same one (load 3.5). ``cold`` (the default) runs each of
+the three Spark ways in a process of its own, so each pays its own JVM's warm-up inside its
+clock, as the peers' docstring says their time does (``bench.peers.spark_w1``); ``warm`` runs
+each in a process of its own after an untimed run of the same way over two corpus files (the
+start and batches of a query in an application that has run Spark queries before); ``shared``
+is the earlier layout, all three in this process in a row, the Trident query first: the peers
+then ran in a JVM the Trident query had warmed. ``cpu_s`` is the CPU of each way's whole process
+tree (the driver, the JVM, every Python process Spark started; SparkSession made and stopped
+included), which the machine's other load changes less than the wall time.
+
     python -m bench.w1t_spark --n 200000 --batch-size 2500
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +54,38 @@ from typing import Any
 from .corpus import LINES_PER_FILE, corpus_files, ensure_corpus, reference_counts
 
 DEFAULT_BATCH_SIZE = 2_500  # lines of each corpus file a batch reads: 10 files of 10,000 sentences, 4 batches
+WARM_UP_N = 20_000  # the corpus of a --jvm warm run's untimed first run: two files
+WAYS = ("trident", "sql", "udf")
+JVMS = ("cold", "warm", "shared")
+
+
+def tree_cpu_s(root: int | None = None) -> float:
+    """CPU seconds (user + system) of process ``root`` (default this one) and every process under
+    it, live or ended and reaped (a live process's ``cutime``/``cstime``: the JVM reaps the Python
+    processes Spark starts); 0 where there is no ``/proc``."""
+    root = os.getpid() if root is None else root
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    children: dict[int, list[int]] = {}
+    times: dict[int, int] = {}
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue  # ended meanwhile
+        fields = stat[stat.rfind(")") + 2:].split()
+        children.setdefault(int(fields[1]), []).append(pid)
+        times[pid] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total / tick
 
 
 def _trident_on_spark(directory: Path, batch_size: int, launcher: bool = True) -> dict[str, Any]:
@@ -104,28 +150,57 @@ def _trident_on_spark(directory: Path, batch_size: int, launcher: bool = True) -
             "where_ms": {k: round(v) for k, v in sorted(phases.items())}, "counts": counts}
 
 
-def run(n: int = 100_000, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = True,
-        launcher: bool = True) -> dict[str, Any]:
-    """One record: sentences/s of each way, batch latency of the Trident ones, correctness."""
+def run_way(way: str, n: int, batch_size: int = DEFAULT_BATCH_SIZE, launcher: bool = True) -> dict[str, Any]:
+    """One Spark way (``trident``, ``sql`` or ``udf``) over the corpus of ``n`` sentences, in this
+    process: its time, correctness and ``cpu_s`` (`tree_cpu_s` over the whole way)."""
     from .peers import spark_w1
 
     directory = ensure_corpus(n)
     reference = reference_counts(directory)
-    record: dict[str, Any] = {"workload": "W1T-spark", "n": n, "batch_size": batch_size, "launcher": launcher}
-    trident = _trident_on_spark(directory, batch_size, launcher)
-    record["trident_spark"] = {"sentences_per_s": round(n / trident["wall_s"], 1),
-                               **{k: v for k, v in trident.items() if k != "counts"},
-                               "correct": trident["counts"] == reference}
-    # the peers' micro-batches as many and as large as the Trident query's, as far as whole files
-    # allow: a Trident batch is batch_size lines of every file, a peer's batch whole files
-    batches = -(-LINES_PER_FILE // batch_size)
-    files = len(corpus_files(directory))
-    record["batches"] = batches
-    for split in ("sql", "udf"):
-        wall, counts, version = spark_w1.measure(directory, split, files_per_batch=-(-files // batches))
-        record[f"spark_{split}"] = {"wall_s": round(wall, 3), "sentences_per_s": round(n / wall, 1),
-                                    "correct": counts == reference}
-        record["pyspark"] = version
+    cpu0 = tree_cpu_s()
+    if way == "trident":
+        trident = _trident_on_spark(directory, batch_size, launcher)
+        out = {"sentences_per_s": round(n / trident["wall_s"], 1), **{k: v for k, v in trident.items() if k != "counts"},
+               "correct": trident["counts"] == reference}
+    else:
+        # the peers' micro-batches as many and as large as the Trident query's, as far as whole
+        # files allow: a Trident batch is batch_size lines of every file, a peer's batch whole files
+        batches = -(-LINES_PER_FILE // batch_size)
+        files = len(corpus_files(directory))
+        wall, counts, version = spark_w1.measure(directory, way, files_per_batch=-(-files // batches))
+        out = {"wall_s": round(wall, 3), "sentences_per_s": round(n / wall, 1), "correct": counts == reference,
+               "pyspark": version}
+    out["cpu_s"] = round(tree_cpu_s() - cpu0, 2)
+    return out
+
+
+def _way_in_process(way: str, n: int, batch_size: int, launcher: bool, warm: bool) -> dict[str, Any]:
+    """`run_way` in a fresh Python process (so a fresh JVM); ``warm``: after an untimed run of
+    the same way over `WARM_UP_N` sentences there."""
+    repo = str(Path(__file__).resolve().parents[1])
+    args = [sys.executable, "-m", "bench.w1t_spark", "--way", way, "--n", str(n), "--batch-size", str(batch_size)]
+    args += ["--no-launcher"] if not launcher else []
+    args += ["--warm-up"] if warm else []
+    done = subprocess.run(args, cwd=repo, stdout=subprocess.PIPE, check=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run(n: int = 100_000, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = True,
+        launcher: bool = True, jvm: str = "cold") -> dict[str, Any]:
+    """One record: sentences/s of each way, batch latency of the Trident ones, correctness;
+    ``jvm``: where each Spark way runs (see the module docstring)."""
+    if jvm not in JVMS:
+        raise ValueError(f"jvm {jvm!r}: expected one of {JVMS}")
+    record: dict[str, Any] = {"workload": "W1T-spark", "n": n, "batch_size": batch_size, "launcher": launcher,
+                              "jvm": jvm, "batches": -(-LINES_PER_FILE // batch_size)}
+    for way in WAYS:
+        if jvm == "shared":
+            result = run_way(way, n, batch_size, launcher)
+        else:
+            result = _way_in_process(way, n, batch_size, launcher, warm=jvm == "warm")
+        if "pyspark" in result:
+            record["pyspark"] = result.pop("pyspark")
+        record["trident_spark" if way == "trident" else f"spark_{way}"] = result
     if engine:
         from .w1t_trident import run_trident
 
@@ -134,12 +209,14 @@ def run(n: int = 100_000, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = T
                                                           "batch_latency_mean_ms", "correct")}
     record["ratio_to_spark_sql"] = round(record["trident_spark"]["sentences_per_s"]
                                          / record["spark_sql"]["sentences_per_s"], 3)
+    # the same ratio in CPU: the SQL split's CPU over the Trident query's
+    record["cpu_ratio_to_spark_sql"] = round(record["spark_sql"]["cpu_s"] / record["trident_spark"]["cpu_s"], 3)
     return record
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.w1t_spark [--n N] [--batch-size B] [--no-engine] [--no-launcher]``: print the record as one JSON
-    line and append it to ``bench/results/w1t_spark.jsonl``."""
+    """``python -m bench.w1t_spark [--n N] [--batch-size B] [--no-engine] [--no-launcher] [--jvm cold|warm|shared]
+    [--no-save]``: print the record as one JSON line and append it to ``bench/results/w1t_spark.jsonl``."""
     parser = argparse.ArgumentParser(prog="python -m bench.w1t_spark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=100_000, help="sentences (default 100,000)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
@@ -147,13 +224,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-engine", action="store_true", help="skip the run on squall's engine")
     parser.add_argument("--no-launcher", action="store_true",
                         help="Spark's default Python executable for the Trident query, not squall's launcher")
+    parser.add_argument("--jvm", choices=JVMS, default="cold",
+                        help="each Spark way in a fresh process (cold, the default), the same after an untimed "
+                             "run (warm), or all in this process, the Trident query first (shared)")
+    parser.add_argument("--no-save", action="store_true", help="print the record only")
+    parser.add_argument("--way", choices=WAYS, help=argparse.SUPPRESS)  # one way, its JSON on stdout: run()'s child
+    parser.add_argument("--warm-up", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.way is not None:
+        if args.warm_up:
+            run_way(args.way, WARM_UP_N, args.batch_size, not args.no_launcher)
+        print(json.dumps(run_way(args.way, args.n, args.batch_size, not args.no_launcher)), flush=True)
+        return 0
     from . import harness
 
     before = round(os.getloadavg()[0], 2)
-    record = harness.finish_record(run(args.n, args.batch_size, not args.no_engine, not args.no_launcher))
+    record = harness.finish_record(run(args.n, args.batch_size, not args.no_engine, not args.no_launcher, args.jvm))
     record["loadavg_1m_before"] = before
-    harness.emit_record(record, harness.RESULTS_DIR / "w1t_spark.jsonl")
+    harness.emit_record(record, None if args.no_save else harness.RESULTS_DIR / "w1t_spark.jsonl")
     return 0
 
 

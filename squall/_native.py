@@ -519,11 +519,64 @@ def plain_check(tuple_type: type[Any], plain: frozenset, check: Any) -> Any:
     return check_item
 
 
-def sender(queue: list, task: int, tuple_type: type, plain: frozenset, check: Any) -> Any:
-    """``send(item)``: appends ``task``, then ``item``, to ``queue`` (flat: ``[task, item, task,
-    item, ...]``), after `plain_check`'s check of ``item``. One ``extend`` is one step under the
-    GIL, so a flush on another thread never takes a task without its item."""
+class Outbox:
+    """The items queued for one peer worker (`squall.worker.batching`). Compiled, a plain item is
+    written as its batch's bytes when it is queued, and a tracked emit to a `sender` of an
+    outbox writes its tuple there without making it; here every item is kept as it is, for the
+    serializer to encode at the flush.
+
+    Args:
+        max_items: the items a batch holds at most.
+        max_bytes: about the bytes a batch holds at most (compiled; an item of more than half
+            of it is kept as it is, for the serializer to send or refuse).
+        write: compiled, whether plain items are written as bytes (`squall.engine.serialize`'s
+            batch format); false for a serializer of another format, which gets every item.
+    """
+
+    def __init__(self, max_items: int, max_bytes: int, write: bool = True) -> None:
+        if max_items < 1:
+            raise ValueError("Outbox: max_items must be 1 or more")
+        self.max_items = max_items
+        self.max_bytes = max_bytes
+        self.write = bool(write)
+        self._items: list = []
+
+    def put(self, task: int, item: Any, tuple_type: type) -> None:
+        """Queue ``item`` for ``task``. One ``extend`` is one step under the GIL, so a `take` on
+        another thread never takes a task without its item."""
+        self._items.extend((task, item))
+
+    def take(self) -> list:
+        """Everything queued, in order, as chunks: each bytes (a whole batch, compiled only) or a
+        list (flat: ``[task, item, task, item, ...]``) for the serializer."""
+        items = self._items
+        if not items:
+            return []
+        # a copy, then a delete of as many from the front: each is one step under the GIL, and
+        # senders on other threads only extend, so what they add in between stays for the next take
+        taken = items[:]
+        del items[:len(taken)]
+        return [taken]
+
+    def __len__(self) -> int:
+        return len(self._items) // 2
+
+
+def sender(queue: Any, task: int, tuple_type: type, plain: frozenset, check: Any) -> Any:
+    """``send(item)``: queues ``item`` for ``task`` in ``queue``, an `Outbox`, or a list to which
+    it appends ``task``, then ``item`` (flat: ``[task, item, task, item, ...]``), after
+    `plain_check`'s check of ``item``. One ``extend`` is one step under the GIL, so a flush on
+    another thread never takes a task without its item."""
     check_item = plain_check(tuple_type, plain, check)
+    if isinstance(queue, Outbox):
+        put = queue.put
+
+        def send_to(item: Any) -> None:
+            check_item(item)
+            put(task, item, tuple_type)
+        return send_to
+    if not isinstance(queue, list):
+        raise TypeError("Sender: queue must be a list or an Outbox")
     extend = queue.extend
 
     def send(item: Any) -> None:
@@ -717,7 +770,7 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "drain_inbox": "drain_inbox", "KeyStatsBase": "KeyStatsBase",
                    "opaque_commit": "opaque_commit", "CountingEmit": "CountingEmit",
                    "pack_rows": "pack_rows", "TridentTupleBase": "TridentTupleBase", "view_of": "view_of",
-                   "combine_rows": "combine_rows"}
+                   "combine_rows": "combine_rows", "Outbox": "Outbox"}
 
 
 class StaleWatch:

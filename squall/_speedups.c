@@ -2354,17 +2354,23 @@ static PyTypeObject NextChooser_Type = {
 
 /* ---------------------------------------------------------------------------------------------
  * Sender(queue, task, tuple_type, plain, check): what a worker hands its executors for a task in
- * another worker (worker.batching.BatchingTransport.sender). Calling it with an item appends
- * task, then item, to the peer's queue (a list: [task, item, task, item, ...]), with no pair made
- * for them: the pair lived from the emit to the flush, and was cold when it was read and freed
- * (cachegrind). No Python code runs between the two appends, so another thread never sees half.
- * First, for a Tuple (exactly tuple_type) with a value whose type is not in the frozenset plain,
- * it calls check(item), which raises for a value that cannot be sent.
+ * another worker (worker.batching.BatchingTransport.sender). queue is the peer's Outbox (below):
+ * calling the sender with an item writes it there as bytes when it is plain. Or queue is a list (flat:
+ * [task, item, task, item, ...]), and the sender appends task, then item, with no pair made for
+ * them. No Python code runs between the two appends, so another thread never sees half.
+ * An item that is not written as bytes, if it is a Tuple (exactly tuple_type) with a value whose
+ * type is not in the frozenset plain, is first given to check(item), which raises for a value
+ * that cannot be sent.
  */
+static PyTypeObject Outbox_Type;
+static int outbox_try(PyObject *ob, PyObject *task, PyObject *item, PyTypeObject *tt);
+static int outbox_slow(PyObject *ob, PyObject *task, PyObject *item);
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *queue, *task, *tuple_type, *plain, *check;
+    PyObject *outbox;          /* queue when it is an Outbox (not held apart), else NULL */
     int str_plain, int_plain;  /* str and int are in plain: no set look-up for the commonest values */
 } Sender;
 
@@ -2404,6 +2410,13 @@ Sender_call(Sender *self, PyObject *const *args, size_t nargsf, PyObject *kwname
         return NULL;
     }
     PyObject *item = args[0];
+    if (self->outbox != NULL) {
+        int rc = outbox_try(self->outbox, self->task, item, (PyTypeObject *)self->tuple_type);
+        if (rc < 0)
+            return NULL;
+        if (rc == 0)
+            Py_RETURN_NONE;
+    }
     if ((PyObject *)Py_TYPE(item) == self->tuple_type) {
         PyObject *values = ((TupleBase *)item)->values;
         PyObject *seq = PySequence_Fast(values, "a Tuple's values are not a sequence");
@@ -2431,6 +2444,11 @@ Sender_call(Sender *self, PyObject *const *args, size_t nargsf, PyObject *kwname
         }
         Py_DECREF(seq);
     }
+    if (self->outbox != NULL) {
+        if (outbox_slow(self->outbox, self->task, item) < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
     if (PyList_Append(self->queue, self->task) < 0)
         return NULL;
     if (PyList_Append(self->queue, item) < 0) {  /* no memory: take the task back, or the queue is askew */
@@ -2445,9 +2463,13 @@ static PyObject *
 Sender_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     PyObject *queue, *task, *tuple_type, *plain, *check;
-    if (!PyArg_ParseTuple(args, "O!OO!O!O:Sender", &PyList_Type, &queue, &task, &PyType_Type, &tuple_type,
+    if (!PyArg_ParseTuple(args, "OOO!O!O:Sender", &queue, &task, &PyType_Type, &tuple_type,
                           &PyFrozenSet_Type, &plain, &check))
         return NULL;
+    if (!PyList_Check(queue) && !Py_IS_TYPE(queue, &Outbox_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Sender: queue must be a list or an Outbox");
+        return NULL;
+    }
     if (!PyType_IsSubtype((PyTypeObject *)tuple_type, &TupleBase_Type)) {
         PyErr_SetString(PyExc_TypeError, "Sender: tuple_type must be a subclass of TupleBase");
         return NULL;
@@ -2461,6 +2483,7 @@ Sender_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->tuple_type = Py_NewRef(tuple_type);
     self->plain = Py_NewRef(plain);
     self->check = Py_NewRef(check);
+    self->outbox = Py_IS_TYPE(queue, &Outbox_Type) ? queue : NULL;
     self->str_plain = PySet_Contains(plain, (PyObject *)&PyUnicode_Type);
     self->int_plain = PySet_Contains(plain, (PyObject *)&PyLong_Type);
     if (self->str_plain < 0 || self->int_plain < 0) {
@@ -2475,8 +2498,9 @@ static PyTypeObject Sender_Type = {
     .tp_name = "squall._speedups.Sender",
     .tp_basicsize = sizeof(Sender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Sender(queue, task, tuple_type, plain, check): send(item) appends task, then item, to "
-              "the list queue, after check(item) for a Tuple with a value of a type not in plain.",
+    .tp_doc = "Sender(queue, task, tuple_type, plain, check): send(item) writes item for task into the "
+              "Outbox queue, or appends task, then item, to the list queue; check(item) first for a Tuple "
+              "not written as bytes with a value of a type not in plain.",
     .tp_vectorcall_offset = offsetof(Sender, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_new = Sender_new,
@@ -3368,6 +3392,473 @@ done:
 #undef TARGET
 #undef ITEM
 
+/* ---------------------------------------------------------------------------------------------
+ * Outbox(max_items, max_bytes, write=True): the items queued for one peer worker (worker.batching), written
+ * as their batch's bytes when they are queued. A crossing item used to live as a Tuple (with its
+ * values list and its edge id's int) from the emit to the flush, where pack_batch read it cold
+ * and freed it (docs/profiles/w1-scaling-model.md: allocation and its cache misses were a third
+ * of a crossing word); now the emit writes its target, values, root and edge id into the open
+ * run's four columns (outbox_put_tuple), and the flush
+ * only joins the columns with their headers: the same bytes pack_batch writes for those items
+ * (a root equal to its run's previous one is nil, serialize.SAME_ROOT, by value rather than by
+ * identity: the receiver makes one int for both either way).
+ *
+ * An item that is not plain (a value of another type, several trees, a value larger than half
+ * of max_bytes, an item of another kind) is queued as an object, for the serializer's Python
+ * path to encode, check and refuse as before: a slow item closes the open batch, and take()
+ * returns the queue in order as chunks, each bytes (a whole batch) or a list (flat: task, item,
+ * ...), so a sender's items reach a task in the order they were sent. A batch is closed when it
+ * holds max_items items or about max_bytes bytes. Nothing here runs Python code, so a put on
+ * one loop's thread and a take on another's never see half of the other.
+ */
+typedef struct {
+    Writer head, targets, values, roots, vals;  /* the open run's task and stream, and its columns without their headers */
+    PyObject *src;                              /* the open run's source (held), or NULL */
+    Py_ssize_t count;
+    int tracked, has_prev;
+    unsigned long long prev_root;
+} OpenRun;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *chunks;      /* list: what take() returns */
+    int slow_last;         /* the last chunk is a list that slow items go on being appended to */
+    Writer body;           /* the open batch's closed runs */
+    Py_ssize_t nruns;
+    OpenRun run;
+    Writer msg_targets[2], msg_fields[2];  /* acker messages (4 fields), spout replies (3) */
+    Py_ssize_t nmsgs[2];
+    Py_ssize_t items, queued;              /* in the open batch; in all */
+    Py_ssize_t max_items, max_bytes;
+    int write;                             /* 0: every item is kept as an object (a serializer of another format) */
+    Writer scratch;                        /* an item's values, written before anything is changed */
+} Outbox;
+
+static PyTypeObject Outbox_Type;
+
+#define OUTBOX_WRITERS(ob, X) X((ob)->body) X((ob)->run.head) X((ob)->run.targets) X((ob)->run.values) \
+    X((ob)->run.roots) X((ob)->run.vals) X((ob)->msg_targets[0]) X((ob)->msg_targets[1]) \
+    X((ob)->msg_fields[0]) X((ob)->msg_fields[1]) X((ob)->scratch)
+
+/* the bytes of an array header for n items */
+static inline Py_ssize_t
+array_header_len(Py_ssize_t n)
+{
+    return n < 16 ? 1 : n < 65536 ? 3 : 5;
+}
+
+static inline char *
+put_array_header(char *p, Py_ssize_t n)
+{
+    if (n < 16) {
+        *p++ = (char)(0x90 | n);
+    } else if (n < 65536) {
+        *p++ = (char)0xdc;
+        *p++ = (char)(n >> 8);
+        *p++ = (char)n;
+    } else {
+        *p++ = (char)0xdd;
+        for (int k = 3; k >= 0; k--)
+            *p++ = (char)((uint64_t)n >> (8 * k));
+    }
+    return p;
+}
+
+static inline char *
+put_bytes(char *p, const Writer *w)
+{
+    if (w->len)
+        memcpy(p, w->buf, (size_t)w->len);
+    return p + w->len;
+}
+
+/* an unsigned int in msgpack's shortest form; 9 bytes reserved before */
+static inline void
+w_u64(Writer *w, unsigned long long u)
+{
+    if (u < 128)
+        w->buf[w->len++] = (char)u;
+    else if (u < 256)
+        w_be(w, 0xcc, u, 1);
+    else if (u < 65536)
+        w_be(w, 0xcd, u, 2);
+    else if (u <= 0xffffffffULL)
+        w_be(w, 0xce, u, 4);
+    else
+        w_be(w, 0xcf, u, 8);
+}
+
+/* a buffer grown by a large item is given back, so an outbox keeps no more than a batch of small items */
+static inline void
+w_reset(Writer *w)
+{
+    w->len = 0;
+    if (w->cap > (1 << 20)) {
+        PyMem_Free(w->buf);
+        w->buf = NULL;
+        w->cap = 0;
+    }
+}
+
+/* the open run into the open batch's body; 0, or -1 (no memory) */
+static int
+outbox_close_run(Outbox *ob)
+{
+    OpenRun *run = &ob->run;
+    if (run->src == NULL)
+        return 0;
+    Py_ssize_t n = run->count, h = array_header_len(n);
+    Py_ssize_t size = 1 + run->head.len + 2 * h + run->targets.len + run->values.len +
+                      (run->tracked ? 2 * h + run->roots.len + run->vals.len : 2);
+    if (w_reserve(&ob->body, size) < 0)
+        return -1;
+    char *p = ob->body.buf + ob->body.len;
+    *p++ = (char)0x96;
+    p = put_bytes(p, &run->head);
+    p = put_bytes(put_array_header(p, n), &run->targets);
+    p = put_bytes(put_array_header(p, n), &run->values);
+    if (run->tracked) {
+        p = put_bytes(put_array_header(p, n), &run->roots);
+        p = put_bytes(put_array_header(p, n), &run->vals);
+    } else {  /* an untracked run: nil for its roots and its vals */
+        *p++ = (char)0xc0;
+        *p++ = (char)0xc0;
+    }
+    ob->body.len = p - ob->body.buf;
+    ob->nruns++;
+    Py_CLEAR(run->src);
+    w_reset(&run->head);
+    w_reset(&run->targets);
+    w_reset(&run->values);
+    w_reset(&run->roots);
+    w_reset(&run->vals);
+    run->count = 0;
+    run->tracked = run->has_prev = 0;
+    return 0;
+}
+
+/* the open batch's bytes appended to chunks, and a new batch opened; 0, or -1 */
+static int
+outbox_close_batch(Outbox *ob)
+{
+    if (ob->items == 0)
+        return 0;
+    if (outbox_close_run(ob) < 0)
+        return -1;
+    Py_ssize_t size = 2 + array_header_len(ob->nruns) + ob->body.len;
+    for (int k = 0; k < 2; k++)
+        size += array_header_len(ob->nmsgs[k]) + ob->msg_targets[k].len +
+                array_header_len(ob->nmsgs[k] * (k == 0 ? 4 : 3)) + ob->msg_fields[k].len;
+    PyObject *data = PyBytes_FromStringAndSize(NULL, size);
+    if (data == NULL)
+        return -1;
+    char *p = PyBytes_AS_STRING(data);
+    *p++ = (char)0x96;
+    *p++ = (char)0x02;  /* serialize.FORMAT */
+    p = put_bytes(put_array_header(p, ob->nruns), &ob->body);
+    for (int k = 0; k < 2; k++) {
+        p = put_bytes(put_array_header(p, ob->nmsgs[k]), &ob->msg_targets[k]);
+        p = put_bytes(put_array_header(p, ob->nmsgs[k] * (k == 0 ? 4 : 3)), &ob->msg_fields[k]);
+    }
+    assert(p == PyBytes_AS_STRING(data) + size);
+    int rc = PyList_Append(ob->chunks, data);
+    Py_DECREF(data);
+    if (rc < 0)
+        return -1;
+    w_reset(&ob->body);
+    ob->nruns = 0;
+    for (int k = 0; k < 2; k++) {
+        w_reset(&ob->msg_targets[k]);
+        w_reset(&ob->msg_fields[k]);
+        ob->nmsgs[k] = 0;
+    }
+    ob->items = 0;
+    ob->slow_last = 0;
+    return 0;
+}
+
+/* the open batch's bytes, about (its closed runs, the open run's columns, its messages) */
+static inline Py_ssize_t
+outbox_size(Outbox *ob)
+{
+    return ob->body.len + ob->run.targets.len + ob->run.values.len + ob->run.roots.len + ob->run.vals.len +
+           ob->msg_targets[0].len + ob->msg_fields[0].len + ob->msg_targets[1].len + ob->msg_fields[1].len;
+}
+
+/* room for an item of `size` bytes: the open batch closed first if it is full; 0, or -1 */
+static inline int
+outbox_room(Outbox *ob, Py_ssize_t size)
+{
+    if (ob->items > 0 && (ob->items >= ob->max_items || outbox_size(ob) + size + 64 > ob->max_bytes))
+        return outbox_close_batch(ob);
+    return 0;
+}
+
+/* a task id's 64 bits; -1 (no error) for anything else */
+static inline int
+task_bits(PyObject *task, unsigned long long *u)
+{
+    return PyLong_CheckExact(task) ? u64_of(task, u) : -1;
+}
+
+/* a Tuple's fields (val: its edge value's 64 bits), written into the open batch: 0; 1 when they
+ * are not plain (nothing written); -1 with an error (no memory) */
+static int
+outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, PyObject *root,
+                 unsigned long long val)
+{
+    unsigned long long t, rb;
+    if (!ob->write || ob->chunks == NULL || !PyList_CheckExact(values) || !PyLong_CheckExact(root) || task_bits(task, &t) < 0 || u64_of(root, &rb) < 0)
+        return 1;
+    Writer *s = &ob->scratch;
+    s->len = 0;
+    Py_ssize_t k = PyList_GET_SIZE(values);
+    int rc = k < 16 ? w_reserve(s, 1) : W_ARRAY(s, k);
+    if (rc < 0)
+        return -1;
+    if (k < 16)
+        s->buf[s->len++] = (char)(0x90 | k);
+    for (Py_ssize_t j = 0; j < k; j++)  /* no Python runs here: the list cannot change under us */
+        if ((rc = w_plain(s, PyList_GET_ITEM(values, j))) != 0)
+            return rc;
+    if (s->len > ob->max_bytes / 2)  /* a large item: the serializer's path, which may refuse it */
+        return 1;
+    if (outbox_room(ob, s->len + 27) < 0)
+        return -1;
+    OpenRun *run = &ob->run;
+    if (src != run->src) {
+        if (outbox_close_run(ob) < 0)
+            return -1;
+        run->head.len = 0;
+        rc = w_attr(&run->head, src, str_task);
+        if (rc == 0)
+            rc = w_attr(&run->head, src, str_stream);
+        if (rc != 0)
+            return rc;  /* nothing of this item written: the run is empty, with no source */
+        run->src = Py_NewRef(src);
+    }
+    if (w_reserve(&run->targets, 9) < 0 || w_reserve(&run->values, s->len) < 0 ||
+            w_reserve(&run->roots, 9) < 0 || w_reserve(&run->vals, 9) < 0)
+        return -1;
+    w_u64(&run->targets, t);
+    memcpy(run->values.buf + run->values.len, s->buf, (size_t)s->len);
+    run->values.len += s->len;
+    if (run->has_prev && rb == run->prev_root)  /* the previous Tuple's root again (serialize.SAME_ROOT) */
+        run->roots.buf[run->roots.len++] = (char)0xc0;
+    else
+        w_u64(&run->roots, rb);
+    run->prev_root = rb;
+    run->has_prev = 1;
+    run->tracked |= rb != 0;
+    w_u64(&run->vals, val);
+    run->count++;
+    ob->items++;
+    ob->queued++;
+    ob->slow_last = 0;
+    return 0;
+}
+
+/* an acker message (a tuple of 4) or a spout reply (of 3) written into the open batch; as outbox_put_tuple */
+static int
+outbox_put_message(Outbox *ob, PyObject *task, PyObject *msg)
+{
+    unsigned long long t;
+    if (!ob->write || ob->chunks == NULL || !PyTuple_CheckExact(msg) || task_bits(task, &t) < 0)
+        return 1;
+    Py_ssize_t size = PyTuple_GET_SIZE(msg);
+    if (size != 4 && size != 3)
+        return 1;
+    Writer *s = &ob->scratch;
+    s->len = 0;
+    for (Py_ssize_t f = 0; f < size; f++) {
+        int rc = w_plain(s, PyTuple_GET_ITEM(msg, f));
+        if (rc != 0)
+            return rc;
+    }
+    if (s->len > ob->max_bytes / 2)
+        return 1;
+    int k = size == 4 ? 0 : 1;
+    if (outbox_room(ob, s->len + 9) < 0 || w_reserve(&ob->msg_targets[k], 9) < 0 ||
+            w_reserve(&ob->msg_fields[k], s->len) < 0)
+        return -1;
+    w_u64(&ob->msg_targets[k], t);
+    memcpy(ob->msg_fields[k].buf + ob->msg_fields[k].len, s->buf, (size_t)s->len);
+    ob->msg_fields[k].len += s->len;
+    ob->nmsgs[k]++;
+    ob->items++;
+    ob->queued++;
+    ob->slow_last = 0;
+    return 0;
+}
+
+/* task and item appended as objects, after the open batch (for the serializer's Python path); 0 or -1 */
+static int
+outbox_put_slow(Outbox *ob, PyObject *task, PyObject *item)
+{
+    if (ob->chunks == NULL) {  /* cleared by the collector: a sender outliving its transport */
+        PyErr_SetString(PyExc_RuntimeError, "the outbox is gone");
+        return -1;
+    }
+    if (outbox_close_batch(ob) < 0)
+        return -1;
+    if (!ob->slow_last) {
+        PyObject *list = PyList_New(0);
+        if (list == NULL)
+            return -1;
+        int rc = PyList_Append(ob->chunks, list);
+        Py_DECREF(list);
+        if (rc < 0)
+            return -1;
+        ob->slow_last = 1;
+    }
+    PyObject *list = PyList_GET_ITEM(ob->chunks, PyList_GET_SIZE(ob->chunks) - 1);
+    if (PyList_Append(list, task) < 0)
+        return -1;
+    if (PyList_Append(list, item) < 0) {  /* no memory: take the task back, or the list is askew */
+        Py_ssize_t n = PyList_GET_SIZE(list);
+        PyList_SetSlice(list, n - 1, n, NULL);
+        return -1;
+    }
+    ob->queued++;
+    return 0;
+}
+
+/* Sender's: item written when plain (0), else 1 (nothing queued), or -1 */
+static int
+outbox_try(PyObject *ob, PyObject *task, PyObject *item, PyTypeObject *tt)
+{
+    if (Py_TYPE(item) == tt) {
+        TupleBase *t = (TupleBase *)item;
+        return outbox_put_tuple((Outbox *)ob, task, t->values, t->src, t->root, t->val);
+    }
+    return outbox_put_message((Outbox *)ob, task, item);
+}
+
+static int
+outbox_slow(PyObject *ob, PyObject *task, PyObject *item)
+{
+    return outbox_put_slow((Outbox *)ob, task, item);
+}
+
+static PyObject *
+Outbox_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"max_items", "max_bytes", "write", NULL};
+    Py_ssize_t max_items, max_bytes;
+    int write = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nn|p:Outbox", kwlist, &max_items, &max_bytes, &write))
+        return NULL;
+    if (max_items < 1) {
+        PyErr_SetString(PyExc_ValueError, "Outbox: max_items must be 1 or more");
+        return NULL;
+    }
+    Outbox *self = (Outbox *)type->tp_alloc(type, 0);  /* zeroed: every writer empty, no run open */
+    if (self == NULL)
+        return NULL;
+    self->chunks = PyList_New(0);
+    if (self->chunks == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->max_items = max_items;
+    self->max_bytes = max_bytes;
+    self->write = write;
+    return (PyObject *)self;
+}
+
+static int
+Outbox_traverse(Outbox *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->chunks);
+    Py_VISIT(self->run.src);
+    return 0;
+}
+
+static int
+Outbox_clear(Outbox *self)
+{
+    Py_CLEAR(self->chunks);
+    Py_CLEAR(self->run.src);
+    return 0;
+}
+
+static void
+Outbox_dealloc(Outbox *self)
+{
+    PyObject_GC_UnTrack(self);
+    Outbox_clear(self);
+#define F(w) PyMem_Free((w).buf);
+    OUTBOX_WRITERS(self, F)
+#undef F
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+Outbox_put(Outbox *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyType_Check(args[2]) || !PyType_IsSubtype((PyTypeObject *)args[2], &TupleBase_Type)) {
+        PyErr_SetString(PyExc_TypeError, "put(task, item, tuple_type: a TupleBase type)");
+        return NULL;
+    }
+    if (self->chunks == NULL)
+        return PyErr_NoMemory();
+    int rc = outbox_try((PyObject *)self, args[0], args[1], (PyTypeObject *)args[2]);
+    if (rc == 1)
+        rc = outbox_put_slow(self, args[0], args[1]);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Outbox_take(Outbox *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->chunks == NULL)
+        return PyList_New(0);
+    PyObject *fresh = PyList_New(0);  /* made first: nothing else can run between the close and the swap */
+    if (fresh == NULL || outbox_close_batch(self) < 0) {
+        Py_XDECREF(fresh);
+        return NULL;
+    }
+    PyObject *chunks = self->chunks;
+    self->chunks = fresh;
+    self->queued = 0;
+    self->slow_last = 0;
+    return chunks;
+}
+
+static Py_ssize_t
+Outbox_len(Outbox *self)
+{
+    return self->queued;
+}
+
+static PyMethodDef Outbox_methods[] = {
+    {"put", (PyCFunction)(void (*)(void))Outbox_put, METH_FASTCALL,
+     "put(task, item, tuple_type): queue item for task, written as bytes when it is plain."},
+    {"take", (PyCFunction)Outbox_take, METH_NOARGS,
+     "Everything queued, in order, as a list of chunks: bytes (a batch) or a list (flat: task, item, ...)."},
+    {NULL}
+};
+
+static PySequenceMethods Outbox_as_sequence = {
+    .sq_length = (lenfunc)Outbox_len,
+};
+
+static PyTypeObject Outbox_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "squall._speedups.Outbox",
+    .tp_basicsize = sizeof(Outbox),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Outbox(max_items, max_bytes, write=True): one peer worker's queued items, written as their "
+              "batch's bytes when they are plain (and write is true); len() is the items queued.",
+    .tp_new = Outbox_new,
+    .tp_traverse = (traverseproc)Outbox_traverse,
+    .tp_clear = (inquiry)Outbox_clear,
+    .tp_dealloc = (destructor)Outbox_dealloc,
+    .tp_methods = Outbox_methods,
+    .tp_as_sequence = &Outbox_as_sequence,
+};
 
 /* ---------------------------------------------------------------------------------------------
  * deliver_items(inboxes, items): append each item of a received batch (flat: task, item, task,
@@ -4357,10 +4848,10 @@ PyInit__speedups(void)
         return NULL;
     PyTypeObject *types[] = {&IdSource_Type, &TupleBase_Type, &RouterBase_Type, &TaskStatsBase_Type, &SpoutExecutorBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
                              &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type,
-                             &BoltCollectorBase_Type, &NextChooser_Type, &StaleWatch_Type, &KeyStatsBase_Type};
+                             &BoltCollectorBase_Type, &NextChooser_Type, &StaleWatch_Type, &KeyStatsBase_Type, &Outbox_Type};
     const char *names[] = {"IdSource", "TupleBase", "RouterBase", "TaskStatsBase", "SpoutExecutorBase", "BasicCollectorBase", "BasicExecute", "PendingTreeBase",
                            "MemoChooser", "Sender", "SpoutCollectorBase",
-                           "BoltCollectorBase", "NextChooser", "StaleWatch", "KeyStatsBase"};
+                           "BoltCollectorBase", "NextChooser", "StaleWatch", "KeyStatsBase", "Outbox"};
     PyObject *m = PyModule_Create(&speedups_module);
     if (m == NULL)
         return NULL;

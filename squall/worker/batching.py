@@ -1,10 +1,12 @@
 """`BatchingTransport`: what squall's two wires between worker processes have in common.
 
-Items for a task in another worker are queued per peer worker by the task's sender (flat, task
-then item: ``[task, item, task, item, ...]``, with no pair made per item), and `flush`
-(called by the loops after every working round, see `squall.engine.transport.Transport.flush`)
-encodes each queue as one batch and seals it (`squall.worker.envelope`), so a tuple crossing
-processes pays for one message per batch, not per tuple (ENGINE-SPEED.md, lesson 8). A message
+Items for a task in another worker are queued per peer worker by the task's sender, in the
+peer's `Outbox` (`squall._native`): compiled, a plain item is written there as its batch's bytes
+when it is emitted, with no Tuple kept until the flush; anything else is kept as it is, for the
+serializer. `flush` (called by the loops after every working round, see
+`squall.engine.transport.Transport.flush`) takes each outbox's batches, encodes what is not
+bytes yet, and seals each batch (`squall.worker.envelope`), so a tuple crossing processes pays
+for one message per batch, not per tuple (ENGINE-SPEED.md, lesson 8). A message
 that arrives is opened (MAC and header checked) before anything in it is decoded, because
 decoding may unpickle, and pickles must never be loaded from an unauthenticated peer.
 
@@ -26,10 +28,11 @@ from typing import Any
 import msgpack
 
 from .._config import Config, default_of
+from .._native import Outbox
 from .._native import sender as native_sender
 from .._ratelimit import RateLimitedLog
 from .._tuple import Tuple
-from ..engine.serialize import PLAIN_TYPES, SerializationError
+from ..engine.serialize import PLAIN_TYPES, SerializationError, Serializer
 from ..engine.transport import Transport
 from .envelope import CONTROL, DATA, SEAL_OVERHEAD, Opener, Origin, Refused, Sealer
 
@@ -40,6 +43,7 @@ MAX_MESSAGE_KEY = Config.SQUALL_TRANSPORT_MAX_MESSAGE_BYTES
 # A batch of MAX_BATCH small tuples is ~7 KB; 64 MB leaves room for large values, and bounds
 # what one message from a stranger can make a worker allocate.
 DEFAULT_MAX_MESSAGE_BYTES = default_of(MAX_MESSAGE_KEY)
+ROUTE_ROOM = 512  # bytes a message's route may take beside a batch the outbox wrote (`_send_data`)
 # Fewer, larger messages (`BatchingTransport.flush_due`): what a message costs whatever it holds
 # (sealing and opening, a system call each way, the transport's Python around them) is shared by
 # more items. W1 on 2 workers sent one message a round per peer of ~300 items.
@@ -88,25 +92,37 @@ class BatchingTransport(Transport):
         # queues, sockets and backlogs are keyed by the address a peer worker first had: a
         # worker that restarts elsewhere (a Spark task on another executor) gets a new address
         # (`set_peers`), but the senders the executors hold keep appending to the same queue
-        self._queues: dict[str, list] = {}
-        self._task_queue: dict[int, list] = {}
+        self._queues: dict[str, Outbox] = {}
+        self._task_queue: dict[int, Outbox] = {}
         self._task_key: dict[int, str] = {}
         self._address: dict[str, str] = {}
+        self._batch_items = max(MAX_BATCH, int(transfer_batch_size))
         for task, addr in peers.items():
-            self._task_queue[task] = self._queues.setdefault(addr, [])
+            self._task_queue[task] = self._outbox(addr)
             self._task_key[task] = addr
             self._address[addr] = addr
         self._routes: dict[str, bytes] = {}  # key -> the encoded route to the peer's current address
         self._send_lock = threading.Lock()
         self._sealer = Sealer(secret, origin)
         self._now = now
-        self._ready_len = 2 * int(transfer_batch_size)  # the queues are flat: task, item, ...
+        self._ready_len = int(transfer_batch_size)  # items in an outbox that flush_due sends however young
         self._max_wait = float(flush_interval_ms) / 1000.0
-        self._batch_len = 2 * max(MAX_BATCH, int(transfer_batch_size))
+        self._batch_len = 2 * self._batch_items  # a list chunk is flat: task, item, ...
         self._waiting: dict[str, float] = {}  # key -> the flush_due before the one that left its items unsent
         self._last_due = now()  # when flush_due was last called
         self._closed = False
         self._encode_errors: set[str] = set()  # logged once each (see _encode)
+
+    def _outbox(self, key: str) -> Outbox:
+        """The outbox of the peer first known as ``key``, made at first use."""
+        q = self._queues.get(key)
+        if q is None:
+            # a batch written at emit must fit a message: its route and seal take the rest (an
+            # item too large for it is kept as it is, and `_send_batch` refuses it); the bytes
+            # are squall's batch format, so a serializer of another (a test's) gets every item
+            q = self._queues[key] = Outbox(self._batch_items, max(0, self.max_message_bytes - SEAL_OVERHEAD - ROUTE_ROOM),
+                                           write=isinstance(self._serializer, Serializer))
+        return q
 
     def _listening(self, address: str) -> None:
         """This worker's data address, once bound: the address its messages must be for."""
@@ -170,7 +186,7 @@ class BatchingTransport(Transport):
             for task, addr in peers.items():
                 key = self._task_key.get(task)
                 if key is None:
-                    self._task_queue[task] = self._queues.setdefault(addr, [])
+                    self._task_queue[task] = self._outbox(addr)
                     self._task_key[task] = addr
                     self._address.setdefault(addr, addr)
                     continue
@@ -236,15 +252,21 @@ class BatchingTransport(Transport):
         for key, q in self._queues.items():
             self._send_queue(key, q)
 
-    def _send_queue(self, key: str, q: list) -> None:
-        while q:
-            # a copy, then a delete of as many from the front: each is one step under the GIL,
-            # and senders on other threads only append (a task and its item in one step), so
-            # what they add in between stays for the next batch (a deque's popleft per item
-            # cost 16 ns an item more)
-            items = q[:self._batch_len]
-            del q[:len(items)]
-            self._send_batch(key, items)
+    def _send_queue(self, key: str, q: Outbox) -> None:
+        for chunk in q.take():
+            if type(chunk) is bytes:  # a batch written at emit
+                self._send_data(key, chunk)
+                continue
+            for i in range(0, len(chunk), self._batch_len):
+                self._send_batch(key, chunk[i:i + self._batch_len])
+
+    def _send_data(self, key: str, data: bytes) -> None:
+        """Seal and send a batch the outbox wrote, to the peer first known as ``key``."""
+        route = self._route(key)
+        if SEAL_OVERHEAD + len(route) + len(data) <= self.max_message_bytes:
+            self._send(key, self._sealer.seal(DATA, route, data))
+        else:  # a route longer than ROUTE_ROOM: its items again, for the halving and refusing path
+            self._send_batch(key, self._serializer.decode_batch(data))
 
     def _send_batch(self, key: str, items: list) -> None:
         """Encode, seal and send ``items`` (flat: task, item, ...) to the peer first known as ``key``."""

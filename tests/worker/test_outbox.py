@@ -1,0 +1,189 @@
+"""The outbox (`squall._native.Outbox`): what a worker queues for a peer, written as the batch's
+bytes at emit when it is plain (compiled), and kept as objects otherwise. Whatever was written or
+kept, the peer's serializer must get back every item, each task's in the order it was sent, and
+a value that cannot be sent must still raise at the emit."""
+
+import random
+import threading
+
+import pytest
+
+from squall import Fields, _native
+from squall._tuple import Source, Tuple
+from squall.engine.acker import ACK, ACKED, FAIL, INIT
+from squall.engine.serialize import PLAIN_TYPES, SerializationError, Serializer
+
+SOURCES = {
+    (3, "words"): Source("split", "words", 3, Fields("word")),
+    (8, "words"): Source("split", "words", 8, Fields("word")),
+    (1, "default"): Source("spout", "default", 1, Fields("value")),
+}
+TUPLE_TASKS = (5, 6, 300, 70_000)  # bolt tasks get Tuples, acker tasks acker messages, spout tasks replies
+ACKER_TASK, SPOUT_TASK = 1, 4
+
+
+def serializer() -> Serializer:
+    return Serializer({}, lambda task, stream: SOURCES[(task, stream)])
+
+
+def received(ser: Serializer, chunks: list) -> list:
+    """What the peer gets from the chunks `Outbox.take` returned: bytes as sent, lists encoded
+    by the serializer at the flush (`BatchingTransport._send_queue`), as ``[(task, item), ...]``."""
+    out = []
+    for chunk in chunks:
+        data = chunk if type(chunk) is bytes else ser.encode_batch(chunk)
+        items = ser.decode_batch(data)
+        out += zip(items[::2], items[1::2])
+    return out
+
+
+def key(item):
+    """What must come back of an item: a Tuple's values, source, root and edge; a message's fields."""
+    if type(item) is Tuple:
+        return ("T", [(type(v), v) for v in item.values], item._src.task, item._src.stream, item._root, item._val)
+    return ("M", [(type(v), v) for v in item])
+
+
+def by_task(pairs) -> dict:
+    tasks: dict = {}
+    for task, item in pairs:
+        tasks.setdefault(task, []).append(key(item))
+    return tasks
+
+
+def random_items(rnd: random.Random, n: int, odd: float = 0.0) -> list:
+    """``n`` (task, item) pairs as W1's workers send them: runs of word Tuples of a few sources,
+    tracked or not, sharing a root within a sentence, with acker messages and spout replies
+    between them; with ``odd``, that share of the Tuples has a value that is not plain."""
+    srcs = list(SOURCES.values())
+    items, root = [], 0
+    for i in range(n):
+        kind = rnd.random()
+        if kind < 0.75:
+            if rnd.random() < 0.3:  # a new sentence: a new root (or an untracked one)
+                root = rnd.choice((0, 1, 2**64 - 1, rnd.getrandbits(64)))
+            values = [rnd.choice(("the", "fox", "日本", "", 7, -3, 2.5, None, True, b"\x00"))
+                      for _ in range(rnd.choice((0, 1, 1, 2, 16)))]
+            if rnd.random() < odd:
+                values.append({"not": ("plain",)})
+            tup = Tuple(values, srcs[i // 9 % 3], root, rnd.getrandbits(64) if root else 0)
+            items.append((rnd.choice(TUPLE_TASKS), tup))
+        elif kind < 0.9:
+            items.append((ACKER_TASK, (rnd.choice((INIT, ACK, FAIL)), rnd.getrandbits(64), rnd.getrandbits(63), 4)))
+        else:
+            items.append((SPOUT_TASK, (ACKED, rnd.getrandbits(64), rnd.random())))
+    return items
+
+
+def send_all(items, outbox: _native.Outbox, ser: Serializer) -> None:
+    senders = {}
+    for task, item in items:
+        if task not in senders:
+            senders[task] = _native.sender(outbox, task, Tuple, PLAIN_TYPES, ser.check)
+        senders[task](item)
+
+
+@pytest.mark.parametrize("odd", [0.0, 0.05])
+def test_every_item_comes_back_to_its_task_in_the_order_it_was_sent(odd):
+    """Plain items are written at emit, others kept as objects between them; the peer gets the
+    same items, each task's in order, in batches of at most max_items."""
+    ser = serializer()
+    for seed in range(5):
+        rnd = random.Random(seed)
+        items = random_items(rnd, rnd.choice((1, 17, 500, 3000)), odd)
+        outbox = _native.Outbox(1000, 1 << 20)
+        send_all(items, outbox, ser)
+        assert len(outbox) == len(items)
+        chunks = outbox.take()
+        assert len(outbox) == 0 and outbox.take() == []
+        assert by_task(received(ser, chunks)) == by_task(items)
+        if _native.COMPILED and odd == 0.0:  # nothing kept: every chunk a whole batch, none over max_items
+            assert all(type(c) is bytes for c in chunks) and len(chunks) == -(-len(items) // 1000)
+
+
+@pytest.mark.skipif(not _native.COMPILED, reason="pure path (SQUALL_PURE_PYTHON): the outbox keeps every item "
+                    "as it is, and the serializer encodes them at the flush")
+def test_a_batch_written_at_emit_is_the_batch_the_serializer_writes():
+    """The bytes of a batch written item by item at emit are those `pack_batch` (msgpack's,
+    byte for byte) writes for the same items at the flush, so any receiver decodes them."""
+    rnd = random.Random(11)
+    for n in (1, 2, 15, 16, 17, 300, 2000):
+        items = random_items(rnd, n)
+        outbox = _native.Outbox(n, 1 << 24)
+        for task, item in items:
+            outbox.put(task, item, Tuple)
+        [data] = outbox.take()
+        assert data == _native.pack_batch([x for pair in items for x in pair], Tuple)
+
+
+def test_a_value_that_cannot_be_sent_raises_at_the_emit_and_is_not_queued():
+    ser = serializer()
+    outbox = _native.Outbox(100, 1 << 20)
+    send = _native.sender(outbox, 5, Tuple, PLAIN_TYPES, ser.check)
+    send(Tuple(["ok"], SOURCES[(3, "words")], 9, 10))
+    with pytest.raises(SerializationError):
+        send(Tuple([threading.Lock()], SOURCES[(3, "words")], 9, 11))
+    send(Tuple(["after"], SOURCES[(3, "words")], 9, 12))
+    assert len(outbox) == 2
+    assert [item.values for _, item in received(ser, outbox.take())] == [["ok"], ["after"]]
+
+
+@pytest.mark.skipif(not _native.COMPILED, reason="pure path (SQUALL_PURE_PYTHON): the outbox keeps every item")
+def test_an_item_too_large_for_a_batch_written_at_emit_is_kept_for_the_serializer():
+    """An item of more than half a batch's bytes is kept as it is, so the transport can send it
+    alone or refuse it (`BatchingTransport._send_batch`); the batch before it is closed first."""
+    src = SOURCES[(3, "words")]
+    outbox = _native.Outbox(100, 10_000)
+    outbox.put(5, Tuple(["small"], src, 1, 2), Tuple)
+    big = Tuple(["x" * 6000], src, 1, 3)
+    outbox.put(5, big, Tuple)
+    outbox.put(5, Tuple(["small again"], src, 1, 4), Tuple)
+    chunks = outbox.take()
+    assert [type(c) for c in chunks] == [bytes, list, bytes]
+    assert chunks[1] == [5, big]
+    for _ in range(40):  # 40 items of ~1 KB: closed into batches of under 10,000 bytes
+        outbox.put(5, Tuple(["y" * 1000], src, 1, 5), Tuple)
+    chunks = outbox.take()
+    assert all(type(c) is bytes and len(c) < 10_000 for c in chunks) and len(chunks) >= 4
+    assert sum(len(ser_items) // 2 for ser_items in (serializer().decode_batch(c) for c in chunks)) == 40
+
+
+def test_an_outbox_that_does_not_write_keeps_every_item_as_it_is():
+    """A transport whose serializer is not squall's (another format) gets every item itself."""
+    outbox = _native.Outbox(100, 1 << 20, write=False)
+    tup = Tuple(["w"], SOURCES[(3, "words")], 1, 2)
+    outbox.put(5, tup, Tuple)
+    outbox.put(ACKER_TASK, (ACK, 1, 2, 4), Tuple)
+    assert outbox.take() == [[5, tup, ACKER_TASK, (ACK, 1, 2, 4)]]
+
+
+def test_senders_on_several_threads_lose_nothing_while_another_takes():
+    """A bolt's own threads emit while a loop flushes: every item is taken once, each thread's
+    items in the order it sent them."""
+    ser = serializer()
+    outbox = _native.Outbox(256, 1 << 20)
+    taken: list = []
+    done = threading.Event()
+
+    def taker():
+        while not done.is_set():
+            taken.extend(outbox.take())
+        taken.extend(outbox.take())
+
+    def emitter(k):
+        send = _native.sender(outbox, TUPLE_TASKS[k], Tuple, PLAIN_TYPES, ser.check)
+        for i in range(5000):
+            send(Tuple([i], SOURCES[(3, "words")], k + 1, i))
+
+    t = threading.Thread(target=taker)
+    t.start()
+    emitters = [threading.Thread(target=emitter, args=(k,)) for k in range(3)]
+    for e in emitters:
+        e.start()
+    for e in emitters:
+        e.join()
+    done.set()
+    t.join()
+    got = by_task(received(ser, taken))
+    for k in range(3):
+        assert [values[0][1] for _, values, *_ in got[TUPLE_TASKS[k]]] == list(range(5000))

@@ -840,57 +840,52 @@ BasicCollectorBase_dealloc(BasicCollectorBase *self)
 static PyObject *str_emit;
 static PyObject *str_send_multi;
 
-/* Calls deliver[task](item); a new reference to its result, or NULL. */
-static int
-deliver_to(PyObject *deliver, PyObject *task, PyObject *item)
+/* deliver[task], remembered in c while deliver is unchanged (c NULL: looked up); a new reference,
+ * or NULL with an error (a KeyError for a task deliver does not have) */
+static PyObject *
+deliver_fn(DeliverCache *c, PyObject *deliver, PyObject *task)
 {
-    PyObject *d = PyDict_GetItemWithError(deliver, task);
+    PyObject *d;
+#if PY_VERSION_HEX < 0x030C0000
+    uint64_t version = 0;
+    if (c != NULL && PyDict_CheckExact(deliver)) {
+        version = ((PyDictObject *)deliver)->ma_version_tag;
+        if (c->deliver == deliver && c->task == task && c->version == version)
+            return Py_NewRef(c->fn);  /* held while it runs: a delivery may change the cache */
+    }
+#endif
+    d = PyDict_GetItemWithError(deliver, task);
     if (d == NULL) {
         if (!PyErr_Occurred())
             PyErr_SetObject(PyExc_KeyError, task);
-        return -1;
+        return NULL;
     }
-    PyObject *r = call_quick(d, item);
-    if (r == NULL)
-        return -1;
-    Py_DECREF(r);
-    return 0;
+#if PY_VERSION_HEX < 0x030C0000
+    if (c != NULL && PyDict_CheckExact(deliver)) {
+        Py_XSETREF(c->fn, Py_NewRef(d));
+        Py_XSETREF(c->task, Py_NewRef(task));
+        Py_XSETREF(c->deliver, Py_NewRef(deliver));
+        c->version = version;
+    }
+#else
+    (void)c;
+#endif
+    return Py_NewRef(d);
 }
 
 /* deliver_to, the callable remembered in c while deliver is unchanged (c NULL: deliver_to) */
 static int
 deliver_cached(DeliverCache *c, PyObject *deliver, PyObject *task, PyObject *item)
 {
-#if PY_VERSION_HEX < 0x030C0000
-    if (c == NULL || !PyDict_CheckExact(deliver))
-        return deliver_to(deliver, task, item);
-    PyObject *d;
-    uint64_t version = ((PyDictObject *)deliver)->ma_version_tag;
-    if (c->deliver == deliver && c->task == task && c->version == version) {
-        d = c->fn;
-    } else {
-        d = PyDict_GetItemWithError(deliver, task);
-        if (d == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetObject(PyExc_KeyError, task);
-            return -1;
-        }
-        Py_XSETREF(c->fn, Py_NewRef(d));
-        Py_XSETREF(c->task, Py_NewRef(task));
-        Py_XSETREF(c->deliver, Py_NewRef(deliver));
-        c->version = version;
-    }
-    Py_INCREF(d);  /* held while it runs: a delivery may change the cache */
+    PyObject *d = deliver_fn(c, deliver, task);
+    if (d == NULL)
+        return -1;
     PyObject *r = call_quick(d, item);
     Py_DECREF(d);
     if (r == NULL)
         return -1;
     Py_DECREF(r);
     return 0;
-#else
-    (void)c;
-    return deliver_to(deliver, task, item);
-#endif
 }
 
 /* deliver_to for every task of the list targets, the same item */
@@ -947,6 +942,11 @@ draw_bits(PyObject *rand, unsigned long long *bits)
     Py_DECREF(id);
     return 0;
 }
+
+/* a tracked emit's delivery over a new edge: a crossing item written straight into its outbox
+ * (Sender, below) */
+static int send_edge(DeliverCache *c, PyObject *deliver, PyObject *task, PyTypeObject *tt, PyObject *values,
+                     PyObject *src, PyObject *root, PyObject *rand, unsigned long long *xor);
 
 static PyObject *
 emit_by_python(BasicCollectorBase *self, PyObject *values, PyObject *stream)
@@ -1047,17 +1047,9 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
     if (tracked && self->acking) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(targets); i++) {
             PyObject *task = PyList_GET_ITEM(targets, i);
-            unsigned long long e;
-            if (draw_bits(self->rand, &e) < 0)  /* squall's IdSource: without a call or an int */
-                goto fail_root;
-            a->oav ^= e;
-            PyObject *t = tuple_make_bits(tt, values, r->src, root, e, 0);
-            if (t == NULL)
-                goto fail_root;
             Py_INCREF(task);
-            int rc = deliver_cached(&self->sent, self->deliver, task, t);
+            int rc = send_edge(&self->sent, self->deliver, task, tt, values, r->src, root, self->rand, &a->oav);
             Py_DECREF(task);
-            Py_DECREF(t);
             if (rc < 0)
                 goto fail_root;
         }
@@ -2355,7 +2347,8 @@ static PyTypeObject NextChooser_Type = {
 /* ---------------------------------------------------------------------------------------------
  * Sender(queue, task, tuple_type, plain, check): what a worker hands its executors for a task in
  * another worker (worker.batching.BatchingTransport.sender). queue is the peer's Outbox (below):
- * calling the sender with an item writes it there as bytes when it is plain. Or queue is a list (flat:
+ * calling the sender with an item writes it there as bytes when it is plain, and a tracked emit
+ * to a sender writes its tuple there without making it (send_edge). Or queue is a list (flat:
  * [task, item, task, item, ...]), and the sender appends task, then item, with no pair made for
  * them. No Python code runs between the two appends, so another thread never sees half.
  * An item that is not written as bytes, if it is a Tuple (exactly tuple_type) with a value whose
@@ -2574,19 +2567,9 @@ spout_send_tracked(SpoutCollectorBase *self, RouterBase *r, PyObject *targets, P
     PyTypeObject *tt = (PyTypeObject *)self->tuple_type;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(targets); i++) {
         PyObject *task = PyList_GET_ITEM(targets, i);
-        unsigned long long e;
-        PyObject *edge = draw_id(self->rand, &e, "edge");
-        if (edge == NULL)
-            return -1;
-        *xor ^= e;
-        PyObject *t = tuple_make(tt, values, r->src, root, edge, ZERO);
-        Py_DECREF(edge);
-        if (t == NULL)
-            return -1;
         Py_INCREF(task);
-        int rc = deliver_cached(&self->sent, self->deliver, task, t);
+        int rc = send_edge(&self->sent, self->deliver, task, tt, values, r->src, root, self->rand, xor);
         Py_DECREF(task);
-        Py_DECREF(t);
         if (rc < 0)
             return -1;
     }
@@ -3398,7 +3381,7 @@ done:
  * values list and its edge id's int) from the emit to the flush, where pack_batch read it cold
  * and freed it (docs/profiles/w1-scaling-model.md: allocation and its cache misses were a third
  * of a crossing word); now the emit writes its target, values, root and edge id into the open
- * run's four columns (outbox_put_tuple), and the flush
+ * run's four columns (put_tuple, or send_edge without making the Tuple at all), and the flush
  * only joins the columns with their headers: the same bytes pack_batch writes for those items
  * (a root equal to its run's previous one is nil, serialize.SAME_ROOT, by value rather than by
  * identity: the receiver makes one int for both either way).
@@ -3859,6 +3842,39 @@ static PyTypeObject Outbox_Type = {
     .tp_methods = Outbox_methods,
     .tp_as_sequence = &Outbox_as_sequence,
 };
+
+/* send_edge: a tracked emit's delivery of values to task over a new edge (an id drawn from rand,
+ * xored into *xor). To a Sender of an Outbox, the item is written there with no Tuple, values
+ * copy made (a crossing item's objects were a third of its cost); to anything else,
+ * or when the item is not plain, a Tuple is made and delivered as before (its edge value as bits). */
+static int
+send_edge(DeliverCache *c, PyObject *deliver, PyObject *task, PyTypeObject *tt, PyObject *values,
+          PyObject *src, PyObject *root, PyObject *rand, unsigned long long *xor)
+{
+    unsigned long long e;
+    if (draw_bits(rand, &e) < 0)  /* squall's IdSource: without a call or an int */
+        return -1;
+    *xor ^= e;
+    PyObject *fn = deliver_fn(c, deliver, task);
+    if (fn == NULL)
+        return -1;
+    if (Py_IS_TYPE(fn, &Sender_Type) && ((Sender *)fn)->outbox != NULL) {
+        int rc = outbox_put_tuple((Outbox *)((Sender *)fn)->outbox, ((Sender *)fn)->task, values, src, root, e);
+        if (rc <= 0) {
+            Py_DECREF(fn);
+            return rc;
+        }
+    }
+    PyObject *t = tuple_make_bits(tt, values, src, root, e, 0);
+    PyObject *r = t ? call_quick(fn, t) : NULL;
+    Py_XDECREF(t);
+    Py_DECREF(fn);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 
 /* ---------------------------------------------------------------------------------------------
  * deliver_items(inboxes, items): append each item of a received batch (flat: task, item, task,

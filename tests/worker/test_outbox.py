@@ -7,11 +7,19 @@ import random
 import threading
 
 import pytest
+from doubles import wait_until
 
-from squall import Fields, _native
+from squall import BasicBolt, Config, Fields, TopologyBuilder, _native
+from squall._config import topology_conf
 from squall._tuple import Source, Tuple
 from squall.engine.acker import ACK, ACKED, FAIL, INIT
+from squall.engine.clock import SimulatedClock
+from squall.engine.loop import Backpressure, TopologyActivation
+from squall.engine.plan import make_plan
 from squall.engine.serialize import PLAIN_TYPES, SerializationError, Serializer
+from squall.engine.transport import InMemoryNetwork, InMemoryTransport
+from squall.engine.worker import Worker, component_blobs
+from squall.testing import FeederSpout
 
 SOURCES = {
     (3, "words"): Source("split", "words", 3, Fields("word")),
@@ -187,3 +195,64 @@ def test_senders_on_several_threads_lose_nothing_while_another_takes():
     got = by_task(received(ser, taken))
     for k in range(3):
         assert [values[0][1] for _, values, *_ in got[TUPLE_TASKS[k]]] == list(range(5000))
+
+
+class Split(BasicBolt):
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(["word"]))
+
+    def execute(self, tup, collector):
+        for word in tup[0].split():
+            collector.emit([word])
+
+
+class OutboxTransport(InMemoryTransport):
+    """An in-memory transport whose senders to the other worker write into one outbox, as the
+    process host's do."""
+
+    def __init__(self):
+        super().__init__(InMemoryNetwork(), "here")
+        self.outbox = _native.Outbox(2048, 1 << 20)
+
+    def sender(self, task_id):
+        return _native.sender(self.outbox, task_id, Tuple, PLAIN_TYPES, lambda tup: None)
+
+
+def test_a_tracked_emit_to_another_worker_is_written_with_its_root_and_a_new_edge():
+    """A BasicBolt's emit to a task in another worker (written at the emit, compiled, with no
+    Tuple made) carries its input's root and an edge id of its own; the tree stays open until the
+    other worker acks those edges."""
+    feed = FeederSpout(Fields(["sentence"]))
+    b = TopologyBuilder()
+    b.set_spout("feed", feed)
+    b.set_bolt("split", Split()).shuffle_grouping("feed")
+    b.set_bolt("count", Split()).fields_grouping("split", Fields(["word"]))
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_num_ackers(1)
+    conf.set_message_timeout_secs(30)
+    plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
+    remote = set(plan.component_tasks["count"])
+    transport = OutboxTransport()
+    transport.set_peers({t: "there" for t in remote})
+    local = [e for e in plan.executors if not set(e.tasks) & remote]
+    worker = Worker(plan, 1, local, component_blobs(plan), transport, SimulatedClock(),
+                    TopologyActivation(active=True), Backpressure(1000), lambda rec: None, lambda w, rec: None, 7)
+    spout = next(ex for ex in worker.executors if ex.component == "feed")
+    sentences = ["the quick brown fox", "jumps over", "the lazy dog"]
+    for i, s in enumerate(sentences):
+        feed.feed([s], f"m{i}")
+    worker.start()
+    try:
+        assert wait_until(lambda: len(transport.outbox) == 9)
+    finally:
+        worker.stop()
+    src = Source("split", "default", plan.component_tasks["split"][0], Fields(["word"]))
+    ser = Serializer({}, lambda task, stream: src)
+    got = received(ser, transport.outbox.take())
+    assert [t.values[0] for _, t in got] == " ".join(sentences).split()
+    roots = [root for bucket in spout.pending._buckets for root in bucket]
+    assert sorted({t._root for _, t in got}) == sorted(roots) and len(roots) == 3  # a tree per sentence, open
+    edges = [t._val for _, t in got]
+    assert all(0 < e < 2**64 for e in edges) and len(set(edges)) == 9
+    assert all(task in remote for task, _ in got)

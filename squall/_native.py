@@ -19,6 +19,8 @@ of each class):
 - `BoltCollectorBase`: the slots of a bolt's collector, and its ``ack``.
 - `PendingTreeBase`: the fields of `squall.engine.acker.PendingTree`.
 - `send_acks`: a bolt executor's held acks, sent (`squall.engine.bolt_executor.BoltExecutor.flush_acks`).
+- `own_methods`: a collector class's compiled methods made its own, so CPython 3.11 specialises
+  the user's calls of them (``collector.emit(...)``).
 - `acker_run`: the acker's inner loop (n messages through `Acker.update`).
 - `acker_drain`: an acker task's messages, plain runs (`acker_run`) and the sampled ones counted.
 - `execute_run`: a bolt executor's inner loop over its plain (not sampled) inputs (an exception
@@ -250,6 +252,14 @@ def BasicExecute(user_execute, basic, ack, on_failed, failed_type, acks, stats, 
 
 def _nothing() -> None:
     """Does nothing."""
+
+
+def own_methods(cls: type) -> list:
+    """Set the methods of ``cls``'s compiled base that ``cls`` does not override on ``cls`` itself
+    (compiled: CPython 3.11 specialises a call of a C method only on an instance of exactly the
+    method's class). Here the bases' methods are Python functions, whose calls it specialises
+    anyway: nothing to do. Returns the names set."""
+    return []
 
 
 def send_acks(acks: dict, ackers: list, kind: Any) -> None:
@@ -767,6 +777,7 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "BoltCollectorBase": "BoltCollectorBase", "epoll_ready": "epoll_ready",
                    "send_nb": "send_nb", "recv_nb": "recv_nb",
                    "pack_batch": "pack_batch", "unpack_batch": "unpack_batch", "StaleWatch": "StaleWatch", "send_acks": "send_acks",
+                   "own_methods": "own_methods",
                    "drain_inbox": "drain_inbox", "KeyStatsBase": "KeyStatsBase",
                    "opaque_commit": "opaque_commit", "CountingEmit": "CountingEmit",
                    "pack_rows": "pack_rows", "TridentTupleBase": "TridentTupleBase", "view_of": "view_of",

@@ -23,7 +23,7 @@ from .._components import BasicBolt
 from .._config import Config, conf_value
 from .._errors import EmitError, FailedException, ReportedFailedException
 from .._failure import EXCEPTION, EXPLICIT, FailureCause
-from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, drain_inbox, send_acks
+from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, drain_inbox, own_methods, send_acks
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
@@ -426,3 +426,9 @@ class BasicCollector(BasicCollectorBase, BasicOutputCollector):
 
     def report_error(self, error):
         self._out.report_error(error)
+
+
+# the compiled emit and ack as the collectors' own methods: user code's calls of them specialised
+# by CPython 3.11 (see squall._native.own_methods)
+own_methods(BasicCollector)
+own_methods(BoltCollector)

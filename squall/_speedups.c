@@ -4196,6 +4196,35 @@ r_column(Reader *r, Py_ssize_t n)
     return r_array(r, &k) < 0 || k != n ? NULL : r_values(r, n, 1);
 }
 
+/* the next array, of n unsigned ints of 64 bits, into vs (a run's vals: edge values, which a
+ * Tuple holds as 64 bits, so no int is made for them); -1 for anything else (another value,
+ * another length), which the caller leaves to msgpack's path */
+static int
+r_u64s(Reader *r, Py_ssize_t n, unsigned long long *vs)
+{
+    Py_ssize_t k;
+    if (r_array(r, &k) < 0 || k != n)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!R_NEED(r, 1))
+            return -1;
+        unsigned char tag = *r->p;
+        if (tag <= 0x7f) {
+            vs[i] = tag;
+            r->p += 1;
+        } else if (tag >= 0xcc && tag <= 0xcf) {
+            int bytes = 1 << (tag - 0xcc);
+            if (!R_NEED(r, 1 + bytes))
+                return -1;
+            vs[i] = r_be(r->p + 1, bytes);
+            r->p += 1 + bytes;
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* one run [src_task, stream, targets, values, roots, vals] of Tuples appended to out; -1 */
 static int
 r_run(Reader *r, PyObject *out, PyObject *source_of, PyTypeObject *tt)
@@ -4213,7 +4242,8 @@ r_run(Reader *r, PyObject *out, PyObject *source_of, PyTypeObject *tt)
         return -1;
     }
     int rc = -1;
-    PyObject *values = NULL, *roots = NULL, *vals = NULL, *root = NULL;
+    PyObject *values = NULL, *roots = NULL, *root = NULL;
+    unsigned long long *vals = NULL;
     PyObject *targets = r_values(r, n, 0);
     if (targets == NULL)
         goto done;
@@ -4229,15 +4259,16 @@ r_run(Reader *r, PyObject *out, PyObject *source_of, PyTypeObject *tt)
     int tracked = !(R_NEED(r, 2) && r->p[0] == 0xc0 && r->p[1] == 0xc0);
     if (!tracked)
         r->p += 2;  /* an untracked run: nil for its roots and its vals */
-    else if ((roots = r_column(r, n)) == NULL || (vals = r_column(r, n)) == NULL)
+    else if ((roots = r_column(r, n)) == NULL || (vals = PyMem_Malloc(sizeof *vals * (size_t)(n + 1))) == NULL ||
+             r_u64s(r, n, vals) < 0)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (tracked && PyList_GET_ITEM(roots, i) != Py_None)
             root = PyList_GET_ITEM(roots, i);  /* borrowed from roots */
         else if (tracked && root == NULL)
             goto done;  /* a run that begins with "the previous tuple's root" */
-        PyObject *t = tuple_make(tt, PyList_GET_ITEM(values, i), src, tracked ? root : ZERO,
-                                 tracked ? PyList_GET_ITEM(vals, i) : ZERO, ZERO);
+        PyObject *t = tuple_make_bits(tt, PyList_GET_ITEM(values, i), src, tracked ? root : ZERO,
+                                      tracked ? vals[i] : 0, 0);
         if (out_pair(out, PyList_GET_ITEM(targets, i), t) < 0)
             goto done;
     }
@@ -4246,7 +4277,7 @@ done:
     Py_XDECREF(targets);
     Py_XDECREF(values);
     Py_XDECREF(roots);
-    Py_XDECREF(vals);
+    PyMem_Free(vals);
     Py_DECREF(src);
     return rc;
 }

@@ -62,7 +62,14 @@ def main() -> None:
     sys.path[:] = installed_first(sys.path)
     from pyspark.daemon import manager
 
-    import squall.trident  # noqa: F401 (imported once, before the daemon forks its workers)
+    # imported once, before the daemon forks its workers: Trident's public modules (squall.trident
+    # loads them at their first use) and the two the workers unpickle functions and readers from
+    import squall.trident
+
+    for name in squall.trident.__all__:
+        getattr(squall.trident, name)
+    importlib.import_module("squall.trident.spark.runner")
+    importlib.import_module("squall.trident.spark.source")
 
     # what a worker running an Arrow function (mapInArrow, the Data Source's read) imports on its
     # first task: pyarrow and pandas took 1-2 s of CPU in each worker forked (py-spy)

@@ -35,15 +35,26 @@ another value than on squall's engine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from ..coordinator import TransactionAttempt
 from .context import SparkTaskContext
 from .rows import INT64, SQL_TYPES, TUPLE, digest, dumps, from_offset, from_option, to_offset
 
+if TYPE_CHECKING:
+    from ..coordinator import TransactionAttempt
+
 SOURCE_NAME = "squall_trident"
+
+
+def _attempt(txid: int) -> TransactionAttempt:
+    """Trident's first attempt at ``txid``: Trident's coordinator is imported by the readers, at
+    their first batch, not with this module, which every Spark process that unpickles the source
+    imports (``lookup_data_sources``, ``create_data_source``, ...)."""
+    from ..coordinator import TransactionAttempt
+
+    return TransactionAttempt(txid, 0)
 
 
 class TypedField(NamedTuple):
@@ -274,7 +285,7 @@ class BatchSpoutReader(_Reader):
             return start
         meta = self._coordinator().initialize_transaction(txid, from_offset(start.get("meta")), None)
         out = _Collect(self.spec, txid, checked=True)
-        self._emitter().emit_batch(TransactionAttempt(txid, 0), meta, out)
+        self._emitter().emit_batch(_attempt(txid), meta, out)
         if not out.count:
             return start
         return {"txid": txid, "meta": to_offset(meta), "tuples": out.count, "digest": out.digest()}
@@ -292,7 +303,7 @@ class BatchSpoutReader(_Reader):
         out = _Collect(self.spec, txid, checked=True)
         emitter = self._spout().get_emitter(self.spec.txid, self.spec.conf, self._context(self.spec.txid))
         try:
-            emitter.emit_batch(TransactionAttempt(txid, 0), from_offset(end.get("meta")), out)
+            emitter.emit_batch(_attempt(txid), from_offset(end.get("meta")), out)
         finally:
             emitter.close()
         if out.count != end["tuples"] or out.digest() != end["digest"]:
@@ -307,7 +318,7 @@ class BatchSpoutReader(_Reader):
         if txid == 0:
             return
         self._coordinator().success(txid)
-        self._emitter().success(TransactionAttempt(txid, 0))
+        self._emitter().success(_attempt(txid))
 
 
 @dataclass(frozen=True)
@@ -363,7 +374,7 @@ class PartitionedSpoutReader(_Reader):
         parts = dict(start.get("parts", {}))
         prev = {p: from_offset(parts.get(p.get_id())) for p in ordered}
         out = _Collect(self.spec, txid)
-        metas = emitter.emit_batch_new(TransactionAttempt(txid, 0), out, set(ordered), prev)
+        metas = emitter.emit_batch_new(_attempt(txid), out, set(ordered), prev)
         if not out.count:
             return start
         batch = []
@@ -393,7 +404,7 @@ class PartitionedSpoutReader(_Reader):
             emitter.refresh_partitions([t.partition for t in tasks])
             for task in tasks:
                 out = _Collect(self.spec, task.txid)
-                emitter.re_emit_partition_batch(TransactionAttempt(task.txid, 0), out, task.partition,
+                emitter.re_emit_partition_batch(_attempt(task.txid), out, task.partition,
                                                 from_offset(task.meta))
                 if out.count:
                     yield out.record_batch()

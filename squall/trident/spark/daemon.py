@@ -62,22 +62,29 @@ def main() -> None:
     sys.path[:] = installed_first(sys.path)
     from pyspark.daemon import manager
 
-    # imported once, before the daemon forks its workers: Trident's public modules (squall.trident
-    # loads them at their first use) and the two the workers unpickle functions and readers from
-    import squall.trident
+    # Spark starts one daemon per worker module (pyspark's daemon takes it as its argument). Only
+    # pyspark's own worker runs Trident's operations and the source's read: its daemon imports,
+    # once before the fork, Trident's public modules (squall.trident loads them at first use) and
+    # the two modules the workers unpickle functions and readers from. A Data Source's planning
+    # workers (lookup_data_sources, create_data_source, plan_data_source_read, the streaming
+    # source's runner) unpickle the source only: their daemons import that and no more.
+    worker = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1].startswith("pyspark") else "pyspark.worker"
+    if worker != "pyspark.worker":
+        importlib.import_module("squall.trident.spark.source")
+    else:
+        import squall.trident
 
-    for name in squall.trident.__all__:
-        getattr(squall.trident, name)
-    importlib.import_module("squall.trident.spark.runner")
-    importlib.import_module("squall.trident.spark.source")
-
-    # what a worker running an Arrow function (mapInArrow, the Data Source's read) imports on its
-    # first task: pyarrow and pandas took 1-2 s of CPU in each worker forked (py-spy)
-    for module in ("pyarrow", "pandas", "pyspark.sql.pandas.serializers", "pyspark.worker"):
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            pass  # an install without the trident-spark extra: the worker imports what it has
+        for name in squall.trident.__all__:
+            getattr(squall.trident, name)
+        importlib.import_module("squall.trident.spark.runner")
+        importlib.import_module("squall.trident.spark.source")
+        # what a worker running an Arrow function (mapInArrow, the Data Source's read) imports on
+        # its first task: pyarrow and pandas took 1-2 s of CPU in each worker forked (py-spy)
+        for module in ("pyarrow", "pandas", "pyspark.sql.pandas.serializers", "pyspark.worker"):
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                pass  # an install without the trident-spark extra: the worker imports what it has
 
     # pyspark's reused worker runs gc.collect() after every task: with pyspark, pyarrow and
     # squall imported, walking those objects cost more than a W1 batch's own Python (py-spy).

@@ -26,7 +26,8 @@ def modules_after(code: str) -> list[str]:
     out = subprocess.run(
         [sys.executable, "-c", (f"{code}\nimport json, sys\n"
                                 "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'squall')))")],
-        capture_output=True, text=True, check=True, timeout=60)
+        check=False, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr  # what failed to import, in the failure's message
     return json.loads(out.stdout.splitlines()[-1])
 
 

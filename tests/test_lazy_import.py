@@ -6,14 +6,13 @@ Every check runs in a fresh interpreter, whose ``sys.modules`` shows what an imp
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 
 import pytest
 
 import squall
 import squall.trident
+
+from .test_layers import modules_after
 
 # What none of Spark's processes that only unpickle the source needs: the engine, the features,
 # the master, Trident's builder, planner, coordinator and states.
@@ -22,16 +21,6 @@ HEAVY = ("squall.engine", "squall.metric", "squall.state", "squall.windowing", "
          "squall.trident.planner", "squall.trident.coordinator", "squall.trident.builtin",
          "squall.trident.processors", "squall.trident.state", "squall.trident.spark.runner",
          "squall.trident.spark.compiler")
-
-
-def modules_after(code: str) -> list[str]:
-    """The squall modules a fresh interpreter has loaded after running ``code``."""
-    out = subprocess.run(
-        [sys.executable, "-c", (f"{code}\nimport json, sys\n"
-                                "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'squall')))")],
-        check=False, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.splitlines()[-1])
 
 
 def heavy(loaded: list[str]) -> list[str]:

@@ -115,3 +115,45 @@ def test_an_input_that_raises_is_counted_where_it_ran_and_the_countdown_is_kept(
     assert ks.executed == FREQ and ks.execute_n == 1  # its figures, as Python's finally: adds them
     assert len(q) == 50 - sampled_at - 1
     assert sampled.left == 1  # the next input is where the countdown stood: sampled again
+
+
+def test_a_basic_bolts_failed_or_raising_sampled_input_is_not_counted_acked_and_leaves_no_sample():
+    sampled = TaskStatistics(FREQ, random.Random(7))
+    stats = TaskStats()
+    basic = BasicCollector.__new__(BasicCollector)
+    basic.input, basic._out, basic._routers, basic._deliver = None, None, {}, {}
+    basic._rand = functools.partial(random.Random(1).getrandbits, 64)
+    basic._tuple_type, basic._nowhere, basic._acking = Tuple, _NOWHERE, True
+    acker: list = []
+    q = deque(Tuple([f"w{i}"], SRC, 2 * i + 1, random.Random(i).getrandbits(64)) for i in range(80))
+    failed: list = []
+    errors: list = []
+    now = ticking_clock()
+
+    def user_execute(tup, collector):  # every third input fails, every fifth raises
+        i = int(tup.values[0][1:])
+        if i % 3 == 0:
+            raise FailedException("no")
+        if i % 5 == 0:
+            raise ValueError("bad")
+
+    execute = BasicExecute(user_execute, basic, None, lambda tup, e: failed.append(tup), FailedException, {},
+                           stats, sampled.open_samples, sampled, now, q, [acker.append], ACK)
+    sampled_at = []
+    while q:
+        before = sampled.key("split", "default").execute_n
+        tup = q[0]
+        drain_inbox(execute, q.popleft, 1, stats, sampled, now, lambda tup, e: errors.append(tup))
+        if sampled.key("split", "default").execute_n > before:
+            sampled_at.append(int(tup.values[0][1:]))
+
+    ks = sampled.key("split", "default")
+    acked = [i for i in sampled_at if i % 3 and i % 5]
+    assert len(sampled_at) == 20 and acked and len(acked) < 20
+    assert ks.latency_n == len(acked) and ks.acked == FREQ * len(acked)  # only the acked ones
+    assert ks.latency_ms == pytest.approx(1.0 * len(acked))  # each closed by its own ack, one tick after its start
+    # none acked is left open (compiled, none at all: a BasicBolt's sample is held only for its call)
+    assert not {int(t.values[0][1:]) for t, _start, _ks in sampled.open_samples.values()} & set(acked)
+    assert stats.acked == len([i for i in range(80) if i % 3 and i % 5])
+    assert len(failed) == len([i for i in range(80) if i % 3 == 0])
+    assert len(errors) == len([i for i in range(80) if i % 3 and i % 5 == 0])

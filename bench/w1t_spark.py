@@ -14,7 +14,9 @@ starts, and the same number of micro-batches of the same size where whole files 
 peers read ``maxFilesPerTrigger`` files a batch: ``--n 200000 --batch-size 2500`` is 4 batches
 of 50,000 sentences for all three). The Trident query's session runs Spark's Python processes
 through ``squall.trident.spark.daemon`` and, unless ``--no-launcher``, with
-``squall.trident.spark.launcher`` as their Python executable (as ``squall trident`` does); the
+``squall.trident.spark.launcher`` as their Python executable and squall's fork server started
+with the session (as ``squall trident`` does: ``squall.trident.spark.forkserver``, which forks
+those processes from one that imported pyspark, pyarrow and Trident while the JVM started); the
 peers' are Spark's defaults. The Trident query's time is from ``start()`` to the end of ``processAllAvailable()``;
 its batch latency is each micro-batch's ``triggerExecution`` (Spark's own progress: the mean,
 and each batch's in ``batch_latency_ms``), ``first_batch_after_s`` the time before the first

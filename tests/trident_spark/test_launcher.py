@@ -49,7 +49,7 @@ def test_the_script_runs_the_same_interpreter_with_the_same_arguments_and_a_stri
 
 def test_the_launcher_is_set_only_where_the_user_chose_no_python_and_the_master_is_local():
     environ: dict[str, str] = {}
-    script = use_installed_pyspark(master="local[1]", environ=environ)
+    script = use_installed_pyspark(master="local[1]", environ=environ, forkserver=False)
     assert script is not None and environ == {"PYSPARK_PYTHON": script} and os.access(script, os.X_OK)
     assert use_installed_pyspark(environ=environ) is None and environ["PYSPARK_PYTHON"] == script  # set: left alone
     mine = {"PYSPARK_PYTHON": "/usr/bin/python3"}

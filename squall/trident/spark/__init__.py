@@ -63,7 +63,7 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
     """
     from .compiler import compile_topology
     from .rows import to_option
-    from .runner import BatchRunner, source_frame, union
+    from .runner import BatchRunner, quiet_call_sites, source_frame, union
     from .source import SOURCE_NAME, SpoutSpec, TridentSpoutSource
 
     if not isinstance(checkpoint_location, str) or not checkpoint_location:
@@ -76,12 +76,13 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
     _warm_python_workers(spark, tasks)  # first: what follows starts Python processes for seconds
     spark.dataSource.register(TridentSpoutSource)
     frames = []
-    for s in plan.spouts:
-        hints = [b.partitions for b in plan.executor_bolts()
-                 if (set(b.inputs) | {op.source for op in b.sql}) & set(s.outputs)]
-        spec = SpoutSpec(s.txid, s.spout, settings, s.fields, s.typed, max([tasks, *hints]))
-        frames.append(source_frame(spark.readStream.format(SOURCE_NAME).option("spout", to_option(spec)).load(), s))
-    rows = union(frames)
+    with quiet_call_sites():
+        for s in plan.spouts:
+            hints = [b.partitions for b in plan.executor_bolts()
+                     if (set(b.inputs) | {op.source for op in b.sql}) & set(s.outputs)]
+            spec = SpoutSpec(s.txid, s.spout, settings, s.fields, s.typed, max([tasks, *hints]))
+            frames.append(source_frame(spark.readStream.format(SOURCE_NAME).option("spout", to_option(spec)).load(), s))
+        rows = union(frames)
     writer = rows.writeStream.foreachBatch(BatchRunner(plan, settings)).option("checkpointLocation", checkpoint_location)
     if trigger is not None:
         writer = writer.trigger(**trigger) if isinstance(trigger, Mapping) else writer.trigger(processingTime=trigger)

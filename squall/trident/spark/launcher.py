@@ -23,30 +23,53 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 _SCRIPT = """#!{python}
-# squall's Spark Python launcher (squall/trident/spark/launcher.py): the installed pyspark first
+# squall's Spark Python launcher (squall/trident/spark/launcher.py): the installed pyspark first,
+# a fork of squall's fork server where there is one
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("_squall_spark_daemon", {daemon!r})
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-module.launch(sys.argv[1:])
+module.launch(sys.argv[1:], {forkserver!r})
 """
 
+FORKSERVER_SOCKET = "forkserver.sock"
+"""The fork server's socket, in the launcher script's directory."""
 
-def write_script(directory: str) -> str:
-    """Write the launcher script (executable) into ``directory``; return its path."""
+
+def write_script(directory: str, forkserver: str | None = None) -> str:
+    """Write the launcher script (executable) into ``directory``; return its path. ``forkserver``:
+    the socket of a fork server (`start_forkserver`) the script asks first."""
     path = os.path.join(directory, "squall-spark-python")
     # by its file: importing the squall package would cost more than the script saves
     daemon = os.path.join(os.path.dirname(os.path.abspath(__file__)), "daemon.py")
     with open(path, "w") as f:
-        f.write(_SCRIPT.format(python=sys.executable, daemon=daemon))
+        f.write(_SCRIPT.format(python=sys.executable, daemon=daemon, forkserver=forkserver))
     os.chmod(path, 0o700)
     return path
+
+
+def start_forkserver(path: str, environ: Mapping[str, str] = os.environ) -> subprocess.Popen:
+    """Start squall's fork server (``forkserver.py``) listening at ``path``, in this process's
+    directory with ``environ`` and the hash seed pyspark gives its Python processes; it ends
+    when this process does (its stdin, a pipe from here, closes), after the processes it forked."""
+    env = dict(environ)
+    env["PYTHONHASHSEED"] = environ.get("PYTHONHASHSEED", "0")  # as pyspark's SparkContext sets it
+    server = subprocess.Popen([sys.executable, "-m", "squall.trident.spark.forkserver", path],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+    atexit.register(_close_stdin, server)
+    return server
+
+
+def _close_stdin(server: subprocess.Popen) -> None:
+    if server.stdin is not None:
+        server.stdin.close()
 
 
 def is_local(master: str | None) -> bool:
@@ -55,14 +78,19 @@ def is_local(master: str | None) -> bool:
 
 
 def use_installed_pyspark(spark_conf: Mapping[str, Any] | None = None, master: str | None = None,
-                          environ: MutableMapping[str, str] = os.environ) -> str | None:
+                          environ: MutableMapping[str, str] = os.environ, forkserver: bool = True) -> str | None:
     """Set ``PYSPARK_PYTHON`` in ``environ`` to the launcher before a SparkSession is made; return
     the script's path, or None when left alone: the user chose a Python (``PYSPARK_PYTHON``,
-    ``spark.pyspark.python``) or the master is not local. The script's directory is removed at exit
-    (a driver killed by SIGKILL leaves it behind: one small file)."""
+    ``spark.pyspark.python``) or the master is not local. ``forkserver``: also start squall's fork
+    server (``forkserver.py``), which imports pyspark, pyarrow, pandas and Trident while the JVM
+    starts, and from which the launcher forks Spark's Python processes. The script's directory is
+    removed at exit (a driver killed by SIGKILL leaves it behind: one small file)."""
     if environ.get("PYSPARK_PYTHON") or (spark_conf or {}).get("spark.pyspark.python") or not is_local(master):
         return None
     directory = tempfile.mkdtemp(prefix="squall-spark-python-")
     atexit.register(shutil.rmtree, directory, True)
-    environ["PYSPARK_PYTHON"] = path = write_script(directory)
+    socket_path = os.path.join(directory, FORKSERVER_SOCKET) if forkserver else None
+    environ["PYSPARK_PYTHON"] = path = write_script(directory, socket_path)
+    if socket_path is not None:
+        start_forkserver(socket_path, environ)
     return path

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import logging
 import pickle
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..coordinator import TransactionAttempt
@@ -30,6 +32,46 @@ log = logging.getLogger("squall.trident.spark")
 
 _FLUSH_ROWS = 4096
 _COUNT = "trident_count"
+
+_quiet_lock = threading.Lock()
+_quiet_depth = 0
+_quiet_saved: Any = None
+
+
+@contextmanager
+def quiet_call_sites() -> Iterator[None]:
+    """Build squall's own DataFrames without pyspark's call-site capture.
+
+    pyspark 4 records, for every ``Column`` method and ``col()``, the Python call site for
+    Spark's error messages: three py4j calls each, a failed ``import ipykernel`` where IPython
+    is installed without it, and at the first one in a driver an ``import IPython`` (1 s at load 5).
+    The call sites of the expressions squall builds name squall's files, never the user's, so
+    they are not captured while one of these blocks runs (pyspark's own switch,
+    ``spark.python.sql.dataFrameDebugging.enabled``, is read once and held in
+    ``pyspark.errors.utils._enable_debugging_cache``; the user's setting is back after the block).
+    Blocks nest and may run on several threads (``start`` and ``foreachBatch``); a user thread
+    building DataFrames meanwhile loses its call sites for that time, nothing else."""
+    global _quiet_depth, _quiet_saved
+    try:
+        from pyspark.errors import utils
+    except ImportError:
+        yield
+        return
+    if not hasattr(utils, "_enable_debugging_cache"):
+        yield  # another pyspark: its own behaviour
+        return
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            _quiet_saved = utils._enable_debugging_cache
+            setattr(utils, "_enable_debugging_cache", False)  # noqa: B010 (typed None in pyspark)
+        _quiet_depth += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                setattr(utils, "_enable_debugging_cache", _quiet_saved)  # noqa: B010
 
 
 class _ArrowOutput(BatchOutput):
@@ -148,14 +190,15 @@ class BatchRunner:
         if not self._prepared:
             self._prepare_driver()
         txid = int(batch_id) + 1
-        frames, leaves = self.frames(df, txid)
-        for leaf in leaves:  # a bolt whose output nothing reads still runs
-            leaf.write.format("noop").mode("overwrite").save()
-        driver_inputs = tuple(sorted({s for b in self.plan.driver_bolts() for s in b.inputs if s in frames}))
-        self._rows.clear()
-        self.last_collected = 0
-        if driver_inputs:
-            self._collect(_input(frames, driver_inputs), driver_inputs)
+        with quiet_call_sites():
+            frames, leaves = self.frames(df, txid)
+            for leaf in leaves:  # a bolt whose output nothing reads still runs
+                leaf.write.format("noop").mode("overwrite").save()
+            driver_inputs = tuple(sorted({s for b in self.plan.driver_bolts() for s in b.inputs if s in frames}))
+            self._rows.clear()
+            self.last_collected = 0
+            if driver_inputs:
+                self._collect(_input(frames, driver_inputs), driver_inputs)
         for b in self.plan.driver_bolts():
             batch = BatchInfo(TransactionAttempt(txid, 0))
             b.body.init_batch(batch)
@@ -334,4 +377,4 @@ def _repartition(frame: Any, bolt: SparkBolt, parallelism: int, key_columns: lis
     return frame.coalesce(max(bolt.partitions, parallelism))
 
 
-__all__ = ["BatchRunner", "run_partition", "source_frame", "union"]
+__all__ = ["BatchRunner", "quiet_call_sites", "run_partition", "source_frame", "union"]

@@ -575,9 +575,24 @@ done:
 
 static int add_to_attr(PyObject *obj, PyObject *name, PyObject *by);
 
-/* obj.<name> += by: in place when obj is a `type` (the counter at offset), else by attribute */
-static int
+static int count_slow(PyObject *obj, PyTypeObject *type, PyTypeObject **seen, size_t offset, PyObject *name,
+                      long long by);
+
+/* obj.<name> += by: in place when obj is a `type` (the counter at offset), else by attribute.
+ * Inline for the type seen last (a counter a tuple, or several: about 15 instructions of call
+ * each) */
+static inline int
 count(PyObject *obj, PyTypeObject *type, PyTypeObject **seen, size_t offset, PyObject *name, long long by)
+{
+    if (Py_TYPE(obj) == *seen || Py_TYPE(obj) == type) {
+        *(long long *)((char *)obj + offset) += by;
+        return 0;
+    }
+    return count_slow(obj, type, seen, offset, name, by);
+}
+
+static int
+count_slow(PyObject *obj, PyTypeObject *type, PyTypeObject **seen, size_t offset, PyObject *name, long long by)
 {
     if (is_a(obj, type, seen)) {
         *(long long *)((char *)obj + offset) += by;
@@ -893,11 +908,19 @@ deliver_fn(DeliverCache *c, PyObject *deliver, PyObject *task)
     return Py_NewRef(d);
 }
 
-/* deliver_to, the callable remembered in c while deliver is unchanged (c NULL: deliver_to) */
-static int
+/* deliver_to, the callable remembered in c while deliver is unchanged (c NULL: deliver_to);
+ * inline, the remembered callable read at once (each word's delivery) */
+static inline int
 deliver_cached(DeliverCache *c, PyObject *deliver, PyObject *task, PyObject *item)
 {
-    PyObject *d = deliver_fn(c, deliver, task);
+    PyObject *d;
+#if PY_VERSION_HEX < 0x030C0000
+    if (c != NULL && c->deliver == deliver && c->task == task && PyDict_CheckExact(deliver) &&
+            c->version == ((PyDictObject *)deliver)->ma_version_tag)
+        d = Py_NewRef(c->fn);  /* held while it runs: a delivery may change the cache */
+    else
+#endif
+        d = deliver_fn(c, deliver, task);
     if (d == NULL)
         return -1;
     PyObject *r = call_quick(d, item);

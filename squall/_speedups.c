@@ -1099,7 +1099,7 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
                 goto fail_root;
         }
     } else {
-        PyObject *t = tuple_make(tt, values, r->src, ZERO, ZERO, ZERO);
+        PyObject *t = tuple_make_bits(tt, values, r->src, ZERO, 0, 0);
         if (t == NULL)
             goto fail_root;
         int rc = deliver_to_all(&self->sent, self->deliver, targets, t);
@@ -2829,7 +2829,7 @@ SpoutCollectorBase_emit(SpoutCollectorBase *self, PyObject *const *args, Py_ssiz
         if (spout_track(self, r, targets, values, msg_id) < 0)
             goto fail;
     } else if (nt) {
-        PyObject *t = tuple_make((PyTypeObject *)self->tuple_type, values, r->src, ZERO, ZERO, ZERO);
+        PyObject *t = tuple_make_bits((PyTypeObject *)self->tuple_type, values, r->src, ZERO, 0, 0);
         if (t == NULL)
             goto fail;
         int rc = deliver_to_all(&self->sent, self->deliver, targets, t);

@@ -48,16 +48,17 @@ def without_own_zips(pythonpath: str, path: list[str]) -> str:
     return os.pathsep.join(p for p in entries if p in kept)
 
 
-def launch(argv: list[str], forkserver: str | None = None) -> None:
+def launch(argv: list[str], forkserver: str | None = None, path: list[str] | None = None) -> None:
     """Run this interpreter with ``argv`` and the installed pyspark's zips off ``PYTHONPATH``: what
     the script of ``launcher.py`` (Spark's ``PYSPARK_PYTHON``) calls, loading this file by its path.
     ``forkserver``: the socket of squall's fork server (``forkserver.py``), which runs a
     ``-m MODULE`` or ``-c CODE`` as a fork of a process that has imported pyspark already; this
     process then waits for the fork and exits as it did. Where the server is not there or refuses, the interpreter
-    runs as before."""
+    runs as before. ``path``: where else to look for the installed pyspark (the script runs
+    without site-packages on its own path)."""
     pythonpath = os.environ.get("PYTHONPATH")
     if pythonpath is not None:
-        os.environ["PYTHONPATH"] = without_own_zips(pythonpath, sys.path)
+        os.environ["PYTHONPATH"] = without_own_zips(pythonpath, [*sys.path, *(path or [])])
     if forkserver is not None and argv[:1] in (["-m"], ["-c"]) and len(argv) >= 2 and os.path.exists(forkserver):
         spec = importlib.util.spec_from_file_location(
             "_squall_spark_forkserver", os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver.py"))

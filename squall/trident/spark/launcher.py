@@ -29,14 +29,17 @@ import tempfile
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-_SCRIPT = """#!{python}
+# -IS: no site (its .pth files cost more than the rest of this script) and no PYTHON* variables
+# (Spark's PYTHONPATH starts with zips every import here would search first); the driver's
+# path says where the installed pyspark is, which the interpreter run or forked finds
+_SCRIPT = """#!{python} -IS
 # squall's Spark Python launcher (squall/trident/spark/launcher.py): the installed pyspark first,
 # a fork of squall's fork server where there is one
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("_squall_spark_daemon", {daemon!r})
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-module.launch(sys.argv[1:], {forkserver!r})
+module.launch(sys.argv[1:], {forkserver!r}, {path!r})
 """
 
 FORKSERVER_SOCKET = "forkserver.sock"
@@ -50,7 +53,8 @@ def write_script(directory: str, forkserver: str | None = None) -> str:
     # by its file: importing the squall package would cost more than the script saves
     daemon = os.path.join(os.path.dirname(os.path.abspath(__file__)), "daemon.py")
     with open(path, "w") as f:
-        f.write(_SCRIPT.format(python=sys.executable, daemon=daemon, forkserver=forkserver))
+        f.write(_SCRIPT.format(python=sys.executable, daemon=daemon, forkserver=forkserver,
+                               path=[p for p in sys.path if p and not p.endswith(".zip") and os.path.isdir(p)]))
     os.chmod(path, 0o700)
     return path
 

@@ -4474,6 +4474,9 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (n == -1 && PyErr_Occurred())
         return NULL;
     int failed = 0;
+    /* a BasicBolt's task: its BasicExecute called at once, without the vectorcall's dispatch and
+     * result check (it returns a result or sets an error, never both) */
+    int basic = Py_IS_TYPE(execute, &BasicExecute_Type);
     while (done < n) {
         PyObject *item = call_quick(pop, NULL);
         if (item == NULL) {
@@ -4481,7 +4484,8 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
         PyObject *args[2] = {NULL, item};  /* the slot before it for a bound method's self */
-        PyObject *r = PyObject_Vectorcall(execute, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        PyObject *r = basic ? BasicExecute_call((BasicExecute *)execute, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                            : PyObject_Vectorcall(execute, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         int handled = r == NULL ? on_execute_error(on_error, item) : 0;
         Py_DECREF(item);
         if (handled < 0) {

@@ -44,7 +44,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from squall import LocalCluster
+from squall import Config, LocalCluster
 
 from . import harness, hosts, w1_wordcount, w2_const_null
 
@@ -129,7 +129,12 @@ def count_workers(n: int, acking: bool, workers: int) -> int:
                f"--cachegrind-out-file={out}/cachegrind.%p", sys.executable, "-m", "bench", "run", "W1",
                "--acking", "on" if acking else "off", "--host", "process", "--workers", str(workers),
                "--n", str(n), "--no-save"]
-        env = dict(os.environ, **{hosts.START_TIMEOUT_ENV: str(START_TIMEOUT_SECS)})
+        # a worker under Valgrind writes its cachegrind file only when it exits: let it take its
+        # time to stop (Storm's supervisor.worker.shutdown.sleep.secs) instead of the 3 s after
+        # which its supervisor SIGKILLs it and its instructions are lost
+        conf = dict(json.loads(os.environ.get(hosts.HOST_CONF_ENV) or "{}"))
+        conf.setdefault(Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, START_TIMEOUT_SECS)
+        env = dict(os.environ, **{hosts.START_TIMEOUT_ENV: str(START_TIMEOUT_SECS), hosts.HOST_CONF_ENV: json.dumps(conf)})
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], env=env)
         lines = done.stdout.strip().splitlines()
         record = json.loads(lines[-1]) if done.returncode == 0 and lines else {}
@@ -143,9 +148,9 @@ def worker_instructions(directory: Path, expected: int | None = None) -> int:
     """The instructions counted in ``directory``'s cachegrind files of squall worker processes
     (their ``cmd:`` line runs ``squall.worker``): the master, the supervisor and the benchmark
     are left out. With ``expected``, fewer worker files than that is an error: a worker that
-    the supervisor killed (it waits 3 s for a worker to stop, which a worker under Valgrind on a
-    loaded machine can outlast) writes none, and its run would count one worker's instructions
-    as two workers'."""
+    the supervisor killed (after ``supervisor.worker.shutdown.sleep.secs``, which `count_workers`
+    sets to 600 s) writes none, and its run would count one worker's instructions as two
+    workers'."""
     total = workers = 0
     for path in directory.glob("cachegrind.*"):
         cmd = summary = None
@@ -162,8 +167,8 @@ def worker_instructions(directory: Path, expected: int | None = None) -> int:
         raise RuntimeError(f"no worker process's cachegrind file in {directory}")
     if expected is not None and workers < expected:
         raise RuntimeError(f"{workers} of {expected} worker processes wrote their cachegrind file in {directory}: "
-                           f"the others were killed before they exited (a machine too loaded for Valgrind's "
-                           f"workers to stop within the supervisor's 3 s); run again when it is quieter")
+                           f"the others were killed before they exited (they did not stop within "
+                           f"{Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS} of the host's configuration)")
     return total
 
 

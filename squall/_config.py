@@ -228,6 +228,8 @@ class Config(dict):
     """A worker not heard from for this long is restarted by its supervisor."""
     SUPERVISOR_WORKER_START_TIMEOUT_SECS = "supervisor.worker.start.timeout.secs"
     """A starting worker may take this long before its first heartbeat."""
+    SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = "supervisor.worker.shutdown.sleep.secs"
+    """How long a supervisor lets a worker stop cleanly after SIGTERM before it SIGKILLs it."""
     SUPERVISOR_HEARTBEAT_FREQUENCY_SECS = "supervisor.heartbeat.frequency.secs"
     """Seconds between two of a supervisor's heartbeats."""
     SUPERVISOR_MONITOR_FREQUENCY_SECS = "supervisor.monitor.frequency.secs"
@@ -781,6 +783,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.SUPERVISOR_SLOTS_PORTS: (_ports, "a list of port numbers (1 to 65535), e.g. [6700, 6701]", False),
     Config.SUPERVISOR_WORKER_TIMEOUT_SECS: _SECONDS,
     Config.SUPERVISOR_WORKER_START_TIMEOUT_SECS: _SECONDS,
+    Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS: _SECONDS,
     Config.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS: _SECONDS,
     Config.SUPERVISOR_MONITOR_FREQUENCY_SECS: _SECONDS,
     Config.WORKER_HEARTBEAT_FREQUENCY_SECS: _SECONDS,

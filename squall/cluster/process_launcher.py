@@ -44,6 +44,20 @@ def write_conf(path: Path, conf: dict[str, Any]) -> None:
     write_private(path, yaml.safe_dump(dict(conf)))
 
 
+def stop_process(proc: subprocess.Popen, grace: float) -> None:
+    """Stop ``proc`` as Storm's supervisor stops a worker: SIGTERM, so that its close and cleanup
+    run, then SIGKILL if it has not ended within ``grace`` seconds
+    (``supervisor.worker.shutdown.sleep.secs``)."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @dataclass
 class _Process:
     launch: Launch
@@ -86,14 +100,8 @@ class ProcessLauncher(Launcher):
 
     def stop(self, port: int) -> None:
         p = self.procs.pop(port, None)
-        if p is None or p.proc.poll() is not None:
-            return
-        p.proc.terminate()  # SIGTERM: a clean stop, close and cleanup run
-        try:
-            p.proc.wait(3)
-        except subprocess.TimeoutExpired:
-            p.proc.kill()
-            p.proc.wait()
+        if p is not None:
+            stop_process(p.proc, float(conf_value(self.conf, Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS)))
 
     def running(self) -> dict[int, Launch]:
         return {port: p.launch for port, p in self.procs.items()}

@@ -118,3 +118,23 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@pytest.mark.parametrize("request_bytes", [b"\x00", b"\xff\xff\xff\xff" + b"{}", b"\x00\x00\x00\x02[]",
+                                           b"\x00\x00\x00\x0bnot json!!"])
+def test_a_request_that_is_not_a_launchers_is_not_served_and_the_server_serves_on(launcher, request_bytes):
+    """Bytes on the server's socket are hostile until they read as a launcher's request: a short
+    header, a size over the bound, JSON of the wrong shape and no JSON are each refused with the
+    connection closed, and the next launcher is forked as before."""
+    import socket
+
+    _script, _env, directory = launcher
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(60)
+        conn.connect(str(directory / FORKSERVER_SOCKET))
+        conn.sendall(request_bytes)
+        conn.shutdown(socket.SHUT_WR)
+        assert conn.recv(64) == b""  # closed, no pid
+    done = run(launcher, "-m", "show_me", "after")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["forked"]

@@ -40,6 +40,8 @@ from collections.abc import Mapping
 
 _HEADER = struct.Struct("!I")
 _REPLY = struct.Struct("!q")
+_CRED = struct.Struct("3i")  # SO_PEERCRED's struct ucred: pid, uid, gid
+_MOST_BYTES = 1 << 20  # a request's JSON (argv, the environment, a directory) is a few kB
 REFUSED = -1
 """The pid field of a refusal: the launcher runs the interpreter itself."""
 
@@ -91,7 +93,7 @@ def refusal(env: Mapping[str, str], own_env: Mapping[str, str], path: list[str],
     top-level modules ``loaded`` (name -> `where_from`); None when it would."""
     for key in sorted({*env, *own_env}):
         if _import_time(key) and env.get(key) != own_env.get(key):
-            return f"{key} {env.get(key)!r}, the server's {own_env.get(key)!r}"
+            return f"{key} differs from the server's"  # not the values: a variable may hold a secret
     theirs = where_from(list(loaded), path)
     for name, where in loaded.items():
         if theirs[name] != where:
@@ -235,7 +237,11 @@ def _serve_one(conn: socket.socket, listener: socket.socket, own_env: Mapping[st
                 got = array.array("i")
                 got.frombytes(data[:len(data) - len(data) % got.itemsize])
                 fds.extend(got)
+        # the socket's directory is the driver user's own (0700); a peer of another uid (root) is not served
+        _pid, uid, _gid = _CRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
         (size,) = _HEADER.unpack(msg[:_HEADER.size])
+        if uid != os.getuid() or size > _MOST_BYTES:
+            raise ValueError(f"a request from uid {uid} of {size} bytes")
         body = msg[_HEADER.size:]
         if len(body) < size:
             body += _recv_exact(conn, size - len(body))
@@ -254,7 +260,7 @@ def _serve_one(conn: socket.socket, listener: socket.socket, own_env: Mapping[st
         if pid == 0:
             _child(conn, listener, fds, request, path)  # never returns
         conn.sendall(_REPLY.pack(pid))
-    except (OSError, EOFError, ValueError, KeyError):
+    except (OSError, EOFError, ValueError, KeyError, TypeError, struct.error):  # not a launcher's request: not served
         conn.close()
         return
     finally:

@@ -182,7 +182,10 @@ subclass_dealloc(TupleBase *self)
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     TupleBase_clear(self);
-    if (tuple_nfree < TUPLE_FREE_MAX) {  /* only lean_tuple_type has this dealloc */
+    /* lean_tuple_type's own instances only: a Python subclass of it (a class with __slots__ or
+     * a __del__) inherits this dealloc through subtype_dealloc, and one of its instances taken
+     * back would be handed out as a lean Tuple of the wrong type, holding a reference to it */
+    if (type == lean_tuple_type && tuple_nfree < TUPLE_FREE_MAX) {
         tuple_free[tuple_nfree++] = self;
         return;
     }

@@ -48,3 +48,22 @@ def test_tuples_made_from_freed_ones_are_tracked_and_their_cycles_collected():
         del tuples, t
         gc.collect()
         assert all(a() is None for a in alive)
+
+
+def test_a_freed_instance_of_a_subclass_is_never_handed_out_as_a_plain_tuple():
+    """A subclass of Tuple (slots of its own, a __del__) shares the Tuple's dealloc: its freed
+    instances must not join the free list, or the next Tuple made would be one of them."""
+
+    class Roomy(Tuple):
+        __slots__ = ("extra",)
+
+    src = _source(3)
+    held = [Tuple([i], src) for i in range(2000)]  # the free list emptied (and Tuple adopted)
+    for i in range(2000):
+        r = Roomy([i], src)
+        r.extra = [i]
+        del r
+    made = [Tuple([i], src) for i in range(2000)]
+    assert {type(t) for t in made} == {Tuple}
+    assert all(not hasattr(t, "extra") for t in made)
+    assert len(held) == 2000

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -31,8 +32,12 @@ LOOPBACK = "127.0.0.1"
 _REPO = Path(__file__).resolve().parents[2]  # the checkout: where `tests` imports from
 
 
+# Spark's Utils.startServiceOnPort, in a daemon's log: the port a service really bound
+_STARTED = re.compile(r"Successfully started service '(\w+)' on port (\d+)\.")
+
+
 def free_port() -> int:
-    """A TCP port free on loopback now."""
+    """A TCP port free on loopback now (only now: see `StandaloneCluster.bound_port`)."""
     with socket.socket() as s:
         s.bind((LOOPBACK, 0))
         return s.getsockname()[1]
@@ -45,6 +50,7 @@ class Daemon:
     name: str
     proc: subprocess.Popen
     port: int
+    """The port asked for: a worker's, until `StandaloneCluster.ensure_workers` reads the one it bound."""
 
     @property
     def pid(self) -> int:
@@ -90,6 +96,9 @@ class StandaloneCluster:
         try:
             self.master = self._start("master", self.port, "org.apache.spark.deploy.master.Master", "--host",
                                       LOOPBACK, "--port", str(self.port), "--webui-port", str(self.ui_port))
+            self.port = self.master.port = self.bound_port("master", "sparkMaster")
+            self.ui_port = self.bound_port("master", "MasterUI")
+            self.url = f"spark://{LOOPBACK}:{self.port}"
             self.ensure_workers(self._wanted)
         except BaseException:
             self.stop()
@@ -113,6 +122,26 @@ class StandaloneCluster:
                 "--memory", self.memory, "--work-dir", str(work), self.url))
         assert wait_until(lambda: (self.state() or {}).get("aliveworkers") == n, timeout, 0.5), \
             f"the standalone workers did not register: {self.state()}\n{self.log('master')}"
+        for worker in self.workers:  # registered, so bound: their ids end with the port they bound
+            worker.port = self.bound_port(worker.name, "sparkWorker")
+
+    def bound_port(self, name: str, service: str, timeout: float = 120) -> int:
+        """The port daemon ``name``'s ``service`` (``sparkMaster``, ``MasterUI``, ``sparkWorker``)
+        bound, from its log. A port `free_port` picked was free only then: any process's outgoing
+        connection may take it as its own port meanwhile, and Spark then binds the next port up
+        (``spark.port.maxRetries``), where this cluster must look for it (a master's ``/json/``
+        asked at the picked port once answered another daemon's HTML page)."""
+        found: list[int] = []
+
+        def started() -> bool:
+            for match in _STARTED.finditer(self.log(name, lines=None)):
+                if match.group(1) == service:
+                    found.append(int(match.group(2)))
+                    return True
+            return False
+
+        assert wait_until(started, timeout, 0.2), f"{name} did not start {service} within {timeout} s:\n{self.log(name)}"
+        return found[0]
 
     def _start(self, name: str, port: int, *args: str) -> Daemon:
         with open(self.root / f"{name}.out", "wb") as out:
@@ -173,12 +202,13 @@ class StandaloneCluster:
                     out += [pid, *_descendants(pid)]
         return out
 
-    def log(self, name: str) -> str:
-        """The last lines a daemon wrote."""
+    def log(self, name: str, lines: int | None = 40) -> str:
+        """The last ``lines`` lines a daemon wrote (None: all of them)."""
         try:
-            return "\n".join((self.root / f"{name}.out").read_text(errors="replace").splitlines()[-40:])
+            text = (self.root / f"{name}.out").read_text(errors="replace")
         except OSError:
             return ""
+        return text if lines is None else "\n".join(text.splitlines()[-lines:])
 
     def driver_log(self) -> str:
         """The last lines of every driver's stderr and stdout (in its worker's work dir)."""

@@ -71,13 +71,19 @@ def test_open_samples_are_bounded_oldest_first():
     assert seen.index(kept[0]) >= 200 - 6 * FREQ  # the newest ones
 
 
-def test_a_basic_bolts_ack_closes_its_sample_with_the_process_latency():
-    sampled = TaskStatistics(FREQ, random.Random(5))
-    stats = TaskStats()
+def _basic_collector() -> BasicCollector:
+    """A BasicBolt's collector with no downstream (its emits go nowhere), acking on."""
     basic = BasicCollector.__new__(BasicCollector)
     basic.input, basic._out, basic._routers, basic._deliver = None, None, {}, {}
     basic._rand = functools.partial(random.Random(1).getrandbits, 64)
     basic._tuple_type, basic._nowhere, basic._acking = Tuple, _NOWHERE, True
+    return basic
+
+
+def test_a_basic_bolts_ack_closes_its_sample_with_the_process_latency():
+    sampled = TaskStatistics(FREQ, random.Random(5))
+    stats = TaskStats()
+    basic = _basic_collector()
     acker: list = []
     q = deque(Tuple([f"w{i}"], SRC, (i // 10) * 2 + 1, random.Random(i).getrandbits(64)) for i in range(80))
     held: dict = {}
@@ -120,10 +126,7 @@ def test_an_input_that_raises_is_counted_where_it_ran_and_the_countdown_is_kept(
 def test_a_basic_bolts_failed_or_raising_sampled_input_is_not_counted_acked_and_leaves_no_sample():
     sampled = TaskStatistics(FREQ, random.Random(7))
     stats = TaskStats()
-    basic = BasicCollector.__new__(BasicCollector)
-    basic.input, basic._out, basic._routers, basic._deliver = None, None, {}, {}
-    basic._rand = functools.partial(random.Random(1).getrandbits, 64)
-    basic._tuple_type, basic._nowhere, basic._acking = Tuple, _NOWHERE, True
+    basic = _basic_collector()
     acker: list = []
     q = deque(Tuple([f"w{i}"], SRC, 2 * i + 1, random.Random(i).getrandbits(64)) for i in range(80))
     failed: list = []

@@ -75,7 +75,9 @@ class _Refusal:
     never takes the launch back, so a coordinator does no more work here: it has nothing to
     save its progress in, and another launch (if any) resumes from what was saved. Said once
     in the log, not raised: a coordinator still committing when its topology is killed would
-    otherwise crash its worker before the operations' ``cleanup`` ran."""
+    otherwise crash its worker before the operations' ``cleanup`` ran. Said at INFO: each cause
+    is an operator's own act (a kill, a rebalance, a relaunch), and a warning on every killed
+    Trident topology would teach users to ignore warnings."""
 
     def __init__(self) -> None:
         self.refused = False
@@ -84,7 +86,7 @@ class _Refusal:
         """The master refused ``component``'s call: log it the first time."""
         if not self.refused:
             self.refused = True
-            log.warning("Trident coordinator %s stops: the master no longer runs this worker launch "
+            log.info("Trident coordinator %s stops: the master no longer runs this worker launch "
                         "(topology killed, worker moved or relaunched): %s", component, error)
 
 

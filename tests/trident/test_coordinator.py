@@ -430,7 +430,7 @@ def test_a_master_coordinator_whose_launch_the_master_refuses_stops_quietly(capl
     master.ack(("batch", 1, 0))
     assert collector.emitted == [(BATCH_STREAM, tx(1)), (COMMIT_STREAM, tx(1))]
     backend.refused = True
-    with caplog.at_level("WARNING", logger="squall.trident.coordinator"):
+    with caplog.at_level("INFO", logger="squall.trident.coordinator"):
         master.ack(("commit", 1, 0))  # its save is refused: no $success, no next batch
         master.next_tuple()
         master.fail(("batch", 2, 0))
@@ -478,7 +478,7 @@ def test_a_spout_coordinator_whose_launch_the_master_refuses_fails_its_inputs_qu
     coordinator.execute(_Input(BATCH_STREAM, [tx(1)]), out)
     assert [(s, v[0]) for s, v in out.emitted] == [(BATCH_STREAM, tx(1))]
     backend.refused = True
-    with caplog.at_level("WARNING", logger="squall.trident.coordinator"):
+    with caplog.at_level("INFO", logger="squall.trident.coordinator"):
         for attempt in (tx(2), tx(2, 1)):
             with pytest.raises(FailedException) as e:
                 coordinator.execute(_Input(BATCH_STREAM, [attempt]), out)

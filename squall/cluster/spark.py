@@ -397,6 +397,15 @@ class SparkCluster(MasterClient):
             self._own_session = False
             warn_once(check_session(spark.sparkContext))
         self.spark = spark
+        try:
+            self._start(conf, slots, ui_port)
+        except BaseException:
+            self._stop_started()
+            raise
+
+    def _start(self, conf: dict[str, Any] | None, slots: int | None, ui_port: int | None) -> None:
+        """`__init__`'s work once the session is there: the master, the slots, the supervisor,
+        the UI."""
         sc = self.spark.sparkContext
         base = cluster_conf(conf)
         listen, advertised = _master_addresses(sc, str(conf_value(base, Config.NIMBUS_HOST)))
@@ -420,11 +429,7 @@ class SparkCluster(MasterClient):
         self._ui: Any = None
         if ui_port is not None:
             from .served_ui import serve_remote_ui  # loads the UI (the ui extra) only when asked for
-            try:
-                self._ui = serve_remote_ui(self.conf, str(conf_value(self.conf, Config.UI_HOST)), ui_port)
-            except BaseException:
-                self.shutdown()
-                raise
+            self._ui = serve_remote_ui(self.conf, str(conf_value(self.conf, Config.UI_HOST)), ui_port)
         log.info("squall on Spark %s: master at %s:%s, %d task slots", sc.master, advertised, self._master.port, n)
 
     @staticmethod
@@ -475,6 +480,22 @@ class SparkCluster(MasterClient):
             for f in pkg.rglob("*.py"):
                 z.write(f, f.relative_to(pkg.parent))
         sc.addPyFile(str(archive))
+
+    def _stop_started(self) -> None:
+        """Stop what a failed `__init__` had started, and the session if it created it. A
+        session left active would be handed to the next SparkCluster made in this process,
+        which would then run on that session's master, not on the one it was asked for."""
+        if getattr(self, "_sup_thread", None) is not None:
+            self.supervisor.stop()
+            self._sup_thread.join(30)
+        if getattr(self, "_server", None) is not None:
+            self._server.stop()
+        if getattr(self, "_tmp", None) is not None:
+            self._tmp.cleanup()
+        if "_ui" in vars(self):  # set right after MasterClient.__init__
+            self.close()
+        if self._own_session:
+            self.spark.stop()
 
     def shutdown(self, kill_topologies: bool = True) -> None:
         """Kill every topology (as `LocalCluster.shutdown` does), letting their workers stop

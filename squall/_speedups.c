@@ -127,6 +127,75 @@ call_quick(PyObject *f, PyObject *arg)
     return arg == NULL ? PyObject_CallNoArgs(f) : PyObject_CallOneArg(f, arg);
 }
 
+/* A __slots__ member of a Python class (squall.engine.stats.TaskStatistics: left, freq, gaps,
+ * by_handle), read and written at its offset. PyObject_GetAttr finds the member descriptor in
+ * the type's method cache and calls its getter, about 150 instructions a read; the offset,
+ * remembered with the type and its version tag (which changes when a class attribute is set),
+ * reads it in a few. Anything else (a property, an instance dict, a slot not set) goes through
+ * PyObject_GetAttr and PyObject_SetAttr, so its errors are theirs. */
+typedef struct {
+    PyTypeObject *type;  /* held, so that its address is no other type's */
+    unsigned int version;
+    Py_ssize_t offset;   /* 0: name is not a plain object slot of type */
+} SlotCache;
+
+static Py_ssize_t
+slot_offset_slow(PyTypeObject *type, PyObject *name, SlotCache *c)
+{
+    Py_ssize_t offset = 0;
+    PyObject *d = _PyType_Lookup(type, name);  /* borrowed; gives type a version tag */
+    if (d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type) && PyType_IsSubtype(type, PyDescr_TYPE(d))) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX && !(m->flags & READONLY) && m->offset > 0)
+            offset = m->offset;
+    }
+    if (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) {
+        Py_XSETREF(c->type, (PyTypeObject *)Py_NewRef((PyObject *)type));
+        c->version = type->tp_version_tag;
+        c->offset = offset;
+    }
+    return offset;
+}
+
+static inline Py_ssize_t
+slot_offset(PyObject *o, PyObject *name, SlotCache *c)
+{
+    PyTypeObject *type = Py_TYPE(o);
+    if (type == c->type && type->tp_version_tag == c->version && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        return c->offset;
+    return slot_offset_slow(type, name, c);
+}
+
+/* o.<name>, a new reference */
+static inline PyObject *
+slot_get(PyObject *o, PyObject *name, SlotCache *c)
+{
+    Py_ssize_t offset = slot_offset(o, name, c);
+    if (offset > 0) {
+        PyObject *v = *(PyObject **)((char *)o + offset);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(o, name);
+}
+
+/* o.<name> = v; 0, or -1 with an error */
+static inline int
+slot_set(PyObject *o, PyObject *name, PyObject *v, SlotCache *c)
+{
+    Py_ssize_t offset = slot_offset(o, name, c);
+    if (offset > 0) {
+        PyObject **p = (PyObject **)((char *)o + offset);
+        Py_XSETREF(*p, Py_NewRef(v));
+        return 0;
+    }
+    return PyObject_SetAttr(o, name, v);
+}
+
+static SlotCache slot_left, slot_freq, slot_gaps, slot_by_handle;
+
+static long long next_gap(PyObject *gaps);
+
 /* whether root, a tuple's root, is tracked: an exact int's truth without the number protocol */
 static inline int
 is_tracked(PyObject *root)
@@ -1172,6 +1241,10 @@ typedef struct {
      * once after prepare): called with the instance as the first argument, without the bound
      * method's own call in between (about 40 instructions an input) */
     PyObject *user_fn, *user_self;
+    /* user_fn's own vectorcall, called at once: a Python function's (_PyFunction_Vectorcall)
+     * returns a result or sets an error, so PyObject_Vectorcall's look-up of the slot and its
+     * check of the result (about 30 instructions an input) are spared */
+    vectorcallfunc user_call;
     /* The sampled input being executed (drain_inbox's sampled_execute sets it for the call), its
      * KeyStats, start and the sample rate's freq: a BasicBolt acks its input before its execute
      * returns, so its sample is opened and closed within the call, without the open samples'
@@ -1443,7 +1516,7 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
     PyObject *res;
     if (self->user_fn != NULL) {
         PyObject *uargs[4] = {NULL, self->user_self, tup, self->basic};
-        res = PyObject_Vectorcall(self->user_fn, uargs + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        res = self->user_call(self->user_fn, uargs + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     } else {
         PyObject *uargs[3] = {NULL, tup, self->basic};
         res = PyObject_Vectorcall(self->user_execute, uargs + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
@@ -1546,6 +1619,10 @@ BasicExecute_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (PyMethod_Check(self->user_execute)) {
         self->user_fn = Py_NewRef(PyMethod_GET_FUNCTION(self->user_execute));
         self->user_self = Py_NewRef(PyMethod_GET_SELF(self->user_execute));
+        /* a Python function's vectorcall stays _PyFunction_Vectorcall for its life; anything
+         * else is called through PyObject_Vectorcall, which checks what it returns */
+        self->user_call = PyFunction_Check(self->user_fn) && PyVectorcall_Function(self->user_fn) != NULL
+                          ? PyVectorcall_Function(self->user_fn) : PyObject_Vectorcall;
     }
     self->vectorcall = (vectorcallfunc)BasicExecute_call;
     return (PyObject *)self;
@@ -1826,12 +1903,12 @@ acker_drain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *pending = PyObject_GetAttr(acker, str_pending);
     PyObject *buckets = pending ? PyObject_GetAttr(pending, str_buckets) : NULL;
     PyObject *tree_type = PyObject_GetAttr(acker, str_tree_type);
-    PyObject *gaps = PyObject_GetAttr(sampled, str_gaps);
-    PyObject *by_handle = PyObject_GetAttr(sampled, str_by_handle);
-    PyObject *o = PyObject_GetAttr(sampled, str_left);
+    PyObject *gaps = slot_get(sampled, str_gaps, &slot_gaps);
+    PyObject *by_handle = slot_get(sampled, str_by_handle, &slot_by_handle);
+    PyObject *o = slot_get(sampled, str_left, &slot_left);
     long long left = o ? PyLong_AsLongLong(o) : -1;
     Py_XDECREF(o);
-    o = PyObject_GetAttr(sampled, str_freq);
+    o = slot_get(sampled, str_freq, &slot_freq);
     long long freq = o ? PyLong_AsLongLong(o) : -1;
     Py_XDECREF(o);
     Py_XDECREF(pending);
@@ -1871,9 +1948,7 @@ acker_drain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (ks == NULL || count(ks, &KeyStatsBase_Type, &seen_key_stats, offsetof(KeyStatsBase, executed), str_executed, freq) < 0)
             failed = 1;
         Py_XDECREF(ks);
-        PyObject *gap = failed ? NULL : PyObject_CallNoArgs(gaps);
-        left = gap ? PyLong_AsLongLong(gap) : -1;
-        Py_XDECREF(gap);
+        left = failed ? -1 : next_gap(gaps);
         if (left == -1 && PyErr_Occurred())
             failed = 1;
     }
@@ -1883,7 +1958,7 @@ acker_drain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Fetch(&type, &value, &tb);
     DELIVER_CACHE_CLEAR(sent);
     PyObject *l = left >= 0 ? PyLong_FromLongLong(left) : NULL;
-    int rc = l ? PyObject_SetAttr(sampled, str_left, l) : -1;
+    int rc = l ? slot_set(sampled, str_left, l, &slot_left) : -1;
     Py_XDECREF(l);
     if (failed) {
         if (rc < 0)
@@ -2075,12 +2150,12 @@ spout_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     long long left = LLONG_MAX;
     PyObject *gaps = NULL;
     if (task_sampled != NULL) {
-        PyObject *o = PyObject_GetAttr(task_sampled, str_left);
+        PyObject *o = slot_get(task_sampled, str_left, &slot_left);
         left = o ? PyLong_AsLongLong(o) : -1;
         Py_XDECREF(o);
         if (left == -1 && PyErr_Occurred())
             return NULL;
-        gaps = PyObject_GetAttr(task_sampled, str_gaps);
+        gaps = slot_get(task_sampled, str_gaps, &slot_gaps);
         if (gaps == NULL)
             return NULL;
     }
@@ -2102,9 +2177,7 @@ spout_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < n; i++) {
         int sample = --left == 0;
         if (sample) {  /* the gap drawn before the sampled reply is handled, as the Python drain did */
-            PyObject *gap = PyObject_CallNoArgs(gaps);
-            left = gap ? PyLong_AsLongLong(gap) : -1;
-            Py_XDECREF(gap);
+            left = next_gap(gaps);
             if (left == -1 && PyErr_Occurred())
                 goto done;
         }
@@ -2139,7 +2212,7 @@ done:
         PyObject *type = NULL, *value = NULL, *tb = NULL;
         PyErr_Fetch(&type, &value, &tb);
         PyObject *l = left >= 0 ? PyLong_FromLongLong(left) : NULL;
-        int set = l ? PyObject_SetAttr(task_sampled, str_left, l) : -1;
+        int set = l ? slot_set(task_sampled, str_left, l, &slot_left) : -1;
         Py_XDECREF(l);
         if (type != NULL) {
             if (set < 0)
@@ -4480,15 +4553,27 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     /* a BasicBolt's task: its BasicExecute called at once, without the vectorcall's dispatch and
      * result check (it returns a result or sets an error, never both) */
     int basic = Py_IS_TYPE(execute, &BasicExecute_Type);
+    /* a plain Bolt's task: its execute, a bound method of a Python function, is that function
+     * called with the bolt as its first argument through the function's own vectorcall (the
+     * bound method's call and PyObject_Vectorcall's result check spared: it returns a result or
+     * sets an error). Borrowed: execute holds them. */
+    PyObject *fn = NULL, *fself = NULL;
+    vectorcallfunc fcall = NULL;
+    if (!basic && PyMethod_Check(execute) && PyFunction_Check(PyMethod_GET_FUNCTION(execute))) {
+        fn = PyMethod_GET_FUNCTION(execute);
+        fself = PyMethod_GET_SELF(execute);
+        fcall = PyVectorcall_Function(fn);
+    }
     while (done < n) {
         PyObject *item = call_quick(pop, NULL);
         if (item == NULL) {
             failed = 1;
             break;
         }
-        PyObject *args[2] = {NULL, item};  /* the slot before it for a bound method's self */
-        PyObject *r = basic ? BasicExecute_call((BasicExecute *)execute, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
-                            : PyObject_Vectorcall(execute, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        PyObject *args[3] = {NULL, fself, item};  /* the slot before the arguments for a bound method's self */
+        PyObject *r = basic ? BasicExecute_call((BasicExecute *)execute, args + 2, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                      : fcall ? fcall(fn, args + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                              : PyObject_Vectorcall(execute, args + 2, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         int handled = r == NULL ? on_execute_error(on_error, item) : 0;
         Py_DECREF(item);
         if (handled < 0) {
@@ -4520,13 +4605,52 @@ execute_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * without a Python frame per sampled input).
  */
 
+/* gaps(), the next gap of a task's sampler (squall.engine.stats._gaps), as a long long (-1 with
+ * an error): the __next__ of an iterator of a compiled type (that chain) is called through the
+ * iterator's tp_iternext, without the method-wrapper's generic call (about 190 instructions a
+ * sampled event). The iterators of the last GAPS_SEEN gaps are remembered (a loop's tasks: its
+ * spouts, bolts and acker take turns), each with its gaps held, so that its address is no other's. */
+#define GAPS_SEEN 8
+static PyObject *gaps_seen[GAPS_SEEN], *gaps_iter[GAPS_SEEN];  /* held; gaps_iter[i] NULL: not an iterator's */
+static int gaps_next_slot;
+static PyObject *iterator_of(PyObject *next);
+
+static long long
+next_gap(PyObject *gaps)
+{
+    int i = 0;
+    while (i < GAPS_SEEN && gaps_seen[i] != gaps)
+        i++;
+    if (i == GAPS_SEEN) {
+        i = gaps_next_slot;
+        gaps_next_slot = (gaps_next_slot + 1) % GAPS_SEEN;
+        PyObject *it = iterator_of(gaps);
+        Py_XSETREF(gaps_iter[i], it);
+        Py_XSETREF(gaps_seen[i], Py_NewRef(gaps));
+    }
+    PyObject *gap;
+    PyObject *it = gaps_iter[i];
+    if (it != NULL) {
+        Py_INCREF(it);  /* held while it runs: a cached slot may be replaced meanwhile */
+        gap = Py_TYPE(it)->tp_iternext(it);
+        Py_DECREF(it);
+        if (gap == NULL && !PyErr_Occurred())
+            PyErr_SetNone(PyExc_StopIteration);  /* as the method-wrapper's __next__() */
+    } else {
+        gap = PyObject_CallNoArgs(gaps);
+    }
+    long long left = gap ? PyLong_AsLongLong(gap) : -1;
+    Py_XDECREF(gap);
+    return left;
+}
+
 /* the KeyStats of tup's (component, stream) in sampled: from sampled.by_handle by its Source,
  * else from sampled.key_of(tup) (new reference) */
 static PyObject *
 sampled_key(PyObject *sampled, PyObject *tup)
 {
     if (is_a(tup, &TupleBase_Type, &seen_tuple)) {
-        PyObject *by_handle = PyObject_GetAttr(sampled, str_by_handle);
+        PyObject *by_handle = slot_get(sampled, str_by_handle, &slot_by_handle);
         if (by_handle == NULL)
             return NULL;
         PyObject *ks = PyDict_Check(by_handle) ? PyDict_GetItemWithError(by_handle, ((TupleBase *)tup)->src) : NULL;
@@ -4585,7 +4709,7 @@ sampled_execute(PyObject *execute, PyObject *tup, PyObject *sampled, PyObject *n
     PyObject *ks = sampled_key(sampled, tup);
     if (ks == NULL)
         return -1;
-    PyObject *start = PyObject_CallNoArgs(now);
+    PyObject *start = call_quick(now, NULL);  /* time.monotonic, called at once */
     int rc = -1;
     if (start == NULL)
         goto done;
@@ -4612,7 +4736,7 @@ sampled_execute(PyObject *execute, PyObject *tup, PyObject *sampled, PyObject *n
     rc = r == NULL ? on_execute_error(on_error, tup) : 0;
     PyObject *type = NULL, *value = NULL, *tb = NULL;
     PyErr_Fetch(&type, &value, &tb);  /* the figures are added on an exception too (finally:) */
-    PyObject *end = PyObject_CallNoArgs(now);
+    PyObject *end = call_quick(now, NULL);
     int added = -1;
     if (end != NULL) {
         double elapsed = PyFloat_AsDouble(end) - PyFloat_AsDouble(start);
@@ -4654,13 +4778,13 @@ drain_inbox(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t n = PyLong_AsSsize_t(args[2]);
     if (n == -1 && PyErr_Occurred())
         return NULL;
-    PyObject *o = PyObject_GetAttr(sampled, str_left);
+    PyObject *o = slot_get(sampled, str_left, &slot_left);
     long long left = o ? PyLong_AsLongLong(o) : -1;
     Py_XDECREF(o);
-    o = left == -1 && PyErr_Occurred() ? NULL : PyObject_GetAttr(sampled, str_freq);
+    o = left == -1 && PyErr_Occurred() ? NULL : slot_get(sampled, str_freq, &slot_freq);
     long long freq = o ? PyLong_AsLongLong(o) : -1;
     Py_XDECREF(o);
-    PyObject *gaps = freq == -1 && PyErr_Occurred() ? NULL : PyObject_GetAttr(sampled, str_gaps);
+    PyObject *gaps = freq == -1 && PyErr_Occurred() ? NULL : slot_get(sampled, str_gaps, &slot_gaps);
     if (gaps == NULL)
         return NULL;
     Py_ssize_t ran = 0;
@@ -4692,9 +4816,7 @@ drain_inbox(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 break;
             }
             ran++;
-            PyObject *gap = PyObject_CallNoArgs(gaps);
-            left = gap ? PyLong_AsLongLong(gap) : -1;
-            Py_XDECREF(gap);
+            left = next_gap(gaps);
             if (left == -1 && PyErr_Occurred()) {
                 failed = 1;
                 break;
@@ -4707,7 +4829,7 @@ drain_inbox(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (failed)
         PyErr_Fetch(&type, &value, &tb);
     PyObject *l = PyLong_FromLongLong(left);
-    int rc = l ? PyObject_SetAttr(sampled, str_left, l) : -1;
+    int rc = l ? slot_set(sampled, str_left, l, &slot_left) : -1;
     Py_XDECREF(l);
     if (failed) {
         if (rc < 0)

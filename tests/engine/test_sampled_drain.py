@@ -160,3 +160,89 @@ def test_a_basic_bolts_failed_or_raising_sampled_input_is_not_counted_acked_and_
     assert stats.acked == len([i for i in range(80) if i % 3 and i % 5])
     assert len(failed) == len([i for i in range(80) if i % 3 == 0])
     assert len(errors) == len([i for i in range(80) if i % 3 and i % 5 == 0])
+
+
+def _drain_all(sampled: TaskStatistics, n: int, step: int) -> TaskStats:
+    """``n`` inputs drained ``step`` at a time into a plain execute."""
+    stats = TaskStats()
+    q = inputs(n)
+    now = ticking_clock()
+    while q:
+        drain_inbox(lambda tup: None, q.popleft, min(step, len(q)), stats, sampled, now)
+    return stats
+
+
+def test_a_class_that_turns_the_countdown_into_a_property_is_read_and_written_through_it():
+    class Watched(TaskStatistics):
+        __slots__ = ("reads", "writes")
+
+    sampled = Watched(FREQ, random.Random(8))
+    sampled.reads = sampled.writes = 0
+    _drain_all(sampled, 40, 40)  # plain slots: nothing to watch yet
+
+    def get_left(self):
+        self.reads += 1
+        return TaskStatistics.left.__get__(self)
+
+    def set_left(self, value):
+        self.writes += 1
+        TaskStatistics.left.__set__(self, value)
+
+    Watched.left = property(get_left, set_left)  # the class changes after drains have read the slot
+    _drain_all(sampled, 60, 20)
+
+    assert (sampled.reads, sampled.writes) == (3, 3)  # one of each a drain
+    ks = sampled.key("split", "default")
+    assert ks.executed == 100 and ks.execute_n == 100 // FREQ  # the countdown went on where it stood
+
+
+def test_each_task_draws_its_own_gaps_when_drains_of_two_tasks_alternate():
+    alone = [TaskStatistics(FREQ, random.Random(seed)) for seed in (9, 10)]
+    for sampled in alone:
+        _drain_all(sampled, 400, 7)
+    both = [TaskStatistics(FREQ, random.Random(seed)) for seed in (9, 10)]
+    queues = [inputs(400), inputs(400)]
+    now = ticking_clock()
+    while queues[0]:
+        for sampled, q in zip(both, queues):
+            drain_inbox(lambda tup: None, q.popleft, min(7, len(q)), TaskStats(), sampled, now)
+
+    assert [s.left for s in both] == [s.left for s in alone]
+    assert [len(s.open_samples) for s in both] == [len(s.open_samples) for s in alone] == [100, 100]
+    # which inputs were sampled: the same positions, task by task
+    for a, b in zip(alone, both):
+        assert sorted(t.values[0] for t, _s, _k in a.open_samples.values()) == \
+            sorted(t.values[0] for t, _s, _k in b.open_samples.values())
+
+
+def test_gaps_given_as_any_callable_are_called():
+    sampled = TaskStatistics(FREQ, random.Random(11))
+    sampled.gaps = lambda: 2  # every second input from the first sample on
+    sampled.left = 1
+    _drain_all(sampled, 50, 50)
+    assert sampled.key("split", "default").execute_n == 25
+
+
+def test_a_plain_bolts_execute_method_runs_as_itself_and_its_errors_go_to_on_error():
+    class Bolt:
+        def __init__(self) -> None:
+            self.seen: list = []
+
+        def execute(self, tup) -> None:
+            if tup.values[0] == "w7":
+                raise ValueError("seven")
+            self.seen.append(tup.values[0])
+
+    bolt = Bolt()
+    errors: list = []
+    stats = TaskStats()
+    sampled = TaskStatistics(0, random.Random(12))  # statistics off: one plain run
+    q = inputs(10)
+
+    assert drain_inbox(bolt.execute, q.popleft, 10, stats, sampled, ticking_clock(),
+                       lambda tup, e: errors.append((tup.values[0], str(e)))) == 10
+
+    assert bolt.seen == [f"w{i}" for i in range(10) if i != 7]
+    assert errors == [("w7", "seven")] and stats.executed == 10
+    with pytest.raises(TypeError):  # a method that takes the wrong arguments says so, as called from Python
+        drain_inbox(Bolt.__init__.__get__(bolt), inputs(1).popleft, 1, TaskStats(), sampled, ticking_clock())

@@ -1,7 +1,7 @@
 """Shared test helpers: polling with a deadline instead of fixed sleeps, finding the processes a
 test's cluster started, and a local Spark session for tests that read squall's output; which
 tests start Spark (the ``spark`` mark), and how the rest is shared out between pytest-xdist's
-workers (scripts/test: ``-n 2 -m "not spark"``, then ``-m spark`` one at a time)."""
+workers (scripts/test: ``-n 2``, the ``spark`` tests one at a time in one worker)."""
 
 from __future__ import annotations
 
@@ -98,13 +98,14 @@ def zookeeper(tmp_path_factory):
 
 
 # --- which tests start Spark ------------------------------------------------------------------
-# scripts/test (the README's and CI's command) runs the tests that start no Spark on two
-# pytest-xdist workers, then the ones that do one at a time: two workers each starting Spark
-# (its JVMs, executors and Python workers) starved each other's executors and failed (the whole
-# suite under -n 2 took 30 min, against 20 min one at a time). A test starts Spark when it is
-# in one of these directories or files, asks for one of these fixtures, or is an acceptance test
-# run on the Spark host; in an xdist worker, a test without the mark that leaves pyspark's JVM
-# running fails, naming this list (see `pytest_runtest_teardown`).
+# scripts/test (the README's and CI's command) runs the whole suite on two pytest-xdist workers,
+# with the tests that start Spark all in one group (`SPARK_GROUP`): one at a time, in one
+# worker, while the other worker runs the rest. Two workers each starting Spark (its JVMs,
+# executors and Python workers) starved each other's executors and failed (the suite with the
+# Spark tests in groups of their own took 30 min). A test starts Spark when it is in one of
+# these directories or files, asks for one of these fixtures, or is an acceptance test run on
+# the Spark host; in an xdist worker, a test without the mark that leaves pyspark's JVM running
+# fails, naming this list (see `pytest_runtest_teardown`).
 SPARK_PATHS = ("tests/spark/", "tests/trident_spark/", "tests/bench/test_spark_host.py",
                "tests/examples/test_events_to_delta.py",
                "tests/bench/test_peers.py::test_spark_sql_and_udf_splits_are_correct")
@@ -147,25 +148,25 @@ def pytest_runtest_teardown(item: pytest.Item):
     elif hasattr(item.config, "workerinput") and not _marked_spark_ran and _spark_jvm_started():
         outcome.force_exception(AssertionError(
             f"{item.nodeid} (or a fixture it shares) started Spark but has no spark mark: add it to "
-            "tests/conftest.py's SPARK_PATHS or SPARK_FIXTURES, so that scripts/test runs it one at a time"))
+            "tests/conftest.py's SPARK_PATHS or SPARK_FIXTURES, so that it runs in SPARK_GROUP, one at a time"))
 
 
 # --- pytest-xdist: which tests run in the same worker, and in what order ----------------------
 # Under ``--dist loadgroup`` a group is one unit of work: its tests run in one worker, in order.
-# Each module is a group of its own (its module-scoped servers and Spark sessions start once,
-# as in a serial run), but the tests that ask for a fixture wider than a module that starts a
-# server are one group, or each worker would start it (a SparkSession is 5-10 s of a cold JVM
-# and ~400 MB). Only those tests: a group is never split, so a module of one long test that
-# does not need the server (tests/trident_spark/test_standalone.py) stays out of it.
-SHARED_FIXTURES = {("tests/trident_spark/", "spark"): "tests/trident_spark:spark"}
-"""(directory, fixture name) -> the group of the tests there that ask for that fixture: the
-package-scoped SparkSession of tests/trident_spark/conftest.py."""
+# Each module is a group of its own (its module-scoped servers start once, as in a serial run),
+# but the tests that ask for a fixture wider than a module that starts a server are one group,
+# or each worker would start it. Every test that starts Spark is in one group, `SPARK_GROUP`,
+# handed out first: it is the longest (about 11 min here), and xdist gives a worker more work
+# only when it has 2 tests left, so the other worker runs everything else meanwhile.
+SPARK_GROUP = "spark"
+"""The group of the tests with the ``spark`` mark: one worker runs them in file order, and the
+package- and module-scoped Spark sessions and clusters each start once."""
 
-REMOTE_HOST_GROUP = "tests/acceptance:{host}_host"
-"""The group of the acceptance tests run on a remote host (``process``, ``spark``): the package's
-one master and supervisor, or its one SparkCluster (tests/acceptance/conftest.py)."""
+REMOTE_HOST_GROUP = "tests/acceptance:process_host"
+"""The group of the acceptance tests run on the process host: the package's one master and
+supervisor (tests/acceptance/conftest.py). The Spark host's are in `SPARK_GROUP`."""
 
-LONG_FIRST = ("tests/trident_spark/", "tests/spark/", "tests/test_native.py", "tests/test_cli_cluster.py", "tests/acceptance/",
+LONG_FIRST = ("tests/test_native.py", "tests/test_cli_cluster.py", "tests/acceptance/",
               "tests/process/", "tests/bench/", "tests/examples/", "tests/cluster/", "tests/ui/", "tests/external/")
 """Where the long groups are, handed out first (in this order) so that the last minutes of a
 run are not one long group on one worker while the other waits. Only the order of the work
@@ -175,17 +176,18 @@ changes; a group left out here just comes later."""
 def xdist_group_of(item: pytest.Item) -> str:
     """The group ``item`` runs in under ``--dist loadgroup`` (see the note above). xdist appends
     it to the test's id after an ``@``: a name holds no ``@`` and no ``]``."""
+    if item.get_closest_marker("spark") is not None:
+        return SPARK_GROUP
     path = item.nodeid.split("::")[0]
     host = getattr(item, "callspec", None) and item.callspec.params.get("cluster")
-    if path.startswith("tests/acceptance/") and host in ("process", "spark"):
-        return REMOTE_HOST_GROUP.format(host=host)
-    for (directory, fixture), group in SHARED_FIXTURES.items():
-        if path.startswith(directory) and fixture in getattr(item, "fixturenames", ()):
-            return group
+    if path.startswith("tests/acceptance/") and host == "process":
+        return REMOTE_HOST_GROUP
     return path
 
 
 def _order(item: pytest.Item) -> int:
+    if item.get_closest_marker("spark") is not None:
+        return -1  # SPARK_GROUP first
     return next((i for i, where in enumerate(LONG_FIRST) if item.nodeid.startswith(where)), len(LONG_FIRST))
 
 

@@ -610,7 +610,7 @@ close_sample(PyObject *samples, PyObject *sampled, PyObject *tup, int acked, PyO
         Py_DECREF(id);
         return PyErr_Occurred() ? -1 : 0;
     }
-    PyObject *when = PyObject_CallNoArgs(now);
+    PyObject *when = call_quick(now, NULL);
     if (when == NULL) {
         Py_DECREF(id);
         return -1;
@@ -1569,7 +1569,7 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
     if (count(self->stats, &TaskStatsBase_Type, &seen_task_stats, offsetof(TaskStatsBase, acked), str_acked, 1) < 0)
         return NULL;
     if (self->sample_tup == tup) {  /* sampled by drain_inbox: its process latency, to this ack */
-        PyObject *when = PyObject_CallNoArgs(self->now);
+        PyObject *when = call_quick(self->now, NULL);  /* time.monotonic, called at once */
         double end = when == NULL ? -1.0 : PyFloat_AsDouble(when);
         Py_XDECREF(when);
         if (when == NULL || (end == -1.0 && PyErr_Occurred()))
@@ -2244,6 +2244,23 @@ done:
  * of its loop's time (py-spy): a for, a set of current_task and three compares per tuple.
  */
 static PyObject *str_max_pending, *str_throttled;
+static SlotCache slot_throttled;
+
+/* f(), f a spout's next_tuple: a bound method of a Python function is that function called with
+ * its instance, through the function's own vectorcall (the bound method's call and the result
+ * check spared: about 50 instructions a call) */
+static inline PyObject *
+call_method_quick(PyObject *f)
+{
+    if (PyMethod_Check(f)) {
+        PyObject *fn = PyMethod_GET_FUNCTION(f);
+        if (PyFunction_Check(fn)) {
+            PyObject *args[2] = {NULL, PyMethod_GET_SELF(f)};
+            return PyVectorcall_Function(fn)(fn, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        }
+    }
+    return PyObject_CallNoArgs(f);
+}
 
 static PyObject *
 spout_produce(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -2280,7 +2297,7 @@ spout_produce(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             /* one task: current_task stays its own for the whole burst (nothing else on this
                thread sets it during next_tuple), so it is set once */
             int rc = (ncalls > 1 || round == 0) ? PyObject_SetAttr(ex, str_current_task, PyTuple_GET_ITEM(call, 0)) : 0;
-            PyObject *r = rc < 0 ? NULL : PyObject_CallNoArgs(PyTuple_GET_ITEM(call, 1));
+            PyObject *r = rc < 0 ? NULL : call_method_quick(PyTuple_GET_ITEM(call, 1));
             Py_DECREF(call);
             if (r == NULL)
                 return NULL;
@@ -2288,8 +2305,8 @@ spout_produce(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         if (s->emits == before || (max_pending && s->in_flight >= max_pending))
             break;
-        PyObject *t = PyObject_GetAttr(throttle, str_throttled);
-        int throttled = t == NULL ? -1 : PyObject_IsTrue(t);
+        PyObject *t = slot_get(throttle, str_throttled, &slot_throttled);
+        int throttled = t == NULL ? -1 : t == Py_False ? 0 : t == Py_True ? 1 : PyObject_IsTrue(t);
         Py_XDECREF(t);
         if (throttled < 0)
             return NULL;
@@ -2770,6 +2787,7 @@ SpoutCollectorBase_dealloc(SpoutCollectorBase *self)
 }
 
 static PyObject *str_emit_general, *str_emits, *str_newest;
+static SlotCache slot_newest;
 
 /* deliver a tracked tuple to every target; the xor of their edge ids in *xor */
 static int
@@ -2806,8 +2824,8 @@ spout_track(SpoutCollectorBase *self, RouterBase *r, PyObject *targets, PyObject
         goto done;
     /* a fresh random 64-bit root is in no bucket: store it without RotatingMap.put's scan */
     pending = self->pending ? Py_NewRef(self->pending) : PyObject_GetAttr(self->ex, str_pending);
-    newest = pending ? PyObject_GetAttr(pending, str_newest) : NULL;
-    started = newest ? PyObject_CallNoArgs(self->now) : NULL;
+    newest = pending ? slot_get(pending, str_newest, &slot_newest) : NULL;
+    started = newest ? call_quick(self->now, NULL) : NULL;  /* time.monotonic, called at once */
     entry = started ? PyTuple_Pack(4, msg_id, self->task, r->stream, started) : NULL;
     if (entry == NULL || PyDict_SetItem(newest, root, entry) < 0 ||
             count(self->ex, &SpoutExecutorBase_Type, &seen_spout_executor, offsetof(SpoutExecutorBase, in_flight), str_in_flight, 1) < 0)

@@ -104,7 +104,7 @@ class Backpressure:
 
     # ``throttled`` is a slot: each round of a spout's burst reads it from C (spout_produce) at
     # its offset instead of through the instance's dict (about 180 instructions a round)
-    __slots__ = ("throttled", "__dict__", "__weakref__")
+    __slots__ = ("__dict__", "__weakref__", "throttled")
     RENEW_SECS = 1.0   # how often a worker over its bound repeats it to its peers
     EXPIRE_SECS = 5.0  # a peer's "over" not repeated for this long is forgotten
 

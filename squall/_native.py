@@ -36,6 +36,8 @@ of each class):
 - `unpack_batch`: a received batch of plain values, decoded from its bytes into its items
   (compiled only: the pure path is msgpack and `batch_items`).
 - `deliver_items`: a received batch's items into their inboxes (`squall.engine.worker`).
+- `unpack_into`: `unpack_batch` straight into the inboxes, with no flat list of items (compiled
+  only: the pure path decodes the batch and delivers it with `deliver_items`).
 - `interleave`: targets and items as one flat list (received acker messages and replies, and the
   pure `batch_items`); the same Python on both paths, as slice assignment is C already.
 - `group_items`: a batch's columns, made from the items to send (compiled only: the pure path is
@@ -517,6 +519,14 @@ def unpack_batch(data: Any, source_of: Any, tuple_type: type, words: list) -> li
     return None
 
 
+def unpack_into(data: Any, source_of: Any, tuple_type: type, words: list, inboxes: dict) -> int | None:
+    """A received batch of plain values decoded in C straight into ``inboxes`` (a dict of deques by
+    task; items for other tasks dropped), returning the items delivered
+    (`squall.engine.serialize.Serializer.decode_into`); here None, with nothing delivered, and the
+    batch is decoded and delivered the long way (`unpack_batch`, msgpack, `deliver_items`)."""
+    return None
+
+
 def plain_check(tuple_type: type[Any], plain: frozenset, check: Any) -> Any:
     """``check_item(item)``: ``check(item)`` (which raises for a value that cannot be sent) when
     ``item`` is a ``tuple_type`` with a value whose type is not in ``plain``; else nothing."""
@@ -776,7 +786,7 @@ _COMPILED_NAMES = {"IdSource": "IdSource", "BasicCollectorBase": "BasicCollector
                    "sender": "Sender", "SpoutCollectorBase": "SpoutCollectorBase",
                    "BoltCollectorBase": "BoltCollectorBase", "epoll_ready": "epoll_ready",
                    "send_nb": "send_nb", "recv_nb": "recv_nb",
-                   "pack_batch": "pack_batch", "unpack_batch": "unpack_batch", "StaleWatch": "StaleWatch", "send_acks": "send_acks",
+                   "pack_batch": "pack_batch", "unpack_batch": "unpack_batch", "unpack_into": "unpack_into", "StaleWatch": "StaleWatch", "send_acks": "send_acks",
                    "own_methods": "own_methods",
                    "drain_inbox": "drain_inbox", "KeyStatsBase": "KeyStatsBase",
                    "opaque_commit": "opaque_commit", "CountingEmit": "CountingEmit",

@@ -4354,15 +4354,64 @@ r_plain_list(Reader *r)
     return r_array(r, &n) < 0 ? NULL : r_values(r, n, 0);
 }
 
-/* appends target, then item, to out (stealing item); -1 on an error */
+/* Where decoded items go: the flat list out (unpack_batch), or, with out NULL, a list of items per
+ * target (unpack_into), which are appended to their inboxes only once the whole batch has decoded
+ * (a batch left to msgpack's path half way must have delivered nothing) */
+#define SINK_TARGETS 32  /* a batch for more targets than this is left to unpack_batch's path */
+typedef struct {
+    PyObject *out;
+    Py_ssize_t n;
+    PyObject *task[SINK_TARGETS], *items[SINK_TARGETS];  /* held */
+} Sink;
+
+/* the list of target's items in sink, made at its first; borrowed, or NULL (an error is set only
+ * when there is no memory: more targets than SINK_TARGETS is "not ours" without one) */
+static PyObject *
+sink_list(Sink *sink, PyObject *target)
+{
+    for (Py_ssize_t k = sink->n - 1; k >= 0; k--)  /* tasks of up to 256 are the same int object */
+        if (sink->task[k] == target)
+            return sink->items[k];
+    for (Py_ssize_t k = 0; k < sink->n; k++) {
+        int same = PyObject_RichCompareBool(sink->task[k], target, Py_EQ);
+        if (same < 0)
+            return NULL;
+        if (same)
+            return sink->items[k];
+    }
+    if (sink->n == SINK_TARGETS)
+        return NULL;
+    PyObject *list = PyList_New(0);
+    if (list == NULL)
+        return NULL;
+    sink->task[sink->n] = Py_NewRef(target);
+    sink->items[sink->n++] = list;
+    return list;
+}
+
+static void
+sink_clear(Sink *sink)
+{
+    for (Py_ssize_t k = 0; k < sink->n; k++) {
+        Py_DECREF(sink->task[k]);
+        Py_DECREF(sink->items[k]);
+    }
+    sink->n = 0;
+}
+
+/* target, then item, into sink (stealing item); -1 on an error */
 static int
-out_pair(PyObject *out, PyObject *target, PyObject *item)
+out_pair(Sink *sink, PyObject *target, PyObject *item)
 {
     if (item == NULL)
         return -1;
-    int rc = PyList_Append(out, target);
-    if (rc == 0 && (rc = PyList_Append(out, item)) < 0) {  /* no memory: take the target back */
-        Py_ssize_t len = PyList_GET_SIZE(out);
+    PyObject *out = sink->out;
+    int rc;
+    if (out == NULL) {
+        PyObject *list = sink_list(sink, target);
+        rc = list == NULL ? -1 : PyList_Append(list, item);
+    } else if ((rc = PyList_Append(out, target)) == 0 && (rc = PyList_Append(out, item)) < 0) {
+        Py_ssize_t len = PyList_GET_SIZE(out);  /* no memory: take the target back */
         PyList_SetSlice(out, len - 1, len, NULL);
     }
     Py_DECREF(item);
@@ -4406,9 +4455,9 @@ r_u64s(Reader *r, Py_ssize_t n, unsigned long long *vs)
     return 0;
 }
 
-/* one run [src_task, stream, targets, values, roots, vals] of Tuples appended to out; -1 */
+/* one run [src_task, stream, targets, values, roots, vals] of Tuples into out; -1 */
 static int
-r_run(Reader *r, PyObject *out, PyObject *source_of, PyTypeObject *tt)
+r_run(Reader *r, Sink *out, PyObject *source_of, PyTypeObject *tt)
 {
     Py_ssize_t six, n;
     if (r_array(r, &six) < 0 || six != 6)
@@ -4465,7 +4514,7 @@ done:
 
 /* size-tuples of plain values for count targets (acker messages: 4; spout replies: 3); -1 */
 static int
-r_messages(Reader *r, PyObject *out, Py_ssize_t size)
+r_messages(Reader *r, Sink *out, Py_ssize_t size)
 {
     Py_ssize_t n, k;
     PyObject *targets = r_array(r, &n) < 0 ? NULL : r_values(r, n, 0);
@@ -4495,45 +4544,107 @@ done:
     return rc;
 }
 
+/* the whole batch in view into sink: 0, or -1 when it is not a batch of plain values (or on
+ * an error: the caller clears it, and msgpack's path decodes the batch or words the error) */
+static int
+unpack_view(Py_buffer *view, PyObject *source_of, PyTypeObject *tt, PyObject *words, Sink *sink)
+{
+    Reader r = {(const unsigned char *)view->buf, (const unsigned char *)view->buf + view->len, words};
+    Py_ssize_t n, nruns;
+    if (r_array(&r, &n) < 0 || n != 6 || !R_NEED(&r, 1) || *r.p != 0x02)  /* serialize.FORMAT */
+        return -1;
+    r.p += 1;
+    if (r_array(&r, &nruns) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < nruns; i++)
+        if (r_run(&r, sink, source_of, tt) < 0)
+            return -1;
+    if (r_messages(&r, sink, 4) < 0 || r_messages(&r, sink, 3) < 0 || r.p != r.end)
+        return -1;
+    return 0;
+}
+
+static int
+unpack_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, const char *usage)
+{
+    if (nargs != want || !PyType_Check(args[2]) || !PyType_IsSubtype((PyTypeObject *)args[2], &TupleBase_Type) ||
+            !PyList_Check(args[3]) || PyList_GET_SIZE(args[3]) == 0 ||
+            (PyList_GET_SIZE(args[3]) & (PyList_GET_SIZE(args[3]) - 1)) || (want == 5 && !PyDict_Check(args[4]))) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 unpack_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 || !PyType_Check(args[2]) || !PyType_IsSubtype((PyTypeObject *)args[2], &TupleBase_Type) ||
-            !PyList_Check(args[3]) || PyList_GET_SIZE(args[3]) == 0 ||
-            (PyList_GET_SIZE(args[3]) & (PyList_GET_SIZE(args[3]) - 1))) {
-        PyErr_SetString(PyExc_TypeError, "unpack_batch(data, source_of, tuple_type: a TupleBase type, "
-                                         "words: a list whose length is a power of two)");
+    if (unpack_args(args, nargs, 4, "unpack_batch(data, source_of, tuple_type: a TupleBase type, "
+                                    "words: a list whose length is a power of two)") < 0)
         return NULL;
-    }
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, args[3]};
-    PyObject *out = PyList_New(0);
-    Py_ssize_t n, nruns;
-    if (out == NULL)
-        goto fail;
-    if (r_array(&r, &n) < 0 || n != 6 || !R_NEED(&r, 1) || *r.p != 0x02)  /* serialize.FORMAT */
-        goto not_ours;
-    r.p += 1;
-    if (r_array(&r, &nruns) < 0)
-        goto not_ours;
-    for (Py_ssize_t i = 0; i < nruns; i++)
-        if (r_run(&r, out, args[1], (PyTypeObject *)args[2]) < 0)
-            goto not_ours;
-    if (r_messages(&r, out, 4) < 0 || r_messages(&r, out, 3) < 0 || r.p != r.end)
-        goto not_ours;
+    Sink sink = {.out = PyList_New(0)};
+    if (sink.out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (unpack_view(&view, args[1], (PyTypeObject *)args[2], args[3], &sink) < 0) {
+        /* not a batch of plain values, or not a batch: msgpack's path decodes it or words the
+           error (a MemoryError too: it meets the same) */
+        PyErr_Clear();
+        Py_CLEAR(sink.out);
+    }
     PyBuffer_Release(&view);
-    return out;
-not_ours:
-    /* not a batch of plain values, or not a batch: msgpack's path decodes it or words the error
-       (a MemoryError too: it meets the same) */
-    PyErr_Clear();
-    Py_XDECREF(out);
+    return sink.out != NULL ? sink.out : Py_NewRef(Py_None);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * unpack_into(data, source_of, tuple_type, words, inboxes): unpack_batch's items appended straight
+ * to their inboxes (a dict of deques by task; items for a task not there are dropped, as Storm
+ * drops what comes for a task no longer in the worker), with no flat list of [target, item, ...]
+ * made, grown, walked and freed, and one inbox.extend a target instead of a call of its append an
+ * item. Returns the items delivered, or None with nothing delivered (a batch unpack_batch would
+ * leave to msgpack, or one for more than SINK_TARGETS tasks): the caller decodes it the long way.
+ */
+static PyObject *str_extend;
+
+static PyObject *
+unpack_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (unpack_args(args, nargs, 5, "unpack_into(data, source_of, tuple_type: a TupleBase type, "
+                                    "words: a list whose length is a power of two, inboxes: dict)") < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Sink sink = {.out = NULL, .n = 0};
+    int rc = unpack_view(&view, args[1], (PyTypeObject *)args[2], args[3], &sink);
     PyBuffer_Release(&view);
-    Py_RETURN_NONE;
+    if (rc < 0) {
+        PyErr_Clear();
+        sink_clear(&sink);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t delivered = 0;
+    for (Py_ssize_t k = 0; k < sink.n; k++) {
+        PyObject *q = PyDict_GetItemWithError(args[4], sink.task[k]);
+        if (q == NULL) {
+            if (PyErr_Occurred())
+                goto fail;
+            continue;  /* not (or no longer) a task here: dropped */
+        }
+        PyObject *r = PyObject_CallMethodOneArg(q, str_extend, sink.items[k]);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+        delivered += PyList_GET_SIZE(sink.items[k]);
+    }
+    sink_clear(&sink);
+    return PyLong_FromSsize_t(delivered);
 fail:
-    PyBuffer_Release(&view);
+    sink_clear(&sink);
     return NULL;
 }
 
@@ -5103,6 +5214,9 @@ static PyMethodDef speedups_functions[] = {
     {"pack_batch", (PyCFunction)(void (*)(void))pack_batch, METH_FASTCALL,
      "pack_batch(items, tuple_type): a batch's bytes as msgpack writes them, or None if an item "
      "or value is not plain."},
+    {"unpack_into", (PyCFunction)(void (*)(void))unpack_into, METH_FASTCALL,
+     "unpack_into(data, source_of, tuple_type, words, inboxes): a batch decoded straight into its inboxes; "
+     "the items delivered, or None (nothing delivered: decode it with unpack_batch or msgpack)."},
     {"unpack_batch", (PyCFunction)(void (*)(void))unpack_batch, METH_FASTCALL,
      "unpack_batch(data, source_of, tuple_type, words): a batch of plain values decoded into its "
      "flat items, or None when it is not one."},
@@ -5174,6 +5288,7 @@ PyInit__speedups(void)
     str_ack_general = PyUnicode_InternFromString("_ack_general");
     str_task = PyUnicode_InternFromString("task");
     str_append = PyUnicode_InternFromString("append");
+    str_extend = PyUnicode_InternFromString("extend");
     str_stream = PyUnicode_InternFromString("stream");
     str_left = PyUnicode_InternFromString("left");
     str_by_handle = PyUnicode_InternFromString("by_handle");
@@ -5194,7 +5309,7 @@ PyInit__speedups(void)
         !str_acked || !str_pending || !str_buckets || !str_tree_type ||
         !str_reply || !str_in_flight || !str_current_task || !str_objs || !str_stats || !str_ack || !str_latency_sum ||
         !str_latency_count || !str_emit_general || !str_emits || !str_newest ||
-        !str_ack_general || !ACK_KIND || !str_task || !str_stream || !str_append)
+        !str_ack_general || !ACK_KIND || !str_task || !str_stream || !str_append || !str_extend)
         return NULL;
     PyTypeObject *types[] = {&IdSource_Type, &TupleBase_Type, &RouterBase_Type, &TaskStatsBase_Type, &SpoutExecutorBase_Type, &BasicCollectorBase_Type, &BasicExecute_Type,
                              &PendingTreeBase_Type, &MemoChooser_Type, &Sender_Type, &SpoutCollectorBase_Type,

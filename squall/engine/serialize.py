@@ -59,7 +59,7 @@ import msgpack
 
 from .._config import Config, conf_value
 from .._errors import SerializationError
-from .._native import batch_items, group_items, interleave, pack_batch, plain_check, unpack_batch
+from .._native import batch_items, group_items, interleave, pack_batch, plain_check, unpack_batch, unpack_into
 from .._tuple import Source, Tuple
 from . import code_pickler
 
@@ -551,6 +551,14 @@ class Serializer:
                 raise SerializationError(f"cannot unpickle a value: {type(e).__name__}: {e}") from e
         raise SerializationError(f"unknown msgpack ext type {code} ({len(data)} bytes): the batch is "
                                  f"corrupt or comes from another squall version")
+
+    def decode_into(self, data: bytes, inboxes: dict[int, Any]) -> int | None:
+        """The items of a batch made by `encode_batch` appended straight to ``inboxes[target]``
+        (deques; items for a target not there are dropped), without the flat list `decode_batch`
+        returns; the items delivered. None when nothing was delivered: a batch this does not take
+        (a value not plain, bytes that are not such a batch, the pure path), which `decode_batch`
+        then decodes or refuses with its error."""
+        return unpack_into(data, self.source_of, Tuple, self._words, inboxes)
 
     def decode_batch(self, data: bytes) -> list[Any]:
         """The items of a batch made by `encode_batch`, flat as it took them: ``[target_task, item,

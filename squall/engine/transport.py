@@ -36,6 +36,8 @@ class Origin(NamedTuple):
 
 Receiver = Callable[[int, Any], None]            # (task, item): the worker's ``receive``
 BatchReceiver = Callable[[list], int]            # [task, item, task, item, ...]: the worker's ``receive_batch``
+# fill(inboxes) decodes a batch into the worker's inboxes: the worker's ``receive_into``
+IntoReceiver = Callable[[Callable[[dict], "int | None"]], "int | None"]
 ControlHandler = Callable[[Any, Any], None]      # (sender slot, message)
 
 
@@ -102,12 +104,16 @@ class Transport(abc.ABC):
         self.flush()
 
     @abc.abstractmethod
-    def set_receiver(self, receive: Receiver, receive_batch: BatchReceiver | None = None) -> None:
+    def set_receiver(self, receive: Receiver, receive_batch: BatchReceiver | None = None,
+                     receive_into: IntoReceiver | None = None) -> None:
         """Where arriving items go: ``receive(task, item)`` (the worker's ``receive``, which
         raises KeyError for a task it does not host: such items are dropped), or, for the items
         of one batch delivered by `poll`, ``receive_batch(items)`` when given (the worker's
-        ``receive_batch``, which drops those and returns how many it delivered). Until it is
-        set, arriving items are dropped (or, in the process host, kept by its `_EarlyItems`)."""
+        ``receive_batch``, which drops those and returns how many it delivered), or
+        ``receive_into(fill)`` when given, for a transport that can decode a batch straight into
+        the worker's inboxes (the worker's ``receive_into``: ``fill(inboxes)`` appends to them,
+        or returns None and the batch goes to ``receive_batch``). Until it is set, arriving items
+        are dropped (or, in the process host, kept by its `_EarlyItems`)."""
 
     @abc.abstractmethod
     def set_peers(self, peers: dict[int, str]) -> None:
@@ -267,7 +273,8 @@ class InMemoryTransport(Transport):
             send(item)
         return check_and_send
 
-    def set_receiver(self, receive: Receiver, receive_batch: BatchReceiver | None = None) -> None:
+    def set_receiver(self, receive: Receiver, receive_batch: BatchReceiver | None = None,
+                     receive_into: IntoReceiver | None = None) -> None:
         self.receive = receive
         self.network.receiver_changed(self)
 

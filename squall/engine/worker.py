@@ -229,6 +229,22 @@ class Worker:
         round, so a woken loop sees a bound this batch crossed)."""
         # items not (or no longer) ours, e.g. sent under an old assignment, are dropped, as in Storm
         delivered = deliver_items(self.inboxes, items)
+        self._received()
+        return delivered
+
+    def receive_into(self, fill: Callable[[dict[int, Any]], int | None]) -> int | None:
+        """Deliver a batch from another worker that ``fill`` decodes straight into this worker's
+        inboxes (a dict of deques by task, to which it appends; items for tasks not there it
+        drops), as `receive_batch` does a decoded one; returns what ``fill`` does: the items
+        delivered, or None when it delivered nothing (the caller then decodes the batch and
+        hands it to `receive_batch`)."""
+        delivered = fill(self.inboxes)
+        if delivered is not None:
+            self._received()
+        return delivered
+
+    def _received(self) -> None:
+        """After a batch's delivery: backpressure checked, sleeping loops woken."""
         # a bolt's inbox over its bound throttles the spouts now, not when its loop next looks
         # (a slow bolt's round may take seconds); acker and spout inboxes are never bounded
         bp = self.backpressure
@@ -238,7 +254,6 @@ class Worker:
         for lp in self.loops:
             if lp.sleeping:
                 lp.wake()
-        return delivered
 
     def wake_loops(self) -> None:
         """Wake every loop of the worker (items arrived for `Transport.poll`)."""

@@ -224,7 +224,7 @@ class WorkerAgent:
                         lambda rec: self._errors.append(rec.as_dict()), crashed, self.seed, self.state_home,
                         self.transactional_home)
         early.hand_over(worker.receive)
-        transport.set_receiver(worker.receive, worker.receive_batch)
+        transport.set_receiver(worker.receive, worker.receive_batch, worker.receive_into)
         transport.on_arrival = worker.wake_loops
         refused_tasks: set[int] = set()
 

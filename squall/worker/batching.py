@@ -33,7 +33,7 @@ from .._native import sender as native_sender
 from .._ratelimit import RateLimitedLog
 from .._tuple import Tuple
 from ..engine.serialize import PLAIN_TYPES, SerializationError, Serializer
-from ..engine.transport import Transport
+from ..engine.transport import IntoReceiver, Transport
 from .envelope import CONTROL, DATA, SEAL_OVERHEAD, Opener, Origin, Refused, Sealer
 
 log = logging.getLogger("squall.worker")
@@ -81,6 +81,9 @@ class BatchingTransport(Transport):
         self._serializer = serializer
         self._receive = receive
         self._receive_batch: Callable[[list], int] | None = None
+        self._receive_into: IntoReceiver | None = None
+        # a serializer of another format (a test's) has no decode_into: its batches are decoded whole
+        self._decode_into: Callable[[Any, dict], int | None] | None = getattr(serializer, "decode_into", None)
         self._poll_lock = threading.Lock()
         self._control: Callable[[str, Any], None] | None = None
         self.max_message_bytes = int(max_message_bytes)
@@ -155,11 +158,15 @@ class BatchingTransport(Transport):
         self._opener.set_floor(launches)
 
     def set_receiver(self, receive: Callable[[int, Any], None],
-                     receive_batch: Callable[[list], int] | None = None) -> None:
+                     receive_batch: Callable[[list], int] | None = None,
+                     receive_into: IntoReceiver | None = None) -> None:
         """Where arriving items go: the worker's ``receive``, or ``receive_batch`` for the items
-        of a batch delivered at once."""
+        of a batch delivered at once, or ``receive_into`` for a batch the serializer decodes
+        straight into the worker's inboxes (`Serializer.decode_into`; a batch it does not take
+        goes to ``receive_batch``)."""
         self._receive = receive
         self._receive_batch = receive_batch
+        self._receive_into = receive_into if receive_batch is not None and self._decode_into is not None else None
 
     def set_control_handler(self, handle: Callable[[str, Any], None]) -> None:
         """Where arriving control messages go, with the slot of the worker that sent them (see
@@ -335,6 +342,12 @@ class BatchingTransport(Transport):
                     self._opener.count("undecodable")
                     self._warn.warning("dropped a control message from %s: %s", header.slot, e)
             return 0
+        into, decode_into = self._receive_into, self._decode_into
+        if into is not None and decode_into is not None:
+            # straight into the inboxes: no list of the batch's items made, walked and freed
+            delivered = into(lambda inboxes: decode_into(data, inboxes))
+            if delivered is not None:
+                return delivered
         try:
             items = self._serializer.decode_batch(data)
         except Exception as e:  # noqa: BLE001 (a peer's bad batch is dropped and counted, not this worker's end)

@@ -40,6 +40,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from .._encryption import AUTO, NEVER
 from .._encryption import KEY as ENCRYPTION_KEY
+from ..engine.transport import IntoReceiver
 from . import curve
 from .batching import DEFAULT_MAX_MESSAGE_BYTES, MAX_BATCH, MAX_MESSAGE_KEY, BatchingTransport
 from .envelope import Origin
@@ -127,11 +128,12 @@ class ZmqTransport(BatchingTransport):
         self._thread.start()
 
     def set_receiver(self, receive: Callable[[int, Any], None],
-                     receive_batch: Callable[[list], int] | None = None) -> None:
-        """Where arriving items go: the worker's ``receive``, or ``receive_batch`` for the items
-        of a batch a loop takes with `poll` (once ``on_arrival`` is set; until then the receiving
-        thread delivers each item to ``receive`` itself)."""
-        super().set_receiver(receive, receive_batch)
+                     receive_batch: Callable[[list], int] | None = None,
+                     receive_into: IntoReceiver | None = None) -> None:
+        """Where arriving items go: the worker's ``receive``, or ``receive_into`` and
+        ``receive_batch`` for the items of a batch a loop takes with `poll` (once ``on_arrival``
+        is set; until then the receiving thread delivers each item to ``receive`` itself)."""
+        super().set_receiver(receive, receive_batch, receive_into)
 
     def _moved(self, key: str) -> None:
         sock = self._sockets.pop(key, None)

@@ -1,0 +1,209 @@
+"""A received batch decoded straight into the worker's inboxes (`Serializer.decode_into`,
+`squall._native.unpack_into`): each task's inbox gets exactly what decoding the batch and
+delivering its items would give it, in the same order; a batch it does not take (a value that is
+not plain, bytes that are not such a batch, more tasks than it keeps apart) delivers nothing and
+is left to the long way, whose result or error is the same as before."""
+
+import random
+import threading
+from collections import deque
+
+import pytest
+from doubles import wait_until
+
+from squall import Fields, _native
+from squall._tuple import Source, Tuple
+from squall.engine.acker import ACK, ACKED, INIT
+from squall.engine.serialize import Serializer
+from squall.worker.envelope import Origin
+from squall.worker.tcp import TcpTransport
+
+SOURCES = {
+    (3, "words"): Source("split", "words", 3, Fields("word")),
+    (8, "default"): Source("spout", "default", 8, Fields("value")),
+}
+compiled_only = pytest.mark.skipif(not _native.COMPILED, reason="pure path (SQUALL_PURE_PYTHON): decode_into "
+                                   "takes no batch, the long way delivers it (tested below on both paths)")
+
+
+def serializer() -> Serializer:
+    return Serializer({}, lambda task, stream: SOURCES[(task, stream)])
+
+
+def mixed_items(rng: random.Random, n: int, tasks=(5, 6, 300, 70_000)) -> list:
+    """A batch's items, flat: Tuples of two sources (tracked and not), acker messages, replies."""
+    items: list = []
+    for i in range(n):
+        root = rng.getrandbits(64) or 1
+        for w in range(rng.randrange(1, 4)):
+            word = rng.choice(["a", "cow", "jumped", "ü", "x" * 40, ""])
+            items += [rng.choice(tasks), Tuple([word, i, 2.5], SOURCES[(3, "words")], root, rng.getrandbits(64))]
+        if i % 3 == 0:
+            items += [rng.choice(tasks), Tuple([i], SOURCES[(8, "default")])]
+        items += [1, (ACK, root, rng.getrandbits(64), -1)]
+        if i % 4 == 0:
+            items += [2, (ACKED, root, 0.25)]
+    return items
+
+
+def long_way(ser: Serializer, data: bytes, tasks) -> dict:
+    """What the inboxes of ``tasks`` get when the batch is decoded whole and then delivered."""
+    inboxes = {t: deque() for t in tasks}
+    _native.deliver_items(inboxes, ser.decode_batch(data))
+    return inboxes
+
+
+def same(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Tuple):
+        return (a.values == b.values and type(a.values) is type(b.values) and a.source_task == b.source_task
+                and a.source_stream == b.source_stream and a._root == b._root and a._val == b._val)
+    return a == b
+
+
+def assert_same_inboxes(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for task in want:
+        assert len(got[task]) == len(want[task]), task
+        assert all(same(x, y) for x, y in zip(got[task], want[task])), task
+
+
+@compiled_only
+@pytest.mark.parametrize("seed", range(5))
+def test_each_inbox_gets_what_decoding_and_delivering_the_batch_gives_it_in_order(seed):
+    ser = serializer()
+    items = mixed_items(random.Random(seed), 60)
+    data = ser.encode_batch(items)
+    tasks = (5, 6, 300, 70_000, 1, 2)
+    inboxes = {t: deque() for t in tasks}
+    delivered = ser.decode_into(data, inboxes)
+    assert delivered == len(items) // 2
+    assert_same_inboxes(inboxes, long_way(serializer(), data, tasks))
+
+
+@compiled_only
+def test_items_for_tasks_not_here_are_dropped_and_not_counted():
+    ser = serializer()
+    items = mixed_items(random.Random(7), 40)
+    data = ser.encode_batch(items)
+    here = (5, 1)  # 6, 300, 70,000 and the spout task 2 are elsewhere
+    inboxes = {t: deque(["kept"]) for t in here}
+    delivered = ser.decode_into(data, inboxes)
+    assert delivered == sum(1 for t in items[::2] if t in here)
+    want = long_way(serializer(), data, here)
+    for t in here:
+        assert inboxes[t].popleft() == "kept"  # appended after what the inbox held
+    assert_same_inboxes(inboxes, want)
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, [1, [2]], (1, 2), b"x" * 3, 2 ** 70])
+def test_a_batch_with_a_value_that_is_not_plain_is_delivered_whole_one_way_or_the_other(value):
+    ser = serializer()
+    items = [5, Tuple(["ok"], SOURCES[(3, "words")], 9, 10), 6, Tuple([value], SOURCES[(3, "words")], 9, 11)]
+    data = ser.encode_batch(items)
+    inboxes = {5: deque(), 6: deque()}
+    got = ser.decode_into(data, inboxes)
+    if got is None:  # not taken: nothing of it delivered
+        assert not inboxes[5] and not inboxes[6]
+    else:  # plain to the decoder (bytes are): taken whole, as the long way gives it
+        assert got == 2
+        assert_same_inboxes(inboxes, long_way(serializer(), data, (5, 6)))
+    if isinstance(value, dict) or isinstance(value, list) or isinstance(value, tuple):
+        assert got is None
+
+
+@compiled_only
+def test_a_batch_for_more_tasks_than_kept_apart_is_left_to_the_long_way():
+    ser = serializer()
+    tasks = list(range(100, 140))
+    items = [x for t in tasks for x in (t, Tuple([str(t)], SOURCES[(3, "words")], 5, t))]
+    data = ser.encode_batch(items)
+    inboxes = {t: deque() for t in tasks}
+    assert ser.decode_into(data, inboxes) is None
+    assert not any(inboxes.values())
+    assert_same_inboxes(long_way(serializer(), data, tasks),
+                        {t: deque([Tuple([str(t)], SOURCES[(3, "words")], 5, t)]) for t in tasks})
+
+
+@compiled_only
+def test_cut_or_altered_bytes_deliver_nothing_or_exactly_what_the_long_way_gives():
+    """The bytes have passed their MAC, but are read as if hostile: a batch cut anywhere, or with
+    a byte changed, is refused whole (None, nothing delivered) or decoded as msgpack decodes it."""
+    ser = serializer()
+    items = mixed_items(random.Random(3), 8, tasks=(5, 6))
+    data = ser.encode_batch(items)
+    tasks = (5, 6, 1, 2)
+    rng = random.Random(4)
+    variants = [data[:k] for k in range(len(data))]
+    for _ in range(300):
+        b = bytearray(data)
+        b[rng.randrange(len(b))] = rng.randrange(256)
+        variants.append(bytes(b))
+    for v in variants:
+        inboxes = {t: deque() for t in tasks}
+        got = ser.decode_into(v, inboxes)
+        if got is None:
+            assert not any(inboxes.values())
+            continue
+        assert_same_inboxes(inboxes, long_way(serializer(), v, tasks))
+        assert got == sum(len(q) for q in inboxes.values())
+
+
+class _Worker:
+    """What the transport needs of a worker: its receivers, with the inboxes they fill."""
+
+    def __init__(self, tasks):
+        self.inboxes = {t: deque() for t in tasks}
+        self.lock = threading.Lock()
+        self.into = self.batches = 0
+
+    def receive(self, task, item):
+        self.inboxes[task].append(item)
+
+    def receive_batch(self, items):
+        self.batches += 1
+        return _native.deliver_items(self.inboxes, items)
+
+    def receive_into(self, fill):
+        delivered = fill(self.inboxes)
+        if delivered is not None:
+            self.into += 1
+        return delivered
+
+
+def test_a_peers_items_reach_their_inboxes_in_order_over_tcp_by_either_way():
+    """Plain batches go straight into the inboxes (compiled), others (a dict value) the long way;
+    each task gets every item once, in the order it was sent, across both kinds of batch."""
+    worker = _Worker((5, 6, 1))
+    b = TcpTransport("tcp://127.0.0.1:0", {}, serializer(), b"s3cret", origin=Origin("t-1", "h:2", 1))
+    b.set_receiver(worker.receive, worker.receive_batch, worker.receive_into)
+    b.on_arrival = lambda: None
+    a = TcpTransport("tcp://127.0.0.1:0", {5: b.address, 6: b.address, 1: b.address}, serializer(), b"s3cret",
+                     origin=Origin("t-1", "h:1", 1))
+    try:
+        send = {t: a.sender(t) for t in (5, 6, 1)}
+        sent: dict = {5: [], 6: [], 1: []}
+        rng = random.Random(5)
+        for rnd in range(30):
+            for i in range(50):
+                task = rng.choice((5, 6))
+                value = {"k": i} if rnd % 7 == 3 and i == 10 else f"w{i}"
+                t = Tuple([value], SOURCES[(3, "words")], rnd + 1, i + 1)
+                send[task](t)
+                sent[task].append(t)
+            msg = (INIT, rnd + 1, 77, 3)
+            send[1](msg)
+            sent[1].append(msg)
+            a.flush()
+            b.poll()
+        total = sum(len(v) for v in sent.values())
+        assert wait_until(lambda: b.poll() >= 0 and sum(len(q) for q in worker.inboxes.values()) == total)
+        for task, want in sent.items():
+            assert all(same(x, y) for x, y in zip(worker.inboxes[task], want)), task
+            assert len(worker.inboxes[task]) == len(want)
+        assert worker.batches > 0  # the batches with a dict went the long way
+        assert (worker.into > 0) == _native.COMPILED
+    finally:
+        a.close()
+        b.close()

@@ -551,9 +551,11 @@ class Outbox:
             of it is kept as it is, for the serializer to send or refuse).
         write: compiled, whether plain items are written as bytes (`squall.engine.serialize`'s
             batch format); false for a serializer of another format, which gets every item.
+        seed: compiled, the state of the edge ids it draws for the tracked emits written to it
+            (`squall.engine.serialize.edge_values`); here every edge id is the emit's own.
     """
 
-    def __init__(self, max_items: int, max_bytes: int, write: bool = True) -> None:
+    def __init__(self, max_items: int, max_bytes: int, write: bool = True, seed: int = 0) -> None:
         if max_items < 1:
             raise ValueError("Outbox: max_items must be 1 or more")
         self.max_items = max_items

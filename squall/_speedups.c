@@ -3630,6 +3630,8 @@ typedef struct {
     Py_ssize_t count;
     int tracked, has_prev;
     unsigned long long prev_root;
+    int gen;                     /* its edge values are the outbox's own, from gen_start on */
+    unsigned long long gen_start;
 } OpenRun;
 
 typedef struct {
@@ -3645,6 +3647,7 @@ typedef struct {
     Py_ssize_t max_items, max_bytes;
     int write;                             /* 0: every item is kept as an object (a serializer of another format) */
     Writer scratch;                        /* an item's values, written before anything is changed */
+    unsigned long long edge_state;         /* the splitmix64 state of the edge ids it draws (outbox_put_tuple) */
 } Outbox;
 
 static PyTypeObject Outbox_Type;
@@ -3713,6 +3716,21 @@ w_reset(Writer *w)
     }
 }
 
+/* A tracked emit's edge id drawn by the outbox it is written to: splitmix64, as IdSource draws
+ * them, from the outbox's own state, so a run of such items needs only its first state on the
+ * wire (the receiver draws the same ids, edge_of) instead of 9 bytes an item, which were a third
+ * of a crossing word's bytes, each read, MACed at both ends and decoded */
+#define EDGE_GAMMA 0x9E3779B97F4A7C15ULL
+
+static inline unsigned long long
+edge_of(unsigned long long start, Py_ssize_t i)
+{
+    unsigned long long z = start + (unsigned long long)(i + 1) * EDGE_GAMMA;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
 /* the open run into the open batch's body; 0, or -1 (no memory) */
 static int
 outbox_close_run(Outbox *ob)
@@ -3722,7 +3740,7 @@ outbox_close_run(Outbox *ob)
         return 0;
     Py_ssize_t n = run->count, h = array_header_len(n);
     Py_ssize_t size = 1 + run->head.len + 2 * h + run->targets.len + run->values.len +
-                      (run->tracked ? 2 * h + run->roots.len + run->vals.len : 2);
+                      (run->tracked ? 2 * h + run->roots.len + run->vals.len + 9 : 2);
     if (w_reserve(&ob->body, size) < 0)
         return -1;
     char *p = ob->body.buf + ob->body.len;
@@ -3732,12 +3750,18 @@ outbox_close_run(Outbox *ob)
     p = put_bytes(put_array_header(p, n), &run->values);
     if (run->tracked) {
         p = put_bytes(put_array_header(p, n), &run->roots);
-        p = put_bytes(put_array_header(p, n), &run->vals);
+        if (run->gen) {  /* the run's first edge state: its items' ids are edge_of(it, i) */
+            Writer w = {.buf = p, .len = 0, .cap = 9};
+            w_u64(&w, run->gen_start);
+            p += w.len;
+        } else {
+            p = put_bytes(put_array_header(p, n), &run->vals);
+        }
     } else {  /* an untracked run: nil for its roots and its vals */
         *p++ = (char)0xc0;
         *p++ = (char)0xc0;
     }
-    ob->body.len = p - ob->body.buf;
+    ob->body.len = p - ob->body.buf;  /* within size: a generated run's state takes at most 9 bytes */
     ob->nruns++;
     Py_CLEAR(run->src);
     w_reset(&run->head);
@@ -3746,7 +3770,7 @@ outbox_close_run(Outbox *ob)
     w_reset(&run->roots);
     w_reset(&run->vals);
     run->count = 0;
-    run->tracked = run->has_prev = 0;
+    run->tracked = run->has_prev = run->gen = 0;
     return 0;
 }
 
@@ -3815,13 +3839,17 @@ task_bits(PyObject *task, unsigned long long *u)
 }
 
 /* a Tuple's fields (val: its edge value's 64 bits), written into the open batch: 0; 1 when they
- * are not plain (nothing written); -1 with an error (no memory) */
+ * are not plain (nothing written); -1 with an error (no memory). With drawn not NULL, the edge id
+ * is the outbox's to draw (a tracked emit's new edge, send_edge): it is put in *drawn. */
 static int
 outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, PyObject *root,
-                 unsigned long long val)
+                 unsigned long long val, unsigned long long *drawn)
 {
     unsigned long long t, rb;
     if (!ob->write || ob->chunks == NULL || !PyList_CheckExact(values) || !PyLong_CheckExact(root) || task_bits(task, &t) < 0 || u64_of(root, &rb) < 0)
+        return 1;
+    int gen = drawn != NULL;
+    if (gen && rb == 0)  /* an edge without a tree: not the tracked emit this is for */
         return 1;
     Writer *s = &ob->scratch;
     s->len = 0;
@@ -3839,7 +3867,7 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
     if (outbox_room(ob, s->len + 27) < 0)
         return -1;
     OpenRun *run = &ob->run;
-    if (src != run->src) {
+    if (src != run->src || (run->count > 0 && run->gen != gen)) {  /* a run's edges are all drawn here, or all given */
         if (outbox_close_run(ob) < 0)
             return -1;
         run->head.len = 0;
@@ -3849,6 +3877,8 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
         if (rc != 0)
             return rc;  /* nothing of this item written: the run is empty, with no source */
         run->src = Py_NewRef(src);
+        run->gen = gen;
+        run->gen_start = ob->edge_state;
     }
     if (w_reserve(&run->targets, 9) < 0 || w_reserve(&run->values, s->len) < 0 ||
             w_reserve(&run->roots, 9) < 0 || w_reserve(&run->vals, 9) < 0)
@@ -3863,7 +3893,12 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
     run->prev_root = rb;
     run->has_prev = 1;
     run->tracked |= rb != 0;
-    w_u64(&run->vals, val);
+    if (gen) {  /* the run's count-th drawn id: the receiver's edge_of(gen_start, count) */
+        *drawn = edge_of(ob->edge_state, 0);
+        ob->edge_state += EDGE_GAMMA;
+    } else {
+        w_u64(&run->vals, val);
+    }
     run->count++;
     ob->items++;
     ob->queued++;
@@ -3942,7 +3977,7 @@ outbox_try(PyObject *ob, PyObject *task, PyObject *item, PyTypeObject *tt)
 {
     if (Py_TYPE(item) == tt) {
         TupleBase *t = (TupleBase *)item;
-        return outbox_put_tuple((Outbox *)ob, task, t->values, t->src, t->root, t->val);
+        return outbox_put_tuple((Outbox *)ob, task, t->values, t->src, t->root, t->val, NULL);
     }
     return outbox_put_message((Outbox *)ob, task, item);
 }
@@ -3956,10 +3991,11 @@ outbox_slow(PyObject *ob, PyObject *task, PyObject *item)
 static PyObject *
 Outbox_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"max_items", "max_bytes", "write", NULL};
+    static char *kwlist[] = {"max_items", "max_bytes", "write", "seed", NULL};
     Py_ssize_t max_items, max_bytes;
     int write = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nn|p:Outbox", kwlist, &max_items, &max_bytes, &write))
+    unsigned long long seed = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nn|pK:Outbox", kwlist, &max_items, &max_bytes, &write, &seed))
         return NULL;
     if (max_items < 1) {
         PyErr_SetString(PyExc_ValueError, "Outbox: max_items must be 1 or more");
@@ -3976,6 +4012,7 @@ Outbox_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->max_items = max_items;
     self->max_bytes = max_bytes;
     self->write = write;
+    self->edge_state = seed;
     return (PyObject *)self;
 }
 
@@ -4082,19 +4119,23 @@ send_edge(DeliverCache *c, PyObject *deliver, PyObject *task, PyTypeObject *tt, 
           PyObject *src, PyObject *root, PyObject *rand, unsigned long long *xor)
 {
     unsigned long long e;
-    if (draw_bits(rand, &e) < 0)  /* squall's IdSource: without a call or an int */
-        return -1;
-    *xor ^= e;
     PyObject *fn = deliver_fn(c, deliver, task);
     if (fn == NULL)
         return -1;
-    if (Py_IS_TYPE(fn, &Sender_Type) && ((Sender *)fn)->outbox != NULL) {
-        int rc = outbox_put_tuple((Outbox *)((Sender *)fn)->outbox, ((Sender *)fn)->task, values, src, root, e);
+    if (Py_IS_TYPE(fn, &Sender_Type) && ((Sender *)fn)->outbox != NULL) {  /* the outbox draws the edge */
+        int rc = outbox_put_tuple((Outbox *)((Sender *)fn)->outbox, ((Sender *)fn)->task, values, src, root, 0, &e);
         if (rc <= 0) {
+            if (rc == 0)
+                *xor ^= e;
             Py_DECREF(fn);
             return rc;
         }
     }
+    if (draw_bits(rand, &e) < 0) {  /* squall's IdSource: without a call or an int */
+        Py_DECREF(fn);
+        return -1;
+    }
+    *xor ^= e;
     PyObject *t = tuple_make_bits(tt, values, src, root, e, 0);
     PyObject *r = t ? call_quick(fn, t) : NULL;
     Py_XDECREF(t);
@@ -4455,6 +4496,32 @@ r_u64s(Reader *r, Py_ssize_t n, unsigned long long *vs)
     return 0;
 }
 
+/* a run's vals into vs: an array of n ids (r_u64s), or one unsigned int, the state its sender's
+ * outbox drew them from (edge_of); -1 for anything else */
+static int
+r_vals(Reader *r, Py_ssize_t n, unsigned long long *vs)
+{
+    if (!R_NEED(r, 1))
+        return -1;
+    unsigned char tag = *r->p;
+    if (tag > 0x7f && (tag < 0xcc || tag > 0xcf))
+        return r_u64s(r, n, vs);
+    unsigned long long start;
+    if (tag <= 0x7f) {
+        start = tag;
+        r->p += 1;
+    } else {
+        int bytes = 1 << (tag - 0xcc);
+        if (!R_NEED(r, 1 + bytes))
+            return -1;
+        start = r_be(r->p + 1, bytes);
+        r->p += 1 + bytes;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        vs[i] = edge_of(start, i);
+    return 0;
+}
+
 /* one run [src_task, stream, targets, values, roots, vals] of Tuples into out; -1 */
 static int
 r_run(Reader *r, Sink *out, PyObject *source_of, PyTypeObject *tt)
@@ -4490,7 +4557,7 @@ r_run(Reader *r, Sink *out, PyObject *source_of, PyTypeObject *tt)
     if (!tracked)
         r->p += 2;  /* an untracked run: nil for its roots and its vals */
     else if ((roots = r_column(r, n)) == NULL || (vals = PyMem_Malloc(sizeof *vals * (size_t)(n + 1))) == NULL ||
-             r_u64s(r, n, vals) < 0)
+             r_vals(r, n, vals) < 0)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (tracked && PyList_GET_ITEM(roots, i) != Py_None)

@@ -35,7 +35,10 @@ run instead of once per tuple (ENGINE-SPEED.md, lesson 8)::
     runs            [[src_task, stream, targets, values, roots, vals], ...]   one per run of
                     consecutive Tuples from one Source; roots and vals are None when the whole
                     run is untracked; a root is an int or a {root: val} map, or None
-                    (SAME_ROOT) for the same int root as the run's previous Tuple
+                    (SAME_ROOT) for the same int root as the run's previous Tuple; vals
+                    is a list of edge values, or one unsigned int: the state its sender's
+                    outbox drew the run's edge ids from (`edge_values`: a tracked emit to
+                    another worker, whose ids then cost no bytes an item)
     ack_targets     the target task of each acker message
     acks            their fields one after another: kind, root, val, spout_task, kind, ...
     reply_targets   the target task of each spout reply
@@ -74,6 +77,28 @@ SAME_ROOT = None
 """A run's root that repeats the previous Tuple's (same int object at the sender): a fan-out's
 children travel together, and a receiver then makes one root int for all of them, whose
 identity the held-ack and acker look-ups compare first (format 2)."""
+
+_M64 = (1 << 64) - 1
+_GAMMA = 0x9E3779B97F4A7C15
+
+
+def edge_values(start: int, n: int) -> list[int]:
+    """The ``n`` edge ids an outbox drew from ``start`` (splitmix64, as `squall._native.IdSource`
+    draws ids): a run's vals sent as its first state (compiled `squall._native.Outbox`).
+
+    Raises:
+        ValueError: ``start`` is not an unsigned 64-bit int.
+    """
+    if not 0 <= start <= _M64:
+        raise ValueError(f"a run's edge state {start!r} is not an unsigned 64-bit int")
+    out = []
+    for i in range(1, n + 1):
+        z = (start + i * _GAMMA) & _M64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        out.append(z ^ (z >> 31))
+    return out
+
 
 WORD_SLOTS = 4096
 """Short words a worker's decoder remembers (a power of two; `Serializer.decode_batch`)."""
@@ -591,6 +616,8 @@ class Serializer:
                 except Exception as e:
                     raise SerializationError(f"batch names an unknown source: task {src_task!r}, stream "
                                              f"{stream!r} ({type(e).__name__}: {e})") from e
+                if type(vals) is int:  # the state the sender's outbox drew the run's edge ids from
+                    vals = edge_values(vals, len(targets))
                 batch_items(out, targets, values, src, roots, vals, Tuple)
             if ack_targets:
                 it = iter(acks)

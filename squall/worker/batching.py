@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import logging
+import secrets
 import threading
 from collections.abc import Callable
 from time import monotonic
@@ -123,8 +124,12 @@ class BatchingTransport(Transport):
             # a batch written at emit must fit a message: its route and seal take the rest (an
             # item too large for it is kept as it is, and `_send_batch` refuses it); the bytes
             # are squall's batch format, so a serializer of another (a test's) gets every item
+            # seed: the edge ids of tracked emits written here are drawn by the outbox (a run carries
+            # its first state, not an id an item); from the OS, so that no two outboxes of any two
+            # workers (forked from one parent, say) draw the same ids, which would cancel in a tree
             q = self._queues[key] = Outbox(self._batch_items, max(0, self.max_message_bytes - SEAL_OVERHEAD - ROUTE_ROOM),
-                                           write=isinstance(self._serializer, Serializer))
+                                           write=isinstance(self._serializer, Serializer),
+                                           seed=secrets.randbits(64))
         return q
 
     def _listening(self, address: str) -> None:

@@ -64,9 +64,9 @@ def same(a, b) -> bool:
 
 def assert_same_inboxes(got: dict, want: dict) -> None:
     assert got.keys() == want.keys()
-    for task in want:
-        assert len(got[task]) == len(want[task]), task
-        assert all(same(x, y) for x, y in zip(got[task], want[task])), task
+    for task, items in want.items():
+        assert len(got[task]) == len(items), task
+        assert all(same(x, y) for x, y in zip(got[task], items)), task
 
 
 @compiled_only
@@ -109,7 +109,7 @@ def test_a_batch_with_a_value_that_is_not_plain_is_delivered_whole_one_way_or_th
     else:  # plain to the decoder (bytes are): taken whole, as the long way gives it
         assert got == 2
         assert_same_inboxes(inboxes, long_way(serializer(), data, (5, 6)))
-    if isinstance(value, dict) or isinstance(value, list) or isinstance(value, tuple):
+    if isinstance(value, (dict, list, tuple)):
         assert got is None
 
 
@@ -207,3 +207,52 @@ def test_a_peers_items_reach_their_inboxes_in_order_over_tcp_by_either_way():
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.parametrize("start", [0, 1, 127, 128, 65535, 2**32, 2**64 - 1])
+def test_a_run_whose_vals_is_a_state_gets_the_ids_drawn_from_it_on_every_path(start):
+    """A run written by an outbox carries the state its edge ids were drawn from (splitmix64,
+    `edge_values`) instead of the ids: the compiled decoder, straight into the inboxes or not, and
+    msgpack's path give the Tuples the same ids."""
+    import msgpack
+
+    from squall.engine import serialize as serialize_module
+    from squall.engine.serialize import edge_values
+
+    data = msgpack.packb([2, [[3, "words", [5, 6, 5], [["a"], ["b"], ["c"]], [9, None, 10], start]], [], [], [], []])
+    want = edge_values(start, 3)
+    assert len(set(want)) == 3 and all(0 <= e < 2**64 for e in want)
+    ser = serializer()
+    assert [t._val for t in ser.decode_batch(data)[1::2]] == want
+    real = serialize_module.unpack_batch
+    serialize_module.unpack_batch = lambda *args: None
+    try:
+        assert [t._val for t in ser.decode_batch(data)[1::2]] == want
+    finally:
+        serialize_module.unpack_batch = real
+    inboxes = {5: deque(), 6: deque()}
+    got = ser.decode_into(data, inboxes)
+    if got is not None:
+        assert [t._val for t in inboxes[5]] == [want[0], want[2]] and [t._val for t in inboxes[6]] == [want[1]]
+        assert [t._root for t in inboxes[5]] == [9, 10]
+
+
+@pytest.mark.parametrize("start", [-1, -2**63, 1.5])
+def test_a_run_whose_vals_is_not_an_unsigned_64_bit_state_is_refused(start):
+    import msgpack
+
+    from squall.engine.serialize import SerializationError
+
+    data = msgpack.packb([2, [[3, "words", [5], [["a"]], [9], start]], [], [], [], []])
+    with pytest.raises(SerializationError):
+        serializer().decode_batch(data)
+    inboxes = {5: deque()}
+    assert serializer().decode_into(data, inboxes) is None and not inboxes[5]
+
+
+@compiled_only
+def test_edge_values_are_splitmix64_as_an_id_source_draws_them():
+    from squall.engine.serialize import edge_values
+
+    source = _native.IdSource(987654321)
+    assert edge_values(987654321, 5) == [source() for _ in range(5)]

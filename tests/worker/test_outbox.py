@@ -5,6 +5,7 @@ a value that cannot be sent must still raise at the emit."""
 
 import random
 import threading
+import time
 
 import pytest
 from doubles import wait_until
@@ -295,3 +296,65 @@ def msgpack_path(ser):
         finally:
             serialize_module.unpack_batch = real
     return decode
+
+
+def test_the_edge_ids_an_outbox_draws_are_the_ones_the_receiver_reads_and_their_acks_complete_the_trees():
+    """A tracked emit written to an outbox (compiled) has its edge id drawn there, and its run
+    carries only the first state: what the other worker decodes (compiled, or msgpack's path) are
+    the ids the emitting task xored into its ack, so acking each received tuple once completes
+    every tree, and a wrong id completes none."""
+    feed = FeederSpout(Fields(["sentence"]))
+    b = TopologyBuilder()
+    b.set_spout("feed", feed)
+    b.set_bolt("split", Split()).shuffle_grouping("feed")
+    b.set_bolt("count", Split()).fields_grouping("split", Fields(["word"]))
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_num_ackers(1)
+    conf.set_message_timeout_secs(30)
+    plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
+    remote = set(plan.component_tasks["count"])
+    transport = OutboxTransport()
+    transport.outbox = _native.Outbox(2048, 1 << 20, seed=12345)
+    transport.set_peers({t: "there" for t in remote})
+    local = [e for e in plan.executors if not set(e.tasks) & remote]
+    worker = Worker(plan, 1, local, component_blobs(plan), transport, SimulatedClock(),
+                    TopologyActivation(active=True), Backpressure(1000), lambda rec: None, lambda w, rec: None, 7)
+    spout = next(ex for ex in worker.executors if ex.component == "feed")
+    sentences = ["the quick brown fox", "jumps over", "the lazy dog", " ".join(f"w{i}" for i in range(40))]
+    for i, s in enumerate(sentences):
+        feed.feed([s], f"m{i}")
+    words = " ".join(sentences).split()
+    src = Source("split", "default", plan.component_tasks["split"][0], Fields(["word"]))
+    ser = Serializer({}, lambda task, stream: src)
+    pending = lambda: [root for bucket in spout.pending._buckets for root in bucket]
+    acker = plan.acker_tasks[0]
+    worker.start()
+    try:
+        assert wait_until(lambda: len(transport.outbox) == len(words))
+        chunks = transport.outbox.take()
+        got = received(ser, chunks)
+        assert [t.values[0] for _, t in got] == words
+        if _native.COMPILED:  # the ids are not on the wire: each run carries its first state
+            data = b"".join(c for c in chunks if type(c) is bytes)
+            assert len(data) < sum(len(w) for w in words) + 12 * len(words)
+            assert outcome(ser.decode_batch, chunks[0]) == outcome(msgpack_path(ser), chunks[0])
+        assert len({t._val for _, t in got}) == len(words) and len(pending()) == len(sentences)
+        first = {}  # each tree's first received tuple
+        for _, t in got:
+            first.setdefault(t._root, t)
+        wrong = [(ACK, t._root, t._val ^ 1, -1) for t in first.values()]
+        for msg in wrong:  # each tree acked with every id right but one: none completes
+            worker.receive(acker, msg)
+        for _, t in got:
+            if t is not first[t._root]:
+                worker.receive(acker, (ACK, t._root, t._val, -1))
+        time.sleep(0.2)
+        assert len(pending()) == len(sentences)
+        for msg in wrong:  # the wrong one again undoes it, and the right one completes each tree
+            worker.receive(acker, msg)
+        for t in first.values():
+            worker.receive(acker, (ACK, t._root, t._val, -1))
+        assert wait_until(lambda: not pending())
+    finally:
+        worker.stop()

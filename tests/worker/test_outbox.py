@@ -6,6 +6,8 @@ a value that cannot be sent must still raise at the emit."""
 import random
 import threading
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from doubles import wait_until
@@ -220,10 +222,20 @@ class OutboxTransport(InMemoryTransport):
         return _native.sender(self.outbox, task_id, Tuple, PLAIN_TYPES, lambda tup: None)
 
 
-def test_a_tracked_emit_to_another_worker_is_written_with_its_root_and_a_new_edge():
-    """A BasicBolt's emit to a task in another worker (written at the emit, compiled, with no
-    Tuple made) carries its input's root and an edge id of its own; the tree stays open until the
-    other worker acks those edges."""
+@dataclass
+class SplitCountHere:
+    """W1's shape on 2 workers, this worker's half: feed -> split here, count (by word) in the
+    other worker, one acker."""
+
+    plan: Any
+    remote: set[int]  # the count tasks, in the other worker
+    feed: FeederSpout
+    worker: Worker     # not started
+    spout: Any         # the feed's executor
+
+
+def split_count_here(transport) -> SplitCountHere:
+    """`SplitCountHere` on ``transport``, whose peers are set to the count tasks."""
     feed = FeederSpout(Fields(["sentence"]))
     b = TopologyBuilder()
     b.set_spout("feed", feed)
@@ -235,12 +247,21 @@ def test_a_tracked_emit_to_another_worker_is_written_with_its_root_and_a_new_edg
     conf.set_message_timeout_secs(30)
     plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
     remote = set(plan.component_tasks["count"])
-    transport = OutboxTransport()
     transport.set_peers({t: "there" for t in remote})
     local = [e for e in plan.executors if not set(e.tasks) & remote]
     worker = Worker(plan, 1, local, component_blobs(plan), transport, SimulatedClock(),
                     TopologyActivation(active=True), Backpressure(1000), lambda rec: None, lambda w, rec: None, 7)
     spout = next(ex for ex in worker.executors if ex.component == "feed")
+    return SplitCountHere(plan, remote, feed, worker, spout)
+
+
+def test_a_tracked_emit_to_another_worker_is_written_with_its_root_and_a_new_edge():
+    """A BasicBolt's emit to a task in another worker (written at the emit, compiled, with no
+    Tuple made) carries its input's root and an edge id of its own; the tree stays open until the
+    other worker acks those edges."""
+    transport = OutboxTransport()
+    run = split_count_here(transport)
+    plan, remote, feed, worker, spout = run.plan, run.remote, run.feed, run.worker, run.spout
     sentences = ["the quick brown fox", "jumps over", "the lazy dog"]
     for i, s in enumerate(sentences):
         feed.feed([s], f"m{i}")
@@ -303,24 +324,10 @@ def test_the_edge_ids_an_outbox_draws_are_the_ones_the_receiver_reads_and_their_
     carries only the first state: what the other worker decodes (compiled, or msgpack's path) are
     the ids the emitting task xored into its ack, so acking each received tuple once completes
     every tree, and a wrong id completes none."""
-    feed = FeederSpout(Fields(["sentence"]))
-    b = TopologyBuilder()
-    b.set_spout("feed", feed)
-    b.set_bolt("split", Split()).shuffle_grouping("feed")
-    b.set_bolt("count", Split()).fields_grouping("split", Fields(["word"]))
-    conf = Config()
-    conf.set_num_workers(2)
-    conf.set_num_ackers(1)
-    conf.set_message_timeout_secs(30)
-    plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
-    remote = set(plan.component_tasks["count"])
     transport = OutboxTransport()
     transport.outbox = _native.Outbox(2048, 1 << 20, seed=12345)
-    transport.set_peers({t: "there" for t in remote})
-    local = [e for e in plan.executors if not set(e.tasks) & remote]
-    worker = Worker(plan, 1, local, component_blobs(plan), transport, SimulatedClock(),
-                    TopologyActivation(active=True), Backpressure(1000), lambda rec: None, lambda w, rec: None, 7)
-    spout = next(ex for ex in worker.executors if ex.component == "feed")
+    run = split_count_here(transport)
+    plan, feed, worker, spout = run.plan, run.feed, run.worker, run.spout
     sentences = ["the quick brown fox", "jumps over", "the lazy dog", " ".join(f"w{i}" for i in range(40))]
     for i, s in enumerate(sentences):
         feed.feed([s], f"m{i}")

@@ -778,13 +778,22 @@ typedef struct {
 
 static PyTypeObject IdSource_Type;
 
+/* splitmix64: a state advances by SPLITMIX_GAMMA, and each state mixes into the next id (an
+ * IdSource's ids, and the edge ids an outbox draws, edge_of) */
+#define SPLITMIX_GAMMA 0x9E3779B97F4A7C15ULL
+
+static inline unsigned long long
+splitmix64_mix(unsigned long long z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
 static inline unsigned long long
 id_next(IdSource *self)
 {
-    unsigned long long z = (self->state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    z = (z ^ (z >> 31)) >> self->shift;
+    unsigned long long z = splitmix64_mix(self->state += SPLITMIX_GAMMA) >> self->shift;
     if (self->times == 1 && self->plus == 0)
         return z;
     return (z ? z : 1) * self->times + self->plus;
@@ -3720,15 +3729,10 @@ w_reset(Writer *w)
  * them, from the outbox's own state, so a run of such items needs only its first state on the
  * wire (the receiver draws the same ids, edge_of) instead of 9 bytes an item, which were a third
  * of a crossing word's bytes, each read, MACed at both ends and decoded */
-#define EDGE_GAMMA 0x9E3779B97F4A7C15ULL
-
 static inline unsigned long long
 edge_of(unsigned long long start, Py_ssize_t i)
 {
-    unsigned long long z = start + (unsigned long long)(i + 1) * EDGE_GAMMA;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
+    return splitmix64_mix(start + (unsigned long long)(i + 1) * SPLITMIX_GAMMA);
 }
 
 /* the open run into the open batch's body; 0, or -1 (no memory) */
@@ -3895,7 +3899,7 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
     run->tracked |= rb != 0;
     if (gen) {  /* the run's count-th drawn id: the receiver's edge_of(gen_start, count) */
         *drawn = edge_of(ob->edge_state, 0);
-        ob->edge_state += EDGE_GAMMA;
+        ob->edge_state += SPLITMIX_GAMMA;
     } else {
         w_u64(&run->vals, val);
     }

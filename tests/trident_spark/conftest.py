@@ -1,10 +1,14 @@
 """Trident on Spark's engine: one SparkSession for the whole directory (``spark``, package-scoped:
 a cold session and its first query cost 30-40 s on a loaded machine, a warm query 3-5 s), Spark's
-Python workers given the repository on their path (they import tests.trident_spark.ops)."""
+Python workers given the repository on their path (they import tests.trident_spark.ops), and
+started as ``squall trident`` starts them: through squall's launcher and fork server."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -52,10 +56,13 @@ def with_repo_on_pythonpath(env: dict[str, str] | None = None) -> dict[str, str]
 @pytest.fixture(scope="package")
 def spark():
     """The directory's SparkSession on local[2,4] (two threads; a task tried up to 4 times, as a
-    cluster retries one, for test_word_count's killed Python worker); stopped after the package."""
+    cluster retries one, for test_word_count's killed Python worker); stopped after the package,
+    then its fork server."""
     os.environ["PYTHONPATH"] = with_repo_on_pythonpath()["PYTHONPATH"]
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
+
+    from squall.trident.spark.launcher import FORKSERVER_SOCKET, start_forkserver, write_script
 
     # getOrCreate would hand back a SparkContext that an earlier test left running in this
     # process (tests/trident/test_docs.py runs a docs block that builds one on local[2]), with its
@@ -67,13 +74,54 @@ def spark():
     builder = SparkSession.builder.master(SPARK_MASTER).appName("trident-spark-tests")
     for key, value in FAST_SPARK.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    assert session.sparkContext.master == SPARK_MASTER, session.sparkContext.master
-    session.sparkContext.setLogLevel("ERROR")
+    # Spark waits a fixed 10 s (not a setting) for a Python process it starts to connect back;
+    # a fresh interpreter importing pyspark and squall outlasted that on a loaded machine. Forked
+    # from the fork server they start in milliseconds, as under `squall trident`. The SparkContext
+    # reads PYSPARK_PYTHON once, when it is made, so it is set only around that: the other Spark
+    # tests in this process (tests/spark's SparkCluster) choose their own.
+    directory = tempfile.mkdtemp(prefix="squall-spark-python-")  # short: a Unix socket's path
+    socket_path = os.path.join(directory, FORKSERVER_SOCKET)
+    server = start_forkserver(socket_path)
+    before = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = write_script(directory, socket_path)
     try:
+        session = builder.getOrCreate()
+    finally:
+        if before is None:
+            del os.environ["PYSPARK_PYTHON"]
+        else:
+            os.environ["PYSPARK_PYTHON"] = before
+    try:
+        assert session.sparkContext.master == SPARK_MASTER, session.sparkContext.master
+        session.sparkContext.setLogLevel("ERROR")
         yield session
     finally:
         session.stop()
+        _stop_forkserver(server)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _stop_forkserver(server: subprocess.Popen) -> None:
+    """End the fork server: its stdin closed, it ends after the processes it forked."""
+    if server.stdin is not None:
+        server.stdin.close()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+def is_spark_python_worker(pid: int) -> bool:
+    """Whether ``pid`` is one of Spark's Python processes, not this one: its command line is
+    pyspark's, or squall's fork server's, which Spark's Python processes are forked from."""
+    if pid == os.getpid():
+        return False
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    return "pyspark" in cmd or "squall.trident.spark.forkserver" in cmd
 
 
 def write_lines(path: Path, lines: list[str]) -> None:

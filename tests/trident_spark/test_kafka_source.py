@@ -25,9 +25,9 @@ pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed:
 from squall.trident.spark import start  # after the skips: it needs pyspark
 from squall.trident.spark.restart import run_restarting
 
-from ..conftest import processes_mentioning, wait_until
+from ..conftest import wait_until
 from ..kafka_broker import QUIET, kafka_broker, utf8_value  # noqa: F401 (the module-scoped broker fixture)
-from .conftest import expected_counts, sentences
+from .conftest import expected_counts, is_spark_python_worker, sentences
 from .ops import Split
 
 pytestmark = pytest.mark.timeout(300)  # the package's first test pays the cold SparkSession on a loaded machine
@@ -77,7 +77,7 @@ def test_a_kafka_word_count_on_spark_is_exact_after_a_python_worker_kill_and_a_s
             "the first batch's Split never reached the gate"
         raise_failure(query)
         pid = int((gate / "pid").read_text())
-        assert pid in processes_mentioning("pyspark")  # a Spark Python worker, not this process
+        assert is_spark_python_worker(pid)
         os.kill(pid, signal.SIGKILL)
         (gate / "go").write_text("go")
         assert counted_all(query, first) == expected_counts(first), "a killed Python worker's batch counted other than once"

@@ -19,17 +19,10 @@ from squall.trident.spark import start
 from squall.trident.spout import FixedBatchSpout
 
 from ..conftest import wait_until
-from .conftest import delta_counts, expected_counts, sentences, write_lines
+from .conftest import delta_counts, expected_counts, is_spark_python_worker, sentences, write_lines
 from .ops import Split, delta_counts_factory, plain_spout, word_count
 
 pytestmark = pytest.mark.timeout(300)  # the first test pays the cold SparkSession on a loaded machine
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def _batch_ids(directory: Path) -> list[int]:
@@ -72,7 +65,7 @@ def test_a_file_word_count_into_delta_is_exact_after_a_python_worker_is_killed_a
         assert wait_until(lambda: (gate / "pid").exists() or query.exception() is not None, 240, 0.05), \
             "the first batch's Split never reached the gate"
         pid = int((gate / "pid").read_text())
-        assert "pyspark" in _cmdline(pid) and pid != os.getpid()  # a Spark Python worker, not this process
+        assert is_spark_python_worker(pid)
         os.kill(pid, signal.SIGKILL)
         (gate / "go").write_text("go")
         query.processAllAvailable()  # Spark retries the killed task (local[2,4]: up to 4 tries)

@@ -37,7 +37,12 @@ then ran in a JVM the Trident query had warmed. ``cpu_s`` is the CPU of each way
 tree (the driver, the JVM, every Python process Spark started; SparkSession made and stopped
 included), which the machine's other load changes less than the wall time.
 
-    python -m bench.w1t_spark --n 200000 --batch-size 2500
+``--repeat R`` runs each Spark way R times, the ways in turn and the order reversed each time
+(trident, sql, udf, then udf, sql, trident, ...), and reports each way's median run and each
+repeat's Trident-to-SQL ratio (``pair_ratios``): the machine's speed swings within minutes, and
+one run of each way in a fixed order measures the swing as much as the ways.
+
+    python -m bench.w1t_spark --n 200000 --batch-size 2500 --repeat 4
 """
 
 from __future__ import annotations
@@ -187,22 +192,51 @@ def _way_in_process(way: str, n: int, batch_size: int, launcher: bool, warm: boo
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def way_order(repeat: int) -> tuple[str, ...]:
+    """The order the Spark ways run in repeat ``repeat`` (from 0): `WAYS`, then reversed, and so
+    on, so that no way always runs first (on this machine the first of a pair of runs was the
+    faster in 11 of 12 pairs, whichever code it ran) or always meets the load the others raised."""
+    return WAYS if repeat % 2 == 0 else WAYS[::-1]
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of one way's ``runs`` (each `run_way`'s result), the one of median wall time (of an even
+    number, the slower of the middle two), with every run's wall and CPU beside it."""
+    ordered = sorted(runs, key=lambda r: r["wall_s"])
+    chosen = dict(ordered[len(ordered) // 2])
+    if len(runs) > 1:
+        chosen["runs_wall_s"] = [r["wall_s"] for r in runs]
+        chosen["runs_cpu_s"] = [r["cpu_s"] for r in runs]
+        chosen["correct"] = all(r["correct"] for r in runs)
+    return chosen
+
+
 def run(n: int = 100_000, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = True,
-        launcher: bool = True, jvm: str = "cold") -> dict[str, Any]:
+        launcher: bool = True, jvm: str = "cold", repeat: int = 1) -> dict[str, Any]:
     """One record: sentences/s of each way, batch latency of the Trident ones, correctness;
-    ``jvm``: where each Spark way runs (see the module docstring)."""
+    ``jvm``: where each Spark way runs (see the module docstring); ``repeat``: how many times each
+    Spark way runs, in the alternating order of `way_order` (``cold`` and ``warm`` only), each
+    way's figures then its median run's (`median_run`), and ``pair_ratios`` each repeat's ratio."""
     if jvm not in JVMS:
         raise ValueError(f"jvm {jvm!r}: expected one of {JVMS}")
+    if repeat < 1 or (repeat > 1 and jvm == "shared"):
+        raise ValueError(f"repeat {repeat}: expected 1 or more, and 1 with jvm 'shared' (its ways share one JVM)")
     record: dict[str, Any] = {"workload": "W1T-spark", "n": n, "batch_size": batch_size, "launcher": launcher,
-                              "jvm": jvm, "batches": -(-LINES_PER_FILE // batch_size)}
+                              "jvm": jvm, "batches": -(-LINES_PER_FILE // batch_size), "repeat": repeat}
+    runs: dict[str, list[dict[str, Any]]] = {way: [] for way in WAYS}
+    for r in range(repeat):
+        for way in way_order(r):
+            if jvm == "shared":
+                result = run_way(way, n, batch_size, launcher)
+            else:
+                result = _way_in_process(way, n, batch_size, launcher, warm=jvm == "warm")
+            if "pyspark" in result:
+                record["pyspark"] = result.pop("pyspark")
+            runs[way].append(result)
     for way in WAYS:
-        if jvm == "shared":
-            result = run_way(way, n, batch_size, launcher)
-        else:
-            result = _way_in_process(way, n, batch_size, launcher, warm=jvm == "warm")
-        if "pyspark" in result:
-            record["pyspark"] = result.pop("pyspark")
-        record["trident_spark" if way == "trident" else f"spark_{way}"] = result
+        record["trident_spark" if way == "trident" else f"spark_{way}"] = median_run(runs[way])
+    if repeat > 1:
+        record["pair_ratios"] = [round(s["wall_s"] / t["wall_s"], 3) for t, s in zip(runs["trident"], runs["sql"])]
     if engine:
         from .w1t_trident import run_trident
 
@@ -218,7 +252,7 @@ def run(n: int = 100_000, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = T
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench.w1t_spark [--n N] [--batch-size B] [--no-engine] [--no-launcher] [--jvm cold|warm|shared]
-    [--no-save]``: print the record as one JSON line and append it to ``bench/results/w1t_spark.jsonl``."""
+    [--repeat R] [--no-save]``: print the record as one JSON line and append it to ``bench/results/w1t_spark.jsonl``."""
     parser = argparse.ArgumentParser(prog="python -m bench.w1t_spark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=100_000, help="sentences (default 100,000)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
@@ -229,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jvm", choices=JVMS, default="cold",
                         help="each Spark way in a fresh process (cold, the default), the same after an untimed "
                              "run (warm), or all in this process, the Trident query first (shared)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run each Spark way this many times, in alternating order, and report each "
+                             "way's median run (default 1)")
     parser.add_argument("--no-save", action="store_true", help="print the record only")
     parser.add_argument("--way", choices=WAYS, help=argparse.SUPPRESS)  # one way, its JSON on stdout: run()'s child
     parser.add_argument("--warm-up", action="store_true", help=argparse.SUPPRESS)
@@ -241,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     from . import harness
 
     before = round(os.getloadavg()[0], 2)
-    record = harness.finish_record(run(args.n, args.batch_size, not args.no_engine, not args.no_launcher, args.jvm))
+    record = harness.finish_record(run(args.n, args.batch_size, not args.no_engine, not args.no_launcher, args.jvm,
+                                       args.repeat))
     record["loadavg_1m_before"] = before
     harness.emit_record(record, None if args.no_save else harness.RESULTS_DIR / "w1t_spark.jsonl")
     return 0

@@ -165,6 +165,26 @@ class Wiring:
         self.ackers = [self.deliver[t] for t in self.plan.acker_tasks]
 
 
+def unshare_dict(obj: Any) -> None:
+    """Give an unpickled component an instance dict of its own keys, in place of the one that
+    unpickling left it (its attributes, values and identity are the same).
+
+    Unpickling sets a component's state through its ``__dict__``, which makes CPython (3.11)
+    turn the instance's inline values into a dict that shares its keys with the class (a split
+    table). CPython never specialises an attribute read on such an instance: every
+    ``self.x`` in ``next_tuple`` or ``execute`` went the generic way (``dis(..., adaptive=True)``
+    after a run showed ``LOAD_ATTR_ADAPTIVE``), where a dict of its own is read through
+    ``LOAD_ATTR_WITH_HINT``. Called before ``open``/``prepare``, when no user code can hold
+    the old dict; an object without a plain ``__dict__`` is left as it is.
+    """
+    d = getattr(obj, "__dict__", None)
+    if type(d) is dict:
+        try:
+            obj.__dict__ = dict(d)  # a new dict's keys are its own
+        except (AttributeError, TypeError):  # a class that does not let its __dict__ be set
+            pass
+
+
 class Executor:
     """Base of the three executors: tasks, inboxes, stats and the contract with the loop."""
 

@@ -64,3 +64,19 @@ def test_spread_puts_every_item_in_one_group_of_at_most_the_task_count():
     assert spread([1, 2, 3, 4, 5], 2) == [[1, 3, 5], [2, 4]]
     assert spread([1, 2], 5) == [[1], [2]]
     assert spread([1, 2], 0) == [[1], [2]]
+
+
+def test_a_partitioned_spouts_value_not_of_its_declared_type_fails_its_read_naming_spout_field_and_txid(tmp_path):
+    """The planning emit only counts the tuples (`latestOffset`: the offsets of a batch); the
+    read, which emits them again into the columns, checks each value."""
+    write_lines(tmp_path / "a.txt", ["one", "two"])
+    spout = FileTridentSpout(str(tmp_path), ["word", "n"], translator=lambda line: [line.decode(), "7"])
+    fields = ["word", "n"]
+    spec = SpoutSpec("files", spout, {}, tuple(fields), typed_fields("files", spout, fields, "trident_s0", {"n": int}))
+    reader = PartitionedSpoutReader(spec)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, None)
+    assert end["txid"] == 1
+    [partition] = reader.partitions(start, end)
+    with pytest.raises(ValueError, match=r"field 'n' is declared int, and txid 1 emitted '7' \(str\)"):
+        list(reader.read(partition))

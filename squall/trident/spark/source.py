@@ -232,6 +232,21 @@ class _Collect:
         raise error
 
 
+class _Counter:
+    """A `TridentCollector` that only counts: a partitioned spout's planning emit, whose tuples
+    are not kept (the read's `_Collect` emits them again and checks each value); 40% of the
+    planning emit's CPU on W1T went to keeping them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def emit(self, values: Any) -> None:
+        self.count += 1
+
+    def report_error(self, error: BaseException) -> None:
+        raise error
+
+
 class _Reader(DataSourceStreamReader):
     """What both readers share: the spec, its context, offsets from txid 0."""
 
@@ -373,7 +388,7 @@ class PartitionedSpoutReader(_Reader):
             self._live["info"] = info
         parts = dict(start.get("parts", {}))
         prev = {p: from_offset(parts.get(p.get_id())) for p in ordered}
-        out = _Collect(self.spec, txid)
+        out = _Counter()
         metas = emitter.emit_batch_new(_attempt(txid), out, set(ordered), prev)
         if not out.count:
             return start

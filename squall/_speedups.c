@@ -3657,6 +3657,10 @@ typedef struct {
     int write;                             /* 0: every item is kept as an object (a serializer of another format) */
     Writer scratch;                        /* an item's values, written before anything is changed */
     unsigned long long edge_state;         /* the splitmix64 state of the edge ids it draws (outbox_put_tuple) */
+    /* the last item's task and root ints (held, so that the same object is the same value) and
+     * their bits: a split's words go to one task, a sentence's with one root, and are not read again */
+    PyObject *last_task, *last_root;
+    unsigned long long last_task_bits, last_root_bits;
 } Outbox;
 
 static PyTypeObject Outbox_Type;
@@ -3850,25 +3854,49 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
                  unsigned long long val, unsigned long long *drawn)
 {
     unsigned long long t, rb;
-    if (!ob->write || ob->chunks == NULL || !PyList_CheckExact(values) || !PyLong_CheckExact(root) || task_bits(task, &t) < 0 || u64_of(root, &rb) < 0)
+    if (!ob->write || ob->chunks == NULL || !PyList_CheckExact(values) || !PyLong_CheckExact(root))
         return 1;
+    if (task == ob->last_task) {
+        t = ob->last_task_bits;
+    } else {
+        if (task_bits(task, &t) < 0)
+            return 1;
+        Py_XSETREF(ob->last_task, Py_NewRef(task));
+        ob->last_task_bits = t;
+    }
+    if (root == ob->last_root) {
+        rb = ob->last_root_bits;
+    } else {
+        if (u64_of(root, &rb) < 0)
+            return 1;
+        Py_XSETREF(ob->last_root, Py_NewRef(root));
+        ob->last_root_bits = rb;
+    }
     int gen = drawn != NULL;
     if (gen && rb == 0)  /* an edge without a tree: not the tracked emit this is for */
         return 1;
     Writer *s = &ob->scratch;
     s->len = 0;
-    Py_ssize_t k = PyList_GET_SIZE(values);
-    int rc = k < 16 ? w_reserve(s, 1) : W_ARRAY(s, k);
-    if (rc < 0)
-        return -1;
-    if (k < 16)
-        s->buf[s->len++] = (char)(0x90 | k);
-    for (Py_ssize_t j = 0; j < k; j++)  /* no Python runs here: the list cannot change under us */
-        if ((rc = w_plain(s, PyList_GET_ITEM(values, j))) != 0)
-            return rc;
-    if (s->len > ob->max_bytes / 2)  /* a large item: the serializer's path, which may refuse it */
-        return 1;
-    if (outbox_room(ob, s->len + 27) < 0)
+    Py_ssize_t k = PyList_GET_SIZE(values), size;
+    PyObject *word = k == 1 ? PyList_GET_ITEM(values, 0) : NULL;
+    int rc;
+    if (word != NULL && PyUnicode_CheckExact(word) && PyUnicode_IS_COMPACT_ASCII(word) && PyUnicode_GET_LENGTH(word) < 32) {
+        size = 2 + PyUnicode_GET_LENGTH(word);  /* [word], a short ASCII str: written below, with no scratch */
+    } else {
+        word = NULL;
+        rc = k < 16 ? w_reserve(s, 1) : W_ARRAY(s, k);
+        if (rc < 0)
+            return -1;
+        if (k < 16)
+            s->buf[s->len++] = (char)(0x90 | k);
+        for (Py_ssize_t j = 0; j < k; j++)  /* no Python runs here: the list cannot change under us */
+            if ((rc = w_plain(s, PyList_GET_ITEM(values, j))) != 0)
+                return rc;
+        if (s->len > ob->max_bytes / 2)  /* a large item: the serializer's path, which may refuse it */
+            return 1;
+        size = s->len;
+    }
+    if (outbox_room(ob, size + 27) < 0)
         return -1;
     OpenRun *run = &ob->run;
     if (src != run->src || (run->count > 0 && run->gen != gen)) {  /* a run's edges are all drawn here, or all given */
@@ -3884,12 +3912,19 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
         run->gen = gen;
         run->gen_start = ob->edge_state;
     }
-    if (w_reserve(&run->targets, 9) < 0 || w_reserve(&run->values, s->len) < 0 ||
+    if (w_reserve(&run->targets, 9) < 0 || w_reserve(&run->values, size) < 0 ||
             w_reserve(&run->roots, 9) < 0 || w_reserve(&run->vals, 9) < 0)
         return -1;
     w_u64(&run->targets, t);
-    memcpy(run->values.buf + run->values.len, s->buf, (size_t)s->len);
-    run->values.len += s->len;
+    char *p = run->values.buf + run->values.len;
+    if (word != NULL) {
+        p[0] = (char)0x91;
+        p[1] = (char)(0xa0 | (size - 2));
+        memcpy(p + 2, PyUnicode_DATA(word), (size_t)(size - 2));
+    } else {
+        memcpy(p, s->buf, (size_t)size);
+    }
+    run->values.len += size;
     if (run->has_prev && rb == run->prev_root)  /* the previous Tuple's root again (serialize.SAME_ROOT) */
         run->roots.buf[run->roots.len++] = (char)0xc0;
     else
@@ -4033,6 +4068,8 @@ Outbox_clear(Outbox *self)
 {
     Py_CLEAR(self->chunks);
     Py_CLEAR(self->run.src);
+    Py_CLEAR(self->last_task);
+    Py_CLEAR(self->last_root);
     return 0;
 }
 
@@ -4463,14 +4500,6 @@ out_pair(Sink *sink, PyObject *target, PyObject *item)
     return rc;
 }
 
-/* the next array, of n ints or None, as a list (a run's roots or vals); NULL as r_plain */
-static PyObject *
-r_column(Reader *r, Py_ssize_t n)
-{
-    Py_ssize_t k;
-    return r_array(r, &k) < 0 || k != n ? NULL : r_values(r, n, 1);
-}
-
 /* the next array, of n unsigned ints of 64 bits, into vs (a run's vals: edge values, which a
  * Tuple holds as 64 bits, so no int is made for them); -1 for anything else (another value,
  * another length), which the caller leaves to msgpack's path */
@@ -4526,7 +4555,56 @@ r_vals(Reader *r, Py_ssize_t n, unsigned long long *vs)
     return 0;
 }
 
-/* one run [src_task, stream, targets, values, roots, vals] of Tuples into out; -1 */
+/* the next value when it is an int of 0 .. 2**64 - 1 in msgpack's unsigned forms, into *u: 0;
+ * else -1 with nothing read (the caller takes r_plain's path) */
+static inline int
+r_uint(Reader *r, unsigned long long *u)
+{
+    if (!R_NEED(r, 1))
+        return -1;
+    unsigned char tag = *r->p;
+    if (tag <= 0x7f) {
+        *u = tag;
+        r->p += 1;
+        return 0;
+    }
+    if (tag < 0xcc || tag > 0xcf)
+        return -1;
+    int bytes = 1 << (tag - 0xcc);
+    if (!R_NEED(r, 1 + bytes))
+        return -1;
+    *u = r_be(r->p + 1, bytes);
+    r->p += 1 + bytes;
+    return 0;
+}
+
+/* the next n ints as n new references in vs (a run's targets, whose small ints are CPython's
+ * own: no object made); -1 (every reference taken back) for anything else */
+static int
+r_ints(Reader *r, Py_ssize_t n, PyObject **vs)
+{
+    Py_ssize_t i;
+    for (i = 0; i < n; i++) {
+        unsigned long long u;
+        PyObject *v = r_uint(r, &u) == 0 ? PyLong_FromUnsignedLongLong(u) : r_plain(r);
+        if (v == NULL || !PyLong_CheckExact(v)) {
+            Py_XDECREF(v);
+            break;
+        }
+        vs[i] = v;
+    }
+    if (i == n)
+        return 0;
+    while (i > 0)
+        Py_DECREF(vs[--i]);
+    return -1;
+}
+
+/* one run [src_task, stream, targets, values, roots, vals] of Tuples into out; -1.
+ * Its columns are read into one C array (targets, values lists, roots) rather than a Python list
+ * each: three lists of a run's length made, zeroed, filled, walked and freed were ~15% of
+ * decoding, delivering and freeing a received W1 word. A run's roots are mostly nil (the
+ * previous Tuple's root, serialize.SAME_ROOT): a root slot holds a new reference, or NULL for nil. */
 static int
 r_run(Reader *r, Sink *out, PyObject *source_of, PyTypeObject *tt)
 {
@@ -4542,43 +4620,66 @@ r_run(Reader *r, Sink *out, PyObject *source_of, PyTypeObject *tt)
         Py_XDECREF(src);
         return -1;
     }
+    /* n: the targets' array, now to be read */
     int rc = -1;
-    PyObject *values = NULL, *roots = NULL, *root = NULL;
-    unsigned long long *vals = NULL;
-    PyObject *targets = r_values(r, n, 0);
-    if (targets == NULL)
+    Py_ssize_t k, have_targets = 0, have_values = 0, have_roots = 0, made = 0;
+    /* n targets, n values, n roots (NULL: nil), then the vals' n + 1 64-bit ints */
+    PyObject **cols = PyMem_Malloc(sizeof(PyObject *) * 3 * (size_t)n + sizeof(unsigned long long) * (size_t)(n + 1));
+    if (cols == NULL)
         goto done;
-    Py_ssize_t k;
-    if (r_array(r, &k) < 0 || k != n || (values = PyList_New(n)) == NULL)
+    PyObject **targets = cols, **values = cols + n, **roots = cols + 2 * n;
+    unsigned long long *vals = (unsigned long long *)(cols + 3 * n);
+    if (r_ints(r, n, targets) < 0)
         goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = r_plain_list(r);
-        if (v == NULL)
+    have_targets = n;
+    if (r_array(r, &k) < 0 || k != n)
+        goto done;
+    for (; have_values < n; have_values++)
+        if ((values[have_values] = r_plain_list(r)) == NULL)
             goto done;
-        PyList_SET_ITEM(values, i, v);
-    }
     int tracked = !(R_NEED(r, 2) && r->p[0] == 0xc0 && r->p[1] == 0xc0);
-    if (!tracked)
+    if (!tracked) {
         r->p += 2;  /* an untracked run: nil for its roots and its vals */
-    else if ((roots = r_column(r, n)) == NULL || (vals = PyMem_Malloc(sizeof *vals * (size_t)(n + 1))) == NULL ||
-             r_vals(r, n, vals) < 0)
-        goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (tracked && PyList_GET_ITEM(roots, i) != Py_None)
-            root = PyList_GET_ITEM(roots, i);  /* borrowed from roots */
+    } else {
+        if (r_array(r, &k) < 0 || k != n)
+            goto done;
+        for (; have_roots < n; have_roots++) {
+            unsigned long long u;
+            PyObject *v;
+            if (R_NEED(r, 1) && *r->p == 0xc0) {
+                r->p += 1;
+                v = NULL;
+            } else if ((v = r_uint(r, &u) == 0 ? PyLong_FromUnsignedLongLong(u) : r_plain(r)) == NULL ||
+                       !PyLong_CheckExact(v)) {
+                Py_XDECREF(v);
+                goto done;
+            }
+            roots[have_roots] = v;
+        }
+        if (r_vals(r, n, vals) < 0)
+            goto done;
+    }
+    PyObject *root = NULL;
+    for (; made < n; made++) {
+        if (tracked && roots[made] != NULL)
+            root = roots[made];  /* borrowed from roots */
         else if (tracked && root == NULL)
             goto done;  /* a run that begins with "the previous tuple's root" */
-        PyObject *t = tuple_make_bits(tt, PyList_GET_ITEM(values, i), src, tracked ? root : ZERO,
-                                      tracked ? vals[i] : 0, 0);
-        if (out_pair(out, PyList_GET_ITEM(targets, i), t) < 0)
+        PyObject *t = tuple_make_bits(tt, values[made], src, tracked ? root : ZERO, tracked ? vals[made] : 0, 0);
+        if (out_pair(out, targets[made], t) < 0)
             goto done;
     }
     rc = 0;
 done:
-    Py_XDECREF(targets);
-    Py_XDECREF(values);
-    Py_XDECREF(roots);
-    PyMem_Free(vals);
+    if (cols != NULL) {
+        for (Py_ssize_t i = 0; i < have_targets; i++)
+            Py_DECREF(targets[i]);
+        for (Py_ssize_t i = 0; i < have_values; i++)
+            Py_DECREF(values[i]);
+        for (Py_ssize_t i = 0; i < have_roots; i++)
+            Py_XDECREF(roots[i]);
+        PyMem_Free(cols);
+    }
     Py_DECREF(src);
     return rc;
 }

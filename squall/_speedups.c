@@ -1346,6 +1346,8 @@ sibling_next(PyObject *inbox, PyObject *root)
     return same;
 }
 
+static int sender_put_message(PyObject *send, PyObject *const *fields, Py_ssize_t size);
+
 /* ackers[root % len(ackers)]((kind, root, x, -1)): a bolt's ack of one tree, sent at once
  * (ackers a non-empty list) */
 static int
@@ -1368,6 +1370,12 @@ send_ack(PyObject *ackers, PyObject *kind, PyObject *root, PyObject *x)
         }
     }
     PyObject *send = Py_NewRef(PyList_GET_ITEM(ackers, i));
+    PyObject *fields[4] = {kind, root, x, MINUS_ONE};
+    int put = sender_put_message(send, fields, 4);  /* an acker in another worker: written, no tuple */
+    if (put <= 0) {
+        Py_DECREF(send);
+        return put;
+    }
     PyObject *msg = PyTuple_Pack(4, kind, root, x, MINUS_ONE);
     PyObject *res = msg ? call_quick(send, msg) : NULL;
     Py_XDECREF(msg);
@@ -3945,20 +3953,17 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
     return 0;
 }
 
-/* an acker message (a tuple of 4) or a spout reply (of 3) written into the open batch; as outbox_put_tuple */
+/* an acker message (4 fields) or a spout reply (3) written into the open batch; as outbox_put_tuple */
 static int
-outbox_put_message(Outbox *ob, PyObject *task, PyObject *msg)
+outbox_put_fields(Outbox *ob, PyObject *task, PyObject *const *fields, Py_ssize_t size)
 {
     unsigned long long t;
-    if (!ob->write || ob->chunks == NULL || !PyTuple_CheckExact(msg) || task_bits(task, &t) < 0)
-        return 1;
-    Py_ssize_t size = PyTuple_GET_SIZE(msg);
-    if (size != 4 && size != 3)
+    if (!ob->write || ob->chunks == NULL || (size != 4 && size != 3) || task_bits(task, &t) < 0)
         return 1;
     Writer *s = &ob->scratch;
     s->len = 0;
     for (Py_ssize_t f = 0; f < size; f++) {
-        int rc = w_plain(s, PyTuple_GET_ITEM(msg, f));
+        int rc = w_plain(s, fields[f]);
         if (rc != 0)
             return rc;
     }
@@ -3976,6 +3981,27 @@ outbox_put_message(Outbox *ob, PyObject *task, PyObject *msg)
     ob->queued++;
     ob->slow_last = 0;
     return 0;
+}
+
+/* an acker message or a spout reply, a tuple; as outbox_put_fields */
+static int
+outbox_put_message(Outbox *ob, PyObject *task, PyObject *msg)
+{
+    if (!PyTuple_CheckExact(msg))
+        return 1;
+    return outbox_put_fields(ob, task, ((PyTupleObject *)msg)->ob_item, PyTuple_GET_SIZE(msg));
+}
+
+/* the message of fields written into send's outbox when send is a Sender of one (a task in
+ * another worker) and they are plain: 0; 1 when not (nothing written: the caller makes the
+ * tuple and calls send); -1 with an error. A bolt's ack to an acker in another worker was a tuple
+ * made, read once by the outbox and freed. */
+static int
+sender_put_message(PyObject *send, PyObject *const *fields, Py_ssize_t size)
+{
+    if (!Py_IS_TYPE(send, &Sender_Type) || ((Sender *)send)->outbox == NULL)
+        return 1;
+    return outbox_put_fields((Outbox *)((Sender *)send)->outbox, ((Sender *)send)->task, fields, size);
 }
 
 /* task and item appended as objects, after the open batch (for the serializer's Python path); 0 or -1 */

@@ -234,8 +234,9 @@ class SplitCountHere:
     spout: Any         # the feed's executor
 
 
-def split_count_here(transport) -> SplitCountHere:
-    """`SplitCountHere` on ``transport``, whose peers are set to the count tasks."""
+def split_count_here(transport, acker_there: bool = False) -> SplitCountHere:
+    """`SplitCountHere` on ``transport``, whose peers are set to the count tasks (and the acker,
+    with ``acker_there``)."""
     feed = FeederSpout(Fields(["sentence"]))
     b = TopologyBuilder()
     b.set_spout("feed", feed)
@@ -246,7 +247,7 @@ def split_count_here(transport) -> SplitCountHere:
     conf.set_num_ackers(1)
     conf.set_message_timeout_secs(30)
     plan = make_plan("t", "t-1", b.create_topology(), topology_conf({}, conf), dict(conf))
-    remote = set(plan.component_tasks["count"])
+    remote = set(plan.component_tasks["count"]) | (set(plan.acker_tasks) if acker_there else set())
     transport.set_peers({t: "there" for t in remote})
     local = [e for e in plan.executors if not set(e.tasks) & remote]
     worker = Worker(plan, 1, local, component_blobs(plan), transport, SimulatedClock(),
@@ -365,3 +366,38 @@ def test_the_edge_ids_an_outbox_draws_are_the_ones_the_receiver_reads_and_their_
         assert wait_until(lambda: not pending())
     finally:
         worker.stop()
+
+
+def test_a_bolt_s_ack_to_an_acker_in_another_worker_carries_its_tree_s_xor():
+    """A BasicBolt's ack of a tree whose acker is in another worker (written into the outbox
+    without a tuple, compiled) reaches it as (ACK, root, x, -1): with the spout's init and the
+    acks of the tuples it emitted there, each tree's values xor to zero, as the acker needs."""
+    transport = OutboxTransport()
+    run = split_count_here(transport, acker_there=True)
+    plan, feed, worker = run.plan, run.feed, run.worker
+    sentences = ["the quick brown fox", "jumps over", "the lazy dog", " ".join(f"w{i}" for i in range(40))]
+    for i, s in enumerate(sentences):
+        feed.feed([s], f"m{i}")
+    words = " ".join(sentences).split()
+    src = Source("split", "default", plan.component_tasks["split"][0], Fields(["word"]))
+    ser = Serializer({}, lambda task, stream: src)
+    worker.start()
+    try:  # each sentence: its words, the spout's init, the split's ack
+        assert wait_until(lambda: len(transport.outbox) == len(words) + 2 * len(sentences))
+    finally:
+        worker.stop()
+    got = received(ser, transport.outbox.take())
+    acker = plan.acker_tasks[0]
+    tuples = [t for _, t in got if type(t) is Tuple]
+    messages = [m for task, m in got if task == acker]
+    assert [t.values[0] for t in tuples] == words and len(messages) == 2 * len(sentences)
+    inits = {m[1]: m for m in messages if m[0] == INIT}
+    acks = {m[1]: m for m in messages if m[0] == ACK}
+    assert set(inits) == set(acks) == {t._root for t in tuples} and len(inits) == len(sentences)
+    assert all(type(m) is tuple and len(m) == 4 and m[3] == -1 for m in acks.values())
+    for root in inits:
+        x = inits[root][2] ^ acks[root][2]
+        for t in tuples:
+            if t._root == root:
+                x ^= t._val  # the count task's ack of it
+        assert x == 0

@@ -4726,7 +4726,8 @@ r_messages(Reader *r, Sink *out, Py_ssize_t size)
         if (msg == NULL)
             goto done;
         for (Py_ssize_t f = 0; f < size; f++) {
-            PyObject *v = r_plain(r);
+            unsigned long long u;  /* a kind, a root, an xor: unsigned ints, read without r_plain's switch */
+            PyObject *v = r_uint(r, &u) == 0 ? PyLong_FromUnsignedLongLong(u) : r_plain(r);
             if (v == NULL) {
                 Py_DECREF(msg);
                 goto done;

@@ -4439,9 +4439,21 @@ str:
 static PyObject *
 r_values(Reader *r, Py_ssize_t n, int ints_or_none)
 {
-    PyObject *list = PyList_New(n);
+    /* its items' array not zeroed (PyList_New(n) callocs it): the list's size grows as each is
+     * set, so a collection run by an allocation meanwhile sees only set items; n is within what
+     * is left of the bytes (r_array), so a hostile length allocates no more than they could */
+    PyObject *list = PyList_New(0);
     if (list == NULL)
         return NULL;
+    if (n > 0) {
+        PyObject **items = PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
+        if (items == NULL) {
+            Py_DECREF(list);
+            return PyErr_NoMemory();
+        }
+        ((PyListObject *)list)->ob_item = items;
+        ((PyListObject *)list)->allocated = n;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *v = r_plain(r);
         if (v == NULL || (ints_or_none && v != Py_None && !PyLong_CheckExact(v))) {
@@ -4450,6 +4462,7 @@ r_values(Reader *r, Py_ssize_t n, int ints_or_none)
             return NULL;
         }
         PyList_SET_ITEM(list, i, v);
+        Py_SET_SIZE(list, i + 1);
     }
     return list;
 }

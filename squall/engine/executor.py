@@ -7,6 +7,7 @@ by its loop only: ``open`` once the topology is first active, ``drain`` to proce
 
 from __future__ import annotations
 
+import gc
 import logging
 import random
 import time
@@ -175,8 +176,13 @@ def unshare_dict(obj: Any) -> None:
     ``self.x`` in ``next_tuple`` or ``execute`` went the generic way (``dis(..., adaptive=True)``
     after a run showed ``LOAD_ATTR_ADAPTIVE``), where a dict of its own is read through
     ``LOAD_ATTR_WITH_HINT``. Called before ``open``/``prepare``, when no user code can hold
-    the old dict; an object without a plain ``__dict__`` is left as it is.
+    the old dict; an object without a plain ``__dict__`` is left as it is, and so is one whose
+    attributes are still its own inline values (unpickled with no state: W1's bolts), which
+    CPython reads fastest (``LOAD_ATTR_INSTANCE_VALUE``) and which reading ``__dict__`` would
+    turn into a dict.
     """
+    if not any(type(r) is dict for r in gc.get_referents(obj)):
+        return  # no dict made yet (a dict among its values would only cost the copy below)
     d = getattr(obj, "__dict__", None)
     if type(d) is dict:
         try:

@@ -6,6 +6,7 @@ on which every ``self.x`` went CPython's generic way (issue 38: W2's spout and b
 from __future__ import annotations
 
 import dis
+import gc
 import sys
 
 import cloudpickle
@@ -53,6 +54,25 @@ def test_an_unpickled_object_keeps_its_attributes_and_its_reads_are_specialised(
         obj.add()
     assert vars(obj) == {"step": 3, "total": 6000}
     assert reads_of(Adder.add, "step") and not set(reads_of(Adder.add, "step")) & GENERIC
+
+
+class Counter:
+    def prepare(self) -> None:
+        self.n = 0
+
+    def add(self) -> None:
+        self.n += 1
+
+
+@needs_specialising
+def test_an_object_unpickled_without_state_keeps_its_inline_values():
+    obj = cloudpickle.loads(cloudpickle.dumps(Counter()))
+    unshare_dict(obj)
+    assert not any(type(r) is dict for r in gc.get_referents(obj))  # no dict made for it
+    obj.prepare()
+    for _ in range(2000):
+        obj.add()
+    assert obj.n == 2000 and reads_of(Counter.add, "n") and not set(reads_of(Counter.add, "n")) & GENERIC
 
 
 def test_an_object_without_a_dict_is_left_as_it_is():

@@ -11,8 +11,10 @@ LocalCluster).
 
 All Spark runs use ``local[1]`` (the peers' setting) with the SparkSession made before the clock
 starts, and the same number of micro-batches of the same size where whole files allow it (the
-peers read ``maxFilesPerTrigger`` files a batch: ``--n 200000 --batch-size 2500`` is 4 batches
-of 50,000 sentences for all three). The Trident query's session runs Spark's Python processes
+peers read ``maxFilesPerTrigger`` files a batch). The default is W1's own size (BENCHMARKS.md:
+1,000,000 sentences, 100 files) in 20 batches of 50,000 sentences (``--batch-size 500``), the
+batch of every earlier measurement; ``--n 200000 --batch-size 2500``, the earlier runs' size, is
+4 batches of 50,000. The Trident query's session runs Spark's Python processes
 through ``squall.trident.spark.daemon`` and, unless ``--no-launcher``, with
 ``squall.trident.spark.launcher`` as their Python executable and squall's fork server started
 with the session (as ``squall trident`` does: ``squall.trident.spark.forkserver``, which forks
@@ -42,7 +44,7 @@ included), which the machine's other load changes less than the wall time.
 repeat's Trident-to-SQL ratio (``pair_ratios``): the machine's speed swings within minutes, and
 one run of each way in a fixed order measures the swing as much as the ways.
 
-    python -m bench.w1t_spark --n 200000 --batch-size 2500 --repeat 4
+    python -m bench.w1t_spark --repeat 3
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ from typing import Any
 
 from .corpus import LINES_PER_FILE, corpus_files, ensure_corpus, reference_counts
 
-DEFAULT_BATCH_SIZE = 2_500  # lines of each corpus file a batch reads: 10 files of 10,000 sentences, 4 batches
+DEFAULT_N = 1_000_000  # W1's size (BENCHMARKS.md)
+DEFAULT_BATCH_SIZE = 500  # lines of each corpus file a batch reads: 100 files of 10,000 sentences, 20 batches of 50,000
 WARM_UP_N = 20_000  # the corpus of a --jvm warm run's untimed first run: two files
 WAYS = ("trident", "sql", "udf")
 JVMS = ("cold", "warm", "shared")
@@ -211,7 +214,7 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return chosen
 
 
-def run(n: int = 100_000, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = True,
+def run(n: int = DEFAULT_N, batch_size: int = DEFAULT_BATCH_SIZE, engine: bool = True,
         launcher: bool = True, jvm: str = "cold", repeat: int = 1) -> dict[str, Any]:
     """One record: sentences/s of each way, batch latency of the Trident ones, correctness;
     ``jvm``: where each Spark way runs (see the module docstring); ``repeat``: how many times each
@@ -254,9 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m bench.w1t_spark [--n N] [--batch-size B] [--no-engine] [--no-launcher] [--jvm cold|warm|shared]
     [--repeat R] [--no-save]``: print the record as one JSON line and append it to ``bench/results/w1t_spark.jsonl``."""
     parser = argparse.ArgumentParser(prog="python -m bench.w1t_spark", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=100_000, help="sentences (default 100,000)")
+    parser.add_argument("--n", type=int, default=DEFAULT_N, help="sentences (default W1's 1,000,000)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
-                        help="lines of each corpus file one Trident batch reads (default 2,500)")
+                        help="lines of each corpus file one Trident batch reads (default 500: batches of 50,000 "
+                             "sentences at the default --n)")
     parser.add_argument("--no-engine", action="store_true", help="skip the run on squall's engine")
     parser.add_argument("--no-launcher", action="store_true",
                         help="Spark's default Python executable for the Trident query, not squall's launcher")

@@ -256,6 +256,18 @@ def split_count_here(transport, acker_there: bool = False) -> SplitCountHere:
     return SplitCountHere(plan, remote, feed, worker, spout)
 
 
+SENTENCES = ["the quick brown fox", "jumps over", "the lazy dog", " ".join(f"w{i}" for i in range(40))]
+
+
+def feed_sentences(run: SplitCountHere) -> tuple[list[str], Serializer]:
+    """Feed `SENTENCES` to ``run``'s spout (message ids m0, m1, ...); return their words, in
+    order, and a Serializer that decodes the split's words as the other worker would."""
+    for i, s in enumerate(SENTENCES):
+        run.feed.feed([s], f"m{i}")
+    src = Source("split", "default", run.plan.component_tasks["split"][0], Fields(["word"]))
+    return " ".join(SENTENCES).split(), Serializer({}, lambda task, stream: src)
+
+
 def test_a_tracked_emit_to_another_worker_is_written_with_its_root_and_a_new_edge():
     """A BasicBolt's emit to a task in another worker (written at the emit, compiled, with no
     Tuple made) carries its input's root and an edge id of its own; the tree stays open until the
@@ -328,13 +340,9 @@ def test_the_edge_ids_an_outbox_draws_are_the_ones_the_receiver_reads_and_their_
     transport = OutboxTransport()
     transport.outbox = _native.Outbox(2048, 1 << 20, seed=12345)
     run = split_count_here(transport)
-    plan, feed, worker, spout = run.plan, run.feed, run.worker, run.spout
-    sentences = ["the quick brown fox", "jumps over", "the lazy dog", " ".join(f"w{i}" for i in range(40))]
-    for i, s in enumerate(sentences):
-        feed.feed([s], f"m{i}")
-    words = " ".join(sentences).split()
-    src = Source("split", "default", plan.component_tasks["split"][0], Fields(["word"]))
-    ser = Serializer({}, lambda task, stream: src)
+    plan, worker, spout = run.plan, run.worker, run.spout
+    sentences = SENTENCES
+    words, ser = feed_sentences(run)
     pending = lambda: [root for bucket in spout.pending._buckets for root in bucket]
     acker = plan.acker_tasks[0]
     worker.start()
@@ -374,13 +382,9 @@ def test_a_bolt_s_ack_to_an_acker_in_another_worker_carries_its_tree_s_xor():
     acks of the tuples it emitted there, each tree's values xor to zero, as the acker needs."""
     transport = OutboxTransport()
     run = split_count_here(transport, acker_there=True)
-    plan, feed, worker = run.plan, run.feed, run.worker
-    sentences = ["the quick brown fox", "jumps over", "the lazy dog", " ".join(f"w{i}" for i in range(40))]
-    for i, s in enumerate(sentences):
-        feed.feed([s], f"m{i}")
-    words = " ".join(sentences).split()
-    src = Source("split", "default", plan.component_tasks["split"][0], Fields(["word"]))
-    ser = Serializer({}, lambda task, stream: src)
+    plan, worker = run.plan, run.worker
+    sentences = SENTENCES
+    words, ser = feed_sentences(run)
     worker.start()
     try:  # each sentence: its words, the spout's init, the split's ack
         assert wait_until(lambda: len(transport.outbox) == len(words) + 2 * len(sentences))

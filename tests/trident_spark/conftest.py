@@ -84,19 +84,21 @@ def spark():
     server = start_forkserver(socket_path)
     before = os.environ.get("PYSPARK_PYTHON")
     os.environ["PYSPARK_PYTHON"] = write_script(directory, socket_path)
+    session = None
     try:
-        session = builder.getOrCreate()
-    finally:
-        if before is None:
-            del os.environ["PYSPARK_PYTHON"]
-        else:
-            os.environ["PYSPARK_PYTHON"] = before
-    try:
+        try:
+            session = builder.getOrCreate()
+        finally:
+            if before is None:
+                del os.environ["PYSPARK_PYTHON"]
+            else:
+                os.environ["PYSPARK_PYTHON"] = before
         assert session.sparkContext.master == SPARK_MASTER, session.sparkContext.master
         session.sparkContext.setLogLevel("ERROR")
         yield session
     finally:
-        session.stop()
+        if session is not None:
+            session.stop()
         _stop_forkserver(server)
         shutil.rmtree(directory, ignore_errors=True)
 

@@ -27,7 +27,7 @@ from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSou
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
-from .executor import Executor, TaskStats, Wiring, debug_log, error_record, unshare_dict
+from .executor import Executor, TaskStats, Wiring, debug_log, error_record
 from .plan import ExecutorSpec
 from .routing import _NOWHERE, Router, build_routers, wrong_size
 
@@ -46,8 +46,6 @@ class BoltExecutor(Executor):
     def __init__(self, spec: ExecutorSpec, wiring: Wiring, objs: dict[int, Any], contexts: dict[int, Any],
                  conf: dict[str, Any]) -> None:
         super().__init__(spec, wiring)
-        for obj in objs.values():
-            unshare_dict(obj)  # so that the user's attribute reads are specialised
         self.objs = objs
         self.contexts = contexts
         self.conf = conf

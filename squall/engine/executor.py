@@ -166,7 +166,7 @@ class Wiring:
         self.ackers = [self.deliver[t] for t in self.plan.acker_tasks]
 
 
-def unshare_dict(obj: Any) -> None:
+def unshare_dict(obj: Any) -> Any:
     """Give an unpickled component an instance dict of its own keys, in place of the one that
     unpickling left it (its attributes, values and identity are the same).
 
@@ -176,19 +176,21 @@ def unshare_dict(obj: Any) -> None:
     ``self.x`` in ``next_tuple`` or ``execute`` went the generic way (``dis(..., adaptive=True)``
     after a run showed ``LOAD_ATTR_ADAPTIVE``), where a dict of its own is read through
     ``LOAD_ATTR_WITH_HINT``. Called before ``open``/``prepare``, when no user code can hold
-    the old dict; an object without a plain ``__dict__`` is left as it is, and so is one whose
+    the old dict (the worker calls it on each component it unpickles; returns ``obj``); an object
+    without a plain ``__dict__`` is left as it is, and so is one whose
     attributes are still its own inline values (unpickled with no state: W1's bolts), which
     CPython reads fastest (``LOAD_ATTR_INSTANCE_VALUE``) and which reading ``__dict__`` would
     turn into a dict.
     """
     if not any(type(r) is dict for r in gc.get_referents(obj)):
-        return  # no dict made yet (a dict among its values would only cost the copy below)
+        return obj  # no dict made yet (a dict among its values would only cost the copy below)
     d = getattr(obj, "__dict__", None)
     if type(d) is dict:
         try:
             obj.__dict__ = dict(d)  # a new dict's keys are its own
         except (AttributeError, TypeError):  # a class that does not let its __dict__ be set
             pass
+    return obj
 
 
 class Executor:

@@ -33,7 +33,7 @@ from .._native import IdSource, SpoutCollectorBase, SpoutExecutorBase, own_metho
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
 from .acker import ACKED, FAILED, INIT
-from .executor import Executor, TaskStats, Wiring, debug_log, error_record, unshare_dict
+from .executor import Executor, TaskStats, Wiring, debug_log, error_record
 from .pending_tuner import AUTO_PENDING_FLOOR, MaxPending  # noqa: F401 (squall.windowing reads the floor here)
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
@@ -49,8 +49,6 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
     def __init__(self, spec: ExecutorSpec, wiring: Wiring, objs: dict[int, Any], contexts: dict[int, Any],
                  conf: dict[str, Any]) -> None:
         super().__init__(spec, wiring)
-        for obj in objs.values():
-            unshare_dict(obj)  # so that the user's attribute reads are specialised
         self.objs = objs
         self.contexts = contexts
         self.conf = conf

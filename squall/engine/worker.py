@@ -29,7 +29,7 @@ from .._tuple import Tuple
 from . import code_pickler
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor
-from .executor import ErrorRecord, Executor, Wiring, error_record, log
+from .executor import ErrorRecord, Executor, Wiring, error_record, log, unshare_dict
 from .load_mapping import LoadMapping
 from .loop import Backpressure, ExecutorLoop, TopologyActivation
 from .plan import ExecutorSpec, TopologyPlan
@@ -180,7 +180,7 @@ class Worker:
         conf = plan.component_confs[e.component]
         if e.component == ACKER_COMPONENT:
             return AckerExecutor(e, wiring, conf)
-        objs = {t: cloudpickle.loads(blobs[e.component]) for t in e.tasks}
+        objs = {t: unshare_dict(cloudpickle.loads(blobs[e.component])) for t in e.tasks}
         contexts = {t: TopologyContext(plan.topology, plan.storm_id, plan.task_to_component, t, self.port,
                                        self.tasks, conf, self.state_home, self.transactional_home) for t in e.tasks}
         kind = plan.topology.components[e.component].kind

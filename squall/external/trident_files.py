@@ -41,6 +41,8 @@ __all__ = ["FileTridentSpout"]
 
 log = logging.getLogger("squall.external.trident_files")
 
+_BLOCK = 64 << 10  # what a batch is read by: whole lines of it at a time
+
 
 @dataclass(frozen=True)
 class FilePartition:
@@ -88,33 +90,82 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
 
     def _read(self, partition: FilePartition, start: int, end: int | None, collector: Any) -> tuple[int, str]:
         """Emits the complete lines from ``start`` (at most ``max_batch_records`` of them, or up
-        to ``end``); returns where it stopped and a digest of the bytes read."""
+        to ``end``); returns where it stopped and a digest of the bytes read.
+
+        The lines are taken a block at a time (`_take_block`), each one read on its own
+        (`_take_line`) only where a block has no whole line or one over the limit: a batch is
+        read twice on Spark's engine (planned, then emitted in a task), and line by line that
+        was most of the planning's time."""
         path = self._path(partition)
         sha = hashlib.sha256()
+        cap = self.spout.max_batch_records
         with open(path, "rb") as f:
             f.seek(start)
             at, count = start, 0
-            while (end is None and count < self.spout.max_batch_records) or (end is not None and at < end):
-                try:
-                    line = read_line(f, self.limit)
-                except RecordTooLarge as e:
-                    after = f.tell()
-                    f.seek(after - 1)
-                    if f.read(1) != b"\n":
-                        break  # the long line is still being written: a later batch skips it whole
-                    # skipped the same way every time: the range covers it, no tuple comes of it
-                    log.error("FileTridentSpout dead letter: %s offset %d: a line of %d bytes is over %s=%d",
-                              path, at, e.size, MAX_RECORD_KEY, self.limit)
-                    at = after
-                    count += 1
-                    continue
-                if not line.endswith(b"\n"):
-                    break  # end of file, or a line still being written
-                sha.update(line)
-                self._emit(collector, path, at, line)
-                at += len(line)
-                count += 1
+            while (end is None and count < cap) or (end is not None and at < end):
+                taken = self._take_block(f, path, at, end, None if end is not None else cap - count, sha, collector)
+                if not taken:
+                    f.seek(at)
+                    taken = self._take_line(f, path, at, sha, collector)
+                    if not taken:
+                        break  # end of file, or a line still being written
+                at += taken[0]
+                count += taken[1]
+                f.seek(at)
         return at, sha.hexdigest()[:32]
+
+    def _take_block(self, f: Any, path: str, at: int, end: int | None, most: int | None, sha: Any,
+                    collector: Any) -> tuple[int, int] | None:
+        """Emits the whole lines of the next block of up to `_BLOCK` bytes before the first one
+        over the limit (at most ``most``, none past ``end``); (bytes, lines) taken, or None when
+        it has none."""
+        block = f.read(_BLOCK if end is None else min(_BLOCK, end - at))
+        lines = block.split(b"\n") if most is None else block.split(b"\n", most)
+        lines.pop()  # what follows the last newline (or the ``most``-th)
+        if not lines:
+            return None
+        if max(map(len, lines)) >= self.limit:  # a line and its newline over the limit: read alone
+            lines = lines[:next(i for i, line in enumerate(lines) if len(line) >= self.limit)]
+            if not lines:
+                return None
+        size = sum(map(len, lines)) + len(lines)
+        data = block[:size]
+        sha.update(data)
+        if self.spout.translator is translate_text:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                pass  # a line that is not UTF-8 is a dead letter: each line on its own below
+            else:
+                words = text.split("\n")
+                words.pop()
+                _emit_rows(collector, [[line] for line in (words if "\r" not in text else [w.rstrip("\r") for w in words])])
+                return size, len(lines)
+        offset = at
+        for line in lines:
+            self._emit(collector, path, offset, line + b"\n")
+            offset += len(line) + 1
+        return size, len(lines)
+
+    def _take_line(self, f: Any, path: str, at: int, sha: Any, collector: Any) -> tuple[int, int] | None:
+        """Emits the next line, or skips it as a dead letter when it is over the limit; (bytes,
+        lines) taken, or None at the end of the file or before a line still being written."""
+        try:
+            line = read_line(f, self.limit)
+        except RecordTooLarge as e:
+            after = f.tell()
+            f.seek(after - 1)
+            if f.read(1) != b"\n":
+                return None  # the long line is still being written: a later batch skips it whole
+            # skipped the same way every time: the range covers it, no tuple comes of it
+            log.error("FileTridentSpout dead letter: %s offset %d: a line of %d bytes is over %s=%d",
+                      path, at, e.size, MAX_RECORD_KEY, self.limit)
+            return after - at, 1
+        if not line.endswith(b"\n"):
+            return None
+        sha.update(line)
+        self._emit(collector, path, at, line)
+        return len(line), 1
 
     def _emit(self, collector: Any, path: str, offset: int, line: bytes) -> None:
         try:
@@ -156,7 +207,17 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
         if stop != end or digest != partition_meta.get("sha256", digest):
             raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: bytes {start}..{end} of {path} "
                                      f"changed since the batch first read them")
-        for values in buffered.values:
+        _emit_rows(collector, buffered.values)
+
+
+def _emit_rows(collector: Any, rows: list[list]) -> None:
+    """``rows`` emitted in order, in one call where the collector takes them so (a Storm
+    collector has ``emit`` only)."""
+    emit_many = getattr(collector, "emit_many", None)
+    if emit_many is not None:
+        emit_many(rows)
+    else:
+        for values in rows:
             collector.emit(values)
 
 
@@ -168,6 +229,9 @@ class _Buffer:
 
     def emit(self, values: list) -> None:
         self.values.append(values)
+
+    def emit_many(self, rows: list[list]) -> None:
+        self.values.extend(rows)
 
 
 class FileTridentSpout(IPartitionedTridentSpout):

@@ -636,6 +636,15 @@ class _EmitterCollector(TridentCollector):
             return
         self.rows.append(row)
 
+    def emit_many(self, rows: list[list]) -> None:
+        """Emit each of ``rows`` (kept as they are: made for this), in order."""
+        width = self._width
+        if all(len(row) == width for row in rows):
+            self.rows.extend(rows)
+            return
+        for row in rows:
+            self.emit(row)
+
     def flush(self) -> None:
         """Hand on what was emitted, in order."""
         rows, self.rows = self.rows, []

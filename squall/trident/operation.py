@@ -56,6 +56,13 @@ class TridentCollector(abc.ABC):
     def report_error(self, error: BaseException) -> None:
         """Report ``error`` (shown in the topology's errors) without failing the batch."""
 
+    def emit_many(self, rows: list[list]) -> None:
+        """Emit each of ``rows`` (lists made for this and not kept), in order: ``emit`` of each
+        unless the collector takes them in one call (squall's own do; a spout reading a block
+        of records at a time hands them over so)."""
+        for values in rows:
+            self.emit(values)
+
     def flush(self) -> None:
         """Storm's ``flush()``: squall's collectors send at once, so there is nothing to do."""
 

@@ -66,6 +66,62 @@ def test_file_spout_bad_and_oversized_lines_are_skipped_the_same_way_on_replay(t
     assert words(d.emit(1)) == ["ok1", "ok2"]
 
 
+def _lines_one_by_one(data: bytes, limit: int, translate) -> list:
+    """What a file's whole lines make, each taken alone: the reference for the block reader."""
+    out = []
+    for line in data.split(b"\n")[:-1]:
+        if len(line) + 1 > limit:
+            continue
+        try:
+            values = translate(line + b"\n")
+        except ValueError:
+            continue
+        if values is not None:
+            out.append(list(values))
+    return out
+
+
+@pytest.mark.parametrize("translator", ["default", "own"])
+def test_file_spout_reads_by_blocks_what_it_would_read_line_by_line(tmp_path, translator):
+    # lines across the reader's 64 KiB blocks: CRLF, not UTF-8, over the limit (short and longer
+    # than a block), one longer than a block within it, and a last line still being written
+    from squall.external.files import MAX_RECORD_KEY, translate_text
+
+    limit = 100_000
+    parts = []
+    for i in range(6000):
+        parts.append(f"line {i} é".encode() + (b"\r" if i % 7 == 0 else b""))
+        if i % 997 == 0:
+            parts.append(b"\xff bad \xfe")
+        if i % 1999 == 0:
+            parts.append(b"y" * (limit + 5))
+        if i == 3000:
+            parts.append(b"z" * 70_000)
+    data = b"\n".join(parts) + b"\nhalf a li"
+    (tmp_path / "a.txt").write_bytes(data)
+    translate = translate_text if translator == "default" else (lambda b: [b.decode("latin-1").strip()[::-1]])
+    spout = FileTridentSpout(tmp_path, max_batch_records=7 * 97, translator=translate)
+    emitter = spout.get_emitter({MAX_RECORD_KEY: limit}, None)
+    [partition] = emitter.get_ordered_partitions(["a.txt"])
+    got, metas, last, txid = [], [], {}, 0
+    while True:
+        txid += 1
+        batch = Recorder()
+        meta = emitter.emit_batch_new(TransactionAttempt(txid, 0), batch, {partition}, last)[partition]
+        if meta["end"] == meta["start"]:
+            break
+        got += batch.values
+        metas.append((meta, batch.values))
+        last = {partition: meta}
+    assert got == _lines_one_by_one(data, limit, translate)
+    assert len(got) == 6001 + (0 if translator == "default" else 7)  # the line of 70,000 bytes is one
+    assert metas[-1][0]["end"] == data.rindex(b"\n") + 1
+    for meta, values in metas:  # a replay reads the same range, the same tuples
+        again = Recorder()
+        emitter.re_emit_partition_batch(TransactionAttempt(1, 0), again, partition, meta)
+        assert again.values == values
+
+
 def test_file_spout_a_file_changed_under_a_batch_fails_its_replay_naming_it(tmp_path):
     path = tmp_path / "a.txt"
     append(path, ["one", "two"])

@@ -228,6 +228,28 @@ class _Collect:
             self.whole.append(dumps(values))
         self.count += 1
 
+    def emit_many(self, rows: list[list]) -> None:
+        """`emit` of each of ``rows``, the typed columns taken whole when every value is of its
+        type (a BIGINT's range is checked row by row)."""
+        n = len(rows)
+        if self.rest != [] or any(len(values) != self.width for values in rows) or \
+                any(kind is int for _, kind in self.typed):
+            for values in rows:
+                self.emit(values)
+            return
+        columns = [[values[i] for values in rows] for i, _ in self.typed]
+        for column, (_, kind) in zip(columns, self.typed):
+            if not all(type(value) is kind or value is None for value in column):
+                for values in rows:
+                    self.emit(values)  # raises at the first value that is not of its type
+                return
+        for column, new in zip(self.columns, columns):
+            column.extend(new)
+        self.pickled.extend([None] * n)
+        if self.whole is not None:
+            self.whole.extend(dumps(list(values)) for values in rows)
+        self.count += n
+
     def report_error(self, error: BaseException) -> None:
         raise error
 
@@ -242,6 +264,9 @@ class _Counter:
 
     def emit(self, values: Any) -> None:
         self.count += 1
+
+    def emit_many(self, rows: list) -> None:
+        self.count += len(rows)
 
     def report_error(self, error: BaseException) -> None:
         raise error

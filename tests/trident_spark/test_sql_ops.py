@@ -90,6 +90,33 @@ def test_a_grouped_sum_adds_its_int_partials_in_sql_and_its_float_ones_on_the_dr
     assert runner.last_collected == len(words)
 
 
+def test_partials_from_one_partition_go_to_the_driver_as_they_are(spark):
+    # global_() puts the Split and its partial count in one task: its partials are one per
+    # group already, so the driver collects them without a SQL aggregation, and stores the
+    # same counts and sums (an int sum an int, a float one a float)
+    counts, sums = MemoryMapState.factory(), MemoryMapState.factory()
+    topology = TridentTopology()
+    words = topology.new_stream("s", _spout()).global_().each(Fields("sentence"), Split(), Fields("word"))
+    words.group_by(Fields("word")).persistent_aggregate(counts, Count(), Fields("count"))
+    words.each(Fields("word"), Size(), Fields("n")).group_by(Fields("word")) \
+        .persistent_aggregate(sums, Fields("n"), Sum(), Fields("total"))
+    plan = compile_topology(topology)
+    [task] = plan.executor_bolts()
+    assert task.repartition == "single" and len(plan.combines) == 2
+    runner = BatchRunner(plan, {})
+    runner(_source_rows(spark, plan, LINES), 0)
+    collected = runner.last_collected
+    runner(_source_rows(spark, plan, LINES[:2]), 1)
+    runner.close()
+    expected = Counter(w for line in LINES for w in line.split())
+    assert collected == 2 * len(expected)  # a partial per word in each of the two persists
+    again = expected + Counter(w for line in LINES[:2] for w in line.split())
+    assert dict(counts.make_state({}, None, 0, 1).get_tuples()) == dict(again)
+    stored = dict(sums.make_state({}, None, 0, 1).get_tuples())
+    assert stored == {w: n * (float(len(w)) if w.startswith("f") else len(w)) for w, n in again.items()}
+    assert type(stored["bb"]) is int and type(stored["ffff"]) is float
+
+
 def test_a_reducer_persist_is_not_summed_in_sql():
     from squall.trident import ReducerAggregator
 

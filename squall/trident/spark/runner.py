@@ -179,6 +179,8 @@ class BatchRunner:
         # rows the driver collected in the last batch (a SQL-summed stream: one per group)
         self.last_collected = 0
         self._default_parallelism: int | None = None
+        self._carried: list[tuple[Any, frozenset[str]]] = []  # see frames()
+        self._single: list[Any] = []
 
     def _prepare_driver(self) -> None:
         for b in self.plan.driver_bolts():
@@ -198,7 +200,9 @@ class BatchRunner:
             self._rows.clear()
             self.last_collected = 0
             if driver_inputs:
-                self._collect(_input(frames, driver_inputs), driver_inputs)
+                sources = _distinct(frames, driver_inputs)
+                single = len(sources) == 1 and any(sources[0] is f for f in self._single)
+                self._collect(_input(frames, driver_inputs, self._carried), driver_inputs, summed=not single)
         for b in self.plan.driver_bolts():
             batch = BatchInfo(TransactionAttempt(txid, 0))
             b.body.init_batch(batch)
@@ -215,19 +219,29 @@ class BatchRunner:
         each stream's (where the driver bolts read), and the outputs of the bolts whose output
         nothing reads (run for what they do)."""
         frames: dict[str, Any] = {s: df for spout in self.plan.spouts for s in spout.outputs}
+        # which streams each frame's rows can be on (a filter to all of them is left out), and
+        # the frames in one partition (the partials there are one per group already)
+        self._carried = [(df, frozenset(frames))]
+        self._single = []
         leaves = []
         for b in self.plan.executor_bolts():
             for op in b.sql:
                 frames[op.stream] = _sql(frames[op.source], op)
+                self._carried.append((frames[op.stream], frozenset([op.stream])))
                 for o in op.outputs:
                     frames[o] = _relabel(frames[op.stream], o)
+                    self._carried.append((frames[o], frozenset([o])))
             if not b.body.nodes:
                 continue  # all of it in SQL
-            frame = _repartition(_input(frames, b.inputs), b, self._parallelism(df), self._key_columns(b))
+            parallelism = self._parallelism(df)
+            frame = _repartition(_input(frames, b.inputs, self._carried), b, parallelism, self._key_columns(b))
             fn = run_partition(self._bodies[b.component], b.component, b.partitions, txid, self.conf, self.plan.keys,
                                {s: self.plan.combines[s].value for s in b.outputs if s in self.plan.combines},
                                {s: self.plan.layouts[s] for s in b.inputs if s in self.plan.layouts})
             out = frame.mapInArrow(fn, ROW_SCHEMA)
+            self._carried.append((out, frozenset(b.outputs)))
+            if _partitions(b, parallelism) == 1:
+                self._single.append(out)
             for s in b.outputs:
                 frames[s] = out
             if not b.outputs:
@@ -251,9 +265,11 @@ class BatchRunner:
             self._default_parallelism = int(df.sparkSession.sparkContext.defaultParallelism)
         return self._default_parallelism
 
-    def _collect(self, frame: Any, streams: tuple[str, ...]) -> None:
-        """The rows of ``streams`` into ``self._rows``: a summed partial as its row
-        ``[group..., sum]``, every other tuple unpickled."""
+    def _collect(self, frame: Any, streams: tuple[str, ...], summed: bool = True) -> None:
+        """The rows of ``streams`` into ``self._rows``: a partial in the value column as its row
+        ``[group..., value]``, every other tuple unpickled. ``summed``: Spark SQL first sums the
+        int partials per group (not where ``frame`` is one partition, whose partials are one per
+        group already: the driver's combine takes them as they are)."""
         from pyspark.sql import functions as F
 
         combines = {s: self.plan.combines[s] for s in streams if s in self.plan.combines}
@@ -266,13 +282,18 @@ class BatchRunner:
             for stream, values in stream_rows(table, layouts):
                 rows.setdefault(stream, []).extend(values)
             return
-        # One pass (a union of two filters would run the tasks twice): Spark SQL adds the int
-        # partials per group (decimal: exact, as Python's ints are; their tuple is null), and
-        # counts each other tuple, which the driver then takes that many times.
-        table = frame.groupBy(STREAM, KEY, TUPLE, *typed) \
-            .agg(F.sum(F.col(VALUE).cast("decimal(38,0)")).alias(VALUE), F.count(F.lit(1)).alias(_COUNT)).toArrow()
+        if summed:
+            # One pass (a union of two filters would run the tasks twice): Spark SQL adds the int
+            # partials per group (decimal: exact, as Python's ints are; their tuple is null), and
+            # counts each other tuple, which the driver then takes that many times.
+            table = frame.groupBy(STREAM, KEY, TUPLE, *typed) \
+                .agg(F.sum(F.col(VALUE).cast("decimal(38,0)")).alias(VALUE), F.count(F.lit(1)).alias(_COUNT)).toArrow()
+            counts = table.column(_COUNT).to_pylist()
+        else:
+            table = frame.select(STREAM, KEY, TUPLE, VALUE, *typed).toArrow()
+            counts = [1] * table.num_rows
         self.last_collected = table.num_rows
-        columns = [table.column(c).to_pylist() for c in (STREAM, KEY, TUPLE, VALUE, _COUNT)]
+        columns = [table.column(c).to_pylist() for c in (STREAM, KEY, TUPLE, VALUE)] + [counts]
         for r, (stream, key, data, total, count) in enumerate(zip(*columns)):
             if stream in combines and data is None:
                 rows.setdefault(stream, []).append(_partial_row(combines[stream], self._widths[stream],
@@ -324,14 +345,27 @@ def source_frame(source: Any, spout: SparkSpout) -> Any:
     return union([source.select(*_columns(stream, True, typed)) for stream in spout.outputs])
 
 
-def _input(frames: dict[str, Any], streams: tuple[str, ...]) -> Any:
-    """The rows of ``streams``: the union of the frames holding them, filtered to them."""
-    from pyspark.sql.functions import col
-
+def _distinct(frames: dict[str, Any], streams: tuple[str, ...]) -> list[Any]:
+    """The frames holding ``streams``, each once."""
     distinct: list[Any] = []
     for s in streams:
         if all(frames[s] is not f for f in distinct):
             distinct.append(frames[s])
+    return distinct
+
+
+def _input(frames: dict[str, Any], streams: tuple[str, ...],
+           carried: list[tuple[Any, frozenset[str]]] | None = None) -> Any:
+    """The rows of ``streams``: the union of the frames holding them, filtered to them unless
+    every one of them carries no other stream (``carried``: frames and the streams their rows
+    can be on); each DataFrame built costs the driver a plan's analysis, every batch."""
+    from pyspark.sql.functions import col
+
+    distinct = _distinct(frames, streams)
+    wanted = set(streams)
+    known = carried or []
+    if all(any(f is frame and on <= wanted for f, on in known) for frame in distinct):
+        return union(distinct)
     return union(distinct).filter(col(STREAM).isin(list(streams)))
 
 
@@ -361,6 +395,15 @@ def _sql(frame: Any, op: SqlOp) -> Any:
     if test:
         rows = rows.filter(reduce(lambda a, b: a & b, test))
     return _relabel(rows, op.stream)
+
+
+def _partitions(bolt: SparkBolt, parallelism: int) -> int:
+    """How many partitions `_repartition` gives ``bolt``'s input at most."""
+    if bolt.repartition in ("hash", "round_robin"):
+        return bolt.partitions
+    if bolt.repartition == "single":
+        return 1
+    return max(bolt.partitions, parallelism)
 
 
 def _repartition(frame: Any, bolt: SparkBolt, parallelism: int, key_columns: list[str] | None = None) -> Any:

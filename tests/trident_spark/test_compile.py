@@ -98,3 +98,33 @@ def test_a_state_query_of_the_state_the_query_writes_runs_with_it_on_the_driver(
                     if "StateQueryProcessor" in [type(n.processor).__name__ for n in b.body.nodes]]
     assert state_bolt.on_driver
     assert "PartitionPersistProcessor" in [type(n.processor).__name__ for n in state_bolt.body.nodes]
+
+
+def test_a_spouts_one_reader_runs_in_its_source_where_nothing_moves_its_tuples_first():
+    from squall.trident.builtin import FilterNull
+
+    def word_count(stream):
+        return stream.each(Fields("sentence"), Split(), Fields("word")).group_by(Fields("word")) \
+            .persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count"))
+
+    topology = TridentTopology()
+    word_count(topology.new_stream("s", _sentences()))
+    plan = compile_topology(topology)
+    [split] = plan.executor_bolts()
+    assert split.in_source == "s" and plan.source_head("s") is split
+    assert compile_topology(topology, in_sources=False).executor_bolts()[0].in_source == ""
+
+    # a repartition first (the source's partitions are not the bolt's), a head of Spark SQL
+    # (a filter over a typed column), two readers of the spout: each stays a mapInArrow
+    moved = TridentTopology()
+    word_count(moved.new_stream("s", _sentences()).partition_by(Fields("sentence")))
+    typed = TridentTopology()
+    word_count(typed.new_stream("s", _sentences()).each(Fields("sentence"), FilterNull()))
+    two = TridentTopology()
+    stream = two.new_stream("s", _sentences())
+    word_count(stream)
+    stream.each(Fields("sentence"), _Len(), Fields("n")).each(Fields("n"), Split(), Fields("w"))
+    for other, types in [(moved, None), (typed, {"s": {"sentence": str}}), (two, None)]:
+        plan = compile_topology(other, types)
+        assert plan.source_head("s") is None
+        assert all(not b.in_source for b in plan.bolts)

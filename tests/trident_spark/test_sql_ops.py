@@ -1,7 +1,8 @@
 """Built-ins in Spark SQL (issue 36 item 3): what the compiled query hands to SQL instead of
 Python, and that the stored result is the one squall's engine makes. The batches run through
-`BatchRunner` on a static DataFrame of source rows (what foreachBatch gets), on the package's
-SparkSession: no stream to start, a few seconds a test."""
+`BatchRunner` on a static DataFrame of source rows (what foreachBatch gets where no bolt runs
+in its spout's source: ``in_sources=False``), on the package's SparkSession: no stream to
+start, a few seconds a test."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_a_grouped_counts_partials_are_summed_in_sql_and_the_driver_gets_one_row
     topology = TridentTopology()
     topology.new_stream("s", _spout()).each(Fields("sentence"), Split(), Fields("word")) \
         .group_by(Fields("word")).persistent_aggregate(factory, Count(), Fields("count"))
-    plan = compile_topology(topology)
+    plan = compile_topology(topology, in_sources=False)
     [persist] = plan.driver_bolts()
     [edge] = persist.inputs
     assert plan.combines == {edge: SqlCombine(edge, (0,), 1)}  # [word, count]: group at 0, partial at 1
@@ -75,7 +76,7 @@ def test_a_grouped_sum_adds_its_int_partials_in_sql_and_its_float_ones_on_the_dr
     topology.new_stream("s", _spout()).each(Fields("sentence"), Split(), Fields("word")) \
         .each(Fields("word"), Size(), Fields("n")) \
         .group_by(Fields("word")).persistent_aggregate(factory, Fields("n"), Sum(), Fields("total"))
-    plan = compile_topology(topology)
+    plan = compile_topology(topology, in_sources=False)
     assert [(c.group, c.value) for c in plan.combines.values()] == [((0,), 1)]
     runner = BatchRunner(plan, {})
     runner(_source_rows(spark, plan, LINES), 0)
@@ -100,7 +101,7 @@ def test_partials_from_one_partition_go_to_the_driver_as_they_are(spark):
     words.group_by(Fields("word")).persistent_aggregate(counts, Count(), Fields("count"))
     words.each(Fields("word"), Size(), Fields("n")).group_by(Fields("word")) \
         .persistent_aggregate(sums, Fields("n"), Sum(), Fields("total"))
-    plan = compile_topology(topology)
+    plan = compile_topology(topology, in_sources=False)
     [task] = plan.executor_bolts()
     assert task.repartition == "single" and len(plan.combines) == 2
     runner = BatchRunner(plan, {})
@@ -131,7 +132,7 @@ def test_a_reducer_persist_is_not_summed_in_sql():
     topology.new_stream("s", _spout()).each(Fields("sentence"), Split(), Fields("word")) \
         .group_by(Fields("word")).persistent_aggregate(MemoryMapState.factory(), Fields("word"), Longest(),
                                                        Fields("longest"))
-    assert compile_topology(topology).combines == {}
+    assert compile_topology(topology, in_sources=False).combines == {}
 
 
 class TaskIndex(BaseFunction):
@@ -149,7 +150,7 @@ def test_a_bolt_after_the_spouts_own_partitions_runs_in_spark_default_parallelis
     topology = TridentTopology()
     topology.new_stream("s", _spout()).each(Fields("sentence"), TaskIndex(), Fields("task")) \
         .group_by(Fields("task")).persistent_aggregate(factory, Count(), Fields("count"))
-    plan = compile_topology(topology)
+    plan = compile_topology(topology, in_sources=False)
     [stream] = plan.spouts[0].outputs
     # six source partitions (a spout's files, say) into a bolt of hint 1, on local[2,4]: its
     # tuples go through max(1, 2) tasks, not one per source partition

@@ -61,10 +61,14 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
         ValueError: something the topology holds cannot run on Spark's engine (a DRPC stream, a
             non-transactional spout, a broadcast or custom repartition), named with the reason.
     """
+    from dataclasses import replace
+
+    from pyspark import cloudpickle
+
     from .compiler import compile_topology
     from .rows import to_option
     from .runner import BatchRunner, quiet_call_sites, source_frame, union
-    from .source import SOURCE_NAME, SpoutSpec, TridentSpoutSource
+    from .source import SOURCE_NAME, SourceHead, SpoutSpec, TridentSpoutSource
 
     if not isinstance(checkpoint_location, str) or not checkpoint_location:
         raise ValueError(f"start: checkpoint_location must be a non-empty path or URI, got {checkpoint_location!r}")
@@ -81,7 +85,13 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
             hints = [b.partitions for b in plan.executor_bolts()
                      if (set(b.inputs) | {op.source for op in b.sql}) & set(s.outputs)]
             spec = SpoutSpec(s.txid, s.spout, settings, s.fields, s.typed, max([tasks, *hints]))
-            frames.append(source_frame(spark.readStream.format(SOURCE_NAME).option("spout", to_option(spec)).load(), s))
+            head = plan.source_head(s.txid)
+            if head is not None:
+                spec = replace(spec, head=SourceHead(
+                    head.component, cloudpickle.dumps(head.body), head.inputs, spec.tasks, plan.keys,
+                    {o: plan.combines[o].value for o in head.outputs if o in plan.combines}))
+            frames.append(source_frame(spark.readStream.format(SOURCE_NAME).option("spout", to_option(spec)).load(), s,
+                                       head))
         rows = union(frames)
     writer = rows.writeStream.foreachBatch(BatchRunner(plan, settings)).option("checkpointLocation", checkpoint_location)
     if trigger is not None:

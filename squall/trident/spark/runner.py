@@ -115,35 +115,45 @@ class _ArrowOutput(BatchOutput):
         return rb
 
 
+def run_body(body_bytes: bytes, component: str, tasks: int, txid: int, conf: dict,
+             keys: dict[str, tuple[int, ...]], combines: dict[str, int],
+             inputs: Iterator[tuple[str, list[list]]]) -> Iterator[Any]:
+    """One Spark task's run of an executor bolt for batch ``txid``: a fresh copy of its body
+    (``body_bytes``), the tuples of ``inputs`` (``(stream, values of each tuple)``), then
+    ``finish_batch``; what it emits, as Arrow batches of frame rows (`ROW_SCHEMA`). ``combines``:
+    the streams whose int partials go out in the value column (a stream -> the partial's position)."""
+    from pyspark import TaskContext
+
+    task = TaskContext.get()
+    index = task.partitionId() if task is not None else 0
+    body = pickle.loads(body_bytes)
+    out = _ArrowOutput(keys, combines, component)
+    body.prepare(conf, SparkTaskContext(component, index, max(tasks, index + 1), conf), out)
+    batch = BatchInfo(TransactionAttempt(txid, 0))
+    try:
+        body.init_batch(batch)
+        for stream, rows in inputs:
+            body.execute_many(batch, stream, rows)
+            if len(out.tuples) >= _FLUSH_ROWS:
+                yield out.flush()
+        body.finish_batch(batch)
+        if out.tuples:
+            yield out.flush()
+    finally:
+        body.cleanup()
+
+
 def run_partition(body_bytes: bytes, component: str, tasks: int, txid: int, conf: dict,
                   keys: dict[str, tuple[int, ...]], combines: dict[str, int] | None = None,
                   layouts: dict[str, Layout] | None = None) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The ``mapInArrow`` function of one executor bolt for batch ``txid``; ``combines``: the
-    streams whose int partials go out in the value column (a stream -> the partial's position);
-    ``layouts``: the input streams with typed columns (the others are pickled whole)."""
+    """The ``mapInArrow`` function of one executor bolt for batch ``txid`` (`run_body` over the
+    partition's rows); ``layouts``: the input streams with typed columns (the others are pickled
+    whole)."""
     typed = layouts or {}
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        from pyspark import TaskContext
-
-        task = TaskContext.get()
-        index = task.partitionId() if task is not None else 0
-        body = pickle.loads(body_bytes)
-        out = _ArrowOutput(keys, combines or {}, component)
-        body.prepare(conf, SparkTaskContext(component, index, max(tasks, index + 1), conf), out)
-        batch = BatchInfo(TransactionAttempt(txid, 0))
-        try:
-            body.init_batch(batch)
-            for rb in batches:
-                for stream, rows in stream_rows(rb, typed):
-                    body.execute_many(batch, stream, rows)
-                if len(out.tuples) >= _FLUSH_ROWS:
-                    yield out.flush()
-            body.finish_batch(batch)
-            if out.tuples:
-                yield out.flush()
-        finally:
-            body.cleanup()
+        inputs = (pair for rb in batches for pair in stream_rows(rb, typed))
+        yield from run_body(body_bytes, component, tasks, txid, conf, keys, combines or {}, inputs)
 
     return run
 
@@ -218,13 +228,22 @@ class BatchRunner:
         """The DataFrames of batch ``txid`` over ``df`` (the micro-batch's source rows), not run:
         each stream's (where the driver bolts read), and the outputs of the bolts whose output
         nothing reads (run for what they do)."""
-        frames: dict[str, Any] = {s: df for spout in self.plan.spouts for s in spout.outputs}
+        frames: dict[str, Any] = {}
+        for spout in self.plan.spouts:  # a source that runs its head bolt has that bolt's rows
+            head = self.plan.source_head(spout.txid)
+            frames.update({s: df for s in (head.outputs if head is not None else spout.outputs)})
         # which streams each frame's rows can be on (a filter to all of them is left out), and
         # the frames in one partition (the partials there are one per group already)
         self._carried = [(df, frozenset(frames))]
         self._single = []
+        if len(self.plan.spouts) == 1:
+            head = self.plan.source_head(self.plan.spouts[0].txid)
+            if head is not None and max(self._parallelism(df), head.partitions) == 1:  # the source's tasks (start)
+                self._single.append(df)
         leaves = []
         for b in self.plan.executor_bolts():
+            if b.in_source:
+                continue  # run by its spout's source
             for op in b.sql:
                 frames[op.stream] = _sql(frames[op.source], op)
                 self._carried.append((frames[op.stream], frozenset([op.stream])))
@@ -339,8 +358,11 @@ def _columns(stream: str, pickled: bool, typed: list[str]) -> list[Any]:
             *[col(c) for c in typed]]
 
 
-def source_frame(source: Any, spout: SparkSpout) -> Any:
-    """The rows of ``spout``'s streams from ``source``, its Data Source's DataFrame."""
+def source_frame(source: Any, spout: SparkSpout, head: SparkBolt | None = None) -> Any:
+    """The rows of ``spout``'s streams from ``source``, its Data Source's DataFrame; with
+    ``head`` (the bolt the source runs), that bolt's rows, as the source reads them."""
+    if head is not None:
+        return source
     typed = [t.column for t in spout.typed]
     return union([source.select(*_columns(stream, True, typed)) for stream in spout.outputs])
 

@@ -34,13 +34,14 @@ another value than on squall's engine.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from .context import SparkTaskContext
-from .rows import INT64, SQL_TYPES, TUPLE, digest, dumps, from_offset, from_option, to_offset
+from .rows import INT64, ROW_SCHEMA, SQL_TYPES, TUPLE, digest, dumps, from_offset, from_option, to_offset
 
 if TYPE_CHECKING:
     from ..coordinator import TransactionAttempt
@@ -67,6 +68,20 @@ class TypedField(NamedTuple):
 
 
 @dataclass(frozen=True)
+class SourceHead:
+    """The Trident bolt a source runs in its read (``compiler``'s ``in_source``): its
+    component, its body as built (pickled), the spout's streams it reads, its tasks, and per
+    stream it emits the key positions and the partial a SQL sum takes (``runner.run_body``)."""
+
+    component: str
+    body: bytes
+    inputs: tuple[str, ...]
+    tasks: int
+    keys: dict[str, tuple[int, ...]]
+    combines: dict[str, int]
+
+
+@dataclass(frozen=True)
 class SpoutSpec:
     """What the source is given (pickled in its ``spout`` option): the spout and its txid key,
     its output fields and those of them that travel in typed columns."""
@@ -78,10 +93,39 @@ class SpoutSpec:
     typed: tuple[TypedField, ...] = ()
     # a partitioned spout's partitions go to at most this many Spark input partitions (0: one each)
     tasks: int = 0
+    head: SourceHead | None = None  # the bolt the read runs on the batch: its rows are the bolt's
 
     def schema(self) -> str:
-        """The source's columns: the pickled rest, then each typed field's."""
+        """The source's columns: the pickled rest, then each typed field's; with a ``head``, the
+        rows its bolt emits (``rows.ROW_SCHEMA``)."""
+        if self.head is not None:
+            return ROW_SCHEMA
         return ", ".join([f"{TUPLE} BINARY"] + [f"{t.column} {SQL_TYPES[t.type]}" for t in self.typed])
+
+    def rows(self, batches: Iterator[_Collect], txid: int) -> Iterator[Any]:
+        """What a read yields of ``batches`` (the tuples of each spout partition in turn, read
+        with `collector`): each as an Arrow batch of the source's columns, or with a ``head``,
+        its bolt run over all of them."""
+        if self.head is None:
+            for collected in batches:
+                yield collected.record_batch()
+            return
+        from .runner import run_body
+
+        head = self.head
+
+        def inputs() -> Iterator[tuple[str, list[list]]]:
+            for collected in batches:
+                values = collected.values
+                assert values is not None  # collector() keeps them for a head
+                for k, stream in enumerate(head.inputs):  # each stream its own lists, as decoded rows are
+                    yield stream, values if k == 0 else [list(v) for v in values]
+
+        yield from run_body(head.body, head.component, head.tasks, txid, self.conf, head.keys, head.combines, inputs())
+
+    def collector(self, txid: int, checked: bool = False) -> _Collect:
+        """Where a read's emits go: the source's columns, or with a ``head`` the tuples as they are."""
+        return _Collect(self, txid, checked, keep=self.head is not None)
 
     def where(self) -> str:
         """The spout as errors name it."""
@@ -177,10 +221,12 @@ class _Collect:
     """A `TridentCollector` keeping a batch's tuples as the source's columns (see the module
     docstring); ``checked``: also digest each tuple, pickled whole (a replay compares it)."""
 
-    def __init__(self, spec: SpoutSpec, txid: int, checked: bool = False) -> None:
+    def __init__(self, spec: SpoutSpec, txid: int, checked: bool = False, keep: bool = False) -> None:
         self.spec = spec
         self.txid = txid
         self.count = 0
+        # ``keep``: the tuples as they are, for the source's head bolt, in place of the columns
+        self.values: list[list] | None = [] if keep else None
         self.typed = [(t.position, t.type) for t in spec.typed]
         self.columns: list[list] = [[] for _ in spec.typed]
         typed = {t.position for t in spec.typed}
@@ -206,6 +252,9 @@ class _Collect:
 
     def emit(self, values: Any) -> None:
         values = list(values)
+        if self.values is not None:
+            self._keep([values])
+            return
         if self.rest is None:
             self.pickled.append(dumps(values))
             if self.whole is not None:
@@ -231,6 +280,9 @@ class _Collect:
     def emit_many(self, rows: list[list]) -> None:
         """`emit` of each of ``rows``, the typed columns taken whole when every value is of its
         type (a BIGINT's range is checked row by row)."""
+        if self.values is not None:
+            self._keep(rows)
+            return
         n = len(rows)
         if self.rest != [] or any(len(values) != self.width for values in rows) or \
                 any(kind is int for _, kind in self.typed):
@@ -249,6 +301,19 @@ class _Collect:
         if self.whole is not None:
             self.whole.extend(dumps(list(values)) for values in rows)
         self.count += n
+
+    def _keep(self, rows: list[list]) -> None:
+        """The tuples kept as they are (a head bolt's input: no column, so no column's type)."""
+        assert self.values is not None
+        if self.spec.fields and any(len(values) != self.width for values in rows):
+            for values in rows:
+                if len(values) != self.width:
+                    raise ValueError(f"{self.spec.where()}: txid {self.txid} emitted {len(values)} values {values!r} "
+                                     f"for its fields {list(self.spec.fields)}")
+        self.values.extend(rows)
+        if self.whole is not None:
+            self.whole.extend(dumps(values) for values in rows)
+        self.count += len(rows)
 
     def report_error(self, error: BaseException) -> None:
         raise error
@@ -340,7 +405,7 @@ class BatchSpoutReader(_Reader):
         """Emit the batch again, in a task; its tuples must be the planned ones."""
         end = partition.value
         txid = int(end["txid"])
-        out = _Collect(self.spec, txid, checked=True)
+        out = self.spec.collector(txid, checked=True)
         emitter = self._spout().get_emitter(self.spec.txid, self.spec.conf, self._context(self.spec.txid))
         try:
             emitter.emit_batch(_attempt(txid), from_offset(end.get("meta")), out)
@@ -350,7 +415,7 @@ class BatchSpoutReader(_Reader):
             raise ValueError(f"{self.spec.where()}: batch txid {txid} "
                              f"was {end['tuples']} tuples when planned and {out.count} other tuples when "
                              "emitted again: the spout is not transactional (the same batch for the same txid)")
-        yield out.record_batch()
+        yield from self.spec.rows(iter([out]), txid)
 
     def commit(self, end: dict) -> None:
         """The batch is committed: the spout's ``success`` (an IBatchSpout's ``ack``)."""
@@ -440,17 +505,21 @@ class PartitionedSpoutReader(_Reader):
         """The partitions' batch again (``re_emit_partition_batch``: the spout's replay)."""
         tasks: tuple[_PartitionTask, ...] = partition.value
         emitter = self._raw().get_emitter(self.spec.conf, self._context(self.spec.txid))
+
+        def emitted() -> Iterator[_Collect]:
+            for task in tasks:
+                out = self.spec.collector(task.txid)
+                emitter.re_emit_partition_batch(_attempt(task.txid), out, task.partition, from_offset(task.meta))
+                if out.count:
+                    yield out
+
         try:
             emitter.refresh_partitions([t.partition for t in tasks])
-            for task in tasks:
-                out = _Collect(self.spec, task.txid)
-                emitter.re_emit_partition_batch(_attempt(task.txid), out, task.partition,
-                                                from_offset(task.meta))
-                if out.count:
-                    yield out.record_batch()
+            if tasks:
+                yield from self.spec.rows(emitted(), tasks[0].txid)
         finally:
             emitter.close()
 
 
-__all__ = ["SOURCE_NAME", "BatchSpoutReader", "PartitionedSpoutReader", "SpoutSpec", "TridentSpoutSource", "TypedField",
+__all__ = ["SOURCE_NAME", "BatchSpoutReader", "PartitionedSpoutReader", "SourceHead", "SpoutSpec", "TridentSpoutSource", "TypedField",
            "check_spout", "spread", "typed_fields"]

@@ -89,6 +89,9 @@ class Config(dict):
     """FileSpout: a longer record is skipped and written to the dead-letter file."""
     TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = "topology.trident.batch.emit.interval.millis"
     """Trident: the least milliseconds between two batches the master coordinator starts."""
+    TOPOLOGY_TRIDENT_SPARK_BOLT_IN_SOURCE = "topology.trident.spark.bolt.in.source"
+    """Trident on Spark's engine: a spout's one reader runs in the spout's source read (Spark's
+    input rows then count what that bolt emits); false: in a ``mapInArrow`` of its own."""
     TOPOLOGY_SPOUT_MAX_BATCH_SIZE = "topology.spout.max.batch.size"
     """Trident: most tuples in one batch of a plain `Spout` (Storm's ``RichSpoutBatchExecutor``)."""
     TOPOLOGY_DISABLE_LOADAWARE_MESSAGING = "topology.disable.loadaware.messaging"
@@ -749,6 +752,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.TOPOLOGY_STATE_PROVIDER_CONFIG: (lambda v: isinstance(v, (str, dict)),
                                             "a map, or a JSON object in a string", True),
     Config.TOPOLOGY_FILESPOUT_MAX_RECORD_BYTES: (_positive_int, "a positive number of bytes", False),
+    Config.TOPOLOGY_TRIDENT_SPARK_BOLT_IN_SOURCE: _BOOL,
     Config.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS: (_non_negative_number, "a non-negative number of milliseconds",
                                                          False),
     Config.TOPOLOGY_SPOUT_MAX_BATCH_SIZE: (_positive_int, "a positive integer", False),

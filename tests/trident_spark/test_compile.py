@@ -128,3 +128,14 @@ def test_a_spouts_one_reader_runs_in_its_source_where_nothing_moves_its_tuples_f
         plan = compile_topology(other, types)
         assert plan.source_head("s") is None
         assert all(not b.in_source for b in plan.bolts)
+
+
+def test_the_bolt_in_source_setting_is_checked_before_anything_starts():
+    from squall import Config
+    from squall._errors import InvalidTopologyException
+    from squall.trident.spark import start
+
+    topology = TridentTopology()
+    topology.new_stream("s", _sentences()).each(Fields("sentence"), Split(), Fields("word"))
+    with pytest.raises(InvalidTopologyException, match="topology.trident.spark.bolt.in.source.*true or false"):
+        start(topology, None, "/nonexistent", conf={Config.TOPOLOGY_TRIDENT_SPARK_BOLT_IN_SOURCE: "yes"})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from squall import Fields
+from squall import Config, Fields
 from squall.trident import MemoryMapState, TridentTopology
 from squall.trident.builtin import Count
 from squall.trident.spark import start
@@ -29,19 +29,26 @@ def _batch_ids(directory: Path) -> list[int]:
     return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
 
 
-def test_a_fixed_batch_spout_word_count_counts_every_word_into_the_drivers_memory_map(spark, tmp_path):
+@pytest.mark.parametrize("in_source", [True, False], ids=["split-in-source", "split-in-mapInArrow"])
+def test_a_fixed_batch_spout_word_count_counts_every_word_into_the_drivers_memory_map(spark, tmp_path, in_source):
+    # the Split runs in the source's read (the default) or in a mapInArrow of its own; Spark's
+    # input rows count the rows the source gives: the Split's partial counts, or the sentences
     lines = sentences(9, seed=1)
     spout = FixedBatchSpout(Fields("sentence"), 5, *[[line] for line in lines])
     factory = MemoryMapState.factory()
     topology = TridentTopology()
     topology.new_stream("fixed", spout).each(Fields("sentence"), Split(), Fields("word")) \
         .group_by(Fields("word")).persistent_aggregate(factory, Count(), Fields("count"))
-    query = start(topology, spark, str(tmp_path / "checkpoint"), query_name="fixed_word_count")
+    query = start(topology, spark, str(tmp_path / "checkpoint"), query_name="fixed_word_count",
+                  conf={Config.TOPOLOGY_TRIDENT_SPARK_BOLT_IN_SOURCE: in_source})
     try:
         query.processAllAvailable()
         assert query.name == "fixed_word_count"
+        inputs = sum(p["numInputRows"] for p in query.recentProgress)
     finally:
         query.stop()
+    partials = sum(len(expected_counts(lines[i:i + 5])) for i in (0, 5))
+    assert inputs == (partials if in_source else len(lines))
     # a MemoryMapState under Spark is the driver's: read it here, in the driver process
     state = factory.make_state({}, None, 0, 1)
     assert {word: count for word, count in state.get_tuples()} == expected_counts(lines)

@@ -65,6 +65,7 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
 
     from pyspark import cloudpickle
 
+    from ..._config import Config, setting
     from .compiler import compile_topology
     from .rows import to_option
     from .runner import BatchRunner, quiet_call_sites, source_frame, union
@@ -72,10 +73,12 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
 
     if not isinstance(checkpoint_location, str) or not checkpoint_location:
         raise ValueError(f"start: checkpoint_location must be a non-empty path or URI, got {checkpoint_location!r}")
-    plan = compile_topology(topology, field_types)
+    settings = dict(conf or {})
+    plan = compile_topology(topology, field_types,
+                            in_sources=bool(setting(settings, Config.TOPOLOGY_TRIDENT_SPARK_BOLT_IN_SOURCE,
+                                                    where="start: conf")))
     if not plan.spouts:
         raise ValueError("start: the topology has no spout (new_stream), so nothing to run")
-    settings = dict(conf or {})
     tasks = int(spark.sparkContext.defaultParallelism)
     _warm_python_workers(spark, tasks)  # first: what follows starts Python processes for seconds
     spark.dataSource.register(TridentSpoutSource)

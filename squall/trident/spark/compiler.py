@@ -8,7 +8,9 @@ code runs them (``SubtopologyBody``). Then each piece gets its place under Spark
   transactional);
 - each Trident bolt without a state -> one ``mapInArrow`` over the DataFrame of its input streams,
   in Spark tasks (one per partition, Arrow batches in and out, its operations run per tuple in the
-  task's Python worker);
+  task's Python worker); but a spout's one reader, with no repartition or SQL before it, runs in
+  the spout's source read (``in_source``, `_in_sources`: the process that reads the batch runs
+  the bolt on its tuples, and the source's rows are the bolt's);
 - each repartition -> a Spark exchange: ``partition_by`` hashes the pickled key
   (``repartition(n, key)``), ``global``/``batch_global`` one partition, ``shuffle`` round robin
   over ``n`` (the bolt's parallelism); an identity edge keeps the partitions;

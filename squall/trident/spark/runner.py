@@ -4,7 +4,8 @@
 Trident batch ``txid = batchId + 1`` (attempt 0): it builds, on the batch's DataFrame of source
 rows, each executor bolt's head in Spark SQL (``compiler.SqlOp``: ``select``/``filter`` over
 typed columns), then its ``mapInArrow`` (`run_partition`: one fresh copy of the bolt's body per
-Spark task, the tuples of its partition, then ``finish_batch``), collects what the driver bolts
+Spark task, the tuples of its partition, then ``finish_batch``; a bolt that runs in its spout's
+source read, ``SparkBolt.in_source``, is already in the source's rows), collects what the driver bolts
 read (the partials of a grouped Count/Sum summed per group in Spark SQL first, see
 ``compiler.SqlCombine``), and runs those bolts in this process, where their `State` objects live
 for the query's life. A state's ``begin_commit(txid)``/``commit(txid)`` run once a batch, in batchId order (Spark

@@ -24,6 +24,11 @@ an opaque spout (a replayed txid may hold other records), naming the spout and t
 The planning emit reads the batch on the driver and the task reads it again: twice the reading
 for a spout over a remote source, and what the spout reads in one batch must fit the driver.
 
+With a head (`SourceHead`: the spout's one reader, ``compiler``'s ``in_source``), ``read`` runs
+that bolt on the batch's tuples in the same process (``runner.run_body``), and the source's rows
+are what the bolt emits (``rows.ROW_SCHEMA``), not the spout's tuples: one Python process a
+batch instead of the read and a ``mapInArrow`` with Arrow between them.
+
 Columns: one typed column per field whose type is declared (`TypedField`: the spout's
 ``field_types()``, or ``start``'s ``field_types``), ``trident_tuple`` the pickled list of the
 other fields (null when there are none). A value that is neither None nor exactly the declared
@@ -305,6 +310,8 @@ class _Collect:
     def _keep(self, rows: list[list]) -> None:
         """The tuples kept as they are (a head bolt's input: no column, so no column's type)."""
         assert self.values is not None
+        if not all(type(values) is list for values in rows):
+            rows = [list(values) for values in rows]  # as emit makes them: the digest pickles lists
         if self.spec.fields and any(len(values) != self.width for values in rows):
             for values in rows:
                 if len(values) != self.width:

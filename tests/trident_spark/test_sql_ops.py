@@ -263,7 +263,7 @@ def test_filter_null_equals_and_project_run_in_spark_sql_and_store_what_local_cl
     runner = BatchRunner(plan, {})
     frames = list(_source_batches(spark, plan))
     assert len(frames) == 4  # 200 tuples in batches of 50
-    sql_frames, _ = runner.frames(frames[0], 1)
+    sql_frames = runner.frames(frames[0], 1).streams
     projected = sql_frames[bolt.sql[-1].stream]
     executed = projected._jdf.queryExecution().executedPlan().toString()
     # the filters and the projection are Spark's own operators; no Python runs for them

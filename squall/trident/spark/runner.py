@@ -21,7 +21,7 @@ import pickle
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..coordinator import TransactionAttempt
 from ..executor import BatchInfo, BatchOutput
@@ -173,6 +173,18 @@ class _ListOutput(BatchOutput):
         log.error("Trident bolt %s reported: %s: %s", self.component, type(error).__name__, error)
 
 
+class BatchFrames(NamedTuple):
+    """A batch's DataFrames, not run: each stream's (``streams``: where the driver bolts read),
+    the outputs of the bolts whose output nothing reads (``leaves``: run for what they do), each
+    frame with the streams its rows can be on (``carried``: a filter to all of them is left out),
+    and the frames in one partition (``single``: their partials are one per group already)."""
+
+    streams: dict[str, Any]
+    leaves: list[Any]
+    carried: list[tuple[Any, frozenset[str]]]
+    single: list[Any]
+
+
 class BatchRunner:
     """The ``foreachBatch`` function of a compiled Trident topology (see the module docstring)."""
 
@@ -182,7 +194,7 @@ class BatchRunner:
         self.plan = plan
         self.conf = dict(conf)
         # pickled before anything is prepared: each task starts from the body as built
-        self._bodies = {b.component: cloudpickle.dumps(b.body) for b in plan.executor_bolts()}
+        self._bodies = {b.component: cloudpickle.dumps(b.body) for b in plan.executor_bolts() if not b.in_source}
         self._rows: dict[str, list[list]] = {}
         self._widths = {s: len(f) for b in plan.driver_bolts() for s, f in b.body.input_fields.items()}
         self._prepared = False
@@ -190,8 +202,6 @@ class BatchRunner:
         # rows the driver collected in the last batch (a SQL-summed stream: one per group)
         self.last_collected = 0
         self._default_parallelism: int | None = None
-        self._carried: list[tuple[Any, frozenset[str]]] = []  # see frames()
-        self._single: list[Any] = []
 
     def _prepare_driver(self) -> None:
         for b in self.plan.driver_bolts():
@@ -204,16 +214,16 @@ class BatchRunner:
             self._prepare_driver()
         txid = int(batch_id) + 1
         with quiet_call_sites():
-            frames, leaves = self.frames(df, txid)
-            for leaf in leaves:  # a bolt whose output nothing reads still runs
+            built = self.frames(df, txid)
+            for leaf in built.leaves:  # a bolt whose output nothing reads still runs
                 leaf.write.format("noop").mode("overwrite").save()
-            driver_inputs = tuple(sorted({s for b in self.plan.driver_bolts() for s in b.inputs if s in frames}))
+            driver_inputs = tuple(sorted({s for b in self.plan.driver_bolts() for s in b.inputs if s in built.streams}))
             self._rows.clear()
             self.last_collected = 0
             if driver_inputs:
-                sources = _distinct(frames, driver_inputs)
-                single = len(sources) == 1 and any(sources[0] is f for f in self._single)
-                self._collect(_input(frames, driver_inputs, self._carried), driver_inputs, summed=not single)
+                sources = _distinct(built.streams, driver_inputs)
+                single = len(sources) == 1 and any(sources[0] is f for f in built.single)
+                self._collect(_input(built.streams, driver_inputs, built.carried), driver_inputs, summed=not single)
         for b in self.plan.driver_bolts():
             batch = BatchInfo(TransactionAttempt(txid, 0))
             b.body.init_batch(batch)
@@ -225,48 +235,47 @@ class BatchRunner:
         self._rows.clear()
         self.last_txid = txid
 
-    def frames(self, df: Any, txid: int) -> tuple[dict[str, Any], list[Any]]:
-        """The DataFrames of batch ``txid`` over ``df`` (the micro-batch's source rows), not run:
-        each stream's (where the driver bolts read), and the outputs of the bolts whose output
-        nothing reads (run for what they do)."""
+    def frames(self, df: Any, txid: int) -> BatchFrames:
+        """The DataFrames of batch ``txid`` over ``df`` (the micro-batch's source rows), not run
+        (`BatchFrames`)."""
         frames: dict[str, Any] = {}
         for spout in self.plan.spouts:  # a source that runs its head bolt has that bolt's rows
             head = self.plan.source_head(spout.txid)
             frames.update({s: df for s in (head.outputs if head is not None else spout.outputs)})
         # which streams each frame's rows can be on (a filter to all of them is left out), and
         # the frames in one partition (the partials there are one per group already)
-        self._carried = [(df, frozenset(frames))]
-        self._single = []
+        carried = [(df, frozenset(frames))]
+        single = []
         if len(self.plan.spouts) == 1:
             head = self.plan.source_head(self.plan.spouts[0].txid)
             if head is not None and max(self._parallelism(df), head.partitions) == 1:  # the source's tasks (start)
-                self._single.append(df)
+                single.append(df)
         leaves = []
         for b in self.plan.executor_bolts():
             if b.in_source:
                 continue  # run by its spout's source
             for op in b.sql:
                 frames[op.stream] = _sql(frames[op.source], op)
-                self._carried.append((frames[op.stream], frozenset([op.stream])))
+                carried.append((frames[op.stream], frozenset([op.stream])))
                 for o in op.outputs:
                     frames[o] = _relabel(frames[op.stream], o)
-                    self._carried.append((frames[o], frozenset([o])))
+                    carried.append((frames[o], frozenset([o])))
             if not b.body.nodes:
                 continue  # all of it in SQL
             parallelism = self._parallelism(df)
-            frame = _repartition(_input(frames, b.inputs, self._carried), b, parallelism, self._key_columns(b))
+            frame = _repartition(_input(frames, b.inputs, carried), b, parallelism, self._key_columns(b))
             fn = run_partition(self._bodies[b.component], b.component, b.partitions, txid, self.conf, self.plan.keys,
                                {s: self.plan.combines[s].value for s in b.outputs if s in self.plan.combines},
                                {s: self.plan.layouts[s] for s in b.inputs if s in self.plan.layouts})
             out = frame.mapInArrow(fn, ROW_SCHEMA)
-            self._carried.append((out, frozenset(b.outputs)))
+            carried.append((out, frozenset(b.outputs)))
             if _partitions(b, parallelism) == 1:
-                self._single.append(out)
+                single.append(out)
             for s in b.outputs:
                 frames[s] = out
             if not b.outputs:
                 leaves.append(out)
-        return frames, leaves
+        return BatchFrames(frames, leaves, carried, single)
 
     def _key_columns(self, bolt: SparkBolt) -> list[str] | None:
         """The typed columns ``bolt``'s hash repartition hashes, when it reads one stream whose
@@ -443,4 +452,4 @@ def _repartition(frame: Any, bolt: SparkBolt, parallelism: int, key_columns: lis
     return frame.coalesce(max(bolt.partitions, parallelism))
 
 
-__all__ = ["BatchRunner", "quiet_call_sites", "run_partition", "source_frame", "union"]
+__all__ = ["BatchFrames", "BatchRunner", "quiet_call_sites", "run_body", "run_partition", "source_frame", "union"]

@@ -1327,6 +1327,26 @@ hold_ack(PyObject *acks, PyObject *root, PyObject *val, PyObject *oav)
     return rc;
 }
 
+/* a == b for two roots: exact ints (squall's ids) compared by their digits, without the rich
+ * comparison's dispatch (a root decoded from another worker is an int of its own, so the identity
+ * check of PyObject_RichCompareBool misses: W1 on 2 workers made five such calls a sentence) */
+static inline int
+same_root(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyLong_CheckExact(a) && PyLong_CheckExact(b)) {
+        Py_ssize_t n = Py_SIZE(a);
+        if (n != Py_SIZE(b))
+            return 0;
+        return memcmp(((PyLongObject *)a)->ob_digit, ((PyLongObject *)b)->ob_digit,
+                      (size_t)(n < 0 ? -n : n) * sizeof(digit)) == 0;
+    }
+#endif
+    return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
 /* 1 when the first input waiting in the deque inbox has the root root, 0 when not (or empty) */
 static int
 sibling_next(PyObject *inbox, PyObject *root)
@@ -1341,7 +1361,7 @@ sibling_next(PyObject *inbox, PyObject *root)
     }
     int same = 0;
     if (is_a(next, &TupleBase_Type, &seen_tuple))
-        same = PyObject_RichCompareBool(((TupleBase *)next)->root, root, Py_EQ);
+        same = same_root(((TupleBase *)next)->root, root);
     Py_DECREF(next);
     return same;
 }
@@ -1554,7 +1574,7 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
     if (tracked && nackers) {
         int rc = sibling_next(self->inbox, root);  /* 1: a sibling is next, hold and combine */
         if (rc >= 0 && self->held_root != NULL && self->held_root != root) {  /* siblings share their root's int */
-            int same = PyObject_RichCompareBool(self->held_root, root, Py_EQ);
+            int same = same_root(self->held_root, root);
             rc = same < 0 ? -1 : same ? rc : be_spill(self) < 0 ? -1 : rc;
         }
         if (rc >= 0 && !PyDict_GET_SIZE(self->acks)) {  /* the run held in C */
@@ -2544,7 +2564,7 @@ NextChooser_call(NextChooser *self, PyObject *const *args, size_t nargsf, PyObje
 
 static PyTypeObject NextChooser_Type;
 
-/* a router's choose(values): a NextChooser with its iterator is called here at once (the
+/* a router's choose(values): a NextChooser with its iterator, and a MemoChooser, are called here at once (the
  * vectorcall's dispatch and argument checks, about 30 instructions an emit) */
 static PyObject *
 choose_targets(PyObject *choose, PyObject *values)
@@ -2556,6 +2576,8 @@ choose_targets(PyObject *choose, PyObject *values)
             PyErr_SetNone(PyExc_StopIteration);
         return r;
     }
+    if (Py_IS_TYPE(choose, &MemoChooser_Type))  /* a fields grouping's: its function at once */
+        return MemoChooser_call((MemoChooser *)choose, &values, 1, NULL);
     return PyObject_CallOneArg(choose, values);
 }
 

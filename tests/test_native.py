@@ -719,11 +719,14 @@ def test_a_bolt_s_ack_does_what_its_general_python_path_does():
     assert expected[2] == len(inputs) and any(type(m) is tuple and m[0] == "other" for m in expected[0])
 
 
-def test_a_basic_bolt_acks_each_run_of_siblings_once_and_a_run_cut_by_the_drain_is_spilled_whole():
+@pytest.mark.parametrize("decoded", [False, True])
+def test_a_basic_bolt_acks_each_run_of_siblings_once_and_a_run_cut_by_the_drain_is_spilled_whole(decoded):
     """`BasicExecute` (C when compiled): the acks of a run of siblings (inputs of one tree in a
     row) go to the acker as one message, their xor; a run that a drain's end cuts is held until
     ``spill()`` hands it to the executor's dict, from which `send_acks` sends it, and the rest of
-    the run then adds to it there. Every tree's acks add up to the xor of its inputs' ack values."""
+    the run then adds to it there. Every tree's acks add up to the xor of its inputs' ack values.
+    ``decoded``: each sibling's root is an int of its own, equal to the others (as inputs decoded
+    from another worker's batch come), not one shared object: siblings are told by value."""
     import random
     from collections import deque
 
@@ -736,9 +739,11 @@ def test_a_basic_bolt_acks_each_run_of_siblings_once_and_a_run_cut_by_the_drain_
     inputs = []
     for _ in range(40):  # trees of 1 to 12 children in a row (W1's split: a sentence's words)
         root = rng.getrandbits(64) | 1
-        inputs += [Tuple([f"w{len(inputs)}"], src, root, rng.getrandbits(64), rng.getrandbits(64))
-                   for _ in range(rng.randrange(1, 13))]
+        inputs += [Tuple([f"w{len(inputs)}"], src, int(str(root)) if decoded else root, rng.getrandbits(64),
+                         rng.getrandbits(64)) for _ in range(rng.randrange(1, 13))]
     inputs.insert(7, Tuple(["untracked"], src))
+    if decoded:
+        assert inputs[0]._root == inputs[1]._root and inputs[0]._root is not inputs[1]._root
     sent, executed = [], []
     acks, inbox = {}, deque(inputs)
     basic = _native.BasicCollectorBase()

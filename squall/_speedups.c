@@ -893,19 +893,31 @@ router_of(RouterCache *c, PyObject *routers, PyObject *stream)
 #define ROUTER_CACHE_VISIT(c) do { Py_VISIT((c).routers); Py_VISIT((c).router); } while (0)
 #define ROUTER_CACHE_CLEAR(c) do { Py_CLEAR((c).routers); Py_CLEAR((c).router); } while (0)
 
-/* DeliverCache: the callable a collector last delivered to, remembered with its task and the
- * version of the deliver dict (task -> callable) it was read at. CPython 3.11's dicts carry a
+/* DeliverCache: the callables a collector last delivered to, remembered with their tasks and the
+ * version of the deliver dict (task -> callable) they were read at. CPython 3.11's dicts carry a
  * version that changes with every change (ma_version_tag): a worker that moves a task to
- * another loop replaces its callable (engine/worker.py), and the next delivery reads it again.
- * Saves the look-up by task, about 110 instructions a delivery; on later versions, where the
- * tag is gone, every delivery looks up. */
+ * another loop replaces its callable (engine/worker.py), and the next delivery reads them all
+ * again. Saves the look-up by task, about 110 instructions a delivery; on later versions, where
+ * the tag is gone, every delivery looks up. A few tasks, not one: a fields grouping over two
+ * workers sends about every other word to the other count task, and a cache of one missed on
+ * 48% of W1's deliveries on 2 workers (callgrind). */
+#define DELIVER_WAYS 4
+
 typedef struct {
-    PyObject *deliver, *task, *fn;
-    uint64_t version;
+    PyObject *deliver;  /* the dict the entries were read from */
+    uint64_t version;   /* its version then */
+    PyObject *task[DELIVER_WAYS], *fn[DELIVER_WAYS];
+    int next;           /* the entry the next miss replaces */
 } DeliverCache;
 
-#define DELIVER_CACHE_VISIT(c) do { Py_VISIT((c).deliver); Py_VISIT((c).task); Py_VISIT((c).fn); } while (0)
-#define DELIVER_CACHE_CLEAR(c) do { Py_CLEAR((c).deliver); Py_CLEAR((c).task); Py_CLEAR((c).fn); } while (0)
+#define DELIVER_CACHE_VISIT(c) do { \
+        Py_VISIT((c).deliver); \
+        for (int w_ = 0; w_ < DELIVER_WAYS; w_++) { Py_VISIT((c).task[w_]); Py_VISIT((c).fn[w_]); } \
+    } while (0)
+#define DELIVER_CACHE_CLEAR(c) do { \
+        Py_CLEAR((c).deliver); \
+        for (int w_ = 0; w_ < DELIVER_WAYS; w_++) { Py_CLEAR((c).task[w_]); Py_CLEAR((c).fn[w_]); } \
+    } while (0)
 
 /* ---------------------------------------------------------------------------------------------
  * BasicCollectorBase: the slots of a BasicBolt's collector, and its emit.
@@ -965,19 +977,32 @@ BasicCollectorBase_dealloc(BasicCollectorBase *self)
 static PyObject *str_emit;
 static PyObject *str_send_multi;
 
+/* the callable remembered in c for task while deliver is unchanged, borrowed; NULL when there is none */
+static inline PyObject *
+deliver_hit(DeliverCache *c, PyObject *deliver, PyObject *task)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (c != NULL && c->deliver == deliver && PyDict_CheckExact(deliver) &&
+            c->version == ((PyDictObject *)deliver)->ma_version_tag)
+        for (int i = 0; i < DELIVER_WAYS; i++)
+            if (c->task[i] == task)
+                return c->fn[i];
+#else
+    (void)c, (void)deliver, (void)task;
+#endif
+    return NULL;
+}
+
 /* deliver[task], remembered in c while deliver is unchanged (c NULL: looked up); a new reference,
  * or NULL with an error (a KeyError for a task deliver does not have) */
 static PyObject *
 deliver_fn(DeliverCache *c, PyObject *deliver, PyObject *task)
 {
-    PyObject *d;
+    PyObject *d = deliver_hit(c, deliver, task);
+    if (d != NULL)
+        return Py_NewRef(d);  /* held while it runs: a delivery may change the cache */
 #if PY_VERSION_HEX < 0x030C0000
-    uint64_t version = 0;
-    if (c != NULL && PyDict_CheckExact(deliver)) {
-        version = ((PyDictObject *)deliver)->ma_version_tag;
-        if (c->deliver == deliver && c->task == task && c->version == version)
-            return Py_NewRef(c->fn);  /* held while it runs: a delivery may change the cache */
-    }
+    uint64_t version = PyDict_CheckExact(deliver) ? ((PyDictObject *)deliver)->ma_version_tag : 0;
 #endif
     d = PyDict_GetItemWithError(deliver, task);
     if (d == NULL) {
@@ -985,17 +1010,27 @@ deliver_fn(DeliverCache *c, PyObject *deliver, PyObject *task)
             PyErr_SetObject(PyExc_KeyError, task);
         return NULL;
     }
+    Py_INCREF(d);  /* ours before the cache lets go of anything (which may run a finaliser) */
 #if PY_VERSION_HEX < 0x030C0000
     if (c != NULL && PyDict_CheckExact(deliver)) {
-        Py_XSETREF(c->fn, Py_NewRef(d));
-        Py_XSETREF(c->task, Py_NewRef(task));
-        Py_XSETREF(c->deliver, Py_NewRef(deliver));
-        c->version = version;
+        if (c->deliver != deliver || c->version != version) {  /* another dict, or changed: all stale */
+            for (int i = 0; i < DELIVER_WAYS; i++) {
+                Py_CLEAR(c->task[i]);
+                Py_CLEAR(c->fn[i]);
+            }
+            Py_XSETREF(c->deliver, Py_NewRef(deliver));
+            c->version = version;
+            c->next = 0;
+        }
+        int i = c->next;
+        c->next = (i + 1) % DELIVER_WAYS;
+        Py_XSETREF(c->fn[i], Py_NewRef(d));
+        Py_XSETREF(c->task[i], Py_NewRef(task));
     }
 #else
     (void)c;
 #endif
-    return Py_NewRef(d);
+    return d;
 }
 
 /* deliver_to, the callable remembered in c while deliver is unchanged (c NULL: deliver_to);
@@ -1003,13 +1038,10 @@ deliver_fn(DeliverCache *c, PyObject *deliver, PyObject *task)
 static inline int
 deliver_cached(DeliverCache *c, PyObject *deliver, PyObject *task, PyObject *item)
 {
-    PyObject *d;
-#if PY_VERSION_HEX < 0x030C0000
-    if (c != NULL && c->deliver == deliver && c->task == task && PyDict_CheckExact(deliver) &&
-            c->version == ((PyDictObject *)deliver)->ma_version_tag)
-        d = Py_NewRef(c->fn);  /* held while it runs: a delivery may change the cache */
+    PyObject *d = deliver_hit(c, deliver, task);
+    if (d != NULL)
+        Py_INCREF(d);  /* held while it runs: a delivery may change the cache */
     else
-#endif
         d = deliver_fn(c, deliver, task);
     if (d == NULL)
         return -1;
@@ -1886,7 +1918,7 @@ acker_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *result = Py_None;
-    DeliverCache sent = {NULL, NULL, NULL, 0};  /* the spout task replied to last, for this call */
+    DeliverCache sent = {0};  /* the spout tasks replied to last, for this call */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *msg = call_quick(pop, NULL);
         if (msg == NULL) {
@@ -1971,7 +2003,7 @@ acker_drain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t ran = 0;
     int failed = 0;
-    DeliverCache sent = {NULL, NULL, NULL, 0};  /* the spout task replied to last, for this call */
+    DeliverCache sent = {0};  /* the spout tasks replied to last, for this call */
     while (ran < n && !failed) {
         PyObject *msg = call_quick(pop, NULL);
         if (msg == NULL) {

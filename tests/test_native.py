@@ -775,6 +775,37 @@ def test_a_basic_bolt_acks_each_run_of_siblings_once_and_a_run_cut_by_the_drain_
     assert cuts > 3 and len(sent) == runs + cuts  # one message a run, and one more for each cut
 
 
+def test_a_basic_bolt_s_emits_reach_their_tasks_and_a_task_s_new_callable_at_once():
+    """`BasicCollectorBase.emit` (C when compiled) remembers the callables of the last few tasks it
+    delivered to while the deliver dict is unchanged: emits to more tasks than it remembers, in a
+    random order, each reach their task's callable, and once a task's callable is replaced (a
+    worker moving the task to another loop) the next emit to it reaches the new one."""
+    import random
+
+    from squall.engine.bolt_executor import BasicCollector
+    from squall.engine.routing import Router
+
+    tasks = list(range(10, 17))  # more than the cache's ways
+    got: list = []
+    deliver = {t: (lambda item, t=t: got.append((t, item.values[0]))) for t in tasks}
+    rng = random.Random(5)
+    order = [rng.choice(tasks) for _ in range(600)]
+    src = Source("split", "default", 3, Fields("n", "task"))
+    out = SimpleNamespace(routers={"default": Router("default", src, lambda values: [values[1]], False,
+                                                     {t: False for t in tasks})},
+                          _deliver=deliver, _rand=lambda: 1, _nackers=0)
+    c = BasicCollector(out)
+    c.input = Tuple(["a sentence"], Source("spout", "default", 1, Fields("sentence")))
+    for n, task in enumerate(order[:300]):
+        assert c.emit([n, task]) == [task]
+    moved: list = []
+    deliver[12] = lambda item: moved.append(item.values[0])
+    for n, task in enumerate(order[300:], 300):
+        c.emit([n, task])
+    assert got == [(task, n) for n, task in enumerate(order) if n < 300 or task != 12]
+    assert moved == [n for n, task in enumerate(order) if n >= 300 and task == 12] and moved
+
+
 def test_a_bolt_s_ack_keeps_no_reference_it_should_not():
     import threading
     from collections import deque

@@ -2605,8 +2605,8 @@ NextChooser_call(NextChooser *self, PyObject *const *args, size_t nargsf, PyObje
 
 static PyTypeObject NextChooser_Type;
 
-/* a router's choose(values): a NextChooser with its iterator, and a MemoChooser, are called here at once (the
- * vectorcall's dispatch and argument checks, about 30 instructions an emit) */
+/* a router's choose(values): a NextChooser with its iterator, and a MemoChooser, are called here
+ * at once (the vectorcall's dispatch and argument checks, about 30 instructions an emit) */
 static PyObject *
 choose_targets(PyObject *choose, PyObject *values)
 {

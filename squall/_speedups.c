@@ -993,14 +993,12 @@ deliver_hit(DeliverCache *c, PyObject *deliver, PyObject *task)
     return NULL;
 }
 
-/* deliver[task], remembered in c while deliver is unchanged (c NULL: looked up); a new reference,
- * or NULL with an error (a KeyError for a task deliver does not have) */
+/* deliver[task] looked up, and remembered in c (c NULL: not); a new reference, or NULL with an
+ * error (a KeyError for a task deliver does not have) */
 static PyObject *
-deliver_fn(DeliverCache *c, PyObject *deliver, PyObject *task)
+deliver_miss(DeliverCache *c, PyObject *deliver, PyObject *task)
 {
-    PyObject *d = deliver_hit(c, deliver, task);
-    if (d != NULL)
-        return Py_NewRef(d);  /* held while it runs: a delivery may change the cache */
+    PyObject *d;
 #if PY_VERSION_HEX < 0x030C0000
     uint64_t version = PyDict_CheckExact(deliver) ? ((PyDictObject *)deliver)->ma_version_tag : 0;
 #endif
@@ -1033,16 +1031,23 @@ deliver_fn(DeliverCache *c, PyObject *deliver, PyObject *task)
     return d;
 }
 
-/* deliver_to, the callable remembered in c while deliver is unchanged (c NULL: deliver_to);
- * inline, the remembered callable read at once (each word's delivery) */
-static inline int
-deliver_cached(DeliverCache *c, PyObject *deliver, PyObject *task, PyObject *item)
+/* deliver[task], remembered in c while deliver is unchanged (c NULL: looked up); a new reference,
+ * or NULL with an error (a KeyError for a task deliver does not have). Inline: the remembered
+ * callable is read at once (each word's delivery). */
+static inline PyObject *
+deliver_fn(DeliverCache *c, PyObject *deliver, PyObject *task)
 {
     PyObject *d = deliver_hit(c, deliver, task);
     if (d != NULL)
-        Py_INCREF(d);  /* held while it runs: a delivery may change the cache */
-    else
-        d = deliver_fn(c, deliver, task);
+        return Py_NewRef(d);  /* held while it runs: a delivery may change the cache */
+    return deliver_miss(c, deliver, task);
+}
+
+/* deliver_to, the callable remembered in c while deliver is unchanged (c NULL: deliver_to) */
+static inline int
+deliver_cached(DeliverCache *c, PyObject *deliver, PyObject *task, PyObject *item)
+{
+    PyObject *d = deliver_fn(c, deliver, task);
     if (d == NULL)
         return -1;
     PyObject *r = call_quick(d, item);

@@ -1,6 +1,7 @@
 """Micro benchmark: W1's split and count run breadth first (a round's words queued, then counted,
 as squall's loop runs them) against depth first (each word counted as it is split, as an engine
-that called the next bolt from the emit would), with squall's `Tuple` and W1's user code.
+that called the next bolt from the emit would), with squall's `Tuple` and W1's own bolts
+(`bench.w1_wordcount.SplitSentence` and `WordCount`).
 
 It bounds what calling a same-loop bolt straight from the emit could give W1 on one worker before
 anyone builds it (docs/profiles/w1-one-worker.md, 2026-12-03). Both ways here drain their queues
@@ -17,50 +18,35 @@ import argparse
 import time
 from collections import deque
 from collections.abc import Callable
+from types import SimpleNamespace
 
 from squall._fields import Fields
 from squall._tuple import Source, Tuple
 
 from .corpus import WORDS_PER_SENTENCE, ensure_corpus, iter_sentences
+from .w1_wordcount import SplitSentence, WordCount
 
 SENTENCES = Source("spout", "default", 1, Fields("sentence"))
 WORDS = Source("split", "default", 2, Fields("word"))
 
 
-class Split:
-    """W1's SplitSentence, its emit passed in."""
-
-    def execute(self, tup: Tuple, emit: Callable[[list], None]) -> None:
-        for word in tup.values[0].split(" "):
-            emit([word])
+_NOWHERE = SimpleNamespace(emit=lambda values: None)  # a collector for the count: nobody subscribes
 
 
-class Count:
-    """W1's WordCount, its emit passed in."""
-
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-
-    def execute(self, tup: Tuple, emit: Callable[[list], None]) -> None:
-        word = tup.values[0]
-        count = self.counts.get(word, 0) + 1
-        self.counts[word] = count
-        emit([word, count])
-
-
-def _nowhere(values: list) -> None:
-    """The count's emit: nobody subscribes."""
+def _bolts() -> tuple[SplitSentence, WordCount]:
+    """W1's own split and count bolts, the count prepared as a task with no output directory."""
+    count = WordCount()
+    count.prepare({}, SimpleNamespace(get_this_task_id=lambda: 1))
+    return SplitSentence(), count
 
 
 def breadth_first(sentences: list[str], burst: int = 64) -> dict[str, int]:
     """A burst of sentences queued; the words split from the last burst counted, then this
     burst split: the order of a squall loop's round (count drained before split)."""
-    split, count = Split(), Count()
+    split, count = _bolts()
     to_split: deque[Tuple] = deque()
     to_count: deque[Tuple] = deque()
-
-    def emit_word(values: list) -> None:
-        to_count.append(Tuple(values, WORDS, 0, 0, 0))
+    to_word = SimpleNamespace(emit=lambda values: to_count.append(Tuple(values, WORDS, 0, 0, 0)))
 
     it = iter(sentences)
     while True:
@@ -71,22 +57,20 @@ def breadth_first(sentences: list[str], burst: int = 64) -> dict[str, int]:
             if n == burst:
                 break
         while to_count:
-            count.execute(to_count.popleft(), _nowhere)
+            count.execute(to_count.popleft(), _NOWHERE)
         if not n and not to_split:
             return count.counts
         while to_split:
-            split.execute(to_split.popleft(), emit_word)
+            split.execute(to_split.popleft(), to_word)
 
 
 def depth_first(sentences: list[str]) -> dict[str, int]:
     """Each word counted inside the split's emit."""
-    split, count = Split(), Count()
-
-    def emit_word(values: list) -> None:
-        count.execute(Tuple(values, WORDS, 0, 0, 0), _nowhere)
+    split, count = _bolts()
+    to_word = SimpleNamespace(emit=lambda values: count.execute(Tuple(values, WORDS, 0, 0, 0), _NOWHERE))
 
     for s in sentences:
-        split.execute(Tuple([s], SENTENCES, 0, 0, 0), emit_word)
+        split.execute(Tuple([s], SENTENCES, 0, 0, 0), to_word)
     return count.counts
 
 

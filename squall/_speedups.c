@@ -245,11 +245,74 @@ static PyTypeObject *lean_tuple_type;
 static TupleBase *tuple_free[TUPLE_FREE_MAX];
 static int tuple_nfree;
 
+/* Lists of values kept from lean Tuples' deaths for the decoder's next Tuples (r_values): a
+ * worker decodes the words another worker sent in bursts of hundreds (a poll's batches), more
+ * than CPython's own free list of 80 lists holds, so each one was a list and an item array made
+ * by pymalloc and freed again a drain later (W1 on 2 workers: PyList_New, list_dealloc and their
+ * allocations were the largest part of the crossing's extra time in perf). Only as many lists are
+ * kept as the decoder has lately had to make afresh (lists_wanted), so a worker that decodes
+ * nothing keeps none and leaves its bolts' lists to CPython's free list. A kept list is empty,
+ * untracked and holds its item array (of at most LIST_KEEP_ITEMS). */
+#define LIST_FREE_MAX 1024
+#define LIST_KEEP_ITEMS 4
+static PyObject *list_free[LIST_FREE_MAX];
+static int list_nfree;
+static Py_ssize_t lists_wanted;
+
+/* self's values kept for the decoder when nothing else holds them (refcount 1): then self's
+ * values are NULL */
+static void
+keep_values(TupleBase *self)
+{
+    PyObject *v = self->values;
+    if (lists_wanted <= 0 || list_nfree >= LIST_FREE_MAX || v == NULL || !PyList_CheckExact(v) || Py_REFCNT(v) != 1)
+        return;
+    PyListObject *l = (PyListObject *)v;
+    if (l->allocated < 1 || l->allocated > LIST_KEEP_ITEMS)
+        return;
+    self->values = NULL;
+    PyObject_GC_UnTrack(v);
+    Py_ssize_t n = Py_SIZE(l);
+    Py_SET_SIZE(l, 0);  /* empty before its items go: freeing one may run code, which cannot reach it */
+    while (n > 0)
+        Py_XDECREF(l->ob_item[--n]);
+    list_free[list_nfree++] = v;
+    lists_wanted--;
+}
+
+/* *out: a kept list of size 0 with room for n items (1 <= n <= LIST_KEEP_ITEMS), tracked, or
+ * NULL when none is kept (then one more is wanted); -1 on an error */
+static int
+kept_list(Py_ssize_t n, PyObject **out)
+{
+    *out = NULL;
+    if (list_nfree == 0) {
+        if (lists_wanted < LIST_FREE_MAX)
+            lists_wanted++;
+        return 0;
+    }
+    PyListObject *l = (PyListObject *)list_free[--list_nfree];
+    if (l->allocated < n) {
+        PyObject **items = PyMem_Realloc(l->ob_item, sizeof(PyObject *) * (size_t)n);
+        if (items == NULL) {
+            Py_DECREF(l);
+            PyErr_NoMemory();
+            return -1;
+        }
+        l->ob_item = items;
+        l->allocated = n;
+    }
+    PyObject_GC_Track(l);
+    *out = (PyObject *)l;
+    return 0;
+}
+
 static void
 subclass_dealloc(TupleBase *self)
 {
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    keep_values(self);
     TupleBase_clear(self);
     /* lean_tuple_type's own instances only: a Python subclass of it (a class with __slots__ or
      * a __del__) inherits this dealloc through subtype_dealloc, and one of its instances taken
@@ -2413,7 +2476,10 @@ spout_produce(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * chooser's: choices[(crc32(key as UTF-8) * _MIX mod 2**64 >> 32) % len(choices)]
  * (squall._stable_hash); zlib's CRC-32 is written out here so the build needs no zlib headers.
  */
-static uint32_t crc32_table[256];
+/* four tables (slicing-by-4): four bytes of a word are looked up at once rather than one after
+ * another, each waiting for the last (perf, W1 on 2 workers: the choice was 2.5% of a worker's
+ * time, most of it that chain and a 64-bit division, against about 90 instructions a word) */
+static uint32_t crc32_table[4][256];
 
 static void
 crc32_init(void)
@@ -2422,16 +2488,24 @@ crc32_init(void)
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
             c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc32_table[i] = c;
+        crc32_table[0][i] = c;
     }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 4; t++)
+            crc32_table[t][i] = (crc32_table[t - 1][i] >> 8) ^ crc32_table[0][crc32_table[t - 1][i] & 0xFF];
 }
 
 static uint32_t
 crc32_of(const unsigned char *p, Py_ssize_t n)
 {
     uint32_t c = 0xFFFFFFFFu;
+    for (; n >= 4; n -= 4, p += 4) {
+        c ^= (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        c = crc32_table[3][c & 0xFF] ^ crc32_table[2][(c >> 8) & 0xFF] ^
+            crc32_table[1][(c >> 16) & 0xFF] ^ crc32_table[0][c >> 24];
+    }
     while (n-- > 0)
-        c = crc32_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
+        c = crc32_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
 }
 
@@ -2442,7 +2516,17 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *memo, *slow, *choices;
     Py_ssize_t index;
+    uint64_t mod_n, mod_m;  /* mod_m: fastmod's multiplier for a divisor of mod_n (0: none yet) */
 } MemoChooser;
+
+/* a % d for 32-bit a and d > 0, by two multiplications with m = 2**64 / d rounded up (Lemire,
+ * "Faster remainder by direct computation", 2019: exact for every 32-bit a and d), in place of
+ * a division that costs tens of cycles on every emit */
+static inline uint64_t
+fastmod_u32(uint32_t a, uint64_t m, uint32_t d)
+{
+    return (uint64_t)(((__uint128_t)(m * a) * d) >> 64);
+}
 
 static int
 MemoChooser_traverse(MemoChooser *self, visitproc visit, void *arg)
@@ -2480,9 +2564,15 @@ MemoChooser_call(MemoChooser *self, PyObject *const *args, size_t nargsf, PyObje
         else if (PyTuple_CheckExact(values) && self->index < PyTuple_GET_SIZE(values))
             v = PyTuple_GET_ITEM(values, self->index);
         Py_ssize_t n = PyList_GET_SIZE(self->choices);
-        if (v != NULL && PyUnicode_CheckExact(v) && PyUnicode_IS_READY(v) && PyUnicode_IS_COMPACT_ASCII(v) && n > 0) {
+        if (v != NULL && PyUnicode_CheckExact(v) && PyUnicode_IS_READY(v) && PyUnicode_IS_COMPACT_ASCII(v) &&
+                n > 0 && n <= 0xFFFFFFFF) {
             uint64_t h = (uint64_t)crc32_of(PyUnicode_DATA(v), PyUnicode_GET_LENGTH(v)) * STABLE_HASH_MIX;
-            return Py_NewRef(PyList_GET_ITEM(self->choices, (Py_ssize_t)((h >> 32) % (uint64_t)n)));
+            if ((uint64_t)n != self->mod_n) {
+                self->mod_n = (uint64_t)n;
+                self->mod_m = UINT64_MAX / (uint64_t)n + 1;
+            }
+            Py_ssize_t k = (Py_ssize_t)fastmod_u32((uint32_t)(h >> 32), self->mod_m, (uint32_t)n);
+            return Py_NewRef(PyList_GET_ITEM(self->choices, k));
         }
         if (v != NULL && PyUnicode_CheckExact(v)) {
             PyObject *got = PyDict_GetItemWithError(self->memo, v);
@@ -4503,17 +4593,20 @@ str:
     return r_str(r, p, n);
 }
 
-/* the next n plain values as a list (with ints_or_none, each an int or None); NULL as r_plain */
+/* the next n plain values as a list (a Tuple's values: from the kept lists when there is one);
+ * NULL as r_plain */
 static PyObject *
-r_values(Reader *r, Py_ssize_t n, int ints_or_none)
+r_values(Reader *r, Py_ssize_t n, int tuple_values)
 {
     /* its items' array not zeroed (PyList_New(n) callocs it): the list's size grows as each is
      * set, so a collection run by an allocation meanwhile sees only set items; n is within what
      * is left of the bytes (r_array), so a hostile length allocates no more than they could */
-    PyObject *list = PyList_New(0);
-    if (list == NULL)
+    PyObject *list = NULL;
+    if (tuple_values && n >= 1 && n <= LIST_KEEP_ITEMS && kept_list(n, &list) < 0)
         return NULL;
-    if (n > 0) {
+    if (list == NULL && (list = PyList_New(0)) == NULL)
+        return NULL;
+    if (n > 0 && ((PyListObject *)list)->allocated < n) {  /* a new list */
         PyObject **items = PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
         if (items == NULL) {
             Py_DECREF(list);
@@ -4524,8 +4617,7 @@ r_values(Reader *r, Py_ssize_t n, int ints_or_none)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *v = r_plain(r);
-        if (v == NULL || (ints_or_none && v != Py_None && !PyLong_CheckExact(v))) {
-            Py_XDECREF(v);
+        if (v == NULL) {
             Py_DECREF(list);
             return NULL;
         }
@@ -4540,7 +4632,7 @@ static PyObject *
 r_plain_list(Reader *r)
 {
     Py_ssize_t n;
-    return r_array(r, &n) < 0 ? NULL : r_values(r, n, 0);
+    return r_array(r, &n) < 0 ? NULL : r_values(r, n, 1);
 }
 
 /* Where decoded items go: the flat list out (unpack_batch), or, with out NULL, a list of items per

@@ -471,6 +471,28 @@ def test_the_fields_chooser_picks_as_the_stable_hash_does_for_any_key():
         choose([0])  # too short: the Python chooser's error
 
 
+def test_the_fields_chooser_computes_an_ascii_key_s_task_as_the_stable_hash_for_any_length_and_task_count():
+    """The compiled chooser computes an ASCII key's task itself, four bytes at a time, with a
+    remainder by multiplication: for keys of every length up to 40 (whole four-byte steps and
+    every tail) and task counts of 1, powers of two, odd and large, it names the task
+    `stable_hash` names."""
+    import random
+
+    from squall import _grouping
+    from squall._stable_hash import stable_hash
+
+    rng = random.Random(38)
+    alphabet = [chr(c) for c in range(128)]
+    keys = ["".join(rng.choice(alphabet) for _ in range(n)) for n in range(41) for _ in range(25)]
+    for n_tasks in (1, 2, 3, 4, 7, 8, 10, 64, 1000, 65537):
+        tasks = list(range(100, 100 + n_tasks))
+        g = _grouping.FieldsGrouping(Fields(["word"]), Fields(["word"]))
+        g.prepare(None, None, tasks)
+        choose = g.chooser(1)
+        for key in keys:
+            assert choose([key]) == [tasks[stable_hash([key]) % n_tasks]], (n_tasks, key)
+
+
 @pytest.mark.skipif(bool(os.environ.get("SQUALL_PURE_PYTHON")), reason="SQUALL_PURE_PYTHON=1 leaves the compiled module unloaded")
 def test_the_compiled_module_records_the_hash_of_the_source_it_was_built_from():
     from squall import _speedups  # type: ignore[attr-defined]

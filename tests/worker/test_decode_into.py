@@ -256,3 +256,33 @@ def test_edge_values_are_splitmix64_as_an_id_source_draws_them():
 
     source = _native.IdSource(987654321)
     assert edge_values(987654321, 5) == [source() for _ in range(5)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_decoded_values_stay_right_while_the_lists_of_dead_tuples_are_reused(seed):
+    """Batch after batch decoded while the Tuples of the batch before die (a worker's bursts):
+    every Tuple has its own values, and a values list that something else still holds (a bolt
+    kept ``tup.values``) or that grew past four items keeps what it held, never handed to the
+    next batch's Tuples."""
+    rng = random.Random(seed)
+    ser = serializer()
+    held: list = []  # (values list kept by "user code", what it held)
+    for _ in range(30):
+        items, want = [], []
+        for i in range(rng.randrange(50, 400)):
+            values = [rng.choice(["a", "cow", "jumped", "ü", ""])] + [i] * rng.randrange(0, 3)
+            want.append(values)
+            items += [5, Tuple(values, SOURCES[(3, "words")], rng.getrandbits(64) or 1, rng.getrandbits(64))]
+        inboxes = {5: deque()}
+        if ser.decode_into(ser.encode_batch(items), inboxes) is None:  # the pure path
+            _native.deliver_items(inboxes, ser.decode_batch(ser.encode_batch(items)))
+        got = list(inboxes[5])
+        assert [t.values for t in got] == want
+        assert len({id(t.values) for t in got}) == len(got)  # no list shared by two Tuples
+        grown = rng.choice(got).values
+        grown.extend(["x"] * 5)
+        for t in rng.sample(got, 3):
+            held.append((t.values, list(t.values)))
+        held.append((grown, list(grown)))
+        del got, inboxes, t, grown  # the batch's Tuples die: their lists may be kept for the next
+        assert all(values == copy for values, copy in held)

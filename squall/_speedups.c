@@ -1515,6 +1515,29 @@ send_ack(PyObject *ackers, PyObject *kind, PyObject *root, PyObject *x)
     return 0;
 }
 
+static int outbox_put_ack(PyObject *send, unsigned long long kind, unsigned long long root, unsigned long long x);
+
+/* send_ack(ackers, kind, root, x) with x given as its 64 bits: an acker in another worker gets
+ * the message written from them (no int made for x; W1 on 2 workers sends about one a
+ * sentence), any other the message as send_ack makes it */
+static int
+send_ack_bits(PyObject *ackers, PyObject *kind, PyObject *root, unsigned long long x)
+{
+    unsigned long long r, k;
+    Py_ssize_t n = PyList_GET_SIZE(ackers);
+    if (n > 0 && u64_of(root, &r) == 0 && u64_of(kind, &k) == 0) {
+        int put = outbox_put_ack(PyList_GET_ITEM(ackers, (Py_ssize_t)(r % (unsigned long long)n)), k, r, x);
+        if (put <= 0)
+            return put;
+    }
+    PyObject *px = PyLong_FromUnsignedLongLong(x);
+    if (px == NULL)
+        return -1;
+    int rc = send_ack(ackers, kind, root, px);
+    Py_DECREF(px);
+    return rc;
+}
+
 /* send every ack held in acks (root -> xor) to its acker, then forget them all (also when a
  * send fails: the Python path drops the rest too) */
 static int
@@ -1694,9 +1717,7 @@ BasicExecute_call(BasicExecute *self, PyObject *const *args, size_t nargsf, PyOb
                 self->held_x = x;
             } else {  /* the run's last ack, or a tree of one: sent at once */
                 Py_CLEAR(self->held_root);
-                PyObject *px = PyLong_FromUnsignedLongLong(x);
-                rc = px == NULL ? -1 : send_ack(self->ackers, self->ack_tag, root, px);
-                Py_XDECREF(px);
+                rc = send_ack_bits(self->ackers, self->ack_tag, root, x);
             }
         } else if (rc >= 0 && be_spill(self) < 0) {
             rc = -1;
@@ -3238,12 +3259,7 @@ BoltCollectorBase_ack(BoltCollectorBase *self, PyObject *tup)
         return NULL;
     if (sibling)
         goto general;
-    PyObject *x = ack_value(t);
-    if (x == NULL)
-        return NULL;
-    int rc = send_ack(self->ackers, ACK_KIND, root, x);  /* (ACK, root, val ^ oav, -1) */
-    Py_DECREF(x);
-    if (rc < 0)
+    if (send_ack_bits(self->ackers, ACK_KIND, root, t->val ^ t->oav) < 0)  /* (ACK, root, val ^ oav, -1) */
         return NULL;
     if (count(self->stats, &TaskStatsBase_Type, &seen_task_stats, offsetof(TaskStatsBase, acked), str_acked, 1) < 0)
         return NULL;
@@ -4160,6 +4176,33 @@ sender_put_message(PyObject *send, PyObject *const *fields, Py_ssize_t size)
     if (!Py_IS_TYPE(send, &Sender_Type) || ((Sender *)send)->outbox == NULL)
         return 1;
     return outbox_put_fields((Outbox *)((Sender *)send)->outbox, ((Sender *)send)->task, fields, size);
+}
+
+/* an acker message (kind, root, x, -1) written from its numbers into send's Outbox, as
+ * outbox_put_fields writes it from objects: 0; 1 when send is not a Sender with an Outbox (or the
+ * kind is not a small int), nothing written; -1 with an error */
+static int
+outbox_put_ack(PyObject *send, unsigned long long kind, unsigned long long root, unsigned long long x)
+{
+    if (!Py_IS_TYPE(send, &Sender_Type) || ((Sender *)send)->outbox == NULL || kind > 127)
+        return 1;
+    Outbox *ob = (Outbox *)((Sender *)send)->outbox;
+    unsigned long long t;
+    if (!ob->write || ob->chunks == NULL || task_bits(((Sender *)send)->task, &t) < 0)
+        return 1;
+    if (outbox_room(ob, 28) < 0 || w_reserve(&ob->msg_targets[0], 9) < 0 || w_reserve(&ob->msg_fields[0], 19) < 0)
+        return -1;
+    w_u64(&ob->msg_targets[0], t);
+    Writer *w = &ob->msg_fields[0];
+    w->buf[w->len++] = (char)kind;  /* a positive fixint */
+    w_u64(w, root);
+    w_u64(w, x);
+    w->buf[w->len++] = (char)0xff;  /* -1, a negative fixint: the spout task a bolt's ack does not know */
+    ob->nmsgs[0]++;
+    ob->items++;
+    ob->queued++;
+    ob->slow_last = 0;
+    return 0;
 }
 
 /* task and item appended as objects, after the open batch (for the serializer's Python path); 0 or -1 */

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from doubles import wait_until
 
-from squall import BasicBolt, Config, Fields, TopologyBuilder, _native
+from squall import BasicBolt, Bolt, Config, Fields, TopologyBuilder, _native
 from squall._config import topology_conf
 from squall._tuple import Source, Tuple
 from squall.engine import serialize as serialize_module
@@ -210,6 +210,21 @@ class Split(BasicBolt):
             collector.emit([word])
 
 
+class PlainSplit(Bolt):
+    """`Split` as a plain Bolt: it anchors its words and acks its input itself."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(["word"]))
+
+    def execute(self, tup):
+        for word in tup[0].split():
+            self.collector.emit([word], anchors=[tup])
+        self.collector.ack(tup)
+
+
 class OutboxTransport(InMemoryTransport):
     """An in-memory transport whose senders to the other worker write into one outbox, as the
     process host's do."""
@@ -234,13 +249,13 @@ class SplitCountHere:
     spout: Any         # the feed's executor
 
 
-def split_count_here(transport, acker_there: bool = False) -> SplitCountHere:
+def split_count_here(transport, acker_there: bool = False, split: Any = None) -> SplitCountHere:
     """`SplitCountHere` on ``transport``, whose peers are set to the count tasks (and the acker,
-    with ``acker_there``)."""
+    with ``acker_there``); the split is ``split`` (a `Split` by default)."""
     feed = FeederSpout(Fields(["sentence"]))
     b = TopologyBuilder()
     b.set_spout("feed", feed)
-    b.set_bolt("split", Split()).shuffle_grouping("feed")
+    b.set_bolt("split", split if split is not None else Split()).shuffle_grouping("feed")
     b.set_bolt("count", Split()).fields_grouping("split", Fields(["word"]))
     conf = Config()
     conf.set_num_workers(2)
@@ -376,12 +391,14 @@ def test_the_edge_ids_an_outbox_draws_are_the_ones_the_receiver_reads_and_their_
         worker.stop()
 
 
-def test_a_bolt_s_ack_to_an_acker_in_another_worker_carries_its_tree_s_xor():
-    """A BasicBolt's ack of a tree whose acker is in another worker (written into the outbox
-    without a tuple, compiled) reaches it as (ACK, root, x, -1): with the spout's init and the
-    acks of the tuples it emitted there, each tree's values xor to zero, as the acker needs."""
+@pytest.mark.parametrize("split", [Split, PlainSplit])
+def test_a_bolt_s_ack_to_an_acker_in_another_worker_carries_its_tree_s_xor(split):
+    """A BasicBolt's or a plain Bolt's ack of a tree whose acker is in another worker (written
+    into the outbox from its numbers, without an int or a tuple, compiled) reaches it as (ACK,
+    root, x, -1): with the spout's init and the acks of the tuples it emitted there, each tree's
+    values xor to zero, as the acker needs."""
     transport = OutboxTransport()
-    run = split_count_here(transport, acker_there=True)
+    run = split_count_here(transport, acker_there=True, split=split())
     plan, worker = run.plan, run.worker
     sentences = SENTENCES
     words, ser = feed_sentences(run)

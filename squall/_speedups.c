@@ -1924,12 +1924,13 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
     if (hash == -1)
         return -1;
     PyObject *e = DICT_GET_H(newest, root, hash);  /* nearly always there */
+    Py_ssize_t at = 0;  /* the bucket that holds the root's entry */
     for (Py_ssize_t b = 1; e == NULL && !PyErr_Occurred() && b < PyList_GET_SIZE(buckets); b++)
-        e = DICT_GET_H(PyList_GET_ITEM(buckets, b), root, hash);
+        e = DICT_GET_H(PyList_GET_ITEM(buckets, (at = b)), root, hash);
     if (e == NULL) {
         if (PyErr_Occurred())
             return -1;
-        /* first message of this root */
+        at = 0;  /* first message of this root: its entry goes into the newest bucket */
         PendingTreeBase *fresh = (PendingTreeBase *)tree_type->tp_alloc(tree_type, 0);
         if (fresh == NULL)
             return -1;
@@ -1962,6 +1963,7 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
             entry->reset = 1;
         if (DICT_SET_H(newest, root, e, hash) < 0 || drop_from(buckets, 1, root, hash, 0) < 0)
             goto done;
+        at = 0;
     }
     rc = 0;
     long task = entry->spout_task;
@@ -1969,7 +1971,8 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
         goto done;  /* init not seen yet: an ack or fail overtook it */
     int nonzero = entry->xor != 0;
     if (!nonzero || entry->failed) {
-        if (drop_from(buckets, 0, root, hash, 1) < 0)
+        /* removed from the bucket it was found in, with no test of the buckets before it */
+        if (DICT_DEL_H(PyList_GET_ITEM(buckets, at), root, hash) < 0)
             rc = -1;
         else
             rc = reply_to(sent, deliver, task, nonzero ? FAILED : ACKED, root, now - entry->start, entry->cause);

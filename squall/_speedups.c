@@ -1878,6 +1878,31 @@ drop_from(PyObject *buckets, Py_ssize_t first, PyObject *root, Py_hash_t hash, i
     return 0;
 }
 
+/* The roots of the trees this process's ackers began lately, each at a slot its value picks: a
+ * root decoded from another worker's message (a bolt there acking a word this worker's spout
+ * emitted) is then the acker's own int rather than an equal one made for it, so the acker's and
+ * the spout's dict probes find it by identity (an equal int of its own cost a rich comparison
+ * at each of them, and an int made and freed). Bounded: the table holds at most ROOTS_SEEN
+ * ints, a root being replaced by a later one at its slot. */
+#define ROOTS_SEEN 4096
+static PyObject *roots_seen[ROOTS_SEEN];
+
+static inline Py_ssize_t
+root_slot(unsigned long long r)
+{
+    return (Py_ssize_t)((r * SPLITMIX_GAMMA) >> 52);  /* the top 12 bits of a multiplicative hash */
+}
+
+/* an int with the value r: the acker's own when it began that tree lately; a new reference */
+static PyObject *
+root_of_bits(unsigned long long r)
+{
+    PyObject *seen = roots_seen[root_slot(r)];
+    if (seen != NULL && as_u64(seen) == r)
+        return Py_NewRef(seen);
+    return PyLong_FromUnsignedLongLong(r);
+}
+
 /* (kind, root, delta) to the spout task; a FAILED reply carries the tree's cause (or None) in
  * delta's place */
 static int
@@ -1937,6 +1962,9 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
         fresh->xor = 0;
         fresh->spout_task = -1;
         fresh->start = now;
+        unsigned long long r;
+        if (kind == INIT && u64_of(root, &r) == 0)  /* the spout's own int, for its messages from elsewhere */
+            Py_XSETREF(roots_seen[root_slot(r)], Py_NewRef(root));
         if (DICT_SET_H(newest, root, (PyObject *)fresh, hash) < 0) {
             Py_DECREF(fresh);
             return -1;
@@ -4946,7 +4974,7 @@ r_messages(Reader *r, Sink *out, Py_ssize_t size)
             goto done;
         for (Py_ssize_t f = 0; f < size; f++) {
             unsigned long long u;  /* a kind, a root, an xor: unsigned ints, read without r_plain's switch */
-            PyObject *v = r_uint(r, &u) == 0 ? PyLong_FromUnsignedLongLong(u) : r_plain(r);
+            PyObject *v = r_uint(r, &u) != 0 ? r_plain(r) : f == 1 ? root_of_bits(u) : PyLong_FromUnsignedLongLong(u);
             if (v == NULL) {
                 Py_DECREF(msg);
                 goto done;

@@ -286,3 +286,38 @@ def test_decoded_values_stay_right_while_the_lists_of_dead_tuples_are_reused(see
         held.append((grown, list(grown)))
         del got, inboxes, t, grown  # the batch's Tuples die: their lists may be kept for the next
         assert all(values == copy for values, copy in held)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_acks_decoded_from_another_worker_complete_the_trees_this_worker_s_acker_began(seed):
+    """W1's crossing on 2 workers: this worker's spout began trees at its acker (INIT, here),
+    the bolts of the other worker acked them (ACK messages in a received batch). Decoded, each
+    ack completes its own tree and the spout is told of exactly those roots, for more trees than
+    the decoder remembers roots of (10,000: roots that share a remembered slot, and roots whose
+    slot has since gone to another) and for acks of trees this acker never began."""
+    from squall.engine.acker import Acker
+
+    rng = random.Random(seed)
+    ser = serializer()
+    acker, replies = Acker(), []
+    deliver = {7: lambda m: replies.append(m[:2])}
+    roots = [rng.getrandbits(64) | 1 for _ in range(10_000)]
+    edges = {root: rng.getrandbits(64) for root in roots}
+    inits = deque((INIT, root, edges[root], 7) for root in roots)
+    _native.acker_run(acker, inits.popleft, len(roots), 1.0, deliver)
+    assert replies == [] and len(acker) == len(roots)
+    strangers = [rng.getrandbits(64) | 1 for _ in range(50)]  # no tree here: they begin one
+    acked = rng.sample(roots, 6_000)
+    items = []
+    for root in acked + strangers:
+        items += [1, (ACK, root, edges.get(root, 5), -1)]
+    inboxes = {1: deque()}
+    data = ser.encode_batch(items)
+    if ser.decode_into(data, inboxes) is None:  # the pure path
+        _native.deliver_items(inboxes, ser.decode_batch(data))
+    got = inboxes[1]
+    assert [m[1] for m in got] == acked + strangers
+    _native.acker_run(acker, got.popleft, len(acked) + len(strangers), 2.0, deliver)
+    assert replies == [(ACKED, root) for root in acked]
+    left = {root for b in acker.pending._buckets for root in b}
+    assert left == (set(roots) - set(acked)) | set(strangers)

@@ -3565,10 +3565,21 @@ w_reserve(Writer *w, Py_ssize_t extra)
 static inline void
 w_be(Writer *w, unsigned char tag, uint64_t v, int bytes)  /* tag, then v in `bytes` bytes, big-endian */
 {
+    /* stored whole, byte-swapped, rather than a byte at a time (an 8-byte root or edge value in
+     * every crossing word's run) */
     char *p = w->buf + w->len;
     *p++ = (char)tag;
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    switch (bytes) {
+    case 1: *p = (char)v; break;
+    case 2: { uint16_t b = __builtin_bswap16((uint16_t)v); memcpy(p, &b, 2); break; }
+    case 4: { uint32_t b = __builtin_bswap32((uint32_t)v); memcpy(p, &b, 4); break; }
+    default: { uint64_t b = __builtin_bswap64(v); memcpy(p, &b, 8); break; }
+    }
+#else
     for (int k = bytes - 1; k >= 0; k--)
         *p++ = (char)(v >> (8 * k));
+#endif
     w->len += 1 + bytes;
 }
 
@@ -4530,6 +4541,14 @@ typedef struct {
 static inline uint64_t
 r_be(const unsigned char *p, int bytes)
 {
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    switch (bytes) {  /* loaded whole and byte-swapped (w_be's reverse) */
+    case 1: return p[0];
+    case 2: { uint16_t b; memcpy(&b, p, 2); return __builtin_bswap16(b); }
+    case 4: { uint32_t b; memcpy(&b, p, 4); return __builtin_bswap32(b); }
+    case 8: { uint64_t b; memcpy(&b, p, 8); return __builtin_bswap64(b); }
+    }
+#endif
     uint64_t v = 0;
     for (int k = 0; k < bytes; k++)
         v = (v << 8) | p[k];

@@ -303,6 +303,8 @@ def test_acks_decoded_from_another_worker_complete_the_trees_this_worker_s_acker
     deliver = {7: lambda m: replies.append(m[:2])}
     roots = [rng.getrandbits(64) | 1 for _ in range(10_000)]
     edges = {root: rng.getrandbits(64) for root in roots}
+    heard = {1: deque()}  # a worker that has had acks from another worker before these trees began
+    ser.decode_into(ser.encode_batch([1, (ACK, 3, 5, -1)]), heard)
     inits = deque((INIT, root, edges[root], 7) for root in roots)
     _native.acker_run(acker, inits.popleft, len(roots), 1.0, deliver)
     assert replies == [] and len(acker) == len(roots)

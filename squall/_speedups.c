@@ -1907,7 +1907,7 @@ forget_root(PyObject *root)
         Py_CLEAR(roots_seen[root_slot(r)]);
 }
 
-/* an int with the value r: the acker's own when it began that tree lately; a new reference */
+/* an int with the value r: the acker's own while it tracks that tree; a new reference */
 static PyObject *
 root_of_bits(unsigned long long r)
 {

@@ -259,13 +259,13 @@ static PyObject *list_free[LIST_FREE_MAX];
 static int list_nfree;
 static Py_ssize_t lists_wanted;
 
-/* self's values kept for the decoder when nothing else holds them (refcount 1): then self's
- * values are NULL */
+/* self's values kept for the decoder (when it wants lists: lists_wanted > 0) if nothing else
+ * holds them (refcount 1): then self's values are NULL */
 static void
 keep_values(TupleBase *self)
 {
     PyObject *v = self->values;
-    if (lists_wanted <= 0 || list_nfree >= LIST_FREE_MAX || v == NULL || !PyList_CheckExact(v) || Py_REFCNT(v) != 1)
+    if (list_nfree >= LIST_FREE_MAX || v == NULL || !PyList_CheckExact(v) || Py_REFCNT(v) != 1)
         return;
     PyListObject *l = (PyListObject *)v;
     if (l->allocated < 1 || l->allocated > LIST_KEEP_ITEMS)
@@ -312,7 +312,8 @@ subclass_dealloc(TupleBase *self)
 {
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
-    keep_values(self);
+    if (lists_wanted > 0)  /* a worker that decodes nothing pays this test alone */
+        keep_values(self);
     TupleBase_clear(self);
     /* lean_tuple_type's own instances only: a Python subclass of it (a class with __slots__ or
      * a __del__) inherits this dealloc through subtype_dealloc, and one of its instances taken

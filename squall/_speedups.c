@@ -1478,30 +1478,37 @@ sibling_next(PyObject *inbox, PyObject *root)
 
 static int sender_put_message(PyObject *send, PyObject *const *fields, Py_ssize_t size);
 
-/* ackers[root % len(ackers)]((kind, root, x, -1)): a bolt's ack of one tree, sent at once
- * (ackers a non-empty list) */
-static int
-send_ack(PyObject *ackers, PyObject *kind, PyObject *root, PyObject *x)
+/* the index in ackers (a non-empty list) of root's acker, root % len(ackers), and in *bits
+ * root's 64 bits when it is such an id (*is_u64 1; else Python's remainder, as the Python
+ * path); -1 with an error */
+static Py_ssize_t
+acker_index(PyObject *ackers, PyObject *root, unsigned long long *bits, int *is_u64)
 {
     Py_ssize_t n = PyList_GET_SIZE(ackers), i;
-    unsigned long long r;
-    if (u64_of(root, &r) == 0) {
-        i = (Py_ssize_t)(r % (unsigned long long)n);
-    } else {  /* not a 64-bit id: Python's remainder, as the Python path */
-        PyObject *nk = PyLong_FromSsize_t(n);
-        PyObject *idx = nk ? PyNumber_Remainder(root, nk) : NULL;
-        Py_XDECREF(nk);
-        i = idx ? PyLong_AsSsize_t(idx) : -1;
-        Py_XDECREF(idx);
-        if (i < 0 || i >= n) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_IndexError, "no acker for this root");
-            return -1;
-        }
+    *is_u64 = u64_of(root, bits) == 0;
+    if (*is_u64)
+        return (Py_ssize_t)(*bits % (unsigned long long)n);
+    PyObject *nk = PyLong_FromSsize_t(n);
+    PyObject *idx = nk ? PyNumber_Remainder(root, nk) : NULL;
+    Py_XDECREF(nk);
+    i = idx ? PyLong_AsSsize_t(idx) : -1;
+    Py_XDECREF(idx);
+    if (i < 0 || i >= n) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_IndexError, "no acker for this root");
+        return -1;
     }
-    PyObject *send = Py_NewRef(PyList_GET_ITEM(ackers, i));
+    return i;
+}
+
+/* send((kind, root, x, -1)), send an acker's callable: written into its outbox when the acker
+ * is in another worker (no tuple made), else called with the tuple */
+static int
+send_ack_to(PyObject *send, PyObject *kind, PyObject *root, PyObject *x)
+{
+    Py_INCREF(send);
     PyObject *fields[4] = {kind, root, x, MINUS_ONE};
-    int put = sender_put_message(send, fields, 4);  /* an acker in another worker: written, no tuple */
+    int put = sender_put_message(send, fields, 4);
     if (put <= 0) {
         Py_DECREF(send);
         return put;
@@ -1516,6 +1523,17 @@ send_ack(PyObject *ackers, PyObject *kind, PyObject *root, PyObject *x)
     return 0;
 }
 
+/* ackers[root % len(ackers)]((kind, root, x, -1)): a bolt's ack of one tree, sent at once
+ * (ackers a non-empty list) */
+static int
+send_ack(PyObject *ackers, PyObject *kind, PyObject *root, PyObject *x)
+{
+    unsigned long long r;
+    int is_u64;
+    Py_ssize_t i = acker_index(ackers, root, &r, &is_u64);
+    return i < 0 ? -1 : send_ack_to(PyList_GET_ITEM(ackers, i), kind, root, x);
+}
+
 static int outbox_put_ack(PyObject *send, unsigned long long kind, unsigned long long root, unsigned long long x);
 
 /* send_ack(ackers, kind, root, x) with x given as its 64 bits: an acker in another worker gets
@@ -1525,16 +1543,20 @@ static int
 send_ack_bits(PyObject *ackers, PyObject *kind, PyObject *root, unsigned long long x)
 {
     unsigned long long r, k;
-    Py_ssize_t n = PyList_GET_SIZE(ackers);
-    if (n > 0 && u64_of(root, &r) == 0 && u64_of(kind, &k) == 0) {
-        int put = outbox_put_ack(PyList_GET_ITEM(ackers, (Py_ssize_t)(r % (unsigned long long)n)), k, r, x);
+    int is_u64;
+    Py_ssize_t i = acker_index(ackers, root, &r, &is_u64);
+    if (i < 0)
+        return -1;
+    PyObject *send = PyList_GET_ITEM(ackers, i);
+    if (is_u64 && u64_of(kind, &k) == 0) {
+        int put = outbox_put_ack(send, k, r, x);
         if (put <= 0)
             return put;
     }
     PyObject *px = PyLong_FromUnsignedLongLong(x);
     if (px == NULL)
         return -1;
-    int rc = send_ack(ackers, kind, root, px);
+    int rc = send_ack_to(send, kind, root, px);
     Py_DECREF(px);
     return rc;
 }
@@ -4186,6 +4208,23 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
     return 0;
 }
 
+/* a message of kind k (0: an acker message, 1: a spout reply) to task t begun in the open batch,
+ * counted, with room for `size` bytes of its fields: the Writer they go into, or NULL with an
+ * error (no memory) */
+static Writer *
+outbox_message(Outbox *ob, int k, unsigned long long t, Py_ssize_t size)
+{
+    if (outbox_room(ob, size + 9) < 0 || w_reserve(&ob->msg_targets[k], 9) < 0 ||
+            w_reserve(&ob->msg_fields[k], size) < 0)
+        return NULL;
+    w_u64(&ob->msg_targets[k], t);
+    ob->nmsgs[k]++;
+    ob->items++;
+    ob->queued++;
+    ob->slow_last = 0;
+    return &ob->msg_fields[k];
+}
+
 /* an acker message (4 fields) or a spout reply (3) written into the open batch; as outbox_put_tuple */
 static int
 outbox_put_fields(Outbox *ob, PyObject *task, PyObject *const *fields, Py_ssize_t size)
@@ -4202,17 +4241,11 @@ outbox_put_fields(Outbox *ob, PyObject *task, PyObject *const *fields, Py_ssize_
     }
     if (s->len > ob->max_bytes / 2)
         return 1;
-    int k = size == 4 ? 0 : 1;
-    if (outbox_room(ob, s->len + 9) < 0 || w_reserve(&ob->msg_targets[k], 9) < 0 ||
-            w_reserve(&ob->msg_fields[k], s->len) < 0)
+    Writer *w = outbox_message(ob, size == 4 ? 0 : 1, t, s->len);
+    if (w == NULL)
         return -1;
-    w_u64(&ob->msg_targets[k], t);
-    memcpy(ob->msg_fields[k].buf + ob->msg_fields[k].len, s->buf, (size_t)s->len);
-    ob->msg_fields[k].len += s->len;
-    ob->nmsgs[k]++;
-    ob->items++;
-    ob->queued++;
-    ob->slow_last = 0;
+    memcpy(w->buf + w->len, s->buf, (size_t)s->len);
+    w->len += s->len;
     return 0;
 }
 
@@ -4249,18 +4282,13 @@ outbox_put_ack(PyObject *send, unsigned long long kind, unsigned long long root,
     unsigned long long t;
     if (!ob->write || ob->chunks == NULL || task_bits(((Sender *)send)->task, &t) < 0)
         return 1;
-    if (outbox_room(ob, 28) < 0 || w_reserve(&ob->msg_targets[0], 9) < 0 || w_reserve(&ob->msg_fields[0], 19) < 0)
+    Writer *w = outbox_message(ob, 0, t, 19);
+    if (w == NULL)
         return -1;
-    w_u64(&ob->msg_targets[0], t);
-    Writer *w = &ob->msg_fields[0];
     w->buf[w->len++] = (char)kind;  /* a positive fixint */
     w_u64(w, root);
     w_u64(w, x);
     w->buf[w->len++] = (char)0xff;  /* -1, a negative fixint: the spout task a bolt's ack does not know */
-    ob->nmsgs[0]++;
-    ob->items++;
-    ob->queued++;
-    ob->slow_last = 0;
     return 0;
 }
 

@@ -1882,21 +1882,17 @@ static PyTypeObject PendingTreeBase_Type = {
 
 static PyObject *str_pending, *str_buckets, *str_tree_type;
 
-/* RotatingMap.put's and .remove's effect on its buckets (a list of dicts, newest first) */
+/* root removed from every bucket from first on: RotatingMap.put's effect on the older buckets
+ * (buckets a list of dicts, newest first; a finished tree is deleted from the bucket that holds
+ * it, acker_update) */
 static int
-drop_from(PyObject *buckets, Py_ssize_t first, PyObject *root, Py_hash_t hash, int only_first_found)
+drop_from(PyObject *buckets, Py_ssize_t first, PyObject *root, Py_hash_t hash)
 {
     for (Py_ssize_t b = first; b < PyList_GET_SIZE(buckets); b++) {
         PyObject *d = PyList_GET_ITEM(buckets, b);
         int has = DICT_CONTAINS_H(d, root, hash);
-        if (has < 0)
+        if (has < 0 || (has && DICT_DEL_H(d, root, hash) < 0))
             return -1;
-        if (has) {
-            if (DICT_DEL_H(d, root, hash) < 0)
-                return -1;
-            if (only_first_found)
-                return 0;
-        }
     }
     return 0;
 }
@@ -2026,7 +2022,7 @@ acker_update(PyObject *buckets, PyTypeObject *tree_type, PyObject *msg, double n
                 Py_XSETREF(entry->cause, Py_NewRef(val));
         } else
             entry->reset = 1;
-        if (DICT_SET_H(newest, root, e, hash) < 0 || drop_from(buckets, 1, root, hash, 0) < 0)
+        if (DICT_SET_H(newest, root, e, hash) < 0 || drop_from(buckets, 1, root, hash) < 0)
             goto done;
         at = 0;
     }

@@ -4730,7 +4730,7 @@ str:
 /* the next n plain values as a list (a Tuple's values: from the kept lists when there is one);
  * NULL as r_plain */
 static PyObject *
-r_values(Reader *r, Py_ssize_t n, int tuple_values)
+values_list(Py_ssize_t n, int tuple_values)
 {
     /* its items' array not zeroed (PyList_New(n) callocs it): the list's size grows as each is
      * set, so a collection run by an allocation meanwhile sees only set items; n is within what
@@ -4749,6 +4749,17 @@ r_values(Reader *r, Py_ssize_t n, int tuple_values)
         ((PyListObject *)list)->ob_item = items;
         ((PyListObject *)list)->allocated = n;
     }
+    return list;
+}
+
+/* the next n plain values as a list (a Tuple's values: from the kept lists when there is one);
+ * NULL as r_plain */
+static PyObject *
+r_values(Reader *r, Py_ssize_t n, int tuple_values)
+{
+    PyObject *list = values_list(n, tuple_values);
+    if (list == NULL)
+        return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *v = r_plain(r);
         if (v == NULL) {
@@ -4761,10 +4772,29 @@ r_values(Reader *r, Py_ssize_t n, int tuple_values)
     return list;
 }
 
-/* the next array of plain values as a list; NULL as r_plain */
+/* a Tuple's values, the next array of plain values, as a list; NULL as r_plain. W1's words,
+ * [a short str], are read without r_array's and r_plain's dispatch on their tags */
 static PyObject *
-r_plain_list(Reader *r)
+r_tuple_values(Reader *r)
 {
+    const unsigned char *p = r->p;
+    if (R_NEED(r, 2) && p[0] == 0x91 && (p[1] & 0xe0) == 0xa0) {
+        Py_ssize_t n = p[1] & 0x1f;
+        if (r->end - p - 2 < n)
+            return NULL;
+        PyObject *list = values_list(1, 1);
+        if (list == NULL)
+            return NULL;
+        PyObject *v = r_str(r, p + 2, n);
+        if (v == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        r->p = p + 2 + n;
+        PyList_SET_ITEM(list, 0, v);
+        Py_SET_SIZE(list, 1);
+        return list;
+    }
     Py_ssize_t n;
     return r_array(r, &n) < 0 ? NULL : r_values(r, n, 1);
 }
@@ -4777,6 +4807,10 @@ typedef struct {
     PyObject *out;
     Py_ssize_t n;
     PyObject *task[SINK_TARGETS], *items[SINK_TARGETS];  /* held */
+    /* task[k]'s value when it is an int of 64 bits (has_bits[k]): a run's targets are read as
+     * numbers, and found here without an int made or compared */
+    unsigned long long bits[SINK_TARGETS];
+    char has_bits[SINK_TARGETS];
 } Sink;
 
 /* the list of target's items in sink, made at its first; borrowed, or NULL (an error is set only
@@ -4799,9 +4833,47 @@ sink_list(Sink *sink, PyObject *target)
     PyObject *list = PyList_New(0);
     if (list == NULL)
         return NULL;
+    unsigned long long u;
+    sink->has_bits[sink->n] = PyLong_CheckExact(target) && u64_of(target, &u) == 0;
+    sink->bits[sink->n] = sink->has_bits[sink->n] ? u : 0;
     sink->task[sink->n] = Py_NewRef(target);
     sink->items[sink->n++] = list;
     return list;
+}
+
+/* sink_list for a target read as a number */
+static PyObject *
+sink_list_bits(Sink *sink, unsigned long long bits)
+{
+    for (Py_ssize_t k = sink->n - 1; k >= 0; k--)
+        if (sink->has_bits[k] && sink->bits[k] == bits)
+            return sink->items[k];
+    PyObject *target = PyLong_FromUnsignedLongLong(bits);
+    if (target == NULL)
+        return NULL;
+    PyObject *list = sink_list(sink, target);
+    Py_DECREF(target);
+    return list;
+}
+
+/* room in list, one of a sink's (no Python code has seen it), for `extra` more items: stored then
+ * with no PyList_Append's check and growth an item; -1 (no memory) */
+static int
+list_reserve(PyObject *list, Py_ssize_t extra)
+{
+    PyListObject *l = (PyListObject *)list;
+    Py_ssize_t want = Py_SIZE(l) + extra;
+    if (l->allocated >= want)
+        return 0;
+    want += want >> 3;
+    PyObject **items = PyMem_Realloc(l->ob_item, sizeof(PyObject *) * (size_t)want);
+    if (items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    l->ob_item = items;
+    l->allocated = want;
+    return 0;
 }
 
 static void
@@ -4836,12 +4908,21 @@ out_pair(Sink *sink, PyObject *target, PyObject *item)
 /* the next array, of n unsigned ints of 64 bits, into vs (a run's vals: edge values, which a
  * Tuple holds as 64 bits, so no int is made for them); -1 for anything else (another value,
  * another length), which the caller leaves to msgpack's path */
+static int r_u64_items(Reader *r, Py_ssize_t n, unsigned long long *vs);
+
 static int
 r_u64s(Reader *r, Py_ssize_t n, unsigned long long *vs)
 {
     Py_ssize_t k;
     if (r_array(r, &k) < 0 || k != n)
         return -1;
+    return r_u64_items(r, n, vs);
+}
+
+/* n unsigned ints of 64 bits (an array's items, its header read) into vs; -1 for anything else */
+static int
+r_u64_items(Reader *r, Py_ssize_t n, unsigned long long *vs)
+{
     for (Py_ssize_t i = 0; i < n; i++) {
         if (!R_NEED(r, 1))
             return -1;
@@ -4911,28 +4992,6 @@ r_uint(Reader *r, unsigned long long *u)
     return 0;
 }
 
-/* the next n ints as n new references in vs (a run's targets, whose small ints are CPython's
- * own: no object made); -1 (every reference taken back) for anything else */
-static int
-r_ints(Reader *r, Py_ssize_t n, PyObject **vs)
-{
-    Py_ssize_t i;
-    for (i = 0; i < n; i++) {
-        unsigned long long u;
-        PyObject *v = r_uint(r, &u) == 0 ? PyLong_FromUnsignedLongLong(u) : r_plain(r);
-        if (v == NULL || !PyLong_CheckExact(v)) {
-            Py_XDECREF(v);
-            break;
-        }
-        vs[i] = v;
-    }
-    if (i == n)
-        return 0;
-    while (i > 0)
-        Py_DECREF(vs[--i]);
-    return -1;
-}
-
 /* one run [src_task, stream, targets, values, roots, vals] of Tuples into out; -1.
  * Its columns are read into one C array (targets, values lists, roots) rather than a Python list
  * each: three lists of a run's length made, zeroed, filled, walked and freed were ~15% of
@@ -4955,20 +5014,19 @@ r_run(Reader *r, Sink *out, PyObject *source_of, PyTypeObject *tt)
     }
     /* n: the targets' array, now to be read */
     int rc = -1;
-    Py_ssize_t k, have_targets = 0, have_values = 0, have_roots = 0, made = 0;
-    /* n targets, n values, n roots (NULL: nil), then the vals' n + 1 64-bit ints */
-    PyObject **cols = PyMem_Malloc(sizeof(PyObject *) * 3 * (size_t)n + sizeof(unsigned long long) * (size_t)(n + 1));
+    Py_ssize_t k, have_values = 0, have_roots = 0, made = 0;
+    /* n values, n roots (NULL: nil), then n targets and the vals' n + 1 as 64-bit ints */
+    PyObject **cols = PyMem_Malloc(sizeof(PyObject *) * 2 * (size_t)n + sizeof(unsigned long long) * (size_t)(2 * n + 1));
     if (cols == NULL)
         goto done;
-    PyObject **targets = cols, **values = cols + n, **roots = cols + 2 * n;
-    unsigned long long *vals = (unsigned long long *)(cols + 3 * n);
-    if (r_ints(r, n, targets) < 0)
+    PyObject **values = cols, **roots = cols + n;
+    unsigned long long *targets = (unsigned long long *)(cols + 2 * n), *vals = targets + n;
+    if (r_u64_items(r, n, targets) < 0)  /* task ids: unsigned ints, as every encoder writes them */
         goto done;
-    have_targets = n;
     if (r_array(r, &k) < 0 || k != n)
         goto done;
     for (; have_values < n; have_values++)
-        if ((values[have_values] = r_plain_list(r)) == NULL)
+        if ((values[have_values] = r_tuple_values(r)) == NULL)
             goto done;
     int tracked = !(R_NEED(r, 2) && r->p[0] == 0xc0 && r->p[1] == 0xc0);
     if (!tracked) {
@@ -4992,21 +5050,40 @@ r_run(Reader *r, Sink *out, PyObject *source_of, PyTypeObject *tt)
         if (r_vals(r, n, vals) < 0)
             goto done;
     }
-    PyObject *root = NULL;
+    PyObject *root = NULL, *list = NULL;
     for (; made < n; made++) {
         if (tracked && roots[made] != NULL)
             root = roots[made];  /* borrowed from roots */
         else if (tracked && root == NULL)
             goto done;  /* a run that begins with "the previous tuple's root" */
         PyObject *t = tuple_make_bits(tt, values[made], src, tracked ? root : ZERO, tracked ? vals[made] : 0, 0);
-        if (out_pair(out, targets[made], t) < 0)
+        if (t == NULL)
             goto done;
+        if (out->out != NULL) {  /* the flat list: its target as an int */
+            PyObject *target = PyLong_FromUnsignedLongLong(targets[made]);
+            if (target == NULL || out_pair(out, target, t) < 0) {
+                Py_XDECREF(target);
+                goto done;
+            }
+            Py_DECREF(target);
+            continue;
+        }
+        if (list == NULL || targets[made] != targets[made - 1]) {
+            /* the next items for this target (all of a run, mostly), stored in room made once */
+            Py_ssize_t same = 1;
+            while (made + same < n && targets[made + same] == targets[made])
+                same++;
+            if ((list = sink_list_bits(out, targets[made])) == NULL || list_reserve(list, same) < 0) {
+                Py_DECREF(t);
+                goto done;
+            }
+        }
+        PyList_SET_ITEM(list, Py_SIZE(list), t);
+        Py_SET_SIZE(list, Py_SIZE(list) + 1);
     }
     rc = 0;
 done:
     if (cols != NULL) {
-        for (Py_ssize_t i = 0; i < have_targets; i++)
-            Py_DECREF(targets[i]);
         for (Py_ssize_t i = 0; i < have_values; i++)
             Py_DECREF(values[i]);
         for (Py_ssize_t i = 0; i < have_roots; i++)

@@ -31,13 +31,16 @@ def serializer() -> Serializer:
 
 
 def mixed_items(rng: random.Random, n: int, tasks=(5, 6, 300, 70_000)) -> list:
-    """A batch's items, flat: Tuples of two sources (tracked and not), acker messages, replies."""
+    """A batch's items, flat: Tuples of two sources (tracked and not), of one word and of several
+    values, acker messages, replies; runs of one target and targets interleaved."""
     items: list = []
     for i in range(n):
         root = rng.getrandbits(64) or 1
         for w in range(rng.randrange(1, 4)):
             word = rng.choice(["a", "cow", "jumped", "ü", "x" * 40, ""])
             items += [rng.choice(tasks), Tuple([word, i, 2.5], SOURCES[(3, "words")], root, rng.getrandbits(64))]
+            # a word alone, as W1's split emits it: the decoder's own path for [a short str]
+            items += [rng.choice(tasks), Tuple([word], SOURCES[(3, "words")], root, rng.getrandbits(64))]
         if i % 3 == 0:
             items += [rng.choice(tasks), Tuple([i], SOURCES[(8, "default")])]
         items += [1, (ACK, root, rng.getrandbits(64), -1)]

@@ -291,6 +291,40 @@ def test_decoded_values_stay_right_while_the_lists_of_dead_tuples_are_reused(see
         assert all(values == copy for values, copy in held)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_every_word_decodes_to_its_own_text_whatever_its_length_and_letters(seed):
+    """Words alone ([a str]) of every length 0-40, ASCII and not, and words that differ in one
+    byte only (first, middle or last: what the decoder's remembered words are told apart by), in
+    batches decoded one after the other: each comes back as its own text, and a short ASCII
+    word that comes again is the str the decoder remembers."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+    base = ["".join(rng.choice(letters) for _ in range(n)) for n in range(41)]
+    words = list(base)
+    for w in base[1:]:
+        for at in {0, len(w) // 2, len(w) - 1}:
+            for c in ("Z", "é"):
+                words.append(w[:at] + c + w[at + 1:])
+    ser = serializer()
+    seen: dict[str, object] = {}
+    for _ in range(4):
+        batch = rng.sample(words, len(words))
+        items = []
+        for w in batch:
+            items += [5, Tuple([w], SOURCES[(3, "words")], rng.getrandbits(64) or 1, rng.getrandbits(64))]
+        data = ser.encode_batch(items)
+        inboxes = {5: deque()}
+        if ser.decode_into(data, inboxes) is None:  # the pure path
+            _native.deliver_items(inboxes, ser.decode_batch(data))
+        got = [t.values[0] for t in inboxes[5]]
+        assert got == batch
+        for w in got:
+            seen.setdefault(w, w)
+    if _native.COMPILED:  # the last batch's short ASCII words were remembered strs
+        remembered = [w for w in got if len(w) <= 32 and w.isascii() and seen[w] is w]
+        assert len(remembered) > len(base) // 2
+
+
 @pytest.mark.parametrize("seed", range(2))
 def test_acks_decoded_from_another_worker_complete_the_trees_this_worker_s_acker_began(seed):
     """W1's crossing on 2 workers: this worker's spout began trees at its acker (INIT, here),

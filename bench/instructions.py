@@ -22,11 +22,18 @@ the supervisor's or the benchmark's), each run under Valgrind with its children 
 
     python -m bench instructions W1 --host process --workers 2 [--n 3000,15000]
 
-so 1 worker against 2 is what a sentence's crossings cost, whatever the machine's speed. Two
-caveats: a thread under Valgrind runs about 50 times slower, so batches may hold fewer items than
+so 1 worker against 2 is what a sentence's crossings cost, whatever the machine's speed.
+``--crossing`` runs both, alternated, for ``--repeat`` rounds, and prints the scaling model's
+terms from the medians (`crossing`): a crossing word against a local word, and the share of one
+worker's rate per core that N workers keep::
+
+    python -m bench instructions W1 --host process --crossing [--repeat 3]
+
+Two caveats: a thread under Valgrind runs about 50 times slower, so batches may hold fewer items than
 in a timed run; and Valgrind's CPU hides the SHA extensions from OpenSSL, whose generic SHA-256
 then counts about 28 instructions a byte of every batch it MACs (most of the "???" in a
-``cg_annotate`` of a worker), where the real CPU spends about 3 cycles.
+``cg_annotate`` of a worker), where the real CPU spends about 3 cycles: ``--crossing`` gives the
+terms with and without the code that has no symbols (`WorkerCount`).
 
 Needs ``valgrind`` (Debian's package, installed by scripts/install-system-deps.sh). A run is
 about 50x slower than natively: W1 with the default sizes takes about half a minute.
@@ -42,7 +49,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from statistics import median
+from typing import Any, NamedTuple
 
 from squall import Config, LocalCluster
 
@@ -122,6 +130,11 @@ def count(workload: str, n: int, acking: bool) -> int:
 def count_workers(n: int, acking: bool, workers: int) -> int:
     """The instructions the worker processes of one W1 run on the process host with ``workers``
     workers execute, under cachegrind (its children traced, each into its own file)."""
+    return count_workers_split(n, acking, workers).total
+
+
+def count_workers_split(n: int, acking: bool, workers: int) -> WorkerCount:
+    """`count_workers`, with the part in code without symbols (`WorkerCount`)."""
     if shutil.which("valgrind") is None:
         raise RuntimeError("valgrind is not installed: run scripts/install-system-deps.sh (Debian's valgrind)")
     with tempfile.TemporaryDirectory(prefix="squall-instructions-") as out:
@@ -141,7 +154,17 @@ def count_workers(n: int, acking: bool, workers: int) -> int:
         if not record.get("correct"):
             raise RuntimeError(f"W1 n={n} on {workers} workers under valgrind failed (exit {done.returncode}, "
                                f"correct: {record.get('correct')}):\n{done.stderr[-3000:]}")
-        return worker_instructions(Path(out), workers)
+        return worker_counts(Path(out), workers)
+
+
+class WorkerCount(NamedTuple):
+    """The instructions of a run's worker processes: all of them, and those in code Valgrind
+    found no symbols for (``fn=???`` in cachegrind's files). On this machine the latter is
+    mostly OpenSSL's generic SHA-256, which Valgrind's CPU, hiding the SHA extensions, makes
+    run at about 28 instructions a byte of every batch MACed (natively a few cycles)."""
+
+    total: int
+    unattributed: int
 
 
 def worker_instructions(directory: Path, expected: int | None = None) -> int:
@@ -151,17 +174,30 @@ def worker_instructions(directory: Path, expected: int | None = None) -> int:
     the supervisor killed (after ``supervisor.worker.shutdown.sleep.secs``, which `count_workers`
     sets to 600 s) writes none, and its run would count one worker's instructions as two
     workers'."""
-    total = workers = 0
+    return worker_counts(directory, expected).total
+
+
+def worker_counts(directory: Path, expected: int | None = None) -> WorkerCount:
+    """`worker_instructions`, with the part of them in code without symbols (`WorkerCount`)."""
+    total = unattributed = workers = 0
     for path in directory.glob("cachegrind.*"):
         cmd = summary = None
+        unknown = 0
+        in_unknown = False
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.startswith("cmd:"):
+                if line[:1].isdigit():
+                    if in_unknown:
+                        unknown += int(line.split()[1])
+                elif line.startswith("fn="):
+                    in_unknown = line.strip() == "fn=???"
+                elif line.startswith("cmd:"):
                     cmd = line
                 elif line.startswith("summary:"):
                     summary = int(line.split()[1])
         if cmd is not None and "squall.worker" in cmd and summary is not None:
             total += summary
+            unattributed += unknown
             workers += 1
     if not workers:
         raise RuntimeError(f"no worker process's cachegrind file in {directory}")
@@ -169,7 +205,7 @@ def worker_instructions(directory: Path, expected: int | None = None) -> int:
         raise RuntimeError(f"{workers} of {expected} worker processes wrote their cachegrind file in {directory}: "
                            f"the others were killed before they exited (they did not stop within "
                            f"{Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS} of the host's configuration)")
-    return total
+    return WorkerCount(total, unattributed)
 
 
 def measure(workload: str, acking: bool = True, sizes: tuple[int, int] | None = None, host: str = "local",
@@ -197,6 +233,55 @@ def measure(workload: str, acking: bool = True, sizes: tuple[int, int] | None = 
             "n": [n1, n2], "instructions": [ir1, ir2],
             "instructions_per_tuple": round((ir2 - ir1) / (n2 - n1)),
             "per": "sentence" if workload == "W1" else "tuple"}
+
+
+# W1's sentence is 10 words; on 2 workers half of them go to the count task in the other worker
+W1_WORDS = 10
+W1_CROSSING_WORDS = 5
+
+
+def crossing_terms(one: float, two: float, one_unattributed: float = 0.0, two_unattributed: float = 0.0) -> dict[str, Any]:
+    """The scaling model's terms (docs/profiles/w1-scaling-model.md) from W1's instructions a
+    sentence on 1 worker (``one``) and on 2 (``two``): a local word is a tenth of one worker's
+    sentence, a crossing word what 2 workers add a sentence over its 5 crossing words, and their
+    ratio r puts N workers at ``1 / (1 + r (N - 1) / N)`` of one worker's rate per core. The
+    same again with the instructions in code without symbols left out of both (``*_unattributed``:
+    mostly the MAC's SHA-256 in software, `WorkerCount`)."""
+    def terms(a: float, b: float) -> dict[str, Any]:
+        local = a / W1_WORDS
+        crossing = (b - a) / W1_CROSSING_WORDS
+        r = crossing / local
+        return {"local_word": round(local), "crossing_word": round(crossing), "ratio": round(r, 3),
+                "per_core_share": {n: round(1 / (1 + r * (n - 1) / n), 3) for n in (2, 3, 8, 16)}}
+    return {"per_sentence": {"1": round(one), "2": round(two)},
+            "unattributed_per_sentence": {"1": round(one_unattributed), "2": round(two_unattributed)},
+            "all": terms(one, two),
+            "without_unattributed": terms(one - one_unattributed, two - two_unattributed)}
+
+
+def crossing(rounds: int = 3, sizes: tuple[int, int] = PROCESS_N, acking: bool = True) -> dict[str, Any]:
+    """W1 on the process host on 1 and on 2 workers, alternated (1, 2, then 2, 1, ...) for
+    ``rounds`` rounds of two run sizes each, and the model's terms (`crossing_terms`) from each
+    count's median: a run's count moves by a few percent with when its garbage collections
+    and its interpreter's teardown fall, so one round is not enough to rank a change of 1-2%."""
+    if rounds < 1:
+        raise ValueError(f"--repeat {rounds}: at least one round")
+    n1, n2 = sizes
+    if not 0 < n1 < n2:
+        raise ValueError(f"--n needs two sizes, the first smaller: got {n1}, {n2}")
+    w1_wordcount.ensure_corpus(n1)
+    w1_wordcount.ensure_corpus(n2)
+    per: dict[int, list[float]] = {1: [], 2: []}
+    unattributed: dict[int, list[float]] = {1: [], 2: []}
+    for r in range(rounds):
+        for workers in ((1, 2) if r % 2 == 0 else (2, 1)):
+            a, b = count_workers_split(n1, acking, workers), count_workers_split(n2, acking, workers)
+            per[workers].append((b.total - a.total) / (n2 - n1))
+            unattributed[workers].append((b.unattributed - a.unattributed) / (n2 - n1))
+    out = crossing_terms(median(per[1]), median(per[2]), median(unattributed[1]), median(unattributed[2]))
+    out.update({"workload": "W1", "acking": "on" if acking else "off", "host": "process", "n": [n1, n2],
+                "rounds": {"1": [round(x) for x in per[1]], "2": [round(x) for x in per[2]]}})
+    return out
 
 
 def _inner(workload: str, n: int, acking: bool) -> None:

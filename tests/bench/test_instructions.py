@@ -50,6 +50,45 @@ def test_only_the_worker_processes_instructions_are_summed(tmp_path):
         instructions.worker_instructions(tmp_path)
 
 
+def test_the_part_in_code_without_symbols_is_counted_apart(tmp_path):
+    """Each worker's instructions in functions Valgrind has no symbol for (``fn=???``), the
+    software SHA-256 under it, are summed beside the total (`--crossing` reports both)."""
+    (tmp_path / "cachegrind.13").write_text(
+        "version: 2\ncreator: cachegrind\ncmd: python -m squall.worker --master a --slot b\nevents: Ir\n"
+        "fl=a.c\nfn=f\n1 100\n2 50\nfl=???\nfn=???\n0 300\n0 7\nfl=b.c\nfn=g\n3 43\nsummary: 500\n")
+    (tmp_path / "cachegrind.14").write_text(
+        "version: 2\ncreator: cachegrind\ncmd: python -m squall.worker --master a --slot c\nevents: Ir\n"
+        "fl=???\nfn=???\n0 20\nsummary: 20\n")
+    (tmp_path / "cachegrind.15").write_text(
+        "version: 2\ncreator: cachegrind\ncmd: python -m squall.cluster.supervisor\nevents: Ir\n"
+        "fl=???\nfn=???\n0 999\nsummary: 999\n")
+    assert instructions.worker_counts(tmp_path, expected=2) == instructions.WorkerCount(520, 327)
+
+
+def test_the_crossing_s_terms_are_the_scaling_model_s():
+    """1 worker 50,000 instructions a sentence (a local word 5,000), 2 workers 60,000: a
+    crossing word (its 5 of a sentence) 2,000, 0.4 of a local word, and N workers keep
+    1 / (1 + 0.4 (N - 1) / N) of one worker's rate per core; without 5,000 and 9,000 a sentence
+    in code without symbols, 4,500 and 1,200: 0.267."""
+    t = instructions.crossing_terms(50_000, 60_000, 5_000, 9_000)
+    assert t["all"]["local_word"] == 5_000 and t["all"]["crossing_word"] == 2_000
+    assert t["all"]["ratio"] == 0.4
+    assert t["all"]["per_core_share"][2] == round(1 / 1.2, 3)
+    assert t["all"]["per_core_share"][8] == round(1 / (1 + 0.4 * 7 / 8), 3)
+    assert t["without_unattributed"]["local_word"] == 4_500
+    assert t["without_unattributed"]["crossing_word"] == 1_200
+    assert t["without_unattributed"]["ratio"] == round(1_200 / 4_500, 3)
+
+
+def test_the_crossing_is_measured_for_w1_on_the_process_host_only():
+    with pytest.raises(SystemExit, match="--crossing measures W1 on the process host"):
+        main(["instructions", "W1", "--crossing"])
+    with pytest.raises(SystemExit, match="--crossing measures W1 on the process host"):
+        main(["instructions", "W2", "--host", "process", "--crossing"])
+    with pytest.raises(ValueError, match="at least one round"):
+        instructions.crossing(rounds=0)
+
+
 def test_the_w2_run_stops_after_its_tuples_and_all_are_acked():
     """The run Valgrind counts, here without it: n tuples, every one acked, then the end."""
     comps = instructions._run_w2(500, True, timeout=60)

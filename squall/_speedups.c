@@ -5102,11 +5102,14 @@ r_run(Reader *r, Sink *out, PyObject *source_of, PyTypeObject *tt)
             goto done;
         if (out->out != NULL) {  /* the flat list: its target as an int */
             PyObject *target = PyLong_FromUnsignedLongLong(targets[made]);
-            if (target == NULL || out_pair(out, target, t) < 0) {
-                Py_XDECREF(target);
+            if (target == NULL) {
+                Py_DECREF(t);
                 goto done;
             }
+            int put = out_pair(out, target, t);  /* takes t */
             Py_DECREF(target);
+            if (put < 0)
+                goto done;
             continue;
         }
         if (list == NULL || targets[made] != targets[made - 1]) {

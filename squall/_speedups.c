@@ -2644,31 +2644,37 @@ MemoChooser_dealloc(MemoChooser *self)
 static PyObject *
 MemoChooser_call(MemoChooser *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
+    PyObject *v = NULL;
     if (PyVectorcall_NARGS(nargsf) == 1 && kwnames == NULL) {
-        PyObject *values = args[0], *v = NULL;
-        if (PyList_CheckExact(values) && self->index < PyList_GET_SIZE(values))
-            v = PyList_GET_ITEM(values, self->index);
-        else if (PyTuple_CheckExact(values) && self->index < PyTuple_GET_SIZE(values))
+        PyObject *values = args[0];
+        if (PyList_CheckExact(values)) {
+            if (self->index < PyList_GET_SIZE(values))
+                v = PyList_GET_ITEM(values, self->index);
+        } else if (PyTuple_CheckExact(values) && self->index < PyTuple_GET_SIZE(values)) {
             v = PyTuple_GET_ITEM(values, self->index);
-        Py_ssize_t n = PyList_GET_SIZE(self->choices);
-        if (v != NULL && PyUnicode_CheckExact(v) && PyUnicode_IS_READY(v) && PyUnicode_IS_COMPACT_ASCII(v) &&
-                n > 0 && n <= 0xFFFFFFFF) {
-            uint64_t h = (uint64_t)crc32_of(PyUnicode_DATA(v), PyUnicode_GET_LENGTH(v)) * STABLE_HASH_MIX;
-            if ((uint64_t)n != self->mod_n) {
-                self->mod_n = (uint64_t)n;
-                self->mod_m = UINT64_MAX / (uint64_t)n + 1;
-            }
-            Py_ssize_t k = (Py_ssize_t)fastmod_u32((uint32_t)(h >> 32), self->mod_m, (uint32_t)n);
-            return Py_NewRef(PyList_GET_ITEM(self->choices, k));
-        }
-        if (v != NULL && PyUnicode_CheckExact(v)) {
-            PyObject *got = PyDict_GetItemWithError(self->memo, v);
-            if (got != NULL)
-                return Py_NewRef(got);
-            if (PyErr_Occurred())
-                return NULL;
         }
     }
+    if (v == NULL || !PyUnicode_CheckExact(v))
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    if (PyUnicode_IS_COMPACT_ASCII(v)) {  /* ready, and its characters are its bytes, after its header */
+        Py_ssize_t n = PyList_GET_SIZE(self->choices);
+        if ((uint64_t)n != self->mod_n) {  /* the choices' count checked once, when it changes */
+            if (n <= 0 || n > 0xFFFFFFFF)
+                goto memo;
+            self->mod_n = (uint64_t)n;
+            self->mod_m = UINT64_MAX / (uint64_t)n + 1;
+        }
+        uint64_t h = (uint64_t)crc32_of((const unsigned char *)((PyASCIIObject *)v + 1),
+                                        PyUnicode_GET_LENGTH(v)) * STABLE_HASH_MIX;
+        Py_ssize_t k = (Py_ssize_t)fastmod_u32((uint32_t)(h >> 32), self->mod_m, (uint32_t)n);
+        return Py_NewRef(PyList_GET_ITEM(self->choices, k));
+    }
+memo:;
+    PyObject *got = PyDict_GetItemWithError(self->memo, v);
+    if (got != NULL)
+        return Py_NewRef(got);
+    if (PyErr_Occurred())
+        return NULL;
     return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
 }
 

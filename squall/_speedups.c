@@ -4774,8 +4774,8 @@ str:
     return r_str(r, p, n);
 }
 
-/* the next n plain values as a list (a Tuple's values: from the kept lists when there is one);
- * NULL as r_plain */
+/* an empty list with room for n items (a Tuple's values: a kept list when there is one); NULL
+ * with an error (no memory) */
 static PyObject *
 values_list(Py_ssize_t n, int tuple_values)
 {
@@ -4952,21 +4952,8 @@ out_pair(Sink *sink, PyObject *target, PyObject *item)
     return rc;
 }
 
-/* the next array, of n unsigned ints of 64 bits, into vs (a run's vals: edge values, which a
- * Tuple holds as 64 bits, so no int is made for them); -1 for anything else (another value,
- * another length), which the caller leaves to msgpack's path */
-static int r_u64_items(Reader *r, Py_ssize_t n, unsigned long long *vs);
-
-static int
-r_u64s(Reader *r, Py_ssize_t n, unsigned long long *vs)
-{
-    Py_ssize_t k;
-    if (r_array(r, &k) < 0 || k != n)
-        return -1;
-    return r_u64_items(r, n, vs);
-}
-
-/* n unsigned ints of 64 bits (an array's items, its header read) into vs; -1 for anything else */
+/* n unsigned ints of 64 bits (an array's items, its header read: a run's targets) into vs; -1
+ * for anything else */
 static int
 r_u64_items(Reader *r, Py_ssize_t n, unsigned long long *vs)
 {
@@ -4988,6 +4975,18 @@ r_u64_items(Reader *r, Py_ssize_t n, unsigned long long *vs)
         }
     }
     return 0;
+}
+
+/* the next array, of n unsigned ints of 64 bits, into vs (a run's vals: edge values, which a
+ * Tuple holds as 64 bits, so no int is made for them); -1 for anything else (another value,
+ * another length), which the caller leaves to msgpack's path */
+static int
+r_u64s(Reader *r, Py_ssize_t n, unsigned long long *vs)
+{
+    Py_ssize_t k;
+    if (r_array(r, &k) < 0 || k != n)
+        return -1;
+    return r_u64_items(r, n, vs);
 }
 
 /* a run's vals into vs: an array of n ids (r_u64s), or one unsigned int, the state its sender's
@@ -5040,9 +5039,10 @@ r_uint(Reader *r, unsigned long long *u)
 }
 
 /* one run [src_task, stream, targets, values, roots, vals] of Tuples into out; -1.
- * Its columns are read into one C array (targets, values lists, roots) rather than a Python list
- * each: three lists of a run's length made, zeroed, filled, walked and freed were ~15% of
- * decoding, delivering and freeing a received W1 word. A run's roots are mostly nil (the
+ * Its columns are read into one C array (values lists, roots, and targets and vals as numbers)
+ * rather than a Python list each: three lists of a run's length made, zeroed, filled, walked and
+ * freed were ~15% of decoding, delivering and freeing a received W1 word. Its items go to their
+ * target's list in room made once for each stretch of one target (a whole run, mostly). A run's roots are mostly nil (the
  * previous Tuple's root, serialize.SAME_ROOT): a root slot holds a new reference, or NULL for nil. */
 static int
 r_run(Reader *r, Sink *out, PyObject *source_of, PyTypeObject *tt)

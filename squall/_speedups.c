@@ -3926,6 +3926,10 @@ typedef struct {
      * their bits: a split's words go to one task, a sentence's with one root, and are not read again */
     PyObject *last_task, *last_root;
     unsigned long long last_task_bits, last_root_bits;
+    /* words ([a short ASCII str] of the open run's source) that may still be written with no look
+     * at the batch's room or the run's columns: granted after a word that was looked at, with
+     * that room and those columns' capacity set aside (outbox_grant); 0 after anything else */
+    Py_ssize_t credit;
 } Outbox;
 
 static PyTypeObject Outbox_Type;
@@ -4036,6 +4040,7 @@ outbox_close_run(Outbox *ob)
     }
     ob->body.len = p - ob->body.buf;  /* within size: a generated run's state takes at most 9 bytes */
     ob->nruns++;
+    ob->credit = 0;
     Py_CLEAR(run->src);
     w_reset(&run->head);
     w_reset(&run->targets);
@@ -4084,6 +4089,7 @@ outbox_close_batch(Outbox *ob)
     }
     ob->items = 0;
     ob->slow_last = 0;
+    ob->credit = 0;
     return 0;
 }
 
@@ -4109,6 +4115,33 @@ static inline int
 task_bits(PyObject *task, unsigned long long *u)
 {
     return PyLong_CheckExact(task) ? u64_of(task, u) : -1;
+}
+
+/* the most bytes a word ([a short ASCII str], under 32 bytes) adds to the open batch: its target
+ * 9, its values 33, its root 9, its edge value 9 */
+#define WORD_BYTES 64
+#define WORD_CREDIT_MAX 64
+
+/* after a word written with the looks: how many more words may skip them (ob->credit), so many
+ * that the batch's room (outbox_room's test) and its item count hold for each, with the run's
+ * columns grown for them now. Out of memory, none (the next word's look raises it) */
+static void
+outbox_grant(Outbox *ob)
+{
+    OpenRun *run = &ob->run;
+    Py_ssize_t c = (ob->max_bytes - outbox_size(ob) - 64) / WORD_BYTES - 1;
+    if (c > ob->max_items - ob->items - 1)
+        c = ob->max_items - ob->items - 1;
+    if (c > WORD_CREDIT_MAX)
+        c = WORD_CREDIT_MAX;
+    if (c <= 0)
+        return;
+    if (w_reserve(&run->targets, 9 * c) < 0 || w_reserve(&run->values, 33 * c) < 0 ||
+            w_reserve(&run->roots, 9 * c) < 0 || w_reserve(&run->vals, 9 * c) < 0) {
+        PyErr_Clear();
+        return;
+    }
+    ob->credit = c;
 }
 
 /* a Tuple's fields (val: its edge value's 64 bits), written into the open batch: 0; 1 when they
@@ -4161,25 +4194,32 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
             return 1;
         size = s->len;
     }
-    if (outbox_room(ob, size + 27) < 0)
-        return -1;
     OpenRun *run = &ob->run;
-    if (src != run->src || (run->count > 0 && run->gen != gen)) {  /* a run's edges are all drawn here, or all given */
-        if (outbox_close_run(ob) < 0)
+    /* a word of the open run within its credit: room and columns were set aside for it */
+    int credited = word != NULL && ob->credit > 0 && src == run->src && run->gen == gen;
+    if (credited) {
+        ob->credit--;
+    } else {
+        ob->credit = 0;
+        if (outbox_room(ob, size + 27) < 0)
             return -1;
-        run->head.len = 0;
-        rc = w_attr(&run->head, src, str_task);
-        if (rc == 0)
-            rc = w_attr(&run->head, src, str_stream);
-        if (rc != 0)
-            return rc;  /* nothing of this item written: the run is empty, with no source */
-        run->src = Py_NewRef(src);
-        run->gen = gen;
-        run->gen_start = ob->edge_state;
+        if (src != run->src || (run->count > 0 && run->gen != gen)) {  /* a run's edges are all drawn here, or all given */
+            if (outbox_close_run(ob) < 0)
+                return -1;
+            run->head.len = 0;
+            rc = w_attr(&run->head, src, str_task);
+            if (rc == 0)
+                rc = w_attr(&run->head, src, str_stream);
+            if (rc != 0)
+                return rc;  /* nothing of this item written: the run is empty, with no source */
+            run->src = Py_NewRef(src);
+            run->gen = gen;
+            run->gen_start = ob->edge_state;
+        }
+        if (w_reserve(&run->targets, 9) < 0 || w_reserve(&run->values, size) < 0 ||
+                w_reserve(&run->roots, 9) < 0 || w_reserve(&run->vals, 9) < 0)
+            return -1;
     }
-    if (w_reserve(&run->targets, 9) < 0 || w_reserve(&run->values, size) < 0 ||
-            w_reserve(&run->roots, 9) < 0 || w_reserve(&run->vals, 9) < 0)
-        return -1;
     w_u64(&run->targets, t);
     char *p = run->values.buf + run->values.len;
     if (word != NULL) {
@@ -4207,6 +4247,8 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
     ob->items++;
     ob->queued++;
     ob->slow_last = 0;
+    if (word != NULL && !credited)
+        outbox_grant(ob);
     return 0;
 }
 
@@ -4216,6 +4258,7 @@ outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, Py
 static Writer *
 outbox_message(Outbox *ob, int k, unsigned long long t, Py_ssize_t size)
 {
+    ob->credit = 0;  /* its bytes and its item were not set aside for words */
     if (outbox_room(ob, size + 9) < 0 || w_reserve(&ob->msg_targets[k], 9) < 0 ||
             w_reserve(&ob->msg_fields[k], size) < 0)
         return NULL;

@@ -115,6 +115,42 @@ def test_every_item_comes_back_to_its_task_in_the_order_it_was_sent(odd):
 
 @pytest.mark.skipif(not _native.COMPILED, reason="pure path (SQUALL_PURE_PYTHON): the outbox keeps every item "
                     "as it is, and the serializer encodes them at the flush")
+@pytest.mark.parametrize("seed", range(4))
+def test_runs_of_words_keep_to_the_batch_s_bounds_and_come_back_in_order(seed):
+    """Long runs of one-word Tuples (W1's split: after a word written with a look at the batch's
+    room, the next ones of its run go without), now and then broken by an acker message, a Tuple
+    of several values, a new root or another source, into outboxes with small bounds: every batch
+    stays within max_items and max_bytes, and the peer gets every item back, in order."""
+    rnd = random.Random(seed)
+    ser = serializer()
+    for max_items, max_bytes in ((7, 1 << 20), (1000, 300), (1000, 2000), (50, 4096), (1000, 1 << 20)):
+        items: list = []
+        root, src = 1, SOURCES[(3, "words")]
+        for i in range(3000):
+            r = rnd.random()
+            if r < 0.02:
+                items.append((ACKER_TASK, (ACK, rnd.getrandbits(64), rnd.getrandbits(63), 4)))
+            elif r < 0.03:
+                items.append((rnd.choice(TUPLE_TASKS), Tuple(["a", i, 2.5], src, root, rnd.getrandbits(64))))
+            else:
+                if r < 0.05:
+                    src = rnd.choice(list(SOURCES.values()))
+                if r < 0.2:
+                    root = rnd.getrandbits(64) or 1
+                word = "".join(rnd.choice("abcxyz") for _ in range(rnd.choice((0, 1, 5, 12, 31))))
+                items.append((rnd.choice(TUPLE_TASKS[:2]), Tuple([word], src, root, rnd.getrandbits(64))))
+        outbox = _native.Outbox(max_items, max_bytes)
+        send_all(items, outbox, ser)
+        chunks = outbox.take()
+        assert all(type(c) is bytes for c in chunks)
+        for c in chunks:
+            assert len(c) <= max_bytes, (max_items, max_bytes)
+            assert len(ser.decode_batch(c)) // 2 <= max_items, (max_items, max_bytes)
+        assert by_task(received(ser, chunks)) == by_task(items)
+
+
+@pytest.mark.skipif(not _native.COMPILED, reason="pure path (SQUALL_PURE_PYTHON): the outbox keeps every item "
+                    "as it is, and the serializer encodes them at the flush")
 def test_a_batch_written_at_emit_is_the_batch_the_serializer_writes():
     """The bytes of a batch written item by item at emit are those `pack_batch` (msgpack's,
     byte for byte) writes for the same items at the flush, so any receiver decodes them."""

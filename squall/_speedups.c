@@ -4117,8 +4117,8 @@ task_bits(PyObject *task, unsigned long long *u)
     return PyLong_CheckExact(task) ? u64_of(task, u) : -1;
 }
 
-/* the most bytes a word ([a short ASCII str], under 32 bytes) adds to the open batch: its target
- * 9, its values 33, its root 9, its edge value 9 */
+/* at least the most bytes a word ([a short ASCII str], under 32 bytes) adds to the open batch:
+ * its target 9, its values 33, its root 9, its edge value 9 (60), rounded up */
 #define WORD_BYTES 64
 #define WORD_CREDIT_MAX 64
 
@@ -4668,8 +4668,8 @@ r_array(Reader *r, Py_ssize_t *n)
 }
 
 /* the n <= 16 bytes at p as two 64-bit words that cover every byte, so that two byte strings of
- * the same length are equal exactly when their words are: the first and last 8 bytes (8 < n),
- * the first and last 4 (4 <= n <= 8, overlapping), or the first, middle and last byte */
+ * the same length are equal exactly when their words are: the first and last 8 bytes (8 <= n),
+ * the first and last 4 (4 <= n < 8, overlapping), or the first, middle and last byte */
 static inline void
 short_words(const unsigned char *p, Py_ssize_t n, uint64_t *a, uint64_t *b)
 {

@@ -4,14 +4,14 @@ import hashlib
 import hmac
 
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from zmq.utils import z85
 
 from squall import _keys, _sealed
 from squall._encryption import encryption_setting
 from squall._errors import SquallError
 from squall.worker.curve import server_keys, wants_encryption
-from squall.worker import envelope
-from squall.worker.envelope import CONTROL, DATA, Opener, Origin, Refused, Sealer, encode_route
+from squall.worker.envelope import CONTROL, DATA, Opener, Origin, Refused, Sealer
 
 SECRET = b"k"
 ME = "tcp://10.0.0.2:6700"
@@ -88,25 +88,31 @@ def test_other_topologies_other_receivers_other_secrets_and_tampering_are_refuse
 
 def test_a_message_is_one_frame_whose_header_lengths_must_fit_it():
     """One frame, so that ZeroMQ's per-frame limit bounds the whole message; lengths in the
-    header that overrun it are refused even under a valid MAC."""
+    header that overrun it are refused as malformed, before a key is derived from them, whatever
+    the MAC."""
     message = sealed()[0]
     assert isinstance(message, bytes)
     _, data = opener().open(message)
     assert bytes(data) == b"payload 0" and message.endswith(b"payload 0")
-    body = bytearray(message[32:])
-    body[10 + 4:10 + 6] = (60000).to_bytes(2, "big")  # storm id "60,000 bytes" long
-    key = _keys.derive_key(SECRET, _keys.DATA)
-    forged = hmac.new(key, body, hashlib.sha256).digest() + bytes(body)
-    assert reason(opener(), forged) == "malformed"
+    body = bytearray(message[16:])
+    body[10 + 20:10 + 22] = (60000).to_bytes(2, "big")  # storm id "60,000 bytes" long
+    route_end = 10 + 26 + 60000
+    assert route_end > len(body)
+    o = opener()
+    assert reason(o, message[:16] + bytes(body)) == "malformed"
+    assert len(o._routes) == 0
 
 
 def test_the_data_path_keys_its_macs_with_its_own_key_not_the_secret():
     """The RPC handshake MACs under the secret itself; a MAC the data path accepts must not be
     one the secret makes, nor may one key serve two purposes."""
-    message = sealed()[0]
-    body = message[32:]
-    under_secret = hmac.new(SECRET, body, hashlib.sha256).digest() + body
-    assert reason(opener(), under_secret) == "unauthenticated"
+    sealer = Sealer(SECRET, Origin("topo-1", "h:1", 1))
+    route = sealer.route(ME)
+    message = sealer.seal(DATA, route, b"payload")
+    body = message[16:]
+    nonce = bytes(12)
+    for key in (hmac.digest(SECRET, b"squall envelope route key v3|" + route, "sha256"), SECRET.ljust(32, b"\0")):
+        assert reason(opener(), ChaCha20Poly1305(key).encrypt(nonce, b"", body) + body) == "unauthenticated"
     keys = {_keys.derive_key(SECRET, p) for p in (_keys.DATA, _keys.CURVE, _keys.SEALED_FILES)}
     assert len(keys) == 3 and SECRET not in keys
     assert server_keys(SECRET).secret == z85.encode(_keys.derive_key(SECRET, _keys.CURVE))
@@ -150,29 +156,56 @@ def test_a_bad_encryption_setting_names_the_key():
         encryption_setting({"squall.encryption": "yes"})
 
 
-class _Pieces:
-    """Stands for an HMAC object: records what it is fed."""
-
-    def __init__(self):
-        self.pieces = []
-
-    def update(self, data):
-        self.pieces.append(bytes(data))
-
-
-@pytest.mark.parametrize("size", [0, 1, 2046, 2047, 2048, 7_000, 70_001])
-def test_a_batch_is_macd_in_pieces_hashed_holding_the_gil(size):
-    """hashlib gives the GIL up for a buffer of 2,048 bytes or more, which let a worker's other
-    threads take it from the loop at every batch: the MAC is fed in smaller pieces, and is still
-    the MAC of the whole message."""
+@pytest.mark.parametrize("size", [0, 1, 2047, 7_000, 70_001])
+def test_a_message_is_macd_by_poly1305_under_its_routes_own_key(size):
+    """The MAC is ChaCha20-Poly1305's tag over everything after it, nothing encrypted, under a
+    key derived from the data key and the route (which holds the sender's random bytes), the
+    sequence number as nonce; the data is the message's last bytes, as they were."""
     data = bytes(range(256)) * (size // 256) + bytes(size % 256)
-    h = _Pieces()
-    envelope._update(h, data)
-    assert b"".join(h.pieces) == data
-    assert all(len(p) < 2048 for p in h.pieces)
     origin = Origin("topo-1", "h:1", 1)
-    message = Sealer(SECRET, origin).seal(DATA, encode_route(origin, ME), data)
-    key = _keys.derive_key(SECRET, _keys.DATA)
-    assert message[:32] == hmac.new(key, message[32:], hashlib.sha256).digest()
+    sealer = Sealer(SECRET, origin)
+    route = sealer.route(ME)
+    sealer.seal(DATA, route, b"first")
+    message = sealer.seal(DATA, route, data)
+    key = hmac.digest(_keys.derive_key(SECRET, _keys.DATA), b"squall envelope route key v3|" + route, "sha256")
+    nonce = bytes(4) + (1).to_bytes(8, "big")
+    assert message[:16] == ChaCha20Poly1305(key).encrypt(nonce, b"", message[16:])
+    assert message.endswith(data) and route in message[:16 + 10 + len(route)]
     header, opened = opener().open(message)
-    assert bytes(opened) == data and header.kind == DATA
+    assert bytes(opened) == data and (header.kind, header.seq) == (DATA, 1)
+
+
+def test_each_sender_keys_its_own_routes():
+    """Two senders of the same slot and launch (a restart that reused them) draw their own
+    random bytes, so their routes, keys and MACs differ while their numbers repeat: a nonce never
+    serves two messages under one key. Each one's messages open; one's MAC on the other's route
+    does not."""
+    origin = Origin("topo-1", "h:1", 1)
+    a, b = Sealer(SECRET, origin), Sealer(SECRET, origin)
+    ra, rb = a.route(ME), b.route(ME)
+    assert ra != rb and len(ra) == len(rb)
+    ma, mb = a.seal(DATA, ra, b"same"), b.seal(DATA, rb, b"same")
+    assert ma[:16] != mb[:16]
+    assert opener().open(ma)[1] == b"same" and opener().open(mb)[1] == b"same"
+    swapped = mb[:16] + ma[16:]
+    assert reason(opener(), swapped) == "unauthenticated"
+
+
+def test_a_route_is_remembered_only_once_a_message_under_it_passed():
+    """A route's key is derived from bytes not yet authenticated: strangers' routes must not
+    fill the receiver's memory, nor stand in for a real one."""
+    o = opener()
+    good = sealed(n=2)
+    forged = bytearray(good[1])
+    forged[-1] ^= 1
+    for i in range(50):  # routes of other salts, each with a bad MAC
+        m = bytearray(good[0])
+        m[16 + 10 + 4] ^= i + 1  # a byte of the salt
+        assert reason(o, bytes(m)) == "unauthenticated"
+    assert len(o._routes) == 0
+    assert reason(o, bytes(forged)) == "unauthenticated"
+    assert len(o._routes) == 0
+    o.open(good[0])
+    assert len(o._routes) == 1
+    assert reason(o, bytes(forged)) == "unauthenticated"
+    assert o.open(good[1])[0].seq == 1

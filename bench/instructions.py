@@ -30,10 +30,12 @@ worker's rate per core that N workers keep::
     python -m bench instructions W1 --host process --crossing [--repeat 3]
 
 Two caveats: a thread under Valgrind runs about 50 times slower, so batches may hold fewer items than
-in a timed run; and Valgrind's CPU hides the SHA extensions from OpenSSL, whose generic SHA-256
-then counts about 28 instructions a byte of every batch it MACs (most of the "???" in a
-``cg_annotate`` of a worker), where the real CPU spends about 3 cycles: ``--crossing`` gives the
-terms with and without the code that has no symbols (`WorkerCount`).
+in a timed run (about 28 sentences a message against about 96 natively, the flush interval
+being a time); and code without symbols (the "???" in a ``cg_annotate`` of a worker: OpenSSL's
+assembly) is counted as Valgrind's CPU runs it. Until the envelope's version 3 that was
+OpenSSL's generic SHA-256 for every batch's HMAC, about 28 instructions a byte where the real
+CPU's SHA extensions spend about 3 cycles; Poly1305 counts about 2.7 a byte either way.
+``--crossing`` gives the terms with and without it (`WorkerCount`).
 
 Needs ``valgrind`` (Debian's package, installed by scripts/install-system-deps.sh). A run is
 about 50x slower than natively: W1 with the default sizes takes about half a minute.
@@ -159,9 +161,9 @@ def count_workers_split(n: int, acking: bool, workers: int) -> WorkerCount:
 
 class WorkerCount(NamedTuple):
     """The instructions of a run's worker processes: all of them, and those in code Valgrind
-    found no symbols for (``fn=???`` in cachegrind's files). On this machine the latter is
-    mostly OpenSSL's generic SHA-256, which Valgrind's CPU, hiding the SHA extensions, makes
-    run at about 28 instructions a byte of every batch MACed (natively a few cycles)."""
+    found no symbols for (``fn=???`` in cachegrind's files): OpenSSL's assembly, mostly the
+    MAC of every batch (Poly1305, about 2.7 instructions a byte; before the envelope's version 3,
+    a generic SHA-256 at about 28, as Valgrind's CPU hides the SHA extensions)."""
 
     total: int
     unattributed: int
@@ -246,7 +248,7 @@ def crossing_terms(one: float, two: float, one_unattributed: float = 0.0, two_un
     sentence, a crossing word what 2 workers add a sentence over its 5 crossing words, and their
     ratio r puts N workers at ``1 / (1 + r (N - 1) / N)`` of one worker's rate per core. The
     same again with the instructions in code without symbols left out of both (``*_unattributed``:
-    mostly the MAC's SHA-256 in software, `WorkerCount`)."""
+    mostly the MACs, `WorkerCount`)."""
     def terms(a: float, b: float) -> dict[str, Any]:
         local = a / W1_WORDS
         crossing = (b - a) / W1_CROSSING_WORDS

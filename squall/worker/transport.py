@@ -7,7 +7,8 @@ never come here.
 
 Every message is one frame, ``mac | header | data``: the header (`squall.worker.envelope`) names
 the topology, the sending worker and launch, the receiving worker and a sequence number, and the
-HMAC-SHA256 under a key derived from the cluster's secret covers header and data. A receiver
+MAC (Poly1305, under a key of the sender's own derived from the cluster's secret) covers header
+and data. A receiver
 checks both before decoding, because decoding may unpickle (the pickle fallback), and pickles
 must never be loaded from an unauthenticated peer; it drops (and counts,
 `ZmqTransport.statistics`) messages that are forged, of another topology, meant for another

@@ -44,8 +44,8 @@ limit (``MAXMSGSIZE``) bounds the whole message::
 The MAC covers everything after it. The fixed part is version, kind and sequence number; the
 route (launch id, the sender's random bytes, then the lengths and bytes of storm id, slot and
 destination) is the same for every message from one sender to one receiver, so the sender
-encodes it and derives its key once (`Sealer.route`), and a batch costs one ``struct.pack``, one
-MAC and two concatenations more than its own bytes.
+encodes it once (`Sealer.route`) and derives its key at its first message, and a batch costs one
+``struct.pack``, one MAC and two concatenations more than its own bytes.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ _MIN_SIZE = _AT_ROUTE + _ROUTE.size
 _ROUTE_KEY = b"squall envelope route key v3|"  # the label of a route's key, under the data key
 _NO_TEXT = b""                    # what ChaCha20-Poly1305 encrypts: nothing; the message is its associated data
 SEAL_OVERHEAD = _AT_ROUTE  # a sealed message's bytes beyond its route and data: MAC and fixed part
-_ROUTE_CACHE_MAX = 4096           # parsed routes kept by a receiver (one per sender launch)
+_ROUTE_CACHE_MAX = 4096           # routes' MACs kept by a sender (one per peer) or receiver (one per sender launch)
 
 
 class Header(NamedTuple):
@@ -138,16 +138,16 @@ class Sealer:
 
     def route(self, to: str) -> bytes:
         """The encoded route to the worker at address ``to`` (compute once per destination)."""
-        route = encode_route(self.origin, to, self._salt)
-        self._macs[route] = _route_mac(self._key, route)
-        return route
+        return encode_route(self.origin, to, self._salt)
 
     def seal(self, kind: int, route: bytes, data: bytes) -> bytes:
         """One message, a single frame: ``mac | header | data``."""
         seq = self.seq
         self.seq = seq + 1
         mac = self._macs.get(route)
-        if mac is None:  # a route encoded elsewhere
+        if mac is None:  # a new peer, or a peer's new address (a worker that restarted elsewhere)
+            if len(self._macs) >= _ROUTE_CACHE_MAX:
+                self._macs.clear()
             mac = self._macs[route] = _route_mac(self._key, route)
         body = _FIXED.pack(VERSION, kind, seq) + route + data
         return mac.encrypt(_nonce(seq), _NO_TEXT, body) + body
@@ -266,4 +266,3 @@ class Opener:
         self._last[slot] = (launch, seq)
         self.accepted += 1
         return Header(kind, seq, storm_id, slot, launch, to), view[end:]
-

@@ -209,3 +209,17 @@ def test_a_route_is_remembered_only_once_a_message_under_it_passed():
     assert len(o._routes) == 1
     assert reason(o, bytes(forged)) == "unauthenticated"
     assert o.open(good[1])[0].seq == 1
+
+
+def test_a_sender_whose_peers_keep_moving_keeps_a_bounded_number_of_keys():
+    """A peer's new address is a new route with a key of its own; past 4,096 the sender forgets
+    the keys it holds and derives them again, every message still opening."""
+    origin = Origin("topo-1", "h:1", 1)
+    s = Sealer(SECRET, origin)
+    addresses = [f"tcp://10.0.{i // 256}.{i % 256}:6700" for i in range(4_100)]
+    for to in addresses:
+        s.seal(DATA, s.route(to), b"x")
+    assert 0 < len(s._macs) <= 4_096
+    for to in (addresses[0], addresses[-1]):
+        header, data = Opener(SECRET, "topo-1", to).open(s.seal(DATA, s.route(to), b"again"))
+        assert bytes(data) == b"again" and header.to == to

@@ -225,11 +225,13 @@ class Opener:
     def _open(self, message: bytes) -> tuple[Header, memoryview]:
         if len(message) < _MIN_SIZE:
             raise Refused("malformed", f"a message of {len(message)} bytes, too short to be one")
-        # the route's lengths are read before the MAC is checked: its key is the route's
+        # the route's lengths are read before the MAC is checked: its key is the route's. Lengths
+        # that overrun the message name no route, so no key could authenticate it: a stranger's
+        # bytes, counted as such
         _, _, n1, n2, n3 = _ROUTE.unpack_from(message, _AT_ROUTE)
         end = _MIN_SIZE + n1 + n2 + n3
         if end > len(message):
-            raise Refused("malformed", "a message whose header lengths overrun it")
+            raise Refused("unauthenticated", "a message whose header lengths overrun it (wrong secret, or not a worker?)")
         raw = message[_AT_ROUTE:end]
         known = self._routes.get(raw)
         mac = _route_mac(self._key, raw) if known is None else known[0]

@@ -87,9 +87,10 @@ def test_other_topologies_other_receivers_other_secrets_and_tampering_are_refuse
 
 
 def test_a_message_is_one_frame_whose_header_lengths_must_fit_it():
-    """One frame, so that ZeroMQ's per-frame limit bounds the whole message; lengths in the
-    header that overrun it are refused as malformed, before a key is derived from them, whatever
-    the MAC."""
+    """One frame, so that ZeroMQ's per-frame limit bounds the whole message. Lengths in the
+    header that overrun it name no route, so no key could authenticate it: it is refused as
+    unauthenticated (as a stranger's bytes are, `tests/process/test_semantics.py`), before a key
+    is derived from them, whatever its MAC."""
     message = sealed()[0]
     assert isinstance(message, bytes)
     _, data = opener().open(message)
@@ -99,7 +100,8 @@ def test_a_message_is_one_frame_whose_header_lengths_must_fit_it():
     route_end = 10 + 26 + 60000
     assert route_end > len(body)
     o = opener()
-    assert reason(o, message[:16] + bytes(body)) == "malformed"
+    assert reason(o, message[:16] + bytes(body)) == "unauthenticated"
+    assert reason(o, b"a forged mac, header and data of a batch: " + b"x" * 100) == "unauthenticated"
     assert len(o._routes) == 0
 
 

@@ -236,14 +236,13 @@ class Opener:
         known = self._routes.get(raw)
         mac = _route_mac(self._key, raw) if known is None else known[0]
         view = memoryview(message)
-        seq = int.from_bytes(view[_AT_FIXED + 2:_AT_ROUTE], "big")
+        version, kind, seq = _FIXED.unpack_from(message, _AT_FIXED)  # the nonce's number, checked with the rest
         try:
             mac.decrypt(_nonce(seq), view[:_MAC], view[_MAC:])
         except InvalidTag:
             raise Refused("unauthenticated", "a message that failed authentication (wrong secret?)") from None
         # authenticated: a worker of this cluster wrote it, so its header is well formed unless
         # it runs another version of squall
-        version, kind, _ = _FIXED.unpack_from(message, _AT_FIXED)
         if version != VERSION or kind not in (DATA, CONTROL):
             raise Refused("malformed", f"a message of header version {version}, kind {kind}")
         if known is None:
@@ -254,8 +253,7 @@ class Opener:
             if len(self._routes) >= _ROUTE_CACHE_MAX:
                 self._routes.clear()
             self._routes[raw] = known
-        route = known[1]
-        launch, storm_id, slot, to = route
+        launch, storm_id, slot, to = known[1]
         if storm_id != self.storm_id:
             raise Refused("other_topology", f"a message of topology {storm_id!r} from {slot}")
         if to != self.address:

@@ -18,7 +18,8 @@ So this ranks changes of the per-tuple work; timings (``python -m bench run``) s
 change buys.
 
 W1 on the process host counts the instructions of its worker processes only (not the master's,
-the supervisor's or the benchmark's), each run under Valgrind with its children traced::
+the supervisor's or the benchmark's, nor the workers' interpreter teardown:
+``bench/no_teardown/sitecustomize.py``), each run under Valgrind with its children traced::
 
     python -m bench instructions W1 --host process --workers 2 [--n 3000,15000]
 
@@ -70,6 +71,8 @@ START_TIMEOUT_SECS = 600
 # How often a run looks at its topology's progress: seldom, as each look costs instructions,
 # and under Valgrind a second passes for every few thousand tuples
 LOOK_SECS = 0.5
+# A directory whose sitecustomize ends each worker of a counted run without its interpreter's teardown
+NO_TEARDOWN = Path(__file__).resolve().parent / "no_teardown"
 
 
 class _LimitedConstSpout(w2_const_null.ConstSpout):
@@ -149,7 +152,11 @@ def count_workers_split(n: int, acking: bool, workers: int) -> WorkerCount:
         # which its supervisor SIGKILLs it and its instructions are lost
         conf = dict(json.loads(os.environ.get(hosts.HOST_CONF_ENV) or "{}"))
         conf.setdefault(Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, START_TIMEOUT_SECS)
-        env = dict(os.environ, **{hosts.START_TIMEOUT_ENV: str(START_TIMEOUT_SECS), hosts.HOST_CONF_ENV: json.dumps(conf)})
+        # each worker leaves at its last atexit hook, without the interpreter's teardown, whose
+        # share of a count varied by thousands a sentence (bench/no_teardown/sitecustomize.py)
+        path = os.pathsep.join(p for p in (str(NO_TEARDOWN), os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, **{hosts.START_TIMEOUT_ENV: str(START_TIMEOUT_SECS), hosts.HOST_CONF_ENV: json.dumps(conf),
+                                  "PYTHONPATH": path})
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], env=env)
         lines = done.stdout.strip().splitlines()
         record = json.loads(lines[-1]) if done.returncode == 0 and lines else {}
@@ -264,8 +271,12 @@ def crossing_terms(one: float, two: float, one_unattributed: float = 0.0, two_un
 def crossing(rounds: int = 3, sizes: tuple[int, int] = PROCESS_N, acking: bool = True) -> dict[str, Any]:
     """W1 on the process host on 1 and on 2 workers, alternated (1, 2, then 2, 1, ...) for
     ``rounds`` rounds of two run sizes each, and the model's terms (`crossing_terms`) from each
-    count's median: a run's count moves by a few percent with when its garbage collections
-    and its interpreter's teardown fall, so one round is not enough to rank a change of 1-2%."""
+    count's median. Without the workers' teardown (`NO_TEARDOWN`) one worker's count repeats
+    within 0.2%, but two workers' still moves by a few percent from run to run: how the two
+    processes' threads take turns decides how many messages carry the crossing words (each costs
+    its sealing, opening and the transport's Python, whatever it holds: 276 to 419 more for
+    12,000 more sentences in four runs of one commit) and how many sentences the load-aware
+    shuffle sends to the other worker. So one round is not enough to rank a change of 1-2%."""
     if rounds < 1:
         raise ValueError(f"--repeat {rounds}: at least one round")
     n1, n2 = sizes

@@ -1,5 +1,7 @@
 """`python -m bench instructions`: its arguments, and the W2 spout that stops (without Valgrind)."""
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -100,3 +102,27 @@ def test_the_w2_run_stops_after_its_tuples_and_all_are_acked():
     for _ in range(10):
         spout.next_tuple()
     assert emitted == [0, 1, 2]
+
+
+def _with_no_teardown(args: list[str]) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(instructions.NO_TEARDOWN), str(Path(instructions.__file__).resolve().parents[1]),
+                    os.environ.get("PYTHONPATH")) if p))
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def test_a_counted_worker_leaves_with_its_own_exit_status():
+    """The hook that spares a counted worker its interpreter's teardown keeps what the worker
+    says: ``python -m squall.worker`` without its arguments exits 2 with argparse's usage on
+    stderr (flushed before the process leaves), as it does without the hook."""
+    done = _with_no_teardown(["-m", "squall.worker"])
+    assert done.returncode == 2
+    assert "usage: squall-worker" in done.stderr and "--master" in done.stderr
+
+
+def test_other_processes_of_a_counted_run_are_left_as_they_are():
+    """The benchmark, master and supervisor of a counted run end as usual: their own atexit
+    hooks run and their exit status is theirs."""
+    done = _with_no_teardown(["-c", "import atexit; atexit.register(print, 'bye'); raise SystemExit(3)"])
+    assert done.returncode == 3
+    assert done.stdout == "bye\n"

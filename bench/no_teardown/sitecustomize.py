@@ -3,9 +3,10 @@
 Not part of squall: `bench.instructions` puts this directory on the PYTHONPATH of the runs it
 counts under Valgrind, and Python imports ``sitecustomize`` at start-up in every process of
 the run. A worker's teardown (clearing its modules, the last collection) is about 60 million
-instructions under Valgrind, and a stop signal that arrives during it ends the process part
-way through (the signal's default action is back by then), so a run's count held all of it,
-some or none of it: up to 5,000 a sentence between two runs of the same code. Registered
+instructions under Valgrind, and in some runs the process ended part way through it (on a
+signal, as Valgrind still wrote its file: both workers of a run lost their module clearing
+together, in 2 of 8 runs), so a run's count held all of it or only some: up to 5,000 a
+sentence between two runs of the same code. Registered
 before anything else, the hook runs after every other atexit hook (the logs are flushed by
 then, and the loops and the components' cleanup ended before atexit), and leaves with the exit
 status the worker would have had. Processes other than ``python -m squall.worker`` are not

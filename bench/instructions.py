@@ -30,9 +30,10 @@ worker's rate per core that N workers keep::
 
     python -m bench instructions W1 --host process --crossing [--repeat 3]
 
-Two caveats: a thread under Valgrind runs about 50 times slower, so batches may hold fewer items than
-in a timed run (about 28 sentences a message against about 96 natively, the flush interval
-being a time); and code without symbols (the "???" in a ``cg_annotate`` of a worker: OpenSSL's
+Two caveats: a thread under Valgrind runs about 50 times slower, so batches need not hold what
+they hold in a timed run, the flush interval being a time (counted on 2026-12-03: a worker opened
+160-271 messages for 15,000 sentences under Valgrind, 55-94 sentences a message, and 1,147-1,183
+for 150,000 natively, about 129); and code without symbols (the "???" in a ``cg_annotate`` of a worker: OpenSSL's
 assembly) is counted as Valgrind's CPU runs it. Until the envelope's version 3 that was
 OpenSSL's generic SHA-256 for every batch's HMAC, about 28 instructions a byte where the real
 CPU's SHA extensions spend about 3 cycles; Poly1305 counts about 2.7 a byte either way.

@@ -31,10 +31,10 @@ worker's rate per core that N workers keep::
     python -m bench instructions W1 --host process --crossing [--repeat 3]
 
 Two caveats: a thread under Valgrind runs about 50 times slower, so batches need not hold what
-they hold in a timed run, the flush interval being a time (counted on 2026-12-03: a worker opened
-160-271 messages for 15,000 sentences under Valgrind, 55-94 sentences a message, and 1,147-1,183
-for 150,000 natively, about 129); and code without symbols (the "???" in a ``cg_annotate`` of a worker: OpenSSL's
-assembly) is counted as Valgrind's CPU runs it. Until the envelope's version 3 that was
+they hold in a timed run, the flush interval being a time (counted on 2026-12-03: a worker
+opened 160-300 messages for 15,000 sentences under Valgrind, 50-94 sentences a message, and
+1,147-1,183 for 150,000 natively, about 129); and code without symbols (the "???" in a
+``cg_annotate`` of a worker: OpenSSL's assembly) is counted as Valgrind's CPU runs it. Until the envelope's version 3 that was
 OpenSSL's generic SHA-256 for every batch's HMAC, about 28 instructions a byte where the real
 CPU's SHA extensions spend about 3 cycles; Poly1305 counts about 2.7 a byte either way.
 ``--crossing`` gives the terms with and without it (`WorkerCount`).
@@ -273,11 +273,12 @@ def crossing(rounds: int = 3, sizes: tuple[int, int] = PROCESS_N, acking: bool =
     """W1 on the process host on 1 and on 2 workers, alternated (1, 2, then 2, 1, ...) for
     ``rounds`` rounds of two run sizes each, and the model's terms (`crossing_terms`) from each
     count's median. Without the workers' teardown (`NO_TEARDOWN`) one worker's count repeats
-    within 0.2%, but two workers' still moves by a few percent from run to run: how the two
-    processes' threads take turns decides how many messages carry the crossing words (each costs
-    its sealing, opening and the transport's Python, whatever it holds: 276 to 419 more for
-    12,000 more sentences in four runs of one commit) and how many sentences the load-aware
-    shuffle sends to the other worker. So one round is not enough to rank a change of 1-2%."""
+    within 0.3%, but two workers' still moves by about 4% from run to run: how the two
+    processes' threads take turns decides how many sentences the load-aware shuffle sends to the
+    other worker, and how many loop rounds and messages (each sealed, opened and handled by the
+    transport's Python, whatever it holds) carry the crossing words: 211 to 419 more messages for
+    12,000 more sentences in five runs of one commit. So one round is not enough to rank a change
+    of 1-2%."""
     if rounds < 1:
         raise ValueError(f"--repeat {rounds}: at least one round")
     n1, n2 = sizes

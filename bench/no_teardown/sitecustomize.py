@@ -6,11 +6,11 @@ the run. A worker's teardown (clearing its modules, the last collection) is abou
 instructions under Valgrind, and in some runs the process ended part way through it (on a
 signal, as Valgrind still wrote its file: both workers of a run lost their module clearing
 together, in 2 of 8 runs), so a run's count held all of it or only some: up to 5,000 a
-sentence between two runs of the same code. Registered
-before anything else, the hook runs after every other atexit hook (the logs are flushed by
-then, and the loops and the components' cleanup ended before atexit), and leaves with the exit
-status the worker would have had. Processes other than ``python -m squall.worker`` are not
-touched.
+sentence between two runs of the same code. Registered before anything else, the hook runs
+after every other atexit hook (the logs are flushed by then, and the loops and the components'
+cleanup ended before atexit), and leaves with the exit status the worker would have had.
+Processes other than ``python -m squall.worker`` end as they would (``sys.exit`` and
+``sys.excepthook`` are wrapped in every process, only to note the status).
 """
 
 import atexit

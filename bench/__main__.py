@@ -18,7 +18,7 @@
     python -m bench peers [--n 1000000] [--rounds 3] [--no-save]
     python -m bench instructions W1|W2 [--acking on|off] [--n N1,N2]
     python -m bench instructions W1 --host process [--workers 2] [--n N1,N2]
-    python -m bench instructions W1 --host process --crossing [--repeat 3]
+    python -m bench instructions W1 --host process --crossing [--repeat 3] [--home]
     python -m bench tuner [--host process] [--workers 2] [--n 1000000] [--w4-rate half-peak] [--rounds 3]
         [--settings 100,1000,10000,auto] [--no-save]
     python -m bench report [--results bench/results/results.jsonl] [--latest]
@@ -273,7 +273,10 @@ def _instructions(args: argparse.Namespace) -> int:
         if args.crossing:
             if args.workload != "W1" or args.host != "process":
                 raise ValueError("--crossing measures W1 on the process host: add --host process")
-            measured = instructions.crossing(args.repeat, sizes or instructions.PROCESS_N, args.acking == "on")
+            measured = instructions.crossing(args.repeat, sizes or instructions.PROCESS_N, args.acking == "on",
+                                             args.home)
+        elif args.home:
+            raise ValueError("--home is for --crossing (W1 on the process host)")
         else:
             measured = instructions.measure(args.workload, args.acking == "on", sizes, args.host, args.workers)
     except ValueError as e:
@@ -395,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="W1 on the process host on 1 and 2 workers, alternated: a crossing word against a "
                           "local word, and what the scaling model predicts from them")
     ins.add_argument("--repeat", type=int, default=3, help="--crossing: rounds, each count's median kept (default 3)")
+    ins.add_argument("--home", action="store_true",
+                     help="--crossing: the shuffle keeps every sentence in its spout's worker, so that only "
+                          "the fields grouping's words cross (the model's crossings)")
     ins.set_defaults(func=_instructions)
 
     tun = sub.add_parser("tuner", help="W1 and W4 with max spout pending 100, 1000, 10000 and auto (the tuner), "

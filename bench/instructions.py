@@ -28,16 +28,19 @@ so 1 worker against 2 is what a sentence's crossings cost, whatever the machine'
 terms from the medians (`crossing`): a crossing word against a local word, and the share of one
 worker's rate per core that N workers keep::
 
-    python -m bench instructions W1 --host process --crossing [--repeat 3]
+    python -m bench instructions W1 --host process --crossing [--repeat 3] [--home]
+
+``--home`` keeps every sentence in its spout's worker (the load-aware shuffle's bounds at 1.0),
+so that the words the fields grouping sends across are the only crossings, as in the model.
 
 Two caveats: a thread under Valgrind runs about 50 times slower, so batches need not hold what
 they hold in a timed run, the flush interval being a time (counted on 2026-12-03: a worker
 opened 160-300 messages for 15,000 sentences under Valgrind, 50-94 sentences a message, and
 1,147-1,183 for 150,000 natively, about 129); and code without symbols (the "???" in a
-``cg_annotate`` of a worker: OpenSSL's assembly) is counted as Valgrind's CPU runs it. Until the envelope's version 3 that was
-OpenSSL's generic SHA-256 for every batch's HMAC, about 28 instructions a byte where the real
-CPU's SHA extensions spend about 3 cycles; Poly1305 counts about 2.7 a byte either way.
-``--crossing`` gives the terms with and without it (`WorkerCount`).
+``cg_annotate`` of a worker: OpenSSL's assembly) is counted as Valgrind's CPU runs it. Until
+the envelope's version 3 that was OpenSSL's generic SHA-256 for every batch's HMAC, about 28
+instructions a byte where the real CPU's SHA extensions spend about 3 cycles; Poly1305 counts
+about 2.7 a byte either way. ``--crossing`` gives the terms with and without it (`WorkerCount`).
 
 Needs ``valgrind`` (Debian's package, installed by scripts/install-system-deps.sh). A run is
 about 50x slower than natively: W1 with the default sizes takes about half a minute.
@@ -139,8 +142,27 @@ def count_workers(n: int, acking: bool, workers: int) -> int:
     return count_workers_split(n, acking, workers).total
 
 
-def count_workers_split(n: int, acking: bool, workers: int) -> WorkerCount:
-    """`count_workers`, with the part in code without symbols (`WorkerCount`)."""
+# The load-aware shuffle keeps every tuple in the emitting worker while the local targets' load
+# is at most the higher bound, and a load is at most 1
+_AT_HOME = {Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: 1.0, Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: 1.0}
+
+
+def host_conf(home: bool = False) -> dict[str, Any]:
+    """The process host's settings for a counted run: its workers' time to stop, and with
+    ``home`` a load-aware shuffle that keeps every sentence in its spout's worker."""
+    conf = dict(json.loads(os.environ.get(hosts.HOST_CONF_ENV) or "{}"))
+    # a worker under Valgrind writes its cachegrind file only when it exits: let it take its
+    # time to stop (Storm's supervisor.worker.shutdown.sleep.secs) instead of the 3 s after
+    # which its supervisor SIGKILLs it and its instructions are lost
+    conf.setdefault(Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, START_TIMEOUT_SECS)
+    if home:
+        conf.update(_AT_HOME)
+    return conf
+
+
+def count_workers_split(n: int, acking: bool, workers: int, home: bool = False) -> WorkerCount:
+    """`count_workers`, with the part in code without symbols (`WorkerCount`); ``home``: the
+    shuffle keeps every sentence in its spout's worker (`host_conf`)."""
     if shutil.which("valgrind") is None:
         raise RuntimeError("valgrind is not installed: run scripts/install-system-deps.sh (Debian's valgrind)")
     with tempfile.TemporaryDirectory(prefix="squall-instructions-") as out:
@@ -148,16 +170,12 @@ def count_workers_split(n: int, acking: bool, workers: int) -> WorkerCount:
                f"--cachegrind-out-file={out}/cachegrind.%p", sys.executable, "-m", "bench", "run", "W1",
                "--acking", "on" if acking else "off", "--host", "process", "--workers", str(workers),
                "--n", str(n), "--no-save"]
-        # a worker under Valgrind writes its cachegrind file only when it exits: let it take its
-        # time to stop (Storm's supervisor.worker.shutdown.sleep.secs) instead of the 3 s after
-        # which its supervisor SIGKILLs it and its instructions are lost
-        conf = dict(json.loads(os.environ.get(hosts.HOST_CONF_ENV) or "{}"))
-        conf.setdefault(Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, START_TIMEOUT_SECS)
+        conf = host_conf(home)
         # each worker leaves at its last atexit hook, without the interpreter's teardown, whose
         # share of a count varied by thousands a sentence (bench/no_teardown/sitecustomize.py)
         path = os.pathsep.join(p for p in (str(NO_TEARDOWN), os.environ.get("PYTHONPATH")) if p)
-        env = dict(os.environ, **{hosts.START_TIMEOUT_ENV: str(START_TIMEOUT_SECS), hosts.HOST_CONF_ENV: json.dumps(conf),
-                                  "PYTHONPATH": path})
+        env = dict(os.environ, **{hosts.START_TIMEOUT_ENV: str(START_TIMEOUT_SECS),
+                                  hosts.HOST_CONF_ENV: json.dumps(conf), "PYTHONPATH": path})
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], env=env)
         lines = done.stdout.strip().splitlines()
         record = json.loads(lines[-1]) if done.returncode == 0 and lines else {}
@@ -269,7 +287,8 @@ def crossing_terms(one: float, two: float, one_unattributed: float = 0.0, two_un
             "without_unattributed": terms(one - one_unattributed, two - two_unattributed)}
 
 
-def crossing(rounds: int = 3, sizes: tuple[int, int] = PROCESS_N, acking: bool = True) -> dict[str, Any]:
+def crossing(rounds: int = 3, sizes: tuple[int, int] = PROCESS_N, acking: bool = True,
+             home: bool = False) -> dict[str, Any]:
     """W1 on the process host on 1 and on 2 workers, alternated (1, 2, then 2, 1, ...) for
     ``rounds`` rounds of two run sizes each, and the model's terms (`crossing_terms`) from each
     count's median. Without the workers' teardown (`NO_TEARDOWN`) one worker's count repeats
@@ -278,7 +297,8 @@ def crossing(rounds: int = 3, sizes: tuple[int, int] = PROCESS_N, acking: bool =
     other worker, and how many loop rounds and messages (each sealed, opened and handled by the
     transport's Python, whatever it holds) carry the crossing words: 211 to 419 more messages for
     12,000 more sentences in five runs of one commit. So one round is not enough to rank a change
-    of 1-2%."""
+    of 1-2%. ``home`` keeps every sentence in its spout's worker (`host_conf`): the crossings are
+    then exactly the model's, five words a sentence, and the shuffle's moves leave the spread."""
     if rounds < 1:
         raise ValueError(f"--repeat {rounds}: at least one round")
     n1, n2 = sizes
@@ -290,11 +310,12 @@ def crossing(rounds: int = 3, sizes: tuple[int, int] = PROCESS_N, acking: bool =
     unattributed: dict[int, list[float]] = {1: [], 2: []}
     for r in range(rounds):
         for workers in ((1, 2) if r % 2 == 0 else (2, 1)):
-            a, b = count_workers_split(n1, acking, workers), count_workers_split(n2, acking, workers)
+            a, b = count_workers_split(n1, acking, workers, home), count_workers_split(n2, acking, workers, home)
             per[workers].append((b.total - a.total) / (n2 - n1))
             unattributed[workers].append((b.unattributed - a.unattributed) / (n2 - n1))
     out = crossing_terms(median(per[1]), median(per[2]), median(unattributed[1]), median(unattributed[2]))
     out.update({"workload": "W1", "acking": "on" if acking else "off", "host": "process", "n": [n1, n2],
+                "shuffle": "home" if home else "load-aware",
                 "rounds": {"1": [round(x) for x in per[1]], "2": [round(x) for x in per[2]]}})
     return out
 

@@ -126,3 +126,21 @@ def test_other_processes_of_a_counted_run_are_left_as_they_are():
     done = _with_no_teardown(["-c", "import atexit; atexit.register(print, 'bye'); raise SystemExit(3)"])
     assert done.returncode == 3
     assert done.stdout == "bye\n"
+
+
+def test_home_keeps_every_sentence_in_its_spout_s_worker(monkeypatch):
+    """``--home``: the load-aware shuffle's bounds at 1.0 (a load is at most 1, so the local split
+    task always takes the sentence), beside the workers' time to stop; without it the shuffle's
+    own bounds, and settings given in the environment are kept either way; ``--home`` is only
+    for ``--crossing``."""
+    from squall import Config
+
+    monkeypatch.setenv("SQUALL_BENCH_HOST_CONF", '{"squall.encryption": true}')
+    home = instructions.host_conf(home=True)
+    assert home[Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND] == home[Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND] == 1.0
+    assert home[Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS] == instructions.START_TIMEOUT_SECS
+    assert home["squall.encryption"] is True
+    away = instructions.host_conf()
+    assert Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND not in away and away["squall.encryption"] is True
+    with pytest.raises(SystemExit, match="--home is for --crossing"):
+        main(["instructions", "W1", "--host", "process", "--home"])

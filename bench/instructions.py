@@ -143,7 +143,8 @@ def count_workers(n: int, acking: bool, workers: int) -> int:
 
 
 # The load-aware shuffle keeps every tuple in the emitting worker while the local targets' load
-# is at most the higher bound, and a load is at most 1
+# is at most the higher bound, and a load is at most 1 unless an inbox holds more than its
+# capacity (32,768 items; W1's max spout pending keeps a worker's words in flight near 10,000)
 _AT_HOME = {Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: 1.0, Config.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: 1.0}
 
 

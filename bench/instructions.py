@@ -161,6 +161,11 @@ def host_conf(home: bool = False) -> dict[str, Any]:
     return conf
 
 
+def with_no_teardown(pythonpath: str | None) -> str:
+    """``pythonpath`` with `NO_TEARDOWN` first: what a counted run's processes get."""
+    return os.pathsep.join(p for p in (str(NO_TEARDOWN), pythonpath) if p)
+
+
 def count_workers_split(n: int, acking: bool, workers: int, home: bool = False) -> WorkerCount:
     """`count_workers`, with the part in code without symbols (`WorkerCount`); ``home``: the
     shuffle keeps every sentence in its spout's worker (`host_conf`)."""
@@ -174,7 +179,7 @@ def count_workers_split(n: int, acking: bool, workers: int, home: bool = False) 
         conf = host_conf(home)
         # each worker leaves at its last atexit hook, without the interpreter's teardown, whose
         # share of a count varied by thousands a sentence (bench/no_teardown/sitecustomize.py)
-        path = os.pathsep.join(p for p in (str(NO_TEARDOWN), os.environ.get("PYTHONPATH")) if p)
+        path = with_no_teardown(os.environ.get("PYTHONPATH"))
         env = dict(os.environ, **{hosts.START_TIMEOUT_ENV: str(START_TIMEOUT_SECS),
                                   hosts.HOST_CONF_ENV: json.dumps(conf), "PYTHONPATH": path})
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], env=env)

@@ -105,9 +105,9 @@ def test_the_w2_run_stops_after_its_tuples_and_all_are_acked():
 
 
 def _with_no_teardown(args: list[str]) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(instructions.NO_TEARDOWN), str(Path(instructions.__file__).resolve().parents[1]),
-                    os.environ.get("PYTHONPATH")) if p))
+    repo = str(Path(instructions.__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=instructions.with_no_teardown(
+        os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p)))
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=120, check=False)
 
 

@@ -16,7 +16,7 @@
     python -m bench run W5 --host process|spark [--workers 4] [--rate 1000] [--kill-every 20] [--kills 3]
         [--message-timeout 30] [--max-pending 1000] [--plot FILE.png]
     python -m bench peers [--n 1000000] [--rounds 3] [--no-save]
-    python -m bench instructions W1|W2 [--acking on|off] [--n N1,N2]
+    python -m bench instructions W1|W2 [--acking on|off] [--n N1,N2] [--baseline]
     python -m bench instructions W1 --host process [--workers 2] [--n N1,N2]
     python -m bench instructions W1 --host process --crossing [--repeat 3] [--home]
     python -m bench tuner [--host process] [--workers 2] [--n 1000000] [--w4-rate half-peak] [--rounds 3]
@@ -278,7 +278,8 @@ def _instructions(args: argparse.Namespace) -> int:
         elif args.home:
             raise ValueError("--home is for --crossing (W1 on the process host)")
         else:
-            measured = instructions.measure(args.workload, args.acking == "on", sizes, args.host, args.workers)
+            measured = instructions.measure(args.workload, args.acking == "on", sizes, args.host, args.workers,
+                                            args.baseline)
     except ValueError as e:
         raise SystemExit(str(e)) from None
     print(json.dumps(measured))
@@ -401,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     ins.add_argument("--home", action="store_true",
                      help="--crossing: the shuffle keeps every sentence in its spout's worker, so that only "
                           "the fields grouping's words cross (the model's crossings)")
+    ins.add_argument("--baseline", action="store_true",
+                     help="LocalCluster: count the workload's baseline loop too, and print the ratio of the counts "
+                          "(the instructions' twin of the timed ratio)")
     ins.set_defaults(func=_instructions)
 
     tun = sub.add_parser("tuner", help="W1 and W4 with max spout pending 100, 1000, 10000 and auto (the tuner), "

@@ -11,7 +11,13 @@ and stop), so ``(Ir(n2) - Ir(n1)) / (n2 - n1)`` is what one more tuple costs::
     python -m bench instructions W2 [--acking on|off] [--n 20000,60000]
 
 W1 counts sentences (each one sentence and its 10 words), W2 tuples; both on LocalCluster (one
-worker, in the process Valgrind runs). What instructions do not show: cache misses, the cost of
+worker, in the process Valgrind runs). ``--baseline`` counts the workload's hand-written loop
+(the one the timed ratio divides by: `bench.corpus.baseline_wordcount`, `bench.w2_const_null.baseline_w2`)
+at the same two sizes, and prints the ratio of the two counts beside the timed record's
+``ratio``: what part of the gap is instructions squall executes, and what part is the
+machine running them more slowly (caches)::
+
+    python -m bench instructions W1 --acking off --baseline What instructions do not show: cache misses, the cost of
 waking threads and of switching between them, and everything outside the process, which is
 where a crossing between workers spends much of its time (docs/profiles/w1-scaling-model.md).
 So this ranks changes of the per-tuple work; timings (``python -m bench run``) still say what a
@@ -62,6 +68,7 @@ from typing import Any, NamedTuple
 from squall import Config, LocalCluster
 
 from . import harness, hosts, w1_wordcount, w2_const_null
+from .corpus import baseline_wordcount
 
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 DEFAULT_N = {"W1": (4000, 12000), "W2": (20000, 60000)}
@@ -123,16 +130,19 @@ def _run_w2(n: int, acking: bool, timeout: float = 1800.0) -> dict:
     return info["components"]
 
 
-def count(workload: str, n: int, acking: bool) -> int:
-    """The instructions one run of ``workload`` with ``n`` tuples executes, under cachegrind."""
+def count(workload: str, n: int, acking: bool, baseline: bool = False) -> int:
+    """The instructions one run of ``workload`` with ``n`` tuples executes, under cachegrind; with
+    ``baseline``, the instructions of its baseline loop over as many tuples instead (`_baseline`)."""
     if shutil.which("valgrind") is None:
         raise RuntimeError("valgrind is not installed: run scripts/install-system-deps.sh (Debian's valgrind)")
     cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-           sys.executable, "-m", "bench.instructions", "--inner", workload, str(n), "on" if acking else "off"]
+           sys.executable, "-m", "bench.instructions", "--baseline" if baseline else "--inner", workload, str(n),
+           "on" if acking else "off"]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     found = _IREFS.search(done.stderr)
     if done.returncode != 0 or found is None:
-        raise RuntimeError(f"{workload} n={n} under valgrind failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        what = f"{workload}'s baseline" if baseline else workload
+        raise RuntimeError(f"{what} n={n} under valgrind failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return int(found.group(1).replace(",", ""))
 
 
@@ -243,9 +253,10 @@ def worker_counts(directory: Path, expected: int | None = None) -> WorkerCount:
 
 
 def measure(workload: str, acking: bool = True, sizes: tuple[int, int] | None = None, host: str = "local",
-            workers: int = 1) -> dict[str, Any]:
+            workers: int = 1, baseline: bool = False) -> dict[str, Any]:
     """Instructions per tuple of ``workload`` (``W1``: per sentence), from runs of two sizes: on
-    LocalCluster (the whole process), or for W1 on the process host (its worker processes)."""
+    LocalCluster (the whole process), or for W1 on the process host (its worker processes). With
+    ``baseline`` (LocalCluster only), its baseline loop's too, and their ratio (`baseline_terms`)."""
     if workload not in DEFAULT_N:
         raise ValueError(f"instructions are measured for W1 and W2, not {workload!r}")
     if host not in ("local", "process") or (host == "process" and workload != "W1"):
@@ -253,6 +264,9 @@ def measure(workload: str, acking: bool = True, sizes: tuple[int, int] | None = 
                          f"not {workload} on {host!r}")
     if workers < 1 or (host == "local" and workers != 1):
         raise ValueError(f"--workers {workers}: LocalCluster is one worker; the process host takes 1 or more")
+    if baseline and host != "local":
+        raise ValueError("--baseline compares LocalCluster's run with the baseline loop, both in one process: "
+                         "not the process host")
     n1, n2 = sizes or (PROCESS_N if host == "process" else DEFAULT_N[workload])
     if not 0 < n1 < n2:
         raise ValueError(f"--n needs two sizes, the first smaller: got {n1}, {n2}")
@@ -263,10 +277,23 @@ def measure(workload: str, acking: bool = True, sizes: tuple[int, int] | None = 
         ir1, ir2 = count_workers(n1, acking, workers), count_workers(n2, acking, workers)
     else:
         ir1, ir2 = count(workload, n1, acking), count(workload, n2, acking)
-    return {"workload": workload, "acking": "on" if acking else "off", "host": host, "workers": workers,
-            "n": [n1, n2], "instructions": [ir1, ir2],
-            "instructions_per_tuple": round((ir2 - ir1) / (n2 - n1)),
-            "per": "sentence" if workload == "W1" else "tuple"}
+    out = {"workload": workload, "acking": "on" if acking else "off", "host": host, "workers": workers,
+           "n": [n1, n2], "instructions": [ir1, ir2],
+           "instructions_per_tuple": round((ir2 - ir1) / (n2 - n1)),
+           "per": "sentence" if workload == "W1" else "tuple"}
+    if baseline:
+        b1, b2 = count(workload, n1, acking, baseline=True), count(workload, n2, acking, baseline=True)
+        out["baseline_instructions"] = [b1, b2]
+        out.update(baseline_terms((ir2 - ir1) / (n2 - n1), (b2 - b1) / (n2 - n1)))
+    return out
+
+
+def baseline_terms(per_tuple: float, baseline_per_tuple: float) -> dict[str, Any]:
+    """The baseline loop's instructions a tuple and ``instruction_ratio``, baseline over squall:
+    the count's twin of a timed record's ``ratio`` (squall's rate over the loop's), which would
+    equal it if both ran their instructions at the same speed."""
+    return {"baseline_instructions_per_tuple": round(baseline_per_tuple),
+            "instruction_ratio": round(baseline_per_tuple / per_tuple, 3)}
 
 
 # W1's sentence is 10 words; on 2 workers half of them go to the count task in the other worker
@@ -330,8 +357,17 @@ def _inner(workload: str, n: int, acking: bool) -> None:
     (_run_w1 if workload == "W1" else _run_w2)(n, acking)
 
 
+def _baseline(workload: str, n: int, acking: bool) -> None:
+    """The workload's baseline loop over ``n`` tuples: W1's over the corpus of ``n`` sentences
+    (one loop, acking or not), W2's with or without its pending map."""
+    if workload == "W1":
+        baseline_wordcount(w1_wordcount.ensure_corpus(n))
+    else:
+        w2_const_null.baseline_w2(n, acking)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--inner":
-        _inner(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "on")
+    if len(sys.argv) == 5 and sys.argv[1] in ("--inner", "--baseline"):
+        (_inner if sys.argv[1] == "--inner" else _baseline)(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "on")
     else:
         print(json.dumps(measure(sys.argv[1])))

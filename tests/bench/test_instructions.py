@@ -144,3 +144,32 @@ def test_home_keeps_every_sentence_in_its_spout_s_worker(monkeypatch):
     assert Config.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND not in away and away["squall.encryption"] is True
     with pytest.raises(SystemExit, match="--home is for --crossing"):
         main(["instructions", "W1", "--host", "process", "--home"])
+
+
+def test_the_baseline_is_counted_beside_localcluster_s_run_only():
+    """``--baseline``: the loop's instructions a tuple over squall's are the count's twin of the
+    timed ratio (15,000 against 45,000: 0.333); the process host's workers have no loop beside
+    them in one process, so it is refused there."""
+    assert instructions.baseline_terms(45_000, 15_000) == {"baseline_instructions_per_tuple": 15_000,
+                                                           "instruction_ratio": 0.333}
+    with pytest.raises(ValueError, match="--baseline compares LocalCluster"):
+        instructions.measure("W1", host="process", baseline=True)
+    with pytest.raises(SystemExit, match="--baseline compares LocalCluster"):
+        main(["instructions", "W1", "--host", "process", "--baseline"])
+
+
+def test_the_counted_baseline_run_is_the_workload_s_loop(monkeypatch):
+    """What Valgrind runs for ``--baseline``: W1's loop over the corpus of n sentences, W2's loop
+    over n tuples with acking as asked; ``python -m bench.instructions --baseline W2 n on`` runs
+    it and exits 0 (the count is then read from Valgrind's summary)."""
+    ran = []
+    monkeypatch.setattr(instructions.w1_wordcount, "ensure_corpus", lambda n: f"corpus-{n}")
+    monkeypatch.setattr(instructions, "baseline_wordcount", lambda d: ran.append(("W1", d)))
+    monkeypatch.setattr(instructions.w2_const_null, "baseline_w2", lambda n, acking: ran.append(("W2", n, acking)))
+    instructions._baseline("W1", 4000, True)
+    instructions._baseline("W2", 20000, False)
+    assert ran == [("W1", "corpus-4000"), ("W2", 20000, False)]
+    repo = str(Path(instructions.__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-m", "bench.instructions", "--baseline", "W2", "1000", "on"],
+                          capture_output=True, text=True, cwd=repo, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr

@@ -13,11 +13,13 @@ and stop), so ``(Ir(n2) - Ir(n1)) / (n2 - n1)`` is what one more tuple costs::
 W1 counts sentences (each one sentence and its 10 words), W2 tuples; both on LocalCluster (one
 worker, in the process Valgrind runs). ``--baseline`` counts the workload's hand-written loop
 (the one the timed ratio divides by: `bench.corpus.baseline_wordcount`, `bench.w2_const_null.baseline_w2`)
-at the same two sizes, and prints the ratio of the two counts beside the timed record's
-``ratio``: what part of the gap is instructions squall executes, and what part is the
-machine running them more slowly (caches)::
+at the same two sizes, and prints the ratio of the two counts, the twin of a timed record's
+``ratio``: the two together tell what part of the gap is the instructions squall executes,
+and what part the machine running them more slowly (caches)::
 
-    python -m bench instructions W1 --acking off --baseline What instructions do not show: cache misses, the cost of
+    python -m bench instructions W1 --acking off --baseline
+
+What instructions do not show: cache misses, the cost of
 waking threads and of switching between them, and everything outside the process, which is
 where a crossing between workers spends much of its time (docs/profiles/w1-scaling-model.md).
 So this ranks changes of the per-tuple work; timings (``python -m bench run``) still say what a

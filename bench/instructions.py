@@ -279,14 +279,14 @@ def measure(workload: str, acking: bool = True, sizes: tuple[int, int] | None = 
         ir1, ir2 = count_workers(n1, acking, workers), count_workers(n2, acking, workers)
     else:
         ir1, ir2 = count(workload, n1, acking), count(workload, n2, acking)
+    per_tuple = (ir2 - ir1) / (n2 - n1)
     out = {"workload": workload, "acking": "on" if acking else "off", "host": host, "workers": workers,
-           "n": [n1, n2], "instructions": [ir1, ir2],
-           "instructions_per_tuple": round((ir2 - ir1) / (n2 - n1)),
+           "n": [n1, n2], "instructions": [ir1, ir2], "instructions_per_tuple": round(per_tuple),
            "per": "sentence" if workload == "W1" else "tuple"}
     if baseline:
         b1, b2 = count(workload, n1, acking, baseline=True), count(workload, n2, acking, baseline=True)
         out["baseline_instructions"] = [b1, b2]
-        out.update(baseline_terms((ir2 - ir1) / (n2 - n1), (b2 - b1) / (n2 - n1)))
+        out.update(baseline_terms(per_tuple, (b2 - b1) / (n2 - n1)))
     return out
 
 

@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from squall import SquallError
 from squall.cli import main
 from squall.cluster.client import MasterClient
 
+from . import ports
 from .conftest import processes_mentioning, wait_until
 from .process.conftest import FAST_SYNC
 from .test_cli import NUMBERS_TOPOLOGY, write
@@ -84,13 +84,7 @@ conf = {"topology.workers": 1, "topology.max.spout.pending": 100}
 
 
 def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    return ports.free_ports(n)  # below the ephemeral range: the workers bind them seconds later
 
 
 def squall(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:

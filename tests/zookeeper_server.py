@@ -13,6 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.ports import free_port
+
 JARS = Path("/usr/share/java")
 # ZooKeeper 3.8's server and what it loads; slf4j-nop keeps its log quiet
 _CLASSPATH = ("zookeeper", "zookeeper-jute", "slf4j-api", "slf4j-nop", "netty-handler", "netty-transport",
@@ -31,9 +33,7 @@ def missing() -> str | None:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()  # below the ephemeral range: the JVM binds it a second or more later
 
 
 class ZooKeeperServer:

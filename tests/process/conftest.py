@@ -3,7 +3,6 @@ on free ports, in the test's own ``storm.local.dir``."""
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -14,16 +13,11 @@ from squall._config import cluster_conf
 from squall.cluster.client import MasterClient
 
 from ..conftest import processes_mentioning, wait_until
+from ..ports import free_ports
 
 
 def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    return free_ports(n)  # below the ephemeral range: the workers bind them seconds later
 
 
 def _squall_processes(marker: str) -> dict[int, str]:

@@ -18,13 +18,13 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import ports
 from ..conftest import wait_until
 from .conftest import _descendants, cmdline
 
@@ -37,10 +37,9 @@ _STARTED = re.compile(r"Successfully started service '(\w+)' on port (\d+)\.")
 
 
 def free_port() -> int:
-    """A TCP port free on loopback now (only now: see `StandaloneCluster.bound_port`)."""
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
+    """A TCP port free on loopback now (only now: see `StandaloneCluster.bound_port`), below
+    the ephemeral range (`tests.ports`)."""
+    return ports.free_port()
 
 
 @dataclass

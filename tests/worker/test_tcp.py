@@ -3,11 +3,9 @@ themselves: in order, only authenticated ones, once, within the size bound, neve
 loop on a peer that is away or slow, and waking a loop asleep on its event when data comes."""
 
 import logging
-import random
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +17,7 @@ from squall.worker.tcp import TcpTransport, split_address
 from squall.worker.transport import ZmqTransport
 
 from doubles import STORM, Collect, PlainSerializer, wait_until
+from tests.ports import free_port
 
 
 def tcp(secret=b"s3cret", receive=None, slot="h:1", launch=1, storm=STORM, peers=None, bind="tcp://127.0.0.1:0",
@@ -237,30 +236,10 @@ def test_a_batch_over_the_bound_is_sent_in_parts(pair):
     assert [i for _, (i, _y) in got.got] == list(range(1000))
 
 
-def _port_no_connection_takes():
-    """A loopback port free now that no outgoing connection can take meanwhile: one below the
-    kernel's ephemeral range, where ``bind(0)`` and every connection's own port come from. The
-    test below leaves its port unbound for 0.3 s on purpose; with a port from ``bind(0)`` its
-    bind once failed with EADDRINUSE in a whole-suite run, the port taken meanwhile by another
-    process (the test's own connections never connected to themselves in 243,713 tries)."""
-    ranges = Path("/proc/sys/net/ipv4/ip_local_port_range")
-    low = int(ranges.read_text().split()[0]) if ranges.exists() else 32768
-    rng = random.Random()
-    for _ in range(100):
-        port = rng.randrange(max(1024, low - 8192), low)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError(f"no free loopback port below {low} in 100 tries")
-
-
 def test_items_sent_before_the_peer_listens_arrive_once_it_does():
     """Workers start at different times: what a worker sends to a peer not yet bound waits in
     its backlog, and the sender's flushes keep trying to connect."""
-    port = _port_no_connection_takes()
+    port = free_port()  # unbound for 0.3 s while the sender connects: see tests/ports.py
     address = f"tcp://127.0.0.1:{port}"
     a = tcp(peers={7: address})
     loop_a = Loop(a)

@@ -21,8 +21,8 @@ from squall import SquallError
 from squall.cli import main
 from squall.cluster.client import MasterClient
 
-from . import ports
 from .conftest import processes_mentioning, wait_until
+from .ports import free_ports
 from .process.conftest import FAST_SYNC
 from .test_cli import NUMBERS_TOPOLOGY, write
 
@@ -81,10 +81,6 @@ SIGINT_IGNORED = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.S
 BUILD_STYLE = NUMBERS_TOPOLOGY + '''
 conf = {"topology.workers": 1, "topology.max.spout.pending": 100}
 '''
-
-
-def free_ports(n: int) -> list[int]:
-    return ports.free_ports(n)  # below the ephemeral range: the workers bind them seconds later
 
 
 def squall(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:

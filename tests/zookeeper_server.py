@@ -32,17 +32,13 @@ def missing() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    return free_port()  # below the ephemeral range: the JVM binds it a second or more later
-
-
 class ZooKeeperServer:
     """One standalone server in ``directory`` on 127.0.0.1:`port`; `start`, then `stop`.
     Sessions may be as short as 1 s (``tickTime`` 500 ms), so that tests of session expiry are quick."""
 
     def __init__(self, directory: Path) -> None:
         self.dir = Path(directory)
-        self.port = _free_port()
+        self.port = free_port()  # below the ephemeral range: the JVM binds it a second or more later
         self.proc: subprocess.Popen | None = None
 
     @property

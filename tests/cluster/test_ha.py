@@ -21,7 +21,7 @@ from squall.ui.storm_json import topology_summary
 from squall._errors import RemoteError, RpcError
 
 from ..conftest import wait_until
-from ..process.conftest import _free_ports
+from ..ports import free_ports
 from ..process.recovery_topology import recovery_topology
 
 SECRET = "ha-unit-test-secret-0123456789ab"
@@ -190,7 +190,7 @@ def test_a_submission_waits_until_enough_masters_hold_its_code(ha_conf, running,
 
 
 def test_a_master_that_cannot_reach_zookeeper_says_so(tmp_path):
-    (port,) = _free_ports(1)
+    (port,) = free_ports(1)
     conf = cluster_conf({"squall.secret": SECRET, "storm.zookeeper.servers": [f"127.0.0.1:{port}"],
                          "storm.zookeeper.connection.timeout": 500, "storm.local.dir": str(tmp_path)})
     with pytest.raises(SquallError, match=rf"cannot reach ZooKeeper at 127.0.0.1:{port} \(storm.zookeeper.servers\) "

@@ -18,7 +18,8 @@ from squall.drpc import DRPCExceptionType
 from squall._wire import AuthenticationError
 
 from ..test_cli import write
-from ..test_cli_cluster import Nimbus, free_ports, squall
+from ..ports import free_ports
+from ..test_cli_cluster import Nimbus, squall
 from .calls import client_execute as execute
 from .calls import concurrent_answers
 

@@ -16,7 +16,7 @@ from squall.drpc.server import BackgroundDRPC, local_entries
 from squall._errors import RpcError
 from squall._wire import AuthenticationError
 
-from ..test_cli_cluster import free_ports
+from ..ports import free_ports
 from .calls import HANG_GUARD, concurrent_answers
 
 SECRET = "drpc-test-secret-0123456789"

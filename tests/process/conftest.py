@@ -16,10 +16,6 @@ from ..conftest import processes_mentioning, wait_until
 from ..ports import free_ports
 
 
-def _free_ports(n):
-    return free_ports(n)  # below the ephemeral range: the workers bind them seconds later
-
-
 def _squall_processes(marker: str) -> dict[int, str]:
     """pid -> command line of squall's processes that mention ``marker``."""
     return {pid: cmd for pid, cmd in processes_mentioning(marker).items() if "squall" in cmd}
@@ -35,7 +31,7 @@ class Cluster:
     def __init__(self, tmp_path, supervise=True, **extra):
         """``extra``: more cluster settings (keys with dots: pass them as ``**{"a.b": 1}``).
         ``supervise``: the master starts a supervisor of its own (False: the test starts them)."""
-        master_port, *slots = _free_ports(3)
+        master_port, *slots = free_ports(3)
         self.dir = tmp_path / "storm-local"
         self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": master_port,
                      "supervisor.slots.ports": slots, "nimbus.task.timeout.secs": 5,

@@ -16,7 +16,8 @@ from squall._errors import RemoteError
 from squall._wire import Client
 
 from ..conftest import wait_until
-from .conftest import _free_ports, _squall_processes
+from ..ports import free_ports
+from .conftest import _squall_processes
 from squall import TopologyBuilder
 
 from .recovery_topology import RECOVERY_CONF, DurableSpout, Sink, Slowish, acked, recovery_topology, stop_and_wait
@@ -57,7 +58,7 @@ class HaCluster:
     its own machine, one supervisor, all sharing the cluster's secret and nimbus.seeds."""
 
     def __init__(self, tmp_path, zookeeper):
-        *self.ports, sup1, sup2 = _free_ports(5)
+        *self.ports, sup1, sup2 = free_ports(5)
         self.tmp = tmp_path
         self.base = {"squall.secret": SECRET, "storm.zookeeper.servers": [zookeeper.address],
                      "storm.zookeeper.session.timeout": SESSION_MS,

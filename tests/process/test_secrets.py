@@ -16,7 +16,8 @@ from squall._config import cluster_conf
 from squall.cluster.client import MasterClient
 
 from ..conftest import wait_until
-from .conftest import Cluster, _free_ports
+from ..ports import free_ports
+from .conftest import Cluster
 from .semantics_topology import ListSpout, LogsItsStore, RecordsConf, topology_conf
 
 SECRET = "s3cret-that-must-not-leak"
@@ -62,7 +63,7 @@ CREDENTIALS = {"redis-pw-8a1f", "dsn-pw-77c2", "apikey-3d9e", "bearer-5b60", "pr
 
 
 def test_credentials_by_value_reach_no_ui_page_rest_json_info_or_log(tmp_path):
-    port, ui_port, *slots = _free_ports(4)
+    port, ui_port, *slots = free_ports(4)
     local = tmp_path / "storm-local"
     config = tmp_path / "squall.yaml"
     config.write_text(yaml.safe_dump({

@@ -23,7 +23,8 @@ from ..conftest import wait_until
 from ..drpc.trident_words import WORDS_TOPOLOGY, FedWords, ask
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
 from ..test_cli import write
-from ..test_cli_cluster import Nimbus, free_ports
+from ..ports import free_ports
+from ..test_cli_cluster import Nimbus
 from .trident_coordinator import HOLD_WORD, watched_word_count
 
 

@@ -14,7 +14,7 @@ import pytest
 from squall import TopologyBuilder
 
 from ..conftest import wait_until
-from .conftest import _free_ports
+from ..ports import free_ports
 from .semantics_topology import ListSpout, RecordsConf, topology_conf
 
 pytest.importorskip("uvicorn")
@@ -43,7 +43,7 @@ def test_squall_ui_serves_the_clusters_master(shared_cluster, tmp_path):
     with shared_cluster.client() as master:
         master.submit_topology("ui-proc", topology_conf(out, workers=1), b.create_topology())
         storm_id = master.get_topology_info("ui-proc")["id"]
-    (port,) = _free_ports(1)
+    (port,) = free_ports(1)
     ui = subprocess.Popen([sys.executable, "-m", "squall.cli", "ui", "--config", str(shared_cluster.file),
                            "-c", f"ui.port={port}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:

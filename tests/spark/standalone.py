@@ -24,8 +24,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import ports
 from ..conftest import wait_until
+from ..ports import free_port
 from .conftest import _descendants, cmdline
 
 LOOPBACK = "127.0.0.1"
@@ -34,12 +34,6 @@ _REPO = Path(__file__).resolve().parents[2]  # the checkout: where `tests` impor
 
 # Spark's Utils.startServiceOnPort, in a daemon's log: the port a service really bound
 _STARTED = re.compile(r"Successfully started service '(\w+)' on port (\d+)\.")
-
-
-def free_port() -> int:
-    """A TCP port free on loopback now (only now: see `StandaloneCluster.bound_port`), below
-    the ephemeral range (`tests.ports`)."""
-    return ports.free_port()
 
 
 @dataclass

@@ -20,9 +20,10 @@ from squall._config import cluster_conf
 from squall.cluster.client import MasterClient
 
 from ..conftest import wait_until
+from ..ports import free_port
 from ..process.conftest import FAST_SYNC
 from ..process.recovery_topology import acked, stop_and_wait
-from .standalone import StandaloneCluster, free_port
+from .standalone import StandaloneCluster
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = "reliable"

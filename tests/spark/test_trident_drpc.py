@@ -18,8 +18,8 @@ from ..conftest import wait_until
 from ..drpc.calls import client_execute
 from ..drpc.test_drpc_process_host import MANUAL_DRPC
 from ..drpc.trident_words import WORDS_TOPOLOGY, FedWords, ask
+from ..ports import free_ports
 from ..test_cli import write
-from ..test_cli_cluster import free_ports
 from .test_spark_cli import _Driver, _squall
 
 pytest.importorskip("pyspark")

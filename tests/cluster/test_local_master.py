@@ -89,6 +89,27 @@ def test_local_cluster_info_is_the_masters_info(tmp_path):
     assert set(local["workers"][0]) == set(remote["workers"][0])
 
 
+def test_what_a_caller_does_to_an_answer_reaches_no_other_answer():
+    """As over RPC: the info and pages are the caller's own, down to the per-task figures."""
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", {"x.custom": [1, {"deep": "a"}]}, _topology())
+        assert wait_until(lambda: cluster.get_topology_info("t")["components"]["sink"]["task_stats"], 10)
+        info = cluster.get_topology_info("t")
+        before = repr(cluster.get_topology_info("t")["configuration"])
+        info["configuration"]["x.custom"][1]["deep"] = "changed"
+        info["configuration"]["topology.workers"] = 99
+        for stats in info["components"]["sink"]["task_stats"].values():
+            stats.clear()
+        info["workers"].clear()
+        again = cluster.get_topology_info("t")
+        assert repr(again["configuration"]) == before
+        assert all(again["components"]["sink"]["task_stats"].values())
+        assert again["workers"]
+        page = cluster.get_component_page("t", "sink")
+        page.clear()
+        assert cluster.get_component_page("t", "sink")
+
+
 def test_the_masters_news_reaches_in_process_workers_without_waiting_for_their_heartbeat():
     """Heartbeats every minute: the workers still all learn at once that the topology is active
     (once the last one reported in), then deactivated and activated again, since the master in

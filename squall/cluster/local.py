@@ -419,6 +419,9 @@ class _Home:
         return -1
 
 
+_SHARED = frozenset({str, int, float, bool, type(None)})  # immutable: an answer may share them
+
+
 def _copied(value: Any) -> Any:
     """A deep copy of plain data (what the master's pages are made of): its dicts and lists
     copied, its strs, numbers and None shared, anything else deep-copied. `copy.deepcopy`'s
@@ -431,6 +434,3 @@ def _copied(value: Any) -> Any:
     if kind in _SHARED:
         return value
     return copy.deepcopy(value)
-
-
-_SHARED = frozenset({str, int, float, bool, type(None)})

@@ -295,38 +295,47 @@ class TcpTransport(BatchingTransport):
                 self._drop_inbound(fd)
                 break
             got += len(chunk)
-            buffer += chunk
-            delivered += self._frames(fd, inbound)
+            if buffer:
+                buffer += chunk
+                taken, used = self._frames(fd, inbound, buffer)
+                del buffer[:used]
+            else:
+                # a read that begins on a frame (most do): its frames are cut from the bytes read,
+                # and only a frame's unfinished rest is kept, instead of every byte copied into the
+                # buffer, out of it as a slice, and again into the message
+                taken, used = self._frames(fd, inbound, chunk)
+                if used < len(chunk) and fd in self._inbound:
+                    buffer += memoryview(chunk)[used:]
+            delivered += taken
             if len(chunk) < _RECV_BYTES or fd not in self._inbound:
                 break  # it had no more, or sent a frame over the bound and was closed
         return delivered
 
-    def _frames(self, fd: int, inbound: _Inbound) -> int:
-        """Deliver the whole frames at the start of ``inbound``'s buffer."""
-        buffer = inbound.buffer
+    def _frames(self, fd: int, inbound: _Inbound, data: bytes | bytearray) -> tuple[int, int]:
+        """Deliver the whole frames at the start of ``data`` (what ``inbound`` sent): the items
+        delivered, and how many bytes of ``data`` the frames took."""
         delivered = 0
         at = 0
-        end = len(buffer)
+        end = len(data)
         limit = self.max_message_bytes
-        while end - at >= _LENGTH:
-            n = int.from_bytes(buffer[at:at + _LENGTH], "big")
-            if n > limit:
-                self._opener.count("malformed")
-                self._warn.warning("closed a connection to %s that sent a frame of %d bytes, over the "
-                                   "%d of squall.transport.max.message.bytes", self.address, n, limit)
-                self._drop_inbound(fd)
-                return delivered
-            if end - at - _LENGTH < n:
-                break
-            start = at + _LENGTH
-            at = start + n
-            accepted = self._opener.accepted
-            delivered += self._take(bytes(buffer[start:at]))
-            if self._opener.accepted != accepted:
-                inbound.trusted = True
-        if at:
-            del buffer[:at]
-        return delivered
+        with memoryview(data) as view:  # each message copied once, out of the view
+            while end - at >= _LENGTH:
+                n = int.from_bytes(view[at:at + _LENGTH], "big")
+                if n > limit:
+                    self._opener.count("malformed")
+                    self._warn.warning("closed a connection to %s that sent a frame of %d bytes, over the "
+                                       "%d of squall.transport.max.message.bytes", self.address, n, limit)
+                    self._drop_inbound(fd)
+                    return delivered, at
+                if end - at - _LENGTH < n:
+                    break
+                start = at + _LENGTH
+                at = start + n
+                accepted = self._opener.accepted
+                delivered += self._take(bytes(view[start:at]))
+                if self._opener.accepted != accepted:
+                    inbound.trusted = True
+        return delivered, at
 
     def _drop_inbound(self, fd: int) -> None:
         inbound = self._inbound.pop(fd, None)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from squall import Config, Fields, TopologyBuilder
-from squall.testing import AckFailMapTracker, AckTracker, FeederSpout
+from squall.testing import AckFailMapTracker, AckTracker, FeederSpout, TupleCaptureBolt
 
 from ..conftest import wait_until
 from .components import (
     AckBolt, AckEveryOtherBolt, AggBolt, AsyncAckBolt, BranchingBolt, DirectSpout, DupAnchorBolt, EmitReturnBolt,
-    FailBolt, FailFirstAttemptBolt, IdentityBolt, NeverAckBolt, Recorder, ReplayingSpout, TickRecorderBolt,
+    FailBolt, FailFirstAttemptBolt, IdentityBolt, NeverAckBolt, Recorder, ReplayingSpout, TaskBolt, TickRecorderBolt,
 )
 from .conftest import component_stat, wait_idle
 
@@ -367,3 +367,42 @@ def test_acks_and_fails_reach_the_spout_task_that_emitted_the_tuple_and_replays_
         assert all(msg_id.startswith(f"{task}-") for _k, task, msg_id in events)
         assert len({msg_id for _k, _t, msg_id in events}) == 12
     assert cluster.get_topology_info("replay")["components"]["spout"]["executors"] == 1
+
+
+def test_a_fields_grouped_key_reaches_the_task_its_stable_hash_names_from_a_spout_and_a_basic_bolt(cluster):
+    """The task a key goes to is ``stable_hash([key]) % tasks`` (in task order) whoever emits it:
+    a spout and a BasicBolt, each the only subscriber's (the emit's own routing, compiled where
+    the engine is), for ASCII keys of every length, other strs, a str subclass and a non-str,
+    over two workers; every key arrives once."""
+    import random
+
+    from squall._stable_hash import stable_hash
+
+    class Word(str):
+        pass
+
+    rng = random.Random(11)
+    keys = ["", "a", "abc", "abcd", "abcde", "x" * 40, "caf\u00e9", "\U0001f600", Word("word"), 7]
+    keys += ["".join(chr(rng.randrange(33, 127)) for _ in range(rng.randrange(1, 20))) for _ in range(60)]
+    to_task, to_bolt = FeederSpout(Fields("word")), FeederSpout(Fields("word"))
+    capture = TupleCaptureBolt()
+    builder = TopologyBuilder()
+    builder.set_spout("to_task", to_task)
+    builder.set_spout("to_bolt", to_bolt)
+    builder.set_bolt("from_spout", TaskBolt(), 3).fields_grouping("to_task", Fields("word"))
+    builder.set_bolt("id", IdentityBolt(Fields("word"))).shuffle_grouping("to_bolt")
+    builder.set_bolt("from_bolt", TaskBolt(), 3).fields_grouping("id", Fields("word"))
+    builder.set_bolt("capture", capture).shuffle_grouping("from_spout").shuffle_grouping("from_bolt")
+    conf = Config()
+    conf.set_num_workers(2)
+    cluster.submit_topology("fields-routing", conf, builder.create_topology())
+    for key in keys:
+        to_task.feed([key])
+        to_bolt.feed([key])
+
+    assert wait_until(lambda: sum(map(len, capture.results().values())) == 2 * len(keys), timeout=60)
+    for component in ("from_spout", "from_bolt"):
+        rows = [values for _stream, values in capture.results()[component]]
+        assert sorted(repr(key) for _task, _index, key in rows) == sorted(map(repr, keys))
+        for _task, index, key in rows:
+            assert index == stable_hash([key]) % 3, (component, key)

@@ -2,6 +2,7 @@
 themselves: in order, only authenticated ones, once, within the size bound, never blocking a
 loop on a peer that is away or slow, and waking a loop asleep on its event when data comes."""
 
+import itertools
 import logging
 import socket
 import threading
@@ -90,6 +91,38 @@ def test_items_reach_the_peer_in_order_across_many_batches_and_partial_reads(pai
     assert wait_until(lambda: len(got.got) == 20_000)
     assert got.got == [(7, (1, i, "x" * 20)) for i in range(20_000)]
     assert b.dropped == 0
+
+
+def test_frames_cut_anywhere_across_reads_arrive_whole_once_each_in_order(monkeypatch):
+    """A read may end anywhere: inside a frame's length, inside its message, or a few bytes into
+    the next frame; the receiver frames what it read at once and keeps only a frame's rest."""
+    monkeypatch.setattr(tcp_module, "_RECV_BYTES", 64)  # a read ends inside most frames
+    got = Collect()
+    b = tcp(receive=got, slot="h:2")
+    a = tcp(peers={7: b.address})
+    sealed = []
+    a._send = lambda key, message: sealed.append(message)  # what a would write, kept to cut
+    for i in range(5):
+        a.sender(7)((i, "w" * (10 * i)))
+        a.flush()
+    wire = b"".join(len(m).to_bytes(4, "big") + m for m in sealed)
+    assert len(sealed) == 5
+    first = len(sealed[0]) + 4
+    cuts = [0, 1, 3, first, first + 2, first + 70, len(wire) - 1, len(wire)]  # in a length, at and past a frame
+    loop = Loop(b)
+    try:
+        host, port = split_address(b.address)
+        with socket.create_connection((host, port)) as s:
+            for lo, hi in itertools.pairwise(cuts):
+                s.sendall(wire[lo:hi])
+                time.sleep(0.02)  # read apart, mostly
+            assert wait_until(lambda: len(got.got) == 5)
+        assert got.got == [(7, (i, "w" * (10 * i))) for i in range(5)]
+        assert b.dropped == 0 and loop.error is None
+    finally:
+        loop.stop()
+        a.close()
+        b.close()
 
 
 def test_items_sent_from_other_threads_while_the_loop_flushes_arrive_once_each_in_order(pair):

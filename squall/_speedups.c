@@ -4165,7 +4165,8 @@ outbox_grant(Outbox *ob)
 /* a Tuple's fields (val: its edge value's 64 bits), written into the open batch: 0; 1 when they
  * are not plain (nothing written); -1 with an error (no memory). With drawn not NULL, the edge id
  * is the outbox's to draw (a tracked emit's new edge, send_edge): it is put in *drawn. */
-static int
+/* compiled into its callers (send_edge's crossing word): its call's frame was 17 instructions a word */
+static inline Py_ALWAYS_INLINE int
 outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, PyObject *root,
                  unsigned long long val, unsigned long long *drawn)
 {
@@ -4709,7 +4710,8 @@ short_words(const unsigned char *p, Py_ssize_t n, uint64_t *a, uint64_t *b)
 /* a str of n bytes at p: from words when it is there, else made (and remembered when short ASCII).
  * A word of up to 16 bytes is hashed, checked for ASCII and compared from two loads (short_words)
  * instead of byte by byte: W1's words, 5 of a sentence crossing, were 80 instructions each here */
-static PyObject *
+/* compiled into its callers, as a received word's str is read once a word */
+static inline Py_ALWAYS_INLINE PyObject *
 r_str(Reader *r, const unsigned char *p, Py_ssize_t n)
 {
     if (r->words == NULL || n > 32)

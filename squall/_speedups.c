@@ -4709,8 +4709,8 @@ short_words(const unsigned char *p, Py_ssize_t n, uint64_t *a, uint64_t *b)
 
 /* a str of n bytes at p: from words when it is there, else made (and remembered when short ASCII).
  * A word of up to 16 bytes is hashed, checked for ASCII and compared from two loads (short_words)
- * instead of byte by byte: W1's words, 5 of a sentence crossing, were 80 instructions each here */
-/* compiled into its callers, as a received word's str is read once a word */
+ * instead of byte by byte: W1's words, 5 of a sentence crossing, were 80 instructions each here.
+ * Compiled into its two readers: a call's frame a received word was a tenth of it. */
 static inline Py_ALWAYS_INLINE PyObject *
 r_str(Reader *r, const unsigned char *p, Py_ssize_t n)
 {

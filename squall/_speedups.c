@@ -4164,8 +4164,8 @@ outbox_grant(Outbox *ob)
 
 /* a Tuple's fields (val: its edge value's 64 bits), written into the open batch: 0; 1 when they
  * are not plain (nothing written); -1 with an error (no memory). With drawn not NULL, the edge id
- * is the outbox's to draw (a tracked emit's new edge, send_edge): it is put in *drawn. */
-/* compiled into its callers (send_edge's crossing word): its call's frame was 17 instructions a word */
+ * is the outbox's to draw (a tracked emit's new edge, send_edge): it is put in *drawn.
+ * Compiled into its callers (send_edge's crossing word): its call's frame was 17 instructions a word. */
 static inline Py_ALWAYS_INLINE int
 outbox_put_tuple(Outbox *ob, PyObject *task, PyObject *values, PyObject *src, PyObject *root,
                  unsigned long long val, unsigned long long *drawn)

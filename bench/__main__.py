@@ -17,8 +17,8 @@
         [--message-timeout 30] [--max-pending 1000] [--plot FILE.png]
     python -m bench peers [--n 1000000] [--rounds 3] [--no-save]
     python -m bench instructions W1|W2 [--acking on|off] [--n N1,N2] [--baseline]
-    python -m bench instructions W1 --host process [--workers 2] [--n N1,N2]
-    python -m bench instructions W1 --host process --crossing [--repeat 3] [--home]
+    python -m bench instructions W1 --host process [--workers 2] [--n N1,N2] [--cache]
+    python -m bench instructions W1 --host process --crossing [--repeat 3] [--home] [--cache]
     python -m bench tuner [--host process] [--workers 2] [--n 1000000] [--w4-rate half-peak] [--rounds 3]
         [--settings 100,1000,10000,auto] [--no-save]
     python -m bench report [--results bench/results/results.jsonl] [--latest]
@@ -274,12 +274,12 @@ def _instructions(args: argparse.Namespace) -> int:
             if args.workload != "W1" or args.host != "process":
                 raise ValueError("--crossing measures W1 on the process host: add --host process")
             measured = instructions.crossing(args.repeat, sizes or instructions.PROCESS_N, args.acking == "on",
-                                             args.home)
+                                             args.home, args.cache)
         elif args.home:
             raise ValueError("--home is for --crossing (W1 on the process host)")
         else:
             measured = instructions.measure(args.workload, args.acking == "on", sizes, args.host, args.workers,
-                                            args.baseline)
+                                            args.baseline, args.cache)
     except ValueError as e:
         raise SystemExit(str(e)) from None
     print(json.dumps(measured))
@@ -405,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     ins.add_argument("--baseline", action="store_true",
                      help="LocalCluster: count the workload's baseline loop too, and print the ratio of the counts "
                           "(the instructions' twin of the timed ratio)")
+    ins.add_argument("--cache", action="store_true",
+                     help="the process host: simulate a core's caches too (32 KB L1, 512 KB L2) and count the "
+                          "workers' L2 misses a sentence beside the instructions (runs several times slower)")
     ins.set_defaults(func=_instructions)
 
     tun = sub.add_parser("tuner", help="W1 and W4 with max spout pending 100, 1000, 10000 and auto (the tuner), "

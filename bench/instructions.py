@@ -41,6 +41,17 @@ worker's rate per core that N workers keep::
 ``--home`` keeps every sentence in its spout's worker (the load-aware shuffle's bounds at 1.0),
 so that the words the fields grouping sends across are the only crossings, as in the model.
 
+``--cache`` simulates a core's caches as well (`CACHE_SIM`: this machine's 32 KB first-level
+caches and 512 KB L2; its L3 is shared) and counts the workers' L2 misses a sentence beside the
+instructions, in the same two-size difference::
+
+    python -m bench instructions W1 --host process --crossing --home --cache [--repeat 3]
+
+A miss costs tens of cycles where an instruction costs a fraction of one, so the misses are
+what the instructions leave out of a crossing's native cost (on 2026-12-04 two workers missed
+about 2.5x as often a sentence as one, for 1.15x the instructions). Unlike the instructions they
+move with the spout's burst, the round's size (docs/profiles/w1-scaling-model.md).
+
 Two caveats: a thread under Valgrind runs about 50 times slower, so batches need not hold what
 they hold in a timed run, the flush interval being a time (counted on 2026-12-03: a worker
 opened 160-300 messages for 15,000 sentences under Valgrind, 50-94 sentences a message, and
@@ -178,13 +189,22 @@ def with_no_teardown(pythonpath: str | None) -> str:
     return os.pathsep.join(p for p in (str(NO_TEARDOWN), pythonpath) if p)
 
 
-def count_workers_split(n: int, acking: bool, workers: int, home: bool = False) -> WorkerCount:
+# A core of this machine (AMD EPYC, `lscpu`): 32 KB of first-level instruction and data cache
+# and 512 KB of L2 of its own, the rest (L3) shared with the other cores and, in a VM, other
+# guests. Cachegrind's last level is set to that L2: what misses it is what a worker fetches
+# from beyond its own core.
+CACHE_SIM = ["--cache-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64", "--LL=524288,8,64"]
+
+
+def count_workers_split(n: int, acking: bool, workers: int, home: bool = False, cache: bool = False) -> WorkerCount:
     """`count_workers`, with the part in code without symbols (`WorkerCount`); ``home``: the
-    shuffle keeps every sentence in its spout's worker (`host_conf`)."""
+    shuffle keeps every sentence in its spout's worker (`host_conf`); ``cache``: the caches of
+    a core simulated too (`CACHE_SIM`), and their L2 misses counted (`WorkerCount.l2_misses`),
+    at several times the run's time under Valgrind."""
     if shutil.which("valgrind") is None:
         raise RuntimeError("valgrind is not installed: run scripts/install-system-deps.sh (Debian's valgrind)")
     with tempfile.TemporaryDirectory(prefix="squall-instructions-") as out:
-        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--trace-children=yes",
+        cmd = ["valgrind", "--tool=cachegrind", *(CACHE_SIM if cache else ["--cache-sim=no"]), "--trace-children=yes",
                f"--cachegrind-out-file={out}/cachegrind.%p", sys.executable, "-m", "bench", "run", "W1",
                "--acking", "on" if acking else "off", "--host", "process", "--workers", str(workers),
                "--n", str(n), "--no-save"]
@@ -207,10 +227,17 @@ class WorkerCount(NamedTuple):
     """The instructions of a run's worker processes: all of them, and those in code Valgrind
     found no symbols for (``fn=???`` in cachegrind's files): OpenSSL's assembly, mostly the
     MAC of every batch (Poly1305, about 2.7 instructions a byte; before the envelope's version 3,
-    a generic SHA-256 at about 28, as Valgrind's CPU hides the SHA extensions)."""
+    a generic SHA-256 at about 28, as Valgrind's CPU hides the SHA extensions). ``l2_misses``:
+    with the caches simulated, the reads of instructions and the reads and writes of data that
+    missed the last level (``ILmr + DLmr + DLmw``), else None."""
 
     total: int
     unattributed: int
+    l2_misses: int | None = None
+
+
+# cachegrind's events for what missed the last level: instruction reads, data reads, data writes
+_L2_MISSES = {"ILmr", "DLmr", "DLmw"}
 
 
 def worker_instructions(directory: Path, expected: int | None = None) -> int:
@@ -226,8 +253,10 @@ def worker_instructions(directory: Path, expected: int | None = None) -> int:
 def worker_counts(directory: Path, expected: int | None = None) -> WorkerCount:
     """`worker_instructions`, with the part of them in code without symbols (`WorkerCount`)."""
     total = unattributed = workers = 0
+    misses: int | None = None
     for path in directory.glob("cachegrind.*"):
         cmd = summary = None
+        events = ["Ir"]
         unknown = 0
         in_unknown = False
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -239,26 +268,31 @@ def worker_counts(directory: Path, expected: int | None = None) -> WorkerCount:
                     in_unknown = line.strip() == "fn=???"
                 elif line.startswith("cmd:"):
                     cmd = line
+                elif line.startswith("events:"):
+                    events = line.split()[1:]
                 elif line.startswith("summary:"):
-                    summary = int(line.split()[1])
-        if cmd is not None and "squall.worker" in cmd and summary is not None:
-            total += summary
+                    summary = dict(zip(events, (int(x) for x in line.split()[1:])))
+        if cmd is not None and "squall.worker" in cmd and summary is not None and "Ir" in summary:
+            total += summary["Ir"]
             unattributed += unknown
             workers += 1
+            if _L2_MISSES <= summary.keys():
+                misses = (misses or 0) + sum(summary[e] for e in _L2_MISSES)
     if not workers:
         raise RuntimeError(f"no worker process's cachegrind file in {directory}")
     if expected is not None and workers < expected:
         raise RuntimeError(f"{workers} of {expected} worker processes wrote their cachegrind file in {directory}: "
                            f"the others were killed before they exited (they did not stop within "
                            f"{Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS} of the host's configuration)")
-    return WorkerCount(total, unattributed)
+    return WorkerCount(total, unattributed, misses)
 
 
 def measure(workload: str, acking: bool = True, sizes: tuple[int, int] | None = None, host: str = "local",
-            workers: int = 1, baseline: bool = False) -> dict[str, Any]:
+            workers: int = 1, baseline: bool = False, cache: bool = False) -> dict[str, Any]:
     """Instructions per tuple of ``workload`` (``W1``: per sentence), from runs of two sizes: on
     LocalCluster (the whole process), or for W1 on the process host (its worker processes). With
-    ``baseline`` (LocalCluster only), its baseline loop's too, and their ratio (`baseline_terms`)."""
+    ``baseline`` (LocalCluster only), its baseline loop's too, and their ratio (`baseline_terms`).
+    With ``cache`` (the process host only), the L2 misses per tuple too (`CACHE_SIM`)."""
     if workload not in DEFAULT_N:
         raise ValueError(f"instructions are measured for W1 and W2, not {workload!r}")
     if host not in ("local", "process") or (host == "process" and workload != "W1"):
@@ -269,20 +303,28 @@ def measure(workload: str, acking: bool = True, sizes: tuple[int, int] | None = 
     if baseline and host != "local":
         raise ValueError("--baseline compares LocalCluster's run with the baseline loop, both in one process: "
                          "not the process host")
+    if cache and host != "process":
+        raise ValueError("--cache counts the workers' L2 misses on the process host: add --host process")
     n1, n2 = sizes or (PROCESS_N if host == "process" else DEFAULT_N[workload])
     if not 0 < n1 < n2:
         raise ValueError(f"--n needs two sizes, the first smaller: got {n1}, {n2}")
     if workload == "W1":  # made before, so that neither run pays for writing its corpus
         w1_wordcount.ensure_corpus(n1)
         w1_wordcount.ensure_corpus(n2)
+    misses = None
     if host == "process":
-        ir1, ir2 = count_workers(n1, acking, workers), count_workers(n2, acking, workers)
+        c1, c2 = (count_workers_split(n, acking, workers, cache=cache) for n in (n1, n2))
+        ir1, ir2 = c1.total, c2.total
+        if cache and c1.l2_misses is not None and c2.l2_misses is not None:
+            misses = round((c2.l2_misses - c1.l2_misses) / (n2 - n1), 1)
     else:
         ir1, ir2 = count(workload, n1, acking), count(workload, n2, acking)
     per_tuple = (ir2 - ir1) / (n2 - n1)
     out = {"workload": workload, "acking": "on" if acking else "off", "host": host, "workers": workers,
            "n": [n1, n2], "instructions": [ir1, ir2], "instructions_per_tuple": round(per_tuple),
            "per": "sentence" if workload == "W1" else "tuple"}
+    if cache:
+        out["l2_misses_per_tuple"] = misses
     if baseline:
         b1, b2 = count(workload, n1, acking, baseline=True), count(workload, n2, acking, baseline=True)
         out["baseline_instructions"] = [b1, b2]
@@ -323,7 +365,7 @@ def crossing_terms(one: float, two: float, one_unattributed: float = 0.0, two_un
 
 
 def crossing(rounds: int = 3, sizes: tuple[int, int] = PROCESS_N, acking: bool = True,
-             home: bool = False) -> dict[str, Any]:
+             home: bool = False, cache: bool = False) -> dict[str, Any]:
     """W1 on the process host on 1 and on 2 workers, alternated (1, 2, then 2, 1, ...) for
     ``rounds`` rounds of two run sizes each, and the model's terms (`crossing_terms`) from each
     count's median. Without the workers' teardown (`NO_TEARDOWN`) one worker's count repeats
@@ -333,7 +375,9 @@ def crossing(rounds: int = 3, sizes: tuple[int, int] = PROCESS_N, acking: bool =
     transport's Python, whatever it holds) carry the crossing words: 211 to 419 more messages for
     12,000 more sentences in five runs of one commit. So one round is not enough to rank a change
     of 1-2%. ``home`` keeps every sentence in its spout's worker (`host_conf`): the crossings are
-    then exactly the model's, five words a sentence, and the shuffle's moves leave the spread."""
+    then exactly the model's, five words a sentence, and the shuffle's moves leave the spread.
+    ``cache``: each run with a core's caches simulated (`CACHE_SIM`), and the L2 misses a
+    sentence on 1 and on 2 workers beside the instructions (`crossing_misses`)."""
     if rounds < 1:
         raise ValueError(f"--repeat {rounds}: at least one round")
     n1, n2 = sizes
@@ -343,16 +387,34 @@ def crossing(rounds: int = 3, sizes: tuple[int, int] = PROCESS_N, acking: bool =
     w1_wordcount.ensure_corpus(n2)
     per: dict[int, list[float]] = {1: [], 2: []}
     unattributed: dict[int, list[float]] = {1: [], 2: []}
+    misses: dict[int, list[float]] = {1: [], 2: []}
     for r in range(rounds):
         for workers in ((1, 2) if r % 2 == 0 else (2, 1)):
-            a, b = count_workers_split(n1, acking, workers, home), count_workers_split(n2, acking, workers, home)
+            a, b = (count_workers_split(n, acking, workers, home, cache) for n in (n1, n2))
             per[workers].append((b.total - a.total) / (n2 - n1))
             unattributed[workers].append((b.unattributed - a.unattributed) / (n2 - n1))
+            if a.l2_misses is not None and b.l2_misses is not None:
+                misses[workers].append((b.l2_misses - a.l2_misses) / (n2 - n1))
     out = crossing_terms(median(per[1]), median(per[2]), median(unattributed[1]), median(unattributed[2]))
     out.update({"workload": "W1", "acking": "on" if acking else "off", "host": "process", "n": [n1, n2],
                 "shuffle": "home" if home else "load-aware",
                 "rounds": {"1": [round(x) for x in per[1]], "2": [round(x) for x in per[2]]}})
+    if cache and misses[1] and misses[2]:
+        out["l2_misses"] = crossing_misses(median(misses[1]), median(misses[2]))
+        out["l2_misses"]["rounds"] = {"1": [round(x, 1) for x in misses[1]], "2": [round(x, 1) for x in misses[2]]}
     return out
+
+
+def crossing_misses(one: float, two: float) -> dict[str, Any]:
+    """W1's L2 misses a sentence on 1 worker (``one``) and on 2 (``two``), in the model's terms:
+    a local word's a tenth of one worker's, a crossing word's what 2 workers add over its 5
+    crossing words. Instructions are not the whole of a word's cost: each miss waits for the
+    shared L3 (tens of cycles), so a crossing that adds more misses than instructions costs more
+    natively than its instructions say (docs/profiles/w1-scaling-model.md)."""
+    local = one / W1_WORDS
+    crossing = (two - one) / W1_CROSSING_WORDS
+    return {"per_sentence": {"1": round(one, 1), "2": round(two, 1)}, "local_word": round(local, 2),
+            "crossing_word": round(crossing, 2), "ratio": round(crossing / local, 2) if local else None}
 
 
 def _inner(workload: str, n: int, acking: bool) -> None:

@@ -67,6 +67,39 @@ def test_the_part_in_code_without_symbols_is_counted_apart(tmp_path):
     assert instructions.worker_counts(tmp_path, expected=2) == instructions.WorkerCount(520, 327)
 
 
+def test_with_the_caches_simulated_the_workers_l2_misses_are_summed_beside_their_instructions(tmp_path):
+    """``--cache``: each worker's instruction-read, data-read and data-write misses of the last
+    level (``ILmr``, ``DLmr``, ``DLmw`` in its summary, in its ``events`` order) are added up; the
+    first-level misses and the other processes' are not. Without the cache events, None."""
+    events = "Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw"
+    (tmp_path / "cachegrind.13").write_text(
+        f"version: 2\ncreator: cachegrind\ncmd: python -m squall.worker --master a --slot b\nevents: {events}\n"
+        "fl=a.c\nfn=f\n1 100 9 1 40 8 2 20 6 3\nsummary: 100 9 1 40 8 2 20 6 3\n")
+    (tmp_path / "cachegrind.14").write_text(
+        f"version: 2\ncreator: cachegrind\ncmd: python -m squall.worker --master a --slot c\nevents: {events}\n"
+        "fl=a.c\nfn=f\n1 50 9 10 40 8 20 20 6 30\nsummary: 50 9 10 40 8 20 20 6 30\n")
+    (tmp_path / "cachegrind.15").write_text(
+        f"version: 2\ncreator: cachegrind\ncmd: python -m squall.cluster.supervisor\nevents: {events}\n"
+        "summary: 999 1 1000 1 1 1000 1 1 1000\n")
+    assert instructions.worker_counts(tmp_path, expected=2) == instructions.WorkerCount(150, 0, 66)
+    for f in tmp_path.glob("cachegrind.*"):
+        f.unlink()
+    (tmp_path / "cachegrind.13").write_text(
+        "version: 2\ncreator: cachegrind\ncmd: python -m squall.worker --master a --slot b\nevents: Ir\n"
+        "fl=a.c\nfn=f\n1 100\nsummary: 100\n")
+    assert instructions.worker_counts(tmp_path).l2_misses is None
+
+
+def test_the_crossing_s_misses_are_put_in_the_model_s_terms_and_asked_of_the_process_host_only():
+    """1 worker 80 L2 misses a sentence (a local word 8), 2 workers 200: a crossing word's five
+    of a sentence add 24 each, 3x a local word's; ``--cache`` is refused off the process host."""
+    m = instructions.crossing_misses(80.0, 200.0)
+    assert m["local_word"] == 8 and m["crossing_word"] == 24 and m["ratio"] == 3
+    assert m["per_sentence"] == {"1": 80.0, "2": 200.0}
+    with pytest.raises(SystemExit, match="--cache counts the workers' L2 misses on the process host"):
+        main(["instructions", "W1", "--cache"])
+
+
 def test_the_crossing_s_terms_are_the_scaling_model_s():
     """1 worker 50,000 instructions a sentence (a local word 5,000), 2 workers 60,000: a
     crossing word (its 5 of a sentence) 2,000, 0.4 of a local word, and N workers keep

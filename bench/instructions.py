@@ -159,12 +159,6 @@ def count(workload: str, n: int, acking: bool, baseline: bool = False) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-def count_workers(n: int, acking: bool, workers: int) -> int:
-    """The instructions the worker processes of one W1 run on the process host with ``workers``
-    workers execute, under cachegrind (its children traced, each into its own file)."""
-    return count_workers_split(n, acking, workers).total
-
-
 # The load-aware shuffle keeps every tuple in the emitting worker while the local targets' load
 # is at most the higher bound, and a load is at most 1 unless an inbox holds more than its
 # capacity (32,768 items; W1's max spout pending keeps a worker's words in flight near 10,000)
@@ -197,10 +191,11 @@ CACHE_SIM = ["--cache-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64", "--LL=5242
 
 
 def count_workers_split(n: int, acking: bool, workers: int, home: bool = False, cache: bool = False) -> WorkerCount:
-    """`count_workers`, with the part in code without symbols (`WorkerCount`); ``home``: the
-    shuffle keeps every sentence in its spout's worker (`host_conf`); ``cache``: the caches of
-    a core simulated too (`CACHE_SIM`), and their L2 misses counted (`WorkerCount.l2_misses`),
-    at several times the run's time under Valgrind."""
+    """The instructions the worker processes of one W1 run on the process host with ``workers``
+    workers execute, under cachegrind (its children traced, each into its own file), with the
+    part in code without symbols (`WorkerCount`); ``home``: the shuffle keeps every sentence in
+    its spout's worker (`host_conf`); ``cache``: a core's caches simulated too (`CACHE_SIM`),
+    and their L2 misses counted (`WorkerCount.l2_misses`), at several times the run's time."""
     if shutil.which("valgrind") is None:
         raise RuntimeError("valgrind is not installed: run scripts/install-system-deps.sh (Debian's valgrind)")
     with tempfile.TemporaryDirectory(prefix="squall-instructions-") as out:
@@ -244,7 +239,7 @@ def worker_instructions(directory: Path, expected: int | None = None) -> int:
     """The instructions counted in ``directory``'s cachegrind files of squall worker processes
     (their ``cmd:`` line runs ``squall.worker``): the master, the supervisor and the benchmark
     are left out. With ``expected``, fewer worker files than that is an error: a worker that
-    the supervisor killed (after ``supervisor.worker.shutdown.sleep.secs``, which `count_workers`
+    the supervisor killed (after ``supervisor.worker.shutdown.sleep.secs``, which `count_workers_split`
     sets to 600 s) writes none, and its run would count one worker's instructions as two
     workers'."""
     return worker_counts(directory, expected).total

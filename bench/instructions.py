@@ -340,6 +340,13 @@ W1_WORDS = 10
 W1_CROSSING_WORDS = 5
 
 
+def _words(one: float, two: float) -> tuple[float, float]:
+    """The model's local word (a tenth of one worker's sentence) and crossing word (what 2
+    workers add a sentence, over its 5 crossing words), from a measure a sentence on 1 worker
+    (``one``) and on 2 (``two``): instructions or misses alike."""
+    return one / W1_WORDS, (two - one) / W1_CROSSING_WORDS
+
+
 def crossing_terms(one: float, two: float, one_unattributed: float = 0.0, two_unattributed: float = 0.0) -> dict[str, Any]:
     """The scaling model's terms (docs/profiles/w1-scaling-model.md) from W1's instructions a
     sentence on 1 worker (``one``) and on 2 (``two``): a local word is a tenth of one worker's
@@ -348,8 +355,7 @@ def crossing_terms(one: float, two: float, one_unattributed: float = 0.0, two_un
     same again with the instructions in code without symbols left out of both (``*_unattributed``:
     mostly the MACs, `WorkerCount`)."""
     def terms(a: float, b: float) -> dict[str, Any]:
-        local = a / W1_WORDS
-        crossing = (b - a) / W1_CROSSING_WORDS
+        local, crossing = _words(a, b)
         r = crossing / local
         return {"local_word": round(local), "crossing_word": round(crossing), "ratio": round(r, 3),
                 "per_core_share": {n: round(1 / (1 + r * (n - 1) / n), 3) for n in (2, 3, 8, 16)}}
@@ -406,8 +412,7 @@ def crossing_misses(one: float, two: float) -> dict[str, Any]:
     crossing words. Instructions are not the whole of a word's cost: each miss waits for the
     shared L3 (tens of cycles), so a crossing that adds more misses than instructions costs more
     natively than its instructions say (docs/profiles/w1-scaling-model.md)."""
-    local = one / W1_WORDS
-    crossing = (two - one) / W1_CROSSING_WORDS
+    local, crossing = _words(one, two)
     return {"per_sentence": {"1": round(one, 1), "2": round(two, 1)}, "local_word": round(local, 2),
             "crossing_word": round(crossing, 2), "ratio": round(crossing / local, 2) if local else None}
 

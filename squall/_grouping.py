@@ -155,11 +155,15 @@ class LoadAwareShuffleGrouping(ShuffleGrouping):
 
     Storm 2's ``LoadAwareShuffleGrouping`` with two of its scopes, worker-local and everything
     (squall has no host or rack topography): targets in the emitting worker get every tuple
-    while their average load (read from `use_load`'s function: the worker's
+    while their average load (read from `use_load`'s functions: the worker's
     `squall.engine.load_mapping.LoadMapping`) stays at or below
     ``topology.localityaware.higher.bound``, or, when the remote targets' load is known, exceeds
     theirs by no more than `MARGIN`; beyond that, tuples spread over all targets until the local
-    load falls below ``topology.localityaware.lower.bound`` or to the remote one. Within a
+    load falls below ``topology.localityaware.lower.bound`` or to the remote one. While no
+    remote target's load is known (their workers have not said yet, or stopped saying), the
+    local load is Storm's own, the inboxes' fill: squall's load also counts how busy a task's loop
+    is, which at full speed is 1.0 on every worker alike, and read alone it sent tuples away
+    from two equally busy workers for the half second before their first figures came. Within a
     scope it is round-robin in a random order, as `ShuffleGrouping` (Storm 2 also weighs
     targets by load inside the scope; an even spread is what a plain shuffle gives, and the
     scope already moves work off an overloaded worker). The scope is looked at once every
@@ -177,12 +181,15 @@ class LoadAwareShuffleGrouping(ShuffleGrouping):
     def __init__(self, rng: random.Random | None = None) -> None:
         super().__init__(rng)
         self._load: Callable[[int], float | None] | None = None
+        self._fill: Callable[[int], float | None] | None = None
         self.local_scope = True  # whether the last look chose the worker-local targets
 
-    def use_load(self, load: Callable[[int], float | None]) -> None:
-        """Where the load (0.0 idle .. 1.0 full, None: unknown) of a task is read; call before
-        `prepare`."""
+    def use_load(self, load: Callable[[int], float | None], fill: Callable[[int], float | None] | None = None) -> None:
+        """Where the load (0.0 idle .. 1.0 full, None: unknown) of a task is read, and a local
+        task's inbox fill (Storm's load: what decides while no remote load is known; without
+        it, ``load``); call before `prepare`."""
         self._load = load
+        self._fill = fill
 
     def prepare(self, context, stream, target_tasks):
         if self._load is None or context is None:
@@ -211,9 +218,10 @@ class LoadAwareShuffleGrouping(ShuffleGrouping):
     def _walk(self, local: list[list[int]], everywhere: list[list[int]]):
         load, tasks, remote = self._load, self._local_tasks, self._remote_tasks
         assert load is not None  # prepare() walks only with a load source
+        fill = self._fill or load
         while True:
-            here = _mean([load(t) for t in tasks])
             there = _mean([load(t) for t in remote])  # None until their workers tell
+            here = _mean([(load if there is not None else fill)(t) for t in tasks])
             if self.local_scope:
                 # over the bound, and busier than the remote targets by a margin (if known)
                 self.local_scope = here is None or here <= self._higher or (

@@ -56,7 +56,7 @@ class BoltExecutor(Executor):
         self.acks: dict[int, int] = {}  # root -> xor of acks made this drain (see flush_acks)
         rng = random.Random(wiring.seed ^ spec.tasks[0])
         for t in self.task_ids:
-            routers = build_routers(wiring.plan, self.component, t, contexts[t], rng, wiring.task_load)
+            routers = build_routers(wiring.plan, self.component, t, contexts[t], rng, wiring.loads)
             self.collectors[t] = BoltCollector(self, t, routers, conf)
         # An exception escaping execute fails its input with the cause (`_input_raised`); then,
         # by default, it is reported and the task goes on; with topology.bolt.fail.fast it

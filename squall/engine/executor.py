@@ -159,7 +159,7 @@ class Wiring:
     seed: int
     inboxes: dict[int, deque]       # the worker's inbox of each local task
     loop: Any = None                # the ExecutorLoop, set when executors are placed on it
-    task_load: Callable[[int], float | None] | None = None  # a local task's load (`Worker.task_load`), if load-aware
+    loads: Any = None               # LoadMapping: every task's load, if this worker's shuffles are load-aware
     ackers: list[Callable[[Any], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -53,12 +53,15 @@ def loads_of(message: Any) -> list[tuple[int, float]]:
 
 class LoadMapping:
     """Every task's load: this worker's from ``local`` (None for a task not here), the others'
-    as their workers last said, for `EXPIRE_SECS`. Time is ``clock``'s."""
+    as their workers last said, for `EXPIRE_SECS`; and this worker's tasks' inbox fill from
+    ``local_fill`` (`fill`). Time is ``clock``'s."""
 
     EXPIRE_SECS = 3.0
 
-    def __init__(self, local: Callable[[int], float | None], clock: Clock | None = None) -> None:
+    def __init__(self, local: Callable[[int], float | None], clock: Clock | None = None,
+                 local_fill: Callable[[int], float | None] | None = None) -> None:
         self._local = local
+        self._local_fill = local_fill or local
         self.clock = clock or Clock()
         self._remote: dict[int, tuple[float, float]] = {}  # task -> (load, when heard)
 
@@ -67,6 +70,11 @@ class LoadMapping:
         now = self.clock.now()
         for task, load in pairs:
             self._remote[task] = (load, now)
+
+    def fill(self, task: int) -> float | None:
+        """This worker's ``task``'s inbox fill (0.0 empty .. 1.0 full), Storm's own load; None
+        for a task not here."""
+        return self._local_fill(task)
 
     def get(self, task: int) -> float | None:
         """``task``'s load (0.0 idle .. 1.0 full), or None if nobody said lately."""

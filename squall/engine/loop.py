@@ -192,8 +192,9 @@ class ExecutorLoop:
         self.executors: list[Executor] = []
         self.sleeping = False
         # Of the last `BUSY_WINDOW_SECS` or so, the fraction spent in rounds that did some work
-        # (a load-aware shuffle's signal that the tasks on this loop do not keep up).
-        self.busy = 0.0
+        # (a load-aware shuffle's signal that the tasks on this loop do not keep up); None until
+        # the first window is over.
+        self.busy: float | None = None
         self.track_busy = False  # set by the worker when a load-aware shuffle reads `busy`
         self.ident = -1
         self.thread: threading.Thread | None = None
@@ -425,6 +426,8 @@ class ExecutorLoop:
                 continue  # poll again at once
             else:
                 timeout = min(timeout, next_due - now)
+            if track_busy:  # an idle loop's figure must say so too: its peers read it
+                timeout = busy_due - now if timeout is None else min(timeout, busy_due - now)
             flush()  # emits from user threads may have been batched since the last round
             self.sleeping = True
             if not self._has_backlog() and not self._stop and state.active == seen_active:

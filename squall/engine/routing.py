@@ -17,6 +17,7 @@ from .._fields import GlobalStreamId
 from .._grouping import DIRECT, LoadAwareShuffleGrouping, chooser_of
 from .._native import RouterBase
 from .._tuple import Source
+from .load_mapping import LoadMapping
 from .plan import TopologyPlan
 
 _NOWHERE: list[int] = []
@@ -55,10 +56,9 @@ def wrong_size(r: Router, values) -> EmitError:
 
 
 def build_routers(plan: TopologyPlan, component: str, task_id: int, context, rng: random.Random,
-                  load: Callable[[int], float | None] | None = None) -> dict[str, Router]:
-    """The routers of every stream ``component`` declares, for its task ``task_id``; ``load``
-    (of a task in this worker, `Worker.task_load`) makes its shuffles load-aware
-    (`LoadAwareShuffleGrouping`)."""
+                  loads: LoadMapping | None = None) -> dict[str, Router]:
+    """The routers of every stream ``component`` declares, for its task ``task_id``; ``loads``
+    (the worker's `LoadMapping`) makes its shuffles load-aware (`LoadAwareShuffleGrouping`)."""
     spec = plan.topology.components[component]
     routers: dict[str, Router] = {}
     for stream, info in spec.streams.items():
@@ -77,8 +77,8 @@ def build_routers(plan: TopologyPlan, component: str, task_id: int, context, rng
             if is_direct:
                 continue
             g = grouping.make(info.fields, rng)
-            if load is not None and isinstance(g, LoadAwareShuffleGrouping):
-                g.use_load(load)
+            if loads is not None and isinstance(g, LoadAwareShuffleGrouping):
+                g.use_load(loads.get, loads.fill)
             g.prepare(context, gsid, targets)
             choosers.append(chooser_of(g, task_id))
         routers[stream] = Router(stream, src, _combine(choosers), info.direct, direct_targets)

@@ -73,7 +73,7 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         self.collectors: dict[int, SpoutCollector] = {}
         rng = random.Random(wiring.seed ^ spec.tasks[0])
         for t in self.task_ids:
-            routers = build_routers(wiring.plan, self.component, t, contexts[t], rng, wiring.task_load)
+            routers = build_routers(wiring.plan, self.component, t, contexts[t], rng, wiring.loads)
             self.collectors[t] = SpoutCollector(self, t, routers, conf)
 
     # --- lifecycle, on the loop thread -----------------------------------------------------------

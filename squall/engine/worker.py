@@ -135,30 +135,40 @@ class Worker:
                                  if plan.topology.components.get(e.component) is not None
                                  and plan.topology.components[e.component].kind == "bolt" for t in e.tasks]
         # every task's load: this worker's own, the others' as their workers tell it (`LoadLink`)
-        self.load_mapping = LoadMapping(lambda t: self.task_load(t) if t in self.inboxes else None, clock)
+        self.load_mapping = LoadMapping(lambda t: self.task_load(t) if t in self.inboxes else None, clock,
+                                        lambda t: self.task_fill(t) if t in self.inboxes else None)
         for e in assignment:
             lp = loop_of_exec[e]
             wiring = Wiring(plan, self._deliver_map(lp, transport), clock, state, backpressure,
                             report_error, port, self.tasks, seed, self.inboxes, loop=lp,
-                            task_load=self.load_mapping.get if load_aware else None)
+                            loads=self.load_mapping if load_aware else None)
             ex = self._make_executor(e, wiring, blobs)
             ex.depth = depths.get(e.component, 0)  # type: ignore[attr-defined]
             lp.add(ex)
             self.executors.append(ex)
 
+    def task_fill(self, task: int) -> float:
+        """Local ``task``'s inbox fill, Storm's load (0.0 empty, 1.0 when
+        ``topology.executor.receive.buffer.size`` items wait)."""
+        return len(self.inboxes[task]) / self._capacity
+
     def task_load(self, task: int) -> float:
-        """Local ``task``'s load, Storm's (0.0 idle, 1.0 full): its inbox's fill
-        (``topology.executor.receive.buffer.size`` is full), or how busy its loop was lately
-        (`ExecutorLoop.busy`), whichever is more. The second is squall's: an executor sharing its
-        loop with the spout that feeds it never lets its inbox fill (the loop drains it before the
-        spout emits again), and one thread holds the worker's share of the CPU (the GIL), so more
-        tuples for a task on a loop with no idle time slow everything on that loop, the spout
-        first, while a task in another worker may have time to spare."""
-        return max(len(self.inboxes[task]) / self._capacity, self.loop_of_task[task].busy)
+        """Local ``task``'s load (0.0 idle, 1.0 full): its inbox's fill (`task_fill`), or how
+        busy its loop was lately (`ExecutorLoop.busy`, once measured), whichever is more. The
+        second is squall's: an executor sharing its loop with the spout that feeds it never lets
+        its inbox fill (the loop drains it before the spout emits again), and one thread holds
+        the worker's share of the CPU (the GIL), so more tuples for a task on a loop with no idle
+        time slow everything on that loop, the spout first, while a task in another worker may
+        have time to spare."""
+        busy = self.loop_of_task[task].busy
+        fill = self.task_fill(task)
+        return fill if busy is None else max(fill, busy)
 
     def bolt_loads(self) -> list[tuple[int, float]]:
-        """``(task, load)`` of each bolt task in this worker (`task_load`), for its peers."""
-        return [(t, self.task_load(t)) for t, _ in self._bounded_inboxes]
+        """``(task, load)`` of each bolt task in this worker (`task_load`) whose loop has
+        measured how busy it is, for its peers: a figure from before that would read as idle
+        to them, and send them this worker's tuples while it may be as busy as they are."""
+        return [(t, self.task_load(t)) for t, _ in self._bounded_inboxes if self.loop_of_task[t].busy is not None]
 
     def _deliver_map(self, loop: ExecutorLoop, transport: Transport) -> dict[int, Callable[[Any], None]]:
         deliver: dict[int, Callable[[Any], None]] = {}

@@ -10,11 +10,14 @@ from collections import Counter
 
 import pytest
 
-from squall import Bolt, Fields, InvalidTopologyException, LocalCluster, TopologyBuilder
+from squall import Bolt, Fields, InvalidTopologyException, LocalCluster, Spout, TopologyBuilder
 from squall._config import topology_conf
 from squall._grouping import LoadAwareShuffleGrouping, ShuffleGrouping
+from squall.engine.load_mapping import LoadLink
+from squall.engine.loop import BUSY_WINDOW_SECS
 from squall.testing import FeederSpout
 
+from ..acceptance.components import Counter as SharedCount
 from ..acceptance.components import Recorder
 from ..conftest import wait_until
 
@@ -34,9 +37,9 @@ class _Context:
         return self._conf
 
 
-def _grouping(load, conf=None, targets=(1, 2, 3, 4), local=(1, 2)):
+def _grouping(load, conf=None, targets=(1, 2, 3, 4), local=(1, 2), fill=None):
     g = LoadAwareShuffleGrouping(random.Random(3))
-    g.use_load(lambda t: load[t])
+    g.use_load(lambda t: load[t], None if fill is None else fill.get)
     g.prepare(_Context([*local, 9], conf), None, list(targets))
     choose = g.chooser(9)
     return g, lambda n: Counter(t for _ in range(n) for t in choose([0]))
@@ -58,6 +61,26 @@ def test_with_the_remote_tasks_load_known_tuples_leave_only_a_worker_busier_than
     assert set(send(4 * EVERY)) == {1, 2}
     load[3] = load[4] = None  # their workers stopped telling: the bounds alone decide
     load[1] = load[2] = 0.9
+    send(EVERY)
+    assert set(send(4 * EVERY)) == {1, 2, 3, 4}
+
+
+def test_until_the_peers_tell_their_load_only_the_inboxes_fill_sends_tuples_away():
+    # a loop at full speed reads 1.0 busy on every worker alike: with nothing known of the
+    # others, Storm's own load (the inboxes' fill) decides, not how busy the loop is
+    load = {1: 1.0, 2: 1.0, 3: None, 4: None}
+    fill = {1: 0.0, 2: 0.1}
+    _, send = _grouping(load, fill=fill)
+    assert send(4 * EVERY) == {1: 2 * EVERY, 2: 2 * EVERY}
+    load[3] = load[4] = 1.0  # the peers say they are as busy: still at home
+    assert send(4 * EVERY) == {1: 2 * EVERY, 2: 2 * EVERY}
+    load[3] = load[4] = 0.3  # they have time to spare: spread
+    send(EVERY)
+    assert send(4 * EVERY) == {1: EVERY, 2: EVERY, 3: EVERY, 4: EVERY}
+    load[3] = load[4] = None  # they stopped telling, and the inboxes keep up: back at home
+    send(EVERY)
+    assert set(send(4 * EVERY)) == {1, 2}
+    fill[1] = fill[2] = 0.9  # the inboxes fall behind (over the higher bound): spread
     send(EVERY)
     assert set(send(4 * EVERY)) == {1, 2, 3, 4}
 
@@ -179,3 +202,54 @@ def test_a_slow_local_task_makes_tuples_spill_to_the_other_worker():
 def test_disabled_it_spreads_evenly_over_both_workers():
     local, remote = _run(2000, {"topology.disable.loadaware.messaging": True})
     assert (local, remote) == (1000, 1000)
+
+
+class Flood(Spout):
+    """Emits 0, 1, 2, ... as fast as it may, without end (no acking)."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(["x"]))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.sent = 0
+
+    def next_tuple(self):
+        self.collector.emit([self.sent])
+        self.sent += 1
+
+
+class Tally(Bolt):
+    """Counts the tuples it gets, and those that came from a spout task in another worker."""
+
+    def __init__(self, got: SharedCount, crossed: SharedCount) -> None:
+        self.got, self.crossed = got, crossed
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.here = set(context.get_this_worker_tasks())
+
+    def execute(self, tup):
+        self.got.incr()
+        if tup.get_source_task() not in self.here:
+            self.crossed.incr()
+
+
+def test_two_workers_at_full_speed_keep_their_tuples_at_home_from_the_start():
+    # each worker's loop is all work from its first round; before it had measured a window it
+    # told its peer 0.0, and the peer, measured at 1.0, sent it 43k-135k tuples in the 2 s below
+    n = 100_000
+    got, crossed = SharedCount(), SharedCount()
+    b = TopologyBuilder()
+    b.set_spout("flood", Flood(), 2)
+    b.set_bolt("tally", Tally(got, crossed), 2).shuffle_grouping("flood")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", {"topology.workers": 2, "topology.acker.executors": 0},
+                                b.create_topology())
+        workers = cluster.get_topology_info("t")["workers"]
+        assert len(workers) == 2
+        # both spouts never stop, so neither worker ever has time to spare: none may cross, over
+        # the first load figures and those that follow
+        long_enough = time.monotonic() + 2 * (BUSY_WINDOW_SECS + LoadLink.PERIOD_SECS)
+        assert wait_until(lambda: got.value >= n and time.monotonic() >= long_enough, 60)
+        assert crossed.value == 0

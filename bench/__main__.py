@@ -165,7 +165,8 @@ def _run(args: argparse.Namespace) -> int:
             kwargs["spark_master"] = args.spark_master
         if args.workload == "W1":
             from . import w1_wordcount
-            record = w1_wordcount.run(n=args.n, acking=acking, spouts=args.spouts, **kwargs)
+            record = w1_wordcount.run(n=args.n, acking=acking, spouts=args.spouts, no_crossing=args.no_crossing,
+                                      **kwargs)
         elif args.workload == "W1T":
             from . import w1t_trident
             record = w1t_trident.run(n=args.n, batch_size=args.batch_size, **kwargs)
@@ -371,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                      help="--host process|spark: a cluster setting (VALUE is YAML; repeatable), "
                           "e.g. squall.encryption=true")
+    run.add_argument("--no-crossing", action="store_true",
+                     help="W1 on the process or Spark host: the control, count on a local-or-shuffle "
+                          "grouping so that no word leaves its worker (merged counts still checked): "
+                          "what the workers give W1 without the fields grouping's crossings")
     run.add_argument("--results", default=str(harness.RESULTS_FILE), help="results file to append to")
     run.add_argument("--no-save", action="store_true", help="print only; do not append to the results file")
     run.add_argument("--in-process", action="store_true",
@@ -447,6 +452,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--workers must be at least 1")
         if args.workload in ("W1", "W2", "W3") and args.acking is None:
             parser.error(f"{args.workload} needs --acking on|off")
+        if args.no_crossing and (args.workload != "W1" or args.host == "local" or args.workers < 2):
+            parser.error("--no-crossing is W1's control for 2 or more workers: it needs --host process|spark "
+                         "and --workers 2 or more")
         if args.workload == "RECOVERY":
             if args.host == "local" or args.workers < 2:
                 parser.error("RECOVERY kills a worker process: it needs --host process|spark and --workers 2 or more")

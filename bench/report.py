@@ -135,7 +135,10 @@ def _setup_of(r: Record) -> tuple:
 
 
 def is_workload(r: Record, name: str) -> bool:
-    return r.get("kind") != "median" and (r.get("workload") == name or r.get("kind") == name)
+    """Whether ``r`` is a run of workload ``name`` (not a median line, nor a control such as W1's
+    ``--no-crossing``, whose figures are not the workload's)."""
+    return (r.get("kind") != "median" and r.get("control") is None
+            and (r.get("workload") == name or r.get("kind") == name))
 
 
 @dataclass
@@ -686,7 +689,13 @@ METHOD = """\
   Python processes at once got from 0.97x to 1.78x of one within a minute (2026-11-25). So a
   run on 2 workers also times its baseline in 2 processes at once, right after it
   (`machine_parallelism`: 2.0 when both got a whole core), and the scaling targets show that
-  figure beside squall's 2-worker / 1-worker ratio."""
+  figure beside squall's 2-worker / 1-worker ratio.
+- **What two workers give W1 when no word crosses**: `python -m bench run W1 --host process|spark
+  --workers 2 --no-crossing` runs the control, the count bolt on a local-or-shuffle grouping
+  instead of the fields grouping (each count task counts some of every word; the merged counts
+  are checked as W1's). Its rate over one worker's is what the engine's second worker gives
+  W1 when the crossings cost nothing: a ceiling for the 2-worker ratio closer than
+  `machine_parallelism`. Its records say `"control": "no-crossing"` and stay out of the tables."""
 
 
 PEERS_METHOD = (

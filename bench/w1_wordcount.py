@@ -209,7 +209,7 @@ class WordCount(BasicBolt):
 
 def build(directory: str, acking: bool, output_dir: str, max_pending: int | str = DEFAULT_MAX_PENDING,
           workers: int = 1, parallelism: int = 1, time_spout: bool = False, time_last_execute: bool = False,
-          spouts: int = 1):
+          spouts: int = 1, no_crossing: bool = False):
     """The W1 topology and its configuration.
 
     ``spouts`` spout tasks, each reading its own corpus files (several claim them one at a time,
@@ -217,6 +217,9 @@ def build(directory: str, acking: bool, output_dir: str, max_pending: int | str 
     executors of split and of count; ``workers`` workers and, with acking on, Storm's default of
     one acker per worker. ``time_spout``: the spout tasks write their times into ``output_dir``
     on close; ``time_last_execute``: so do the count tasks, with the time of their last execute.
+    ``no_crossing``: the control, count on a local-or-shuffle grouping instead of the fields
+    grouping, so that no word leaves its worker (each count task then counts some of every
+    word; the merged counts are checked the same).
     """
     builder = TopologyBuilder()
     spout = builder.set_spout("sentences", CorpusSpout(directory, acking), spouts)
@@ -225,9 +228,12 @@ def build(directory: str, acking: bool, output_dir: str, max_pending: int | str 
     if time_spout:
         spout.add_configuration(OUTPUT_DIR_KEY, output_dir)
     builder.set_bolt("split", SplitSentence(), parallelism).shuffle_grouping("sentences")
-    count = (builder.set_bolt("count", WordCount(), parallelism)
-             .fields_grouping("split", Fields("word"))
-             .add_configuration(OUTPUT_DIR_KEY, output_dir))
+    count = builder.set_bolt("count", WordCount(), parallelism)
+    if no_crossing:
+        count.local_or_shuffle_grouping("split")
+    else:
+        count.fields_grouping("split", Fields("word"))
+    count.add_configuration(OUTPUT_DIR_KEY, output_dir)
     if time_last_execute:
         count.add_configuration(TIME_LAST_EXECUTE_KEY, True)
     conf = Config()
@@ -272,7 +278,7 @@ def _read_counts(output_dir: Path, timeout: float = 10.0, tasks: int = 1) -> dic
 def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None = None,
         max_pending: int | str = DEFAULT_MAX_PENDING, timeout: float = 600.0, host: str = "local",
         workers: int = 1, parallelism: int | None = None, spark_master: str | None = None,
-        spouts: int | None = None) -> dict[str, Any]:
+        spouts: int | None = None, no_crossing: bool = False) -> dict[str, Any]:
     """One W1 run, then the baseline on the same files.
 
     Args:
@@ -288,13 +294,18 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
         spark_master: the Spark host's master URL (default ``local[workers]``).
         spouts: spout tasks on the process or Spark host (default ``workers``: one per worker,
             each reading the files it claims, as storm-hdfs's HdfsSpout does); 1 on LocalCluster.
+        no_crossing: the process or Spark host only: the control in which no word leaves its
+            worker (`build`); the record says ``"control": "no-crossing"``, and the report
+            leaves it out of W1's tables.
 
     Returns:
         The run's record (see `harness.finish_record`), not yet printed.
     """
     if host in ("process", "spark"):
         return run_process(n, acking, corpus_dir, max_pending, timeout, workers, parallelism or workers,
-                           host, spark_master, spouts or workers)
+                           host, spark_master, spouts or workers, no_crossing)
+    if no_crossing:
+        raise ValueError("the no-crossing control needs workers to cross between: the process or Spark host")
     if host != "local" or workers != 1:
         raise ValueError(f"host {host!r} with {workers} workers: LocalCluster runs 1 worker")
     directory = ensure_corpus(n, corpus_dir)
@@ -350,7 +361,7 @@ def run(n: int = 1_000_000, acking: bool = True, corpus_dir: str | Path | None =
 
 def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending: int | str, timeout: float,
                 workers: int, parallelism: int, host_name: str = "process",
-                spark_master: str | None = None, spouts: int = 1) -> dict[str, Any]:
+                spark_master: str | None = None, spouts: int = 1, no_crossing: bool = False) -> dict[str, Any]:
     """One W1 run on a throwaway host of ``workers`` worker processes, ``host_name`` "process"
     or "spark" (`bench.hosts.make_host`; see the module docstring), then the baseline on the
     same files."""
@@ -362,7 +373,8 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
     output_dir = Path(tempfile.mkdtemp(prefix="squall-bench-w1-"))
     try:
         topology, conf = build(str(directory), acking, str(output_dir), max_pending, workers, parallelism,
-                               time_spout=True, time_last_execute=not acking, spouts=spouts)
+                               time_spout=True, time_last_execute=not acking, spouts=spouts,
+                               no_crossing=no_crossing)
         name = f"w1-{'ack' if acking else 'noack'}"
 
         def progress(info: dict) -> float:
@@ -441,4 +453,6 @@ def run_process(n: int, acking: bool, corpus_dir: str | Path | None, max_pending
         ratio=round(rate / base_rate, 4),
         machine_parallelism=None if parallel is None else round(parallel, 3),
     )
+    if no_crossing:
+        record["control"] = "no-crossing"
     return harness.finish_record(record, None)

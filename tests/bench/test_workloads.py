@@ -42,6 +42,23 @@ def test_w1_on_the_process_host_with_two_workers_is_correct(tmp_path):
     assert record["machine_parallelism"] > 0  # the control: the baseline in 2 processes at once
 
 
+def test_w1_s_no_crossing_control_counts_every_word_and_stays_out_of_w1_s_tables(tmp_path):
+    """The control: count on a local-or-shuffle grouping, so each count task counts some of
+    every word; the merged counts still match the corpus, every sentence is acked, and the
+    report does not take its figures for W1's."""
+    from bench import report
+    record = w1_wordcount.run(n=2000, acking=True, corpus_dir=tmp_path / "corpus", timeout=30,
+                              host="process", workers=2, no_crossing=True)
+    assert record["correct"] is True and record["failed"] == 0 and record["errors"] == 0
+    assert record["control"] == "no-crossing"
+    assert not report.is_workload(record, "W1")
+    assert report.is_workload({k: v for k, v in record.items() if k != "control"}, "W1")
+    with pytest.raises(SystemExit):
+        main(["run", "W1", "--acking", "on", "--no-crossing"])  # one worker: nothing to cross
+    with pytest.raises(ValueError, match="process or Spark host"):
+        w1_wordcount.run(n=2000, corpus_dir=tmp_path / "corpus", no_crossing=True)
+
+
 def test_machine_parallelism_runs_the_copies_at_once():
     """Three copies of a 0.3 s wait, started together, end about 0.3 s later: 3 x the work of one
     in the time of one (a wait, so that the machine's cores do not matter)."""

@@ -15,13 +15,16 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._config import Config, conf_value
 from .._native import TaskStatsBase
 from .._redact import redact_text
 from .plan import ExecutorSpec, TopologyPlan
 from .stats import TaskStatistics, sample_freq
+
+if TYPE_CHECKING:
+    from .load_mapping import LoadMapping
 
 log = logging.getLogger("squall.engine")
 debug_log = logging.getLogger("squall.debug")
@@ -159,7 +162,7 @@ class Wiring:
     seed: int
     inboxes: dict[int, deque]       # the worker's inbox of each local task
     loop: Any = None                # the ExecutorLoop, set when executors are placed on it
-    loads: Any = None               # LoadMapping: every task's load, if this worker's shuffles are load-aware
+    loads: LoadMapping | None = None  # every task's load, if this worker's shuffles are load-aware
     ackers: list[Callable[[Any], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:

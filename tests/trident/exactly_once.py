@@ -74,13 +74,30 @@ def replays(attempts: SharedLog) -> Replays:
                    sum(n - 1 for n in per_txid.values()))
 
 
+class _Recording:
+    """A spout collector that also records ``(txid, attempt_id, values)`` of each emit."""
+
+    def __init__(self, collector: Any, tx: Any, emitted: SharedLog) -> None:
+        self._collector, self._tx, self._emitted = collector, tx, emitted
+
+    def emit(self, values, *args, **kwargs):
+        self._emitted.append((self._tx.txid, self._tx.attempt_id, tuple(values)))
+        return self._collector.emit(values, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._collector, name)
+
+
 class _WatchedEmitter(Emitter):
-    def __init__(self, emitter: Emitter, attempts: SharedLog) -> None:
+    def __init__(self, emitter: Emitter, attempts: SharedLog, emitted: SharedLog | None) -> None:
         self.emitter = emitter
         self.attempts = attempts
+        self.emitted = emitted
 
     def emit_batch(self, tx, metadata, collector) -> None:
         self.attempts.append((tx.txid, tx.attempt_id))
+        if self.emitted is not None:
+            collector = _Recording(collector, tx, self.emitted)
         self.emitter.emit_batch(tx, metadata, collector)
 
     def success(self, tx) -> None:
@@ -92,23 +109,36 @@ class _WatchedEmitter(Emitter):
 
 class Watched(ITridentSpout):
     """``spout`` (an `ITridentSpout`), recording ``(txid, attempt_id)`` of every batch each of
-    its emitter tasks emits in ``attempts``."""
+    its emitter tasks emits in ``attempts``, and with ``emitted`` ``(txid, attempt_id, values)``
+    of every tuple (what `emitted_in_two_txids` reads when counts are off)."""
 
-    def __init__(self, spout: ITridentSpout, attempts: SharedLog) -> None:
+    def __init__(self, spout: ITridentSpout, attempts: SharedLog, emitted: SharedLog | None = None) -> None:
         self.spout = spout
         self.attempts = attempts
+        self.emitted = emitted
 
     def get_coordinator(self, txid_key: str, conf: dict, context: Any) -> BatchCoordinator:
         return self.spout.get_coordinator(txid_key, conf, context)
 
     def get_emitter(self, txid_key: str, conf: dict, context: Any) -> Emitter:
-        return _WatchedEmitter(self.spout.get_emitter(txid_key, conf, context), self.attempts)
+        return _WatchedEmitter(self.spout.get_emitter(txid_key, conf, context), self.attempts, self.emitted)
 
     def get_output_fields(self) -> Fields:
         return self.spout.get_output_fields()
 
     def get_component_configuration(self) -> dict | None:
         return self.spout.get_component_configuration()
+
+
+def emitted_in_two_txids(emitted: SharedLog) -> dict[Any, list[tuple[int, int]]]:
+    """Each tuple (values that name their record, say with its offset) `Watched` saw emitted
+    under more than one txid, with the ``(txid, attempt_id)`` of each emit: a transactional spout
+    emits a record in one txid only, whatever its attempts (for a failed test's message: where a
+    count that is off came from)."""
+    where: dict[Any, list[tuple[int, int]]] = {}
+    for txid, attempt, value in emitted.items():
+        where.setdefault(value, []).append((txid, attempt))
+    return {v: sorted(set(at)) for v, at in where.items() if len({t for t, _ in at}) > 1}
 
 
 # --- an opaque spout ------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from .exactly_once import (
     Store,
     Watched,
     counted,
+    emitted_in_two_txids,
     plain,
     replays,
     sentences,
@@ -53,8 +54,10 @@ def cluster():
 
 
 def spouts(bootstrap: str, topic: str):
-    config = KafkaSpoutConfig(bootstrap, [topic], f"group-{topic}", poll_timeout_ms=50, translator=utf8_value,
-                              output_fields=["sentence"], props={**QUIET, "fetch.wait.max.ms": 20})
+    # each record's partition and offset beside its sentence: what names it when a count is off
+    config = KafkaSpoutConfig(bootstrap, [topic], f"group-{topic}", poll_timeout_ms=50,
+                              translator=lambda r: [*utf8_value(r), r.partition, r.offset],
+                              output_fields=["sentence", "partition", "offset"], props={**QUIET, "fetch.wait.max.ms": 20})
     return {"transactional": PartitionedTridentSpoutExecutor(KafkaTridentSpoutTransactional(config)),
             "opaque": OpaquePartitionedTridentSpoutExecutor(KafkaTridentSpoutOpaque(config))}
 
@@ -64,10 +67,10 @@ def test_a_kafka_word_count_stores_every_word_exactly_once_while_batches_fail(cl
                                                                                state_kind):
     topic = f"sentences-{spout_kind}"
     faults = Faults(f"kafka-{spout_kind}", PLAN)
-    attempts = SharedLog()
+    attempts, emitted = SharedLog(), SharedLog()
     store = Store(f"kafka-{spout_kind}")
     topo = TridentTopology()
-    word_count(topo, f"kafka-{spout_kind}", Watched(spouts(kafka_broker.bootstrap, topic)[spout_kind], attempts),
+    word_count(topo, f"kafka-{spout_kind}", Watched(spouts(kafka_broker.bootstrap, topic)[spout_kind], attempts, emitted),
                FlakyMapState(state_kind, store, faults, attempts), split=FlakySplit(faults), count=FlakyCount(faults))
     conf = Config()
     conf["topology.max.spout.pending"] = PENDING
@@ -90,7 +93,11 @@ def test_a_kafka_word_count_stores_every_word_exactly_once_while_batches_fail(cl
     finally:
         cluster.kill_topology(name, wait_secs=0)
     counts = stored()
-    assert counts == counted(TEXT)
+    # when off (seen once in a full suite, 2026-12-04: one chunk counted twice), say which
+    # sentences the spout emitted under two txids, and which txids were tried when
+    twice = {} if spout_kind != "transactional" else emitted_in_two_txids(emitted)
+    assert counts == counted(TEXT), (f"emitted under two txids: {twice}; "
+                                     f"attempts: {sorted(set(attempts.items()))}")
     assert faults.fired() == faults.planned()  # every induced failure happened
     assert [n for n in faults.notes() if "timed out" in n], "the held commit was not replayed"
     seen = replays(attempts)

@@ -16,7 +16,10 @@ how to emit a batch after the previous one and what describes the batch it emitt
 - transactional: a txid never emitted before calls ``emit_batch_new`` with each partition's
   metadata of the previous txid, and stores what it returns; a txid emitted before (a replay)
   calls ``re_emit_partition_batch`` with the stored metadata, which must emit exactly the same
-  tuples;
+  tuples; a txid that reaches a task after a later txid emitted there emits nothing, for good
+  (the later one took the records after the txid before; Storm's rule too). That happens when
+  a batch is held up before the emitter (a spout coordinator waiting on its source) past the
+  message timeout while the next txid's batch goes through;
 - opaque: every attempt calls ``emit_batch_new`` from the metadata of the txid before it (the one
   this task emitted last, else the stored one), and stores what it returns for the txid,
   replacing an earlier attempt's: the next txid continues after what this attempt emitted. So
@@ -114,6 +117,10 @@ class RotatingTransactionalState:
     def has_state(self, txid: int) -> bool:
         """Whether ``txid`` has metadata kept (None counts: an emit that found nothing)."""
         return txid in self.curr
+
+    def has_state_after(self, txid: int) -> bool:
+        """Whether a txid after ``txid`` has metadata kept: it emitted before ``txid`` did."""
+        return any(t > txid for t in self.curr)
 
     def get_previous_state(self, txid: int) -> Any:
         """The metadata of the newest txid before ``txid``, or None."""
@@ -315,20 +322,30 @@ class _TransactionalEmitter(_PartitionedEmitter):
     """Storm's ``PartitionedTridentSpoutExecutor.Emitter``."""
 
     def emit_batch(self, tx: TransactionAttempt, metadata: Any, collector: Any) -> None:
-        """A new txid from each partition's previous metadata; a replayed one from its own."""
+        """Per partition (Storm's ``RotatingTransactionalState.getStateOrCreate``): a txid
+        emitted before again from its metadata; a txid older than one emitted already nothing,
+        for good (its batch reached this task after a later one's, whose records follow the
+        txid before: emitting them here too would put them in two txids); a new txid from the
+        previous txid's metadata."""
         self._refresh(metadata)
-        if any(r.has_state(tx.txid) for _, r in self.partitions.values()):
-            for _, (partition, rotating) in sorted(self.partitions.items()):
-                meta = rotating.get_state(tx.txid)
+        txid = tx.txid
+        prev = {}
+        for _, (partition, rotating) in sorted(self.partitions.items()):
+            if rotating.has_state(txid):
+                meta = rotating.get_state(txid)
                 if meta is not None and not isinstance(meta, NothingEmitted):
                     self.emitter.re_emit_partition_batch(tx, collector, partition, meta)
+            elif rotating.has_state_after(txid):
+                rotating.override_state(txid, NothingEmitted(rotating.get_previous_state(txid)))
+            else:
+                prev[partition] = rotating.get_previous_state(txid)
+        if not prev:
             return
-        prev = {p: r.get_previous_state(tx.txid) for p, r in self.partitions.values()}
-        metas = self.emitter.emit_batch_new(tx, collector, set(prev), prev)
-        emitted = dict(self._by_id(metas))
+        emitted = dict(self._by_id(self.emitter.emit_batch_new(tx, collector, set(prev), prev)))
         for pid, (partition, rotating) in self.partitions.items():
-            meta = emitted.get(pid)
-            rotating.override_state(tx.txid, meta if meta is not None else NothingEmitted(prev[partition]))
+            if partition in prev:
+                meta = emitted.get(pid)
+                rotating.override_state(txid, meta if meta is not None else NothingEmitted(prev[partition]))
 
 
 class _OpaqueEmitter(_PartitionedEmitter):

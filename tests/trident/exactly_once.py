@@ -274,6 +274,8 @@ class Store:
 
     _lock = threading.Lock()
     _data: dict[str, dict[tuple, Any]] = {}
+    # every write, in order, as (thread name, key, value): what says how a count came out wrong
+    _writes: dict[str, list[tuple[str, tuple, Any]]] = {}
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -286,6 +288,14 @@ class Store:
     def put(self, items: dict[tuple, Any]) -> None:
         with self._lock:
             self._data.setdefault(self.name, {}).update(items)
+            thread = threading.current_thread().name
+            self._writes.setdefault(self.name, []).extend((thread, k, v) for k, v in items.items())
+
+    def writes_of(self, keys: Iterable[tuple]) -> list[tuple[str, tuple, Any]]:
+        """Every write of ``keys``, in order: ``(thread name, key, value)``."""
+        wanted = set(keys)
+        with self._lock:
+            return [w for w in self._writes.get(self.name, []) if w[1] in wanted]
 
     def items(self) -> dict[tuple, Any]:
         with self._lock:

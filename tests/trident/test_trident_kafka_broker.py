@@ -96,8 +96,10 @@ def test_a_kafka_word_count_stores_every_word_exactly_once_while_batches_fail(cl
     # when off (seen once in a full suite, 2026-12-04: one chunk counted twice), say which
     # sentences the spout emitted under two txids, and which txids were tried when
     twice = {} if spout_kind != "transactional" else emitted_in_two_txids(emitted)
+    off = [(word,) for word, n in counted(TEXT).items() if counts.get(word) != n]
     assert counts == counted(TEXT), (f"emitted under two txids: {twice}; "
-                                     f"attempts: {sorted(set(attempts.items()))}")
+                                     f"attempts: {sorted(set(attempts.items()))}; writes of the keys off: "
+                                     f"{store.writes_of(off)}; induced: {faults.fired()} {faults.notes()}")
     assert faults.fired() == faults.planned()  # every induced failure happened
     assert [n for n in faults.notes() if "timed out" in n], "the held commit was not replayed"
     seen = replays(attempts)

@@ -19,7 +19,7 @@ from squall import Fields
 from squall.trident import TridentTopology
 from squall.trident.builtin import Count
 from squall.trident.operation import FailedException
-from squall.trident.partitioned import IOpaquePartitionedTridentSpout
+from squall.trident.partitioned import IOpaquePartitionedTridentSpout, IPartitionedTridentSpout
 from squall.trident.spout import BatchCoordinator, Emitter, ITridentSpout
 from squall.trident.state import (
     IBackingMap,
@@ -199,6 +199,65 @@ class SentenceParts(IOpaquePartitionedTridentSpout):
 
     def get_output_fields(self) -> Fields:
         return Fields("sentence")
+
+
+# --- a transactional spout whose first batch is held up ---------------------------------------------
+
+class _SlowStartCoordinator(IPartitionedTridentSpout.Coordinator):
+    def __init__(self, pids: list[str], hold_secs: float) -> None:
+        self.pids = pids
+        self.hold_secs = hold_secs
+
+    def get_partitions_for_batch(self) -> list[str]:
+        if self.hold_secs:
+            # the first batch fails late: the next txid's batch, emitted meanwhile, goes on first
+            time.sleep(self.hold_secs)
+            self.hold_secs = 0
+            raise FailedException("induced: the source is not there yet")
+        return self.pids
+
+
+class _TxPartsEmitter(IPartitionedTridentSpout.Emitter):
+    def __init__(self, parts: Mapping[str, list[str]], per_batch: int) -> None:
+        self.parts = parts
+        self.per_batch = per_batch
+
+    def get_ordered_partitions(self, all_partition_info: Any) -> list[Part]:
+        return [Part(p) for p in all_partition_info]
+
+    def emit_batch_new(self, tx, collector, partitions, last_batch_meta):
+        metas = {}
+        for p in partitions:
+            start = last_batch_meta[p]["end"] if last_batch_meta.get(p) else 0
+            metas[p] = {"start": start, "end": min(start + self.per_batch, len(self.parts[p.pid]))}
+            self.re_emit_partition_batch(tx, collector, p, metas[p])
+        return metas
+
+    def re_emit_partition_batch(self, tx, collector, partition, meta) -> None:
+        for i in range(meta["start"], meta["end"]):
+            collector.emit([self.parts[partition.pid][i], partition.pid, i])
+
+
+class SlowStartTxParts(IPartitionedTridentSpout):
+    """A transactional partitioned spout over fixed lists of sentences (partition id ->
+    sentences), ``per_batch`` of each partition a batch, emitting ``[sentence, partition,
+    index]``; its coordinator holds the first batch ``hold_secs`` (longer than the batch emit
+    interval) and then fails it, as a Kafka spout's does while its topic is not there yet, so
+    that txid 2's batch reaches the emitter before txid 1's replay."""
+
+    def __init__(self, parts: Mapping[str, list[str]], per_batch: int, hold_secs: float) -> None:
+        self.parts = dict(parts)
+        self.per_batch = per_batch
+        self.hold_secs = hold_secs
+
+    def get_coordinator(self, conf: dict, context: Any) -> _SlowStartCoordinator:
+        return _SlowStartCoordinator(sorted(self.parts), self.hold_secs)
+
+    def get_emitter(self, conf: dict, context: Any) -> _TxPartsEmitter:
+        return _TxPartsEmitter(self.parts, self.per_batch)
+
+    def get_output_fields(self) -> Fields:
+        return Fields(["sentence", "partition", "index"])
 
 
 # --- induced failures (LocalCluster: every task in this process) -----------------------------------

@@ -90,6 +90,30 @@ class _Refusal:
                         "(topology killed, worker moved or relaunched): %s", component, error)
 
 
+class _FailureLog:
+    """When the master coordinator says that a batch failed: each time a txid fails for the
+    first time in a row, and then at most once every ``interval_secs`` for the same txid, with
+    how many failures of it went unsaid. A source that is down fails the same txid every few
+    milliseconds (its spout coordinator raises at once), and a line for each floods the log;
+    Storm's coordinator says nothing at all."""
+
+    def __init__(self, interval_secs: float = 10.0) -> None:
+        self.interval_secs = interval_secs
+        self.txid: int | None = None
+        self.said_at = float("-inf")
+        self.unsaid = 0
+
+    def failed(self, txid: int, now: float) -> int | None:
+        """``txid`` failed at ``now``: None to say nothing, else how many failures of it went
+        unsaid since the last line."""
+        if txid == self.txid and now - self.said_at < self.interval_secs:
+            self.unsaid += 1
+            return None
+        unsaid = self.unsaid if txid == self.txid else 0
+        self.txid, self.said_at, self.unsaid = txid, now, 0
+        return unsaid
+
+
 class _BackgroundSaves:
     """The master coordinator's saves to a master over the network, on a thread of their own,
     in order: each save's emits are handed back (`done`) once it is durable, and ``wake`` tells
@@ -400,6 +424,7 @@ class MasterBatchCoordinator(Spout):
         self._active = True
         self._component = context.get_this_component_id()
         self._refusal = _Refusal()
+        self._failures = _FailureLog()
         self._saves = _BackgroundSaves(self._component, collector.wake) if _over_the_network(self._states) else None
         log.info("Trident coordinator %s resumes at txid %d", self._component, self.core.current_txid)
 
@@ -432,7 +457,10 @@ class MasterBatchCoordinator(Spout):
         if self._refusal.refused:
             return
         stream, attempt = self._parse(msg_id)
-        log.info("Trident batch %s failed on %s; it is replayed", attempt, stream)
+        unsaid = self._failures.failed(attempt.txid, time.monotonic())
+        if unsaid is not None:
+            log.info("Trident batch %s failed on %s; it is replayed%s", attempt, stream,
+                     f" (and failed {unsaid} more times since the last line)" if unsaid else "")
         self._step(self.core.failed(stream, attempt))
 
     def _step(self, emits: list[CoordinatorEmit]) -> None:

@@ -692,3 +692,14 @@ def test_a_spout_coordinator_reads_its_metadata_once_then_writes_each_batchs_and
     restarted.execute(_Input(BATCH_STREAM, [tx(3, 1)]), out)
     assert restarted.coordinator.seen == [(3, [2], [3])], "the restarted one reads the master's (txid 1 deleted)"
     coordinator.cleanup()
+
+
+def test_a_txid_failing_again_and_again_is_said_once_every_interval_with_the_failures_unsaid():
+    from squall.trident.coordinator import _FailureLog
+    said = _FailureLog(interval_secs=10.0)
+    assert said.failed(1, 0.0) == 0  # its first failure: said
+    assert [said.failed(1, t / 100) for t in range(1, 200)] == [None] * 199  # a source down: 2 s of retries
+    assert said.failed(1, 10.0) == 199  # the next line counts them
+    assert said.failed(3, 10.1) == 0  # another txid: said at once
+    assert said.failed(1, 10.2) == 0  # and txid 1 again is a new run of failures
+    assert said.failed(1, 10.3) is None

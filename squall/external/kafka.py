@@ -252,7 +252,6 @@ class ConfluentConsumer:
 
         self._ck = ck
         self._c = ck.Consumer(dict(props))
-        self._missing: set[str] = set()  # topics found missing, and said so
 
     def _tps(self, tps, offsets=None):
         ck = self._ck
@@ -267,26 +266,13 @@ class ConfluentConsumer:
             raise KafkaUnavailable(f"{what}: {e}") from e
 
     def partitions_for(self, topics):
-        """See `Consumer`. A topic the broker does not know is left out, as storm-kafka-client's
-        ``NamedTopicFilter`` does, with a warning the first time: the spout reads the other
-        topics, and this one from its first partition refresh after it is created (a failure
-        instead made the Trident spout fail and replay a batch every few milliseconds until
-        then). Any other error of a topic's metadata raises `KafkaUnavailable`."""
+        """See `Consumer`."""
         out = []
         for topic in topics:
             md = self._call(f"metadata of topic {topic!r}", self._c.list_topics, topic, timeout=5)
             t = md.topics.get(topic)
-            if t is None or (t.error is not None and t.error.code() == self._ck.KafkaError.UNKNOWN_TOPIC_OR_PART):
-                if topic not in self._missing:
-                    self._missing.add(topic)
-                    log.warning("Kafka topic %r not found: none of its records are read until it exists "
-                                "(looked for at each partition refresh)", topic)
-                continue
-            if t.error is not None:
-                raise KafkaUnavailable(f"topic {topic!r}: {t.error}")
-            if topic in self._missing:
-                self._missing.discard(topic)
-                log.info("Kafka topic %r found: reading its %d partitions", topic, len(t.partitions))
+            if t is None or t.error is not None:
+                raise KafkaUnavailable(f"topic {topic!r}: {t.error if t else 'not found'}")
             out += [TopicPartition(topic, p) for p in t.partitions]
         return out
 

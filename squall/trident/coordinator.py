@@ -320,11 +320,15 @@ class BatchCoordinatorCore:
             out.append(CoordinatorEmit(SUCCESS_STREAM, attempt))
         return out + self._maybe_commit()
 
+    def is_running(self, attempt: TransactionAttempt) -> bool:
+        """Whether ``attempt`` is the running attempt of its txid (not one replaced or dropped)."""
+        status = self.active.get(attempt.txid)
+        return status is not None and status.attempt == attempt
+
     def failed(self, stream: str, attempt: TransactionAttempt) -> list[CoordinatorEmit]:
         """The ``$batch`` or ``$commit`` tree of ``attempt`` failed or timed out: the txid and
         every later active one start again (at the next `next`)."""
-        status = self.active.get(attempt.txid)
-        if status is None or status.attempt != attempt:
+        if not self.is_running(attempt):
             return []
         for txid in [t for t in self.active if t >= attempt.txid]:
             del self.active[txid]
@@ -457,7 +461,8 @@ class MasterBatchCoordinator(Spout):
         if self._refusal.refused:
             return
         stream, attempt = self._parse(msg_id)
-        unsaid = self._failures.failed(attempt.txid, time.monotonic())
+        # only an attempt still running is news: the later txids a failure drops fail after it
+        unsaid = self._failures.failed(attempt.txid, time.monotonic()) if self.core.is_running(attempt) else None
         if unsaid is not None:
             log.info("Trident batch %s failed on %s; it is replayed%s", attempt, stream,
                      f" (and failed {unsaid} more times since the last line)" if unsaid else "")

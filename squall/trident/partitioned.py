@@ -18,8 +18,8 @@ how to emit a batch after the previous one and what describes the batch it emitt
   calls ``re_emit_partition_batch`` with the stored metadata, which must emit exactly the same
   tuples; a txid that reaches a task after a later txid emitted there emits nothing, for good
   (the later one took the records after the txid before; Storm's rule too). That happens when
-  a batch is held up before the emitter (a spout coordinator waiting on its source) past the
-  message timeout while the next txid's batch goes through;
+  a txid's first attempt fails in the spout coordinator after the master emitted the next
+  txid's batch (a Kafka topic not there yet), or is held up there past the message timeout;
 - opaque: every attempt calls ``emit_batch_new`` from the metadata of the txid before it (the one
   this task emitted last, else the stored one), and stores what it returns for the txid,
   replacing an earlier attempt's: the next txid continues after what this attempt emitted. So

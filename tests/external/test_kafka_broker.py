@@ -75,34 +75,6 @@ def test_local_cluster_replays_failed_records_and_commits_every_offset(kafka_bro
     assert sum(seen.values()) == len(values) + len(failed)
 
 
-def test_a_missing_topic_beside_one_that_exists_leaves_the_other_read_and_is_read_once_it_exists(kafka_broker):  # noqa: F811
-    """storm-kafka-client's NamedTopicFilter: a topic the broker does not know is skipped (with a
-    warning), not an error that stops the spout reading its other topics; created later, it is
-    read from its start at the next partition refresh."""
-    values = [f"m{i}" for i in range(100)]
-    later = [f"l{i}" for i in range(40)]
-    kafka_broker.produce("present", values)
-    log = SharedLog()
-    config = spout_config(kafka_broker, "present", "mixed")
-    config.topics = ["present", "absent"]
-    # looked for every 200 ms; a fetch parked at the broker holds a metadata request behind it,
-    # so it waits 20 ms there, not librdkafka's 500
-    config.partition_refresh_period_ms = 200
-    config.props = {**config.props, "fetch.wait.max.ms": 20}
-    builder = TopologyBuilder()
-    builder.set_spout("kafka", KafkaSpout(config), 1)
-    builder.set_bolt("rec", FailFirst(log, frozenset()), 1).shuffle_grouping("kafka")
-    with LocalCluster() as cluster:
-        cluster.submit_topology("mixed", {"topology.message.timeout.secs": 60}, builder.create_topology())
-        try:
-            assert wait_until(lambda: set(log.items()) == set(values), 30), len(log.items())
-            kafka_broker.produce("absent", later)
-            assert wait_until(lambda: set(log.items()) == set(values) | set(later), 30), sorted(set(values) | set(later) - set(log.items()))
-        finally:
-            cluster.kill_topology("mixed", wait_secs=0)
-    assert sorted(log.items()) == sorted(values + later)  # each once: nothing failed
-
-
 CLAIM, HELD = "claimed", "held"
 
 

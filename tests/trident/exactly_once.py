@@ -243,7 +243,9 @@ class SlowStartTxParts(IPartitionedTridentSpout):
     sentences), ``per_batch`` of each partition a batch, emitting ``[sentence, partition,
     index]``; its coordinator holds the first batch ``hold_secs`` (longer than the batch emit
     interval) and then fails it, as a Kafka spout's does while its topic is not there yet, so
-    that txid 2's batch reaches the emitter before txid 1's replay."""
+    that txid 2's batch reaches the emitter before txid 1's replay. The master coordinator must
+    then run on another thread than the spout coordinator (``topology.executor.own.thread``):
+    on a shared one it emits txid 2 only once the watchdog moved it, after a second or more."""
 
     def __init__(self, parts: Mapping[str, list[str]], per_batch: int, hold_secs: float) -> None:
         self.parts = dict(parts)

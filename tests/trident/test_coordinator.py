@@ -703,3 +703,14 @@ def test_a_txid_failing_again_and_again_is_said_once_every_interval_with_the_fai
     assert said.failed(3, 10.1) == 0  # another txid: said at once
     assert said.failed(1, 10.2) == 0  # and txid 1 again is a new run of failures
     assert said.failed(1, 10.3) is None
+
+
+def test_only_the_running_attempt_of_a_txid_is_running():
+    core = BatchCoordinatorCore(max_pending=3, emit_interval_secs=0.0)
+    emitted = core.next(0.0, lambda txid: True)
+    assert [e.attempt for e in emitted] == [TransactionAttempt(t, 0) for t in (1, 2, 3)]
+    assert all(core.is_running(e.attempt) for e in emitted)
+    core.failed(BATCH_STREAM, TransactionAttempt(1, 0))  # drops 2 and 3 with it
+    assert not any(core.is_running(e.attempt) for e in emitted)
+    again = core.next(1.0, lambda txid: True)
+    assert core.is_running(TransactionAttempt(2, 1)) and TransactionAttempt(2, 1) in [e.attempt for e in again]

@@ -143,7 +143,10 @@ def test_a_txid_whose_first_batch_is_held_up_past_the_next_one_takes_no_record_t
     word_count(topo, f"words{n}", Watched(spout, attempts, emitted),
                FlakyMapState("transactional", store, Faults(f"run-{n}", {}), attempts))
     name = f"held-up-{n}"
-    cluster.submit_topology(name, conf(), topo.build())
+    held_up = conf()
+    # the spout coordinator holds its thread: the master coordinator needs its own to emit txid 2
+    held_up["topology.executor.own.thread"] = True
+    cluster.submit_topology(name, held_up, topo.build())
 
     def stored() -> dict:
         return {k[0]: plain("transactional", v) for k, v in store.items().items()}

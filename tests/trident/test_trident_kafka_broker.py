@@ -9,6 +9,8 @@ topology runs, each once the words before it are stored, so they come in many ba
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from squall import Config, LocalCluster
@@ -110,12 +112,11 @@ def test_a_kafka_word_count_stores_every_word_exactly_once_while_batches_fail(cl
           f"{len(faults.fired())} failures induced, {seen.batches} batches, {seen.replayed_batches} replayed")
 
 
-def test_a_topic_created_after_the_topology_started_is_read_whole_and_nothing_fails_before(cluster, kafka_broker):  # noqa: F811
-    """A missing topic is no failure (storm-kafka-client's NamedTopicFilter skips it): batches go
-    through empty until it exists, then its partitions are picked up at a partition refresh and
-    read from their start. Before, each batch failed in the spout coordinator and was replayed
-    every few milliseconds, which let a later txid's batch overtake it (the double count fixed in
-    squall.trident.partitioned)."""
+def test_a_topic_created_after_the_topology_started_is_counted_exactly(cluster, kafka_broker):  # noqa: F811
+    """Until the topic exists each batch fails in the spout coordinator and is replayed; a
+    txid's batch that fails there after the master emitted the next one is overtaken by it,
+    which counted the first records twice before squall.trident.partitioned gave such a txid
+    nothing (seen 2026-12-04 in the word count above, whose topic is created as it starts)."""
     topic = "sentences-late"
     attempts, emitted = SharedLog(), SharedLog()
     store = Store("kafka-late")
@@ -125,17 +126,15 @@ def test_a_topic_created_after_the_topology_started_is_read_whole_and_nothing_fa
     conf = Config()
     conf["topology.max.spout.pending"] = PENDING
     conf["topology.message.timeout.secs"] = MESSAGE_TIMEOUT_SECS
+    text = sentences(30)
+
+    def stored() -> dict:
+        return {k[0]: plain("transactional", v) for k, v in store.items().items()}
+
     cluster.submit_topology("kafka-late", conf, topo.build())
     try:
-        assert wait_until(lambda: len({txid for txid, _ in attempts.items()}) >= 3, 30), attempts.items()
-        before = attempts.items()
-        assert all(attempt == 0 for _, attempt in before), f"batches failed while the topic was missing: {before}"
-        text = sentences(30)
+        time.sleep(1.5)  # batches fail meanwhile: the topic is not there
         kafka_broker.produce(topic, text)
-
-        def stored() -> dict:
-            return {k[0]: plain("transactional", v) for k, v in store.items().items()}
-
         assert wait_until(lambda: sum(stored().values()) >= sum(counted(text).values()), 60), stored()
         last = max(txid for txid, _ in attempts.items())
         assert wait_until(lambda: max(txid for txid, _ in attempts.items()) > last + PENDING, 60)

@@ -161,7 +161,9 @@ class _PartsCoordinator(IOpaquePartitionedTridentSpout.Coordinator):
         return self.pids
 
 
-class _PartsEmitter(IOpaquePartitionedTridentSpout.Emitter):
+class _ListsEmitter:
+    """What the emitters over fixed lists share: the lists, the batch size, the partitions."""
+
     def __init__(self, parts: Mapping[str, list[str]], per_batch: int) -> None:
         self.parts = parts
         self.per_batch = per_batch
@@ -169,6 +171,8 @@ class _PartsEmitter(IOpaquePartitionedTridentSpout.Emitter):
     def get_ordered_partitions(self, all_partition_info: Any) -> list[Part]:
         return [Part(p) for p in all_partition_info]
 
+
+class _PartsEmitter(_ListsEmitter, IOpaquePartitionedTridentSpout.Emitter):
     def emit_batch_new(self, tx, collector, partitions, last_batch_meta):
         metas = {}
         for p in partitions:
@@ -203,28 +207,41 @@ class SentenceParts(IOpaquePartitionedTridentSpout):
 
 # --- a transactional spout whose first batch is held up ---------------------------------------------
 
+class _SecondBatch:
+    """Per name, in this process: set once the master coordinator asked whether txid 2 may
+    start (it emits it right after), which the spout coordinator's copy waits for."""
+
+    _lock = threading.Lock()
+    _events: dict[str, threading.Event] = {}  # noqa: RUF012 (shared by every copy, on purpose)
+
+    @classmethod
+    def event(cls, name: str) -> threading.Event:
+        with cls._lock:
+            return cls._events.setdefault(name, threading.Event())
+
+
 class _SlowStartCoordinator(IPartitionedTridentSpout.Coordinator):
-    def __init__(self, pids: list[str], hold_secs: float) -> None:
+    def __init__(self, pids: list[str], name: str) -> None:
         self.pids = pids
-        self.hold_secs = hold_secs
+        self.name = name
+        self.held = False
+
+    def is_ready(self, txid: int) -> bool:
+        if txid >= 2:  # the master's copy: txid 2 goes out now
+            _SecondBatch.event(self.name).set()
+        return True
 
     def get_partitions_for_batch(self) -> list[str]:
-        if self.hold_secs:
-            # the first batch fails late: the next txid's batch, emitted meanwhile, goes on first
-            time.sleep(self.hold_secs)
-            self.hold_secs = 0
+        if not self.held:
+            # txid 1's batch fails only once txid 2's is on its way, which so goes on first
+            self.held = True
+            if not _SecondBatch.event(self.name).wait(120):
+                raise AssertionError("the master coordinator never asked for txid 2")
             raise FailedException("induced: the source is not there yet")
         return self.pids
 
 
-class _TxPartsEmitter(IPartitionedTridentSpout.Emitter):
-    def __init__(self, parts: Mapping[str, list[str]], per_batch: int) -> None:
-        self.parts = parts
-        self.per_batch = per_batch
-
-    def get_ordered_partitions(self, all_partition_info: Any) -> list[Part]:
-        return [Part(p) for p in all_partition_info]
-
+class _TxPartsEmitter(_ListsEmitter, IPartitionedTridentSpout.Emitter):
     def emit_batch_new(self, tx, collector, partitions, last_batch_meta):
         metas = {}
         for p in partitions:
@@ -241,19 +258,20 @@ class _TxPartsEmitter(IPartitionedTridentSpout.Emitter):
 class SlowStartTxParts(IPartitionedTridentSpout):
     """A transactional partitioned spout over fixed lists of sentences (partition id ->
     sentences), ``per_batch`` of each partition a batch, emitting ``[sentence, partition,
-    index]``; its coordinator holds the first batch ``hold_secs`` (longer than the batch emit
-    interval) and then fails it, as a Kafka spout's does while its topic is not there yet, so
-    that txid 2's batch reaches the emitter before txid 1's replay. The master coordinator must
-    then run on another thread than the spout coordinator (``topology.executor.own.thread``):
-    on a shared one it emits txid 2 only once the watchdog moved it, after a second or more."""
+    index]``; its coordinator holds the first batch until the master coordinator is about to
+    emit txid 2 and then fails it, as a Kafka spout's does while its topic is not there yet, so
+    that txid 2's batch reaches the emitter before txid 1's replay. ``name`` (unique per
+    topology) names the event the two copies of the coordinator share. The master coordinator
+    must run on another thread than the spout coordinator (``topology.executor.own.thread``):
+    on a shared one it asks only once the watchdog moved it, after a second or more."""
 
-    def __init__(self, parts: Mapping[str, list[str]], per_batch: int, hold_secs: float) -> None:
+    def __init__(self, parts: Mapping[str, list[str]], per_batch: int, name: str) -> None:
         self.parts = dict(parts)
         self.per_batch = per_batch
-        self.hold_secs = hold_secs
+        self.name = name
 
     def get_coordinator(self, conf: dict, context: Any) -> _SlowStartCoordinator:
-        return _SlowStartCoordinator(sorted(self.parts), self.hold_secs)
+        return _SlowStartCoordinator(sorted(self.parts), self.name)
 
     def get_emitter(self, conf: dict, context: Any) -> _TxPartsEmitter:
         return _TxPartsEmitter(self.parts, self.per_batch)

@@ -130,15 +130,15 @@ def test_a_non_transactional_map_over_counts_under_the_same_failures(cluster):
 
 
 def test_a_txid_whose_first_batch_is_held_up_past_the_next_one_takes_no_record_twice(cluster):
-    """Txid 1's first batch fails late in the spout coordinator (a source not there yet), after
-    the master emitted txid 2's, which reaches the emitters first and takes the first sentences;
+    """Txid 1's first batch fails in the spout coordinator (a source not there yet) once the
+    master is emitting txid 2's, which reaches the emitters first and takes the first sentences;
     txid 1, replayed after, must take none of them again (the Kafka word count's first chunk was
     counted twice so, 2026-12-04)."""
     n = next(_names)
     attempts, emitted = SharedLog(), SharedLog()
     store = Store(f"run-{n}")
     spout = PartitionedTridentSpoutExecutor(SlowStartTxParts({"p0": TEXT[0::2], "p1": TEXT[1::2]},
-                                                             per_batch=BATCH // 2, hold_secs=2.0))
+                                                             per_batch=BATCH // 2, name=f"held-up-{n}"))
     topo = TridentTopology()
     word_count(topo, f"words{n}", Watched(spout, attempts, emitted),
                FlakyMapState("transactional", store, Faults(f"run-{n}", {}), attempts))

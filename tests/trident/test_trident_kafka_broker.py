@@ -9,7 +9,7 @@ topology runs, each once the words before it are stored, so they come in many ba
 
 from __future__ import annotations
 
-import time
+import logging
 
 import pytest
 
@@ -112,7 +112,7 @@ def test_a_kafka_word_count_stores_every_word_exactly_once_while_batches_fail(cl
           f"{len(faults.fired())} failures induced, {seen.batches} batches, {seen.replayed_batches} replayed")
 
 
-def test_a_topic_created_after_the_topology_started_is_counted_exactly(cluster, kafka_broker):  # noqa: F811
+def test_a_topic_created_after_the_topology_started_is_counted_exactly(cluster, kafka_broker, caplog):  # noqa: F811
     """Until the topic exists each batch fails in the spout coordinator and is replayed; a
     txid's batch that fails there after the master emitted the next one is overtaken by it,
     which counted the first records twice before squall.trident.partitioned gave such a txid
@@ -131,11 +131,12 @@ def test_a_topic_created_after_the_topology_started_is_counted_exactly(cluster, 
     def stored() -> dict:
         return {k[0]: plain("transactional", v) for k, v in store.items().items()}
 
+    caplog.set_level(logging.INFO, logger="squall.trident.coordinator")
     cluster.submit_topology("kafka-late", conf, topo.build())
     try:
-        # a while in which batches fail, the topic not being there (how long changes nothing
-        # the test asserts: whatever happened before it is created, the counts must be exact)
-        time.sleep(1.5)
+        # the topic is created once a batch has failed for want of it (the master says so)
+        assert wait_until(lambda: any("failed on $batch" in r.getMessage() for r in caplog.records), 60), \
+            "no batch failed while the topic was missing"
         kafka_broker.produce(topic, text)
         assert wait_until(lambda: sum(stored().values()) >= sum(counted(text).values()), 60), stored()
         last = max(txid for txid, _ in attempts.items())

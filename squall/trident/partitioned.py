@@ -30,7 +30,10 @@ Storm stores an opaque batch's metadata in the emitter's ``commit`` (an ``ICommi
 bolt subscribes to ``$commit``). squall's spout bolt does not get ``$commit``, so the metadata is
 stored when the batch is emitted instead: the last attempt of a txid is the one its state commit
 saw, so what is stored for a committed txid is what was committed, which is all the next txid
-needs. Success (``$success``) drops the metadata of older txids.
+needs. A partition the source stopped listing keeps nothing for a txid whose earlier attempt read
+it: each task drops that when its partitions change (Storm's commit does it), so the txid that
+finds it again resumes after the last committed batch. Success (``$success``) drops the
+metadata of older txids.
 """
 
 from __future__ import annotations
@@ -74,6 +77,9 @@ class TxStore(Protocol):
 
     def put(self, key: str, value: Any) -> None:
         """Store ``value`` at ``key`` durably."""
+
+    def list(self, prefix: str = "") -> list[str]:
+        """The keys kept that start with ``prefix``."""
 
 
 @dataclass(frozen=True)
@@ -288,6 +294,7 @@ class _PartitionedEmitter(Emitter):
         self.num_tasks = len(context.get_component_tasks(context.get_this_component_id()))
         self.saved_coordinator_meta: Any = None
         self.partitions: dict[str, tuple[Any, RotatingTransactionalState]] = {}
+        self.valid_keys: set[str] = set()  # the keys of every partition the source lists now
 
     def _refresh(self, coordinator_meta: Any) -> bool:
         if self.partitions and self.saved_coordinator_meta == coordinator_meta:
@@ -296,6 +303,7 @@ class _PartitionedEmitter(Emitter):
         mine = self.emitter.get_partitions_for_task(self.index, self.num_tasks, ordered)
         self.partitions = {p.get_id(): (p, RotatingTransactionalState(self.store, partition_key(p.get_id())))
                            for p in mine}
+        self.valid_keys = {partition_key(p.get_id()) for p in ordered}
         self.emitter.refresh_partitions(mine)
         self.saved_coordinator_meta = coordinator_meta
         return True
@@ -358,7 +366,8 @@ class _OpaqueEmitter(_PartitionedEmitter):
 
     def emit_batch(self, tx: TransactionAttempt, metadata: Any, collector: Any) -> None:
         """Every attempt emits anew from the txid before's metadata."""
-        self._refresh(metadata)
+        if self._refresh(metadata):
+            self._forget_vanished(tx.txid)
         older = [t for t in self.cached if t < tx.txid]
         prev_cached = self.cached[max(older)] if older else {}
         prev = {}
@@ -372,6 +381,17 @@ class _OpaqueEmitter(_PartitionedEmitter):
                 meta = metas[pid] = NothingEmitted(prev[partition])
             rotating.override_state(tx.txid, meta)
         self.cached[tx.txid] = metas
+
+    def _forget_vanished(self, txid: int) -> None:
+        """Drops ``txid``'s metadata of the partitions the source no longer lists (Storm's
+        emitter does this at its commit): an earlier attempt of ``txid`` that read one of them
+        failed, and a later txid that finds it again must resume where the txid before left it,
+        not after records that no committed batch holds. Every task does it when its
+        partitions change, after its own earlier attempts (it runs them in order), and from the
+        store, which a restarted task still has."""
+        for key in self.store.list():
+            if key not in self.valid_keys:
+                RotatingTransactionalState(self.store, key).remove_state(txid)
 
     def success(self, tx: TransactionAttempt) -> None:
         """Drops what is kept of the txids before ``tx``."""

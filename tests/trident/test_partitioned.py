@@ -278,3 +278,33 @@ def test_a_partition_left_out_of_a_batch_carries_on_where_it_was_after_a_success
     records = [r for [r] in seen]
     assert sorted(records) == sorted(r for rs in src.data.values() for r in rs), records
     assert len(records) == len(set(records)) == 8
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_an_opaque_replay_without_a_partition_leaves_its_records_to_the_next_txid(restart):
+    """Txid 2's first attempt reads p0 and p1 and fails; p1 is gone when it is replayed (a
+    partition the source no longer lists for a while); the replay commits p0 alone. When p1 is
+    back, txid 3 must start p1 where txid 1 left it: the failed attempt's p1 records were never
+    committed. (Storm clears a vanished partition's state for the txid at its commit.) With
+    ``restart`` the task restarts between the two attempts, so only the store knows p1."""
+    src = Lists(2, batch=2)
+    src.add(2)
+    d = Driver(OpaquePartitionedTridentSpoutExecutor(OpSpout(src)))
+    committed = [*d.emit(1)]
+    d.success(1)
+    src.add(2)
+    assert sorted(d.emit(2)) == [["p0-2"], ["p0-3"], ["p1-2"], ["p1-3"]]  # fails
+    p1 = src.data.pop("p1")
+    if restart:
+        d.restart()
+    replay = d.emit(2)
+    assert sorted(replay) == [["p0-2"], ["p0-3"]]
+    committed += replay
+    d.success(2)
+    src.data["p1"] = p1
+    for txid in (3, 4):
+        committed += d.emit(txid)
+        d.success(txid)
+    records = [r for [r] in committed]
+    assert sorted(records) == sorted(r for rs in src.data.values() for r in rs), records
+    assert len(records) == len(set(records)) == 8

@@ -12,7 +12,9 @@ how to emit a batch after the previous one and what describes the batch it emitt
 - each task of the spout's bolt takes partitions ``i, i + n, ...`` of the ordered list, and keeps
   each partition's metadata per txid in the topology's transactional state (Storm's
   ``RotatingTransactionalState`` under ``<txid key>/user``, kept where the coordinator keeps its
-  own), so a restarted task finds it;
+  own), so a restarted task finds it. A partition that moves to another task (the list
+  changed) while txids are in flight is read there from the store, and a txid that finds the
+  txid before not stored yet by the old task fails and is replayed (Storm resumes from whatever it finds stored);
 - transactional: a txid never emitted before calls ``emit_batch_new`` with each partition's
   metadata of the previous txid, and stores what it returns; a txid emitted before (a replay)
   calls ``re_emit_partition_batch`` with the stored metadata, which must emit exactly the same
@@ -45,6 +47,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .._errors import FailedException
 from .._fields import Fields
 from .coordinator import TransactionAttempt
 from .spout import BatchCoordinator, Emitter, ITridentSpout
@@ -291,22 +294,54 @@ class _PartitionedEmitter(Emitter):
         # Storm's TransactionalState.newUserState(conf, txid key): beside the coordinator's own
         self.store = context.transactional_state(f"{txid_key}/user")
         self.index = context.get_this_task_index()
+        self.component = context.get_this_component_id()
         self.num_tasks = len(context.get_component_tasks(context.get_this_component_id()))
         self.saved_coordinator_meta: Any = None
         self.partitions: dict[str, tuple[Any, RotatingTransactionalState]] = {}
-        self.valid_keys: set[str] = set()  # the keys of every partition the source lists now
+        self.listed_now: frozenset[str] = frozenset()  # every partition the source lists now
+        self.listed: dict[int, frozenset[str]] = {}  # per txid, what its last attempt seen here listed
+        # partitions new here whose metadata another task may still be writing: read again from
+        # the store until the txid before is there (`_begin`), and meanwhile never written back
+        self.unsettled: set[str] = set()
 
     def _refresh(self, coordinator_meta: Any) -> bool:
         if self.partitions and self.saved_coordinator_meta == coordinator_meta:
             return False
         ordered = self.emitter.get_ordered_partitions(coordinator_meta)
         mine = self.emitter.get_partitions_for_task(self.index, self.num_tasks, ordered)
+        self.unsettled |= {p.get_id() for p in mine} - set(self.partitions)
         self.partitions = {p.get_id(): (p, RotatingTransactionalState(self.store, partition_key(p.get_id())))
                            for p in mine}
-        self.valid_keys = {partition_key(p.get_id()) for p in ordered}
+        self.listed_now = frozenset(p.get_id() for p in ordered)
         self.emitter.refresh_partitions(mine)
         self.saved_coordinator_meta = coordinator_meta
         return True
+
+    def _begin(self, tx: TransactionAttempt, coordinator_meta: Any) -> bool:
+        """Takes the attempt's partitions (whether they changed). A partition new to this task
+        (moved from another, or every one after a restart) is read again from the store, and
+        must have the txid before stored if that txid listed it.
+
+        Raises:
+            FailedException: a partition moved here from another task, which has not yet
+                emitted (and stored) it in the txid before: resuming from an older batch would
+                take that txid's records again. Tasks run apart, so the order of two txids in
+                flight is kept only within a task; the batch fails and its replay finds it.
+        """
+        changed = self._refresh(coordinator_meta)
+        before = self.listed.get(tx.txid - 1, frozenset())
+        self.listed[tx.txid] = self.listed_now  # also if this fails: a later txid's check needs it
+        for pid in sorted(self.unsettled & set(self.partitions)):
+            fresh = RotatingTransactionalState(self.store, partition_key(pid))
+            if pid in before and not fresh.has_state(tx.txid - 1):
+                raise FailedException(
+                    f"spout [{self.component}] task index {self.index}: partition [{pid}] came here from "
+                    f"another task, which has not yet stored its batch of txid {tx.txid - 1}; txid "
+                    f"{tx.txid} fails and is replayed")
+            self.partitions[pid] = (self.partitions[pid][0], fresh)
+            self.unsettled.discard(pid)
+        self.unsettled &= set(self.partitions)
+        return changed
 
     def _by_id(self, metas: Mapping[Any, Any]) -> Iterable[tuple[str, Any]]:
         for partition, meta in metas.items():
@@ -318,8 +353,11 @@ class _PartitionedEmitter(Emitter):
 
     def success(self, tx: TransactionAttempt) -> None:
         """Drops the metadata of the txids before ``tx`` (it stays the previous of the next)."""
-        for _, rotating in self.partitions.values():
-            rotating.cleanup_before(tx.txid)
+        for pid, (_, rotating) in self.partitions.items():
+            if pid not in self.unsettled:  # else a stale copy: the cleanup waits for a fresh one
+                rotating.cleanup_before(tx.txid)
+        for t in [t for t in self.listed if t < tx.txid]:
+            del self.listed[t]
 
     def close(self) -> None:
         """Closes the spout's emitter."""
@@ -335,7 +373,7 @@ class _TransactionalEmitter(_PartitionedEmitter):
         for good (its batch reached this task after a later one's, whose records follow the
         txid before: emitting them here too would put them in two txids); a new txid from the
         previous txid's metadata."""
-        self._refresh(metadata)
+        self._begin(tx, metadata)
         txid = tx.txid
         prev = {}
         for _, (partition, rotating) in sorted(self.partitions.items()):
@@ -366,7 +404,7 @@ class _OpaqueEmitter(_PartitionedEmitter):
 
     def emit_batch(self, tx: TransactionAttempt, metadata: Any, collector: Any) -> None:
         """Every attempt emits anew from the txid before's metadata."""
-        if self._refresh(metadata):
+        if self._begin(tx, metadata):
             self._forget_vanished(tx.txid)
         older = [t for t in self.cached if t < tx.txid]
         prev_cached = self.cached[max(older)] if older else {}
@@ -389,8 +427,9 @@ class _OpaqueEmitter(_PartitionedEmitter):
         not after records that no committed batch holds. Every task does it when its
         partitions change, after its own earlier attempts (it runs them in order), and from the
         store, which a restarted task still has."""
+        listed = {partition_key(pid) for pid in self.listed_now}
         for key in self.store.list():
-            if key not in self.valid_keys:
+            if key not in listed:
                 RotatingTransactionalState(self.store, key).remove_state(txid)
 
     def success(self, tx: TransactionAttempt) -> None:

@@ -75,12 +75,19 @@ class Driver:
 
     def emit(self, txid: int) -> list:
         """One attempt of ``txid`` on every task: the tuples emitted, in task order."""
-        attempt = self.attempts[txid] = self.attempts.get(txid, -1) + 1
+        self.start(txid)
+        return [values for task in range(self.num_tasks) for values in self.emit_on(txid, task)]
+
+    def start(self, txid: int) -> None:
+        """The spout coordinator's part of a new attempt of ``txid``: its metadata."""
+        self.attempts[txid] = self.attempts.get(txid, -1) + 1
         self.metadata[txid] = self.coordinator.initialize_transaction(
             txid, self.metadata.get(txid - 1), self.metadata.get(txid))
+
+    def emit_on(self, txid: int, task: int) -> list:
+        """The current attempt of ``txid`` (`start`) on task ``task`` alone: the tuples emitted."""
         out = Recorder()
-        for emitter in self.emitters:
-            emitter.emit_batch(TransactionAttempt(txid, attempt), self.metadata[txid], out)
+        self.emitters[task].emit_batch(TransactionAttempt(txid, self.attempts[txid]), self.metadata[txid], out)
         return out.values
 
     def success(self, txid: int) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from squall import Fields
+from squall import FailedException, Fields
 from squall.trident.partitioned import (
     IOpaquePartitionedTridentSpout, IPartitionedTridentSpout, OpaquePartitionedTridentSpoutExecutor,
     PartitionedTridentSpoutExecutor, RotatingTransactionalState, partition_key)
@@ -308,3 +308,38 @@ def test_an_opaque_replay_without_a_partition_leaves_its_records_to_the_next_txi
     records = [r for [r] in committed]
     assert sorted(records) == sorted(r for rs in src.data.values() for r in rs), records
     assert len(records) == len(set(records)) == 8
+
+
+@pytest.mark.parametrize("opaque", [False, True])
+def test_a_partition_that_moves_to_another_task_waits_for_its_previous_batch(opaque):
+    """A new partition reorders the list, and p2 moves from task 1 to task 0 between txids 2 and
+    3, both in flight. Task 0 reaches txid 3 before task 1 has emitted txid 2 (tasks run apart):
+    emitting p2 from the last batch it finds stored (txid 1's) would take txid 2's p2 records
+    again, so txid 3 fails there, and its replay, once txid 2 is stored, continues after it."""
+    src = Lists(0, batch=2)
+    src.data = {"p1": [], "p2": []}
+    src.add(3)
+    spout = OpSpout(src) if opaque else TxSpout(src)
+    d = Driver((OpaquePartitionedTridentSpoutExecutor if opaque else PartitionedTridentSpoutExecutor)(spout),
+               num_tasks=2)
+    committed = [*d.emit(1)]
+    d.success(1)
+    d.start(2)  # [p1, p2]: task 0 has p1, task 1 p2
+    src.data["p0"] = []
+    src.add(2)
+    d.start(3)  # [p0, p1, p2]: task 0 has p0 and p2, task 1 p1
+    committed += d.emit_on(2, 0)
+    with pytest.raises(FailedException, match=r"\[p2\].*txid 2"):
+        d.emit_on(3, 0)
+    committed += d.emit_on(2, 1)
+    d.emit_on(3, 1)  # txid 3 failed: what it emitted here is not committed
+    d.success(2)
+    d.start(3)
+    committed += d.emit(3)
+    d.success(3)
+    for txid in (4, 5):
+        committed += d.emit(txid)
+        d.success(txid)
+    records = [r for [r] in committed]
+    assert sorted(records) == sorted(r for rs in src.data.values() for r in rs), records
+    assert len(records) == len(set(records)) == 12

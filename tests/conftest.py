@@ -133,6 +133,26 @@ def _spark_jvm_started() -> bool:
     return context is not None and getattr(context.SparkContext, "_gateway", None) is not None
 
 
+def _forget_stopped_sessions_settings() -> None:
+    """Once no Spark session runs in this process, clear the ``spark.*`` Java system properties.
+
+    pyspark launches its JVM once per process, with the first session's settings given to
+    spark-submit, which makes them system properties; every later SparkConf reads them as
+    defaults. So the first Spark test's settings leaked into every later one's session:
+    tests/trident_spark's ``spark.python.daemon.module`` ran tests/spark's workers under
+    squall's daemon (whose processes its helpers did not recognise), and the Spark host's
+    ``spark.pyspark.python`` replaced tests/trident_spark's launcher. Each session now starts
+    from its own settings, as in a process of its own."""
+    import sys
+    context = sys.modules.get("pyspark.core.context") or sys.modules.get("pyspark.context")
+    if context is None or context.SparkContext._jvm is None or context.SparkContext._active_spark_context:
+        return
+    system = context.SparkContext._jvm.java.lang.System
+    for key in list(system.getProperties().stringPropertyNames()):
+        if key.startswith("spark."):
+            system.clearProperty(key)
+
+
 _marked_spark_ran = False  # in this process: after one, pyspark's JVM is expected to run
 
 
@@ -145,6 +165,7 @@ def pytest_runtest_teardown(item: pytest.Item):
     outcome = yield
     if item.get_closest_marker("spark") is not None:
         _marked_spark_ran = True
+        _forget_stopped_sessions_settings()
     elif hasattr(item.config, "workerinput") and not _marked_spark_ran and _spark_jvm_started():
         outcome.force_exception(AssertionError(
             f"{item.nodeid} (or a fixture it shares) started Spark but has no spark mark: add it to "

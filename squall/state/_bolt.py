@@ -339,12 +339,20 @@ class CheckpointTupleForwarder(_CheckpointAware):
         if tup.source_stream == CHECKPOINT_STREAM_ID:
             self._checkpoint(tup)
             return
-        if not is_tick_tuple(tup):  # a tick needs no ack: none would ever settle it
+        tracked = not is_tick_tuple(tup)  # a tick needs no ack: none would ever settle it
+        if tracked:
             self.in_flight.given(tup)
-        if self.basic is None:
-            self.bolt.execute(tup)
-        else:
-            self.basic.run(self.bolt, tup)
+        try:
+            if self.basic is None:
+                self.bolt.execute(tup)
+            else:
+                self.basic.run(self.bolt, tup)
+        except BaseException:
+            # the engine fails the input (or crashes the worker), past this wrapper: settled
+            # here, or every checkpoint behind it waits for it forever
+            if tracked:
+                self.in_flight.settled(tup, failed=True)
+            raise
 
     def handle_checkpoint(self, tup: Tuple, action: str, txid: int) -> bool:
         def release(failed: bool) -> None:  # on whichever thread settled the last input before it

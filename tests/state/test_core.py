@@ -468,6 +468,28 @@ def test_a_prepare_behind_a_failed_input_fails_so_the_state_rolls_back():
     assert passed_on(rec) == [[0, ROLLBACK]]
 
 
+def test_an_input_whose_execute_raised_is_settled_so_the_checkpoints_behind_it_pass():
+    """A bolt that raises on a bad record (not fail-fast: the engine fails that input) never
+    acks or fails it itself; held open, every checkpoint behind it waited forever, so the
+    stateful bolt after it never committed and its inputs timed out and replayed, forever."""
+    class Raises(WritesLater):
+        def execute(self, tup):
+            if tup[0] == "bad":
+                raise ValueError("bad record")
+            super().execute(tup)
+    ex, rec = CheckpointTupleForwarder(Raises()), Recorder()
+    ex.prepare({}, BoltCtx(HostMemory(), {"$checkpointspout": [9]}), rec)
+    with pytest.raises(ValueError, match="bad record"):
+        ex.execute(Tuple(["bad"], DATA))
+    prepare = cp(0, PREPARE)
+    ex.execute(prepare)
+    assert passed_on(rec) == [] and prepare in rec.failed  # the failed input costs a rollback
+    ex.execute(cp(0, ROLLBACK))
+    ex.execute(cp(0, INITSTATE))
+    ex.execute(cp(1, PREPARE))
+    assert passed_on(rec) == [[0, ROLLBACK], [0, INITSTATE], [1, PREPARE]]
+
+
 # --- the builder's wiring -------------------------------------------------------------------------------------------
 
 class Src(Spout):

@@ -2,13 +2,15 @@
 bad input (a value that cannot be serialized with pickle off, a state provider that cannot be
 reached) is reported naming the component and the key."""
 
+from collections import Counter
+
 import pytest
 
-from squall import BaseStatefulBolt, Config, Fields, LocalCluster, TopologyBuilder
+from squall import BaseStatefulBolt, BasicBolt, Config, Fields, LocalCluster, TopologyBuilder
 from squall.testing import FeederSpout
 
 from ..conftest import wait_until
-from .counting import acked, check_counts, counting_topology
+from .counting import CountIds, ReplayingSpout, acked, check_counts, counting_topology, emitted
 
 N = 1000
 
@@ -53,6 +55,58 @@ def test_a_crashed_worker_rolls_state_back_and_nothing_is_lost(cluster, tmp_path
     twice, replayed = check_counts(_counts(cluster, "counting"), N, tmp_path)
     assert replayed > 0, "nothing was replayed: the crash hit no tuple in flight"
     print(f"LocalCluster crash: {twice} updates applied twice, {replayed} tuples replayed")
+
+
+class DeadLettering(ReplayingSpout):
+    """Replays what fails, but an id whose input raised three times is given up (the
+    dead-letter rule of a user's spout) and written to ``dead.txt``."""
+
+    def fail_with(self, msg_id, cause):
+        if cause.kind == "exception":
+            self.raised = getattr(self, "raised", Counter())
+            self.raised[msg_id] += 1
+            if self.raised[msg_id] >= 3:
+                with open(self.dir / "dead.txt", "a") as f:
+                    f.write(f"{msg_id}\n")
+                return
+        self.fail(msg_id)
+
+
+class RaisesOn(BasicBolt):
+    """Passes ids on, and raises on ``bad`` every time (a record it cannot parse)."""
+
+    def __init__(self, bad):
+        self.bad = bad
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("id"))
+
+    def execute(self, tup, collector):
+        if tup[0] == self.bad:
+            raise ValueError(f"cannot parse record {tup[0]}")
+        collector.emit([tup[0]])
+
+
+def test_a_record_that_raises_before_a_stateful_bolt_costs_a_rollback_not_the_topology(cluster, tmp_path):
+    """One bad record raises in a plain bolt before a stateful one (which fails only that
+    input): the checkpoints behind it went on, every other id is acked and counted, and the
+    bad one is dead-lettered. It used to stall every checkpoint after it for good."""
+    bad = N // 2
+    b = TopologyBuilder()
+    b.set_spout("source", DeadLettering(N), 1)
+    b.set_bolt("work", RaisesOn(bad), 2).shuffle_grouping("source")
+    b.set_bolt("count", CountIds(), 2).fields_grouping("work", ["id"])
+    cluster.submit_topology("poison", _conf(tmp_path), b.create_topology())
+    good = set(range(N)) - {bad}
+    assert wait_until(lambda: acked(tmp_path) >= good and (tmp_path / "dead.txt").exists(), 60), \
+        f"ids never acked: {sorted(good - acked(tmp_path))[:20]}"
+    assert bad not in acked(tmp_path) and (tmp_path / "dead.txt").read_text().split() == [str(bad)]
+    assert wait_until(lambda: set(_counts(cluster, "poison")) >= good, 30), "the last ids were never committed"
+    cluster.kill_topology("poison", wait_secs=0)
+    counts = _counts(cluster, "poison")
+    emits = emitted(tmp_path)
+    assert set(counts) == good, sorted(set(counts) ^ good)[:20]
+    assert all(1 <= c <= emits[i] for i, c in counts.items()), "an update lost, or applied more often than emitted"
 
 
 class Keep(BaseStatefulBolt):

@@ -645,7 +645,15 @@ class Master:
 
     def _planned(self, name: str, conf: dict[str, Any], topology: bytes, initial_status: str) -> Planned:
         self._check_new_name(name)
-        return self._new_plan(name, conf, cloudpickle.loads(topology), initial_status)  # an authenticated client's
+        try:
+            loaded = cloudpickle.loads(topology)  # an authenticated client's
+        except ImportError as e:
+            raise InvalidTopologyException(
+                f"the master cannot load topology {name!r}: {type(e).__name__}: {e}. Its code refers to a module "
+                f"that did not travel with it (squall ships the user modules its components reach, but not one "
+                f"imported inside a function or named in a string): make it importable where the master and the "
+                f"workers run (install it, or put its directory on their PYTHONPATH)") from None
+        return self._new_plan(name, conf, loaded, initial_status)
 
     def plan_submission(self, name: str, conf: dict[str, Any], topology: bytes,
                         initial_status: str = "ACTIVE") -> Outcome:

@@ -7,7 +7,8 @@ class but every user module that code reaches: ``from helpers import shout`` put
 the component's module, ``import helpers2`` puts the module itself there, and ``helpers`` may in
 turn import ``formats``. `user_modules` follows those references through the modules' globals
 (functions, classes, modules, and the types of other values), transitively and once per
-namespace, so cycles end. It imports nothing: a module that is not loaded in this process is
+namespace, so cycles end, and through what the components hold at any depth (their attributes'
+objects, lists and dicts: a Trident bolt of squall's holds the user's operations in its plan). It imports nothing: a module that is not loaded in this process is
 not the user's code here (in the master, the classes that came by value have no module to load).
 
 What it cannot see: an ``import`` inside a function body that has not run yet, and modules
@@ -80,32 +81,61 @@ def _is_user_namespace(ns: dict[str, Any]) -> bool:
     return isinstance(path, str) and is_user_file(path)
 
 
+_ATOMS = frozenset({str, bytes, int, float, bool, complex, type(None)})
+
+
 class _Finder:
-    """One search: the namespaces walked so far (by identity, so cycles end) and the top-level
-    modules found."""
+    """One search: the namespaces and held objects walked so far (by identity, so cycles end)
+    and the top-level modules found."""
 
     def __init__(self) -> None:
         self.found: dict[str, ModuleType] = {}
         self._walked: set[int] = set()
         self._types: set[int] = set()
         self._todo: list[dict[str, Any]] = []
+        self._held: list[Any] = []
+        self._held_seen: set[int] = set()
 
     def run(self, roots: Iterable[Any]) -> list[ModuleType]:
-        for obj in roots:
-            self._value(type(obj))
-            # what the instance holds: a helper object, a function, a module
-            for held in list(getattr(obj, "__dict__", {}).values()):
-                self._safely(held)
-        while self._todo:
-            ns = self._todo.pop()
-            for value in list(ns.values()):
-                self._safely(value)
+        self._held = list(roots)
+        while self._held or self._todo:
+            while self._held:
+                self._safely(self._held.pop(), held=True)
+            if self._todo:
+                ns = self._todo.pop()
+                for value in list(ns.values()):
+                    self._safely(value)
         return list(self.found.values())
 
-    def _safely(self, value: Any) -> None:
+    def _hold(self, obj: Any) -> None:
+        """What a component holds, at any depth: its attributes' objects, their attributes, the
+        items of its lists and dicts (a Trident bolt of squall's holds the user's operations in
+        its plan's nodes). A module's globals are walked for their code only (`_namespace`),
+        not into their data."""
+        if type(obj) in _ATOMS or id(obj) in self._held_seen:
+            return
+        self._held_seen.add(id(obj))
+        if isinstance(obj, dict):
+            self._held += list(obj.keys()) + list(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            self._held += list(obj)
+        else:
+            self._held += list(getattr(obj, "__dict__", {}).values())
+            for klass in type(obj).__mro__:
+                slots = vars(klass).get("__slots__", ())
+                for name in (slots,) if isinstance(slots, str) else slots:
+                    value = getattr(obj, name, None)  # an unset slot: None
+                    if value is not None:
+                        self._held.append(value)
+
+    def _safely(self, value: Any, held: bool = False) -> None:
         # an odd object (a lazy proxy) is skipped, whatever it raises: the search is best effort
+        if held and type(value) in _ATOMS:
+            return  # the bulk of what a spout holds (its data): nothing of the user's code
         with contextlib.suppress(Exception):
             self._value(value)
+            if held and not isinstance(value, (ModuleType, type)):
+                self._hold(value)
 
     def _value(self, value: Any) -> None:
         if isinstance(value, ModuleType):

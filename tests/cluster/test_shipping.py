@@ -35,6 +35,15 @@ MODULES = {
             def choose_tasks(self, task_id, values):
                 return self.target_tasks[:1]
     """,
+    "sh_trident.py": """
+        from squall.trident import BaseFunction
+
+
+        class Split(BaseFunction):
+            def execute(self, tup, collector):
+                for word in tup[0].split():
+                    collector.emit([word])
+    """,
     "sh_bolts.py": module("""
         import json
 
@@ -98,6 +107,22 @@ def test_custom_groupings_count_too(user_code):
     b.set_spout("s", bolts.Words())
     b.set_bolt("b", bolts.Decorate()).custom_grouping("s", held.First())
     assert "sh_held" in names(topology_modules(b.create_topology()))
+
+
+def test_the_modules_of_a_trident_topologys_operations_are_found(user_code):
+    """A Trident operation is held deep inside squall's own bolts (the plan's nodes): its
+    module travels as a bolt's does (it was not found, and ``squall jar`` of a Trident file
+    failed on the master with "No module named ...")."""
+    import sh_trident
+
+    from squall import Fields
+    from squall.trident import Count, FixedBatchSpout, MemoryMapState, TridentTopology
+    topo = TridentTopology()
+    (topo.new_stream("s", FixedBatchSpout(["sentence"], 2, ["a b"], ["c"]))
+     .each(Fields("sentence"), sh_trident.Split(), Fields("word"))
+     .group_by(Fields("word"))
+     .persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count")))
+    assert names(topology_modules(topo.build())) == ["sh_trident"]
 
 
 def test_library_files_are_not_the_users(user_code):

@@ -184,6 +184,85 @@ def test_a_bolt_of_a_file_run_with_jar_emits_a_namedtuple_record_to_other_worker
         ["A 1 False", "A 1 True", "B 1 False", "B 1 True", "C 1 False", "C 1 True"]
 
 
+TRIDENT_FILE = {
+    "trident_ops.py": """
+        from pathlib import Path
+
+        from squall.trident import BaseFunction
+
+
+        class Split(BaseFunction):
+            def prepare(self, conf, context):
+                self.out = Path(conf["test.out.dir"]) / "words.txt"
+
+            def execute(self, tup, collector):
+                for word in tup[0].split():
+                    with open(self.out, "a") as f:
+                        f.write(word + "\\n")
+                    collector.emit([word])
+    """,
+    "trident_words.py": """
+        from squall import Fields
+        from squall.trident import Count, FixedBatchSpout, MemoryMapState, TridentTopology
+
+        from trident_ops import Split
+
+
+        def build():
+            topo = TridentTopology()
+            (topo.new_stream("s", FixedBatchSpout(["sentence"], 2, ["a b"], ["c"]))
+             .each(Fields("sentence"), Split(), Fields("word"))
+             .group_by(Fields("word"))
+             .persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count")))
+            return topo.build()
+    """,
+}
+
+
+def test_the_operations_of_a_trident_file_travel_with_the_topology(shared_cluster, tmp_path):
+    """``squall jar`` of a Trident file whose operation is in a module beside it: the master
+    and the workers import neither (the master said "No module named 'trident_ops'")."""
+    src = tmp_path / "src"
+    write_modules(src, TRIDENT_FILE)
+    assert lines_written(shared_cluster, src / "trident_words.py", tmp_path / "out" / "words.txt", 3) == \
+        ["a", "b", "c"]
+
+
+def test_jar_of_a_topology_whose_module_the_master_cannot_import_says_so(shared_cluster, tmp_path):
+    """A module installed where only the client finds it (a site-packages directory: installed
+    code goes by reference) is named, with what to do, not as a bare "No module named"."""
+    lib = tmp_path / "lib" / "site-packages"
+    write_modules(lib, {"extmod.py": """
+        from squall import BasicBolt
+
+
+        class Ext(BasicBolt):
+            def execute(self, tup, collector):
+                pass
+    """})
+    src = tmp_path / "src"
+    write_modules(src, {"ext_file.py": module("""
+        from squall import Fields, Spout, TopologyBuilder
+
+        from extmod import Ext
+    """, WORDS_SPOUT, """
+        def build():
+            b = TopologyBuilder()
+            b.set_spout("words", Words())
+            b.set_bolt("ext", Ext()).shuffle_grouping("words")
+            return b.create_topology()
+    """)})
+    run = subprocess.run([sys.executable, "-m", "squall.cli", "jar", "--config", str(shared_cluster.file),
+                          str(src / "ext_file.py")], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(lib)))
+    assert run.returncode == 1
+    assert run.stderr.startswith("squall: error: the master cannot load topology 'ext_file': ModuleNotFoundError: "
+                                 "No module named 'extmod'. Its code refers to a module"), run.stderr
+    assert "PYTHONPATH" in run.stderr
+    with shared_cluster.client() as m:
+        assert "ext_file" not in m.get_topology_names()
+
+
 def test_jar_of_a_class_the_master_cannot_rebuild_names_the_class_and_its_module(shared_cluster, tmp_path):
     """Class keywords do not travel by value: the master cannot rebuild ``Tagged`` and says which
     class of which module, instead of the TypeError alone."""

@@ -54,12 +54,15 @@ Pure: time and counters are passed in.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from .._config import Config, conf_value
+
+log = logging.getLogger(__name__)
 
 AUTO = "auto"
 MIN_KEY = Config.TOPOLOGY_MAX_SPOUT_PENDING_AUTO_MIN
@@ -301,12 +304,20 @@ class MaxPending:
     limit is fixed)."""
 
     def __init__(self, conf: Mapping[str, Any], tasks: Sequence[int], *, acking: bool, timeouts_on: bool,
-                 timeout_secs: float) -> None:
+                 timeout_secs: float, held_by: Sequence[str] = ()) -> None:
         msp = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
         self.tasks = list(tasks)
         self.acking = acking
         self.tuners = tuners(conf, tasks) if msp == AUTO and acking else {}
-        self.rate = CompletionRateLimit(len(self.tasks), timeout_secs) if timeouts_on and not msp else None
+        # a bolt downstream that holds its inputs in windows completes them only as the windows
+        # move on, an event-time one only once more tuples move its watermark: a limit that
+        # follows the completions would hold the spout below a window's worth, and stall it
+        self.rate = CompletionRateLimit(len(self.tasks), timeout_secs) if timeouts_on and not msp and not held_by \
+            else None
+        if timeouts_on and not msp and held_by:
+            log.info("no automatic topology.max.spout.pending for spout tasks %s: bolt%s [%s] hold%s their inputs "
+                     "in windows (Storm's default: no limit; set one to bound the tuples in flight)",
+                     self.tasks, "s" if len(held_by) > 1 else "", "], [".join(held_by), "" if len(held_by) > 1 else "s")
         self.period: float | None = None
         if self.tuners:
             self.limit = sum(t.limit for t in self.tuners.values())

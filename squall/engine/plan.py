@@ -95,9 +95,9 @@ class TopologyPlan:
         """The acker's task ids."""
         return self.component_tasks.get(ACKER_COMPONENT, [])
 
-    def downstream_tasks(self, component: str) -> set[int]:
-        """The tasks of every component that ``component``'s tuples can reach (its subscribers,
-        theirs, and so on; ``component``'s own only through a cycle)."""
+    def downstream(self, component: str) -> set[str]:
+        """Every component that ``component``'s tuples can reach (its subscribers, theirs, and
+        so on; ``component`` itself only through a cycle)."""
         comps = self.topology.components
         seen: set[str] = set()
         todo = [component]
@@ -107,7 +107,11 @@ class TopologyPlan:
                 if cid not in seen and any(s == src for (s, _stream) in spec.inputs):
                     seen.add(cid)
                     todo.append(cid)
-        return {t for cid in seen for t in self.component_tasks.get(cid, [])}
+        return seen
+
+    def downstream_tasks(self, component: str) -> set[int]:
+        """The tasks of every component in `downstream`."""
+        return {t for cid in self.downstream(component) for t in self.component_tasks.get(cid, [])}
 
     def with_parallelism(self, num_workers: int | None, executors: dict[str, int] | None) -> TopologyPlan:
         """The plan after a rebalance: same tasks, new worker and executor counts."""

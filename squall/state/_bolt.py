@@ -167,6 +167,11 @@ class _CheckpointAware(Bolt):
         """The wrapped bolt's: whether its exception crashes the worker by default (a window's)."""
         return getattr(self.bolt, "squall_fail_fast", False)
 
+    @property
+    def squall_holds_inputs(self) -> bool:
+        """The wrapped bolt's: whether it keeps its inputs unacked while they are in a window."""
+        return getattr(self.bolt, "squall_holds_inputs", False)
+
     def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
                                inputs: dict[Any, Any]) -> None:
         """The wrapped bolt's check at submit (`squall.engine.plan.SUBMIT_CHECK`), if it has one

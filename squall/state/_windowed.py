@@ -132,6 +132,7 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
     see the module docstring. The manager queues the tuples' numbers in the `WindowStore`."""
 
     persistent = True
+    squall_holds_inputs = False  # acked at the checkpoint's commit, not when they leave the window
 
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         super().prepare(conf, context, collector)

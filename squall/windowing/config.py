@@ -5,7 +5,6 @@ component's name before anything starts.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,8 +17,6 @@ from ._api import (
     Count,
     Duration,
 )
-
-log = logging.getLogger("squall.windowing")
 
 DEFAULT_WATERMARK_INTERVAL_MS = 1000
 DEFAULT_MAX_LAG_MS = 0
@@ -134,18 +131,10 @@ def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, 
             f"before they leave the window")
     pending = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
     count = sum(v.value for v in (spec.length, spec.sliding) if isinstance(v, Count))
-    if pending is not None and count > pending:
+    if isinstance(pending, int) and count > pending:  # "auto" (the tuner) or null: no fixed bound
         raise InvalidTopologyException(
             f"Component [{component}]: Window count (length + sliding interval) value {count} is more than "
             f"topology.max.spout.pending value {pending}: the spouts would stop before the window fills")
-    if pending is None and count and conf.get(Config.TOPOLOGY_ACKER_EXECUTORS) != 0:
-        from ..engine.spout_executor import AUTO_PENDING_FLOOR
-        if count > AUTO_PENDING_FLOOR:
-            log.warning("Component [%s]: window count (length + sliding interval) %d is more than the "
-                        "%d tuples per spout task that the automatic topology.max.spout.pending starts "
-                        "from; nothing completes before the window fills, so set "
-                        "topology.max.spout.pending to at least %d (docs/windows.md)",
-                        component, count, AUTO_PENDING_FLOOR, count)
     _check_streams(component, spec, streams, inputs)
     return spec
 

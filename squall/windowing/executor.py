@@ -85,6 +85,11 @@ class WindowedBoltExecutor(Bolt):
     """True for an executor that saves its windows with the checkpoints (then the message
     timeout need not cover the window: squall.state.PersistentWindowedBoltExecutor)."""
 
+    squall_holds_inputs = True
+    """Its inputs complete only once they leave their last window (an event-time window's, when
+    later tuples move the watermark past it): the spouts upstream get no automatic
+    ``topology.max.spout.pending`` (`squall.engine.pending_tuner.MaxPending`)."""
+
     # an exception in the user's execute comes from a window, not from the input that fired it,
     # which the window holds and acks at its expiry: failing that input would answer it twice
     # (and the trigger would stay un-reset). So it crashes the worker unless

@@ -36,6 +36,15 @@ def test_null_follows_the_completion_rate_only_with_acking_and_timeouts():
         assert (off.limit, off.period, off.rate) == (0, None, None)     # Storm's unlimited null
 
 
+def test_null_sets_no_limit_for_spouts_before_a_bolt_that_holds_its_inputs_in_windows():
+    """A window completes its inputs only as it moves on (an event-time one when later tuples
+    move the watermark): a limit following the completions would stall it. Storm's null then."""
+    m = MaxPending({MSP: None}, [1, 2], acking=True, timeouts_on=True, timeout_secs=30.0, held_by=["window"])
+    assert (m.limit, m.period, m.rate) == (0, None, None)
+    fixed = MaxPending({MSP: 100}, [1, 2], acking=True, timeouts_on=True, timeout_secs=30.0, held_by=["window"])
+    assert (fixed.limit, fixed.period) == (200, None)                  # a number set stays
+
+
 def test_auto_is_a_tuner_per_task_and_the_limit_their_sum():
     m = limit({MSP: "auto", MIN_KEY: 8, INTERVAL_KEY: 0.5})
     assert sorted(m.tuners) == [1, 2] and all(isinstance(t, PendingTuner) for t in m.tuners.values())

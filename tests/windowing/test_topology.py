@@ -5,6 +5,7 @@ checks at submit."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -197,9 +198,27 @@ def test_timeouts_off_or_enough_timeout_pass_the_checks():
             cluster.submit_topology("ok", conf, topo)
 
 
-def test_a_count_window_beyond_the_automatic_max_spout_pending_is_warned_about(caplog):
-    _f, _t, topo = _topology(RecordingWindowBolt().with_window(Count(100), Count(10)))
-    with LocalCluster() as cluster:
-        cluster.submit_topology("long", {}, topo)
-    assert any("Component [window]" in r.getMessage() and "at least 110" in r.getMessage()
-               for r in caplog.records if r.name == "squall.windowing")
+def test_the_spouts_before_a_window_get_no_automatic_max_spout_pending_so_its_windows_fill(caplog):
+    """The automatic limit (64 tuples a spout task at first, growing as tuples complete) held
+    an event-time window's spout below a window's worth of tuples: none completed, and none
+    came to move the watermark, until they timed out. Unset, nothing limits them (Storm's
+    default), and every window the watermark passes fires and acks its tuples."""
+    caplog.set_level(logging.INFO, logger="squall.engine.pending_tuner")
+    bolt = RecordingWindowBolt().with_tumbling_window(Duration.seconds(10)).with_timestamp_field("ts")
+    feeder, tracker, topo = _topology(bolt, fields=("v", "ts"))
+    with LocalCluster(clock=SimulatedClock(1_000_000)) as cluster:
+        cluster.submit_topology("long", Config(), topo)
+        for i in range(500):
+            feeder.feed([i, 100 * i], i)  # 50 s of event time, 100 ms apart
+        assert wait_until(lambda: cluster.get_topology_info("long")["components"]["window"]["executed"] == 500), \
+            cluster.get_topology_info("long")["components"]["feeder"]
+        cluster.advance_cluster_time(1)  # the watermark interval: watermark 49,900
+        # the windows end on multiples of 10 s and hold (end - 10 s, end]: those to 40 s fire
+        assert wait_until(lambda: len(bolt.windows()) == 5), bolt.log.items()
+        assert [(len(w[0]), w[4]) for w in bolt.log.items()] == [(1, 0), (100, 10000), (100, 20000), (100, 30000),
+                                                                  (100, 40000)]
+        # a tuple is acked when it leaves its window: when the next one fires (to 30 s here)
+        assert wait_until(lambda: _acked(tracker, range(500)) == set(range(301))), \
+            sorted(set(range(301)) ^ _acked(tracker, range(500)))[:20]
+        assert not any(tracker.is_failed(i) for i in range(500))
+    assert any("bolt [window] holds their inputs in windows" in r.getMessage() for r in caplog.records)

@@ -651,7 +651,7 @@ class Master:
             raise InvalidTopologyException(
                 f"the master cannot load topology {name!r}: {type(e).__name__}: {e}. Its code refers to a module "
                 f"that did not travel with it (squall ships the user modules its components reach, but not one "
-                f"imported inside a function or named in a string): make it importable where the master and the "
+                f"installed in site-packages, imported inside a function or named in a string): make it importable where the master and the "
                 f"workers run (install it, or put its directory on their PYTHONPATH)") from None
         return self._new_plan(name, conf, loaded, initial_status)
 

@@ -7,8 +7,9 @@ class but every user module that code reaches: ``from helpers import shout`` put
 the component's module, ``import helpers2`` puts the module itself there, and ``helpers`` may in
 turn import ``formats``. `user_modules` follows those references through the modules' globals
 (functions, classes, modules, and the types of other values), transitively and once per
-namespace, so cycles end, and through what the components hold at any depth (their attributes'
-objects, lists and dicts: a Trident bolt of squall's holds the user's operations in its plan). It imports nothing: a module that is not loaded in this process is
+namespace, so cycles end, and through what the components hold: a user's object one level (a
+helper it keeps), squall's own objects and their containers at any depth (a Trident bolt of
+squall's holds the user's operations in its plan). It imports nothing: a module that is not loaded in this process is
 not the user's code here (in the master, the classes that came by value have no module to load).
 
 What it cannot see: an ``import`` inside a function body that has not run yet, and modules
@@ -22,11 +23,13 @@ and for workers in other processes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import site
 import sys
 import sysconfig
+from collections import deque
 from collections.abc import Iterable
 from types import FunctionType, MethodType, ModuleType
 from typing import Any
@@ -82,6 +85,35 @@ def _is_user_namespace(ns: dict[str, Any]) -> bool:
 
 
 _ATOMS = frozenset({str, bytes, int, float, bool, complex, type(None)})
+_CONTAINERS = (dict, list, tuple, set, frozenset, deque)
+
+
+def _is_squalls(cls: type) -> bool:
+    module = getattr(cls, "__module__", None)
+    return isinstance(module, str) and module.partition(".")[0] == "squall"
+
+
+def _held_by(obj: Any) -> list[Any]:
+    """The objects ``obj`` holds: a container's items, a partial's function and arguments, a
+    bound method's object, an instance's attributes (``__dict__`` and slots)."""
+    if isinstance(obj, dict):
+        return [*obj.keys(), *obj.values()]
+    if isinstance(obj, _CONTAINERS):
+        return list(obj)
+    if isinstance(obj, functools.partial):
+        return [obj.func, *obj.args, *(obj.keywords or {}).values()]
+    if isinstance(obj, MethodType):
+        return [obj.__self__, obj.__func__]
+    held = list(getattr(obj, "__dict__", {}).values())
+    for klass in type(obj).__mro__:
+        slots = vars(klass).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name.startswith("__") and not name.endswith("__"):
+                name = f"_{klass.__name__.lstrip('_')}{name}"  # a private slot's mangled name
+            value = getattr(obj, name, None)  # an unset slot: None
+            if value is not None:
+                held.append(value)
+    return held
 
 
 class _Finder:
@@ -93,49 +125,39 @@ class _Finder:
         self._walked: set[int] = set()
         self._types: set[int] = set()
         self._todo: list[dict[str, Any]] = []
-        self._held: list[Any] = []
+        self._held: list[tuple[Any, bool]] = []
         self._held_seen: set[int] = set()
 
     def run(self, roots: Iterable[Any]) -> list[ModuleType]:
-        self._held = list(roots)
+        self._held = [(obj, True) for obj in roots]
         while self._held or self._todo:
             while self._held:
-                self._safely(self._held.pop(), held=True)
+                self._safely(*self._held.pop())
             if self._todo:
                 ns = self._todo.pop()
                 for value in list(ns.values()):
                     self._safely(value)
         return list(self.found.values())
 
-    def _hold(self, obj: Any) -> None:
-        """What a component holds, at any depth: its attributes' objects, their attributes, the
-        items of its lists and dicts (a Trident bolt of squall's holds the user's operations in
-        its plan's nodes). A module's globals are walked for their code only (`_namespace`),
-        not into their data."""
-        if type(obj) in _ATOMS or id(obj) in self._held_seen:
+    def _into(self, obj: Any) -> None:
+        """What ``obj`` (a component, or what one holds) holds: each object's type, function or
+        module is looked at. The walk goes on through squall's own objects and the containers
+        they hold, to any depth (a Trident bolt of squall's keeps the user's operations in its
+        plan's nodes); a user's object is looked into one level (the helper it keeps), not
+        through its data, whose types its module's code already names. A module's globals are
+        walked for their code only (`_namespace`)."""
+        if id(obj) in self._held_seen:
             return
         self._held_seen.add(id(obj))
-        if isinstance(obj, dict):
-            self._held += list(obj.keys()) + list(obj.values())
-        elif isinstance(obj, (list, tuple, set, frozenset)):
-            self._held += list(obj)
-        else:
-            self._held += list(getattr(obj, "__dict__", {}).values())
-            for klass in type(obj).__mro__:
-                slots = vars(klass).get("__slots__", ())
-                for name in (slots,) if isinstance(slots, str) else slots:
-                    value = getattr(obj, name, None)  # an unset slot: None
-                    if value is not None:
-                        self._held.append(value)
+        deeper = isinstance(obj, _CONTAINERS) or _is_squalls(type(obj))
+        self._held += [(value, deeper) for value in _held_by(obj) if type(value) not in _ATOMS]
 
-    def _safely(self, value: Any, held: bool = False) -> None:
+    def _safely(self, value: Any, into: bool = False) -> None:
         # an odd object (a lazy proxy) is skipped, whatever it raises: the search is best effort
-        if held and type(value) in _ATOMS:
-            return  # the bulk of what a spout holds (its data): nothing of the user's code
         with contextlib.suppress(Exception):
             self._value(value)
-            if held and not isinstance(value, (ModuleType, type)):
-                self._hold(value)
+            if into and not isinstance(value, (ModuleType, type)):
+                self._into(value)
 
     def _value(self, value: Any) -> None:
         if isinstance(value, ModuleType):
@@ -144,6 +166,11 @@ class _Finder:
             self._type(value)
         elif isinstance(value, (FunctionType, MethodType, staticmethod, classmethod)):
             self._function(value)
+            if isinstance(value, MethodType):
+                self._type(type(value.__self__))
+        elif isinstance(value, functools.partial):  # a function kept with its arguments
+            for part in (value.func, *value.args, *(value.keywords or {}).values()):
+                self._value(part)
         else:
             self._type(type(value))
 

@@ -1,6 +1,7 @@
 """Which user modules travel with a topology (`squall.cluster.shipping.user_modules`), and
 pickling them when they import each other (`squall.engine.code_pickler`)."""
 
+import functools
 import importlib
 import json
 import os
@@ -43,6 +44,26 @@ MODULES = {
             def execute(self, tup, collector):
                 for word in tup[0].split():
                     collector.emit([word])
+    """,
+    "sh_pfn.py": """
+        def tag(prefix, text):
+            return prefix + text
+    """,
+    "sh_meth.py": """
+        class Upper:
+            def apply(self, text):
+                return text.upper()
+    """,
+    "sh_slot.py": """
+        class Box:
+            pass
+    """,
+    "sh_kept.py": """
+        from squall import BasicBolt
+
+
+        class Keeps(BasicBolt):
+            __slots__ = ("__box",)
     """,
     "sh_bolts.py": module("""
         import json
@@ -107,6 +128,29 @@ def test_custom_groupings_count_too(user_code):
     b.set_spout("s", bolts.Words())
     b.set_bolt("b", bolts.Decorate()).custom_grouping("s", held.First())
     assert "sh_held" in names(topology_modules(b.create_topology()))
+
+
+def test_what_a_partial_a_bound_method_and_a_private_slot_hold_is_found(tmp_path):
+    """A component keeps a function with its arguments (``functools.partial``), another
+    object's bound method, and an object in a private (name-mangled) slot: their modules go too,
+    though the component's own module does not import them by those names at the top."""
+    write_modules(tmp_path, {k: v for k, v in MODULES.items() if k in ("sh_pfn.py", "sh_meth.py", "sh_slot.py",
+                                                                        "sh_kept.py")})
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import sh_meth
+        import sh_pfn
+        import sh_slot
+        import sh_kept
+        bolt = sh_kept.Keeps()
+        bolt._Keeps__box = sh_slot.Box()
+        bolt.tag = functools.partial(sh_pfn.tag, "#")
+        bolt.upper = sh_meth.Upper().apply
+        assert names(user_modules([bolt])) == ["sh_kept", "sh_meth", "sh_pfn", "sh_slot"]
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [n for n in sys.modules if n.startswith("sh_")]:
+            del sys.modules[name]
 
 
 def test_the_modules_of_a_trident_topologys_operations_are_found(user_code):

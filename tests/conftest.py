@@ -5,6 +5,7 @@ workers (scripts/test: ``-n 2``, the ``spark`` tests one at a time in one worker
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -142,15 +143,17 @@ def _forget_stopped_sessions_settings() -> None:
     tests/trident_spark's ``spark.python.daemon.module`` ran tests/spark's workers under
     squall's daemon (whose processes its helpers did not recognise), and the Spark host's
     ``spark.pyspark.python`` replaced tests/trident_spark's launcher. Each session now starts
-    from its own settings, as in a process of its own."""
+    from its own settings (only the JVM's launch-only ones, its memory and class path, stay the
+    first session's)."""
     import sys
     context = sys.modules.get("pyspark.core.context") or sys.modules.get("pyspark.context")
     if context is None or context.SparkContext._jvm is None or context.SparkContext._active_spark_context:
         return
-    system = context.SparkContext._jvm.java.lang.System
-    for key in list(system.getProperties().stringPropertyNames()):
-        if key.startswith("spark."):
-            system.clearProperty(key)
+    with contextlib.suppress(Exception):  # a gateway gone (a test stopped it) has nothing to clear
+        system = context.SparkContext._jvm.java.lang.System
+        for key in list(system.getProperties().stringPropertyNames()):
+            if key.startswith("spark."):
+                system.clearProperty(key)
 
 
 _marked_spark_ran = False  # in this process: after one, pyspark's JVM is expected to run

@@ -308,16 +308,22 @@ class MaxPending:
         msp = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
         self.tasks = list(tasks)
         self.acking = acking
-        self.tuners = tuners(conf, tasks) if msp == AUTO and acking else {}
         # a bolt downstream that holds its inputs in windows completes them only as the windows
         # move on, an event-time one only once more tuples move its watermark: a limit that
-        # follows the completions would hold the spout below a window's worth, and stall it
+        # follows the completions (null's, or the tuner's) would hold the spout below a window's
+        # worth, and stall it
+        self.tuners = tuners(conf, tasks) if msp == AUTO and acking and not held_by else {}
         self.rate = CompletionRateLimit(len(self.tasks), timeout_secs) if timeouts_on and not msp and not held_by \
             else None
-        if timeouts_on and not msp and held_by:
-            log.info("no automatic topology.max.spout.pending for spout tasks %s: bolt%s [%s] hold%s their inputs "
-                     "in windows (Storm's default: no limit; set one to bound the tuples in flight)",
-                     self.tasks, "s" if len(held_by) > 1 else "", "], [".join(held_by), "" if len(held_by) > 1 else "s")
+        bolts = f"bolt{'s' if len(held_by) > 1 else ''} [{'], ['.join(held_by)}]"
+        if msp == AUTO and acking and held_by:
+            log.warning("topology.max.spout.pending: auto cannot tune spout tasks %s: %s hold%s their inputs in "
+                        "windows, which complete only as the windows move on; no limit instead (set a number to "
+                        "bound the tuples in flight)", self.tasks, bolts, "" if len(held_by) > 1 else "s")
+        elif timeouts_on and not msp and held_by:
+            log.info("no automatic topology.max.spout.pending for spout tasks %s: %s hold%s their inputs in windows "
+                     "(Storm's default: no limit; set one to bound the tuples in flight)",
+                     self.tasks, bolts, "" if len(held_by) > 1 else "s")
         self.period: float | None = None
         if self.tuners:
             self.limit = sum(t.limit for t in self.tuners.values())

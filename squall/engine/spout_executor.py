@@ -64,8 +64,9 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         self.timeout_secs = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
         self.timeouts_on = bool(self.acking and conf_value(conf, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS))
         comps = wiring.plan.topology.components
-        holders = sorted(c for c in wiring.plan.downstream(self.component)
-                         if getattr(comps[c].obj, "squall_holds_inputs", False))
+        # (the checkpoint spout's steps go one at a time whatever its limit)
+        holders = [] if self.component.startswith("$") else sorted(
+            c for c in wiring.plan.downstream(self.component) if getattr(comps[c].obj, "squall_holds_inputs", False))
         self.pending_limit = MaxPending(conf, self.task_ids, acking=self.acking, timeouts_on=self.timeouts_on,
                                         timeout_secs=self.timeout_secs, held_by=holders)
         self.max_pending = self.pending_limit.limit

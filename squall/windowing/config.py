@@ -131,7 +131,7 @@ def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, 
             f"before they leave the window")
     pending = conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
     count = sum(v.value for v in (spec.length, spec.sliding) if isinstance(v, Count))
-    if isinstance(pending, int) and count > pending:  # "auto" (the tuner) or null: no fixed bound
+    if type(pending) is int and count > pending:  # "auto" (the tuner) or null: no fixed bound
         raise InvalidTopologyException(
             f"Component [{component}]: Window count (length + sliding interval) value {count} is more than "
             f"topology.max.spout.pending value {pending}: the spouts would stop before the window fills")

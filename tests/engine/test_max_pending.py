@@ -43,6 +43,8 @@ def test_null_sets_no_limit_for_spouts_before_a_bolt_that_holds_its_inputs_in_wi
     assert (m.limit, m.period, m.rate) == (0, None, None)
     fixed = MaxPending({MSP: 100}, [1, 2], acking=True, timeouts_on=True, timeout_secs=30.0, held_by=["window"])
     assert (fixed.limit, fixed.period) == (200, None)                  # a number set stays
+    tuned = MaxPending({MSP: "auto"}, [1, 2], acking=True, timeouts_on=True, timeout_secs=30.0, held_by=["window"])
+    assert (tuned.limit, tuned.period, tuned.tuners) == (0, None, {})  # the tuner would stall as well
 
 
 def test_auto_is_a_tuner_per_task_and_the_limit_their_sum():

@@ -11,10 +11,13 @@ how to emit a batch after the previous one and what describes the batch it emitt
   txid keeps the partitions it first had;
 - each task of the spout's bolt takes partitions ``i, i + n, ...`` of the ordered list, and keeps
   each partition's metadata per txid in the topology's transactional state (Storm's
-  ``RotatingTransactionalState`` under ``<txid key>/user``, kept where the coordinator keeps its
-  own), so a restarted task finds it. A partition that moves to another task (the list
-  changed) while txids are in flight is read there from the store, and a txid that finds the
-  txid before not stored yet by the old task fails and is replayed (Storm resumes from whatever it finds stored);
+  ``RotatingTransactionalState``: a key per partition and txid under ``<txid key>/user``, kept
+  where the coordinator keeps its own), so a restarted task finds it. A partition that moves to
+  another task (the list changed) while txids are in flight is read there from the store, and
+  a txid that does not find the txid before stored by the old task (opaque: by the attempt of it
+  that this task saw, the one that may commit) fails and is replayed; Storm resumes from
+  whatever it finds stored. A task that restarted while txids were in flight does not know
+  what the txid before listed, and checks nothing for its first batch;
 - transactional: a txid never emitted before calls ``emit_batch_new`` with each partition's
   metadata of the previous txid, and stores what it returns; a txid emitted before (a replay)
   calls ``re_emit_partition_batch`` with the stored metadata, which must emit exactly the same
@@ -33,9 +36,11 @@ bolt subscribes to ``$commit``). squall's spout bolt does not get ``$commit``, s
 stored when the batch is emitted instead: the last attempt of a txid is the one its state commit
 saw, so what is stored for a committed txid is what was committed, which is all the next txid
 needs. A partition the source stopped listing keeps nothing for a txid whose earlier attempt read
-it: each task drops that when its partitions change (Storm's commit does it), so the txid that
-finds it again resumes after the last committed batch. Success (``$success``) drops the
-metadata of older txids.
+it: each task drops that when an attempt lists other partitions than the one before it that the
+task saw, and at its first batch (Storm's commit does it), so the txid that finds the partition
+again resumes after the last committed batch. Success (``$success``) drops the metadata of
+older txids but the newest up to it (the one the next txid resumes from); a partition that is
+gone for good keeps that one key.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .._errors import FailedException
 from .._fields import Fields
@@ -81,6 +86,9 @@ class TxStore(Protocol):
     def put(self, key: str, value: Any) -> None:
         """Store ``value`` at ``key`` durably."""
 
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (and any key under ``key/``)."""
+
     def list(self, prefix: str = "") -> list[str]:
         """The keys kept that start with ``prefix``."""
 
@@ -99,61 +107,88 @@ def _resume_from(meta: Any) -> Any:
     return meta.previous if isinstance(meta, NothingEmitted) else meta
 
 
+class _Kept(NamedTuple):
+    """What a partition keeps for one txid: its metadata, and the attempt that stored it (None
+    where it does not matter: a transactional txid's metadata is the same in every attempt)."""
+
+    attempt: int | None
+    meta: Any
+
+
 class RotatingTransactionalState:
     """Storm's ``RotatingTransactionalState``: one partition's metadata per txid, durably.
 
-    Kept as one value per partition (``{txid: metadata}``) in ``store`` under ``key``, read once
-    and rewritten on each change; ``cleanup_before`` keeps it to the txids in flight.
+    One value per txid, under ``<key>/<txid>`` in ``store`` (Storm keeps a node per txid too):
+    a task writes only the txids it emits and deletes only txids older than one that succeeded,
+    so two tasks that hold the same partition for a while (it moved between txids in flight)
+    never overwrite each other's metadata. Read once when made (`refresh` reads again).
     """
 
     def __init__(self, store: TxStore, key: str) -> None:
         self.store = store
         self.key = key
-        raw = store.get(key)
-        self.curr: dict[int, Any] = {int(t): m for t, m in (raw or {}).items()}
+        self.refresh()
 
-    def _save(self) -> None:
-        self.store.put(self.key, {str(t): m for t, m in sorted(self.curr.items())})
+    def refresh(self) -> None:
+        """Read what the store keeps now (another task may have written since)."""
+        self.kept: dict[int, _Kept] = {}
+        for k in self.store.list(f"{self.key}/"):
+            tail = k[len(self.key) + 1:]
+            if tail.isdigit():
+                kept = self.store.get(k)
+                if isinstance(kept, _Kept):
+                    self.kept[int(tail)] = kept
+
+    @property
+    def curr(self) -> dict[int, Any]:
+        """The metadata kept, by txid."""
+        return {t: k.meta for t, k in sorted(self.kept.items())}
 
     def get_last_state(self) -> Any:
         """The metadata the newest txid kept leaves the next one to start from, or None."""
-        return _resume_from(self.curr[max(self.curr)]) if self.curr else None
+        return _resume_from(self.kept[max(self.kept)].meta) if self.kept else None
 
     def get_state(self, txid: int) -> Any:
         """The metadata of ``txid`` (a `NothingEmitted` if the partition emitted nothing then), or None."""
-        return self.curr.get(txid)
+        kept = self.kept.get(txid)
+        return None if kept is None else kept.meta
+
+    def attempt_of(self, txid: int) -> int | None:
+        """The attempt that stored ``txid``'s metadata (None: not kept, or any attempt's)."""
+        kept = self.kept.get(txid)
+        return None if kept is None else kept.attempt
 
     def has_state(self, txid: int) -> bool:
         """Whether ``txid`` has metadata kept (None counts: an emit that found nothing)."""
-        return txid in self.curr
+        return txid in self.kept
 
     def has_state_after(self, txid: int) -> bool:
         """Whether a txid after ``txid`` has metadata kept: it emitted before ``txid`` did."""
-        return any(t > txid for t in self.curr)
+        return any(t > txid for t in self.kept)
 
     def get_previous_state(self, txid: int) -> Any:
         """The metadata of the newest txid before ``txid``, or None."""
-        older = [t for t in self.curr if t < txid]
-        return _resume_from(self.curr[max(older)]) if older else None
+        older = [t for t in self.kept if t < txid]
+        return _resume_from(self.kept[max(older)].meta) if older else None
 
-    def override_state(self, txid: int, metadata: Any) -> None:
-        """Keep ``metadata`` for ``txid``, replacing any."""
-        self.curr[txid] = metadata
-        self._save()
+    def override_state(self, txid: int, metadata: Any, attempt: int | None = None) -> None:
+        """Keep ``metadata`` for ``txid`` (stored by ``attempt``), replacing any."""
+        self.kept[txid] = _Kept(attempt, metadata)
+        self.store.put(f"{self.key}/{txid}", self.kept[txid])
 
     def remove_state(self, txid: int) -> None:
         """Forget ``txid``'s metadata."""
-        if txid in self.curr:
-            del self.curr[txid]
-            self._save()
+        if self.kept.pop(txid, None) is not None:
+            self.store.delete(f"{self.key}/{txid}")
 
     def cleanup_before(self, txid: int) -> None:
-        """Forget every txid before ``txid``."""
-        old = [t for t in self.curr if t < txid]
-        for t in old:
-            del self.curr[t]
-        if old:
-            self._save()
+        """Forget the txids before ``txid``, all but the newest of those up to ``txid``: the one
+        the next txid resumes from (a partition that ``txid`` did not list has no metadata at
+        ``txid`` itself)."""
+        upto = [t for t in self.kept if t <= txid]
+        for t in sorted(upto)[:-1]:
+            del self.kept[t]
+            self.store.delete(f"{self.key}/{t}")
 
 
 def partition_key(partition_id: str) -> str:
@@ -289,6 +324,10 @@ class _Coordinator(BatchCoordinator):
 class _PartitionedEmitter(Emitter):
     """What both adapters' emitters share: the task's partitions and their metadata."""
 
+    # whether the txid before must have been stored by the attempt this task saw (opaque: each
+    # attempt stores other metadata) or by any (transactional: every attempt's is the same)
+    same_attempt = False
+
     def __init__(self, emitter: Any, txid_key: str, context: Any) -> None:
         self.emitter = emitter
         # Storm's TransactionalState.newUserState(conf, txid key): beside the coordinator's own
@@ -296,31 +335,36 @@ class _PartitionedEmitter(Emitter):
         self.index = context.get_this_task_index()
         self.component = context.get_this_component_id()
         self.num_tasks = len(context.get_component_tasks(context.get_this_component_id()))
+        self.started = False
         self.saved_coordinator_meta: Any = None
         self.partitions: dict[str, tuple[Any, RotatingTransactionalState]] = {}
         self.listed_now: frozenset[str] = frozenset()  # every partition the source lists now
-        self.listed: dict[int, frozenset[str]] = {}  # per txid, what its last attempt seen here listed
-        # partitions new here whose metadata another task may still be writing: read again from
-        # the store until the txid before is there (`_begin`), and meanwhile never written back
+        # per txid, the last attempt of it seen here and the partitions it listed
+        self.seen: dict[int, tuple[int, frozenset[str]]] = {}
+        # partitions new here, whose metadata another task may still be writing: read again
+        # from the store until the txid before is there (`_begin`)
         self.unsettled: set[str] = set()
 
-    def _refresh(self, coordinator_meta: Any) -> bool:
-        if self.partitions and self.saved_coordinator_meta == coordinator_meta:
-            return False
+    def _refresh(self, coordinator_meta: Any) -> None:
+        if self.started and self.saved_coordinator_meta == coordinator_meta:
+            return
         ordered = self.emitter.get_ordered_partitions(coordinator_meta)
         mine = self.emitter.get_partitions_for_task(self.index, self.num_tasks, ordered)
         self.unsettled |= {p.get_id() for p in mine} - set(self.partitions)
         self.partitions = {p.get_id(): (p, RotatingTransactionalState(self.store, partition_key(p.get_id())))
                            for p in mine}
+        self.unsettled &= set(self.partitions)
         self.listed_now = frozenset(p.get_id() for p in ordered)
         self.emitter.refresh_partitions(mine)
         self.saved_coordinator_meta = coordinator_meta
-        return True
 
     def _begin(self, tx: TransactionAttempt, coordinator_meta: Any) -> bool:
-        """Takes the attempt's partitions (whether they changed). A partition new to this task
-        (moved from another, or every one after a restart) is read again from the store, and
-        must have the txid before stored if that txid listed it.
+        """Takes the attempt's partitions; returns whether an earlier attempt of the txid may
+        have listed others (one seen here did, or this task has just started).
+
+        A partition new to this task (moved from another, or every one after a start) is read
+        again from the store, and must have the txid before stored there, by the attempt of it
+        this task saw, if that txid listed it.
 
         Raises:
             FailedException: a partition moved here from another task, which has not yet
@@ -328,20 +372,24 @@ class _PartitionedEmitter(Emitter):
                 take that txid's records again. Tasks run apart, so the order of two txids in
                 flight is kept only within a task; the batch fails and its replay finds it.
         """
-        changed = self._refresh(coordinator_meta)
-        before = self.listed.get(tx.txid - 1, frozenset())
-        self.listed[tx.txid] = self.listed_now  # also if this fails: a later txid's check needs it
-        for pid in sorted(self.unsettled & set(self.partitions)):
-            fresh = RotatingTransactionalState(self.store, partition_key(pid))
-            if pid in before and not fresh.has_state(tx.txid - 1):
+        first = not self.started
+        self._refresh(coordinator_meta)
+        self.started = True
+        earlier = self.seen.get(tx.txid)
+        before = self.seen.get(tx.txid - 1)
+        self.seen[tx.txid] = (tx.attempt_id, self.listed_now)  # also if this fails: the next txid's check
+        for pid in sorted(self.unsettled):
+            rotating = self.partitions[pid][1]
+            rotating.refresh()  # written by another task
+            prev = tx.txid - 1
+            if before is not None and pid in before[1] and not (
+                    rotating.has_state(prev) and (not self.same_attempt or rotating.attempt_of(prev) == before[0])):
                 raise FailedException(
                     f"spout [{self.component}] task index {self.index}: partition [{pid}] came here from "
-                    f"another task, which has not yet stored its batch of txid {tx.txid - 1}; txid "
-                    f"{tx.txid} fails and is replayed")
-            self.partitions[pid] = (self.partitions[pid][0], fresh)
+                    f"another task, which has not yet stored its batch of txid {prev} (attempt {before[0]}); "
+                    f"txid {tx.txid} fails and is replayed")
             self.unsettled.discard(pid)
-        self.unsettled &= set(self.partitions)
-        return changed
+        return first or (earlier is not None and earlier[1] != self.listed_now)
 
     def _by_id(self, metas: Mapping[Any, Any]) -> Iterable[tuple[str, Any]]:
         for partition, meta in metas.items():
@@ -352,12 +400,12 @@ class _PartitionedEmitter(Emitter):
             yield pid, meta
 
     def success(self, tx: TransactionAttempt) -> None:
-        """Drops the metadata of the txids before ``tx`` (it stays the previous of the next)."""
-        for pid, (_, rotating) in self.partitions.items():
-            if pid not in self.unsettled:  # else a stale copy: the cleanup waits for a fresh one
-                rotating.cleanup_before(tx.txid)
-        for t in [t for t in self.listed if t < tx.txid]:
-            del self.listed[t]
+        """Drops the metadata of the txids before ``tx`` (the newest up to it stays: the next
+        txid resumes from it)."""
+        for _, rotating in self.partitions.values():
+            rotating.cleanup_before(tx.txid)
+        for t in [t for t in self.seen if t < tx.txid]:
+            del self.seen[t]
 
     def close(self) -> None:
         """Closes the spout's emitter."""
@@ -398,6 +446,8 @@ class _OpaqueEmitter(_PartitionedEmitter):
     """Storm's ``OpaquePartitionedTridentSpoutExecutor.Emitter`` (metadata stored at emit; see the
     module docstring)."""
 
+    same_attempt = True
+
     def __init__(self, emitter: Any, txid_key: str, context: Any) -> None:
         super().__init__(emitter, txid_key, context)
         self.cached: dict[int, dict[str, Any]] = {}
@@ -417,20 +467,22 @@ class _OpaqueEmitter(_PartitionedEmitter):
             meta = metas.get(pid)
             if meta is None:  # emitted nothing this attempt: the next txid continues from the one before
                 meta = metas[pid] = NothingEmitted(prev[partition])
-            rotating.override_state(tx.txid, meta)
+            rotating.override_state(tx.txid, meta, tx.attempt_id)
         self.cached[tx.txid] = metas
 
     def _forget_vanished(self, txid: int) -> None:
         """Drops ``txid``'s metadata of the partitions the source no longer lists (Storm's
         emitter does this at its commit): an earlier attempt of ``txid`` that read one of them
         failed, and a later txid that finds it again must resume where the txid before left it,
-        not after records that no committed batch holds. Every task does it when its
-        partitions change, after its own earlier attempts (it runs them in order), and from the
-        store, which a restarted task still has."""
+        not after records that no committed batch holds. Done when this attempt lists other
+        partitions than the one before it seen here, and on a task's first batch (the store
+        still has what an attempt before a restart wrote); every task of the spout does it, each
+        after its own earlier attempts (it runs them in order)."""
         listed = {partition_key(pid) for pid in self.listed_now}
         for key in self.store.list():
-            if key not in listed:
-                RotatingTransactionalState(self.store, key).remove_state(txid)
+            partition, _, tail = key.rpartition("/")
+            if tail == str(txid) and partition not in listed:
+                self.store.delete(key)
 
     def success(self, tx: TransactionAttempt) -> None:
         """Drops what is kept of the txids before ``tx``."""

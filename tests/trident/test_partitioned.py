@@ -13,6 +13,8 @@ from squall.trident.partitioned import (
     PartitionedTridentSpoutExecutor, RotatingTransactionalState, partition_key)
 from squall.trident.txstate import MemoryTransactionalState
 
+from squall.trident.coordinator import TransactionAttempt
+
 from .partition_fakes import Driver
 
 
@@ -343,3 +345,98 @@ def test_a_partition_that_moves_to_another_task_waits_for_its_previous_batch(opa
     records = [r for [r] in committed]
     assert sorted(records) == sorted(r for rs in src.data.values() for r in rs), records
     assert len(records) == len(set(records)) == 12
+
+
+@pytest.mark.parametrize("tasks", [1, 2])
+def test_two_txids_in_flight_that_read_a_partition_and_fail_leave_its_records_to_a_later_txid(tasks):
+    """Txids 2 and 3 both read p1 in attempts that fail; both replays run without p1 (the
+    second with the same partitions as the first). When p1 is back it resumes after txid 1."""
+    src = Lists(2, batch=2)
+    src.add(2)
+    d = Driver(OpaquePartitionedTridentSpoutExecutor(OpSpout(src)), num_tasks=tasks)
+    committed = [*d.emit(1)]
+    d.success(1)
+    src.add(4)
+    d.emit(2)
+    d.emit(3)  # both in flight, both fail
+    p1 = src.data.pop("p1")
+    committed += d.emit(2)
+    committed += d.emit(3)
+    d.success(2)
+    d.success(3)
+    src.data["p1"] = p1
+    for txid in (4, 5, 6, 7):
+        committed += d.emit(txid)
+        d.success(txid)
+    records = [r for [r] in committed]
+    assert sorted(records) == sorted(r for rs in src.data.values() for r in rs), records
+    assert len(records) == len(set(records)) == 12
+
+
+def test_a_moved_partition_waits_for_the_attempt_of_the_txid_before_that_will_commit():
+    """Txid 2's first attempt stored p2 on task 1 and failed; txid 3's replay moves p2 to task 0,
+    which reaches it before task 1 ran txid 2's replay: the failed attempt's metadata does not
+    do (the replay reads further), so txid 3 fails until the replay's is stored."""
+    src = Lists(0, batch=2)
+    src.data = {"p1": [], "p2": []}
+    src.add(2)
+    d = Driver(OpaquePartitionedTridentSpoutExecutor(OpSpout(src)), num_tasks=2)
+    committed = [*d.emit(1)]
+    d.success(1)
+    src.data["p2"].append("p2-2")
+    d.emit(2)
+    d.emit(3)  # first attempts of 2 and 3, which fail
+    src.data["p2"].append("p2-3")
+    src.data["p1"] += ["p1-2", "p1-3"]
+    d.start(2)  # [p1, p2]
+    src.data["p0"] = ["p0-0", "p0-1"]
+    d.start(3)  # [p0, p1, p2]: p2 moves to task 0
+    committed += d.emit_on(2, 0)
+    with pytest.raises(FailedException, match=r"\[p2\].*txid 2 \(attempt 1\)"):
+        d.emit_on(3, 0)
+    committed += d.emit_on(2, 1)
+    d.emit_on(3, 1)
+    d.success(2)
+    committed += d.emit(3)  # txid 3 replayed
+    d.success(3)
+    for txid in (4, 5):
+        committed += d.emit(txid)
+        d.success(txid)
+    records = [r for [r] in committed]
+    assert sorted(records) == sorted(r for rs in src.data.values() for r in rs), records
+    assert len(records) == len(set(records)) == 10
+
+
+@pytest.mark.parametrize("opaque", [False, True])
+def test_the_old_owners_cleanup_keeps_what_the_new_owner_stored(opaque):
+    """p2 moves to task 0 at txid 3 and back at txid 4; task 1's success(2) comes before its
+    txid 3 (a $success and a $batch come by different ways): its cleanup from an old copy of p2
+    must not drop task 0's p2@3, which txid 4 on task 1 resumes from."""
+    src = Lists(0, batch=2)
+    src.data = {"p1": [], "p2": []}
+    src.add(3)
+    spout = OpSpout(src) if opaque else TxSpout(src)
+    d = Driver((OpaquePartitionedTridentSpoutExecutor if opaque else PartitionedTridentSpoutExecutor)(spout),
+               num_tasks=2)
+    committed = [*d.emit(1)]
+    d.success(1)
+    d.start(2)  # [p1, p2]
+    src.data["p0"] = ["p0-0"]
+    d.start(3)  # [p0, p1, p2]: p2 to task 0
+    committed += d.emit_on(2, 1) + d.emit_on(2, 0) + d.emit_on(3, 0)
+    d.emitters[0].success(TransactionAttempt(2, 0))
+    d.emitters[1].success(TransactionAttempt(2, 0))  # before its txid 3
+    committed += d.emit_on(3, 1)
+    del src.data["p0"]
+    d.start(4)  # [p1, p2]: p2 back to task 1
+    committed += d.emit_on(4, 0)
+    d.success(3)
+    src.add(1)
+    committed += d.emit_on(4, 1)  # resumes p2 after task 0's txid 3
+    d.success(4)
+    for txid in (5, 6):
+        committed += d.emit(txid)
+        d.success(txid)
+    records = [r for [r] in committed]
+    assert sorted(records) == sorted([*(r for rs in src.data.values() for r in rs), "p0-0"]), records
+    assert len(records) == len(set(records)) == 9

@@ -649,10 +649,11 @@ class Master:
             loaded = cloudpickle.loads(topology)  # an authenticated client's
         except ImportError as e:
             raise InvalidTopologyException(
-                f"the master cannot load topology {name!r}: {type(e).__name__}: {e}. Its code refers to a module "
-                f"that did not travel with it (squall ships the user modules its components reach, but not one "
-                f"installed in site-packages, imported inside a function or named in a string): make it importable where the master and the "
-                f"workers run (install it, or put its directory on their PYTHONPATH)") from None
+                f"the master cannot load topology {name!r}: {type(e).__name__}: {e}. Its code refers to a "
+                f"module that did not travel with it (squall ships the user modules its components reach, but "
+                f"not one installed in site-packages, imported inside a function or named in a string): make "
+                f"it importable where the master and the workers run (install it, or put its directory on "
+                f"their PYTHONPATH)") from None
         return self._new_plan(name, conf, loaded, initial_status)
 
     def plan_submission(self, name: str, conf: dict[str, Any], topology: bytes,

@@ -9,8 +9,9 @@ turn import ``formats``. `user_modules` follows those references through the mod
 (functions, classes, modules, and the types of other values), transitively and once per
 namespace, so cycles end, and through what the components hold: a user's object one level (a
 helper it keeps), squall's own objects and their containers at any depth (a Trident bolt of
-squall's holds the user's operations in its plan). It imports nothing: a module that is not loaded in this process is
-not the user's code here (in the master, the classes that came by value have no module to load).
+squall's holds the user's operations in its plan). It imports nothing: a module that is not
+loaded in this process is not the user's code here (in the master, the classes that came by
+value have no module to load).
 
 What it cannot see: an ``import`` inside a function body that has not run yet, and modules
 reached only through data (a module name in a string). Those must be importable where the

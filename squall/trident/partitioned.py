@@ -344,6 +344,9 @@ class _PartitionedEmitter(Emitter):
         # partitions new here, whose metadata another task may still be writing: read again
         # from the store until the txid before is there (`_begin`)
         self.unsettled: set[str] = set()
+        # txids an earlier attempt of which may have listed other partitions (kept until an
+        # attempt of the txid gets past `_begin`'s check)
+        self.relisted: set[int] = set()
 
     def _refresh(self, coordinator_meta: Any) -> None:
         if self.started and self.saved_coordinator_meta == coordinator_meta:
@@ -378,6 +381,8 @@ class _PartitionedEmitter(Emitter):
         earlier = self.seen.get(tx.txid)
         before = self.seen.get(tx.txid - 1)
         self.seen[tx.txid] = (tx.attempt_id, self.listed_now)  # also if this fails: the next txid's check
+        if first or (earlier is not None and earlier[1] != self.listed_now):
+            self.relisted.add(tx.txid)
         for pid in sorted(self.unsettled):
             rotating = self.partitions[pid][1]
             rotating.refresh()  # written by another task
@@ -389,7 +394,10 @@ class _PartitionedEmitter(Emitter):
                     f"another task, which has not yet stored its batch of txid {prev} (attempt {before[0]}); "
                     f"txid {tx.txid} fails and is replayed")
             self.unsettled.discard(pid)
-        return first or (earlier is not None and earlier[1] != self.listed_now)
+        if tx.txid in self.relisted:
+            self.relisted.discard(tx.txid)
+            return True
+        return False
 
     def _by_id(self, metas: Mapping[Any, Any]) -> Iterable[tuple[str, Any]]:
         for partition, meta in metas.items():
@@ -406,6 +414,7 @@ class _PartitionedEmitter(Emitter):
             rotating.cleanup_before(tx.txid)
         for t in [t for t in self.seen if t < tx.txid]:
             del self.seen[t]
+        self.relisted = {t for t in self.relisted if t >= tx.txid}
 
     def close(self) -> None:
         """Closes the spout's emitter."""

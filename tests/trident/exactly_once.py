@@ -205,6 +205,30 @@ class SentenceParts(IOpaquePartitionedTridentSpout):
         return Fields("sentence")
 
 
+class _ShiftingCoordinator(IOpaquePartitionedTridentSpout.Coordinator):
+    def __init__(self, schedule: list[tuple[int, list[str]]]) -> None:
+        self.schedule = schedule
+        self.calls = 0
+
+    def get_partitions_for_batch(self) -> list[str]:
+        self.calls += 1
+        return next(pids for upto, pids in self.schedule if self.calls <= upto)
+
+
+class ShiftingParts(SentenceParts):
+    """`SentenceParts` whose partition list changes as batches are started (replays count):
+    ``schedule`` is ``[(last call, partition ids), ...]``, the last entry's for good. A partition
+    added in front of the sorted list moves the others between the spout's tasks; one left out
+    for a while vanishes from the txids then, replays included."""
+
+    def __init__(self, parts: Mapping[str, list[str]], per_batch: int, schedule: list[tuple[int, list[str]]]) -> None:
+        super().__init__(parts, per_batch)
+        self.schedule = schedule
+
+    def get_coordinator(self, conf: dict, context: Any) -> _ShiftingCoordinator:
+        return _ShiftingCoordinator(self.schedule)
+
+
 # --- a transactional spout whose first batch is held up ---------------------------------------------
 
 class _SecondBatch:

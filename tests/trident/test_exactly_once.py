@@ -26,6 +26,7 @@ from .exactly_once import (
     FlakyMapState,
     FlakySplit,
     SentenceParts,
+    ShiftingParts,
     SlowStartTxParts,
     Store,
     Watched,
@@ -44,6 +45,10 @@ BATCH = 6  # sentences per batch: 20 batches
 PLAN = {"split": [25, 90], "combine": [60, 400], "put": [4], "put_written": [7], "commit": [10],
         "slow_commit": [13]}
 MESSAGE_TIMEOUT_SECS = 3
+# the shifting spout's partitions by batches started: p0 comes in front (with two spout tasks,
+# p1, p2 and p3 change tasks), p3 goes for a while (its failed reads are forgotten), all at last
+SHIFTS = [(3, ["p1", "p2", "p3"]), (9, ["p0", "p1", "p2", "p3"]), (15, ["p0", "p1", "p2"]),
+          (21, ["p1", "p2", "p3"]), (10**9, ["p0", "p1", "p2", "p3"])]
 _names = itertools.count()
 
 
@@ -80,6 +85,9 @@ def run(cluster, spout_kind: str, state_kind: str):
         spout = inner
     elif spout_kind == "fixed":
         spout = BatchSpoutAdapter(FixedBatchSpout(Fields("sentence"), BATCH, *[[s] for s in TEXT]))
+    elif spout_kind == "shifting":  # opaque, four partitions, listed as SHIFTS says
+        spout = OpaquePartitionedTridentSpoutExecutor(ShiftingParts({f"p{i}": TEXT[i::4] for i in range(4)},
+                                                                    per_batch=BATCH // 4, schedule=SHIFTS))
     else:  # opaque: two partitions of half the sentences each
         spout = OpaquePartitionedTridentSpoutExecutor(SentenceParts({"p0": TEXT[0::2], "p1": TEXT[1::2]},
                                                                     per_batch=BATCH // 2))
@@ -104,7 +112,8 @@ def run(cluster, spout_kind: str, state_kind: str):
 
 
 @pytest.mark.parametrize("spout_kind,state_kind", [
-    ("feeder", "transactional"), ("feeder", "opaque"), ("fixed", "transactional"), ("opaque", "opaque")])
+    ("feeder", "transactional"), ("feeder", "opaque"), ("fixed", "transactional"), ("opaque", "opaque"),
+    ("shifting", "opaque")])
 def test_stored_counts_equal_the_input_exactly_under_failed_and_timed_out_batches(cluster, spout_kind,
                                                                                    state_kind):
     counts, faults, seen = run(cluster, spout_kind, state_kind)

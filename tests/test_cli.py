@@ -445,3 +445,13 @@ def test_get_errors_keeps_each_components_newest_error_as_the_master_orders_them
         "split": "ValueError: second", "count": "KeyError: 'w'",
         "__master": "worker on host:6700 failed to start 3 times; gave up"}
     assert last_errors([]) == {}
+
+
+def test_an_unknown_option_is_the_verbs_usage_error(capsys):
+    """docs/cli.md: other command-line mistakes print the verb's usage, then ``squall VERB:
+    error: ...``, status 2 (argparse's top level said it, with its own usage)."""
+    assert main(["local", "topology.py", "--bogus"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: squall local ") and "squall local: error: unrecognized arguments: --bogus" in err
+    assert main(["--bogus"]) == 2
+    assert "squall: error: unrecognized arguments: --bogus" in capsys.readouterr().err

@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str] | None) -> int:
     parser = _create_arg_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # said by the verb's parser, with its usage: `squall local: error: ...`
+            (getattr(args, "verb_parser", None) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as e:  # --help, or a usage error argparse has printed
         return e.code if isinstance(e.code, int) else 1
     if args.verb is None:  # plain `squall`: what it can do, rather than an argparse error
@@ -132,7 +134,7 @@ def _create_arg_parser() -> argparse.ArgumentParser:
              aliases: tuple[str, ...] = ()) -> argparse.ArgumentParser:
         p = verbs.add_parser(name, parents=list(parents), help=summary, description=description or summary,
                              aliases=list(aliases))
-        p.set_defaults(run=run)
+        p.set_defaults(run=run, verb_parser=p)
         return p
 
     local = verb("local", _local.cmd_local, "run a topology file on an in-process LocalCluster",

@@ -126,6 +126,10 @@ def prepare(path: Path, options: FluxOptions, rename: str | None, verb: str) -> 
     run = FluxRun(path, options, load(path, filter_file=options.filter, env_filter=options.env_filter))
     if not options.no_detail or options.dry_run:
         print(describe(run.flux, run.name(rename)), flush=True)
+    if options.dry_run:  # what submitting would warn of (it does, to a master's log too)
+        from .._config import misspellings
+        for warning in misspellings(run.flux.conf, run.name(rename)):
+            print(f"squall: warning: {warning}", file=sys.stderr)
     return run
 
 

@@ -62,6 +62,19 @@ def test_dry_run_prints_the_topology_and_runs_nothing(capsys):
     assert "Summary" not in out
 
 
+def test_a_dry_run_warns_of_a_misspelled_configuration_key(tmp_path, capsys):
+    """A dry run checks what submitting checks: a key that is a typo of a known one (Storm would
+    pass it through and it would do nothing) is named, with the key meant."""
+    text = (FILES / "wordcount.yaml").read_text()
+    assert "config:" in text
+    path = tmp_path / "typo.yaml"
+    path.write_text(text.replace("config:", "config:\n  topology.max.spout.pendng: 50", 1))
+    assert main(["local", str(path), "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "topology configuration key 'topology.max.spout.pendng' is unknown and used by nothing; did you mean " \
+           "'topology.max.spout.pending'?" in err
+
+
 def test_jar_takes_flux_options_after_the_file_and_a_dry_run_needs_no_master(capsys):
     assert main(["jar", "--name", "renamed", str(FILES / "topology_source.yaml"), "-d"]) == 0
     out = capsys.readouterr().out

@@ -64,7 +64,8 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         self.timeout_secs = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
         self.timeouts_on = bool(self.acking and conf_value(conf, Config.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS))
         comps = wiring.plan.topology.components
-        # (the checkpoint spout's steps go one at a time whatever its limit)
+        # (squall's own spouts, the checkpoint spout and Trident's master coordinator, pace
+        # themselves whatever their limit)
         holders = [] if self.component.startswith("$") else sorted(
             c for c in wiring.plan.downstream(self.component) if getattr(comps[c].obj, "squall_holds_inputs", False))
         self.pending_limit = MaxPending(conf, self.task_ids, acking=self.acking, timeouts_on=self.timeouts_on,

@@ -38,9 +38,13 @@ saw, so what is stored for a committed txid is what was committed, which is all 
 needs. A partition the source stopped listing keeps nothing for a txid whose earlier attempt read
 it: each task drops that when an attempt lists other partitions than the one before it that the
 task saw, and at its first batch (Storm's commit does it), so the txid that finds the partition
-again resumes after the last committed batch. Success (``$success``) drops the metadata of
-older txids but the newest up to it (the one the next txid resumes from); a partition that is
-gone for good keeps that one key.
+again resumes after the last committed batch. A task running behind the others (an attempt
+that has failed already) never replaces or deletes what a later attempt stored. Success
+(``$success``) drops the metadata of older txids but the newest up to it (the one the next txid
+resumes from), as the store has it; a partition that is gone for good keeps that one key. So a
+spout keeps about partitions x (txids in flight + 1) keys, against the topology's limit of
+10,000 (`squall._transactional.MAX_KEYS`). `tests/trident/test_partitioned_orders.py` plays
+random orders of batches, successes, failures and partition changes and counts every record.
 """
 
 from __future__ import annotations
@@ -172,22 +176,35 @@ class RotatingTransactionalState:
         return _resume_from(self.kept[max(older)].meta) if older else None
 
     def override_state(self, txid: int, metadata: Any, attempt: int | None = None) -> None:
-        """Keep ``metadata`` for ``txid`` (stored by ``attempt``), replacing any."""
+        """Keep ``metadata`` for ``txid`` (stored by ``attempt``), replacing any, but not what
+        a later attempt stored (a task running behind the others runs an attempt that failed
+        after a newer one, which may commit, stored its own)."""
+        key = f"{self.key}/{txid}"
+        if attempt is not None:
+            stored = self.store.get(key)
+            if isinstance(stored, _Kept) and stored.attempt is not None and stored.attempt > attempt:
+                self.kept[txid] = stored
+                return
         self.kept[txid] = _Kept(attempt, metadata)
-        self.store.put(f"{self.key}/{txid}", self.kept[txid])
+        self.store.put(key, self.kept[txid])
 
     def remove_state(self, txid: int) -> None:
         """Forget ``txid``'s metadata."""
         if self.kept.pop(txid, None) is not None:
             self.store.delete(f"{self.key}/{txid}")
 
-    def cleanup_before(self, txid: int) -> None:
+    def cleanup_before(self, txid: int, stored: Iterable[int] | None = None) -> None:
         """Forget the txids before ``txid``, all but the newest of those up to ``txid``: the one
         the next txid resumes from (a partition that ``txid`` did not list has no metadata at
-        ``txid`` itself)."""
-        upto = [t for t in self.kept if t <= txid]
+        ``txid`` itself). ``stored``: the txids the store has now (another task may have
+        deleted some this copy still holds), else this copy's."""
+        if stored is not None:
+            now = set(stored)
+            for t in [t for t in self.kept if t not in now]:
+                del self.kept[t]
+        upto = [t for t in (self.kept if stored is None else now) if t <= txid]
         for t in sorted(upto)[:-1]:
-            del self.kept[t]
+            self.kept.pop(t, None)
             self.store.delete(f"{self.key}/{t}")
 
 
@@ -409,9 +426,14 @@ class _PartitionedEmitter(Emitter):
 
     def success(self, tx: TransactionAttempt) -> None:
         """Drops the metadata of the txids before ``tx`` (the newest up to it stays: the next
-        txid resumes from it)."""
+        txid resumes from it), as the store has it now (one listing for every partition)."""
+        stored: dict[str, list[int]] = {}
+        for key in self.store.list():
+            partition, _, tail = key.rpartition("/")
+            if tail.isdigit():
+                stored.setdefault(partition, []).append(int(tail))
         for _, rotating in self.partitions.values():
-            rotating.cleanup_before(tx.txid)
+            rotating.cleanup_before(tx.txid, stored.get(rotating.key, ()))
         for t in [t for t in self.seen if t < tx.txid]:
             del self.seen[t]
         self.relisted = {t for t in self.relisted if t >= tx.txid}
@@ -464,7 +486,7 @@ class _OpaqueEmitter(_PartitionedEmitter):
     def emit_batch(self, tx: TransactionAttempt, metadata: Any, collector: Any) -> None:
         """Every attempt emits anew from the txid before's metadata."""
         if self._begin(tx, metadata):
-            self._forget_vanished(tx.txid)
+            self._forget_vanished(tx.txid, tx.attempt_id)
         older = [t for t in self.cached if t < tx.txid]
         prev_cached = self.cached[max(older)] if older else {}
         prev = {}
@@ -479,7 +501,7 @@ class _OpaqueEmitter(_PartitionedEmitter):
             rotating.override_state(tx.txid, meta, tx.attempt_id)
         self.cached[tx.txid] = metas
 
-    def _forget_vanished(self, txid: int) -> None:
+    def _forget_vanished(self, txid: int, attempt: int) -> None:
         """Drops ``txid``'s metadata of the partitions the source no longer lists (Storm's
         emitter does this at its commit): an earlier attempt of ``txid`` that read one of them
         failed, and a later txid that finds it again must resume where the txid before left it,
@@ -491,6 +513,9 @@ class _OpaqueEmitter(_PartitionedEmitter):
         for key in self.store.list():
             partition, _, tail = key.rpartition("/")
             if tail == str(txid) and partition not in listed:
+                kept = self.store.get(key)
+                if isinstance(kept, _Kept) and kept.attempt is not None and kept.attempt > attempt:
+                    continue  # a later attempt's, which lists it (this task runs behind)
                 self.store.delete(key)
 
     def success(self, tx: TransactionAttempt) -> None:

@@ -7,9 +7,10 @@ class but every user module that code reaches: ``from helpers import shout`` put
 the component's module, ``import helpers2`` puts the module itself there, and ``helpers`` may in
 turn import ``formats``. `user_modules` follows those references through the modules' globals
 (functions, classes, modules, and the types of other values), transitively and once per
-namespace, so cycles end, and through what the components hold: a user's object one level (a
-helper it keeps), squall's own objects and their containers at any depth (a Trident bolt of
-squall's holds the user's operations in its plan). It imports nothing: a module that is not
+namespace, so cycles end, and through what the components hold: `USER_DEPTH` levels into a
+user's objects (the helpers a bolt keeps, in lists and dicts too, and theirs), squall's own
+objects and their containers at any depth (a Trident bolt of squall's holds the user's
+operations in its plan), the first `USER_ITEMS` items of a container. It imports nothing: a module that is not
 loaded in this process is not the user's code here (in the master, the classes that came by
 value have no module to load).
 
@@ -86,6 +87,8 @@ def _is_user_namespace(ns: dict[str, Any]) -> bool:
 
 
 _ATOMS = frozenset({str, bytes, int, float, bool, complex, type(None)})
+USER_DEPTH = 3  # levels the walk goes below a user's object (bolt -> its list -> a helper -> its helper)
+USER_ITEMS = 1000  # items of a container looked at: data's types repeat
 _CONTAINERS = (dict, list, tuple, set, frozenset, deque)
 
 
@@ -126,11 +129,11 @@ class _Finder:
         self._walked: set[int] = set()
         self._types: set[int] = set()
         self._todo: list[dict[str, Any]] = []
-        self._held: list[tuple[Any, bool]] = []
+        self._held: list[tuple[Any, int | None]] = []
         self._held_seen: set[int] = set()
 
     def run(self, roots: Iterable[Any]) -> list[ModuleType]:
-        self._held = [(obj, True) for obj in roots]
+        self._held = [(obj, USER_DEPTH) for obj in roots]
         while self._held or self._todo:
             while self._held:
                 self._safely(*self._held.pop())
@@ -140,25 +143,32 @@ class _Finder:
                     self._safely(value)
         return list(self.found.values())
 
-    def _into(self, obj: Any) -> None:
+    def _into(self, obj: Any, depth: int | None) -> None:
         """What ``obj`` (a component, or what one holds) holds: each object's type, function or
         module is looked at. The walk goes on through squall's own objects and the containers
         they hold, to any depth (a Trident bolt of squall's keeps the user's operations in its
-        plan's nodes); a user's object is looked into one level (the helper it keeps), not
-        through its data, whose types its module's code already names. A module's globals are
-        walked for their code only (`_namespace`)."""
+        plan's nodes), and ``depth`` more levels through the user's (the helpers a bolt keeps,
+        in lists and dicts too, and theirs), looking at the first `USER_ITEMS` items of any
+        container, not through all of a spout's data. A module's globals are walked for their code
+        only (`_namespace`)."""
         if id(obj) in self._held_seen:
             return
         self._held_seen.add(id(obj))
-        deeper = isinstance(obj, _CONTAINERS) or _is_squalls(type(obj))
-        self._held += [(value, deeper) for value in _held_by(obj) if type(value) not in _ATOMS]
+        if _is_squalls(type(obj)) or (depth is None and isinstance(obj, _CONTAINERS)):
+            below: int | None = None
+        else:
+            below = depth - 1 if depth is not None else None
+        held = _held_by(obj)
+        if isinstance(obj, _CONTAINERS):  # a plan's lists are short; a spout's data (squall's
+            held = held[:USER_ITEMS]      # FixedBatchSpout's too) need not be walked whole
+        self._held += [(value, below) for value in held if type(value) not in _ATOMS]
 
-    def _safely(self, value: Any, into: bool = False) -> None:
+    def _safely(self, value: Any, depth: int | None = -1) -> None:
         # an odd object (a lazy proxy) is skipped, whatever it raises: the search is best effort
         with contextlib.suppress(Exception):
             self._value(value)
-            if into and not isinstance(value, (ModuleType, type)):
-                self._into(value)
+            if (depth is None or depth >= 0) and not isinstance(value, (ModuleType, type)):
+                self._into(value, depth)
 
     def _value(self, value: Any) -> None:
         if isinstance(value, ModuleType):

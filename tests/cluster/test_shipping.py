@@ -153,6 +153,44 @@ def test_what_a_partial_a_bound_method_and_a_private_slot_hold_is_found(tmp_path
             del sys.modules[name]
 
 
+def test_helpers_a_bolt_keeps_in_a_list_or_in_another_helper_are_found(tmp_path):
+    """``self.handlers = [B()]`` and ``self.a = A(B())``: the module of B, which the bolt's own
+    module never imports, goes too (the walk goes a few levels into a user's objects)."""
+    write_modules(tmp_path, {
+        "sh_deep_b.py": """
+            class B:
+                pass
+        """,
+        "sh_deep_a.py": """
+            class A:
+                def __init__(self, inner):
+                    self.inner = inner
+        """,
+        "sh_deep_bolt.py": """
+            from squall import BasicBolt
+
+
+            class Keeps(BasicBolt):
+                def execute(self, tup, collector):
+                    pass
+        """})
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import sh_deep_a
+        import sh_deep_b
+        import sh_deep_bolt
+        in_list = sh_deep_bolt.Keeps()
+        in_list.handlers = [sh_deep_b.B()]
+        nested = sh_deep_bolt.Keeps()
+        nested.a = sh_deep_a.A(sh_deep_b.B())
+        assert names(user_modules([in_list])) == ["sh_deep_b", "sh_deep_bolt"]
+        assert names(user_modules([nested])) == ["sh_deep_a", "sh_deep_b", "sh_deep_bolt"]
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [n for n in sys.modules if n.startswith("sh_")]:
+            del sys.modules[name]
+
+
 def test_the_modules_of_a_trident_topologys_operations_are_found(user_code):
     """A Trident operation is held deep inside squall's own bolts (the plan's nodes): its
     module travels as a bolt's does (it was not found, and ``squall jar`` of a Trident file

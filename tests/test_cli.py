@@ -453,5 +453,7 @@ def test_an_unknown_option_is_the_verbs_usage_error(capsys):
     assert main(["local", "topology.py", "--bogus"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("usage: squall local ") and "squall local: error: unrecognized arguments: --bogus" in err
+    assert main(["sparse", "submit", "--bogus"]) == 2
+    assert "squall sparse submit: error: unrecognized arguments: --bogus" in capsys.readouterr().err
     assert main(["--bogus"]) == 2
     assert "squall: error: unrecognized arguments: --bogus" in capsys.readouterr().err

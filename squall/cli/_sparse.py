@@ -38,14 +38,14 @@ def register(verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
     run = sub.add_parser("run", parents=list(parents), help="run the project's topology on an in-process LocalCluster",
                          description="Run the streamparse project's topology on an in-process LocalCluster, "
                                      "showing live figures, for -t seconds (default: until Ctrl-C).")
-    run.set_defaults(run=cmd_run)
+    run.set_defaults(run=cmd_run, verb_parser=run)
     run.add_argument("-t", "--time", type=int, default=0, metavar="SECS",
                      help="seconds to run; 0 or less: until Ctrl-C (default: 0)")
     submit = sub.add_parser("submit", parents=list(parents), help="submit the project's topology to the cluster",
                             description="Submit the streamparse project's topology to the running squall master "
                                         "(as squall jar), or with --host spark to a master started here in a new "
                                         "Spark driver, which runs until the topology is killed or Ctrl-C.")
-    submit.set_defaults(run=cmd_submit)
+    submit.set_defaults(run=cmd_submit, verb_parser=submit)
     submit.add_argument("--host", choices=("process", "spark"), default="process",
                         help="the running master (default), or a new Spark driver (docs/spark.md)")
     submit.add_argument("--spark-master", metavar="URL", help="with --host spark: the Spark master")

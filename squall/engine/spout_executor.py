@@ -34,7 +34,7 @@ from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
 from .acker import ACKED, FAILED, INIT
 from .executor import Executor, TaskStats, Wiring, debug_log, error_record
-from .pending_tuner import AUTO_PENDING_FLOOR, MaxPending  # noqa: F401 (squall.windowing reads the floor here)
+from .pending_tuner import MaxPending
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
 from .routing import Router, build_routers, wrong_size

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import socket
+from collections.abc import Iterable
 from pathlib import Path
 
 _RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -26,18 +27,20 @@ def _ephemeral_low() -> int:
         return 32768  # Linux's default
 
 
-def free_ports(n: int) -> list[int]:
+def free_ports(n: int, avoid: Iterable[int] = ()) -> list[int]:
     """``n`` distinct loopback TCP ports free now, below the ephemeral range (``bind(0)``'s
-    where there is no room below it)."""
+    where there is no room below it), none of ``avoid`` (ports chosen already but not yet
+    bound: a test's DRPC ports, then its master's, drew the same port once)."""
     low = _ephemeral_low()
     first = max(1024, low - _SPAN)
     rng = random.Random()
+    taken = set(avoid)
     ports: list[int] = []
     for _ in range(_TRIES if low - first >= 64 else 0):
         if len(ports) == n:
             break
         port = rng.randrange(first, low)
-        if port in ports:
+        if port in ports or port in taken:
             continue
         with socket.socket() as s:
             try:
@@ -49,7 +52,7 @@ def free_ports(n: int) -> list[int]:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port not in ports:
+        if port not in ports and port not in taken:
             ports.append(port)
     return ports
 

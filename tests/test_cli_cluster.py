@@ -92,7 +92,9 @@ class Nimbus:
     """``squall nimbus --host process`` in a subprocess, with the commands that talk to it."""
 
     def __init__(self, tmp: Path, extra: dict | None = None) -> None:
-        port, *slots = free_ports(3)
+        # not a port `extra` chose for a server of its own (drpc.port, drpc.invocations.port)
+        chosen = [v for k, v in (extra or {}).items() if k.endswith(".port") and isinstance(v, int)]
+        port, *slots = free_ports(3, avoid=chosen)
         self.port = port
         self.dir = tmp / "storm-local"
         self.conf = {"storm.local.dir": str(self.dir), "nimbus.thrift.port": port, "supervisor.slots.ports": slots,

@@ -126,6 +126,22 @@ class OpSpout(IOpaquePartitionedTridentSpout):
         return Fields(["r"])
 
 
+def run_through(d, txids) -> list:
+    """Each of ``txids`` emitted on every task and succeeded: the tuples committed."""
+    committed = []
+    for txid in txids:
+        committed += d.emit(txid)
+        d.success(txid)
+    return committed
+
+
+def assert_each_once(src, committed, n, also=()) -> None:
+    """``committed`` holds each of the ``n`` records of ``src`` (and ``also``) exactly once."""
+    records = [r for [r] in committed]
+    assert sorted(records) == sorted([*(r for rs in src.data.values() for r in rs), *also]), records
+    assert len(records) == len(set(records)) == n
+
+
 def test_transactional_replay_re_emits_the_same_tuples_also_after_a_restart():
     src = Lists(2, batch=3)
     src.add(4)
@@ -304,12 +320,8 @@ def test_an_opaque_replay_without_a_partition_leaves_its_records_to_the_next_txi
     committed += replay
     d.success(2)
     src.data["p1"] = p1
-    for txid in (3, 4):
-        committed += d.emit(txid)
-        d.success(txid)
-    records = [r for [r] in committed]
-    assert sorted(records) == sorted(r for rs in src.data.values() for r in rs), records
-    assert len(records) == len(set(records)) == 8
+    committed += run_through(d, (3, 4))
+    assert_each_once(src, committed, 8)
 
 
 @pytest.mark.parametrize("opaque", [False, True])
@@ -339,12 +351,8 @@ def test_a_partition_that_moves_to_another_task_waits_for_its_previous_batch(opa
     d.start(3)
     committed += d.emit(3)
     d.success(3)
-    for txid in (4, 5):
-        committed += d.emit(txid)
-        d.success(txid)
-    records = [r for [r] in committed]
-    assert sorted(records) == sorted(r for rs in src.data.values() for r in rs), records
-    assert len(records) == len(set(records)) == 12
+    committed += run_through(d, (4, 5))
+    assert_each_once(src, committed, 12)
 
 
 @pytest.mark.parametrize("tasks", [1, 2])
@@ -365,12 +373,8 @@ def test_two_txids_in_flight_that_read_a_partition_and_fail_leave_its_records_to
     d.success(2)
     d.success(3)
     src.data["p1"] = p1
-    for txid in (4, 5, 6, 7):
-        committed += d.emit(txid)
-        d.success(txid)
-    records = [r for [r] in committed]
-    assert sorted(records) == sorted(r for rs in src.data.values() for r in rs), records
-    assert len(records) == len(set(records)) == 12
+    committed += run_through(d, (4, 5, 6, 7))
+    assert_each_once(src, committed, 12)
 
 
 def test_a_moved_partition_waits_for_the_attempt_of_the_txid_before_that_will_commit():
@@ -399,12 +403,8 @@ def test_a_moved_partition_waits_for_the_attempt_of_the_txid_before_that_will_co
     d.success(2)
     committed += d.emit(3)  # txid 3 replayed
     d.success(3)
-    for txid in (4, 5):
-        committed += d.emit(txid)
-        d.success(txid)
-    records = [r for [r] in committed]
-    assert sorted(records) == sorted(r for rs in src.data.values() for r in rs), records
-    assert len(records) == len(set(records)) == 10
+    committed += run_through(d, (4, 5))
+    assert_each_once(src, committed, 10)
 
 
 @pytest.mark.parametrize("opaque", [False, True])
@@ -434,9 +434,5 @@ def test_the_old_owners_cleanup_keeps_what_the_new_owner_stored(opaque):
     src.add(1)
     committed += d.emit_on(4, 1)  # resumes p2 after task 0's txid 3
     d.success(4)
-    for txid in (5, 6):
-        committed += d.emit(txid)
-        d.success(txid)
-    records = [r for [r] in committed]
-    assert sorted(records) == sorted([*(r for rs in src.data.values() for r in rs), "p0-0"]), records
-    assert len(records) == len(set(records)) == 9
+    committed += run_through(d, (5, 6))
+    assert_each_once(src, committed, 9, also=["p0-0"])

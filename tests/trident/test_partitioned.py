@@ -142,6 +142,18 @@ def assert_each_once(src, committed, n, also=()) -> None:
     assert len(records) == len(set(records)) == n
 
 
+def two_tasks_after_txid_1(opaque):
+    """Partitions p1 and p2 of three records each on two tasks (task 0 has p1, task 1 p2), and
+    txid 1 committed: the source, the driver and what txid 1 committed."""
+    src = Lists(0, batch=2)
+    src.data = {"p1": [], "p2": []}
+    src.add(3)
+    spout = OpSpout(src) if opaque else TxSpout(src)
+    d = Driver((OpaquePartitionedTridentSpoutExecutor if opaque else PartitionedTridentSpoutExecutor)(spout),
+               num_tasks=2)
+    return src, d, run_through(d, (1,))
+
+
 def test_transactional_replay_re_emits_the_same_tuples_also_after_a_restart():
     src = Lists(2, batch=3)
     src.add(4)
@@ -330,14 +342,7 @@ def test_a_partition_that_moves_to_another_task_waits_for_its_previous_batch(opa
     3, both in flight. Task 0 reaches txid 3 before task 1 has emitted txid 2 (tasks run apart):
     emitting p2 from the last batch it finds stored (txid 1's) would take txid 2's p2 records
     again, so txid 3 fails there, and its replay, once txid 2 is stored, continues after it."""
-    src = Lists(0, batch=2)
-    src.data = {"p1": [], "p2": []}
-    src.add(3)
-    spout = OpSpout(src) if opaque else TxSpout(src)
-    d = Driver((OpaquePartitionedTridentSpoutExecutor if opaque else PartitionedTridentSpoutExecutor)(spout),
-               num_tasks=2)
-    committed = [*d.emit(1)]
-    d.success(1)
+    src, d, committed = two_tasks_after_txid_1(opaque)
     d.start(2)  # [p1, p2]: task 0 has p1, task 1 p2
     src.data["p0"] = []
     src.add(2)
@@ -412,14 +417,7 @@ def test_the_old_owners_cleanup_keeps_what_the_new_owner_stored(opaque):
     """p2 moves to task 0 at txid 3 and back at txid 4; task 1's success(2) comes before its
     txid 3 (a $success and a $batch come by different ways): its cleanup from an old copy of p2
     must not drop task 0's p2@3, which txid 4 on task 1 resumes from."""
-    src = Lists(0, batch=2)
-    src.data = {"p1": [], "p2": []}
-    src.add(3)
-    spout = OpSpout(src) if opaque else TxSpout(src)
-    d = Driver((OpaquePartitionedTridentSpoutExecutor if opaque else PartitionedTridentSpoutExecutor)(spout),
-               num_tasks=2)
-    committed = [*d.emit(1)]
-    d.success(1)
+    src, d, committed = two_tasks_after_txid_1(opaque)
     d.start(2)  # [p1, p2]
     src.data["p0"] = ["p0-0"]
     d.start(3)  # [p0, p1, p2]: p2 to task 0

@@ -128,14 +128,16 @@ class RotatingTransactionalState:
     never overwrite each other's metadata. Read once when made (`refresh` reads again).
     """
 
-    def __init__(self, store: TxStore, key: str) -> None:
+    def __init__(self, store: TxStore, key: str, read: bool = True) -> None:
         self.store = store
         self.key = key
-        self.refresh()
+        self.kept: dict[int, _Kept] = {}
+        if read:  # else the caller reads it (`refresh`) before using it
+            self.refresh()
 
     def refresh(self) -> None:
         """Read what the store keeps now (another task may have written since)."""
-        self.kept: dict[int, _Kept] = {}
+        self.kept = {}
         for k in self.store.list(f"{self.key}/"):
             tail = k[len(self.key) + 1:]
             if tail.isdigit():
@@ -371,7 +373,9 @@ class _PartitionedEmitter(Emitter):
         ordered = self.emitter.get_ordered_partitions(coordinator_meta)
         mine = self.emitter.get_partitions_for_task(self.index, self.num_tasks, ordered)
         self.unsettled |= {p.get_id() for p in mine} - set(self.partitions)
-        self.partitions = {p.get_id(): (p, RotatingTransactionalState(self.store, partition_key(p.get_id())))
+        # read from the store again; a new one (unsettled) only by `_begin`, before it is used
+        self.partitions = {p.get_id(): (p, RotatingTransactionalState(self.store, partition_key(p.get_id()),
+                                                                      read=p.get_id() in self.partitions))
                            for p in mine}
         self.unsettled &= set(self.partitions)
         self.listed_now = frozenset(p.get_id() for p in ordered)

@@ -164,10 +164,13 @@ def test_a_slow_bolt_in_another_worker_throttles_the_spout(cluster, tmp_path):
 
 def test_a_sigkilled_supervisor_takes_its_workers_and_its_master_starts_it_again(cluster, tmp_path):
     """No orphans: a SIGKILLed supervisor takes its workers with it (PR_SET_PDEATHSIG). The
-    master that started it starts a new one, whose workers finish the topology unaided."""
+    master that started it starts a new one, whose workers finish the topology unaided.
+
+    The spout is endless until the test stops it: with a bounded one, a fast run could ack
+    every id before the kill, and then no ack could follow the new supervisor's start."""
     out = tmp_path / "out"
     out.mkdir()
-    _submit(cluster, out, name="orphans")
+    _submit(cluster, out, name="orphans", n=None)
     assert wait_until(lambda: len(acked(out)) > 100, 30), "the topology did not start processing"
     old_workers = cluster.workers()
     (supervisor,) = cluster.supervisors()
@@ -176,16 +179,13 @@ def test_a_sigkilled_supervisor_takes_its_workers_and_its_master_starts_it_again
         f"orphaned workers: {cluster.workers()}"
     assert wait_until(lambda: cluster.supervisors() and cluster.supervisors() != [supervisor], 10), \
         "no new supervisor"
-    before = len(acked(out))
-    assert wait_until(lambda: len(acked(out)) > before, 30), f"acks did not resume\n{_logs(cluster)}"
-    assert wait_until(lambda: acked(out) >= set(range(N)), 60), f"lost ids: {sorted(set(range(N)) - acked(out))[:20]}"
+    stop_and_wait(out, resume=1, why=lambda: _logs(cluster))
     assert len(cluster.workers()) == 2
 
 
 def _logs(cluster, tail: int = 3000) -> str:
     """The ends of the master's, the supervisor's and the workers' logs, and the processes now:
-    what a failure's message shows (one full-suite run saw acks not resume for 30 s after the
-    new supervisor started, once in several dozen runs)."""
+    what a failure's message shows."""
     parts = [f"supervisors {cluster.supervisors()}, workers {cluster.workers()}"]
     for log in [cluster.dir.parent / "master.log", *sorted((cluster.dir / "supervisor").glob("*.log"))]:
         if log.exists():

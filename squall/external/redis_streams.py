@@ -121,6 +121,16 @@ class _Tracked:
     retries: int = 0
 
 
+@dataclass(frozen=True)
+class _DeadLetter:
+    """An entry given up (past its retries, or malformed) whose dead-letter write and XACK the
+    server has not taken yet: kept, and held like one in flight, until it does."""
+
+    entry: Entry
+    error: str
+    cause: FailureCause | None
+
+
 class _Reader(threading.Thread):
     """Reads new entries (``XREADGROUP ... >``, BLOCK ``block_ms``) for one spout task on a
     connection of its own, one batch per `request`, and hands each batch (or the error a read
@@ -288,6 +298,7 @@ class RedisStreamSpout(Spout):
         self._tracked: dict[str, _Tracked] = {}    # taken, not acked (ready, in flight, waiting)
         self._retrying: RetrySchedule[str] = RetrySchedule(self.backoff)  # failed ids, by due time
         self._to_ack: list[str] = []               # acks the server did not take yet
+        self._dead: dict[str, _DeadLetter] = {}    # given up, not yet in the dead-letter stream
         self._set_up = False
         self._history_from: str | None = "0"       # own pending still to replay (None: done)
         self._next_claim = 0.0
@@ -302,6 +313,7 @@ class RedisStreamSpout(Spout):
         """Sends the acks held back, stops the reading thread and closes the connections;
         entries not acked stay pending for the next task."""
         self._safely(self.clock.now(), self._flush_acks)
+        self._safely(self.clock.now(), self._write_dead_letters)
         if self._reader.is_alive():
             self._reader.stop()
         else:
@@ -387,6 +399,7 @@ class RedisStreamSpout(Spout):
             self._create_group()
             self._set_up = True
         self._flush_acks()
+        self._write_dead_letters()
         self._move_due_retries(now)
         self._touch_due(now)   # before _fill's XAUTOCLAIM: it must not find our own entries idle
         if not self._ready:
@@ -473,7 +486,9 @@ class RedisStreamSpout(Spout):
     def _take(self, entries: Iterable[Entry]) -> None:
         acked = set(self._to_ack)   # acked while the server was down: still pending there
         for entry in entries:
-            if entry.id in self._tracked or entry.id in acked:
+            # acked or given up while the server was down: still pending there, not taken anew
+            # (a given-up entry taken again would go to the bolts with a fresh retry budget)
+            if entry.id in self._tracked or entry.id in acked or entry.id in self._dead:
                 continue
             try:
                 values = self.translator(self.stream, entry)
@@ -496,16 +511,18 @@ class RedisStreamSpout(Spout):
         while (entry_id := self._retrying.pop_ready(now)) is not None:
             if entry_id in self._tracked:
                 due.append(entry_id)
+        # ready before the touch: if the server is down, they are emitted once it is back (the
+        # emit skips one the touch found claimed by another task)
+        self._ready.extendleft(reversed(due))
         if due:
             self._touch(due)
-        self._ready.extendleft(reversed([i for i in due if i in self._tracked]))
 
     def _touch_due(self, now: float) -> None:
         """Resets the idle time of every entry held here, once per ``claim_idle_ms / 3``."""
         if now < self._next_touch:
             return
-        if (self._tracked or self._to_ack) and self._set_up:
-            self._touch([*self._tracked, *self._to_ack])
+        if (self._tracked or self._to_ack or self._dead) and self._set_up:
+            self._touch([*self._tracked, *self._to_ack, *self._dead])
         self._next_touch = now + self._touch_every
 
     def _touch(self, ids: list[str]) -> None:
@@ -522,6 +539,7 @@ class RedisStreamSpout(Spout):
                         "%s", self.consumer, len(lost), self.stream, self.claim_idle_ms, lost[:10])
         for entry_id in lost:
             self._tracked.pop(entry_id, None)
+            self._dead.pop(entry_id, None)
 
     def _flush_acks(self) -> None:
         if self._to_ack:
@@ -532,22 +550,27 @@ class RedisStreamSpout(Spout):
         """XADD the entry to the dead-letter stream and XACK it, atomically (MULTI), so it is
         never both lost and acked; ``cause``, the failure that gave it up, goes with it as the
         JSON field ``cause`` (kind, component, task, error, message). If the server is down the
-        entry stays pending here and is re-delivered (and dead-lettered again) by the replay of
-        own pending."""
+        entry is kept here (pending there, touched like one in flight) and written once it is
+        back, by the next `next_tuple`."""
         log.error("%s: entry %s of stream %r to dead-letter stream %r: %s", self.consumer,
                   entry.id, self.stream, self.dead_letter_stream, error)
-        record: dict[FieldT, EncodableT] = {"stream": self.stream, "id": entry.id, "error": error,
-                  "fields": json.dumps(dict(entry.fields) if entry.fields is not None else None)}
-        if cause is not None:
-            record["cause"] = json.dumps(cause.as_dict())
-        try:
+        self._dead[entry.id] = _DeadLetter(entry, error, cause)
+        self._safely(self.clock.now(), self._write_dead_letters)
+
+    def _write_dead_letters(self) -> None:
+        """Writes the entries given up (`_dead_letter`), each with its XACK in one MULTI, and
+        forgets each once written; raises as the server's calls do."""
+        for entry_id, dead in list(self._dead.items()):
+            record: dict[FieldT, EncodableT] = {
+                "stream": self.stream, "id": entry_id, "error": dead.error,
+                "fields": json.dumps(dict(dead.entry.fields) if dead.entry.fields is not None else None)}
+            if dead.cause is not None:
+                record["cause"] = json.dumps(dead.cause.as_dict())
             with self.client.pipeline(transaction=True) as p:
                 p.xadd(self.dead_letter_stream, record)
-                p.xack(self.stream, self.group, entry.id)
+                p.xack(self.stream, self.group, entry_id)
                 p.execute()
-        except _DOWN as e:
-            self._history_from = "0"   # find it again in own pending when the server is back
-            self._down(self.clock.now(), e)
+            del self._dead[entry_id]
 
     def _group_gone(self, error: Exception) -> None:
         """The stream or the group vanished (a Redis restart without persistence, a FLUSHALL):

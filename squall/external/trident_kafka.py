@@ -48,6 +48,7 @@ from .kafka import (
     KafkaUnavailable,
     Record,
     TopicPartition,
+    log_dead_letter,
 )
 
 __all__ = [
@@ -225,7 +226,14 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
         return offset
 
     def _emit(self, collector: Any, record: Record) -> None:
-        values = self.config.translator(record)
+        try:
+            values = self.config.translator(record)
+        except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison record)
+            # Raising would fail the batch, and every replay would read this record again: its
+            # partition would stall for good. Skipped as the plain spout does, in every attempt.
+            why = e if isinstance(e, ValueError) else f"translator raised {type(e).__name__}: {e}"
+            (self.config.dead_letter or log_dead_letter)(record, f"malformed record: {why}")
+            return
         if values is not None or self.config.emit_null_tuples:
             collector.emit(values)
 

@@ -335,6 +335,50 @@ def pump(s, collector, n: int) -> None:
             collector.woken.wait(1.0)
 
 
+def test_an_outage_loses_no_retry_and_gives_no_given_up_entry_a_new_retry_budget(redis_server):
+    """Two entries fail just before Redis goes down. One's retry falls due during the outage:
+    it is emitted again once Redis is back (its retry was taken off the schedule and lost when
+    the touch before its emit failed). The other passes its retry limit during the outage: it
+    goes to the dead-letter stream once Redis is back, once, and is not emitted again with a
+    fresh retry budget (the replay of own pending took it as a new entry). Every entry counted."""
+    r = redis_server.client()
+    clock = SimulatedClock()
+    s, out = spout(redis_server.url, fields=["user"], clock=clock, down_retry_secs=0.5,
+                   backoff=ExponentialBackoff(initial_delay=1.0, max_delay=1.0, max_retries=1))
+    ids = add(r, 6)
+    pump(s, out, 6)
+    retried, given_up, *rest = ids
+    s.fail(given_up)                 # its first failure (the limit is one): again 1 s later
+    clock.advance(1.0)
+    pump(s, out, 7)
+    s.fail(retried)                  # again 1 s later
+    for i in rest:
+        s.ack(i)
+    s.next_tuple()                   # their XACK
+    assert pending(r) == 2
+    redis_server.stop()              # RDB saved: the two stay pending
+    clock.advance(1.5)
+    s.next_tuple()                   # the retry is due now; its touch meets the outage
+    s.fail(given_up)                 # past the limit: its dead-letter write meets the outage
+    redis_server.start()
+    r = redis_server.client()
+    deadline = time.monotonic() + 20
+    while len(out.emitted) < 8 or r.xlen(f"{STREAM}:dead") < 1:
+        assert time.monotonic() < deadline, (out.emitted, r.xlen(f"{STREAM}:dead"))
+        out.woken.clear()
+        clock.advance(1.0)
+        s.next_tuple()
+        out.woken.wait(0.1)
+    s.ack(retried)
+    s.next_tuple()
+    emitted = [m for _, m in out.emitted]
+    s.close()
+    assert {i: emitted.count(i) for i in ids} == {retried: 2, given_up: 2, **{i: 1 for i in rest}}
+    dead = r.xrange(f"{STREAM}:dead")
+    assert [f["id"] for _, f in dead] == [given_up] and "failed 2 times" in dead[0][1]["error"]
+    assert pending(r) == 0
+
+
 def test_a_translator_raising_any_error_dead_letters_the_entry_instead_of_killing_the_worker(redis_server):
     import json
 

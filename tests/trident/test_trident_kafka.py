@@ -237,3 +237,34 @@ def test_a_partition_with_nothing_new_emits_nothing_and_a_spark_batch_reads_only
     assert third["batch"] == ["t@1"]
     assert [[(t.partition.get_id(), t.meta["first_offset"]) for t in p.value] for p in reader.partitions(second, third)] \
         == [[("t@1", 0)]]
+
+
+@pytest.mark.parametrize("adapter, spout", [(PartitionedTridentSpoutExecutor, KafkaTridentSpoutTransactional),
+                                            (OpaquePartitionedTridentSpoutExecutor, KafkaTridentSpoutOpaque)])
+def test_a_record_the_translator_refuses_is_a_dead_letter_and_its_partition_goes_on(adapter, spout):
+    """A translator that raises on a record (`MalformedRecord`, or any error) failed every
+    attempt of its batch, which read the record again each time: the partition stalled for good.
+    It is now handed to the config's ``dead_letter`` and skipped, on every attempt, as the plain
+    spout does; every other record is in a batch once."""
+    from squall.external.kafka import MalformedRecord
+
+    def translator(r):
+        if r.value == "BAD":
+            raise MalformedRecord(f"cannot parse {r.value!r}")
+        if r.value == "WORSE":
+            raise KeyError("user")
+        return [r.offset, r.value]
+    dead = []
+    logs = {T0: ["a", "BAD", "c", "WORSE", "e"]}
+    cfg = config(logs, translator=translator, output_fields=["offset", "value"],
+                 dead_letter=lambda r, reason: dead.append((r.offset, reason)))
+    d = Driver(adapter(spout(cfg)))  # the in-memory consumer polls 3 records at a time
+    assert d.emit(1) == [[0, "a"], [2, "c"]]
+    assert d.emit(1) == [[0, "a"], [2, "c"]]  # the replay skips it the same way
+    d.success(1)
+    assert d.emit(2) == d.emit(2) == [[4, "e"]]
+    d.success(2)
+    logs[T0].append("f")
+    assert d.emit(3) == [[5, "f"]]
+    assert [o for o, _ in dead] == [1, 1, 3, 3]
+    assert "cannot parse 'BAD'" in dead[0][1] and "translator raised KeyError" in dead[2][1]

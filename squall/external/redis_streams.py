@@ -329,6 +329,12 @@ class RedisStreamSpout(Spout):
             self._take_arrived()
         self._safely(self.clock.now(), flush_and_take)
 
+    def activate(self) -> None:
+        """Takes what the reading thread delivered while the spout was deactivated, so that the
+        next ``next_tuple`` touches those entries with the rest before it emits any: one that
+        idled past ``claim_idle_ms`` meanwhile may be another task's now."""
+        self._safely(self.clock.now(), self._take_arrived)
+
     # --- the loop ---------------------------------------------------------------------------
 
     def next_tuple(self) -> None:

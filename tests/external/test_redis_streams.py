@@ -525,6 +525,36 @@ def test_an_entry_a_live_task_retries_past_the_idle_time_is_not_claimed_but_a_de
     b.close()
 
 
+def test_entries_read_while_a_task_was_deactivated_and_claimed_meanwhile_are_not_emitted_twice(redis_server):
+    """Task 0 is deactivated with a read under way; the read delivers an entry, which idles
+    past the claim idle time while the task stays deactivated, and task 1 claims and emits it.
+    When task 0 is activated it must not emit it too: it touches it first and finds it taken."""
+    r = redis_server.client()
+    clock = SimulatedClock()
+    a, a_out = spout(redis_server.url, 0, fields=["user"], claim_idle_ms=IDLE_MS, claim_interval_secs=10**6,
+                     clock=clock, block_ms=30_000)  # its read waits for the entries, however slow the test
+    b, b_out = spout(redis_server.url, 1, fields=["user"], claim_idle_ms=IDLE_MS, claim_interval_secs=0)
+    [first] = add(r, 1)
+    pump(a, a_out, 1)
+    a.ack(first)
+    a.next_tuple()                   # sends the ack, and asks the reading thread for more
+    a.deactivate()
+    [later] = add(r, 1, start=1)
+    assert wait_until(lambda: pending(r) == 1, 10), "task 0's read did not take the new entry"
+    age(r, "spout-0", 2 * IDLE_MS / 1000)
+    clock.advance(2 * IDLE_MS / 1000)
+    pump(b, b_out, 1)                # task 1 claims what idled past claim_idle_ms
+    a.activate()
+    for _ in range(3):
+        a.next_tuple()
+    assert emitted_ids(a_out) == [first] and emitted_ids(b_out) == [later]
+    b.ack(later)
+    b.next_tuple()
+    assert pending(r) == 0
+    a.close()
+    b.close()
+
+
 def test_entries_in_flight_for_longer_than_the_idle_time_stay_with_their_live_task(redis_server):
     """A slow topology at max spout pending: task 0 has emitted 12 entries and, for three times
     the claim idle time, only sees acks come back (no next_tuple). Task 1 claims all the while

@@ -540,6 +540,22 @@ def test_list_from_a_directory_without_squall_yaml_says_how_to_point_at_the_clus
         f"-c storm.local.dir=DIR\n")
 
 
+def test_jar_with_squalls_options_after_file_says_they_went_to_file(tmp_path, capsys, monkeypatch):
+    """``squall jar FILE --config X``: FILE gets ``--config X`` (its own ARGS, as Storm's jar
+    passes them), squall its defaults; the error says so instead of only "cannot reach"."""
+    (port,) = free_ports(1)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SQUALL_CONF_DIR", raising=False)
+    (tmp_path / "elsewhere").mkdir()  # not the current directory, where squall would find it
+    config = write_conf(tmp_path / "elsewhere", **{"nimbus.thrift.port": port})
+    path = write(tmp_path, "endless.py", BUILD_STYLE)
+    assert main(["jar", "-c", f"nimbus.thrift.port={port}", path, "--config", config]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"squall: error: cannot reach the master at 127.0.0.1:{port}: Connection refused")
+    assert err.endswith("; FILE's arguments include --config: squall's options go before FILE "
+                        "(squall jar --config PATH FILE ARGS)\n")
+
+
 @pytest.mark.parametrize("verb", [["nimbus"], ["jar", "x.py"]])
 def test_spark_master_goes_with_host_spark(capsys, tmp_path, verb):
     if verb[0] == "jar":

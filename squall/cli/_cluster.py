@@ -126,11 +126,22 @@ def _master_errors(conf: dict[str, Any], missing_secret: bool, args: argparse.Na
     try:
         yield
     except RpcError as e:
-        raise _master_error(e, conf, missing_secret, _conf_file_used(args)) from e
+        raise _after_file(_master_error(e, conf, missing_secret, _conf_file_used(args)), args) from e
     except SquallError as e:
         if isinstance(e.__cause__, RpcError):
-            raise _master_error(e.__cause__, conf, missing_secret, _conf_file_used(args)) from e
+            raise _after_file(_master_error(e.__cause__, conf, missing_secret, _conf_file_used(args)), args) from e
         raise
+
+
+def _after_file(error: UserError, args: argparse.Namespace) -> UserError:
+    """``error``, saying so when squall's cluster options came after FILE (``squall jar FILE
+    --config X``): FILE got them as its own arguments, and squall used its defaults."""
+    misplaced = [a for a in getattr(args, "args", None) or []
+                 if a == "-c" or a.partition("=")[0] == "--config" or (a.startswith("-c") and "=" in a)]
+    if not misplaced:
+        return error
+    return UserError(f"{error}; FILE's arguments include {' '.join(misplaced)}: squall's options go before "
+                     f"FILE (squall jar --config PATH FILE ARGS)", error.code)
 
 
 def _conf_file_used(args: argparse.Namespace) -> Path | None:

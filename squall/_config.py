@@ -489,6 +489,30 @@ def misspellings(conf: Mapping[str, Any], topology: str) -> list[str]:
             for key in conf if isinstance(key, str) and (meant := misspelling_of(key)) is not None]
 
 
+def overridden_component_keys(conf: Mapping[str, Any], own: Mapping[str, Mapping[str, Any] | None],
+                              topology: str) -> list[str]:
+    """A warning for each key a component's own configuration (``own``, by component id) sets
+    that the topology's ``conf`` sets to another value: squall's rule gives the topology's
+    (`component_conf`), Storm's the component's, so a port from Storm (a bolt asking for its
+    own tick frequency while the topology sets one for the others) changes silently."""
+    warnings = []
+    for cid, component in sorted(own.items()):
+        for key, value in sorted((component or {}).items()):
+            if key in COMPONENT_KEYS and key in conf and conf[key] != value:
+                warnings.append(f"{topology}: component [{cid}] sets {key!r} to {value!r}, but the topology's "
+                                f"Config sets it to {conf[key]!r}, which wins (squall's rule; Storm's gives the "
+                                f"component's): leave it out of the Config for the component's to apply")
+    return warnings
+
+
+def submit_warnings(conf: Mapping[str, Any], topology: Any, name: str) -> list[str]:
+    """What submitting ``topology`` (a `StormTopology`) as ``name`` with ``conf`` warns of:
+    likely typos in ``conf`` (`misspellings`) and components' own keys it overrides
+    (`overridden_component_keys`)."""
+    own = {cid: spec.conf for cid, spec in getattr(topology, "components", {}).items()}
+    return misspellings(conf, name) + overridden_component_keys(conf, own, name)
+
+
 def read_conf_file(path: str | os.PathLike) -> dict[str, Any]:
     """Read a ``squall.yaml``; a clear error names the file if it is not a mapping."""
     p = Path(path)

@@ -357,6 +357,48 @@ def test_a_misspelt_topology_key_is_warned_about_where_the_user_sees_it(monkeypa
         "did you mean 'topology.max.spout.pending'?"]
 
 
+def test_a_components_own_key_the_topology_overrides_is_warned_about(monkeypatch, capsys, caplog):
+    """squall gives a key the topology's Config sets precedence over a component's own (API
+    contract); Storm the other way. A bolt ported from Storm that asks for its own tick
+    frequency while the topology sets another would tick at the topology's without a word: the
+    submission warns, naming both values; a component that agrees, or a key only one sets, not."""
+    import logging
+
+    from squall import BasicBolt, LocalCluster, StormSubmitter, TopologyBuilder
+    from squall.cli import _cluster
+    from squall.testing import FeederSpout
+
+    class Ticking(BasicBolt):
+        def __init__(self, secs):
+            self.secs = secs
+
+        def get_component_configuration(self):
+            return {"topology.tick.tuple.freq.secs": self.secs}
+
+        def execute(self, tup, collector):
+            pass
+
+    builder = TopologyBuilder()
+    builder.set_spout("s", FeederSpout(["x"]))
+    builder.set_bolt("rolling", Ticking(1)).shuffle_grouping("s")
+    builder.set_bolt("agrees", Ticking(5)).shuffle_grouping("s")
+    builder.set_bolt("paced", Ticking(1)).shuffle_grouping("s").set_max_spout_pending(7)
+    topology = builder.create_topology()
+    conf = {"topology.tick.tuple.freq.secs": 5, "topology.workers": 1}
+    warning = ("t: component [{}] sets 'topology.tick.tuple.freq.secs' to 1, but the topology's Config sets it "
+               "to 5, which wins (squall's rule; Storm's gives the component's): leave it out of the Config for "
+               "the component's to apply")
+    monkeypatch.setattr(StormSubmitter, "submit_topology", lambda name, conf, topology: None)
+    monkeypatch.setattr(_cluster, "MasterClient", lambda conf: (_ for _ in ()).throw(RpcError("down")))
+    _cluster._ToMaster({}).submit_topology("t", conf, topology)
+    assert capsys.readouterr().err.splitlines() == [f"squall: warning: {warning.format(c)}" for c in ("paced", "rolling")]
+    with caplog.at_level(logging.WARNING, "squall.master"), LocalCluster() as cluster:
+        cluster.submit_topology("t", conf, topology)
+        cluster.kill_topology("t", wait_secs=0)
+    assert [r.getMessage() for r in caplog.records if "wins" in r.getMessage()] == [
+        warning.format(c) for c in ("paced", "rolling")]
+
+
 def test_monitor_prints_an_error_again_with_its_count_when_it_repeats(capsys):
     """One record per repeated error: monitor shows it once, then again only when it happens
     again, with how many times it has (a new error, as before, once)."""

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .._config import Config, conf_value, find_conf_file, misspellings
+from .._config import Config, conf_value, find_conf_file, submit_warnings
 from .._errors import RpcError, SquallError
 from .._redact import redact_logs
 from .._submitter import StormSubmitter
@@ -191,7 +191,7 @@ class _ToMaster:
         self.client_conf = client_conf
 
     def submit_topology(self, name: str, conf: dict[str, Any], topology: Any) -> None:
-        for warning in misspellings(conf, name):  # the master logs these too, but far from here
+        for warning in submit_warnings(conf, topology, name):  # the master logs these too, but far from here
             print(f"squall: warning: {warning}", file=sys.stderr)
         with StormSubmitter.submitting_to(None):  # past the FileSubmitter, to the master
             StormSubmitter.submit_topology(name, conf, topology)

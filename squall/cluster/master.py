@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import cloudpickle
 
-from .._config import Config, conf_value, misspellings, topology_conf, visible_to_topology
+from .._config import Config, conf_value, submit_warnings, topology_conf, visible_to_topology
 from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
 from .._nimbus import (
     Assignment,
@@ -711,7 +711,7 @@ class Master:
             raise AlreadyAliveException(f"Topology with name `{name}` already exists on cluster")
         conf = dict(conf or {})
         merged = topology_conf(self.conf, conf)
-        for warning in misspellings(conf, name):
+        for warning in submit_warnings(conf, topology, name):
             log.warning("%s", warning)
         # the submitted name, whatever the Config says (Storm's Nimbus): tasks key their
         # transactional and persistent state by it, and a Config copied from another topology

@@ -9,6 +9,7 @@ import enum
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..state import StateError
 from ..trident.state import (
     CachedMap,
     MapState,
@@ -41,28 +42,39 @@ class CommittingMapState(MapState, Snapshottable):
     whose backing map hears ``begin_commit``/``commit`` when it wants to.
 
     ``build()`` makes the stack (`build_map_state`). A call that raises (the store down, a value
-    refused) drops it for a fresh one before the error goes on: the `CachedMap` in it has already
-    taken what the store may not have (it caches before it writes), and the task lives on to
-    replay the batch, which must read the store again. ``hooks`` (the backing map, or None) has
-    ``begin_commit(txid)`` and ``commit(txid)``, called before and after the state's own: Storm's
-    map wrappers keep the txid to themselves, and a store that tags each batch's write with it
-    (the Delta table) needs it.
+    refused) drops it for a fresh one before the error goes on: what the stack kept of the
+    batch (what it wrote, what it cached) may not be what the store has, and the task lives on
+    to replay the batch, which must read the store again. The rest of that batch is refused
+    (`StateError`), up to its next ``begin_commit``: the fresh stack knows neither the batch's
+    txid nor its writes so far, so an updater that caught the error and went on would write as
+    if outside any batch (a replay would count it again). ``hooks`` (the backing map, or None)
+    has ``begin_commit(txid)`` and ``commit(txid)``, called before and after the state's own:
+    Storm's map wrappers keep the txid to themselves, and a store that tags each batch's write
+    with it (the Delta table) needs it.
     """
 
     def __init__(self, build: Callable[[], Any], hooks: Any = None) -> None:
         self._build = build
         self._state = build()
         self._hooks = hooks
+        self._batch: tuple[int | None] | None = None  # (txid,) between begin_commit and commit
+        self._failed: str | None = None  # the error that failed the open batch
 
     def _run(self, method: str, *args: Any) -> Any:
+        if self._failed is not None and self._batch is not None:
+            raise StateError(f"the map state refuses the rest of batch txid {self._batch[0]}, in which a call "
+                             f"failed ({self._failed}): the batch must fail, and its replay reads the store again")
         try:
             return getattr(self._state, method)(*args)
-        except BaseException:
+        except BaseException as e:
             self._state = self._build()
+            if self._batch is not None:
+                self._failed = f"{type(e).__name__}: {e}"
             raise
 
     def begin_commit(self, txid: int | None) -> None:
         """The batch ``txid`` starts updating the state."""
+        self._batch, self._failed = (txid,), None
         if self._hooks is not None:
             self._hooks.begin_commit(txid)
         self._run("begin_commit", txid)
@@ -70,6 +82,7 @@ class CommittingMapState(MapState, Snapshottable):
     def commit(self, txid: int | None) -> None:
         """The batch ``txid`` updated the state."""
         self._run("commit", txid)
+        self._batch = None
         if self._hooks is not None:
             self._hooks.commit(txid)
 

@@ -293,12 +293,105 @@ def test_a_write_the_store_refused_is_not_served_from_the_cache():
     m.commit(1)
     backing.fail_next = True
     m.begin_commit(2)
+    single_update(m, "w", 1)
     with pytest.raises(ConnectionError):
-        single_update(m, "w", 1)
+        m.commit(2)  # where a transactional map writes
     m.begin_commit(2)  # the replay
     single_update(m, "w", 1)
     m.commit(2)
     assert backing.vals[("w",)] == TransactionalValue(2, 2)
+
+
+class FailingPuts(MemoryBackingMap):
+    """Fails its ``n``-th ``multi_put`` (counted from 1) after writing the first ``keep`` keys of it."""
+
+    def __init__(self, n: int = 0, keep: int = 0) -> None:
+        super().__init__()
+        self.n, self.keep = n, keep
+
+    def multi_put(self, keys, values):
+        super().multi_put(keys[:self.keep] if len(self.puts) + 1 == self.n else keys,
+                          values[:self.keep] if len(self.puts) + 1 == self.n else values)
+        if len(self.puts) == self.n:
+            raise ConnectionError("store down")
+
+
+class PerTuple:
+    """A ``partition_persist`` updater's way: one ``multi_update`` a tuple, raising at the tuple
+    ``fail_at`` (an error in the updater between two updates of one key)."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.fail_at = fail_at
+
+    def update_state(self, m, words):
+        for i, w in enumerate(words):
+            if i == self.fail_at:
+                raise ValueError("updater failed")
+            single_update(m, w, 1)
+
+
+class ReadThenPut:
+    """An updater that reads each key and puts it back plus one (no ``multi_update``)."""
+
+    def update_state(self, m, words):
+        keys = [[w] for w in words]
+        m.multi_put(keys, [(v or 0) + 1 for v in m.multi_get(keys)])
+
+
+@pytest.mark.parametrize("build", [TransactionalMap.build, OpaqueMap.build])
+@pytest.mark.parametrize("fails", ["in the updater", "in the store's write", "after the commit"])
+def test_a_replay_counts_each_update_once_whatever_the_failed_attempt_stored(build, fails):
+    """A batch updates a key twice (one update a tuple) and fails: in the updater between the
+    two, in the store's write (a TransactionalMap's at the commit, part-way: the first key
+    stored, the second not), or after the commit (another partition's failed). Its replay must
+    leave each key counted once a tuple. A TransactionalMap that wrote at each update was
+    replayed onto half its update: 'the' counted once."""
+    backing = FailingPuts()
+    m = build(backing)
+    m.begin_commit(1)
+    PerTuple().update_state(m, ["x"])
+    m.commit(1)
+    words = ["the", "a", "the"]
+    m.begin_commit(2)
+    if fails == "in the updater":
+        with pytest.raises(ValueError):
+            PerTuple(fail_at=2).update_state(m, words)
+    elif fails == "in the store's write":
+        # a TransactionalMap's one write, at the commit (its first key stored, the other not);
+        # an OpaqueMap's third (it writes at each update)
+        transactional = build == TransactionalMap.build
+        backing.n, backing.keep = len(backing.puts) + (1 if transactional else 3), int(transactional)
+        with pytest.raises(ConnectionError):
+            PerTuple().update_state(m, words)
+            m.commit(2)
+    else:
+        PerTuple().update_state(m, words)
+        m.commit(2)
+    m.begin_commit(2)  # the replay: the same tuples (a transactional spout)
+    PerTuple().update_state(m, words)
+    m.commit(2)
+    m.begin_commit(3)
+    assert m.multi_get([["the"], ["a"], ["x"]]) == [2, 1, 1]
+
+
+@pytest.mark.parametrize("build", [TransactionalMap.build, OpaqueMap.build])
+@pytest.mark.parametrize("committed", [False, True])
+def test_a_replay_of_a_read_then_put_updater_counts_once(build, committed):
+    """An updater that reads a key and puts it back plus one, in a batch that fails before or
+    after its commit: the replay must not read the failed attempt's write as the value before."""
+    m = build(MemoryBackingMap())
+    m.begin_commit(1)
+    ReadThenPut().update_state(m, ["w"])
+    m.commit(1)
+    m.begin_commit(2)
+    ReadThenPut().update_state(m, ["w"])
+    if committed:
+        m.commit(2)  # this partition's commit went through; the batch failed in another
+    m.begin_commit(2)
+    ReadThenPut().update_state(m, ["w"])
+    m.commit(2)
+    m.begin_commit(3)
+    assert m.multi_get([["w"]]) == [2]
 
 
 def test_cached_map_rejects_a_size_below_one():

@@ -11,7 +11,9 @@ So a value stored with the txid that last changed it tells a replay apart from a
 - `NonTransactionalMap` stores the bare value: at-least-once.
 
 Within one batch both maps remember what they wrote (Storm's ``CachedBatchReadsMap``), so two
-updates of a key in one batch add up rather than the second looking like a replay.
+updates of a key in one batch add up rather than the second looking like a replay. A
+`TransactionalMap` writes a batch's values at its commit, so that a replay finds each key's
+whole update of the batch in the store or none of it.
 Each map is also `Snapshottable` over one global key, for an ungrouped ``persistent_aggregate``.
 """
 
@@ -251,7 +253,30 @@ class _TxidMap(_SnapshotMap):
 
 class TransactionalMap(_TxidMap):
     """A `MapState` for transactional spouts (Storm's ``TransactionalMap``): the backing map
-    holds `TransactionalValue`s; see the module docstring."""
+    holds `TransactionalValue`s; see the module docstring.
+
+    In a batch its writes wait for the batch's `commit`, which hands them to the backing map in
+    one ``multi_put`` (Storm's writes at each update). So a failed attempt left in the store
+    nothing, or (its commit's write failed part-way) the whole batch's value of some keys; a
+    replay that finds a key stored with its own txid skips every update and put of that key in
+    the batch. Written at each update, a batch that updated a key twice (a ``partition_persist``
+    updater calling ``multi_update`` a tuple) and failed between the two was replayed onto half
+    its update, and a read-then-put updater's replay read its failed attempt's write."""
+
+    def __init__(self, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> None:
+        super().__init__(backing, global_key)
+        self.staged: dict[Key, Sequence[Any]] = {}  # written in this batch, for its commit: the key as given
+
+    def begin_commit(self, txid: int | None) -> None:
+        super().begin_commit(txid)
+        self.staged.clear()
+
+    def commit(self, txid: int | None) -> None:
+        if self.staged:
+            written, staged = self.backing.written, self.staged
+            self.staged = {}
+            self.backing.delegate.multi_put(list(staged.values()), [written[k] for k in staged])
+        super().commit(txid)
 
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
         return [None if r.val is None else r.val.val for r in self.backing.multi_get(keys)]
@@ -259,24 +284,43 @@ class TransactionalMap(_TxidMap):
     def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater]) -> list[Any]:
         _check_pairs(keys, updaters, "updaters")
         ks, stored_vals = self.backing.fetch(keys)
-        written, curr_tx = self.backing.written, self.curr_tx
         new_keys, new_ks, new_vals, ret = [], [], [], []
         for key, k, stored, updater in zip(keys, ks, stored_vals, updaters):
-            if stored is not None and curr_tx is not None and stored.txid == curr_tx and k not in written:
-                ret.append(stored.val)  # this batch's update is in already: a replay
+            if self._replayed(k, stored):
+                ret.append(stored.val)
                 continue
-            new = TransactionalValue(curr_tx, updater.update(None if stored is None else stored.val))
+            new = TransactionalValue(self.curr_tx, updater.update(None if stored is None else stored.val))
             ret.append(new.val)
             new_keys.append(key)
             new_ks.append(k)
             new_vals.append(new)
-        if new_keys:
-            self.backing.multi_put(new_keys, new_vals, new_ks)
+        self._write(new_keys, new_ks, new_vals)
         return ret
 
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
         _check_pairs(keys, values, "values")
-        self.backing.multi_put(keys, [TransactionalValue(self.curr_tx, v) for v in values])
+        if self.curr_tx is None:
+            self._write(keys, _keys(keys), [TransactionalValue(None, v) for v in values])
+            return
+        ks, stored_vals = self.backing.fetch(keys)
+        put = [i for i, (k, stored) in enumerate(zip(ks, stored_vals)) if not self._replayed(k, stored)]
+        self._write([keys[i] for i in put], [ks[i] for i in put],
+                    [TransactionalValue(self.curr_tx, values[i]) for i in put])
+
+    def _replayed(self, k: Key, stored: Any) -> bool:
+        """Whether the batch's whole update of ``k`` is in the store already: this txid stored
+        it (an earlier attempt's commit), and this attempt has not written it."""
+        return (stored is not None and self.curr_tx is not None and stored.txid == self.curr_tx
+                and k not in self.backing.written)
+
+    def _write(self, keys: Sequence[Sequence[Any]], ks: list[Key], vals: list[TransactionalValue]) -> None:
+        if not ks:
+            return
+        if self.curr_tx is None:  # outside a batch: at once
+            self.backing.multi_put(keys, vals, ks)
+            return
+        self.backing.written.update(zip(ks, vals))
+        self.staged.update(zip(ks, keys))
 
 
 class _Replace(ValueUpdater):

@@ -201,8 +201,10 @@ def test_delta_bad_keys_values_and_tables_are_named(tmp_path):
     state.begin_commit(1)
     with pytest.raises(DeltaMapStateError, match=r"key has 2 values .*\['word'\]"):
         state.multi_get([["a", "b"]])
+    state.begin_commit(1)  # the replay (the rest of a batch in which a call failed is refused)
+    state.multi_put([["a"]], ["not a number"])
     with pytest.raises(DeltaMapStateError, match="'value'"):
-        state.multi_put([["a"]], ["not a number"])
+        state.commit(1)  # where a transactional map writes
     # the same table for a state of another type has the wrong columns
     with pytest.raises(DeltaMapStateError, match="columns"):
         DeltaMapState.opaque(tmp_path / "t", KEYS, pa.int64()).make_state({}, None, 0, 1)
@@ -232,7 +234,8 @@ def test_redis_write_that_failed_is_written_by_the_replay_in_the_same_task(redis
     redis_server.stop()
     state.begin_commit(2)
     with pytest.raises(FailedException):
-        state.multi_update([["a"]], [Add(1)])
+        state.multi_update([["a"]], [Add(1)])  # an opaque map writes here (this key is cached)
+        state.commit(2)  # a transactional one here
     redis_server.start()
     state.begin_commit(2)
     assert state.multi_update([["a"]], [Add(1)]) == [2]
@@ -252,3 +255,46 @@ def test_delta_null_key_is_one_row_counted_once_per_batch(tmp_path, kind):
     assert read(f, None, "a") == [3, 3]
     assert [(r["word"], r["count"]) for r in deltalake.DeltaTable(str(uri)).to_pyarrow_table().to_pylist()
             if r["word"] is None] == [(None, 3)]
+
+
+@pytest.mark.parametrize("kind", ["transactional", "opaque"])
+def test_a_batch_in_which_a_call_failed_is_refused_the_rest_and_its_replay_counts_once(kind):
+    """A map state over a real store is rebuilt after a call that raised; the fresh stack knew
+    neither the batch's txid nor its writes, so an updater that caught the error and retried
+    wrote with txid None, and the batch's replay counted it again. The rest of that batch is
+    refused now (the batch fails), and its replay counts each update once."""
+    from squall.external._trident_map import StateType, build_map_state
+    from squall.state import StateError
+
+    class Flaky:
+        def __init__(self):
+            self.vals, self.fail_gets = {}, 0
+
+        def multi_get(self, keys):
+            if self.fail_gets:
+                self.fail_gets -= 1
+                raise TimeoutError("store slow")
+            return [self.vals.get(tuple(k)) for k in keys]
+
+        def multi_put(self, keys, values):
+            self.vals.update((tuple(k), v) for k, v in zip(keys, values))
+
+    store = Flaky()
+    state = build_map_state(store, StateType(kind), 0, "$G")
+    state.begin_commit(1)
+    store.fail_gets = 1
+    with pytest.raises(TimeoutError):
+        state.multi_update([["w"]], [Add(1)])
+    with pytest.raises(StateError, match=r"refuses the rest of batch txid 1, in which a call failed "
+                                         r"\(TimeoutError: store slow\)"):
+        state.multi_update([["w"]], [Add(1)])  # the updater's retry
+    with pytest.raises(StateError):
+        state.commit(1)
+    for _ in range(2):  # the replay, then a replay of a batch that failed after this commit
+        state.begin_commit(1)
+        assert state.multi_update([["w"]], [Add(1)]) == [1]
+        state.commit(1)
+    state.begin_commit(2)
+    assert state.multi_update([["w"]], [Add(1)]) == [2]
+    state.commit(2)
+    assert state.multi_get([["w"]]) == [2]

@@ -27,7 +27,7 @@ from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSou
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
-from .executor import Executor, TaskStats, Wiring, debug_log, error_record
+from .executor import Executor, TaskStats, Wiring, debug_log, error_record, log
 from .plan import ExecutorSpec
 from .routing import _NOWHERE, Router, build_routers, wrong_size
 
@@ -114,7 +114,11 @@ class BoltExecutor(Executor):
             raise error
         w = self.wiring
         if self.throttle.allow(w.clock.now()):
-            w.report_error(error_record(self.component, task, error, w.worker_port))
+            record = error_record(self.component, task, error, w.worker_port)
+            w.report_error(record)
+            # in the worker's log too, as Storm logs a reported error (throttled with the reports)
+            log.error("[%s] task %s: execute raised on an input, which fails:\n%s", self.component, task,
+                      record.traceback)
 
     def flush_acks(self) -> None:
         """Send the coalesced acks: one message per root.

@@ -37,7 +37,7 @@ from .operation import (
     TridentCollector,
     TridentOperationContext,
 )
-from .state.api import MapCombinerAggStateUpdater
+from .state.api import CombinerAggStateUpdater, MapCombinerAggStateUpdater, ReducerAggStateUpdater
 from .tuple import TridentTuple
 
 # --- how a processor sees its place in the bolt ---------------------------------------------------
@@ -547,6 +547,17 @@ class PartitionPersistProcessor(_StateProcessor):
     """
 
     APPEND = False
+
+    def prepare(self, conf: dict, context: Any, tctx: ProcessorContext) -> None:
+        super().prepare(conf, context, tctx)
+        if isinstance(self.op, (CombinerAggStateUpdater, ReducerAggStateUpdater)):
+            missing = [m for m in ("get", "update", "set") if not callable(getattr(tctx.state, m, None))]
+            if missing:  # else every batch failed on an AttributeError deep in the updater
+                raise TypeError(
+                    f"persistent_aggregate into state {self.state_id!r} without group_by keeps one global "
+                    f"value, so the state must be Snapshottable (get, update, set); its "
+                    f"{type(tctx.state).__name__} has no {', '.join(missing)}: wrap a MapState in "
+                    f"SnapshottableMap(state, [key]), or group_by before persistent_aggregate")
 
     def wire(self) -> None:
         self._coll.wire()

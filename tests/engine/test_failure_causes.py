@@ -6,11 +6,23 @@ counts, and a bolt's failed, are exact in the statistics at any sample rate (iss
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
 
-from squall import BaseWindowedBolt, BasicBolt, Bolt, Config, Count, Fields, FailureCause, LocalCluster, Spout, TopologyBuilder
+from squall import (
+    BaseWindowedBolt,
+    BasicBolt,
+    Bolt,
+    Config,
+    Count,
+    FailureCause,
+    Fields,
+    LocalCluster,
+    Spout,
+    TopologyBuilder,
+)
 from squall._failure import EXCEPTION, EXPLICIT, TIMEOUT, WORKER_LOST
 from squall.cli._local import with_statistics
 from squall.engine.clock import SimulatedClock
@@ -214,9 +226,12 @@ def test_fail_fast_crashes_the_worker_and_fails_the_raising_input_as_an_exceptio
     assert got["a"] == FailureCause(WORKER_LOST) and not got["a"].record_caused
 
 
-def test_by_default_the_worker_stays_up_and_only_the_raising_input_fails():
+def test_by_default_the_worker_stays_up_and_only_the_raising_input_fails(caplog):
+    """The error is reported (the UI's errors) and, as Storm logs a reported error, in the
+    worker's log with its traceback: it was in the errors alone, so a user watching the log of
+    a stalled topology saw nothing."""
     cluster, feed, causes = _two_workers(fail_fast=False)
-    with cluster:
+    with cluster, caplog.at_level(logging.ERROR, "squall.engine"):
         feed.feed(["a"], "a")
         feed.feed(["boom"], "boom")
         assert wait_until(lambda: len(causes.items()) == 1)
@@ -225,6 +240,8 @@ def test_by_default_the_worker_stays_up_and_only_the_raising_input_fails():
         errors = cluster.get_topology_info("t")["errors"]
         assert [(e["component"], e["fatal"]) for e in errors] == [("crash", False)]
     assert [(m, c.kind, c.error) for m, c in causes.items()] == [("boom", EXCEPTION, "RuntimeError")]
+    logged = [r.getMessage() for r in caplog.records if "execute raised" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].startswith("[crash] task ") and logged[0].rstrip().endswith("RuntimeError: boom")
 
 
 def test_a_timeout_reaches_the_spout_as_a_timeout():

@@ -16,6 +16,7 @@ from squall import Config, Fields, LocalCluster
 from squall.trident import BaseFunction, MemoryMapState, TridentTopology
 from squall.trident.spout import FixedBatchSpout
 
+from ..conftest import wait_until
 from .trident_ops import (
     CountAsAggregator,
     CountCombiner,
@@ -115,6 +116,45 @@ def test_ungrouped_persistent_aggregate_sums_every_batch_into_one_value(cluster)
         running += sum(len(w) for w in words_of(spout, txid))
         if words_of(spout, txid):
             assert seen[txid] == [[running]]
+
+
+def test_ungrouped_persistent_aggregate_into_a_state_that_is_not_snapshottable_says_so(cluster) -> None:
+    """Every batch failed on an AttributeError deep in the state updater (``'X' object has no
+    attribute 'update'``), and the topology stalled; the bolt's prepare now says what is wrong
+    and what to do."""
+    from squall.trident.state import MapState, StateFactory
+
+    class Plain(MapState):
+        def multi_get(self, keys):
+            return [None for _ in keys]
+
+        def multi_update(self, keys, updaters):
+            return [u.update(None) for u in updaters]
+
+        def multi_put(self, keys, values):
+            pass
+
+        def begin_commit(self, txid):
+            pass
+
+        def commit(self, txid):
+            pass
+
+    class Plainly(StateFactory):
+        def make_state(self, conf, metrics, partition_index, num_partitions):
+            return Plain()
+
+    topo = TridentTopology()
+    topo.new_stream("spout-plain", sentence_spout(2)).persistent_aggregate(Plainly(), CountCombiner(), Fields("n"))
+    name = run(cluster, topo)
+
+    def errors() -> list[str]:
+        return [e["error"] for e in cluster.get_topology_info(name)["errors"]]
+    assert wait_until(errors, 20)
+    assert errors()[0] == (
+        "TypeError: persistent_aggregate into state 'state1' without group_by keeps one global value, so the state "
+        "must be Snapshottable (get, update, set); its Plain has no get, update, set: wrap a MapState in "
+        "SnapshottableMap(state, [key]), or group_by before persistent_aggregate")
 
 
 def test_count_agg_gives_one_count_per_batch_and_zero_for_an_empty_batch(cluster) -> None:
@@ -231,7 +271,7 @@ def test_partition_aggregate_runs_per_partition(cluster) -> None:
 class Repeat(BaseFunction):
     """Emits its input's length as many times as the word says: 'none' 0, 'two' 2, else 1."""
 
-    def execute(self, tuple, collector) -> None:  # noqa: A002
+    def execute(self, tuple, collector) -> None:
         times = {"none": 0, "two": 2}.get(tuple[0], 1)
         for _ in range(times):
             collector.emit([len(tuple[0])])

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._fields import Fields, MessageId
+from ._getters import TypedGetters
 from ._native import TupleBase
 from ._system import SYSTEM_COMPONENT, TICK_STREAM
 
@@ -33,7 +34,7 @@ class Source:
         return f"Source({self.component!r}, {self.stream!r}, {self.task})"
 
 
-class Tuple(TupleBase):
+class Tuple(TupleBase, TypedGetters):
     """A tuple as a bolt receives it: values, their fields, and where it came from.
 
     ``t[0]``, ``t["word"]`` and ``len(t)`` work as on a list of values. Tuples are made by squall;

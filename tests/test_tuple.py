@@ -23,6 +23,22 @@ def test_values_by_position_and_by_field_name():
     assert t.contains("count") and not t.contains("nope")
 
 
+@pytest.mark.parametrize("make", ["bolt", "trident"])
+def test_storms_typed_getters_read_the_values_as_they_are(make):
+    """storm-starter reads ``tuple.getString(0)`` and ``getIntegerByField("count")``: both kinds
+    of tuple take Storm's typed getters (a Python value has one type whatever the getter's
+    name), ``size()`` and ``field_index``."""
+    from squall.trident.tuple import TridentTuple
+
+    t = word_tuple() if make == "bolt" else TridentTuple(Fields("word", "count"), ["hello", 3])
+    assert t.get_string(0) == t.get_string_by_field("word") == "hello"
+    for kind in ("integer", "long", "short", "byte", "double", "float", "boolean", "binary"):
+        assert getattr(t, f"get_{kind}")(1) == getattr(t, f"get_{kind}_by_field")("count") == 3
+    assert t.size() == 2 and t.field_index("count") == 1
+    with pytest.raises(ValueError, match="'nope'"):
+        t.get_long_by_field("nope")
+
+
 def test_an_unknown_field_is_named_in_the_error():
     with pytest.raises(ValueError, match="'nope'"):
         word_tuple().get_value_by_field("nope")

@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._fields import Fields
+from .._getters import TypedGetters
 from .._native import TridentTupleBase
 
 
-class TridentTuple(TridentTupleBase):
+class TridentTuple(TridentTupleBase, TypedGetters):
     """Values of one Trident tuple and the fields naming them.
 
     ``t[0]``, ``t["word"]``, ``len(t)`` and iteration work as on the list of values (``t[i]``
@@ -54,14 +55,6 @@ class TridentTuple(TridentTupleBase):
     def select(self, fields: Fields) -> list:
         """The values of ``fields``, in their order."""
         return self._fields.select(fields, self.values)
-
-    def get_string(self, i: int) -> str:
-        """The value at position ``i`` (Storm's typed getters collapse to one in Python)."""
-        return self.values[i]
-
-    def get_integer(self, i: int) -> int:
-        """The value at position ``i``."""
-        return self.values[i]
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.values)

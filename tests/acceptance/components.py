@@ -9,15 +9,34 @@ do with static maps.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 import uuid
 from typing import Any
 
-from squall import BasicBolt, Bolt, CustomStreamGrouping, Fields, ReportedFailedException, Spout
-from squall import FailedException, SerializationError, is_tick_tuple
+from squall import (
+    BasicBolt,
+    Bolt,
+    FailedException,
+    Fields,
+    ReportedFailedException,
+    SerializationError,
+    Spout,
+    is_tick_tuple,
+)
+from squall.testing import (  # Storm's testing components, which squall.testing has as Storm does  # noqa: F401
+    AckEveryOtherBolt,
+    NGrouping,
+    TestAggregatesCounter,
+    TestConfBolt,
+    TestGlobalCount,
+    TestPlannerBolt,
+    TestPlannerSpout,
+    TestWordCounter,
+    TestWordSpout,
+)
 from squall.testing._registry import SharedCounter, SharedFlag, SharedLog
+
 
 class Recorder:
     """An append-only event log shared by every copy of a component (and the test)."""
@@ -74,54 +93,6 @@ class Gate:
 
 # --- Storm's testing spouts ---------------------------------------------------------------------
 
-WORDS = ["nathan", "mike", "jackson", "golda", "bertels"]
-
-
-class TestWordSpout(Spout):
-    """A random word every 100 ms on field "word"; non-distributed means one task at most."""
-
-    __test__ = False  # not a pytest test class
-
-    def __init__(self, is_distributed: bool = True) -> None:
-        self.is_distributed = is_distributed
-
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        self._next = 0.0
-
-    def next_tuple(self):
-        now = time.monotonic()
-        if now >= self._next:  # Storm sleeps 100 ms here; squall's next_tuple must not block
-            self._next = now + 0.1
-            self.collector.emit([random.choice(WORDS)])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("word"))
-
-    def get_component_configuration(self):
-        if not self.is_distributed:
-            return {"topology.max.task.parallelism": 1}
-        return None
-
-
-class TestPlannerSpout(Spout):
-    """Emits nothing; declares ``fields`` (default field1, field2)."""
-
-    __test__ = False
-
-    def __init__(self, fields: Fields | bool | None = None, is_distributed: bool = True) -> None:
-        if isinstance(fields, bool):
-            fields, is_distributed = None, fields
-        self.fields = fields if fields is not None else Fields("field1", "field2")
-        self.is_distributed = is_distributed
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(self.fields)
-
-    def get_component_configuration(self):
-        if not self.is_distributed:
-            return {"topology.max.task.parallelism": 1}
-        return None
 
 
 class LifecycleSpout(Spout):
@@ -153,101 +124,6 @@ class LifecycleSpout(Spout):
 
 # --- Storm's testing bolts ----------------------------------------------------------------------
 
-class TestWordCounter(BasicBolt):
-    """Counts words per task and emits ``[word, count]``."""
-
-    __test__ = False
-
-    def prepare(self, conf, context):
-        super().prepare(conf, context)
-        self.counts: dict[Any, int] = {}
-
-    def execute(self, tup, collector):
-        word = tup.get_value(0)
-        if isinstance(word, bytes):  # Storm's TestWordBytesCounter
-            word = word.decode()
-        self.counts[word] = self.counts.get(word, 0) + 1
-        collector.emit([word, self.counts[word]])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("word", "count"))
-
-
-class TestGlobalCount(Bolt):
-    """Emits its running count of inputs, anchored (field "global-count")."""
-
-    __test__ = False
-
-    def prepare(self, conf, context, collector):
-        super().prepare(conf, context, collector)
-        self.count = 0
-
-    def execute(self, tup):
-        self.count += 1
-        self.collector.emit([self.count], tup)
-        self.collector.ack(tup)
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("global-count"))
-
-
-class TestAggregatesCounter(Bolt):
-    """Keeps the latest count per word and emits their sum (field "agg-global")."""
-
-    __test__ = False
-
-    def prepare(self, conf, context, collector):
-        super().prepare(conf, context, collector)
-        self.counts: dict[Any, int] = {}
-
-    def execute(self, tup):
-        self.counts[tup.get_value(0)] = tup.get_value(1)
-        self.collector.emit([sum(self.counts.values())], tup)
-        self.collector.ack(tup)
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("agg-global"))
-
-
-class TestPlannerBolt(Bolt):
-    """Does nothing."""
-
-    __test__ = False
-
-
-class TestConfBolt(BasicBolt):
-    """For an input ``[name]`` emits ``[name, conf.get(name)]``; ``component_conf`` is its own
-    component configuration."""
-
-    __test__ = False
-
-    def __init__(self, component_conf: dict | None = None) -> None:
-        self.component_conf = component_conf
-
-    def get_component_configuration(self):
-        return self.component_conf
-
-    def execute(self, tup, collector):
-        name = tup.get_value(0)
-        collector.emit([name, self.conf.get(name)])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("conf", "value"))
-
-
-class NGrouping(CustomStreamGrouping):
-    """Storm's ``NGrouping``: every tuple goes to the ``n`` lowest target task ids."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def prepare(self, context, stream, target_tasks):
-        self.outs = sorted(target_tasks)[: self.n]
-
-    def choose_tasks(self, task_id, values):
-        return self.outs
-
-
 class IdentityBolt(BasicBolt):
     """Re-emits its input's values (anchored), on the given fields (default "num")."""
 
@@ -259,19 +135,6 @@ class IdentityBolt(BasicBolt):
 
     def declare_output_fields(self, declarer):
         declarer.declare(self.fields)
-
-
-class AckEveryOtherBolt(Bolt):
-    """Acks the 1st, 3rd, 5th... tuple it receives; never fails any."""
-
-    def prepare(self, conf, context, collector):
-        super().prepare(conf, context, collector)
-        self.state = True
-
-    def execute(self, tup):
-        if self.state:
-            self.collector.ack(tup)
-        self.state = not self.state
 
 
 class AckBolt(Bolt):

@@ -96,3 +96,33 @@ def test_an_unmocked_spout_that_cannot_tell_when_it_is_done_is_refused(cluster):
     builder.set_spout("planner", TestPlannerSpout())
     with pytest.raises(InvalidTopologyException, match=r"CompletableSpout.*\[planner\]"):
         complete_topology(cluster, builder.create_topology())
+
+
+def test_storms_test_word_spout_emits_its_words_at_its_pace_and_repeats_with_a_seed():
+    """squall.testing's TestWordSpout: Storm's five words, one each ``interval_secs`` without
+    blocking its worker (Storm's sleeps), the same words for the same seed and task."""
+    from squall.testing import TestWordSpout
+    from squall.testing._storm_components import WORDS
+
+    class Context:
+        def get_this_task_id(self):
+            return 3
+
+    class Collector:
+        def __init__(self):
+            self.emitted = []
+
+        def emit(self, values, msg_id=None, stream="default"):
+            self.emitted.append(values[0])
+
+    def words(seed, interval_secs, calls):
+        spout, out = TestWordSpout(seed=seed, interval_secs=interval_secs), Collector()
+        spout.open({}, Context(), out)
+        for _ in range(calls):
+            spout.next_tuple()
+        return out.emitted
+
+    fast = words(7, 0, 200)
+    assert len(fast) == 200 and set(fast) <= set(WORDS) and len(set(fast)) == len(WORDS)
+    assert fast == words(7, 0, 200) != words(8, 0, 200)
+    assert len(words(7, 3600, 50)) == 1  # one word, then none until its hour has passed

@@ -77,6 +77,30 @@ def test_a_file_without_a_topology_names_the_three_ways_to_define_one(tmp_path, 
     assert "build()" in line and "StormSubmitter.submit_topology" in line
 
 
+def test_a_file_whose_main_runs_its_own_local_cluster_is_told_so(tmp_path, capsys):
+    """storm-starter's main runs a LocalCluster of its own unless given a name: under squall
+    local it ran, and then the error said the file defined no topology."""
+    path = write(tmp_path, "starter.py", (
+        "import sys\n"
+        "from squall import LocalCluster, StormSubmitter, TopologyBuilder\n"
+        "from squall.testing import TestWordSpout\n"
+        "def make():\n"
+        "    b = TopologyBuilder()\n"
+        "    b.set_spout('w', TestWordSpout())\n"
+        "    return b.create_topology()\n"
+        "if __name__ == '__main__':\n"
+        "    if len(sys.argv) > 1:\n"
+        "        StormSubmitter.submit_topology(sys.argv[1], {}, make())\n"
+        "    else:\n"
+        "        with LocalCluster() as cluster:\n"
+        "            cluster.submit_topology('own', {}, make())\n"))
+    assert main(["local", path, "--ttl", "1"]) == 1
+    assert error_line(capsys) == (
+        "squall: error: starter.py submitted nothing to squall: its __main__ code ran a LocalCluster of its own "
+        "(as `python starter.py` would) instead of calling StormSubmitter.submit_topology. Give it a build() "
+        "function returning its StormTopology, which squall local and squall jar run (see docs/cli.md)")
+
+
 def test_an_import_error_inside_the_file_shows_the_exception_without_a_traceback(tmp_path, capsys):
     path = write(tmp_path, "broken.py", "import squall_no_such_module\n")
     assert main(["local", path]) == 1

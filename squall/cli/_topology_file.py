@@ -260,11 +260,33 @@ def run_as_main(path: Path, argv: list[str], submitter: FileSubmitter) -> list[s
     finally:
         sys.argv = saved
     if not submitter.names:
+        if _main_makes_a_local_cluster(path.read_bytes()):
+            raise UserError(
+                f"{path.name} submitted nothing to squall: its __main__ code ran a LocalCluster of its own "
+                f"(as `python {path.name}` would) instead of calling StormSubmitter.submit_topology. Give it "
+                f"a build() function returning its StormTopology, which squall local and squall jar run "
+                f"(see docs/cli.md)")
         raise UserError(
             f"{path.name} defines no topology: give it a build() function returning a StormTopology, "
             f"a module-level topology, or call StormSubmitter.submit_topology(name, conf, topology) "
             f"under if __name__ == '__main__' (see docs/cli.md)")
     return submitter.names
+
+
+def _main_makes_a_local_cluster(source: str | bytes) -> bool:
+    """Whether FILE's ``__main__`` blocks call ``LocalCluster(...)`` (storm-starter's main: its own
+    cluster unless given a name to submit under)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    for block in (n for n in tree.body if isinstance(n, ast.If) and _is_main_guard(n.test)):
+        for node in ast.walk(block):
+            if isinstance(node, ast.Call):
+                f = node.func
+                if (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else "") == "LocalCluster":
+                    return True
+    return False
 
 
 def submit_file(path: Path, target: Any, topology_over: dict[str, Any], name: str | None,

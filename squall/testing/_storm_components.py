@@ -132,9 +132,10 @@ class TestPlannerSpout(Spout):
 
     def __init__(self, fields: Fields | list[str] | bool | None = None, is_distributed: bool = True) -> None:
         if isinstance(fields, bool):  # Storm's TestPlannerSpout(boolean isDistributed)
-            fields, is_distributed = None, fields
-        self.fields = fields if isinstance(fields, Fields) else Fields(fields or ["field1", "field2"])
-        self.is_distributed = is_distributed
+            self.is_distributed, names = fields, None
+        else:
+            self.is_distributed, names = is_distributed, fields
+        self.fields = names if isinstance(names, Fields) else Fields(names or ["field1", "field2"])
 
     def next_tuple(self) -> None:
         """Nothing."""

@@ -26,6 +26,7 @@ from .._collectors import BasicOutputCollector, OutputFieldsDeclarer, SpoutOutpu
 from .._components import BasicBolt, Spout
 from .._config import Config
 from .._errors import FailedException
+from .._failure import FailureCause
 from .._fields import Fields
 from .._transactional import Delete, LaunchRefusedError, MasterBackend, Put
 from .._tuple import Tuple
@@ -403,8 +404,10 @@ class MasterBatchCoordinator(Spout):
         self.spouts = list(spouts)
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
-        """``$batch``, ``$commit`` and ``$success``, each ``Fields("tx")``."""
-        for stream in (BATCH_STREAM, COMMIT_STREAM, SUCCESS_STREAM):
+        """``$batch`` (``Fields("tx", "cause")``: why its last attempt failed, or None), ``$commit``
+        and ``$success`` (``Fields("tx")``)."""
+        declarer.declare_stream(BATCH_STREAM, Fields("tx", "cause"))
+        for stream in (COMMIT_STREAM, SUCCESS_STREAM):
             declarer.declare_stream(stream, Fields("tx"))
 
     def get_component_configuration(self) -> dict[str, Any] | None:
@@ -429,6 +432,9 @@ class MasterBatchCoordinator(Spout):
         self._component = context.get_this_component_id()
         self._refusal = _Refusal()
         self._failures = _FailureLog()
+        # per txid, why its last attempt failed (a FailureCause's wire form), for its replay's
+        # $batch: a plain spout in it (a DRPC stream's) tells its records why
+        self._causes: dict[int, tuple] = {}
         self._saves = _BackgroundSaves(self._component, collector.wake) if _over_the_network(self._states) else None
         log.info("Trident coordinator %s resumes at txid %d", self._component, self.core.current_txid)
 
@@ -454,6 +460,17 @@ class MasterBatchCoordinator(Spout):
             return
         stream, attempt = self._parse(msg_id)
         self._step(self.core.acked(stream, attempt))
+
+    def fail_with(self, msg_id: Any, cause: FailureCause) -> None:
+        """`fail`, knowing why: the replay of the txid (and of the later ones the failure drops)
+        carries ``cause`` in its ``$batch``."""
+        if not self._refusal.refused:
+            _, attempt = self._parse(msg_id)
+            if self.core.is_running(attempt):
+                for txid in self.core.active:
+                    if txid >= attempt.txid:
+                        self._causes[txid] = cause.wire()
+        self.fail(msg_id)
 
     def fail(self, msg_id: Any) -> None:
         """A ``$batch`` or ``$commit`` tree failed or timed out: the core replays it."""
@@ -535,9 +552,11 @@ class MasterBatchCoordinator(Spout):
         for emit in emits:
             if emit.stream == SUCCESS_STREAM:
                 self.collector.emit([emit.attempt], stream=SUCCESS_STREAM)
+            elif emit.stream == BATCH_STREAM:
+                self.collector.emit([emit.attempt, self._causes.pop(emit.attempt.txid, None)],
+                                    msg_id=("batch", emit.attempt.txid, emit.attempt.attempt_id), stream=BATCH_STREAM)
             else:
-                kind = "batch" if emit.stream == BATCH_STREAM else "commit"
-                self.collector.emit([emit.attempt], msg_id=(kind, emit.attempt.txid, emit.attempt.attempt_id),
+                self.collector.emit([emit.attempt], msg_id=("commit", emit.attempt.txid, emit.attempt.attempt_id),
                                     stream=emit.stream)
 
     def _write(self, changes: list[Put | Delete]) -> None:
@@ -575,7 +594,7 @@ class TridentSpoutCoordinator(BasicBolt):
     On the master's ``$batch`` it asks the spout's `BatchCoordinator` for the batch's metadata
     (given the previous txid's, and this txid's own if it ran before: a replay), stores it in
     the spout's transactional state under ``meta/<txid>`` and emits ``$batch`` ``[tx,
-    metadata]`` anchored to the input, to every task of the spout executor bolt. On
+    metadata, cause]`` anchored to the input, to every task of the spout executor bolt. On
     ``$success`` it tells the coordinator and forgets the metadata of older txids.
     """
 
@@ -584,8 +603,8 @@ class TridentSpoutCoordinator(BasicBolt):
         self.spout = spout
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
-        """``$batch`` with ``Fields("tx", "metadata")``."""
-        declarer.declare_stream(BATCH_STREAM, Fields("tx", "metadata"))
+        """``$batch`` with ``Fields("tx", "metadata", "cause")`` (the master's cause)."""
+        declarer.declare_stream(BATCH_STREAM, Fields("tx", "metadata", "cause"))
 
     def get_component_configuration(self) -> dict[str, Any] | None:
         """One task at most."""
@@ -642,7 +661,7 @@ class TridentSpoutCoordinator(BasicBolt):
         self.state.write([*self._stale, Put(key, metadata)])
         self._stale = []
         metas[key] = cloudpickle.dumps(metadata)
-        collector.emit([attempt, metadata], stream=BATCH_STREAM)
+        collector.emit([attempt, metadata, tup.values[1]], stream=BATCH_STREAM)
 
     def cleanup(self) -> None:
         """Close the spout's coordinator."""
@@ -723,6 +742,9 @@ class SpoutEmitterBody(BatchBody):
             raise ValueError(f"the spout executor of stream {self.stream!r} takes only the spout coordinator's "
                              f"{BATCH_STREAM}, got a tuple on {stream!r}")
         collector = _EmitterCollector(self._output, batch, self.stream, self._width)
+        failed = getattr(self.emitter, "failed_with", None)
+        if values[1] is not None and failed is not None:  # a replay, and why its attempt before failed
+            failed(batch.attempt.txid, FailureCause.from_wire(values[1]))
         try:
             self.emitter.emit_batch(batch.attempt, values[0], collector)
         finally:  # what was emitted before a failure goes out as it did (the batch fails anyway)

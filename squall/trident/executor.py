@@ -21,6 +21,7 @@ from .._collectors import OutputCollector, OutputFieldsDeclarer
 from .._components import Bolt
 from .._config import Config, conf_value
 from .._errors import FailedException, ReportedFailedException
+from .._failure import EXPLICIT, FailureCause
 from .._fields import Fields
 from .._native import pack_rows
 from .._tuple import Tuple, is_tick_tuple
@@ -487,6 +488,7 @@ class TridentBoltExecutor(Bolt):
         timeout = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
         self.tracker = BatchTracker(expected, self.spec.committer, timeout)
         self._anchor: Tuple | None = None
+        self._cause: FailureCause | None = None  # why `_answer` fails its tuples, when a FailedException said
         self._last_expiry = time.monotonic()
         self._output = _Output(self, self._packed_streams())
         self.body.prepare(conf, context, self._output)
@@ -549,6 +551,9 @@ class TridentBoltExecutor(Bolt):
             if isinstance(e, ReportedFailedException):
                 self.collector.report_error(e)
             decision = self._failed(tracked, tup)
+            # why, for the spout of the batch (a DRPC caller is told the exception's message)
+            self._cause = FailureCause.of_exception(EXPLICIT, self.context.get_this_component_id(),
+                                                    self.context.get_this_task_id(), e)
         except BaseException:
             self._output.drop()
             # not a FailedException: the engine reports it and fails the input (or crashes the
@@ -583,10 +588,13 @@ class TridentBoltExecutor(Bolt):
         return decision
 
     def _answer(self, tup: Tuple, decision: Decision) -> None:
+        cause, self._cause = self._cause, None
+        fail_with = getattr(self.collector, "fail_with", None)  # the engine's collector has it
+        fail = self.collector.fail if cause is None or fail_with is None else (lambda t: fail_with(t, cause))
         if decision.fail_held is not None:
-            self.collector.fail(decision.fail_held)
+            fail(decision.fail_held)
         if decision.fail_input:
-            self.collector.fail(tup)
+            fail(tup)
         elif decision.ack_input:
             self.collector.ack(tup)
 

@@ -480,7 +480,7 @@ def materialize(p: Plan) -> StormTopology:
     for s in p.spouts:
         builder.set_bolt(s.coordinator, TridentSpoutCoordinator(s.txid, s.spout), 1) \
             .global_grouping(master, BATCH_STREAM).global_grouping(master, SUCCESS_STREAM)
-        spec = BoltSpec((InputSpec(s.coordinator, BATCH_STREAM, Fields("metadata")),),
+        spec = BoltSpec((InputSpec(s.coordinator, BATCH_STREAM, Fields("metadata", "cause")),),
                         tuple((stream, s.fields) for stream in s.outputs), False, BATCH_GROUP)
         body = _FanOut(SpoutEmitterBody(s.spout, _SPOUT_STREAM, s.txid), s.outputs)
         declarer = builder.set_bolt(s.component, TridentBoltExecutor(spec, body), s.parallelism)

@@ -11,6 +11,7 @@ from typing import Any
 from .._collectors import OutputFieldsDeclarer, SpoutOutputCollector
 from .._components import Spout
 from .._config import Config, conf_value
+from .._failure import TIMEOUT, UNKNOWN, FailureCause
 from .._fields import Fields
 from .._system import DEFAULT_STREAM
 from ..testing._registry import SharedCounter, SharedLog, SharedQueue
@@ -409,8 +410,8 @@ class _RichSpoutEmitter(Emitter):
         now = time.monotonic()
         for txid, (at, _) in list(self.pending.items()):
             if now - at > self.timeout:  # never committed: its tree timed out long ago
-                self._fail(txid)
-        self._fail(tx.txid)  # a replay: the spout replays what it emitted itself, at least once
+                self._fail(txid, FailureCause(TIMEOUT))
+        self._fail(tx.txid, UNKNOWN)  # a replay: the spout replays what it emitted itself, at least once
         self.collector.target = collector
         self.collector.ids = []
         if not self.opened:
@@ -429,10 +430,19 @@ class _RichSpoutEmitter(Emitter):
         for msg_id in ids:
             self.spout.ack(msg_id)
 
-    def _fail(self, txid: int) -> None:
+    def failed_with(self, txid: int, cause: FailureCause) -> None:
+        """Batch ``txid`` failed for ``cause`` and is replayed now: its records fail with it (a
+        DRPC request's caller is told why)."""
+        self._fail(txid, cause)
+
+    def _fail(self, txid: int, cause: FailureCause) -> None:
         _, ids = self.pending.pop(txid, (0.0, []))
+        fail_with = getattr(self.spout, "fail_with", None)
         for msg_id in ids:
-            self.spout.fail(msg_id)
+            if fail_with is not None and cause is not UNKNOWN:
+                fail_with(msg_id, cause)
+            else:
+                self.spout.fail(msg_id)
 
     def close(self) -> None:
         if self.opened:

@@ -475,13 +475,13 @@ def test_a_spout_coordinator_whose_launch_the_master_refuses_fails_its_inputs_qu
                               transactional_home=backend)
     coordinator.prepare(conf, context)
     out = _Emits()
-    coordinator.execute(_Input(BATCH_STREAM, [tx(1)]), out)
+    coordinator.execute(_Input(BATCH_STREAM, [tx(1), None]), out)
     assert [(s, v[0]) for s, v in out.emitted] == [(BATCH_STREAM, tx(1))]
     backend.refused = True
     with caplog.at_level("INFO", logger="squall.trident.coordinator"):
         for attempt in (tx(2), tx(2, 1)):
             with pytest.raises(FailedException) as e:
-                coordinator.execute(_Input(BATCH_STREAM, [attempt]), out)
+                coordinator.execute(_Input(BATCH_STREAM, [attempt, None]), out)
             assert type(e.value) is FailedException, "refused: failed quietly, not reported"
     assert len(out.emitted) == 1
     assert len([r for r in caplog.records if "no longer runs this worker launch" in r.getMessage()]) == 1
@@ -682,14 +682,14 @@ def test_a_spout_coordinator_reads_its_metadata_once_then_writes_each_batchs_and
     coordinator, out = _spout_coordinator(backend, metas), _Emits()
     for stream, attempt in ((BATCH_STREAM, tx(1)), (BATCH_STREAM, tx(2)), (BATCH_STREAM, tx(2, 1)),
                             (SUCCESS_STREAM, tx(2)), (BATCH_STREAM, tx(3))):
-        coordinator.execute(_Input(stream, [attempt]), out)
+        coordinator.execute(_Input(stream, [attempt, None] if stream == BATCH_STREAM else [attempt]), out)
     meta = [f"spout0/meta/{txid:020d}" for txid in range(4)]
     assert backend.calls == ["list", f"write put {meta[1]}", f"write put {meta[2]}", f"write put {meta[2]}",
                              f"write delete {meta[1]} put {meta[3]}"]
     assert metas.seen == [(1, None, None), (2, [1], None), (2, [1], [2]), (3, [2], None)]
     assert [v[1] for s, v in out.emitted] == [[1], [2], [2], [3]]
     restarted = _spout_coordinator(backend, Metas())
-    restarted.execute(_Input(BATCH_STREAM, [tx(3, 1)]), out)
+    restarted.execute(_Input(BATCH_STREAM, [tx(3, 1), None]), out)
     assert restarted.coordinator.seen == [(3, [2], [3])], "the restarted one reads the master's (txid 1 deleted)"
     coordinator.cleanup()
 

@@ -163,6 +163,12 @@ class Context:
     def get_this_targets(self):
         return {"$coord-bg0": {"down": object()}, "s2": {"down": object()}}
 
+    def get_this_component_id(self):
+        return "b"
+
+    def get_this_task_id(self):
+        return 10
+
 
 class Doubler(BatchBody):
     """Emits each value twice on s2 at the end of the batch; fails the batch on 'bad'."""

@@ -59,3 +59,31 @@ def test_each_connected_part_of_the_topology_is_ready_on_its_own() -> None:
     a, b = FeederBatchSpout(["x"]), FeederBatchSpout(["x"])
     topo.merge(topo.new_stream("a", a), topo.new_stream("b", b)).each(Fields("x"), FilterNull())
     assert plan(topo).ready_parts == (("spout-tester",), ("spout-drpc-words",), ("spout-a", "spout-b"))
+
+
+def test_a_trident_drpc_request_that_fails_says_why_as_a_plain_topologys_does() -> None:
+    """A Trident DRPC stream's caller got ``Request failed`` alone; the cause of its batch's
+    failure now reaches the stream's spout with the batch's replay: the exception and where it
+    was raised, or a FailedException's message. A request that did not fail is answered."""
+    from squall.trident import BaseFunction, DRPCExecutionException, FailedException
+
+    class Checked(BaseFunction):
+        def execute(self, tup, collector):
+            if tup[0] == "bad":
+                raise ValueError("cannot read 'bad'")
+            if tup[0] == "refused":
+                raise FailedException("'refused' is refused")
+            collector.emit([len(tup[0])])
+
+    with LocalCluster() as cluster, LocalDRPC() as drpc:
+        topo = TridentTopology()
+        topo.new_drpc_stream("check", drpc).each(Fields("args"), Checked(), Fields("n")).project(Fields("n"))
+        cluster.submit_topology("checked", Config(), topo.build())
+        _, bad = guarded(drpc.execute, "check", "bad")
+        assert isinstance(bad, DRPCExecutionException)
+        assert str(bad).startswith("Request failed: exception in [b-0] task ")
+        assert str(bad).endswith(": ValueError: cannot read 'bad'")
+        _, refused = guarded(drpc.execute, "check", "refused")
+        assert str(refused).startswith("Request failed: failed in [b-0] task ")
+        assert str(refused).endswith(": FailedException: 'refused' is refused")
+        assert guarded(drpc.execute, "check", "good") == ("[[4]]", None)

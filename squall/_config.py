@@ -509,7 +509,10 @@ def submit_warnings(conf: Mapping[str, Any], topology: Any, name: str) -> list[s
     """What submitting ``topology`` (a `StormTopology`) as ``name`` with ``conf`` warns of:
     likely typos in ``conf`` (`misspellings`) and components' own keys it overrides
     (`overridden_component_keys`)."""
-    own = {cid: spec.conf for cid, spec in getattr(topology, "components", {}).items()}
+    # squall's own components (a Trident topology's coordinators and executors, whose ticks and
+    # single tasks are squall's choice) say nothing: the user set none of their keys
+    own = {cid: spec.conf for cid, spec in getattr(topology, "components", {}).items()
+           if not cid.startswith("$") and not type(spec.obj).__module__.startswith("squall.trident.")}
     return misspellings(conf, name) + overridden_component_keys(conf, own, name)
 
 

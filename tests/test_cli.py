@@ -388,7 +388,7 @@ def test_a_components_own_key_the_topology_overrides_is_warned_about(monkeypatch
     submission warns, naming both values; a component that agrees, or a key only one sets, not."""
     import logging
 
-    from squall import BasicBolt, LocalCluster, StormSubmitter, TopologyBuilder
+    from squall import BasicBolt, Fields, LocalCluster, StormSubmitter, TopologyBuilder
     from squall.cli import _cluster
     from squall.testing import FeederSpout
 
@@ -421,6 +421,17 @@ def test_a_components_own_key_the_topology_overrides_is_warned_about(monkeypatch
         cluster.kill_topology("t", wait_secs=0)
     assert [r.getMessage() for r in caplog.records if "wins" in r.getMessage()] == [
         warning.format(c) for c in ("paced", "rolling")]
+    # a Trident topology's own components (coordinators, executors: their ticks and single
+    # tasks are squall's choice) are not the user's to be warned of
+    from squall.trident import MemoryMapState, TridentTopology
+    from squall.trident.builtin import Count
+    from squall.trident.spout import FixedBatchSpout
+
+    trident = TridentTopology()
+    trident.new_stream("s", FixedBatchSpout(Fields("w"), 2, ["a"])).group_by(Fields("w")) \
+        .persistent_aggregate(MemoryMapState.factory(), Count(), Fields("c"))
+    _cluster._ToMaster({}).submit_topology("t", {**conf, "topology.max.task.parallelism": 4}, trident.build())
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_monitor_prints_an_error_again_with_its_count_when_it_repeats(capsys):

@@ -37,6 +37,10 @@ _WRAPPERS: dict[StateType, Callable[[Any], Any]] = {  # each wrapper's build(bac
 }
 
 
+_WRITES = frozenset({"multi_update", "multi_put", "update", "set", "commit"})
+"""The calls `CommittingMapState` refuses in a batch in which a call failed."""
+
+
 class CommittingMapState(MapState, Snapshottable):
     """The map state a factory here returns: storm-redis's stack, rebuilt after a failure, and
     whose backing map hears ``begin_commit``/``commit`` when it wants to.
@@ -44,10 +48,11 @@ class CommittingMapState(MapState, Snapshottable):
     ``build()`` makes the stack (`build_map_state`). A call that raises (the store down, a value
     refused) drops it for a fresh one before the error goes on: what the stack kept of the
     batch (what it wrote, what it cached) may not be what the store has, and the task lives on
-    to replay the batch, which must read the store again. The rest of that batch is refused
-    (`StateError`), up to its next ``begin_commit``: the fresh stack knows neither the batch's
-    txid nor its writes so far, so an updater that caught the error and went on would write as
-    if outside any batch (a replay would count it again). ``hooks`` (the backing map, or None)
+    to replay the batch, which must read the store again. The rest of that batch's writes are
+    refused (`StateError`), up to its next ``begin_commit``: the fresh stack knows neither the
+    batch's txid nor its writes so far, so an updater that caught the error and went on would
+    write as if outside any batch (a replay would count it again). Reads go on (a
+    ``state_query`` reads the store, which the fresh stack reads again). ``hooks`` (the backing map, or None)
     has ``begin_commit(txid)`` and ``commit(txid)``, called before and after the state's own:
     Storm's map wrappers keep the txid to themselves, and a store that tags each batch's write
     with it (the Delta table) needs it.
@@ -61,7 +66,7 @@ class CommittingMapState(MapState, Snapshottable):
         self._failed: str | None = None  # the error that failed the open batch
 
     def _run(self, method: str, *args: Any) -> Any:
-        if self._failed is not None and self._batch is not None:
+        if self._failed is not None and self._batch is not None and method in _WRITES:
             raise StateError(f"the map state refuses the rest of batch txid {self._batch[0]}, in which a call "
                              f"failed ({self._failed}): the batch must fail, and its replay reads the store again")
         try:

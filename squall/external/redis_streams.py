@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 import redis
-from redis.typing import EncodableT, FieldT
 
 from .._components import Bolt, Spout
 from .._failure import UNKNOWN, FailureCause
@@ -221,6 +220,16 @@ if #mine > 0 then
 end
 return lost
 """
+# Dead-letters entry ARGV[2] of group ARGV[1] of stream KEYS[1] into stream KEYS[2] (fields
+# ARGV[3..]) only if the XACK acked it: a write whose reply was lost (the server went down after
+# it) is sent again, and must not add a second dead letter; an entry acked otherwise adds none.
+_DEAD_LETTER = """
+local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+if acked == 1 then
+  redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3))
+end
+return acked
+"""
 _READ_MARGIN_SECS = 5.0   # the reading connection's socket timeout beyond its BLOCK
 _TOUCH_BATCH = 1000   # ids per script call: bounds the script's run (Redis serves nothing else)
 
@@ -286,6 +295,7 @@ class RedisStreamSpout(Spout):
         self.consumer = consumer_name(context.get_this_component_id(), context.get_this_task_index())
         self.client = redis.Redis.from_url(self.url, decode_responses=True)
         self._touch_script = self.client.register_script(_TOUCH)
+        self._dead_letter_script = self.client.register_script(_DEAD_LETTER)
         # the reading connection's socket timeout outlasts its BLOCK (redis-py's default, 5 s,
         # would end a longer one as if the server were down); a URL's socket_timeout is kept
         reader_client = redis.Redis.from_url(self.url, decode_responses=True,
@@ -553,7 +563,7 @@ class RedisStreamSpout(Spout):
             self._to_ack = []
 
     def _dead_letter(self, entry: Entry, error: str, cause: FailureCause | None = None) -> None:
-        """XADD the entry to the dead-letter stream and XACK it, atomically (MULTI), so it is
+        """XADD the entry to the dead-letter stream and XACK it, atomically (a script), so it is
         never both lost and acked; ``cause``, the failure that gave it up, goes with it as the
         JSON field ``cause`` (kind, component, task, error, message). If the server is down the
         entry is kept here (pending there, touched like one in flight) and written once it is
@@ -564,18 +574,17 @@ class RedisStreamSpout(Spout):
         self._safely(self.clock.now(), self._write_dead_letters)
 
     def _write_dead_letters(self) -> None:
-        """Writes the entries given up (`_dead_letter`), each with its XACK in one MULTI, and
-        forgets each once written; raises as the server's calls do."""
+        """Writes the entries given up (`_dead_letter`), each with its XACK in one script call
+        (`_DEAD_LETTER`: written once, however often it is sent), and forgets each once written;
+        raises as the server's calls do."""
         for entry_id, dead in list(self._dead.items()):
-            record: dict[FieldT, EncodableT] = {
+            record: dict[str, str] = {
                 "stream": self.stream, "id": entry_id, "error": dead.error,
                 "fields": json.dumps(dict(dead.entry.fields) if dead.entry.fields is not None else None)}
             if dead.cause is not None:
                 record["cause"] = json.dumps(dead.cause.as_dict())
-            with self.client.pipeline(transaction=True) as p:
-                p.xadd(self.dead_letter_stream, record)
-                p.xack(self.stream, self.group, entry_id)
-                p.execute()
+            self._dead_letter_script(keys=[self.stream, self.dead_letter_stream],
+                                     args=[self.group, entry_id, *(x for kv in record.items() for x in kv)])
             del self._dead[entry_id]
 
     def _group_gone(self, error: Exception) -> None:

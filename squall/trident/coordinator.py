@@ -710,9 +710,10 @@ class _EmitterCollector(TridentCollector):
 
 class SpoutEmitterBody(BatchBody):
     """The body of a spout executor bolt (Storm's ``TridentSpoutExecutor``): on the spout
-    coordinator's ``$batch`` ``[metadata]`` it has the spout's `Emitter` emit the batch onto
-    ``stream``; the executor then finishes the batch at once. ``$success`` reaches the emitter's
-    ``success``.
+    coordinator's ``$batch`` ``[metadata, cause]`` it has the spout's `Emitter` emit the batch
+    onto ``stream`` (first, if ``cause`` says why the attempt before failed and the emitter has
+    ``failed_with(txid, cause)``, it is told); the executor then finishes the batch at once.
+    ``$success`` reaches the emitter's ``success``.
 
     Args:
         spout: the Trident spout.

@@ -14,12 +14,14 @@ redis = pytest.importorskip("redis")
 from squall import Bolt, Fields, LocalCluster, TopologyBuilder
 from squall.engine.clock import SimulatedClock
 from squall.external.redis_streams import (
+    Entry,
     ExponentialBackoff,
     LookupSpec,
     RedisFilterBolt,
     RedisLookupBolt,
     RedisStreamSinkBolt,
     RedisStreamSpout,
+    _DeadLetter,
 )
 
 from ..conftest import wait_until
@@ -372,11 +374,15 @@ def test_an_outage_loses_no_retry_and_gives_no_given_up_entry_a_new_retry_budget
     s.ack(retried)
     s.next_tuple()
     emitted = [m for _, m in out.emitted]
-    s.close()
     assert {i: emitted.count(i) for i in ids} == {retried: 2, given_up: 2, **{i: 1 for i in rest}}
     dead = r.xrange(f"{STREAM}:dead")
     assert [f["id"] for _, f in dead] == [given_up] and "failed 2 times" in dead[0][1]["error"]
     assert pending(r) == 0
+    # a dead letter written again (its first write's reply lost with the server) is not doubled
+    s._dead[given_up] = _DeadLetter(Entry(given_up, {"user": "u1"}), "again", None)
+    s._write_dead_letters()
+    assert r.xlen(f"{STREAM}:dead") == 1 and not s._dead
+    s.close()
 
 
 def test_a_translator_raising_any_error_dead_letters_the_entry_instead_of_killing_the_worker(redis_server):

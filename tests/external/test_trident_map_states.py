@@ -288,6 +288,7 @@ def test_a_batch_in_which_a_call_failed_is_refused_the_rest_and_its_replay_count
     with pytest.raises(StateError, match=r"refuses the rest of batch txid 1, in which a call failed "
                                          r"\(TimeoutError: store slow\)"):
         state.multi_update([["w"]], [Add(1)])  # the updater's retry
+    assert state.multi_get([["w"]]) == [None]  # reads go on (a state_query's), from the store
     with pytest.raises(StateError):
         state.commit(1)
     for _ in range(2):  # the replay, then a replay of a batch that failed after this commit

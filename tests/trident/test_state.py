@@ -394,6 +394,27 @@ def test_a_replay_of_a_read_then_put_updater_counts_once(build, committed):
     assert m.multi_get([["w"]]) == [2]
 
 
+def test_a_transactional_map_writes_the_keys_as_they_were_and_a_failed_commit_ends_the_batch():
+    """The batch's writes wait for its commit: a caller that reuses its key list afterwards must
+    not change what is written; and a commit whose write failed still ends the batch, so that a
+    put outside any batch goes to the store at once, not into a batch that never commits."""
+    backing = FailingPuts()
+    m = TransactionalMap.build(backing)
+    m.begin_commit(1)
+    key = ["a"]
+    m.multi_put([key], [1])
+    key[0] = "b"
+    m.commit(1)
+    assert backing.vals == {("a",): TransactionalValue(1, 1)}
+    m.begin_commit(2)
+    m.multi_put([["c"]], [2])
+    backing.n = len(backing.puts) + 1
+    with pytest.raises(ConnectionError):
+        m.commit(2)
+    m.multi_put([["d"]], [3])  # outside any batch
+    assert backing.vals[("d",)] == TransactionalValue(None, 3) and ("c",) not in backing.vals
+
+
 def test_cached_map_rejects_a_size_below_one():
     with pytest.raises(ValueError, match="cache_size must be a positive int, got 0"):
         CachedMap(MemoryBackingMap(), 0)

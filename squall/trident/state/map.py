@@ -265,18 +265,21 @@ class TransactionalMap(_TxidMap):
 
     def __init__(self, backing: IBackingMap, global_key: Any = GLOBAL_KEY) -> None:
         super().__init__(backing, global_key)
-        self.staged: dict[Key, Sequence[Any]] = {}  # written in this batch, for its commit: the key as given
+        self.staged: dict[Key, None] = {}  # the keys written in this batch, in order, for its commit
 
     def begin_commit(self, txid: int | None) -> None:
         super().begin_commit(txid)
         self.staged.clear()
 
     def commit(self, txid: int | None) -> None:
-        if self.staged:
-            written, staged = self.backing.written, self.staged
-            self.staged = {}
-            self.backing.delegate.multi_put(list(staged.values()), [written[k] for k in staged])
-        super().commit(txid)
+        """Writes the batch's values (a subclass that overrides this must call it)."""
+        staged, self.staged = list(self.staged), {}
+        try:
+            if staged:
+                written = self.backing.written
+                self.backing.delegate.multi_put(self.backing.delegate_keys(staged), [written[k] for k in staged])
+        finally:  # written or not, the batch is over: a write outside any batch goes to the store
+            super().commit(txid)
 
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
         return [None if r.val is None else r.val.val for r in self.backing.multi_get(keys)]
@@ -320,7 +323,7 @@ class TransactionalMap(_TxidMap):
             self.backing.multi_put(keys, vals, ks)
             return
         self.backing.written.update(zip(ks, vals))
-        self.staged.update(zip(ks, keys))
+        self.staged.update(dict.fromkeys(ks))
 
 
 class _Replace(ValueUpdater):

@@ -52,10 +52,10 @@ class CommittingMapState(MapState, Snapshottable):
     refused (`StateError`), up to its next ``begin_commit``: the fresh stack knows neither the
     batch's txid nor its writes so far, so an updater that caught the error and went on would
     write as if outside any batch (a replay would count it again). Reads go on (a
-    ``state_query`` reads the store, which the fresh stack reads again). ``hooks`` (the backing map, or None)
-    has ``begin_commit(txid)`` and ``commit(txid)``, called before and after the state's own:
-    Storm's map wrappers keep the txid to themselves, and a store that tags each batch's write
-    with it (the Delta table) needs it.
+    ``state_query`` reads the store, which the fresh stack reads again). ``hooks`` (the backing
+    map, or None) has ``begin_commit(txid)`` and ``commit(txid)``, called before and after the
+    state's own: Storm's map wrappers keep the txid to themselves, and a store that tags each
+    batch's write with it (the Delta table) needs it.
     """
 
     def __init__(self, build: Callable[[], Any], hooks: Any = None) -> None:

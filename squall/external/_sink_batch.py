@@ -42,6 +42,14 @@ class SinkSchemaError(SquallError):
                          f"{expected} ({reason})")
 
 
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
 class SinkWriteError(SquallError):
     """A batch could not be made durable; its tuples are failed so that they replay."""
 
@@ -196,6 +204,10 @@ class BatchingSinkBolt(Bolt):
             self._bad(tup, None, SinkSchemaError(self.component, self.id_field, None, "the id",
                                                  f"stream {tup.get_source_stream_id()!r} of "
                                                  f"{tup.get_source_component()!r} has no such field"))
+            return
+        if not _hashable(key):  # a list or dict cannot be an id (it raised TypeError here)
+            self._bad(tup, None, SinkSchemaError(self.component, self.id_field, key, "the id",
+                                                 "an id must be a value such as a str or an int"))
             return
         if key in self._committed:
             self.collector.ack(tup)  # a replay of a row already durable

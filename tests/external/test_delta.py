@@ -135,6 +135,23 @@ def test_a_value_that_does_not_fit_is_dead_lettered_with_the_field_and_component
     assert any("field 'n'" in str(e) for e in out.errors)
 
 
+@pytest.mark.parametrize("which", [0, 1], ids=["parquet", "delta"])
+def test_an_id_that_cannot_be_an_id_is_dead_lettered_too(tmp_path, which):
+    """An id that is a list or a dict raised TypeError (unhashable) from the sink's execute
+    instead of going to its dead letters with the field named; the batch goes on."""
+    sink = make_sinks(tmp_path, batch_size=10)[which]
+    out = FakeCollector()
+    sink.prepare({}, FakeContext(), out)
+    sink.execute(tup(row(1)))
+    sink.execute(tup([[2], "b", 3]))
+    sink.execute(tup([{"id": 3}, "c", 3]))
+    sink.execute(tup(row(4)))
+    sink.flush()
+    assert read_ids(sink) == [1, 4] and len(out.acked) == 4
+    assert [(stream, key) for stream, (key, *_) in out.emitted] == [(DEAD_LETTER_STREAM, None)] * 2
+    assert all("field 'id'" in error for _, (_, _, error, _) in out.emitted)
+
+
 def test_on_bad_row_fail_fails_the_tuple(tmp_path):
     sink = ParquetSinkBolt(tmp_path / "pq", SCHEMA, "id", on_bad_row="fail")
     out = FakeCollector()

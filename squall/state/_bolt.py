@@ -326,11 +326,18 @@ class CheckpointTupleForwarder(_CheckpointAware):
     still die with the sink's worker, never to be emitted again. Held here, the PREPARE fails with the worker, and
     the window rolls back and fires again. A bolt must therefore ack or fail every input, or
     no checkpoint passes it.
+
+    A bolt that holds its inputs past a checkpoint (``squall_holds_inputs``: a plain windowed
+    bolt acks an input when it leaves its last window, which may be never once the stream
+    pauses) gets Storm's rule instead: checkpoints pass at once. Held, no checkpoint passed such
+    a bolt while a window held anything, and the stateful bolts after it never committed. Its
+    window's results are anchored to their inputs, so a failure after it replays them.
     """
 
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         self._start(context, collector)
         self.in_flight = InputsInFlight()
+        self.hold_checkpoints = not getattr(self.bolt, "squall_holds_inputs", False)
         out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=False,
                                  settled=self.in_flight.settled)
         if isinstance(self.bolt, BasicBolt):
@@ -366,7 +373,10 @@ class CheckpointTupleForwarder(_CheckpointAware):
                 return
             self.collector.emit([txid, action], tup, CHECKPOINT_STREAM_ID)
             self.collector.ack(tup)
-        self.in_flight.hold(release)
+        if self.hold_checkpoints:
+            self.in_flight.hold(release)
+        else:
+            release(False)
         return False  # passed on (or failed) by release
 
 

@@ -65,12 +65,12 @@ class JsonSerializer:
         self._lines: list[bytes] = []  # the lines of the message being read
 
     def encode(self, message: Any) -> bytes:
-        try:
-            text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        try:  # a lone surrogate in a str (one a subprocess's "\ud800" made) is no UTF-8: a ValueError too
+            data = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
         except (TypeError, ValueError) as e:
             raise ProtocolError(f"cannot be written as JSON ({e}); use values JSON can carry "
                                 f"(str, numbers, bool, None, lists, dicts), or the msgpack serializer for bytes") from None
-        return text.encode("utf-8") + b"\nend\n"
+        return data + b"\nend\n"
 
     def feed(self, data: bytes) -> list[Any]:
         out = []

@@ -62,6 +62,8 @@ class ShellSpout(ShellComponent, Spout):
             MultilangError: it cannot start, or did not answer the handshake in time.
         """
         Spout.open(self, conf, context, collector)
+        self._querying = False  # a query waits for its sync (`_answer`)
+        self._deferred: list[tuple[str, Any]] = []  # acks and fails that came meanwhile
         self._launch(conf, context)
 
     def close(self) -> None:
@@ -83,17 +85,35 @@ class ShellSpout(ShellComponent, Spout):
 
     def ack(self, msg_id: Any) -> None:
         """Send ``ack`` with the id the subprocess emitted the tuple with."""
-        self._query("ack", msg_id)
+        self._answer("ack", msg_id)
 
     def fail(self, msg_id: Any) -> None:
         """Send ``fail`` with the id the subprocess emitted the tuple with."""
-        self._query("fail", msg_id)
+        self._answer("fail", msg_id)
+
+    def _answer(self, command: str, msg_id: Any) -> None:
+        # An ack can come while a query waits for its sync: with acking off, the emit itself
+        # acks. The subprocess is then busy with that query (storm.py waits for the emit's
+        # task ids, holding anything else it reads), so the ack goes after the sync.
+        if self._querying:
+            self._deferred.append((command, msg_id))
+        else:
+            self._query(command, msg_id)
 
     def _query(self, command: str, msg_id: Any = "") -> None:
         process = self._process
         if process is None:
             raise MultilangError(f"{self.kind} {self.command}: {command} before open (or after close)")
         process.owner = threading.current_thread()
+        self._querying = True
+        try:
+            self._exchange(process, command, msg_id)
+        finally:
+            self._querying = False
+        while self._deferred:
+            self._query(*self._deferred.pop(0))
+
+    def _exchange(self, process: Any, command: str, msg_id: Any) -> None:
         try:
             process.write(spout_command(command, msg_id))
             while True:

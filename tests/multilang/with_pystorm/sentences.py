@@ -15,6 +15,8 @@ class Sentences(Spout):
         self.acks = open(storm_conf["test.acks.file"], "a", buffering=1)  # noqa: SIM115 (open while the spout runs)
         self.todo = list(range(self.total))
         self.component = context["componentid"]
+        # storm.py's default: each emit waits for its task ids (pystorm's is not to)
+        self.need_task_ids = bool(storm_conf.get("test.need.task.ids"))
         if "test.conf.file" in storm_conf:  # what the handshake carried, for a test to check
             with open(storm_conf["test.conf.file"], "w") as f:
                 json.dump(storm_conf, f)
@@ -24,7 +26,7 @@ class Sentences(Spout):
             time.sleep(0.005)  # nothing to emit: Storm's advice, sleep a little before the sync
             return
         i = self.todo.pop(0)
-        self.emit([f"the quick {i} fox jumps"], tup_id=str(i))
+        self.emit([f"the quick {i} fox jumps"], tup_id=str(i), need_task_ids=self.need_task_ids)
 
     def ack(self, tup_id):
         self.acks.write(f"{tup_id}\n")

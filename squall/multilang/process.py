@@ -39,8 +39,27 @@ CLOSE_WAIT_SECS = 2.0  # how long close() waits for a read in progress (it ends 
 _READ_BYTES = 1 << 16
 
 
+def _write_within(fd: int, data: bytes, timeout: float) -> None:
+    """Write ``data`` to the pipe ``fd``; `SubprocessTimeout` once nothing of it was taken for
+    ``timeout`` seconds."""
+    view = memoryview(data)
+    blocking = os.get_blocking(fd)
+    os.set_blocking(fd, False)
+    try:
+        while view:
+            if not select.select([], [fd], [], timeout)[1]:
+                raise SubprocessTimeout(f"it took nothing of its input for {timeout:g} s")
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:  # room for less than PIPE_BUF: wait again
+                continue
+    finally:
+        os.set_blocking(fd, blocking)
+
+
 class SubprocessTimeout(MultilangError):
-    """The subprocess said nothing within the time limit of a read."""
+    """The subprocess said nothing within the time limit of a read (or took nothing within the
+    time limit of a write)."""
 
 
 class ShellProcess:
@@ -124,24 +143,32 @@ class ShellProcess:
         return pid
 
     # --- messages -------------------------------------------------------------------------------
-    def write(self, message: Any) -> None:
-        """Write one message (any thread).
+    def write(self, message: Any, timeout: float | None = None) -> None:
+        """Write one message (any thread); ``timeout``: see `write_bytes`.
 
         Raises:
             ProtocolError: the message holds a value the wire cannot carry.
             MultilangError: the subprocess no longer reads (it exited).
+            SubprocessTimeout: it took nothing for ``timeout`` seconds.
         """
-        self.write_bytes(self.serializer.encode(message))
+        self.write_bytes(self.serializer.encode(message), timeout)
 
-    def write_bytes(self, data: bytes) -> None:
-        """Write a message the serializer encoded already (`write`)."""
+    def write_bytes(self, data: bytes, timeout: float | None = None) -> None:
+        """Write a message the serializer encoded already (`write`). With ``timeout``, raise
+        `SubprocessTimeout` once the subprocess has taken nothing for that long: a caller that
+        reads its output on the same thread (a ShellSpout) would otherwise wait for ever on a
+        subprocess that writes without reading (its input pipe full, its output unread)."""
         proc = self._proc
         if proc is None or proc.stdin is None:
             raise self.failure("it is not running")
         with self._write_lock:
             try:
-                proc.stdin.write(data)
-                proc.stdin.flush()
+                if timeout is None:
+                    proc.stdin.write(data)
+                    proc.stdin.flush()
+                else:
+                    proc.stdin.flush()
+                    _write_within(proc.stdin.fileno(), data, timeout)
             except (BrokenPipeError, ValueError, OSError):
                 self._eof = True  # it is exiting: the error waits a moment for its status
                 raise self.failure("it stopped reading its input (it exited)") from None

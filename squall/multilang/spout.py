@@ -91,6 +91,16 @@ class ShellSpout(ShellComponent, Spout):
         """Send ``fail`` with the id the subprocess emitted the tuple with."""
         self._answer("fail", msg_id)
 
+    def _write(self, process: Any, message: Any, command: str) -> None:
+        # its output is read on this thread too: a subprocess that writes without reading (the
+        # task ids of its emits) fills both pipes, and a write without a limit waits for ever
+        try:
+            process.write(message, self._timeout)
+        except SubprocessTimeout:
+            raise process.failure(f"it took nothing of its input for {self._timeout:g} s while answering {command} "
+                                  f"(topology.subprocess.timeout.secs): it writes without reading what squall "
+                                  f"sends (the task ids of its emits?)") from None
+
     def _answer(self, command: str, msg_id: Any) -> None:
         # An ack can come while a query waits for its sync: with acking off, the emit itself
         # acks. The subprocess is then busy with that query (storm.py waits for the emit's
@@ -115,7 +125,7 @@ class ShellSpout(ShellComponent, Spout):
 
     def _exchange(self, process: Any, command: str, msg_id: Any) -> None:
         try:
-            process.write(spout_command(command, msg_id))
+            self._write(process, spout_command(command, msg_id), command)
             while True:
                 try:
                     msg = process.read(self._timeout)
@@ -130,7 +140,7 @@ class ShellSpout(ShellComponent, Spout):
                     if msg.task == 0:
                         tasks = self.collector.emit(msg.tuple, msg.id, msg.stream)
                         if msg.need_task_ids:
-                            process.write(tasks)
+                            self._write(process, tasks, command)
                     else:
                         self.collector.emit_direct(msg.task, msg.tuple, msg.id, msg.stream)
                 elif not self._common(process, msg, self.collector, self.context):

@@ -179,6 +179,26 @@ def test_a_spout_subprocess_that_does_not_sync_is_a_fault_of_its_worker():
     assert wait_until(lambda: not processes_mentioning(marker), 5)
 
 
+def test_a_spout_subprocess_that_writes_without_reading_is_a_fault_not_a_silent_hang():
+    """A spout subprocess that emits many tuples asking for their task ids and reads the ids
+    only afterwards fills its input pipe while squall, on the same thread, writes ids and reads
+    nothing: squall's write waited for ever, with no error and no timeout (Storm's heartbeat
+    thread would have killed it). A write that stays blocked for the subprocess timeout is now
+    its worker's fault, naming why."""
+    conf = Config()
+    conf[Config.TOPOLOGY_SUBPROCESS_TIMEOUT_SECS] = 1
+    b = TopologyBuilder()
+    b.set_spout("burst", ShellSpout([sys.executable, "burst.py", "50000"], ["x"], cwd=str(BARE)))
+    with LocalCluster() as cluster:
+        cluster.submit_topology("full", conf, b.create_topology())
+        assert wait_until(lambda: cluster.get_topology_info("full")["errors"], 30)
+        error = cluster.get_topology_info("full")["errors"][0]
+
+    assert error["fatal"] and error["error"].startswith("MultilangError: ShellSpout [burst] task ")
+    assert "it took nothing of its input for 1 s while answering next (topology.subprocess.timeout.secs)" \
+        in error["error"]
+
+
 def test_a_malformed_message_is_an_error_naming_the_component_and_what_was_wrong():
     error = _run_until_error("garbage", ShellBolt([sys.executable, "garbage.py"], cwd=str(BARE)))
 

@@ -68,9 +68,11 @@ def component_figures(component: Any) -> dict[StatKey, float]:
     report = getattr(component, "component_statistics", None)
     return report() if report is not None else {}
 
-# a bolt that never acks what it sampled (it fails them, or they time out) must not grow
-# its table of sampled inputs without bound: past this, the oldest sample is forgotten
-MAX_OPEN_SAMPLES = 1024
+# a bolt that never acks what it sampled (they time out in it) must not grow its table of
+# sampled inputs without bound: past this, the oldest sample is forgotten, and its ack is not
+# counted. A bolt may hold many inputs on purpose (a batching writer, a count window): at rate
+# 1.0 (exact counts) it may hold this many unacked at once before its acked count reads low
+MAX_OPEN_SAMPLES = 16_384
 # the countdown of a task whose statistics are off (``topology.stats.enabled: false``)
 NEVER = 1 << 62
 

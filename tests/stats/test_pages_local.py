@@ -130,3 +130,57 @@ def test_the_topology_page_shows_no_credential_of_the_topologys_configuration():
         shown = str(cluster.get_topology_page("t")["configuration"])
     assert "hunter2-pw" not in shown and "tok-123" not in shown and "nested-pw" not in shown
     assert "'host': 'db'" in shown
+
+
+HELD = 5000
+
+
+class Numbers(Spout):
+    """Emits 1..HELD with ids."""
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.n = 0
+
+    def next_tuple(self):
+        if self.n < HELD:
+            self.n += 1
+            self.collector.emit([self.n], msg_id=self.n)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+
+class HoldsThemAll(Bolt):
+    """Acks its inputs all at once, after the last (a batching writer, a count window)."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.held = []
+
+    def execute(self, tup):
+        self.held.append(tup)
+        if len(self.held) == HELD:
+            for t in self.held:
+                self.collector.ack(t)
+            self.held = []
+
+
+def test_at_rate_one_a_bolt_that_holds_thousands_of_inputs_counts_every_ack():
+    """A bolt task keeps its sampled inputs until they are acked; past 1,024 the oldest were
+    forgotten, and their acks not counted: 5,000 inputs acked at once read 1,024 acked at
+    rate 1.0, where the counts are documented exact."""
+    from ..conftest import wait_until
+
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers())
+    b.set_bolt("holds", HoldsThemAll()).shuffle_grouping("numbers")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("held", {"topology.stats.sample.rate": 1.0, "topology.max.spout.pending": HELD},
+                                b.create_topology())
+        assert wait_until(lambda: cluster.get_topology_info("held")["components"]["numbers"]["acked"] == HELD, 60)
+
+        def bolt() -> dict:
+            return next(x for x in cluster.get_topology_page("held")["bolts"] if x["boltId"] == "holds")
+        assert wait_until(lambda: bolt()["acked"] == HELD, 20), bolt()
+        assert bolt()["executed"] == HELD

@@ -117,7 +117,7 @@ def check_session(sc: Any) -> list[str]:
             continue  # cosmetic, or only tidiness
         have = conf.get(key, None)
         if key == "spark.task.maxFailures":
-            continue  # our tasks never fail to Spark (they catch everything); retries are harmless
+            continue  # our tasks never fail to Spark (they catch everything); a retried one ends at once (spark_task)
         if have is not None and have.lower() != want:
             out.append(f"the Spark session sets {key}={have}; squall's workers need {want} "
                        f"(a second copy of a worker, or slots taken away, would disturb the topology)")

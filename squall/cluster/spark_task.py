@@ -6,8 +6,11 @@ partition (``sc.parallelize([slot], 1).mapPartitions(worker_task(...))``). It ru
 returns one exit record. The worker logs to ``worker.log`` under ``storm.log.dir`` as on the process
 host (`squall.cluster.logs.install_worker_logging`; relative to the executor's working
 directory, which is its Spark work directory). It catches everything, so Spark never retries the task on its own: the master,
-in the driver, owns restarts (SPARK.md, rule 2). A copy that Spark starts again anyway (say,
-after an executor was lost) carries a launch id the master has superseded, and returns at once.
+in the driver, owns restarts (SPARK.md, rule 2). A copy that Spark starts again anyway (its
+Python worker or executor died, and ``spark.task.maxFailures`` or ``local[N,F]`` allows a retry,
+or the loss is not counted against the task) returns at once as lost: it would carry the same
+launch id as the copy that died, whose peers remember that launch's message numbers and drop
+the new copy's, from 0 again, as replays; the master then starts the slot under a new launch.
 
 This module is imported on executors: it needs only squall and its dependencies there, not
 pyspark's driver side.
@@ -42,11 +45,26 @@ def executor_address(master_host: str, master_port: int) -> str:
         s.close()
 
 
+def _attempt_number() -> int:
+    """Which attempt of its task Spark runs here (0: the first); 0 outside a Spark task."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:
+        return 0
+    ctx = TaskContext.get()
+    return ctx.attemptNumber() if ctx is not None else 0
+
+
 def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
                 conf: dict[str, Any]) -> Callable[[Iterable[Any]], Iterator[dict[str, Any]]]:
     """The partition function of one worker's Spark job; see the module docstring."""
 
     def run_worker(_partition: Iterable[Any]) -> Iterator[dict[str, Any]]:
+        attempt = _attempt_number()
+        if attempt > 0:
+            yield {"status": EXIT_LOST, "error": f"Spark ran worker {slot}'s task again on its own (attempt "
+                                                 f"{attempt}); it ends at once, and the master starts a new launch"}
+            return
         from ..worker.agent import EXIT_CRASHED
         from .logs import install_worker_logging
         from .worker_process import run

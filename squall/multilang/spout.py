@@ -118,10 +118,10 @@ class ShellSpout(ShellComponent, Spout):
         self._querying = True
         try:
             self._exchange(process, command, msg_id)
+            while self._deferred:  # in a loop, not nested: a burst of emits defers an ack each
+                self._exchange(process, *self._deferred.pop(0))
         finally:
             self._querying = False
-        while self._deferred:
-            self._query(*self._deferred.pop(0))
 
     def _exchange(self, process: Any, command: str, msg_id: Any) -> None:
         try:

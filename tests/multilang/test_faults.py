@@ -199,6 +199,32 @@ def test_a_spout_subprocess_that_writes_without_reading_is_a_fault_not_a_silent_
         in error["error"]
 
 
+class Acks(Bolt):
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+def test_a_shell_spout_with_acking_off_takes_a_burst_of_emits_and_answers_each_ack():
+    """With acking off each emit acks its tuple while the subprocess is busy with its ``next``:
+    the acks wait for the sync and go after it, in a loop rather than one nested call deeper
+    each (a review's worry for a burst; this burst of 2,000 did not reach the limit before)."""
+    conf = Config()
+    conf.set_num_ackers(0)
+    b = TopologyBuilder()
+    b.set_spout("burst", ShellSpout([sys.executable, "burst.py", "2000"], ["x"], cwd=str(BARE)))
+    b.set_bolt("sink", Acks()).shuffle_grouping("burst")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("acked-burst", conf, b.create_topology())
+        assert wait_until(lambda: cluster.get_topology_info("acked-burst")["components"]["sink"]["executed"] == 2000
+                          or cluster.get_topology_info("acked-burst")["errors"], 30)
+        # the acks after the sync: the subprocess answers each with a sync (burst.py), then
+        # keeps answering next; an error would be a fault of the worker
+        assert wait_until(lambda: cluster.get_topology_info("acked-burst")["components"]["burst"]["acked"] == 2000
+                          or cluster.get_topology_info("acked-burst")["errors"], 30)
+        info = cluster.get_topology_info("acked-burst")
+    assert info["errors"] == [] and info["components"]["burst"]["acked"] == 2000
+
+
 def test_a_malformed_message_is_an_error_naming_the_component_and_what_was_wrong():
     error = _run_until_error("garbage", ShellBolt([sys.executable, "garbage.py"], cwd=str(BARE)))
 

@@ -97,24 +97,29 @@ class Total(BaseStatefulBolt):
         self.collector.ack(tup)
 
 
-def test_a_plain_windowed_bolt_in_a_stateful_topology_keeps_its_timer():
-    """A duration window fires from its timer: inside the checkpoint forwarder it must still run."""
+def _commits_the_sum_of(n: int, sums: PlainWindowSums, name: str, timeout: float, conf: Config) -> None:
+    """Feeds 1..``n`` through the plain windowed bolt ``sums`` into the stateful `Total`, in a
+    stateful topology checkpointing every 100 ms, and waits until `Total` committed their sum."""
     feeder = FeederSpout(Fields("v"))
-    for i in range(1, 51):
+    for i in range(1, n + 1):
         feeder.feed([i], i)
     b = TopologyBuilder()
     b.set_spout("values", feeder)
-    b.set_bolt("sums", PlainWindowSums().with_tumbling_window(Duration.of(200))).shuffle_grouping("values")
+    b.set_bolt("sums", sums).shuffle_grouping("values")
     b.set_bolt("total", Total()).global_grouping("sums")
-    conf = Config()
     conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
     with LocalCluster() as cluster:
-        cluster.submit_topology("timed", conf, b.create_topology())
+        cluster.submit_topology(name, conf, b.create_topology())
 
         def total():
-            [ns] = [n for n in cluster._state_memory.namespaces("timed") if n.startswith("total-")] or [None]
-            return ns and dict(cluster.get_state("timed", ns).committed()).get("total")
-        assert wait_until(lambda: total() == 1275, 20), total()
+            [ns] = [n for n in cluster._state_memory.namespaces(name) if n.startswith("total-")] or [None]
+            return ns and dict(cluster.get_state(name, ns).committed()).get("total")
+        assert wait_until(lambda: total() == n * (n + 1) // 2, timeout), total()
+
+
+def test_a_plain_windowed_bolt_in_a_stateful_topology_keeps_its_timer():
+    """A duration window fires from its timer: inside the checkpoint forwarder it must still run."""
+    _commits_the_sum_of(50, PlainWindowSums().with_tumbling_window(Duration.of(200)), "timed", 20, Config())
 
 
 def test_a_plain_count_window_in_a_stateful_topology_lets_checkpoints_pass_once_its_stream_stops():
@@ -123,20 +128,6 @@ def test_a_plain_count_window_in_a_stateful_topology_lets_checkpoints_pass_once_
     checkpoint passed the window, and the stateful bolt after it never committed its results
     (nor even got INITSTATE). Checkpoints pass such a bolt at once now, as in Storm: all ten
     windows of 1..100 are committed, 5,050."""
-    feeder = FeederSpout(Fields("v"))
-    for i in range(1, 101):
-        feeder.feed([i], i)
-    b = TopologyBuilder()
-    b.set_spout("values", feeder)
-    b.set_bolt("sums", PlainWindowSums().with_tumbling_window(Count(10))).shuffle_grouping("values")
-    b.set_bolt("total", Total()).global_grouping("sums")
     conf = Config()
-    conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
     conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS] = 120  # no timeout frees the held inputs
-    with LocalCluster() as cluster:
-        cluster.submit_topology("counted", conf, b.create_topology())
-
-        def total():
-            [ns] = [n for n in cluster._state_memory.namespaces("counted") if n.startswith("total-")] or [None]
-            return ns and dict(cluster.get_state("counted", ns).committed()).get("total")
-        assert wait_until(lambda: total() == 5050, 30), total()
+    _commits_the_sum_of(100, PlainWindowSums().with_tumbling_window(Count(10)), "counted", 30, conf)

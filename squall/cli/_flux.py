@@ -80,6 +80,15 @@ def options_of(args: argparse.Namespace, rest: list[str]) -> FluxOptions:
     return FluxOptions(**{k: v for k, v in values.items() if v is not None})
 
 
+def filter_path(options: FluxOptions) -> str | Path | None:
+    """``--filter FILE``: with ``-R`` a resource too, as Flux loads it from the classpath (a
+    file of that path if no ``sys.path`` entry has it)."""
+    if options.filter is None or not options.resource:
+        return options.filter
+    from ..flux.parser import find_resource
+    return find_resource(options.filter) or options.filter
+
+
 def flux_path(arg: str, options: FluxOptions) -> Path:
     """FILE, or with ``-R`` the resource FILE names."""
     if not options.resource:
@@ -123,12 +132,12 @@ def prepare(path: Path, options: FluxOptions, rename: str | None, verb: str) -> 
         raise UserError("-i/--inactive: squall jar submits active; run `squall deactivate NAME` after it", code=2)
     if options.sleep is not None and verb != "local":
         print("squall: warning: --sleep is ignored by squall jar (it is squall local's --ttl)", file=sys.stderr)
-    run = FluxRun(path, options, load(path, filter_file=options.filter, env_filter=options.env_filter))
+    run = FluxRun(path, options, load(path, filter_file=filter_path(options), env_filter=options.env_filter))
     if not options.no_detail or options.dry_run:
         print(describe(run.flux, run.name(rename)), flush=True)
     if options.dry_run:  # what submitting would warn of (it does, to a master's log too)
-        from .._config import misspellings
-        for warning in misspellings(run.flux.conf, run.name(rename)):
+        from .._config import submit_warnings
+        for warning in submit_warnings(run.flux.conf, run.flux.topology, run.name(rename)):
             print(f"squall: warning: {warning}", file=sys.stderr)
     return run
 

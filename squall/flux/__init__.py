@@ -39,9 +39,13 @@ def read(path: str | os.PathLike[str], *, filter_file: str | os.PathLike[str] | 
     properties = None
     if filter_file is not None:
         try:
-            text = Path(filter_file).read_text(encoding="utf-8")
+            data = Path(filter_file).read_bytes()
         except OSError as e:
             raise FluxError(str(filter_file), f"cannot read the properties file (--filter): {e.strerror or e}") from e
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:  # Java's Properties.load(InputStream) reads ISO-8859-1
+            text = data.decode("latin-1")
         properties = read_properties(text)
     env = dict(os.environ if environ is None else environ) if env_filter else None
     return parse_file(Path(path), Filters(properties, env))

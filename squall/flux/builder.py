@@ -76,13 +76,19 @@ def build(definition: TopologyDef) -> FluxTopology:
 
 def _config(definition: TopologyDef) -> dict[str, Any]:
     """The ``config`` section, each key checked by its rule (Flux validates it up front too)."""
-    for key, value in definition.config.items():
-        where = definition.config_where.get(key) or Where(definition.file, 1, f"config.{key}")
+    _check_config(definition.config, definition.config_where, Where(definition.file, 1, "config"))
+    return dict(definition.config)
+
+
+def _check_config(config: dict[str, Any], wheres: dict[str, Where], section: Where) -> None:
+    """Each key of a ``config`` section (the topology's or a spout's or bolt's, as Flux's
+    ``applyComponentConfig`` validates it at build) checked by its rule, the error at its line."""
+    for key, value in config.items():
+        where = wheres.get(key) or Where(section.file, section.line, f"{section.key}.{key}")
         try:
-            validate({key: value}, "config")
+            validate({key: value}, section.key)
         except InvalidTopologyException as e:
             raise FluxError(where, str(e)) from e
-    return dict(definition.config)
 
 
 # --- objects ------------------------------------------------------------------------------------------
@@ -96,7 +102,7 @@ def find_class(name: str, where: Where) -> Any:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as e:
-            if e.name is not None and module_name.startswith(e.name):
+            if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
                 continue  # this prefix is no module: try a shorter one
             raise FluxError(where, f"importing {module_name} for {name!r} failed: {e}") from e
         except Exception as e:
@@ -260,6 +266,7 @@ def _declare(vertex: VertexDef, add: Callable[[VertexDef, Any], _Declarer], comp
     if vertex.resources:
         log.warning("%s: %s ignored: squall has no resource-aware scheduler", vertex.where.file,
                     ", ".join(f"{vertex.id}'s {k}" for k in vertex.resources))
+    _check_config(vertex.config, vertex.config_where, Where(vertex.where.file, vertex.where.line, f"{vertex.id}'s config"))
     obj = make(vertex, components)
     try:
         declarer = add(vertex, obj)

@@ -94,6 +94,7 @@ class VertexDef(BeanDef):
     parallelism: int = 1
     num_tasks: int | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    config_where: dict[str, Where] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
 
 

@@ -5,6 +5,7 @@ level deep as in Flux (an included file's own includes are ignored)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import re
@@ -52,9 +53,15 @@ class Filters:
 def parse_file(path: Path, filters: Filters, *, includes: bool = True) -> TopologyDef:
     """The topology ``path`` defines, with its includes merged in (``includes=False``: not)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as e:
         raise FluxError(str(path), f"cannot read the Flux file: {e.strerror or e}") from e
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:  # Flux's reader would put U+FFFD into a value without a word
+        line = data.count(b"\n", 0, e.start) + 1
+        raise FluxError(Where(path.name, line, ""), f"not UTF-8: byte 0x{data[e.start]:02x} "
+                        f"(save the file as UTF-8)") from e
     topology = dataclasses.replace(parse_text(text, path.name, filters), directory=str(path.parent))
     if not includes:
         return topology
@@ -161,6 +168,7 @@ _TOP = ("name", "config", "components", "spouts", "bolts", "streams", "includes"
 _OBJECT = ("className", "constructorArgs", "factory", "factoryArgs", "properties", "configMethods")
 _BEAN = (*_OBJECT, "id")
 _VERTEX = (*_BEAN, "parallelism", "numTasks", "config", "onHeapMemoryLoad", "offHeapMemoryLoad", "cpuLoad")
+_MERGE = "tag:yaml.org,2002:merge"
 _RESOURCES = ("onHeapMemoryLoad", "offHeapMemoryLoad", "cpuLoad")
 
 
@@ -174,8 +182,34 @@ class _Reader:
     def where(self, node: Node, key: str) -> Where:
         return Where(self.file, node.start_mark.line + 1, key)
 
-    def value(self, node: Node) -> Any:
-        return self._constructor.construct_object(node, deep=True)
+    def value(self, node: Node, key: str = "") -> Any:
+        try:
+            return self._constructor.construct_object(node, deep=True)
+        except yaml.YAMLError as e:  # an unknown tag, a bad merge: named here, not deep in PyYAML
+            raise FluxError(self.where(node, key), f"cannot read the value: {getattr(e, 'problem', None) or e}") from e
+
+    def entries(self, node: MappingNode, key: str) -> list[tuple[Node, Node]]:
+        """``node``'s key and value nodes with YAML's merge keys (``<<: *anchor``) resolved as
+        SnakeYAML resolves them for Flux: a key written in the mapping wins over a merged one,
+        an earlier merged mapping over a later one; a key written twice is an error."""
+        if not any(k.tag == _MERGE for k, _v in node.value):
+            flat = node.value
+            own = {id(k) for k, _v in flat}
+        else:  # PyYAML flattens in place (anchors too): a copy leaves each node as written
+            node = copy.deepcopy(node)
+            own = {id(k) for k, _v in node.value if k.tag != _MERGE}
+            try:
+                self._constructor.flatten_mapping(node)
+            except yaml.YAMLError as e:
+                raise FluxError(self.where(node, key), f"cannot merge: {getattr(e, 'problem', None) or e}") from e
+            flat = node.value  # the merged entries first (the earliest mapping last), then its own
+        chosen: dict[Any, tuple[Node, Node]] = {}
+        for k, v in flat:
+            name = self.value(k, key) if isinstance(k, ScalarNode) else id(k)
+            if name in chosen and id(k) in own and id(chosen[name][0]) in own:
+                raise FluxError(self.where(k, f"{key}.{name}" if key else str(name)), "given twice")
+            chosen[name] = (k, v)
+        return list(chosen.values())
 
     def mapping(self, node: Node, key: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()
                 ) -> dict[str, Node]:
@@ -183,13 +217,11 @@ class _Reader:
         if not isinstance(node, MappingNode):
             raise FluxError(self.where(node, key), f"expected a mapping, got {_kind(node)}")
         out: dict[str, Node] = {}
-        for k, v in node.value:
+        for k, v in self.entries(node, key):
             name = k.value if isinstance(k, ScalarNode) else None
-            where = self.where(k, f"{key}.{name}" if key else str(name))
             if name not in allowed:
-                raise FluxError(where, f"unknown key (expected one of: {', '.join(allowed)})")
-            if name in out:
-                raise FluxError(where, "given twice")
+                raise FluxError(self.where(k, f"{key}.{name}" if key else str(name)),
+                                f"unknown key (expected one of: {', '.join(allowed)})")
             out[name] = v
         for name in required:
             if name not in out:
@@ -230,11 +262,11 @@ class _Reader:
             raise FluxError(self.where(node, key), f"expected a mapping, got {_kind(node)}")
         values: dict[str, Any] = {}
         wheres: dict[str, Where] = {}
-        for k, v in node.value:
-            name = self.value(k)
+        for k, v in self.entries(node, key):
+            name = self.value(k, key)
             if not isinstance(name, str):
                 raise FluxError(self.where(k, key), f"configuration keys are strings, got {name!r}")
-            values[name] = self.value(v)
+            values[name] = self.value(v, f"{key}.{name}")
             wheres[name] = self.where(k, f"{key}.{name}")
         return values, wheres
 
@@ -311,7 +343,7 @@ class _Reader:
         if "numTasks" in entries:
             extra["num_tasks"] = self.integer(entries["numTasks"], f"{key}.numTasks", 1)
         if "config" in entries:
-            extra["config"] = self.string_map(entries["config"], f"{key}.config")[0]
+            extra["config"], extra["config_where"] = self.string_map(entries["config"], f"{key}.config")
         extra["resources"] = {k: self.value(entries[k]) for k in _RESOURCES if k in entries}
         return VertexDef(id=self.string(entries["id"], f"{key}.id"), **self.object_fields(entries, node, key),
                          **extra)

@@ -89,6 +89,26 @@ def test_a_resource_is_found_on_sys_path(capsys):
     assert "no/such.yaml: no such resource on sys.path (-R/--resource)" in capsys.readouterr().err
 
 
+def test_with_a_resource_the_filter_file_is_a_resource_too(tmp_path, monkeypatch, capsys):
+    """Flux's ``-R`` loads ``--filter`` from the classpath too (``Flux.java``: parseProperties(filter, true))."""
+    monkeypatch.chdir(tmp_path)  # no dev.properties here: only sys.path has it
+    monkeypatch.setenv("FLUX_GREETING", "hello")
+    monkeypatch.setenv("FLUX_SENTENCE", "iota kappa")
+    assert main(["local", "-R", "filtered.yaml", "--filter", "dev.properties", "-e", "--dry-run"]) == 0
+    assert "Topology Name: flux-filtered" in capsys.readouterr().out
+
+
+def test_dry_run_warns_of_a_component_key_the_topology_config_overrides(tmp_path, capsys):
+    path = tmp_path / "t.yaml"
+    path.write_text((FILES / "wordcount.yaml").read_text().replace(
+        "config:\n", "config:\n  topology.tick.tuple.freq.secs: 5\n", 1).replace(
+        '    className: "flux_words.WordCounter"\n',
+        '    className: "flux_words.WordCounter"\n    config:\n      topology.tick.tuple.freq.secs: 1\n', 1))
+    assert main(["local", str(path), "--dry-run", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "sets 'topology.tick.tuple.freq.secs' to 1, but the topology's Config sets it to 5, which wins" in err
+
+
 def test_a_mistake_in_the_file_is_one_line_naming_file_line_and_key(tmp_path, capsys):
     path = tmp_path / "bad.yaml"
     path.write_text('spouts:\n  - id: "s"\n    className: "flux_words.SentenceSpout"\n    parallelism: two\n')

@@ -106,6 +106,13 @@ CASES = {
     "no spouts": ((('spouts:\n  - id: "spout"\n    className: "flux_words.SentenceSpout"\n'
                    '    constructorArgs: [{reflist: ["sentences"]}, "errors"]\n'), ""),
                   "t.yaml:1: spouts: no spouts: a Flux file needs spouts, bolts and streams, or a topologySource"),
+    "bad component config value": ((BOLT_ARGS, BOLT_ARGS + '    config:\n      topology.max.spout.pending: "ten"\n'),
+                                   ("t.yaml:15: bolts[0].config.topology.max.spout.pending: count's config: "
+                                    "'topology.max.spout.pending' must be a positive integer")),
+    "an unknown tag": ((BOLT_ARGS, BOLT_ARGS + '    config:\n      my.key: !!python/name:os.system\n'),
+                       "t.yaml:15: bolts[0].config.my.key: cannot read the value: could not determine a constructor"),
+    "a key given twice": ((BOLT_ARGS, BOLT_ARGS + "    parallelism: 2\n    parallelism: 3\n"),
+                          "t.yaml:15: bolts[0].parallelism: given twice"),
     "include not found": (('name: "t"\n', 'name: "t"\nincludes:\n  - file: "missing.yaml"\n'),
                           "t.yaml:3: includes[0].file: file not found: 'missing.yaml'"),
 }
@@ -173,4 +180,52 @@ def test_a_constructor_that_raises_is_named_with_its_exception(tmp_path):
 
     with pytest.raises(FluxError, match=r"^t.yaml:5: components\[0\].constructorArgs: flux_words.Sentences\(...\) "
                                          r"raised TypeError: 'int' object is not iterable$"):
+        flux.load(path)
+
+
+def test_yaml_merge_keys_are_read_as_flux_reads_them(tmp_path):
+    """SnakeYAML resolves ``<<: *anchor`` for Flux: a key written in the mapping wins over a
+    merged one, in a bolt's definition and in ``config`` alike."""
+    path = tmp_path / "t.yaml"
+    path.write_text(BASE.replace('name: "t"\n', 'name: "t"\nconfig:\n  <<: {topology.workers: 1, my.key: 1}\n'
+                                 '  my.key: 2\n')
+                    + '  - from: "spout"\n    to: "count2"\n    grouping: {type: SHUFFLE}\n')
+    text = path.read_text().replace('  - id: "count"\n', '  - &counter\n    id: "count"\n    parallelism: 3\n')
+    path.write_text(text.replace("streams:\n", '  - <<: *counter\n    id: "count2"\n    numTasks: 4\nstreams:\n'))
+
+    loaded = flux.load(path)
+
+    assert loaded.conf == {"topology.workers": 1, "my.key": 2}
+    count2 = loaded.topology.components["count2"]
+    assert (count2.parallelism, count2.conf["topology.tasks"]) == (3, 4)
+    assert loaded.topology.components["count"].parallelism == 3
+
+
+def test_a_flux_file_that_is_not_utf8_is_named_with_its_line(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_bytes(BASE.replace('name: "t"\n', 'name: "t"\n# auteur: René\n').encode("latin-1"))
+
+    with pytest.raises(FluxError, match=r"^t.yaml:2: not UTF-8: byte 0xe9"):
+        flux.load(path)
+
+
+def test_a_properties_file_in_latin1_is_read_as_java_reads_it(tmp_path):
+    """``Properties.load(InputStream)`` reads ISO-8859-1; a UTF-8 file is read as UTF-8."""
+    (tmp_path / "latin.properties").write_bytes("greeting=café\n".encode("latin-1"))
+    (tmp_path / "utf8.properties").write_bytes("greeting=café\n".encode("utf-8"))
+    path = tmp_path / "t.yaml"
+    path.write_text(BASE.replace('name: "t"\n', 'name: "t"\nconfig:\n  my.greeting: "${greeting}"\n'))
+
+    for name in ("latin.properties", "utf8.properties"):
+        assert flux.load(path, filter_file=tmp_path / name).conf["my.greeting"] == "café"
+
+
+def test_a_missing_dependency_of_a_class_module_is_named(tmp_path, monkeypatch):
+    (tmp_path / "fluxdep_tools.py").write_text("import fluxdep\n\nclass Counter: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "t.yaml"
+    path.write_text(BASE.replace('"flux_words.WordCounter"', '"fluxdep_tools.Counter"'))
+
+    with pytest.raises(FluxError, match=r"^t.yaml:12: bolts\[0\].className: importing fluxdep_tools for "
+                                         r"'fluxdep_tools.Counter' failed: No module named 'fluxdep'$"):
         flux.load(path)

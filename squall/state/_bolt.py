@@ -281,7 +281,7 @@ class InputsInFlight:
         self._arrived = 0  # inputs given to the bolt so far; an input's number is its place
         self._open: dict[int, tuple[int, Tuple]] = {}  # id(input) -> (its number, it)
         self._failed_since_checkpoint = False
-        self._held: deque[tuple[int, Callable[[bool], None]]] = deque()
+        self._held: deque[tuple[int, Callable[[bool], None], bool]] = deque()
 
     def given(self, tup: Tuple) -> None:
         """``tup`` is handed to the bolt."""
@@ -294,23 +294,30 @@ class InputsInFlight:
         with self._lock:
             if self._open.pop(id(tup), None) is None:
                 return  # acked twice, or not an input of the bolt's
-            self._failed_since_checkpoint |= failed
+            # only an input in no spout's tree (a persistent window's result) is lost when it
+            # fails; an anchored one replays from its spout, as in Storm, and must not roll
+            # back every stateful bolt after it
+            self._failed_since_checkpoint |= failed and not tup._root
             self._release()
 
-    def hold(self, release: Callable[[bool], None]) -> None:
+    def hold(self, release: Callable[[bool], None], *, commit: bool = False) -> None:
         """A checkpoint arrived: call ``release(failed)`` once every input given before it is
-        settled (at once if none is open); ``failed`` says whether an input was failed since the
-        previous checkpoint was released (one given after this checkpoint may count too: a
-        PREPARE failed for it only costs a rollback, never a result)."""
+        settled (at once if none is open); ``failed`` says whether an input in no spout's tree
+        was failed since the last checkpoint other than a COMMIT was released (one given after
+        this checkpoint may count too: a PREPARE failed for it only costs a rollback, never a
+        result). A COMMIT (``commit``) leaves the failure for the PREPARE that follows: a
+        window's result failed after the last PREPARE passed belongs to the next transaction."""
         with self._lock:
-            self._held.append((self._arrived, release))
+            self._held.append((self._arrived, release, commit))
             self._release()
 
     def _release(self) -> None:
         oldest = min((n for n, _t in self._open.values()), default=self._arrived)
         while self._held and self._held[0][0] <= oldest:
-            _upto, release = self._held.popleft()
-            failed, self._failed_since_checkpoint = self._failed_since_checkpoint, False
+            _upto, release, commit = self._held.popleft()
+            failed = self._failed_since_checkpoint
+            if not commit:
+                self._failed_since_checkpoint = False
             release(failed)
 
 
@@ -320,7 +327,7 @@ class CheckpointTupleForwarder(_CheckpointAware):
 
     Beyond Storm, a checkpoint is passed on only once the bolt has acked or failed every input
     it was given before it (`InputsInFlight`; ticks excepted), and a PREPARE is failed if one
-    of those inputs was failed. A persistent window's emits are unanchored (its inputs are
+    of those inputs that is in no spout's tree was failed. A persistent window's emits are unanchored (its inputs are
     acked at the commit): if a sink that writes in the background let the PREPARE through
     before writing them, the commit would record the window as fired while its results could
     still die with the sink's worker, never to be emitted again. Held here, the PREPARE fails with the worker, and
@@ -374,7 +381,7 @@ class CheckpointTupleForwarder(_CheckpointAware):
             self.collector.emit([txid, action], tup, CHECKPOINT_STREAM_ID)
             self.collector.ack(tup)
         if self.hold_checkpoints:
-            self.in_flight.hold(release)
+            self.in_flight.hold(release, commit=action == COMMIT)
         else:
             release(False)
         return False  # passed on (or failed) by release

@@ -490,6 +490,37 @@ def test_an_input_whose_execute_raised_is_settled_so_the_checkpoints_behind_it_p
     assert passed_on(rec) == [[0, ROLLBACK], [0, INITSTATE], [1, PREPARE]]
 
 
+def test_an_anchored_input_that_fails_replays_from_its_spout_and_fails_no_checkpoint():
+    """Storm's forwarder passes a checkpoint whatever its bolt failed: an input in a spout's
+    tree replays from there. Failing the PREPARE for it rolled every stateful bolt back, and a
+    steady trickle of rejected records replayed most of the stream."""
+    ex, sink, rec = forwarder()
+    ex.execute(Tuple(["rejected"], DATA, 0x5EED, 0x1))  # in the tree of root 0x5EED
+    prepare = cp(0, PREPARE)
+    ex.execute(prepare)
+    sink.write(fail=True)
+    assert passed_on(rec) == [[0, PREPARE]] and prepare in rec.acked
+
+
+def test_a_result_failed_while_a_commit_is_held_fails_the_next_prepare():
+    """A persistent window's result fired after PREPARE 0 passed belongs to transaction 1:
+    the COMMIT held behind it passes, and the failure is kept for PREPARE 1 (released with the
+    COMMIT, it was forgotten, and transaction 1 recorded the window as fired, its result lost)."""
+    ex, sink, rec = forwarder()
+    ex.execute(cp(0, PREPARE))
+    ex.execute(Tuple(["fired after PREPARE 0"], DATA))
+    ex.execute(cp(0, COMMIT))
+    sink.write(fail=True)
+    assert passed_on(rec) == [[0, PREPARE], [0, COMMIT]]
+    prepare = cp(1, PREPARE)
+    ex.execute(prepare)
+    assert prepare in rec.failed and passed_on(rec) == [[0, PREPARE], [0, COMMIT]]
+    ex.execute(cp(1, ROLLBACK))
+    ex.execute(cp(1, INITSTATE))
+    ex.execute(cp(2, PREPARE))  # the rollback settled it
+    assert passed_on(rec)[-3:] == [[1, ROLLBACK], [1, INITSTATE], [2, PREPARE]]
+
+
 # --- the builder's wiring -------------------------------------------------------------------------------------------
 
 class Src(Spout):

@@ -87,7 +87,7 @@ class RaisesOn(BasicBolt):
         collector.emit([tup[0]])
 
 
-def test_a_record_that_raises_before_a_stateful_bolt_costs_a_rollback_not_the_topology(cluster, tmp_path):
+def test_a_record_that_raises_before_a_stateful_bolt_stops_no_checkpoint(cluster, tmp_path):
     """One bad record raises in a plain bolt before a stateful one (which fails only that
     input): the checkpoints behind it went on, every other id is acked and counted, and the
     bad one is dead-lettered. It used to stall every checkpoint after it for good."""

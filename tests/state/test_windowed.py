@@ -1,7 +1,7 @@
 """Stateful windowed bolts: window evaluations update a checkpointed state; inputs are acked once
 out of their last window and committed; a rollback drops the windows and fails what they held."""
 
-from squall import (BaseStatefulBolt, BaseStatefulWindowedBolt, BaseWindowedBolt, Config, Count, Duration, Fields,
+from squall import (BaseStatefulBolt, BaseStatefulWindowedBolt, BaseWindowedBolt, Bolt, Config, Count, Duration, Fields,
                     LocalCluster, TopologyBuilder)
 from squall._tuple import Source, Tuple
 from squall.state._bolt import StatefulBoltExecutor
@@ -131,3 +131,52 @@ def test_a_plain_count_window_in_a_stateful_topology_lets_checkpoints_pass_once_
     conf = Config()
     conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS] = 120  # no timeout frees the held inputs
     _commits_the_sum_of(100, PlainWindowSums().with_tumbling_window(Count(10)), "counted", 30, conf)
+
+
+class RejectsTens(Bolt):
+    """A plain bolt that fails the records it cannot use (multiples of ten) and passes on the rest."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("v"))
+
+    def execute(self, tup):
+        if tup[0] % 10 == 0:
+            self.collector.fail(tup)
+        else:
+            self.collector.emit([tup[0]], anchors=tup)
+            self.collector.ack(tup)
+
+
+class Sums(BaseStatefulBolt):
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put("total", self.state.get("total", 0) + tup[0])
+        self.collector.ack(tup)
+
+
+def test_records_a_plain_bolt_fails_replay_alone_and_roll_back_no_state():
+    """Storm's forwarder passes checkpoints whatever its bolt failed; a PREPARE failed for
+    each rejected record rolled the stateful bolt back, failing every good record acked since
+    its last commit (a FeederSpout does not replay them: they were lost)."""
+    feeder = FeederSpout(Fields("v"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    for i in range(1, 501):
+        feeder.feed([i], i)
+    b = TopologyBuilder()
+    b.set_spout("values", feeder)
+    b.set_bolt("filter", RejectsTens()).shuffle_grouping("values")
+    b.set_bolt("sums", Sums()).shuffle_grouping("filter")
+    conf = Config()
+    conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
+    conf.set_message_timeout_secs(120)
+    good = [i for i in range(1, 501) if i % 10]
+    with LocalCluster() as cluster:
+        cluster.submit_topology("rejects", conf, b.create_topology())
+        assert wait_until(lambda: all(tracker.is_acked(i) or tracker.is_failed(i) for i in range(1, 501)), 60)
+        assert [i for i in good if tracker.is_failed(i)] == []
+        assert all(tracker.is_failed(i) for i in range(10, 501, 10))
+        [ns] = [n for n in cluster._state_memory.namespaces("rejects") if n.startswith("sums-")]
+        assert cluster.get_state("rejects", ns).get("total") == sum(good)

@@ -119,7 +119,8 @@ class MasterClient(NimbusVerbs):
 
     def __init__(self, conf: dict[str, Any], timeout: float = 10.0) -> None:
         self._secret = load_or_create_secret(conf)
-        self._timeout = timeout
+        self._timeout: float | None = timeout
+        self._replication_wait = conf_value(conf, Config.TOPOLOGY_MAX_REPLICATION_WAIT_TIME_SEC)
         self._settings = rpc_settings(conf)
         self._closed = False
         self._client = LeaderLink(nimbus_seeds(conf), self._connect)
@@ -139,6 +140,23 @@ class MasterClient(NimbusVerbs):
                     raise
                 log.info("%s; trying again in %g s (storm.nimbus.retry.times)", e, interval)
                 time.sleep(interval)
+
+    def submit_topology(self, name: str, conf: Mapping[str, Any] | None, topology: StormTopology,
+                        initial_status: str = "ACTIVE") -> str:
+        """See `NimbusVerbs.submit_topology`. The leader answers once enough masters hold the
+        code (``topology.min.replication.count``), up to ``topology.max.replication.wait.time.sec``
+        (-1: no limit): the call waits that long beyond its timeout, or a submission reported
+        failed would start all the same."""
+        wait = (conf or {}).get(Config.TOPOLOGY_MAX_REPLICATION_WAIT_TIME_SEC, self._replication_wait)
+        timeout = self._timeout
+        self._timeout = None if timeout is None or not isinstance(wait, (int, float)) or wait < 0 \
+            else timeout + float(wait)
+        self._client.close()  # the next connection gets the longer timeout
+        try:
+            return super().submit_topology(name, conf, topology, initial_status)
+        finally:
+            self._timeout = timeout
+            self._client.close()
 
     def _connect(self, address: NimbusAddress) -> Client:
         return Client(address.host, address.port, self._secret, self._timeout, self._settings)

@@ -633,6 +633,11 @@ def check_base(v: Any) -> str | None:
         return "malformed pending action"
     if not isinstance(v.get("debug") or {}, dict) or not isinstance(v.get("code"), str):
         return "malformed debug switches or code digest"
+    parallelism = v.get("parallelism")
+    if not (v.get("num_workers") is None or _is_int(v["num_workers"])) or not (
+            parallelism is None or (isinstance(parallelism, dict)
+                                    and all(isinstance(c, str) and _is_int(n) for c, n in parallelism.items()))):
+        return "malformed worker or executor counts"
     return None
 
 

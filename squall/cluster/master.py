@@ -60,7 +60,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import cloudpickle
 
 from .._config import Config, conf_value, submit_warnings, topology_conf, visible_to_topology
-from .._errors import AlreadyAliveException, InvalidTopologyException, NotAliveException, UnknownComponentError
+from .._errors import (
+    AlreadyAliveException,
+    InvalidTopologyException,
+    NotAliveException,
+    NotLeaderException,
+    UnknownComponentError,
+)
 from .._nimbus import (
     Assignment,
     Heartbeat,
@@ -263,12 +269,31 @@ class _Topo:
                 "errors": [e.as_dict() for e in self.errors],
                 "pending_action": self.pending_action.to_json() if self.pending_action else None,
                 "debug": self.debug, "code": self.code,
+                # a rebalance changes these, never the code (Storm's StormBase holds them too): a
+                # follower that holds the submitted code can lead after a rebalance
+                "num_workers": self.plan.num_workers, "parallelism": dict(self.plan.parallelism),
                 "log_config": {name: encode(level) for name, level in self.log_config.items()}}
 
     def log_levels(self) -> tuple[LogConfig, str]:
         """Its `LogConfig` and that config's digest (what a worker's beat says it applied)."""
         config = LogConfig(dict(self.log_config))
         return config, config_digest(config)
+
+
+def _rebalanced(plan: TopologyPlan, t: Mapping[str, Any]) -> TopologyPlan | None:
+    """``plan`` (as submitted) with the workers and executors a rebalance gave it, as its
+    saved record ``t`` says (a record from before they were saved: as submitted); None, said,
+    if the record's counts do not fit the plan."""
+    workers, parallelism = t.get("num_workers"), t.get("parallelism")
+    if workers is None and parallelism is None:
+        return plan
+    if workers == plan.num_workers and parallelism == plan.parallelism:
+        return plan
+    try:
+        return plan.with_parallelism(workers, parallelism)
+    except (InvalidTopologyException, TypeError) as e:
+        log.error("the saved parallelism of %s does not fit its plan (%s); it was not loaded", plan.storm_id, e)
+        return None
 
 
 class _Persisted(NamedTuple):
@@ -413,6 +438,9 @@ class Master:
             if plan is None or plan.storm_id != storm_id:
                 complete = False  # not fetched yet
                 continue
+            plan = _rebalanced(plan, t)
+            if plan is None:
+                continue
             problem = check_assignment(t, len(plan.executors))
             if problem:
                 log.warning("the assignment of %s in ZooKeeper ignored: %s", storm_id, problem)
@@ -505,7 +533,9 @@ class Master:
             if plan is None:
                 log.error("state names topology %s but its plan is missing; dropped", name)
                 continue
-            self.topologies[name] = self.restore(plan, t)
+            plan = _rebalanced(plan, t)
+            if plan is not None:
+                self.topologies[name] = self.restore(plan, t)
         self._persisted = _Persisted.of(self)
         if stored.topologies:
             log.info("recovered %d topologies from %s", len(self.topologies), self.store.directory or "memory")
@@ -564,7 +594,10 @@ class Master:
 
     def op_get_leader(self) -> MasterAddress | None:
         """Where the master that leads listens (Storm's ``getLeader``), None while an election is
-        under way. A lone master (no ZooKeeper) leads."""
+        under way. A lone master (no ZooKeeper) leads. A master cut off from ZooKeeper cannot
+        know, and says so (as Storm's throws): a client asks its next seed."""
+        if self.ha is not None and not self.ha.connected:
+            raise NotLeaderException(f"this master ({self.ha.me}) cannot reach ZooKeeper: it does not know who leads")
         leader = self.me() if self.ha is None else self.ha.leader()
         return None if leader is None else MasterAddress(leader.host, leader.port)
 
@@ -848,7 +881,8 @@ class Master:
                 topo.plan = topo.plan.with_parallelism(action.num_workers, action.executors)
                 topo.assignment = {}  # placed afresh; a reused slot gets a new launch id
                 topo.status = status
-                topo.code = self._save_plan(topo.plan)
+                if topo.code is None:  # in memory, the plan is kept as it is
+                    self._save_plan(topo.plan)
                 self._schedule()
                 log.info("Rebalanced topology %s: %d workers", name, len(topo.assignment))
             self._changed()

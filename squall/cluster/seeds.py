@@ -144,7 +144,7 @@ class LeaderLink:
                 none knows a leader yet.
         """
         self.close()
-        errors = []
+        errors, electing = [], []
         for seed in self.seeds:
             try:
                 link = self._connect(seed)
@@ -153,20 +153,27 @@ class LeaderLink:
                 continue
             try:
                 leader = leader_of(nimbus_client(link.call).get_leader())
-            except (RpcError, RemoteError) as e:
+            except RpcError as e:
                 link.close()
                 errors.append(f"{seed}: {e}")
                 continue
-            if leader is None:
+            except RemoteError as e:  # up, but cut off from ZooKeeper: another seed may know
                 link.close()
-                raise RpcError(f"Could not find a nimbus leader, please try again after some time "
-                               f"({seed} knows of none: an election is under way)")
+                electing.append(f"{seed}: {e}")
+                continue
+            if leader is None:  # an election under way, as this seed sees it
+                link.close()
+                electing.append(f"{seed} knows of none")
+                continue
             self.address, self._found = leader, True
             if leader == seed:
                 self._link = link
             else:
                 link.close()
             return leader
+        if electing:
+            raise RpcError(f"Could not find a nimbus leader, please try again after some time "
+                           f"(an election is under way: {'; '.join(electing + errors)})")
         raise RpcError(f"Could not find leader nimbus from seed hosts {[str(s) for s in self.seeds]}. Did you "
                        f"specify a valid list of nimbus hosts for config nimbus.seeds? ({'; '.join(errors)})")
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .._config import SECRET_KEY, Config, conf_value, setting
+from .._errors import SquallError
 from .._private import Kept, private_dir, write_private
 from .._transactional import MemoryBackend
 
@@ -373,7 +374,8 @@ class ZooKeeperStore(MasterStore):
             m.counter, self._stale = change.counter, True
         elif isinstance(change, PutTopology):
             r = change.record
-            base = {k: r.get(k) for k in ("status", "previous", "launched", "pending_action", "debug")}
+            base = {k: r.get(k) for k in ("status", "previous", "launched", "pending_action", "debug",
+                                          "num_workers", "parallelism")}
             base.update(name=change.name, code=r.get("code") or "")
             m.topologies = {sid: t for sid, t in m.topologies.items() if t.base["name"] != change.name}
             m.topologies[change.storm_id] = TopologyRecord(
@@ -386,19 +388,33 @@ class ZooKeeperStore(MasterStore):
             m.supervisors, self._stale = change.supervisors, True
 
     def _flush(self) -> None:
+        """Write the changes just kept, or fail their request: a kill the leader acknowledged
+        but could not write would be lost with its lead (Storm writes the StormBase inside the
+        call too).
+
+        Raises:
+            SquallError: ZooKeeper refused or did not answer (its error named).
+        """
         if self._stale:
-            self.refresh()
+            try:
+                self._write()
+            except Exception as e:
+                raise SquallError(f"cannot write the cluster state to ZooKeeper ({_named(e)}): the change is "
+                                  f"not kept yet (this master writes it if it still leads once ZooKeeper answers)") from e
 
     def refresh(self) -> None:
         """Write the cluster state again where it differs from ZooKeeper's (changed nodes only;
         nodes someone else changed are written again: `Coordinator.write`). A failure is logged:
         the next change or refresh writes it."""
-        from .ha import write_state
         try:
-            write_state(self.coordinator, self._mirror, frozenset(self.replicating))
-            self._stale = False
+            self._write()
         except Exception as e:  # noqa: BLE001 (logged: the next change or refresh writes it)
-            log.error("cannot write the cluster state to ZooKeeper (the next save tries again): %s", e)
+            log.error("cannot write the cluster state to ZooKeeper (the next save tries again): %s", _named(e))
+
+    def _write(self) -> None:
+        from .ha import write_state
+        write_state(self.coordinator, self._mirror, frozenset(self.replicating))
+        self._stale = False
 
     def lead(self) -> None:
         """This master leads from now: its master hands it the whole state again, all of which
@@ -406,6 +422,11 @@ class ZooKeeperStore(MasterStore):
         from .ha import ClusterState
         self._mirror = ClusterState(0, {}, {})
         self.coordinator.forget_writes()
+
+
+def _named(e: BaseException) -> str:
+    """An error's type and text (kazoo's errors often have no text)."""
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
 def store_for(conf: Mapping[str, Any]) -> MasterStore:

@@ -76,6 +76,24 @@ def test_the_leader_is_found_through_the_seeds_and_a_refusal_is_sent_to_it():
         link.find()
 
 
+def test_a_seed_that_knows_no_leader_does_not_hide_the_next_ones():
+    """A master cut off from ZooKeeper knows no leader; the client asked no further, and never
+    reached the master that leads (Storm's NimbusClient goes on to the next seed)."""
+    a, b, c = (NimbusAddress("127.0.0.1", p) for p in (1, 2, 3))
+    masters = {a: _FakeMaster(a, None), b: _FakeMaster(b, c), c: _FakeMaster(c, c)}
+    link = LeaderLink([a, b, c], lambda addr: masters[addr].link())
+    assert link.call("kill") == f"kill done by {c}"
+
+    class CutOff(_FakeMaster):
+        def call(self, op, **args):
+            if op == "get_leader":
+                raise RemoteError("this master cannot reach ZooKeeper: it does not know who leads", "NotLeaderException")
+            return super().call(op, **args)
+    masters[a] = CutOff(a, None)
+    link.close()
+    assert link.find() == c
+
+
 def test_while_no_master_leads_a_call_fails_as_an_unreachable_master_does():
     a, b = NimbusAddress("127.0.0.1", 1), NimbusAddress("127.0.0.1", 2)
     masters = {a: _FakeMaster(a, None), b: _FakeMaster(b, None)}
@@ -171,6 +189,27 @@ def test_a_master_that_lacks_code_does_not_take_the_lead_until_it_fetched_it(ha_
     assert wait_until(lambda: not b.master.topologies and not list((b.master.local_dir).glob("*.plan")), 10)
 
 
+def test_a_follower_leads_with_the_rebalanced_counts_when_the_leader_dies_after_a_rebalance(ha_conf, running):
+    """A rebalance made new code that only the leader held: a follower that won the election
+    lacked it and left, and no master led until the dead one came back."""
+    a = running(ha_conf("a", **{"supervisor.slots.ports": []}))
+    assert wait_until(lambda: a.master.leading, 10)
+    b = running(ha_conf("b", **{"supervisor.slots.ports": []}))
+    assert wait_until(lambda: b.master.ha.in_election, 10)
+    with _client(a, b, **{"storm.nimbus.retry.times": 0}) as m:
+        m.submit_topology("t", {"topology.min.replication.count": 2, "topology.workers": 1},
+                          recovery_topology(10), "INACTIVE")
+        m.rebalance("t", num_workers=2, executors={"sink": 1}, wait_secs=0)
+    parallelism = a.master.topologies["t"].plan.parallelism
+    assert parallelism["sink"] == 1
+    a.stop()
+    assert wait_until(lambda: b.master.leading, 15), "the follower lacked the code and left the election"
+    plan = b.master.topologies["t"].plan
+    assert (plan.num_workers, plan.parallelism) == (2, parallelism)
+    with _client(b) as m:
+        m.kill_topology("t", wait_secs=0)
+
+
 def test_a_submission_waits_until_enough_masters_hold_its_code(ha_conf, running, caplog):
     a = running(ha_conf("a", **{"topology.max.replication.wait.time.sec": 1}))
     assert wait_until(lambda: a.master.leading, 10)
@@ -187,6 +226,18 @@ def test_a_submission_waits_until_enough_masters_hold_its_code(ha_conf, running,
     assert (b.master.local_dir / f"{storm_id}.plan").exists()
     rows = topology_summary(a.master.op_cluster_info())["topologies"]  # the UI's replicationCount
     assert {t["name"]: t["replicationCount"] for t in rows} == {"alone": 2, "replicated": 2}
+
+
+def test_a_submission_waits_for_replication_beyond_the_clients_timeout(ha_conf, running):
+    """The client gave up after its own timeout (10 s; 60 s is Storm's wait) and told the user
+    the submission failed, and the topology started when the wait ended all the same."""
+    a = running(ha_conf("a"))
+    assert wait_until(lambda: a.master.leading, 10)
+    conf = cluster_conf({"squall.secret": SECRET, "nimbus.seeds": [str(a.address)]})
+    with MasterClient(conf, timeout=0.5) as m:
+        m.submit_topology("t", {"topology.min.replication.count": 2, "topology.max.replication.wait.time.sec": 2},
+                          recovery_topology(10), "INACTIVE")
+        assert [t["name"] for t in m.list_topologies()] == ["t"]
 
 
 def test_a_master_that_cannot_reach_zookeeper_says_so(tmp_path):
@@ -414,8 +465,9 @@ def own_zookeeper(tmp_path):
 
 
 def test_no_leader_is_named_while_zookeeper_is_unreachable(own_zookeeper, tmp_path, running):
-    """A master that lost ZooKeeper does not know who leads: get_leader says none (clients then
-    say no leader was found), until ZooKeeper is back and the election has a winner again."""
+    """A master that lost ZooKeeper does not know who leads, and says so (clients then ask the
+    next seed, and say no leader was found), until ZooKeeper is back and the election has a
+    winner again."""
     server = own_zookeeper
 
     def conf(name):
@@ -428,7 +480,9 @@ def test_no_leader_is_named_while_zookeeper_is_unreachable(own_zookeeper, tmp_pa
     assert wait_until(lambda: b.master.op_get_leader() == MasterAddress("127.0.0.1", a.master.port), 10)
     server.stop()
     assert wait_until(lambda: not a.master.ha.connected and not b.master.ha.connected, 20)
-    assert a.master.op_get_leader() is None and b.master.op_get_leader() is None
+    for master in (a.master, b.master):
+        with pytest.raises(NotLeaderException, match="cannot reach ZooKeeper: it does not know who leads"):
+            master.op_get_leader()
     with pytest.raises(NotLeaderException, match="cannot reach ZooKeeper"):
         b.master.election.assert_leader()
     # asked once: storm.nimbus.retry.times' 5 tries 2 s apart would give the same answer 10 s later
@@ -436,8 +490,55 @@ def test_no_leader_is_named_while_zookeeper_is_unreachable(own_zookeeper, tmp_pa
             _client(a, b, **{"storm.nimbus.retry.times": 0}) as m:
         m.deactivate("t")
     server.start()
-    assert wait_until(lambda: a.master.op_get_leader() is not None
+    assert wait_until(lambda: a.master.ha.connected and b.master.ha.connected and a.master.op_get_leader() is not None
                       and a.master.op_get_leader() == b.master.op_get_leader(), 30)
+
+
+@pytest.fixture
+def zk_proxy(zookeeper):
+    """A proxy to the module's ZooKeeper, to cut one master off from it (`ZkProxy`)."""
+    from .zk_proxy import ZkProxy
+    proxy = ZkProxy(("127.0.0.1", zookeeper.port))
+    yield proxy
+    proxy.stop()
+
+
+def _cut_off(ha_conf, zk_proxy, running):
+    """A leader ``a`` that reaches ZooKeeper through ``zk_proxy``, a follower ``b``, and a
+    topology ``t`` both hold."""
+    a = running(ha_conf("a", **{"storm.zookeeper.servers": [zk_proxy.address],
+                                "storm.zookeeper.connection.timeout": 30000}))
+    assert wait_until(lambda: a.master.leading, 10)
+    b = running(ha_conf("b"))
+    with _client(a, **{"storm.nimbus.retry.times": 0}) as m:
+        m.submit_topology("t", {}, recovery_topology(10), "INACTIVE")
+    assert wait_until(lambda: "t" in b.master.topologies, 10)
+    return a, b
+
+
+def test_a_leader_cut_off_from_zookeeper_does_not_hide_the_new_one(ha_conf, zk_proxy, running):
+    """The cut-off master still answers its clients, but knows no leader; a client, supervisor
+    or worker whose first seed it was stopped there and never reached the master that leads."""
+    a, b = _cut_off(ha_conf, zk_proxy, running)
+    zk_proxy.cut()
+    assert wait_until(lambda: b.master.leading, 15)
+    with _client(a, b, **{"storm.nimbus.retry.times": 0}) as m:
+        m.activate("t")
+    assert b.master.topologies["t"].status.value == "ACTIVE"
+    assert not a.master.ha.connected
+
+
+def test_a_kill_the_leader_cannot_write_to_zookeeper_fails_rather_than_being_lost(ha_conf, zk_proxy, running):
+    """The leader's link to ZooKeeper goes silent; a kill that reaches it before its client
+    notices was acknowledged though ZooKeeper never had it, and the next leader ran the topology
+    on. Now the caller is told (Storm writes the StormBase inside killTopology too)."""
+    a, b = _cut_off(ha_conf, zk_proxy, running)
+    zk_proxy.blackhole()
+    with pytest.raises(RemoteError, match="cannot write the cluster state to ZooKeeper|not a leader"), \
+            _client(a, **{"storm.nimbus.retry.times": 0}) as m:
+        m.kill_topology("t", wait_secs=0)
+    assert wait_until(lambda: b.master.leading, 15)
+    assert b.master.topologies["t"].status.value == "INACTIVE"  # as the caller was told: not killed
 
 
 # --- Trident's transactional state ---------------------------------------------------------------------

@@ -444,6 +444,25 @@ def test_a_pending_rebalance_and_the_slots_failed_starts_survive_a_restart_of_th
     assert (info["status"], info["num_workers"], info["components"]["sink"]["executors"]) == ("ACTIVE", 1, 1)
 
 
+def test_a_rebalance_keeps_the_code_and_a_restarted_master_resumes_its_counts(conf):
+    """As Storm's StormBase, the topology's record holds its worker and executor counts and
+    the code stays as submitted: a Nimbus HA follower that holds that code can lead after a
+    rebalance (a new plan was new code that only the leader held)."""
+    m = served(conf)
+    _register(m, ports=(7000, 7001, 7002))
+    m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    code = m.topologies["t"].code
+    plans = {p.name: p.read_bytes() for p in m.local_dir.glob("*.plan")}
+    m.op_rebalance(name="t", num_workers=3, executors={"sink": 1}, wait_secs=0)
+    assert m.topologies["t"].code == code
+    assert {p.name: p.read_bytes() for p in m.local_dir.glob("*.plan")} == plans
+
+    again = served(conf)
+    info = again.op_info(name="t")
+    assert (info["num_workers"], info["components"]["sink"]["executors"]) == (3, 1)
+    assert again.topologies["t"].plan.parallelism == m.topologies["t"].plan.parallelism
+
+
 def test_a_state_file_an_older_master_wrote_still_loads(conf):
     """Before the master kept one record per slot, state.json held each topology's launch ids,
     failed starts and given-up slots as three maps, and its pending kill or rebalance as a

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from squall._config import cluster_conf
-from squall._errors import DiskWriteError
+from squall._errors import DiskWriteError, SquallError
 from squall.cluster.master import Master
 from squall.cluster.store import (LocalDirStore, MemoryStore, PutPlan, PutSupervisors, PutTopology, PutTxState,
                                   RemovePlan, RemoveTopology, SetCounter, ZooKeeperStore)
@@ -220,15 +220,18 @@ class _FlakyZooKeeper:
             del self.nodes[p]
 
 
-def test_a_zookeeper_write_that_fails_is_logged_and_written_at_the_next_refresh(tmp_path, caplog):
-    """As the leader always did: the operation is not failed, and the next save writes it."""
+def test_a_zookeeper_write_that_fails_fails_its_request_and_is_written_at_the_next_refresh(tmp_path, caplog):
+    """The request is failed (a kill acknowledged but never written was lost with the leader's
+    lead), and the leader's next refresh writes it, logging while it cannot."""
     zk = _FlakyZooKeeper()
     store = ZooKeeperStore(zk, tmp_path, b"s" * 32)
     record = {"status": "ACTIVE", "previous": None, "launched": 1.0, "pending_action": None, "debug": {},
               "code": "abc", "assignment": {}, "slots": {}, "errors": []}
     zk.down = True
-    store.apply([SetCounter(1), PutTopology("t", "t-1-1", record)])
-    assert "cannot write the cluster state to ZooKeeper (the next save tries again)" in caplog.text
+    with pytest.raises(SquallError, match=r"cannot write the cluster state to ZooKeeper \(ConnectionError: "):
+        store.apply([SetCounter(1), PutTopology("t", "t-1-1", record)])
+    store.refresh()
+    assert "cannot write the cluster state to ZooKeeper (the next save tries again): ConnectionError" in caplog.text
     assert zk.nodes == {}
     zk.down = False
     store.refresh()

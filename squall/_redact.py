@@ -25,9 +25,11 @@ MASK = "***"
 
 # Words that name a credential inside a key (case-insensitive, anywhere in it): "squall.secret",
 # "storm.zookeeper.auth.password", "redis.pwd", "x.apikey", "x.api_key", "x.bearer",
-# "x.private.key", "sasl.jaas.config", "aws.credentials", "auth.token", "authorization".
+# "x.private.key", "sasl.jaas.config", "aws.credentials", "auth.token", "authorization",
+# "storm.zookeeper.auth.payload" (Storm's "user:password"), "ssl.key.passphrase".
 _SECRET_KEY_RE = re.compile(
-    r"secret|passw(?:or)?d|pwd|token|credential|api[._-]?key|bearer|private[._-]?key|jaas|authorization",
+    r"secret|passw(?:or)?d|passphrase|pwd|token|credential|api[._-]?key|bearer|private[._-]?key|jaas"
+    r"|authorization|auth[._-]?payload|(?:^|[._-])pass(?:$|[._-])",
     re.IGNORECASE)
 
 # scheme://user:password@host: the password ends at the last "@" before a space or quote (an

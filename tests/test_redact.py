@@ -36,6 +36,7 @@ TEXT_CASES = [
     # prose: a bare "key: value" is no pair (only a quoted key takes ":")
     ("the master refused our secret: check squall.secret", "the master refused our secret: check squall.secret"),
     (f"bearer {PW}", "bearer ***"),
+    (f"connect failed: user=bob pass={PW} host=db", "connect failed: user=bob pass=*** host=db"),
     # nothing to hide: unchanged
     ("redis://db:6379/0", "redis://db:6379/0"),
     ("http://host:8080/path", "http://host:8080/path"),
@@ -53,14 +54,18 @@ def test_a_credential_in_a_string_is_masked_and_nothing_else(text, shown):
 @pytest.mark.parametrize("key", ["squall.secret", "storm.zookeeper.auth.password", "redis.PASSWORD", "db.passwd",
                                  "odbc.pwd", "auth.token", "aws.credentials", "x.apikey", "x.api_key",
                                  "x.api.key", "x.bearer", "tls.private.key", "tls.private_key", "ssh.privatekey",
-                                 "sasl.jaas.config", "java.security.auth.login.config.jaas", "http.authorization"])
+                                 "sasl.jaas.config", "java.security.auth.login.config.jaas", "http.authorization",
+                                 # Storm's ZooKeeper digest "user:password"s, a TLS key's passphrase, a bare pass
+                                 "storm.zookeeper.auth.payload", "storm.zookeeper.topology.auth.payload",
+                                 "ssl.key.passphrase", "db.pass", "pass"])
 def test_keys_naming_a_credential_are_secret(key):
     assert is_secret_key(key)
 
 
 @pytest.mark.parametrize("key", ["redis.url", "db.dsn", "topology.state.provider.config", "ui.port",
                                  "topology.max.spout.pending", "nimbus.seeds", "topology.kryo.register",
-                                 "storm.zookeeper.auth.user", "x.key.field"])
+                                 "storm.zookeeper.auth.user", "x.key.field", "topology.bypass.cache", "passes",
+                                 "storm.zookeeper.auth.scheme"])
 def test_other_keys_are_not(key):
     assert not is_secret_key(key)
 

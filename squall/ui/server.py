@@ -60,9 +60,35 @@ def local_app(cluster: LocalCluster) -> Starlette:
     return _app(DirectLink(cluster), cluster.conf, secret)
 
 
+# Storm's settings that put authentication in front of its UI and logviewer (servlet filters,
+# a credentials plugin, user lists): squall runs none of them, so a UI started with one would
+# serve openly what its operator believes is protected
+STORM_UI_AUTH_KEYS = ("ui.filter", "ui.filter.params", "ui.http.creds.plugin", "ui.users", "ui.groups",
+                      "logviewer.filter", "logviewer.filter.params", "logs.users", "logs.groups")
+
+
+def refuse_storm_ui_auth(conf: Mapping[str, Any]) -> None:
+    """Refuse to serve a UI whose configuration sets one of Storm's UI authentication keys.
+
+    Raises:
+        SquallError: naming the keys, and what to do instead.
+    """
+    given = [key for key in STORM_UI_AUTH_KEYS if conf.get(key) not in (None, "", [], {})]
+    if given:
+        raise SquallError(f"{', '.join(given)} set, but squall's UI runs none of Storm's UI authentication "
+                          f"(servlet filters, credential plugins, user lists): its pages would be open to anyone "
+                          f"who reaches ui.host. Remove the key(s), and put the UI behind a proxy that "
+                          f"authenticates (docs/ui.md, Security)")
+
+
 def _app(link: UiMasterLink, conf: Mapping[str, Any], secret: bytes | None) -> Starlette:
     """The REST API, the web pages (whose history sampler `UiServer.run` starts and stops with
-    the serving) and `ui_routes`."""
+    the serving) and `ui_routes`.
+
+    Raises:
+        SquallError: the configuration asks for Storm's UI authentication (`refuse_storm_ui_auth`).
+    """
+    refuse_storm_ui_auth(conf)
     from .prometheus import metrics_route
     pages = WebPages(link, conf)
     app = create_app(link, conf, secret=secret,

@@ -53,6 +53,8 @@ from ..engine.stats import (
 )
 from ..worker.stats_history import ALL_TIME, WINDOW_NAMES
 
+_INPUT_METRICS = frozenset((EXECUTED, EXECUTE_LATENCY, PROCESS_LATENCY))  # a bolt's, per input stream
+
 ACKER = "__acker"
 WINDOW_PRETTY = {"600": "10m 0s", "10800": "3h 0m 0s", "86400": "1d 0h 0m 0s", ALL_TIME: "All time"}
 CAPACITY_WINDOW = "600"
@@ -353,9 +355,11 @@ def component_page(view: TopologyView, component: str, window: str | None = ALL_
         for s in idx.task_stats(t, window):
             if not _visible(s.stream, sys):
                 continue
-            if s.component == "" and s.metric not in TASK_FIGURES:
+            if s.component == "" and s.metric not in TASK_FIGURES and s.metric not in _INPUT_METRICS:
                 _accumulate(outputs.setdefault(s.stream, _Acc()), [s], sys, {})
-        ts = [s for s in idx.task_stats(t, window) if s.component != ""]
+        # an input's figures with no source component are the acker's acks and fails, which
+        # reach it without their sender: inputs still, so that they add up to its executed
+        ts = [s for s in idx.task_stats(t, window) if s.component != "" or s.metric in _INPUT_METRICS]
         for key in {(s.component, s.stream) for s in ts}:
             _accumulate(inputs.setdefault(key, _Acc()),
                         [s for s in ts if (s.component, s.stream) == key], sys, weights)

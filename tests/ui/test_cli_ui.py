@@ -28,3 +28,16 @@ def test_squall_local_ui_serves_the_running_topology(tmp_path):
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_storms_ui_authentication_keys_refuse_to_serve_rather_than_serve_openly(tmp_path):
+    """Storm's ``ui.filter`` (an authenticating servlet filter) was accepted and ignored: the
+    operator believed the pages and worker logs protected while anyone could read them."""
+    proc = subprocess.run([sys.executable, "-m", "squall", "ui", "-c", "squall.secret=ui-auth-test-secret-0123456789",
+                           "-c", f"storm.local.dir={tmp_path}", "-c", "ui.port=0",
+                           "-c", "ui.filter=org.apache.hadoop.security.authentication.server.AuthenticationFilter"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "squall ui ready" not in proc.stdout
+    assert ("squall: error: ui.filter set, but squall's UI runs none of Storm's UI authentication"
+            in proc.stderr), proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -49,6 +49,18 @@ def test_sys_shows_the_acker(api, storm_id):
     assert "__acker" in {b["boltId"] for b in full["bolts"]}
 
 
+def test_the_ackers_inputs_add_up_to_what_it_executed(api, storm_id):
+    """The bolts' acks reach the acker without their sender: their figures were shown as an
+    output stream ``__ack_ack`` (emitted 0) and missing from the inputs."""
+    assert wait_until(lambda: _acked(api, storm_id) == 40, 20)
+    page = api.get(f"/api/v1/topology/{storm_id}/component/__acker?sys=1&window=:all-time").json()
+    executed = next(r for r in page["boltStats"] if r["window"] == ":all-time")["executed"]
+    inputs = {(i["component"], i["stream"]): i["executed"] for i in page["inputStats"]}
+    assert sum(inputs.values()) == executed > 0
+    assert inputs[("words", "__ack_init")] == 40 and inputs[("", "__ack_ack")] > 0
+    assert "__ack_ack" not in {o["stream"] for o in page["outputStats"]}
+
+
 def test_component_page_has_storms_fields(api, storm_id):
     bolt = api.get(f"/api/v1/topology/{storm_id}/component/upper?window=:all-time").json()
     assert COMPONENT_PAGE <= set(bolt) and bolt["componentType"] == "bolt" and bolt["topologyId"] == storm_id

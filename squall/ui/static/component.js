@@ -44,7 +44,8 @@
     document.getElementById("input-section").hidden = spout;
     if (!spout) {
       fill("inputs", table([
-        ["Component", s => componentLink(topologyId, s.component)], ["Stream", "stream"],
+        // "": the acker's acks and fails, which reach it without their sender
+        ["Component", s => s.component ? componentLink(topologyId, s.component) : "(any task)"], ["Stream", "stream"],
         ["Execute latency (ms)", "executeLatency", {num: true}], ["Executed", "executed", {num: true}],
         ["Process latency (ms)", "processLatency", {num: true}],
         ["Acked", "acked", {num: true}], ["Failed", "failed", {num: true}],

@@ -16,7 +16,9 @@ in a long round: a slow bolt), so that a flood still reaches the inboxes and fli
 The wire is a stream of frames per connection: a 4-byte big-endian length, then one message
 sealed as `squall.worker.envelope` says (MAC, header, data), checked before anything in it is
 decoded. A frame longer than ``squall.transport.max.message.bytes`` closes its connection before
-it is read, so a stranger cannot make a worker allocate more. Each sending worker has one
+it is read, and connections that have sent nothing authentic yet hold their unfinished frames
+within that bound together and for at most `UNTRUSTED_SECS`, so strangers cannot make a worker
+hold more. Each sending worker has one
 connection to each peer, so one sender's messages arrive in order, as the envelope's replay
 check needs. A message that cannot be written now waits in its peer's backlog (at most
 `MAX_BACKLOG` messages, the oldest given up first), which the next flush, or the loop that
@@ -68,6 +70,11 @@ RECONNECT_SECS = 0.1        # between attempts to connect to a peer that refused
 # connections kept at once: past it, a new one replaces the oldest that has sent no authentic
 # message, so strangers' idle connections cannot shut the peers out
 MAX_INBOUND = 256
+# Connections that have sent no authentic message yet hold their unfinished frames within one
+# message's bound together (not each: 256 strangers a byte short of 64 MB held 16 GiB), and for
+# at most this long: a peer's first frame is whole within it even at the bound, a stranger's
+# trickle is closed
+UNTRUSTED_SECS = 10.0
 _EPOLLIN, _EPOLLOUT = select.EPOLLIN, select.EPOLLOUT
 _BROKEN = select.EPOLLERR | select.EPOLLHUP
 _WOULD_BLOCK = (BlockingIOError, InterruptedError)
@@ -90,12 +97,13 @@ class _Inbound:
     """A connection from a peer: the bytes of the frame it is in the middle of, and whether a
     message from it has passed the envelope's checks."""
 
-    __slots__ = ("buffer", "sock", "trusted")
+    __slots__ = ("buffer", "since", "sock", "trusted")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, since: float) -> None:
         self.sock = sock
         self.buffer = bytearray()
         self.trusted = False
+        self.since = since  # when it connected: untrusted, it must be authentic within UNTRUSTED_SECS
 
 
 class _Outbound:
@@ -196,6 +204,7 @@ class TcpTransport(BatchingTransport):
         self._epoll = select.epoll()
         self._epoll.register(self._listener.fileno(), _EPOLLIN)
         self._inbound: dict[int, _Inbound] = {}
+        self._sweep_at = 0.0  # when to look for untrusted connections past UNTRUSTED_SECS next
         self._outbound: dict[str, _Outbound] = {}
         self._out_fds: dict[int, str] = {}  # fd of a watched outbound connection -> its peer's key
         self._events: list[LoopEvent] = []
@@ -230,6 +239,8 @@ class TcpTransport(BatchingTransport):
                     delivered += self._accept()
                 elif fd in self._out_fds:
                     self._writable(self._out_fds[fd], mask)
+            if self._sweep_at <= self._now():
+                self._sweep_untrusted()
         except (OSError, ValueError):
             if not self._closed:
                 raise
@@ -275,7 +286,7 @@ class TcpTransport(BatchingTransport):
                     continue
                 self._drop_inbound(stranger)
             sock.setblocking(False)
-            inbound = self._inbound[sock.fileno()] = _Inbound(sock)
+            inbound = self._inbound[sock.fileno()] = _Inbound(sock, self._now())
             self._epoll.register(sock.fileno(), _EPOLLIN)
             delivered += self._read(sock.fileno(), inbound)
 
@@ -307,9 +318,31 @@ class TcpTransport(BatchingTransport):
                 if used < len(chunk) and fd in self._inbound:
                     buffer += memoryview(chunk)[used:]
             delivered += taken
+            if not inbound.trusted and buffer and fd in self._inbound and self._over_untrusted_budget():
+                self._refuse_untrusted(fd, f"holding {len(buffer)} bytes of an unfinished frame beyond what "
+                                           f"unauthenticated connections may hold together")
             if len(chunk) < _RECV_BYTES or fd not in self._inbound:
                 break  # it had no more, or sent a frame over the bound and was closed
         return delivered
+
+    def _over_untrusted_budget(self) -> bool:
+        return sum(len(c.buffer) for c in self._inbound.values() if not c.trusted) > self.max_message_bytes
+
+    def _sweep_untrusted(self) -> None:
+        """Close the connections that have sent nothing authentic within `UNTRUSTED_SECS`
+        while in the middle of a frame (a peer's first frame takes far less; an idle stranger
+        holds only a descriptor, which `MAX_INBOUND` bounds)."""
+        now = self._now()
+        self._sweep_at = now + 1.0
+        for fd, c in list(self._inbound.items()):
+            if not c.trusted and c.buffer and now - c.since > UNTRUSTED_SECS:
+                self._refuse_untrusted(fd, f"in the middle of a frame {now - c.since:.0f} s after it connected "
+                                           f"with nothing authentic yet")
+
+    def _refuse_untrusted(self, fd: int, why: str) -> None:
+        self._opener.count("malformed")
+        self._warn.warning("closed a connection to %s %s", self.address, why)
+        self._drop_inbound(fd)
 
     def _frames(self, fd: int, inbound: _Inbound, data: bytes | bytearray) -> tuple[int, int]:
         """Deliver the whole frames at the start of ``data`` (what ``inbound`` sent): the items

@@ -452,6 +452,51 @@ def test_strangers_idle_connections_cannot_shut_a_peer_out(monkeypatch):
         b.close()
 
 
+def _closed_by_the_worker(sock):
+    sock.settimeout(5)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_strangers_unfinished_frames_are_held_within_one_bound_together_and_for_a_while(monkeypatch):
+    """Each stranger could keep a frame one byte short of the bound, unauthenticated, for as
+    long as it liked: at the defaults, 256 connections held 16 GiB. Together they now hold at
+    most one message's bound, for at most UNTRUSTED_SECS, and a peer still gets through."""
+    monkeypatch.setattr(tcp_module, "STALE_SECS", 60.0)  # the test's polls read, not the watchman
+    clock = [100.0]
+    bound = 64 * 1024
+    got = Collect()
+    b = tcp(receive=got, slot="h:2", max_message_bytes=bound, now=lambda: clock[0])
+    host, port = split_address(b.address)
+    strangers = [socket.create_connection((host, port)) for _ in range(3)]
+    try:
+        for s in strangers:
+            s.sendall(bound.to_bytes(4, "big") + b"\0" * (bound // 2 - 8))  # half a frame each, never finished
+        assert wait_until(lambda: b.poll() >= 0 and len(b._inbound) == 2
+                          and sum(len(c.buffer) for c in b._inbound.values()) == 2 * (bound // 2 - 4))
+        assert b.statistics()["dropped"]["malformed"] == 1  # the third went over: closed
+        a = tcp(peers={7: b.address})
+        try:
+            a.sender(7)((1,))
+            a.flush()
+            assert wait_until(lambda: b.poll() >= 0 and got.got == [(7, (1,))])
+            clock[0] += tcp_module.UNTRUSTED_SECS + 2  # the two left trickle on, never authentic
+            assert wait_until(lambda: b.poll() >= 0 and b.statistics()["dropped"]["malformed"] == 3)
+            assert all(_closed_by_the_worker(s) for s in strangers)
+            assert [c.trusted for c in b._inbound.values()] == [True]  # the peer's connection stays
+            a.sender(7)((2,))
+            a.flush()
+            assert wait_until(lambda: b.poll() >= 0 and got.got == [(7, (1,)), (7, (2,))])
+        finally:
+            a.close()
+    finally:
+        for s in strangers:
+            s.close()
+        b.close()
+
+
 def test_the_watchman_looks_at_most_every_stale_span_even_when_it_cannot_read():
     """With the poll lock held by a loop (a long delivery), the watchman's poll reads nothing;
     it must still wait its span before looking again, never spin on the GIL. And while nothing

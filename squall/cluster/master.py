@@ -219,6 +219,17 @@ class _Topo:
         self.lost.append(WorkerLost(self.lost_generation, slot, tasks, now))
         del self.lost[:-MAX_LOST]
 
+    def retire(self, slot: str) -> None:
+        """``slot``'s machine is lost to the master, its executors about to move: its launch is
+        replaced with none, so that a worker still running there, cut off from the master only,
+        has what it still sends dropped by its peers (``stale_launch``) rather than taken beside
+        its executors' new copies (two copies of a spout emitting at once)."""
+        state = self.slot(slot)
+        if state.launch_id is not None:
+            state.launch_id += 1
+        self.note_address(slot, None)
+        self.addresses_version += 1  # the peers fetch the launch table again
+
     def relaunch(self, slot: str, now: float, died: bool = True) -> None:
         """Give ``slot`` a new launch id, which its supervisor obeys by (re)starting its worker;
         peers tell the new launch's messages from the old one's by it. ``died``: the old launch
@@ -1480,6 +1491,7 @@ class Master:
         for topo in self.topologies.values():
             for slot in lost & set(topo.assignment):
                 topo.note_lost(slot, now)
+                topo.retire(slot)
                 changed = True
             topo.assignment = {s: i for s, i in topo.assignment.items() if s not in lost}
         if changed:

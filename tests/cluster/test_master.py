@@ -832,6 +832,12 @@ def test_a_machine_whose_supervisor_and_workers_fall_silent_loses_its_executors_
     assert list(topo.assignment) == ["10.0.0.2:7000"]
     assert set(m.supervisors) == {"s2"}
     assert [n.slot for n in topo.lost_since(generation)] == ["10.0.0.1:7000"]  # the spouts are told
+    # a worker still running there, cut off from the master only, is a replaced launch for its
+    # peers: what it still sends (its spout's emits beside its new copy's) is dropped
+    assert topo.launch_ids["10.0.0.1:7000"] > launch
+    reply = m.op_heartbeat(storm_id=storm_id, slot="10.0.0.2:7000", launch_id=topo.launch_ids["10.0.0.2:7000"],
+                           lost_generation=0, addresses_version=0)
+    assert reply["launch_ids"]["10.0.0.1:7000"] > launch
     # the new worker never reports, but its supervisor syncs: restarted in place, not moved
     before = topo.launch_ids["10.0.0.2:7000"]
     for _ in range(5):

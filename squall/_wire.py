@@ -210,8 +210,10 @@ _CLOSED = "closed"
 class Client:
     """A blocking, authenticated connection to an RPC server (one thread at a time)."""
 
-    def __init__(self, host: str, port: int, secret: bytes, timeout: float = 10.0,
+    def __init__(self, host: str, port: int, secret: bytes, timeout: float | None = 10.0,
                  settings: RpcSettings = _DEFAULT_SETTINGS) -> None:
+        """``timeout``: seconds for the connect and for each reply (None: no limit, as a
+        submission waiting out ``topology.max.replication.wait.time.sec: -1``)."""
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as e:

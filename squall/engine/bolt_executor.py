@@ -24,7 +24,7 @@ from .._config import Config, conf_value
 from .._errors import EmitError, FailedException, ReportedFailedException
 from .._failure import EXCEPTION, EXPLICIT, FailureCause
 from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, drain_inbox, own_methods, send_acks
-from .._system import DEFAULT_STREAM
+from .._system import DEFAULT_STREAM, is_system_id
 from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
 from .executor import Executor, TaskStats, Wiring, debug_log, error_record, log
@@ -140,7 +140,7 @@ class BoltExecutor(Executor):
                for t in self.task_ids if hasattr(self.objs[t], "squall_timers")
                for period, cb in self.objs[t].squall_timers(self.wiring.clock)]
         freq = self.conf.get(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
-        if not freq:
+        if not freq or is_system_id(self.spec.component):  # Storm's setupTicks: none for system bolts
             return own
         tick = Tuple([freq], tick_source())
         inboxes = list(self.inboxes.values())

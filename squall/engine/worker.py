@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -212,7 +213,11 @@ class Worker:
             self._stopped = True
         for lp in self.loops:
             lp.stop(clean)
-        ok = all(lp.join(timeout) for lp in self.loops)
+        # one deadline for all: a loop late in a user's cleanup must not cut the others' short
+        deadline = time.monotonic() + timeout
+        ok = True
+        for lp in self.loops:
+            ok = lp.join(max(0.0, deadline - time.monotonic())) and ok
         self.backpressure.forget(self.tasks)
         if not ok:
             stuck = [lp.name for lp in self.loops if lp.thread is not None and lp.thread.is_alive()]

@@ -22,6 +22,7 @@ from ._consumers import ConsumerSpec
 log = logging.getLogger("squall.metric")
 
 _CACHE_SIZE = 1000  # names whose filter result is kept (Storm's FilterByMetricName cache)
+CLEANUP_SECS = 0.5  # a consumer task's share of its worker's stop for what it has queued
 
 
 class NameFilter:
@@ -90,10 +91,9 @@ class MetricsConsumerBolt(Bolt):
             points = expand(points, self.spec.separator)
         keep = self._filter.keep
         points = [p for p in points if keep(p.name)]
-        if points:
-            with self._ready:
-                self._queue.append((task_info, points))
-                self._ready.notify()
+        with self._ready:  # a batch filtered to nothing too, as Storm hands it over
+            self._queue.append((task_info, points))
+            self._ready.notify()
         self.collector.ack(tup)
 
     def _handle(self) -> None:
@@ -115,5 +115,8 @@ class MetricsConsumerBolt(Bolt):
         with self._ready:
             self._stopping = True
             self._ready.notify()
-        self._thread.join(5.0)  # what is queued is handed over first, within reason
+        # what is queued is handed over first, briefly: a consumer stuck in a write must not
+        # take the worker's stop budget from the other components' cleanup (Storm hands over
+        # nothing more, and interrupts its thread)
+        self._thread.join(CLEANUP_SECS)
         self.consumer.cleanup()

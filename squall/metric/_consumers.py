@@ -23,6 +23,9 @@ CONSUMER_KEY = Config.TOPOLOGY_METRICS_CONSUMER_REGISTER
 METRICS_STREAM = "__metrics"
 METRICS_FIELDS = ("task-info", "data-points")
 CONSUMER_PREFIX = "__metrics_"  # Storm 2's (1.x had "__metrics", no underscore)
+# Storm's own consumer, as Storm's docs and storm.yaml examples name it: squall's twin
+STORM_CONSUMERS = {"org.apache.storm.metric.LoggingMetricsConsumer": "squall.metric:LoggingMetricsConsumer",
+                   "org.apache.storm.metrics.LoggingMetricsConsumer": "squall.metric:LoggingMetricsConsumer"}
 _KNOWN = {"class", "parallelism.hint", "argument", "whitelist", "blacklist", "max.retain.metric.tuples",
           "expandMapType", "metricNameSeparator"}
 
@@ -63,8 +66,13 @@ def _spec(i: int, entry: Any) -> ConsumerSpec:
     if unknown:
         raise InvalidTopologyException(f"{where}: unknown field(s) {unknown}; known: {sorted(_KNOWN)}")
     name = entry.get("class")
+    name = STORM_CONSUMERS.get(name, name) if isinstance(name, str) else name
     if not isinstance(name, str) or not re.fullmatch(r"[\w.]+[:.][\w.]+", name):
         raise InvalidTopologyException(f"{where}: \"class\" must name a class as \"module:Class\", got {name!r}")
+    if name.startswith(("org.apache.", "com.", "java.")):  # a worker would fail on it, and again on restart
+        raise InvalidTopologyException(f"{where}: \"class\" {name!r} is a Java class; squall's consumers are Python "
+                                       f"classes (\"module:Class\"; Storm's LoggingMetricsConsumer is "
+                                       f"squall.metric:LoggingMetricsConsumer)")
     par = entry.get("parallelism.hint", 1)
     if type(par) is not int or par < 1:
         raise InvalidTopologyException(f"{where}: \"parallelism.hint\" must be a positive integer, got {par!r}")
@@ -92,8 +100,11 @@ def _spec(i: int, entry: Any) -> ConsumerSpec:
     sep = entry.get("metricNameSeparator", ".")
     if not isinstance(sep, str):
         raise InvalidTopologyException(f"{where}: \"metricNameSeparator\" must be a string, got {sep!r}")
+    expand = entry.get("expandMapType")
+    if expand is not None and type(expand) is not bool:  # "false" is true to bool(); Storm refuses it too
+        raise InvalidTopologyException(f"{where}: \"expandMapType\" must be true or false, got {expand!r}")
     return ConsumerSpec(name, par, entry.get("argument"), lists.get("whitelist", []), lists.get("blacklist", []),
-                        retain, bool(entry.get("expandMapType", False)), sep)
+                        retain, bool(expand), sep)
 
 
 def consumer_ids(specs: list[ConsumerSpec]) -> list[str]:

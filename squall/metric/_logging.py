@@ -18,7 +18,21 @@ def format_line(task_info: TaskInfo, point: DataPoint) -> str:
     header = (f"{task_info.timestamp}\t{task_info.src_worker_host:>15}:{task_info.src_worker_port:<4}\t"
               f"{task_info.src_task_id:>3}:{task_info.src_component_id:<11}\t")
     name = f"{point.name:<{NAME_WIDTH}}"[:NAME_WIDTH]
-    return f"{header}{name}\t{point.value}"
+    return f"{header}{name}\t{java_string(point.value)}"
+
+
+def java_string(value: Any) -> str:
+    """``value`` as Java's ``String.valueOf`` writes its Java twin, which Storm's line holds:
+    a map ``{k=v, k2=v2}``, a list ``[a, b]``, ``true``/``false``, ``null``."""
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{java_string(k)}={java_string(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return "[" + ", ".join(java_string(v) for v in value) + "]"
+    return str(value)
 
 
 class LoggingMetricsConsumer(IMetricsConsumer):

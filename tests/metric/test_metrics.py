@@ -252,6 +252,9 @@ def test_whitelist_keeps_only_matching_names_and_argument_and_parallelism_reach_
     ({"class": "x:Y", "max.retain.metric.tuples": "many"}, r"entry 0: \"max.retain.metric.tuples\""),
     ({"class": "x:Y", "colour": 1}, r"entry 0: unknown field"),
     ("x:Y", r"entry 0 must be a map"),
+    ({"class": "x:Y", "expandMapType": "false"}, r"entry 0: \"expandMapType\" must be true or false, got 'false'"),
+    ({"class": "org.apache.storm.metrics2.reporters.JmxStormReporter"},
+     r"entry 0: \"class\" 'org.apache.storm.metrics2.reporters.JmxStormReporter' is a Java class"),
 ])
 def test_bad_consumer_entries_are_refused_at_submit_naming_the_key_entry_and_field(entry, message):
     _, topo = _topology(CountingBolt())
@@ -290,7 +293,10 @@ def test_logging_metrics_consumer_writes_storms_line_layout(caplog):
     line = format_line(info, DataPoint("my-custom-metric", 3))
     assert line == "1700000000\t          host1:6700\t  7:mybolt     \tmy-custom-metric       \t3"
     long = format_line(info, DataPoint("a-name-longer-than-twenty-three", {"a": 1}))
-    assert long.split("\t")[3] == "a-name-longer-than-twen" and long.endswith("\t{'a': 1}")
+    assert long.split("\t")[3] == "a-name-longer-than-twen" and long.endswith("\t{a=1}")
+    # values as Java writes them: Storm's log parsers read maps (every built-in is one) so
+    assert format_line(info, DataPoint("m", {"s:default": 5, "t": [1.5, None, True]})).endswith(
+        "\t{s:default=5, t=[1.5, null, true]}")
     with caplog.at_level(logging.INFO, logger="squall.metric.LoggingMetricsConsumer"):
         LoggingMetricsConsumer().handle_data_points(info, [DataPoint("a", 1), DataPoint("b", 2)])
     assert [r.getMessage() for r in caplog.records] == [format_line(info, DataPoint("a", 1)),
@@ -479,3 +485,84 @@ def test_register_metric_takes_bucket_secs_by_name_as_api_md_says():
     from squall._context import TopologyContext
     assert list(inspect.signature(TopologyContext.register_metric).parameters) == ["self", "name", "metric",
                                                                                    "bucket_secs"]
+
+
+def test_storms_logging_metrics_consumer_is_squalls_twin():
+    """The class Storm's docs and storm.yaml examples name passed the submit's check, and then
+    every worker failed to make it: the topology ran nothing."""
+    from squall.metric._consumers import consumer_specs
+    for name in ("org.apache.storm.metric.LoggingMetricsConsumer", "org.apache.storm.metrics.LoggingMetricsConsumer"):
+        [spec] = consumer_specs({"topology.metrics.consumer.register": [{"class": name}]})
+        assert spec.class_name == "squall.metric:LoggingMetricsConsumer"
+
+
+class TicksToo(CountingBolt):
+    def execute(self, tup):
+        if not tup.source_stream == "__tick":
+            super().execute(tup)
+        else:
+            self.collector.ack(tup)
+
+
+def test_a_topology_wide_tick_reaches_no_system_bolt():
+    """Storm's setupTicks gives no ticks to system components: the metrics consumer bolt took a
+    tick for a batch of data points and raised, an error in the topology every tick."""
+    log = SharedLog()
+    feeder, topo = _topology(TicksToo())
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("ticks", _conf(log, **{"topology.tick.tuple.freq.secs": 1}), topo)
+        feeder.feed([1])
+        assert wait_until(lambda: cluster.get_topology_info("ticks")["components"]["mybolt"]["executed"] >= 1)
+        assert _advance_until(cluster, lambda: sum(sums(log, "mybolt", "my-custom-metric")) == 1)
+        assert cluster.get_topology_info("ticks")["errors"] == []
+
+
+class StuckConsumer(IMetricsConsumer):
+    """Its writes never return (a remote endpoint that does not answer) until ``release``."""
+
+    release = None
+
+    def prepare(self, conf, registration_argument, context, error_reporter):
+        self.log = registration_argument
+
+    def handle_data_points(self, task_info, data_points):
+        self.log.append("handling")
+        StuckConsumer.release.wait(30)
+
+    def cleanup(self):
+        self.log.append("consumer cleanup")
+
+
+class CleansUp(Bolt):
+    def __init__(self, log):
+        self.log = log
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+    def cleanup(self):
+        self.log.append("bolt cleanup")
+
+
+def test_a_stuck_consumer_does_not_keep_its_worker_from_cleaning_up():
+    """Each consumer task waited 5 s for its stuck thread, on the loop it shares: two of them
+    took the loop's whole stop budget, and the bolts after them were never cleaned up."""
+    import threading
+    StuckConsumer.release = threading.Event()
+    log = SharedLog()
+    feeder = FeederSpout(Fields("x"))
+    b = TopologyBuilder()
+    b.set_spout("spout", feeder)
+    b.set_bolt("sink", CleansUp(log)).shuffle_grouping("spout")
+    conf = Config()
+    conf["topology.builtin.metrics.bucket.size.secs"] = 1
+    conf.register_metrics_consumer(StuckConsumer, argument=log, parallelism_hint=2)
+    try:
+        with LocalCluster() as cluster:
+            cluster.submit_topology("stuck", conf, b.create_topology())
+            feeder.feed([1])
+            assert wait_until(lambda: log.items().count("handling") == 2, 20)
+            cluster.kill_topology("stuck", wait_secs=0)
+            assert log.items().count("consumer cleanup") == 2 and "bolt cleanup" in log.items(), log.items()
+    finally:
+        StuckConsumer.release.set()

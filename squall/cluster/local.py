@@ -42,6 +42,7 @@ from .timers import Timers
 log = logging.getLogger("squall.cluster")
 
 _TICK_SECS = 0.1  # how often the master looks at its timers and the supervisors sync
+STEP_WAIT_SECS = 5.0  # advance_cluster_time: the longest wait at a step for a loop to run its due timers
 SUPERVISORS_KEY = Config.SQUALL_LOCAL_SUPERVISORS
 
 
@@ -376,7 +377,19 @@ class LocalCluster:
                 agent.beat()
             self._direct.tick()
             self._sync()
-            time.sleep(0.01)  # let the loops see each step, as Storm waits for idle between steps
+            self._wait_for_timers()
+
+    def _wait_for_timers(self) -> None:
+        """Until every loop has run the timers due now (its ticks, timeouts, metrics), as Storm's
+        advanceClusterTime waits for idle at each step: a loop busy in a slow tick got one tick
+        for several steps. A loop stuck in user code is waited for `STEP_WAIT_SECS` at most."""
+        now = self.clock.now()
+        deadline = time.monotonic() + STEP_WAIT_SECS
+        while time.monotonic() < deadline:
+            workers = [a.worker for a in self._agents() if a.worker is not None]
+            if all(w.timers_run(now) for w in workers):
+                return
+            time.sleep(0.001)
 
     def get_state(self, name: str, namespace: str) -> Any:
         """The `squall.state.KeyValueState` of ``namespace`` (``"<component>-<task>"``) of

@@ -191,6 +191,9 @@ class ExecutorLoop:
         self.on_crash = on_crash
         self.executors: list[Executor] = []
         self.sleeping = False
+        # when its earliest timer is due (inf: none): a simulated clock's advance waits for it to
+        # pass, as Storm's advanceClusterTime waits for idle at each step
+        self.next_due = float("inf")
         # Of the last `BUSY_WINDOW_SECS` or so, the fraction spent in rounds that did some work
         # (a load-aware shuffle's signal that the tasks on this loop do not keep up); None until
         # the first window is over.
@@ -343,7 +346,7 @@ class ExecutorLoop:
             if ex.schedule is None:
                 ex.schedule = [[now + period, period, cb, ex] for period, cb in ex.timers() + _extra_timers(ex)]
             timers.extend(ex.schedule)
-        next_due = min((t[0] for t in timers), default=float("inf"))
+        next_due = self.next_due = min((t[0] for t in timers), default=float("inf"))
         seen_active = None
         idle = 0
         # the work time of this window, and when the round before began
@@ -407,7 +410,7 @@ class ExecutorLoop:
                         worked += 1
                         if returned():
                             return
-                next_due = min(t[0] for t in timers)
+                next_due = self.next_due = min(t[0] for t in timers)
             if worked:
                 idle = 0
                 flush_due()

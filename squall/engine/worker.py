@@ -405,6 +405,11 @@ class Worker:
         """No backlog and every loop asleep."""
         return not self.backlog() and all(lp.sleeping or lp._stop for lp in self.loops)
 
+    def timers_run(self, now: float) -> bool:
+        """Whether every running loop has run its timers due at ``now`` (its clock's time)."""
+        return all(lp.next_due > now for lp in self.loops
+                   if not lp._stop and lp.thread is not None and lp.thread.is_alive())
+
     def sampled_snapshots(self) -> dict[int, dict]:
         """Every task's cumulative Storm statistics (`squall.engine.stats`)."""
         return {t: ex.sampled_snapshot(t) for ex in self.executors for t in ex.task_ids}

@@ -62,7 +62,7 @@ def read_tuples(result: CompleteTopologyResult, component_id: str, stream: str =
 def complete_topology(cluster: Any, topology: StormTopology,
                       mocked_sources: MockedSources | Mapping[str, Any] | None = None,
                       storm_conf: Mapping[str, Any] | None = None, timeout_secs: float = 60,
-                      topology_name: str | None = None) -> CompleteTopologyResult:
+                      topology_name: str | None = None, cleanup_state: bool = True) -> CompleteTopologyResult:
     """Run ``topology`` until every spout tuple completes, and return what each component emitted.
 
     >>> from squall import TopologyBuilder, Fields
@@ -80,11 +80,17 @@ def complete_topology(cluster: Any, topology: StormTopology,
             ``{spout_id: {stream: [values, ...]}}``; each named spout is replaced by one that
             emits exactly those tuples, reliably.
         storm_conf: the topology's configuration.
-        timeout_secs: how long to wait for completion.
+        timeout_secs: how long to wait for completion (real time). On a cluster with a
+            `SimulatedClock`, simulated time moves on as in Storm: 11 s after the submission,
+            then 10 s each time the topology is not complete yet, so tuples can time out.
+        cleanup_state: forget the shared state of the capture and the mocked spouts once read,
+            and call each unmocked spout's ``clean()`` (Storm's ``CompletableSpout``; each one's
+            ``startup()`` is called before the submission).
 
     Raises:
-        InvalidTopologyException: a mocked spout does not exist, or an unmocked spout cannot
-            tell when it is done (it needs an ``is_exhausted()`` method).
+        InvalidTopologyException: a mocked spout does not exist, a mocked tuple does not have
+            its stream's number of fields, or an unmocked spout cannot tell when it is done (it
+            needs an ``is_exhausted()`` method).
         AssertionError: the topology did not complete in time ("Test timed out").
     """
     from ..cluster.local import LocalCluster  # the testing layer sits above the cluster
@@ -93,13 +99,13 @@ def complete_topology(cluster: Any, topology: StormTopology,
     if own:
         cluster = LocalCluster()
     try:
-        return _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topology_name)
+        return _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topology_name, cleanup_state)
     finally:
         if own:
             cluster.shutdown()
 
 
-def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topology_name):
+def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topology_name, cleanup_state):
     mocks = mocked_sources if isinstance(mocked_sources, MockedSources) else MockedSources(mocked_sources)
     comps = topology.components
     replaced: dict[str, ComponentSpec] = {}
@@ -107,10 +113,15 @@ def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topol
         spec = comps.get(spout_id)
         if spec is None or spec.kind != "spout":
             raise InvalidTopologyException(f"mocked sources name [{spout_id}], which is not a spout of the topology")
-        for stream, _values in rows:
+        for stream, values in rows:
             if stream not in spec.streams:
                 raise InvalidTopologyException(
                     f"mocked sources for spout [{spout_id}] use stream [{stream}], which it does not declare")
+            fields = list(spec.streams[stream].fields)
+            if len(values) != len(fields):  # it would fail in the spout, and the test wait out its timeout
+                raise InvalidTopologyException(
+                    f"mocked tuple {values!r} for spout [{spout_id}] stream [{stream}] has {len(values)} values; "
+                    f"the stream declares {len(fields)} fields {fields}")
         replaced[spout_id] = spec.copy(FixedTupleSpout(rows))
     for cid, spec in comps.items():
         if spec.kind == "spout" and cid not in replaced and not hasattr(spec.obj, "is_exhausted"):
@@ -125,23 +136,38 @@ def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topol
             cap.inputs[GlobalStreamId(cid, stream)] = Grouping(DIRECT if info.direct else GLOBAL)
     replaced[capture_id] = cap
     rewritten = topology.with_components(replaced)
-    spouts = [c.obj for c in rewritten.components.values() if c.kind == "spout"]
+    spouts = {cid: c.obj for cid, c in rewritten.components.items() if c.kind == "spout"}
+    for spout in spouts.values():
+        if not isinstance(spout, FixedTupleSpout) and callable(getattr(spout, "startup", None)):
+            spout.startup()
+    simulated = getattr(getattr(cluster, "clock", None), "advance", None) is not None
 
     name = topology_name or f"topologytest-{uuid.uuid4().hex[:12]}"
     cluster.submit_topology(name, dict(storm_conf or {}), rewritten)
     try:
+        if simulated:
+            cluster.advance_cluster_time(11)
         deadline = time.monotonic() + timeout_secs
         idle_checks = 0
         while idle_checks < 3:
             if time.monotonic() > deadline:
-                done = {c: (s.completed(), len(s.tuples)) for c, s in zip(rewritten.spouts, spouts)
-                        if isinstance(s, FixedTupleSpout)}
-                raise AssertionError(f"Test timed out ({timeout_secs}s); spout tuples completed/total: {done}")
-            if all(s.is_exhausted() for s in spouts) and cluster.is_idle(name):
+                done = {c: (f"{s.completed()}/{len(s.tuples)} tuples completed" if isinstance(s, FixedTupleSpout)
+                            else "not exhausted") for c, s in spouts.items() if not s.is_exhausted()}
+                raise AssertionError(f"Test timed out ({timeout_secs}s); spouts not done: {done}")
+            if all(s.is_exhausted() for s in spouts.values()) and cluster.is_idle(name):
                 idle_checks += 1
             else:
                 idle_checks = 0
+                if simulated:  # Storm's simulateWait: time moves on, so that tuples can time out
+                    cluster.advance_cluster_time(10)
+                    time.sleep(0.1)
             time.sleep(0.005)
     finally:
         cluster.kill_topology(name, wait_secs=0)
-    return CompleteTopologyResult(capture.results(), name)
+    result = CompleteTopologyResult(capture.results(), name)
+    if cleanup_state:
+        capture.discard()
+        for spout in spouts.values():
+            if callable(getattr(spout, "clean", None)):
+                spout.clean()
+    return result

@@ -76,7 +76,13 @@ class FeederSpout(Spout):
         self._delegate = tracker
 
     def feed(self, values: list, msg_id: Any = None) -> None:
-        """Queue ``values`` for emission with ``msg_id`` (default: a random UUID string)."""
+        """Queue ``values`` for emission with ``msg_id`` (default: a random UUID string).
+
+        Raises:
+            TypeError: ``values`` is not a list or tuple (a string would be fed as its characters).
+        """
+        if not isinstance(values, (list, tuple)):
+            raise TypeError(f"FeederSpout.feed takes a list of values, got {type(values).__name__} {values!r}")
         if msg_id is None:
             msg_id = str(uuid.uuid4())
         self._queue.put((list(values), msg_id))
@@ -146,6 +152,10 @@ class FixedTupleSpout(Spout):
         """True when every tuple was acked or failed."""
         return self.completed() >= len(self.tuples)
 
+    def clean(self) -> None:
+        """Forget the shared count (Storm's ``CompletableSpout.clean``)."""
+        self._completed.discard()
+
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         for k in ("_mine", "collector", "context"):
@@ -169,6 +179,10 @@ class TupleCaptureBolt(Bolt):
         for component, stream, values in self._captured.items():
             out.setdefault(component, []).append((stream, values))
         return out
+
+    def discard(self) -> None:
+        """Forget what was captured (Storm's ``getAndRemoveResults``, once read)."""
+        self._captured.discard()
 
     def __getstate__(self) -> dict:
         return {"_captured": self._captured}

@@ -91,6 +91,21 @@ class _Shared:
                               f"made outside squall.testing.shared_state_dir only works in the process that "
                               f"made it)") from None
 
+    def discard(self) -> None:
+        """Forget this state (its memory, or its files): nothing reads it again."""
+        if self.directory is None:
+            with _lock:
+                _memory.pop(self.key, None)
+            return
+        for suffix in ("", ".taken"):
+            path = self._path(suffix)
+            if path.is_dir():
+                for child in path.iterdir():
+                    child.unlink(missing_ok=True)
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+
     def __getstate__(self) -> dict[str, Any]:
         return {"key": self.key, "directory": self.directory}
 

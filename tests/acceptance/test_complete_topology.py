@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from squall import Config, Fields, InvalidTopologyException, TopologyBuilder
+from squall import Bolt, Config, Fields, InvalidTopologyException, TopologyBuilder
 from squall.testing import MockedSources, complete_topology, read_tuples
 
 from .components import (
@@ -126,3 +126,79 @@ def test_storms_test_word_spout_emits_its_words_at_its_pace_and_repeats_with_a_s
     assert len(fast) == 200 and set(fast) <= set(WORDS) and len(set(fast)) == len(WORDS)
     assert fast == words(7, 0, 200) != words(8, 0, 200)
     assert len(words(7, 3600, 50)) == 1  # one word, then none until its hour has passed
+
+
+class NeverAcks(Bolt):
+    """Emits what it gets, anchored, and never acks it: only a timeout completes the tuple."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("word"))
+
+    def execute(self, tup):
+        self.collector.emit([tup[0]], anchors=tup)
+
+
+def test_on_simulated_time_tuples_time_out_and_the_topology_completes():
+    """Storm's completeTopology moves a simulated clock (11 s after the submission, 10 s at
+    each look): squall's never did, and a tuple only a timeout completes waited out the test."""
+    from squall import LocalCluster
+    from squall.testing import SimulatedClock
+    builder = TopologyBuilder()
+    builder.set_spout("words", TestWordSpout())
+    builder.set_bolt("stuck", NeverAcks()).shuffle_grouping("words")
+    conf = Config()
+    conf.set_message_timeout_secs(30)
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        results = complete_topology(cluster, builder.create_topology(), {"words": [["a"], ["b"]]}, conf,
+                                    timeout_secs=20)
+    assert read_tuples(results, "words") == [["a"], ["b"]]
+    assert sorted(read_tuples(results, "stuck")) == [["a"], ["b"]]
+
+
+def test_a_mocked_tuple_with_the_wrong_number_of_fields_is_named_at_once(cluster):
+    builder = TopologyBuilder()
+    builder.set_spout("words", TestWordSpout())
+    with pytest.raises(InvalidTopologyException, match=r"mocked tuple \['a', 'extra'\] for spout \[words\] "
+                                                       r"stream \[default\] has 2 values; the stream declares 1"):
+        complete_topology(cluster, builder.create_topology(), {"words": [["a", "extra"], ["b"]]})
+
+
+def test_a_feeder_spout_refuses_a_string_for_a_list_of_values():
+    from squall.testing import FeederSpout
+    with pytest.raises(TypeError, match="FeederSpout.feed takes a list of values, got str 'hello'"):
+        FeederSpout(Fields("word")).feed("hello")
+
+
+class Completable(TestWordSpout):
+    """Storm's CompletableSpout: its state is set up by startup() and dropped by clean()."""
+
+    calls: list = []
+
+    def startup(self):
+        Completable.calls.append("startup")
+
+    def is_exhausted(self):
+        return "startup" in Completable.calls
+
+    def clean(self):
+        Completable.calls.append("clean")
+
+    def next_tuple(self):
+        pass
+
+
+def test_completable_spouts_are_started_up_and_cleaned_and_nothing_captured_is_kept():
+    """Storm calls startup() before the submission and clean() after (cleanupState), and drops
+    what its capture bolt held: squall called neither, and every run's captures stayed."""
+    from squall import LocalCluster
+    from squall.testing import _registry
+    held = set(_registry._memory)
+    builder = TopologyBuilder()
+    builder.set_spout("words", TestWordSpout())
+    builder.set_spout("own", Completable())
+    builder.set_bolt("echo", IdentityBolt()).shuffle_grouping("words")
+    with LocalCluster() as cluster:
+        results = complete_topology(cluster, builder.create_topology(), {"words": [["a"], ["b"]]})
+    assert sorted(read_tuples(results, "echo")) == [["a"], ["b"]]
+    assert Completable.calls == ["startup", "clean"]
+    assert set(_registry._memory) == held

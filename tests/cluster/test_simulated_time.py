@@ -55,6 +55,42 @@ def test_a_tuple_times_out_between_t_and_2t_of_simulated_time():
         assert not tracker.is_acked("m1")
 
 
+class SlowTicks(Bolt):
+    """Counts its ticks, each of which takes real time (a flush, a write)."""
+
+    def __init__(self, ticks):
+        self.ticks = ticks
+
+    def get_component_configuration(self):
+        return {Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: 1}
+
+    def execute(self, tup):
+        if tup.source_component == "__system":
+            self.ticks.incr()
+            time.sleep(0.05)
+        self.collector.ack(tup)
+
+
+def test_advance_cluster_time_gives_a_busy_bolt_every_tick():
+    """Storm's advanceClusterTime waits for idle at each step: 10 s at a 1 s tick frequency
+    give 10 ticks. A bolt busy in its previous tick when a step came had the due ticks merged
+    into one: 3 of 10 at 0.1 s a tick."""
+    from squall.testing._registry import SharedCounter
+    ticks = SharedCounter()
+    b = TopologyBuilder()
+    b.set_spout("s", FeederSpout(Fields("x")))
+    b.set_bolt("ticker", SlowTicks(ticks)).shuffle_grouping("s")
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("ticks", {}, b.create_topology())
+        assert _wait(lambda: cluster.get_topology_info("ticks")["status"] == "ACTIVE")
+        cluster.advance_cluster_time(1)
+        assert _wait(lambda: cluster.is_idle("ticks"))
+        before = ticks.value
+        cluster.advance_cluster_time(10)
+        assert _wait(lambda: cluster.is_idle("ticks") and ticks.value - before >= 10)
+        assert ticks.value - before == 10
+
+
 def test_advance_cluster_time_needs_a_simulated_clock():
     with LocalCluster() as cluster:
         try:

@@ -34,7 +34,7 @@ from .._topology import StormTopology
 from ..engine.clock import Clock
 from ..state import HostMemory, StateHome, get_state, state_key
 from .inprocess import DirectMaster, InProcessLauncher, Networks
-from .master import Master
+from .master import Master, check_wait_secs
 from .served_ui import statistics_pages
 from .store import MemoryStore
 from .timers import Timers
@@ -408,8 +408,7 @@ class LocalCluster:
 
 
 def _check_wait(wait_secs: float | None) -> None:
-    if wait_secs is not None and wait_secs < 0:
-        raise ValueError(f"wait_secs must be >= 0, got {wait_secs}")
+    check_wait_secs(wait_secs)  # here too, before anything else is asked of the master
 
 
 def _state_secret(conf: Mapping[str, Any]) -> bytes:

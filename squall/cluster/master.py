@@ -62,6 +62,7 @@ import cloudpickle
 from .._config import Config, conf_value, submit_warnings, topology_conf, visible_to_topology
 from .._errors import (
     AlreadyAliveException,
+    BadParameterError,
     InvalidTopologyException,
     NotAliveException,
     NotLeaderException,
@@ -832,7 +833,7 @@ class Master:
         ``wait_secs`` (default: ``topology.message.timeout.secs``; 0: at once). Raises
         `NotAliveException` if there is no such topology."""
         topo = self._get(name)
-        wait = float(topo.plan.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]) if wait_secs is None else float(wait_secs)
+        wait = _wait(topo, wait_secs)
         topo.status = next_status(topo.status, KILL)
         topo.pending_action = PendingAction(REMOVE_ACTION, self.clock.wall() + wait)
         self._changed()
@@ -864,7 +865,7 @@ class Master:
             raise InvalidTopologyException("rebalance: the acker's executors cannot be changed")
         new_plan = topo.plan.with_parallelism(num_workers, executors)  # validate now, apply after the wait
         self._check_slots(name, new_plan.num_workers, releasing=len(topo.assignment))
-        wait = float(topo.plan.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]) if wait_secs is None else float(wait_secs)
+        wait = _wait(topo, wait_secs)
         previous = topo.status
         topo.status = next_status(topo.status, REBALANCE)
         topo.previous = previous
@@ -1496,6 +1497,30 @@ class Master:
             topo.assignment = {s: i for s, i in topo.assignment.items() if s not in lost}
         if changed:
             self._changed()
+
+
+MAX_WAIT_SECS = 2**31 - 1  # Storm's wait is an int of seconds
+
+
+def check_wait_secs(wait_secs: Any) -> float | None:
+    """A kill's or rebalance's ``wait_secs``: None (the message timeout) or seconds from 0 to
+    `MAX_WAIT_SECS`.
+
+    Raises:
+        BadParameterError: anything else, naming it (NaN ran at once, infinity never, a string
+            raised from deep in a comparison).
+    """
+    if wait_secs is None:
+        return None
+    if isinstance(wait_secs, bool) or not isinstance(wait_secs, (int, float)) \
+            or not 0 <= wait_secs <= MAX_WAIT_SECS:  # NaN fails this too
+        raise BadParameterError(f"wait_secs must be a number of seconds from 0 to {MAX_WAIT_SECS}, got {wait_secs!r}")
+    return float(wait_secs)
+
+
+def _wait(topo: _Topo, wait_secs: Any) -> float:
+    wait = check_wait_secs(wait_secs)
+    return float(topo.plan.conf[Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS]) if wait is None else wait
 
 
 def _error(component: str, task: int, text: str, now: float, traceback: str = "") -> ErrorRecord:

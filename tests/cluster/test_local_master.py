@@ -176,3 +176,18 @@ def test_a_bad_rebalance_or_initial_status_is_named_not_a_deep_error():
         with pytest.raises(InvalidTopologyException, match="workers"):
             cluster.rebalance("t", num_workers="x", wait_secs=0)
         assert cluster.get_topology_info("t")["status"] == "ACTIVE"
+
+
+@pytest.mark.parametrize("wait", [float("nan"), float("inf"), -5, "2", True, 2**31])
+def test_a_wait_that_is_no_number_of_seconds_is_refused_by_the_master_itself(wait):
+    """NaN killed at once, infinity left the topology KILLED (its name taken) for ever, a
+    negative wait killed at once over RPC, a string raised from deep in a comparison."""
+    from squall._errors import BadParameterError
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", {}, _topology())
+        for verb in (cluster.master.op_kill, cluster.master.op_rebalance):
+            with pytest.raises(BadParameterError, match=r"wait_secs must be a number of seconds from 0 to 2147483647"):
+                verb("t", wait_secs=wait)
+        with pytest.raises(ValueError, match="wait_secs"):
+            cluster.kill_topology("t", wait_secs=wait)
+        assert cluster.get_topology_info("t")["status"] == "ACTIVE"

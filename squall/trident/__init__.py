@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .drpc import DRPCExecutionException as DRPCExecutionException
     from .drpc import LocalDRPC as LocalDRPC
     from .fluent import GroupedStream as GroupedStream
+    from .fluent import JoinType as JoinType
     from .fluent import Stream as Stream
     from .fluent import TridentState as TridentState
     from .fluent import TridentTopology as TridentTopology
@@ -77,7 +78,7 @@ _LAZY: dict[str, str] = {
                      "TupleCollectionGet"], ".builtin"),
     **dict.fromkeys(["TransactionAttempt"], ".coordinator"),
     **dict.fromkeys(["DRPCClient", "DRPCExecutionException", "LocalDRPC"], ".drpc"),
-    **dict.fromkeys(["GroupedStream", "Stream", "TridentState", "TridentTopology"], ".fluent"),
+    **dict.fromkeys(["GroupedStream", "JoinType", "Stream", "TridentState", "TridentTopology"], ".fluent"),
     **dict.fromkeys(["Assembly", "BaseAggregator", "BaseFilter", "BaseFunction", "BaseOperation", "CombinerAggregator",
                      "Consumer", "FailedException", "FlatMapFunction", "MapFunction", "ReducerAggregator", "TridentCollector",
                      "TridentOperationContext"], ".operation"),
@@ -110,7 +111,7 @@ __all__ = [
     "BaseStateUpdater", "BatchCoordinator", "CachedMap", "CombinerAggregator", "Consumer", "Count",
     "DRPCClient", "DRPCExecutionException", "Debug", "Emitter", "Equals", "FailedException",
     "FeederBatchSpout", "FilterNull", "FirstN", "FixedBatchSpout", "FlatMapFunction", "GroupedStream",
-    "IBackingMap", "IBatchSpout", "ITridentSpout", "LocalDRPC", "MapFunction", "MapGet", "MapState", "Max",
+    "IBackingMap", "IBatchSpout", "ITridentSpout", "JoinType", "LocalDRPC", "MapFunction", "MapGet", "MapState", "Max",
     "MemoryMapState", "Min", "Negate", "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction",
     "ReducerAggregator", "SnapshotGet", "Snapshottable", "SnapshottableMap", "State", "StateFactory",
     "StateUpdater", "Stream", "Sum", "TransactionAttempt", "TransactionalMap", "TransactionalValue",

@@ -240,7 +240,7 @@ class BatchCoordinatorCore:
     """Storm's ``MasterBatchCoordinator`` rules, without I/O.
 
     ``current_txid`` is the oldest txid not committed; at most ``max_pending`` txids are active
-    from there. A new ``$batch`` goes out only when every spout is ready for it and
+    from there. A new ``$batch`` goes out only when a spout is ready for it and
     ``emit_interval_secs`` passed since the previous one (Storm's throttler, which paces
     replays too). The oldest active txid is committed once PROCESSED, so commits follow txid
     order; a committed txid gives ``$success`` and ``current_txid`` moves on. A failed attempt
@@ -384,21 +384,14 @@ class MasterBatchCoordinator(Spout):
 
     Args:
         txid_keys: the managed spouts' txid keys (``new_stream(txid, spout)``), one per spout.
-        spouts: the managed spouts.
-        parts: indexes into ``spouts``, one sequence per connected part of the topology (Storm's
-            batch groups); a txid starts once the coordinator of every spout of one part is
-            ready for it. None: one part of every spout.
+        spouts: the managed spouts; a txid starts once any one's coordinator is ready for it
+            (Storm's "right now it goes if anyone is ready").
     """
 
-    def __init__(self, txid_keys: Sequence[str], spouts: Sequence[ITridentSpout],
-                 parts: Sequence[Sequence[int]] | None = None) -> None:
+    def __init__(self, txid_keys: Sequence[str], spouts: Sequence[ITridentSpout]) -> None:
         if not txid_keys or len(txid_keys) != len(spouts):
             raise ValueError(f"MasterBatchCoordinator needs one txid key per spout, at least one; got "
                              f"{len(txid_keys)} keys for {len(spouts)} spouts")
-        self.parts = [list(range(len(spouts)))] if parts is None else [list(part) for part in parts]
-        if sorted(i for part in self.parts for i in part) != list(range(len(spouts))):
-            raise ValueError(f"MasterBatchCoordinator: parts {parts!r} must hold each of the {len(spouts)} spouts' "
-                             f"indexes once")
         # refused here, when the topology is built, not by a worker that then cannot open
         self.txid_keys = [check_name(key, "name (a spout's txid)") for key in txid_keys]
         self.spouts = list(spouts)
@@ -509,9 +502,13 @@ class MasterBatchCoordinator(Spout):
         return times.figures.statistics() if times is not None else {}
 
     def _ready(self, txid: int) -> bool:
-        # Storm runs each part in a batch group of its own; here they share the txids, and a
-        # part whose spouts are all ready starts one (a spout not fed holds back only its part)
-        return any(all(self._coordinators[i].is_ready(txid) for i in part) for part in self.parts)
+        # Storm's rule: any spout ready starts the batch, and the others emit what they have
+        # for it (a feeder not fed, nothing). Every coordinator is asked: a feeder's answer
+        # lets the txid through for its replays too.
+        ready = False
+        for coordinator in self._coordinators:
+            ready = coordinator.is_ready(txid) or ready
+        return ready
 
     @staticmethod
     def _parse(msg_id: Any) -> tuple[str, TransactionAttempt]:

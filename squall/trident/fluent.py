@@ -9,6 +9,8 @@ fields it names exist in its input, and raises ``ValueError`` naming the operati
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
@@ -206,6 +208,25 @@ def _subtract(a: Fields, b: Fields) -> Fields:
 
 # --- the API -------------------------------------------------------------------------------------
 
+class JoinType(enum.Enum):
+    """How `TridentTopology.join` treats a key one side has no tuple of (Storm's ``JoinType``):
+    ``INNER`` drops it, ``OUTER`` gives that side Nones."""
+
+    INNER = "inner"
+    OUTER = "outer"
+
+
+def _join_types(join_type: JoinType | Sequence[JoinType] | None) -> list[JoinType]:
+    if join_type is None:
+        return [JoinType.INNER, JoinType.INNER]
+    if isinstance(join_type, JoinType):
+        return [join_type, join_type]
+    types = list(join_type) if isinstance(join_type, (list, tuple)) else None
+    if types is None or len(types) != 2 or not all(isinstance(t, JoinType) for t in types):
+        raise ValueError(f"join: join_type must be a JoinType or one JoinType per stream (2), got {join_type!r}")
+    return types
+
+
 class TridentTopology:
     """A Trident topology under construction; `build()` compiles it into a `StormTopology`."""
 
@@ -280,12 +301,21 @@ class TridentTopology:
                                   [s.get_output_fields() for s in streams])
 
     def join(self, stream1: Stream, join_fields1: Fields | list[str], stream2: Stream,
-             join_fields2: Fields | list[str], out_fields: Fields | list[str]) -> Stream:
-        """The inner join of two streams within each batch.
+             join_fields2: Fields | list[str], out_fields: Fields | list[str],
+             join_type: JoinType | Sequence[JoinType] | None = None) -> Stream:
+        """The join of two streams within each batch: inner by default; ``join_type``
+        `JoinType.OUTER` makes both sides outer, ``[JoinType.INNER, JoinType.OUTER]`` a left
+        outer join (Storm's ``List<JoinType>``): a key an outer side has no tuple of gets Nones
+        for that side's fields.
 
         Output: the join fields (named as ``out_fields`` names them), then the other fields of
         ``stream1``, then those of ``stream2``, in stream order.
+
+        Raises:
+            ValueError: fields that are not the streams', ``out_fields`` of the wrong width, or a
+                ``join_type`` that is not a JoinType or one per stream.
         """
+        types = _join_types(join_type)
         streams = [stream1.to_stream(), stream2.to_stream()]
         self._check_own(streams, "join")
         joins = [_as_fields(join_fields1), _as_fields(join_fields2)]
@@ -303,7 +333,8 @@ class TridentTopology:
                 f"the join fields {joins[0].to_list()}, then {others[0].to_list()}, then {others[1].to_list()}")
         parts = [s.partition_by(jf) for s, jf in zip(streams, joins)]
         inputs = [_concat(jf, o) for jf, o in zip(joins, others)]
-        return self._multi_reduce(parts, P.JoinReducer(len(joins[0]), [len(o) for o in others]), out, inputs)
+        reducer = P.JoinReducer(len(joins[0]), [len(o) for o in others], [t is JoinType.OUTER for t in types])
+        return self._multi_reduce(parts, reducer, out, inputs)
 
     def build(self) -> StormTopology:
         """The `StormTopology` running this Trident topology (see ``planner.py``)."""

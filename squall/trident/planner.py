@@ -23,10 +23,10 @@ Storm's ``TridentTopology.build``, in three steps:
 All spouts share one batch group (``bg0``): one master coordinator numbers every batch, and each
 batch holds what each spout emitted for it. A DRPC stream querying a state written by another
 spout's stream therefore sees the state as of the batches committed before its own. Where Storm
-gives each connected part of the graph a batch group of its own, squall gives it a readiness
-of its own: a batch starts once every spout of one part is ready, so a `FeederBatchSpout` not fed
-does not hold back the DRPC calls that query its state (a spout of another part gets the batch
-too, and emits what it has for it: nothing, for a FeederBatchSpout not fed).
+gives each connected part of the graph a batch group of its own, squall has one; a batch starts
+once any spout is ready for it (Storm's rule in each group), so a `FeederBatchSpout` not fed
+holds back neither the DRPC calls that query its state nor a spout it is merged or joined with
+(it emits what it has for the batch: nothing, when not fed).
 """
 
 from __future__ import annotations
@@ -150,9 +150,6 @@ class Plan:
     spouts: tuple[SpoutPlan, ...]
     bolts: tuple[BoltPlan, ...]
     returns: tuple[ReturnPlan, ...]
-    # the spouts (emitter components) of each connected part of the graph, Storm's batch groups:
-    # a batch starts once every spout of one part is ready (empty: one part of every spout)
-    ready_parts: tuple[tuple[str, ...], ...] = ()
 
     def bolt(self, component: str) -> BoltPlan:
         """The bolt called ``component``."""
@@ -252,9 +249,7 @@ def plan(topology: TridentTopology) -> Plan:
     for n in sorted(return_nodes, key=lambda n: n.index):
         function = return_nodes[n]
         returns.append(ReturnPlan(f"drpc-return-{function}", emitter_id(n), n.stream_id))
-    ready_parts = tuple(tuple(spout_ids[n] for n in sorted(part, key=lambda n: n.index) if isinstance(n, SpoutNode))
-                        for part in _connected(g))
-    return Plan(tuple(spouts), tuple(bolts), tuple(returns), tuple(p for p in ready_parts if p))
+    return Plan(tuple(spouts), tuple(bolts), tuple(returns))
 
 
 def _complete_drpc(work: TridentTopology) -> dict[Node, str]:
@@ -473,10 +468,7 @@ def materialize(p: Plan) -> StormTopology:
     builder = TopologyBuilder()
     master = master_coordinator_id(BATCH_GROUP)
     if p.spouts:
-        index = {s.component: i for i, s in enumerate(p.spouts)}
-        parts = [[index[c] for c in part] for part in p.ready_parts] or None
-        builder.set_spout(master, MasterBatchCoordinator([s.txid for s in p.spouts], [s.spout for s in p.spouts],
-                                                         parts), 1)
+        builder.set_spout(master, MasterBatchCoordinator([s.txid for s in p.spouts], [s.spout for s in p.spouts]), 1)
     for s in p.spouts:
         builder.set_bolt(s.coordinator, TridentSpoutCoordinator(s.txid, s.spout), 1) \
             .global_grouping(master, BATCH_STREAM).global_grouping(master, SUCCESS_STREAM)

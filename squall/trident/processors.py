@@ -670,13 +670,17 @@ class MergeReducer:
 
 
 class JoinReducer:
-    """``join``: the inner join of two (or more) streams on their leading ``num_join`` fields,
-    within one batch (Storm's ``JoinerMultiReducer``). Emits the join values, then the other
-    values of each side in stream order, for every combination of matching tuples."""
+    """``join``: the join of two (or more) streams on their leading ``num_join`` fields, within
+    one batch (Storm's ``JoinerMultiReducer``). Emits the join values, then the other values of
+    each side in stream order, for every combination of matching tuples. A key a side has no
+    tuple of is dropped if that side is an inner one (``outer[i]`` false), else that side gives
+    one row of Nones (Storm's ``JoinType.OUTER``)."""
 
-    def __init__(self, num_join: int, side_widths: Sequence[int]) -> None:
+    def __init__(self, num_join: int, side_widths: Sequence[int], outer: Sequence[bool] | None = None) -> None:
         self.num_join = num_join
         self.sides = len(side_widths)
+        self.missing = [[[None] * width] if is_outer else [] for width, is_outer
+                        in zip(side_widths, outer or [False] * len(side_widths), strict=True)]
 
     def init(self) -> dict:
         return {}
@@ -691,8 +695,10 @@ class JoinReducer:
         sides[parent].append(values[self.num_join:])
 
     def complete(self, state: dict, collector: TridentCollector) -> None:
+        missing = self.missing
         for key, sides in state.items():
-            for combo in itertools.product(*sides):
+            rows = [side or missing[i] for i, side in enumerate(sides)]  # an inner side missing: no rows
+            for combo in itertools.product(*rows):
                 collector.emit([*key, *itertools.chain.from_iterable(combo)])
 
 

@@ -49,18 +49,6 @@ def test_word_count_queried_through_drpc_between_feeds() -> None:
         assert guarded(drpc.execute, "words", "man where you the") == ("[[8]]", None)
 
 
-def test_each_connected_part_of_the_topology_is_ready_on_its_own() -> None:
-    """The state query does not join the DRPC stream to the feeder's: two parts (Storm's two
-    batch groups); a stream merged from two spouts is one."""
-    from squall.trident.planner import plan
-
-    topo = TridentTopology()
-    word_count_with_drpc(topo, FeederBatchSpout(["sentence"]), LocalDRPC())
-    a, b = FeederBatchSpout(["x"]), FeederBatchSpout(["x"])
-    topo.merge(topo.new_stream("a", a), topo.new_stream("b", b)).each(Fields("x"), FilterNull())
-    assert plan(topo).ready_parts == (("spout-tester",), ("spout-drpc-words",), ("spout-a", "spout-b"))
-
-
 def test_a_trident_drpc_request_that_fails_says_why_as_a_plain_topologys_does() -> None:
     """A Trident DRPC stream's caller got ``Request failed`` alone; the cause of its batch's
     failure now reaches the stream's spout with the batch's replay: the exception and where it

@@ -252,6 +252,30 @@ def test_join_within_each_batch(cluster) -> None:
     assert sorted(seen[2]) == [[3, "cy", "hat"], [4, "di", "mug"]]
 
 
+@pytest.mark.parametrize("kind", ["left", "full"])
+def test_an_outer_join_gives_a_side_without_the_key_nones(cluster, kind) -> None:
+    """Storm's JoinType.OUTER: per side, a key that side has no tuple of gets nulls for its
+    fields; an inner side still drops the key."""
+    from squall.trident import JoinType
+    topo = TridentTopology()
+    people = FixedBatchSpout(Fields("id", "name"), 3, [1, "ann"], [2, "bob"], [5, "eve"])
+    orders = FixedBatchSpout(Fields("item", "who"), 3, ["pen", 1], ["ink", 1], ["car", 9])
+    types = [JoinType.INNER, JoinType.OUTER] if kind == "left" else JoinType.OUTER
+    joined = topo.join(topo.new_stream(f"people-{kind}", people), Fields("id"),
+                       topo.new_stream(f"orders-{kind}", orders), Fields("who"), Fields("id", "name", "item"),
+                       join_type=types)
+    record(joined, f"outer-{kind}")
+    run(cluster, topo)
+    want = [[1, "ann", "ink"], [1, "ann", "pen"], [2, "bob", None], [5, "eve", None]]
+    if kind == "full":
+        want.append([9, None, "car"])
+    seen = wait_batches(f"outer-{kind}", 1, per_batch=len(want))
+    assert sorted(seen[1], key=repr) == sorted(want, key=repr)
+    with pytest.raises(ValueError, match="join_type must be a JoinType or one JoinType per stream"):
+        topo.join(topo.new_stream(f"p2-{kind}", people), Fields("id"), topo.new_stream(f"o2-{kind}", orders),
+                  Fields("who"), Fields("id", "name", "item"), join_type="outer")
+
+
 def test_partition_aggregate_runs_per_partition(cluster) -> None:
     topo = TridentTopology()
     spout = sentence_spout(2)
@@ -324,3 +348,29 @@ def test_drpc_count_agg_and_split_merge(cluster) -> None:
         assert sorted(map(str, json.loads(drpc.execute("splitter", "the man")))) == sorted(
             map(str, [[7], ["the"], ["man"]]))
         cluster.kill_topology(name)
+
+
+def test_feeding_one_of_two_merged_feeders_runs_a_batch_of_its_own(cluster):
+    """Storm starts a batch when any spout is ready: a feed of one of two merged feeders waited
+    for the other to be fed, and timed out."""
+    from squall.trident.builtin import Count
+    from squall.trident.spout import FeederBatchSpout
+    topo = TridentTopology()
+    a, b = FeederBatchSpout(["x"]), FeederBatchSpout(["x"])
+    merged = topo.merge(topo.new_stream("any-a", a), topo.new_stream("any-b", b))
+    record(merged.aggregate(Count(), Fields("n")), "any-merged")
+    run(cluster, topo)
+    a.feed([[1], [2], [3]], timeout=30)
+    b.feed([[4]], timeout=30)
+    assert [v for _t, (v,) in sorted(Recorded.get("any-merged"))] == [3, 1]
+
+
+def test_a_fixed_spout_merged_with_a_feeder_never_fed_goes_on(cluster):
+    from squall.trident.spout import FeederBatchSpout
+    topo = TridentTopology()
+    fixed = FixedBatchSpout(Fields("x"), 2, [1], [2], [3], [4])
+    merged = topo.merge(topo.new_stream("any-fixed", fixed), topo.new_stream("any-idle", FeederBatchSpout(["x"])))
+    record(merged, "any-fixed-idle")
+    run(cluster, topo)
+    assert wait_until(lambda: len(Recorded.get("any-fixed-idle")) == 4, 30)
+    assert dict(by_txid(Recorded.get("any-fixed-idle"))) == {1: [[1], [2]], 2: [[3], [4]]}

@@ -146,11 +146,14 @@ def test_a_bad_config_value_is_named(tmp_path, capsys):
                                   "positive integer, got 'many'")
 
 
-def test_c_values_are_yaml_and_daemon_keys_go_to_the_cluster():
+def test_c_values_are_json_else_text_and_daemon_keys_go_to_the_cluster():
+    """Storm's readCommandLineOpts: JSON, else the text (YAML read 0123 as 83 and on as true)."""
     topology, daemon = parse_overrides(["topology.workers=2", "topology.debug=true", "my.key=[1, 2]",
-                                        "my.text=hello world", "ui.port=9090", "topology.max.spout.pending="])
+                                        "my.text=hello world", "ui.port=9090", "topology.max.spout.pending=null",
+                                        "my.empty=", "my.octal=0123", "my.switch=on", "my.day=2024-01-01"])
     assert topology == {"topology.workers": 2, "topology.debug": True, "my.key": [1, 2],
-                        "my.text": "hello world", "topology.max.spout.pending": None}
+                        "my.text": "hello world", "topology.max.spout.pending": None, "my.empty": "",
+                        "my.octal": "0123", "my.switch": "on", "my.day": "2024-01-01"}
     assert daemon == {"ui.port": 9090}
 
 
@@ -491,7 +494,7 @@ def test_help_verb_prints_the_verbs_usage_and_description_as_storm_help_does(cap
     """Storm's `storm help COMMAND`: squall help VERB prints what squall VERB --help prints, an
     alias the help of the verb it names; squall help alone, squall's own (the verbs)."""
     kill = _out(capsys, "help", "kill")
-    assert kill.startswith("usage: squall kill ") and "Deactivate the topology's spouts for -w seconds" in kill
+    assert kill.startswith("usage: squall kill ") and "Deactivate each topology's spouts for -w seconds" in kill
     assert kill == _out(capsys, "kill", "--help")
     assert _out(capsys, "help", "get_errors") == _out(capsys, "help", "get-errors") == _out(capsys, "get-errors", "-h")
     everything = _out(capsys, "help")

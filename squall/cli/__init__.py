@@ -54,7 +54,31 @@ def main(argv: list[str] | None = None) -> int:
         return _closed_pipe()
 
 
+# Storm's verbs that squall has no counterpart of, and what to do instead: refused as such,
+# rather than with argparse's "invalid choice", which reads as a typo
+STORM_ONLY_VERBS = {
+    "localconfvalue": "read the key in your squall.yaml (docs/configuration.md)",
+    "remoteconfvalue": "read the key in the master's squall.yaml (docs/configuration.md)",
+    "upload-credentials": "squall has no credential push (docs/cluster.md)",
+    "blobstore": "squall has no blob store; a topology's files ship with it (docs/cluster.md)",
+    "logviewer": "the logviewer is part of `squall ui` (docs/ui.md)",
+    "kill_workers": "stop the supervisor (its workers stop with it)",
+    "drpc-client": "call DRPCClient(...).execute from Python (docs/drpc.md)",
+    "shell": "use `squall jar` (docs/cli.md)",
+    "sql": "squall has no Storm SQL",
+    "admin": "squall has no admin commands",
+    "heartbeats": "read `squall info NAME` (docs/cli.md)",
+    "classpath": "squall runs Python: no classpath",
+}
+
+
 def _run(argv: list[str] | None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    verb = next((a for a in given if not a.startswith("-")), None)
+    if verb in STORM_ONLY_VERBS:
+        print(f"squall: error: '{verb}' is a Storm verb squall does not have: {STORM_ONLY_VERBS[verb]}",
+              file=sys.stderr)
+        return 2
     parser = _create_arg_parser()
     try:
         args, extra = parser.parse_known_args(argv)
@@ -122,7 +146,7 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     base.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     common = argparse.ArgumentParser(add_help=False, parents=[base])
     common.add_argument("-c", dest="overrides", action="append", metavar="KEY=VALUE",
-                        help="override a configuration key; VALUE is read as YAML (repeatable)")
+                        help="override a configuration key; VALUE is read as JSON, else kept as text (repeatable)")
 
     parser = argparse.ArgumentParser(
         prog="squall", description="Apache Storm's model in Python. See docs/cli.md.")
@@ -146,6 +170,8 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     local.add_argument("--ttl", type=positive_seconds, metavar="SECONDS",
                        help="stop after this many seconds (default: run until Ctrl-C)")
     local.add_argument("--name", help="the topology's name (default: FILE's stem)")
+    local.add_argument("args", nargs="*", metavar="ARGS",
+                       help="arguments for a .py FILE (its sys.argv[1:]), as Storm's `storm local` passes them")
     local.add_argument("--ui", nargs="?", const=-1, type=port_number, metavar="PORT",
                        help="serve the UI's REST API for the run on 127.0.0.1:PORT (default: ui.port; 0: a free "
                             "port; needs the ui extra; docs/ui.md)")
@@ -204,10 +230,12 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     info = verb("info", _cluster.cmd_info, "print a topology's status and figures as JSON")
     info.add_argument("name", metavar="NAME")
 
-    kill = verb("kill", _cluster.cmd_kill, "kill a topology",
-                "Deactivate the topology's spouts for -w seconds (default: its "
+    kill = verb("kill", _cluster.cmd_kill, "kill topologies",
+                "Deactivate each topology's spouts for -w seconds (default: its "
                 "topology.message.timeout.secs), then shut it down.")
-    kill.add_argument("name", metavar="NAME")
+    kill.add_argument("names", nargs="+", metavar="NAME")
+    kill.add_argument("-i", "--ignore-errors", action="store_true",
+                      help="go on with the next NAME after one fails (exit 1 at the end if any did)")
     kill.add_argument("-w", "--wait-time-secs", dest="wait", type=wait_seconds, metavar="SECS",
                       help="seconds between deactivation and shutdown")
 

@@ -247,13 +247,19 @@ def cmd_jar(args: argparse.Namespace) -> int:
 
 
 def _spark_options_after_file(args: argparse.Namespace) -> None:
-    """``squall jar FILE --host spark --spark-master URL``: these two are squall's even after
-    FILE (FILE does not see them); every other argument after FILE is FILE's."""
+    """``squall jar FILE --host spark --spark-master URL -c KEY=VALUE``: these are squall's even
+    after FILE (FILE does not see them; Storm takes ``-c`` anywhere on its command line too);
+    every other argument after FILE is FILE's."""
     rest, out = list(args.args), []
     while rest:
         arg = rest.pop(0)
         key, eq, value = arg.partition("=")
-        if key in ("--host", "--spark-master"):
+        if arg == "-c" or arg.startswith("-c") and "=" in arg[2:]:
+            item = arg[2:] if arg != "-c" else (rest.pop(0) if rest else None)
+            if item is None:
+                raise UserError("-c needs KEY=VALUE", code=2)
+            args.overrides = [*(args.overrides or []), item]
+        elif key in ("--host", "--spark-master"):
             if not eq:
                 if not rest:
                     raise UserError(f"{key} needs a value", code=2)
@@ -389,10 +395,21 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_kill(args: argparse.Namespace) -> int:
-    """``squall kill NAME [-w SECS]``."""
+    """``squall kill NAME [NAME ...] [-w SECS] [-i]`` (Storm's ``KillTopology``)."""
+    failed = 0
     with _master(args) as master:
-        master.kill_topology(args.name, wait_secs=args.wait)
-    print(f"Killed topology: {args.name}")
+        for name in args.names:
+            try:
+                master.kill_topology(name, wait_secs=args.wait)
+            except SquallError as e:
+                if not args.ignore_errors:
+                    raise
+                print(f"squall: error: {e}", file=sys.stderr)
+                failed += 1
+                continue
+            print(f"Killed topology: {name}")
+    if failed:
+        raise UserError(f"Failed to successfully kill {failed} topologies", code=1)
     return 0
 
 
@@ -423,6 +440,10 @@ def cmd_rebalance(args: argparse.Namespace) -> int:
             component = ""
         if not component:
             raise UserError(f"-e {item!r}: expected COMPONENT=N with N an integer, e.g. -e split=4", code=2)
+    _, topology_over = cluster_conf_of(args)
+    if topology_over:  # Storm's rebalance applies them; said, not dropped without a word
+        raise UserError(f"-c {', '.join(sorted(topology_over))}: squall's rebalance changes the workers and "
+                        f"executors only, not the topology's configuration (kill and submit it again)", code=2)
     with _master(args) as master:
         if executors:
             _warn_over_tasks(master.get_topology_info(args.name), executors)
@@ -473,6 +494,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
             streams[cid].update(o["stream"] for o in counted)
             return sum(o[args.watch] for o in counted)
         last = {cid: count(cid) for cid in watched}
+        if args.stream is not None:  # Storm's Monitor: "stream: X not found"
+            known = {o["stream"] for cid in watched for o in master.get_component_page(args.name, cid)["outputStats"]}
+            if known and args.stream not in known:
+                raise UserError(f"stream {args.stream!r} not found: {', '.join(watched)} emitted on "
+                                f"{', '.join(sorted(known))}")
         seen = _print_errors(info, since=None)
         due = then = time.monotonic()
         try:

@@ -20,7 +20,7 @@ from .._errors import NotAliveException
 from .._redact import RedactingFilter
 from ..cluster.local import LocalCluster
 from ._flux import from_args, sleep_seconds
-from ._options import conf_file, parse_overrides
+from ._options import UserError, conf_file, parse_overrides
 from ._topology_file import check_file, on_sys_path, submit_file
 
 
@@ -29,6 +29,9 @@ def cmd_local(args: argparse.Namespace) -> int:
     topology_over, daemon_over = parse_overrides(args.overrides)
     config = conf_file(args.config)
     flux = from_args(args, [], "local")
+    if flux is not None and args.args:
+        raise UserError(f"unrecognized arguments: {' '.join(args.args)} (a Flux file takes Flux's options only)",
+                        code=2)
     if flux is not None and flux.options.dry_run:
         return 0
     path = flux.path if flux is not None else check_file(args.file)
@@ -38,7 +41,9 @@ def cmd_local(args: argparse.Namespace) -> int:
         if cluster.ui_port is not None:
             print(f"squall UI at http://127.0.0.1:{cluster.ui_port}/api/v1/topology/summary", file=sys.stderr)
         try:
-            names = submit_file(path, cluster, topology_over, args.name, [], flux)
+            names = submit_file(path, cluster, topology_over, args.name, args.args, flux)
+            if not names:  # FILE's __main__ ended cleanly without one (its --help, say)
+                return 0
             view = _LiveView() if sys.stdout.isatty() else _PlainView()
             final, reason = _watch(cluster, names, ttl, view)
             for name in names:
@@ -47,6 +52,10 @@ def cmd_local(args: argparse.Namespace) -> int:
         finally:
             cluster.shutdown()
     _print_summary(final, reason, args.debug)
+    crashed = sum(1 for info in final.values() for e in info["errors"] if e["fatal"])
+    if crashed:  # Storm's local run ends with status 1 when a worker dies of an error
+        print(f"squall: error: a worker crashed {crashed} time(s) (the errors above)", file=sys.stderr)
+        return 1
     return 0
 
 

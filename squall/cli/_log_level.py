@@ -5,6 +5,8 @@ every worker of TOPOLOGY applies the levels (`squall.worker.log_levels`)."""
 from __future__ import annotations
 
 import argparse
+import math
+import time
 
 from .._errors import BadParameterError
 from .._nimbus import LogConfig, LogLevel
@@ -51,11 +53,17 @@ def log_config_of(settings: list[str], removals: list[str]) -> LogConfig:
     return LogConfig(levels)
 
 
-def describe(config: LogConfig) -> str:
-    """A topology's log levels in one line, ``LOGGER=LEVEL`` (with its timeout) each."""
-    parts = [f"{name}={lvl.target_log_level}" + (f" for {lvl.reset_log_level_timeout_secs} s"
-                                                 if lvl.reset_log_level_timeout_epoch is not None else "")
-             for name, lvl in sorted(config.named_logger_level.items())]
+def describe(config: LogConfig, now: float | None = None) -> str:
+    """A topology's log levels in one line, ``LOGGER=LEVEL`` each, with the seconds left of its
+    timeout; a level whose timeout has passed (``now``: wall time, default the clock's) is left
+    out, as the workers have restored that logger."""
+    now = time.time() if now is None else now
+    parts = []
+    for name, lvl in sorted(config.named_logger_level.items()):
+        epoch = lvl.reset_log_level_timeout_epoch
+        if epoch is not None and epoch <= now:
+            continue
+        parts.append(f"{name}={lvl.target_log_level}" + (f" for {math.ceil(epoch - now)} s" if epoch is not None else ""))
     return ", ".join(parts) or "none (every logger at its own level)"
 
 

@@ -4,12 +4,11 @@ configuration, and argparse types for seconds and counts."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from .._config import cluster_conf, is_daemon_key, misspelling_of
 
@@ -29,7 +28,9 @@ def is_cluster_key(key: str) -> bool:
 
 
 def parse_overrides(items: list[str] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``-c key=value`` items as (topology conf, cluster conf); values are read as YAML."""
+    """``-c key=value`` items as (topology conf, cluster conf); a value is read as JSON, else
+    kept as its text, as Storm's ``readCommandLineOpts`` reads it (YAML read ``0123`` as 83,
+    ``12:30`` as 750, ``on`` as true and a date as a date)."""
     topology: dict[str, Any] = {}
     daemon: dict[str, Any] = {}
     for item in items or ():
@@ -38,9 +39,9 @@ def parse_overrides(items: list[str] | None) -> tuple[dict[str, Any], dict[str, 
         if not sep or not key or any(ch.isspace() for ch in key):
             raise UserError(f"-c {item!r}: expected KEY=VALUE, e.g. -c topology.workers=2", code=2)
         try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            value = text  # not YAML: keep the text as it is
+            value = json.loads(text)
+        except ValueError:
+            value = text  # not JSON: the text as it is
         _warn_if_misspelt(key)
         (daemon if is_cluster_key(key) else topology)[key] = value
     return topology, daemon

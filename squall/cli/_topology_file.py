@@ -66,10 +66,11 @@ def on_sys_path(directory: Path) -> Iterator[None]:
 
 
 def _module_name(path: Path) -> str:
-    """FILE's stem, unless another module already has that name (as ``json.py`` would)."""
+    """FILE's stem, unless another module already has that name (as ``json.py`` would) or the
+    standard library does (``calendar.py``: its classes would be shipped as the library's)."""
     candidates = itertools.chain([path.stem], (f"_squall_local_{path.stem}_{i}" for i in itertools.count(1)))
     for name in candidates:
-        if not name.isidentifier():
+        if not name.isidentifier() or name in sys.stdlib_module_names:
             continue
         existing = sys.modules.get(name)
         if existing is None or getattr(existing, "__file__", None) == str(path):
@@ -243,12 +244,14 @@ def run_as_main(path: Path, argv: list[str], submitter: FileSubmitter) -> list[s
     """Case c: run FILE as ``__main__`` with ``sys.argv = argv``; return the names it submitted."""
     saved = sys.argv
     sys.argv = argv
+    exited = False
     try:
         with StormSubmitter.submitting_to(submitter):
             runpy.run_path(str(path), run_name="__main__")
     except SystemExit as e:
         if e.code not in (None, 0):
             raise UserError(f"{path.name} exited with status {e.code!r} while running as __main__") from e
+        exited = True  # its own --help, say: what it printed is the answer, as `storm jar` gives it
     except KeyboardInterrupt:
         raise
     except BaseException as e:
@@ -259,6 +262,8 @@ def run_as_main(path: Path, argv: list[str], submitter: FileSubmitter) -> list[s
         raise UserError(f"{path.name}: its __main__ code raised {type(e).__name__}: {e}") from e
     finally:
         sys.argv = saved
+    if not submitter.names and exited:
+        return []
     if not submitter.names:
         if _main_makes_a_local_cluster(path.read_bytes()):
             raise UserError(

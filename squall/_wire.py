@@ -356,8 +356,8 @@ async def _handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     auth = _unpack(await asyncio.wait_for(_read_body(reader, PREAUTH_MAX_FRAME), timeout))
     given, client_nonce, encrypt = auth.get("auth"), auth.get("nonce"), auth.get("encrypt", False)
     if not (isinstance(given, bytes) and isinstance(client_nonce, bytes) and isinstance(encrypt, bool)):
-        given = None
-    transcript = _transcript(nonce, client_nonce or b"", bool(encrypt))
+        given, client_nonce, encrypt = None, b"", False  # refused below; nothing of it is used
+    transcript = _transcript(nonce, client_nonce, encrypt)
     if given is None or not hmac.compare_digest(given, _mac(secret, b"client", transcript)):
         warn.warning("refused connection from %s: wrong or missing secret", peer)
         writer.write(pack({"ok": False, "reason": "auth", "error": "authentication failed: wrong or missing secret"}))
@@ -428,6 +428,8 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
         pass
     except RpcError as e:
         warn.warning("closed connection from %s: %s", peer, e)
+    except Exception as e:  # noqa: BLE001 (whatever a peer's bytes raise: a rate-limited line, never a traceback a stranger can repeat)
+        warn.warning("closed connection from %s: %s: %s", peer, type(e).__name__, e)
     finally:
         if table is not None:
             table.closed(writer)

@@ -423,6 +423,29 @@ def test_a_flood_of_bad_connections_writes_a_bounded_number_of_log_lines(caplog)
         server.stop()
 
 
+def test_a_handshake_answer_of_the_wrong_types_is_refused_without_a_traceback(caplog):
+    """A nonce that is not bytes raised out of the handshake: asyncio logged a traceback for
+    each such stranger, with no rate limit (a disk filled from the network)."""
+    quiet = logging.getLogger("test-rpc-types")
+    server = _Server(logger=quiet)
+    try:
+        with caplog.at_level(logging.WARNING):
+            for answer in ({"auth": b"x" * 32, "nonce": 5}, {"auth": b"x" * 32, "nonce": "n"},
+                           {"auth": "text", "nonce": [1], "encrypt": "yes"}) * 10:
+                s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+                _read_frame(s)
+                body = msgpack.packb(answer)
+                s.sendall(struct.pack(">I", len(body)) + body)
+                assert b"wrong or missing secret" in s.recv(4096)
+                s.close()
+            with Client("127.0.0.1", server.port, b"secret") as c:
+                assert c.call("echo", ok=1) == {"ok": 1}
+        assert not [r for r in caplog.records if r.exc_info or "Unhandled exception" in r.getMessage()]
+        assert 1 <= len([r for r in caplog.records if r.name == "test-rpc-types"]) <= DEFAULT_LIMIT
+    finally:
+        server.stop()
+
+
 def _half_handshake(port):
     """A connection that reads the server's hello, sends two bytes of its answer and stops."""
     s = socket.create_connection(("127.0.0.1", port), timeout=30)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ._redact import redact_text
+from ._redact import shown_text
 
 EXPLICIT = "fail"
 EXCEPTION = "exception"
@@ -82,7 +82,7 @@ class FailureCause(NamedTuple):
     def of_exception(cls, kind: str, component: str, task: int, error: BaseException) -> FailureCause:
         """The cause for ``error``, raised in ``component`` task ``task`` (message cut to
         `MAX_MESSAGE_CHARS`, credentials in it masked: it reaches dead-letter entries and logs)."""
-        message = redact_text(str(error))
+        message = shown_text(str(error))
         if len(message) > MAX_MESSAGE_CHARS:
             message = message[:MAX_MESSAGE_CHARS] + "..."
         return cls(kind, component, task, type(error).__name__, message)

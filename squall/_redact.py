@@ -74,6 +74,18 @@ def redact_text(text: str) -> str:
     return _PAIR_RE.sub(_masked_pair, text)
 
 
+def shown_text(text: str) -> str:
+    """``text`` as it may leave the process (an error record, a failure's cause, the wire):
+    credentials masked (`redact_text`), and a lone surrogate (half an emoji from a JSON client)
+    escaped as ``\\udXXX``, which no UTF-8 encoder refuses."""
+    text = redact_text(text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def _masked_pair(m: re.Match[str]) -> str:
     if not is_secret_key(m["quoted"] or m["bare"]):
         return m[0]

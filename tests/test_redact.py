@@ -155,3 +155,21 @@ def test_text_with_nothing_a_rule_needs_skips_the_rules_unchanged():
     assert redact_text(line) is line
     for carrying in ("see redis://u:pw@h:6379", "password=pw", '{"token": "t"}', "BEARER abc"):
         assert MASK in redact_text(carrying)
+
+
+def test_text_that_leaves_the_process_has_no_lone_surrogate():
+    """A bolt's exception naming a truncated emoji (json.loads('"\\ud83d"')) crashed the DRPC
+    spout's worker when its failure went on the wire, and the worker's heartbeat with its error
+    record: msgpack, like every UTF-8 encoder, refuses a lone surrogate."""
+    import msgpack
+
+    from squall._failure import EXCEPTION, FailureCause
+    from squall._redact import shown_text
+    from squall.engine.executor import ErrorRecord
+    lone = "no such user: \ud83d and password=hunter2"
+    assert shown_text(lone) == "no such user: \\ud83d and password=***"
+    assert shown_text("plain") == "plain"
+    cause = FailureCause.of_exception(EXCEPTION, "lookup", 3, ValueError(lone))
+    record = ErrorRecord("lookup", 3, 1.0, lone, f"Traceback\n  {lone}")
+    msgpack.packb([tuple(cause), record.as_dict()])
+    assert "\\ud83d" in cause.message and "\\ud83d" in record.error and "\\ud83d" in record.traceback

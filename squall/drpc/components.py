@@ -165,6 +165,10 @@ class DRPCSpout(Spout):
                 if attempt == _TRIES:
                     log.error("could not fail DRPC request %s on %s:%s (%s); its caller gets it at its timeout",
                               msg_id.request_id, server.host, server.port, e)
+            except Exception as e:  # noqa: BLE001 (a reason the wire refuses: the request still fails, without it)
+                log.error("could not send why DRPC request %s failed (%s: %s); failing it without a reason",
+                          msg_id.request_id, type(e).__name__, e)
+                why = None
 
 
 class ReturnResults(Bolt):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._config import Config, conf_value
 from .._native import TaskStatsBase
-from .._redact import redact_text
+from .._redact import shown_text
 from .plan import ExecutorSpec, TopologyPlan
 from .stats import TaskStatistics, sample_freq
 
@@ -54,7 +54,7 @@ class ErrorRecord:
     def __post_init__(self) -> None:
         # every record is shown (UI, REST, squall info) and saved: a user's exception naming a
         # URL with its password is masked here, once, whichever way the record was made
-        self.error, self.traceback = redact_text(self.error), redact_text(self.traceback)
+        self.error, self.traceback = shown_text(self.error), shown_text(self.traceback)
         self.last_time = max(self.last_time, self.time)
 
     def as_dict(self) -> dict[str, Any]:

@@ -34,6 +34,7 @@ import asyncio
 import hashlib
 import hmac
 import secrets
+import select
 import socket
 import struct
 from collections.abc import Awaitable, Callable, Mapping
@@ -300,6 +301,18 @@ class Client:
         """Whether an earlier call failed, closing the connection (make a new `Client`)."""
         return self._broken is not None
 
+    def closed_by_peer(self) -> bool:
+        """Whether the server closed this idle connection (restarted, or made room for another):
+        a look at the socket that sends nothing, so a call on a connection kept idle is not
+        sent into one that is gone."""
+        if self._broken is not None:
+            return True
+        try:  # a socket with a timeout waits for data before any recv, MSG_DONTWAIT or not
+            readable, _w, _x = select.select([self._sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)  # the end of the stream, or bytes no request asked for: not to be used
+
     def close(self) -> None:
         """Close the connection."""
         self._broken = self._broken or _CLOSED
@@ -379,7 +392,8 @@ async def _handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 
 async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, secret: bytes,
                            handle: Handler, log: Any, settings: RpcSettings = _DEFAULT_SETTINGS,
-                           table: ConnectionTable[asyncio.StreamWriter] | None = None) -> None:
+                           table: ConnectionTable[asyncio.StreamWriter] | None = None,
+                           idle_evictable: bool = False) -> None:
     """Authenticate one connection and answer its requests with ``handle(op, args, session)``.
 
     ``session`` is a dict kept for the connection (a worker stores its identity there).
@@ -387,7 +401,9 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
     warning on ``log`` rate-limited across every connection that logs there. A peer that has not
     authenticated within ``settings.handshake_timeout`` is closed. With ``table`` (the server's
     open connections), a connection at the cap closes the one that has waited longest for its
-    handshake, or is refused when every open one is authenticated.
+    handshake, or is refused when every open one is authenticated. With ``idle_evictable`` an
+    authenticated connection waits again between its requests (a caller keeps its connection
+    for its next call; the server may close it to make room, and the caller connects again).
     """
     peer = writer.get_extra_info("peername")
     session: dict[str, Any] = {"peer": peer}
@@ -413,7 +429,11 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
             table.busy(writer)
         session["encrypted"] = codec.encrypt
         while True:
+            if idle_evictable and table is not None:
+                table.waiting(writer)
             req = codec.open(await _read_body(reader, settings.max_frame))
+            if idle_evictable and table is not None:
+                table.busy(writer)
             op, args = req.get("op"), req.get("args") or {}
             if not isinstance(op, str) or not isinstance(args, dict):
                 raise RpcError("malformed request")

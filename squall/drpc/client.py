@@ -171,8 +171,11 @@ class DRPCClient:
             if self._closed:
                 from .._errors import RpcError
                 raise RpcError("the DRPCClient was closed")
-            if self._idle:
-                return self._idle.pop()
+            while self._idle:
+                client = self._idle.pop()
+                if not client.closed_by_peer():  # a server restarted, or one that made room
+                    return client
+                client.close()
         return self._connect()
 
     def _give_back(self, client: Any) -> None:

@@ -116,28 +116,34 @@ class DRPCServer:
         """
         from .._connlimit import ACCEPT_BACKLOG, ConnectionTable, FullTableLog, connection_cap, open_files_limit
         from .._wire import serve_connection
-        table: ConnectionTable[asyncio.StreamWriter] = ConnectionTable(
-            connection_cap(self.links.rpc.max_connections, open_files_limit()))
+        # a table per port, as Storm serves them with pools of their own: callers waiting for
+        # answers never shut out the topologies' spouts and return bolts that give them; and a
+        # caller's connection kept between its calls makes room for a new caller
+        cap = connection_cap(self.links.rpc.max_connections, open_files_limit() // 2)
+        caller_table: ConnectionTable[asyncio.StreamWriter] = ConnectionTable(cap)
+        invocation_table: ConnectionTable[asyncio.StreamWriter] = ConnectionTable(cap)
         FullTableLog(log, "the DRPC server").install(asyncio.get_running_loop())
 
-        def on(handle: Any) -> Any:
+        def on(handle: Any, table: ConnectionTable[asyncio.StreamWriter], idle_evictable: bool) -> Any:
             async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
                 with contextlib.suppress(asyncio.CancelledError):  # the server stopping: end quietly
-                    await serve_connection(reader, writer, self.links.secret, handle, log, self.links.rpc, table)
+                    await serve_connection(reader, writer, self.links.secret, handle, log, self.links.rpc, table,
+                                           idle_evictable)
             return connection
         drpc = self.links.drpc
-        callers = await asyncio.start_server(on(self._callers), addresses, drpc.port, backlog=ACCEPT_BACKLOG)
+        callers = await asyncio.start_server(on(self._callers, caller_table, True), addresses, drpc.port,
+                                             backlog=ACCEPT_BACKLOG)
         try:
-            invocations = await asyncio.start_server(on(self._invocations), addresses, drpc.invocations_port,
-                                                     backlog=ACCEPT_BACKLOG)
+            invocations = await asyncio.start_server(on(self._invocations, invocation_table, False), addresses,
+                                                     drpc.invocations_port, backlog=ACCEPT_BACKLOG)
         except BaseException:
             callers.close()
             raise
         self.listening = Listening(tuple(addresses), callers.sockets[0].getsockname()[1],
                                    invocations.sockets[0].getsockname()[1])
         log.info("squall drpc listening on %s: port %d (callers), %d (invocations); requests time out after %g s; "
-                 "at most %d connections", ", ".join(addresses), self.listening.port,
-                 self.listening.invocations_port, drpc.request_timeout, table.cap)
+                 "at most %d connections a port", ", ".join(addresses), self.listening.port,
+                 self.listening.invocations_port, drpc.request_timeout, cap)
         if ready is not None:
             ready.set()
         try:

@@ -16,6 +16,7 @@ from squall.drpc.server import BackgroundDRPC, local_entries
 from squall._errors import RpcError
 from squall._wire import AuthenticationError
 
+from ..conftest import wait_until
 from ..ports import free_ports
 from .calls import HANG_GUARD, concurrent_answers
 
@@ -189,3 +190,119 @@ def test_which_entries_of_drpc_servers_name_this_machine():
                           lambda a: a in {"10.0.0.5", "127.0.0.1", "::1"})
     assert found == [("me", ["10.0.0.5"]), ("localhost", ["127.0.0.1", "::1"])]
     assert BackgroundDRPC.start_for_nimbus({"drpc.servers": ["nowhere.invalid"], "squall.secret": SECRET}) is None
+
+
+# --- the connection tables of the two ports -------------------------------------------------------------
+def test_waiting_callers_do_not_lock_the_topology_out(tmp_path):
+    """Callers waiting for answers filled the one connection table of both ports: a spout or
+    return bolt connecting then was refused, and every waiting request timed out (Storm serves
+    the two ports with pools of their own)."""
+    port, inv = free_ports(2)
+    conf = {"storm.local.dir": str(tmp_path), "squall.secret": SECRET, "drpc.servers": ["127.0.0.1"],
+            "drpc.port": port, "drpc.invocations.port": inv, "drpc.request.timeout.secs": 8,
+            "drpc.max.connections": 3}
+    server = BackgroundDRPC.start_for_nimbus(conf)
+    out = []
+    try:
+        def call(i):
+            try:
+                out.append(DRPCClient(conf).execute("f", str(i)))
+            except Exception as e:  # noqa: BLE001
+                out.append(e)
+        threads = [threading.Thread(target=call, args=(i,), daemon=True) for i in range(3)]
+        for t in threads:
+            t.start()
+        assert wait_until(lambda: server.server.book.stats().executed == 3, 5)
+        # the topology's spout connects now (a worker restarted, or the topology was just deployed)
+        links = ClusterLinks.of(conf)
+        link = links.link("127.0.0.1", inv)
+        served = 0
+        try:
+            for _ in range(3):
+                req = link.call("fetch_request", function="f")
+                assert link.call("result", request_id=req["id"], result=req["args"] + "!")
+                served += 1
+        except RpcError as e:
+            pytest.fail(f"the topology could not reach drpc.invocations.port while 3 callers waited "
+                        f"(drpc.max.connections 3): {e}")
+        finally:
+            link.close()
+            for t in threads:
+                t.join(20)
+        assert sorted(out) == ["0!", "1!", "2!"]
+    finally:
+        server.stop()
+
+
+def test_idle_kept_client_connections_do_not_refuse_new_callers(tmp_path):
+    """DRPCClient keeps its connection for the next call (docs/drpc.md); an idle kept connection
+    counts as 'busy' in the server's table forever, so idle clients refuse every new one."""
+    port, inv = free_ports(2)
+    conf = {"storm.local.dir": str(tmp_path), "squall.secret": SECRET, "drpc.servers": ["127.0.0.1"],
+            "drpc.port": port, "drpc.invocations.port": inv, "drpc.request.timeout.secs": 8,
+            "drpc.max.connections": 4}
+    server = BackgroundDRPC.start_for_nimbus(conf)
+    links = ClusterLinks.of(conf)
+    link = links.link("127.0.0.1", inv)
+    stop = threading.Event()
+
+    def topology():
+        while not stop.is_set():
+            try:
+                req = link.call("fetch_request", function="f")
+            except RpcError:
+                return
+            if req is None:
+                stop.wait(0.005)
+                continue
+            link.call("result", request_id=req["id"], result=req["args"] + "!")
+    t = threading.Thread(target=topology, daemon=True)
+    t.start()
+    idle = [DRPCClient(conf) for _ in range(3)]
+    try:
+        for i, c in enumerate(idle):
+            assert c.execute("f", str(i)) == f"{i}!"   # each now holds one idle connection
+        fresh = DRPCClient(conf)
+        try:
+            assert fresh.execute("f", "new") == "new!"
+        except RpcError as e:
+            pytest.fail(f"a new caller was refused while every other connection was idle: {e}")
+        finally:
+            fresh.close()
+    finally:
+        for c in idle:
+            c.close()
+        stop.set()
+        t.join(10)
+        link.close()
+        server.stop()
+
+
+def test_a_kept_client_whose_server_restarted_connects_again_before_its_call(tmp_path):
+    """A DRPCClient's idle connection to a server that restarted failed its next call ("the
+    request may have run", so not safely retried) though nothing had reached any server."""
+    port, inv = free_ports(2)
+    conf = {"storm.local.dir": str(tmp_path), "squall.secret": SECRET, "drpc.servers": ["127.0.0.1"],
+            "drpc.port": port, "drpc.invocations.port": inv, "drpc.request.timeout.secs": 8}
+
+    def answered(server, value):
+        link = ClusterLinks.of(conf).link("127.0.0.1", inv)
+        try:
+            assert wait_until(lambda: (req := link.call("fetch_request", function="f")) is not None
+                              and link.call("result", request_id=req["id"], result=req["args"] + "!"), 10)
+        finally:
+            link.close()
+
+    client = DRPCClient(conf)
+    try:
+        for round_ in range(2):
+            server = BackgroundDRPC.start_for_nimbus(conf)
+            try:
+                t = threading.Thread(target=answered, args=(server, round_), daemon=True)
+                t.start()
+                assert client.execute("f", str(round_)) == f"{round_}!"
+                t.join(10)
+            finally:
+                server.stop()
+    finally:
+        client.close()

@@ -56,7 +56,7 @@ class RotatingLog:
         self.max_bytes = max_bytes
         self.backups = backups
         self._lock = threading.Lock()
-        self._file = self._open()
+        self._file: IO[bytes] | None = self._open()
         for i in range(1, backups + 1):  # rotated copies an older run left readable by others
             with contextlib.suppress(FileNotFoundError):
                 os.chmod(self._backup(i), FILE_MODE)
@@ -65,31 +65,42 @@ class RotatingLog:
         return open_private_log(self.path, buffering=0)
 
     def write(self, data: bytes) -> None:
-        """Append ``data``, rotating as often as it takes."""
+        """Append ``data``, rotating as often as it takes.
+
+        Raises:
+            OSError: the file cannot be written or made again (a full disk, no inodes): the data
+                is lost, and the next write tries the file again.
+        """
         with self._lock:
             while data:
+                if self._file is None:  # it could not be made again at the last rotation
+                    self._file = self._open()
+                file = self._file
                 if self.max_bytes <= 0:
-                    self._file.write(data)
+                    file.write(data)
                     return
-                room = self.max_bytes - self._file.tell()
+                room = self.max_bytes - file.tell()
                 if len(data) <= room:
-                    self._file.write(data)
+                    file.write(data)
                     return
                 cut = data.rfind(b"\n", 0, room) + 1 if room > 0 else 0
-                if cut == 0 and self._file.tell() == 0:
+                if cut == 0 and file.tell() == 0:
                     cut = room  # one line longer than a whole file: split it
-                self._file.write(data[:cut])
+                file.write(data[:cut])
                 data = data[cut:]
                 self._rotate()
 
     def _rotate(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
+        self._file = None  # until made again: a write then tries (an admin deleted it, a full disk)
         if self.backups > 0:
             for i in range(self.backups - 1, 0, -1):
                 older = self._backup(i)
                 if older.exists():
                     os.replace(older, self._backup(i + 1))
-            os.replace(self.path, self._backup(1))
+            with contextlib.suppress(FileNotFoundError):  # deleted under us: nothing to keep
+                os.replace(self.path, self._backup(1))
         else:
             self.path.unlink(missing_ok=True)
         self._file = self._open()
@@ -100,7 +111,8 @@ class RotatingLog:
     def close(self) -> None:
         """Close the file."""
         with self._lock:
-            self._file.close()
+            if self._file is not None:
+                self._file.close()
 
 
 class OutputPump:
@@ -112,6 +124,7 @@ class OutputPump:
         self._log = log
         self._keep = keep
         self._tail = b""
+        self.lost = 0  # bytes the log could not take (kept in `tail` all the same)
         self._thread = threading.Thread(target=self._run, name="squall-log-pump", daemon=True)
         self._thread.start()
 
@@ -125,8 +138,8 @@ class OutputPump:
                 self._tail = (self._tail + chunk)[-self._keep:]
                 try:
                     self._log.write(chunk)
-                except OSError:
-                    pass  # a full disk must not block the child on a full pipe: keep draining
+                except Exception:  # noqa: BLE001 (a full disk, a deleted file: the child must not block on a full pipe, or die on a closed one)
+                    self.lost += len(chunk)
         finally:
             self._pipe.close()
 

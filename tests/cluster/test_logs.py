@@ -37,6 +37,47 @@ def test_a_line_longer_than_the_file_is_split_and_zero_bytes_never_rotates(tmp_p
     assert (tmp_path / "b.log").stat().st_size == 5000 and not (tmp_path / "b.log.1").exists()
 
 
+def test_a_log_deleted_or_not_made_again_loses_lines_not_its_pump(tmp_path, monkeypatch):
+    """An admin deleted a slot's log to free a full disk: the next rotation raised, the pump's
+    thread ended and closed the worker's pipe, and every later worker of the slot died of
+    BrokenPipeError. Now the lines that cannot be written are lost, and the log comes back."""
+    import subprocess
+    import sys
+
+    from squall.cluster.logs import OutputPump
+    path = tmp_path / "worker.log"
+    log = RotatingLog(path, max_bytes=100, backups=2)
+    child = subprocess.Popen([sys.executable, "-c", "import sys\nfor line in sys.stdin: print(line, end='', flush=True)"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    pump = OutputPump(child.stdout.buffer if hasattr(child.stdout, "buffer") else child.stdout, log)
+    try:
+        child.stdin.write("a" * 60 + "\n")
+        child.stdin.flush()
+        assert wait_until(lambda: path.exists() and path.stat().st_size == 61)
+        path.unlink()  # deleted under the writer
+        real_open = RotatingLog._open
+        failing = [True]
+
+        def open_or_fail(self):
+            if failing[0]:
+                raise OSError(28, "No space left on device")
+            return real_open(self)
+        monkeypatch.setattr(RotatingLog, "_open", open_or_fail)
+        child.stdin.write("b" * 60 + "\n")  # rotates: the file cannot be made again
+        child.stdin.flush()
+        assert wait_until(lambda: pump.lost > 0)
+        failing[0] = False  # space came back
+        child.stdin.write("c" * 10 + "\n")
+        child.stdin.flush()
+        assert wait_until(lambda: path.exists() and path.read_bytes() == b"c" * 10 + b"\n")
+        assert child.poll() is None  # the child never saw a closed pipe
+    finally:
+        child.stdin.close()
+        child.wait(10)
+        pump.join(10)
+        log.close()
+
+
 def test_a_log_an_older_run_left_readable_by_others_becomes_owner_only_with_its_rotated_copies(tmp_path):
     conf = cluster_conf({"storm.local.dir": str(tmp_path), "supervisor.slots.ports": [7000],
                          "squall.log.max.bytes": 100, "squall.log.backup.count": 3})

@@ -1236,11 +1236,16 @@ class Master:
         # started: its executors opened, as its own heartbeat said (the supervisor's word alone
         # is not enough: a worker that dies before it reaches the master, on a bad import or a
         # bad configuration, exits like any crash)
+        # an exit of the launch the master still wants running was asked for by no one, whatever
+        # its status: a library's os._exit(0) is a crash too, not a silent restart loop
+        unasked = current and ex.status == 0
         if ex.started and state.started_launch == launch:
             state.failed_starts = 0
-            if current and (ex.status != 0 or state.fatal_launch == launch):
+            if unasked and state.reported_launch != launch:
+                add_error(topo.errors, _exit_error(slot, ex, now, started=True))
+            if current and (ex.status != 0 or unasked or state.fatal_launch == launch):
                 self._hold_after_crash(topo, slot, now)
-        elif ex.status != 0:
+        elif ex.status != 0 or unasked:
             failures = state.failed_starts = state.failed_starts + 1
             if state.reported_launch != launch:
                 add_error(topo.errors, _exit_error(slot, ex, now))  # it died before it could say why
@@ -1537,13 +1542,14 @@ def _worker_info(slot: str, state: SlotState, executors: list[ExecutorSpec]) -> 
             "transport": hb.transport if hb else None, "given_up": state.given_up}
 
 
-def _exit_error(slot: str, ex: WorkerExit, now: float) -> ErrorRecord:
-    """The error of a worker that died before it started and before it reported anything: its
-    exit status and the last line of its output (the whole tail goes in the traceback)."""
+def _exit_error(slot: str, ex: WorkerExit, now: float, started: bool = False) -> ErrorRecord:
+    """The error of a worker that died before it reported anything (``started``: one that ran,
+    and exited though nobody asked it to): its exit status and the last line of its output (the
+    whole tail goes in the traceback)."""
     output = ex.output.rstrip()
     last = output.splitlines()[-1].strip() if output else "no output"
-    rec = _error("__worker", -1, f"worker on {slot} exited with status {ex.status} before it "
-                                 f"started: {last}", now, output)
+    when = "without being asked to stop" if started else "before it started"
+    rec = _error("__worker", -1, f"worker on {slot} exited with status {ex.status} {when}: {last}", now, output)
     rec.host, rec.worker = _slot_address(slot)
     return rec
 

@@ -691,8 +691,7 @@ def test_a_worker_that_keeps_crashing_soon_after_it_starts_backs_off_is_never_gi
 
 def test_a_reported_error_folded_into_an_earlier_crash_does_not_make_its_launch_a_crash(conf):
     """A launch's report_error (not fatal) whose text is that of an earlier launch's crash
-    counts on the crash's record, which stays fatal; the launch that reported it did not crash:
-    its clean exit is not a quick crash held back by the backoff."""
+    counts on the crash's record, which stays fatal; the launch that reported it did not crash."""
     m = served(conf)
     _register(m)
     storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
@@ -705,9 +704,29 @@ def test_a_reported_error_folded_into_an_earlier_crash_does_not_make_its_launch_
     m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
                    errors=[{**_crash_report(), "fatal": False}])
     assert topo.slot(slot).fatal_launch != topo.launch_ids[slot]
-    assert port in _exit(m, storm_id, slot, 0)["slots"]  # not a second crash in a row: no wait
     [err] = m.op_info(name="t")["errors"]
     assert err["count"] == 2 and err["fatal"]
+
+
+def test_a_worker_that_exits_cleanly_unasked_is_an_error_and_backs_off_like_a_crash(conf):
+    """The supervisor reports only the exits nobody asked for: a library's os._exit(0) while
+    running left no error, and one in prepare restarted every second for ever with errors: 0."""
+    clock = SimulatedClock(1000.0)
+    m = served(conf, clock=clock)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    slot = next(iter(topo.assignment))
+    port = slot.rsplit(":", 1)[1]
+    m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
+    clock.advance(60)
+    assert port in _exit(m, storm_id, slot, 0, "bye from a library")["slots"]  # ran a while: at once
+    [err] = m.op_info(name="t")["errors"]
+    assert err["error"] == f"worker on {slot} exited with status 0 without being asked to stop: bye from a library"
+    for _ in range(2):  # again soon after each start: held back, as crashes are
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
+        _exit(m, storm_id, slot, 0)
+    assert port not in _register(m)["slots"] and topo.slot(slot).retry_at > clock.wall()
 
 
 def test_identical_errors_count_on_one_record_and_survive_a_restart_of_the_master(conf):

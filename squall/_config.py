@@ -505,15 +505,35 @@ def overridden_component_keys(conf: Mapping[str, Any], own: Mapping[str, Mapping
     return warnings
 
 
+# Storm's keys for its workers' JVM and environment: a Storm topology's conf carries them, and
+# squall's Python workers apply none (said at submission, not dropped without a word)
+UNAPPLIED_STORM_KEYS = {
+    "topology.environment": "squall's workers inherit their supervisor's environment",
+    "topology.worker.childopts": "JVM options: squall's workers are Python processes",
+    "worker.childopts": "JVM options: squall's workers are Python processes",
+    "topology.worker.gc.childopts": "JVM options: squall's workers are Python processes",
+    "topology.worker.logwriter.childopts": "JVM options: squall's workers are Python processes",
+    "worker.heap.memory.mb": "JVM heap: squall's workers are Python processes",
+    "topology.worker.max.heap.size.mb": "JVM heap: squall's workers are Python processes",
+}
+
+
+def unapplied_keys(conf: Mapping[str, Any], topology: str) -> list[str]:
+    """A warning for each key of ``conf`` that is Storm's for its JVM workers
+    (`UNAPPLIED_STORM_KEYS`)."""
+    return [f"{topology}: {key!r} is not applied ({why})" for key, why in UNAPPLIED_STORM_KEYS.items()
+            if conf.get(key) not in (None, "", [], {})]
+
+
 def submit_warnings(conf: Mapping[str, Any], topology: Any, name: str) -> list[str]:
     """What submitting ``topology`` (a `StormTopology`) as ``name`` with ``conf`` warns of:
-    likely typos in ``conf`` (`misspellings`) and components' own keys it overrides
-    (`overridden_component_keys`)."""
+    likely typos in ``conf`` (`misspellings`), Storm's JVM worker keys squall does not apply
+    (`unapplied_keys`) and components' own keys it overrides (`overridden_component_keys`)."""
     # squall's own components (a Trident topology's coordinators and executors, whose ticks and
     # single tasks are squall's choice) say nothing: the user set none of their keys
     own = {cid: spec.conf for cid, spec in getattr(topology, "components", {}).items()
            if not cid.startswith("$") and not type(spec.obj).__module__.startswith("squall.trident.")}
-    return misspellings(conf, name) + overridden_component_keys(conf, own, name)
+    return misspellings(conf, name) + unapplied_keys(conf, name) + overridden_component_keys(conf, own, name)
 
 
 def read_conf_file(path: str | os.PathLike) -> dict[str, Any]:

@@ -511,3 +511,17 @@ def test_the_default_scan_sees_each_way_of_repeating_a_default():
     repeated = [line for _, default, line in _default_reads(tree) if _repeated_default(default, literals) is not None]
 
     assert repeated == [2, 3, 4, 5, 6, 7]
+
+
+def test_storms_jvm_worker_keys_are_warned_of_at_submission_not_dropped_silently():
+    """A Storm topology's topology.environment reached no worker, and nothing said so."""
+    from squall._config import submit_warnings
+    from squall import TopologyBuilder
+    from squall.testing import TestWordSpout
+    b = TopologyBuilder()
+    b.set_spout("words", TestWordSpout())
+    warnings = submit_warnings({"topology.environment": {"FOO": "bar"}, "topology.worker.childopts": "-Xmx2g",
+                                "topology.workers": 2}, b.create_topology(), "t")
+    assert warnings == [
+        "t: 'topology.environment' is not applied (squall's workers inherit their supervisor's environment)",
+        "t: 'topology.worker.childopts' is not applied (JVM options: squall's workers are Python processes)"]

@@ -61,7 +61,7 @@ def window_spec(conf: Mapping[str, Any], component: str) -> WindowSpec:
         v = conf.get(key)
         if v is None:
             return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v < minimum:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < minimum:
             what = "a positive" if minimum > 0 else "a non-negative"
             raise InvalidTopologyException(f"Component [{component}]: {key!r} must be {what} number, got {v!r}")
         return int(v)

@@ -159,7 +159,10 @@ class WindowedBoltExecutor(Bolt):
         if ts is None:
             return
         assert self.watermarks is not None  # prepare() made them: the window keeps event time
-        if self.watermarks.track((tup.source_component, tup.source_stream), ts):
+        # at the watermark itself it is late only if a window ending there was evaluated (a
+        # watermark between two window ends leaves the window that holds it open, as Storm does)
+        if self.watermarks.track((tup.source_component, tup.source_stream), ts) or (
+                ts == self.watermarks.last_watermark and not manager.trigger.evaluated_through(ts)):
             self.add(tup, ts)
             return
         self.late(tup, ts)
@@ -192,7 +195,7 @@ class WindowedBoltExecutor(Bolt):
         assert self.spec is not None and self.spec.timestamp_field is not None  # an event-time window names it
         field = self.spec.timestamp_field
         v = tup.get_value_by_field(field) if tup.fields.contains(field) else None
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v):
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             return int(v)
         what = "is missing" if not tup.fields.contains(field) else f"is {v!r}, not epoch milliseconds (a number)"
         self.collector.report_error(

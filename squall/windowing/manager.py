@@ -96,14 +96,16 @@ class WindowManager:
         expired, self.expired = self.expired, []
         prev = self.prev_window
         events = [e.value for e in window]
-        if events:
-            new = [e.value for e in window if e not in prev]
-            self.prev_window = set(window)
-            ctx = self.eviction.context
-            self.listener.on_activation(events, new, expired, ctx.reference_time if ctx is not None else None)
-        else:
-            self.prev_window = set()
-        self.trigger.reset()
+        try:
+            if events:
+                new = [e.value for e in window if e not in prev]
+                self.prev_window = set(window)
+                ctx = self.eviction.context
+                self.listener.on_activation(events, new, expired, ctx.reference_time if ctx is not None else None)
+            else:
+                self.prev_window = set()
+        finally:  # a bolt that raised (fail-fast off) must not shift every later count window
+            self.trigger.reset()
         return bool(events)
 
     def _scan(self, full: bool) -> list[Event]:

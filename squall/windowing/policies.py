@@ -226,6 +226,11 @@ class TriggerPolicy(_Stateful):
     def reset(self) -> None:
         """Called after each trigger."""
 
+    def evaluated_through(self, ts: int) -> bool:
+        """Whether a window an event at ``ts`` (the watermark's time) would be in was evaluated
+        (event time): such an event is late."""
+        return True
+
     def on_time(self, now_ms: int) -> None:
         """Called by a timer every sliding interval (processing-time duration windows only)."""
 
@@ -312,6 +317,11 @@ class WatermarkTimeTriggerPolicy(TriggerPolicy):
                 break
             end = nxt
         self.next_window_end = end
+
+    def evaluated_through(self, ts: int) -> bool:
+        # only a window ending at ``ts`` holds it and has been evaluated; between two ends, the
+        # window that holds it ends later and is still open
+        return ts % self.sliding_ms == 0 and self.next_window_end > ts
 
     def _next_aligned_end(self, start: int, end: int) -> int | None:
         ts = self.manager.get_earliest_event_ts(start, end)

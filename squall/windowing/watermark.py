@@ -2,10 +2,12 @@
 the owner calls `WatermarkGenerator.next_watermark` every watermark interval.
 
 The watermark is the minimum over the input streams of the newest timestamp seen on each,
-minus the lag, once every input stream has delivered something. It only moves forward; a
-tuple at or before the last watermark is late: every window ending there has fired (Storm counts
-a tuple at the watermark in time, though the window ending at the watermark, which holds it, has
-fired: it then expired with the next window without being in any, issue 33).
+minus the lag, once every input stream has delivered something. It only moves forward. A tuple
+before the last watermark is late, as in Storm, and so is one before 0 (Storm's first
+watermark). One at the watermark is late only if a window ending there was evaluated (the
+owner asks its trigger: Storm counts such a tuple in time, though that window, which held it,
+had fired: it then expired with the next window without being in any, issue 33); a watermark
+between two window ends leaves the window that holds it open.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ class WatermarkGenerator:
         self.last_watermark: int | None = None  # None: no watermark yet
 
     def track(self, stream: Stream, ts: int) -> bool:
-        """Note ``ts`` arrived on ``stream``; False if the tuple is late (at or before the last
-        watermark)."""
+        """Note ``ts`` arrived on ``stream``; False if the tuple may be late (at or before the
+        last watermark, or before 0, Storm's first: a negative timestamp was in no window, and
+        its tuple expired without a word)."""
         if ts > self.latest.get(stream, ts - 1):
             self.latest[stream] = ts
-        return self.last_watermark is None or ts > self.last_watermark
+        return ts >= 0 if self.last_watermark is None else ts > self.last_watermark
 
     def next_watermark(self) -> int | None:
         """The new watermark, or None if it did not move."""

@@ -9,9 +9,7 @@ launcher that writes the secret down, because its workers are processes that mus
 
 from __future__ import annotations
 
-import ctypes
 import logging
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from .._children import die_with_parent
 from .._config import Config, conf_value
 from .._private import private_dir, write_private
 from ..worker.agent import EXIT_CANNOT_START
@@ -27,17 +26,6 @@ from .launcher import Launch, Launcher, WorkerExit
 from .logs import OutputPump, RotatingLog, log_limits
 
 log = logging.getLogger("squall.supervisor")
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGKILL me when my parent (the supervisor) dies."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass  # not Linux: workers also watch their parent, see squall.cluster.worker_process
-
 
 def write_conf(path: Path, conf: dict[str, Any]) -> None:
     """Write ``conf`` as YAML readable by its owner only: it may hold ``squall.secret``."""
@@ -92,7 +80,7 @@ class ProcessLauncher(Launcher):
                "--launch-id", str(launch.launch_id), "--conf", str(self.conf_file)]
         if port not in self.logs:
             self.logs[port] = RotatingLog(self.dir / f"worker-{port}.log", *log_limits(self.conf))
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)  # noqa: PLW1509 (PDEATHSIG is set in the child or not at all)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)  # noqa: PLW1509 (PDEATHSIG is set in the child or not at all)
         assert proc.stdout is not None  # stdout=PIPE
         self.procs[port] = _Process(launch, proc, OutputPump(proc.stdout, self.logs[port]))
         log.info("started worker %s:%s for %s (launch %s), pid %s", self.host, port, launch.storm_id,

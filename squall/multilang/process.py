@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._children import die_with_parent
 from .messages import MultilangError, ProtocolError, ShellMsg, parse_shell_msg, setup_message
 from .serializer import JsonSerializer, MsgpackSerializer, shown
 
@@ -113,8 +114,10 @@ class ShellProcess:
         pid_dir = tempfile.mkdtemp(prefix="squall-multilang-pids-")
         self._dirs.append(pid_dir)
         try:
+            # it dies with the thread that started it, the component's: a SIGKILLed worker left it running
             self._proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, cwd=self.cwd, env=env)
+                                          stderr=subprocess.PIPE, cwd=self.cwd, env=env,
+                                          preexec_fn=die_with_parent)  # noqa: PLW1509 (one prctl call, resolved before the fork)
         except OSError as e:
             self._remove_dirs()
             raise MultilangError(f"{self.where}: cannot start {self.command} "

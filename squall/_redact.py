@@ -77,7 +77,7 @@ def redact_text(text: str) -> str:
 def shown_text(text: str) -> str:
     """``text`` as it may leave the process (an error record, a failure's cause, the wire):
     credentials masked (`redact_text`), and a lone surrogate (half an emoji from a JSON client)
-    escaped as ``\\udXXX``, which no UTF-8 encoder refuses."""
+    escaped (``\\ud83d``), which no UTF-8 encoder refuses."""
     text = redact_text(text)
     try:
         text.encode("utf-8")

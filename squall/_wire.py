@@ -82,6 +82,7 @@ class RpcSettings(NamedTuple):
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_connections_key: str = MAX_CONNECTIONS_KEY  # what a refusal names (the DRPC server has its own)
+    max_frame_key: str = MAX_FRAME_KEY  # what a request over ``max_frame`` names
 
 
 _DEFAULT_SETTINGS = RpcSettings()  # immutable: one shared by every default
@@ -221,6 +222,7 @@ class Client:
             raise RpcError(f"cannot reach {host}:{port}: {e.strerror or e}") from e
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._max_frame = settings.max_frame
+        self._max_frame_key = settings.max_frame_key
         self._broken: str | None = None  # why the connection may no longer be used
         try:
             self._codec = self._handshake(f"{host}:{port}", secret, settings.encryption)
@@ -285,6 +287,9 @@ class Client:
             raise RpcError(f"connection closed after an earlier error ({self._broken})" if self._broken != _CLOSED
                            else "connection closed")
         frame = self._codec.seal({"op": op, "args": args})  # a value msgpack refuses raises here, harmless
+        if len(frame) - 4 > self._max_frame:  # the server would close the connection unread: say why here
+            raise RpcError(f"the request ({op}) is {len(frame) - 4} bytes, over the {self._max_frame} of "
+                           f"{self._max_frame_key}; nothing was sent")
         try:
             self._sock_send(frame)
             reply = self._codec.open(self._recv_exactly(_frame_length(self._recv_exactly(4), self._max_frame)))

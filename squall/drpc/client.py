@@ -83,7 +83,8 @@ class ClusterLinks:
         from .._wire import rpc_settings
         drpc = DrpcSettings.of(conf)
         rpc = rpc_settings(conf)._replace(max_frame=drpc.max_buffer, max_connections=drpc.max_connections,
-                                          max_connections_key=Config.DRPC_MAX_CONNECTIONS)
+                                          max_connections_key=Config.DRPC_MAX_CONNECTIONS,
+                                          max_frame_key=Config.DRPC_MAX_BUFFER_SIZE)
         return cls(load_or_create_secret(conf) if secret is None else secret, rpc, drpc)
 
     def link(self, host: str, port: int, timeout: float = 10.0) -> Any:

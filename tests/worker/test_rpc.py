@@ -522,3 +522,14 @@ def test_a_refusal_at_the_cap_names_the_servers_own_key(caplog, key):
         assert lines and all(f"({key}, lowered below the open files limit)" in line for line in lines), lines
     finally:
         s.stop()
+
+
+def test_a_request_over_the_frame_bound_is_refused_here_naming_the_key_and_the_connection_lives(server):
+    """The server closed the connection unread, and the caller read "connection reset by peer"
+    (a DRPC result over drpc.max_buffer_size: "cannot reach DRPC server")."""
+    settings = RpcSettings(max_frame=4096, max_frame_key="drpc.max_buffer_size")
+    with Client("127.0.0.1", server, b"secret", settings=settings) as c:
+        with pytest.raises(RpcError, match=r"the request \(echo\) is \d+ bytes, over the 4096 of "
+                                           r"drpc.max_buffer_size; nothing was sent"):
+            c.call("echo", big="x" * 10_000)
+        assert c.call("echo", ok=1) == {"ok": 1}

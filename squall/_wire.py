@@ -70,6 +70,10 @@ class AuthenticationError(RpcError):
     """The shared secret did not match."""
 
 
+class FrameTooLarge(ValueError):
+    """A frame to send is over the bound its receiver takes (`FrameCodec.seal`)."""
+
+
 class RpcSettings(NamedTuple):
     """How one end runs its connections: ``squall.encryption`` (auto, true, false), the
     largest frame it accepts from an authenticated peer, and (a server) how long a peer has to
@@ -142,9 +146,17 @@ class FrameCodec:
         c2s, s2c = session_keys(secret, transcript)
         return cls(s2c, c2s, encrypt)
 
-    def seal(self, obj: Any) -> bytes:
-        """``obj`` as the next frame (length prefix included)."""
+    def seal(self, obj: Any, limit: int | None = None) -> bytes:
+        """``obj`` as the next frame (length prefix included).
+
+        Raises:
+            FrameTooLarge: its body would be over ``limit`` bytes (the frame is not made: the
+                sequence stays where it was).
+        """
         payload = msgpack.packb(obj, use_bin_type=True)
+        size = len(payload) + (16 if self._send_aead is not None else 32)  # the AEAD's tag, or the HMAC
+        if limit is not None and size > limit:
+            raise FrameTooLarge(f"{size} bytes")
         seq = self._send_seq
         self._send_seq += 1
         if self._send_aead is not None:
@@ -286,10 +298,11 @@ class Client:
         if self._broken is not None:
             raise RpcError(f"connection closed after an earlier error ({self._broken})" if self._broken != _CLOSED
                            else "connection closed")
-        frame = self._codec.seal({"op": op, "args": args})  # a value msgpack refuses raises here, harmless
-        if len(frame) - 4 > self._max_frame:  # the server would close the connection unread: say why here
-            raise RpcError(f"the request ({op}) is {len(frame) - 4} bytes, over the {self._max_frame} of "
-                           f"{self._max_frame_key}; nothing was sent")
+        try:  # a value msgpack refuses raises here, harmless
+            frame = self._codec.seal({"op": op, "args": args}, limit=self._max_frame)
+        except FrameTooLarge as e:  # the server would close the connection unread: say why here
+            raise RpcError(f"the request ({op}) is {e}, over the {self._max_frame} of {self._max_frame_key}; "
+                           f"nothing was sent") from None
         try:
             self._sock_send(frame)
             reply = self._codec.open(self._recv_exactly(_frame_length(self._recv_exactly(4), self._max_frame)))

@@ -985,8 +985,10 @@ class Master:
         return out
 
     def _slots_total(self) -> int:
-        """Slots of every registered supervisor (0: none has synced yet)."""
-        return sum(len(sup.ports) for sup in self.supervisors.values())
+        """Slots of every registered supervisor whose health checks pass (0: none has synced
+        yet): an unhealthy node's slots can take no worker, as Storm's unhealthy supervisor
+        leaves the cluster."""
+        return sum(len(sup.ports) for sup in self.supervisors.values() if sup.unhealthy is None)
 
     def op_info(self, name: str) -> dict[str, Any]:
         """Storm's ``getTopologyInfo``: ``name``'s status, counts, per-component figures from the last

@@ -163,6 +163,7 @@ def test_an_unhealthy_node_stops_its_workers_and_the_master_moves_them_to_a_heal
     assert list(b.running()) == [6700]
     (supervisor,) = [s for s in master.op_supervisors() if s["id"] == "a"]
     assert supervisor["healthy"] is False and supervisor["health_problem"] == "disk: ERROR disk /data is full"
+    assert master.op_cluster_info()["slots_total"] == 1  # a's slot can take no worker: not counted
     sup_a.sync()
     assert not a.running()  # nothing is started on an unhealthy node
 
@@ -170,6 +171,7 @@ def test_an_unhealthy_node_stops_its_workers_and_the_master_moves_them_to_a_heal
     sick_check.run()
     sup_a.sync()
     assert [s["healthy"] for s in master.op_supervisors()] == [True, True]
+    assert master.op_cluster_info()["slots_total"] == 2
     master.op_kill(name="t", wait_secs=0)
     master.monitor()
     master.op_submit(name="u", conf={"topology.workers": 2}, topology=_topology())

@@ -34,6 +34,10 @@ from typing import Any, Protocol, TypeVar, Union, cast, get_args, get_origin
 
 from ._errors import SquallError
 
+MAX_WAIT_SECS = 2**31 - 1
+"""The longest wait of a kill or rebalance (Storm's ``wait_secs`` is an int of seconds): the
+master refuses a longer one, and the UI a longer path segment."""
+
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
 

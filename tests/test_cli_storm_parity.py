@@ -39,24 +39,12 @@ if __name__ == "__main__":
     StormSubmitter.submit_topology(sys.argv[1], conf, b.create_topology())
 '''
 
-CRASHING = '''
-from squall import Bolt, Fields, Spout, TopologyBuilder
-
-class Numbers(Spout):
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields("n"))
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        self.n = 0
-    def next_tuple(self):
-        self.n += 1
-        self.collector.emit([self.n], self.n)
+CRASHING = NUMBERS_TOPOLOGY + '''
 
 class Boom(Bolt):
     def prepare(self, conf, context, collector):
         raise RuntimeError("cannot connect to db")
-    def execute(self, tup):
-        self.collector.ack(tup)
+
 
 def build():
     b = TopologyBuilder()

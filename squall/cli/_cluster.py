@@ -230,7 +230,7 @@ def cmd_jar(args: argparse.Namespace) -> int:
     """``squall jar FILE [ARGS...]``: FILE's topology, submitted to the master; with ``--host
     spark``, to a master started here in a new Spark driver, which runs until the topologies
     are killed (``squall kill``) or Ctrl-C."""
-    _spark_options_after_file(args)
+    _squall_options_after_file(args)
     conf, topology_over = cluster_conf_of(args)
     flux = from_args(args, args.args, "jar")  # a Flux FILE.yaml: built here; its ARGS are Flux's options
     if flux is not None and flux.options.dry_run:
@@ -246,7 +246,7 @@ def cmd_jar(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spark_options_after_file(args: argparse.Namespace) -> None:
+def _squall_options_after_file(args: argparse.Namespace) -> None:
     """``squall jar FILE --host spark --spark-master URL -c KEY=VALUE``: these are squall's even
     after FILE (FILE does not see them; Storm takes ``-c`` anywhere on its command line too);
     every other argument after FILE is FILE's."""

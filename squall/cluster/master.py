@@ -69,6 +69,7 @@ from .._errors import (
     UnknownComponentError,
 )
 from .._nimbus import (
+    MAX_WAIT_SECS,
     Assignment,
     Heartbeat,
     HeartbeatReply,
@@ -1504,9 +1505,6 @@ class Master:
             topo.assignment = {s: i for s, i in topo.assignment.items() if s not in lost}
         if changed:
             self._changed()
-
-
-MAX_WAIT_SECS = 2**31 - 1  # Storm's wait is an int of seconds
 
 
 def check_wait_secs(wait_secs: Any) -> float | None:

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from .. import __version__
 from .._errors import BadParameterError
+from .._nimbus import MAX_WAIT_SECS
 from .stats_pages import pretty_uptime
 
 WINDOWS = ("600", "10800", "86400", ":all-time")
@@ -149,10 +150,6 @@ def rebalance_options(body: Any) -> RebalanceOptions:
             if not _positive_int(n):
                 raise BadParameter(f"rebalanceOptions.executors[{component!r}] must be a positive integer, got {n!r}")
     return RebalanceOptions(workers, dict(executors) if executors is not None else None)
-
-
-MAX_WAIT_SECS = 2**31 - 1
-"""The longest ``<wait-secs>``: Storm parses it as a Java int (``Integer.MAX_VALUE``)."""
 
 
 def wait_secs(text: str) -> int:

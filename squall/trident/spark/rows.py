@@ -16,15 +16,21 @@ bytes: `SQL_TYPES`), named ``trident_s<spout>_f<field>``; ``trident_tuple`` then
 the other fields. A stream's `Layout` says where each of its fields is. Frames of several
 spouts are unioned with the columns the other lacks as nulls.
 
-Also here: offsets. A Spark offset is a JSON object; a spout's metadata is any picklable value,
-kept as itself when JSON keeps it unchanged, else as ``{"$pickle": base64}``.
+Also here: offsets. A Spark offset is a JSON object, and Spark's checkpoint keeps it in a file
+that anyone who can write the checkpoint directory can rewrite. So a spout's metadata is kept as
+JSON that carries no code: JSON's own values as they are, and tuples, bytes, sets and dicts whose
+keys are not strings in tagged objects (``{"$tuple": [...]}``); anything else is refused when the
+batch is planned, naming the spout. Storm too keeps Trident's metadata as JSON (its
+TransactionalState writes it with JSONValue); it was a pickle once, which read back from a
+rewritten checkpoint would run its writer's code.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
-import json
+import math
 import pickle
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +38,8 @@ from typing import Any
 
 STREAM, KEY, TUPLE, VALUE = "trident_stream", "trident_key", "trident_tuple", "trident_value"
 ROW_SCHEMA = f"{STREAM} STRING, {KEY} BINARY, {TUPLE} BINARY, {VALUE} BIGINT"
-_PICKLED = "$pickle"
+_PICKLED = "$pickle"  # what squall wrote before: refused when read, never unpickled
+_TAGS = ("$tuple", "$bytes", "$set", "$frozenset", "$dict", "$float")
 
 SQL_TYPES: dict[type, str] = {str: "STRING", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", bytes: "BINARY"}
 """The Python types a field may be declared as, and the Spark SQL type of its column."""
@@ -103,21 +110,71 @@ def digest(rows: Iterable[bytes]) -> str:
     return sha.hexdigest()[:32]
 
 
-def to_offset(value: Any) -> Any:
-    """``value`` as a JSON value that `from_offset` turns back into an equal value."""
-    try:
-        if json.loads(json.dumps(value)) == value:
-            return value
-    except (TypeError, ValueError):
-        pass
-    return {_PICKLED: base64.b64encode(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")}
+def to_offset(value: Any, where: str = "a spout") -> Any:
+    """``value`` (a spout's batch metadata) as JSON that `from_offset` turns back into an equal
+    value; tuples, bytes, sets, dicts with other keys and non-finite floats are tagged.
+
+    Raises:
+        TypeError: ``value`` holds something else (a class of the spout's own, say), naming
+            ``where`` and the type.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, list):
+        return [to_offset(v, where) for v in value]
+    if isinstance(value, tuple):
+        return {"$tuple": [to_offset(v, where) for v in value]}
+    if isinstance(value, (bytes, bytearray)):
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, (set, frozenset)):
+        tag = "$set" if isinstance(value, set) else "$frozenset"
+        return {tag: [to_offset(v, where) for v in value]}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and not k.startswith("$") for k in value):
+            return {k: to_offset(v, where) for k, v in value.items()}
+        return {"$dict": [[to_offset(k, where), to_offset(v, where)] for k, v in value.items()]}
+    raise TypeError(f"{where}: its batch metadata holds a {type(value).__module__}.{type(value).__qualname__}, "
+                    "which Trident on Spark cannot keep in Spark's checkpoint: metadata must be made of None, "
+                    "bool, int, float, str, bytes, lists, tuples, sets and dicts of them (as Storm's is JSON)")
 
 
-def from_offset(value: Any) -> Any:
-    """The value `to_offset` encoded."""
-    if isinstance(value, dict) and set(value) == {_PICKLED}:
-        return pickle.loads(base64.b64decode(value[_PICKLED]))
-    return value
+def from_offset(value: Any, where: str = "a spout") -> Any:
+    """The value `to_offset` encoded.
+
+    Raises:
+        ValueError: ``value`` is not what `to_offset` writes (a checkpoint rewritten by hand or
+            by another program, or one squall wrote pickled), naming ``where``.
+    """
+    if isinstance(value, list):
+        return [from_offset(v, where) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        (tag, inner), = value.items()
+        try:
+            if tag == _PICKLED:
+                raise ValueError("it holds a pickle (squall wrote one before 2026-12), which is never loaded "
+                                 "from a checkpoint: start the query on a new checkpoint location")
+            if tag == "$tuple":
+                return tuple(from_offset(v, where) for v in inner)
+            if tag == "$bytes":
+                return base64.b64decode(inner, validate=True)
+            if tag in ("$set", "$frozenset"):
+                items = (from_offset(v, where) for v in inner)
+                return set(items) if tag == "$set" else frozenset(items)
+            if tag == "$dict":
+                return {from_offset(k, where): from_offset(v, where) for k, v in inner}
+            if tag == "$float":
+                if inner not in ("inf", "-inf", "nan"):
+                    raise ValueError(f"{inner!r} is not a float to tag")
+                return float(inner)
+        except (TypeError, ValueError, binascii.Error) as e:
+            raise ValueError(f"{where}: the batch metadata in Spark's checkpoint is not squall's ({tag}: {e})") from None
+    return {k: from_offset(v, where) for k, v in value.items()}
 
 
 def to_option(obj: Any) -> str:

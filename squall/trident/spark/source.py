@@ -395,12 +395,12 @@ class BatchSpoutReader(_Reader):
         txid = int(start["txid"]) + 1
         if not self._coordinator().is_ready(txid):
             return start
-        meta = self._coordinator().initialize_transaction(txid, from_offset(start.get("meta")), None)
+        meta = self._coordinator().initialize_transaction(txid, from_offset(start.get("meta"), self.spec.where()), None)
         out = _Collect(self.spec, txid, checked=True)
         self._emitter().emit_batch(_attempt(txid), meta, out)
         if not out.count:
             return start
-        return {"txid": txid, "meta": to_offset(meta), "tuples": out.count, "digest": out.digest()}
+        return {"txid": txid, "meta": to_offset(meta, self.spec.where()), "tuples": out.count, "digest": out.digest()}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         """The batch ``end`` names, in one partition (none when nothing is new)."""
@@ -415,7 +415,7 @@ class BatchSpoutReader(_Reader):
         out = self.spec.collector(txid, checked=True)
         emitter = self._spout().get_emitter(self.spec.txid, self.spec.conf, self._context(self.spec.txid))
         try:
-            emitter.emit_batch(_attempt(txid), from_offset(end.get("meta")), out)
+            emitter.emit_batch(_attempt(txid), from_offset(end.get("meta"), self.spec.where()), out)
         finally:
             emitter.close()
         if out.count != end["tuples"] or out.digest() != end["digest"]:
@@ -484,7 +484,7 @@ class PartitionedSpoutReader(_Reader):
             emitter.refresh_partitions(ordered)
             self._live["info"] = info
         parts = dict(start.get("parts", {}))
-        prev = {p: from_offset(parts.get(p.get_id())) for p in ordered}
+        prev = {p: from_offset(parts.get(p.get_id()), self.spec.where()) for p in ordered}
         out = _Counter()
         metas = emitter.emit_batch_new(_attempt(txid), out, set(ordered), prev)
         if not out.count:
@@ -494,16 +494,16 @@ class PartitionedSpoutReader(_Reader):
             if meta is None:
                 continue
             pid = partition if isinstance(partition, str) else partition.get_id()
-            parts[pid] = to_offset(meta)
+            parts[pid] = to_offset(meta, self.spec.where())
             batch.append(pid)
-        return {"txid": txid, "info": to_offset(info), "parts": parts, "batch": sorted(batch)}
+        return {"txid": txid, "info": to_offset(info, self.spec.where()), "parts": parts, "batch": sorted(batch)}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         """The spout partitions that have a range in the batch, in at most ``spec.tasks`` input
         partitions (`spread`)."""
         if int(end["txid"]) == int(start["txid"]):
             return []
-        ordered = self._emitter().get_ordered_partitions(from_offset(end["info"]))
+        ordered = self._emitter().get_ordered_partitions(from_offset(end["info"], self.spec.where()))
         by_id = {p.get_id(): p for p in ordered}
         tasks = [_PartitionTask(int(end["txid"]), by_id[pid], end["parts"][pid]) for pid in end["batch"] if pid in by_id]
         return [InputPartition(tuple(group)) for group in spread(tasks, self.spec.tasks)]
@@ -516,7 +516,8 @@ class PartitionedSpoutReader(_Reader):
         def emitted() -> Iterator[_Collect]:
             for task in tasks:
                 out = self.spec.collector(task.txid)
-                emitter.re_emit_partition_batch(_attempt(task.txid), out, task.partition, from_offset(task.meta))
+                meta = from_offset(task.meta, self.spec.where())
+                emitter.re_emit_partition_batch(_attempt(task.txid), out, task.partition, meta)
                 if out.count:
                     yield out
 

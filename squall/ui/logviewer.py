@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import html
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple, overload
+from typing import Any, BinaryIO, NamedTuple, overload
 from urllib.parse import quote, urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 DEFAULT_LENGTH = 51200  # Storm's default page
@@ -54,6 +55,19 @@ def error_body(status: int, message: str) -> dict[str, str]:
     return {"error": f"{status} {_REASONS.get(status, '')}".strip(), "errorMessage": message}
 
 
+def _read_to(f: BinaryIO, size: int) -> Iterator[bytes]:
+    """The first ``size`` bytes of ``f``, in chunks; ``f`` closed at the end."""
+    try:
+        while size > 0:
+            chunk = f.read(min(size, _SEARCH_CHUNK))
+            if not chunk:  # cut short under the download (truncated in place): the client sees it short
+                break
+            size -= len(chunk)
+            yield chunk
+    finally:
+        f.close()
+
+
 # --- the pure core -----------------------------------------------------------------------------------------
 
 def resolve_log_file(root: Path, name: str | None) -> Path:
@@ -68,7 +82,10 @@ def resolve_log_file(root: Path, name: str | None) -> Path:
     if any(part == ".." for part in name.replace("\\", "/").split("/")):
         raise LogviewerError(400, f"file {name!r} leaves the log root")
     real_root = root.resolve()
-    path = (real_root / name).resolve()
+    try:
+        path = (real_root / name).resolve()
+    except (RuntimeError, OSError) as e:  # a symlink loop (RuntimeError up to Python 3.12)
+        raise LogviewerError(400, f"file {name!r} cannot be followed to a file: {e}") from None
     if not path.is_relative_to(real_root):
         raise LogviewerError(400, f"file {name!r} leaves the log root")
     if not path.is_file():
@@ -214,8 +231,14 @@ def logviewer_routes(log_root: Path) -> list[Route]:
     def download(request: Request) -> Response:
         name = request.query_params.get("file") or ""  # refused by resolve_log_file, as a missing one
         path = resolve_log_file(root, name)
-        return FileResponse(path, media_type="text/plain",
-                            filename=name.replace("/", "-"))  # topo-port-worker.log, as Storm names it
+        # the bytes the file held when opened, however its worker writes on: a size taken from
+        # the open file and read to, never to the end (a live log would overrun its own
+        # Content-Length), and the file read from the open descriptor once it is rotated away
+        f = path.open("rb")
+        size = os.fstat(f.fileno()).st_size
+        filename = quote(name.replace("/", "-"))  # topo-port-worker.log, as Storm names it
+        return StreamingResponse(_read_to(f, size), media_type="text/plain", headers={
+            "content-length": str(size), "content-disposition": f"attachment; filename=\"{filename}\""})
 
     def search(request: Request) -> Response:
         q = request.query_params

@@ -1,6 +1,7 @@
 """Storm's logviewer routes over the workers' logs (`squall.ui.logviewer`): tail, pages,
 search, download, listing, and every escape from the log root refused with Storm's error JSON."""
 
+import http.client
 import os
 
 import pytest
@@ -8,6 +9,7 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from squall.ui.logviewer import DEFAULT_LENGTH, MAX_LENGTH, logviewer_routes
+from squall.ui.server import UiServer
 
 
 @pytest.fixture
@@ -62,6 +64,41 @@ def test_download_serves_the_whole_file_as_an_attachment(client, root):
     r = client.get("/api/v1/download", params={"file": "wc-1-7/6701/worker.log"})
     assert r.status_code == 200 and r.content == b"short\n"
     assert "attachment" in r.headers["content-disposition"]
+
+
+def test_a_download_of_a_log_its_worker_writes_on_is_the_file_as_it_was_when_asked_for(root):
+    """A live worker.log grows under its download: the response is the bytes it held when the
+    download began, with a Content-Length that matches (read to the end, it overran it, and the
+    server tore the connection down)."""
+    log = root / "wc-1-7" / "6700" / "worker.log"
+    before = b"".join(b"2026-12-04 23:00:00.000 app [INFO] [split:3] line %07d\n" % i for i in range(150_000))
+    log.write_bytes(before)  # ~8 MB: more than the sockets' buffers hold
+    server = UiServer(Starlette(routes=logviewer_routes(root)), "127.0.0.1", 0).start()
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.request("GET", "/api/v1/download?file=wc-1-7%2F6700%2Fworker.log")
+        resp = conn.getresponse()
+        first = resp.read(65536)
+        with log.open("ab") as f:  # the worker writes on while the rest is on its way
+            f.write(b"2026-12-04 23:00:01.000 app [INFO] [split:3] a later line\n" * 40_000)
+        body = first + resp.read()
+        assert int(resp.getheader("content-length")) == len(before)
+        assert body == before
+        assert resp.getheader("content-disposition") == 'attachment; filename="wc-1-7-6700-worker.log"'
+    finally:
+        conn.close()
+        server.stop()
+
+
+def test_a_symlink_loop_in_the_log_root_is_refused_with_storms_error_json(root):
+    d = root / "wc-1-7" / "6700"
+    os.symlink("b", d / "a")
+    os.symlink("a", d / "b")
+    c = TestClient(Starlette(routes=logviewer_routes(root)), raise_server_exceptions=False)
+    for r in (c.get("/api/v1/log", params={"file": "wc-1-7/6700/a"}),
+              c.get("/api/v1/download", params={"file": "wc-1-7/6700/a"}),
+              c.get("/api/v1/search/wc-1-7/6700/a", params={"search-string": "x"})):
+        assert r.status_code == 400 and r.json()["error"].startswith("400") and "wc-1-7/6700/a" in r.json()["errorMessage"]
 
 
 def test_list_logs_names_the_files_of_a_topology_or_a_port(client):

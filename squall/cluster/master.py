@@ -547,8 +547,13 @@ class Master:
                 log.error("state names topology %s but its plan is missing; dropped", name)
                 continue
             plan = _rebalanced(plan, t)
-            if plan is not None:
+            if plan is None:
+                continue
+            try:
                 self.topologies[name] = self.restore(plan, t)
+            except (KeyError, TypeError, ValueError) as e:
+                log.error("the state's record of topology %s in %s is malformed (%s: %s); dropped",
+                          name, self.store.directory or "memory", type(e).__name__, e)
         self._persisted = _Persisted.of(self)
         if stored.topologies:
             log.info("recovered %d topologies from %s", len(self.topologies), self.store.directory or "memory")

@@ -296,9 +296,7 @@ class LocalDirStore(MasterStore):
         self._stale = False  # state.json needs writing
         path = self._state_path()
         if path.exists():
-            data = json.loads(path.read_text())
-            self._state.counter = data.get("counter", 0)
-            self._state.topologies = data.get("topologies", {})
+            self._state.counter, self._state.topologies = _read_state(path)
 
     def _state_path(self) -> Path:
         return self.directory / "state.json"
@@ -321,8 +319,31 @@ class LocalDirStore(MasterStore):
     def _flush(self) -> None:
         if self._stale:
             data = {"counter": self._state.counter, "topologies": self._state.topologies}
-            write_private(self._state_path(), json.dumps(data), STATE_FILE)
+            # fsynced: after a power loss an empty state.json would stop the master (`_read_state`)
+            write_private(self._state_path(), json.dumps(data), STATE_FILE, durable=True)
             self._stale = False
+
+
+def _read_state(path: Path) -> tuple[int, dict[str, Any]]:
+    """The counter and topologies of a lone master's ``state.json``.
+
+    Raises:
+        SquallError: it cannot be read as the master wrote it (cut short, edited, another
+            file), naming it and what to do: starting without it would forget every topology.
+    """
+    try:
+        data = json.loads(path.read_bytes())
+        if not isinstance(data, dict):
+            raise TypeError(f"a JSON {type(data).__name__}, not an object")
+        counter, topologies = data.get("counter", 0), data.get("topologies", {})
+        if not isinstance(counter, int) or isinstance(counter, bool):
+            raise TypeError(f"its counter is {counter!r}, not a number")
+        if not isinstance(topologies, dict) or not all(isinstance(t, dict) for t in topologies.values()):
+            raise TypeError("its topologies are not an object of records")
+XX
+        raise SquallError(f"the master's state {path} cannot be read ({e}): restore it from a backup, or move it "
+                          "aside to start with no topologies (their workers are then stopped)") from None
+    return counter, topologies
 
 
 class ZooKeeperStore(MasterStore):

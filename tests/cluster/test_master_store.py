@@ -195,6 +195,31 @@ def test_the_directory_store_writes_state_json_as_before_and_a_master_resumes_fr
     assert _launched(again, "t") == launches and again.op_list()[0]["id"] == storm_id
 
 
+@pytest.mark.parametrize("content", [b"", b'{"counter": 3, "topolo', b"[1, 2]", b"\xff\xfe",
+                                     b'{"counter": "3", "topologies": {}}', b'{"counter": 3, "topologies": {"t": 5}}'])
+def test_a_state_json_cut_short_or_not_the_masters_stops_it_naming_the_file_and_what_to_do(tmp_path, content):
+    d = tmp_path / "nimbus"
+    LocalDirStore(d, b"s" * 40)
+    (d / "state.json").write_bytes(content)
+    with pytest.raises(SquallError, match=r"state .*nimbus/state\.json cannot be read .*move it aside"):
+        LocalDirStore(d, b"s" * 40)
+
+
+def test_a_malformed_topology_record_is_dropped_naming_it_and_the_others_resume(tmp_path, caplog):
+    conf = {**CONF, "storm.local.dir": str(tmp_path)}
+    m = served(conf, clock=SimulatedClock(5.0))
+    _register(m)
+    m.op_submit(name="t", conf={}, topology=_topology())
+    kept = m.op_submit(name="u", conf={}, topology=_topology())
+    path = tmp_path / "nimbus" / "state.json"
+    data = json.loads(path.read_text())
+    del data["topologies"]["t"]["status"]
+    path.write_text(json.dumps(data))
+    again = served(conf, clock=SimulatedClock(6.0))
+    assert [t["id"] for t in again.op_list()] == [kept]
+    assert "record of topology t" in caplog.text and "malformed" in caplog.text
+
+
 class _FlakyZooKeeper:
     """The parts of `squall.cluster.ha.Coordinator` the store writes through, in a dict, failing while ``down``."""
 

@@ -34,13 +34,19 @@ from .master import Master
 from .process_launcher import write_conf
 from .served_ui import statistics_pages
 from .server import MasterServer
+from .supervisor import PID_FILE, supervisor_lock_held
 
 log = logging.getLogger("squall.master")
 
 
 def running_supervisor(local_dir: Path) -> int | None:
-    """The pid of the supervisor running for ``storm.local.dir`` ``local_dir``, if any."""
-    pid_file = local_dir / "supervisor" / "pid"
+    """The pid of the supervisor running for ``storm.local.dir`` ``local_dir``, if any: one
+    that holds the directory's lock (a pid file left by a supervisor killed may name a pid the
+    system gave since to another process, even another cluster's supervisor)."""
+    directory = local_dir / "supervisor"
+    if not supervisor_lock_held(directory):
+        return None
+    pid_file = directory / PID_FILE
     try:
         pid = int(pid_file.read_text())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()

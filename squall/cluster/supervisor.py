@@ -20,6 +20,7 @@ syncs, so that the master moves them to healthy nodes.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import logging
 import os
 import signal
@@ -145,10 +146,51 @@ def node_address(conf: dict[str, Any]) -> str:
 def run_process_supervisor(conf: dict[str, Any], host: str | None = None) -> None:
     """Run the process host's supervisor until SIGTERM/SIGINT, leaving its pid in its directory
     (so that a master finds and adopts it: `squall.cluster.process.running_supervisor`)."""
+    directory = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "supervisor")
+    lock = hold_supervisor_lock(directory)  # held (open) until this process ends
     sup = process_supervisor(conf, host)
     signal.signal(signal.SIGTERM, lambda *_: sup.stop())
-    write_private(Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "supervisor" / "pid", str(os.getpid()))
-    sup.run()
+    write_private(directory / PID_FILE, str(os.getpid()))
+    try:
+        sup.run()
+    finally:
+        os.close(lock)
+
+
+PID_FILE, LOCK_FILE = "pid", "pid.lock"
+
+
+def hold_supervisor_lock(directory: Path) -> int:
+    """Lock ``directory``'s `LOCK_FILE` for this process's life (its descriptor, returned, is
+    not inherited by the workers): the pid file beside it then names a live supervisor of this
+    ``storm.local.dir`` only while the lock is held, not a later process that got its pid.
+
+    Raises:
+        SquallError: another supervisor holds it.
+    """
+    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise SquallError(f"another supervisor runs for {directory.parent} (its lock {directory / LOCK_FILE} "
+                          "is held): one supervisor a storm.local.dir") from None
+    return fd
+
+
+def supervisor_lock_held(directory: Path) -> bool:
+    """Whether a live supervisor holds ``directory``'s `LOCK_FILE` (`hold_supervisor_lock`)."""
+    try:
+        fd = os.open(directory / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # and with it the shared lock, if taken
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     redact_logs()
     try:
         run_process_supervisor(conf, args.host)
+    except SquallError as e:
+        log.error("%s", e)
+        return 1
     except Exception:
         log.exception("supervisor failed")
         return 1

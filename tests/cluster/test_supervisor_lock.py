@@ -1,0 +1,59 @@
+"""A supervisor's pid file names it only while it holds its directory's lock: a master adopting
+"the supervisor running for storm.local.dir" must not adopt, and later SIGTERM, a process that
+got the pid of a supervisor killed since (another cluster's supervisor, say)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from squall._errors import SquallError
+from squall.cluster.process import running_supervisor
+from squall.cluster.supervisor import hold_supervisor_lock, supervisor_lock_held
+
+from tests.ports import free_ports
+
+
+def test_the_lock_is_one_supervisors_a_directory_and_is_free_once_it_is_gone(tmp_path):
+    fd = hold_supervisor_lock(tmp_path)
+    try:
+        assert supervisor_lock_held(tmp_path)
+        with pytest.raises(SquallError, match=f"another supervisor runs for {tmp_path.parent}"):
+            hold_supervisor_lock(tmp_path)
+    finally:
+        os.close(fd)
+    assert not supervisor_lock_held(tmp_path)
+
+
+def test_a_pid_file_left_behind_does_not_adopt_another_clusters_supervisor(tmp_path):
+    other = tmp_path / "cluster-b"
+    (other / "supervisor").mkdir(parents=True, mode=0o700)
+    master_port, slot = free_ports(2)  # no master there: the supervisor waits for one
+    conf = other / "supervisor" / "launch.yaml"
+    conf.write_text(yaml.safe_dump({"storm.local.dir": str(other), "nimbus.seeds": ["127.0.0.1"],
+                                    "nimbus.thrift.port": master_port, "supervisor.slots.ports": [slot],
+                                    "squall.secret": "b" * 40}))
+    os.chmod(conf, 0o600)
+    proc = subprocess.Popen([sys.executable, "-m", "squall.cluster.supervisor", "--conf", str(conf),
+                             "--log", str(other / "supervisor" / "supervisor.log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while running_supervisor(other) != proc.pid:  # locked, and its pid written
+            assert proc.poll() is None and time.monotonic() < deadline, "cluster B's supervisor did not start"
+            time.sleep(0.05)
+        mine = tmp_path / "cluster-a"
+        (mine / "supervisor").mkdir(parents=True, mode=0o700)
+        (mine / "supervisor" / "pid").write_text(str(proc.pid))  # cluster A's, left by a supervisor killed
+        assert running_supervisor(mine) is None
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

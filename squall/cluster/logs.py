@@ -232,13 +232,20 @@ class TaskTagFilter(logging.Filter):
         return True
 
 
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Logging's rotating file, each file owner-only: the first and every one a rollover opens
+    (logging's own would open those with the umask's mode, readable by others)."""
+
+    def _open(self) -> Any:
+        open_private_log(self.baseFilename).close()  # made owner-only (its directories too) before it is opened
+        return super()._open()
+
+
 def worker_log_handler(path: Path, conf: dict[str, Any]) -> logging.Handler:
     """A ``RotatingFileHandler`` on ``path`` (``squall.log.max.bytes``/``squall.log.backup.count``),
     owner-only, in `WORKER_LOG_FORMAT` with `TaskTagFilter`."""
     max_bytes, backups = log_limits(conf)
-    open_private_log(path).close()  # the directories and the file owner-only before logging opens it
-    handler = logging.handlers.RotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups,
-                                                   encoding="utf-8")
+    handler = _PrivateRotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
     handler.setFormatter(logging.Formatter(WORKER_LOG_FORMAT, WORKER_LOG_DATEFMT))
     handler.addFilter(TaskTagFilter())
     handler.addFilter(RedactingFilter())

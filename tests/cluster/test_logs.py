@@ -1,11 +1,12 @@
 """Logs rotated by size, a worker's output kept for its error, and the supervisor restarted by
 its master (`squall.cluster.logs`, `Supervisor`, `SupervisorKeeper`), without a master."""
 
+import logging
 import os
 
 from squall._config import cluster_conf
 from squall.cluster import process
-from squall.cluster.logs import RotatingLog, log_limits
+from squall.cluster.logs import RotatingLog, log_limits, worker_log_handler
 from squall.cluster.launcher import Launch
 from squall.cluster.supervisor import process_supervisor
 
@@ -93,6 +94,25 @@ def test_a_log_an_older_run_left_readable_by_others_becomes_owner_only_with_its_
     files = sorted((tmp_path / "supervisor").glob("worker-7000.log*"))
     assert [f.name for f in files] == ["worker-7000.log", *(f"worker-7000.log.{i}" for i in (1, 2, 3))]
     assert {f.name: oct(f.stat().st_mode & 0o777) for f in files} == {f.name: "0o600" for f in files}
+
+
+def test_a_workers_own_log_stays_owner_only_after_it_rotates(tmp_path):
+    old = os.umask(0o022)
+    path = tmp_path / "workers-artifacts" / "t-1" / "6700" / "worker.log"
+    handler = worker_log_handler(path, {"squall.log.max.bytes": 2000, "squall.log.backup.count": 2})
+    logger = logging.getLogger("test-worker-log-rotation")
+    logger.propagate = False
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        for i in range(100):
+            logger.info("a line a component logged, with its data %d %s", i, "x" * 40)
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+        os.umask(old)
+    modes = {f.name: oct(f.stat().st_mode & 0o777) for f in path.parent.iterdir()}
+    assert modes == {"worker.log": "0o600", "worker.log.1": "0o600", "worker.log.2": "0o600"}
 
 
 def test_a_worker_that_dies_before_reaching_the_master_is_reported_with_its_output(tmp_path):

@@ -536,13 +536,29 @@ def submit_warnings(conf: Mapping[str, Any], topology: Any, name: str) -> list[s
     return misspellings(conf, name) + unapplied_keys(conf, name) + overridden_component_keys(conf, own, name)
 
 
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """PyYAML's error without the text it quotes: where and what, never the line itself (a
+    ``password:`` line with a stray quote would put the password in the message)."""
+    def at(mark: Any) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
+    if not isinstance(error, yaml.MarkedYAMLError):
+        return type(error).__name__
+    parts = []
+    if error.problem:
+        parts.append(f"{at(error.problem_mark)}: {error.problem}" if error.problem_mark else str(error.problem))
+    if error.context:
+        parts.append(f"{error.context} at {at(error.context_mark)}" if error.context_mark else str(error.context))
+    return ", ".join(parts) or type(error).__name__
+
+
 def read_conf_file(path: str | os.PathLike) -> dict[str, Any]:
     """Read a ``squall.yaml``; a clear error names the file if it is not a mapping."""
     p = Path(path)
     try:
         data = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as e:
-        raise InvalidTopologyException(f"{p}: not valid YAML: {e}") from e
+        raise InvalidTopologyException(f"{p}: not valid YAML: {yaml_problem(e)}") from None
     if not isinstance(data, dict):
         raise InvalidTopologyException(f"{p}: expected a mapping of config keys, got {type(data).__name__}")
     return data

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import decimal
+import enum
+import fractions
 import json
 import os
+import typing
+import uuid
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +19,41 @@ from squall._stable_hash import stable_hash, stable_hash_one
 
 REPO = Path(__file__).resolve().parents[1]
 
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    HIGH = 7
+
+
+class Unit(str, enum.Enum):
+    METRE = "m"
+
+
+class Point(typing.NamedTuple):
+    name: str
+    x: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    user: str
+    day: datetime.date
+
+
+CEST = datetime.timezone(datetime.timedelta(hours=2))
+
 SAMPLES = [
     ["word"], [""], ["\u00e9t\u00e9 \U0001F600"], [b"bytes"], [None], [0], [1], [-1], [2**70], [True],
     [1.5], [-0.25], [3.0], [float("inf")], [(1, "a", None)], [["nested", [1, 2]]], [frozenset({"x", "y"})],
     ["a", 1], ["a", None, 2.5, b"b"], [],
+    # types whose Python hash() is salted or an address: each from what it is equal by
+    [Color.RED], [Level.HIGH], [Unit.METRE], [Point("p", 1)], [Key("ann", datetime.date(2026, 12, 4))],
+    [datetime.datetime(2026, 12, 4, 23, 0)], [datetime.datetime(2026, 12, 4, 23, 0, tzinfo=CEST)],
+    [datetime.date(2026, 12, 4)], [datetime.time(23, 0, 1)], [datetime.timedelta(days=1, microseconds=5)],
+    [decimal.Decimal("2.5")], [fractions.Fraction(1, 3)], [uuid.UUID(int=12345)], [{"a": 1, "b": ("x", 2)}],
+    [float("nan")], [{Point("q", 2)}],
 ]
 
 _CODE = ("import json; from squall._stable_hash import stable_hash; "
@@ -47,6 +85,15 @@ def test_values_equal_in_python_hash_alike():
     assert stable_hash([0]) == stable_hash([0.0]) == stable_hash([False])
     assert stable_hash([(1, 2)]) == stable_hash([[1, 2]])
     assert stable_hash([frozenset({1, 2})]) == stable_hash([{2, 1}])
+
+
+def test_a_value_hashes_as_a_plain_value_it_equals():
+    utc = datetime.UTC
+    for value, plain in [(Level.HIGH, 7), (Unit.METRE, "m"), (Point("p", 1), ("p", 1)),
+                         (decimal.Decimal(3), 3), (decimal.Decimal("2.5"), 2.5), (fractions.Fraction(1, 2), 0.5),
+                         (datetime.datetime(2026, 12, 4, 21, 0, tzinfo=utc), datetime.datetime(2026, 12, 4, 23, 0, tzinfo=CEST)),
+                         ({"a": 1, "b": 2}, {"b": 2, "a": 1}), (float("nan"), float("nan"))]:
+        assert stable_hash([value]) == stable_hash([plain]), (value, plain)
 
 
 def test_stable_hash_one_is_stable_hash_of_a_one_value_list():

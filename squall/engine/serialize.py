@@ -311,7 +311,10 @@ class Serializer:
         # the short words this worker received lately, one per slot their bytes hash to (compiled
         # decoding, `squall._native.unpack_batch`): a word that comes again is the same str
         self._words: list = [None] * WORD_SLOTS
-        self._unpack_opts = {"ext_hook": self._ext_hook, "strict_map_key": False, "raw": False}
+        # a str with a lone surrogate crosses as Python holds it (Storm's Kryo carries any Java
+        # String): UTF-8 with the surrogate's three bytes, written and read back so
+        self._unpack_opts = {"ext_hook": self._ext_hook, "strict_map_key": False, "raw": False,
+                             "unicode_errors": "surrogatepass"}
 
     @staticmethod
     def _register(name: str, serializer_name: str | None) -> _Registered:
@@ -339,7 +342,8 @@ class Serializer:
 
     # --- encoding ----------------------------------------------------------------------------
     def _packer(self) -> msgpack.Packer:
-        return msgpack.Packer(default=self._default, use_bin_type=True, strict_types=True, buf_size=4096)
+        return msgpack.Packer(default=self._default, use_bin_type=True, strict_types=True, buf_size=4096,
+                              unicode_errors="surrogatepass")
 
     def _pack(self, obj: Any) -> bytes:
         """Pack ``obj`` with this thread's packer for the current nesting depth."""

@@ -143,7 +143,8 @@ class BasicCollectorBase:
     def emit(self, values, stream=_DEFAULT_STREAM):
         """Emit ``values`` on ``stream``, anchored to the current input."""
         r = self._routers.get(stream)
-        if r is None or r.direct or len(values) != r.nfields or type(values) is self._tuple_type:
+        if (r is None or r.direct or type(values) is not list and not isinstance(values, (list, tuple))
+                or len(values) != r.nfields or type(values) is self._tuple_type):
             return self._out.emit(values, self.input, stream)  # raises the collector's error
         r.emitted += 1
         if r.silent:  # nobody subscribes (W1's counts): nothing to route, make or send

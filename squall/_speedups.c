@@ -1224,8 +1224,9 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
         return emit_by_python(self, values, stream);
     }
     int is_list = PyList_CheckExact(values);  /* the common case: no Tuple, its size at hand */
-    if (!is_a(ro, &RouterBase_Type, &seen_router) || (!is_list && is_a(values, &TupleBase_Type, &seen_tuple)))
-        return emit_by_python(self, values, stream);
+    if (!is_a(ro, &RouterBase_Type, &seen_router) ||
+            (!is_list && (is_a(values, &TupleBase_Type, &seen_tuple) || !(PyList_Check(values) || PyTuple_Check(values)))))
+        return emit_by_python(self, values, stream);  /* not a list of values (a str, a dict): Python's error */
     RouterBase *r = (RouterBase *)ro;
     if (r->direct != Py_False || r->nfields == NULL || r->silent == NULL)  /* a direct stream, or a router not set up: Python's errors */
         return emit_by_python(self, values, stream);
@@ -3179,7 +3180,8 @@ SpoutCollectorBase_emit(SpoutCollectorBase *self, PyObject *const *args, Py_ssiz
     RouterBase *r = (RouterBase *)ro;
     if (ro == NULL || !is_a(ro, &RouterBase_Type, &seen_router) || r->direct != Py_False || r->nfields == NULL ||
             r->choose == NULL || self->ex == NULL ||
-            (tracked && !self->acking))  /* Storm acks inside emit when acking is off: Python's path */
+            (tracked && !self->acking) ||  /* Storm acks inside emit when acking is off: Python's path */
+            !(PyList_Check(values) || PyTuple_Check(values)))  /* not a list of values: Python's error */
         goto general;
     Py_ssize_t n = PyObject_Size(values);
     if (n < 0) {

@@ -29,7 +29,7 @@ from .._tuple import Tuple, tick_source
 from .acker import ACK, FAIL, RESET
 from .executor import Executor, TaskStats, Wiring, debug_log, error_record, log
 from .plan import ExecutorSpec
-from .routing import _NOWHERE, Router, build_routers, wrong_size
+from .routing import _NOWHERE, Router, build_routers, not_values, wrong_size
 
 _get_ident = threading.get_ident
 
@@ -218,7 +218,7 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         r = self.routers.get(stream)
         if r is None or r.direct:
             self._bad_stream(stream, r)
-        if len(values) != r.nfields or type(values) is Tuple:
+        if type(values) is Tuple or not_values(values) or len(values) != r.nfields:
             raise _bad_values(r, values)
         targets = r.choose(values)
         self._send(r, targets, values, anchors)
@@ -230,7 +230,7 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         r = self.routers.get(stream)
         if r is None:
             self._bad_stream(stream, r)
-        if len(values) != r.nfields or type(values) is Tuple:
+        if type(values) is Tuple or not_values(values) or len(values) != r.nfields:
             raise _bad_values(r, values)
         kind = r.direct_targets.get(task_id)
         if kind is False:

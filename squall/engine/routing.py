@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 from .._errors import EmitError
 from .._fields import GlobalStreamId
@@ -43,13 +44,21 @@ class Router(RouterBase):
         self.silent = not direct_targets  # no subscriber at all: emits go nowhere
 
 
+def not_values(values: Any) -> bool:
+    """Whether ``values`` given to an emit is not a list or tuple of values (a str or a dict of
+    the stream's length would otherwise pass the field count, and reach the bolts as itself)."""
+    return type(values) is not list and not isinstance(values, (list, tuple))
+
+
 def wrong_size(r: Router, values) -> EmitError:
-    """The error for an emit whose values do not match the stream's fields (as Storm checks)."""
+    """The error for an emit whose values do not match the stream's fields (as Storm checks), or
+    are not a list or tuple of values at all."""
     s = r.src
-    try:
-        got = f"{len(values)} fields"
-    except TypeError:
-        got = f"a {type(values).__name__}, not a list"
+    if not_values(values):
+        return EmitError(f"emit got a {type(values).__name__} as its values, not a list of them "
+                         f"(component [{s.component}], task {s.task}, stream [{s.stream}], "
+                         f"fields {list(s.fields)}, values {values!r:.200})")
+    got = f"{len(values)} fields"
     return EmitError(f"Tuple created with wrong number of fields. Expected {r.nfields} fields but got {got} "
                      f"(component [{s.component}], task {s.task}, stream [{s.stream}], "
                      f"fields {list(s.fields)}, values {values!r:.200})")

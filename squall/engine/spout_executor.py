@@ -37,7 +37,7 @@ from .executor import Executor, TaskStats, Wiring, debug_log, error_record
 from .pending_tuner import MaxPending
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
-from .routing import Router, build_routers, wrong_size
+from .routing import Router, build_routers, not_values, wrong_size
 from .stats import MAX_SPOUT_PENDING, component_figures
 
 
@@ -315,7 +315,7 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         r = self.routers.get(stream)
         if r is None or r.direct:
             self._bad_stream(stream, r)
-        if len(values) != r.nfields:
+        if not_values(values) or len(values) != r.nfields:
             raise wrong_size(r, values)
         targets = r.choose(values)
         self._send(r, targets, values, msg_id)
@@ -323,7 +323,7 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
 
     def emit_direct(self, task_id, values, msg_id=None, stream=DEFAULT_STREAM):
         r = self._router(stream)
-        if len(values) != r.nfields:
+        if not_values(values) or len(values) != r.nfields:
             raise wrong_size(r, values)
         kind = r.direct_targets.get(task_id)
         if kind is False:

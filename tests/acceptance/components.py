@@ -567,6 +567,73 @@ class WrongSizeBolt(Bolt):
         declarer.declare(Fields("only"))
 
 
+NOT_VALUES = ["xy", {"a": 1, "b": 2}, b"ab", None, 5]
+"""What a careless emit passes for a two-field stream's values: a str, dict or bytes of its length
+too, which a length check alone lets through."""
+
+
+def try_bad_emits(recorder: Recorder, who: str, emit: Any) -> None:
+    """Call ``emit`` with each of `NOT_VALUES`, recording what each raised."""
+    for values in NOT_VALUES:
+        try:
+            emit(values)
+            recorder.record("accepted", who, repr(values))
+        except Exception as e:  # noqa: BLE001 (the test reads what was raised)
+            recorder.record("refused", who, f"{type(e).__name__}: {e}")
+
+
+class NotValuesSpout(Spout):
+    """Tries to emit each of `NOT_VALUES` once, then emits one good tuple, acked."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.done = False
+
+    def next_tuple(self):
+        if not self.done:
+            self.done = True
+            try_bad_emits(self.recorder, "spout", lambda v: self.collector.emit(v, "bad"))
+            self.collector.emit(["a", "b"], "good")
+
+    def ack(self, msg_id):
+        self.recorder.record("ack", msg_id)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("a", "b"))
+
+
+class NotValuesBolt(Bolt):
+    """Tries each of `NOT_VALUES` anchored to its input, then passes the input on."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def execute(self, tup):
+        try_bad_emits(self.recorder, "bolt", lambda v: self.collector.emit(v, tup))
+        self.collector.emit(list(tup.values), tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("a", "b"))
+
+
+class NotValuesBasicBolt(BasicBolt):
+    """`NotValuesBolt` as a BasicBolt (the compiled BasicBolt emit)."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def execute(self, tup, collector):
+        try_bad_emits(self.recorder, "basic", collector.emit)
+        collector.emit(list(tup.values))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("a", "b"))
+
+
 class EmitReturnBolt(Bolt):
     """Records the task ids ``emit`` says it sent each tuple to, then acks."""
 

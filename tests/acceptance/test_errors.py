@@ -13,7 +13,7 @@ from squall.testing import AckFailMapTracker, FeederSpout, TupleCaptureBolt
 from ..conftest import wait_until
 from .components import (
     AckBolt, AlwaysCrashingBolt, BasicMisuseBolt, BranchingBolt, CrashingBolt, FloodSpout, CrashOnceSpout, FailingBasicBolt, Gate, PrepareCrashBolt, Recorder,
-    ReportingBolt, WrongSizeBolt,
+    NOT_VALUES, NotValuesBasicBolt, NotValuesBolt, NotValuesSpout, ReportingBolt, WrongSizeBolt,
 )
 from .conftest import wait_idle
 
@@ -208,6 +208,28 @@ def test_a_bolt_that_crashes_on_every_tuple_backs_off_and_shows_one_error_with_a
     assert err["component"] == "crasher" and err["error"] == "ValueError: cannot handle this value"
     assert err["fatal"] and err["count"] >= 3 and err["last_time"] > err["time"]
     assert info()["components"]["crasher"]["errors"] == [err]
+
+
+def test_an_emit_of_a_str_or_dict_for_its_values_is_refused_naming_component_and_stream(cluster):
+    """A str, dict or bytes as long as the stream's fields passed the field count and reached the
+    bolts as itself (t[0] a character); None or an int raised a bare TypeError."""
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("spout", NotValuesSpout(recorder))
+    builder.set_bolt("bolt", NotValuesBolt(recorder)).shuffle_grouping("spout")
+    builder.set_bolt("basic", NotValuesBasicBolt(recorder)).shuffle_grouping("bolt")
+    sink = TupleCaptureBolt()
+    builder.set_bolt("sink", sink).shuffle_grouping("basic")
+    cluster.submit_topology("not-values", {}, builder.create_topology())
+    assert wait_until(lambda: recorder.events("ack") == [("ack", "good")])
+    assert recorder.count("accepted") == 0, recorder.events("accepted")
+    refused = recorder.events("refused")
+    assert len(refused) == 3 * len(NOT_VALUES)
+    for _, who, error in refused:
+        component = "spout" if who == "spout" else who
+        assert error.startswith("EmitError: emit got a ") and "as its values, not a list of them" in error, error
+        assert f"component [{component}]" in error and "stream [default]" in error, error
+    assert sink.results() == {"basic": [("default", ["a", "b"])]}
 
 
 @pytest.mark.parametrize("how, message", [

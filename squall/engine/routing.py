@@ -15,7 +15,7 @@ from typing import Any
 
 from .._errors import EmitError
 from .._fields import GlobalStreamId
-from .._grouping import DIRECT, LoadAwareShuffleGrouping, chooser_of
+from .._grouping import CUSTOM, DIRECT, LoadAwareShuffleGrouping, chooser_of
 from .._native import RouterBase
 from .._tuple import Source
 from .load_mapping import LoadMapping
@@ -89,9 +89,28 @@ def build_routers(plan: TopologyPlan, component: str, task_id: int, context, rng
             if loads is not None and isinstance(g, LoadAwareShuffleGrouping):
                 g.use_load(loads.get, loads.fill)
             g.prepare(context, gsid, targets)
-            choosers.append(chooser_of(g, task_id))
+            choose = chooser_of(g, task_id)
+            choosers.append(_checked(choose, g, src, sub_id, targets) if grouping.kind == CUSTOM else choose)
         routers[stream] = Router(stream, src, _combine(choosers), info.direct, direct_targets)
     return routers
+
+
+def _checked(choose: Callable[[list], list[int]], grouping: object, src: Source, target: str,
+             targets: list[int]) -> Callable[[list], list[int]]:
+    """``choose`` (a user's custom grouping) with its choices checked against the tasks of the
+    component it groups for: a task of another component (an acker's, say) would get a tuple it
+    cannot read, and an unknown one failed deep in the emit."""
+    allowed = frozenset(targets)
+
+    def checked(values: list) -> list[int]:
+        tasks = choose(values)
+        if type(tasks) is not list or not allowed.issuperset(tasks):
+            bad = tasks if type(tasks) is not list else sorted({t for t in tasks if t not in allowed}, key=repr)
+            raise EmitError(f"custom grouping {type(grouping).__qualname__} chose {bad!r}: choose_tasks must return a "
+                            f"list of [{target}]'s task ids {targets} (component [{src.component}], task {src.task}, "
+                            f"stream [{src.stream}])")
+        return tasks
+    return checked
 
 
 def _combine(choosers: list[Callable[[list], list[int]]]) -> Callable[[list], list[int]]:

@@ -17,6 +17,7 @@ from typing import Any
 from squall import (
     BasicBolt,
     Bolt,
+    CustomStreamGrouping,
     FailedException,
     Fields,
     ReportedFailedException,
@@ -632,6 +633,46 @@ class NotValuesBasicBolt(BasicBolt):
 
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("a", "b"))
+
+
+class ByValueGrouping(CustomStreamGrouping):
+    """A careless custom grouping: the value names its choice (``"acker"``: task 1, an acker's;
+    ``"unknown"``: 999; ``"tuple"``: a tuple, not a list; anything else: the lowest target)."""
+
+    def prepare(self, context, stream, target_tasks):
+        self.lowest = min(target_tasks)
+
+    def choose_tasks(self, task_id, values):
+        return {"acker": [1], "unknown": [999], "tuple": (self.lowest,)}.get(values[0], [self.lowest])
+
+
+class ListedSpout(Spout):
+    """Emits each of ``values`` once (its own message id), recording what each emit raised."""
+
+    def __init__(self, recorder: Recorder, values: list) -> None:
+        self.recorder = recorder
+        self.values = values
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.left = list(self.values)
+
+    def next_tuple(self):
+        if self.left:
+            v = self.left.pop(0)
+            try:
+                self.collector.emit([v], v)
+            except Exception as e:  # noqa: BLE001 (the test reads what was raised)
+                self.recorder.record("refused", v, f"{type(e).__name__}: {e}")
+
+    def ack(self, msg_id):
+        self.recorder.record("ack", msg_id)
+
+    def fail(self, msg_id):
+        self.recorder.record("fail", msg_id)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("v"))
 
 
 class EmitReturnBolt(Bolt):

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from squall import Config, Fields, LocalCluster, TopologyBuilder
-from squall.testing import AckFailMapTracker, FeederSpout, complete_topology, read_tuples
+from squall.testing import AckFailMapTracker, FeederSpout, TupleCaptureBolt, complete_topology, read_tuples
 
 from ..conftest import wait_until
 from .components import (
+    ByValueGrouping, ListedSpout, Recorder,
     DirectEmitBolt, DirectOnRegularStreamBolt, IdentityBolt, LocalityBolt, NGrouping, RegularEmitToDirectBolt, TaskBolt,
     TestWordCounter, TestWordSpout, UndeclaredStreamBolt,
 )
@@ -213,6 +214,26 @@ def test_custom_grouping_ngrouping_sends_to_the_n_lowest_tasks(cluster):
     assert Counter(w for _t, _i, w in read_tuples(results, "3")) == {"a": 3, "b": 3}
     assert {i for _t, i, _w in read_tuples(results, "2")} == {0, 1}
     assert {i for _t, i, _w in read_tuples(results, "3")} == {0, 1, 2}
+
+
+def test_a_custom_grouping_choosing_tasks_not_its_targets_fails_the_emit_naming_it(cluster):
+    """An acker's task chosen got a tuple it cannot read (the worker crashed and crash-looped), an
+    unknown task raised a bare KeyError; now the emit raises, naming grouping, component and stream."""
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("src", ListedSpout(recorder, ["acker", "unknown", "tuple", "ok"]))
+    sink = TupleCaptureBolt()
+    builder.set_bolt("sink", sink, 2).custom_grouping("src", ByValueGrouping())
+    cluster.submit_topology("custom-bad", {}, builder.create_topology())
+    assert wait_until(lambda: recorder.events("ack") == [("ack", "ok")])
+    refused = {v: error for _, v, error in recorder.events("refused")}
+    assert sorted(refused) == ["acker", "tuple", "unknown"]
+    assert "chose [1]" in refused["acker"] and "chose [999]" in refused["unknown"] and "chose (" in refused["tuple"]
+    for error in refused.values():
+        assert error.startswith("EmitError: custom grouping ByValueGrouping chose ") and "[sink]'s task ids" in error
+        assert "component [src]" in error and "stream [default]" in error
+    assert sink.results() == {"src": [("default", ["ok"])]}
+    assert not cluster.get_topology_info("custom-bad")["errors"]
 
 
 def test_emit_direct_to_a_task_expecting_a_regular_grouping_crashes_with_storms_message(cluster):

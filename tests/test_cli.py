@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -450,6 +452,43 @@ def test_monitor_prints_an_error_again_with_its_count_when_it_repeats(capsys):
     _print_errors(info, since=seen)
     assert capsys.readouterr().err.splitlines() == ["squall: wc: error in [split]: ValueError: bad",
                                                     "squall: wc: error in [split]: ValueError: bad (x3)"]
+
+
+class _TwoTaskMaster:
+    """A component "b" with two tasks, each emitting 100 more on "default" (and some on the system
+    and batch-count streams, not counted) between polls; before poll 3 task 2's worker restarted."""
+
+    def __init__(self):
+        self.polls = 0
+        self.counts = {"1": 10_000, "2": 10_000}  # hours of counts already
+
+    def get_topology_info(self, name):
+        self.polls += 1
+        if self.polls > 1:
+            self.counts = {t: n + 100 for t, n in self.counts.items()}
+        if self.polls == 4:
+            self.counts["2"] = 100  # counted again from zero, by the new worker
+        tasks = {t: {"emitted": {"default": n, "__metrics": 7 * self.polls, "$coord-b": n},
+                     "transferred": {"default": 2 * n}} for t, n in self.counts.items()}
+        return {"name": name, "errors": [],
+                "components": {"b": {"type": "bolt", "executors": 2, "tasks": 2, "task_stats": tasks}}}
+
+
+def test_monitor_counts_each_task_from_zero_after_its_worker_restarted_and_the_others_on(monkeypatch, capsys):
+    """The sum over the tasks went down by less than one task's count: judged on the sum, the
+    restart printed the surviving task's whole count (10,400 here) as one interval's tuples."""
+    from squall.cli import _cluster
+
+    monkeypatch.setattr(_cluster, "_master", lambda args: contextlib.nullcontext(_TwoTaskMaster()))
+    monkeypatch.setattr(_cluster.time, "sleep", lambda secs: None)
+    args = argparse.Namespace(name="t", component="b", stream=None, watch="emitted", interval=0.001, count=4)
+    assert _cluster.cmd_monitor(args) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [(r[3], int(r[5])) for r in rows] == [("default", 200)] * 4
+    monkeypatch.setattr(_cluster, "_master", lambda args: contextlib.nullcontext(_TwoTaskMaster()))
+    args = argparse.Namespace(name="t", component="b", stream="default", watch="transferred", interval=0.001, count=4)
+    assert _cluster.cmd_monitor(args) == 0
+    assert [int(line.split("\t")[5]) for line in capsys.readouterr().out.splitlines()[1:]] == [400] * 4
 
 
 def _run_with_stdout_closed(*argv: str) -> subprocess.CompletedProcess:

@@ -31,7 +31,7 @@ from .._config import Config, conf_value, find_conf_file, submit_warnings
 from .._errors import RpcError, SquallError
 from .._redact import redact_logs
 from .._submitter import StormSubmitter
-from .._system import ACKER_COMPONENT
+from .._system import ACKER_COMPONENT, is_system_id
 from .._wire import AuthenticationError
 from ..cluster.client import MasterClient, master_address
 from ..cluster.health import HealthCheck
@@ -472,11 +472,12 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     """``squall monitor NAME [-i SECS] [-m COMPONENT] [-s STREAM] [-w emitted|transferred] [--count N]``.
 
     Storm's columns, one line per watched component each interval: the tuples counted on the
-    stream (without ``-s``: on each of its streams but Trident's batch counts and packs, named in the
-    stream column) since the last poll and the throughput in tuples per millisecond (thousands a
-    second). The counts are Storm's statistics, the same as the UI's (the component page's
-    output stats, all time); a count that went down (a worker restarted, and its counts with
-    it) is counted from zero.
+    stream (without ``-s``: on each of its streams but Trident's batch counts and packs and the
+    system streams, named in the stream column) since the last poll and the throughput in tuples
+    per millisecond (thousands a second). The counts are each task's own, as its worker last
+    reported them (exact: not the UI's sampled estimates), and a task's count that went down (its
+    worker restarted, and its counts with it) is counted from zero, while the component's other
+    tasks count on.
     """
     with _master(args) as master, _interrupted_by_sigint():
         info = master.get_topology_info(args.name)
@@ -486,16 +487,22 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
         streams: dict[str, set[str]] = {cid: set() for cid in watched}  # what each one's rows count
 
-        def count(cid: str) -> int:
-            outputs = master.get_component_page(args.name, cid)["outputStats"]
-            if args.stream is not None:
-                return sum(o[args.watch] for o in outputs if o["stream"] == args.stream)
-            counted = [o for o in outputs if not o["stream"].startswith(_BATCH_COUNT_STREAMS)]
-            streams[cid].update(o["stream"] for o in counted)
-            return sum(o[args.watch] for o in counted)
-        last = {cid: count(cid) for cid in watched}
+        def counts(info: dict[str, Any], cid: str) -> dict[str, int]:
+            """Task id -> its count of the watched tuples, for the tasks whose worker reported."""
+            out = {}
+            for task, stats in info["components"][cid].get("task_stats", {}).items():
+                by_stream = stats.get(args.watch) or {}
+                if args.stream is not None:
+                    out[str(task)] = int(by_stream.get(args.stream, 0))
+                    continue
+                counted = [st for st in by_stream if not st.startswith(_BATCH_COUNT_STREAMS) and not is_system_id(st)]
+                streams[cid].update(counted)
+                out[str(task)] = sum(int(by_stream[st]) for st in counted)
+            return out
+        last = {cid: counts(info, cid) for cid in watched}
         if args.stream is not None:  # Storm's Monitor: "stream: X not found"
-            known = {o["stream"] for cid in watched for o in master.get_component_page(args.name, cid)["outputStats"]}
+            known = {st for cid in watched for stats in info["components"][cid].get("task_stats", {}).values()
+                     for st in (stats.get(args.watch) or {}) if not is_system_id(st)}
             if known and args.stream not in known:
                 raise UserError(f"stream {args.stream!r} not found: {', '.join(watched)} emitted on "
                                 f"{', '.join(sorted(known))}")
@@ -515,9 +522,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
                 diff_ms = round(1000 * (now - then))
                 for cid in watched:
                     c = info["components"][cid]
-                    now_count = count(cid)
-                    delta = now_count - last[cid] if now_count >= last[cid] else now_count
-                    last[cid] = now_count
+                    delta = 0
+                    for task, now_count in counts(info, cid).items():
+                        before = last[cid].get(task, 0)
+                        delta += now_count - before if now_count >= before else now_count  # restarted: from zero
+                        last[cid][task] = now_count
                     throughput = delta / diff_ms if diff_ms else 0.0
                     stream = args.stream or ",".join(sorted(streams[cid])) or "default"
                     print(f"{args.name}\t{cid}\t{c['executors']}\t{stream}\t{diff_ms}\t{delta}\t"

@@ -79,6 +79,10 @@ def zookeeper_servers(conf: Mapping[str, Any]) -> str | None:
     return ",".join(str(parse_seed(str(s), port)) for s in servers)
 
 
+class NodeRefused(SquallError):
+    """A node's value is not one this cluster's masters wrote there (`Coordinator.read`)."""
+
+
 @dataclass(frozen=True)
 class ZooKeeperCredential:
     """The digest credential a cluster's masters give ZooKeeper, and its nodes' ACL admits:
@@ -328,9 +332,10 @@ class Coordinator:
             log.warning("ZooKeeper node %s refused: %s", path, why)
         return None
 
-    def read(self, path: str) -> Any:
+    def read(self, path: str, strict: bool = False) -> Any:
         """The value at ``path``: None if there is no such node; if its value is not one this
-        cluster's masters wrote there, the last one read there that was (None if none)."""
+        cluster's masters wrote there, the last one read there that was (None if none, or with
+        ``strict``, `NodeRefused`: for a value whose absence means "start afresh")."""
         from kazoo.exceptions import NoNodeError
         try:
             data, stat = self.zk.get(path)
@@ -340,6 +345,9 @@ class Coordinator:
         self._read.add(path)
         value = self._open(path, data, stat)
         if value is None:
+            if strict and data and path not in self._good:
+                raise NodeRefused(f"ZooKeeper node {path} holds a value this cluster's masters did not write there "
+                                  "(altered, or sealed under another squall.secret)")
             return self._good.get(path)
         self._good[path] = value
         self._warned.pop(path, None)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import builtins
 import hashlib
-import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,14 +43,15 @@ from .._transactional import (
     under,
     write_each,
 )
-
-log = logging.getLogger("squall.master")
+from .ha import NodeRefused
 
 __all__ = ["FileStore", "MemoryBackend", "ZooKeeperStore", "topology_dir_name"]
 
 _MAX_DIR_NAME = 200
 _SUFFIX = ".v"  # a value file's: write_private's temporaries (".<name>.<pid>.<tid>.tmp") lack it
 _WHERE = "storm.local.dir (the master keeps its files in <storm.local.dir>/nimbus)"
+_AFRESH = ("restore it from a backup, or, to start that topology's Trident state afresh, kill the topology, "
+           "delete its state and the map states it wrote, and submit it again")
 
 
 def topology_dir_name(topology: str) -> str:
@@ -83,8 +83,14 @@ class FileStore:
         return self._dir(topology) / (key_to_name(key) + _SUFFIX)
 
     def get(self, topology: str, key: str) -> bytes | None:
-        """See `TransactionalBackend.get`; a file that does not carry this cluster's seal for this
-        key is refused with a warning naming it, as if there were none."""
+        """See `TransactionalBackend.get`.
+
+        Raises:
+            TransactionalStateError: the file does not carry this cluster's seal for this key,
+                naming it. Not read as none: a Trident coordinator without its state starts
+                its txids again, and states that keep a txid per key would apply the new
+                batches over the old counts.
+        """
         from .._sealed import SealError, unseal
         path = self._file(topology, check_key(key))
         try:
@@ -94,9 +100,9 @@ class FileStore:
         try:
             return unseal(self.secret, _kind(topology, key), blob)
         except SealError as e:
-            log.warning("transactional state file %s refused: not one this cluster's master wrote for key %r of "
-                        "topology %r (%s)", path, key, topology, e)
-            return None
+            raise TransactionalStateError(
+                f"transactional state file {path} refused: not one this cluster's master wrote for key {key!r} of "
+                f"topology {topology!r} ({e}); {_AFRESH}") from None
 
     def put(self, topology: str, key: str, blob: bytes) -> None:
         """See `TransactionalBackend.put`: durable (fsynced) once it returns."""
@@ -152,11 +158,14 @@ class ZooKeeperStore:
         """See `TransactionalBackend.get`; a node this cluster's masters did not write there
         reads as none (`Coordinator.read` warns, naming it)."""
         path = self._path(topology, check_key(key))
-        value = self.zk.read(path)
-        if not (isinstance(value, dict) and isinstance(value.get("value"), str)):
-            if value is not None:
-                log.warning("ZooKeeper node %s refused: not a transactional state value", path)
+        try:
+            value = self.zk.read(path, strict=True)
+        except NodeRefused as e:
+            raise TransactionalStateError(f"{e}; {_AFRESH}") from None
+        if value is None:
             return None
+        if not (isinstance(value, dict) and isinstance(value.get("value"), str)):
+            raise TransactionalStateError(f"ZooKeeper node {path} refused: not a transactional state value; {_AFRESH}")
         return base64.b64decode(value["value"])
 
     def put(self, topology: str, key: str, blob: bytes) -> None:

@@ -549,7 +549,7 @@ def test_trident_state_is_kept_in_zookeeper_sealed_and_the_new_leader_has_it(ha_
     import base64
     import pickle
 
-    from squall._transactional import Delete, MasterBackend, Put
+    from squall._transactional import Delete, MasterBackend, Put, TransactionalStateError
     from squall.cluster.seeds import master_link
     from squall.trident.txstate import BackedTransactionalState
 
@@ -576,11 +576,13 @@ def test_trident_state_is_kept_in_zookeeper_sealed_and_the_new_leader_has_it(ha_
         state.write([Put("meta/42", 1), Put("currtx", 43), Delete("meta"), Put("meta/43", 2)])
         assert state.list() == ["currtx", "meta/43"] and state.get("meta/43") == 2
         assert pickle.loads(base64.b64decode(b.master.ha.read(node)["value"])) == 43
-        # a sealed value copied to another key's node is refused, naming the node
+        # a sealed value copied to another key's node is refused, naming the node: an error, not
+        # "none" (a coordinator without its state would start its txids again)
         forged = b.master.ha.path("transactional", "words", "coordinator~forged")
         b.master.ha.zk.create(forged, b.master.ha.zk.get(node)[0], makepath=True)
-        with caplog.at_level(logging.WARNING, "squall.master"):
-            assert state.get("forged") is None
+        with caplog.at_level(logging.WARNING, "squall.master"), pytest.raises(TransactionalStateError) as refused:
+            state.get("forged")
+        assert f"ZooKeeper node {forged} holds a value this cluster's masters did not write" in str(refused.value)
         assert _logged(caplog, forged, "refused")
     finally:
         link.close()

@@ -62,8 +62,8 @@ class Transport(abc.ABC):
     """
 
     address: str
-    # told ``(task, why)`` of each item it refused to send (too large to cross): the worker
-    # reports it as an error of the task's component
+    # told ``(task, why)`` of each item it refused to send (too large to cross): the emitting
+    # task of a tuple (else the target's), whose component the worker reports it as an error of
     on_refused: Callable[[int, str], None] | None = None
     # told, from the transport's own thread, that items arrived for `poll`: the worker wakes
     # its sleeping loops

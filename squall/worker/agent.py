@@ -228,7 +228,7 @@ class WorkerAgent:
         transport.on_arrival = worker.wake_loops
         refused_tasks: set[int] = set()
 
-        def refused(task: int, why: str) -> None:  # an item too large to send: say so once per task
+        def refused(task: int, why: str) -> None:  # an item too large to send: say so once per emitting task
             if task not in refused_tasks:
                 refused_tasks.add(task)
                 self._errors.append(error_record(plan.task_to_component.get(task, "__transport"), task, why,

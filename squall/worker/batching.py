@@ -92,7 +92,7 @@ class BatchingTransport(Transport):
         self._origin = origin
         self._warn = RateLimitedLog(log, limit=5, period=10.0)
         self.refused = 0  # items refused because, alone, they exceed max_message_bytes
-        self.on_refused: Callable[[int, str], None] | None = None  # told (task, why) of each
+        self.on_refused: Callable[[int, str], None] | None = None  # told (emitting task, why) of each
         # queues, sockets and backlogs are keyed by the address a peer worker first had: a
         # worker that restarts elsewhere (a Spark task on another executor) gets a new address
         # (`set_peers`), but the senders the executors hold keep appending to the same queue
@@ -291,15 +291,18 @@ class BatchingTransport(Transport):
             self._send_batch(key, items[:half])
             self._send_batch(key, items[half:])
         else:
-            task = items[0]
+            task, item = items[0], items[-1]
             header = SEAL_OVERHEAD + len(route)
-            why = (f"an item for task {task} is {len(data)} bytes serialized, which with its message's "
+            src = getattr(item, "_src", None)  # a tuple's emitter, in this worker: whose error it is
+            what = (f"a tuple emitted by [{src.component}] task {src.task} on stream [{src.stream}] for task {task}"
+                    if src is not None else f"an item for task {task}")
+            why = (f"{what} is {len(data)} bytes serialized, which with its message's "
                    f"{header}-byte header is over {MAX_MESSAGE_KEY} ({self.max_message_bytes}); it was "
                    f"not sent, and its tuple will time out")
             self.refused += 1
             self._warn.warning("%s", why)
             if self.on_refused is not None:
-                self.on_refused(task, why)
+                self.on_refused(src.task if src is not None else task, why)
 
     def _route(self, key: str) -> bytes:
         route = self._routes.get(key)

@@ -416,6 +416,12 @@ def test_a_batch_over_the_bound_is_sent_in_parts_and_an_item_too_large_alone_is_
         assert a.refused == 1 and len(refused) == 1
         task, why = refused[0]
         assert task == 7 and "squall.transport.max.message.bytes" in why and "4096" in why
+        # a tuple's is its emitter's error (the worker files it under that task's component)
+        send(Tuple(["x" * 5000], Source("split", "words", 3, Fields("word"))))
+        a.flush()
+        assert a.refused == 2
+        task, why = refused[1]
+        assert task == 3 and why.startswith("a tuple emitted by [split] task 3 on stream [words] for task 7 is ")
         assert b.dropped == 0
     finally:
         a.close()

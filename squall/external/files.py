@@ -45,6 +45,7 @@ from .._stable_hash import stable_hash_one
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.clock import Clock
+from ._arity import arity_error
 from ._file_locks import FileLocks
 from .offsets import OffsetManager
 from .retry import RetryBackoff, RetrySchedule, spout_backoff
@@ -489,7 +490,7 @@ class FileSpout(Spout):
     emitted again once ``backoff`` (`RetryBackoff`, storm-kafka-client's formula; default its
     delays, 0 s for the first retry, then 4 ms, 8 ms... at most 10 s) says it is due, up to
     ``max_retries`` re-emits (None: without limit; with ``backoff``, its own); then, and for a record
-    the translator cannot read (undecodable bytes), the raw record is appended to the
+    the translator cannot read (undecodable bytes, or values not one per field), the raw record is appended to the
     dead-letter file ``<dead_letter_dir>/<file>.dead`` as a JSON line naming file, offset and
     reason, logged, reported, and counted as done, so it is never silently dropped.
     ``dead_letter_dir`` defaults to ``<progress_dir>/filespout/<spout id>/dead-letter``, not the
@@ -523,7 +524,9 @@ class FileSpout(Spout):
             (`read_line`). The limit is passed by name, to a reader with a parameter called
             ``limit``. A reader of ``f`` alone (or with other optional arguments) still works: its records are measured after they
             are read, so it bounds its memory itself.
-        translator: ``bytes -> list``: a record's values; default the UTF-8 line without its end.
+        translator: ``bytes -> list``: a record's values, a list or tuple of one value per field;
+            default the UTF-8 line without its end. A record it raises on, or returns another
+            count of values (or no list or tuple) for, goes to the dead-letter file.
         stream: the stream to emit on.
         claim_files: claim files with lock files rather than own them by name hash.
         lock_timeout_secs: with ``claim_files``, how long an unchanged lock stays its owner's
@@ -744,11 +747,17 @@ class FileSpout(Spout):
             self._maybe_commit()
             return
         try:
-            values = list(self.translator(record))
+            translated = self.translator(record)
         except Exception as e:  # noqa: BLE001 - the user's translator or the decoder: the record is bad, not the spout
             reason = f"unreadable record: {type(e).__name__}: {e}"  # here: the name e ends with the except block
             self._set_aside(offset, lambda: self._dead_letter(offset, record, reason))
             return
+        # a wrong count would make emit raise: the worker dies, and its restart reads this record again
+        wrong = arity_error(translated, self.fields)
+        if wrong is not None:
+            self._set_aside(offset, lambda: self._dead_letter(offset, record, f"unreadable record: {wrong}"))
+            return
+        values = list(translated)
         self.tracker.add_to_emitted(offset, self.handle.tell())
         self.inflight.add(offset, values)
         self.collector.emit(values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]

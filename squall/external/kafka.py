@@ -35,6 +35,7 @@ from .._components import Spout
 from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from ..engine.clock import Clock
+from ._arity import arity_error
 from .offsets import OffsetManager
 from .retry import RetryBackoff, RetrySchedule
 
@@ -624,6 +625,11 @@ class KafkaSpout(Spout):
         else:
             if values is None and self.config.emit_null_tuples:  # a tuple of nulls, not emit(None)
                 values = [None] * len(self.config.output_fields)
+            # a wrong count would make emit raise: the restarted task polls this record first again
+            wrong = None if values is None else arity_error(values, self.config.output_fields)
+            if wrong is not None:
+                self._dead(r, f"malformed record: {wrong}")
+                values = None
         if not self._alo:
             if values is not None:
                 self.collector.emit(values)

@@ -45,6 +45,7 @@ from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from .._redact import redact_text
 from ..engine.clock import Clock
+from ._arity import arity_error
 from .retry import RetryBackoff, RetrySchedule
 
 log = logging.getLogger(__name__)
@@ -516,6 +517,10 @@ class RedisStreamSpout(Spout):
                 # entry first: a crash loop. The entry goes to the dead letters instead.
                 self._dead_letter(entry, f"stream {self.stream!r} entry {entry.id}: translator "
                                          f"raised {type(e).__name__}: {e}")
+                continue
+            wrong = arity_error(values, self.output_fields)  # else emit raises: the same crash loop
+            if wrong is not None:
+                self._dead_letter(entry, f"stream {self.stream!r} entry {entry.id}: {wrong}")
                 continue
             self._tracked[entry.id] = _Tracked(entry, values)
             self._ready.append(entry.id)

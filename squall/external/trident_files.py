@@ -7,8 +7,8 @@ bolt reads the files whose name hashes to it, so no file changes task as files c
 metadata is the byte range ``{"start", "end"}`` it read, so a replayed txid reads exactly the same
 bytes again and emits the same tuples. Lines are read with `squall.external.files`' reader
 (``read_line``, bounded by ``topology.filespout.max.record.bytes``) and turned into values by a
-translator (default: the line as UTF-8, ``["line"]``); a line that is too long or that the
-translator refuses is logged as a dead letter, naming the file and offset, and skipped, the same
+translator (default: the line as UTF-8, ``["line"]``); a line that is too long, that the
+translator refuses or turns into values that are not one per field is logged as a dead letter, naming the file and offset, and skipped, the same
 way on every replay. A line being written (no newline yet) waits for a later batch.
 
 Files must only grow: a file that is shorter than a batch's range when the batch is replayed, or
@@ -28,6 +28,7 @@ from .._config import setting
 from .._fields import Fields
 from .._stable_hash import stable_hash_one
 from ..trident.partitioned import IPartitionedTridentSpout
+from ._arity import arity_error
 from .files import (
     IN_PROGRESS,
     MAX_RECORD_KEY,
@@ -131,7 +132,7 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
         size = sum(map(len, lines)) + len(lines)
         data = block[:size]
         sha.update(data)
-        if self.spout.translator is translate_text:
+        if self.spout.translator is translate_text and len(self.spout.fields) == 1:
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
@@ -173,8 +174,14 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
         except ValueError as e:
             log.error("FileTridentSpout dead letter: %s offset %d: %s: %s", path, offset, type(e).__name__, e)
             return
-        if values is not None:
-            collector.emit(list(values))
+        if values is None:
+            return
+        # a wrong count fails the batch, and every replay of it again: the file would stall for good
+        wrong = arity_error(values, self.spout.fields)
+        if wrong is not None:
+            log.error("FileTridentSpout dead letter: %s offset %d: %s", path, offset, wrong)
+            return
+        collector.emit(list(values))
 
     def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
         """Each file's next lines after the previous batch's range."""
@@ -237,8 +244,9 @@ class _Buffer:
 class FileTridentSpout(IPartitionedTridentSpout):
     """A transactional Trident spout over the files of ``directory``; see the module docstring.
 
-    ``fields``: the tuples' fields; ``translator(line_bytes) -> values`` (None: skip the line;
-    ValueError: a dead letter); ``max_batch_records``: lines per file per batch.
+    ``fields``: the tuples' fields; ``translator(line_bytes) -> values`` (a list or tuple of one
+    value per field; None: skip the line; ValueError, or values of another count: a dead letter);
+    ``max_batch_records``: lines per file per batch.
     """
 
     def __init__(self, directory: str | os.PathLike, fields: Sequence[str] = ("line",), *,

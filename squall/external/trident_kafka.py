@@ -40,6 +40,7 @@ from .._stable_hash import stable_hash_one
 from ..engine.clock import Clock
 from ..trident.coordinator import max_active_batches
 from ..trident.partitioned import IOpaquePartitionedTridentSpout, IPartitionedTridentSpout, partition_key
+from ._arity import arity_error
 from .kafka import (
     ConfluentConsumer,
     Consumer,
@@ -233,6 +234,11 @@ class KafkaTridentSpoutEmitter(IPartitionedTridentSpout.Emitter, IOpaquePartitio
             # partition would stall for good. Skipped as the plain spout does, in every attempt.
             why = e if isinstance(e, ValueError) else f"translator raised {type(e).__name__}: {e}"
             (self.config.dead_letter or log_dead_letter)(record, f"malformed record: {why}")
+            return
+        # a wrong count fails the batch, and every replay of it again: the partition would stall
+        wrong = None if values is None else arity_error(values, self.config.output_fields)
+        if wrong is not None:
+            (self.config.dead_letter or log_dead_letter)(record, f"malformed record: {wrong}")
             return
         if values is not None or self.config.emit_null_tuples:
             collector.emit(values)

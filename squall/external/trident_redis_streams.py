@@ -30,6 +30,7 @@ import redis
 from .._fields import Fields
 from .._redact import redact_text
 from ..trident.partitioned import IPartitionedTridentSpout
+from ._arity import arity_error
 from .redis_streams import Entry, FieldsTranslator, MalformedEntry
 from .trident_redis import call_or_fail_batch
 
@@ -98,6 +99,11 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
                 values = self.spout.translator(key, Entry(entry_id, fields))
             except MalformedEntry as e:
                 log.error("RedisStreamTridentSpout dead letter: %s", e)
+                continue
+            # a wrong count fails the batch, and every replay of it again: the stream would stall
+            wrong = arity_error(values, self.spout.output_fields)
+            if wrong is not None:
+                log.error("RedisStreamTridentSpout dead letter: stream %r entry %s: %s", key, entry_id, wrong)
                 continue
             collector.emit(list(values))
 

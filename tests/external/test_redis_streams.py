@@ -404,6 +404,25 @@ def test_a_translator_raising_any_error_dead_letters_the_entry_instead_of_killin
     s.close()
 
 
+def test_a_translator_returning_another_count_of_values_dead_letters_the_entry(redis_server):
+    # emit raised on it: the worker died, and its restart read this pending entry first again
+    r = redis_server.client()
+    good = r.xadd(STREAM, {"csv": "u0,1"})
+    bad = r.xadd(STREAM, {"csv": "u1,2,3"})
+    s, collector = spout(redis_server.url, translator=lambda stream, e: e.fields["csv"].split(","),
+                         output_fields=["user", "n"])
+    pump(s, collector, 1)
+    assert collector.emitted == [(["u0", "1"], good)]
+    [(_, dead)] = r.xrange(f"{STREAM}:dead")
+    assert dead["id"] == bad
+    assert dead["error"] == (f"stream 'events' entry {bad}: the translator returned 3 value(s) for 2 "
+                             f"field(s) (user, n)")
+    s.ack(good)
+    s.next_tuple()  # sends the acks held back
+    assert pending(r) == 0
+    s.close()
+
+
 def test_a_spout_recreates_its_group_after_the_server_lost_everything(redis_server, caplog):
     r = redis_server.client()
     [first] = add(r, 1)

@@ -274,6 +274,35 @@ def resume_offset(marks: Sequence[FileMark], fd: int) -> tuple[int, list[str]]:
     return start, rejected
 
 
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK})
+
+
+def rename_no_replace(src: str | os.PathLike, dst: str | os.PathLike) -> bool:
+    """Renames ``src`` to ``dst`` unless ``dst`` exists: True if renamed, False (``src`` left as
+    it is) if ``dst`` is another file. ``os.replace`` would silently destroy ``dst``.
+
+    A hard link to ``dst`` and the unlink of ``src``: the link fails if ``dst`` exists, so two
+    writers racing for one name never both win. A ``dst`` that is already ``src`` (same device
+    and inode: a crash came between the link and the unlink) counts as renamed. On a file system
+    without hard links (some FUSE or SMB mounts) it checks, then renames: a writer racing for
+    the same name between the two can still be replaced there."""
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except FileExistsError:
+        a, b = os.lstat(src), os.lstat(dst)
+        if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
+            return False
+    except OSError as e:
+        if e.errno not in _NO_HARD_LINKS:
+            raise
+        if os.path.lexists(dst):
+            return False
+        os.rename(src, dst)
+        return True
+    os.unlink(src)
+    return True
+
+
 def append_dead_letter(directory: str, name: str, entry: dict, kept: Kept | None = None) -> str:
     """Append ``entry`` as a JSON line to ``<directory>/<name>.dead``, durably (owner-only);
     returns the file's path. A record counts as done only after this returns.
@@ -514,7 +543,9 @@ class FileSpout(Spout):
     owns until they are finished, so changing the parallelism between runs loses nothing.
 
     When every line of a file is acked, the file is renamed with ``done_suffix`` (HdfsSpout moves
-    it to its archive directory) and forgotten by the progress file.
+    it to its archive directory) and forgotten by the progress file. The rename never replaces a
+    file: if ``<name><done_suffix>`` exists (an earlier file of the same name), the first free
+    ``<name>.<n><done_suffix>`` (n = 1, 2, ...) is taken, with a warning.
 
     Args:
         directory: the directory to read.
@@ -918,7 +949,15 @@ class FileSpout(Spout):
             log.warning("FileSpout %r: %s was moved or replaced while it was read; every line read "
                         "is acked, and the file is left as it is", self.spout_id, src)
             return
-        os.replace(src, src + self.done_suffix)
+        # never over an earlier file's done name (a name that comes back every day): that archive
+        # would be lost. HdfsSpout's rename to its archive directory fails rather than replace.
+        done, n = src + self.done_suffix, 0
+        while not rename_no_replace(src, done):
+            n += 1
+            done = f"{src}.{n}{self.done_suffix}"
+        if n:
+            log.warning("FileSpout %r: %s is taken (an earlier file of that name, done); renamed %s "
+                        "to %s instead", self.spout_id, src + self.done_suffix, src, done)
 
     def _maybe_commit(self) -> None:
         if self.acks_since_commit >= self.commit_every or (

@@ -1,0 +1,61 @@
+"""FileSpout's done rename never replaces a file: a name that comes back (``events.log`` every
+day) used to be renamed with ``os.replace`` over the earlier file's ``events.log.done``, which
+was lost. Storm's HdfsSpout moves a finished file into its archive with a rename that fails
+rather than replace one.
+
+The spout task is driven directly (open, next_tuple, ack), as in test_file_progress.py."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from tests.external.test_file_progress import Task, lines, write_lines
+
+
+def finish(task: Task, expected: list[str]) -> None:
+    got = task.pump()
+    assert lines(got) == expected
+    task.ack(got)
+    task.pump()  # finds the end of the file: renamed done
+
+
+def test_a_file_of_a_name_done_before_is_renamed_done_beside_the_first_one(tmp_path, caplog):
+    src, local = tmp_path / "in", tmp_path / "local"
+    src.mkdir()
+    write_lines(src / "events.log", ["day1-a", "day1-b"])
+    task = Task(src, local)
+    finish(task, ["day1-a", "day1-b"])
+    assert (src / "events.log.done").read_text() == "day1-a\nday1-b\n"
+    write_lines(src / "events.log", ["day2-a"])  # the same name again, the next day
+    with caplog.at_level(logging.WARNING, "squall.external.files"):
+        finish(task, ["day2-a"])
+    write_lines(src / "events.log", ["day3-a", "day3-b", "day3-c"])
+    finish(task, ["day3-a", "day3-b", "day3-c"])
+    # every finished file kept, each under its own name, and nothing read twice
+    assert {p.name: p.read_text() for p in src.iterdir()} == {
+        "events.log.done": "day1-a\nday1-b\n", "events.log.1.done": "day2-a\n",
+        "events.log.2.done": "day3-a\nday3-b\nday3-c\n"}
+    assert lines(task.out.emitted) == ["day1-a", "day1-b", "day2-a", "day3-a", "day3-b", "day3-c"]
+    assert any("events.log.done is taken" in r.getMessage() and "events.log.1.done" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_rename_no_replace_keeps_the_file_in_the_way(tmp_path):
+    from squall.external.files import rename_no_replace
+
+    (tmp_path / "a").write_text("new")
+    (tmp_path / "b").write_text("old")
+    assert not rename_no_replace(tmp_path / "a", tmp_path / "b")
+    assert (tmp_path / "a").read_text() == "new" and (tmp_path / "b").read_text() == "old"
+    assert rename_no_replace(tmp_path / "a", tmp_path / "c")
+    assert not (tmp_path / "a").exists() and (tmp_path / "c").read_text() == "new"
+
+
+def test_rename_no_replace_after_a_crash_between_link_and_unlink_completes_it(tmp_path):
+    from squall.external.files import rename_no_replace
+
+    (tmp_path / "a").write_text("x")
+    os.link(tmp_path / "a", tmp_path / "b")  # the crash came after the link
+    assert rename_no_replace(tmp_path / "a", tmp_path / "b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]

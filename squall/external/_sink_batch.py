@@ -153,7 +153,8 @@ class BatchingSinkBolt(Bolt):
 
     Subclasses give ``_open`` (returns the batches already committed by this task, oldest
     first, and the schema to write with) and ``_commit(seq, table, ids)`` (makes the batch
-    durable in one step, or raises `SinkWriteError` if it is not).
+    durable in one step and returns the sequence number it is committed under: ``seq``, or a
+    later one where another writer took ``seq``; or raises `SinkWriteError` if it is not).
     """
 
     def __init__(self, schema: pa.Schema | list | dict, id_field: str, batch_size: int = 1000,
@@ -236,7 +237,7 @@ class BatchingSinkBolt(Bolt):
         if table.num_rows:
             ids = [key for key in rows if key not in bad]
             try:
-                self._commit(self._seq, table, ids)
+                seq = self._commit(self._seq, table, ids)
             except Exception as e:  # noqa: BLE001 (any failed write: reported, and its tuples failed to replay)
                 err = e if isinstance(e, SinkWriteError) else SinkWriteError(
                     f"sink {self.component!r}: batch {self.task_name}#{self._seq} of {len(ids)} rows "
@@ -246,8 +247,8 @@ class BatchingSinkBolt(Bolt):
                 for tup in good:
                     self.collector.fail(tup)
                 return
-            self._committed.add(CommittedBatch(self._seq, ids))
-            self._seq += 1
+            self._committed.add(CommittedBatch(seq, ids))
+            self._seq = seq + 1
         for tup in good:
             self.collector.ack(tup)
 
@@ -268,5 +269,5 @@ class BatchingSinkBolt(Bolt):
     def _open(self) -> list[CommittedBatch]:
         raise NotImplementedError
 
-    def _commit(self, seq: int, table: pa.Table, ids: list) -> None:
+    def _commit(self, seq: int, table: pa.Table, ids: list) -> int:
         raise NotImplementedError

@@ -91,7 +91,7 @@ class DeltaSinkBolt(BatchingSinkBolt):
                 f"not in the sink's schema: {extra or 'none'}")
         self.schema = pa.schema([existing.field(n) for n in self.schema.names])
 
-    def _commit(self, seq: int, table: pa.Table, ids: list) -> None:
+    def _commit(self, seq: int, table: pa.Table, ids: list) -> int:
         props = CommitProperties(
             custom_metadata={APP_KEY: self.app_id, SEQ_KEY: str(seq), IDS_KEY: json.dumps(ids)},
             app_transactions=[Transaction(self.app_id, seq)])
@@ -107,5 +107,6 @@ class DeltaSinkBolt(BatchingSinkBolt):
             except Exception:  # noqa: BLE001 (unknown whether it landed: the write's own error is raised)
                 done = None
             if done is not None and done >= seq:
-                return
+                return seq
             raise
+        return seq

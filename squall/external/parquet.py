@@ -5,20 +5,33 @@ Each batch is one file, ``part-<component>-<task>-<seq>.parquet``, written under
 directory fsynced: the rename is the commit, so a reader sees a batch whole or not at all. The
 files are also the commit log: after a restart the task finds its last sequence number from
 their names and the ids it committed from their id column.
+
+The rename never replaces a file (`rename_no_replace`): two writers can have one task name (two
+topologies whose sinks share a component id and a directory, or a zombie copy of a task), and
+a committed file is acked rows. The one that finds its name taken takes the next free sequence
+number. Each writes its own hidden file (a random name), so neither can rename or remove the
+other's.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._sink_batch import BatchingSinkBolt, CommittedBatch, SinkWriteError
+from .files import rename_no_replace
 
 __all__ = ["ParquetSinkBolt"]
+
+log = logging.getLogger(__name__)
+
+MAX_NAME_CLASHES = 100  # sequence numbers a batch tries before its write fails and replays
 
 
 class ParquetSinkBolt(BatchingSinkBolt):
@@ -43,13 +56,22 @@ class ParquetSinkBolt(BatchingSinkBolt):
     def _file(self, seq: int) -> Path:
         return Path(self.path) / f"part-{self.task_name}-{seq:010d}.parquet"
 
+    def _seqs(self) -> list[int]:
+        """The sequence numbers of the committed files of this task's name, sorted."""
+        mine = re.compile(rf"part-{re.escape(self.task_name)}-(\d{{10}})\.parquet")
+        return sorted(int(m.group(1)) for p in Path(self.path).iterdir() if (m := mine.fullmatch(p.name)))
+
     def _open(self) -> list[CommittedBatch]:
         root = Path(self.path)
         root.mkdir(parents=True, exist_ok=True)
-        mine = re.compile(rf"part-{re.escape(self.task_name)}-(\d{{10}})\.parquet")
-        for stale in root.glob(f".part-{self.task_name}-*.tmp"):
-            stale.unlink(missing_ok=True)  # written but never renamed: its tuples replay
-        seqs = sorted(int(m.group(1)) for p in root.iterdir() if (m := mine.fullmatch(p.name)))
+        # this task's own hidden files only: a glob ".part-sink-1-*" would also take those of
+        # component "sink-1" (task names "sink-1-<task>"); so exactly ten digits after the name,
+        # then a random part (or ".parquet", an older squall's name)
+        stale = re.compile(rf"\.part-{re.escape(self.task_name)}-\d{{10}}\.(?:[0-9a-f]{{32}}|parquet)\.tmp")
+        for p in root.iterdir():
+            if stale.fullmatch(p.name):
+                p.unlink(missing_ok=True)  # written but never renamed: its tuples replay
+        seqs = self._seqs()
         batches = []
         for seq in seqs[-self.dedupe_batches:]:
             try:
@@ -62,18 +84,19 @@ class ParquetSinkBolt(BatchingSinkBolt):
             batches.append(CommittedBatch(seqs[-1], []))
         return batches
 
-    def _commit(self, seq: int, table: pa.Table, ids: list) -> None:
-        final = self._file(seq)
-        tmp = final.with_name(f".{final.name}.tmp")
+    def _commit(self, seq: int, table: pa.Table, ids: list) -> int:
+        # a random part: another writer of this task name writes its own
+        tmp = Path(self.path) / f".part-{self.task_name}-{seq:010d}.{uuid.uuid4().hex}.tmp"
         try:
             with open(tmp, "wb") as f:
                 pq.write_table(table, f, compression=self.compression)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, final)
+            seq = self._into_place(tmp, seq)
         except Exception:
             tmp.unlink(missing_ok=True)
             raise
+        final = self._file(seq)
         # the rename is durable once the directory is; if that cannot be made sure the file is
         # taken back, so that the failed tuples' replay is not a second copy
         try:
@@ -85,3 +108,21 @@ class ParquetSinkBolt(BatchingSinkBolt):
         except OSError:
             final.unlink(missing_ok=True)
             raise
+        return seq
+
+    def _into_place(self, tmp: Path, seq: int) -> int:
+        """Renames ``tmp`` to the file of ``seq``, or of the next free sequence number if another
+        writer of this task name committed that one; returns the number used."""
+        for _ in range(MAX_NAME_CLASHES):
+            if rename_no_replace(tmp, self._file(seq)):
+                return seq
+            taken = self._seqs()
+            later = max(seq, taken[-1] if taken else seq) + 1
+            log.warning("sink %r: %s exists already, committed by another writer with the task name %r "
+                        "(another topology's sink with the component id %r writing %s, or a live copy of "
+                        "this task); committing this batch as sequence %d instead",
+                        self.component, self._file(seq).name, self.task_name, self.component, self.path, later)
+            seq = later
+        raise SinkWriteError(f"sink {self.component!r}: batch {self.task_name}#{seq}: {MAX_NAME_CLASHES} "
+                             f"sequence numbers in a row were taken by another writer in {self.path}; "
+                             f"give each sink writing this directory its own component id")

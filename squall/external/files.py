@@ -108,6 +108,7 @@ class ProgressDoc(NamedTuple):
     mark: int | None = None   # every file of this task at or below this version is done
     tasks: int | None = None  # the spout's parallelism when written (ownership of files depends on it)
     identities: dict[str, FileIdentity] | None = None  # `FileSpout`: which file each offset is about
+    table_id: str | None = None  # `DeltaTableSpout`: the id of the table the progress is about
 
 
 class FileIdentity(NamedTuple):
@@ -158,7 +159,7 @@ def read_progress(path: Path, spout: str, directory: str, kind: str = "FileSpout
     if "identity" in doc:
         identities = {name: FileIdentity(**{k: v[k] for k in FileIdentity._fields})
                       for name, v in doc["identity"].items()}
-    return ProgressDoc(dict(doc["files"]), doc.get("mark"), doc.get("tasks"), identities)
+    return ProgressDoc(dict(doc["files"]), doc.get("mark"), doc.get("tasks"), identities, doc.get("table_id"))
 
 
 def load_progress(path: Path, spout: str, directory: str) -> dict[str, int]:
@@ -179,6 +180,9 @@ def _check_progress(doc: Any, spout: str, directory: str, kind: str) -> str | No
     for key in ("mark", "tasks"):
         if doc.get(key) is not None and type(doc[key]) is not int:
             return f"has a malformed {key!r} (expected an integer)"
+    table_id = doc.get("table_id")
+    if table_id is not None and not (isinstance(table_id, str) and 0 < len(table_id) <= 200):
+        return "has a malformed 'table_id' (expected a Delta table's id, a string)"
     if "identity" in doc:
         return _check_identities(doc["identity"], files)
     return None
@@ -200,7 +204,8 @@ def _check_identities(identities: Any, files: dict) -> str | None:
 
 
 def dump_progress(spout: str, directory: str, files: dict[str, int], mark: int | None = None,
-                  tasks: int | None = None, identities: dict[str, FileIdentity] | None = None) -> bytes:
+                  tasks: int | None = None, identities: dict[str, FileIdentity] | None = None,
+                  table_id: str | None = None) -> bytes:
     """The bytes of a progress file (the inverse of `read_progress`)."""
     doc: dict[str, Any] = {"version": PROGRESS_VERSION, "spout": spout, "directory": directory,
                            "files": dict(sorted(files.items()))}
@@ -210,6 +215,8 @@ def dump_progress(spout: str, directory: str, files: dict[str, int], mark: int |
         doc["tasks"] = tasks
     if identities is not None:
         doc["identity"] = {name: identities[name]._asdict() for name in sorted(identities)}
+    if table_id is not None:
+        doc["table_id"] = table_id
     return json.dumps(doc, indent=0).encode()
 
 

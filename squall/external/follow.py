@@ -153,7 +153,7 @@ class _FollowingSpout(Spout):
         self.tasks = len(context.get_component_tasks(self.spout_id))
         self.kept = spout_files(type(self).__name__, self.spout_id, self.index, self.progress_dir,
                                 self.dead_letter_dir)
-        state = private_dir(Path(self.progress_dir) / self.kind / self.spout_id)
+        state = self.state_dir = private_dir(Path(self.progress_dir) / self.kind / self.spout_id)
         self.progress_path = state / f"task-{self.index}.json"
         if self.dead_letter_dir is None:
             self.dead_letter_dir = str(state / "dead-letter")
@@ -165,6 +165,9 @@ class _FollowingSpout(Spout):
             for key, row in doc.files.items():
                 self.committed_rows[key] = max(row, self.committed_rows.get(key, 0))
         self.mark = start_mark(docs, self.progress_path.name, self.tasks)
+        # the tables the progress is about (a Delta table's id; none in a directory's progress,
+        # or in one written before squall kept it)
+        self.recorded_ids = sorted({d.table_id for d in docs.values() if d.table_id is not None})
         self.listed = -1 if self.mark is None else self.mark
         self.queue: deque[FollowedFile] = deque()
         self.pending_versions: Counter[int] = Counter()
@@ -308,6 +311,10 @@ class _FollowingSpout(Spout):
         if not self.pending_versions[f.version]:
             del self.pending_versions[f.version]
 
+    def _table_id(self) -> str | None:
+        """The id of the table the progress is about, to write with it (None for a directory)."""
+        return None
+
     def _current_mark(self) -> int | None:
         """The version through which every file of this task is done (None for a directory)."""
         if not self.versioned:
@@ -331,8 +338,8 @@ class _FollowingSpout(Spout):
         if mark is not None:  # files below the mark are remembered by the mark alone
             self.committed_rows = {k: r for k, r in self.committed_rows.items()
                                    if self.version_of.get(k, mark + 1) > mark}
-        write_durably(self.progress_path, dump_progress(self.spout_id, self.source, mine, mark, self.tasks),
-                      self.kept.progress)
+        write_durably(self.progress_path, dump_progress(self.spout_id, self.source, mine, mark, self.tasks,
+                                                        table_id=self._table_id()), self.kept.progress)
         if tracker is not None:
             tracker.commit(committed)  # durable: the rows before it are forgotten
         self.acks_since_commit = 0
@@ -414,6 +421,10 @@ class DeltaTableSpout(_FollowingSpout):
     """Emits the rows each new version of the Delta table at ``table_uri`` appends, in version
     order (every version from the first, or from the committed progress of an earlier run).
 
+    The progress keeps the table's id: a table deleted and created again at the same path (another
+    id, versions from 0), or a progress whose mark is above the table's latest version, stops the
+    spout with a reported error naming the table and what to do (remove the progress files).
+
     Args:
         table_uri: a local Delta table (it may not exist yet).
         fields: the columns to emit, in order (each data file must have them: unpartitioned
@@ -443,6 +454,12 @@ class DeltaTableSpout(_FollowingSpout):
         """Loads the progress; the table's log is read from the committed mark on."""
         super().open(conf, context, collector)
         self.table: Any = None  # a deltalake.DeltaTable once the table exists (deltalake imported then)
+        self.table_id: str | None = None  # its id (metadata().id), once checked against the progress
+
+    def _table_id(self) -> str | None:
+        # until the table is checked, the recorded id is kept: a spout stopped because the
+        # table changed must stop again after a restart
+        return self.table_id or (self.recorded_ids[0] if self.recorded_ids else None)
 
     def _new_files(self) -> list[FollowedFile]:
         from deltalake import DeltaTable
@@ -452,6 +469,8 @@ class DeltaTableSpout(_FollowingSpout):
             self.table = DeltaTable(self.source)
         else:
             self.table.update_incremental()
+        if self.table_id is None and not self._same_table():
+            return []
         found = []
         for version in range(self.listed + 1, self.table.version() + 1):
             try:
@@ -471,6 +490,29 @@ class DeltaTableSpout(_FollowingSpout):
                 found += [FollowedFile(p, os.path.join(self.source, unquote(p)), version) for p in commit.added]
             self.listed = version
         return found
+
+    def _same_table(self) -> bool:
+        """Whether the table is the one the progress is about; if not, stops the spout, naming
+        the table and what to do (as Spark's Delta source fails with "Delta table ID changed").
+
+        A table deleted and created again at the same path has another id and versions from 0:
+        followed from the old table's mark, its first versions would never be emitted. A
+        progress written before the id was kept is checked by its mark alone."""
+        table_id, version = self.table.metadata().id, self.table.version()
+        where = f"DeltaTableSpout {self.spout_id!r}: the Delta table at {self.source}"
+        todo = (f"remove the progress files in {self.state_dir} to read it from its first version "
+                f"(or give the spout another id)")
+        other = [i for i in self.recorded_ids if i != table_id]
+        if other:
+            self._stop(f"{where} is not the table the spout's progress is about: Delta table ID changed, from "
+                       f"{other[0]} to {table_id} (the table was deleted and created again); {todo}")
+            return False
+        if self.listed > version:
+            self._stop(f"{where} is at version {version}, but the spout's progress is at version {self.listed} "
+                       f"(the table was deleted and created again, or restored to an older version); {todo}")
+            return False
+        self.table_id = table_id
+        return True
 
 
 def start_mark(docs: dict[str, ProgressDoc], own_name: str, tasks: int) -> int | None:

@@ -233,8 +233,9 @@ def dump_marks(spout: str, directory: str, marks: dict[str, FileMark]) -> bytes:
                          identities={n: m.identity for n, m in marks.items() if m.identity is not None})
 
 
-def _head_hash(fd: int, length: int) -> str:
-    """A hash of the first ``length`` bytes of the open file ``fd`` (fewer if it is shorter)."""
+def head_hash(fd: int, length: int) -> str:
+    """A hash (BLAKE2, hex) of the first ``length`` bytes of the open file ``fd`` (fewer if it is
+    shorter): what tells a file from another put in its place."""
     h = hashlib.blake2b(digest_size=16)
     at = 0
     while at < length:
@@ -261,7 +262,7 @@ def mismatch(mark: FileMark, fd: int) -> str | None:
     if st.st_size < was.size:
         return f"it shrank from {was.size} to {st.st_size} bytes since its progress was committed (truncated)"
     length = min(mark.offset, HEAD_BYTES)
-    if _head_hash(fd, length) != was.head:
+    if head_hash(fd, length) != was.head:
         return f"its first {length} bytes changed since its progress was committed (rewritten)"
     return None
 
@@ -978,7 +979,7 @@ class FileSpout(Spout):
         fd = self.handle.fileno()
         length = min(offset, HEAD_BYTES)
         if self.head is None or self.head[0] != length:
-            self.head = (length, _head_hash(fd, length))
+            self.head = (length, head_hash(fd, length))
         st = os.fstat(fd)
         return FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, self.head[1])
 

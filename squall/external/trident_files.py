@@ -5,14 +5,22 @@ batch (hidden files, ``.inprogress`` files and directories are skipped); each ta
 bolt reads the files whose name hashes to it, so no file changes task as files come and go. A batch of a file is up to
 ``max_batch_records`` complete lines (ending in a newline) after the previous batch's end; its
 metadata is the byte range ``{"start", "end"}`` it read, so a replayed txid reads exactly the same
-bytes again and emits the same tuples. Lines are read with `squall.external.files`' reader
+bytes again and emits the same tuples. The metadata also names the file: its inode and a hash of
+its first ``min(end, HEAD_BYTES)`` bytes (`FileSpout`'s identity, without the device, which is
+not the same on every host that mounts a shared directory, and a Spark task may replay a batch
+on another host than the one that planned it). Lines are read with `squall.external.files`' reader
 (``read_line``, bounded by ``topology.filespout.max.record.bytes``) and turned into values by a
 translator (default: the line as UTF-8, ``["line"]``); a line that is too long, that the
 translator refuses or turns into values that are not one per field is logged as a dead letter, naming the file and offset, and skipped, the same
 way on every replay. A line being written (no newline yet) waits for a later batch.
 
-Files must only grow: a file that is shorter than a batch's range when the batch is replayed, or
-that changed within it, raises `FileConnectorError` naming the file and the txid.
+Files must only grow: a file that is shorter than a batch's range when the batch is replayed,
+that is another file than the batch read, or that changed within it, raises `FileConnectorError`
+naming the file and the txid. A new batch of a file that is not the file the batch before read (a
+new file put in place under a finished file's name: another inode, or other first bytes) or that
+is shorter than where that batch ended is read from its start, with a warning naming the file:
+the partition keeps the last metadata of a file that left the directory, so a new file of the
+same name would otherwise be read from the old one's end offset.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from .._config import setting
 from .._fields import Fields
@@ -30,10 +38,12 @@ from .._stable_hash import stable_hash_one
 from ..trident.partitioned import IPartitionedTridentSpout
 from ._arity import arity_error
 from .files import (
+    HEAD_BYTES,
     IN_PROGRESS,
     MAX_RECORD_KEY,
     FileConnectorError,
     RecordTooLarge,
+    head_hash,
     read_line,
     translate_text,
 )
@@ -89,7 +99,7 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
     def _path(self, partition: FilePartition) -> str:
         return os.path.join(self.spout.directory, partition.name)
 
-    def _read(self, partition: FilePartition, start: int, end: int | None, collector: Any) -> tuple[int, str]:
+    def _read(self, f: BinaryIO, path: str, start: int, end: int | None, collector: Any) -> tuple[int, str]:
         """Emits the complete lines from ``start`` (at most ``max_batch_records`` of them, or up
         to ``end``); returns where it stopped and a digest of the bytes read.
 
@@ -97,22 +107,20 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
         (`_take_line`) only where a block has no whole line or one over the limit: a batch is
         read twice on Spark's engine (planned, then emitted in a task), and line by line that
         was most of the planning's time."""
-        path = self._path(partition)
         sha = hashlib.sha256()
         cap = self.spout.max_batch_records
-        with open(path, "rb") as f:
-            f.seek(start)
-            at, count = start, 0
-            while (end is None and count < cap) or (end is not None and at < end):
-                taken = self._take_block(f, path, at, end, None if end is not None else cap - count, sha, collector)
-                if not taken:
-                    f.seek(at)
-                    taken = self._take_line(f, path, at, sha, collector)
-                    if not taken:
-                        break  # end of file, or a line still being written
-                at += taken[0]
-                count += taken[1]
+        f.seek(start)
+        at, count = start, 0
+        while (end is None and count < cap) or (end is not None and at < end):
+            taken = self._take_block(f, path, at, end, None if end is not None else cap - count, sha, collector)
+            if not taken:
                 f.seek(at)
+                taken = self._take_line(f, path, at, sha, collector)
+                if not taken:
+                    break  # end of file, or a line still being written
+            at += taken[0]
+            count += taken[1]
+            f.seek(at)
         return at, sha.hexdigest()[:32]
 
     def _take_block(self, f: Any, path: str, at: int, end: int | None, most: int | None, sha: Any,
@@ -184,37 +192,81 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
         collector.emit(list(values))
 
     def emit_batch_new(self, tx: Any, collector: Any, partitions: set, last_partition_meta: Mapping) -> dict:
-        """Each file's next lines after the previous batch's range."""
+        """Each file's next lines after the previous batch's range; from its start if it is not
+        the file that batch read (`changed_since`)."""
         metas = {}
         for p in sorted(partitions, key=FilePartition.get_id):
             last = last_partition_meta.get(p)
-            start = int(last["end"]) if last else 0
+            path = self._path(p)
             try:
-                end, digest = self._read(p, start, None, collector)
+                f = open(path, "rb")  # noqa: SIM115 (closed below; one handle for identity and lines)
             except FileNotFoundError:
                 continue  # gone since the listing: it has no range in this batch
-            metas[p] = {"start": start, "end": end, "sha256": digest}
+            with f:
+                start = int(last["end"]) if last else 0
+                why = changed_since(last, f.fileno()) if last else None
+                if why is not None:
+                    log.warning("FileTridentSpout: reading %s from its start, not from byte %d where the batch "
+                                "before ended: %s", path, start, why)
+                    start, last = 0, None
+                end, digest = self._read(f, path, start, None, collector)
+                metas[p] = {"start": start, "end": end, "sha256": digest, **file_identity(f.fileno(), end, last)}
         return metas
 
     def re_emit_partition_batch(self, tx: Any, collector: Any, partition: Any, partition_meta: Any) -> None:
-        """The same byte range again; a file that changed there is an error."""
+        """The same byte range of the same file again; a file that is gone, another file, or
+        changed there is an error naming it."""
         start, end = int(partition_meta["start"]), int(partition_meta["end"])
         if start == end:
             return
         path = self._path(partition)
         try:
-            size = os.path.getsize(path)
+            f = open(path, "rb")  # noqa: SIM115 (closed below)
         except OSError as e:
-            raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: {path} cannot be read ({e})") from None
-        if size < end:
-            raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: {path} has {size} bytes, the batch "
-                                     f"read bytes {start}..{end}: the file was truncated or replaced")
-        buffered = _Buffer()
-        stop, digest = self._read(partition, start, end, buffered)
+            raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: {path} cannot be read ({e}); the "
+                                     f"batch read bytes {start}..{end} of it") from None
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size < end:
+                raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: {path} has {size} bytes, the "
+                                         f"batch read bytes {start}..{end}: the file was truncated or replaced")
+            why = changed_since(partition_meta, f.fileno())
+            if why is not None:
+                raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: {path} is not the file the "
+                                         f"batch read bytes {start}..{end} of: {why}")
+            buffered = _Buffer()
+            stop, digest = self._read(f, path, start, end, buffered)
         if stop != end or digest != partition_meta.get("sha256", digest):
             raise FileConnectorError(f"FileTridentSpout: replaying txid {tx.txid}: bytes {start}..{end} of {path} "
                                      f"changed since the batch first read them")
         _emit_rows(collector, buffered.values)
+
+
+def file_identity(fd: int, end: int, last: Mapping | None) -> dict[str, Any]:
+    """The metadata that names the open file ``fd`` read up to ``end``: its inode and a hash of
+    its first ``min(end, HEAD_BYTES)`` bytes (JSON values: on Spark the metadata is JSON). The
+    hash of ``last`` (the batch before, of this file) is reused while it covers as many bytes."""
+    length = min(end, HEAD_BYTES)
+    if last is not None and "head" in last and min(int(last["end"]), HEAD_BYTES) == length:
+        head = last["head"]
+    else:
+        head = head_hash(fd, length)
+    return {"ino": os.fstat(fd).st_ino, "head": head}
+
+
+def changed_since(meta: Mapping, fd: int) -> str | None:
+    """Why the open file ``fd`` is not the file a batch with metadata ``meta`` read (another
+    inode, fewer bytes than the batch's end, other first bytes), or None if it is that file,
+    perhaps grown. Metadata without an identity (an older squall's) is checked by length only."""
+    st = os.fstat(fd)
+    end = int(meta["end"])
+    if st.st_size < end:
+        return f"it has {st.st_size} bytes, fewer than the {end} the batch had read (truncated or replaced)"
+    if "ino" in meta and st.st_ino != meta["ino"]:
+        return f"it is another file (inode {st.st_ino}; the batch read inode {meta['ino']}): replaced"
+    if "head" in meta and head_hash(fd, min(end, HEAD_BYTES)) != meta["head"]:
+        return f"its first {min(end, HEAD_BYTES)} bytes changed since the batch read them (rewritten or replaced)"
+    return None
 
 
 def _emit_rows(collector: Any, rows: list[list]) -> None:

@@ -179,7 +179,7 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
     def _emit(self, collector: Any, path: str, offset: int, line: bytes) -> None:
         try:
             values = self.spout.translator(line)
-        except ValueError as e:
+        except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison line, as the Kafka spout's)
             log.error("FileTridentSpout dead letter: %s offset %d: %s: %s", path, offset, type(e).__name__, e)
             return
         if values is None:

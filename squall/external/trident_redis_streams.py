@@ -100,6 +100,10 @@ class _Emitter(IPartitionedTridentSpout.Emitter):
             except MalformedEntry as e:
                 log.error("RedisStreamTridentSpout dead letter: %s", e)
                 continue
+            except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison entry, as the Kafka spout's)
+                log.error("RedisStreamTridentSpout dead letter: stream %r entry %s: translator raised %s: %s",
+                          key, entry_id, type(e).__name__, e)
+                continue
             # a wrong count fails the batch, and every replay of it again: the stream would stall
             wrong = arity_error(values, self.spout.output_fields)
             if wrong is not None:

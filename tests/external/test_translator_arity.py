@@ -99,6 +99,24 @@ def test_file_trident_spout_with_the_default_translator_and_two_fields_dead_lett
     assert rows.values == [] and meta["end"] == 4
 
 
+def test_file_trident_spout_skips_a_line_its_translator_raises_on_whatever_it_raises(tmp_path, caplog):
+    """Only a ValueError was a dead letter: a KeyError failed the batch on every replay, for good."""
+    (tmp_path / "a.csv").write_text("1,2\nbad\n6,7\n")
+
+    def strict(record: bytes) -> list:
+        if record.startswith(b"bad"):
+            raise KeyError("no such column")
+        return csv_pair(record)
+
+    emitter = FileTridentSpout(tmp_path, ["a", "b"], translator=strict).get_emitter({}, None)
+    [partition] = emitter.get_ordered_partitions(["a.csv"])
+    rows = Rows()
+    with caplog.at_level(logging.ERROR, "squall.external.trident_files"):
+        meta = emitter.emit_batch_new(TransactionAttempt(1, 0), rows, {partition}, {})[partition]
+    assert rows.values == [["1", "2"], ["6", "7"]] and meta["end"] == 12
+    assert any("offset 4: KeyError" in r.getMessage() for r in caplog.records)
+
+
 def test_kafka_spout_dead_letters_a_record_with_another_count_of_values_and_commits_it():
     dead = []
     c = MemoryConsumer({TP: ["1,2", "3,4,5", "6,7"]})

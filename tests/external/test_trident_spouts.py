@@ -179,6 +179,22 @@ def test_redis_stream_spout_replays_the_same_entries_and_reads_each_once(redis_s
     assert got == sorted([f"s1-{i}" for i in range(7)] + ["s2-0"])
 
 
+def test_redis_stream_spout_skips_an_entry_its_translator_raises_on_whatever_it_raises(redis_server):
+    """Only `MalformedEntry` was a dead letter: a KeyError failed the batch on every replay, for good."""
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    client.xadd("s", {"value": "1"})
+    client.xadd("s", {"other": "x"})
+    client.xadd("s", {"value": "3"})
+
+    def strict(stream, entry):
+        return [stream, entry.fields["value"]]
+
+    spout = RedisStreamTridentSpout(redis_server.url, ["s"], translator=strict, output_fields=["stream", "value"])
+    d = Driver(PartitionedTridentSpoutExecutor(spout), num_tasks=1)
+    assert d.emit(1) == [["s", "1"], ["s", "3"]]
+    assert d.emit(1) == [["s", "1"], ["s", "3"]]  # the same on a replay
+
+
 def test_redis_stream_spout_start_dollar_trim_and_outage(redis_server):
     client = redis.Redis.from_url(redis_server.url, decode_responses=True)
     add(client, "s", 3)

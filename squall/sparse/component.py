@@ -180,32 +180,34 @@ class _Hosted:
     def _step(self, command: dict[str, Any]) -> None:
         """Give the component ``command`` and let its ``_run()`` take it, as pystorm's ``run()``
         loop would; then the commands that arrived meanwhile (an ack squall makes inside an
-        emit when acking is off)."""
-        if self._restart_due:
-            self._restart()
+        emit when acking is off).
+
+        A restart that is due (an exception here, or in a TicklessBatchingBolt's batcher
+        thread) happens before the next command is given, never while the instance runs: the
+        commands still queued in ``_deferred`` were never delivered, so they are the new
+        instance's, not inputs the old one held."""
+        self._deferred.append(command)
         if self._running:
-            self._deferred.append(command)
             return
         self._running = True
         try:
-            while True:
+            while self._deferred:
+                if self._restart_due:
+                    self._restart()
+                command = self._deferred.pop(0)
                 obj = self.obj
                 self.wire.push(command)
                 try:
                     obj._run()
                 except Exception as e:  # noqa: BLE001 (pystorm's run(): any exception of the component's)
                     self._raised(obj, e)
-                    if self._restart_due:
-                        self._restart()
-                if not self._deferred:
-                    return
-                command = self._deferred.pop(0)
         finally:
             self._running = False
 
     def _raised(self, obj: Any, error: Exception) -> None:
         """pystorm's ``run()`` on an exception: log it, let the component handle it (report,
-        fail its current tuples), and, with ``exit_on_exception``, replace the instance."""
+        fail its current tuples), and, with ``exit_on_exception``, replace the instance (at the
+        next command, `_step`)."""
         self._logs.error("Exception in %s.run() (%s)", type(obj).__name__, self._where, exc_info=error)
         try:
             obj._handle_run_exception(error)
@@ -333,32 +335,61 @@ class SparseBolt(_Hosted, Bolt):
     def execute(self, tup: Tuple) -> None:
         """Hand ``tup`` to the component as pystorm reads a tuple, and run its ``_run()``."""
         tid = next(self._ids)
-        self._inputs[tid] = tup
+        self._inputs[tid] = tup  # before `_step`: the component may ack it in its _run()
         self._step({"id": tid, "comp": tup.source_component, "stream": tup.source_stream,
                     "task": tup.source_task, "tuple": tup.values})
 
     def cleanup(self) -> None:
         """Stop a TicklessBatchingBolt's batcher."""
-        self._stop_instance()
+        if self._stop is not None:
+            self._stop.set()  # not under the batch lock: a batch in progress may not end now
+            self._stop = None
 
     def _batcher(self, obj: Any, stop: threading.Event) -> None:
         """pystorm's ``_batch_entry``: every ``secs_between_batches``, ``process_batches()``
-        under the batch lock; an exception is handled as ``_run``'s, then the thread ends."""
+        under the batch lock; an exception is handled as ``_run``'s, then the thread ends.
+        ``stop`` is read under the lock, so once `_stop_instance` has set it this thread sends
+        nothing more."""
         while not stop.wait(obj.secs_between_batches):
             with obj._batch_lock:
+                if stop.is_set():
+                    return
                 try:
                     obj.process_batches()
                 except Exception as e:  # noqa: BLE001 (pystorm's: any exception of process_batch)
                     self._raised(obj, e)
                     return
 
+    def _raised(self, obj: Any, error: Exception) -> None:
+        """As `_Hosted._raised`; for a TicklessBatchingBolt under its batch lock, and, when
+        the instance is to be replaced, its batcher stopped there: else the batcher could go
+        on processing, acking or emitting the batches `_handle_run_exception` just failed, or
+        tuples `_restart` fails, naming ids that are no longer known (an error, and another
+        restart)."""
+        lock = getattr(obj, "_batch_lock", None)
+        if lock is None:
+            super()._raised(obj, error)
+            return
+        with lock:
+            super()._raised(obj, error)
+            if self._restart_due and obj is self.obj:
+                self._stop_instance()
+
     def _stop_instance(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
-            self._stop = None
+        """Stop a TicklessBatchingBolt's batcher, under its batch lock: not in a batch, and
+        sending nothing after this."""
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            with self.obj._batch_lock:
+                stop.set()
 
     def _fail_inputs(self) -> None:
-        held, self._inputs = self._inputs, {}
+        """Fail the tuples the old instance was given and did not ack or fail; those still
+        queued to be given (`_step`'s ``_deferred``: the tuple that arrived as the restart was
+        due) go to the new instance instead."""
+        queued = {c.get("id") for c in self._deferred if "tuple" in c}
+        held = {tid: tup for tid, tup in self._inputs.items() if tid not in queued}
+        self._inputs = {tid: tup for tid, tup in self._inputs.items() if tid in queued}
         for tup in held.values():
             self.collector.fail(tup)
 

@@ -271,15 +271,26 @@ class SparseSpout(_Hosted, Spout):
     def open(self, conf: dict, context: TopologyContext, collector: SpoutOutputCollector) -> None:
         """Make the instance and run its ``initialize(storm_conf, context)``."""
         self.collector = collector
+        self._active = False
         self._start(conf, context)
 
     def activate(self) -> None:
         """pystorm's ``activate`` command."""
+        self._active = True
         self._step({"command": "activate"})
 
     def deactivate(self) -> None:
         """pystorm's ``deactivate`` command."""
+        self._active = False
         self._step({"command": "deactivate"})
+
+    def _restart(self) -> None:
+        """A fresh instance, activated first if the topology is active: under Storm the
+        restarted worker's executor activates the new spout process, and a spout that emits
+        only between ``activate()`` and ``deactivate()`` would otherwise never emit again."""
+        super()._restart()
+        if self._active:
+            self._deferred.insert(0, {"command": "activate"})
 
     def next_tuple(self) -> None:
         """pystorm's ``next`` command: its ``next_tuple()``."""

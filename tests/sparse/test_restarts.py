@@ -1,13 +1,13 @@
 """A streamparse component that raises is replaced by a fresh instance (exit_on_exception, as
 Storm restarts its process): what the old instance held is failed and replays, what arrives
-after goes to the new instance."""
+after goes to the new instance, and a spout is activated again."""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
 
-from streamparse import Bolt, ReliableSpout, TicklessBatchingBolt, Topology
+from streamparse import Bolt, ReliableSpout, Spout, TicklessBatchingBolt, Topology
 
 from squall import Config, LocalCluster
 from squall.sparse import translate
@@ -160,3 +160,53 @@ def test_a_tickless_batching_bolt_whose_group_key_raises_once_restarts_once_and_
     assert FIRST - 1 in Ids.failed.items()
     assert len(errors) == 1 and "group_key fails once" in errors[0]["error"], [e["error"][-300:] for e in errors]
 
+
+M = 40
+RAISE_AT = 10
+
+
+class Gated(Spout):
+    """Emits 0..M-1 only between activate() and deactivate() (as Storm >= 1.1 sends them to a
+    shell spout), and raises once, at RAISE_AT."""
+    outputs = ["n"]
+    lives: SharedLog
+    raised: SharedLog
+
+    def initialize(self, conf: Any, context: Any) -> None:
+        self.active = False
+        self.emitted = 0
+        self.lives.append("init")
+
+    def activate(self) -> None:
+        self.active = True
+        self.lives.append("activate")
+
+    def deactivate(self) -> None:
+        self.active = False
+
+    def next_tuple(self) -> None:
+        if not self.active:
+            return
+        if self.emitted == RAISE_AT and not self.raised.items():
+            self.raised.append(1)
+            raise RuntimeError("spout hiccup")
+        if self.emitted < M:
+            self.emit([self.emitted])
+            self.emitted += 1
+
+
+class GatedTopology(Topology):
+    gated = Gated.spec()
+    sink = Sink.spec(inputs=[gated])
+
+
+def test_a_restarted_pystorm_spout_is_activated_again() -> None:
+    # before the fix the new instance was never activated, and never emitted
+    Gated.lives, Gated.raised, Sink.got = SharedLog(), SharedLog(), SharedLog()
+    t = translate(GatedTopology)
+    expected = sorted([*range(RAISE_AT), *range(M)])  # the old instance's, then all of the new one's
+    with LocalCluster() as cluster:
+        cluster.submit_topology("gated", t.conf, t.topology)
+        assert wait_until(lambda: len(Sink.got.items()) >= len(expected), 60), len(Sink.got.items())
+    assert Gated.lives.items() == ["init", "activate", "init", "activate"]
+    assert sorted(Sink.got.items()) == expected

@@ -27,32 +27,39 @@ def is_cluster_key(key: str) -> bool:
     return is_daemon_key(key) or key.startswith("squall.")
 
 
-def parse_overrides(items: list[str] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def parse_overrides(items: list[str] | None, option: str = "-c") -> tuple[dict[str, Any], dict[str, Any]]:
     """``-c key=value`` items as (topology conf, cluster conf); a value is read as JSON, else
     kept as its text, as Storm's ``readCommandLineOpts`` reads it (YAML read ``0123`` as 83,
-    ``12:30`` as 750, ``on`` as true and a date as a date)."""
+    ``12:30`` as 750, ``on`` as true and a date as a date).
+
+    ``option`` is the option the items came with, as errors and warnings name it (``squall
+    sparse``'s ``-o``)."""
     topology: dict[str, Any] = {}
     daemon: dict[str, Any] = {}
     for item in items or ():
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key or any(ch.isspace() for ch in key):
-            raise UserError(f"-c {item!r}: expected KEY=VALUE, e.g. -c topology.workers=2", code=2)
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = text  # not JSON: the text as it is
-        _warn_if_misspelt(key)
+            raise UserError(f"{option} {item!r}: expected KEY=VALUE, e.g. {option} topology.workers=2", code=2)
+        value = _json_or_text(text)
+        _warn_if_misspelt(key, option)
         (daemon if is_cluster_key(key) else topology)[key] = value
     return topology, daemon
 
 
-def _warn_if_misspelt(key: str) -> None:
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # not JSON: the text as it is
+
+
+def _warn_if_misspelt(key: str, option: str) -> None:
     # a topology key is warned about with FILE's own keys, where the topology is submitted (the
     # master's log, and `_ToMaster` prints it for a master elsewhere): once, not twice
     meant = misspelling_of(key) if is_daemon_key(key) else None
     if meant is not None:
-        print(f"squall: warning: -c {key}: unknown key; did you mean {meant}?", file=sys.stderr)
+        print(f"squall: warning: {option} {key}: unknown key; did you mean {meant}?", file=sys.stderr)
 
 
 def conf_file(path: str | None) -> str | None:

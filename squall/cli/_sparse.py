@@ -63,7 +63,7 @@ def register(verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
 
 
 def _load(args: argparse.Namespace, topology_over: dict[str, Any]) -> LoadedTopology:
-    topology_keys, other_keys = parse_overrides(args.options)
+    topology_keys, other_keys = parse_overrides(args.options, "-o")
     options = {**topology_keys, **other_keys}  # sparse's -o: every key is the topology's
     if args.workers is not None:
         options[Config.TOPOLOGY_WORKERS] = args.workers

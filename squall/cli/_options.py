@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,14 @@ def is_cluster_key(key: str) -> bool:
     return is_daemon_key(key) or key.startswith("squall.")
 
 
-def parse_overrides(items: list[str] | None, option: str = "-c") -> tuple[dict[str, Any], dict[str, Any]]:
+def parse_overrides(items: list[str] | None, option: str = "-c",
+                    value_of: Callable[[str, str], Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``-c key=value`` items as (topology conf, cluster conf); a value is read as JSON, else
     kept as its text, as Storm's ``readCommandLineOpts`` reads it (YAML read ``0123`` as 83,
     ``12:30`` as 750, ``on`` as true and a date as a date).
 
     ``option`` is the option the items came with, as errors and warnings name it (``squall
-    sparse``'s ``-o``)."""
+    sparse``'s ``-o``); ``value_of(item, text)``, when given, reads a value instead of JSON."""
     topology: dict[str, Any] = {}
     daemon: dict[str, Any] = {}
     for item in items or ():
@@ -41,7 +43,7 @@ def parse_overrides(items: list[str] | None, option: str = "-c") -> tuple[dict[s
         key = key.strip()
         if not sep or not key or any(ch.isspace() for ch in key):
             raise UserError(f"{option} {item!r}: expected KEY=VALUE, e.g. {option} topology.workers=2", code=2)
-        value = _json_or_text(text)
+        value = value_of(item, text) if value_of is not None else _json_or_text(text)
         _warn_if_misspelt(key, option)
         (daemon if is_cluster_key(key) else topology)[key] = value
     return topology, daemon

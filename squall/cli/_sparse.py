@@ -6,9 +6,9 @@ live figures and summary, for ``-t`` seconds (0, the default: until Ctrl-C), as 
 does on Storm's local mode. ``submit`` sends it to the running squall master (``squall jar``'s
 way: ``--config``/``-c`` name the cluster) or, with ``--host spark``, to a master started here
 in a new Spark driver. sparse's options keep their letters: ``-n NAME``, ``-e ENV``,
-``-o KEY=VALUE``, ``-w WORKERS``, ``-a ACKERS``; ``--multilang`` runs the Python components as
-``streamparse_run`` subprocesses over Storm's multilang protocol, as Storm does, instead of in
-squall's workers.
+``-o KEY=VALUE`` (VALUE read as YAML, as sparse reads it), ``-w WORKERS``, ``-a ACKERS``;
+``--multilang`` runs the Python components as ``streamparse_run`` subprocesses over Storm's
+multilang protocol, as Storm does, instead of in squall's workers.
 """
 
 from __future__ import annotations
@@ -62,8 +62,25 @@ def register(verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
                             "protocol (Storm's way) instead of in squall's workers")
 
 
+def yaml_value(item: str, text: str) -> Any:
+    """The VALUE of ``-o KEY=VALUE`` (``item``) as sparse reads it: YAML, safe, with ruamel's
+    YAML 1.2 reader (streamparse's ``_StoreDictAction``), so ``False`` is false, ``[a, b]`` a
+    list and ``{rows: 5}`` a dict, as the topology gets them under Storm (``-c`` reads JSON)."""
+    try:
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import YAMLError
+    except ImportError as e:  # streamparse needs ruamel.yaml: without it, there is no sparse either
+        raise UserError(f"-o {item!r}: reading its VALUE as YAML, as sparse does, needs ruamel.yaml "
+                        f"(pip install 'squall[streamparse]'): {e}", code=2) from e
+    try:
+        return YAML(typ="safe", pure=True).load(text)
+    except YAMLError as e:
+        problem = " ".join(str(getattr(e, "problem", None) or type(e).__name__).split())
+        raise UserError(f"-o {item!r}: VALUE is not YAML ({problem})", code=2) from e
+
+
 def _load(args: argparse.Namespace, topology_over: dict[str, Any]) -> LoadedTopology:
-    topology_keys, other_keys = parse_overrides(args.options, "-o")
+    topology_keys, other_keys = parse_overrides(args.options, "-o", yaml_value)
     options = {**topology_keys, **other_keys}  # sparse's -o: every key is the topology's
     if args.workers is not None:
         options[Config.TOPOLOGY_WORKERS] = args.workers

@@ -23,3 +23,35 @@ def test_a_dash_o_without_equals_names_dash_o(project: Path, capsys, verb: str) 
     assert main(["sparse", verb, "--project", str(project), "-o", "topology.debug"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == ("squall: error: -o 'topology.debug': expected KEY=VALUE, e.g. -o topology.workers=2"), err
+
+
+def _options_given_to_load(monkeypatch, *argv: str) -> dict:
+    """The options ``squall sparse ARGV`` hands `squall.sparse.load`."""
+    import squall.cli._sparse as sparse_cli
+    seen: dict = {}
+
+    def load(directory, name, *, env_name=None, options=None, multilang=False):
+        seen.update(options or {})
+        raise SystemExit(0)
+
+    monkeypatch.setattr(sparse_cli, "load", load)
+    with pytest.raises(SystemExit):
+        main(["sparse", *argv])
+    return seen
+
+
+@pytest.mark.parametrize("verb", ["run", "submit"])
+def test_dash_o_values_are_read_as_yaml_as_sparse_reads_them(project: Path, monkeypatch, verb: str) -> None:
+    # ruamel's safe YAML 1.2, as streamparse's _StoreDictAction reads them; before the fix they
+    # were read as JSON, else kept as text: 'False' (truthy), '[db1, db2]', '{rows: 5}'
+    seen = _options_given_to_load(
+        monkeypatch, verb, "--project", str(project), "-o", "myapp.dry_run=False", "-o", "myapp.hosts=[db1, db2]",
+        "-o", "myapp.limits={rows: 5}", "-o", "myapp.flag=yes", "-o", "myapp.n=12", "-o", "myapp.none=")
+    assert seen == {"myapp.dry_run": False, "myapp.hosts": ["db1", "db2"], "myapp.limits": {"rows": 5},
+                    "myapp.flag": "yes", "myapp.n": 12, "myapp.none": None}
+
+
+def test_a_dash_o_value_that_is_not_yaml_says_so(project: Path, capsys) -> None:
+    assert main(["sparse", "run", "--project", str(project), "-o", "myapp.hosts=[db1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("squall: error: -o 'myapp.hosts=[db1': VALUE is not YAML (") and "\n" not in err, err

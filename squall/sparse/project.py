@@ -115,8 +115,13 @@ def topology_file(project: Project, name: str | None) -> tuple[str, Path]:
 
 
 def environment(project: Project, name: str | None) -> Environment:
-    """``config.json``'s environment ``name``, or its only one (streamparse's ``-e``)."""
-    envs = project.config.get("envs") or {}
+    """``config.json``'s environment ``name``, or its only one (streamparse's ``-e``).
+
+    Raises:
+        SparseProjectError: no such env, or ``envs``, the env, its ``options`` or its ``log``
+            not a JSON object (naming config.json and the key, e.g. ``envs.prod.options``).
+    """
+    envs = _json_object(project, project.config.get("envs"), "envs")
     if name is None:
         if len(envs) > 1:
             raise SparseProjectError(f"{project.root / 'config.json'} has several envs ({', '.join(envs)}): "
@@ -127,7 +132,25 @@ def environment(project: Project, name: str | None) -> Environment:
     if name not in envs:
         raise SparseProjectError(f"{project.root / 'config.json'} has no env {name!r} "
                                  f"(it has: {', '.join(envs) or 'none'})")
-    return Environment(name, dict(envs[name] or {}))
+    settings = _json_object(project, envs[name], f"envs.{name}")
+    for key in ("options", "log"):  # what `Environment.options` reads
+        _json_object(project, settings.get(key), f"envs.{name}.{key}")
+    return Environment(name, settings)
+
+
+_JSON_TYPES = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+
+
+def _json_object(project: Project, value: Any, key: str) -> dict[str, Any]:
+    """``value``, config.json's ``key``, as a dict (None: empty); else an error naming both
+    (not the value: an env's settings hold passwords)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        got = _JSON_TYPES.get(type(value), type(value).__name__)
+        raise SparseProjectError(f"{project.root / 'config.json'}: {key} must be a JSON object "
+                                 f"({{\"KEY\": VALUE, ...}}), not {got}")
+    return dict(value)
 
 
 def load_topology(project: Project, path: Path) -> Any:

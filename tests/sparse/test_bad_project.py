@@ -72,3 +72,24 @@ def test_an_environment_config_json_does_not_have(project: Path, capsys) -> None
     assert list(config["envs"]) == ["prod"]
     err = _error(capsys, "--project", str(project), "-e", "staging")
     assert f"{project / 'config.json'} has no env 'staging' (it has: prod)" in err
+
+
+@pytest.mark.parametrize("where,value,message", [
+    (("envs",), ["prod"], "envs must be a JSON object ({\"KEY\": VALUE, ...}), not an array"),
+    (("envs", "prod"), "prod", "envs.prod must be a JSON object ({\"KEY\": VALUE, ...}), not a string"),
+    (("envs", "prod", "options"), ["topology.debug"],
+     "envs.prod.options must be a JSON object ({\"KEY\": VALUE, ...}), not an array"),
+    (("envs", "prod", "log"), "debug", "envs.prod.log must be a JSON object ({\"KEY\": VALUE, ...}), not a string"),
+])
+def test_an_env_setting_of_the_wrong_type_names_config_json_and_the_key(project: Path, capsys, where, value,
+                                                                        message) -> None:
+    # before the fix: "unexpected ValueError: dictionary update sequence ..." (or AttributeError,
+    # TypeError), naming neither the file nor the key
+    config = json.loads((project / "config.json").read_text())
+    parent = config
+    for key in where[:-1]:
+        parent = parent[key]
+    parent[where[-1]] = value
+    (project / "config.json").write_text(json.dumps(config))
+    err = _error(capsys, "--project", str(project))
+    assert err == f"squall: error: {project / 'config.json'}: {message}", err

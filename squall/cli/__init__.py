@@ -139,14 +139,17 @@ def _fail(message: str, error: BaseException, debug: bool, code: int) -> int:
 
 
 def _create_arg_parser() -> argparse.ArgumentParser:
-    base = argparse.ArgumentParser(add_help=False)  # what every verb shares but -c (`squall logs -c`)
-    base.add_argument("--config", metavar="FILE",
-                      help="a squall.yaml to use as the cluster configuration "
-                           "(default: $SQUALL_CONF_DIR/squall.yaml, then ./squall.yaml)")
-    base.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    common = argparse.ArgumentParser(add_help=False, parents=[base])
-    common.add_argument("-c", dest="overrides", action="append", metavar="KEY=VALUE",
-                        help="override a configuration key; VALUE is read as JSON, else kept as text (repeatable)")
+    config = argparse.ArgumentParser(add_help=False)
+    config.add_argument("--config", metavar="FILE",
+                        help="a squall.yaml to use as the cluster configuration "
+                             "(default: $SQUALL_CONF_DIR/squall.yaml, then ./squall.yaml)")
+    overrides = argparse.ArgumentParser(add_help=False)
+    overrides.add_argument("-c", dest="overrides", action="append", metavar="KEY=VALUE",
+                           help="override a configuration key; VALUE is read as JSON, else kept as text (repeatable)")
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    base = argparse.ArgumentParser(add_help=False, parents=[config, debug])  # what every verb shares but -c
+    common = argparse.ArgumentParser(add_help=False, parents=[base, overrides])
 
     parser = argparse.ArgumentParser(
         prog="squall", description="Apache Storm's model in Python. See docs/cli.md.")
@@ -283,7 +286,7 @@ def _create_arg_parser() -> argparse.ArgumentParser:
     logs.add_argument("--port", type=positive_int, metavar="PORT", help="only the worker on this port")
     logs.set_defaults(overrides=None)  # filled by -c KEY=VALUE
 
-    _sparse.register(verbs, (common,))
+    _sparse.register(verbs, (config, overrides))  # and its own -d/--debug, which sets topology.debug too
     get_errors = verb("get-errors", _errors_verb.cmd_get_errors,
                       "print the last error of each component of a topology as JSON",
                       "Print the last error of each component of TOPOLOGY that has one, as Storm's get-errors "

@@ -6,7 +6,8 @@ live figures and summary, for ``-t`` seconds (0, the default: until Ctrl-C), as 
 does on Storm's local mode. ``submit`` sends it to the running squall master (``squall jar``'s
 way: ``--config``/``-c`` name the cluster) or, with ``--host spark``, to a master started here
 in a new Spark driver. sparse's options keep their letters: ``-n NAME``, ``-e ENV``,
-``-o KEY=VALUE`` (VALUE read as YAML, as sparse reads it), ``-w WORKERS``, ``-a ACKERS``;
+``-o KEY=VALUE`` (VALUE read as YAML, as sparse reads it), ``-d`` (``topology.debug``, and
+tracebacks), ``-w WORKERS``, ``-a ACKERS``;
 ``--multilang`` runs the Python components as ``streamparse_run`` subprocesses over Storm's
 multilang protocol, as Storm does, instead of in squall's workers.
 """
@@ -54,6 +55,9 @@ def register(verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
         p.add_argument("-e", "--environment", metavar="ENV", help="the env of config.json (needed when it has several)")
         p.add_argument("-o", "--option", dest="options", action="append", metavar="KEY=VALUE",
                        help="a topology option, VALUE read as YAML (repeatable), as sparse's -o")
+        p.add_argument("-d", "--debug", action="store_true",
+                       help=f"set {Config.TOPOLOGY_DEBUG} (and pystorm.log.level debug), as sparse's -d; and show "
+                            f"tracebacks on errors")
         p.add_argument("-w", "--workers", type=positive_int, help=Config.TOPOLOGY_WORKERS)
         p.add_argument("-a", "--ackers", type=int, metavar="N", help=Config.TOPOLOGY_ACKER_EXECUTORS)
         p.add_argument("--project", metavar="DIR", default=".", help="the project's directory (default: .)")
@@ -82,6 +86,8 @@ def yaml_value(item: str, text: str) -> Any:
 def _load(args: argparse.Namespace, topology_over: dict[str, Any]) -> LoadedTopology:
     topology_keys, other_keys = parse_overrides(args.options, "-o", yaml_value)
     options = {**topology_keys, **other_keys}  # sparse's -o: every key is the topology's
+    if args.debug:
+        options[Config.TOPOLOGY_DEBUG] = True
     if args.workers is not None:
         options[Config.TOPOLOGY_WORKERS] = args.workers
     if args.ackers is not None:

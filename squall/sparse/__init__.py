@@ -36,7 +36,8 @@ __all__ = [
 @dataclass(frozen=True)
 class LoadedTopology:
     """A streamparse project's topology, ready to submit: its name, the squall topology and its
-    configuration (config.json's env options, then the Topology's ``config``, then ``options``)."""
+    configuration (config.json's env options, then the Topology's ``config``, then ``options``;
+    ``pystorm.log.level`` debug when ``topology.debug`` is set, as sparse sets it)."""
 
     name: str
     topology: Any
@@ -71,4 +72,6 @@ def load(directory: str | Path = ".", name: str | None = None, *, env_name: str 
     translation = translate(topology_cls, env_name=env.name, multilang=multilang, serializer=serializer,
                             where=where, resources=str(project.src) if project.src.is_dir() else None)
     conf = {**env.options(), **translation.conf, **(options or {})}
+    if conf.get("topology.debug"):  # as sparse's resolve_options: pystorm logs at debug level too
+        conf["pystorm.log.level"] = "debug"
     return LoadedTopology(topology_name, translation.topology, conf, path)

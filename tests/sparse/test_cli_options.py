@@ -55,3 +55,24 @@ def test_a_dash_o_value_that_is_not_yaml_says_so(project: Path, capsys) -> None:
     assert main(["sparse", "run", "--project", str(project), "-o", "myapp.hosts=[db1"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("squall: error: -o 'myapp.hosts=[db1': VALUE is not YAML (") and "\n" not in err, err
+
+
+@pytest.mark.parametrize("verb", ["run", "submit"])
+@pytest.mark.parametrize("flag", ["-d", "--debug"])
+def test_dash_d_sets_topology_debug_as_sparse_does(project: Path, monkeypatch, verb: str, flag: str) -> None:
+    # sparse run|submit -d/--debug: "Set topology.debug and produce debugging output"; before the
+    # fix squall's --debug only showed tracebacks, and -d was refused
+    seen = _options_given_to_load(monkeypatch, verb, "--project", str(project), flag)
+    assert seen.get("topology.debug") is True
+
+
+def test_dash_d_still_shows_tracebacks(tmp_path: Path, capsys) -> None:
+    assert main(["sparse", "run", "--project", str(tmp_path), "-d"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and f"no config.json in {tmp_path}" in err
+
+
+def test_topology_debug_sets_pystorm_log_level_debug_as_sparse_does(project: Path) -> None:
+    from squall.sparse import load
+    assert load(project, options={"topology.debug": True}).conf["pystorm.log.level"] == "debug"
+    assert load(project).conf.get("pystorm.log.level") != "debug"

@@ -30,10 +30,14 @@ What a subprocess would do differently, and what is done instead:
 
 from __future__ import annotations
 
+import atexit
 import collections
+import hashlib
 import io
 import itertools
 import logging
+import shutil
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +49,7 @@ from .._context import TopologyContext
 from .._fields import Fields
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
+from ..multilang.resources import Resources, unpack
 
 log = logging.getLogger("squall.sparse")
 
@@ -147,12 +152,40 @@ def _set_up(obj: Any, conf: dict[str, Any], context: dict[str, Any]) -> None:
                 obj._source_tuple_types[source][stream] = collections.namedtuple(name, fields)
 
 
+_UNPACKED: dict[str, str] = {}  # a digest of a project's src/ files -> their copy in this process
+_UNPACKING = threading.Lock()
+
+
+def importable(resources: Resources) -> None:
+    """Make the project's ``src/`` (``resources``, shipped with the component) importable in
+    this process, as Storm's ``streamparse_run`` runs in the jar's ``resources/``: a module
+    imported when a task starts (in ``initialize``) or later is found there. In the process
+    that loaded the project, ``src/`` is on ``sys.path`` already; elsewhere (a worker, on any
+    host) one copy per process is unpacked, put first on ``sys.path`` and removed at exit."""
+    if resources.source in sys.path:
+        return
+    digest = hashlib.sha256(resources.source.encode())
+    for rel, mode, data in resources.files:
+        digest.update(f"\0{rel}\0{mode}\0{len(data)}\0".encode())
+        digest.update(data)
+    key = digest.hexdigest()
+    with _UNPACKING:
+        if key in _UNPACKED:
+            return
+        path = unpack(resources, "squall-sparse-src-")
+        atexit.register(shutil.rmtree, path, True)
+        _UNPACKED[key] = path
+        sys.path.insert(0, path)
+
+
 class _Hosted:
     """What the spout and the bolt adapters share: the user's class, its declared streams, the
-    instance they run and how it is started, stepped and restarted."""
+    project's ``src/`` (None: none shipped), the instance they run and how it is started,
+    stepped and restarted."""
 
     component_cls: type
     streams: Streams
+    resources: Resources | None
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """The streams the topology's spec declares (the class's ``outputs``, or ``Stream``s)."""
@@ -160,6 +193,8 @@ class _Hosted:
             declarer.declare_stream(stream, Fields(fields), direct)
 
     def _start(self, conf: dict[str, Any], context: TopologyContext) -> None:
+        if self.resources is not None:
+            importable(self.resources)
         self._conf = dict(conf)
         self._storm_context = storm_context(context)
         self._where = (f"streamparse component {self.component_cls.__qualname__} "
@@ -264,9 +299,10 @@ class _Hosted:
 class SparseSpout(_Hosted, Spout):
     """A streamparse/pystorm spout class run as a squall spout (the module docstring)."""
 
-    def __init__(self, component_cls: type, streams: Streams) -> None:
+    def __init__(self, component_cls: type, streams: Streams, resources: Resources | None = None) -> None:
         self.component_cls = component_cls
         self.streams = streams
+        self.resources = resources
 
     def open(self, conf: dict, context: TopologyContext, collector: SpoutOutputCollector) -> None:
         """Make the instance and run its ``initialize(storm_conf, context)``."""
@@ -322,9 +358,10 @@ class SparseBolt(_Hosted, Bolt):
     """A streamparse/pystorm bolt class run as a squall bolt (the module docstring). Each input
     gets an id pystorm's messages name it by; acks, fails and anchors find it by that id."""
 
-    def __init__(self, component_cls: type, streams: Streams) -> None:
+    def __init__(self, component_cls: type, streams: Streams, resources: Resources | None = None) -> None:
         self.component_cls = component_cls
         self.streams = streams
+        self.resources = resources
 
     def prepare(self, conf: dict, context: TopologyContext, collector: OutputCollector) -> None:
         """Make the instance and run its ``initialize(storm_conf, context)``."""

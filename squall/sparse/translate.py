@@ -31,6 +31,7 @@ from .._errors import InvalidTopologyException
 from .._fields import Fields
 from .._grouping import CustomStreamGrouping
 from .._topology import BoltDeclarer, StormTopology, TopologyBuilder
+from ..multilang.resources import Resources, pack
 from .component import SparseBolt, SparseSpout, Streams, in_process_problem
 
 STREAMPARSE_RUN = "streamparse_run"
@@ -57,16 +58,24 @@ def translate(topology_cls: Any, *, env_name: str | None = None, multilang: bool
     ``-e``); ``multilang`` runs the Python components as ``streamparse_run`` subprocesses over
     Storm's multilang protocol (with ``serializer``), as Storm does, instead of in process.
     ``where`` names the topology file in errors; ``resources`` is a directory shipped with the
-    subprocesses' components, each started in its own copy (the project's ``src/``: what
-    streamparse puts in the jar's ``resources/``); None: they start in the worker's directory.
+    components (the project's ``src/``: what streamparse puts in the jar's ``resources/``):
+    a subprocess starts in its own copy, and an in-process component's worker puts a copy on
+    ``sys.path`` before ``initialize`` (a module imported there or later is found); None: they
+    start in the worker's directory, with its ``sys.path``.
 
     Raises:
         InvalidTopologyException: naming the file, the component and what is wrong.
     """
     where = where or topology_cls.__qualname__
+    src = None
+    if resources is not None and not multilang:  # the in-process components' src/, read once for all
+        try:
+            src = pack(resources, f"{where}: the project's src/")
+        except (OSError, ValueError) as e:
+            raise InvalidTopologyException(str(e) if isinstance(e, ValueError) else f"{where}: {e}") from e
     builder = TopologyBuilder()
     for spec in topology_cls.specs:
-        _add(builder, spec, _Run(env_name, multilang, serializer, where, resources))
+        _add(builder, spec, _Run(env_name, multilang, serializer, where, resources, src))
     try:
         topology = builder.create_topology()
     except InvalidTopologyException as e:
@@ -83,6 +92,7 @@ class _Run:
     serializer: str
     where: str
     resources: str | None
+    src: Resources | None = None  # ``resources`` packed, for the in-process components
 
 
 def _add(builder: TopologyBuilder, spec: Any, run: _Run) -> None:
@@ -137,7 +147,7 @@ def _component(spec: Any, streams: Streams, is_spout: bool, run: _Run) -> Any:
         problem = in_process_problem(cls)
         if problem is not None:
             raise InvalidTopologyException(f"{run.where}: component [{spec.name}]: {problem}")
-        return (SparseSpout if is_spout else SparseBolt)(cls, streams)
+        return (SparseSpout if is_spout else SparseBolt)(cls, streams, run.src)
     if python:
         command = [sys.executable, "-m", "streamparse.run", "-s", run.serializer, shell.script]
     else:

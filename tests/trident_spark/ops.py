@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 
 from squall.trident import BaseFunction
+from squall.trident.operation import BaseFilter
 from squall.trident.state import State, StateFactory
+from squall.trident.state.api import BaseStateUpdater
 
 
 class Split(BaseFunction):
@@ -104,3 +106,62 @@ def plain_spout():
             pass
 
     return SentenceSpout()
+
+
+class KeepAll(BaseFilter):
+    """Keeps every tuple: a Python operation (not Spark SQL) before a repartition."""
+
+    def is_keep(self, tuple):
+        return True
+
+
+class Pair(BaseFunction):
+    """``'a'`` -> ``[a, a]`` (one str object twice: pickle writes the second as a reference to
+    the first); ``'a b'`` -> ``[a, b]``."""
+
+    def execute(self, tuple, collector):
+        parts = tuple[0].split()
+        collector.emit([parts[0], parts[0] if len(parts) == 1 else parts[1]])
+
+
+class PartIndex(BaseFunction):
+    """The index of the partition that ran it (what its context says)."""
+
+    def prepare(self, conf, context):
+        self.index = context.get_partition_index()
+
+    def execute(self, tuple, collector):
+        collector.emit([self.index])
+
+
+RECORDS: dict[str, list] = {}
+"""Per recorder name, each ``(txid, values)`` a `RecordFactory` state was given (on the driver)."""
+
+
+class _RecordState(State):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.txid = None
+
+    def begin_commit(self, txid):
+        self.txid = txid
+
+    def commit(self, txid):
+        pass
+
+
+class RecordFactory(StateFactory):
+    """A state that records every tuple ``partition_persist`` gives it, with its txid, in `RECORDS`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def make_state(self, conf, metrics, partition_index, num_partitions):
+        return _RecordState(self.name)
+
+
+class RecordUpdater(BaseStateUpdater):
+    """Appends each tuple's values to its `RecordFactory` state's list in `RECORDS`."""
+
+    def update_state(self, state, tuples, collector):
+        RECORDS.setdefault(state.name, []).extend((state.txid, list(t.values)) for t in tuples)

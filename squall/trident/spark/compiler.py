@@ -11,8 +11,9 @@ code runs them (``SubtopologyBody``). Then each piece gets its place under Spark
   task's Python worker); but a spout's one reader, with no repartition or SQL before it, runs in
   the spout's source read (``in_source``, `_in_sources`: the process that reads the batch runs
   the bolt on its tuples, and the source's rows are the bolt's);
-- each repartition -> a Spark exchange: ``partition_by`` hashes the pickled key
-  (``repartition(n, key)``), ``global``/``batch_global`` one partition, ``shuffle`` round robin
+- each repartition -> a Spark exchange: ``partition_by`` hashes the key's stable hash
+  (``repartition(n, key)``, ``rows.key_bytes``: keys equal in Python meet, as on squall's
+  engine), ``global``/``batch_global`` one partition, ``shuffle`` round robin
   over ``n`` (the bolt's parallelism); an identity edge keeps the partitions;
 - each bolt holding a state (``persistent_aggregate``, ``partition_persist``, a ``state_query`` of
   that state) and every bolt after one -> the driver, in ``foreachBatch``, as one partition: its

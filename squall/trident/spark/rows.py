@@ -2,13 +2,18 @@
 
 Every DataFrame the compiled query builds has the same four columns, so the edges of any
 Trident bolt (a merge of several streams, a join's two sides) are one ``union`` away:
-``trident_stream`` (the planner's stream id, ``s<N>``), ``trident_key`` (the pickled values of
-the fields the next repartition hashes, else null), ``trident_tuple`` (the pickled list of the
+``trident_stream`` (the planner's stream id, ``s<N>``), ``trident_key`` (on a stream the next
+bolt partitions by fields: `key_bytes`, else null), ``trident_tuple`` (the pickled list of the
 tuple's values) and ``trident_value`` (on a stream Spark SQL sums before the driver, a partial
 that is an int, its tuple then null: see ``compiler.SqlCombine``; else null). Trident values are
-any picklable Python objects, which no Spark type holds;
-equal keys pickle to equal bytes for the values a grouping uses (strings, numbers, tuples of
-them), so Spark's hash partitioning of the bytes sends equal keys to the same partition.
+any picklable Python objects, which no Spark type holds.
+
+A key's first 4 bytes are ``squall._stable_hash.stable_hash`` of its values, big-endian: keys
+equal in Python (``1``, ``1.0``, ``True``; two equal strings, one pickled by reference to the
+other) hash alike, as squall's engine routes them, and Spark's hash repartition is on those 4
+bytes alone (`KEY_HASH`). Their pickles may differ (a float is not an int, and pickle's memo
+writes a repeated object as a reference), so the bytes are never compared as the key. On a stream
+SQL sums, the pickled values follow, for the driver to rebuild the group (`key_values`).
 
 A spout's stream, and what Spark SQL makes of it (``project``, ``FilterNull``, ``Equals``),
 also has one typed column per field whose type the spout declares (str, int, float, bool,
@@ -35,6 +40,8 @@ import pickle
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from ..._stable_hash import stable_hash
 
 STREAM, KEY, TUPLE, VALUE = "trident_stream", "trident_key", "trident_tuple", "trident_value"
 ROW_SCHEMA = f"{STREAM} STRING, {KEY} BINARY, {TUPLE} BINARY, {VALUE} BIGINT"
@@ -89,6 +96,29 @@ def stream_rows(batch: Any, layouts: Mapping[str, Layout]) -> Iterator[tuple[str
                     tuples = batch.column(TUPLE).to_pylist()
                 yield streams[start], [loads(t) for t in tuples[start:i]]
             start = i
+
+
+KEY_HASH = 4
+"""How many leading bytes of ``trident_key`` are the key's stable hash (what a repartition hashes)."""
+
+
+def key_bytes(values: Sequence[Any], with_values: bool = False) -> bytes:
+    """The ``trident_key`` of a tuple whose key fields hold ``values``: their stable hash (equal
+    for keys equal in Python, in every process), then, ``with_values``, their pickle.
+
+    Raises:
+        ValueError: a key value is unhashable (a list), naming it.
+    """
+    try:
+        head = stable_hash(list(values)).to_bytes(KEY_HASH, "big")
+    except TypeError:
+        raise ValueError(f"partition_by/group_by: the key values {list(values)!r} are not hashable") from None
+    return head + dumps(values) if with_values else head
+
+
+def key_values(key: bytes) -> list:
+    """The values a `key_bytes` ``with_values`` holds."""
+    return loads(key[KEY_HASH:])
 
 
 def dumps(values: Sequence[Any]) -> bytes:
@@ -189,5 +219,5 @@ def from_option(text: str) -> Any:
     return pickle.loads(base64.b64decode(text))
 
 
-__all__ = ["INT64", "KEY", "ROW_SCHEMA", "SQL_TYPES", "STREAM", "TUPLE", "VALUE", "Layout", "digest",
-           "dumps", "from_offset", "from_option", "loads", "stream_rows", "to_offset", "to_option"]
+__all__ = ["INT64", "KEY", "KEY_HASH", "ROW_SCHEMA", "SQL_TYPES", "STREAM", "TUPLE", "VALUE", "Layout", "digest",
+           "dumps", "from_offset", "from_option", "key_bytes", "key_values", "loads", "stream_rows", "to_offset", "to_option"]

@@ -27,7 +27,21 @@ from ..coordinator import TransactionAttempt
 from ..executor import BatchInfo, BatchOutput
 from .compiler import SparkBolt, SparkPlan, SparkSpout, SqlCombine, SqlOp
 from .context import SparkTaskContext
-from .rows import INT64, KEY, ROW_SCHEMA, STREAM, TUPLE, VALUE, Layout, dumps, loads, stream_rows
+from .rows import (
+    INT64,
+    KEY,
+    KEY_HASH,
+    ROW_SCHEMA,
+    STREAM,
+    TUPLE,
+    VALUE,
+    Layout,
+    dumps,
+    key_bytes,
+    key_values,
+    loads,
+    stream_rows,
+)
 
 log = logging.getLogger("squall.trident.spark")
 
@@ -77,8 +91,10 @@ def quiet_call_sites() -> Iterator[None]:
 
 class _ArrowOutput(BatchOutput):
     """Where an executor bolt emits: rows of (stream, key, tuple, value), handed out as Arrow
-    batches. On a stream SQL sums (``combines``: the partial's position) an int partial goes in
-    the value column and no tuple is pickled: SQL rebuilds nothing but the sum, the driver the row."""
+    batches. The key (``rows.key_bytes``, on a stream a repartition or a SQL sum reads) is the
+    stable hash of the key fields' values, with them pickled on a stream SQL sums. On such a
+    stream (``combines``: the partial's position) an int partial goes in the value column and no
+    tuple is pickled: SQL rebuilds nothing but the sum, the driver the row."""
 
     def __init__(self, keys: dict[str, tuple[int, ...]], combines: dict[str, int], component: str) -> None:
         self.keys = keys
@@ -92,8 +108,8 @@ class _ArrowOutput(BatchOutput):
     def emit(self, batch: BatchInfo, stream: str, values: list) -> None:
         idx = self.keys.get(stream)
         self.streams.append(stream)
-        self.key_values.append(None if idx is None else dumps([values[i] for i in idx]))
         at = self.combines.get(stream)
+        self.key_values.append(None if idx is None else key_bytes([values[i] for i in idx], at is not None))
         if at is not None:
             value = values[at]
             if type(value) is int and INT64[0] <= value <= INT64[1]:  # what the BIGINT column holds
@@ -326,7 +342,7 @@ class BatchRunner:
         for r, (stream, key, data, total, count) in enumerate(zip(*columns)):
             if stream in combines and data is None:
                 rows.setdefault(stream, []).append(_partial_row(combines[stream], self._widths[stream],
-                                                                loads(key), int(total)))
+                                                                key_values(key), int(total)))
                 continue
             layout = layouts.get(stream)
             one = loads(data) if layout is None else layout.decode(table.slice(r, 1))[0]
@@ -440,11 +456,16 @@ def _partitions(bolt: SparkBolt, parallelism: int) -> int:
 
 def _repartition(frame: Any, bolt: SparkBolt, parallelism: int, key_columns: list[str] | None = None) -> Any:
     """``frame`` partitioned for ``bolt``'s input: a hash repartition on ``key_columns`` (typed)
-    or the pickled key. With no repartition before it (an identity edge), the source's
+    or the key's stable hash (its first bytes, ``rows.KEY_HASH``: keys equal in Python meet in
+    one partition). With no repartition before it (an identity edge), the source's
     partitions are coalesced into the bolt's hint or Spark's default parallelism, whichever is
     more: each Spark task pays a Python round trip and a fresh copy of the bolt."""
+    from pyspark.sql.functions import col
+
     if bolt.repartition == "hash":
-        return frame.repartition(bolt.partitions, *(key_columns or [KEY]))
+        if key_columns:
+            return frame.repartition(bolt.partitions, *key_columns)
+        return frame.repartition(bolt.partitions, col(KEY).substr(1, KEY_HASH))
     if bolt.repartition == "single":
         return frame.repartition(1)
     if bolt.repartition == "round_robin":

@@ -113,3 +113,28 @@ def test_a_two_field_key_of_equal_strings_is_one_group_however_pickle_writes_it(
     assert sorted(local) == expected
     got = _on_spark(spark, tmp_path, _pairs("pairs-spark"), "pairs-spark")
     assert sorted(got) == expected, f"equal string keys split into groups: {sorted(got)}"
+
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+
+
+def _spread(name: str, project: bool) -> TridentTopology:
+    topology = TridentTopology()
+    stream = topology.new_stream(name, FixedBatchSpout(Fields("word", "n"), 20, *[[w, i] for i, w in enumerate(WORDS)]))
+    if project:  # typed columns, then a project that Spark SQL runs: no Python before the repartition
+        stream = stream.project(Fields("word"))
+    stream.partition_by(Fields("word")).each(Fields("word"), PartIndex(), Fields("p")).parallelism_hint(4) \
+        .global_().partition_persist(RecordFactory(name), Fields("word", "p"), RecordUpdater())
+    return topology
+
+
+def test_partition_by_straight_after_a_spout_spreads_over_its_parallelism(spark, tmp_path):
+    # the spout's rows had no key (null), so the repartition put every word in one partition
+    plain = _on_spark(spark, tmp_path, _spread("spread-plain", False), "spread-plain")
+    typed = _on_spark(spark, tmp_path, _spread("spread-typed", True), "spread-typed",
+                      field_types={"spread-typed": {"word": str, "n": int}})
+    for got in (plain, typed):
+        assert sorted(w for w, _ in got) == sorted(WORDS)  # every word once
+        assert len({p for _, p in got}) > 1, f"12 words after partition_by(...).parallelism_hint(4) ran in {got}"
+    # the same key goes to the same partition, whichever way its rows reached the repartition
+    assert dict(plain) == dict(typed)

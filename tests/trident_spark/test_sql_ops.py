@@ -224,13 +224,14 @@ def _source_batches(spark, plan):
     from squall.trident.spark.source import BatchSpoutReader, SpoutSpec
 
     [s] = plan.spouts
-    spec = SpoutSpec(s.txid, s.spout, {}, s.fields, s.typed)
+    spec = SpoutSpec(s.txid, s.spout, {}, s.fields, s.typed, keys=s.keys)
     reader = BatchSpoutReader(spec)
     start = reader.initialOffset()
     while (end := reader.latestOffset(start, None)) != start:
         table = pa.Table.from_batches([rb for p in reader.partitions(start, end) for rb in reader.read(p)])
         rows = [tuple(row.values()) for row in table.to_pylist()]
-        yield source_frame(spark.createDataFrame(spark.sparkContext.parallelize(rows, 2), spec.schema()), s)
+        yield source_frame(spark.createDataFrame(spark.sparkContext.parallelize(rows, 2), spec.schema()), s, None,
+                           plan.key_columns)
         start = end
 
 
@@ -316,7 +317,7 @@ def test_field_types_that_name_no_field_or_no_column_type_are_refused():
         compile_topology(topology, {"t": {"a": str}})
 
 
-def test_a_partition_by_right_after_a_spout_hashes_its_typed_key_column_over_the_bolts_tasks(spark):
+def test_a_partition_by_right_after_a_spout_hashes_the_key_its_source_computes_over_the_bolts_tasks(spark):
     words = [[f"w{i}"] for i in range(30)] * 2  # each word twice
     factory = MemoryMapState.factory()
     topology = TridentTopology()

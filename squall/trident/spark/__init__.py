@@ -87,14 +87,14 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
         for s in plan.spouts:
             hints = [b.partitions for b in plan.executor_bolts()
                      if (set(b.inputs) | {op.source for op in b.sql}) & set(s.outputs)]
-            spec = SpoutSpec(s.txid, s.spout, settings, s.fields, s.typed, max([tasks, *hints]))
+            spec = SpoutSpec(s.txid, s.spout, settings, s.fields, s.typed, max([tasks, *hints]), keys=s.keys)
             head = plan.source_head(s.txid)
             if head is not None:
                 spec = replace(spec, head=SourceHead(
                     head.component, cloudpickle.dumps(head.body), head.inputs, spec.tasks, plan.keys,
                     {o: plan.combines[o].value for o in head.outputs if o in plan.combines}))
             frames.append(source_frame(spark.readStream.format(SOURCE_NAME).option("spout", to_option(spec)).load(), s,
-                                       head))
+                                       head, plan.key_columns))
         rows = union(frames)
     writer = rows.writeStream.foreachBatch(BatchRunner(plan, settings)).option("checkpointLocation", checkpoint_location)
     if trigger is not None:

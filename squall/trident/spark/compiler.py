@@ -13,8 +13,9 @@ code runs them (``SubtopologyBody``). Then each piece gets its place under Spark
   the bolt on its tuples, and the source's rows are the bolt's);
 - each repartition -> a Spark exchange: ``partition_by`` hashes the key's stable hash
   (``repartition(n, key)``, ``rows.key_bytes``: keys equal in Python meet, as on squall's
-  engine), ``global``/``batch_global`` one partition, ``shuffle`` round robin
-  over ``n`` (the bolt's parallelism); an identity edge keeps the partitions;
+  engine; a spout's source computes it for the streams a repartition reads, `SparkSpout.keys`),
+  ``global``/``batch_global`` one partition, ``shuffle`` round robin over ``n`` (the bolt's
+  parallelism); an identity edge keeps the partitions;
 - each bolt holding a state (``persistent_aggregate``, ``partition_persist``, a ``state_query`` of
   that state) and every bolt after one -> the driver, in ``foreachBatch``, as one partition: its
   input is collected and its `State` gets ``begin_commit(txid)``, the updates and
@@ -65,6 +66,8 @@ class SparkSpout:
     outputs: tuple[str, ...]
     fields: tuple[str, ...] = ()
     typed: tuple[TypedField, ...] = ()
+    # the key columns its source computes: (column, the positions of the fields it hashes)
+    keys: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def layout(self) -> Layout:
         """Where its fields are in the source's rows: a typed column, else the pickled rest."""
@@ -80,7 +83,8 @@ class SqlOp:
     ``kind``: ``project`` (keeps the columns of ``layout``), ``not_null`` or ``equals`` (over
     ``columns``; ``nan``: they are DOUBLE, and NaN equals nothing, as in Python). Reads stream
     ``source``; its rows are stream ``stream`` (``layout``), and again ``outputs`` (streams that
-    leave the bolt from it).
+    leave the bolt from it). ``carry``: the key columns of its spout's source, which a
+    ``project`` keeps for the repartitions after it (`SparkSpout.keys`).
     """
 
     operation: str
@@ -91,6 +95,7 @@ class SqlOp:
     columns: tuple[str, ...] = ()
     nan: bool = False
     outputs: tuple[str, ...] = ()
+    carry: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,9 @@ class SparkPlan:
     keys: dict[str, tuple[int, ...]]
     combines: dict[str, SqlCombine] = field(default_factory=dict)
     layouts: dict[str, Layout] = field(default_factory=dict)  # the streams with typed columns
+    # the streams of a spout (or of SQL over one) that a repartition reads -> the column of the
+    # source's rows holding their key (`SparkSpout.keys`)
+    key_columns: dict[str, str] = field(default_factory=dict)
 
     def executor_bolts(self) -> list[SparkBolt]:
         """The bolts that run in Spark tasks."""
@@ -239,7 +247,47 @@ def compile_topology(topology: TridentTopology,
     combines = {c.stream: c for b in bolts if b.on_driver for c in _sql_combines(b)}
     for c in combines.values():
         keys[c.stream] = c.group  # the key SQL groups by is the group's values
-    return SparkPlan(spouts, tuple(bolts), keys, combines, layouts)
+    spouts, bolts, key_columns = _source_keys(spouts, bolts, keys, layouts)
+    return SparkPlan(spouts, tuple(bolts), keys, combines, layouts, key_columns)
+
+
+def _source_keys(spouts: tuple[SparkSpout, ...], bolts: list[SparkBolt], keys: dict[str, tuple[int, ...]],
+                 layouts: dict[str, Layout]) -> tuple[tuple[SparkSpout, ...], list[SparkBolt], dict[str, str]]:
+    """The key columns each spout's source computes (`SparkSpout.keys`), and which stream's key
+    each holds: for every stream of a spout, or of Spark SQL over one (``project``/``FilterNull``/
+    ``Equals``, which run no Python), that a bolt in tasks partitions by fields. Such rows meet no
+    Python before the repartition, and the key must be the same stable hash of the values that a
+    bolt's output carries (``rows.key_bytes``), so the source's read, which has the values,
+    computes it. ``SqlOp.carry`` is set to the columns of its spout, for a ``project`` to keep."""
+    origin = {o: k for k, s in enumerate(spouts) for o in s.outputs}  # a stream -> its spout's index
+    for b in bolts:
+        for op in b.sql:
+            if op.source in origin:
+                for s in (op.stream, *op.outputs):
+                    origin[s] = origin[op.source]
+    wanted = sorted({s for b in bolts if b.repartition == "hash" and not b.on_driver for s in b.inputs
+                     if s in keys and s in origin})
+    columns: list[dict[tuple[int, ...], str]] = [{} for _ in spouts]
+    key_columns: dict[str, str] = {}
+    for stream in wanted:
+        k = origin[stream]
+        layout = layouts.get(stream)
+        positions = keys[stream] if layout is None else tuple(_spout_position(spouts[k], layout.slots[i])
+                                                              for i in keys[stream])
+        key_columns[stream] = columns[k].setdefault(positions, f"trident_s{k}_k{'_'.join(map(str, positions))}")
+    spouts = tuple(replace(s, keys=tuple((c, p) for p, c in columns[k].items())) for k, s in enumerate(spouts))
+    carried = [tuple(columns[k].values()) for k in range(len(spouts))]
+    bolts = [replace(b, sql=tuple(replace(op, carry=carried[origin[op.source]]) if op.source in origin else op
+                                  for op in b.sql)) if b.sql else b for b in bolts]
+    return spouts, bolts, key_columns
+
+
+def _spout_position(spout: SparkSpout, slot: str | int) -> int:
+    """The position among ``spout``'s fields of the field at ``slot`` of a `Layout` of its rows."""
+    if isinstance(slot, str):
+        return next(t.position for t in spout.typed if t.column == slot)
+    typed = {t.position for t in spout.typed}
+    return [i for i in range(len(spout.fields)) if i not in typed][slot]
 
 
 def _in_sources(spouts: tuple[SparkSpout, ...], bolts: list[SparkBolt]) -> list[SparkBolt]:

@@ -271,15 +271,15 @@ class BatchRunner:
             if b.in_source:
                 continue  # run by its spout's source
             for op in b.sql:
-                frames[op.stream] = _sql(frames[op.source], op)
+                frames[op.stream] = _sql(frames[op.source], op, self.plan.key_columns.get(op.stream))
                 carried.append((frames[op.stream], frozenset([op.stream])))
                 for o in op.outputs:
-                    frames[o] = _relabel(frames[op.stream], o)
+                    frames[o] = _relabel(frames[op.stream], o, self.plan.key_columns.get(o))
                     carried.append((frames[o], frozenset([o])))
             if not b.body.nodes:
                 continue  # all of it in SQL
             parallelism = self._parallelism(df)
-            frame = _repartition(_input(frames, b.inputs, carried), b, parallelism, self._key_columns(b))
+            frame = _repartition(_input(frames, b.inputs, carried), b, parallelism)
             fn = run_partition(self._bodies[b.component], b.component, b.partitions, txid, self.conf, self.plan.keys,
                                {s: self.plan.combines[s].value for s in b.outputs if s in self.plan.combines},
                                {s: self.plan.layouts[s] for s in b.inputs if s in self.plan.layouts})
@@ -292,18 +292,6 @@ class BatchRunner:
             if not b.outputs:
                 leaves.append(out)
         return BatchFrames(frames, leaves, carried, single)
-
-    def _key_columns(self, bolt: SparkBolt) -> list[str] | None:
-        """The typed columns ``bolt``'s hash repartition hashes, when it reads one stream whose
-        key fields are all typed columns (else None: the pickled key column)."""
-        if bolt.repartition != "hash" or len(bolt.inputs) != 1:
-            return None
-        [stream] = bolt.inputs
-        layout, key = self.plan.layouts.get(stream), self.plan.keys.get(stream)
-        if layout is None or not key:
-            return None
-        slots = [layout.slots[i] for i in key]
-        return [str(c) for c in slots] if all(isinstance(c, str) for c in slots) else None
 
     def _parallelism(self, df: Any) -> int:
         if self._default_parallelism is None:
@@ -374,23 +362,30 @@ def union(frames: list[Any]) -> Any:
     return frame
 
 
-def _columns(stream: str, pickled: bool, typed: list[str]) -> list[Any]:
-    """A frame's columns (``rows.py``) for rows of ``stream``: no key or value, the pickled
-    ``trident_tuple`` kept (else null), then the ``typed`` columns."""
+def _columns(stream: str, pickled: bool, typed: list[str], key: str | None = None,
+             carry: tuple[str, ...] = ()) -> list[Any]:
+    """A frame's columns (``rows.py``) for rows of ``stream``: the key from column ``key`` (a
+    source's key column, else null), no value, the pickled ``trident_tuple`` kept (else null),
+    then the ``typed`` columns and the source's key columns (``carry``)."""
     from pyspark.sql.functions import col, lit
 
-    return [lit(stream).alias(STREAM), lit(None).cast("binary").alias(KEY),
+    return [lit(stream).alias(STREAM), col(key).alias(KEY) if key else lit(None).cast("binary").alias(KEY),
             col(TUPLE) if pickled else lit(None).cast("binary").alias(TUPLE), lit(None).cast("bigint").alias(VALUE),
-            *[col(c) for c in typed]]
+            *[col(c) for c in typed], *[col(c) for c in carry]]
 
 
-def source_frame(source: Any, spout: SparkSpout, head: SparkBolt | None = None) -> Any:
+def source_frame(source: Any, spout: SparkSpout, head: SparkBolt | None = None,
+                 key_columns: dict[str, str] | None = None) -> Any:
     """The rows of ``spout``'s streams from ``source``, its Data Source's DataFrame; with
-    ``head`` (the bolt the source runs), that bolt's rows, as the source reads them."""
+    ``head`` (the bolt the source runs), that bolt's rows, as the source reads them.
+    ``key_columns`` (``SparkPlan.key_columns``): the column holding a stream's key, for the
+    streams a repartition reads (the source's rows have them: ``SparkSpout.keys``)."""
     if head is not None:
         return source
     typed = [t.column for t in spout.typed]
-    return union([source.select(*_columns(stream, True, typed)) for stream in spout.outputs])
+    keys = key_columns or {}
+    carry = tuple(c for c, _ in spout.keys) if keys else ()
+    return union([source.select(*_columns(stream, True, typed, keys.get(stream), carry)) for stream in spout.outputs])
 
 
 def _distinct(frames: dict[str, Any], streams: tuple[str, ...]) -> list[Any]:
@@ -417,15 +412,19 @@ def _input(frames: dict[str, Any], streams: tuple[str, ...],
     return union(distinct).filter(col(STREAM).isin(list(streams)))
 
 
-def _relabel(frame: Any, stream: str) -> Any:
-    """``frame``'s rows as stream ``stream``."""
-    from pyspark.sql.functions import lit
+def _relabel(frame: Any, stream: str, key: str | None = None) -> Any:
+    """``frame``'s rows as stream ``stream``; with ``key``, their key from that column (the
+    source's key column of ``stream``)."""
+    from pyspark.sql.functions import col, lit
 
-    return frame.withColumn(STREAM, lit(stream))
+    if key is None:
+        return frame.withColumn(STREAM, lit(stream))
+    return frame.withColumns({STREAM: lit(stream), KEY: col(key)})
 
 
-def _sql(frame: Any, op: SqlOp) -> Any:
-    """The rows ``op`` makes of its source stream's in ``frame``, labelled ``op.stream``."""
+def _sql(frame: Any, op: SqlOp, key: str | None = None) -> Any:
+    """The rows ``op`` makes of its source stream's in ``frame``, labelled ``op.stream`` (their
+    key from column ``key``, if given)."""
     from functools import reduce
 
     from pyspark.sql.functions import col, isnan
@@ -433,7 +432,7 @@ def _sql(frame: Any, op: SqlOp) -> Any:
     rows = frame.filter(col(STREAM) == op.source)
     if op.kind == "project":
         pickled = any(isinstance(s, int) for s in op.layout.slots)
-        return rows.select(*_columns(op.stream, pickled, list(dict.fromkeys(op.layout.columns()))))
+        return rows.select(*_columns(op.stream, pickled, list(dict.fromkeys(op.layout.columns())), key, op.carry))
     if op.kind == "not_null":
         test = [col(c).isNotNull() for c in op.columns]
     else:  # equals: Python's ==, None == None too; NaN equals nothing (SQL's NaN = NaN is true)
@@ -442,7 +441,7 @@ def _sql(frame: Any, op: SqlOp) -> Any:
             test += [~isnan(col(c)) | col(c).isNull() for c in op.columns]
     if test:
         rows = rows.filter(reduce(lambda a, b: a & b, test))
-    return _relabel(rows, op.stream)
+    return _relabel(rows, op.stream, key)
 
 
 def _partitions(bolt: SparkBolt, parallelism: int) -> int:
@@ -454,17 +453,16 @@ def _partitions(bolt: SparkBolt, parallelism: int) -> int:
     return max(bolt.partitions, parallelism)
 
 
-def _repartition(frame: Any, bolt: SparkBolt, parallelism: int, key_columns: list[str] | None = None) -> Any:
-    """``frame`` partitioned for ``bolt``'s input: a hash repartition on ``key_columns`` (typed)
-    or the key's stable hash (its first bytes, ``rows.KEY_HASH``: keys equal in Python meet in
-    one partition). With no repartition before it (an identity edge), the source's
-    partitions are coalesced into the bolt's hint or Spark's default parallelism, whichever is
-    more: each Spark task pays a Python round trip and a fresh copy of the bolt."""
+def _repartition(frame: Any, bolt: SparkBolt, parallelism: int) -> Any:
+    """``frame`` partitioned for ``bolt``'s input: a hash repartition on the key's stable hash
+    (its first bytes, ``rows.KEY_HASH``: keys equal in Python meet in one partition; a spout's
+    source computes it for its rows, ``SparkSpout.keys``). With no repartition before it (an
+    identity edge), the source's partitions are coalesced into the bolt's hint or Spark's
+    default parallelism, whichever is more: each Spark task pays a Python round trip and a
+    fresh copy of the bolt."""
     from pyspark.sql.functions import col
 
     if bolt.repartition == "hash":
-        if key_columns:
-            return frame.repartition(bolt.partitions, *key_columns)
         return frame.repartition(bolt.partitions, col(KEY).substr(1, KEY_HASH))
     if bolt.repartition == "single":
         return frame.repartition(1)

@@ -34,7 +34,9 @@ Columns: one typed column per field whose type is declared (`TypedField`: the sp
 other fields (null when there are none). A value that is neither None nor exactly the declared
 type (a bool is not an int, an int is not a float) fails the batch with a ValueError naming the
 spout, the field and the txid: Spark would otherwise cast it, and the operations after would see
-another value than on squall's engine.
+another value than on squall's engine. Then one key column per key a repartition after the
+spout (or after Spark SQL over its stream) hashes (``SpoutSpec.keys``): ``rows.key_bytes`` of
+those fields, computed here, where the values are, as a bolt computes its output's.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from .context import SparkTaskContext
-from .rows import INT64, ROW_SCHEMA, SQL_TYPES, TUPLE, digest, dumps, from_offset, from_option, to_offset
+from .rows import INT64, ROW_SCHEMA, SQL_TYPES, TUPLE, digest, dumps, from_offset, from_option, key_bytes, to_offset
 
 if TYPE_CHECKING:
     from ..coordinator import TransactionAttempt
@@ -89,7 +91,8 @@ class SourceHead:
 @dataclass(frozen=True)
 class SpoutSpec:
     """What the source is given (pickled in its ``spout`` option): the spout and its txid key,
-    its output fields and those of them that travel in typed columns."""
+    its output fields and those of them that travel in typed columns, and the key columns it
+    computes (``keys``: a column and the positions of the fields whose ``rows.key_bytes`` it holds)."""
 
     txid: str
     spout: Any                  # the spout as new_stream got it
@@ -99,13 +102,15 @@ class SpoutSpec:
     # a partitioned spout's partitions go to at most this many Spark input partitions (0: one each)
     tasks: int = 0
     head: SourceHead | None = None  # the bolt the read runs on the batch: its rows are the bolt's
+    keys: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def schema(self) -> str:
-        """The source's columns: the pickled rest, then each typed field's; with a ``head``, the
-        rows its bolt emits (``rows.ROW_SCHEMA``)."""
+        """The source's columns: the pickled rest, then each typed field's, then each key
+        column; with a ``head``, the rows its bolt emits (``rows.ROW_SCHEMA``)."""
         if self.head is not None:
             return ROW_SCHEMA
-        return ", ".join([f"{TUPLE} BINARY"] + [f"{t.column} {SQL_TYPES[t.type]}" for t in self.typed])
+        return ", ".join([f"{TUPLE} BINARY"] + [f"{t.column} {SQL_TYPES[t.type]}" for t in self.typed]
+                         + [f"{column} BINARY" for column, _ in self.keys])
 
     def rows(self, batches: Iterator[_Collect], txid: int) -> Iterator[Any]:
         """What a read yields of ``batches`` (the tuples of each spout partition in turn, read
@@ -240,6 +245,9 @@ class _Collect:
         self.pickled: list[bytes | None] = []
         self.whole: list[bytes] | None = [] if checked else None
         self.width = len(spec.fields)
+        # each key column's values (the key's stable hash: see rows.key_bytes); none without fields told
+        self.key_positions = [positions for _, positions in spec.keys] if self.rest is not None else []
+        self.keys: list[list[bytes]] = [[] for _ in self.key_positions]
 
     def digest(self) -> str:
         """The digest of the tuples (a checked collector's)."""
@@ -253,7 +261,14 @@ class _Collect:
 
         arrays = [pa.array(self.pickled, pa.binary())]
         arrays += [pa.array(c, getattr(pa, _ARROW_TYPES[t.type])()) for c, t in zip(self.columns, self.spec.typed)]
-        return pa.RecordBatch.from_arrays(arrays, names=[TUPLE] + [t.column for t in self.spec.typed])
+        arrays += [pa.array(k, pa.binary()) for k in self.keys]
+        return pa.RecordBatch.from_arrays(arrays, names=[TUPLE] + [t.column for t in self.spec.typed]
+                                          + [column for column, _ in self.spec.keys])
+
+    def _key(self, rows: list[list]) -> None:
+        """Each key column's value for each of ``rows`` (the tuples just taken)."""
+        for column, positions in zip(self.keys, self.key_positions):
+            column.extend(key_bytes([values[i] for i in positions]) for values in rows)
 
     def emit(self, values: Any) -> None:
         values = list(values)
@@ -278,6 +293,8 @@ class _Collect:
                                  + ": a typed column takes that type only, or None")
             column.append(value)
         self.pickled.append(dumps([values[i] for i in self.rest]) if self.rest else None)
+        if self.keys:
+            self._key([values])
         if self.whole is not None:
             self.whole.append(dumps(values))
         self.count += 1
@@ -303,6 +320,8 @@ class _Collect:
         for column, new in zip(self.columns, columns):
             column.extend(new)
         self.pickled.extend([None] * n)
+        if self.keys:
+            self._key(rows)
         if self.whole is not None:
             self.whole.extend(dumps(list(values)) for values in rows)
         self.count += n

@@ -694,7 +694,7 @@ def _aggregate(stream: Stream, operation: str, inputs: Fields | None, aggregator
         combine = P.CombinerCombineAggregator(aggregator)
         if scope == "partition":
             return _partition_agg(s, init_out, combine, out, group)
-        partial = _partition_agg(s, init_out, combine, init_out, group)
+        partial = _partition_agg(s, init_out, combine, init_out, group, partial=True)
         # after the repartition the combiner runs in a bolt of its own, prepared there
         return _final_agg(partial, init_out, P.CombinerCombineAggregator(aggregator, owns_lifecycle=True),
                           out, scope, group)
@@ -713,12 +713,13 @@ def _aggregate(stream: Stream, operation: str, inputs: Fields | None, aggregator
     return _final_agg(stream, ins, agg, out, scope, group)
 
 
-def _partition_agg(stream: Stream, inputs: Fields, agg: Any, out: Fields, group: Fields | None) -> Stream:
+def _partition_agg(stream: Stream, inputs: Fields, agg: Any, out: Fields, group: Fields | None,
+                   partial: bool = False) -> Stream:
     if group is None:
-        return stream._next(stream._add("partition_aggregate", out, P.AggregateProcessor(inputs, agg)))
+        return stream._next(stream._add("partition_aggregate", out, P.AggregateProcessor(inputs, agg, partial)))
     grouped = P.GroupedAggregator(agg, group, inputs)
     return stream._next(stream._add("partition_aggregate", _concat(group, out),
-                                    P.AggregateProcessor(_union(group, inputs), grouped)))
+                                    P.AggregateProcessor(_union(group, inputs), grouped, partial)))
 
 
 def _final_agg(stream: Stream, inputs: Fields, agg: Any, out: Fields, scope: str, group: Fields | None) -> Stream:

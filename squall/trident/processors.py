@@ -387,9 +387,12 @@ class AggregateProcessor(_SingleParent):
     (one ``combine`` call), the same calls the wrappers make.
     """
 
-    def __init__(self, input_fields: Fields, aggregator: BaseAggregator) -> None:
+    def __init__(self, input_fields: Fields, aggregator: BaseAggregator, partial: bool = False) -> None:
         self.input_fields = input_fields
         self.op = aggregator
+        # the partial step of an aggregate whose combine runs after a repartition: what one
+        # partition makes is no result of its own, so an engine may run it over any partitions
+        self.partial = partial
 
     def prepare(self, conf: dict, context: Any, tctx: ProcessorContext) -> None:
         super().prepare(conf, context, tctx)

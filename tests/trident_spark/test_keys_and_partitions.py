@@ -138,3 +138,38 @@ def test_partition_by_straight_after_a_spout_spreads_over_its_parallelism(spark,
         assert len({p for _, p in got}) > 1, f"12 words after partition_by(...).parallelism_hint(4) ran in {got}"
     # the same key goes to the same partition, whichever way its rows reached the repartition
     assert dict(plain) == dict(typed)
+
+
+def _files(directory, name: str) -> TridentTopology:
+    topology = TridentTopology()
+    topology.new_stream(name, FileTridentSpout(str(directory), ["line"], max_batch_records=100)) \
+        .partition_aggregate(Fields("line"), Count(), Fields("n")).parallelism_hint(1) \
+        .global_().partition_persist(RecordFactory(name), Fields("n"), RecordUpdater())
+    return topology
+
+
+def test_a_partition_aggregate_of_hint_one_runs_in_one_partition_as_on_squalls_engine(spark, tmp_path):
+    directory = tmp_path / "in"
+    directory.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (directory / name).write_text("".join(f"{name} {i}\n" for i in range(5)))
+    local = _on_local_cluster(_files(directory, "pa-local"), "pa-local", lambda r: sum(n for [n] in r) == 15)
+    assert local == [[15]]
+    got = _on_spark(spark, tmp_path, _files(directory, "pa-spark"), "pa-spark")
+    assert got == [[15]], f"partition_aggregate ran over several partitions: {got}"
+
+
+def test_only_operations_that_depend_on_their_partitions_run_in_exactly_their_hint():
+    topology = TridentTopology()
+    words = topology.new_stream("s", FixedBatchSpout(Fields("line"), 3, ["a b"])).each(Fields("line"), Split(),
+                                                                                      Fields("w"))
+    words.group_by(Fields("w")).persistent_aggregate(MemoryMapState.factory(), Count(), Fields("c"))  # a partial step
+    other = TridentTopology()
+    other.new_stream("s", FixedBatchSpout(Fields("line"), 3, ["a b"])).each(Fields("line"), PartIndex(), Fields("p")) \
+        .each(Fields("p"), KeepAll())
+    plan, partitioned = compile_topology(topology), compile_topology(other)
+    [counted] = plan.executor_bolts()
+    [indexed] = partitioned.executor_bolts()
+    assert not counted.exact and counted.tasks(2) == 2  # the word count keeps Spark's default parallelism
+    assert indexed.exact and indexed.tasks(2) == 1  # its operation reads its partition index: its hint
+    assert partitioned.source_tasks(partitioned.spouts[0], 2) == 1

@@ -85,9 +85,7 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
     frames = []
     with quiet_call_sites():
         for s in plan.spouts:
-            hints = [b.partitions for b in plan.executor_bolts()
-                     if (set(b.inputs) | {op.source for op in b.sql}) & set(s.outputs)]
-            spec = SpoutSpec(s.txid, s.spout, settings, s.fields, s.typed, max([tasks, *hints]), keys=s.keys)
+            spec = SpoutSpec(s.txid, s.spout, settings, s.fields, s.typed, plan.source_tasks(s, tasks), keys=s.keys)
             head = plan.source_head(s.txid)
             if head is not None:
                 spec = replace(spec, head=SourceHead(

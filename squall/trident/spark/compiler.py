@@ -15,7 +15,9 @@ code runs them (``SubtopologyBody``). Then each piece gets its place under Spark
   (``repartition(n, key)``, ``rows.key_bytes``: keys equal in Python meet, as on squall's
   engine; a spout's source computes it for the streams a repartition reads, `SparkSpout.keys`),
   ``global``/``batch_global`` one partition, ``shuffle`` round robin over ``n`` (the bolt's
-  parallelism); an identity edge keeps the partitions;
+  parallelism); an identity edge keeps the partitions, coalesced into the bolt's hint or Spark's
+  default parallelism, or into exactly its hint where the bolt holds an operation whose result
+  depends on its partitions (``SparkBolt.exact``);
 - each bolt holding a state (``persistent_aggregate``, ``partition_persist``, a ``state_query`` of
   that state) and every bolt after one -> the driver, in ``foreachBatch``, as one partition: its
   input is collected and its `State` gets ``begin_commit(txid)``, the updates and
@@ -36,6 +38,7 @@ What cannot run raises ValueError naming the operation, here, before any query s
 
 from __future__ import annotations
 
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -49,7 +52,9 @@ from ..processors import (
     CombinerCombineAggregator,
     FilterProcessor,
     GroupedAggregator,
+    PartitionPersistProcessor,
     ProjectProcessor,
+    StateQueryProcessor,
     SubtopologyBody,
 )
 from .rows import Layout
@@ -104,7 +109,10 @@ class SparkBolt:
 
     ``repartition``: ``hash`` (on the key column, over ``partitions``), ``single``,
     ``round_robin`` (over ``partitions``) or ``none``; ``on_driver``: runs in ``foreachBatch``;
-    ``in_source``: runs in the read of that spout's source, on the tuples it reads.
+    ``in_source``: runs in the read of that spout's source, on the tuples it reads; ``exact``: it
+    holds an operation whose result depends on its partitions (`_partition_sensitive`), so with
+    no repartition before it, it runs in exactly ``partitions`` tasks (Storm's meaning of the
+    parallelism hint), never more.
     """
 
     component: str
@@ -116,6 +124,13 @@ class SparkBolt:
     on_driver: bool
     sql: tuple[SqlOp, ...] = ()  # its head, in Spark SQL, before ``body`` (which may then be empty)
     in_source: str = ""  # the txid of the spout whose source runs it in its read (`_in_sources`)
+    exact: bool = False
+
+    def tasks(self, parallelism: int) -> int:
+        """How many Spark tasks run it with no repartition before it: its hint when ``exact``,
+        else its hint or ``parallelism`` (Spark's default), whichever is more (each task costs a
+        Python round trip and a fresh copy of the bolt, so no fewer than Spark's default)."""
+        return self.partitions if self.exact else max(self.partitions, parallelism)
 
 
 @dataclass(frozen=True)
@@ -155,6 +170,18 @@ class SparkPlan:
     def source_head(self, txid: str) -> SparkBolt | None:
         """The bolt that spout ``txid``'s source runs in its read (``SparkBolt.in_source``), if any."""
         return next((b for b in self.bolts if b.in_source == txid), None)
+
+    def source_tasks(self, spout: SparkSpout, parallelism: int) -> int:
+        """How many Spark input partitions ``spout``'s source may spread a batch over (a
+        partitioned spout's; a batch spout's is one): the most its readers run in
+        (`SparkBolt.tasks`), and when one of them is ``exact`` with no repartition before it,
+        the largest hint of its readers, as squall's engine gives the spout the largest task
+        count of the bolts it feeds (the planner's ``_parallelisms``)."""
+        own = set(spout.outputs)
+        readers = [b for b in self.executor_bolts() if (set(b.inputs) | {op.source for op in b.sql}) & own]
+        if any(b.exact and b.repartition == "none" for b in readers):
+            return max(b.partitions for b in readers)
+        return max([parallelism, *(b.partitions for b in readers)])
 
 
 def _describe(kind: str, partitioning: Any) -> str:
@@ -238,7 +265,8 @@ def compile_topology(topology: TridentTopology,
             repartition = "none"
         outputs = tuple(stream for stream, _ in b.spec.outputs)
         partitions = 1 if repartition == "single" or on_driver else b.parallelism
-        bolt = SparkBolt(b.component, b.body, tuple(sorted(fields)), outputs, repartition, partitions, on_driver)
+        bolt = SparkBolt(b.component, b.body, tuple(sorted(fields)), outputs, repartition, partitions, on_driver,
+                         exact=not on_driver and _partition_sensitive(b.body))
         if not on_driver and repartition != "hash":  # a filter before a hash repartition would move its key
             bolt = _sql_head(bolt, layouts, types)
         bolts.append(bolt)
@@ -288,6 +316,55 @@ def _spout_position(spout: SparkSpout, slot: str | int) -> int:
         return next(t.position for t in spout.typed if t.column == slot)
     typed = {t.position for t in spout.typed}
     return [i for i in range(len(spout.fields)) if i not in typed][slot]
+
+
+# What an operation calls to learn which partition it is, or how many there are
+# (`TridentOperationContext`, the `TopologyContext` it wraps).
+_PARTITION_CALLS = frozenset({"get_partition_index", "num_partitions", "get_this_task_index", "get_this_task_id",
+                              "get_component_tasks"})
+
+
+def _partition_sensitive(body: SubtopologyBody) -> bool:
+    """Whether ``body`` holds an operation whose result depends on how its input is split into
+    partitions: a ``partition_aggregate`` (or ``min_by``/``max_by``; not the partial step of an
+    ``aggregate``, whose combine after the repartition makes the result), a state (a
+    ``partition_persist``, a ``state_query``: made per partition), or an operation of the user's
+    whose code reads its partition's index or count (`_reads_partition`)."""
+    for node in body.nodes:
+        proc = node.processor
+        if isinstance(proc, AggregateProcessor) and not proc.partial:
+            return True
+        if node.state_id is not None or isinstance(proc, (PartitionPersistProcessor, StateQueryProcessor)):
+            return True
+        if _reads_partition(proc, set(), 0):
+            return True
+    return False
+
+
+def _reads_partition(obj: Any, seen: set[int], depth: int) -> bool:
+    """Whether ``obj`` (an operation, or what a processor wraps, a few levels down) is of a user
+    class whose methods name one of `_PARTITION_CALLS`: squall's own wrappers are looked into,
+    not at (a global aggregate's last step reads its index, and runs in one partition)."""
+    if depth > 4 or id(obj) in seen or not hasattr(obj, "__dict__") or isinstance(obj, (type, types.ModuleType)):
+        return False
+    seen.add(id(obj))
+    for klass in type(obj).__mro__:
+        if klass.__module__.split(".")[0] in ("squall", "builtins", "abc"):
+            continue
+        for member in vars(klass).values():
+            code = getattr(getattr(member, "__func__", member), "__code__", None)
+            if code is not None and _names(code) & _PARTITION_CALLS:
+                return True
+    return any(_reads_partition(v, seen, depth + 1) for v in vars(obj).values())
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The attribute and global names ``code`` and the functions nested in it use."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
 
 
 def _in_sources(spouts: tuple[SparkSpout, ...], bolts: list[SparkBolt]) -> list[SparkBolt]:

@@ -263,9 +263,9 @@ class BatchRunner:
         carried = [(df, frozenset(frames))]
         single = []
         if len(self.plan.spouts) == 1:
-            head = self.plan.source_head(self.plan.spouts[0].txid)
-            if head is not None and max(self._parallelism(df), head.partitions) == 1:  # the source's tasks (start)
-                single.append(df)
+            spout = self.plan.spouts[0]
+            if self.plan.source_head(spout.txid) is not None and self.plan.source_tasks(spout, self._parallelism(df)) == 1:
+                single.append(df)  # the source's tasks, as start gives them
         leaves = []
         for b in self.plan.executor_bolts():
             if b.in_source:
@@ -450,16 +450,18 @@ def _partitions(bolt: SparkBolt, parallelism: int) -> int:
         return bolt.partitions
     if bolt.repartition == "single":
         return 1
-    return max(bolt.partitions, parallelism)
+    return bolt.tasks(parallelism)
 
 
 def _repartition(frame: Any, bolt: SparkBolt, parallelism: int) -> Any:
     """``frame`` partitioned for ``bolt``'s input: a hash repartition on the key's stable hash
     (its first bytes, ``rows.KEY_HASH``: keys equal in Python meet in one partition; a spout's
     source computes it for its rows, ``SparkSpout.keys``). With no repartition before it (an
-    identity edge), the source's partitions are coalesced into the bolt's hint or Spark's
-    default parallelism, whichever is more: each Spark task pays a Python round trip and a
-    fresh copy of the bolt."""
+    identity edge), the source's partitions are coalesced into `SparkBolt.tasks`: the bolt's
+    hint or Spark's default parallelism, whichever is more (each Spark task pays a Python round
+    trip and a fresh copy of the bolt), or for a bolt whose result depends on its partitions its
+    hint (at most: the source reads in no more, `SparkPlan.source_tasks`, and a coalesce never
+    adds partitions)."""
     from pyspark.sql.functions import col
 
     if bolt.repartition == "hash":
@@ -468,7 +470,7 @@ def _repartition(frame: Any, bolt: SparkBolt, parallelism: int) -> Any:
         return frame.repartition(1)
     if bolt.repartition == "round_robin":
         return frame.repartition(bolt.partitions)
-    return frame.coalesce(max(bolt.partitions, parallelism))
+    return frame.coalesce(bolt.tasks(parallelism))
 
 
 __all__ = ["BatchFrames", "BatchRunner", "quiet_call_sites", "run_body", "run_partition", "source_frame", "union"]

@@ -173,3 +173,19 @@ def test_only_operations_that_depend_on_their_partitions_run_in_exactly_their_hi
     assert not counted.exact and counted.tasks(2) == 2  # the word count keeps Spark's default parallelism
     assert indexed.exact and indexed.tasks(2) == 1  # its operation reads its partition index: its hint
     assert partitioned.source_tasks(partitioned.spouts[0], 2) == 1
+
+
+def test_a_minus_zero_reaches_a_driver_state_as_minus_zero_and_in_order(spark, tmp_path):
+    # the driver's input was grouped whole for the SQL sum of the Count's partials, and SQL's
+    # grouping turns a DOUBLE -0.0 into 0.0 (and merged equal rows, in any order)
+    temps = [["oslo", -0.0], ["rome", 1.5], ["oslo", -0.0], ["nuuk", 0.0]]
+    counts = MemoryMapState.factory()
+    topology = TridentTopology()
+    topology.new_stream("temps", FixedBatchSpout(Fields("city", "t"), 10, *temps)) \
+        .partition_persist(RecordFactory("zero"), Fields("city", "t"), RecordUpdater())
+    topology.new_stream("lines", FixedBatchSpout(Fields("line"), 10, ["a b a"])) \
+        .each(Fields("line"), Split(), Fields("w")) \
+        .group_by(Fields("w")).persistent_aggregate(counts, Count(), Fields("c"))
+    got = _on_spark(spark, tmp_path, topology, "zero", field_types={"temps": {"city": str, "t": float}})
+    assert got == temps and [math.copysign(1.0, t) for _, t in got] == [-1.0, 1.0, -1.0, 1.0], got
+    assert dict(counts.make_state({}, None, 0, 1).get_tuples()) == {"a": 2, "b": 1}

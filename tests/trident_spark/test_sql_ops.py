@@ -86,9 +86,9 @@ def test_a_grouped_sum_adds_its_int_partials_in_sql_and_its_float_ones_on_the_dr
     assert stored == {w: n * (float(len(w)) if w.startswith("f") else len(w)) for w, n in words.items()}
     # an int sum stays an int, a float one a float: as Sum's combine makes them on squall's engine
     assert type(stored["bb"]) is int and type(stored["ffff"]) is float
-    # the float word's partials (one in each half, both [ffff, 4.0]) reached the driver as one
-    # tuple counted twice, the int words one row each
-    assert runner.last_collected == len(words)
+    # the float word's partials (one in each half, both [ffff, 4.0]) reached the driver as they
+    # are, a row each (only the int partials are grouped and summed), the int words one row each
+    assert runner.last_collected == len(words) + 1
 
 
 def test_partials_from_one_partition_go_to_the_driver_as_they_are(spark):

@@ -46,7 +46,8 @@ from .rows import (
 log = logging.getLogger("squall.trident.spark")
 
 _FLUSH_ROWS = 4096
-_COUNT = "trident_count"
+_ORDER = "trident_order"  # a collected row's place in its frame (_collect)
+_SOLO = "trident_solo"  # what _collect groups a row by besides (stream, key): null for a partial to sum
 
 _quiet_lock = threading.Lock()
 _quiet_depth = 0
@@ -299,10 +300,15 @@ class BatchRunner:
         return self._default_parallelism
 
     def _collect(self, frame: Any, streams: tuple[str, ...], summed: bool = True) -> None:
-        """The rows of ``streams`` into ``self._rows``: a partial in the value column as its row
-        ``[group..., value]``, every other tuple unpickled. ``summed``: Spark SQL first sums the
-        int partials per group (not where ``frame`` is one partition, whose partials are one per
-        group already: the driver's combine takes them as they are)."""
+        """The rows of ``streams`` into ``self._rows``, in the frame's order: a partial in the
+        value column as its row ``[group..., value]``, every other tuple unpickled. ``summed``:
+        Spark SQL first sums the int partials per stream and key (not where ``frame`` is one
+        partition, whose partials are one per group already: the driver's combine takes them as
+        they are). The key's bytes are the group's stable hash and pickle, and Python-equal
+        groups may pickle apart (``1`` and ``1.0``): SQL then sends the driver a partial of each,
+        which the driver's combine, grouping by Python's equality, adds up as squall's engine
+        does. Every other row passes on its own and in place: SQL's grouping would merge equal
+        rows and turn a DOUBLE -0.0 into 0.0."""
         from pyspark.sql import functions as F
 
         combines = {s: self.plan.combines[s] for s in streams if s in self.plan.combines}
@@ -316,25 +322,27 @@ class BatchRunner:
                 rows.setdefault(stream, []).extend(values)
             return
         if summed:
-            # One pass (a union of two filters would run the tasks twice): Spark SQL adds the int
-            # partials per group (decimal: exact, as Python's ints are; their tuple is null), and
-            # counts each other tuple, which the driver then takes that many times.
-            table = frame.groupBy(STREAM, KEY, TUPLE, *typed) \
-                .agg(F.sum(F.col(VALUE).cast("decimal(38,0)")).alias(VALUE), F.count(F.lit(1)).alias(_COUNT)).toArrow()
-            counts = table.column(_COUNT).to_pylist()
+            # One pass (a union of two filters would run the tasks twice): each partial to sum
+            # groups with the others of its stream and key (decimal: exact, as Python's ints
+            # are), each other row with itself alone, and all keep their first place in the
+            # frame (monotonically_increasing_id: the partition, then the row in it).
+            partial = F.col(STREAM).isin(list(combines)) & F.col(TUPLE).isNull() & F.col(VALUE).isNotNull()
+            ordered = frame.withColumn(_ORDER, F.monotonically_increasing_id())
+            table = ordered.groupBy(STREAM, KEY, F.when(partial, F.lit(None)).otherwise(F.col(_ORDER)).alias(_SOLO)) \
+                .agg(F.sum(F.col(VALUE).cast("decimal(38,0)")).alias(VALUE), F.min(_ORDER).alias(_ORDER),
+                     F.first(TUPLE).alias(TUPLE), *[F.first(c).alias(c) for c in typed]).toArrow()
+            table = table.sort_by(_ORDER)
         else:
             table = frame.select(STREAM, KEY, TUPLE, VALUE, *typed).toArrow()
-            counts = [1] * table.num_rows
         self.last_collected = table.num_rows
-        columns = [table.column(c).to_pylist() for c in (STREAM, KEY, TUPLE, VALUE)] + [counts]
-        for r, (stream, key, data, total, count) in enumerate(zip(*columns)):
+        columns = [table.column(c).to_pylist() for c in (STREAM, KEY, TUPLE, VALUE)]
+        for r, (stream, key, data, total) in enumerate(zip(*columns)):
             if stream in combines and data is None:
                 rows.setdefault(stream, []).append(_partial_row(combines[stream], self._widths[stream],
                                                                 key_values(key), int(total)))
                 continue
             layout = layouts.get(stream)
-            one = loads(data) if layout is None else layout.decode(table.slice(r, 1))[0]
-            rows.setdefault(stream, []).extend([one] + [list(one) for _ in range(count - 1)])
+            rows.setdefault(stream, []).append(loads(data) if layout is None else layout.decode(table.slice(r, 1))[0])
 
     def close(self) -> None:
         """Clean up the driver bolts (their operations' ``cleanup``)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 
+import re
+
 import pytest
 
 from squall import Config, InvalidTopologyException, SquallError
@@ -97,16 +99,16 @@ def test_a_bad_squall_yaml_is_named_in_the_error(tmp_path, text, message):
 
 
 @pytest.mark.parametrize("text, where", [
-    ('db.password: "hunter2-secret\nx: 1\n', "quoted scalar at line 1, column 14"),
-    ("db.password: hunter2-secret: x\n", "line 1, column 27: mapping values are not allowed here"),
-    ("redis.url: redis://:hunter2-secret@h:6379/0: x\n", "line 1, column 44"),
+    ('db.password: "hunter2-secret\nx: 1\n', r"quoted scalar at line 1, column 1\d"),
+    ("db.password: hunter2-secret: x\n", r"line 1, column 2\d: mapping values are not allowed here"),
+    ("redis.url: redis://:hunter2-secret@h:6379/0: x\n", r"line 1, column 4\d"),
 ])
 def test_a_squall_yaml_error_says_where_but_never_quotes_the_line_a_secret_may_be_on(tmp_path, text, where):
     f = tmp_path / "squall.yaml"
     f.write_text(text)
     with pytest.raises(InvalidTopologyException) as e:
         read_conf_file(f)
-    assert f"{f}: not valid YAML: " in str(e.value) and where in str(e.value)
+    assert f"{f}: not valid YAML: " in str(e.value) and re.search(where, str(e.value))  # (PyYAML's C and Python scanners count a column apart)
     assert "hunter2" not in str(e.value) and e.value.__cause__ is None and e.value.__suppress_context__
 
 

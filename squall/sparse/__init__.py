@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._config import Config
 from .component import SparseBolt, SparseComponentError, SparseSpout
 from .project import (
     Environment,
@@ -72,6 +73,6 @@ def load(directory: str | Path = ".", name: str | None = None, *, env_name: str 
     translation = translate(topology_cls, env_name=env.name, multilang=multilang, serializer=serializer,
                             where=where, resources=str(project.src) if project.src.is_dir() else None)
     conf = {**env.options(), **translation.conf, **(options or {})}
-    if conf.get("topology.debug"):  # as sparse's resolve_options: pystorm logs at debug level too
+    if conf.get(Config.TOPOLOGY_DEBUG):  # as sparse's resolve_options: pystorm logs at debug level too
         conf["pystorm.log.level"] = "debug"
     return LoadedTopology(topology_name, translation.topology, conf, path)

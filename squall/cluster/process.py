@@ -34,6 +34,7 @@ from .master import Master
 from .process_launcher import write_conf
 from .served_ui import statistics_pages
 from .server import MasterServer
+from .store import hold_master_lock
 from .supervisor import PID_FILE, supervisor_lock_held
 
 log = logging.getLogger("squall.master")
@@ -137,6 +138,7 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
                on_ready: Callable[[str, int], None] | None = None) -> int:
     """Run the master until SIGINT/SIGTERM; with ``supervise``, also a supervisor process.
     ``on_ready(host, port)`` is called once the master listens."""
+    lock = hold_master_lock(conf)  # held until this process ends
     master = Master(conf, pages=statistics_pages())
     nimbus = MasterServer(master)
     keeper: SupervisorKeeper | None = None
@@ -181,6 +183,8 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
     finally:
         if keeper is not None:
             keeper.stop()
+        if lock is not None:
+            os.close(lock)
     log.info("squall nimbus stopped")
     return 0
 

@@ -49,6 +49,7 @@ from .served_ui import statistics_pages
 from .server import MasterServer
 from .shipping import topology_modules
 from .spark_task import EXIT_LOST, worker_task
+from .store import hold_master_lock
 from .supervisor import Supervisor
 
 log = logging.getLogger("squall.spark")
@@ -409,6 +410,7 @@ class SparkCluster(MasterClient):
         sc = self.spark.sparkContext
         base = cluster_conf(conf)
         listen, advertised = _master_addresses(sc, str(conf_value(base, Config.NIMBUS_HOST)))
+        self._lock = hold_master_lock(base)  # released by shutdown: one lone master a storm.local.dir
         self._master = Master({**base, Config.NIMBUS_HOST: listen}, strict_slots=lambda n: _describe_slots(sc, n),
                               pages=statistics_pages())
         self._server = _MasterThread(self._master)
@@ -494,8 +496,14 @@ class SparkCluster(MasterClient):
             self._tmp.cleanup()
         if "_ui" in vars(self):  # set right after MasterClient.__init__
             self.close()
+        self._release_lock()
         if self._own_session:
             self.spark.stop()
+
+    def _release_lock(self) -> None:
+        lock, self._lock = getattr(self, "_lock", None), None
+        if lock is not None:
+            os.close(lock)
 
     def shutdown(self, kill_topologies: bool = True) -> None:
         """Kill every topology (as `LocalCluster.shutdown` does), letting their workers stop
@@ -516,6 +524,7 @@ class SparkCluster(MasterClient):
         self.supervisor.stop()
         self._sup_thread.join(30)
         self._server.stop()
+        self._release_lock()
         self.close()
         self._tmp.cleanup()
         if self._own_session:

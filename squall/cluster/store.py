@@ -23,6 +23,7 @@ next change or `ZooKeeperStore.refresh` (at most a second later), as the leader 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -448,6 +449,37 @@ class ZooKeeperStore(MasterStore):
 def _named(e: BaseException) -> str:
     """An error's type and text (kazoo's errors often have no text)."""
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+MASTER_LOCK = "master.lock"
+
+
+def hold_master_lock(conf: Mapping[str, Any]) -> int | None:
+    """Lock ``<storm.local.dir>/nimbus`` for this process's master, for as long as the returned
+    descriptor is open (None under Nimbus HA: ZooKeeper elects the one that leads). A lone
+    master runs what its directory holds, so a second one started there (on another port)
+    would run every topology a second time beside the first.
+
+    Raises:
+        SquallError: another master holds it (its pid named).
+    """
+    from .ha import zookeeper_servers
+    if zookeeper_servers(conf):
+        return None
+    directory = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "nimbus")
+    path = directory / MASTER_LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise SquallError(f"another master (pid {holder}) runs for storm.local.dir {directory.parent}: a lone master "
+                          "runs every topology its directory holds, so a second one needs a storm.local.dir of its "
+                          "own (or Nimbus HA, storm.zookeeper.servers)") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
 
 
 def store_for(conf: Mapping[str, Any]) -> MasterStore:

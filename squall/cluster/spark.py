@@ -314,6 +314,19 @@ class SparkLauncher(Launcher):
             job.thread.join(max(0.0, deadline - time.monotonic()))
 
 
+def port_taken(conf: Mapping[str, Any], error: OSError) -> str:
+    """Why a master on Spark cannot listen, and what to do. Not "use another port": a master
+    already running on this ``storm.local.dir`` (the usual cause: this command run twice) is
+    the one to use, and a second master there, on any port, would resume and run every one of
+    its topologies a second time."""
+    host, port = conf.get(Config.NIMBUS_HOST), conf.get(Config.NIMBUS_THRIFT_PORT)
+    local_dir = conf_value(conf, Config.STORM_LOCAL_DIR)
+    return (f"the master cannot listen on {host}:{port}: {error.strerror or error} (is a master already running "
+            f"on storm.local.dir {local_dir}? `squall list` with the same configuration reaches it; a second "
+            f"master needs its own storm.local.dir, and its own nimbus.thrift.port, since a master resumes "
+            f"every topology it finds in its storm.local.dir)")
+
+
 class _MasterThread:
     """The master's asyncio server in a thread of the driver."""
 
@@ -327,9 +340,7 @@ class _MasterThread:
         self._thread.start()
         self._ready.wait(30)
         if isinstance(self._error, OSError):
-            host, port = master.conf.get(Config.NIMBUS_HOST), master.conf.get(Config.NIMBUS_THRIFT_PORT)
-            raise SquallError(f"the master cannot listen on {host}:{port}: {self._error.strerror or self._error} "
-                              f"(is a master already running? nimbus.thrift.port: 0 takes any free port)")
+            raise SquallError(port_taken(master.conf, self._error))
         if self._error is not None:
             raise self._error
         if not self._ready.is_set():

@@ -202,6 +202,32 @@ def _describe_slots(sc: Any, n: int) -> str:
             f"or ask for fewer workers (topology.workers)")
 
 
+_PYTHON_TRACEBACK = "Traceback (most recent call last):"
+_JVM_FRAME = re.compile(r"^\s+at [\w$.<>/]+\(.*\)$|^\s*SQLSTATE: \w+$|^\s*\.\.\. \d+ more$")
+_FAILURE_LINES = 40  # a worker's output on the process host is its last lines too
+
+
+def spark_failure(error: BaseException) -> str:
+    """What a worker's Spark job that failed says about why, for the master's error record: the
+    Python traceback its executor raised (an ImportError where squall's dependencies are
+    missing, say), which a py4j ``Py4JJavaError`` or pyspark's ``PythonException`` carries
+    among the JVM's stack frames, from its ``Traceback`` line to its ``XxxError: ...`` line;
+    else the error's text without the JVM's frames (an executor lost, a job cancelled). At
+    most its last ``_FAILURE_LINES`` lines."""
+    text = str(error).strip() or type(error).__name__
+    start = text.rfind(_PYTHON_TRACEBACK)  # the last: Spark may quote a cause's too
+    lines = []
+    for line in (text[start:] if start >= 0 else text).splitlines():
+        if _JVM_FRAME.match(line):
+            if start >= 0:
+                break  # the Python traceback ends where the JVM's frames begin
+            continue
+        lines.append(line.rstrip())
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return "\n".join(lines[-_FAILURE_LINES:])
+
+
 @dataclass
 class _Job:
     """A worker's Spark job: the thread that submitted it, and what its task returned."""
@@ -251,7 +277,7 @@ class SparkLauncher(Launcher):
             try:
                 record.update(self.sc.parallelize([port], 1).mapPartitions(run).collect()[0])
             except Exception as e:  # noqa: BLE001 (cancelled, or the task's Python worker or executor died: the worker is lost)
-                record.update(status=EXIT_LOST, error=str(e).splitlines()[0] if str(e) else type(e).__name__)
+                record.update(status=EXIT_LOST, error=spark_failure(e))
 
         thread = InheritableThread(target=job, name=f"squall-spark-{group}", daemon=True)
         thread.start()
@@ -276,11 +302,13 @@ class SparkLauncher(Launcher):
                 continue
             del self.jobs[port]
             rc = job.record.get("status", EXIT_LOST)
+            error = str(job.record.get("error") or "").rstrip()
             log.log(logging.INFO if rc == 0 else logging.WARNING, "worker %s:%s of %s ended with status %s%s",
-                    SPARK_HOST, port, job.launch.storm_id, rc,
-                    f" ({job.record['error']})" if job.record.get("error") else "")
+                    SPARK_HOST, port, job.launch.storm_id, rc, f" ({error.splitlines()[-1]})" if error else "")
+            # the error is the exit's output, as a worker process's last lines are on the process
+            # host: the master's record of an exit names its last line (the ImportError, say)
             out.append(WorkerExit(job.launch.storm_id, f"{SPARK_HOST}:{port}", job.launch.launch_id, rc,
-                                  rc != EXIT_CANNOT_START))
+                                  rc != EXIT_CANNOT_START, error))
         self._cancel_overdue()
         return out
 

@@ -29,3 +29,35 @@ def test_a_master_whose_port_is_taken_says_a_second_master_needs_its_own_storm_l
     assert f"a master already running on storm.local.dir {local_dir}" in said, said
     assert "a second master needs its own storm.local.dir" in said, said
     assert "port: 0" not in said and "any free port" not in said, said
+
+
+_PY4J_FAILURE = """An error occurred while calling o47.collectAndServe.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 0.0 failed 1 times, \
+most recent failure: Lost task 0.0 in stage 0.0 (TID 0) (10.0.0.7 executor 1): \
+org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+  File "/opt/spark/python/lib/pyspark.zip/pyspark/worker.py", line 1231, in main
+    func, profiler, deserializer, serializer = read_command(pickleSer, infile)
+  File "/usr/lib/python3/site-packages/squall/_config.py", line 19, in <module>
+    import yaml
+ModuleNotFoundError: No module named 'yaml'
+
+\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:572)
+\tat org.apache.spark.api.python.PythonRunner$$anon$3.read(PythonRunner.scala:784)
+
+Driver stacktrace:
+\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2856)
+\t... 31 more
+"""
+
+
+def test_a_failed_worker_jobs_python_traceback_is_kept_without_the_jvms_frames():
+    """pyspark 3.5's Py4JJavaError (pyspark 4's PythonException is tested on a real executor in
+    test_spark_host.py): the executor's traceback, to its last line, is the worker's output."""
+    from squall.cluster.spark import spark_failure
+    out = spark_failure(RuntimeError(_PY4J_FAILURE))
+    assert out.splitlines()[0] == "Traceback (most recent call last):", out
+    assert out.splitlines()[-1] == "ModuleNotFoundError: No module named 'yaml'", out
+    assert "import yaml" in out and "PythonRunner.scala" not in out, out
+    cancelled = "Job 3 cancelled part of cancelled job group squall-wc-1-1-w0-g1\n\tat org.apache.X.y(Z.scala:1)"
+    assert spark_failure(RuntimeError(cancelled)) == "Job 3 cancelled part of cancelled job group squall-wc-1-1-w0-g1"
+    assert spark_failure(RuntimeError("")) == "RuntimeError"

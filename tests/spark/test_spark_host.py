@@ -108,6 +108,36 @@ def test_more_workers_than_task_slots_is_a_clear_error(spark_cluster, tmp_path):
     assert spark_cluster.list_topologies() == []
 
 
+def test_why_a_worker_cannot_start_on_its_executor_is_the_topologys_error(spark_cluster, tmp_path):
+    """The executors' Python lacks one of squall's dependencies (docs/spark.md's "must run a
+    Python that has squall and its dependencies"), simulated by a ``yaml`` on the executors'
+    path that raises ImportError: the task fails before squall's code runs, and the topology's
+    error (``squall list``, ``info``, the UI) must be that ImportError, not "no output"."""
+    fake = tmp_path / "fakemods"
+    fake.mkdir()
+    (fake / "yaml.py").write_text('raise ImportError("No module named \'yaml\' (simulated)")\n')
+    env = spark_cluster.spark.sparkContext.environment  # what the executors' Python workers start with
+    saved = env.get("PYTHONPATH")
+
+    def restore():
+        if saved is None:
+            env.pop("PYTHONPATH", None)
+        else:
+            env["PYTHONPATH"] = saved
+    env["PYTHONPATH"] = str(fake)
+    try:
+        with Running(spark_cluster, "nodeps", topology_conf(tmp_path, workers=1), word_count(SENTENCES)) as c:
+            assert wait_until(lambda: c.list_topologies()[0]["errors"] > 0, 60)
+            restore()  # its next launches may start
+            last = next(t for t in c.list_topologies() if t["name"] == "nodeps")["last_error"]
+            assert "exited with status -1 before it started: ImportError: No module named 'yaml' (simulated)" in last, last
+            error = c.get_topology_info("nodeps")["errors"][0]
+            assert "Traceback (most recent call last):" in error["traceback"], error
+            assert "fakemods/yaml.py" in error["traceback"], error
+    finally:
+        restore()
+
+
 def test_state_rolls_back_and_no_update_is_lost_after_a_spark_worker_is_sigkilled(spark_cluster, tmp_path):
     """Stateful bolts (issue 16): the worker without the spout SIGKILLed mid-run; its bolts'
     state comes back from the file store under storm.local.dir as last committed, the spout

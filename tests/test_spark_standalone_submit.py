@@ -3,6 +3,7 @@ a supervised driver to a standalone master, and ``squall jar --host spark`` resu
 topology that its master recovered rather than submitting it again. The real cluster's test is
 tests/spark/test_spark_standalone_ha.py."""
 
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -83,17 +84,24 @@ class _Jvm:
         return SimpleNamespace(isStopped=lambda: False)
 
 
-def _cluster_on(jvm):
+def _cluster_on(jvm, tmp_path):
     cluster = SparkCluster.__new__(SparkCluster)  # only what the check reads
     cluster.spark = SimpleNamespace(sparkContext=SimpleNamespace(_jsc=jvm))
     cluster.conf = {"storm.local.dir": "/shared/storm-local"}
+    cluster._tmp = tempfile.TemporaryDirectory(prefix="squall-ship-", dir=tmp_path)  # as `_start` makes it
+    (Path(cluster._tmp.name) / "mypkg.zip").write_bytes(b"PK")
     return cluster
 
 
-def test_a_driver_whose_spark_jvm_is_gone_ends_at_once_and_one_whose_jvm_lives_goes_on():
-    """Else its Python side would hold the master's port from the driver Spark starts again."""
+def test_a_driver_whose_spark_jvm_is_gone_ends_at_once_and_one_whose_jvm_lives_goes_on(tmp_path):
+    """Else its Python side would hold the master's port from the driver Spark starts again.
+    The one that ends removes the user's zipped packages (``os._exit`` runs no finaliser: each
+    driver started again left one more ``squall-ship-*``)."""
     exits = []
-    exit_if_spark_gone(_cluster_on(_Jvm(alive=True)), exits.append)
-    assert exits == []
-    exit_if_spark_gone(_cluster_on(_Jvm(alive=False)), exits.append)
+    alive = _cluster_on(_Jvm(alive=True), tmp_path)
+    exit_if_spark_gone(alive, exits.append)
+    assert exits == [] and Path(alive._tmp.name).is_dir()
+    gone = _cluster_on(_Jvm(alive=False), tmp_path)
+    exit_if_spark_gone(gone, exits.append)
     assert exits == [EXIT_SPARK_GONE]
+    assert not Path(gone._tmp.name).exists(), list(Path(gone._tmp.name).iterdir())

@@ -522,6 +522,14 @@ class SparkCluster(MasterClient):
                 z.write(f, f.relative_to(pkg.parent))
         sc.addPyFile(str(archive))
 
+    def remove_shipped(self) -> None:
+        """Remove the directory of the packages zipped for ``addPyFile`` (`_ship`), as this
+        driver ends. Never raises (a driver ending on a lost JVM calls it)."""
+        tmp = getattr(self, "_tmp", None)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.cleanup()
+
     def _stop_started(self) -> None:
         """Stop what a failed `__init__` had started, and the session if it created it. A
         session left active would be handed to the next SparkCluster made in this process,
@@ -531,8 +539,7 @@ class SparkCluster(MasterClient):
             self._sup_thread.join(30)
         if getattr(self, "_server", None) is not None:
             self._server.stop()
-        if getattr(self, "_tmp", None) is not None:
-            self._tmp.cleanup()
+        self.remove_shipped()
         if "_ui" in vars(self):  # set right after MasterClient.__init__
             self.close()
         self._release_lock()
@@ -565,7 +572,7 @@ class SparkCluster(MasterClient):
         self._server.stop()
         self._release_lock()
         self.close()
-        self._tmp.cleanup()
+        self.remove_shipped()
         if self._own_session:
             self.spark.stop()
 
@@ -630,10 +637,14 @@ def exit_if_spark_gone(cluster: SparkCluster, exit: Callable[[int], Any] = os._e
     """End this process at once, as if killed with it, when the driver's JVM is gone (killed,
     out of memory): pyspark's Python side would otherwise live on, holding the master's port,
     so that the driver Spark starts again (``--supervise``, a YARN attempt) could not listen
-    there. The topologies stay in ``storm.local.dir`` for that driver to resume."""
+    there. The topologies stay in ``storm.local.dir`` for that driver to resume; the user's
+    packages zipped for the executors (``squall-ship-*`` in the temporary directory) go, as at
+    a clean stop: ``os._exit`` runs no finaliser, and each driver started again would leave
+    one more."""
     if not cluster.spark_alive():
         log.error("the Spark driver's JVM is gone: ending this driver; its topologies stay in %s for the "
                   "driver started again to resume", cluster.conf.get(Config.STORM_LOCAL_DIR))
+        cluster.remove_shipped()
         exit(EXIT_SPARK_GONE)
 
 

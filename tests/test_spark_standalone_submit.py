@@ -70,6 +70,50 @@ def test_squall_jar_on_spark_resumes_a_topology_its_master_recovered_and_submits
     assert capsys.readouterr().out.splitlines() == [
         "Resumed topology: running (running-1-100, recovered from /shared/storm-local)",
         "Submitted topology: new"]
+    assert target.names == ["running", "new"]  # the driver's own: it waits on and kills only these
+
+
+def test_a_jar_driver_refuses_recovered_topologies_its_file_does_not_submit_and_resumes_those_it_does():
+    """A driver started again (--supervise) finds its FILE's topologies and resumes them; one
+    started on another master's storm.local.dir would run that master's topologies and kill
+    them at its end: it refuses, naming them (FILE's names are asked for only then)."""
+    from squall.cli._cluster import _refuse_others
+    from squall.cli._options import UserError
+    asked = []
+
+    def names():
+        asked.append(1)
+        return ["mine"]
+    _refuse_others([], names, "t.py", "/shared/storm-local")
+    assert asked == []  # nothing recovered: FILE runs as usual, against the started master
+    _refuse_others(["mine"], names, "t.py", "/shared/storm-local")
+    with pytest.raises(UserError) as e:
+        _refuse_others(["a", "mine", "z"], names, "t.py", "/shared/storm-local")
+    said = str(e.value)
+    assert said.startswith("storm.local.dir /shared/storm-local holds topologies a, z, which t.py does not submit"), said
+    assert "-c storm.local.dir=DIR" in said and "`squall nimbus --host spark` there, which resumes them" in said
+
+
+def test_a_jar_driver_learns_what_its_file_submits_by_running_it_once(tmp_path, capsys):
+    """FILE (run as __main__, which may submit anything) runs once: against a recorder when
+    the names are needed before the master may start, its submissions replayed after."""
+    from squall.cli._cluster import _FileOnSpark
+    file = tmp_path / "two.py"
+    file.write_text("import pathlib, sys\n"
+                    "from squall import StormSubmitter\n"
+                    "with open(sys.argv[1], 'a') as f: f.write('ran\\n')\n"
+                    "StormSubmitter.submit_topology('one', {'k': 1}, 'topology-1')\n"
+                    "StormSubmitter.submit_topology('two', {}, 'topology-2')\n")
+    ran = tmp_path / "ran.txt"
+    args = SimpleNamespace(name=None, args=[str(ran)])
+    on_spark = _FileOnSpark(args, file, {"o": 2}, None)
+    assert on_spark.names() == ["one", "two"] and on_spark.names() == ["one", "two"]
+    cluster = _Cluster(["two"])
+    target = _ToCluster(cluster)
+    on_spark.submit(target)
+    assert ran.read_text() == "ran\n"
+    assert cluster.calls == [("submit", "one"), ("ship", "topology-2")]
+    assert target.names == ["one", "two"]
 
 
 class _Jvm:

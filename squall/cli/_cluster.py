@@ -207,23 +207,69 @@ class _ToMaster:
 
 
 class _ToCluster:
-    """Submits to an in-process cluster (`SparkCluster`). A topology that its master recovered
-    from ``storm.local.dir`` at start is resumed, not submitted again: this driver is one that
-    died with the topology running and was started again (Spark's ``--supervise``, a YARN
-    attempt, a restarted pod), and the topology's workers, state and ids carry on."""
+    """Submits to an in-process cluster (`SparkCluster`), and keeps the names it submitted or
+    resumed (``names``): the topologies of this driver, which it waits on and kills when it
+    stops. A topology that its master recovered from ``storm.local.dir`` at start is resumed,
+    not submitted again: this driver is one that died with the topology running and was
+    started again (Spark's ``--supervise``, a YARN attempt, a restarted pod), and the
+    topology's workers, state and ids carry on."""
 
     def __init__(self, cluster: Any) -> None:
         self.cluster = cluster
         self.recovered = {t["name"]: t["id"] for t in cluster.list_topologies()}
+        self.names: list[str] = []
 
     def submit_topology(self, name: str, conf: dict[str, Any], topology: Any) -> None:
         if name in self.recovered:
             self.cluster.ship_modules(topology)  # what its code imports later, on the new executors
+            self.names.append(name)
             print(f"Resumed topology: {name} ({self.recovered[name]}, recovered from "
                   f"{self.cluster.conf.get(Config.STORM_LOCAL_DIR)})", flush=True)
             return
         self.cluster.submit_topology(name, conf, topology)
+        self.names.append(name)
         print(f"Submitted topology: {name}", flush=True)
+
+
+class _Recorder:
+    """A submit target that only records (name, conf, topology): FILE's submissions, learnt
+    before the master that runs them may start (`_FileOnSpark.names`)."""
+
+    def __init__(self) -> None:
+        self.submissions: list[tuple[str, dict[str, Any], Any]] = []
+
+    def submit_topology(self, name: str, conf: dict[str, Any], topology: Any) -> None:
+        self.submissions.append((name, conf, topology))
+
+
+class _FileOnSpark:
+    """FILE's topologies for ``squall jar --host spark``: `names`, the names FILE submits
+    (learnt by running FILE against a `_Recorder`, whose submissions `submit` then hands over
+    instead of running FILE again), and `submit`, to the master started here."""
+
+    def __init__(self, args: argparse.Namespace, path: Path, topology_over: dict[str, Any],
+                 flux: FluxRun | None) -> None:
+        self.args, self.path, self.topology_over, self.flux = args, path, topology_over, flux
+        self.recorded: list[tuple[str, dict[str, Any], Any]] | None = None
+
+    def _run(self, target: Any, submitting_to: Any) -> list[str]:
+        with on_sys_path(self.path.parent), StormSubmitter.submitting_to(submitting_to):
+            return submit_file(self.path, target, self.topology_over, self.args.name, self.args.args, self.flux)
+
+    def names(self) -> list[str]:
+        if self.recorded is None:
+            recorder = _Recorder()
+            self._run(recorder, recorder)
+            self.recorded = recorder.submissions
+        return [name for name, _conf, _topology in self.recorded]
+
+    def submit(self, target: _ToCluster) -> None:
+        if self.recorded is None:
+            self._run(target, target.cluster)
+            return
+        with on_sys_path(self.path.parent):  # what the topologies' code imports (shipped from here)
+            for name, conf, topology in self.recorded:
+                target.submit_topology(name, conf, topology)
 
 
 def cmd_jar(args: argparse.Namespace) -> int:
@@ -274,36 +320,90 @@ def _squall_options_after_file(args: argparse.Namespace) -> None:
 
 def _jar_on_spark(args: argparse.Namespace, conf: dict[str, Any], path: Path, topology_over: dict[str, Any],
                   flux: FluxRun | None = None) -> int:
-    def submit(cluster: Any) -> list[str]:
-        with on_sys_path(path.parent), StormSubmitter.submitting_to(cluster):
-            return submit_file(path, _ToCluster(cluster), topology_over, args.name, args.args, flux)
-    return run_on_spark(args, conf, submit)
+    file = _FileOnSpark(args, path, topology_over, flux)
+    return run_on_spark(args, conf, file.submit, file.names, what=path.name)
 
 
-def run_on_spark(args: argparse.Namespace, conf: dict[str, Any], submit: Callable[[Any], list[str]]) -> int:
+def run_on_spark(args: argparse.Namespace, conf: dict[str, Any], submit: Callable[[_ToCluster], None],
+                 names: Callable[[], list[str]], what: str) -> int:
     """A master started here in a new Spark driver (``--spark-master``), to which ``submit``
-    sends the topologies (returning their names); it runs until they are killed (``squall
-    kill``) or Ctrl-C, which kills them (``jar --host spark``, ``sparse submit --host spark``)."""
+    sends ``what``'s topologies through the `_ToCluster` it is given (``jar --host spark``,
+    ``sparse submit --host spark``). The driver owns the topologies ``what`` submitted (or
+    resumed): it runs until they are killed (``squall kill``), or until Ctrl-C or SIGTERM,
+    which kill them. Others in its ``storm.local.dir`` are never its: recovered at start,
+    they make it refuse to start (`_refuse_others`: ``names`` tells what ``what`` submits);
+    submitted to it later by another client, they stay there, for a later master."""
     from ..cluster.spark import SparkCluster, exit_if_spark_gone, stop_on_signals
     _daemon_logging(args.debug)
-    with SparkCluster(master=args.spark_master, conf=conf) as cluster:
+    local_dir = conf_value(conf, Config.STORM_LOCAL_DIR)
+    cluster = SparkCluster(master=args.spark_master, conf=conf,
+                           check_recovered=lambda recovered: _refuse_others(recovered, names, what, local_dir))
+    target: _ToCluster | None = None
+    killed: list[str] = []
+    try:
         stop = stop_on_signals()
-        names = submit(cluster)
+        target = _ToCluster(cluster)
+        submit(target)
+        owned = target.names
         where = f"{cluster.conf[Config.NIMBUS_HOST]}:{cluster.conf[Config.NIMBUS_THRIFT_PORT]}"
         print(f"squall master on Spark {cluster.spark.sparkContext.master} at {where}; running until "
-              f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} killed (squall kill NAME) or Ctrl-C",
+              f"{', '.join(owned)} {'is' if len(owned) == 1 else 'are'} killed (squall kill NAME) or Ctrl-C",
               flush=True)
         while not stop.wait(1.0):
             exit_if_spark_gone(cluster)
-            if not cluster.list_topologies():
-                return 0
-        # stopped (Ctrl-C, SIGTERM): the topologies live as long as this driver; a master
-        # started later on this storm.local.dir must not bring them back
-        for name in names:
-            with contextlib.suppress(SquallError):
-                cluster.kill_topology(name, wait_secs=0)
-        print(f"Killed topology: {', '.join(names)}", flush=True)
+            if not _alive(cluster, owned):
+                break
+        else:
+            # stopped (Ctrl-C, SIGTERM): its topologies live as long as this driver; a master
+            # started later on this storm.local.dir must not bring them back
+            killed = _alive(cluster, owned)
+    finally:
+        owned = target.names if target is not None else []
+        others = [t["name"] for t in _rows(cluster) if t["name"] not in owned]
+        cluster.shutdown(kill_topologies=owned)  # also what FILE submitted before it failed
+    if killed:
+        print(f"Killed topology: {', '.join(killed)}", flush=True)
+    if others:
+        print(f"squall: note: {', '.join(others)} (submitted to this master by another client) "
+              f"{'stay' if len(others) > 1 else 'stays'} in storm.local.dir {local_dir}: a master started there "
+              f"resumes {'them' if len(others) > 1 else 'it'}", file=sys.stderr, flush=True)
     return 0
+
+
+def _rows(cluster: Any) -> list[dict[str, Any]]:
+    """``list_topologies``, or nothing if the master is gone."""
+    try:
+        return cluster.list_topologies()
+    except (RpcError, SquallError):
+        return []
+
+
+def _alive(cluster: Any, names: list[str]) -> list[str]:
+    """Which of ``names`` the cluster still runs."""
+    there = {t["name"] for t in cluster.list_topologies()}
+    return [name for name in names if name in there]
+
+
+def _refuse_others(recovered: list[str], names: Callable[[], list[str]], what: str, local_dir: Any) -> None:
+    """Refuse to start a driver (its master has just recovered ``recovered`` from
+    ``local_dir``) that would take over topologies ``what`` does not submit (``names``): they
+    are another master's (a stopped ``squall nimbus --host spark``, or a driver that did not
+    stop cleanly). This driver would run them, and kill them when it stops; they are left as
+    they are, for their own master. Those ``what`` submits are this driver's, started again
+    (``--supervise``, a YARN attempt), and are resumed."""
+    if not recovered:
+        return
+    others = sorted(set(recovered) - set(names()))
+    if not others:
+        return
+    several = len(others) > 1
+    raise UserError(
+        f"storm.local.dir {local_dir} holds {'topologies' if several else 'topology'} {', '.join(others)}, which "
+        f"{what} does not submit: {'they are' if several else 'it is'} another master's (a stopped `squall nimbus "
+        f"--host spark`, say), which this driver would run and then kill; nothing was started and "
+        f"{'they are' if several else 'it is'} left as {'they were' if several else 'it was'}. Give this driver "
+        f"its own storm.local.dir (-c storm.local.dir=DIR), or start `squall nimbus --host spark` there, which "
+        f"resumes {'them' if several else 'it'}, and submit {what} to it (this command without --host spark)")
 
 
 # --- the master's verbs -----------------------------------------------------------------------------------

@@ -132,7 +132,6 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _submit_on_spark(args: argparse.Namespace, conf: dict[str, Any], loaded: LoadedTopology) -> int:
-    def submit(cluster: Any) -> list[str]:
-        _ToCluster(cluster).submit_topology(loaded.name, loaded.conf, loaded.topology)
-        return [loaded.name]
-    return run_on_spark(args, conf, submit)
+    def submit(target: _ToCluster) -> None:
+        target.submit_topology(loaded.name, loaded.conf, loaded.topology)
+    return run_on_spark(args, conf, submit, lambda: [loaded.name], what=f"topology {loaded.name}")

@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -325,10 +325,11 @@ class SparkLauncher(Launcher):
             still.append((job, due))
         self._leaving = still
 
-    def busy(self) -> bool:
-        """Whether any worker's job is still running (a stopped one included, until it ends)."""
+    def busy(self, storm_ids: Collection[str] | None = None) -> bool:
+        """Whether any worker's job (of ``storm_ids``' topologies, if given) is still running (a
+        stopped one included, until it ends)."""
         jobs = list(self.jobs.values()) + [job for job, _ in list(self._leaving)]
-        return any(job.thread.is_alive() for job in jobs)
+        return any(job.thread.is_alive() for job in jobs if storm_ids is None or job.launch.storm_id in storm_ids)
 
     def stop_all(self, timeout: float = 10.0) -> None:
         """Cancel every worker's job and wait (up to ``timeout``) for the jobs to end."""
@@ -424,10 +425,15 @@ class SparkCluster(MasterClient):
         ui_port: serve the UI daemon's REST API (docs/ui.md) in this driver on
             ``ui.host``:``ui_port`` (0: a free port; needs the ``ui`` extra) until `shutdown`;
             `ui_port` is then the bound port. It reaches the master over RPC, as ``squall ui``.
+        check_recovered: called with the names of the topologies the master recovered from
+            ``storm.local.dir`` (none: an empty list) before the master listens and before any
+            worker starts; what it raises ends the start, with nothing recovered run or
+            changed (``squall jar --host spark`` refuses another master's topologies so).
     """
 
     def __init__(self, spark: Any = None, master: str | None = None, conf: dict[str, Any] | None = None,
-                 slots: int | None = None, ui_port: int | None = None) -> None:
+                 slots: int | None = None, ui_port: int | None = None,
+                 check_recovered: Callable[[list[str]], None] | None = None) -> None:
         if spark is None:
             require_spark()
             from pyspark.sql import SparkSession
@@ -438,12 +444,13 @@ class SparkCluster(MasterClient):
             warn_once(check_session(spark.sparkContext))
         self.spark = spark
         try:
-            self._start(conf, slots, ui_port)
+            self._start(conf, slots, ui_port, check_recovered)
         except BaseException:
             self._stop_started()
             raise
 
-    def _start(self, conf: dict[str, Any] | None, slots: int | None, ui_port: int | None) -> None:
+    def _start(self, conf: dict[str, Any] | None, slots: int | None, ui_port: int | None,
+               check_recovered: Callable[[list[str]], None] | None) -> None:
         """`__init__`'s work once the session is there: the master, the slots, the supervisor,
         the UI."""
         sc = self.spark.sparkContext
@@ -452,6 +459,8 @@ class SparkCluster(MasterClient):
         self._lock = hold_master_lock(base)  # released by shutdown: one lone master a storm.local.dir
         self._master = Master({**base, Config.NIMBUS_HOST: listen}, strict_slots=lambda n: _describe_slots(sc, n),
                               pages=statistics_pages())
+        if check_recovered is not None:
+            check_recovered(sorted(self._master.topologies))
         self._server = _MasterThread(self._master)
         # the secret travels to the tasks in their closure (Spark's own channel), not by file
         self.conf = {**base, Config.NIMBUS_HOST: advertised, Config.NIMBUS_SEEDS: [advertised],
@@ -551,18 +560,23 @@ class SparkCluster(MasterClient):
         if lock is not None:
             os.close(lock)
 
-    def shutdown(self, kill_topologies: bool = True) -> None:
+    def shutdown(self, kill_topologies: bool | Collection[str] = True) -> None:
         """Kill every topology (as `LocalCluster.shutdown` does), letting their workers stop
         cleanly (``close``, ``cleanup``) for up to ``squall.spark.stop.grace.secs``; then cancel
         what still runs, stop the supervisor and the master, and stop the SparkSession too if
-        this cluster created it (and the UI, if it serves one). With ``kill_topologies`` False (a Nimbus stopping), the
-        topologies stay in ``storm.local.dir``, and a master started there later resumes them."""
-        if kill_topologies:
+        this cluster created it (and the UI, if it serves one). With ``kill_topologies`` False
+        (a Nimbus stopping), the topologies stay in ``storm.local.dir``, and a master started
+        there later resumes them; given names (``squall jar --host spark``: the ones its FILE
+        submitted), only those are killed, and the others stay so."""
+        if kill_topologies is not False:
             with contextlib.suppress(Exception):  # a master that is gone already: stop the rest anyway
-                for t in self.list_topologies():
+                doomed = [t for t in self.list_topologies() if kill_topologies is True or t["name"] in kill_topologies]
+                for t in doomed:
                     self.kill_topology(t["name"], wait_secs=0)
+                # the workers to wait for: every one, or those of the topologies killed here
+                scope = None if kill_topologies is True else {t["id"] for t in doomed}
                 deadline = time.monotonic() + self.launcher.grace + 2  # the next sync tells them
-                while self.launcher.busy() and time.monotonic() < deadline:
+                while self.launcher.busy(scope) and time.monotonic() < deadline:
                     time.sleep(0.1)
         if self._ui is not None:
             self._ui.stop()

@@ -218,7 +218,7 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         r = self.routers.get(stream)
         if r is None or r.direct:
             self._bad_stream(stream, r)
-        if type(values) is Tuple or not_values(values) or len(values) != r.nfields:
+        if type(values) is not list and (type(values) is Tuple or not_values(values)) or len(values) != r.nfields:
             raise _bad_values(r, values)
         targets = r.choose(values)
         self._send(r, targets, values, anchors)
@@ -230,7 +230,7 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         r = self.routers.get(stream)
         if r is None:
             self._bad_stream(stream, r)
-        if type(values) is Tuple or not_values(values) or len(values) != r.nfields:
+        if type(values) is not list and (type(values) is Tuple or not_values(values)) or len(values) != r.nfields:
             raise _bad_values(r, values)
         kind = r.direct_targets.get(task_id)
         if kind is False:

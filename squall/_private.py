@@ -10,6 +10,7 @@ mode of a file left by an older run do not matter.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import pwd
 import stat
@@ -161,6 +162,35 @@ def open_private_log(path: str | os.PathLike, buffering: int = -1) -> BinaryIO:
         os.close(fd)
         raise
     return os.fdopen(fd, "ab", buffering=buffering)
+
+
+def hold_lock(path: str | os.PathLike) -> int | None:
+    """An exclusive lock on ``path`` (made owner-only if missing) for as long as the returned
+    descriptor is open (not inherited by child processes, released when this process ends
+    however it ends); None if another holds it. A daemon's claim on a directory: unlike a pid
+    file, it cannot outlive its process and name another one that got its pid."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def lock_held(path: str | os.PathLike) -> bool:
+    """Whether a live process holds ``path``'s `hold_lock`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # and with it the shared lock, if taken
+    return False
 
 
 def loose_mode(path: str | os.PathLike) -> int | None:

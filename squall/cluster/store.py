@@ -23,7 +23,6 @@ next change or `ZooKeeperStore.refresh` (at most a second later), as the leader 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -34,7 +33,7 @@ from typing import Any
 
 from .._config import SECRET_KEY, Config, conf_value, setting
 from .._errors import SquallError
-from .._private import Kept, private_dir, write_private
+from .._private import Kept, hold_lock, private_dir, write_private
 from .._transactional import MemoryBackend
 
 log = logging.getLogger("squall.master")
@@ -468,15 +467,15 @@ def hold_master_lock(conf: Mapping[str, Any]) -> int | None:
         return None
     directory = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "nimbus")
     path = directory / MASTER_LOCK
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-        os.close(fd)
+    fd = hold_lock(path)
+    if fd is None:
+        try:
+            holder = path.read_text(errors="replace").strip()[:32] or "unknown"
+        except OSError:
+            holder = "unknown"
         raise SquallError(f"another master (pid {holder}) runs for storm.local.dir {directory.parent}: a lone master "
                           "runs every topology its directory holds, so a second one needs a storm.local.dir of its "
-                          "own (or Nimbus HA, storm.zookeeper.servers)") from None
+                          "own (or Nimbus HA, storm.zookeeper.servers)")
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     return fd

@@ -20,7 +20,6 @@ syncs, so that the master moves them to healthy nodes.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import logging
 import os
 import signal
@@ -34,7 +33,7 @@ from typing import Any
 from .._config import Config, cluster_conf, conf_value, setting
 from .._errors import RpcError, SquallError
 from .._nimbus import RunningWorker, SupervisorSync, WorkerExit
-from .._private import private_dir, write_private
+from .._private import hold_lock, lock_held, private_dir, write_private
 from .._redact import redact_logs
 from ..worker.calls import MasterCalls, nimbus_of
 from .health import HealthCheck, HealthMonitor
@@ -168,29 +167,16 @@ def hold_supervisor_lock(directory: Path) -> int:
     Raises:
         SquallError: another supervisor holds it.
     """
-    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+    fd = hold_lock(directory / LOCK_FILE)
+    if fd is None:
         raise SquallError(f"another supervisor runs for {directory.parent} (its lock {directory / LOCK_FILE} "
-                          "is held): one supervisor a storm.local.dir") from None
+                          "is held): one supervisor a storm.local.dir")
     return fd
 
 
 def supervisor_lock_held(directory: Path) -> bool:
     """Whether a live supervisor holds ``directory``'s `LOCK_FILE` (`hold_supervisor_lock`)."""
-    try:
-        fd = os.open(directory / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # and with it the shared lock, if taken
-    return False
+    return lock_held(directory / LOCK_FILE)
 
 
 def main(argv: list[str] | None = None) -> int:

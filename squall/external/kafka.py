@@ -210,11 +210,24 @@ def is_pollable(manager: OffsetManager, max_uncommitted: int,
 # --- the consumer the spout drives ------------------------------------------------------------
 
 
+class PartitionListing(list[TopicPartition]):
+    """What `Consumer.partitions_for` returns: the partitions found, as a list, and ``errors``:
+    for each topic that has none (it does not exist, or its metadata came back with an error),
+    why, as Kafka said it. A plain list of partitions is a listing without reasons."""
+
+    def __init__(self, partitions: Iterable[TopicPartition] = (),
+                 errors: Mapping[str, str] | None = None) -> None:
+        super().__init__(partitions)
+        self.errors: dict[str, str] = dict(errors or {})
+
+
 class Consumer(Protocol):
     """What the spout needs from a Kafka consumer (manual assignment, no auto commit)."""
 
     def partitions_for(self, topics: Sequence[str]) -> list[TopicPartition]:
-        """All partitions of ``topics`` that exist."""
+        """All partitions of ``topics`` that exist. A topic that does not exist or whose
+        metadata has an error has none (a `PartitionListing` may say why); `KafkaUnavailable`
+        only if a metadata request itself failed (the broker did not answer)."""
 
     def assign(self, added: Mapping[TopicPartition, int], revoked: Sequence[TopicPartition]) -> None:
         """Stops reading ``revoked``; starts reading each of ``added`` at its offset."""
@@ -267,13 +280,16 @@ class ConfluentConsumer:
             raise KafkaUnavailable(f"{what}: {e}") from e
 
     def partitions_for(self, topics):
-        """See `Consumer`."""
-        out = []
+        """See `Consumer`. One metadata request per topic (librdkafka asks for one topic or
+        for all of the cluster's); an error in a topic's answer (UNKNOWN_TOPIC_OR_PART for a
+        topic not created yet) is that topic's, in the listing's ``errors``, not an outage."""
+        out = PartitionListing()
         for topic in topics:
             md = self._call(f"metadata of topic {topic!r}", self._c.list_topics, topic, timeout=5)
             t = md.topics.get(topic)
             if t is None or t.error is not None:
-                raise KafkaUnavailable(f"topic {topic!r}: {t.error if t else 'not found'}")
+                out.errors[topic] = str(t.error) if t is not None else "not in the broker's answer"
+                continue
             out += [TopicPartition(topic, p) for p in t.partitions]
         return out
 
@@ -447,6 +463,9 @@ class KafkaSpout(Spout):
         self._commit_at = now + cfg.offset_commit_period_ms / 1000
         self._down_until = 0.0
         self._down_since: float | None = None
+        self._refresh_failing_since: float | None = None
+        self._known: dict[str, list[TopicPartition]] = {}  # topic -> its partitions when last listed
+        self._unlisted: set[str] = set()  # topics without partitions in the last listing (warned)
 
     def deactivate(self) -> None:
         """Commits what may be committed."""
@@ -489,8 +508,8 @@ class KafkaSpout(Spout):
         """Refresh the assignment and commit when their timers expire; poll when nothing waits;
         emit at most one tuple."""
         now = self.clock.now()
-        if now >= self._refresh_at and self._guarded(self._refresh_assignment):
-            self._refresh_at = now + self.config.partition_refresh_period_ms / 1000
+        if now >= self._refresh_at and now >= self._down_until:
+            self._refresh(now)
         if not self.managers:
             return
         if (now >= self._commit_at and self.config.processing_guarantee is not ProcessingGuarantee.AT_MOST_ONCE
@@ -500,9 +519,62 @@ class KafkaSpout(Spout):
             self._guarded(self._poll)
         self._emit_one()
 
+    def _refresh(self, now: float) -> None:
+        """Refreshes the assignment. A failed refresh is logged once until one works again and
+        retried after ``down_retry_secs``; it does not hold back the polling and committing of
+        the partitions already assigned (a broker that is really down fails those on its own)."""
+        cfg = self.config
+        try:
+            self._refresh_assignment()
+        except KafkaUnavailable as e:
+            if self._refresh_failing_since is None:
+                self._refresh_failing_since = now
+                log.error("KafkaSpout %s: broker %s unavailable for the partition refresh (%s); "
+                          "reading on the %d partitions assigned, retrying every %.1f s",
+                          cfg.group_id, cfg.bootstrap_servers, e, len(self.managers), cfg.down_retry_secs)
+            self._refresh_at = now + cfg.down_retry_secs
+            return
+        if self._refresh_failing_since is not None:
+            log.warning("KafkaSpout %s: partition refresh works again after %.1f s", cfg.group_id,
+                        now - self._refresh_failing_since)
+            self._refresh_failing_since = None
+        self._refresh_at = now + cfg.partition_refresh_period_ms / 1000
+
+    def _listed_partitions(self) -> list[TopicPartition]:
+        """The partitions of the configured topics to assign from, per topic those of its last
+        listing that had any. A topic listed without partitions now (a transient error in its
+        metadata; or deleted) keeps the partitions it had, so neither they nor the other topics'
+        partitions move between tasks: a partition revoked and assigned again, with a LATEST
+        strategy and nothing committed, would skip records. A topic never listed (not created
+        yet) adds nothing until it is: Storm's ``NamedTopicFilter`` skips it with a warning.
+        Each topic's absence is warned once, until it is listed again."""
+        cfg = self.config
+        listing = self.consumer.partitions_for(cfg.topics)
+        errors: Mapping[str, str] = getattr(listing, "errors", {})
+        found: dict[str, list[TopicPartition]] = {}
+        for tp in listing:
+            found.setdefault(tp.topic, []).append(tp)
+        for topic in cfg.topics:
+            if topic in found:
+                if topic in self._unlisted:
+                    self._unlisted.discard(topic)
+                    log.info("KafkaSpout %s: topic %r %s: %d partitions", cfg.group_id, topic,
+                             "listed again" if topic in self._known else "found", len(found[topic]))
+                self._known[topic] = found[topic]
+            elif topic not in self._unlisted:
+                self._unlisted.add(topic)
+                why = errors.get(topic, "no partitions")
+                if topic in self._known:
+                    log.warning("KafkaSpout %s: topic %r has no partitions in the metadata (%s); "
+                                "keeping its %d known partitions until it has", cfg.group_id, topic,
+                                why, len(self._known[topic]))
+                else:
+                    log.warning("KafkaSpout %s: topic %r not found (%s); its partitions are read "
+                                "once it exists", cfg.group_id, topic, why)
+        return [tp for topic in dict.fromkeys(cfg.topics) for tp in self._known.get(topic, ())]
+
     def _refresh_assignment(self) -> None:
-        wanted = round_robin_assignment(self.consumer.partitions_for(self.config.topics),
-                                        self.task_index, self.num_tasks)
+        wanted = round_robin_assignment(self._listed_partitions(), self.task_index, self.num_tasks)
         if set(wanted) == set(self.managers):
             return
         revoked = [tp for tp in self.managers if tp not in wanted]

@@ -17,6 +17,7 @@ from squall.external.kafka import (
     KafkaUnavailable,
     MessageId,
     OffsetManager,
+    PartitionListing,
     ProcessingGuarantee as G,
     Record,
     RetryBackoff,
@@ -165,6 +166,9 @@ class MemoryConsumer:
         self.commit_calls = []
         self.down = down
         self.closed = False
+        self.metadata_down = False   # only the metadata request fails
+        self.topic_errors = {}       # topic -> the error its metadata comes back with
+        self.assign_calls = []
 
     def _check(self):
         if self.down:
@@ -172,9 +176,13 @@ class MemoryConsumer:
 
     def partitions_for(self, topics):
         self._check()
-        return [tp for tp in self.logs if tp.topic in topics]
+        if self.metadata_down:
+            raise KafkaUnavailable("metadata: Local: Timed out")
+        return PartitionListing([tp for tp in self.logs if tp.topic in topics and tp.topic not in self.topic_errors],
+                                {t: e for t, e in self.topic_errors.items() if t in topics})
 
     def assign(self, added, revoked):
+        self.assign_calls.append((dict(added), list(revoked)))
         for tp in revoked:
             self.positions.pop(tp)
         self.positions.update(added)
@@ -239,11 +247,11 @@ class Context:
         return list(range(self.tasks))
 
 
-def open_spout(consumer, clock=None, context=None, **cfg):
+def open_spout(consumer, clock=None, context=None, topics=("t",), **cfg):
     cfg.setdefault("offset_commit_period_ms", 1000)
     cfg.setdefault("translator", lambda r: [r.value])
     cfg.setdefault("output_fields", ["value"])
-    config = KafkaSpoutConfig("mem:0", ["t"], "g", consumer_factory=lambda props: consumer, **cfg)
+    config = KafkaSpoutConfig("mem:0", list(topics), "g", consumer_factory=lambda props: consumer, **cfg)
     clock = clock or SimulatedClock()
     spout = KafkaSpout(config, clock)
     collector = Collector()
@@ -530,3 +538,64 @@ def test_confluent_consumer_keeps_the_records_polled_with_an_error():
             consumer.poll(0.1, [])  # nothing but an error: the broker is away
     finally:
         real.close()
+
+
+# --- topics without partitions, refresh failures ------------------------------------------------
+
+
+def test_spout_a_topic_with_a_metadata_error_keeps_its_partitions_and_the_others_stay_put(caplog):
+    # a per-topic error stopped the whole spout; and dropping the topic's partitions from the
+    # round robin would move the other topics' partitions between tasks (revoked and assigned
+    # again: with LATEST and nothing committed, records skipped)
+    logs = {TopicPartition(t, p): [f"{t}{p}-{i}" for i in range(2)] for t, n in (("a", 3), ("b", 2)) for p in range(n)}
+    c = MemoryConsumer(logs)
+    spout, col, clock = open_spout(c, context=Context(index=1, tasks=2), topics=["a", "b"],
+                                   partition_refresh_period_ms=100)
+    run(spout, 10)
+    mine = {TopicPartition("a", 1), TopicPartition("b", 0)}  # sorted a0 a1 a2 b0 b1, index 1 of 2
+    assert set(spout.managers) == mine and sorted(values(col)) == ["a1-0", "a1-1", "b0-0", "b0-1"]
+    c.topic_errors = {"a": "Broker: Leader not available"}
+    logs[TopicPartition("a", 1)].append("a1-2")
+    logs[TopicPartition("b", 0)].append("b0-2")
+    for _ in range(5):  # five refreshes with the error
+        clock.advance(0.1)
+        run(spout, 3)
+    assert len(c.assign_calls) == 1 and set(spout.managers) == mine
+    assert sorted(values(col)) == ["a1-0", "a1-1", "a1-2", "b0-0", "b0-1", "b0-2"]
+    warned = [r for r in caplog.records if "'a'" in r.getMessage()]
+    assert len(warned) == 1 and "Leader not available" in warned[0].getMessage()
+
+
+def test_spout_reads_the_other_topics_until_a_missing_topic_exists(caplog):
+    c = MemoryConsumer({TP: list("ab")})
+    c.topic_errors = {"later": "Broker: Unknown topic or partition"}
+    spout, col, clock = open_spout(c, topics=["t", "later"], partition_refresh_period_ms=100)
+    for _ in range(4):
+        run(spout, 3)
+        clock.advance(0.1)
+    assert values(col) == ["a", "b"]
+    warned = [r for r in caplog.records if "'later' not found" in r.getMessage()]
+    assert len(warned) == 1 and "Unknown topic" in warned[0].getMessage()
+    del c.topic_errors["later"]
+    c.logs[TopicPartition("later", 0)] = list("xy")
+    run(spout, 3)
+    assert values(col) == ["a", "b", "x", "y"]
+
+
+def test_spout_a_failed_refresh_does_not_stop_polling_and_is_retried_on_its_own_timer(caplog):
+    c = MemoryConsumer({TP: list("ab")})
+    spout, col, clock = open_spout(c, partition_refresh_period_ms=100, down_retry_secs=1.0)
+    run(spout, 3)
+    c.metadata_down = True
+    c.logs[TP] += list("cd")
+    c.logs[TopicPartition("t", 1)] = list("x")  # a partition only a refresh finds
+    for _ in range(3):
+        clock.advance(0.4)
+        run(spout, 2)
+    assert values(col) == list("abcd")
+    errors = [r for r in caplog.records if "partition refresh" in r.getMessage()]
+    assert len(errors) == 1 and "mem:0" in errors[0].getMessage()
+    c.metadata_down = False
+    clock.advance(1.0)
+    run(spout, 3)
+    assert values(col) == list("abcdx")

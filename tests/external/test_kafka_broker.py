@@ -179,3 +179,67 @@ def test_a_restarted_spout_resumes_at_its_topologys_commit_read_back_with_its_me
     anew = emitted(spout, collector, 8)
     spout.close()
     assert sorted(v[0] for v, _ in anew) == sorted(f"r{i}" for i in range(8))
+
+
+class CountingListings:
+    """A `ConfluentConsumer` factory whose consumers count their partition listings."""
+
+    def __init__(self) -> None:
+        self.listings = 0
+
+    def __call__(self, props):
+        from squall.external.kafka import ConfluentConsumer
+
+        outer = self
+
+        class Counting(ConfluentConsumer):
+            def partitions_for(self, topics):
+                listing = super().partitions_for(topics)
+                outer.listings += 1
+                return listing
+
+        return Counting(props)
+
+
+def driven(spout, collector, until, timeout=30.0) -> bool:
+    """Calls ``next_tuple`` (acking what it emits) until ``until()`` holds or ``timeout`` passes."""
+    def step():
+        spout.next_tuple()
+        for _, msg_id in collector.emitted[step.acked:]:
+            spout.ack(msg_id)
+        step.acked = len(collector.emitted)
+        return until()
+    step.acked = 0
+    return wait_until(step, timeout, 0)
+
+
+def test_a_missing_topic_does_not_stop_the_other_topics(kafka_broker, caplog):  # noqa: F811
+    # a topic not created yet (UNKNOWN_TOPIC_OR_PART) made the partition refresh fail as a whole:
+    # the spout counted the broker down and never polled the topic that existed
+    from .test_kafka import Collector, Context
+
+    present, later = [f"p{i}" for i in range(8)], [f"l{i}" for i in range(8)]
+    kafka_broker.produce("present", present)
+    factory = CountingListings()
+    config = spout_config(kafka_broker, "present", "missing")
+    config.topics = ["present", "later"]
+    config.partition_refresh_period_ms = 50
+    config.props = {**config.props, "fetch.wait.max.ms": 20}  # the test broker holds a waiting fetch that long
+    config.consumer_factory = factory
+    spout, collector = KafkaSpout(config), Collector()
+    spout.open({}, Context(), collector)
+    seen = lambda: Counter(v[0] for v, _ in collector.emitted)
+    try:
+        assert driven(spout, collector, lambda: len(collector.emitted) >= len(present)), seen()
+        listed = factory.listings
+        assert driven(spout, collector, lambda: factory.listings >= listed + 3)  # refreshes while it is missing
+        assert seen() == Counter(present)
+        kafka_broker.produce("later", later)
+        assert driven(spout, collector, lambda: len(collector.emitted) >= len(present) + len(later)), seen()
+        assert seen() == Counter(present + later)  # each once
+        assert driven(spout, collector, lambda: at_log_end(kafka_broker, "missing", "later"))
+    finally:
+        spout.close()
+    warned = [r.getMessage() for r in caplog.records if "'later'" in r.getMessage() and r.levelname == "WARNING"]
+    assert len(warned) == 1 and "not found" in warned[0], warned
+

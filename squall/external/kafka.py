@@ -646,20 +646,34 @@ class KafkaSpout(Spout):
             ends: dict[TopicPartition, int] = {}
             for r in records:
                 ends[r.tp] = max(ends.get(r.tp, -1), r.offset + 1)
-            self.consumer.commit(ends, self.metadata)  # before any of them is emitted
+            try:
+                self.consumer.commit(ends, self.metadata)  # before any of them is emitted
+            except KafkaUnavailable:
+                # the consumer's position is past the records now: back to the first of each
+                # partition, or they would be skipped (Storm's commitSync throws out of nextTuple
+                # and the restarted worker polls them again from the last commit)
+                for tp, first in self._first_offsets(records).items():
+                    self.consumer.seek(tp, first)
+                raise
         for r in records:
             if r.tp in self.managers:
                 self.waiting.setdefault(r.tp, deque()).append(r)
         if self._alo:
             self._ack_compacted_retries(retriable, records)
 
+    @staticmethod
+    def _first_offsets(records: Sequence[Record]) -> dict[TopicPartition, int]:
+        """Per partition, the offset of its first record in ``records`` (a poll's, in order)."""
+        first: dict[TopicPartition, int] = {}
+        for r in records:
+            first.setdefault(r.tp, r.offset)
+        return first
+
     def _ack_compacted_retries(self, retriable: Mapping[TopicPartition, int],
                                records: Sequence[Record]) -> None:
         """Retries whose offsets were compacted away since: after the seek to ``s`` the first
         record came at ``came > s``, so the offsets in [s, came) still scheduled are acked."""
-        first: dict[TopicPartition, int] = {}
-        for r in records:
-            first.setdefault(r.tp, r.offset)
+        first = self._first_offsets(records)
         for tp, s in retriable.items():
             came = first.get(tp)
             if came is None or came <= s or tp not in self.managers:

@@ -168,6 +168,7 @@ class MemoryConsumer:
         self.closed = False
         self.metadata_down = False   # only the metadata request fails
         self.topic_errors = {}       # topic -> the error its metadata comes back with
+        self.failing_commits = 0     # how many of the next commits fail
         self.assign_calls = []
 
     def _check(self):
@@ -214,6 +215,9 @@ class MemoryConsumer:
 
     def commit(self, offsets, metadata):
         self._check()
+        if self.failing_commits:
+            self.failing_commits -= 1
+            raise KafkaUnavailable("commit: Broker: Request timed out")
         self.commit_calls.append(dict(offsets))
         for tp, off in offsets.items():
             self.commits[tp] = Committed(off, metadata)
@@ -353,6 +357,20 @@ def test_spout_at_most_once_commits_before_emitting_and_never_replays():
     spout.fail(MessageId("t", 0, 0))
     run(spout, 5)
     assert values(col) == list("abc")
+
+
+def test_spout_at_most_once_a_failed_commit_polls_the_records_again_and_emits_them_once():
+    # the commit before emit failed after the poll had moved past the records: they were
+    # skipped, never emitted (Storm: commitSync throws, the worker re-polls from the last commit)
+    c = MemoryConsumer({TP: list("abcdef")})
+    c.failing_commits = 1
+    spout, col, clock = open_spout(c, processing_guarantee=G.AT_MOST_ONCE, down_retry_secs=1.0)
+    run(spout, 3)
+    assert values(col) == [] and c.positions[TP] == 0  # nothing emitted, sought back
+    clock.advance(1.0)
+    run(spout, 10)
+    assert values(col) == list("abcdef")
+    assert [call[TP] for call in c.commit_calls] == [3, 6]
 
 
 def test_spout_no_guarantee_commits_polled_positions_on_timer():

@@ -243,3 +243,36 @@ def test_a_missing_topic_does_not_stop_the_other_topics(kafka_broker, caplog):  
     warned = [r.getMessage() for r in caplog.records if "'later'" in r.getMessage() and r.levelname == "WARNING"]
     assert len(warned) == 1 and "not found" in warned[0], warned
 
+
+def test_at_most_once_a_failed_commit_does_not_skip_the_polled_records(kafka_broker):  # noqa: F811
+    # the commit before emit failed after the poll had moved the consumer past the records: they
+    # were never emitted, and the next poll's commit moved the group past them (40 of 40 lost)
+    from squall.external.kafka import ConfluentConsumer, KafkaUnavailable, ProcessingGuarantee
+
+    from .test_kafka import Collector, Context
+
+    failed: list[int] = []  # how many tuples had been emitted when the commit failed
+    collector = Collector()
+
+    class FailFirstCommit(ConfluentConsumer):
+        def commit(self, offsets, metadata):
+            if not failed:
+                failed.append(len(collector.emitted))
+                raise KafkaUnavailable("commit: Broker: Request timed out")  # as _call wraps it
+            super().commit(offsets, metadata)
+
+    values = [f"x{i}" for i in range(40)]
+    kafka_broker.produce("amo-commit", values)
+    config = spout_config(kafka_broker, "amo-commit", "amo-commit")
+    config.processing_guarantee = ProcessingGuarantee.AT_MOST_ONCE
+    config.consumer_factory = FailFirstCommit
+    config.down_retry_secs = 0.05
+    spout = KafkaSpout(config)
+    spout.open({}, Context(), collector)
+    try:
+        assert driven(spout, collector, lambda: len(collector.emitted) >= len(values)), collector.emitted
+    finally:
+        spout.close()
+    assert failed == [0]  # the failed commit came before any emit
+    assert Counter(v[0] for v, _ in collector.emitted) == Counter(values)  # each once
+    assert at_log_end(kafka_broker, "amo-commit", "amo-commit")

@@ -131,7 +131,15 @@ class KafkaTridentSpoutCoordinator(IPartitionedTridentSpout.Coordinator,
         """The partitions now (the last list, if the refresh period has not passed)."""
         now = self.clock.now()
         if self._partitions is None or now >= self._refresh_at:
-            tps = sorted(set(_call("listing partitions", self.consumer.partitions_for, list(self.config.topics))))
+            listing = _call("listing partitions", self.consumer.partitions_for, list(self.config.topics))
+            errors = getattr(listing, "errors", None)
+            if errors:
+                # unlike the plain spout's, a batch never goes without a topic: an opaque txid
+                # replayed without the partitions of its first attempt would resume its next txid
+                # after records never committed. It fails, and is tried again with the same txid.
+                raise FailedException("Kafka Trident spout: listing partitions: " + ", ".join(
+                    f"topic {topic!r}: {why}" for topic, why in sorted(errors.items())))
+            tps = sorted(set(listing))
             self._partitions = [{"topic": tp.topic, "partition": tp.partition} for tp in tps]
             self._refresh_at = now + self.config.partition_refresh_period_ms / 1000
         return self._partitions

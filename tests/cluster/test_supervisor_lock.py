@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
@@ -15,6 +14,7 @@ from squall._errors import SquallError
 from squall.cluster.process import running_supervisor
 from squall.cluster.supervisor import hold_supervisor_lock, supervisor_lock_held
 
+from tests.conftest import wait_until
 from tests.ports import free_ports
 
 
@@ -42,10 +42,9 @@ def test_a_pid_file_left_behind_does_not_adopt_another_clusters_supervisor(tmp_p
                              "--log", str(other / "supervisor" / "supervisor.log")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while running_supervisor(other) != proc.pid:  # locked, and its pid written
-            assert proc.poll() is None and time.monotonic() < deadline, "cluster B's supervisor did not start"
-            time.sleep(0.05)
+        # locked, and its pid written (or it ended: said below)
+        wait_until(lambda: proc.poll() is not None or running_supervisor(other) == proc.pid, 60)
+        assert running_supervisor(other) == proc.pid, "cluster B's supervisor did not start"
         mine = tmp_path / "cluster-a"
         (mine / "supervisor").mkdir(parents=True, mode=0o700)
         (mine / "supervisor" / "pid").write_text(str(proc.pid))  # cluster A's, left by a supervisor killed

@@ -185,9 +185,13 @@ class WindowManager:
 
     def restore_state(self, state: list, events: Iterable[tuple[Any, int]]) -> None:
         """Resume from what `get_state` returned, with ``events`` ((value, timestamp), in arrival
-        order) as the queue."""
+        order) as the queue, less the events that had expired since the last activation: those
+        are saved only for `TupleWindow.get_expired` (a count window's early scans expire its
+        oldest events between triggers), and queued again they would be in the next window, and
+        expired (in ``get_expired``) a second time."""
         since, prev, expired, eviction, trigger = state
-        self.queue = deque(Event(v, ts) for v, ts in events)
+        gone = set(expired)
+        self.queue = deque(Event(v, ts) for v, ts in events if v not in gone)
         self.out_of_order = True  # arrival order: sorted by the next event-time scan
         prev = set(prev)
         self.prev_window = {e for e in self.queue if e.value in prev}

@@ -14,6 +14,7 @@ ACK_ACK_STREAM = "__ack_ack"
 ACK_FAIL_STREAM = "__ack_fail"
 ACK_RESET_TIMEOUT_STREAM = "__ack_reset_timeout"
 SYSTEM_STREAM = "__system"
+CHECKPOINT_STREAM = "$checkpoint"  # Storm's CheckpointSpout.CHECKPOINT_STREAM_ID: barriers, no spout's trees
 
 
 def is_system_id(id_: str) -> bool:

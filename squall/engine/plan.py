@@ -14,16 +14,19 @@ from typing import Any
 
 from .._config import Config, component_conf
 from .._errors import InvalidTopologyException
-from .._system import ACKER_COMPONENT
+from .._system import ACKER_COMPONENT, CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM
 from .._topology import StormTopology
 
 SUBMIT_CHECK = "squall_check_at_submit"
 """The method a bolt may define to check itself at submit, once its component's configuration
-is merged: ``check(component_id, conf, streams, inputs)`` with its declared output streams
-(stream -> `StreamInfo`) and the `StreamInfo` of each (component, stream) it subscribes to (None
-if undeclared); it raises `InvalidTopologyException` to refuse the topology. A bolt that wraps
+is merged: ``check(component_id, conf, streams, inputs, spouts=...)`` with its declared output
+streams (stream -> `StreamInfo`), the `StreamInfo` of each (component, stream) it subscribes to
+(None if undeclared), and ``spouts``: the merged configuration of each spout whose tuples reach it
+(directly or through other bolts); it raises `InvalidTopologyException` to refuse the topology. A bolt that wraps
 another passes the call on (Storm checks a windowed bolt's window against the message timeout
 so; `squall.windowing` does it through this)."""
+
+_CONTROL_STREAMS = frozenset((CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM))
 
 _SYSTEM_TRANSFORMS: list[Callable[[StormTopology, dict[str, Any]], StormTopology]] = []
 
@@ -155,9 +158,12 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
         num_tasks[cid] = _cap(tasks, cap)
         parallelism[cid] = _cap(spec.parallelism, cap)
         confs[cid] = cconf
+    for cid, spec in topology.components.items():
         check = getattr(spec.obj, SUBMIT_CHECK, None)
         if check is not None:  # e.g. Storm's checks of a window against the message timeout
-            check(cid, cconf, spec.streams, {s: topology.components[s[0]].streams.get(s[1]) for s in spec.inputs})
+            feeders = {s: confs[s] for s in _feeding_spouts(topology, cid)}
+            check(cid, confs[cid], spec.streams, {s: topology.components[s[0]].streams.get(s[1]) for s in spec.inputs},
+                  spouts=feeders)
     workers = conf[Config.TOPOLOGY_WORKERS]
     ackers = conf.get(Config.TOPOLOGY_ACKER_EXECUTORS)
     ackers = workers if ackers is None else ackers
@@ -176,6 +182,21 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
             task_to_component[t] = cid
     return TopologyPlan(name, storm_id, topology, conf, dict(given_conf), confs, task_to_component,
                         component_tasks, _executors(component_tasks, parallelism), workers, parallelism)
+
+
+def _feeding_spouts(topology: StormTopology, bolt: str) -> list[str]:
+    """The spouts whose tuples reach ``bolt``, directly or through other bolts, by data streams
+    (a checkpoint, tick or system stream carries none of a spout's trees)."""
+    seen: set[str] = set()
+    todo = [bolt]
+    while todo:
+        spec = topology.components[todo.pop()]
+        for src, stream in spec.inputs:
+            if stream in _CONTROL_STREAMS or src in seen or src not in topology.components:
+                continue
+            seen.add(src)
+            todo.append(src)
+    return sorted(c for c in seen if topology.components[c].kind == "spout")
 
 
 def _executors(component_tasks: dict[str, list[int]], parallelism: dict[str, int]) -> list[ExecutorSpec]:

@@ -173,12 +173,12 @@ class _CheckpointAware(Bolt):
         return getattr(self.bolt, "squall_holds_inputs", False)
 
     def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
-                               inputs: dict[Any, Any]) -> None:
+                               inputs: dict[Any, Any], spouts: dict[str, dict[str, Any]] | None = None) -> None:
         """The wrapped bolt's check at submit (`squall.engine.plan.SUBMIT_CHECK`), if it has one
         (a window's)."""
         check = getattr(self.bolt, SUBMIT_CHECK, None)
         if check is not None:
-            check(component_id, conf, streams, inputs)
+            check(component_id, conf, streams, inputs, spouts=spouts)
 
     def _start(self, context: Any, collector: OutputCollector) -> None:
         self.collector = collector

@@ -21,12 +21,13 @@ from typing import Any, NamedTuple
 from .._components import Spout
 from .._config import Config, conf_value
 from .._fields import Fields
+from .._system import CHECKPOINT_STREAM
 from ._names import get_key_value_state
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_COMPONENT_ID = "$checkpointspout"
-CHECKPOINT_STREAM_ID = "$checkpoint"
+CHECKPOINT_STREAM_ID = CHECKPOINT_STREAM  # Storm's CheckpointSpout.CHECKPOINT_STREAM_ID
 CHECKPOINT_FIELDS = Fields("txid", "action")
 INTERVAL_KEY = Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL
 MIN_INTERVAL_MS = 100  # Storm's floor

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._config import Config, conf_value
 from .._errors import InvalidTopologyException
-from .._system import SYSTEM_STREAM, TICK_STREAM
+from .._system import CHECKPOINT_STREAM, SYSTEM_STREAM, TICK_STREAM
 from ._api import (
     Count,
     Duration,
@@ -20,7 +20,6 @@ from ._api import (
 
 DEFAULT_WATERMARK_INTERVAL_MS = 1000
 DEFAULT_MAX_LAG_MS = 0
-CHECKPOINT_STREAM = "$checkpoint"  # Storm's CheckpointSpout stream: not an input of the window
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,8 @@ def window_spec(conf: Mapping[str, Any], component: str) -> WindowSpec:
 
 
 def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, Any],
-                 inputs: Mapping[tuple[str, str], Any], persistent: bool = False) -> WindowSpec:
+                 inputs: Mapping[tuple[str, str], Any], persistent: bool = False,
+                 spouts: Mapping[str, Mapping[str, Any]] | None = None) -> WindowSpec:
     """Storm's checks of a windowed bolt at submit, with its messages, naming the component.
 
     ``conf`` is the component's merged configuration; ``streams`` its declared output streams
@@ -104,10 +104,15 @@ def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, 
     to the `StreamInfo` of that stream (None if undeclared). ``persistent``: the windows are saved
     with the checkpoints and inputs acked at the commit (Storm's ``PersistentWindowedBoltExecutor``),
     so only the checkpoint interval, not the window, must fit in the message timeout.
+    ``spouts``: the merged configuration of each spout that feeds the bolt. Storm checks a count
+    window against the topology's ``topology.max.spout.pending`` only; a spout's own bound
+    (``set_max_spout_pending`` on its declarer) below the window stalls it the same way, so that
+    is refused too, naming the spout.
 
     Raises:
         InvalidTopologyException: the window outlasts the message timeout (duration) or
-            ``topology.max.spout.pending`` (count), or with ``persistent`` the checkpoint
+            ``topology.max.spout.pending`` (count; the topology's or a feeding spout's), or with
+            ``persistent`` the checkpoint
             interval outlasts the message timeout; the late-tuple stream is not declared; an
             input stream lacks the timestamp field.
     """
@@ -135,6 +140,13 @@ def check_window(component: str, conf: Mapping[str, Any], streams: Mapping[str, 
         raise InvalidTopologyException(
             f"Component [{component}]: Window count (length + sliding interval) value {count} is more than "
             f"topology.max.spout.pending value {pending}: the spouts would stop before the window fills")
+    for spout, spout_conf in sorted((spouts or {}).items()):
+        own = spout_conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING)
+        if count and type(own) is int and count > own:
+            raise InvalidTopologyException(
+                f"Component [{component}]: Window count (length + sliding interval) value {count} is more than "
+                f"spout [{spout}]'s topology.max.spout.pending value {own}: the spout would stop before the "
+                f"window fills")
     _check_streams(component, spec, streams, inputs)
     return spec
 

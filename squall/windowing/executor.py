@@ -104,10 +104,10 @@ class WindowedBoltExecutor(Bolt):
         self._clock: Any = _WallClock()
 
     def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
-                               inputs: dict[Any, Any]) -> None:
+                               inputs: dict[Any, Any], spouts: dict[str, dict[str, Any]] | None = None) -> None:
         """Storm's checks of the window at submit (`config.check_window`), called by the plan
         (`squall.engine.plan.SUBMIT_CHECK`)."""
-        check_window(component_id, conf, streams, inputs, self.persistent)
+        check_window(component_id, conf, streams, inputs, self.persistent, spouts)
 
     # --- what the builder and the engine call ---------------------------------------------------
 

@@ -191,6 +191,45 @@ def test_storm_window_checks_refuse_the_topology_at_submit_naming_the_component(
     assert "Component [window]" in str(err.value) and message in str(err.value)
 
 
+class _Pass(Bolt):
+    def execute(self, tuple_):
+        self.collector.emit(tuple_.values, anchors=[tuple_])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("v"))
+
+
+@pytest.mark.parametrize("through_a_bolt", [False, True])
+def test_a_feeding_spouts_own_max_spout_pending_below_a_count_window_is_refused_naming_it(through_a_bolt):
+    # Storm checks only the topology's bound; a spout's own one stalls the window as surely
+    # (3 trees in flight, a window that waits for 5 more after 5: it never fills: the topology would hang silently)
+    builder = TopologyBuilder()
+    builder.set_spout("feeder", FeederSpout(Fields("v"))).set_max_spout_pending(3)
+    builder.set_spout("other", FeederSpout(Fields("v"))).set_max_spout_pending(100)
+    source = "feeder"
+    if through_a_bolt:
+        builder.set_bolt("pass", _Pass()).shuffle_grouping("feeder")
+        source = "pass"
+    builder.set_bolt("window", RecordingWindowBolt().with_tumbling_window(Count(5))) \
+        .global_grouping(source).global_grouping("other")
+    with LocalCluster() as cluster, pytest.raises(InvalidTopologyException) as err:
+        cluster.submit_topology("stall", Config(), builder.create_topology())
+    assert str(err.value) == (
+        "Component [window]: Window count (length + sliding interval) value 10 is more than spout [feeder]'s "
+        "topology.max.spout.pending value 3: the spout would stop before the window fills")
+
+
+def test_a_spout_bound_that_holds_the_window_or_one_feeding_only_checkpoints_passes():
+    builder = TopologyBuilder()
+    builder.set_spout("feeder", FeederSpout(Fields("v"))).set_max_spout_pending(10)
+    builder.set_bolt("window", RecordingWindowBolt().with_tumbling_window(Count(5))).global_grouping("feeder")
+    unrelated = FeederSpout(Fields("v"))
+    builder.set_spout("unrelated", unrelated).set_max_spout_pending(1)
+    builder.set_bolt("elsewhere", _Pass()).shuffle_grouping("unrelated")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("holds", Config(), builder.create_topology())
+
+
 def test_timeouts_off_or_enough_timeout_pass_the_checks():
     for conf in ({"topology.enable.message.timeouts": False}, {"topology.message.timeout.secs": 36}):
         _f, _t, topo = _topology(RecordingWindowBolt().with_window(Duration.seconds(30), Duration.seconds(5)))

@@ -15,6 +15,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import unquote
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -22,7 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._config import Config, setting, shown_configuration
@@ -240,6 +241,30 @@ async def _json_body(request: Request) -> Any:
         raise ApiError(400, f"the body is not valid JSON: {e}") from None
 
 
+_SLASH = "\uffff"  # an encoded "/" while a raw path is matched (a noncharacter: in no id)
+
+
+class _SegmentRoute(Route):
+    """A `Route` whose parameters are matched segment by segment of the raw path, as JAX-RS
+    matches Storm's ``{component}``: an encoded "/" (``%2F``) stays inside its segment, so the
+    component ``in/put`` has its page at ``.../component/in%2Fput`` (Storm restricts only topology
+    names, not component ids). Starlette matches the decoded path, where that "/" would split
+    the id in two and the page would be 404."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        raw = scope.get("raw_path")
+        if scope["type"] != "http" or not raw or b"%2f" not in raw.lower():
+            return super().matches(scope)
+        # each segment decoded on its own, as the server decodes the whole path (UTF-8)
+        segments = raw.split(b"?", 1)[0].decode("ascii", "replace").split("/")
+        path = "/".join(unquote(seg).replace("/", _SLASH) for seg in segments)
+        match, child = super().matches({**scope, "path": path})
+        if match is not Match.NONE:
+            child["path_params"] = {k: v.replace(_SLASH, "/") if isinstance(v, str) else v
+                                    for k, v in child["path_params"].items()}
+        return match, child
+
+
 def api_routes(link: UiMasterLink, guard: ActionGuard) -> list[BaseRoute]:
     """Storm's REST endpoints under `API`."""
     api = _Api(link, guard)
@@ -251,14 +276,15 @@ def api_routes(link: UiMasterLink, guard: ActionGuard) -> list[BaseRoute]:
     routes += [
         Route(f"{topo}/visualization", _endpoint(api.visualization), methods=["GET"]),
         Route(f"{topo}/visualization-init", _endpoint(api.visualization_init), methods=["GET"]),
-        Route(f"{topo}/component/{{component}}", _endpoint(api.component), methods=["GET"]),
+        _SegmentRoute(f"{topo}/component/{{component}}", _endpoint(api.component), methods=["GET"]),
         Route(topo, _endpoint(api.topology), methods=["GET"]),
         Route(f"{topo}/activate", _endpoint(api.activate), methods=["POST"]),
         Route(f"{topo}/deactivate", _endpoint(api.deactivate), methods=["POST"]),
         Route(f"{topo}/rebalance/{{wait}}", _endpoint(api.rebalance), methods=["POST"]),
         Route(f"{topo}/kill/{{wait}}", _endpoint(api.kill), methods=["POST"]),
         Route(f"{topo}/debug/{{action}}/{{pct}}", _endpoint(api.debug), methods=["POST"]),
-        Route(f"{topo}/component/{{component}}/debug/{{action}}/{{pct}}", _endpoint(api.debug), methods=["POST"]),
+        _SegmentRoute(f"{topo}/component/{{component}}/debug/{{action}}/{{pct}}", _endpoint(api.debug),
+                      methods=["POST"]),
     ]
     return routes
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 from .._config import Config, shown_configuration, visible_to_topology
 from .._errors import BadParameterError, UnknownComponentError
@@ -86,6 +86,13 @@ def sani_stream(stream: str) -> str:
     """Storm 2's ``sanitizeStreamName``: only ``[A-Za-z0-9_-.]``, starting with a letter."""
     s = re.sub(r"[^A-Za-z0-9_\-.]", "_", stream)
     return s if s[:1].isalpha() else "_s" + s
+
+
+def url_encoded(s: str) -> str:
+    """Storm's ``Utils.urlEncodeUtf8`` (Java's ``URLEncoder.encode(s, "UTF-8")``), the value of
+    every ``encoded*`` field: letters, digits and ``.-*_`` as they are, a space as ``+``, every
+    other byte of the UTF-8 as ``%XX`` ("/" too: ``in/put`` -> ``in%2Fput``)."""
+    return quote_plus(s, safe="*").replace("~", "%7E")
 
 
 def _f3(x: float | None) -> str:
@@ -240,20 +247,20 @@ def topology_page(view: TopologyView, window: str | None = ALL_TIME, sys: bool =
         base = {"executors": n_exec, "tasks": len(plan.component_tasks.get(comp, [])), **idx.last_error(comp)}
         if kind == "spout":
             acc = idx.component_acc(comp, window, sys, SPOUT_WEIGHTS)
-            spouts.append({"spoutId": comp, "encodedSpoutId": comp, **base, "emitted": acc.count(EMITTED),
+            spouts.append({"spoutId": comp, "encodedSpoutId": url_encoded(comp), **base, "emitted": acc.count(EMITTED),
                            "transferred": acc.count(TRANSFERRED),
                            "completeLatency": _f3(acc.latency(COMPLETE_LATENCY)),
                            "acked": acc.count(ACKED), "failed": acc.count(FAILED)})
         else:
             acc = idx.component_acc(comp, window, sys, BOLT_WEIGHTS_TOPOLOGY)
-            bolts.append({"boltId": comp, "encodedBoltId": comp, **base, "emitted": acc.count(EMITTED),
+            bolts.append({"boltId": comp, "encodedBoltId": url_encoded(comp), **base, "emitted": acc.count(EMITTED),
                           "transferred": acc.count(TRANSFERRED), "acked": acc.count(ACKED),
                           "failed": acc.count(FAILED), "executed": acc.count(EXECUTED),
                           "capacity": _f3(idx.component_capacity(comp)),
                           "executeLatency": _f3(acc.latency(EXECUTE_LATENCY)),
                           "processLatency": _f3(acc.latency(PROCESS_LATENCY))})
     debug = view.debug.get(plan.storm_id, {})
-    return {"id": plan.storm_id, "encodedId": plan.storm_id, "name": plan.name, "status": view.status,
+    return {"id": plan.storm_id, "encodedId": url_encoded(plan.storm_id), "name": plan.name, "status": view.status,
             "uptime": pretty_uptime(view.uptime_secs), "uptimeSeconds": int(view.uptime_secs),
             "tasksTotal": len(plan.task_to_component), "workersTotal": len(view.workers),
             "executorsTotal": len(plan.executors),
@@ -323,9 +330,9 @@ def component_page(view: TopologyView, component: str, window: str | None = ALL_
     tasks = plan.component_tasks[component]
     debug = view.debug.get(component) or view.debug.get(plan.storm_id, {})
     out: dict[str, Any] = {
-        "id": component, "encodedId": component, "name": plan.name, "componentType": kind,
+        "id": component, "encodedId": url_encoded(component), "name": plan.name, "componentType": kind,
         "executors": sum(1 for e in plan.executors if e.component == component), "tasks": len(tasks),
-        "topologyId": plan.storm_id, "encodedTopologyId": plan.storm_id, "topologyStatus": view.status,
+        "topologyId": plan.storm_id, "encodedTopologyId": url_encoded(plan.storm_id), "topologyStatus": view.status,
         "window": window, "windowHint": WINDOW_PRETTY[window],
         "debug": bool(debug.get("enable", False)), "samplingPct": debug.get("samplingpct", 10),
         "eventLogLink": "", "profilingAndDebuggingCapable": False, "profileActionEnabled": False,
@@ -370,7 +377,7 @@ def component_page(view: TopologyView, component: str, window: str | None = ALL_
         for stream, a in sorted(outputs.items())]
     if kind != "spout":
         out["inputStats"] = [
-            {"component": c, "encodedComponentId": c, "stream": s, "executeLatency": _f3(a.latency(EXECUTE_LATENCY)),
+            {"component": c, "encodedComponentId": url_encoded(c), "stream": s, "executeLatency": _f3(a.latency(EXECUTE_LATENCY)),
              "processLatency": _f3(a.latency(PROCESS_LATENCY)), "executed": a.count(EXECUTED),
              "acked": a.count(ACKED), "failed": a.count(FAILED)}
             for (c, s), a in sorted(inputs.items()) if _visible(s, sys) and _visible(c, sys)]
@@ -393,7 +400,7 @@ def _executor_row(idx: _Index, ex: ExecutorSpec, kind: str, window: str, sys: bo
     acc = idx.component_acc(ex.component, window, sys, weights, tasks=ex.tasks)
     w = idx.worker_of.get(ex.tasks[0])
     row: dict[str, Any] = {
-        "id": f"[{ex.tasks[0]}-{ex.tasks[-1]}]", "encodedId": f"[{ex.tasks[0]}-{ex.tasks[-1]}]",
+        "id": f"[{ex.tasks[0]}-{ex.tasks[-1]}]", "encodedId": url_encoded(f"[{ex.tasks[0]}-{ex.tasks[-1]}]"),
         "host": w.host if w else "", "port": w.port if w else 0,
         "uptime": pretty_uptime(w.uptime_secs if w else 0), "uptimeSeconds": int(w.uptime_secs if w else 0),
         "emitted": acc.count(EMITTED), "transferred": acc.count(TRANSFERRED),

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from .. import __version__
 from .._errors import BadParameterError
 from .._nimbus import MAX_WAIT_SECS
-from .stats_pages import pretty_uptime
+from .stats_pages import pretty_uptime, url_encoded
 
 WINDOWS = ("600", "10800", "86400", ":all-time")
 """Storm's statistics windows, as ``?window=`` takes them; ``:all-time`` is the default."""
@@ -92,7 +92,7 @@ def supervisor_summary(supervisors: list[dict[str, Any]]) -> dict[str, Any]:
 def topology_summary(info: dict[str, Any]) -> dict[str, Any]:
     """``/topology/summary`` from the master's ``cluster_info``. ``replicationCount``: how many
     masters hold the topology's code (1 without Nimbus HA: the one master holds it)."""
-    return {"topologies": [{"id": t["id"], "name": t["name"], "status": t["status"],
+    return {"topologies": [{"id": t["id"], "encodedId": url_encoded(t["id"]), "name": t["name"], "status": t["status"],
                             "uptime": pretty_uptime(t["uptime_secs"]), "uptimeSeconds": int(t["uptime_secs"]),
                             "tasksTotal": int(t["num_tasks"]), "workersTotal": int(t["num_workers"]),
                             "executorsTotal": int(t["num_executors"]),

@@ -1,7 +1,8 @@
 """Component ids as Storm allows them (any string but ``__*``: Storm restricts only topology
-names), through the REST API over real HTTP on a LocalCluster's UI port: a component whose id
-holds a "/" has its page and its debug switch at ``/component/<id, percent-encoded>``, as
-Storm's JAX-RS routes match an encoded "/" inside ``{component}``."""
+names), through the REST API over real HTTP on a LocalCluster's UI port: the ``encoded*`` fields
+are Storm's ``Utils.urlEncodeUtf8`` of the id, and a component whose id holds a "/" has its
+page and its debug switch at ``/component/<id, percent-encoded>``, as Storm's JAX-RS routes
+match an encoded "/" inside ``{component}``."""
 
 from __future__ import annotations
 
@@ -33,6 +34,20 @@ class _Words(FixedTupleSpout):
         declarer.declare(Fields("word"))
 
 
+def _java_url_encoded(s: str) -> str:
+    """Java's ``URLEncoder.encode(s, "UTF-8")``, written out byte by byte."""
+    out = []
+    for b in s.encode("utf-8"):
+        c = chr(b)
+        if c.isascii() and (c.isalnum() or c in ".-*_"):
+            out.append(c)
+        elif c == " ":
+            out.append("+")
+        else:
+            out.append(f"%{b:02X}")
+    return "".join(out)
+
+
 def _call(url, method="GET", headers=None):
     request = urllib.request.Request(url, data=b"" if method == "POST" else None, method=method,
                                      headers=headers or {})
@@ -56,6 +71,24 @@ def served():
         # the acks reach the master's statistics at a worker's heartbeat; the bolt's too
         assert wait_until(lambda: _call(base)[1]["bolts"][0]["executed"] == WORDS, 30)
         yield sid, base
+
+
+def test_the_encoded_ids_are_storms_url_encoding(served):
+    sid, base = served
+    status, page = _call(base)
+    assert status == 200
+    assert page["encodedId"] == _java_url_encoded(sid)
+    assert [(s["spoutId"], s["encodedSpoutId"]) for s in page["spouts"]] == [(SPOUT, _java_url_encoded(SPOUT))]
+    assert [(b["boltId"], b["encodedBoltId"]) for b in page["bolts"]] == [(BOLT, _java_url_encoded(BOLT))]
+    status, summary = _call(base.rsplit("/", 1)[0] + "/summary")
+    assert [(t["id"], t["encodedId"]) for t in summary["topologies"]] == [(sid, _java_url_encoded(sid))]
+    status, bolt = _call(f"{base}/component/{quote(BOLT, safe='')}")
+    assert status == 200, bolt
+    assert (bolt["encodedId"], bolt["encodedTopologyId"]) == (_java_url_encoded(BOLT), _java_url_encoded(sid))
+    assert [(i["component"], i["encodedComponentId"]) for i in bolt["inputStats"]] == \
+        [(SPOUT, _java_url_encoded(SPOUT))]
+    assert sorted(e["encodedId"] for e in bolt["executorStats"]) == \
+        sorted(_java_url_encoded(e["id"]) for e in bolt["executorStats"])
 
 
 @pytest.mark.parametrize("component", [SPOUT, BOLT])

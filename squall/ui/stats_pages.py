@@ -204,7 +204,8 @@ class _Index:
     def last_error(self, component: str) -> dict[str, Any]:
         errors = [e for e in self.view.errors if e.component == component]
         if not errors:
-            return {"lastError": "", "errorHost": "", "errorPort": "", "errorTime": None,
+            # Storm's UIHelpers.getComponentLastErrorInfo: no error is "" and null, the port null
+            return {"lastError": "", "errorHost": "", "errorPort": None, "errorTime": None,
                     "errorLapsedSecs": None, "errorWorkerLogLink": ""}
         e = errors[-1]
         host = e.host or self.host_of_port(e.worker)

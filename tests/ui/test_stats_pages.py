@@ -40,6 +40,11 @@ def test_topology_page_has_storms_fields_and_the_runs_figures(api, storm_id):
     assert page["workers"] and all(WORKER <= set(w) for w in page["workers"])
     upper = next(b for b in page["bolts"] if b["boltId"] == "upper")
     assert upper["executed"] == 40 and upper["acked"] == 40 and upper["executors"] == 2
+    # no error yet: Storm's template (UIHelpers.getComponentLastErrorInfo), the port null, not ""
+    for c in page["spouts"] + page["bolts"]:
+        assert {k: c[k] for k in SPOUT if k.startswith(("lastError", "error"))} == {
+            "lastError": "", "errorHost": "", "errorPort": None, "errorTime": None, "errorLapsedSecs": None,
+            "errorWorkerLogLink": ""}
 
 
 def test_sys_shows_the_acker(api, storm_id):

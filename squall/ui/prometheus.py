@@ -3,8 +3,9 @@ exposition format (prometheus-client), read from the master at each scrape.
 
 Counts are all time since each worker started (Prometheus takes rates itself, and treats a
 count that goes down, a restarted worker, as a counter reset); they are Storm's sampled
-statistics, the same figures as the UI's pages. Latencies are the all-time averages in ms, as
-gauges, and so is a spout task's max spout pending now. Labels: ``topology`` (name),
+statistics, the same figures as the UI's pages. Latencies are the all-time averages, as
+gauges, in seconds (Prometheus's base unit: ``squall_complete_latency_seconds``; the pages say
+ms); a spout task's max spout pending now is a gauge too. Labels: ``topology`` (name),
 ``component``, ``task``, ``stream``, and ``source`` (the component a bolt's input came from, ""
 for a task's own streams).
 """
@@ -34,15 +35,15 @@ _HELP = {
     "acked": "Spouts: trees completed (every one); bolts: inputs acked (sampled, scaled)",
     "failed": "Spouts: trees failed or timed out; bolts: inputs failed (every one)",
     "executed": "Bolt inputs executed (sampled, scaled)",
-    "complete_latency": "Spouts: mean complete latency in ms (all time)",
-    "process_latency": "Bolts: mean process latency in ms (all time)",
-    "execute_latency": "Bolts: mean execute latency in ms (all time)",
+    "complete_latency": "Spouts: mean complete latency in seconds (all time)",
+    "process_latency": "Bolts: mean process latency in seconds (all time)",
+    "execute_latency": "Bolts: mean execute latency in seconds (all time)",
     "max_spout_pending": "Spouts: the task's max spout pending now (fixed, automatic or found by the tuner)",
     "trident_current_txid": "Trident's master batch coordinator: the oldest txid not committed",
     "trident_batches_in_flight": "Trident's master batch coordinator: the batches in flight now",
     "trident_max_batches_in_flight": "Trident's master batch coordinator: its limit of batches in flight",
     "trident_batches_committed": "Trident's master batch coordinator: the batches committed",
-    "trident_batch_latency": "Trident's master batch coordinator: mean ms from a txid's first $batch to its commit (all time)",
+    "trident_batch_latency": "Trident's master batch coordinator: mean seconds from a txid's first $batch to its commit (all time)",
 }
 _WORKER_FIGURES = [
     ("cpuSecs", "squall_worker_cpu_seconds", "CPU time of the worker's process", True),
@@ -63,7 +64,8 @@ class _Snapshot:
         families: dict[str, Any] = {}
         for metric, text in _HELP.items():
             if metric in LATENCIES:
-                families[metric] = GaugeMetricFamily(f"squall_{metric}_ms", text, labels=_TASK_LABELS)
+                # Prometheus's base unit is the second (its naming conventions); the pages say ms
+                families[metric] = GaugeMetricFamily(f"squall_{metric}_seconds", text, labels=_TASK_LABELS)
             elif metric in GAUGES:
                 families[metric] = GaugeMetricFamily(f"squall_{metric}", text, labels=_TASK_LABELS)
             else:
@@ -74,7 +76,8 @@ class _Snapshot:
             for component, task, metric, source, stream, value in stats["tasks"]:
                 family = families.get(metric)
                 if family is not None:
-                    family.add_metric([name, component, str(task), source, stream], value)
+                    family.add_metric([name, component, str(task), source, stream],
+                                      value / 1000.0 if metric in LATENCIES else value)
             for w in stats["workers"]:
                 for key, _name, _text, _counter in _WORKER_FIGURES:
                     workers[key].add_metric([name, w["host"], str(w["port"])], float(w.get(key) or 0))

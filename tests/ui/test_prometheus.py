@@ -30,8 +30,11 @@ def test_metrics_carry_the_pages_figures_labelled_by_topology_component_task_and
     assert {(s.labels["source"], s.labels["stream"]) for s in executed} == {("words", "default")}
     assert sum(s.value for s in executed) == 40
     assert len({s.labels["task"] for s in executed}) == 2
-    latency = [s for s in fams["squall_complete_latency_ms"].samples if s.labels["component"] == "words"]
-    assert latency and all(s.value >= 0 for s in latency)
+    # latencies in seconds, Prometheus's base unit (the page says ms): no family in another unit
+    assert not [f for f in fams if f.endswith(("_ms", "_milliseconds"))]
+    latency = [s for s in fams["squall_complete_latency_seconds"].samples if s.labels["component"] == "words"]
+    assert len(latency) == 1 and latency[0].value > 0
+    assert latency[0].value * 1000 == pytest.approx(float(page["spouts"][0]["completeLatency"]), abs=0.001)
     # the spout's limit now, a gauge (null in the conf: the automatic limit, at least 64 per task)
     assert "# TYPE squall_max_spout_pending gauge" in resp.text
     pending = [s for s in fams["squall_max_spout_pending"].samples if s.labels["component"] == "words"]

@@ -655,7 +655,15 @@ def _non_negative_int(v: Any) -> bool:
 
 
 def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+    # finite, as a float too (the code computes with float(v)): Storm's are Integer or Double
+    # seconds and counts; an infinite one (YAML's .inf, -c key=Infinity) passed the check and
+    # crash-looped the workers that computed with it, and an int past a float's range raised
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def _positive_number(v: Any) -> bool:
@@ -806,8 +814,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
                                            "(Python's gc.set_threshold)"), True),
     Config.TOPOLOGY_NAME: (_string, "a non-empty string", True),
     Config.TOPOLOGY_MIN_REPLICATION_COUNT: (_positive_int, "a positive integer (masters)", False),
-    Config.TOPOLOGY_MAX_REPLICATION_WAIT_TIME_SEC: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                    and (v >= 0 or v == -1),
+    Config.TOPOLOGY_MAX_REPLICATION_WAIT_TIME_SEC: (lambda v: _number(v) and (v >= 0 or v == -1),
                                                     ("a non-negative number of seconds, "
                                                      "or -1 (wait as long as it takes)"), False),
     Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL: _MILLIS,

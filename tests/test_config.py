@@ -179,6 +179,17 @@ def test_component_conf_keeps_only_whitelisted_topology_keys_of_the_component():
     ("topology.worker.gc.thresholds", [1, 2, 3, 4], "a list of 1 to 3 non-negative integers"),
     ("topology.stats.sample.rate", 2, "a number above 0 and at most 1"),
     ("topology.executor.blocking.warn.millis", float("nan"), "a positive number of milliseconds"),
+    # infinite (YAML's .inf, -c key=Infinity) or past a float's range: an infinite message
+    # timeout crash-looped every worker (OverflowError in the spout's pending limit), and 10**400
+    # raised OverflowError from the check itself
+    ("topology.message.timeout.secs", float("inf"), "a positive number of seconds"),
+    pytest.param("topology.message.timeout.secs", 10**400, "a positive number of seconds", id="int-past-float"),
+    ("topology.tick.tuple.freq.secs", float("inf"), "a positive number of seconds or null"),
+    ("topology.batch.flush.interval.millis", float("inf"), "a non-negative number of milliseconds"),
+    ("topology.spout.wait.progressive.level3.sleep.millis", float("inf"), "a positive number"),
+    ("topology.state.checkpoint.interval.ms", float("inf"), "a positive number of milliseconds"),
+    ("topology.max.replication.wait.time.sec", float("inf"), "a non-negative number of seconds, or -1"),
+    ("topology.localityaware.higher.bound", float("-inf"), "a number from 0 to 1"),
 ])
 def test_a_bad_value_is_rejected_naming_key_value_and_place(key, value, what):
     with pytest.raises(InvalidTopologyException) as e:
@@ -217,6 +228,7 @@ def test_every_default_key_squall_reads_has_a_validator_and_the_defaults_pass():
     ("nimbus.task.timeout.secs", "soon", "a positive number of seconds"),
     ("squall.log.max.bytes", -1, "a non-negative integer"),
     ("isolation.scheduler.machines", {"t": 0}, "a mapping of topology names to numbers of machines"),
+    ("nimbus.task.timeout.secs", float("inf"), "a positive number of seconds"),
 ])
 def test_a_bad_cluster_value_is_rejected_naming_the_key(key, value, what):
     with pytest.raises(InvalidTopologyException) as e:
@@ -541,3 +553,25 @@ def test_storms_jvm_worker_keys_are_warned_of_at_submission_not_dropped_silently
     assert warnings == [
         "t: 'topology.environment' is not applied (squall's workers inherit their supervisor's environment)",
         "t: 'topology.worker.childopts' is not applied (JVM options: squall's workers are Python processes)"]
+
+
+def test_an_infinite_message_timeout_is_refused_at_submit_not_by_crash_looping_workers(tmp_path):
+    """``topology.message.timeout.secs: .inf`` (YAML) or ``-c topology.message.timeout.secs=Infinity``
+    passed the check; every worker then crashed (OverflowError in its spouts' pending limit) and
+    was restarted over and over, and not one tuple flowed. The submission is refused instead,
+    naming the key; so is the same value as a cluster default in squall.yaml."""
+    from squall import LocalCluster, TopologyBuilder
+
+    from .process.semantics_topology import ListSpout
+
+    b = TopologyBuilder()
+    b.set_spout("items", ListSpout(["a"]))
+    with LocalCluster() as cluster:
+        with pytest.raises(InvalidTopologyException,
+                           match=r"^topology configuration: 'topology.message.timeout.secs' must be a positive "
+                                 r"number of seconds, got inf$"):
+            cluster.submit_topology("inf", {"topology.message.timeout.secs": float("inf")}, b.create_topology())
+        assert cluster.get_cluster_info()["topologies"] == []
+    (tmp_path / "squall.yaml").write_text("topology.message.timeout.secs: .inf\n")
+    with pytest.raises(InvalidTopologyException, match="'topology.message.timeout.secs' must be a positive number"):
+        cluster_conf(conf_file=tmp_path / "squall.yaml")

@@ -498,11 +498,19 @@ def overridden_component_keys(conf: Mapping[str, Any], own: Mapping[str, Mapping
     warnings = []
     for cid, component in sorted(own.items()):
         for key, value in sorted((component or {}).items()):
-            if key in COMPONENT_KEYS and key in conf and conf[key] != value:
+            if key in COMPONENT_KEYS and key in conf and conf[key] != value \
+                    and not _lower_cap_applies(key, value, conf[key]):
                 warnings.append(f"{topology}: component [{cid}] sets {key!r} to {value!r}, but the topology's "
                                 f"Config sets it to {conf[key]!r}, which wins (squall's rule; Storm's gives the "
                                 f"component's): leave it out of the Config for the component's to apply")
     return warnings
+
+
+def _lower_cap_applies(key: str, own: Any, given: Any) -> bool:
+    """Whether a component's own ``topology.max.task.parallelism`` applies though the topology's
+    Config sets another: both caps hold, so the lower one does (`squall.engine.plan.make_plan`)."""
+    return (key == Config.TOPOLOGY_MAX_TASK_PARALLELISM and _positive_int(own)
+            and (given is None or (_positive_int(given) and own <= given)))
 
 
 # Storm's keys for its workers' JVM and environment: a Storm topology's conf carries them, and
@@ -633,16 +641,19 @@ def component_conf(topology: Mapping[str, Any], component_own: Mapping[str, Any]
     component's own configuration (only whitelisted ``topology.*`` keys and custom keys), then
     the keys the topology's `Config` set itself.
     """
-    conf = dict(topology)
+    where = f"configuration of component [{component_id}]"
+    own = {}
     for key, value in (component_own or {}).items():
         if key.startswith("topology.") and key not in COMPONENT_KEYS and not key.startswith(_COMPONENT_KEY_PREFIXES):
             continue  # Storm drops non-whitelisted Config keys from component configuration
         if is_daemon_key(key):
             continue
-        conf[key] = value
-    for key, value in (topology_given or {}).items():
-        conf[key] = value
-    validate(conf, where=f"configuration of component [{component_id}]")
+        own[key] = value
+    # the component's own values are checked even where the topology's override them: a task
+    # cap is applied from both (squall.engine.plan.make_plan)
+    validate(own, where=where)
+    conf = {**topology, **own, **(topology_given or {})}
+    validate(conf, where=where)
     return conf
 
 

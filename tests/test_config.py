@@ -575,3 +575,19 @@ def test_an_infinite_message_timeout_is_refused_at_submit_not_by_crash_looping_w
     (tmp_path / "squall.yaml").write_text("topology.message.timeout.secs: .inf\n")
     with pytest.raises(InvalidTopologyException, match="'topology.message.timeout.secs' must be a positive number"):
         cluster_conf(conf_file=tmp_path / "squall.yaml")
+
+
+def test_a_components_own_task_cap_is_checked_even_where_the_topologys_overrides_it():
+    """Both caps apply (squall.engine.plan.make_plan), so a bad own one is refused, naming the component."""
+    with pytest.raises(InvalidTopologyException,
+                       match=r"^configuration of component \[coord\]: 'topology.max.task.parallelism' must be"):
+        component_conf(default_conf(), {"topology.max.task.parallelism": "1"},
+                       {"topology.max.task.parallelism": 4}, "coord")
+
+
+def test_a_components_lower_own_task_cap_is_not_reported_as_overridden():
+    from squall._config import overridden_component_keys
+    given = {"topology.max.task.parallelism": 4}
+    assert overridden_component_keys(given, {"coord": {"topology.max.task.parallelism": 1}}, "t") == []
+    [warning] = overridden_component_keys(given, {"wide": {"topology.max.task.parallelism": 8}}, "t")
+    assert "component [wide] sets 'topology.max.task.parallelism' to 8" in warning

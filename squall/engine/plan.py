@@ -151,7 +151,12 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
     parallelism: dict[str, int] = {}
     for cid, spec in topology.components.items():
         cconf = component_conf(conf, spec.conf, given_conf, cid)
-        cap = cconf.get(Config.TOPOLOGY_MAX_TASK_PARALLELISM)
+        # both caps hold: the merged one (the topology's Config wins) and the component's own,
+        # which may be what makes it correct (a Trident coordinator, FixedBatchSpout: 1 task);
+        # Storm gives the component's alone
+        caps = [c for c in (cconf.get(Config.TOPOLOGY_MAX_TASK_PARALLELISM),
+                            spec.conf.get(Config.TOPOLOGY_MAX_TASK_PARALLELISM)) if c]
+        cap = min(caps) if caps else None
         # Storm's getComponentParallelism: the component's topology.tasks, else the topology's,
         # else the parallelism hint.
         tasks = spec.conf.get(Config.TOPOLOGY_TASKS) or conf.get(Config.TOPOLOGY_TASKS) or spec.parallelism

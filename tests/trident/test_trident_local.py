@@ -374,3 +374,30 @@ def test_a_fixed_spout_merged_with_a_feeder_never_fed_goes_on(cluster):
     run(cluster, topo)
     assert wait_until(lambda: len(Recorded.get("any-fixed-idle")) == 4, 30)
     assert dict(by_txid(Recorded.get("any-fixed-idle"))) == {1: [[1], [2]], 2: [[3], [4]]}
+
+
+def test_a_topology_wide_task_cap_does_not_lift_a_components_own_one_of_one_task(cluster) -> None:
+    """A Config with ``topology.tasks: 3`` and ``topology.max.task.parallelism: 4`` replaced the
+    Trident master coordinator's, the spout coordinator's and FixedBatchSpout's own cap of one
+    task (the topology's Config wins over a component's keys): three coordinators each started
+    every batch, three spout tasks each emitted it, and every word reached the bolts 9 times.
+    Both caps now hold, as Storm's component cap holds; every record arrives exactly once."""
+    topo = TridentTopology()
+    spout = sentence_spout(2)
+    words = topo.new_stream("capped", spout).each(Fields("sentence"), Split(), Fields("word"))
+    record(words, "capped")
+    conf = Config()
+    conf[Config.TOPOLOGY_TASKS] = 3
+    conf.set_max_task_parallelism(4)
+    cluster.submit_topology("trident-capped", conf, topo.build())
+    tasks = {cid: c["tasks"] for cid, c in cluster.get_topology_info("trident-capped")["components"].items()}
+    assert {cid: n for cid, n in tasks.items() if cid.startswith(("$mastercoord", "$spoutcoord", "spout-"))} == {
+        "$mastercoord-bg0": 1, "$spoutcoord-spout-capped": 1, "spout-capped": 1}, tasks
+    n = batches(spout)
+    expected = sum(len(words_of(spout, txid)) for txid in range(1, n + 1))
+    Recorded.wait_for("capped", lambda r: len(r) >= expected)
+    seen = by_txid(Recorded.get("capped"))
+    for txid in range(1, n + 1):
+        assert sorted(w for _sentence, w in seen.get(txid, [])) == sorted(words_of(spout, txid)), txid
+    assert len(Recorded.get("capped")) == expected
+    cluster.kill_topology("trident-capped", 0)

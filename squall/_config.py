@@ -497,12 +497,13 @@ def overridden_component_keys(conf: Mapping[str, Any], own: Mapping[str, Mapping
     own tick frequency while the topology sets one for the others) changes silently."""
     warnings = []
     for cid, component in sorted(own.items()):
-        for key, value in sorted((component or {}).items()):
+        for key, value in sorted((component or {}).items(), key=lambda item: str(item[0])):
             if key in COMPONENT_KEYS and key in conf and conf[key] != value \
                     and not _lower_cap_applies(key, value, conf[key]):
-                warnings.append(f"{topology}: component [{cid}] sets {key!r} to {value!r}, but the topology's "
-                                f"Config sets it to {conf[key]!r}, which wins (squall's rule; Storm's gives the "
-                                f"component's): leave it out of the Config for the component's to apply")
+                warnings.append(f"{topology}: component [{cid}] sets {key!r} to {value!r}, but the "
+                                f"topology's Config sets it to {conf[key]!r}, which wins (squall's rule; "
+                                f"Storm's gives the component's): leave it out of the Config for the component's "
+                                f"to apply")
     return warnings
 
 
@@ -644,6 +645,8 @@ def component_conf(topology: Mapping[str, Any], component_own: Mapping[str, Any]
     where = f"configuration of component [{component_id}]"
     own = {}
     for key, value in (component_own or {}).items():
+        if not isinstance(key, str):
+            raise InvalidTopologyException(f"{where}: key {key!r} is not a string")
         if key.startswith("topology.") and key not in COMPONENT_KEYS and not key.startswith(_COMPONENT_KEY_PREFIXES):
             continue  # Storm drops non-whitelisted Config keys from component configuration
         if is_daemon_key(key):

@@ -591,3 +591,20 @@ def test_a_components_lower_own_task_cap_is_not_reported_as_overridden():
     assert overridden_component_keys(given, {"coord": {"topology.max.task.parallelism": 1}}, "t") == []
     [warning] = overridden_component_keys(given, {"wide": {"topology.max.task.parallelism": 8}}, "t")
     assert "component [wide] sets 'topology.max.task.parallelism' to 8" in warning
+
+
+def test_a_component_key_that_is_not_a_string_is_refused_naming_the_component():
+    """``add_configuration(5, 1)`` or a get_component_configuration of ``{5: 1}`` made
+    submit_topology raise AttributeError ('int' object has no attribute 'startswith')."""
+    from squall import LocalCluster, TopologyBuilder
+
+    from .process.semantics_topology import ListSpout, RecordsConf
+
+    b = TopologyBuilder()
+    b.set_spout("items", ListSpout(["a"]))
+    b.set_bolt("conf", RecordsConf()).shuffle_grouping("items").add_configuration(5, 1) \
+        .add_configuration("topology.max.spout.pending", 3)
+    with LocalCluster() as cluster:
+        with pytest.raises(InvalidTopologyException,
+                           match=r"^configuration of component \[conf\]: key 5 is not a string$"):
+            cluster.submit_topology("intkey", {}, b.create_topology())

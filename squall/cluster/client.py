@@ -9,6 +9,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, Self
 
+import msgpack
+
 from .. import _errors
 from .._config import Config, conf_value
 from .._errors import RemoteError, RpcError
@@ -33,6 +35,27 @@ def master_address(conf: dict[str, Any]) -> tuple[str, int]:
     return first.host, first.port
 
 
+def sendable_conf(conf: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``conf`` as a dict, each of its values checked to cross to the master (msgpack, as Storm's
+    travels as JSON): a value that cannot is refused naming its key, not by the wire's error
+    naming nothing (a LocalCluster, which takes the dict as it is, ran the same topology).
+
+    Raises:
+        InvalidTopologyException: a value msgpack cannot carry (an int past 64 bits, a set, an
+            object), naming the key (never the value: it may be a credential).
+    """
+    conf = dict(conf or {})
+    for key, value in conf.items():
+        try:
+            msgpack.packb(value, use_bin_type=True)
+        except (OverflowError, TypeError, ValueError) as e:
+            raise _errors.InvalidTopologyException(
+                f"topology configuration: the value of {key!r} cannot be sent to the master ({e}): a value must "
+                f"be null, a bool, an int from -2**63 to 2**64-1, a float, a string, bytes, or lists and maps "
+                f"of these") from None
+    return conf
+
+
 class NimbusVerbs:
     """Storm's client verbs (``NimbusClient``'s, and `LocalCluster`'s names) written once over
     the master's `squall._nimbus.NimbusIface` (``nimbus``): `MasterClient` has them over RPC, the
@@ -47,7 +70,7 @@ class NimbusVerbs:
         if not isinstance(topology, StormTopology):
             raise _errors.InvalidTopologyException(
                 f"submit_topology needs a StormTopology, got {type(topology).__name__}")
-        return self.nimbus.submit(name, dict(conf or {}), pickle_topology(topology), initial_status)
+        return self.nimbus.submit(name, sendable_conf(conf), pickle_topology(topology), initial_status)
 
     def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
         """Kill after ``wait_secs`` (default: its message timeout)."""

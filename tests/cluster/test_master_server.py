@@ -34,3 +34,31 @@ def test_a_served_master_keeps_its_state_in_its_store_and_a_new_one_resumes_from
         assert store.load().topologies["t"]["status"] == "ACTIVE"
     finally:
         again.stop()
+
+
+def test_a_conf_value_that_cannot_cross_to_the_master_is_refused_naming_its_key_and_the_rest_arrive_unchanged():
+    """``conf["my.id"] = 2**70`` ran on a LocalCluster but, submitted to a master (squall jar,
+    StormSubmitter, SparkCluster), raised msgpack's ``OverflowError: Integer value out of range``
+    naming no key. It is refused naming the key, before anything is sent; the values that can
+    cross (64-bit ints, unicode, nested maps and lists) reach the topology's plan unchanged."""
+    import pytest
+
+    from squall import InvalidTopologyException
+
+    running = _Running(CONF, Master(CONF, store=MemoryStore.for_conf(CONF)))
+    kept = {"my.int64": 2**63 - 1, "my.neg": -2**63, "my.text": "h\u00e9llo \u2603 \U0001F600",
+            "my.nested": {"a": {"b": [1, 2.5, None, True, "x"]}, "n": {"deep": [[1], {"k": "v"}]}}}
+    try:
+        with _client(running) as m:
+            for bad in (2**70, {1, 2}, object(), {"inner": [2**64]}):
+                with pytest.raises(InvalidTopologyException,
+                                   match=r"^topology configuration: the value of 'my.bad' cannot be sent to the master"):
+                    m.submit_topology("t", {**kept, "my.bad": bad}, recovery_topology(10), initial_status="INACTIVE")
+            assert m.list_topologies() == []  # nothing was sent; the connection still serves
+            m.submit_topology("t", kept, recovery_topology(10), initial_status="INACTIVE")
+        plan = running.master.topologies["t"].plan
+        assert {k: plan.conf[k] for k in kept} == kept
+        assert all({k: c[k] for k in kept} == kept for c in plan.component_confs.values())
+        assert type(plan.conf["my.int64"]) is int
+    finally:
+        running.stop()

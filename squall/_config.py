@@ -489,6 +489,16 @@ def misspellings(conf: Mapping[str, Any], topology: str) -> list[str]:
             for key in conf if isinstance(key, str) and (meant := misspelling_of(key)) is not None]
 
 
+def component_misspellings(own: Mapping[str, Mapping[str, Any] | None], topology: str) -> list[str]:
+    """A warning for each key of a component's own configuration (``own``, by component id) that
+    is likely a typo (`misspelling_of`): a ``topology.`` one is dropped from the component's
+    configuration (not whitelisted), so a typo there changes nothing, silently."""
+    return [f"{topology}: component [{cid}] configuration key {key!r} is unknown and used by nothing; "
+            f"did you mean {meant!r}?"
+            for cid, component in sorted(own.items()) for key in (component or {})
+            if isinstance(key, str) and (meant := misspelling_of(key)) is not None]
+
+
 def overridden_component_keys(conf: Mapping[str, Any], own: Mapping[str, Mapping[str, Any] | None],
                               topology: str) -> list[str]:
     """A warning for each key a component's own configuration (``own``, by component id) sets
@@ -536,13 +546,15 @@ def unapplied_keys(conf: Mapping[str, Any], topology: str) -> list[str]:
 
 def submit_warnings(conf: Mapping[str, Any], topology: Any, name: str) -> list[str]:
     """What submitting ``topology`` (a `StormTopology`) as ``name`` with ``conf`` warns of:
-    likely typos in ``conf`` (`misspellings`), Storm's JVM worker keys squall does not apply
-    (`unapplied_keys`) and components' own keys it overrides (`overridden_component_keys`)."""
+    likely typos in ``conf`` and in components' own configurations (`misspellings`,
+    `component_misspellings`), Storm's JVM worker keys squall does not apply (`unapplied_keys`)
+    and components' own keys it overrides (`overridden_component_keys`)."""
     # squall's own components (a Trident topology's coordinators and executors, whose ticks and
     # single tasks are squall's choice) say nothing: the user set none of their keys
     own = {cid: spec.conf for cid, spec in getattr(topology, "components", {}).items()
            if not cid.startswith("$") and not type(spec.obj).__module__.startswith("squall.trident.")}
-    return misspellings(conf, name) + unapplied_keys(conf, name) + overridden_component_keys(conf, own, name)
+    return (misspellings(conf, name) + component_misspellings(own, name) + unapplied_keys(conf, name)
+            + overridden_component_keys(conf, own, name))
 
 
 def yaml_problem(error: yaml.YAMLError) -> str:

@@ -608,3 +608,26 @@ def test_a_component_key_that_is_not_a_string_is_refused_naming_the_component():
         with pytest.raises(InvalidTopologyException,
                            match=r"^configuration of component \[conf\]: key 5 is not a string$"):
             cluster.submit_topology("intkey", {}, b.create_topology())
+
+
+def test_a_typo_in_a_components_own_configuration_is_warned_of_at_submission(caplog):
+    """``add_configuration("topology.tick.tuple.freq.sec", 1)`` (no "s") was dropped from the
+    component's configuration (a ``topology.`` key off the whitelist) without a word: the bolt
+    got no ticks and nothing said why. The submission warns, naming the component and the key
+    meant, as it does for the topology's own keys."""
+    import logging
+
+    from squall import LocalCluster, TopologyBuilder
+
+    from .process.semantics_topology import ListSpout, RecordsConf
+
+    b = TopologyBuilder()
+    b.set_spout("items", ListSpout(["a"]))
+    b.set_bolt("ticking", RecordsConf()).shuffle_grouping("items") \
+        .add_configuration("topology.tick.tuple.freq.sec", 1).add_configuration("my.setting", 1)
+    with caplog.at_level(logging.WARNING, logger="squall.master"), LocalCluster() as cluster:
+        cluster.submit_topology("typo", {}, b.create_topology(), initial_status="INACTIVE")
+        cluster.kill_topology("typo", 0)
+    said = [r.getMessage() for r in caplog.records if r.name == "squall.master" and "unknown" in r.getMessage()]
+    assert said == ["typo: component [ticking] configuration key 'topology.tick.tuple.freq.sec' is unknown and "
+                    "used by nothing; did you mean 'topology.tick.tuple.freq.secs'?"]

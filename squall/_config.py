@@ -510,8 +510,9 @@ def overridden_component_keys(conf: Mapping[str, Any], own: Mapping[str, Mapping
         for key, value in sorted((component or {}).items(), key=lambda item: str(item[0])):
             if key in COMPONENT_KEYS and key in conf and conf[key] != value \
                     and not _lower_cap_applies(key, value, conf[key]):
-                warnings.append(f"{topology}: component [{cid}] sets {key!r} to {value!r}, but the "
-                                f"topology's Config sets it to {conf[key]!r}, which wins (squall's rule; "
+                # values as a page shows them: a state provider's config may hold a password
+                warnings.append(f"{topology}: component [{cid}] sets {key!r} to {redact(value)!r}, but the "
+                                f"topology's Config sets it to {redact(conf[key])!r}, which wins (squall's rule; "
                                 f"Storm's gives the component's): leave it out of the Config for the component's "
                                 f"to apply")
     return warnings

@@ -631,3 +631,28 @@ def test_a_typo_in_a_components_own_configuration_is_warned_of_at_submission(cap
     said = [r.getMessage() for r in caplog.records if r.name == "squall.master" and "unknown" in r.getMessage()]
     assert said == ["typo: component [ticking] configuration key 'topology.tick.tuple.freq.sec' is unknown and "
                     "used by nothing; did you mean 'topology.tick.tuple.freq.secs'?"]
+
+
+def test_the_overridden_component_key_warning_shows_no_credential(caplog):
+    """A bolt's own ``topology.state.provider.config`` overridden by the topology's: the
+    submission's warning (the master's log, LocalCluster's, what squall jar prints) showed both
+    maps whole, passwords included. They are shown as a page shows them (redacted)."""
+    import logging
+
+    from squall import LocalCluster, TopologyBuilder
+
+    from .process.semantics_topology import ListSpout, RecordsConf
+
+    own = {"host": "redis-a", "password": "pw-own-5e1d", "url": "redis://:pw-url-77aa@redis-a:6379/0"}
+    given = {"host": "redis-b", "password": "pw-given-0c3f"}
+    b = TopologyBuilder()
+    b.set_spout("items", ListSpout(["a"]))
+    b.set_bolt("stateful", RecordsConf()).shuffle_grouping("items") \
+        .add_configuration(Config.TOPOLOGY_STATE_PROVIDER_CONFIG, own)
+    with caplog.at_level(logging.WARNING, logger="squall.master"), LocalCluster() as cluster:
+        cluster.submit_topology("creds", {Config.TOPOLOGY_STATE_PROVIDER_CONFIG: given}, b.create_topology(),
+                                initial_status="INACTIVE")
+        cluster.kill_topology("creds", 0)
+    said = [r.getMessage() for r in caplog.records if "topology.state.provider.config" in r.getMessage()]
+    assert len(said) == 1 and "redis-a" in said[0] and "redis-b" in said[0], said
+    assert not any(pw in said[0] for pw in ("pw-own-5e1d", "pw-url-77aa", "pw-given-0c3f")), said

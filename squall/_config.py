@@ -583,6 +583,9 @@ def read_conf_file(path: str | os.PathLike) -> dict[str, Any]:
         raise InvalidTopologyException(f"{p}: not valid YAML: {yaml_problem(e)}") from None
     if not isinstance(data, dict):
         raise InvalidTopologyException(f"{p}: expected a mapping of config keys, got {type(data).__name__}")
+    for key in data:
+        if not isinstance(key, str):  # YAML reads `1:` as an int and `on:` or `yes:` as true
+            raise InvalidTopologyException(f"{p}: configuration key {key!r} is not a string (quote it in YAML)")
     return data
 
 
@@ -605,6 +608,9 @@ def cluster_conf(daemon_conf: Mapping[str, Any] | None = None, conf_file: str | 
         conf.update(read_conf_file(path))
     if daemon_conf:
         conf.update(daemon_conf)
+    for key in conf:
+        if not isinstance(key, str):
+            raise InvalidTopologyException(f"cluster configuration: key {key!r} is not a string")
     validate(conf, where="cluster configuration")
     return conf
 

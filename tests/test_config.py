@@ -656,3 +656,20 @@ def test_the_overridden_component_key_warning_shows_no_credential(caplog):
     said = [r.getMessage() for r in caplog.records if "topology.state.provider.config" in r.getMessage()]
     assert len(said) == 1 and "redis-a" in said[0] and "redis-b" in said[0], said
     assert not any(pw in said[0] for pw in ("pw-own-5e1d", "pw-url-77aa", "pw-given-0c3f")), said
+
+
+@pytest.mark.parametrize("line, key", [("1: x", "1"), ("on: 2", "True"), ("yes: 2", "True")])
+def test_a_squall_yaml_key_that_is_not_a_string_is_refused_naming_the_file_not_at_each_submission(
+        tmp_path, line, key):
+    """``1: x`` or ``on: 2`` (YAML 1.1 reads ``on``/``yes`` as true) in squall.yaml was taken, and
+    every submission then failed with AttributeError ('int' object has no attribute
+    'startswith'). The file is refused when read, naming it and the key."""
+    from squall import LocalCluster
+
+    path = tmp_path / "squall.yaml"
+    path.write_text(f"topology.workers: 1\n{line}\n")
+    with pytest.raises(InvalidTopologyException,
+                       match=rf"^{re.escape(str(path))}: configuration key {key} is not a string \(quote it in YAML\)$"):
+        LocalCluster(conf_file=str(path))
+    with pytest.raises(InvalidTopologyException, match=r"^cluster configuration: key 1 is not a string$"):
+        cluster_conf({1: "x"})

@@ -666,8 +666,9 @@ def component_conf(topology: Mapping[str, Any], component_own: Mapping[str, Any]
     for key, value in (component_own or {}).items():
         if not isinstance(key, str):
             raise InvalidTopologyException(f"{where}: key {key!r} is not a string")
-        if key.startswith("topology.") and key not in COMPONENT_KEYS and not key.startswith(_COMPONENT_KEY_PREFIXES):
-            continue  # Storm drops non-whitelisted Config keys from component configuration
+        if key.startswith("topology.") and key not in COMPONENT_KEYS and not key.startswith(_COMPONENT_KEY_PREFIXES) \
+                and key in _known_keys():
+            continue  # Storm drops non-whitelisted Config keys from component configuration; others pass
         if is_daemon_key(key):
             continue
         own[key] = value

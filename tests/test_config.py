@@ -673,3 +673,25 @@ def test_a_squall_yaml_key_that_is_not_a_string_is_refused_naming_the_file_not_a
         LocalCluster(conf_file=str(path))
     with pytest.raises(InvalidTopologyException, match=r"^cluster configuration: key 1 is not a string$"):
         cluster_conf({1: "x"})
+
+
+def test_a_components_own_topology_key_that_is_no_config_key_passes_as_storms_does():
+    """Storm's normalizedComponentConf drops only its Config keys off the whitelist; a custom key
+    that happens to start with ``topology.`` (a library's own) reaches the component. squall
+    dropped every ``topology.`` key off the whitelist, so such a setting vanished silently."""
+    from squall import LocalCluster, TopologyBuilder
+
+    from .process.semantics_topology import ListSpout, RecordsConf
+
+    b = TopologyBuilder()
+    b.set_spout("items", ListSpout(["a"]))
+    b.set_bolt("conf", RecordsConf()).shuffle_grouping("items") \
+        .add_configurations({"topology.mylib.batch.rows": 500, "topology.message.timeout.secs": 99})
+    conf = component_conf(default_conf(), {"topology.mylib.batch.rows": 500, "topology.message.timeout.secs": 99},
+                          {}, "conf")
+    assert conf["topology.mylib.batch.rows"] == 500 and conf["topology.message.timeout.secs"] == 30
+    with LocalCluster() as cluster:
+        cluster.submit_topology("custom", {}, b.create_topology(), initial_status="INACTIVE")
+        seen = cluster.master.topologies["custom"].plan.component_confs["conf"]  # what its tasks get
+        cluster.kill_topology("custom", 0)
+    assert seen["topology.mylib.batch.rows"] == 500 and seen["topology.message.timeout.secs"] == 30

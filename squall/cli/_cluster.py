@@ -459,7 +459,7 @@ def _slots_note(t: dict[str, Any]) -> str | None:
                     "and does its configuration name this master's nimbus.host and nimbus.thrift.port?)")
         return waiting + "every slot is taken; it starts once a topology is killed or a supervisor adds slots"
     return (f"{t['name']}: running on {have} of {wanted} workers (only {have} slot{'s were' if have != 1 else ' was'} "
-            f"free); `squall rebalance {t['name']}` spreads it once more slots are free")
+            f"free); it spreads over more as soon as slots free up")
 
 
 def _trident_note(master: MasterClient, t: dict[str, Any]) -> str | None:

@@ -4,9 +4,12 @@ A scheduler is a plain object: `prepare(conf)` once, then `schedule(topologies, 
 whenever something may need placing. It reads the topologies' needs and the cluster's free
 slots and calls `SchedulerCluster.assign`; it does no I/O, so tests drive it directly.
 
-- `EvenScheduler` (the default, Storm's ``EvenScheduler``): a topology that needs scheduling
-  gets ``min(topology.workers, free slots)`` slots, interleaved across machines, and its
-  executors, sorted by first task, are dealt round-robin over them.
+- `EvenScheduler` (the default, Storm's ``DefaultScheduler``: its ``EvenScheduler`` plus the
+  respreading of squeezed topologies): a topology that needs scheduling gets
+  ``min(topology.workers, free slots)`` slots, interleaved across machines, and its executors,
+  sorted by first task, are dealt round-robin over them. A topology placed on fewer slots than
+  it asked for (only some were free) is spread again over more once slots free up, as Storm's
+  ``Cluster.needsScheduling`` counts it as needing scheduling while it runs "squeezed".
 - `IsolationScheduler` (``isolation.scheduler.machines: {topology name: machines}``): each listed
   topology gets that many whole machines to itself, used by no other topology; the others are
   placed evenly on the remaining machines.
@@ -69,6 +72,15 @@ class SchedulerCluster:
         placed = {e for execs in self.assignments.get(topology.id, {}).values() for e in execs}
         return any(e not in placed for e in topology.executors)
 
+    def squeezed(self, topology: SchedulerTopology, hosts: set[str] | None = None) -> bool:
+        """True if ``topology`` runs on fewer slots than it asked for (``topology.workers``, at
+        most one per executor) while some slot (of ``hosts``, if given) is free to take more:
+        Storm's ``Cluster.needsScheduling`` counts such a topology as needing scheduling, and its
+        ``DefaultScheduler`` spreads it again over the freed slots."""
+        have = len(self.assignments.get(topology.id, {}))
+        want = min(topology.num_workers, len(topology.executors))
+        return 0 < have < want and bool(self.available_slots(hosts))
+
     def assign(self, slot: str, topology_id: str, executors: list[ExecutorSpec]) -> None:
         """Run ``executors`` of ``topology_id`` on ``slot``."""
         if slot in self.used_slots() and slot not in self.assignments.get(topology_id, {}):
@@ -106,13 +118,25 @@ def even_schedule(executors: list[ExecutorSpec], slots: list) -> dict:
     return out
 
 
+def spread_squeezed(topologies: list[SchedulerTopology], cluster: SchedulerCluster, hosts: set[str] | None) -> None:
+    """Place (on free slots of ``hosts``, if given) first every topology with executors that
+    have no slot (new, or whose machine died), then every topology that runs squeezed
+    (`SchedulerCluster.squeezed`) while slots are free: a topology that waits with nothing
+    running gets the freed slots before one that runs on fewer than it asked for grows."""
+    waiting = {t.id for t in topologies if cluster.needs_scheduling(t)}
+    for topo in topologies:
+        if topo.id in waiting:
+            EvenScheduler.schedule_one(topo, cluster, hosts)
+    for topo in topologies:
+        if topo.id not in waiting and cluster.squeezed(topo, hosts):
+            EvenScheduler.schedule_one(topo, cluster, hosts)
+
+
 class EvenScheduler(IScheduler):
     """Spread each topology evenly over free slots; see the module docstring."""
 
     def schedule(self, topologies: list[SchedulerTopology], cluster: SchedulerCluster) -> None:
-        for topo in topologies:
-            if cluster.needs_scheduling(topo):
-                self.schedule_one(topo, cluster, None)
+        spread_squeezed(topologies, cluster, None)
 
     @staticmethod
     def schedule_one(topo: SchedulerTopology, cluster: SchedulerCluster, hosts: set[str] | None) -> None:
@@ -148,9 +172,7 @@ class IsolationScheduler(IScheduler):
             EvenScheduler.schedule_one(topo, cluster, hosts)
             isolated_hosts |= hosts
         others = set(cluster.machines) - isolated_hosts
-        for topo in topologies:
-            if topo.name not in wanted and cluster.needs_scheduling(topo):
-                EvenScheduler.schedule_one(topo, cluster, others)
+        spread_squeezed([t for t in topologies if t.name not in wanted], cluster, others)
 
 
 def load_scheduler(conf: dict[str, Any]) -> IScheduler:

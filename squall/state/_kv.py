@@ -16,7 +16,9 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from ..engine.serialize import Serializer
+import msgpack
+
+from ..engine.serialize import EXT_FROZENSET, EXT_SET, PLAIN_TYPES, Serializer
 from ._api import KeyValueState, StateError
 
 Changes = dict[bytes, "bytes | None"]
@@ -112,8 +114,32 @@ class StateCodec:
         self._serializer = Serializer(conf, _no_sources)
 
     def key(self, key: Any) -> bytes:
-        """``key`` encoded."""
-        return self._serializer.encode_value(key, f"a state key of {self.owner}")
+        """``key`` encoded, the same bytes for every key equal to it: a set's elements and a
+        map's entries (at any depth) in the order of their encodings, not the order a set
+        happens to iterate in (its insertion history, and for strings the process's hash seed)
+        or a map was built in."""
+        where = f"a state key of {self.owner}"
+        if type(key) in PLAIN_TYPES:
+            return self._serializer.encode_value(key, where)
+        return self._serializer.encode_value(self._canonical(key, where), where)
+
+    def _canonical(self, obj: Any, where: str) -> Any:
+        """``obj`` with its sets as ``ExtType``s of their sorted elements (what the serializer
+        makes of a set, in a fixed order) and its maps in the order of their keys' encodings."""
+        t = type(obj)
+        if t in PLAIN_TYPES:
+            return obj
+        if t is tuple or t is list:
+            return t(self._canonical(v, where) for v in obj)
+        if t is set or t is frozenset:
+            items = sorted(self._serializer.encode_value(self._canonical(v, where), where) for v in obj)
+            return msgpack.ExtType(EXT_SET if t is set else EXT_FROZENSET, _packed_list(items))
+        if t is dict:
+            keys = [self._canonical(k, where) for k in obj]
+            pairs = sorted(zip((self._serializer.encode_value(k, where) for k in keys), keys, obj.values()),
+                           key=lambda p: p[0])
+            return {k: self._canonical(v, where) for _b, k, v in pairs}
+        return obj
 
     def value(self, key: Any, value: Any) -> bytes:
         """``value`` of ``key`` encoded."""
@@ -129,6 +155,11 @@ class StateCodec:
             return self._serializer.decode_value(data)
         except Exception as e:
             raise StateError(f"{what} of {self.owner} cannot be read back: {e}") from e
+
+
+def _packed_list(encoded: list[bytes]) -> bytes:
+    """A msgpack array of values already encoded (what packing the list of them makes)."""
+    return msgpack.Packer().pack_array_header(len(encoded)) + b"".join(encoded)
 
 
 def _no_sources(task: int, stream: str) -> Any:

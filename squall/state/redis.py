@@ -11,7 +11,10 @@ by another unless both set ``squall.secret``.
 
 ``topology.state.provider.config``: ``{"url": "redis://host:port/db"}`` (a password in the URL
 is never logged), or Storm's ``{"jedisPoolConfig": {"host", "port", "database", "password",
-"timeout"}}``. Needs the ``redis`` extra; only this module imports it.
+"timeout"}}`` (the password as it is: any character). A setting it does not know is refused, as
+Storm's (Jackson) parsing refuses it; ``jedisClusterConfig`` (Redis Cluster) is refused by
+name; Storm's ``keyClass``, ``valueClass`` and serializer classes are accepted and unused. Needs
+the ``redis`` extra; only this module imports it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import hashlib
 import hmac
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import redis
 
@@ -144,18 +148,68 @@ class RedisStore:
         self._call("roll back", run)
 
 
+_KNOWN = {"url", "timeout", "jedisPoolConfig", "jedisClusterConfig",
+          "keyClass", "valueClass", "keySerializerClass", "valueSerializerClass"}  # Storm's StateConfig
+_POOL = {"host", "port", "timeout", "database", "password"}  # Storm's JedisPoolConfig
+
+
 def _url(cfg: dict[str, Any], owner: str) -> tuple[str, float]:
+    """The Redis URL and socket timeout (s) ``topology.state.provider.config`` gives. Storm's
+    Kryo settings (``keyClass``... ``valueSerializerClass``) are accepted and unused (squall's
+    serializer is the topology's)."""
+    where = f"{owner}: {PROVIDER_CONFIG_KEY!r}"
+    unknown = sorted(str(k) for k in cfg if k not in _KNOWN)
+    if unknown:
+        raise StateError(f"{where} has unknown settings {unknown} for squall.state.redis:"
+                         f"RedisKeyValueStateProvider (it takes \"url\" or \"jedisPoolConfig\")")
+    if "jedisClusterConfig" in cfg:
+        raise StateError(f"{where}: \"jedisClusterConfig\" (Redis Cluster) is not supported by "
+                         f"squall.state.redis:RedisKeyValueStateProvider; give one server with \"url\" or "
+                         f"\"jedisPoolConfig\"")
     if "url" in cfg:
         if not isinstance(cfg["url"], str):
-            raise StateError(f"{owner}: {PROVIDER_CONFIG_KEY!r} \"url\" must be a string")
-        return cfg["url"], float(cfg.get("timeout", 2000)) / 1000.0
+            raise StateError(f"{where} \"url\" must be a string")
+        return cfg["url"], _number(cfg.get("timeout", 2000), f"{where} \"timeout\"") / 1000.0
     pool = cfg.get("jedisPoolConfig") or {}
     if not isinstance(pool, dict):
-        raise StateError(f"{owner}: {PROVIDER_CONFIG_KEY!r} \"jedisPoolConfig\" must be a map")
+        raise StateError(f"{where} \"jedisPoolConfig\" must be a map")
+    unknown = sorted(str(k) for k in pool if k not in _POOL)
+    if unknown:
+        raise StateError(f"{where} \"jedisPoolConfig\" has unknown settings {unknown} (it takes "
+                         f"{sorted(_POOL)})")
+    host = pool.get("host", "localhost")
+    if not isinstance(host, str) or not host or any(c in host for c in "/@?#[] "):
+        raise StateError(f"{where} \"jedisPoolConfig\" \"host\" must be a host name or address, got {host!r}")
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 address
+    port = _integer(pool.get("port", 6379), f"{where} \"jedisPoolConfig\" \"port\"")
+    database = _integer(pool.get("database", 0), f"{where} \"jedisPoolConfig\" \"database\"")
     password = pool.get("password")
-    auth = f":{password}@" if password else ""
-    url = f"redis://{auth}{pool.get('host', 'localhost')}:{int(pool.get('port', 6379))}/{int(pool.get('database', 0))}"
-    return url, float(pool.get("timeout", 2000)) / 1000.0
+    # the password as it is (Jedis takes any): %-quoted, so an "@", "/" or "#" in it is not read
+    # as the URL's host or path (it went to the wrong server)
+    auth = f":{quote(str(password), safe='')}@" if password else ""
+    timeout = _number(pool.get("timeout", 2000), f"{where} \"jedisPoolConfig\" \"timeout\"")
+    return f"redis://{auth}{host}:{port}/{database}", timeout / 1000.0
+
+
+def _integer(value: Any, what: str) -> int:
+    if type(value) is int or (isinstance(value, str) and value.strip().isdigit()):
+        return int(value)
+    raise StateError(f"{what} must be a whole number, got {value!r}")
+
+
+def _number(value: Any, what: str) -> float:
+    if type(value) in (int, float) and 0 < value < float("inf"):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            f = float(value)
+        except ValueError:
+            pass
+        else:
+            if 0 < f < float("inf"):
+                return f
+    raise StateError(f"{what} must be a positive number of milliseconds, got {value!r}")
 
 
 class RedisKeyValueStateProvider(StateProvider):

@@ -9,6 +9,8 @@ from squall.state import StateHome
 from squall.state._kv import MemoryStore, StateCodec, TransactionalKeyValueState
 from squall.state.file import FileStore, state_dir
 
+from ..external.conftest import redis_server  # noqa: F401 - the real redis-server fixture
+
 KEY = b"k" * 32
 
 
@@ -57,3 +59,75 @@ def test_a_set_key_of_strings_is_found_by_a_worker_with_another_hash_seed(tmp_pa
     out = subprocess.run([sys.executable, "-c", script, "get"], check=True, timeout=60, capture_output=True,
                          text=True, env={**env_base, "PYTHONHASHSEED": "2"}).stdout.split()
     assert out == ["50", "50"]
+
+
+# --- the Redis provider's settings ----------------------------------------------------------------------------
+
+class Ctx:
+    def __init__(self, key=KEY):
+        self.state_home = StateHome(key=key)
+
+    def get_this_component_id(self):
+        return "count"
+
+    def get_this_task_id(self):
+        return 3
+
+
+REDIS = "squall.state.redis:RedisKeyValueStateProvider"
+
+
+def redis_conf(cfg):
+    return {"topology.name": "t", "topology.state.provider": REDIS, "topology.state.provider.config": cfg}
+
+
+def test_a_jedis_pool_password_with_any_character_reaches_its_own_server(redis_server, caplog):  # noqa: F811
+    import redis
+
+    from squall.state import StateError, get_state
+    password = "p@ss/w#rd?:x%41"
+    redis_server.client().execute_command("CONFIG", "SET", "requirepass", password)
+    pool = {"host": "127.0.0.1", "port": redis_server.port, "password": password, "timeout": 1000}
+    try:
+        s = get_state("count-3", redis_conf({"jedisPoolConfig": pool}), Ctx())
+        s.put("a", 1)
+        s.prepare_commit(0)
+        s.commit(0)
+        assert get_state("count-3", redis_conf(f'{{"jedisPoolConfig": {{"host": "127.0.0.1", "port": '
+                                               f'{redis_server.port}, "password": "{password}"}}}}'),
+                         Ctx()).get("a") == 1
+        with caplog.at_level("DEBUG"):
+            try:
+                get_state("count-3", redis_conf({"jedisPoolConfig": {**pool, "password": "wr@ng/pw"}}), Ctx())
+                raise AssertionError("a wrong password was accepted")
+            except StateError as e:
+                msg = str(e)
+        assert "AuthenticationError" in msg and f"127.0.0.1:{redis_server.port}" in msg
+        assert "wr@ng" not in msg and "ng/pw" not in msg and "wr@ng" not in caplog.text and password not in caplog.text
+    finally:
+        redis.Redis(host="127.0.0.1", port=redis_server.port, password=password).execute_command(
+            "CONFIG", "SET", "requirepass", "")
+
+
+def test_redis_settings_it_cannot_honour_are_refused_naming_the_key_and_setting():
+    import pytest
+    pytest.importorskip("redis")
+    from squall.state import StateError, get_state
+    cases = [
+        ({"jedisClusterConfig": {"nodes": ["127.0.0.1:7000"]}}, "jedisClusterConfig"),
+        ({"jedisPoolconfig": {"host": "10.0.0.5"}}, "jedisPoolconfig"),
+        ({"jedisPoolConfig": {"host": "127.0.0.1", "pasword": "x"}}, "pasword"),
+        ({"jedisPoolConfig": {"host": "127.0.0.1", "port": "abc"}}, '"port"'),
+        ({"jedisPoolConfig": {"host": "127.0.0.1", "database": 1.5}}, '"database"'),
+        ({"url": "redis://127.0.0.1:1/0", "timeout": "soon"}, '"timeout"'),
+    ]
+    for cfg, named in cases:
+        try:
+            get_state("count-3", redis_conf(cfg), Ctx())
+        except StateError as e:
+            msg = str(e)
+        else:
+            raise AssertionError(f"{cfg} was accepted")
+        assert "component [count] task 3" in msg and "topology.state.provider.config" in msg, msg
+        assert named in msg, msg
+        assert "localhost:6379" not in msg, msg  # never a server the settings did not name

@@ -12,6 +12,7 @@ naming the component and the key.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
@@ -20,6 +21,8 @@ import msgpack
 
 from ..engine.serialize import EXT_FROZENSET, EXT_SET, PLAIN_TYPES, Serializer
 from ._api import KeyValueState, StateError
+
+log = logging.getLogger(__name__)
 
 Changes = dict[bytes, "bytes | None"]
 """Encoded key -> encoded value, or None for a deleted key (a tombstone)."""
@@ -227,6 +230,12 @@ class TransactionalKeyValueState(KeyValueState):
             return  # committed before (a commit repeated after a restart): nothing left to do
         if prepared is not None and prepared != txid:
             raise StateError(f"{self.codec.owner}: cannot commit txid {txid}: txid {prepared} is prepared")
+        if prepared is None and self._prepared:
+            # the store lost the transaction this state prepared (a Redis server restarted from
+            # a snapshot older than the prepare): commit it from memory, as Storm's Redis state
+            # always does, rather than mark txid committed without its changes
+            log.warning("%s: the store lost prepared txid %s; committing it from memory", self.codec.owner, txid)
+            self.store.prepare(txid, self._prepared)
         self.store.commit(txid)
         self._prepared = {}
 

@@ -131,3 +131,33 @@ def test_redis_settings_it_cannot_honour_are_refused_naming_the_key_and_setting(
         assert "component [count] task 3" in msg and "topology.state.provider.config" in msg, msg
         assert named in msg, msg
         assert "localhost:6379" not in msg, msg  # never a server the settings did not name
+
+
+# --- Redis failing under the state ----------------------------------------------------------------------------
+
+def test_a_prepare_lost_by_a_redis_restart_is_still_committed(redis_server):  # noqa: F811
+    from squall.state import StateError, get_state
+    conf = redis_conf({"url": redis_server.url, "timeout": 1000})
+    s = get_state("count-3", conf, Ctx())
+    s.put("kept", 1)
+    s.put("gone", 1)
+    s.prepare_commit(0)
+    s.commit(0)
+    redis_server.client().execute_command("SAVE")  # the last snapshot: before the prepare below
+    s.put("kept", 2)
+    s.put("new", {"n": 1})
+    s.delete("gone")
+    s.prepare_commit(1)
+    redis_server.proc.kill()  # dies without saving: restarts from the snapshot, the prepare lost
+    redis_server.proc.wait(10)
+    redis_server.start()
+    for _attempt in range(3):  # the checkpoint spout sends a failed COMMIT again
+        try:
+            s.commit(1)
+            break
+        except StateError:
+            continue
+    fresh = get_state("count-3", conf, Ctx())
+    assert fresh.get("kept") == 2 and fresh.get("new") == {"n": 1} and fresh.get("gone") is None
+    assert redis_server.client().hget("t/count-3$txid", "commit") == "1"
+

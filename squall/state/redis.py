@@ -87,7 +87,18 @@ class RedisStore:
     def txids(self) -> tuple[int | None, int | None]:
         """`StateStore.txids`: the ``commit`` and ``prepare`` fields of ``<ns>$txid``."""
         c, p = self._call("read", self.client.hmget, self.ns + b"$txid", [b"commit", b"prepare"])
-        return (None if c is None else int(c)), (None if p is None else int(p))
+        return self._txid(b"commit", c), self._txid(b"prepare", p)
+
+    def _txid(self, field: bytes, raw: bytes | None) -> int | None:
+        if raw is None:
+            return None
+        try:
+            return int(raw.decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            raise StateError(f"the state txids in Redis at {self.where} (hash "
+                             f"{(self.ns + b'$txid').decode(errors='replace')!r}, field {field.decode()!r}) are "
+                             f"not squall's ({raw[:40]!r}): written by something else; delete the keys "
+                             f"{self.ns.decode(errors='replace')!r}* to start this state afresh") from None
 
     def prepared(self) -> Changes:
         """`StateStore.prepared`: the hash ``<ns>$prepare``, each MAC checked (a tombstone is None:

@@ -161,3 +161,17 @@ def test_a_prepare_lost_by_a_redis_restart_is_still_committed(redis_server):  # 
     assert fresh.get("kept") == 2 and fresh.get("new") == {"n": 1} and fresh.get("gone") is None
     assert redis_server.client().hget("t/count-3$txid", "commit") == "1"
 
+
+def test_txids_in_redis_written_by_a_stranger_are_a_state_error_naming_the_hash(redis_server):  # noqa: F811
+    import pytest
+
+    from squall.state import StateError, get_state
+    conf = redis_conf({"url": redis_server.url})
+    s = get_state("count-3", conf, Ctx())
+    s.put("a", 1)
+    s.prepare_commit(0)
+    s.commit(0)
+    redis_server.client().hset("t/count-3$txid", "commit", "garbage")
+    s.put("a", 2)
+    with pytest.raises(StateError, match=r"'t/count-3\$txid', field 'commit'.*written by something else"):
+        s.prepare_commit(1)

@@ -26,11 +26,12 @@ from typing import Any
 
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt, Bolt, _Component
-from .._errors import EmitError, FailedException, ReportedFailedException
+from .._errors import EmitError, FailedException, InvalidTopologyException, ReportedFailedException
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.plan import SUBMIT_CHECK
-from ._names import get_state
+from ._api import StateError
+from ._names import get_state, provider_config
 from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK
 
 log = logging.getLogger(__name__)
@@ -223,6 +224,17 @@ class StatefulBoltExecutor(_CheckpointAware):
     # otherwise: the crash rolls the state back to its last commit, where a failed input would
     # leave what execute changed before it raised in the state, to be committed and then replayed
     squall_fail_fast = True
+
+    def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
+                               inputs: dict[Any, Any], spouts: dict[str, dict[str, Any]] | None = None) -> None:
+        """Refuse a ``topology.state.provider.config`` that is not a map or a JSON object (each
+        worker would fail to make its state, and restart, again and again), then the wrapped
+        bolt's check."""
+        try:
+            provider_config(conf, f"component [{component_id}]")
+        except StateError as e:
+            raise InvalidTopologyException(str(e)) from None
+        super().squall_check_at_submit(component_id, conf, streams, inputs, spouts=spouts)
 
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         self._start(context, collector)

@@ -175,3 +175,25 @@ def test_txids_in_redis_written_by_a_stranger_are_a_state_error_naming_the_hash(
     s.put("a", 2)
     with pytest.raises(StateError, match=r"'t/count-3\$txid', field 'commit'.*written by something else"):
         s.prepare_commit(1)
+
+
+# --- topology.state.provider.config at submit -----------------------------------------------------------------
+
+def test_a_provider_config_that_is_not_a_json_object_is_refused_at_submit_naming_the_key(tmp_path):
+    import pytest
+
+    from squall import Config, InvalidTopologyException, LocalCluster
+
+    from .counting import counting_topology
+    with LocalCluster() as cluster:
+        for bad, says in [('{"directory": "/x", "password": "hunter2"', "not valid JSON"),
+                          ('["a list"]', "must be a map")]:
+            conf = Config({"test.out.dir": str(tmp_path), Config.TOPOLOGY_STATE_PROVIDER_CONFIG: bad})
+            with pytest.raises(InvalidTopologyException) as e:
+                cluster.submit_topology("t", conf, counting_topology(10))
+            msg = str(e.value)
+            assert "topology.state.provider.config" in msg and says in msg and "component [count]" in msg, msg
+            assert "hunter2" not in msg
+        conf = Config({"test.out.dir": str(tmp_path), Config.TOPOLOGY_STATE_PROVIDER_CONFIG: '{"a": 1}'})
+        cluster.submit_topology("t", conf, counting_topology(10))  # a JSON object passes (Storm's form)
+        cluster.kill_topology("t", wait_secs=0)

@@ -139,6 +139,11 @@ def tick_source() -> Source:
 
 
 def is_tick_tuple(t: Tuple) -> bool:
-    """True if ``t`` is a tick tuple (from ``__system`` on stream ``__tick``)."""
-    src = t._src
+    """True if ``t`` is a tick tuple (from ``__system`` on stream ``__tick``). Like Storm's
+    ``TupleUtils.isTick``, it also reads any object with the tuple's
+    ``get_source_component()`` and ``get_source_stream_id()`` (a test's stand-in tuple)."""
+    try:
+        src = t._src
+    except AttributeError:
+        return t.get_source_component() == SYSTEM_COMPONENT and t.get_source_stream_id() == TICK_STREAM
     return src.component == SYSTEM_COMPONENT and src.stream == TICK_STREAM

@@ -19,6 +19,7 @@ from typing import Any
 from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt, Spout
 from .._fields import Fields
+from .._tuple import is_tick_tuple
 from .core import DRPCExecutionException, ReturnInfo
 from .local import LocalDRPC, local_drpc
 
@@ -192,7 +193,10 @@ class ReturnResults(Bolt):
         """No output (Storm's declares none)."""
 
     def execute(self, tup: Any) -> None:
-        """Return the result to its server."""
+        """Return the result to its server. A tick tuple (``topology.tick.tuple.freq.secs``
+        set for the whole topology) is no result: it is skipped."""
+        if is_tick_tuple(tup):
+            return
         if len(tup.values) < 2:
             self._refuse(tup, f"needs [result, return-info], got {len(tup.values)} value(s)")
             return

@@ -44,6 +44,7 @@ from .._components import Bolt, Spout
 from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from .._redact import redact_text
+from .._tuple import is_tick_tuple
 from ..engine.clock import Clock
 from ._arity import arity_error
 from .retry import RetryBackoff, RetrySchedule
@@ -707,7 +708,10 @@ return id
         self._writer = _Writer(self)
 
     def execute(self, tup) -> None:
-        """Queues the tuple's write (acked once written, failed on a server error)."""
+        """Queues the tuple's write (acked once written, failed on a server error). A tick
+        tuple is skipped, as storm-redis's bolts (``BaseTickTupleAwareRichBolt``) skip it."""
+        if is_tick_tuple(tup):
+            return
         fields = tup.get_fields().to_list()
         if self.id_field not in fields:
             self.collector.report_error(f"RedisStreamSinkBolt: tuple from {tup.get_source_component()!r} "
@@ -882,7 +886,10 @@ class _RedisKeyBolt(Bolt):
         raise NotImplementedError
 
     def execute(self, tup) -> None:
-        """Runs the query; on a server error reports it and fails the tuple (replay)."""
+        """Runs the query; on a server error reports it and fails the tuple (replay). A tick
+        tuple is skipped, as storm-redis's bolts (``BaseTickTupleAwareRichBolt``) skip it."""
+        if is_tick_tuple(tup):
+            return
         try:
             self._process(tup)
         except redis.RedisError as e:

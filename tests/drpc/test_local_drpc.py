@@ -40,6 +40,20 @@ class Exclaim(Bolt):
         self.collector.ack(tup)
 
 
+class TickAwareExclaim(Exclaim):
+    """`Exclaim` that counts the tick tuples it gets (in shared state) and skips them."""
+
+    def __init__(self) -> None:
+        from squall.testing._registry import SharedCounter
+        self.ticks = SharedCounter()
+
+    def execute(self, tup):
+        if squall.is_tick_tuple(tup):
+            self.ticks.incr()
+            return
+        super().execute(tup)
+
+
 def manual_topology(drpc: LocalDRPC, spout_tasks: int = 1, bolt_tasks: int = 2):
     builder = TopologyBuilder()
     builder.set_spout("drpc", DRPCSpout("exclamation", drpc), spout_tasks)
@@ -216,3 +230,25 @@ def test_a_restarted_server_takes_no_result_meant_for_its_previous_run():
     assert new.request_id != old.request_id
     assert not after.result(old.request_id, "the old caller's result")
     assert stranger.outcomes == []
+
+
+def test_return_results_skips_tick_tuples():
+    """With ``topology.tick.tuple.freq.secs`` set for the whole topology, ReturnResults gets
+    ticks too: it skips them (a tick is no result), instead of reporting an error and failing
+    a tuple each tick; requests are answered as before."""
+    exclaim = TickAwareExclaim()
+    with LocalDRPC() as drpc, LocalCluster() as cluster:
+        builder = TopologyBuilder()
+        builder.set_spout("drpc", DRPCSpout("exclamation", drpc))
+        builder.set_bolt("exclaim", exclaim, 2).shuffle_grouping("drpc")
+        builder.set_bolt("return", ReturnResults(), 2).shuffle_grouping("exclaim")
+        # one worker: the return bolt's ticks fire in the same rounds of its loop as exclaim's
+        cluster.submit_topology("ticking-drpc", {"topology.tick.tuple.freq.secs": 0.05}, builder.create_topology())
+        assert [drpc.execute("exclamation", f"a{i}") for i in range(5)] == [f"a{i}!" for i in range(5)]
+        assert wait_until(lambda: exclaim.ticks.value >= 10, 20)
+        assert wait_until(lambda: cluster.is_idle("ticking-drpc"), 10, 0.001)  # their ticks drained
+        info = cluster.get_topology_info("ticking-drpc")
+        assert [drpc.execute("exclamation", f"b{i}") for i in range(5)] == [f"b{i}!" for i in range(5)]
+    assert info["errors"] == []
+    assert info["components"]["return"]["failed"] == 0
+    assert (drpc.stats().returned, drpc.stats().failed) == (10, 0)

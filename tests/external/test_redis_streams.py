@@ -770,3 +770,51 @@ def test_the_acks_of_a_round_go_in_one_xack_and_batch_size_of_them_at_once(redis
     assert xack_calls(r) == before + 2 and pending(r) == 0
     assert [m for _, m in collector.emitted] == ids
     s.close()
+
+
+class TickCounter(Bolt):
+    """Counts the tick tuples it gets (in shared state), acks everything."""
+
+    def __init__(self) -> None:
+        from squall.testing._registry import SharedCounter
+        self.ticks = SharedCounter()
+
+    def execute(self, tup):
+        from squall import is_tick_tuple
+        if is_tick_tuple(tup):
+            self.ticks.incr()
+        self.collector.ack(tup)
+
+
+def test_the_redis_bolts_skip_tick_tuples_as_storm_redis_bolts_do(redis_server):
+    """With ``topology.tick.tuple.freq.secs`` set for the whole topology (a storm-starter
+    rolling count beside them, say), the lookup, filter and sink bolts get ticks too; as
+    storm-redis's (``BaseTickTupleAwareRichBolt``) they skip them: no error reported each tick,
+    no tick failed, every entry written once."""
+    r = redis_server.client()
+    r.hset("names", mapping={"u0": "Ann", "u1": "Bob", "u2": "Cid"})
+    ids = add(r, 3)
+    b = TopologyBuilder()
+    b.set_spout("spout", RedisStreamSpout(redis_server.url, STREAM, GROUP, ["user"]))
+    b.set_bolt("known", RedisFilterBolt(redis_server.url, LookupSpec("user", hash_key="names"),
+                                        ["id", "user"])).shuffle_grouping("spout")
+    b.set_bolt("name", RedisLookupBolt(redis_server.url, LookupSpec("user", hash_key="names"),
+                                       ["id", "user", "name"])).shuffle_grouping("known")
+    b.set_bolt("sink", RedisStreamSinkBolt(redis_server.url, "out")).shuffle_grouping("name")
+    counter = TickCounter()
+    b.set_bolt("ticks", counter).shuffle_grouping("spout")
+    # one worker: every bolt's ticks fire in the same round of its loop as the counter's
+    conf = {**CONF, "topology.tick.tuple.freq.secs": 0.05}
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", conf, b.create_topology())
+        assert wait_until(lambda: written(r, ids) and pending(r) == 0, 20)
+        assert wait_until(lambda: counter.ticks.value >= 5, 20)
+        # the redis bolts' ticks of those rounds were queued with the counter's: drained once idle
+        assert wait_until(lambda: cluster.is_idle("t"), 10, 0.001)
+        info = cluster.get_topology_info("t")
+    assert info["errors"] == []
+    assert {c: info["components"][c]["failed"] for c in ("spout", "known", "name", "sink")} == \
+        {"spout": 0, "known": 0, "name": 0, "sink": 0}
+    assert info["components"]["spout"]["acked"] == 3
+    assert [r.hgetall(f"out:{i}") for i in ids] == [{"user": "u0", "name": "Ann"}, {"user": "u1", "name": "Bob"},
+                                                   {"user": "u2", "name": "Cid"}]

@@ -5,8 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._fields import Fields, GlobalStreamId
-from ._system import DEFAULT_STREAM
+from ._system import DEFAULT_STREAM, SYSTEM_COMPONENT, SYSTEM_STREAM, TICK_STREAM
 from ._transactional import TransactionalState, transactional_state
+from ._tuple import TICK_FIELDS
+
+SYSTEM_STREAM_FIELDS = Fields("event")
+"""The fields of the ``__system`` stream that Storm's system topology gives every component
+(``StormCommon.addSystemStreams``): a bolt may subscribe to it (nothing is emitted on it)."""
 
 if TYPE_CHECKING:
     from ._grouping import Grouping
@@ -95,15 +100,23 @@ class TopologyContext:
         return list(spec.streams) if spec is not None else []
 
     def get_component_output_fields(self, component_id: str, stream_id: str = DEFAULT_STREAM) -> Fields:
-        """The fields of ``component_id``'s stream ``stream_id``.
+        """The fields of ``component_id``'s stream ``stream_id``; as in Storm, whose context
+        is the system topology's, the system streams a bolt sees are known too: ``__system``'s
+        tick stream ``__tick`` (``rate_secs``, the fields of a tick tuple) and the ``__system``
+        stream of every component (``event``).
 
         Raises:
             ValueError: naming the component and stream when there is no such stream.
         """
         spec = self._topology.components.get(component_id)
-        if spec is None or stream_id not in spec.streams:
-            raise ValueError(f"component [{component_id}] declares no stream [{stream_id}]")
-        return spec.streams[stream_id].fields
+        if spec is not None and stream_id in spec.streams:
+            return spec.streams[stream_id].fields
+        if component_id == SYSTEM_COMPONENT and stream_id == TICK_STREAM:
+            return TICK_FIELDS
+        if stream_id == SYSTEM_STREAM and (spec is not None or component_id in self._component_tasks
+                                           or component_id == SYSTEM_COMPONENT):
+            return SYSTEM_STREAM_FIELDS
+        raise ValueError(f"component [{component_id}] declares no stream [{stream_id}]")
 
     def get_this_output_fields(self, stream_id: str = DEFAULT_STREAM) -> Fields:
         """The fields of this component's stream ``stream_id``."""

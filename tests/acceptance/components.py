@@ -947,3 +947,36 @@ class BasicMisuseBolt(BasicBolt):
     def declare_output_fields(self, declarer):
         declarer.declare(Fields("only"))
         declarer.declare_stream("side", Fields("word"))
+
+
+class InputFieldsRecorderBolt(Bolt):
+    """Records, for every input (tick tuples included), the fields its context gives for the
+    input's source component and stream, beside the tuple's own; acks it."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def execute(self, tup):
+        fields = self.context.get_component_output_fields(tup.get_source_component(), tup.get_source_stream_id())
+        self.recorder.record("input", is_tick_tuple(tup), tup.get_source_component(), tup.get_source_stream_id(),
+                             list(fields), list(tup.get_fields()))
+        self.collector.ack(tup)
+
+
+class SystemFieldsRecorderBolt(Bolt):
+    """Records in ``prepare`` the fields its context gives for system streams, and the error for
+    a stream nobody declares."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        try:
+            context.get_component_output_fields("spout", "nope")
+            unknown = None
+        except ValueError as e:
+            unknown = str(e)
+        self.recorder.record("fields", list(context.get_component_output_fields("__system", "__tick")),
+                             list(context.get_component_output_fields("spout", "__system")),
+                             list(context.get_component_output_fields("__acker", "__system")), unknown)

@@ -4,10 +4,18 @@
 from __future__ import annotations
 
 from squall import Config, Fields, TopologyBuilder
+from squall.testing import FeederSpout
 
 from ..conftest import wait_until
 from .components import (
-    ContextRecorderBolt, Recorder, TestPlannerBolt, TestPlannerSpout, TestWordSpout, WiringRecorderBolt,
+    ContextRecorderBolt,
+    InputFieldsRecorderBolt,
+    Recorder,
+    SystemFieldsRecorderBolt,
+    TestPlannerBolt,
+    TestPlannerSpout,
+    TestWordSpout,
+    WiringRecorderBolt,
 )
 
 COMPONENTS = ["1", "2", "__acker", "bolt", "spout"]
@@ -96,3 +104,41 @@ def test_a_task_knows_its_sources_targets_and_neighbours_fields(cluster):
     assert targets == {"default": ["a", "b"], "side": ["b"]}
     assert fields == ["f1", "f2"]
     assert component == "mid"
+
+
+def test_the_context_knows_the_fields_of_the_system_streams_a_bolt_sees(cluster):
+    """Storm's context is the system topology's: it answers the fields of the tick stream of
+    ``__system`` (``rate_secs``) and of the ``__system`` stream every component has
+    (``event``), so a bolt that asks its context the fields of each input's stream does not
+    fail on a tick tuple."""
+    recorder = Recorder()
+    feeder = FeederSpout(Fields("x"))
+    builder = TopologyBuilder()
+    builder.set_spout("spout", feeder)
+    (builder.set_bolt("bolt", InputFieldsRecorderBolt(recorder), 2).shuffle_grouping("spout")
+     .all_grouping("spout", "__system").add_configuration(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS, 0.05))
+    cluster.submit_topology("system-fields", {}, builder.create_topology())
+    for i in range(10):
+        feeder.feed([i])
+
+    assert wait_until(lambda: sum(1 for e in recorder.events("input") if e[1]) >= 4
+                      and sum(1 for e in recorder.events("input") if not e[1]) == 10)
+    events = recorder.events("input")
+    data = [e for e in events if not e[1]]
+    ticks = [e for e in events if e[1]]
+    assert data == [("input", False, "spout", "default", ["x"], ["x"])] * 10
+    assert ticks == [("input", True, "__system", "__tick", ["rate_secs"], ["rate_secs"])] * len(ticks)
+    assert cluster.get_topology_info("system-fields")["errors"] == []
+
+
+def test_the_fields_of_a_system_stream_and_of_an_unknown_one(cluster):
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("spout", TestPlannerSpout(Fields("f1", "f2")))
+    builder.set_bolt("mid", SystemFieldsRecorderBolt(recorder)).shuffle_grouping("spout")
+    cluster.submit_topology("system-streams", {}, builder.create_topology())
+
+    assert wait_until(lambda: recorder.count("fields") == 1)
+    [(_kind, tick, system, acker_system, unknown)] = recorder.events("fields")
+    assert (tick, system, acker_system) == (["rate_secs"], ["event"], ["event"])
+    assert unknown == "component [spout] declares no stream [nope]"

@@ -133,9 +133,14 @@ class Tuple(TupleBase, TypedGetters):
 TICK_FIELDS = Fields("rate_secs")
 
 
+TICK_SOURCE = Source(SYSTEM_COMPONENT, TICK_STREAM, -1, TICK_FIELDS)
+"""The one source of the tick tuples squall makes: a bolt's collector tells a tick by it (``is``)."""
+
+
 def tick_source() -> Source:
-    """The source of tick tuples: component ``__system``, task -1, stream ``__tick``."""
-    return Source(SYSTEM_COMPONENT, TICK_STREAM, -1, TICK_FIELDS)
+    """The source of tick tuples: component ``__system``, task -1, stream ``__tick``
+    (`TICK_SOURCE`)."""
+    return TICK_SOURCE
 
 
 def is_tick_tuple(t: Tuple) -> bool:

@@ -25,7 +25,7 @@ from .._errors import EmitError, FailedException, ReportedFailedException
 from .._failure import EXCEPTION, EXPLICIT, FailureCause
 from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, drain_inbox, own_methods, send_acks
 from .._system import DEFAULT_STREAM, is_system_id
-from .._tuple import Tuple, tick_source
+from .._tuple import TICK_SOURCE, Tuple, tick_source
 from .acker import ACK, FAIL, RESET
 from .executor import Executor, TaskStats, Wiring, debug_log, error_record, log
 from .plan import ExecutorSpec
@@ -51,6 +51,10 @@ class BoltExecutor(Executor):
         self.conf = conf
         self.collectors: dict[int, BoltCollector] = {}
         self.execute: dict[int, Any] = {}
+        self.tick: Tuple | None = None  # the tick tuple of its tasks, when they get ticks (set by open)
+        self.ticks_queued: dict[int, int] = {}
+        self.tick_stats: dict[int, TaskStats] = {}
+        self.tick_execute: dict[int, Any] = {}
         # per task: what hands a BasicBolt's acks held in C to self.acks (`_basic_execute`)
         self.spill: dict[int, Callable[[], None]] = dict.fromkeys(self.task_ids, _nothing)
         self.acks: dict[int, int] = {}  # root -> xor of acks made this drain (see flush_acks)
@@ -70,17 +74,31 @@ class BoltExecutor(Executor):
                                       int(conf_value(conf, Config.TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL)))
 
     def open(self) -> None:
+        freq = self.conf.get(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
+        ticked = bool(freq) and not is_system_id(self.spec.component)  # Storm's setupTicks: none for system bolts
+        # Tick tuples are not counted in a task's counters (executed, acked, failed), as Storm's UI
+        # leaves the __tick stream out of a bolt's figures: a tick runs through `tick_execute`,
+        # which counts it in `tick_stats` (its sampled statistics, per stream, keep it)
+        self.tick = Tuple([freq], tick_source()) if ticked else None
+        self.ticks_queued = dict.fromkeys(self.task_ids, 0)  # ticks in each task's inbox
+        self.tick_stats = {t: TaskStats() for t in self.task_ids} if ticked else {}
+        self.tick_execute = {}
         for t in self.task_ids:
             self.current_task = t
             obj = self.objs[t]
             collector = self.collectors[t]
             if isinstance(obj, BasicBolt):
                 obj.prepare(self.conf, self.contexts[t])
-                self.execute[t] = execute = _basic_execute(obj, collector, BasicCollector(collector))
+                basic = BasicCollector(collector)
+                self.execute[t] = execute = _basic_execute(obj, collector, basic)
                 self.spill[t] = execute.spill
+                if ticked:  # its ack of a tick counted apart (an untracked ack: nothing held)
+                    self.tick_execute[t] = _basic_execute(obj, collector, basic, self.tick_stats[t])
             else:
                 obj.prepare(self.conf, self.contexts[t], collector)
-                self.execute[t] = obj.execute
+                self.execute[t] = self.tick_execute[t] = obj.execute  # (its collector tells a tick's ack)
+        if ticked:
+            self.drain = self._drain_ticked  # type: ignore[method-assign]
         self.opened = True
 
     def drain(self, limit: int) -> int:
@@ -96,6 +114,42 @@ class BoltExecutor(Executor):
             # Storm's sampled statistics: runs of plain inputs, then a sampled one (timed)
             drain_inbox(self.execute[t], q.popleft, n, self.stats[t], self.sampled[t], now, self.on_error[t])
             self.spill[t]()  # a BasicBolt's acks held in C, into self.acks: flushed below
+            done += n
+        if self.acks:
+            self.flush_acks()
+        return done
+
+    def _drain_ticked(self, limit: int) -> int:
+        """`drain` for an executor that gets tick tuples: each tick runs by itself, counted in
+        the task's `tick_stats` instead of its counters, in its place among the data."""
+        done = 0
+        now = self.wiring.clock.now
+        tick = self.tick
+        queued = self.ticks_queued
+        for t, q in self.inboxes.items():
+            n = len(q)
+            if not n:
+                continue
+            if n > limit:  # noqa: PLR1730 (a compare, not a min() call, on the drain path)
+                n = limit
+            self.current_task = t
+            left = n
+            while left:
+                run = left
+                if queued[t]:
+                    try:  # (identity compares, in C: no other thread appends meanwhile)
+                        run = q.index(tick, 0, left)
+                    except (ValueError, RuntimeError):  # further in the inbox
+                        pass
+                if run:
+                    drain_inbox(self.execute[t], q.popleft, run, self.stats[t], self.sampled[t], now, self.on_error[t])
+                    left -= run
+                if left:  # the tick is next
+                    queued[t] -= 1
+                    drain_inbox(self.tick_execute[t], q.popleft, 1, self.tick_stats[t], self.sampled[t], now,
+                                self.on_error[t])
+                    left -= 1
+            self.spill[t]()
             done += n
         if self.acks:
             self.flush_acks()
@@ -139,16 +193,17 @@ class BoltExecutor(Executor):
         own = [(period, functools.partial(self._task_timer, t, cb))
                for t in self.task_ids if hasattr(self.objs[t], "squall_timers")
                for period, cb in self.objs[t].squall_timers(self.wiring.clock)]
-        freq = self.conf.get(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
-        if not freq or is_system_id(self.spec.component):  # Storm's setupTicks: none for system bolts
+        tick = self.tick  # (set by open)
+        if tick is None:
             return own
-        tick = Tuple([freq], tick_source())
-        inboxes = list(self.inboxes.values())
+        inboxes = list(self.inboxes.items())
+        queued = self.ticks_queued
 
         def send_ticks() -> None:
-            for q in inboxes:
+            for t, q in inboxes:
+                queued[t] += 1
                 q.append(tick)  # through the inbox, so a tick is ordered with the data
-        return own + [(float(freq), send_ticks)]
+        return own + [(float(tick.values[0]), send_ticks)]
 
     def _task_timer(self, task: int, callback: Any) -> None:
         self.current_task = task
@@ -165,9 +220,9 @@ class BoltExecutor(Executor):
         return {s: (r.emitted, r.transferred) for s, r in self.collectors[task].routers.items()}
 
 
-def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
+def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector, stats: TaskStats | None = None):
     """``execute`` of a BasicBolt: anchor emits to the input, then ack it (or fail it); see
-    `squall._native.BasicExecute`."""
+    `squall._native.BasicExecute`. Its acks are counted in ``stats`` (default: the task's)."""
     executor = out._ex
     sampled = executor.sampled[out._task]  # sampled inputs: their ack closes the sample
 
@@ -175,7 +230,8 @@ def _basic_execute(bolt: BasicBolt, out: BoltCollector, basic: BasicCollector):
         if isinstance(e, ReportedFailedException):
             out.report_error(e)
         out.fail_with(tup, FailureCause.of_exception(EXPLICIT, out._component, out._task, e))
-    return BasicExecute(bolt.execute, basic, out.ack, on_failed, FailedException, executor.acks, out._stats,
+    return BasicExecute(bolt.execute, basic, out.ack, on_failed, FailedException, executor.acks,
+                        out._stats if stats is None else stats,
                         sampled.open_samples, sampled, executor.wiring.clock.now, out._inbox,
                         executor.wiring.ackers, ACK)
 
@@ -330,7 +386,8 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
                     for rt, val in root.items():
                         self._ackers[rt % self._nackers]((ACK, rt, val ^ oav, -1))
                 self._wake()
-        self._stats.acked += 1
+        if tup._src is not TICK_SOURCE:  # a tick is not counted (`BoltExecutor.tick`)
+            self._stats.acked += 1
         if self._samples:
             self._close_sample(id(tup), True, self._now())
 
@@ -341,7 +398,8 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         """Fail ``tup`` for ``cause``, which travels with the failure to the spout
         (`squall.Spout.fail_with`); `fail` is this with an explicit fail by this task."""
         self._to_acker(tup, FAIL, cause.wire())
-        self._stats.failed += 1
+        if tup._src is not TICK_SOURCE:  # a tick is not counted (`BoltExecutor.tick`)
+            self._stats.failed += 1
         self._key_of(tup).failed += 1  # every failure counted (exact), not only sampled ones
         if self._samples:
             self._close_sample(id(tup), False, self._now())

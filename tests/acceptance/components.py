@@ -980,3 +980,35 @@ class SystemFieldsRecorderBolt(Bolt):
         self.recorder.record("fields", list(context.get_component_output_fields("__system", "__tick")),
                              list(context.get_component_output_fields("spout", "__system")),
                              list(context.get_component_output_fields("__acker", "__system")), unknown)
+
+
+class TickCountingBasicBolt(BasicBolt):
+    """Passes each data tuple on (anchored, as a BasicBolt does); counts the ticks it gets."""
+
+    def __init__(self, ticks: Counter) -> None:
+        self.ticks = ticks
+
+    def execute(self, tup, collector):
+        if is_tick_tuple(tup):
+            self.ticks.incr()
+            return
+        collector.emit(list(tup.values))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("x"))
+
+
+class TickCountingBolt(Bolt):
+    """Acks each data tuple; counts the ticks it gets and acks every other one, failing the rest."""
+
+    def __init__(self, ticks: Counter) -> None:
+        self.ticks = ticks
+        self.seen = 0
+
+    def execute(self, tup):
+        if not is_tick_tuple(tup):
+            self.collector.ack(tup)
+            return
+        self.ticks.incr()
+        self.seen += 1
+        (self.collector.ack if self.seen % 2 else self.collector.fail)(tup)

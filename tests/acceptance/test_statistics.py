@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from squall import TopologyBuilder
+from squall import Config, TopologyBuilder
 from squall.testing import AckFailMapTracker
 
 from ..conftest import wait_until
-from .components import AckBolt, BranchingBolt
+from .components import AckBolt, BranchingBolt, Counter, TickCountingBasicBolt, TickCountingBolt
 from .test_acking import tracked_feeder
 
 N = 30
@@ -40,3 +40,41 @@ def test_the_topology_page_counts_every_tuple_at_rate_one_on_every_host(cluster)
     ten_minutes = cluster.get_topology_page("stats", window="600")
     assert next(w for w in ten_minutes["topologyStats"] if w["window"] == "600")["acked"] == N
     assert ten_minutes["window"] == "600"
+
+
+@pytest.mark.hosts
+def test_tick_tuples_are_not_counted_as_a_bolts_inputs_on_every_host(cluster):
+    """A bolt's executed, acked and failed counts (``get_topology_info``, ``squall info``) are
+    its data inputs, as the UI shows them: Storm's UI leaves the ``__tick`` stream out of a
+    bolt's figures; with ``sys`` the component page shows it as an input stream of its own."""
+    feeder, tracker = tracked_feeder(tracker=AckFailMapTracker())
+    basic_ticks, plain_ticks = Counter(), Counter()
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    (builder.set_bolt("basic", TickCountingBasicBolt(basic_ticks), 2).shuffle_grouping("1")
+     .add_configuration(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS, 0.05))
+    (builder.set_bolt("plain", TickCountingBolt(plain_ticks), 2).shuffle_grouping("basic")
+     .add_configuration(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS, 0.05))
+    cluster.submit_topology("ticks", {"topology.stats.sample.rate": 1.0, "topology.workers": 2},
+                            builder.create_topology())
+    for i in range(N):
+        feeder.feed([i], i)
+    assert wait_until(lambda: all(tracker.is_acked(i) for i in range(N)))
+    assert wait_until(lambda: basic_ticks.value >= 8 and plain_ticks.value >= 8)
+
+    def ticks_seen(component: str) -> dict:
+        page = cluster.get_component_page("ticks", component, sys=True)
+        return next((s for s in page["inputStats"] if s["stream"] == "__tick"), {"executed": 0})
+    # the master has the workers' figures of after the ticks (remote hosts: a heartbeat later)
+    assert wait_until(lambda: ticks_seen("basic")["executed"] >= 8 and ticks_seen("plain")["executed"] >= 8)
+    assert ticks_seen("basic")["component"] == "__system"
+
+    def counts(component: str) -> tuple:
+        c = cluster.get_topology_info("ticks")["components"][component]
+        return c["executed"], c["acked"], c["failed"]
+    assert counts("basic") == (N, N, 0)
+    assert counts("plain") == (N, N, 0)
+    bolts = {b["boltId"]: b for b in cluster.get_topology_page("ticks")["bolts"]}
+    assert [(bolts[c]["executed"], bolts[c]["acked"], bolts[c]["failed"]) for c in ("basic", "plain")] == \
+        [(N, N, 0), (N, N, 0)]
+    assert all(not tracker.is_failed(i) for i in range(N))

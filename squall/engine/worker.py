@@ -188,7 +188,9 @@ class Worker:
 
     def _make_executor(self, e: ExecutorSpec, wiring: Wiring, blobs: dict[str, bytes]) -> Executor:
         plan = self.plan
-        conf = plan.component_confs[e.component]
+        # its own map, as Storm's Executor.normalizedComponentConf: what a task adds to its conf
+        # (or to its context's get_storm_conf()) is not in another executor's
+        conf = dict(plan.component_confs[e.component])
         if e.component == ACKER_COMPONENT:
             return AckerExecutor(e, wiring, conf)
         objs = {t: unshare_dict(cloudpickle.loads(blobs[e.component])) for t in e.tasks}

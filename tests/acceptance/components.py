@@ -1012,3 +1012,17 @@ class TickCountingBolt(Bolt):
         self.ticks.incr()
         self.seen += 1
         (self.collector.ack if self.seen % 2 else self.collector.fail)(tup)
+
+
+class ConfClaimingBolt(Bolt):
+    """In ``prepare``, claims key ``"claimed.by"`` of its configuration for its task unless
+    another claimed it first, and records who holds it (its context's conf is the same map)."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        conf.setdefault("claimed.by", context.get_this_task_id())
+        self.recorder.record("claim", context.get_this_task_id(), conf["claimed.by"],
+                             context.get_storm_conf()["claimed.by"])

@@ -4,11 +4,13 @@ topology Config)."""
 
 from __future__ import annotations
 
+import pytest
+
 from squall import Config, Fields, LocalCluster, TopologyBuilder
 from squall.testing import FeederSpout, complete_topology, read_tuples
 
 from ..conftest import wait_until
-from .components import Recorder, TestConfBolt, TestPlannerSpout, TickRecorderBolt
+from .components import ConfClaimingBolt, Recorder, TestConfBolt, TestPlannerSpout, TickRecorderBolt
 
 
 def conf_seen(cluster, bolt: TestConfBolt, keys: list[str], storm_conf=None, configure=lambda d: d) -> dict:
@@ -161,3 +163,20 @@ def test_topology_debug_logs_every_emit_with_component_task_and_stream(cluster, 
     assert wait_until(lambda: any("hello" in r.getMessage() for r in caplog.records))
     message = next(r.getMessage() for r in caplog.records if "hello" in r.getMessage())
     assert message.startswith("Emitting: 1 task 1 stream default")
+
+
+@pytest.mark.hosts
+def test_each_executor_has_its_own_configuration_map(cluster):
+    """Storm gives each executor its own map of the component's configuration
+    (``Executor.normalizedComponentConf``): a key one executor's task adds in ``prepare`` is not
+    in another executor's, in the same worker or another."""
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("1", TestPlannerSpout())
+    builder.set_bolt("2", ConfClaimingBolt(recorder), 3).shuffle_grouping("1")
+    conf = Config()
+    conf.set_num_workers(2)
+    cluster.submit_topology("own-conf", conf, builder.create_topology())
+
+    assert wait_until(lambda: recorder.count("claim") == 3)
+    assert sorted(recorder.events("claim")) == [("claim", t, t, t) for t in (2, 3, 4)]

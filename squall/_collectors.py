@@ -76,7 +76,10 @@ class SpoutOutputCollector(abc.ABC):
 
     @abc.abstractmethod
     def report_error(self, error: BaseException | str) -> None:
-        """Record an error for this task (shown in the topology's info); processing goes on."""
+        """Record an error for this task (shown in the topology's info); processing goes on.
+        As in Storm, an executor reports at most ``topology.max.error.report.per.interval``
+        errors per ``topology.error.throttle.interval.secs`` (its exceptions included), and
+        drops the rest."""
 
     def wake(self) -> None:
         """Tell the spout's loop that ``next_tuple`` has something to emit now. The one method
@@ -116,7 +119,10 @@ class OutputCollector(abc.ABC):
 
     @abc.abstractmethod
     def report_error(self, error: BaseException | str) -> None:
-        """Record an error for this task (shown in the topology's info); processing goes on."""
+        """Record an error for this task (shown in the topology's info); processing goes on.
+        As in Storm, an executor reports at most ``topology.max.error.report.per.interval``
+        errors per ``topology.error.throttle.interval.secs`` (its exceptions included), and
+        drops the rest."""
 
 
 class BasicOutputCollector(abc.ABC):
@@ -132,4 +138,5 @@ class BasicOutputCollector(abc.ABC):
 
     @abc.abstractmethod
     def report_error(self, error: BaseException | str) -> None:
-        """Record an error for this task; processing goes on."""
+        """Record an error for this task; processing goes on (throttled as
+        `OutputCollector.report_error`)."""

@@ -20,18 +20,19 @@ from typing import Any
 
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt
-from .._config import Config, conf_value
+from .._config import Config
 from .._errors import EmitError, FailedException, ReportedFailedException
 from .._failure import EXCEPTION, EXPLICIT, FailureCause
 from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSource, drain_inbox, own_methods, send_acks
 from .._system import DEFAULT_STREAM, is_system_id
 from .._tuple import TICK_SOURCE, Tuple, tick_source
 from .acker import ACK, FAIL, RESET
-from .executor import Executor, TaskStats, Wiring, debug_log, error_record, log
+from .executor import ErrorThrottle, Executor, TaskStats, Wiring, debug_log, log
 from .plan import ExecutorSpec
 from .routing import _NOWHERE, Router, build_routers, not_values, wrong_size
 
 _get_ident = threading.get_ident
+__all__ = ["BasicCollector", "BoltCollector", "BoltExecutor", "ErrorThrottle"]  # ErrorThrottle: executor's, once here
 
 
 def _nothing() -> None:
@@ -70,8 +71,6 @@ class BoltExecutor(Executor):
         self.fail_fast = bool(setting) if setting is not None else any(
             getattr(obj, "squall_fail_fast", False) for obj in objs.values())
         self.on_error = {t: functools.partial(self._input_raised, t) for t in self.task_ids}
-        self.throttle = ErrorThrottle(float(conf_value(conf, Config.TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS)),
-                                      int(conf_value(conf, Config.TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL)))
 
     def open(self) -> None:
         freq = self.conf.get(Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
@@ -166,10 +165,8 @@ class BoltExecutor(Executor):
         self.collectors[task].fail_with(tup, FailureCause.of_exception(EXCEPTION, self.component, task, error))
         if self.fail_fast:
             raise error
-        w = self.wiring
-        if self.throttle.allow(w.clock.now()):
-            record = error_record(self.component, task, error, w.worker_port)
-            w.report_error(record)
+        record = self.report_error(task, error)
+        if record is not None:
             # in the worker's log too, as Storm logs a reported error (throttled with the reports)
             log.error("[%s] task %s: execute raised on an input, which fails:\n%s", self.component, task,
                       record.traceback)
@@ -420,31 +417,7 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         return BoltCollector.emit(self, values, anchors, stream)
 
     def report_error(self, error):
-        w = self._ex.wiring
-        w.report_error(error_record(self._component, self._task, error, w.worker_port))
-
-
-class ErrorThrottle:
-    """Storm's error-report throttle: at most ``limit`` reports in each ``interval`` seconds
-    (``topology.max.error.report.per.interval`` per ``topology.error.throttle.interval.secs``);
-    time is passed in."""
-
-    __slots__ = ("_count", "_start", "interval", "limit")
-
-    def __init__(self, interval: float, limit: int) -> None:
-        self.interval = interval
-        self.limit = limit
-        self._start = float("-inf")
-        self._count = 0
-
-    def allow(self, now: float) -> bool:
-        """Whether a report at ``now`` may go out (and count it if so)."""
-        if now - self._start >= self.interval:
-            self._start, self._count = now, 0
-        if self._count >= self.limit:
-            return False
-        self._count += 1
-        return True
+        self._ex.report_error(self._task, error)
 
 
 def _bad_values(r: Router, values: Any) -> EmitError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import logging
 import random
+import threading
 import time
 import traceback
 from collections import deque
@@ -129,6 +130,32 @@ def error_record(component: str, task: int, error: BaseException | str, worker: 
     return ErrorRecord(component, task, time.time() if now is None else now, text, tb, worker, fatal)
 
 
+class ErrorThrottle:
+    """Storm's error-report throttle (``ReportError``): at most ``limit`` reports in each
+    ``interval`` seconds (``topology.max.error.report.per.interval`` per
+    ``topology.error.throttle.interval.secs``); time is passed in. Thread-safe: a bolt may
+    report from its own threads."""
+
+    __slots__ = ("_count", "_lock", "_start", "interval", "limit")
+
+    def __init__(self, interval: float, limit: int) -> None:
+        self.interval = interval
+        self.limit = limit
+        self._start = float("-inf")
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def allow(self, now: float) -> bool:
+        """Whether a report at ``now`` may go out (and count it if so)."""
+        with self._lock:
+            if now - self._start >= self.interval:
+                self._start, self._count = now, 0
+            if self._count >= self.limit:
+                return False
+            self._count += 1
+            return True
+
+
 class TaskStats(TaskStatsBase):
     """Counters of one task. Per-stream emitted/transferred counts live in its routers."""
 
@@ -217,6 +244,23 @@ class Executor:
         # the loop's entries for `timers`, [due, period, callback, executor]: made once, they move
         # with the executor if the watchdog moves it to another loop (ExecutorLoop.take_over)
         self.schedule: list[list] | None = None
+        # Storm's ReportError, one per executor: every error its tasks report (the collectors'
+        # report_error, an exception escaping execute) counts against it
+        conf = wiring.plan.conf
+        self.error_throttle = ErrorThrottle(float(conf_value(conf, Config.TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS)),
+                                            int(conf_value(conf, Config.TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL)))
+
+    def report_error(self, task: int, error: BaseException | str) -> ErrorRecord | None:
+        """Report ``error`` of ``task`` (shown in the topology's errors) unless this executor
+        has reported ``topology.max.error.report.per.interval`` errors already in this
+        ``topology.error.throttle.interval.secs``, as Storm throttles every report; returns the
+        record reported, or None. Any thread may call this."""
+        w = self.wiring
+        if not self.error_throttle.allow(w.clock.now()):
+            return None
+        record = error_record(self.component, task, error, w.worker_port)
+        w.report_error(record)
+        return record
 
     def open(self) -> None:
         """Run the user's open/prepare for every task (called on the loop's thread)."""

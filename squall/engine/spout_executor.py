@@ -33,7 +33,7 @@ from .._native import IdSource, SpoutCollectorBase, SpoutExecutorBase, own_metho
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
 from .acker import ACKED, FAILED, INIT
-from .executor import Executor, TaskStats, Wiring, debug_log, error_record
+from .executor import Executor, TaskStats, Wiring, debug_log
 from .pending_tuner import MaxPending
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
@@ -372,8 +372,7 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         return SpoutCollector.emit(self, values, msg_id, stream)
 
     def report_error(self, error):
-        w = self._ex.wiring
-        w.report_error(error_record(self._component, self._task, error, w.worker_port))
+        self._ex.report_error(self._task, error)
 
 
 # the compiled emit as the collector's own method: a spout's calls of it specialised by CPython

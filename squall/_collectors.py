@@ -140,3 +140,9 @@ class BasicOutputCollector(abc.ABC):
     def report_error(self, error: BaseException | str) -> None:
         """Record an error for this task; processing goes on (throttled as
         `OutputCollector.report_error`)."""
+
+    def reset_timeout(self, tup: Tuple | None = None) -> None:
+        """Restart the message timeout of ``tup``'s spout tuples, by default those of the input
+        being executed (Storm's ``BasicOutputCollector.resetTimeout``): for long work on one
+        input, call it before the timeout passes."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement reset_timeout")

@@ -24,7 +24,7 @@ SQUALL_API = {
     "OutputFieldsDeclarer": ["declare", "declare_stream"],
     "SpoutOutputCollector": ["emit", "emit_direct", "report_error"],
     "OutputCollector": ["emit", "emit_direct", "ack", "fail", "reset_timeout", "report_error"],
-    "BasicOutputCollector": ["emit", "emit_direct", "report_error"],
+    "BasicOutputCollector": ["emit", "emit_direct", "reset_timeout", "report_error"],
     "TopologyContext": ["get_this_task_id", "get_this_component_id", "get_this_task_index",
                         "get_component_tasks", "get_component_id", "get_this_sources", "get_this_targets",
                         "get_component_output_fields", "get_this_worker_port", "get_storm_id",

@@ -459,6 +459,9 @@ class BasicCollector(BasicCollectorBase, BasicOutputCollector):
     def emit_direct(self, task_id, values, stream=DEFAULT_STREAM):
         self._out.emit_direct(task_id, values, self.input, stream)
 
+    def reset_timeout(self, tup=None):
+        self._out.reset_timeout(self.input if tup is None else tup)
+
     def report_error(self, error):
         self._out.report_error(error)
 

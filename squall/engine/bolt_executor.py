@@ -259,8 +259,10 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         self._acks = executor.acks  # the held acks the compiled ack reads (never rebound: send_acks clears it)
         self._key_of = executor.sampled[task].key_of
         self._explicit = FailureCause(EXPLICIT, self._component, task)  # the cause of a plain fail
-        if conf.get(Config.TOPOLOGY_DEBUG):
+        self._debug = bool(conf.get(Config.TOPOLOGY_DEBUG))
+        if self._debug:  # every emit logged (a BasicBolt's too: `BasicCollector`)
             self.emit = self._debug_emit  # type: ignore[method-assign]
+            self.emit_direct = self._debug_emit_direct  # type: ignore[method-assign]
 
     def _wake(self) -> None:
         loop = self._ex.wiring.loop
@@ -416,6 +418,10 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         debug_log.info("Emitting: %s task %s stream %s: %r", self._component, self._task, stream, values)
         return BoltCollector.emit(self, values, anchors, stream)
 
+    def _debug_emit_direct(self, task_id, values, anchors=None, stream=DEFAULT_STREAM):
+        debug_log.info("Emitting: %s task %s stream %s: %r", self._component, self._task, stream, values)
+        BoltCollector.emit_direct(self, task_id, values, anchors, stream)
+
     def report_error(self, error):
         self._ex.report_error(self._task, error)
 
@@ -455,6 +461,13 @@ class BasicCollector(BasicCollectorBase, BasicOutputCollector):
         self._tuple_type = Tuple
         self._nowhere = _NOWHERE
         self._acking = bool(out._nackers)
+        if out._debug:  # topology.debug: every emit logged, as the bolt collector's are
+            self.emit = self._debug_emit  # type: ignore[method-assign]
+
+    def _debug_emit(self, values, stream=DEFAULT_STREAM):
+        out = self._out
+        debug_log.info("Emitting: %s task %s stream %s: %r", out._component, out._task, stream, values)
+        return BasicCollector.emit(self, values, stream)
 
     def emit_direct(self, task_id, values, stream=DEFAULT_STREAM):
         self._out.emit_direct(task_id, values, self.input, stream)

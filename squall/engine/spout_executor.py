@@ -277,6 +277,7 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         self._pending = executor.pending  # what the compiled emit stores a tracked tuple in (never rebound)
         if conf.get(Config.TOPOLOGY_DEBUG):
             self.emit = self._debug_emit  # type: ignore[method-assign]
+            self.emit_direct = self._debug_emit_direct  # type: ignore[method-assign]
 
     def wake(self) -> None:
         """Wakes the loop this spout runs on (any thread may call it; `SpoutOutputCollector.wake`)."""
@@ -370,6 +371,10 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
     def _debug_emit(self, values, msg_id=None, stream=DEFAULT_STREAM):
         debug_log.info("Emitting: %s task %s stream %s: %r", self._component, self._task, stream, values)
         return SpoutCollector.emit(self, values, msg_id, stream)
+
+    def _debug_emit_direct(self, task_id, values, msg_id=None, stream=DEFAULT_STREAM):
+        debug_log.info("Emitting: %s task %s stream %s: %r", self._component, self._task, stream, values)
+        SpoutCollector.emit_direct(self, task_id, values, msg_id, stream)
 
     def report_error(self, error):
         self._ex.report_error(self._task, error)

@@ -361,7 +361,10 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
 
     def _ack_general(self, tup):
         """`ack`, every case."""
-        root = tup._root
+        try:
+            root = tup._root
+        except AttributeError:
+            raise self._not_input("ack", tup) from None
         if root and self._nackers:
             oav = tup._oav
             if _get_ident() == self._loop_ident:  # coalesced while the next input shares the root
@@ -396,6 +399,8 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
     def fail_with(self, tup: Tuple, cause: FailureCause) -> None:
         """Fail ``tup`` for ``cause``, which travels with the failure to the spout
         (`squall.Spout.fail_with`); `fail` is this with an explicit fail by this task."""
+        if not isinstance(tup, Tuple):
+            raise self._not_input("fail", tup)
         self._to_acker(tup, FAIL, cause.wire())
         if tup._src is not TICK_SOURCE:  # a tick is not counted (`BoltExecutor.tick`)
             self._stats.failed += 1
@@ -404,7 +409,14 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
             self._close_sample(id(tup), False, self._now())
 
     def reset_timeout(self, tup):
+        if not isinstance(tup, Tuple):
+            raise self._not_input("reset_timeout", tup)
         self._to_acker(tup, RESET)
+
+    def _not_input(self, verb: str, tup: Any) -> TypeError:
+        """The error of an ``ack``/``fail``/``reset_timeout`` of something that is no input."""
+        return TypeError(f"{verb} takes an input Tuple, got {type(tup).__name__} {tup!r:.100} "
+                         f"(component [{self._component}], task {self._task})")
 
     def _to_acker(self, tup: Tuple, kind: int, val: Any = 0) -> None:
         if not self._nackers:

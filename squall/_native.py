@@ -142,7 +142,10 @@ class BasicCollectorBase:
 
     def emit(self, values, stream=_DEFAULT_STREAM):
         """Emit ``values`` on ``stream``, anchored to the current input."""
-        r = self._routers.get(stream)
+        try:
+            r = self._routers.get(stream)
+        except TypeError:  # an unhashable stream: the collector's error names it
+            r = None
         if (r is None or r.direct or type(values) is not list and not isinstance(values, (list, tuple))
                 or len(values) != r.nfields or type(values) is self._tuple_type):
             return self._out.emit(values, self.input, stream)  # raises the collector's error

@@ -1219,8 +1219,11 @@ BasicCollectorBase_emit(BasicCollectorBase *self, PyObject *const *args, Py_ssiz
         return emit_by_python(self, values, stream);
     PyObject *ro = router_of(&self->dflt, self->routers, stream);
     if (ro == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError))
+                return NULL;
+            PyErr_Clear();  /* an unhashable stream (Storm's emit(streamId, values) order): Python's error names it */
+        }
         return emit_by_python(self, values, stream);
     }
     int is_list = PyList_CheckExact(values);  /* the common case: no Tuple, its size at hand */
@@ -3175,8 +3178,11 @@ SpoutCollectorBase_emit(SpoutCollectorBase *self, PyObject *const *args, Py_ssiz
     }
     int tracked = msg_id != Py_None;
     PyObject *ro = self->routers && PyDict_Check(self->routers) ? router_of(&self->dflt, self->routers, stream) : NULL;
-    if (ro == NULL && PyErr_Occurred())
-        return NULL;
+    if (ro == NULL && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError))
+            return NULL;
+        PyErr_Clear();  /* an unhashable stream: Python's error names it */
+    }
     RouterBase *r = (RouterBase *)ro;
     if (ro == NULL || !is_a(ro, &RouterBase_Type, &seen_router) || r->direct != Py_False || r->nfields == NULL ||
             r->choose == NULL || self->ex == NULL ||

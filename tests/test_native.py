@@ -815,7 +815,7 @@ def test_a_basic_bolt_s_emits_reach_their_tasks_and_a_task_s_new_callable_at_onc
     src = Source("split", "default", 3, Fields("n", "task"))
     out = SimpleNamespace(routers={"default": Router("default", src, lambda values: [values[1]], False,
                                                      {t: False for t in tasks})},
-                          _deliver=deliver, _rand=lambda: 1, _nackers=0)
+                          _deliver=deliver, _rand=lambda: 1, _nackers=0, _debug=False)
     c = BasicCollector(out)
     c.input = Tuple(["a sentence"], Source("spout", "default", 1, Fields("sentence")))
     for n, task in enumerate(order[:300]):

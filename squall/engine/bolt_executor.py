@@ -29,7 +29,7 @@ from .._tuple import TICK_SOURCE, Tuple, tick_source
 from .acker import ACK, FAIL, RESET
 from .executor import ErrorThrottle, Executor, TaskStats, Wiring, debug_log, log
 from .plan import ExecutorSpec
-from .routing import _NOWHERE, Router, build_routers, not_values, wrong_size
+from .routing import _NOWHERE, Router, bad_stream, build_routers, not_values, router_of, wrong_size
 
 _get_ident = threading.get_ident
 __all__ = ["BasicCollector", "BoltCollector", "BoltExecutor", "ErrorThrottle"]  # ErrorThrottle: executor's, once here
@@ -270,7 +270,7 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
             loop.wake()
 
     def emit(self, values, anchors=None, stream=DEFAULT_STREAM):
-        r = self.routers.get(stream)
+        r = router_of(self.routers, stream)
         if r is None or r.direct:
             self._bad_stream(stream, r)
         if type(values) is not list and (type(values) is Tuple or not_values(values)) or len(values) != r.nfields:
@@ -282,7 +282,7 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
         return targets
 
     def emit_direct(self, task_id, values, anchors=None, stream=DEFAULT_STREAM):
-        r = self.routers.get(stream)
+        r = router_of(self.routers, stream)
         if r is None:
             self._bad_stream(stream, r)
         if type(values) is not list and (type(values) is Tuple or not_values(values)) or len(values) != r.nfields:
@@ -296,10 +296,7 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
             self._wake()
 
     def _bad_stream(self, stream, r):
-        if r is None:
-            raise EmitError(f"Unknown stream ID: {stream} (component [{self._component}], task {self._task})")
-        raise EmitError(f"Cannot do regular emit to direct stream [{stream}] "
-                        f"(component [{self._component}], task {self._task})")
+        raise bad_stream(stream, r, self._component, self._task)
 
     def _send(self, r: Router, targets: list[int], values: list, anchors: Any) -> None:
         r.emitted += 1

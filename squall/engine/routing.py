@@ -50,6 +50,28 @@ def not_values(values: Any) -> bool:
     return type(values) is not list and not isinstance(values, (list, tuple))
 
 
+def router_of(routers: dict[str, Router], stream: Any) -> Router | None:
+    """The router of ``stream``, None if it has none (an unhashable one too: a list given
+    where the stream goes, Storm's ``emit(streamId, values)`` order, is `bad_stream`'s error)."""
+    try:
+        return routers.get(stream)
+    except TypeError:
+        return None
+
+
+def bad_stream(stream: Any, r: Router | None, component: str, task: int) -> EmitError:
+    """The error for an emit to ``stream`` whose router ``r`` is None (no such stream) or
+    direct (a regular emit to a direct stream)."""
+    where = f"(component [{component}], task {task})"
+    if not isinstance(stream, str):
+        return EmitError(f"emit's stream must be a stream id (a str), got {type(stream).__name__} {stream!r:.100} "
+                         f"{where}: squall's order is emit(values, ..., stream=...); Storm's "
+                         f"emit(streamId, values) is emit(values, stream=streamId)")
+    if r is None:
+        return EmitError(f"Unknown stream ID: {stream} {where}")
+    return EmitError(f"Cannot do regular emit to direct stream [{stream}] {where}")
+
+
 def wrong_size(r: Router, values) -> EmitError:
     """The error for an emit whose values do not match the stream's fields (as Storm checks), or
     are not a list or tuple of values at all."""

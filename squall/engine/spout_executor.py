@@ -37,7 +37,7 @@ from .executor import Executor, TaskStats, Wiring, debug_log
 from .pending_tuner import MaxPending
 from .plan import ExecutorSpec
 from .rotating_map import RotatingMap
-from .routing import Router, build_routers, not_values, wrong_size
+from .routing import Router, bad_stream, build_routers, not_values, router_of, wrong_size
 from .stats import MAX_SPOUT_PENDING, component_figures
 
 
@@ -306,14 +306,14 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         return lambda: (bits() or 1) * n + pick(local)
 
     def _router(self, stream: str) -> Router:
-        r = self.routers.get(stream)
+        r = router_of(self.routers, stream)
         if r is None:
-            raise EmitError(f"Unknown stream ID: {stream} (component [{self._component}], task {self._task})")
+            raise bad_stream(stream, r, self._component, self._task)
         return r
 
     def _emit_general(self, values, msg_id=None, stream=DEFAULT_STREAM):
         """`emit`, every case."""
-        r = self.routers.get(stream)
+        r = router_of(self.routers, stream)
         if r is None or r.direct:
             self._bad_stream(stream, r)
         if not_values(values) or len(values) != r.nfields:
@@ -333,10 +333,7 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         self._send(r, [task_id] if kind else [], values, msg_id)
 
     def _bad_stream(self, stream, r):
-        if r is None:
-            raise EmitError(f"Unknown stream ID: {stream} (component [{self._component}], task {self._task})")
-        raise EmitError(f"Cannot do regular emit to direct stream [{stream}] "
-                        f"(component [{self._component}], task {self._task})")
+        raise bad_stream(stream, r, self._component, self._task)
 
     def _send(self, r: Router, targets: list[int], values: list, msg_id: Any) -> None:
         r.emitted += 1

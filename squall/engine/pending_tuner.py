@@ -8,7 +8,15 @@ one place that reads that key and decides which of the three limits applies.
   every `CompletionRateLimit.period` the limit becomes ``completions per second x PENDING_BUDGET
   x message timeout`` (the rate over a sliding window of `RATE_WINDOW` periods), never below
   `AUTO_PENDING_FLOOR` per task, and at most halving per period, so one slow period does not
-  starve the topology. Measured (a 1 ms/tuple bolt in another worker, message timeout 3 s):
+  starve the topology. But when tuples time out while none completes (over the window), the
+  limit is what holds the topology back: a bolt that acks its inputs in batches (say every
+  1,000) completes nothing until it has a batch, and under a limit below the batch every tuple
+  timed out and replayed forever, where Storm (no limit) runs. Then the limit and its floor
+  double, at most once per message timeout, up to ``topology.executor.receive.buffer.size`` per
+  task (what backpressure lets a bolt queue anyway): the floor stays raised, since below it
+  nothing completed, until tuples time out in a window in which others complete too: that is
+  a queue too long for the timeout again (a bolt that was stalled and is now slow), and the
+  floor is back to `AUTO_PENDING_FLOOR` per task. A bolt that is merely slow never raises it. Measured (a 1 ms/tuple bolt in another worker, message timeout 3 s):
   Storm's unlimited default timed 30,032 tuples out in 8 s; this limit, none. Without acking or
   timeouts: no limit, as Storm.
 - **"auto"**, with acking on: a `PendingTuner` per task, the tuner described next; the
@@ -45,7 +53,10 @@ mean complete latency at the limit of that interval.
   probes upwards once, in case capacity grew without the throughput showing it.
 - **Transients.** A changed limit takes about one complete latency to show in the throughput; the
   interval after a change is used only if its latency is below `WARM_FRACTION` of the interval,
-  else it is skipped. An interval in which nothing completed says nothing and changes nothing.
+  else it is skipped. An interval in which nothing completed says nothing and changes nothing,
+  unless the task's tuples timed out meanwhile: then the limit is what holds the topology back
+  (a bolt that acks in batches larger than it completes nothing, and its tuples replayed
+  forever), so it doubles (within its bounds) and the tuner climbs again once tuples complete.
 
 The limit stays within ``[low, high]``.
 
@@ -124,14 +135,26 @@ class PendingTuner:
         self._deviation = 0                   # settled: +n intervals of gain in a row, -n of rising latency
         self._settled_periods = 0
         self._last: tuple[float, int, float, int] | None = None
+        self._expired = 0  # the task's tuples timed out, as last seen
         self._fresh = False  # the limit changed at the last update
 
-    def update(self, now: float, acked: int, latency_sum: float, latency_count: int) -> int:
-        """Feed the task's cumulative counters at ``now`` (seconds): tuples acked, and the sum
-        (seconds) and number of complete latencies measured. Returns the limit to apply."""
+    def update(self, now: float, acked: int, latency_sum: float, latency_count: int, expired: int = 0) -> int:
+        """Feed the task's cumulative counters at ``now`` (seconds): tuples acked, the sum
+        (seconds) and number of complete latencies measured, and tuples timed out. Returns the
+        limit to apply."""
         last = self._last
+        timed_out, self._expired = expired > self._expired, expired
         if last is not None and (now <= last[0] or acked <= last[1]):
-            return self.limit  # nothing completed: no news (an idle spout, a stalled topology)
+            # nothing completed: no news (an idle spout, a stalled topology), unless tuples
+            # timed out meanwhile: the limit may be what holds everything (see the module docstring)
+            if timed_out and self.limit < self.high:
+                self._set(self._clamp(2 * self.limit))
+                self.settled = False
+                self._ref = None
+                self._peak = 0.0
+                self._step = STEP
+                self._direction = 1
+            return self.limit
         self._last = (now, acked, latency_sum, latency_count)
         if last is None:
             return self.limit
@@ -270,23 +293,36 @@ class CompletionRateLimit:
     in bursts (a bolt in another worker flushes them once per loop round, which is a second for a
     bolt taking 1 ms per tuple), hence the rate over a window of periods."""
 
-    def __init__(self, tasks: int, timeout_secs: float) -> None:
-        self.floor = AUTO_PENDING_FLOOR * tasks
+    def __init__(self, tasks: int, timeout_secs: float, ceiling: int | None = None) -> None:
+        self.floor = self.base_floor = AUTO_PENDING_FLOOR * tasks
         self.budget = PENDING_BUDGET * timeout_secs
+        self.timeout = timeout_secs
         self.period = min(1.0, timeout_secs / 10)  # a tenth of the timeout, at most 1 s
+        # how high doubling on timeouts goes (see `update`); None: no bound
+        self.ceiling = None if ceiling is None else max(self.floor, ceiling)
         self.limit = self.floor
-        self._samples: deque[tuple[float, int]] = deque(maxlen=RATE_WINDOW + 1)
+        self._raised_at = float("-inf")  # when timeouts last doubled the floor
+        self._samples: deque[tuple[float, int, int]] = deque(maxlen=RATE_WINDOW + 1)
 
-    def update(self, now: float, completed: int) -> int:
-        """Feed the tuples completed (acked or failed, not by a timeout) by ``now``; the first
-        call only starts the window. Returns the limit to apply."""
+    def update(self, now: float, completed: int, expired: int = 0) -> int:
+        """Feed the tuples completed (acked or failed, not by a timeout) by ``now``, and those
+        that timed out by then; the first call only starts the window. Returns the limit to
+        apply: the rate's, or, when tuples timed out over the window while none completed, the
+        limit doubled, which becomes the floor (see the module docstring)."""
         samples = self._samples
         if samples:
-            t0, done0 = samples[0]
-            if now > t0:
+            t0, done0, expired0 = samples[0]
+            if expired > expired0 and completed == done0 and now >= self._raised_at + self.timeout:
+                raised = 2 * self.limit
+                self.floor = self.limit = raised if self.ceiling is None else max(self.limit, min(raised, self.ceiling))
+                self._raised_at = now
+                samples.clear()  # the timeouts seen so far are answered: a new window
+            elif now > t0:
+                if expired > expired0 and completed > done0:
+                    self.floor = self.base_floor  # timeouts beside completions: a queue, not a batch
                 rate = (completed - done0) / (now - t0)
                 self.limit = max(self.floor, int(rate * self.budget), self.limit // 2)
-        samples.append((now, completed))
+        samples.append((now, completed, expired))
         return self.limit
 
 
@@ -313,8 +349,9 @@ class MaxPending:
         # follows the completions (null's, or the tuner's) would hold the spout below a window's
         # worth, and stall it
         self.tuners = tuners(conf, tasks) if msp == AUTO and acking and not held_by else {}
-        self.rate = CompletionRateLimit(len(self.tasks), timeout_secs) if timeouts_on and not msp and not held_by \
-            else None
+        buffer = int(conf_value(conf, Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE))
+        self.rate = CompletionRateLimit(len(self.tasks), timeout_secs, buffer * len(self.tasks)) \
+            if timeouts_on and not msp and not held_by else None
         bolts = f"bolt{'s' if len(held_by) > 1 else ''} [{'], ['.join(held_by)}]"
         if msp == AUTO and acking and held_by:
             log.warning("topology.max.spout.pending: auto cannot tune spout tasks %s: %s hold%s their inputs in "
@@ -335,19 +372,23 @@ class MaxPending:
         else:
             self.limit = 0
 
-    def start(self, now: float, completed: int) -> None:
+    def start(self, now: float, completed: int, expired: int = 0) -> None:
         """The limit's timer starts at ``now``: the completion rate is measured from here."""
         if self.rate is not None:
-            self.rate.update(now, completed)
+            self.rate.update(now, completed, expired)
 
-    def update(self, now: float, stats: Mapping[int, TaskCounters], completed: int) -> int:
-        """Feed the counters at ``now``: each task's, and the tuples completed (acked or failed,
-        not by a timeout) by all of them. Returns the executor's limit."""
+    def update(self, now: float, stats: Mapping[int, TaskCounters], completed: int, expired: int = 0,
+               expired_by_task: Mapping[int, int] | None = None) -> int:
+        """Feed the counters at ``now``: each task's, the tuples completed (acked or failed,
+        not by a timeout) by all of them, and those that timed out (in all, and by task).
+        Returns the executor's limit."""
         if self.tuners:
-            self.limit = sum(tuner.update(now, stats[t].acked, stats[t].latency_sum, stats[t].latency_count)
+            by_task = expired_by_task or {}
+            self.limit = sum(tuner.update(now, stats[t].acked, stats[t].latency_sum, stats[t].latency_count,
+                                          by_task.get(t, 0))
                              for t, tuner in self.tuners.items())
         elif self.rate is not None:
-            self.limit = self.rate.update(now, completed)
+            self.limit = self.rate.update(now, completed, expired)
         return self.limit
 
     def task_limit(self, task: int) -> int:

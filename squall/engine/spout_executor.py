@@ -72,6 +72,8 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
                                         timeout_secs=self.timeout_secs, held_by=holders)
         self.max_pending = self.pending_limit.limit
         self.timed_out = 0  # failed by a timeout or a lost worker: not completions, for the limit
+        self.expired = 0  # failed by a timeout alone (the automatic limit doubles when only these come)
+        self.expired_by_task = dict.fromkeys(self.task_ids, 0)  # the same, by task (for the tuners)
         self.active = False
         # each task's spout's fail_with (Spout's calls fail), or fail for a spout that is no Spout
         self.fail_hooks: dict[int, Callable[[Any, FailureCause], None]] = {t: _fail_hook(objs[t]) for t in self.task_ids}
@@ -170,7 +172,7 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         timers = [(self.timeout_secs, self.rotate)] if self.timeouts_on else []
         period = self.pending_limit.period
         if period is not None:
-            self.pending_limit.start(self.wiring.clock.now(), self.completed())
+            self.pending_limit.start(self.wiring.clock.now(), self.completed(), self.expired)
             timers.append((period, self._update_pending))
         return timers
 
@@ -180,7 +182,8 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
 
     def _update_pending(self) -> None:
         """The timer of an automatic max pending (`MaxPending`): it reads the counters."""
-        self.max_pending = self.pending_limit.update(self.wiring.clock.now(), self.stats, self.completed())
+        self.max_pending = self.pending_limit.update(self.wiring.clock.now(), self.stats, self.completed(),
+                                                     self.expired, self.expired_by_task)
 
     def _expired(self, root: int, info: tuple) -> None:
         self._expired_ids.append((info[1], info[0], info[2]))
@@ -189,6 +192,9 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         """Expire the oldest pending bucket: those tuples fail (Storm's reason "TIMEOUT")."""
         self.pending.rotate()
         expired, self._expired_ids = self._expired_ids, []
+        self.expired += len(expired)
+        for task, _msg_id, _stream in expired:
+            self.expired_by_task[task] += 1
         self._fail(expired, _TIMED_OUT)
 
     def _fail(self, failed: list[tuple[int, Any, str]], cause: FailureCause) -> None:

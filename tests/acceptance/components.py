@@ -787,6 +787,58 @@ class DropFirstAttemptBolt(Bolt):
             self.collector.ack(tup)
 
 
+class BatchAckBolt(Bolt):
+    """Acks its inputs only in batches of ``size``, once it holds that many (a bolt that writes
+    batches to a store, then acks them)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.held: list = []
+
+    def execute(self, tup):
+        self.held.append(tup)
+        if len(self.held) >= self.size:
+            for t in self.held:
+                self.collector.ack(t)
+            self.held = []
+
+
+class EndlessReplayingSpout(Spout):
+    """Emits ``[i]`` with message id ``i`` for i = 0, 1, 2, ... without end, a failed id again
+    before any new one; records the ack or fail of each id below ``watched``."""
+
+    def __init__(self, recorder: Recorder, watched: int) -> None:
+        self.recorder = recorder
+        self.watched = watched
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.next = 0
+        self.failed: list[int] = []
+
+    def next_tuple(self):
+        if self.failed:
+            i = self.failed.pop()
+        else:
+            i, self.next = self.next, self.next + 1
+        self.collector.emit([i], i)
+
+    def ack(self, msg_id):
+        if msg_id < self.watched:
+            self.recorder.record("ack", msg_id)
+
+    def fail(self, msg_id):
+        if msg_id < self.watched:
+            self.recorder.record("fail", msg_id)
+        self.failed.append(msg_id)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("i"))
+
+
 class FloodSpout(Spout):
     """Emits ``[1]`` unanchored on every ``next_tuple``, as fast as it is allowed to."""
 

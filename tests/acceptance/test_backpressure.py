@@ -10,7 +10,7 @@ import pytest
 from squall import Config, TopologyBuilder
 
 from ..conftest import wait_until
-from .components import FloodSpout, ReliableFloodSpout, SlowAckBolt, SlowBolt
+from .components import BatchAckBolt, EndlessReplayingSpout, FloodSpout, Recorder, ReliableFloodSpout, SlowAckBolt, SlowBolt
 
 BUFFER = 100
 
@@ -66,3 +66,32 @@ def test_with_default_settings_a_slow_bolt_holds_the_spout_back_before_tuples_ti
         return cluster.get_topology_info("slow")["components"]["flood"][key]
     assert not wait_until(lambda: spout("failed") > 0, 5.0), f"{spout('failed')} tuples timed out"
     assert spout("acked") > 0
+
+
+@pytest.mark.hosts("process")
+@pytest.mark.parametrize("max_pending", [None, "auto"], ids=["unset", "auto"])
+def test_a_bolt_that_acks_in_batches_larger_than_the_automatic_limit_is_not_starved(cluster, max_pending):
+    """A bolt that acks its inputs in batches of 200 (once it holds 200), max spout pending left
+    unset (as in Storm, where it is unlimited) or the tuner's. Each automatic limit started
+    below 200 (64 per task unset, 16 for the tuner) and only moved on completions, of which
+    there were none while no batch filled: unset, every tuple timed out and replayed forever (80
+    of 1,000 acked in 60 s); the tuner took 37 timeouts and 528 failures before the replays held
+    in the bolt made batches. Now the limit doubles while tuples time out and none completes,
+    and the records flow within a few timeouts: each of the first 1,000 is acked, once (a failed
+    one is replayed until it is), after 192 failures unset (64 + 128) and 112 with the tuner
+    (16 + 32 + 64)."""
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("spout", EndlessReplayingSpout(recorder, 1000)).set_max_spout_pending(max_pending)
+    builder.set_bolt("batch", BatchAckBolt(200)).shuffle_grouping("spout")
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_message_timeout_secs(1)
+    cluster.submit_topology("batches", conf, builder.create_topology())
+
+    def acked() -> list:
+        return [m for _k, m in recorder.events("ack")]
+    assert wait_until(lambda: len(set(acked())) == 1000, 60), \
+        f"{len(set(acked()))} of the first 1000 acked, {recorder.count('fail')} failures"
+    assert sorted(acked()) == list(range(1000))  # each once
+    assert recorder.count("fail") <= 400

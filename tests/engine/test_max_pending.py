@@ -69,3 +69,31 @@ def test_the_rate_limit_is_completions_times_half_the_timeout_never_below_the_fl
     assert [r.update(t, 1000) for t in (4.0, 5.0, 6.0)] == [1250, 1000, 833]
     # from t=7 it starts after the burst: nothing completes, so the limit halves down to the floor
     assert [r.update(t, 1000) for t in (7.0, 8.0, 9.0, 10.0)] == [416, 208, 128, 128]
+
+
+def test_the_rate_limit_doubles_its_floor_when_tuples_time_out_and_none_completes():
+    """A bolt that acks in batches larger than the limit completes nothing under it: the
+    limit (and with it the floor) doubles on such timeouts, at most once per message timeout,
+    up to the ceiling; a slow bolt, which still completes some, keeps its floor."""
+    r = CompletionRateLimit(1, 2.0, ceiling=300)   # floor 64, periods of 0.2 s
+    assert [r.update(t, 0, 0) for t in (0.0, 0.2)] == [64, 64]
+    assert r.update(4.0, 0, 64) == 128             # 64 timed out, nothing completed
+    assert r.update(4.2, 0, 64) == 128             # no new timeout: the floor holds
+    assert r.update(5.0, 0, 128) == 128            # within a timeout of the last doubling
+    assert r.update(6.0, 0, 192) == 256
+    assert [r.update(t, 0, 192) for t in (6.2, 7.0, 7.8)] == [256, 256, 256]  # never halves below
+    assert r.update(8.0, 0, 320) == 300            # the ceiling
+    assert r.update(10.0, 0, 600) == 300
+    assert r.update(10.2, 60_000, 600) == 300_000  # batches flow: the rate (300,000/s x 1 s) decides again
+    assert r.floor == 300                          # and the raised floor stays
+    assert r.update(12.0, 60_010, 700) == 150_000  # timeouts beside completions: a queue again,
+    assert r.floor == 64                           # so the floor is back to 64 (the limit halves)
+    slow = CompletionRateLimit(1, 2.0, ceiling=300)
+    assert slow.update(0.0, 0, 0) == 64
+    assert slow.update(4.0, 10, 64) == 64          # some completed: the timeouts are the queue's
+
+
+def test_the_ceiling_of_the_rate_limit_is_the_receive_buffer_per_task():
+    m = MaxPending({MSP: None, "topology.executor.receive.buffer.size": 500}, [1, 2], acking=True,
+                   timeouts_on=True, timeout_secs=2.0)
+    assert m.rate is not None and m.rate.ceiling == 1000

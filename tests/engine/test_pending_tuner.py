@@ -146,6 +146,23 @@ def test_an_interval_in_which_nothing_completed_changes_nothing():
     assert tuner.changes == changes
 
 
+def test_timeouts_while_nothing_completes_double_the_limit_within_its_bounds_and_it_climbs_again():
+    """A bolt that acks in batches larger than the limit completes nothing under it: the task's
+    tuples time out, and the limit doubles on each interval that saw new timeouts (not on one
+    that saw none), up to ``high``; once tuples complete, it climbs from there."""
+    tuner = PendingTuner(16, 100)
+    assert tuner.update(0.0, 0, 0.0, 0) == 16
+    assert tuner.update(1.0, 0, 0.0, 0, expired=16) == 32
+    assert tuner.update(2.0, 0, 0.0, 0, expired=16) == 32       # no new timeout: no news
+    assert tuner.update(3.0, 0, 0.0, 0, expired=48) == 64
+    assert tuner.update(4.0, 0, 0.0, 0, expired=112) == 100     # the bound
+    assert tuner.update(5.0, 0, 0.0, 0, expired=200) == 100
+    assert not tuner.settled
+    tuner.update(6.0, 200, 0.1, 200, expired=200)
+    tuner.update(7.0, 400, 0.2, 400, expired=200)
+    assert 16 <= tuner.limit <= 100                              # climbing again, within bounds
+
+
 @pytest.mark.parametrize("low, high", [(0, 10), (20, 10)])
 def test_bad_bounds_are_refused(low, high):
     with pytest.raises(ValueError, match="low <= high"):

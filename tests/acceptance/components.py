@@ -371,6 +371,23 @@ class ResetTimeoutBolt(Bolt):
         self.recorder.record("acked", tup.get_value(0))
 
 
+class ResetTimeoutBasicBolt(BasicBolt):
+    """`ResetTimeoutBolt` as a `BasicBolt`: holds each input for ``times * interval`` seconds,
+    calling its collector's ``reset_timeout`` every ``interval`` (Storm's
+    ``BasicOutputCollector.resetTimeout``); the input is acked when ``execute`` returns."""
+
+    def __init__(self, interval: float, times: int, recorder: Recorder) -> None:
+        self.interval = interval
+        self.times = times
+        self.recorder = recorder
+
+    def execute(self, tup, collector):
+        for _ in range(self.times):
+            time.sleep(self.interval)
+            collector.reset_timeout(tup)
+        self.recorder.record("acked", tup.get_value(0))
+
+
 class BlockingBolt(Bolt):
     """Blocks in ``execute`` until the test opens ``gate`` (at most 10 s), then acks."""
 

@@ -15,7 +15,14 @@ from squall.testing import AckFailMapTracker, FeederSpout
 
 from ..conftest import wait_until
 from .components import (
-    AckEveryOtherBolt, DropFirstAttemptBolt, NeverAckBolt, Recorder, ReplayingSpout, ResetTimeoutBolt, SlowAckBolt,
+    AckEveryOtherBolt,
+    DropFirstAttemptBolt,
+    NeverAckBolt,
+    Recorder,
+    ReplayingSpout,
+    ResetTimeoutBasicBolt,
+    ResetTimeoutBolt,
+    SlowAckBolt,
 )
 from .conftest import component_stat, wait_idle
 
@@ -98,6 +105,31 @@ def test_reset_timeout_keeps_a_tuple_alive_past_the_message_timeout(cluster):
     assert tracker.is_acked(1)
     assert not tracker.is_failed(1)
     assert recorder.events("acked") == [("acked", "a")]
+
+
+@pytest.mark.hosts("process")
+def test_a_basic_bolt_resets_the_timeout_of_its_input_through_its_collector(cluster):
+    """Storm's ``BasicOutputCollector.resetTimeout``: both tasks of a BasicBolt get the spout
+    tuple (all grouping) and hold it for 2.5T, calling ``collector.reset_timeout(tup)`` every T/2
+    (before, the collector had no such method: the call raised and crashed the worker). The
+    tuple is acked once both return, never failed."""
+    feeder, tracker = feeder_with_tracker()
+    recorder = Recorder()
+    builder = TopologyBuilder()
+    builder.set_spout("1", feeder)
+    (builder.set_bolt("2", ResetTimeoutBasicBolt(T / 2, 5, recorder), 2).all_grouping("1")
+     .set_own_thread())
+    cluster.submit_topology("basic-reset-timeout", conf_with_timeout(), builder.create_topology())
+
+    feeder.feed(["a"], 1)
+
+    assert wait_until(lambda: tracker.is_acked(1) or tracker.is_failed(1), 20 * T)
+    assert tracker.is_acked(1)
+    assert not tracker.is_failed(1)
+    assert recorder.events("acked") == [("acked", "a"), ("acked", "a")]
+    assert wait_until(lambda: component_stat(cluster, "basic-reset-timeout", "1", "acked") == 1)
+    assert component_stat(cluster, "basic-reset-timeout", "1", "failed") == 0
+    assert cluster.get_topology_info("basic-reset-timeout")["components"]["2"]["errors"] == []
 
 
 @pytest.mark.hosts("process")

@@ -232,17 +232,18 @@ class _Topo:
         self.note_address(slot, None)
         self.addresses_version += 1  # the peers fetch the launch table again
 
-    def relaunch(self, slot: str, now: float, died: bool = True) -> None:
+    def relaunch(self, slot: str, wall: float, mono: float, died: bool = True) -> None:
         """Give ``slot`` a new launch id, which its supervisor obeys by (re)starting its worker;
         peers tell the new launch's messages from the old one's by it. ``died``: the old launch
-        is dead (not replaced on purpose), so the spouts are told what it may have held."""
+        is dead (not replaced on purpose), so the spouts are told what it may have held (at
+        wall time ``wall``); the new launch's start timeout runs from ``mono`` (`Master.mono`)."""
         if died:
-            self.note_lost(slot, now)
+            self.note_lost(slot, wall)
         state = self.slot(slot)
         if died:
             state.restarts += 1
         state.launch_id = (state.launch_id or 0) + 1
-        state.heartbeat = LastBeat.launched(now)
+        state.heartbeat = LastBeat.launched(mono)
         self.note_address(slot, None)
 
     def lost_since(self, generation: int) -> tuple[WorkerLost, ...]:
@@ -336,9 +337,11 @@ class Master:
 
     def __init__(self, conf: dict[str, Any], strict_slots: Any = None, clock: Clock | None = None,
                  store: MasterStore | None = None, pages: StatisticsPages | None = None) -> None:
-        """``clock``: every time the master reads (heartbeats, kill and rebalance waits, restarts,
-        uptimes) is its ``wall()``, since these times are persisted and outlive the process; a
-        test passes a `SimulatedClock` to move them without waiting. ``strict_slots``: when given, a topology that needs more workers than there are free
+        """``clock``: the master's times. What is persisted or shown (kill and rebalance waits,
+        uptimes, errors) is its ``wall()``; how long a worker or a supervisor has been silent, and
+        a slot's restart backoff, are measured on its monotonic ``now()`` (`mono`), so that a
+        step of the wall clock (NTP, a resumed VM) neither takes every worker for silent nor hides
+        one that is. A test passes a `SimulatedClock` to move them without waiting. ``strict_slots``: when given, a topology that needs more workers than there are free
         slots is refused (Spark, where a worker waiting for a task slot would wait silently);
         it is called with the number of slots and returns what to tell the user. Without it,
         as in Storm, the topology runs on the slots there are. ``store``: where the state is
@@ -379,6 +382,11 @@ class Master:
         self.terms = 0
         if self.leading:
             self._load()
+
+    def mono(self) -> float:
+        """The master's monotonic time: what every timeout and backoff is measured on (never
+        persisted, and meaningless on another machine)."""
+        return self.clock.now()
 
     @property
     def ha(self) -> Coordinator | None:
@@ -461,21 +469,24 @@ class Master:
             topo = self.restore(plan, t)
             for slot, beat in state.beats.get(storm_id, {}).items():
                 if slot in topo.assignment:
-                    topo.slot(slot).heartbeat = LastBeat(float(beat["time"]), stats=beat["stats"],
+                    # the leader's time of the beat is on its own monotonic clock: "heard now" here
+                    topo.slot(slot).heartbeat = LastBeat(self.mono(), stats=beat["stats"],
                                                           figures=beat.get("figures"), pid=beat.get("pid"),
                                                           address=beat.get("address"))
             topologies[name] = topo
         self.topologies = topologies
         self.counter = max(self.counter, state.counter)
-        now = self.clock.wall()
+        now = self.mono()
         self.supervisors = {sid: SupervisorInfo(s["host"], list(s["ports"]), now, s.get("since"))
                             for sid, s in state.supervisors.items()}
         return complete
 
     def heartbeats(self) -> list[tuple[str, str, LastBeat]]:
         """(storm id, slot, its last heartbeat) of each assigned worker that has beaten (Nimbus
-        HA's leader writes them for the followers' pages)."""
-        return [(t.plan.storm_id, slot, hb) for t in self.topologies.values() for slot in t.assignment
+        HA's leader writes them for the followers' pages), its time the wall time it came at."""
+        to_wall = self.clock.wall() - self.mono()
+        return [(t.plan.storm_id, slot, dataclasses.replace(hb, time=hb.time + to_wall))
+                for t in self.topologies.values() for slot in t.assignment
                 if (hb := t.slot(slot).heartbeat) is not None]
 
     def _changes(self) -> tuple[list[Change], _Persisted]:
@@ -498,7 +509,7 @@ class Master:
         """This master leads from now (Nimbus HA): the workers get the launch timeout to find it,
         as after a restart, and its next outcome hands over the whole state (another master may
         have written since)."""
-        now = self.clock.wall()
+        now = self.mono()
         for topo in self.topologies.values():
             for slot in topo.assignment:
                 state = topo.slot(slot)
@@ -577,7 +588,7 @@ class Master:
         topo.log_config = decode(LogConfig, {"named_logger_level": t.get("log_config") or {}},
                                  f"the log config of {plan.name}").named_logger_level
         # heartbeats are not persisted: give running workers the launch timeout to report
-        now = self.clock.wall()
+        now = self.mono()
         for slot in topo.assignment:
             state = topo.slot(slot)
             state.heartbeat = LastBeat.launched(now)
@@ -823,7 +834,7 @@ class Master:
                 continue
             for slot, idx in new.items():
                 if t.assignment.get(slot) != idx:
-                    t.relaunch(slot, self.clock.wall(), died=False)
+                    t.relaunch(slot, self.clock.wall(), self.mono(), died=False)
                     t.slot(slot).ready = False  # the new executors must report in before spouts run
             t.assignment = new
             # a slot the topology left (rebalanced away) must not lend its last, stale figures
@@ -1090,7 +1101,7 @@ class Master:
         health checks, if it does: such a node is given nothing, and what it ran moves to
         healthy nodes at once."""
         supervisor_id, host, ports, unhealthy = sync.supervisor_id, sync.host, sync.ports, sync.unhealthy
-        now = self.clock.wall()
+        now, wall = self.mono(), self.clock.wall()
         before = self.supervisors.get(supervisor_id)
         for sid, sup in list(self.supervisors.items()):
             clash = sorted(set(sup.ports) & set(ports))
@@ -1110,7 +1121,7 @@ class Master:
             log.info("supervisor %s replaces %s on %s", supervisor_id, sid, host)
             del self.supervisors[sid]
             self._supervisor_replaced(sup)
-        sup = self.supervisors[supervisor_id] = SupervisorInfo(host, list(ports), now, before.since if before else now,
+        sup = self.supervisors[supervisor_id] = SupervisorInfo(host, list(ports), now, before.since if before else wall,
                                                                None if unhealthy is None else str(unhealthy))
         for ex in sync.exits:
             self._worker_exited(ex)
@@ -1118,14 +1129,14 @@ class Master:
         if sup.unhealthy is not None and (before is None or health_changed):
             log.warning("supervisor %s on %s fails its health checks (%s): moving its workers to healthy nodes",
                         supervisor_id, host, sup.unhealthy)
-            self._drop_slots(sup.slots(), now)
+            self._drop_slots(sup.slots(), wall)
         elif health_changed:
             log.info("supervisor %s on %s passes its health checks again", supervisor_id, host)
         if before is None or before.ports != list(ports) or health_changed:
             self._schedule()  # new slots (or slots gone unhealthy): place what waits for some
             self._changed()  # a new supervisor is kept too (Nimbus HA's followers list it)
         if sync.running is not None:
-            self._relaunch_not_running(host, ports, sync.running, now)
+            self._relaunch_not_running(host, ports, sync.running, wall, now)
         desired = {}
         for name, topo in self.topologies.items():
             for slot in topo.assignment:
@@ -1146,7 +1157,7 @@ class Master:
         return 2 * float(conf_value(self.conf, Config.SUPERVISOR_MONITOR_FREQUENCY_SECS))
 
     def _relaunch_not_running(self, host: str, ports: list[int], running: tuple[RunningWorker, ...],
-                              now: float) -> None:
+                              wall: float, now: float) -> None:
         """Give a new launch id to each slot of this supervisor whose current launch may have run
         (peers may have had its address: `SlotState.held_launch`) but is not among the workers it runs. It
         died unseen: while this master was down (its supervisor restarted then, or a master
@@ -1166,7 +1177,7 @@ class Master:
                     continue
                 log.warning("worker %s of %s (launch %s) is not running on its supervisor: starting a new launch",
                             slot, topo.plan.name, launch)
-                topo.relaunch(slot, now)
+                topo.relaunch(slot, wall, now)
                 changed = True
         if changed:
             self._changed()
@@ -1177,10 +1188,10 @@ class Master:
         numbers their peers remember: reusing the launch id, every message from the new worker
         would be dropped as replayed), and the spouts fail what the dead ones held."""
         slots = sup.slots()
-        now = self.clock.wall()
+        wall, now = self.clock.wall(), self.mono()
         for topo in self.topologies.values():
             for slot in slots & set(topo.assignment):
-                topo.relaunch(slot, now)
+                topo.relaunch(slot, wall, now)
         self._changed()
 
     def plan_of(self, storm_id: str) -> TopologyPlan:
@@ -1236,11 +1247,11 @@ class Master:
         if topo is None or slot not in topo.slots:
             return  # of a topology gone since, or a slot never launched: nothing to record
         launch = ex.launch_id
-        now = self.clock.wall()
+        now, wall = self.mono(), self.clock.wall()
         state = topo.slot(slot)
         current = slot in topo.assignment and launch == state.launch_id
         if current:
-            topo.relaunch(slot, now)
+            topo.relaunch(slot, wall, now)
         # started: its executors opened, as its own heartbeat said (the supervisor's word alone
         # is not enough: a worker that dies before it reaches the master, on a bad import or a
         # bad configuration, exits like any crash)
@@ -1250,18 +1261,18 @@ class Master:
         if ex.started and state.started_launch == launch:
             state.failed_starts = 0
             if unasked and state.reported_launch != launch:
-                add_error(topo.errors, _exit_error(slot, ex, now, started=True))
+                add_error(topo.errors, _exit_error(slot, ex, wall, started=True))
             if current and (ex.status != 0 or unasked or state.fatal_launch == launch):
                 self._hold_after_crash(topo, slot, now)
         elif ex.status != 0 or unasked:
             failures = state.failed_starts = state.failed_starts + 1
             if state.reported_launch != launch:
-                add_error(topo.errors, _exit_error(slot, ex, now))  # it died before it could say why
+                add_error(topo.errors, _exit_error(slot, ex, wall))  # it died before it could say why
             limit = int(conf_value(self.conf, Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS))
             if failures >= limit:
                 state.given_up = True
                 add_error(topo.errors, _error("__master", -1, f"worker on {slot} failed to start {limit} times; "
-                                                              f"gave up (see the errors above)", now))
+                                                              f"gave up (see the errors above)", wall))
             else:
                 state.retry_at = now + launch_backoff(failures)
         self._changed()
@@ -1315,7 +1326,7 @@ class Master:
         state = topo.slot(slot)
         if beat.address and state.address is None:
             topo.note_address(slot, beat.address)  # a master restarted since learns them again
-        now = self.clock.wall()
+        now = self.mono()
         state.heartbeat = LastBeat(now, stats=beat.stats or {}, windows=beat.windows or {}, figures=beat.figures,
                                     pid=beat.pid, address=beat.address, transport=beat.transport)
         if beat.started:
@@ -1441,13 +1452,13 @@ class Master:
 
     def _check_timeouts(self) -> None:
         self._run_due_actions()
-        now = self.clock.wall()
+        now, wall = self.mono(), self.clock.wall()
         sup_timeout = float(conf_value(self.conf, Config.NIMBUS_SUPERVISOR_TIMEOUT_SECS))
         dead = [sid for sid, sup in self.supervisors.items() if now - sup.seen > sup_timeout]
         for sid in dead:  # its slots are gone: move what ran there
             sup = self.supervisors.pop(sid)
             log.warning("supervisor %s silent for %.0f s: rescheduling its slots", sid, now - sup.seen)
-            self._drop_slots(sup.slots(), now)
+            self._drop_slots(sup.slots(), wall)
         if dead:
             self._schedule()
         timeout = float(conf_value(self.conf, Config.NIMBUS_TASK_TIMEOUT_SECS))
@@ -1462,17 +1473,19 @@ class Master:
                 if state.retry_at > now:
                     continue  # held back after a failed start: nothing runs there yet
                 hb = state.heartbeat
-                limit = launch if hb is None or hb.starting else timeout
-                last = max(hb.time if hb else topo.launched, state.retry_at)
+                if hb is None:  # never heard of (a follower's adopted slot): waiting from now
+                    hb = state.heartbeat = LastBeat.launched(now)
+                limit = launch if hb.starting else timeout
+                last = max(hb.time, state.retry_at)
                 if now - last > timeout and not self._supervised(slot, now, timeout):
                     dead_nodes.add(slot)
                 elif now - last > limit:
                     log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
                                 slot, topo.plan.name, now - last)
-                    topo.relaunch(slot, now)
+                    topo.relaunch(slot, wall, now)
                     changed = True
         if dead_nodes:
-            self._node_lost(dead_nodes, now, timeout)
+            self._node_lost(dead_nodes, wall, timeout)
         if changed:
             self._changed()
 
@@ -1481,7 +1494,7 @@ class Master:
         restart its worker there)."""
         return any(now - sup.seen <= timeout and slot in sup.slots() for sup in self.supervisors.values())
 
-    def _node_lost(self, slots: set[str], now: float, timeout: float) -> None:
+    def _node_lost(self, slots: set[str], wall: float, timeout: float) -> None:
         """Workers silent for ``nimbus.task.timeout.secs`` on machines whose supervisors are
         silent too (the machine died, or its link was cut): as Storm reassigns timed-out
         executors to live slots, their executors move to the other machines. The silent
@@ -1494,17 +1507,17 @@ class Master:
                 slots |= sup.slots()
                 log.warning("supervisor %s on %s and its workers silent for over %g s (nimbus.task.timeout.secs): "
                             "moving their executors to other machines", sid, sup.host, timeout)
-        self._drop_slots(slots, now)
+        self._drop_slots(slots, wall)
         self._schedule()
 
-    def _drop_slots(self, lost: set[str], now: float) -> None:
+    def _drop_slots(self, lost: set[str], wall: float) -> None:
         """Slots that are gone (their machine died, fell silent or fails its health checks):
         their workers are lost (`WorkerLost`: the spouts fail what they held), and their
         executors are left for `_schedule` to place elsewhere."""
         changed = False
         for topo in self.topologies.values():
             for slot in lost & set(topo.assignment):
-                topo.note_lost(slot, now)
+                topo.note_lost(slot, wall)
                 topo.retire(slot)
                 changed = True
             topo.assignment = {s: i for s, i in topo.assignment.items() if s not in lost}

@@ -28,7 +28,7 @@ class LastBeat:
     """The last word the master has from a slot's current launch (never persisted: a restarted
     master gives every worker the launch timeout to beat again)."""
 
-    time: float                   # master's wall time when it came (or when the launch was given)
+    time: float                   # master's monotonic time (`Master.mono`) when it came (or when the launch was given)
     starting: bool = False        # no beat from this launch yet: ``nimbus.task.launch.secs`` applies,
                                   # not ``nimbus.task.timeout.secs``
     stats: dict[str, Any] = field(default_factory=dict)  # task -> its exact counters, for ``info``
@@ -70,6 +70,7 @@ class SlotState:
     reported_launch: int | None = None  # the launch that reported errors (so its exit needs no error of its own)
     fatal_launch: int | None = None  # the launch that reported a fatal error (its exit is a crash)
     retry_at: float = 0.0            # after a failed start or repeated crashes: not started before this
+                                     # (master's monotonic time, as is ``started_at``)
     crashes: int = 0                 # crashes in a row, each soon after its start (`crash_backoff`)
     restarts: int = 0                # new launches after its worker died (info's ``restarts``)
 
@@ -126,7 +127,7 @@ class SupervisorInfo:
 
     host: str
     ports: list[int]                 # its slots' ports
-    seen: float                      # master's wall time of its last sync
+    seen: float                      # master's monotonic time (`Master.mono`) of its last sync
     since: float | None = None       # master's wall time of its first sync under this id (its uptime)
     unhealthy: str | None = None     # why its health checks fail (None: they pass), as it last said
 

@@ -75,7 +75,7 @@ def test_a_silent_worker_gets_a_new_launch_id(conf):
     topo = m.topologies["t"]
     slot = next(iter(topo.assignment))
     before = topo.launch_ids[slot]
-    topo.slot(slot).heartbeat = LastBeat(clock.wall() - 5)  # it reported once, then stopped
+    topo.slot(slot).heartbeat = LastBeat(clock.now() - 5)  # it reported once, then stopped
     m.monitor()
     assert topo.launch_ids[slot] == before + 1
     assert m.op_heartbeat(storm_id=topo.plan.storm_id, slot=slot, launch_id=before) == {"stop": True}
@@ -579,13 +579,13 @@ def test_a_worker_that_dies_before_it_reports_counts_as_a_failed_start_shows_its
     assert row["errors"] == 1
     assert row["last_error"] == f"[__worker] worker on {slot} exited with status 1 before it started: ValueError: bad thing"
     assert "Traceback" in m.op_info(name="t")["errors"][-1]["traceback"]
-    first_wait = topo.slot(slot).retry_at - clock.wall()
-    topo.slot(slot).retry_at = clock.wall() - 1  # the wait is over
+    first_wait = topo.slot(slot).retry_at - clock.now()
+    topo.slot(slot).retry_at = clock.now() - 1  # the wait is over
     m.monitor()
     assert _register(m)["slots"][port]["launch_id"] == topo.launch_ids[slot]
     _exit(m, storm_id, slot, 1, "ValueError: bad thing")
-    assert topo.slot(slot).retry_at - clock.wall() > first_wait  # the wait grows
-    topo.slot(slot).retry_at = clock.wall() - 1
+    assert topo.slot(slot).retry_at - clock.now() > first_wait  # the wait grows
+    topo.slot(slot).retry_at = clock.now() - 1
     _exit(m, storm_id, slot, 1, "ValueError: bad thing")
     assert topo.slot(slot).given_up  # squall.worker.max.launch.attempts: 3
     assert m.op_list()[0]["last_error"].startswith(f"[__master] worker on {slot} failed to start 3 times")
@@ -599,7 +599,7 @@ def test_a_worker_that_started_and_then_died_is_restarted_at_once_and_resets_the
     slot = next(iter(topo.assignment))
     _exit(m, storm_id, slot, 1)
     assert topo.slot(slot).failed_starts == 1
-    topo.slot(slot).retry_at = time.time() - 1
+    topo.slot(slot).retry_at = time.monotonic() - 1
     m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
     reply = _exit(m, storm_id, slot, -9)  # SIGKILLed while it ran
     assert topo.slot(slot).failed_starts == 0
@@ -635,7 +635,7 @@ def test_a_dead_worker_is_told_to_the_others_in_their_heartbeat_replies(conf):
     b_gen = m.op_get_assignment(storm_id=storm_id, slot=b, launch_id=topo.launch_ids[b])["lost_generation"]
     assert "lost" not in beat(b, b_gen)
     # a worker whose heartbeats stop is a death too
-    topo.slot(b).heartbeat = LastBeat(clock.wall() - 5)
+    topo.slot(b).heartbeat = LastBeat(clock.now() - 5)
     m.monitor()
     reply = beat(a, gen)
     assert [n["slot"] for n in reply["lost"]] == [b] and reply["lost_generation"] > gen
@@ -663,10 +663,10 @@ def test_a_worker_that_keeps_crashing_soon_after_it_starts_backs_off_is_never_gi
         m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True,
                        errors=[_crash_report(task=3 + n % 2)])
         reply = _exit(m, storm_id, slot, 1)
-        held = topo.slot(slot).retry_at - time.time()
+        held = topo.slot(slot).retry_at - time.monotonic()
         waits.append(held if held > 0 else 0)
         assert (port in reply["slots"]) == (n == 0)  # only the first crash restarts at once
-        topo.slot(slot).retry_at = time.time() - 1  # the wait is over
+        topo.slot(slot).retry_at = time.monotonic() - 1  # the wait is over
     assert waits[0] == 0 and all(0 < a < b for a, b in zip(waits[1:], waits[2:]))  # it grows
     assert not topo.slot(slot).given_up and topo.slot(slot).failed_starts == 0
     assert _register(m)["slots"][port]["launch_id"] == topo.launch_ids[slot]  # still restarted
@@ -726,7 +726,7 @@ def test_a_worker_that_exits_cleanly_unasked_is_an_error_and_backs_off_like_a_cr
     for _ in range(2):  # again soon after each start: held back, as crashes are
         m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=topo.launch_ids[slot], started=True)
         _exit(m, storm_id, slot, 0)
-    assert port not in _register(m)["slots"] and topo.slot(slot).retry_at > clock.wall()
+    assert port not in _register(m)["slots"] and topo.slot(slot).retry_at > clock.now()
 
 
 def test_identical_errors_count_on_one_record_and_survive_a_restart_of_the_master(conf):
@@ -767,8 +767,8 @@ def test_only_a_worker_that_may_have_held_tuples_is_told_as_lost(conf):
     for _ in range(2):  # b fails to start, before it reported an address
         m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001], exits=[
             {"storm_id": storm_id, "slot": b, "launch_id": topo.launch_ids[b], "status": 3, "started": False}])
-        topo.slot(b).retry_at = clock.wall() - 1
-    topo.slot(b).heartbeat = LastBeat(clock.wall() - 5, starting=True)  # and then a launch that timed out
+        topo.slot(b).retry_at = clock.now() - 1
+    topo.slot(b).heartbeat = LastBeat(clock.now() - 5, starting=True)  # and then a launch that timed out
     m.monitor()
     assert lost_told_to_a() is None
     # b reports its address (peers may send to it now), then dies before it said it started
@@ -866,3 +866,49 @@ def test_a_machine_whose_supervisor_and_workers_fall_silent_loses_its_executors_
     reply = m.op_supervisor_sync(supervisor_id="s1", host="10.0.0.1", ports=[7000],
                                  running=[{"port": 7000, "storm_id": storm_id, "launch_id": launch}])
     assert reply["slots"] == {} and list(topo.assignment) == ["10.0.0.2:7000"]
+
+
+class _SteppedWallClock(SimulatedClock):
+    """Simulated time whose wall clock NTP may step (``step``) while the monotonic one runs on."""
+
+    def __init__(self, start: float) -> None:
+        super().__init__(start)
+        self.offset = 0.0
+
+    def wall(self) -> float:  # type: ignore[override]
+        return self.now() + self.offset
+
+    def step(self, secs: float) -> None:
+        self.offset += secs
+
+
+@pytest.mark.parametrize("step", [3600.0, -3600.0])
+def test_a_step_of_the_wall_clock_neither_restarts_live_workers_nor_keeps_silent_ones(conf, step):
+    """Timeouts run on the master's monotonic clock: an hour's step of the wall clock (NTP, a
+    VM resumed) must not take every supervisor and worker that beat a second ago for silent
+    (forward), nor hide for an hour a worker that really fell silent (backward)."""
+    clock = _SteppedWallClock(1000.0)
+    m = served(conf, clock=clock)
+    m.op_supervisor_sync(supervisor_id="s1", host="10.0.0.1", ports=[7000, 7001])
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    topo = m.topologies["t"]
+    slots = sorted(topo.assignment)
+    launches = dict(topo.launch_ids)
+    for slot in slots:
+        m.op_get_assignment(storm_id=storm_id, slot=slot, address=f"tcp://{slot}", launch_id=launches[slot],
+                            want_plan=False)
+        m.op_heartbeat(storm_id=storm_id, slot=slot, launch_id=launches[slot], lost_generation=0, started=True)
+    clock.advance(0.5)
+    clock.step(step)
+    m.monitor()  # the master's next tick: every beat came half a second ago
+    assert set(m.supervisors) == {"s1"}
+    assert sorted(topo.assignment) == slots and topo.launch_ids == launches  # nothing restarted or moved
+    # the first worker falls silent, its supervisor syncs on: restarted after nimbus.task.timeout.secs (1 s)
+    for _ in range(3):
+        clock.advance(0.6)
+        m.op_supervisor_sync(supervisor_id="s1", host="10.0.0.1", ports=[7000, 7001])
+        m.op_heartbeat(storm_id=storm_id, slot=slots[1], launch_id=launches[slots[1]], lost_generation=0,
+                       started=True)
+        m.monitor()
+    assert topo.launch_ids[slots[0]] == launches[slots[0]] + 1
+    assert topo.launch_ids[slots[1]] == launches[slots[1]]

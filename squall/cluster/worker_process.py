@@ -1,5 +1,5 @@
 """A worker process of the process host: runs one slot's executors of one topology
-(``python -m squall.worker``, whose ``__main__`` calls `main`).
+(``python -m squall.worker``, whose ``__main__`` calls `entry`).
 
 Started by its supervisor, it dies with it (``PR_SET_PDEATHSIG``, set by the supervisor before
 exec). It fetches its assignment from the master, builds the engine's `Worker` with a
@@ -18,11 +18,14 @@ the leading master (`seeds`), the log files (`logs`), the state home and the DRP
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
+import os
 import signal
+import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .._config import Config, conf_value
 from .._secret import load_or_create_secret
@@ -37,6 +40,9 @@ from .logs import install_worker_logging
 from .seeds import NimbusAddress, master_link
 
 log = logging.getLogger("squall.worker")
+
+# How long the ``atexit`` functions of an ending worker may take (`exit_process`)
+ATEXIT_SECS = 5.0
 
 
 def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any],
@@ -82,3 +88,44 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop: close/cleanup run
     return run(args.master, args.storm_id, args.slot, args.launch_id, conf, stop)
+
+
+def exit_process(status: int) -> NoReturn:
+    """End this worker process now with ``status``, as Storm's worker ends (``Utils.exitProcess``:
+    the shutdown hooks run, and threads that user code left running do not hold the exit).
+    ``sys.exit`` would first wait for every thread that is not a daemon: a bolt's
+    ``ThreadPoolExecutor`` with a call that never returns, or a thread started with
+    ``daemon=False``, kept a crashed worker alive (and its slot's restart waiting) until the
+    master's heartbeat timeout, and a stopped one until its supervisor's SIGKILL. The ``atexit``
+    functions run first (for `ATEXIT_SECS` at most), then the logs and standard streams are
+    flushed."""
+    try:
+        hooks = threading.Thread(target=atexit._run_exitfuncs, name="squall-worker-atexit", daemon=True)
+        hooks.start()
+        hooks.join(ATEXIT_SECS)
+        if hooks.is_alive():
+            log.warning("the atexit functions did not end within %g s; exiting without them", ATEXIT_SECS)
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # closed, or its reader gone: nothing more to say
+                pass
+    finally:
+        os._exit(status)
+
+
+def entry(argv: list[str] | None = None) -> NoReturn:
+    """``python -m squall.worker``: `main`, then `exit_process` with its status (a status of
+    its own for an exception that escaped it, whose traceback goes to stderr)."""
+    try:
+        status = main(argv)
+    except SystemExit as e:  # argparse's, on bad arguments: it said why
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 (printed: the worker exits with it, as an uncaught exception would)
+        import traceback
+        traceback.print_exc()
+        status = 1
+    exit_process(status)

@@ -254,3 +254,31 @@ def kill_a_worker_without(client, name, component):
     victim = next(w for w in info["workers"] if int(w["slot"].rsplit(":", 1)[1]) not in ports)
     os.kill(victim["pid"], signal.SIGKILL)
     return victim
+
+
+class CrashesOnceLeavingAThread(BasicBolt):
+    """A bolt whose ``prepare`` leaves a call that never returns in a ``ThreadPoolExecutor``
+    (whose threads the interpreter joins at exit), and which crashes its worker once, on id
+    ``crash_on`` (the first time only: a file under ``test.out.dir`` remembers it). Run with
+    ``topology.bolt.fail.fast``."""
+
+    def __init__(self, crash_on):
+        self.crash_on = crash_on
+
+    def prepare(self, conf, context):
+        import concurrent.futures
+        import threading
+        super().prepare(conf, context)
+        self.marker = Path(conf["test.out.dir"]) / "crashed"
+        self.pool = concurrent.futures.ThreadPoolExecutor(1)
+        self.pool.submit(threading.Event().wait)  # a call that never returns (a hung request, say)
+
+    def execute(self, tup, collector):
+        if tup[0] == self.crash_on and not self.marker.exists():
+            self.marker.write_text(str(os.getpid()))
+            raise RuntimeError(f"crashing on {tup[0]}")
+
+
+def acked_lines(out: Path) -> list[int]:
+    """Every ack `DurableSpout` recorded under ``out``, repeats included."""
+    return [int(line) for f in out.glob("acked-*.txt") for line in f.read_text().split()]

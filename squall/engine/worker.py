@@ -13,10 +13,14 @@ transport's sender.
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
+from types import FrameType
 from typing import Any
 
 import cloudpickle
@@ -36,6 +40,28 @@ from .loop import Backpressure, ExecutorLoop, TopologyActivation
 from .plan import ExecutorSpec, TopologyPlan
 from .spout_executor import SpoutExecutor
 from .transport import Transport
+
+# The engine's own code, which calls the components' (theirs includes squall's components:
+# connectors, windowed and stateful bolts' wrappers, Trident's bolts, squall.testing's)
+_ENGINE_FILES = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
+                 os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_native.py"))
+
+
+def _user_entry(frame: FrameType | None) -> FrameType | None:
+    """The outermost frame of the component code a loop's thread is in (``frame``: its
+    innermost): the engine's call into it (``execute``, say); None if it is in the engine's own."""
+    entry = None
+    while frame is not None and not frame.f_code.co_filename.startswith(_ENGINE_FILES):
+        entry, frame = frame, frame.f_back
+    return entry
+
+
+def _on_stack(entry: FrameType, frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame is entry:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def component_blobs(plan: TopologyPlan) -> dict[str, bytes]:
@@ -93,6 +119,8 @@ class Worker:
         self.crashed: ErrorRecord | None = None
         self._last_calls: dict[ExecutorLoop, tuple[int, float]] = {}  # the watchdog's (find_stalls)
         self._warned: dict[ExecutorLoop, int] = {}  # the stalled call each loop was warned of
+        # per loop, the user call it is in (its entry frame), since when, and whether it was reported
+        self._user_calls: dict[ExecutorLoop, list[Any]] = {}
         self._splits = 0
         self._loops_lock = threading.Lock()
         self._stopped = False
@@ -351,6 +379,46 @@ class Worker:
                             "topology.executor.blocking.move: false)",
                             self.port, blocked.component, threshold, kept)
         return moved
+
+    def report_stuck(self, now: float, after: float) -> list[str]:
+        """Tell the user of each call into user code that has not returned for over ``after``
+        seconds (the topology's message timeout: the tuples its task holds fail meanwhile):
+        a warning in the worker's log and an error of the topology (``squall list``, the UI),
+        naming the component and task, with the stack the call is stuck in. Once per call.
+
+        Called periodically by the host (the watchdog), as `find_stalls`. A call is the same
+        while the first frame of user code the loop's thread was seen in (``execute``,
+        ``next_tuple``, ``prepare`` ...) is on its stack: a bolt slow on each of many inputs
+        makes a new frame per input, and is not stuck. Returns the components reported."""
+        frames = sys._current_frames()
+        reported = []
+        for lp in list(self.loops):
+            ex, thread = lp.current, lp.thread
+            frame = frames.get(thread.ident) if ex is not None and thread is not None and thread.ident else None
+            entry = _user_entry(frame)
+            seen = self._user_calls.get(lp)
+            if entry is None:
+                self._user_calls.pop(lp, None)
+                continue
+            if seen is None or not _on_stack(seen[0], frame):
+                self._user_calls[lp] = [entry, now, False]
+                continue
+            if seen[2] or now - seen[1] < after:
+                continue
+            seen[2] = True
+            assert ex is not None  # (else no frame was read)
+            task, component = ex.current_task, ex.component
+            stack = "".join(traceback.format_stack(frame))
+            # the same words each time (`add_error` counts repeats of a component that keeps sticking)
+            text = (f"[{component}] task {task} has been in one call of its user code ({seen[0].f_code.co_name}) "
+                    f"for over {after:g} s (topology.message.timeout.secs): stuck? The tuples it holds time out "
+                    f"and are replayed meanwhile")
+            log.warning("worker %s: %s; it is in:\n%s", self.port, text, stack)
+            record = error_record(component, task, text, self.port)
+            record.traceback = stack
+            self._report_error(record)
+            reported.append(component)
+        return reported
 
     def _may_move(self, ex: Executor) -> bool:
         """Whether the watchdog may move ``ex`` to another thread (its component's

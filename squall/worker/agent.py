@@ -256,6 +256,7 @@ class WorkerAgent:
         freq = float(conf_value(self.conf, Config.WORKER_HEARTBEAT_FREQUENCY_SECS))
         stall_after = float(conf_value(plan.conf, Config.TOPOLOGY_EXECUTOR_BLOCKING_WARN_MILLIS)) / 1000.0
         stall_tick = max(MIN_STALL_TICK_SECS, min(STALL_TICK_SECS, stall_after / 2))
+        stuck_after = float(conf_value(plan.conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
         status = 0
         next_beat = 0.0  # the first beat at once: the master activates the topology once all have beaten
         try:
@@ -269,6 +270,7 @@ class WorkerAgent:
                 elif self.stop_event.is_set() or self._told_stop:
                     return 0
                 worker.find_stalls(time.monotonic(), stall_after)  # moves a blocking component off the shared loop
+                worker.report_stuck(time.monotonic(), stuck_after)  # names a call that does not return
                 if not (status or woken or time.monotonic() >= next_beat):
                     continue
                 self.beat()

@@ -12,8 +12,8 @@ from squall import Config, Fields, TopologyBuilder
 from squall.testing import AckFailMapTracker, FeederSpout
 
 from ..conftest import wait_until
-from .components import (AckBolt, BlockingBolt, Gate, PrepareRecordingBolt, Recorder, SlowPrepareBolt, SqliteBolt,
-                         TestPlannerBolt, TestPlannerSpout, ThreadRecordingSpout)
+from .components import (AckBolt, BlockingBolt, Gate, PrepareRecordingBolt, Recorder, SlowAckBolt, SlowPrepareBolt,
+                         SqliteBolt, TestPlannerBolt, TestPlannerSpout, ThreadRecordingSpout)
 from .conftest import wait_idle
 
 
@@ -230,3 +230,61 @@ def test_a_moved_spout_runs_its_calls_one_at_a_time_on_one_thread_then_on_the_ne
     assert spout_recorder.count("overlap") == 0
     threads = [e[1] for e in spout_recorder.events("thread")]
     assert len(threads) == 2 and threads[0] != threads[1]
+
+
+def _stuck_errors(cluster, name):
+    return [e for e in cluster.get_topology_info(name)["errors"] if "has been in one call of its user code" in e["error"]]
+
+
+def test_a_call_stuck_in_user_code_past_the_message_timeout_is_reported_naming_its_component_and_task(cluster, caplog):
+    """A bolt on its own thread blocks in execute (no other executor shares its loop, so the
+    watchdog has nothing to move and said nothing). Past the message timeout, the user is told
+    which component and task, and where it is stuck: a warning in the worker's log and an error
+    of the topology with the stack; every tuple it held fails meanwhile, and it goes on once it
+    returns."""
+    caplog.set_level(logging.WARNING, logger="squall")
+    gate, recorder = Gate(), Recorder()
+    feeder = FeederSpout(Fields("x"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    builder = TopologyBuilder()
+    builder.set_spout("feed", feeder)
+    builder.set_bolt("blocking", BlockingBolt(gate, recorder)).shuffle_grouping("feed").set_own_thread()
+    conf = Config()
+    conf.set_message_timeout_secs(2)
+    cluster.submit_topology("stuck", conf, builder.create_topology())
+    [task] = cluster.get_topology_info("stuck")["components"]["blocking"]["task_stats"]
+    try:
+        for i in range(5):
+            feeder.feed([i], i)
+        assert wait_until(lambda: recorder.count("start") == 1)
+        assert wait_until(lambda: _stuck_errors(cluster, "stuck"), 8), "no error named the stuck bolt"
+        [error] = _stuck_errors(cluster, "stuck")
+        assert error["component"] == "blocking" and error["task"] == task, error
+        assert "(execute)" in error["error"] and "in execute" in error["traceback"], error
+        assert any("[blocking] task" in r.getMessage() and "gate.wait" in r.getMessage() for r in caplog.records)
+        assert wait_until(lambda: all(tracker.is_failed(i) for i in range(5)), 6)  # each record fails back
+        assert recorder.count("end") == 0  # still stuck all along
+    finally:
+        gate.open()
+    feeder.feed(["after"], "after")
+    assert wait_until(lambda: tracker.is_acked("after"))
+    assert len(_stuck_errors(cluster, "stuck")) == 1  # once per stuck call
+
+
+def test_a_bolt_slow_on_each_of_many_inputs_is_not_reported_as_stuck(cluster):
+    """0.3 s per input, 12 inputs queued: one drain of its inbox lasts longer than the 2 s
+    message timeout, but each input is a call of its own that returns: not stuck."""
+    feeder = FeederSpout(Fields("x"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    builder = TopologyBuilder()
+    builder.set_spout("feed", feeder)
+    builder.set_bolt("slow", SlowAckBolt(0.3)).shuffle_grouping("feed").set_own_thread()
+    conf = Config()
+    conf.set_message_timeout_secs(2)
+    cluster.submit_topology("slow", conf, builder.create_topology())
+    for i in range(12):
+        feeder.feed([i], i)
+    assert wait_until(lambda: all(tracker.is_acked(i) or tracker.is_failed(i) for i in range(12)), 20)
+    assert _stuck_errors(cluster, "slow") == []

@@ -45,12 +45,25 @@ log = logging.getLogger("squall.worker")
 ATEXIT_SECS = 5.0
 
 
+def anchored(conf: dict[str, Any]) -> dict[str, Any]:
+    """``conf`` with ``storm.local.dir`` and ``storm.log.dir`` made absolute, from the directory
+    the worker started in (its supervisor's). User code may change the working directory
+    (``os.chdir`` in a ``prepare``): what the worker writes after, its stateful bolts'
+    checkpoints above all, must stay where the next launch of the worker will look."""
+    out = dict(conf)
+    for key in (Config.STORM_LOCAL_DIR, Config.STORM_LOG_DIR):
+        if out.get(key):
+            out[key] = os.path.abspath(out[key])
+    return out
+
+
 def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any],
         stop: threading.Event | None = None, bind: str | None = None) -> int:
     """Run the worker until the master says stop, ``stop`` is set (SIGTERM from the supervisor)
     or user code crashes; return the exit status. The worker receives on ``bind`` (default
     the slot's own ``tcp://host:port``; port 0 picks a free one) and reports that address to
     the master, which hands every worker the addresses of its peers."""
+    conf = anchored(conf)
     mhost, mport = master.rsplit(":", 1)
     secret = load_or_create_secret(conf)
     remember_cluster(conf, secret)  # how this worker's DRPC spouts and return bolts reach drpc.servers
@@ -83,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {args.slot} %(levelname)s %(message)s")
     from .._config import cluster_conf  # the cluster's settings: defaults, squall.yaml, --conf
-    conf = cluster_conf(None, args.conf)
+    conf = anchored(cluster_conf(None, args.conf))
     install_worker_logging(conf, args.storm_id, args.slot)  # <storm.log.dir>/workers-artifacts/ID/PORT/worker.log
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop: close/cleanup run

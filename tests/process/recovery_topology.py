@@ -282,3 +282,17 @@ class CrashesOnceLeavingAThread(BasicBolt):
 def acked_lines(out: Path) -> list[int]:
     """Every ack `DurableSpout` recorded under ``out``, repeats included."""
     return [int(line) for f in out.glob("acked-*.txt") for line in f.read_text().split()]
+
+
+class Wanderer(BasicBolt):
+    """Changes its worker's working directory in ``prepare`` (to ``elsewhere`` under
+    ``test.out.dir``), as some libraries and scripts do; consumes."""
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        elsewhere = Path(conf["test.out.dir"]) / "elsewhere"
+        elsewhere.mkdir(exist_ok=True)
+        os.chdir(elsewhere)
+
+    def execute(self, tup, collector):
+        pass

@@ -1,11 +1,14 @@
 """User code that misbehaves on the process host: the worker it runs in must still end, and be
 restarted, as Storm's would be."""
 
+import uuid
+from pathlib import Path
+
 from squall import TopologyBuilder
 
 from ..conftest import wait_until
 from .conftest import Cluster
-from .recovery_topology import CrashesOnceLeavingAThread, DurableSpout, acked, acked_lines, pid_exists
+from .recovery_topology import CrashesOnceLeavingAThread, DurableSpout, Wanderer, acked, acked_lines, pid_exists
 from .semantics_topology import topology_conf
 
 N = 200
@@ -35,5 +38,39 @@ def test_a_crashed_worker_whose_bolt_left_a_thread_running_exits_and_loses_nothi
             assert sorted(acked_lines(out)) == list(range(N))  # each id acked once at its spout
             errors = m.get_topology_info("t")["errors"]
             assert any(e["component"] == "crash" and "crashing on 100" in e["error"] for e in errors), errors
+    finally:
+        c.stop()
+
+
+def test_a_bolt_that_changes_the_working_directory_leaves_the_workers_state_where_it_was(tmp_path, monkeypatch):
+    """storm.local.dir relative (its default, "storm-local", is): a bolt's os.chdir in prepare
+    must not send its worker's stateful bolts' checkpoints under the new directory, where the
+    next launch of the worker (started in the supervisor's directory) would not find them."""
+    from ..state.counting import CountIds, Pass, ReplayingSpout, committed_counts
+
+    monkeypatch.chdir(tmp_path)  # the master, its supervisor and their workers start here
+    local = f"storm-local-{uuid.uuid4().hex[:8]}"  # relative; unique in the processes' command lines
+    c = Cluster(tmp_path, **{"storm.local.dir": local})
+    c.dir = Path(local)  # how its processes' command lines name it
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        b = TopologyBuilder()
+        b.set_spout("source", ReplayingSpout(N))
+        b.set_bolt("wander", Wanderer()).shuffle_grouping("source")
+        b.set_bolt("work", Pass()).shuffle_grouping("source")
+        b.set_bolt("count", CountIds(), 2).fields_grouping("work", ["id"])
+        secret = None
+        with c.client() as m:
+            m.submit_topology("t", topology_conf(out, workers=1, **{"topology.state.checkpoint.interval.ms": 200}),
+                              b.create_topology())
+            assert wait_until(lambda: acked(out) >= set(range(N)), 60), \
+                f"not acked: {sorted(set(range(N)) - acked(out))[:20]}"
+            assert (out / "elsewhere").is_dir()  # the bolt did move its worker
+            secret = (tmp_path / local / "secret").read_bytes().strip()
+            state = tmp_path / local / "state"
+            assert wait_until(lambda: set(committed_counts(state, secret, "t")) >= set(range(N)), 30), \
+                f"the state is not under {state}: {sorted(p.relative_to(out) for p in out.rglob('ns-*'))}"
+            m.kill_topology("t", wait_secs=0)
     finally:
         c.stop()

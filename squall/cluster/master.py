@@ -1482,6 +1482,7 @@ class Master:
                 elif now - last > limit:
                     log.warning("worker %s of %s missed heartbeats for %.0f s: restarting it",
                                 slot, topo.plan.name, now - last)
+                    add_error(topo.errors, _silent_error(topo, slot, hb.starting, limit, wall))
                     topo.relaunch(slot, wall, now)
                     changed = True
         if dead_nodes:
@@ -1549,6 +1550,21 @@ def _wait(topo: _Topo, wait_secs: Any) -> float:
 def _error(component: str, task: int, text: str, now: float, traceback: str = "") -> ErrorRecord:
     """An error the master itself records, at wall time ``now``."""
     return ErrorRecord(component, task, now, text, traceback)
+
+
+def _silent_error(topo: _Topo, slot: str, starting: bool, limit: float, wall: float) -> ErrorRecord:
+    """The error of a worker restarted because it fell silent (``starting``: it never beat):
+    which components it ran, and where to look (Storm's Nimbus only logs it). A worker whose
+    user code holds the interpreter (a long call into C, a busy loop in an extension) stops
+    beating: the process host's worker then wrote every thread's stack to its output."""
+    components = sorted({topo.plan.executors[i].component for i in topo.assignment.get(slot, ())})
+    what = (f"did not report within nimbus.task.launch.secs ({limit:g} s)" if starting
+            else f"missed heartbeats for nimbus.task.timeout.secs ({limit:g} s)")
+    rec = _error("__master", -1, f"worker on {slot} (components {', '.join(components)}) {what}: restarted it "
+                                 f"(user code holding the interpreter? its output, worker-<port>.log of its supervisor, "
+                                 f"has the threads' stacks)", wall)
+    rec.host, rec.worker = _slot_address(slot)
+    return rec
 
 
 def _worker_info(slot: str, state: SlotState, executors: list[ExecutorSpec]) -> dict[str, Any]:

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import faulthandler
 import logging
 import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -100,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     install_worker_logging(conf, args.storm_id, args.slot)  # <storm.log.dir>/workers-artifacts/ID/PORT/worker.log
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop: close/cleanup run
+    # half the master's patience: the stacks are written before it restarts the worker
+    watch_the_interpreter(float(conf_value(conf, Config.NIMBUS_TASK_TIMEOUT_SECS)) / 2)
     return run(args.master, args.storm_id, args.slot, args.launch_id, conf, stop)
 
 
@@ -126,6 +130,20 @@ def exit_process(status: int) -> NoReturn:
                 pass
     finally:
         os._exit(status)
+
+
+def watch_the_interpreter(stall_secs: float) -> None:
+    """When no thread of this process can run Python for ``stall_secs`` (user code holding the
+    interpreter: a long call into C that keeps the GIL, a busy loop in an extension), write
+    every thread's stack to stderr (the worker's output, which its supervisor keeps in
+    ``worker-<port>.log``), once per stall: the worker's heartbeats stop then too, and the
+    master restarts it without knowing which component held it (Storm's answer is a jstack).
+    A daemon thread re-arms `faulthandler`'s timer, whose own C thread needs no GIL."""
+    def rearm() -> None:
+        while True:
+            faulthandler.dump_traceback_later(stall_secs, repeat=False, file=sys.stderr)
+            time.sleep(min(1.0, stall_secs / 4))
+    threading.Thread(target=rearm, name="squall-worker-stall-watch", daemon=True).start()
 
 
 def entry(argv: list[str] | None = None) -> NoReturn:

@@ -78,6 +78,10 @@ def test_a_silent_worker_gets_a_new_launch_id(conf):
     topo.slot(slot).heartbeat = LastBeat(clock.now() - 5)  # it reported once, then stopped
     m.monitor()
     assert topo.launch_ids[slot] == before + 1
+    # the user is told, with the components the worker ran (Storm's Nimbus only logs it)
+    [error] = [e for e in m.op_info(name="t")["errors"] if "missed heartbeats" in e["error"]]
+    assert error["component"] == "__master" and slot in error["error"], error
+    assert "feed" in error["error"] and "sink" in error["error"], error
     assert m.op_heartbeat(storm_id=topo.plan.storm_id, slot=slot, launch_id=before) == {"stop": True}
 
 

@@ -296,3 +296,22 @@ class Wanderer(BasicBolt):
 
     def execute(self, tup, collector):
         pass
+
+
+class HogsTheInterpreterOnce(BasicBolt):
+    """On id ``hog_on``, the first time only (a file under ``test.out.dir`` remembers it), calls
+    into C for ever without letting go of the GIL (a regular expression that backtracks without
+    end): no thread of its worker runs Python again, heartbeats included."""
+
+    def __init__(self, hog_on):
+        self.hog_on = hog_on
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        self.marker = Path(conf["test.out.dir"]) / "hogged"
+
+    def execute(self, tup, collector):
+        if tup[0] == self.hog_on and not self.marker.exists():
+            import re
+            self.marker.write_text(str(os.getpid()))
+            re.match(r"(a+)+$", "a" * 64 + "b")

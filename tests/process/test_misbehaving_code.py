@@ -8,7 +8,8 @@ from squall import TopologyBuilder
 
 from ..conftest import wait_until
 from .conftest import Cluster
-from .recovery_topology import CrashesOnceLeavingAThread, DurableSpout, Wanderer, acked, acked_lines, pid_exists
+from .recovery_topology import (CrashesOnceLeavingAThread, DurableSpout, HogsTheInterpreterOnce, Wanderer, acked,
+                                acked_lines, pid_exists)
 from .semantics_topology import topology_conf
 
 N = 200
@@ -72,5 +73,34 @@ def test_a_bolt_that_changes_the_working_directory_leaves_the_workers_state_wher
             assert wait_until(lambda: set(committed_counts(state, secret, "t")) >= set(range(N)), 30), \
                 f"the state is not under {state}: {sorted(p.relative_to(out) for p in out.rglob('ns-*'))}"
             m.kill_topology("t", wait_secs=0)
+    finally:
+        c.stop()
+
+
+def test_a_worker_whose_bolt_holds_the_interpreter_is_restarted_and_the_user_is_shown_where(tmp_path):
+    """A bolt's call into C never lets go of the GIL: its worker's heartbeats stop, the master
+    restarts it after nimbus.task.timeout.secs (5 s here) and says so in the topology's errors,
+    naming the worker's components, and the worker wrote its threads' stacks to its output
+    before, the bolt's execute among them (Storm's equivalent: a jstack). Every id is acked, once."""
+    c = Cluster(tmp_path, **{"nimbus.task.timeout.secs": 5})
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        b = TopologyBuilder()
+        b.set_spout("source", DurableSpout(N))
+        b.set_bolt("hog", HogsTheInterpreterOnce(N // 2)).shuffle_grouping("source")
+        with c.client() as m:
+            m.submit_topology("t", topology_conf(out, workers=1, **{"topology.message.timeout.secs": 10}),
+                              b.create_topology())
+            assert wait_until(lambda: (out / "hogged").exists(), 60), "the bolt did not start hogging"
+            hog = int((out / "hogged").read_text())
+            assert wait_until(lambda: not pid_exists(hog), 30), "the hogging worker was not stopped"
+            assert wait_until(lambda: acked(out) >= set(range(N)), 60), \
+                f"not acked: {sorted(set(range(N)) - acked(out))[:20]}"
+            assert sorted(acked_lines(out)) == list(range(N))  # each id acked once at its spout
+            errors = [e for e in m.get_topology_info("t")["errors"] if "missed heartbeats" in e["error"]]
+            assert errors and "hog" in errors[0]["error"] and "source" in errors[0]["error"], errors
+        output = "".join(p.read_text(errors="replace") for p in (c.dir / "supervisor").glob("worker-*.log"))
+        assert "Timeout (0:00:02.500000)!" in output and "in execute" in output, output[-3000:]
     finally:
         c.stop()

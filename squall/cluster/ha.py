@@ -192,6 +192,38 @@ class NimbusSummary:
         return NimbusAddress(self.host, self.port)
 
 
+_REQUESTS = frozenset({"get", "set", "create", "delete", "exists", "get_children", "ensure_path", "get_acls",
+                       "set_acls"})
+"""The kazoo calls that send requests and wait for their answers (`_FailFast` guards them)."""
+
+
+class _FailFast:
+    """A `KazooClient` whose requests (`_REQUESTS`) raise kazoo's ``ConnectionLoss`` at once,
+    naming the servers, while the session is not connected (``connected`` clear), instead of
+    waiting in kazoo's queue until ZooKeeper answers again. The master makes them on its
+    server's event loop: one made while ZooKeeper was down (the leader's second, in flight when
+    the connection dropped) stopped the master answering anyone, workers and supervisors
+    included, and from saying it had lost the lead, for as long as ZooKeeper stayed away.
+    Everything else (listeners, recipes, ``start``, ``stop``) is the client's own."""
+
+    def __init__(self, client: Any, connected: threading.Event, hosts: str) -> None:
+        self._client = client
+        self._connected = connected
+        self._hosts = hosts
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if name not in _REQUESTS:
+            return attr
+
+        def request(*args: Any, **kwargs: Any) -> Any:
+            if not (self._connected.is_set() and self._client.connected):
+                from kazoo.exceptions import ConnectionLoss
+                raise ConnectionLoss(f"not connected to ZooKeeper at {self._hosts} (kazoo reconnects meanwhile)")
+            return attr(*args, **kwargs)
+        return request
+
+
 class Coordinator:
     """One master's ZooKeeper session: its election entry, its summary, the cluster state it
     writes as leader or reads as follower, and the code it holds. See the module docstring.
@@ -218,11 +250,13 @@ class Coordinator:
         interval = float(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_INTERVAL)) / 1000.0
         self.credential = ZooKeeperCredential.of(secret)
         self.acl = self.credential.acl()
-        self.zk = KazooClient(hosts=self.hosts, timeout=session,
-                              connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": interval},
-                              command_retry={"max_tries": tries, "delay": 0.1, "max_delay": interval},
-                              auth_data=[self.credential.auth], default_acl=[self.acl], logger=_kazoo_logger())
         self._connected = threading.Event()
+        self.zk = _FailFast(KazooClient(hosts=self.hosts, timeout=session,
+                                        connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": interval},
+                                        command_retry={"max_tries": tries, "delay": 0.1, "max_delay": interval},
+                                        auth_data=[self.credential.auth], default_acl=[self.acl],
+                                        logger=_kazoo_logger()),
+                            self._connected, str(self.hosts))
         self._written: dict[str, _Written] = {}  # path -> what we last wrote there
         self._watched: set[str] = set()  # nodes we wrote that a watch of ours is on
         self._touched: set[str] = set()  # nodes whose watch fired: changed, by us or someone else

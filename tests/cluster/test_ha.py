@@ -19,6 +19,7 @@ from squall.cluster.seeds import LeaderLink, NimbusAddress, parse_seed
 from squall.cluster.server import MasterServer
 from squall.ui.storm_json import topology_summary
 from squall._errors import RemoteError, RpcError
+from squall._wire import Client
 
 from ..conftest import wait_until
 from ..ports import free_ports
@@ -492,6 +493,50 @@ def test_no_leader_is_named_while_zookeeper_is_unreachable(own_zookeeper, tmp_pa
     server.start()
     assert wait_until(lambda: a.master.ha.connected and b.master.ha.connected and a.master.op_get_leader() is not None
                       and a.master.op_get_leader() == b.master.op_get_leader(), 30)
+
+
+def test_a_leader_asks_zookeeper_nothing_while_it_is_gone(own_zookeeper, tmp_path, running):
+    """The leader's second (`Election.monitor`: the state written again, the code held) asked
+    ZooKeeper while the connection was down; kazoo queued the request until ZooKeeper answered
+    again, and as the master runs it on its server's event loop, the leader answered no one
+    (clients, supervisors, workers' heartbeats and Trident state) and never said it had lost the
+    lead, for the whole outage. Now a request fails at once, naming the servers, and the master
+    keeps answering: that it cannot reach ZooKeeper. A client's call that reads ZooKeeper
+    (``cluster_info``, which ``squall list`` and the UI make) stopped any master the same way."""
+    server = own_zookeeper
+    conf = cluster_conf({"squall.secret": SECRET, "storm.zookeeper.servers": [server.address],
+                         "storm.zookeeper.session.timeout": 2000, "storm.zookeeper.connection.timeout": 30000,
+                         "storm.local.dir": str(tmp_path / "a"), "nimbus.thrift.port": 0})
+    a = running(conf)
+    assert wait_until(lambda: a.master.leading, 10)
+    with _client(a, **{"storm.nimbus.retry.times": 0}) as m:
+        m.submit_topology("t", {}, recovery_topology(10), "INACTIVE")
+    server.stop()
+    assert wait_until(lambda: not a.master.ha.connected, 20)
+    second = threading.Thread(target=a.master.election.monitor, args=(0.0,), daemon=True)
+    second.start()  # as the server's loop runs it, from a tick that began before the drop
+    second.join(5)
+    try:
+        assert not second.is_alive(), "the leader's second waits for ZooKeeper to come back"
+        from kazoo.exceptions import ConnectionLoss
+        with pytest.raises(ConnectionLoss, match="not connected to ZooKeeper at 127.0.0.1"):
+            a.master.ha.read(a.master.ha.path("counter"))
+        c = Client("127.0.0.1", a.master.port, SECRET.encode(), timeout=5)
+        try:
+            with pytest.raises(RemoteError, match="cannot reach ZooKeeper"):
+                c.call("get_leader")
+            # squall list and the UI's cluster summary (the masters' list is read from ZooKeeper):
+            # an error naming it, not a master that waits for ZooKeeper and answers no one
+            with pytest.raises(RemoteError, match="not connected to ZooKeeper at 127.0.0.1"):
+                c.call("cluster_info")
+            with pytest.raises(RemoteError, match="cannot reach ZooKeeper"):
+                c.call("get_leader")
+        finally:
+            c.close()
+    finally:
+        server.start()
+        second.join(30)
+    assert wait_until(lambda: a.master.ha.connected and a.master.leading, 30)
 
 
 @pytest.fixture

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import base64
 import builtins
+import contextlib
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from .._errors import NotLeaderException
 from .._nimbus import TxWrite
 from .._private import Kept, fsync_dir, private_dir, write_private
 from .._transactional import (
@@ -143,9 +145,30 @@ class FileStore:
             return []
 
 
+@contextlib.contextmanager
+def _reaching(what: str, topology: str, key: str) -> Iterator[None]:
+    """Kazoo's errors of a lost connection or session, raised by ``what`` of ``key``, as the
+    `NotLeaderException` a master cut off from ZooKeeper answers: the worker's link then looks
+    for the leader and sends its call again (`squall._transactional.MasterBackend` retries as
+    ``storm.zookeeper.retry.times`` says, as Storm's coordinator's ZooKeeper client does),
+    instead of its coordinator stopping on a ``RemoteError`` with no message (kazoo's
+    ``ConnectionLoss`` has none). Every transactional operation may be sent again."""
+    from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, OperationTimeoutError, SessionExpiredError
+    from kazoo.handlers.threading import KazooTimeoutError
+    try:
+        yield
+    except (ConnectionLoss, SessionExpiredError, ConnectionClosedError, OperationTimeoutError,
+            KazooTimeoutError) as e:
+        cause = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        raise NotLeaderException(
+            f"not a leader now: this master lost its ZooKeeper connection during the {what} of key {key!r} of "
+            f"topology {topology!r}'s transactional state ({cause}); ask the leader again") from None
+
+
 class ZooKeeperStore:
     """A `squall._transactional.TransactionalBackend` in ZooKeeper, through the master's
-    `squall.cluster.ha.Coordinator` (sealed nodes, the cluster's ACL); see the module docstring."""
+    `squall.cluster.ha.Coordinator` (sealed nodes, the cluster's ACL); see the module docstring.
+    A lost connection or session is a `NotLeaderException` (`_reaching`)."""
 
     def __init__(self, coordinator: Any) -> None:
         self.zk = coordinator
@@ -159,7 +182,8 @@ class ZooKeeperStore:
         reads as none (`Coordinator.read` warns, naming it)."""
         path = self._path(topology, check_key(key))
         try:
-            value = self.zk.read(path, strict=True)
+            with _reaching("read", topology, key):
+                value = self.zk.read(path, strict=True)
         except NodeRefused as e:
             raise TransactionalStateError(f"{e}; {_AFRESH}") from None
         if value is None:
@@ -172,18 +196,22 @@ class ZooKeeperStore:
         """See `TransactionalBackend.put`."""
         blob = check_value(check_key(key), blob)
         path = self._path(topology, key)
-        if self.zk.zk.exists(path) is None and len(self.zk.children(self._path(topology))) >= MAX_KEYS:
-            raise TransactionalStateError(too_many_keys(topology, key, MAX_KEYS))
-        self.zk.write(path, {"value": base64.b64encode(blob).decode()})
+        with _reaching("write", topology, key):
+            if self.zk.zk.exists(path) is None and len(self.zk.children(self._path(topology))) >= MAX_KEYS:
+                raise TransactionalStateError(too_many_keys(topology, key, MAX_KEYS))
+            self.zk.write(path, {"value": base64.b64encode(blob).decode()})
 
     def delete(self, topology: str, key: str, prefix: bool = False) -> None:
         """See `TransactionalBackend.delete`."""
         for k in (under(self.list(topology), key) if prefix else [check_key(key)]):
-            self.zk.delete(self._path(topology, k))
+            with _reaching("delete", topology, k):
+                self.zk.delete(self._path(topology, k))
 
     def list(self, topology: str, prefix: str = "") -> builtins.list[str]:  # `list` is this method here
         """See `TransactionalBackend.list`."""
-        return starting((name_to_key(n) for n in self.zk.children(self._path(topology))), check_prefix(prefix))
+        with _reaching("listing", topology, prefix):
+            names = self.zk.children(self._path(topology))
+        return starting((name_to_key(n) for n in names), check_prefix(prefix))
 
     def write(self, topology: str, writes: Sequence[TxWrite]) -> None:
         """See `TransactionalBackend.write`: each key as its own put or delete, in order."""

@@ -586,6 +586,37 @@ def test_a_kill_the_leader_cannot_write_to_zookeeper_fails_rather_than_being_los
     assert b.master.topologies["t"].status.value == "INACTIVE"  # as the caller was told: not killed
 
 
+def test_trident_state_written_as_the_leader_loses_zookeeper_is_sent_again_to_the_next_leader(
+        ha_conf, zk_proxy, running):
+    """The leader's link to ZooKeeper goes silent while a worker's coordinator writes its
+    transactional state: kazoo's ConnectionLoss (which has no message) reached the worker as a
+    bare ``RemoteError`` that its MasterBackend does not retry, and the coordinator's worker
+    crashed with an empty error. Now the master answers as one cut off from ZooKeeper does
+    (not a leader, naming the key and the cause); the worker's link looks for the leader, and
+    the write, retried as storm.zookeeper.retry.times says, lands with the next leader."""
+    from squall._transactional import MasterBackend
+    from squall.cluster.seeds import master_link
+    from squall.trident.txstate import BackedTransactionalState
+
+    a = running(ha_conf("a", **{"storm.zookeeper.servers": [zk_proxy.address],
+                                "storm.zookeeper.connection.timeout": 30000}))
+    assert wait_until(lambda: a.master.leading, 10)
+    b = running(ha_conf("b"))
+    assert wait_until(lambda: b.master.ha.in_election, 10)
+    link = master_link(cluster_conf({"squall.secret": SECRET, "nimbus.seeds": [str(a.address), str(b.address)]}))
+    try:
+        once = BackedTransactionalState(MasterBackend(link, retries=0), "words", "coordinator")
+        once.put("currtx", 41)
+        zk_proxy.blackhole()
+        with pytest.raises(RpcError, match="ZooKeeper"):
+            once.put("currtx", 42)  # in flight as the link goes silent: no leader to send it to yet
+        retried = BackedTransactionalState(MasterBackend(link, retries=60, interval=0.25), "words", "coordinator")
+        retried.put("currtx", 43)
+        assert b.master.leading and retried.get("currtx") == 43
+    finally:
+        link.close()
+
+
 # --- Trident's transactional state ---------------------------------------------------------------------
 def test_trident_state_is_kept_in_zookeeper_sealed_and_the_new_leader_has_it(ha_conf, running, caplog):
     """A worker's transactional state (`squall.trident.txstate`) goes to the leader, which keeps it

@@ -5,35 +5,12 @@ twins alike; the input fails, as with any exception escaping ``execute``, and is
 
 from __future__ import annotations
 
-from squall import BasicBolt, Fields, LocalCluster, Spout, TopologyBuilder
-from squall.testing._registry import SharedLog
+from squall import BasicBolt, Fields, LocalCluster, TopologyBuilder
+from squall.testing import AckFailMapTracker, FeederSpout
 
 from ..conftest import wait_until
 
 N = 5
-
-
-class Ids(Spout):
-    def __init__(self, log: SharedLog) -> None:
-        self.log = log
-
-    def open(self, conf, context, collector):
-        super().open(conf, context, collector)
-        self.i = 0
-
-    def next_tuple(self):
-        if self.i < N:
-            self.collector.emit([self.i], msg_id=self.i)
-            self.i += 1
-
-    def ack(self, msg_id):
-        self.log.append(("ack", msg_id))
-
-    def fail(self, msg_id):
-        self.log.append(("fail", msg_id))
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(Fields(["n"]))
 
 
 class JavaOrder(BasicBolt):
@@ -48,15 +25,19 @@ class JavaOrder(BasicBolt):
 
 
 def test_storms_emit_order_fails_the_input_with_an_error_naming_the_bolt_and_the_order():
-    log = SharedLog()
+    feeder, tracker = FeederSpout(Fields("n")), AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
     b = TopologyBuilder()
-    b.set_spout("ids", Ids(log))
+    b.set_spout("ids", feeder)
     b.set_bolt("java", JavaOrder()).shuffle_grouping("ids")
     with LocalCluster() as cluster:
         cluster.submit_topology("order", {}, b.create_topology())
-        assert wait_until(lambda: len(log.items()) == N)
+        for i in range(N):
+            feeder.feed([i], i)
+        assert wait_until(lambda: all(tracker.is_acked(i) or tracker.is_failed(i) for i in range(N)))
         errors = cluster.get_topology_info("order")["errors"]
-    assert sorted(log.items()) == [("ack", 0), ("ack", 2), ("ack", 4), ("fail", 1), ("fail", 3)]
+    assert [i for i in range(N) if tracker.is_acked(i)] == [0, 2, 4]
+    assert [i for i in range(N) if tracker.is_failed(i)] == [1, 3]
     texts = [e["error"] for e in errors if e["component"] == "java"]
     assert texts, errors
     assert all("emit's stream must be a stream id (a str), got list [" in t and "(component [java], task" in t

@@ -5,11 +5,11 @@ import subprocess
 import sys
 import textwrap
 
-from squall.state import StateHome
 from squall.state._kv import MemoryStore, StateCodec, TransactionalKeyValueState
-from squall.state.file import FileStore, state_dir
+from squall.state.file import state_dir
 
 from ..external.conftest import redis_server  # noqa: F401 - the real redis-server fixture
+from .test_redis import Ctx  # a task's context, as the Redis provider reads it
 
 KEY = b"k" * 32
 
@@ -62,17 +62,6 @@ def test_a_set_key_of_strings_is_found_by_a_worker_with_another_hash_seed(tmp_pa
 
 
 # --- the Redis provider's settings ----------------------------------------------------------------------------
-
-class Ctx:
-    def __init__(self, key=KEY):
-        self.state_home = StateHome(key=key)
-
-    def get_this_component_id(self):
-        return "count"
-
-    def get_this_task_id(self):
-        return 3
-
 
 REDIS = "squall.state.redis:RedisKeyValueStateProvider"
 

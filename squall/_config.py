@@ -897,7 +897,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.WORKER_HEARTBEAT_FREQUENCY_SECS: _SECONDS,
     Config.ISOLATION_SCHEDULER_MACHINES: (_machines, "a mapping of topology names to numbers of machines, or null",
                                           True),
-    Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS: (_positive_int, "a positive integer", False),
+    Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS: (_positive_int, "a positive integer, or null (never give up)", True),
     Config.STORM_HEALTH_CHECK_DIR: (_string, "a directory (a non-empty string)", False),
     Config.STORM_HEALTH_CHECK_TIMEOUT_MS: _MILLIS,
     Config.STORM_HEALTH_CHECK_FAIL_ON_TIMEOUTS: _BOOL,

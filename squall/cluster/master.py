@@ -26,8 +26,8 @@ died, or its link was cut) and the executors move to the other machines, as Stor
 timed-out executors. A supervisor whose node fails its health checks (`squall.cluster.health`)
 is given no slots, and what ran there moves at once. A worker that exits before its heartbeat
 said it started (its executors opened) failed to start, whatever the cause: its slot waits 1, 2,
-4 ... 30 s before the next start, and after ``squall.worker.max.launch.attempts`` failed starts
-in a row it is given up; the error (the worker's own, else the last lines of its output, which
+4 ... 30 s before the next start, for ever unless ``squall.worker.max.launch.attempts`` caps
+the failed starts in a row (then it is given up); the error (the worker's own, else the last lines of its output, which
 its supervisor sends) shows in ``list``.
 A worker that started and then crashed is restarted at once, unless it crashed within a minute
 of its start after a crash that did too: then it waits 1, 2, 4 ... 30 s (`crash_backoff`), and
@@ -1268,8 +1268,10 @@ class Master:
             failures = state.failed_starts = state.failed_starts + 1
             if state.reported_launch != launch:
                 add_error(topo.errors, _exit_error(slot, ex, wall))  # it died before it could say why
-            limit = int(conf_value(self.conf, Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS))
-            if failures >= limit:
+            # null (the default): never given up, as Storm's supervisor retries a launch for ever:
+            # what fails a start may be outside the topology (a database down for a minute)
+            limit = conf_value(self.conf, Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS)
+            if limit is not None and failures >= limit:
                 state.given_up = True
                 add_error(topo.errors, _error("__master", -1, f"worker on {slot} failed to start {limit} times; "
                                                               f"gave up (see the errors above)", wall))

@@ -101,6 +101,31 @@ def test_a_worker_that_keeps_failing_to_start_is_given_up_with_an_error(conf):
     assert _register(m)["slots"] == {}  # the supervisor is no longer asked to start it
 
 
+def test_by_default_a_slot_that_fails_to_start_is_retried_for_ever_as_storms_supervisor_does(tmp_path):
+    # what fails a start may be outside the topology (a database down for a minute): given up
+    # after a few tries, the topology would have lost a worker for good once it came back
+    conf = cluster_conf({"storm.local.dir": str(tmp_path), "nimbus.task.timeout.secs": 1,
+                         "nimbus.task.launch.secs": 2})
+    assert conf["squall.worker.max.launch.attempts"] is None
+    clock = SimulatedClock(1000.0)
+    m = served(conf, clock=clock)
+    _register(m)
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    slot = next(iter(m.topologies["t"].assignment))
+    port = slot.rsplit(":", 1)[1]
+    for failures in range(1, 21):
+        reply = m.op_supervisor_sync(
+            supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001],
+            exits=[{"storm_id": storm_id, "slot": slot, "launch_id": m.topologies["t"].launch_ids[slot], "status": 3,
+                    "started": False}])
+        assert port not in reply["slots"], failures  # it waits out its backoff
+        clock.advance(30.5)  # the longest backoff
+        assert port in _register(m)["slots"], failures  # then the supervisor is asked to start it again
+    info = m.op_info(name="t")
+    assert not info["workers"][0]["given_up"]
+    assert not any("gave up" in e["error"] for e in info["errors"]), info["errors"]
+
+
 def test_kill_and_state_machine_errors(conf):
     m = served(conf)
     _register(m)

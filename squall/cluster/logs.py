@@ -271,13 +271,104 @@ class OneWorkerFilter(logging.Filter):
         worker = self._agent.worker
         return loop is not None and worker is not None and loop in worker.loops
 
+# --- squall's own warnings, whatever user code does to logging ------------------------------------------
+
+_GUARDED: list[logging.Handler] = []  # the worker's own handlers (worker.log, stderr) squall's warnings always reach
+
+
+def _is_squall(name: str) -> bool:
+    return name == "squall" or name.startswith("squall.")
+
+
+def _set_by_set_log_level(logger: logging.Logger) -> bool:
+    """Whether the level ``logger`` logs at comes from ``set_log_level``: the nearest logger up from
+    it with a level of its own (the root at last) is one a worker holds for the topology."""
+    from ..worker.log_levels import PROCESS_LOGGERS, ROOT
+    c: logging.Logger | None = logger
+    while c is not None:
+        if c.level:
+            return PROCESS_LOGGERS.holds(ROOT if c is logging.root else c.name)
+        c = c.parent
+    return False
+
+
+class _SquallLogger(logging.Logger):
+    """squall's own loggers (``squall``, ``squall.*``) in a worker process, once
+    `install_worker_logging` ran: their warnings and errors (a component that raised, a crash,
+    a stuck executor, a master out of reach) reach the worker's ``worker.log`` and stderr whatever
+    the topology's code did to `logging`, as Storm's worker log is the cluster's to configure:
+    ``logging.config.dictConfig``/``fileConfig`` (whose ``disable_existing_loggers``, true by
+    default, disables every logger made before), ``logging.disable``, a root logger at CRITICAL,
+    the root's handlers removed or replaced (``basicConfig(force=True)``). Only a level set by
+    ``squall set_log_level`` (the operator's) holds them back. Below WARNING they follow the
+    configuration as any logger does."""
+
+    @property  # type: ignore[override]
+    def disabled(self) -> bool:
+        return False if _GUARDED else bool(self.__dict__.get("_set_disabled", False))
+
+    @disabled.setter
+    def disabled(self, value: bool) -> None:  # dictConfig's disable_existing_loggers sets it: kept, not obeyed
+        self.__dict__["_set_disabled"] = value
+
+    def isEnabledFor(self, level: int) -> bool:
+        if level < logging.WARNING or not _GUARDED or _set_by_set_log_level(self):
+            return super().isEnabledFor(level)
+        return True
+
+    def callHandlers(self, record: logging.LogRecord) -> None:
+        if not _GUARDED:
+            super().callHandlers(record)
+            return
+        seen: set[logging.Handler] = set()
+        c: logging.Logger | None = self
+        while c is not None:
+            for h in c.handlers:
+                seen.add(h)
+                if record.levelno >= h.level:
+                    h.handle(record)
+            if not c.propagate:
+                break
+            c = c.parent
+        if record.levelno >= logging.WARNING:  # the worker's own handlers, if the chain no longer has them
+            for h in _GUARDED:
+                if h not in seen and record.levelno >= h.level:
+                    h.handle(record)
+
+
+def _guard_squall_loggers(handlers: list[logging.Handler]) -> None:
+    """Make squall's loggers, those made so far and those made later (a module imported lazily),
+    `_SquallLogger`s writing their warnings to ``handlers`` at least."""
+    _GUARDED[:] = handlers
+    manager = logging.Logger.manager
+    with _logging_lock():
+        for name, lg in list(manager.loggerDict.items()):
+            if _is_squall(name) and type(lg) is logging.Logger:
+                lg.__class__ = _SquallLogger
+        if not getattr(manager.loggerClass, "_squall_guard", False):
+            def make(name: str) -> logging.Logger:
+                return _SquallLogger(name) if _is_squall(name) else logging.getLoggerClass()(name)
+            make._squall_guard = True  # type: ignore[attr-defined]
+            manager.loggerClass = make  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def _logging_lock() -> Iterator[None]:
+    lock = getattr(logging, "_lock", None)  # logging's module lock, which getLogger takes
+    if lock is None:
+        yield
+        return
+    with lock:
+        yield
+
 
 def install_worker_logging(conf: dict[str, Any], topology_id: str, slot: str) -> Path:
     """Send this process's `logging` to the worker's ``worker.log`` (INFO and up), and its
     errors also to stderr, which the supervisor (or Spark) keeps: the last lines of a worker
     that dies go with its exit. Replaces what an earlier call installed (a reused Spark Python
     worker runs several) and a plain stderr handler (``basicConfig``'s, for errors before the
-    configuration was read). Returns the log's path."""
+    configuration was read). squall's own warnings and errors reach both whatever the topology's
+    code later does to `logging` (`_SquallLogger`). Returns the log's path."""
     port = int(slot.rsplit(":", 1)[1])
     path = worker_log_path(conf, topology_id, port)
     root = logging.getLogger()
@@ -296,6 +387,7 @@ def install_worker_logging(conf: dict[str, Any], topology_id: str, slot: str) ->
     setattr(err, _HANDLER_MARK, True)
     root.addHandler(err)
     root.setLevel(logging.INFO)
+    _guard_squall_loggers([h for h in root.handlers if getattr(h, _HANDLER_MARK, False)])
     return path
 
 

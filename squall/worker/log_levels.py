@@ -170,6 +170,10 @@ class ProcessLoggers:
             entry = self._held.get(name)
             return None if entry is None else entry[0]
 
+    def holds(self, name: str) -> bool:
+        """Whether a worker holds ``name``'s level now (``ROOT``: the root logger)."""
+        return name in self._held
+
 
 PROCESS_LOGGERS = ProcessLoggers()
 """This process's loggers, which every worker in it sets through."""

@@ -3,8 +3,13 @@ component and task, rotation by size, and reading them back for ``squall logs``.
 
 import logging
 import logging.handlers
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from types import SimpleNamespace
+
+import pytest
 
 from squall.cluster.logs import (
     TaskTagFilter, parse_worker_log, tail_records, worker_log_files, worker_log_handler, worker_log_link,
@@ -157,5 +162,70 @@ def test_an_unwritable_log_dir_sends_the_workers_logging_to_stderr_saying_why(tm
         for h in before[0]:
             root.addHandler(h)
         root.setLevel(before[1])
+        from squall.cluster import logs
+        logs._GUARDED.clear()  # squall's loggers back to plain ones for the tests after this
     err = capfd.readouterr().err
     assert "cannot write its log" in err and "storm.log.dir" in err and "still logged" in err
+
+
+_RECONFIGURE = {
+    "dictConfig": "logging.config.dictConfig({'version': 1})",
+    "dictConfig-root": "logging.config.dictConfig({'version': 1, 'handlers': {'h': {'class': 'logging.NullHandler'}},"
+                       " 'root': {'handlers': ['h'], 'level': 'CRITICAL'}})",
+    "fileConfig": "logging.config.fileConfig(io.StringIO('[loggers]\\nkeys=root\\n[handlers]\\nkeys=\\n"
+                  "[formatters]\\nkeys=\\n[logger_root]\\nlevel=CRITICAL\\nhandlers=\\n'))",
+    "disable": "logging.disable(logging.CRITICAL)",
+    "root-critical": "logging.getLogger().setLevel(logging.CRITICAL)",
+    "basicConfig-force": "logging.basicConfig(force=True, level=logging.ERROR, stream=io.StringIO())",
+}
+
+
+@pytest.mark.parametrize("how", sorted(_RECONFIGURE))
+def test_squalls_own_warnings_reach_the_worker_log_whatever_user_code_does_to_logging(tmp_path, how):
+    """Storm's worker log is the cluster's: a topology that configures `logging` its own way
+    (dictConfig's disable_existing_loggers, true by default, disables every logger made before
+    it, squall's too) must not silence the worker's reports of a raised execute, a crash, a
+    stuck executor or a master out of reach. A worker process of its own, as on the process host."""
+    script = f"""
+import io, logging, logging.config, sys
+from squall.cluster.logs import install_worker_logging
+import squall.engine.bolt_executor  # makes the logger squall.engine before the configuration
+path = install_worker_logging({{"storm.log.dir": {str(tmp_path)!r}}}, "t-1", "127.0.0.1:6700")
+{_RECONFIGURE[how]}
+for i in range(3):
+    logging.getLogger("squall.engine").error("execute raised %d", i)
+    logging.getLogger("squall.worker.made_later").warning("master out of reach %d", i)
+logging.getLogger("squall.engine").info("an info line follows the configuration")
+logging.getLogger("user.code").critical("the user's own line")
+print(path)
+"""
+    out = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    text = Path(out.stdout.strip()).read_text()
+    for i in range(3):
+        assert text.count(f"[ERROR] [__system:-1] execute raised {i}\n") == 1, text
+        assert text.count(f"[WARNING] [__system:-1] master out of reach {i}\n") == 1, text
+    # below WARNING squall's lines follow the user's levels (dictConfig alone changed none)
+    assert ("an info line" in text) == (how == "dictConfig"), text
+    assert out.stderr.count("execute raised") == 3 and "master out of reach" not in out.stderr  # errors to stderr too
+    assert "Logging error" not in out.stderr
+
+
+def test_a_level_set_by_set_log_level_still_holds_squalls_loggers_back(tmp_path):
+    script = f"""
+import logging
+from squall._nimbus import LogConfig, LogLevel
+from squall.cluster.logs import install_worker_logging
+from squall.worker.log_levels import LogLevelManager
+path = install_worker_logging({{"storm.log.dir": {str(tmp_path)!r}}}, "t-1", "127.0.0.1:6700")
+manager = LogLevelManager()
+manager.apply(LogConfig({{"squall.engine": LogLevel("UPDATE", "OFF", 0, None)}}), 0.0)
+logging.getLogger("squall.engine.bolt_executor").error("held back")
+manager.close()
+logging.getLogger("squall.engine.bolt_executor").error("let through")
+print(path)
+"""
+    out = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    text = Path(out.stdout.strip()).read_text()
+    assert "held back" not in text and text.count("let through") == 1, text

@@ -7,6 +7,7 @@ from squall.cli import main
 
 from ..conftest import wait_until
 from .conftest import Cluster
+from .logconfig_topology import Numbers, Reconfigures
 from .logging_topology import Counter, Reporter
 
 
@@ -51,5 +52,35 @@ def test_user_logging_reaches_the_worker_log_with_component_and_task_and_squall_
         assert len(out) == 6 and all("] reporter saw " in x for x in out[1:]) and not any("counter emits" in x for x in out)
         assert main(["logs", "talk", "--config", str(cluster.file), "--port", str(port + 1 if port < 65535 else 1)]) == 1
         assert "no worker logs of talk for port" in capsys.readouterr().err
+    finally:
+        cluster.stop()
+
+
+def test_a_bolt_that_configures_logging_its_own_way_keeps_squalls_error_lines_in_the_worker_log(tmp_path):
+    """dictConfig in a bolt's prepare (its disable_existing_loggers, true by default, disabled
+    squall's loggers; its root replaced the worker's handler) left the worker log without the
+    lines of the inputs execute raised on: every one of them is there, with its traceback."""
+    cluster = Cluster(tmp_path)
+    try:
+        b = TopologyBuilder()
+        b.set_spout("numbers", Numbers(9), 1)
+        b.set_bolt("reconf", Reconfigures(), 1).shuffle_grouping("numbers")
+        with cluster.client() as m:
+            m.submit_topology("reconf", {"topology.workers": 1}, b.create_topology())
+            tid = m.get_topology_info("reconf")["id"]
+        topo_dir = cluster.dir / "logs" / "workers-artifacts" / tid
+
+        def raised():
+            return sum(p.read_text().count("execute raised on an input") for p in topo_dir.glob("*/worker.log"))
+        assert wait_until(lambda: raised() >= 3, 30), raised()
+        with cluster.client() as m:
+            assert wait_until(lambda: len(m.get_topology_info("reconf")["errors"]) >= 3, 15)
+            assert len(m.get_topology_info("reconf")["errors"]) == 3
+        (log,) = topo_dir.glob("*/worker.log")
+        text = log.read_text()
+        assert raised() == 3
+        for n in (3, 6, 9):
+            assert text.count(f"ValueError: the tuple {n} is bad") == 1, text
+        assert "[ERROR] [reconf:" in text and "user saw" not in text  # the user's own lines follow its configuration
     finally:
         cluster.stop()

@@ -243,9 +243,13 @@ class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
 
 def worker_log_handler(path: Path, conf: dict[str, Any]) -> logging.Handler:
     """A ``RotatingFileHandler`` on ``path`` (``squall.log.max.bytes``/``squall.log.backup.count``),
-    owner-only, in `WORKER_LOG_FORMAT` with `TaskTagFilter`."""
+    owner-only, in `WORKER_LOG_FORMAT` with `TaskTagFilter`; text UTF-8 cannot encode is
+    backslash-escaped."""
     max_bytes, backups = log_limits(conf)
-    handler = _PrivateRotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
+    # backslashreplace: a str that cannot be UTF-8 (a lone surrogate, from bytes decoded with
+    # surrogateescape: a file name, an environment value) is written escaped, not lost
+    handler = _PrivateRotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8",
+                                          errors="backslashreplace")
     handler.setFormatter(logging.Formatter(WORKER_LOG_FORMAT, WORKER_LOG_DATEFMT))
     handler.addFilter(TaskTagFilter())
     handler.addFilter(RedactingFilter())

@@ -229,3 +229,23 @@ print(path)
     assert out.returncode == 0, out.stderr
     text = Path(out.stdout.strip()).read_text()
     assert "held back" not in text and text.count("let through") == 1, text
+
+
+def test_a_line_utf8_cannot_encode_is_kept_escaped_not_lost_with_a_logging_error(tmp_path, capfd):
+    """A str with lone surrogates (bytes decoded with surrogateescape: a file name, an
+    environment value) was dropped with a "--- Logging error ---" traceback on stderr."""
+    path = tmp_path / "w" / "worker.log"
+    handler = worker_log_handler(path, {"squall.log.max.bytes": 0})
+    logger = logging.getLogger("test.user.junk")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        for i in range(5):
+            logger.info("file %d %s", i, b"name-\xff\xfe".decode("utf-8", "surrogateescape"))
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    records = list(parse_worker_log(path.read_text(encoding="utf-8").splitlines(keepends=True)))
+    assert [r.text.split("] ", 2)[2] for r in records] == [f"file {i} name-\\udcff\\udcfe\n" for i in range(5)]
+    assert "Logging error" not in capfd.readouterr().err

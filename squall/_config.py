@@ -153,6 +153,8 @@ class Config(dict):
     """False keeps a component's executors on their first thread even when another blocks it."""
     TOPOLOGY_WORKER_GC_THRESHOLDS = "topology.worker.gc.thresholds"
     """Python's ``gc.set_threshold`` values set when a worker starts (None keeps Python's)."""
+    TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB = "topology.worker.max.heap.size.mb"
+    """The topology's cap (MB) on each worker process's resident memory; None: no cap (docs/cluster.md)."""
     TOPOLOGY_NAME = "topology.name"
     """The topology's name (set by squall at submit)."""
     TOPOLOGY_MIN_REPLICATION_COUNT = "topology.min.replication.count"
@@ -275,6 +277,8 @@ class Config(dict):
     """LocalCluster: in-process machines."""
     WORKER_HEARTBEAT_FREQUENCY_SECS = "worker.heartbeat.frequency.secs"
     """Seconds between two of a worker's heartbeats."""
+    WORKER_HEAP_MEMORY_MB = "worker.heap.memory.mb"
+    """The cluster's cap (MB) on each worker process's resident memory; None: no cap (docs/cluster.md)."""
     SQUALL_TRANSPORT_MAX_MESSAGE_BYTES = "squall.transport.max.message.bytes"
     """The largest message a worker's data port takes (bytes)."""
     SQUALL_TRANSPORT_WIRE = "squall.transport.wire"
@@ -533,9 +537,12 @@ UNAPPLIED_STORM_KEYS = {
     "worker.childopts": "JVM options: squall's workers are Python processes",
     "topology.worker.gc.childopts": "JVM options: squall's workers are Python processes",
     "topology.worker.logwriter.childopts": "JVM options: squall's workers are Python processes",
-    "worker.heap.memory.mb": "JVM heap: squall's workers are Python processes",
-    "topology.worker.max.heap.size.mb": "JVM heap: squall's workers are Python processes",
 }
+
+# The keys that cap a worker process's memory (`squall.worker.memory_cap`): applied where each
+# worker is a process of its own (the process host, Spark), not by LocalCluster, whose workers
+# are threads of the user's process
+MEMORY_CAP_KEYS = (Config.WORKER_HEAP_MEMORY_MB, Config.TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB)
 
 
 def unapplied_keys(conf: Mapping[str, Any], topology: str) -> list[str]:
@@ -545,17 +552,26 @@ def unapplied_keys(conf: Mapping[str, Any], topology: str) -> list[str]:
             if conf.get(key) not in (None, "", [], {})]
 
 
-def submit_warnings(conf: Mapping[str, Any], topology: Any, name: str) -> list[str]:
+def uncapped_memory_keys(conf: Mapping[str, Any], topology: str) -> list[str]:
+    """A warning for each memory cap key (`MEMORY_CAP_KEYS`) that ``conf`` sets, for a host that
+    cannot apply it: a `LocalCluster`, whose workers are threads of the user's process."""
+    return [f"{topology}: {key!r} is not applied (LocalCluster's workers are threads of this process; the "
+            f"process host and Spark cap each worker process, docs/cluster.md)"
+            for key in MEMORY_CAP_KEYS if conf.get(key) is not None]
+
+
+def submit_warnings(conf: Mapping[str, Any], topology: Any, name: str, memory_capped: bool = True) -> list[str]:
     """What submitting ``topology`` (a `StormTopology`) as ``name`` with ``conf`` warns of:
     likely typos in ``conf`` and in components' own configurations (`misspellings`,
-    `component_misspellings`), Storm's JVM worker keys squall does not apply (`unapplied_keys`)
-    and components' own keys it overrides (`overridden_component_keys`)."""
+    `component_misspellings`), Storm's JVM worker keys squall does not apply (`unapplied_keys`;
+    with ``memory_capped`` False, a `LocalCluster`'s submission, the memory caps too:
+    `uncapped_memory_keys`) and components' own keys it overrides (`overridden_component_keys`)."""
     # squall's own components (a Trident topology's coordinators and executors, whose ticks and
     # single tasks are squall's choice) say nothing: the user set none of their keys
     own = {cid: spec.conf for cid, spec in getattr(topology, "components", {}).items()
            if not cid.startswith("$") and not type(spec.obj).__module__.startswith("squall.trident.")}
     return (misspellings(conf, name) + component_misspellings(own, name) + unapplied_keys(conf, name)
-            + overridden_component_keys(conf, own, name))
+            + ([] if memory_capped else uncapped_memory_keys(conf, name)) + overridden_component_keys(conf, own, name))
 
 
 def yaml_problem(error: yaml.YAMLError) -> str:
@@ -784,6 +800,7 @@ def _machines(v: Any) -> bool:
 _BOOL = (_bool, "true or false", False)
 _SECONDS = (_positive_number, "a positive number of seconds", False)
 _MILLIS = (_positive_number, "a positive number of milliseconds", False)
+_MEGABYTES_CAP = (_positive_number, "a positive number of megabytes, or null (no cap)", True)
 
 _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     # key: (check, what it must be, None allowed); Storm's validators (ConfigValidation) for
@@ -846,6 +863,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.TOPOLOGY_EXECUTOR_BLOCKING_WARN_MILLIS: _MILLIS,
     Config.TOPOLOGY_WORKER_GC_THRESHOLDS: (_gc_thresholds, ("a list of 1 to 3 non-negative integers or null "
                                            "(Python's gc.set_threshold)"), True),
+    Config.TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB: _MEGABYTES_CAP,
     Config.TOPOLOGY_NAME: (_string, "a non-empty string", True),
     Config.TOPOLOGY_MIN_REPLICATION_COUNT: (_positive_int, "a positive integer (masters)", False),
     Config.TOPOLOGY_MAX_REPLICATION_WAIT_TIME_SEC: (lambda v: _number(v) and (v >= 0 or v == -1),
@@ -895,6 +913,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS: _SECONDS,
     Config.SUPERVISOR_MONITOR_FREQUENCY_SECS: _SECONDS,
     Config.WORKER_HEARTBEAT_FREQUENCY_SECS: _SECONDS,
+    Config.WORKER_HEAP_MEMORY_MB: _MEGABYTES_CAP,
     Config.ISOLATION_SCHEDULER_MACHINES: (_machines, "a mapping of topology names to numbers of machines, or null",
                                           True),
     Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS: (_positive_int, "a positive integer, or null (never give up)", True),

@@ -79,8 +79,9 @@ class LocalCluster:
         self.clock = clock or Clock()
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
+        # its workers are threads of this process: no memory cap applies (warned at submission)
         self.master = Master(self.conf, clock=self.clock, store=MemoryStore.for_conf(self.conf),
-                             pages=statistics_pages())
+                             pages=statistics_pages(), memory_capped=False)
         self._direct = DirectMaster(self.master, on_change=self._news)
         self._nimbus = nimbus_client(self._direct.request, typed=True)  # the master's verbs, its records as they are
         self._networks = Networks()

@@ -336,7 +336,8 @@ class Master:
     several (Nimbus HA: its ``election``, `squall.cluster.master_ha`)."""
 
     def __init__(self, conf: dict[str, Any], strict_slots: Any = None, clock: Clock | None = None,
-                 store: MasterStore | None = None, pages: StatisticsPages | None = None) -> None:
+                 store: MasterStore | None = None, pages: StatisticsPages | None = None,
+                 memory_capped: bool = True) -> None:
         """``clock``: the master's times. What is persisted or shown (kill and rebalance waits,
         uptimes, errors) is its ``wall()``; how long a worker or a supervisor has been silent, and
         a slot's restart backoff, are measured on its monotonic ``now()`` (`mono`), so that a
@@ -350,8 +351,12 @@ class Master:
         `LocalCluster` passes a `MemoryStore`). Its secret is the cluster's. ``pages``: what
         answers the statistics pages' verbs (``topology_page`` ...: `squall.cluster.view`); the
         hosts pass `squall.cluster.served_ui.statistics_pages()`, and a master given none refuses
-        those verbs with a `NoPagesError` naming the verb."""
+        those verbs with a `NoPagesError` naming the verb. ``memory_capped``: the host's workers
+        apply the memory caps (``worker.heap.memory.mb``, ``topology.worker.max.heap.size.mb``);
+        a `LocalCluster`'s (threads of one process) do not, and a submission setting one is
+        warned of."""
         self.conf = conf
+        self.memory_capped = memory_capped
         self.clock = clock or Clock()
         self.strict_slots = strict_slots
         self.pages = pages
@@ -773,7 +778,7 @@ class Master:
             raise AlreadyAliveException(f"Topology with name `{name}` already exists on cluster")
         conf = dict(conf or {})
         merged = topology_conf(self.conf, conf)
-        for warning in submit_warnings(conf, topology, name):
+        for warning in submit_warnings(conf, topology, name, memory_capped=self.memory_capped):
             log.warning("%s", warning)
         # the submitted name, whatever the Config says (Storm's Nimbus): tasks key their
         # transactional and persistent state by it, and a Config copied from another topology

@@ -8,7 +8,9 @@ encrypted, `ZmqTransport` with CurveZMQ where it is), and heartbeats its statist
 every ``worker.heartbeat.frequency.secs`` (`squall.worker.agent.WorkerAgent`, the same on every
 host). Its `logging` goes to its ``worker.log`` at Storm's place (`.logs.install_worker_logging`).
 A crash in user code (Storm's fail-fast) is reported and ends the process with status 1; the
-supervisor restarts it. A worker that cannot start reports why and exits with status 3.
+supervisor restarts it. A worker that cannot start reports why and exits with status 3. A worker
+past its memory cap (``worker.heap.memory.mb``, ``topology.worker.max.heap.size.mb``: its own
+resident size, `squall.worker.memory_cap`) reports so and exits with status 4, a crash too.
 
 It lives with the hosts, beside the Spark task's worker (`spark_task`) and LocalCluster's
 threads (`inprocess`), because it puts the worker together with the host's parts: the link to
@@ -82,7 +84,7 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     tx_link = master_link(conf, first=NimbusAddress(mhost, int(mport)))
     try:
         return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop,
-                           state_home=home, transactional_link=tx_link).run()
+                           state_home=home, transactional_link=tx_link, cap_memory=True).run()
     finally:
         tx_link.close()
 

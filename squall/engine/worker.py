@@ -471,6 +471,15 @@ class Worker:
         """Items waiting in this worker's inboxes."""
         return sum(map(len, self.inboxes.values()))
 
+    def fullest_component(self) -> tuple[str, int] | None:
+        """The component whose tasks hold the most items in this worker's inboxes, and how
+        many (None without tasks)."""
+        held: dict[str, int] = {}
+        for task, q in list(self.inboxes.items()):
+            component = self.plan.task_to_component.get(task, str(task))
+            held[component] = held.get(component, 0) + len(q)
+        return max(held.items(), key=lambda kv: kv[1], default=None)
+
     def is_idle(self) -> bool:
         """No backlog and every loop asleep."""
         return not self.backlog() and all(lp.sleeping or lp._stop for lp in self.loops)

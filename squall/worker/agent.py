@@ -13,7 +13,9 @@ between hosts comes in: the link to the master (RPC or a direct call), how the p
 A crash in user code (Storm's fail-fast) is reported and ends the run with `EXIT_CRASHED`; a
 worker that cannot start (its topology cannot be loaded, or user code fails before every
 executor has opened, say on a bad import in ``prepare``) reports why and ends with
-`EXIT_CANNOT_START`.
+`EXIT_CANNOT_START`. Where the host runs each worker as a process of its own (``cap_memory``) and
+a memory cap is set (`squall.worker.memory_cap`), a worker past it reports so and ends with
+`EXIT_OVER_MEMORY`, which the master takes for a crash.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ from ..engine.transport import Origin, Transport
 from ..engine.worker import Worker, component_blobs
 from .calls import MasterCalls, nimbus_of
 from .log_levels import LogLevelManager
-from .stats_history import StatsHistory, WorkerFigures
+from .memory_cap import EXIT_OVER_MEMORY, MemoryCap
+from .stats_history import StatsHistory, WorkerFigures, rss_bytes
 
 log = logging.getLogger("squall.worker")
 
@@ -88,13 +91,16 @@ class WorkerAgent:
             through (`squall._transactional.MasterBackend`; default ``master``): a link of its
             own where ``master`` takes one call at a time (RPC), so a coordinator's call never
             waits behind a heartbeat.
+        cap_memory: apply the memory cap (``worker.heap.memory.mb``,
+            ``topology.worker.max.heap.size.mb``) to this process's resident size: a host whose
+            workers are processes of their own (not LocalCluster's threads).
     """
 
     def __init__(self, master: MasterCalls, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any], *,
                  make_transport: TransportFactory, load_plan: Callable[[Any], TopologyPlan] = cloudpickle.loads,
                  clock: Any = None, stop: threading.Event | None = None, peer_poll_secs: float = 0.2,
                  stop_loop_secs: float = 2.0, seed: int | None = None, state_home: Any = None,
-                 transactional_link: MasterCalls | None = None) -> None:
+                 transactional_link: MasterCalls | None = None, cap_memory: bool = False) -> None:
         self.master = master
         self.nimbus = nimbus_of(master)  # the verbs, typed (records passed as they are to a master in this process)
         self.storm_id, self.slot, self.launch_id = storm_id, slot, launch_id
@@ -108,6 +114,8 @@ class WorkerAgent:
         self.stop_loop_secs = stop_loop_secs
         self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
         self.state_home = state_home
+        self.cap_memory = cap_memory
+        self._memory_cap: MemoryCap | None = None
         # Trident's coordinators keep their state with the master's (squall.trident.txstate)
         self.transactional_home = MasterBackend(
             transactional_link or master, retries=int(conf_value(conf, Config.STORM_ZOOKEEPER_RETRY_TIMES)),
@@ -160,6 +168,8 @@ class WorkerAgent:
             try:
                 plan = self.load_plan(a.plan)
                 executors = [plan.executors[i] for i in a.executors]
+                if self.cap_memory:  # a bad value names its key, as this worker's error
+                    self._memory_cap = MemoryCap.of(self.conf, plan.conf)
                 blobs = component_blobs(plan)
                 self.transport = self.make_transport(plan, Origin(self.storm_id, self.slot, self.launch_id), early)
             except Exception as e:  # noqa: BLE001 (the user's plan, unpickled: reported to the master as this worker's error)
@@ -271,6 +281,8 @@ class WorkerAgent:
                     return 0
                 worker.find_stalls(time.monotonic(), stall_after)  # moves a blocking component off the shared loop
                 worker.report_stuck(time.monotonic(), stuck_after)  # names a call that does not return
+                if not status and self._over_memory(worker):
+                    status = EXIT_OVER_MEMORY
                 if not (status or woken or time.monotonic() >= next_beat):
                     continue
                 self.beat()
@@ -289,6 +301,21 @@ class WorkerAgent:
             link.stop()  # after the worker: the "under" it forgot on stopping reaches the peers first
             if loads is not None:
                 loads.stop()
+
+    def _over_memory(self, worker: Worker) -> bool:
+        """Whether this process is past its memory cap (read once a second); if so the error,
+        naming the slot, the cap and its key, is logged and goes with the next beat."""
+        cap, now = self._memory_cap, time.monotonic()
+        if cap is None or not cap.due(now):
+            return False
+        rss = rss_bytes()
+        if not cap.exceeded(now, rss):
+            return False
+        rec = error_record("__worker", -1, cap.message(self.slot, rss, worker.fullest_component()), self.port,
+                           fatal=True)
+        log.error("%s", rec.error)
+        self._errors.append(rec.as_dict())
+        return True
 
     def beat(self) -> None:
         """Send one heartbeat now and act on the reply (thread-safe: a host in this process may

@@ -116,11 +116,12 @@ class WorkerFigures(NamedTuple):
         """This process's figures (an in-process worker's are its host process's)."""
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return cls(uptime_secs=(time.time() if now is None else now) - started,
-                   cpu_secs=usage.ru_utime + usage.ru_stime, rss_bytes=_rss_bytes(),
+                   cpu_secs=usage.ru_utime + usage.ru_stime, rss_bytes=rss_bytes(),
                    gc_collections=sum(g["collections"] for g in gc.get_stats()), pid=os.getpid())
 
 
-def _rss_bytes() -> int:
+def rss_bytes() -> int:
+    """This process's resident memory now (bytes; off Linux, its peak)."""
     try:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

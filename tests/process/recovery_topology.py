@@ -315,3 +315,31 @@ class HogsTheInterpreterOnce(BasicBolt):
             import re
             self.marker.write_text(str(os.getpid()))
             re.match(r"(a+)+$", "a" * 64 + "b")
+
+
+class LeaksUntilRestarted(BasicBolt):
+    """Keeps ``mb`` MB (written, so resident) of each tuple it gets, for ever, and takes
+    ``secs`` over each: a slow leak. Only in its first worker: a file under ``test.out.dir``
+    (``leaking``: that worker's pid, port and resident size after ``prepare``) remembers it, so
+    that the restarted worker leaks no more and the run can end."""
+
+    def __init__(self, mb=5, secs=0.05):
+        self.mb, self.secs = mb, secs
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        marker = Path(conf["test.out.dir"]) / "leaking"
+        self.kept = []
+        self.leaks = not marker.exists()
+        if self.leaks:
+            with open("/proc/self/statm") as f:
+                rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            tmp = marker.with_suffix(".tmp")
+            tmp.write_text(f"{os.getpid()} {context.get_this_worker_port()} {rss}")
+            tmp.replace(marker)
+
+    def execute(self, tup, collector):
+        if self.leaks:
+            import time
+            self.kept.append(b"x" * (self.mb << 20))
+            time.sleep(self.secs)

@@ -8,8 +8,8 @@ from squall import TopologyBuilder
 
 from ..conftest import wait_until
 from .conftest import Cluster
-from .recovery_topology import (CrashesOnceLeavingAThread, DurableSpout, HogsTheInterpreterOnce, Wanderer, acked,
-                                acked_lines, pid_exists)
+from .recovery_topology import (CrashesOnceLeavingAThread, DurableSpout, HogsTheInterpreterOnce, LeaksUntilRestarted,
+                                Wanderer, acked, acked_lines, pid_exists)
 from .semantics_topology import topology_conf
 
 N = 200
@@ -102,5 +102,45 @@ def test_a_worker_whose_bolt_holds_the_interpreter_is_restarted_and_the_user_is_
             assert errors and "hog" in errors[0]["error"] and "source" in errors[0]["error"], errors
         output = "".join(p.read_text(errors="replace") for p in (c.dir / "supervisor").glob("worker-*.log"))
         assert "Timeout (0:00:02.500000)!" in output and "in execute" in output, output[-3000:]
+    finally:
+        c.stop()
+
+
+def test_a_worker_past_its_memory_cap_is_restarted_and_loses_nothing(tmp_path):
+    """A bolt leaks 5 MB per tuple. Without a cap its worker grows until the machine's OOM killer
+    picks a victim (the master, a supervisor, another worker); with
+    topology.worker.max.heap.size.mb (Storm's worker heap cap) it exits past the cap, as a JVM
+    dies of OutOfMemoryError: the master restarts it and says why (the slot, the cap, the key),
+    the other worker keeps running, and every id is acked once."""
+    cap_mb = 300
+    c = Cluster(tmp_path, **{"nimbus.task.timeout.secs": 30})
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        b = TopologyBuilder()
+        b.set_spout("source", DurableSpout(N))
+        b.set_bolt("leak", LeaksUntilRestarted()).shuffle_grouping("source")
+        with c.client() as m:
+            m.submit_topology("t", topology_conf(out, workers=2, **{"topology.worker.max.heap.size.mb": cap_mb,
+                                                                    "topology.message.timeout.secs": 10}),
+                              b.create_topology())
+            assert wait_until(lambda: (out / "leaking").exists(), 60), "the bolt did not start"
+            pid, port, baseline = map(int, (out / "leaking").read_text().split())
+            assert baseline < (cap_mb - 150) << 20, f"a worker takes {baseline >> 20} MB already"
+            others = set(c.workers()) - {pid}
+            assert others, c.workers()
+            assert wait_until(lambda: not pid_exists(pid), 60), "the leaking worker was not stopped"
+            assert wait_until(lambda: acked(out) >= set(range(N)), 60), \
+                f"not acked: {sorted(set(range(N)) - acked(out))[:20]}"
+            assert sorted(acked_lines(out)) == list(range(N))  # each id acked once at its spout
+            assert all(pid_exists(p) for p in others), "a worker that stayed under the cap was restarted"
+            info = m.get_topology_info("t")
+            errors = [e for e in info["errors"] if "memory cap" in e["error"]]
+            assert len(errors) == 1, info["errors"]
+            assert (f":{port} exceeded its memory cap" in errors[0]["error"]
+                    and f"over the {cap_mb} MB of topology.worker.max.heap.size.mb" in errors[0]["error"]), errors
+            assert errors[0]["worker"] == port, errors
+            restarts = {w["port"]: w["restarts"] for w in info["workers"]}
+            assert restarts[port] >= 1 and all(n == 0 for p, n in restarts.items() if p != port), restarts
     finally:
         c.stop()

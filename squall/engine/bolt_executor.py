@@ -408,6 +408,7 @@ class BoltCollector(BoltCollectorBase, OutputCollector):
     def reset_timeout(self, tup):
         if not isinstance(tup, Tuple):
             raise self._not_input("reset_timeout", tup)
+        self._ex.resets += 1
         self._to_acker(tup, RESET)
 
     def _not_input(self, verb: str, tup: Any) -> TypeError:

@@ -240,6 +240,7 @@ class Executor:
         self.sampled: dict[int, TaskStatistics] = {
             t: TaskStatistics(freq, random.Random((wiring.seed << 8) ^ t), self.kind == "spout") for t in self.task_ids}
         self.current_task = self.task_ids[0]  # the task whose user code is running (for crashes)
+        self.resets = 0  # its tasks' reset_timeout calls: a long call making them is not stuck (Worker.report_stuck)
         self.opened = False
         # the loop's entries for `timers`, [due, period, callback, executor]: made once, they move
         # with the executor if the watchdog moves it to another loop (ExecutorLoop.take_over)

@@ -8,6 +8,7 @@ executors by `partition_fixed`: contiguous ranges, larger chunks first.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,8 +22,8 @@ SUBMIT_CHECK = "squall_check_at_submit"
 """The method a bolt may define to check itself at submit, once its component's configuration
 is merged: ``check(component_id, conf, streams, inputs, spouts=...)`` with its declared output
 streams (stream -> `StreamInfo`), the `StreamInfo` of each (component, stream) it subscribes to
-(None if undeclared), and ``spouts``: the merged configuration of each spout whose tuples reach it
-(directly or through other bolts); it raises `InvalidTopologyException` to refuse the topology. A bolt that wraps
+(None if undeclared), and, if it takes a ``spouts`` keyword, the merged configuration of each spout
+whose tuples reach it (directly or through other bolts); it raises `InvalidTopologyException` to refuse the topology. A bolt that wraps
 another passes the call on (Storm checks a windowed bolt's window against the message timeout
 so; `squall.windowing` does it through this)."""
 
@@ -166,9 +167,11 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
     for cid, spec in topology.components.items():
         check = getattr(spec.obj, SUBMIT_CHECK, None)
         if check is not None:  # e.g. Storm's checks of a window against the message timeout
-            feeders = {s: confs[s] for s in _feeding_spouts(topology, cid)}
-            check(cid, confs[cid], spec.streams, {s: topology.components[s[0]].streams.get(s[1]) for s in spec.inputs},
-                  spouts=feeders)
+            inputs = {s: topology.components[s[0]].streams.get(s[1]) for s in spec.inputs}
+            if _takes_spouts(check):
+                check(cid, confs[cid], spec.streams, inputs, spouts={s: confs[s] for s in _feeding_spouts(topology, cid)})
+            else:  # a check written before ``spouts`` was given
+                check(cid, confs[cid], spec.streams, inputs)
     workers = conf[Config.TOPOLOGY_WORKERS]
     ackers = conf.get(Config.TOPOLOGY_ACKER_EXECUTORS)
     ackers = workers if ackers is None else ackers
@@ -187,6 +190,14 @@ def make_plan(name: str, storm_id: str, topology: StormTopology, conf: dict[str,
             task_to_component[t] = cid
     return TopologyPlan(name, storm_id, topology, conf, dict(given_conf), confs, task_to_component,
                         component_tasks, _executors(component_tasks, parallelism), workers, parallelism)
+
+
+def _takes_spouts(check: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(check).parameters
+    except (TypeError, ValueError):  # a callable without a signature: the four arguments it was always given
+        return False
+    return "spouts" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def _feeding_spouts(topology: StormTopology, bolt: str) -> list[str]:

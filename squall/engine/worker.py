@@ -20,6 +20,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -62,6 +63,16 @@ def _on_stack(entry: FrameType, frame: FrameType | None) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+@dataclass
+class _UserCall:
+    """A call into user code a loop's thread was seen in (`Worker.report_stuck`)."""
+
+    entry: FrameType  # its outermost frame of user code: the call is the same while it is on the stack
+    since: float  # when it was first seen, or last showed life (a reset_timeout)
+    resets: int  # its executor's reset_timeout calls then
+    reported: bool = False
 
 
 def component_blobs(plan: TopologyPlan) -> dict[str, bytes]:
@@ -119,8 +130,7 @@ class Worker:
         self.crashed: ErrorRecord | None = None
         self._last_calls: dict[ExecutorLoop, tuple[int, float]] = {}  # the watchdog's (find_stalls)
         self._warned: dict[ExecutorLoop, int] = {}  # the stalled call each loop was warned of
-        # per loop, the user call it is in (its entry frame), since when, and whether it was reported
-        self._user_calls: dict[ExecutorLoop, list[Any]] = {}
+        self._user_calls: dict[ExecutorLoop, _UserCall] = {}  # per loop, the user call it is in
         self._splits = 0
         self._loops_lock = threading.Lock()
         self._stopped = False
@@ -389,7 +399,9 @@ class Worker:
         Called periodically by the host (the watchdog), as `find_stalls`. A call is the same
         while the first frame of user code the loop's thread was seen in (``execute``,
         ``next_tuple``, ``prepare`` ...) is on its stack: a bolt slow on each of many inputs
-        makes a new frame per input, and is not stuck. Returns the components reported."""
+        makes a new frame per input, and is not stuck; nor is a call that resets its input's
+        timeout (Storm's ``resetTimeout``, the way to hold an input longer on purpose) at least
+        once every ``after`` seconds. Returns the components reported."""
         frames = sys._current_frames()
         reported = []
         for lp in list(self.loops):
@@ -400,17 +412,19 @@ class Worker:
             if entry is None:
                 self._user_calls.pop(lp, None)
                 continue
-            if seen is None or not _on_stack(seen[0], frame):
-                self._user_calls[lp] = [entry, now, False]
-                continue
-            if seen[2] or now - seen[1] < after:
-                continue
-            seen[2] = True
             assert ex is not None  # (else no frame was read)
+            if seen is None or not _on_stack(seen.entry, frame):
+                self._user_calls[lp] = _UserCall(entry, now, ex.resets)
+                continue
+            if seen.resets != ex.resets:  # a sign of life: it holds its input on purpose
+                seen.since, seen.resets = now, ex.resets
+            if seen.reported or now - seen.since < after:
+                continue
+            seen.reported = True
             task, component = ex.current_task, ex.component
             stack = "".join(traceback.format_stack(frame))
             # the same words each time (`add_error` counts repeats of a component that keeps sticking)
-            text = (f"[{component}] task {task} has been in one call of its user code ({seen[0].f_code.co_name}) "
+            text = (f"[{component}] task {task} has been in one call of its user code ({seen.entry.f_code.co_name}) "
                     f"for over {after:g} s (topology.message.timeout.secs): stuck? The tuples it holds time out "
                     f"and are replayed meanwhile")
             log.warning("worker %s: %s; it is in:\n%s", self.port, text, stack)

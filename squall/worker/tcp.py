@@ -23,8 +23,18 @@ connection to each peer, so one sender's messages arrive in order, as the envelo
 check needs. A message that cannot be written now waits in its peer's backlog (at most
 `MAX_BACKLOG` messages, the oldest given up first), which the next flush, or the loop that
 sees the socket writable, writes on; a loop never blocks on a peer (that could deadlock the ack
-cycle). A connection that breaks loses the message it was in the middle of; its tuples time out
-and replay, as in Storm.
+cycle).
+
+A connection to a peer that died breaks: what was written on it and not yet read by the peer
+is lost with it. Every outbound connection is watched for the peer's hang-up (``EPOLLRDHUP``),
+so a worker learns of it at its next poll, before the master's notice of the death, and sends
+what follows to the backlog, for the peer's next launch (the process host restarts it at the
+same address), rather than into the dead connection; a message whose write fails waits in the
+backlog too. The tuples that may have been lost with the connection are not left to time out
+(Storm's netty client loses them so, for one to two message timeouts): the transport tells its
+worker (`on_lost`), whose spouts fail at once the pending tuples that may have been in it, and
+whose peers are told as for items dropped for a moved worker
+(`squall.engine.dropped_items`).
 
 This wire does not encrypt: the worker process uses it only where ``squall.encryption`` asks
 for no encryption of the address (`squall.worker.curve.wants_encryption`: ``auto`` encrypts
@@ -77,6 +87,10 @@ MAX_INBOUND = 256
 UNTRUSTED_SECS = 10.0
 _EPOLLIN, _EPOLLOUT = select.EPOLLIN, select.EPOLLOUT
 _BROKEN = select.EPOLLERR | select.EPOLLHUP
+# What an outbound connection is watched for all along: the peer closed it (it died, or exited).
+# A peer never writes on a connection it accepted, so anything to read there is its end too.
+_HANGUP = select.EPOLLRDHUP
+_PEER_GONE = _HANGUP | _EPOLLIN | _BROKEN
 _WOULD_BLOCK = (BlockingIOError, InterruptedError)
 
 
@@ -109,14 +123,15 @@ class _Inbound:
 class _Outbound:
     """The connection to a peer and what it has not taken yet (under the send lock)."""
 
-    __slots__ = ("backlog", "connecting", "retry_at", "sock", "watched")
+    __slots__ = ("backlog", "connecting", "retry_at", "sock", "watched", "wrote")
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
         self.connecting = False
         self.backlog: deque[memoryview] = deque()  # frames not written, the first maybe in part
         self.retry_at = 0.0
-        self.watched = False  # registered for EPOLLOUT in the transport's epoll
+        self.watched = False  # watched for EPOLLOUT too (always for the peer's hang-up while connected)
+        self.wrote = False  # bytes were written on this connection: the peer may not have read them
 
 
 class LoopEvent:
@@ -206,7 +221,8 @@ class TcpTransport(BatchingTransport):
         self._inbound: dict[int, _Inbound] = {}
         self._sweep_at = 0.0  # when to look for untrusted connections past UNTRUSTED_SECS next
         self._outbound: dict[str, _Outbound] = {}
-        self._out_fds: dict[int, str] = {}  # fd of a watched outbound connection -> its peer's key
+        self._out_fds: dict[int, str] = {}  # fd of a connected or connecting outbound connection -> its peer's key
+        self.lost_connections = 0  # connections that broke with bytes written on them (`on_lost`)
         self._events: list[LoopEvent] = []
         # when a poll last began; the watchman reads only once there is something to read
         self._stale = StaleWatch(self._epoll.fileno())
@@ -393,9 +409,11 @@ class TcpTransport(BatchingTransport):
             return
         try:
             sent = send_nb(out.sock, frame)
-        except OSError as e:  # the peer went away: this message is lost with the connection
+        except OSError as e:  # the peer went away: nothing of this message was written, it waits
+            out.backlog.append(frame)
             self._broken(key, out, e)
             return
+        out.wrote = True
         if sent < len(frame):
             out.backlog.append(frame[sent:])
             self._watch(key, out)
@@ -423,6 +441,7 @@ class TcpTransport(BatchingTransport):
             except OSError as e:
                 self._broken(key, out, e)
                 return
+            out.wrote = True
             if sent < len(frame):
                 backlog[0] = frame[sent:]
                 break
@@ -452,6 +471,9 @@ class TcpTransport(BatchingTransport):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # batches are ours already
         code = sock.connect_ex((host, port))
         out.sock = sock
+        out.wrote = False
+        self._epoll.register(sock.fileno(), _HANGUP)  # the peer's end, however idle the connection
+        self._out_fds[sock.fileno()] = key
         if code in (0, errno.EISCONN):
             out.connecting = False
         elif code in (errno.EINPROGRESS, errno.EAGAIN, errno.EALREADY):
@@ -474,15 +496,16 @@ class TcpTransport(BatchingTransport):
         return True
 
     def _writable(self, key: str, mask: int) -> None:
-        """The epoll says a watched connection to ``key`` can be written (or broke)."""
+        """The epoll says a connection to ``key`` can be written, or that its peer closed it
+        (a peer never writes on it: what there is to read is its end)."""
         if not self._send_lock.acquire(blocking=False):
-            return  # a loop is flushing: it writes the backlog on itself
+            return  # a loop is flushing: it writes the backlog on itself (the next poll sees a hang-up)
         try:
             out = self._outbound.get(key)
             if out is None or out.sock is None:
                 return
-            if not out.connecting and mask & _BROKEN and not mask & _EPOLLOUT:
-                self._broken(key, out, OSError(errno.ECONNRESET, "connection broken"))
+            if not out.connecting and mask & _PEER_GONE:
+                self._broken(key, out, OSError(errno.ECONNRESET, "closed by the worker at the other end"))
                 return
             self._write(key, out)
         finally:
@@ -490,31 +513,51 @@ class TcpTransport(BatchingTransport):
 
     def _broken(self, key: str, out: _Outbound, error: OSError) -> None:
         """Close ``key``'s connection; its backlog waits for the next (but a frame written in
-        part is lost: the peer dropped its beginning with the connection)."""
-        self._unwatch(out)
+        part is lost: the peer dropped its beginning with the connection). What was written on
+        it may not have been read: the worker is told (`on_lost`)."""
+        lost = out.sock is not None and not out.connecting and out.wrote
         if out.sock is not None:
             if not out.connecting:
                 log.info("the connection to the worker at %s broke: %s", self._address[key], error)
-            out.sock.close()
+            self._close_outbound(out)
         out.sock = None
         out.connecting = False
+        out.wrote = False
         out.retry_at = self._now() + RECONNECT_SECS
         if out.backlog and _is_partial(out.backlog[0]):
             out.backlog.popleft()
+        if lost:
+            self._lost(key)
+
+    def _lost(self, key: str) -> None:
+        """What was sent to the peer first known as ``key`` may be lost: tell the worker, with
+        the tasks of that peer (under the send lock: the worker's `on_lost` must not send)."""
+        self.lost_connections += 1
+        tasks = sorted(t for t, k in self._task_key.items() if k == key)
+        if tasks and self.on_lost is not None:
+            self.on_lost(tasks)
+
+    def _close_outbound(self, out: _Outbound) -> None:
+        """Stop watching ``out``'s connection and close it."""
+        assert out.sock is not None
+        fd = out.sock.fileno()
+        self._out_fds.pop(fd, None)
+        try:
+            self._epoll.unregister(fd)
+        except (OSError, ValueError):
+            pass
+        out.watched = False
+        out.sock.close()
 
     def _watch(self, key: str, out: _Outbound) -> None:
         if not out.watched and out.sock is not None:
-            fd = out.sock.fileno()
-            self._epoll.register(fd, _EPOLLOUT)
-            self._out_fds[fd] = key
+            self._epoll.modify(out.sock.fileno(), _HANGUP | _EPOLLOUT)
             out.watched = True
 
     def _unwatch(self, out: _Outbound) -> None:
         if out.watched and out.sock is not None:
-            fd = out.sock.fileno()
-            self._out_fds.pop(fd, None)
             try:
-                self._epoll.unregister(fd)
+                self._epoll.modify(out.sock.fileno(), _HANGUP)
             except (OSError, ValueError):
                 pass
         out.watched = False
@@ -528,10 +571,8 @@ class TcpTransport(BatchingTransport):
 
     def _moved(self, key: str) -> None:
         out = self._outbound.pop(key, None)
-        if out is not None:
-            self._unwatch(out)
-            if out.sock is not None:
-                out.sock.close()
+        if out is not None and out.sock is not None:
+            self._close_outbound(out)
 
     def close(self) -> None:
         """Stop receiving and sending, and close every socket."""
@@ -539,9 +580,8 @@ class TcpTransport(BatchingTransport):
         with self._send_lock:
             self._closed = True
             for out in self._outbound.values():
-                self._unwatch(out)
                 if out.sock is not None:
-                    out.sock.close()
+                    self._close_outbound(out)
             self._outbound.clear()
         with self._poll_lock:
             for fd in list(self._inbound):

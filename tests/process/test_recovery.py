@@ -7,15 +7,16 @@ master and the spout's durable record of acked ids.
 
 import os
 import signal
+import time
 
 from squall import Config, StormSubmitter, TopologyBuilder
 from squall.engine.loop import Backpressure
 
 from ..conftest import wait_until
 from .conftest import _squall_processes
-from .recovery_topology import (RECOVERY_CONF, DurableSpout, Flood, Gated, UnimportableOnWorkers, acked,
-                                kill_a_worker_without, open_gate, opened, recovery_topology, stop_and_wait,
-                                stop_spouts)
+from .recovery_topology import (RECOVERY_CONF, DurableSpout, Flood, Gated, LeaksUntilRestarted,
+                                UnimportableOnWorkers, acked, acked_lines, kill_a_worker_without, open_gate, opened,
+                                recovery_topology, stop_and_wait, stop_spouts)
 from .semantics_topology import topology_conf
 
 N = 3000
@@ -61,6 +62,37 @@ def test_the_tuples_a_sigkilled_worker_held_fail_at_once_not_after_the_message_t
             "no pending tuple failed"
         assert wait_until(lambda: acked(out) >= set(range(sent)), 30), \
             f"not acked yet: {sorted(set(range(sent)) - acked(out))[:20]}"
+
+
+def test_the_replays_sent_to_a_sigkilled_worker_as_it_restarts_are_not_left_to_time_out(cluster, tmp_path):
+    """200 ids, all emitted at once, into a slow bolt in the other worker; that worker is
+    SIGKILLed mid-run, with a 60 s message timeout. The spout's worker hears of the death from
+    the master and fails its pending tuples at once; their replays used to go into the
+    connection to the dead worker, which nothing had written on since the kill: the first
+    write was taken by the kernel and lost, the next failed and its message was dropped, and
+    those ids waited out one to two message timeouts (57 s measured with a 30 s timeout). Every
+    id must be acked once at its spout, and all of them within 20 s of the kill. A bound of
+    time belongs in bench/; one this loose (a third of the timeout, against about a second
+    measured) is the correctness property here: no tuple is left to the timeout."""
+    out = tmp_path / "out"
+    out.mkdir()
+    b = TopologyBuilder()
+    b.set_spout("source", DurableSpout(200))
+    b.set_bolt("slow", LeaksUntilRestarted(mb=0, secs=0.05)).shuffle_grouping("source")  # 20 tuples/s, first launch
+    with cluster.client() as m:
+        m.submit_topology("replays", topology_conf(out, **{"topology.message.timeout.secs": 60}), b.create_topology())
+        assert wait_until(lambda: (out / "leaking").exists(), 60), "the bolt did not start"
+        pid, port, _ = map(int, (out / "leaking").read_text().split())
+        components = m.get_topology_info("replays")["components"]
+        assert {st["worker"] for st in components["source"]["task_stats"].values()} != {port}, components
+        assert wait_until(lambda: len(acked(out)) >= 20, 60), "the bolt did not ack"
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        assert wait_until(lambda: acked(out) >= set(range(200)), 45), \
+            f"not acked 45 s after the kill (left to the message timeout): {sorted(set(range(200)) - acked(out))[:20]}"
+        took = time.monotonic() - killed
+        assert sorted(acked_lines(out)) == list(range(200))  # each id acked once at its spout
+        assert took < 20, f"the last ids were acked {took:.1f} s after the kill: they waited for the message timeout"
 
 
 def test_workers_keep_processing_while_the_master_is_down_and_a_new_master_resumes(cluster, tmp_path):

@@ -482,7 +482,10 @@ class Master:
         self.topologies = topologies
         self.counter = max(self.counter, state.counter)
         now = self.mono()
-        self.supervisors = {sid: SupervisorInfo(s["host"], list(s["ports"]), now, s.get("since"))
+        # known from the store only: a newcomer on one's address and ports is that machine's
+        # supervisor restarted (not a second machine), however recently the leader heard the old
+        # one (`op_supervisor_sync`); one this master heard itself stays as it was
+        self.supervisors = {sid: SupervisorInfo(s["host"], list(s["ports"]), now, s.get("since"), heard=False)
                             for sid, s in state.supervisors.items()}
         return complete
 
@@ -1112,17 +1115,19 @@ class Master:
             clash = sorted(set(sup.ports) & set(ports))
             if sid == supervisor_id or sup.host != host or not clash:
                 continue
-            if now - sup.seen <= self._replaced_after():
+            if sup.heard and now - sup.seen <= self._replaced_after():
                 # the other one is alive: two machines that both say they are ``host`` (each
                 # would replace the other, and every slot would restart at every sync)
                 self._clash_log.error(
                     "supervisors %s and %s both claim %s ports %s: the newcomer %s is given no slots "
-                    "until %s is silent for %g s (two machines: give each its own address with "
-                    "squall supervisor --host)", sid, supervisor_id, host, ",".join(map(str, clash)),
+                    "until %s is silent for %g s (two machines: give each its own address, "
+                    "storm.local.hostname)", sid, supervisor_id, host, ",".join(map(str, clash)),
                     supervisor_id, sid, self._replaced_after())
                 return self._sync_reply({})
-            # the same machine's slots under a new id, the old one silent: that supervisor was
-            # restarted, and its slots must not be taken for lost when the old id times out
+            # the same machine's slots under a new id, the old one silent (or known to this
+            # master only from the store: a leader that took over while the machine's supervisor
+            # restarted, or a whole cluster started again): that supervisor was restarted, and
+            # its slots must not be taken for lost when the old id times out
             log.info("supervisor %s replaces %s on %s", supervisor_id, sid, host)
             del self.supervisors[sid]
             self._supervisor_replaced(sup)

@@ -130,6 +130,7 @@ class SupervisorInfo:
     seen: float                      # master's monotonic time (`Master.mono`) of its last sync
     since: float | None = None       # master's wall time of its first sync under this id (its uptime)
     unhealthy: str | None = None     # why its health checks fail (None: they pass), as it last said
+    heard: bool = True               # False: known from the store only (Nimbus HA), not heard by this master
 
     def slots(self) -> set[str]:
         """Its slots, as the assignment names them."""

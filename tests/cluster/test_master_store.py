@@ -409,3 +409,40 @@ def test_what_a_leader_failed_to_write_is_not_written_after_it_leads_again(tmp_p
     m.lead()  # and leads again: its whole state goes with its next outcome
     m.keeper.keep(m.pending())
     assert list(store.load().topologies) == ["u"]
+
+
+def test_a_new_leader_gives_a_restarted_supervisor_its_slots_at_once_without_a_clash_error(tmp_path, caplog):
+    """A rolling or whole-cluster restart under Nimbus HA: the supervisor of a machine restarts
+    (a new id, the same address and ports) while the lead moves. The new leader knows the old id
+    only from the store, never heard from it itself, so the newcomer is that machine's
+    supervisor restarted: it takes the slots at its first sync, with new launches, and nothing
+    says that two machines claim one address. (Before, it was refused its slots for 2 s and the
+    master logged an ERROR telling the operator to give each machine its own address.)"""
+    store = _Shared(MemoryStore.for_conf(CONF).secret, tmp_path)
+    clock = SimulatedClock(5.0)
+    first = served(CONF, clock=clock, store=store)
+    first.lead()
+    _register(first)  # supervisor s1 on 127.0.0.1:7000,7001
+    first.op_submit(name="t", conf={"topology.workers": 2}, topology=_topology())
+    launches = _launched(first, "t")
+    assert len(launches) == 2
+    code = {topo.code: topo.plan for topo in first.topologies.values()}
+    first.leading = False  # SIGTERMed: its session ends
+
+    leader = served(CONF, clock=clock, store=store)
+    assert leader.adopt(store.load(), code)
+    leader.lead()
+    with caplog.at_level("INFO", logger="squall.master"):
+        reply = leader.op_supervisor_sync(supervisor_id="s2", host="127.0.0.1", ports=[7000, 7001])
+    assert sorted(reply["slots"]) == ["7000", "7001"], caplog.text
+    assert "both claim" not in caplog.text
+    assert "supervisor s2 replaces s1 on 127.0.0.1" in caplog.text
+    relaunched = _launched(leader, "t")
+    assert set(relaunched) == set(launches) and all(relaunched[s] != launches[s] for s in launches)
+
+    # a second machine that claims the same address while s2 syncs is still refused
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="squall.master"):
+        assert leader.op_supervisor_sync(supervisor_id="s3", host="127.0.0.1", ports=[7000, 7001])["slots"] == {}
+    assert "supervisors s2 and s3 both claim 127.0.0.1 ports 7000,7001" in caplog.text
+    assert "storm.local.hostname" in caplog.text

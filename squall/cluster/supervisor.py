@@ -64,6 +64,8 @@ class Supervisor:
         self.nimbus = nimbus_of(master)  # the verbs, typed (records passed as they are to a master in this process)
         self.exits: list[WorkerExit] = []  # reported at the next sync that reaches the master
         self._stopping = False
+        self._registered = False  # a sync has reached a master
+        self._unreachable: tuple[float, float] | None = None  # since, last said (monotonic): no master answers
 
     @property
     def host(self) -> str:
@@ -87,9 +89,10 @@ class Supervisor:
             reply = self.nimbus.supervisor_sync(SupervisorSync(self.id, self.host, self.launcher.slots(),
                                                                tuple(self.exits), running, unhealthy))
         except RpcError as e:
-            log.debug("master unreachable (%s); workers left running", e)
+            self._no_master(e)
             return False
         self.exits = []
+        self._reached(reply.master)
         desired = {int(p): launch for p, launch in reply.slots.items()}
         if unhealthy is not None:
             desired = {}  # the master assigns an unhealthy node nothing; an older one might
@@ -103,18 +106,55 @@ class Supervisor:
                 self.launcher.start(port, want)
         return True
 
+    UNREACHABLE_REPEAT_SECS = 60.0
+    """While no master answers, how often the supervisor says so again."""
+
+    def _no_master(self, error: RpcError) -> None:
+        """A sync reached no master: say so at once (a wrong ``nimbus.seeds`` or secret, the
+        masters down), then once a minute while it lasts; the workers are left running."""
+        now = time.monotonic()
+        if self._unreachable is None:
+            self._unreachable = (now, now)
+            log.warning("supervisor %s cannot reach the master: %s; its workers are left running, and it tries "
+                        "again every %g s", self.id, error, self._frequency())
+        elif now - self._unreachable[1] >= self.UNREACHABLE_REPEAT_SECS:
+            self._unreachable = (self._unreachable[0], now)
+            log.warning("supervisor %s still cannot reach the master, for %.0f s now: %s",
+                        self.id, now - self._unreachable[0], error)
+        else:
+            log.debug("master unreachable (%s); workers left running", error)
+
+    def _reached(self, master: Any) -> None:
+        """A sync reached a master: say so the first time, and after it could not."""
+        where = f"{master.host}:{master.port}" if master is not None and master.host else "the master"
+        if not self._registered:
+            self._registered = True
+            log.info("supervisor %s registered slots %s on %s with %s", self.id,
+                     ",".join(map(str, self.launcher.slots())), self.host, where)
+        elif self._unreachable is not None:
+            log.info("supervisor %s reached %s again after %.0f s", self.id, where,
+                     time.monotonic() - self._unreachable[0])
+        self._unreachable = None
+
+    def _frequency(self) -> float:
+        return float(conf_value(self.conf, Config.SUPERVISOR_MONITOR_FREQUENCY_SECS))
+
     def run(self) -> None:
         """Sync every ``supervisor.monitor.frequency.secs`` until `stop`; then stop every worker."""
         try:
             while not self._stopping:
                 self.sync()
-                time.sleep(float(conf_value(self.conf, Config.SUPERVISOR_MONITOR_FREQUENCY_SECS)))
+                time.sleep(self._frequency())
         except KeyboardInterrupt:
             pass
         finally:
             if self.health is not None:
                 self.health.stop()
+            workers = sorted(self.launcher.running())
+            log.info("supervisor %s stopping: stopping its %d workers%s", self.id, len(workers),
+                     f" (ports {','.join(map(str, workers))})" if workers else "")
             self.launcher.stop_all()
+            log.info("supervisor %s stopped", self.id)
 
     def stop(self) -> None:
         """Ask `run` to end."""

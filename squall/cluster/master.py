@@ -862,6 +862,7 @@ class Master:
         topo.status = next_status(topo.status, KILL)
         topo.pending_action = PendingAction(REMOVE_ACTION, self.clock.wall() + wait)
         self._changed()
+        log.info("Killing topology %s (%s): spouts deactivated, removing it in %g s", name, topo.plan.storm_id, wait)
         if wait == 0:
             self._run_due_actions()
 
@@ -871,6 +872,7 @@ class Master:
         topo = self._get(name)
         topo.status = next_status(topo.status, ACTIVATE)
         self._changed()
+        log.info("Activated topology %s", name)
 
     def op_deactivate(self, name: str) -> None:
         """Storm's ``deactivate``: ``name``'s spouts stop emitting (workers learn it from their heartbeat
@@ -878,6 +880,7 @@ class Master:
         topo = self._get(name)
         topo.status = next_status(topo.status, INACTIVATE)
         self._changed()
+        log.info("Deactivated topology %s", name)
 
     def op_rebalance(self, name: str, num_workers: int | None = None, executors: dict[str, int] | None = None,
                      wait_secs: float | None = None) -> None:
@@ -897,6 +900,9 @@ class Master:
         topo.pending_action = PendingAction(REBALANCE_ACTION, self.clock.wall() + wait, num_workers,
                                             dict(executors or {}))
         self._changed()
+        log.info("Rebalancing topology %s: spouts deactivated, placing it on %d workers%s in %g s", name,
+                 new_plan.num_workers, "".join(f", {c}={n} executors" for c, n in sorted((executors or {}).items())),
+                 wait)
         if wait == 0:
             self._run_due_actions()
 

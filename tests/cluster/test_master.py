@@ -941,3 +941,26 @@ def test_a_step_of_the_wall_clock_neither_restarts_live_workers_nor_keeps_silent
         m.monitor()
     assert topo.launch_ids[slots[0]] == launches[slots[0]] + 1
     assert topo.launch_ids[slots[1]] == launches[slots[1]]
+
+
+def test_the_master_logs_each_kill_activate_deactivate_and_rebalance_when_asked(conf, caplog):
+    """An operator reading the master's log sees a ``squall kill -w 30`` when it is asked, not
+    only 30 s later when the topology goes, and sees activations, deactivations and rebalances
+    (as Storm's Nimbus logs "Delaying event :remove for 30 secs")."""
+    clock = SimulatedClock(1000.0)
+    m = served(conf, clock=clock)
+    _register(m, ports=(7000, 7001, 7002))
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    with caplog.at_level("INFO", logger="squall.master"):
+        m.op_deactivate(name="t")
+        m.op_activate(name="t")
+        m.op_rebalance(name="t", num_workers=2, wait_secs=5)
+        assert "Rebalanced" not in caplog.text
+        clock.advance(5)
+        m.monitor()
+        m.op_kill(name="t", wait_secs=30)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[:3] == ["Deactivated topology t", "Activated topology t",
+                         "Rebalancing topology t: spouts deactivated, placing it on 2 workers in 5 s"], lines
+    assert "Rebalanced topology t: 2 workers" in lines
+    assert lines[-1] == f"Killing topology t ({storm_id}): spouts deactivated, removing it in 30 s", lines

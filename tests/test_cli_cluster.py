@@ -578,3 +578,14 @@ def test_rebalance_e_must_be_component_equals_int(capsys, item):
     assert main(["rebalance", "x", "-e", item]) == 2
     assert capsys.readouterr().err == (f"squall: error: -e {item!r}: expected COMPONENT=N with N an integer, "
                                        f"e.g. -e split=4\n")
+
+
+def test_the_masters_block_of_list_has_no_trailing_blanks(capsys):
+    """docs/cli.md: `squall list`'s lines are printed without trailing blanks, the Nimbus HA
+    block's header too (it once ended in one, which a script comparing lines tripped on)."""
+    from squall.cli._cluster import _print_nimbuses
+    _print_nimbuses([{"host": "127.0.0.1", "port": 6627, "status": "Leader", "uptime_secs": 812.4},
+                     {"host": "127.0.0.1", "port": 6629, "status": "Offline", "uptime_secs": None}])
+    lines = capsys.readouterr().out.split("\n")
+    assert lines == ["", "Nimbus                   Status       Uptime_secs", "127.0.0.1:6627           Leader       812",
+                     "127.0.0.1:6629           Offline      Not applicable", ""], lines

@@ -440,7 +440,7 @@ def _print_nimbuses(nimbuses: list[dict[str, Any]]) -> None:
     if len(nimbuses) < 2:
         return
     print()
-    print(f"{'Nimbus':<24} {'Status':<12} {'Uptime_secs':<12}")
+    print(f"{'Nimbus':<24} {'Status':<12} Uptime_secs")
     for n in nimbuses:
         up = "Not applicable" if n.get("uptime_secs") is None else int(n["uptime_secs"])
         where = f"{n['host']}:{n['port']}"

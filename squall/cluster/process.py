@@ -54,9 +54,10 @@ def running_supervisor(local_dir: Path) -> int | None:
     except (OSError, ValueError):
         return None
     args = cmdline.split(b"\0")
-    # started by squall nimbus (python -m squall.cluster.supervisor) or by squall supervisor
+    # started by squall nimbus (python -m squall.cluster.supervisor) or by squall supervisor, in
+    # any of its spellings: the ``squall`` script, ``python -m squall``, ``python -m squall.cli``
     ours = b"squall.cluster.supervisor" in args or (
-        b"supervisor" in args and any(a.rsplit(b"/", 1)[-1] == b"squall" for a in args))
+        b"supervisor" in args and any(a.rsplit(b"/", 1)[-1] in (b"squall", b"squall.cli") for a in args))
     return pid if ours else None
 
 

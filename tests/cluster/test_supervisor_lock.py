@@ -56,3 +56,35 @@ def test_a_pid_file_left_behind_does_not_adopt_another_clusters_supervisor(tmp_p
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@pytest.mark.parametrize("spelling", [["squall.cli"], ["squall"]])
+def test_a_supervisor_started_as_python_m_squall_cli_is_found_as_the_directorys_supervisor(tmp_path, spelling):
+    """docs/cli.md: ``python -m squall`` and ``python -m squall.cli`` do what ``squall`` does. A
+    supervisor started as ``python -m squall.cli supervisor`` was not recognised as the one that
+    holds its directory's lock: ``squall nimbus`` on that storm.local.dir did not adopt it but
+    started a supervisor of its own every 1 to 30 s, each dying at once on the lock (a crash loop
+    for as long as the master ran), and a second ``squall supervisor`` did not name its pid."""
+    master_port, slot = free_ports(2)
+    conf = tmp_path / "squall.yaml"
+    conf.write_text(yaml.safe_dump({"storm.local.dir": str(tmp_path / "local"), "nimbus.seeds": ["127.0.0.1"],
+                                    "nimbus.thrift.port": master_port, "supervisor.slots.ports": [slot],
+                                    "squall.secret": "c" * 40}))
+    os.chmod(conf, 0o600)
+    proc = subprocess.Popen([sys.executable, "-m", *spelling, "supervisor", "--config", str(conf)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: proc.poll() is not None or running_supervisor(tmp_path / "local") == proc.pid, 60)
+        assert running_supervisor(tmp_path / "local") == proc.pid, "the supervisor was not found as running"
+        second = subprocess.run([sys.executable, "-m", "squall.cli", "supervisor", "--config", str(conf)],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1
+        assert second.stderr.strip() == (f"squall: error: a supervisor already runs for storm.local.dir "
+                                         f"{tmp_path / 'local'} (pid {proc.pid})"), second.stderr
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -171,9 +171,13 @@ def run_nimbus(conf: dict[str, Any], supervise: bool = True,
         ready.cancel()
         stopped.cancel()
         if stop.is_set():
-            log.info("squall nimbus stopping (signal received)%s; the topologies stay in %s for its next start",
-                     ", with the supervisor it started and its workers" if keeper is not None else "",
-                     conf_value(conf, Config.STORM_LOCAL_DIR))
+            # where the next start finds the topologies: ZooKeeper under Nimbus HA, else the local dir
+            kept = ("in ZooKeeper (Nimbus HA)" if conf.get(Config.STORM_ZOOKEEPER_SERVERS)
+                    else f"in {conf_value(conf, Config.STORM_LOCAL_DIR)}")
+            with_supervisor = "" if keeper is None else \
+                f", with the supervisor it {'started' if keeper.child else 'adopted'} and its workers"
+            log.info("squall nimbus stopping (signal received)%s; the topologies stay %s for its next start",
+                     with_supervisor, kept)
         if server.done():
             server.result()  # serve ended by itself: raise why (say, the port is taken)
         server.cancel()

@@ -188,8 +188,10 @@ class Worker:
 
     def task_fill(self, task: int) -> float:
         """Local ``task``'s inbox fill, Storm's load (0.0 empty, 1.0 when
-        ``topology.executor.receive.buffer.size`` items wait)."""
-        return len(self.inboxes[task]) / self._capacity
+        ``topology.executor.receive.buffer.size`` items wait, or more: backpressure stops the
+        spouts only between their calls, so an inbox may hold more than its bound, while Storm's
+        bounded queue cannot; the load messages' figures are from 0 to 1, `loads_of`)."""
+        return min(1.0, len(self.inboxes[task]) / self._capacity)
 
     def task_load(self, task: int) -> float:
         """Local ``task``'s load (0.0 idle, 1.0 full): its inbox's fill (`task_fill`), or how

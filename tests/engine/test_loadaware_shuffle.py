@@ -253,3 +253,66 @@ def test_two_workers_at_full_speed_keep_their_tuples_at_home_from_the_start():
         long_enough = time.monotonic() + 2 * (BUSY_WINDOW_SECS + LoadLink.PERIOD_SECS)
         assert wait_until(lambda: got.value >= n and time.monotonic() >= long_enough, 60)
         assert crossed.value == 0
+
+
+class BurstOnce(Spout):
+    """Emits 0 .. n-1 in one ``next_tuple`` call (no acking) once ``start`` is open, then nothing."""
+
+    def __init__(self, n: int, start) -> None:
+        self.n, self.start = n, start
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(["x"]))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.done = False
+
+    def next_tuple(self):
+        if not self.done and self.start.is_open():
+            self.done = True
+            for i in range(self.n):
+                self.collector.emit([i])
+
+
+class Held(Bolt):
+    """Holds every tuple until the test opens ``gate``, then counts it."""
+
+    def __init__(self, gate, got: SharedCount) -> None:
+        self.gate, self.got = gate, got
+
+    def execute(self, tup):
+        self.gate.wait(30)
+        self.got.incr()
+
+
+def test_an_overfull_inbox_is_told_to_the_peers_as_full_not_dropped_as_a_malformed_load():
+    # an inbox may hold more than topology.executor.receive.buffer.size (backpressure stops
+    # the spouts only between their calls): its fill was sent as 1.5, 8.0 ..., which every peer
+    # dropped as malformed ("not a (task, load) pair", a warning each time): the busiest task's
+    # load went unknown, so the peers' shuffles read it as no figure at all
+    from ..acceptance.components import Gate
+    n, buffer = 1000, 16
+    start, gate, got = Gate(), Gate(), SharedCount()
+    b = TopologyBuilder()
+    b.set_spout("burst", BurstOnce(n, start))
+    b.set_bolt("held", Held(gate, got), 2).shuffle_grouping("burst")
+    conf = {"topology.workers": 2, "topology.acker.executors": 0, "topology.executor.receive.buffer.size": buffer}
+    with LocalCluster() as cluster:
+        try:
+            cluster.submit_topology("t", conf, b.create_topology())
+            workers = [agent.worker for agent in cluster._agents(cluster._storm_id("t"))]
+            spout_w = next(w for w in workers if any(e.component == "burst" for e in w.assignment))
+            other = next(w for w in workers if w is not spout_w)
+            (task,) = [t for e in other.assignment if e.component == "held" for t in e.tasks]
+            # the held task's loop has measured how busy it is: its worker tells its load from then on
+            assert wait_until(lambda: other.loop_of_task[task].busy is not None, 10)
+            start.open()
+            assert wait_until(lambda: len(other.inboxes[task]) > buffer, 10), "the remote inbox did not overfill"
+            # its worker's next load message (every LoadLink.PERIOD_SECS) says it is full
+            assert wait_until(lambda: spout_w.load_mapping.get(task) == 1.0, 10), spout_w.load_mapping.get(task)
+            assert other.task_fill(task) == other.task_load(task) == 1.0
+        finally:
+            gate.open()
+        assert wait_until(lambda: got.value == n, 30), got.value
+        assert got.value == n

@@ -26,6 +26,7 @@ a busy loop pays nothing for being woken.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Container
 from typing import Any
@@ -38,6 +39,15 @@ from .wait import WaitSituation, wait_strategy
 # Items drained per task per round, and next_tuple rounds per spout burst. Small enough that
 # queues stay short (latency, memory), large enough that per-round overhead is amortised.
 DRAIN_LIMIT = 1024
+# The acker, and a spout's replies from it, are drained of all they hold each round, whatever
+# the number (as Storm's executors consume their whole queue). A bolt's round of DRAIN_LIMIT
+# inputs costs the acker an init and an ack per tuple of each tree, and at the same share it fell
+# behind for as long as a bolt on its loop had a backlog, so that no spout tuple completed (and,
+# past the message timeout, every one failed and replayed) until the backlog was gone; and two
+# bolt tasks on the loop complete up to twice DRAIN_LIMIT trees a round, whose replies a spout
+# drained at DRAIN_LIMIT a round: its acks fell behind in the same way. The acker's work per
+# message is a few operations in C; the replies are bounded by max spout pending.
+REPLY_DRAIN_LIMIT = sys.maxsize
 BUSY_WINDOW_SECS = 0.5  # how often a loop's `busy` fraction is updated
 SPOUT_BURST = 64
 
@@ -336,7 +346,8 @@ class ExecutorLoop:
         state = self.state
         event = self._event
         clock = self.clock
-        consumers = _downstream_first(self.executors)
+        consumers = [(ex, REPLY_DRAIN_LIMIT if ex.kind in ("acker", "spout") else DRAIN_LIMIT)
+                     for ex in _downstream_first(self.executors)]
         spouts = [ex for ex in self.executors if isinstance(ex, SpoutExecutor)]
         bolts = [ex for ex in self.executors if ex.kind == "bolt"]
         bp = self.backpressure
@@ -368,10 +379,10 @@ class ExecutorLoop:
                         return
                 seen_active = active
             worked = poll()  # what other workers sent, into the inboxes before they are drained
-            for ex in consumers:
+            for ex, limit in consumers:
                 self.calls += 1
                 self.current = ex
-                worked += ex.drain(DRAIN_LIMIT)
+                worked += ex.drain(limit)
                 if returned():
                     return
             if worked:

@@ -128,7 +128,8 @@ class Worker:
         self._on_crash = on_crash
         self._report_error = report_error
         self.crashed: ErrorRecord | None = None
-        self._last_calls: dict[ExecutorLoop, tuple[int, float]] = {}  # the watchdog's (find_stalls)
+        # the watchdog's (find_stalls): per loop, its call count, since when, and the user frame it was in
+        self._last_calls: dict[ExecutorLoop, tuple[int, float, FrameType | None]] = {}
         self._warned: dict[ExecutorLoop, int] = {}  # the stalled call each loop was warned of
         self._user_calls: dict[ExecutorLoop, _UserCall] = {}  # per loop, the user call it is in
         self._splits = 0
@@ -357,13 +358,23 @@ class Worker:
         executor whose component sets ``topology.executor.blocking.move`` to false stays with
         the blocked one (stalled, but on the thread it started on). Logs once per stall and
         returns the blocked components whose loop was split. Costs nothing on the tuple path.
+
+        A call into an executor drains up to `DRAIN_LIMIT` inputs of a bolt, each a call of the
+        user's ``execute`` of its own: as `report_stuck`, a loop whose thread is no longer in
+        the user frame it was seen in at the previous look (a bolt slow on each of many queued
+        inputs, say 1 ms each on a saturated machine) is making progress, not blocked.
         """
         moved = []
+        frames = sys._current_frames()
         for lp in list(self.loops):
             calls = lp.calls
             seen = self._last_calls.get(lp)
-            if seen is None or seen[0] != calls:
-                self._last_calls[lp] = (calls, now)
+            thread = lp.thread
+            frame = frames.get(thread.ident) if thread is not None and thread.ident else None
+            entry = _user_entry(frame)
+            if (seen is None or seen[0] != calls or (seen[2] is None and entry is not None)
+                    or (seen[2] is not None and not _on_stack(seen[2], frame))):
+                self._last_calls[lp] = (calls, now, entry)
                 continue
             blocking = lp.current
             if now - seen[1] < threshold or blocking is None or len(lp.executors) < 2:

@@ -288,3 +288,25 @@ def test_a_bolt_slow_on_each_of_many_inputs_is_not_reported_as_stuck(cluster):
         feeder.feed([i], i)
     assert wait_until(lambda: all(tracker.is_acked(i) or tracker.is_failed(i) for i in range(12)), 20)
     assert _stuck_errors(cluster, "slow") == []
+
+
+def test_a_bolt_slow_on_each_of_many_queued_inputs_does_not_split_its_loop(cluster, caplog):
+    """0.1 s per input, 12 inputs queued: one drain of its inbox holds the shared loop for over a
+    second, past topology.executor.blocking.warn.millis (0.3 s), but each input is a call of its
+    own that returns (a bolt merely slow, as any is on a saturated machine): the watchdog leaves
+    the loop whole and warns of nothing."""
+    caplog.set_level(logging.WARNING, logger="squall")
+    feeder = FeederSpout(Fields("x"))
+    tracker = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(tracker)
+    builder = TopologyBuilder()
+    builder.set_spout("feed", feeder)
+    builder.set_bolt("slow", SlowAckBolt(0.1)).shuffle_grouping("feed")
+    conf = Config()
+    conf["topology.executor.blocking.warn.millis"] = 300
+    cluster.submit_topology("slowloop", conf, builder.create_topology())
+    for i in range(12):
+        feeder.feed([i], i)
+    assert wait_until(lambda: all(tracker.is_acked(i) for i in range(12)), 30)
+    assert [r.getMessage() for r in caplog.records if "held its shared loop" in r.getMessage()] == []
+    assert _split_loops() == []

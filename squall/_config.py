@@ -495,8 +495,8 @@ def misspellings(conf: Mapping[str, Any], topology: str) -> list[str]:
 
 def component_misspellings(own: Mapping[str, Mapping[str, Any] | None], topology: str) -> list[str]:
     """A warning for each key of a component's own configuration (``own``, by component id) that
-    is likely a typo (`misspelling_of`): a ``topology.`` one is dropped from the component's
-    configuration (not whitelisted), so a typo there changes nothing, silently."""
+    is likely a typo (`misspelling_of`): it reaches the component as a custom key would, and
+    nothing reads it, so the setting meant changes nothing, silently."""
     return [f"{topology}: component [{cid}] configuration key {key!r} is unknown and used by nothing; "
             f"did you mean {meant!r}?"
             for cid, component in sorted(own.items()) for key in (component or {})

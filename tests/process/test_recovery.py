@@ -9,11 +9,13 @@ import os
 import signal
 import time
 
+import pytest
+
 from squall import Config, StormSubmitter, TopologyBuilder
 from squall.engine.loop import Backpressure
 
 from ..conftest import wait_until
-from .conftest import _squall_processes
+from .conftest import Cluster, _squall_processes
 from .recovery_topology import (RECOVERY_CONF, DurableSpout, Flood, Gated, LeaksUntilRestarted,
                                 UnimportableOnWorkers, acked, acked_lines, kill_a_worker_without, open_gate, opened,
                                 recovery_topology, stop_and_wait, stop_spouts)
@@ -74,6 +76,22 @@ def test_the_replays_sent_to_a_sigkilled_worker_as_it_restarts_are_not_left_to_t
     id must be acked once at its spout, and all of them within 20 s of the kill. A bound of
     time belongs in bench/; one this loose (a third of the timeout, against about a second
     measured) is the correctness property here: no tuple is left to the timeout."""
+    _replays_to_a_sigkilled_worker(cluster, tmp_path)
+
+
+@pytest.mark.parametrize("encryption", ["false", "true"])
+def test_on_the_zmq_wire_the_replays_sent_to_a_sigkilled_worker_are_not_left_to_time_out(tmp_path, encryption):
+    """As above, on the ZeroMQ wire (``squall.transport.wire: zmq``; with ``squall.encryption:
+    true``, CurveZMQ on loopback too, as between hosts): each id acked once, all within 20 s of
+    the kill, with a 60 s message timeout."""
+    c = Cluster(tmp_path, **{"squall.transport.wire": "zmq", "squall.encryption": encryption})
+    try:
+        _replays_to_a_sigkilled_worker(c, tmp_path)
+    finally:
+        c.stop()
+
+
+def _replays_to_a_sigkilled_worker(cluster, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     b = TopologyBuilder()

@@ -25,6 +25,15 @@ single frames, the receiver drops a message of more unkept, frame by frame. Zero
 all of a multipart message's frames before it hands over the first, so only encryption shuts a
 stranger out entirely (docs/cluster.md).
 Under ``squall.encryption`` the sockets use CurveZMQ (`squall.worker.curve`).
+
+A peer that dies (its worker SIGKILLed) closes its connections; ZeroMQ's I/O thread reads every
+connection, however idle, so it sees that at once, and reconnects by itself. What a loop sends
+meanwhile (the spouts' replays after the master's notice of the death) is not written into the
+dead connection: ZeroMQ holds `SNDHWM` messages for the peer's next launch at the same address,
+and the transport keeps up to `MAX_UNSENT` more (`_unsent`), handed to ZeroMQ again at every
+flush and, from the receiving thread, every `RETRY_SECS`, so they go once the peer is back
+whether or not anything more is sent to it. What was in flight when the peer died is lost with
+it; the master's notice fails it (it was sent before the notice).
 """
 
 from __future__ import annotations
@@ -67,6 +76,13 @@ _CURVE_OVERHEAD = 33
 # largest message size, but at least 8 and at most 1,000 messages. So a connection holds at most
 # 256 MB of messages when the bound is 32 MB or less; above, 8 of the largest (512 MB at the
 # default 64 MB). 1,000 messages is a burst of ~7 MB of ordinary ~7 KB batches.
+# Messages ZeroMQ holds for a peer, connected or not (a batch is ~7 KB), and how many more
+# `_unsent` keeps once it holds that many (the oldest given up first: the peer has been away
+# long, and the master moves its tasks or their tuples time out).
+SNDHWM = 1000
+MAX_UNSENT = 1000
+# How often the receiving thread hands `_unsent` to ZeroMQ again while something waits there
+RETRY_SECS = 0.1
 _RECEIVE_BUDGET = 256 * 1024 * 1024
 _RCVHWM_MIN, _RCVHWM_MAX = 8, 1000
 _HANDSHAKE_FAILED = int(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
@@ -148,7 +164,7 @@ class ZmqTransport(BatchingTransport):
             address = self._address[key]
             sock = self._ctx.socket(zmq.PUSH)
             sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.SNDHWM, 1000)  # batches, not tuples: up to ~2M tuples queued
+            sock.setsockopt(zmq.SNDHWM, SNDHWM)  # batches, not tuples: up to ~2M tuples queued
             if self._keys is not None and curve.wants_encryption(self._encryption, address):
                 curve.make_client(sock, self._keys.public)
             sock.connect(address)
@@ -163,21 +179,42 @@ class ZmqTransport(BatchingTransport):
             # here, 16 vs 12 us per send
             sock.send(message, _NOBLOCK)
         except zmq.Again:
-            # The peer is gone or slow. Keep the batch: sending must never block a loop (that
-            # could deadlock the ack cycle); tuples that never arrive time out and replay.
-            self._unsent.setdefault(key, []).append(message)
+            # ZeroMQ holds SNDHWM messages for the peer, connected or not (it reconnects by
+            # itself, and delivers them to the peer's next launch at the same address). Past
+            # that, the peer is gone or slow: keep the batch, for `_retry` (sending must never
+            # block a loop: that could deadlock the ack cycle).
+            self._unsent[key] = [message]
 
     def _retry(self, key: str) -> None:
+        """Hand ZeroMQ what waits for ``key``, until it holds no more (under the send lock)."""
         backlog = self._unsent[key]
         sock = self._sockets[key]
         while backlog:
             try:
                 sock.send(backlog[0], _NOBLOCK)
             except zmq.Again:
-                if len(backlog) > 1000:  # the peer has been away long: give the oldest up
+                if len(backlog) > MAX_UNSENT:  # the peer has been away long: give the oldest up
                     del backlog[0]
                 return
             del backlog[0]
+        del self._unsent[key]
+
+    def _flush_locked(self) -> None:
+        for key in list(self._unsent):  # peers that were away or slow: try again
+            self._retry(key)
+        super()._flush_locked()
+
+    def _retry_unsent(self) -> None:
+        """From the receiving thread, every `RETRY_SECS` while batches wait in `_unsent`: they
+        go once the peer (its next launch) takes them, whether or not a loop sends or flushes."""
+        if not self._send_lock.acquire(blocking=False):
+            return  # a loop is sending or flushing: again at the next tick
+        try:
+            if not self._closed:
+                for key in list(self._unsent):
+                    self._retry(key)
+        finally:
+            self._send_lock.release()
 
     def _receive_loop(self) -> None:
         # One blocking receive per message (RCVTIMEO bounds it, for `close`), not a Poller and
@@ -185,12 +222,18 @@ class ZmqTransport(BatchingTransport):
         # take-back while the loop runs makes the loop wait for the GIL in turn
         recv, get = self._pull.recv, self._pull.get
         monitor = self._monitor
+        retry_at = 0.0
         while not self._closed:
             try:
                 try:
                     message = recv()
                 except zmq.Again:
                     message = None
+                if self._unsent:  # batches a peer away did not take: hand them over once it is back
+                    now = monotonic()
+                    if now >= retry_at:
+                        retry_at = now + RETRY_SECS
+                        self._retry_unsent()
                 if monitor is not None and monitor.get(zmq.EVENTS) & zmq.POLLIN:
                     self._handshake_failed()
                 if message is None:

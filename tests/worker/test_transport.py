@@ -314,6 +314,42 @@ def test_a_restarted_peer_is_heard_and_its_old_launch_no_longer():
         b.close()
 
 
+@pytest.mark.parametrize("encryption", ["false", "true"])
+def test_what_is_sent_to_a_dead_peer_reaches_its_next_launch_without_another_send(encryption):
+    """The peer dies (its worker SIGKILLed: its sockets close) and ZeroMQ sees its connection
+    go. What the sender sends meanwhile (the spouts' replays, a burst) must reach the peer's
+    next launch at the same address, every item once and in order, with nothing more sent to
+    that peer: ZeroMQ holds ``SNDHWM`` messages, and the transport keeps the rest (`_unsent`).
+    Those used to wait for the next message to that peer, which, in a topology whose spouts had
+    nothing more for it, came with the replays of their message timeout."""
+    got1, got2 = Collect(), Collect()
+    b = transport(receive=got1, slot="h:2", encryption=encryption)
+    address = b.address
+    a = transport(peers={7: address}, encryption=encryption)
+    monitor = None
+    try:
+        a.sender(7)((0,))
+        a.flush()
+        assert wait_until(lambda: got1.got == [(7, (0,))])
+        push = next(iter(a._sockets.values()))
+        n = push.getsockopt(zmq.SNDHWM) + 50  # more than ZeroMQ holds
+        monitor = push.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        b.close()
+        assert monitor.poll(10_000), "ZeroMQ did not see the connection go"
+        for i in range(1, n + 1):
+            a.sender(7)((i,))
+            a.flush()
+        b = ZmqTransport(address, {}, PlainSerializer(), b"s3cret", got2, origin=Origin(STORM, "h:2", 2),
+                         encryption=encryption)
+        assert wait_until(lambda: len(got2.got) >= n, timeout=20), f"{len(got2.got)} of {n} arrived"
+        assert got2.got == [(7, (i,)) for i in range(1, n + 1)]
+    finally:
+        if monitor is not None:
+            monitor.close(0)
+        a.close()
+        b.close()
+
+
 # --- bounds on what a stranger can cost (issue 10, item 5) --------------------------------------------
 
 _RECEIVER = textwrap.dedent("""

@@ -21,7 +21,6 @@ may have passed through B on their way back to its own tasks.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -59,7 +58,6 @@ class DroppedItemsLink:
     def __init__(self, tasks_lost: Any, transport: Transport) -> None:
         self.tasks_lost = tasks_lost
         self.transport = transport
-        self._untold: deque[list[int]] = deque()  # connection losses the peers are yet to hear of
 
     def moved(self, tasks: Iterable[int]) -> None:
         """The workers of ``tasks`` moved and the transport dropped what it queued for them:
@@ -69,26 +67,6 @@ class DroppedItemsLink:
             return
         self.tasks_lost(tasks)
         self.transport.broadcast(dropped_message(tasks))
-
-    def connection_lost(self, tasks: Iterable[int]) -> None:
-        """The transport's connection to the worker of ``tasks`` broke before that worker read
-        what was sent on it (it died: `squall.worker.tcp`): as `moved`, but called under the
-        transport's locks, so the peers are told later, by `tell_peers`. This worker's spouts
-        fail now what they may have lost there; the peers' spouts, what they sent through this
-        worker, once they hear (emitted before that, hence before the loss)."""
-        tasks = list(tasks)
-        if tasks:
-            self.tasks_lost(tasks)
-            self._untold.append(tasks)
-
-    def tell_peers(self) -> bool:
-        """Tell the peers of the connection losses `connection_lost` noted (not under the
-        transport's locks); whether there were any."""
-        told = False
-        while self._untold:
-            self.transport.broadcast(dropped_message(self._untold.popleft()))
-            told = True
-        return told
 
     def heard(self, sender: Any, message: Any) -> None:
         """A peer dropped items for the tasks ``message`` names: this worker's spouts fail what

@@ -68,11 +68,6 @@ class Transport(abc.ABC):
     # told, from the transport's own thread, that items arrived for `poll`: the worker wakes
     # its sleeping loops
     on_arrival: Callable[[], None] | None = None
-    # told ``tasks`` (of one peer worker) when items sent to them may be lost although the
-    # transport sent them: the connection they went on broke before the peer read them (it
-    # died). Called under the transport's locks, from any of the worker's threads: it must not
-    # send (`squall.worker.tcp.TcpTransport`; the worker's spouts fail what may have been there)
-    on_lost: Callable[[list[int]], None] | None = None
 
     def loop_event(self) -> WakeEvent:
         """A new event for a loop of this worker to sleep on (`ExecutorLoop.wake` sets it).

@@ -248,11 +248,6 @@ class WorkerAgent:
         # items dropped on their way to a moved peer, told to and by the peers (their spouts'
         # tuples may be among them)
         self._dropped = dropped = DroppedItemsLink(worker.tasks_lost, transport)
-
-        def connection_lost(tasks: list[int]) -> None:  # under the transport's locks: nothing sent here
-            dropped.connection_lost(tasks)
-            self._wake.set()  # the peers are told from this thread's loop (`tell_peers`)
-        transport.on_lost = connection_lost
         # the bolt tasks' loads, told to and by the peers, for the load-aware shuffles
         loads = (LoadLink(worker.load_mapping, worker.bolt_loads, transport, name=f"squall-load-{self.port}")
                  if worker.load_aware else None)
@@ -280,7 +275,6 @@ class WorkerAgent:
                 self._wake.wait(max(0.0, min(next_beat - now, stall_tick)))
                 woken = self._wake.is_set()
                 self._wake.clear()
-                dropped.tell_peers()
                 if self._crashed.is_set():
                     status = EXIT_CRASHED
                 elif self.stop_event.is_set() or self._told_stop:

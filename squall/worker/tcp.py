@@ -30,11 +30,11 @@ is lost with it. Every outbound connection is watched for the peer's hang-up (``
 so a worker learns of it at its next poll, before the master's notice of the death, and sends
 what follows to the backlog, for the peer's next launch (the process host restarts it at the
 same address), rather than into the dead connection; a message whose write fails waits in the
-backlog too. The tuples that may have been lost with the connection are not left to time out
-(Storm's netty client loses them so, for one to two message timeouts): the transport tells its
-worker (`on_lost`), whose spouts fail at once the pending tuples that may have been in it, and
-whose peers are told as for items dropped for a moved worker
-(`squall.engine.dropped_items`).
+backlog too. What was written before the worker saw the hang-up was emitted before the master's
+notice of the death, which fails it at once (`Worker.tasks_lost`); what is emitted after the
+notice (the spouts' replays) reaches the peer's next launch, where Storm's netty client wrote it
+into the dead connection and left it to one to two message timeouts. A peer stopped on purpose
+(a rebalance, a kill) hangs up the same way and fails nothing.
 
 This wire does not encrypt: the worker process uses it only where ``squall.encryption`` asks
 for no encryption of the address (`squall.worker.curve.wants_encryption`: ``auto`` encrypts
@@ -123,7 +123,7 @@ class _Inbound:
 class _Outbound:
     """The connection to a peer and what it has not taken yet (under the send lock)."""
 
-    __slots__ = ("backlog", "connecting", "retry_at", "sock", "watched", "wrote")
+    __slots__ = ("backlog", "connecting", "retry_at", "sock", "watched")
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
@@ -131,7 +131,6 @@ class _Outbound:
         self.backlog: deque[memoryview] = deque()  # frames not written, the first maybe in part
         self.retry_at = 0.0
         self.watched = False  # watched for EPOLLOUT too (always for the peer's hang-up while connected)
-        self.wrote = False  # bytes were written on this connection: the peer may not have read them
 
 
 class LoopEvent:
@@ -222,7 +221,6 @@ class TcpTransport(BatchingTransport):
         self._sweep_at = 0.0  # when to look for untrusted connections past UNTRUSTED_SECS next
         self._outbound: dict[str, _Outbound] = {}
         self._out_fds: dict[int, str] = {}  # fd of a connected or connecting outbound connection -> its peer's key
-        self.lost_connections = 0  # connections that broke with bytes written on them (`on_lost`)
         self._events: list[LoopEvent] = []
         # when a poll last began; the watchman reads only once there is something to read
         self._stale = StaleWatch(self._epoll.fileno())
@@ -413,7 +411,6 @@ class TcpTransport(BatchingTransport):
             out.backlog.append(frame)
             self._broken(key, out, e)
             return
-        out.wrote = True
         if sent < len(frame):
             out.backlog.append(frame[sent:])
             self._watch(key, out)
@@ -441,7 +438,6 @@ class TcpTransport(BatchingTransport):
             except OSError as e:
                 self._broken(key, out, e)
                 return
-            out.wrote = True
             if sent < len(frame):
                 backlog[0] = frame[sent:]
                 break
@@ -471,7 +467,6 @@ class TcpTransport(BatchingTransport):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # batches are ours already
         code = sock.connect_ex((host, port))
         out.sock = sock
-        out.wrote = False
         self._epoll.register(sock.fileno(), _HANGUP)  # the peer's end, however idle the connection
         self._out_fds[sock.fileno()] = key
         if code in (0, errno.EISCONN):
@@ -513,29 +508,16 @@ class TcpTransport(BatchingTransport):
 
     def _broken(self, key: str, out: _Outbound, error: OSError) -> None:
         """Close ``key``'s connection; its backlog waits for the next (but a frame written in
-        part is lost: the peer dropped its beginning with the connection). What was written on
-        it may not have been read: the worker is told (`on_lost`)."""
-        lost = out.sock is not None and not out.connecting and out.wrote
+        part is lost: the peer dropped its beginning with the connection)."""
         if out.sock is not None:
             if not out.connecting:
                 log.info("the connection to the worker at %s broke: %s", self._address[key], error)
             self._close_outbound(out)
         out.sock = None
         out.connecting = False
-        out.wrote = False
         out.retry_at = self._now() + RECONNECT_SECS
         if out.backlog and _is_partial(out.backlog[0]):
             out.backlog.popleft()
-        if lost:
-            self._lost(key)
-
-    def _lost(self, key: str) -> None:
-        """What was sent to the peer first known as ``key`` may be lost: tell the worker, with
-        the tasks of that peer (under the send lock: the worker's `on_lost` must not send)."""
-        self.lost_connections += 1
-        tasks = sorted(t for t, k in self._task_key.items() if k == key)
-        if tasks and self.on_lost is not None:
-            self.on_lost(tasks)
 
     def _close_outbound(self, out: _Outbound) -> None:
         """Stop watching ``out``'s connection and close it."""

@@ -19,13 +19,14 @@ pyspark's driver side.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .._config import Config
+from .._config import MEMORY_CAP_KEYS, Config
 
 EXIT_LOST = -1  # the task ended without a record: cancelled, or its Python worker or executor died
 
@@ -76,7 +77,15 @@ def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
             if not host:
                 mhost, mport = master.rsplit(":", 1)
                 host = executor_address(mhost, int(mport))
-            status = run(master, storm_id, slot, launch_id, conf, bind=f"tcp://{host}:0")
+            # a Python worker Spark reuses (spark.python.worker.reuse, PySpark's default on a session
+            # squall did not build) keeps what an earlier launch left in it: a cap on its size
+            # would stop every later launch at its first reading, so it applies only to fresh ones
+            reused = os.environ.get("SPARK_REUSE_WORKER") == "1"
+            if reused and any(conf.get(key) for key in MEMORY_CAP_KEYS):  # (a topology's own: docs/spark.md)
+                logging.getLogger("squall.worker").warning(
+                    "worker %s: no memory cap: Spark reuses its Python workers (spark.python.worker.reuse "
+                    "true), whose size holds what earlier tasks left; set it to false to cap them", slot)
+            status = run(master, storm_id, slot, launch_id, conf, bind=f"tcp://{host}:0", cap_memory=not reused)
             yield {"status": status}
         except BaseException:  # noqa: B036 - never let Spark retry a worker on its own
             logging.getLogger("squall.worker").exception("worker %s failed", slot)

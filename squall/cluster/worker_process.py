@@ -62,11 +62,12 @@ def anchored(conf: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any],
-        stop: threading.Event | None = None, bind: str | None = None) -> int:
+        stop: threading.Event | None = None, bind: str | None = None, cap_memory: bool = True) -> int:
     """Run the worker until the master says stop, ``stop`` is set (SIGTERM from the supervisor)
     or user code crashes; return the exit status. The worker receives on ``bind`` (default
     the slot's own ``tcp://host:port``; port 0 picks a free one) and reports that address to
-    the master, which hands every worker the addresses of its peers."""
+    the master, which hands every worker the addresses of its peers. ``cap_memory``: apply the
+    memory cap (`squall.worker.memory_cap`) to this process, which holds this worker alone."""
     conf = anchored(conf)
     mhost, mport = master.rsplit(":", 1)
     secret = load_or_create_secret(conf)
@@ -84,7 +85,7 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     tx_link = master_link(conf, first=NimbusAddress(mhost, int(mport)))
     try:
         return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop,
-                           state_home=home, transactional_link=tx_link, cap_memory=True).run()
+                           state_home=home, transactional_link=tx_link, cap_memory=cap_memory).run()
     finally:
         tx_link.close()
 

@@ -66,3 +66,25 @@ def test_the_caps_are_warned_of_only_where_they_are_not_applied():
     assert submit_warnings(conf, b.create_topology(), "t", memory_capped=False) == [
         (f"t: '{MAX_HEAP}' is not applied (LocalCluster's workers are threads of this process; the process host "
          "and Spark cap each worker process, docs/cluster.md)")]
+
+
+@pytest.mark.parametrize("reuse, capped", [(None, True), ("1", False)])
+def test_a_spark_python_worker_that_spark_reuses_is_not_capped_and_says_so(reuse, capped, monkeypatch, caplog):
+    """A Python worker Spark reuses keeps what earlier launches left in it: a cap would stop
+    every later launch at its first reading (a crash loop), so only fresh ones are capped."""
+    import squall.cluster.logs as logs
+    import squall.cluster.worker_process as worker_process
+    from squall.cluster.spark_task import worker_task
+
+    monkeypatch.setattr(logs, "install_worker_logging", lambda *a: None)  # this process's logging stays pytest's
+    calls = []
+    monkeypatch.setattr(worker_process, "run", lambda *a, **kw: calls.append(kw["cap_memory"]) or 0)
+    if reuse is None:
+        monkeypatch.delenv("SPARK_REUSE_WORKER", raising=False)
+    else:
+        monkeypatch.setenv("SPARK_REUSE_WORKER", reuse)
+    conf = {HEAP: 300, "squall.spark.worker.host": "127.0.0.1"}
+    with caplog.at_level("WARNING", logger="squall.worker"):
+        assert list(worker_task("127.0.0.1:1", "t-1-1", "spark:1", 1, conf)(iter([]))) == [{"status": 0}]
+    assert calls == [capped]
+    assert ("no memory cap: Spark reuses its Python workers" in caplog.text) is not capped

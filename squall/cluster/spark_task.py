@@ -80,7 +80,7 @@ def worker_task(master: str, storm_id: str, slot: str, launch_id: int,
             # a Python worker Spark reuses (spark.python.worker.reuse, PySpark's default on a session
             # squall did not build) keeps what an earlier launch left in it: a cap on its size
             # would stop every later launch at its first reading, so it applies only to fresh ones
-            reused = os.environ.get("SPARK_REUSE_WORKER") == "1"
+            reused = os.environ.get("SPARK_REUSE_WORKER", "") not in ("", "0")  # (pyspark.daemon reads it so)
             if reused and any(conf.get(key) for key in MEMORY_CAP_KEYS):  # (a topology's own: docs/spark.md)
                 logging.getLogger("squall.worker").warning(
                     "worker %s: no memory cap: Spark reuses its Python workers (spark.python.worker.reuse "

@@ -42,12 +42,13 @@ def sendable_conf(conf: Mapping[str, Any] | None) -> dict[str, Any]:
 
     Raises:
         InvalidTopologyException: a value msgpack cannot carry (an int past 64 bits, a set, an
-            object), naming the key (never the value: it may be a credential).
+            object, a map with tuple keys), naming the key (never the value: it may be a
+            credential).
     """
     conf = dict(conf or {})
     for key, value in conf.items():
-        try:
-            msgpack.packb(value, use_bin_type=True)
+        try:  # both ways, as the wire does (a map with tuple keys packs, and the master cannot read it)
+            msgpack.unpackb(msgpack.packb(value, use_bin_type=True), raw=False, strict_map_key=False)
         except (OverflowError, TypeError, ValueError) as e:
             raise _errors.InvalidTopologyException(
                 f"topology configuration: the value of {key!r} cannot be sent to the master ({e}): a value must "

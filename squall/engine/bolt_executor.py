@@ -136,10 +136,12 @@ class BoltExecutor(Executor):
             while left:
                 run = left
                 if queued[t]:
-                    try:  # (identity compares, in C: no other thread appends meanwhile)
+                    try:  # (identity compares, in C)
                         run = q.index(tick, 0, left)
-                    except (ValueError, RuntimeError):  # further in the inbox
+                    except ValueError:  # further in the inbox
                         pass
+                    except RuntimeError:  # appended to meanwhile (a receiving thread): one at a time
+                        run = 0 if q[0] is tick else 1
                 if run:
                     drain_inbox(self.execute[t], q.popleft, run, self.stats[t], self.sampled[t], now, self.on_error[t])
                     left -= run

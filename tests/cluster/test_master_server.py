@@ -50,7 +50,7 @@ def test_a_conf_value_that_cannot_cross_to_the_master_is_refused_naming_its_key_
             "my.nested": {"a": {"b": [1, 2.5, None, True, "x"]}, "n": {"deep": [[1], {"k": "v"}]}}}
     try:
         with _client(running) as m:
-            for bad in (2**70, {1, 2}, object(), {"inner": [2**64]}):
+            for bad in (2**70, {1, 2}, object(), {"inner": [2**64]}, {("a", "b"): 1}):
                 with pytest.raises(InvalidTopologyException,
                                    match=r"^topology configuration: the value of 'my.bad' cannot be sent to the master"):
                     m.submit_topology("t", {**kept, "my.bad": bad}, recovery_topology(10), initial_status="INACTIVE")

@@ -98,6 +98,21 @@ def zookeeper(tmp_path_factory):
         server.stop()
 
 
+@pytest.fixture
+def own_zookeeper(tmp_path):
+    """A ZooKeeper server of the test's own, to stop and start (request it before a cluster's
+    fixture, so that the masters stop before it does). Skipped, saying why, where it cannot run."""
+    from .zookeeper_server import ZooKeeperServer, missing
+    why = missing()
+    if why:
+        pytest.skip(why)
+    server = ZooKeeperServer(tmp_path / "zk").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 # --- which tests start Spark ------------------------------------------------------------------
 # scripts/test (the README's and CI's command) runs the whole suite on two pytest-xdist workers,
 # with the tests that start Spark all in one group (`SPARK_GROUP`): one at a time, in one

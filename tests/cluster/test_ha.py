@@ -453,16 +453,6 @@ def test_nodes_an_older_squall_left_open_get_the_cluster_acl_at_start(ha_conf, z
         stranger.stop()
 
 
-@pytest.fixture
-def own_zookeeper(tmp_path):
-    """A ZooKeeper server of the test's own, to stop and start (request it before `running`, so
-    that the masters stop before it does)."""
-    from ..zookeeper_server import ZooKeeperServer, missing
-    if missing():
-        pytest.skip(missing())
-    server = ZooKeeperServer(tmp_path / "zk").start()
-    yield server
-    server.stop()
 
 
 def test_no_leader_is_named_while_zookeeper_is_unreachable(own_zookeeper, tmp_path, running):

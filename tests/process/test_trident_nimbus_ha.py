@@ -18,7 +18,6 @@ from squall.testing import shared_state_dir
 from ..conftest import wait_until
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
 from ..trident.exactly_once import counted, held_pid, redis_counts, redis_word_counts, totals
-from ..zookeeper_server import ZooKeeperServer, missing
 from .test_nimbus_ha import HaCluster
 
 redis = pytest.importorskip("redis")
@@ -28,14 +27,6 @@ CONF = {"topology.workers": 2, "topology.max.spout.pending": 3, "topology.messag
         "topology.trident.batch.emit.interval.millis": 100}
 
 
-@pytest.fixture
-def own_zookeeper(tmp_path):
-    """A ZooKeeper server of the test's own, to stop and start."""
-    if missing():
-        pytest.skip(missing())
-    server = ZooKeeperServer(tmp_path / "zk").start()
-    yield server
-    server.stop()
 
 
 class Run:

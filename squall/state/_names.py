@@ -52,6 +52,24 @@ def provider_config(conf: Mapping[str, Any], owner: str) -> dict[str, Any]:
     return dict(raw)
 
 
+def provider_problem(conf: Mapping[str, Any]) -> str | None:
+    """What is wrong with ``topology.state.provider`` as far as this process can tell, checked at
+    submit: not of the ``"module:Class"`` form, or a module that imports here without that class
+    (a typo: every worker would fail to make its state, and restart, again and again). None when
+    the class resolves, or when its module does not import here (it may import on the workers
+    alone, with an extra this machine lacks)."""
+    name = conf_value(conf, PROVIDER_KEY)  # a string: the configuration's validation saw to it
+    try:
+        cls = resolve(name)
+    except ImportError:
+        return None
+    except (AttributeError, ValueError) as e:
+        return f"{PROVIDER_KEY!r} is {name!r}, which does not name a class ({type(e).__name__}: {e})"
+    if not callable(getattr(cls, "new_state", None)):
+        return f"{PROVIDER_KEY!r} is {name!r}, which has no new_state(namespace, conf, context) method"
+    return None
+
+
 def get_state(namespace: str, conf: Mapping[str, Any], context: TopologyContext | None) -> State:
     """The state of ``namespace`` from the provider ``topology.state.provider`` names (Storm's
     ``StateFactory.getState``).

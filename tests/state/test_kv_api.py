@@ -186,3 +186,28 @@ def test_a_provider_config_that_is_not_a_json_object_is_refused_at_submit_naming
         conf = Config({"test.out.dir": str(tmp_path), Config.TOPOLOGY_STATE_PROVIDER_CONFIG: '{"a": 1}'})
         cluster.submit_topology("t", conf, counting_topology(10))  # a JSON object passes (Storm's form)
         cluster.kill_topology("t", wait_secs=0)
+
+
+def test_a_provider_class_that_does_not_resolve_is_refused_at_submit_unless_its_module_is_elsewhere(tmp_path):
+    """A typo in ``topology.state.provider`` (its module imports, the class is not there) made
+    every worker fail to make its state and restart, again and again; a module that does not
+    import here may import on the workers (an extra this machine lacks), and passes."""
+    import pytest
+
+    from squall import Config, InvalidTopologyException, LocalCluster
+
+    from .counting import counting_topology
+    with LocalCluster() as cluster:
+        for bad, says in [("squall.state.memory:NoSuchProvider", "does not name a class"),
+                          ("squall.state.memory", "has no new_state"),  # a module, not a class
+                          ("squall.state:KeyValueState", "has no new_state"),
+                          ("squall.state.memory:", "does not name a class")]:
+            conf = Config({"test.out.dir": str(tmp_path), Config.TOPOLOGY_STATE_PROVIDER: bad})
+            with pytest.raises(InvalidTopologyException) as e:
+                cluster.submit_topology("t", conf, counting_topology(10))
+            msg = str(e.value)
+            assert "topology.state.provider" in msg and says in msg and "component [count]" in msg, msg
+        conf = Config({"test.out.dir": str(tmp_path),
+                       Config.TOPOLOGY_STATE_PROVIDER: "squall_provider_only_on_the_workers:Provider"})
+        cluster.submit_topology("t", conf, counting_topology(10))  # may import on the workers alone
+        cluster.kill_topology("t", wait_secs=0)

@@ -1010,7 +1010,9 @@ class Master:
             out.append({"name": name, "id": topo.plan.storm_id, "status": topo.status.value,
                         "num_tasks": len(topo.plan.task_to_component), "num_workers": len(topo.assignment),
                         "uptime_secs": int(self.clock.wall() - topo.launched),
-                        "workers_wanted": topo.plan.num_workers, "slots_total": self._slots_total(),
+                        # a worker holds one executor at least: more are never placed (acking off)
+                        "workers_wanted": min(topo.plan.num_workers, len(topo.plan.executors)),
+                        "slots_total": self._slots_total(),
                         "errors": len(topo.errors) + len(topo.given_up()),
                         "last_error": topo.errors[-1].describe() if topo.errors else None})
         return out

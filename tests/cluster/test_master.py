@@ -346,6 +346,17 @@ def test_a_tampered_plan_is_skipped_with_a_warning_naming_it(conf, caplog, spoil
     assert any(str(plan) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
 
 
+def test_a_topology_asking_more_workers_than_it_has_executors_is_not_said_to_lack_slots(conf):
+    # acking off, one spout and two sink executors: three workers at most, whatever it asks
+    from squall.cli._cluster import _slots_note
+    m = served(conf, clock=SimulatedClock(1000.0))
+    m.op_supervisor_sync(supervisor_id="s1", host="127.0.0.1", ports=[7000, 7001, 7002, 7003, 7004])
+    m.op_submit(name="t", conf={"topology.workers": 5, "topology.acker.executors": 0}, topology=_topology())
+    [row] = m.op_list()
+    assert (row["num_workers"], row["workers_wanted"]) == (3, 3)
+    assert _slots_note(row) is None  # not "running on 3 of 5 workers (only 3 slots were free)"
+
+
 def test_a_topology_waiting_for_slots_is_placed_when_a_kill_or_a_rebalance_frees_some(conf):
     clock = SimulatedClock(1000.0)  # the supervisor stays alive however slow the machine is
     m = served(conf, clock=clock)

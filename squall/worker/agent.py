@@ -37,7 +37,7 @@ from .._nimbus import Assignment, Heartbeat
 from .._transactional import MasterBackend, WorkerLaunch
 from ..engine.clock import Clock
 from ..engine.dropped_items import DroppedItemsLink
-from ..engine.executor import error_record
+from ..engine.executor import ErrorRecord, add_error, error_record
 from ..engine.load_mapping import LoadLink, is_load_message
 from ..engine.loop import Backpressure, TopologyActivation
 from ..engine.plan import TopologyPlan
@@ -341,7 +341,10 @@ class WorkerAgent:
                     lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics(),
                     log_config_digest=self._log_config_digest))
             except RpcError:
-                self._errors.extendleft(reversed(pending))  # for when the master is back; go on processing
+                # kept for when the master is back (go on processing), folded as the master folds
+                # them: a bolt failing through an outage of hours must not grow the worker by a
+                # record a failure, nor make one heartbeat carry them all
+                self._errors.extendleft(reversed(_as_master_keeps(pending)))
                 return
             if reply.stop:
                 self._told_stop = True
@@ -410,3 +413,15 @@ class _EarlyItems:
                     pass  # not a task of this worker (the transport drops those too)
             self._items = []
             self._receive = receive
+
+
+def _as_master_keeps(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``errors`` (oldest first) as the master would keep them (`add_error`): a repeat of the
+    same error folded into its record's count, and each component's newest
+    `MAX_ERRORS_PER_COMPONENT` records, Storm's bound. The master folds what it is sent into
+    what it holds the same way, so it ends as if it had heard every error one by one."""
+    kept: list[ErrorRecord] = []
+    for e in errors:
+        add_error(kept, ErrorRecord.from_dict(e))
+    return [e.as_dict() for e in kept]
+

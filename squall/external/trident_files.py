@@ -19,8 +19,9 @@ that is another file than the batch read, or that changed within it, raises `Fil
 naming the file and the txid. A new batch of a file that is not the file the batch before read (a
 new file put in place under a finished file's name: another inode, or other first bytes) or that
 is shorter than where that batch ended is read from its start, with a warning naming the file:
-the partition keeps the last metadata of a file that left the directory, so a new file of the
-same name would otherwise be read from the old one's end offset.
+the partition keeps the last metadata of a file that left the directory (one of the 1,000 gone
+last: `squall.trident.partitioned.GONE_PARTITIONS_KEPT`), so a new file of the same name would
+otherwise be read from the old one's end offset.
 """
 
 from __future__ import annotations

@@ -41,9 +41,14 @@ task saw, and at its first batch (Storm's commit does it), so the txid that find
 again resumes after the last committed batch. A task running behind the others (an attempt
 that has failed already) never replaces or deletes what a later attempt stored. Success
 (``$success``) drops the metadata of older txids but the newest up to it (the one the next txid
-resumes from), as the store has it; a partition that is gone for good keeps that one key. So a
-spout keeps about partitions x (txids in flight + 1) keys, against the topology's limit of
-10,000 (`squall._transactional.MAX_KEYS`). `tests/trident/test_partitioned_orders.py` plays
+resumes from), as the store has it; a partition the source no longer lists keeps that one key,
+so that it resumes there if it comes back, but only the `GONE_PARTITIONS_KEPT` (1,000) gone
+last keep theirs: a source whose partitions come and go (a directory whose files are read and
+then removed) would otherwise add a key per partition it ever had, and stop every batch once
+the topology's state was full (Storm keeps a ZooKeeper node per partition it ever saw, without
+bound). A partition found again after its key went is read as a new one (from its start). So a
+spout keeps about partitions x (txids in flight + 1) keys, and 1,000 more at most, against the
+topology's limit of 10,000 (`squall._transactional.MAX_KEYS`). `tests/trident/test_partitioned_orders.py` plays
 random orders of batches, successes, failures and partition changes and counts every record.
 """
 
@@ -105,6 +110,12 @@ class NothingEmitted:
     and once the txid before was cleaned up at a success, from the source's start: duplicates."""
 
     previous: Any
+
+
+GONE_PARTITIONS_KEPT = 1_000
+"""Partitions the source no longer lists whose last metadata a spout keeps (the ones gone
+last): a tenth of `squall._transactional.MAX_KEYS`, so that a source whose partitions come and
+go (a directory's files, read and then removed) never fills its topology's state."""
 
 
 def _resume_from(meta: Any) -> Any:
@@ -440,7 +451,22 @@ class _PartitionedEmitter(Emitter):
             rotating.cleanup_before(tx.txid, stored.get(rotating.key, ()))
         for t in [t for t in self.seen if t < tx.txid]:
             del self.seen[t]
+        self._forget_gone(tx.txid, stored)
         self.relisted = {t for t in self.relisted if t >= tx.txid}
+
+    def _forget_gone(self, txid: int, stored: dict[str, list[int]]) -> None:
+        """Drops the metadata of the partitions gone longest, beyond the newest
+        `GONE_PARTITIONS_KEPT` (see the module docstring). Gone: no listing this task holds
+        from ``txid`` on names it, and it stored nothing after ``txid`` (every txid up to
+        ``txid`` succeeded). Each task finds the same ones in the same listing; deleting what
+        another has deleted already is nothing."""
+        listed = {partition_key(pid) for pid in self.listed_now}
+        for _attempt, partitions in self.seen.values():
+            listed.update(partition_key(pid) for pid in partitions)
+        gone = sorted((max(txids), key) for key, txids in stored.items()
+                      if key not in listed and max(txids) <= txid)
+        for _last, key in gone[:max(0, len(gone) - GONE_PARTITIONS_KEPT)]:
+            self.store.delete(key)
 
     def close(self) -> None:
         """Closes the spout's emitter."""

@@ -434,3 +434,56 @@ def test_the_old_owners_cleanup_keeps_what_the_new_owner_stored(opaque):
     d.success(4)
     committed += run_through(d, (5, 6))
     assert_each_once(src, committed, 9, also=["p0-0"])
+
+
+class _Coming:
+    """A source whose partitions come and go: a directory whose files are read and then removed."""
+
+    def __init__(self):
+        self.data = {}
+        self.hidden = set()
+        self.batch = 5
+
+    def listed(self):
+        return sorted(set(self.data) - self.hidden)
+
+
+class _ComingCoord(Coord):
+    def get_partitions_for_batch(self):
+        return self.source.listed()
+
+
+@pytest.mark.parametrize("opaque", [False, True])
+def test_partitions_that_come_and_go_do_not_fill_the_state_and_one_that_comes_back_resumes(opaque):
+    """A new partition each txid, removed three txids later (FileTridentSpout over a directory
+    whose files are read, then removed): each kept its last key for ever, so after 10,000
+    files the topology's transactional state was full and every batch failed for good. Only
+    the 1,000 partitions gone last keep theirs now; one that was gone for a while and comes
+    back still resumes where it was (every record once)."""
+    kept = 1_000  # squall.trident.partitioned.GONE_PARTITIONS_KEPT
+    src = _Coming()
+    src.data["flap"] = []
+    spout = OpSpout(src) if opaque else TxSpout(src)
+    spout.get_coordinator = lambda conf, context: _ComingCoord(src)
+    d = Driver((OpaquePartitionedTridentSpoutExecutor if opaque else PartitionedTridentSpoutExecutor)(spout),
+               num_tasks=2)
+    committed = []
+    txids = kept + 300
+    for txid in range(1, txids + 1):
+        src.data[f"f{txid}"] = [f"f{txid}-{i}" for i in range(3)]
+        src.data.pop(f"f{txid - 3}", None)
+        src.data["flap"].append(f"flap-{txid}")
+        if txid % 50 == 10:
+            src.hidden.add("flap")  # gone for 20 txids, then back with what came meanwhile
+        elif txid % 50 == 30:
+            src.hidden.discard("flap")
+        committed += d.emit(txid)
+        d.success(txid)
+        keys = [k for t in d.backend._data.values() for k in t]
+        assert len(keys) <= kept + 20, (txid, len(keys))
+    src.hidden.clear()
+    committed += d.emit(txids + 1)
+    records = [r for [r] in committed]
+    assert len(records) == len(set(records)), "a record committed twice"
+    assert sorted(records) == sorted([f"f{t}-{i}" for t in range(1, txids + 1) for i in range(3)]
+                                     + [f"flap-{t}" for t in range(1, txids + 1)])

@@ -184,9 +184,14 @@ class Election:
         self.store.refresh()  # nodes someone else changed are written again
         every = float(conf_value(self.conf, Config.TASK_HEARTBEAT_FREQUENCY_SECS))
         beats = []
+        # kept for the workers of now only: a killed topology's, a moved worker's are forgotten
+        written, self._beats_written = self._beats_written, {}
         for storm_id, slot, hb in self.master.heartbeats():
             key = (storm_id, slot)
-            if hb.starting or now - self._beats_written.get(key, -every) < every:
+            last = written.get(key, -every)
+            if hb.starting or now - last < every:
+                if key in written:
+                    self._beats_written[key] = last
                 continue
             beats.append(PutBeat(storm_id, slot, {"time": hb.time, "stats": hb.stats, "figures": hb.figures,
                                                   "pid": hb.pid, "address": hb.address}))

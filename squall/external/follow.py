@@ -404,16 +404,29 @@ class ParquetDirectorySpout(_FollowingSpout):
         root = self.source
         if not os.path.isdir(root) or (self.require_success and not os.path.exists(os.path.join(root, "_SUCCESS"))):
             return []
-        found = []
-        for here, dirs, names in os.walk(root):
+        found: list[FollowedFile] = []
+        present: set[str] = set()
+        failed: list[OSError] = []
+        for here, dirs, names in os.walk(root, onerror=failed.append):
             dirs[:] = sorted(d for d in dirs if d[0] not in "._")  # _temporary, .spark-staging
             for name in names:
                 if name[0] in "._" or not name.endswith(self.suffix):
                     continue
                 key = os.path.relpath(os.path.join(here, name), root)
+                present.add(key)
                 if key not in self.seen:
-                    self.seen.add(key)
                     found.append(FollowedFile(key, os.path.join(here, name), 0))
+        if failed:  # a directory not listed (its files are not gone): forget nothing this time
+            self.seen |= present
+            return sorted(found)
+        # a file that left the directory (the job's retention, an overwrite) is forgotten, as
+        # FileSpout forgets it: else the progress, rewritten at every commit, and the names seen
+        # would hold every file ever written. One of that name written again is a new file
+        self.seen = present
+        reading = self.reading.file.key if self.reading is not None else None
+        for key in [k for k in self.committed_rows if k not in present and k != reading]:
+            del self.committed_rows[key]
+            self.version_of.pop(key, None)
         return sorted(found)
 
 

@@ -117,3 +117,30 @@ def test_a_kafka_transactional_spouts_offsets_replay_exactly_their_records():
     assert sorted(_read(reader, start, first)) == records
     second = reader.latestOffset(first, None)
     assert _read(reader, first, second) == [[0, 3, "a3"]]
+
+
+def test_a_file_spouts_offsets_keep_only_the_files_gone_last(tmp_path):
+    """A directory whose files are read and then removed: each offset (Spark writes one to its
+    checkpoint per micro-batch) held every file the directory ever had, so the offsets, and the
+    work of every batch, grew without end. Only the 1,000 files gone last keep their range now,
+    as on the other hosts; a file that is there all along goes on where it was."""
+    from squall.external.trident_files import FileTridentSpout
+
+    kept = 1_000  # squall.trident.partitioned.GONE_PARTITIONS_KEPT
+    reader = PartitionedSpoutReader(SpoutSpec("files", FileTridentSpout(str(tmp_path)), {}))
+    offset = reader.initialOffset()
+    read = []
+    rounds = kept + 200
+    for r in range(rounds):
+        write_lines(tmp_path / f"f{r:05d}.txt", [f"f{r}"])
+        (tmp_path / f"f{r - 3:05d}.txt").unlink(missing_ok=True)
+        write_lines(tmp_path / "always.txt", [f"a{r}"])
+        end = reader.latestOffset(offset, None)
+        assert end["txid"] == offset["txid"] + 1
+        assert len(end["parts"]) <= kept + 4, (r, len(end["parts"]))
+        if r % 100 == 0 or r == rounds - 1:  # the same batch read back now and then
+            read += _read(reader, offset, end)
+        offset = end
+    assert offset["parts"]["always.txt"]["end"] == sum(len(f"a{r}\n") for r in range(rounds))
+    assert sorted(line for [line] in read if line.startswith("f")) == sorted(
+        f"f{r}" for r in range(rounds) if r % 100 == 0 or r == rounds - 1)

@@ -513,8 +513,17 @@ class PartitionedSpoutReader(_Reader):
             if meta is None:
                 continue
             pid = partition if isinstance(partition, str) else partition.get_id()
+            parts.pop(pid, None)  # to the end: the offset's parts go by their last batch
             parts[pid] = to_offset(meta, self.spec.where())
             batch.append(pid)
+        # the partitions the source no longer lists keep their metadata (one that comes back
+        # resumes there), but only the ones gone last, as on the other hosts: else every offset
+        # Spark writes to its checkpoint would hold every file a directory ever had
+        from ..partitioned import GONE_PARTITIONS_KEPT
+        listed = {p.get_id() for p in ordered}
+        gone = [pid for pid in parts if pid not in listed]
+        for pid in gone[:max(0, len(gone) - GONE_PARTITIONS_KEPT)]:
+            del parts[pid]
         return {"txid": txid, "info": to_offset(info, self.spec.where()), "parts": parts, "batch": sorted(batch)}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:

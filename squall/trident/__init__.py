@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .drpc import DRPCClient as DRPCClient
     from .drpc import DRPCExecutionException as DRPCExecutionException
     from .drpc import LocalDRPC as LocalDRPC
+    from .fluent import ChainedAggregatorDeclarer as ChainedAggregatorDeclarer
     from .fluent import GroupedStream as GroupedStream
     from .fluent import JoinType as JoinType
     from .fluent import Stream as Stream
@@ -78,7 +79,7 @@ _LAZY: dict[str, str] = {
                      "TupleCollectionGet"], ".builtin"),
     **dict.fromkeys(["TransactionAttempt"], ".coordinator"),
     **dict.fromkeys(["DRPCClient", "DRPCExecutionException", "LocalDRPC"], ".drpc"),
-    **dict.fromkeys(["GroupedStream", "JoinType", "Stream", "TridentState", "TridentTopology"], ".fluent"),
+    **dict.fromkeys(["ChainedAggregatorDeclarer", "GroupedStream", "JoinType", "Stream", "TridentState", "TridentTopology"], ".fluent"),
     **dict.fromkeys(["Assembly", "BaseAggregator", "BaseFilter", "BaseFunction", "BaseOperation", "CombinerAggregator",
                      "Consumer", "FailedException", "FlatMapFunction", "MapFunction", "ReducerAggregator", "TridentCollector",
                      "TridentOperationContext"], ".operation"),
@@ -108,7 +109,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Assembly", "BaseAggregator", "BaseFilter", "BaseFunction", "BaseOperation", "BaseQueryFunction",
-    "BaseStateUpdater", "BatchCoordinator", "CachedMap", "CombinerAggregator", "Consumer", "Count",
+    "BaseStateUpdater", "BatchCoordinator", "CachedMap", "ChainedAggregatorDeclarer", "CombinerAggregator", "Consumer", "Count",
     "DRPCClient", "DRPCExecutionException", "Debug", "Emitter", "Equals", "FailedException",
     "FeederBatchSpout", "FilterNull", "FirstN", "FixedBatchSpout", "FlatMapFunction", "GroupedStream",
     "IBackingMap", "IBatchSpout", "ITridentSpout", "JoinType", "LocalDRPC", "MapFunction", "MapGet", "MapState", "Max",

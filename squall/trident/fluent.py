@@ -568,6 +568,12 @@ class Stream:
         out = _need_fields("aggregate", function_fields)
         return _aggregate(self, "aggregate", inputs, aggregator, out, scope="batch")
 
+    def chained_agg(self) -> ChainedAggregatorDeclarer:
+        """Several aggregators over the same batch, their outputs side by side in one tuple
+        (Storm's ``chainedAgg()``): ``chained_agg().partition_aggregate(...)...chain_end()`` per
+        partition, ``chained_agg().aggregate(...)...chain_end()`` once per batch."""
+        return ChainedAggregatorDeclarer(self, None)
+
     def min_by(self, field: str) -> Stream:
         """Per partition and batch, the whole tuple with the least value of ``field``."""
         return self._compare("min_by", field, Min)
@@ -766,6 +772,11 @@ class GroupedStream:
         _check_new(operation, out, self._group)
         return inputs, aggregator, out
 
+    def chained_agg(self) -> ChainedAggregatorDeclarer:
+        """`Stream.chained_agg` per group: the output is the group fields, then every
+        aggregator's function fields."""
+        return ChainedAggregatorDeclarer(self._stream, self._group)
+
     def partition_aggregate(self, input_fields: Any, aggregator: Any = None, function_fields: Any = None
                             ) -> GroupedStream:
         """Aggregate per group within each partition; output: the group fields, then ``function_fields``."""
@@ -805,6 +816,125 @@ class GroupedStream:
                                                                   function_fields)
 
 
+@dataclass(frozen=True)
+class _ChainSpec:
+    inputs: Fields | None
+    aggregator: Any
+    out: Fields
+
+
+class ChainedAggregatorDeclarer:
+    """Storm's ``ChainedAggregatorDeclarer`` (``Stream.chained_agg()``,
+    ``GroupedStream.chained_agg()``): aggregators declared one after the other with
+    `partition_aggregate` or `aggregate` (not both in one chain) run over the same tuples, and
+    `chain_end` gives the stream of their results side by side: the group fields (when grouped),
+    then each aggregator's ``function_fields`` in chain order. When every aggregator emits one
+    tuple, that is one tuple; otherwise every combination of one emit of each (none when one
+    emitted nothing). `aggregate` over combiners only aggregates each partition first and moves
+    the partials, as a lone combiner's `Stream.aggregate` does; with any other aggregator in the
+    chain every tuple moves. Nothing is added to the topology until `chain_end`.
+    """
+
+    def __init__(self, stream: Stream, group: Fields | None) -> None:
+        self._stream = stream
+        self._group = group
+        self._specs: list[_ChainSpec] = []
+        self._kind: str | None = None  # "partition_aggregate" or "aggregate"
+        self._ended = False
+
+    def _add(self, kind: str, input_fields: Any, aggregator: Any, function_fields: Any) -> ChainedAggregatorDeclarer:
+        operation = f"chained_agg.{kind}"
+        if self._ended:
+            raise ValueError(f"{operation}: the chain was already ended (chain_end)")
+        if self._kind is not None and self._kind != kind:
+            raise ValueError(f"{operation}: a chain is all partition_aggregate or all aggregate, "
+                             f"and this one is {self._kind}")
+        if aggregator is None or not isinstance(input_fields, (Fields, list, tuple, str, type(None))):
+            input_fields, aggregator, function_fields = None, input_fields, aggregator
+        inputs = _as_fields(input_fields)
+        fields = self._stream.get_output_fields()
+        _check(operation, inputs, fields)
+        out = _need_fields(operation, function_fields)
+        if not isinstance(aggregator, (CombinerAggregator, ReducerAggregator, BaseAggregator)):
+            raise ValueError(f"{operation}: {type(aggregator).__name__} is not a CombinerAggregator, "  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+                             "ReducerAggregator or BaseAggregator")
+        if isinstance(aggregator, (CombinerAggregator, ReducerAggregator)) and len(out) != 1:
+            raise ValueError(f"{operation}: a {'CombinerAggregator' if isinstance(aggregator, CombinerAggregator) else 'ReducerAggregator'} "
+                             f"gives one field, got {out.to_list()}")
+        taken = [*(self._group or ()), *(n for spec in self._specs for n in spec.out)]
+        for name in out:
+            if name in taken:
+                raise ValueError(f"{operation}: output field {name!r} is already an output of the chain {taken}")
+        self._kind = kind
+        self._specs.append(_ChainSpec(inputs, aggregator, out))
+        return self
+
+    def partition_aggregate(self, input_fields: Any, aggregator: Any = None,
+                            function_fields: Any = None) -> ChainedAggregatorDeclarer:
+        """Chain an aggregator run per partition (and group) of each batch."""
+        return self._add("partition_aggregate", input_fields, aggregator, function_fields)
+
+    def aggregate(self, input_fields: Any, aggregator: Any = None, function_fields: Any = None
+                  ) -> ChainedAggregatorDeclarer:
+        """Chain an aggregator run once per batch (per group and batch when grouped)."""
+        return self._add("aggregate", input_fields, aggregator, function_fields)
+
+    def chain_end(self) -> Stream:
+        """The stream of the chain's results."""
+        if self._ended:
+            raise ValueError("chained_agg.chain_end: the chain was already ended")
+        if not self._specs:
+            raise ValueError("chained_agg.chain_end: no aggregator was chained")
+        self._ended = True
+        stream, group = self._stream, self._group
+        fields = stream.get_output_fields()
+        partition = self._kind == "partition_aggregate"
+        operation = f"chained_agg.{self._kind}"
+        combiners_only = all(isinstance(s.aggregator, CombinerAggregator) for s in self._specs)
+        # a combiner's init appends its value to each tuple first (Storm's CombinerAggregatorInitImpl)
+        ins: list[Fields] = []
+        for spec in self._specs:
+            if isinstance(spec.aggregator, CombinerAggregator):
+                now = stream.get_output_fields()
+                name = spec.out[0]
+                k = 0
+                while name in now or name in (group or ()):
+                    k += 1
+                    name = f"$init-{spec.out[0]}" + (f"-{k}" if k > 1 else "")
+                init = Fields(name)
+                stream = stream._next(stream._add(
+                    operation, _concat(now, init),
+                    P.EachProcessor(spec.inputs if spec.inputs is not None else fields,
+                                    P.CombinerInitFunction(spec.aggregator))))
+                ins.append(init)
+            else:
+                ins.append(spec.inputs if spec.inputs is not None else fields)
+        all_in = Fields([*dict.fromkeys(n for f in ins for n in f)])
+        out = Fields([n for s in self._specs for n in s.out])
+
+        def chained(final_bolt: bool) -> P.ChainedAggregator:
+            aggs: list[BaseAggregator] = []
+            for spec in self._specs:
+                agg = spec.aggregator
+                if isinstance(agg, CombinerAggregator):
+                    # prepared by its init in the bolt the init runs in, else by this step
+                    aggs.append(P.CombinerCombineAggregator(agg, owns_lifecycle=final_bolt))
+                elif isinstance(agg, ReducerAggregator):
+                    aggs.append(P.ReducerAggregatorImpl(agg))
+                else:
+                    aggs.append(agg)
+            return P.ChainedAggregator(aggs, ins, [len(s.out) for s in self._specs],
+                                       [type(s.aggregator).__name__ for s in self._specs])
+
+        if partition:
+            return _partition_agg(stream, all_in, chained(False), out, group)
+        if combiners_only:
+            # each partition combines its part first; the partials (named as the init fields) move
+            partial = _partition_agg(stream, all_in, chained(False), all_in, group, partial=True)
+            return _final_agg(partial, all_in, chained(True), out, "batch", group)
+        return _final_agg(stream, all_in, chained(True), out, "batch", group)
+
+
 class TridentState:
     """A state a topology writes (``persistent_aggregate``, ``partition_persist``) or reads."""
 
@@ -829,4 +959,4 @@ class TridentState:
         return f"TridentState({self._state_id})"
 
 
-__all__ = ["GroupedStream", "Stream", "TridentState", "TridentTopology"]
+__all__ = ["ChainedAggregatorDeclarer", "GroupedStream", "Stream", "TridentState", "TridentTopology"]

@@ -859,6 +859,71 @@ class GroupedAggregator(BaseAggregator):
         self.agg.cleanup()
 
 
+class _CaptureCollector(TridentCollector):
+    """Keeps what one aggregator of a chain emits (Storm's ``CaptureCollector``), checking that
+    each emit has the aggregator's number of fields."""
+
+    def __init__(self, outer: TridentCollector, width: int, name: str) -> None:
+        self.outer = outer
+        self.width = width
+        self.name = name
+        self.captured: list[list] = []
+
+    def emit(self, values: Any) -> None:
+        values = list(values)
+        if len(values) != self.width:
+            raise ValueError(f"chained_agg: {self.name} emitted {len(values)} values {values!r} for its "
+                             f"{self.width} function field{'s' if self.width != 1 else ''}")
+        self.captured.append(values)
+
+    def report_error(self, error: BaseException) -> None:
+        self.outer.report_error(error)
+
+
+class ChainedAggregator(BaseAggregator):
+    """Several aggregators over the same tuples (Storm's ``ChainedAggregatorImpl``, what
+    ``chained_agg()`` builds): aggregator ``i`` sees ``input_fields[i]`` and emits
+    ``widths[i]`` values; at ``complete`` every combination of their emits (one of each, in
+    chain order) goes out as one tuple. An aggregator that emitted nothing makes no tuple."""
+
+    def __init__(self, aggs: Sequence[BaseAggregator], input_fields: Sequence[Fields], widths: Sequence[int],
+                 names: Sequence[str]) -> None:
+        self.aggs = list(aggs)
+        self.input_fields = list(input_fields)
+        self.widths = list(widths)
+        self.names = list(names)
+        self._layout: tuple[Fields, list[list[int]]] | None = None
+
+    def prepare(self, conf: dict, context: Any) -> None:
+        for agg in self.aggs:
+            agg.prepare(conf, context)
+
+    def init(self, batch_id: Any, collector: TridentCollector) -> list:
+        captures = [_CaptureCollector(collector, w, n) for w, n in zip(self.widths, self.names)]
+        return [[agg.init(batch_id, c) for agg, c in zip(self.aggs, captures)], captures]
+
+    def aggregate(self, state: list, tuple: TridentTuple, collector: TridentCollector) -> None:
+        layout = self._layout
+        if layout is None or layout[0] is not tuple.fields:
+            fields = tuple.fields
+            layout = self._layout = (fields, [[fields.index(f) for f in ins] for ins in self.input_fields])
+        values = tuple.values
+        states, captures = state
+        for agg, value, ins, idx, capture in zip(self.aggs, states, self.input_fields, layout[1], captures):
+            agg.aggregate(value, _View(ins, [values[i] for i in idx]), capture)
+
+    def complete(self, state: list, collector: TridentCollector) -> None:
+        states, captures = state
+        for agg, value, capture in zip(self.aggs, states, captures):
+            agg.complete(value, capture)
+        for combo in itertools.product(*(c.captured for c in captures)):
+            collector.emit(list(itertools.chain.from_iterable(combo)))
+
+    def cleanup(self) -> None:
+        for agg in self.aggs:
+            agg.cleanup()
+
+
 def _as_key(values: list) -> tuple:
     key = tuple(values)
     hash(key)

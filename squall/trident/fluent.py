@@ -216,14 +216,14 @@ class JoinType(enum.Enum):
     OUTER = "outer"
 
 
-def _join_types(join_type: JoinType | Sequence[JoinType] | None) -> list[JoinType]:
+def _join_types(join_type: JoinType | Sequence[JoinType] | None, n: int = 2) -> list[JoinType]:
     if join_type is None:
-        return [JoinType.INNER, JoinType.INNER]
+        return [JoinType.INNER] * n
     if isinstance(join_type, JoinType):
-        return [join_type, join_type]
+        return [join_type] * n
     types = list(join_type) if isinstance(join_type, (list, tuple)) else None
-    if types is None or len(types) != 2 or not all(isinstance(t, JoinType) for t in types):
-        raise ValueError(f"join: join_type must be a JoinType or one JoinType per stream (2), got {join_type!r}")
+    if types is None or len(types) != n or not all(isinstance(t, JoinType) for t in types):
+        raise ValueError(f"join: join_type must be a JoinType or one JoinType per stream ({n}), got {join_type!r}")
     return types
 
 
@@ -283,12 +283,23 @@ class TridentTopology:
         return TridentState(self, node)
 
     # combining streams
-    def merge(self, *streams: Stream, out_fields: Fields | list[str] | None = None) -> Stream:
-        """One stream of every tuple of ``streams`` (named as the first's fields, or ``out_fields``)."""
+    def merge(self, *streams: Any, out_fields: Fields | list[str] | None = None) -> Stream:
+        """One stream of every tuple of ``streams`` (named as the first's fields, or ``out_fields``).
+
+        Storm's forms work too: ``merge(s1, s2)``, ``merge([s1, s2])``, and with the output
+        fields first, ``merge(Fields("x"), s1, s2)`` or ``merge(Fields("x"), [s1, s2])``.
+        """
+        if streams and _is_fields_arg(streams[0]):
+            if out_fields is not None:
+                raise ValueError("merge: the output fields are given twice (first argument and out_fields)")
+            out_fields, streams = streams[0], streams[1:]
         if len(streams) == 1 and isinstance(streams[0], (list, tuple)):
             streams = tuple(streams[0])
         if not streams:
             raise ValueError("merge: needs at least one stream")
+        for s in streams:
+            if not isinstance(s, (Stream, GroupedStream)):
+                raise ValueError(f"merge: {s!r} is not a Stream")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         streams = tuple(s.to_stream() for s in streams)
         self._check_own(streams, "merge")
         out = _as_fields(out_fields) or streams[0].get_output_fields()
@@ -300,37 +311,61 @@ class TridentTopology:
         return self._multi_reduce(list(streams), P.MergeReducer(), out,
                                   [s.get_output_fields() for s in streams])
 
-    def join(self, stream1: Stream, join_fields1: Fields | list[str], stream2: Stream,
-             join_fields2: Fields | list[str], out_fields: Fields | list[str],
+    def join(self, stream1: Any, join_fields1: Any, stream2: Any = None, join_fields2: Any = None,
+             out_fields: Fields | list[str] | None = None,
              join_type: JoinType | Sequence[JoinType] | None = None) -> Stream:
         """The join of two streams within each batch: inner by default; ``join_type``
         `JoinType.OUTER` makes both sides outer, ``[JoinType.INNER, JoinType.OUTER]`` a left
         outer join (Storm's ``List<JoinType>``): a key an outer side has no tuple of gets Nones
         for that side's fields.
 
+        ``join([s1, s2, s3], [fields1, fields2, fields3], out_fields, join_type=None)`` (Storm's
+        ``join(List<Stream>, List<Fields>, Fields, ...)``) joins any number of streams on the
+        same number of fields each; ``join_type`` is then one JoinType or one per stream.
+
         Output: the join fields (named as ``out_fields`` names them), then the other fields of
-        ``stream1``, then those of ``stream2``, in stream order.
+        each stream, in stream order.
 
         Raises:
             ValueError: fields that are not the streams', ``out_fields`` of the wrong width, or a
                 ``join_type`` that is not a JoinType or one per stream.
         """
-        types = _join_types(join_type)
-        streams = [stream1.to_stream(), stream2.to_stream()]
+        if isinstance(stream1, (list, tuple)):
+            # Storm's list form: join(streams, join_fields, out_fields[, join_type])
+            if stream2 is not None and out_fields is not None:
+                raise ValueError("join: the output fields are given twice (third argument and out_fields)")
+            if join_fields2 is not None and join_type is not None:
+                raise ValueError("join: the join type is given twice (fourth argument and join_type)")
+            given = list(stream1)
+            joins_given = list(join_fields1) if isinstance(join_fields1, (list, tuple)) else None
+            out_fields = stream2 if stream2 is not None else out_fields
+            join_type = join_fields2 if join_fields2 is not None else join_type
+            if len(given) < 2:
+                raise ValueError(f"join: needs at least two streams, got {len(given)}")
+            if joins_given is None or len(joins_given) != len(given) or _is_fields_arg(join_fields1):
+                raise ValueError(f"join: give one join Fields per stream ({len(given)} streams), got {join_fields1!r}")
+        else:
+            given, joins_given = [stream1, stream2], [join_fields1, join_fields2]
+        for s in given:
+            if not isinstance(s, (Stream, GroupedStream)):
+                raise ValueError(f"join: {s!r} is not a Stream")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+        types = _join_types(join_type, len(given))
+        streams = [s.to_stream() for s in given]
         self._check_own(streams, "join")
-        joins = [_as_fields(join_fields1), _as_fields(join_fields2)]
+        joins = [_as_fields(jf) for jf in joins_given]
         out = _as_fields(out_fields)
         for s, jf in zip(streams, joins):
             _check("join", jf, s.get_output_fields())
-        if len(joins[0]) != len(joins[1]):
-            raise ValueError(f"join: the join fields {joins[0].to_list()} and {joins[1].to_list()} "
-                             "differ in number")
+        for jf in joins[1:]:
+            if len(jf) != len(joins[0]):
+                raise ValueError(f"join: the join fields {[j.to_list() for j in joins]} differ in number")
         others = [_subtract(s.get_output_fields(), jf) for s, jf in zip(streams, joins)]
         width = len(joins[0]) + sum(len(o) for o in others)
         if out is None or len(out) != width:
+            then = ", then ".join(str(o.to_list()) for o in others)
             raise ValueError(
                 f"join: out_fields {None if out is None else out.to_list()} must name {width} fields: "
-                f"the join fields {joins[0].to_list()}, then {others[0].to_list()}, then {others[1].to_list()}")
+                f"the join fields {joins[0].to_list()}, then {then}")
         parts = [s.partition_by(jf) for s, jf in zip(streams, joins)]
         inputs = [_concat(jf, o) for jf, o in zip(joins, others)]
         reducer = P.JoinReducer(len(joins[0]), [len(o) for o in others], [t is JoinType.OUTER for t in types])
@@ -371,6 +406,12 @@ def _drpc_txid(function: str, g: _Graph) -> str:
     while txid in taken:
         txid, k = f"{base}-{k}", k + 1
     return txid
+
+
+def _is_fields_arg(value: Any) -> bool:
+    """Whether ``value`` is a list of field names (a `Fields`, or a list or tuple of strings)."""
+    return isinstance(value, Fields) or (isinstance(value, (list, tuple)) and bool(value)
+                                         and all(isinstance(v, str) for v in value))
 
 
 def _spout_fields(spout: Any) -> Fields:

@@ -1,6 +1,7 @@
 """Trident's coordination: Storm's ``MasterBatchCoordinator`` and ``TridentSpoutCoordinator``.
 
-The master coordinator is a spout (``$mastercoord-bg0``, one task) that hands out batches:
+The master coordinator is a spout (``$mastercoord-bg<i>``, one task per batch group: a
+connected part of the topology's graph) that hands out its group's batches:
 ``$batch`` starts one, ``$commit`` commits it once processed, ``$success`` says it is done.
 Its rules live in the pure `BatchCoordinatorCore` (time passed in); the spout only emits what
 the core returns and keeps the core's durable part (the oldest uncommitted txid, the attempt

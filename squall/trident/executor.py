@@ -56,12 +56,14 @@ class InputSpec:
 
     ``stream`` is a data stream ``s<N>`` of an upstream Trident bolt, or ``$batch`` of a
     ``$spoutcoord-<spout>`` bolt; ``fields`` are the operation-visible fields (the
-    leading ``$tx`` value excluded).
+    leading ``$tx`` value excluded); ``batch_group`` the batch group of its batches (None: the
+    bolt's `BoltSpec.batch_group`).
     """
 
     component: str
     stream: str
     fields: Fields
+    batch_group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,12 +73,45 @@ class BoltSpec:
     ``outputs`` are ``("s<N>", fields)`` pairs, declared as ``["$tx", *fields]``;
     ``committer`` marks a bolt holding a state: it finishes a batch only once the batch's
     ``$commit`` arrived.
+
+    A bolt may hold operations of several batch groups (Storm's: a state's updater and the
+    queries of it from another connected part of the graph): each input names its group
+    (`InputSpec.batch_group`), ``output_groups`` the group of each output stream not in
+    ``batch_group``, and ``commit_groups`` the groups whose batches finish at their commit (None:
+    ``batch_group``'s if ``committer``). The defaults are a bolt of one group, ``batch_group``.
     """
 
     inputs: tuple[InputSpec, ...]
     outputs: tuple[tuple[str, Fields], ...]
     committer: bool
     batch_group: str = "bg0"
+    output_groups: tuple[tuple[str, str], ...] = ()
+    commit_groups: tuple[str, ...] | None = None
+
+    def input_group(self, spec: InputSpec) -> str:
+        """The batch group of input ``spec``."""
+        group = getattr(spec, "batch_group", None)  # None also for a spec pickled before groups
+        return self.batch_group if group is None else group
+
+    def output_group(self, stream: str) -> str:
+        """The batch group of output stream ``stream``."""
+        return dict(getattr(self, "output_groups", ()) or ()).get(stream, self.batch_group)
+
+    def committing_groups(self) -> tuple[str, ...]:
+        """The groups whose batches this bolt finishes only at their ``$commit``."""
+        groups = getattr(self, "commit_groups", None)
+        if groups is None:
+            return (self.batch_group,) if self.committer else ()
+        return tuple(groups)
+
+    def groups(self) -> tuple[str, ...]:
+        """Every batch group the bolt takes part in, ``batch_group`` first."""
+        out = [self.batch_group]
+        for g in (*(self.input_group(i) for i in self.inputs), *(self.output_group(s) for s, _ in self.outputs),
+                  *self.committing_groups()):
+            if g not in out:
+                out.append(g)
+        return tuple(out)
 
 
 @dataclass
@@ -84,11 +119,14 @@ class BatchInfo:
     """One attempt of one batch, as one task sees it.
 
     ``state`` is free room for the body's per-batch state (keyed by processor); it is
-    dropped with the batch.
+    dropped with the batch. ``batch_group`` is the batch group the batch is of (a bolt may hold
+    operations of several; Storm's ``BatchInfo.batchGroup``): the body starts and finishes the
+    batch in that group's operations only; None: in all of them.
     """
 
     attempt: TransactionAttempt
     state: dict[Any, Any] = field(default_factory=dict)
+    batch_group: str | None = None
 
 
 class BatchOutput(abc.ABC):
@@ -172,26 +210,30 @@ def wire(declarer: Any, spec: BoltSpec, upstream_trident_bolts: Any) -> Any:
     `TridentBoltExecutor` needs; the planner subscribes the data streams ``s<N>`` itself.
 
     - ``$coord-<group>`` of every upstream Trident bolt in ``upstream_trident_bolts``
-      (direct grouping): their per-task counts of each batch;
-    - a committer: ``$commit`` of the master coordinator (all grouping);
+      (direct grouping), for each batch group it reads data of: their per-task counts of each
+      batch;
+    - a committer: ``$commit`` of the master coordinator of each group it commits (all grouping);
     - a spout executor bolt (an input on ``$batch`` of a ``$spoutcoord-<spout>``): that
-      ``$batch`` (all grouping) and the master coordinator's ``$success`` (all grouping).
+      ``$batch`` (all grouping) and its group's master coordinator's ``$success`` (all grouping).
 
     Returns the declarer.
     """
-    master = master_coordinator_id(spec.batch_group)
-    for component in sorted(set(upstream_trident_bolts)):
-        declarer.direct_grouping(component, coord_stream(spec.batch_group))
+    upstream = set(upstream_trident_bolts)
+    coords = sorted({(i.component, spec.input_group(i)) for i in spec.inputs if i.component in upstream})
+    # a bolt upstream in no input (a caller's list wider than the inputs): the bolt's own group
+    coords += [(c, spec.batch_group) for c in sorted(upstream - {c for c, _ in coords})]
+    for component, group in coords:
+        declarer.direct_grouping(component, coord_stream(group))
     for i in spec.inputs:
-        if i.component in upstream_trident_bolts:
+        if i.component in upstream:
             declarer.direct_grouping(i.component, pack_stream(i.stream))
-    if spec.committer:
-        declarer.all_grouping(master, COMMIT_STREAM)
-    spout_coordinators = sorted({i.component for i in spec.inputs if i.stream == BATCH_STREAM})
-    for component in spout_coordinators:
+    for group in spec.committing_groups():
+        declarer.all_grouping(master_coordinator_id(group), COMMIT_STREAM)
+    spout_inputs = sorted({(i.component, spec.input_group(i)) for i in spec.inputs if i.stream == BATCH_STREAM})
+    for component, _ in spout_inputs:
         declarer.all_grouping(component, BATCH_STREAM)
-    if spout_coordinators:
-        declarer.all_grouping(master, SUCCESS_STREAM)
+    for group in sorted({g for _, g in spout_inputs}):
+        declarer.all_grouping(master_coordinator_id(group), SUCCESS_STREAM)
     return declarer
 
 
@@ -260,10 +302,12 @@ class BatchTracker:
     tree has timed out at the master coordinator, which replays it.
     """
 
-    def __init__(self, expected_reports: int, committer: bool, timeout_secs: float) -> None:
+    def __init__(self, expected_reports: int, committer: bool, timeout_secs: float,
+                 batch_group: str | None = None) -> None:
         self.expected_reports = expected_reports
         self.committer = committer
         self.timeout_secs = timeout_secs
+        self.batch_group = batch_group  # given to each batch's BatchInfo
         self.batches: dict[int, TrackedBatch] = {}
 
     def open(self, attempt: TransactionAttempt, now: float) -> tuple[TrackedBatch | None, Any]:
@@ -279,7 +323,8 @@ class BatchTracker:
                 replaced = tracked.take_held()
                 tracked = None
         if tracked is None:
-            tracked = TrackedBatch(BatchInfo(attempt), commit_received=not self.committer, touched=now)
+            tracked = TrackedBatch(BatchInfo(attempt, batch_group=self.batch_group), commit_received=not self.committer,
+                                   touched=now)
             self.batches[attempt.txid] = tracked
         tracked.touched = now
         return tracked, replaced
@@ -310,9 +355,9 @@ class BatchTracker:
             return Decision(fail_input=True, fail_held=tracked.take_held())
         # A committer holds its $commit until the finish (the commit's tree ends once the state
         # committed). Other bolts hold nothing, unlike Storm's, which holds their first report:
-        # squall runs every spout in one batch group, so a bolt may hear from a committer (a DRPC
-        # stream's end after a state_query) only after the $commit, which comes once the $batch
-        # tree completed, and a held report would keep that tree open for good.
+        # a bolt downstream of a committer of its batch group (a stream after a
+        # persistent_aggregate's new values) hears from it only after the $commit, which comes
+        # once the $batch tree completed, and a held report would keep that tree open for good.
         hold = tracked.held is None and kind is TupleKind.COMMIT
         if hold:
             tracked.held = tup
@@ -389,7 +434,7 @@ class _Output(BatchOutput):
             return
         ex = self._executor
         tasks = ex.collector.emit([batch.attempt, *values], anchors=ex._anchor, stream=stream)
-        ex.tracker.count_emitted(batch.attempt, tasks)
+        ex._trackers[batch.batch_group].count_emitted(batch.attempt, tasks)
 
     def emit_many(self, batch: BatchInfo, stream: str, rows: list[list]) -> None:
         """See `BatchOutput.emit_many`. On a packed stream each row waits in its task's pack until
@@ -418,7 +463,7 @@ class _Output(BatchOutput):
         finally:
             router.emitted += len(rows)
             router.transferred += transferred
-            self._executor.tracker.count_emitted_per_task(attempt, counts)
+            self._executor._trackers[batch.batch_group].count_emitted_per_task(attempt, counts)
 
     def flush(self) -> None:
         """Send each task its pack of the tuples emitted since the last flush."""
@@ -466,11 +511,12 @@ class TridentBoltExecutor(Bolt):
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """Each output stream as ``["$tx", *fields]`` with its direct ``$pack-`` twin
-        (``["$tx", "$values"]``), and the direct ``$coord-<group>`` stream."""
+        (``["$tx", "$values"]``), and the direct ``$coord-<group>`` stream of each batch group."""
         for stream, fields in self.spec.outputs:
             declarer.declare_stream(stream, Fields([TX_FIELD, *fields]))
             declarer.declare_stream(pack_stream(stream), Fields([TX_FIELD, PACK_FIELD]), direct=True)
-        declarer.declare_stream(coord_stream(self.spec.batch_group), Fields(["id", "count"]), direct=True)
+        for group in self.spec.groups():
+            declarer.declare_stream(coord_stream(group), Fields(["id", "count"]), direct=True)
 
     def get_component_configuration(self) -> dict[str, Any] | None:
         """The body's, and ticks every `TICK_SECS` to drop batches whose trees timed out."""
@@ -479,14 +525,29 @@ class TridentBoltExecutor(Bolt):
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         """Work out the upstream tasks to hear from and the downstream tasks to report to."""
         super().prepare(conf, context, collector)
-        self._master = master_coordinator_id(self.spec.batch_group)
-        self._coord = coord_stream(self.spec.batch_group)
-        upstream = {i.component for i in self.spec.inputs if i.stream != BATCH_STREAM}
-        expected = sum(len(context.get_component_tasks(c)) for c in upstream)
-        targets = context.get_this_targets().get(self._coord, {})
-        self._targets = sorted(t for c in targets for t in context.get_component_tasks(c))
+        spec = self.spec
         timeout = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
-        self.tracker = BatchTracker(expected, self.spec.committer, timeout)
+        this_targets = context.get_this_targets()
+        committing = set(spec.committing_groups())
+        # per batch group (Storm's CoordCondition each): the upstream tasks to hear from, the
+        # downstream tasks to report to, whether a batch waits for its $commit
+        self._trackers: dict[str | None, BatchTracker] = {}
+        self._coord_targets: dict[str, list[int]] = {}
+        self._group_of_stream: dict[str, str] = {}  # an input stream (its $pack- twin, $coord-) -> group
+        self._commit_from: dict[str, str] = {}  # a master coordinator -> its group
+        for group in spec.groups():
+            upstream = {i.component for i in spec.inputs if i.stream != BATCH_STREAM and spec.input_group(i) == group}
+            expected = sum(len(context.get_component_tasks(c)) for c in upstream)
+            targets = this_targets.get(coord_stream(group), {})
+            self._coord_targets[group] = sorted(t for c in targets for t in context.get_component_tasks(c))
+            self._trackers[group] = BatchTracker(expected, group in committing, timeout, group)
+            self._group_of_stream[coord_stream(group)] = group
+            self._commit_from[master_coordinator_id(group)] = group
+        for i in spec.inputs:
+            group = spec.input_group(i)
+            self._group_of_stream[i.stream] = group
+            self._group_of_stream[pack_stream(i.stream)] = group
+        self.tracker = self._trackers[spec.batch_group]  # the bolt's own group's
         self._anchor: Tuple | None = None
         self._cause: FailureCause | None = None  # why `_answer` fails its tuples, when a FailedException said
         self._last_expiry = time.monotonic()
@@ -518,7 +579,12 @@ class TridentBoltExecutor(Bolt):
             self.collector.ack(tup)
             return
         attempt = tup.values[0]
-        tracked, replaced = self.tracker.open(attempt, time.monotonic())
+        if stream == COMMIT_STREAM:
+            group = self._commit_from.get(tup.source_component, self.spec.batch_group)
+        else:
+            group = self._group_of_stream.get(stream, self.spec.batch_group)
+        tracker = self._trackers[group]
+        tracked, replaced = tracker.open(attempt, time.monotonic())
         if replaced is not None:
             self.collector.fail(replaced)
         if tracked is None:
@@ -529,28 +595,28 @@ class TridentBoltExecutor(Bolt):
             if not tracked.started and not tracked.failed:
                 tracked.started = True
                 self.body.init_batch(tracked.info)
-            if stream == COMMIT_STREAM and tup.source_component == self._master:
-                decision = self.tracker.commit(tracked, tup)
-            elif stream == self._coord:
-                decision = self.tracker.coord(tracked, tup.values[1], tup)
+            if stream == COMMIT_STREAM and tup.source_component in self._commit_from:
+                decision = tracker.commit(tracked, tup)
+            elif stream.startswith(COORD_STREAM_PREFIX):
+                decision = tracker.coord(tracked, tup.values[1], tup)
             elif stream.startswith(PACK_STREAM_PREFIX):
                 pack = tup.values[1]
-                decision = self.tracker.data(tracked, len(pack))
+                decision = tracker.data(tracked, len(pack))
                 if not decision.fail_input:
                     self.body.execute_many(tracked.info, stream[len(PACK_STREAM_PREFIX):], pack)
             else:
-                decision = self.tracker.data(tracked)
+                decision = tracker.data(tracked)
                 if not decision.fail_input:
                     values = tup.values
                     self.body.execute(tracked.info, stream, values[1:] if type(values) is list else list(values[1:]))
             self._output.flush()  # before the input's ack: the packs are anchored to it
             if decision.finish:
-                decision = self._finish(tracked, tup, decision)
+                decision = self._finish(tracker, tracked, tup, decision)
         except FailedException as e:
             self._output.drop()
             if isinstance(e, ReportedFailedException):
                 self.collector.report_error(e)
-            decision = self._failed(tracked, tup)
+            decision = self._failed(tracker, tracked, tup)
             # why, for the spout of the batch (a DRPC caller is told the exception's message)
             self._cause = FailureCause.of_exception(EXPLICIT, self.context.get_this_component_id(),
                                                     self.context.get_this_task_id(), e)
@@ -558,7 +624,7 @@ class TridentBoltExecutor(Bolt):
             self._output.drop()
             # not a FailedException: the engine reports it and fails the input (or crashes the
             # worker under topology.bolt.fail.fast), as a plain bolt's; the batch fails with it
-            held = self.tracker.fail(tracked, tup).fail_held
+            held = tracker.fail(tracked, tup).fail_held
             if held is not None and held is not tup:
                 self.collector.fail(held)
             raise
@@ -566,13 +632,16 @@ class TridentBoltExecutor(Bolt):
             self._anchor = None
         self._answer(tup, decision)
 
-    def _finish(self, tracked: TrackedBatch, tup: Tuple, decision: Decision) -> Decision:
+    def _finish(self, tracker: BatchTracker, tracked: TrackedBatch, tup: Tuple, decision: Decision) -> Decision:
         self.body.finish_batch(tracked.info)
         self._output.flush()
-        for task in self._targets:
+        group = tracker.batch_group
+        assert group is not None  # the executor's trackers each name their group
+        coord = coord_stream(group)
+        for task in self._coord_targets[group]:
             self.collector.emit_direct(task, [tracked.attempt, tracked.emitted.get(task, 0)],
-                                       anchors=tup, stream=self._coord)
-        held = self.tracker.finished(tracked)
+                                       anchors=tup, stream=coord)
+        held = tracker.finished(tracked)
         if held is not None and held is not tup:
             self.collector.ack(held)
             return decision
@@ -580,9 +649,9 @@ class TridentBoltExecutor(Bolt):
             return Decision(ack_input=True)
         return decision
 
-    def _failed(self, tracked: TrackedBatch, tup: Tuple) -> Decision:
+    def _failed(self, tracker: BatchTracker, tracked: TrackedBatch, tup: Tuple) -> Decision:
         input_held = tracked.held is tup
-        decision = self.tracker.fail(tracked, tup, input_held)
+        decision = tracker.fail(tracked, tup, input_held)
         if input_held:
             return Decision(fail_held=decision.fail_held)
         return decision
@@ -599,8 +668,10 @@ class TridentBoltExecutor(Bolt):
             self.collector.ack(tup)
 
     def _expire(self) -> None:
-        for held in self.tracker.expire(time.monotonic()):
-            self.collector.fail(held)
+        now = time.monotonic()
+        for tracker in self._trackers.values():
+            for held in tracker.expire(now):
+                self.collector.fail(held)
 
     def cleanup(self) -> None:
         """Clean the body up."""

@@ -13,20 +13,25 @@ Storm's ``TridentTopology.build``, in three steps:
    share the largest.
 2. The result is a `Plan` of small records (what each bolt holds, reads and emits), which the
    tests read to check a topology's shape.
-3. `materialize` declares it on a `TopologyBuilder`: the master coordinator spout
-   ``$mastercoord-bg0``, per Trident spout its coordinator bolt and its emitter bolt, one
-   `TridentBoltExecutor` per group, and a DRPC return bolt per DRPC stream. Every repartition
-   edge is a stream of its own (``s<N>``), grouped as the edge says; the system streams
-   (``$coord-bg0``, ``$commit``, ``$batch``, ``$success``) are the runtime's, added by
+3. `materialize` declares it on a `TopologyBuilder`: per batch group its master coordinator
+   spout ``$mastercoord-bg<i>``, per Trident spout its coordinator bolt and its emitter bolt, one
+   `TridentBoltExecutor` per group of nodes, and a DRPC return bolt per DRPC stream. Every
+   repartition edge is a stream of its own (``s<N>``), grouped as the edge says; the system
+   streams (``$coord-bg<i>``, ``$commit``, ``$batch``, ``$success``) are the runtime's, added by
    `executor.wire`.
 
-All spouts share one batch group (``bg0``): one master coordinator numbers every batch, and each
-batch holds what each spout emitted for it. A DRPC stream querying a state written by another
-spout's stream therefore sees the state as of the batches committed before its own. Where Storm
-gives each connected part of the graph a batch group of its own, squall has one; a batch starts
-once any spout is ready for it (Storm's rule in each group), so a `FeederBatchSpout` not fed
-holds back neither the DRPC calls that query its state nor a spout it is merged or joined with
-(it emits what it has for the batch: nothing, when not fed).
+Each connected part of the graph is a batch group of its own (Storm's), ``bg0``, ``bg1``, ...
+in the order the parts were made (a topology of one part: ``bg0`` alone): one master coordinator
+per group numbers its batches, paces them (``topology.max.spout.pending`` counts each group's
+batches) and commits them in its own txid order; a batch holds what each spout of the group
+emitted for it, and starts once any spout of the group is ready for it (Storm's rule), so a
+`FeederBatchSpout` not fed holds back no spout of another part, and not one it is merged or
+joined with (it emits what it has for the batch: nothing, when not fed). A ``state_query``
+connects no parts: it runs in the bolt of its state, colocated with the state's updater, and a
+bolt holding nodes of several groups runs each group's batches on their own (its inputs,
+``$coord-`` reports and ``$commit`` per group), so a DRPC call reading a state another part
+writes neither waits for that part's batches nor fails with them. It sees the state as of the
+batches of the other part committed when its own batch finishes in the state's bolt.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ if TYPE_CHECKING:
     from .._context import TopologyContext
 
 BATCH_GROUP = "bg0"
+"""The batch group of a topology's first connected part (of its only one, most often)."""
 DRPC_RESULT_FIELDS = Fields("result", "return-info")
 
 
@@ -112,6 +118,7 @@ class SpoutPlan:
     parallelism: int
     outputs: tuple[str, ...]          # the streams its tuples go out on (one per edge)
     drpc_function: str | None = None
+    batch_group: str = BATCH_GROUP    # its connected part's batch group (bg<N>)
 
 
 @dataclass(frozen=True)
@@ -184,6 +191,7 @@ def plan(topology: TridentTopology) -> Plan:
     work._graph = topology._graph.copy()
     g = work._graph
     return_nodes = _complete_drpc(work)
+    batch_group = _batch_groups(g)
     _bridge_spouts(g)
     groups = _groups(g)
     group_of = {n: gi for gi, members in enumerate(groups) for n in members}
@@ -209,7 +217,7 @@ def plan(topology: TridentTopology) -> Plan:
         # call in it: one call per emit, in one task (Storm's batch-per-tuple DRPC spout)
         trident_spout = _trident_spout(s.spout, max_batch_size=1) if s.drpc_function else _trident_spout(s.spout)
         spouts.append(SpoutPlan(spout_ids[s], spout_coordinator_id(spout_ids[s]), s.txid, trident_spout,
-                                s.fields, parallelism[s], outs, s.drpc_function))
+                                s.fields, parallelism[s], outs, s.drpc_function, batch_group[s]))
 
     bolts = []
     for gi, members in enumerate(groups):
@@ -225,7 +233,7 @@ def plan(topology: TridentTopology) -> Plan:
                     source = g.parents[p][0]
                     component = emitter_id(source)
                     subs[p.stream_id] = Subscription(component, p.stream_id, p.partitioning)
-                    inputs[p.stream_id] = InputSpec(component, p.stream_id, p.fields)
+                    inputs[p.stream_id] = InputSpec(component, p.stream_id, p.fields, batch_group[n])
                     parents.append(("stream", p.stream_id))
                 else:
                     parents.append(("node", position[p]))
@@ -236,11 +244,17 @@ def plan(topology: TridentTopology) -> Plan:
                 outputs += (n.stream_id,)
             name = n.name or type(n.processor).__name__
             body_nodes.append(BodyNode(name, n.processor, n.fields, tuple(parents), kids, outputs,
-                                       getattr(n, "state_id", None)))
+                                       getattr(n, "state_id", None), batch_group[n]))
         state_ids = {sid for n in members if (sid := getattr(n, "state_id", None)) is not None}
         bolt_outputs = tuple((s, bn.fields) for bn in body_nodes for s in bn.outputs)
         committer = any(n.committer for n in procs)
-        spec = BoltSpec(tuple(inputs.values()), bolt_outputs, committer, BATCH_GROUP)
+        # the bolt's groups: most often one; a state's bolt also runs the queries of it from
+        # other connected parts, each in its own part's batches
+        own = batch_group[procs[0]]
+        output_groups = tuple((s, batch_group[n]) for n, bn in zip(procs, body_nodes) for s in bn.outputs
+                              if batch_group[n] != own)
+        spec = BoltSpec(tuple(inputs.values()), bolt_outputs, committer, own, output_groups,
+                        tuple(sorted({batch_group[n] for n in procs if n.committer})))
         body = SubtopologyBody(body_nodes, {s: i.fields for s, i in inputs.items()},
                                {sid: g.states[sid].factory for sid in sorted(state_ids)})
         bolts.append(BoltPlan(bolt_ids[gi], parallelism[members[0]], spec, body, tuple(subs.values())))
@@ -286,6 +300,17 @@ def _connected(g: _Graph) -> list[list[Node]]:
     for n in g.nodes:
         parts.setdefault(uf.find(n), []).append(n)
     return list(parts.values())
+
+
+def _batch_groups(g: _Graph) -> dict[Node, str]:
+    """Each node's batch group (Storm's ``TridentTopology.build``): every connected part of the
+    graph has its own, ``bg<i>``, numbered in the order the parts' first nodes were made, so a
+    topology of one part keeps ``bg0``. A ``state_query`` joins no part to another: it is
+    colocated with its state, not connected to it. A part without a spout (a static state
+    nobody queries) comes last; it runs no batch."""
+    parts = sorted(_connected(g), key=lambda part: (not any(isinstance(n, SpoutNode) for n in part),
+                                                     min(n.index for n in part)))
+    return {n: f"bg{i}" for i, part in enumerate(parts) for n in part}
 
 
 def _bridge_spouts(g: _Graph) -> None:
@@ -466,14 +491,20 @@ def materialize(p: Plan) -> StormTopology:
     from .executor import TridentBoltExecutor, wire
 
     builder = TopologyBuilder()
-    master = master_coordinator_id(BATCH_GROUP)
-    if p.spouts:
-        builder.set_spout(master, MasterBatchCoordinator([s.txid for s in p.spouts], [s.spout for s in p.spouts]), 1)
+    # one master coordinator per batch group, numbering its spouts' batches (Storm's
+    # TridentTopologyBuilder.buildTopology)
+    groups: dict[str, list[SpoutPlan]] = {}
     for s in p.spouts:
+        groups.setdefault(s.batch_group, []).append(s)
+    for group, members in sorted(groups.items(), key=lambda item: int(item[0][2:])):  # bg<i>
+        builder.set_spout(master_coordinator_id(group),
+                          MasterBatchCoordinator([s.txid for s in members], [s.spout for s in members]), 1)
+    for s in p.spouts:
+        master = master_coordinator_id(s.batch_group)
         builder.set_bolt(s.coordinator, TridentSpoutCoordinator(s.txid, s.spout), 1) \
             .global_grouping(master, BATCH_STREAM).global_grouping(master, SUCCESS_STREAM)
         spec = BoltSpec((InputSpec(s.coordinator, BATCH_STREAM, Fields("metadata", "cause")),),
-                        tuple((stream, s.fields) for stream in s.outputs), False, BATCH_GROUP)
+                        tuple((stream, s.fields) for stream in s.outputs), False, s.batch_group)
         body = _FanOut(SpoutEmitterBody(s.spout, _SPOUT_STREAM, s.txid), s.outputs)
         declarer = builder.set_bolt(s.component, TridentBoltExecutor(spec, body), s.parallelism)
         conf = dict(s.spout.get_component_configuration() or {})

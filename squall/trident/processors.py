@@ -987,7 +987,8 @@ class BodyNode:
 
     ``parents`` are, in edge order, ``("node", i)`` for processor ``i`` of the same bolt or
     ``("stream", s)`` for input stream ``s``; ``children`` are ``(i, parent index)`` pairs of
-    processors in the bolt; ``outputs`` the streams leaving the bolt from this node.
+    processors in the bolt; ``outputs`` the streams leaving the bolt from this node;
+    ``batch_group`` the batch group of its batches (None: every batch the bolt runs).
     """
 
     name: str
@@ -997,6 +998,7 @@ class BodyNode:
     children: tuple[tuple[int, int], ...]
     outputs: tuple[str, ...]
     state_id: str | None = None
+    batch_group: str | None = None
 
 
 class SubtopologyBody(BatchBody):
@@ -1004,7 +1006,10 @@ class SubtopologyBody(BatchBody):
 
     ``nodes`` are in topological order; ``input_fields`` gives each input stream's fields;
     ``states`` the factories of the states this bolt holds (one `State` per task, made in
-    ``prepare`` with the task's partition index and the bolt's task count).
+    ``prepare`` with the task's partition index and the bolt's task count). A batch starts and
+    finishes in the nodes of its batch group only (`BatchInfo.batch_group`; Storm's
+    ``SubtopologyBolt`` per batch group): a bolt holding a state's updater and the queries of it
+    from another connected part of the graph runs each part's batches on their own.
     """
 
     def __init__(self, nodes: Sequence[BodyNode], input_fields: dict[str, Fields],
@@ -1094,8 +1099,17 @@ class SubtopologyBody(BatchBody):
 
         return emit_each
 
+    def _in_group(self, group: str | None) -> tuple[BodyNode, ...]:
+        # the nodes a batch of ``group`` runs in (None, or nodes of no group: all of them)
+        cache = self.__dict__.setdefault("_group_nodes", {})
+        nodes = cache.get(group)
+        if nodes is None:
+            nodes = cache[group] = tuple(n for n in self.nodes if group is None
+                                         or getattr(n, "batch_group", None) in (None, group))
+        return nodes
+
     def init_batch(self, batch: BatchInfo) -> None:
-        for node in self.nodes:
+        for node in self._in_group(batch.batch_group):
             node.processor.start_batch(batch)
 
     def execute(self, batch: BatchInfo, stream: str, values: list) -> None:
@@ -1123,7 +1137,7 @@ class SubtopologyBody(BatchBody):
                 receive(batch, values)
 
     def finish_batch(self, batch: BatchInfo) -> None:
-        for node in self.nodes:
+        for node in self._in_group(batch.batch_group):
             node.processor.finish_batch(batch)
 
     def cleanup(self) -> None:

@@ -472,7 +472,12 @@ def _trident_note(master: MasterClient, t: dict[str, Any]) -> str | None:
     if not trident:
         return None
     n = trident["batchesInFlight"]
-    return (f"{t['name']}: Trident txid {trident['currentTxid']}, {n} batch{'es' if n != 1 else ''} in flight "
+    groups = trident.get("groups") or []
+    if len(groups) > 1:  # each batch group numbers its own txids
+        txid = "txids " + ", ".join(f"{g['currentTxid']} ({g['coordinator']})" for g in groups)
+    else:
+        txid = f"txid {trident['currentTxid']}"
+    return (f"{t['name']}: Trident {txid}, {n} batch{'es' if n != 1 else ''} in flight "
             f"(at most {trident['maxBatchesInFlight']}), {trident['batchesCommitted']} committed, "
             f"batch latency {trident['batchLatency']} ms")
 

@@ -66,8 +66,11 @@ _TOPOLOGIES = _obj({"topologies": _array(_obj({"id": _STR, "name": _STR, "status
 _WINDOW_STATS = _obj({"window": _STR, "windowPretty": _STR, "emitted": _INT, "transferred": _INT,
                       "acked": _INT, "failed": _INT})
 
-_TRIDENT = _obj({"coordinators": _array(_STR), "currentTxid": _INT, "batchesInFlight": _INT,
-                 "maxBatchesInFlight": _INT, "batchesCommitted": _INT, "batchLatency": _NUM_OR_STR,
+_TRIDENT_GROUP = _obj({"coordinator": _STR, "currentTxid": _INT, "batchesInFlight": _INT,
+                       "maxBatchesInFlight": _INT, "batchesCommitted": _INT, "batchLatency": _NUM_OR_STR})
+_TRIDENT = _obj({"coordinators": _array(_STR), "currentTxid": {"type": ["integer", "null"]},
+                 "batchesInFlight": _INT, "maxBatchesInFlight": _INT, "batchesCommitted": _INT,
+                 "batchLatency": _NUM_OR_STR, "groups": _array(_TRIDENT_GROUP),
                  "stats": _array(_obj({"window": _STR, "windowPretty": _STR, "batchesCommitted": _INT,
                                        "batchLatency": _NUM_OR_STR}))})
 

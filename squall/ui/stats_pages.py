@@ -275,32 +275,42 @@ def topology_page(view: TopologyView, window: str | None = ALL_TIME, sys: bool =
 
 
 def trident_stats(idx: _Index, window: str) -> dict[str, Any] | None:
-    """squall's ``trident`` of the topology page: its Trident master batch coordinator's figures
+    """squall's ``trident`` of the topology page: its Trident master batch coordinators' figures
     (`squall.trident.stats`), None for a topology that has none (or before its first heartbeat).
-    ``currentTxid`` (the oldest txid not committed), ``batchesInFlight`` and
-    ``maxBatchesInFlight`` are as they are now; per window, the batches committed and their mean
-    completion latency in ms, from a txid's first ``$batch`` to its commit."""
+    A coordinator numbers the batches of one batch group (a connected part of the topology), so
+    ``groups`` gives each one's own: ``currentTxid`` (the oldest txid not committed),
+    ``batchesInFlight`` and ``maxBatchesInFlight`` as they are now, the batches committed and
+    their mean completion latency in ms (from a txid's first ``$batch`` to its commit) in the
+    chosen window. The top level adds them up, but for ``currentTxid``: each group counts its own
+    txids, so it is the one group's, and None when there are several. ``stats``: the batches
+    committed and their latency per window, over every group."""
     coordinators = [c for c in idx.components(True)
                     if any(s.metric == TRIDENT_CURRENT_TXID for t in idx.view.plan.component_tasks.get(c, [])
                            for s in idx.task_stats(t, ALL_TIME))]
     if not coordinators:
         return None
-    tasks = [t for c in coordinators for t in idx.view.plan.component_tasks[c]]
     weights = {TRIDENT_BATCH_LATENCY: TRIDENT_BATCHES_COMMITTED}
 
-    def acc(w: str) -> _Acc:
+    def acc(w: str, *components: str) -> _Acc:
         a = _Acc()
-        for t in tasks:
-            _accumulate(a, idx.task_stats(t, w), True, weights)
+        for c in components:
+            for t in idx.view.plan.component_tasks[c]:
+                _accumulate(a, idx.task_stats(t, w), True, weights)
         return a
-    now = acc(window)
+
+    def figures(a: _Acc) -> dict[str, Any]:
+        return {"currentTxid": a.count(TRIDENT_CURRENT_TXID), "batchesInFlight": a.count(TRIDENT_BATCHES_IN_FLIGHT),
+                "maxBatchesInFlight": a.count(TRIDENT_MAX_BATCHES_IN_FLIGHT),
+                "batchesCommitted": a.count(TRIDENT_BATCHES_COMMITTED),
+                "batchLatency": _f3(a.latency(TRIDENT_BATCH_LATENCY))}
+    groups = [{"coordinator": c, **figures(acc(window, c))} for c in coordinators]
+    total = figures(acc(window, *coordinators))
+    if len(groups) > 1:
+        total["currentTxid"] = None
     stats = [{**_window_entry(w), "batchesCommitted": a.count(TRIDENT_BATCHES_COMMITTED),
-              "batchLatency": _f3(a.latency(TRIDENT_BATCH_LATENCY))} for w, a in ((w, acc(w)) for w in WINDOW_NAMES)]
-    return {"coordinators": coordinators, "currentTxid": now.count(TRIDENT_CURRENT_TXID),
-            "batchesInFlight": now.count(TRIDENT_BATCHES_IN_FLIGHT),
-            "maxBatchesInFlight": now.count(TRIDENT_MAX_BATCHES_IN_FLIGHT),
-            "batchesCommitted": now.count(TRIDENT_BATCHES_COMMITTED),
-            "batchLatency": _f3(now.latency(TRIDENT_BATCH_LATENCY)), "stats": stats}
+              "batchLatency": _f3(a.latency(TRIDENT_BATCH_LATENCY))}
+             for w, a in ((w, acc(w, *coordinators)) for w in WINDOW_NAMES)]
+    return {"coordinators": coordinators, **total, "groups": groups, "stats": stats}
 
 
 def _worker_row(view: TopologyView, w: WorkerView) -> dict[str, Any]:

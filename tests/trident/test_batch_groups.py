@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import threading
 
+from starlette.testclient import TestClient
+
 from squall import Config, Fields, GlobalStreamId, LocalCluster
 from squall.testing._registry import SharedLog
 from squall.trident import BaseFilter, FailedException, LocalDRPC, MemoryMapState, TridentTopology
 from squall.trident.builtin import Count, MapGet
 from squall.trident.planner import plan
 from squall.trident.spout import FeederBatchSpout
+from squall.ui.server import local_app
 
 from ..conftest import wait_until
 from .exactly_once import Watched, counted
@@ -182,6 +185,21 @@ def test_two_independent_spouts_commit_at_their_own_pace() -> None:
                 per_txid.setdefault(txid, set()).add(attempt)
             assert per_txid and all(v == {0} for v in per_txid.values()), per_txid
             assert max(per_txid) == 3  # b's own txids: its three batches, whatever a did
+            # the UI shows each group's own txid (a's part, made first, is bg0: txid 1 uncommitted;
+            # b's bg1: 4 after its three), and no sum of them as a txid
+            storm_id = cluster.get_topology_info("groups-pace")["id"]
+            with TestClient(local_app(cluster), base_url="http://127.0.0.1") as client:
+                def txids() -> dict:
+                    page = client.get(f"/api/v1/topology/{storm_id}").json()["trident"] or {}
+                    return {g["coordinator"]: g["currentTxid"] for g in page.get("groups", [])}
+                assert wait_until(lambda: txids().get("$mastercoord-bg1") == 4, 30, 0.2), txids()
+                page = client.get(f"/api/v1/topology/{storm_id}").json()["trident"]
+                groups = {g["coordinator"]: g for g in page["groups"]}
+                assert groups["$mastercoord-bg0"]["currentTxid"] == 1
+                assert groups["$mastercoord-bg0"]["batchesCommitted"] == 0
+                assert groups["$mastercoord-bg1"]["batchesCommitted"] == 3
+                assert page["currentTxid"] is None and page["coordinators"] == sorted(groups)
+                assert page["batchesCommitted"] == sum(g["batchesCommitted"] for g in page["groups"])
 
             _FAILING["a"].clear()
             a.wait_committed(stuck, 60)

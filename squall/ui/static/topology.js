@@ -32,12 +32,15 @@
   function renderTrident(tr) {
     document.getElementById("trident-section").hidden = !tr;
     if (!tr) return;
+    // a row per batch group (a connected part of the topology): each numbers its own txids
     fill("trident", table([
-      ["Coordinator", x => x.coordinators.join(", ")],
+      ["Coordinator", "coordinator"],
       ["Current txid", "currentTxid", {num: true, plain: true, tip: "The oldest txid not committed yet"}],
       ["Batches in flight", "batchesInFlight", {num: true}],
       ["Max in flight", "maxBatchesInFlight", {num: true, tip: "topology.max.spout.pending"}],
-    ], [tr]));
+      ["Batches committed", "batchesCommitted", {num: true}],
+      ["Batch latency (ms)", "batchLatency", {num: true}],
+    ], tr.groups || []));
     fill("trident-stats", table([
       ["Window", s => s.windowPretty || s.window], ["Batches committed", "batchesCommitted", {num: true}],
       ["Batch latency (ms)", "batchLatency", {num: true, tip: "Mean time from a txid's first $batch to its commit"}],

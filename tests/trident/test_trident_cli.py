@@ -75,3 +75,23 @@ def test_list_notes_the_batches_and_monitor_counts_the_named_bolts_data_streams(
     one = nimbus.ok("monitor", "twc", "-m", "b-1-count", "-s", "$coord-bg0", "-i", "1", "--count", "2").splitlines()
     assert [ln.split("\t")[3] for ln in one[1:]] == ["$coord-bg0"] * 2
     assert nimbus.ok("kill", "twc", "-w", "0") == "Killed topology: twc\n"
+
+
+def test_list_names_each_batch_groups_txid_of_a_topology_of_several_parts():
+    """A topology of several connected parts has a coordinator, and txids, per part: ``list``
+    names each group's current txid, never one txid made of their sum."""
+    from squall.cli._cluster import _trident_note
+
+    def group(n: str, txid: int, done: int) -> dict:
+        return {"coordinator": f"$mastercoord-bg{n}", "currentTxid": txid, "batchesInFlight": 1,
+                "maxBatchesInFlight": 1, "batchesCommitted": done, "batchLatency": "1.000"}
+
+    class Master:
+        def get_topology_page(self, name: str) -> dict:
+            groups = [group("0", 1, 0), group("1", 4, 3)]
+            return {"trident": {"coordinators": ["$mastercoord-bg0", "$mastercoord-bg1"], "currentTxid": None,
+                                "batchesInFlight": 2, "maxBatchesInFlight": 2, "batchesCommitted": 3,
+                                "batchLatency": "1.000", "groups": groups}}
+    assert _trident_note(Master(), {"name": "two"}) == (
+        "two: Trident txids 1 ($mastercoord-bg0), 4 ($mastercoord-bg1), 2 batches in flight (at most 2), "
+        "3 committed, batch latency 1.000 ms")

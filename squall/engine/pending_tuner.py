@@ -8,11 +8,15 @@ one place that reads that key and decides which of the three limits applies.
   every `CompletionRateLimit.period` the limit becomes ``completions per second x PENDING_BUDGET
   x message timeout`` (the rate over a sliding window of `RATE_WINDOW` periods), never below
   `AUTO_PENDING_FLOOR` per task, and at most halving per period, so one slow period does not
-  starve the topology. But when tuples time out while none completes (over the window), the
-  limit is what holds the topology back: a bolt that acks its inputs in batches (say every
-  1,000) completes nothing until it has a batch, and under a limit below the batch every tuple
-  timed out and replayed forever, where Storm (no limit) runs. Then the limit and its floor
-  double, at most once per message timeout, up to ``topology.executor.receive.buffer.size`` per
+  starve the topology. But when nothing completes over the window while the spout is held at
+  its limit, or tuples time out while none completes, the limit is what holds the topology back:
+  a bolt that acks its inputs in batches (say every 1,000) completes nothing until it has a
+  batch, and a join (Storm's ``SingleJoinBolt``) acks a tuple only once its match from the
+  other stream came, which may be more than the limit's worth of tuples later; under such a
+  limit every tuple timed out (and was lost, or replayed forever), where Storm (no limit) runs.
+  Then the limit and its floor double: held at the limit, after a window without a completion
+  (at most half the timeout: before any tuple times out) and then every period until one
+  completes; on timeouts, at most once per message timeout; up to ``topology.executor.receive.buffer.size`` per
   task (what backpressure lets a bolt queue anyway): the floor stays raised, since below it
   nothing completed, until tuples time out in a window in which others complete too: that is
   a queue too long for the timeout again (a bolt that was stalled and is now slow), and the
@@ -302,22 +306,32 @@ class CompletionRateLimit:
         self.ceiling = None if ceiling is None else max(self.floor, ceiling)
         self.limit = self.floor
         self._raised_at = float("-inf")  # when timeouts last doubled the floor
+        self._climbing = False  # the last doubling was for a spout held at the limit, and none completed since
         self._samples: deque[tuple[float, int, int]] = deque(maxlen=RATE_WINDOW + 1)
 
-    def update(self, now: float, completed: int, expired: int = 0) -> int:
+    def update(self, now: float, completed: int, expired: int = 0, held: bool = False) -> int:
         """Feed the tuples completed (acked or failed, not by a timeout) by ``now``, and those
-        that timed out by then; the first call only starts the window. Returns the limit to
-        apply: the rate's, or, when tuples timed out over the window while none completed, the
-        limit doubled, which becomes the floor (see the module docstring)."""
+        that timed out by then, and whether the spout is held at the limit now; the first call
+        only starts the window. Returns the limit to apply: the rate's, or, when none completed
+        over the window while the spout is held at the limit, or tuples timed out over it while
+        none completed, the limit doubled, which becomes the floor (see the module docstring)."""
         samples = self._samples
         if samples:
             t0, done0, expired0 = samples[0]
-            if expired > expired0 and completed == done0 and now >= self._raised_at + self.timeout:
+            timed_out = expired > expired0 and now >= self._raised_at + self.timeout
+            # held at the limit a whole window, or a period since the last such raise: nothing
+            # completed yet, so the limit goes on doubling every period (a join that needs
+            # 4,000 tuples in flight is reached in 5 + 6 periods, not 6 windows)
+            stuck = held and (len(samples) >= RATE_WINDOW or self._climbing)
+            if completed == done0 and (timed_out or stuck):
                 raised = 2 * self.limit
                 self.floor = self.limit = raised if self.ceiling is None else max(self.limit, min(raised, self.ceiling))
                 self._raised_at = now
+                self._climbing = stuck
                 samples.clear()  # the timeouts seen so far are answered: a new window
             elif now > t0:
+                if completed > done0:
+                    self._climbing = False
                 if expired > expired0 and completed > done0:
                     self.floor = self.base_floor  # timeouts beside completions: a queue, not a batch
                 rate = (completed - done0) / (now - t0)
@@ -378,17 +392,17 @@ class MaxPending:
             self.rate.update(now, completed, expired)
 
     def update(self, now: float, stats: Mapping[int, TaskCounters], completed: int, expired: int = 0,
-               expired_by_task: Mapping[int, int] | None = None) -> int:
+               expired_by_task: Mapping[int, int] | None = None, held: bool = False) -> int:
         """Feed the counters at ``now``: each task's, the tuples completed (acked or failed,
-        not by a timeout) by all of them, and those that timed out (in all, and by task).
-        Returns the executor's limit."""
+        not by a timeout) by all of them, those that timed out (in all, and by task), and
+        whether the executor is held at its limit now. Returns the executor's limit."""
         if self.tuners:
             by_task = expired_by_task or {}
             self.limit = sum(tuner.update(now, stats[t].acked, stats[t].latency_sum, stats[t].latency_count,
                                           by_task.get(t, 0))
                              for t, tuner in self.tuners.items())
         elif self.rate is not None:
-            self.limit = self.rate.update(now, completed, expired)
+            self.limit = self.rate.update(now, completed, expired, held)
         return self.limit
 
     def task_limit(self, task: int) -> int:

@@ -182,8 +182,9 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
 
     def _update_pending(self) -> None:
         """The timer of an automatic max pending (`MaxPending`): it reads the counters."""
+        held = bool(self.max_pending) and self.in_flight >= self.max_pending
         self.max_pending = self.pending_limit.update(self.wiring.clock.now(), self.stats, self.completed(),
-                                                     self.expired, self.expired_by_task)
+                                                     self.expired, self.expired_by_task, held)
 
     def _expired(self, root: int, info: tuple) -> None:
         self._expired_ids.append((info[1], info[0], info[2]))

@@ -97,3 +97,26 @@ def test_the_ceiling_of_the_rate_limit_is_the_receive_buffer_per_task():
     m = MaxPending({MSP: None, "topology.executor.receive.buffer.size": 500}, [1, 2], acking=True,
                    timeouts_on=True, timeout_secs=2.0)
     assert m.rate is not None and m.rate.ceiling == 1000
+
+
+def test_the_rate_limit_doubles_while_the_spout_is_held_at_it_and_nothing_completes():
+    """A join (Storm's SingleJoinBolt) acks a tuple only when its match from the other stream
+    comes, which may be more than the limit's worth of tuples later: nothing completes, and under
+    the limit every tuple would time out. Held at the limit a whole window with no completion,
+    the limit doubles, before any tuple times out, then every period until one completes."""
+    r = CompletionRateLimit(1, 10.0, ceiling=1000)  # floor 64, periods of 1 s, a window of 5
+    assert r.update(0.0, 0, held=True) == 64
+    assert [r.update(t, 0, held=True) for t in (1.0, 2.0, 3.0, 4.0)] == [64] * 4  # not yet a window
+    assert r.update(5.0, 0, held=True) == 128      # a window held, nothing completed: double
+    assert r.update(6.0, 0, held=True) == 256      # still nothing: double every period now
+    assert r.update(7.0, 0, held=False) == 256     # the spout is not at its limit: no need to grow
+    assert r.update(8.0, 0, held=True) == 512
+    assert r.update(9.0, 0, held=True) == 1000     # the ceiling
+    assert r.update(10.0, 5000, held=True) == 25000  # the joins flow: the rate decides again
+    assert r.floor == 1000
+    assert r.update(11.0, 5000, held=True) == 12500  # no completion this period, but one in the
+    #                                                  window: the limit halves, it does not double
+    idle = CompletionRateLimit(1, 10.0)
+    assert [idle.update(float(t), 0) for t in range(12)] == [64] * 12  # not held: an idle spout keeps 64
+    busy = CompletionRateLimit(1, 10.0)
+    assert [busy.update(float(t), 10 * t, held=True) for t in range(7)][-1] == 64 * 1  # completing: no doubling

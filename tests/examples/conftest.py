@@ -20,8 +20,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def load_example(name: str) -> ModuleType:
-    """Import ``examples/<name>.py`` as module ``squall_example_<name>`` (once)."""
-    mod_name = f"squall_example_{name}"
+    """Import ``examples/<name>.py`` as module ``squall_example_<name>`` (once); ``name`` may
+    name a file in a folder (``storm_starter/single_join``: ``squall_example_storm_starter_single_join``)."""
+    mod_name = f"squall_example_{name.replace('/', '_')}"
     if mod_name in sys.modules:
         return sys.modules[mod_name]
     spec = importlib.util.spec_from_file_location(mod_name, EXAMPLES / f"{name}.py")

@@ -64,6 +64,8 @@ if TYPE_CHECKING:
     from .state import OpaqueMap as OpaqueMap
     from .state import OpaqueValue as OpaqueValue
     from .state import QueryFunction as QueryFunction
+    from .state import ReadOnlyMapState as ReadOnlyMapState
+    from .state import ReadOnlyState as ReadOnlyState
     from .state import Snapshottable as Snapshottable
     from .state import SnapshottableMap as SnapshottableMap
     from .state import State as State
@@ -86,8 +88,8 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["BatchCoordinator", "Emitter", "FeederBatchSpout", "FixedBatchSpout", "IBatchSpout", "ITridentSpout"],
                     ".spout"),
     **dict.fromkeys(["BaseQueryFunction", "BaseStateUpdater", "CachedMap", "IBackingMap", "MapState", "MemoryMapState",
-                     "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction", "Snapshottable", "SnapshottableMap",
-                     "State", "StateFactory", "StateUpdater", "TransactionalMap", "TransactionalValue", "ValueUpdater"], ".state"),
+                     "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction", "ReadOnlyMapState", "ReadOnlyState",
+                     "Snapshottable", "SnapshottableMap", "State", "StateFactory", "StateUpdater", "TransactionalMap", "TransactionalValue", "ValueUpdater"], ".state"),
     **dict.fromkeys(["TridentTuple"], ".tuple"),
 }
 """Each name re-exported here, by the module it is imported from at its first use."""
@@ -114,7 +116,7 @@ __all__ = [
     "FeederBatchSpout", "FilterNull", "FirstN", "FixedBatchSpout", "FlatMapFunction", "GroupedStream",
     "IBackingMap", "IBatchSpout", "ITridentSpout", "JoinType", "LocalDRPC", "MapFunction", "MapGet", "MapState", "Max",
     "MemoryMapState", "Min", "Negate", "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction",
-    "ReducerAggregator", "SnapshotGet", "Snapshottable", "SnapshottableMap", "State", "StateFactory",
+    "ReadOnlyMapState", "ReadOnlyState", "ReducerAggregator", "SnapshotGet", "Snapshottable", "SnapshottableMap", "State", "StateFactory",
     "StateUpdater", "Stream", "Sum", "TransactionAttempt", "TransactionalMap", "TransactionalValue",
     "TridentCollector", "TridentOperationContext", "TridentState", "TridentTopology", "TridentTuple",
     "TupleCollectionGet", "ValueUpdater",

@@ -23,7 +23,7 @@ from .operation import (
     TridentCollector,
     TridentOperationContext,
 )
-from .state.api import BaseQueryFunction, ITupleCollection, MapState, Snapshottable, State
+from .state.api import BaseQueryFunction, ITupleCollection, ReadOnlyMapState, Snapshottable, State
 from .tuple import TridentTuple
 
 if TYPE_CHECKING:
@@ -232,11 +232,11 @@ def _need(state: State, kind: type, query: str) -> None:
 
 
 class MapGet(BaseQueryFunction):
-    """Each tuple's value in a `MapState`, its input fields being the key (Storm's ``MapGet``);
-    appends one field, None for an absent key."""
+    """Each tuple's value in a `ReadOnlyMapState` (every `MapState` is one), its input fields
+    being the key (Storm's ``MapGet``); appends one field, None for an absent key."""
 
     def batch_retrieve(self, state: State, tuples: list[TridentTuple]) -> list[Any]:
-        _need(state, MapState, "MapGet")
+        _need(state, ReadOnlyMapState, "MapGet")
         return state.multi_get([t.values for t in tuples])  # type: ignore[attr-defined]
 
     def execute(self, tuple: TridentTuple, result: Any, collector: TridentCollector) -> None:

@@ -3,6 +3,8 @@ a LocalCluster with a fixed input and its answer checked against one computed he
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from squall import Config, Fields
@@ -45,3 +47,32 @@ def test_single_join_joins_every_id_once_though_one_side_comes_in_reverse_order(
 def test_single_join_main_prints_an_exact_join(single_join, capsys):
     assert single_join.main(n=200, timeout=25) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "200 joins of 200 ids, 0 inputs failed: exact"
+
+
+@pytest.fixture(scope="module")
+def trident_reach():
+    return load_example("storm_starter/trident_reach")
+
+
+def test_trident_reach_answers_every_url_with_its_distinct_followers(trident_reach, cluster):
+    """Storm's TridentReach: its lookup tables are read-only map states (ReadOnlyState and
+    ReadOnlyMapState, which MapGet reads in Storm); squall's MapGet took only a full MapState,
+    so every call failed with `TypeError: MapGet needs a MapState state`."""
+    from squall.trident import LocalDRPC
+
+    # the answers, from the tables directly
+    expected = {url: len({f for t in trident_reach.TWEETERS_DB.get(url, []) for f in trident_reach.FOLLOWERS_DB.get(t, [])})
+                for url in trident_reach.URLS}
+    assert expected == {"aaa": 0, "foo.com/blog/1": 16, "engineering.twitter.com/blog/5": 14,
+                        "tech.backtype.com/blog/123": 7}
+    with LocalDRPC() as drpc:
+        cluster.submit_topology("reach", Config(), trident_reach.build_topology(drpc))
+        for url, n in expected.items():
+            assert json.loads(drpc.execute("reach", url)) == [[n]], url
+
+
+def test_trident_reach_main_prints_storms_answers(trident_reach, capsys):
+    assert trident_reach.main() == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "REACH: aaa -> [[0]]", "REACH: foo.com/blog/1 -> [[16]]", "REACH: engineering.twitter.com/blog/5 -> [[14]]",
+        "REACH: tech.backtype.com/blog/123 -> [[7]]"]

@@ -15,6 +15,8 @@ from .api import MapCombinerAggStateUpdater as MapCombinerAggStateUpdater
 from .api import MapReducerAggStateUpdater as MapReducerAggStateUpdater
 from .api import MapState as MapState
 from .api import QueryFunction as QueryFunction
+from .api import ReadOnlyMapState as ReadOnlyMapState
+from .api import ReadOnlyState as ReadOnlyState
 from .api import ReducerAggStateUpdater as ReducerAggStateUpdater
 from .api import ReducerValueUpdater as ReducerValueUpdater
 from .api import RemovableMapState as RemovableMapState
@@ -35,7 +37,8 @@ from .memory import MemoryMapState as MemoryMapState
 __all__ = [
     "BaseQueryFunction", "BaseStateUpdater", "CachedMap", "CombinerAggStateUpdater", "CombinerValueUpdater",
     "IBackingMap", "ITupleCollection", "MapCombinerAggStateUpdater", "MapReducerAggStateUpdater", "MapState",
-    "MemoryMapState", "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction", "ReducerAggStateUpdater",
+    "MemoryMapState", "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction", "ReadOnlyMapState",
+    "ReadOnlyState", "ReducerAggStateUpdater",
     "ReducerValueUpdater", "RemovableMapState", "Snapshottable", "SnapshottableMap", "State", "StateFactory",
     "StateUpdater", "TransactionalMap", "TransactionalValue", "ValueUpdater",
 ]

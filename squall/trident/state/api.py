@@ -62,12 +62,30 @@ class ValueUpdater(abc.ABC):
         """The new value; ``stored`` is None for a key never set."""
 
 
-class MapState(State):
-    """A key-value `State` updated per batch (Storm's ``MapState``)."""
+class ReadOnlyState(State):
+    """A `State` that is only read (Storm's ``ReadOnlyState``): a base for a state made by
+    ``new_static_state``, which no batch writes. Its ``begin_commit`` and ``commit`` raise, as
+    Storm's do: an update of it (``persistent_aggregate``, ``partition_persist``) is a mistake."""
+
+    def begin_commit(self, txid: int | None) -> None:
+        raise NotImplementedError(f"{type(self).__name__} is read-only and does not support updates")
+
+    def commit(self, txid: int | None) -> None:
+        raise NotImplementedError(f"{type(self).__name__} is read-only and does not support updates")
+
+
+class ReadOnlyMapState(State):
+    """A key-value `State` that can be read (Storm's ``ReadOnlyMapState``): what `MapGet`
+    queries. Every `MapState` is one; a static state (``new_static_state``) need only be this,
+    with `ReadOnlyState` for its commits, as Storm's ``TridentReach`` writes its lookup tables."""
 
     @abc.abstractmethod
     def multi_get(self, keys: Sequence[Sequence[Any]]) -> list[Any]:
         """The values of ``keys`` (None where absent), in order."""
+
+
+class MapState(ReadOnlyMapState):
+    """A key-value `State` updated per batch (Storm's ``MapState``)."""
 
     @abc.abstractmethod
     def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater]) -> list[Any]:

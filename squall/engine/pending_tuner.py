@@ -58,9 +58,12 @@ mean complete latency at the limit of that interval.
 - **Transients.** A changed limit takes about one complete latency to show in the throughput; the
   interval after a change is used only if its latency is below `WARM_FRACTION` of the interval,
   else it is skipped. An interval in which nothing completed says nothing and changes nothing,
-  unless the task's tuples timed out meanwhile: then the limit is what holds the topology back
-  (a bolt that acks in batches larger than it completes nothing, and its tuples replayed
-  forever), so it doubles (within its bounds) and the tuner climbs again once tuples complete.
+  unless the task's tuples timed out meanwhile, or the spout was held at its limit for
+  `RATE_WINDOW` intervals in a row (half the message timeout if shorter) with nothing acked:
+  then the limit is what holds the topology back (a bolt that acks in batches larger than it
+  completes nothing, and a join whose matches are further apart than it; their tuples would time
+  out, and replay forever), so it doubles (within its bounds), every interval while that lasts,
+  and the tuner climbs again once tuples complete.
 
 The limit stays within ``[low, high]``.
 
@@ -121,7 +124,8 @@ class Measurement(NamedTuple):
 class PendingTuner:
     """The limit of one spout task (see the module docstring): call `update` every interval."""
 
-    def __init__(self, low: int, high: int, *, step: float = STEP, min_step: float = MIN_STEP) -> None:
+    def __init__(self, low: int, high: int, *, step: float = STEP, min_step: float = MIN_STEP,
+                 stall_intervals: int = RATE_WINDOW) -> None:
         if not 1 <= low <= high:
             raise ValueError(f"bounds must be 1 <= low <= high, got {low} and {high}")
         if not step > min_step > 1:
@@ -141,17 +145,26 @@ class PendingTuner:
         self._last: tuple[float, int, float, int] | None = None
         self._expired = 0  # the task's tuples timed out, as last seen
         self._fresh = False  # the limit changed at the last update
+        self.stall_intervals = stall_intervals  # intervals held at the limit with no ack before it doubles
+        self._held = 0  # intervals in a row held at the limit with no ack
 
-    def update(self, now: float, acked: int, latency_sum: float, latency_count: int, expired: int = 0) -> int:
+    def update(self, now: float, acked: int, latency_sum: float, latency_count: int, expired: int = 0,
+               held: bool = False) -> int:
         """Feed the task's cumulative counters at ``now`` (seconds): tuples acked, the sum
-        (seconds) and number of complete latencies measured, and tuples timed out. Returns the
-        limit to apply."""
+        (seconds) and number of complete latencies measured, tuples timed out, and whether the
+        spout is held at its limit. Returns the limit to apply."""
         last = self._last
         timed_out, self._expired = expired > self._expired, expired
         if last is not None and (now <= last[0] or acked <= last[1]):
             # nothing completed: no news (an idle spout, a stalled topology), unless tuples
-            # timed out meanwhile: the limit may be what holds everything (see the module docstring)
-            if timed_out and self.limit < self.high:
+            # timed out meanwhile, or the spout was held at the limit `stall_intervals` in a row
+            # (a join waiting for matches more than the limit's worth away): the limit may be
+            # what holds everything (see the module docstring)
+            self._held = self._held + 1 if held else 0
+            stuck = self._held >= self.stall_intervals
+            if stuck:
+                self._held -= 1  # held the next interval too: double again then
+            if (timed_out or stuck) and self.limit < self.high:
                 self._set(self._clamp(2 * self.limit))
                 self.settled = False
                 self._ref = None
@@ -160,6 +173,7 @@ class PendingTuner:
                 self._direction = 1
             return self.limit
         self._last = (now, acked, latency_sum, latency_count)
+        self._held = 0
         if last is None:
             return self.limit
         dt = now - last[0]
@@ -279,11 +293,14 @@ def _blend(old: Measurement, new: Measurement, weight: float) -> Measurement:
     return Measurement(old.limit, old.throughput + weight * (new.throughput - old.throughput), latency)
 
 
-def tuners(conf: Mapping[str, Any], tasks: Iterable[int]) -> dict[int, PendingTuner]:
-    """One tuner per task, with the bounds of ``conf`` (the component's validated configuration)."""
+def tuners(conf: Mapping[str, Any], tasks: Iterable[int], timeout_secs: float = 30.0) -> dict[int, PendingTuner]:
+    """One tuner per task, with the bounds of ``conf`` (the component's validated configuration);
+    held at its limit with no ack for `RATE_WINDOW` intervals, or half the message timeout if
+    shorter, a tuner doubles its limit."""
     low = int(conf_value(conf, MIN_KEY))
     high = int(conf_value(conf, MAX_KEY))
-    return {t: PendingTuner(low, max(low, high)) for t in tasks}
+    stall = max(1, min(RATE_WINDOW, int(PENDING_BUDGET * timeout_secs / interval(conf))))
+    return {t: PendingTuner(low, max(low, high), stall_intervals=stall) for t in tasks}
 
 
 def interval(conf: Mapping[str, Any]) -> float:
@@ -362,7 +379,7 @@ class MaxPending:
         # move on, an event-time one only once more tuples move its watermark: a limit that
         # follows the completions (null's, or the tuner's) would hold the spout below a window's
         # worth, and stall it
-        self.tuners = tuners(conf, tasks) if msp == AUTO and acking and not held_by else {}
+        self.tuners = tuners(conf, tasks, timeout_secs) if msp == AUTO and acking and not held_by else {}
         buffer = int(conf_value(conf, Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE))
         self.rate = CompletionRateLimit(len(self.tasks), timeout_secs, buffer * len(self.tasks)) \
             if timeouts_on and not msp and not held_by else None
@@ -399,7 +416,7 @@ class MaxPending:
         if self.tuners:
             by_task = expired_by_task or {}
             self.limit = sum(tuner.update(now, stats[t].acked, stats[t].latency_sum, stats[t].latency_count,
-                                          by_task.get(t, 0))
+                                          by_task.get(t, 0), held)
                              for t, tuner in self.tuners.items())
         elif self.rate is not None:
             self.limit = self.rate.update(now, completed, expired, held)

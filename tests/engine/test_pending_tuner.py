@@ -188,3 +188,26 @@ def test_the_tuners_of_an_executor_take_the_components_bounds_and_interval():
     defaults = default_conf()  # the same bounds as a configuration that lacks the keys
     assert [(t.low, t.high) for t in tuners({}, [1]).values()] == [(defaults[MIN_KEY], defaults[MAX_KEY])]
     assert interval({}) == defaults[INTERVAL_KEY]
+
+
+def test_held_at_the_limit_with_nothing_acked_the_limit_doubles_before_anything_times_out():
+    """A join (Storm's SingleJoinBolt) whose matches are further apart than the limit acks
+    nothing under it: held at its limit `stall_intervals` intervals in a row with no ack, the
+    tuner doubles its limit, then every interval while that lasts; an interval not held (an idle
+    spout) or with an ack resets the count."""
+    tuner = PendingTuner(16, 100, stall_intervals=3)
+    assert tuner.update(0.0, 0, 0.0, 0, held=True) == 16
+    assert [tuner.update(t, 0, 0.0, 0, held=True) for t in (1.0, 2.0)] == [16, 16]
+    assert tuner.update(3.0, 0, 0.0, 0, held=False) == 16        # not held: the count starts again
+    assert [tuner.update(t, 0, 0.0, 0, held=True) for t in (4.0, 5.0, 6.0)] == [16, 16, 32]
+    assert tuner.update(7.0, 0, 0.0, 0, held=True) == 64         # still held, still nothing: again
+    assert tuner.update(8.0, 0, 0.0, 0, held=True) == 100        # the bound
+    idle = PendingTuner(16, 100, stall_intervals=3)
+    assert [idle.update(float(t), 0, 0.0, 0) for t in range(10)] == [16] * 10
+
+
+def test_the_tuners_stall_intervals_are_half_the_message_timeout_at_most():
+    conf = {MIN_KEY: 8, MAX_KEY: 300, INTERVAL_KEY: 1.0}
+    assert all(t.stall_intervals == 5 for t in tuners(conf, [1], 30.0).values())
+    assert all(t.stall_intervals == 2 for t in tuners(conf, [1], 4.0).values())
+    assert all(t.stall_intervals == 1 for t in tuners(conf, [1], 1.0).values())

@@ -76,3 +76,23 @@ def test_trident_reach_main_prints_storms_answers(trident_reach, capsys):
     assert capsys.readouterr().out.splitlines() == [
         "REACH: aaa -> [[0]]", "REACH: foo.com/blog/1 -> [[16]]", "REACH: engineering.twitter.com/blog/5 -> [[14]]",
         "REACH: tech.backtype.com/blog/123 -> [[7]]"]
+
+
+def test_single_join_under_the_max_spout_pending_tuner_joins_every_id(single_join, cluster):
+    """The same join with `topology.max.spout.pending: auto`: the tuner (from 16 a task) held
+    each spout at its limit with nothing acked until the tuples timed out."""
+    n = 1000
+    gender, age = FeederSpout(Fields(["id", "gender"])), FeederSpout(Fields(["id", "age"]))
+    tracker = AckFailMapTracker()
+    gender.set_ack_fail_delegate(tracker)
+    age.set_ack_fail_delegate(tracker)
+    sink = TupleCaptureBolt()
+    single_join.feed(gender, age, n)
+    inputs = [(side, i) for side in ("gender", "age") for i in range(n)]
+    conf = Config()
+    conf.set_max_spout_pending("auto")
+    cluster.submit_topology("join-auto", conf, single_join.build(gender, age, sink))
+    assert wait_until(lambda: all(tracker.is_acked(m) for m in inputs), 25), \
+        f"{sum(not tracker.is_acked(m) for m in inputs)} of {2 * n} inputs not acked"
+    assert not any(tracker.is_failed(m) for m in inputs)
+    assert sorted((v for _s, v in sink.results()["join"]), key=lambda v: v[1]) == single_join.expected(n)

@@ -96,3 +96,24 @@ def test_single_join_under_the_max_spout_pending_tuner_joins_every_id(single_joi
         f"{sum(not tracker.is_acked(m) for m in inputs)} of {2 * n} inputs not acked"
     assert not any(tracker.is_failed(m) for m in inputs)
     assert sorted((v for _s, v in sink.results()["join"]), key=lambda v: v[1]) == single_join.expected(n)
+
+
+def test_basic_drpc_answers_each_call_with_its_own_argument_exclaimed(cluster):
+    """Storm's BasicDRPCTopology, written out by hand (squall has no LinearDRPCTopologyBuilder):
+    concurrent calls each get their own answer."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from squall import LocalDRPC
+
+    basic = load_example("storm_starter/basic_drpc")
+    words = [f"word{i}" for i in range(50)]
+    with LocalDRPC() as drpc:
+        cluster.submit_topology("drpc-demo", Config(), basic.build_topology(drpc))
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda w: drpc.execute(basic.FUNCTION, w), words))
+    assert answers == [w + "!" for w in words]
+
+
+def test_basic_drpc_main_prints_storms_answers(capsys):
+    assert load_example("storm_starter/basic_drpc").main() == 0
+    assert capsys.readouterr().out.splitlines()[-1] == 'Result for "ccc": ccc!'

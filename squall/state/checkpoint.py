@@ -14,6 +14,8 @@ each step, so a restarted spout resumes where it was. `CheckpointSpout` is the s
 from __future__ import annotations
 
 import logging
+import re
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -22,7 +24,8 @@ from .._components import Spout
 from .._config import Config, conf_value
 from .._fields import Fields
 from .._system import CHECKPOINT_STREAM
-from ._names import get_key_value_state
+from ._api import StateError
+from ._names import PROVIDER_KEY, get_key_value_state
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,32 @@ class CheckPointState(NamedTuple):
 INITIAL = CheckPointState(-1, COMMITTED)
 
 
+class StateLost(StateError):
+    """The state store no longer holds what the checkpoint spout saved in it: it lost committed
+    state (a Redis restarted without persistence, flushed, or restored from an older snapshot)."""
+
+
+def _committed_floor(state: CheckPointState) -> int:
+    """The txid every stateful bolt has committed when the spout's saved state is ``state`` (a
+    COMMITTING txid's prepares are saved before it, so its commit can be done again)."""
+    return state.txid - 1 if state.phase == PREPARING else state.txid
+
+
+def _said(state: CheckPointState | None) -> str:
+    return "no checkpoint state" if state is None else f"txid {state.txid} {state.phase}"
+
+
+def _marks(context: Any, namespace: str) -> tuple[Any, str]:
+    """The topology's transactional state the spout records its last committed txid in (outside
+    the state store, so a store that comes back empty is told from a first start), and its key;
+    (None, key) where the host lends none."""
+    key = "txid/" + re.sub(r"[^A-Za-z0-9_.-]", "_", namespace)
+    try:
+        return context.transactional_state("checkpoint"), key
+    except Exception:  # noqa: BLE001 (a context without a host: a hand-made one in a test)
+        return None, key
+
+
 class CheckpointProgress:
     """The checkpoint protocol; see the module docstring. ``save`` persists the state (it is
     called before the step that needs it is emitted)."""
@@ -76,6 +105,7 @@ class CheckpointProgress:
         self.recovering = True
         self.in_progress = False
         self._last_checkpoint = float("-inf")
+        self._paused_until = float("-inf")
 
     def _set(self, state: CheckPointState) -> None:
         self._save(state)
@@ -83,7 +113,7 @@ class CheckpointProgress:
 
     def next_step(self, now: float) -> tuple[int, str] | None:
         """The ``(txid, action)`` to emit now, or None (a step is in flight, or it is not time)."""
-        if self.in_progress:
+        if self.in_progress or now < self._paused_until:
             return None
         if self.recovering:
             action = self.state.next_action(True)
@@ -114,6 +144,49 @@ class CheckpointProgress:
         self.recovering = True
         self.in_progress = False
 
+    def pause(self, now: float) -> None:
+        """Take no step for an interval from ``now`` (the state could not be saved)."""
+        self._paused_until = now + self.interval
+
+
+class _Recorder(threading.Thread):
+    """Writes the checkpoint spout's last committed txid to the topology's transactional state
+    on a thread of its own, the latest only: a master away (its calls retried for seconds) never
+    holds up a checkpoint. The record may lag the store by a few commits; a store that lost
+    everything is told all the same."""
+
+    def __init__(self, marks: Any, key: str, where: str) -> None:
+        super().__init__(name=f"squall-checkpoint-record-{key}", daemon=True)
+        self._marks, self._key, self._where = marks, key, where
+        self._wanted: Any = None
+        self._stopped = False
+        self._cond = threading.Condition()
+        self.start()
+
+    def record(self, value: Any) -> None:
+        with self._cond:
+            self._wanted = value
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                while self._wanted is None and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                value, self._wanted = self._wanted, None
+            try:
+                self._marks.put(self._key, value)
+            except Exception as e:  # noqa: BLE001 (the record only guards against a store that lost its data)
+                log.warning("%s: cannot record committed txid %s in the topology's transactional state: %s",
+                            self._where, value[1], e)
+
 
 class CheckpointSpout(Spout):
     """Storm's ``$checkpointspout`` (one task), added by `TopologyBuilder` to a topology with a
@@ -129,22 +202,121 @@ class CheckpointSpout(Spout):
         super().open(conf, context, collector)
         namespace = f"{context.get_this_component_id()}-{context.get_this_task_id()}"
         self.state = get_key_value_state(namespace, conf, context)
-        saved = self.state.get(_STATE_KEY)
-        start = CheckPointState(int(saved[0]), str(saved[1])) if saved else INITIAL
+        self._where = f"component [{context.get_this_component_id()}] task {context.get_this_task_id()}"
+        self._marks, self._mark_key = _marks(context, namespace)
+        storm_id = getattr(context, "get_storm_id", None)
+        self._storm_id = storm_id() if storm_id is not None else None
+        self._mark = self._read_mark()
+        self._recorder: _Recorder | None = None
+        self._saved = self._stored()
+        start = self._saved or INITIAL
         interval_ms = max(MIN_INTERVAL_MS, float(conf_value(conf, INTERVAL_KEY)))
         self.progress = CheckpointProgress(start, interval_ms / 1000.0, self._save)
+        self.lost: str | None = None
+        self._checked_at = float("-inf")
+        floor = -1 if self._saved is None else _committed_floor(self._saved)
+        if self._mark is not None and floor < self._mark:
+            self._lose(f"its state store holds {_said(self._saved)}, but txid {self._mark} was committed "
+                       f"(the topology's own record, outside the store)")
+
+    def _stored(self) -> CheckPointState | None:
+        saved = self.state.get(_STATE_KEY)
+        return CheckPointState(int(saved[0]), str(saved[1])) if saved else None
+
+    def _read_mark(self) -> int | None:
+        if self._marks is None or self._storm_id is None:
+            return None
+        try:
+            mark = self._marks.get(self._mark_key)
+        except Exception as e:  # noqa: BLE001 (the record only guards against a store that lost its data)
+            log.warning("%s: cannot read its committed txid from the topology's transactional state: %s",
+                        self._where, e)
+            return None
+        # this submission's record only: a topology submitted again (its state deleted on purpose
+        # to start afresh, docs/state.md) starts from what the store holds, as Storm's does
+        if isinstance(mark, (list, tuple)) and len(mark) == 2 and mark[0] == self._storm_id and type(mark[1]) is int:
+            return mark[1]
+        return None
+
+    def _lose(self, why: str) -> None:
+        """Stop checkpointing: the state store lost committed state (see `StateLost`)."""
+        where = getattr(getattr(self.state, "store", None), "where", None)
+        where = f"(Redis at {where})" if where else f"({PROVIDER_KEY})"
+        self.lost = (f"{self._where}: the state store {where} lost committed state: {why}. It restarted "
+                     f"without persistence, was flushed or restored from an older snapshot (or a file "
+                     f"store is on another machine); the tuples "
+                     f"acked since were counted in the state it lost. No checkpoint is taken (the stateful "
+                     f"bolts' tuples are failed and replayed) until the store holds that state again; to "
+                     f"start the state afresh on purpose, kill the topology and submit it again")
+        log.error("%s", self.lost)
+        self.collector.report_error(StateLost(self.lost))
 
     def _save(self, state: CheckPointState) -> None:
+        current = self._stored()
+        if current != self._saved:
+            raise StateLost(f"its state store holds {_said(current)} where it saved {_said(self._saved)}")
         self.state.put(_STATE_KEY, [state.txid, state.phase])  # a plain list: it serializes with pickle off
         self.state.commit()
+        self._saved = state
+        if state.phase == COMMITTED and self._marks is not None and self._storm_id is not None and state.txid >= 0:
+            self._mark = state.txid
+            if self._recorder is None:
+                self._recorder = _Recorder(self._marks, self._mark_key, self._where)
+            self._recorder.record([self._storm_id, state.txid])
+
+    def close(self) -> None:
+        if self._recorder is not None:
+            self._recorder.stop()
+
+    def _guarded(self, step: Callable[[], None]) -> None:
+        """Run a step that may save the state; a store that lost it stops checkpointing, one that
+        fails (down) fails the step (recovery tries again after an interval)."""
+        try:
+            step()
+        except StateLost as e:
+            self.progress.failed(self.progress.state.txid)
+            self._lose(str(e))
+        except StateError as e:
+            log.error("%s: cannot save its checkpoint state: %s", self._where, e)
+            self.collector.report_error(e)
+            self.progress.failed(self.progress.state.txid)
+            self.progress.pause(self._now())
 
     def next_tuple(self) -> None:
-        step = self.progress.next_step(self._now())
-        if step is not None:
-            self.collector.emit(list(step), step[0], CHECKPOINT_STREAM_ID)
+        if self.lost is not None:
+            self._check_restored()
+            return
+        step: list[tuple[int, str] | None] = [None]
+
+        def run() -> None:
+            step[0] = self.progress.next_step(self._now())
+        self._guarded(run)
+        if step[0] is not None:
+            self.collector.emit(list(step[0]), step[0][0], CHECKPOINT_STREAM_ID)
+
+    def _check_restored(self) -> None:
+        """Once an interval, whether the store holds the state it lost again (restored): then
+        checkpointing goes on from there."""
+        now = self._now()
+        if now - self._checked_at < self.progress.interval:
+            return
+        self._checked_at = now
+        try:
+            current = self._stored()
+        except StateError:
+            return
+        floor = -1 if current is None else _committed_floor(current)
+        if current is not None and floor >= (self._mark if self._mark is not None else -1) \
+                and (self._saved is None or _committed_floor(self._saved) <= floor):
+            log.warning("%s: the state store holds its checkpoint state again (%s): checkpointing goes on",
+                        self._where, _said(current))
+            self.lost = None
+            self._saved = current
+            self.progress = CheckpointProgress(current, self.progress.interval, self._save)
 
     def ack(self, msg_id: Any) -> None:
-        self.progress.acked(msg_id)
+        if self.lost is None:
+            self._guarded(lambda: self.progress.acked(msg_id))
 
     def fail(self, msg_id: Any) -> None:
         self.progress.failed(msg_id)

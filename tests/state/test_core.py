@@ -550,3 +550,86 @@ def test_a_stateful_bolt_gets_the_checkpoint_spout_and_streams():
     plain.set_spout("s", Src())
     plain.set_bolt("p", Pass()).shuffle_grouping("s")
     assert "$checkpointspout" not in plain.create_topology().components
+
+
+class SpoutCtx(Ctx):
+    """A checkpoint spout's context on a host that lends a transactional state (``marks``)."""
+
+    def __init__(self, mem, marks, storm_id="t-1-1"):
+        super().__init__(StateHome(memory=mem), component="$checkpointspout", task=1)
+        self.marks, self.storm_id = marks, storm_id
+
+    def get_storm_id(self):
+        return self.storm_id
+
+    def transactional_state(self, name):
+        from squall.trident.txstate import MemoryTransactionalState
+        return MemoryTransactionalState(self.marks, "t", name)
+
+
+class SpoutOut:
+    def __init__(self):
+        self.emitted, self.errors = [], []
+
+    def emit(self, values, msg_id=None, stream=None):
+        self.emitted.append(tuple(values))
+
+    def report_error(self, e):
+        self.errors.append(str(e))
+
+
+def _wipe(mem):
+    """Empty every store of ``mem`` (a Redis server restarted without persistence)."""
+    for ns in mem.namespaces("t"):
+        store = mem.store("t", ns)
+        store.committed.clear()
+        store.commit_txid = None
+        store.rollback()
+
+
+def _checkpoints(spout, out, clock, steps):
+    """Run ``steps`` checkpoint steps, acking each; returns the (txid, action) emitted."""
+    for _ in range(steps):
+        clock[0] += 1
+        before = len(out.emitted)
+        spout.next_tuple()
+        if len(out.emitted) > before:
+            spout.ack(out.emitted[-1][0])
+    return out.emitted
+
+
+def test_a_store_that_lost_the_checkpoint_state_is_not_taken_for_a_first_start():
+    from squall._transactional import MemoryBackend
+
+    from ..conftest import wait_until
+    mem, marks, clock = HostMemory(), MemoryBackend(), [0.0]
+    conf = {"topology.name": "t", "topology.state.checkpoint.interval.ms": 100}
+    spout, out = CheckpointSpout(now=lambda: clock[0]), SpoutOut()
+    spout.open(conf, SpoutCtx(mem, marks), out)
+    _checkpoints(spout, out, clock, 7)  # INITSTATE, then PREPARE and COMMIT of txids 0-2
+    assert out.emitted[-1] == (2, "COMMIT") and not out.errors
+    record = SpoutCtx(mem, marks).transactional_state("checkpoint")
+    assert wait_until(lambda: record.get("txid/_checkpointspout-1") == ["t-1-1", 2], 10)  # its own thread writes it
+    # the store comes back empty under the running spout: no PREPARE is emitted on it
+    _wipe(mem)
+    out.emitted.clear()
+    _checkpoints(spout, out, clock, 5)
+    assert out.emitted == [] and len(out.errors) == 1
+    assert "lost committed state" in out.errors[0] and "component [$checkpointspout] task 1" in out.errors[0]
+    # a restarted spout (same submission) finds its record outside the store: still no checkpoint
+    again, out2 = CheckpointSpout(now=lambda: clock[0]), SpoutOut()
+    again.open(conf, SpoutCtx(mem, marks), out2)
+    assert _checkpoints(again, out2, clock, 5) == [] and "txid 2 was committed" in out2.errors[0]
+    # the store restored (its state back): checkpoints go on from there
+    restored = get_state("$checkpointspout-1", conf, SpoutCtx(mem, marks))
+    restored.put("__state", [2, "COMMITTED"])
+    restored.commit()
+    assert _checkpoints(again, out2, clock, 4)[-2:] == [(3, "PREPARE"), (3, "COMMIT")]
+    # the topology submitted again (a new storm id) over a store emptied on purpose starts afresh
+    _wipe(mem)
+    fresh, out3 = CheckpointSpout(now=lambda: clock[0]), SpoutOut()
+    fresh.open(conf, SpoutCtx(mem, marks, storm_id="t-2-2"), out3)
+    assert _checkpoints(fresh, out3, clock, 3) == [(-1, "INITSTATE"), (0, "PREPARE"), (0, "COMMIT")]
+    assert not out3.errors
+    for s in (spout, again, fresh):
+        s.close()

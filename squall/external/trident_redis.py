@@ -13,7 +13,8 @@ What is read back from Redis is hostile until checked: values are JSON (never pi
 one runs no code), and a value that is not what the state type stores raises
 `RedisMapStateError` naming the Redis key and the server. The password in the URL is never
 logged: errors and ``repr`` show the URL masked. A server that is down or times out fails the
-batch (`squall.FailedException`), which Trident replays with the same txid.
+batch (`squall.ReportedFailedException`: the error, naming the server, is shown in the topology's
+errors and the worker log), which Trident replays with the same txid.
 
 Needs the ``redis`` extra (``pip install 'squall[redis]'``); only this module imports it.
 """
@@ -21,6 +22,8 @@ Needs the ``redis`` extra (``pip install 'squall[redis]'``); only this module im
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -28,10 +31,12 @@ from typing import Any, Protocol, cast
 import redis
 from redis.typing import EncodableT, FieldT
 
-from .._errors import FailedException
+from .._errors import ReportedFailedException
 from .._redact import redact_text
 from ..trident.state import IBackingMap, OpaqueValue, StateFactory, TransactionalValue
 from ._trident_map import StateType, build_map_state
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DefaultKeyFactory", "JSONNonTransactionalSerializer", "JSONOpaqueSerializer",
@@ -42,12 +47,22 @@ __all__ = [
 
 def call_or_fail_batch(who: str, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``; a Redis server away or slow fails the batch instead
-    (`FailedException` naming ``who`` and ``what``, credentials masked), which Trident replays
-    with the same txid once it is back."""
+    (`ReportedFailedException` naming ``who`` and ``what``, credentials masked: shown in the
+    topology's errors and the worker log, as throttled as any error), which Trident replays with
+    the same txid once it is back."""
     try:
         return fn(*args, **kwargs)
     except (redis.ConnectionError, redis.TimeoutError) as e:
-        raise FailedException(f"{who} could not {what}: {type(e).__name__}: {redact_text(str(e))}") from None
+        error = ReportedFailedException(f"{who} could not {what}: {type(e).__name__}: {redact_text(str(e))}")
+        now = time.monotonic()
+        if now - _logged.get(who, float("-inf")) >= _LOG_EVERY_SECS:  # a replay a second: one line a while
+            _logged[who] = now
+            log.error("%s (the batch fails and is replayed until it is back)", error)
+        raise error from None
+
+
+_LOG_EVERY_SECS = 10.0
+_logged: dict[str, float] = {}  # who -> when its outage was last logged
 
 
 class RedisMapStateError(ValueError):

@@ -13,7 +13,8 @@ keep streams untrimmed past what Trident has committed. The first batch of a str
 Entries become tuples through `squall.external.redis_streams`' translator (the entry id, then the
 declared fields); an entry the translator refuses (`MalformedEntry`) is logged as a dead letter
 and skipped, the same way on every replay. A server that is down fails the batch
-(`squall.FailedException`); the URL's password is never logged.
+(`squall.ReportedFailedException`: shown in the topology's errors, naming the server); the
+URL's password is never logged.
 
 Needs the ``redis`` extra (``pip install 'squall[redis]'``).
 """

@@ -1,0 +1,65 @@
+"""Trident word counts on LocalCluster into a Redis map state whose redis-server stops and comes
+back under them."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from squall import LocalCluster
+from squall.trident import TridentTopology
+
+from ..conftest import wait_until
+from .test_trident_connectors_local import conf, counted, lines, word_count
+
+redis = pytest.importorskip("redis")
+
+from squall.external.trident_files import FileTridentSpout
+from squall.external.trident_redis import RedisMapState
+
+
+@pytest.mark.parametrize("kind", ["transactional", "opaque"])
+def test_a_redis_down_under_a_map_state_is_reported_naming_it_and_counts_stay_exact(tmp_path, redis_server, kind, caplog):
+    data = tmp_path / "in"
+    data.mkdir()
+    text = lines(0, 40)
+    (data / "a.txt").write_text("".join(line + "\n" for line in text))
+    password = "pw-of-this-test"
+    redis_server.client().config_set("requirepass", password)
+    url = f"redis://:{password}@127.0.0.1:{redis_server.port}/0"
+    factory = getattr(RedisMapState, kind)(url)
+    topo = TridentTopology()
+    word_count(topo, FileTridentSpout(data, max_batch_records=7), "line", factory)
+
+    def stored():
+        client = redis.Redis.from_url(url)
+        try:
+            keys = sorted(k.decode() for k in client.keys("w*")) + ["common"]
+            vals = [factory.serializer.deserialize(v) if v else None for v in client.mget(keys)]
+        finally:
+            client.close()
+        plain = {"transactional": lambda v: v.val, "opaque": lambda v: v.curr}
+        return {k: plain[kind](v) for k, v in zip(keys, vals) if v is not None}
+
+    expected = counted(text)
+    with LocalCluster() as cluster, caplog.at_level(logging.ERROR, "squall.external.trident_redis"):
+        cluster.submit_topology("tr", conf(), topo.build())
+        assert wait_until(lambda: stored() == dict(expected), timeout=120), (stored(), expected)
+        try:  # saved as it stops: it comes back with its data (the fixture's stop would not save)
+            redis.Redis.from_url(url).shutdown(save=True)
+        except redis.ConnectionError:
+            pass
+        redis_server.proc.wait(10)
+        more = lines(1000, 25)
+        with open(data / "a.txt", "a") as f:
+            f.write("".join(line + "\n" for line in more))
+        expected += counted(more)
+        down = f"127.0.0.1:{redis_server.port}"
+        errors = lambda: [e["error"] for e in cluster.get_topology_info("tr")["errors"]]
+        assert wait_until(lambda: any(down in e for e in errors()), 60), errors()
+        assert wait_until(lambda: any(down in m for m in caplog.messages), 10)  # the worker log too
+        redis_server.start()
+        redis_server.client().config_set("requirepass", password)
+        assert wait_until(lambda: stored() == dict(expected), timeout=120), (stored(), expected)
+        assert not any(password in e for e in errors() + caplog.messages)

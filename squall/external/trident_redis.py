@@ -26,10 +26,9 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import redis
-from redis.typing import EncodableT, FieldT
 
 from .._errors import ReportedFailedException
 from .._redact import redact_text
@@ -63,6 +62,35 @@ def call_or_fail_batch(who: str, what: str, fn: Any, *args: Any, **kwargs: Any) 
 
 _LOG_EVERY_SECS = 10.0
 _logged: dict[str, float] = {}  # who -> when its outage was last logged
+
+
+MARKER = "$squall-redis-map-state"
+"""The key (a string, ``1``; one for every map state of the database) a `RedisMapState` writes
+with its first values and checks with each later read and write, in the same round trip: a
+server that lost it (restarted empty, flushed) lost the values too, which the state must not
+take for keys never written."""
+
+
+_WRITE = """
+if ARGV[1] == '1' then
+  if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+else
+  redis.call('SET', KEYS[1], '1')
+end
+local expire = tonumber(ARGV[3])
+for i = 4, #ARGV, 2 do
+  if ARGV[2] ~= '' then
+    redis.call('HSET', ARGV[2], ARGV[i], ARGV[i + 1])
+  else
+    redis.call('SET', ARGV[i], ARGV[i + 1])
+    if expire > 0 then redis.call('EXPIRE', ARGV[i], expire) end
+  end
+end
+return 1
+"""
+"""A map state's write, atomic as a script is: the marker checked (or, the first time, written),
+then the values (``ARGV``: marker written already, hash key or "", expiry seconds, then name,
+value, name, value...)."""
 
 
 class RedisMapStateError(ValueError):
@@ -215,6 +243,8 @@ class RedisMapState(IBackingMap):
         self.serializer = serializer
         self.key_factory = key_factory
         self.where = where
+        self._marked = False  # the marker is in Redis: written by this state's first write
+        self._write = client.register_script(_WRITE)
 
     @staticmethod
     def transactional(url: str, options: Options | None = None, timeout: float = 2.0) -> RedisMapStateFactory:
@@ -241,10 +271,30 @@ class RedisMapState(IBackingMap):
             return []
         names = [self.key_factory.build(k) for k in keys]
         if self.options.data_type == "hash":
-            raw = self._call("read", self.client.hmget, self.options.hash_key, names)
+            hash_key = self.options.hash_key
+            assert hash_key is not None  # Options refuses a hash without it
+
+            def read() -> Any:
+                p = self.client.pipeline(transaction=False)  # the marker in the same round trip
+                p.hmget(hash_key, names)
+                if self._marked:
+                    p.get(MARKER)
+                replies = p.execute()
+                return [*replies[0], replies[1]] if self._marked else replies[0]
+            raw = self._call("read", read)
         else:
-            raw = self._call("read", self.client.mget, names)
+            raw = self._call("read", self.client.mget, [*names, MARKER] if self._marked else names)
+        if self._marked and raw[-1] is None:
+            raise self._lost()
         return [None if data is None else self._decoded(name, data) for name, data in zip(names, raw)]
+
+    def _lost(self) -> ReportedFailedException:
+        return ReportedFailedException(
+            f"Redis map state at {self.where}: the server no longer holds what this state wrote to it (the "
+            f"key {MARKER!r} is gone): it restarted without persistence, was flushed or restored from an older "
+            f"snapshot, and the values it held are lost. Its batches fail (and are replayed) until the server "
+            f"holds them again (restored); to start the state afresh on purpose, kill the topology and "
+            f"submit it again")
 
     def _decoded(self, name: str, data: bytes) -> Any:
         try:
@@ -256,24 +306,18 @@ class RedisMapState(IBackingMap):
                                      f"is not what this state stores: {e}") from None
 
     def multi_put(self, keys: Sequence[Sequence[Any]], values: Sequence[Any]) -> None:
-        """Store ``values`` at ``keys`` in one MULTI/EXEC (with the expiries, if any)."""
+        """Store ``values`` at ``keys`` at once, in one script (with the expiries, if any); once
+        this state wrote the marker, only if it is still there (else the batch fails: `_lost`)."""
         if not keys:
             return
         mapping = {self.key_factory.build(k): self.serializer.serialize(v) for k, v in zip(keys, values)}
-
-        def run() -> None:
-            p = self.client.pipeline(transaction=True)
-            if self.options.data_type == "hash":
-                assert self.options.hash_key is not None  # Options refuses a hash without it
-                # redis types the mapping's keys as any field (a Mapping's key type is invariant)
-                p.hset(self.options.hash_key, mapping=cast("dict[FieldT, EncodableT]", mapping))
-            else:
-                p.mset(mapping)
-                if self.options.expire_interval_secs > 0:
-                    for name in mapping:
-                        p.expire(name, self.options.expire_interval_secs)
-            p.execute()
-        self._call("write", run)
+        hash_key = self.options.hash_key if self.options.data_type == "hash" else ""
+        args: list[Any] = ["1" if self._marked else "0", hash_key or "", self.options.expire_interval_secs]
+        for name, value in mapping.items():
+            args += [name, value]
+        if not self._call("write", self._write, [MARKER], args):
+            raise self._lost()
+        self._marked = True
 
 
 class RedisMapStateFactory(StateFactory):

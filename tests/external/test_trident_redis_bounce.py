@@ -1,9 +1,11 @@
 """Trident word counts on LocalCluster into a Redis map state whose redis-server stops and comes
-back under them."""
+back under them: with its data (saved), or empty (SIGKILLed, no persistence)."""
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 
 import pytest
 
@@ -63,3 +65,41 @@ def test_a_redis_down_under_a_map_state_is_reported_naming_it_and_counts_stay_ex
         redis_server.client().config_set("requirepass", password)
         assert wait_until(lambda: stored() == dict(expected), timeout=120), (stored(), expected)
         assert not any(password in e for e in errors() + caplog.messages)
+
+
+@pytest.mark.parametrize("kind", ["transactional", "opaque"])
+def test_a_redis_back_empty_under_a_map_state_is_not_taken_for_keys_never_written(tmp_path, redis_server, kind):
+    data = tmp_path / "in"
+    data.mkdir()
+    text = lines(0, 40)
+    (data / "a.txt").write_text("".join(line + "\n" for line in text))
+    factory = getattr(RedisMapState, kind)(redis_server.url)
+    topo = TridentTopology()
+    word_count(topo, FileTridentSpout(data, max_batch_records=7), "line", factory)
+    client = redis.Redis.from_url(redis_server.url)
+
+    def stored():
+        keys = sorted(k.decode() for k in client.keys("w*")) + ["common"]
+        vals = [factory.serializer.deserialize(v) if v else None for v in client.mget(keys)]
+        plain = {"transactional": lambda v: v.val, "opaque": lambda v: v.curr}
+        return {k: plain[kind](v) for k, v in zip(keys, vals) if v is not None}
+
+    expected = counted(text)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("tr", conf(), topo.build())
+        assert wait_until(lambda: stored() == dict(expected), timeout=120), (stored(), expected)
+        backup = {k: client.dump(k) for k in client.keys("*")}  # the input is all counted: nothing moves
+        os.kill(redis_server.proc.pid, signal.SIGKILL)  # no persistence: it comes back empty
+        redis_server.proc.wait()
+        redis_server.start()
+        more = lines(1000, 25)
+        with open(data / "a.txt", "a") as f:
+            f.write("".join(line + "\n" for line in more))
+        expected += counted(more)
+        lost = f"Redis map state at redis://127.0.0.1:{redis_server.port}/0: the server no longer holds"
+        errors = lambda: [e["error"] for e in cluster.get_topology_info("tr")["errors"]]
+        assert wait_until(lambda: any(lost in e for e in errors()), 60), errors()
+        assert stored() == {}, "counted from zero over the empty server"
+        for k, v in backup.items():  # restored from the backup: the counts go on from there
+            client.restore(k, 0, v, replace=True)
+        assert wait_until(lambda: stored() == dict(expected), timeout=120), (stored(), expected)

@@ -27,7 +27,7 @@ from .._native import BasicCollectorBase, BasicExecute, BoltCollectorBase, IdSou
 from .._system import DEFAULT_STREAM, is_system_id
 from .._tuple import TICK_SOURCE, Tuple, tick_source
 from .acker import ACK, FAIL, RESET
-from .executor import ErrorThrottle, Executor, TaskStats, Wiring, debug_log, log
+from .executor import ErrorThrottle, Executor, TaskStats, Wiring, debug_log
 from .plan import ExecutorSpec
 from .routing import _NOWHERE, Router, bad_stream, build_routers, not_values, router_of, wrong_size
 
@@ -167,11 +167,7 @@ class BoltExecutor(Executor):
         self.collectors[task].fail_with(tup, FailureCause.of_exception(EXCEPTION, self.component, task, error))
         if self.fail_fast:
             raise error
-        record = self.report_error(task, error)
-        if record is not None:
-            # in the worker's log too, as Storm logs a reported error (throttled with the reports)
-            log.error("[%s] task %s: execute raised on an input, which fails:\n%s", self.component, task,
-                      record.traceback)
+        self.report_error(task, error, "execute raised on an input, which fails")
 
     def flush_acks(self) -> None:
         """Send the coalesced acks: one message per root.

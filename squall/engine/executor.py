@@ -251,16 +251,20 @@ class Executor:
         self.error_throttle = ErrorThrottle(float(conf_value(conf, Config.TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS)),
                                             int(conf_value(conf, Config.TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL)))
 
-    def report_error(self, task: int, error: BaseException | str) -> ErrorRecord | None:
-        """Report ``error`` of ``task`` (shown in the topology's errors) unless this executor
-        has reported ``topology.max.error.report.per.interval`` errors already in this
-        ``topology.error.throttle.interval.secs``, as Storm throttles every report; returns the
-        record reported, or None. Any thread may call this."""
+    def report_error(self, task: int, error: BaseException | str,
+                     what: str = "reported an error") -> ErrorRecord | None:
+        """Report ``error`` of ``task`` (shown in the topology's errors, and in the worker's log
+        with its traceback, as Storm's ``ReportError`` logs each) unless this executor has
+        reported ``topology.max.error.report.per.interval`` errors already in this
+        ``topology.error.throttle.interval.secs``, as Storm throttles every report (the log too
+        here, so that a bolt reporting an error a tuple cannot fill the disk); returns the record
+        reported, or None. ``what`` says in the log what happened. Any thread may call this."""
         w = self.wiring
         if not self.error_throttle.allow(w.clock.now()):
             return None
         record = error_record(self.component, task, error, w.worker_port)
         w.report_error(record)
+        log.error("[%s] task %s %s:\n%s", self.component, task, what, record.traceback or record.error)
         return record
 
     def open(self) -> None:

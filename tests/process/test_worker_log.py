@@ -37,6 +37,10 @@ def test_user_logging_reaches_the_worker_log_with_component_and_task_and_squall_
         assert all(any(f"[INFO] [reporter:{t}] reporter saw" in line for t in reporter_tasks) for line in saw)
         assert any(f"[counter:{counter_task}] counter emits 7" in line for line in lines)
         assert log.stat().st_mode & 0o077 == 0
+        # an error the bolt reported is in its worker's log with its traceback, as Storm logs each
+        (at,) = [i for i, line in enumerate(lines) if "reported an error" in line]
+        assert "[ERROR]" in lines[at] and "[reporter:" in lines[at]
+        assert "ValueError: the tuple 3 is bad" in "\n".join(lines[at:at + 8])
 
         def reported():
             with cluster.client() as m:

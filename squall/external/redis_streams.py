@@ -233,7 +233,18 @@ end
 return acked
 """
 _READ_MARGIN_SECS = 5.0   # the reading connection's socket timeout beyond its BLOCK
+# Every other connection's socket and connect timeouts, unless the URL sets them: redis-py 6's
+# default, given here because redis-py 5 (which pyproject allows) waits for ever by default, and
+# a server that is stopped (SIGSTOP, a network partition) would hang a worker's loop for good
+_SOCKET_TIMEOUT_SECS = 5.0
 _TOUCH_BATCH = 1000   # ids per script call: bounds the script's run (Redis serves nothing else)
+
+
+def _client(url: str, socket_timeout: float = _SOCKET_TIMEOUT_SECS) -> Any:
+    """A client of ``url`` (str replies) whose calls end after ``socket_timeout`` seconds, and
+    its connects after `_SOCKET_TIMEOUT_SECS`, unless the URL's query sets them (its own win)."""
+    return redis.Redis.from_url(url, decode_responses=True, socket_timeout=socket_timeout,
+                                socket_connect_timeout=_SOCKET_TIMEOUT_SECS)
 
 
 class RedisStreamSpout(Spout):
@@ -295,13 +306,12 @@ class RedisStreamSpout(Spout):
         """Connects lazily: the first `next_tuple` creates the group and replays own pending."""
         super().open(conf, context, collector)
         self.consumer = consumer_name(context.get_this_component_id(), context.get_this_task_index())
-        self.client = redis.Redis.from_url(self.url, decode_responses=True)
+        self.client = _client(self.url)
         self._touch_script = self.client.register_script(_TOUCH)
         self._dead_letter_script = self.client.register_script(_DEAD_LETTER)
         # the reading connection's socket timeout outlasts its BLOCK (redis-py's default, 5 s,
         # would end a longer one as if the server were down); a URL's socket_timeout is kept
-        reader_client = redis.Redis.from_url(self.url, decode_responses=True,
-                                             socket_timeout=self.block_ms / 1000 + _READ_MARGIN_SECS)
+        reader_client = _client(self.url, self.block_ms / 1000 + _READ_MARGIN_SECS)
         self._reader = _Reader(reader_client, self.stream, self.group,
                                self.consumer, self.batch_size, self.block_ms,
                                getattr(collector, "wake", None) or _no_wake)
@@ -701,7 +711,7 @@ return id
     def prepare(self, conf, context, collector) -> None:
         """Connects (lazily, at the first write)."""
         super().prepare(conf, context, collector)
-        self.client = redis.Redis.from_url(self.url, decode_responses=True)
+        self.client = _client(self.url)
         self._xadd_once = self.client.register_script(self._XADD_ONCE)
         self._script_loaded = False
         self._failing = False
@@ -873,7 +883,7 @@ class _RedisKeyBolt(Bolt):
     def prepare(self, conf, context, collector) -> None:
         """Connects (lazily)."""
         super().prepare(conf, context, collector)
-        self.client = redis.Redis.from_url(self.url, decode_responses=True)
+        self.client = _client(self.url)
 
     def _found(self, tup) -> Any:
         """The query's reply for the key ``tup`` names."""

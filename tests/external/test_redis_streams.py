@@ -818,3 +818,29 @@ def test_the_redis_bolts_skip_tick_tuples_as_storm_redis_bolts_do(redis_server):
     assert info["components"]["spout"]["acked"] == 3
     assert [r.hgetall(f"out:{i}") for i in ids] == [{"user": "u0", "name": "Ann"}, {"user": "u1", "name": "Bob"},
                                                    {"user": "u2", "name": "Cid"}]
+
+
+def test_every_connection_has_socket_timeouts_unless_the_url_sets_its_own():
+    """A Redis server that stops answering (SIGSTOP, a partition) must end a call, not hang the
+    worker's loop: redis-py 5, which pyproject allows, has no socket timeout by default. Every
+    client the connectors make sets one (5 s; the spout's reading one its BLOCK and a margin),
+    and a URL's own query wins. No server is needed: the clients connect lazily."""
+    url = "redis://127.0.0.1:1/0"
+
+    def timeouts(client) -> tuple:
+        kw = client.connection_pool.connection_kwargs
+        return kw.get("socket_timeout"), kw.get("socket_connect_timeout")
+    s = RedisStreamSpout(url, STREAM, GROUP, block_ms=2000)
+    s.open({}, Context(), Recorder())
+    assert timeouts(s.client) == (5.0, 5.0)
+    assert timeouts(s._reader.client) == (7.0, 5.0)
+    bolt = RedisStreamSinkBolt(url, "out")
+    bolt.prepare({}, Context(), Recorder())
+    assert timeouts(bolt.client) == (5.0, 5.0)
+    for cls in (RedisLookupBolt, RedisFilterBolt):
+        b = cls(url, LookupSpec("user"), ["user", "found"])
+        b.prepare({}, Context(), Recorder())
+        assert timeouts(b.client) == (5.0, 5.0), cls
+    own = RedisStreamSinkBolt(url + "?socket_timeout=1.5&socket_connect_timeout=0.5", "out")
+    own.prepare({}, Context(), Recorder())
+    assert timeouts(own.client) == (1.5, 0.5)

@@ -51,8 +51,9 @@ def _free_subnet() -> int:
 class Network:
     """A LAN of ``machines`` network namespaces and the root namespace; see the module docstring."""
 
-    def __init__(self, machines: int) -> None:
-        tag = f"sq{os.getpid() % 100000}"
+    def __init__(self, machines: int, tag: str | None = None) -> None:
+        """``tag``: the names' prefix (default ``sq`` and this process's id)."""
+        tag = tag or f"sq{os.getpid() % 100000}"
         self.subnet = _free_subnet()
         self.switch = f"{tag}-sw"
         self.root_link = f"{tag}r"  # the root namespace's end of its veth pair (15 characters at most)
@@ -94,6 +95,13 @@ class Network:
         """Unplug machine ``machine``: nothing reaches it or leaves it any more (``up``: plug it
         back in)."""
         _ip("-n", self.switch, "link", "set", f"m{machine}", "up" if up else "down")
+
+    def block(self, machine: int, address: str, unblock: bool = False) -> None:
+        """Drop, silently, every packet machine ``machine`` sends to ``address`` (a blackhole
+        route in its namespace, as a firewall's DROP rule: no reset, no ICMP error), so that
+        nothing passes between them either way while both reach everything else
+        (``unblock``: route it again)."""
+        _ip("-n", self.namespaces[machine], "route", "del" if unblock else "add", "blackhole", f"{address}/32")
 
     def remove(self) -> None:
         """Delete the namespaces and links (after their processes have ended)."""

@@ -1,0 +1,235 @@
+"""Network partitions on the process host (not deaths): machines in network namespaces of their
+own (`Network`), cut off from each other or from the master for a few seconds, then healed,
+while a reliable topology runs; every record the spout sent is counted (`partition_topology`).
+
+- two workers cut off from each other for longer than ``topology.message.timeout.secs``: what
+  crossed fails and is replayed, every record reaches a sink, duplicates only of replayed ids,
+  and the workers talk again after the heal, with no restart;
+- the same, shorter than the timeout: nothing fails, nothing is taken twice;
+- a supervisor (and its worker) cut off from the master only, for longer than
+  ``nimbus.task.timeout.secs``: the master moves its executors to another machine; after the
+  heal the old worker stops, and the planned number of workers run.
+"""
+
+import time
+from collections import Counter
+
+import pytest
+
+from squall import StormSubmitter
+
+from ..conftest import wait_until
+from .conftest import Cluster
+from .nodes import Machine, NetnsUnavailable, Network, log_tail
+from .partition_topology import partition_topology, sink_counts, spout_events, spout_lines, stop_spout
+from .semantics_topology import topology_conf
+
+SECRET = "squall-partition-test-secret-0123456789"
+TAG = "sq25p"
+
+
+def _network(machines):
+    try:
+        return Network(machines, tag=TAG)
+    except NetnsUnavailable as e:
+        pytest.skip(f"network namespaces cannot be made here ({e})")
+
+
+class _Setup:
+    def __init__(self, tmp_path, net, machines=2, **extra):
+        self.net = net
+        self.cluster = Cluster(tmp_path, supervise=False, **{"nimbus.host": net.master_address,
+                                                            "squall.secret": SECRET, **extra})
+        port = self.cluster.conf["supervisor.slots.ports"][0]
+        self.port = port
+        self.machines = []
+        for i in range(machines):
+            self.machines.append(Machine(self.cluster, f"m{i}", net.addresses[i], net.namespaces[i],
+                                         **{"supervisor.slots.ports": [port]}))
+        self.out = tmp_path / "out"
+        self.out.mkdir()
+
+    def why(self):
+        return "\n".join(f"--- {p.name}\n{log_tail(p, 40)}" for p in
+                         [self.cluster.dir.parent / "master.log",
+                          *(self.cluster.dir / "machines" / f"{mc.name}.log" for mc in self.machines),
+                          *(self.cluster.dir / "machines" / mc.name / "supervisor" / f"worker-{self.port}.log"
+                            for mc in self.machines)])
+
+    def submit(self, **conf):
+        with self.cluster.client() as m:
+            assert wait_until(lambda: len(m.nimbus.supervisors()) == len(self.machines), 30), \
+                "the supervisors did not register\n" + self.why()
+        with StormSubmitter.using_conf(self.cluster.conf):
+            # plain round-robin shuffle: half the tuples cross between the workers, however idle
+            conf = {"topology.disable.loadaware.messaging": True, **conf}
+            StormSubmitter.submit_topology("part", topology_conf(self.out, workers=2, **conf), partition_topology())
+
+    def info(self):
+        with self.cluster.client() as m:
+            return m.get_topology_info("part")
+
+    def stop(self):
+        self.cluster.stop()
+
+
+def _check_counts(out, why, two_copies=False):
+    """Stop the spout and wait until every id it emitted is acked; then every emitted id reached
+    a sink, and an id a sink took twice is one the spout failed (a replay). Returns (emitted
+    ids, failed ids, sink counts)."""
+    stop_spout(out)
+
+    def done():
+        e, a, _ = spout_events(out)
+        return set(e) <= set(a)
+    assert wait_until(done, 60), f"ids never acked: {sorted(set(spout_events(out)[0]) - set(spout_events(out)[1]))[:20]}\n{why()}"
+    emitted, _, failed = spout_events(out)
+    n = max(emitted) + 1
+    assert set(emitted) == set(range(n))
+    counts = sink_counts(out)
+    assert set(counts) >= set(range(n)), f"ids lost: {sorted(set(range(n)) - set(counts))[:20]}"
+    twice = {i for i, c in counts.items() if c > 1}
+    if two_copies:  # while cut off, the old copy of the spout emitted the ids the new one did
+        by = {}
+        for kind, i, pid, _ in spout_lines(out):
+            if kind == "e":
+                by.setdefault(i, set()).add(pid)
+        twice -= {i for i, p in by.items() if len(p) > 1}
+    assert twice <= set(failed), f"ids taken twice though never failed: {sorted(twice - set(failed))[:20]}"
+    emits = Counter(emitted)
+    assert all(counts[i] <= emits[i] for i in counts), "a sink took an id more often than it was emitted"
+    return set(emitted), set(failed), counts
+
+
+def _worker_pids(setup):
+    return {w["slot"]: w["pid"] for w in setup.info()["workers"]}
+
+
+def _started(setup, acks=200):
+    def ok():
+        try:
+            info = setup.info()
+        except Exception:  # noqa: BLE001 (a call that failed: not yet)
+            return False
+        _, acked, _ = spout_events(setup.out)
+        return len(info["workers"]) == 2 and all(w["alive"] for w in info["workers"]) and len(acked) >= acks
+    assert wait_until(ok, 60), "the topology did not start\n" + setup.why()
+
+
+def _cut_between(net, a, b, heal=False):
+    net.block(a, net.addresses[b], unblock=heal)
+    net.block(b, net.addresses[a], unblock=heal)
+
+
+WIRES = pytest.mark.parametrize("encryption", ["auto", "false"], ids=["zmq-curve", "tcp"])
+
+
+@WIRES
+def test_two_workers_cut_off_from_each_other_past_the_message_timeout_replay_and_reconnect(tmp_path, encryption):
+    net = _network(2)
+    try:
+        s = _Setup(tmp_path, net, **{"squall.encryption": encryption})
+        try:
+            s.submit(**{"topology.message.timeout.secs": 2, "topology.max.spout.pending": 50})
+            _started(s)
+            pids = _worker_pids(s)
+            _cut_between(net, 0, 1)
+            # the cut lasts until tuples that crossed it timed out and failed
+            assert wait_until(lambda: spout_events(s.out)[2], 20), "nothing failed during the cut\n" + s.why()
+            _cut_between(net, 0, 1, heal=True)
+            healed_at = time.time()
+            # every sink task, on both workers, takes records again: the workers talk again
+            tasks = {f.name for f in s.out.glob("sink-*.log")}
+
+            def all_sinks_after_heal():
+                after = set()
+                for f in s.out.glob("sink-*.log"):
+                    for line in f.read_text().splitlines()[-50:]:
+                        parts = line.split()
+                        if len(parts) == 3 and float(parts[2]) > healed_at + 0.5:
+                            after.add(f.name)
+                return after == tasks
+            assert wait_until(all_sinks_after_heal, 30), "the workers did not talk again after the heal\n" + s.why()
+            _, failed, _ = _check_counts(s.out, s.why)
+            assert failed, "nothing failed"
+            assert _worker_pids(s) == pids, "a worker was restarted"
+            assert all(w["restarts"] == 0 for w in s.info()["workers"])
+        finally:
+            s.stop()
+    finally:
+        net.remove()
+
+
+@WIRES
+def test_two_workers_cut_off_from_each_other_shorter_than_the_message_timeout_fail_nothing(tmp_path, encryption):
+    net = _network(2)
+    try:
+        s = _Setup(tmp_path, net, **{"squall.encryption": encryption})
+        try:
+            s.submit(**{"topology.message.timeout.secs": 10, "topology.max.spout.pending": 50})
+            _started(s)
+            pids = _worker_pids(s)
+            _cut_between(net, 0, 1)
+            before = len(spout_events(s.out)[1])
+            time.sleep(1.5)  # the partition itself (not a synchronisation): well under the timeout
+            _cut_between(net, 0, 1, heal=True)
+            assert wait_until(lambda: len(spout_events(s.out)[1]) > before + 200, 30), \
+                "acks did not resume\n" + s.why()
+            _, failed, counts = _check_counts(s.out, s.why)
+            assert not failed, f"{len(failed)} ids failed though the cut was shorter than the timeout"
+            assert all(c == 1 for c in counts.values())
+            assert _worker_pids(s) == pids
+        finally:
+            s.stop()
+    finally:
+        net.remove()
+
+
+def _all_workers(setup):
+    return {pid: mc.name for mc in setup.machines for pid in mc.workers()}
+
+
+@WIRES
+def test_a_supervisor_cut_off_from_the_master_only_is_replaced_and_its_worker_stops_at_the_heal(tmp_path, encryption):
+    net = _network(3)
+    try:
+        s = _Setup(tmp_path, net, machines=3, **{"nimbus.task.timeout.secs": 3, "nimbus.supervisor.timeout.secs": 3,
+                                                 "squall.encryption": encryption})
+        try:
+            s.submit(**{"topology.message.timeout.secs": 2, "topology.max.spout.pending": 50})
+            _started(s)
+            # cut the machine whose worker runs the spout (the pid that wrote its lines) from the
+            # master, not from the other machine
+            pids = _worker_pids(s)
+            spout_pid = spout_lines(s.out)[-1][2]
+            victim_slot = next(sl for sl, p in pids.items() if p == spout_pid)
+            victim = net.addresses.index(victim_slot.rsplit(":", 1)[0])
+            net.block(victim, net.master_address)
+
+            def moved():
+                try:
+                    info = s.info()
+                except Exception:  # noqa: BLE001 (a call that failed: not yet)
+                    return False
+                return (victim_slot not in {w["slot"] for w in info["workers"]} and len(info["workers"]) == 2
+                        and all(w["alive"] for w in info["workers"]))
+            assert wait_until(moved, 40), "the executors did not move\n" + s.why()
+            # the new copy of the spout emits; the old one, unaware, still runs
+            assert wait_until(lambda: any(p != spout_pid for _, _, p, _ in spout_lines(s.out)[-200:]), 30), \
+                "the new spout did not emit\n" + s.why()
+            assert spout_pid in _all_workers(s), "the cut machine's worker should still run, unaware"
+            net.block(victim, net.master_address, unblock=True)
+            healed_at = time.time()
+            assert wait_until(lambda: spout_pid not in _all_workers(s), 30), "the old worker was not stopped\n" + s.why()
+            # it learns at its first heartbeat after the heal (until then it runs on, unaware, as
+            # Storm's worker does until its supervisor reads the new assignment); what it wrote
+            # while cut off is the partition's, and its peers dropped what it sent them
+            assert time.time() - healed_at < 10, "the old worker ran on long after the heal"
+            _check_counts(s.out, s.why, two_copies=True)
+            assert len(s.info()["workers"]) == 2
+            assert wait_until(lambda: len(_all_workers(s)) == 2, 20), _all_workers(s)
+        finally:
+            s.stop()
+    finally:
+        net.remove()
+

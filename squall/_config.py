@@ -269,6 +269,9 @@ class Config(dict):
     """A connection not authenticated within this many seconds is closed."""
     NIMBUS_THRIFT_MAX_CONNECTIONS = "nimbus.thrift.max.connections"
     """Connections the master keeps open at most."""
+    SQUALL_TCP_KEEPALIVE_SECS = "squall.tcp.keepalive.secs"
+    """A connection whose other end's machine stopped answering (it died, or a partition outlasted
+    its own timeout) is closed after about this many seconds of silence (TCP keepalive)."""
     STORM_SCHEDULER = "storm.scheduler"
     """``"module:Class"`` of an IScheduler; None: even (or isolation)."""
     ISOLATION_SCHEDULER_MACHINES = "isolation.scheduler.machines"
@@ -946,6 +949,7 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.UI_REQUEST_TIMEOUT_SECS: _SECONDS,
     Config.NIMBUS_THRIFT_MAX_CONNECTIONS: (_positive_int, "a positive integer", False),
     Config.NIMBUS_THRIFT_HANDSHAKE_TIMEOUT_SECS: _SECONDS,
+    Config.SQUALL_TCP_KEEPALIVE_SECS: _SECONDS,
     Config.SQUALL_UI_HISTORY_INTERVAL_SECS: _SECONDS,
     Config.SQUALL_UI_HISTORY_SECS: _SECONDS,
     Config.DRPC_SERVERS: (_strings, "a list of host names (the machines running squall drpc), or null", True),

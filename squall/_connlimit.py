@@ -18,6 +18,7 @@ import asyncio
 import errno
 import logging
 import resource
+import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -52,6 +53,27 @@ def open_files_limit() -> int:
     """This process's soft limit on open files (``RLIMIT_NOFILE``; systemd's ``LimitNOFILE``)."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     return soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+def keep_alive(sock: Any, secs: float) -> None:
+    """Have the kernel close ``sock`` once its other end has not answered for about ``secs``
+    seconds: keepalive probes after ``secs``/2 idle, 3 of them ``secs``/6 apart, and at most
+    ``secs`` for sent data to be acknowledged (``TCP_USER_TIMEOUT``). Without it a connection
+    whose other end's machine died, or gave the connection up while a partition dropped its FIN,
+    stays established for ever on a server that only waits to read: an authenticated one is
+    never pushed out of the connection table, so enough of them shut the live peers out.
+    Options the platform lacks are skipped; a socket that refuses them (closed already) is left."""
+    idle, interval = max(1, int(secs / 2)), max(1, int(secs / 6))
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPINTVL", interval), ("TCP_KEEPCNT", 3),
+                        ("TCP_USER_TIMEOUT", int(secs * 1000))):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    try:
+        for level, option, value in options:
+            sock.setsockopt(level, option, value)
+    except OSError:
+        pass
 
 
 def connection_cap(configured: int, files_limit: int) -> int:

@@ -47,7 +47,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ._config import MIN_FRAME_BYTES, Config, default_of, setting
-from ._connlimit import ConnectionTable
+from ._connlimit import ConnectionTable, keep_alive
 from ._encryption import ALWAYS, AUTO, encryption_setting, wants_encryption
 from ._errors import RemoteError, RpcError
 from ._ratelimit import rate_limited
@@ -57,6 +57,7 @@ PREAUTH_MAX_FRAME = MIN_FRAME_BYTES
 MAX_FRAME_KEY = Config.NIMBUS_THRIFT_MAX_BUFFER_SIZE  # Storm's key for the same limit
 HANDSHAKE_TIMEOUT_KEY = Config.NIMBUS_THRIFT_HANDSHAKE_TIMEOUT_SECS
 MAX_CONNECTIONS_KEY = Config.NIMBUS_THRIFT_MAX_CONNECTIONS
+KEEPALIVE_KEY = Config.SQUALL_TCP_KEEPALIVE_SECS
 DEFAULT_MAX_FRAME = default_of(MAX_FRAME_KEY)
 DEFAULT_HANDSHAKE_TIMEOUT = float(default_of(HANDSHAKE_TIMEOUT_KEY))
 DEFAULT_MAX_CONNECTIONS = default_of(MAX_CONNECTIONS_KEY)
@@ -87,6 +88,7 @@ class RpcSettings(NamedTuple):
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_connections_key: str = MAX_CONNECTIONS_KEY  # what a refusal names (the DRPC server has its own)
     max_frame_key: str = MAX_FRAME_KEY  # what a request over ``max_frame`` names
+    keepalive: float = 60.0  # a server closes a connection whose peer stopped answering this long (``squall.tcp.keepalive.secs``)
 
 
 _DEFAULT_SETTINGS = RpcSettings()  # immutable: one shared by every default
@@ -99,7 +101,7 @@ def rpc_settings(conf: Mapping[str, Any]) -> RpcSettings:
         SquallError: ``squall.encryption`` or ``nimbus.thrift.max_buffer_size`` is invalid (named).
     """
     return RpcSettings(encryption_setting(conf), setting(conf, MAX_FRAME_KEY), setting(conf, HANDSHAKE_TIMEOUT_KEY),
-                       setting(conf, MAX_CONNECTIONS_KEY))
+                       setting(conf, MAX_CONNECTIONS_KEY), keepalive=float(setting(conf, KEEPALIVE_KEY)))
 
 
 def _transcript(server_nonce: bytes, client_nonce: bytes, encrypt: bool) -> bytes:
@@ -419,12 +421,17 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
     warning on ``log`` rate-limited across every connection that logs there. A peer that has not
     authenticated within ``settings.handshake_timeout`` is closed. With ``table`` (the server's
     open connections), a connection at the cap closes the one that has waited longest for its
-    handshake, or is refused when every open one is authenticated. With ``idle_evictable`` an
+    handshake, or is refused when every open one is authenticated; so the socket gets TCP
+    keepalive (``settings.keepalive``), which closes a connection whose peer's machine is gone
+    rather than keep it, authenticated, for ever. With ``idle_evictable`` an
     authenticated connection waits again between its requests (a caller keeps its connection
     for its next call; the server may close it to make room, and the caller connects again).
     """
     peer = writer.get_extra_info("peername")
     session: dict[str, Any] = {"peer": peer}
+    sock = writer.get_extra_info("socket")
+    if sock is not None:  # a peer whose machine died or gave it up is closed, not kept busy for ever
+        keep_alive(sock, settings.keepalive)
     warn = rate_limited(log)
     if table is not None:
         admission = table.opened(writer)

@@ -11,6 +11,7 @@ while a reliable topology runs; every record the spout sent is counted (`partiti
   heal the old worker stops, and the planned number of workers run.
 """
 
+import subprocess
 import time
 from collections import Counter
 
@@ -233,3 +234,47 @@ def test_a_supervisor_cut_off_from_the_master_only_is_replaced_and_its_worker_st
     finally:
         net.remove()
 
+
+def _sockets_to(ns, address, port):
+    """The TCP sockets in namespace ``ns`` to ``address:port``, in any state (an orphan's FIN
+    retried included)."""
+    out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-tanH", "dst", f"{address}:{port}"],
+                         capture_output=True, text=True, timeout=10, check=False).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def _logged(path, text):
+    try:
+        return text in path.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def test_a_supervisor_cut_off_long_enough_to_give_its_connection_up_reaches_the_master_after_the_heal(tmp_path):
+    """A supervisor cut off from the master long enough that its call times out and its machine
+    gives the old connection up (its FIN never arrived): the master must not keep that dead
+    connection for ever. It held it, busy, so that with the master's table full
+    (``nimbus.thrift.max.connections``, here 2: the two supervisors) the healed supervisor was
+    refused at every attempt, "all authenticated", and never reached the master again. TCP
+    keepalive (``squall.tcp.keepalive.secs``) closes it once the dead end stops answering."""
+    net = _network(2)
+    try:
+        s = _Setup(tmp_path, net, **{"nimbus.thrift.max.connections": 2, "squall.tcp.keepalive.secs": 3})
+        port = s.cluster.conf["nimbus.thrift.port"]
+        logs = [s.cluster.dir / "machines" / f"{mc.name}.log" for mc in s.machines]
+        try:
+            assert wait_until(lambda: all(_logged(p, "registered slots") for p in logs), 30), s.why()
+            # its machine gives an unanswered connection up at once (not after minutes of retries)
+            subprocess.run(["ip", "netns", "exec", net.namespaces[0], "sysctl", "-qw", "net.ipv4.tcp_orphan_retries=1"],
+                           check=True, timeout=10)
+            net.block(0, net.master_address)
+            assert wait_until(lambda: _logged(logs[0], "cannot reach the master")
+                              and not _sockets_to(net.namespaces[0], net.master_address, port), 60), \
+                f"{_sockets_to(net.namespaces[0], net.master_address, port)}\n{s.why()}"
+            net.block(0, net.master_address, unblock=True)
+            assert wait_until(lambda: _logged(logs[0], "reached 10."), 30), \
+                "the supervisor never reached the master again after the heal\n" + s.why()
+        finally:
+            s.stop()
+    finally:
+        net.remove()

@@ -55,10 +55,12 @@ def open_files_limit() -> int:
     return soft if soft != resource.RLIM_INFINITY else 1 << 20
 
 
-def keep_alive(sock: Any, secs: float) -> None:
+def keep_alive(sock: Any, secs: float, unacknowledged: bool = True) -> None:
     """Have the kernel close ``sock`` once its other end has not answered for about ``secs``
-    seconds: keepalive probes after ``secs``/2 idle, 3 of them ``secs``/6 apart, and at most
-    ``secs`` for sent data to be acknowledged (``TCP_USER_TIMEOUT``). Without it a connection
+    seconds: keepalive probes after ``secs``/2 idle, 3 of them ``secs``/6 apart, and (with
+    ``unacknowledged``) at most ``secs`` for sent data to be acknowledged (``TCP_USER_TIMEOUT``,
+    which Linux also applies to a receiver that keeps its window closed: not for a data path
+    whose receiver may fall behind). Without it a connection
     whose other end's machine died, or gave the connection up while a partition dropped its FIN,
     stays established for ever on a server that only waits to read: an authenticated one is
     never pushed out of the connection table, so enough of them shut the live peers out.
@@ -67,7 +69,7 @@ def keep_alive(sock: Any, secs: float) -> None:
     options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
     for name, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPINTVL", interval), ("TCP_KEEPCNT", 3),
                         ("TCP_USER_TIMEOUT", int(secs * 1000))):
-        if hasattr(socket, name):
+        if hasattr(socket, name) and (unacknowledged or name != "TCP_USER_TIMEOUT"):
             options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
     try:
         for level, option, value in options:

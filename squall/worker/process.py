@@ -17,6 +17,7 @@ from .tcp import TcpTransport
 from .transport import MAX_MESSAGE_KEY, ZmqTransport
 
 WIRE_KEY = Config.SQUALL_TRANSPORT_WIRE
+KEEPALIVE_KEY = Config.SQUALL_TCP_KEEPALIVE_SECS
 TCP_WIRE = "tcp"  # squall.transport.wire's value for TcpTransport; "zmq" is the other
 
 
@@ -37,7 +38,8 @@ def open_transport(bind: str, serializer: Any, secret: bytes, receive: Any, orig
     """
     options = _transport_options(conf, topology_conf)
     if setting(conf, WIRE_KEY) == TCP_WIRE and not curve.wants_encryption(options["encryption"], bind):
-        return TcpTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
+        return TcpTransport(bind, {}, serializer, secret, receive, origin=origin,
+                            keepalive=float(setting(conf, KEEPALIVE_KEY)), **options)
     return ZmqTransport(bind, {}, serializer, secret, receive, origin=origin, **options)
 
 

@@ -54,6 +54,7 @@ from collections.abc import Callable, Sized
 from time import monotonic
 from typing import Any, cast
 
+from .._connlimit import keep_alive
 from .._encryption import AUTO
 from .._encryption import KEY as ENCRYPTION_KEY
 from .._native import StaleWatch, epoll_ready, recv_nb, send_nb
@@ -196,6 +197,9 @@ class TcpTransport(BatchingTransport):
         encryption: ``squall.encryption``: a peer whose address it would encrypt is refused
             (its worker uses `ZmqTransport`), with an error in the log.
         now: what time it is (``time.monotonic`` by default), for reconnecting and the flush interval.
+        keepalive: ``squall.tcp.keepalive.secs``: an idle connection, either way, whose other
+            end has not answered keepalive probes for about this long is closed
+            (`squall._connlimit.keep_alive`).
 
     Raises:
         ValueError: ``bind`` is not a ``tcp://host:port`` address.
@@ -205,10 +209,11 @@ class TcpTransport(BatchingTransport):
     def __init__(self, bind: str, peers: dict[int, str], serializer: Any, secret: bytes,
                  receive: Callable[[int, Any], None] | None = None, *, origin: Origin,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, encryption: str = AUTO,
-                 now: Callable[[], float] = monotonic, **batching: Any) -> None:
+                 now: Callable[[], float] = monotonic, keepalive: float = 60.0, **batching: Any) -> None:
         super().__init__(peers, serializer, secret, receive, origin=origin, max_message_bytes=max_message_bytes,
                          now=now, **batching)
         self._encryption = encryption
+        self._keepalive = keepalive  # squall.tcp.keepalive.secs: a connection whose other end is gone is closed
         host, port = split_address(bind)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._listener = socket.create_server((host, port), family=family, backlog=128)
@@ -300,6 +305,9 @@ class TcpTransport(BatchingTransport):
                     continue
                 self._drop_inbound(stranger)
             sock.setblocking(False)
+            # a peer whose machine died, or gave this connection up in a partition, never says so:
+            # kept, it would hold one of the MAX_INBOUND places, trusted, for ever
+            keep_alive(sock, self._keepalive, unacknowledged=False)
             inbound = self._inbound[sock.fileno()] = _Inbound(sock, self._now())
             self._epoll.register(sock.fileno(), _EPOLLIN)
             delivered += self._read(sock.fileno(), inbound)
@@ -465,6 +473,9 @@ class TcpTransport(BatchingTransport):
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # batches are ours already
+        # an idle connection to a peer gone silent breaks (its backlog waits for the next); no limit
+        # on unacknowledged data: a peer in a long round may keep its window closed a while
+        keep_alive(sock, self._keepalive, unacknowledged=False)
         code = sock.connect_ex((host, port))
         out.sock = sock
         self._epoll.register(sock.fileno(), _HANGUP)  # the peer's end, however idle the connection

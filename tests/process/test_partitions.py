@@ -278,3 +278,45 @@ def test_a_supervisor_cut_off_long_enough_to_give_its_connection_up_reaches_the_
             s.stop()
     finally:
         net.remove()
+
+
+def _inbound_from(ns, address, port, peer):
+    """The established connections to ``address:port`` (a worker's data port, in namespace
+    ``ns``) from ``peer``."""
+    out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-tnH", "state", "established", "src", f"{address}:{port}",
+                          "dst", peer], capture_output=True, text=True, timeout=10, check=False).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def test_a_worker_drops_the_connection_a_peer_gave_up_during_a_partition(tmp_path):
+    """Plain TCP between the workers: a worker cut off from its peer long enough that its
+    machine gives the connection up (its unacknowledged data timed out, its FIN lost) connects
+    again after the heal. The peer, which never writes on the connections it accepted, kept the
+    dead one as well, established and trusted, for ever: one of its ``MAX_INBOUND`` (256) places
+    lost per partition or peer machine that died, until a peer's new connection is refused.
+    Keepalive (``squall.tcp.keepalive.secs``) closes it."""
+    net = _network(2)
+    try:
+        s = _Setup(tmp_path, net, **{"squall.encryption": "false", "squall.tcp.keepalive.secs": 3})
+        try:
+            for ns in net.namespaces:  # each machine gives up data unacknowledged for a few seconds
+                subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.tcp_retries2=3"],
+                               check=True, timeout=10)
+            s.submit(**{"topology.message.timeout.secs": 2, "topology.max.spout.pending": 50})
+            _started(s)
+            a, b = net.addresses
+            assert _inbound_from(net.namespaces[1], b, s.port, a) and _inbound_from(net.namespaces[0], a, s.port, b)
+            _cut_between(net, 0, 1)
+            assert wait_until(lambda: len(spout_events(s.out)[2]) >= 100, 30), "nothing failed\n" + s.why()
+            _cut_between(net, 0, 1, heal=True)
+            before = len(spout_events(s.out)[1])
+            assert wait_until(lambda: len(spout_events(s.out)[1]) > before + 200, 30), "acks did not resume\n" + s.why()
+            # each worker holds one connection from the other: the new one
+            assert wait_until(lambda: len(_inbound_from(net.namespaces[1], b, s.port, a)) == 1
+                              and len(_inbound_from(net.namespaces[0], a, s.port, b)) == 1, 20), \
+                (_inbound_from(net.namespaces[1], b, s.port, a), _inbound_from(net.namespaces[0], a, s.port, b))
+            _check_counts(s.out, s.why)
+        finally:
+            s.stop()
+    finally:
+        net.remove()

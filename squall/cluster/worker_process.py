@@ -80,7 +80,8 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
         return open_transport(bind or f"tcp://{slot}", Serializer(plan.conf, source_cache(plan)), secret, receive,
                               origin, conf, plan.conf)
     # stateful bolts' states: sealed files under storm.local.dir, which outlive the worker
-    home = StateHome(directory=Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "state", key=state_key(secret))
+    home = StateHome(directory=Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "state", key=state_key(secret),
+                     machine=(bind or f"tcp://{slot}").rsplit("://", 1)[-1].rsplit(":", 1)[0])
     # Trident's transactional state: a link of its own, as the agent's beats take the first
     tx_link = master_link(conf, first=NimbusAddress(mhost, int(mport)))
     try:

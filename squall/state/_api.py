@@ -76,12 +76,15 @@ class StateHome:
     ``memory``: the host's in-memory states, outside the workers (`LocalCluster`), or None;
     ``directory``: where the file store keeps states (``<storm.local.dir>/state`` on the process
     and Spark hosts), or None; ``key``: the key, derived from the cluster's secret for this use
-    only (`state_key`), that authenticates what the file and Redis stores read back, or None.
+    only (`state_key`), that authenticates what the file and Redis stores read back, or None;
+    ``machine``: the address of the machine the worker runs on, as errors name it (None: the
+    host name).
     """
 
     memory: Any = None
     directory: Path | None = None
     key: bytes | None = None
+    machine: str | None = None
 
 
 def state_key(secret: bytes) -> bytes:

@@ -20,13 +20,30 @@ last commit still loads (the checkpoint fails, and is tried again).
 A commit rewrites the whole state (docs/state.md measures it): keep states small, or use Redis.
 ``topology.state.provider.config`` may set ``{"directory": path}`` (relative to the worker's
 working directory), whose files are then authenticated by a secret of its own, ``<directory>/secret``.
+
+**Which copy is the latest.** A state's files are on the machine whose worker wrote them: a task
+that a rebalance (or a lost machine) moves to another machine finds there no copy, or an older
+one from an earlier stay. Started from it, it would go on committing and lose every update the
+other copy holds (and a move back would bring the older copy back). So ``committed`` also
+records its `Lineage` (the storm id of the run that wrote it and how many times the file was
+written), and each write is reported to the master, in its transactional state (the same for
+every machine, and kept by Nimbus HA), under ``_squall_state/<namespace>`` of the topology
+(`LastWrite`). A state opened on a machine whose copy is behind that record is refused with a
+`StateError` naming the task, the machine that wrote the last commit and what to do
+(`LastWrite.check`). A copy behind a write made on its own machine (the directory removed, or
+writes a crash lost before they reached the disk) is taken with a warning: there is no other
+copy to prefer. A topology submitted again under the same name whose task finds no copy starts
+afresh (its states may have been deleted on purpose), with a warning.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote
 
 import msgpack
@@ -35,6 +52,7 @@ from .._config import Config
 from .._errors import DiskWriteError
 from .._private import Kept, private_dir, write_failure, write_private
 from .._sealed import SealError, seal, unseal
+from .._transactional import LaunchRefusedError, name_key
 from ._api import KeyValueState, StateError, StateProvider, state_key
 from ._kv import Changes, MemoryStore, StateCodec, TransactionalKeyValueState, _apply
 from ._names import PROVIDER_CONFIG_KEY, owner_of, provider_config, state_home, topology_of
@@ -42,7 +60,20 @@ from ._names import PROVIDER_CONFIG_KEY, owner_of, provider_config, state_home, 
 if TYPE_CHECKING:
     from .._context import TopologyContext
 
-_FORMAT = 1
+log = logging.getLogger(__name__)
+
+_FORMAT = 1  # [1, txid, entries]: ``prepared``, and ``committed`` as squall wrote it before lineages
+_COMMITTED_FORMAT = 2  # [2, txid, entries, writer, writes]: ``committed``
+_RECORD_PREFIX = "_squall_state"  # a key no Trident name makes (name_key writes "_" as "_5f")
+
+
+class Lineage(NamedTuple):
+    """Which write of a state's ``committed`` file a copy holds: ``writer``, the storm id of the
+    run that wrote it (None: a file written before squall recorded it), and ``writes``, how many
+    times the file had been written then (every run counting on from the copy it loaded)."""
+
+    writer: str | None
+    writes: int
 
 
 def state_dir(root: str | os.PathLike, topology: str, namespace: str) -> Path:
@@ -54,8 +85,12 @@ class FileStore(MemoryStore):
     """A `squall.state._kv.StateStore` in one directory (a `MemoryStore` that writes each change
     through to its files before it takes it); see the module docstring."""
 
-    def __init__(self, directory: str | os.PathLike, namespace: str, key: bytes, kept: Kept | None = None) -> None:
+    def __init__(self, directory: str | os.PathLike, namespace: str, key: bytes, kept: Kept | None = None,
+                 writer: str | None = None) -> None:
         super().__init__()
+        self.writer = writer  # the storm id recorded as the writer of what this store writes
+        # told of each write of ``committed``, once it is on disk (`LastWrite.record`)
+        self.on_write: Callable[[Lineage], None] | None = None
         self.kept = kept or Kept(f"the state of namespace {namespace!r}", "the state directory")
         try:
             self.dir = private_dir(directory)
@@ -63,27 +98,38 @@ class FileStore(MemoryStore):
             raise write_failure(e, Path(directory), self.kept, atomic=False) from e
         self.namespace = namespace
         self._key = key
-        self.commit_txid, committed = self._read("committed")
+        self.commit_txid, committed, self.lineage = self._read("committed")
         self.committed = {k: v for k, v in committed.items() if v is not None}
-        self.prepare_txid, self.prepared_changes = self._read("prepared")
+        self.prepare_txid, self.prepared_changes, _ = self._read("prepared")
         if self.prepare_txid is not None and self.commit_txid is not None and self.prepare_txid <= self.commit_txid:
             self.prepare_txid, self.prepared_changes = None, {}  # committed, then the crash came
 
     def _kind(self, role: str) -> bytes:
         return f"state {quote(self.namespace, safe='')} {role}".encode()
 
-    def _read(self, role: str) -> tuple[int | None, Changes]:
+    def _read(self, role: str) -> tuple[int | None, Changes, Lineage | None]:
+        """``role``'s txid, entries and (``committed`` only) `Lineage`; None, {}, None when the
+        file does not exist."""
         path = self.dir / role
         try:
             blob = path.read_bytes()
         except FileNotFoundError:
-            return None, {}
+            return None, {}, None
         except OSError as e:
             raise StateError(f"state file {path} cannot be read: {e}") from e
         try:
-            fmt, txid, entries = msgpack.unpackb(unseal(self._key, self._kind(role), blob), raw=False)
-            if fmt != _FORMAT or not (txid is None or type(txid) is int):
-                raise ValueError(f"format {fmt!r}, txid {txid!r}")
+            fmt, txid, entries, *rest = msgpack.unpackb(unseal(self._key, self._kind(role), blob), raw=False)
+            if role == "committed" and fmt == _COMMITTED_FORMAT:
+                writer, writes = rest
+                if not ((writer is None or type(writer) is str) and type(writes) is int):
+                    raise ValueError(f"writer {writer!r}, writes {writes!r}")
+                lineage: Lineage | None = Lineage(writer, writes)
+            elif fmt == _FORMAT and not rest:
+                lineage = Lineage(None, 0) if role == "committed" else None
+            else:
+                raise ValueError(f"format {fmt!r}")
+            if not (txid is None or type(txid) is int):
+                raise ValueError(f"txid {txid!r}")
             changes: Changes = {}
             for k, v in entries:
                 if type(k) is not bytes or not (type(v) is bytes or (v is None and role == "prepared")):
@@ -95,11 +141,21 @@ class FileStore(MemoryStore):
         except Exception as e:  # noqa: BLE001 (whatever fails to decode: the file is malformed, said as a StateError)
             raise StateError(f"state file {path} is malformed ({type(e).__name__}: {e}); delete the "
                              f"directory {self.dir} to start this state afresh") from None
-        return txid, changes
+        return txid, changes, lineage
 
     def _write(self, role: str, txid: int | None, changes: Changes) -> None:
         payload = msgpack.packb([_FORMAT, txid, [[k, v] for k, v in changes.items()]], use_bin_type=True)
         write_private(self.dir / role, seal(self._key, self._kind(role), payload), self.kept)
+
+    def _write_committed(self, txid: int | None, entries: Changes) -> None:
+        """Write ``committed`` as the next write of this store's lineage, then tell `on_write`."""
+        lineage = Lineage(self.writer, (self.lineage.writes if self.lineage else 0) + 1)
+        payload = msgpack.packb([_COMMITTED_FORMAT, txid, [[k, v] for k, v in entries.items()], *lineage],
+                                use_bin_type=True)
+        write_private(self.dir / "committed", seal(self._key, self._kind("committed"), payload), self.kept)
+        self.lineage = lineage
+        if self.on_write is not None:
+            self.on_write(lineage)
 
     def prepare(self, txid: int, changes: Changes) -> None:
         """`StateStore.prepare`: write ``changes`` as transaction ``txid`` to the ``prepared`` file
@@ -114,7 +170,7 @@ class FileStore(MemoryStore):
         with self.lock:
             merged = dict(self.committed)
             _apply(merged, self.prepared_changes)
-            self._write("committed", txid, merged)  # type: ignore[arg-type]
+            self._write_committed(txid, merged)  # type: ignore[arg-type]
             (self.dir / "prepared").unlink(missing_ok=True)
             self.committed, self.commit_txid = merged, txid
             self.prepare_txid, self.prepared_changes = None, {}
@@ -125,7 +181,7 @@ class FileStore(MemoryStore):
         with self.lock:
             merged = dict(self.committed)
             _apply(merged, changes)
-            self._write("committed", self.commit_txid, merged)  # type: ignore[arg-type]
+            self._write_committed(self.commit_txid, merged)  # type: ignore[arg-type]
             self.committed = merged
 
     def rollback(self) -> None:
@@ -152,17 +208,113 @@ class FileKeyValueStateProvider(StateProvider):
         where = (f"the \"directory\" of {PROVIDER_CONFIG_KEY}" if given
                  else f"storm.local.dir (the host keeps states in {root})")
         kept = Kept(f"the state of {owner}, namespace {namespace!r}", where)
+        # the master's record of the last write, where the host lends its transactional state
+        backend = getattr(context, "transactional_home", None)
+        storm_id = context.get_storm_id() if context is not None and backend is not None else None
         try:
-            store = FileStore(state_dir(root, topology_of(conf), namespace), namespace, key, kept)
+            store = FileStore(state_dir(root, topology_of(conf), namespace), namespace, key, kept, writer=storm_id)
         except DiskWriteError:
             raise
         except OSError as e:
             raise StateError(f"{owner}: the state directory under {root} cannot be used: {e}") from e
         except StateError as e:
             raise StateError(f"{owner}: {e}") from None
+        if backend is not None and storm_id is not None:
+            last = LastWrite(backend, topology_of(conf), namespace, storm_id, home.machine or socket.gethostname(),
+                             os.path.abspath(root), owner)
+            last.check(store.lineage, store.dir, f"the \"directory\" of {PROVIDER_CONFIG_KEY}" if given
+                       else "storm.local.dir")
+            store.on_write = last.record
         return TransactionalKeyValueState(store, StateCodec(conf, owner))
 
 
 def _local_key(root: Path) -> bytes:
     from .._secret import load_or_create_secret  # <root>/secret, owner-only, made on first use
     return state_key(load_or_create_secret({Config.STORM_LOCAL_DIR: str(root)}))
+
+
+class LastWrite:
+    """The master's record of the last write of one state's ``committed`` file: ``[writer, writes,
+    machine]`` (msgpack) in the topology's transactional state (see the module docstring).
+    ``backend`` is the task's ``context.transactional_home``."""
+
+    def __init__(self, backend: Any, topology: str, namespace: str, storm_id: str, host: str, root: str,
+                 owner: str) -> None:
+        self.backend = backend
+        self.topology = topology
+        self.key = f"{_RECORD_PREFIX}/{name_key(namespace)}"
+        self.namespace = namespace
+        self.storm_id = storm_id
+        self.host = host
+        self.machine = f"{host}, under {root}"  # as the record names where a write was made
+        self.owner = owner
+        self._warned = False
+
+    def _read(self) -> tuple[Lineage, str] | None:
+        try:
+            blob = self.backend.get(self.topology, self.key)
+        except Exception as e:  # the master unreachable, or refusing this launch: said as a StateError
+            raise StateError(f"{self.owner}: cannot read from the master where state {self.namespace!r} was last "
+                             f"committed ({type(e).__name__}: {e})") from e
+        if blob is None:
+            return None
+        try:
+            writer, writes, machine = msgpack.unpackb(blob, raw=False)
+            if not ((writer is None or type(writer) is str) and type(writes) is int and type(machine) is str):
+                raise ValueError("wrong types")
+        except Exception:  # noqa: BLE001 (a record this code did not write: no record)
+            log.warning("%s: the master's record of state %r is malformed; not checked", self.owner, self.namespace)
+            return None
+        return Lineage(writer, writes), machine
+
+    def check(self, lineage: Lineage | None, directory: Path, setting: str) -> None:
+        """Refuse this machine's copy of the state (``lineage``: None when it has none) if it is
+        behind the last write the master recorded. ``directory``: the state's; ``setting``: what
+        chose it, as the error names it.
+
+        Raises:
+            StateError: the copy is missing or older while the master recorded a later write
+                (by this run: a task moved; or, for an older copy, by any run).
+        """
+        recorded = self._read()
+        if recorded is None or (lineage is not None and lineage.writer is None):
+            return  # nothing recorded, or a copy written before squall recorded writes
+        last, machine = recorded
+        if lineage is not None and ((lineage.writer == last.writer and lineage.writes >= last.writes)
+                                    or (lineage.writer == self.storm_id != last.writer)):
+            return  # the last write (or a later one whose record did not reach the master)
+        if machine == self.machine:  # no other copy to prefer: this one lost its last writes
+            log.warning("%s: the copy of state %r in %s is %s, though the last write recorded (write %d) was made "
+                        "here: it was removed, or a crash lost writes that had not reached the disk; going on "
+                        "from it", self.owner, self.namespace, directory,
+                        "missing" if lineage is None else f"at write {lineage.writes}", last.writes)
+            return
+        if lineage is None and last.writer != self.storm_id:
+            log.warning("%s: no copy of state %r in %s; its last commit (by an earlier run of topology %r) was on "
+                        "%s: starting it afresh", self.owner, self.namespace, directory, self.topology, machine)
+            return
+        here = "has no copy of it" if lineage is None else f"holds an older copy (write {lineage.writes})"
+        raise StateError(
+            f"{self.owner}: state {self.namespace!r} was last committed on another machine ({machine}; write "
+            f"{last.writes}); this machine ({self.host}) {here} in {directory} ({setting}). A file state lives on "
+            f"the machine that committed it, and this task was moved (a rebalance, or a lost machine): it is "
+            f"refused rather than started from {'nothing' if lineage is None else 'an older commit'}, which "
+            f"would lose the updates the other copy holds. Rebalance the task back, copy that directory here, "
+            f"or keep states where every machine reaches them: the Redis provider, or a \"directory\" every "
+            f"machine shares in {PROVIDER_CONFIG_KEY} (docs/state.md)")
+
+    def record(self, lineage: Lineage) -> None:
+        """Tell the master of a write of ``committed`` (`FileStore.on_write`). A failure is logged,
+        not raised: the write is on disk, and a record that lags only lets a copy through that
+        is at or past it."""
+        try:
+            self.backend.put(self.topology, self.key, msgpack.packb([lineage.writer, lineage.writes, self.machine]))
+        except LaunchRefusedError:
+            log.info("%s: the master no longer runs this worker; the write of state %r is not recorded",
+                     self.owner, self.namespace)
+        except Exception as e:  # noqa: BLE001 (the master unreachable: logged once, tried at the next write)
+            if not self._warned:
+                self._warned = True
+                log.warning("%s: cannot record the write of state %r with the master (%s: %s); a copy of it on "
+                            "another machine may not be told apart from this one until a record goes through",
+                            self.owner, self.namespace, type(e).__name__, e)

@@ -1,0 +1,152 @@
+"""Which copy of a file state is the latest (squall.state.file's `LastWrite`): two machines are
+two state directories here, and the master's transactional state a `MemoryBackend` both reach.
+A copy that is missing, or behind the last write the master recorded, is refused while the same
+run wrote that write (the task moved); a resubmitted topology whose task finds no copy starts
+afresh; a copy at or past the record is taken."""
+
+import logging
+
+import pytest
+
+from squall._transactional import MemoryBackend
+from squall.state import StateError, StateHome
+from squall.state.file import FileKeyValueStateProvider, FileStore
+
+KEY = b"k" * 32
+CONF = {"topology.name": "wc"}
+
+
+class Ctx:
+    """A task's context on ``machine`` (its own state directory) of run ``storm_id``."""
+
+    def __init__(self, root, machine, storm_id, backend):
+        self.state_home = StateHome(directory=root, key=KEY, machine=machine)
+        self.transactional_home = backend
+        self._storm_id = storm_id
+
+    def get_this_component_id(self):
+        return "count"
+
+    def get_this_task_id(self):
+        return 3
+
+    def get_storm_id(self):
+        return self._storm_id
+
+
+@pytest.fixture
+def machines(tmp_path):
+    master = MemoryBackend()
+    return lambda name, storm_id="wc-1-1": Ctx(tmp_path / name, name, storm_id, master)
+
+
+def commit(ctx, txid, **entries):
+    state = FileKeyValueStateProvider().new_state("count-3", CONF, ctx)
+    for k, v in entries.items():
+        state.put(k, v)
+    state.prepare_commit(txid)
+    state.commit(txid)
+    return state
+
+
+def test_a_task_moved_to_a_machine_without_its_state_is_refused_naming_both_machines(machines):
+    commit(machines("m0"), 1, a=1)
+    with pytest.raises(StateError) as e:
+        FileKeyValueStateProvider().new_state("count-3", CONF, machines("m1"))
+    msg = str(e.value)
+    assert "component [count] task 3" in msg and "another machine (m0," in msg and "this machine (m1)" in msg
+    assert "has no copy" in msg and "storm.local.dir" in msg and "Redis" in msg
+
+
+def test_a_task_moved_back_to_an_older_copy_is_refused_and_the_latest_goes_on(machines):
+    commit(machines("m0"), 1, a=1)
+    # the task ran on m1 from a copy of m0's (say the directory was copied over), and committed there
+    (machines("m1").state_home.directory / "wc").mkdir(parents=True)
+    import shutil
+    shutil.copytree(machines("m0").state_home.directory / "wc" / "ns-count-3",
+                    machines("m1").state_home.directory / "wc" / "ns-count-3")
+    commit(machines("m1"), 2, a=2)
+    with pytest.raises(StateError, match="holds an older copy"):
+        FileKeyValueStateProvider().new_state("count-3", CONF, machines("m0"))
+    state = commit(machines("m1"), 3, b=1)  # where the latest is, it goes on
+    assert dict(state.committed()) == {"a": 2, "b": 1}
+
+
+def test_a_resubmitted_topology_whose_task_finds_no_copy_starts_afresh_with_a_warning(machines, caplog):
+    commit(machines("m0"), 1, a=1)
+    with caplog.at_level(logging.WARNING, logger="squall.state.file"):
+        state = FileKeyValueStateProvider().new_state("count-3", CONF, machines("m1", "wc-2-2"))
+    assert dict(state.committed()) == {}
+    assert "starting it afresh" in caplog.text and "m0" in caplog.text
+
+
+def test_an_older_copy_is_refused_after_a_resubmission_too(machines):
+    commit(machines("m0"), 1, a=1)
+    commit(machines("m0"), 2, a=2)
+    import shutil
+    shutil.copytree(machines("m0").state_home.directory, machines("m1").state_home.directory)
+    commit(machines("m0"), 3, a=3)
+    with pytest.raises(StateError, match="holds an older copy"):
+        FileKeyValueStateProvider().new_state("count-3", CONF, machines("m1", "wc-2-2"))
+    state = FileKeyValueStateProvider().new_state("count-3", CONF, machines("m0", "wc-2-2"))
+    assert dict(state.committed()) == {"a": 3}
+
+
+def test_a_copy_past_a_record_that_did_not_reach_the_master_is_taken(machines, tmp_path):
+    ctx = machines("m0")
+    commit(ctx, 1, a=1)
+
+    class Down(MemoryBackend):
+        def put(self, topology, key, blob):
+            raise ConnectionError("master down")
+    down = Ctx(tmp_path / "m0", "m0", "wc-1-1", Down())
+    commit(down, 2, a=2)  # on disk, not recorded
+    assert dict(FileKeyValueStateProvider().new_state("count-3", CONF, ctx).committed()) == {"a": 2}
+    # and a resubmission's own write whose record failed is past an earlier run's record
+    commit(Ctx(tmp_path / "m0", "m0", "wc-2-2", Down()), 3, a=3)
+    assert dict(FileKeyValueStateProvider().new_state("count-3", CONF, machines("m0", "wc-2-2")).committed()) == {"a": 3}
+
+
+def test_one_shared_directory_is_the_latest_copy_wherever_the_task_runs(machines, tmp_path):
+    shared = {**CONF, "topology.state.provider.config": {"directory": str(tmp_path / "nfs")}}
+    for i, machine in enumerate(["m0", "m1", "m0"]):
+        state = FileKeyValueStateProvider().new_state("count-3", shared, machines(machine))
+        state.put("a", i)
+        state.prepare_commit(i)
+        state.commit(i)
+    assert dict(FileKeyValueStateProvider().new_state("count-3", shared, machines("m1")).committed()) == {"a": 2}
+
+
+def test_a_copy_written_before_lineages_were_kept_loads_and_is_then_written_with_one(machines):
+    import msgpack
+
+    from squall._sealed import seal
+    ctx = machines("m0")
+    d = ctx.state_home.directory / "wc" / "ns-count-3"
+    d.mkdir(parents=True)
+    # squall's earlier format: [1, txid, entries]
+    (d / "committed").write_bytes(seal(KEY, b"state count-3 committed", msgpack.packb([1, 4, [[b"k", b"v"]]])))
+    store = FileStore(d, "count-3", KEY)
+    assert (store.commit_txid, store.committed, tuple(store.lineage)) == (4, {b"k": b"v"}, (None, 0))
+    state = commit(ctx, 5, a=1)
+    assert dict(state.committed())["a"] == 1
+    assert tuple(FileStore(d, "count-3", KEY).lineage) == ("wc-1-1", 1)
+
+
+def test_a_copy_behind_a_write_made_on_its_own_machine_goes_on_with_a_warning(machines, caplog):
+    """No other copy to prefer: the directory was removed, or a crash lost a write that had not
+    reached the disk (the file store does not fsync)."""
+    import shutil
+    ctx = machines("m0")
+    commit(ctx, 1, a=1)
+    d = ctx.state_home.directory / "wc" / "ns-count-3"
+    shutil.copytree(d, d.with_name("saved"))
+    commit(ctx, 2, a=2)
+    shutil.rmtree(d)
+    d.with_name("saved").rename(d)  # write 2 lost
+    with caplog.at_level(logging.WARNING, logger="squall.state.file"):
+        state = FileKeyValueStateProvider().new_state("count-3", CONF, machines("m0"))
+    assert dict(state.committed()) == {"a": 1}
+    assert "at write 1" in caplog.text and "going on from it" in caplog.text
+    shutil.rmtree(d)
+    assert dict(FileKeyValueStateProvider().new_state("count-3", CONF, machines("m0")).committed()) == {}

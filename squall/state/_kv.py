@@ -214,7 +214,13 @@ class TransactionalKeyValueState(KeyValueState):
     def prepare_commit(self, txid: int) -> None:
         committed, _ = self.store.txids()
         if committed is not None and txid <= committed:
-            raise StateError(f"{self.codec.owner}: cannot prepare txid {txid}: txid {committed} is already committed")
+            # the checkpoint spout's txids started again below this state's (its own state was
+            # lost, or started afresh where a resubmission placed it): go on from there, as
+            # Storm's states do (they keep no order of txids); refused, every PREPARE failed and
+            # the topology never committed again
+            log.warning("%s: preparing txid %s, below the committed txid %s: the checkpoint spout's txids started "
+                        "again (its state was lost or started afresh); going on from txid %s",
+                        self.codec.owner, txid, committed, txid)
         merged = dict(self._prepared)
         merged.update(self._pending)
         self.store.prepare(txid, merged)

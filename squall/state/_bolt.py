@@ -31,7 +31,7 @@ from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.plan import SUBMIT_CHECK
 from ._api import StateError
-from ._names import get_state, provider_config, provider_problem
+from ._names import get_state, provider_config, provider_problem, state_namespace
 from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK
 
 log = logging.getLogger(__name__)
@@ -243,8 +243,10 @@ class StatefulBoltExecutor(_CheckpointAware):
 
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         self._start(context, collector)
-        namespace = f"{context.get_this_component_id()}-{context.get_this_task_id()}"
+        # Storm's <component>-<task id>, or where this task index's keys were kept before its id changed
+        namespace = state_namespace(conf, context)
         self.state = get_state(namespace, conf, context)
+        self.bolt.squall_state_namespace = namespace  # a persistent window keeps its own beside it
         self.out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=True)
         self.initialized = False
         self.waiting: list[Tuple] = []

@@ -4,8 +4,11 @@ the host's `StateHome`, and the provider ``topology.state.provider`` names."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+import msgpack
 
 from .._config import Config, conf_value
 from ..engine.serialize import resolve
@@ -13,6 +16,8 @@ from ._api import KeyValueState, State, StateError, StateHome
 
 if TYPE_CHECKING:
     from .._context import TopologyContext
+
+log = logging.getLogger(__name__)
 
 PROVIDER_KEY = Config.TOPOLOGY_STATE_PROVIDER
 PROVIDER_CONFIG_KEY = Config.TOPOLOGY_STATE_PROVIDER_CONFIG
@@ -116,3 +121,63 @@ def get_key_value_state(namespace: str, conf: Mapping[str, Any], context: Topolo
         raise StateError(f"{owner_of(namespace, context)}: the state provider ({PROVIDER_KEY}) returned a "
                          f"{type(state).__name__}, not a KeyValueState, which this component needs")
     return state
+
+
+_TASKS_PREFIX = "_squall_task"  # a key no Trident name makes (name_key writes "_" as "_5f")
+
+
+def state_namespace(conf: Mapping[str, Any], context: TopologyContext) -> str:
+    """The namespace of a stateful task's state: Storm's ``<component>-<task id>``, unless an
+    earlier run of the topology kept this task's keys under another one.
+
+    Task ids are numbered over every component in order, the ackers' included, so a topology
+    submitted again with another ``topology.workers`` (which sets the number of ackers unless
+    ``topology.acker.executors`` does), or with a component added, removed or renamed, gives a
+    component's tasks other ids. Under Storm's namespace each task would then read the state of
+    the keys the fields grouping sent another task, and its own keys would start again from
+    nothing. So the master keeps, in the topology's transactional state, the namespace each
+    task index of a component with that many tasks was first given
+    (``_squall_task/<component>/<tasks>/<index>``), and the task goes on with that one. A host
+    that lends no transactional state gives Storm's namespace.
+
+    Raises:
+        StateError: the master cannot be reached or refuses this worker.
+    """
+    component = context.get_this_component_id()
+    own = f"{component}-{context.get_this_task_id()}"
+    backend = getattr(context, "transactional_home", None)
+    if backend is None:
+        return own
+    from .._transactional import name_key
+    tasks = context.get_component_tasks(component)
+    key = f"{_TASKS_PREFIX}/{name_key(component)}/{len(tasks)}/{context.get_this_task_index()}"
+    topology = topology_of(conf)
+    owner = owner_of(own, context)
+    from .._transactional import LaunchRefusedError, TransactionalStateError
+    try:
+        blob = backend.get(topology, key)
+        if blob is None:
+            backend.put(topology, key, msgpack.packb(own))
+            return own
+    except TransactionalStateError as e:
+        if isinstance(e, LaunchRefusedError):
+            raise StateError(f"{owner}: the master no longer runs this worker: {e}") from e
+        # a limit of the master's (squall._transactional.MAX_KEYS): Storm's namespace, unrecorded
+        log.warning("%s: cannot record with the master which state this task keeps its keys in (%s); using %r",
+                    owner, e, own)
+        return own
+    except Exception as e:  # the master unreachable: said as a StateError
+        raise StateError(f"{owner}: cannot read from the master which state this task keeps its keys in "
+                         f"({type(e).__name__}: {e})") from e
+    try:
+        namespace = msgpack.unpackb(blob, raw=False)
+        if type(namespace) is not str or not namespace:
+            raise ValueError("not a namespace")
+    except Exception:  # noqa: BLE001 (a record this code did not write: Storm's namespace)
+        log.warning("%s: the master's record of the state this task keeps its keys in is malformed; using %r",
+                    owner, own)
+        return own
+    if namespace != own:
+        log.info("%s: its keys are in state %r (the task ids were numbered otherwise when it was made)",
+                 owner, namespace)
+    return namespace

@@ -137,7 +137,9 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         super().prepare(conf, context, collector)
         self.out.delegate = collector.unchecked() if hasattr(collector, "unchecked") else collector
-        namespace = f"{self.component}-{context.get_this_task_id()}-window"
+        # beside the bolt's state (`StatefulBoltExecutor` names it; Storm's <component>-<task id>)
+        base = getattr(self, "squall_state_namespace", None) or f"{self.component}-{context.get_this_task_id()}"
+        namespace = f"{base}-window"
         self.window_state = get_key_value_state(namespace, conf, context)
         codec = StateCodec(conf, owner_of(namespace, context))
         self.store = WindowStore(self.window_state, codec, self.bolt.max_events_in_memory())

@@ -65,6 +65,10 @@ if TYPE_CHECKING:
     from ._tuple import is_tick_tuple as is_tick_tuple
     from .cluster.local import LocalCluster as LocalCluster
     from .cluster.state import TopologyStatus as TopologyStatus
+    from .coordination import BaseBatchBolt as BaseBatchBolt
+    from .coordination import BatchOutputCollector as BatchOutputCollector
+    from .coordination import FinishedCallback as FinishedCallback
+    from .coordination import IBatchBolt as IBatchBolt
     from .drpc import DRPCClient as DRPCClient
     from .drpc import DRPCExecutionException as DRPCExecutionException
     from .drpc import LocalDRPC as LocalDRPC
@@ -109,6 +113,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["BoltDeclarer", "SpoutDeclarer", "StormTopology", "TopologyBuilder"], "._topology"),
     **dict.fromkeys(["Tuple", "is_tick_tuple"], "._tuple"),
     **dict.fromkeys(["DRPCClient", "DRPCExecutionException", "LocalDRPC"], ".drpc"),
+    **dict.fromkeys(["BaseBatchBolt", "BatchOutputCollector", "FinishedCallback", "IBatchBolt"], ".coordination"),
     **dict.fromkeys(["AssignableMetric", "CombinedMetric", "CountMetric", "DataPoint", "ICombiner", "IMetric",
                      "IMetricsConsumer", "IReducer", "LoggingMetricsConsumer", "MeanReducer", "MultiCountMetric",
                      "MultiReducedMetric", "ReducedMetric", "TaskInfo"], ".metric"),
@@ -138,14 +143,15 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BaseStatefulBolt", "BaseStatefulWindowedBolt",
-    "BaseWindowedBolt", "BasicBolt", "BasicOutputCollector", "Bolt", "BoltDeclarer", "CombinedMetric", "Config",
-    "Count", "CountMetric", "CustomStreamGrouping", "DRPCClient", "DRPCExecutionException", "DataPoint",
-    "DiskWriteError", "Duration", "EmitError", "FailedException", "FailureCause", "Fields", "GlobalStreamId",
-    "Grouping", "ICombiner", "IMetric", "IMetricsConsumer", "IReducer", "IllegalStateTransition",
-    "InvalidTopologyException", "KeyValueState", "LocalCluster", "LocalDRPC", "LoggingMetricsConsumer",
-    "MeanReducer", "MessageId", "MultiCountMetric", "MultiReducedMetric", "NotAliveException", "OutputCollector",
-    "OutputFieldsDeclarer", "ReducedMetric", "ReportedFailedException", "SerializationError", "ShellBolt", "ShellSpout", "Spout",
+    "DEFAULT_STREAM", "AlreadyAliveException", "AssignableMetric", "BaseBatchBolt", "BaseStatefulBolt",
+    "BaseStatefulWindowedBolt", "BaseWindowedBolt", "BasicBolt", "BasicOutputCollector", "BatchOutputCollector",
+    "Bolt", "BoltDeclarer", "CombinedMetric", "Config", "Count", "CountMetric", "CustomStreamGrouping",
+    "DRPCClient", "DRPCExecutionException", "DataPoint", "DiskWriteError", "Duration", "EmitError",
+    "FailedException", "FailureCause", "Fields", "FinishedCallback", "GlobalStreamId", "Grouping", "IBatchBolt",
+    "ICombiner", "IMetric", "IMetricsConsumer", "IReducer", "IllegalStateTransition", "InvalidTopologyException",
+    "KeyValueState", "LocalCluster", "LocalDRPC", "LoggingMetricsConsumer", "MeanReducer", "MessageId",
+    "MultiCountMetric", "MultiReducedMetric", "NotAliveException", "OutputCollector", "OutputFieldsDeclarer",
+    "ReducedMetric", "ReportedFailedException", "SerializationError", "ShellBolt", "ShellSpout", "Spout",
     "SpoutDeclarer", "SpoutOutputCollector", "SquallError", "StormSubmitter", "StormTopology", "TaskInfo",
     "TopologyBuilder", "TopologyContext", "TopologyStatus", "Tuple", "TupleWindow", "Values", "is_tick_tuple",
 ]

@@ -1,10 +1,8 @@
 """Storm's storm-starter ``BasicDRPCTopology``: a DRPC function that appends "!" to its argument.
 
-Storm builds it with ``LinearDRPCTopologyBuilder``, which squall does not have (docs/drpc.md):
-the same topology is written out by hand, as Storm's ``ManualDRPC`` does:
-
-    drpc (DRPCSpout "exclamation": args, return-info) --shuffle--> exclaim (ExclaimBolt)
-        --shuffle--> return (ReturnResults: sends each result back to its caller)
+Built, as Storm's is, with ``LinearDRPCTopologyBuilder`` (docs/drpc.md): one bolt, three
+executors, which gets ``[id, args]`` and emits ``[id, result]``; the builder adds the DRPC spout,
+the request ids, the join with each call's return info and the return bolt.
 
 Run it (a second or two on a LocalCluster)::
 
@@ -16,8 +14,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from squall import BasicBolt, Config, Fields, LocalCluster, LocalDRPC, StormTopology, TopologyBuilder
-from squall.drpc import DRPCSpout, ReturnResults
+from squall import BasicBolt, Config, Fields, LocalCluster, LocalDRPC, StormTopology
+from squall.drpc import LinearDRPCTopologyBuilder
 
 FUNCTION = "exclamation"
 WORDS = ["hello", "goodbye", "aaa", "bbb", "ccc"]
@@ -25,23 +23,22 @@ WORDS = ["hello", "goodbye", "aaa", "bbb", "ccc"]
 
 
 class ExclaimBolt(BasicBolt):
-    """The argument with "!" appended, with the request's return info (Storm's ``ExclaimBolt``)."""
-
-    def declare_output_fields(self, declarer: Any) -> None:
-        declarer.declare(Fields(["result", "return-info"]))
+    """The argument with "!" appended, with the request's id (Storm's ``ExclaimBolt``)."""
 
     def execute(self, tup: Any, collector: Any) -> None:
-        collector.emit([tup.get_string(0) + "!", tup.get_value(1)])
+        input = tup.get_string(1)
+        collector.emit([tup.get_value(0), input + "!"])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(Fields(["id", "result"]))
 
 
 def build_topology(drpc: LocalDRPC | None) -> StormTopology:
     """The topology; its spout takes the calls of ``drpc``, or, given None on the process or
     Spark host, of the cluster's ``drpc.servers``."""
-    builder = TopologyBuilder()
-    builder.set_spout("drpc", DRPCSpout(FUNCTION, drpc))
-    builder.set_bolt("exclaim", ExclaimBolt(), 3).shuffle_grouping("drpc")
-    builder.set_bolt("return", ReturnResults(), 3).shuffle_grouping("exclaim")
-    return builder.create_topology()
+    builder = LinearDRPCTopologyBuilder(FUNCTION)
+    builder.add_bolt(ExclaimBolt(), 3)
+    return builder.create_local_topology(drpc) if drpc is not None else builder.create_remote_topology()
 
 
 def main() -> int:

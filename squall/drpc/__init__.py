@@ -9,7 +9,9 @@ which answers the caller. Layout:
 - `squall.drpc.local`: `LocalDRPC`, the server in this process for a `LocalCluster`;
 - `squall.drpc.client`: `DRPCClient` and the authenticated links to ``squall drpc``;
 - `squall.drpc.components`: `DRPCSpout` and `ReturnResults`;
-- `squall.drpc.server`: ``squall drpc``, the server of the process and Spark hosts.
+- `squall.drpc.server`: ``squall drpc``, the server of the process and Spark hosts;
+- `squall.drpc.linear`: `LinearDRPCTopologyBuilder` (with `PrepareRequest` and `JoinResult`),
+  a DRPC topology as a chain of bolts coordinated by `squall.coordination.CoordinatedBolt`.
 
 `squall.trident.drpc` re-exports these for Trident's ``new_drpc_stream``.
 """
@@ -22,7 +24,12 @@ from .core import DRPCExceptionType as DRPCExceptionType
 from .core import DRPCExecutionException as DRPCExecutionException
 from .core import DRPCRequest as DRPCRequest
 from .core import ReturnInfo as ReturnInfo
+from .linear import JoinResult as JoinResult
+from .linear import LinearDRPCInputDeclarer as LinearDRPCInputDeclarer
+from .linear import LinearDRPCTopologyBuilder as LinearDRPCTopologyBuilder
+from .linear import PrepareRequest as PrepareRequest
 from .local import LocalDRPC as LocalDRPC
 
 __all__ = ["DRPCClient", "DRPCExceptionType", "DRPCExecutionException", "DRPCMessageId", "DRPCRequest",
-           "DRPCSpout", "LocalDRPC", "ReturnInfo", "ReturnResults"]
+           "DRPCSpout", "JoinResult", "LinearDRPCInputDeclarer", "LinearDRPCTopologyBuilder", "LocalDRPC",
+           "PrepareRequest", "ReturnInfo", "ReturnResults"]

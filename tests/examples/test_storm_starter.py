@@ -99,7 +99,7 @@ def test_single_join_under_the_max_spout_pending_tuner_joins_every_id(single_joi
 
 
 def test_basic_drpc_answers_each_call_with_its_own_argument_exclaimed(cluster):
-    """Storm's BasicDRPCTopology, written out by hand (squall has no LinearDRPCTopologyBuilder):
+    """Storm's BasicDRPCTopology, built as Storm builds it (LinearDRPCTopologyBuilder):
     concurrent calls each get their own answer."""
     from concurrent.futures import ThreadPoolExecutor
 

@@ -1,0 +1,130 @@
+"""storm-starter's ReachTopology (examples/storm_starter/reach.py, LinearDRPCTopologyBuilder's
+``create_remote_topology``) on the process host, answering DRPCClient calls through ``squall
+drpc``, while a worker is SIGKILLed mid-run: every call is answered with its URL's reach or
+fails with DRPCExecutionException (none hangs, none is answered wrong), every call made once the
+topology answers again is answered right, and the server's own count of requests, answers,
+failures and timeouts is the callers' count."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from squall import DRPCClient, DRPCExecutionException
+from squall.cluster.client import MasterClient
+from squall.drpc import DRPCExceptionType
+
+from ..conftest import wait_until
+from ..examples.conftest import EXAMPLES
+from ..ports import free_ports
+from ..test_cli import write
+from ..test_cli_cluster import Nimbus
+from .calls import HANG_GUARD, client_execute
+
+TOPOLOGY_TAIL = '''
+
+def build():
+    return construct().create_remote_topology()
+
+
+conf = {"topology.workers": 2}
+'''
+
+
+class Calls:
+    """Every call the callers made: (started, url, result, error), by a DRPCClient per thread."""
+
+    def __init__(self, conf, urls):
+        self.conf, self.urls = conf, urls
+        self.made: list[tuple[float, str, str | None, Exception | None]] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.answered_at: dict[float, float] = {}  # when each answered call was answered, by its start
+
+    def run(self, t):
+        with DRPCClient(self.conf) as client:
+            i = 0
+            while not self.stop.is_set():
+                url = self.urls[(t + i) % len(self.urls)]
+                i += 1
+                started = time.monotonic()
+                try:
+                    result, error = client.execute("reach", url), None
+                except DRPCExecutionException as e:
+                    result, error = None, e
+                with self.lock:
+                    self.made.append((started, url, result, error))
+                    if result is not None:
+                        self.answered_at[started] = time.monotonic()
+
+    def answered_since(self, t0):
+        with self.lock:
+            return sum(1 for started, _, result, _ in self.made if started > t0 and result is not None)
+
+
+@pytest.mark.parametrize("victim_runs_the_spout", [False, True], ids=["bolts-only", "the-spouts-worker"])
+def test_reach_on_the_process_host_survives_a_sigkilled_worker(tmp_path, victim_runs_the_spout):
+    """A worker running bolts only: its calls in flight fail at once (FAILED_REQUEST, a worker
+    lost). The spout's worker: the requests its spout had taken die with it, and their calls
+    get SERVER_TIMEOUT at drpc.request.timeout.secs (15 s here), as in Storm (docs/drpc.md)."""
+    source = (EXAMPLES / "storm_starter" / "reach.py").read_text()
+    drpc, invocations = free_ports(2)
+    n = Nimbus(tmp_path, {"drpc.servers": ["127.0.0.1"], "drpc.port": drpc, "drpc.invocations.port": invocations,
+                          "drpc.request.timeout.secs": 15})
+    try:
+        reach = {}
+        exec(compile(source, "reach.py", "exec"), reach)  # noqa: S102 (the example's own tables and answer)
+        urls = [*reach["TWEETERS_DB"], "notaurl.com"]
+        expected = {url: str(reach["reach"](url)) for url in urls}
+        path = write(tmp_path, "reach_topology.py", source + TOPOLOGY_TAIL)
+        assert n.ok("jar", "--name", "reach-drpc", path) == "Submitted topology: reach-drpc\n"
+        assert client_execute(n.conf, "reach", "foo.com/blog/1") == ("16", None)  # the workers are up
+        calls = Calls(n.conf, urls)
+        callers = [threading.Thread(target=calls.run, args=(t,), daemon=True) for t in range(4)]
+        for c in callers:
+            c.start()
+        try:
+            assert wait_until(lambda: calls.answered_since(0) >= 40, 60), "the callers got no answers"
+            with MasterClient(n.conf) as master:
+                info = master.get_topology_info("reach-drpc")
+            spout_ports = {st["worker"] for st in info["components"]["spout"]["task_stats"].values()}
+            victim = next(w for w in info["workers"]
+                          if (int(w["slot"].rsplit(":", 1)[1]) in spout_ports) == victim_runs_the_spout)
+            os.kill(victim["pid"], signal.SIGKILL)
+            killed = time.monotonic()
+            # answered again: every request goes through every task of bolt2, in both workers
+            assert wait_until(lambda: calls.answered_since(killed) >= 1, 120), "no call answered after the kill"
+            with calls.lock:
+                back = min(s for s, _, r, _ in calls.made if s > killed and r is not None)
+                first_answer = min(t for started, t in calls.answered_at.items() if started > killed)
+            assert wait_until(lambda: calls.answered_since(back) >= 40, 60), "the callers stopped getting answers"
+            workers = n.workers()  # the victim died and its slot has a worker again
+            assert victim["pid"] not in workers and len(workers) == 2, (victim, workers)
+        finally:
+            calls.stop.set()
+            for c in callers:
+                c.join(HANG_GUARD)
+            assert not any(c.is_alive() for c in callers), "a call hung"
+        made = calls.made
+        wrong = [(url, result) for _, url, result, _ in made if result is not None and result != expected[url]]
+        assert wrong == []
+        errors = [e for _, _, _, e in made if e is not None]
+        assert all(e.type in (DRPCExceptionType.FAILED_REQUEST, DRPCExceptionType.SERVER_TIMEOUT) for e in errors), \
+            errors
+        after = [(url, result, error) for started, url, result, error in made if started >= back]
+        assert [a for a in after if a[2] is not None] == []  # once answered again, every call answered right
+        print(f"reach on the process host, SIGKILL: {len(made)} calls, {len(errors)} failed, "
+              f"the first answer to a call made after the kill {first_answer - killed:.1f} s after it")
+        assert n.stop() == 0
+        answered = sum(result is not None for _, _, result, _ in made) + 1  # + the first call
+        failed = sum(e.type is DRPCExceptionType.FAILED_REQUEST for e in errors)
+        timed_out = sum(e.type is DRPCExceptionType.SERVER_TIMEOUT for e in errors)
+        line = (f"squall drpc stopped: {len(made) + 1} requests, {answered} answered, {failed} failed, "
+                f"{timed_out} timed out")
+        assert line in n.log.read_text(), n.log.read_text()[-3000:]
+    finally:
+        n.clean_up()

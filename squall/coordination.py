@@ -32,8 +32,6 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 from ._collectors import BasicOutputCollector, OutputCollector, OutputFieldsDeclarer
@@ -44,6 +42,7 @@ from ._failure import EXCEPTION, EXPLICIT, FailureCause
 from ._fields import Fields, GlobalStreamId
 from ._system import DEFAULT_STREAM
 from ._tuple import Tuple, is_tick_tuple
+from .engine.rotating_map import TimeCacheMap
 
 log = logging.getLogger("squall.coordination")
 
@@ -144,50 +143,6 @@ class _TrackingInfo:
                 f"receivedTuples: {self.received_tuples}, failed: {self.failed}, {self.task_emitted_tuples}")
 
 
-class _TimeCacheMap:
-    """Storm's ``TimeCacheMap`` with 3 buckets: an entry not touched expires between
-    ``expiration_secs`` and 1.5 times that after it was put. Rotated by its owner's calls
-    (`expire_due`), not by a thread of its own. Not thread-safe: its owner locks."""
-
-    _BUCKETS = 3
-
-    def __init__(self, expiration_secs: float, expire: Callable[[Any, Any], None] | None) -> None:
-        self._buckets: list[dict] = [{} for _ in range(self._BUCKETS)]
-        self._expire = expire
-        self._period = max(float(expiration_secs), 0.001) / (self._BUCKETS - 1)
-        self._next = time.monotonic() + self._period
-
-    def expire_due(self) -> None:
-        now = time.monotonic()
-        while now >= self._next:
-            self._next += self._period
-            dead = self._buckets.pop()
-            self._buckets.insert(0, {})
-            if self._expire is not None:
-                for k, v in dead.items():
-                    self._expire(k, v)
-
-    def get(self, key: Any) -> Any:
-        for b in self._buckets:
-            if key in b:
-                return b[key]
-        return None
-
-    def put(self, key: Any, value: Any) -> None:
-        self._buckets[0][key] = value
-        for b in self._buckets[1:]:
-            b.pop(key, None)
-
-    def remove(self, key: Any) -> Any:
-        for b in self._buckets:
-            if key in b:
-                return b.pop(key)
-        return None
-
-    def __len__(self) -> int:
-        return sum(map(len, self._buckets))
-
-
 _REGULAR, _ID, _COORD = "regular", "id", "coord"
 
 
@@ -216,7 +171,7 @@ class CoordinatedBolt(Bolt):
         self._lock = threading.RLock()  # Storm's synchronized (tracked)
         timeout = conf.get(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or 30
         expire = self._timed_out if isinstance(self.delegate, TimeoutCallback) else self._timed_out_silently
-        self._tracked = _TimeCacheMap(timeout, expire)
+        self._tracked = TimeCacheMap(timeout, expire)
         self._count_out_tasks: list[int] = []
         for component in context.get_this_targets().get(COORDINATED_STREAM_ID, {}):
             self._count_out_tasks += context.get_component_tasks(component)

@@ -24,7 +24,7 @@ from typing import Any
 
 from .._collectors import OutputFieldsDeclarer
 from .._components import BasicBolt, Bolt
-from .._config import Config
+from .._config import Config, conf_value
 from .._errors import InvalidTopologyException
 from .._fields import Fields
 from .._grouping import CustomStreamGrouping
@@ -40,6 +40,7 @@ from ..coordination import (
     IdStreamSpec,
     SourceArgs,
 )
+from ..engine.rotating_map import TimeCacheMap
 from .components import DRPCSpout, ReturnResults
 from .local import LocalDRPC
 
@@ -84,18 +85,27 @@ class JoinResult(Bolt):
 
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         super().prepare(conf, context, collector)
-        self._returns: dict[Any, Any] = {}
-        self._results: dict[Any, Any] = {}
+        # a half whose other half never comes (its request failed or timed out upstream) is
+        # failed and dropped after the message timeout, when its tree has timed out anyway:
+        # Storm's JoinResult holds it for ever, a leak of one tuple a failed request
+        timeout = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+        self._returns = TimeCacheMap(timeout, self._expired)
+        self._results = TimeCacheMap(timeout, self._expired)
+
+    def _expired(self, _request_id: Any, tup: Any) -> None:
+        self.collector.fail(tup)
 
     def execute(self, tup: Any) -> None:
+        self._returns.expire_due()
+        self._results.expire_due()
         request_id = tup.get_value(0)
         if tup.get_source_component() == self.return_component:
-            self._returns[request_id] = tup
+            self._returns.put(request_id, tup)
         else:
-            self._results[request_id] = tup
+            self._results.put(request_id, tup)
         if request_id in self._returns and request_id in self._results:
-            result = self._results.pop(request_id)
-            returner = self._returns.pop(request_id)
+            result = self._results.remove(request_id)
+            returner = self._returns.remove(request_id)
             log.debug("%s", result.get_value(1))
             self.collector.emit([_java_string(result.get_value(1)), returner.get_value(1)], [result, returner])
             self.collector.ack(result)

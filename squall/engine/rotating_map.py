@@ -12,6 +12,7 @@ it from one thread.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -82,3 +83,28 @@ class RotatingMap:
             for k, v in dead.items():
                 self._expire(k, v)
         return dead
+
+
+class TimeCacheMap(RotatingMap):
+    """Storm's ``TimeCacheMap``: a `RotatingMap` of 3 buckets rotated by time, so that an entry
+    not put again expires between ``expiration_secs`` and 1.5 times that after it was put.
+    Rotated by its owner's calls to `expire_due` (a thread of its own would need a lock on every
+    call), on the clock ``now`` (monotonic seconds; passed in for tests)."""
+
+    __slots__ = ("_next", "_now", "_period")
+
+    BUCKETS = 3
+
+    def __init__(self, expiration_secs: float, expire: Callable[[Any, Any], None] | None = None,
+                 now: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(self.BUCKETS, expire)
+        self._now = now
+        self._period = max(float(expiration_secs), 0.001) / (self.BUCKETS - 1)
+        self._next = now() + self._period
+
+    def expire_due(self) -> None:
+        """Rotate once for every period that has passed since the last rotation."""
+        now = self._now()
+        while now >= self._next:
+            self._next += self._period
+            self.rotate()

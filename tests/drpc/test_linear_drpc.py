@@ -400,3 +400,38 @@ def test_finished_callback_is_called_for_a_plain_bolt_that_is_one():
     bolt.execute(data(1, 5, "a"))  # no sources: finished as soon as its tuple is acked
     assert bolt.delegate.finished == [5]
     assert sorted(out.direct) == [(10, COORDINATED_STREAM_ID, [5, 0]), (11, COORDINATED_STREAM_ID, [5, 0])]
+
+
+def test_join_result_fails_and_drops_a_half_whose_other_half_never_comes():
+    """A request that failed upstream sends JoinResult its return info but never its result:
+    the half is failed and dropped once the message timeout has passed (Storm's JoinResult
+    holds it for ever, a tuple leaked per failed request); a request whose halves both come is
+    joined and both acked."""
+    from squall.drpc.linear import JoinResult
+
+    class Out(Collector):
+        def emit(self, values, anchors=None, stream="default"):
+            self.emitted.append((stream, values))
+            return [12]
+    bolt = JoinResult("prepare-request")
+    out = Out()
+    bolt.prepare({"topology.message.timeout.secs": 0.05}, Context(), out)
+
+    def ret(id_):
+        return Tuple([id_, {"host": "h", "port": 1, "id": str(id_)}],
+                     Source("prepare-request", "ret", 7, Fields(["request", "return"])))
+
+    def result(id_, value):
+        return Tuple([id_, value], Source("bolt3", "default", 9, Fields(["id", "result"])))
+    orphans = [ret(i) for i in range(100)]  # their results never come
+    for t in orphans:
+        bolt.execute(t)
+    joined_ret, joined_result = ret(500), result(500, 42)
+    bolt.execute(joined_ret)
+    bolt.execute(joined_result)
+    assert out.emitted == [("default", ["42", joined_ret.values[1]])]
+    # the expiry is checked as tuples come: keep one coming until every orphan was failed
+    assert wait_until(lambda: bolt.execute(ret(1000)) or all(any(f is t for f in out.failed) for t in orphans), 10)
+    assert len(bolt._returns) <= 3 and len(bolt._results) == 0
+    assert joined_ret in out.acked and joined_result in out.acked
+    assert not any(f is joined_ret or f is joined_result for f in out.failed)

@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from .windowing import BaseWindowedBolt as BaseWindowedBolt
     from .windowing import Count as Count
     from .windowing import Duration as Duration
+    from .windowing import JoinBolt as JoinBolt
     from .windowing import TupleWindow as TupleWindow
 
 _LAZY: dict[str, str] = {
@@ -119,7 +120,7 @@ _LAZY: dict[str, str] = {
                      "MultiReducedMetric", "ReducedMetric", "TaskInfo"], ".metric"),
     **dict.fromkeys(["ShellBolt", "ShellSpout"], ".multilang"),
     **dict.fromkeys(["BaseStatefulBolt", "BaseStatefulWindowedBolt", "KeyValueState"], ".state"),
-    **dict.fromkeys(["BaseWindowedBolt", "Count", "Duration", "TupleWindow"], ".windowing"),
+    **dict.fromkeys(["BaseWindowedBolt", "Count", "Duration", "JoinBolt", "TupleWindow"], ".windowing"),
     **dict.fromkeys(["LocalCluster"], ".cluster.local"),
     **dict.fromkeys(["TopologyStatus"], ".cluster.state"),
 }
@@ -149,7 +150,7 @@ __all__ = [
     "DRPCClient", "DRPCExecutionException", "DataPoint", "DiskWriteError", "Duration", "EmitError",
     "FailedException", "FailureCause", "Fields", "FinishedCallback", "GlobalStreamId", "Grouping", "IBatchBolt",
     "ICombiner", "IMetric", "IMetricsConsumer", "IReducer", "IllegalStateTransition", "InvalidTopologyException",
-    "KeyValueState", "LocalCluster", "LocalDRPC", "LoggingMetricsConsumer", "MeanReducer", "MessageId",
+    "JoinBolt", "KeyValueState", "LocalCluster", "LocalDRPC", "LoggingMetricsConsumer", "MeanReducer", "MessageId",
     "MultiCountMetric", "MultiReducedMetric", "NotAliveException", "OutputCollector", "OutputFieldsDeclarer",
     "ReducedMetric", "ReportedFailedException", "SerializationError", "ShellBolt", "ShellSpout", "Spout",
     "SpoutDeclarer", "SpoutOutputCollector", "SquallError", "StormSubmitter", "StormTopology", "TaskInfo",

@@ -9,7 +9,7 @@ the engine runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from .._config import Config
 
@@ -135,7 +135,7 @@ class BaseWindowedBolt:
     # --- builders -------------------------------------------------------------------------------
 
     def with_window(self, window_length: Count | Duration, sliding_interval: Count | Duration | None = None
-                    ) -> BaseWindowedBolt:
+                    ) -> Self:
         """A sliding window of ``window_length`` that fires every ``sliding_interval`` (a `Count`
         or a `Duration`; default ``Count(1)``, every tuple)."""
         conf = self._conf()
@@ -149,31 +149,31 @@ class BaseWindowedBolt:
                                  "sliding interval"))
         return self
 
-    def with_tumbling_window(self, length: Count | Duration) -> BaseWindowedBolt:
+    def with_tumbling_window(self, length: Count | Duration) -> Self:
         """A tumbling window: each tuple is in exactly one window of ``length``."""
         return self.with_window(length, length)
 
-    def with_timestamp_field(self, name: str) -> BaseWindowedBolt:
+    def with_timestamp_field(self, name: str) -> Self:
         """Use event time: each input's ``name`` field, epoch milliseconds (an int)."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"the timestamp field must be a field name, got {name!r}")
         self._conf()[Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME] = name
         return self
 
-    def with_lag(self, duration: Duration) -> BaseWindowedBolt:
+    def with_lag(self, duration: Duration) -> Self:
         """How far behind the newest timestamp a tuple may be and still be in time (default 0)."""
         if not isinstance(duration, Duration) or duration.value < 0:
             raise ValueError(f"the lag must be a non-negative Duration, got {duration!r}")
         self._conf()[Config.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS] = duration.value
         return self
 
-    def with_watermark_interval(self, duration: Duration) -> BaseWindowedBolt:
+    def with_watermark_interval(self, duration: Duration) -> Self:
         """How often a watermark is computed and windows up to it fire (default 1 s)."""
         self._conf()[Config.TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS] = _positive(duration, Duration,
                                                                                    "watermark interval")
         return self
 
-    def with_late_tuple_stream(self, stream_id: str) -> BaseWindowedBolt:
+    def with_late_tuple_stream(self, stream_id: str) -> Self:
         """Emit tuples that arrive after the watermark passed them on ``stream_id`` (declared
         for you, one field ``late_tuple``), anchored to them, then ack them. Needs
         `with_timestamp_field`."""

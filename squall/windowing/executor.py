@@ -106,8 +106,12 @@ class WindowedBoltExecutor(Bolt):
     def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
                                inputs: dict[Any, Any], spouts: dict[str, dict[str, Any]] | None = None) -> None:
         """Storm's checks of the window at submit (`config.check_window`), called by the plan
-        (`squall.engine.plan.SUBMIT_CHECK`)."""
+        (`squall.engine.plan.SUBMIT_CHECK`), then the bolt's own, if it has one (a `JoinBolt`'s
+        checks of its join against its inputs)."""
         check_window(component_id, conf, streams, inputs, self.persistent, spouts)
+        own = getattr(self.bolt, "squall_check_at_submit", None)
+        if own is not None:
+            own(component_id, conf, streams, inputs)
 
     # --- what the builder and the engine call ---------------------------------------------------
 

@@ -188,7 +188,7 @@ class LocalCluster:
             agent.beat()
 
     # --- submission ---------------------------------------------------------------------------------
-    def submit_topology(self, name: str, conf: Mapping[str, Any] | None, topology: StormTopology,
+    def submit_topology(self, name: str, conf: Mapping[str, Any] | None, topology: StormTopology | Any,
                         initial_status: str = "ACTIVE") -> None:
         """Validate, plan and start ``topology`` under ``name``.
 
@@ -196,7 +196,9 @@ class LocalCluster:
             name: the topology's name (no ``/ . : \\``).
             conf: the topology's configuration (a `Config` or dict; only ``topology.*`` and
                 custom keys).
-            topology: from `TopologyBuilder.create_topology`.
+            topology: from `TopologyBuilder.create_topology`, or a
+                `squall.testing.TrackedTopology` made for this cluster (its workers then count
+                what they do, for its ``tracked_wait``).
             initial_status: ``"ACTIVE"`` (default) or ``"INACTIVE"`` (no user code runs until
                 `activate`).
 
@@ -206,6 +208,9 @@ class LocalCluster:
         """
         self._check_open()
         given = dict(conf or {})
+        tracking = getattr(topology, "squall_tracking", None)  # a squall.testing.TrackedTopology
+        if tracking is not None:
+            topology, given = tracking(self, name, given)
         try:
             workers = int(conf_value(topology_conf(self.conf, given), Config.TOPOLOGY_WORKERS))
         except Exception:  # noqa: BLE001 (the master names what is wrong with the configuration)

@@ -193,8 +193,12 @@ class BoltExecutor(Executor):
             return own
         inboxes = list(self.inboxes.items())
         queued = self.ticks_queued
+        tracker = self.wiring.tracker  # a tracked topology counts its ticks as transferred too
+        component = self.component
 
         def send_ticks() -> None:
+            if tracker is not None:
+                tracker.transfer(component, len(inboxes))
             for t, q in inboxes:
                 queued[t] += 1
                 q.append(tick)  # through the inbox, so a tick is ordered with the data

@@ -228,6 +228,9 @@ class ExecutorLoop:
         self.flush: Callable[[], None] = _nothing  # the transport's flush, set by the worker
         self.flush_due: Callable[[], None] = _nothing  # its flush after a working round (Transport.flush_due)
         self.poll: Callable[[], int] = _none_arrived  # the transport's poll, set by the worker
+        # a tracked topology's counts (squall.engine.tracking), set by the worker: each drain's
+        # items are counted as processed once it returns (what they emitted is counted already)
+        self.tracker: Any = None
 
     def add(self, executor: Executor) -> None:
         """Place an executor on this loop (before `start`)."""
@@ -367,6 +370,7 @@ class ExecutorLoop:
         flush_due = self.flush_due
         poll = self.poll
         returned = self._returned
+        tracker = self.tracker
         while not self._stop:
             self.rounds += 1
             active = state.active
@@ -382,7 +386,10 @@ class ExecutorLoop:
             for ex, limit in consumers:
                 self.calls += 1
                 self.current = ex
-                worked += ex.drain(limit)
+                drained = ex.drain(limit)
+                worked += drained
+                if tracker is not None and drained:
+                    tracker.process(ex.component, drained)
                 if returned():
                     return
             if worked:

@@ -246,6 +246,18 @@ class SpoutExecutor(SpoutExecutorBase, Executor):
         return snapshot
 
 
+def _counting(tracker: Any, emit: Callable[..., Any]) -> Callable[..., Any]:
+    """``emit`` (or ``emit_direct``), counting each emit that returns in ``tracker``
+    (`squall.engine.tracking.TupleCounts`), once it has delivered what it emitted."""
+    spout_emit = tracker.spout_emit
+
+    def counted_emit(*args: Any, **kwargs: Any) -> Any:
+        out = emit(*args, **kwargs)
+        spout_emit()
+        return out
+    return counted_emit
+
+
 _TIMED_OUT = FailureCause(TIMEOUT)
 _WORKER_LOST = FailureCause(WORKER_LOST)
 
@@ -285,6 +297,8 @@ class SpoutCollector(SpoutCollectorBase, SpoutOutputCollector):
         if conf.get(Config.TOPOLOGY_DEBUG):
             self.emit = self._debug_emit  # type: ignore[method-assign]
             self.emit_direct = self._debug_emit_direct  # type: ignore[method-assign]
+        if w.tracker is not None:  # a tracked topology counts its spouts' emits (Storm's SpoutTracker)
+            self.emit, self.emit_direct = _counting(w.tracker, self.emit), _counting(w.tracker, self.emit_direct)  # type: ignore[method-assign]
 
     def wake(self) -> None:
         """Wakes the loop this spout runs on (any thread may call it; `SpoutOutputCollector.wake`)."""

@@ -40,6 +40,7 @@ from .load_mapping import LoadMapping
 from .loop import Backpressure, ExecutorLoop, TopologyActivation
 from .plan import ExecutorSpec, TopologyPlan
 from .spout_executor import SpoutExecutor
+from .tracking import counted, tracker_of
 from .transport import Transport
 
 # The engine's own code, which calls the components' (theirs includes squall's components:
@@ -138,6 +139,9 @@ class Worker:
         self._crash_lock = threading.Lock()
         self.tasks = sorted(t for e in assignment for t in e.tasks)
         self.inboxes: dict[int, deque] = {t: deque() for t in self.tasks}
+        # a tracked topology's counts (squall.testing.TrackedTopology), or None: then every
+        # delivery counts what it transfers, and every loop what it processes
+        self.tracker = tracker_of(plan.conf)
 
         # One shared loop, plus one per executor of a component that asked for its own thread.
         self._loop_event = transport.loop_event
@@ -159,6 +163,7 @@ class Worker:
             lp.flush = transport.flush
             lp.flush_due = transport.flush_due
             lp.poll = transport.poll
+            lp.tracker = self.tracker
 
         depths = component_depths(plan)
         self.executors: list[Executor] = []
@@ -181,7 +186,7 @@ class Worker:
             lp = loop_of_exec[e]
             wiring = Wiring(plan, self._deliver_map(lp, transport), clock, state, backpressure,
                             report_error, port, self.tasks, seed, self.inboxes, loop=lp,
-                            loads=self.load_mapping if load_aware else None)
+                            loads=self.load_mapping if load_aware else None, tracker=self.tracker)
             ex = self._make_executor(e, wiring, blobs)
             ex.depth = depths.get(e.component, 0)  # type: ignore[attr-defined]
             lp.add(ex)
@@ -215,17 +220,23 @@ class Worker:
     def _deliver_map(self, loop: ExecutorLoop, transport: Transport) -> dict[int, Callable[[Any], None]]:
         deliver: dict[int, Callable[[Any], None]] = {}
         for t in self.plan.task_to_component:
-            deliver[t] = transport.sender(t) if t not in self.inboxes else self._local_deliver(loop, t)
+            deliver[t] = self._counted(t, transport.sender(t)) if t not in self.inboxes else self._local_deliver(loop, t)
         return deliver
+
+    def _counted(self, t: int, deliver: Callable[[Any], None]) -> Callable[[Any], None]:
+        """``deliver`` to task ``t``, counting what it transfers if the topology is tracked."""
+        if self.tracker is None:
+            return deliver
+        return counted(self.tracker, self.plan.task_to_component[t], deliver)
 
     def _local_deliver(self, loop: ExecutorLoop, t: int) -> Callable[[Any], None]:
         """How an executor on ``loop`` puts an item in local task ``t``'s inbox."""
         q = self.inboxes[t]
         if self.loop_of_task[t] is loop:
-            return q.append
+            return self._counted(t, q.append)
         spec = self.plan.topology.components.get(self.plan.task_to_component[t])
         bounded = spec is not None and spec.kind == "bolt"  # acker and spout inboxes never are
-        return _waking_append(q, self.loop_of_task[t], t, self.backpressure if bounded else None)
+        return self._counted(t, _waking_append(q, self.loop_of_task[t], t, self.backpressure if bounded else None))
 
     def _make_executor(self, e: ExecutorSpec, wiring: Wiring, blobs: dict[str, bytes]) -> Executor:
         plan = self.plan
@@ -466,6 +477,7 @@ class Worker:
         new.flush_due = loop.flush_due
         new.poll = loop.poll
         new.track_busy = loop.track_busy
+        new.tracker = loop.tracker
         blocked = loop.take_over(calls, new, keep)
         if blocked is None:
             return None

@@ -8,7 +8,10 @@ spout and bolt, `TestConfBolt`, `AckEveryOtherBolt`, `NGrouping`). `FeederSpout`
 receives. ``LocalCluster(clock=SimulatedClock())`` with `LocalCluster.advance_cluster_time` moves
 message timeouts and ticks without waiting for them. All of them keep working although
 squall copies components per task; made inside `shared_state_dir`, they also work when the
-workers are other processes (the process host, Spark).
+workers are other processes (the process host, Spark). `TrackedTopology` with `tracked_wait`
+waits until a topology has processed what its spouts emitted (on a `LocalCluster`);
+`capture_topology` records every tuple emitted; `test_tuple` makes a Tuple for a bolt's unit
+test; `multiseteq` compares without order.
 """
 
 from ..engine.clock import SimulatedClock as SimulatedClock
@@ -31,10 +34,22 @@ from ._storm_components import TestPlannerBolt as TestPlannerBolt
 from ._storm_components import TestPlannerSpout as TestPlannerSpout
 from ._storm_components import TestWordCounter as TestWordCounter
 from ._storm_components import TestWordSpout as TestWordSpout
+from ._tracked import TEST_TIMEOUT_SECS as TEST_TIMEOUT_SECS
+from ._tracked import CapturedTopology as CapturedTopology
+from ._tracked import TrackedTopology as TrackedTopology
+from ._tracked import capture_topology as capture_topology
+from ._tracked import multiset as multiset
+from ._tracked import multiseteq as multiseteq
+from ._tracked import test_tuple as test_tuple
+from ._tracked import track_and_capture_topology as track_and_capture_topology
+from ._tracked import tracked_wait as tracked_wait
+from ._tracked import with_tracked_cluster as with_tracked_cluster
 
 __all__ = [
-    "AckEveryOtherBolt", "AckFailMapTracker", "AckTracker", "CompleteTopologyResult", "FeederSpout",
-    "FixedTupleSpout", "MockedSources", "NGrouping", "SimulatedClock", "TestAggregatesCounter", "TestConfBolt",
-    "TestGlobalCount", "TestPlannerBolt", "TestPlannerSpout", "TestWordCounter", "TestWordSpout",
-    "TupleCaptureBolt", "complete_topology", "read_tuples", "shared_state_dir",
+    "TEST_TIMEOUT_SECS", "AckEveryOtherBolt", "AckFailMapTracker", "AckTracker", "CapturedTopology",
+    "CompleteTopologyResult", "FeederSpout", "FixedTupleSpout", "MockedSources", "NGrouping", "SimulatedClock",
+    "TestAggregatesCounter", "TestConfBolt", "TestGlobalCount", "TestPlannerBolt", "TestPlannerSpout",
+    "TestWordCounter", "TestWordSpout", "TrackedTopology", "TupleCaptureBolt", "capture_topology",
+    "complete_topology", "multiset", "multiseteq", "read_tuples", "shared_state_dir", "test_tuple",
+    "track_and_capture_topology", "tracked_wait", "with_tracked_cluster",
 ]

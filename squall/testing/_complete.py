@@ -54,9 +54,26 @@ class CompleteTopologyResult:
         return f"CompleteTopologyResult({ {k: len(v) for k, v in self.captured.items()} })"
 
 
-def read_tuples(result: CompleteTopologyResult, component_id: str, stream: str = DEFAULT_STREAM) -> list[list]:
-    """Every tuple ``component_id`` emitted on ``stream``, as value lists, in emission order per task."""
-    return [values for s, values in result.captured.get(component_id, []) if s == stream]
+def read_tuples(result: CompleteTopologyResult | Mapping[str, list[tuple[str, list]]], component_id: str,
+                stream: str = DEFAULT_STREAM) -> list[list]:
+    """Every tuple ``component_id`` emitted on ``stream``, as value lists, in emission order per
+    task. ``result`` is what `complete_topology` returned, or what a `TupleCaptureBolt` gave
+    (``get_results()``, as `capture_topology` leaves it: ``{component: [(stream, values), ...]}``)."""
+    captured = result.captured if isinstance(result, CompleteTopologyResult) else result
+    return [values for s, values in captured.get(component_id, []) if s == stream]
+
+
+def capture_spec(topology: StormTopology) -> tuple[str, ComponentSpec, TupleCaptureBolt]:
+    """A `TupleCaptureBolt` subscribed to every declared stream of every component of
+    ``topology`` (global grouping; direct grouping for a direct stream), as Storm's
+    ``captureTopology`` adds it: its id, its spec and the bolt."""
+    capture = TupleCaptureBolt()
+    capture_id = f"capture-{uuid.uuid4().hex[:8]}"
+    cap = ComponentSpec(capture_id, capture, "bolt", 1)
+    for cid, spec in topology.components.items():
+        for stream, info in spec.streams.items():
+            cap.inputs[GlobalStreamId(cid, stream)] = Grouping(DIRECT if info.direct else GLOBAL)
+    return capture_id, cap, capture
 
 
 def complete_topology(cluster: Any, topology: StormTopology,
@@ -128,12 +145,7 @@ def _complete(cluster, topology, mocked_sources, storm_conf, timeout_secs, topol
             raise InvalidTopologyException(
                 f"Cannot complete topology unless every spout is a CompletableSpout (or mocked to be): "
                 f"spout [{cid}] has no is_exhausted()")
-    capture = TupleCaptureBolt()
-    capture_id = f"capture-{uuid.uuid4().hex[:8]}"
-    cap = ComponentSpec(capture_id, capture, "bolt", 1)
-    for cid, spec in comps.items():
-        for stream, info in spec.streams.items():
-            cap.inputs[GlobalStreamId(cid, stream)] = Grouping(DIRECT if info.direct else GLOBAL)
+    capture_id, cap, capture = capture_spec(topology)
     replaced[capture_id] = cap
     rewritten = topology.with_components(replaced)
     spouts = {cid: c.obj for cid, c in rewritten.components.items() if c.kind == "spout"}

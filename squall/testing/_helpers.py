@@ -175,9 +175,23 @@ class TupleCaptureBolt(Bolt):
 
     def results(self) -> dict[str, list[tuple[str, list]]]:
         """``{component: [(stream, values), ...]}`` in arrival order."""
-        out: dict[str, list[tuple[str, list]]] = {}
-        for component, stream, values in self._captured.items():
-            out.setdefault(component, []).append((stream, values))
+        return _by_component(self._captured.items())
+
+    def get_results(self) -> dict[str, list[tuple[str, list]]]:
+        """What was captured so far (Storm's ``getResults``): ``{component: [(stream, values),
+        ...]}``, for `read_tuples`."""
+        return self.results()
+
+    def get_and_clear_results(self) -> dict[str, list[tuple[str, list]]]:
+        """What was captured so far, which the capture then forgets: the next call returns only
+        what arrives after this one (Storm's ``getAndClearResults``)."""
+        return _by_component(self._captured.take_all())
+
+    def get_and_remove_results(self) -> dict[str, list[tuple[str, list]]]:
+        """What was captured, and the capture's shared state removed (Storm's
+        ``getAndRemoveResults``): call it once the topology is done with."""
+        out = self.results()
+        self.discard()
         return out
 
     def discard(self) -> None:
@@ -188,3 +202,8 @@ class TupleCaptureBolt(Bolt):
         return {"_captured": self._captured}
 
 
+def _by_component(captured: list[tuple[str, str, list]]) -> dict[str, list[tuple[str, list]]]:
+    out: dict[str, list[tuple[str, list]]] = {}
+    for component, stream, values in captured:
+        out.setdefault(component, []).append((stream, values))
+    return out

@@ -138,15 +138,40 @@ class SharedLog(_Shared):
         if self.directory is None:
             with _lock:
                 return list(self._mem())
-        raw = self._path().read_bytes()
-        out, at = [], 0
-        while at + _LENGTH.size <= len(raw):
-            (n,) = _LENGTH.unpack_from(raw, at)
-            if at + _LENGTH.size + n > len(raw):
-                break  # an append still being written
-            out.append(cloudpickle.loads(raw[at + _LENGTH.size:at + _LENGTH.size + n]))
-            at += _LENGTH.size + n
-        return out
+        return _decode_log(self._path().read_bytes())
+
+
+    def take_all(self) -> list[Any]:
+        """The values so far, and the log emptied of them. In memory, an append racing with
+        this lands either in what is returned or in the log afterwards; in a directory, call it
+        when no one appends (an append already under way to the file taken may be lost)."""
+        if self.directory is None:
+            with _lock:
+                log = self._mem()
+                out = list(log)
+                log.clear()
+                return out
+        taken = self._path(f".{uuid.uuid4().hex}.taking")
+        try:
+            os.rename(self._path(), taken)
+        except FileNotFoundError:
+            return []
+        self._create()
+        raw = taken.read_bytes()
+        taken.unlink(missing_ok=True)
+        return _decode_log(raw)
+
+
+def _decode_log(raw: bytes) -> list[Any]:
+    """The values of a `SharedLog`'s file, in order (an append still being written left out)."""
+    out, at = [], 0
+    while at + _LENGTH.size <= len(raw):
+        (n,) = _LENGTH.unpack_from(raw, at)
+        if at + _LENGTH.size + n > len(raw):
+            break  # an append still being written
+        out.append(cloudpickle.loads(raw[at + _LENGTH.size:at + _LENGTH.size + n]))
+        at += _LENGTH.size + n
+    return out
 
 
 class SharedCounter(_Shared):

@@ -159,6 +159,16 @@ class _Declarer:
         return self.add_configuration(Config.TOPOLOGY_EXECUTOR_OWN_THREAD, flag)
 
 
+def _storm_order(what: Any, stream: Any) -> tuple[Any, Any]:
+    """``(what, stream)`` of a grouping given in squall's order, ``(component, what, stream)``,
+    or in Storm's, ``fieldsGrouping(componentId, streamId, fields)`` and the like, which a Storm
+    user writes out of habit: a stream id is a str, so a str followed by what is not one can
+    only be Storm's order."""
+    if isinstance(what, str) and not isinstance(stream, str):
+        return stream, what
+    return what, stream
+
+
 class SpoutDeclarer(_Declarer):
     """Returned by `TopologyBuilder.set_spout`; configures the spout."""
 
@@ -179,12 +189,16 @@ class BoltDeclarer(_Declarer):
 
     def fields_grouping(self, component_id: str, fields: Fields | list[str],
                         stream: str = DEFAULT_STREAM) -> BoltDeclarer:
-        """Tuples with equal values of ``fields`` always go to the same task."""
+        """Tuples with equal values of ``fields`` always go to the same task. Storm's order,
+        ``fields_grouping(component_id, stream, fields)``, is taken too (`_storm_order`)."""
+        fields, stream = _storm_order(fields, stream)
         return self._subscribe(component_id, stream, Grouping(FIELDS, _fields(fields)))
 
     def partial_key_grouping(self, component_id: str, fields: Fields | list[str],
                              stream: str = DEFAULT_STREAM) -> BoltDeclarer:
-        """Like fields grouping, but each key is split over two tasks by load."""
+        """Like fields grouping, but each key is split over two tasks by load. Storm's order,
+        ``partial_key_grouping(component_id, stream, fields)``, is taken too."""
+        fields, stream = _storm_order(fields, stream)
         return self._subscribe(component_id, stream, Grouping(PARTIAL_KEY, _fields(fields)))
 
     def all_grouping(self, component_id: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
@@ -209,7 +223,9 @@ class BoltDeclarer(_Declarer):
 
     def custom_grouping(self, component_id: str, grouping: CustomStreamGrouping,
                         stream: str = DEFAULT_STREAM) -> BoltDeclarer:
-        """Route with a `CustomStreamGrouping` (copied per emitting task)."""
+        """Route with a `CustomStreamGrouping` (copied per emitting task). Storm's order,
+        ``custom_grouping(component_id, stream, grouping)``, is taken too."""
+        grouping, stream = _storm_order(grouping, stream)
         if not isinstance(grouping, CustomStreamGrouping):
             raise InvalidTopologyException(
                 f"Component [{self._spec.id}]: custom grouping on [{component_id}] must be a "

@@ -34,6 +34,7 @@ JAVA_CLASSES = {
     "org.apache.storm.flux.wrappers.bolts.LogInfoBolt": "squall.flux.wrappers.LogInfoBolt",
     "org.apache.storm.topology.base.BaseWindowedBolt$Count": "squall.windowing.Count",
     "org.apache.storm.topology.base.BaseWindowedBolt$Duration": "squall.windowing.Duration",
+    "org.apache.storm.bolt.JoinBolt": "squall.windowing.JoinBolt",
 }
 
 

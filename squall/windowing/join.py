@@ -127,6 +127,8 @@ class JoinBolt(BaseWindowedBolt):
             selector, stream, field = args
         else:
             raise TypeError("JoinBolt(selector, stream, field) or JoinBolt(source_component, field)")
+        if isinstance(selector, str) and selector in Selector.__members__:
+            selector = Selector[selector]  # by name, as Flux gives a Java enum: "STREAM", "SOURCE"
         if not isinstance(selector, Selector):
             raise ValueError(f"the selector must be Selector.STREAM or Selector.SOURCE, got {selector!r}")  # noqa: TRY004 (Storm: IllegalArgumentException)
         _check_name(stream)

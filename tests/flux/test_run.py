@@ -4,6 +4,7 @@ factories, includes, filtering, a topologySource, grouping types and a shell bol
 
 from __future__ import annotations
 
+import operator
 import shutil
 import sys
 from collections import Counter
@@ -153,3 +154,20 @@ def test_storms_windowing_example_gives_count_windows_by_ref_to_a_config_method(
         cluster.kill_topology(loaded.name, wait_secs=0)
     w = [f"w{i}" for i in range(1, 13)]
     assert flux_words.WINDOWS["windowing"] == [w[0:3], w[1:6], w[4:9], w[7:12]]
+
+
+def test_storms_join_bolt_by_its_java_class_name_joins_in_count_windows(cluster):
+    """org.apache.storm.bolt.JoinBolt in a Flux file (its Selector by name, Java's config method
+    names) is squall's JoinBolt: one tumbling window of all six rows, joined as SQL would."""
+    import flux_words
+    loaded = flux.load(FILES / "join.yaml")
+    flux_words.JOINED.pop("join", None)
+    cluster.submit_topology(loaded.name, loaded.conf, loaded.topology)
+    expected = [{"users:userId": 1, "name": "ann", "price": 10}, {"users:userId": 1, "name": "ann", "price": 11},
+                {"users:userId": 3, "name": "cy", "price": 30}]
+    key = operator.itemgetter("users:userId", "price")
+    try:
+        assert wait_until(lambda: len(flux_words.JOINED.get("join", [])) >= len(expected), 30), flux_words.JOINED
+    finally:
+        cluster.kill_topology(loaded.name, wait_secs=0)
+    assert sorted(flux_words.JOINED["join"], key=key) == expected

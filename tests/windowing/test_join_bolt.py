@@ -233,7 +233,7 @@ def test_a_list_valued_key_joins_by_value():
     (lambda: JoinBolt(Selector.STREAM, "s1", "k").join("s2", "k", "s3"), "Stream 's3' was not previously declared"),
     (lambda: JoinBolt(Selector.STREAM, "s1", "k").join("s2", "s2:k", "s1"), "Not expecting stream qualifier"),
     (lambda: JoinBolt(Selector.STREAM, "s1", "k").select("a,,b"), "is not a field"),
-    (lambda: JoinBolt("STREAM", "s1", "k"), "Selector.STREAM or Selector.SOURCE"),
+    (lambda: JoinBolt("users", "s1", "k"), "Selector.STREAM or Selector.SOURCE"),
 ])
 def test_a_bad_join_is_refused_when_it_is_built(build, message):
     with pytest.raises(ValueError, match=message):

@@ -176,3 +176,38 @@ class WindowSizes(BaseWindowedBolt):
     def execute(self, window):
         with _lock:
             WINDOWS.setdefault(self.sink, []).append([t.get_value(0) for t in window.get()])
+
+
+JOINED: dict[str, list] = {}
+
+
+class Rows(Spout):
+    """Emits ``rows`` (lists of values) once each, under ``fields``, with message ids."""
+
+    def __init__(self, fields, rows):
+        self.fields, self.rows = list(fields), [list(r) for r in rows]
+
+    def open(self, conf, context, collector):
+        self.collector, self.i = collector, 0
+
+    def next_tuple(self):
+        if self.i < len(self.rows):
+            self.collector.emit(self.rows[self.i], msg_id=self.i)
+            self.i += 1
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(self.fields))
+
+
+class RecordJoined(BasicBolt):
+    """Records every tuple it gets (field name -> value) into ``JOINED[sink]``."""
+
+    def __init__(self, sink):
+        self.sink = sink
+
+    def execute(self, tup, collector):
+        with _lock:
+            JOINED.setdefault(self.sink, []).append(dict(zip(tup.get_fields(), tup.get_values())))
+
+    def declare_output_fields(self, declarer):
+        pass

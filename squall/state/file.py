@@ -28,7 +28,7 @@ other copy holds (and a move back would bring the older copy back). So ``committ
 records its `Lineage` (the storm id of the run that wrote it and how many times the file was
 written), and each write is reported to the master, in its transactional state (the same for
 every machine, and kept by Nimbus HA), under ``_squall_state/<namespace>`` of the topology
-(`LastWrite`). A state opened on a machine whose copy is behind that record is refused with a
+(`LastWrite`; over the network on a thread of its own, so a master away holds up no commit). A state opened on a machine whose copy is behind that record is refused with a
 `StateError` naming the task, the machine that wrote the last commit and what to do
 (`LastWrite.check`). A copy behind a write made on its own machine (the directory removed, or
 writes a crash lost before they reached the disk) is taken with a warning: there is no other
@@ -41,6 +41,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -52,7 +54,7 @@ from .._config import Config
 from .._errors import DiskWriteError
 from .._private import Kept, private_dir, write_failure, write_private
 from .._sealed import SealError, seal, unseal
-from .._transactional import LaunchRefusedError, name_key
+from .._transactional import LaunchRefusedError, MasterBackend, name_key
 from ._api import KeyValueState, StateError, StateProvider, state_key
 from ._kv import Changes, MemoryStore, StateCodec, TransactionalKeyValueState, _apply
 from ._names import PROVIDER_CONFIG_KEY, owner_of, provider_config, state_home, topology_of
@@ -306,9 +308,20 @@ class LastWrite:
     def record(self, lineage: Lineage) -> None:
         """Tell the master of a write of ``committed`` (`FileStore.on_write`). A failure is logged,
         not raised: the write is on disk, and a record that lags only lets a copy through that
-        is at or past it."""
+        is at or past it. To a master over the network the record goes on a thread of its own,
+        the latest write only (`_Records`): a master away is tried again for seconds
+        (``storm.zookeeper.retry.times``), and a commit waiting for it held its worker's loop,
+        and the topology, for as long as the master was away."""
+        blob = msgpack.packb([lineage.writer, lineage.writes, self.machine])
+        records = _records(self.backend)
+        if records is None:
+            self._put(blob)
+        else:
+            records.put(self.topology, self.key, lambda: self._put(blob))
+
+    def _put(self, blob: bytes) -> None:
         try:
-            self.backend.put(self.topology, self.key, msgpack.packb([lineage.writer, lineage.writes, self.machine]))
+            self.backend.put(self.topology, self.key, blob)
         except LaunchRefusedError:
             log.info("%s: the master no longer runs this worker; the write of state %r is not recorded",
                      self.owner, self.namespace)
@@ -318,3 +331,48 @@ class LastWrite:
                 log.warning("%s: cannot record the write of state %r with the master (%s: %s); a copy of it on "
                             "another machine may not be told apart from this one until a record goes through",
                             self.owner, self.namespace, type(e).__name__, e)
+
+
+class _Records:
+    """The records of one worker's link to the master, put on a thread of their own, the latest
+    of each key only, in the order the keys were first waiting (`LastWrite.record`). The thread
+    runs while records wait, and ends when none does."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[tuple[str, str], Callable[[], None]] = {}
+        self._running = False
+
+    def put(self, topology: str, key: str, put: Callable[[], None]) -> None:
+        with self._lock:
+            self._waiting[(topology, key)] = put
+            if self._running:
+                return
+            self._running = True
+        threading.Thread(target=self._run, name="squall-state-records", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._waiting:
+                    self._running = False
+                    return
+                where = next(iter(self._waiting))
+                put = self._waiting.pop(where)
+            put()  # logs its own failure
+
+
+_RECORDS: weakref.WeakKeyDictionary[Any, _Records] = weakref.WeakKeyDictionary()
+_RECORDS_LOCK = threading.Lock()
+
+
+def _records(backend: Any) -> _Records | None:
+    """The background records of ``backend`` when it reaches the master over the network (the
+    process and Spark hosts); None when a put is a call in this process (`LocalCluster`, a test)."""
+    if not isinstance(backend, MasterBackend) or getattr(backend.master, "passes_records", False) is True:
+        return None
+    with _RECORDS_LOCK:
+        records = _RECORDS.get(backend)
+        if records is None:
+            records = _RECORDS[backend] = _Records()
+        return records

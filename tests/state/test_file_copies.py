@@ -150,3 +150,65 @@ def test_a_copy_behind_a_write_made_on_its_own_machine_goes_on_with_a_warning(ma
     assert "at write 1" in caplog.text and "going on from it" in caplog.text
     shutil.rmtree(d)
     assert dict(FileKeyValueStateProvider().new_state("count-3", CONF, machines("m0")).committed()) == {}
+
+
+def test_a_commit_does_not_wait_for_a_master_that_does_not_answer(tmp_path):
+    """On the process and Spark hosts (the default provider's store there) each commit is
+    recorded with the master through the worker's link. A master away (a restart, a failover, a
+    partition) is tried again for seconds (storm.zookeeper.retry.times x interval) on the
+    worker's one link: recorded inside the commit, every stateful task's commit, and every save
+    of the checkpoint spout, held its worker's loop that long, and the topology stalled (its
+    tuples timing out) for as long as the master was away. The record goes on a thread of its
+    own (as the checkpoint spout's and the Trident coordinator's saves do): the commit returns."""
+    import threading
+
+    from squall._errors import RpcError
+    from squall._transactional import MasterBackend
+
+    from ..conftest import wait_until
+
+    away = threading.Event()  # set: the master answers again
+    puts = []
+
+    class Link:
+        """The master over the network: its trident_state_put does not come back while away."""
+
+        def __init__(self):
+            self.data = {}
+
+        def call(self, op, **args):
+            if op == "trident_state_get":
+                return self.data.get((args["topology"], args["key"]))
+            if op == "trident_state_put":
+                if not away.is_set():
+                    raise RpcError("connection refused")
+                self.data[(args["topology"], args["key"])] = args["value"]
+                puts.append(args["key"])
+                return None
+            raise AssertionError(op)
+
+    link = Link()
+    # the retries' waits last until the master is back (seconds each, as configured)
+    backend = MasterBackend(link, retries=5, interval=1.0, sleep=lambda secs: away.wait(30))
+    ctx = Ctx(tmp_path / "m0", "m0", "wc-1-1", backend)
+    state = FileKeyValueStateProvider().new_state("count-3", CONF, ctx)
+    state.put("a", 1)
+    done = threading.Event()
+
+    def checkpoint():
+        state.prepare_commit(1)
+        state.commit(1)
+        done.set()
+    worker = threading.Thread(target=checkpoint, daemon=True)
+    worker.start()
+    try:
+        assert wait_until(done.is_set, 5), "the commit waited for the master"
+        assert dict(FileKeyValueStateProvider().new_state("count-3", CONF, Ctx(
+            tmp_path / "m0", "m0", "wc-1-1", MemoryBackend())).committed()) == {"a": 1}
+    finally:
+        away.set()
+        worker.join(30)
+    # once the master answers, the write is recorded: a copy elsewhere is refused
+    assert wait_until(lambda: puts, 10)
+    with pytest.raises(StateError, match="has no copy"):
+        FileKeyValueStateProvider().new_state("count-3", CONF, Ctx(tmp_path / "m1", "m1", "wc-1-1", backend))

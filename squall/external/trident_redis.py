@@ -65,10 +65,20 @@ _logged: dict[str, float] = {}  # who -> when its outage was last logged
 
 
 MARKER = "$squall-redis-map-state"
-"""The key (a string, ``1``; one for every map state of the database) a `RedisMapState` writes
-with its first values and checks with each later read and write, in the same round trip: a
-server that lost it (restarted empty, flushed) lost the values too, which the state must not
-take for keys never written."""
+"""The key (a string, ``1``) a `RedisMapState` writes with its first values and checks with each
+later read and write, in the same round trip: a server that lost it (restarted empty, flushed)
+lost the values too, which the state must not take for keys never written. Each task of a
+factory's state has its own, `marker_key` (this name, then the hash's name for a hash, and the
+partition): one shared by every task was written afresh by the first write after the loss of a
+task that had written nothing before, and the others took their lost keys for keys never
+written. A `RedisMapState` made by hand has this one."""
+
+
+def marker_key(options: Options, partition_index: int, num_partitions: int) -> str:
+    """The marker of partition ``partition_index`` of ``num_partitions`` of a map state with
+    ``options`` (`MARKER`)."""
+    hash_part = f"/{options.hash_key}" if options.data_type == "hash" else ""
+    return f"{MARKER}{hash_part}/{partition_index}-of-{num_partitions}"
 
 
 _WRITE = """
@@ -237,8 +247,9 @@ class RedisMapState(IBackingMap):
     """The backing map in Redis; see the module docstring. Built by its factories."""
 
     def __init__(self, client: redis.Redis, options: Options, serializer: Serializer,
-                 key_factory: KeyFactory, where: str) -> None:
+                 key_factory: KeyFactory, where: str, marker: str = MARKER) -> None:
         self.client = client
+        self.marker = marker  # this state's marker key (`MARKER`)
         self.options = options
         self.serializer = serializer
         self.key_factory = key_factory
@@ -278,12 +289,12 @@ class RedisMapState(IBackingMap):
                 p = self.client.pipeline(transaction=False)  # the marker in the same round trip
                 p.hmget(hash_key, names)
                 if self._marked:
-                    p.get(MARKER)
+                    p.get(self.marker)
                 replies = p.execute()
                 return [*replies[0], replies[1]] if self._marked else replies[0]
             raw = self._call("read", read)
         else:
-            raw = self._call("read", self.client.mget, [*names, MARKER] if self._marked else names)
+            raw = self._call("read", self.client.mget, [*names, self.marker] if self._marked else names)
         if self._marked and raw[-1] is None:
             raise self._lost()
         return [None if data is None else self._decoded(name, data) for name, data in zip(names, raw)]
@@ -291,7 +302,7 @@ class RedisMapState(IBackingMap):
     def _lost(self) -> ReportedFailedException:
         return ReportedFailedException(
             f"Redis map state at {self.where}: the server no longer holds what this state wrote to it (the "
-            f"key {MARKER!r} is gone): it restarted without persistence, was flushed or restored from an older "
+            f"key {self.marker!r} is gone): it restarted without persistence, was flushed or restored from an older "
             f"snapshot, and the values it held are lost. Its batches fail (and are replayed) until the server "
             f"holds them again (restored); to start the state afresh on purpose, kill the topology and "
             f"submit it again")
@@ -315,7 +326,7 @@ class RedisMapState(IBackingMap):
         args: list[Any] = ["1" if self._marked else "0", hash_key or "", self.options.expire_interval_secs]
         for name, value in mapping.items():
             args += [name, value]
-        if not self._call("write", self._write, [MARKER], args):
+        if not self._call("write", self._write, [self.marker], args):
             raise self._lost()
         self._marked = True
 
@@ -346,5 +357,6 @@ class RedisMapStateFactory(StateFactory):
                                           socket_connect_timeout=self.timeout)
         except ValueError as e:
             raise ValueError(f"RedisMapState: bad Redis URL {where}: {e}") from None
-        backing = RedisMapState(client, self.options, self.serializer, self.key_factory, where)
+        backing = RedisMapState(client, self.options, self.serializer, self.key_factory, where,
+                                marker_key(self.options, partition_index, num_partitions))
         return build_map_state(backing, self.state_type, self.options.local_cache_size, self.options.global_key)

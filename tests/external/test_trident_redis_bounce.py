@@ -103,3 +103,40 @@ def test_a_redis_back_empty_under_a_map_state_is_not_taken_for_keys_never_writte
         for k, v in backup.items():  # restored from the backup: the counts go on from there
             client.restore(k, 0, v, replace=True)
         assert wait_until(lambda: stored() == dict(expected), timeout=120), (stored(), expected)
+
+
+@pytest.mark.parametrize("data_type", ["string", "hash"])
+def test_a_task_that_had_not_written_yet_does_not_hide_an_empty_server_from_the_others(redis_server, data_type):
+    """A map state's tasks each write their own keys. The server comes back empty; the first
+    write after it is a task's that had written nothing before (its keys' tuples had not come
+    yet, or its worker restarted): it wrote the one marker of the database afresh, and every
+    other task, finding the marker, took its lost keys for keys never written and counted them
+    from zero, silently."""
+    from squall._errors import ReportedFailedException
+    from squall.external.trident_redis import Options
+    from squall.trident.state import ValueUpdater
+
+    class Add(ValueUpdater):
+        def __init__(self, n):
+            self.n = n
+
+        def update(self, stored):
+            return (stored or 0) + self.n
+
+    def count(task, txid, key, n=1):
+        task.begin_commit(txid)
+        task.multi_update([[key]], [Add(n)])
+        task.commit(txid)
+
+    options = Options(data_type=data_type, hash_key="counts" if data_type == "hash" else None, local_cache_size=0)
+    factory = RedisMapState.transactional(redis_server.url, options)
+    tasks = [factory.make_state({}, None, i, 2) for i in range(2)]  # partitions 0 and 1 of 2
+    count(tasks[0], 1, "a", 5)
+    assert tasks[0].multi_get([["a"]]) == [5]
+    redis.Redis.from_url(redis_server.url).flushall()  # the server came back empty
+    count(tasks[1], 2, "b")  # task 1's first write
+    with pytest.raises(ReportedFailedException, match="no longer holds what this state wrote"):
+        tasks[0].multi_get([["a"]])
+    with pytest.raises(ReportedFailedException, match="no longer holds what this state wrote"):
+        count(tasks[0], 3, "a")
+    assert redis.Redis.from_url(redis_server.url).exists("a") == 0  # not counted from zero

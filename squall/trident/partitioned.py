@@ -459,7 +459,12 @@ class _PartitionedEmitter(Emitter):
         `GONE_PARTITIONS_KEPT` (see the module docstring). Gone: no listing this task holds
         from ``txid`` on names it, and it stored nothing after ``txid`` (every txid up to
         ``txid`` succeeded). Each task finds the same ones in the same listing; deleting what
-        another has deleted already is nothing."""
+        another has deleted already is nothing. A task that has taken no batch yet knows no
+        listing, and forgets nothing: a restarted master coordinator sends the last commit's
+        ``$success`` again, which a restarted task hears before its first batch, and it took
+        every partition for gone then."""
+        if not self.started:
+            return
         listed = {partition_key(pid) for pid in self.listed_now}
         for _attempt, partitions in self.seen.values():
             listed.update(partition_key(pid) for pid in partitions)

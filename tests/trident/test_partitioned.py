@@ -487,3 +487,26 @@ def test_partitions_that_come_and_go_do_not_fill_the_state_and_one_that_comes_ba
     assert len(records) == len(set(records)), "a record committed twice"
     assert sorted(records) == sorted([f"f{t}-{i}" for t in range(1, txids + 1) for i in range(3)]
                                      + [f"flap-{t}" for t in range(1, txids + 1)])
+
+
+@pytest.mark.parametrize("opaque", [False, True])
+def test_a_restarted_task_told_of_a_success_before_its_first_batch_forgets_no_listed_partition(opaque):
+    """A restarted master coordinator sends the last commit's $success again, and a restarted
+    spout task may hear it before its first batch: it then knew no listing yet, took every
+    partition for gone and dropped the metadata of all but the 1,000 it stored last. With more
+    partitions than that (a directory of 1,200 files, all still there), those partitions were
+    read again from their start: every record of them committed twice."""
+    from squall.trident.partitioned import GONE_PARTITIONS_KEPT
+    src = Lists(GONE_PARTITIONS_KEPT + 200, batch=5)
+    spout = OpSpout(src) if opaque else TxSpout(src)
+    d = Driver((OpaquePartitionedTridentSpoutExecutor if opaque else PartitionedTridentSpoutExecutor)(spout))
+    src.add(2)
+    committed = d.emit(1)
+    d.success(1)
+    d.restart()  # the worker restarted
+    d.success(1)  # the coordinator's $success again, before any batch here
+    src.add(1)
+    committed += d.emit(2)
+    records = [r for [r] in committed]
+    assert len(records) == len(set(records)), f"{len(records) - len(set(records))} records committed twice"
+    assert sorted(records) == sorted(f"p{i}-{j}" for i in range(GONE_PARTITIONS_KEPT + 200) for j in range(3))

@@ -16,7 +16,9 @@ one place that reads that key and decides which of the three limits applies.
   limit every tuple timed out (and was lost, or replayed forever), where Storm (no limit) runs.
   Then the limit and its floor double: held at the limit, after a window without a completion
   (at most half the timeout: before any tuple times out) and then every period until one
-  completes; on timeouts, at most once per message timeout; up to ``topology.executor.receive.buffer.size`` per
+  completes, unless tuples completed under that limit before (a bolt that pauses holds them
+  then, not the limit, and the doubled limit filled the queues behind the pause with more than
+  could be worked off within the timeout); on timeouts, at most once per message timeout; up to ``topology.executor.receive.buffer.size`` per
   task (what backpressure lets a bolt queue anyway): the floor stays raised, since below it
   nothing completed, until tuples time out in a window in which others complete too: that is
   a queue too long for the timeout again (a bolt that was stalled and is now slow), and the
@@ -59,7 +61,8 @@ mean complete latency at the limit of that interval.
   interval after a change is used only if its latency is below `WARM_FRACTION` of the interval,
   else it is skipped. An interval in which nothing completed says nothing and changes nothing,
   unless the task's tuples timed out meanwhile, or the spout was held at its limit for
-  `RATE_WINDOW` intervals in a row (half the message timeout if shorter) with nothing acked:
+  `RATE_WINDOW` intervals in a row (half the message timeout if shorter) with nothing acked,
+  at a limit above every one under which tuples were acked (else a bolt that pauses holds them):
   then the limit is what holds the topology back (a bolt that acks in batches larger than it
   completes nothing, and a join whose matches are further apart than it; their tuples would time
   out, and replay forever), so it doubles (within its bounds), every interval while that lasts,
@@ -147,6 +150,7 @@ class PendingTuner:
         self._fresh = False  # the limit changed at the last update
         self.stall_intervals = stall_intervals  # intervals held at the limit with no ack before it doubles
         self._held = 0  # intervals in a row held at the limit with no ack
+        self._worked = 0  # the highest limit an interval with an ack was run under (`update`)
 
     def update(self, now: float, acked: int, latency_sum: float, latency_count: int, expired: int = 0,
                held: bool = False) -> int:
@@ -161,7 +165,10 @@ class PendingTuner:
             # (a join waiting for matches more than the limit's worth away): the limit may be
             # what holds everything (see the module docstring)
             self._held = self._held + 1 if held else 0
-            stuck = self._held >= self.stall_intervals
+            # but not at a limit under which tuples were acked before: then it is not the limit
+            # that holds them (a bolt that pauses, not a join); doubled, the spout filled the
+            # queues behind the pause with more than could be worked off within the timeout
+            stuck = self._held >= self.stall_intervals and self.limit > self._worked
             if stuck:
                 self._held -= 1  # held the next interval too: double again then
             if (timed_out or stuck) and self.limit < self.high:
@@ -174,6 +181,8 @@ class PendingTuner:
             return self.limit
         self._last = (now, acked, latency_sum, latency_count)
         self._held = 0
+        if last is not None:
+            self._worked = max(self._worked, self.limit)  # acks came under this limit
         if last is None:
             return self.limit
         dt = now - last[0]
@@ -324,6 +333,7 @@ class CompletionRateLimit:
         self.limit = self.floor
         self._raised_at = float("-inf")  # when timeouts last doubled the floor
         self._climbing = False  # the last doubling was for a spout held at the limit, and none completed since
+        self._worked = 0  # the highest limit a period with a completion was run under
         self._samples: deque[tuple[float, int, int]] = deque(maxlen=RATE_WINDOW + 1)
 
     def update(self, now: float, completed: int, expired: int = 0, held: bool = False) -> int:
@@ -335,11 +345,16 @@ class CompletionRateLimit:
         samples = self._samples
         if samples:
             t0, done0, expired0 = samples[0]
+            if completed > samples[-1][1]:
+                self._worked = max(self._worked, self.limit)  # completions came under this limit
             timed_out = expired > expired0 and now >= self._raised_at + self.timeout
             # held at the limit a whole window, or a period since the last such raise: nothing
             # completed yet, so the limit goes on doubling every period (a join that needs
-            # 4,000 tuples in flight is reached in 5 + 6 periods, not 6 windows)
-            stuck = held and (len(samples) >= RATE_WINDOW or self._climbing)
+            # 4,000 tuples in flight is reached in 5 + 6 periods, not 6 windows). Not at a
+            # limit under which tuples completed before: it is not what holds them then (a
+            # bolt that pauses, not a join), and doubled every period of the pause, it filled
+            # the queues behind it with more than could be worked off within the timeout
+            stuck = held and (len(samples) >= RATE_WINDOW or self._climbing) and self.limit > self._worked
             if completed == done0 and (timed_out or stuck):
                 raised = 2 * self.limit
                 self.floor = self.limit = raised if self.ceiling is None else max(self.limit, min(raised, self.ceiling))

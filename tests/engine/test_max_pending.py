@@ -120,3 +120,55 @@ def test_the_rate_limit_doubles_while_the_spout_is_held_at_it_and_nothing_comple
     assert [idle.update(float(t), 0) for t in range(12)] == [64] * 12  # not held: an idle spout keeps 64
     busy = CompletionRateLimit(1, 10.0)
     assert [busy.update(float(t), 10 * t, held=True) for t in range(7)][-1] == 64 * 1  # completing: no doubling
+
+
+def _paused_bolt(update, limit_of, *, rate: int, pause: tuple[float, float], timeout: float = 30.0,
+                 until: float = 300.0) -> tuple[int, int]:
+    """A spout held at its limit over one bolt completing ``rate`` tuples a second in arrival
+    order, which pauses from ``pause[0]`` to ``pause[1]`` (a lock in its database, say); every
+    0.1 s the spout fills up to the limit, tuples older than ``timeout`` time out, the bolt
+    works; every second ``update(now, completed, expired, held)`` gives the limit. Returns
+    (completed, timed out)."""
+    from collections import deque
+    waiting: deque[float] = deque()  # emit times, oldest first
+    completed = expired = 0
+    step, tick, now = 0.1, 0, 0.0
+    update(0.0, 0, 0, False)
+    while now < until:
+        while len(waiting) < limit_of():
+            waiting.append(now)
+        held = len(waiting) >= limit_of()
+        while waiting and now - waiting[0] >= timeout:
+            waiting.popleft()
+            expired += 1
+        if not pause[0] <= now < pause[1]:
+            for _ in range(min(len(waiting), int(rate * step))):
+                waiting.popleft()
+                completed += 1
+        tick += 1
+        now = tick * step
+        if tick % 10 == 0:
+            update(now, completed, expired, held)
+    return completed, expired
+
+
+def test_a_bolt_that_pauses_makes_no_tuple_time_out_after_it():
+    """A bolt that completed its tuples at a steady rate pauses for 10 s (shorter than the
+    timeout): the spout is held at its limit with nothing completing, which also is what a join
+    waiting for its matches looks like, and the limit doubled every second from the fifth
+    (up to the receive buffer) and stayed raised as its floor. The spout filled the queue with
+    all that, which the bolt could not work off within the message timeout once it went on:
+    1,000 tuples a second, 6,000 timed out (replayed, or lost for a spout that does not
+    replay); 100 a second, 2,700. Before the held rule, none. The limit a completion was seen
+    under is not what holds the topology back: it does not climb there."""
+    for rate in (1000, 100):
+        r = CompletionRateLimit(1, 30.0, ceiling=32768)
+        done, expired = _paused_bolt(lambda now, c, e, held: r.update(now, c, e, held), lambda: r.limit,
+                                     rate=rate, pause=(100.0, 110.0))
+        assert expired == 0, (rate, expired, r.limit)
+        assert done >= rate * 280 * 0.95, (rate, done)
+    # the tuner (max spout pending auto), whose limit the same rule doubles
+    tuner = PendingTuner(16, 10_000, stall_intervals=5)
+    done, expired = _paused_bolt(lambda now, c, e, held: tuner.update(now, c, 0.0, 0, e, held), lambda: tuner.limit,
+                                 rate=100, pause=(100.0, 110.0))
+    assert expired == 0, (expired, tuner.limit)

@@ -199,7 +199,12 @@ class FileKeyValueStateProvider(StateProvider):
     def new_state(self, namespace: str, conf: dict[str, Any], context: TopologyContext | None) -> KeyValueState:
         owner = owner_of(namespace, context)
         home = state_home(context)
-        given = provider_config(conf, owner).get("directory")
+        options = provider_config(conf, owner)
+        given = options.get("directory")
+        afresh = options.get("start_afresh", False)
+        if type(afresh) is not bool:
+            raise StateError(f"{owner}: {PROVIDER_CONFIG_KEY!r}'s \"start_afresh\" must be true or false, "
+                             f"got {afresh!r}")
         root = given or home.directory
         if root is None:
             raise StateError(f"{owner}: squall.state:FileKeyValueStateProvider needs a directory: this host "
@@ -225,7 +230,7 @@ class FileKeyValueStateProvider(StateProvider):
             last = LastWrite(backend, topology_of(conf), namespace, storm_id, home.machine or socket.gethostname(),
                              os.path.abspath(root), owner)
             last.check(store.lineage, store.dir, f"the \"directory\" of {PROVIDER_CONFIG_KEY}" if given
-                       else "storm.local.dir")
+                       else "storm.local.dir", afresh)
             store.on_write = last.record
         return TransactionalKeyValueState(store, StateCodec(conf, owner))
 
@@ -269,14 +274,17 @@ class LastWrite:
             return None
         return Lineage(writer, writes), machine
 
-    def check(self, lineage: Lineage | None, directory: Path, setting: str) -> None:
+    def check(self, lineage: Lineage | None, directory: Path, setting: str, afresh: bool = False) -> None:
         """Refuse this machine's copy of the state (``lineage``: None when it has none) if it is
         behind the last write the master recorded. ``directory``: the state's; ``setting``: what
-        chose it, as the error names it.
+        chose it, as the error names it; ``afresh``: the provider's ``start_afresh``, under which
+        a new submission's task that finds no copy here, while an earlier run committed it on
+        another machine, starts it afresh (its states were deleted on purpose).
 
         Raises:
-            StateError: the copy is missing or older while the master recorded a later write
-                (by this run: a task moved; or, for an older copy, by any run).
+            StateError: the copy is missing or older while the master recorded a later write on
+                another machine (by this run: a task moved; by an earlier run: a resubmission
+                placed the task elsewhere, unless ``afresh``).
         """
         recorded = self._read()
         if recorded is None or (lineage is not None and lineage.writer is None):
@@ -291,19 +299,25 @@ class LastWrite:
                         "from it", self.owner, self.namespace, directory,
                         "missing" if lineage is None else f"at write {lineage.writes}", last.writes)
             return
-        if lineage is None and last.writer != self.storm_id:
+        earlier = last.writer != self.storm_id
+        if lineage is None and earlier and afresh:
             log.warning("%s: no copy of state %r in %s; its last commit (by an earlier run of topology %r) was on "
-                        "%s: starting it afresh", self.owner, self.namespace, directory, self.topology, machine)
+                        "%s: starting it afresh (\"start_afresh\" of %s)", self.owner, self.namespace, directory,
+                        self.topology, machine, PROVIDER_CONFIG_KEY)
             return
         here = "has no copy of it" if lineage is None else f"holds an older copy (write {lineage.writes})"
+        moved = ("a submission of the topology again placed this task elsewhere" if earlier
+                 else "this task was moved (a rebalance, or a lost machine)")
+        on_purpose = (f", or, if its states were deleted on purpose, set \"start_afresh\": true in "
+                      f"{PROVIDER_CONFIG_KEY}" if lineage is None and earlier else "")
         raise StateError(
             f"{self.owner}: state {self.namespace!r} was last committed on another machine ({machine}; write "
             f"{last.writes}); this machine ({self.host}) {here} in {directory} ({setting}). A file state lives on "
-            f"the machine that committed it, and this task was moved (a rebalance, or a lost machine): it is "
+            f"the machine that committed it, and {moved}: it is "
             f"refused rather than started from {'nothing' if lineage is None else 'an older commit'}, which "
             f"would lose the updates the other copy holds. Rebalance the task back, copy that directory here, "
             f"or keep states where every machine reaches them: the Redis provider, or a \"directory\" every "
-            f"machine shares in {PROVIDER_CONFIG_KEY} (docs/state.md)")
+            f"machine shares in {PROVIDER_CONFIG_KEY} (docs/state.md){on_purpose}")
 
     def record(self, lineage: Lineage) -> None:
         """Tell the master of a write of ``committed`` (`FileStore.on_write`). A failure is logged,

@@ -72,12 +72,24 @@ def test_a_task_moved_back_to_an_older_copy_is_refused_and_the_latest_goes_on(ma
     assert dict(state.committed()) == {"a": 2, "b": 1}
 
 
-def test_a_resubmitted_topology_whose_task_finds_no_copy_starts_afresh_with_a_warning(machines, caplog):
+def test_a_resubmitted_topology_whose_task_finds_no_copy_is_refused_unless_told_to_start_afresh(machines, caplog):
+    """A submission again (with another topology.workers, say: its task ids are kept by index,
+    docs/state.md) may place a task on a machine without its state: refused as a moved task is,
+    naming the machine that has it (it was started afresh with a warning: every update lost).
+    Its states deleted on purpose, the provider's "start_afresh" lets it start from nothing."""
     commit(machines("m0"), 1, a=1)
+    with pytest.raises(StateError, match=r"last committed on another machine \(m0.*placed this task elsewhere.*"
+                                         r"\"start_afresh\": true"):
+        FileKeyValueStateProvider().new_state("count-3", CONF, machines("m1", "wc-2-2"))
+    assert dict(FileKeyValueStateProvider().new_state("count-3", CONF, machines("m0", "wc-2-2")).committed()) == {"a": 1}
+    afresh = {**CONF, "topology.state.provider.config": {"start_afresh": True}}
     with caplog.at_level(logging.WARNING, logger="squall.state.file"):
-        state = FileKeyValueStateProvider().new_state("count-3", CONF, machines("m1", "wc-2-2"))
+        state = FileKeyValueStateProvider().new_state("count-3", afresh, machines("m1", "wc-3-3"))
     assert dict(state.committed()) == {}
     assert "starting it afresh" in caplog.text and "m0" in caplog.text
+    with pytest.raises(StateError, match="start_afresh.*must be true or false, got 'yes'"):
+        FileKeyValueStateProvider().new_state(
+            "count-3", {**CONF, "topology.state.provider.config": {"start_afresh": "yes"}}, machines("m1", "wc-3-3"))
 
 
 def test_an_older_copy_is_refused_after_a_resubmission_too(machines):

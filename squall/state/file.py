@@ -30,10 +30,11 @@ written), and each write is reported to the master, in its transactional state (
 every machine, and kept by Nimbus HA), under ``_squall_state/<namespace>`` of the topology
 (`LastWrite`; over the network on a thread of its own, so a master away holds up no commit). A state opened on a machine whose copy is behind that record is refused with a
 `StateError` naming the task, the machine that wrote the last commit and what to do
-(`LastWrite.check`). A copy behind a write made on its own machine (the directory removed, or
-writes a crash lost before they reached the disk) is taken with a warning: there is no other
-copy to prefer. A topology submitted again under the same name whose task finds no copy starts
-afresh (its states may have been deleted on purpose), with a warning.
+(`LastWrite.check`). A copy behind a write made on its own machine (the directory removed) is
+taken with a warning: there is no other copy to prefer (``committed`` is fsynced, so a crash
+loses no commit). A topology submitted again under the same name whose task finds no copy on
+its machine is refused too, unless the provider's ``"start_afresh"`` says its states were
+deleted on purpose.
 """
 
 from __future__ import annotations
@@ -154,7 +155,10 @@ class FileStore(MemoryStore):
         lineage = Lineage(self.writer, (self.lineage.writes if self.lineage else 0) + 1)
         payload = msgpack.packb([_COMMITTED_FORMAT, txid, [[k, v] for k, v in entries.items()], *lineage],
                                 use_bin_type=True)
-        write_private(self.dir / "committed", seal(self._key, self._kind("committed"), payload), self.kept)
+        # fsynced: once a commit returns its tuples are acked and never replayed, so a commit a
+        # machine's crash lost before it reached the disk would be updates lost for good
+        write_private(self.dir / "committed", seal(self._key, self._kind("committed"), payload), self.kept,
+                      durable=True)
         self.lineage = lineage
         if self.on_write is not None:
             self.on_write(lineage)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -52,16 +51,9 @@ def call_or_fail_batch(who: str, what: str, fn: Any, *args: Any, **kwargs: Any) 
     try:
         return fn(*args, **kwargs)
     except (redis.ConnectionError, redis.TimeoutError) as e:
-        error = ReportedFailedException(f"{who} could not {what}: {type(e).__name__}: {redact_text(str(e))}")
-        now = time.monotonic()
-        if now - _logged.get(who, float("-inf")) >= _LOG_EVERY_SECS:  # a replay a second: one line a while
-            _logged[who] = now
-            log.error("%s (the batch fails and is replayed until it is back)", error)
-        raise error from None
-
-
-_LOG_EVERY_SECS = 10.0
-_logged: dict[str, float] = {}  # who -> when its outage was last logged
+        # logged where it is reported (the executor's report_error, throttled: a replay a second)
+        raise ReportedFailedException(f"{who} could not {what}: {type(e).__name__}: {redact_text(str(e))} "
+                                      f"(the batch fails and is replayed until it is back)") from None
 
 
 MARKER = "$squall-redis-map-state"

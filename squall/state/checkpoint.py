@@ -248,8 +248,7 @@ class CheckpointSpout(Spout):
                      f"acked since were counted in the state it lost. No checkpoint is taken (the stateful "
                      f"bolts' tuples are failed and replayed) until the store holds that state again; to "
                      f"start the state afresh on purpose, kill the topology and submit it again")
-        log.error("%s", self.lost)
-        self.collector.report_error(StateLost(self.lost))
+        self.collector.report_error(StateLost(self.lost))  # in the worker's log too (report_error)
 
     def _save(self, state: CheckPointState) -> None:
         current = self._stored()
@@ -265,8 +264,9 @@ class CheckpointSpout(Spout):
             self._recorder.record([self._storm_id, state.txid])
 
     def close(self) -> None:
-        if self._recorder is not None:
-            self._recorder.stop()
+        recorder = getattr(self, "_recorder", None)  # None too when open failed before making it
+        if recorder is not None:
+            recorder.stop()
 
     def _guarded(self, step: Callable[[], None]) -> None:
         """Run a step that may save the state; a store that lost it stops checkpointing, one that
@@ -277,8 +277,7 @@ class CheckpointSpout(Spout):
             self.progress.failed(self.progress.state.txid)
             self._lose(str(e))
         except StateError as e:
-            log.error("%s: cannot save its checkpoint state: %s", self._where, e)
-            self.collector.report_error(e)
+            self.collector.report_error(StateError(f"{self._where}: cannot save its checkpoint state: {e}"))
             self.progress.failed(self.progress.state.txid)
             self.progress.pause(self._now())
 

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from .builtin import FirstN as FirstN
     from .builtin import MapGet as MapGet
     from .builtin import Max as Max
+    from .builtin import MaxWithComparator as MaxWithComparator
     from .builtin import Min as Min
+    from .builtin import MinWithComparator as MinWithComparator
     from .builtin import Negate as Negate
     from .builtin import SnapshotGet as SnapshotGet
     from .builtin import Sum as Sum
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from .drpc import LocalDRPC as LocalDRPC
     from .fluent import ChainedAggregatorDeclarer as ChainedAggregatorDeclarer
     from .fluent import GroupedStream as GroupedStream
+    from .fluent import JoinOutFieldsMode as JoinOutFieldsMode
     from .fluent import JoinType as JoinType
     from .fluent import Stream as Stream
     from .fluent import TridentState as TridentState
@@ -44,9 +47,12 @@ if TYPE_CHECKING:
     from .operation import Consumer as Consumer
     from .operation import FailedException as FailedException
     from .operation import FlatMapFunction as FlatMapFunction
+    from .operation import GroupedMultiReducer as GroupedMultiReducer
     from .operation import MapFunction as MapFunction
+    from .operation import MultiReducer as MultiReducer
     from .operation import ReducerAggregator as ReducerAggregator
     from .operation import TridentCollector as TridentCollector
+    from .operation import TridentMultiReducerContext as TridentMultiReducerContext
     from .operation import TridentOperationContext as TridentOperationContext
     from .spout import BatchCoordinator as BatchCoordinator
     from .spout import Emitter as Emitter
@@ -77,14 +83,15 @@ if TYPE_CHECKING:
     from .tuple import TridentTuple as TridentTuple
 
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(["Count", "Debug", "Equals", "FilterNull", "FirstN", "MapGet", "Max", "Min", "Negate", "SnapshotGet", "Sum",
-                     "TupleCollectionGet"], ".builtin"),
+    **dict.fromkeys(["Count", "Debug", "Equals", "FilterNull", "FirstN", "MapGet", "Max", "MaxWithComparator", "Min",
+                     "MinWithComparator", "Negate", "SnapshotGet", "Sum", "TupleCollectionGet"], ".builtin"),
     **dict.fromkeys(["TransactionAttempt"], ".coordinator"),
     **dict.fromkeys(["DRPCClient", "DRPCExecutionException", "LocalDRPC"], ".drpc"),
-    **dict.fromkeys(["ChainedAggregatorDeclarer", "GroupedStream", "JoinType", "Stream", "TridentState", "TridentTopology"], ".fluent"),
+    **dict.fromkeys(["ChainedAggregatorDeclarer", "GroupedStream", "JoinOutFieldsMode", "JoinType", "Stream", "TridentState", "TridentTopology"], ".fluent"),
     **dict.fromkeys(["Assembly", "BaseAggregator", "BaseFilter", "BaseFunction", "BaseOperation", "CombinerAggregator",
-                     "Consumer", "FailedException", "FlatMapFunction", "MapFunction", "ReducerAggregator", "TridentCollector",
-                     "TridentOperationContext"], ".operation"),
+                     "Consumer", "FailedException", "FlatMapFunction", "GroupedMultiReducer", "MapFunction", "MultiReducer",
+                     "ReducerAggregator", "TridentCollector", "TridentMultiReducerContext", "TridentOperationContext"],
+                    ".operation"),
     **dict.fromkeys(["BatchCoordinator", "Emitter", "FeederBatchSpout", "FixedBatchSpout", "IBatchSpout", "ITridentSpout"],
                     ".spout"),
     **dict.fromkeys(["BaseQueryFunction", "BaseStateUpdater", "CachedMap", "IBackingMap", "MapState", "MemoryMapState",
@@ -113,11 +120,12 @@ __all__ = [
     "Assembly", "BaseAggregator", "BaseFilter", "BaseFunction", "BaseOperation", "BaseQueryFunction",
     "BaseStateUpdater", "BatchCoordinator", "CachedMap", "ChainedAggregatorDeclarer", "CombinerAggregator", "Consumer", "Count",
     "DRPCClient", "DRPCExecutionException", "Debug", "Emitter", "Equals", "FailedException",
-    "FeederBatchSpout", "FilterNull", "FirstN", "FixedBatchSpout", "FlatMapFunction", "GroupedStream",
-    "IBackingMap", "IBatchSpout", "ITridentSpout", "JoinType", "LocalDRPC", "MapFunction", "MapGet", "MapState", "Max",
-    "MemoryMapState", "Min", "Negate", "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction",
+    "FeederBatchSpout", "FilterNull", "FirstN", "FixedBatchSpout", "FlatMapFunction", "GroupedMultiReducer",
+    "GroupedStream", "IBackingMap", "IBatchSpout", "ITridentSpout", "JoinOutFieldsMode", "JoinType", "LocalDRPC",
+    "MapFunction", "MapGet", "MapState", "Max", "MaxWithComparator", "MemoryMapState", "Min", "MinWithComparator",
+    "MultiReducer", "Negate", "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction",
     "ReadOnlyMapState", "ReadOnlyState", "ReducerAggregator", "SnapshotGet", "Snapshottable", "SnapshottableMap", "State", "StateFactory",
     "StateUpdater", "Stream", "Sum", "TransactionAttempt", "TransactionalMap", "TransactionalValue",
-    "TridentCollector", "TridentOperationContext", "TridentState", "TridentTopology", "TridentTuple",
+    "TridentCollector", "TridentMultiReducerContext", "TridentOperationContext", "TridentState", "TridentTopology", "TridentTuple",
     "TupleCollectionGet", "ValueUpdater",
 ]

@@ -118,6 +118,54 @@ class Min(_Comparison):
         return not best < value
 
 
+
+class _WithComparator(_Comparison):
+    """Storm's ``MinWithComparator``/``MaxWithComparator``: `_Comparison` by ``comparator``, a
+    callable of two values returning a negative number, zero or a positive one as the first is
+    less than, equal to or greater than the second (a Java ``Comparator``'s ``compare``; see
+    ``functools.cmp_to_key``). With a field it compares that field's values (a None is skipped),
+    without one the whole `TridentTuple`s. It is called as ``comparator(kept, new)``; the kept
+    tuple stays only if it wins strictly, so a tie goes to the later tuple, as in Storm."""
+
+    def __init__(self, field: str | None, comparator: Any = None) -> None:
+        if comparator is None and callable(field):
+            field, comparator = None, field
+        super().__init__(field)
+        if not callable(comparator):
+            raise TypeError(f"{type(self).__name__}: the comparator must be a callable of two values, got {comparator!r}")
+        self.comparator = comparator
+
+    def _value(self, t: TridentTuple) -> Any:
+        return t if self.field is None else t.get_value_by_field(self.field)
+
+    def _keeps(self, order: Any) -> bool:
+        raise NotImplementedError
+
+    def _wins(self, value: Any, best: Any) -> bool:
+        order = self.comparator(best, value)
+        try:
+            return not self._keeps(order)
+        except TypeError:
+            raise TypeError(f"{type(self).__name__}: the comparator returned {order!r}, not a number "
+                            "(negative, zero or positive)") from None
+
+
+class MinWithComparator(_WithComparator):
+    """The tuple with the least value of ``field`` by ``comparator`` (Storm's
+    ``MinWithComparator``), or with no field the least tuple: ``MinWithComparator(cmp)``; what
+    ``min_by(field, cmp)`` and ``min(cmp)`` run."""
+
+    def _keeps(self, order: Any) -> bool:
+        return order < 0
+
+
+class MaxWithComparator(_WithComparator):
+    """The tuple with the greatest value of ``field`` by ``comparator`` (Storm's
+    ``MaxWithComparator``); see `MinWithComparator`."""
+
+    def _keeps(self, order: Any) -> bool:
+        return order > 0
+
 class _FirstNAgg(BaseAggregator):
     """The first ``n`` tuples of the partition's batch, as they come (Storm's ``FirstNAgg``)."""
 
@@ -269,6 +317,7 @@ class TupleCollectionGet(BaseQueryFunction):
 
 
 __all__ = [
-    "Count", "Debug", "Equals", "FilterNull", "FirstN", "MapGet", "Max", "Min", "Negate", "SnapshotGet", "Sum",
+    "Count", "Debug", "Equals", "FilterNull", "FirstN", "MapGet", "Max", "MaxWithComparator", "Min",
+    "MinWithComparator", "Negate", "SnapshotGet", "Sum",
     "TupleCollectionGet",
 ]

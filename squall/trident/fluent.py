@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, overload
 from .._fields import Fields
 from .._grouping import CustomStreamGrouping
 from . import processors as P
-from .builtin import Max, Min
+from .builtin import Max, MaxWithComparator, Min, MinWithComparator
 from .operation import (
     Assembly,
     BaseAggregator,
@@ -26,7 +26,9 @@ from .operation import (
     CombinerAggregator,
     Consumer,
     FlatMapFunction,
+    GroupedMultiReducer,
     MapFunction,
+    MultiReducer,
     ReducerAggregator,
 )
 from .state.api import (
@@ -216,6 +218,16 @@ class JoinType(enum.Enum):
     OUTER = "outer"
 
 
+class JoinOutFieldsMode(enum.Enum):
+    """What a `TridentTopology.join` emits (Storm's ``JoinOutFieldsMode``): ``COMPACT`` (the
+    default) the join fields once, then the other fields of each stream in stream order;
+    ``PRESERVE`` every field of every stream, each stream's in its own order, streams in call
+    order (a stream's join fields repeated per stream)."""
+
+    COMPACT = "compact"
+    PRESERVE = "preserve"
+
+
 def _join_types(join_type: JoinType | Sequence[JoinType] | None, n: int = 2) -> list[JoinType]:
     if join_type is None:
         return [JoinType.INNER] * n
@@ -311,29 +323,114 @@ class TridentTopology:
         return self._multi_reduce(list(streams), P.MergeReducer(), out,
                                   [s.get_output_fields() for s in streams])
 
+    def multi_reduce(self, *args: Any, out_fields: Fields | list[str] | None = None) -> Stream:
+        """Run ``reducer`` over the tuples of several streams, per partition and batch (Storm's
+        ``multiReduce``, what ``merge`` and ``join`` are built on).
+
+        The forms are Storm's: ``multi_reduce(s1, s2, reducer, out_fields)``,
+        ``multi_reduce(input_fields1, s1, input_fields2, s2, reducer, out_fields)``,
+        ``multi_reduce([s1, s2, ...], reducer, out_fields)`` and
+        ``multi_reduce([input_fields1, ...], [s1, ...], reducer, out_fields)``. With plain
+        streams the reducer is a `MultiReducer`: it sees each stream's ``input_fields`` (all its fields
+        when not given) and runs in each partition of the node, which the streams reach without
+        a repartition of their own. With grouped streams (``s.group_by(fields)``) it is a
+        `GroupedMultiReducer`: each stream is partitioned by its group fields, and the reducer
+        runs per group of each batch (equal group values from any stream are one group).
+        What the reducer emits are the tuples of ``out_fields``.
+
+        Raises:
+            ValueError: not those forms, streams of another topology, a reducer of the other
+                kind, or input fields that are not the stream's.
+        """
+        if out_fields is None and args and _is_fields_arg(args[-1]):
+            out_fields, args = args[-1], args[:-1]
+        if out_fields is None:
+            raise ValueError("multi_reduce: the output fields are required (the last argument)")
+        if len(args) == 2 and isinstance(args[0], (list, tuple)) and not _is_fields_arg(args[0]):
+            streams, inputs, reducer = list(args[0]), None, args[1]
+        elif len(args) == 3 and isinstance(args[0], (list, tuple)) and isinstance(args[1], (list, tuple)):
+            inputs, streams, reducer = list(args[0]), list(args[1]), args[2]
+        elif len(args) == 3:
+            streams, inputs, reducer = [args[0], args[1]], None, args[2]
+        elif len(args) == 5:
+            inputs, streams, reducer = [args[0], args[2]], [args[1], args[3]], args[4]
+        else:
+            raise ValueError("multi_reduce: give (s1, s2, reducer, out_fields), (input_fields1, s1, input_fields2, "
+                             "s2, reducer, out_fields), ([streams], reducer, out_fields) or ([input_fields], "
+                             "[streams], reducer, out_fields)")
+        if not streams:
+            raise ValueError("multi_reduce: needs at least one stream")
+        grouped = [isinstance(s, GroupedStream) for s in streams]
+        for s in streams:
+            if not isinstance(s, (Stream, GroupedStream)):
+                raise ValueError(f"multi_reduce: {s!r} is not a Stream")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+        if any(grouped) and not all(grouped):
+            raise ValueError("multi_reduce: the streams must be all GroupedStreams (for a GroupedMultiReducer) "
+                             "or all Streams (for a MultiReducer)")
+        if all(grouped):
+            if not isinstance(reducer, GroupedMultiReducer):
+                raise ValueError(f"multi_reduce: over GroupedStreams the reducer must be a GroupedMultiReducer, "
+                                 f"got {type(reducer).__name__}")
+        elif not isinstance(reducer, MultiReducer):
+            raise ValueError(f"multi_reduce: over Streams the reducer must be a MultiReducer, got "
+                             f"{type(reducer).__name__}")
+        plain = [s.to_stream() for s in streams]
+        self._check_own(plain, "multi_reduce")
+        if inputs is None:
+            ins = [s.get_output_fields() for s in plain]
+        else:
+            if len(inputs) != len(streams):
+                raise ValueError(f"multi_reduce: give one input Fields per stream ({len(streams)} streams), "
+                                 f"got {len(inputs)}")
+            ins = [_as_fields(f) for f in inputs]
+        for s, f in zip(plain, ins):
+            _check("multi_reduce", f, s.get_output_fields())
+        out = _as_fields(out_fields)
+        if all(grouped):
+            return self._grouped_multi_reduce(streams, ins, reducer, out, "multi_reduce")
+        return self._multi_reduce(plain, reducer, out, ins)
+
+    def _grouped_multi_reduce(self, streams: list[GroupedStream], inputs: list[Fields], reducer: GroupedMultiReducer,
+                              out: Fields, operation: str) -> Stream:
+        """Storm's ``multiReduce(List<Fields>, List<GroupedStream>, ...)``: each stream partitioned
+        by its group fields, the reducer run per group by a `GroupedMultiReducerExecutor`."""
+        groups = [s.get_group_fields() for s in streams]
+        parts = [s.to_stream().partition_by(g) for s, g in zip(streams, groups)]
+        full = [_union(g, f) for g, f in zip(groups, inputs)]
+        return self._multi_reduce(parts, P.GroupedMultiReducerExecutor(reducer, groups, inputs, operation), out, full)
+
     def join(self, stream1: Any, join_fields1: Any, stream2: Any = None, join_fields2: Any = None,
-             out_fields: Fields | list[str] | None = None,
-             join_type: JoinType | Sequence[JoinType] | None = None) -> Stream:
+             out_fields: Any = None, join_type: JoinType | Sequence[JoinType] | None = None,
+             mode: JoinOutFieldsMode | None = None) -> Stream:
         """The join of two streams within each batch: inner by default; ``join_type``
         `JoinType.OUTER` makes both sides outer, ``[JoinType.INNER, JoinType.OUTER]`` a left
         outer join (Storm's ``List<JoinType>``): a key an outer side has no tuple of gets Nones
         for that side's fields.
 
-        ``join([s1, s2, s3], [fields1, fields2, fields3], out_fields, join_type=None)`` (Storm's
-        ``join(List<Stream>, List<Fields>, Fields, ...)``) joins any number of streams on the
-        same number of fields each; ``join_type`` is then one JoinType or one per stream.
+        ``join([s1, s2, s3], [fields1, fields2, fields3], out_fields, join_type=None, mode=None)``
+        (Storm's ``join(List<Stream>, List<Fields>, Fields, ...)``) joins any number of streams on
+        the same number of fields each; ``join_type`` is then one JoinType or one per stream.
 
-        Output: the join fields (named as ``out_fields`` names them), then the other fields of
-        each stream, in stream order.
+        Output (``mode`` `JoinOutFieldsMode.COMPACT`, the default): the join fields (named as
+        ``out_fields`` names them), then the other fields of each stream, in stream order. With
+        ``mode=JoinOutFieldsMode.PRESERVE``: every field of each stream in its own order, streams
+        in order (an outer side without a tuple of the key gives Nones for all its fields). As in
+        Storm, the mode may also take the join type's place: ``join(s1, f1, s2, f2, out, mode)``.
+        It runs as a grouped `multi_reduce` of Storm's ``JoinerMultiReducer`` (or
+        ``PreservingFieldsOrderJoinerMultiReducer``).
 
         Raises:
             ValueError: fields that are not the streams', ``out_fields`` of the wrong width, or a
                 ``join_type`` that is not a JoinType or one per stream.
         """
         if isinstance(stream1, (list, tuple)):
-            # Storm's list form: join(streams, join_fields, out_fields[, join_type])
-            if stream2 is not None and out_fields is not None:
+            # Storm's list form: join(streams, join_fields, out_fields[, join_type][, mode])
+            if stream2 is not None and out_fields is not None and not isinstance(out_fields, JoinOutFieldsMode):
                 raise ValueError("join: the output fields are given twice (third argument and out_fields)")
+            if isinstance(out_fields, JoinOutFieldsMode):  # join(streams, fields, out, type, mode)
+                if mode is not None:
+                    raise ValueError("join: the out-fields mode is given twice")
+                out_fields, mode = None, out_fields
             if join_fields2 is not None and join_type is not None:
                 raise ValueError("join: the join type is given twice (fourth argument and join_type)")
             given = list(stream1)
@@ -346,6 +443,14 @@ class TridentTopology:
                 raise ValueError(f"join: give one join Fields per stream ({len(given)} streams), got {join_fields1!r}")
         else:
             given, joins_given = [stream1, stream2], [join_fields1, join_fields2]
+        if isinstance(join_type, JoinOutFieldsMode):  # Storm's join(..., outFields, mode)
+            if mode is not None:
+                raise ValueError("join: the out-fields mode is given twice")
+            join_type, mode = None, join_type
+        if mode is None:
+            mode = JoinOutFieldsMode.COMPACT
+        if not isinstance(mode, JoinOutFieldsMode):
+            raise ValueError(f"join: mode must be a JoinOutFieldsMode, got {mode!r}")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
         for s in given:
             if not isinstance(s, (Stream, GroupedStream)):
                 raise ValueError(f"join: {s!r} is not a Stream")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
@@ -360,16 +465,25 @@ class TridentTopology:
             if len(jf) != len(joins[0]):
                 raise ValueError(f"join: the join fields {[j.to_list() for j in joins]} differ in number")
         others = [_subtract(s.get_output_fields(), jf) for s, jf in zip(streams, joins)]
-        width = len(joins[0]) + sum(len(o) for o in others)
-        if out is None or len(out) != width:
-            then = ", then ".join(str(o.to_list()) for o in others)
-            raise ValueError(
-                f"join: out_fields {None if out is None else out.to_list()} must name {width} fields: "
-                f"the join fields {joins[0].to_list()}, then {then}")
-        parts = [s.partition_by(jf) for s, jf in zip(streams, joins)]
-        inputs = [_concat(jf, o) for jf, o in zip(joins, others)]
-        reducer = P.JoinReducer(len(joins[0]), [len(o) for o in others], [t is JoinType.OUTER for t in types])
-        return self._multi_reduce(parts, reducer, out, inputs)
+        outer = [t is JoinType.OUTER for t in types]
+        if mode is JoinOutFieldsMode.PRESERVE:
+            origins = [s.get_output_fields() for s in streams]
+            width = sum(len(o) for o in origins)
+            if out is None or len(out) != width:
+                raise ValueError(
+                    f"join: out_fields {None if out is None else out.to_list()} must name {width} fields "
+                    f"(mode PRESERVE): {', then '.join(str(o.to_list()) for o in origins)}")
+            reducer: GroupedMultiReducer = P.PreservingFieldsOrderJoinerMultiReducer(outer, len(joins[0]), origins, joins)
+        else:
+            width = len(joins[0]) + sum(len(o) for o in others)
+            if out is None or len(out) != width:
+                then = ", then ".join(str(o.to_list()) for o in others)
+                raise ValueError(
+                    f"join: out_fields {None if out is None else out.to_list()} must name {width} fields: "
+                    f"the join fields {joins[0].to_list()}, then {then}")
+            reducer = P.JoinerMultiReducer(outer, len(joins[0]), [len(o) for o in others])
+        return self._grouped_multi_reduce([s.group_by(jf) for s, jf in zip(streams, joins)], others, reducer, out,
+                                          "join")
 
     def build(self) -> StormTopology:
         """The `StormTopology` running this Trident topology (see ``planner.py``)."""
@@ -615,20 +729,42 @@ class Stream:
         partition, ``chained_agg().aggregate(...)...chain_end()`` once per batch."""
         return ChainedAggregatorDeclarer(self, None)
 
-    def min_by(self, field: str) -> Stream:
-        """Per partition and batch, the whole tuple with the least value of ``field``."""
-        return self._compare("min_by", field, Min)
+    def min_by(self, field: str, comparator: Any = None) -> Stream:
+        """Per partition and batch, the whole tuple with the least value of ``field`` (a tuple
+        whose value is None is skipped, a tie goes to the later tuple). With ``comparator``
+        (Storm's ``minBy(field, Comparator)``) the values are ordered by it: a callable of two
+        values returning a negative number, zero or a positive one (see `MinWithComparator`)."""
+        if comparator is None:
+            return self._compare("min_by", field, Min(field))
+        return self._compare("min_by", field, MinWithComparator(field, _comparator("min_by", comparator)))
 
-    def max_by(self, field: str) -> Stream:
-        """Per partition and batch, the whole tuple with the greatest value of ``field``."""
-        return self._compare("max_by", field, Max)
+    def max_by(self, field: str, comparator: Any = None) -> Stream:
+        """Per partition and batch, the whole tuple with the greatest value of ``field``; see
+        `min_by` (Storm's ``maxBy``)."""
+        if comparator is None:
+            return self._compare("max_by", field, Max(field))
+        return self._compare("max_by", field, MaxWithComparator(field, _comparator("max_by", comparator)))
 
-    def _compare(self, operation: str, field_name: str, aggregator: type) -> Stream:
-        # Storm's comparableAggregateStream: the built-in Max/Min (Nones skipped, ties to the
+    def min(self, comparator: Any) -> Stream:
+        """Per partition and batch, the least tuple by ``comparator``, which is given two
+        `TridentTuple` objects (Storm's ``min(Comparator<TridentTuple>)``); a tie goes to the later
+        tuple."""
+        return self._compare("min", None, MinWithComparator(None, _comparator("min", comparator)))
+
+    def max(self, comparator: Any) -> Stream:
+        """Per partition and batch, the greatest tuple by ``comparator``; see `min` (Storm's
+        ``max(Comparator<TridentTuple>)``)."""
+        return self._compare("max", None, MaxWithComparator(None, _comparator("max", comparator)))
+
+    def _compare(self, operation: str, field_name: str | None, aggregator: BaseAggregator) -> Stream:
+        # Storm's comparableAggregateStream: a ComparisonAggregator (Nones skipped, ties to the
         # later tuple) over the whole tuple, per partition
-        _check(operation, Fields(field_name), self.get_output_fields())
+        if field_name is not None:
+            if not isinstance(field_name, str):
+                raise ValueError(f"{operation}: the field must be a field name, got {field_name!r}")
+            _check(operation, Fields(field_name), self.get_output_fields())
         fields = self.get_output_fields()
-        return self._next(self._add(operation, fields, P.AggregateProcessor(fields, aggregator(field_name))))
+        return self._next(self._add(operation, fields, P.AggregateProcessor(fields, aggregator)))
 
     def group_by(self, fields: Fields | list[str]) -> GroupedStream:
         """Group by ``fields``: the next aggregation runs per group (after ``partition_by(fields)``)."""
@@ -710,6 +846,14 @@ class Stream:
 
     def __repr__(self) -> str:
         return f"Stream({self.get_output_fields().to_list()})"
+
+
+def _comparator(operation: str, comparator: Any) -> Any:
+    if not callable(comparator):
+        msg = (f"{operation}: the comparator must be a callable of two values (negative, zero or positive, "
+               f"as a Java Comparator), got {comparator!r}")
+        raise ValueError(msg)  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+    return comparator
 
 
 def _need_fields(operation: str, fields: Any) -> Fields:
@@ -1000,4 +1144,5 @@ class TridentState:
         return f"TridentState({self._state_id})"
 
 
-__all__ = ["ChainedAggregatorDeclarer", "GroupedStream", "Stream", "TridentState", "TridentTopology"]
+__all__ = ["ChainedAggregatorDeclarer", "GroupedStream", "JoinOutFieldsMode", "JoinType", "Stream", "TridentState",
+           "TridentTopology"]

@@ -172,6 +172,101 @@ class BaseAggregator(BaseOperation, abc.ABC):
         """The batch (or group) ended: emit the result."""
 
 
+class TridentMultiReducerContext:
+    """What a `MultiReducer`'s (or `GroupedMultiReducer`'s) ``prepare`` gets as ``context``
+    (Storm's ``TridentMultiReducerContext``).
+
+    ``input_fields[i]`` are the fields of what the reducer sees of stream ``i``;
+    ``make_projection_factory(i, fields)`` gives a callable that takes such a tuple of stream
+    ``i`` and returns the `TridentTuple` of just ``fields`` (Storm's ``ProjectionFactory``).
+    The plain `TridentOperationContext` calls (``get_partition_index()`` and the others) are
+    answered too.
+    """
+
+    def __init__(self, input_fields: list[Any], operation_context: Any = None) -> None:
+        self.input_fields = list(input_fields)
+        self._operation_context = operation_context
+
+    def make_projection_factory(self, stream_index: int, fields: Any) -> Any:
+        from .._fields import Fields
+
+        have = self.input_fields[stream_index]
+        want = fields if isinstance(fields, Fields) else Fields(fields)
+        for name in want:
+            if name not in have:
+                raise ValueError(f"make_projection_factory: field {name!r} is not in stream {stream_index}'s "
+                                 f"fields {have.to_list()}")
+        at = [have.index(n) for n in want]
+
+        def project(tuple: TridentTuple) -> TridentTuple:
+            values = tuple.values
+            return TridentTuple(want, [values[i] for i in at])
+
+        return project
+
+    def __getattr__(self, name: str) -> Any:
+        context = self.__dict__.get("_operation_context")
+        if context is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(context, name)
+
+
+class MultiReducer(abc.ABC):
+    """What `TridentTopology.multi_reduce` runs over several streams (Storm's ``MultiReducer``).
+
+    Per partition and batch: ``init`` makes the state, ``execute`` takes each tuple of each
+    stream (``stream_index`` is the stream's position in the ``multi_reduce`` call), ``complete``
+    ends the batch. Its emits are the output stream (fresh tuples of the ``multi_reduce``'s
+    output fields). ``prepare`` gets a `TridentMultiReducerContext`.
+    """
+
+    def prepare(self, conf: dict, context: TridentMultiReducerContext) -> None:
+        """Called once per task before the first batch."""
+
+    def cleanup(self) -> None:
+        """Called when the task stops."""
+
+    @abc.abstractmethod
+    def init(self, collector: TridentCollector) -> Any:
+        """The state for one batch on this partition."""
+
+    @abc.abstractmethod
+    def execute(self, state: Any, stream_index: int, input: TridentTuple, collector: TridentCollector) -> None:
+        """One tuple of stream ``stream_index`` (its input fields)."""
+
+    @abc.abstractmethod
+    def complete(self, state: Any, collector: TridentCollector) -> None:
+        """The batch ended on this partition."""
+
+
+class GroupedMultiReducer(abc.ABC):
+    """What `TridentTopology.multi_reduce` runs over several grouped streams (Storm's
+    ``GroupedMultiReducer``): as `MultiReducer`, per group of each batch, where a group is the
+    values of each stream's group fields (equal values are one group, whichever stream they
+    came on). ``group`` is the `TridentTuple` of the group's values (named as the first stream
+    that brought it names them); ``input`` is the tuple's input fields.
+    """
+
+    def prepare(self, conf: dict, context: TridentMultiReducerContext) -> None:
+        """Called once per task before the first batch."""
+
+    def cleanup(self) -> None:
+        """Called when the task stops."""
+
+    @abc.abstractmethod
+    def init(self, collector: TridentCollector, group: TridentTuple) -> Any:
+        """The state for one group of one batch."""
+
+    @abc.abstractmethod
+    def execute(self, state: Any, stream_index: int, group: TridentTuple, input: TridentTuple,
+                collector: TridentCollector) -> None:
+        """One tuple of stream ``stream_index`` in ``group``."""
+
+    @abc.abstractmethod
+    def complete(self, state: Any, group: TridentTuple, collector: TridentCollector) -> None:
+        """The batch ended: ``group``'s last call."""
+
+
 class Assembly(abc.ABC):
     """A reusable piece of a stream (``apply_assembly``): a function from stream to stream."""
 
@@ -182,6 +277,6 @@ class Assembly(abc.ABC):
 
 __all__ = [
     "Assembly", "BaseAggregator", "BaseFilter", "BaseFunction", "BaseOperation", "CombinerAggregator",
-    "Consumer", "FailedException", "FlatMapFunction", "MapFunction", "ReducerAggregator",
-    "TridentCollector", "TridentOperationContext",
+    "Consumer", "FailedException", "FlatMapFunction", "GroupedMultiReducer", "MapFunction", "MultiReducer",
+    "ReducerAggregator", "TridentCollector", "TridentMultiReducerContext", "TridentOperationContext",
 ]

@@ -33,8 +33,11 @@ from .operation import (
     BaseFilter,
     BaseFunction,
     CombinerAggregator,
+    GroupedMultiReducer,
+    MultiReducer,
     ReducerAggregator,
     TridentCollector,
+    TridentMultiReducerContext,
     TridentOperationContext,
 )
 from .state.api import CombinerAggStateUpdater, MapCombinerAggStateUpdater, ReducerAggStateUpdater
@@ -629,12 +632,13 @@ class StateQueryProcessor(_StateProcessor):
 
 
 class MultiReduceProcessor(Processor):
-    """A node with several parents (``merge``, ``join``, the DRPC return): Storm's ``MultiReducer``.
+    """A node with several parents (``multi_reduce``, and ``merge``, ``join`` and the DRPC
+    return built on it): runs a `MultiReducer` (Storm's ``MultiReducerProcessor``).
 
-    ``input_fields[i]`` are what the reducer sees of parent ``i``.
+    ``input_fields[i]`` are what the reducer sees of parent ``i``; its state lives per batch.
     """
 
-    def __init__(self, input_fields: Sequence[Fields], reducer: Any) -> None:
+    def __init__(self, input_fields: Sequence[Fields], reducer: MultiReducer) -> None:
         self.input_fields = list(input_fields)
         self.op = reducer
 
@@ -643,12 +647,14 @@ class MultiReduceProcessor(Processor):
         self._idx = [_indices(f, p) for f, p in zip(self.input_fields, tctx.parent_fields)]
         self._views = [_viewer(f, i) for f, i in zip(self.input_fields, self._idx)]
         self._coll = _Collector(self, append=False)
+        self.op.prepare(conf, TridentMultiReducerContext(self.input_fields, _op_context(context)))
 
     def wire(self) -> None:
         self._coll.wire()
 
     def start_batch(self, batch: BatchInfo) -> None:
-        batch.state[self.tctx.key] = self.op.init()
+        self._coll.batch = batch
+        batch.state[self.tctx.key] = self.op.init(self._coll)
 
     def execute(self, batch: BatchInfo, parent: int, values: list) -> None:
         self._coll.batch = batch
@@ -658,64 +664,175 @@ class MultiReduceProcessor(Processor):
         self._coll.batch = batch
         self.op.complete(batch.state[self.tctx.key], self._coll)
 
+    def cleanup(self) -> None:
+        self.op.cleanup()
 
-class MergeReducer:
-    """``merge``: every tuple of every parent, as it comes."""
 
-    def init(self) -> None:
+class MergeReducer(MultiReducer):
+    """``merge``: every tuple of every parent, as it comes (Storm's ``IdentityMultiReducer``)."""
+
+    def init(self, collector: TridentCollector) -> None:
         return None
 
-    def execute(self, state: None, parent: int, tup: TridentTuple, collector: TridentCollector) -> None:
-        collector.emit(tup.values)
+    def execute(self, state: None, stream_index: int, input: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit(input.values)
 
     def complete(self, state: None, collector: TridentCollector) -> None:
         pass
 
 
-class JoinReducer:
-    """``join``: the join of two (or more) streams on their leading ``num_join`` fields, within
-    one batch (Storm's ``JoinerMultiReducer``). Emits the join values, then the other values of
-    each side in stream order, for every combination of matching tuples. A key a side has no
-    tuple of is dropped if that side is an inner one (``outer[i]`` false), else that side gives
-    one row of Nones (Storm's ``JoinType.OUTER``)."""
+class GroupedMultiReducerExecutor(MultiReducer):
+    """A `GroupedMultiReducer` run as a `MultiReducer` (Storm's ``GroupedMultiReducerExecutor``):
+    the tuples of stream ``i`` carry ``group_fields[i]`` and ``input_fields[i]``; per batch, each
+    group (its values, whichever stream brought them) gets its own state, ``init`` when the group
+    is first seen, and ``complete`` per group, in the order the groups were first seen."""
 
-    def __init__(self, num_join: int, side_widths: Sequence[int], outer: Sequence[bool] | None = None) -> None:
-        self.num_join = num_join
-        self.sides = len(side_widths)
-        self.missing = [[[None] * width] if is_outer else [] for width, is_outer
-                        in zip(side_widths, outer or [False] * len(side_widths), strict=True)]
+    def __init__(self, reducer: GroupedMultiReducer, group_fields: Sequence[Fields], input_fields: Sequence[Fields],
+                 operation: str = "multi_reduce") -> None:
+        if len(group_fields) != len(input_fields):
+            raise ValueError(f"{operation}: the group fields and the input fields must be as many")
+        self.reducer = reducer
+        self.group_fields = list(group_fields)
+        self.input_fields = list(input_fields)
+        self.operation = operation
 
-    def init(self) -> dict:
+    def prepare(self, conf: dict, context: TridentMultiReducerContext) -> None:
+        full = context.input_fields
+        self._group_at = [[f.index(n) for n in g] for f, g in zip(full, self.group_fields)]
+        self._input_at = [[f.index(n) for n in i] for f, i in zip(full, self.input_fields)]
+        self.reducer.prepare(conf, TridentMultiReducerContext(self.input_fields,
+                                                              context.__dict__.get("_operation_context")))
+
+    def init(self, collector: TridentCollector) -> dict:
         return {}
 
-    def execute(self, state: dict, parent: int, tup: TridentTuple, collector: TridentCollector) -> None:
-        values = tup.values
+    def execute(self, state: dict, stream_index: int, input: TridentTuple, collector: TridentCollector) -> None:
+        values = input.values
+        key = tuple([values[i] for i in self._group_at[stream_index]])
+        group = _View(self.group_fields[stream_index], list(key))
         try:
-            key = tuple(values[: self.num_join])
-            sides = state.setdefault(key, [[] for _ in range(self.sides)])
+            entry = state.get(key)
         except TypeError:
-            raise ValueError(f"join: the join values {values[: self.num_join]!r} are not hashable") from None
-        sides[parent].append(values[self.num_join:])
+            raise ValueError(f"{self.operation}: the group values {list(key)!r} are not hashable") from None
+        if entry is None:
+            entry = state[key] = [group, self.reducer.init(collector, group)]
+        self.reducer.execute(entry[1], stream_index, group,
+                             _View(self.input_fields[stream_index], [values[i] for i in self._input_at[stream_index]]),
+                             collector)
 
     def complete(self, state: dict, collector: TridentCollector) -> None:
-        missing = self.missing
-        for key, sides in state.items():
-            rows = [side or missing[i] for i, side in enumerate(sides)]  # an inner side missing: no rows
-            for combo in itertools.product(*rows):
-                collector.emit([*key, *itertools.chain.from_iterable(combo)])
+        for group, value in state.values():
+            self.reducer.complete(value, group, collector)
+
+    def cleanup(self) -> None:
+        self.reducer.cleanup()
 
 
-class ReturnResultsReducer:
+class _JoinState:
+    """One group's tuples of each side (Storm's ``JoinState``)."""
+
+    __slots__ = ("group", "received", "sides")
+
+    def __init__(self, n: int, group: TridentTuple) -> None:
+        self.group = group
+        self.sides: list[list] = [[] for _ in range(n)]
+        self.received = 0
+
+
+class JoinerMultiReducer(GroupedMultiReducer):
+    """``join`` (Storm's ``JoinerMultiReducer``, ``JoinOutFieldsMode.COMPACT``): per join key of a
+    batch, once every side has a tuple, each new tuple is emitted joined with every combination
+    of the other sides' tuples so far: the join values, then the other values of each side in
+    stream order. At the end of the batch a side with no tuple of the key gives one row of Nones
+    if it is an outer side (``outer[i]``), and the key's combinations are emitted then; a key an
+    inner side lacks gives nothing."""
+
+    def __init__(self, outer: Sequence[bool], num_join: int, side_widths: Sequence[int]) -> None:
+        if len(outer) != len(side_widths):
+            raise ValueError("join: one join type per stream")
+        self.outer = list(outer)
+        self.num_join = num_join
+        self.side_widths = list(side_widths)
+
+    def init(self, collector: TridentCollector, group: TridentTuple) -> _JoinState:
+        return _JoinState(len(self.outer), group)
+
+    def execute(self, state: _JoinState, stream_index: int, group: TridentTuple, input: TridentTuple,
+                collector: TridentCollector) -> None:
+        side = state.sides[stream_index]
+        if not side:
+            state.received += 1
+        side.append(input.values)
+        if state.received == len(state.sides):
+            self._emit_cross(state, collector, stream_index, input.values)
+
+    def complete(self, state: _JoinState, group: TridentTuple, collector: TridentCollector) -> None:
+        sides = state.sides
+        was_empty = state.received < len(sides)
+        for i, side in enumerate(sides):
+            if not side and self.outer[i]:
+                state.received += 1
+                side.append(None)
+        if was_empty and state.received == len(sides):
+            self._emit_cross(state, collector, -1, None)
+
+    def _emit_cross(self, state: _JoinState, collector: TridentCollector, override: int, values: Any) -> None:
+        rows = [[values] if i == override else side for i, side in enumerate(state.sides)]
+        for combo in itertools.product(*rows):
+            collector.emit(self._row(state.group, combo))
+
+    def _row(self, group: TridentTuple, combo: tuple) -> list:
+        out = list(group.values)
+        for width, values in zip(self.side_widths, combo):
+            out.extend([None] * width if values is None else values)
+        return out
+
+
+class PreservingFieldsOrderJoinerMultiReducer(JoinerMultiReducer):
+    """``join(..., mode=JoinOutFieldsMode.PRESERVE)`` (Storm's
+    ``PreservingFieldsOrderJoinerMultiReducer``): as `JoinerMultiReducer`, but each row is every
+    field of each stream, in the stream's own order, streams in call order; a stream's join
+    fields carry the key's values, and an outer side with no tuple of the key gives Nones for all
+    its fields, its join fields too."""
+
+    def __init__(self, outer: Sequence[bool], num_join: int, origin_fields: Sequence[Fields],
+                 join_fields: Sequence[Fields]) -> None:
+        self.origin_widths = [len(f) for f in origin_fields]
+        # per stream, per output field: (True, index in the key) or (False, index in its side)
+        self.recipes: list[list[tuple[bool, int]]] = []
+        for origin, joins in zip(origin_fields, join_fields):
+            recipe, k = [], 0
+            for name in origin:
+                if name in joins:
+                    recipe.append((True, joins.index(name)))
+                else:
+                    recipe.append((False, k))
+                    k += 1
+            self.recipes.append(recipe)
+        super().__init__(outer, num_join, [len(o) - len(j) for o, j in zip(origin_fields, join_fields)])
+
+    def _row(self, group: TridentTuple, combo: tuple) -> list:
+        key = group.values
+        out: list = []
+        for width, recipe, values in zip(self.origin_widths, self.recipes, combo):
+            if values is None:
+                out.extend([None] * width)
+            else:
+                out.extend([key[i] if from_key else values[i] for from_key, i in recipe])
+        return out
+
+
+class ReturnResultsReducer(MultiReducer):
     """The end of a DRPC stream (Storm's ``ReturnResultsReducer``): parent 0 carries each call's
     return-info, parent 1 the stream's results. Per batch, each call gets the JSON list of the
     result tuples' values, emitted as ``[result, return_info]`` for the DRPC return bolt."""
 
-    def init(self) -> tuple[list, list]:
+    def init(self, collector: TridentCollector) -> tuple[list, list]:
         return [], []
 
-    def execute(self, state: tuple[list, list], parent: int, tup: TridentTuple,
+    def execute(self, state: tuple[list, list], stream_index: int, input: TridentTuple,
                 collector: TridentCollector) -> None:
-        state[parent].append(tup.values[0] if parent == 0 else tup.values)
+        state[stream_index].append(input.values[0] if stream_index == 0 else input.values)
 
     def complete(self, state: tuple[list, list], collector: TridentCollector) -> None:
         infos, results = state

@@ -139,3 +139,29 @@ def test_the_bolt_in_source_setting_is_checked_before_anything_starts():
     topology.new_stream("s", _sentences()).each(Fields("sentence"), Split(), Fields("word"))
     with pytest.raises(InvalidTopologyException, match="topology.trident.spark.bolt.in.source.*true or false"):
         start(topology, None, "/nonexistent", conf={Config.TOPOLOGY_TRIDENT_SPARK_BOLT_IN_SOURCE: "yes"})
+
+
+def test_multi_reduce_runs_in_exactly_its_hint_when_ungrouped_and_join_preserve_compiles():
+    """A user MultiReducer over plain streams runs per partition, so its bolt keeps exactly its
+    hint (as a partition_aggregate's); a grouped one and a PRESERVE join are per key."""
+    from squall.trident import JoinOutFieldsMode
+
+    from ..trident.multi_ops import PerSide, Tally
+
+    topology = TridentTopology()
+    a = topology.new_stream("a", FixedBatchSpout(Fields("k", "x"), 2, ["a", 1]))
+    b = topology.new_stream("b", FixedBatchSpout(Fields("j", "y"), 2, ["a", 2]))
+    topology.multi_reduce(a, b, Tally(), Fields("stream", "n", "size")).parallelism_hint(2)
+    plan = compile_topology(topology)
+    [bolt] = [b for b in plan.executor_bolts() if "MultiReduceProcessor" in
+              [type(n.processor).__name__ for n in b.body.nodes]]
+    assert bolt.exact
+    topology = TridentTopology()
+    a = topology.new_stream("a", FixedBatchSpout(Fields("k", "x"), 2, ["a", 1]))
+    b = topology.new_stream("b", FixedBatchSpout(Fields("j", "y"), 2, ["a", 2]))
+    topology.multi_reduce(a.group_by(Fields("k")), b.group_by(Fields("j")), PerSide(2), Fields("g", "n1", "n2"))
+    topology.join(a, Fields("k"), b, Fields("j"), Fields("k", "x", "j", "y"), JoinOutFieldsMode.PRESERVE)
+    plan = compile_topology(topology)
+    reducing = [b for b in plan.executor_bolts() if "MultiReduceProcessor" in
+                [type(n.processor).__name__ for n in b.body.nodes]]
+    assert reducing and not any(b.exact for b in reducing) and all(b.repartition == "hash" for b in reducing)

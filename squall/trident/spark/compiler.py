@@ -52,6 +52,9 @@ from ..processors import (
     CombinerCombineAggregator,
     FilterProcessor,
     GroupedAggregator,
+    GroupedMultiReducerExecutor,
+    MergeReducer,
+    MultiReduceProcessor,
     PartitionPersistProcessor,
     ProjectProcessor,
     StateQueryProcessor,
@@ -326,13 +329,18 @@ _PARTITION_CALLS = frozenset({"get_partition_index", "num_partitions", "get_this
 
 def _partition_sensitive(body: SubtopologyBody) -> bool:
     """Whether ``body`` holds an operation whose result depends on how its input is split into
-    partitions: a ``partition_aggregate`` (or ``min_by``/``max_by``; not the partial step of an
-    ``aggregate``, whose combine after the repartition makes the result), a state (a
+    partitions: a ``partition_aggregate`` (or ``min``/``max``/``min_by``/``max_by``; not the
+    partial step of an ``aggregate``, whose combine after the repartition makes the result), a
+    ``multi_reduce`` of your `MultiReducer` over ungrouped streams (run per partition; a
+    grouped one, ``join`` and ``merge`` give the same per key or per tuple), a state (a
     ``partition_persist``, a ``state_query``: made per partition), or an operation of the user's
     whose code reads its partition's index or count (`_reads_partition`)."""
     for node in body.nodes:
         proc = node.processor
         if isinstance(proc, AggregateProcessor) and not proc.partial:
+            return True
+        if isinstance(proc, MultiReduceProcessor) and not isinstance(proc.op, (MergeReducer,
+                                                                               GroupedMultiReducerExecutor)):
             return True
         if node.state_id is not None or isinstance(proc, (PartitionPersistProcessor, StateQueryProcessor)):
             return True

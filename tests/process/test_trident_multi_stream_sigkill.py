@@ -2,7 +2,8 @@
 transactional spouts (Count and Sum per key of the joined pairs), their merge (Count per key)
 and a grouped `chained_agg` (Count and Sum per key in one tuple, each persisted) write into
 Redis maps (transactional and opaque) exactly what a plain-Python join, merge and count of the
-spouts' batches give, when the worker holding a commit (after its writes) is SIGKILLed."""
+spouts' batches give (and a user GroupedMultiReducer over both, Sum per key of its per-side
+counts), when the worker holding a commit (after its writes) is SIGKILLed."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from squall.trident import Count, Sum, TridentTopology
 from ..conftest import wait_until
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
 from ..trident.exactly_once import HeldCommit, held_pid
+from ..trident.multi_ops import PerSide
 
 redis = pytest.importorskip("redis")
 
@@ -56,6 +58,11 @@ def test_join_merge_and_chained_agg_store_exact_figures_after_a_worker_is_sigkil
         merged = topo.merge(left.project(Fields("k")), right.project(Fields("k2")))
         merged.group_by(Fields("k")).persistent_aggregate(
             state("transactional", "merge-n"), Count(), Fields("n")).parallelism_hint(2)
+        # a user GroupedMultiReducer (per key of a batch: tuples of each side), persisted
+        sides = topo.multi_reduce(left.group_by(Fields("k")), right.group_by(Fields("k2")), PerSide(2),
+                                  Fields("key", "nl", "nr")).parallelism_hint(2)
+        sides.group_by(Fields("key")).persistent_aggregate(
+            state("transactional", "multi-nr"), Fields("nr"), Sum(), Fields("nr_total")).parallelism_hint(2)
         chained = left.group_by(Fields("k")).chained_agg() \
             .aggregate(Count(), Fields("n")).aggregate(Fields("a"), Sum(), Fields("s")).chain_end()
         chained.group_by(Fields("k")).persistent_aggregate(
@@ -65,7 +72,8 @@ def test_join_merge_and_chained_agg_store_exact_figures_after_a_worker_is_sigkil
         built = topo.build()
 
     txids = range(1, max(len(LEFT) // 6, len(RIGHT) // 4) + 1)
-    expected = {name: collections.Counter() for name in ("join-n", "join-s", "merge-n", "chain-n", "chain-s")}
+    expected = {name: collections.Counter() for name in ("join-n", "join-s", "merge-n", "chain-n", "chain-s",
+                                                               "multi-nr")}
     for t in txids:  # a join is within one batch: the txid's batch of each spout
         for k, a in lspout.batch(t):
             for k2, b in rspout.batch(t):
@@ -78,6 +86,9 @@ def test_join_merge_and_chained_agg_store_exact_figures_after_a_worker_is_sigkil
         expected["chain-s"][k] += a
     for k2, _ in RIGHT:
         expected["merge-n"][k2] += 1
+        expected["multi-nr"][k2] += 1
+    for k, _ in LEFT:  # a key only the left side has is a group too, of no right tuple
+        expected["multi-nr"].setdefault(k, 0)
     client = redis.Redis.from_url(url)
 
     def stored() -> dict[str, dict[str, int]]:

@@ -36,7 +36,7 @@ from typing import Any
 
 from ._collectors import BasicOutputCollector, OutputCollector, OutputFieldsDeclarer
 from ._components import BasicBolt, Bolt, _Component
-from ._config import Config
+from ._config import Config, conf_value
 from ._errors import FailedException, ReportedFailedException
 from ._failure import EXCEPTION, EXPLICIT, FailureCause
 from ._fields import Fields, GlobalStreamId
@@ -169,7 +169,7 @@ class CoordinatedBolt(Bolt):
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         super().prepare(conf, context, collector)
         self._lock = threading.RLock()  # Storm's synchronized (tracked)
-        timeout = conf.get(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or 30
+        timeout = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
         expire = self._timed_out if isinstance(self.delegate, TimeoutCallback) else self._timed_out_silently
         self._tracked = TimeCacheMap(timeout, expire)
         self._count_out_tasks: list[int] = []

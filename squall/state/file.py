@@ -234,7 +234,7 @@ class FileKeyValueStateProvider(StateProvider):
             last = LastWrite(backend, topology_of(conf), namespace, storm_id, home.machine or socket.gethostname(),
                              os.path.abspath(root), owner)
             last.check(store.lineage, store.dir, f"the \"directory\" of {PROVIDER_CONFIG_KEY}" if given
-                       else "storm.local.dir", afresh)
+                       else Config.STORM_LOCAL_DIR, afresh)
             store.on_write = last.record
         return TransactionalKeyValueState(store, StateCodec(conf, owner))
 

@@ -159,14 +159,24 @@ class _Declarer:
         return self.add_configuration(Config.TOPOLOGY_EXECUTOR_OWN_THREAD, flag)
 
 
-def _storm_order(what: Any, stream: Any) -> tuple[Any, Any]:
+def _storm_order(what: Any, stream: Any, takes: Callable[[Any], bool]) -> tuple[Any, Any]:
     """``(what, stream)`` of a grouping given in squall's order, ``(component, what, stream)``,
     or in Storm's, ``fieldsGrouping(componentId, streamId, fields)`` and the like, which a Storm
-    user writes out of habit: a stream id is a str, so a str followed by what is not one can
-    only be Storm's order."""
-    if isinstance(what, str) and not isinstance(stream, str):
+    user writes out of habit: a stream id is a str, so a str followed by what the grouping takes
+    (``takes``: a `Fields` or a list of names, a `CustomStreamGrouping`) can only be Storm's
+    order. Anything else is left as given, for `BoltDeclarer._subscribe` to refuse naming both
+    (a stream id of None is not a field list)."""
+    if isinstance(what, str) and not isinstance(stream, str) and takes(stream):
         return stream, what
     return what, stream
+
+
+def _is_fields(value: Any) -> bool:
+    return isinstance(value, Fields) or (isinstance(value, (list, tuple)) and all(isinstance(n, str) for n in value))
+
+
+def _is_custom_grouping(value: Any) -> bool:
+    return isinstance(value, CustomStreamGrouping)
 
 
 class SpoutDeclarer(_Declarer):
@@ -191,14 +201,14 @@ class BoltDeclarer(_Declarer):
                         stream: str = DEFAULT_STREAM) -> BoltDeclarer:
         """Tuples with equal values of ``fields`` always go to the same task. Storm's order,
         ``fields_grouping(component_id, stream, fields)``, is taken too (`_storm_order`)."""
-        fields, stream = _storm_order(fields, stream)
+        fields, stream = _storm_order(fields, stream, _is_fields)
         return self._subscribe(component_id, stream, Grouping(FIELDS, _fields(fields)))
 
     def partial_key_grouping(self, component_id: str, fields: Fields | list[str],
                              stream: str = DEFAULT_STREAM) -> BoltDeclarer:
         """Like fields grouping, but each key is split over two tasks by load. Storm's order,
         ``partial_key_grouping(component_id, stream, fields)``, is taken too."""
-        fields, stream = _storm_order(fields, stream)
+        fields, stream = _storm_order(fields, stream, _is_fields)
         return self._subscribe(component_id, stream, Grouping(PARTIAL_KEY, _fields(fields)))
 
     def all_grouping(self, component_id: str, stream: str = DEFAULT_STREAM) -> BoltDeclarer:
@@ -225,7 +235,7 @@ class BoltDeclarer(_Declarer):
                         stream: str = DEFAULT_STREAM) -> BoltDeclarer:
         """Route with a `CustomStreamGrouping` (copied per emitting task). Storm's order,
         ``custom_grouping(component_id, stream, grouping)``, is taken too."""
-        grouping, stream = _storm_order(grouping, stream)
+        grouping, stream = _storm_order(grouping, stream, _is_custom_grouping)
         if not isinstance(grouping, CustomStreamGrouping):
             raise InvalidTopologyException(
                 f"Component [{self._spec.id}]: custom grouping on [{component_id}] must be a "

@@ -10,7 +10,16 @@ from collections import defaultdict
 
 import pytest
 
-from squall import Bolt, CustomStreamGrouping, Fields, GlobalStreamId, LocalCluster, Spout, TopologyBuilder
+from squall import (
+    Bolt,
+    CustomStreamGrouping,
+    Fields,
+    GlobalStreamId,
+    InvalidTopologyException,
+    LocalCluster,
+    Spout,
+    TopologyBuilder,
+)
 from squall._grouping import CUSTOM, FIELDS, PARTIAL_KEY
 from squall.testing._registry import SharedLog
 
@@ -94,3 +103,18 @@ def test_the_other_groupings_take_storms_order_too_and_squalls_is_unchanged(decl
     inputs = b.create_topology().bolts["record"].inputs
     assert list(inputs) == [GlobalStreamId("numbers", "odd-even")]
     assert next(iter(inputs.values())).kind == kind
+
+
+@pytest.mark.parametrize("declare", ["fields", "partial_key"])
+@pytest.mark.parametrize("stream", [None, 5])
+def test_a_stream_id_that_is_not_a_str_is_refused_naming_it_not_taken_for_the_fields(declare, stream):
+    """squall's order with a bad stream id, ``fields_grouping("numbers", "key", None)`` (a str
+    field and a stream that is not a str, nor a field list): not Storm's order, so refused
+    naming the component and the stream id as before Storm's order was taken (it was a bare
+    "TypeError: 'NoneType' object is not iterable", the stream id taken for the fields)."""
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers())
+    d = b.set_bolt("record", Record(SharedLog()), 2)
+    with pytest.raises(InvalidTopologyException, match=r"Component \[record\] subscribes with a non-string id: "
+                                                        rf"'numbers', {stream!r}"):
+        getattr(d, f"{declare}_grouping")("numbers", "key", stream)

@@ -277,7 +277,9 @@ class CheckpointSpout(Spout):
             self.progress.failed(self.progress.state.txid)
             self._lose(str(e))
         except StateError as e:
-            self.collector.report_error(StateError(f"{self._where}: cannot save its checkpoint state: {e}"))
+            error = StateError(f"{self._where}: cannot save its checkpoint state: {e}")
+            error.__cause__ = e  # its traceback and type in the report too
+            self.collector.report_error(error)
             self.progress.failed(self.progress.state.txid)
             self.progress.pause(self._now())
 

@@ -148,7 +148,9 @@ class FileStore(MemoryStore):
 
     def _write(self, role: str, txid: int | None, changes: Changes) -> None:
         payload = msgpack.packb([_FORMAT, txid, [[k, v] for k, v in changes.items()]], use_bin_type=True)
-        write_private(self.dir / role, seal(self._key, self._kind(role), payload), self.kept)
+        # fsynced as ``committed`` is: once every bolt acked its prepare, the checkpoint spout
+        # saves COMMITTING, and a restart then commits what ``prepared`` holds
+        write_private(self.dir / role, seal(self._key, self._kind(role), payload), self.kept, durable=True)
 
     def _write_committed(self, txid: int | None, entries: Changes) -> None:
         """Write ``committed`` as the next write of this store's lineage, then tell `on_write`."""

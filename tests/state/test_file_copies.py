@@ -244,6 +244,8 @@ def test_a_commit_is_on_the_disk_before_it_returns(machines, monkeypatch):
     state = FileKeyValueStateProvider().new_state("count-3", CONF, machines("m0"))
     state.put("a", 1)
     state.prepare_commit(1)
+    # the prepare too: once acked, the spout saves COMMITTING, and a restart commits what it holds
+    assert any(p.endswith(".tmp") and ".prepared." in p for p in synced), synced
     synced.clear()
     state.commit(1)
     directory = os.path.dirname(next(p for p in synced if p.endswith(".tmp")))

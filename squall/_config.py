@@ -259,6 +259,14 @@ class Config(dict):
     """Where logs go; None: ``<storm.local.dir>/logs``."""
     STORM_WORKERS_ARTIFACTS_DIR = "storm.workers.artifacts.dir"
     """Workers' logs directory (relative: under ``storm.log.dir``)."""
+    LOGVIEWER_CLEANUP_INTERVAL_SECS = "logviewer.cleanup.interval.secs"
+    """How often the supervisor cleans up worker logs (None: never)."""
+    LOGVIEWER_CLEANUP_AGE_MINS = "logviewer.cleanup.age.mins"
+    """A dead worker's log directory is removed once everything in it is this old."""
+    LOGVIEWER_MAX_SUM_WORKER_LOGS_SIZE_MB = "logviewer.max.sum.worker.logs.size.mb"
+    """The most all worker log directories of a machine may hold (MB)."""
+    LOGVIEWER_MAX_PER_WORKER_LOGS_SIZE_MB = "logviewer.max.per.worker.logs.size.mb"
+    """The most one worker log directory may hold (MB; at most half the total)."""
     SQUALL_SECRET = "squall.secret"
     """The cluster's shared secret (never shown; generated into storm.local.dir when unset)."""
     SQUALL_ENCRYPTION = "squall.encryption"
@@ -938,6 +946,11 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.STORM_LOG_DIR: (_string, "a directory (a non-empty string), or null for <storm.local.dir>/logs", True),
     Config.STORM_WORKERS_ARTIFACTS_DIR: (_string, "a directory (a non-empty string; relative: under storm.log.dir)",
                                          False),
+    Config.LOGVIEWER_CLEANUP_INTERVAL_SECS: (_positive_int, "a positive integer number of seconds, or null (never clean up)",
+                                             True),
+    Config.LOGVIEWER_CLEANUP_AGE_MINS: (_positive_int, "a positive integer number of minutes", False),
+    Config.LOGVIEWER_MAX_SUM_WORKER_LOGS_SIZE_MB: (_positive_int, "a positive integer number of megabytes", False),
+    Config.LOGVIEWER_MAX_PER_WORKER_LOGS_SIZE_MB: (_positive_int, "a positive integer number of megabytes", False),
     Config.SQUALL_SPARK_EXECUTOR_WAIT_SECS: (_non_negative_number, "a non-negative number of seconds", False),
     Config.SQUALL_SPARK_STOP_GRACE_SECS: (_non_negative_number, "a non-negative number of seconds", False),
     Config.SQUALL_SPARK_WORKER_HOST: (_string, "a host name or address, or null", True),

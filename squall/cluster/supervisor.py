@@ -14,7 +14,8 @@ On the process host (``python -m squall.cluster.supervisor``, or started by ``sq
 --host process``) workers die with their supervisor (``PR_SET_PDEATHSIG``), but not with the
 master: its death does not touch them. There it also runs the node's health checks
 (`squall.cluster.health`): while they fail it stops its workers, starts none, and says so in its
-syncs, so that the master moves them to healthy nodes.
+syncs, so that the master moves them to healthy nodes. And between syncs it cleans its machine's
+worker logs as Storm's logviewer does (`squall.cluster.log_cleaner`, ``logviewer.cleanup.*``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from .._redact import redact_logs
 from ..worker.calls import MasterCalls, nimbus_of
 from .health import HealthCheck, HealthMonitor
 from .launcher import Launcher
+from .log_cleaner import LogCleaner
 from .logs import log_own_output
 
 log = logging.getLogger("squall.supervisor")
@@ -52,14 +54,17 @@ class Supervisor:
         master: how to reach the master.
         supervisor_id: its id at the master (default: this machine's name and a random suffix).
         health: the node's health checks, read at each sync (`HealthMonitor`; None: always healthy).
+        cleaner: cleans the machine's worker logs, ticked after each sync (None: none).
     """
 
     def __init__(self, conf: dict[str, Any], launcher: Launcher, master: MasterCalls,
-                 supervisor_id: str | None = None, health: HealthMonitor | None = None) -> None:
+                 supervisor_id: str | None = None, health: HealthMonitor | None = None,
+                 cleaner: LogCleaner | None = None) -> None:
         self.conf = conf
         self.launcher = launcher
         self.master = master
         self.health = health
+        self.cleaner = cleaner
         self.id = supervisor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         self.nimbus = nimbus_of(master)  # the verbs, typed (records passed as they are to a master in this process)
         self.exits: list[WorkerExit] = []  # reported at the next sync that reaches the master
@@ -144,6 +149,9 @@ class Supervisor:
         try:
             while not self._stopping:
                 self.sync()
+                if self.cleaner is not None:
+                    # on this thread, between syncs: no worker starts while a directory is judged dead
+                    self.cleaner.tick()
                 time.sleep(self._frequency())
         except KeyboardInterrupt:
             pass
@@ -166,14 +174,20 @@ def process_supervisor(conf: dict[str, Any], host: str | None = None) -> Supervi
     ``<storm.local.dir>/supervisor``, binding ``host`` (default ``storm.local.hostname``, else
     127.0.0.1), the master found as a client finds it (the leader among ``nimbus.seeds``, else
     ``nimbus.host``), over the authenticated RPC channel; the node's health checks run on a thread
-    of its own."""
+    of its own; its worker logs are cleaned up between syncs (`LogCleaner`)."""
     from .process_launcher import ProcessLauncher
     from .seeds import master_link
 
     directory = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "supervisor")
     link = master_link(conf, timeout=5)
     launcher = ProcessLauncher(conf, host or node_address(conf), link, directory)
-    return Supervisor(conf, launcher, link, health=HealthMonitor(HealthCheck.from_conf(conf)).start())
+    return Supervisor(conf, launcher, link, health=HealthMonitor(HealthCheck.from_conf(conf)).start(),
+                      cleaner=LogCleaner.from_conf(conf, lambda: live_workers(launcher)))
+
+
+def live_workers(launcher: Launcher) -> set[tuple[str, str]]:
+    """``(topology id, port)`` of the workers ``launcher`` runs: their log directories are alive."""
+    return {(launch.storm_id, str(port)) for port, launch in launcher.running().items()}
 
 
 def node_address(conf: dict[str, Any]) -> str:

@@ -328,6 +328,14 @@ class Config(dict):
     """Largest frame (bytes) a DRPC connection takes."""
     DRPC_MAX_CONNECTIONS = "drpc.max.connections"
     """Connections a DRPC server keeps open at most."""
+    DRPC_HTTP_PORT = "drpc.http.port"
+    """The DRPC server's HTTP port (None or negative: no HTTP interface; 0: a free port)."""
+    DRPC_HTTP_HOST = "drpc.http.host"
+    """The address the DRPC server's HTTP interface binds."""
+    DRPC_HTTP_ALLOWED_HOSTS = "drpc.http.allowed.hosts"
+    """Host header names the DRPC HTTP interface accepts beside loopback and ``drpc.http.host``."""
+    DRPC_HTTP_SECRET_REQUIRED = "drpc.http.secret.required"
+    """False opens the DRPC HTTP interface to callers without the cluster's secret."""
 
     def set_num_workers(self, n: int) -> None:
         """Set ``topology.workers``."""
@@ -972,6 +980,12 @@ _VALIDATORS: dict[str, tuple[Any, str, bool]] = {
     Config.DRPC_MAX_BUFFER_SIZE: (lambda v: _positive_int(v) and v >= MIN_FRAME_BYTES,
                                   f"a number of bytes of at least {MIN_FRAME_BYTES}", False),
     Config.DRPC_MAX_CONNECTIONS: (_positive_int, "a positive integer", False),
+    Config.DRPC_HTTP_PORT: (lambda v: type(v) is int and v <= 65535,
+                            "a port number (0 to 65535; 0: any free port; negative or null: no HTTP interface)", True),
+    Config.DRPC_HTTP_HOST: (_string, "a host name or address", False),
+    Config.DRPC_HTTP_ALLOWED_HOSTS: (_strings, "a list of host names (\"*\": any; \"*.example.com\": any under it)",
+                                     True),
+    Config.DRPC_HTTP_SECRET_REQUIRED: _BOOL,
 }
 
 

@@ -13,6 +13,7 @@ from .._config import Config
 from .._errors import SquallError
 from .._redact import redact_logs
 from ..drpc.server import BackgroundDRPC, Listening, run_drpc
+from ..ui.drpc_http import start_http
 from ._options import UserError, cluster_conf_of
 
 
@@ -24,7 +25,7 @@ def cmd_drpc(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     redact_logs()
     try:
-        return run_drpc(conf, on_ready=_print_ready)
+        return run_drpc(conf, on_ready=_print_ready, http=start_http)
     except OSError as e:
         raise UserError(_listen_error(conf, e)) from e
     except SquallError as e:
@@ -33,8 +34,9 @@ def cmd_drpc(args: argparse.Namespace) -> int:
 
 def _print_ready(where: Listening) -> None:
     """The line scripts wait for, as ``squall nimbus ready at ...``."""
+    http = "" if where.http is None else f", HTTP at {where.http[0]} port {where.http[1]}"
     print(f"squall drpc ready at {', '.join(where.addresses)} port {where.port} "
-          f"(invocations port {where.invocations_port})", flush=True)
+          f"(invocations port {where.invocations_port}{http})", flush=True)
 
 
 def _listen_error(conf: dict, error: OSError) -> str:
@@ -52,7 +54,7 @@ def drpc_beside_nimbus(conf: dict) -> BackgroundDRPC | None:
         UserError: its ports are taken, or a DRPC key is invalid.
     """
     try:
-        server = BackgroundDRPC.start_for_nimbus(conf)
+        server = BackgroundDRPC.start_for_nimbus(conf, http=start_http)
     except OSError as e:
         raise UserError(_listen_error(conf, e)) from e
     except SquallError as e:

@@ -6,7 +6,8 @@ topologies' DRPC spouts and return bolts on ``drpc.invocations.port`` (3773) run
 cluster's secret by `squall._wire`'s handshake and frames (as the master's), at most
 ``drpc.max.connections`` are open, and a frame over ``drpc.max_buffer_size`` bytes closes its
 connection. A request with no result within ``drpc.request.timeout.secs`` (600) fails with
-`DRPCExecutionException` (SERVER_TIMEOUT).
+`DRPCExecutionException` (SERVER_TIMEOUT). With ``drpc.http.port`` set, Storm's HTTP interface
+is served on the same loop too (`squall.ui.drpc_http`, handed in by the CLI).
 
 The server binds the addresses of the entries of ``drpc.servers`` that name this machine (so
 that callers and spouts reach it by the names they are given); ``squall nimbus`` starts one
@@ -23,9 +24,10 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, NamedTuple, Protocol
 
+from .._config import Config, setting
 from .._errors import SquallError
 from .client import ClusterLinks, outcome_reply
 from .core import Outcome, RequestBook
@@ -84,22 +86,46 @@ def addresses_to_serve(conf: Mapping[str, Any]) -> list[str]:
 
 
 # --- the server -------------------------------------------------------------------------------------
+class HttpInterface(Protocol):
+    """Storm's DRPC HTTP interface as the server runs it (`squall.ui.drpc_http.HttpInterface`)."""
+
+    where: tuple[str, int]
+
+    async def stop(self, grace: float) -> None:
+        """Stop serving, waiting up to ``grace`` seconds."""
+
+
+HttpStarter = Callable[[Mapping[str, Any], Callable[[str, str], Awaitable[Outcome]], bytes, int],
+                       "HttpInterface | None"]
+"""Starts the HTTP interface on the running loop (configuration, the server's `DRPCServer.run`,
+the cluster's secret, the connection cap), or None when ``drpc.http.port`` is off."""
+
+
 class Listening(NamedTuple):
-    """Where a running server listens."""
+    """Where a running server listens (``http``: the HTTP interface's host and port, or None)."""
 
     addresses: tuple[str, ...]
     port: int
     invocations_port: int
+    http: tuple[str, int] | None = None
 
 
 class DRPCServer:
     """Storm's DRPC server on an asyncio loop: `serve` until cancelled.
 
-    ``clock`` is the monotonic clock request deadlines are read on.
+    ``clock`` is the monotonic clock request deadlines are read on; ``http`` starts Storm's HTTP
+    interface when ``drpc.http.port`` is set (`squall.ui.drpc_http.start_http`, from a layer above).
     """
 
-    def __init__(self, conf: Mapping[str, Any], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, conf: Mapping[str, Any], clock: Callable[[], float] = time.monotonic,
+                 http: HttpStarter | None = None) -> None:
         self.links = ClusterLinks.of(conf)
+        self._conf = conf
+        self._http = http
+        port = setting(conf, Config.DRPC_HTTP_PORT)
+        if http is None and port is not None and port >= 0:
+            raise SquallError("drpc.http.port is set, but this DRPC server was made without its HTTP interface "
+                              "(squall drpc and squall nimbus serve it: pass http=squall.ui.drpc_http.start_http)")
         self.book = RequestBook(self.links.drpc.request_timeout)
         self.clock = clock
         self.listening: Listening | None = None
@@ -139,8 +165,16 @@ class DRPCServer:
         except BaseException:
             callers.close()
             raise
+        http: HttpInterface | None = None
+        if self._http is not None:
+            try:
+                http = self._http(self._conf, self.run, self.links.secret, cap)
+            except BaseException:
+                callers.close()
+                invocations.close()
+                raise
         self.listening = Listening(tuple(addresses), callers.sockets[0].getsockname()[1],
-                                   invocations.sockets[0].getsockname()[1])
+                                   invocations.sockets[0].getsockname()[1], None if http is None else http.where)
         log.info("squall drpc listening on %s: port %d (callers), %d (invocations); requests time out after %g s; "
                  "at most %d connections a port", ", ".join(addresses), self.listening.port,
                  self.listening.invocations_port, drpc.request_timeout, cap)
@@ -156,6 +190,8 @@ class DRPCServer:
             if self._in_flight:
                 with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(self._all_answered.wait(), SHUTDOWN_ANSWER_SECS)
+            if http is not None:
+                await http.stop(SHUTDOWN_ANSWER_SECS)
             stats = self.book.stats()
             log.info("squall drpc stopped: %d requests, %d answered, %d failed, %d timed out", stats.executed,
                      stats.returned, stats.failed, stats.timed_out)
@@ -167,6 +203,16 @@ class DRPCServer:
 
     async def execute(self, function: str, args: str) -> dict[str, Any]:
         """Queue the request and wait for its outcome (`outcome_reply`)."""
+        outcome = await self.run(function, args)
+        return outcome_reply(outcome.result, outcome.error)
+
+    async def run(self, function: str, args: str) -> Outcome:
+        """Queue the request and wait for its outcome (for ``drpc.port`` and the HTTP interface).
+
+        Raises:
+            DRPCExecutionException: the server is shutting down (SERVER_SHUTDOWN).
+            TypeError, ValueError: as `RequestBook.submit`.
+        """
         loop = asyncio.get_running_loop()
         done: asyncio.Future[Outcome] = loop.create_future()
 
@@ -193,7 +239,7 @@ class DRPCServer:
             self._in_flight -= 1
             if not self._in_flight:
                 self._all_answered.set()
-        return outcome_reply(outcome.result, outcome.error)
+        return outcome
 
     async def _invocations(self, op: str, args: dict[str, Any], session: dict[str, Any]) -> Any:
         if op == "fetch_request":
@@ -234,15 +280,17 @@ def serving_addresses(conf: Mapping[str, Any]) -> list[str]:
     return addresses
 
 
-def run_drpc(conf: Mapping[str, Any], on_ready: Callable[[Listening], None] | None = None) -> int:
-    """``squall drpc``: serve until SIGINT/SIGTERM; ``on_ready`` once it listens.
+def run_drpc(conf: Mapping[str, Any], on_ready: Callable[[Listening], None] | None = None,
+             http: HttpStarter | None = None) -> int:
+    """``squall drpc``: serve until SIGINT/SIGTERM; ``on_ready`` once it listens; ``http`` as
+    `DRPCServer`'s.
 
     Raises:
         SquallError: as `serving_addresses`, or a key is invalid (named).
         OSError: a port is taken.
     """
     addresses = serving_addresses(conf)
-    server = DRPCServer(conf)
+    server = DRPCServer(conf, http=http)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -275,8 +323,8 @@ class BackgroundDRPC:
     """A `DRPCServer` on a thread of its own, for ``squall nimbus`` (process and Spark hosts):
     `start_for_nimbus` starts one when ``drpc.servers`` names this machine."""
 
-    def __init__(self, conf: Mapping[str, Any], addresses: list[str]) -> None:
-        self.server = DRPCServer(conf)
+    def __init__(self, conf: Mapping[str, Any], addresses: list[str], http: HttpStarter | None = None) -> None:
+        self.server = DRPCServer(conf, http=http)
         self._addresses = addresses
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task | None = None
@@ -285,8 +333,9 @@ class BackgroundDRPC:
         self._thread = threading.Thread(target=self._run, name="squall-drpc", daemon=True)
 
     @classmethod
-    def start_for_nimbus(cls, conf: Mapping[str, Any]) -> BackgroundDRPC | None:
-        """The DRPC server, listening, if ``drpc.servers`` names this machine; else None.
+    def start_for_nimbus(cls, conf: Mapping[str, Any], http: HttpStarter | None = None) -> BackgroundDRPC | None:
+        """The DRPC server, listening, if ``drpc.servers`` names this machine; else None
+        (``http`` as `DRPCServer`'s).
 
         Raises:
             OSError: a port is taken.
@@ -294,7 +343,7 @@ class BackgroundDRPC:
         addresses = addresses_to_serve(conf)
         if not addresses:
             return None
-        background = cls(conf, addresses)
+        background = cls(conf, addresses, http)
         background._thread.start()
         background._ready.wait()
         if background._error is not None:

@@ -177,3 +177,29 @@ class FullTableLog:
                 loop.default_exception_handler(context)
 
         loop.set_exception_handler(handle)
+
+
+def listening_socket(host: str, port: int, what: str, keys: str, hint: str = "") -> socket.socket:
+    """A listening socket on ``host``:``port`` (0: a free port) for ``what`` (the UI, the DRPC
+    HTTP interface), not inherited by child processes.
+
+    Raises:
+        SquallError: the address cannot be bound, naming it and the settings that chose it
+            (``keys``), with ``hint`` when binding failed (a port taken).
+    """
+    from ._errors import SquallError
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as e:
+        raise SquallError(f"{what} cannot listen on {host}:{port} ({keys}): {e.strerror or e}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(ACCEPT_BACKLOG)
+    except OSError as e:
+        sock.close()
+        raise SquallError(f"{what} cannot listen on {host}:{port} ({keys}): {e.strerror or e}{hint}") from None
+    sock.set_inheritable(False)
+    return sock

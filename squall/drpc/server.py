@@ -358,7 +358,8 @@ class BackgroundDRPC:
             waiting = asyncio.ensure_future(ready.wait())
             await asyncio.wait({serving, waiting}, return_when=asyncio.FIRST_COMPLETED)
             waiting.cancel()
-            self._ready.set()
+            if not serving.done():  # else its error is kept first (below), then the caller woken
+                self._ready.set()
             await serving
         try:
             asyncio.run(main())  # which also ends the connections still open

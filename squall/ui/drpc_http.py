@@ -33,12 +33,12 @@ import contextlib
 import hmac
 import json
 import logging
-import socket
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 from .._config import Config, setting
+from .._connlimit import listening_socket
 from .._errors import SquallError
 from ..drpc.core import DRPCExceptionType, DRPCExecutionException, Outcome
 from .guard import allowed_hosts, host_allowed
@@ -202,32 +202,6 @@ class DrpcHttpApp:
                 return b"".join(chunks)
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host``:``port`` (0: a free port).
-
-    Raises:
-        SquallError: the address cannot be bound (naming it and the keys).
-    """
-    from .._connlimit import ACCEPT_BACKLOG
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as e:
-        raise SquallError(f"the DRPC HTTP interface cannot listen on {host}:{port} (drpc.http.host, "
-                          f"drpc.http.port): {e.strerror or e}") from None
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(ACCEPT_BACKLOG)
-    except OSError as e:
-        sock.close()
-        raise SquallError(f"the DRPC HTTP interface cannot listen on {host}:{port} (drpc.http.host, "
-                          f"drpc.http.port): {e.strerror or e}") from None
-    sock.set_inheritable(False)
-    return sock
-
-
 def http_server(app: DrpcHttpApp, conf: Mapping[str, Any], max_connections: int) -> Any:
     """uvicorn's server for ``app``, slow clients held to ``ui.request.timeout.secs`` and
     ``max_connections`` (`squall.ui.slow_clients`). Serve it with ``_serve(sockets=[...])`` on
@@ -280,7 +254,8 @@ def start_http(conf: Mapping[str, Any], execute: Callable[[str, str], Awaitable[
     if settings is None:
         return None
     server = http_server(DrpcHttpApp(execute, settings, secret), conf, max_connections)
-    sock = bind(settings.host, settings.port)
+    sock = listening_socket(settings.host, settings.port, "the DRPC HTTP interface",
+                            "drpc.http.host, drpc.http.port")
     # uvicorn's _serve, not serve: serve would take over the process's signal handlers
     task = asyncio.ensure_future(server._serve(sockets=[sock]))
     log.info("squall drpc HTTP interface on %s port %d (%s)", settings.host, sock.getsockname()[1],

@@ -6,14 +6,13 @@ foreground (``squall ui``) or on a thread (``LocalCluster(ui_port=...)``, the Sp
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._config import SECRET_KEY, Config, conf_value, setting
-from .._connlimit import ACCEPT_BACKLOG
+from .._connlimit import ACCEPT_BACKLOG, listening_socket
 from .._errors import SquallError
 from .app import create_app
 from .link import DirectLink, RpcLink, UiMasterLink
@@ -98,30 +97,6 @@ def _app(link: UiMasterLink, conf: Mapping[str, Any], secret: bytes | None) -> S
     return app
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host``:``port`` (0: a free port).
-
-    Raises:
-        SquallError: the address cannot be bound (naming it and ``ui.host``/``ui.port``).
-    """
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, kind, proto, _, address = infos[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as e:
-        raise SquallError(f"the UI cannot listen on {host}:{port} (ui.host, ui.port): {e.strerror or e}") from None
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(ACCEPT_BACKLOG)
-    except OSError as e:
-        sock.close()
-        raise SquallError(f"the UI cannot listen on {host}:{port} (ui.host, ui.port): {e.strerror or e} "
-                          f"(is another UI running? ui.port: 0 takes any free port)") from None
-    sock.set_inheritable(False)
-    return sock
-
-
 class UiServer:
     """uvicorn serving ``app`` on ``host``:``port``, bound at construction (so ``port`` is the
     real one when 0 was asked). `run` serves in this thread until SIGINT/SIGTERM; `start` on a
@@ -131,7 +106,8 @@ class UiServer:
     def __init__(self, app: Starlette, host: str, port: int) -> None:
         import uvicorn
         self.host = host
-        self._sock = bind(host, port)
+        self._sock = listening_socket(host, port, "the UI", "ui.host, ui.port",
+                                      " (is another UI running? ui.port: 0 takes any free port)")
         self.port: int = self._sock.getsockname()[1]
         self._pages: WebPages | None = getattr(app.state, "web_pages", None)
         limits: UiLimits = getattr(app.state, "ui_limits", None) or ui_limits({})

@@ -222,3 +222,20 @@ def test_off_unless_the_port_is_set_and_storms_filters_refused(http_conf):
         DRPCServer(http_conf)
     with pytest.raises(SquallError, match="drpc.http.filter"):
         BackgroundDRPC.start_for_nimbus({**http_conf, "drpc.http.filter": "org.example.AuthFilter"}, http=start_http)
+
+
+def test_a_server_that_fails_to_start_always_says_so(http_conf):
+    """The server thread woke its starter before it had kept the error its serve raised, so a
+    DRPC server whose start failed (here, Storm's HTTP filter refused) was now and then returned
+    as started (the filter test failed about once in several runs under load)."""
+    import sys
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # hand the GIL over as often as it can: the race shows at once
+    try:
+        for _ in range(100):
+            with pytest.raises(SquallError, match="drpc.http.filter"):
+                BackgroundDRPC.start_for_nimbus({**http_conf, "drpc.http.filter": "org.example.AuthFilter"},
+                                                http=start_http)
+    finally:
+        sys.setswitchinterval(before)

@@ -29,6 +29,8 @@ from squall.testing import (
 )
 from squall.testing._registry import SharedLog
 
+from .conftest import wait_until
+
 
 class AckTrackingFeeder:
     """storm-core's AckTrackingFeeder: a FeederSpout whose acks an AckTracker counts."""
@@ -252,7 +254,10 @@ def test_tracked_wait_times_out_naming_what_is_not_processed():
     feeder = AckTrackingFeeder("n")
     builder = TopologyBuilder()
     builder.set_spout("numbers", feeder.spout)
-    builder.set_bolt("held", Held()).shuffle_grouping("numbers")
+    # on a thread of its own: held, it must not hold the spout's loop too (the spout's second
+    # emit then waited for it, and the timeout saw one tuple or two by the machine's speed)
+    builder.set_bolt("held", Held()).shuffle_grouping("numbers") \
+        .add_configuration(Config.TOPOLOGY_EXECUTOR_OWN_THREAD, True)
     HELD.clear()
     with LocalCluster() as cluster:
         tracked = TrackedTopology(builder.create_topology(), cluster)
@@ -260,6 +265,8 @@ def test_tracked_wait_times_out_naming_what_is_not_processed():
         try:
             feeder.feed([1])
             feeder.feed([2])
+            # both emitted (and so transferred, counted before the emit returns), then the wait
+            assert wait_until(lambda: tracked.global_amt("spout-emitted") == 2, 30)
             with pytest.raises(AssertionError) as caught:
                 tracked_wait(tracked, 2, timeout_secs=0.5)
             message = str(caught.value)

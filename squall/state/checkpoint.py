@@ -13,9 +13,9 @@ each step, so a restarted spout resumes where it was. `CheckpointSpout` is the s
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -25,6 +25,7 @@ from .._config import Config, conf_value
 from .._fields import Fields
 from .._system import CHECKPOINT_STREAM
 from ._api import StateError
+from ._background import LatestWrites
 from ._names import PROVIDER_KEY, get_key_value_state
 
 log = logging.getLogger(__name__)
@@ -149,45 +150,6 @@ class CheckpointProgress:
         self._paused_until = now + self.interval
 
 
-class _Recorder(threading.Thread):
-    """Writes the checkpoint spout's last committed txid to the topology's transactional state
-    on a thread of its own, the latest only: a master away (its calls retried for seconds) never
-    holds up a checkpoint. The record may lag the store by a few commits; a store that lost
-    everything is told all the same."""
-
-    def __init__(self, marks: Any, key: str, where: str) -> None:
-        super().__init__(name=f"squall-checkpoint-record-{key}", daemon=True)
-        self._marks, self._key, self._where = marks, key, where
-        self._wanted: Any = None
-        self._stopped = False
-        self._cond = threading.Condition()
-        self.start()
-
-    def record(self, value: Any) -> None:
-        with self._cond:
-            self._wanted = value
-            self._cond.notify()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-
-    def run(self) -> None:
-        while True:
-            with self._cond:
-                while self._wanted is None and not self._stopped:
-                    self._cond.wait()
-                if self._stopped:
-                    return
-                value, self._wanted = self._wanted, None
-            try:
-                self._marks.put(self._key, value)
-            except Exception as e:  # noqa: BLE001 (the record only guards against a store that lost its data)
-                log.warning("%s: cannot record committed txid %s in the topology's transactional state: %s",
-                            self._where, value[1], e)
-
-
 class CheckpointSpout(Spout):
     """Storm's ``$checkpointspout`` (one task), added by `TopologyBuilder` to a topology with a
     stateful bolt; see the module docstring."""
@@ -207,7 +169,10 @@ class CheckpointSpout(Spout):
         storm_id = getattr(context, "get_storm_id", None)
         self._storm_id = storm_id() if storm_id is not None else None
         self._mark = self._read_mark()
-        self._recorder: _Recorder | None = None
+        # the record goes on a thread of its own, the latest only: a master away (its calls
+        # retried for seconds) never holds up a checkpoint. It may lag the store by a few
+        # commits; a store that lost everything is told all the same
+        self._records = LatestWrites()
         self._saved = self._stored()
         start = self._saved or INITIAL
         interval_ms = max(MIN_INTERVAL_MS, float(conf_value(conf, INTERVAL_KEY)))
@@ -259,14 +224,14 @@ class CheckpointSpout(Spout):
         self._saved = state
         if state.phase == COMMITTED and self._marks is not None and self._storm_id is not None and state.txid >= 0:
             self._mark = state.txid
-            if self._recorder is None:
-                self._recorder = _Recorder(self._marks, self._mark_key, self._where)
-            self._recorder.record([self._storm_id, state.txid])
+            self._records.put(self._mark_key, functools.partial(self._record, [self._storm_id, state.txid]))
 
-    def close(self) -> None:
-        recorder = getattr(self, "_recorder", None)  # None too when open failed before making it
-        if recorder is not None:
-            recorder.stop()
+    def _record(self, mark: list[Any]) -> None:
+        try:
+            self._marks.put(self._mark_key, mark)
+        except Exception as e:  # noqa: BLE001 (the record only guards against a store that lost its data)
+            log.warning("%s: cannot record committed txid %s in the topology's transactional state: %s",
+                        self._where, mark[1], e)
 
     def _guarded(self, step: Callable[[], None]) -> None:
         """Run a step that may save the state; a store that lost it stops checkpointing, one that

@@ -57,6 +57,7 @@ from .._private import Kept, private_dir, write_failure, write_private
 from .._sealed import SealError, seal, unseal
 from .._transactional import LaunchRefusedError, MasterBackend, name_key
 from ._api import KeyValueState, StateError, StateProvider, state_key
+from ._background import LatestWrites
 from ._kv import Changes, MemoryStore, StateCodec, TransactionalKeyValueState, _apply
 from ._names import PROVIDER_CONFIG_KEY, owner_of, provider_config, state_home, topology_of
 
@@ -329,7 +330,7 @@ class LastWrite:
         """Tell the master of a write of ``committed`` (`FileStore.on_write`). A failure is logged,
         not raised: the write is on disk, and a record that lags only lets a copy through that
         is at or past it. To a master over the network the record goes on a thread of its own,
-        the latest write only (`_Records`): a master away is tried again for seconds
+        the latest write only (`LatestWrites`): a master away is tried again for seconds
         (``storm.zookeeper.retry.times``), and a commit waiting for it held its worker's loop,
         and the topology, for as long as the master was away."""
         blob = msgpack.packb([lineage.writer, lineage.writes, self.machine])
@@ -337,7 +338,7 @@ class LastWrite:
         if records is None:
             self._put(blob)
         else:
-            records.put(self.topology, self.key, lambda: self._put(blob))
+            records.put((self.topology, self.key), lambda: self._put(blob))
 
     def _put(self, blob: bytes) -> None:
         try:
@@ -353,40 +354,11 @@ class LastWrite:
                             self.owner, self.namespace, type(e).__name__, e)
 
 
-class _Records:
-    """The records of one worker's link to the master, put on a thread of their own, the latest
-    of each key only, in the order the keys were first waiting (`LastWrite.record`). The thread
-    runs while records wait, and ends when none does."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._waiting: dict[tuple[str, str], Callable[[], None]] = {}
-        self._running = False
-
-    def put(self, topology: str, key: str, put: Callable[[], None]) -> None:
-        with self._lock:
-            self._waiting[(topology, key)] = put
-            if self._running:
-                return
-            self._running = True
-        threading.Thread(target=self._run, name="squall-state-records", daemon=True).start()
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                if not self._waiting:
-                    self._running = False
-                    return
-                where = next(iter(self._waiting))
-                put = self._waiting.pop(where)
-            put()  # logs its own failure
-
-
-_RECORDS: weakref.WeakKeyDictionary[Any, _Records] = weakref.WeakKeyDictionary()
+_RECORDS: weakref.WeakKeyDictionary[Any, LatestWrites] = weakref.WeakKeyDictionary()
 _RECORDS_LOCK = threading.Lock()
 
 
-def _records(backend: Any) -> _Records | None:
+def _records(backend: Any) -> LatestWrites | None:
     """The background records of ``backend`` when it reaches the master over the network (the
     process and Spark hosts); None when a put is a call in this process (`LocalCluster`, a test)."""
     if not isinstance(backend, MasterBackend) or getattr(backend.master, "passes_records", False) is True:
@@ -394,5 +366,5 @@ def _records(backend: Any) -> _Records | None:
     with _RECORDS_LOCK:
         records = _RECORDS.get(backend)
         if records is None:
-            records = _RECORDS[backend] = _Records()
+            records = _RECORDS[backend] = LatestWrites()
         return records

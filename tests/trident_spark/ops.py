@@ -124,6 +124,16 @@ class Pair(BaseFunction):
         collector.emit([parts[0], parts[0] if len(parts) == 1 else parts[1]])
 
 
+class Tag(BaseFunction):
+    """Appends a fixed tag: several operations' rows told apart in one recorder."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+    def execute(self, tuple, collector):
+        collector.emit([self.tag])
+
+
 class PartIndex(BaseFunction):
     """The index of the partition that ran it (what its context says)."""
 

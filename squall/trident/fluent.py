@@ -391,13 +391,14 @@ class TridentTopology:
         return self._multi_reduce(plain, reducer, out, ins)
 
     def _grouped_multi_reduce(self, streams: list[GroupedStream], inputs: list[Fields], reducer: GroupedMultiReducer,
-                              out: Fields, operation: str) -> Stream:
+                              out: Fields, operation: str,
+                              executor: type[P.GroupedMultiReducerExecutor] = P.GroupedMultiReducerExecutor) -> Stream:
         """Storm's ``multiReduce(List<Fields>, List<GroupedStream>, ...)``: each stream partitioned
         by its group fields, the reducer run per group by a `GroupedMultiReducerExecutor`."""
         groups = [s.get_group_fields() for s in streams]
         parts = [s.to_stream().partition_by(g) for s, g in zip(streams, groups)]
         full = [_union(g, f) for g, f in zip(groups, inputs)]
-        return self._multi_reduce(parts, P.GroupedMultiReducerExecutor(reducer, groups, inputs, operation), out, full)
+        return self._multi_reduce(parts, executor(reducer, groups, inputs, operation), out, full)
 
     def join(self, stream1: Any, join_fields1: Any, stream2: Any = None, join_fields2: Any = None,
              out_fields: Any = None, join_type: JoinType | Sequence[JoinType] | None = None,
@@ -483,7 +484,7 @@ class TridentTopology:
                     f"the join fields {joins[0].to_list()}, then {then}")
             reducer = P.JoinerMultiReducer(outer, len(joins[0]), [len(o) for o in others])
         return self._grouped_multi_reduce([s.group_by(jf) for s, jf in zip(streams, joins)], others, reducer, out,
-                                          "join")
+                                          "join", P.JoinExecutor)
 
     def build(self) -> StormTopology:
         """The `StormTopology` running this Trident topology (see ``planner.py``)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -698,8 +699,13 @@ class GroupedMultiReducerExecutor(MultiReducer):
 
     def prepare(self, conf: dict, context: TridentMultiReducerContext) -> None:
         full = context.input_fields
-        self._group_at = [[f.index(n) for n in g] for f, g in zip(full, self.group_fields)]
-        self._input_at = [[f.index(n) for n in i] for f, i in zip(full, self.input_fields)]
+        group_at = [[f.index(n) for n in g] for f, g in zip(full, self.group_fields)]
+        input_at = [[f.index(n) for n in i] for f, i in zip(full, self.input_fields)]
+        # per stream, its group key and its input values, each taken in one C call where it can
+        # be (a join's per-tuple path): a key of one field is the value itself, a tuple otherwise
+        self._single = all(len(at) == 1 for at in group_at)
+        self._key = [operator.itemgetter(at[0]) if self._single else _tuple_getter(at) for at in group_at]
+        self._input = [_list_getter(at) for at in input_at]
         self.reducer.prepare(conf, TridentMultiReducerContext(self.input_fields,
                                                               context.__dict__.get("_operation_context")))
 
@@ -708,24 +714,80 @@ class GroupedMultiReducerExecutor(MultiReducer):
 
     def execute(self, state: dict, stream_index: int, input: TridentTuple, collector: TridentCollector) -> None:
         values = input.values
-        key = tuple([values[i] for i in self._group_at[stream_index]])
-        group = _View(self.group_fields[stream_index], list(key))
+        key = self._key[stream_index](values)
         try:
             entry = state.get(key)
         except TypeError:
-            raise ValueError(f"{self.operation}: the group values {list(key)!r} are not hashable") from None
+            raise ValueError(f"{self.operation}: the group values {self._values(key)!r} are not hashable") from None
         if entry is None:
-            entry = state[key] = [group, self.reducer.init(collector, group)]
+            group = view_of(_View, self.group_fields[stream_index], self._values(key))
+            entry = state[key] = (group, self.reducer.init(collector, group), stream_index)
+        elif entry[2] == stream_index:
+            group = entry[0]
+        else:  # each stream's tuples see a group of that stream's own group fields, as Storm's do
+            group = view_of(_View, self.group_fields[stream_index], self._values(key))
         self.reducer.execute(entry[1], stream_index, group,
-                             _View(self.input_fields[stream_index], [values[i] for i in self._input_at[stream_index]]),
-                             collector)
+                             view_of(_View, self.input_fields[stream_index], self._input[stream_index](values)), collector)
+
+    def _values(self, key: Any) -> list:
+        """The group's values from its key."""
+        return [key] if self._single else list(key)
 
     def complete(self, state: dict, collector: TridentCollector) -> None:
-        for group, value in state.values():
-            self.reducer.complete(value, group, collector)
+        complete = self.reducer.complete
+        for group, value, _ in state.values():
+            complete(value, group, collector)
 
     def cleanup(self) -> None:
         self.reducer.cleanup()
+
+
+def _tuple_getter(at: list[int]) -> Callable[[list], tuple]:
+    """``values`` -> the tuple of ``values[i] for i in at``."""
+    if len(at) == 1:
+        i = at[0]
+        return lambda values: (values[i],)
+    if not at:
+        return lambda values: ()
+    return operator.itemgetter(*at)
+
+
+def _list_getter(at: list[int]) -> Callable[[list], list]:
+    """``values`` -> the list of ``values[i] for i in at``."""
+    if at and at == list(range(at[0], at[0] + len(at))):
+        return operator.itemgetter(slice(at[0], at[0] + len(at)))
+    if len(at) == 1:
+        i = at[0]
+        return lambda values: [values[i]]
+    if not at:
+        return lambda values: []
+    get = operator.itemgetter(*at)
+    return lambda values: list(get(values))
+
+
+class JoinExecutor(GroupedMultiReducerExecutor):
+    """The `GroupedMultiReducerExecutor` of ``join``'s own reducers: the same rows in the same
+    order, without the group and input `TridentTuple` made per tuple for a user's reducer (half a
+    join's time per tuple)."""
+
+    reducer: JoinerMultiReducer
+
+    def execute(self, state: dict, stream_index: int, input: TridentTuple, collector: TridentCollector) -> None:
+        values = input.values
+        key = self._key[stream_index](values)
+        try:
+            entry = state.get(key)
+        except TypeError:
+            raise ValueError(f"{self.operation}: the group values {self._values(key)!r} are not hashable") from None
+        if entry is None:
+            entry = state[key] = self.reducer.init(
+                collector, view_of(_View, self.group_fields[stream_index], self._values(key)))
+        self.reducer.add(entry, stream_index, self._input[stream_index](values), collector)
+
+    def complete(self, state: dict, collector: TridentCollector) -> None:
+        complete = self.reducer.complete
+        for entry in state.values():
+            complete(entry, entry.group, collector)
 
 
 class _JoinState:
@@ -735,7 +797,7 @@ class _JoinState:
 
     def __init__(self, n: int, group: TridentTuple) -> None:
         self.group = group
-        self.sides: list[list] = [[] for _ in range(n)]
+        self.sides: list[list] = [[], []] if n == 2 else [[] for _ in range(n)]
         self.received = 0
 
 
@@ -759,25 +821,32 @@ class JoinerMultiReducer(GroupedMultiReducer):
 
     def execute(self, state: _JoinState, stream_index: int, group: TridentTuple, input: TridentTuple,
                 collector: TridentCollector) -> None:
+        self.add(state, stream_index, input.values, collector)
+
+    def add(self, state: _JoinState, stream_index: int, values: list, collector: TridentCollector) -> None:
+        """`execute` given the input's values alone (what `JoinExecutor` calls)."""
         side = state.sides[stream_index]
         if not side:
             state.received += 1
-        side.append(input.values)
+        side.append(values)
         if state.received == len(state.sides):
-            self._emit_cross(state, collector, stream_index, input.values)
+            self._emit_cross(state, collector, stream_index, values)
 
     def complete(self, state: _JoinState, group: TridentTuple, collector: TridentCollector) -> None:
         sides = state.sides
-        was_empty = state.received < len(sides)
+        if state.received == len(sides):  # every side had a tuple: emitted as they came
+            return
         for i, side in enumerate(sides):
             if not side and self.outer[i]:
                 state.received += 1
                 side.append(None)
-        if was_empty and state.received == len(sides):
+        if state.received == len(sides):
             self._emit_cross(state, collector, -1, None)
 
     def _emit_cross(self, state: _JoinState, collector: TridentCollector, override: int, values: Any) -> None:
-        rows = [[values] if i == override else side for i, side in enumerate(state.sides)]
+        rows = list(state.sides)
+        if override >= 0:
+            rows[override] = [values]
         for combo in itertools.product(*rows):
             collector.emit(self._row(state.group, combo))
 

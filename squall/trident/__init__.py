@@ -81,6 +81,17 @@ if TYPE_CHECKING:
     from .state import TransactionalValue as TransactionalValue
     from .state import ValueUpdater as ValueUpdater
     from .tuple import TridentTuple as TridentTuple
+    from .windowing import InMemoryWindowsStore as InMemoryWindowsStore
+    from .windowing import InMemoryWindowsStoreFactory as InMemoryWindowsStoreFactory
+    from .windowing import KeyValueWindowsStore as KeyValueWindowsStore
+    from .windowing import KeyValueWindowsStoreFactory as KeyValueWindowsStoreFactory
+    from .windowing import SlidingCountWindow as SlidingCountWindow
+    from .windowing import SlidingDurationWindow as SlidingDurationWindow
+    from .windowing import TumblingCountWindow as TumblingCountWindow
+    from .windowing import TumblingDurationWindow as TumblingDurationWindow
+    from .windowing import WindowConfig as WindowConfig
+    from .windowing import WindowsStore as WindowsStore
+    from .windowing import WindowsStoreFactory as WindowsStoreFactory
 
 _LAZY: dict[str, str] = {
     **dict.fromkeys(["Count", "Debug", "Equals", "FilterNull", "FirstN", "MapGet", "Max", "MaxWithComparator", "Min",
@@ -98,6 +109,9 @@ _LAZY: dict[str, str] = {
                      "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction", "ReadOnlyMapState", "ReadOnlyState",
                      "Snapshottable", "SnapshottableMap", "State", "StateFactory", "StateUpdater", "TransactionalMap", "TransactionalValue", "ValueUpdater"], ".state"),
     **dict.fromkeys(["TridentTuple"], ".tuple"),
+    **dict.fromkeys(["InMemoryWindowsStore", "InMemoryWindowsStoreFactory", "KeyValueWindowsStore",
+                     "KeyValueWindowsStoreFactory", "SlidingCountWindow", "SlidingDurationWindow", "TumblingCountWindow",
+                     "TumblingDurationWindow", "WindowConfig", "WindowsStore", "WindowsStoreFactory"], ".windowing"),
 }
 """Each name re-exported here, by the module it is imported from at its first use."""
 
@@ -118,14 +132,17 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Assembly", "BaseAggregator", "BaseFilter", "BaseFunction", "BaseOperation", "BaseQueryFunction",
-    "BaseStateUpdater", "BatchCoordinator", "CachedMap", "ChainedAggregatorDeclarer", "CombinerAggregator", "Consumer", "Count",
-    "DRPCClient", "DRPCExecutionException", "Debug", "Emitter", "Equals", "FailedException",
+    "BaseStateUpdater", "BatchCoordinator", "CachedMap", "ChainedAggregatorDeclarer", "CombinerAggregator",
+    "Consumer", "Count", "DRPCClient", "DRPCExecutionException", "Debug", "Emitter", "Equals", "FailedException",
     "FeederBatchSpout", "FilterNull", "FirstN", "FixedBatchSpout", "FlatMapFunction", "GroupedMultiReducer",
-    "GroupedStream", "IBackingMap", "IBatchSpout", "ITridentSpout", "JoinOutFieldsMode", "JoinType", "LocalDRPC",
-    "MapFunction", "MapGet", "MapState", "Max", "MaxWithComparator", "MemoryMapState", "Min", "MinWithComparator",
-    "MultiReducer", "Negate", "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "QueryFunction",
-    "ReadOnlyMapState", "ReadOnlyState", "ReducerAggregator", "SnapshotGet", "Snapshottable", "SnapshottableMap", "State", "StateFactory",
+    "GroupedStream", "IBackingMap", "IBatchSpout", "ITridentSpout", "InMemoryWindowsStore",
+    "InMemoryWindowsStoreFactory", "JoinOutFieldsMode", "JoinType", "KeyValueWindowsStore",
+    "KeyValueWindowsStoreFactory", "LocalDRPC", "MapFunction", "MapGet", "MapState", "Max", "MaxWithComparator",
+    "MemoryMapState", "Min", "MinWithComparator", "MultiReducer", "Negate", "NonTransactionalMap", "OpaqueMap",
+    "OpaqueValue", "QueryFunction", "ReadOnlyMapState", "ReadOnlyState", "ReducerAggregator", "SlidingCountWindow",
+    "SlidingDurationWindow", "SnapshotGet", "Snapshottable", "SnapshottableMap", "State", "StateFactory",
     "StateUpdater", "Stream", "Sum", "TransactionAttempt", "TransactionalMap", "TransactionalValue",
-    "TridentCollector", "TridentMultiReducerContext", "TridentOperationContext", "TridentState", "TridentTopology", "TridentTuple",
-    "TupleCollectionGet", "ValueUpdater",
+    "TridentCollector", "TridentMultiReducerContext", "TridentOperationContext", "TridentState", "TridentTopology",
+    "TridentTuple", "TumblingCountWindow", "TumblingDurationWindow", "TupleCollectionGet", "ValueUpdater",
+    "WindowConfig", "WindowsStore", "WindowsStoreFactory",
 ]

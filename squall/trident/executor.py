@@ -522,6 +522,14 @@ class TridentBoltExecutor(Bolt):
         """The body's, and ticks every `TICK_SECS` to drop batches whose trees timed out."""
         return {**(self.body.get_component_configuration() or {}), Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: TICK_SECS}
 
+    def squall_timers(self, clock: Any) -> list[tuple[float, Any]]:
+        """Called by the bolt executor once the task is prepared: hand the engine's ``clock``
+        (simulated in tests) to a body that keeps time (a Trident window's); no timer."""
+        use_clock = getattr(self.body, "use_clock", None)
+        if use_clock is not None:
+            use_clock(clock)
+        return []
+
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
         """Work out the upstream tasks to hear from and the downstream tasks to report to."""
         super().prepare(conf, context, collector)

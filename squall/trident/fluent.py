@@ -647,6 +647,93 @@ class Stream:
         _check("project", keep, self.get_output_fields())
         return self._next(self._add("project", keep, P.ProjectProcessor(keep)))
 
+    # windowing (Storm's Stream.window, tumblingWindow, slidingWindow)
+    def window(self, window_config: Any, *args: Any) -> Stream:
+        """The results of ``aggregator`` over each window of this stream's tuples (Storm's
+        ``window``): ``window(window_config, input_fields, aggregator, function_fields)`` keeps
+        the windows in the worker's memory (an `InMemoryWindowsStoreFactory`),
+        ``window(window_config, window_store_factory, input_fields, aggregator, function_fields)``
+        in the store the factory makes.
+
+        ``window_config`` is a `TumblingCountWindow`, `SlidingCountWindow`,
+        `TumblingDurationWindow` or `SlidingDurationWindow` (processing time; there is no event
+        time in Trident's windows). Each task of the operation windows the tuples that reach it;
+        a batch's tuples join the window when the batch commits there, in txid order, and the
+        results of the windows that fired then (a duration window's: since the batch before) are
+        emitted in that batch, one aggregate per window. The stream after it is the
+        ``function_fields`` only. ``aggregator`` is a `BaseAggregator` (``batch_id`` is the
+        window's trigger id), a `CombinerAggregator` or a `ReducerAggregator`. See
+        docs/trident.md, "Windows".
+
+        Raises:
+            ValueError: another form, a bad window, a field not in the stream, or not an aggregator.
+        """
+        from .windowing.store import InMemoryWindowsStoreFactory, WindowsStoreFactory
+
+        if len(args) == 3:
+            factory: Any = InMemoryWindowsStoreFactory()
+            input_fields, aggregator, function_fields = args
+        elif len(args) == 4:
+            factory, input_fields, aggregator, function_fields = args
+            if not isinstance(factory, WindowsStoreFactory):
+                raise ValueError(f"window: {type(factory).__name__} is not a WindowsStoreFactory")
+        else:
+            raise ValueError("window: give (window_config, input_fields, aggregator, function_fields) or "
+                             "(window_config, window_store_factory, input_fields, aggregator, function_fields)")
+        return self._window("window", window_config, factory, input_fields, aggregator, function_fields)
+
+    def tumbling_window(self, window: Any, window_store_factory: Any, input_fields: Fields | list[str],
+                        aggregator: Any, function_fields: Fields | list[str]) -> Stream:
+        """`window` over a tumbling window (Storm's ``tumblingWindow``): ``window`` an int count of
+        tuples (`TumblingCountWindow`) or a ``squall.Duration`` (`TumblingDurationWindow`); each
+        tuple is in exactly one window."""
+        from .windowing.config import TumblingCountWindow, TumblingDurationWindow
+
+        config = TumblingCountWindow.of(window) if isinstance(window, int) else TumblingDurationWindow.of(window)
+        return self._window("tumbling_window", config, window_store_factory, input_fields, aggregator,
+                            function_fields)
+
+    def sliding_window(self, window: Any, slide: Any, window_store_factory: Any,
+                       input_fields: Fields | list[str], aggregator: Any, function_fields: Fields | list[str]) -> Stream:
+        """`window` over a sliding window (Storm's ``slidingWindow``): the last ``window`` tuples
+        every ``slide`` tuples (ints: `SlidingCountWindow`), or the tuples of the last ``window``
+        every ``slide`` (``squall.Duration`` both: `SlidingDurationWindow`)."""
+        from .windowing.config import SlidingCountWindow, SlidingDurationWindow
+
+        if isinstance(window, int) and isinstance(slide, int):
+            config: Any = SlidingCountWindow.of(window, slide)
+        else:
+            config = SlidingDurationWindow.of(window, slide)
+        return self._window("sliding_window", config, window_store_factory, input_fields, aggregator, function_fields)
+
+    def _window(self, operation: str, window_config: Any, factory: Any, input_fields: Any, aggregator: Any,
+                function_fields: Any) -> Stream:
+        from .windowing.config import WindowConfig
+        from .windowing.processor import WindowTridentProcessor, as_window_aggregator
+        from .windowing.store import WindowsStoreFactory
+
+        if not isinstance(window_config, WindowConfig):
+            raise ValueError(f"{operation}: {window_config!r} is not a window config (TumblingCountWindow, "  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+                             "SlidingCountWindow, TumblingDurationWindow, SlidingDurationWindow)")
+        try:
+            window_config.validate()
+        except ValueError as e:
+            raise ValueError(f"{operation}: {e}") from None
+        if not isinstance(factory, WindowsStoreFactory):
+            raise ValueError(f"{operation}: {type(factory).__name__} is not a WindowsStoreFactory")  # noqa: TRY004 (API.md: the builder's bad input raises ValueError naming the operation)
+        inputs = _as_fields(input_fields)
+        if inputs is None:
+            raise ValueError(f"{operation}: input_fields are required")
+        _check(operation, inputs, self.get_output_fields())
+        out = _need_fields(operation, function_fields)
+        agg = as_window_aggregator(aggregator, operation)
+        g = self._topology._graph
+        window_id = f"w{sum(isinstance(getattr(n, 'processor', None), WindowTridentProcessor) for n in g.nodes)}"
+        # a committer: its bolt finishes each batch at the batch's commit, in txid order
+        # (Storm's window comes with a partitionPersist that makes it one)
+        processor = WindowTridentProcessor(window_config, window_id, factory, inputs, agg, out)
+        return self._next(self._add(operation, out, processor, committer=True))
+
     # repartitioning
     def _partition(self, operation: str, partitioning: Partitioning) -> Stream:
         if isinstance(self._node, PartitionNode):

@@ -1326,6 +1326,13 @@ class SubtopologyBody(BatchBody):
         for node in self._in_group(batch.batch_group):
             node.processor.finish_batch(batch)
 
+    def use_clock(self, clock: Any) -> None:
+        """Hand the engine's clock to the processors that keep time (a window's)."""
+        for node in self.nodes:
+            use_clock = getattr(node.processor, "use_clock", None)
+            if use_clock is not None:
+                use_clock(clock)
+
     def cleanup(self) -> None:
         for node in self.nodes:
             node.processor.cleanup()

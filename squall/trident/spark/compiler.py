@@ -60,6 +60,7 @@ from ..processors import (
     StateQueryProcessor,
     SubtopologyBody,
 )
+from ..windowing.processor import WindowTridentProcessor
 from .rows import Layout
 from .source import TypedField, check_spout, typed_fields
 
@@ -203,7 +204,7 @@ def compile_topology(topology: TridentTopology,
     False: in a ``mapInArrow`` of its own, as for a `BatchRunner` given the spouts' rows).
 
     Raises:
-        ValueError: a DRPC stream, a non-transactional spout, a broadcast or custom repartition
+        ValueError: a DRPC stream, a window operation, a non-transactional spout, a broadcast or custom repartition
             into operations that run in Spark tasks, a field type no column holds (naming each,
             and why).
     """
@@ -214,6 +215,13 @@ def compile_topology(topology: TridentTopology,
                              "caller; run this topology on squall's engine (LocalCluster, the process or Spark host)")
         if isinstance(node, SpoutNode):
             check_spout(node.txid, node.spout)
+        processor = getattr(node, "processor", None)
+        if isinstance(processor, WindowTridentProcessor):
+            raise ValueError(f"{node.name or 'window'} ({processor.window_config}, a Stream.window/tumbling_window/"  # noqa: TRY004 (API.md: what start refuses is a ValueError naming it)
+                             "sliding_window): Trident windowing is not compiled for Spark's engine: a window keeps "
+                             "each task's tuples from batch to batch, and Spark's engine would run it on the driver in "
+                             "one partition, windowing every task's tuples together; run this topology on squall's "
+                             "engine (LocalCluster, the process host or the Spark host)")
     p = plan(topology)
     raw = {n.txid: n.spout for n in topology._graph.nodes if isinstance(n, SpoutNode)}
     declared = dict(field_types or {})

@@ -1,0 +1,76 @@
+"""Trident windowing exactly once on the process host (2 workers): a tumbling count window over a
+`KeyValueWindowsStoreFactory` (the topology's state provider: files under the supervisor's
+``storm.local.dir`` here) whose windows' sizes go into a Redis `TransactionalMap`, every window
+compared, when the worker holding the map's commit of txid 10 (after its writes) and the worker
+of the window's task are SIGKILLed while tuples wait in the open window: the restarted window
+resumes where its last batch left it, and the replayed batch adds no tuple twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from squall import Fields
+from squall.testing import shared_state_dir
+from squall.trident import KeyValueWindowsStoreFactory, Sum, TridentTopology
+from squall.trident.windowing.processor import WindowTridentProcessor
+
+from ..conftest import wait_until
+from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
+from ..trident.exactly_once import HeldCommit, held_pid
+from ..trident.windowing_ops import Span
+
+redis = pytest.importorskip("redis")
+
+CONF = {"topology.workers": 2, "topology.max.spout.pending": 3, "topology.message.timeout.secs": 5,
+        "topology.trident.batch.emit.interval.millis": 100}
+N = 240
+BATCH = 6   # 40 batches
+WINDOW = 8  # txid 10 ends at tuple 59: tuples 56..59 wait in the open window then
+HOLD_TXID = 10
+
+
+def test_tumbling_windows_count_every_tuple_once_after_workers_are_sigkilled(cluster, redis_server,  # noqa: F811
+                                                                             tmp_path):
+    from squall.external.trident_redis import Options, RedisMapState
+    from squall.trident.spout import FixedBatchSpout
+
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    with shared_state_dir(tmp_path / "shared"):
+        topo = TridentTopology()
+        topo.new_stream("nums", FixedBatchSpout(Fields("i"), BATCH, *[[i] for i in range(N)])) \
+            .tumbling_window(WINDOW, KeyValueWindowsStoreFactory(), Fields("i"), Span(), Fields("first", "last", "n")) \
+            .group_by(Fields("first", "last")) \
+            .persistent_aggregate(HeldCommit(RedisMapState.transactional(
+                redis_server.url, Options(data_type="hash", hash_key="windows")), HOLD_TXID, str(hold)),
+                Fields("n"), Sum(), Fields("total")).parallelism_hint(2)
+        built = topo.build()
+    window_bolt, = [cid for cid, c in built.bolts.items()
+                    if any(isinstance(n.processor, WindowTridentProcessor) for n in getattr(getattr(c.obj, "body", None), "nodes", ()))]
+    client = redis.Redis.from_url(redis_server.url)
+
+    def stored() -> dict[tuple[int, int], int]:
+        return {tuple(json.loads(k)): json.loads(v)[1] for k, v in client.hgetall("windows").items()}
+
+    with cluster.client() as m:
+        m.submit_topology("windows-kill", CONF, built)
+        assert wait_until(lambda: held_pid(hold) is not None, 60), stored()
+        at_kill = stored()
+        info = m.get_topology_info("windows-kill")
+        ports = {st["worker"] for st in info["components"][window_bolt]["task_stats"].values()}
+        victims = {held_pid(hold)} | {w["pid"] for w in info["workers"] if w["port"] in ports}
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        (hold / "release").write_text("")
+        expected = {(k, k + WINDOW - 1): WINDOW for k in range(0, N, WINDOW)}
+        assert wait_until(lambda: len(stored()) >= len(expected), 120), (stored(), at_kill)
+        after = {w["pid"] for w in m.get_topology_info("windows-kill")["workers"]}
+        m.kill_topology("windows-kill", wait_secs=0)
+    assert stored() == expected
+    assert len(at_kill) < len(expected) and not victims & after, (at_kill, victims, after)
+    print(f"process host, {len(victims)} workers SIGKILLed with {len(at_kill)} windows stored: {N} tuples, "
+          f"{len(expected)} windows of {sum(stored().values())} tuples")

@@ -6,6 +6,12 @@ acks, as in Storm) and complete latency every few seconds into a bounded ring pe
 ``/api/v1/topology/<id>/history`` serves the ring, with each sample's rates against the one
 before, so a freshly opened page draws the last ``ui.history.secs`` at once.
 
+The rates are counted per spout task: a worker that restarts (a crash, a ``kill -9``) reports
+its tasks' counts from zero again, and a task whose count went down is counted from zero, as
+``squall monitor`` counts it, while the other tasks count on. Rates taken from the topology's
+totals alone read 0 for every interval in which the spout's worker restarted, the very moments
+the failures chart is there to show.
+
 `History` is the pure core (time is passed in); `HistorySampler` is the thread that feeds it.
 """
 
@@ -14,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from squall.engine.clock import Clock
@@ -22,20 +28,31 @@ from squall.engine.clock import Clock
 log = logging.getLogger(__name__)
 
 
+class TaskCounts(NamedTuple):
+    """One spout task's all-time acked and failed counts, as its worker last reported them."""
+
+    acked: int
+    failed: int
+
+
 class Totals(NamedTuple):
-    """One reading of a topology's all-time spout figures."""
+    """One reading of a topology's all-time spout figures; ``tasks`` (spout task id -> its
+    counts) lets the rates count a task whose worker restarted from zero. Without it the rates
+    come from the totals, and a total that went down gives 0."""
 
     topology_id: str
     acked: int
     failed: int
     complete_latency_ms: float
+    tasks: Mapping[int, TaskCounts] | None = None
 
 
 class HistorySample(NamedTuple):
     """One point of a topology's history, as `/topology/<id>/history` serves it.
 
     ``time`` is wall-clock seconds; the rates are per second since the previous sample (0 for
-    the first one, and when a count went down: the topology was restarted under the same id).
+    the first one), added up over the spout tasks, a task whose count went down (its worker
+    restarted) counted from zero.
     """
 
     time: float
@@ -53,10 +70,14 @@ class HistorySample(NamedTuple):
                 "completeLatency": round(self.complete_latency_ms, 3)}
 
 
-def _rate(count: int, before: int, secs: float) -> float:
-    if secs <= 0 or count < before:
-        return 0.0
-    return (count - before) / secs
+def _increase(count: int, before: int) -> int:
+    """What a counter added since ``before``: all of ``count`` when it went down (restarted from
+    zero since, as Prometheus's ``rate()`` reads a counter reset)."""
+    return count - before if count >= before else count
+
+
+def _rate(increase: int, secs: float) -> float:
+    return increase / secs if secs > 0 else 0.0
 
 
 class History:
@@ -69,6 +90,9 @@ class History:
         self.interval_secs = interval_secs
         self._size = int(keep_secs // interval_secs) + 1
         self._rings: dict[str, deque[HistorySample]] = {}
+        # each topology's spout tasks' counts as last read (a task missing from a reading keeps
+        # its last counts, so its restart is still seen when its worker reports again)
+        self._tasks: dict[str, dict[int, TaskCounts]] = {}
 
     def record(self, readings: Iterable[Totals], now: float) -> None:
         """Add one sample per reading taken at wall time ``now``; topologies not read are dropped
@@ -77,15 +101,31 @@ class History:
         for t in readings:
             seen.add(t.topology_id)
             ring = self._rings.setdefault(t.topology_id, deque(maxlen=self._size))
-            if ring:
-                last = ring[-1]
-                secs = now - last.time
-                acked_rate, failed_rate = _rate(t.acked, last.acked, secs), _rate(t.failed, last.failed, secs)
-            else:
-                acked_rate = failed_rate = 0.0
-            ring.append(HistorySample(now, t.acked, t.failed, acked_rate, failed_rate, t.complete_latency_ms))
+            acked, failed = self._increases(t, ring[-1] if ring else None)
+            secs = now - ring[-1].time if ring else 0.0
+            ring.append(HistorySample(now, t.acked, t.failed, _rate(acked, secs), _rate(failed, secs),
+                                      t.complete_latency_ms))
         for gone in set(self._rings) - seen:
             del self._rings[gone]
+            self._tasks.pop(gone, None)
+
+    def _increases(self, t: Totals, last: HistorySample | None) -> tuple[int, int]:
+        """The acks and failures since ``last`` (0, 0 for a topology's first sample), per spout
+        task when the reading has them; records the reading's task counts for the next one."""
+        if t.tasks is None:
+            self._tasks.pop(t.topology_id, None)
+            if last is None:
+                return 0, 0
+            # without tasks, a total that went down cannot be split into restarts: 0
+            return max(0, t.acked - last.acked), max(0, t.failed - last.failed)
+        before = self._tasks.setdefault(t.topology_id, {})
+        acked = failed = 0
+        for task, now_counts in t.tasks.items():
+            was = before.get(task, TaskCounts(0, 0))
+            acked += _increase(now_counts.acked, was.acked)
+            failed += _increase(now_counts.failed, was.failed)
+            before[task] = now_counts
+        return (0, 0) if last is None else (acked, failed)
 
     def samples(self, topology_id: str) -> list[HistorySample]:
         """The topology's samples, oldest first (empty when it has none yet)."""

@@ -19,8 +19,9 @@ from starlette.staticfiles import StaticFiles
 
 from .._config import Config, setting
 from .._errors import NotAliveException
+from ..engine.stats import ACKED, FAILED
 from .app import error_response
-from .history import HistorySampler, Totals
+from .history import HistorySampler, TaskCounts, Totals
 from .link import MasterUnavailable
 
 if TYPE_CHECKING:
@@ -33,16 +34,32 @@ ALL_TIME = ":all-time"
 
 def read_totals(link: UiMasterLink) -> Iterator[Totals]:
     """Every running topology's all-time spout totals, from the master's topology page (one
-    source of figures: the same numbers the page's tables show)."""
+    source of figures: the same numbers the page's tables show), with each spout task's own
+    counts from its ``statistics`` (the figures ``/metrics`` serves), so that the history counts
+    a task whose worker restarted from zero instead of reading no acks and no failures."""
     for t in link.read("list"):
         try:
             page = link.read("topology_page", name=t["name"], window=ALL_TIME, sys=False)
+            rows = link.read("statistics", name=t["name"])["tasks"]
         except NotAliveException:
-            continue  # killed between the two calls
+            continue  # killed between the calls
+        spouts = {s["spoutId"] for s in page["spouts"]}
         for stats in page["topologyStats"]:
             if stats["window"] == ALL_TIME:
                 yield Totals(t["id"], int(stats["acked"] or 0), int(stats["failed"] or 0),
-                             float(stats["completeLatency"] or 0.0))
+                             float(stats["completeLatency"] or 0.0), _spout_task_counts(rows, spouts))
+
+
+def _spout_task_counts(rows: list[list[Any]], spouts: set[str]) -> dict[int, TaskCounts]:
+    """Spout task id -> its all-time acked and failed counts, from the ``statistics`` verb's task
+    rows (`squall.ui.stats_pages.TaskRow` as lists), over the streams the topology page counts
+    (system streams left out)."""
+    counts: dict[int, list[int]] = {}
+    for component, task, metric, _source, stream, value in rows:
+        if component in spouts and metric in (ACKED, FAILED) and not stream.startswith("__"):
+            pair = counts.setdefault(int(task), [0, 0])
+            pair[metric == FAILED] += int(value)
+    return {task: TaskCounts(acked, failed) for task, (acked, failed) in counts.items()}
 
 
 class WebPages:

@@ -3,7 +3,7 @@
 import pytest
 
 from squall.engine.clock import SimulatedClock
-from squall.ui.history import History, HistorySampler, Totals
+from squall.ui.history import History, HistorySampler, TaskCounts, Totals
 
 
 def test_rates_are_per_second_since_the_previous_sample():
@@ -81,3 +81,17 @@ def test_sampler_thread_samples_on_its_clock():
     finally:
         sampler.stop()
     assert calls[:2] == [0.0, 5.0]
+
+
+def test_a_spout_task_whose_worker_restarted_counts_from_zero_while_the_others_count_on():
+    h = History(interval_secs=5, keep_secs=60)
+    h.record([Totals("t-1", 600, 10, 1.0, {1: TaskCounts(500, 10), 2: TaskCounts(100, 0)})], now=0.0)
+    # task 1's worker restarted: it reports 40 acks and 3 failures since; task 2 went on by 50
+    h.record([Totals("t-1", 190, 3, 1.0, {1: TaskCounts(40, 3), 2: TaskCounts(150, 0)})], now=5.0)
+    last = h.samples("t-1")[-1]
+    assert (last.acked, last.failed) == (190, 3)  # the totals, as the topology page shows them
+    assert (last.acked_per_sec, last.failed_per_sec) == ((40 + 50) / 5, 3 / 5)
+    # a task missing from a reading (its worker not reported yet) keeps its last counts
+    h.record([Totals("t-1", 150, 0, 1.0, {2: TaskCounts(150, 0)})], now=10.0)
+    h.record([Totals("t-1", 160, 1, 1.0, {1: TaskCounts(10, 1), 2: TaskCounts(150, 0)})], now=15.0)
+    assert (h.samples("t-1")[-1].acked_per_sec, h.samples("t-1")[-1].failed_per_sec) == (10 / 5, 1 / 5)

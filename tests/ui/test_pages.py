@@ -3,12 +3,14 @@
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
+from squall.ui.history import TaskCounts
 from squall.ui.link import MasterUnavailable
 from squall.ui.pages import WebPages, read_totals
 
 
 class _Link:
-    """A UiMasterLink whose `read` answers ``list`` and ``topology_page`` from fixed figures."""
+    """A UiMasterLink whose `read` answers ``list``, ``topology_page`` and ``statistics`` from
+    fixed figures: one spout task, 7, holding them all."""
 
     def __init__(self, acked: int = 0, down: bool = False) -> None:
         self.acked = acked
@@ -19,8 +21,14 @@ class _Link:
             raise MasterUnavailable("the master is unreachable: test")
         if op == "list":
             return [{"name": "wc", "id": "wc-1-100"}]
+        if op == "statistics":
+            assert args == {"name": "wc"}
+            return {"tasks": [["words", 7, "acked", "", "default", self.acked],
+                              ["words", 7, "failed", "", "default", 3],
+                              ["words", 7, "emitted", "", "__metrics", 99],
+                              ["count", 8, "failed", "words", "default", 5]]}
         assert op == "topology_page" and args["name"] == "wc" and args["window"] == ":all-time"
-        return {"topologyStats": [
+        return {"spouts": [{"spoutId": "words"}], "topologyStats": [
             {"window": "600", "acked": 1, "failed": 0, "completeLatency": "1.000"},
             {"window": ":all-time", "acked": self.acked, "failed": 3, "completeLatency": "12.500"}]}
 
@@ -33,6 +41,7 @@ def _client(link):
 def test_read_totals_takes_the_all_time_spout_figures_of_every_topology():
     (t,) = read_totals(_Link(acked=42))
     assert (t.topology_id, t.acked, t.failed, t.complete_latency_ms) == ("wc-1-100", 42, 3, 12.5)
+    assert t.tasks == {7: TaskCounts(42, 3)}  # the spout's task; the bolt's failures are not the topology's
 
 
 def test_history_endpoint_serves_the_samples_and_names_unknown_topologies():

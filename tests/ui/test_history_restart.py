@@ -1,0 +1,77 @@
+"""The UI's history (the topology page's throughput and failures charts) across a restart of
+the spout's worker, on a real `LocalCluster`: the restarted worker reports its counts from zero,
+and the failures it counts after the restart are in the chart's rate, not read as 0."""
+
+import pytest
+
+from squall import Bolt, Config, Fields, LocalCluster, Spout, TopologyBuilder
+
+from ..conftest import wait_until
+
+pytest.importorskip("starlette", reason="the UI needs the ui extra: pip install -e '.[ui]'")
+
+from squall.ui.link import DirectLink
+from squall.ui.pages import WebPages, read_totals
+
+BEFORE, AFTER = 50, 20  # tuples the spout emits before its worker crashes, and after its restart
+STAGE = {"now": "before"}  # LocalCluster's workers are threads of this process: they read this
+
+
+class CrashOnceSpout(Spout):
+    """Emits BEFORE tuples, raises in ``next_tuple`` (crashing its worker) once the test says so,
+    and its restarted instance emits AFTER more. Failed tuples are not replayed."""
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("n"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.n = 0
+
+    def next_tuple(self):
+        if STAGE["now"] == "crash":
+            STAGE["now"] = "after"
+            raise RuntimeError("test: the spout's worker crashes")
+        if self.n < (BEFORE if STAGE["now"] == "before" else AFTER):
+            self.n += 1
+            self.collector.emit([self.n], msg_id=(STAGE["now"], self.n))
+
+    def fail(self, msg_id):
+        pass
+
+
+class FailAll(Bolt):
+    def declare_output_fields(self, declarer):
+        pass
+
+    def execute(self, tup):
+        self.collector.fail(tup)
+
+
+def _failed(link) -> int:
+    return sum(t.failed for t in read_totals(link))
+
+
+@pytest.mark.timeout(60)
+def test_the_failures_chart_counts_the_failures_after_the_spouts_worker_restarted():
+    b = TopologyBuilder()
+    b.set_spout("src", CrashOnceSpout())
+    b.set_bolt("fail", FailAll()).shuffle_grouping("src")
+    STAGE["now"] = "before"
+    with LocalCluster() as cluster:
+        cluster.submit_topology("h", Config(), b.create_topology())
+        link = DirectLink(cluster)
+        pages = WebPages(link, {"squall.ui.history.interval.secs": 1})
+        assert wait_until(lambda: _failed(link) == BEFORE, 20), _failed(link)
+        pages.sampler.sample_once()
+        STAGE["now"] = "crash"
+        # the restarted worker's spout counts from zero: the topology's total goes down to AFTER
+        assert wait_until(lambda: STAGE["now"] == "after" and _failed(link) == AFTER, 30), _failed(link)
+        pages.sampler.sample_once()
+        storm_id = cluster.get_topology_info("h")["id"]
+        first, second = pages.sampler.samples(storm_id)
+        assert (first.failed, second.failed) == (BEFORE, AFTER)
+        # the AFTER failures happened between the two samples: the chart's rate shows them
+        assert second.failed_per_sec * (second.time - first.time) == pytest.approx(AFTER)
+        assert second.acked_per_sec == 0.0
+        cluster.kill_topology("h", wait_secs=0)

@@ -88,6 +88,17 @@ class FailureCause(NamedTuple):
         return cls(kind, component, task, type(error).__name__, message)
 
     @classmethod
+    def of_reason(cls, component: str, task: int, reason: str) -> FailureCause:
+        """An explicit fail by ``component`` task ``task`` that says why (``reason``: what a
+        dead-letter entry and its ``cause`` then carry; cut and masked as an exception's
+        message is). For squall's own bolts, which fail a tuple for a reason they know (a
+        window's timestamp that is not a number, a sink's write refused)."""
+        message = shown_text(reason)
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = message[:MAX_MESSAGE_CHARS] + "..."
+        return cls(EXPLICIT, component, task, "", message)
+
+    @classmethod
     def from_wire(cls, value: Any) -> FailureCause:
         """The cause `wire` made of ``value``; anything else (a failure from a sender that gave no
         cause) counts as an explicit fail, as every failure did before causes."""
@@ -98,3 +109,13 @@ class FailureCause(NamedTuple):
 
 UNKNOWN = FailureCause(EXPLICIT)
 """The cause of a failure whose sender gave none: an explicit fail, which a retry budget counts."""
+
+
+def fail_for(collector: Any, tup: Any, cause: FailureCause | None) -> None:
+    """Fail ``tup`` on ``collector`` for ``cause``, where the collector carries a cause (the
+    engine's, and the collectors squall wraps around a bolt's: ``fail_with``), else plainly."""
+    fail_with = getattr(collector, "fail_with", None)
+    if cause is not None and fail_with is not None:
+        fail_with(tup, cause)
+    else:
+        collector.fail(tup)

@@ -38,7 +38,7 @@ from ._collectors import BasicOutputCollector, OutputCollector, OutputFieldsDecl
 from ._components import BasicBolt, Bolt, _Component
 from ._config import Config, conf_value
 from ._errors import FailedException, ReportedFailedException
-from ._failure import EXCEPTION, EXPLICIT, FailureCause
+from ._failure import EXCEPTION, EXPLICIT, FailureCause, fail_for
 from ._fields import Fields, GlobalStreamId
 from ._system import DEFAULT_STREAM
 from ._tuple import Tuple, is_tick_tuple
@@ -214,7 +214,7 @@ class CoordinatedBolt(Bolt):
             if track.failed:
                 failed = True
                 for t in track.ack_tuples:
-                    _fail(collector, t, cause)
+                    fail_for(collector, t, cause)
                 self._drop(id_, track)
             elif track.received_id and (not self.source_args or (
                     track.report_count == self._num_source_reports
@@ -234,7 +234,7 @@ class CoordinatedBolt(Bolt):
                 self._tracked.remove(id_)
             if not delayed and kind != _REGULAR:
                 if track.failed:
-                    _fail(collector, tup, cause)
+                    fail_for(collector, tup, cause)
                 else:
                     collector.ack(tup)
         return failed
@@ -252,9 +252,9 @@ class CoordinatedBolt(Bolt):
         cause = FailureCause.of_exception(EXPLICIT if explicit else EXCEPTION, component, task, e)
         track.failed = True
         for t in track.ack_tuples:
-            _fail(collector, t, cause)
+            fail_for(collector, t, cause)
         if not delayed and kind != _REGULAR:
-            _fail(collector, tup, cause)
+            fail_for(collector, tup, cause)
         self._drop(tup.values[0], track)
 
     def execute(self, tup: Tuple) -> None:
@@ -298,7 +298,7 @@ class CoordinatedBolt(Bolt):
         if track is not None:
             track.failed = True
             for t in track.ack_tuples:
-                _fail(self.collector, t, cause)
+                fail_for(self.collector, t, cause)
             self._drop(id_, track)
 
     def _drop(self, id_: Any, track: _TrackingInfo) -> None:
@@ -319,13 +319,6 @@ class CoordinatedBolt(Bolt):
         return self.delegate.get_component_configuration()
 
 
-def _fail(collector: Any, tup: Tuple, cause: FailureCause | None) -> None:
-    """Fail ``tup`` for ``cause`` where the collector can say why (squall's), else plainly."""
-    fail_with = getattr(collector, "fail_with", None)
-    if cause is not None and fail_with is not None:
-        fail_with(tup, cause)
-    else:
-        collector.fail(tup)
 
 
 class _CoordinatedOutputCollector(OutputCollector):
@@ -374,7 +367,7 @@ class _CoordinatedOutputCollector(OutputCollector):
                 if track is not None:
                     track.failed = True
             bolt._check_finish_id(tup, _REGULAR, cause)
-        _fail(self._delegate, tup, cause)
+        fail_for(self._delegate, tup, cause)
 
     def reset_timeout(self, tup: Tuple) -> None:
         self._delegate.reset_timeout(tup)
@@ -411,7 +404,7 @@ class BasicBoltExecutor(Bolt):
         except FailedException as e:
             if isinstance(e, ReportedFailedException):
                 self.collector.report_error(e)
-            _fail(self.collector, tup, FailureCause.of_exception(
+            fail_for(self.collector, tup, FailureCause.of_exception(
                 EXPLICIT, self.context.get_this_component_id(), self.context.get_this_task_id(), e))
             return
         self.collector.ack(tup)
@@ -514,7 +507,7 @@ class BatchBoltExecutor(Bolt, FinishedCallback, TimeoutCallback):
             log.error("Failed to process tuple in batch: %s", e)
             if isinstance(e, ReportedFailedException):
                 self.collector.report_error(e)
-            _fail(self.collector, tup, FailureCause.of_exception(
+            fail_for(self.collector, tup, FailureCause.of_exception(
                 EXPLICIT, self.context.get_this_component_id(), self.context.get_this_task_id(), e))
             return
         self.collector.ack(tup)

@@ -41,7 +41,7 @@ from typing import Any, ClassVar, cast
 import redis
 
 from .._components import Bolt, Spout
-from .._failure import UNKNOWN, FailureCause
+from .._failure import UNKNOWN, FailureCause, fail_for
 from .._fields import Fields
 from .._redact import redact_text
 from .._tuple import is_tick_tuple
@@ -711,6 +711,7 @@ return id
     def prepare(self, conf, context, collector) -> None:
         """Connects (lazily, at the first write)."""
         super().prepare(conf, context, collector)
+        self._where = (context.get_this_component_id(), context.get_this_task_id())
         self.client = _client(self.url)
         self._xadd_once = self.client.register_script(self._XADD_ONCE)
         self._script_loaded = False
@@ -724,10 +725,10 @@ return id
             return
         fields = tup.get_fields().to_list()
         if self.id_field not in fields:
-            self.collector.report_error(f"RedisStreamSinkBolt: tuple from {tup.get_source_component()!r} "
-                                        f"stream {tup.get_source_stream_id()!r} has no field "
-                                        f"{self.id_field!r} (has {fields})")
-            self.collector.fail(tup)
+            reason = (f"RedisStreamSinkBolt: tuple from {tup.get_source_component()!r} stream "
+                      f"{tup.get_source_stream_id()!r} has no field {self.id_field!r} (has {fields})")
+            self.collector.report_error(reason)
+            fail_for(self.collector, tup, FailureCause.of_reason(*self._where, reason))
             return
         values = dict(zip(fields, tup.get_values()))
         key = str(values.pop(self.id_field))
@@ -765,7 +766,11 @@ return id
         self._failing = error is not None
         for (tup, _key, _values), result in zip(batch, results):
             if isinstance(result, Exception):
-                self.collector.fail(tup)
+                # why goes with the failure: a record given up after its retries says it in its
+                # dead letter (the URL's password masked)
+                fail_for(self.collector, tup, FailureCause.of_reason(
+                    *self._where, f"RedisStreamSinkBolt: cannot write {self.target!r}: "
+                    f"{type(result).__name__}: {redact_text(str(result))}"))
             else:
                 self.collector.ack(tup)
 

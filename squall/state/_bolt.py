@@ -27,6 +27,7 @@ from typing import Any
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt, Bolt, _Component
 from .._errors import EmitError, FailedException, InvalidTopologyException, ReportedFailedException
+from .._failure import FailureCause, fail_for
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.plan import SUBMIT_CHECK
@@ -114,7 +115,11 @@ class AnchoringCollector(OutputCollector):
         return taken
 
     def fail(self, tup):
-        self._out.fail(tup)
+        self.fail_with(tup, None)
+
+    def fail_with(self, tup: Tuple, cause: FailureCause | None) -> None:
+        """`fail`, telling the spout why where the collector underneath carries a cause."""
+        fail_for(self._out, tup, cause)
         if self._settled is not None:
             self._settled(tup, True)
 

@@ -19,6 +19,7 @@ from typing import Any
 from .._collectors import OutputCollector, OutputFieldsDeclarer
 from .._components import Bolt
 from .._config import Config, conf_value
+from .._failure import FailureCause, fail_for
 from .._fields import Fields
 from .._ratelimit import RateLimitedLog
 from .._system import DEFAULT_STREAM
@@ -68,6 +69,10 @@ class WindowedOutputCollector(OutputCollector):
         """Fail ``tup`` now (its spout tuples fail; it is still acked, to no effect, when it
         leaves the window)."""
         self.delegate.fail(tup)
+
+    def fail_with(self, tup: Tuple, cause: FailureCause) -> None:
+        """`fail`, telling the spout why where the collector underneath carries a cause."""
+        fail_for(self.delegate, tup, cause)
 
     def reset_timeout(self, tup: Tuple) -> None:
         """Restart the message timeout of ``tup``'s spout tuples."""
@@ -202,10 +207,11 @@ class WindowedBoltExecutor(Bolt):
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             return int(v)
         what = "is missing" if not tup.fields.contains(field) else f"is {v!r}, not epoch milliseconds (a number)"
-        self.collector.report_error(
-            f"Component [{self.component}]: timestamp field {field!r} {what} in a tuple from component "
-            f"[{tup.source_component}] stream [{tup.source_stream}]; the tuple is failed")
-        self.collector.fail(tup)
+        reason = (f"timestamp field {field!r} {what} in a tuple from component [{tup.source_component}] "
+                  f"stream [{tup.source_stream}]")
+        self.collector.report_error(f"Component [{self.component}]: {reason}; the tuple is failed")
+        # the reason goes with the failure, so a dead-letter entry says why, not only where
+        fail_for(self.collector, tup, FailureCause.of_reason(self.component, self.task, reason))
         return None
 
     def on_timer(self) -> None:

@@ -261,6 +261,9 @@ class Context:
     def get_this_task_index(self):
         return self.index
 
+    def get_this_task_id(self):
+        return self.index + 1
+
 
 class Tup:
     """A tuple as the sink sees it."""

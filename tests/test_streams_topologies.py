@@ -1,0 +1,207 @@
+"""Storm's Streams API examples (storm-starter's ``streams``) ported and run on a LocalCluster,
+counting every record sent: each must be acked, and counted exactly once in the results, also
+when one of them fails on its first try and its spout replays it (at least once: a stream bolt
+acks an input only once it is processed, and fails it when an operation raises)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from squall import Config, Count, Duration, Fields, LocalCluster, Spout
+from squall.streams import Pair, PairValueMapper, StreamBuilder, TumblingWindows, ValueMapper
+from squall.testing import TupleCaptureBolt
+from squall.testing._registry import SharedFlag, SharedLog, SharedQueue
+
+from .conftest import wait_until
+
+SENTENCES = ["the cow jumped over the moon", "an apple a day keeps the doctor away",
+             "four score and seven years ago", "snow white and the seven dwarfs", "i am at two with nature"]
+
+
+class ReplayingSpout(Spout):
+    """Emits what the test feeds it, each with its message id; a failed one is emitted again.
+    Acks and fails are logged (shared by the spout's tasks)."""
+
+    def __init__(self, *fields: str) -> None:
+        self.fields = Fields(*fields)
+        self.queue = SharedQueue()
+        self.acked = SharedLog()
+        self.failed = SharedLog()
+
+    def feed(self, values: list, msg_id: object) -> None:
+        self.queue.put((values, msg_id))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(self.fields)
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.in_flight: dict = {}
+
+    def next_tuple(self):
+        try:
+            values, msg_id = self.queue.take()
+        except IndexError:
+            return
+        self.in_flight[msg_id] = values
+        self.collector.emit(values, msg_id)
+
+    def ack(self, msg_id):
+        self.in_flight.pop(msg_id, None)
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id):
+        self.failed.append(msg_id)
+        self.queue.put((self.in_flight.pop(msg_id), msg_id))
+
+    def all_acked(self, ids) -> bool:
+        return set(self.acked.items()) >= set(ids)
+
+
+class FailOnce:
+    """Splits a sentence into words, but raises the first time it sees ``sentence`` (so its
+    input fails, and the spout replays it)."""
+
+    def __init__(self, sentence: str) -> None:
+        self.sentence = sentence
+        self.raised = SharedFlag()
+
+    def __call__(self, sentence: str) -> list[str]:
+        if sentence == self.sentence and not self.raised.is_set():
+            self.raised.set()
+            raise RuntimeError("failing on purpose, once")
+        return sentence.split()
+
+
+def expected_words(sentences: list[str]) -> Counter:
+    return Counter(w for s in sentences for w in s.split())
+
+
+def feed_sentences(spout: ReplayingSpout, n: int) -> tuple[list[str], list[int]]:
+    sentences = [SENTENCES[i % len(SENTENCES)] for i in range(n)]
+    for i, s in enumerate(sentences):
+        spout.feed([s], i)
+    return sentences, list(range(n))
+
+
+def test_word_count_to_bolt_counts_every_word_once_though_a_sentence_failed_once():
+    # WordCountToBolt: words -> (word, 1) -> count_by_key -> a bolt (here, a capture)
+    spout = ReplayingSpout("sentence")
+    split = FailOnce(SENTENCES[2])
+    sink = TupleCaptureBolt()
+    builder = StreamBuilder()
+    builder.new_stream(spout, ValueMapper(0), 2).flat_map(split).map_to_pair(lambda w: Pair(w, 1)) \
+        .count_by_key().to(sink, 2)
+    sentences, ids = feed_sentences(spout, 60)
+    expected = expected_words(sentences)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("word-count", Config(), builder.build())
+        assert wait_until(lambda: spout.all_acked(ids), 60), f"{len(set(ids) - set(spout.acked.items()))} unacked"
+    # one input raised, once (the first of the copies of that sentence to arrive); replayed and acked
+    (failed,) = spout.failed.items()
+    assert sentences[failed] == SENTENCES[2]
+    counts: dict[str, int] = {}
+    updates = 0
+    for _stream, (word, count) in [x for v in sink.results().values() for x in v]:
+        counts[word] = max(counts.get(word, 0), count)
+        updates += 1
+    assert counts == dict(expected)
+    assert updates == sum(expected.values())  # one update per word: nothing counted twice
+
+
+def test_windowed_word_count_counts_every_word_in_exactly_one_window():
+    # WindowedWordCount: a tumbling window over two spout tasks, word counts merged per window
+    spout = ReplayingSpout("sentence")
+    windows = SharedLog()
+    builder = StreamBuilder()
+    builder.new_stream(spout, ValueMapper(0), 2).window(TumblingWindows.of(Duration.of(300))) \
+        .flat_map(str.split).map_to_pair(lambda w: Pair(w, 1)).count_by_key() \
+        .filter(lambda kv: kv.get_second() >= 1).for_each(windows.append)
+    sentences, ids = feed_sentences(spout, 80)
+    expected = expected_words(sentences)
+
+    def total() -> Counter:
+        c: Counter = Counter()
+        for word, n in windows.items():
+            c[word] += n
+        return c
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology("windowed-word-count", Config(), builder.build())
+        assert wait_until(lambda: total() == expected, 60), expected - total()
+        assert wait_until(lambda: spout.all_acked(ids), 60)
+    assert spout.failed.items() == []
+    assert total() == expected
+
+
+def test_branch_sends_every_number_to_the_first_branch_it_matches():
+    # BranchExample: even and odd numbers, each to its own for_each
+    spout = ReplayingSpout("n")
+    even, odd = SharedLog(), SharedLog()
+    builder = StreamBuilder()
+    evens, odds = builder.new_stream(spout, ValueMapper(0)).branch(lambda x: x % 2 == 0, lambda x: x % 2 == 1)
+    evens.for_each(even.append)
+    odds.map(lambda x: -x).for_each(odd.append)
+    for i in range(50):
+        spout.feed([i], i)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("branch", Config(), builder.build())
+        assert wait_until(lambda: spout.all_acked(range(50)), 60)
+    assert sorted(even.items()) == list(range(0, 50, 2))
+    assert sorted(odd.items()) == sorted(-i for i in range(1, 50, 2))
+
+
+def test_join_of_a_windowed_stream_with_another_matches_every_key():
+    # JoinExample: (n, n*n) windowed, joined with (n, n*n*n)
+    n = 30
+    squares, cubes = ReplayingSpout("n", "v"), ReplayingSpout("n", "v")
+    joined = SharedLog()
+    builder = StreamBuilder()
+    sq = builder.new_stream(squares, PairValueMapper(0, 1))
+    cu = builder.new_stream(cubes, PairValueMapper(0, 1))
+    # windows of 2n values of the two streams: each key's square and cube meet in one
+    sq.window(TumblingWindows.of(Count(2 * n))).join(cu).for_each(joined.append)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("join", Config(), builder.build())
+        for rnd in range(2):  # a window's inputs are acked as it expires, when the next one fires
+            for i in range(rnd * n, (rnd + 1) * n):
+                squares.feed([i, i * i], i)
+                cubes.feed([i, i * i * i], i)
+            assert wait_until(lambda: len(joined.items()) == (rnd + 1) * n, 60), joined.items()  # noqa: B023
+        assert wait_until(lambda: squares.all_acked(range(n)) and cubes.all_acked(range(n)), 60)
+    assert sorted(joined.items()) == [Pair(i, Pair(i * i, i * i * i)) for i in range(2 * n)]
+    assert squares.failed.items() == [] and cubes.failed.items() == []
+
+
+def test_stateful_word_count_and_state_query():
+    # StatefulWordCount (window -> count_by_key -> update_state_by_key) and StateQueryExample
+    words = ReplayingSpout("word")
+    queries = ReplayingSpout("word")
+    updates, answers = SharedLog(), SharedLog()
+    builder = StreamBuilder()
+    state = builder.new_stream(words, ValueMapper(0), 2).window(TumblingWindows.of(Duration.of(300))) \
+        .map_to_pair(lambda w: Pair(w, 1)).count_by_key().update_state_by_key(0, lambda total, n: total + n)
+    state.to_pair_stream().for_each(updates.append)
+    builder.new_stream(queries, ValueMapper(0)).state_query(state).for_each(answers.append)
+    sent = [w for s in SENTENCES for w in s.split()] * 3
+    for i, w in enumerate(sent):
+        words.feed([w], i)
+    expected = Counter(sent)
+
+    def latest() -> dict:
+        out: dict = {}
+        for word, total in updates.items():
+            out[word] = max(out.get(word, 0), total)
+        return out
+
+    conf = Config()
+    conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
+    with LocalCluster() as cluster:
+        cluster.submit_topology("stateful-word-count", conf, builder.build())
+        assert wait_until(lambda: latest() == dict(expected), 60), (latest(), expected)
+        assert wait_until(lambda: words.all_acked(range(len(sent))), 60)
+        queries.feed(["the"], "q1")
+        queries.feed(["no-such-word"], "q2")
+        assert wait_until(lambda: queries.all_acked(["q1", "q2"]), 60)
+        assert wait_until(lambda: answers.items() == [Pair("the", expected["the"])], 30), answers.items()
+    assert words.failed.items() == [] and queries.failed.items() == []

@@ -1,14 +1,26 @@
-"""Storm's Streams API examples (storm-starter's ``streams``) ported and run on a LocalCluster,
+"""Storm's Streams API examples (storm-starter's ``streams``: WordCountToBolt,
+WindowedWordCount, BranchExample, JoinExample, StatefulWordCount, StateQueryExample,
+AggregateExample, GroupByKeyAndWindowExample, TypedTupleExample) ported and run on a LocalCluster,
 counting every record sent: each must be acked, and counted exactly once in the results, also
 when one of them fails on its first try and its spout replays it (at least once: a stream bolt
 acks an input only once it is processed, and fails it when an operation raises)."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from squall import Config, Count, Duration, Fields, LocalCluster, Spout
-from squall.streams import Pair, PairValueMapper, StreamBuilder, TumblingWindows, ValueMapper
+from squall.streams import (
+    CombinerAggregator,
+    Pair,
+    PairValueMapper,
+    SlidingWindows,
+    StreamBuilder,
+    TumblingWindows,
+    TupleValueMappers,
+    ValueMapper,
+)
 from squall.testing import TupleCaptureBolt
 from squall.testing._registry import SharedFlag, SharedLog, SharedQueue
 
@@ -20,10 +32,14 @@ SENTENCES = ["the cow jumped over the moon", "an apple a day keeps the doctor aw
 
 class ReplayingSpout(Spout):
     """Emits what the test feeds it, each with its message id; a failed one is emitted again.
-    Acks and fails are logged (shared by the spout's tasks)."""
+    Acks and fails are logged (shared by the spout's tasks). With ``filler``, while it has
+    nothing to emit it emits ``filler`` (untracked) every 20 ms, so that every window of every
+    task downstream has a tuple and ends: a window with none does not fire, and a merge after a
+    regrouping ends its window only once the punctuation came from every task (as in Storm)."""
 
-    def __init__(self, *fields: str) -> None:
+    def __init__(self, *fields: str, filler: list | None = None) -> None:
         self.fields = Fields(*fields)
+        self.filler = filler
         self.queue = SharedQueue()
         self.acked = SharedLog()
         self.failed = SharedLog()
@@ -37,11 +53,15 @@ class ReplayingSpout(Spout):
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
         self.in_flight: dict = {}
+        self.last_filler = 0.0
 
     def next_tuple(self):
         try:
             values, msg_id = self.queue.take()
         except IndexError:
+            if self.filler is not None and time.monotonic() - self.last_filler >= 0.02:
+                self.last_filler = time.monotonic()
+                self.collector.emit(list(self.filler))
             return
         self.in_flight[msg_id] = values
         self.collector.emit(values, msg_id)
@@ -111,7 +131,7 @@ def test_word_count_to_bolt_counts_every_word_once_though_a_sentence_failed_once
 
 def test_windowed_word_count_counts_every_word_in_exactly_one_window():
     # WindowedWordCount: a tumbling window over two spout tasks, word counts merged per window
-    spout = ReplayingSpout("sentence")
+    spout = ReplayingSpout("sentence", filler=[""])  # no words
     windows = SharedLog()
     builder = StreamBuilder()
     builder.new_stream(spout, ValueMapper(0), 2).window(TumblingWindows.of(Duration.of(300))) \
@@ -175,12 +195,12 @@ def test_join_of_a_windowed_stream_with_another_matches_every_key():
 
 def test_stateful_word_count_and_state_query():
     # StatefulWordCount (window -> count_by_key -> update_state_by_key) and StateQueryExample
-    words = ReplayingSpout("word")
+    words = ReplayingSpout("word", filler=[""])
     queries = ReplayingSpout("word")
     updates, answers = SharedLog(), SharedLog()
     builder = StreamBuilder()
     state = builder.new_stream(words, ValueMapper(0), 2).window(TumblingWindows.of(Duration.of(300))) \
-        .map_to_pair(lambda w: Pair(w, 1)).count_by_key().update_state_by_key(0, lambda total, n: total + n)
+        .filter(bool).map_to_pair(lambda w: Pair(w, 1)).count_by_key().update_state_by_key(0, lambda total, n: total + n)
     state.to_pair_stream().for_each(updates.append)
     builder.new_stream(queries, ValueMapper(0)).state_query(state).for_each(answers.append)
     sent = [w for s in SENTENCES for w in s.split()] * 3
@@ -205,3 +225,65 @@ def test_stateful_word_count_and_state_query():
         assert wait_until(lambda: queries.all_acked(["q1", "q2"]), 60)
         assert wait_until(lambda: answers.items() == [Pair("the", expected["the"])], 30), answers.items()
     assert words.failed.items() == [] and queries.failed.items() == []
+
+
+class Avg(CombinerAggregator):
+    """AggregateExample's average, with the sum and the count as the result (so that the test
+    counts every record)."""
+
+    def init(self):
+        return (0, 0)
+
+    def apply(self, acc, value):
+        return (acc[0] + value, acc[1] + 1)
+
+    def merge(self, a, b):
+        return (a[0] + b[0], a[1] + b[1])
+
+    def result(self, acc):
+        return acc
+
+
+def test_windowed_aggregate_over_two_tasks_merges_the_partitions_partial_aggregates():
+    # AggregateExample: window -> filter -> aggregate, each task's partial merged globally
+    spout = ReplayingSpout("n", filler=[0])  # filtered out
+    results = SharedLog()
+    builder = StreamBuilder()
+    builder.new_stream(spout, ValueMapper(0), 2).window(TumblingWindows.of(Duration.of(300))) \
+        .filter(lambda x: 0 < x < 500).aggregate(Avg()).for_each(results.append)
+    numbers = list(range(1, 200)) + [600, 700]  # the last two filtered out, but acked
+    for i, x in enumerate(numbers):
+        spout.feed([x], i)
+
+    def totals() -> tuple[int, int]:
+        return sum(s for s, _c in results.items()), sum(c for _s, c in results.items())
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology("aggregate", Config(), builder.build())
+        assert wait_until(lambda: totals() == (sum(range(1, 200)), 199), 60), totals()
+        assert wait_until(lambda: spout.all_acked(range(len(numbers))), 60)
+    assert spout.failed.items() == []
+
+
+def test_group_by_key_and_window_and_typed_tuples():
+    # GroupByKeyAndWindowExample (sliding count windows) with TypedTupleExample's mapper
+    spout = ReplayingSpout("symbol", "price", "seq")
+    groups = SharedLog()
+    builder = StreamBuilder()
+    builder.new_stream(spout, TupleValueMappers.of(0, 1, 2)).map_to_pair(lambda t: Pair(t.value1, t.value2)) \
+        .group_by_key_and_window(SlidingWindows.of(Count(6), Count(3))).for_each(groups.append)
+    quotes = [("AAPL" if i % 2 else "MSFT", 100 + i, i) for i in range(12)]
+    for i, q in enumerate(quotes):
+        spout.feed(list(q), i)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("group-by-key-and-window", Config(), builder.build())
+        # windows end at the 3rd, 6th, 9th and 12th quote, each of the last (up to) 6
+        assert wait_until(lambda: len(groups.items()) == 8, 60), groups.items()
+        assert wait_until(lambda: spout.all_acked(range(6)), 60)  # the rest are still in a window
+    got = Counter((k, tuple(v)) for k, v in groups.items())
+    expected: Counter = Counter()
+    for end in (3, 6, 9, 12):
+        window = quotes[max(0, end - 6):end]
+        for sym in ("MSFT", "AAPL"):
+            expected[(sym, tuple(p for s, p, _ in window if s == sym))] += 1
+    assert got == expected

@@ -23,8 +23,11 @@ whose ``execute`` raised, where Storm's worker dies); a tick tuple goes to the w
 untracked; an ack made after ``execute`` returned (from a thread of the bolt's) may finish an
 id, where Storm raises ``IllegalStateException``; a failed id's batch is dropped at once
 (`TimeoutCallback.timeout_id`), where Storm's stays open. Ids not finished within
-``topology.message.timeout.secs`` are dropped (Storm's ``TimeCacheMap``: `TimeoutCallback`),
-checked whenever the task receives a tuple.
+``topology.message.timeout.secs`` are dropped (Storm's ``TimeCacheMap``: `TimeoutCallback`)
+between that timeout and 1.5 times it, by a timer of the engine's on the task's own thread
+(`CoordinatedBolt.squall_timers`; Storm's map has a cleaner thread), whether or not another
+tuple comes; the tuples it held for the id fail then (a `TIMEOUT`), so the request fails at
+once, where Storm's leave them to the spout's own timeout.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from ._collectors import BasicOutputCollector, OutputCollector, OutputFieldsDecl
 from ._components import BasicBolt, Bolt, _Component
 from ._config import Config, conf_value
 from ._errors import FailedException, ReportedFailedException
-from ._failure import EXCEPTION, EXPLICIT, FailureCause, fail_for
+from ._failure import EXCEPTION, EXPLICIT, TIMEOUT, FailureCause, fail_for
 from ._fields import Fields, GlobalStreamId
 from ._system import DEFAULT_STREAM
 from ._tuple import Tuple, is_tick_tuple
@@ -170,8 +173,7 @@ class CoordinatedBolt(Bolt):
         super().prepare(conf, context, collector)
         self._lock = threading.RLock()  # Storm's synchronized (tracked)
         timeout = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
-        expire = self._timed_out if isinstance(self.delegate, TimeoutCallback) else self._timed_out_silently
-        self._tracked = TimeCacheMap(timeout, expire)
+        self._tracked = TimeCacheMap(timeout, self._timed_out)
         self._count_out_tasks: list[int] = []
         for component in context.get_this_targets().get(COORDINATED_STREAM_ID, {}):
             self._count_out_tasks += context.get_component_tasks(component)
@@ -179,13 +181,33 @@ class CoordinatedBolt(Bolt):
                                        for source, args in self.source_args.items())
         self.delegate.prepare(conf, context, _CoordinatedOutputCollector(self, collector))
 
-    def _timed_out(self, id_: Any, track: _TrackingInfo) -> None:
-        track.failed = True  # (under the lock: expire_due runs inside it)
-        if not track.finished:
-            self.delegate.timeout_id(id_)
+    def squall_timers(self, clock: Any) -> list[tuple[float, Any]]:
+        """Called by the bolt executor once this task is prepared, before its first input: take
+        the engine's ``clock`` (simulated in tests) for the ids' expiry and return its timer,
+        every half message timeout (the map's rotation), with the wrapped bolt's own timers."""
+        with self._lock:
+            self._tracked.use_clock(clock.now)
+        own = getattr(self.delegate, "squall_timers", None)
+        return [(self._tracked.period, self.expire_due), *(own(clock) if own is not None else [])]
 
-    def _timed_out_silently(self, id_: Any, track: _TrackingInfo) -> None:
+    def expire_due(self) -> None:
+        """Drop the ids not finished within the message timeout (`TimeoutCallback`): the engine's
+        timer calls it, and so does each input."""
+        with self._lock:
+            self._tracked.expire_due()
+
+    def _timed_out(self, id_: Any, track: _TrackingInfo) -> None:
+        """An id expired unfinished (under the lock: expire_due runs inside it): the tuples held
+        for it fail, and a `TimeoutCallback` delegate drops its batch."""
         track.failed = True
+        if track.finished:
+            return
+        cause = FailureCause(TIMEOUT)
+        for t in track.ack_tuples:
+            fail_for(self.collector, t, cause)
+        track.ack_tuples = []
+        if isinstance(self.delegate, TimeoutCallback):
+            self.delegate.timeout_id(id_)
 
     def _tuple_type(self, tup: Tuple) -> str:
         spec = self.id_stream_spec
@@ -265,7 +287,7 @@ class CoordinatedBolt(Bolt):
         id_ = tup.values[0]
         kind = self._tuple_type(tup)
         with self._lock:
-            self._tracked.expire_due()
+            self._tracked.expire_due()  # (the engine's timer does too; this serves a bolt run without it)
             track = self._tracked.get(id_)
             if track is None:
                 track = _TrackingInfo()

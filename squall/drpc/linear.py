@@ -86,18 +86,31 @@ class JoinResult(Bolt):
     def prepare(self, conf: dict, context: Any, collector: Any) -> None:
         super().prepare(conf, context, collector)
         # a half whose other half never comes (its request failed or timed out upstream) is
-        # failed and dropped after the message timeout, when its tree has timed out anyway:
+        # failed and dropped after the message timeout, when its tree has timed out anyway
+        # (by the engine's timer, `squall_timers`, whether or not another tuple comes):
         # Storm's JoinResult holds it for ever, a leak of one tuple a failed request
         timeout = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
         self._returns = TimeCacheMap(timeout, self._expired)
         self._results = TimeCacheMap(timeout, self._expired)
 
+    def squall_timers(self, clock: Any) -> list[tuple[float, Any]]:
+        """Called by the bolt executor once this task is prepared: the halves' expiry on the
+        engine's ``clock``, every half message timeout, on the task's thread."""
+        self._returns.use_clock(clock.now)
+        self._results.use_clock(clock.now)
+        return [(self._returns.period, self.expire_due)]
+
+    def expire_due(self) -> None:
+        """Fail and drop the halves older than the message timeout (the engine's timer calls
+        it, and so does each input)."""
+        self._returns.expire_due()
+        self._results.expire_due()
+
     def _expired(self, _request_id: Any, tup: Any) -> None:
         self.collector.fail(tup)
 
     def execute(self, tup: Any) -> None:
-        self._returns.expire_due()
-        self._results.expire_due()
+        self.expire_due()
         request_id = tup.get_value(0)
         if tup.get_source_component() == self.return_component:
             self._returns.put(request_id, tup)

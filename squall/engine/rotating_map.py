@@ -88,8 +88,12 @@ class RotatingMap:
 class TimeCacheMap(RotatingMap):
     """Storm's ``TimeCacheMap``: a `RotatingMap` of 3 buckets rotated by time, so that an entry
     not put again expires between ``expiration_secs`` and 1.5 times that after it was put.
-    Rotated by its owner's calls to `expire_due` (a thread of its own would need a lock on every
-    call), on the clock ``now`` (monotonic seconds; passed in for tests)."""
+
+    Storm's rotates on a cleaner thread of its own; this one is rotated by its owner's calls to
+    `expire_due` (a thread of its own would need a lock on every call), on the clock ``now``
+    (monotonic seconds). A component calls it from a timer of the engine's (``squall_timers``,
+    every `period` seconds: `CoordinatedBolt`, `JoinResult`), so that entries expire on time
+    even when no tuple comes, and may call it as tuples come too."""
 
     __slots__ = ("_next", "_now", "_period")
 
@@ -102,9 +106,24 @@ class TimeCacheMap(RotatingMap):
         self._period = max(float(expiration_secs), 0.001) / (self.BUCKETS - 1)
         self._next = now() + self._period
 
+    @property
+    def period(self) -> float:
+        """Seconds between rotations (half the expiration): how often `expire_due` is worth calling."""
+        return self._period
+
+    def use_clock(self, now: Callable[[], float]) -> None:
+        """Rotate on the clock ``now`` from here on (the engine's, handed over once the owner is
+        prepared: a simulated one in tests); the next rotation is a period from now."""
+        self._now = now
+        self._next = now() + self._period
+
     def expire_due(self) -> None:
-        """Rotate once for every period that has passed since the last rotation."""
+        """Rotate once for every period that has passed since the last rotation (at most once
+        per bucket: after that many every entry has expired, however long the gap was)."""
         now = self._now()
-        while now >= self._next:
-            self._next += self._period
+        if now < self._next:
+            return
+        due = int((now - self._next) // self._period) + 1
+        self._next += due * self._period
+        for _ in range(min(due, self.BUCKETS)):
             self.rotate()

@@ -16,6 +16,7 @@ import pytest
 
 import squall
 from squall import BaseBatchBolt, BasicBolt, Bolt, Config, FailedException, Fields, LocalCluster
+from squall._failure import TIMEOUT
 from squall._tuple import Source, Tuple
 from squall.coordination import (
     COORDINATED_STREAM_ID,
@@ -24,8 +25,12 @@ from squall.coordination import (
     FinishedCallback,
     IdStreamSpec,
     SourceArgs,
+    TimeoutCallback,
 )
 from squall.drpc import DRPCExceptionType, DRPCExecutionException, LinearDRPCTopologyBuilder, LocalDRPC
+from squall.engine.clock import SimulatedClock
+from squall.testing import FeederSpout
+from squall.testing._registry import SharedLog
 
 from ..conftest import wait_until
 from ..examples.conftest import load_example
@@ -380,6 +385,99 @@ def test_an_unfinished_id_is_dropped_after_the_message_timeout():
     # the expiry is checked as tuples come: keep one coming until id 8's batch is gone
     assert wait_until(lambda: bolt.execute(data(2, 99, "z")) or 8 not in bolt.delegate._open, 10)
     assert Summer.finished == []
+
+
+class Causes(Collector):
+    """A `Collector` that also records why it failed a tuple (squall's ``fail_with``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.causes = []
+
+    def fail_with(self, tup, cause):
+        self.failed.append(tup)
+        self.causes.append(cause.kind)
+
+
+def test_an_unfinished_id_expires_on_the_engines_clock_without_another_tuple():
+    """Storm's TimeCacheMap expires on a cleaner thread of its own; here the engine's timer
+    (squall_timers, on the clock it is handed) drops the id when no tuple ever comes again:
+    its held report fails as a timeout and its batch is dropped, between the timeout (10 s)
+    and 1.5 times it."""
+    Summer.finished = []
+    bolt = CoordinatedBolt(BatchBoltExecutor(Summer()), {"up": SourceArgs.all()})
+    out = Causes()
+    bolt.prepare({"topology.message.timeout.secs": 10}, Context(), out)
+    clock = SimulatedClock(1000.0)
+    [(period, expire)] = bolt.squall_timers(clock)
+    assert period == 5.0  # Storm's: the expiration over (buckets - 1)
+    held = coord(2, 8, 0)
+    bolt.execute(data(1, 8, "a"))
+    bolt.execute(held)
+    clock.advance(9.9)
+    expire()
+    assert 8 in bolt.delegate._open and out.failed == []  # not yet due
+    clock.advance(5.1)
+    expire()  # 15 s after: no tuple came, the timer alone drops it
+    assert 8 not in bolt.delegate._open
+    assert out.failed == [held] and out.causes == [TIMEOUT]
+    assert [t.values for t in out.acked] == [[8, "a"]]  # its data tuple, acked as it was executed
+    assert Summer.finished == []
+    bolt.execute(data(1, 9, "b"))  # a later id is tracked as before
+    assert 9 in bolt.delegate._open
+
+
+class HoldsAndHearsTimeouts(Bolt, TimeoutCallback):
+    """Never acks (so its ids never finish); records each id it hears timed out in ``log``."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def execute(self, tup):
+        pass
+
+    def timeout_id(self, id):
+        self.log.append(id)
+
+
+def test_a_local_cluster_times_out_an_id_when_no_tuple_comes_after_it():
+    """On a simulated clock: one request id, then nothing. Past 1.5 message timeouts the
+    CoordinatedBolt's task has dropped it and told its bolt, on the engine's timer (before, the
+    expiry waited for the task's next tuple, which never came)."""
+    timed_out = SharedLog()
+    feeder = FeederSpout(Fields(["id", "v"]))
+    builder = squall.TopologyBuilder()
+    builder.set_spout("feed", feeder)
+    builder.set_bolt("coordinated", CoordinatedBolt(HoldsAndHearsTimeouts(timed_out))).shuffle_grouping("feed")
+    conf = Config()
+    conf.set_message_timeout_secs(30)
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("expiry", conf, builder.create_topology())
+        feeder.feed([77, "x"])
+        assert wait_until(lambda: cluster.get_topology_info("expiry")["components"]["coordinated"]["executed"] == 1)
+        cluster.advance_cluster_time(29)
+        assert timed_out.items() == []
+        cluster.advance_cluster_time(17)  # 46 s > 45 s: due (advance_cluster_time runs due timers)
+        assert timed_out.items() == [77]
+
+
+def test_join_result_expires_halves_on_the_engines_clock_without_another_tuple():
+    from squall.drpc.linear import JoinResult
+
+    bolt = JoinResult("prepare-request")
+    out = Collector()
+    bolt.prepare({"topology.message.timeout.secs": 4}, Context(), out)
+    clock = SimulatedClock()
+    [(period, expire)] = bolt.squall_timers(clock)
+    assert period == 2.0
+    orphan = Tuple([3, {"id": "3"}], Source("prepare-request", "ret", 7, Fields(["request", "return"])))
+    bolt.execute(orphan)
+    clock.advance(3.9)
+    expire()
+    assert out.failed == []
+    clock.advance(2.1)
+    expire()
+    assert out.failed == [orphan] and len(bolt._returns) == 0
 
 
 def test_finished_callback_is_called_for_a_plain_bolt_that_is_one():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from squall.engine.rotating_map import RotatingMap
+from squall.engine.rotating_map import RotatingMap, TimeCacheMap
 
 
 def test_put_get_contains_remove_and_size():
@@ -80,3 +80,46 @@ def test_remove_if_takes_matching_entries_from_every_bucket():
     m.put(3, "keep")
     assert sorted(m.remove_if(lambda k, v: v != "keep")) == [(1, "old"), (2, "new")]
     assert len(m) == 1 and m.get(3) == "keep"
+
+
+class _Counted(TimeCacheMap):
+    __slots__ = ("rotations",)
+
+    def rotate(self) -> dict:
+        self.rotations += 1
+        return super().rotate()
+
+
+def test_time_cache_map_catches_up_a_long_gap_in_at_most_one_rotation_per_bucket():
+    """An owner that calls `expire_due` late (a timer held up, a task idle for hours on a
+    short timeout) rotates at most 3 times, which expires everything, not once per period
+    missed (1,000 here; millions for hours), and the next rotation is a period later."""
+    now = [0.0]
+    expired = []
+    m = _Counted(2.0, expire=lambda k, v: expired.append(k), now=lambda: now[0])
+    m.rotations = 0
+    m.put("old", 1)
+    now[0] = 1000.5
+    m.expire_due()
+    assert expired == ["old"] and len(m) == 0 and m.rotations == 3
+    m.put("new", 2)
+    now[0] = 1000.9
+    m.expire_due()
+    assert m.rotations == 3  # the next rotation is at 1001
+    now[0] = 1003.0
+    m.expire_due()  # rotations at 1001, 1002 and 1003: put at 1000.5, expired 2.5 s later
+    assert expired == ["old", "new"]
+    assert m.period == 1.0
+
+
+def test_time_cache_map_use_clock_rebases_its_rotations():
+    now = [50.0]
+    m = TimeCacheMap(4.0, now=lambda: 1e9)
+    m.use_clock(lambda: now[0])
+    m.put("k", 1)
+    now[0] = 53.9
+    m.expire_due()
+    assert "k" in m
+    now[0] = 56.0  # 3 periods of 2 s since 50: gone
+    m.expire_due()
+    assert "k" not in m

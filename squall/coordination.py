@@ -268,9 +268,10 @@ class CoordinatedBolt(Bolt):
         component, task = self.context.get_this_component_id(), self.context.get_this_task_id()
         explicit = isinstance(e, FailedException)
         if not explicit or isinstance(e, ReportedFailedException):
-            collector.report_error(e)
-        log.error("Failed to finish batch %r in [%s] task %s: %s: %s", tup.values[0], component, task,
-                  type(e).__name__, e)
+            collector.report_error(e)  # which logs it, with its traceback: not logged here too
+        else:
+            log.error("Failed to finish batch %r in [%s] task %s: %s: %s", tup.values[0], component, task,
+                      type(e).__name__, e)
         cause = FailureCause.of_exception(EXPLICIT if explicit else EXCEPTION, component, task, e)
         track.failed = True
         for t in track.ack_tuples:
@@ -526,9 +527,10 @@ class BatchBoltExecutor(Bolt, FinishedCallback, TimeoutCallback):
         try:
             bolt.execute(tup)
         except FailedException as e:
-            log.error("Failed to process tuple in batch: %s", e)
             if isinstance(e, ReportedFailedException):
-                self.collector.report_error(e)
+                self.collector.report_error(e)  # which logs it: not logged here too
+            else:
+                log.error("Failed to process tuple in batch: %s", e)
             fail_for(self.collector, tup, FailureCause.of_exception(
                 EXPLICIT, self.context.get_this_component_id(), self.context.get_this_task_id(), e))
             return

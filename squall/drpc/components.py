@@ -256,6 +256,5 @@ class ReturnResults(Bolt):
 
     def _refuse(self, tup: Any, why: str) -> None:
         error = DRPCExecutionException(f"DRPC return bolt [{self._name}]: {why}")
-        log.error("%s", error)
-        self.collector.report_error(error)
+        self.collector.report_error(error)  # which logs it
         self.collector.fail(tup)

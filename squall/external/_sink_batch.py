@@ -10,7 +10,6 @@ window, at least once after it (see docs/connectors.md).
 
 from __future__ import annotations
 
-import logging
 import re
 from collections import deque
 from collections.abc import Sequence
@@ -24,8 +23,6 @@ from .._config import Config
 from .._errors import SquallError
 from .._fields import Fields
 from .._tuple import Tuple, is_tick_tuple
-
-log = logging.getLogger(__name__)
 
 DEAD_LETTER_STREAM = "dead_letter"
 """The stream a sink emits rows that do not fit its schema on (with ``on_bad_row="dead_letter"``)."""
@@ -242,8 +239,7 @@ class BatchingSinkBolt(Bolt):
                 err = e if isinstance(e, SinkWriteError) else SinkWriteError(
                     f"sink {self.component!r}: batch {self.task_name}#{self._seq} of {len(ids)} rows "
                     f"was not written ({type(e).__name__}: {e}); its tuples are failed and replay")
-                log.error("%s", err)
-                self.collector.report_error(err)
+                self.collector.report_error(err)  # which logs it
                 for tup in good:
                     self.collector.fail(tup)
                 return
@@ -253,8 +249,7 @@ class BatchingSinkBolt(Bolt):
             self.collector.ack(tup)
 
     def _bad(self, tup: Tuple, key: Any, err: SinkSchemaError) -> None:
-        log.warning("%s", err)
-        self.collector.report_error(err)
+        self.collector.report_error(err)  # which logs it
         if self.on_bad_row == "fail":
             self.collector.fail(tup)
             return

@@ -744,8 +744,7 @@ class FileSpout(Spout):
                 self.unreadable.add(name)  # tried again at every listing, reported once
                 message = (f"FileSpout {self.spout_id!r}: cannot open {os.path.join(self.directory, name)}: "
                            f"{e.strerror or e}; skipping it until it can be read")
-                log.error(message)
-                self.collector.report_error(message)
+                self.collector.report_error(message)  # which logs it
             return False
         self.unreadable.discard(name)
         handle = os.fdopen(fd, "rb")  # kept open across calls
@@ -912,8 +911,7 @@ class FileSpout(Spout):
         path = append_dead_letter(self.dead_letter_dir, self.file or "unknown", entry, self.kept.dead_letter)
         self.dead_letters += 1
         message = f"FileSpout {self.spout_id!r}: {reason} in {where}; written to {path}"
-        log.error(message)
-        self.collector.report_error(message)
+        self.collector.report_error(message)  # which logs it
 
     # -- progress
 
@@ -1089,8 +1087,7 @@ class FileSinkBolt(Bolt):
             # tuple, so its spout retries it and, past its retry limit, dead-letters it.
             message = (f"FileSinkBolt: formatter raised {type(e).__name__}: {e} on a tuple from "
                        f"{tup.source_component!r} stream {tup.source_stream!r}; failing it")
-            log.error(message)
-            self.collector.report_error(message)
+            self.collector.report_error(message)  # which logs it
             self.collector.fail(tup)
             return
         try:
@@ -1136,8 +1133,7 @@ class FileSinkBolt(Bolt):
         said = disk_error_message(error.errno, error.strerror, self.temp or self.directory,
                                   Kept("the file being written", "the FileSinkBolt's directory"), atomic=False)
         message = f"FileSinkBolt: {said} Failing {len(self.held)} tuple(s) so they replay."
-        log.error(message)
-        self.collector.report_error(message)
+        self.collector.report_error(message)  # which logs it
         if self.handle is not None:
             try:
                 self.handle.close()

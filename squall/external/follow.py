@@ -199,8 +199,7 @@ class _FollowingSpout(Spout):
     def _stop(self, reason: str) -> None:
         """The source cannot be followed past here: say so once; what was listed is still read."""
         self.stopped = reason
-        log.error("%s", reason)
-        self.collector.report_error(reason)
+        self.collector.report_error(reason)  # which logs it
 
     def _start_next(self) -> bool:
         while self.queue:
@@ -290,8 +289,7 @@ class _FollowingSpout(Spout):
         self.dead_letters += 1
         where = f"{f.path}" + (f" row {row}" if row is not None else "")
         message = f"{type(self).__name__} {self.spout_id!r}: {reason} in {where}; written to {path}"
-        log.error(message)
-        self.collector.report_error(message)
+        self.collector.report_error(message)  # which logs it
 
     # -- progress
 

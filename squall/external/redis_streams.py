@@ -621,8 +621,7 @@ class RedisStreamSpout(Spout):
             o.since = now
             message = (f"{self.consumer}: Redis at {redact_text(self.url)} unreachable reading stream "
                        f"{self.stream!r} ({error}); retrying every {self.down_retry_secs}s")
-            log.error(message)
-            self.collector.report_error(message)
+            self.collector.report_error(message)  # which logs it
 
     def _recovered(self, now: float) -> None:
         o = self._outage
@@ -760,9 +759,9 @@ return id
             self._script_loaded = False   # the server restarted: loaded again before the next write
         error = next((r for r in results if isinstance(r, Exception)), None)
         if error is not None and not self._failing:
-            log.error("RedisStreamSinkBolt: cannot write %r to %s (%s); failing tuples for replay",
-                      self.target, redact_text(self.url), error)
-            self.collector.report_error(f"RedisStreamSinkBolt: cannot write {self.target!r}: {error}")
+            self.collector.report_error(  # which logs it
+                f"RedisStreamSinkBolt: cannot write {self.target!r} to {redact_text(self.url)} ({error}); "
+                f"failing tuples for replay")
         self._failing = error is not None
         for (tup, _key, _values), result in zip(batch, results):
             if isinstance(result, Exception):

@@ -18,7 +18,6 @@ is never lost, and it may apply twice only when its commit went through and its 
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -34,8 +33,6 @@ from ..engine.plan import SUBMIT_CHECK
 from ._api import StateError
 from ._names import get_state, provider_config, provider_problem, state_namespace
 from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK
-
-log = logging.getLogger(__name__)
 
 
 class BaseStatefulBolt(_Component):
@@ -205,9 +202,8 @@ class _CheckpointAware(Bolt):
                 self.collector.ack(tup)
             self.last_txid = txid - 1 if action == ROLLBACK else txid
         except Exception as e:  # noqa: BLE001 (the user's state hooks: the checkpoint fails, so the spout recovers; the error is shown)
-            log.error("checkpoint %s %s failed: %s", action, txid, e)
             self.collector.fail(tup)
-            self.collector.report_error(e)
+            self.collector.report_error(e)  # which logs it, with its traceback (in handle_checkpoint)
 
     def handle_checkpoint(self, tup: Tuple, action: str, txid: int) -> bool:
         """Act on a checkpoint; False if it failed ``tup`` instead (not to be forwarded)."""

@@ -14,7 +14,9 @@ from unittest import mock
 import pytest
 
 from squall import BasicBolt, Bolt, Config, Fields, LocalCluster, TopologyBuilder, is_tick_tuple
+from squall.engine.clock import SimulatedClock
 from squall.testing import (
+    AckFailMapTracker,
     AckTracker,
     FeederSpout,
     TrackedTopology,
@@ -27,7 +29,7 @@ from squall.testing import (
     tracked_wait,
     with_tracked_cluster,
 )
-from squall.testing._registry import SharedLog
+from squall.testing._registry import SharedFlag, SharedLog
 
 from .conftest import wait_until
 
@@ -394,3 +396,62 @@ def test_ticks_are_counted_like_tuples():
         feeder.assert_num_acks(1)
         assert log.items().count(5) == 1 and log.items().count("tick") >= 2
         assert tracked.global_amt("transferred") == tracked.global_amt("processed")
+
+
+
+class CrashesOnFirstBoom(Bolt):
+    """Records and acks each tuple; the first "boom" crashes its worker (fail fast) before it
+    is recorded, a later one is recorded."""
+
+    def __init__(self, seen: SharedLog, crashed: SharedFlag) -> None:
+        self.seen, self.crashed = seen, crashed
+
+    def execute(self, tup):
+        if tup[0] == "boom" and not self.crashed.is_set():
+            self.crashed.set()
+            raise RuntimeError("boom")
+        self.seen.append(tup[0])
+        self.collector.ack(tup)
+
+
+def test_tracked_wait_after_a_worker_crash_counts_what_it_held_as_lost_and_the_counts_meet_again():
+    """feed (one worker) -> crash (the other). The crash takes the "boom" tuple it was running
+    with it: tracked_wait counts it as lost (it can never be processed now) and returns, where
+    it waited for it until its timeout. Once the worker is restarted, what is fed (a replay of
+    "boom" too) is processed there and waited for as before. On a simulated clock that does not
+    move: no message timeout fails anything; "boom" fails on the master's notice of the death."""
+    seen, crashed = SharedLog(), SharedFlag()
+    feeder = FeederSpout(Fields(["x"]))
+    acks = AckFailMapTracker()
+    feeder.set_ack_fail_delegate(acks)
+    builder = TopologyBuilder()
+    builder.set_spout("feed", feeder)
+    builder.set_bolt("crash", CrashesOnFirstBoom(seen, crashed)).shuffle_grouping("feed")
+    conf = Config()
+    conf.set_num_workers(2)
+    conf[Config.TOPOLOGY_BOLT_FAIL_FAST] = True  # the exception crashes the worker
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        tracked = TrackedTopology(builder.create_topology(), cluster)
+        cluster.submit_topology("crashing", conf, tracked)
+
+        info = cluster.get_topology_info("crashing")
+        [port] = {s["worker"] for s in info["components"]["crash"]["task_stats"].values()}
+        assert {s["worker"] for s in info["components"]["feed"]["task_stats"].values()} != {port}
+
+        def crash_worker():
+            return next(w for w in cluster.get_topology_info("crashing")["workers"] if w["port"] == port)
+
+        feeder.feed(["a"], "a")
+        tracked_wait(tracked, 1)
+        assert seen.items() == ["a"]
+        feeder.feed(["boom"], "boom")
+        tracked_wait(tracked, 1)  # returns: "boom" died with its worker
+        assert seen.items() == ["a"] and tracked.global_amt("lost") >= 1
+        assert wait_until(lambda: acks.is_failed("boom"))  # the spout heard the worker died
+        assert wait_until(lambda: crash_worker()["restarts"] == 1 and crash_worker()["alive"])
+        feeder.feed(["c"], "c")
+        feeder.feed(["boom"], "boom")  # as a replaying spout would, now that its worker is back
+        tracked_wait(tracked, 2)
+        assert seen.items() == ["a", "c", "boom"] and acks.is_acked("c") and acks.is_acked("boom")
+        amounts = {key: tracked.global_amt(key) for key in ("transferred", "processed", "lost", "spout-emitted")}
+        assert amounts["transferred"] == amounts["processed"] + amounts["lost"] and amounts["spout-emitted"] == 4

@@ -23,6 +23,7 @@ from .._errors import RemoteError
 from .._nimbus import Assignment
 from ..engine.plan import TopologyPlan
 from ..engine.serialize import Serializer, source_cache
+from ..engine.tracking import tracker_of
 from ..engine.transport import InMemoryNetwork, InMemoryTransport, Origin
 from ..worker.agent import EXIT_CANNOT_START, WorkerAgent
 from .launcher import Launch, Launcher, WorkerExit
@@ -185,6 +186,9 @@ class InProcessLauncher(Launcher):
             check = Serializer(plan.conf, source_cache(plan)).emit_check()
             transport = InMemoryTransport(network, slot, check=check)
             transport.set_receiver(receive)
+            counts = tracker_of(plan.conf)
+            if counts is not None:  # a tracked topology: an item dropped is one never processed
+                transport.on_drop = lambda task: counts.lose(plan.task_to_component.get(task, str(task)))
             return transport
 
         agent = WorkerAgent(self.master, launch.storm_id, slot, launch.launch_id, self.conf,

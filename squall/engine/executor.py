@@ -191,7 +191,7 @@ class Wiring:
     loop: Any = None                # the ExecutorLoop, set when executors are placed on it
     loads: LoadMapping | None = None  # every task's load, if this worker's shuffles are load-aware
     ackers: list[Callable[[Any], None]] = field(default_factory=list)
-    tracker: Any = None             # TupleCounts of a tracked topology (squall.engine.tracking), or None
+    tracker: Any = None             # this worker's WorkerCounts of a tracked topology (squall.engine.tracking), or None
 
     def __post_init__(self) -> None:
         self.ackers = [self.deliver[t] for t in self.plan.acker_tasks]

@@ -228,8 +228,9 @@ class ExecutorLoop:
         self.flush: Callable[[], None] = _nothing  # the transport's flush, set by the worker
         self.flush_due: Callable[[], None] = _nothing  # its flush after a working round (Transport.flush_due)
         self.poll: Callable[[], int] = _none_arrived  # the transport's poll, set by the worker
-        # a tracked topology's counts (squall.engine.tracking), set by the worker: each drain's
-        # items are counted as processed once it returns (what they emitted is counted already)
+        # a tracked topology's counts of this worker (squall.engine.tracking.WorkerCounts), set by
+        # the worker: each drain's items are counted as processed once it returns (what they
+        # emitted is counted already)
         self.tracker: Any = None
 
     def add(self, executor: Executor) -> None:

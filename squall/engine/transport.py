@@ -251,6 +251,8 @@ class InMemoryTransport(Transport):
         self._drops: Counter[str] = Counter()
         self._warn = RateLimitedLog(log, limit=5, period=10.0)
         self._closed = False
+        # called with the task of each item it drops (a tracked topology counts it as lost)
+        self.on_drop: Callable[[int], None] | None = None
         network.register(self)
 
     def sender(self, task_id: int) -> Callable[[Any], None]:
@@ -265,6 +267,8 @@ class InMemoryTransport(Transport):
                 route[0][0](task_id, item)
             except KeyError:  # the worker there does not host the task (it moved): as Storm, drop
                 drops["misdirected"] += 1
+                if self.on_drop is not None:
+                    self.on_drop(task_id)
         if check is None:
             return send
 
@@ -280,9 +284,13 @@ class InMemoryTransport(Transport):
 
     def _no_receiver(self, task: int, item: Any) -> None:
         self._drops["no_receiver"] += 1
+        if self.on_drop is not None:
+            self.on_drop(task)
 
     def _no_endpoint(self, task: int, item: Any) -> None:
         self._drops["no_endpoint"] += 1
+        if self.on_drop is not None:
+            self.on_drop(task)
 
     def set_peers(self, peers: dict[int, str]) -> None:
         if self._closed:

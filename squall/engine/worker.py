@@ -140,8 +140,11 @@ class Worker:
         self.tasks = sorted(t for e in assignment for t in e.tasks)
         self.inboxes: dict[int, deque] = {t: deque() for t in self.tasks}
         # a tracked topology's counts (squall.testing.TrackedTopology), or None: then every
-        # delivery counts what it transfers, and every loop what it processes
-        self.tracker = tracker_of(plan.conf)
+        # delivery counts what it transfers, every loop what it processes, and this worker
+        # what arrives in it, so that what it held is counted as lost when it dies
+        counts = tracker_of(plan.conf)
+        self.counts = counts
+        self.tracker = counts.worker() if counts is not None else None
 
         # One shared loop, plus one per executor of a component that asked for its own thread.
         self._loop_event = transport.loop_event
@@ -224,10 +227,11 @@ class Worker:
         return deliver
 
     def _counted(self, t: int, deliver: Callable[[Any], None]) -> Callable[[Any], None]:
-        """``deliver`` to task ``t``, counting what it transfers if the topology is tracked."""
-        if self.tracker is None:
+        """``deliver`` to task ``t``, counting what it transfers if the topology is tracked (as
+        arriving here too, for a task of this worker; the receiver counts the others' arrivals)."""
+        if self.tracker is None or self.counts is None:
             return deliver
-        return counted(self.tracker, self.plan.task_to_component[t], deliver)
+        return counted(self.tracker if t in self.inboxes else self.counts, self.plan.task_to_component[t], deliver)
 
     def _local_deliver(self, loop: ExecutorLoop, t: int) -> Callable[[Any], None]:
         """How an executor on ``loop`` puts an item in local task ``t``'s inbox."""
@@ -267,6 +271,8 @@ class Worker:
             self._stopped = True
         for lp in self.loops:
             lp.stop(clean)
+        if self.tracker is not None:  # what its inboxes hold is never run
+            self.tracker.died()
         # one deadline for all: a loop late in a user's cleanup must not cut the others' short
         deadline = time.monotonic() + timeout
         ok = True
@@ -281,6 +287,8 @@ class Worker:
     def receive(self, task: int, item: Any) -> None:
         """Deliver an item from another worker to local ``task`` (called by the transport)."""
         q = self.inboxes[task]
+        if self.tracker is not None:  # (a tracked topology runs on LocalCluster's in-memory transport, which calls this)
+            self.tracker.arrive(self.plan.task_to_component[task])
         q.append(item)
         lp = self.loop_of_task[task]
         if lp.sleeping:
@@ -356,6 +364,8 @@ class Worker:
             for lp in self.loops:
                 if lp is not loop:
                     lp.stop(clean=False)
+            if self.tracker is not None:  # what it held (and was running) is never processed now
+                self.tracker.died()
             self._on_crash(self, record)
 
     def find_stalls(self, now: float, threshold: float) -> list[str]:

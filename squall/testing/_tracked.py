@@ -2,10 +2,13 @@
 `with_tracked_cluster`, `capture_topology`, `multiset`/`multiseteq` and `test_tuple`.
 
 A tracked topology's workers count what they do (`squall.engine.tracking`): every spout emit,
-every item put into an inbox and every item run. `TrackedTopology.tracked_wait` waits, without
-polling, until that many more spout emits were made and every item transferred was processed,
+every item put into an inbox and every item run, and, when a worker dies, the items it held,
+which can no longer be run (``lost``). `TrackedTopology.tracked_wait` waits, without polling,
+until that many more spout emits were made and every item transferred was processed or lost,
 as Storm's ``trackedWait`` waits for ``spout-emitted`` to reach its target and ``processed`` to
-equal ``transferred``.
+equal ``transferred``. Storm's never sees a worker die (its counts stay apart for good, and it
+waits out its timeout): after a crash, squall's returns once what the topology still can do is
+done, and a spout's replays are spout emits like any other, to wait for with ``amt``.
 """
 
 from __future__ import annotations
@@ -82,7 +85,10 @@ class TrackedTopology:
 
         It waits on the counts (each processed batch wakes it), never sleeps, and does not move
         a simulated clock (move it with ``cluster.advance_cluster_time``). More emits than
-        ``amt`` are allowed (they count towards the next wait).
+        ``amt`` are allowed (they count towards the next wait). A worker that died (a crash, a
+        rebalance) took the items it held with it: they count as ``lost``, not as waited for,
+        so the wait ends once the rest is done; what a spout replays for them are new emits,
+        which ``amt`` may include to wait for them too.
 
         Raises:
             AssertionError: not done within ``timeout_secs`` ("Test timed out"), naming what is
@@ -105,15 +111,19 @@ class TrackedTopology:
         unprocessed = self.counts.unprocessed()
         if unprocessed:
             where = ", ".join(f"[{c}] {n}" for c, n in unprocessed.items())
-            waiting.append(f"{amounts['transferred'] - amounts['processed']} of {amounts['transferred']} items "
+            waiting.append(f"{sum(unprocessed.values())} of {amounts['transferred']} items "
                            f"transferred are not processed yet ({where})")
+        if amounts["lost"]:
+            waiting.append(f"{amounts['lost']} items were lost with {self.counts.workers_died} worker(s) that "
+                           f"died or the transport dropped")
         if not self.names:
             waiting.append("it was never submitted: cluster.submit_topology(name, conf, tracked)")
         return f"Test timed out ({timeout_secs}s) in tracked_wait({amt}): " + "; ".join(waiting)
 
     def global_amt(self, key: str) -> int:
         """One count of this topology: ``"spout-emitted"``, ``"transferred"`` or ``"processed"``
-        (Storm's ``globalAmt``, whose counts are the whole cluster's).
+        (Storm's ``globalAmt``, whose counts are the whole cluster's), or ``"lost"`` (squall's:
+        items transferred that a worker's death, or the transport, dropped).
 
         Raises:
             KeyError: another key.

@@ -12,7 +12,9 @@ all that differs between hosts:
 
 Each knows the slots it offers, starts a worker for a `Launch`, stops one (cleanly, within a
 bounded time; a stopped worker's end is not an exit to report: it was asked to go), and reports
-the workers that ended on their own (`WorkerExit`). Secrets go only where a launcher needs them:
+the workers that ended on their own (`WorkerExit`). The process launcher can also start a
+worker again while no master answers (`Launcher.resume`), from what its last worker kept.
+Secrets go only where a launcher needs them:
 the process launcher writes the cluster's configuration, secret included, to an owner-only file
 its worker processes read; the others hand workers what they need in memory.
 """
@@ -30,6 +32,7 @@ class Launcher(abc.ABC):
     """Starts, stops and watches the workers of one supervisor's slots; see the module docstring."""
 
     host: str  # the slots' host part, and the address peers reach workers at where it matters
+    resumes = False  # whether `resume` can start a worker without its master
 
     @abc.abstractmethod
     def slots(self) -> list[int]:
@@ -50,6 +53,12 @@ class Launcher(abc.ABC):
     @abc.abstractmethod
     def exits(self) -> list[WorkerExit]:
         """Workers that ended on their own since the last call, each reported once."""
+
+    def resume(self, port: int, launch: Launch, resumes: int) -> bool:
+        """Start ``port``'s worker of ``launch`` again without the master (its ``resumes``-th
+        local restart, while no master answers: `squall.cluster.local_assignment`); False if
+        this host cannot (the default: its workers need the master to start)."""
+        return False
 
     def stop_all(self) -> None:
         """Stop every worker (the supervisor is stopping)."""

@@ -4,7 +4,9 @@ Each is ``python -m squall.worker``, started with ``PR_SET_PDEATHSIG`` = SIGKILL
 SIGKILLed supervisor leaves no orphan. Its stdout and stderr go through a pipe into
 ``worker-<port>.log``, rotated by size (`squall.cluster.logs`); the last lines go with its exit.
 It reads the cluster's configuration, secret included, from an owner-only ``conf.yaml``: the one
-launcher that writes the secret down, because its workers are processes that must read it.
+launcher that writes the secret down, because its workers are processes that must read it. Each
+keeps a sealed copy of its assignment in ``assignment-<port>``, from which `ProcessLauncher.resume`
+starts it again while no master answers (`squall.cluster.local_assignment`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .._config import Config, conf_value
 from .._private import private_dir, write_private
 from ..worker.agent import EXIT_CANNOT_START
 from .launcher import Launch, Launcher, WorkerExit
+from .local_assignment import copy_path
 from .logs import OutputPump, RotatingLog, log_limits
 
 log = logging.getLogger("squall.supervisor")
@@ -57,6 +60,8 @@ class ProcessLauncher(Launcher):
     """Workers as processes (``python -m squall.worker``) of this machine, their logs and
     configuration in ``directory``; see the module docstring."""
 
+    resumes = True
+
     def __init__(self, conf: dict[str, Any], host: str, master: Any, directory: Path) -> None:
         """``master``: ``(host, port)``, or a link whose ``address`` is the master it reaches now
         (`squall.cluster.seeds.LeaderLink`: a worker starts with the leader its supervisor found)."""
@@ -74,17 +79,33 @@ class ProcessLauncher(Launcher):
         return list(self._ports)
 
     def start(self, port: int, launch: Launch) -> None:
+        self._start(port, launch, 0)
+
+    def resume(self, port: int, launch: Launch, resumes: int) -> bool:
+        """Start ``port``'s worker from the copy of its assignment its last worker kept
+        (``assignment-<port>``, checked by the worker: `AssignmentCopy`); False if there is none."""
+        if not copy_path(self.dir, port).exists():
+            log.warning("worker %s:%s of %s cannot start again without the master: no worker kept its assignment "
+                        "(%s)", self.host, port, launch.storm_id, copy_path(self.dir, port))
+            return False
+        self._start(port, launch, resumes)
+        return True
+
+    def _start(self, port: int, launch: Launch, resumes: int) -> None:
         mhost, mport = getattr(self.master, "address", self.master)
         cmd = [sys.executable, "-m", "squall.worker", "--master", f"{mhost}:{mport}",
                "--storm-id", launch.storm_id, "--slot", f"{self.host}:{port}",
-               "--launch-id", str(launch.launch_id), "--conf", str(self.conf_file)]
+               "--launch-id", str(launch.launch_id), "--conf", str(self.conf_file),
+               "--kept-assignment", str(copy_path(self.dir, port))]
+        if resumes:
+            cmd += ["--resume", str(resumes)]
         if port not in self.logs:
             self.logs[port] = RotatingLog(self.dir / f"worker-{port}.log", *log_limits(self.conf))
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)  # noqa: PLW1509 (PDEATHSIG is set in the child or not at all)
         assert proc.stdout is not None  # stdout=PIPE
         self.procs[port] = _Process(launch, proc, OutputPump(proc.stdout, self.logs[port]))
-        log.info("started worker %s:%s for %s (launch %s), pid %s", self.host, port, launch.storm_id,
-                 launch.launch_id, proc.pid)
+        log.info("started worker %s:%s for %s (launch %s%s), pid %s", self.host, port, launch.storm_id,
+                 launch.launch_id, f", local restart {resumes} without the master" if resumes else "", proc.pid)
 
     def stop(self, port: int) -> None:
         p = self.procs.pop(port, None)

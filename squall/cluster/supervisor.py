@@ -4,11 +4,14 @@ Every ``supervisor.monitor.frequency.secs`` it syncs with the master (`Master.op
 it registers its slots, reports the workers that ended (`WorkerExit`) and the workers it runs,
 and learns which topology and launch each slot must run. A slot whose worker does not match is
 stopped and (re)started; a worker that ended is started again once the master says so. If the
-master is unreachable the workers are left alone: they keep processing, and the supervisor
-retries. How a worker is started, stopped and watched is its `Launcher`'s business
-(`squall.cluster.launcher`): worker processes here (`ProcessLauncher`), Spark tasks
-(`squall.cluster.spark.SparkLauncher`), threads of a `LocalCluster`
-(`squall.cluster.inprocess.InProcessLauncher`).
+master is unreachable the workers keep processing, and the supervisor retries; as Storm's
+supervisor does from its local assignment, it holds the launch the master last gave each port
+(on the process host, on disk) and starts a worker of it that ends again itself, with the
+master's delays, from what the worker kept (`squall.cluster.held_slots`); the master, when it
+answers again, finds that launch running, or changes it. How a worker is started, stopped and
+watched is its `Launcher`'s business (`squall.cluster.launcher`): worker processes here
+(`ProcessLauncher`), Spark tasks (`squall.cluster.spark.SparkLauncher`), threads of a
+`LocalCluster` (`squall.cluster.inprocess.InProcessLauncher`).
 
 On the process host (``python -m squall.cluster.supervisor``, or started by ``squall nimbus
 --host process``) workers die with their supervisor (``PR_SET_PDEATHSIG``), but not with the
@@ -36,9 +39,12 @@ from .._errors import RpcError, SquallError
 from .._nimbus import RunningWorker, SupervisorSync, WorkerExit
 from .._private import hold_lock, lock_held, private_dir, write_private
 from .._redact import redact_logs
+from .._secret import load_or_create_secret
 from ..worker.calls import MasterCalls, nimbus_of
 from .health import HealthCheck, HealthMonitor
+from .held_slots import HeldSlots
 from .launcher import Launcher
+from .local_assignment import LocalAssignments
 from .log_cleaner import LogCleaner
 from .logs import log_own_output
 
@@ -55,11 +61,12 @@ class Supervisor:
         supervisor_id: its id at the master (default: this machine's name and a random suffix).
         health: the node's health checks, read at each sync (`HealthMonitor`; None: always healthy).
         cleaner: cleans the machine's worker logs, ticked after each sync (None: none).
+        local: where the launches the master gave are kept across restarts (None: in memory).
     """
 
     def __init__(self, conf: dict[str, Any], launcher: Launcher, master: MasterCalls,
                  supervisor_id: str | None = None, health: HealthMonitor | None = None,
-                 cleaner: LogCleaner | None = None) -> None:
+                 cleaner: LogCleaner | None = None, local: LocalAssignments | None = None) -> None:
         self.conf = conf
         self.launcher = launcher
         self.master = master
@@ -68,6 +75,7 @@ class Supervisor:
         self.id = supervisor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         self.nimbus = nimbus_of(master)  # the verbs, typed (records passed as they are to a master in this process)
         self.exits: list[WorkerExit] = []  # reported at the next sync that reaches the master
+        self.held = HeldSlots(launcher, local, conf_value(conf, Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS))
         self._stopping = False
         self._registered = False  # a sync has reached a master
         self._unreachable: tuple[float, float] | None = None  # since, last said (monotonic): no master answers
@@ -78,8 +86,9 @@ class Supervisor:
 
     def sync(self) -> bool:
         """One round: collect exits, ask the master, start and stop workers to match. False
-        when the master could not be reached (nothing was changed)."""
-        self.exits.extend(self.launcher.exits())
+        when the master could not be reached (then only the held launches' workers that ended
+        are started again: `HeldSlots.without_master`)."""
+        ended = self.launcher.exits()
         unhealthy = self.health.problem if self.health is not None else None
         if unhealthy is not None and self.launcher.running():
             # Storm's shutdownAllWorkers, before the master hears of it: what the node's checks
@@ -92,15 +101,19 @@ class Supervisor:
                         for port, launch in self.launcher.running().items())
         try:
             reply = self.nimbus.supervisor_sync(SupervisorSync(self.id, self.host, self.launcher.slots(),
-                                                               tuple(self.exits), running, unhealthy))
+                                                               tuple(self.exits + ended), running, unhealthy))
         except RpcError as e:
             self._no_master(e)
+            # Storm's slots run on from the local assignment: a held launch's worker that ended
+            # is started again here; the other exits wait for the master
+            self.exits.extend(self.held.without_master(ended, healthy=unhealthy is None))
             return False
         self.exits = []
         self._reached(reply.master)
         desired = {int(p): launch for p, launch in reply.slots.items()}
         if unhealthy is not None:
             desired = {}  # the master assigns an unhealthy node nothing; an older one might
+        self.held.assigned(desired)  # the master's word replaces what was held
         for port, launch in list(self.launcher.running().items()):
             want = desired.get(port)
             if want is None or (want.storm_id, want.launch_id) != (launch.storm_id, launch.launch_id):
@@ -109,6 +122,7 @@ class Supervisor:
         for port, want in desired.items():
             if port not in running_now:
                 self.launcher.start(port, want)
+                self.held.started(port)
         return True
 
     UNREACHABLE_REPEAT_SECS = 60.0
@@ -120,8 +134,9 @@ class Supervisor:
         now = time.monotonic()
         if self._unreachable is None:
             self._unreachable = (now, now)
-            log.warning("supervisor %s cannot reach the master: %s; its workers are left running, and it tries "
-                        "again every %g s", self.id, error, self._frequency())
+            log.warning("supervisor %s cannot reach the master: %s; its workers are left running (one that ends "
+                        "is started again from its local assignment), and it tries again every %g s",
+                        self.id, error, self._frequency())
         elif now - self._unreachable[1] >= self.UNREACHABLE_REPEAT_SECS:
             self._unreachable = (self._unreachable[0], now)
             log.warning("supervisor %s still cannot reach the master, for %.0f s now: %s",
@@ -174,7 +189,8 @@ def process_supervisor(conf: dict[str, Any], host: str | None = None) -> Supervi
     ``<storm.local.dir>/supervisor``, binding ``host`` (default ``storm.local.hostname``, else
     127.0.0.1), the master found as a client finds it (the leader among ``nimbus.seeds``, else
     ``nimbus.host``), over the authenticated RPC channel; the node's health checks run on a thread
-    of its own; its worker logs are cleaned up between syncs (`LogCleaner`)."""
+    of its own; its worker logs are cleaned up between syncs (`LogCleaner`); the launches the
+    master gave are kept, sealed, in that directory's ``local-assignments`` (`LocalAssignments`)."""
     from .process_launcher import ProcessLauncher
     from .seeds import master_link
 
@@ -182,7 +198,8 @@ def process_supervisor(conf: dict[str, Any], host: str | None = None) -> Supervi
     link = master_link(conf, timeout=5)
     launcher = ProcessLauncher(conf, host or node_address(conf), link, directory)
     return Supervisor(conf, launcher, link, health=HealthMonitor(HealthCheck.from_conf(conf)).start(),
-                      cleaner=LogCleaner.from_conf(conf, lambda: live_workers(launcher)))
+                      cleaner=LogCleaner.from_conf(conf, lambda: live_workers(launcher)),
+                      local=LocalAssignments(directory, load_or_create_secret(conf)))
 
 
 def live_workers(launcher: Launcher) -> set[tuple[str, str]]:

@@ -40,6 +40,7 @@ from ..worker.agent import WorkerAgent
 from ..worker.batching import BatchingTransport
 from ..worker.envelope import Origin
 from ..worker.process import open_transport
+from .local_assignment import AssignmentCopy, resume_first_seq
 from .logs import install_worker_logging
 from .seeds import NimbusAddress, master_link
 
@@ -62,12 +63,16 @@ def anchored(conf: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any],
-        stop: threading.Event | None = None, bind: str | None = None, cap_memory: bool = True) -> int:
+        stop: threading.Event | None = None, bind: str | None = None, cap_memory: bool = True,
+        kept: Path | None = None, resumes: int = 0) -> int:
     """Run the worker until the master says stop, ``stop`` is set (SIGTERM from the supervisor)
     or user code crashes; return the exit status. The worker receives on ``bind`` (default
     the slot's own ``tcp://host:port``; port 0 picks a free one) and reports that address to
     the master, which hands every worker the addresses of its peers. ``cap_memory``: apply the
-    memory cap (`squall.worker.memory_cap`) to this process, which holds this worker alone."""
+    memory cap (`squall.worker.memory_cap`) to this process, which holds this worker alone.
+    ``kept``: the file where it keeps a sealed copy of its assignment (`AssignmentCopy`);
+    ``resumes`` above 0: it is that local restart of the launch, started from ``kept`` while no
+    master answers its supervisor (`squall.cluster.local_assignment`)."""
     conf = anchored(conf)
     mhost, mport = master.rsplit(":", 1)
     secret = load_or_create_secret(conf)
@@ -86,7 +91,9 @@ def run(master: str, storm_id: str, slot: str, launch_id: int, conf: dict[str, A
     tx_link = master_link(conf, first=NimbusAddress(mhost, int(mport)))
     try:
         return WorkerAgent(link, storm_id, slot, launch_id, conf, make_transport=make_transport, stop=stop,
-                           state_home=home, transactional_link=tx_link, cap_memory=cap_memory).run()
+                           state_home=home, transactional_link=tx_link, cap_memory=cap_memory,
+                           kept=None if kept is None else AssignmentCopy(kept, secret), resumes=resumes,
+                           first_seq=resume_first_seq(resumes)).run()
     finally:
         tx_link.close()
 
@@ -99,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slot", required=True)
     p.add_argument("--launch-id", type=int, required=True)
     p.add_argument("--conf", help="cluster configuration as a YAML file", default=None)
+    p.add_argument("--kept-assignment", default=None,
+                   help="where to keep a sealed copy of the assignment (its supervisor's directory)")
+    p.add_argument("--resume", type=int, default=0,
+                   help="above 0: this local restart of the launch, started from --kept-assignment "
+                        "while no master answers")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s worker {args.slot} %(levelname)s %(message)s")
     from .._config import cluster_conf  # the cluster's settings: defaults, squall.yaml, --conf
@@ -108,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop: close/cleanup run
     # half the master's patience: the stacks are written before it restarts the worker
     watch_the_interpreter(float(conf_value(conf, Config.NIMBUS_TASK_TIMEOUT_SECS)) / 2)
-    return run(args.master, args.storm_id, args.slot, args.launch_id, conf, stop)
+    return run(args.master, args.storm_id, args.slot, args.launch_id, conf, stop,
+               kept=Path(args.kept_assignment) if args.kept_assignment else None, resumes=args.resume)
 
 
 def exit_process(status: int) -> NoReturn:

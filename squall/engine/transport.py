@@ -27,11 +27,15 @@ log = logging.getLogger("squall.engine")
 
 class Origin(NamedTuple):
     """Who sends: the topology, the worker's slot (``host:port``) and its launch id. Each of a
-    worker's messages carries it (`squall.worker.envelope` authenticates it on the network)."""
+    worker's messages carries it (`squall.worker.envelope` authenticates it on the network).
+    ``first_seq``: the sequence number of its first message: 0, but above every number an
+    earlier process of the same launch sent when its supervisor started it again while no
+    master answered (`squall.cluster.local_assignment`)."""
 
     storm_id: str
     slot: str
     launch: int
+    first_seq: int = 0
 
 
 Receiver = Callable[[int, Any], None]            # (task, item): the worker's ``receive``

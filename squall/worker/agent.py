@@ -27,12 +27,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import replace
+from typing import Any, Protocol, TypeVar
 
 import cloudpickle
 
 from .._config import Config, conf_value
-from .._errors import RemoteError, RpcError
+from .._errors import RemoteError, RpcError, SquallError
 from .._nimbus import Assignment, Heartbeat
 from .._transactional import MasterBackend, WorkerLaunch
 from ..engine.clock import Clock
@@ -70,6 +71,17 @@ R = TypeVar("R")
 TransportFactory = Callable[[TopologyPlan, Origin, Callable[[int, Any], None]], Transport]
 
 
+class KeptAssignment(Protocol):
+    """Where a worker keeps a copy of its assignment, to start from again while no master
+    answers (the process host's `squall.cluster.local_assignment.AssignmentCopy`)."""
+
+    def save(self, storm_id: str, slot: str, assignment: Assignment) -> None:
+        """Keep ``assignment`` (its ``plan`` pickled)."""
+
+    def load(self, storm_id: str, slot: str, launch_id: int) -> Assignment:
+        """The kept assignment of that launch; raises `squall._errors.SquallError` if none is."""
+
+
 class WorkerAgent:
     """Runs one launch of a worker slot; see the module docstring.
 
@@ -94,13 +106,20 @@ class WorkerAgent:
         cap_memory: apply the memory cap (``worker.heap.memory.mb``,
             ``topology.worker.max.heap.size.mb``) to this process's resident size: a host whose
             workers are processes of their own (not LocalCluster's threads).
+        kept: where to keep a copy of the assignment (once every peer's address is in it, and
+            again when a heartbeat's reply changes it), for a start while no master answers.
+        resumes: above 0, this is that local restart of ``launch_id`` by a supervisor that no
+            master answers: the assignment is ``kept``'s, and the transport numbers its messages
+            from ``first_seq`` (above every number an earlier process of this launch sent).
+        first_seq: the first sequence number of this launch's messages (with ``resumes``).
     """
 
     def __init__(self, master: MasterCalls, storm_id: str, slot: str, launch_id: int, conf: dict[str, Any], *,
                  make_transport: TransportFactory, load_plan: Callable[[Any], TopologyPlan] = cloudpickle.loads,
                  clock: Any = None, stop: threading.Event | None = None, peer_poll_secs: float = 0.2,
                  stop_loop_secs: float = 2.0, seed: int | None = None, state_home: Any = None,
-                 transactional_link: MasterCalls | None = None, cap_memory: bool = False) -> None:
+                 transactional_link: MasterCalls | None = None, cap_memory: bool = False,
+                 kept: KeptAssignment | None = None, resumes: int = 0, first_seq: int = 0) -> None:
         self.master = master
         self.nimbus = nimbus_of(master)  # the verbs, typed (records passed as they are to a master in this process)
         self.storm_id, self.slot, self.launch_id = storm_id, slot, launch_id
@@ -115,6 +134,9 @@ class WorkerAgent:
         self.seed = random.SystemRandom().getrandbits(64) if seed is None else seed
         self.state_home = state_home
         self.cap_memory = cap_memory
+        self.kept = kept
+        self.resumes, self.first_seq = resumes, first_seq
+        self._kept_copy: Assignment | None = None  # the assignment as ``kept`` holds it now
         self._memory_cap: MemoryCap | None = None
         # Trident's coordinators keep their state with the master's (squall.trident.txstate)
         self.transactional_home = MasterBackend(
@@ -154,6 +176,8 @@ class WorkerAgent:
     def run(self) -> int:
         """Run until the master says stop, `stop`, or user code crashes; the exit status."""
         deadline = time.monotonic() + float(conf_value(self.conf, Config.NIMBUS_TASK_LAUNCH_SECS))
+        if self.resumes:
+            return self._resume()
         try:
             a = self._call_until(deadline, self.nimbus.get_assignment, self.storm_id, self.slot,
                                  launch_id=self.launch_id)
@@ -165,13 +189,14 @@ class WorkerAgent:
             if a.launch_id != self.launch_id:
                 return 0  # superseded while starting
             early = _EarlyItems()
+            first_plan = a.plan
             try:
                 plan = self.load_plan(a.plan)
                 executors = [plan.executors[i] for i in a.executors]
                 if self.cap_memory:  # a bad value names its key, as this worker's error
                     self._memory_cap = MemoryCap.of(self.conf, plan.conf)
                 blobs = component_blobs(plan)
-                self.transport = self.make_transport(plan, Origin(self.storm_id, self.slot, self.launch_id), early)
+                self.transport = self.make_transport(plan, self._origin(), early)
             except Exception as e:  # noqa: BLE001 (the user's plan, unpickled: reported to the master as this worker's error)
                 rec = error_record("__worker", -1, e, self.port, fatal=True)
                 rec.error = f"worker on {self.slot} cannot start: {rec.error}"
@@ -189,6 +214,7 @@ class WorkerAgent:
                     log.error("peers of %s did not report within nimbus.task.launch.secs", self.slot)
                     return EXIT_CANNOT_START
                 time.sleep(self.peer_poll_secs)
+            self._keep(replace(a, plan=first_plan))
             return self._run_started(plan, executors, blobs, early, a)
         except RemoteError as e:  # "no assignment": killed or moved while this worker started
             log.info("%s; exiting", e)
@@ -196,6 +222,59 @@ class WorkerAgent:
         finally:
             if self.transport is not None:
                 self.transport.close()
+
+    def _origin(self) -> Origin:
+        return Origin(self.storm_id, self.slot, self.launch_id, self.first_seq)
+
+    def _resume(self) -> int:
+        """Start from the kept copy of the assignment, without the master (a local restart by a
+        supervisor that no master answers): the peers' addresses are the copy's (on the process
+        host a slot's address is its own, whatever the launch), and the master learns this
+        process's address from its first beat that reaches it."""
+        try:
+            if self.kept is None:
+                raise SquallError(f"worker {self.slot} is resumed but keeps no copy of its assignment")
+            a = self.kept.load(self.storm_id, self.slot, self.launch_id)
+            self._kept_copy = a
+            early = _EarlyItems()
+            plan = self.load_plan(a.plan)
+            executors = [plan.executors[i] for i in a.executors]
+            if self.cap_memory:
+                self._memory_cap = MemoryCap.of(self.conf, plan.conf)
+            blobs = component_blobs(plan)
+            self.transport = self.make_transport(plan, self._origin(), early)
+        except Exception as e:  # noqa: BLE001 (a missing or unreadable copy, or the user's plan: this launch cannot start)
+            rec = error_record("__worker", -1, e, self.port, fatal=True)
+            # logged only (no master hears it now): its supervisor counts the failed start, and
+            # leaves the slot to the master after squall.worker.max.launch.attempts of them
+            log.error("worker on %s cannot start again without the master: %s", self.slot, rec.error)
+            if self.transport is not None:
+                self.transport.close()
+            return EXIT_CANNOT_START
+        log.info("worker %s resumes launch %s of %s without the master (local restart %d)",
+                 self.slot, self.launch_id, self.storm_id, self.resumes)
+        try:
+            return self._run_started(plan, executors, blobs, early, a)
+        finally:
+            self.transport.close()
+
+    def _keep(self, a: Assignment) -> None:
+        """Keep ``a`` (its plan pickled) where a local restart finds it (best effort: a worker that
+        cannot write it runs on, and only its restart without a master is lost)."""
+        if self.kept is None or not isinstance(a.plan, bytes):
+            return
+        try:
+            self.kept.save(self.storm_id, self.slot, a)
+            self._kept_copy = a
+        except Exception as e:  # noqa: BLE001 (a full disk must not stop the worker)
+            log.warning("worker %s could not keep a copy of its assignment: %s", self.slot, e)
+
+    def _keep_changes(self, **changes: Any) -> None:
+        """A heartbeat's reply changed ``changes`` of the assignment: keep them in the copy."""
+        if self._kept_copy is not None:
+            new = replace(self._kept_copy, **changes)
+            if new != self._kept_copy:
+                self._keep(new)
 
     def _call_until(self, deadline: float, verb: Callable[..., R], *args: Any, **kwargs: Any) -> R | None:
         """A verb of `nimbus` retried while the master is unreachable; None once past ``deadline`` or stopped."""
@@ -356,6 +435,10 @@ class WorkerAgent:
                     self._dropped.moved(moved)
                 transport.set_launches(reply.launch_ids or {})
                 self._addresses_version = reply.addresses_version or self._addresses_version
+                # the addresses known last (a peer restarting has none for now; on the process
+                # host it comes back at the same one)
+                self._keep_changes(peers=dict(self._peers), launch_ids=dict(reply.launch_ids or {}),
+                                   addresses_version=self._addresses_version)
             for lost in reply.lost:
                 if worker.tasks_lost(lost.tasks):
                     log.info("worker %s died %.1f s ago: failing the spouts' pending tuples that may "
@@ -369,6 +452,11 @@ class WorkerAgent:
                 self._log_config_digest = reply.log_config_digest
             self._activating = reply.activating
             state.set_active(reply.active)
+            if reply.log_config is not None:
+                self._keep_changes(active=reply.active, log_config=reply.log_config,
+                                   log_config_digest=reply.log_config_digest or "")
+            else:
+                self._keep_changes(active=reply.active)
 
     def _set_peers(self, table: dict[Any, Any]) -> list[int]:
         """Give the transport the peers' addresses (``table``: task -> address, None while a peer

@@ -129,7 +129,7 @@ class Sealer:
 
     def __init__(self, secret: bytes, origin: Origin) -> None:
         self.origin = origin
-        self.seq = 0
+        self.seq = origin.first_seq  # above an earlier process's of the launch (a local restart)
         self._key = derive_key(secret, _KEY_PURPOSE)
         # this sender's own keys: no other sender's routes, a restart of this slot and launch
         # included, carry the same bytes (so a nonce, the sequence number, never repeats under a key)

@@ -225,3 +225,26 @@ def test_a_sender_whose_peers_keep_moving_keeps_a_bounded_number_of_keys():
     for to in (addresses[0], addresses[-1]):
         header, data = Opener(SECRET, "topo-1", to).open(s.seal(DATA, s.route(to), b"again"))
         assert bytes(data) == b"again" and header.to == to
+
+
+def test_a_launch_resumed_by_its_supervisor_is_taken_and_its_dead_processs_messages_are_not():
+    """A worker started again under the same launch while no master answers
+    (`squall.cluster.local_assignment`) numbers its messages from ``resumes << 48``: its peers
+    take them after the dead process's, and still drop what the dead process sent (replayed)."""
+    from squall.cluster.local_assignment import resume_first_seq
+    o = opener()
+    dead = sealed(launch=2, n=3)
+    for m in dead[:2]:
+        o.open(m)
+    s = Sealer(SECRET, Origin("topo-1", "h:1", 2, resume_first_seq(1)))
+    route = s.route(ME)
+    resumed = [s.seal(DATA, route, b"again %d" % i) for i in range(2)]
+    assert [o.open(m)[0].seq for m in resumed] == [1 << 48, (1 << 48) + 1]
+    assert reason(o, dead[2]) == "replayed" and reason(o, dead[0]) == "replayed"
+    s2 = Sealer(SECRET, Origin("topo-1", "h:1", 2, resume_first_seq(2)))
+    assert o.open(s2.seal(DATA, s2.route(ME), b"x"))[0].seq == 2 << 48
+    assert reason(o, resumed[1]) == "replayed"
+    # a resumed launch is the same launch: the master's newer launches still replace it
+    newer = sealed(launch=3, n=1)
+    o.open(newer[0])
+    assert reason(o, s2.seal(DATA, s2.route(ME), b"y")) == "stale_launch"

@@ -1,0 +1,171 @@
+"""What a process host's supervisor keeps on its disk so that its workers run on while no master
+answers (Storm's supervisor ``LocalState``: its local assignments, and the topology code its
+workers start from).
+
+Two kinds of file, in the supervisor's directory (``<storm.local.dir>/supervisor``), both sealed
+under the cluster's secret (`squall._sealed`) and checked before a byte of them is used: the
+directory is owner-only, but what is in it is taken for hostile until its MAC says this cluster
+wrote it, and its fields are checked against what the reader expects.
+
+- ``local-assignments`` (`LocalAssignments`): the launch the master last gave each of the
+  supervisor's ports (`HeldSlot`), written by the supervisor after each sync that changed it;
+  a supervisor that starts while no master answers starts its workers from it;
+- ``assignment-<port>`` (`AssignmentCopy`): the assignment the port's worker got from the master
+  (its plan, executors, peers' addresses and launch ids, whether spouts may run), written by the
+  worker once it has every peer's address and again whenever the master tells it of a change. A
+  worker started again while no master answers starts from it (``--resume``).
+
+A worker started again this way keeps its launch id (as Storm's supervisor relaunches a worker
+with the same worker id): the master, when it answers again, finds its launch running and has
+nothing to do. Its peers tell its messages from the dead process's by their sequence numbers,
+which start at ``resumes << RESUME_SEQ_SHIFT`` (`resume_first_seq`): above every number an
+earlier process of the launch used, so the envelope's replay check
+(`squall.worker.envelope`) accepts them and still drops the dead process's captured messages.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._errors import SquallError
+from .._nimbus import Assignment, Launch
+from .._private import write_private
+from .._sealed import SealError, seal, unseal
+
+log = logging.getLogger("squall.supervisor")
+
+LOCAL_ASSIGNMENTS_FILE = "local-assignments"
+_HELD_KIND = b"supervisor-local-assignments"
+_COPY_KIND = b"worker-assignment"
+_COPY_VERSION = 1
+
+RESUME_SEQ_SHIFT = 48
+"""A resumed launch's messages are numbered from ``resumes << RESUME_SEQ_SHIFT``: each process of
+a launch may send 2**48 messages (years at a million a second), and a launch may be resumed
+2**15 times before its numbers run out (`MAX_RESUMES`)."""
+MAX_RESUMES = (1 << (64 - RESUME_SEQ_SHIFT - 1)) - 1
+
+
+def resume_first_seq(resumes: int) -> int:
+    """The first sequence number of a launch's ``resumes``-th local restart (0: its first process)."""
+    if not 0 <= resumes <= MAX_RESUMES:
+        raise ValueError(f"a launch is resumed 0 to {MAX_RESUMES} times, not {resumes}")
+    return resumes << RESUME_SEQ_SHIFT
+
+
+@dataclass(frozen=True)
+class HeldSlot:
+    """One port's launch as its supervisor holds it (Storm's ``LocalAssignment``): the ``launch``
+    the master last gave it, and how many times the supervisor started it again on its own
+    (``resumes``) while no master answered."""
+
+    launch: Launch
+    resumes: int = 0
+
+
+class LocalAssignments:
+    """The supervisor's ``local-assignments`` file in ``directory``, sealed under ``secret``."""
+
+    def __init__(self, directory: Path, secret: bytes) -> None:
+        self.path = Path(directory) / LOCAL_ASSIGNMENTS_FILE
+        self.secret = secret
+
+    def load(self, ports: list[int]) -> dict[int, HeldSlot]:
+        """The held launches of ``ports`` (others are not this supervisor's any more); empty,
+        with a warning naming the file, if it is not one this cluster's supervisor wrote or does
+        not read as one."""
+        try:
+            blob = self.path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        except OSError as e:
+            log.warning("cannot read %s (%s): starting with no local assignment", self.path, e)
+            return {}
+        try:
+            entries = json.loads(unseal(self.secret, _HELD_KIND, blob))
+            held = {int(e["port"]): HeldSlot(Launch(_str(e["storm_id"]), _str(e["name"]), _count(e["launch_id"])),
+                                             _count(e["resumes"]))
+                    for e in entries}
+        except (SealError, ValueError, TypeError, KeyError) as e:
+            log.warning("ignored %s: not a local assignment this cluster's supervisor wrote (%s)", self.path, e)
+            return {}
+        return {port: h for port, h in held.items() if port in ports}
+
+    def save(self, held: dict[int, HeldSlot]) -> None:
+        """Replace the file by ``held`` (durably: it outlives a crash of the machine)."""
+        entries = [{"port": port, "storm_id": h.launch.storm_id, "name": h.launch.name,
+                    "launch_id": h.launch.launch_id, "resumes": h.resumes} for port, h in sorted(held.items())]
+        write_private(self.path, seal(self.secret, _HELD_KIND, json.dumps(entries).encode()), durable=True)
+
+
+def copy_path(directory: Path, port: int) -> Path:
+    """Where the worker of ``port`` keeps its `AssignmentCopy` in its supervisor's ``directory``."""
+    return Path(directory) / f"assignment-{port}"
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """What an ``assignment-<port>`` file holds under its seal."""
+
+    version: int
+    storm_id: str
+    slot: str
+    assignment: Assignment
+
+
+class AssignmentCopy:
+    """A worker's copy of its assignment at ``path``, sealed under ``secret`` (see the module
+    docstring). The plan in it is pickled, as in the master's own plan files: it is unpickled
+    only once the seal is checked, so only what a worker of this cluster wrote is run."""
+
+    def __init__(self, path: Path, secret: bytes) -> None:
+        self.path = Path(path)
+        self.secret = secret
+
+    def save(self, storm_id: str, slot: str, assignment: Assignment) -> None:
+        """Keep ``assignment`` (its ``plan`` the pickled bytes the master sent) of launch
+        ``assignment.launch_id`` of ``storm_id`` on ``slot``."""
+        if not isinstance(assignment.plan, bytes):
+            raise SquallError(f"the assignment of {slot} has no pickled plan to keep in {self.path}")
+        payload = pickle.dumps(_Copy(_COPY_VERSION, storm_id, slot, assignment))
+        write_private(self.path, seal(self.secret, _COPY_KIND, payload))
+
+    def load(self, storm_id: str, slot: str, launch_id: int) -> Assignment:
+        """The kept assignment of ``storm_id``'s launch ``launch_id`` on ``slot``.
+
+        Raises:
+            SquallError: there is none, or the file is not one a worker of this cluster wrote
+                for that launch (the message names the file and what is wrong).
+        """
+        try:
+            blob = self.path.read_bytes()
+        except OSError as e:
+            raise SquallError(f"no copy of the assignment of {slot} to start from ({self.path}: {e})") from None
+        try:
+            copy = pickle.loads(unseal(self.secret, _COPY_KIND, blob))  # sealed: a worker of this cluster wrote it
+        except SealError as e:
+            raise SquallError(f"{self.path} is not an assignment a worker of this cluster kept ({e})") from None
+        if not isinstance(copy, _Copy) or copy.version != _COPY_VERSION or not isinstance(copy.assignment, Assignment):
+            raise SquallError(f"{self.path} holds no assignment this version of squall reads")
+        got = (copy.storm_id, copy.slot, copy.assignment.launch_id)
+        if got != (storm_id, slot, launch_id):
+            raise SquallError(f"{self.path} is the assignment of {got[0]} on {got[1]} launch {got[2]}, not of "
+                              f"{storm_id} on {slot} launch {launch_id}")
+        return copy.assignment
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{value!r} is not a name")
+    return value
+
+
+def _count(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{value!r} is not a count")
+    return value

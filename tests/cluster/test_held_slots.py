@@ -1,0 +1,233 @@
+"""The supervisor's slots while no master answers (`squall.cluster.held_slots`), driven round by
+round with a fake launcher, a fake master and a simulated clock: a held launch's worker that ends
+is started again under the same launch with the master's delays (`crash_backoff` after a crash,
+`launch_backoff` after a failed start, given up after ``squall.worker.max.launch.attempts``); a
+master that answers again and gave the slot another launch wins; the held launches survive a
+restart of the supervisor in a sealed file, and a file not sealed under the cluster's secret is
+ignored, named."""
+
+import logging
+
+from squall._errors import RpcError
+from squall._nimbus import Launch, MasterAddress, SyncReply, WorkerExit
+from squall.cluster.launcher import Launcher
+from squall.cluster.local_assignment import LOCAL_ASSIGNMENTS_FILE, HeldSlot, LocalAssignments
+from squall.cluster.supervisor import Supervisor
+from squall.worker.agent import EXIT_CANNOT_START
+
+SECRET = b"held-slots-test-secret-0123456789"
+TOPO = "t-1-1"
+
+
+class FakeLauncher(Launcher):
+    """Records every start (``started``: port, launch id, resumes); the test ends workers."""
+
+    host = "h"
+    resumes = True
+
+    def __init__(self, ports=(1, 2)):
+        self.ports = list(ports)
+        self.procs: dict[int, Launch] = {}
+        self.ended: list[WorkerExit] = []
+        self.started: list[tuple[int, int, int]] = []
+
+    def slots(self):
+        return list(self.ports)
+
+    def start(self, port, launch):
+        self.procs[port] = launch
+        self.started.append((port, launch.launch_id, 0))
+
+    def resume(self, port, launch, resumes):
+        self.procs[port] = launch
+        self.started.append((port, launch.launch_id, resumes))
+        return True
+
+    def stop(self, port):
+        self.procs.pop(port, None)
+
+    def running(self):
+        return dict(self.procs)
+
+    def exits(self):
+        out, self.ended = self.ended, []
+        return out
+
+    def end(self, port, status=-9):
+        launch = self.procs.pop(port)
+        self.ended.append(WorkerExit(launch.storm_id, f"h:{port}", launch.launch_id, status,
+                                     status != EXIT_CANNOT_START, ""))
+
+
+class FakeMaster:
+    """A master for `Supervisor.sync`: ``slots`` (port -> launch id of TOPO) while ``up``."""
+
+    passes_records = True
+
+    def __init__(self):
+        self.up = True
+        self.slots = {1: 1, 2: 1}
+        self.syncs = []
+
+    def call(self, op, **args):
+        assert op == "supervisor_sync"
+        if not self.up:
+            raise RpcError("cannot reach 127.0.0.1:1: Connection refused")
+        self.syncs.append(args["sync"])
+        return SyncReply({str(p): Launch(TOPO, "t", lid) for p, lid in self.slots.items()}, MasterAddress("m", 1))
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def _supervisor(tmp_path, launcher=None, master=None, **conf):
+    launcher = launcher or FakeLauncher()
+    master = master or FakeMaster()
+    clock = Clock()
+    sup = Supervisor({"supervisor.monitor.frequency.secs": 1, **conf}, launcher, master, "sup-1",
+                     local=LocalAssignments(tmp_path, SECRET))
+    sup.held.clock = clock
+    return sup, launcher, master, clock
+
+
+def test_a_crashed_worker_is_started_again_under_its_launch_with_the_masters_crash_delays(tmp_path):
+    sup, launcher, master, clock = _supervisor(tmp_path)
+    assert sup.sync()
+    assert launcher.started == [(1, 1, 0), (2, 1, 0)]
+    master.up = False
+    launcher.end(1)
+    assert not sup.sync()
+    assert launcher.started[-1] == (1, 1, 1)  # the first crash: at once, same launch, first resume
+    clock.now += 5  # a crash soon after the start: 1 s, then 2 s
+    launcher.end(1)
+    sup.sync()
+    assert launcher.started[-1] == (1, 1, 1) and 1 not in launcher.running()
+    clock.now += 0.9
+    sup.sync()
+    assert 1 not in launcher.running()
+    clock.now += 0.2
+    sup.sync()
+    assert launcher.started[-1] == (1, 1, 2)
+    clock.now += 1
+    launcher.end(1)
+    sup.sync()
+    clock.now += 1.9
+    sup.sync()
+    assert 1 not in launcher.running()
+    clock.now += 0.2
+    sup.sync()
+    assert launcher.started[-1] == (1, 1, 3)
+    clock.now += 61  # a steady run: the next crash restarts at once again
+    launcher.end(1)
+    sup.sync()
+    assert launcher.started[-1] == (1, 1, 4)
+    assert sup.exits == []  # restarted here: nothing for the master to undo
+    master.up = True
+    assert sup.sync()
+    assert master.syncs[-1].exits == () and {(r.port, r.launch_id) for r in master.syncs[-1].running} == {(1, 1), (2, 1)}
+    assert launcher.started[-1] == (1, 1, 4)  # the master's launch is the one running: kept
+
+
+def test_failed_starts_wait_1_2_4_s_and_are_given_up_to_the_master_after_the_limit(tmp_path):
+    sup, launcher, master, clock = _supervisor(tmp_path, **{"squall.worker.max.launch.attempts": 3})
+    sup.sync()
+    master.up = False
+    launcher.end(2, EXIT_CANNOT_START)
+    sup.sync()
+    assert 2 not in launcher.running()
+    clock.now += 1.0
+    sup.sync()
+    assert launcher.started[-1] == (2, 1, 1)
+    launcher.end(2, EXIT_CANNOT_START)
+    sup.sync()
+    clock.now += 1.9
+    sup.sync()
+    assert 2 not in launcher.running()
+    clock.now += 0.1
+    sup.sync()
+    assert launcher.started[-1] == (2, 1, 2)
+    launcher.end(2, EXIT_CANNOT_START)  # the third failed start in a row: given up
+    sup.sync()
+    clock.now += 100
+    sup.sync()
+    assert 2 not in launcher.running()
+    assert [(e.slot, e.status) for e in sup.exits] == [("h:2", EXIT_CANNOT_START)]  # for the master to hear
+    master.up = True
+    master.slots = {1: 1, 2: 2}  # the master relaunches it
+    sup.sync()
+    assert master.syncs[-1].exits[0].slot == "h:2" and launcher.started[-1] == (2, 2, 0)
+
+
+def test_a_master_that_reassigned_a_slot_meanwhile_wins(tmp_path):
+    sup, launcher, master, _clock = _supervisor(tmp_path)
+    sup.sync()
+    master.up = False
+    launcher.end(1)
+    sup.sync()
+    assert launcher.running()[1].launch_id == 1
+    master.up = True
+    master.slots = {2: 1}  # port 1's executors moved elsewhere meanwhile
+    sup.sync()
+    assert set(launcher.running()) == {2}
+    master.slots = {1: 3, 2: 1}  # and back, under a newer launch
+    sup.sync()
+    assert launcher.running()[1].launch_id == 3 and launcher.started[-1] == (1, 3, 0)
+    assert LocalAssignments(tmp_path, SECRET).load([1, 2]) == {1: HeldSlot(Launch(TOPO, "t", 3)),
+                                                              2: HeldSlot(Launch(TOPO, "t", 1))}
+
+
+def test_a_supervisor_started_while_no_master_answers_starts_what_it_held(tmp_path):
+    sup, launcher, master, _clock = _supervisor(tmp_path)
+    sup.sync()
+    master.up = False
+    launcher.end(1)
+    sup.sync()  # resumed once: counted in the file before the start
+    again, launcher2, _, _ = _supervisor(tmp_path, master=master)
+    again.sync()
+    # each resume numbers its messages above the last one's: 2 after 1 on port 1, 1 on port 2
+    assert sorted(launcher2.started) == [(1, 1, 2), (2, 1, 1)]
+
+
+def test_a_local_assignment_file_not_sealed_under_the_clusters_secret_is_ignored(tmp_path, caplog):
+    LocalAssignments(tmp_path, b"another-clusters-secret-0123456789").save({1: HeldSlot(Launch(TOPO, "t", 7))})
+    with caplog.at_level(logging.WARNING, "squall.supervisor"):
+        sup, launcher, _master, _clock = _supervisor(tmp_path, master=FakeMaster())
+    assert sup.held.held == {}
+    assert f"ignored {tmp_path / LOCAL_ASSIGNMENTS_FILE}: not a local assignment this cluster's supervisor wrote" \
+        in caplog.text
+    sup.master.up = False
+    sup.sync()
+    assert launcher.started == []
+
+
+def test_a_launcher_that_cannot_start_a_worker_without_its_master_leaves_its_exits_to_the_master(tmp_path):
+    """The Spark and LocalCluster launchers cannot resume: their workers' exits wait for the
+    master, as before; a process worker that kept no assignment cannot either, and its exit
+    goes to the master too."""
+    class Cannot(FakeLauncher):
+        resumes = False
+    sup, launcher, master, _clock = _supervisor(tmp_path, launcher=Cannot())
+    sup.sync()
+    master.up = False
+    launcher.end(1)
+    sup.sync()
+    assert [e.slot for e in sup.exits] == ["h:1"] and 1 not in launcher.running()
+
+    class NoCopy(FakeLauncher):
+        def resume(self, port, launch, resumes):
+            return False
+    sup, launcher, master, _clock = _supervisor(tmp_path / "b", launcher=NoCopy())
+    sup.sync()
+    master.up = False
+    launcher.end(2)
+    sup.sync()
+    sup.sync()
+    assert [e.slot for e in sup.exits] == ["h:2"] and 2 not in launcher.running()
+    master.up = True
+    sup.sync()
+    assert [e.slot for e in master.syncs[-1].exits] == ["h:2"]

@@ -1,0 +1,196 @@
+"""The process host's supervisor while no master answers: as Storm's supervisor restarts a dead
+worker from its local assignment whether Nimbus is up or not, a worker SIGKILLed while the master
+is down (and, under Nimbus HA, while no master leads) is started again by its supervisor alone,
+data flows through it again, and once a master answers every id the spout emitted is acked
+(Storm's at-least-once: what the dead worker held timed out and was replayed).
+
+The topology (`recovery_topology`: spout, 2 ``work`` tasks on a shuffle, 2 ``sink`` tasks on a
+fields grouping by id) runs on 2 workers; the one killed runs a ``sink`` task and not the spout,
+so ids whose sink task it runs are acked only if its restarted worker processes them.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from squall import StormSubmitter
+from squall._errors import SquallError
+
+from ..conftest import wait_until
+from .conftest import Cluster
+from .recovery_topology import RECOVERY_CONF, acked, opened, recovery_topology, stop_and_wait, stop_spouts, stopped_at
+from .semantics_topology import topology_conf
+
+
+def _victim(info):
+    """The worker entry of ``info`` that runs a ``sink`` task and not the spout."""
+    def ports(component):
+        return {st["worker"] for st in info["components"][component]["task_stats"].values()}
+    spout, sinks = ports("source"), ports("sink")
+    victim = next(w for w in info["workers"] if (p := int(w["slot"].rsplit(":", 1)[1])) not in spout and p in sinks)
+    return victim
+
+
+def _ids_all_acked_without_a_master(out, workers, why):
+    """With no master answering: stop the spout and wait until every id it emitted is acked
+    (the restarted worker's sink task included); return how many it emitted."""
+    stop_spouts(out)
+    assert wait_until(lambda: stopped_at(out) is not None, 30), f"the spout did not stop\n{why()}"
+    n = stopped_at(out)
+    assert wait_until(lambda: acked(out) >= set(range(n)), 60), \
+        f"{len(set(range(n)) - acked(out))} of {n} ids not acked without a master, e.g. " \
+        f"{sorted(set(range(n)) - acked(out))[:20]}\n{why()}"
+    return n
+
+
+def _logs(cluster_dir, tail=3000):
+    parts = []
+    for log in [cluster_dir.parent / "master.log", *sorted((cluster_dir / "supervisor").glob("*.log"))]:
+        if log.exists():
+            parts.append(f"--- {log.name}\n{log.read_text(errors='replace')[-tail:]}")
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("wire", ["tcp", "zmq"])
+def test_a_worker_killed_while_the_master_is_down_is_restarted_by_its_supervisor(tmp_path, wire):
+    """Master SIGKILLed, then a worker: the supervisor starts the worker again within a few
+    syncs, every id the spout emitted is acked with no master at all, and the master started
+    again finds the restarted worker's launch running and keeps it (no restart of its own);
+    the spout, started again, runs on to the end with every id acked. On either wire (ZeroMQ
+    reconnects to the restarted worker by itself)."""
+    cluster = Cluster(tmp_path, **{"squall.transport.wire": wire})
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        with StormSubmitter.using_conf(cluster.conf):
+            StormSubmitter.submit_topology("nomaster", topology_conf(out, **RECOVERY_CONF), recovery_topology())
+        assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, 30), "the topology did not start"
+        with cluster.client() as m:
+            victim = _victim(m.get_topology_info("nomaster"))
+        workers = cluster.workers()
+        assert victim["pid"] in workers and len(workers) == 2
+
+        cluster.master.send_signal(signal.SIGKILL)
+        cluster.master.wait(5)
+        os.kill(victim["pid"], signal.SIGKILL)
+        # one look per try: two could see the victim alive, then gone before its restart
+        assert wait_until(lambda: len(w := cluster.workers()) == 2 and victim["pid"] not in w, 20), \
+            f"the killed worker was not started again without the master\n{_logs(cluster.dir)}"
+        restarted = set(cluster.workers()) - set(workers)
+        assert len(restarted) == 1
+        n = _ids_all_acked_without_a_master(out, workers, lambda: _logs(cluster.dir))
+        assert n > 100
+
+        cluster.start_master()
+        with cluster.client() as m:
+            assert wait_until(lambda: all(w["alive"] for w in m.get_topology_info("nomaster")["workers"]), 20), \
+                f"{m.get_topology_info('nomaster')['workers']}\n{_logs(cluster.dir)}"
+            pids = {w["pid"] for w in m.get_topology_info("nomaster")["workers"]}
+        assert restarted <= pids and set(cluster.workers()) == pids, "the master restarted the supervisor's worker"
+        assert acked(out) >= set(range(n))
+    finally:
+        cluster.stop()
+
+
+def test_a_supervisor_started_while_the_master_is_down_starts_its_held_workers(tmp_path):
+    """A supervisor SIGKILLed while the master is down takes its workers with it; started again
+    (as systemd would), with still no master, it reads its sealed local assignment and starts
+    both workers from what they kept, and they run the topology on: the endless spout's ids
+    keep being acked; a forged ``local-assignments`` file is refused, naming the file."""
+    cluster = Cluster(tmp_path)
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        with StormSubmitter.using_conf(cluster.conf):
+            StormSubmitter.submit_topology("held", topology_conf(out, **RECOVERY_CONF), recovery_topology())
+        assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, 30), "the topology did not start"
+        held = cluster.dir / "supervisor" / "local-assignments"
+        cluster.master.send_signal(signal.SIGKILL)
+        cluster.master.wait(5)
+        (supervisor,) = cluster.supervisors()
+        old = cluster.workers()
+        os.kill(supervisor, signal.SIGKILL)
+        assert wait_until(lambda: not set(cluster.workers()) & set(old), 10), "workers outlived their supervisor"
+
+        with open(tmp_path / "supervisor2.log", "ab") as log:
+            sup = subprocess.Popen([sys.executable, "-m", "squall.cluster.supervisor", "--conf", str(cluster.file)],
+                                   stdout=subprocess.DEVNULL, stderr=log)
+            try:
+                assert wait_until(lambda: len(cluster.workers()) == 2, 20), \
+                    (tmp_path / "supervisor2.log").read_text()[-3000:]
+                before = len(acked(out))
+                assert wait_until(lambda: len(acked(out)) > before + 100, 30), \
+                    "no id acked by the workers its supervisor started without a master\n" + \
+                    (tmp_path / "supervisor2.log").read_text()[-3000:]
+            finally:
+                sup.send_signal(signal.SIGTERM)
+                sup.wait(20)
+            assert not cluster.workers()
+
+            held.write_bytes(b"squall-sealed/1 supervisor-local-assignments\n" + b"\0" * 32 + b"[]")
+            sup = subprocess.Popen([sys.executable, "-m", "squall.cluster.supervisor", "--conf", str(cluster.file)],
+                                   stdout=subprocess.DEVNULL, stderr=log)
+            try:
+                assert wait_until(lambda: "ignored" in (tmp_path / "supervisor2.log").read_text(), 20)
+                text = (tmp_path / "supervisor2.log").read_text()
+                assert f"ignored {held}: not a local assignment this cluster's supervisor wrote" in text
+            finally:
+                sup.send_signal(signal.SIGTERM)
+                sup.wait(20)
+            assert not cluster.workers()
+        cluster.start_master()
+        stop_and_wait(out, resume=50)
+    finally:
+        cluster.stop()
+
+
+
+def test_under_nimbus_ha_a_worker_killed_while_no_master_leads_is_restarted(tmp_path, zookeeper):
+    """Nimbus HA on ZooKeeper, every master SIGKILLed (no leader): a worker SIGKILLed then is
+    started again by its supervisor alone, every id emitted is acked with no leader, and the
+    master that leads next keeps the restarted worker's launch."""
+    pytest.importorskip("kazoo")
+    from .test_nimbus_ha import HaCluster
+    c = HaCluster(tmp_path, zookeeper)
+    try:
+        assert wait_until(lambda: c.leader() is not None, 20), "no master took the lead"
+        out = tmp_path / "out"
+        out.mkdir()
+        with c.client() as m:
+            m.submit_topology("noleader", topology_conf(out, **RECOVERY_CONF), recovery_topology())
+            assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, 60), "the topology did not start"
+            victim = _victim(m.get_topology_info("noleader"))
+        workers = c.workers()
+        assert victim["pid"] in workers and len(workers) == 2
+        for proc in c.masters.values():
+            proc.send_signal(signal.SIGKILL)
+        for proc in c.masters.values():
+            proc.wait(5)
+        os.kill(victim["pid"], signal.SIGKILL)
+
+        def why():
+            return (tmp_path / "supervisor.log").read_text(errors="replace")[-3000:]
+        assert wait_until(lambda: len(w := c.workers()) == 2 and victim["pid"] not in w, 20), \
+            f"the killed worker was not started again while no master leads\n{why()}"
+        restarted = c.workers() - workers
+        n = _ids_all_acked_without_a_master(out, workers, why)
+
+        c.start_master(0)
+        assert wait_until(lambda: c.status_of(0) == "Leader", 30), "the master started again did not lead"
+
+        def alive():
+            try:
+                with c.client() as m:
+                    workers = m.get_topology_info("noleader")["workers"]
+            except SquallError:  # the leader loads the topologies from ZooKeeper as it takes the lead
+                return None
+            return {w["pid"] for w in workers} if all(w["alive"] for w in workers) else None
+        assert wait_until(alive, 30), f"the workers are not all alive under the new leader\n{why()}"
+        pids = alive()
+        assert restarted <= pids and c.workers() == pids, "the new leader restarted the supervisor's worker"
+        assert acked(out) >= set(range(n))
+    finally:
+        c.stop()

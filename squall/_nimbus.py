@@ -129,6 +129,7 @@ class HeartbeatReply:
     epoch: str | None = None
     log_config: LogConfig | None = None  # when it differs from the beat's ``log_config_digest``
     log_config_digest: str | None = None
+    launch_floor: int | None = None  # with ``launch_ids``: the launch of every slot they do not name
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,7 @@ class Assignment:
     active: bool
     log_config: LogConfig | None = None  # the topology's log levels (`set_log_config`)
     log_config_digest: str = ""
+    launch_floor: int = 0  # the launch of every slot ``launch_ids`` does not name (a slot gone)
 
 
 @dataclass(frozen=True)

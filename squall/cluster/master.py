@@ -176,10 +176,18 @@ class _Topo:
         self.status = status
         self.previous: TopologyStatus | None = None
         self.launched = launched
-        # slot "host:port" -> executor indexes in plan: the scheduler's output, replaced whole;
-        # the slots' records (launch ids above all) outlive it
+        # slot "host:port" -> executor indexes in plan: the scheduler's output, replaced whole
         self.assignment: dict[str, list[int]] = {}
+        # the records of the slots it holds (and of a slot a worker exit or a relaunch is being
+        # told of): a slot that leaves the assignment loses its record (`trim_slots`), so that
+        # machines that come and go over days do not grow the master's state, its saved state
+        # and every worker's launch table without bound
         self.slots: dict[str, SlotState] = {}
+        # at least every launch id of a record dropped (`trim_slots`): a new record's first
+        # launch is above it, and workers take it for the launch of every slot their table does
+        # not name, so a worker still running on a dropped slot (cut off from the master when
+        # its machine was taken for lost) stays a replaced launch for its peers
+        self.launch_floor = 0
         self.errors: list[ErrorRecord] = []
         self.pending_action: PendingAction | None = None
         # component id (the storm id for the whole topology) -> {"enable", "samplingpct"}: the
@@ -204,9 +212,19 @@ class _Topo:
 
     @property
     def launch_ids(self) -> dict[str, int]:
-        """Slot -> the launch id its worker must carry, for every slot ever launched: the table
-        workers drop replaced launches' messages by."""
+        """Slot -> the launch id its worker must carry, for every slot with a record: the table
+        workers drop replaced launches' messages by (with `launch_floor` for the others)."""
         return {slot: s.launch_id for slot, s in self.slots.items() if s.launch_id is not None}
+
+    def trim_slots(self) -> None:
+        """Drop the records of the slots outside the assignment, raising `launch_floor` to their
+        launch ids: a slot that comes back gets a launch above every one it had (peers remember
+        each launch's last sequence numbers), and the peers drop what a dropped slot's old
+        launch still sends, as they did while its record was kept."""
+        for slot in [s for s in self.slots if s not in self.assignment]:
+            launch = self.slots.pop(slot).launch_id
+            if launch is not None and launch > self.launch_floor:
+                self.launch_floor = launch
 
     def note_lost(self, slot: str, now: float) -> None:
         """``slot``'s current launch died (the master learned it at wall time ``now``): tell the other workers (`WorkerLost`), if it may have
@@ -242,7 +260,7 @@ class _Topo:
         state = self.slot(slot)
         if died:
             state.restarts += 1
-        state.launch_id = (state.launch_id or 0) + 1
+        state.launch_id = (state.launch_id or self.launch_floor) + 1
         state.heartbeat = LastBeat.launched(mono)
         self.note_address(slot, None)
 
@@ -280,6 +298,7 @@ class _Topo:
         return {"status": self.status.value, "previous": self.previous.value if self.previous else None,
                 "launched": self.launched, "assignment": self.assignment,
                 "slots": {slot: s.to_json() for slot, s in self.slots.items()},
+                "launch_floor": self.launch_floor,
                 "errors": [e.as_dict() for e in self.errors],
                 "pending_action": self.pending_action.to_json() if self.pending_action else None,
                 "debug": self.debug, "code": self.code,
@@ -589,6 +608,8 @@ class Master:
         topo.code = t.get("code") or None
         topo.assignment = t["assignment"]
         topo.slots = slots_from_json(t)
+        topo.launch_floor = int(t.get("launch_floor") or 0)
+        topo.trim_slots()  # a state an earlier squall saved kept every slot ever used
         topo.errors = [ErrorRecord.from_dict(e) for e in t.get("errors", [])]
         topo.pending_action = PendingAction.from_json(t.get("pending_action"))
         topo.debug = {c: {"enable": bool(d.get("enable")), "samplingpct": int(d.get("samplingpct", 10))}
@@ -845,11 +866,9 @@ class Master:
                     t.relaunch(slot, self.clock.wall(), self.mono(), died=False)
                     t.slot(slot).ready = False  # the new executors must report in before spouts run
             t.assignment = new
-            # a slot the topology left (rebalanced away) must not lend its last, stale figures
-            # to op_info, where they would hide the figures of the tasks' new workers
-            for slot, state in t.slots.items():
-                if slot not in new:
-                    state.heartbeat = None
+            # a slot the topology left (rebalanced away) keeps no record: nor its last, stale
+            # figures, which would hide the figures of the tasks' new workers in op_info
+            t.trim_slots()
             log.info("assigned %s to %s", t.plan.name, sorted(new))
             self._changed()
 
@@ -1327,7 +1346,8 @@ class Master:
                           executors=topo.assignment[slot], peers=topo.peers(),
                           addresses_version=topo.addresses_version, lost_generation=topo.lost_generation,
                           epoch=self.epoch, launch_ids=topo.launch_ids, launch_id=state.launch_id,
-                          active=self._active(topo), log_config=log_config, log_config_digest=digest)
+                          active=self._active(topo), log_config=log_config, log_config_digest=digest,
+                          launch_floor=topo.launch_floor)
 
     def op_heartbeat(self, beat: Heartbeat) -> HeartbeatReply:
         """A worker's beat (`Heartbeat`: ``stats``, its exact engine counters; ``windows``, Storm's
@@ -1362,9 +1382,10 @@ class Master:
         # not active only because the other workers have not beaten yet: this one learns of its
         # activation only from a beat's reply, so it should beat again soon, not a period later
         activating = not active and topo.status == TopologyStatus.ACTIVE
-        peers = launch_ids = addresses_version = None
+        peers = launch_ids = addresses_version = launch_floor = None
         if beat.addresses_version is not None and beat.addresses_version != topo.addresses_version:
             peers, launch_ids, addresses_version = topo.peers(), topo.launch_ids, topo.addresses_version
+            launch_floor = topo.launch_floor
         lost: tuple[WorkerLost, ...] = ()
         lost_generation = epoch = None
         other_epoch = beat.epoch is not None and beat.epoch != self.epoch
@@ -1374,6 +1395,7 @@ class Master:
         log_config, digest = topo.log_levels()
         changed_levels = beat.log_config_digest is not None and beat.log_config_digest != digest
         return HeartbeatReply(stop=False, active=active, activating=activating, peers=peers, launch_ids=launch_ids,
+                              launch_floor=launch_floor,
                               addresses_version=addresses_version, lost=lost, lost_generation=lost_generation,
                               epoch=epoch, log_config=log_config if changed_levels else None,
                               log_config_digest=digest if changed_levels else None)
@@ -1542,6 +1564,7 @@ class Master:
                 topo.retire(slot)
                 changed = True
             topo.assignment = {s: i for s, i in topo.assignment.items() if s not in lost}
+            topo.trim_slots()
         if changed:
             self._changed()
 

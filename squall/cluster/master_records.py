@@ -49,9 +49,11 @@ class LastBeat:
 class SlotState:
     """What the master knows of one slot ("host:port") of one topology.
 
-    A record outlives the slot's place in the assignment: a slot rebalanced away and back must
-    get a launch id above every earlier one, since peers remember each launch's last sequence
-    numbers and would drop a reused launch's messages as replayed. Only ``launch_id``,
+    A record lives while its slot is in the topology's assignment (`_Topo.trim_slots` drops it
+    when the slot leaves): a slot rebalanced away and back must get a launch id above every
+    earlier one, since peers remember each launch's last sequence numbers and would drop a
+    reused launch's messages as replayed, and its topology's ``launch_floor``, at least every
+    dropped record's launch id, is where a new record's launch ids start. Only ``launch_id``,
     ``failed_starts`` and ``given_up`` are persisted; the rest is learnt again from the workers.
     """
 

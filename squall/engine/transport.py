@@ -126,10 +126,11 @@ class Transport(abc.ABC):
         for a moved task's old address and not yet sent is dropped: it was meant for a worker
         that is gone."""
 
-    def set_launches(self, launches: dict[str, int]) -> None:
-        """The master's launch id per slot: messages from an older launch of a slot (a worker
-        replaced since) are dropped. A transport whose closed endpoints can send nothing, as the
-        in-memory one, has none to drop."""
+    def set_launches(self, launches: dict[str, int], floor: int = 0) -> None:
+        """The master's launch id per slot (``floor``: of every slot not named, one the
+        topology left): messages from an older launch of a slot (a worker replaced since) are
+        dropped. A transport whose closed endpoints can send nothing, as the in-memory one, has
+        none to drop."""
 
     @abc.abstractmethod
     def set_control_handler(self, handle: ControlHandler) -> None:

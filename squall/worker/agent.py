@@ -302,7 +302,7 @@ class WorkerAgent:
         self._lost_generation = a.lost_generation
         self._epoch = a.epoch  # the master's: a restarted master counts generations afresh
         self._set_peers(a.peers)
-        transport.set_launches(a.launch_ids)
+        transport.set_launches(a.launch_ids, a.launch_floor)
         self.state = TopologyActivation(active=a.active)
         bp = Backpressure(plan.conf[Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE], self.clock)
 
@@ -433,12 +433,12 @@ class WorkerAgent:
                 moved = self._set_peers(reply.peers)
                 if self._dropped is not None:
                     self._dropped.moved(moved)
-                transport.set_launches(reply.launch_ids or {})
+                transport.set_launches(reply.launch_ids or {}, reply.launch_floor or 0)
                 self._addresses_version = reply.addresses_version or self._addresses_version
                 # the addresses known last (a peer restarting has none for now; on the process
                 # host it comes back at the same one)
                 self._keep_changes(peers=dict(self._peers), launch_ids=dict(reply.launch_ids or {}),
-                                   addresses_version=self._addresses_version)
+                                   launch_floor=reply.launch_floor or 0, addresses_version=self._addresses_version)
             for lost in reply.lost:
                 if worker.tasks_lost(lost.tasks):
                     log.info("worker %s died %.1f s ago: failing the spouts' pending tuples that may "

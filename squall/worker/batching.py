@@ -158,9 +158,10 @@ class BatchingTransport(Transport):
         """Drops by reason, and items refused for their size (for the worker's heartbeat)."""
         return {"dropped": self._opener.drops.as_dict(), "refused": self.refused}
 
-    def set_launches(self, launches: dict[str, int]) -> None:
-        """The master's launch id per slot: messages from older launches are dropped."""
-        self._opener.set_floor(launches)
+    def set_launches(self, launches: dict[str, int], floor: int = 0) -> None:
+        """The master's launch id per slot (``floor``: of the others): messages from older
+        launches are dropped."""
+        self._opener.set_floor(launches, floor)
 
     def set_receiver(self, receive: Callable[[int, Any], None],
                      receive_batch: Callable[[list], int] | None = None,

@@ -188,7 +188,8 @@ class Opener:
     ``storm_id`` and ``address`` are the receiving worker's topology and data address.
     `set_floor` takes the master's launch id per slot. Not thread-safe: `open` is called by one
     thread at a time, in the order the messages came (`ZmqTransport.poll`, under its lock);
-    `set_floor` swaps a whole dict, which `open` picks up whole.
+    `set_floor` swaps a whole pair (the dict and the floor of the others), which `open` picks
+    up whole.
     """
 
     def __init__(self, secret: bytes, storm_id: str, address: str) -> None:
@@ -197,15 +198,18 @@ class Opener:
         self.drops = Drops()
         self._count_lock = threading.Lock()
         self._key = derive_key(secret, _KEY_PURPOSE)
-        self._floor: dict[str, int] = {}
+        # the master's launch per slot, and that of a slot it does not name
+        self._floor: tuple[dict[str, int], int] = ({}, 0)
         self._last: dict[str, tuple[int, int]] = {}   # slot -> (launch, sequence) last accepted
         # routes of messages that passed: their MAC and decoded fields
         self._routes: dict[bytes, tuple[ChaCha20Poly1305, tuple[int, str, str, str]]] = {}
         self.accepted = 0  # messages that passed
 
-    def set_floor(self, launches: dict[str, int]) -> None:
-        """The master's current launch id per slot: anything older is a stale launch."""
-        self._floor = dict(launches)
+    def set_floor(self, launches: dict[str, int], others: int = 0) -> None:
+        """The master's current launch id per slot, and ``others``, that of every slot it does
+        not name (the master keeps no record of a slot its topology left): anything older is a
+        stale launch."""
+        self._floor = (dict(launches), others)  # swapped whole: `open` reads one pair
 
     def open(self, message: bytes) -> tuple[Header, memoryview]:
         """The header and data (a view into ``message``) of an acceptable message; raises
@@ -259,7 +263,8 @@ class Opener:
         if to != self.address:
             raise Refused("misdirected", f"a message from {slot} for {to}, not this worker")
         last = self._last.get(slot)
-        if launch < self._floor.get(slot, 0) or (last is not None and launch < last[0]):
+        named, others = self._floor
+        if launch < named.get(slot, others) or (last is not None and launch < last[0]):
             raise Refused("stale_launch", f"a message from launch {launch} of {slot}, since replaced")
         if last is not None and launch == last[0] and seq <= last[1]:
             raise Refused("replayed", f"a message from {slot} numbered {seq}, not after {last[1]}")

@@ -893,10 +893,11 @@ def test_a_machine_whose_supervisor_and_workers_fall_silent_loses_its_executors_
     assert [n.slot for n in topo.lost_since(generation)] == ["10.0.0.1:7000"]  # the spouts are told
     # a worker still running there, cut off from the master only, is a replaced launch for its
     # peers: what it still sends (its spout's emits beside its new copy's) is dropped
-    assert topo.launch_ids["10.0.0.1:7000"] > launch
+    # (the slot's record is dropped, and the floor of the slots the table does not name is above it)
+    assert "10.0.0.1:7000" not in topo.slots and topo.launch_floor > launch
     reply = m.op_heartbeat(storm_id=storm_id, slot="10.0.0.2:7000", launch_id=topo.launch_ids["10.0.0.2:7000"],
                            lost_generation=0, addresses_version=0)
-    assert reply["launch_ids"]["10.0.0.1:7000"] > launch
+    assert "10.0.0.1:7000" not in reply["launch_ids"] and reply["launch_floor"] > launch
     # the new worker never reports, but its supervisor syncs: restarted in place, not moved
     before = topo.launch_ids["10.0.0.2:7000"]
     for _ in range(5):
@@ -975,3 +976,50 @@ def test_the_master_logs_each_kill_activate_deactivate_and_rebalance_when_asked(
                          "Rebalancing topology t: spouts deactivated, placing it on 2 workers in 5 s"], lines
     assert "Rebalanced topology t: 2 workers" in lines
     assert lines[-1] == f"Killing topology t ({storm_id}): spouts deactivated, removing it in 30 s", lines
+
+
+def test_the_slot_records_of_machines_that_came_and_went_are_not_kept_for_ever(conf):
+    """Machines replaced over days (new addresses each time, as on autoscaled or rebuilt hosts):
+    each one that took the topology's executors and was then lost left a slot record behind, in
+    memory, in the saved state and in every launch table sent to the workers (200 machines, 200
+    records). Only the slots of the assignment keep one; the launch of a slot that comes back is
+    still above every one it had, and the workers still drop what a lost machine's worker sends
+    (its launch is below the floor their table gives every slot it does not name)."""
+    clock = SimulatedClock(1000.0)
+    m = served(conf, clock=clock)
+    m.op_supervisor_sync(supervisor_id="s0", host="10.1.0.0", ports=[7000])
+    storm_id = m.op_submit(name="t", conf={"topology.workers": 1}, topology=_topology())
+    topo = m.topologies["t"]
+    launches = {}
+    for i in range(1, 201):
+        host = f"10.1.{i // 250}.{i % 250}"
+        (old,) = topo.assignment
+        launches[old] = topo.launch_ids[old]
+        m.op_supervisor_sync(supervisor_id=f"s{i}", host=host, ports=[7000])
+        clock.advance(1.5)  # the old machine and its worker fall silent: lost, its executors move
+        m.op_supervisor_sync(supervisor_id=f"s{i}", host=host, ports=[7000])
+        m.monitor()
+        assert list(topo.assignment) == [f"{host}:7000"], i
+    assert set(topo.slots) == set(topo.assignment) and len(topo.launch_ids) == 1
+    assert topo.launch_floor > max(launches.values())
+    saved = json.loads((m.local_dir / "state.json").read_text())["topologies"]["t"]
+    assert len(saved["slots"]) == 1 and saved["launch_floor"] == topo.launch_floor
+    # the first machine comes back and is given the executors again: a launch above its old ones
+    first = "10.1.0.0:7000"
+    m.op_supervisor_sync(supervisor_id="s0-again", host="10.1.0.0", ports=[7000])
+    clock.advance(1.5)
+    m.op_supervisor_sync(supervisor_id="s0-again", host="10.1.0.0", ports=[7000])
+    m.monitor()
+    assert list(topo.assignment) == [first] and topo.launch_ids[first] > launches[first]
+    # a restarted master keeps the floor
+    again = served(conf, clock=clock)
+    assert again.topologies["t"].launch_floor == topo.launch_floor
+    # a peer drops a lost machine's old launch, whose slot its table does not name
+    from squall.worker.envelope import Opener, Origin, Refused, Sealer
+    opener = Opener(b"k", storm_id, "tcp://10.1.0.0:7000")
+    opener.set_floor(topo.launch_ids, topo.launch_floor)
+    lost = "10.1.0.7:7000"
+    sealer = Sealer(b"k", Origin(storm_id, lost, launches[lost]))
+    with pytest.raises(Refused) as e:
+        opener.open(sealer.seal(0, sealer.route("tcp://10.1.0.0:7000"), b"x"))
+    assert e.value.reason == "stale_launch"

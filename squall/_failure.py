@@ -119,3 +119,11 @@ def fail_for(collector: Any, tup: Any, cause: FailureCause | None) -> None:
         fail_with(tup, cause)
     else:
         collector.fail(tup)
+
+
+def fail_because(collector: Any, tup: Any, component: str, task: int, reason: str) -> None:
+    """Fail ``tup`` on ``collector`` as ``component`` task ``task`` for ``reason`` (what the
+    spout's dead letter and log then say: `FailureCause.of_reason`). For squall's own bolts,
+    which know why they fail a tuple: the reason names what was wrong and where (field,
+    stream, file, key), never only a traceback."""
+    fail_for(collector, tup, FailureCause.of_reason(component, task, reason))

@@ -21,6 +21,7 @@ from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt
 from .._config import Config
 from .._errors import SquallError
+from .._failure import fail_because
 from .._fields import Fields
 from .._tuple import Tuple, is_tick_tuple
 
@@ -181,6 +182,7 @@ class BatchingSinkBolt(Bolt):
         """Open the sink and rebuild the committed ids and the next sequence number from it."""
         super().prepare(conf, context, collector)
         self.component = context.get_this_component_id()
+        self.task = context.get_this_task_id()
         self.task_name = safe_name(f"{self.component}-{context.get_this_task_id()}")
         self._rows: dict[Any, list] = {}
         self._tuples: list[Tuple] = []
@@ -240,8 +242,8 @@ class BatchingSinkBolt(Bolt):
                     f"sink {self.component!r}: batch {self.task_name}#{self._seq} of {len(ids)} rows "
                     f"was not written ({type(e).__name__}: {e}); its tuples are failed and replay")
                 self.collector.report_error(err)  # which logs it
-                for tup in good:
-                    self.collector.fail(tup)
+                for tup in good:  # why goes with each: a record given up says it in its dead letter
+                    fail_because(self.collector, tup, self.component, self.task, str(err))
                 return
             self._committed.add(CommittedBatch(seq, ids))
             self._seq = seq + 1
@@ -251,7 +253,7 @@ class BatchingSinkBolt(Bolt):
     def _bad(self, tup: Tuple, key: Any, err: SinkSchemaError) -> None:
         self.collector.report_error(err)  # which logs it
         if self.on_bad_row == "fail":
-            self.collector.fail(tup)
+            fail_because(self.collector, tup, self.component, self.task, str(err))
             return
         self.collector.emit([key, self.component, str(err), list(tup.get_values())], anchors=tup,
                             stream=DEAD_LETTER_STREAM)

@@ -38,7 +38,7 @@ from .._components import Bolt, Spout
 from .._config import Config, default_of, setting
 from .._context import TopologyContext
 from .._errors import SquallError
-from .._failure import UNKNOWN, FailureCause
+from .._failure import UNKNOWN, FailureCause, fail_because
 from .._fields import Fields
 from .._private import FILE_MODE, Kept, disk_error_message, fsync_dir, private_dir, write_failure, write_private
 from .._stable_hash import stable_hash_one
@@ -1060,6 +1060,7 @@ class FileSinkBolt(Bolt):
     def prepare(self, conf: dict, context: TopologyContext, collector: OutputCollector) -> None:
         """Creates the directory and removes this task's temporary files of a crashed run."""
         super().prepare(conf, context, collector)
+        self._where = (context.get_this_component_id(), context.get_this_task_id())
         os.makedirs(self.directory, exist_ok=True)
         self.stem = f"{self.prefix}-{context.get_this_task_index()}-"
         for e in os.scandir(self.directory):
@@ -1085,10 +1086,11 @@ class FileSinkBolt(Bolt):
         except Exception as e:  # noqa: BLE001 (a user formatter: any error is a poison tuple)
             # Raising would kill the worker and the replay would kill it again: fail only this
             # tuple, so its spout retries it and, past its retry limit, dead-letters it.
-            message = (f"FileSinkBolt: formatter raised {type(e).__name__}: {e} on a tuple from "
-                       f"{tup.source_component!r} stream {tup.source_stream!r}; failing it")
-            self.collector.report_error(message)  # which logs it
-            self.collector.fail(tup)
+            reason = (f"FileSinkBolt: formatter raised {type(e).__name__}: {e} on a tuple from "
+                      f"{tup.source_component!r} stream {tup.source_stream!r}")
+            self.collector.report_error(f"{reason}; failing it")  # which logs it
+            # the reason goes with the failure: past its retries, the record's dead letter says it
+            fail_because(self.collector, tup, *self._where, reason)
             return
         try:
             if self.handle is None:
@@ -1145,7 +1147,7 @@ class FileSinkBolt(Bolt):
         except OSError:
             pass  # never created, or the directory is gone
         for t in self.held:
-            self.collector.fail(t)
+            fail_because(self.collector, t, *self._where, f"FileSinkBolt: {said}")
         self.held.clear()
 
     def cleanup(self) -> None:

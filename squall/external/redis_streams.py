@@ -41,7 +41,7 @@ from typing import Any, ClassVar, cast
 import redis
 
 from .._components import Bolt, Spout
-from .._failure import UNKNOWN, FailureCause, fail_for
+from .._failure import UNKNOWN, FailureCause, fail_because, fail_for
 from .._fields import Fields
 from .._redact import redact_text
 from .._tuple import is_tick_tuple
@@ -887,30 +887,48 @@ class _RedisKeyBolt(Bolt):
     def prepare(self, conf, context, collector) -> None:
         """Connects (lazily)."""
         super().prepare(conf, context, collector)
+        self._where = (context.get_this_component_id(), context.get_this_task_id())
         self.client = _client(self.url)
+
+    def _key(self, tup) -> str:
+        """The key ``tup`` names: ``prefix`` + its ``key_field``."""
+        return self.spec.prefix + str(tup.get_value_by_field(self.spec.key_field))
 
     def _found(self, tup) -> Any:
         """The query's reply for the key ``tup`` names."""
-        key = self.spec.prefix + str(tup.get_value_by_field(self.spec.key_field))
         query = self._QUERIES[self.spec.kind][1]   # looked up here: a lambda does not pickle
-        return query(self.client, key, self.spec.container)
+        return query(self.client, self._key(tup), self.spec.container)
 
     def _process(self, tup) -> None:
         """The query, and what is emitted or acked for ``tup`` (each bolt's own)."""
         raise NotImplementedError
 
     def execute(self, tup) -> None:
-        """Runs the query; on a server error reports it and fails the tuple (replay). A tick
-        tuple is skipped, as storm-redis's bolts (``BaseTickTupleAwareRichBolt``) skip it."""
+        """Runs the query; on a server error, or a tuple without ``key_field``, reports it and
+        fails the tuple (replay) with that reason. A tick tuple is skipped, as storm-redis's
+        bolts (``BaseTickTupleAwareRichBolt``) skip it."""
         if is_tick_tuple(tup):
+            return
+        name = type(self).__name__
+        if self.spec.key_field not in tup.get_fields():
+            self._fail(tup, f"{name}: tuple from {tup.get_source_component()!r} stream "
+                            f"{tup.get_source_stream_id()!r} has no key field {self.spec.key_field!r} "
+                            f"(has {tup.get_fields().to_list()})")
             return
         try:
             self._process(tup)
         except redis.RedisError as e:
-            self.collector.report_error(f"{type(self).__name__}: {redact_text(self.url)}: {e}")
-            self.collector.fail(tup)
+            # what, where and why: the query, the key, the server (its password masked) and the
+            # error; the reason goes with the failure into a dead letter
+            in_container = f" in {self.spec.container!r}" if self.spec.container is not None else ""
+            self._fail(tup, f"{name}: {self.spec.kind} query of key {self._key(tup)!r}{in_container} on "
+                            f"{redact_text(self.url)} failed: {type(e).__name__}: {redact_text(str(e))}")
             return
         self.collector.ack(tup)
+
+    def _fail(self, tup, reason: str) -> None:
+        self.collector.report_error(reason)
+        fail_because(self.collector, tup, *self._where, reason)
 
     def cleanup(self) -> None:
         """Closes the connection."""

@@ -81,8 +81,10 @@ class FailureCause(NamedTuple):
     @classmethod
     def of_exception(cls, kind: str, component: str, task: int, error: BaseException) -> FailureCause:
         """The cause for ``error``, raised in ``component`` task ``task`` (message cut to
-        `MAX_MESSAGE_CHARS`, credentials in it masked: it reaches dead-letter entries and logs)."""
-        message = shown_text(str(error))
+        `MAX_MESSAGE_CHARS`, credentials in it masked: it reaches dead-letter entries and logs).
+        An error with a ``failure_message`` (a subprocess's failure, whose message holds the last
+        lines of its stderr) gives that one line instead of its whole message."""
+        message = shown_text(getattr(error, "failure_message", None) or str(error))
         if len(message) > MAX_MESSAGE_CHARS:
             message = message[:MAX_MESSAGE_CHARS] + "..."
         return cls(kind, component, task, type(error).__name__, message)

@@ -27,6 +27,7 @@ from typing import Any
 from .._components import Bolt
 from .._config import Config, conf_value
 from .._errors import EmitError
+from .._failure import fail_because
 from .._fields import Fields
 from .._tuple import Tuple
 from .component import ShellComponent
@@ -126,6 +127,8 @@ class ShellBolt(ShellComponent, Bolt):
         self._inputs: dict[str, Tuple] = {}
         self._pending = PendingWrites(int(conf_value(conf, Config.TOPOLOGY_SHELLBOLT_MAX_PENDING)))
         self._ids = random.Random()
+        self._where = (context.get_this_component_id(), context.get_this_task_id())
+        self._reported: str | None = None  # the subprocess's last error, for the fails that follow it
         self._death: MultilangError | None = None
         self._running = True
         self._heard = 0  # messages read from the subprocess, any of which is a heartbeat
@@ -159,9 +162,9 @@ class ShellBolt(ShellComponent, Bolt):
         try:
             data = process.serializer.encode(bolt_message(tuple_id, tup))
         except ProtocolError as e:
-            self.collector.report_error(f"{process.where}: a tuple from [{tup.source_component}] stream "
-                                        f"[{tup.source_stream}] {e}")
-            self.collector.fail(tup)
+            reason = f"{process.where}: a tuple from [{tup.source_component}] stream [{tup.source_stream}] {e}"
+            self.collector.report_error(reason)
+            fail_because(self.collector, tup, *self._where, reason)
             return
         self._inputs[tuple_id] = tup
         while not self._pending.put(data, HEARTBEAT_SECS):  # full: wait, as Storm's execute does
@@ -257,11 +260,21 @@ class ShellBolt(ShellComponent, Bolt):
             if tup is None:
                 raise ProtocolError(f"{command} of tuple id {msg.id!r}, which it was not given or had "
                                     f"already acked or failed")
-            (self.collector.ack if command == "ack" else self.collector.fail)(tup)
+            if command == "ack":
+                self._reported = None  # an error before an ack was not about the fails after it
+                self.collector.ack(tup)
+            else:  # the error stands for every fail up to the next ack (a batch's, pystorm's BatchingBolt)
+                fail_because(self.collector, tup, *self._where,
+                             fail_reason(f"{self.kind} subprocess (pid {process.pid})", tup, msg, self._reported))
         elif command == "sync":
             pass  # a heartbeat's answer: counted as every message is
-        elif not self._common(process, msg, self.collector, self.context):
-            log.debug("%s: ignored a message with unknown command %r", process.where, command)
+        else:
+            if command == "error":
+                # Storm's storm.py (and pystorm) report a tuple's exception, then fail the tuple:
+                # kept for those fails, so the spout hears what the subprocess said went wrong
+                self._reported = msg.msg
+            if not self._common(process, msg, self.collector, self.context):
+                log.debug("%s: ignored a message with unknown command %r", process.where, command)
 
     def _emit(self, msg: ShellMsg) -> None:
         anchors = []
@@ -277,3 +290,24 @@ class ShellBolt(ShellComponent, Bolt):
                 self._pending.put_first(tasks)
         else:
             self.collector.emit_direct(msg.task, msg.tuple, anchors or None, msg.stream)
+
+
+def fail_reason(who: str, tup: Tuple, msg: ShellMsg, reported: str | None) -> str:
+    """Why a subprocess's ``fail`` of ``tup`` failed it, for the spout and its dead letter (which
+    name the component and task): ``who`` (the kind of component and the subprocess's pid), the
+    tuple's source and stream, and what the subprocess said: the
+    fail's own ``msg`` (squall reads one if given; Storm's protocol has none), else the last
+    line of the error it reported since its last ack (a traceback's ``ValueError: ...``), else
+    that it said nothing."""
+    head = f"{who} failed a tuple from [{tup.source_component}] stream [{tup.source_stream}]"
+    if msg.msg:
+        return f"{head}: {last_line(msg.msg)}"
+    if reported:
+        return f"{head} after reporting: {last_line(reported)}"
+    return f"{head} (it reported no error)"
+
+
+def last_line(text: str) -> str:
+    """The last non-blank line of ``text``, stripped: a traceback's exception and message."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else text.strip()

@@ -36,7 +36,15 @@ class MultilangError(SquallError):
     """A shell component's subprocess failed: it could not start, it exited, it stopped
     answering, or it broke the protocol. Raised where the component runs, it is a fault of its
     worker (Storm's ShellBolt/ShellSpout halt theirs): the message names the component, task,
-    command, pid and what happened, with the last lines the subprocess wrote to stderr."""
+    command, pid and what happened, with the last lines the subprocess wrote to stderr.
+
+    ``failure_message``: the same in one line, with only the last line of that stderr (a
+    traceback's exception): what the cause of a tuple failed by it carries to the spout and its
+    dead letter (`squall.FailureCause.of_exception`), where a whole traceback would not do."""
+
+    def __init__(self, message: str, failure_message: str | None = None) -> None:
+        super().__init__(message)
+        self.failure_message = failure_message
 
 
 @dataclass(frozen=True)

@@ -294,9 +294,12 @@ class ShellProcess:
                 parts.append(f"exit code {code}" if code >= 0 else f"killed by {_signal_name(-code)}")
         if self._stderr_thread is not None:
             self._stderr_thread.join(0.5)  # what it wrote just before it ended
-        if self._stderr:
-            parts.append("its stderr ended with:\n  " + "\n  ".join(self._stderr))
-        return MultilangError("; ".join(parts[:2]) + ("\n" + parts[2] if len(parts) > 2 else ""))
+        head = "; ".join(parts)
+        last = next((line.strip() for line in reversed(self._stderr) if line.strip()), None)
+        if not self._stderr:
+            return MultilangError(head)
+        return MultilangError(head + "\nits stderr ended with:\n  " + "\n  ".join(self._stderr),
+                              head + (f"; its stderr ended with: {last}" if last else ""))
 
     def protocol_error(self, error: ProtocolError, context: str = "") -> MultilangError:
         """`failure` for a message that broke the protocol."""

@@ -1,0 +1,29 @@
+"""A bolt that passes on each tuple's value as a number, as Storm's storm.py BasicBolt runs one:
+a value that is no number raises, and the traceback is reported (``error``) before the tuple
+is failed. A value "crash" makes it write a traceback to stderr and exit with code 3."""
+
+import sys
+import traceback
+
+from handshake import handshake, read_message, send
+
+handshake()
+while True:
+    msg = read_message()
+    if msg.get("stream") == "__heartbeat":
+        send({"command": "sync"})
+        continue
+    value = msg["tuple"][0]
+    if value == "crash":
+        sys.stderr.write("Traceback (most recent call last):\n  File \"checker.py\", line 18, in <module>\n"
+                         "ZeroDivisionError: division by zero\n")
+        sys.stderr.flush()
+        sys.exit(3)
+    try:
+        number = int(value)
+    except ValueError:
+        send({"command": "error", "msg": traceback.format_exc()})
+        send({"command": "fail", "id": msg["id"]})
+        continue
+    send({"command": "emit", "anchors": [msg["id"]], "tuple": [number], "need_task_ids": False})
+    send({"command": "ack", "id": msg["id"]})

@@ -1,0 +1,87 @@
+"""A shell bolt's subprocess that fails a tuple, or dies, says why, and the reason reaches the
+spout: the component and what the subprocess reported (the error it sent before its ``fail``;
+the exit code and the last line of its stderr), never its whole traceback. Before, a ``fail``
+from the subprocess was a plain fail: a record given up after its retries was dead-lettered as
+``failed 4 times; last: failed in [check] task 3`` while the traceback sat in the errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from squall import Bolt, LocalCluster, ShellBolt, TopologyBuilder
+from squall._failure import EXCEPTION, FailureCause
+from squall.external.files import FileSpout
+from squall.multilang import process as process_module
+from squall.multilang.process import ShellProcess
+from squall.multilang.serializer import JsonSerializer
+from squall.testing._registry import SharedLog
+from tests.conftest import wait_until
+
+BARE = Path(__file__).parent / "bare"
+LINES = ["1", "x", "3", "4", "y", "6", "7"]  # N = 7, K = 2 ("x", "y")
+
+
+class Numbers(Bolt):
+    """Keeps each number it gets, and acks it."""
+
+    def __init__(self, log: SharedLog) -> None:
+        self.log = log
+
+    def execute(self, tup) -> None:
+        self.log.append(tup.values[0])
+        self.collector.ack(tup)
+
+
+def test_a_tuple_the_subprocess_fails_is_dead_lettered_with_the_error_it_reported(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.txt").write_text("".join(f"{x}\n" for x in LINES))
+    log = SharedLog()
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(src, commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local"))
+    b.set_bolt("check", ShellBolt([sys.executable, "checker.py"], ["n"], cwd=str(BARE))).shuffle_grouping("lines")
+    b.set_bolt("keep", Numbers(log)).shuffle_grouping("check")
+    with LocalCluster({"storm.local.dir": str(tmp_path / "local")}) as cluster:
+        cluster.submit_topology("shell", {"topology.message.timeout.secs": 30}, b.create_topology())
+        assert wait_until(lambda: (src / "a.txt.done").exists(), timeout=30), "the file was not finished"
+        cluster.kill_topology("shell", wait_secs=0)
+    assert sorted(log.items()) == [1, 3, 4, 6, 7]  # N - K, each once
+    dead = [json.loads(x) for x in (tmp_path / "local" / "filespout" / "lines" / "dead-letter" / "a.txt.dead")
+            .read_text().splitlines()]
+    assert sorted(json.loads(d["record"])[0] for d in dead) == ["x", "y"]  # K, each once
+    for d in dead:
+        value = json.loads(d["record"])[0]
+        why = (r"ShellBolt subprocess \(pid \d+\) failed a tuple from \[lines\] stream \[default\] after "
+               rf"reporting: ValueError: invalid literal for int\(\) with base 10: '{value}'")
+        # main: "failed 4 times; last: failed in [check] task 2", the reason only in the errors
+        assert re.fullmatch(rf"failed 4 times; last: failed in \[check\] task \d+: {why}", d["reason"]), d["reason"]
+        assert re.fullmatch(why, d["cause"]["message"]) and "Traceback" not in json.dumps(d)
+
+
+def test_a_subprocess_that_dies_gives_a_failure_cause_of_one_line_naming_the_component_and_what_it_said(
+        monkeypatch):
+    """The error that crashes the worker keeps the last lines of the subprocess's stderr; the
+    cause of the tuple failed by it (`FailureCause.of_exception`, as the engine makes it) is one
+    line: the component, the exit code and the stderr's last line, not the traceback."""
+    monkeypatch.setattr(process_module, "setup_message",
+                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
+    p = ShellProcess([sys.executable, "checker.py"], JsonSerializer(), "ShellBolt [check] task 3", cwd=str(BARE))
+    p.launch({}, None, 30)
+    try:
+        p.write({"id": "1", "comp": "lines", "stream": "default", "task": 2, "tuple": ["crash"]})
+        try:
+            p.read()
+            raise AssertionError("the subprocess answered")
+        except Exception as e:  # noqa: BLE001 (the MultilangError under test)
+            error = e
+    finally:
+        p.close()
+    assert "Traceback (most recent call last)" in str(error)  # the crash report keeps the stderr lines
+    cause = FailureCause.of_exception(EXCEPTION, "check", 3, error)
+    assert cause.error == "MultilangError"
+    # main: the message was the whole stderr block, "...\nits stderr ended with:\n  Traceback ..."
+    assert cause.message == (f"ShellBolt [check] task 3: subprocess {[sys.executable, 'checker.py']} (pid {p.pid}): "
+                             f"it exited; exit code 3; its stderr ended with: ZeroDivisionError: division by zero")

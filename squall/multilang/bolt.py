@@ -31,7 +31,7 @@ from .._failure import fail_because
 from .._fields import Fields
 from .._tuple import Tuple
 from .component import ShellComponent
-from .messages import MultilangError, ProtocolError, ShellMsg, bolt_message, heartbeat_message
+from .messages import MultilangError, ProtocolError, ShellMsg, bolt_message, fail_reason, heartbeat_message
 from .process import CLOSE_WAIT_SECS, ShellProcess
 
 log = logging.getLogger("squall.multilang")
@@ -265,7 +265,7 @@ class ShellBolt(ShellComponent, Bolt):
                 self.collector.ack(tup)
             else:  # the error stands for every fail up to the next ack (a batch's, pystorm's BatchingBolt)
                 fail_because(self.collector, tup, *self._where,
-                             fail_reason(f"{self.kind} subprocess (pid {process.pid})", tup, msg, self._reported))
+                             fail_reason(f"{self.kind} subprocess (pid {process.pid})", tup, msg.msg, self._reported))
         elif command == "sync":
             pass  # a heartbeat's answer: counted as every message is
         else:
@@ -290,24 +290,3 @@ class ShellBolt(ShellComponent, Bolt):
                 self._pending.put_first(tasks)
         else:
             self.collector.emit_direct(msg.task, msg.tuple, anchors or None, msg.stream)
-
-
-def fail_reason(who: str, tup: Tuple, msg: ShellMsg, reported: str | None) -> str:
-    """Why a subprocess's ``fail`` of ``tup`` failed it, for the spout and its dead letter (which
-    name the component and task): ``who`` (the kind of component and the subprocess's pid), the
-    tuple's source and stream, and what the subprocess said: the
-    fail's own ``msg`` (squall reads one if given; Storm's protocol has none), else the last
-    line of the error it reported since its last ack (a traceback's ``ValueError: ...``), else
-    that it said nothing."""
-    head = f"{who} failed a tuple from [{tup.source_component}] stream [{tup.source_stream}]"
-    if msg.msg:
-        return f"{head}: {last_line(msg.msg)}"
-    if reported:
-        return f"{head} after reporting: {last_line(reported)}"
-    return f"{head} (it reported no error)"
-
-
-def last_line(text: str) -> str:
-    """The last non-blank line of ``text``, stripped: a traceback's exception and message."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else text.strip()

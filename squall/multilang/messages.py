@@ -198,3 +198,24 @@ def context_json(context: TopologyContext) -> dict[str, Any]:
         "source->stream->grouping": sources,
         "source->stream->fields": source_fields,
     }
+
+
+def fail_reason(who: str, tup: Tuple, said: str, reported: str | None) -> str:
+    """Why a component's ``fail`` of ``tup`` failed it, for the spout and its dead letter (which
+    name the component and task): ``who`` (the kind of component, its subprocess's pid), the
+    tuple's source and stream, and what the component said: the fail's own message ``said``
+    (squall reads a ``msg`` if given; Storm's protocol has none), else the last line of the
+    error it reported since its last ack (``reported``: a traceback's ``ValueError: ...``),
+    else that it said nothing."""
+    head = f"{who} failed a tuple from [{tup.source_component}] stream [{tup.source_stream}]"
+    if said:
+        return f"{head}: {last_line(said)}"
+    if reported:
+        return f"{head} after reporting: {last_line(reported)}"
+    return f"{head} (it reported no error)"
+
+
+def last_line(text: str) -> str:
+    """The last non-blank line of ``text``, stripped: a traceback's exception and message."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else text.strip()

@@ -46,9 +46,11 @@ from .._collectors import OutputCollector, OutputFieldsDeclarer, SpoutOutputColl
 from .._components import Bolt, Spout
 from .._config import Config
 from .._context import TopologyContext
+from .._failure import fail_because
 from .._fields import Fields
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
+from ..multilang.messages import fail_reason, last_line
 from ..multilang.resources import Resources, unpack
 
 log = logging.getLogger("squall.sparse")
@@ -199,6 +201,9 @@ class _Hosted:
         self._storm_context = storm_context(context)
         self._where = (f"streamparse component {self.component_cls.__qualname__} "
                        f"[{context.get_this_component_id()}] task {context.get_this_task_id()}")
+        self._task = (context.get_this_component_id(), context.get_this_task_id())
+        self._reported: str | None = None  # the component's last error since its last ack (`fail_reason`)
+        self._restarted_after = ""  # the exception that replaces the instance, for the inputs it held
         self._logs = logging.getLogger(f"squall.sparse.{context.get_this_component_id()}")
         self._running = False
         self._deferred: list[dict[str, Any]] = []
@@ -250,6 +255,7 @@ class _Hosted:
             self._logs.exception("While trying to handle previous exception (%s)", self._where)
         if obj.exit_on_exception:
             self._restart_due = True
+            self._restarted_after = f"{type(error).__name__}: {last_line(str(error))}"
 
     def _restart(self) -> None:
         """A fresh instance, as a restarted subprocess would be (initialize runs again)."""
@@ -275,7 +281,10 @@ class _Hosted:
         elif command == "log":
             self._logs.log(_STORM_LEVELS.get(msg.get("level", 2), logging.INFO), "%s", msg.get("msg"))
         elif command == "error":
-            self._collector().report_error(str(msg.get("msg")))
+            # pystorm reports a tuple's exception, then fails the tuple (or a batch's): kept for
+            # those fails, so the spout hears what went wrong (`fail_reason`)
+            self._reported = str(msg.get("msg"))
+            self._collector().report_error(self._reported)
         elif command == "metrics":
             self._collector().report_error(
                 f"{self._where} reported metric {msg.get('name')!r}: no metric is registered under that name "
@@ -438,8 +447,10 @@ class SparseBolt(_Hosted, Bolt):
         queued = {c.get("id") for c in self._deferred if "tuple" in c}
         held = {tid: tup for tid, tup in self._inputs.items() if tid not in queued}
         self._inputs = {tid: tup for tid, tup in self._inputs.items() if tid in queued}
+        why = (f"{self._where} was replaced after {self._restarted_after} (exit_on_exception) before it acked "
+               f"or failed this tuple")
         for tup in held.values():
-            self.collector.fail(tup)
+            fail_because(self.collector, tup, *self._task, why)
 
     def _collector(self) -> OutputCollector:
         return self.collector
@@ -472,6 +483,13 @@ class SparseBolt(_Hosted, Bolt):
             tup = self._inputs.pop(tid, None) if isinstance(tid, str) else None
             if tup is None:
                 raise self._unknown(tid, f"{command}ed")
-            (self.collector.ack if command == "ack" else self.collector.fail)(tup)
+            if command == "ack":
+                self._reported = None  # an error before an ack was not about the fails after it
+                self.collector.ack(tup)
+            else:
+                said = msg.get("msg")
+                fail_because(self.collector, tup, *self._task, fail_reason(
+                    f"streamparse component {self.component_cls.__qualname__}", tup,
+                    said if isinstance(said, str) else "", self._reported))
         else:
             _Hosted._message(self, msg)

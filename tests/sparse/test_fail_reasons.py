@@ -1,0 +1,66 @@
+"""A streamparse bolt (run in squall's executor) that fails a tuple says why, and the reason
+reaches the spout's dead letter: the error pystorm reported before its fail (the traceback's
+last line, never the whole of it). Before, the fail was plain: a record given up after its
+retries was dead-lettered as ``failed 4 times; last: failed in [check] task 2``."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from streamparse import Bolt as StreamparseBolt
+
+from squall import Bolt, LocalCluster, TopologyBuilder
+from squall.external.files import FileSpout
+from squall.sparse.component import SparseBolt
+from squall.testing._registry import SharedLog
+from tests.conftest import wait_until
+
+LINES = ["1", "x", "3", "4", "y", "6", "7"]  # N = 7, K = 2 ("x", "y")
+
+
+class Checker(StreamparseBolt):
+    """Emits each value as a number: one that is no number raises (pystorm reports it and fails
+    the tuple, and the instance is replaced: exit_on_exception)."""
+    outputs = ["n"]  # noqa: RUF012 (streamparse reads the class attribute)
+
+    def process(self, tup: Any) -> None:
+        self.emit([int(tup.values[0])])
+
+
+class Numbers(Bolt):
+    """Keeps each number it gets, and acks it."""
+
+    def __init__(self, log: SharedLog) -> None:
+        self.log = log
+
+    def execute(self, tup) -> None:
+        self.log.append(tup.values[0])
+        self.collector.ack(tup)
+
+
+def test_a_tuple_a_streamparse_bolt_fails_is_dead_lettered_with_the_error_it_reported(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.txt").write_text("".join(f"{x}\n" for x in LINES))
+    log = SharedLog()
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(src, commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local"))
+    b.set_bolt("check", SparseBolt(Checker, {"default": (["n"], False)})).shuffle_grouping("lines")
+    b.set_bolt("keep", Numbers(log)).shuffle_grouping("check")
+    with LocalCluster({"storm.local.dir": str(tmp_path / "local")}) as cluster:
+        cluster.submit_topology("sparse", {"topology.message.timeout.secs": 30}, b.create_topology())
+        assert wait_until(lambda: (src / "a.txt.done").exists(), timeout=30), "the file was not finished"
+        cluster.kill_topology("sparse", wait_secs=0)
+    assert sorted(log.items()) == [1, 3, 4, 6, 7]  # N - K, each once
+    dead = [json.loads(x) for x in (tmp_path / "local" / "filespout" / "lines" / "dead-letter" / "a.txt.dead")
+            .read_text().splitlines()]
+    assert sorted(json.loads(d["record"])[0] for d in dead) == ["x", "y"]  # K, each once
+    for d in dead:
+        value = json.loads(d["record"])[0]
+        why = (r"streamparse component Checker failed a tuple from \[lines\] stream \[default\] after reporting: "
+               rf"ValueError: invalid literal for int\(\) with base 10: '{value}'")
+        # main: "failed 4 times; last: failed in [check] task 2", the reason only in the errors
+        assert re.fullmatch(rf"failed 4 times; last: failed in \[check\] task \d+: {why}", d["reason"]), d["reason"]
+        assert re.fullmatch(why, d["cause"]["message"]) and "Traceback" not in json.dumps(d)

@@ -26,7 +26,7 @@ from typing import Any
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt, Bolt, _Component
 from .._errors import EmitError, FailedException, InvalidTopologyException, ReportedFailedException
-from .._failure import FailureCause, fail_for
+from .._failure import EXPLICIT, FailureCause, fail_because, fail_for
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.plan import SUBMIT_CHECK
@@ -185,6 +185,7 @@ class _CheckpointAware(Bolt):
 
     def _start(self, context: Any, collector: OutputCollector) -> None:
         self.collector = collector
+        self._task = (context.get_this_component_id(), context.get_this_task_id())
         self.barrier = CheckpointBarrier(checkpoint_inputs(context))
         self.last_txid = float("-inf")
 
@@ -202,7 +203,7 @@ class _CheckpointAware(Bolt):
                 self.collector.ack(tup)
             self.last_txid = txid - 1 if action == ROLLBACK else txid
         except Exception as e:  # noqa: BLE001 (the user's state hooks: the checkpoint fails, so the spout recovers; the error is shown)
-            self.collector.fail(tup)
+            fail_for(self.collector, tup, FailureCause.of_exception(EXPLICIT, *self._task, e))
             self.collector.report_error(e)  # which logs it, with its traceback (in handle_checkpoint)
 
     def handle_checkpoint(self, tup: Tuple, action: str, txid: int) -> bool:
@@ -265,7 +266,9 @@ class StatefulBoltExecutor(_CheckpointAware):
     def handle_checkpoint(self, tup: Tuple, action: str, txid: int) -> bool:
         if action == PREPARE:
             if not self.initialized:  # restarted since INITSTATE: fail, so the spout recovers
-                self.collector.fail(tup)
+                fail_because(self.collector, tup, *self._task,
+                             f"checkpoint prepare at txid {txid} before this task's state was initialized "
+                             f"(it restarted since the last initstate)")
                 return False
             self.bolt.pre_prepare(txid)
             self.state.prepare_commit(txid)
@@ -280,8 +283,10 @@ class StatefulBoltExecutor(_CheckpointAware):
             self.bolt.pre_rollback()
             self.state.rollback()
             done, self.prepared = self.prepared + self.out.take_acked(), []
+            why = (f"the state of [{self._task[0]}] task {self._task[1]} rolled back to its last commit "
+                   f"(checkpoint rollback at txid {txid}): what this tuple changed in it was dropped, so it replays")
             for t in done:
-                self.collector.fail(t)
+                fail_because(self.collector, t, *self._task, why)
         elif action == INITSTATE and not self.initialized:
             self.bolt.init_state(self.state)
             self.initialized = True
@@ -369,7 +374,7 @@ class CheckpointTupleForwarder(_CheckpointAware):
                                  settled=self.in_flight.settled)
         if isinstance(self.bolt, BasicBolt):
             self.bolt.prepare(conf, context)
-            self.basic: _Basic | None = _Basic(out)
+            self.basic: _Basic | None = _Basic(out, self._task)
         else:
             self.basic = None
             self.bolt.prepare(conf, context, out)
@@ -396,7 +401,9 @@ class CheckpointTupleForwarder(_CheckpointAware):
     def handle_checkpoint(self, tup: Tuple, action: str, txid: int) -> bool:
         def release(failed: bool) -> None:  # on whichever thread settled the last input before it
             if failed and action == PREPARE:
-                self.collector.fail(tup)
+                fail_because(self.collector, tup, *self._task,
+                             f"checkpoint prepare at txid {txid}: an input given to [{self._task[0]}] before it "
+                             f"failed outside any spout's tree, so the transaction rolls back")
                 return
             self.collector.emit([txid, action], tup, CHECKPOINT_STREAM_ID)
             self.collector.ack(tup)
@@ -410,8 +417,9 @@ class CheckpointTupleForwarder(_CheckpointAware):
 class _Basic(BasicOutputCollector):
     """A `BasicBolt`'s collector inside the forwarder (Storm's ``BasicBoltExecutor``)."""
 
-    def __init__(self, out: AnchoringCollector) -> None:
+    def __init__(self, out: AnchoringCollector, task: tuple[str, int]) -> None:
         self._out = out
+        self._task = task  # (component, task id): who a FailedException's failure names
         self.input: Tuple | None = None
 
     def run(self, bolt: BasicBolt, tup: Tuple) -> None:
@@ -422,7 +430,8 @@ class _Basic(BasicOutputCollector):
         except FailedException as e:
             if isinstance(e, ReportedFailedException):
                 self._out.report_error(e)
-            self._out.fail(tup)
+            # the exception says why, as a BasicBolt's outside a stateful topology does
+            self._out.fail_with(tup, FailureCause.of_exception(EXPLICIT, *self._task, e))
             return
         self._out.ack(tup)
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._failure import fail_because
 from .._tuple import Tuple
 from ..windowing._api import BaseWindowedBolt
 from ..windowing.config import input_streams
@@ -115,8 +116,10 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
         assert self.manager is not None, "prepare() builds the window before a rollback"
         held = [e.value for e in self.manager.queue]
         self.new_window()
+        why = (f"the windows of [{self.component}] task {self.task} were dropped with its state's rollback to "
+               f"its last commit; the tuple replays to fill them again")
         for t in held:  # replayed, they fill the windows again
-            self.collector.fail(t)
+            fail_because(self.collector, t, self.component, self.task, why)
 
     def new_window(self) -> None:
         """Start with empty windows (and a watermark afresh, in event time)."""
@@ -148,9 +151,9 @@ class PersistentWindowedBoltExecutor(StatefulWindowedBoltExecutor):
     def add(self, tup: Tuple, ts: int) -> None:
         try:
             seq = self.store.add(tup, ts)
-        except StateError as e:  # reported, and the tuple failed: it is not in the window
+        except StateError as e:  # reported, and the tuple failed (saying why): it is not in the window
             self.collector.report_error(str(e))
-            self.collector.fail(tup)
+            fail_because(self.collector, tup, self.component, self.task, str(e))
             return
         assert self.manager is not None, "prepare() builds the window before the first input"
         self.manager.add(seq, ts)

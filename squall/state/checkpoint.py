@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from .._components import Spout
 from .._config import Config, conf_value
+from .._failure import FailureCause
 from .._fields import Fields
 from .._system import CHECKPOINT_STREAM
 from ._api import StateError
@@ -286,6 +287,13 @@ class CheckpointSpout(Spout):
 
     def fail(self, msg_id: Any) -> None:
         self.progress.failed(msg_id)
+
+    def fail_with(self, msg_id: Any, cause: FailureCause) -> None:
+        """`fail`, logging why the checkpoint failed (a rollback follows, which fails the
+        tuples the stateful bolts took since their last commit): a step that timed out, a
+        stateful bolt that was not initialized, a state hook that raised."""
+        log.warning("checkpoint txid %s failed, %s; recovering", msg_id, cause.describe())
+        self.fail(msg_id)
 
     def is_exhausted(self) -> bool:
         """Always: it has no input of its own to wait for (`squall.testing.complete_topology`)."""

@@ -143,13 +143,13 @@ class WindowedBoltExecutor(Bolt):
         """Prepare the user's bolt with a `WindowedOutputCollector`, then build the window."""
         self.collector = collector
         self.component = context.get_this_component_id()
+        self.task = context.get_this_task_id()
         self.out = WindowedOutputCollector(collector)
         self.bolt.prepare(conf, context, self.out)
         self.spec = window_spec(conf, self.component)
         self.manager = window_manager(self, self.spec.length, self.spec.sliding, self.spec.event_time)
         if self.spec.event_time:
             self.watermarks = WatermarkGenerator(self.spec.lag_ms, input_streams(context.get_this_sources()))
-            self.task = context.get_this_task_id()
             self.late_total = 0
             self.late_log = RateLimitedLog(log)  # this task's: a burst elsewhere does not hide its first
             self.late_tuples = context.register_metric(LATE_TUPLES_METRIC, CountMetric(),

@@ -1,0 +1,134 @@
+"""In a stateful topology, squall's wrappers fail tuples saying why: a `BasicBolt`'s
+`FailedException` keeps its message (the `CheckpointTupleForwarder` dropped it: the dead letter
+said only ``last: failed in [parse] task 2``), and the tuples a rollback fails say that the
+state, or a window, rolled back (before: a plain fail, charged to the record with no word)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from squall import BaseStatefulBolt, BasicBolt, Count, FailedException, Fields, LocalCluster, TopologyBuilder
+from squall._tuple import Source, Tuple
+from squall.external.files import FileSpout
+from squall.state._bolt import StatefulBoltExecutor
+from squall.state._windowed import StatefulWindowedBoltExecutor
+from squall.state.checkpoint import INITSTATE, PREPARE, ROLLBACK
+from squall.state.memory import HostMemory
+from squall.testing._registry import SharedLog
+from tests.conftest import wait_until
+from tests.state.test_core import BoltCtx, Counter, cp
+from tests.state.test_core import Recorder as PlainRecorder
+from tests.state.test_windowed import WindowSums
+
+LINES = ["1", "x", "3", "4", "y", "6", "7"]  # N = 7, K = 2 ("x", "y")
+
+
+class Parse(BasicBolt):
+    """The line as a number; one that is none fails, saying so."""
+
+    def declare_output_fields(self, declarer) -> None:
+        declarer.declare(Fields(["n"]))
+
+    def execute(self, tup, collector) -> None:
+        value = tup.values[0]
+        if not value.isdigit():
+            raise FailedException(f"not a number: {value!r}")
+        collector.emit([int(value)])
+
+
+class Keep(BaseStatefulBolt):
+    """Adds each number to its state's total, and keeps it in ``log``."""
+
+    def __init__(self, log: SharedLog) -> None:
+        self.log = log
+
+    def init_state(self, state) -> None:
+        self.state = state
+
+    def execute(self, tup) -> None:
+        self.state.put("total", self.state.get("total", 0) + tup.values[0])
+        self.log.append(tup.values[0])
+        self.collector.ack(tup)
+
+
+def test_a_basic_bolts_failed_exception_in_a_stateful_topology_reaches_the_dead_letter(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.txt").write_text("".join(f"{x}\n" for x in LINES))
+    log = SharedLog()
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(src, commit_every=1, poll_secs=0.05, progress_dir=tmp_path / "local"))
+    b.set_bolt("parse", Parse()).shuffle_grouping("lines")
+    b.set_bolt("keep", Keep(log)).shuffle_grouping("parse")
+    conf = {"topology.message.timeout.secs": 30, "topology.state.checkpoint.interval.ms": 100}
+    with LocalCluster({"storm.local.dir": str(tmp_path / "local")}) as cluster:
+        cluster.submit_topology("stateful", conf, b.create_topology())
+        assert wait_until(lambda: (src / "a.txt.done").exists(), timeout=30), "the file was not finished"
+        cluster.kill_topology("stateful", wait_secs=0)
+    assert sorted(set(log.items())) == [1, 3, 4, 6, 7]  # N - K (at least once: a rollback replays)
+    dead = [json.loads(x) for x in (tmp_path / "local" / "filespout" / "lines" / "dead-letter" / "a.txt.dead")
+            .read_text().splitlines()]
+    assert sorted(json.loads(d["record"])[0] for d in dead) == ["x", "y"]  # K, each once
+    for d in dead:
+        value = json.loads(d["record"])[0]
+        # main: "failed 4 times; last: failed in [parse] task 2", the exception's message dropped
+        assert re.fullmatch(rf"failed 4 times; last: failed in \[parse\] task \d+: FailedException: not a number: "
+                            rf"'{value}'", d["reason"]), d["reason"]
+        assert (d["cause"]["error"], d["cause"]["message"]) == ("FailedException", f"not a number: {value!r}")
+
+
+class Recorder(PlainRecorder):
+    """The state tests' collector, keeping each failure's cause too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.causes: list = []
+
+    def fail_with(self, t, cause) -> None:
+        self.failed.append(t)
+        self.causes.append(cause)
+
+
+DATA = Source("spout", "default", 1, Fields("w"))
+
+
+def test_the_tuples_a_rollback_fails_say_that_the_state_rolled_back():
+    ex, rec = StatefulBoltExecutor(Counter()), Recorder()
+    ex.prepare({"topology.name": "t"}, BoltCtx(HostMemory(), {"$checkpointspout": [9]}), rec)
+    ex.execute(cp(-1, INITSTATE))
+    a, b = Tuple(["a"], DATA), Tuple(["b"], DATA)
+    ex.execute(a)
+    ex.execute(cp(0, PREPARE))
+    ex.execute(b)
+    ex.execute(cp(0, ROLLBACK))
+    assert rec.failed == [a, b] and len(rec.causes) == 2  # main: plain fails, no cause
+    for cause in rec.causes:
+        assert (cause.kind, cause.component, cause.task) == ("fail", "count", 3)
+        assert cause.message == ("the state of [count] task 3 rolled back to its last commit (checkpoint "
+                                 "rollback at txid 0): what this tuple changed in it was dropped, so it replays")
+
+
+def test_a_prepare_before_the_state_is_initialized_fails_saying_so():
+    ex, rec = StatefulBoltExecutor(Counter()), Recorder()
+    ex.prepare({"topology.name": "t"}, BoltCtx(HostMemory(), {"$checkpointspout": [9]}), rec)
+    ex.execute(cp(3, PREPARE))
+    (cause,) = rec.causes
+    assert cause.message.startswith("checkpoint prepare at txid 3 before this task's state was initialized")
+
+
+def test_the_tuples_a_stateful_windows_rollback_fails_say_that_the_windows_were_dropped():
+    bolt = WindowSums().with_tumbling_window(Count(3))
+    ex, rec = StatefulBoltExecutor(StatefulWindowedBoltExecutor(bolt)), Recorder()
+    ex.prepare(dict(bolt.get_component_configuration()), BoltCtx(HostMemory(), {"$checkpointspout": [9]}), rec)
+    src = Source("values", "default", 1, Fields("v"))
+    ex.execute(cp(-1, INITSTATE))
+    held = [Tuple([i], src) for i in (4, 5)]
+    for t in held:
+        ex.execute(t)
+    ex.execute(cp(0, ROLLBACK))
+    assert rec.failed == held and len(rec.causes) == 2
+    for cause in rec.causes:
+        assert (cause.kind, cause.component, cause.task) == ("fail", "count", 3)
+        assert cause.message == ("the windows of [count] task 3 were dropped with its state's rollback to its last "
+                                 "commit; the tuple replays to fill them again")

@@ -18,6 +18,7 @@ from typing import Any
 
 from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt, Spout
+from .._failure import fail_because
 from .._fields import Fields
 from .._tuple import is_tick_tuple
 from .core import DRPCExecutionException, ReturnInfo
@@ -183,6 +184,7 @@ class ReturnResults(Bolt):
         super().prepare(conf, context, collector)
         self._servers: dict[tuple[str, int], _Server] = {}
         self._name = context.get_this_component_id()
+        self._task = context.get_this_task_id()
 
     def cleanup(self) -> None:
         """Close the connections to the servers."""
@@ -257,4 +259,5 @@ class ReturnResults(Bolt):
     def _refuse(self, tup: Any, why: str) -> None:
         error = DRPCExecutionException(f"DRPC return bolt [{self._name}]: {why}")
         self.collector.report_error(error)  # which logs it
-        self.collector.fail(tup)
+        # why goes with the failure: the DRPC spout tells the caller (DRPCExecutionException)
+        fail_because(self.collector, tup, self._name, self._task, str(error))

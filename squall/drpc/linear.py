@@ -26,6 +26,7 @@ from .._collectors import OutputFieldsDeclarer
 from .._components import BasicBolt, Bolt
 from .._config import Config, conf_value
 from .._errors import InvalidTopologyException
+from .._failure import fail_because
 from .._fields import Fields
 from .._grouping import CustomStreamGrouping
 from .._system import DEFAULT_STREAM
@@ -90,6 +91,8 @@ class JoinResult(Bolt):
         # (by the engine's timer, `squall_timers`, whether or not another tuple comes):
         # Storm's JoinResult holds it for ever, a leak of one tuple a failed request
         timeout = float(conf_value(conf, Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
+        self._timeout = timeout
+        self._task = (context.get_this_component_id(), context.get_this_task_id())
         self._returns = TimeCacheMap(timeout, self._expired)
         self._results = TimeCacheMap(timeout, self._expired)
 
@@ -106,8 +109,12 @@ class JoinResult(Bolt):
         self._returns.expire_due()
         self._results.expire_due()
 
-    def _expired(self, _request_id: Any, tup: Any) -> None:
-        self.collector.fail(tup)
+    def _expired(self, request_id: Any, tup: Any) -> None:
+        half = "return info" if tup.source_component == self.return_component else "result"
+        other = "result" if half == "return info" else "return info"
+        fail_because(self.collector, tup, *self._task,
+                     f"JoinResult: the {other} of request {request_id} did not come within "
+                     f"topology.message.timeout.secs ({self._timeout:g} s) of its {half}")
 
     def execute(self, tup: Any) -> None:
         self.expire_due()

@@ -21,7 +21,7 @@ from .._collectors import OutputCollector, OutputFieldsDeclarer
 from .._components import Bolt
 from .._config import Config, conf_value
 from .._errors import FailedException, ReportedFailedException
-from .._failure import EXPLICIT, FailureCause
+from .._failure import EXPLICIT, FailureCause, fail_because
 from .._fields import Fields
 from .._native import pack_rows
 from .._tuple import Tuple, is_tick_tuple
@@ -271,19 +271,26 @@ class TrackedBatch:
         return held
 
 
+def batch_name(attempt: Any) -> str:
+    """``Trident batch txid 3 attempt 1``: how a failure's reason names a batch attempt."""
+    return f"Trident batch txid {attempt.txid} attempt {attempt.attempt_id}"
+
+
 @dataclass(frozen=True)
 class Decision:
     """What to do with an input after the tracker saw it.
 
     ``finish``: the batch is complete, finish it with this input as the finishing tuple;
     ``ack_input``/``fail_input``: answer the input now (neither: it is held);
-    ``fail_held``: a previously held input to fail now.
+    ``fail_held``: a previously held input to fail now; ``reason``: why the batch fails, where
+    the tracker knows (what the failures then tell the batch's spout).
     """
 
     finish: bool = False
     ack_input: bool = False
     fail_input: bool = False
     fail_held: Any = None
+    reason: str = ""
 
 
 _ACK = Decision(ack_input=True)
@@ -366,15 +373,16 @@ class BatchTracker:
                 return Decision(finish=True, ack_input=not hold)
             log.warning("Failing batch %s: expected %d tuples but received %d", tracked.attempt,
                         tracked.expected_tuples, tracked.received_tuples)
-            return self.fail(tracked, tup, hold)
+            return self.fail(tracked, tup, hold, f"{batch_name(tracked.attempt)}: its upstream tasks reported "
+                             f"{tracked.expected_tuples} tuples sent to this task, {tracked.received_tuples} arrived")
         return Decision(ack_input=not hold)
 
-    def fail(self, tracked: TrackedBatch, tup: Any, input_held: bool = False) -> Decision:
-        """Fail ``tracked`` at input ``tup``: it and the held input are failed, and so is every
-        later input of this attempt."""
+    def fail(self, tracked: TrackedBatch, tup: Any, input_held: bool = False, reason: str = "") -> Decision:
+        """Fail ``tracked`` at input ``tup`` (for ``reason``, if known): it and the held input
+        are failed, and so is every later input of this attempt."""
         tracked.failed = True
         held = tracked.take_held()
-        return Decision(fail_input=not input_held, fail_held=held)
+        return Decision(fail_input=not input_held, fail_held=held, reason=reason)
 
     def finished(self, tracked: TrackedBatch) -> Any:
         """``tracked`` finished: forget it; returns the held input, to ack now."""
@@ -593,10 +601,13 @@ class TridentBoltExecutor(Bolt):
             group = self._group_of_stream.get(stream, self.spec.batch_group)
         tracker = self._trackers[group]
         tracked, replaced = tracker.open(attempt, time.monotonic())
+        where = (self.context.get_this_component_id(), self.context.get_this_task_id())
         if replaced is not None:
-            self.collector.fail(replaced)
-        if tracked is None:
-            self.collector.fail(tup)  # an attempt already superseded here: its tree is dead
+            fail_because(self.collector, replaced, *where, f"Trident batch txid {attempt.txid}: replaced by its "
+                         f"attempt {attempt.attempt_id} (the coordinator replays it)")
+        if tracked is None:  # an attempt already superseded here: its tree is dead
+            fail_because(self.collector, tup, *where, f"{batch_name(attempt)}: a newer attempt of it is under "
+                         f"way here")
             return
         try:
             self._anchor = tup
@@ -666,6 +677,9 @@ class TridentBoltExecutor(Bolt):
 
     def _answer(self, tup: Tuple, decision: Decision) -> None:
         cause, self._cause = self._cause, None
+        if cause is None and decision.reason:
+            cause = FailureCause.of_reason(self.context.get_this_component_id(), self.context.get_this_task_id(),
+                                           decision.reason)
         fail_with = getattr(self.collector, "fail_with", None)  # the engine's collector has it
         fail = self.collector.fail if cause is None or fail_with is None else (lambda t: fail_with(t, cause))
         if decision.fail_held is not None:
@@ -677,9 +691,11 @@ class TridentBoltExecutor(Bolt):
 
     def _expire(self) -> None:
         now = time.monotonic()
+        where = (self.context.get_this_component_id(), self.context.get_this_task_id())
         for tracker in self._trackers.values():
             for held in tracker.expire(now):
-                self.collector.fail(held)
+                fail_because(self.collector, held, *where, f"{batch_name(held.values[0])}: untouched here for "
+                             f"longer than topology.message.timeout.secs ({tracker.timeout_secs:g} s)")
 
     def cleanup(self) -> None:
         """Clean the body up."""

@@ -59,7 +59,8 @@ def test_the_last_report_may_come_before_the_tuples_of_other_tasks_only_by_count
     batch, _ = tracker.open(A1, 0.0)
     tracker.data(batch)
     # the report says 2 but only 1 arrived: tuples of a task come before its report, so one was lost
-    assert tracker.coord(batch, 2, "coord") == Decision(fail_input=True)
+    assert tracker.coord(batch, 2, "coord") == Decision(fail_input=True, reason=(
+        "Trident batch txid 1 attempt 0: its upstream tasks reported 2 tuples sent to this task, 1 arrived"))
     assert batch.failed
     assert tracker.data(batch) == Decision(fail_input=True)  # later inputs of the attempt fail too
 

@@ -1,0 +1,49 @@
+"""The Trident bolt executor fails a batch's tuples saying why where it knows: tuples of the
+batch that did not all arrive, an attempt that a newer one replaced. Before, these were plain
+fails: the batch's spout (a DRPC caller) heard only ``failed in [b] task 10``."""
+
+from __future__ import annotations
+
+from squall.trident.coordinator import TransactionAttempt
+from squall.trident.executor import TridentBoltExecutor
+
+from .test_executor import A1, SPEC, Context, Doubler, Recorder, coord, data
+
+
+class Causes(Recorder):
+    """The executor tests' collector, keeping each failure's cause."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.causes: list = []
+
+    def fail_with(self, tup, cause) -> None:
+        self.failed.append(tup)
+        self.causes.append(cause)
+
+
+def running() -> tuple[TridentBoltExecutor, Causes]:
+    bolt, rec = TridentBoltExecutor(SPEC, Doubler()), Causes()
+    bolt.prepare({"topology.message.timeout.secs": 30}, Context(), rec)
+    return bolt, rec
+
+
+def test_a_batch_whose_tuples_did_not_all_arrive_fails_saying_how_many():
+    bolt, rec = running()
+    d1, c1, c2 = data(A1, "a"), coord(A1, 1), coord(A1, 2, task=2)  # task 2 says 2 came: none did
+    for t in (d1, c1, c2):
+        bolt.execute(t)
+    assert rec.failed == [c2] and len(rec.causes) == 1  # main: a plain fail, no cause
+    (cause,) = rec.causes
+    assert (cause.kind, cause.component, cause.task) == ("fail", "b", 10)
+    assert cause.message == ("Trident batch txid 1 attempt 0: its upstream tasks reported 3 tuples sent to this "
+                             "task, 1 arrived")
+
+
+def test_an_attempt_a_newer_one_replaced_fails_saying_so():
+    bolt, rec = running()
+    bolt.execute(data(TransactionAttempt(1, 1), "new"))
+    old = data(A1, "old")
+    bolt.execute(old)
+    assert rec.failed == [old]
+    assert rec.causes[0].message == "Trident batch txid 1 attempt 0: a newer attempt of it is under way here"

@@ -203,13 +203,17 @@ def test_bad_windows_are_refused_where_they_are_written():
         s.tumbling_window(2.5, f, Fields("a"), Count(), Fields("n"))
 
 
-def test_spark_engine_refuses_a_window_naming_it():
+def test_spark_engine_runs_a_window_as_the_tasks_it_has_here():
+    """Spark's compiler gives a window's bolt (on the driver) its parallelism and the route of its
+    input: the key's positions after a partition_by (tests/trident_spark/test_windowing.py runs it)."""
     pytest.importorskip("pyarrow")
+    from squall.trident import FixedBatchSpout
     from squall.trident.spark.compiler import compile_topology
+    from squall.trident.spark.tasks import TaskRoute
 
     topo = TridentTopology()
-    from squall.trident import FixedBatchSpout
-    topo.new_stream("s", FixedBatchSpout(Fields("a"), 2, [1], [2])) \
-        .tumbling_window(3, InMemoryWindowsStoreFactory(), Fields("a"), Count(), Fields("n"))
-    with pytest.raises(ValueError, match=r"TumblingCountWindow\(3\).*not compiled for Spark's engine.*squall's engine"):
-        compile_topology(topo)
+    topo.new_stream("s", FixedBatchSpout(Fields("a", "b"), 2, [1, 2], [2, 3])).partition_by(Fields("b")) \
+        .tumbling_window(3, InMemoryWindowsStoreFactory(), Fields("a"), Count(), Fields("n")).parallelism_hint(2)
+    [bolt] = compile_topology(topo).bolts
+    assert bolt.on_driver and bolt.driver_tasks == 2
+    assert [route for _, route in bolt.routes] == [TaskRoute("key", (1,))]

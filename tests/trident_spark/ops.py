@@ -175,3 +175,41 @@ class RecordUpdater(BaseStateUpdater):
 
     def update_state(self, state, tuples, collector):
         RECORDS.setdefault(state.name, []).extend((state.txid, list(t.values)) for t in tuples)
+
+
+def line_number(line: bytes) -> list:
+    """A `FileTridentSpout` translator: a line holding a number -> ``[number]``."""
+    return [int(line)]
+
+
+class _FailsOnce(State):
+    """The inner state; at ``begin_commit`` of ``txid``, once (``<marker>`` absent), it raises
+    before the inner state sees the batch: the query fails after the bolts before it took the
+    batch, and Spark runs that batch again when the query is started again."""
+
+    def __init__(self, inner, marker: str, txid: int) -> None:
+        # not ``txid``: a `_RecordState`'s own, which the updater reads through this wrapper
+        self.inner, self.marker, self.fail_txid = inner, Path(marker), txid
+
+    def begin_commit(self, txid):
+        if txid == self.fail_txid and not self.marker.exists():
+            self.marker.write_text(str(txid))
+            raise RuntimeError(f"the state fails at the begin_commit of txid {txid}")
+        self.inner.begin_commit(txid)
+
+    def commit(self, txid):
+        self.inner.commit(txid)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class FailsOnceFactory(StateFactory):
+    """``factory``'s states, failing the query once at the begin_commit of ``txid`` (`_FailsOnce`)."""
+
+    def __init__(self, factory, marker: str, txid: int) -> None:
+        self.factory, self.marker, self.txid = factory, marker, txid
+
+    def make_state(self, conf, metrics, partition_index, num_partitions):
+        return _FailsOnce(self.factory.make_state(conf, metrics, partition_index, num_partitions), self.marker,
+                          self.txid)

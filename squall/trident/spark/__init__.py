@@ -43,7 +43,7 @@ __all__ = ["SOURCE_NAME", "WARM_JOB_GROUP", "BatchRunner", "SparkBolt", "SparkPl
 
 def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any = None,
           query_name: str | None = None, conf: Mapping[str, Any] | None = None,
-          field_types: Mapping[str, Mapping[str, type]] | None = None) -> Any:
+          field_types: Mapping[str, Mapping[str, type]] | None = None, clock: Any = None) -> Any:
     """Run ``topology`` (a `TridentTopology`) on ``spark`` (a SparkSession); return the `StreamingQuery`.
 
     ``checkpoint_location`` keeps the offsets (each batch's spout metadata) and commits; a query
@@ -55,11 +55,15 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
     operations and spouts see in ``prepare``/``open``. ``field_types``: per spout (its txid key),
     ``{field: type}`` for the fields that travel in typed columns, each type one of str, int,
     float, bool, bytes (default: what the spout's ``field_types()`` declares, if it has one);
-    ``project``, ``FilterNull`` and ``Equals`` over such fields run in Spark SQL.
+    ``project``, ``FilterNull`` and ``Equals`` over such fields run in Spark SQL. ``clock``: where
+    the windows, which run on the driver, read the time (``clock.wall()`` in seconds, as
+    `LocalCluster`'s ``clock``: a ``squall.engine.clock.SimulatedClock`` in tests; default the
+    wall clock).
 
     Raises:
         ValueError: something the topology holds cannot run on Spark's engine (a DRPC stream, a
-            non-transactional spout, a broadcast or custom repartition), named with the reason.
+            non-transactional spout, a broadcast or custom repartition, a window of several tasks
+            after an identity or custom partitioning), named with the reason.
     """
     from dataclasses import replace
 
@@ -94,7 +98,7 @@ def start(topology: Any, spark: Any, checkpoint_location: str, *, trigger: Any =
             frames.append(source_frame(spark.readStream.format(SOURCE_NAME).option("spout", to_option(spec)).load(), s,
                                        head, plan.key_columns))
         rows = union(frames)
-    writer = rows.writeStream.foreachBatch(BatchRunner(plan, settings)).option("checkpointLocation", checkpoint_location)
+    writer = rows.writeStream.foreachBatch(BatchRunner(plan, settings, clock)).option("checkpointLocation", checkpoint_location)
     if trigger is not None:
         writer = writer.trigger(**trigger) if isinstance(trigger, Mapping) else writer.trigger(processingTime=trigger)
     if query_name is not None:

@@ -22,6 +22,9 @@ code runs them (``SubtopologyBody``). Then each piece gets its place under Spark
   that state) and every bolt after one -> the driver, in ``foreachBatch``, as one partition: its
   input is collected and its `State` gets ``begin_commit(txid)``, the updates and
   ``commit(txid)``;
+- a bolt holding a window (``Stream.window``, a committer) -> the driver too, but as the tasks it
+  has on squall's engine (``SparkBolt.driver_tasks``, ``tasks.py``): each task index windows the
+  rows its input grouping would route to it (`_window_tasks`);
 - at the head of a bolt in tasks (with no hash repartition before it), ``project``, ``FilterNull``
   and ``Equals`` on a stream whose fields they read are in typed columns (a spout's, see
   ``rows.py``) -> Spark SQL (`SqlOp`: a ``select``, an ``isNotNull`` or a null-safe equality
@@ -63,6 +66,7 @@ from ..processors import (
 from ..windowing.processor import WindowTridentProcessor
 from .rows import Layout
 from .source import TypedField, check_spout, typed_fields
+from .tasks import FIRST, KEY, TaskRoute
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,11 @@ class SparkBolt:
     sql: tuple[SqlOp, ...] = ()  # its head, in Spark SQL, before ``body`` (which may then be empty)
     in_source: str = ""  # the txid of the spout whose source runs it in its read (`_in_sources`)
     exact: bool = False
+    # a bolt holding a window: the driver runs it as this many tasks (its parallelism on squall's
+    # engine), each input stream's rows routed to them as its grouping would (``tasks.py``); 0:
+    # once, as one partition
+    driver_tasks: int = 0
+    routes: tuple[tuple[str, TaskRoute], ...] = ()
 
     def tasks(self, parallelism: int) -> int:
         """How many Spark tasks run it with no repartition before it: its hint when ``exact``,
@@ -204,9 +213,9 @@ def compile_topology(topology: TridentTopology,
     False: in a ``mapInArrow`` of its own, as for a `BatchRunner` given the spouts' rows).
 
     Raises:
-        ValueError: a DRPC stream, a window operation, a non-transactional spout, a broadcast or custom repartition
-            into operations that run in Spark tasks, a field type no column holds (naming each,
-            and why).
+        ValueError: a DRPC stream, a non-transactional spout, a broadcast or custom repartition
+            into operations that run in Spark tasks, a window of more than one task after an
+            identity or custom partitioning, a field type no column holds (naming each, and why).
     """
     for node in topology._graph.nodes:
         if isinstance(node, SpoutNode) and node.drpc_function:
@@ -215,13 +224,6 @@ def compile_topology(topology: TridentTopology,
                              "caller; run this topology on squall's engine (LocalCluster, the process or Spark host)")
         if isinstance(node, SpoutNode):
             check_spout(node.txid, node.spout)
-        processor = getattr(node, "processor", None)
-        if isinstance(processor, WindowTridentProcessor):
-            raise ValueError(f"{node.name or 'window'} ({processor.window_config}, a Stream.window/tumbling_window/"  # noqa: TRY004 (API.md: what start refuses is a ValueError naming it)
-                             "sliding_window): Trident windowing is not compiled for Spark's engine: a window keeps "
-                             "each task's tuples from batch to batch, and Spark's engine would run it on the driver in "
-                             "one partition, windowing every task's tuples together; run this topology on squall's "
-                             "engine (LocalCluster, the process host or the Spark host)")
     p = plan(topology)
     raw = {n.txid: n.spout for n in topology._graph.nodes if isinstance(n, SpoutNode)}
     declared = dict(field_types or {})
@@ -278,6 +280,9 @@ def compile_topology(topology: TridentTopology,
         partitions = 1 if repartition == "single" or on_driver else b.parallelism
         bolt = SparkBolt(b.component, b.body, tuple(sorted(fields)), outputs, repartition, partitions, on_driver,
                          exact=not on_driver and _partition_sensitive(b.body))
+        windows = [n.processor for n in b.body.nodes if isinstance(n.processor, WindowTridentProcessor)]
+        if windows:
+            bolt = replace(bolt, driver_tasks=b.parallelism, routes=_window_tasks(b, windows, keys))
         if not on_driver and repartition != "hash":  # a filter before a hash repartition would move its key
             bolt = _sql_head(bolt, layouts, types)
         bolts.append(bolt)
@@ -288,6 +293,37 @@ def compile_topology(topology: TridentTopology,
         keys[c.stream] = c.group  # the key SQL groups by is the group's values
     spouts, bolts, key_columns = _source_keys(spouts, bolts, keys, layouts)
     return SparkPlan(spouts, tuple(bolts), keys, combines, layouts, key_columns)
+
+
+def _window_tasks(b: BoltPlan, windows: list[WindowTridentProcessor],
+                  keys: dict[str, tuple[int, ...]]) -> tuple[tuple[str, TaskRoute], ...]:
+    """How each input stream of window bolt ``b`` reaches its tasks on the driver (`TaskRoute`).
+
+    Raises:
+        ValueError: with more than one task, an input whose grouping the driver cannot follow: an
+            identity partitioning (task i reads what task i upstream emitted, and a row collected
+            on the driver has no emitting task) or a custom grouping (it is given that task too).
+    """
+    routes = []
+    for sub in b.subscriptions:
+        kind = sub.partitioning.kind
+        route = TaskRoute.of(kind, keys.get(sub.stream, ()))
+        if route is None or (route.kind == KEY and sub.stream not in keys):
+            if b.parallelism == 1:
+                route = TaskRoute(FIRST)  # one task: everything is its, as on squall's engine
+            else:
+                how = (f"a custom grouping ({type(sub.partitioning.custom).__name__}), which is given the "
+                       "emitting task" if kind == "custom" else
+                       "an identity partitioning (Trident's where no repartition comes before an operation: task "
+                       f"i reads what task i of {sub.component} emitted)")
+                raise ValueError(
+                    f"a window ({windows[0].window_config}: Stream.window/tumbling_window/sliding_window) "
+                    f"in bolt {b.component} of {b.parallelism} tasks reads stream {sub.stream} of {sub.component} "
+                    f"through {how}: on Spark's engine the window's tasks run on the driver, where a row has no "
+                    "emitting task to route it by, so its windows would not be the ones squall's engine makes; put "
+                    "partition_by, global_ or shuffle before the window, or give it a parallelism_hint of 1")
+        routes.append((sub.stream, route))
+    return tuple(routes)
 
 
 def _source_keys(spouts: tuple[SparkSpout, ...], bolts: list[SparkBolt], keys: dict[str, tuple[int, ...]],

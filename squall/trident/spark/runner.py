@@ -11,7 +11,9 @@ read (the partials of a grouped Count/Sum summed per group in Spark SQL first, s
 for the query's life. A state's ``begin_commit(txid)``/``commit(txid)`` run once a batch, in batchId order (Spark
 starts a batch after the previous one committed); when Spark re-runs a batch (a restart from the
 checkpoint after the state was written but before Spark's commit log was), the same txid reaches
-the state again and `TransactionalMap`/`OpaqueMap` apply it once.
+the state again and `TransactionalMap`/`OpaqueMap` apply it once. A bolt holding a window runs
+as its tasks (``tasks.DriverTasks``): one copy of it per task index, each given the rows its
+input grouping routes to it, so each windows what it would on squall's engine.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from .rows import (
     loads,
     stream_rows,
 )
+from .tasks import DriverTasks
 
 log = logging.getLogger("squall.trident.spark")
 
@@ -205,13 +208,20 @@ class BatchFrames(NamedTuple):
 class BatchRunner:
     """The ``foreachBatch`` function of a compiled Trident topology (see the module docstring)."""
 
-    def __init__(self, plan: SparkPlan, conf: dict) -> None:
+    def __init__(self, plan: SparkPlan, conf: dict, clock: Any = None) -> None:
+        """``clock``: what the driver's windows read the time from (``clock.wall()``, seconds;
+        a ``squall.engine.clock.SimulatedClock`` in tests); None: the wall clock."""
         from pyspark import cloudpickle
 
         self.plan = plan
         self.conf = dict(conf)
+        self.clock = clock
         # pickled before anything is prepared: each task starts from the body as built
         self._bodies = {b.component: cloudpickle.dumps(b.body) for b in plan.executor_bolts() if not b.in_source}
+        # a window's bolt runs on the driver as its tasks, each a copy of the body as built
+        self._tasks = {b.component: DriverTasks(b.component, b.driver_tasks, cloudpickle.dumps(b.body), b.inputs,
+                                                dict(b.routes))
+                       for b in plan.driver_bolts() if b.driver_tasks}
         self._rows: dict[str, list[list]] = {}
         self._widths = {s: len(f) for b in plan.driver_bolts() for s, f in b.body.input_fields.items()}
         self._prepared = False
@@ -222,7 +232,14 @@ class BatchRunner:
 
     def _prepare_driver(self) -> None:
         for b in self.plan.driver_bolts():
-            b.body.prepare(self.conf, SparkTaskContext(b.component, 0, 1, self.conf), _ListOutput(self._rows, b.component))
+            output = _ListOutput(self._rows, b.component)
+            tasks = self._tasks.get(b.component)
+            if tasks is not None:
+                tasks.prepare(self.conf, output, self.clock)
+                continue
+            b.body.prepare(self.conf, SparkTaskContext(b.component, 0, 1, self.conf), output)
+            if self.clock is not None:
+                b.body.use_clock(self.clock)
         self._prepared = True
 
     def __call__(self, df: Any, batch_id: int) -> None:
@@ -242,6 +259,10 @@ class BatchRunner:
                 single = len(sources) == 1 and any(sources[0] is f for f in built.single)
                 self._collect(_input(built.streams, driver_inputs, built.carried), driver_inputs, summed=not single)
         for b in self.plan.driver_bolts():
+            tasks = self._tasks.get(b.component)
+            if tasks is not None:
+                tasks.run(txid, self._rows)
+                continue
             batch = BatchInfo(TransactionAttempt(txid, 0))
             b.body.init_batch(batch)
             for s in b.inputs:
@@ -348,7 +369,11 @@ class BatchRunner:
         """Clean up the driver bolts (their operations' ``cleanup``)."""
         if self._prepared:
             for b in self.plan.driver_bolts():
-                b.body.cleanup()
+                tasks = self._tasks.get(b.component)
+                if tasks is not None:
+                    tasks.cleanup()
+                else:
+                    b.body.cleanup()
             self._prepared = False
 
 

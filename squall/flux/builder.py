@@ -35,6 +35,11 @@ JAVA_CLASSES = {
     "org.apache.storm.topology.base.BaseWindowedBolt$Count": "squall.windowing.Count",
     "org.apache.storm.topology.base.BaseWindowedBolt$Duration": "squall.windowing.Duration",
     "org.apache.storm.bolt.JoinBolt": "squall.windowing.JoinBolt",
+    # storm-client's test components, which Storm's own flux-examples wire (simple_wordcount.yaml,
+    # multilang.yaml, simple_windowing.yaml ...): squall.testing has each with Storm's behaviour
+    **{f"org.apache.storm.testing.{name}": f"squall.testing.{name}"
+       for name in ("TestWordSpout", "TestWordCounter", "TestGlobalCount", "TestAggregatesCounter",
+                    "TestPlannerSpout", "TestPlannerBolt", "TestConfBolt", "AckEveryOtherBolt", "NGrouping")},
 }
 
 

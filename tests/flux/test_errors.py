@@ -36,8 +36,8 @@ CASES = {
     "unknown module": (('"flux_words.WordCounter"', '"no_such_module.Counter"'),
                        ("t.yaml:12: bolts[0].className: unknown class 'no_such_module.Counter': "
                        "no module 'no_such_module' on sys.path")),
-    "a java class": (('"flux_words.WordCounter"', '"org.apache.storm.testing.TestWordCounter"'),
-                     ("t.yaml:12: bolts[0].className: unknown class 'org.apache.storm.testing.TestWordCounter': "
+    "a java class": (('"flux_words.WordCounter"', '"org.apache.storm.flux.examples.WordCounter"'),
+                     ("t.yaml:12: bolts[0].className: unknown class 'org.apache.storm.flux.examples.WordCounter': "
                      "no module 'org' on sys.path (a Java class: in squall, className is a Python module.Class")),
     "missing ref": (('{reflist: ["sentences"]}', '{ref: "nothing"}'),
                     ("t.yaml:9: spouts[0].constructorArgs[0].ref: no component 'nothing' declared above "

@@ -171,3 +171,27 @@ def test_storms_join_bolt_by_its_java_class_name_joins_in_count_windows(cluster)
     finally:
         cluster.kill_topology(loaded.name, wait_secs=0)
     assert sorted(flux_words.JOINED["join"], key=key) == expected
+
+
+def test_storms_simple_wordcount_runs_as_it_is_with_storms_test_spout_and_counter(cluster, caplog):
+    """Storm's flux-examples file unchanged: org.apache.storm.testing's TestWordSpout and
+    TestWordCounter name squall.testing's (they were 'unknown class ... no module org')."""
+    from squall.testing import TestWordCounter, TestWordSpout
+    caplog.set_level("INFO", logger="squall.flux.wrappers")
+    loaded = flux.load(FILES / "storm_simple_wordcount.yaml")
+    spec = loaded.topology.components
+    assert type(spec["spout-1"].obj) is TestWordSpout and type(spec["bolt-1"].obj) is TestWordCounter
+
+    def logged():  # what LogInfoBolt logged: the counter's [word, count] tuples
+        return [r.args[0].values for r in list(caplog.records) if r.name == "squall.flux.wrappers"]
+    cluster.submit_topology(loaded.name, loaded.conf, loaded.topology)
+    try:
+        assert wait_until(lambda: len(logged()) >= 8, 30)  # a word every 100 ms
+    finally:
+        cluster.kill_topology(loaded.name, wait_secs=0)
+    counts: dict[str, list[int]] = {}
+    for word, count in logged():
+        counts.setdefault(word, []).append(count)
+    assert set(counts) <= {"nathan", "mike", "jackson", "golda", "bertels"}  # Storm's TestWordSpout's
+    # the counter counted each word it got once, and LogInfoBolt got every count it emitted
+    assert all(sorted(c) == list(range(1, len(c) + 1)) for c in counts.values()), counts

@@ -97,17 +97,21 @@ class _CurrentStderr(logging.StreamHandler):
 
 @contextlib.contextmanager
 def _squall_logging(debug: bool) -> Iterator[None]:
-    """Show squall's warnings and errors (and topology.debug's emit log) on stderr."""
+    """Show squall's warnings and errors on stderr, and the records of what logs tuples for the
+    user to see: topology.debug's emit log and Flux's LogInfoBolt (whose whole purpose is its
+    INFO lines, which Storm's local mode shows)."""
     root = logging.getLogger("squall")
     emits = logging.getLogger("squall.debug")
+    tuples = logging.getLogger("squall.flux.wrappers")
     handler = _CurrentStderr()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter())
     if not debug:
         handler.addFilter(_OneLine())
-    saved = (root.level, root.propagate, emits.level)
+    saved = (root.level, root.propagate, emits.level, tuples.level)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
     emits.setLevel(logging.INFO)
+    tuples.setLevel(logging.INFO)
     root.propagate = False
     root.addHandler(handler)
     try:
@@ -117,6 +121,7 @@ def _squall_logging(debug: bool) -> Iterator[None]:
         root.setLevel(saved[0])
         root.propagate = saved[1]
         emits.setLevel(saved[2])
+        tuples.setLevel(saved[3])
 
 
 @contextlib.contextmanager

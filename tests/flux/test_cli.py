@@ -3,6 +3,7 @@ run of ``squall local`` in a subprocess that counts every sentence and word."""
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -167,3 +168,19 @@ def test_sleep_is_squall_locals_ttl_in_milliseconds():
             assert f"--sleep: expected a positive number of milliseconds, got {bad!r}" == str(e)
         else:
             raise AssertionError(f"--sleep {bad} was taken")
+
+
+def test_squall_local_shows_what_loginfobolt_logs():
+    """LogInfoBolt exists to show tuples; `squall local` showed squall's warnings only, so Storm's
+    simple_wordcount.yaml ran without a line of its output."""
+    proc = subprocess.run([sys.executable, "-m", "squall", "local", str(FILES / "storm_simple_wordcount.yaml"),
+                           "--ttl", "3", "-q"], check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    logged = [line for line in proc.stderr.splitlines() if line.startswith("INFO squall.flux.wrappers: ")]
+    assert logged, proc.stderr
+    counts: dict[str, list[int]] = {}
+    for line in logged:  # "... source: bolt-1:2, stream: default, id: ..., ['mike', 3]"
+        word, count = ast.literal_eval(line[line.rindex(", [") + 2:])
+        counts.setdefault(word, []).append(count)
+    # every [word, count] TestWordCounter emitted was logged, in order
+    assert all(c == list(range(1, len(c) + 1)) for c in counts.values()), counts

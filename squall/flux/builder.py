@@ -151,6 +151,9 @@ def make(definition: ObjectDef, components: dict[str, Any]) -> Any:
                                               f"{_snake_hint(method_def.name)}")
         call(method, resolve(method_def.args, components), method_def.where,
              f"{type(obj).__name__}.{method_def.name}")
+    built = getattr(obj, "_flux_built", None)  # squall's own wrappers finish what the file left out
+    if callable(built):
+        built()
     return obj
 
 

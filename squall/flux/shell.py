@@ -15,6 +15,9 @@ from ..multilang import ShellBolt, ShellSpout
 from ..multilang.resources import pack
 from .builder import flux_directory
 
+DEFAULT_RESOURCES = "resources"
+"""The directory beside a Flux file that a shell component without a ``resources`` property runs in."""
+
 
 class _FluxShell:
     """What both wrappers add: streams by name, and component configuration."""
@@ -44,6 +47,15 @@ class _FluxShell:
         path = Path(directory)
         self.resources = pack(path if path.is_absolute() else flux_directory() / path,
                               f"{type(self).__name__} {self.command}")
+
+    def _flux_built(self) -> None:
+        """Called once the file's properties and config methods are applied: without a
+        ``resources`` property, a ``resources`` directory beside the Flux file is the
+        component's. That is Storm's layout: the Flux file in ``src/main/resources/``, the
+        scripts in ``src/main/resources/resources/``, which the jar holds as ``resources/``
+        and Storm runs every shell component in."""
+        if self.resources is None and (flux_directory() / DEFAULT_RESOURCES).is_dir():
+            self.set_resources(DEFAULT_RESOURCES)
 
     def add_component_config(self, key: str, value: Any) -> None:
         """Set ``key`` in this component's configuration (Flux's ``addComponentConfig``)."""

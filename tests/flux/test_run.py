@@ -126,6 +126,21 @@ def test_a_flux_shell_bolt_runs_a_multilang_subprocess(cluster):
     assert fw.COUNTS["shell"] == words(sentences)
 
 
+def test_a_shell_bolt_without_a_resources_property_runs_in_the_resources_directory_beside_the_file(cluster):
+    """Storm's layout: its multilang.yaml names no resources, the jar's resources/ is where its
+    shell bolt runs; the script was looked for in the worker's directory and not found."""
+    pytest.importorskip("squall.multilang")
+    loaded = flux.load(FILES / "storm_layout" / "multilang.yaml", env_filter=True,
+                       environ={"PYTHON": shutil.which("python3") or sys.executable})
+    bolt = loaded.topology.components["splitsentence"].obj
+    assert [f[0] for f in bolt.resources.files] == ["split_sentence.py"]  # storm_layout/resources/
+    sentences = ["the quick brown fox", "jumps over the lazy dog"]
+
+    fw = run(cluster, loaded, "storm-layout", sentences)
+
+    assert fw.COUNTS["storm-layout"] == words(sentences)
+
+
 def test_a_flux_shell_spout_feeds_a_python_bolt(cluster):
     pytest.importorskip("squall.multilang")
     import flux_words

@@ -14,7 +14,8 @@ later calls run on the new thread (an executor that must stay on its thread, say
 
 Each round drains inboxes downstream-first (acker, then bolts from the deepest, then the spouts'
 acker replies), sends what they emitted for other workers (the transport's ``flush``), then lets
-each spout emit a burst if it may, then fires due timers (ticks, timeouts), and sends again. A
+each spout emit a burst if it may (one call of ``next_tuple`` on a loop of its own, as Storm calls
+it once between two looks at the acks: such a spout's call may take long), then fires due timers (ticks, timeouts), and sends again. A
 round that did nothing asks a wait strategy how long to wait (`squall.engine.wait`, Storm's
 ``IWaitStrategy`` objects): with a spout that may emit, ``topology.spout.wait.strategy`` (by
 default a short sleep that doubles while the spouts stay idle); with spouts that backpressure
@@ -31,6 +32,7 @@ import threading
 from collections.abc import Callable, Container
 from typing import Any
 
+from .._config import Config
 from .clock import Clock, WakeEvent
 from .executor import Executor, log
 from .spout_executor import SpoutExecutor
@@ -50,6 +52,12 @@ DRAIN_LIMIT = 1024
 REPLY_DRAIN_LIMIT = sys.maxsize
 BUSY_WINDOW_SECS = 0.5  # how often a loop's `busy` fraction is updated
 SPOUT_BURST = 64
+# A spout with a loop of its own (topology.executor.own.thread: a shell spout, or one that
+# blocks) is called once a round, as Storm's executor calls nextTuple once between two looks at
+# its acks. Its next_tuple may take long (a ShellSpout's waits on its subprocess; Storm's
+# randomsentence.js waits 100 ms), and a burst of 64 held its acks back for 64 of those: Storm's
+# multilang.yaml had a complete latency of 3.5 s and acked nothing for its first 6 s.
+BLOCKING_SPOUT_BURST = 1
 
 _TIMER_SOURCES: list[Callable[[Executor], list[tuple[float, Callable[[], None]]]]] = []
 
@@ -215,6 +223,7 @@ class ExecutorLoop:
         # what a round that did nothing leads to (`squall.engine.wait`): the spouts' strategy
         # when a spout may emit, the backpressure one when backpressure holds the spouts back
         self.spout_wait = wait_strategy(conf, WaitSituation.SPOUT_WAIT)
+        self.spout_burst = BLOCKING_SPOUT_BURST if conf.get(Config.TOPOLOGY_EXECUTOR_OWN_THREAD) else SPOUT_BURST
         self.backpressure_wait = wait_strategy(conf, WaitSituation.BACK_PRESSURE_WAIT)
         # what the loop sleeps on: the worker's transport may give one that its sockets also set
         # (`squall.engine.transport.Transport.loop_event`)
@@ -355,6 +364,7 @@ class ExecutorLoop:
         spouts = [ex for ex in self.executors if isinstance(ex, SpoutExecutor)]
         bolts = [ex for ex in self.executors if ex.kind == "bolt"]
         bp = self.backpressure
+        burst = self.spout_burst
         now = clock.now()
         timers = []
         for ex in self.executors:  # the timers stay with an executor when it changes loops
@@ -405,7 +415,7 @@ class ExecutorLoop:
                         may_emit = True
                         self.calls += 1
                         self.current = sp
-                        worked += sp.produce(SPOUT_BURST)
+                        worked += sp.produce(burst)
                         if returned():
                             return
             for ex in bolts:

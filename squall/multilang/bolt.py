@@ -209,8 +209,7 @@ class ShellBolt(ShellComponent, Bolt):
         writer threads (waiting for each at most ``CLOSE_WAIT_SECS``)."""
         self._running = False
         self._pending.close()
-        if self._process is not None:
-            self._process.close()
+        self._closing_process()
         # Storm's cleanup interrupts its reader and writer threads: these end now (the writer
         # woken above, the reader at the subprocess's end of output), none outlives the task
         for thread in self._threads:

@@ -69,6 +69,7 @@ class ShellComponent:
         if self.resources is not None:  # a directory of its own, as Storm's code directory, unless cwd says otherwise
             owned = unpack(self.resources, f"squall-multilang-{context.get_this_component_id()}-")
             cwd = os.path.join(owned, cwd) if cwd else owned
+        self._closing = False
         process = ShellProcess(self.command, serializer, where, cwd, self.env, owned)
         process.owner = threading.current_thread()
         pid = process.launch(conf, context, self._timeout)
@@ -76,13 +77,26 @@ class ShellComponent:
         self._process = process
         return process
 
+    def _closing_process(self) -> None:
+        """End the subprocess on a clean shutdown (see `ShellProcess.close`); an ``error`` it
+        sends meanwhile is logged, not reported."""
+        self._closing = True
+        if self._process is not None:
+            self._process.close()
+
     def _common(self, process: ShellProcess, msg: ShellMsg, collector: Any, context: Any) -> bool:
         """Handle ``log``, ``error`` and ``metrics``; False for another command."""
         command = msg.command
         if command == "log":
             log.log(msg.level, "ShellLog %s pid %s: %s", process.where, process.pid, msg.msg)
         elif command == "error":
-            collector.report_error(f"Shell Process Exception: {msg.msg}")
+            if self._closing:
+                # squall closed its input on a clean shutdown, where Storm kills the process:
+                # storm.py then reports "Read EOF from stdin", which is no fault of the topology
+                log.info("%s pid %s: an error it sent after squall closed its input at shutdown (not "
+                         "reported): %s", process.where, process.pid, msg.msg)
+            else:
+                collector.report_error(f"Shell Process Exception: {msg.msg}")
         elif command == "metrics":
             update_metric(context, msg)
         else:

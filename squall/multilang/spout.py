@@ -68,8 +68,7 @@ class ShellSpout(ShellComponent, Spout):
 
     def close(self) -> None:
         """End the subprocess (its input closed, then SIGTERM, then SIGKILL)."""
-        if self._process is not None:
-            self._process.close()
+        self._closing_process()
 
     def activate(self) -> None:
         """Send ``activate`` and wait for its ``sync``."""

@@ -112,3 +112,23 @@ def test_a_shell_spouts_acks_reach_it_between_its_nexts_as_in_storm(caplog):
     assert not [c for c, _ in lines if c == "fail"]
     # its first ack came after a few nexts (the tuple's way to the sink and the acker), not 64
     assert sum(1 for c, _ in lines[:first_ack] if c == "next") <= 10, lines[:first_ack + 1]
+
+
+def test_what_a_subprocess_says_at_the_end_of_its_input_on_shutdown_is_logged_not_reported(caplog):
+    """squall closes a shell bolt's input on a clean shutdown (Storm kills the process), and
+    storm.py reports 'Read EOF from stdin' as an error: every clean stop of a storm.py bolt
+    logged 'ERROR ... [split] task 5 reported an error: Exception: Read EOF from stdin'."""
+    caplog.set_level("INFO")
+    b, feed, tracker = fed_builder("value")
+    b.set_bolt("eof", ShellBolt([sys.executable, "eof_error.py"], resources=BARE)).shuffle_grouping("feed")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("eof", Config(), b.create_topology())
+        for i in range(5):
+            feed.feed([i], i)
+        assert wait_until(lambda: all(tracker.is_acked(i) for i in range(5)), 30)
+        cluster.kill_topology("eof", wait_secs=0)
+        assert wait_until(lambda: any("Read EOF from stdin" in r.getMessage() for r in list(caplog.records)), 30)
+
+    said = [r for r in caplog.records if "Read EOF from stdin" in r.getMessage()]
+    assert [r.levelname for r in said] == ["INFO"], [(r.name, r.levelname, r.getMessage()) for r in said]
+    assert "after squall closed its input" in said[0].getMessage()

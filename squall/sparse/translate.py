@@ -15,7 +15,10 @@ Which object runs a spec:
   with ``multilang=True``, that same command as a subprocess over Storm's multilang protocol;
 - a shell component (``ShellBolt.spec(command=..., script=...)``): multilang's `ShellBolt` or
   `ShellSpout` running ``command script``;
-- a Java component (``JavaBolt.spec``/``JavaSpout.spec``): refused (squall runs no JVM).
+- a Java component (``JavaBolt.spec``/``JavaSpout.spec``): its ``full_class_name`` imported as a
+  Python ``module.Class`` (found in ``src/`` or installed), made with ``args_list``, as Flux makes a
+  ``className`` (a squall spout or bolt written in place of the Java class, say squall's
+  ``KafkaSpout`` for storm-kafka's); a class that does not import is refused (squall runs no JVM).
 """
 
 from __future__ import annotations
@@ -74,13 +77,33 @@ def translate(topology_cls: Any, *, env_name: str | None = None, multilang: bool
         except (OSError, ValueError) as e:
             raise InvalidTopologyException(str(e) if isinstance(e, ValueError) else f"{where}: {e}") from e
     builder = TopologyBuilder()
+    python_for_java: dict[str, Streams] = {}
     for spec in topology_cls.specs:
-        _add(builder, spec, _Run(env_name, multilang, serializer, where, resources, src))
+        streams = _add(builder, spec, _Run(env_name, multilang, serializer, where, resources, src))
+        if streams is not None:
+            python_for_java[spec.name] = streams
     try:
         topology = builder.create_topology()
     except InvalidTopologyException as e:
         raise InvalidTopologyException(f"{where}: {e}") from e
+    for name, streams in python_for_java.items():
+        _check_outputs(topology, name, streams, where)
     return Translation(topology, dict(topology_cls.config or {}))
+
+
+def _check_outputs(topology: StormTopology, name: str, streams: Streams, where: str) -> None:
+    """The Python class of a Java spec declares the streams the spec's ``outputs`` say: the
+    topology file's subscribers were written against those."""
+    declared = topology.components[name].streams
+    for stream, (fields, direct) in streams.items():
+        info = declared.get(stream)
+        got = None if info is None else (list(info.fields), bool(info.direct))
+        if got != (fields, direct):
+            what = "does not declare it" if info is None else \
+                f"declares {list(info.fields)}{' (direct)' if info.direct else ''}"
+            raise InvalidTopologyException(
+                f"{where}: component [{name}]: its spec's outputs give stream [{stream}] the fields "
+                f"{fields}{' (direct)' if direct else ''}, and its class {what}")
 
 
 @dataclass(frozen=True)
@@ -95,28 +118,82 @@ class _Run:
     src: Resources | None = None  # ``resources`` packed, for the in-process components
 
 
-def _add(builder: TopologyBuilder, spec: Any, run: _Run) -> None:
+def _add(builder: TopologyBuilder, spec: Any, run: _Run) -> Streams | None:
+    """Add ``spec``'s component and its subscriptions; for a Java spec (a Python class run in its
+    place), the streams its ``outputs`` give, for `_check_outputs`."""
     from streamparse.dsl.component import JavaComponentSpec
     from streamparse.dsl.spout import JavaSpoutSpec, ShellSpoutSpec
 
     name, where = spec.name, run.where
     is_spout = isinstance(spec, (ShellSpoutSpec, JavaSpoutSpec))
-    if isinstance(spec, JavaComponentSpec):
-        java = spec.component_object.java_object
-        cls_name = java.full_class_name if java is not None else "serialized Java"
-        raise InvalidTopologyException(
-            f"{where}: component [{name}] is a Java {'spout' if is_spout else 'bolt'} ({cls_name}); squall runs "
-            f"no JVM: write it in Python, or run it as a shell component (ShellBolt.spec/ShellSpout.spec)")
     par = _parallelism(spec, run.env_name, where)
     streams: Streams = {s: (list(info.output_fields), bool(info.direct)) for s, info in spec.outputs.items()}
-    obj = _component(spec, streams, is_spout, run)
-    declarer = builder.set_spout(name, obj, par) if is_spout else builder.set_bolt(name, obj, par)
+    if isinstance(spec, JavaComponentSpec):
+        obj = _python_for_java(spec, is_spout, where)
+    else:
+        obj = _component(spec, streams, is_spout, run)
+    try:
+        declarer = builder.set_spout(name, obj, par) if is_spout else builder.set_bolt(name, obj, par)
+    except InvalidTopologyException as e:
+        raise InvalidTopologyException(f"{where}: {e}") from e
     conf = json.loads(spec.config) if isinstance(spec.config, str) else dict(spec.config or {})
     if conf:
         declarer.add_configurations(conf)
     if isinstance(declarer, BoltDeclarer):
         for gsid, grouping in spec.inputs.items():
             _subscribe(declarer, gsid.componentId, gsid.streamId, grouping, f"{where}: component [{name}]")
+    return streams if isinstance(spec, JavaComponentSpec) else None
+
+
+def _python_for_java(spec: Any, is_spout: bool, where: str) -> Any:
+    """A Java component's object: its ``full_class_name`` as a Python ``module.Class``, made with
+    ``args_list`` (as Flux reads a ``className``); refused when that is no importable class."""
+    from streamparse.dsl.util import to_python_arg_list
+
+    kind = "spout" if is_spout else "bolt"
+    java = spec.component_object.java_object
+    if java is None:
+        raise InvalidTopologyException(f"{where}: component [{spec.name}] is a serialized Java {kind}; squall "
+                                       f"runs no JVM")
+    cls_name = java.full_class_name
+    module_name, _, attr = cls_name.rpartition(".")
+    try:
+        module = importlib.import_module(module_name) if module_name else None
+    except ModuleNotFoundError as e:
+        if e.name is None or not (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise InvalidTopologyException(f"{where}: component [{spec.name}]: importing {module_name} for "
+                                           f"{cls_name} failed: {e}") from e
+        shadow = _shadowing_module(module_name)
+        if shadow is not None:
+            raise InvalidTopologyException(
+                f"{where}: component [{spec.name}]: {cls_name}: {shadow.__name__} is the module "
+                f"{getattr(shadow, '__file__', '?')}, not a package, so there is no {module_name} (a topology file "
+                f"named like the class's package hides it: rename the Python module that holds the class)") from e
+        module = None  # no such Python module: a Java class
+    cls = getattr(module, attr, None)
+    if not isinstance(cls, type):
+        raise InvalidTopologyException(
+            f"{where}: component [{spec.name}] is a Java {kind} ({cls_name}); squall runs no JVM: write it in "
+            f"Python as a squall {'Spout' if is_spout else 'Bolt'} named {cls_name} (a module in src/), or as a "
+            f"streamparse {'Spout' if is_spout else 'Bolt'}, or run it as a shell component "
+            f"(ShellBolt.spec/ShellSpout.spec)")
+    args = to_python_arg_list(java.args_list)
+    try:
+        return cls(*args)
+    except Exception as e:
+        raise InvalidTopologyException(f"{where}: component [{spec.name}]: {cls_name}(*{args!r}) raised "
+                                       f"{type(e).__name__}: {e}") from e
+
+
+def _shadowing_module(module_name: str) -> Any:
+    """The loaded plain module (not a package) that a prefix of ``module_name`` names, if any:
+    ``pixelcount.spouts`` cannot import once ``topologies/pixelcount.py`` is ``pixelcount``."""
+    parts = module_name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is not None:
+            return None if hasattr(module, "__path__") else module
+    return None
 
 
 def _parallelism(spec: Any, env_name: str | None, where: str) -> int:

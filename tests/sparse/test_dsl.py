@@ -5,13 +5,16 @@ config; what squall cannot run is refused naming the component."""
 from __future__ import annotations
 
 import pytest
-from streamparse import Bolt, Grouping, JavaBolt, ShellBolt, Spout, Stream, Topology
+from streamparse import Bolt, Grouping, JavaBolt, JavaSpout, ShellBolt, Spout, Stream, Topology
 
-from squall import Fields, InvalidTopologyException
+import squall
+from squall import Fields, InvalidTopologyException, LocalCluster
 from squall._grouping import Grouping as SquallGrouping
 from squall.multilang import ShellBolt as MultilangShellBolt
 from squall.multilang import ShellSpout as MultilangShellSpout
 from squall.sparse import SparseBolt, SparseSpout, translate
+from squall.testing._registry import SharedLog
+from tests.conftest import wait_until
 
 
 class Words(Spout):
@@ -107,6 +110,85 @@ def test_a_java_component_is_refused_naming_it() -> None:
     with pytest.raises(InvalidTopologyException, match=r"topologies/j.py: component \[counter\] is a Java bolt "
                                                        r"\(com.example.Counter\); squall runs no JVM"):
         translate(WithJava, where="topologies/j.py")
+
+
+class Pixels(squall.Spout):
+    """A squall spout written in place of a Java one (storm-kafka's, in streamparse's kafka-jvm
+    example): ``total`` numbered pixels, reliably."""
+
+    acked: SharedLog
+
+    def __init__(self, prefix: str, total: int) -> None:
+        self.prefix, self.total = prefix, total
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("pixel"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.i = 0
+
+    def next_tuple(self):
+        if self.i < self.total:
+            self.collector.emit([f"{self.prefix}{self.i}"], msg_id=self.i)
+            self.i += 1
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+
+class PixelSink(Bolt):
+    got: SharedLog
+
+    def process(self, tup):
+        self.got.append(tup.values.pixel)  # pystorm names the values by the spout's declared fields
+
+
+class PixelCount(Topology):  # kafka-jvm's topologies/pixelcount.py, its spout's class now Python
+    pixel_spout = JavaSpout.spec(name="pixel-spout", full_class_name=f"{__name__}.Pixels", args_list=["px", 40],
+                                 outputs=["pixel"])
+    sink = PixelSink.spec(name="sink", inputs={pixel_spout: Grouping.fields("pixel")}, par=2)
+
+
+def test_a_java_component_whose_class_is_a_python_squall_component_runs_it() -> None:
+    """As Flux reads a className, a JavaSpout's full_class_name may name a Python class written in
+    its place (kafka-jvm's PixelSpout); it was refused as Java whatever it named."""
+    Pixels.acked, PixelSink.got = SharedLog(), SharedLog()
+    t = translate(PixelCount, where="topologies/pixelcount.py")
+    assert type(t.topology.components["pixel-spout"].obj) is Pixels
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology("pixels", t.conf, t.topology)
+        assert wait_until(lambda: len(Pixels.acked.items()) >= 40, 30)
+        assert cluster.get_topology_info("pixels")["errors"] == []
+
+    assert sorted(Pixels.acked.items()) == list(range(40))
+    assert sorted(PixelSink.got.items()) == sorted(f"px{i}" for i in range(40))
+
+
+def test_the_python_class_of_a_java_spec_must_declare_the_specs_outputs() -> None:
+    class Mismatch(Topology):
+        pixel_spout = JavaSpout.spec(name="pixel-spout", full_class_name=f"{__name__}.Pixels", args_list=["px", 1],
+                                     outputs=["url", "ip"])
+        sink = PixelSink.spec(name="sink", inputs=[pixel_spout])
+
+    with pytest.raises(InvalidTopologyException, match=r"topologies/m.py: component \[pixel-spout\]: its spec's "
+                                                       r"outputs give stream \[default\] the fields \['url', 'ip'\], "
+                                                       r"and its class declares \['pixel'\]"):
+        translate(Mismatch, where="topologies/m.py")
+
+
+def test_a_java_class_name_whose_package_a_module_of_the_project_hides_says_so() -> None:
+    """kafka-jvm's topology file is topologies/pixelcount.py, imported as ``pixelcount``; its
+    spout's class pixelcount.spouts.PixelSpout, written in Python in src/pixelcount/spouts.py,
+    then cannot import, and was refused as a Java class with no word of why."""
+    class Hidden(Topology):
+        pixel_spout = JavaSpout.spec(name="pixel-spout", full_class_name=f"{__name__}.spouts.Pixels",
+                                     args_list=["px", 1], outputs=["pixel"])
+
+    with pytest.raises(InvalidTopologyException, match=rf"component \[pixel-spout\]: {__name__}.spouts.Pixels: "
+                                                       rf"{__name__} is the module .*test_dsl.py, not a package"):
+        translate(Hidden, where="topologies/h.py")
 
 
 def test_a_shell_component_runs_over_multilang_with_the_project_src_as_resources(tmp_path) -> None:

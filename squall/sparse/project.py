@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,7 +173,8 @@ def load_topology(project: Project, path: Path) -> Any:
     except KeyboardInterrupt:
         raise
     except BaseException as e:
-        raise SparseProjectError(f"error importing {path}: {type(e).__name__}: {e}") from e
+        raise SparseProjectError(f"error importing {path}{_line_in(path, e)}: {type(e).__name__}: {e}"
+                                 f"{_src_hint(project, e)}") from e
     found = [v for v in vars(module).values()
              if isinstance(v, TopologyType) and v is not Topology and v.__module__ == module_name]
     if not found:
@@ -182,6 +184,23 @@ def load_topology(project: Project, path: Path) -> Any:
         raise SparseProjectError(f"{path} defines several Topology subclasses "
                                  f"({', '.join(t.__name__ for t in found)}): keep one per file")
     return found[0]
+
+
+def _line_in(path: Path, error: BaseException) -> str:
+    """``", line N"``: the line of ``path`` where ``error`` was raised (its last frame there)."""
+    lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__) if Path(frame.filename) == path]
+    return f", line {lines[-1]}" if lines and lines[-1] is not None else ""
+
+
+def _src_hint(project: Project, error: BaseException) -> str:
+    """What to do about ``from src.bolts import ...``: the modules of ``src/`` are top-level, as
+    Storm's ``streamparse_run`` imports them in the jar's ``resources/`` (src's contents)."""
+    name = getattr(error, "name", None)
+    src = project.src.name
+    if isinstance(error, ModuleNotFoundError) and name is not None and (name == src or name.startswith(src + ".")):
+        return (f" ({src}/ is on sys.path, as sparse puts it, and its modules run at its top in Storm's jar: "
+                f"import them without '{src}.', e.g. 'from bolts import ...' for {src}/bolts.py)")
+    return ""
 
 
 def _forget_modules_under_other_roots(directory: Path) -> None:

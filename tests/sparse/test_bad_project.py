@@ -47,7 +47,19 @@ def test_an_unknown_component_class(project: Path, capsys) -> None:
     path.write_text(path.read_text().replace("import WordCountBolt", "import WordCounterBolt")
                     .replace("WordCountBolt.spec", "WordCounterBolt.spec"))
     err = _error(capsys, "--project", str(project))
-    assert f"error importing {path}: ImportError: cannot import name 'WordCounterBolt' from 'bolts.wordcount'" in err
+    assert f"error importing {path}, line 7: ImportError: cannot import name 'WordCounterBolt' from " \
+           f"'bolts.wordcount'" in err
+
+
+def test_a_module_of_src_imported_as_src_dot_module_says_how_to_import_it(project: Path, capsys) -> None:
+    """streamparse's examples/redis/topologies/wordcount_redis.py imports 'from src.bolts import
+    ...', which fails under sparse too (src/ is on sys.path, and Storm's jar holds its contents);
+    the error said only "No module named 'src'"."""
+    path = project / "topologies" / "wordcount.py"
+    path.write_text(path.read_text().replace("from bolts.wordcount import", "from src.bolts.wordcount import"))
+    err = _error(capsys, "--project", str(project))
+    assert f"error importing {path}, line 7: ModuleNotFoundError: No module named 'src' (src/ is on sys.path" in err
+    assert "import them without 'src.', e.g. 'from bolts import ...' for src/bolts.py)" in err
 
 
 def test_a_file_without_a_topology(project: Path, capsys) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import pytest
+
 from squall import Config, Count, Duration, Fields, LocalCluster, Spout
 from squall.streams import (
     CombinerAggregator,
@@ -287,3 +289,23 @@ def test_group_by_key_and_window_and_typed_tuples():
         for sym in ("MSFT", "AAPL"):
             expected[(sym, tuple(p for s, p, _ in window if s == sym))] += 1
     assert got == expected
+
+
+def test_values_whose_equality_is_no_bool_pass_between_stream_bolts():
+    # numpy arrays as values (as an ML pipeline passes them): a bolt after a regrouping looked for
+    # the punctuation with ``value == "__punctuation"``, which an array answers with an array, and
+    # failed every input ("The truth value of an array ... is ambiguous")
+    np = pytest.importorskip("numpy")
+    spout = ReplayingSpout("n")
+    sums = SharedLog()
+    builder = StreamBuilder()
+    builder.new_stream(spout, ValueMapper(0)).map(lambda n: np.array([n, n + 1])).repartition(2) \
+        .map(lambda a: int(a.sum())).for_each(sums.append)
+    for i in range(40):
+        spout.feed([i], i)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("arrays", Config(), builder.build())
+        assert wait_until(lambda: spout.all_acked(range(40)), 30), \
+            f"{len(set(range(40)) - set(spout.acked.items()))} of 40 unacked, {len(spout.failed.items())} fails"
+    assert spout.failed.items() == []
+    assert sorted(sums.items()) == [2 * i + 1 for i in range(40)]

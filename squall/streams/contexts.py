@@ -17,7 +17,7 @@ from typing import Any
 from .._fields import Fields
 from .._tuple import Tuple
 from .processors import Processor
-from .util import PUNCTUATION, get_punctuation_stream
+from .util import PUNCTUATION, get_punctuation_stream, is_punctuation
 
 
 @dataclass
@@ -157,7 +157,8 @@ class EmittingProcessorContext(_StepContext):
                 self.waiting.append(anchor)
         else:
             self.anchors[:] = [anchor]
-            if reached and anchor.tuple.get_value(0) == PUNCTUATION:
+            # (`is_punctuation`: a value's own ``==`` may answer no bool, as a numpy array's)
+            if reached and is_punctuation(anchor.tuple.get_value(0)):
                 # kept until the punctuation passes here. Storm's kept only the last one, so
                 # when one had to come from each upstream task the ones before it, anchored to
                 # their windows' inputs, were never acked; and it kept it in every emitting step

@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import logging
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -51,9 +51,11 @@ class Transport(abc.ABC):
     Data: an item (a tuple or an acker message) given to ``sender(task)`` reaches the worker
     that hosts ``task`` when it is sent (at once, or at the next `flush`), and that worker's
     receiver is called with ``(task, item)``. Items from one worker to one task arrive in the
-    order they were sent. Delivery is at most once: an item for a task whose worker is gone,
-    restarting, or no longer hosts it is dropped (and counted, `statistics`); its tuple times out
-    or is failed by `Worker.tasks_lost`, and replays, as in Storm.
+    order they were sent. Delivery is at most once: an item that reached a worker which then
+    died, or for a task whose worker no longer hosts it, is lost or dropped (and counted,
+    `statistics`); its tuple times out or is failed by `Worker.tasks_lost`, and replays, as in
+    Storm. What is sent to a worker that died, after it died, waits (bounded) for its next launch
+    at the same address, the replays made at the notice of its death among it.
 
     Control: `broadcast` sends a small message (plain dicts, lists, strings, numbers, booleans)
     to every peer worker, after the items this worker queued for that peer before the call;
@@ -146,26 +148,101 @@ class Transport(abc.ABC):
     def statistics(self) -> dict[str, Any]:
         """``{"dropped": {reason: count}, "refused": count}``, for the worker's heartbeat."""
 
+    def hang_up(self) -> None:
+        """The worker crashed: stop taking items at once, before its death is reported to
+        anyone, so that what its peers send from now on (the replays of what it held, made at
+        the master's notice) waits for its next launch rather than reaching its dead inboxes.
+        Sending, and `close`, are unaffected. A transport whose process ends with its worker has
+        nothing to do: its peers see the hang-up when the process exits (`squall.worker.tcp`)."""
+
     @abc.abstractmethod
     def close(self) -> None:
         """Stop receiving and sending: from now on this worker's address has no endpoint, and
         what its senders are given is dropped."""
 
 
+# Items one sender holds for one address whose worker died, for its next launch there (as the
+# TCP wire's backlog holds a peer's messages, `squall.worker.tcp.MAX_BACKLOG`, and gives the oldest
+# up first). That wire holds at most 1,000 messages a peer, ~7 MB of batches; an item held here is
+# a Python object, not bytes (a small tuple with its values and ids, a few hundred bytes), so
+# 20,000 of them hold a few MB, the same order.
+MAX_HELD = 20_000
+
+
+class _Held:
+    """What one sending endpoint holds for one address while no worker takes items there.
+
+    ``take`` is the sender's path to the address meanwhile; `hand_over` gives the new launch's
+    receiver what was held, in the order it was sent, and every later item (a sender that read
+    the address's cell before it was rewritten calls ``take`` still). ``drop(task, reason)``
+    counts an item given up.
+    """
+
+    __slots__ = ("drop", "items", "lock", "receive")
+
+    def __init__(self, drop: Callable[[int, str], None]) -> None:
+        self.drop = drop
+        self.items: deque[tuple[int, Any]] = deque()
+        self.lock = threading.Lock()
+        self.receive: Receiver | None = None
+
+    def take(self, task: int, item: Any) -> None:
+        with self.lock:
+            receive = self.receive
+            if receive is None:
+                self.items.append((task, item))
+                if len(self.items) > MAX_HELD:  # the worker has been away long: give the oldest up
+                    self.drop(self.items.popleft()[0], "given_up")
+                return
+        receive(task, item)  # a KeyError (not its task) is the sender's to count
+
+    def hand_over(self, receive: Receiver) -> None:
+        """Deliver what is held to ``receive``, and from now on everything ``take`` is given."""
+        with self.lock:
+            while self.items:
+                task, item = self.items.popleft()
+                try:
+                    receive(task, item)
+                except KeyError:  # the new launch does not host the task
+                    self.drop(task, "misdirected")
+            self.receive = receive
+
+    def hold(self) -> None:
+        """The address's worker is gone: hold from now on."""
+        with self.lock:
+            self.receive = None
+
+    def give_up(self, reason: str, tasks: frozenset[int] | None = None) -> None:
+        """Drop what is held (for ``tasks`` only, if given), counting each as ``reason``."""
+        with self.lock:
+            kept: deque[tuple[int, Any]] = deque()
+            for task, item in self.items:
+                if tasks is None or task in tasks:
+                    self.drop(task, reason)
+                else:
+                    kept.append((task, item))
+            self.items = kept
+
+
 class InMemoryNetwork:
     """The wire between one topology's workers in one process: address -> the endpoint there.
 
-    Endpoints register when made and leave when closed; a worker restarted under the same
-    address replaces the one that died. Each sending endpoint holds, per peer address, a cell
-    (a one-item list) with the function that delivers there: the receiver of the endpoint at
-    that address, or the sender's drop counter while there is none. The network rewrites the
-    cells of an address when its endpoint comes, goes or sets its receiver, so the data path is
-    one call through a cell, without a lookup per item.
+    Endpoints register when made and leave when closed (or, for a worker that crashed, at once:
+    `InMemoryTransport.hang_up`); a worker restarted under the same address replaces the one
+    that died. Each sending endpoint holds, per peer address, a cell (a list whose first item is
+    the function that delivers there): the receiver of the endpoint at that address; while an
+    endpoint that was there is gone and its next launch has not set its receiver, the sender's
+    `_Held` for the address, which keeps what is sent for that launch, as the process host's TCP
+    wire keeps it in the peer's backlog; and at an address where no endpoint ever was, the
+    sender's drop counter. The network rewrites the cells of an address when its endpoint
+    comes, goes or sets its receiver, so the data path is one call through a cell, without a
+    lookup per item.
     """
 
     def __init__(self) -> None:
         self._endpoints: dict[str, InMemoryTransport] = {}
         self._cells: dict[str, list[list[Any]]] = {}  # address -> the senders' cells for it
+        self._gone: set[str] = set()  # addresses whose worker left and whose next launch takes nothing yet
         self._lock = threading.Lock()
 
     def endpoint(self, address: str) -> InMemoryTransport | None:
@@ -183,41 +260,60 @@ class InMemoryNetwork:
             if there is not None and there is not endpoint:
                 raise ValueError(f"address {endpoint.address} already has an endpoint on this network")
             self._endpoints[endpoint.address] = endpoint
-            self._point(endpoint.address, endpoint.receive)
+            self._point(endpoint.address)
 
     def unregister(self, endpoint: InMemoryTransport) -> None:
-        """Remove ``endpoint`` (if it is still the one at its address)."""
+        """Remove ``endpoint`` (if it is still the one at its address): what is sent there from
+        now on is held for the next endpoint's receiver."""
         with self._lock:
             if self._endpoints.get(endpoint.address) is endpoint:
                 del self._endpoints[endpoint.address]
-                self._point(endpoint.address, None)
+                self._gone.add(endpoint.address)
+                self._point(endpoint.address)
 
     def receiver_changed(self, endpoint: InMemoryTransport) -> None:
-        """``endpoint`` has a new receiver: deliver there from now on."""
+        """``endpoint`` has a new receiver: deliver there from now on (what was held first)."""
         with self._lock:
             if self._endpoints.get(endpoint.address) is endpoint:
-                self._point(endpoint.address, endpoint.receive)
+                self._gone.discard(endpoint.address)
+                self._point(endpoint.address)
 
-    def subscribe(self, address: str, missing: Receiver) -> list[Any]:
-        """A new cell ``[deliver, missing]`` for a sender to ``address``: ``deliver`` is the
-        receiver of the endpoint there, or ``missing`` while there is none."""
+    def subscribe(self, address: str, missing: Receiver, drop: Callable[[int, str], None]) -> list[Any]:
+        """A new cell ``[deliver, missing, held]`` for a sender to ``address``: ``deliver`` is the
+        receiver of the endpoint there, or ``held.take`` while one that was there is gone,
+        or ``missing`` while there never was one; ``drop(task, reason)`` counts what the
+        sender's `_Held` gives up."""
         with self._lock:
-            there = self._endpoints.get(address)
-            cell = [missing if there is None else there.receive, missing]
+            cell = [missing, missing, _Held(drop)]
             self._cells.setdefault(address, []).append(cell)
+            self._point_cell(address, cell)
             return cell
 
     def unsubscribe(self, address: str, cell: list[Any]) -> None:
-        """Stop updating ``cell`` (its sender closed); it drops from now on."""
+        """Stop updating ``cell`` (its sender closed); it drops from now on, and what it held
+        is given up."""
         with self._lock:
             cells = self._cells.get(address, [])
             if cell in cells:
                 cells.remove(cell)
             cell[0] = cell[1]
+        cell[2].give_up("closed")
 
-    def _point(self, address: str, receive: Receiver | None) -> None:
+    def _point(self, address: str) -> None:
         for cell in self._cells.get(address, ()):
-            cell[0] = cell[1] if receive is None else receive
+            self._point_cell(address, cell)
+
+    def _point_cell(self, address: str, cell: list[Any]) -> None:
+        there = self._endpoints.get(address)
+        held: _Held = cell[2]
+        if address in self._gone:  # no worker there, or its next launch takes nothing yet
+            held.hold()
+            cell[0] = held.take
+        elif there is None:
+            cell[0] = cell[1]
+        else:
+            held.hand_over(there.receive)
+            cell[0] = there.receive
 
 
 class InMemoryTransport(Transport):
@@ -225,9 +321,11 @@ class InMemoryTransport(Transport):
     endpoint at the task's address, on the sending thread.
 
     A peer that restarted (under the same address or, after `set_peers`, another) is found
-    without rebuilding anyone's senders; an item for an address with no endpoint is dropped, as
-    a dead worker's would be. Nothing is queued, so `flush` has nothing to do and a broadcast
-    always follows the items sent before it.
+    without rebuilding anyone's senders. An item for an address whose worker is gone waits for
+    its next launch there (at most `MAX_HELD` a sender and address, the oldest given up first),
+    as the process host's TCP wire keeps it in the peer's backlog; one for an address where no
+    worker ever was is dropped. Nothing else is queued, so `flush` has nothing to do and a
+    broadcast always follows the items sent before it.
 
     Args:
         network: the topology's network; the endpoint registers on it at once.
@@ -288,12 +386,13 @@ class InMemoryTransport(Transport):
         self.network.receiver_changed(self)
 
     def _no_receiver(self, task: int, item: Any) -> None:
-        self._drops["no_receiver"] += 1
-        if self.on_drop is not None:
-            self.on_drop(task)
+        self._dropped(task, "no_receiver")
 
     def _no_endpoint(self, task: int, item: Any) -> None:
-        self._drops["no_endpoint"] += 1
+        self._dropped(task, "no_endpoint")
+
+    def _dropped(self, task: int, reason: str) -> None:
+        self._drops[reason] += 1
         if self.on_drop is not None:
             self.on_drop(task)
 
@@ -303,12 +402,15 @@ class InMemoryTransport(Transport):
         for task, address in peers.items():
             cell = self._cells.get(address)
             if cell is None:
-                cell = self._cells[address] = self.network.subscribe(address, self._no_endpoint)
+                cell = self._cells[address] = self.network.subscribe(address, self._no_endpoint, self._dropped)
             route = self._routes.get(task)
             if route is None:
                 self._routes[task] = [cell]
             elif route[0] is not cell:
                 log.info("peer worker of task %s moved from %s to %s", task, self._addresses[task], address)
+                # what was held for it at the old address was meant for a worker that is gone (as
+                # the TCP wire drops a moved peer's backlog): its tuples fail on the move's notice
+                route[0][2].give_up("moved", frozenset((task,)))
                 route[0] = cell
             self._addresses[task] = address
         self._peer_addresses = frozenset(a for a in self._addresses.values() if a != self.address)
@@ -336,10 +438,17 @@ class InMemoryTransport(Transport):
             self._warn.warning("dropped a control message from %s: %s", sender, e)
 
     def statistics(self) -> dict[str, Any]:
-        """Items dropped by reason (``no_endpoint``: sent to an address where no worker is;
-        ``misdirected``: to a worker not hosting the task; ``no_receiver``: arrived before the
-        worker existed; ``undecodable``: a control message the handler rejected)."""
+        """Items dropped by reason (``no_endpoint``: sent to an address where no worker ever
+        was; ``misdirected``: to a worker not hosting the task; ``no_receiver``: arrived before
+        the worker existed; ``undecodable``: a control message the handler rejected; and of
+        what was held for a dead worker's next launch: ``given_up``, the oldest past `MAX_HELD`,
+        ``moved``, for a task that moved elsewhere, ``closed``, held when this endpoint closed)."""
         return {"dropped": dict(self._drops), "refused": 0}
+
+    def hang_up(self) -> None:
+        """Leave the network now (the worker crashed): what peers send to this address from
+        now on is held for its next launch, not put in the dead worker's inboxes."""
+        self.network.unregister(self)
 
     def close(self) -> None:
         self._closed = True

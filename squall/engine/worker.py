@@ -147,6 +147,7 @@ class Worker:
         self.tracker = counts.worker() if counts is not None else None
 
         # One shared loop, plus one per executor of a component that asked for its own thread.
+        self._transport = transport
         self._loop_event = transport.loop_event
         shared = ExecutorLoop(f"squall-worker-{port}", state, backpressure, clock, plan.conf, self._crash,
                               transport.loop_event())
@@ -357,6 +358,10 @@ class Worker:
             first = self.crashed is None
             if first:
                 self.crashed = record
+        if first:
+            # before anyone hears of the death: what peers send from now on (the spouts' replays
+            # at the notice) waits for the next launch, not in these inboxes (`Transport.hang_up`)
+            self._transport.hang_up()
         self._report_error(record)
         log.error("worker %s crashed in component [%s] task %s:\n%s", self.port, component, task,
                   record.traceback)

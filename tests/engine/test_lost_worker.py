@@ -1,8 +1,9 @@
 """A spout told that another worker's tasks were lost fails, at once, the pending tuples that may
 have been in it; on a simulated clock, so that no message timeout can be what fails them."""
 
-from squall import Bolt, Config, Fields, LocalCluster, TopologyBuilder
+from squall import Bolt, Config, Fields, LocalCluster, Spout, TopologyBuilder
 from squall._config import topology_conf
+from squall._failure import TIMEOUT, WORKER_LOST
 from squall.engine.clock import SimulatedClock
 from squall.engine.dropped_items import DroppedItemsLink, dropped_message
 from squall.engine.loop import Backpressure, TopologyActivation
@@ -11,6 +12,7 @@ from squall.engine.remote_backpressure import BackpressureLink
 from squall.engine.transport import InMemoryNetwork, InMemoryTransport
 from squall.engine.worker import Worker, component_blobs
 from squall.testing import AckFailMapTracker, FeederSpout
+from squall.testing._registry import SharedLog
 
 from ..conftest import wait_until
 
@@ -127,6 +129,109 @@ def test_local_cluster_fails_the_other_workers_pending_tuples_when_it_restarts_a
         assert wait_until(lambda: cluster.get_topology_info("t")["components"]["crash"]["executed"] == 1)
         feed.feed(["boom"], "boom")
         assert wait_until(lambda: tracker.is_failed("a") and tracker.is_failed("boom"))
+
+
+class ReplaysAtOnce(Spout):
+    """Emits the ids 0 .. n-1 once each (the id its message id), and a failed id again at once,
+    before any new one, as a replaying spout does; logs ``("emit", id)`` once an emit returned
+    (the in-memory transport has delivered or held it by then), ``("ack", id)`` and
+    ``("fail", id, kind)`` (`squall.FailureCause.kind`), all on the spout's one thread."""
+
+    def __init__(self, n: int, log: SharedLog) -> None:
+        self.n, self.log = n, log
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.todo = list(range(self.n))
+
+    def next_tuple(self):
+        if self.todo:
+            i = self.todo.pop(0)
+            self.collector.emit([i], msg_id=i)
+            self.log.append(("emit", i))
+
+    def ack(self, msg_id):
+        self.log.append(("ack", msg_id))
+
+    def fail_with(self, msg_id, cause):
+        self.log.append(("fail", msg_id, cause.kind))
+        self.todo.insert(0, msg_id)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields(["i"]))
+
+
+class CrashesTwiceAt(Bolt):
+    """Logs and acks each id; the first two times it sees ``boom`` it crashes its worker instead."""
+
+    def __init__(self, boom: int, seen: SharedLog, booms: SharedLog) -> None:
+        self.boom, self.seen, self.booms = boom, seen, booms
+
+    def execute(self, tup):
+        if tup[0] == self.boom and len(self.booms.items()) < 2:
+            self.booms.append(tup[0])
+            raise RuntimeError("boom")
+        self.seen.append(tup[0])
+        self.collector.ack(tup)
+
+
+def _replays_after_the_second_death_sent(log: SharedLog) -> bool:
+    """Whether the spout heard of the second death of the crashing worker (each notice fails id
+    100, which is pending then, as ``worker-lost``, in one run with every other pending tuple:
+    the simulated clock does not move, so all were emitted "until" the notice) and emitted
+    again every id that notice failed."""
+    events = log.items()
+    lost = [at for at, e in enumerate(events) if e == ("fail", 100, WORKER_LOST)]
+    if len(lost) < 2:
+        return False
+    start = end = lost[1]
+    while start > 0 and events[start - 1][::2] == ("fail", WORKER_LOST):
+        start -= 1
+    while end + 1 < len(events) and events[end + 1][::2] == ("fail", WORKER_LOST):
+        end += 1
+    failed = {e[1] for e in events[start:end + 1]}
+    return failed <= {e[1] for e in events[end + 1:] if e[0] == "emit"}
+
+
+def test_local_cluster_takes_what_is_sent_to_a_crashed_worker_to_its_next_launch_with_no_message_timeout():
+    """feed (worker 2) -> crash (worker 1), which crashes mid-stream, and again on the replay of
+    the id that crashed it. At each notice of a death, feed fails what was pending and replays
+    it at once. After the second crash, a quick one, the master starts the worker again only
+    after 1 s (simulated: the test moves the clock once the replays are sent). The replays must
+    reach the next launch. They were dropped when sent while no endpoint was at the worker's
+    address (5 runs of 5 before this fix: 3 lost the replay of 100 after the first crash, the
+    others lost every replay after the second), or put in the dead worker's inboxes, and were
+    replayed again only at the message timeout (30 s; on this clock, never).
+    Now the crashed worker's endpoint leaves the network at the crash, and what is sent to its
+    address waits for its next launch, as the process host's TCP wire keeps it."""
+    n = 200
+    log, seen, booms = SharedLog(), SharedLog(), SharedLog()
+    b = TopologyBuilder()
+    b.set_spout("feed", ReplaysAtOnce(n, log))
+    b.set_bolt("crash", CrashesTwiceAt(100, seen, booms)).shuffle_grouping("feed")
+    conf = Config()
+    conf.set_num_workers(2)
+    conf.set_max_spout_pending(50)
+    conf["topology.bolt.fail.fast"] = True
+    with LocalCluster(clock=SimulatedClock()) as cluster:
+        cluster.submit_topology("t", conf, b.create_topology())
+        components = cluster.get_topology_info("t")["components"]
+        [feed_at] = {s["worker"] for s in components["feed"]["task_stats"].values()}
+        [crash_at] = {s["worker"] for s in components["crash"]["task_stats"].values()}
+        assert feed_at != crash_at, "feed and crash must be in different workers"
+
+        def acked():
+            return [e[1] for e in log.items() if e[0] == "ack"]
+        assert wait_until(lambda: _replays_after_the_second_death_sent(log), 15), (
+            f"id 100 crashed its worker {len(booms.items())} times; {len(acked())} of {n} ids acked")
+        cluster.advance_cluster_time(2)  # past the 1 s the master waits to start it again; far from 30 s
+        assert wait_until(lambda: len(acked()) == n, 15), (
+            f"{len(acked())} of {n} ids acked; {sum(e[0] == 'fail' for e in log.items())} failures")
+        assert sorted(acked()) == list(range(n))  # each id acked once, however often it failed
+        assert not [e for e in log.items() if e[0] == "fail" and e[2] == TIMEOUT]  # no message timeout
+        assert set(seen.items()) == set(range(n)) and booms.items() == [100, 100]
+        [restarted] = [w for w in cluster.get_topology_info("t")["workers"] if w["port"] == crash_at]
+        assert restarted["restarts"] == 2
 
 
 class Relay(Bolt):

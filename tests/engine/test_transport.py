@@ -1,9 +1,10 @@
 """The in-memory transport: one endpoint per worker on a topology's network, delivering data,
-following peer moves, dropping what is sent to a worker that is gone, carrying control
-messages, and closing."""
+following peer moves, holding what is sent to a worker that is gone for its next launch,
+carrying control messages, and closing."""
 
 import pytest
 
+from squall.engine import transport as transport_module
 from squall.engine.transport import InMemoryNetwork, InMemoryTransport, Transport
 
 
@@ -56,18 +57,19 @@ def test_a_sender_made_before_a_peer_restarted_or_moved_finds_it_without_being_r
     a.set_peers({5: "b"})
     send = a.sender(5)
     send("before")
-    b.close()  # the peer dies: what is sent meanwhile is dropped, as a dead worker's would be
-    send("lost")
+    b.close()  # the peer dies: what is sent meanwhile waits for its next launch
+    send("held")
     b2, inbox_b2 = endpoint(net, "b", 5)  # restarted under the same address
     send("same address")
     b2.close()
+    send("held for a launch that never comes")
     _, inbox_c = endpoint(net, "c", 5)  # ... and again elsewhere
     a.set_peers({5: "c"})
     send("moved")
     assert inbox_b.items == [(5, "before")]
-    assert inbox_b2.items == [(5, "same address")]
+    assert inbox_b2.items == [(5, "held"), (5, "same address")]
     assert inbox_c.items == [(5, "moved")]
-    assert a.statistics()["dropped"] == {"no_endpoint": 1}
+    assert a.statistics()["dropped"] == {"moved": 1}  # what b held is meant for a worker now gone
 
 
 def test_items_for_a_task_the_worker_there_does_not_host_are_dropped_and_counted():
@@ -129,10 +131,10 @@ def test_close_unregisters_the_endpoint_and_stops_its_sending():
     a.set_peers({5: "b"})  # a closed endpoint does not come back
     send("still closed")
     assert inbox_a.items == [] and inbox_b.items == [] and heard == []
-    assert b.statistics()["dropped"] == {"no_endpoint": 1}
+    assert b.statistics()["dropped"] == {}  # held for a's next launch
     _, inbox_a2 = endpoint(net, "a", 1)  # its address is free again
     b.sender(1)("to the new one")
-    assert inbox_a2.items == [(1, "to the new one")]
+    assert inbox_a2.items == [(1, "to a closed worker"), (1, "to the new one")]
 
 
 def test_two_live_endpoints_cannot_share_an_address():
@@ -170,3 +172,58 @@ def test_a_working_loop_flushes_what_is_due_and_a_stopping_loop_sends_everything
     loop.stop()
     assert loop.join(30)
     assert calls[-1] == "all" and "all" not in calls[:-1]
+
+
+def test_a_worker_that_hangs_up_takes_nothing_more_and_its_next_launch_gets_what_was_sent_meanwhile_in_order():
+    """A crashed worker's endpoint leaves the network at once (`hang_up`): what each peer sends
+    from then on is held, per sender, until the next launch at that address sets its receiver,
+    then delivered there in the order sent, before anything newer; a task the new launch does
+    not host is dropped as misdirected."""
+    net = InMemoryNetwork()
+    a, _ = endpoint(net, "a", 1)
+    c, _ = endpoint(net, "c", 2)
+    b, inbox_b = endpoint(net, "b", 5, 6)
+    a.set_peers({5: "b", 6: "b", 7: "b"})
+    c.set_peers({5: "b"})
+    a.sender(5)("a0")
+    b.hang_up()
+    for i in range(1, 4):
+        a.sender(5)(f"a{i}")
+        c.sender(5)(f"c{i}")
+    a.sender(7)("not its task")
+    a.sender(6)("a6")
+    assert inbox_b.items == [(5, "a0")]
+    b.close()
+    b2 = InMemoryTransport(net, "b")
+    a.sender(5)("before its receiver")  # registered, but taking nothing yet: held too
+    inbox_b2 = Inbox(5, 6)
+    b2.set_receiver(inbox_b2)
+    a.sender(5)("after")
+    from_a = [item for task, item in inbox_b2.items if item[0] in "ab"]
+    from_c = [item for task, item in inbox_b2.items if item[0] == "c"]
+    assert from_a == ["a1", "a2", "a3", "a6", "before its receiver", "after"]
+    assert from_c == ["c1", "c2", "c3"]
+    assert a.statistics()["dropped"] == {"misdirected": 1} and c.statistics()["dropped"] == {}
+
+
+def test_what_a_sender_holds_is_bounded_the_oldest_given_up_first_and_closing_it_gives_up_the_rest(monkeypatch):
+    """As the TCP wire's backlog: at most MAX_HELD items a sender and address, the oldest
+    given up first, each counted (and reported to ``on_drop``, which a tracked topology counts
+    as lost); a sender that closes gives up what it held."""
+    monkeypatch.setattr(transport_module, "MAX_HELD", 3)
+    net = InMemoryNetwork()
+    a, _ = endpoint(net, "a", 1)
+    b, _ = endpoint(net, "b", 5)
+    dropped = []
+    a.on_drop = dropped.append
+    a.set_peers({5: "b"})
+    b.close()
+    for i in range(5):
+        a.sender(5)(i)
+    assert a.statistics()["dropped"] == {"given_up": 2} and dropped == [5, 5]
+    _, inbox_b2 = endpoint(net, "b", 5)
+    assert inbox_b2.items == [(5, 2), (5, 3), (5, 4)]
+    net.endpoint("b").close()
+    a.sender(5)("x")
+    a.close()
+    assert a.statistics()["dropped"] == {"given_up": 2, "closed": 1} and dropped == [5, 5, 5]

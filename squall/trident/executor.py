@@ -13,7 +13,7 @@ import abc
 import enum
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -513,6 +513,10 @@ class TridentBoltExecutor(Bolt):
     the tuples in the packs. The engine's per-tuple emit, ack and delivery are paid per pack.
     """
 
+    # when a batch was last touched, and whether it is untouched past the message timeout: the
+    # engine's clock once it hands it over (`squall_timers`), real time until then (`prepare`)
+    _now: Callable[[], float]
+
     def __init__(self, spec: BoltSpec, body: BatchBody) -> None:
         self.spec = spec
         self.body = body
@@ -531,8 +535,11 @@ class TridentBoltExecutor(Bolt):
         return {**(self.body.get_component_configuration() or {}), Config.TOPOLOGY_TICK_TUPLE_FREQ_SECS: TICK_SECS}
 
     def squall_timers(self, clock: Any) -> list[tuple[float, Any]]:
-        """Called by the bolt executor once the task is prepared: hand the engine's ``clock``
-        (simulated in tests) to a body that keeps time (a Trident window's); no timer."""
+        """Called by the bolt executor once the task is prepared: take the engine's ``clock``
+        (simulated in tests), which times the batches' expiry as it times the message timeouts
+        and the ticks that look for it, and hand it to a body that keeps time (a Trident
+        window's); no timer."""
+        self._now = clock.now
         use_clock = getattr(self.body, "use_clock", None)
         if use_clock is not None:
             use_clock(clock)
@@ -566,7 +573,7 @@ class TridentBoltExecutor(Bolt):
         self.tracker = self._trackers[spec.batch_group]  # the bolt's own group's
         self._anchor: Tuple | None = None
         self._cause: FailureCause | None = None  # why `_answer` fails its tuples, when a FailedException said
-        self._last_expiry = time.monotonic()
+        self._now = time.monotonic  # until the engine hands its clock over (`squall_timers`)
         self._output = _Output(self, self._packed_streams())
         self.body.prepare(conf, context, self._output)
 
@@ -600,7 +607,7 @@ class TridentBoltExecutor(Bolt):
         else:
             group = self._group_of_stream.get(stream, self.spec.batch_group)
         tracker = self._trackers[group]
-        tracked, replaced = tracker.open(attempt, time.monotonic())
+        tracked, replaced = tracker.open(attempt, self._now())
         where = (self.context.get_this_component_id(), self.context.get_this_task_id())
         if replaced is not None:
             fail_because(self.collector, replaced, *where, f"Trident batch txid {attempt.txid}: replaced by its "
@@ -690,7 +697,7 @@ class TridentBoltExecutor(Bolt):
             self.collector.ack(tup)
 
     def _expire(self) -> None:
-        now = time.monotonic()
+        now = self._now()
         where = (self.context.get_this_component_id(), self.context.get_this_task_id())
         for tracker in self._trackers.values():
             for held in tracker.expire(now):

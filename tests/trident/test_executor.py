@@ -9,7 +9,9 @@ import pytest
 
 from squall import FailedException, Fields, TopologyBuilder
 from squall._errors import EmitError
+from squall._system import SYSTEM_COMPONENT, TICK_STREAM
 from squall._tuple import Source, Tuple
+from squall.engine.clock import SimulatedClock
 from squall.trident.coordinator import TransactionAttempt
 from squall.trident.executor import (
     BatchBody,
@@ -258,6 +260,34 @@ def test_a_committer_holds_the_commit_until_the_batch_finished() -> None:
     assert body.calls[-1] == ("finish", A1, [])
     assert rec.acked == [c1, c2, commit]
     assert [d[3] for d in rec.direct] == [commit, commit]
+
+
+def test_a_batch_expires_on_the_engines_clock_not_on_real_time() -> None:
+    """A committer's batch waiting for an upstream task that never reports, its $commit held, is dropped
+    (the $commit failed, saying why) at the first tick once it was untouched past the message
+    timeout, as the engine's clock reads it: a simulated clock moved 31 s expires it at once
+    (it read time.monotonic(), which a simulated clock does not move: never, in a test)."""
+    spec = BoltSpec(inputs=SPEC.inputs, outputs=SPEC.outputs, committer=True)
+    bolt, body, rec = running(spec)
+    clock = SimulatedClock()
+    assert bolt.squall_timers(clock) == []
+    causes: list[Any] = []
+    rec.fail_with = lambda tup, cause: (causes.append(cause), rec.fail(tup))
+    tick = Tuple([], Source(SYSTEM_COMPONENT, TICK_STREAM, -1, Fields([])))
+    commit = Tuple([A1], Source("$mastercoord-bg0", "$commit", 5, Fields("tx")))
+    clock.advance(100)
+    for t in (coord(A1, 0), commit):  # upstream task 2 never reports
+        bolt.execute(t)
+    assert rec.failed == [] and list(bolt.tracker.batches) == [1]
+    clock.advance(30)
+    bolt.execute(tick)  # untouched for exactly the timeout: kept
+    assert rec.failed == [] and list(bolt.tracker.batches) == [1]
+    clock.advance(1)
+    bolt.execute(tick)
+    assert rec.failed == [commit] and bolt.tracker.batches == {}
+    assert [c.message for c in causes] == [("Trident batch txid 1 attempt 0: untouched here for longer than "
+                                            "topology.message.timeout.secs (30 s)")]
+    assert ("finish", A1, []) not in body.calls
 
 
 def test_an_old_attempt_arriving_after_a_newer_one_is_failed_unprocessed() -> None:

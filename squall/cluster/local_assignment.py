@@ -1,12 +1,18 @@
 """What a process host's supervisor keeps on its disk so that its workers run on while no master
-answers (Storm's supervisor ``LocalState``: its local assignments, and the topology code its
-workers start from).
+answers (Storm's supervisor ``LocalState``: its id, its local assignments, and the topology code
+its workers start from).
 
-Two kinds of file, in the supervisor's directory (``<storm.local.dir>/supervisor``), both sealed
+Three kinds of file, in the supervisor's directory (``<storm.local.dir>/supervisor``), both sealed
 under the cluster's secret (`squall._sealed`) and checked before a byte of them is used: the
 directory is owner-only, but what is in it is taken for hostile until its MAC says this cluster
 wrote it, and its fields are checked against what the reader expects.
 
+- ``supervisor-id`` (`SupervisorIdFile`): the id the supervisor registers under, made by its
+  first start and reused by every later one (Storm's ``LocalState`` key ``supervisor-id``), so
+  that a master that hears from it after a restart knows its slots and the launches they run:
+  under a new id the master took it for another supervisor replacing a dead one, and gave each
+  of its slots a new launch, restarting the workers it had started again from its local
+  assignment while no master answered;
 - ``local-assignments`` (`LocalAssignments`): the launch the master last gave each of the
   supervisor's ports (`HeldSlot`), written by the supervisor after each sync that changed it;
   a supervisor that starts while no master answers starts its workers from it;
@@ -28,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +47,10 @@ from .._sealed import SealError, seal, unseal
 log = logging.getLogger("squall.supervisor")
 
 LOCAL_ASSIGNMENTS_FILE = "local-assignments"
+SUPERVISOR_ID_FILE = "supervisor-id"
 _HELD_KIND = b"supervisor-local-assignments"
+_ID_KIND = b"supervisor-id"
+MAX_ID_CHARS = 200  # a supervisor id is a host name and a suffix: longer is not one squall made
 _COPY_KIND = b"worker-assignment"
 _COPY_VERSION = 1
 
@@ -103,6 +113,57 @@ class LocalAssignments:
         write_private(self.path, seal(self.secret, _HELD_KIND, json.dumps(entries).encode()), durable=True)
 
 
+class SupervisorIdFile:
+    """The supervisor's ``supervisor-id`` file in ``directory``, sealed under ``secret``: the id
+    and the host (the address its workers bind) it was made for."""
+
+    def __init__(self, directory: Path, secret: bytes) -> None:
+        self.path = Path(directory) / SUPERVISOR_ID_FILE
+        self.secret = secret
+
+    def load_or_create(self, host: str, make: Callable[[], str]) -> str:
+        """The id kept for ``host``; else a new one, ``make()``, kept for the next start (a
+        supervisor that cannot write it runs under it all the same, and says so)."""
+        kept = self.load(host)
+        if kept is not None:
+            return kept
+        new = make()
+        try:
+            self.save(new, host)
+        except OSError as e:
+            log.warning("cannot keep the supervisor id %s in %s (%s): a restart will register under another, and "
+                        "its slots' workers will be started again", new, self.path, e)
+        return new
+
+    def load(self, host: str) -> str | None:
+        """The id kept for ``host``, or None: no file, one this cluster's supervisor did not
+        write or that does not read as one (a warning names it), or one made for another host
+        (a directory copied from another machine: its id is that machine's)."""
+        try:
+            blob = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            log.warning("cannot read %s (%s): registering under a new supervisor id", self.path, e)
+            return None
+        try:
+            kept = json.loads(unseal(self.secret, _ID_KIND, blob))
+            sid, made_for = _supervisor_id(kept["id"]), _str(kept["host"])
+        except (SealError, ValueError, TypeError, KeyError) as e:
+            log.warning("ignored %s: not a supervisor id this cluster's supervisor wrote (%s)", self.path, e)
+            return None
+        if made_for != host:
+            log.info("%s holds the supervisor id of %s, not of %s: registering under a new one", self.path,
+                     made_for, host)
+            return None
+        return sid
+
+    def save(self, supervisor_id: str, host: str) -> None:
+        """Keep ``supervisor_id`` for ``host`` (durably: it outlives a crash of the machine)."""
+        blob = json.dumps({"id": _supervisor_id(supervisor_id), "host": _str(host)}).encode()
+        write_private(self.path, seal(self.secret, _ID_KIND, blob), durable=True)
+
+
 def copy_path(directory: Path, port: int) -> Path:
     """Where the worker of ``port`` keeps its `AssignmentCopy` in its supervisor's ``directory``."""
     return Path(directory) / f"assignment-{port}"
@@ -162,6 +223,13 @@ class AssignmentCopy:
 def _str(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{value!r} is not a name")
+    return value
+
+
+def _supervisor_id(value: Any) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_ID_CHARS or not value.isprintable() \
+            or any(c.isspace() for c in value):
+        raise ValueError(f"{value!r:.80} is not a supervisor id")
     return value
 
 

@@ -44,7 +44,7 @@ from ..worker.calls import MasterCalls, nimbus_of
 from .health import HealthCheck, HealthMonitor
 from .held_slots import HeldSlots
 from .launcher import Launcher
-from .local_assignment import LocalAssignments
+from .local_assignment import LocalAssignments, SupervisorIdFile
 from .log_cleaner import LogCleaner
 from .logs import log_own_output
 
@@ -72,7 +72,7 @@ class Supervisor:
         self.master = master
         self.health = health
         self.cleaner = cleaner
-        self.id = supervisor_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        self.id = supervisor_id or new_supervisor_id()
         self.nimbus = nimbus_of(master)  # the verbs, typed (records passed as they are to a master in this process)
         self.exits: list[WorkerExit] = []  # reported at the next sync that reaches the master
         self.held = HeldSlots(launcher, local, conf_value(conf, Config.SQUALL_WORKER_MAX_LAUNCH_ATTEMPTS))
@@ -184,22 +184,33 @@ class Supervisor:
         self._stopping = True
 
 
+def new_supervisor_id() -> str:
+    """A new supervisor id: this machine's name and a random suffix."""
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+
+
 def process_supervisor(conf: dict[str, Any], host: str | None = None) -> Supervisor:
     """The process host's supervisor: worker processes (`ProcessLauncher`) in
     ``<storm.local.dir>/supervisor``, binding ``host`` (default ``storm.local.hostname``, else
     127.0.0.1), the master found as a client finds it (the leader among ``nimbus.seeds``, else
     ``nimbus.host``), over the authenticated RPC channel; the node's health checks run on a thread
     of its own; its worker logs are cleaned up between syncs (`LogCleaner`); the launches the
-    master gave are kept, sealed, in that directory's ``local-assignments`` (`LocalAssignments`)."""
+    master gave are kept, sealed, in that directory's ``local-assignments`` (`LocalAssignments`),
+    and its id in ``supervisor-id`` (`SupervisorIdFile`), made at its first start and reused by
+    every later one, as Storm's supervisor keeps its id in its local state."""
     from .process_launcher import ProcessLauncher
     from .seeds import master_link
 
     directory = private_dir(Path(conf_value(conf, Config.STORM_LOCAL_DIR)) / "supervisor")
+    secret = load_or_create_secret(conf)
+    host = host or node_address(conf)
+    supervisor_id = SupervisorIdFile(directory, secret).load_or_create(host, new_supervisor_id)
     link = master_link(conf, timeout=5)
-    launcher = ProcessLauncher(conf, host or node_address(conf), link, directory)
-    return Supervisor(conf, launcher, link, health=HealthMonitor(HealthCheck.from_conf(conf)).start(),
+    launcher = ProcessLauncher(conf, host, link, directory)
+    return Supervisor(conf, launcher, link, supervisor_id=supervisor_id,
+                      health=HealthMonitor(HealthCheck.from_conf(conf)).start(),
                       cleaner=LogCleaner.from_conf(conf, lambda: live_workers(launcher)),
-                      local=LocalAssignments(directory, load_or_create_secret(conf)))
+                      local=LocalAssignments(directory, secret))
 
 
 def live_workers(launcher: Launcher) -> set[tuple[str, str]]:

@@ -11,7 +11,13 @@ import logging
 from squall._errors import RpcError
 from squall._nimbus import Launch, MasterAddress, SyncReply, WorkerExit
 from squall.cluster.launcher import Launcher
-from squall.cluster.local_assignment import LOCAL_ASSIGNMENTS_FILE, HeldSlot, LocalAssignments
+from squall.cluster.local_assignment import (
+    LOCAL_ASSIGNMENTS_FILE,
+    SUPERVISOR_ID_FILE,
+    HeldSlot,
+    LocalAssignments,
+    SupervisorIdFile,
+)
 from squall.cluster.supervisor import Supervisor
 from squall.worker.agent import EXIT_CANNOT_START
 
@@ -231,3 +237,31 @@ def test_a_launcher_that_cannot_start_a_worker_without_its_master_leaves_its_exi
     master.up = True
     sup.sync()
     assert [e.slot for e in master.syncs[-1].exits] == ["h:2"]
+
+
+def test_the_supervisor_id_is_made_once_and_kept_sealed_for_its_host(tmp_path, caplog):
+    """Storm's LocalState ``supervisor-id``: the first start makes the id and keeps it; every
+    later one reads it back. A file not sealed under the cluster's secret, or holding what is no
+    id, is ignored, naming it (and replaced by a new id); one made for another host (a copied
+    directory) is not reused."""
+    made = iter(["first-id", "second-id", "third-id", "fourth-id"])
+    ids = SupervisorIdFile(tmp_path, SECRET)
+    assert ids.load_or_create("10.0.0.1", lambda: next(made)) == "first-id"
+    assert SupervisorIdFile(tmp_path, SECRET).load_or_create("10.0.0.1", lambda: next(made)) == "first-id"
+    assert (tmp_path / SUPERVISOR_ID_FILE).stat().st_mode & 0o077 == 0
+    assert b"first-id" in (tmp_path / SUPERVISOR_ID_FILE).read_bytes()  # sealed, not encrypted
+
+    SupervisorIdFile(tmp_path, b"another-clusters-secret-0123456789").save("forged-id", "10.0.0.1")
+    with caplog.at_level(logging.WARNING, "squall.supervisor"):
+        assert ids.load_or_create("10.0.0.1", lambda: next(made)) == "second-id"
+    assert f"ignored {tmp_path / SUPERVISOR_ID_FILE}: not a supervisor id this cluster's supervisor wrote" \
+        in caplog.text
+    assert ids.load("10.0.0.1") == "second-id"
+
+    from squall._sealed import seal
+    (tmp_path / SUPERVISOR_ID_FILE).write_bytes(seal(SECRET, b"supervisor-id", b'{"id": "a b", "host": "10.0.0.1"}'))
+    assert ids.load("10.0.0.1") is None  # sealed by this cluster, but no id squall makes
+
+    ids.save("second-id", "10.0.0.1")
+    assert ids.load_or_create("10.0.0.2", lambda: next(made)) == "third-id"
+    assert ids.load("10.0.0.2") == "third-id"

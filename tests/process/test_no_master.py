@@ -148,6 +148,75 @@ def test_a_supervisor_started_while_the_master_is_down_starts_its_held_workers(t
 
 
 
+def test_a_supervisor_restarted_while_no_master_leads_keeps_its_id_and_the_leader_keeps_its_workers(
+        tmp_path, zookeeper):
+    """Nimbus HA on ZooKeeper, every master SIGKILLed, then the supervisor (its workers die with
+    it); the supervisor started again with no leader starts both workers from its local
+    assignment, and ids are acked again. Then a master starts and leads: it knows the
+    supervisor's id from ZooKeeper, and the supervisor registers under that id (kept, sealed, in
+    its directory), so the leader finds the workers it started running their launches and keeps
+    them (same pids, no relaunch), and the spout runs on to the end with every id acked. Under a
+    new id the leader took the supervisor for another one replacing a dead one on that machine,
+    and gave each of its slots a new launch: both workers restarted once more, for nothing."""
+    pytest.importorskip("kazoo")
+    from .test_nimbus_ha import HaCluster
+    c = HaCluster(tmp_path, zookeeper)
+    log_path = tmp_path / "supervisor.log"
+
+    def why():
+        return log_path.read_text(errors="replace")[-3000:]
+    try:
+        assert wait_until(lambda: c.leader() is not None, 20), "no master took the lead"
+        out = tmp_path / "out"
+        out.mkdir()
+        with c.client() as m:
+            m.submit_topology("sameid", topology_conf(out, **RECOVERY_CONF), recovery_topology())
+            assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, 60), "the topology did not start"
+            [before] = m.nimbus.supervisors()
+        for proc in c.masters.values():
+            proc.send_signal(signal.SIGKILL)
+        for proc in c.masters.values():
+            proc.wait(5)
+        old = c.workers()
+        c.supervisor.send_signal(signal.SIGKILL)
+        c.supervisor.wait(5)
+        assert wait_until(lambda: not c.workers() & old, 10), "workers outlived their supervisor"
+
+        with open(log_path, "ab") as log:
+            c.supervisor = subprocess.Popen(
+                [sys.executable, "-m", "squall.cluster.supervisor", "--conf", str(tmp_path / "supervisor.yaml")],
+                stdout=subprocess.DEVNULL, stderr=log)
+        assert wait_until(lambda: len(c.workers()) == 2, 20), why()
+        restarted = c.workers()
+        flowing = len(acked(out))
+        assert wait_until(lambda: len(acked(out)) > flowing + 100, 30), \
+            f"no id acked by the workers the supervisor started while no master leads\n{why()}"
+
+        c.start_master(0)
+        assert wait_until(lambda: c.status_of(0) == "Leader", 30), "the master started again did not lead"
+        # the new supervisor's first sync with the leader (the old one's is in the log too),
+        # where a new id made the leader give its slots new launches
+        assert wait_until(lambda: why().count(" registered slots ") == 2, 20), why()
+
+        def alive():
+            try:
+                with c.client() as m:
+                    workers = m.get_topology_info("sameid")["workers"]
+            except SquallError:  # the leader loads the topologies from ZooKeeper as it takes the lead
+                return None
+            return workers if all(w["alive"] for w in workers) else None
+        assert wait_until(alive, 30), f"the workers are not all alive under the new leader\n{why()}"
+        workers = alive()
+        assert {w["pid"] for w in workers} == restarted == c.workers(), \
+            f"the leader restarted the workers the supervisor started: {workers}\n{why()}"
+        with c.client() as m:
+            assert [s["id"] for s in m.nimbus.supervisors()] == [before["id"]]
+        n = stop_and_wait(out, resume=50, why=why)  # every id the spout emitted, 0 to n-1, acked
+        assert n > 200 and c.workers() == restarted  # and no worker restarted since
+    finally:
+        c.stop()
+
+
 def test_under_nimbus_ha_a_worker_killed_while_no_master_leads_is_restarted(tmp_path, zookeeper):
     """Nimbus HA on ZooKeeper, every master SIGKILLed (no leader): a worker SIGKILLed then is
     started again by its supervisor alone, every id emitted is acked with no leader, and the

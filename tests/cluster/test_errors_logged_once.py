@@ -4,7 +4,7 @@ A task's ``collector.report_error`` writes the error to the worker's log (with i
 Storm's ``ReportError`` does); components that also logged it themselves before reporting it
 wrote every such error twice. One LocalCluster topology makes each of them report once, and the
 workers' log files, read after the cluster stopped (every line written), hold each error in one
-record."""
+ERROR record (the checkpoint spout's WARNING that it recovers quotes the failed step's cause)."""
 
 from __future__ import annotations
 
@@ -117,8 +117,12 @@ def test_each_error_a_squall_component_reports_is_in_the_worker_log_once(tmp_pat
     # the cluster has stopped: every line is written
     [log] = list((tmp_path / "logs").rglob("worker.log"))
     records = list(parse_worker_log(log.read_text().splitlines(keepends=True)))
-    holding = {text: [r.text for r in records if text in r.text] for text in expected}
+    errors = [r.text for r in records if "[ERROR]" in r.text.partition("\n")[0]]
+    holding = {text: [r for r in errors if text in r] for text in expected}
     assert {text: len(held) for text, held in holding.items()} == dict.fromkeys(expected, 1)
     for text, component in expected.items():
         [record] = holding[text]
-        assert f"[{component}:" in record and "[ERROR]" in record, record
+        assert f"[{component}:" in record, record
+    # the checkpoint spout says, once, why it recovers: a WARNING quoting the cause, not the error again
+    [recovering] = [r.text for r in records if "; recovering" in r.text and "fails once" in r.text]
+    assert "[WARNING]" in recovering and "[$checkpointspout:" in recovering, recovering

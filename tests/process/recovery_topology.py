@@ -275,7 +275,11 @@ class CrashesOnceLeavingAThread(BasicBolt):
 
     def execute(self, tup, collector):
         if tup[0] == self.crash_on and not self.marker.exists():
-            self.marker.write_text(str(os.getpid()))
+            # written whole, then named: the test reads the pid as soon as the name exists (a
+            # write_text in place was read empty once, at load 9)
+            written = self.marker.with_suffix(".tmp")
+            written.write_text(str(os.getpid()))
+            os.replace(written, self.marker)
             raise RuntimeError(f"crashing on {tup[0]}")
 
 

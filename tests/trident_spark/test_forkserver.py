@@ -20,6 +20,8 @@ pytest.importorskip("pyspark.sql.datasource")
 
 from squall.trident.spark.launcher import FORKSERVER_SOCKET, start_forkserver, write_script
 
+from ..conftest import wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 
 SHOW = """\
@@ -42,9 +44,20 @@ def launcher(tmp_path_factory):
     socket_path = str(directory / FORKSERVER_SOCKET)
     server = start_forkserver(socket_path, env)
     script = write_script(str(directory), socket_path)
-    # the server answers once it has imported what it preloads: a first request waits for that
-    first = subprocess.run([script, "-c", "pass"], check=False, env=env, cwd=directory, timeout=300)
-    assert first.returncode == 0
+    # A launcher runs the interpreter itself (as it should: the server is a head start only)
+    # when it comes before the server's socket exists, or when the server has not answered in
+    # 60 s (its imports, at load 9). The tests' requests must reach the server: they start once
+    # a request was forked, which a first one waits for (the server answers once it has
+    # imported what it preloads). A first `-c pass` ran on its own once in the full suite at
+    # load 9, and the test's request after it too.
+
+    def forked() -> bool:
+        done = subprocess.run([script, "-m", "show_me"], check=False, env=env, cwd=directory, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["forked"]
+
+    assert wait_until(forked, 300, interval=0.5), "no request was forked by the fork server in 300 s"
     yield script, env, directory
     assert server.stdin is not None
     server.stdin.close()  # the driver's end: the server ends

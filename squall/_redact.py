@@ -38,8 +38,12 @@ _URL_PASSWORD_RE = re.compile(r"(?P<head>\b[a-z][a-z0-9+.\-]*://[^:/@\s\"']*:)[^
 # key=value pairs (DSNs, query strings, JAAS options) and "key": value in JSON text, whose key
 # names a credential; the value is quoted, or runs to a space or a separator. A bare "key: value"
 # is prose as often as not ("refused our secret: check..."), so only a quoted key takes ":".
+# A bare key starts where a run of key characters starts (the lookbehind): tried at every
+# position inside a run, the search was quadratic in the run's length, and masking a failure's
+# reason or a log line holding one 200,000-character word (a base64 value in an error) took
+# 450 s. A match from inside a run could only be a suffix of the run's own, which is tried first.
 _PAIR_RE = re.compile(
-    r"(?P<key>(?P<q>[\"'])(?P<quoted>[A-Za-z0-9_.\-]+)(?P=q)\s*[=:]\s*|(?P<bare>[A-Za-z0-9_.\-]+)\s*=\s*)"
+    r"(?P<key>(?P<q>[\"'])(?P<quoted>[A-Za-z0-9_.\-]+)(?P=q)\s*[=:]\s*|(?<![A-Za-z0-9_.\-])(?P<bare>[A-Za-z0-9_.\-]+)\s*=\s*)"
     r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s;&,}\]\"']+)")
 _BEARER_RE = re.compile(r"(?P<head>\bbearer\s+)[^\s\"',;]+", re.IGNORECASE)
 # What each rule above needs in a text to match at all: a text without any (most log lines)

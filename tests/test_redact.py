@@ -173,3 +173,19 @@ def test_text_that_leaves_the_process_has_no_lone_surrogate():
     record = ErrorRecord("lookup", 3, 1.0, lone, f"Traceback\n  {lone}")
     msgpack.packb([tuple(cause), record.as_dict()])
     assert "\\ud83d" in cause.message and "\\ud83d" in record.error and "\\ud83d" in record.traceback
+
+
+@pytest.mark.timeout(20)
+def test_masking_a_long_word_reads_it_once():
+    """A bare ``key=`` was tried at every position of a run of key characters, each try reading
+    the run to its end: masking a text with one 200,000-character word (a base64 value quoted in
+    an error, with a quote or an "=" elsewhere) took 450 s, on the thread of the bolt whose
+    failure's reason or log line it was (a million characters: hours). Now a key is tried where
+    a run starts: this masks 2 MB in well under a second, finding the credential after it."""
+    word = "A" * 1_000_000
+    for text in (f"bad value '{word}' password={PW}", f"x={word}{word} then token={PW}"):
+        shown = redact_text(text)
+        assert PW not in shown and shown.endswith("=***"), shown[-40:]
+        assert len(shown) == len(text) - len(PW) + len(MASK)
+    # a key inside a word is still found from the word's start, as before
+    assert redact_text(f"url/xpassword={PW}&a-b.token={PW}") == "url/xpassword=***&a-b.token=***"

@@ -30,6 +30,10 @@ KINDS = (EXPLICIT, EXCEPTION, TIMEOUT, WORKER_LOST)
 # an exception's message travels with the failure up to this many characters (a message that
 # quotes a whole record must not make every acker message of its tree that large)
 MAX_MESSAGE_CHARS = 1000
+# what of a message is masked before it is cut to MAX_MESSAGE_CHARS: masking reads all it is
+# given, so a multi-MB message (a subprocess's error, a value quoted whole) made every failure
+# it caused cost seconds; a credential that starts in the part kept ends well within this
+SCANNED_CHARS = 16 * MAX_MESSAGE_CHARS
 
 
 class FailureCause(NamedTuple):
@@ -84,10 +88,8 @@ class FailureCause(NamedTuple):
         `MAX_MESSAGE_CHARS`, credentials in it masked: it reaches dead-letter entries and logs).
         An error with a ``failure_message`` (a subprocess's failure, whose message holds the last
         lines of its stderr) gives that one line instead of its whole message."""
-        message = shown_text(getattr(error, "failure_message", None) or str(error))
-        if len(message) > MAX_MESSAGE_CHARS:
-            message = message[:MAX_MESSAGE_CHARS] + "..."
-        return cls(kind, component, task, type(error).__name__, message)
+        return cls(kind, component, task, type(error).__name__,
+                   shown_message(getattr(error, "failure_message", None) or str(error)))
 
     @classmethod
     def of_reason(cls, component: str, task: int, reason: str) -> FailureCause:
@@ -95,10 +97,7 @@ class FailureCause(NamedTuple):
         dead-letter entry and its ``cause`` then carry; cut and masked as an exception's
         message is). For squall's own bolts, which fail a tuple for a reason they know (a
         window's timestamp that is not a number, a sink's write refused)."""
-        message = shown_text(reason)
-        if len(message) > MAX_MESSAGE_CHARS:
-            message = message[:MAX_MESSAGE_CHARS] + "..."
-        return cls(EXPLICIT, component, task, "", message)
+        return cls(EXPLICIT, component, task, "", shown_message(reason))
 
     @classmethod
     def from_wire(cls, value: Any) -> FailureCause:
@@ -107,6 +106,16 @@ class FailureCause(NamedTuple):
         if type(value) is tuple and len(value) == 5 and value[0] in KINDS:
             return cls(*value)
         return UNKNOWN
+
+
+def shown_message(text: str) -> str:
+    """``text`` as a failure's ``message`` carries it: credentials masked (`shown_text`), cut to
+    `MAX_MESSAGE_CHARS` (then ending ``...``). Only its first `SCANNED_CHARS` are masked, so a
+    failure costs the same whatever the size of the text it was given."""
+    message = shown_text(text[:SCANNED_CHARS] if len(text) > SCANNED_CHARS else text)
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS] + "..."
+    return message
 
 
 UNKNOWN = FailureCause(EXPLICIT)

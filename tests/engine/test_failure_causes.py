@@ -290,6 +290,28 @@ def test_a_credential_in_an_exception_message_does_not_reach_the_cause():
     assert cause.message == "redis://app:***@db:6379/0 is down"
 
 
+def test_a_huge_reason_is_masked_only_as_far_as_its_message_can_reach(monkeypatch):
+    """A failure's message keeps 1,000 characters, but the whole of its text was masked first:
+    a subprocess's 5 MB error, or a value quoted whole, made each failure it caused read 5 MB
+    (36 s for one reason of 5 MB of words and "a=b" pairs), on the failing bolt's thread, for
+    each tuple it failed. Now 16,000 characters at most are masked, and what is kept is masked."""
+    import squall._failure as failure
+
+    masked: list[int] = []
+    real = failure.shown_text
+    monkeypatch.setattr(failure, "shown_text", lambda text: masked.append(len(text)) or real(text))
+    secret = "redis://:s3cret-pw@db:6379/0"
+    huge = f"cannot reach {secret}: " + ("x" * 1000 + " a=b 'q' ") * 5000
+    causes = [FailureCause.of_reason("lookup", 3, huge),
+              FailureCause.of_exception(EXCEPTION, "lookup", 3, ValueError(huge))]
+    assert masked and max(masked) <= 16_000, masked
+    for cause in causes:
+        assert cause.message.startswith("cannot reach redis://:***@db:6379/0: xxx") and "s3cret" not in cause.message
+        assert len(cause.message) == failure.MAX_MESSAGE_CHARS + len("...")
+    # a short reason is masked whole, as before
+    assert FailureCause.of_reason("lookup", 3, f"down: {secret}").message == "down: redis://:***@db:6379/0"
+
+
 def test_a_cause_crosses_workers_in_acker_messages_and_replies():
     from squall.engine.acker import FAIL, FAILED
     from squall.engine.serialize import Serializer

@@ -608,13 +608,13 @@ class TridentBoltExecutor(Bolt):
             group = self._group_of_stream.get(stream, self.spec.batch_group)
         tracker = self._trackers[group]
         tracked, replaced = tracker.open(attempt, self._now())
-        where = (self.context.get_this_component_id(), self.context.get_this_task_id())
+        # who fails (and why) is looked up only when something fails: this runs for every input
         if replaced is not None:
-            fail_because(self.collector, replaced, *where, f"Trident batch txid {attempt.txid}: replaced by its "
-                         f"attempt {attempt.attempt_id} (the coordinator replays it)")
+            fail_because(self.collector, replaced, *self._where(), f"Trident batch txid {attempt.txid}: replaced "
+                         f"by its attempt {attempt.attempt_id} (the coordinator replays it)")
         if tracked is None:  # an attempt already superseded here: its tree is dead
-            fail_because(self.collector, tup, *where, f"{batch_name(attempt)}: a newer attempt of it is under "
-                         f"way here")
+            fail_because(self.collector, tup, *self._where(), f"{batch_name(attempt)}: a newer attempt of it is "
+                         f"under way here")
             return
         try:
             self._anchor = tup
@@ -644,8 +644,7 @@ class TridentBoltExecutor(Bolt):
                 self.collector.report_error(e)
             decision = self._failed(tracker, tracked, tup)
             # why, for the spout of the batch (a DRPC caller is told the exception's message)
-            self._cause = FailureCause.of_exception(EXPLICIT, self.context.get_this_component_id(),
-                                                    self.context.get_this_task_id(), e)
+            self._cause = FailureCause.of_exception(EXPLICIT, *self._where(), e)
         except BaseException:
             self._output.drop()
             # not a FailedException: the engine reports it and fails the input (or crashes the
@@ -685,8 +684,7 @@ class TridentBoltExecutor(Bolt):
     def _answer(self, tup: Tuple, decision: Decision) -> None:
         cause, self._cause = self._cause, None
         if cause is None and decision.reason:
-            cause = FailureCause.of_reason(self.context.get_this_component_id(), self.context.get_this_task_id(),
-                                           decision.reason)
+            cause = FailureCause.of_reason(*self._where(), decision.reason)
         fail_with = getattr(self.collector, "fail_with", None)  # the engine's collector has it
         fail = self.collector.fail if cause is None or fail_with is None else (lambda t: fail_with(t, cause))
         if decision.fail_held is not None:
@@ -696,13 +694,16 @@ class TridentBoltExecutor(Bolt):
         elif decision.ack_input:
             self.collector.ack(tup)
 
+    def _where(self) -> tuple[str, int]:
+        """(component, task id): who a failure's cause names."""
+        return self.context.get_this_component_id(), self.context.get_this_task_id()
+
     def _expire(self) -> None:
         now = self._now()
-        where = (self.context.get_this_component_id(), self.context.get_this_task_id())
         for tracker in self._trackers.values():
             for held in tracker.expire(now):
-                fail_because(self.collector, held, *where, f"{batch_name(held.values[0])}: untouched here for "
-                             f"longer than topology.message.timeout.secs ({tracker.timeout_secs:g} s)")
+                fail_because(self.collector, held, *self._where(), f"{batch_name(held.values[0])}: untouched here "
+                             f"for longer than topology.message.timeout.secs ({tracker.timeout_secs:g} s)")
 
     def cleanup(self) -> None:
         """Clean the body up."""

@@ -118,6 +118,14 @@ def shown_message(text: str) -> str:
     return message
 
 
+def shown_value(value: Any, limit: int = 200) -> str:
+    """``repr(value)`` for a reason that quotes a value (a key, a field), cut to ``limit``
+    characters and saying how long it was: the reason is also reported, and a report is logged
+    whole, so a multi-MB value would make a multi-MB log line and error record."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 UNKNOWN = FailureCause(EXPLICIT)
 """The cause of a failure whose sender gave none: an explicit fail, which a retry budget counts."""
 

@@ -41,7 +41,7 @@ from typing import Any, ClassVar, cast
 import redis
 
 from .._components import Bolt, Spout
-from .._failure import UNKNOWN, FailureCause, fail_because, fail_for
+from .._failure import UNKNOWN, FailureCause, fail_because, fail_for, shown_value
 from .._fields import Fields
 from .._redact import redact_text
 from .._tuple import is_tick_tuple
@@ -890,17 +890,14 @@ class _RedisKeyBolt(Bolt):
         self._where = (context.get_this_component_id(), context.get_this_task_id())
         self.client = _client(self.url)
 
-    def _key(self, tup) -> str:
-        """The key ``tup`` names: ``prefix`` + its ``key_field``."""
-        return self.spec.prefix + str(tup.get_value_by_field(self.spec.key_field))
-
-    def _found(self, tup) -> Any:
-        """The query's reply for the key ``tup`` names."""
+    def _found(self, key: str) -> Any:
+        """The query's reply for ``key``."""
         query = self._QUERIES[self.spec.kind][1]   # looked up here: a lambda does not pickle
-        return query(self.client, self._key(tup), self.spec.container)
+        return query(self.client, key, self.spec.container)
 
-    def _process(self, tup) -> None:
-        """The query, and what is emitted or acked for ``tup`` (each bolt's own)."""
+    def _process(self, tup, key: str) -> None:
+        """The query of ``key`` (the one ``tup`` names), and what is emitted or acked for
+        ``tup`` (each bolt's own)."""
         raise NotImplementedError
 
     def execute(self, tup) -> None:
@@ -909,20 +906,24 @@ class _RedisKeyBolt(Bolt):
         bolts (``BaseTickTupleAwareRichBolt``) skip it."""
         if is_tick_tuple(tup):
             return
-        name = type(self).__name__
-        if self.spec.key_field not in tup.get_fields():
-            self._fail(tup, f"{name}: tuple from {tup.get_source_component()!r} stream "
+        try:  # the key: ``prefix`` + the tuple's ``key_field``
+            key = self.spec.prefix + str(tup.get_value_by_field(self.spec.key_field))
+        except ValueError:  # looked into only then: a reason costs nothing on a tuple that has the field
+            if self.spec.key_field in tup.get_fields():
+                raise
+            self._fail(tup, f"{type(self).__name__}: tuple from {tup.get_source_component()!r} stream "
                             f"{tup.get_source_stream_id()!r} has no key field {self.spec.key_field!r} "
                             f"(has {tup.get_fields().to_list()})")
             return
         try:
-            self._process(tup)
+            self._process(tup, key)
         except redis.RedisError as e:
-            # what, where and why: the query, the key, the server (its password masked) and the
-            # error; the reason goes with the failure into a dead letter
+            # what, where and why: the query, the key (cut: it is the user's data, of any size),
+            # the server (its password masked) and the error; the reason goes with the failure
+            # into a dead letter
             in_container = f" in {self.spec.container!r}" if self.spec.container is not None else ""
-            self._fail(tup, f"{name}: {self.spec.kind} query of key {self._key(tup)!r}{in_container} on "
-                            f"{redact_text(self.url)} failed: {type(e).__name__}: {redact_text(str(e))}")
+            self._fail(tup, f"{type(self).__name__}: {self.spec.kind} query of key {shown_value(key)}{in_container} "
+                            f"on {redact_text(self.url)} failed: {type(e).__name__}: {redact_text(str(e))}")
             return
         self.collector.ack(tup)
 
@@ -945,8 +946,8 @@ class RedisLookupBolt(_RedisKeyBolt):
 
     _QUERIES = _LOOKUPS
 
-    def _process(self, tup) -> None:
-        self.collector.emit(list(tup.get_values()) + [self._found(tup)], anchors=tup)
+    def _process(self, tup, key: str) -> None:
+        self.collector.emit(list(tup.get_values()) + [self._found(key)], anchors=tup)
 
 
 class RedisFilterBolt(_RedisKeyBolt):
@@ -959,6 +960,6 @@ class RedisFilterBolt(_RedisKeyBolt):
 
     _QUERIES = _FILTERS
 
-    def _process(self, tup) -> None:
-        if self._found(tup):
+    def _process(self, tup, key: str) -> None:
+        if self._found(key):
             self.collector.emit(list(tup.get_values()), anchors=tup)

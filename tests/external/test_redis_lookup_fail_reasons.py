@@ -104,27 +104,32 @@ def test_a_filter_redis_refuses_is_dead_lettered_saying_which_key_and_why(redis_
     check(dead, delivered, lambda user: f"RedisFilterBolt: hyper_log_log query of key 'seen:{user}' on redis://:***@")
 
 
+class Context:
+    def get_this_component_id(self):
+        return "lookup"
+
+    def get_this_task_id(self):
+        return 3
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.causes: list = []
+        self.errors: list = []
+
+    def fail_with(self, tup, cause) -> None:
+        self.causes.append(cause)
+
+    def emit(self, values, anchors=None) -> None:
+        raise AssertionError(f"emitted {values!r:.100}: the query failed")
+
+    def report_error(self, error) -> None:
+        self.errors.append(error)
+
+
 def test_a_tuple_without_the_key_field_fails_saying_which_field_it_lacks():
     from squall import Fields
     from squall._tuple import Source, Tuple
-
-    class Context:
-        def get_this_component_id(self):
-            return "lookup"
-
-        def get_this_task_id(self):
-            return 3
-
-    class Collector:
-        def __init__(self) -> None:
-            self.causes: list = []
-            self.errors: list = []
-
-        def fail_with(self, tup, cause) -> None:
-            self.causes.append(cause)
-
-        def report_error(self, error) -> None:
-            self.errors.append(error)
 
     out = Collector()
     bolt = redis_streams.RedisLookupBolt(f"redis://:{PASSWORD}@127.0.0.1:1/0", redis_streams.LookupSpec("user"),
@@ -135,4 +140,25 @@ def test_a_tuple_without_the_key_field_fails_saying_which_field_it_lacks():
     assert (cause.kind, cause.component, cause.task) == ("fail", "lookup", 3)
     assert cause.message == ("RedisLookupBolt: tuple from 'events' stream 'clicks' has no key field 'user' "
                              "(has ['name'])") == out.errors[0]
+    bolt.cleanup()
+
+
+def test_a_huge_key_is_cut_in_the_reason_and_the_reported_error():
+    """The reason quoted the whole key, and the bolt reports the reason as its error, which is
+    logged whole: a 1 MB key (the tuple's own field) whose query failed made a 1 MB log line and
+    error record for each failure, and the whole key was masked for the cause each time."""
+    from squall import Fields
+    from squall._tuple import Source, Tuple
+
+    out = Collector()
+    bolt = redis_streams.RedisLookupBolt(f"redis://:{PASSWORD}@127.0.0.1:1/0", redis_streams.LookupSpec("user"),
+                                         ["user", "value"])
+    bolt.prepare({}, Context(), out)
+    huge = "u" * 1_000_000
+    bolt.execute(Tuple([huge], Source("events", "clicks", 1, Fields(["user"]))))  # nothing listens on port 1
+    (cause,), (error,) = out.causes, out.errors
+    assert error.startswith(f"RedisLookupBolt: string query of key '{'u' * 199}... (1000002 characters) on "
+                            "redis://:***@127.0.0.1:1/0 failed: ConnectionError: "), error[:300]
+    assert len(error) < 1000 and PASSWORD not in error  # main: 1,000,100 characters
+    assert cause.message == error
     bolt.cleanup()

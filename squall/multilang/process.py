@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("squall.multilang")
 
 STDERR_LINES = 20  # the last lines of the subprocess's stderr an error shows
+# the most of one stderr line that is logged and kept for an error: a subprocess that wrote a
+# multi-MB line (a value dumped whole) made a multi-MB log line, and an error record as large
+STDERR_LINE_CHARS = 1000
 CLOSE_WAIT_SECS = 2.0  # how long close() waits for a read in progress (it ends at the killed subprocess's EOF)
 _READ_BYTES = 1 << 16
 
@@ -311,6 +314,8 @@ class ShellProcess:
             return
         for raw in iter(proc.stderr.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip()
+            if len(line) > STDERR_LINE_CHARS:
+                line = f"{line[:STDERR_LINE_CHARS]}... ({len(line)} characters)"
             self._stderr.append(line)
             log.info("%s stderr: %s", self.where, line)
 

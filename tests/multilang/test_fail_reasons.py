@@ -85,3 +85,33 @@ def test_a_subprocess_that_dies_gives_a_failure_cause_of_one_line_naming_the_com
     # main: the message was the whole stderr block, "...\nits stderr ended with:\n  Traceback ..."
     assert cause.message == (f"ShellBolt [check] task 3: subprocess {[sys.executable, 'checker.py']} (pid {p.pid}): "
                              f"it exited; exit code 3; its stderr ended with: ZeroDivisionError: division by zero")
+
+
+def test_a_subprocess_that_dies_writing_megabytes_to_stderr_makes_no_megabyte_error_or_log_line(monkeypatch, caplog):
+    """Each stderr line was logged and kept whole: a subprocess that wrote two 3 MB lines before
+    it died made two 3 MB log lines, and a 6 MB error (the crash's report, logged with it). Now a
+    line is cut to 1,000 characters, saying how long it was; the cause is one line, as before."""
+    import logging
+
+    monkeypatch.setattr(process_module, "setup_message",
+                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
+    caplog.set_level(logging.INFO, logger="squall.multilang")
+    p = ShellProcess([sys.executable, "checker.py"], JsonSerializer(), "ShellBolt [check] task 3", cwd=str(BARE))
+    p.launch({}, None, 30)
+    try:
+        p.write({"id": "1", "comp": "lines", "stream": "default", "task": 2, "tuple": ["crash-loudly"]})
+        try:
+            p.read()
+            raise AssertionError("the subprocess answered")
+        except Exception as e:  # noqa: BLE001 (the MultilangError under test)
+            error = e
+    finally:
+        p.close()
+    logged = [r.getMessage() for r in caplog.records if " stderr: " in r.getMessage()]
+    assert len(logged) == 2 and all(len(m) < 1200 for m in logged), [len(m) for m in logged]  # main: 3,000,047
+    assert logged[1].endswith(f"ValueError: {'w' * 988}... (3000012 characters)"), logged[1][-80:]
+    assert len(str(error)) < 3000, len(str(error))  # main: 6,000,185
+    cause = FailureCause.of_exception(EXCEPTION, "check", 3, error)
+    assert cause.message.startswith(f"ShellBolt [check] task 3: subprocess {[sys.executable, 'checker.py']} "
+                                    f"(pid {p.pid}): it exited; exit code 3; its stderr ended with: ValueError: www")
+    assert len(cause.message) <= 1003

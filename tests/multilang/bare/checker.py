@@ -1,6 +1,7 @@
 """A bolt that passes on each tuple's value as a number, as Storm's storm.py BasicBolt runs one:
 a value that is no number raises, and the traceback is reported (``error``) before the tuple
-is failed. A value "crash" makes it write a traceback to stderr and exit with code 3."""
+is failed. A value "crash" makes it write a traceback to stderr and exit with code 3;
+"crash-loudly" two lines of 3 MB."""
 
 import sys
 import traceback
@@ -14,6 +15,10 @@ while True:
         send({"command": "sync"})
         continue
     value = msg["tuple"][0]
+    if value == "crash-loudly":  # one 3 MB line (a value dumped whole), then the exception
+        sys.stderr.write("dumped: " + "v" * 3_000_000 + "\nValueError: " + "w" * 3_000_000 + "\n")
+        sys.stderr.flush()
+        sys.exit(3)
     if value == "crash":
         sys.stderr.write("Traceback (most recent call last):\n  File \"checker.py\", line 18, in <module>\n"
                          "ZeroDivisionError: division by zero\n")

@@ -31,7 +31,15 @@ from .._failure import fail_because
 from .._fields import Fields
 from .._tuple import Tuple
 from .component import ShellComponent
-from .messages import MultilangError, ProtocolError, ShellMsg, bolt_message, fail_reason, heartbeat_message
+from .messages import (
+    MultilangError,
+    ProtocolError,
+    ShellMsg,
+    bolt_message,
+    fail_reason,
+    heartbeat_message,
+    reported_line,
+)
 from .process import CLOSE_WAIT_SECS, ShellProcess
 
 log = logging.getLogger("squall.multilang")
@@ -128,7 +136,7 @@ class ShellBolt(ShellComponent, Bolt):
         self._pending = PendingWrites(int(conf_value(conf, Config.TOPOLOGY_SHELLBOLT_MAX_PENDING)))
         self._ids = random.Random()
         self._where = (context.get_this_component_id(), context.get_this_task_id())
-        self._reported: str | None = None  # the subprocess's last error, for the fails that follow it
+        self._reported: str | None = None  # the subprocess's last error (`reported_line`), for the fails after it
         self._death: MultilangError | None = None
         self._running = True
         self._heard = 0  # messages read from the subprocess, any of which is a heartbeat
@@ -271,7 +279,7 @@ class ShellBolt(ShellComponent, Bolt):
             if command == "error":
                 # Storm's storm.py (and pystorm) report a tuple's exception, then fail the tuple:
                 # kept for those fails, so the spout hears what the subprocess said went wrong
-                self._reported = msg.msg
+                self._reported = reported_line(msg.msg)
             if not self._common(process, msg, self.collector, self.context):
                 log.debug("%s: ignored a message with unknown command %r", process.where, command)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._errors import SquallError
+from .._failure import MAX_MESSAGE_CHARS
 from .._system import DEFAULT_STREAM, SYSTEM_TASK
 
 if TYPE_CHECKING:
@@ -204,15 +205,24 @@ def fail_reason(who: str, tup: Tuple, said: str, reported: str | None) -> str:
     """Why a component's ``fail`` of ``tup`` failed it, for the spout and its dead letter (which
     name the component and task): ``who`` (the kind of component, its subprocess's pid), the
     tuple's source and stream, and what the component said: the fail's own message ``said``
-    (squall reads a ``msg`` if given; Storm's protocol has none), else the last line of the
-    error it reported since its last ack (``reported``: a traceback's ``ValueError: ...``),
+    (squall reads a ``msg`` if given; Storm's protocol has none), else the error it reported
+    since its last ack (``reported``: `reported_line` of it, a traceback's ``ValueError: ...``),
     else that it said nothing."""
     head = f"{who} failed a tuple from [{tup.source_component}] stream [{tup.source_stream}]"
     if said:
-        return f"{head}: {last_line(said)}"
+        return f"{head}: {reported_line(said)}"
     if reported:
-        return f"{head} after reporting: {last_line(reported)}"
+        return f"{head} after reporting: {reported}"
     return f"{head} (it reported no error)"
+
+
+def reported_line(error: str) -> str:
+    """What of a component's ``error`` its fails say (`fail_reason`): the last line (`last_line`),
+    cut to `squall._failure.MAX_MESSAGE_CHARS`, as far as a failure's message reaches. Made
+    once, when the error comes: every fail up to the next ack (a batch's) says it, and taking
+    the last line of a multi-MB error again for each made each fail read all of it."""
+    line = last_line(error)
+    return line if len(line) <= MAX_MESSAGE_CHARS else line[:MAX_MESSAGE_CHARS] + "..."
 
 
 def last_line(text: str) -> str:

@@ -50,7 +50,7 @@ from .._failure import fail_because
 from .._fields import Fields
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
-from ..multilang.messages import fail_reason, last_line
+from ..multilang.messages import fail_reason, last_line, reported_line
 from ..multilang.resources import Resources, unpack
 
 log = logging.getLogger("squall.sparse")
@@ -283,8 +283,9 @@ class _Hosted:
         elif command == "error":
             # pystorm reports a tuple's exception, then fails the tuple (or a batch's): kept for
             # those fails, so the spout hears what went wrong (`fail_reason`)
-            self._reported = str(msg.get("msg"))
-            self._collector().report_error(self._reported)
+            said = str(msg.get("msg"))
+            self._reported = reported_line(said)
+            self._collector().report_error(said)
         elif command == "metrics":
             self._collector().report_error(
                 f"{self._where} reported metric {msg.get('name')!r}: no metric is registered under that name "

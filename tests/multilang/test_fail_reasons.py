@@ -115,3 +115,47 @@ def test_a_subprocess_that_dies_writing_megabytes_to_stderr_makes_no_megabyte_er
     assert cause.message.startswith(f"ShellBolt [check] task 3: subprocess {[sys.executable, 'checker.py']} "
                                     f"(pid {p.pid}): it exited; exit code 3; its stderr ended with: ValueError: www")
     assert len(cause.message) <= 1003
+
+
+def test_the_fails_after_a_huge_error_each_read_only_its_last_line(monkeypatch):
+    """A subprocess that reports one error and then fails a batch of tuples (pystorm's
+    BatchingBolt) gives each fail that error's last line. The bolt kept the whole error and took
+    its last line again at each fail: after a 5 MB error, 100 fails read 500 MB. Now the line is
+    taken once, when the error comes, and cut to what a failure's message carries."""
+    from squall import Fields
+    from squall._tuple import Source, Tuple
+    from squall.multilang import messages
+    from squall.multilang.messages import ShellMsg
+
+    read: list[int] = []
+    real = messages.last_line
+    monkeypatch.setattr(messages, "last_line", lambda text: read.append(len(text)) or real(text))
+
+    class Collector:
+        def __init__(self) -> None:
+            self.causes: list = []
+            self.errors: list = []
+
+        def fail_with(self, tup, cause) -> None:
+            self.causes.append(cause)
+
+        def report_error(self, error) -> None:
+            self.errors.append(error)
+
+    class Process:
+        pid = 4127
+        where = "ShellBolt [check] task 3"
+
+    bolt = ShellBolt([sys.executable, "checker.py"], ["n"])
+    bolt.collector, bolt.context, bolt._where, bolt._reported = Collector(), None, ("check", 3), None
+    tuples = {str(i): Tuple([str(i)], Source("lines", "default", 1, Fields(["line"]))) for i in range(100)}
+    bolt._inputs = dict(tuples)
+    error = "Traceback (most recent call last):\n" + "  x\n" * 1_250_000 + "ValueError: " + "v" * 2000
+    bolt._handle(Process(), ShellMsg("error", msg=error))
+    for tuple_id in tuples:
+        bolt._handle(Process(), ShellMsg("fail", id=tuple_id))
+    assert len(bolt.collector.causes) == 100 and bolt._inputs == {}
+    assert sum(read) < 2 * len(error), sum(read)  # main: 100 times the error's 5 MB
+    for cause in bolt.collector.causes:
+        assert cause.message.startswith("ShellBolt subprocess (pid 4127) failed a tuple from [lines] stream "
+                                        "[default] after reporting: ValueError: vvv") and len(cause.message) <= 1003

@@ -26,10 +26,11 @@ MASK = "***"
 # Words that name a credential inside a key (case-insensitive, anywhere in it): "squall.secret",
 # "storm.zookeeper.auth.password", "redis.pwd", "x.apikey", "x.api_key", "x.bearer",
 # "x.private.key", "sasl.jaas.config", "aws.credentials", "auth.token", "authorization",
-# "storm.zookeeper.auth.payload" (Storm's "user:password"), "ssl.key.passphrase".
+# "storm.zookeeper.auth.payload" (Storm's "user:password"), "ssl.key.passphrase", and a signed
+# URL's signature, which grants what a password would (S3's "X-Amz-Signature", Azure's SAS "sig").
 _SECRET_KEY_RE = re.compile(
     r"secret|passw(?:or)?d|passphrase|pwd|token|credential|api[._-]?key|bearer|private[._-]?key|jaas"
-    r"|authorization|auth[._-]?payload|(?:^|[._-])pass(?:$|[._-])",
+    r"|authorization|auth[._-]?payload|(?:^|[._-])pass(?:$|[._-])|signature|(?:^|[._-])sig(?:$|[._-])",
     re.IGNORECASE)
 
 # scheme://user:password@host: the password ends at the last "@" before a space or quote (an
@@ -38,12 +39,16 @@ _URL_PASSWORD_RE = re.compile(r"(?P<head>\b[a-z][a-z0-9+.\-]*://[^:/@\s\"']*:)[^
 # key=value pairs (DSNs, query strings, JAAS options) and "key": value in JSON text, whose key
 # names a credential; the value is quoted, or runs to a space or a separator. A bare "key: value"
 # is prose as often as not ("refused our secret: check..."), so only a quoted key takes ":".
+# A command line shown as a list (a shell component's, in the error and the failure its death
+# gives) has a flag and its value as two items: "'--password', 'pw'" is a pair too.
 # A bare key starts where a run of key characters starts (the lookbehind): tried at every
 # position inside a run, the search was quadratic in the run's length, and masking a failure's
 # reason or a log line holding one 200,000-character word (a base64 value in an error) took
 # 450 s. A match from inside a run could only be a suffix of the run's own, which is tried first.
 _PAIR_RE = re.compile(
-    r"(?P<key>(?P<q>[\"'])(?P<quoted>[A-Za-z0-9_.\-]+)(?P=q)\s*[=:]\s*|(?<![A-Za-z0-9_.\-])(?P<bare>[A-Za-z0-9_.\-]+)\s*=\s*)"
+    r"(?P<key>(?P<q>[\"'])(?P<quoted>[A-Za-z0-9_.\-]+)(?P=q)\s*[=:]\s*"
+    r"|(?P<fq>[\"'])(?P<flag>--?[A-Za-z0-9_.\-]+)(?P=fq)\s*,\s*(?=[\"'])"
+    r"|(?<![A-Za-z0-9_.\-])(?P<bare>[A-Za-z0-9_.\-]+)\s*=\s*)"
     r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s;&,}\]\"']+)")
 _BEARER_RE = re.compile(r"(?P<head>\bbearer\s+)[^\s\"',;]+", re.IGNORECASE)
 # What each rule above needs in a text to match at all: a text without any (most log lines)
@@ -91,7 +96,7 @@ def shown_text(text: str) -> str:
 
 
 def _masked_pair(m: re.Match[str]) -> str:
-    if not is_secret_key(m["quoted"] or m["bare"]):
+    if not is_secret_key(m["quoted"] or m["flag"] or m["bare"]):
         return m[0]
     value = m["value"]
     quote = value[0] if value[0] in "\"'" else ""

@@ -37,7 +37,20 @@ TEXT_CASES = [
     ("the master refused our secret: check squall.secret", "the master refused our secret: check squall.secret"),
     (f"bearer {PW}", "bearer ***"),
     (f"connect failed: user=bob pass={PW} host=db", "connect failed: user=bob pass=*** host=db"),
+    # a command line shown as a list: a flag naming a credential, then its value
+    (f"subprocess ['node', 'bolt.js', '--api-key', '{PW}', '-v'] (pid 4127): it exited",
+     "subprocess ['node', 'bolt.js', '--api-key', '***', '-v'] (pid 4127): it exited"),
+    (f'["tool", "--password", "{PW}"]', '["tool", "--password", "***"]'),
+    # a signed URL's signature (S3 presigned, Azure SAS), which grants what a password would
+    (f"cannot write s3://b/t?X-Amz-Date=20261205&X-Amz-Signature={PW}",
+     "cannot write s3://b/t?X-Amz-Date=20261205&X-Amz-Signature=***"),
+    (f"abfss://c@acct.dfs.core.windows.net/t?sv=2022-11-02&sig={PW}",
+     "abfss://c@acct.dfs.core.windows.net/t?sv=2022-11-02&sig=***"),
     # nothing to hide: unchanged
+    ("has no key field 'user' (has ['name', 'password', 'email'])",
+     "has no key field 'user' (has ['name', 'password', 'email'])"),
+    ("['tool', '--verbose', 'on']", "['tool', '--verbose', 'on']"),
+    ("field assignment=3 design=4", "field assignment=3 design=4"),
     ("redis://db:6379/0", "redis://db:6379/0"),
     ("http://host:8080/path", "http://host:8080/path"),
     ("user=app dbname=clicks", "user=app dbname=clicks"),

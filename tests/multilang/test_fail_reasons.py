@@ -159,3 +159,28 @@ def test_the_fails_after_a_huge_error_each_read_only_its_last_line(monkeypatch):
     for cause in bolt.collector.causes:
         assert cause.message.startswith("ShellBolt subprocess (pid 4127) failed a tuple from [lines] stream "
                                         "[default] after reporting: ValueError: vvv") and len(cause.message) <= 1003
+
+
+def test_a_credential_on_the_subprocess_command_line_reaches_no_cause(monkeypatch):
+    """The failure a dying subprocess gives names its command, which a dead letter then quotes:
+    a token passed as an argument (``['python', 'checker.py', '--api-key', 'tok']``) reached
+    it whole, the list form escaping every rule (a flag and its value are two items)."""
+    monkeypatch.setattr(process_module, "setup_message",
+                        lambda conf, context, pid_dir: {"conf": {}, "pidDir": pid_dir, "context": {}})
+    token = "tok-8f2a91c4e7"
+    p = ShellProcess([sys.executable, "checker.py", "--api-key", token], JsonSerializer(), "ShellBolt [check] task 3",
+                     cwd=str(BARE))
+    p.launch({}, None, 30)
+    try:
+        p.write({"id": "1", "comp": "lines", "stream": "default", "task": 2, "tuple": ["crash"]})
+        try:
+            p.read()
+            raise AssertionError("the subprocess answered")
+        except Exception as e:  # noqa: BLE001 (the MultilangError under test)
+            error = e
+    finally:
+        p.close()
+    cause = FailureCause.of_exception(EXCEPTION, "check", 3, error)
+    assert token not in cause.message and token not in cause.describe()  # main: the token, whole
+    assert cause.message.startswith(f"ShellBolt [check] task 3: subprocess {[sys.executable, 'checker.py']}"[:-1]
+                                    + ", '--api-key', '***'] (pid ")

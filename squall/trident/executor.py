@@ -21,7 +21,7 @@ from .._collectors import OutputCollector, OutputFieldsDeclarer
 from .._components import Bolt
 from .._config import Config, conf_value
 from .._errors import FailedException, ReportedFailedException
-from .._failure import EXPLICIT, FailureCause, fail_because
+from .._failure import EXCEPTION, EXPLICIT, FailureCause, fail_because, fail_for
 from .._fields import Fields
 from .._native import pack_rows
 from .._tuple import Tuple, is_tick_tuple
@@ -645,13 +645,15 @@ class TridentBoltExecutor(Bolt):
             decision = self._failed(tracker, tracked, tup)
             # why, for the spout of the batch (a DRPC caller is told the exception's message)
             self._cause = FailureCause.of_exception(EXPLICIT, *self._where(), e)
-        except BaseException:
+        except BaseException as e:
             self._output.drop()
             # not a FailedException: the engine reports it and fails the input (or crashes the
-            # worker under topology.bolt.fail.fast), as a plain bolt's; the batch fails with it
+            # worker under topology.bolt.fail.fast), as a plain bolt's; the batch fails with it,
+            # and so does the input it held (a committer's $commit), saying so: failed first,
+            # a plain fail's cause would be the one its tree's spout kept, not the exception
             held = tracker.fail(tracked, tup).fail_held
             if held is not None and held is not tup:
-                self.collector.fail(held)
+                fail_for(self.collector, held, FailureCause.of_exception(EXCEPTION, *self._where(), e))
             raise
         finally:
             self._anchor = None

@@ -79,3 +79,37 @@ def test_a_reason_is_built_only_when_the_executor_fails_something():
     old = data(TransactionAttempt(2, 0), "old")
     bolt.execute(old)  # a failure still names who failed it
     assert rec.failed == [old] and (rec.causes[0].component, rec.causes[0].task) == ("b", 10)
+
+
+class RaisesAtFinish(Doubler):
+    """The executor tests' body, whose finish_batch raises (a user's bug, not a FailedException)."""
+
+    def finish_batch(self, batch) -> None:
+        raise ValueError("no such key: 'x'")
+
+
+def test_a_held_commit_fails_with_the_exception_that_failed_its_batch():
+    """A committer holds its $commit until its batch can finish. When finishing it raised (not a
+    FailedException), the held $commit was failed plain, before the engine failed the raising
+    input with the exception: the $commit's tree (and the replay the master coordinator makes of
+    it) said only ``failed in [b] task 10``. Now it says the exception, as a FailedException's
+    batch does."""
+    from squall import Fields
+    from squall._tuple import Source, Tuple
+    from squall.trident.executor import BoltSpec
+
+    spec = BoltSpec(inputs=SPEC.inputs, outputs=SPEC.outputs, committer=True)
+    bolt, rec = TridentBoltExecutor(spec, RaisesAtFinish()), Causes()
+    bolt.prepare({"topology.message.timeout.secs": 30}, Context(), rec)
+    commit = Tuple([A1], Source("$mastercoord-bg0", "$commit", 5, Fields("tx")))
+    bolt.execute(commit)  # before the counts: held
+    bolt.execute(coord(A1, 0))
+    try:
+        bolt.execute(coord(A1, 0, task=2))  # the batch can finish: finish_batch raises
+        raise AssertionError("finish_batch did not raise")
+    except ValueError:
+        pass  # the engine reports it and fails this input with it
+    assert rec.failed == [commit]
+    (cause,) = rec.causes  # main: a plain fail, no cause
+    assert (cause.kind, cause.component, cause.task, cause.error, cause.message) == \
+        ("exception", "b", 10, "ValueError", "no such key: 'x'")

@@ -17,6 +17,7 @@ those to a record's retry budget. A cause crosses workers inside acker messages 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from ._redact import shown_text
@@ -116,6 +117,15 @@ def shown_message(text: str) -> str:
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS] + "..."
     return message
+
+
+def fail_all_because(collector: Any, tuples: Iterable[Any], component: str, task: int, reason: str) -> None:
+    """`fail_because` of each of ``tuples`` for one ``reason`` (a batch a sink could not write, a
+    state's rollback): the cause is made once, where masking and cutting the reason for each
+    tuple cost some 25 us a tuple, a quarter of a second for a batch of 10,000."""
+    cause = FailureCause.of_reason(component, task, reason)
+    for tup in tuples:
+        fail_for(collector, tup, cause)
 
 
 def shown_value(value: Any, limit: int = 200) -> str:

@@ -21,7 +21,7 @@ from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt
 from .._config import Config
 from .._errors import SquallError
-from .._failure import fail_because
+from .._failure import fail_all_because, fail_because
 from .._fields import Fields
 from .._tuple import Tuple, is_tick_tuple
 
@@ -242,8 +242,8 @@ class BatchingSinkBolt(Bolt):
                     f"sink {self.component!r}: batch {self.task_name}#{self._seq} of {len(ids)} rows "
                     f"was not written ({type(e).__name__}: {e}); its tuples are failed and replay")
                 self.collector.report_error(err)  # which logs it
-                for tup in good:  # why goes with each: a record given up says it in its dead letter
-                    fail_because(self.collector, tup, self.component, self.task, str(err))
+                # why goes with each: a record given up says it in its dead letter
+                fail_all_because(self.collector, good, self.component, self.task, str(err))
                 return
             self._committed.add(CommittedBatch(seq, ids))
             self._seq = seq + 1

@@ -38,7 +38,7 @@ from .._components import Bolt, Spout
 from .._config import Config, default_of, setting
 from .._context import TopologyContext
 from .._errors import SquallError
-from .._failure import UNKNOWN, FailureCause, fail_because
+from .._failure import UNKNOWN, FailureCause, fail_all_because, fail_because
 from .._fields import Fields
 from .._private import FILE_MODE, Kept, disk_error_message, fsync_dir, private_dir, write_failure, write_private
 from .._stable_hash import stable_hash_one
@@ -1146,8 +1146,7 @@ class FileSinkBolt(Bolt):
             os.unlink(self.temp)
         except OSError:
             pass  # never created, or the directory is gone
-        for t in self.held:
-            fail_because(self.collector, t, *self._where, f"FileSinkBolt: {said}")
+        fail_all_because(self.collector, self.held, *self._where, f"FileSinkBolt: {said}")
         self.held.clear()
 
     def cleanup(self) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt, Bolt, _Component
 from .._errors import EmitError, FailedException, InvalidTopologyException, ReportedFailedException
-from .._failure import EXPLICIT, FailureCause, fail_because, fail_for
+from .._failure import EXPLICIT, FailureCause, fail_all_because, fail_because, fail_for
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.plan import SUBMIT_CHECK
@@ -285,8 +285,7 @@ class StatefulBoltExecutor(_CheckpointAware):
             done, self.prepared = self.prepared + self.out.take_acked(), []
             why = (f"the state of [{self._task[0]}] task {self._task[1]} rolled back to its last commit "
                    f"(checkpoint rollback at txid {txid}): what this tuple changed in it was dropped, so it replays")
-            for t in done:
-                fail_because(self.collector, t, *self._task, why)
+            fail_all_because(self.collector, done, *self._task, why)
         elif action == INITSTATE and not self.initialized:
             self.bolt.init_state(self.state)
             self.initialized = True

@@ -132,7 +132,12 @@ def shown_value(value: Any, limit: int = 200) -> str:
     """``repr(value)`` for a reason that quotes a value (a key, a field), cut to ``limit``
     characters and saying how long it was: the reason is also reported, and a report is logged
     whole, so a multi-MB value would make a multi-MB log line and error record."""
-    text = repr(value)
+    return cut_text(repr(value), limit)
+
+
+def cut_text(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was (`shown_value`'s cut, for a
+    text a reason quotes that may hold a value: a library's error message)."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 

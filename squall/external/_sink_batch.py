@@ -21,7 +21,7 @@ from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt
 from .._config import Config
 from .._errors import SquallError
-from .._failure import fail_all_because, fail_because
+from .._failure import cut_text, fail_all_because, fail_because, shown_value
 from .._fields import Fields
 from .._tuple import Tuple, is_tick_tuple
 
@@ -36,8 +36,11 @@ class SinkSchemaError(SquallError):
 
     def __init__(self, component: str, field: str, value: Any, expected: Any, reason: str) -> None:
         self.component, self.field, self.value, self.expected = component, field, value, expected
-        super().__init__(f"sink {component!r}: field {field!r} = {value!r} does not fit column type "
-                         f"{expected} ({reason})")
+        # the value cut (`shown_value`), and the reason (pyarrow's quotes the value too): the
+        # error is reported and logged, and is a failure's reason or a dead_letter row's error,
+        # where the row's values travel whole beside it
+        super().__init__(f"sink {component!r}: field {field!r} = {shown_value(value)} does not fit column type "
+                         f"{expected} ({cut_text(reason, 300)})")
 
 
 def _hashable(value: Any) -> bool:

@@ -195,3 +195,24 @@ def test_a_batch_that_cannot_be_written_builds_its_reason_once(tmp_path, monkeyp
     assert sorted(i for i, _ in out.causes) == list(range(1, 501)) and not out.acked  # each of the 500 failed
     assert len({cause for _, cause in out.causes}) == 1
     assert len(made) == 1, len(made)  # main: 500
+
+
+def test_a_huge_value_that_does_not_fit_is_cut_in_the_error_and_the_reason(tmp_path):
+    """The schema error quoted the value whole, and is reported (so logged), and is the reason of
+    the tuple's failure: a 1 MB text in an int64 column made a 1 MB log line and error record
+    (and masking it for the reason read all of it). The value is cut to 200 characters, saying
+    how long it was; a dead_letter row carries the values whole beside the error anyway."""
+    from squall._tuple import Source, Tuple
+
+    out = Recorder()
+    schema = pa.schema([("id", pa.int64(), False), ("n", pa.int64())])
+    sink = ParquetSinkBolt(tmp_path / "pq", schema, "id", batch_size=1, on_bad_row="fail")
+    sink.prepare({}, Context(), out)
+    huge = "9" * 999_999 + "x"
+    sink.execute(Tuple([1, huge], Source("src", "default", 1, Fields(["id", "n"]))))
+    (error,), ((_, cause),) = out.errors, out.causes
+    assert len(str(error)) < 1000, len(str(error))  # main: 1,000,344
+    assert str(error).startswith(f"sink 'sink': field 'n' = '{'9' * 199}... (1000002 characters) does not fit "
+                                 "column type int64"), str(error)[:300]
+    assert cause.message == str(error)
+    sink.cleanup()

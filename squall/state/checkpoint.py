@@ -291,8 +291,14 @@ class CheckpointSpout(Spout):
     def fail_with(self, msg_id: Any, cause: FailureCause) -> None:
         """`fail`, logging why the checkpoint failed (a rollback follows, which fails the
         tuples the stateful bolts took since their last commit): a step that timed out, a
-        stateful bolt that was not initialized, a state hook that raised."""
-        log.warning("checkpoint txid %s failed, %s; recovering", msg_id, cause.describe())
+        stateful bolt that was not initialized, a state hook that raised. A hook's exception is
+        named by its type only: the bolt reported it, and a report is logged (with its message
+        and traceback) once."""
+        if cause.error and cause.component:
+            log.warning("checkpoint txid %s failed: %s in [%s] task %s (reported there); recovering", msg_id,
+                        cause.error, cause.component, cause.task)
+        else:
+            log.warning("checkpoint txid %s failed, %s; recovering", msg_id, cause.describe())
         self.fail(msg_id)
 
     def is_exhausted(self) -> bool:

@@ -4,7 +4,7 @@ A task's ``collector.report_error`` writes the error to the worker's log (with i
 Storm's ``ReportError`` does); components that also logged it themselves before reporting it
 wrote every such error twice. One LocalCluster topology makes each of them report once, and the
 workers' log files, read after the cluster stopped (every line written), hold each error in one
-ERROR record (the checkpoint spout's WARNING that it recovers quotes the failed step's cause)."""
+ERROR record (the checkpoint spout's WARNING that it recovers names the failed step's error)."""
 
 from __future__ import annotations
 
@@ -123,6 +123,7 @@ def test_each_error_a_squall_component_reports_is_in_the_worker_log_once(tmp_pat
     for text, component in expected.items():
         [record] = holding[text]
         assert f"[{component}:" in record, record
-    # the checkpoint spout says, once, why it recovers: a WARNING quoting the cause, not the error again
-    [recovering] = [r.text for r in records if "; recovering" in r.text and "fails once" in r.text]
+    # the checkpoint spout says, once, why it recovers: a WARNING naming the error, not it again
+    [recovering] = [r.text for r in records if "; recovering" in r.text and "[stateful]" in r.text]
     assert "[WARNING]" in recovering and "[$checkpointspout:" in recovering, recovering
+    assert "ValueError in [stateful]" in recovering and "fails once" not in recovering, recovering

@@ -22,10 +22,12 @@ import yaml
 
 from .._children import die_with_parent
 from .._config import Config, conf_value
+from .._errors import SquallError
 from .._private import private_dir, write_private
+from .._secret import load_or_create_secret
 from ..worker.agent import EXIT_CANNOT_START
 from .launcher import Launch, Launcher, WorkerExit
-from .local_assignment import copy_path
+from .local_assignment import AssignmentCopy, copy_path
 from .logs import OutputPump, RotatingLog, log_limits
 
 log = logging.getLogger("squall.supervisor")
@@ -62,10 +64,14 @@ class ProcessLauncher(Launcher):
 
     resumes = True
 
-    def __init__(self, conf: dict[str, Any], host: str, master: Any, directory: Path) -> None:
+    def __init__(self, conf: dict[str, Any], host: str, master: Any, directory: Path,
+                 secret: bytes | None = None) -> None:
         """``master``: ``(host, port)``, or a link whose ``address`` is the master it reaches now
-        (`squall.cluster.seeds.LeaderLink`: a worker starts with the leader its supervisor found)."""
+        (`squall.cluster.seeds.LeaderLink`: a worker starts with the leader its supervisor found).
+        ``secret``: the cluster's, which seals the workers' copies of their assignments (default:
+        read from ``conf`` as the workers read it)."""
         self.conf = conf
+        self.secret = load_or_create_secret(conf) if secret is None else secret
         self.host = host
         self.master = master
         self.dir = private_dir(directory)
@@ -83,10 +89,23 @@ class ProcessLauncher(Launcher):
 
     def resume(self, port: int, launch: Launch, resumes: int) -> bool:
         """Start ``port``'s worker from the copy of its assignment its last worker kept
-        (``assignment-<port>``, checked by the worker: `AssignmentCopy`); False if there is none."""
-        if not copy_path(self.dir, port).exists():
+        (``assignment-<port>``, `AssignmentCopy`); False if there is none for ``launch``.
+
+        The copy is checked here, as the worker would check it, before a process is started: a
+        copy of another launch (the master gave the port a new launch, and its worker ended
+        before it kept that one) would make the worker refuse it and exit, and with no limit on
+        ``squall.worker.max.launch.attempts`` a doomed process would be started every 30 s until
+        a master answers. The slot is held for the master instead."""
+        path = copy_path(self.dir, port)
+        if not path.exists():
             log.warning("worker %s:%s of %s cannot start again without the master: no worker kept its assignment "
-                        "(%s)", self.host, port, launch.storm_id, copy_path(self.dir, port))
+                        "(%s)", self.host, port, launch.storm_id, path)
+            return False
+        try:
+            AssignmentCopy(path, self.secret).load(launch.storm_id, f"{self.host}:{port}", launch.launch_id)
+        except SquallError as e:
+            log.warning("worker %s:%s of %s (launch %s) cannot start again without the master, which will decide: %s",
+                        self.host, port, launch.storm_id, launch.launch_id, e)
             return False
         self._start(port, launch, resumes)
         return True

@@ -206,7 +206,7 @@ def process_supervisor(conf: dict[str, Any], host: str | None = None) -> Supervi
     host = host or node_address(conf)
     supervisor_id = SupervisorIdFile(directory, secret).load_or_create(host, new_supervisor_id)
     link = master_link(conf, timeout=5)
-    launcher = ProcessLauncher(conf, host, link, directory)
+    launcher = ProcessLauncher(conf, host, link, directory, secret)
     return Supervisor(conf, launcher, link, supervisor_id=supervisor_id,
                       health=HealthMonitor(HealthCheck.from_conf(conf)).start(),
                       cleaner=LogCleaner.from_conf(conf, lambda: live_workers(launcher)),

@@ -265,3 +265,55 @@ def test_the_supervisor_id_is_made_once_and_kept_sealed_for_its_host(tmp_path, c
     ids.save("second-id", "10.0.0.1")
     assert ids.load_or_create("10.0.0.2", lambda: next(made)) == "third-id"
     assert ids.load("10.0.0.2") == "third-id"
+
+
+def test_a_held_port_whose_kept_copy_is_of_another_launch_is_held_for_the_master_not_started_to_be_refused(
+        tmp_path, caplog):
+    """The master gave port 1 launch 2, and its worker ended before it kept that launch's copy:
+    ``assignment-1`` is still launch 1's. The worker would refuse it and exit; with
+    ``squall.worker.max.launch.attempts`` unset, the supervisor started such a doomed process
+    every 30 s until a master answered. Now the process launcher checks the copy first (as the
+    worker does, `AssignmentCopy.load`) and holds the slot for the master; a copy of the held
+    launch is started, and one not sealed under the cluster's secret is refused too."""
+    from squall._nimbus import Assignment
+    from squall.cluster.held_slots import HeldSlots
+    from squall.cluster.local_assignment import AssignmentCopy, copy_path
+    from squall.cluster.process_launcher import ProcessLauncher
+
+    class NoProcesses(ProcessLauncher):
+        """The process launcher, recording each process it would start instead of starting it."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.spawned = []
+
+        def _start(self, port, launch, resumes):
+            self.spawned.append((port, launch.launch_id, resumes))
+
+    def keep(secret, launch_id):
+        copy = Assignment(b"plan", [0], {}, 1, 0, "e", {"h:1": launch_id}, launch_id, True)
+        AssignmentCopy(copy_path(launcher.dir, 1), secret).save(TOPO, "h:1", copy)
+
+    conf = {"storm.local.dir": str(tmp_path), "squall.secret": SECRET.decode(), "supervisor.slots.ports": [1]}
+    launcher = NoProcesses(conf, "h", ("127.0.0.1", 1), tmp_path / "supervisor")
+    held = HeldSlots(launcher, None, None, clock=Clock())
+    held.held = {1: HeldSlot(Launch(TOPO, "t", 2), 0)}
+    keep(SECRET, 1)
+    with caplog.at_level(logging.WARNING, "squall.supervisor"):
+        assert held.without_master([], healthy=True) == []
+        assert held.without_master([], healthy=True) == []
+    assert launcher.spawned == []
+    assert f"{copy_path(launcher.dir, 1)} is the assignment of {TOPO} on h:1 launch 1, not of {TOPO} on h:1 " \
+        "launch 2" in caplog.text
+
+    keep(b"another-clusters-secret-0123456789", 2)
+    held = HeldSlots(launcher, None, None, clock=Clock())
+    held.held = {1: HeldSlot(Launch(TOPO, "t", 2), 0)}
+    held.without_master([], healthy=True)
+    assert launcher.spawned == []
+
+    keep(SECRET, 2)
+    held = HeldSlots(launcher, None, None, clock=Clock())
+    held.held = {1: HeldSlot(Launch(TOPO, "t", 2), 0)}
+    held.without_master([], healthy=True)
+    assert launcher.spawned == [(1, 2, 1)]

@@ -114,15 +114,21 @@ class LocalAssignments:
 
 
 class SupervisorIdFile:
-    """The supervisor's ``supervisor-id`` file in ``directory``, sealed under ``secret``: the id
-    and the host (the address its workers bind) it was made for."""
+    """The supervisor's ``supervisor-id`` file in ``directory``, sealed under ``secret``: the id,
+    and the host (the address its workers bind) and directory it was made for.
+
+    The directory is kept because two supervisors of one machine (two ``storm.local.dir``, both
+    binding loopback, or the tests' machines) share its host: a directory copied to make the
+    second would give it the first one's id, and a master would take the two for one supervisor
+    whose slots come and go. A copy is not where its file says it was made, so it gets an id of
+    its own; a directory moved elsewhere gets a new id too (its workers are started again once)."""
 
     def __init__(self, directory: Path, secret: bytes) -> None:
         self.path = Path(directory) / SUPERVISOR_ID_FILE
         self.secret = secret
 
     def load_or_create(self, host: str, make: Callable[[], str]) -> str:
-        """The id kept for ``host``; else a new one, ``make()``, kept for the next start (a
+        """The id kept for ``host`` in this directory; else a new one, ``make()``, kept for the next start (a
         supervisor that cannot write it runs under it all the same, and says so)."""
         kept = self.load(host)
         if kept is not None:
@@ -136,9 +142,10 @@ class SupervisorIdFile:
         return new
 
     def load(self, host: str) -> str | None:
-        """The id kept for ``host``, or None: no file, one this cluster's supervisor did not
-        write or that does not read as one (a warning names it), or one made for another host
-        (a directory copied from another machine: its id is that machine's)."""
+        """The id kept for ``host`` in this directory, or None: no file, one this cluster's
+        supervisor did not write or that does not read as one (a warning names it), or one made
+        for another host or in another directory (a directory copied from another machine, or
+        from another supervisor of this one: its id is that supervisor's)."""
         try:
             blob = self.path.read_bytes()
         except FileNotFoundError:
@@ -148,7 +155,7 @@ class SupervisorIdFile:
             return None
         try:
             kept = json.loads(unseal(self.secret, _ID_KIND, blob))
-            sid, made_for = _supervisor_id(kept["id"]), _str(kept["host"])
+            sid, made_for, made_in = _supervisor_id(kept["id"]), _str(kept["host"]), _str(kept["directory"])
         except (SealError, ValueError, TypeError, KeyError) as e:
             log.warning("ignored %s: not a supervisor id this cluster's supervisor wrote (%s)", self.path, e)
             return None
@@ -156,12 +163,21 @@ class SupervisorIdFile:
             log.info("%s holds the supervisor id of %s, not of %s: registering under a new one", self.path,
                      made_for, host)
             return None
+        if made_in != self._directory():
+            log.warning("%s holds the supervisor id made in %s (a copy of that supervisor's directory?): "
+                        "registering under a new one, not as that supervisor", self.path, made_in)
+            return None
         return sid
 
     def save(self, supervisor_id: str, host: str) -> None:
         """Keep ``supervisor_id`` for ``host`` (durably: it outlives a crash of the machine)."""
-        blob = json.dumps({"id": _supervisor_id(supervisor_id), "host": _str(host)}).encode()
+        blob = json.dumps({"id": _supervisor_id(supervisor_id), "host": _str(host),
+                           "directory": self._directory()}).encode()
         write_private(self.path, seal(self.secret, _ID_KIND, blob), durable=True)
+
+    def _directory(self) -> str:
+        """This file's directory, absolute with its links resolved (the same however it is named)."""
+        return str(self.path.parent.resolve())
 
 
 def copy_path(directory: Path, port: int) -> Path:

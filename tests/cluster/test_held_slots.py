@@ -317,3 +317,29 @@ def test_a_held_port_whose_kept_copy_is_of_another_launch_is_held_for_the_master
     held.held = {1: HeldSlot(Launch(TOPO, "t", 2), 0)}
     held.without_master([], healthy=True)
     assert launcher.spawned == [(1, 2, 1)]
+
+
+def test_two_supervisors_of_one_machine_never_share_an_id_even_when_one_directory_is_a_copy_of_the_other(
+        tmp_path, caplog):
+    """Two supervisors on one machine, each with its own ``storm.local.dir``, both binding
+    loopback: the second directory made by copying the first (its ``supervisor-id`` with it).
+    The file's host is the same, so on main the copy registered under the first supervisor's
+    id, and a master took the two for one supervisor. Now the file says which directory it was
+    made in: the copy gets an id of its own, kept for its next start; the first keeps its id;
+    and neither file holds the secret."""
+    import shutil
+    made = iter(["first-id", "second-id", "third-id"])
+    one, two = tmp_path / "a" / "supervisor", tmp_path / "b" / "supervisor"
+    one.mkdir(parents=True)
+    assert SupervisorIdFile(one, SECRET).load_or_create("127.0.0.1", lambda: next(made)) == "first-id"
+    shutil.copytree(one, two)
+    with caplog.at_level(logging.WARNING, "squall.supervisor"):
+        assert SupervisorIdFile(two, SECRET).load_or_create("127.0.0.1", lambda: next(made)) == "second-id"
+    assert f"{two / SUPERVISOR_ID_FILE} holds the supervisor id made in {one.resolve()}" in caplog.text
+    assert SupervisorIdFile(two, SECRET).load("127.0.0.1") == "second-id"
+    assert SupervisorIdFile(one, SECRET).load("127.0.0.1") == "first-id"
+    # named another way (a relative path, a link), the directory is the same one: the same id
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    assert SupervisorIdFile(tmp_path / "link" / "supervisor", SECRET).load("127.0.0.1") == "first-id"
+    for d in (one, two):
+        assert SECRET not in (d / SUPERVISOR_ID_FILE).read_bytes()

@@ -53,8 +53,8 @@ REPLY_DRAIN_LIMIT = sys.maxsize
 BUSY_WINDOW_SECS = 0.5  # how often a loop's `busy` fraction is updated
 SPOUT_BURST = 64
 # A spout with a loop of its own (topology.executor.own.thread: a shell spout, or one that
-# blocks) is called once a round, as Storm's executor calls nextTuple once between two looks at
-# its acks. Its next_tuple may take long (a ShellSpout's waits on its subprocess; Storm's
+# blocks; or one whose blocking call made the watchdog give it its loop, `take_over`) is called
+# once a round, as Storm's executor calls nextTuple once between two looks at its acks. Its next_tuple may take long (a ShellSpout's waits on its subprocess; Storm's
 # randomsentence.js waits 100 ms), and a burst of 64 held its acks back for 64 of those: Storm's
 # multilang.yaml had a complete latency of 3.5 s and acked nothing for its first 6 s.
 BLOCKING_SPOUT_BURST = 1
@@ -322,6 +322,11 @@ class ExecutorLoop:
                 return None
             new_loop.executors = moving
             self.executors = [ex for ex in self.executors if ex is blocked or ex in keep]
+            if isinstance(blocked, SpoutExecutor):
+                # a spout whose next_tuple blocks, now on a thread of its own: called once a
+                # round from the next (`_serve` reads it anew after the move), as one given its
+                # own thread from the start; a burst held its acks back for 64 of its calls
+                self.spout_burst = BLOCKING_SPOUT_BURST
             self._moved = True
         return blocked
 

@@ -21,7 +21,7 @@ from .._errors import InvalidTopologyException
 from .._grouping import CustomStreamGrouping
 from .._system import DEFAULT_STREAM
 from .._topology import BoltDeclarer, StormTopology, TopologyBuilder, _Declarer
-from .model import FluxError, GroupingDef, ObjectDef, Ref, RefList, StreamDef, TopologyDef, VertexDef, Where
+from .model import BeanDef, FluxError, GroupingDef, ObjectDef, Ref, RefList, StreamDef, TopologyDef, VertexDef, Where
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,13 @@ JAVA_CLASSES = {
     **{f"org.apache.storm.testing.{name}": f"squall.testing.{name}"
        for name in ("TestWordSpout", "TestWordCounter", "TestGlobalCount", "TestAggregatesCounter",
                     "TestPlannerSpout", "TestPlannerBolt", "TestConfBolt", "AckEveryOtherBolt", "NGrouping")},
+    # storm-kafka-client: its Builder's setters keep Storm's meaning over squall's KafkaSpoutConfig, and
+    # a setter squall cannot honour is refused (squall.external.kafka_builder); flux-examples' translator
+    "org.apache.storm.kafka.spout.KafkaSpout": "squall.external.kafka.KafkaSpout",
+    **{f"org.apache.storm.kafka.spout.{name}": f"squall.external.kafka_builder.{name}"
+       for name in ("KafkaSpoutConfig", "KafkaSpoutConfig$Builder", "KafkaSpoutRetryExponentialBackoff",
+                    "KafkaSpoutRetryExponentialBackoff$TimeInterval")},
+    "org.apache.storm.flux.examples.OnlyValueRecordTranslator": "squall.external.kafka_builder.OnlyValueRecordTranslator",
 }
 
 
@@ -142,15 +149,16 @@ def make(definition: ObjectDef, components: dict[str, Any]) -> Any:
                                    f"{_snake_hint(definition.factory)}")
         obj = call(factory, resolve(definition.factory_args, components), args_where,
                    f"{definition.class_name}.{definition.factory}")
+    # a setter's error names the component it configures (its id, when it has one)
+    owner = f"{definition.id!r}: {type(obj).__name__}" if isinstance(definition, BeanDef) else type(obj).__name__
     for prop in definition.properties:
-        _set_property(obj, prop.name, resolve([prop.value], components)[0], prop.where)
+        _set_property(obj, prop.name, resolve([prop.value], components)[0], prop.where, owner)
     for method_def in definition.config_methods:
         method = _member(obj, method_def.name)
         if method is None or not callable(method):
             raise FluxError(method_def.where, f"{type(obj).__name__} has no method {method_def.name!r}"
                                               f"{_snake_hint(method_def.name)}")
-        call(method, resolve(method_def.args, components), method_def.where,
-             f"{type(obj).__name__}.{method_def.name}")
+        call(method, resolve(method_def.args, components), method_def.where, f"{owner}.{method_def.name}")
     built = getattr(obj, "_flux_built", None)  # squall's own wrappers finish what the file left out
     if callable(built):
         built()
@@ -214,14 +222,14 @@ def _snake_hint(name: str) -> str:
     return f" (nor {snake!r})" if snake != name else ""
 
 
-def _set_property(obj: Any, name: str, value: Any, where: Where) -> None:
+def _set_property(obj: Any, name: str, value: Any, where: Where, owner: str) -> None:
     """Flux's ``applyProperties``: a setter (``set_name``, or Java's ``setName``) if there is one,
     else the attribute, which must exist (Flux refuses a field the class does not have)."""
     camel = "set" + name[:1].upper() + name[1:]
     for setter_name in (snake_case(camel), camel):
         setter = getattr(obj, setter_name, None)
         if callable(setter):
-            call(setter, [value], where, f"{type(obj).__name__}.{setter_name}")
+            call(setter, [value], where, f"{owner}.{setter_name}")
             return
     for attr in (name, snake_case(name)):
         if hasattr(obj, attr):

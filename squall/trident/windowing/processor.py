@@ -35,7 +35,7 @@ from ...windowing.manager import WindowManager, window_manager
 from ...windowing.policies import EvictionContext
 from ..executor import BatchInfo
 from ..operation import BaseAggregator, CombinerAggregator, ReducerAggregator, TridentCollector, TridentOperationContext
-from ..processors import Processor, ProcessorContext
+from ..processors import Processor, ProcessorContext, ReducerAggregatorImpl
 from ..tuple import TridentTuple
 from .config import WindowConfig
 from .store import KEY_SEPARATOR, Entry, WindowsStore, WindowsStoreFactory
@@ -138,33 +138,6 @@ class CombinerWindowAggregator(BaseAggregator):
         self.agg.cleanup()
 
 
-class ReducerWindowAggregator(BaseAggregator):
-    """A `ReducerAggregator` over a window: ``init()``, then ``reduce`` with each tuple."""
-
-    def __init__(self, agg: ReducerAggregator) -> None:
-        self.agg = agg
-
-    def prepare(self, conf: dict, context: Any) -> None:
-        """The reducer's."""
-        self.agg.prepare(conf, context)
-
-    def init(self, batch_id: Any, collector: TridentCollector) -> list:
-        """``[init()]``."""
-        return [self.agg.init()]
-
-    def aggregate(self, state: list, tuple: TridentTuple, collector: TridentCollector) -> None:
-        """Reduce the tuple in."""
-        state[0] = self.agg.reduce(state[0], tuple)
-
-    def complete(self, state: list, collector: TridentCollector) -> None:
-        """Emit the value."""
-        collector.emit([state[0]])
-
-    def cleanup(self) -> None:
-        """The reducer's."""
-        self.agg.cleanup()
-
-
 def as_window_aggregator(aggregator: Any, operation: str) -> BaseAggregator:
     """``aggregator`` as the `BaseAggregator` a window runs (a combiner or reducer wrapped).
 
@@ -176,7 +149,7 @@ def as_window_aggregator(aggregator: Any, operation: str) -> BaseAggregator:
     if isinstance(aggregator, CombinerAggregator):
         return CombinerWindowAggregator(aggregator)
     if isinstance(aggregator, ReducerAggregator):
-        return ReducerWindowAggregator(aggregator)
+        return ReducerAggregatorImpl(aggregator)
     raise ValueError(f"{operation}: {type(aggregator).__name__} is not a BaseAggregator, CombinerAggregator "
                      "or ReducerAggregator")
 
@@ -384,5 +357,5 @@ class WindowTridentProcessor(Processor):
         return fired
 
 
-__all__ = ["CombinerWindowAggregator", "LiveBatch", "ReducerWindowAggregator", "TriggerResult", "WindowHead",
+__all__ = ["CombinerWindowAggregator", "LiveBatch", "TriggerResult", "WindowHead",
            "WindowTridentProcessor", "as_window_aggregator"]

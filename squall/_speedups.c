@@ -2350,11 +2350,16 @@ spout_acked(PyObject *executor, PyObject *buckets, PyObject *stats, PyObject *ob
     if (ks == NULL || count(ks, &KeyStatsBase_Type, &seen_key_stats, offsetof(KeyStatsBase, acked), str_acked, 1) < 0)
         goto done;
     if (sample) {  /* a sampled tree: its complete latency goes into the stream's average */
-        if (!is_a(ks, &KeyStatsBase_Type, &seen_key_stats) || !PyFloat_CheckExact(latency)) {
-            PyErr_SetString(PyExc_TypeError, "a spout's sampled statistics need a KeyStats and a float clock");
+        if (!is_a(ks, &KeyStatsBase_Type, &seen_key_stats)) {
+            PyErr_SetString(PyExc_TypeError, "a spout's sampled statistics need a KeyStats");
             goto done;
         }
-        ((KeyStatsBase *)ks)->latency_ms += 1000.0 * PyFloat_AS_DOUBLE(latency);
+        /* any real number, as the Python reply takes it: a simulated clock of whole seconds gave
+         * an int, and its first sampled ack crashed the worker (the Trident window tests hung) */
+        double secs = PyFloat_CheckExact(latency) ? PyFloat_AS_DOUBLE(latency) : PyFloat_AsDouble(latency);
+        if (secs == -1.0 && PyErr_Occurred())
+            goto done;
+        ((KeyStatsBase *)ks)->latency_ms += 1000.0 * secs;
         ((KeyStatsBase *)ks)->latency_n++;
     }
     Py_INCREF(obj);  /* the spout's ack may run anything */

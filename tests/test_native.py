@@ -441,6 +441,62 @@ def test_spout_replies_do_what_spout_executor_reply_does():
     assert with_latencies(lambda ex, pop, n, now: _native.spout_replies(ex, pop, n, now, ex.sampled[3])) == expected
 
 
+def test_spout_replies_sample_a_latency_of_a_clock_of_whole_seconds_as_the_python_reply_does():
+    """A simulated clock of ints (Storm's users pass whole seconds) gives an int complete latency:
+    the compiled replies refused it at the first sampled ack with a TypeError, which crashed the
+    spout's worker (Trident's master coordinator: the window tests hung now and then)."""
+    import random
+    from types import SimpleNamespace
+
+    from squall.engine.acker import ACKED
+    from squall.engine.executor import TaskStats
+    from squall.engine.rotating_map import RotatingMap
+    from squall.engine.spout_executor import SpoutExecutor
+    from squall.engine.stats import TaskStatistics
+
+    class Spout:
+        def __init__(self):
+            self.acked = []
+
+        def ack(self, msg_id):
+            self.acked.append(msg_id)
+
+    class Executor(_native.SpoutExecutorBase):
+        _reply = SpoutExecutor._reply
+
+        def __init__(self):
+            self.wiring = SimpleNamespace(clock=SimpleNamespace(now=lambda: 1_000_007))
+            self.pending, self.in_flight, self.current_task = RotatingMap(2), 0, None
+            self.stats = {3: TaskStats()}
+            self.sampled = {3: TaskStatistics(1, random.Random(3), spout=True)}  # every reply sampled
+            self.objs = {3: Spout()}
+
+    def run(replies) -> tuple:
+        ex = Executor()
+        for root in range(1, 11):
+            ex.pending.put(root, (f"m{root}", 3, "default", 1_000_000 + root % 3))  # emitted at int times
+            ex.in_flight += 1
+        replies(ex)
+        ks = ex.sampled[3].key("", "default", "default")
+        return ex.objs[3].acked, ks.acked, ks.latency_n, ks.latency_ms, ex.stats[3].latency_sum
+
+    def in_python(ex) -> None:
+        for root in range(1, 11):
+            ex.sampled[3].left -= 1
+            sample = not ex.sampled[3].left
+            if sample:
+                ex.sampled[3].next_gap()
+            ex._reply(ACKED, root, 0, sample)
+
+    def compiled(ex) -> None:
+        inbox = [(ACKED, root, 0) for root in range(10, 0, -1)]
+        _native.spout_replies(ex, inbox.pop, 10, ex.wiring.clock.now, ex.sampled[3])
+
+    expected = run(in_python)
+    assert expected[0] == [f"m{r}" for r in range(1, 11)] and expected[2] == 10
+    assert run(compiled) == expected
+
+
 def test_the_fields_chooser_picks_as_the_stable_hash_does_for_any_key():
     """The compiled chooser answers a remembered str key itself and hands everything else to the
     Python chooser: the task is the one `stable_hash` names, whatever the key's type, whether the

@@ -6,6 +6,7 @@ timeout without waiting for it.
 
 from __future__ import annotations
 
+import numbers
 import threading
 import time
 from typing import Protocol
@@ -39,6 +40,13 @@ class Clock:
         """Undo `register`."""
 
 
+def _seconds(value: float, name: str) -> float:
+    """``value`` as float seconds, or a `TypeError` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"SimulatedClock: {name} must be a number of seconds, got {value!r}")
+    return float(value)
+
+
 class SimulatedClock(Clock):
     """Time that moves only when a test calls `advance` (Storm's ``SimulatedTime``).
 
@@ -47,7 +55,10 @@ class SimulatedClock(Clock):
     """
 
     def __init__(self, start: float = 0.0) -> None:
-        self._now = start
+        # kept a float whatever it is given (Storm's users pass whole seconds): the engine's C
+        # statistics take a complete latency, now() minus an emit's time, only as a float, and an
+        # int clock crashed the worker at the first sampled ack
+        self._now = _seconds(start, "start")
         self._lock = threading.Lock()
         self._events: set[WakeEvent] = set()
 
@@ -59,6 +70,7 @@ class SimulatedClock(Clock):
 
     def advance(self, secs: float) -> None:
         """Move time forward and wake every waiter."""
+        secs = _seconds(secs, "secs")
         with self._lock:
             self._now += secs
             events = list(self._events)

@@ -48,6 +48,7 @@ class ShellComponent:
         self.cwd = cwd
         self.env = dict(env or {})
         self._process: ShellProcess | None = None
+        self._closing = False  # set by a clean shutdown (`_closing_process`); the launch sets it back
 
     def declare_output_fields(self, declarer: Any) -> None:
         """Declare the default stream with ``output_fields``, if given; a subclass declares

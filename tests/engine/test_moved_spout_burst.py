@@ -4,7 +4,6 @@ the start is (`squall.engine.loop.BLOCKING_SPOUT_BURST`)."""
 
 import re
 import threading
-import time
 
 from squall import Bolt, Config, Fields, LocalCluster, Spout, TopologyBuilder
 from squall.testing._registry import SharedLog
@@ -13,16 +12,18 @@ from ..acceptance.components import Gate
 from ..conftest import wait_until
 
 N = 100
-STEP_SECS = 0.02  # each next_tuple after the stall: a slow source (a round trip, a poll)
 
 
-class StallsThenSlow(Spout):
+class StallsThenPaced(Spout):
     """Blocks in its first next_tuple until ``gate`` opens, then emits the ids 0 .. N-1, one a
-    call, each call taking `STEP_SECS`; logs ``("ack", id, nexts)``: how many calls had
-    emitted when the ack came."""
+    call, each call first waiting until the bolt has acked the id before (a source that answers
+    once the last record went through); logs ``("ack", id, calls)``: how many calls had emitted
+    when the ack came. The pace is the bolt's, so the count of calls does not depend on the
+    machine's speed: a loop that looks at the spout's acks after every call hears each within a
+    call or two; one that calls it 64 times in a row hears them 64 calls late."""
 
-    def __init__(self, gate: Gate, log: SharedLog) -> None:
-        self.gate, self.log = gate, log
+    def __init__(self, gate: Gate, log: SharedLog, bolt_acked: SharedLog) -> None:
+        self.gate, self.log, self.bolt_acked = gate, log, bolt_acked
 
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
@@ -35,7 +36,7 @@ class StallsThenSlow(Spout):
             self.gate.wait(30)
             return
         if self.emitted < N:
-            time.sleep(STEP_SECS)
+            wait_until(lambda: len(self.bolt_acked.items()) >= self.emitted, 10)
             self.collector.emit([self.emitted], msg_id=self.emitted)
             self.emitted += 1
 
@@ -47,8 +48,12 @@ class StallsThenSlow(Spout):
 
 
 class Acks(Bolt):
+    def __init__(self, acked: SharedLog) -> None:
+        self.acked = acked
+
     def execute(self, tup):
         self.collector.ack(tup)
+        self.acked.append(tup[0])
 
 
 def _split_loops():
@@ -58,15 +63,15 @@ def _split_loops():
 
 def test_a_spout_the_watchdog_gave_its_thread_to_is_called_once_between_two_looks_at_its_acks():
     """The spout blocks in next_tuple on the worker's shared loop; the watchdog moves the bolt
-    and the acker to a new thread and leaves the spout the old one. Its later calls each take
-    20 ms. Before, that loop still called it up to 64 times in a row while each call emitted
+    and the acker to a new thread and leaves the spout the old one. Its later calls each wait
+    for the bolt's ack of the id before. Before, that loop still called it up to 64 times in a row while each call emitted
     (the shared loop's burst), so its first ack waited for 64 calls, and every later one for
     the next 64; now it hears of an ack within a few calls, as Storm's executor hands the spout
     its acks before every nextTuple. Every id is acked once."""
-    gate, log = Gate(), SharedLog()
+    gate, log, bolt_acked = Gate(), SharedLog(), SharedLog()
     b = TopologyBuilder()
-    b.set_spout("slow", StallsThenSlow(gate, log))
-    b.set_bolt("acks", Acks()).shuffle_grouping("slow")
+    b.set_spout("slow", StallsThenPaced(gate, log, bolt_acked))
+    b.set_bolt("acks", Acks(bolt_acked)).shuffle_grouping("slow")
     conf = Config()
     conf["topology.executor.blocking.warn.millis"] = 300
     with LocalCluster() as cluster:

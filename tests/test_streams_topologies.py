@@ -23,6 +23,7 @@ from squall.streams import (
     TupleValueMappers,
     ValueMapper,
 )
+from squall.streams.bolts import ProcessorBolt
 from squall.testing import TupleCaptureBolt
 from squall.testing._registry import SharedFlag, SharedLog, SharedQueue
 
@@ -309,3 +310,89 @@ def test_values_whose_equality_is_no_bool_pass_between_stream_bolts():
             f"{len(set(range(40)) - set(spout.acked.items()))} of 40 unacked, {len(spout.failed.items())} fails"
     assert spout.failed.items() == []
     assert sorted(sums.items()) == [2 * i + 1 for i in range(40)]
+
+
+class ResumingSpout(Spout):
+    """Emits ``items[i]`` with message id ``i`` (each of its tasks every other one), and a filler
+    ``""`` (untracked) every 20 ms once it has nothing to send. A failed id is sent again. It
+    resumes as a spout over a log does from its committed offsets: a task that opens (again,
+    after its worker crashed) sends every one of its ids not acked yet."""
+
+    def __init__(self, items: list) -> None:
+        self.items = items
+        self.acked = SharedLog()
+        self.failed = SharedLog()
+        self.opens = SharedLog()
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(Fields("w"))
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        done = set(self.acked.items())
+        n = context.get_component_tasks(context.get_this_component_id())
+        self.todo = [i for i in range(context.get_this_task_index(), len(self.items), len(n)) if i not in done]
+        self.opens.append(len(self.todo))
+        self.last_filler = 0.0
+
+    def next_tuple(self):
+        if self.todo:
+            i = self.todo.pop(0)
+            self.collector.emit([self.items[i]], i)
+        elif time.monotonic() - self.last_filler >= 0.02:
+            self.last_filler = time.monotonic()
+            self.collector.emit([""])
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id):
+        self.failed.append(msg_id)
+        self.todo.append(msg_id)
+
+
+class RaiseOnFirstCall:
+    """The identity, but the first call (of every copy) raises."""
+
+    def __init__(self) -> None:
+        self.raised = SharedFlag()
+
+    def __call__(self, value):
+        if not self.raised.is_set():
+            self.raised.set()
+            raise RuntimeError("failing on purpose, once")
+        return value
+
+
+def test_an_exception_in_a_merge_of_windows_counts_no_word_twice():
+    """Two spout tasks, tumbling windows on two tasks, each window's word counts merged after a
+    regrouping (a bolt that holds the windows' inputs until the punctuations), then a map that
+    raises on the first merged count. The exception came as the punctuation ran through the
+    merge: the punctuation failed (and through its anchors the upstream windows' spout tuples,
+    which were replayed) while the merge's accumulators kept their counts, and the held inputs
+    were acked at the next window's end: 200 words counted 300 times. Now the bolt crashes its
+    worker (as a windowed bolt does): the window is dropped whole, its words replayed, each
+    counted once."""
+    words = [SENTENCES[0].split()[i % 6] for i in range(200)]
+    spout = ResumingSpout(words)
+    merged = SharedLog()
+    builder = StreamBuilder()
+    builder.new_stream(spout, ValueMapper(0), 2).window(TumblingWindows.of(Duration.of(300))).filter(bool) \
+        .map_to_pair(lambda w: Pair(w, 1)).repartition(1).count_by_key().map(RaiseOnFirstCall()) \
+        .for_each(merged.append)
+    topology = builder.build()
+    (merge,) = [b.obj for b in topology.bolts.values() if isinstance(b.obj, ProcessorBolt) and b.obj.squall_holds_inputs]
+
+    def total() -> Counter:
+        c: Counter = Counter()
+        for word, n in merged.items():
+            c[word] += n
+        return c
+
+    with LocalCluster() as cluster:
+        cluster.submit_topology("merge-raises", Config(), topology)
+        assert wait_until(lambda: set(spout.acked.items()) >= set(range(len(words))), 60), \
+            f"{len(set(range(len(words))) - set(spout.acked.items()))} unacked"
+    assert total() == Counter(words), total()
+    assert len(spout.opens.items()) == 4, spout.opens.items()  # the worker crashed once, and resumed
+    assert merge.squall_fail_fast

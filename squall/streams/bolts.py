@@ -223,6 +223,19 @@ class ProcessorBolt(Bolt, StreamBolt):
         pending limit, the checkpoints in a stateful topology)."""
         return any(step.holds_inputs for step in self.delegate.steps)
 
+    @property
+    def squall_fail_fast(self) -> bool:
+        """Whether an exception escaping ``execute`` crashes the worker (unless
+        ``topology.bolt.fail.fast`` says otherwise): so for a bolt that holds its inputs, as for
+        a windowed bolt. Its steps hold a window's inputs (anchored, counted in its
+        aggregation's accumulators) and the punctuations of its upstream tasks; an exception,
+        on a value or while the window's end runs through the steps, would leave them half
+        done, and failing only the input that raised (a punctuation fails, through its anchors,
+        the upstream window's spout tuples) had the replayed tuples counted again beside the
+        accumulators that still held them, and the held inputs acked at the next window's end.
+        The crash drops the whole window, whose inputs fail and are replayed, as in Storm."""
+        return self.squall_holds_inputs
+
     def execute(self, tup: Tuple) -> None:
         """Process ``tup``; ack it (unless a window's aggregation holds it until its end)."""
         self.delegate.process_and_ack(tup)

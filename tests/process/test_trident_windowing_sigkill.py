@@ -1,9 +1,11 @@
-"""Trident windowing exactly once on the process host (2 workers): a tumbling count window over a
+"""Trident windowing exactly once on the process host (2 workers): a count window over a
 `KeyValueWindowsStoreFactory` (the topology's state provider: files under the supervisor's
-``storm.local.dir`` here) whose windows' sizes go into a Redis `TransactionalMap`, every window
-compared, when the worker holding the map's commit of txid 10 (after its writes) and the worker
-of the window's task are SIGKILLed while tuples wait in the open window: the restarted window
-resumes where its last batch left it, and the replayed batch adds no tuple twice."""
+``storm.local.dir``, or Redis) whose windows' sizes go into a Redis `TransactionalMap`, every
+window compared with the windows computed from the input, when the worker holding the map's
+commit of txid 10 (after its writes) and the worker of the window's task are SIGKILLed while
+tuples wait in the open window: the restarted window resumes where its last batch left it, and
+the replayed batch adds no tuple twice. Tumbling windows over the file provider; sliding ones
+(each tuple in two windows) over the Redis provider."""
 
 from __future__ import annotations
 
@@ -33,17 +35,31 @@ WINDOW = 8  # txid 10 ends at tuple 59: tuples 56..59 wait in the open window th
 HOLD_TXID = 10
 
 
-def test_tumbling_windows_count_every_tuple_once_after_workers_are_sigkilled(cluster, redis_server,  # noqa: F811
-                                                                             tmp_path):
+def expected_windows(length: int, slide: int) -> dict[tuple[int, int], int]:
+    """(first, last) -> size of each window a count window of ``length`` tuples every ``slide``
+    makes of tuples 0 .. N-1."""
+    return {(max(0, end - length), end - 1): min(end, length) for end in range(slide, N + 1, slide)}
+
+
+@pytest.mark.parametrize(("kind", "provider"), [("tumbling", "file"), ("sliding", "redis")])
+def test_count_windows_count_every_tuple_once_after_workers_are_sigkilled(cluster, redis_server,  # noqa: F811
+                                                                         tmp_path, kind, provider):
     from squall.external.trident_redis import Options, RedisMapState
     from squall.trident.spout import FixedBatchSpout
 
     hold = tmp_path / "hold"
     hold.mkdir()
+    conf = dict(CONF)
+    if provider == "redis":
+        conf["topology.state.provider"] = "squall.state.redis:RedisKeyValueStateProvider"
+        conf["topology.state.provider.config"] = {"url": redis_server.url}
     with shared_state_dir(tmp_path / "shared"):
         topo = TridentTopology()
-        topo.new_stream("nums", FixedBatchSpout(Fields("i"), BATCH, *[[i] for i in range(N)])) \
-            .tumbling_window(WINDOW, KeyValueWindowsStoreFactory(), Fields("i"), Span(), Fields("first", "last", "n")) \
+        nums = topo.new_stream("nums", FixedBatchSpout(Fields("i"), BATCH, *[[i] for i in range(N)]))
+        args = (KeyValueWindowsStoreFactory(), Fields("i"), Span(), Fields("first", "last", "n"))
+        windows = nums.tumbling_window(WINDOW, *args) if kind == "tumbling" else \
+            nums.sliding_window(WINDOW, WINDOW // 2, *args)
+        windows \
             .group_by(Fields("first", "last")) \
             .persistent_aggregate(HeldCommit(RedisMapState.transactional(
                 redis_server.url, Options(data_type="hash", hash_key="windows")), HOLD_TXID, str(hold)),
@@ -57,7 +73,7 @@ def test_tumbling_windows_count_every_tuple_once_after_workers_are_sigkilled(clu
         return {tuple(json.loads(k)): json.loads(v)[1] for k, v in client.hgetall("windows").items()}
 
     with cluster.client() as m:
-        m.submit_topology("windows-kill", CONF, built)
+        m.submit_topology("windows-kill", conf, built)
         assert wait_until(lambda: held_pid(hold) is not None, 60), stored()
         at_kill = stored()
         info = m.get_topology_info("windows-kill")
@@ -66,11 +82,13 @@ def test_tumbling_windows_count_every_tuple_once_after_workers_are_sigkilled(clu
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
         (hold / "release").write_text("")
-        expected = {(k, k + WINDOW - 1): WINDOW for k in range(0, N, WINDOW)}
+        expected = expected_windows(WINDOW, WINDOW if kind == "tumbling" else WINDOW // 2)
         assert wait_until(lambda: len(stored()) >= len(expected), 120), (stored(), at_kill)
         after = {w["pid"] for w in m.get_topology_info("windows-kill")["workers"]}
         m.kill_topology("windows-kill", wait_secs=0)
     assert stored() == expected
     assert len(at_kill) < len(expected) and not victims & after, (at_kill, victims, after)
-    print(f"process host, {len(victims)} workers SIGKILLed with {len(at_kill)} windows stored: {N} tuples, "
+    if provider == "redis":  # the windows were in Redis, not in the supervisor's files
+        assert any(b"window-" in k for k in client.keys("windows-kill/*"))
+    print(f"process host, {kind} windows over the {provider} provider, {len(victims)} workers SIGKILLed with {len(at_kill)} windows stored: {N} tuples, "
           f"{len(expected)} windows of {sum(stored().values())} tuples")

@@ -206,12 +206,14 @@ class _Index:
         if not errors:
             # Storm's UIHelpers.getComponentLastErrorInfo: no error is "" and null, the port null
             return {"lastError": "", "errorHost": "", "errorPort": None, "errorTime": None,
-                    "errorLapsedSecs": None, "errorWorkerLogLink": ""}
+                    "errorLapsedSecs": None, "errorWorkerLogLink": "", "errorCount": None}
         e = errors[-1]
         host = e.host or self.host_of_port(e.worker)
+        # errorCount (squall's, as on the component page's errors): an identical error repeated
+        # is one record counted (`add_error`), where Storm lists each; without it three read one
         return {"lastError": e.error, "errorHost": host, "errorPort": e.worker, "errorTime": int(e.last_time),
                 "errorLapsedSecs": int(max(0.0, self.view.now - e.last_time)),
-                "errorWorkerLogLink": worker_log_link(self.view.plan.storm_id, e.worker)}
+                "errorWorkerLogLink": worker_log_link(self.view.plan.storm_id, e.worker), "errorCount": e.count}
 
     def host_of_port(self, port: int) -> str:
         return next((w.host for w in self.view.workers if w.port == port), "")

@@ -152,3 +152,34 @@ def test_every_page_says_when_the_master_is_down(running, page):
         banner = page.locator("#banner.down")
         banner.wait_for()
         assert "master is down" in banner.inner_text()
+
+
+def test_an_error_repeated_three_times_shows_its_count_on_both_pages(page):
+    """Three identical errors are one record counted 3: the errors tables showed one row and no
+    count, so a page read one error where the bolt had failed three inputs."""
+    from squall import TopologyBuilder
+
+    from .conftest import Words
+    from .test_stats_pages import _RaisesOnThree
+
+    b = TopologyBuilder()
+    b.set_spout("words", Words())
+    b.set_bolt("picky", _RaisesOnThree()).shuffle_grouping("words")
+    with LocalCluster({"squall.secret": SECRET}, ui_port=0) as cluster:
+        cluster.submit_topology("picky", {"topology.stats.sample.rate": 1.0}, b.create_topology())
+        storm_id = cluster.get_topology_info("picky")["id"]
+        base = f"http://127.0.0.1:{cluster.ui_port}"
+        assert wait_until(lambda: [e["count"] for e in cluster.get_topology_info("picky")["errors"]] == [3], 20)
+        page.goto(f"{base}/component.html?id=picky&topology_id={storm_id}")
+        row = page.locator("#errors tbody tr", has_text="bad word")
+        row.wait_for()
+        assert row.count() == 1
+        headers = page.locator("#errors thead th").all_inner_texts()
+        assert row.locator("td").nth(headers.index("Count")).inner_text() == "3"
+        page.goto(f"{base}/topology.html?id={storm_id}")
+        cell = page.locator("#bolts tbody tr", has_text="picky").locator(".error-text")
+        cell.wait_for()
+        assert "ValueError: bad word (x3)" in cell.inner_text()
+        errors_row = page.locator("#errors tbody tr", has_text="bad word")
+        headers = page.locator("#errors thead th").all_inner_texts()
+        assert errors_row.locator("td").nth(headers.index("Count")).inner_text() == "3"

@@ -4,8 +4,13 @@ the running topology, ``sys``, and the debug switch shown."""
 
 from __future__ import annotations
 
+from starlette.testclient import TestClient
+
+from squall import Bolt, LocalCluster, TopologyBuilder
+from squall.ui.server import local_app
+
 from ..conftest import wait_until
-from .conftest import AUTH
+from .conftest import AUTH, BASE, SECRET, Words
 
 TOPOLOGY_PAGE = {"id", "name", "status", "uptime", "uptimeSeconds", "tasksTotal", "workersTotal", "executorsTotal",
                  "msgTimeout", "windowHint", "debug", "samplingPct", "replicationCount", "topologyStats", "workers",
@@ -94,3 +99,35 @@ def test_the_debug_switch_shows_on_the_pages(fresh):
     assert (page["debug"], page["samplingPct"]) == (True, 30)
     sink = api.get(f"/api/v1/topology/{sid}/component/sink").json()
     assert (sink["debug"], sink["samplingPct"]) == (True, 70)
+
+
+class _RaisesOnThree(Bolt):
+    """Raises the same error on words w0, w1 and w2 (each input fails, the bolt goes on); acks the rest."""
+
+    def execute(self, tup):
+        if tup.values[0] in ("w0", "w1", "w2"):
+            raise ValueError("bad word")
+        self.collector.ack(tup)
+
+
+def test_an_error_repeated_three_times_reads_three_on_both_pages():
+    """Three identical errors are one record counted 3 (``add_error``); the topology page's last
+    error carried no count, so the web page read one error where the bolt failed three inputs."""
+    b = TopologyBuilder()
+    b.set_spout("words", Words())
+    b.set_bolt("picky", _RaisesOnThree()).shuffle_grouping("words")
+    with LocalCluster({"squall.secret": SECRET}) as cluster:
+        cluster.submit_topology("picky", {"topology.stats.sample.rate": 1.0}, b.create_topology())
+        with TestClient(local_app(cluster), base_url=BASE) as api:
+            sid = cluster.get_topology_info("picky")["id"]
+
+            def picky() -> dict:
+                page = api.get(f"/api/v1/topology/{sid}").json()
+                return next((x for x in page["bolts"] if x["boltId"] == "picky"), {})
+            assert wait_until(lambda: picky().get("failed") == 3 and picky().get("acked") == 37, 20), picky()
+            assert wait_until(lambda: picky().get("errorCount") == 3, 20), picky()
+            assert picky()["lastError"].startswith("ValueError: bad word")
+            words = next(x for x in api.get(f"/api/v1/topology/{sid}").json()["spouts"] if x["spoutId"] == "words")
+            assert (words["acked"], words["failed"], words["errorCount"]) == (37, 3, None)
+            errors = api.get(f"/api/v1/topology/{sid}/component/picky").json()["componentErrors"]
+            assert [(e["error"].splitlines()[0], e["errorCount"]) for e in errors] == [("ValueError: bad word", 3)]

@@ -69,6 +69,7 @@
     fill("errors", table([
       ["Time", e => when(e.errorTime)], ["Task", e => e.errorTask ?? "", {num: true, plain: true}],
       ["Host", "errorHost"], ["Port", "errorPort", {num: true, plain: true}],
+      ["Count", e => e.errorCount ?? 1, {num: true, tip: "Times it happened in a row"}],
       ["Error", e => el("pre", {class: "error-text"}, e.error)],
       ["Log", e => logCell(e.errorPort, e.errorWorkerLogLink)],
     ], errors, "No errors reported"));

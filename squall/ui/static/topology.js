@@ -12,7 +12,12 @@
     if (!c.lastError) return "";
     const link = logLink(topologyId, c.errorPort, c.errorWorkerLogLink);
     return el("span", {class: "error-text", title: c.lastError},
-              c.lastError.split("\n")[0], link ? [" ", el("a", {href: link}, "log")] : null);
+              c.lastError.split("\n")[0] + times(c.errorCount), link ? [" ", el("a", {href: link}, "log")] : null);
+  }
+
+  /** " (xN)" for an error that happened N > 1 times in a row (one record counted), as the CLI says it. */
+  function times(count) {
+    return count > 1 ? ` (x${count})` : "";
   }
 
   function renderSummary(t) {
@@ -88,6 +93,7 @@
       ["Component", ([cid]) => componentLink(t.id, cid)],
       ["Time", ([, c]) => when(c.errorTime)], ["Host", ([, c]) => c.errorHost],
       ["Port", ([, c]) => c.errorPort, {num: true, plain: true}],
+      ["Count", ([, c]) => c.errorCount ?? 1, {num: true, tip: "Times it happened in a row"}],
       ["Error", ([, c]) => el("pre", {class: "error-text"}, c.lastError)],
       ["Log", ([, c]) => { const l = logLink(t.id, c.errorPort, c.errorWorkerLogLink); return l ? el("a", {href: l}, "worker.log") : ""; }],
     ], errors, "No errors reported"));

@@ -8,10 +8,15 @@ squall the failure carries its cause, from where it happened to the spout:
 - `EXPLICIT`: a bolt called ``collector.fail(tuple)`` (or a `BasicBolt` raised `FailedException`);
 - `EXCEPTION`: a bolt's ``execute`` raised while processing the tuple;
 - `TIMEOUT`: the tuple tree did not complete within ``topology.message.timeout.secs``;
-- `WORKER_LOST`: a worker the tuple may have been in died (the spout was told so).
+- `WORKER_LOST`: a worker the tuple may have been in died (the spout was told so);
+- `ROLLED_BACK`: a stateful bolt or window had processed the tuple, and its state rolled back to its
+  last commit (a checkpoint that failed: a worker died, a state hook raised), dropping what the
+  tuple changed, so it must replay.
 
 The first two are caused by the record (`FailureCause.record_caused`): the connectors charge only
-those to a record's retry budget. A cause crosses workers inside acker messages as a plain tuple
+those to a record's retry budget. A rollback is not: it fails every tuple a state took since its
+last commit, whatever caused it, so charging it let one bad record (or a worker that died a few
+times) use up the budgets of every good record in flight and send them to the dead letters. A cause crosses workers inside acker messages as a plain tuple
 (`FailureCause.wire`), which the serializer carries without registration.
 """
 
@@ -26,7 +31,8 @@ EXPLICIT = "fail"
 EXCEPTION = "exception"
 TIMEOUT = "timeout"
 WORKER_LOST = "worker-lost"
-KINDS = (EXPLICIT, EXCEPTION, TIMEOUT, WORKER_LOST)
+ROLLED_BACK = "rollback"
+KINDS = (EXPLICIT, EXCEPTION, TIMEOUT, WORKER_LOST, ROLLED_BACK)
 
 # an exception's message travels with the failure up to this many characters (a message that
 # quotes a whole record must not make every acker message of its tree that large)
@@ -40,10 +46,11 @@ SCANNED_CHARS = 16 * MAX_MESSAGE_CHARS
 class FailureCause(NamedTuple):
     """Why a spout tuple failed (see the module docstring).
 
-    ``kind`` is one of `EXPLICIT`, `EXCEPTION`, `TIMEOUT`, `WORKER_LOST`. For the first two,
-    ``component`` and ``task`` name the bolt task that failed the tuple, and ``error`` and
-    ``message`` the exception's type name and message (for `EXPLICIT`, those of the
-    `FailedException` a `BasicBolt` raised, if it did; else empty).
+    ``kind`` is one of `EXPLICIT`, `EXCEPTION`, `TIMEOUT`, `WORKER_LOST`, `ROLLED_BACK`. For the
+    first two, ``component`` and ``task`` name the bolt task that failed the tuple, and ``error``
+    and ``message`` the exception's type name and message (for `EXPLICIT`, those of the
+    `FailedException` a `BasicBolt` raised, if it did; else empty). For `ROLLED_BACK`, they name the
+    task whose state rolled back, and ``message`` says why.
     """
 
     kind: str
@@ -55,7 +62,8 @@ class FailureCause(NamedTuple):
     @property
     def record_caused(self) -> bool:
         """Whether the record itself caused the failure (an explicit fail or an exception while
-        processing it), not a worker that died or a timeout under it: what a retry budget counts."""
+        processing it), not a worker that died, a timeout or a state's rollback under it: what a
+        retry budget counts."""
         return self.kind in (EXPLICIT, EXCEPTION)
 
     def describe(self) -> str:
@@ -67,7 +75,7 @@ class FailureCause(NamedTuple):
             return "a worker it was in died"
         where = f" in [{self.component}] task {self.task}" if self.component else ""
         what = ": ".join(part for part in (self.error, self.message) if part)
-        label = "exception" if self.kind == EXCEPTION else "failed"
+        label = {EXCEPTION: "exception", ROLLED_BACK: "rolled back"}.get(self.kind, "failed")
         return f"{label}{where}" + (f": {what}" if what else "")
 
     def reason_suffix(self) -> str:
@@ -93,12 +101,13 @@ class FailureCause(NamedTuple):
                    shown_message(getattr(error, "failure_message", None) or str(error)))
 
     @classmethod
-    def of_reason(cls, component: str, task: int, reason: str) -> FailureCause:
-        """An explicit fail by ``component`` task ``task`` that says why (``reason``: what a
-        dead-letter entry and its ``cause`` then carry; cut and masked as an exception's
-        message is). For squall's own bolts, which fail a tuple for a reason they know (a
-        window's timestamp that is not a number, a sink's write refused)."""
-        return cls(EXPLICIT, component, task, "", shown_message(reason))
+    def of_reason(cls, component: str, task: int, reason: str, kind: str = EXPLICIT) -> FailureCause:
+        """A fail by ``component`` task ``task`` that says why (``reason``: what a dead-letter
+        entry and its ``cause`` then carry; cut and masked as an exception's message is). For
+        squall's own bolts, which fail a tuple for a reason they know (a window's timestamp
+        that is not a number, a sink's write refused: `EXPLICIT`; a state's rollback:
+        `ROLLED_BACK`)."""
+        return cls(kind, component, task, "", shown_message(reason))
 
     @classmethod
     def from_wire(cls, value: Any) -> FailureCause:
@@ -119,11 +128,12 @@ def shown_message(text: str) -> str:
     return message
 
 
-def fail_all_because(collector: Any, tuples: Iterable[Any], component: str, task: int, reason: str) -> None:
+def fail_all_because(collector: Any, tuples: Iterable[Any], component: str, task: int, reason: str,
+                     kind: str = EXPLICIT) -> None:
     """`fail_because` of each of ``tuples`` for one ``reason`` (a batch a sink could not write, a
-    state's rollback): the cause is made once, where masking and cutting the reason for each
-    tuple cost some 25 us a tuple, a quarter of a second for a batch of 10,000."""
-    cause = FailureCause.of_reason(component, task, reason)
+    state's rollback, ``kind`` `ROLLED_BACK`): the cause is made once, where masking and cutting the
+    reason for each tuple cost some 25 us a tuple, a quarter of a second for a batch of 10,000."""
+    cause = FailureCause.of_reason(component, task, reason, kind)
     for tup in tuples:
         fail_for(collector, tup, cause)
 

@@ -26,7 +26,7 @@ from typing import Any
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt, Bolt, _Component
 from .._errors import EmitError, FailedException, InvalidTopologyException, ReportedFailedException
-from .._failure import EXPLICIT, FailureCause, fail_all_because, fail_because, fail_for
+from .._failure import EXPLICIT, ROLLED_BACK, FailureCause, fail_all_because, fail_because, fail_for
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.plan import SUBMIT_CHECK
@@ -285,7 +285,9 @@ class StatefulBoltExecutor(_CheckpointAware):
             done, self.prepared = self.prepared + self.out.take_acked(), []
             why = (f"the state of [{self._task[0]}] task {self._task[1]} rolled back to its last commit "
                    f"(checkpoint rollback at txid {txid}): what this tuple changed in it was dropped, so it replays")
-            fail_all_because(self.collector, done, *self._task, why)
+            # not charged to the records' retry budgets: what they changed was fine, the state
+            # rolled back under them (a worker died, a checkpoint failed)
+            fail_all_because(self.collector, done, *self._task, why, ROLLED_BACK)
         elif action == INITSTATE and not self.initialized:
             self.bolt.init_state(self.state)
             self.initialized = True

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._failure import fail_all_because, fail_because
+from .._failure import ROLLED_BACK, fail_all_because, fail_because
 from .._tuple import Tuple
 from ..windowing._api import BaseWindowedBolt
 from ..windowing.config import input_streams
@@ -118,7 +118,7 @@ class StatefulWindowedBoltExecutor(WindowedBoltExecutor):
         self.new_window()
         why = (f"the windows of [{self.component}] task {self.task} were dropped with its state's rollback to "
                f"its last commit; the tuple replays to fill them again")
-        fail_all_because(self.collector, held, self.component, self.task, why)  # replayed, they fill the windows again
+        fail_all_because(self.collector, held, self.component, self.task, why, ROLLED_BACK)  # replayed, they fill the windows again
 
     def new_window(self) -> None:
         """Start with empty windows (and a watermark afresh, in event time)."""

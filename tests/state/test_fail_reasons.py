@@ -104,7 +104,8 @@ def test_the_tuples_a_rollback_fails_say_that_the_state_rolled_back():
     ex.execute(cp(0, ROLLBACK))
     assert rec.failed == [a, b] and len(rec.causes) == 2  # main: plain fails, no cause
     for cause in rec.causes:
-        assert (cause.kind, cause.component, cause.task) == ("fail", "count", 3)
+        # a rollback, not charged to the records' retry budgets (it was "fail", which is)
+        assert (cause.kind, cause.component, cause.task, cause.record_caused) == ("rollback", "count", 3, False)
         assert cause.message == ("the state of [count] task 3 rolled back to its last commit (checkpoint "
                                  "rollback at txid 0): what this tuple changed in it was dropped, so it replays")
 
@@ -129,6 +130,6 @@ def test_the_tuples_a_stateful_windows_rollback_fails_say_that_the_windows_were_
     ex.execute(cp(0, ROLLBACK))
     assert rec.failed == held and len(rec.causes) == 2
     for cause in rec.causes:
-        assert (cause.kind, cause.component, cause.task) == ("fail", "count", 3)
+        assert (cause.kind, cause.component, cause.task, cause.record_caused) == ("rollback", "count", 3, False)
         assert cause.message == ("the windows of [count] task 3 were dropped with its state's rollback to its last "
                                  "commit; the tuple replays to fill them again")

@@ -25,8 +25,9 @@ from typing import Any
 
 from .._collectors import BasicOutputCollector, OutputCollector
 from .._components import BasicBolt, Bolt, _Component
+from .._config import Config
 from .._errors import EmitError, FailedException, InvalidTopologyException, ReportedFailedException
-from .._failure import EXPLICIT, ROLLED_BACK, FailureCause, fail_all_because, fail_because, fail_for
+from .._failure import EXCEPTION, EXPLICIT, ROLLED_BACK, FailureCause, fail_all_because, fail_because, fail_for
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple, is_tick_tuple
 from ..engine.plan import SUBMIT_CHECK
@@ -252,16 +253,41 @@ class StatefulBoltExecutor(_CheckpointAware):
         self.out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=True)
         self.initialized = False
         self.waiting: list[Tuple] = []
+        self.crash: Exception | None = None  # an input's exception that INITSTATE put off (`_run_waiting`)
         self.prepared: list[Tuple] = []
+        self.fail_fast_setting = conf.get(Config.TOPOLOGY_BOLT_FAIL_FAST)
         self.bolt.prepare(conf, context, self.out)
 
     def execute(self, tup: Tuple) -> None:
         if tup.source_stream == CHECKPOINT_STREAM_ID:
             self._checkpoint(tup)
+            if self.crash is not None:  # INITSTATE passed on; now the crash of the input that raised
+                crash, self.crash = self.crash, None
+                raise crash
         elif self.initialized:
             self.bolt.execute(tup)
         else:
             self.waiting.append(tup)
+
+    def _run_waiting(self, waiting: list[Tuple]) -> None:
+        """``execute`` of each input that waited for INITSTATE (in INITSTATE's handler, as
+        Storm's). One that raises is failed with its cause and reported, as the engine does for
+        an input that raises, and the others go on; where the bolt is fail-fast, the rest wait
+        for the worker's crash, put off until INITSTATE is passed on (`execute`). Its exception
+        was taken for the checkpoint's (Storm's too): the input was neither failed nor charged,
+        so never dead-lettered, and the inputs after it waited out the message timeout."""
+        for t in waiting:
+            try:
+                self.bolt.execute(t)
+            except Exception as e:  # noqa: BLE001 (the user's execute: the input fails with its cause)
+                fail_for(self.collector, t, FailureCause.of_exception(EXCEPTION, *self._task, e))
+                fail_fast = self.fail_fast_setting
+                if fail_fast is None:
+                    fail_fast = self.squall_fail_fast
+                if fail_fast:
+                    self.crash = e  # the inputs after it fail with the worker
+                    return
+                self.collector.report_error(e)
 
     def handle_checkpoint(self, tup: Tuple, action: str, txid: int) -> bool:
         if action == PREPARE:
@@ -292,8 +318,7 @@ class StatefulBoltExecutor(_CheckpointAware):
             self.bolt.init_state(self.state)
             self.initialized = True
             waiting, self.waiting = self.waiting, []
-            for t in waiting:
-                self.bolt.execute(t)
+            self._run_waiting(waiting)
         return True
 
 

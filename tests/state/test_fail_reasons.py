@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from squall import BaseStatefulBolt, BasicBolt, Count, FailedException, Fields, LocalCluster, TopologyBuilder
 from squall._tuple import Source, Tuple
 from squall.external.files import FileSpout
@@ -133,3 +135,47 @@ def test_the_tuples_a_stateful_windows_rollback_fails_say_that_the_windows_were_
         assert (cause.kind, cause.component, cause.task, cause.record_caused) == ("rollback", "count", 3, False)
         assert cause.message == ("the windows of [count] task 3 were dropped with its state's rollback to its last "
                                  "commit; the tuple replays to fill them again")
+
+
+class RaisesOnX(Counter):
+    """`Counter` that raises on the word "x", after counting it (as a parse that comes late)."""
+
+    def execute(self, tup) -> None:
+        self.state.put(tup[0], self.state.get(tup[0], 0) + 1)
+        if tup[0] == "x":
+            raise ValueError("not a word: 'x'")
+        self.collector.emit([tup[0]], tup)
+        self.collector.ack(tup)
+
+
+@pytest.mark.parametrize("fail_fast", [False, True])
+def test_an_input_that_waited_for_initstate_and_raises_fails_with_its_cause_not_the_checkpoint(fail_fast):
+    """Inputs that arrive before INITSTATE wait, and INITSTATE's handler executes them. One that
+    raises there was taken for the checkpoint's failure (Storm's processCheckpoint does the
+    same): on main the checkpoint failed with "ValueError in [count] task 3", the input was
+    neither failed nor charged (a timeout at best: never dead-lettered), and the inputs after it
+    were never executed, to wait out the message timeout. Now it fails as an exception with its
+    cause, INITSTATE is passed on, and the inputs after it are executed (or, fail-fast, the
+    worker crashes once INITSTATE is passed on)."""
+    ex, rec = StatefulBoltExecutor(RaisesOnX()), Recorder()
+    ex.prepare({"topology.name": "t", "topology.bolt.fail.fast": fail_fast},
+               BoltCtx(HostMemory(), {"$checkpointspout": [9]}), rec)
+    a, x, b = (Tuple([w], DATA) for w in ("a", "x", "b"))
+    for t in (a, x, b):
+        ex.execute(t)
+    init = cp(-1, INITSTATE)
+    if fail_fast:
+        with pytest.raises(ValueError, match="not a word"):
+            ex.execute(init)
+    else:
+        ex.execute(init)
+    assert rec.failed == [x]
+    (cause,) = rec.causes
+    assert (cause.kind, cause.component, cause.task, cause.error, cause.message) == \
+        ("exception", "count", 3, "ValueError", "not a word: 'x'")
+    assert ("$checkpoint", [-1, INITSTATE], init) in rec.emitted and init in rec.acked  # passed on
+    data = [values for stream, values, _ in rec.emitted if stream == "default"]
+    if fail_fast:
+        assert data == [["a"]] and rec.errors == []  # b fails with the worker; the crash is the report
+    else:
+        assert data == [["a"], ["b"]] and [str(e) for e in rec.errors] == ["not a word: 'x'"]

@@ -65,11 +65,11 @@ class BoltExecutor(Executor):
             self.collectors[t] = BoltCollector(self, t, routers, conf)
         # An exception escaping execute fails its input with the cause (`_input_raised`); then,
         # by default, it is reported and the task goes on; with topology.bolt.fail.fast it
-        # crashes the worker, as in Storm (null: only for a bolt that asks for it, a stateful
-        # bolt, whose state the crash rolls back)
+        # crashes the worker, as in Storm (null: the bolt's ``squall_fail_fast`` when it raises,
+        # true for a windowed bolt and for a stateful one whose state cannot undo what one
+        # execute changed, which only the crash's rollback then drops)
         setting = conf.get(Config.TOPOLOGY_BOLT_FAIL_FAST)
-        self.fail_fast = bool(setting) if setting is not None else any(
-            getattr(obj, "squall_fail_fast", False) for obj in objs.values())
+        self.fail_fast: bool | None = None if setting is None else bool(setting)
         self.on_error = {t: functools.partial(self._input_raised, t) for t in self.task_ids}
 
     def open(self) -> None:
@@ -165,7 +165,10 @@ class BoltExecutor(Executor):
         ``topology.bolt.fail.fast``, raise it again: the worker crashes (and reports it), and
         the spouts fail this input as an exception, the others it held as a lost worker."""
         self.collectors[task].fail_with(tup, FailureCause.of_exception(EXCEPTION, self.component, task, error))
-        if self.fail_fast:
+        fail_fast = self.fail_fast
+        if fail_fast is None:
+            fail_fast = getattr(self.objs[task], "squall_fail_fast", False)
+        if fail_fast:
             raise error
         self.report_error(task, error, "execute raised on an input, which fails")
 

@@ -221,12 +221,26 @@ class _CheckpointAware(Bolt):
 
 
 class StatefulBoltExecutor(_CheckpointAware):
-    """Runs a `BaseStatefulBolt` in Storm's checkpoint protocol; see the module docstring."""
+    """Runs a `BaseStatefulBolt` in Storm's checkpoint protocol; see the module docstring.
 
-    # an exception in its execute crashes the worker unless topology.bolt.fail.fast says
-    # otherwise: the crash rolls the state back to its last commit, where a failed input would
-    # leave what execute changed before it raised in the state, to be committed and then replayed
-    squall_fail_fast = True
+    An exception escaping the bolt's ``execute`` undoes what that ``execute`` changed in the
+    state (a savepoint of the state around each one, `_execute`): the engine then fails the
+    input with its cause, reports the error, and the bolt goes on. Storm crashes the worker
+    instead, whose rollback drops the changes, but a crash also rolls back every task's changes
+    since the last commit, fails every tuple they took, and restarts the spouts of that worker
+    afresh: one malformed record crash-looped its worker, and with the spout in it, whose retry
+    counts restarted with it, was never dead-lettered (the topology stalled). A state without
+    savepoints (a provider of the user's) keeps Storm's crash, as does a windowed bolt
+    (``squall_fail_fast``), and so does every bolt with ``topology.bolt.fail.fast`` true.
+    """
+
+    @property
+    def squall_fail_fast(self) -> bool:
+        """Whether an exception in ``execute`` must crash the worker (`BoltExecutor` reads it when
+        one does): for a windowed bolt, and for a state that cannot undo one ``execute``."""
+        if getattr(self.bolt, "squall_fail_fast", False):
+            return True
+        return getattr(self, "_savepoint", None) is None
 
     def squall_check_at_submit(self, component_id: str, conf: dict[str, Any], streams: dict[str, Any],
                                inputs: dict[Any, Any], spouts: dict[str, dict[str, Any]] | None = None) -> None:
@@ -249,6 +263,9 @@ class StatefulBoltExecutor(_CheckpointAware):
         # Storm's <component>-<task id>, or where this task index's keys were kept before its id changed
         namespace = state_namespace(conf, context)
         self.state = get_state(namespace, conf, context)
+        # the state's savepoint around each execute (`_execute`), where it has one
+        calls = [getattr(self.state, name, None) for name in ("savepoint", "undo", "release")]
+        self._savepoint: tuple[Callable[[], None], ...] | None = None if None in calls else tuple(calls)  # type: ignore[arg-type]
         self.bolt.squall_state_namespace = namespace  # a persistent window keeps its own beside it
         self.out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=True)
         self.initialized = False
@@ -265,7 +282,7 @@ class StatefulBoltExecutor(_CheckpointAware):
                 crash, self.crash = self.crash, None
                 raise crash
         elif self.initialized:
-            self.bolt.execute(tup)
+            self._execute(tup)
         else:
             self.waiting.append(tup)
 
@@ -278,7 +295,7 @@ class StatefulBoltExecutor(_CheckpointAware):
         so never dead-lettered, and the inputs after it waited out the message timeout."""
         for t in waiting:
             try:
-                self.bolt.execute(t)
+                self._execute(t)
             except Exception as e:  # noqa: BLE001 (the user's execute: the input fails with its cause)
                 fail_for(self.collector, t, FailureCause.of_exception(EXCEPTION, *self._task, e))
                 fail_fast = self.fail_fast_setting
@@ -288,6 +305,34 @@ class StatefulBoltExecutor(_CheckpointAware):
                     self.crash = e  # the inputs after it fail with the worker
                     return
                 self.collector.report_error(e)
+
+    def _execute(self, tup: Tuple) -> None:
+        """The bolt's ``execute`` of ``tup``; if it raises, what it changed in the state is
+        undone, and the tuples it acked are failed, as a rollback fails them (their changes
+        were undone with its), ``tup`` aside, which the exception fails (the caller's), before
+        the exception goes on."""
+        if getattr(self.bolt, "squall_fail_fast", False):
+            self.bolt.execute(tup)  # a window: its exception crashes the worker
+            return
+        if self._savepoint is None:
+            self.bolt.execute(tup)  # its exception crashes the worker (squall_fail_fast)
+            return
+        savepoint, undo, release = self._savepoint  # (set by prepare)
+        acked = self.out.acked
+        before = len(acked)
+        savepoint()
+        try:
+            self.bolt.execute(tup)
+        except BaseException:
+            undo()
+            undone = [t for t in acked[before:] if t is not tup]
+            del acked[before:]
+            if undone:
+                why = (f"[{self._task[0]}] task {self._task[1]} raised on another input, and what this "
+                       f"tuple changed in its state was undone with that input's changes, so it replays")
+                fail_all_because(self.collector, undone, *self._task, why, ROLLED_BACK)
+            raise
+        release()
 
     def handle_checkpoint(self, tup: Tuple, action: str, txid: int) -> bool:
         if action == PREPARE:

@@ -169,17 +169,49 @@ def _no_sources(task: int, stream: str) -> Any:
     raise StateError("a state value holds no tuples")
 
 
+_ABSENT: Any = object()  # a key with no change pending, in an undo log
+
+
 class TransactionalKeyValueState(KeyValueState):
-    """A `KeyValueState` over a `StateStore`; see the module docstring."""
+    """A `KeyValueState` over a `StateStore`; see the module docstring.
+
+    `savepoint`, `undo` and `release` bracket one ``execute`` of a stateful bolt: if it raises,
+    what it changed is undone and the changes before it are kept (`StatefulBoltExecutor`)."""
 
     def __init__(self, store: StateStore, codec: StateCodec) -> None:
         self.store = store
         self.codec = codec
         self._pending: Changes = {}
         self._prepared: Changes = store.prepared()
+        # while a savepoint is open: each key changed since, and its pending change before it
+        # (`_ABSENT`: none), so that an undo costs the keys changed, not the changes pending
+        self._undo: dict[bytes, Any] | None = None
+
+    def savepoint(self) -> None:
+        """From now on, record what `put` and `delete` change, for `undo`."""
+        self._undo = {}
+
+    def undo(self) -> None:
+        """Undo every change since `savepoint` (and close it)."""
+        undo, self._undo = self._undo, None
+        for k, before in (undo or {}).items():
+            if before is _ABSENT:
+                self._pending.pop(k, None)
+            else:
+                self._pending[k] = before
+
+    def release(self) -> None:
+        """Keep the changes since `savepoint` (and close it)."""
+        self._undo = None
+
+    def _change(self, k: bytes, data: bytes | None) -> None:
+        undo = self._undo
+        if undo is not None and k not in undo:
+            undo[k] = self._pending.get(k, _ABSENT)
+        self._pending[k] = data
 
     def put(self, key: Any, value: Any) -> None:
-        self._pending[self.codec.key(key)] = self.codec.value(key, value)
+        self._change(self.codec.key(key), self.codec.value(key, value))
 
     def get(self, key: Any, default: Any = None) -> Any:
         data = self._lookup(self.codec.key(key))
@@ -195,7 +227,7 @@ class TransactionalKeyValueState(KeyValueState):
     def delete(self, key: Any) -> Any:
         k = self.codec.key(key)
         data = self._lookup(k)
-        self._pending[k] = None
+        self._change(k, None)
         return None if data is None else self.codec.decode(data, f"the value of state key {key!r:.100}")
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
@@ -224,12 +256,12 @@ class TransactionalKeyValueState(KeyValueState):
         merged = dict(self._prepared)
         merged.update(self._pending)
         self.store.prepare(txid, merged)
-        self._prepared, self._pending = merged, {}
+        self._prepared, self._pending, self._undo = merged, {}, None
 
     def commit(self, txid: int | None = None) -> None:
         if txid is None:
             self.store.apply(self._pending)
-            self._pending = {}
+            self._pending, self._undo = {}, None
             return
         committed, prepared = self.store.txids()
         if prepared is None and committed is not None and txid <= committed:
@@ -247,7 +279,7 @@ class TransactionalKeyValueState(KeyValueState):
 
     def rollback(self) -> None:
         self.store.rollback()
-        self._prepared, self._pending = {}, {}
+        self._prepared, self._pending, self._undo = {}, {}, None
 
     @property
     def committed_txid(self) -> int | None:

@@ -15,7 +15,7 @@ from squall._tuple import Source, Tuple
 from squall.external.files import FileSpout
 from squall.state._bolt import StatefulBoltExecutor
 from squall.state._windowed import StatefulWindowedBoltExecutor
-from squall.state.checkpoint import INITSTATE, PREPARE, ROLLBACK
+from squall.state.checkpoint import COMMIT, INITSTATE, PREPARE, ROLLBACK
 from squall.state.memory import HostMemory
 from squall.testing._registry import SharedLog
 from tests.conftest import wait_until
@@ -179,3 +179,22 @@ def test_an_input_that_waited_for_initstate_and_raises_fails_with_its_cause_not_
         assert data == [["a"]] and rec.errors == []  # b fails with the worker; the crash is the report
     else:
         assert data == [["a"], ["b"]] and [str(e) for e in rec.errors] == ["not a word: 'x'"]
+
+
+def test_an_execute_that_raises_leaves_the_state_as_before_it_and_the_bolt_goes_on():
+    """What a raising ``execute`` changed is undone (a savepoint per call), what the inputs
+    before it changed is kept, and the bolt is not fail-fast (on main it was: the crash's
+    rollback was the only undo, and it dropped every other input's changes too)."""
+    ex, rec = StatefulBoltExecutor(RaisesOnX()), Recorder()
+    ex.prepare({"topology.name": "t"}, BoltCtx(HostMemory(), {"$checkpointspout": [9]}), rec)
+    ex.execute(cp(-1, INITSTATE))
+    a, x, b = (Tuple([w], DATA) for w in ("a", "x", "b"))
+    ex.execute(a)
+    with pytest.raises(ValueError, match="not a word"):  # the engine fails x with its cause, reports it
+        ex.execute(x)
+    assert not ex.squall_fail_fast
+    ex.execute(b)
+    ex.execute(cp(0, PREPARE))
+    ex.execute(cp(0, COMMIT))
+    assert dict(ex.state.committed()) == {"a": 1, "b": 1}
+    assert a in rec.acked and b in rec.acked and rec.failed == []

@@ -8,7 +8,10 @@ squall the failure carries its cause, from where it happened to the spout:
 - `EXPLICIT`: a bolt called ``collector.fail(tuple)`` (or a `BasicBolt` raised `FailedException`);
 - `EXCEPTION`: a bolt's ``execute`` raised while processing the tuple;
 - `TIMEOUT`: the tuple tree did not complete within ``topology.message.timeout.secs``;
-- `WORKER_LOST`: a worker the tuple may have been in died (the spout was told so);
+- `WORKER_LOST`: a worker the tuple may have been in died (the spout was told so), or a
+  process that held it in a worker that lives on did: a shell bolt's subprocess that died
+  while another tuple was the one it was processing, a streamparse instance replaced after
+  another tuple's exception (`FailureCause.lost_in` names which);
 - `ROLLED_BACK`: a stateful bolt or window had processed the tuple, and its state rolled back to its
   last commit (a checkpoint that failed: a worker died, a state hook raised), dropping what the
   tuple changed, so it must replay.
@@ -49,8 +52,9 @@ class FailureCause(NamedTuple):
     ``kind`` is one of `EXPLICIT`, `EXCEPTION`, `TIMEOUT`, `WORKER_LOST`, `ROLLED_BACK`. For the
     first two, ``component`` and ``task`` name the bolt task that failed the tuple, and ``error``
     and ``message`` the exception's type name and message (for `EXPLICIT`, those of the
-    `FailedException` a `BasicBolt` raised, if it did; else empty). For `ROLLED_BACK`, they name the
-    task whose state rolled back, and ``message`` says why.
+    `FailedException` a `BasicBolt` raised, if it did; else empty). A `WORKER_LOST` made by
+    `lost_in` names the bolt task whose process died with the tuple in it, and why. For
+    `ROLLED_BACK`, they name the task whose state rolled back, and ``message`` says why.
     """
 
     kind: str
@@ -72,7 +76,10 @@ class FailureCause(NamedTuple):
         if self.kind == TIMEOUT:
             return "timed out (topology.message.timeout.secs)"
         if self.kind == WORKER_LOST:
-            return "a worker it was in died"
+            if not self.component:
+                return "a worker it was in died"
+            what = ": ".join(part for part in (self.error, self.message) if part)
+            return f"lost in [{self.component}] task {self.task}" + (f": {what}" if what else "")
         where = f" in [{self.component}] task {self.task}" if self.component else ""
         what = ": ".join(part for part in (self.error, self.message) if part)
         label = {EXCEPTION: "exception", ROLLED_BACK: "rolled back"}.get(self.kind, "failed")
@@ -99,6 +106,18 @@ class FailureCause(NamedTuple):
         lines of its stderr) gives that one line instead of its whole message."""
         return cls(kind, component, task, type(error).__name__,
                    shown_message(getattr(error, "failure_message", None) or str(error)))
+
+    @classmethod
+    def lost_in(cls, component: str, task: int, error: BaseException | str) -> FailureCause:
+        """A `WORKER_LOST` cause (not `record_caused`: no retry budget counts it) for a tuple
+        that was in ``component`` task ``task`` when a process of its own died or was replaced
+        because of ``error`` (a shell bolt's subprocess, a streamparse instance) while the
+        worker lived on: the tuple was not the one that caused it. ``error`` is told as
+        `of_exception` tells it (an exception) or `of_reason` (a reason)."""
+        if isinstance(error, BaseException):
+            return cls(WORKER_LOST, component, task, type(error).__name__,
+                       shown_message(getattr(error, "failure_message", None) or str(error)))
+        return cls(WORKER_LOST, component, task, "", shown_message(error))
 
     @classmethod
     def of_reason(cls, component: str, task: int, reason: str, kind: str = EXPLICIT) -> FailureCause:

@@ -163,8 +163,16 @@ class BoltExecutor(Executor):
         (component, task, time, traceback; at most ``topology.max.error.report.per.interval``
         per ``topology.error.throttle.interval.secs``, Storm's throttle) and go on; with
         ``topology.bolt.fail.fast``, raise it again: the worker crashes (and reports it), and
-        the spouts fail this input as an exception, the others it held as a lost worker."""
-        self.collectors[task].fail_with(tup, FailureCause.of_exception(EXCEPTION, self.component, task, error))
+        the spouts fail this input as an exception, the others it held as a lost worker.
+
+        An error that carries its own ``squall_input_cause`` (a `FailureCause`) fails the input
+        for that cause instead: a component that knows its input was not at fault (a ShellBolt
+        whose subprocess died on an earlier tuple crashes the worker from the next ``execute``)
+        must not charge that input to its record's retry budget."""
+        cause = getattr(error, "squall_input_cause", None)
+        if not isinstance(cause, FailureCause):
+            cause = FailureCause.of_exception(EXCEPTION, self.component, task, error)
+        self.collectors[task].fail_with(tup, cause)
         fail_fast = self.fail_fast
         if fail_fast is None:
             fail_fast = getattr(self.objs[task], "squall_fail_fast", False)

@@ -7,11 +7,21 @@ its emits first, then heartbeats and tuples). ``execute`` only queues a tuple; i
 ``topology.shellbolt.max.pending`` tuples are queued already.
 
 A subprocess that exits, breaks the protocol or leaves a heartbeat unanswered for
-``topology.subprocess.timeout.secs`` is a fault of the worker, as Storm's ShellBolt halts its
-worker: the reader or writer thread records the error and kills the subprocess, and the next
-heartbeat timer (every second, on the bolt's own thread) or ``execute`` raises it there, which
-crashes the worker whatever ``topology.bolt.fail.fast`` says. The host restarts the worker; the
-tuples it held are replayed by their spouts.
+``topology.subprocess.timeout.secs`` has failed: the reader or writer thread records the error
+and kills the subprocess, and the next heartbeat timer (every second, on the bolt's own thread)
+or ``execute`` handles it there (`ShellBolt._recover`). Storm's ShellBolt halts its worker,
+and every tuple in flight replays; a record that kills the subprocess each time it is processed
+then crash-loops the worker for ever, since nothing tells the spout which record it was (and a
+spout in that worker forgets its retry counts at each restart). So, when the death can be put
+down to a tuple, squall fails that tuple as an ``exception`` of the bolt (its record charged,
+`squall.FailureCause.record_caused`), fails the others the subprocess held as lost (not
+charged), reports the error, and starts a new subprocess in the same worker. The tuple is the
+first the subprocess was given after its last ack or fail (a subprocess works through its
+input in order, as storm.py's and pystorm's do), unless that last answer was a fail after an
+error it reported (pystorm's ``exit_on_exception``: it failed the tuple that raised, then
+exited): then that fail charged the record already. A subprocess that dies before answering
+anything, with no tuple to put it down to (it cannot start its work at all), is a fault of the
+worker, as in Storm: the error crashes it, the host restarts it.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from typing import Any
 from .._components import Bolt
 from .._config import Config, conf_value
 from .._errors import EmitError
-from .._failure import fail_because
+from .._failure import EXCEPTION, FailureCause, fail_because, fail_for
 from .._fields import Fields
 from .._tuple import Tuple
 from .component import ShellComponent
@@ -117,7 +127,7 @@ class ShellBolt(ShellComponent, Bolt):
     """
 
     kind = "ShellBolt"
-    squall_fail_fast = True  # its faults crash the worker, as Storm's ShellBolt halts it (see the module docstring)
+    squall_fail_fast = True  # what it raises crashes the worker, as Storm's ShellBolt halts it (see the module docstring)
 
     def __init__(self, command: Sequence[str], output_fields: Sequence[str] | Fields | None = None, *,
                  cwd: str | None = None, env: dict[str, str] | None = None,
@@ -132,19 +142,33 @@ class ShellBolt(ShellComponent, Bolt):
             MultilangError: it cannot start, or did not answer the handshake in time.
         """
         Bolt.prepare(self, conf, context, collector)
-        self._inputs: dict[str, Tuple] = {}
-        self._pending = PendingWrites(int(conf_value(conf, Config.TOPOLOGY_SHELLBOLT_MAX_PENDING)))
+        self._conf = conf
         self._ids = random.Random()
         self._where = (context.get_this_component_id(), context.get_this_task_id())
-        self._reported: str | None = None  # the subprocess's last error (`reported_line`), for the fails after it
-        self._death: MultilangError | None = None
         self._running = True
-        self._heard = 0  # messages read from the subprocess, any of which is a heartbeat
-        self._heard_seen = -1
-        self._heard_at = 0.0
         self._now: Callable[[], float] | None = None
         self._threads: list[threading.Thread] = []
-        process = self._launch(conf, context)
+        self._start()
+
+    def _start(self) -> None:
+        """Launch a subprocess and its reader and writer threads, with a fresh account of what
+        it is given (in ``prepare``, and by `_recover` after one died)."""
+        self._inputs: dict[str, Tuple] = {}
+        # what the subprocess was given, to tell which tuple it was processing if it dies
+        # (`_suspect`): each tuple's place in the order queued, which is the order written
+        self._places: dict[str, int] = {}
+        self._queued = 0
+        self._written = 0  # the place of the last tuple written whole (the writer's)
+        self._answered = 0  # the latest place it acked or failed (the reader's)
+        self._answers = 0
+        self._failed_after_error = False  # its last answer was a fail after an error it reported
+        self._pending = PendingWrites(int(conf_value(self._conf, Config.TOPOLOGY_SHELLBOLT_MAX_PENDING)))
+        self._reported: str | None = None  # the subprocess's last error (`reported_line`), for the fails after it
+        self._death: MultilangError | None = None
+        self._heard = 0  # messages read from the subprocess, any of which is a heartbeat
+        self._heard_seen = -1
+        self._heard_at = self._now() if self._now is not None else 0.0
+        process = self._launch(self._conf, self.context)
         self._reader = threading.Thread(target=self._read_loop, args=(process,), name=f"{process.where} reader",
                                         daemon=True)
         self._writer = threading.Thread(target=self._write_loop, args=(process,), name=f"{process.where} writer",
@@ -158,14 +182,19 @@ class ShellBolt(ShellComponent, Bolt):
         tuples wait already. A value the wire cannot carry fails ``tup`` and is reported,
         naming the stream (the subprocess is not at fault).
 
+        A subprocess that died since the last call is handled first (`_recover`): ``tup``
+        then goes to the new one.
+
         Raises:
-            MultilangError: the subprocess failed (a fault of the worker).
+            MultilangError: the subprocess failed and the failure is the worker's (it died
+                before answering anything, with no tuple to put it down to), or a new one
+                cannot start; ``tup`` fails as lost with it, not charged.
         """
+        if self._death is not None:
+            self._recover()
         process = self._process
         assert process is not None
         process.owner = threading.current_thread()
-        if self._death is not None:
-            raise self._death
         tuple_id = str(self._ids.getrandbits(63))
         try:
             data = process.serializer.encode(bolt_message(tuple_id, tup))
@@ -174,9 +203,14 @@ class ShellBolt(ShellComponent, Bolt):
             self.collector.report_error(reason)
             fail_because(self.collector, tup, *self._where, reason)
             return
+        self._queued += 1
+        place = self._queued
         self._inputs[tuple_id] = tup
-        while not self._pending.put(data, HEARTBEAT_SECS):  # full: wait, as Storm's execute does
-            self._check()
+        self._places[tuple_id] = place
+        while not self._pending.put((place, data), HEARTBEAT_SECS):  # full: wait, as Storm's execute does
+            self._check_silence()
+            if self._death is not None:
+                return  # never written: it fails with the others the subprocess held (`_recover`)
 
     def squall_timers(self, clock: Any) -> list[tuple[float, Callable[[], None]]]:
         """The heartbeat, every second of the cluster's clock, on the bolt's thread."""
@@ -191,26 +225,88 @@ class ShellBolt(ShellComponent, Bolt):
         self._pending.put_first(heartbeat_message(str(self._ids.getrandbits(63))))
 
     def _check(self) -> None:
-        """Raise the subprocess's failure, if any: the recorded one, or a heartbeat unanswered
-        for longer than the timeout."""
+        """Handle the subprocess's failure, if any (`_recover`): the recorded one, or a
+        heartbeat unanswered for longer than the timeout."""
+        self._check_silence()
+        if self._death is not None:
+            self._recover()
+
+    def _check_silence(self) -> None:
+        """Record a heartbeat unanswered for longer than the timeout as the subprocess's failure."""
         if self._death is None and self._now is not None:
             now = self._now()
             if self._heard != self._heard_seen:
                 self._heard_seen, self._heard_at = self._heard, now
             elif now - self._heard_at > self._timeout and self._process is not None:
                 silent = now - self._heard_at
-                self._die(self._process.failure(
+                self._die(self._process, self._process.failure(
                     f"it sent nothing, not even a sync for a heartbeat, for {silent:.0f} s "
                     f"(topology.subprocess.timeout.secs {self._timeout:g})"), "its heartbeat timed out")
-        if self._death is not None:
-            raise self._death
 
-    def _die(self, error: MultilangError, because: str = "") -> None:
-        """Record the first failure and end the subprocess; the bolt's thread raises it."""
+    def _die(self, process: ShellProcess, error: MultilangError, because: str = "") -> None:
+        """Record the first failure of ``process`` and end it; the bolt's thread handles it
+        (`_recover`). Nothing for a subprocess that was replaced already."""
+        if process is not self._process:
+            return
         if self._death is None:
             self._death = error
-        if self._process is not None:
-            self._process.kill(because)
+        process.kill(because)
+
+    def _recover(self) -> None:
+        """On the bolt's thread, after the subprocess died (`_death`): end its threads (the
+        reader first handles what it sent before it died), fail the tuple it died on as an
+        exception of this bolt, its record charged, and the others it held as lost, then report
+        the error and start a new subprocess (see the module docstring).
+
+        Raises:
+            MultilangError: the death is the worker's fault (no tuple to put it down to, and
+                nothing answered since it started), or a new subprocess cannot start; what it
+                held failed as lost first, and so does the input it is raised on.
+        """
+        error = self._death
+        old = self._process
+        assert error is not None and old is not None
+        self._pending.close()
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(CLOSE_WAIT_SECS)
+        old.close()
+        component, task = self._where
+        lost = FailureCause.lost_in(component, task, error)
+        suspect = self._suspect()
+        held = list(self._inputs.items())
+        self._inputs.clear()
+        error.squall_input_cause = lost  # type: ignore[attr-defined]  # the bolt executor reads it: the input is not charged
+        if suspect is None and not self._answers:
+            for _tid, tup in held:
+                fail_for(self.collector, tup, lost)
+            raise error
+        charged = FailureCause.of_exception(EXCEPTION, component, task, error)
+        for tid, tup in held:
+            fail_for(self.collector, tup, charged if tid == suspect else lost)
+        log.warning("%s: its subprocess failed; %s, %d other tuple(s) it held failed as lost; starting a new "
+                    "subprocess: %s", old.where,
+                    "the tuple it was processing failed" if suspect is not None else "no tuple to put it down to",
+                    len(held) - (suspect is not None), error.failure_message or error)
+        self.collector.report_error(error)
+        try:
+            self._start()
+        except MultilangError as e:
+            e.squall_input_cause = FailureCause.lost_in(component, task, e)  # type: ignore[attr-defined]
+            raise
+
+    def _suspect(self) -> str | None:
+        """The id of the tuple the dead subprocess was processing: the first it was written
+        after the latest one it acked or failed, not answered; None if there is none, or if its
+        last answer was a fail after an error it reported (it named the tuple itself)."""
+        if self._failed_after_error:
+            return None
+        answered = self._answered
+        written = max(self._written, answered)
+        for tid, place in list(self._places.items()):  # in the order queued
+            if answered < place <= written and tid in self._inputs:
+                return tid
+        return None
 
     def cleanup(self) -> None:
         """End the subprocess (its input closed, then SIGTERM, then SIGKILL) and its reader and
@@ -230,43 +326,52 @@ class ShellBolt(ShellComponent, Bolt):
         try:
             while self._running:
                 msg = process.read()
+                if process is not self._process:
+                    return  # replaced (`_recover`): what it still sends concerns no tuple of the new one
                 self._heard += 1
                 self._handle(process, msg)
         except ProtocolError as e:
-            self._die(process.protocol_error(e))
+            self._die(process, process.protocol_error(e))
         except MultilangError as e:
             if self._running:
-                self._die(e)
+                self._die(process, e)
         except EmitError as e:
-            self._die(process.failure(f"its emit was refused: {e}"))
-        except Exception as e:  # noqa: BLE001 (any failure here is the subprocess's fault, raised on the bolt's thread)
-            self._die(process.failure(f"handling its message raised {type(e).__name__}: {e}"))
+            self._die(process, process.failure(f"its emit was refused: {e}"))
+        except Exception as e:  # noqa: BLE001 (any failure here is the subprocess's fault, handled on the bolt's thread)
+            self._die(process, process.failure(f"handling its message raised {type(e).__name__}: {e}"))
 
     def _write_loop(self, process: ShellProcess) -> None:
+        pending = self._pending
         try:
             while self._running:
-                item = self._pending.take(HEARTBEAT_SECS)
+                item = pending.take(HEARTBEAT_SECS)
                 if item is None:
                     if not process.running():  # killed (the reaper's, squall.multilang.process)
                         return
                     continue
-                if isinstance(item, bytes):
-                    process.write_bytes(item)
+                if isinstance(item, tuple):  # a tuple: (its place, its message)
+                    process.write_bytes(item[1])
+                    self._written = item[0]
                 else:
                     process.write(item)
         except MultilangError as e:
             if self._running:
-                self._die(e)
+                self._die(process, e)
 
     def _handle(self, process: ShellProcess, msg: ShellMsg) -> None:
         command = msg.command
         if command == "emit":
             self._emit(msg)
         elif command in ("ack", "fail"):
-            tup = self._inputs.pop(str(msg.id), None)
+            tid = str(msg.id)
+            tup = self._inputs.pop(tid, None)
             if tup is None:
                 raise ProtocolError(f"{command} of tuple id {msg.id!r}, which it was not given or had "
                                     f"already acked or failed")
+            place = self._places.pop(tid, 0)
+            self._answered = max(self._answered, place)
+            self._answers += 1
+            self._failed_after_error = command == "fail" and self._reported is not None
             if command == "ack":
                 self._reported = None  # an error before an ack was not about the fails after it
                 self.collector.ack(tup)

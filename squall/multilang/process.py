@@ -288,6 +288,7 @@ class ShellProcess:
             what = f"{self.killed_because} (squall killed it); then {what}"
         parts = [f"{self.where}: subprocess {self.command} (pid {self.pid or '?'}): {what}"]
         proc = self._proc
+        code = None
         if proc is not None:
             try:  # after end of file it is exiting: wait a moment for its status
                 code = proc.wait(timeout=1) if self._eof else proc.poll()
@@ -296,7 +297,10 @@ class ShellProcess:
             if code is not None:
                 parts.append(f"exit code {code}" if code >= 0 else f"killed by {_signal_name(-code)}")
         if self._stderr_thread is not None:
-            self._stderr_thread.join(0.5)  # what it wrote just before it ended
+            # what it wrote just before it ended: once it has ended, its stderr's end of file
+            # comes as soon as the thread has read the rest (a busy machine took more than half
+            # a second, and the cause lost the line that said why)
+            self._stderr_thread.join(CLOSE_WAIT_SECS if code is not None else 0.5)
         head = "; ".join(parts)
         last = next((line.strip() for line in reversed(self._stderr) if line.strip()), None)
         if not self._stderr:

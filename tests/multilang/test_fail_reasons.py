@@ -150,6 +150,7 @@ def test_the_fails_after_a_huge_error_each_read_only_its_last_line(monkeypatch):
     bolt.collector, bolt.context, bolt._where, bolt._reported = Collector(), None, ("check", 3), None
     tuples = {str(i): Tuple([str(i)], Source("lines", "default", 1, Fields(["line"]))) for i in range(100)}
     bolt._inputs = dict(tuples)
+    bolt._places, bolt._answered, bolt._answers = {}, 0, 0  # (what `ShellBolt._start` sets)
     error = "Traceback (most recent call last):\n" + "  x\n" * 1_250_000 + "ValueError: " + "v" * 2000
     bolt._handle(Process(), ShellMsg("error", msg=error))
     for tuple_id in tuples:

@@ -17,9 +17,10 @@ What a subprocess would do differently, and what is done instead:
   ``_handle_run_exception``: the error reported, the current tuples failed when ``auto_fail``).
   A component with ``exit_on_exception`` (the default) would then exit and Storm would start it
   again: here a fresh instance replaces it (``initialize`` again). The inputs the old instance
-  held and had not acked or failed (a batch, tuples kept for later) are failed then, so their
-  spouts replay them at once; under Storm they would time out after the worker's restart,
-  ``topology.message.timeout.secs`` later, with the same outcome.
+  held and had not acked or failed (a batch, tuples kept for later) are failed then, as lost
+  (`squall.FailureCause.lost_in`: no retry budget counts them, only the tuple that raised is
+  charged), so their spouts replay them at once; under Storm they would time out after the
+  worker's restart, ``topology.message.timeout.secs`` later, with the same outcome.
 - Logging: the component's ``logger`` is pystorm's (``pystorm.component.<component>``, level
   ``pystorm.log.level``), and its records go to squall's worker log; pystorm's StormHandler and
   stdout redirection, made for the pipe, are not installed. ``log()`` writes to
@@ -46,7 +47,7 @@ from .._collectors import OutputCollector, OutputFieldsDeclarer, SpoutOutputColl
 from .._components import Bolt, Spout
 from .._config import Config
 from .._context import TopologyContext
-from .._failure import fail_because
+from .._failure import FailureCause, fail_because, fail_for
 from .._fields import Fields
 from .._system import DEFAULT_STREAM
 from .._tuple import Tuple
@@ -448,10 +449,12 @@ class SparseBolt(_Hosted, Bolt):
         queued = {c.get("id") for c in self._deferred if "tuple" in c}
         held = {tid: tup for tid, tup in self._inputs.items() if tid not in queued}
         self._inputs = {tid: tup for tid, tup in self._inputs.items() if tid in queued}
-        why = (f"{self._where} was replaced after {self._restarted_after} (exit_on_exception) before it acked "
-               f"or failed this tuple")
+        # lost, not the bolt's fail: the tuple that raised was failed by pystorm (auto_fail) and
+        # charged; these only were in the instance, and a retry budget must not count them
+        lost = FailureCause.lost_in(*self._task, f"{self._where} was replaced after {self._restarted_after} "
+                                                 f"(exit_on_exception) before it acked or failed this tuple")
         for tup in held.values():
-            fail_because(self.collector, tup, *self._task, why)
+            fail_for(self.collector, tup, lost)
 
     def _collector(self) -> OutputCollector:
         return self.collector

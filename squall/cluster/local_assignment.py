@@ -18,8 +18,10 @@ wrote it, and its fields are checked against what the reader expects.
   a supervisor that starts while no master answers starts its workers from it;
 - ``assignment-<port>`` (`AssignmentCopy`): the assignment the port's worker got from the master
   (its plan, executors, peers' addresses and launch ids, whether spouts may run), written by the
-  worker once it has every peer's address and again whenever the master tells it of a change. A
-  worker started again while no master answers starts from it (``--resume``).
+  worker once it has every peer's address and again whenever the master tells it of a change, and
+  removed by the worker when the master tells its launch to stop (a kill, a rebalance, a new
+  launch for the slot): what the master ended is never started again from it. A worker started
+  again while no master answers starts from it (``--resume``).
 
 A worker started again this way keeps its launch id (as Storm's supervisor relaunches a worker
 with the same worker id): the master, when it answers again, finds its launch running and has
@@ -41,7 +43,7 @@ from typing import Any
 
 from .._errors import SquallError
 from .._nimbus import Assignment, Launch
-from .._private import write_private
+from .._private import fsync_dir, write_private
 from .._sealed import SealError, seal, unseal
 
 log = logging.getLogger("squall.supervisor")
@@ -234,6 +236,21 @@ class AssignmentCopy:
             raise SquallError(f"{self.path} is the assignment of {got[0]} on {got[1]} launch {got[2]}, not of "
                               f"{storm_id} on {slot} launch {launch_id}")
         return copy.assignment
+
+    def discard(self, storm_id: str, slot: str, launch_id: int) -> None:
+        """Remove the file if it holds the assignment of ``storm_id``'s launch ``launch_id`` on
+        ``slot`` (a launch the master told to stop: no local restart may start it again); one of
+        another launch, or that does not read as a copy, is left as it is.
+
+        Raises:
+            OSError: it holds that launch and cannot be removed (a read-only file system).
+        """
+        try:
+            self.load(storm_id, slot, launch_id)
+        except SquallError:
+            return
+        self.path.unlink(missing_ok=True)
+        fsync_dir(self.path.parent)  # gone for good: a crash of the machine does not bring it back
 
 
 def _str(value: Any) -> str:

@@ -98,8 +98,9 @@ class ProcessLauncher(Launcher):
         a master answers. The slot is held for the master instead."""
         path = copy_path(self.dir, port)
         if not path.exists():
-            log.warning("worker %s:%s of %s cannot start again without the master: no worker kept its assignment "
-                        "(%s)", self.host, port, launch.storm_id, path)
+            log.warning("worker %s:%s of %s (launch %s) cannot start again without the master, which will decide: "
+                        "no copy of its assignment in %s (its worker kept none, or removed it when the master told it "
+                        "to stop)", self.host, port, launch.storm_id, launch.launch_id, path)
             return False
         try:
             AssignmentCopy(path, self.secret).load(launch.storm_id, f"{self.host}:{port}", launch.launch_id)

@@ -81,6 +81,10 @@ class KeptAssignment(Protocol):
     def load(self, storm_id: str, slot: str, launch_id: int) -> Assignment:
         """The kept assignment of that launch; raises `squall._errors.SquallError` if none is."""
 
+    def discard(self, storm_id: str, slot: str, launch_id: int) -> None:
+        """Remove the kept assignment of that launch, if that is what is kept (the master told
+        the launch to stop: nothing may start it again); raises `OSError` if it cannot."""
+
 
 class WorkerAgent:
     """Runs one launch of a worker slot; see the module docstring.
@@ -269,6 +273,17 @@ class WorkerAgent:
         except Exception as e:  # noqa: BLE001 (a full disk must not stop the worker)
             log.warning("worker %s could not keep a copy of its assignment: %s", self.slot, e)
 
+    def _discard_copy(self) -> None:
+        """Remove this launch's kept copy (the master told it to stop), saying so if it cannot."""
+        if self.kept is None:
+            return
+        try:
+            self.kept.discard(self.storm_id, self.slot, self.launch_id)
+        except OSError as e:
+            log.error("worker %s, told by the master to stop, could not remove the copy of its assignment (%s): "
+                      "its supervisor may start it again while no master answers", self.slot, e)
+        self._kept_copy = None
+
     def _keep_changes(self, **changes: Any) -> None:
         """A heartbeat's reply changed ``changes`` of the assignment: keep them in the copy."""
         if self._kept_copy is not None:
@@ -426,6 +441,9 @@ class WorkerAgent:
                 self._errors.extendleft(reversed(_as_master_keeps(pending)))
                 return
             if reply.stop:
+                # the master ended this launch (a kill, a rebalance, a new launch for the slot): its
+                # copy goes first, so that no supervisor starts it again while no master answers
+                self._discard_copy()
                 self._told_stop = True
                 self._wake.set()
                 return

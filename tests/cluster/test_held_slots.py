@@ -343,3 +343,24 @@ def test_two_supervisors_of_one_machine_never_share_an_id_even_when_one_director
     assert SupervisorIdFile(tmp_path / "link" / "supervisor", SECRET).load("127.0.0.1") == "first-id"
     for d in (one, two):
         assert SECRET not in (d / SUPERVISOR_ID_FILE).read_bytes()
+
+
+def test_a_copy_is_discarded_only_for_its_own_launch(tmp_path):
+    """`AssignmentCopy.discard` (a worker the master told to stop): the copy of that launch goes;
+    a copy of another launch of the slot, or a file not sealed under the cluster's secret, stays."""
+    from squall._nimbus import Assignment
+    from squall.cluster.local_assignment import AssignmentCopy
+
+    path = tmp_path / "assignment-1"
+    copy = AssignmentCopy(path, SECRET)
+    copy.save(TOPO, "h:1", Assignment(b"plan", [0], {}, 1, 0, "e", {"h:1": 2}, 2, True))
+    copy.discard(TOPO, "h:1", 1)
+    copy.discard("other-1-1", "h:1", 2)
+    copy.discard(TOPO, "h:2", 2)
+    assert copy.load(TOPO, "h:1", 2).launch_id == 2
+    copy.discard(TOPO, "h:1", 2)
+    assert not path.exists()
+    copy.discard(TOPO, "h:1", 2)  # nothing kept: nothing to do
+    path.write_bytes(b"squall-sealed/1 worker-assignment\n" + b"\0" * 32 + b"forged")
+    copy.discard(TOPO, "h:1", 2)
+    assert path.exists()

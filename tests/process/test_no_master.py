@@ -263,3 +263,65 @@ def test_under_nimbus_ha_a_worker_killed_while_no_master_leads_is_restarted(tmp_
         assert acked(out) >= set(range(n))
     finally:
         c.stop()
+
+
+def _storm_ids(workers):
+    """The ``--storm-id`` of each worker command line in ``workers`` (pid -> command line)."""
+    return sorted(cmd.split("--storm-id ", 1)[1].split()[0] for cmd in workers.values())
+
+
+@pytest.mark.parametrize("order", ["kill", "rebalance"])
+def test_a_worker_the_master_told_to_stop_is_not_started_again_while_no_master_answers(tmp_path, order):
+    """The master kills the topology (or rebalances it onto one worker, giving each slot a new
+    launch); its workers hear it from their heartbeats and end before their supervisor's next sync
+    (here the supervisor is SIGSTOPped meanwhile, a sync period made as long as it takes); then the
+    master is SIGKILLed. The supervisor, whose syncs now reach no master, must not start those
+    workers again from their kept copies: the master's word ended them. Before, it took their ends
+    for crashes and started both again under their old launches: the killed topology ran, spout
+    and all, acking new ids with no topology left to run it. The master started again then has its
+    way (no worker for a kill; one, the new launch, for the rebalance), and the ids are counted:
+    every id the spout emitted is acked, and no worker runs beside another of its topology's."""
+    cluster = Cluster(tmp_path)
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        with cluster.client() as m:
+            storm_id = m.submit_topology("told", topology_conf(out, **RECOVERY_CONF), recovery_topology())
+        assert wait_until(lambda: len(acked(out)) > 100 and opened(out) == 4, 30), "the topology did not start"
+        (supervisor,) = cluster.supervisors()
+        sup_log = cluster.dir / "supervisor" / "supervisor.log"
+        old = cluster.workers()
+        assert len(old) == 2
+        os.kill(supervisor, signal.SIGSTOP)  # it syncs no more: only the workers hear the master now
+        try:
+            with cluster.client() as m:
+                if order == "kill":
+                    m.kill_topology("told", wait_secs=0)
+                else:
+                    m.rebalance("told", num_workers=1, wait_secs=0)
+            assert wait_until(lambda: not cluster.workers(), 30), \
+                f"the workers did not end as the master told them\n{_logs(cluster.dir)}"
+            cluster.master.send_signal(signal.SIGKILL)
+            cluster.master.wait(5)
+            acked_then = acked(out)
+        finally:
+            os.kill(supervisor, signal.SIGCONT)
+        # the supervisor's first sync after SIGCONT reaches no master; it decides then about both ports
+        assert wait_until(lambda: sup_log.read_text().count("cannot start again without the master") >= 2, 20), \
+            f"the supervisor did not hold the ports for the master\n{_logs(cluster.dir)}"
+        assert not cluster.workers(), f"workers the master stopped were started again\n{_logs(cluster.dir)}"
+        assert "local restart" not in sup_log.read_text()
+        assert acked(out) == acked_then, f"{len(acked(out) - acked_then)} ids acked after the master stopped the topology"
+
+        cluster.start_master()
+        if order == "kill":
+            with cluster.client() as m:  # resubmitted, with another topology.workers
+                storm_id = m.submit_topology("told", topology_conf(out, workers=1, **RECOVERY_CONF),
+                                             recovery_topology())
+        assert wait_until(lambda: len(cluster.workers()) == 1, 30), _logs(cluster.dir)
+        assert _storm_ids(cluster.workers()) == [storm_id]
+        n = stop_and_wait(out, resume=50, why=lambda: _logs(cluster.dir))
+        assert n > 150 and acked(out) == set(range(n))  # every id once in the set, none beyond what was emitted
+        assert _storm_ids(cluster.workers()) == [storm_id], "a worker ran beside the master's"
+    finally:
+        cluster.stop()

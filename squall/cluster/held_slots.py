@@ -70,6 +70,7 @@ class HeldSlots:
             log.info("holding the launches of ports %s from the last run (%s)",
                      ",".join(map(str, sorted(self.held))), store.path if store is not None else "")
         self._restarts: dict[int, _Restarts] = {}
+        self._unkept = False  # the master's last assignment is not on disk (`_keep`)
 
     def assigned(self, desired: dict[int, Launch]) -> None:
         """A master answered with ``desired``: hold it (a port's count of local restarts stays
@@ -81,12 +82,32 @@ class HeldSlots:
         for r in self._restarts.values():
             r.crashes = r.failed_starts = 0
             r.retry_at, r.given_up = 0.0, False
-        if held != self.held:
+        if held != self.held or self._unkept:
             self.held = held
-            try:
-                self._save()
-            except SquallError as e:  # a full disk: the workers run on; only a restart without a master is lost
-                log.error("could not keep the local assignment: %s", e)
+            self._keep()
+
+    def _keep(self) -> None:
+        """Write the master's assignment down; if it cannot be (a full disk, a read-only file
+        system), remove what the file held before (the launches the master replaced: a
+        supervisor restarted while no master answers must not start them again), and try again
+        at the next answer (said once, not at each sync)."""
+        try:
+            self._save()
+            return
+        except SquallError as e:  # the workers run on; only a restart without a master is lost
+            said, self._unkept = self._unkept, True
+            say = log.debug if said else log.error
+            say("could not keep the local assignment: %s", e)
+        if self.store is None:
+            return
+        try:
+            self.store.discard()
+        except OSError as e:
+            say("could not remove %s either (%s): a supervisor restarted while no master answers would start the "
+                "launches it names, which the master may have ended", self.store.path, e)
+        else:
+            say("removed %s: a supervisor restarted while no master answers starts nothing until the master's "
+                "assignment is kept again (tried at each sync)", self.store.path)
 
     def started(self, port: int) -> None:
         """The supervisor started ``port``'s worker for the master (its run is timed from now)."""
@@ -161,3 +182,4 @@ class HeldSlots:
     def _save(self) -> None:
         if self.store is not None:
             self.store.save(self.held)
+        self._unkept = False

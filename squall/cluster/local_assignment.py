@@ -114,6 +114,15 @@ class LocalAssignments:
                     "launch_id": h.launch.launch_id, "resumes": h.resumes} for port, h in sorted(held.items())]
         write_private(self.path, seal(self.secret, _HELD_KIND, json.dumps(entries).encode()), durable=True)
 
+    def discard(self) -> None:
+        """Remove the file (durably), as when it holds nothing.
+
+        Raises:
+            OSError: it cannot be removed (a read-only file system).
+        """
+        self.path.unlink(missing_ok=True)
+        fsync_dir(self.path.parent)
+
 
 class SupervisorIdFile:
     """The supervisor's ``supervisor-id`` file in ``directory``, sealed under ``secret``: the id,

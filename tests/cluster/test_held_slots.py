@@ -21,6 +21,8 @@ from squall.cluster.local_assignment import (
 from squall.cluster.supervisor import Supervisor
 from squall.worker.agent import EXIT_CANNOT_START
 
+from ..test_disk_full import Filler, disk  # noqa: F401 (a small tmpfs to fill: the fixture, shared)
+
 SECRET = b"held-slots-test-secret-0123456789"
 TOPO = "t-1-1"
 
@@ -364,3 +366,42 @@ def test_a_copy_is_discarded_only_for_its_own_launch(tmp_path):
     path.write_bytes(b"squall-sealed/1 worker-assignment\n" + b"\0" * 32 + b"forged")
     copy.discard(TOPO, "h:1", 2)
     assert path.exists()
+
+
+
+def test_a_local_assignment_that_cannot_be_kept_leaves_no_stale_one_for_a_restart_without_a_master(disk, caplog):  # noqa: F811
+    """The supervisor's directory fills up (a 256 KiB tmpfs, filled) just as the master kills the
+    topology: the new local assignment (nothing) cannot be written. The file on disk must not go
+    on naming the killed launches, or a supervisor restarted while no master answers starts them
+    again once space is freed (before: both ports, launch 1, local restart 1). It is removed when
+    its replacement cannot be written (a full disk still removes a file), and written again at
+    the next sync once there is room, though the assignment has not changed since."""
+    filler = Filler(disk)
+    sup, launcher, master, _ = _supervisor(disk)
+    assert sup.sync() and launcher.started == [(1, 1, 0), (2, 1, 0)]
+    store = LocalAssignments(disk, SECRET)
+    assert set(store.load([1, 2])) == {1, 2}
+
+    filler.fill()
+    master.slots = {}  # killed
+    with caplog.at_level(logging.ERROR, "squall.supervisor"):
+        assert sup.sync()
+    assert launcher.running() == {}
+    assert f"could not keep the local assignment: cannot write {store.path}" in caplog.text
+    assert store.load([1, 2]) == {}, "the killed launches are still held on disk"
+
+    filler.free()  # the operator frees space and restarts the supervisor, while no master answers
+    master.up = False
+    again, relauncher, _, _ = _supervisor(disk, master=master)
+    assert not again.sync() and relauncher.started == [], "the killed launches were started again"
+
+    master.up = True
+    master.slots = {1: 3}
+    assert sup.sync()
+    master.slots = {1: 3, 2: 3}
+    filler.fill()
+    assert sup.sync()  # port 2 not kept: port 1's launch 3 was
+    assert {p: h.launch.launch_id for p, h in store.load([1, 2]).items()} == {}
+    filler.free()
+    assert sup.sync()  # the same assignment, kept now that there is room
+    assert {p: h.launch.launch_id for p, h in store.load([1, 2]).items()} == {1: 3, 2: 3}

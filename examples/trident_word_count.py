@@ -6,9 +6,12 @@
         -> each(FilterNull) -> aggregate(Sum) = the sum of the counts of the words asked
 
 The spout emits five sentences over and over, three per batch. Every batch updates the counts
-exactly once, and a DRPC call (itself a batch of the same topology) reads them between two
-batches' commits, so every answer is the count of a whole number of batches: never half of
-one. This example prints each answer with the number of batches it shows, and checks that.
+exactly once, and a DRPC call (itself a batch of the same topology) reads each of the counts'
+4 partitions between two of its commits. This example prints each answer with the number of
+batches it shows, and checks that it is a whole number: on this LocalCluster it always was, but
+the partitions commit a txid one after another, so on the process and Spark hosts an answer
+whose words sit in different partitions may count a batch in one and not yet in another
+(docs/trident.md, "Guarantees": keep a state in one partition for whole-batch answers).
 
 Run it (about five seconds on a LocalCluster)::
 

@@ -396,3 +396,45 @@ def test_an_exception_in_a_merge_of_windows_counts_no_word_twice():
     assert total() == Counter(words), total()
     assert len(spout.opens.items()) == 4, spout.opens.items()  # the worker crashed once, and resumed
     assert merge.squall_fail_fast
+
+
+def _key_of_five(n):
+    return Pair(n % 5, n)
+
+
+def _with(ids, n):
+    return [*ids, n]
+
+
+def _joined(a, b):
+    return [*a, *b]
+
+
+def test_a_windowed_merge_after_a_repartition_keeps_flowing_on_two_workers():
+    """Ids repartitioned over 2 tasks of tumbling windows, each key's ids of a window merged
+    after a regrouping, on 2 workers with `topology.max.spout.pending`. A merge ends a window
+    once each upstream task punctuated it, and a task whose window saw no tuple sends none. The
+    repartition's load-aware shuffle kept every id in the spout's worker, so the other worker's
+    window task never punctuated, the merge held the ids unacked, and the spout, its 100
+    pending ids outstanding, emitted nothing more until the message timeout replayed them (here
+    300 s: none of the first 600 ids acked in 60 s, no window's result). A shuffle into a
+    window is round-robin now: every id of a steady stream is acked, in one window, once."""
+    spout = ReplayingSpout("n")
+    for i in range(3000):  # a steady stream: more than the test waits for
+        spout.feed([i], i)
+    results = SharedLog()
+    builder = StreamBuilder()
+    builder.new_stream(spout, ValueMapper(0), 1).repartition(2).window(TumblingWindows.of(Duration.of(200))) \
+        .map_to_pair(_key_of_five).aggregate_by_key([], _with, _joined).for_each(results.append)
+    conf = Config({"topology.workers": 2, "topology.max.spout.pending": 100, "topology.message.timeout.secs": 300})
+    n = 600
+    with LocalCluster() as cluster:
+        cluster.submit_topology("windows-on-two-workers", conf, builder.build())
+        assert wait_until(lambda: spout.all_acked(range(n)), 60), \
+            f"{len(set(range(n)) - set(spout.acked.items()))} of the first {n} ids unacked, {len(results.items())} results"
+    seen = Counter()
+    for key, ids in results.items():
+        assert all(i % 5 == key for i in ids), (key, ids)
+        seen.update(ids)
+    assert all(seen[i] == 1 for i in range(n)), [(i, seen[i]) for i in range(n) if seen[i] != 1][:20]
+    assert spout.failed.items() == []

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._components import Spout
+from .._grouping import ShuffleGrouping
 from .._topology import BoltDeclarer, StormTopology, TopologyBuilder
-from ._graph import Graph, GroupingInfo, Node, PartitionNode, ProcessorNode, SinkNode, SpoutNode, WindowNode
+from ._graph import SHUFFLE, Graph, GroupingInfo, Node, PartitionNode, ProcessorNode, SinkNode, SpoutNode, WindowNode
 from .bolts import ProcessorBolt, StatefulProcessorBolt, StreamBolt, WindowedProcessorBolt, is_spout_id
 from .contexts import Step
 from .operations import as_callable
@@ -315,8 +316,18 @@ class StreamBuilder:
                 if parent in members:
                     continue
                 for stream in node.get_parent_streams(parent):
-                    self._declare_grouping(plan.declarer, parent, stream, self._node_grouping_info.get((parent, stream)))
+                    grouping = self._node_grouping_info.get((parent, stream))
                     assert parent.component_id is not None  # the walk names a parent before its children
+                    if isinstance(plan.bolt, WindowedProcessorBolt) and (grouping is None or grouping.kind == SHUFFLE):
+                        # round-robin, not load-aware: a task that sees no tuple in a window
+                        # sends no punctuation, so the merge after the regrouping waits for it;
+                        # a load-aware shuffle keeps every tuple in the emitting worker, and the
+                        # other worker's window tasks saw none: with the spouts' tuples held
+                        # unacked in the merge, nothing came until the message timeout replayed
+                        # them (200 ids every 10 s, with 2 workers)
+                        plan.declarer.custom_grouping(parent.component_id, ShuffleGrouping(), stream)
+                    else:
+                        self._declare_grouping(plan.declarer, parent, stream, grouping)
                     if is_spout_id(parent.component_id):
                         key = parent.component_id + stream  # a spout's stream, told apart from others
                     else:

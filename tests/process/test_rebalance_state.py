@@ -1,0 +1,237 @@
+"""Rebalances (`squall rebalance -n N -e comp=K`) of topologies whose state is open, on the process
+host, every record counted. A component's tasks are fixed at submit (Storm's); a rebalance only
+regroups them into other executors on other workers, so a task's keyed state (its namespace
+``<component>-<task>``) stays the state of the same keys wherever the task goes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from squall import Fields, TopologyBuilder
+from squall.state import StateHome, get_state, state_key
+from squall.testing import shared_state_dir
+from squall.trident import KeyValueWindowsStoreFactory, Sum, TridentTopology
+from squall.trident.processors import PartitionPersistProcessor
+from squall.trident.windowing.processor import WindowTridentProcessor
+
+from ..conftest import wait_until
+from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
+from ..state.counting import CountIds, Pass, ReplayingSpout, acked, check_counts, emitted, stop_and_wait
+from ..trident.exactly_once import HeldCommit, held_pid
+from ..trident.windowing_ops import Span
+from .event_time_topology import TICK_MS, IdWindows, LateIds, TimedIds, rows
+from .nodes import log_tail
+from .semantics_topology import topology_conf
+
+redis = pytest.importorskip("redis")
+
+SECRET = "squall-rebalance-secret-0123456789"
+REDIS_STATE = "squall.state.redis:RedisKeyValueStateProvider"
+
+
+class _Reader:
+    def __init__(self):
+        self.state_home = StateHome(key=state_key(SECRET.encode()))
+
+    def get_this_component_id(self):
+        return "(test)"
+
+    def get_this_task_id(self):
+        return -1
+
+
+def _logs(cluster):
+    """The tails of the master's and the workers' logs, for a failed assertion's message."""
+    return "\n".join(f"--- {p}\n{log_tail(p)}" for p in [cluster.dir.parent / "master.log",
+                                                         *sorted(cluster.dir.glob("logs/workers-artifacts/*/*/worker.log"))])
+
+
+def placed(m, name, workers, executors):
+    """True once ``name`` runs on ``workers`` live workers, with ``executors`` (component ->
+    count) as its executors, after a rebalance."""
+    info = m.get_topology_info(name)
+    if info["status"] != "ACTIVE" or len(info["workers"]) != workers:
+        return False
+    if not all(w["alive"] and w["pid"] for w in info["workers"]):
+        return False
+    return all(info["components"][c]["executors"] == k for c, k in executors.items())
+
+
+def test_stateful_counts_survive_rebalances_that_regroup_their_tasks(tmp_path, redis_server):  # noqa: F811
+    """A stateful counter of 4 tasks over 2 executors on 2 workers is rebalanced to 4 executors
+    on 1 worker (every task in an executor of its own), then to 1 executor on 2 workers (every
+    task in one), while ids flow: each task's Redis state goes with the task, every id is
+    counted, and none more often than the spout emitted it."""
+    from .conftest import Cluster
+    cluster = Cluster(tmp_path, **{"squall.secret": SECRET})
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def why():
+        return _logs(cluster)
+    b = TopologyBuilder()
+    b.set_spout("source", ReplayingSpout(None), 1)
+    b.set_bolt("work", Pass(), 2).shuffle_grouping("source").set_num_tasks(4)
+    b.set_bolt("count", CountIds(), 2).fields_grouping("work", ["id"]).set_num_tasks(4)
+    conf = topology_conf(out, 2, **{"topology.message.timeout.secs": 5, "topology.max.spout.pending": 200,
+                                    "topology.state.checkpoint.interval.ms": 300,
+                                    "topology.state.provider": REDIS_STATE,
+                                    "topology.state.provider.config": {"url": redis_server.url}})
+    try:
+        with cluster.client() as m:
+            m.submit_topology("rebal", conf, b.create_topology())
+            assert wait_until(lambda: len(acked(out)) > 300, 60), why()
+            for workers, executors, wait in [(1, {"count": 4, "work": 1}, 1), (2, {"count": 1, "work": 4}, 0)]:
+                m.rebalance("rebal", num_workers=workers, executors=executors, wait_secs=wait)
+                assert wait_until(lambda w=workers, e=executors: placed(m, "rebal", w, e), 60), why()
+                before = len(acked(out))
+                assert wait_until(lambda b=before: len(acked(out)) > b + 300, 60), why()
+            n = stop_and_wait(out, timeout=120, why=why)
+            errors = m.get_topology_info("rebal")["errors"]
+            m.kill_topology("rebal", wait_secs=0)
+    finally:
+        cluster.stop()
+    counts, namespaces = {}, []
+    for key in redis_server.client().keys("rebal/count-*"):
+        if "$" not in key:
+            namespaces.append(key[len("rebal/"):])
+            for k, v in get_state(key[len("rebal/"):], {"topology.name": "rebal", "topology.state.provider": REDIS_STATE,
+                                                        "topology.state.provider.config": {"url": redis_server.url}},
+                                  _Reader()).committed():
+                assert k not in counts, f"id {k} is in the states of two tasks"
+                counts[k] = v
+    assert len(namespaces) == 4, namespaces
+    twice, replayed = check_counts(counts, n, out)
+    assert not errors, errors
+    print(f"{n} ids, 2 rebalances: {replayed} replayed, {twice} counted twice; emits per id "
+          f"{sorted(set(emitted(out).values()))}")
+
+
+
+TRIDENT_CONF = {"topology.workers": 2, "topology.max.spout.pending": 3, "topology.message.timeout.secs": 5,
+                "topology.trident.batch.emit.interval.millis": 100}
+N = 480
+BATCH = 6   # 80 batches
+WINDOW = 8  # txid 10 ends at tuple 59: tuples 56..59 wait in the open window then
+HOLD_TXID = 10
+
+
+def expected_windows(length: int, slide: int) -> dict[tuple[int, int], int]:
+    """(first, last) -> size of each window a count window of ``length`` tuples every ``slide``
+    makes of tuples 0 .. N-1."""
+    return {(max(0, end - length), end - 1): min(end, length) for end in range(slide, N + 1, slide)}
+
+
+@pytest.mark.parametrize(("kind", "provider"), [("tumbling", "file"), ("sliding", "redis")])
+def test_trident_windows_open_through_rebalances_count_every_tuple_once(cluster, redis_server, tmp_path,  # noqa: F811
+                                                                        kind, provider):
+    """Trident count windows (their store: the topology's state provider) into a Redis
+    `TransactionalMap` of 2 tasks. With txid 10's commit held (tuples wait in the open window), a
+    rebalance without a wait moves the topology to 1 worker, the map's 2 tasks into 1 executor;
+    later, a rebalance with a wait (spouts off while windows are open) moves it back to 2 workers
+    and 2 executors. Every window is the one computed from the input: no tuple lost, none twice."""
+    from squall.external.trident_redis import Options, RedisMapState
+    from squall.trident.spout import FixedBatchSpout
+
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    conf = dict(TRIDENT_CONF)
+    if provider == "redis":
+        conf["topology.state.provider"] = REDIS_STATE
+        conf["topology.state.provider.config"] = {"url": redis_server.url}
+    with shared_state_dir(tmp_path / "shared"):
+        topo = TridentTopology()
+        nums = topo.new_stream("nums", FixedBatchSpout(Fields("i"), BATCH, *[[i] for i in range(N)]))
+        args = (KeyValueWindowsStoreFactory(), Fields("i"), Span(), Fields("first", "last", "n"))
+        windows = nums.tumbling_window(WINDOW, *args) if kind == "tumbling" else \
+            nums.sliding_window(WINDOW, WINDOW // 2, *args)
+        windows \
+            .group_by(Fields("first", "last")) \
+            .persistent_aggregate(HeldCommit(RedisMapState.transactional(
+                redis_server.url, Options(data_type="hash", hash_key="windows")), HOLD_TXID, str(hold)),
+                Fields("n"), Sum(), Fields("total")).parallelism_hint(2)
+        built = topo.build()
+    window_bolt, = [cid for cid, c in built.bolts.items()
+                    if any(isinstance(n.processor, WindowTridentProcessor) for n in _nodes(c))]
+    map_bolt, = [cid for cid, c in built.bolts.items()
+                 if any(isinstance(n.processor, PartitionPersistProcessor) for n in _nodes(c))]
+    client = redis.Redis.from_url(redis_server.url)
+    expected = expected_windows(WINDOW, WINDOW if kind == "tumbling" else WINDOW // 2)
+
+    def stored() -> dict[tuple[int, int], int]:
+        return {tuple(json.loads(k)): json.loads(v)[1] for k, v in client.hgetall("windows").items()}
+
+    with cluster.client() as m:
+        m.submit_topology("windows-rebal", conf, built)
+        assert wait_until(lambda: held_pid(hold) is not None, 60), stored()
+        at_first = len(stored())
+        m.rebalance("windows-rebal", num_workers=1, executors={map_bolt: 1}, wait_secs=0)
+        assert wait_until(lambda: placed(m, "windows-rebal", 1, {map_bolt: 1, window_bolt: 1}), 60), stored()
+        assert held_pid(hold) not in {w["pid"] for w in m.get_topology_info("windows-rebal")["workers"]}
+        (hold / "release").write_text("")
+        assert wait_until(lambda: len(stored()) >= len(expected) // 2, 120), stored()
+        at_second = len(stored())
+        m.rebalance("windows-rebal", num_workers=2, executors={map_bolt: 2}, wait_secs=1)
+        assert wait_until(lambda: placed(m, "windows-rebal", 2, {map_bolt: 2}), 60), stored()
+        assert wait_until(lambda: len(stored()) >= len(expected), 120), (len(stored()), len(expected))
+        errors = m.get_topology_info("windows-rebal")["errors"]
+        m.kill_topology("windows-rebal", wait_secs=0)
+    assert stored() == expected
+    assert at_first < at_second < len(expected), (at_first, at_second)
+    assert not [e for e in errors if e["component"] != "__master"], errors
+    print(f"{kind} windows over the {provider} provider, rebalanced with {at_first} and {at_second} of "
+          f"{len(expected)} windows stored: {N} tuples, {sum(stored().values())} in windows")
+
+
+def _nodes(component):
+    return getattr(getattr(component.obj, "body", None), "nodes", ())
+
+
+def test_event_time_windows_count_every_id_through_rebalances(cluster, tmp_path):
+    """Event-time tumbling windows (`event_time_topology.IdWindows`: 50 ids a window, a
+    watermark every 200 ms, late tuples on a stream of their own) in 4 tasks that each get every
+    id (all grouping), over 2 executors on 2 workers; rebalanced to 1 worker with an executor
+    per task (with a wait), then back to 2 workers and 1 executor (without one), while ids flow.
+    A window's tuples are in its task's memory, acked as the watermark passes their window: the
+    open windows are lost with the workers, and their ids time out and are replayed. Every task
+    must have every id in a window or on its late stream (at least once), each window only the
+    ids of its span."""
+    out = tmp_path / "out"
+    out.mkdir()
+    b = TopologyBuilder()
+    b.set_spout("ids", TimedIds(None), 1)
+    b.set_bolt("window", IdWindows(), 2).all_grouping("ids").set_num_tasks(4)
+    b.set_bolt("late", LateIds(), 1).shuffle_grouping("window", "late")
+    conf = topology_conf(out, 2, **{"topology.message.timeout.secs": 5, "topology.max.spout.pending": 200})
+
+    def why():
+        return _logs(cluster)
+    with cluster.client() as m:
+        m.submit_topology("event-time", conf, b.create_topology())
+        assert wait_until(lambda: len(acked(out)) > 300, 60), why()
+        for workers, executors, wait in [(1, {"window": 4}, 1), (2, {"window": 1}, 0)]:
+            m.rebalance("event-time", num_workers=workers, executors=executors, wait_secs=wait)
+            assert wait_until(lambda w=workers, e=executors: placed(m, "event-time", w, e), 60), why()
+            before = len(acked(out))
+            assert wait_until(lambda b=before: len(acked(out)) > b + 300, 60), why()
+        n = stop_and_wait(out, timeout=120, why=why)
+        tasks = m.get_topology_info("event-time")["components"]["window"]["tasks"]
+        errors = m.get_topology_info("event-time")["errors"]
+        m.kill_topology("event-time", wait_secs=0)
+    windows, late = rows(out, "windows"), rows(out, "late")
+    task_ids = sorted({w["task"] for w in windows})
+    assert len(task_ids) == tasks == 4, task_ids
+    for t in task_ids:
+        seen = Counter(i for w in windows if w["task"] == t for i in w["ids"])
+        seen.update(r["id"] for r in late if r["task"] == t)
+        missing = [i for i in range(n) if not seen[i]]
+        assert not missing, f"task {t}: ids in no window nor late: {missing[:20]} of {n}"
+    for w in windows:
+        assert all(w["start"] < i * TICK_MS <= w["start"] + 500 for i in w["ids"]), w  # (start, end], as Storm's
+    assert not errors, errors
+    emits = emitted(out)
+    print(f"{n} ids in 4 tasks: {sum(emits.values()) - n} replayed, {len(late)} late, "
+          f"{sum(len(w['ids']) for w in windows) - tasks * n} in a second window")

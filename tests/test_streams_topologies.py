@@ -23,7 +23,7 @@ from squall.streams import (
     TupleValueMappers,
     ValueMapper,
 )
-from squall.streams.bolts import ProcessorBolt
+from squall.streams.bolts import ProcessorBolt, StatefulProcessorBolt
 from squall.testing import TupleCaptureBolt
 from squall.testing._registry import SharedFlag, SharedLog, SharedQueue
 
@@ -438,3 +438,39 @@ def test_a_windowed_merge_after_a_repartition_keeps_flowing_on_two_workers():
         seen.update(ids)
     assert all(seen[i] == 1 for i in range(n)), [(i, seen[i]) for i in range(n) if seen[i] != 1][:20]
     assert spout.failed.items() == []
+
+
+def test_an_exception_in_a_stateful_bolt_merging_windows_counts_no_word_twice():
+    """As the test above, in a bolt that holds a window's inputs and is stateful: the counts of
+    each window's ``(word, running total)`` pairs, after ``update_state_by_key`` in the same bolt
+    (a `StatefulProcessorBolt` whose ``count_by_key`` holds the inputs until the punctuations),
+    then a map that raises on the first count. A stateful bolt's exception undoes that
+    execute's state changes and fails its input, and the bolt goes on: the punctuation failed
+    (and through its anchors the upstream windows' spout tuples, which were replayed) while the
+    accumulators kept their counts, as in a plain stream bolt. Each word must be counted once:
+    the bolt crashes its worker, as a stream bolt holding a window's inputs does."""
+    words = [SENTENCES[0].split()[i % 6] for i in range(200)]
+    spout = ResumingSpout(words)
+    merged = SharedLog()
+    builder = StreamBuilder()
+    state = builder.new_stream(spout, ValueMapper(0), 2).window(TumblingWindows.of(Duration.of(300))).filter(bool) \
+        .map_to_pair(lambda w: Pair(w, 1)).update_state_by_key(0, lambda total, n: total + n)
+    state.to_pair_stream().count_by_key().map(RaiseOnFirstCall()).for_each(merged.append)
+    topology = builder.build()
+    (holder,) = [b.obj for b in topology.bolts.values() if isinstance(getattr(b.obj, "bolt", None), StatefulProcessorBolt)]
+    assert holder.bolt.squall_holds_inputs
+
+    def total() -> Counter:
+        c: Counter = Counter()
+        for word, n in merged.items():
+            c[word] += n
+        return c
+
+    conf = Config()
+    conf[Config.TOPOLOGY_STATE_CHECKPOINT_INTERVAL] = 100
+    with LocalCluster() as cluster:
+        cluster.submit_topology("stateful-merge-raises", conf, topology)
+        assert wait_until(lambda: set(spout.acked.items()) >= set(range(len(words))), 60), \
+            f"{len(set(range(len(words))) - set(spout.acked.items()))} unacked"
+    assert total() == Counter(words), total()
+    assert len(spout.opens.items()) == 4, spout.opens.items()  # the worker crashed once, and resumed

@@ -301,6 +301,14 @@ class StatefulProcessorBolt(BaseStatefulBolt, StreamBolt):
             raise ValueError(f"Bolt {self.delegate.id}: cannot have more than one update_state_by_key "
                              "processor in a StatefulProcessorBolt")
 
+    # A window's aggregation after its ``update_state_by_key`` (in the same bolt, as a stream
+    # already grouped by key is not regrouped) holds the window's inputs as a `ProcessorBolt`'s
+    # does: an exception must crash the worker, not be undone as one execute's (the savepoint
+    # of a stateful bolt undoes the state's changes, not the accumulators' counts); so must the
+    # spouts' pending limit know it holds them
+    squall_holds_inputs = ProcessorBolt.squall_holds_inputs
+    squall_fail_fast = ProcessorBolt.squall_fail_fast
+
     def init_state(self, state: Any) -> None:
         """Hand the state to the stateful processors."""
         for processor in self.delegate.stateful_processors():

@@ -265,7 +265,7 @@ class StatefulBoltExecutor(_CheckpointAware):
         self.state = get_state(namespace, conf, context)
         # the state's savepoint around each execute (`_execute`), where it has one
         calls = [getattr(self.state, name, None) for name in ("savepoint", "undo", "release")]
-        self._savepoint: tuple[Callable[[], None], ...] | None = None if None in calls else tuple(calls)  # type: ignore[arg-type]
+        self._savepoint: tuple[Callable[[], Any], ...] | None = None if None in calls else tuple(calls)  # type: ignore[arg-type]
         self.bolt.squall_state_namespace = namespace  # a persistent window keeps its own beside it
         self.out = AnchoringCollector(collector, context.get_this_component_id(), defer_acks=True)
         self.initialized = False
@@ -297,7 +297,10 @@ class StatefulBoltExecutor(_CheckpointAware):
             try:
                 self._execute(t)
             except Exception as e:  # noqa: BLE001 (the user's execute: the input fails with its cause)
-                fail_for(self.collector, t, FailureCause.of_exception(EXCEPTION, *self._task, e))
+                cause = getattr(e, "squall_input_cause", None)  # (`_execute`'s, as the engine reads it)
+                if not isinstance(cause, FailureCause):
+                    cause = FailureCause.of_exception(EXCEPTION, *self._task, e)
+                fail_for(self.collector, t, cause)
                 fail_fast = self.fail_fast_setting
                 if fail_fast is None:
                     fail_fast = self.squall_fail_fast
@@ -310,7 +313,12 @@ class StatefulBoltExecutor(_CheckpointAware):
         """The bolt's ``execute`` of ``tup``; if it raises, what it changed in the state is
         undone, and the tuples it acked are failed, as a rollback fails them (their changes
         were undone with its), ``tup`` aside, which the exception fails (the caller's), before
-        the exception goes on."""
+        the exception goes on.
+
+        If the state's store failed a read meanwhile (a Redis server that did not answer), the
+        exception carries ``squall_input_cause``, a `ROLLED_BACK` cause the engine fails ``tup``
+        for: the record is not at fault, and charged, every record in flight while the store was
+        down went to the dead letters (Storm's crash charges none)."""
         if getattr(self.bolt, "squall_fail_fast", False):
             self.bolt.execute(tup)  # a window: its exception crashes the worker
             return
@@ -323,8 +331,16 @@ class StatefulBoltExecutor(_CheckpointAware):
         savepoint()
         try:
             self.bolt.execute(tup)
-        except BaseException:
-            undo()
+        except BaseException as e:
+            store_failure = undo()
+            if store_failure is not None:
+                why = (f"the state of [{self._task[0]}] task {self._task[1]} could not be read "
+                       f"({type(store_failure).__name__}: {store_failure}): what this tuple changed in it was "
+                       f"undone, so it replays")
+                try:
+                    e.squall_input_cause = FailureCause.of_reason(*self._task, why, ROLLED_BACK)  # type: ignore[attr-defined]
+                except AttributeError:
+                    pass  # an exception that takes no attribute: charged as any
             undone = [t for t in acked[before:] if t is not tup]
             del acked[before:]
             if undone:

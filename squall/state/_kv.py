@@ -176,7 +176,9 @@ class TransactionalKeyValueState(KeyValueState):
     """A `KeyValueState` over a `StateStore`; see the module docstring.
 
     `savepoint`, `undo` and `release` bracket one ``execute`` of a stateful bolt: if it raises,
-    what it changed is undone and the changes before it are kept (`StatefulBoltExecutor`)."""
+    what it changed is undone and the changes before it are kept (`StatefulBoltExecutor`); `undo`
+    also tells whether the store failed to answer a read meanwhile (the record is then not at
+    fault)."""
 
     def __init__(self, store: StateStore, codec: StateCodec) -> None:
         self.store = store
@@ -186,19 +188,25 @@ class TransactionalKeyValueState(KeyValueState):
         # while a savepoint is open: each key changed since, and its pending change before it
         # (`_ABSENT`: none), so that an undo costs the keys changed, not the changes pending
         self._undo: dict[bytes, Any] | None = None
+        self._store_failure: Exception | None = None  # a read the store failed since `savepoint`
 
     def savepoint(self) -> None:
         """From now on, record what `put` and `delete` change, for `undo`."""
         self._undo = {}
+        self._store_failure = None
 
-    def undo(self) -> None:
-        """Undo every change since `savepoint` (and close it)."""
+    def undo(self) -> Exception | None:
+        """Undo every change since `savepoint` (and close it). Returns the exception of a read
+        the store failed since then (a Redis server that did not answer), if one did: the
+        ``execute`` raised because its state could not be read, not because of its input."""
         undo, self._undo = self._undo, None
         for k, before in (undo or {}).items():
             if before is _ABSENT:
                 self._pending.pop(k, None)
             else:
                 self._pending[k] = before
+        failure, self._store_failure = self._store_failure, None
+        return failure
 
     def release(self) -> None:
         """Keep the changes since `savepoint` (and close it)."""
@@ -222,7 +230,11 @@ class TransactionalKeyValueState(KeyValueState):
             return self._pending[k]
         if k in self._prepared:
             return self._prepared[k]
-        return self.store.get(k)
+        try:
+            return self.store.get(k)
+        except Exception as e:
+            self._store_failure = e  # for `undo`
+            raise
 
     def delete(self, key: Any) -> Any:
         k = self.codec.key(key)
@@ -231,7 +243,11 @@ class TransactionalKeyValueState(KeyValueState):
         return None if data is None else self.codec.decode(data, f"the value of state key {key!r:.100}")
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
-        merged: dict[bytes, bytes | None] = dict(self.store.items())
+        try:
+            merged: dict[bytes, bytes | None] = dict(self.store.items())
+        except Exception as e:
+            self._store_failure = e  # for `undo`
+            raise
         merged.update(self._prepared)
         merged.update(self._pending)
         for k, v in merged.items():

@@ -7,12 +7,16 @@ Redis sink."""
 
 from __future__ import annotations
 
+import os
+import signal
+
+from bench.redis_server import RedisServer, redis_server_binary
 from squall import LocalCluster
 from squall.state import StateHome, get_state, state_key
 
 from ..conftest import wait_until
 from ..external.conftest import redis_server  # noqa: F401 - the real redis-server fixture
-from .rollback_pipeline import FlakyPrepare, conf, dead_letters, expected_counts, feed, pipeline
+from .rollback_pipeline import KEYS, FlakyPrepare, conf, dead_letters, expected_counts, feed, pipeline
 
 SECRET = "a-secret-of-the-rollback-tests-0123"
 
@@ -124,3 +128,47 @@ def test_malformed_records_among_1200_are_dead_lettered_alone_and_each_good_one_
         assert events_failed(cluster) == 4 * len(bad) and crashes == []
         cluster.kill_topology("t", wait_secs=0)
     check_run(r, redis_server, topo_conf, good, bad)
+
+
+def test_a_state_store_that_stops_answering_charges_no_record(redis_server, tmp_path):  # noqa: F811
+    """The counter's state lives on a Redis server of its own, which stops answering (SIGSTOP)
+    while 14 good records arrive: every ``state.get`` in ``execute`` times out, so every record
+    raises, again and again until the server answers (SIGCONT). The records are not at fault:
+    no retry budget may count those failures. On main the savepoint path failed each as an
+    ``"exception"`` of the counter, charged: with ``max_retries`` 1 the records went to the dead
+    letters (4 to 5 of the 14 in three runs); Storm's crash charges none. Now the input fails as a ``"rollback"`` (what it changed is undone, as the
+    state could not be read), and once the server answers each record is counted once."""
+    binary = redis_server_binary()
+    state_server = RedisServer(binary, tmp_path)  # the stream's server stays up: only the state stops
+    state_server.start()
+    try:
+        r = redis_server.client()
+        n = 14
+        r.xgroup_create("events", "g", id="0", mkstream=True)
+        topo_conf = {**conf(redis_server.url), "topology.state.provider.config": {"url": state_server.url,
+                                                                                  "timeout": 200}}
+        state = state_server.client()
+        with LocalCluster({"squall.secret": SECRET}) as cluster:
+            cluster.submit_topology("t", topo_conf, pipeline(redis_server.url, max_retries=1))
+            # both counter tasks initialized and committed once: the state answered them
+            assert wait_until(lambda: len(state.keys("t/count-*$txid")) == 2, 60), state.keys()
+            os.kill(state_server.proc.pid, signal.SIGSTOP)
+            try:
+                good = [r.xadd("events", {"key": f"k{i % KEYS}", "payload": str(i)}) for i in range(n)]
+                # more failures than the records' budgets hold (2 each): charged, some record
+                # would be dead-lettered by now
+                assert wait_until(lambda: events_failed(cluster) > 2 * n or r.xlen("events:dead") > 0, 60), \
+                    events_failed(cluster)
+            finally:
+                os.kill(state_server.proc.pid, signal.SIGCONT)
+            assert wait_until(settled(r, n), 60), (r.xpending("events", "g")["pending"], r.xlen("events:dead"))
+            errors = [e["error"] for e in cluster.get_topology_info("t")["errors"]]
+            cluster.kill_topology("t", wait_secs=0)
+        assert dead_letters(r) == {}
+        assert {k.split(":", 1)[1] for k in r.keys("out:*")} == set(good)
+        entries = committed(state_server, topo_conf)
+        assert counts_of(entries) == expected_counts(n, [])  # each record counted exactly once
+        assert {k[1] for k in entries if k[0] == "seen"} == set(good)
+        assert any("failed to read state" in e for e in errors), errors
+    finally:
+        state_server.stop()

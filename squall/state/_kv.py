@@ -272,12 +272,14 @@ class TransactionalKeyValueState(KeyValueState):
         merged = dict(self._prepared)
         merged.update(self._pending)
         self.store.prepare(txid, merged)
-        self._prepared, self._pending, self._undo = merged, {}, None
+        self._prepared, self._pending = merged, {}
+        self._restart_savepoint()
 
     def commit(self, txid: int | None = None) -> None:
         if txid is None:
             self.store.apply(self._pending)
-            self._pending, self._undo = {}, None
+            self._pending = {}
+            self._restart_savepoint()
             return
         committed, prepared = self.store.txids()
         if prepared is None and committed is not None and txid <= committed:
@@ -295,7 +297,15 @@ class TransactionalKeyValueState(KeyValueState):
 
     def rollback(self) -> None:
         self.store.rollback()
-        self._prepared, self._pending, self._undo = {}, {}, None
+        self._prepared, self._pending = {}, {}
+        self._restart_savepoint()
+
+    def _restart_savepoint(self) -> None:
+        """The changes pending went to the store (or were dropped): an open savepoint cannot
+        undo them, but goes on recording the changes after (a bolt that calls ``commit()`` in
+        its ``execute`` and then raises: closed, its changes after the commit were kept)."""
+        if self._undo is not None:
+            self._undo = {}
 
     @property
     def committed_txid(self) -> int | None:

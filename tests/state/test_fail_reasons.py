@@ -198,3 +198,38 @@ def test_an_execute_that_raises_leaves_the_state_as_before_it_and_the_bolt_goes_
     ex.execute(cp(0, COMMIT))
     assert dict(ex.state.committed()) == {"a": 1, "b": 1}
     assert a in rec.acked and b in rec.acked and rec.failed == []
+
+
+class CommitsThenRaises(BaseStatefulBolt):
+    """Puts its word, commits the state itself (Storm's ``State.commit()``), puts ``after``,
+    then raises on ``x``."""
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        word = tup.values[0]
+        self.state.put(word, 1)
+        self.state.commit()
+        self.state.put(("after", word), 1)
+        if word == "x":
+            raise ValueError(f"not a word: {word!r}")
+        self.collector.ack(tup)
+
+
+def test_what_an_execute_changed_after_committing_the_state_itself_is_undone_when_it_raises():
+    """A bolt's own ``state.commit()`` writes the pending changes to the store at once: the
+    savepoint cannot undo those, but must go on recording the changes after it. On main the
+    commit closed the savepoint, so what the raising ``execute`` put after it stayed, to be
+    committed at the next checkpoint and put again by the input's replay."""
+    ex, rec = StatefulBoltExecutor(CommitsThenRaises()), Recorder()
+    ex.prepare({"topology.name": "t"}, BoltCtx(HostMemory(), {"$checkpointspout": [9]}), rec)
+    ex.execute(cp(-1, INITSTATE))
+    a, x = Tuple(["a"], DATA), Tuple(["x"], DATA)
+    ex.execute(a)
+    with pytest.raises(ValueError, match="not a word"):
+        ex.execute(x)
+    ex.execute(cp(0, PREPARE))
+    ex.execute(cp(0, COMMIT))
+    assert dict(ex.state.committed()) == {"a": 1, ("after", "a"): 1, "x": 1}  # x's own commit stays
+    assert rec.acked.count(a) == 1 and rec.failed == []  # (the engine fails x)

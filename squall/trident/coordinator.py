@@ -27,7 +27,7 @@ from .._collectors import BasicOutputCollector, OutputFieldsDeclarer, SpoutOutpu
 from .._components import BasicBolt, Spout
 from .._config import Config
 from .._errors import FailedException
-from .._failure import FailureCause
+from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from .._transactional import Delete, LaunchRefusedError, MasterBackend, Put
 from .._tuple import Tuple
@@ -40,6 +40,7 @@ from .executor import (
     BatchOutput,
     master_coordinator_id,
 )
+from .failures import STALL_FAILURES, stalled_text
 from .operation import TridentCollector
 from .stats import BatchTimes
 from .txstate import TransactionalState, check_name, transactional_state
@@ -114,6 +115,32 @@ class _FailureLog:
         unsaid = self.unsaid if txid == self.txid else 0
         self.txid, self.said_at, self.unsaid = txid, now, 0
         return unsaid
+
+
+class _StallWatch:
+    """Counts the failures in a row of each txid (its running attempt's: the later txids a failure
+    drops fail after it, as news of nothing) and says when one reaches `STALL_FAILURES`: once per
+    txid, which stalls the topology until it commits (see `squall.trident.failures`)."""
+
+    def __init__(self, threshold: int = STALL_FAILURES) -> None:
+        self.threshold = threshold
+        self.failures: dict[int, int] = {}
+        self.reported: set[int] = set()
+
+    def failed(self, txid: int) -> int | None:
+        """An attempt of ``txid`` failed: its failures in a row when that is the time to say it
+        stalls, else None."""
+        n = self.failures[txid] = self.failures.get(txid, 0) + 1
+        if n < self.threshold or txid in self.reported:
+            return None
+        self.reported.add(txid)
+        return n
+
+    def committed(self, txid: int) -> None:
+        """``txid`` committed: it and the txids before it fail no more."""
+        for t in [t for t in self.failures if t <= txid]:
+            del self.failures[t]
+        self.reported = {t for t in self.reported if t > txid}
 
 
 class _BackgroundSaves:
@@ -426,6 +453,8 @@ class MasterBatchCoordinator(Spout):
         self._component = context.get_this_component_id()
         self._refusal = _Refusal()
         self._failures = _FailureLog()
+        self._stalls = _StallWatch()
+        self._last_cause: FailureCause | None = None  # the cause `fail_with` hands `fail`
         # per txid, why its last attempt failed (a FailureCause's wire form), for its replay's
         # $batch: a plain spout in it (a DRPC stream's) tells its records why
         self._causes: dict[int, tuple] = {}
@@ -464,7 +493,11 @@ class MasterBatchCoordinator(Spout):
                 for txid in self.core.active:
                     if txid >= attempt.txid:
                         self._causes[txid] = cause.wire()
-        self.fail(msg_id)
+        self._last_cause = cause
+        try:
+            self.fail(msg_id)
+        finally:
+            self._last_cause = None
 
     def fail(self, msg_id: Any) -> None:
         """A ``$batch`` or ``$commit`` tree failed or timed out: the core replays it."""
@@ -477,7 +510,20 @@ class MasterBatchCoordinator(Spout):
         if unsaid is not None:
             log.info("Trident batch %s failed on %s; it is replayed%s", attempt, stream,
                      f" (and failed {unsaid} more times since the last line)" if unsaid else "")
+        if self.core.is_running(attempt):
+            self._watch_stall(attempt.txid, stream)
         self._step(self.core.failed(stream, attempt))
+
+    def _watch_stall(self, txid: int, stream: str) -> None:
+        """An attempt of ``txid`` failed: once it failed `STALL_FAILURES` times in a row, report
+        that the topology is stalled there, why and how to get out (once per txid)."""
+        failures = self._stalls.failed(txid)
+        if failures is None:
+            return
+        cause = self._last_cause
+        last = cause.describe() if cause is not None and cause != UNKNOWN else f"its {stream} tree failed (no cause given)"
+        # reported (and so logged) once: Storm's throttle of an executor's reports never drops it
+        self.collector.report_error(stalled_text(txid, self.txid_keys, failures, last))
 
     def _step(self, emits: list[CoordinatorEmit]) -> None:
         # what an ack or fail decided and what may start after it go out behind one save: a
@@ -549,6 +595,7 @@ class MasterBatchCoordinator(Spout):
     def _emit(self, emits: list[CoordinatorEmit]) -> None:
         for emit in emits:
             if emit.stream == SUCCESS_STREAM:
+                self._stalls.committed(emit.attempt.txid)
                 self.collector.emit([emit.attempt], stream=SUCCESS_STREAM)
             elif emit.stream == BATCH_STREAM:
                 self.collector.emit([emit.attempt, self._causes.pop(emit.attempt.txid, None)],

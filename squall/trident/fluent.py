@@ -321,7 +321,7 @@ class TridentTopology:
                     f"merge: stream of fields {s.get_output_fields().to_list()} has "
                     f"{len(s.get_output_fields())} fields; the merged stream has {len(out)} ({out.to_list()})")
         return self._multi_reduce(list(streams), P.MergeReducer(), out,
-                                  [s.get_output_fields() for s in streams])
+                                  [s.get_output_fields() for s in streams], "merge")
 
     def multi_reduce(self, *args: Any, out_fields: Fields | list[str] | None = None) -> Stream:
         """Run ``reducer`` over the tuples of several streams, per partition and batch (Storm's
@@ -398,7 +398,7 @@ class TridentTopology:
         groups = [s.get_group_fields() for s in streams]
         parts = [s.to_stream().partition_by(g) for s, g in zip(streams, groups)]
         full = [_union(g, f) for g, f in zip(groups, inputs)]
-        return self._multi_reduce(parts, executor(reducer, groups, inputs, operation), out, full)
+        return self._multi_reduce(parts, executor(reducer, groups, inputs, operation), out, full, operation)
 
     def join(self, stream1: Any, join_fields1: Any, stream2: Any = None, join_fields2: Any = None,
              out_fields: Any = None, join_type: JoinType | Sequence[JoinType] | None = None,
@@ -498,9 +498,11 @@ class TridentTopology:
             if s._topology is not self:
                 raise ValueError(f"{operation}: a stream of another TridentTopology")
 
-    def _multi_reduce(self, streams: list[Stream], reducer: Any, out: Fields, inputs: list[Fields]) -> Stream:
+    def _multi_reduce(self, streams: list[Stream], reducer: Any, out: Fields, inputs: list[Fields],
+                      operation: str = "multi_reduce") -> Stream:
         names = [s._name for s in streams if s._name]
         proc = P.MultiReduceProcessor(inputs, reducer)
+        proc.operation = operation  # what its errors call it (squall.trident.failures)
         node = self._add_processor([s._node for s in streams], "-".join(names) or None, out, proc)
         return Stream(self, node, None)
 
@@ -582,6 +584,7 @@ class Stream:
     # plumbing
     def _add(self, operation: str, fields: Fields, processor: Any, *, committer: bool = False,
              state_id: str | None = None) -> ProcessorNode:
+        processor.operation = operation  # what its errors call it (squall.trident.failures)
         return self._topology._add_processor([self._node], self._name, fields, processor, committer, state_id)
 
     def _next(self, node: Node) -> Stream:

@@ -47,6 +47,7 @@ from .._topology import StormTopology, TopologyBuilder
 from ..drpc import ReturnResults
 from .coordinator import BATCH_STREAM, SUCCESS_STREAM, master_coordinator_id, spout_coordinator_id
 from .executor import BatchBody, BatchInfo, BatchOutput, BoltSpec, InputSpec
+from .failures import operation_text
 from .fluent import (
     Node,
     Partitioning,
@@ -243,8 +244,10 @@ def plan(topology: TridentTopology) -> Plan:
             if n in return_nodes:
                 outputs += (n.stream_id,)
             name = n.name or type(n.processor).__name__
+            label = operation_text(n.processor.operation, getattr(n.processor, "op", None)
+                                   or getattr(n.processor, "aggregator", None), n.name)
             body_nodes.append(BodyNode(name, n.processor, n.fields, tuple(parents), kids, outputs,
-                                       getattr(n, "state_id", None), batch_group[n]))
+                                       getattr(n, "state_id", None), batch_group[n], label))
         state_ids = {sid for n in members if (sid := getattr(n, "state_id", None)) is not None}
         bolt_outputs = tuple((s, bn.fields) for bn in body_nodes for s in bn.outputs)
         committer = any(n.committer for n in procs)

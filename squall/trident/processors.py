@@ -23,12 +23,13 @@ import json
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from .._fields import Fields
 from .._native import CountingEmit, combine_rows, view_of
 from .builtin import Count
 from .executor import BatchBody, BatchInfo, BatchOutput
+from .failures import operation_failed
 from .operation import (
     BaseAggregator,
     BaseFilter,
@@ -60,6 +61,8 @@ class ProcessorContext:
     tuple on (set once every processor of the bolt is prepared, before `Processor.wire`),
     ``state`` is the `State` the node persists into or queries (else None), and
     ``emit_many(batch, rows)`` is ``emit`` of each row (fresh lists), in one call.
+    ``operation`` is what an error of the operation calls it (``each(Parse) named 'parse'``,
+    `squall.trident.failures.operation_text`; default ``name``).
     """
 
     name: str
@@ -70,6 +73,7 @@ class ProcessorContext:
     report_error: Callable[[BaseException], None]
     state: Any = None
     emit_many: Callable[[BatchInfo, list[list]], None] = _not_wired
+    operation: str = ""
 
 
 Receiver = Callable[[BatchInfo, list], None]
@@ -110,6 +114,14 @@ class Processor:
 
     def cleanup(self) -> None:
         """The task stops."""
+
+    def failed(self, error: Exception, values: list | None = None, parent: int = 0, where: str = "") -> NoReturn:
+        """Raise ``error``, which escaped this operation on tuple ``values`` of parent number
+        ``parent`` (or ``where`` in the batch), as a `squall.trident.failures.TridentOperationError`
+        naming the operation and the tuple (one already, or a `FailedException`, as it is)."""
+        tctx = self.tctx
+        operation_failed(tctx.operation or tctx.name, error,
+                         tctx.parent_fields[parent] if values is not None else None, values, where)
 
     def _check_width(self, values: list, what: str) -> list:
         if len(values) != len(self.tctx.fields):
@@ -265,9 +277,10 @@ class EachProcessor(_SingleParent):
             # value it appends (the last): one receiver does both, with no list made in between
             key, group_idx, _, agg = fusable
             if type(agg) is Count and type(self.op.agg) is Count and len(group_idx) == 1:
-                self._receive = _grouped_count(key, group_idx[0])  # type: ignore[method-assign, assignment]
+                self._receive = _grouped_count(key, group_idx[0], self)  # type: ignore[method-assign, assignment]
             else:
-                self._receive = _grouped_combine(key, group_idx, -1, agg, self.op.agg.init, view)  # type: ignore[method-assign, assignment]
+                self._receive = _grouped_combine(key, group_idx, -1, agg, self.op.agg.init, view,  # type: ignore[method-assign, assignment]
+                                                 owner=self)
             return
         counting = getattr(self.tctx.emit, "counting", None)
         if counting is not None and type(self.op) is not CombinerInitFunction:
@@ -279,25 +292,35 @@ class EachProcessor(_SingleParent):
             self._coll = coll
 
             counter: Any = coll.emit
+            failed = self.failed
 
             def receive(batch: BatchInfo, values: list) -> None:
                 coll.batch, counter.input, counter.groups = batch, values, batch.state[key]
-                execute(view(values), coll)
+                try:
+                    execute(view(values), coll)
+                except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+                    failed(e, values)
 
             self._receive = receive  # type: ignore[method-assign]
             return
         if type(self.op) is CombinerInitFunction:
             # a combiner's init appends one value: no collector in between
-            init, emit = self.op.agg.init, self.tctx.emit
+            init, emit, failed = self.op.agg.init, self.tctx.emit, self.failed
 
             def receive(batch: BatchInfo, values: list) -> None:
-                emit(batch, [*values, init(view(values))])
+                try:
+                    emit(batch, [*values, init(view(values))])
+                except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+                    failed(e, values)
         else:
-            out, execute = self._coll, self.op.execute
+            out, execute, failed = self._coll, self.op.execute, self.failed
 
             def receive(batch: BatchInfo, values: list) -> None:
                 out.batch, out.input = batch, values
-                execute(view(values), out)
+                try:
+                    execute(view(values), out)
+                except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+                    failed(e, values)
 
         self._receive = receive  # type: ignore[method-assign]
 
@@ -319,10 +342,14 @@ class FilterProcessor(_SingleParent):
 
     def wire(self) -> None:
         view, is_keep, emit = _viewer(self.input_fields, self._idx), self.op.is_keep, self.tctx.emit
+        failed = self.failed
 
         def receive(batch: BatchInfo, values: list) -> None:
-            if is_keep(view(values)):
-                emit(batch, values)
+            try:
+                if is_keep(view(values)):
+                    emit(batch, values)
+            except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+                failed(e, values)
 
         self._receive = receive  # type: ignore[method-assign]
 
@@ -352,14 +379,17 @@ class MapProcessor(_SingleParent):
     def _receive(self, batch: BatchInfo, values: list) -> None:
         emit = self.tctx.emit
         tup = _View(self.tctx.parent_fields[0], values)
-        if self.kind == "map":
-            emit(batch, self._check_width(list(self.op.execute(tup)), type(self.op).__name__))
-        elif self.kind == "flat_map":
-            for out in self.op.execute(tup):
-                emit(batch, self._check_width(list(out), type(self.op).__name__))
-        else:
-            self.op.accept(tup)
-            emit(batch, values)
+        try:
+            if self.kind == "map":
+                emit(batch, self._check_width(list(self.op.execute(tup)), type(self.op).__name__))
+            elif self.kind == "flat_map":
+                for out in self.op.execute(tup):
+                    emit(batch, self._check_width(list(out), type(self.op).__name__))
+            else:
+                self.op.accept(tup)
+                emit(batch, values)
+        except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+            self.failed(e, values)
 
     def cleanup(self) -> None:
         self.op.cleanup()
@@ -411,24 +441,31 @@ class AggregateProcessor(_SingleParent):
         key = self.tctx.key
         if isinstance(op, GroupedAggregator) and type(op.agg) is CombinerCombineAggregator:
             self._receive = _grouped_combine(  # type: ignore[method-assign, assignment]
-                key, [parent.index(f) for f in op.group_fields], parent.index(op.input_fields[0]), op.agg.agg)
+                key, [parent.index(f) for f in op.group_fields], parent.index(op.input_fields[0]), op.agg.agg,
+                owner=self)
             self._combining = True
             return
         self._combining = False
         if type(op) is CombinerCombineAggregator:  # ungrouped: its state is [value]
-            combine, at = op.agg.combine, parent.index(self.input_fields[0])
+            combine, at, failed = op.agg.combine, parent.index(self.input_fields[0]), self.failed
 
             def receive_combined(batch: BatchInfo, values: list) -> None:
                 state = batch.state[key]
-                state[0] = combine(state[0], values[at])
+                try:
+                    state[0] = combine(state[0], values[at])
+                except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+                    failed(e, values)
 
             self._receive = receive_combined  # type: ignore[method-assign]
             return
-        view, aggregate, coll = _viewer(self.input_fields, self._idx), op.aggregate, self._coll
+        view, aggregate, coll, failed = _viewer(self.input_fields, self._idx), op.aggregate, self._coll, self.failed
 
         def receive(batch: BatchInfo, values: list) -> None:
             coll.batch = batch
-            aggregate(batch.state[key], view(values), coll)
+            try:
+                aggregate(batch.state[key], view(values), coll)
+            except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+                failed(e, values)
 
         self._receive = receive  # type: ignore[method-assign]
 
@@ -455,29 +492,37 @@ _ABSENT = object()
 
 def _grouped_combine(key: int, group_idx: list[int], value_idx: int, agg: CombinerAggregator,
                      init: Callable[[TridentTuple], Any] | None = None,
-                     view: Callable[[list], TridentTuple] | None = None, first_as_is: bool = False) -> Receiver:
+                     view: Callable[[list], TridentTuple] | None = None, first_as_is: bool = False,
+                     owner: Processor | None = None) -> Receiver:
     """The receiver of a grouped combiner aggregate (`GroupedAggregator` over
     `CombinerCombineAggregator`): each group's value starts at ``zero()`` and combines the
     tuple's value (at ``value_idx``, or ``init(view(values))``: the combiner's init fused in, see
     `EachProcessor.wire`); the batch's state is ``{group values: value}``. With ``first_as_is``
     a group's first value is kept as it is, not combined with ``zero()`` (the persist's
     `MapCombinerAggStateUpdater` rule). The receiver carries its layout as ``fusable`` so that
-    the init before it can be fused in."""
+    the init before it can be fused in. An error of the combiner's is raised as one of ``owner``,
+    the processor the receiver runs for (`Processor.failed`)."""
     combine, zero = agg.combine, agg.zero
     single = group_idx[0] if len(group_idx) == 1 else None
+    failed = owner.failed if owner is not None else None
 
     def receive(batch: BatchInfo, values: list) -> None:
         groups = batch.state[key]
         group = (values[single],) if single is not None else tuple([values[i] for i in group_idx])
-        value = values[value_idx] if init is None else init(view(values))  # type: ignore[misc]
         try:
-            old = groups.get(group, _ABSENT)
-        except TypeError:
-            raise ValueError(f"group_by: the group values {list(group)!r} are not hashable") from None
-        if old is _ABSENT:
-            groups[group] = value if first_as_is else combine(zero(), value)
-        else:
-            groups[group] = combine(old, value)
+            value = values[value_idx] if init is None else init(view(values))  # type: ignore[misc]
+            try:
+                old = groups.get(group, _ABSENT)
+            except TypeError:
+                raise ValueError(f"group_by: the group values {list(group)!r} are not hashable") from None
+            if old is _ABSENT:
+                groups[group] = value if first_as_is else combine(zero(), value)
+            else:
+                groups[group] = combine(old, value)
+        except Exception as e:
+            if failed is None:
+                raise
+            failed(e, values)
 
     receive.fusable = (key, group_idx, value_idx, agg)  # type: ignore[attr-defined]
     # rows may go in at once (combine_rows): the persist's (first value as it is), and Count's,
@@ -503,11 +548,12 @@ def _combine_many(receive: Receiver, width: int) -> Callable[[BatchInfo, Sequenc
     return receive_many
 
 
-def _grouped_count(key: int, index: int) -> Receiver:
+def _grouped_count(key: int, index: int, owner: Processor) -> Receiver:
     """`_grouped_combine` with the built-in `Count`'s init fused in, grouped by one field (at
     ``index``): ``zero()`` is 0, ``init`` 1 and ``combine`` ``+``, so a tuple adds one to its
     group's count. It carries ``counting`` so that the function before it can count its emits
-    straight away (`_CountingCollector`)."""
+    straight away (`_CountingCollector`). Its error is one of ``owner``'s (`Processor.failed`)."""
+    failed = owner.failed
 
     def receive(batch: BatchInfo, values: list) -> None:
         groups = batch.state[key]
@@ -515,7 +561,7 @@ def _grouped_count(key: int, index: int) -> Receiver:
         try:
             groups[group] = groups.get(group, 0) + 1
         except TypeError:
-            raise ValueError(f"group_by: the group values {list(group)!r} are not hashable") from None
+            failed(ValueError(f"group_by: the group values {list(group)!r} are not hashable"), values)
 
     receive.counting = (key, index)  # type: ignore[attr-defined]
     return receive
@@ -577,7 +623,7 @@ class PartitionPersistProcessor(_StateProcessor):
             parent = self.tctx.parent_fields[0]
             self._receive = _grouped_combine(  # type: ignore[method-assign, assignment]
                 key, [parent.index(f) for f in op.group_fields], parent.index(op.input_fields[0]), op.agg,
-                first_as_is=True)
+                first_as_is=True, owner=self)
             return
         view = _viewer(self.input_fields, self._idx)
 
@@ -629,7 +675,10 @@ class StateQueryProcessor(_StateProcessor):
         coll.batch = batch
         for values, arg, result in zip(tuples, args, results):
             coll.input = values
-            self.op.execute(arg, result, coll)
+            try:
+                self.op.execute(arg, result, coll)
+            except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+                self.failed(e, values)
 
 
 class MultiReduceProcessor(Processor):
@@ -659,7 +708,10 @@ class MultiReduceProcessor(Processor):
 
     def execute(self, batch: BatchInfo, parent: int, values: list) -> None:
         self._coll.batch = batch
-        self.op.execute(batch.state[self.tctx.key], parent, self._views[parent](values), self._coll)
+        try:
+            self.op.execute(batch.state[self.tctx.key], parent, self._views[parent](values), self._coll)
+        except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+            self.failed(e, values, parent)
 
     def finish_batch(self, batch: BatchInfo) -> None:
         self._coll.batch = batch
@@ -1174,7 +1226,8 @@ class BodyNode:
     ``parents`` are, in edge order, ``("node", i)`` for processor ``i`` of the same bolt or
     ``("stream", s)`` for input stream ``s``; ``children`` are ``(i, parent index)`` pairs of
     processors in the bolt; ``outputs`` the streams leaving the bolt from this node;
-    ``batch_group`` the batch group of its batches (None: every batch the bolt runs).
+    ``batch_group`` the batch group of its batches (None: every batch the bolt runs); ``label``
+    what its errors call it (``each(Parse) named 'parse'``; empty: ``name``).
     """
 
     name: str
@@ -1185,6 +1238,7 @@ class BodyNode:
     outputs: tuple[str, ...]
     state_id: str | None = None
     batch_group: str | None = None
+    label: str = ""
 
 
 class SubtopologyBody(BatchBody):
@@ -1222,7 +1276,8 @@ class SubtopologyBody(BatchBody):
                     inputs.setdefault(ref, []).append((node.processor, pi))
             tctx = ProcessorContext(node.name, parent_fields, node.fields, i, _not_wired,
                                     output.report_error,
-                                    self._states.get(node.state_id) if node.state_id is not None else None)
+                                    self._states.get(node.state_id) if node.state_id is not None else None,
+                                    operation=getattr(node, "label", "") or node.name)
             contexts.append(tctx)
             node.processor.prepare(conf, context, tctx)
         # children first: a node's emit calls its children's receivers, which wire() binds
@@ -1235,10 +1290,12 @@ class SubtopologyBody(BatchBody):
             for stream, procs in inputs.items()}
         # a stream whose one reader is a grouped combine: a pack's rows combine in one call
         self._combining: dict[str, Callable[[BatchInfo, Sequence[Any]], int]] = {}
+        self._combiner: dict[str, Processor] = {}  # whose combine runs in a stream's _combining
         for stream, (width, receivers) in self._receivers.items():
             many = _combine_many(receivers[0], width) if len(receivers) == 1 else None
             if many is not None:
                 self._combining[stream] = many
+                self._combiner[stream] = inputs[stream][0][0]
 
     def _emitter(self, node: BodyNode) -> Receiver:
         receivers = [self.nodes[c].processor.receiver(pi) for c, pi in node.children]
@@ -1266,8 +1323,14 @@ class SubtopologyBody(BatchBody):
         if len(node.children) == 1 and not node.outputs:
             many = _combine_many(emit, len(node.fields))  # emit is the one child's receiver
             if many is not None:
+                child = self.nodes[node.children[0][0]].processor
+
                 def combine_each(batch: BatchInfo, rows: list[list]) -> None:
-                    for values in rows[many(batch, rows):]:
+                    try:
+                        done = many(batch, rows)
+                    except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+                        child.failed(e, where=f"combining {len(rows)} tuples in one call")
+                    for values in rows[done:]:
                         emit(batch, values)  # raises: an unhashable group
 
                 return combine_each
@@ -1296,7 +1359,10 @@ class SubtopologyBody(BatchBody):
 
     def init_batch(self, batch: BatchInfo) -> None:
         for node in self._in_group(batch.batch_group):
-            node.processor.start_batch(batch)
+            try:
+                node.processor.start_batch(batch)
+            except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+                node.processor.failed(e, where="at the start of the batch")
 
     def execute(self, batch: BatchInfo, stream: str, values: list) -> None:
         self.execute_many(batch, stream, (values,))
@@ -1309,7 +1375,10 @@ class SubtopologyBody(BatchBody):
         width, receivers = wired
         combining = self._combining.get(stream)
         if combining is not None:
-            done = combining(batch, rows)
+            try:
+                done = combining(batch, rows)
+            except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+                self._combiner[stream].failed(e, where=f"combining {len(rows)} tuples of stream {stream!r} in one call")
             if done == len(rows):
                 return
             rows = rows[done:]  # the rest, one by one: the first of them raises its error
@@ -1324,7 +1393,11 @@ class SubtopologyBody(BatchBody):
 
     def finish_batch(self, batch: BatchInfo) -> None:
         for node in self._in_group(batch.batch_group):
-            node.processor.finish_batch(batch)
+            try:
+                node.processor.finish_batch(batch)
+            except Exception as e:  # noqa: BLE001 (raised again, naming the operation: Processor.failed)
+                node.processor.failed(e, where="at the end of the batch (the state's update and commit, for a state)"
+                                      if node.state_id is not None else "at the end of the batch")
 
     def use_clock(self, clock: Any) -> None:
         """Hand the engine's clock to the processors that keep time (a window's)."""

@@ -23,6 +23,7 @@ import pytest
 import squall._native as native
 from squall.state import StateError
 from squall.trident.builtin import Count, Sum
+from squall.trident.failures import TridentOperationError
 from squall.trident.state import OpaqueValue
 from squall.trident.state.api import CombinerValueUpdater
 from squall.trident.state.memory import MemoryMapState
@@ -283,6 +284,8 @@ def test_a_packs_count_partials_combine_in_one_call_and_bad_rows_fail_as_before(
     body.init_batch(batch := BatchInfo(TransactionAttempt(2, 0)))
     with pytest.raises(ValueError, match=r"fields \['word', 'count'\] on stream 's0' got 3 values"):
         body.execute_many(batch, "s0", [["a", 1], ["a", 1, 2]])
-    with pytest.raises(ValueError, match=r"group_by: the group values \[\['x'\]\] are not hashable"):
+    # raised naming the operation (here its node's name) and the row (squall.trident.failures)
+    with pytest.raises(TridentOperationError, match=r"^combine raised ValueError: group_by: the group values "
+                       r"\[\['x'\]\] are not hashable; its input: fields \['word', 'count'\] values \[\['x'\], 1\]$"):
         body.execute_many(batch, "s0", [["a", 1], [["x"], 1]])
     assert batch.state[0] == {("a",): 2}, "the rows before the bad one were combined, once each"

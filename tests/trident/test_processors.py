@@ -9,6 +9,7 @@ from squall import Fields
 from squall.trident import BaseFilter, BaseFunction, CombinerAggregator, TridentTuple
 from squall.trident.coordinator import TransactionAttempt
 from squall.trident.executor import BatchInfo, BatchOutput
+from squall.trident.failures import TridentOperationError
 from squall.trident.processors import (
     AggregateProcessor,
     BodyNode,
@@ -146,7 +147,9 @@ def test_an_unhashable_group_value_fails_naming_group_by():
     body.prepare({}, Context(), Output())
     batch = BatchInfo(TransactionAttempt(1, 0))
     body.init_batch(batch)
-    with pytest.raises(ValueError, match=r"group_by: the group values \[\['x'\]\] are not hashable"):
+    # raised naming the operation (here its node's name) and the tuple (squall.trident.failures)
+    with pytest.raises(TridentOperationError, match=r"^partial raised ValueError: group_by: the group values "
+                       r"\[\['x'\]\] are not hashable; its input: fields \['g', 'v'\] values \[\['x'\], 1\]$"):
         body.execute(batch, "s0", [["x"], 1])
 
 
@@ -169,7 +172,8 @@ def test_a_function_emitting_the_wrong_width_fails_naming_it():
     body.prepare({}, Context(), Output())
     batch = BatchInfo(TransactionAttempt(1, 0))
     body.init_batch(batch)
-    with pytest.raises(ValueError, match=r"two: Two emitted 3 values"):
+    with pytest.raises(TridentOperationError, match=r"^two raised ValueError: two: Two emitted 3 values "
+                       r"\['a', 'x', 'y'\] for the fields \['a', 'b'\]; its input: fields \['a'\] values \['a'\]$"):
         body.execute(batch, "s0", ["a"])
 
 
@@ -236,7 +240,10 @@ def test_a_counted_function_emitting_the_wrong_width_or_an_unhashable_word_fails
     body.prepare({}, Context(), Output())
     batch = BatchInfo(TransactionAttempt(1, 0))
     body.init_batch(batch)
-    with pytest.raises(ValueError, match=r"split: Emit emitted 3 values"):
+    with pytest.raises(TridentOperationError, match=r"^split raised ValueError: split: Emit emitted 3 values "
+                       r"\[\['x', 'y'\], 'x', 'y'\] for the fields \['sentence', 'word'\]; its input: "
+                       r"fields \['sentence'\] values \[\['x', 'y'\]\]$"):
         body.execute(batch, "s0", [["x", "y"]])
-    with pytest.raises(ValueError, match=r"group_by: the group values \[\['x'\]\] are not hashable"):
+    with pytest.raises(TridentOperationError, match=r"^split raised ValueError: group_by: the group values "
+                       r"\[\['x'\]\] are not hashable; its input: fields \['sentence'\] values \[\[\['x'\]\]\]$"):
         body.execute(batch, "s0", [[["x"]]])

@@ -6,6 +6,8 @@ part must not wait with it)."""
 
 from __future__ import annotations
 
+import re
+
 from squall import Config, Fields, LocalCluster
 from squall.trident import LocalDRPC, MemoryMapState, TridentTopology
 from squall.trident.builtin import Count, FilterNull, MapGet, Sum
@@ -69,8 +71,11 @@ def test_a_trident_drpc_request_that_fails_says_why_as_a_plain_topologys_does() 
         cluster.submit_topology("checked", Config(), topo.build())
         _, bad = guarded(drpc.execute, "check", "bad")
         assert isinstance(bad, DRPCExecutionException)
-        assert str(bad).startswith("Request failed: exception in [b-0] task ")
-        assert str(bad).endswith(": ValueError: cannot read 'bad'")
+        # the exception as the operation's error (squall.trident.failures): the operation, the batch, the request
+        assert re.fullmatch(r"Request failed: exception in \[b-0\] task \d+: TridentOperationError: each\(Checked\) "
+                            r"raised ValueError: cannot read 'bad'; Trident batch txid \d+ attempt \d+ \(attempts "
+                            r"of txid \d+ that raised here: \d+\); its input: fields \['args'\] values \['bad'\]",
+                            str(bad)), str(bad)
         _, refused = guarded(drpc.execute, "check", "refused")
         assert str(refused).startswith("Request failed: failed in [b-0] task ")
         assert str(refused).endswith(": FailedException: 'refused' is refused")

@@ -1,0 +1,167 @@
+"""What a Trident user is told when an operation fails a batch.
+
+An exception escaping a Trident operation fails the batch, and the master coordinator replays it
+with the same txid until it succeeds: a record that makes a function raise stalls the topology at
+that txid, as in Storm (commits go in txid order; Storm's Trident has no skip). Storm then shows
+the exception of the bolt the operations are fused into, ``[b-0] task 4 ValueError: invalid
+literal...``, which names neither the user's operation nor the record nor the batch. squall wraps
+the exception in a `TridentOperationError` where it escapes the operation, naming:
+
+- the operation: its kind and the user's class, ``each(Parse)``, and the name the user gave the
+  stream with ``Stream.name`` (the one in the bolt's id, ``b-0-parse``);
+- the tuple it was given (its fields and values, each value cut to `VALUE_CHARS` characters and
+  credentials masked as everything squall shows is, `squall._redact`), or where in the batch it
+  raised when no one tuple was at hand (its start, its end: an aggregator's ``complete``, a
+  state's update or commit);
+- the batch: its txid and attempt, and how many attempts of the txid raised in this task.
+
+That exception is what the engine reports (the topology's errors, the UI, the worker's log) and
+what the batch's failure carries to its spout and to the master coordinator, which, once one txid
+failed `STALL_FAILURES` times in a row, reports once that the topology is stalled there, why (the
+last failure) and how to get out (`stalled_text`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, NoReturn
+
+from .._errors import FailedException
+from .._failure import cut_text
+from .._redact import MASK, is_secret_key, shown_text
+
+VALUE_CHARS = 200
+"""Each value of the tuple an error quotes is cut to this many characters (as squall's failure
+reasons cut the values they quote, `squall._failure.shown_value`)."""
+
+ERROR_CHARS = 500
+"""The operation's own exception message is cut to this many characters in the error, so that the
+tuple after it still fits in a failure's cause (`squall._failure.MAX_MESSAGE_CHARS`)."""
+
+STALL_FAILURES = 3
+"""Failures in a row of one txid after which the master coordinator reports the topology stalled.
+One failure, even two, is routine under Trident's model (a worker lost, a batch timed out while a
+worker restarted, a transient error of a source or a store) and its replay succeeds; an operation
+that raises on a record fails every attempt of the batch holding it, so a third failure in a row
+tells a stall apart from those (within a second or two of the first, at LocalCluster's 50 ms
+between batches) without reporting one that a retry would have cleared."""
+
+
+class TridentOperationError(Exception):
+    """An operation of a Trident topology raised (see the module docstring); the exception it
+    raised is ``error`` (and ``__cause__``).
+
+    ``operation`` describes the operation (``each(Parse) named 'parse'``), ``record`` the tuple it
+    was given (``fields ['line'] values ['x']``, cut and masked) or None, ``where`` where in the
+    batch it raised when no tuple was at hand. ``txid``, ``attempt_id`` and ``failures`` (the
+    attempts of the txid that raised in this task) are set by whoever runs the batch, once known.
+    """
+
+    def __init__(self, operation: str, error: BaseException, record: str | None = None, where: str = "",
+                 txid: int | None = None, attempt_id: int | None = None, failures: int = 0,
+                 attempt_label: str = "attempt") -> None:
+        super().__init__(operation, error, record, where, txid, attempt_id, failures, attempt_label)
+        self.operation = operation
+        self.error = error
+        self.record = record
+        self.where = where
+        self.txid = txid
+        self.attempt_id = attempt_id
+        self.failures = failures
+        self.attempt_label = attempt_label
+
+    def __reduce__(self) -> tuple:
+        # what `at_batch` set travels too (Exception's own pickling keeps only the arguments)
+        return (type(self), (self.operation, self.error, self.record, self.where, self.txid, self.attempt_id,
+                             self.failures, self.attempt_label))
+
+    def at_batch(self, txid: int, attempt_id: int, failures: int = 0, attempt_label: str = "attempt") -> None:
+        """Say which batch this happened in: ``txid``, its ``attempt_id`` (``attempt_label`` names
+        what that counts: Spark's task attempts on Spark's engine), and ``failures``, how many
+        attempts of the txid raised where it ran (0: not counted)."""
+        self.txid, self.attempt_id, self.failures, self.attempt_label = txid, attempt_id, failures, attempt_label
+
+    def __str__(self) -> str:
+        error = self.error
+        text = f"{self.operation} raised {type(error).__name__}: {cut_text(shown_text(str(error)), ERROR_CHARS)}"
+        if self.txid is not None:
+            text += f"; Trident batch txid {self.txid} {self.attempt_label} {self.attempt_id}"
+            if self.failures:
+                text += f" (attempts of txid {self.txid} that raised here: {self.failures})"
+        if self.record is not None:
+            text += f"; its input: {self.record}"
+        elif self.where:
+            text += f"; {self.where}"
+        return text
+
+
+def shown_record(fields: Iterable[str], values: Sequence[Any]) -> str:
+    """``fields [...] values [...]`` for an error: each value as its ``repr``, credentials masked
+    (`squall._redact.shown_text`; a field whose name names a credential, ``password``, shows
+    `MASK`), then cut to `VALUE_CHARS` characters saying how long it was. Masked before it is cut,
+    so that a cut never leaves half a credential that masking no longer recognises."""
+    names = list(fields)
+    shown = []
+    for i, value in enumerate(values):
+        if i < len(names) and is_secret_key(names[i]):
+            shown.append(repr(MASK))
+            continue
+        try:
+            text = repr(value)
+        except Exception as e:  # noqa: BLE001 (a value whose repr raises is still shown as something)
+            text = f"<{type(value).__name__} whose repr raised {type(e).__name__}>"
+        shown.append(cut_text(shown_text(text[:16 * VALUE_CHARS]), VALUE_CHARS))
+    return f"fields {names!r} values [{', '.join(shown)}]"
+
+
+def operation_failed(operation: str, error: Exception, fields: Iterable[str] | None = None,
+                     values: Sequence[Any] | None = None, where: str = "") -> NoReturn:
+    """Raise ``error`` as a `TridentOperationError` of ``operation`` on the tuple ``values`` (of
+    ``fields``), or ``where`` in the batch. An error that is one already (an operation further
+    down the bolt raised) or a `FailedException` (the operation failed the batch on purpose, with
+    its own message) goes on as it is."""
+    if isinstance(error, (TridentOperationError, FailedException)):
+        raise error
+    record = shown_record(fields or [], values) if values is not None else None
+    raise TridentOperationError(operation, error, record, where) from error
+
+
+def operation_text(kind: str, operation: Any, name: str | None) -> str:
+    """``each(Parse) named 'parse'``: the operation ``kind`` (``each``, ``map``,
+    ``persistent_aggregate``...), the class of the user's object behind squall's wrappers of it
+    (``operation``: what the processor runs, None when there is none) and the ``name`` given
+    with ``Stream.name``, if any."""
+    inner = user_operation(operation)
+    text = f"{kind}({type(inner).__name__})" if inner is not None else kind
+    return f"{text} named {name!r}" if name else text
+
+
+def user_operation(operation: Any) -> Any:
+    """The user's object behind squall's wrappers of it (a combiner's init and combine steps, a
+    grouped or single-emit aggregator, a state updater, a grouped multi-reducer): the object whose
+    class the user wrote or chose."""
+    seen = 0
+    while operation is not None and seen < 8 and type(operation).__module__.startswith("squall.trident."):
+        inner = next((getattr(operation, a) for a in ("agg", "reducer", "aggregator")
+                      if getattr(operation, a, None) is not None), None)
+        if inner is None:
+            break
+        operation, seen = inner, seen + 1
+    return operation
+
+
+def stalled_text(txid: int, spouts: Sequence[str], failures: int, last: str) -> str:
+    """The error the master coordinator reports once txid ``txid`` (of the spouts whose txid keys
+    are ``spouts``) failed ``failures`` times in a row, the last time for ``last``."""
+    return (f"Trident topology stalled at txid {txid} (spout {', '.join(repr(s) for s in spouts)}): its batch "
+            f"failed {failures} times in a row, the last time: {last}. Trident replays a failed batch with the "
+            f"same txid until it succeeds, and no later batch commits meanwhile; as in Storm, there is no way to "
+            f"skip a batch or a record. To get out, fix the operation so that it handles this record (a function "
+            f"may emit nothing for it) and submit the topology again under the same name: it resumes at txid "
+            f"{txid}, and what the batches before it committed stays counted once. Or correct the data at its "
+            f"source where the spout's replay picks the change up (an opaque spout's may; a transactional spout "
+            f"replays the same records), or what else the failure names.")
+
+
+__all__ = ["ERROR_CHARS", "STALL_FAILURES", "VALUE_CHARS", "TridentOperationError", "operation_failed",
+           "operation_text", "shown_record", "stalled_text", "user_operation"]

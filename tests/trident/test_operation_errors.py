@@ -1,0 +1,227 @@
+"""What an operation that raises is reported as (`squall.trident.failures`): the operation (its
+kind, the user's class and the name given with ``Stream.name``), the tuple it was given (values
+cut to 200 characters, credentials masked), the batch's txid and attempt and how many attempts of
+it raised in the task; and the master coordinator's one report that the topology is stalled once
+a txid failed three times in a row. Before, the error was the bare exception of the fused bolt
+(``ValueError: invalid literal for int() with base 10: 'x'``) and nothing said it stalled."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from squall import Fields
+from squall._failure import EXCEPTION, FailureCause
+from squall.trident import (
+    BaseAggregator,
+    BaseFilter,
+    BaseFunction,
+    CombinerAggregator,
+    FeederBatchSpout,
+    MapFunction,
+    TridentTopology,
+)
+from squall.trident.builtin import Count
+from squall.trident.coordinator import BATCH_STREAM, COMMIT_STREAM, TransactionAttempt
+from squall.trident.executor import BatchInfo, TridentBoltExecutor
+from squall.trident.failures import STALL_FAILURES, TridentOperationError, operation_failed
+from squall.trident.planner import plan
+from squall.trident.state import MemoryMapState
+
+from .test_coordinator import RecordingCollector, open_master
+from .test_executor import A1, SPEC, Context, Recorder, data
+from .test_processors import Context as BodyContext
+from .test_processors import Output
+
+
+class Parse(BaseFunction):
+    def execute(self, tuple, collector) -> None:
+        collector.emit([int(tuple["text"])])
+
+
+class Positive(BaseFilter):
+    def is_keep(self, tuple) -> bool:
+        return int(tuple["text"]) > 0
+
+
+class Halve(MapFunction):
+    def execute(self, tuple):
+        return [tuple["id"], 10 // int(tuple["text"])]
+
+
+class Longest(BaseAggregator):
+    def init(self, batch_id, collector):
+        return [""]
+
+    def aggregate(self, state, tuple, collector) -> None:
+        state[0] = max(state[0], tuple["text"], key=len)
+
+    def complete(self, state, collector) -> None:
+        if state[0] == "x":
+            raise KeyError("no longest")
+        collector.emit([state[0]])
+
+
+class Concat(CombinerAggregator):
+    def init(self, tuple):
+        return tuple["text"]
+
+    def combine(self, val1, val2):
+        return val1 + val2  # None + a string raises
+
+    def zero(self):
+        return None
+
+
+def run_one(stream_of, values: list) -> TridentOperationError:
+    """``stream_of(stream)`` built on a spout of fields (id, password, text), its first bolt run
+    on one tuple ``values`` and the batch finished; the error it raised."""
+    topo = TridentTopology()
+    stream_of(topo.new_stream("s", FeederBatchSpout(["id", "password", "text"])))
+    bolt = plan(topo).bolts[0]
+    body = bolt.body
+    body.prepare({}, BodyContext(), Output())
+    (stream,) = body.input_fields
+    batch = BatchInfo(TransactionAttempt(3, 1))
+    with pytest.raises(TridentOperationError) as raised:
+        body.init_batch(batch)
+        body.execute(batch, stream, values)
+        body.finish_batch(batch)
+    return raised.value
+
+
+URL = "redis://:hunter2@cache:6379/0"
+RECORD = "fields ['id', 'password', 'text'] values [7, '***', 'x']"
+
+
+@pytest.mark.parametrize("stream_of, values, expected", [
+    (lambda s: s.name("parse").each(Fields("text"), Parse(), Fields("n")), [7, "pw", "x"],
+     f"each(Parse) named 'parse' raised ValueError: invalid literal for int() with base 10: 'x'; its input: {RECORD}"),
+    (lambda s: s.each(Fields("text"), Positive()), [7, "pw", "x"],
+     f"each(Positive) raised ValueError: invalid literal for int() with base 10: 'x'; its input: {RECORD}"),
+    (lambda s: s.name("halves").map(Halve(), Fields("id", "half")), [7, "pw", "0"],
+     ("map(Halve) named 'halves' raised ZeroDivisionError: integer division or modulo by zero; its input: "
+      "fields ['id', 'password', 'text'] values [7, '***', '0']")),
+    (lambda s: s.partition_aggregate(Fields("text"), Longest(), Fields("longest")), [7, "pw", "x"],
+     "partition_aggregate(Longest) raised KeyError: 'no longest'; at the end of the batch"),
+    # the combiner's partial step (its init fused into the grouped combine), per tuple
+    (lambda s: s.group_by(Fields("id")).persistent_aggregate(MemoryMapState.factory(), Fields("text"), Concat(),
+                                                             Fields("all")), [7, "pw", "x"],
+     (f"persistent_aggregate(Concat) raised TypeError: unsupported operand type(s) for +: 'NoneType' and 'str'; "
+      f"its input: {RECORD}")),
+])
+def test_an_operation_that_raises_is_named_with_the_tuple_it_was_given(stream_of, values, expected):
+    error = run_one(stream_of, values)
+    assert str(error) == expected
+    assert error.__cause__ is error.error
+
+
+def test_the_values_are_masked_then_cut_to_200_characters():
+    long = f"{URL} " + "y" * 500
+    error = run_one(lambda s: s.each(Fields("text"), Parse(), Fields("n")), [URL, "pw", long])
+    shown = repr(long.replace("hunter2", "***"))
+    assert error.record == (f"fields ['id', 'password', 'text'] values ['redis://:***@cache:6379/0', '***', "
+                            f"{shown[:200]}... ({len(shown)} characters)]")
+    assert "hunter2" not in str(error)
+    # the exception's own message is masked and cut too (to 500 characters)
+    assert str(error).startswith("each(Parse) raised ValueError: invalid literal for int() with base 10: "
+                                 "'redis://:***@cache")
+
+
+def test_a_failed_exception_fails_the_batch_as_it_is():
+    """`FailedException` is the operation's own way to fail a batch, with its own message."""
+    from squall.trident import FailedException
+
+    with pytest.raises(FailedException, match="^no$"):
+        operation_failed("each(X)", FailedException("no"), ["a"], [1])
+
+
+class RaisingBody:
+    """A body whose every input raises as ``each(Parse)`` does on it."""
+
+    def prepare(self, conf, context, output) -> None:
+        pass
+
+    def init_batch(self, batch) -> None:
+        pass
+
+    def execute(self, batch, stream, values) -> None:
+        operation_failed("each(Parse) named 'parse'", ValueError("bad"), ["word"], values)
+
+    def execute_many(self, batch, stream, rows) -> None:
+        for values in rows:
+            self.execute(batch, stream, values)
+
+    def finish_batch(self, batch) -> None:
+        pass
+
+    def get_component_configuration(self):
+        return None
+
+    def cleanup(self) -> None:
+        pass
+
+
+def test_the_executor_says_which_batch_and_how_many_of_its_attempts_raised_here():
+    bolt, rec = TridentBoltExecutor(SPEC, RaisingBody()), Recorder()  # type: ignore[arg-type]
+    bolt.prepare({"topology.message.timeout.secs": 30}, Context(), rec)
+    with pytest.raises(TridentOperationError) as first:
+        bolt.execute(data(A1, "x"))
+    assert str(first.value) == ("each(Parse) named 'parse' raised ValueError: bad; Trident batch txid 1 attempt 0 "
+                                "(attempts of txid 1 that raised here: 1); its input: fields ['word'] values ['x']")
+    assert str(pickle.loads(pickle.dumps(first.value))) == str(first.value)  # the batch travels with it
+    with pytest.raises(TridentOperationError) as second:
+        bolt.execute(data(TransactionAttempt(1, 1), "x"))
+    assert "; Trident batch txid 1 attempt 1 (attempts of txid 1 that raised here: 2);" in str(second.value)
+    with pytest.raises(TridentOperationError) as other:
+        bolt.execute(data(TransactionAttempt(2, 0), "y"))
+    assert "; Trident batch txid 2 attempt 0 (attempts of txid 2 that raised here: 1);" in str(other.value)
+
+
+class ReportingCollector(RecordingCollector):
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list = []
+
+    def report_error(self, error) -> None:
+        self.errors.append(error)
+
+
+def test_the_master_coordinator_reports_once_that_a_txid_failing_again_and_again_stalls_the_topology():
+    from squall._transactional import MemoryBackend
+
+    master, _ = open_master(MemoryBackend())
+    collector = ReportingCollector()
+    master.collector = collector
+    cause = FailureCause(EXCEPTION, "b-0-parse", 4, "TridentOperationError",
+                         "each(Parse) named 'parse' raised ValueError: bad; its input: fields ['word'] values ['x']")
+    master.next_tuple()
+    for attempt in range(STALL_FAILURES + 2):
+        assert master.core.is_running(TransactionAttempt(1, attempt))
+        master.fail_with(("batch", 1, attempt), cause)
+        assert len(collector.errors) == (0 if attempt + 1 < STALL_FAILURES else 1)
+        master.next_tuple()  # the replay
+    (stall,) = collector.errors
+    assert stall.startswith(
+        "Trident topology stalled at txid 1 (spout 'spout0'): its batch failed 3 times in a row, the last time: "
+        "exception in [b-0-parse] task 4: TridentOperationError: each(Parse) named 'parse' raised ValueError: bad; "
+        "its input: fields ['word'] values ['x']. Trident replays a failed batch with the same txid until it "
+        "succeeds, and no later batch commits meanwhile; as in Storm, there is no way to skip a batch or a record. "
+        "To get out, fix the operation so that it handles this record")
+    # once it commits, a later stall of it (another run of failures) would be news again
+    attempt = STALL_FAILURES + 2
+    master.ack(("batch", 1, attempt))
+    master.ack(("commit", 1, attempt))
+    assert master.core.current_txid == 2 and master._stalls.failures == {}
+    assert (BATCH_STREAM, TransactionAttempt(2, 0)) in collector.emitted
+    assert COMMIT_STREAM in {s for s, _ in collector.emitted}
+
+
+def test_a_count_after_a_function_names_the_function_not_the_count():
+    """The fused path the review met (each(Parse) then a grouped Count: the function's emits are
+    counted by its collector in C) names the function."""
+    error = run_one(lambda s: s.name("parse").each(Fields("text"), Parse(), Fields("n")).group_by(Fields("n"))
+                    .persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count")), [7, "pw", "x"])
+    assert str(error) == ("each(Parse) named 'parse' raised ValueError: invalid literal for int() with base 10: 'x'; "
+                          f"its input: {RECORD}")

@@ -18,7 +18,8 @@ the exception in a `TridentOperationError` where it escapes the operation, namin
 That exception is what the engine reports (the topology's errors, the UI, the worker's log) and
 what the batch's failure carries to its spout and to the master coordinator, which, once one txid
 failed `STALL_FAILURES` times in a row, reports once that the topology is stalled there, why (the
-last failure) and how to get out (`stalled_text`).
+last failure) and how to get out (`stalled_text`). On Spark's engine the same exception fails the
+Spark task, and the query's failure says that it stopped at that txid (``spark/runner.py``).
 """
 
 from __future__ import annotations
@@ -163,5 +164,18 @@ def stalled_text(txid: int, spouts: Sequence[str], failures: int, last: str) -> 
             f"replays the same records), or what else the failure names.")
 
 
+def query_stalled_text(txid: int, last: str) -> str:
+    """The failure of a Trident query on Spark's engine whose batch ``txid`` failed for ``last``:
+    Spark retried the failed task (``spark.task.maxFailures``) and then failed the query; the
+    stall is a query that stopped, and that fails the same way each time it is started again."""
+    return (f"Trident query stopped at txid {txid} (micro-batch {txid - 1}): its batch failed after Spark's "
+            f"retries (spark.task.maxFailures), the last time: {shown_text(last[:16 * 1000])[:2000]}. Started "
+            f"again from its checkpoint, the query replays txid {txid} with the same records, and fails the same "
+            f"way while the cause stays; as in Storm's Trident, there is no way to skip a batch or a record. To get "
+            f"out, fix the operation so that it handles this record (a function may emit nothing for it) and start "
+            f"the query again on the same checkpoint: it resumes at txid {txid}, and what the batches before it "
+            f"committed stays counted once.")
+
+
 __all__ = ["ERROR_CHARS", "STALL_FAILURES", "VALUE_CHARS", "TridentOperationError", "operation_failed",
-           "operation_text", "shown_record", "stalled_text", "user_operation"]
+           "operation_text", "query_stalled_text", "shown_record", "stalled_text", "user_operation"]

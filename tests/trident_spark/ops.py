@@ -213,3 +213,18 @@ class FailsOnceFactory(StateFactory):
     def make_state(self, conf, metrics, partition_index, num_partitions):
         return _FailsOnce(self.factory.make_state(conf, metrics, partition_index, num_partitions), self.marker,
                           self.txid)
+
+
+class ParseKey(BaseFunction):
+    """The last digit of a record's number; raises on a record that is no number."""
+
+    def execute(self, tuple, collector):
+        collector.emit([int(tuple.get_value_by_field("text")) % 10])
+
+
+class ParseKeyOrSkip(ParseKey):
+    """`ParseKey` fixed: a record that is no number gives nothing."""
+
+    def execute(self, tuple, collector):
+        if tuple.get_value_by_field("text").isdigit():
+            super().execute(tuple, collector)

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from ..coordinator import TransactionAttempt
 from ..executor import BatchInfo, BatchOutput
+from ..failures import TridentOperationError, query_stalled_text
 from .compiler import SparkBolt, SparkPlan, SparkSpout, SqlCombine, SqlOp
 from .context import SparkTaskContext
 from .rows import (
@@ -160,6 +161,9 @@ def run_body(body_bytes: bytes, component: str, tasks: int, txid: int, conf: dic
         body.finish_batch(batch)
         if out.tuples:
             yield out.flush()
+    except TridentOperationError as e:  # which batch: Spark retries the task, then fails the query
+        e.at_batch(txid, task.attemptNumber() if task is not None else 0, attempt_label="Spark task attempt")
+        raise
     finally:
         body.cleanup()
 
@@ -191,6 +195,27 @@ class _ListOutput(BatchOutput):
 
     def report_error(self, error: BaseException) -> None:
         log.error("Trident bolt %s reported: %s: %s", self.component, type(error).__name__, error)
+
+
+class TridentQueryStalled(RuntimeError):
+    """A Trident batch failed on Spark's engine (after Spark's task retries): the query stops at
+    its txid, and one started again from its checkpoint replays it (`query_stalled_text`)."""
+
+
+def _operation_error(error: BaseException) -> str | None:
+    """What ``error`` (a micro-batch's failure) says of the Trident operation that raised: a
+    `TridentOperationError`'s text, raised here (a driver bolt's) or in a Spark task, whose error
+    Spark relays as the text of the Python traceback (its last such line: the last attempt's);
+    None when no operation raised."""
+    if isinstance(error, TridentOperationError):
+        return str(error)
+    marker = f"squall.trident.failures.{TridentOperationError.__name__}: "
+    found = None
+    for line in str(error).splitlines():
+        at = line.find(marker)
+        if at >= 0:
+            found = line[at + len(marker):].strip()
+    return found
 
 
 class BatchFrames(NamedTuple):
@@ -247,6 +272,20 @@ class BatchRunner:
         if not self._prepared:
             self._prepare_driver()
         txid = int(batch_id) + 1
+        try:
+            self._run(df, txid)
+        except Exception as e:
+            # the query fails here (Spark's rule for foreachBatch), and started again it replays
+            # this txid: where an operation raised, say so, naming it and the record
+            # (squall.trident.failures); any other failure goes on as it is
+            if isinstance(e, TridentOperationError):
+                e.at_batch(txid, 0)
+            last = _operation_error(e)
+            if last is None:
+                raise
+            raise TridentQueryStalled(query_stalled_text(txid, last)) from e
+
+    def _run(self, df: Any, txid: int) -> None:
         with quiet_call_sites():
             built = self.frames(df, txid)
             for leaf in built.leaves:  # a bolt whose output nothing reads still runs
@@ -506,4 +545,4 @@ def _repartition(frame: Any, bolt: SparkBolt, parallelism: int) -> Any:
     return frame.coalesce(bolt.tasks(parallelism))
 
 
-__all__ = ["BatchFrames", "BatchRunner", "quiet_call_sites", "run_body", "run_partition", "source_frame", "union"]
+__all__ = ["BatchFrames", "BatchRunner", "TridentQueryStalled", "quiet_call_sites", "run_body", "run_partition", "source_frame", "union"]

@@ -182,8 +182,8 @@ def test_a_batch_that_cannot_be_written_builds_its_reason_once(tmp_path, monkeyp
     made: list[str] = []
     real = FailureCause.of_reason.__func__
     monkeypatch.setattr(FailureCause, "of_reason",
-                        classmethod(lambda cls, component, task, reason: made.append(reason) or
-                                    real(cls, component, task, reason)))
+                        classmethod(lambda cls, component, task, reason, *kind: made.append(reason) or
+                                    real(cls, component, task, reason, *kind)))
     out = Recorder()
     schema = pa.schema([("id", pa.int64(), False), ("n", pa.int64())])
     sink = ParquetSinkBolt(tmp_path / "pq", schema, "id", batch_size=500)

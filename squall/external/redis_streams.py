@@ -3,14 +3,40 @@
 `RedisStreamSpout` reads a stream through a consumer group (``XREADGROUP``), emits each entry
 with its entry id as message id, ``XACK``s it when its tuple tree completes and re-emits it on
 failure with an exponential backoff; after ``max_retries`` failures that the entry caused (a bolt
-failed it or raised on it; a lost worker or a timeout does not count) it goes to a dead-letter
+failed it or raised on it, or it took the spout's worker down with it, below; a lost worker or a
+timeout does not count) it goes to a dead-letter
 stream, with the cause of its last failure, and is acked there. A task's consumer name comes from its component id and task index, so a restarted
 task finds its own pending entries (``XREADGROUP ... 0``) and replays them first; entries left
 pending by a consumer that is gone are taken over with ``XAUTOCLAIM`` after ``claim_idle_ms``.
+
 A live task keeps the entries it holds (buffered, in flight or waiting to be retried) from
 looking idle: it resets their idle time (``XCLAIM ... JUSTID``, only while it still owns them)
 when it re-emits them and every third of ``claim_idle_ms``, so only a dead consumer's entries
 are ever claimed.
+
+Retry budgets outlive the spout's worker. An entry that crashes the worker the spout runs in (a
+bolt beside it with ``topology.bolt.fail.fast``, a segfault, ``os._exit``) is never failed: the
+spout dies with its counts, and a budget kept in memory would replay the entry for ever, the
+good entries in flight beside it with it. So the failures charged to an entry are kept in a
+hash beside the stream (`charges_key`: ``<stream>:<group>:charged``, entry id -> ``"<charged>
+<deaths>"``), written when an entry is charged and deleted with its XACK or dead letter. A
+worker's death cannot be told from a record's fault while several entries were in flight, so
+it is charged only to an entry that was in flight *alone*: an entry delivered again (taken from
+the pending list after its consumer stopped: ``XPENDING``'s delivery count is above 1), or
+failed because a worker it was in died, is a suspect, and a suspect is emitted only when
+nothing else of its task is in flight, and nothing else until its tree ends. Before it goes out
+its charge is written as if it will take its worker down with it; its ack deletes the charge,
+a failure it caused keeps it, any other failure (a timeout, a rollback, another worker's death
+this spout outlived) takes it back, and so does the spout's ``close`` (a rebalance, a kill).
+Only a death that takes the spout down with the suspect in flight alone leaves the charge in
+place: a live spout still charges no lost worker to anyone. A suspect found charged
+past ``max_retries`` when it is taken is dead-lettered at once (a cause of kind ``worker-lost``
+saying how often it was delivered and how many of those times its worker died with it in
+flight alone). Good entries in flight beside a poison one are delivered again as suspects,
+once each, and never charged for its deaths. Each task holds back only its own tuples: with
+several spout tasks in one worker, a suspect of one in flight alone when another task's entry
+kills the worker is charged for that death too. Without a limit (``max_retries`` None) nothing
+is counted and nothing is held back.
 
 The spout never waits on Redis for new entries on its loop's thread, which a worker's other
 executors share: a thread of its own (`_Reader`) does the blocking ``XREADGROUP ... BLOCK`` on a
@@ -30,6 +56,7 @@ Needs the ``redis`` extra (``pip install 'squall[redis]'``); only this module im
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -41,7 +68,7 @@ from typing import Any, ClassVar, cast
 import redis
 
 from .._components import Bolt, Spout
-from .._failure import UNKNOWN, FailureCause, fail_because, fail_for, shown_value
+from .._failure import UNKNOWN, WORKER_LOST, FailureCause, fail_because, fail_for, shown_value
 from .._fields import Fields
 from .._redact import redact_text
 from .._tuple import is_tick_tuple
@@ -115,11 +142,18 @@ class FieldsTranslator:
 @dataclass
 class _Tracked:
     """An entry the spout has taken and not yet acked: its values and retries so far (failures
-    it caused)."""
+    charged to it: those it caused, and deaths of its worker while it was in flight alone), of
+    which ``deaths`` were deaths; ``delivered``, Redis's delivery count when it was taken;
+    ``suspect``, whether it is emitted alone (see the module docstring); ``charged``, whether
+    the hash of charges may hold it."""
 
     entry: Entry
     values: list
     retries: int = 0
+    deaths: int = 0
+    delivered: int = 1
+    suspect: bool = False
+    charged: bool = False
 
 
 @dataclass(frozen=True)
@@ -202,6 +236,12 @@ def consumer_name(component_id: str, task_index: int) -> str:
     return f"{component_id}-{task_index}"
 
 
+def charges_key(stream: str, group: str) -> str:
+    """The hash that keeps the failures charged to the entries of ``stream`` that ``group``
+    holds (entry id -> ``"<charged> <deaths>"``), across the spout's restarts."""
+    return f"{stream}:{group}:charged"
+
+
 # Resets the idle time of the entries this consumer still owns (XCLAIM with min-idle 0 and
 # JUSTID: no delivery count, no entry bodies) and returns those it no longer owns. A bare XCLAIM
 # would also take back an entry another task claimed meanwhile, and both would process it; the
@@ -225,12 +265,25 @@ return lost
 # Dead-letters entry ARGV[2] of group ARGV[1] of stream KEYS[1] into stream KEYS[2] (fields
 # ARGV[3..]) only if the XACK acked it: a write whose reply was lost (the server went down after
 # it) is sent again, and must not add a second dead letter; an entry acked otherwise adds none.
+# Its charges (hash KEYS[3]) go with it.
 _DEAD_LETTER = """
 local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 if acked == 1 then
   redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3))
 end
+redis.call('HDEL', KEYS[3], ARGV[2])
 return acked
+"""
+# For each entry ARGV[2..] of group ARGV[1] of stream KEYS[1]: its delivery count (XPENDING's;
+# 0 if it is not pending) and its charges in hash KEYS[2] (false if none).
+_LOOK_UP = """
+local out = {}
+for i = 2, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  out[#out + 1] = (#p == 1) and p[1][4] or 0
+  out[#out + 1] = redis.call('HGET', KEYS[2], ARGV[i])
+end
+return out
 """
 _READ_MARGIN_SECS = 5.0   # the reading connection's socket timeout beyond its BLOCK
 # Every other connection's socket and connect timeouts, unless the URL sets them: redis-py 6's
@@ -309,6 +362,10 @@ class RedisStreamSpout(Spout):
         self.client = _client(self.url)
         self._touch_script = self.client.register_script(_TOUCH)
         self._dead_letter_script = self.client.register_script(_DEAD_LETTER)
+        self._look_up_script = self.client.register_script(_LOOK_UP)
+        self._charges = charges_key(self.stream, self.group)
+        # a budget to keep: charges are counted across restarts, and suspects emitted alone
+        self._counting = self.backoff.max_retries is not None
         # the reading connection's socket timeout outlasts its BLOCK (redis-py's default, 5 s,
         # would end a longer one as if the server were down); a URL's socket_timeout is kept
         reader_client = _client(self.url, self.block_ms / 1000 + _READ_MARGIN_SECS)
@@ -321,6 +378,10 @@ class RedisStreamSpout(Spout):
         self._retrying: RetrySchedule[str] = RetrySchedule(self.backoff)  # failed ids, by due time
         self._to_ack: list[str] = []               # acks the server did not take yet
         self._dead: dict[str, _DeadLetter] = {}    # given up, not yet in the dead-letter stream
+        self._in_flight: set[str] = set()          # emitted, neither acked nor failed yet
+        self._alone: str | None = None             # the suspect in flight alone, if one is
+        self._to_write: dict[str, str] = {}        # charges the server did not take yet
+        self._to_forget: list[str] = []            # charges to delete with the acks held back
         self._set_up = False
         self._history_from: str | None = "0"       # own pending still to replay (None: done)
         self._next_claim = 0.0
@@ -333,7 +394,11 @@ class RedisStreamSpout(Spout):
 
     def close(self) -> None:
         """Sends the acks held back, stops the reading thread and closes the connections;
-        entries not acked stay pending for the next task."""
+        entries not acked stay pending for the next task. The charge of a suspect in flight
+        alone is taken back: its worker did not die with it."""
+        t = self._tracked.get(self._alone) if self._alone is not None else None
+        if t is not None and self._counting:
+            self._to_write[t.entry.id] = f"{t.retries} {t.deaths}"
         self._safely(self.clock.now(), self._flush_acks)
         self._safely(self.clock.now(), self._write_dead_letters)
         if self._reader.is_alive():
@@ -368,11 +433,23 @@ class RedisStreamSpout(Spout):
         if not self._safely(now, lambda: self._step(now)):
             return
         while self._ready:
-            entry_id = self._ready.popleft()
+            entry_id = self._ready[0]
             t = self._tracked.get(entry_id)
-            if t is not None:
-                self.collector.emit(t.values, msg_id=entry_id)
-                return
+            if t is None:
+                self._ready.popleft()
+                continue
+            if self._alone is not None:
+                return   # a suspect is in flight alone: nothing goes out beside it
+            if t.suspect and self._counting:
+                # alone: once what is in flight has ended, and charged beforehand (the death
+                # that would end this delivery leaves no one to charge it)
+                if self._in_flight or not self._safely(now, functools.partial(self._charge_alone, entry_id, t)):
+                    return
+                self._alone = entry_id
+            self._ready.popleft()
+            self._in_flight.add(entry_id)
+            self.collector.emit(t.values, msg_id=entry_id)
+            return
 
     def ack(self, msg_id: Any) -> None:
         """Queues the entry's XACK: the acks of a round go in one XACK at the next
@@ -380,13 +457,21 @@ class RedisStreamSpout(Spout):
         emit), or here once ``batch_size`` are waiting. If the server is down, they are kept and
         sent when it is back (until then the entry stays pending, so a crash meanwhile replays
         it: at least once); a held-back ack's entry is touched like one in flight."""
-        self._tracked.pop(msg_id, None)
+        self._in_flight.discard(msg_id)
+        alone = msg_id == self._alone
+        if alone:
+            self._alone = None
+        t = self._tracked.pop(msg_id, None)
+        self._to_write.pop(msg_id, None)
+        if t is not None and t.charged:
+            self._to_forget.append(msg_id)
         self._to_ack.append(msg_id)
         now = self.clock.now()
         # a slow topology at max spout pending calls ack and fail but not next_tuple: the
         # entries it holds are kept from looking idle here too
         def flush_and_touch() -> None:
-            if len(self._to_ack) >= self.batch_size:
+            # a suspect's ack at once: its charge must be gone before the next one goes out
+            if alone or len(self._to_ack) >= self.batch_size:
                 self._flush_acks()
             self._touch_due(now)
         if now >= self._outage.retry_at:
@@ -400,25 +485,45 @@ class RedisStreamSpout(Spout):
         """Schedules a retry after the backoff's delay, or, past the retry limit, dead-letters
         the entry with the cause. Only failures the entry caused (``cause.record_caused``: a
         bolt failed it or raised on it) count against ``max_retries``; after a lost worker or a
-        timeout the entry is retried without being charged."""
+        timeout the entry is retried without being charged (after a lost worker, as a suspect,
+        alone: see the module docstring). A worker's death is charged only when it takes this
+        spout down too, with the entry in flight alone: then no one calls this method, and the
+        charge written before the entry went out stays."""
+        self._in_flight.discard(msg_id)
+        alone = msg_id == self._alone
+        if alone:
+            self._alone = None
         t = self._tracked.get(msg_id)
         if t is None:
             return
-        if cause.record_caused:
+        charged = cause.record_caused
+        if charged:
             t.retries += 1
+        if cause.kind == WORKER_LOST and not cause.component:   # a worker, not a process in one
+            t.suspect = True
+        if self._counting and (alone or charged):
+            # alone, it was charged beforehand as a death: that charge becomes the failure it
+            # caused, or is taken back (a timeout, a lost worker, a rollback: this spout lives)
+            t.charged = True
+            self._to_write[msg_id] = f"{t.retries} {t.deaths}"
         now = self.clock.now()
-        if cause.record_caused:
+        if charged:
             scheduled = self._retrying.schedule(msg_id, t.retries, now)
         else:
             self._retrying.reschedule(msg_id, t.retries, now)
             scheduled = True
         if not scheduled:
             self._tracked.pop(msg_id)
+            self._to_write.pop(msg_id, None)   # its dead letter deletes its charges
             self._dead_letter(t.entry, f"failed {t.retries} times (max_retries {self.backoff.max_retries})"
                               f"{cause.reason_suffix()}", cause)
             return
+        def flush_and_touch() -> None:
+            if alone:   # a suspect's charge at once: the next one is charged only after it
+                self._flush_acks()
+            self._touch_due(now)
         if now >= self._outage.retry_at:
-            self._safely(now, lambda: self._touch_due(now))
+            self._safely(now, flush_and_touch)
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -492,7 +597,7 @@ class RedisStreamSpout(Spout):
         entries = reply[0][1] if reply else []
         if entries:
             self._history_from = entries[-1][0]
-        self._take(Entry(i, f) for i, f in entries)
+        self._take([Entry(i, f) for i, f in entries], again=True)
         return bool(entries)
 
     def _claim(self) -> bool:
@@ -508,15 +613,22 @@ class RedisStreamSpout(Spout):
         fresh += [Entry(i, None) for i in deleted if i not in self._tracked]
         if fresh:
             log.info("%s: claimed %d idle entries of stream %r", self.consumer, len(fresh), self.stream)
-        self._take(fresh)
+        self._take(fresh, again=True)
         return bool(fresh)
 
-    def _take(self, entries: Iterable[Entry]) -> None:
+    def _take(self, entries: Iterable[Entry], again: bool = False) -> None:
+        """Tracks ``entries`` and queues them to be emitted; ``again``: they were delivered
+        before (taken from the pending list), so they are suspects, with the charges the hash
+        keeps, and one charged past ``max_retries`` is dead-lettered instead."""
         acked = set(self._to_ack)   # acked while the server was down: still pending there
+        # acked or given up while the server was down: still pending there, not taken anew
+        # (a given-up entry taken again would go to the bolts with a fresh retry budget)
+        entries = [e for e in entries if e.id not in self._tracked and e.id not in acked and e.id not in self._dead]
+        looked_up = self._look_up(entries) if again and self._counting else {}
         for entry in entries:
-            # acked or given up while the server was down: still pending there, not taken anew
-            # (a given-up entry taken again would go to the bolts with a fresh retry budget)
-            if entry.id in self._tracked or entry.id in acked or entry.id in self._dead:
+            delivered, retries, deaths = looked_up.get(entry.id, (1, 0, 0))
+            if self.backoff.gives_up(retries):
+                self._dead_letter(entry, *self._death_reason(delivered, retries, deaths))
                 continue
             try:
                 values = self.translator(self.stream, entry)
@@ -533,8 +645,43 @@ class RedisStreamSpout(Spout):
             if wrong is not None:
                 self._dead_letter(entry, f"stream {self.stream!r} entry {entry.id}: {wrong}")
                 continue
-            self._tracked[entry.id] = _Tracked(entry, values)
+            self._tracked[entry.id] = _Tracked(entry, values, retries, deaths, delivered,
+                                               suspect=entry.id in looked_up, charged=retries > 0)
             self._ready.append(entry.id)
+
+    def _look_up(self, entries: list[Entry]) -> dict[str, tuple[int, int, int]]:
+        """Each entry's delivery count and the failures (and deaths) the hash of charges keeps
+        for it, in one script call per `_TOUCH_BATCH` ids."""
+        ids = [e.id for e in entries]
+        found: dict[str, tuple[int, int, int]] = {}
+        for i in range(0, len(ids), _TOUCH_BATCH):
+            batch = ids[i:i + _TOUCH_BATCH]
+            reply = self._look_up_script(keys=[self.stream, self._charges], args=[self.group, *batch])
+            for k, entry_id in enumerate(batch):
+                delivered, charges = reply[2 * k], reply[2 * k + 1]
+                retries, _, deaths = (charges or "0 0").partition(" ")
+                found[entry_id] = (int(delivered), int(retries), int(deaths or 0))
+        return found
+
+    def _death_reason(self, delivered: int, retries: int, deaths: int) -> tuple[str, FailureCause]:
+        """The reason and cause of a dead letter for an entry charged ``retries`` failures, of
+        which ``deaths`` were its worker's deaths while it was in flight alone, found when it
+        was delivered a ``delivered``-th time (taken after its consumer stopped)."""
+        said = [f"delivered {delivered} times"]
+        if deaths:
+            said.append(f"its worker died each of the {deaths} times it was in flight alone")
+        if retries > deaths:
+            said.append(f"{retries - deaths} failures it caused")
+        told = "; ".join(said)
+        return (f"failed {retries} times (max_retries {self.backoff.max_retries}): {told}",
+                FailureCause(WORKER_LOST, "", -1, "", told))
+
+    def _charge_alone(self, entry_id: str, t: _Tracked) -> None:
+        """Writes the charge of ``t``'s delivery alone before it goes out, as if its worker will
+        die with it: what was acked or charged before goes first (`_flush_acks`)."""
+        self._flush_acks()
+        self.client.hset(self._charges, entry_id, f"{t.retries + 1} {t.deaths + 1}")
+        t.charged = True
 
     def _move_due_retries(self, now: float) -> None:
         """Moves the retries that are due to the front of the ready queue, after resetting
@@ -574,9 +721,19 @@ class RedisStreamSpout(Spout):
             self._dead.pop(entry_id, None)
 
     def _flush_acks(self) -> None:
-        if self._to_ack:
-            self.client.xack(self.stream, self.group, *self._to_ack)
-            self._to_ack = []
+        """Sends the acks held back, and the charges written or deleted meanwhile, in one round
+        trip."""
+        if not (self._to_ack or self._to_write or self._to_forget):
+            return
+        with self.client.pipeline(transaction=False) as p:
+            if self._to_write:
+                p.hset(self._charges, mapping=self._to_write)
+            if self._to_ack:
+                p.xack(self.stream, self.group, *self._to_ack)
+            if self._to_forget:
+                p.hdel(self._charges, *self._to_forget)
+            p.execute()
+        self._to_ack, self._to_write, self._to_forget = [], {}, []
 
     def _dead_letter(self, entry: Entry, error: str, cause: FailureCause | None = None) -> None:
         """XADD the entry to the dead-letter stream and XACK it, atomically (a script), so it is
@@ -599,7 +756,7 @@ class RedisStreamSpout(Spout):
                 "fields": json.dumps(dict(dead.entry.fields) if dead.entry.fields is not None else None)}
             if dead.cause is not None:
                 record["cause"] = json.dumps(dead.cause.as_dict())
-            self._dead_letter_script(keys=[self.stream, self.dead_letter_stream],
+            self._dead_letter_script(keys=[self.stream, self.dead_letter_stream, self._charges],
                                      args=[self.group, entry_id, *(x for kv in record.items() for x in kv)])
             del self._dead[entry_id]
 

@@ -1,0 +1,109 @@
+"""The topology of the poison tests under ``topology.bolt.fail.fast`` (tests/external/
+test_redis_stream_deaths.py on LocalCluster, tests/process/test_poison_fail_fast.py on the
+process host): a Redis Streams spout (one task), and a bolt that notes each value it is given in
+the list ``seen``, raises on a poison one (its worker dies, the spout with it) and pushes the
+others to the list ``out``; and the checks of what came out."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+
+from squall import Bolt, Config, TopologyBuilder
+from squall.external.redis_streams import RedisStreamSpout, charges_key
+from squall.external.retry import RetryBackoff
+
+STREAM, GROUP = "events", "g"
+GOOD = 1000
+POISON = ("poison-a", "poison-b", "poison-c")
+# No retry after a death alone: each further quick crash of the worker waits 1, 2, 4 ... s
+# before its restart (squall.cluster.backoff), so a poison entry costs 2 crashes here, its
+# first delivery among others and one alone (tests/external/test_redis_stream_deaths.py has
+# max_retries 3 without a cluster)
+MAX_RETRIES = 0
+
+
+class Check(Bolt):
+    """Notes each value in ``seen``; raises on a poison one (noting it in ``raised`` with 1 if
+    the spout's task is in this worker, else 0), else pushes it to ``out`` and acks."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def prepare(self, conf, context, collector):
+        import redis
+        super().prepare(conf, context, collector)
+        self.r = redis.Redis.from_url(self.url, decode_responses=True)
+        # whether the spout's task runs in this worker: then a raise here takes it down too
+        self.beside_spout = bool(set(context.get_this_worker_tasks()) & set(context.get_component_tasks("events")))
+
+    def execute(self, tup):
+        value = tup.values[1]
+        self.r.rpush("seen", value)
+        if value in POISON:
+            self.r.rpush("raised", f"{value} {int(self.beside_spout)}")
+            raise RuntimeError(f"poison entry {value!r}")
+        self.r.rpush("out", value)
+        self.collector.ack(tup)
+
+
+def add_entries(r) -> dict[str, str]:
+    """Adds the good and poison values to the stream: entry id -> value."""
+    values = [str(i) for i in range(GOOD)]
+    for k, value in enumerate(POISON):
+        values.insert((k + 1) * GOOD // (len(POISON) + 1), value)
+    return {r.xadd(STREAM, {"payload": v}): v for v in values}
+
+
+def topology(url: str, local: bool = False):
+    """The spout and 2 tasks of the bolt (``local``: local-or-shuffle grouped)."""
+    b = TopologyBuilder()
+    b.set_spout("events", RedisStreamSpout(url, STREAM, GROUP, ["payload"], batch_size=50,
+                                           backoff=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01)))
+    bolt = b.set_bolt("check", Check(url), 2)
+    (bolt.local_or_shuffle_grouping if local else bolt.shuffle_grouping)("events")
+    return b.create_topology()
+
+
+def conf(workers: int = 1) -> Config:
+    c = Config()
+    c[Config.TOPOLOGY_BOLT_FAIL_FAST] = True
+    c.set_num_workers(workers)
+    c.set_message_timeout_secs(300)   # no failure but the deaths
+    return c
+
+
+def done(r) -> bool:
+    """Every good value out, every poison one dead-lettered, nothing pending."""
+    return (r.xlen(f"{STREAM}:dead") == len(POISON) and r.xpending(STREAM, GROUP)["pending"] == 0
+            and len(set(r.lrange("out", 0, -1))) == GOOD)
+
+
+def progress(r) -> str:
+    return (f"{r.xlen(f'{STREAM}:dead')} dead letters, {len(set(r.lrange('out', 0, -1)))} of {GOOD} good values "
+            f"out, {r.llen('seen')} deliveries")
+
+
+def check_outcome(r, ids: dict[str, str]) -> dict[str, int]:
+    """Every good value out at least once, each poison one dead-lettered for its death alone,
+    none charged still; returns the figures: duplicates out, good values delivered again,
+    deaths."""
+    out = collections.Counter(r.lrange("out", 0, -1))
+    assert set(out) == {str(i) for i in range(GOOD)}   # every good entry, at least once
+    seen = collections.Counter(r.lrange("seen", 0, -1))
+    dead = [fields for _, fields in r.xrange(f"{STREAM}:dead")]
+    assert sorted(ids[d["id"]] for d in dead) == sorted(POISON)   # never a good one
+    for d in dead:
+        said = re.fullmatch(rf"failed {MAX_RETRIES + 1} times \(max_retries {MAX_RETRIES}\): delivered (\d+) times; "
+                            rf"its worker died each of the {MAX_RETRIES + 1} times it was in flight alone", d["error"])
+        assert said, d["error"]
+        assert json.loads(d["cause"])["kind"] == "worker-lost"
+        assert json.loads(d["fields"]) == {"payload": ids[d["id"]]}
+        # its deaths: one alone, and at most one among others (none if the first death, of
+        # another poison entry, found it read and not yet emitted)
+        assert MAX_RETRIES + 1 <= seen[ids[d["id"]]] <= MAX_RETRIES + 2, seen
+    assert r.hlen(charges_key(STREAM, GROUP)) == 0   # every charge deleted with its entry
+    again = {v for v, n in seen.items() if n > 1 and v not in POISON}
+    return {"duplicates": sum(out.values()) - len(out), "good delivered again": len(again),
+            "deaths": sum(seen[p] for p in POISON)}

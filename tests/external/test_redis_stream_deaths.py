@@ -1,0 +1,139 @@
+"""A Redis Streams entry that kills the worker its spout runs in: its retry budget outlives the
+spout (kept beside the stream, in `charges_key`'s hash), so it reaches the dead-letter stream
+after ``max_retries``, and the good entries in flight beside it at each death are delivered
+again, never charged. Driven directly against a real redis-server (tests/external/conftest.py):
+a "worker death" here is what a real one leaves behind, a spout object that is dropped without
+``close`` (its acks held back never sent, its reading connection cut) and a new one opened under
+the same consumer name. tests/acceptance and tests/process run the same on LocalCluster and the
+process host, with a bolt under ``topology.bolt.fail.fast`` that raises."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import time
+
+import pytest
+
+redis = pytest.importorskip("redis")
+
+from squall.external.redis_streams import RedisStreamSpout, charges_key
+from squall.external.retry import RetryBackoff
+
+from ..conftest import wait_until
+from .test_redis_streams import Context, Recorder
+
+STREAM, GROUP = "events", "g"
+GOOD = 1000
+POISON = ("poison-a", "poison-b", "poison-c")
+IN_FLIGHT = 20        # tuples of the spout in flight at once (its max spout pending)
+MAX_RETRIES = 3
+
+
+class Worker:
+    """One life of the spout's worker: a spout task, and bolts that take its tuples
+    `IN_FLIGHT` at a time, oldest first. A poison value kills the worker when it is processed."""
+
+    def __init__(self, url: str) -> None:
+        self.spout = RedisStreamSpout(url, STREAM, GROUP, ["payload"], batch_size=50,
+                                      backoff=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01))
+        self.collector = Recorder()
+        self.spout.open({}, Context(), self.collector)
+        self.in_flight: collections.deque[tuple[str, str]] = collections.deque()
+
+    def die(self) -> None:
+        """What a dead process leaves: nothing sent, its connections cut, no ``close``."""
+        reader = self.spout._reader
+        if reader.is_alive():
+            reader.stop()
+        else:
+            reader.client.close()
+        self.spout.client.close()
+
+
+def test_an_entry_that_kills_its_spouts_worker_each_time_is_dead_lettered_after_its_budget(redis_server):
+    """1,003 entries, three of which kill the worker each time they are processed (the spout
+    dies with the bolt that raised). Each poison entry is charged only for the deaths while it
+    was in flight alone (after its first death it is a suspect, emitted alone), so it reaches
+    the dead letters after max_retries + 1 = 4 such deaths, with a cause saying so; the good
+    entries in flight or read beside it when it killed the worker are delivered again (counted)
+    and each reaches the output; none is dead-lettered or left charged."""
+    r = redis_server.client()
+    values = [str(i) for i in range(GOOD)]
+    for k, value in enumerate(POISON):
+        values.insert((k + 1) * GOOD // (len(POISON) + 1), value)
+    ids = {r.xadd(STREAM, {"payload": v}): v for v in values}
+    delivered: collections.Counter[str] = collections.Counter()   # emits, per value
+    out: collections.Counter[str] = collections.Counter()         # processed and acked, per value
+    deaths: collections.Counter[str] = collections.Counter()      # worker deaths, per poison value
+    w = Worker(redis_server.url)
+    deadline = time.monotonic() + 60
+    try:
+        while not (len(out) == GOOD and r.xlen(f"{STREAM}:dead") == len(POISON) and not w.in_flight
+                   and r.xpending(STREAM, GROUP)["pending"] == 0):
+            assert time.monotonic() < deadline and sum(deaths.values()) < 40, (
+                f"not done: {sum(deaths.values())} deaths {dict(deaths)}, {r.xlen(f'{STREAM}:dead')} dead letters, "
+                f"{len(out)} of {GOOD} good entries out")
+            w.collector.woken.clear()
+            before = len(w.collector.emitted)
+            w.spout.next_tuple()
+            emitted = w.collector.emitted[before:]
+            for (_id, payload), msg_id in emitted:
+                assert ids[msg_id] == payload
+                delivered[payload] += 1
+                w.in_flight.append((msg_id, payload))
+            if w.in_flight and (len(w.in_flight) >= IN_FLIGHT or not emitted):
+                msg_id, payload = w.in_flight.popleft()
+                if payload in POISON:
+                    deaths[payload] += 1
+                    w.die()
+                    w = Worker(redis_server.url)
+                    continue
+                out[payload] += 1
+                w.spout.ack(msg_id)
+            elif not emitted:
+                w.collector.woken.wait(0.5)   # nothing read yet: the reading thread wakes it
+    finally:
+        w.spout.close()
+
+    assert set(out) == set(values) - set(POISON)   # every good entry reached the output
+    dead = [fields for _, fields in r.xrange(f"{STREAM}:dead")]
+    assert sorted(d["fields"] for d in dead) == sorted(json.dumps({"payload": p}) for p in POISON)
+    for d in dead:
+        said = re.fullmatch(r"failed 4 times \(max_retries 3\): delivered (\d+) times; its worker died each "
+                            r"of the 4 times it was in flight alone", d["error"])
+        assert said, d["error"]
+        cause = json.loads(d["cause"])
+        assert cause["kind"] == "worker-lost" and cause["message"] == d["error"].split(": ", 1)[1]
+        # delivered once at least per death, and once more (the delivery that found it spent)
+        assert int(said[1]) >= deaths[ids[d["id"]]] + 1
+    # 4 deaths alone each, and at most one before it was known a suspect
+    assert all(MAX_RETRIES + 1 <= deaths[p] <= MAX_RETRIES + 2 for p in POISON), deaths
+    again = {v: n for v, n in delivered.items() if n > 1 and v not in POISON}
+    assert again, "no good entry was beside a poison one when it killed the worker"
+    duplicates = sum(out.values()) - len(out)
+    assert duplicates <= sum(again.values()) - len(again)   # a duplicate only where delivered again
+    assert r.hlen(charges_key(STREAM, GROUP)) == 0   # every charge deleted with its entry
+
+
+def test_on_local_cluster_a_poison_entry_under_fail_fast_is_dead_lettered_and_every_good_one_is_out(redis_server):
+    """The same through a topology on LocalCluster (one worker: the bolt that raises under
+    ``topology.bolt.fail.fast`` takes the spout down with it each time): the worker restarts
+    after each death, and the topology ends with every good entry out (duplicates counted),
+    each poison one in the dead-letter stream after its death alone, none charged."""
+    from squall import LocalCluster
+
+    from . import poison_fail_fast as p
+
+    r = redis_server.client()
+    ids = p.add_entries(r)
+    with LocalCluster() as cluster:
+        cluster.submit_topology("poison", p.conf(), p.topology(redis_server.url))
+        try:
+            # 6 quick crashes at most, restarted after 0, 1, 2, 4, 8, 16 s (squall.cluster.backoff)
+            assert wait_until(lambda: p.done(r), 150), p.progress(r)
+        finally:
+            cluster.kill_topology("poison", 0)
+    figures = p.check_outcome(r, ids)
+    assert figures["good delivered again"] > 0, figures   # good entries were beside a poison one

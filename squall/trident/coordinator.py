@@ -31,6 +31,7 @@ from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from .._transactional import Delete, LaunchRefusedError, MasterBackend, Put
 from .._tuple import Tuple
+from ..drpc import DRPCSpout
 from .executor import (
     BATCH_STREAM,
     COMMIT_STREAM,
@@ -141,6 +142,12 @@ class _StallWatch:
         for t in [t for t in self.failures if t <= txid]:
             del self.failures[t]
         self.reported = {t for t in self.reported if t > txid}
+
+
+def _is_drpc(spout: Any) -> bool:
+    """Whether ``spout`` (a master coordinator's `ITridentSpout`) is a DRPC stream's: a plain
+    `DRPCSpout` in its adapter (`squall.trident.spout.RichSpoutAdapter`)."""
+    return isinstance(getattr(spout, "spout", None), DRPCSpout)
 
 
 class _BackgroundSaves:
@@ -453,7 +460,9 @@ class MasterBatchCoordinator(Spout):
         self._component = context.get_this_component_id()
         self._refusal = _Refusal()
         self._failures = _FailureLog()
-        self._stalls = _StallWatch()
+        # a DRPC stream's batches stall nothing: a request its operation raises on fails to its
+        # caller and is not replayed, and the txid's replay carries the requests after it
+        self._stalls = None if all(_is_drpc(spout) for spout in self.spouts) else _StallWatch()
         self._last_cause: FailureCause | None = None  # the cause `fail_with` hands `fail`
         # per txid, why its last attempt failed (a FailureCause's wire form), for its replay's
         # $batch: a plain spout in it (a DRPC stream's) tells its records why
@@ -510,13 +519,14 @@ class MasterBatchCoordinator(Spout):
         if unsaid is not None:
             log.info("Trident batch %s failed on %s; it is replayed%s", attempt, stream,
                      f" (and failed {unsaid} more times since the last line)" if unsaid else "")
-        if self.core.is_running(attempt):
+        if self._stalls is not None and self.core.is_running(attempt):
             self._watch_stall(attempt.txid, stream)
         self._step(self.core.failed(stream, attempt))
 
     def _watch_stall(self, txid: int, stream: str) -> None:
         """An attempt of ``txid`` failed: once it failed `STALL_FAILURES` times in a row, report
         that the topology is stalled there, why and how to get out (once per txid)."""
+        assert self._stalls is not None  # `fail` watches only the batches that can stall
         failures = self._stalls.failed(txid)
         if failures is None:
             return
@@ -595,7 +605,8 @@ class MasterBatchCoordinator(Spout):
     def _emit(self, emits: list[CoordinatorEmit]) -> None:
         for emit in emits:
             if emit.stream == SUCCESS_STREAM:
-                self._stalls.committed(emit.attempt.txid)
+                if self._stalls is not None:
+                    self._stalls.committed(emit.attempt.txid)
                 self.collector.emit([emit.attempt], stream=SUCCESS_STREAM)
             elif emit.stream == BATCH_STREAM:
                 self.collector.emit([emit.attempt, self._causes.pop(emit.attempt.txid, None)],

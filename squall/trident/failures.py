@@ -60,7 +60,7 @@ class TridentOperationError(Exception):
 
     def __init__(self, operation: str, error: BaseException, record: str | None = None, where: str = "",
                  txid: int | None = None, attempt_id: int | None = None, failures: int = 0,
-                 attempt_label: str = "attempt") -> None:
+                 attempt_label: str = "attempt", message: str | None = None) -> None:
         super().__init__(operation, error, record, where, txid, attempt_id, failures, attempt_label)
         self.operation = operation
         self.error = error
@@ -70,11 +70,14 @@ class TridentOperationError(Exception):
         self.attempt_id = attempt_id
         self.failures = failures
         self.attempt_label = attempt_label
+        # the error's message as shown: masked, then cut (`operation_failed` masks the values of
+        # the tuple's credential fields in it too)
+        self.message = message if message is not None else cut_text(shown_text(str(error)), ERROR_CHARS)
 
     def __reduce__(self) -> tuple:
         # what `at_batch` set travels too (Exception's own pickling keeps only the arguments)
         return (type(self), (self.operation, self.error, self.record, self.where, self.txid, self.attempt_id,
-                             self.failures, self.attempt_label))
+                             self.failures, self.attempt_label, self.message))
 
     def at_batch(self, txid: int, attempt_id: int, failures: int = 0, attempt_label: str = "attempt") -> None:
         """Say which batch this happened in: ``txid``, its ``attempt_id`` (``attempt_label`` names
@@ -84,7 +87,7 @@ class TridentOperationError(Exception):
 
     def __str__(self) -> str:
         error = self.error
-        text = f"{self.operation} raised {type(error).__name__}: {cut_text(shown_text(str(error)), ERROR_CHARS)}"
+        text = f"{self.operation} raised {type(error).__name__}: {self.message}"
         if self.txid is not None:
             text += f"; Trident batch txid {self.txid} {self.attempt_label} {self.attempt_id}"
             if self.failures:
@@ -123,8 +126,62 @@ def operation_failed(operation: str, error: Exception, fields: Iterable[str] | N
     its own message) goes on as it is."""
     if isinstance(error, (TridentOperationError, FailedException)):
         raise error
-    record = shown_record(fields or [], values) if values is not None else None
-    raise TridentOperationError(operation, error, record, where) from error
+    names = list(fields or [])
+    record = shown_record(names, values) if values is not None else None
+    secrets = secret_values(names, values) if values is not None else []
+    if not secrets:
+        raise TridentOperationError(operation, error, record, where) from error
+    # the exception's own message may quote a credential field's value (int()'s "invalid literal
+    # ... 'ghp_...'"): masked in the error's text, and in the exception's arguments, which its
+    # traceback prints (the worker's log, the error's traceback, a Spark task's failure)
+    message = cut_text(_masked(shown_text(str(error)), secrets), ERROR_CHARS)
+    try:
+        error.args = tuple(_masked(a, secrets) if isinstance(a, str) else a for a in error.args)
+    except Exception:  # noqa: BLE001,S110 (an exception whose args cannot be set: its chain is left out below)
+        pass
+    wrapped = TridentOperationError(operation, error, record, where, message=message)
+    if any(secret in _safe_str(error) for secret in secrets):
+        # its text still quotes the credential (a __str__ of its own): not printed in the chain;
+        # the operation's frames stay in the traceback
+        raise wrapped.with_traceback(error.__traceback__) from None
+    raise wrapped from error
+
+
+SECRET_MIN_CHARS = 4
+"""A credential field's value is masked where the operation's exception quotes it when its text
+has at least this many characters (a shorter one would mask unrelated parts of the message)."""
+
+
+def secret_values(fields: Sequence[str], values: Sequence[Any]) -> list[str]:
+    """The texts (``str`` and ``repr``) of the ``values`` whose fields name a credential
+    (`squall._redact.is_secret_key`), longest first, each of `SECRET_MIN_CHARS` or more."""
+    found: set[str] = set()
+    for i, name in enumerate(fields):
+        if i < len(values) and is_secret_key(name):
+            for text in (_safe_str(values[i]), _safe_repr(values[i])):
+                if len(text) >= SECRET_MIN_CHARS:
+                    found.add(text)
+    return sorted(found, key=len, reverse=True)
+
+
+def _masked(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text
+
+
+def _safe_str(value: Any) -> str:
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 (a value whose str raises quotes nothing)
+        return ""
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001 (a value whose repr raises quotes nothing)
+        return ""
 
 
 def operation_text(kind: str, operation: Any, name: str | None) -> str:
@@ -177,5 +234,5 @@ def query_stalled_text(txid: int, last: str) -> str:
             f"committed stays counted once.")
 
 
-__all__ = ["ERROR_CHARS", "STALL_FAILURES", "VALUE_CHARS", "TridentOperationError", "operation_failed",
-           "operation_text", "query_stalled_text", "shown_record", "stalled_text", "user_operation"]
+__all__ = ["ERROR_CHARS", "SECRET_MIN_CHARS", "STALL_FAILURES", "VALUE_CHARS", "TridentOperationError", "operation_failed",
+           "operation_text", "query_stalled_text", "secret_values", "shown_record", "stalled_text", "user_operation"]

@@ -267,3 +267,58 @@ def test_a_drpc_streams_failing_requests_are_not_reported_as_a_stall():
         master.ack(("batch", 1, attempt))
         master.ack(("commit", 1, attempt))
         assert master.core.current_txid == 2  # the txid went on
+
+
+class ParseToken(BaseFunction):
+    def execute(self, tuple, collector) -> None:
+        collector.emit([int(tuple["token"])])
+
+
+class Quoting(Exception):
+    """An exception whose text is its own (not its arguments)."""
+
+    def __init__(self, value) -> None:
+        super().__init__()
+        self.value = value
+
+    def __str__(self) -> str:
+        return f"cannot use {self.value}"
+
+
+class UseToken(BaseFunction):
+    def execute(self, tuple, collector) -> None:
+        raise Quoting(tuple["token"])
+
+
+@pytest.mark.parametrize("operation, message", [
+    (ParseToken(), "ValueError: invalid literal for int() with base 10: ***"),
+    (UseToken(), "Quoting: cannot use ***"),
+])
+def test_a_credential_fields_value_quoted_by_the_exception_is_masked_in_its_text_and_traceback(operation, message):
+    """A field named like a credential showed ``***`` in the tuple, but the exception's own
+    message quoted its value (``invalid literal for int() with base 10: 'ghp_...'``) in the
+    error's text and in the traceback the engine records and logs."""
+    import traceback
+
+    from squall.engine.executor import error_record
+
+    token = "ghp_s3cr3tT0ken"
+    topo = TridentTopology()
+    topo.new_stream("s", FeederBatchSpout(["user", "token"])).each(Fields("token"), operation, Fields("n"))
+    body = plan(topo).bolts[0].body
+    body.prepare({}, BodyContext(), Output())
+    (stream,) = body.input_fields
+    batch = BatchInfo(TransactionAttempt(3, 1))
+    body.init_batch(batch)
+    with pytest.raises(TridentOperationError) as raised:
+        body.execute(batch, stream, ["bob", token])
+    error = raised.value
+    assert str(error) == (f"each({type(operation).__name__}) raised {message}; its input: "
+                          "fields ['user', 'token'] values ['bob', '***']")
+    if isinstance(operation, ParseToken):  # (Quoting's own arguments do not pickle)
+        assert str(pickle.loads(pickle.dumps(error))) == str(error)
+    shown = "".join(traceback.format_exception(error))
+    assert token not in shown, shown
+    assert "in execute" in shown  # the operation's own frame is still in the traceback
+    record = error_record("b-0", 4, error)  # the topology's error, its traceback, the worker's log
+    assert token not in record.error and record.traceback and token not in record.traceback, record

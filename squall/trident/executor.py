@@ -496,26 +496,6 @@ class _Output(BatchOutput):
         self._executor.collector.report_error(error)
 
 
-class _RaisedAttempts:
-    """How many attempts of each txid raised in an operation of this task, for the errors that say
-    so (`squall.trident.failures`): the newest `KEPT` txids (a failing txid stalls the topology,
-    so few are ever failing at once; a txid past them counts from 1 again)."""
-
-    KEPT = 16
-
-    def __init__(self) -> None:
-        self._counts: dict[int, int] = {}
-
-    def count(self, txid: int) -> int:
-        """One more attempt of ``txid`` raised: how many did now."""
-        counts = self._counts
-        n = counts.pop(txid, 0) + 1
-        counts[txid] = n  # the newest last
-        if len(counts) > self.KEPT:
-            del counts[next(iter(counts))]
-        return n
-
-
 class TridentBoltExecutor(Bolt):
     """A Trident bolt (Storm's ``TridentBoltExecutor``): runs ``body`` batch by batch.
 
@@ -594,7 +574,6 @@ class TridentBoltExecutor(Bolt):
         self.tracker = self._trackers[spec.batch_group]  # the bolt's own group's
         self._anchor: Tuple | None = None
         self._cause: FailureCause | None = None  # why `_answer` fails its tuples, when a FailedException said
-        self._raised = _RaisedAttempts()
         self._now = time.monotonic  # until the engine hands its clock over (`squall_timers`)
         self._output = _Output(self, self._packed_streams())
         self.body.prepare(conf, context, self._output)
@@ -669,8 +648,8 @@ class TridentBoltExecutor(Bolt):
             self._cause = FailureCause.of_exception(EXPLICIT, *self._where(), e)
         except BaseException as e:
             self._output.drop()
-            if isinstance(e, TridentOperationError):  # an operation's: which batch, how often here
-                e.at_batch(attempt.txid, attempt.attempt_id, self._raised.count(attempt.txid))
+            if isinstance(e, TridentOperationError):  # an operation's: which batch (its txid only:
+                e.at_batch(attempt.txid)  # each attempt's the same text, folded into one counted record)
             # not a FailedException: the engine reports it and fails the input (or crashes the
             # worker under topology.bolt.fail.fast), as a plain bolt's; the batch fails with it,
             # and so does the input it held (a committer's $commit), saying so: failed first,

@@ -13,13 +13,18 @@ the exception in a `TridentOperationError` where it escapes the operation, namin
   credentials masked as everything squall shows is, `squall._redact`), or where in the batch it
   raised when no one tuple was at hand (its start, its end: an aggregator's ``complete``, a
   state's update or commit);
-- the batch: its txid and attempt, and how many attempts of the txid raised in this task.
+- the batch: its txid, not its attempt: every attempt of a txid that raises on the same record
+  gives the same text, which the engine's error store folds into one record with a count
+  (`squall.engine.executor.add_error`: the count is how many attempts raised), so a stalled
+  batch's replays do not push the component's other errors out of its kept records.
 
 That exception is what the engine reports (the topology's errors, the UI, the worker's log) and
 what the batch's failure carries to its spout and to the master coordinator, which, once one txid
 failed `STALL_FAILURES` times in a row, reports once that the topology is stalled there, why (the
 last failure) and how to get out (`stalled_text`). On Spark's engine the same exception fails the
-Spark task, and the query's failure says that it stopped at that txid (``spark/runner.py``).
+Spark task, each of Spark's task attempts with the same text (Spark's own log folds repeats of one
+task failure's text as ``[duplicate N]``), and the query's failure says that it stopped at that
+txid (``spark/runner.py``).
 """
 
 from __future__ import annotations
@@ -54,44 +59,36 @@ class TridentOperationError(Exception):
 
     ``operation`` describes the operation (``each(Parse) named 'parse'``), ``record`` the tuple it
     was given (``fields ['line'] values ['x']``, cut and masked) or None, ``where`` where in the
-    batch it raised when no tuple was at hand. ``txid``, ``attempt_id`` and ``failures`` (the
-    attempts of the txid that raised in this task) are set by whoever runs the batch, once known.
+    batch it raised when no tuple was at hand. ``txid`` is set by whoever runs the batch, once
+    known.
     """
 
     def __init__(self, operation: str, error: BaseException, record: str | None = None, where: str = "",
-                 txid: int | None = None, attempt_id: int | None = None, failures: int = 0,
-                 attempt_label: str = "attempt", message: str | None = None) -> None:
-        super().__init__(operation, error, record, where, txid, attempt_id, failures, attempt_label)
+                 txid: int | None = None, message: str | None = None) -> None:
+        super().__init__(operation, error, record, where, txid)
         self.operation = operation
         self.error = error
         self.record = record
         self.where = where
         self.txid = txid
-        self.attempt_id = attempt_id
-        self.failures = failures
-        self.attempt_label = attempt_label
         # the error's message as shown: masked, then cut (`operation_failed` masks the values of
         # the tuple's credential fields in it too)
         self.message = message if message is not None else cut_text(shown_text(str(error)), ERROR_CHARS)
 
     def __reduce__(self) -> tuple:
         # what `at_batch` set travels too (Exception's own pickling keeps only the arguments)
-        return (type(self), (self.operation, self.error, self.record, self.where, self.txid, self.attempt_id,
-                             self.failures, self.attempt_label, self.message))
+        return (type(self), (self.operation, self.error, self.record, self.where, self.txid, self.message))
 
-    def at_batch(self, txid: int, attempt_id: int, failures: int = 0, attempt_label: str = "attempt") -> None:
-        """Say which batch this happened in: ``txid``, its ``attempt_id`` (``attempt_label`` names
-        what that counts: Spark's task attempts on Spark's engine), and ``failures``, how many
-        attempts of the txid raised where it ran (0: not counted)."""
-        self.txid, self.attempt_id, self.failures, self.attempt_label = txid, attempt_id, failures, attempt_label
+    def at_batch(self, txid: int) -> None:
+        """Say which batch this happened in: its ``txid`` (not the attempt: the text stays the
+        same over a txid's replays, see the module docstring)."""
+        self.txid = txid
 
     def __str__(self) -> str:
         error = self.error
         text = f"{self.operation} raised {type(error).__name__}: {self.message}"
         if self.txid is not None:
-            text += f"; Trident batch txid {self.txid} {self.attempt_label} {self.attempt_id}"
-            if self.failures:
-                text += f" (attempts of txid {self.txid} that raised here: {self.failures})"
+            text += f"; Trident batch txid {self.txid}"
         if self.record is not None:
             text += f"; its input: {self.record}"
         elif self.where:

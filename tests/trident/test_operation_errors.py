@@ -1,8 +1,8 @@
 """What an operation that raises is reported as (`squall.trident.failures`): the operation (its
 kind, the user's class and the name given with ``Stream.name``), the tuple it was given (values
-cut to 200 characters, credentials masked), the batch's txid and attempt and how many attempts of
-it raised in the task; and the master coordinator's one report that the topology is stalled once
-a txid failed three times in a row. Before, the error was the bare exception of the fused bolt
+cut to 200 characters, credentials masked), the batch's txid (not its attempt: each attempt's
+error is the same text, one record counted by the engine); and the master coordinator's one report
+that the topology is stalled once a txid failed three times in a row. Before, the error was the bare exception of the fused bolt
 (``ValueError: invalid literal for int() with base 10: 'x'``) and nothing said it stalled."""
 
 from __future__ import annotations
@@ -163,20 +163,21 @@ class RaisingBody:
         pass
 
 
-def test_the_executor_says_which_batch_and_how_many_of_its_attempts_raised_here():
+def test_the_executor_says_which_txid_in_the_same_words_at_each_attempt():
     bolt, rec = TridentBoltExecutor(SPEC, RaisingBody()), Recorder()  # type: ignore[arg-type]
     bolt.prepare({"topology.message.timeout.secs": 30}, Context(), rec)
     with pytest.raises(TridentOperationError) as first:
         bolt.execute(data(A1, "x"))
-    assert str(first.value) == ("each(Parse) named 'parse' raised ValueError: bad; Trident batch txid 1 attempt 0 "
-                                "(attempts of txid 1 that raised here: 1); its input: fields ['word'] values ['x']")
+    assert str(first.value) == ("each(Parse) named 'parse' raised ValueError: bad; Trident batch txid 1; "
+                                "its input: fields ['word'] values ['x']")
     assert str(pickle.loads(pickle.dumps(first.value))) == str(first.value)  # the batch travels with it
     with pytest.raises(TridentOperationError) as second:
         bolt.execute(data(TransactionAttempt(1, 1), "x"))
-    assert "; Trident batch txid 1 attempt 1 (attempts of txid 1 that raised here: 2);" in str(second.value)
+    assert str(second.value) == str(first.value)  # the replay's: the same words, folded into one record
     with pytest.raises(TridentOperationError) as other:
         bolt.execute(data(TransactionAttempt(2, 0), "y"))
-    assert "; Trident batch txid 2 attempt 0 (attempts of txid 2 that raised here: 1);" in str(other.value)
+    assert str(other.value) == ("each(Parse) named 'parse' raised ValueError: bad; Trident batch txid 2; "
+                                "its input: fields ['word'] values ['y']")
 
 
 class ReportingCollector(RecordingCollector):
@@ -322,3 +323,82 @@ def test_a_credential_fields_value_quoted_by_the_exception_is_masked_in_its_text
     assert "in execute" in shown  # the operation's own frame is still in the traceback
     record = error_record("b-0", 4, error)  # the topology's error, its traceback, the worker's log
     assert token not in record.error and record.traceback and token not in record.traceback, record
+
+
+FOLD_RECORDS = 30
+FOLD_PER_BATCH = 5
+FLAKY, BAD = 7, 17  # txids 2 and 4
+BAD_ATTEMPTS = 5
+_seen: dict[int, int] = {}  # this process's (LocalCluster's tasks run here): how often each record came
+
+
+class FailsAtFirst(BaseFunction):
+    """Raises a KeyError at the first sight of record `FLAKY` and the same ValueError at the first
+    `BAD_ATTEMPTS` sights of record `BAD`; emits each record's key (its id mod 3) otherwise."""
+
+    def execute(self, tuple, collector) -> None:
+        i = tuple["id"]
+        seen = _seen[i] = _seen.get(i, 0) + 1
+        if i == FLAKY and seen == 1:
+            raise KeyError("flaky")
+        if i == BAD and seen <= BAD_ATTEMPTS:
+            raise ValueError(f"cannot read {tuple['text']!r}")
+        collector.emit([i % 3])
+
+
+def test_a_batch_failing_again_and_again_on_one_record_is_one_error_record_counted_and_keeps_the_others():
+    """Each attempt's error named its attempt id and how many attempts raised (``Trident batch
+    txid 4 attempt 2 (attempts of txid 4 that raised here: 3)``), so the engine (`add_error`)
+    folded none of them: 5 failed attempts made 5 records of count 1, and a stall filled the
+    bolt's 10 kept records, pushing its other errors out. Now they are one record counted 5, in
+    `get_topology_info` and in the UI REST topology page's errorCount, and the bolt's different
+    error before them is still there; every record is counted once in the end."""
+    import collections
+
+    from starlette.testclient import TestClient
+
+    from squall import Config, LocalCluster
+    from squall.trident.spout import FixedBatchSpout
+    from squall.ui.server import local_app
+
+    from .test_trident_local import record
+    from .trident_ops import Recorded, latest
+
+    _seen.clear()
+    spout = FixedBatchSpout(Fields("id", "text"), FOLD_PER_BATCH,
+                            *[[i, "bad" if i == BAD else str(i)] for i in range(FOLD_RECORDS)])
+    topo = TridentTopology()
+    counts = topo.new_stream("records", spout).name("parse") \
+        .each(Fields("id", "text"), FailsAtFirst(), Fields("key")) \
+        .group_by(Fields("key")).persistent_aggregate(MemoryMapState.factory(), Count(), Fields("count"))
+    record(counts.new_values_stream(), "folded-errors")
+    conf = Config()
+    conf["topology.max.spout.pending"] = 1  # one batch at a time: the errors come in txid order
+    conf["topology.max.error.report.per.interval"] = 100  # Storm's throttle (5 per 5 s) would drop some
+    expected = dict(collections.Counter(i % 3 for i in range(FOLD_RECORDS)))
+
+    bad = (f"TridentOperationError: each(FailsAtFirst) named 'parse' raised ValueError: cannot read 'bad'; "
+           f"Trident batch txid {BAD // FOLD_PER_BATCH + 1}; its input: fields ['id', 'text'] values [{BAD}, 'bad']")
+    flaky = (f"TridentOperationError: each(FailsAtFirst) named 'parse' raised KeyError: 'flaky'; "
+             f"Trident batch txid {FLAKY // FOLD_PER_BATCH + 1}; its input: fields ['id', 'text'] "
+             f"values [{FLAKY}, '{FLAKY}']")
+    with LocalCluster() as cluster:
+        cluster.submit_topology("fold", conf, topo.build())
+        # every record counted once: the running counts after the last batch
+        Recorded.wait_for("folded-errors", lambda r: latest(r) == expected)
+        assert _seen[BAD] == BAD_ATTEMPTS + 1 and _seen[FLAKY] == 2, _seen
+        errors = cluster.get_topology_info("fold")["errors"]
+        (component,) = {e["component"] for e in errors if e["error"].startswith("TridentOperationError: ")}
+        mine = [(e["error"], e["count"]) for e in errors if e["component"] == component]
+        assert mine == [(flaky, 1), (bad, BAD_ATTEMPTS)], mine
+        # the master coordinator said once that txid 4 stalled (3 failures in a row), quoting the error
+        (stall,) = [e for e in errors if e["component"] == "$mastercoord-bg0"]
+        assert stall["count"] == 1 and bad in stall["error"], stall
+        with TestClient(local_app(cluster), base_url="http://127.0.0.1") as api:
+            sid = cluster.get_topology_info("fold")["id"]
+            page = api.get(f"/api/v1/topology/{sid}").json()
+            (row,) = [b for b in page["bolts"] if b["boltId"] == component]
+            assert row["errorCount"] == BAD_ATTEMPTS and row["lastError"].startswith(bad), row
+            shown = api.get(f"/api/v1/topology/{sid}/component/{component}").json()["componentErrors"]
+            assert sorted((e["error"].splitlines()[0], e["errorCount"]) for e in shown) == \
+                sorted([(flaky, 1), (bad, BAD_ATTEMPTS)]), shown

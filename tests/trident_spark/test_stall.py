@@ -1,7 +1,8 @@
 """A Trident function that raises on a record, on Spark's engine: the micro-batch holding it fails
 at every Spark task attempt, and the query stops at its txid; started again from its checkpoint
 it replays that txid and stops there again. The query's failure names the operation, the record,
-the txid and Spark's task attempt, says the query is stalled there and how to get out; the
+and the txid (not Spark's task attempt: each attempt's error is the same text), says the query is
+stalled there and how to get out; the
 records before it stay counted exactly once, and once the function is fixed and the query started
 again on the same checkpoint, every good record is counted exactly once.
 
@@ -69,7 +70,7 @@ def test_a_record_a_function_raises_on_stops_the_query_at_its_txid_saying_where_
         assert (
             "Trident query stopped at txid 3 (micro-batch 2): its batch failed after Spark's retries "
             "(spark.task.maxFailures), the last time: each(ParseKey) named 'parse' raised ValueError: invalid literal "
-            "for int() with base 10: 'bad-25'; Trident batch txid 3 Spark task attempt 3; its input: fields ['id', "
+            "for int() with base 10: 'bad-25'; Trident batch txid 3; its input: fields ['id', "
             "'text'] values [25, 'bad-25']. Started again from its checkpoint, the query replays txid 3 with the "
             "same records, and fails the same way while the cause stays; as in Storm's Trident, there is no way to "
             "skip a batch or a record. To get out, fix the operation so that it handles this record (a function may "

@@ -162,8 +162,8 @@ def run_body(body_bytes: bytes, component: str, tasks: int, txid: int, conf: dic
         if out.tuples:
             yield out.flush()
     except TridentOperationError as e:  # which batch: Spark retries the task, then fails the query
-        e.at_batch(txid, task.attemptNumber() if task is not None else 0, attempt_label="Spark task attempt")
-        raise
+        e.at_batch(txid)  # not the task's attempt: each attempt's text is the same, and Spark's log
+        raise             # folds the repeats of one failure's text ("[duplicate N]")
     finally:
         body.cleanup()
 
@@ -279,7 +279,7 @@ class BatchRunner:
             # this txid: where an operation raised, say so, naming it and the record
             # (squall.trident.failures); any other failure goes on as it is
             if isinstance(e, TridentOperationError):
-                e.at_batch(txid, 0)
+                e.at_batch(txid)
             last = _operation_error(e)
             if last is None:
                 raise

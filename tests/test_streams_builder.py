@@ -325,9 +325,9 @@ class TwoTaskContext(Context):
         return [1, 2]
 
 
-def punctuation_from(component: str, stream: str):
+def punctuation_from(component: str, stream: str, task: int = 1):
     return test_tuple(["__punctuation"], component=component, stream=stream + "__punctuation",
-                      fields=["__punctuation"])
+                      fields=["__punctuation"], task=task)
 
 
 def test_a_punctuation_waiting_for_the_other_tasks_one_is_acked_when_the_window_ends():
@@ -341,13 +341,52 @@ def test_a_punctuation_waiting_for_the_other_tasks_one_is_acked_when_the_window_
     bolt, collector = spec.obj, RecordingCollector()
     bolt.prepare({}, TwoTaskContext(spec.inputs), collector)
     value = test_tuple([1], component="bolt3", stream="s2", fields=["value"])
-    first, second = punctuation_from("bolt3", "s2"), punctuation_from("bolt3", "s2")
+    first, second = punctuation_from("bolt3", "s2", task=1), punctuation_from("bolt3", "s2", task=2)
     bolt.execute(value)
     bolt.execute(first)
     assert collector.acked == [value]  # the window has not ended on the other task yet
     bolt.execute(second)
     assert collector.acked == [value, first, second]
     assert [(s, v) for s, v, _ in collector.emitted] == [("s3", [2]), ("s3__punctuation", ["__punctuation"])]
+
+
+def test_a_merge_ends_its_window_once_each_upstream_task_punctuated_not_at_two_from_one():
+    """A merge after a regrouping, 2 tasks upstream. Task 1's window ends twice (a window-end
+    burst, or a task restarted after its worker died) before task 2's ends once. Storm's counts
+    punctuations: at task 1's second it ended the window without task 2's counts, and from then on
+    every window ended one punctuation early, task 2's counts waiting a window more (a window
+    late: on the process host, with the spout's pending tuples held there, until the message
+    timeout). Each window now ends once every upstream task punctuated since the last end."""
+    builder = StreamBuilder()
+    builder.new_stream(NewSpout(), ValueMapper(0), 2).window(TumblingWindows.of(Count(2))) \
+        .map_to_pair(lambda x: Pair(x % 2, x)).count_by_key().to(NewBolt())
+    topology = builder.build()
+    (spec,) = [c for c in topology.bolts.values()
+               if isinstance(c.obj, ProcessorBolt) and "s3" in {g.stream_id for g in c.inputs}]
+    bolt, collector = spec.obj, RecordingCollector()
+    bolt.prepare({}, TwoTaskContext(spec.inputs), collector)
+
+    def counts(key, n, task):
+        return test_tuple([key, n], component="bolt3", stream="s3", fields=["key", "value"], task=task)
+
+    def results():
+        return sorted(v for s, v, _ in collector.emitted if s == "s4")
+
+    rounds = []
+    for r in range(3):
+        collector.emitted.clear()
+        first = [counts(0, 1, 1), punctuation_from("bolt3", "s3", 1), counts(1, 2, 1), punctuation_from("bolt3", "s3", 1)]
+        for t in first:
+            bolt.execute(t)
+        assert results() == [], f"round {r}: the window ended without task 2's punctuation"
+        assert not [t for t in first if any(a is t for a in collector.acked)], f"round {r}: acked before its window ended"
+        second = [counts(0, 4, 2), punctuation_from("bolt3", "s3", 2)]
+        for t in second:
+            bolt.execute(t)
+        rounds.append(results())
+        assert all(a is t for a, t in zip(collector.acked[-6:], first + second, strict=True)), f"round {r}: not acked"
+        assert [s for s, _, _ in collector.emitted].count("s4__punctuation") == 1
+    assert rounds == [[[0, 5], [1, 2]]] * 3
 
 
 class DictState:

@@ -50,6 +50,15 @@ class ProcessorBoltDelegate:
 
     ``stream_to_initial`` maps each input stream (a spout's as ``<spout id><stream id>``) to the
     steps that take it first.
+
+    A step after a regrouping of windows ends its window once every upstream task of each of its
+    windowed parent streams has sent a punctuation since it last ended one: the punctuations are
+    kept as the set of tasks they came from (``punctuation_state``: step -> stream -> tasks).
+    Storm's counts them, and ends the window at as many punctuations as there are upstream
+    tasks, whoever sent them: two from one task (a task whose window ended twice before the
+    other's ended once, a task restarted after its worker died, whose first window ends on a
+    clock of its own) ended the window without the other task's, and from then on every window
+    of the step ended one punctuation early, the other task's values waiting a window more.
     """
 
     def __init__(self, bolt_id: str) -> None:
@@ -58,15 +67,15 @@ class ProcessorBoltDelegate:
         self.stream_to_initial: dict[str, list[int]] = {}
         self.timestamp_field: str | None = None
         self.emitting: list[EmittingProcessorContext] = []
-        self.punctuation_state: dict[int, dict[str, int]] = {}
-        self.stream_input_tasks: dict[str, int] = {}
+        self.punctuation_state: dict[int, dict[str, set[int | None]]] = {}
+        self.stream_input_tasks: dict[str, frozenset[int]] = {}
         self.reach: dict[str, frozenset[int]] = {}
         self.emitting_steps: list[int] = []
         self.collector: Any = None
 
     def prepare(self, conf: dict, context: Any, collector: OutputCollector) -> None:
-        """Link the steps' contexts and count the tasks each input stream comes from (a
-        punctuation counts once it came from all of them)."""
+        """Link the steps' contexts and find the tasks each input stream comes from (a window
+        ends downstream once a punctuation came from each of them)."""
         self.collector = collector
         self.emitting = []
         self.emitting_steps = []
@@ -83,7 +92,7 @@ class ProcessorBoltDelegate:
         for ectx in self.emitting:
             ectx.timestamp_field = self.timestamp_field
         self.punctuation_state = {}
-        self.stream_input_tasks = {s: _input_task_count(context, s) for s in self.stream_to_initial}
+        self.stream_input_tasks = {s: _input_tasks(context, s) for s in self.stream_to_initial}
         self.reach = {s: self._reachable(idxs) for s, idxs in self.stream_to_initial.items()}
 
     def _reachable(self, initial: list[int]) -> frozenset[int]:
@@ -133,17 +142,18 @@ class ProcessorBoltDelegate:
             ectx.set_anchor(ref, i in reach)
         if self.timestamp_field is not None:
             self.set_event_timestamp(tup.get_value_by_field(self.timestamp_field))
-        self.process(value, stream)
+        self.process(value, stream, tup.source_task)
         if ref.should_ack():
             self.collector.ack(tup)
             ref.set_acked()
 
-    def process(self, value: Any, stream: str) -> None:
-        """Hand ``value`` (or the punctuation) to the steps that take ``stream`` first."""
+    def process(self, value: Any, stream: str, source_task: int | None = None) -> None:
+        """Hand ``value`` to the steps that take ``stream`` first; a punctuation (from task
+        ``source_task`` upstream) to those whose window it ends."""
         if is_punctuation(value):
             source = get_source_stream(stream)
             for i in self.stream_to_initial.get(source, ()):
-                if self._should_punctuate(i, source):
+                if self._should_punctuate(i, source, source_task):
                     self.steps[i].processor.punctuate(None)
                     self.punctuation_state.pop(i, None)
         else:
@@ -165,30 +175,32 @@ class ProcessorBoltDelegate:
         for ectx in self.emitting:
             ectx.set_event_timestamp(ts)
 
-    def _should_punctuate(self, i: int, stream: str) -> bool:
-        """Whether the punctuation has now come from every task of every windowed parent stream
-        of step ``i``."""
+    def _should_punctuate(self, i: int, stream: str, task: int | None) -> bool:
+        """Whether a punctuation has now come from every task of every windowed parent stream
+        of step ``i`` (a task's second one before the others' counts once: see the class
+        docstring)."""
         expected = self.steps[i].windowed_parent_streams
         if not expected:
             return True
-        counts = self.punctuation_state.setdefault(i, {})
-        counts[stream] = counts.get(stream, 0) + 1
-        if set(counts) != set(expected):
+        seen = self.punctuation_state.setdefault(i, {})
+        seen.setdefault(stream, set()).add(task)
+        if set(seen) != set(expected):
             return False
-        return all(counts[s] >= self.stream_input_tasks.get(s, 1) for s in expected)
+        return all(seen[s] >= self.stream_input_tasks.get(s, frozenset()) for s in expected)
 
     def stateful_processors(self) -> list[StatefulProcessor]:
         """The steps' processors that keep their data in the bolt's state."""
         return [s.processor for s in self.steps if isinstance(s.processor, StatefulProcessor)]
 
 
-def _input_task_count(context: Any, stream: str) -> int:
-    count = 0
+def _input_tasks(context: Any, stream: str) -> frozenset[int]:
+    """The tasks of the components ``stream`` comes from."""
+    tasks: set[int] = set()
     for gsid in context.get_this_sources():
         sid = gsid.component_id + gsid.stream_id if is_spout_id(gsid.component_id) else gsid.stream_id
         if sid == stream:
-            count += len(context.get_component_tasks(gsid.component_id))
-    return count
+            tasks.update(context.get_component_tasks(gsid.component_id))
+    return frozenset(tasks)
 
 
 class StreamBolt:

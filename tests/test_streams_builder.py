@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from squall import DEFAULT_STREAM, Bolt, Count, Fields, Grouping, Spout, StormTopology
+from squall import DEFAULT_STREAM, Bolt, Count, Duration, Fields, Grouping, Spout, StormTopology
 from squall.streams import Pair, PairValueMapper, StreamBuilder, TumblingWindows, ValueMapper
 from squall.streams._graph import ProcessorNode, SpoutNode
 from squall.streams.bolts import ProcessorBolt, StatefulProcessorBolt, WindowedProcessorBolt
@@ -387,6 +387,58 @@ def test_a_merge_ends_its_window_once_each_upstream_task_punctuated_not_at_two_f
         assert all(a is t for a, t in zip(collector.acked[-6:], first + second, strict=True)), f"round {r}: not acked"
         assert [s for s, _, _ in collector.emitted].count("s4__punctuation") == 1
     assert rounds == [[[0, 5], [1, 2]]] * 3
+
+
+class _Clock:
+    """The engine's clock as a windowed bolt reads it, at a time the test sets (ms)."""
+
+    def __init__(self, ms):
+        self.ms = ms
+
+    def wall(self):
+        return self.ms / 1000
+
+
+class WindowContext(Context):
+    """A windowed bolt's task 7 of component bolt2."""
+
+    def get_this_component_id(self):
+        return "bolt2"
+
+    def get_this_task_id(self):
+        return 7
+
+
+def test_a_window_task_punctuates_an_empty_processing_time_window_unanchored():
+    """A window with no tuple does not fire (Storm's), and Storm's stream window task sent no
+    punctuation for it, so a merge after the regrouping waited on an idle task while the other
+    tasks' windows held the spouts' tuples. Its end now goes downstream all the same, a
+    punctuation anchored to nothing; a window with tuples still ends with its results and the
+    punctuation, anchored to the window."""
+    from squall.windowing.executor import WindowedBoltExecutor
+
+    builder = StreamBuilder()
+    builder.new_stream(NewSpout(), ValueMapper(0)).repartition(2).window(TumblingWindows.of(Duration.of(300))) \
+        .map_to_pair(lambda x: Pair(x % 2, x)).count_by_key().to(NewBolt())
+    topology = builder.build()
+    (spec,) = [c for c in topology.bolts.values() if isinstance(unwrap(c.obj), WindowedProcessorBolt)]
+    executor = spec.obj
+    assert isinstance(executor, WindowedBoltExecutor)
+    collector = RecordingCollector()
+    executor.prepare(dict(executor.get_component_configuration()), WindowContext(spec.inputs), collector)
+    clock = _Clock(1_000_000)
+    [(period, fire)] = executor.squall_timers(clock)
+    assert period == 0.3
+    value = test_tuple([3], component="bolt1", stream="s1", fields=["value"])
+    executor.execute(value)
+    clock.ms += 300
+    fire()
+    assert collector.emitted == [("s3", [1, 1], [value]), ("s3__punctuation", ["__punctuation"], [value])]
+    collector.emitted.clear()
+    for _ in range(2):
+        clock.ms += 300
+        fire()
+    assert collector.emitted == [("s3__punctuation", ["__punctuation"], None)] * 2
 
 
 class DictState:

@@ -35,14 +35,11 @@ SENTENCES = ["the cow jumped over the moon", "an apple a day keeps the doctor aw
 
 class ReplayingSpout(Spout):
     """Emits what the test feeds it, each with its message id; a failed one is emitted again.
-    Acks and fails are logged (shared by the spout's tasks). With ``filler``, while it has
-    nothing to emit it emits ``filler`` (untracked) every 20 ms, so that every window of every
-    task downstream has a tuple and ends: a window with none does not fire, and a merge after a
-    regrouping ends its window only once the punctuation came from every task (as in Storm)."""
+    Acks and fails are logged (shared by the spout's tasks). When it has nothing to emit, the
+    windows downstream are empty: their tasks' punctuations end the merges after them."""
 
-    def __init__(self, *fields: str, filler: list | None = None) -> None:
+    def __init__(self, *fields: str) -> None:
         self.fields = Fields(*fields)
-        self.filler = filler
         self.queue = SharedQueue()
         self.acked = SharedLog()
         self.failed = SharedLog()
@@ -56,15 +53,11 @@ class ReplayingSpout(Spout):
     def open(self, conf, context, collector):
         super().open(conf, context, collector)
         self.in_flight: dict = {}
-        self.last_filler = 0.0
 
     def next_tuple(self):
         try:
             values, msg_id = self.queue.take()
         except IndexError:
-            if self.filler is not None and time.monotonic() - self.last_filler >= 0.02:
-                self.last_filler = time.monotonic()
-                self.collector.emit(list(self.filler))
             return
         self.in_flight[msg_id] = values
         self.collector.emit(values, msg_id)
@@ -134,7 +127,7 @@ def test_word_count_to_bolt_counts_every_word_once_though_a_sentence_failed_once
 
 def test_windowed_word_count_counts_every_word_in_exactly_one_window():
     # WindowedWordCount: a tumbling window over two spout tasks, word counts merged per window
-    spout = ReplayingSpout("sentence", filler=[""])  # no words
+    spout = ReplayingSpout("sentence")
     windows = SharedLog()
     builder = StreamBuilder()
     builder.new_stream(spout, ValueMapper(0), 2).window(TumblingWindows.of(Duration.of(300))) \
@@ -198,7 +191,7 @@ def test_join_of_a_windowed_stream_with_another_matches_every_key():
 
 def test_stateful_word_count_and_state_query():
     # StatefulWordCount (window -> count_by_key -> update_state_by_key) and StateQueryExample
-    words = ReplayingSpout("word", filler=[""])
+    words = ReplayingSpout("word")
     queries = ReplayingSpout("word")
     updates, answers = SharedLog(), SharedLog()
     builder = StreamBuilder()
@@ -249,7 +242,7 @@ class Avg(CombinerAggregator):
 
 def test_windowed_aggregate_over_two_tasks_merges_the_partitions_partial_aggregates():
     # AggregateExample: window -> filter -> aggregate, each task's partial merged globally
-    spout = ReplayingSpout("n", filler=[0])  # filtered out
+    spout = ReplayingSpout("n")
     results = SharedLog()
     builder = StreamBuilder()
     builder.new_stream(spout, ValueMapper(0), 2).window(TumblingWindows.of(Duration.of(300))) \
@@ -474,3 +467,33 @@ def test_an_exception_in_a_stateful_bolt_merging_windows_counts_no_word_twice():
             f"{len(set(range(len(words))) - set(spout.acked.items()))} unacked"
     assert total() == Counter(words), total()
     assert len(spout.opens.items()) == 4, spout.opens.items()  # the worker crashed once, and resumed
+
+
+def test_a_windowed_merge_ends_the_window_of_a_lone_id_while_the_other_task_is_idle():
+    """Ids one at a time (the next fed once the last is acked), repartitioned over 2 tasks of
+    tumbling processing-time windows, each key's ids of a window merged after a regrouping. Each
+    id goes to one window task; the other's windows have no tuple. A window with no tuple does
+    not fire (Storm's), and Storm's window task then sends no punctuation: the merge, which ends
+    its window once every upstream task punctuated, held the lone id unacked until the message
+    timeout (here 300 s) replayed it, and replayed, it waited again (the first id unacked after
+    30 s, no result). A stream's window task now punctuates its empty processing-time windows
+    too: each id is acked, in one window's result, once."""
+    spout = ReplayingSpout("n")
+    results = SharedLog()
+    builder = StreamBuilder()
+    builder.new_stream(spout, ValueMapper(0), 1).repartition(2).window(TumblingWindows.of(Duration.of(200))) \
+        .map_to_pair(_key_of_five).aggregate_by_key([], _with, _joined).for_each(results.append)
+    conf = Config({"topology.workers": 2, "topology.max.spout.pending": 100, "topology.message.timeout.secs": 300})
+    n = 5
+    with LocalCluster() as cluster:
+        cluster.submit_topology("lone-ids", conf, builder.build())
+        for i in range(n):
+            spout.feed([i], i)
+            assert wait_until(lambda i=i: spout.all_acked([i]), 30), \
+                f"id {i} unacked after 30 s; acked {spout.acked.items()}, results {results.items()}"
+    seen = Counter()
+    for key, ids in results.items():
+        assert all(i % 5 == key for i in ids), (key, ids)
+        seen.update(ids)
+    assert seen == Counter(range(n)), seen
+    assert spout.failed.items() == []

@@ -291,6 +291,14 @@ class WindowedProcessorBolt(BaseWindowedBolt, StreamBolt):
                 self.delegate.process(value, stream)
         self.delegate.punctuate_window()
 
+    def squall_empty_window(self, end_ts: int) -> None:
+        """A processing-time window that ended with no tuple (the `squall.windowing` executor
+        calls it, not ``execute``): its end still goes downstream, a punctuation (unanchored),
+        so that a merge after a regrouping does not wait on this task while the others' windows
+        hold the spouts' tuples. Storm's sends none: its merge waited for this task's next window
+        with a tuple, or for the message timeout to replay the held ones."""
+        self.delegate.punctuate_window()
+
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """The processors' streams and their punctuation streams."""
         self.delegate.declare_output_fields(declarer)

@@ -224,7 +224,9 @@ class WindowedBoltExecutor(Bolt):
             if wm is not None:
                 self.manager.add_watermark(wm)
         else:
-            self.manager.on_time(int(self._clock.wall() * 1000))
+            now = int(self._clock.wall() * 1000)
+            if not self.manager.on_time(now):
+                self.on_empty_window(now)
 
     def cleanup(self) -> None:
         """The user's cleanup."""
@@ -241,6 +243,27 @@ class WindowedBoltExecutor(Bolt):
     def on_activation(self, tuples: list[Any], new: list[Any], expired: list[Any], end_ts: int | None) -> None:
         """Run the user's ``execute`` on the window; unanchored emits anchor to all of it."""
         self.run_window(tuples, new, expired, end_ts, tuples)
+
+    def on_empty_window(self, end_ts: int) -> None:
+        """A processing-time window ended at ``end_ts`` with no tuple: the user's ``execute`` is
+        not called (Storm's); a bolt that must mark every window's end downstream, as a stream
+        bolt's punctuation does, has ``squall_empty_window(end_ts)`` called, its emits
+        unanchored: there is no tuple to anchor them to, so in a stateful topology too (where
+        other emits must be anchored) they go through the collector underneath, as a
+        persistent window's do. What they mark carries no data: lost, nothing is replayed."""
+        empty = getattr(self.bolt, "squall_empty_window", None)
+        if empty is None:
+            return
+        out = self.out
+        checked = out.delegate
+        unchecked = getattr(checked, "unchecked", None)
+        out.window = None
+        if unchecked is not None:
+            out.delegate = unchecked()
+        try:
+            empty(end_ts)
+        finally:
+            out.delegate = checked
 
     def run_window(self, tuples: Any, new: Any, expired: Any, end_ts: int | None, anchors: list[Tuple] | None) -> None:
         """The user's ``execute`` on a `TupleWindow` of these tuples, its unanchored emits

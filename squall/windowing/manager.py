@@ -73,9 +73,10 @@ class WindowManager:
         """All events up to ``ts`` have arrived (event time): fire the windows that end by then."""
         self._track(Event(None, ts, watermark=True))
 
-    def on_time(self, now_ms: int) -> None:
-        """A processing-time trigger's timer went off at ``now_ms``."""
-        self.trigger.on_time(now_ms)
+    def on_time(self, now_ms: int) -> bool:
+        """A processing-time trigger's timer went off at ``now_ms``; whether a window fired
+        with events (an empty one does not call the listener)."""
+        return self.trigger.on_time(now_ms)
 
     def arrival_ts(self, now_ms: int) -> int:
         """The timestamp to `add` an event with that arrives at ``now_ms`` in processing time:

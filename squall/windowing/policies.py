@@ -231,8 +231,10 @@ class TriggerPolicy(_Stateful):
         (event time): such an event is late."""
         return True
 
-    def on_time(self, now_ms: int) -> None:
-        """Called by a timer every sliding interval (processing-time duration windows only)."""
+    def on_time(self, now_ms: int) -> bool:
+        """Called by a timer every sliding interval (processing-time duration windows only);
+        whether a window fired with events."""
+        return False
 
     def arrival_ts(self, now_ms: int) -> int:
         """The timestamp of an event that arrives at ``now_ms`` in processing time: ``now_ms``."""
@@ -277,9 +279,9 @@ class TimeTriggerPolicy(TriggerPolicy):
         super().__init__(manager, eviction)
         self.duration = duration
 
-    def on_time(self, now_ms: int) -> None:
+    def on_time(self, now_ms: int) -> bool:
         self.eviction.set_context(EvictionContext(now_ms, sliding_interval=self.duration))
-        self.manager.on_trigger()
+        return self.manager.on_trigger()
 
     def arrival_ts(self, now_ms: int) -> int:
         """``now_ms``, or one ms after the end of the last window fired if that is later (see

@@ -48,13 +48,18 @@ from ..engine.clock import Clock
 from ._arity import arity_error
 from ._file_locks import FileLocks
 from .offsets import OffsetManager
-from .retry import RetryBackoff, RetrySchedule, spout_backoff
+from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, spout_backoff
 
 log = logging.getLogger("squall.external.files")
 
 PROGRESS_VERSION = 1
 IN_PROGRESS = ".inprogress"
 HEAD_BYTES = 4096  # how much of a file's start its progress record fingerprints
+# How far past the record it emits a task writes, before it goes out, that it may have read: a
+# line below that mark read again after the task died is emitted alone (a suspect). One write
+# of the charges file per this many bytes read; after a death, up to this many more bytes of
+# lines that never went out are emitted alone once.
+READ_AHEAD = 64 << 10
 MAX_RECORD_KEY = Config.TOPOLOGY_FILESPOUT_MAX_RECORD_BYTES
 DEFAULT_MAX_RECORD_BYTES = default_of(MAX_RECORD_KEY)
 SKIP_CHUNK = 64 << 10  # what an oversized line is skipped by: the memory it takes, whatever its length
@@ -138,20 +143,9 @@ def read_progress(path: Path, spout: str, directory: str, kind: str = "FileSpout
     with non-negative integer offsets is a `FileConnectorError` naming it. ``kind`` names the
     spout class in errors.
     """
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
+    doc = _load_own(path, f"{kind} {spout!r}: progress file {path}", "read the files from their start")
+    if doc is None:
         return ProgressDoc({})
-    if not stat.S_ISREG(st.st_mode):
-        raise FileConnectorError(f"{kind} {spout!r}: progress file {path} is not a regular file")
-    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
-        raise FileConnectorError(f"{kind} {spout!r}: progress file {path} is another user's or writable by "
-                                 f"others; remove it if it is not squall's")
-    try:
-        doc = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: "[[[[..." nested too deep
-        raise FileConnectorError(f"{kind} {spout!r}: progress file {path} is corrupt ({type(e).__name__}: "
-                                 f"{str(e)[:200]}); remove it to read the files from their start") from None
     bad = _check_progress(doc, spout, directory, kind)
     if bad:
         raise FileConnectorError(f"{kind} {spout!r}: progress file {path} {bad}")
@@ -160,6 +154,25 @@ def read_progress(path: Path, spout: str, directory: str, kind: str = "FileSpout
         identities = {name: FileIdentity(**{k: v[k] for k in FileIdentity._fields})
                       for name, v in doc["identity"].items()}
     return ProgressDoc(dict(doc["files"]), doc.get("mark"), doc.get("tasks"), identities, doc.get("table_id"))
+
+
+def _load_own(path: Path, named: str, removed: str) -> Any:
+    """The JSON a spout's state file ``path`` holds (None if it is absent), after checking it is
+    a regular file of this user that no one else may write; else `FileConnectorError` starting
+    with ``named``, saying that removing it would ``removed``."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise FileConnectorError(f"{named} is not a regular file")
+    if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
+        raise FileConnectorError(f"{named} is another user's or writable by others; remove it if it is not squall's")
+    try:
+        return json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: "[[[[..." nested too deep
+        raise FileConnectorError(f"{named} is corrupt ({type(e).__name__}: {str(e)[:200]}); remove it to "
+                                 f"{removed}") from None
 
 
 def load_progress(path: Path, spout: str, directory: str) -> dict[str, int]:
@@ -231,6 +244,81 @@ def dump_marks(spout: str, directory: str, marks: dict[str, FileMark]) -> bytes:
     """The bytes of a `FileSpout` progress file (the inverse of `load_marks`)."""
     return dump_progress(spout, directory, {n: m.offset for n, m in marks.items()},
                          identities={n: m.identity for n, m in marks.items() if m.identity is not None})
+
+
+class FileCharges(NamedTuple):
+    """A `FileSpout` task's retry budgets of one file, kept beside its progress across the
+    task's deaths: which file (device and inode, and a hash of its first ``head_len`` bytes,
+    as `FileIdentity` tells a file from another put in its place), the byte offset its dead worker may have
+    emitted records up to (written before a record at or past it goes out: a line below it read
+    again after a restart is a suspect, `squall.external.retry.AloneGate`), the `Charge` of
+    each record (by byte offset) that has one, and the records given up to the dead-letter file
+    whose offset is not committed yet (read again, they count as done without a second entry)."""
+
+    dev: int
+    ino: int
+    head_len: int
+    head: str
+    read_to: int
+    charged: dict[int, Charge]
+    dead: frozenset[int] = frozenset()
+
+
+def charges_path(state_dir: Path, index: int) -> Path:
+    """Task ``index``'s charges file in the spout's state directory (beside ``task-<index>.json``)."""
+    return state_dir / f"charges-{index}.json"
+
+
+def load_charges(path: Path, spout: str, directory: str) -> dict[str, FileCharges]:
+    """Read a `FileSpout` task's charges file: per file name its `FileCharges`; {} if absent. As
+    hostile as a progress file: anything but this user's regular, well-formed file of this spout
+    and directory is a `FileConnectorError` naming it."""
+    named = f"FileSpout {spout!r}: charges file {path}"
+    doc = _load_own(path, named, "give every record a fresh retry budget")
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict) or doc.get("version") != PROGRESS_VERSION:
+        raise FileConnectorError(f"{named} is not a version-{PROGRESS_VERSION} FileSpout charges file")
+    if doc.get("spout") != spout or doc.get("directory") != directory:
+        raise FileConnectorError(f"{named} belongs to spout {doc.get('spout')!r} reading {doc.get('directory')!r}, "
+                                 f"not to {spout!r} reading {directory!r}")
+    out: dict[str, FileCharges] = {}
+    try:
+        for name, v in doc["files"].items():
+            if not (isinstance(name, str) and set(v) == {"dev", "ino", "head_len", "head", "read_to", "charged", "dead"}
+                    and all(type(v[k]) is int and v[k] >= 0 for k in ("dev", "ino", "head_len", "read_to"))
+                    and isinstance(v["head"], str) and len(v["head"]) <= 128):
+                raise ValueError(name)
+            out[name] = FileCharges(v["dev"], v["ino"], v["head_len"], v["head"], v["read_to"],
+                                    {_offset(k): Charge.parse(c) for k, c in v["charged"].items()},
+                                    frozenset(_dead_offset(o) for o in v["dead"]))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise FileConnectorError(f"{named} is malformed (expected file name -> dev, ino, head_len, head, read_to, "
+                                 f"charged: byte offset -> \"<failures> <deaths>\" and dead: byte offsets)") from None
+    return out
+
+
+def _offset(key: str) -> int:
+    offset = int(key)
+    if offset < 0 or str(offset) != key:
+        raise ValueError(key)
+    return offset
+
+
+def _dead_offset(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError(value)
+    return value
+
+
+def dump_charges(spout: str, directory: str, files: dict[str, FileCharges]) -> bytes:
+    """The bytes of a `FileSpout` charges file (the inverse of `load_charges`)."""
+    doc = {"version": PROGRESS_VERSION, "spout": spout, "directory": directory,
+           "files": {name: {"dev": c.dev, "ino": c.ino, "head_len": c.head_len, "head": c.head, "read_to": c.read_to,
+                            "charged": {str(o): str(c.charged[o]) for o in sorted(c.charged)},
+                            "dead": sorted(c.dead)}
+                     for name, c in sorted(files.items())}}
+    return json.dumps(doc, indent=0).encode()
 
 
 def head_hash(fd: int, length: int) -> str:
@@ -400,9 +488,16 @@ class RetryBook:
         self._tries: dict[int, int] = {}
         self._retry: RetrySchedule[int] = RetrySchedule(backoff)
 
-    def add(self, offset: int, values: list) -> None:
-        """The record at ``offset`` was emitted for the first time."""
+    def add(self, offset: int, values: list, tries: int = 0) -> None:
+        """The record at ``offset`` was emitted for the first time (in this task's life: it
+        was charged ``tries`` failures before)."""
         self._values[offset] = values
+        if tries:
+            self._tries[offset] = tries
+
+    def tries(self, offset: int) -> int:
+        """The failures charged to the record at ``offset`` so far."""
+        return self._tries.get(offset, 0)
 
     def ack(self, offset: int) -> bool:
         """Forget the record; False if it was not in flight (a late or foreign ack)."""
@@ -426,11 +521,17 @@ class RetryBook:
             return GiveUp(self._values.pop(offset), tries + 1, cause)
         return None
 
-    def next_retry(self, now: float) -> tuple[int, list] | None:
-        """The failed record due earliest, if one is due at ``now``, to emit again; or None."""
-        while (offset := self._retry.pop_ready(now)) is not None:
-            if offset in self._values:
-                return offset, self._values[offset]
+    def next_retry(self, now: float, may: Callable[[int], bool] = lambda offset: True) -> tuple[int, list] | None:
+        """The failed record due earliest, if one is due at ``now`` and ``may(offset)``, to emit
+        again; or None (a record ``may`` refuses stays scheduled)."""
+        while (offset := self._retry.peek_ready(now)) is not None:
+            if offset not in self._values:
+                self._retry.remove(offset)
+                continue
+            if not may(offset):
+                return None
+            self._retry.remove(offset)
+            return offset, self._values[offset]
         return None
 
     @property
@@ -550,6 +651,16 @@ class FileSpout(Spout):
     (also of indexes at or above the parallelism), and keeps the records of files it no longer
     owns until they are finished, so changing the parallelism between runs loses nothing.
 
+    Retry budgets outlive the task's worker: a line that kills it (a bolt beside it under
+    ``topology.bolt.fail.fast``, a segfault) is never failed, so the failures charged to each
+    line, and how far each file may have been read, are kept in
+    ``<progress_dir>/filespout/<spout id>/charges-<index>.json`` (`FileCharges`, written as the
+    progress is). A line read again below where a dead task had read to, or failed as a lost
+    worker, is a suspect (`squall.external.retry.AloneGate`, the Redis Streams spout's rules):
+    it goes out alone, charged beforehand as if its worker will die with it, so a poison line is
+    dead-lettered after ``max_retries`` deaths alone and the good lines beside it are never
+    charged.
+
     When every line of a file is acked, the file is renamed with ``done_suffix`` (HdfsSpout moves
     it to its archive directory) and forgotten by the progress file. The rename never replaces a
     file: if ``<name><done_suffix>`` exists (an earlier file of the same name), the first free
@@ -664,6 +775,14 @@ class FileSpout(Spout):
         self.handle: BinaryIO | None = None
         self.tracker: OffsetManager | None = None
         self.inflight = RetryBook(self.backoff)
+        # Retry budgets that outlive this task's worker (FileCharges): what goes out when, the
+        # charges of the current file's records, the lines failed as a lost worker's
+        self.charges_path = charges_path(state, self.index)
+        self.kept_charges = Kept(f"the retry budgets of FileSpout {self.spout_id!r} task {self.index}: the "
+                                 f"failures charged to its records", self.kept.progress.setting)
+        self.charges: dict[str, FileCharges] = load_charges(self.charges_path, self.spout_id, self.directory)
+        self.charges_dirty = False
+        self._reset_charges()
         self.acks_since_commit = 0
         self.last_commit = self.last_list = self.clock.now()
         self.listed = False
@@ -757,15 +876,104 @@ class FileSpout(Spout):
         self.file, self.handle, self.tracker = name, handle, OffsetManager(name, start)
         self.head = None
         self.own[name] = FileMark(start, self._identity(start))
+        self._load_file_charges(name, fd, start, bool(rejected) and not start)
         return True
+
+    def _reset_charges(self) -> None:
+        """No file, or a new one: nothing in flight, no line read before, nothing charged."""
+        self.gate: AloneGate[int] = AloneGate(self.backoff.max_retries)
+        self.read_before = 0   # a line below it was read by a task of this file that died
+        self.read_to = 0       # what this task may have emitted up to, as written
+        self.charged: dict[int, Charge] = {}
+        self.suspects: set[int] = set()   # failed as a lost worker: emitted alone from now on
+        self.dead: set[int] = set()       # dead-lettered, not yet below the committed offset
+
+    def _load_file_charges(self, name: str, fd: int, start: int, replaced: bool) -> None:
+        """The charges of the open file ``name`` (resumed at ``start``) that every task's charges
+        file keeps for this very file (its device and inode and first bytes; none if its
+        progress was set aside, ``replaced``): the furthest any task read it to, and the highest
+        charge of each record not yet committed."""
+        self._reset_charges()
+        st = os.fstat(fd)
+        self.charges_head = min(st.st_size, HEAD_BYTES), ""
+        if not self.gate.counting:
+            return
+        self.charges_head = self.charges_head[0], head_hash(fd, self.charges_head[0])
+        for p in sorted(self.state_dir.glob("charges-*.json")):
+            kept = self.charges if p == self.charges_path else load_charges(p, self.spout_id, self.directory)
+            c = kept.get(name)
+            if (replaced or c is None or (c.dev, c.ino) != (st.st_dev, st.st_ino) or c.head_len > st.st_size
+                    or head_hash(fd, c.head_len) != c.head):
+                continue
+            self.read_before = max(self.read_before, c.read_to)
+            for offset, charge in c.charged.items():
+                if offset >= start and charge.retries > self.charged.get(offset, Charge()).retries:
+                    self.charged[offset] = charge
+            self.dead |= {offset for offset in c.dead if offset >= start}
+        self.read_to = self.read_before
+
+    def _suspect(self, offset: int) -> bool:
+        """Whether the line at ``offset`` goes out alone (`AloneGate`)."""
+        return self.gate.counting and (offset < self.read_before or offset in self.suspects)
+
+    def _charge(self, offset: int) -> Charge:
+        """The line's charge as it stands (its failures so far, its deaths alone so far)."""
+        return Charge(self.inflight.tries(offset), self.charged.get(offset, Charge()).deaths)
+
+    def _set_charge(self, offset: int, charge: Charge) -> None:
+        """Keeps ``charge`` for the line at ``offset`` (none, if it is no charge), to be written."""
+        if charge.retries:
+            self.charged[offset] = charge
+        else:
+            self.charged.pop(offset, None)
+        self.charges_dirty = True
+
+    def _given_up(self, offset: int) -> None:
+        """The line at ``offset`` is in the dead-letter file: its charge goes, and until the
+        committed offset passes it, a restart that reads it again counts it as done."""
+        self.charged.pop(offset, None)
+        self.suspects.discard(offset)
+        if self.gate.counting:
+            self.dead.add(offset)
+            self._write_charges()
+
+    def _write_charges(self) -> None:
+        """Writes this task's charges file, durably: the current file's read-to mark and charges."""
+        if not self.gate.counting:
+            return
+        if self.file is not None and self.handle is not None:
+            st = os.fstat(self.handle.fileno())
+            # a dead letter's mark goes once the progress written says the line is done
+            committed = self.tracker.committed_offset if self.tracker is not None else 0
+            self.dead = {offset for offset in self.dead if offset >= committed}
+            self.charges[self.file] = FileCharges(st.st_dev, st.st_ino, *self.charges_head, self.read_to,
+                                                  dict(self.charged), frozenset(self.dead))
+        write_durably(self.charges_path, dump_charges(self.spout_id, self.directory, self.charges), self.kept_charges)
+        self.charges_dirty = False
 
     def next_tuple(self) -> None:
         """Re-emits a failed line if any, else emits the next record of the current file."""
         if self.locks is not None:
             self._keep_claim(self.locks)
-        again = self.inflight.next_retry(self.clock.now())
+        held = False
+
+        def may(offset: int) -> bool:
+            nonlocal held
+            held = self.gate.hold(self._suspect(offset))
+            return not held
+
+        again = self.inflight.next_retry(self.clock.now(), may)
         if again is not None:
-            self.collector.emit(again[1], LineAt(self.file, again[0]), self.stream)  # type: ignore[arg-type]
+            offset = again[0]
+            alone = self.gate.goes_alone(self._suspect(offset))
+            if alone:   # charged beforehand: the death that would end it leaves no one to charge it
+                self.charged[offset] = self._charge(offset).dying()
+                self._write_charges()
+            self.gate.emitted(offset, alone)
+            self.collector.emit(again[1], LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
+            return
+        if held:   # a suspect waits for what is in flight, and nothing goes out beside one
+            self._maybe_commit()
             return
         if self.handle is None:
             self._list()
@@ -774,6 +982,10 @@ class FileSpout(Spout):
                 return
         assert self.handle is not None and self.tracker is not None
         offset = self.handle.tell()
+        suspect = self._suspect(offset)
+        if self.gate.hold(suspect):
+            self._maybe_commit()
+            return
         try:
             record = self._read()
         except RecordTooLarge as e:
@@ -783,6 +995,20 @@ class FileSpout(Spout):
         if not record:
             self._maybe_finish()
             self._maybe_commit()
+            return
+        if offset in self.dead:   # dead-lettered by a task that died before its commit passed it
+            self._set_aside(offset, lambda: None)
+            return
+        charge = self.charged.get(offset, Charge())
+        if suspect and self.backoff.gives_up(charge.retries):   # its worker died with it, alone, too often
+            reason, cause = self.gate.death_reason(charge)
+
+            def write() -> None:
+                self._write_dead_letter(offset, reason, {"record": record.decode("utf-8", "backslashreplace"),
+                                                         "cause": cause.as_dict()})
+                self._given_up(offset)
+
+            self._set_aside(offset, write)
             return
         try:
             translated = self.translator(record)
@@ -796,8 +1022,23 @@ class FileSpout(Spout):
             self._set_aside(offset, lambda: self._dead_letter(offset, record, f"unreadable record: {wrong}"))
             return
         values = list(translated)
-        self.tracker.add_to_emitted(offset, self.handle.tell())
-        self.inflight.add(offset, values)
+        end = self.handle.tell()
+        alone = self.gate.goes_alone(suspect)
+        if self.gate.counting and (alone or end > self.read_to):
+            # written before it goes out: how far this task may have emitted, and a suspect's
+            # charge as if its worker dies with it
+            try:
+                if end > self.read_to:
+                    self.read_to = end + READ_AHEAD
+                if alone:
+                    self.charged[offset] = charge.dying()
+                self._write_charges()
+            except BaseException:
+                self.handle.seek(offset)   # read again, not lost
+                raise
+        self.tracker.add_to_emitted(offset, end)
+        self.inflight.add(offset, values, charge.retries)
+        self.gate.emitted(offset, alone)
         self.collector.emit(values, LineAt(self.file, offset), self.stream)  # type: ignore[arg-type]
 
     def _set_aside(self, offset: int, write: Callable[[], None]) -> None:
@@ -853,6 +1094,7 @@ class FileSpout(Spout):
         self.handle.close()
         self.file = self.handle = self.tracker = None
         self.inflight.clear()
+        self._reset_charges()   # its new holder reads them from this task's charges file
 
     # -- acks
 
@@ -861,7 +1103,14 @@ class FileSpout(Spout):
         if self.locks is not None:  # a spout held at max pending gets acks, not next_tuple calls
             self._keep_claim(self.locks)
         if self._ours(msg_id) and self.inflight.ack(msg_id.offset):
-            self._done(msg_id.offset)
+            offset = msg_id.offset
+            alone = self.gate.ended(offset)
+            self.suspects.discard(offset)
+            if self.charged.pop(offset, None) is not None:
+                self.charges_dirty = True
+            if alone:   # its charge gone before anything else goes out
+                self._write_charges()
+            self._done(offset)
 
     def fail(self, msg_id: Any) -> None:
         """A failure without a cause: counted as one the line caused (`fail_with`)."""
@@ -872,15 +1121,28 @@ class FileSpout(Spout):
         to the dead-letter file, with the cause (`squall.FailureCause`)."""
         if self.locks is not None:
             self._keep_claim(self.locks)
-        if not self._ours(msg_id):
+        if not self._ours(msg_id) or msg_id.offset not in self.inflight:
             return
-        given_up = self.inflight.fail(msg_id.offset, cause, now=self.clock.now())
+        offset = msg_id.offset
+        alone = self.gate.ended(offset)
+        if self.gate.lost_worker(cause):
+            self.suspects.add(offset)
+        deaths = self.charged.get(offset, Charge()).deaths - alone   # alone: charged a death beforehand
+        given_up = self.inflight.fail(offset, cause, now=self.clock.now())
+        if self.gate.counting and (alone or cause.record_caused):
+            # alone, it was charged beforehand as a death: that charge becomes the failure it
+            # caused, or is taken back (a timeout, a lost worker, a rollback: this spout lives)
+            self._set_charge(offset, Charge(self.inflight.tries(offset), deaths))
         if given_up is not None:
             record = json.dumps(given_up.values, default=repr).encode()
-            self._write_dead_letter(msg_id.offset, give_up_reason(given_up),
+            self._write_dead_letter(offset, give_up_reason(given_up),
                                     {"record": record.decode("utf-8", "backslashreplace"),
                                      "cause": given_up.cause.as_dict()})
-            self._done(msg_id.offset)
+            self._given_up(offset)   # after its dead letter: a crash between repeats the entry
+        if alone and self.charges_dirty:   # before the next one goes out
+            self._write_charges()
+        if given_up is not None:
+            self._done(offset)
 
     def _ours(self, msg_id: Any) -> bool:
         return isinstance(msg_id, LineAt) and msg_id.file == self.file
@@ -939,8 +1201,11 @@ class FileSpout(Spout):
         self.handle.close()
         self.own.pop(name, None)
         self.marks.pop(name, None)
+        if self.charges.pop(name, None) is not None:
+            self.charges_dirty = True
         self.file = self.handle = self.tracker = None
         self.inflight.clear()
+        self._reset_charges()
         self._commit()
 
     def _rename_done(self, name: str, read: os.stat_result) -> None:
@@ -992,12 +1257,23 @@ class FileSpout(Spout):
         write_durably(self.progress_path, dump_marks(self.spout_id, self.directory, self.own), self.kept.progress)
         if tracker is not None:
             tracker.commit(committed)  # durable: the lines before it are forgotten
+        if self.charges_dirty or not self.charges.keys() <= present:
+            self.charges = {n: c for n, c in self.charges.items() if n in present}
+            self._write_charges()
         self.acks_since_commit = 0
         self.last_commit = self.clock.now()
 
     def close(self) -> None:
-        """Commits the progress, closes the current file and releases its lock."""
+        """Commits the progress (and takes back the charge of a suspect in flight alone: its
+        worker did not die with it), closes the current file and releases its lock."""
         if getattr(self, "progress_path", None) is not None:
+            alone = self.gate.alone
+            if alone is not None and alone in self.inflight:
+                self._set_charge(alone, Charge(self.inflight.tries(alone), self.charged[alone].deaths - 1))
+            if self.gate.counting and self.handle is not None:
+                # what it really read (not the read-ahead), or what a dead task may have
+                self.read_to = max(self.handle.tell(), self.read_before)
+                self.charges_dirty = True
             self._commit()
         if getattr(self, "handle", None) is not None:
             self.handle.close()  # type: ignore[union-attr]

@@ -68,13 +68,13 @@ from typing import Any, ClassVar, cast
 import redis
 
 from .._components import Bolt, Spout
-from .._failure import UNKNOWN, WORKER_LOST, FailureCause, fail_because, fail_for, shown_value
+from .._failure import UNKNOWN, FailureCause, fail_because, fail_for, shown_value
 from .._fields import Fields
 from .._redact import redact_text
 from .._tuple import is_tick_tuple
 from ..engine.clock import Clock
 from ._arity import arity_error
-from .retry import RetryBackoff, RetrySchedule
+from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule
 
 log = logging.getLogger(__name__)
 
@@ -378,8 +378,7 @@ class RedisStreamSpout(Spout):
         self._retrying: RetrySchedule[str] = RetrySchedule(self.backoff)  # failed ids, by due time
         self._to_ack: list[str] = []               # acks the server did not take yet
         self._dead: dict[str, _DeadLetter] = {}    # given up, not yet in the dead-letter stream
-        self._in_flight: set[str] = set()          # emitted, neither acked nor failed yet
-        self._alone: str | None = None             # the suspect in flight alone, if one is
+        self._gate: AloneGate[str] = AloneGate(self.backoff.max_retries)   # what goes out when
         self._to_write: dict[str, str] = {}        # charges the server did not take yet
         self._to_forget: list[str] = []            # charges to delete with the acks held back
         self._set_up = False
@@ -396,9 +395,9 @@ class RedisStreamSpout(Spout):
         """Sends the acks held back, stops the reading thread and closes the connections;
         entries not acked stay pending for the next task. The charge of a suspect in flight
         alone is taken back: its worker did not die with it."""
-        t = self._tracked.get(self._alone) if self._alone is not None else None
+        t = self._tracked.get(self._gate.alone) if self._gate.alone is not None else None
         if t is not None and self._counting:
-            self._to_write[t.entry.id] = f"{t.retries} {t.deaths}"
+            self._to_write[t.entry.id] = str(Charge(t.retries, t.deaths))
         self._safely(self.clock.now(), self._flush_acks)
         self._safely(self.clock.now(), self._write_dead_letters)
         if self._reader.is_alive():
@@ -438,16 +437,15 @@ class RedisStreamSpout(Spout):
             if t is None:
                 self._ready.popleft()
                 continue
-            if self._alone is not None:
-                return   # a suspect is in flight alone: nothing goes out beside it
-            if t.suspect and self._counting:
-                # alone: once what is in flight has ended, and charged beforehand (the death
-                # that would end this delivery leaves no one to charge it)
-                if self._in_flight or not self._safely(now, functools.partial(self._charge_alone, entry_id, t)):
-                    return
-                self._alone = entry_id
+            if self._gate.hold(t.suspect):
+                return   # a suspect waits for what is in flight, and nothing goes out beside it
+            alone = self._gate.goes_alone(t.suspect)
+            # alone, charged beforehand (the death that would end this delivery leaves no one
+            # to charge it)
+            if alone and not self._safely(now, functools.partial(self._charge_alone, entry_id, t)):
+                return
             self._ready.popleft()
-            self._in_flight.add(entry_id)
+            self._gate.emitted(entry_id, alone)
             self.collector.emit(t.values, msg_id=entry_id)
             return
 
@@ -457,10 +455,7 @@ class RedisStreamSpout(Spout):
         emit), or here once ``batch_size`` are waiting. If the server is down, they are kept and
         sent when it is back (until then the entry stays pending, so a crash meanwhile replays
         it: at least once); a held-back ack's entry is touched like one in flight."""
-        self._in_flight.discard(msg_id)
-        alone = msg_id == self._alone
-        if alone:
-            self._alone = None
+        alone = self._gate.ended(msg_id)
         t = self._tracked.pop(msg_id, None)
         self._to_write.pop(msg_id, None)
         if t is not None and t.charged:
@@ -489,23 +484,20 @@ class RedisStreamSpout(Spout):
         alone: see the module docstring). A worker's death is charged only when it takes this
         spout down too, with the entry in flight alone: then no one calls this method, and the
         charge written before the entry went out stays."""
-        self._in_flight.discard(msg_id)
-        alone = msg_id == self._alone
-        if alone:
-            self._alone = None
+        alone = self._gate.ended(msg_id)
         t = self._tracked.get(msg_id)
         if t is None:
             return
         charged = cause.record_caused
         if charged:
             t.retries += 1
-        if cause.kind == WORKER_LOST and not cause.component:   # a worker, not a process in one
+        if self._gate.lost_worker(cause):
             t.suspect = True
         if self._counting and (alone or charged):
             # alone, it was charged beforehand as a death: that charge becomes the failure it
             # caused, or is taken back (a timeout, a lost worker, a rollback: this spout lives)
             t.charged = True
-            self._to_write[msg_id] = f"{t.retries} {t.deaths}"
+            self._to_write[msg_id] = str(Charge(t.retries, t.deaths))
         now = self.clock.now()
         if charged:
             scheduled = self._retrying.schedule(msg_id, t.retries, now)
@@ -628,7 +620,7 @@ class RedisStreamSpout(Spout):
         for entry in entries:
             delivered, retries, deaths = looked_up.get(entry.id, (1, 0, 0))
             if self.backoff.gives_up(retries):
-                self._dead_letter(entry, *self._death_reason(delivered, retries, deaths))
+                self._dead_letter(entry, *self._gate.death_reason(Charge(retries, deaths), delivered))
                 continue
             try:
                 values = self.translator(self.stream, entry)
@@ -659,28 +651,15 @@ class RedisStreamSpout(Spout):
             reply = self._look_up_script(keys=[self.stream, self._charges], args=[self.group, *batch])
             for k, entry_id in enumerate(batch):
                 delivered, charges = reply[2 * k], reply[2 * k + 1]
-                retries, _, deaths = (charges or "0 0").partition(" ")
-                found[entry_id] = (int(delivered), int(retries), int(deaths or 0))
+                charge = Charge.parse(charges)
+                found[entry_id] = (int(delivered), charge.retries, charge.deaths)
         return found
-
-    def _death_reason(self, delivered: int, retries: int, deaths: int) -> tuple[str, FailureCause]:
-        """The reason and cause of a dead letter for an entry charged ``retries`` failures, of
-        which ``deaths`` were its worker's deaths while it was in flight alone, found when it
-        was delivered a ``delivered``-th time (taken after its consumer stopped)."""
-        said = [f"delivered {delivered} times"]
-        if deaths:
-            said.append(f"its worker died each of the {deaths} times it was in flight alone")
-        if retries > deaths:
-            said.append(f"{retries - deaths} failures it caused")
-        told = "; ".join(said)
-        return (f"failed {retries} times (max_retries {self.backoff.max_retries}): {told}",
-                FailureCause(WORKER_LOST, "", -1, "", told))
 
     def _charge_alone(self, entry_id: str, t: _Tracked) -> None:
         """Writes the charge of ``t``'s delivery alone before it goes out, as if its worker will
         die with it: what was acked or charged before goes first (`_flush_acks`)."""
         self._flush_acks()
-        self.client.hset(self._charges, entry_id, f"{t.retries + 1} {t.deaths + 1}")
+        self.client.hset(self._charges, entry_id, str(Charge(t.retries, t.deaths).dying()))
         t.charged = True
 
     def _move_due_retries(self, now: float) -> None:

@@ -21,7 +21,9 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
+
+from .._failure import WORKER_LOST, FailureCause
 
 # Stale heap entries (of records removed or rescheduled) a schedule tolerates beyond as many as
 # it has live ones before it rebuilds its heap.
@@ -126,6 +128,16 @@ class RetrySchedule(Generic[M]):
         """Unschedules ``msg_id`` (it is emitted again, or gone); True if it was scheduled."""
         return self._due.pop(msg_id, None) is not None
 
+    def peek_ready(self, now: float) -> M | None:
+        """The record due earliest, if one is due at ``now``, left scheduled."""
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            due, _, msg_id = heap[0]
+            if self._due.get(msg_id) == due:
+                return msg_id
+            heapq.heappop(heap)
+        return None
+
     def pop_ready(self, now: float) -> M | None:
         """Unschedules and returns the record due earliest, if one is due at ``now``."""
         heap = self._heap
@@ -171,3 +183,92 @@ def spout_backoff(owner: str, max_retries: int | None, backoff: RetryBackoff | N
         raise ValueError(f"{owner}: max_retries={max_retries!r} disagrees with the backoff's max_retries="
                          f"{backoff.max_retries!r}; give it in the RetryBackoff alone")
     return backoff
+
+
+class Charge(NamedTuple):
+    """What a record's durable budget holds: the failures charged to it (those it caused, and
+    deaths of its spout's worker while it was in flight alone), of which ``deaths`` were deaths.
+    Its text, kept by each spout where it keeps its progress, is ``"<retries> <deaths>"``."""
+
+    retries: int = 0
+    deaths: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.retries} {self.deaths}"
+
+    @classmethod
+    def parse(cls, text: str | None) -> Charge:
+        """The charge of ``text`` (None: none yet); raises ValueError on anything else."""
+        if text is None:
+            return cls()
+        retries, _, deaths = text.partition(" ")
+        charge = cls(int(retries), int(deaths or 0))
+        if charge.retries < 0 or not 0 <= charge.deaths <= charge.retries:
+            raise ValueError(f"not a charge: {text!r}")
+        return charge
+
+    def dying(self) -> Charge:
+        """The charge written before the record goes out alone: as if its worker dies with it."""
+        return Charge(self.retries + 1, self.deaths + 1)
+
+
+class AloneGate(Generic[M]):
+    """Which of a spout task's records go out when, so that the death of the spout's own worker
+    is charged only to a record in flight alone (shared by the Redis Streams and file spouts).
+
+    A record delivered again after its spout stopped without acking it (Redis's delivery count
+    above 1; a line read again below where the dead task had read to), or failed as a lost
+    worker (`lost_worker`), is a *suspect*: it goes out only once nothing else of the task is in
+    flight, and nothing goes out beside it until its tree ends. The spout writes its charge as
+    `Charge.dying` before it goes out (`hold` says when it may), so if the worker dies with it the
+    charge stays; its ack deletes the charge, a failure it caused keeps it, any other failure or
+    the spout's ``close`` takes it back (`alone`). Without a limit (``max_retries`` None) nothing
+    is counted and nothing held back (`counting`). Pure: it keeps ids, the spout does the I/O."""
+
+    def __init__(self, max_retries: int | None) -> None:
+        self.max_retries = max_retries
+        self.counting = max_retries is not None
+        self.in_flight: set[M] = set()   # emitted, neither acked nor failed yet
+        self.alone: M | None = None      # the suspect in flight alone, if one is
+
+    def hold(self, suspect: bool) -> bool:
+        """Whether the next record (a ``suspect`` or not) must wait: a suspect is in flight
+        alone, or this one is a suspect and something else is in flight."""
+        return self.alone is not None or (suspect and self.counting and bool(self.in_flight))
+
+    def goes_alone(self, suspect: bool) -> bool:
+        """Whether a record that may go (`hold` False) goes alone, its charge written first."""
+        return suspect and self.counting
+
+    def emitted(self, msg_id: M, alone: bool) -> None:
+        """``msg_id`` went out (``alone``: as a suspect, its charge written)."""
+        self.in_flight.add(msg_id)
+        if alone:
+            self.alone = msg_id
+
+    def ended(self, msg_id: M) -> bool:
+        """``msg_id`` was acked or failed; True if it was the suspect in flight alone (its
+        charge written before it went out is to be deleted, kept or taken back now)."""
+        self.in_flight.discard(msg_id)
+        if msg_id == self.alone:
+            self.alone = None
+            return True
+        return False
+
+    @staticmethod
+    def lost_worker(cause: FailureCause) -> bool:
+        """Whether ``cause`` is a worker's death (not a process in one, a shell component's):
+        the record failed with it becomes a suspect."""
+        return cause.kind == WORKER_LOST and not cause.component
+
+    def death_reason(self, charge: Charge, delivered: int | None = None) -> tuple[str, FailureCause]:
+        """The dead letter's reason and cause for a suspect found charged past ``max_retries``
+        when it is taken again (``delivered``: how often it was, where the source counts)."""
+        said = [f"delivered {delivered} times"] if delivered is not None else []
+        if charge.deaths:
+            said.append(f"its worker died each of the {charge.deaths} times it was in flight alone")
+        if charge.retries > charge.deaths:
+            said.append(f"{charge.retries - charge.deaths} failures it caused")
+        told = "; ".join(said)
+        return (f"failed {charge.retries} times (max_retries {self.max_retries}): {told}",
+                FailureCause(WORKER_LOST, "", -1, "", told))

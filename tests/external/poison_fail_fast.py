@@ -10,9 +10,13 @@ import collections
 import json
 import re
 
-from squall import Bolt, Config, TopologyBuilder
+from squall import Bolt, TopologyBuilder
 from squall.external.redis_streams import RedisStreamSpout, charges_key
 from squall.external.retry import RetryBackoff
+
+from . import poison_file_fail_fast
+
+conf = poison_file_fail_fast.conf   # the cluster's conf, one for both spouts
 
 STREAM, GROUP = "events", "g"
 GOOD = 1000
@@ -64,14 +68,6 @@ def topology(url: str, local: bool = False):
     bolt = b.set_bolt("check", Check(url), 2)
     (bolt.local_or_shuffle_grouping if local else bolt.shuffle_grouping)("events")
     return b.create_topology()
-
-
-def conf(workers: int = 1) -> Config:
-    c = Config()
-    c[Config.TOPOLOGY_BOLT_FAIL_FAST] = True
-    c.set_num_workers(workers)
-    c.set_message_timeout_secs(300)   # no failure but the deaths
-    return c
 
 
 def done(r) -> bool:

@@ -32,15 +32,21 @@ def dirs(tmp_path):
     return src, tmp_path / "local"
 
 
-def claiming(src, local, clock, index: int, tasks: int = 2) -> Task:
-    return Task(src, local, index, tasks, claim_files=True, lock_timeout_secs=TIMEOUT, clock=clock)
+def claiming(src, local, clock, index: int, tasks: int = 2, **spout) -> Task:
+    return Task(src, local, index, tasks, claim_files=True, lock_timeout_secs=TIMEOUT, clock=clock, **spout)
 
 
-def two_tasks(src, local, items: list[str]) -> tuple[SimulatedClock, Task, Task]:
+# A task taking a file over here emits the lines from its committed offset at once, acked later:
+# without a retry limit, since with one the lines another task read go out one at a time, each
+# once the one before it ended (tests/external/test_file_spout_deaths.py)
+NO_LIMIT = {"max_retries": None}
+
+
+def two_tasks(src, local, items: list[str], **spout) -> tuple[SimulatedClock, Task, Task]:
     """``a.txt`` holding ``items``, and tasks 0 and 1 of a claiming spout on one simulated clock."""
     write_lines(src / "a.txt", items)
     clock = SimulatedClock()
-    return clock, claiming(src, local, clock, 0), claiming(src, local, clock, 1)
+    return clock, claiming(src, local, clock, 0, **spout), claiming(src, local, clock, 1, **spout)
 
 
 def watch(clock, secs: float, *tasks: Task) -> list[list[tuple[str, object]]]:
@@ -87,7 +93,7 @@ def test_a_crashed_tasks_file_is_taken_over_after_the_timeout_at_its_committed_o
     emitted = first.pump()
     first.ack(emitted[:6])
     first.crash()
-    second = claiming(src, local, clock, 1)
+    second = claiming(src, local, clock, 1, **NO_LIMIT)
     assert second.pump() == []  # locked: the first task may only be slow
     assert watch(clock, TIMEOUT - TIMEOUT / 4, second) == [[]]
     with caplog.at_level(logging.WARNING, "squall.external.files"):
@@ -115,7 +121,7 @@ def test_a_task_that_keeps_its_heartbeat_keeps_its_file(dirs):
 def test_a_stalled_task_gives_its_file_up_once_another_took_it_over(dirs, caplog):
     src, local = dirs
     items = [f"line-{i}" for i in range(10)]
-    clock, stalled, other = two_tasks(src, local, items)
+    clock, stalled, other = two_tasks(src, local, items, **NO_LIMIT)
     early = stalled.pump(4)
     stalled.ack(early[:2])
     assert other.pump() == []
@@ -171,7 +177,7 @@ def test_only_one_of_two_tasks_takes_over_an_abandoned_lock(dirs):
 def test_a_stalled_task_that_read_its_whole_file_leaves_it_to_the_task_that_took_it_over(dirs, caplog):
     src, local = dirs
     items = [f"line-{i}" for i in range(10)]
-    clock, stalled, other = two_tasks(src, local, items)
+    clock, stalled, other = two_tasks(src, local, items, **NO_LIMIT)
     read = stalled.pump()
     assert lines(read) == items and other.pump() == []
     [taken] = watch(clock, TIMEOUT, other)
@@ -275,7 +281,7 @@ def test_a_lock_of_an_earlier_run_of_the_same_task_is_taken_over_at_once(dirs, c
     # its worker restarts the task (in the same process, as LocalCluster does); the first run is
     # left alive here, as a worker cut off rather than dead would be
     clock.advance(1)
-    again = claiming(src, local, clock, 0)
+    again = claiming(src, local, clock, 0, **NO_LIMIT)
     with caplog.at_level(logging.WARNING, "squall.external.files"):
         taken = again.pump()
         assert lines(taken) == [f"line-{i}" for i in range(2, 6)]

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from squall._failure import WORKER_LOST, FailureCause
 from squall.engine.clock import SimulatedClock
 from squall.external.files import FileSpout, LineAt
 from squall.external.redis_streams import ExponentialBackoff, RedisStreamSpout
-from squall.external.retry import RetryBackoff, RetrySchedule
+from squall.external.retry import AloneGate, Charge, RetryBackoff, RetrySchedule
 
 from .test_file_progress import Context
 from .test_file_record_limit import Collector
@@ -169,3 +170,28 @@ def test_a_kafka_record_past_its_retries_is_dead_lettered_by_its_place_and_commi
     assert all(why.startswith("failed 3 times (max_retries 2)") for _, why in dead)
     assert [v[0] for v, m in col.emitted if m.offset == 0] == ["r0"] * 3   # the first emit and 2 retries
     assert consumer.commits[TP].offset == 20                               # every record done
+
+
+def test_alone_gate_holds_a_suspect_until_nothing_is_in_flight_and_everything_beside_one():
+    """The rules both the Redis Streams and file spouts follow: a suspect waits for what is in
+    flight, goes alone, and nothing goes out beside it until it ends; a charge reads back as it
+    was written, and a malformed one is refused."""
+    gate: AloneGate[int] = AloneGate(3)
+    assert not gate.hold(False) and not gate.goes_alone(False)
+    gate.emitted(1, False)
+    assert gate.hold(True) and not gate.hold(False)   # a suspect waits; others go
+    assert not gate.ended(1)
+    assert not gate.hold(True) and gate.goes_alone(True)
+    gate.emitted(2, True)
+    assert gate.hold(False) and gate.hold(True)      # nothing beside it
+    assert gate.ended(2) and not gate.hold(False)
+    assert not AloneGate(None).hold(True) and not AloneGate(None).goes_alone(True)   # no limit, no holding
+    assert AloneGate.lost_worker(FailureCause(WORKER_LOST, "", -1, "", ""))
+    assert not AloneGate.lost_worker(FailureCause(WORKER_LOST, "shell", 3, "", ""))   # a process in one
+    assert Charge.parse(str(Charge(2, 1).dying())) == Charge(3, 2) and Charge.parse(None) == Charge()
+    for bad in ("x", "1 2", "-1 0", ""):
+        with pytest.raises(ValueError):
+            Charge.parse(bad)
+    reason, cause = gate.death_reason(Charge(4, 4))
+    assert reason == "failed 4 times (max_retries 3): its worker died each of the 4 times it was in flight alone"
+    assert cause.kind == WORKER_LOST and cause.message == reason.split(": ", 1)[1]

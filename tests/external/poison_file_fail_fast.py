@@ -1,0 +1,135 @@
+"""Shared by the cluster tests of a file line that kills its spout's worker under
+``topology.bolt.fail.fast`` (tests/external/test_file_spout_deaths.py on LocalCluster,
+tests/process/test_poison_fail_fast.py on the process host): the input file (1,000 good lines,
+three poison ones), a topology of a `FileSpout` (one task) and a bolt that notes each line it is
+given in the file ``seen``, raises on a poison one (its worker dies, the spout with it) and
+appends the others to ``out``; and the checks of what came out."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+from pathlib import Path
+
+from squall import Bolt, Config, TopologyBuilder
+from squall.external.files import FileSpout, charges_path
+from squall.external.retry import RetryBackoff
+
+GOOD = 1000
+POISON = ("poison-a", "poison-b", "poison-c")
+NAME = "events.txt"
+# No retry after a death alone: each further quick crash of the worker waits 1, 2, 4 ... s
+# before its restart (squall.cluster.backoff), so a poison line costs 2 crashes here, its first
+# delivery among others and one alone (tests/external/test_file_spout_deaths.py plays max_retries
+# 3 without a cluster)
+MAX_RETRIES = 0
+
+
+def note(path: str, line: str) -> None:
+    """Appends ``line`` to ``path`` in one write (O_APPEND: whole lines from any process)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode() + b"\n")
+    finally:
+        os.close(fd)
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+class Check(Bolt):
+    """Notes each line in ``seen``; raises on a poison one (noting it in ``raised`` with 1 if the
+    spout's task is in this worker, else 0), else appends it to ``out`` and acks."""
+
+    def __init__(self, notes: str) -> None:
+        self.notes = notes
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        # whether the spout's task runs in this worker: then a raise here takes it down too
+        self.beside_spout = bool(set(context.get_this_worker_tasks()) & set(context.get_component_tasks("lines")))
+
+    def execute(self, tup):
+        value = tup.values[0]
+        note(os.path.join(self.notes, "seen"), value)
+        if value in POISON:
+            note(os.path.join(self.notes, "raised"), f"{value} {int(self.beside_spout)}")
+            raise RuntimeError(f"poison line {value!r}")
+        note(os.path.join(self.notes, "out"), value)
+        self.collector.ack(tup)
+
+
+def values() -> list[str]:
+    """The lines of the input file: the good ones with the poison ones among them."""
+    out = [str(i) for i in range(GOOD)]
+    for k, value in enumerate(POISON):
+        out.insert((k + 1) * GOOD // (len(POISON) + 1), value)
+    return out
+
+
+def write_input(src: Path) -> None:
+    """The input file, moved into ``src`` complete."""
+    tmp = src / f".{NAME}"
+    tmp.write_text("".join(f"{v}\n" for v in values()))
+    tmp.rename(src / NAME)
+
+
+def topology(src: Path, local_dir: Path, notes: Path, local: bool = False):
+    """The spout and 2 tasks of the bolt (``local``: local-or-shuffle grouped)."""
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(src, ["line"], progress_dir=local_dir, poll_secs=0.05,
+                                   backoff=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01)))
+    bolt = b.set_bolt("check", Check(str(notes)), 2)
+    (bolt.local_or_shuffle_grouping if local else bolt.shuffle_grouping)("lines")
+    return b.create_topology()
+
+
+def conf(workers: int = 1) -> Config:
+    c = Config()
+    c[Config.TOPOLOGY_BOLT_FAIL_FAST] = True
+    c.set_num_workers(workers)
+    c.set_message_timeout_secs(300)   # no failure but the deaths
+    return c
+
+
+def dead_letters(local_dir: Path) -> list[dict]:
+    path = local_dir / "filespout" / "lines" / "dead-letter" / f"{NAME}.dead"
+    return [json.loads(x) for x in lines(path)]
+
+
+def done(src: Path, local_dir: Path, notes: Path) -> bool:
+    """Every good line out, every poison one dead-lettered, the file finished (renamed done)."""
+    return ((src / f"{NAME}.done").exists() and len(dead_letters(local_dir)) == len(POISON)
+            and len(set(lines(notes / "out"))) == GOOD)
+
+
+def progress(src: Path, local_dir: Path, notes: Path) -> str:
+    return (f"{len(dead_letters(local_dir))} dead letters, {len(set(lines(notes / 'out')))} of {GOOD} good lines "
+            f"out, {len(lines(notes / 'seen'))} deliveries, files {sorted(p.name for p in src.iterdir())}")
+
+
+def check_outcome(src: Path, local_dir: Path, notes: Path) -> dict[str, int]:
+    """Every good line out at least once, each poison one dead-lettered for its death alone,
+    none charged still; returns the figures: duplicates out, good lines delivered again, deaths."""
+    out = collections.Counter(lines(notes / "out"))
+    assert set(out) == {str(i) for i in range(GOOD)}   # every good line, at least once
+    seen = collections.Counter(lines(notes / "seen"))
+    dead = dead_letters(local_dir)
+    assert sorted(d["record"] for d in dead) == sorted(f"{p}\n" for p in POISON)   # never a good one
+    for d in dead:
+        said = re.fullmatch(rf"failed {MAX_RETRIES + 1} times \(max_retries {MAX_RETRIES}\): its worker died "
+                            rf"each of the {MAX_RETRIES + 1} times it was in flight alone", d["reason"])
+        assert said, d["reason"]
+        assert d["cause"]["kind"] == "worker-lost"
+        # its deaths: one alone, and at most one among others
+        assert MAX_RETRIES + 1 <= seen[d["record"].strip()] <= MAX_RETRIES + 2, seen
+    # every charge deleted with its line (the file's entry itself goes at the commit after its
+    # rename, which the topology's kill may come before: pruned at the next start)
+    charges = json.loads(charges_path(local_dir / "filespout" / "lines", 0).read_text())
+    assert all(not f["charged"] for f in charges["files"].values()), charges
+    again = {v for v, n in seen.items() if n > 1 and v not in POISON}
+    return {"duplicates": sum(out.values()) - len(out), "good delivered again": len(again),
+            "deaths": sum(seen[p] for p in POISON)}

@@ -168,3 +168,14 @@ def log_tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return f"({path} not written)"
+
+
+def placed(master, name: str, workers: int, executors: dict[str, int]) -> bool:
+    """True once ``name`` runs on ``workers`` live workers with ``executors`` (component ->
+    count) as its executors (after a rebalance, a worker's restart)."""
+    info = master.get_topology_info(name)
+    if info["status"] != "ACTIVE" or len(info["workers"]) != workers:
+        return False
+    if not all(w["alive"] and w["pid"] for w in info["workers"]):
+        return False
+    return all(info["components"][c]["executors"] == k for c, k in executors.items())

@@ -21,9 +21,9 @@ from ..conftest import wait_until
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
 from ..state.counting import CountIds, Pass, ReplayingSpout, acked, check_counts, emitted, stop_and_wait
 from ..trident.exactly_once import HeldCommit, held_pid
-from ..trident.windowing_ops import Span
+from ..trident.windowing_ops import Span, expected_windows
 from .event_time_topology import TICK_MS, IdWindows, LateIds, TimedIds, rows
-from .nodes import log_tail
+from .nodes import log_tail, placed
 from .semantics_topology import topology_conf
 
 redis = pytest.importorskip("redis")
@@ -48,16 +48,6 @@ def _logs(cluster):
     return "\n".join(f"--- {p}\n{log_tail(p)}" for p in [cluster.dir.parent / "master.log",
                                                          *sorted(cluster.dir.glob("logs/workers-artifacts/*/*/worker.log"))])
 
-
-def placed(m, name, workers, executors):
-    """True once ``name`` runs on ``workers`` live workers, with ``executors`` (component ->
-    count) as its executors, after a rebalance."""
-    info = m.get_topology_info(name)
-    if info["status"] != "ACTIVE" or len(info["workers"]) != workers:
-        return False
-    if not all(w["alive"] and w["pid"] for w in info["workers"]):
-        return False
-    return all(info["components"][c]["executors"] == k for c, k in executors.items())
 
 
 def test_stateful_counts_survive_rebalances_that_regroup_their_tasks(tmp_path, redis_server):  # noqa: F811
@@ -119,11 +109,6 @@ WINDOW = 8  # txid 10 ends at tuple 59: tuples 56..59 wait in the open window th
 HOLD_TXID = 10
 
 
-def expected_windows(length: int, slide: int) -> dict[tuple[int, int], int]:
-    """(first, last) -> size of each window a count window of ``length`` tuples every ``slide``
-    makes of tuples 0 .. N-1."""
-    return {(max(0, end - length), end - 1): min(end, length) for end in range(slide, N + 1, slide)}
-
 
 @pytest.mark.parametrize(("kind", "provider"), [("tumbling", "file"), ("sliding", "redis")])
 def test_trident_windows_open_through_rebalances_count_every_tuple_once(cluster, redis_server, tmp_path,  # noqa: F811
@@ -159,7 +144,7 @@ def test_trident_windows_open_through_rebalances_count_every_tuple_once(cluster,
     map_bolt, = [cid for cid, c in built.bolts.items()
                  if any(isinstance(n.processor, PartitionPersistProcessor) for n in _nodes(c))]
     client = redis.Redis.from_url(redis_server.url)
-    expected = expected_windows(WINDOW, WINDOW if kind == "tumbling" else WINDOW // 2)
+    expected = expected_windows(N, WINDOW, WINDOW if kind == "tumbling" else WINDOW // 2)
 
     def stored() -> dict[tuple[int, int], int]:
         return {tuple(json.loads(k)): json.loads(v)[1] for k, v in client.hgetall("windows").items()}

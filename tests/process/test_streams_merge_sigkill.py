@@ -17,7 +17,7 @@ from collections import Counter
 
 from ..conftest import wait_until
 from ..state.counting import acked, emitted, stop_and_wait
-from .nodes import log_tail
+from .nodes import log_tail, placed
 from .semantics_topology import topology_conf
 from .streams_topology import KEYS, emit_up_to, lines, times, windowed_ids
 
@@ -29,16 +29,6 @@ STALL_SECS = 25 * WINDOW_SECS
 """The longest the acks may stop once the topology's workers run again (after the kill, after the
 rebalance): a restarted worker's start, then a few windows. Well under the message timeout."""
 
-
-def placed(m, name, workers, executors):
-    """True once ``name`` runs on ``workers`` live workers with ``executors`` (component ->
-    count) as its executors."""
-    info = m.get_topology_info(name)
-    if info["status"] != "ACTIVE" or len(info["workers"]) != workers:
-        return False
-    if not all(w["alive"] and w["pid"] for w in info["workers"]):
-        return False
-    return all(info["components"][c]["executors"] == k for c, k in executors.items())
 
 
 def longest_gap(start: float, end: float, ack_times: list[float]) -> tuple[float, float]:

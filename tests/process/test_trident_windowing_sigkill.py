@@ -23,7 +23,7 @@ from squall.trident.windowing.processor import WindowTridentProcessor
 from ..conftest import wait_until
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
 from ..trident.exactly_once import HeldCommit, held_pid
-from ..trident.windowing_ops import Span
+from ..trident.windowing_ops import Span, expected_windows
 
 redis = pytest.importorskip("redis")
 
@@ -34,11 +34,6 @@ BATCH = 6   # 40 batches
 WINDOW = 8  # txid 10 ends at tuple 59: tuples 56..59 wait in the open window then
 HOLD_TXID = 10
 
-
-def expected_windows(length: int, slide: int) -> dict[tuple[int, int], int]:
-    """(first, last) -> size of each window a count window of ``length`` tuples every ``slide``
-    makes of tuples 0 .. N-1."""
-    return {(max(0, end - length), end - 1): min(end, length) for end in range(slide, N + 1, slide)}
 
 
 @pytest.mark.parametrize(("kind", "provider"), [("tumbling", "file"), ("sliding", "redis")])
@@ -82,7 +77,7 @@ def test_count_windows_count_every_tuple_once_after_workers_are_sigkilled(cluste
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
         (hold / "release").write_text("")
-        expected = expected_windows(WINDOW, WINDOW if kind == "tumbling" else WINDOW // 2)
+        expected = expected_windows(N, WINDOW, WINDOW if kind == "tumbling" else WINDOW // 2)
         assert wait_until(lambda: len(stored()) >= len(expected), 120), (stored(), at_kill)
         after = {w["pid"] for w in m.get_topology_info("windows-kill")["workers"]}
         m.kill_topology("windows-kill", wait_secs=0)

@@ -38,3 +38,9 @@ class FlakyPass(BaseFilter):
         if self.faults.hit("before"):
             raise FailedException("induced failure before the window")
         return True
+
+
+def expected_windows(n: int, length: int, slide: int) -> dict[tuple[int, int], int]:
+    """(first, last) -> size of each window a count window of ``length`` tuples every ``slide``
+    makes of tuples 0 .. n-1."""
+    return {(max(0, end - length), end - 1): min(end, length) for end in range(slide, n + 1, slide)}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from squall.external.files import FileSpout, charges_path
+from squall.external.files import READ_AHEAD_LINES, FileSpout, charges_path
 from squall.external.retry import RetryBackoff
 
 from ..conftest import wait_until
@@ -133,6 +133,41 @@ def test_after_a_death_the_lines_it_read_go_out_one_at_a_time_each_charged_while
     assert got == "3" and charged(local) == {str(msg_id.offset): "1 1"}
     w.spout.close()
     assert charged(local) == {}   # taken back: it was not in flight when its worker died
+
+
+def test_after_a_death_among_short_lines_at_most_read_ahead_lines_more_go_out_alone(tmp_path):
+    """The mark of how far a task may have read runs READ_AHEAD_LINES lines ahead of what it
+    emitted, not 64 KiB: 10,000 lines of 15 bytes, a task dies with 20 in flight, and its
+    restart emits alone only those and at most READ_AHEAD_LINES more (on main: 4,371, each with
+    two durable writes, 15 to 23 s before the rest went out together), then the others together.
+    Every line out once the restart is done, none charged."""
+    src, local = tmp_path / "in", tmp_path / "local"
+    src.mkdir()
+    lines = [f"line-{i:09d}" for i in range(10_000)]
+    (src / "short.txt").write_text("".join(f"{v}\n" for v in lines))
+    w = Worker(src, local)
+    for _ in range(IN_FLIGHT):
+        w.spout.next_tuple()
+    assert len(w.collector.emitted) == IN_FLIGHT
+    w.die()
+    w = Worker(src, local)
+    out: collections.Counter[str] = collections.Counter()
+    alone = 0
+    try:
+        while len(out) < len(lines):
+            before = len(w.collector.emitted)
+            w.spout.next_tuple()
+            emitted = w.collector.emitted[before:]
+            assert emitted, f"stalled with {len(out)} of {len(lines)} lines out"
+            alone += w.spout.gate.alone is not None
+            for line, msg_id in emitted:
+                out[line] += 1
+                w.spout.ack(msg_id)
+    finally:
+        w.spout.close()
+    assert sorted(out) == lines and set(out.values()) == {1}
+    assert IN_FLIGHT <= alone <= IN_FLIGHT + READ_AHEAD_LINES + 1, alone
+    assert json.loads(charges_path(local / "filespout" / "lines", 0).read_text())["files"] == {}
 
 
 def test_a_line_dead_lettered_before_a_death_that_came_before_its_commit_is_not_dead_lettered_twice(tmp_path):

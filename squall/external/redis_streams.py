@@ -285,6 +285,21 @@ for i = 2, #ARGV do
 end
 return out
 """
+# Creates group ARGV[1] of stream KEYS[1] (MKSTREAM) from its start; if this call created it,
+# deletes the hash of charges KEYS[2]: what it holds was charged to the entries a group of that
+# name held before (XGROUP DESTROY), which the new group delivers afresh. 1 if created, 0 if
+# the group exists.
+_CREATE_GROUP = """
+local made = redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM')
+if type(made) == 'table' and made.err then
+  if string.find(made.err, 'BUSYGROUP', 1, true) then
+    return 0
+  end
+  return redis.error_reply(made.err)
+end
+redis.call('DEL', KEYS[2])
+return 1
+"""
 _READ_MARGIN_SECS = 5.0   # the reading connection's socket timeout beyond its BLOCK
 # Every other connection's socket and connect timeouts, unless the URL sets them: redis-py 6's
 # default, given here because redis-py 5 (which pyproject allows) waits for ever by default, and
@@ -363,6 +378,7 @@ class RedisStreamSpout(Spout):
         self._touch_script = self.client.register_script(_TOUCH)
         self._dead_letter_script = self.client.register_script(_DEAD_LETTER)
         self._look_up_script = self.client.register_script(_LOOK_UP)
+        self._create_group_script = self.client.register_script(_CREATE_GROUP)
         self._charges = charges_key(self.stream, self.group)
         # a budget to keep: charges are counted across restarts, and suspects emitted alone
         self._counting = self.backoff.max_retries is not None
@@ -575,11 +591,11 @@ class RedisStreamSpout(Spout):
             self._take(Entry(i, f) for i, f in batch)
 
     def _create_group(self) -> None:
-        try:
-            self.client.xgroup_create(self.stream, self.group, id="0", mkstream=True)
-        except redis.ResponseError as e:
-            if "BUSYGROUP" not in str(e):
-                raise
+        """Creates the group unless it exists; the task that creates it deletes the charges
+        left by an earlier group of its name, in the same script call (`_CREATE_GROUP`): the
+        new group delivers those entries afresh, and a fresh delivery's ack deletes no charge,
+        so a leftover one would stay and be applied when the entry is delivered again."""
+        self._create_group_script(keys=[self.stream, self._charges], args=[self.group])
 
     def _read_history(self, start: str) -> bool:
         """One XREADGROUP of own pending entries after ``start``, without blocking."""

@@ -35,9 +35,9 @@ class Worker:
     """One life of the spout's worker: a spout task, and bolts that take its tuples
     `IN_FLIGHT` at a time, oldest first. A poison value kills the worker when it is processed."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, max_retries: int = MAX_RETRIES) -> None:
         self.spout = RedisStreamSpout(url, STREAM, GROUP, ["payload"], batch_size=50,
-                                      backoff=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01))
+                                      backoff=RetryBackoff(0.0, 0.001, max_retries, 0.01))
         self.collector = Recorder()
         self.spout.open({}, Context(), self.collector)
         self.in_flight: collections.deque[tuple[str, str]] = collections.deque()
@@ -115,6 +115,57 @@ def test_an_entry_that_kills_its_spouts_worker_each_time_is_dead_lettered_after_
     duplicates = sum(out.values()) - len(out)
     assert duplicates <= sum(again.values()) - len(again)   # a duplicate only where delivered again
     assert r.hlen(charges_key(STREAM, GROUP)) == 0   # every charge deleted with its entry
+
+
+def emit_until(w: Worker, count: int, deadline: float) -> list[tuple[str, str]]:
+    """Calls ``next_tuple`` until the spout emitted ``count`` tuples in all; their (id, payload)."""
+    while len(w.collector.emitted) < count:
+        assert time.monotonic() < deadline, f"{len(w.collector.emitted)} of {count} emitted"
+        w.collector.woken.clear()
+        before = len(w.collector.emitted)
+        w.spout.next_tuple()
+        if len(w.collector.emitted) == before:
+            w.collector.woken.wait(0.5)   # nothing read yet: the reading thread wakes it
+    return [(msg_id, values[1]) for values, msg_id in w.collector.emitted]
+
+
+def test_a_group_recreated_does_not_apply_the_charges_of_the_group_it_replaced(redis_server):
+    """A charge left by a group destroyed (XGROUP DESTROY) while its entry was pending is not
+    applied to the entry once a group of that name delivers it again: the task that creates the
+    group deletes the hash of charges with it. max_retries 0: the first group's worker dies with
+    entry 0 in flight alone (charged "1 1"); the group is destroyed and recreated, and the new
+    group's first worker dies with the 5 entries in flight together (no one charged). On main
+    the leftover charge then dead-lettered entry 0, a good entry never alone in flight when a
+    worker of this group died; with the fix all 5 are acked, none dead-lettered or charged."""
+    r = redis_server.client()
+    values = [f"v{i}" for i in range(5)]
+    ids = [r.xadd(STREAM, {"payload": v}) for v in values]
+    deadline = time.monotonic() + 60
+    w = Worker(redis_server.url, max_retries=0)
+    assert [v for _, v in emit_until(w, 5, deadline)] == values   # together: no one charged
+    w.die()
+    w = Worker(redis_server.url, max_retries=0)
+    assert emit_until(w, 1, deadline) == [(ids[0], "v0")]   # a suspect, alone, charged first
+    assert r.hget(charges_key(STREAM, GROUP), ids[0]) == "1 1"
+    w.die()
+    r.xgroup_destroy(STREAM, GROUP)   # an operator resets the group; the stream stays
+    w = Worker(redis_server.url, max_retries=0)
+    assert [v for _, v in emit_until(w, 5, deadline)] == values   # afresh, together
+    w.die()
+    w = Worker(redis_server.url, max_retries=0)
+    out: list[str] = []
+    try:
+        while len(out) < len(values):
+            assert r.xlen(f"{STREAM}:dead") == 0, [f for _, f in r.xrange(f"{STREAM}:dead")]
+            before = len(w.collector.emitted)
+            emitted = emit_until(w, before + 1, deadline)[before:]
+            for msg_id, payload in emitted:
+                out.append(payload)
+                w.spout.ack(msg_id)
+    finally:
+        w.spout.close()
+    assert sorted(out) == values and r.xlen(f"{STREAM}:dead") == 0
+    assert r.xpending(STREAM, GROUP)["pending"] == 0 and r.hlen(charges_key(STREAM, GROUP)) == 0
 
 
 @pytest.mark.timeout(300)  # 6 crashes, restarted after 0, 1, 2, 4, 8, 16 s: 39 s idle, longer on a loaded machine

@@ -10,26 +10,25 @@ from collections import Counter
 
 import pytest
 
-from squall import Fields, TopologyBuilder
+from squall import TopologyBuilder
 from squall.state import StateHome, get_state, state_key
 from squall.testing import shared_state_dir
-from squall.trident import KeyValueWindowsStoreFactory, Sum, TridentTopology
 from squall.trident.processors import PartitionPersistProcessor
 from squall.trident.windowing.processor import WindowTridentProcessor
 
 from ..conftest import wait_until
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
 from ..state.counting import CountIds, Pass, ReplayingSpout, acked, check_counts, emitted, stop_and_wait
-from ..trident.exactly_once import HeldCommit, held_pid
-from ..trident.windowing_ops import Span, expected_windows
+from ..trident.exactly_once import held_pid
+from ..trident.windowing_ops import expected_windows
 from .event_time_topology import TICK_MS, IdWindows, LateIds, TimedIds, rows
 from .nodes import log_tail, placed
 from .semantics_topology import topology_conf
+from .trident_windows_topology import REDIS_STATE, component_running, held_windows_topology, window_conf
 
 redis = pytest.importorskip("redis")
 
 SECRET = "squall-rebalance-secret-0123456789"
-REDIS_STATE = "squall.state.redis:RedisKeyValueStateProvider"
 
 
 class _Reader:
@@ -118,31 +117,13 @@ def test_trident_windows_open_through_rebalances_count_every_tuple_once(cluster,
     rebalance without a wait moves the topology to 1 worker, the map's 2 tasks into 1 executor;
     later, a rebalance with a wait (spouts off while windows are open) moves it back to 2 workers
     and 2 executors. Every window is the one computed from the input: no tuple lost, none twice."""
-    from squall.external.trident_redis import Options, RedisMapState
-    from squall.trident.spout import FixedBatchSpout
-
     hold = tmp_path / "hold"
     hold.mkdir()
-    conf = dict(TRIDENT_CONF)
-    if provider == "redis":
-        conf["topology.state.provider"] = REDIS_STATE
-        conf["topology.state.provider.config"] = {"url": redis_server.url}
+    conf = window_conf(TRIDENT_CONF, provider, redis_server.url)
     with shared_state_dir(tmp_path / "shared"):
-        topo = TridentTopology()
-        nums = topo.new_stream("nums", FixedBatchSpout(Fields("i"), BATCH, *[[i] for i in range(N)]))
-        args = (KeyValueWindowsStoreFactory(), Fields("i"), Span(), Fields("first", "last", "n"))
-        windows = nums.tumbling_window(WINDOW, *args) if kind == "tumbling" else \
-            nums.sliding_window(WINDOW, WINDOW // 2, *args)
-        windows \
-            .group_by(Fields("first", "last")) \
-            .persistent_aggregate(HeldCommit(RedisMapState.transactional(
-                redis_server.url, Options(data_type="hash", hash_key="windows")), HOLD_TXID, str(hold)),
-                Fields("n"), Sum(), Fields("total")).parallelism_hint(2)
-        built = topo.build()
-    window_bolt, = [cid for cid, c in built.bolts.items()
-                    if any(isinstance(n.processor, WindowTridentProcessor) for n in _nodes(c))]
-    map_bolt, = [cid for cid, c in built.bolts.items()
-                 if any(isinstance(n.processor, PartitionPersistProcessor) for n in _nodes(c))]
+        built = held_windows_topology(kind, redis_server.url, hold, N, BATCH, WINDOW, HOLD_TXID)
+    window_bolt = component_running(built, WindowTridentProcessor)
+    map_bolt = component_running(built, PartitionPersistProcessor)
     client = redis.Redis.from_url(redis_server.url)
     expected = expected_windows(N, WINDOW, WINDOW if kind == "tumbling" else WINDOW // 2)
 
@@ -170,9 +151,6 @@ def test_trident_windows_open_through_rebalances_count_every_tuple_once(cluster,
     print(f"{kind} windows over the {provider} provider, rebalanced with {at_first} and {at_second} of "
           f"{len(expected)} windows stored: {N} tuples, {sum(stored().values())} in windows")
 
-
-def _nodes(component):
-    return getattr(getattr(component.obj, "body", None), "nodes", ())
 
 
 def test_event_time_windows_count_every_id_through_rebalances(cluster, tmp_path):

@@ -15,15 +15,14 @@ import signal
 
 import pytest
 
-from squall import Fields
 from squall.testing import shared_state_dir
-from squall.trident import KeyValueWindowsStoreFactory, Sum, TridentTopology
 from squall.trident.windowing.processor import WindowTridentProcessor
 
 from ..conftest import wait_until
 from ..external.conftest import redis_server  # noqa: F401 - a real redis-server per test
-from ..trident.exactly_once import HeldCommit, held_pid
-from ..trident.windowing_ops import Span, expected_windows
+from ..trident.exactly_once import held_pid
+from ..trident.windowing_ops import expected_windows
+from .trident_windows_topology import component_running, held_windows_topology, window_conf
 
 redis = pytest.importorskip("redis")
 
@@ -39,29 +38,12 @@ HOLD_TXID = 10
 @pytest.mark.parametrize(("kind", "provider"), [("tumbling", "file"), ("sliding", "redis")])
 def test_count_windows_count_every_tuple_once_after_workers_are_sigkilled(cluster, redis_server,  # noqa: F811
                                                                          tmp_path, kind, provider):
-    from squall.external.trident_redis import Options, RedisMapState
-    from squall.trident.spout import FixedBatchSpout
-
     hold = tmp_path / "hold"
     hold.mkdir()
-    conf = dict(CONF)
-    if provider == "redis":
-        conf["topology.state.provider"] = "squall.state.redis:RedisKeyValueStateProvider"
-        conf["topology.state.provider.config"] = {"url": redis_server.url}
+    conf = window_conf(CONF, provider, redis_server.url)
     with shared_state_dir(tmp_path / "shared"):
-        topo = TridentTopology()
-        nums = topo.new_stream("nums", FixedBatchSpout(Fields("i"), BATCH, *[[i] for i in range(N)]))
-        args = (KeyValueWindowsStoreFactory(), Fields("i"), Span(), Fields("first", "last", "n"))
-        windows = nums.tumbling_window(WINDOW, *args) if kind == "tumbling" else \
-            nums.sliding_window(WINDOW, WINDOW // 2, *args)
-        windows \
-            .group_by(Fields("first", "last")) \
-            .persistent_aggregate(HeldCommit(RedisMapState.transactional(
-                redis_server.url, Options(data_type="hash", hash_key="windows")), HOLD_TXID, str(hold)),
-                Fields("n"), Sum(), Fields("total")).parallelism_hint(2)
-        built = topo.build()
-    window_bolt, = [cid for cid, c in built.bolts.items()
-                    if any(isinstance(n.processor, WindowTridentProcessor) for n in getattr(getattr(c.obj, "body", None), "nodes", ()))]
+        built = held_windows_topology(kind, redis_server.url, hold, N, BATCH, WINDOW, HOLD_TXID)
+    window_bolt = component_running(built, WindowTridentProcessor)
     client = redis.Redis.from_url(redis_server.url)
 
     def stored() -> dict[tuple[int, int], int]:

@@ -121,6 +121,18 @@ class KafkaBroker:
         finally:
             consumer.close()
 
+    def committed_metadata(self, group: str, topic: str,
+                           partitions: Sequence[int] = range(PARTITIONS)) -> dict[int, str | None]:
+        """partition -> the metadata of ``group``'s commit (None: nothing committed)."""
+        import confluent_kafka as ck
+
+        consumer = ck.Consumer(self.client_props(**{"group.id": group}))
+        try:
+            got = consumer.committed([ck.TopicPartition(topic, p) for p in partitions], timeout=10)
+            return {tp.partition: (tp.metadata if tp.offset >= 0 else None) for tp in got}
+        finally:
+            consumer.close()
+
 
 @pytest.fixture(scope="module")
 def kafka_broker(tmp_path_factory):

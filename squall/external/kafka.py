@@ -17,8 +17,20 @@ The pure core, each usable and tested alone:
 `KafkaSpout` drives them with a `Consumer` (manual partition assignment, no auto commit): one
 tuple per `next_tuple` from a waiting list, a commit of each partition's ``next_commit_offset``
 every ``offset_commit_period_ms``, a seek back to the earliest retriable offset to replay a
-failure. `ConfluentConsumer` is the `Consumer` over ``confluent_kafka``, imported only when a
-spout opens, so this module imports without it (``pip install 'squall[kafka]'``).
+failure.
+
+With a retry limit (``retry.max_retries`` not None), the budgets outlive the spout's worker: a
+record that kills the worker the spout runs in is never failed, so the spout keeps, in each
+partition's commit metadata (`squall.external.kafka_charges`), how far it may have emitted and
+the `squall.external.retry.Charge` of each record charged. A record read again below that mark
+after a restart, or failed as a lost worker, is a suspect: it goes out only when nothing else of
+the task is in flight, and nothing beside it until its tree ends (`AloneGate`, the Redis Streams
+and file spouts' rules); its charge is committed as a death before it goes out, deleted by its
+ack, kept by a failure it caused, taken back by any other failure or the spout's ``close``. A
+suspect found charged past ``max_retries`` is dead-lettered when it is read again.
+
+`ConfluentConsumer` is the `Consumer` over ``confluent_kafka``, imported only when a spout opens,
+so this module imports without it (``pip install 'squall[kafka]'``).
 """
 
 from __future__ import annotations
@@ -36,8 +48,18 @@ from .._failure import UNKNOWN, FailureCause
 from .._fields import Fields
 from ..engine.clock import Clock
 from ._arity import arity_error
+from .kafka_charges import (
+    METADATA_MAX_BYTES,
+    READ_AHEAD,
+    MalformedCharges,
+    PartitionCharges,
+    TaggedCharge,
+    charges_metadata,
+    read_charges,
+    record_tag,
+)
 from .offsets import OffsetManager
-from .retry import RetryBackoff, RetrySchedule
+from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +269,8 @@ class Consumer(Protocol):
     def poll(self, timeout: float, paused: Sequence[TopicPartition]) -> list[Record]:
         """Records of the assigned partitions except ``paused``, waiting up to ``timeout`` s."""
 
-    def commit(self, offsets: Mapping[TopicPartition, int], metadata: str) -> None:
-        """Commits synchronously."""
+    def commit(self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str]) -> None:
+        """Commits ``offsets`` synchronously, each partition with its ``metadata`` text."""
 
     def close(self) -> None:
         """Leaves; the commits stay."""
@@ -353,7 +375,7 @@ class ConfluentConsumer:
     def commit(self, offsets, metadata):
         """See `Consumer`."""
         ck = self._ck
-        tps = [ck.TopicPartition(t.topic, t.partition, o, metadata=metadata)
+        tps = [ck.TopicPartition(t.topic, t.partition, o, metadata=metadata[t])
                for t, o in offsets.items()]
         self._call("commit", self._c.commit, offsets=tps, asynchronous=False)
 
@@ -429,6 +451,14 @@ def log_dead_letter(record: Record, reason: str) -> None:
               record.topic, record.partition, record.offset, reason)
 
 
+class _Outcome(enum.Enum):
+    """What became of a record the spout took from its waiting list."""
+
+    EMITTED = "emitted"
+    SKIPPED = "skipped"   # done without a tuple: acked, in flight, not due, dead-lettered, null
+    HELD = "held"         # put back: it waits for the tuples in flight, or for a commit
+
+
 class KafkaSpout(Spout):
     """Reads Kafka topics as storm-kafka-client's spout does (see the module docstring)."""
 
@@ -451,8 +481,20 @@ class KafkaSpout(Spout):
         self.topology_id = context.get_storm_id()
         self.task_index = context.get_this_task_index()
         self.num_tasks = len(context.get_component_tasks(context.get_this_component_id()))
-        self.metadata = json.dumps({"topologyId": self.topology_id, "taskId": self.task_index})
+        self._base_metadata = {"topologyId": self.topology_id, "taskId": self.task_index}
+        self.metadata = json.dumps(self._base_metadata)
         self.retry = RetryService(cfg.retry, self.clock)
+        # Retry budgets that outlive this task's worker, kept in the commit metadata
+        # (squall.external.kafka_charges): what goes out when, and per partition how far the task
+        # may have emitted and the charges; none counted without a limit or at most once.
+        self.gate: AloneGate[MessageId] = AloneGate(cfg.retry.max_retries if self._alo else None)
+        self.budgets: dict[TopicPartition, PartitionCharges] = {}
+        self.read_before: dict[TopicPartition, int] = {}   # below it: emitted by a task that stopped
+        self.emitted_end: dict[TopicPartition, int] = {}   # past the last offset emitted here
+        self.suspects: set[MessageId] = set()              # failed as a lost worker: alone from now on
+        self._unwritten: set[TopicPartition] = set()       # budgets changed since their last commit
+        self._must_write = False   # and they must be committed before anything else goes out
+        self._too_big_warned: set[TopicPartition] = set()
         self.managers: dict[TopicPartition, OffsetManager] = {}
         self.emitted: dict[MessageId, int] = {}  # in flight -> number of failures so far
         self.fails: dict[MessageId, int] = {}    # scheduled for retry -> failures so far
@@ -472,7 +514,14 @@ class KafkaSpout(Spout):
         self._guarded(self._commit)
 
     def close(self) -> None:
-        """Commits what may be committed and closes the consumer."""
+        """Commits what may be committed and closes the consumer. The charge of a suspect in
+        flight alone is taken back (its worker did not die with it), and each partition's mark
+        comes down to what this task really emitted."""
+        if self.gate.counting:
+            self._take_back_alone()
+            for tp, budget in self.budgets.items():
+                budget.emitted_to = max(self.read_before[tp], self.emitted_end.get(tp, 0))
+                self._unwritten.add(tp)
         self._guarded(self._commit)
         self.consumer.close()
 
@@ -579,6 +628,8 @@ class KafkaSpout(Spout):
             return
         revoked = [tp for tp in self.managers if tp not in wanted]
         new = [tp for tp in wanted if tp not in self.managers]
+        if self.gate.alone is not None and self.gate.alone.tp in revoked:
+            self._take_back_alone()   # its acks will be ignored: it is not charged for a death
         if self._alo:
             self._commit()  # what is acked on partitions we lose is committed now
         committed = self.consumer.committed(new) if new else {}
@@ -591,12 +642,22 @@ class KafkaSpout(Spout):
         for tp in revoked:
             del self.managers[tp]
             self.waiting.pop(tp, None)
+            for d in (self.budgets, self.read_before, self.emitted_end):
+                d.pop(tp, None)
+            self._unwritten.discard(tp)
         keep = set(wanted)
         self.emitted = {m: n for m, n in self.emitted.items() if m.tp in keep}
         self.fails = {m: n for m, n in self.fails.items() if m.tp in keep}
+        self.suspects = {m for m in self.suspects if m.tp in keep}
+        self.gate.in_flight = {m for m in self.gate.in_flight if m.tp in keep}
+        if self.gate.alone is not None and self.gate.alone.tp not in keep:
+            self.gate.alone = None
         self.retry.retain_all(keep)
         for tp, start in starts.items():
             self.managers[tp] = OffsetManager(tp, start)
+            budget = self._read_budgets(tp, committed.get(tp), start)
+            self.budgets[tp] = budget
+            self.read_before[tp] = budget.emitted_to
         log.info("KafkaSpout task %d/%d: partitions %s (new: %s)", self.task_index,
                  self.num_tasks, sorted(wanted), {f"{t.topic}/{t.partition}": o for t, o in starts.items()})
 
@@ -611,11 +672,16 @@ class KafkaSpout(Spout):
             nxt = om.next_commit_offset()
             if nxt is not None:
                 offsets[tp] = nxt
+            elif tp in self._unwritten:
+                offsets[tp] = om.committed_offset   # its budgets changed: the same offset again
         if not offsets:
             return
-        self.consumer.commit(offsets, self.metadata)
+        self.consumer.commit(offsets, {tp: self._metadata(tp, off) for tp, off in offsets.items()})
+        self._written(offsets)
         for tp, off in offsets.items():
             self.managers[tp].commit(off)
+            if tp in self.budgets:
+                self.budgets[tp].prune(off)
             pos = self.consumer.position(tp)
             if pos is not None and pos < off:
                 self.consumer.seek(tp, off)  # it had gone back for a retry now committed past
@@ -630,7 +696,7 @@ class KafkaSpout(Spout):
             if pos is not None:
                 offsets[tp] = pos
         if offsets:
-            self.consumer.commit(offsets, self.metadata)
+            self.consumer.commit(offsets, dict.fromkeys(offsets, self.metadata))
 
     def _poll(self) -> None:
         retriable = self.retry.earliest_retriable_offsets()
@@ -647,7 +713,7 @@ class KafkaSpout(Spout):
             for r in records:
                 ends[r.tp] = max(ends.get(r.tp, -1), r.offset + 1)
             try:
-                self.consumer.commit(ends, self.metadata)  # before any of them is emitted
+                self.consumer.commit(ends, dict.fromkeys(ends, self.metadata))  # before any of them is emitted
             except KafkaUnavailable:
                 # the consumer's position is past the records now: back to the first of each
                 # partition, or they would be skipped (Storm's commitSync throws out of nextTuple
@@ -685,21 +751,35 @@ class KafkaSpout(Spout):
                 self.managers[tp].add_to_acked(m.offset)
 
     def _emit_one(self) -> None:
+        if self._must_write and not self._guarded(self._write_budgets):
+            return   # a suspect's charge is settled in Kafka before anything else goes out
         for q in self.waiting.values():
             while q:
                 r = q.popleft()
-                if self._emit(r):
+                outcome = self._emit(r)
+                if outcome is _Outcome.HELD:
+                    q.appendleft(r)
+                if outcome is not _Outcome.SKIPPED or self._must_write:
                     return
 
-    def _emit(self, r: Record) -> bool:
-        """Emits ``r`` unless it is acked, in flight or waiting for a retry not yet due."""
+    def _emit(self, r: Record) -> _Outcome:
+        """Emits ``r`` unless it is acked, in flight or waiting for a retry not yet due; with a
+        retry limit, unless it must wait (`AloneGate`), its budget gives it up, or the commit
+        of its budget fails."""
         msg_id = MessageId(r.topic, r.partition, r.offset)
         om = self.managers[r.tp]
+        suspect = False
         if self._alo:
             if om.is_acked(r.offset) or msg_id in self.emitted:
-                return False
+                return _Outcome.SKIPPED
             if self.retry.is_scheduled(msg_id) and not self.retry.is_ready(msg_id):
-                return False
+                return _Outcome.SKIPPED
+            if self.gate.counting:
+                suspect = self._suspect(msg_id)
+                if self.gate.hold(suspect):
+                    return _Outcome.HELD   # a suspect waits for what is in flight, and nothing goes out beside one
+                if self._given_up_before(r, msg_id, suspect):
+                    return _Outcome.SKIPPED
         try:
             values = self.config.translator(r)
         except Exception as e:  # noqa: BLE001 (a user translator: any error is a poison record)
@@ -719,25 +799,42 @@ class KafkaSpout(Spout):
         if not self._alo:
             if values is not None:
                 self.collector.emit(values)
-                return True
-            return False
-        num_fails = self.fails.pop(msg_id, 0)
+                return _Outcome.EMITTED
+            return _Outcome.SKIPPED
+        if values is None:
+            self._done_without_tuple(msg_id)  # skipped (or malformed): its offset may commit
+            return _Outcome.SKIPPED
+        charge = self._charge(r) if self.gate.counting else Charge()
+        num_fails = self.fails.get(msg_id, charge.retries)
+        alone = self.gate.goes_alone(suspect)
+        if self.gate.counting and not self._charged_before(r, charge, num_fails, alone):
+            return _Outcome.HELD   # read again once the broker takes the commit
+        self.fails.pop(msg_id, None)
         self.retry.remove(msg_id)
         om.add_to_emitted(r.offset)
-        if values is None:
-            om.add_to_acked(r.offset)  # skipped (or malformed): its offset may commit
-            return False
         self.emitted[msg_id] = num_fails
+        if self.gate.counting:
+            self.gate.emitted(msg_id, alone)
+            self.emitted_end[r.tp] = max(self.emitted_end.get(r.tp, 0), r.offset + 1)
         self.collector.emit(values, msg_id=msg_id)
-        return True
+        return _Outcome.EMITTED
 
     def ack(self, msg_id: Any) -> None:
-        """AT_LEAST_ONCE: the offset may now commit. Ids of partitions no longer assigned are
-        ignored."""
+        """AT_LEAST_ONCE: the offset may now commit, and the record's charge goes (at once, if
+        it was a suspect in flight alone). Ids of partitions no longer assigned are ignored."""
         if not self._alo or msg_id not in self.emitted:
             return
         del self.emitted[msg_id]
         self.managers[msg_id.tp].add_to_acked(msg_id.offset)
+        if not self.gate.counting:
+            return
+        alone = self.gate.ended(msg_id)
+        self.suspects.discard(msg_id)
+        if self.budgets[msg_id.tp].charged.pop(msg_id.offset, None) is not None:
+            self._unwritten.add(msg_id.tp)
+        if alone:   # its charge gone before anything else goes out
+            self._must_write = True
+            self._guarded(self._write_budgets)
 
     def fail(self, msg_id: Any) -> None:
         """A failure without a cause: counted as one the record caused (`fail_with`)."""
@@ -747,18 +844,197 @@ class KafkaSpout(Spout):
         """AT_LEAST_ONCE: schedules a replay; past ``max_retries`` failures the record caused
         (``cause.record_caused``: a bolt failed it or raised on it; a lost worker or a timeout is
         replayed without counting) the record is dead-lettered, the reason naming the cause,
-        and its offset acked (Storm drops it; squall names it)."""
+        and its offset acked (Storm drops it; squall names it). A record failed as a lost
+        worker is a suspect from then on; one that went out alone has the death charged before
+        it went kept as the failure it caused, or taken back (see the module docstring)."""
         if not self._alo or msg_id not in self.emitted:
             return
         num_fails = self.emitted.pop(msg_id)
+        counting = self.gate.counting
+        alone = counting and self.gate.ended(msg_id)
+        if counting and self.gate.lost_worker(cause):
+            self.suspects.add(msg_id)
+        if cause.record_caused:
+            num_fails += 1
+        held = self.budgets[msg_id.tp].charged.get(msg_id.offset) if counting else None
+        if held is not None and (alone or cause.record_caused):
+            # alone, it was charged beforehand as a death: that charge becomes the failure it
+            # caused, or is taken back (a timeout, a lost worker, a rollback: this spout lives)
+            self._set_charge(msg_id, Charge(num_fails, held.charge.deaths - alone), held.tag)
         if not cause.record_caused:
             self.retry.reschedule(msg_id, num_fails)
             self.fails[msg_id] = num_fails
-            return
-        num_fails += 1
-        if self.retry.schedule(msg_id, num_fails):
+        elif self.retry.schedule(msg_id, num_fails):
             self.fails[msg_id] = num_fails
+        else:
+            self._dead(Record(msg_id.topic, msg_id.partition, msg_id.offset, None, None),
+                       f"failed {num_fails} times (max_retries {self.config.retry.max_retries}){cause.reason_suffix()}")
+            self.managers[msg_id.tp].add_to_acked(msg_id.offset)
+            self.suspects.discard(msg_id)
+            if held is not None:   # read again after a death before its commit: done, no second letter
+                budget = self.budgets[msg_id.tp]
+                budget.charged.pop(msg_id.offset, None)
+                budget.dead[msg_id.offset] = held.tag
+                self._unwritten.add(msg_id.tp)
+                self._must_write = True
+        if alone:   # settled in Kafka before the next one goes out
+            self._must_write = True
+        if self._must_write:
+            self._guarded(self._write_budgets)
+
+    # --- retry budgets kept in the commit metadata ------------------------------------------
+
+    def _read_budgets(self, tp: TopicPartition, committed: Committed | None, start: int) -> PartitionCharges:
+        """The budgets of ``tp`` as its commit keeps them, if the task resumes at that commit and
+        counts; else none (and nothing read before). Metadata with the budgets' keys malformed
+        is ignored with a warning: its records start with fresh budgets, and the next commit
+        replaces it (a crash loop over a partition's metadata would stop the partition)."""
+        none = PartitionCharges(start)
+        if not self.gate.counting or committed is None or committed.offset != start:
+            return none
+        try:
+            budget = read_charges(committed.metadata)
+        except MalformedCharges as e:
+            log.warning("KafkaSpout %s: topic %r partition %d: the commit metadata's retry budgets are "
+                        "malformed (%s); ignored: the partition's records start with fresh budgets, and "
+                        "the next commit replaces them", self.config.group_id, tp.topic, tp.partition, e)
+            return none
+        if budget is None:
+            return none
+        budget.prune(start)
+        budget.emitted_to = max(budget.emitted_to, start)
+        return budget
+
+    def _suspect(self, msg_id: MessageId) -> bool:
+        """Whether the record goes out alone (`AloneGate`): read again below where a task that
+        stopped may have emitted, or failed as a lost worker."""
+        return msg_id.offset < self.read_before[msg_id.tp] or msg_id in self.suspects
+
+    def _charge(self, r: Record) -> Charge:
+        """``r``'s charge as its partition's budgets keep it; none, and the charge dropped, if
+        it was written for another record at that offset."""
+        budget = self.budgets[r.tp]
+        held = budget.charged.get(r.offset)
+        if held is None:
+            return Charge()
+        if held.tag != record_tag(r.key, r.value):
+            self._stale(r, "charge")
+            del budget.charged[r.offset]
+            self._unwritten.add(r.tp)
+            return Charge()
+        return held.charge
+
+    def _stale(self, r: Record, what: str) -> None:
+        log.warning("KafkaSpout %s: topic %r partition %d offset %d: the %s the commit metadata keeps was "
+                    "written for another record at this offset (the topic deleted and created again under "
+                    "the group's offsets?); dropped", self.config.group_id, r.topic, r.partition, r.offset, what)
+
+    def _given_up_before(self, r: Record, msg_id: MessageId, suspect: bool) -> bool:
+        """Whether ``r`` is done without a tuple: dead-lettered by a task that died before its
+        commit passed it, or a suspect charged past ``max_retries`` (dead-lettered now)."""
+        budget = self.budgets[r.tp]
+        dead = budget.dead.get(r.offset)
+        if dead is not None:
+            if dead == record_tag(r.key, r.value):
+                self._done_without_tuple(msg_id)
+                return True
+            self._stale(r, "dead-letter mark")
+            del budget.dead[r.offset]
+            self._unwritten.add(r.tp)
+        if not suspect:
+            return False
+        charge = self._charge(r)
+        if not self.config.retry.gives_up(charge.retries):
+            return False
+        # its worker died with it, alone, too often
+        self._dead(r, self.gate.death_reason(charge)[0])
+        tag = budget.charged.pop(r.offset).tag
+        budget.dead[r.offset] = tag
+        self._done_without_tuple(msg_id)
+        self._unwritten.add(r.tp)
+        self._must_write = True   # after its dead letter: a death before repeats the letter
+        return True
+
+    def _done_without_tuple(self, msg_id: MessageId) -> None:
+        """The record counts as done (its offset may commit) without a tuple."""
+        self.fails.pop(msg_id, None)
+        self.retry.remove(msg_id)
+        self.suspects.discard(msg_id)
+        om = self.managers[msg_id.tp]
+        om.add_to_emitted(msg_id.offset)
+        om.add_to_acked(msg_id.offset)
+        if self.gate.counting and self.budgets[msg_id.tp].charged.pop(msg_id.offset, None) is not None:
+            self._unwritten.add(msg_id.tp)
+
+    def _charged_before(self, r: Record, charge: Charge, num_fails: int, alone: bool) -> bool:
+        """Commits, before ``r`` goes out, what a restart must find if the worker dies with it:
+        a mark past it, `READ_AHEAD` offsets ahead, when it is at or past the last one, and, if
+        it goes ``alone``, its charge as a death. False (nothing changed) if the broker did not
+        take the commit."""
+        budget = self.budgets[r.tp]
+        past = r.offset >= budget.emitted_to
+        if not (past or alone):
+            return True
+        before = budget.emitted_to, budget.charged.get(r.offset)
+        if past:
+            budget.emitted_to = r.offset + 1 + READ_AHEAD
+        if alone:
+            dying = Charge(num_fails, charge.deaths).dying()
+            budget.charged[r.offset] = TaggedCharge(dying, record_tag(r.key, r.value))
+        self._unwritten.add(r.tp)
+        if self._guarded(self._write_budgets):
+            return True
+        budget.emitted_to = before[0]
+        if before[1] is None:
+            budget.charged.pop(r.offset, None)
+        else:
+            budget.charged[r.offset] = before[1]
+        return False
+
+    def _set_charge(self, msg_id: MessageId, charge: Charge, tag: str) -> None:
+        """Keeps ``charge`` for the record (none, if it is no charge), to be committed."""
+        charged = self.budgets[msg_id.tp].charged
+        if charge.retries:
+            charged[msg_id.offset] = TaggedCharge(charge, tag)
+        else:
+            charged.pop(msg_id.offset, None)
+        self._unwritten.add(msg_id.tp)
+
+    def _take_back_alone(self) -> None:
+        """The suspect in flight alone did not take the worker down (the spout closes, or loses
+        its partition): the death charged before it went out is taken back."""
+        alone = self.gate.alone
+        if alone is None:
             return
-        self._dead(Record(msg_id.topic, msg_id.partition, msg_id.offset, None, None),
-                   f"failed {num_fails} times (max_retries {self.config.retry.max_retries}){cause.reason_suffix()}")
-        self.managers[msg_id.tp].add_to_acked(msg_id.offset)
+        self.gate.alone = None
+        held = self.budgets[alone.tp].charged.get(alone.offset)
+        if held is not None:
+            self._set_charge(alone, Charge(held.charge.retries - 1, held.charge.deaths - 1), held.tag)
+
+    def _metadata(self, tp: TopicPartition, offset: int) -> str:
+        """``tp``'s commit metadata at ``offset``: this topology and task, and with a retry
+        limit the partition's budgets (`charges_metadata`)."""
+        if not self.gate.counting:
+            return self.metadata
+        text, dropped = charges_metadata(self._base_metadata, self.budgets[tp], offset)
+        if dropped and tp not in self._too_big_warned:
+            self._too_big_warned.add(tp)
+            log.warning("KafkaSpout %s: topic %r partition %d: %d retry budgets left out of the commit "
+                        "metadata, which Kafka keeps to %d bytes; a death of this worker gives those records "
+                        "fresh budgets", self.config.group_id, tp.topic, tp.partition, dropped,
+                        METADATA_MAX_BYTES)
+        return text
+
+    def _write_budgets(self) -> None:
+        """Commits the budgets changed since their last commit, each partition at its committed
+        offset (moving the offset is `_commit`'s, which also trims what waits)."""
+        offsets = {tp: self.managers[tp].committed_offset for tp in self._unwritten if tp in self.managers}
+        if offsets:
+            self.consumer.commit(offsets, {tp: self._metadata(tp, off) for tp, off in offsets.items()})
+        self._written(offsets)
+
+    def _written(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """The budgets of ``offsets``' partitions are in Kafka (of those no longer assigned, moot)."""
+        self._unwritten = {tp for tp in self._unwritten if tp not in offsets and tp in self.managers}
+        if not self._unwritten:
+            self._must_write = False

@@ -220,7 +220,7 @@ class MemoryConsumer:
             raise KafkaUnavailable("commit: Broker: Request timed out")
         self.commit_calls.append(dict(offsets))
         for tp, off in offsets.items():
-            self.commits[tp] = Committed(off, metadata)
+            self.commits[tp] = Committed(off, metadata[tp])
 
     def close(self):
         self.closed = True

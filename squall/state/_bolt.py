@@ -412,23 +412,27 @@ class InputsInFlight:
             self._failed_since_checkpoint |= failed and not tup._root
             self._release()
 
-    def hold(self, release: Callable[[bool], None], *, commit: bool = False) -> None:
+    def hold(self, release: Callable[[bool], None], *, keeps_failure: bool = False) -> None:
         """A checkpoint arrived: call ``release(failed)`` once every input given before it is
         settled (at once if none is open); ``failed`` says whether an input in no spout's tree
-        was failed since the last checkpoint other than a COMMIT was released (one given after
-        this checkpoint may count too: a PREPARE failed for it only costs a rollback, never a
-        result). A COMMIT (``commit``) leaves the failure for the PREPARE that follows: a
-        window's result failed after the last PREPARE passed belongs to the next transaction."""
+        was failed since the last PREPARE or ROLLBACK was released (one given after this
+        checkpoint may count too: a PREPARE failed for it only costs a rollback, never a
+        result). A COMMIT or an INITSTATE (``keeps_failure``) leaves the failure for the PREPARE
+        that follows: a window's result failed after the last PREPARE passed belongs to the
+        next transaction, and the INITSTATE that recovers a restarted task after a worker died
+        changes nothing in the live tasks, whose windows fired meanwhile. (Cleared by that
+        INITSTATE, the failure of the results a live window fired as the worker died let the
+        next PREPARE through: the commit recorded the windows as fired, their results lost.)"""
         with self._lock:
-            self._held.append((self._arrived, release, commit))
+            self._held.append((self._arrived, release, keeps_failure))
             self._release()
 
     def _release(self) -> None:
         oldest = min((n for n, _t in self._open.values()), default=self._arrived)
         while self._held and self._held[0][0] <= oldest:
-            _upto, release, commit = self._held.popleft()
+            _upto, release, keeps_failure = self._held.popleft()
             failed = self._failed_since_checkpoint
-            if not commit:
+            if not keeps_failure:
                 self._failed_since_checkpoint = False
             release(failed)
 
@@ -495,7 +499,7 @@ class CheckpointTupleForwarder(_CheckpointAware):
             self.collector.emit([txid, action], tup, CHECKPOINT_STREAM_ID)
             self.collector.ack(tup)
         if self.hold_checkpoints:
-            self.in_flight.hold(release, commit=action == COMMIT)
+            self.in_flight.hold(release, keeps_failure=action in (COMMIT, INITSTATE))
         else:
             release(False)
         return False  # passed on (or failed) by release

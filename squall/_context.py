@@ -16,6 +16,7 @@ SYSTEM_STREAM_FIELDS = Fields("event")
 if TYPE_CHECKING:
     from ._grouping import Grouping
     from ._topology import StormTopology
+    from ._worker_resources import WorkerResources
 
 
 class TopologyContext:
@@ -26,7 +27,8 @@ class TopologyContext:
 
     def __init__(self, topology: StormTopology, storm_id: str, task_to_component: dict[int, str],
                  task_id: int, worker_port: int, worker_tasks: list[int], conf: dict[str, Any],
-                 state_home: Any = None, transactional_home: Any = None) -> None:
+                 state_home: Any = None, transactional_home: Any = None,
+                 worker_resources: WorkerResources | None = None) -> None:
         self._topology = topology
         self._storm_id = storm_id
         self._task_to_component = task_to_component
@@ -40,6 +42,9 @@ class TopologyContext:
         self.state_home = state_home  # what the host lends state providers (squall.state.StateHome)
         # what the host lends Trident's coordinators (squall._transactional.TransactionalBackend)
         self.transactional_home = transactional_home
+        # what the worker lends all of its tasks (None outside a worker): the spouts that keep
+        # retry budgets share their squall.external.retry.WorkerGate through it
+        self.worker_resources = worker_resources
         # bucket secs -> name -> metric; registration closes when open/prepare returns (`seal_metrics`)
         self._metrics: dict[int, dict[str, Any]] = {}
         self._metric_names: set[str] = set()

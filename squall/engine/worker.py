@@ -32,6 +32,7 @@ from .._errors import InvalidTopologyException
 from .._native import deliver_items
 from .._system import ACKER_COMPONENT
 from .._tuple import Tuple
+from .._worker_resources import WorkerResources
 from . import code_pickler
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor
@@ -122,6 +123,8 @@ class Worker:
         self.state_home = state_home  # the host's, for stateful bolts' state providers (squall.state)
         # the host's, for Trident's coordinators (squall._transactional.TransactionalBackend)
         self.transactional_home = transactional_home
+        # shared by this worker's tasks, not by its next life's (squall._worker_resources)
+        self.resources = WorkerResources()
         self.clock = clock
         self.assignment = list(assignment)
         self.state = state
@@ -252,7 +255,8 @@ class Worker:
             return AckerExecutor(e, wiring, conf)
         objs = {t: unshare_dict(cloudpickle.loads(blobs[e.component])) for t in e.tasks}
         contexts = {t: TopologyContext(plan.topology, plan.storm_id, plan.task_to_component, t, self.port,
-                                       self.tasks, conf, self.state_home, self.transactional_home) for t in e.tasks}
+                                       self.tasks, conf, self.state_home, self.transactional_home, self.resources)
+                    for t in e.tasks}
         kind = plan.topology.components[e.component].kind
         cls = SpoutExecutor if kind == "spout" else BoltExecutor
         return cls(e, wiring, objs, contexts, conf)

@@ -48,7 +48,7 @@ from ..engine.clock import Clock
 from ._arity import arity_error
 from ._file_locks import FileLocks
 from .offsets import OffsetManager
-from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, spout_backoff
+from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, spout_backoff, worker_gate
 
 log = logging.getLogger("squall.external.files")
 
@@ -785,6 +785,8 @@ class FileSpout(Spout):
                                  f"failures charged to its records", self.kept.progress.setting)
         self.charges: dict[str, FileCharges] = load_charges(self.charges_path, self.spout_id, self.directory)
         self.charges_dirty = False
+        # shared with every spout task of this worker that keeps charges: its death is theirs too
+        self.gate: AloneGate[int] = AloneGate(self.backoff.max_retries, worker_gate(context))
         self._reset_charges()
         self.acks_since_commit = 0
         self.last_commit = self.last_list = self.clock.now()
@@ -884,7 +886,7 @@ class FileSpout(Spout):
 
     def _reset_charges(self) -> None:
         """No file, or a new one: nothing in flight, no line read before, nothing charged."""
-        self.gate: AloneGate[int] = AloneGate(self.backoff.max_retries)
+        self.gate.clear()   # the lines of the file before: done, or their acks ignored
         self.read_before = 0   # a line below it was read by a task of this file that died
         self.read_to = 0       # what this task may have emitted up to, as written
         self.shortest = READ_AHEAD   # the shortest line read since read_to was last moved
@@ -957,6 +959,12 @@ class FileSpout(Spout):
 
     def next_tuple(self) -> None:
         """Re-emits a failed line if any, else emits the next record of the current file."""
+        try:
+            self._next_tuple()
+        finally:
+            self.gate.turn_ended()   # a line let go and not emitted after all, a claim not needed
+
+    def _next_tuple(self) -> None:
         if self.locks is not None:
             self._keep_claim(self.locks)
         held = False
@@ -1285,6 +1293,8 @@ class FileSpout(Spout):
             self.handle.close()  # type: ignore[union-attr]
         if getattr(self, "locks", None) is not None:
             self.locks.release_all()  # type: ignore[union-attr]
+        if getattr(self, "gate", None) is not None:
+            self.gate.clear()   # the worker's other spout tasks no longer wait for its lines
 
     def committed(self) -> dict[str, int]:
         """The committed offset per file of this task's progress file, the current file's up to

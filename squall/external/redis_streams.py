@@ -74,7 +74,7 @@ from .._redact import redact_text
 from .._tuple import is_tick_tuple
 from ..engine.clock import Clock
 from ._arity import arity_error
-from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule
+from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, worker_gate
 
 log = logging.getLogger(__name__)
 
@@ -394,7 +394,8 @@ class RedisStreamSpout(Spout):
         self._retrying: RetrySchedule[str] = RetrySchedule(self.backoff)  # failed ids, by due time
         self._to_ack: list[str] = []               # acks the server did not take yet
         self._dead: dict[str, _DeadLetter] = {}    # given up, not yet in the dead-letter stream
-        self._gate: AloneGate[str] = AloneGate(self.backoff.max_retries)   # what goes out when
+        # what goes out when; shared with every spout task of this worker that keeps charges
+        self._gate: AloneGate[str] = AloneGate(self.backoff.max_retries, worker_gate(context))
         self._to_write: dict[str, str] = {}        # charges the server did not take yet
         self._to_forget: list[str] = []            # charges to delete with the acks held back
         self._set_up = False
@@ -416,6 +417,7 @@ class RedisStreamSpout(Spout):
             self._to_write[t.entry.id] = str(Charge(t.retries, t.deaths))
         self._safely(self.clock.now(), self._flush_acks)
         self._safely(self.clock.now(), self._write_dead_letters)
+        self._gate.clear()   # the worker's other spout tasks no longer wait for its entries
         if self._reader.is_alive():
             self._reader.stop()
         else:
@@ -442,6 +444,12 @@ class RedisStreamSpout(Spout):
     def next_tuple(self) -> None:
         """Emits at most one tuple: a due retry first, then a taken entry, reading a batch when
         none is left. Server errors are logged and retried after ``down_retry_secs``."""
+        try:
+            self._next_tuple()
+        finally:
+            self._gate.turn_ended()   # an entry let go and not emitted after all, a claim not needed
+
+    def _next_tuple(self) -> None:
         now = self.clock.now()
         if now < self._outage.retry_at:
             return

@@ -19,9 +19,10 @@ Pure: the caller passes the time; nothing here reads a clock.
 from __future__ import annotations
 
 import heapq
+import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from .._failure import WORKER_LOST, FailureCause
 
@@ -212,29 +213,114 @@ class Charge(NamedTuple):
         return Charge(self.retries + 1, self.deaths + 1)
 
 
+WORKER_GATE_KEY = "squall.external.retry.WorkerGate"
+"""The key of the worker's `WorkerGate` in its ``context.worker_resources``."""
+
+
+class WorkerGate:
+    """The part of the alone rule (`AloneGate`) that the spout tasks of one worker share: how
+    many of their records are in flight, and which task's suspect goes alone, if one does. A
+    worker's death takes all of its spout tasks down at once, so a suspect is in flight alone
+    only if no record of any of them is in flight beside it.
+
+    Each spout task's `AloneGate` joins it (`worker_gate` hands every task of a worker the same
+    one); nothing else reads it. Thread-safe: the tasks of a worker may run on different loops
+    (``topology.executor.own.thread``, or moved off a stalled loop), so what each gate decides
+    and what it changes here happen under this object's lock. Pure: it keeps counts, no I/O."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # emitted (or let go by `AloneGate.hold`, not yet emitted) and not ended, of every task
+        self._in_flight = 0
+        # the gate whose suspect goes alone: waiting for the others' records to end, let go, or
+        # in flight; every other gate holds back while there is one
+        self._owner: AloneGate[Any] | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """The records of every task of the worker in flight (or let go and about to be)."""
+        return self._in_flight
+
+    @property
+    def owner(self) -> AloneGate[Any] | None:
+        """The task gate whose suspect goes alone, if one does (see `AloneGate`)."""
+        return self._owner
+
+
+def worker_gate(context: Any) -> WorkerGate:
+    """The `WorkerGate` of the worker ``context``'s task runs in: the same object for every
+    spout task of that worker that asks (it lives in the worker's ``context.worker_resources``,
+    `squall._worker_resources.WorkerResources`), or one of its own for a task opened with a
+    context that lends none (a spout driven outside a worker, as tests do)."""
+    resources = getattr(context, "worker_resources", None)
+    if resources is None:
+        return WorkerGate()
+    return resources.get_or_make(WORKER_GATE_KEY, WorkerGate)
+
+
 class AloneGate(Generic[M]):
-    """Which of a spout task's records go out when, so that the death of the spout's own worker
-    is charged only to a record in flight alone (shared by the Redis Streams and file spouts).
+    """Which of a spout task's records go out when, so that the death of the spout's worker is
+    charged only to a record in flight alone in that worker (shared by the Redis Streams and
+    file spouts).
 
     A record delivered again after its spout stopped without acking it (Redis's delivery count
     above 1; a line read again below where the dead task had read to), or failed as a lost
-    worker (`lost_worker`), is a *suspect*: it goes out only once nothing else of the task is in
-    flight, and nothing goes out beside it until its tree ends. The spout writes its charge as
-    `Charge.dying` before it goes out (`hold` says when it may), so if the worker dies with it the
-    charge stays; its ack deletes the charge, a failure it caused keeps it, any other failure or
-    the spout's ``close`` takes it back (`alone`). Without a limit (``max_retries`` None) nothing
-    is counted and nothing held back (`counting`). Pure: it keeps ids, the spout does the I/O."""
+    worker (`lost_worker`), is a *suspect*: it goes out only once nothing else is in flight of
+    any spout task of its worker that joined the same `WorkerGate` (``worker``: every task that
+    opens with ``worker_gate(context)``), and nothing of them goes out beside it until its tree
+    ends. A suspect that must wait claims the worker: from then on the other tasks hold back
+    their records too, so that what is in flight drains and the suspect is not starved. The
+    spout writes its charge as `Charge.dying` before it goes out (`hold` says when it may), so
+    if the worker dies with it the charge stays; its ack deletes the charge, a failure it caused
+    keeps it, any other failure or the spout's ``close`` takes it back (`alone`). Without a
+    limit (``max_retries`` None) nothing is counted and no record of the task's own goes alone
+    (`counting`), but the task still joins: its records count as in flight for the others'
+    suspects, and wait while one goes alone. A spout that joins no gate (a plain user spout in
+    the same worker) is not seen: a suspect may be in flight beside its records, and is charged
+    if one of them kills the worker.
 
-    def __init__(self, max_retries: int | None) -> None:
+    The calls, on the spout's own thread: `hold` before each record (False lets it go: the
+    record counts as in flight from then on), `goes_alone`, then `emitted` once it is out;
+    `turn_ended` as each ``next_tuple`` returns; `ended` at a record's ack or failure; `clear`
+    when the spout drops what it had in flight (its ``close``, a file given up). Without
+    ``worker`` the gate has a `WorkerGate` of its own, and holds back only among its own
+    records. Pure: it keeps ids, the spout does the I/O."""
+
+    def __init__(self, max_retries: int | None, worker: WorkerGate | None = None) -> None:
         self.max_retries = max_retries
         self.counting = max_retries is not None
+        self.worker = worker if worker is not None else WorkerGate()
         self.in_flight: set[M] = set()   # emitted, neither acked nor failed yet
         self.alone: M | None = None      # the suspect in flight alone, if one is
+        # let go by hold and not yet emitted: None no record; False beside others (counted in the
+        # worker's in flight already); True alone (the worker claimed)
+        self._let_go: bool | None = None
+        self._waiting = False   # a suspect of this task was held back since the last turn_ended
 
     def hold(self, suspect: bool) -> bool:
-        """Whether the next record (a ``suspect`` or not) must wait: a suspect is in flight
-        alone, or this one is a suspect and something else is in flight."""
-        return self.alone is not None or (suspect and self.counting and bool(self.in_flight))
+        """Whether the next record (a ``suspect`` or not) must wait: another task's suspect goes
+        alone, this task's is in flight alone, or this one is a suspect (of a counting task) and
+        something of the worker is in flight; such a suspect claims the worker, so that the
+        others hold back until its tree ends. False lets the record go: until `emitted` (or
+        `turn_ended`, or the next ``hold``), it counts as in flight, so that no suspect of
+        another task goes out before it."""
+        w = self.worker
+        with w._lock:
+            self._withdraw()
+            if (w._owner is not None and w._owner is not self) or self.alone is not None:
+                return True
+            if suspect and self.counting:
+                w._owner = self   # the others hold back until its tree ends
+                if w._in_flight:
+                    self._waiting = True
+                    return True
+                self._let_go = True
+                return False
+            if w._owner is self:   # its suspect went another way (dead-lettered, taken away)
+                w._owner = None
+            w._in_flight += 1
+            self._let_go = False
+            return False
 
     def goes_alone(self, suspect: bool) -> bool:
         """Whether a record that may go (`hold` False) goes alone, its charge written first."""
@@ -242,18 +328,80 @@ class AloneGate(Generic[M]):
 
     def emitted(self, msg_id: M, alone: bool) -> None:
         """``msg_id`` went out (``alone``: as a suspect, its charge written)."""
-        self.in_flight.add(msg_id)
-        if alone:
-            self.alone = msg_id
+        w = self.worker
+        # the common case touches nothing shared: let go beside others, and counted by hold (only
+        # this task's thread makes this gate the worker's owner or stops it being one)
+        if self._let_go is False and not alone and w._owner is not self and msg_id not in self.in_flight:
+            self._let_go = None
+            self.in_flight.add(msg_id)
+            return
+        with w._lock:
+            let_go, self._let_go = self._let_go, None
+            if msg_id in self.in_flight:   # counted already (emitted twice without ending)
+                if let_go is False:
+                    w._in_flight -= 1
+            else:
+                self.in_flight.add(msg_id)
+                if let_go is not False:   # let go alone, or without asking hold: not counted yet
+                    w._in_flight += 1
+            if alone:
+                self.alone = msg_id
+                w._owner = self
+            elif w._owner is self and self.alone is None:
+                w._owner = None
+
+    def turn_ended(self) -> None:
+        """The spout's ``next_tuple`` returns: a record `hold` let go and that was not emitted
+        (the spout dead-lettered it, or could not write its charge) no longer counts as in
+        flight, and this task's claim on the worker ends unless a suspect of it was held back
+        in this call (it waits on: its ``hold`` in a later call claims the worker again, but a
+        suspect that left the task's queue meanwhile would hold the other tasks back for ever)."""
+        w = self.worker
+        if self._let_go is None and not self._waiting and w._owner is not self:
+            return   # nothing let go, no claim of this task's: nothing shared to change
+        with w._lock:
+            self._withdraw()
+            if not self._waiting and w._owner is self and self.alone is None:
+                w._owner = None
+            self._waiting = False
+
+    def _withdraw(self) -> None:
+        """A record let go by `hold` and not emitted no longer counts, under the worker's lock."""
+        w = self.worker
+        if self._let_go is False:
+            w._in_flight -= 1
+        elif self._let_go is True and w._owner is self and self.alone is None:
+            w._owner = None
+        self._let_go = None
 
     def ended(self, msg_id: M) -> bool:
         """``msg_id`` was acked or failed; True if it was the suspect in flight alone (its
         charge written before it went out is to be deleted, kept or taken back now)."""
-        self.in_flight.discard(msg_id)
-        if msg_id == self.alone:
+        w = self.worker
+        with w._lock:
+            if msg_id in self.in_flight:
+                self.in_flight.discard(msg_id)
+                w._in_flight -= 1
+            if msg_id == self.alone:
+                self.alone = None
+                if w._owner is self:
+                    w._owner = None
+                return True
+            return False
+
+    def clear(self) -> None:
+        """Forgets the records in flight and the suspect of this task (its spout closes, or
+        drops them: their acks will not be asked about); the worker's other tasks no longer
+        wait for them."""
+        w = self.worker
+        with w._lock:
+            self._withdraw()
+            w._in_flight -= len(self.in_flight)
+            self.in_flight.clear()
             self.alone = None
-            return True
-        return False
+            self._waiting = False
+            if w._owner is self:
+                w._owner = None
 
     @staticmethod
     def lost_worker(cause: FailureCause) -> bool:

@@ -229,3 +229,75 @@ def test_on_local_cluster_a_poison_line_under_fail_fast_is_dead_lettered_and_eve
             cluster.kill_topology("poison", 0)
     figures = p.check_outcome(src, local, notes)
     assert figures["good delivered again"] > 0, figures   # good lines were beside a poison one
+
+
+class WorkerContext(Context):
+    """A task's context in a worker: with the worker's resources, as the engine lends them."""
+
+    def __init__(self, index: int, tasks: int, resources) -> None:
+        super().__init__(index, tasks)
+        self.worker_resources = resources
+
+
+def test_two_tasks_in_one_worker_send_their_suspects_alone_in_the_worker_not_only_in_their_task(tmp_path):
+    """Two tasks of the spout in one worker, each reading a file of its own of 8 lines (task 0
+    more.txt, task 1 events.txt), die together with 5 lines each in flight. In the worker's
+    next life every line of both files is a suspect (each task had read past its file's end),
+    and they go out one at a time across both tasks: while one task's suspect is out, the other
+    task emits nothing (were it alone only in its own task, the other task's poison line could
+    kill the worker beside it, and charge it). Every line is counted: the 16 go out once each,
+    alone, in their file's order, charged before and uncharged after; both files finish."""
+    from squall._worker_resources import WorkerResources
+
+    src, local = tmp_path / "in", tmp_path / "local"
+    src.mkdir()
+    lines = {0: [f"a{i}" for i in range(8)], 1: [f"b{i}" for i in range(8)]}
+    for index, name in ((0, "more.txt"), (1, "events.txt")):
+        (src / name).write_text("".join(f"{line}\n" for line in lines[index]))
+
+    def life() -> list[tuple[FileSpout, Collector]]:
+        resources = WorkerResources()   # a new worker: its gate starts empty
+        tasks = []
+        for index in range(2):
+            spout = FileSpout(src, ["line"], progress_dir=local, poll_secs=0, commit_every=100,
+                              backoff=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01))
+            collector = Collector()
+            spout.open({}, WorkerContext(index, 2, resources), collector)
+            tasks.append((spout, collector))
+        return tasks
+
+    tasks = life()
+    for spout, _ in tasks:
+        for _ in range(5):
+            spout.next_tuple()
+    assert [[line for line, _ in c.emitted] for _, c in tasks] == [lines[0][:5], lines[1][:5]]   # together
+    for spout, _ in tasks:   # the worker dies: nothing written since, no close
+        assert spout.handle is not None
+        spout.handle.close()
+
+    tasks = life()
+    out: dict[int, list[str]] = {0: [], 1: []}
+    for _ in range(200):
+        for spout, _ in tasks:
+            spout.next_tuple()
+        in_flight = [(i, line, msg_id) for i, (_, c) in enumerate(tasks) for line, msg_id in c.emitted]
+        assert len(in_flight) <= 1, in_flight   # a suspect is alone in the worker
+        for i, line, msg_id in in_flight:
+            spout, collector = tasks[i]
+            assert charges_of(local, i) == {str(msg_id.offset): "1 1"}   # written before it went out
+            spout.ack(msg_id)
+            assert charges_of(local, i) == {}
+            collector.emitted.clear()
+            out[i].append(line)
+        if (src / "more.txt.done").exists() and (src / "events.txt.done").exists():
+            break
+    assert out == lines   # each line once, in its file's order, none lost
+    for spout, _ in tasks:
+        spout.close()
+    assert charges_of(local, 0) == {} and charges_of(local, 1) == {}
+
+
+def charges_of(local: Path, task: int) -> dict[str, str]:
+    """Task ``task``'s charged lines (offset -> charge) of its one file."""
+    kept = json.loads(charges_path(local / "filespout" / "lines", task).read_text())
+    return {offset: charge for f in kept["files"].values() for offset, charge in f["charged"].items()}

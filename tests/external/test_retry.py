@@ -5,6 +5,9 @@ and each spout's use of it."""
 
 from __future__ import annotations
 
+import random
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ from squall._failure import WORKER_LOST, FailureCause
 from squall.engine.clock import SimulatedClock
 from squall.external.files import FileSpout, LineAt
 from squall.external.redis_streams import ExponentialBackoff, RedisStreamSpout
-from squall.external.retry import AloneGate, Charge, RetryBackoff, RetrySchedule
+from squall.external.retry import AloneGate, Charge, RetryBackoff, RetrySchedule, WorkerGate, worker_gate
 
 from .test_file_progress import Context
 from .test_file_record_limit import Collector
@@ -195,3 +198,156 @@ def test_alone_gate_holds_a_suspect_until_nothing_is_in_flight_and_everything_be
     reason, cause = gate.death_reason(Charge(4, 4))
     assert reason == "failed 4 times (max_retries 3): its worker died each of the 4 times it was in flight alone"
     assert cause.kind == WORKER_LOST and cause.message == reason.split(": ", 1)[1]
+
+
+def test_a_suspect_goes_alone_in_the_whole_worker_not_only_among_its_own_tasks_records():
+    """Two spout tasks of one worker (a, b) join its `WorkerGate`. a's suspect waits while b's
+    record is in flight, and claims the worker meanwhile: b's next records wait too, so what is
+    in flight drains. Once a's suspect is out, nothing of either goes beside it; its end lets
+    both go on. Were the rule per task, b's poison record could kill the worker beside a's good
+    suspect, and charge a that death."""
+    w = WorkerGate()
+    a: AloneGate[int] = AloneGate(3, w)
+    b: AloneGate[int] = AloneGate(3, w)
+    assert not b.hold(False)
+    b.emitted(10, False)
+    b.turn_ended()
+    assert w.in_flight == 1
+    assert a.hold(True) and w.owner is a     # b's record is in flight: a's suspect waits, claiming
+    a.turn_ended()                           # it waits on: the claim stays
+    assert b.hold(False) and b.hold(True)    # b holds back, so what is in flight drains
+    b.turn_ended()
+    assert not b.ended(10) and w.in_flight == 0
+    assert not a.hold(True) and a.goes_alone(True)
+    a.emitted(1, True)
+    a.turn_ended()
+    assert (a.alone, w.owner, w.in_flight) == (1, a, 1)
+    assert b.hold(False) and b.hold(True) and a.hold(False) and a.hold(True)   # nothing beside it
+    a.turn_ended()
+    b.turn_ended()
+    assert a.ended(1) and w.owner is None and w.in_flight == 0
+    assert not b.hold(False)
+    b.emitted(11, False)
+    assert not a.hold(False)
+    a.emitted(2, False)
+    assert w.in_flight == 2
+    assert b.ended(11) is False and a.ended(2) is False and w.in_flight == 0
+
+
+def test_a_task_without_a_limit_counts_for_the_others_suspects_and_waits_for_them():
+    """A spout task with ``max_retries`` None keeps no charges and sends no suspect alone, but
+    its records may kill the worker as well: a counting task's suspect waits for them, and it
+    holds back while that suspect is out."""
+    w = WorkerGate()
+    counting: AloneGate[int] = AloneGate(0, w)
+    unlimited: AloneGate[str] = AloneGate(None, w)
+    assert not unlimited.hold(True) and not unlimited.goes_alone(True)   # its own suspects go together
+    unlimited.emitted("x", False)
+    assert not unlimited.hold(True)
+    unlimited.emitted("y", False)
+    assert counting.hold(True)
+    assert unlimited.hold(False) and unlimited.hold(True)
+    unlimited.ended("x")
+    unlimited.ended("y")
+    assert not counting.hold(True)
+    counting.emitted(1, True)
+    assert unlimited.hold(False)
+    assert counting.ended(1) and not unlimited.hold(False)
+
+
+def test_a_claim_ends_when_its_task_holds_no_suspect_back_and_a_record_let_go_but_not_sent_stops_counting():
+    """What keeps a task from holding the worker back for ever: a claim lasts only while its
+    task's suspect is held back in each call (one that left the queue, dead-lettered or taken
+    by another consumer, ends it at the call's end), a record `hold` let go and that did not go
+    out stops counting at the call's end, and `clear` forgets a task's records."""
+    w = WorkerGate()
+    a: AloneGate[int] = AloneGate(3, w)
+    b: AloneGate[int] = AloneGate(3, w)
+    assert not b.hold(False)
+    b.emitted(10, False)
+    assert a.hold(True) and w.owner is a
+    a.turn_ended()                           # held back in this call: the claim stays
+    assert w.owner is a
+    a.turn_ended()                           # a call that held no suspect back: it ends
+    assert w.owner is None and not b.hold(False)
+    b.turn_ended()                           # let go, not emitted (dead-lettered, say)
+    assert w.in_flight == 1
+    assert a.hold(True)
+    b.ended(10)
+    assert not a.hold(True) and w.owner is a
+    a.turn_ended()                           # let go alone, its charge not written: not out
+    assert (w.owner, w.in_flight) == (None, 0)
+    assert not b.hold(False)
+    b.emitted(11, False)
+    assert not b.hold(False)
+    b.emitted(12, False)
+    assert a.hold(True) and w.in_flight == 2
+    b.clear()                                # b closes
+    assert w.in_flight == 0 and not a.hold(True)
+    a.emitted(1, True)
+    a.clear()
+    assert (w.owner, w.in_flight, a.alone) == (None, 0, None)
+    assert not b.hold(False)
+
+
+def test_spout_tasks_on_several_threads_never_send_a_suspect_beside_another_record():
+    """Spout tasks of one worker on loops of their own (``topology.executor.own.thread``) ask
+    the gate at the same moments: a suspect is never out beside another record of the worker,
+    and the counts end at zero. Each thread plays a task: let go, emitted, noted in ``out``; the
+    note is taken back before ``ended``."""
+    w = WorkerGate()
+    out: dict[tuple[int, int], bool] = {}   # (task, record) -> alone
+    out_lock = threading.Lock()
+    wrong: list[str] = []
+    sent = [0, 0, 0]
+
+    def task(index: int) -> None:
+        gate: AloneGate[int] = AloneGate(3, w)
+        rng = random.Random(index)
+        mine: list[int] = []
+        for n in range(3000):
+            suspect = rng.random() < 0.2
+            if not gate.hold(suspect):
+                alone = gate.goes_alone(suspect)
+                with out_lock:
+                    if (alone and out) or any(out.values()):
+                        wrong.append(f"task {index} record {n} (alone {alone}) beside {dict(out)}")
+                    out[index, n] = alone
+                gate.emitted(n, alone)
+                mine.append(n)
+                sent[index] += 1
+            gate.turn_ended()
+            while mine and (len(mine) > 3 or rng.random() < 0.5):
+                done = mine.pop(rng.randrange(len(mine)))
+                with out_lock:
+                    del out[index, done]
+                gate.ended(done)
+        for done in mine:
+            with out_lock:
+                del out[index, done]
+            gate.ended(done)
+        gate.clear()   # its close: a claim of a suspect held back in its last call ends
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)   # switch threads as often as Python will
+    try:
+        threads = [threading.Thread(target=task, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not wrong, wrong[:5]
+    assert all(s > 0 for s in sent), sent
+    assert (w.in_flight, w.owner, out) == (0, None, {})
+
+
+def test_the_tasks_of_one_worker_get_one_gate_and_a_task_outside_a_worker_its_own():
+    from squall._worker_resources import WorkerResources
+
+    class InWorker:
+        worker_resources = WorkerResources()
+
+    assert worker_gate(InWorker()) is worker_gate(InWorker())
+    assert worker_gate(object()) is not worker_gate(object())   # no worker_resources: its own

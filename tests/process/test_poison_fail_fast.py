@@ -37,3 +37,30 @@ def test_poison_entries_that_kill_the_spouts_worker_are_dead_lettered_and_good_o
     # delivery, none of the other worker
     assert {line.split()[1] for line in r.lrange("raised", 0, -1)} == {"1"}
     assert sum(w["restarts"] for w in info["workers"]) == figures["deaths"], (info["workers"], figures)
+
+
+@pytest.mark.timeout(300)  # 6 crashes at most, as above
+def test_with_two_spout_tasks_in_one_worker_no_good_entry_is_charged_for_the_other_tasks_poison(
+        cluster, redis_server):  # noqa: F811 - fixtures
+    """Two tasks of the spout in one worker process, each with its own consumer: after a death,
+    both replay their pending entries as suspects. A suspect goes out alone in the whole worker,
+    not only among its own task's entries: were it alone only in its task, one task's good
+    suspect would be in flight (or acked by the bolt, its spout's ack not yet in) when the other
+    task's poison entry kills the worker, and would be charged that death; with max_retries 0
+    that good entry is then dead-lettered. Every value is counted: each good one out, each
+    poison one dead-lettered after its one death alone, no good one dead-lettered or charged."""
+    r = redis_server.client()
+    ids = p.add_entries(r)
+    with cluster.client() as master:
+        master.submit_topology("poison", p.conf(workers=1), p.topology(redis_server.url, spout_tasks=2))
+        try:
+            assert wait_until(lambda: p.done(r), 180), p.progress(r)
+            info = master.get_topology_info("poison")
+        finally:
+            master.kill_topology("poison", 0)
+
+    figures = p.check_outcome(r, ids)
+    print("FIGURES", figures)
+    assert len(r.xinfo_consumers(p.STREAM, p.GROUP)) == 2   # both tasks read entries
+    assert figures["good delivered again"] > 0, figures
+    assert sum(w["restarts"] for w in info["workers"]) == figures["deaths"], (info["workers"], figures)

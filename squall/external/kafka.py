@@ -24,8 +24,9 @@ record that kills the worker the spout runs in is never failed, so the spout kee
 partition's commit metadata (`squall.external.kafka_charges`), how far it may have emitted and
 the `squall.external.retry.Charge` of each record charged. A record read again below that mark
 after a restart, or failed as a lost worker, is a suspect: it goes out only when nothing else of
-the task is in flight, and nothing beside it until its tree ends (`AloneGate`, the Redis Streams
-and file spouts' rules); its charge is committed as a death before it goes out, deleted by its
+any spout task of its worker that keeps charges is in flight, and nothing beside it until its
+tree ends (`AloneGate` joined to the worker's `WorkerGate`, the Redis Streams and file spouts'
+rules); its charge is committed as a death before it goes out, deleted by its
 ack, kept by a failure it caused, taken back by any other failure or the spout's ``close``. A
 suspect found charged past ``max_retries`` is dead-lettered when it is read again.
 
@@ -59,7 +60,7 @@ from .kafka_charges import (
     record_tag,
 )
 from .offsets import OffsetManager
-from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule
+from .retry import AloneGate, Charge, RetryBackoff, RetrySchedule, worker_gate
 
 log = logging.getLogger(__name__)
 
@@ -487,7 +488,11 @@ class KafkaSpout(Spout):
         # Retry budgets that outlive this task's worker, kept in the commit metadata
         # (squall.external.kafka_charges): what goes out when, and per partition how far the task
         # may have emitted and the charges; none counted without a limit or at most once.
-        self.gate: AloneGate[MessageId] = AloneGate(cfg.retry.max_retries if self._alo else None)
+        # joined with the worker's other spout tasks' gates (a suspect goes out alone in the
+        # whole worker) only when it counts: without a limit nothing is charged here
+        counting = cfg.retry.max_retries is not None and self._alo
+        self.gate: AloneGate[MessageId] = AloneGate(cfg.retry.max_retries if self._alo else None,
+                                                     worker_gate(context) if counting else None)
         self.budgets: dict[TopicPartition, PartitionCharges] = {}
         self.read_before: dict[TopicPartition, int] = {}   # below it: emitted by a task that stopped
         self.emitted_end: dict[TopicPartition, int] = {}   # past the last offset emitted here
@@ -522,6 +527,7 @@ class KafkaSpout(Spout):
             for tp, budget in self.budgets.items():
                 budget.emitted_to = max(self.read_before[tp], self.emitted_end.get(tp, 0))
                 self._unwritten.add(tp)
+            self.gate.clear()   # the worker's other spout tasks no longer wait for its records
         self._guarded(self._commit)
         self.consumer.close()
 
@@ -566,7 +572,10 @@ class KafkaSpout(Spout):
             self._commit_at = now + self.config.offset_commit_period_ms / 1000
         if not any(self.waiting.values()):
             self._guarded(self._poll)
-        self._emit_one()
+        try:
+            self._emit_one()
+        finally:
+            self.gate.turn_ended()   # a record let go and not emitted after all, a claim not needed
 
     def _refresh(self, now: float) -> None:
         """Refreshes the assignment. A failed refresh is logged once until one works again and
@@ -649,9 +658,8 @@ class KafkaSpout(Spout):
         self.emitted = {m: n for m, n in self.emitted.items() if m.tp in keep}
         self.fails = {m: n for m, n in self.fails.items() if m.tp in keep}
         self.suspects = {m for m in self.suspects if m.tp in keep}
-        self.gate.in_flight = {m for m in self.gate.in_flight if m.tp in keep}
-        if self.gate.alone is not None and self.gate.alone.tp not in keep:
-            self.gate.alone = None
+        for m in [m for m in self.gate.in_flight if m.tp not in keep]:
+            self.gate.ended(m)   # its ack will be ignored: the worker's other tasks stop waiting for it
         self.retry.retain_all(keep)
         for tp, start in starts.items():
             self.managers[tp] = OffsetManager(tp, start)
@@ -1006,7 +1014,7 @@ class KafkaSpout(Spout):
         alone = self.gate.alone
         if alone is None:
             return
-        self.gate.alone = None
+        self.gate.ended(alone)   # its ack will be ignored, or is not coming
         held = self.budgets[alone.tp].charged.get(alone.offset)
         if held is not None:
             self._set_charge(alone, Charge(held.charge.retries - 1, held.charge.deaths - 1), held.tag)

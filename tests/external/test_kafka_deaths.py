@@ -221,3 +221,99 @@ def test_without_a_retry_limit_nothing_is_counted_written_or_held_back():
     for _ in range(2):
         w.spout.next_tuple()
     assert [v for (v,), _ in w.collector.emitted] == ["b", "c"]
+
+
+def test_two_tasks_in_one_worker_send_their_suspects_alone_in_the_worker_not_only_in_their_task():
+    """Two tasks of the spout in one worker (a partition each) die together with 5 records each
+    in flight. In the worker's next life every one of them is a suspect, and they go out one at
+    a time across both tasks: while one task's suspect is out, the other emits nothing (were it
+    alone only in its own task, the other task's poison record could kill the worker beside it,
+    and charge it that death). Every record is counted: all 16 go out once each after the death,
+    in their partition's order, charged before they go and uncharged after."""
+    from squall._worker_resources import WorkerResources
+
+    from .test_kafka import Context
+
+    class WorkerContext(Context):
+        """A task's context in a worker: with the worker's resources, as the engine lends them."""
+
+        def __init__(self, index: int, tasks: int, resources) -> None:
+            super().__init__(index=index, tasks=tasks)
+            self.worker_resources = resources
+
+    logs = {TopicPartition("t", p): [f"{'ab'[p]}{i}" for i in range(8)] for p in range(2)}
+    commits: dict = {}
+    dead: list = []
+    clock = SimulatedClock()
+
+    def life():
+        resources = WorkerResources()   # a new worker: its gate starts empty
+        return [open_spout(MemoryConsumer(logs, commits), clock=clock,
+                           context=WorkerContext(index, 2, resources),
+                           retry=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01),
+                           dead_letter=lambda r, why: dead.append((r.value, why)))[:2]
+                for index in range(2)]
+
+    tasks = life()
+    for spout, _ in tasks:
+        for _ in range(5):
+            spout.next_tuple()
+    assert [[v for (v,), _ in c.emitted] for _, c in tasks] == [logs[TopicPartition("t", p)][:5] for p in range(2)]
+    tasks = life()   # the worker died: no close, nothing committed since
+    out: dict[int, list[str]] = {0: [], 1: []}
+    for _ in range(400):
+        clock.advance(0.01)
+        for spout, _ in tasks:
+            spout.next_tuple()
+        in_flight = [(i, v, msg_id) for i, (_, c) in enumerate(tasks) for (v,), msg_id in c.emitted]
+        assert len(in_flight) <= 1, in_flight   # a suspect is alone in the worker
+        for i, value, msg_id in in_flight:
+            spout, collector = tasks[i]
+            tp = msg_id.tp
+            if value in logs[tp][:5]:   # the dead task's: charged as a death before it went out
+                assert metadata(commits, tp)["charged"][str(msg_id.offset)].startswith("1 1 ")
+            spout.ack(msg_id)
+            assert metadata(commits, tp)["charged"] == {}
+            collector.emitted.clear()
+            out[i].append(value)
+        if sum(map(len, out.values())) == 16:
+            break
+    assert out == {p: logs[TopicPartition("t", p)] for p in range(2)}   # each once, in order, none lost
+    assert dead == []
+    for spout, _ in tasks:
+        spout.close()
+
+
+def test_records_of_a_revoked_partition_stop_counting_in_the_workers_gate():
+    """A partition taken from a counting task (gone from the topic's listing, or moved to another
+    task) takes its records in flight with it: their acks will be ignored, so they stop counting
+    in the worker's gate at once. Left counted, every other spout task of the worker would hold
+    its suspects back for ever, waiting for acks that no one will ask about."""
+    from squall._worker_resources import WorkerResources
+
+    from .test_kafka import Context
+
+    class WorkerContext(Context):
+        def __init__(self, resources) -> None:
+            super().__init__()
+            self.worker_resources = resources
+
+    gone, kept = TopicPartition("t", 0), TopicPartition("t", 1)
+    consumer = MemoryConsumer({gone: [f"a{i}" for i in range(9)], kept: [f"b{i}" for i in range(9)]}, {})
+    spout, collector, clock = open_spout(consumer, context=WorkerContext(WorkerResources()),
+                                         retry=RetryBackoff(0.0, 0.001, MAX_RETRIES, 0.01),
+                                         partition_refresh_period_ms=1000)
+    for _ in range(8):
+        spout.next_tuple()
+    in_flight = collections.Counter(msg_id.tp for _, msg_id in collector.emitted)
+    assert in_flight[gone] and in_flight[kept]
+    assert spout.gate.worker.in_flight == len(collector.emitted)
+    del consumer.logs[gone]   # the partition is no longer listed: revoked at the next refresh
+    clock.advance(2.0)
+    spout.next_tuple()
+    kept_now = [msg_id for _, msg_id in collector.emitted if msg_id.tp == kept]
+    assert spout.gate.worker.in_flight == len(kept_now) == len(spout.gate.in_flight)
+    for msg_id in kept_now:
+        spout.ack(msg_id)
+    assert spout.gate.worker.in_flight == 0
+    spout.close()

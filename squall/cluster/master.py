@@ -25,7 +25,9 @@ restarting it; if its supervisor fell silent that long too, the machine is taken
 died, or its link was cut) and the executors move to the other machines, as Storm reassigns
 timed-out executors. A supervisor whose node fails its health checks (`squall.cluster.health`)
 is given no slots, and what ran there moves at once. A worker that exits before its heartbeat
-said it started (its executors opened) failed to start, whatever the cause: its slot waits 1, 2,
+said it started (its executors opened; its loops take no tuple before that beat is answered,
+`squall.engine.start_gate`, so one that dies on its first tuple had said so) failed to start,
+whatever the cause: its slot waits 1, 2,
 4 ... 30 s before the next start, for ever unless ``squall.worker.max.launch.attempts`` caps
 the failed starts in a row (then it is given up); the error (the worker's own, else the last lines of its output, which
 its supervisor sends) shows in ``list``.
@@ -1289,9 +1291,9 @@ class Master:
         current = slot in topo.assignment and launch == state.launch_id
         if current:
             topo.relaunch(slot, wall, now)
-        # started: its executors opened, as its own heartbeat said (the supervisor's word alone
-        # is not enough: a worker that dies before it reaches the master, on a bad import or a
-        # bad configuration, exits like any crash)
+        # started: its executors opened, as its own heartbeat said before any tuple ran (the
+        # supervisor's word alone is not enough: a worker that dies before it reaches the
+        # master, on a bad import or a bad configuration, exits like any crash)
         # an exit of the launch the master still wants running was asked for by no one, whatever
         # its status: a library's os._exit(0) is a crash too, not a silent restart loop
         unasked = current and ex.status == 0

@@ -36,6 +36,7 @@ from .._config import Config
 from .clock import Clock, WakeEvent
 from .executor import Executor, log
 from .spout_executor import SpoutExecutor
+from .start_gate import StartGate
 from .wait import WaitSituation, wait_strategy
 
 # Items drained per task per round, and next_tuple rounds per spout burst. Small enough that
@@ -241,6 +242,9 @@ class ExecutorLoop:
         # the worker: each drain's items are counted as processed once it returns (what they
         # emitted is counted already)
         self.tracker: Any = None
+        # the worker's (`squall.engine.start_gate`): held before the first round until the host
+        # recorded that the worker started; None: not held
+        self.start_gate: StartGate | None = None
 
     def add(self, executor: Executor) -> None:
         """Place an executor on this loop (before `start`)."""
@@ -345,6 +349,10 @@ class ExecutorLoop:
                 self.current = todo[0]
                 todo[0].open()
                 self._returned()
+        gate = self.start_gate
+        if gate is not None and not gate.released:  # no tuple before the host knows the worker started
+            gate.opened()
+            gate.wait(lambda: self._stop, self.name)
         while not self._stop:
             with self._boundary:
                 self._moved = False

@@ -41,6 +41,7 @@ from .load_mapping import LoadMapping
 from .loop import Backpressure, ExecutorLoop, TopologyActivation
 from .plan import ExecutorSpec, TopologyPlan
 from .spout_executor import SpoutExecutor
+from .start_gate import StartGate
 from .tracking import counted, tracker_of
 from .transport import Transport
 
@@ -111,13 +112,19 @@ def component_depths(plan: TopologyPlan) -> dict[str, int]:
 
 
 class Worker:
-    """The executors of one worker slot; see the module docstring."""
+    """The executors of one worker slot; see the module docstring.
+
+    ``on_opened`` is called once, on a loop's thread, when every executor has opened; the loops
+    then run no round until ``start_gate.release()`` (the host recorded the start) or for
+    ``start_wait_secs`` at most (`squall.engine.start_gate`). Without it they run at once.
+    """
 
     def __init__(self, plan: TopologyPlan, port: int, assignment: list[ExecutorSpec], blobs: dict[str, bytes],
                  transport: Transport, clock: Any, state: TopologyActivation, backpressure: Backpressure,
                  report_error: Callable[[ErrorRecord], None],
                  on_crash: Callable[[Worker, ErrorRecord], None], seed: int, state_home: Any = None,
-                 transactional_home: Any = None) -> None:
+                 transactional_home: Any = None, on_opened: Callable[[], None] | None = None,
+                 start_wait_secs: float = 5.0) -> None:
         self.plan = plan
         self.port = port
         self.state_home = state_home  # the host's, for stateful bolts' state providers (squall.state)
@@ -155,6 +162,7 @@ class Worker:
         shared = ExecutorLoop(f"squall-worker-{port}", state, backpressure, clock, plan.conf, self._crash,
                               transport.loop_event())
         self.loops = [shared]
+        self.start_gate = StartGate(self.opened, on_opened, start_wait_secs)
         loop_of_exec: dict[ExecutorSpec, ExecutorLoop] = {}
         for e in assignment:
             cconf = plan.component_confs[e.component]
@@ -167,6 +175,7 @@ class Worker:
                 loop_of_exec[e] = shared
         self.loop_of_task = {t: loop_of_exec[e] for e in assignment for t in e.tasks}
         for lp in self.loops:
+            lp.start_gate = self.start_gate
             lp.flush = transport.flush
             lp.flush_due = transport.flush_due
             lp.poll = transport.poll
@@ -497,6 +506,7 @@ class Worker:
         new.poll = loop.poll
         new.track_busy = loop.track_busy
         new.tracker = loop.tracker
+        new.start_gate = loop.start_gate
         blocked = loop.take_over(calls, new, keep)
         if blocked is None:
             return None

@@ -4,7 +4,9 @@ The same on every host: a worker process (`squall.cluster.worker_process`), a Sp
 (`squall.cluster.spark_task`) and a `LocalCluster`'s in-process worker
 (`squall.cluster.inprocess`) each run one. It asks the master for its assignment, opens its
 transport and reports the transport's address, waits until every peer has reported its own,
-builds the engine's `Worker` and heartbeats its statistics and errors; the replies say whether
+builds the engine's `Worker` and heartbeats its statistics and errors (at once when every
+executor has opened: its loops take no tuple until that beat is answered, so the master knows
+a worker that dies on its first tuple had started, `squall.engine.start_gate`); the replies say whether
 the topology is active, when a peer moved or died (its spouts then fail what it may have held)
 and when to stop. While the master is unreachable it keeps processing and retries. What differs
 between hosts comes in: the link to the master (RPC or a direct call), how the plan arrives
@@ -63,6 +65,11 @@ MIN_STALL_TICK_SECS = 0.05
 # activate the topology: at the heartbeat's period (1 s), the worker that beat first started its
 # spouts up to a second after the others (0.84-0.91 s measured, W1 on 2 workers)
 ACTIVATION_POLL_SECS = 0.05
+# How long the loops of a worker whose executors opened wait for the master to record its start
+# before their first tuple (`squall.engine.start_gate`). The beat that tells it is sent at once and
+# answered in milliseconds; a master that has not answered by then is down or cut off (its RPC
+# waits 10 s to fail), and the worker processes rather than wait for it.
+START_RECORD_SECS = 5.0
 
 
 # (plan, origin, receive) -> the worker's transport, bound and receiving into ``receive``
@@ -326,7 +333,7 @@ class WorkerAgent:
             self._wake.set()
         worker = Worker(plan, self.port, executors, blobs, transport, self.clock, self.state, bp,
                         lambda rec: self._errors.append(rec.as_dict()), crashed, self.seed, self.state_home,
-                        self.transactional_home)
+                        self.transactional_home, on_opened=self._wake.set, start_wait_secs=START_RECORD_SECS)
         early.hand_over(worker.receive)
         transport.set_receiver(worker.receive, worker.receive_batch, worker.receive_into)
         transport.on_arrival = worker.wake_loops
@@ -377,7 +384,10 @@ class WorkerAgent:
                 worker.report_stuck(time.monotonic(), stuck_after)  # names a call that does not return
                 if not status and self._over_memory(worker):
                     status = EXIT_OVER_MEMORY
-                if not (status or woken or time.monotonic() >= next_beat):
+                # the loops wait for the beat that says every executor opened (a wake from
+                # on_opened can be lost in the clear above: looked at every stall tick too)
+                start_due = not worker.start_gate.released and worker.opened()
+                if not (status or woken or start_due or time.monotonic() >= next_beat):
                     continue
                 self.beat()
                 next_beat = time.monotonic() + (min(self.peer_poll_secs, ACTIVATION_POLL_SECS)
@@ -423,58 +433,72 @@ class WorkerAgent:
                 pending.append(self._errors.popleft())
             now = self.clock.wall()
             self.log_levels.expire(now)  # whether or not the master answers
+            # read before the beat: only a beat that said so lets the loops take their first
+            # tuples, once the master has its answer (or cannot be told)
+            started = worker.opened()
             try:
-                snapshots = worker.sampled_snapshots()
-                self._history.record(now, snapshots)
-                windows = self._history.render(now, snapshots)
-                reply = self.nimbus.heartbeat(Heartbeat(
-                    self.storm_id, self.slot, self.launch_id, stats=worker.statistics(), windows=windows,
-                    figures=WorkerFigures.read(self._history.start, now)._asdict(),
-                    errors=pending, started=worker.opened(), address=transport.address,
-                    addresses_version=self._addresses_version, pid=os.getpid(),
-                    lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics(),
-                    log_config_digest=self._log_config_digest))
-            except RpcError:
-                # kept for when the master is back (go on processing), folded as the master folds
-                # them: a bolt failing through an outage of hours must not grow the worker by a
-                # record a failure, nor make one heartbeat carry them all
-                self._errors.extendleft(reversed(_as_master_keeps(pending)))
-                return
-            if reply.stop:
-                # the master ended this launch (a kill, a rebalance, a new launch for the slot): its
-                # copy goes first, so that no supervisor starts it again while no master answers
-                self._discard_copy()
-                self._told_stop = True
-                self._wake.set()
-                return
-            if reply.peers is not None:  # a peer restarted elsewhere: before spouts may (re)start
-                moved = self._set_peers(reply.peers)
-                if self._dropped is not None:
-                    self._dropped.moved(moved)
-                transport.set_launches(reply.launch_ids or {}, reply.launch_floor or 0)
-                self._addresses_version = reply.addresses_version or self._addresses_version
-                # the addresses known last (a peer restarting has none for now; on the process
-                # host it comes back at the same one)
-                self._keep_changes(peers=dict(self._peers), launch_ids=dict(reply.launch_ids or {}),
-                                   launch_floor=reply.launch_floor or 0, addresses_version=self._addresses_version)
-            for lost in reply.lost:
-                if worker.tasks_lost(lost.tasks):
-                    log.info("worker %s died %.1f s ago: failing the spouts' pending tuples that may "
-                             "have been in it", lost.slot, max(0.0, time.time() - lost.time))
-            if reply.lost_generation is not None:
-                self._lost_generation = reply.lost_generation
-            if reply.epoch is not None:
-                self._epoch = reply.epoch
-            if reply.log_config is not None:
-                self.log_levels.apply(reply.log_config, now)
-                self._log_config_digest = reply.log_config_digest
-            self._activating = reply.activating
-            state.set_active(reply.active)
-            if reply.log_config is not None:
-                self._keep_changes(active=reply.active, log_config=reply.log_config,
-                                   log_config_digest=reply.log_config_digest or "")
-            else:
-                self._keep_changes(active=reply.active)
+                self._send_beat(worker, transport, pending, now, started)
+            finally:
+                if started:
+                    worker.start_gate.release()
+
+    def _send_beat(self, worker: Worker, transport: Transport, pending: list[dict[str, Any]], now: float,
+                   started: bool) -> None:
+        """One heartbeat (under ``_beat_lock``) and what its reply says."""
+        state = self.state
+        assert state is not None
+        try:
+            snapshots = worker.sampled_snapshots()
+            self._history.record(now, snapshots)
+            windows = self._history.render(now, snapshots)
+            reply = self.nimbus.heartbeat(Heartbeat(
+                self.storm_id, self.slot, self.launch_id, stats=worker.statistics(), windows=windows,
+                figures=WorkerFigures.read(self._history.start, now)._asdict(),
+                errors=pending, started=started, address=transport.address,
+                addresses_version=self._addresses_version, pid=os.getpid(),
+                lost_generation=self._lost_generation, epoch=self._epoch, transport=transport.statistics(),
+                log_config_digest=self._log_config_digest))
+        except RpcError:
+            # kept for when the master is back (go on processing), folded as the master folds
+            # them: a bolt failing through an outage of hours must not grow the worker by a
+            # record a failure, nor make one heartbeat carry them all
+            self._errors.extendleft(reversed(_as_master_keeps(pending)))
+            return
+        if reply.stop:
+            # the master ended this launch (a kill, a rebalance, a new launch for the slot): its
+            # copy goes first, so that no supervisor starts it again while no master answers
+            self._discard_copy()
+            self._told_stop = True
+            self._wake.set()
+            return
+        if reply.peers is not None:  # a peer restarted elsewhere: before spouts may (re)start
+            moved = self._set_peers(reply.peers)
+            if self._dropped is not None:
+                self._dropped.moved(moved)
+            transport.set_launches(reply.launch_ids or {}, reply.launch_floor or 0)
+            self._addresses_version = reply.addresses_version or self._addresses_version
+            # the addresses known last (a peer restarting has none for now; on the process
+            # host it comes back at the same one)
+            self._keep_changes(peers=dict(self._peers), launch_ids=dict(reply.launch_ids or {}),
+                               launch_floor=reply.launch_floor or 0, addresses_version=self._addresses_version)
+        for lost in reply.lost:
+            if worker.tasks_lost(lost.tasks):
+                log.info("worker %s died %.1f s ago: failing the spouts' pending tuples that may "
+                         "have been in it", lost.slot, max(0.0, time.time() - lost.time))
+        if reply.lost_generation is not None:
+            self._lost_generation = reply.lost_generation
+        if reply.epoch is not None:
+            self._epoch = reply.epoch
+        if reply.log_config is not None:
+            self.log_levels.apply(reply.log_config, now)
+            self._log_config_digest = reply.log_config_digest
+        self._activating = reply.activating
+        state.set_active(reply.active)
+        if reply.log_config is not None:
+            self._keep_changes(active=reply.active, log_config=reply.log_config,
+                               log_config_digest=reply.log_config_digest or "")
+        else:
+            self._keep_changes(active=reply.active)
 
     def _set_peers(self, table: dict[Any, Any]) -> list[int]:
         """Give the transport the peers' addresses (``table``: task -> address, None while a peer

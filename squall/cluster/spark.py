@@ -204,6 +204,8 @@ def _describe_slots(sc: Any, n: int) -> str:
 
 _PYTHON_TRACEBACK = "Traceback (most recent call last):"
 _JVM_FRAME = re.compile(r"^\s+at [\w$.<>/]+\(.*\)$|^\s*SQLSTATE: \w+$|^\s*\.\.\. \d+ more$")
+_DRIVER_STACK = "Driver stacktrace:"
+_BARE_CAUSE = re.compile(r"^\s*Caused by: [\w$.]+:?\s*$")  # a cause that is a JVM class and no message
 _FAILURE_LINES = 40  # a worker's output on the process host is its last lines too
 
 
@@ -212,8 +214,12 @@ def spark_failure(error: BaseException) -> str:
     Python traceback its executor raised (an ImportError where squall's dependencies are
     missing, say), which a py4j ``Py4JJavaError`` or pyspark's ``PythonException`` carries
     among the JVM's stack frames, from its ``Traceback`` line to its ``XxxError: ...`` line;
-    else the error's text without the JVM's frames (an executor lost, a job cancelled). At
-    most its last ``_FAILURE_LINES`` lines."""
+    else the error's text without the JVM's frames (an executor lost, a job cancelled, a
+    Python worker that crashed), up to its driver's stack, and without the causes that name
+    only a JVM class: a crashed Python worker's ends ``Caused by: java.io.EOFException``, where
+    Spark's own line before it says what happened ("Python worker exited unexpectedly
+    (crashed)"), and the master's error shows the last line. At most its last
+    ``_FAILURE_LINES`` lines."""
     text = str(error).strip() or type(error).__name__
     start = text.rfind(_PYTHON_TRACEBACK)  # the last: Spark may quote a cause's too
     lines = []
@@ -221,6 +227,10 @@ def spark_failure(error: BaseException) -> str:
         if _JVM_FRAME.match(line):
             if start >= 0:
                 break  # the Python traceback ends where the JVM's frames begin
+            continue
+        if start < 0 and line.strip() == _DRIVER_STACK:
+            break  # the driver's side of the same failure: its frames and the causes again
+        if start < 0 and _BARE_CAUSE.match(line):
             continue
         lines.append(line.rstrip())
     while lines and not lines[-1].strip():

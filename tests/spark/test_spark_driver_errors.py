@@ -61,3 +61,43 @@ def test_a_failed_worker_jobs_python_traceback_is_kept_without_the_jvms_frames()
     cancelled = "Job 3 cancelled part of cancelled job group squall-wc-1-1-w0-g1\n\tat org.apache.X.y(Z.scala:1)"
     assert spark_failure(RuntimeError(cancelled)) == "Job 3 cancelled part of cancelled job group squall-wc-1-1-w0-g1"
     assert spark_failure(RuntimeError("")) == "RuntimeError"
+
+
+_CRASH = ("Python worker exited unexpectedly (crashed). Consider setting "
+          "'spark.sql.execution.pyspark.udf.faulthandler.enabled' or'spark.python.worker.faulthandler.enabled' "
+          "configuration to 'true' for the better Python traceback.")
+# a worker's Python process that died without a Python traceback (os._exit, a segfault, SIGKILL):
+# pyspark 4.3's Py4JJavaError, its frames from a real local-cluster run (fewer of them)
+_PY4J_CRASH = f"""An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 1.0 failed 1 times, \
+most recent failure: Lost task 0.0 in stage 1.0 (TID 1) (127.0.0.1 executor 0): org.apache.spark.SparkException: \
+{_CRASH}
+\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator$$anonfun$1.applyOrElse(PythonRunner.scala:1136)
+\tat org.apache.spark.api.python.PythonRunner$$anon$5.read(PythonRunner.scala:1647)
+\tat java.base/java.lang.Thread.run(Thread.java:840)
+Caused by: java.io.EOFException
+\tat java.base/java.io.DataInputStream.readInt(DataInputStream.java:386)
+\tat org.apache.spark.api.python.PythonRunner$$anon$5.read(PythonRunner.scala:1632)
+\t... 22 more
+
+Driver stacktrace:
+\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2856)
+Caused by: org.apache.spark.SparkException: {_CRASH}
+\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator$$anonfun$1.applyOrElse(PythonRunner.scala:1136)
+Caused by: java.io.EOFException
+\tat java.base/java.io.DataInputStream.readInt(DataInputStream.java:386)
+\t... 22 more
+"""
+
+
+def test_a_crashed_python_workers_failure_ends_with_sparks_word_for_it_not_a_bare_jvm_cause():
+    """The master's error shows the last line of a worker's output: for a Python worker that
+    died without a traceback that was ``Caused by: java.io.EOFException`` (said twice: the
+    executor's stack and the driver's). It is Spark's own line, which says what happened, once."""
+    from squall.cluster.spark import spark_failure
+    out = spark_failure(RuntimeError(_PY4J_CRASH))
+    assert out.splitlines()[-1].endswith(f"(127.0.0.1 executor 0): org.apache.spark.SparkException: {_CRASH}"), out
+    assert "EOFException" not in out and "Driver stacktrace" not in out and out.count("exited unexpectedly") == 1, out
+    # a cause with a message is kept: it is the why
+    said = spark_failure(RuntimeError("Job aborted\nCaused by: java.io.IOException: No space left on device"))
+    assert said.splitlines()[-1] == "Caused by: java.io.IOException: No space left on device", said

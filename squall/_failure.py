@@ -14,10 +14,15 @@ squall the failure carries its cause, from where it happened to the spout:
   another tuple's exception (`FailureCause.lost_in` names which);
 - `ROLLED_BACK`: a stateful bolt or window had processed the tuple, and its state rolled back to its
   last commit (a checkpoint that failed: a worker died, a state hook raised), dropping what the
-  tuple changed, so it must replay.
+  tuple changed, so it must replay;
+- `UNAVAILABLE`: a store a bolt writes the tuple to or looks it up in did not take it for a
+  reason of the store's, not the tuple's: a Redis server that does not answer, is loading or out
+  of memory; a disk that is full, read-only or gone; a batch that could not be committed.
 
 The first two are caused by the record (`FailureCause.record_caused`): the connectors charge only
-those to a record's retry budget. A rollback is not: it fails every tuple a state took since its
+those to a record's retry budget. A store that is down is not the record's doing: charged, an
+outage of a few seconds used up the budgets of every record that reached the sink meanwhile,
+retried milliseconds apart, and sent good records to the dead letters. A rollback is not either: it fails every tuple a state took since its
 last commit, whatever caused it, so charging it let one bad record (or a worker that died a few
 times) use up the budgets of every good record in flight and send them to the dead letters. A cause crosses workers inside acker messages as a plain tuple
 (`FailureCause.wire`), which the serializer carries without registration.
@@ -35,7 +40,8 @@ EXCEPTION = "exception"
 TIMEOUT = "timeout"
 WORKER_LOST = "worker-lost"
 ROLLED_BACK = "rollback"
-KINDS = (EXPLICIT, EXCEPTION, TIMEOUT, WORKER_LOST, ROLLED_BACK)
+UNAVAILABLE = "unavailable"
+KINDS = (EXPLICIT, EXCEPTION, TIMEOUT, WORKER_LOST, ROLLED_BACK, UNAVAILABLE)
 
 # an exception's message travels with the failure up to this many characters (a message that
 # quotes a whole record must not make every acker message of its tree that large)
@@ -49,12 +55,15 @@ SCANNED_CHARS = 16 * MAX_MESSAGE_CHARS
 class FailureCause(NamedTuple):
     """Why a spout tuple failed (see the module docstring).
 
-    ``kind`` is one of `EXPLICIT`, `EXCEPTION`, `TIMEOUT`, `WORKER_LOST`, `ROLLED_BACK`. For the
+    ``kind`` is one of `EXPLICIT`, `EXCEPTION`, `TIMEOUT`, `WORKER_LOST`, `ROLLED_BACK`,
+    `UNAVAILABLE`. For the
     first two, ``component`` and ``task`` name the bolt task that failed the tuple, and ``error``
     and ``message`` the exception's type name and message (for `EXPLICIT`, those of the
     `FailedException` a `BasicBolt` raised, if it did; else empty). A `WORKER_LOST` made by
     `lost_in` names the bolt task whose process died with the tuple in it, and why. For
-    `ROLLED_BACK`, they name the task whose state rolled back, and ``message`` says why.
+    `ROLLED_BACK`, they name the task whose state rolled back, and ``message`` says why; for
+    `UNAVAILABLE`, the bolt task whose store did not take the tuple, and ``message`` the store
+    and its error.
     """
 
     kind: str
@@ -66,8 +75,8 @@ class FailureCause(NamedTuple):
     @property
     def record_caused(self) -> bool:
         """Whether the record itself caused the failure (an explicit fail or an exception while
-        processing it), not a worker that died, a timeout or a state's rollback under it: what a
-        retry budget counts."""
+        processing it), not a worker that died, a timeout, a state's rollback or a store that was
+        down under it: what a retry budget counts."""
         return self.kind in (EXPLICIT, EXCEPTION)
 
     def describe(self) -> str:
@@ -82,7 +91,8 @@ class FailureCause(NamedTuple):
             return f"lost in [{self.component}] task {self.task}" + (f": {what}" if what else "")
         where = f" in [{self.component}] task {self.task}" if self.component else ""
         what = ": ".join(part for part in (self.error, self.message) if part)
-        label = {EXCEPTION: "exception", ROLLED_BACK: "rolled back"}.get(self.kind, "failed")
+        label = {EXCEPTION: "exception", ROLLED_BACK: "rolled back",
+                 UNAVAILABLE: "store unavailable"}.get(self.kind, "failed")
         return f"{label}{where}" + (f": {what}" if what else "")
 
     def reason_suffix(self) -> str:
@@ -124,8 +134,8 @@ class FailureCause(NamedTuple):
         """A fail by ``component`` task ``task`` that says why (``reason``: what a dead-letter
         entry and its ``cause`` then carry; cut and masked as an exception's message is). For
         squall's own bolts, which fail a tuple for a reason they know (a window's timestamp
-        that is not a number, a sink's write refused: `EXPLICIT`; a state's rollback:
-        `ROLLED_BACK`)."""
+        that is not a number, a sink's write refused for the tuple: `EXPLICIT`; a state's
+        rollback: `ROLLED_BACK`; a sink's store that is down: `UNAVAILABLE`)."""
         return cls(kind, component, task, "", shown_message(reason))
 
     @classmethod
@@ -149,8 +159,8 @@ def shown_message(text: str) -> str:
 
 def fail_all_because(collector: Any, tuples: Iterable[Any], component: str, task: int, reason: str,
                      kind: str = EXPLICIT) -> None:
-    """`fail_because` of each of ``tuples`` for one ``reason`` (a batch a sink could not write, a
-    state's rollback, ``kind`` `ROLLED_BACK`): the cause is made once, where masking and cutting the
+    """`fail_because` of each of ``tuples`` for one ``reason`` (a batch a sink could not write,
+    ``kind`` `UNAVAILABLE`; a state's rollback, `ROLLED_BACK`): the cause is made once, where masking and cutting the
     reason for each tuple cost some 25 us a tuple, a quarter of a second for a batch of 10,000."""
     cause = FailureCause.of_reason(component, task, reason, kind)
     for tup in tuples:
@@ -184,9 +194,11 @@ def fail_for(collector: Any, tup: Any, cause: FailureCause | None) -> None:
         collector.fail(tup)
 
 
-def fail_because(collector: Any, tup: Any, component: str, task: int, reason: str) -> None:
+def fail_because(collector: Any, tup: Any, component: str, task: int, reason: str,
+                 kind: str = EXPLICIT) -> None:
     """Fail ``tup`` on ``collector`` as ``component`` task ``task`` for ``reason`` (what the
-    spout's dead letter and log then say: `FailureCause.of_reason`). For squall's own bolts,
-    which know why they fail a tuple: the reason names what was wrong and where (field,
-    stream, file, key), never only a traceback."""
-    fail_for(collector, tup, FailureCause.of_reason(component, task, reason))
+    spout's dead letter and log then say: `FailureCause.of_reason`), of ``kind`` (`UNAVAILABLE`
+    where the store was at fault, not the tuple). For squall's own bolts, which know why they
+    fail a tuple: the reason names what was wrong and where (field, stream, file, key), never
+    only a traceback."""
+    fail_for(collector, tup, FailureCause.of_reason(component, task, reason, kind))

@@ -21,7 +21,7 @@ from .._collectors import OutputFieldsDeclarer
 from .._components import Bolt
 from .._config import Config
 from .._errors import SquallError
-from .._failure import cut_text, fail_all_because, fail_because, shown_value
+from .._failure import EXPLICIT, UNAVAILABLE, cut_text, fail_all_because, fail_because, shown_value
 from .._fields import Fields
 from .._tuple import Tuple, is_tick_tuple
 
@@ -156,6 +156,10 @@ class BatchingSinkBolt(Bolt):
     first, and the schema to write with) and ``_commit(seq, table, ids)`` (makes the batch
     durable in one step and returns the sequence number it is committed under: ``seq``, or a
     later one where another writer took ``seq``; or raises `SinkWriteError` if it is not).
+
+    A batch whose commit raised fails its tuples as ``"unavailable"`` (the store's fault: no
+    retry budget charges it), unless `_refused_for_rows` says the rows were refused; a row that
+    does not fit the schema is the row's own (``on_bad_row``).
     """
 
     def __init__(self, schema: pa.Schema | list | dict, id_field: str, batch_size: int = 1000,
@@ -245,8 +249,12 @@ class BatchingSinkBolt(Bolt):
                     f"sink {self.component!r}: batch {self.task_name}#{self._seq} of {len(ids)} rows "
                     f"was not written ({type(e).__name__}: {e}); its tuples are failed and replay")
                 self.collector.report_error(err)  # which logs it
-                # why goes with each: a record given up says it in its dead letter
-                fail_all_because(self.collector, good, self.component, self.task, str(err))
+                # why goes with each: a record given up says it in its dead letter. The rows
+                # that do not fit were taken out above: what is left failed for the store's
+                # sake (a full disk, an object store that does not answer), which no retry
+                # budget charges (`_refused_for_rows` says when the rows were refused)
+                fail_all_because(self.collector, good, self.component, self.task, str(err),
+                                 EXPLICIT if self._refused_for_rows(e) else UNAVAILABLE)
                 return
             self._committed.add(CommittedBatch(seq, ids))
             self._seq = seq + 1
@@ -268,6 +276,12 @@ class BatchingSinkBolt(Bolt):
 
     def _open(self) -> list[CommittedBatch]:
         raise NotImplementedError
+
+    def _refused_for_rows(self, error: Exception) -> bool:
+        """Whether a commit failed with ``error`` because of what its rows hold (charged to each
+        of them), rather than because the store could not take a batch (not charged): never,
+        here, as every row left fits the schema; a sink whose store checks rows further says."""
+        return False
 
     def _commit(self, seq: int, table: pa.Table, ids: list) -> int:
         raise NotImplementedError

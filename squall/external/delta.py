@@ -24,6 +24,8 @@ __all__ = ["DeltaSinkBolt"]
 APP_KEY, SEQ_KEY, IDS_KEY = "squall.app", "squall.seq", "squall.ids"
 """The ``commitInfo`` keys a batch's commit carries."""
 
+_INVALID_DATA = "Invalid data found"  # how delta-rs's error for rows its constraints refuse begins
+
 
 class DeltaSinkBolt(BatchingSinkBolt):
     """Append tuples to the Delta table at ``table_uri`` (created with ``schema`` if absent),
@@ -90,6 +92,14 @@ class DeltaSinkBolt(BatchingSinkBolt):
                 f"{', '.join(existing.names)}; missing there: {missing or 'none'}; "
                 f"not in the sink's schema: {extra or 'none'}")
         self.schema = pa.schema([existing.field(n) for n in self.schema.names])
+
+    def _refused_for_rows(self, error: Exception) -> bool:
+        """The table's CHECK constraints or invariants refused what rows hold (delta-rs's
+        ``InvalidData``, "Invalid data found: N rows failed validation check", which deltalake
+        raises as a plain ``DeltaError``, as it does a full disk): charged to the batch's rows.
+        Any other error (an object store or disk that failed, a conflicting commit) is the
+        store's."""
+        return _INVALID_DATA in str(error)
 
     def _commit(self, seq: int, table: pa.Table, ids: list) -> int:
         props = CommitProperties(

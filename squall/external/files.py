@@ -38,7 +38,7 @@ from .._components import Bolt, Spout
 from .._config import Config, default_of, setting
 from .._context import TopologyContext
 from .._errors import SquallError
-from .._failure import UNKNOWN, FailureCause, fail_all_because, fail_because
+from .._failure import UNAVAILABLE, UNKNOWN, FailureCause, fail_all_because, fail_because
 from .._fields import Fields
 from .._private import FILE_MODE, Kept, disk_error_message, fsync_dir, private_dir, write_failure, write_private
 from .._stable_hash import stable_hash_one
@@ -1324,7 +1324,9 @@ class FileSinkBolt(Bolt):
     ``<prefix>-<task index>-<run>-<sequence><suffix>`` and fsyncs the directory; then, and only
     then, are its tuples acked. If a write, fsync or rename fails (disk full, permissions, the
     directory gone) every tuple of that file is failed, so the spout replays it, and the partial
-    file is removed. At-least-once: a replayed tuple already written is written again.
+    file is removed; the failure is the disk's (kind ``"unavailable"``), which no retry budget
+    charges, unlike a formatter that raises on a tuple. At-least-once: a replayed tuple already
+    written is written again.
 
     Temporary files left by an earlier crashed run of this task are removed in ``prepare``; their
     tuples were never acked, so they are replayed.
@@ -1438,7 +1440,9 @@ class FileSinkBolt(Bolt):
             os.unlink(self.temp)
         except OSError:
             pass  # never created, or the directory is gone
-        fail_all_because(self.collector, self.held, *self._where, f"FileSinkBolt: {said}")
+        # the disk's fault, not the tuples' (full, read-only, the directory gone): not charged
+        # to their retry budgets, or a disk full for a few seconds dead-letters good records
+        fail_all_because(self.collector, self.held, *self._where, f"FileSinkBolt: {said}", UNAVAILABLE)
         self.held.clear()
 
     def cleanup(self) -> None:

@@ -68,7 +68,7 @@ from typing import Any, ClassVar, cast
 import redis
 
 from .._components import Bolt, Spout
-from .._failure import UNKNOWN, FailureCause, fail_because, fail_for, shown_value
+from .._failure import EXPLICIT, UNAVAILABLE, UNKNOWN, FailureCause, fail_because, fail_for, shown_value
 from .._fields import Fields
 from .._redact import redact_text
 from .._tuple import is_tick_tuple
@@ -81,6 +81,31 @@ log = logging.getLogger(__name__)
 # The errors that mean "the server is unreachable or went away": the component logs them,
 # waits, and tries again; anything else is a bug or bad data and is reported as such.
 _DOWN = (redis.ConnectionError, redis.TimeoutError)
+
+# Besides `_DOWN`, the replies of a server that takes no write now, whatever the tuple: out of
+# memory, a replica, unable to persist (MISCONF), running a slow script (BUSY), restarted (its
+# scripts gone: NOSCRIPT), a cluster without a master. redis-py gives some their own class and
+# leaves the others a ResponseError that starts with the code.
+_UNAVAILABLE_ERRORS = (*_DOWN, redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
+                       redis.exceptions.NoScriptError, redis.exceptions.TryAgainError,
+                       redis.exceptions.ClusterDownError)
+_UNAVAILABLE_CODES = frozenset({"OOM", "READONLY", "MISCONF", "BUSY", "LOADING", "NOSCRIPT", "MASTERDOWN",
+                                "NOREPLICAS", "TRYAGAIN", "CLUSTERDOWN"})
+
+
+def store_unavailable(error: BaseException) -> bool:
+    """Whether ``error``, from a call a sink or lookup made for a tuple, is the server's state
+    and not the tuple's doing (`_UNAVAILABLE_ERRORS`): the tuple then fails as `UNAVAILABLE`,
+    which no retry budget charges. Any other error (WRONGTYPE: the key the tuple names holds
+    another type; a value the server refuses) is the tuple's, and charged."""
+    if isinstance(error, _UNAVAILABLE_ERRORS):
+        return True
+    return isinstance(error, redis.ResponseError) and str(error).split(" ", 1)[0] in _UNAVAILABLE_CODES
+
+
+def _failure_kind(error: BaseException) -> str:
+    """The kind of failure of a tuple a call failed with ``error``: `UNAVAILABLE` or `EXPLICIT`."""
+    return UNAVAILABLE if store_unavailable(error) else EXPLICIT
 
 
 _DEFAULT_BACKOFF = RetryBackoff(max_retries=3)  # frozen: one shared by every spout that takes the default
@@ -833,6 +858,9 @@ class _Writer(threading.Thread):
 
 class RedisStreamSinkBolt(Bolt):
     """Writes each tuple to Redis idempotently, then acks it; a write error fails it (replay).
+    A server that is down, loading, out of memory or read-only fails it as `UNAVAILABLE`, which
+    no retry budget charges: an outage sends no record to the dead letters. A write refused for
+    the tuple's own sake (WRONGTYPE: its key holds another type) is charged.
 
     ``mode="hash"``: ``HSET <key_prefix><tuple[id_field]>`` with the tuple's other fields, so a
     replay overwrites. ``mode="stream"``: ``XADD target`` of the tuple's fields, skipped when
@@ -897,7 +925,8 @@ return id
 
     def _write(self, batch: list[tuple[Any, str, dict[str, Any]]]) -> None:
         """Writes ``batch`` in one pipeline (on the writer's thread), then acks each tuple
-        written and fails each one whose write failed."""
+        written and fails each one whose write failed: as `UNAVAILABLE` (not charged) if the
+        server was down or took no writes (`store_unavailable`), else as refused for it."""
         try:
             if self.mode == "stream" and not self._script_loaded:
                 # loaded once, not checked per pipeline (a script in a pipeline costs redis-py
@@ -926,10 +955,11 @@ return id
         for (tup, _key, _values), result in zip(batch, results):
             if isinstance(result, Exception):
                 # why goes with the failure: a record given up after its retries says it in its
-                # dead letter (the URL's password masked)
+                # dead letter (the URL's password masked); a server that is down is no fault of
+                # the record's, and is not charged to it (`store_unavailable`)
                 fail_for(self.collector, tup, FailureCause.of_reason(
                     *self._where, f"RedisStreamSinkBolt: cannot write {self.target!r}: "
-                    f"{type(result).__name__}: {redact_text(str(result))}"))
+                    f"{type(result).__name__}: {redact_text(str(result))}", _failure_kind(result)))
             else:
                 self.collector.ack(tup)
 
@@ -1062,7 +1092,8 @@ class _RedisKeyBolt(Bolt):
 
     def execute(self, tup) -> None:
         """Runs the query; on a server error, or a tuple without ``key_field``, reports it and
-        fails the tuple (replay) with that reason. A tick tuple is skipped, as storm-redis's
+        fails the tuple (replay) with that reason: a server that is down or cannot serve
+        (`store_unavailable`) as `UNAVAILABLE`, not charged to the tuple's retry budget. A tick tuple is skipped, as storm-redis's
         bolts (``BaseTickTupleAwareRichBolt``) skip it."""
         if is_tick_tuple(tup):
             return
@@ -1083,13 +1114,14 @@ class _RedisKeyBolt(Bolt):
             # into a dead letter
             in_container = f" in {self.spec.container!r}" if self.spec.container is not None else ""
             self._fail(tup, f"{type(self).__name__}: {self.spec.kind} query of key {shown_value(key)}{in_container} "
-                            f"on {redact_text(self.url)} failed: {type(e).__name__}: {redact_text(str(e))}")
+                            f"on {redact_text(self.url)} failed: {type(e).__name__}: {redact_text(str(e))}",
+                       _failure_kind(e))
             return
         self.collector.ack(tup)
 
-    def _fail(self, tup, reason: str) -> None:
+    def _fail(self, tup, reason: str, kind: str = EXPLICIT) -> None:
         self.collector.report_error(reason)
-        fail_because(self.collector, tup, *self._where, reason)
+        fail_because(self.collector, tup, *self._where, reason, kind)
 
     def cleanup(self) -> None:
         """Closes the connection."""

@@ -152,7 +152,7 @@ def test_a_file_sink_whose_directory_is_gone_fails_each_tuple_naming_the_file(tm
         sink.execute(t)
     assert [i for i, _ in out.causes] == [1, 2] and not out.acked  # each one's open failed
     for _i, cause in out.causes:
-        assert cause is not None and (cause.kind, cause.component, cause.task) == ("fail", "sink", 3), cause  # main: a plain fail
+        assert cause is not None and (cause.kind, cause.component, cause.task) == ("unavailable", "sink", 3), cause  # the disk's fault: not charged
         assert cause.message.startswith(f"FileSinkBolt: cannot write {tmp_path / 'out'}/.part-0-") and \
             "(the file being written)" in cause.message, cause.message
 
@@ -168,7 +168,7 @@ def test_a_parquet_batch_that_cannot_be_written_fails_each_tuple_saying_why(tmp_
         sink.execute(t)
     assert sorted(i for i, _ in out.causes) == [1, 2, 3] and not out.acked
     for _i, cause in out.causes:
-        assert cause is not None and (cause.kind, cause.component) == ("fail", "sink"), cause
+        assert cause is not None and (cause.kind, cause.component) == ("unavailable", "sink"), cause  # the store's fault: not charged
         assert cause.message.startswith("sink 'sink': batch sink-3#0 of 3 rows was not written (NotADirectoryError") \
             and str(tmp_path / "pq") in cause.message, cause.message
 
